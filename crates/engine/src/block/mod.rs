@@ -1,0 +1,2 @@
+//! block layer (being written).
+pub mod blkptr;

@@ -1,0 +1,1 @@
+//! cache layer (being written).

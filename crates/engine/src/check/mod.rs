@@ -1,0 +1,1 @@
+//! check layer (being written).

@@ -1,0 +1,1 @@
+//! dataset layer (being written).

@@ -1,0 +1,31 @@
+//! tarn: pooled copy-on-write storage in the design family of OpenZFS, in user space.
+//!
+//! The engine is organised in layers; data flows down, and each layer depends only on layers
+//! below it. The module list reads like the layer table of DESIGN.md §2:
+//!
+//! | module      | role                                                                       |
+//! |-------------|----------------------------------------------------------------------------|
+//! | [`vdev`]    | leaf devices behind a fault-injectable I/O trait, mirrors, labels, uberblock ring, flock |
+//! | [`space`]   | range trees, space maps, metaslabs, the allocator, deferred frees          |
+//! | [`block`]   | block pointers, checksums, compression, the read/write pipeline            |
+//! | [`cache`]   | block cache keyed by block identity (the ARC replaces its implementation)   |
+//! | [`txg`]     | open/quiescing/syncing state machine, holds, dirty accounting, throttle    |
+//! | [`object`]  | object sets, dnodes, indirect trees, dirty records, key/value objects      |
+//! | [`dataset`] | dataset records and directories, `block_born` / `block_kill`, accounting   |
+//! | [`pool`]    | create, import, export, config, uberblocks, the sync driver                |
+//! | [`check`]   | whole-pool verification: block pointers against space maps                 |
+//!
+//! [`types`] holds the identities and units every layer shares; [`tunables`] every knob.
+
+pub mod types;
+pub mod tunables;
+
+pub mod vdev;
+pub mod space;
+pub mod block;
+pub mod cache;
+pub mod txg;
+pub mod object;
+pub mod dataset;
+pub mod pool;
+pub mod check;

@@ -1,0 +1,1 @@
+//! pool layer (being written).

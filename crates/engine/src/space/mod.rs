@@ -1,0 +1,2 @@
+//! space layer (being written).
+pub mod storage;

@@ -1,0 +1,160 @@
+//! Tunables: every knob the engine has, named as in OpenZFS's zfs(4) where one exists, with its
+//! default, in one place.
+//!
+//! A daemon reads overrides from the environment as `TARN_TUNABLE_<name>=value` (for example
+//! `TARN_TUNABLE_txg_timeout=1`). An embedding program builds a [`Tunables`] value directly.
+//! [`Tunables::tiny`] is the tiny test configuration: small metaslabs, small indirect blocks and
+//! small records, so that indirection, condensing and multi-level trees happen within
+//! milliseconds in tests.
+
+use std::time::Duration;
+
+macro_rules! tunables {
+    ($( $(#[doc = $doc:expr])* $name:ident : $ty:ty = $default:expr ),* $(,)?) => {
+        /// The engine's tunables. See the module documentation.
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct Tunables {
+            $( $(#[doc = $doc])* pub $name: $ty, )*
+        }
+
+        impl Default for Tunables {
+            fn default() -> Self {
+                Tunables { $( $name: $default, )* }
+            }
+        }
+
+        impl Tunables {
+            /// Every tunable as (name, current value, documentation), for `tarn stat tunables`
+            /// and the documentation table.
+            pub fn describe(&self) -> Vec<(&'static str, String, &'static str)> {
+                vec![ $( (stringify!($name), format!("{}", self.$name), concat!($($doc, " "),*)), )* ]
+            }
+
+            /// Set one tunable by name from its textual value.
+            pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+                match name {
+                    $( stringify!($name) => {
+                        self.$name = value.trim().parse::<$ty>().map_err(|error| {
+                            format!("tunable {name}: cannot parse {value:?}: {error}")
+                        })?;
+                        Ok(())
+                    } )*
+                    _ => Err(format!("unknown tunable {name:?}")),
+                }
+            }
+        }
+    };
+}
+
+tunables! {
+    /// Seconds between txg syncs when nothing else triggers one (zfs_txg_timeout).
+    txg_timeout: u64 = 5,
+    /// Maximum dirty bytes in flight before writers block (zfs_dirty_data_max).
+    dirty_data_max: u64 = 1 << 30,
+    /// Percent of dirty_data_max at which a txg sync starts (zfs_dirty_data_sync_percent).
+    dirty_data_sync_percent: u64 = 20,
+    /// Percent of dirty_data_max at which writers start to be delayed (zfs_delay_min_dirty_percent).
+    delay_min_dirty_percent: u64 = 60,
+    /// Scale of the write-throttle delay curve in nanoseconds (zfs_delay_scale).
+    delay_scale: u64 = 500_000,
+    /// Longest single write-throttle delay in nanoseconds (zfs_delay_max_ns).
+    delay_max_ns: u64 = 100_000_000,
+    /// Target number of metaslabs per top-level vdev (zfs_vdev_default_ms_count).
+    vdev_default_ms_count: u64 = 200,
+    /// Minimum number of metaslabs per top-level vdev (zfs_vdev_min_ms_count).
+    vdev_min_ms_count: u64 = 16,
+    /// Cap on metaslabs per top-level vdev (zfs_vdev_ms_count_limit).
+    vdev_ms_count_limit: u64 = 131_072,
+    /// Default metaslab shift, 512 MiB (zfs_vdev_default_ms_shift).
+    vdev_default_ms_shift: u32 = 29,
+    /// Smallest metaslab shift allowed (SPA_MAXBLOCKSHIFT in OpenZFS; lowered by the tiny test configuration).
+    vdev_min_ms_shift: u32 = 24,
+    /// Largest metaslab shift, 16 GiB (zfs_vdev_max_ms_shift).
+    vdev_max_ms_shift: u32 = 34,
+    /// Space-map data block size for metaslab maps (zfs_metaslab_sm_blksz_no_log).
+    metaslab_sm_blksz: u32 = 16 << 10,
+    /// Condense a space map when it is this percent of its optimal size (zfs_metaslab_condense_pct).
+    metaslab_condense_pct: u64 = 200,
+    /// Below this largest free segment, dynamic fit goes straight to best fit (metaslab_df_alloc_threshold).
+    metaslab_df_alloc_threshold: u64 = 128 << 10,
+    /// Below this percent free, dynamic fit goes straight to best fit (metaslab_df_free_pct).
+    metaslab_df_free_pct: u64 = 4,
+    /// Bytes past the first examined segment after which first fit gives up (metaslab_df_max_search).
+    metaslab_df_max_search: u64 = 16 << 20,
+    /// Bytes written to one top-level vdev before rotating to the next (metaslab_aliquot).
+    metaslab_aliquot: u64 = 2 << 20,
+    /// Pass from which blocks born in this txg are rewritten in place (zfs_sync_pass_rewrite).
+    sync_pass_rewrite: u32 = 2,
+    /// Pass from which frees are deferred to the next txg (zfs_sync_pass_deferred_free).
+    sync_pass_deferred_free: u32 = 2,
+    /// Pass from which compression is switched off (zfs_sync_pass_dont_compress).
+    sync_pass_dont_compress: u32 = 8,
+    /// Sync passes after which a txg that has not converged is a bug (asserted).
+    sync_pass_max: u32 = 100,
+    /// Indirect block shift for new objects, 128 KiB (DN_MAX_INDBLKSHIFT).
+    indirect_block_shift: u32 = 17,
+    /// Data block size of the meta-dnode (dnodes per block = this / 512).
+    dnode_block_size: u32 = 16 << 10,
+    /// Default recordsize for file systems.
+    recordsize: u32 = 128 << 10,
+    /// Bytes the block cache may hold (the ARC's arc_c_max, until the ARC replaces it).
+    arc_max: u64 = 256 << 20,
+    /// Sector shift of new vdevs (ashift); 9 = 512 bytes, 12 = 4 KiB.
+    vdev_ashift: u32 = 9,
+}
+
+impl Tunables {
+    /// Defaults overridden from `TARN_TUNABLE_<name>` environment variables. Unknown names and
+    /// unparsable values are errors, not silently ignored.
+    pub fn from_env() -> Result<Tunables, String> {
+        let mut tunables = Tunables::default();
+        for (key, value) in std::env::vars() {
+            if let Some(name) = key.strip_prefix("TARN_TUNABLE_") {
+                tunables.set(name, &value)?;
+            }
+        }
+        Ok(tunables)
+    }
+
+    /// The tiny test configuration: 1 MiB metaslabs, 1 KiB indirect blocks (8 pointers each),
+    /// 4 KiB records, a 1 MiB cache and a one-second txg timeout.
+    pub fn tiny() -> Tunables {
+        Tunables {
+            txg_timeout: 1,
+            dirty_data_max: 16 << 20,
+            vdev_default_ms_shift: 20,
+            vdev_min_ms_shift: 20,
+            metaslab_sm_blksz: 4 << 10,
+            metaslab_aliquot: 64 << 10,
+            indirect_block_shift: 10,
+            dnode_block_size: 4 << 10,
+            recordsize: 4 << 10,
+            arc_max: 1 << 20,
+            ..Tunables::default()
+        }
+    }
+
+    pub fn txg_timeout_duration(&self) -> Duration {
+        Duration::from_secs(self.txg_timeout.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_by_name_parses_and_rejects() {
+        let mut tunables = Tunables::default();
+        tunables.set("txg_timeout", "1").unwrap();
+        assert_eq!(tunables.txg_timeout, 1);
+        assert!(tunables.set("txg_timeout", "soon").is_err());
+        assert!(tunables.set("no_such_knob", "1").is_err());
+    }
+
+    #[test]
+    fn describe_lists_every_tunable() {
+        let described = Tunables::default().describe();
+        assert!(described.iter().any(|(name, value, _)| *name == "txg_timeout" && value == "5"));
+    }
+}

@@ -1,0 +1,1 @@
+//! txg layer (being written).

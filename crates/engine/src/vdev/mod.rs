@@ -1,0 +1,1 @@
+//! vdev layer (being written).
