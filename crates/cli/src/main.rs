@@ -1,3 +1,432 @@
-fn main() {
-    println!("tarn");
+//! `tarn`: the command line. Verbs follow zpool/zfs/zdb habits (see shared CLI.md).
+//!
+//! Until the daemon exists, every verb runs the engine in this process: a pool is imported for
+//! the duration of one command and exported again before the command returns, so the next
+//! command finds it exported. Pools are found by scanning the directories given with `-d`
+//! (default: the current directory) for files and block devices carrying tarn labels.
+
+mod bench;
+mod format;
+mod quickstart;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use format::{parse_size, print_table, Cell, ListFormat};
+use tarn::check::check_pool;
+use tarn::pool::{parse_vdev_specs, CreateOptions, ImportOptions, Pool, PoolError};
+use tarn::tunables::Tunables;
+use tarn::vdev::label::PoolState;
+
+#[derive(Parser)]
+#[command(name = "tarn", version, about = "pooled copy-on-write storage in the design family of OpenZFS")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
+
+#[derive(Subcommand)]
+enum Command {
+    /// Pool commands (zpool).
+    #[command(subcommand)]
+    Pool(PoolCommand),
+    /// Verify a whole pool: every block and copy against its checksum and the space maps.
+    Check {
+        /// Directory holding the pool's vdevs (repeatable).
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        /// Do not repair damaged copies.
+        #[arg(short = 'n', long)]
+        no_repair: bool,
+        pool: String,
+    },
+    /// Inspection (zdb).
+    #[command(subcommand)]
+    Debug(DebugCommand),
+    /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
+    Quickstart { dir: Option<PathBuf> },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+#[derive(Args, Clone)]
+struct ListArgs {
+    /// No header; fields separated by tabs.
+    #[arg(short = 'H')]
+    no_header: bool,
+    /// Exact numbers (bytes).
+    #[arg(short = 'p')]
+    exact: bool,
+    /// JSON output.
+    #[arg(short = 'j')]
+    json: bool,
+    /// Fields to print, comma-separated.
+    #[arg(short = 'o', value_delimiter = ',')]
+    fields: Option<Vec<String>>,
+}
+
+impl ListArgs {
+    fn format(&self) -> ListFormat {
+        ListFormat { no_header: self.no_header, exact: self.exact, json: self.json, fields: self.fields.clone() }
+    }
+}
+
+#[derive(Subcommand)]
+enum PoolCommand {
+    /// Create a pool: tarn pool create [-f] [-s SIZE] POOL VDEVSPEC...
+    Create {
+        #[arg(short = 'f')]
+        force: bool,
+        /// Create missing device files as sparse files of this size (e.g. 2G).
+        #[arg(short = 's')]
+        size: Option<String>,
+        /// Pool properties (prop=value); only feature@NAME=disabled is understood yet.
+        #[arg(short = 'o')]
+        properties: Vec<String>,
+        pool: String,
+        #[arg(required = true, num_args = 1..)]
+        vdevs: Vec<String>,
+    },
+    /// Import a pool, or with no name list the pools found.
+    Import {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[arg(short = 'f')]
+        force: bool,
+        /// readonly=on imports without writing anything.
+        #[arg(short = 'o')]
+        options: Vec<String>,
+        pool: Option<String>,
+        new_name: Option<String>,
+    },
+    /// Export a pool (mark it cleanly exported).
+    Export {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[arg(short = 'f')]
+        force: bool,
+        pool: String,
+    },
+    /// Destroy a pool: its vdevs no longer import.
+    Destroy {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[arg(short = 'f')]
+        force: bool,
+        pool: String,
+    },
+    /// List pools with their size and use.
+    List {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[command(flatten)]
+        list: ListArgs,
+        pool: Option<String>,
+    },
+    /// Show the vdev tree, state and error counts of pools.
+    Status {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[arg(short = 'j')]
+        json: bool,
+        pool: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum DebugCommand {
+    /// Per-metaslab offset, space map, free space and fragmentation.
+    Metaslabs {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[arg(short = 'j')]
+        json: bool,
+        pool: String,
+    },
+}
+
+/// A failure the user should read: printed to stderr, exit status 1.
+struct Failure(String);
+
+impl From<PoolError> for Failure {
+    fn from(error: PoolError) -> Self {
+        Failure(error.to_string())
+    }
+}
+
+impl From<String> for Failure {
+    fn from(error: String) -> Self {
+        Failure(error)
+    }
+}
+
+fn dirs_or_default(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if dirs.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        dirs.to_vec()
+    }
+}
+
+fn tunables() -> Result<Tunables, Failure> {
+    Tunables::from_env().map_err(Failure)
+}
+
+pub(crate) fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions, Failure> {
+    Ok(ImportOptions { dirs: dirs_or_default(dirs), readonly, tunables: tunables()?, new_name: None })
+}
+
+fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
+    let (pool, report) = Pool::import(name, import_options(dirs, readonly)?)?;
+    for (txg, why) in &report.skipped {
+        eprintln!("warning: pool {name}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
+    }
+    Ok(pool)
+}
+
+fn pool_create(force: bool, size: Option<String>, properties: Vec<String>, name: String, vdevs: Vec<String>) -> Result<(), Failure> {
+    for property in &properties {
+        let (key, _) = property.split_once('=').ok_or_else(|| Failure(format!("invalid property {property:?}: expected prop=value")))?;
+        if !key.starts_with("feature@") {
+            return Err(Failure(format!("unknown pool property {key:?}")));
+        }
+    }
+    let create_size = size.as_deref().map(parse_size).transpose()?;
+    let options = CreateOptions { name: name.clone(), vdevs: parse_vdev_specs(&vdevs)?, create_size, force, tunables: tunables()? };
+    let pool = Pool::create(options)?;
+    pool.export()?;
+    println!("created pool {name} (exported: no daemon yet; import it with 'tarn pool import -d DIR {name}')");
+    Ok(())
+}
+
+fn pool_import(dirs: Vec<PathBuf>, options: Vec<String>, pool: Option<String>, new_name: Option<String>) -> Result<(), Failure> {
+    let mut readonly = false;
+    for option in &options {
+        match option.as_str() {
+            "readonly=on" => readonly = true,
+            "readonly=off" => readonly = false,
+            other => return Err(Failure(format!("unknown import option {other:?} (known: readonly=on|off)"))),
+        }
+    }
+    let Some(name) = pool else {
+        let found = Pool::scan(&dirs_or_default(&dirs));
+        if found.is_empty() {
+            println!("no pools available to import");
+        }
+        for pool in found {
+            println!("   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n", pool.name, pool.guid, pool.state, pool.txg,
+                pool.leaves_found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "));
+        }
+        return Ok(());
+    };
+    let mut import = import_options(&dirs, readonly)?;
+    import.new_name = new_name;
+    let (pool, report) = Pool::import(&name, import)?;
+    for (txg, why) in &report.skipped {
+        eprintln!("warning: uberblock of txg {txg} could not be used ({why})");
+    }
+    println!("imported pool {} at txg {}{}", pool.name(), report.txg, if report.skipped.is_empty() { String::new() } else { format!(" (rewound past {} newer txgs)", report.skipped.len()) });
+    pool.export()?;
+    println!("exported pool {} (no daemon yet: pools stay imported only while a command runs)", name);
+    Ok(())
+}
+
+fn pool_list(dirs: Vec<PathBuf>, list: ListArgs, name: Option<String>) -> Result<(), Failure> {
+    let columns = ["name", "size", "alloc", "free", "frag", "cap", "health"];
+    let mut rows = Vec::new();
+    let found = Pool::scan(&dirs_or_default(&dirs));
+    if let Some(name) = &name {
+        if !found.iter().any(|pool| &pool.name == name) {
+            return Err(Failure(format!("cannot open '{name}': no such pool")));
+        }
+    }
+    for candidate in found.iter().filter(|p| p.state != PoolState::Destroyed) {
+        if name.as_ref().is_some_and(|n| n != &candidate.name) {
+            continue;
+        }
+        let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
+        let stats = pool.core.io.space.stats();
+        let size: u64 = stats.iter().map(|v| v.size).sum();
+        let allocated: u64 = stats.iter().map(|v| v.allocated).sum();
+        let frag = stats.iter().filter_map(|v| v.fragmentation).max();
+        let cap = if size == 0 { 0 } else { allocated * 100 / size };
+        rows.push(vec![
+            Cell::text(candidate.name.clone()),
+            Cell::bytes(size),
+            Cell::bytes(allocated),
+            Cell::bytes(size - allocated.min(size)),
+            Cell::percent(frag),
+            Cell::percent(Some(cap)),
+            Cell::text("ONLINE"),
+        ]);
+        pool.export()?;
+    }
+    print_table(&columns, &rows, &list.format(), "pools")?;
+    Ok(())
+}
+
+fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(), Failure> {
+    let found = Pool::scan(&dirs_or_default(&dirs));
+    let mut any = false;
+    let mut documents = Vec::new();
+    for candidate in found.iter().filter(|p| p.state != PoolState::Destroyed) {
+        if name.as_ref().is_some_and(|n| n != &candidate.name) {
+            continue;
+        }
+        any = true;
+        let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
+        let mut vdevs = Vec::new();
+        let mut text = format!("  pool: {}\n state: ONLINE\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{}\n", candidate.name, pool.last_synced_txg(), "", candidate.name);
+        for top in &pool.core.io.vdevs.tops {
+            let kind = if top.children.len() > 1 { format!("mirror-{}", top.id) } else { String::new() };
+            if !kind.is_empty() {
+                text.push_str(&format!("\t  {kind}\n"));
+            }
+            let mut children = Vec::new();
+            for leaf in &top.children {
+                let stats = leaf.stats.snapshot();
+                let indent = if kind.is_empty() { "  " } else { "    " };
+                text.push_str(&format!("\t{indent}{:<30}ONLINE {:>6} {:>5} {:>5}\n", leaf.path.display(), stats.read_errors, stats.write_errors, stats.checksum_errors));
+                children.push(serde_json::json!({
+                    "path": leaf.path.display().to_string(), "state": "ONLINE",
+                    "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
+                }));
+            }
+            vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "children": children}));
+        }
+        if json {
+            documents.push(serde_json::json!({"name": candidate.name, "state": "ONLINE", "txg": pool.last_synced_txg().0, "vdevs": vdevs}));
+        } else {
+            println!("{text}\nerrors: No known data errors\n");
+        }
+        pool.export()?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json"));
+    }
+    if !any {
+        return Err(Failure(match name {
+            Some(name) => format!("cannot open '{name}': no such pool"),
+            None => "no pools available".into(),
+        }));
+    }
+    Ok(())
+}
+
+fn check(dirs: Vec<PathBuf>, no_repair: bool, name: String) -> Result<bool, Failure> {
+    let pool = open_named(&dirs, &name, no_repair)?;
+    pool.sync()?;
+    let report = check_pool(&pool, !no_repair)?;
+    println!("checked pool {name} at txg {}", report.txg);
+    println!("  blocks:          {}", report.blocks);
+    println!("  logical bytes:   {}", report.bytes_logical);
+    println!("  allocated bytes: {}", report.bytes_allocated);
+    println!("  copies verified: {} ({} bad, {} repaired)", report.copies_verified, report.copies_bad, report.copies_repaired);
+    for block in &report.blocks_unreadable {
+        println!("  UNREADABLE: {block}");
+    }
+    for (vdev, offset, size) in &report.leaks {
+        println!("  LEAK: vdev {vdev} offset {offset:#x} size {size:#x}");
+    }
+    for (vdev, offset, size) in &report.missing {
+        println!("  MISSING ALLOCATION: vdev {vdev} offset {offset:#x} size {size:#x}");
+    }
+    for double in &report.double_allocations {
+        println!("  DOUBLE ALLOCATION: {double}");
+    }
+    for error in &report.errors {
+        println!("  ERROR: {error}");
+    }
+    let clean = report.is_clean();
+    println!("{}", if clean { "no errors found" } else { "ERRORS FOUND" });
+    pool.export()?;
+    Ok(clean)
+}
+
+fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), Failure> {
+    let pool = open_named(&dirs, &name, true)?;
+    let stats = pool.core.io.space.stats();
+    if json {
+        let vdevs: Vec<serde_json::Value> = stats
+            .iter()
+            .map(|vdev| {
+                serde_json::json!({
+                    "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated, "fragmentation": vdev.fragmentation,
+                    "metaslabs": vdev.metaslabs.iter().map(|ms| serde_json::json!({
+                        "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object,
+                        "spacemap_length": ms.space_map_length, "allocated": ms.allocated, "free": ms.free,
+                        "fragmentation": ms.fragmentation,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs})).expect("json"));
+    } else {
+        for vdev in &stats {
+            println!("vdev {}: {} metaslabs, {} allocated of {}", vdev.vdev, vdev.metaslabs.len(), format::human_bytes(vdev.allocated), format::human_bytes(vdev.size));
+            println!("  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}", "ms", "offset", "spacemap", "sm length", "allocated", "free", "frag");
+            for ms in &vdev.metaslabs {
+                println!(
+                    "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
+                    ms.id,
+                    ms.start,
+                    ms.space_map_object,
+                    ms.space_map_length,
+                    format::human_bytes(ms.allocated),
+                    format::human_bytes(ms.free),
+                    ms.fragmentation.map_or("-".to_string(), |f| format!("{f}%"))
+                );
+            }
+        }
+    }
+    pool.export()?;
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<bool, Failure> {
+    match cli.command {
+        Command::Pool(command) => match command {
+            PoolCommand::Create { force, size, properties, pool, vdevs } => pool_create(force, size, properties, pool, vdevs)?,
+            PoolCommand::Import { dirs, force: _, options, pool, new_name } => pool_import(dirs, options, pool, new_name)?,
+            PoolCommand::Export { dirs, force: _, pool } => {
+                let found = Pool::scan(&dirs_or_default(&dirs));
+                let Some(candidate) = found.iter().find(|p| p.name == pool && p.state != PoolState::Destroyed) else {
+                    return Err(Failure(format!("cannot export '{pool}': no such pool")));
+                };
+                if candidate.state == PoolState::Exported {
+                    println!("pool {pool} is already exported");
+                } else {
+                    open_named(&dirs, &pool, false)?.export()?;
+                    println!("exported pool {pool}");
+                }
+            }
+            PoolCommand::Destroy { dirs, force: _, pool } => {
+                open_named(&dirs, &pool, false)?.destroy()?;
+                println!("destroyed pool {pool}");
+            }
+            PoolCommand::List { dirs, list, pool } => pool_list(dirs, list, pool)?,
+            PoolCommand::Status { dirs, json, pool } => pool_status(dirs, json, pool)?,
+        },
+        Command::Check { dirs, no_repair, pool } => return check(dirs, no_repair, pool),
+        Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => debug_metaslabs(dirs, json, pool)?,
+        Command::Quickstart { dir } => quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?,
+        Command::Bench(command) => bench::run(command)?,
+    }
+    Ok(true)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(Failure(message)) => {
+            eprintln!("tarn: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+pub(crate) use Failure as CliFailure;

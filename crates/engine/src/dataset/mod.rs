@@ -1,1 +1,142 @@
-//! dataset layer (being written).
+//! Dataset layer: dataset records and directories, and the single gate through which blocks
+//! enter and leave a dataset (OpenZFS dsl_dataset.c, dsl_dir.c).
+//!
+//! # Overview
+//! A *dataset directory* names a place in the hierarchy (children, properties, space used by it
+//! and its descendants). Its *head dataset* record points at the dataset's object set and carries
+//! the accounting (referenced, compressed, uncompressed, unique bytes) and the fields that
+//! snapshots will use (previous snapshot and its txg, deadlist, guid). Both records live in the
+//! bonus buffers of MOS objects ([`phys`]).
+//!
+//! # block_born / block_kill
+//! Every block a dataset's object set writes is reported through [`Dataset::block_born`], and
+//! every block it stops referencing through [`Dataset::block_kill`] (the object layer's
+//! [`BlockLifecycle`]). Kill decides the block's fate by birth txg alone (DESIGN.md §3
+//! invariant 8): a block born after the previous snapshot belongs to this dataset only and is
+//! freed; an older block would go to the deadlist (snapshots are not built yet, so there is none:
+//! that branch is asserted unreachable). Clones will add their livelist here.
+//!
+//! # Context
+//! Born and kill run in syncing context only, from the object set's sync; the accounting they
+//! update is written into the dataset record by the pool's sync driver in the same txg.
+//!
+//! # Crash behaviour
+//! The record is part of the MOS: a crash rolls it back together with the tree it describes.
+
+pub mod phys;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::block::blkptr::BlockPtr;
+use crate::block::pipeline::SyncPoint;
+use crate::object::{BlockLifecycle, ObjectError, ObjectSet};
+use crate::types::ObjectId;
+use phys::{DatasetDirPhys, DatasetPhys};
+
+/// Where a dataset's freed blocks go: the pool frees them now, or in the next txg when the
+/// free happens in a late sync pass. Implemented by the pool layer.
+pub trait BlockFreer: Send + Sync {
+    fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError>;
+}
+
+/// A dataset (for now: the head of a file system) with its object set.
+pub struct Dataset {
+    pub name: String,
+    pub object: ObjectId,
+    pub dir_object: ObjectId,
+    phys: Mutex<DatasetPhys>,
+    dir: Mutex<DatasetDirPhys>,
+    objset: Mutex<Option<Arc<ObjectSet>>>,
+    freer: Arc<dyn BlockFreer>,
+    /// Set when accounting changed in the syncing txg, so the record must be rewritten.
+    record_dirty: Mutex<bool>,
+}
+
+impl Dataset {
+    pub fn new(name: String, object: ObjectId, phys: DatasetPhys, dir: DatasetDirPhys, freer: Arc<dyn BlockFreer>) -> Arc<Dataset> {
+        Arc::new(Dataset {
+            name,
+            object,
+            dir_object: phys.dir_object,
+            phys: Mutex::new(phys),
+            dir: Mutex::new(dir),
+            objset: Mutex::new(None),
+            freer,
+            record_dirty: Mutex::new(false),
+        })
+    }
+
+    /// Attach the dataset's object set (opened or created by the pool with this dataset as its
+    /// lifecycle).
+    pub fn attach_objset(&self, objset: Arc<ObjectSet>) {
+        *self.objset.lock() = Some(objset);
+    }
+
+    /// Drop the reference to the object set (which refers back to this dataset), when the pool
+    /// closes.
+    pub fn detach_objset(&self) {
+        *self.objset.lock() = None;
+    }
+
+    pub fn objset(&self) -> Arc<ObjectSet> {
+        self.objset.lock().clone().expect("dataset object set attached at open")
+    }
+
+    pub fn phys(&self) -> DatasetPhys {
+        self.phys.lock().clone()
+    }
+
+    pub fn dir(&self) -> DatasetDirPhys {
+        self.dir.lock().clone()
+    }
+
+    /// Record the object set's new root after a sync pass; returns the records to write.
+    pub fn set_root(&self, root: BlockPtr) -> (DatasetPhys, DatasetDirPhys) {
+        let mut phys = self.phys.lock();
+        phys.root = root;
+        let mut dir = self.dir.lock();
+        dir.used_bytes = phys.referenced_bytes;
+        dir.compressed_bytes = phys.compressed_bytes;
+        dir.uncompressed_bytes = phys.uncompressed_bytes;
+        *self.record_dirty.lock() = false;
+        (phys.clone(), dir.clone())
+    }
+
+    pub fn referenced_bytes(&self) -> u64 {
+        self.phys.lock().referenced_bytes
+    }
+
+    fn account(&self, bp: &BlockPtr, sign: i64) {
+        let mut phys = self.phys.lock();
+        let apply = |value: &mut u64, delta: u64| {
+            *value = if sign > 0 { value.saturating_add(delta) } else { value.saturating_sub(delta) };
+        };
+        apply(&mut phys.referenced_bytes, bp.size_allocated());
+        apply(&mut phys.unique_bytes, bp.size_allocated());
+        apply(&mut phys.compressed_bytes, bp.size_physical as u64);
+        apply(&mut phys.uncompressed_bytes, bp.size_logical as u64);
+        *self.record_dirty.lock() = true;
+    }
+}
+
+impl BlockLifecycle for Dataset {
+    fn block_born(&self, bp: &BlockPtr, _at: SyncPoint) {
+        debug_assert!(!bp.is_hole());
+        self.account(bp, 1);
+    }
+
+    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        let prev_snapshot_txg = self.phys.lock().prev_snapshot_txg;
+        if bp.birth_physical <= prev_snapshot_txg && prev_snapshot_txg.0 != 0 {
+            // Snapshots do not exist yet; when they do, this block goes to the deadlist.
+            return Err(ObjectError::Lifecycle(format!(
+                "dataset {}: block born in txg {} is shared with a snapshot, but deadlists are not implemented",
+                self.name, bp.birth_physical
+            )));
+        }
+        self.account(bp, -1);
+        self.freer.free(bp, at)
+    }
+}

@@ -1,1 +1,759 @@
-//! object layer (being written).
+//! Object layer: object sets, dnodes, block trees, per-txg dirty records, key/value objects
+//! (OpenZFS dmu*.c, dnode*.c, dbuf.c).
+//!
+//! # Overview
+//! An *object set* is a flat array of numbered objects. Each object is described by a 512-byte
+//! *dnode* (type, block size, tree height, bonus buffer, root block pointer). The dnodes live in
+//! the data blocks of object 0, the *meta-dnode*, whose own dnode sits in the object-set header,
+//! the root block of the set. The pool's MOS is an object set; so is every file system.
+//!
+//! # On-disk structures
+//! See [`phys`] for the byte layout of the dnode and object-set header, and [`tree`] for the
+//! shape of block trees (indirect blocks of `fanout` block pointers, levels grown on demand).
+//!
+//! # Dirty records and txgs
+//! Changes are made in *open context* under a transaction (a [`Tx`] names the open txg it was
+//! assigned to) and kept in memory as per-txg dirty records: for each object, the whole new
+//! contents of each written data block, the ranges of blocks freed, a new bonus buffer, and
+//! whether the object was created or removed in that txg. Nothing on disk changes until the txg
+//! syncs, so writes land in txg N+1 while N syncs: the records of N are frozen once N is
+//! quiesced, and writers only touch the open txg's records.
+//!
+//! # Reading
+//! A read of a block looks at the dirty records from the newest txg to the oldest (a write wins,
+//! a free or creation in that txg means zeros), then at the tree of the dnode as it is being
+//! synced, then at the last synced tree. Disk reads happen with no lock held. Blocks freed in a
+//! sync are not reallocated for two more txgs (DESIGN.md §3 invariant 3), so a reader that took
+//! a tree root just before a sync installed a new one still reads valid blocks.
+//!
+//! # Syncing
+//! [`ObjectSet::sync`] runs in syncing context for one sync pass: it takes every pending record
+//! of the txg, applies frees and writes to each object's tree ([`tree::TreeSync`]) copy-on-write,
+//! then writes the changed dnodes into the meta-dnode's blocks, syncs the meta-dnode the same
+//! way, and writes the object-set header, returning its new block pointer. Every block that
+//! enters or leaves a tree goes through the set's [`BlockLifecycle`] (the dataset layer's
+//! `block_born` / `block_kill`, or the pool's for the MOS): the object layer never frees into the
+//! allocator itself. [`ObjectSet::sync_done`] installs the new tree as the synced one.
+//!
+//! # Locking
+//! One mutex per object set guards the dirty records and the tree roots; it is held only for
+//! in-memory work, never across a disk read or write. Syncing happens in the single sync thread.
+//!
+//! # Crash behaviour
+//! Everything in memory is lost in a crash; what was synced is described by the last uberblock.
+//! The header reserves room for an intent log (ZIL); object numbers are not reused within a
+//! pool's lifetime yet, and each dnode records the txg it was allocated in as its generation.
+
+pub mod phys;
+pub mod tree;
+pub mod kv;
+pub mod adapters;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, ObjectType};
+use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint, WriteProps};
+use crate::space::storage::SpaceStorage;
+use crate::types::{ObjectId, Txg};
+use phys::{DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE};
+use tree::TreeSync;
+
+/// Errors of the object layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("object {0} does not exist")]
+    NoSuchObject(ObjectId),
+    #[error("corrupt object metadata: {0}")]
+    Corrupt(String),
+    #[error("object too large for its tree")]
+    TooLarge,
+    #[error("bonus buffer of {0} bytes is larger than {DNODE_BONUS_SIZE_MAX}")]
+    BonusTooLarge(usize),
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error("{0}")]
+    Lifecycle(String),
+}
+
+impl From<BlockError> for ObjectError {
+    fn from(error: BlockError) -> Self {
+        ObjectError::Pipeline(PipelineError::Block(error))
+    }
+}
+
+/// How blocks enter and leave an object set's trees. Owned by this layer, implemented above:
+/// by a dataset (`block_born` / `block_kill`, DESIGN.md §4 "Frees go through the dataset") and
+/// by the pool for the MOS.
+pub trait BlockLifecycle: Send + Sync {
+    fn block_born(&self, bp: &BlockPtr, at: SyncPoint);
+    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError>;
+}
+
+/// A transaction: the txg that changes made under it belong to. Obtained from the txg layer
+/// (which holds the txg open until the transaction is dropped) or, in syncing context, made for
+/// the syncing txg with [`Tx::syncing`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tx {
+    pub txg: Txg,
+}
+
+impl Tx {
+    /// A transaction for changes made by the sync thread itself to the txg it is syncing.
+    pub fn syncing(txg: Txg) -> Tx {
+        Tx { txg }
+    }
+}
+
+/// Properties of a new object.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectProps {
+    pub object_type: ObjectType,
+    pub data_block_size: u32,
+    pub indirect_block_shift: u8,
+    pub checksum: ChecksumType,
+    pub compression: Compression,
+    pub copies: u8,
+}
+
+/// What a caller can learn about an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub object: ObjectId,
+    pub object_type: ObjectType,
+    pub data_block_size: u32,
+    pub levels: u8,
+    pub max_blkid: u64,
+    pub size_allocated: u64,
+    pub generation: Txg,
+    pub bonus_type: ObjectType,
+}
+
+#[derive(Clone, Default)]
+struct ObjectDirty {
+    /// Created in this txg with this (empty) dnode.
+    create: Option<DnodePhys>,
+    removed: bool,
+    bonus: Option<(ObjectType, Vec<u8>)>,
+    /// Block ranges freed in this txg, applied before `blocks`.
+    frees: Vec<(u64, u64)>,
+    blocks: BTreeMap<u64, Arc<Vec<u8>>>,
+    /// Highest block id written in this txg, and whether a free ran to the end of the object.
+    truncated_to: Option<u64>,
+}
+
+#[derive(Default)]
+struct TxgDirty {
+    objects: BTreeMap<ObjectId, ObjectDirty>,
+}
+
+struct SyncingState {
+    txg: Txg,
+    meta_dnode: DnodePhys,
+    dnodes: BTreeMap<ObjectId, DnodePhys>,
+    root: Option<BlockPtr>,
+}
+
+struct State {
+    synced_root: BlockPtr,
+    synced_meta_dnode: DnodePhys,
+    syncing: Option<SyncingState>,
+    dirty: BTreeMap<Txg, TxgDirty>,
+    next_object: u64,
+}
+
+/// An object set: see the module documentation.
+pub struct ObjectSet {
+    io: Arc<BlockIo>,
+    kind: ObjsetKind,
+    lifecycle: Arc<dyn BlockLifecycle>,
+    /// Copies for metadata blocks of this set (dnode blocks, header).
+    metadata_copies: u8,
+    state: Mutex<State>,
+}
+
+/// What [`ObjectSet::read_block_source`] found for one data block.
+enum BlockSource {
+    Data(Arc<Vec<u8>>),
+    Zeros,
+    Tree(DnodePhys),
+}
+
+fn coalesce(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+impl ObjectSet {
+    /// A new, empty object set (nothing on disk until its first sync).
+    pub fn create(io: Arc<BlockIo>, kind: ObjsetKind, lifecycle: Arc<dyn BlockLifecycle>, metadata_copies: u8, txg: Txg) -> ObjectSet {
+        let tunables = &io.tunables;
+        let meta_dnode = DnodePhys {
+            object_type: ObjectType::Dnode,
+            indirect_block_shift: tunables.indirect_block_shift as u8,
+            levels: 1,
+            bonus_type: ObjectType::None,
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Lz4,
+            data_block_size: tunables.dnode_block_size,
+            copies: metadata_copies,
+            max_blkid: 0,
+            size_allocated: 0,
+            generation: txg,
+            blkptr: BlockPtr::hole(Txg(0), ObjectType::Dnode, 0),
+            bonus: Vec::new(),
+        };
+        let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
+        let os = ObjectSet::from_parts(io, kind, lifecycle, metadata_copies, synced_root, meta_dnode);
+        // Make the set dirty so that its first sync writes a header even if nothing else changes.
+        os.state.lock().dirty.entry(txg).or_default();
+        os
+    }
+
+    /// Open an object set from its root block pointer.
+    pub fn open(io: Arc<BlockIo>, root: &BlockPtr, lifecycle: Arc<dyn BlockLifecycle>, metadata_copies: u8) -> Result<ObjectSet, ObjectError> {
+        if root.object_type != ObjectType::Objset || root.level != 0 || root.is_hole() {
+            return Err(ObjectError::Corrupt(format!("object-set root pointer is not an object-set header: {root}")));
+        }
+        let header = ObjsetHeader::decode(&io.read(root)?)?;
+        Ok(ObjectSet::from_parts(io, header.kind, lifecycle, metadata_copies, root.clone(), header.meta_dnode))
+    }
+
+    fn from_parts(io: Arc<BlockIo>, kind: ObjsetKind, lifecycle: Arc<dyn BlockLifecycle>, metadata_copies: u8, synced_root: BlockPtr, meta_dnode: DnodePhys) -> ObjectSet {
+        let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;
+        let next_object = ((meta_dnode.max_blkid + 1) * dnodes_per_block).max(1);
+        ObjectSet {
+            io,
+            kind,
+            lifecycle,
+            metadata_copies,
+            state: Mutex::new(State { synced_root, synced_meta_dnode: meta_dnode, syncing: None, dirty: BTreeMap::new(), next_object }),
+        }
+    }
+
+    pub fn kind(&self) -> ObjsetKind {
+        self.kind
+    }
+
+    pub fn io(&self) -> &Arc<BlockIo> {
+        &self.io
+    }
+
+    /// The root pointer as of the last completed sync.
+    pub fn synced_root(&self) -> BlockPtr {
+        self.state.lock().synced_root.clone()
+    }
+
+    /// The root written by the current txg's sync passes, if any.
+    pub fn syncing_root(&self) -> Option<BlockPtr> {
+        self.state.lock().syncing.as_ref().and_then(|syncing| syncing.root.clone())
+    }
+
+    /// The synced meta-dnode (for `check` and `debug`).
+    pub fn synced_meta_dnode(&self) -> DnodePhys {
+        self.state.lock().synced_meta_dnode.clone()
+    }
+
+    fn dnodes_per_block(&self) -> u64 {
+        self.state.lock().synced_meta_dnode.data_block_size as u64 / DNODE_SIZE as u64
+    }
+
+    /// The dnode of `object` as the tree being synced (or else the synced tree) describes it.
+    fn tree_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
+        let meta = {
+            let state = self.state.lock();
+            if let Some(syncing) = &state.syncing {
+                if let Some(dnode) = syncing.dnodes.get(&object) {
+                    return Ok(dnode.clone());
+                }
+                syncing.meta_dnode.clone()
+            } else {
+                state.synced_meta_dnode.clone()
+            }
+        };
+        self.dnode_from_meta(&meta, object)
+    }
+
+    fn dnode_from_meta(&self, meta: &DnodePhys, object: ObjectId) -> Result<DnodePhys, ObjectError> {
+        let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
+        let blkid = object.0 / per_block;
+        if blkid > meta.max_blkid {
+            return Ok(DnodePhys::free());
+        }
+        let bp = tree::lookup_block(&self.io, meta, blkid)?;
+        if bp.is_hole() {
+            return Ok(DnodePhys::free());
+        }
+        let data = self.io.read(&bp)?;
+        let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
+        if data.len() < slot + DNODE_SIZE {
+            return Err(ObjectError::Corrupt(format!("dnode block {blkid} of {} bytes", data.len())));
+        }
+        Ok(DnodePhys::decode(&data[slot..slot + DNODE_SIZE])?)
+    }
+
+    /// The dnode of `object` including changes not yet synced (tree fields reflect the tree).
+    fn current_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
+        let mut dnode = self.tree_dnode(object)?;
+        let state = self.state.lock();
+        for dirty in state.dirty.values() {
+            if let Some(record) = dirty.objects.get(&object) {
+                if record.removed {
+                    dnode = DnodePhys::free();
+                }
+                if let Some(created) = &record.create {
+                    dnode = created.clone();
+                }
+                if let Some((bonus_type, bonus)) = &record.bonus {
+                    dnode.bonus_type = *bonus_type;
+                    dnode.bonus = bonus.clone();
+                }
+                if let Some(truncated) = record.truncated_to {
+                    dnode.max_blkid = dnode.max_blkid.min(truncated);
+                }
+                if let Some((&last, _)) = record.blocks.last_key_value() {
+                    dnode.max_blkid = dnode.max_blkid.max(last);
+                }
+            }
+        }
+        Ok(dnode)
+    }
+
+    fn existing_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
+        let dnode = self.current_dnode(object)?;
+        if dnode.is_free() || object.0 == 0 {
+            return Err(ObjectError::NoSuchObject(object));
+        }
+        Ok(dnode)
+    }
+
+    pub fn info(&self, object: ObjectId) -> Result<ObjectInfo, ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        Ok(ObjectInfo {
+            object,
+            object_type: dnode.object_type,
+            data_block_size: dnode.data_block_size,
+            levels: dnode.levels,
+            max_blkid: dnode.max_blkid,
+            size_allocated: dnode.size_allocated,
+            generation: dnode.generation,
+            bonus_type: dnode.bonus_type,
+        })
+    }
+
+    pub fn exists(&self, object: ObjectId) -> bool {
+        self.existing_dnode(object).is_ok()
+    }
+
+    /// Allocate a new object number and create the object in `tx`.
+    pub fn create_object(&self, tx: &Tx, props: ObjectProps, bonus_type: ObjectType, bonus: &[u8]) -> Result<ObjectId, ObjectError> {
+        let object = {
+            let mut state = self.state.lock();
+            let object = ObjectId(state.next_object);
+            state.next_object += 1;
+            object
+        };
+        self.create_object_at(tx, object, props, bonus_type, bonus)?;
+        Ok(object)
+    }
+
+    /// Create an object with a chosen number (the MOS's fixed objects).
+    pub fn create_object_at(&self, tx: &Tx, object: ObjectId, props: ObjectProps, bonus_type: ObjectType, bonus: &[u8]) -> Result<(), ObjectError> {
+        if bonus.len() > DNODE_BONUS_SIZE_MAX {
+            return Err(ObjectError::BonusTooLarge(bonus.len()));
+        }
+        let block_size = props.data_block_size;
+        if block_size < 512 || block_size % 512 != 0 || block_size as u64 > crate::types::SPA_MAXBLOCKSIZE {
+            return Err(ObjectError::Invalid(format!("data block size {block_size}")));
+        }
+        if object.0 == 0 || !self.current_dnode(object)?.is_free() {
+            return Err(ObjectError::Invalid(format!("object {object} is in use")));
+        }
+        let dnode = DnodePhys {
+            object_type: props.object_type,
+            indirect_block_shift: props.indirect_block_shift,
+            levels: 1,
+            bonus_type,
+            checksum: props.checksum,
+            compression: props.compression,
+            data_block_size: block_size,
+            copies: props.copies.clamp(1, 3),
+            max_blkid: 0,
+            size_allocated: 0,
+            generation: tx.txg,
+            blkptr: BlockPtr::hole(tx.txg, props.object_type, 0),
+            bonus: bonus.to_vec(),
+        };
+        let mut state = self.state.lock();
+        state.next_object = state.next_object.max(object.0 + 1);
+        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+        *record = ObjectDirty { create: Some(dnode), ..ObjectDirty::default() };
+        Ok(())
+    }
+
+    /// Remove an object and free all its blocks in `tx`.
+    pub fn remove_object(&self, tx: &Tx, object: ObjectId) -> Result<(), ObjectError> {
+        self.existing_dnode(object)?;
+        let mut state = self.state.lock();
+        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+        *record = ObjectDirty { removed: true, ..ObjectDirty::default() };
+        Ok(())
+    }
+
+    pub fn bonus(&self, object: ObjectId) -> Result<Vec<u8>, ObjectError> {
+        Ok(self.existing_dnode(object)?.bonus)
+    }
+
+    pub fn set_bonus(&self, tx: &Tx, object: ObjectId, bonus_type: ObjectType, bonus: &[u8]) -> Result<(), ObjectError> {
+        if bonus.len() > DNODE_BONUS_SIZE_MAX {
+            return Err(ObjectError::BonusTooLarge(bonus.len()));
+        }
+        self.existing_dnode(object)?;
+        let mut state = self.state.lock();
+        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+        record.bonus = Some((bonus_type, bonus.to_vec()));
+        Ok(())
+    }
+
+    /// Where the current contents of data block `blkid` are, without reading the disk.
+    fn read_block_source(&self, object: ObjectId, blkid: u64) -> Result<BlockSource, ObjectError> {
+        {
+            let state = self.state.lock();
+            for dirty in state.dirty.values().rev() {
+                if let Some(record) = dirty.objects.get(&object) {
+                    if let Some(data) = record.blocks.get(&blkid) {
+                        return Ok(BlockSource::Data(data.clone()));
+                    }
+                    if record.removed || record.create.is_some() || record.frees.iter().any(|&(start, end)| start <= blkid && blkid < end) {
+                        return Ok(BlockSource::Zeros);
+                    }
+                }
+            }
+        }
+        Ok(BlockSource::Tree(self.tree_dnode(object)?))
+    }
+
+    /// The contents of data block `blkid` (exactly the object's block size; holes are zeros).
+    pub fn read_block(&self, object: ObjectId, blkid: u64) -> Result<Arc<Vec<u8>>, ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        let block_size = dnode.data_block_size as usize;
+        match self.read_block_source(object, blkid)? {
+            BlockSource::Data(data) => Ok(data),
+            BlockSource::Zeros => Ok(Arc::new(vec![0; block_size])),
+            BlockSource::Tree(tree_dnode) => {
+                if tree_dnode.is_free() {
+                    return Ok(Arc::new(vec![0; block_size]));
+                }
+                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)?;
+                if bp.is_hole() {
+                    return Ok(Arc::new(vec![0; block_size]));
+                }
+                let data = self.io.read(&bp)?;
+                if data.len() != block_size {
+                    return Err(ObjectError::Corrupt(format!(
+                        "object {object} block {blkid}: {} bytes, block size {block_size}",
+                        data.len()
+                    )));
+                }
+                Ok(data)
+            }
+        }
+    }
+
+    /// The contents of data block `blkid`, or None if it is a hole.
+    pub fn read_block_if_present(&self, object: ObjectId, blkid: u64) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
+        self.existing_dnode(object)?;
+        match self.read_block_source(object, blkid)? {
+            BlockSource::Data(data) => Ok(Some(data)),
+            BlockSource::Zeros => Ok(None),
+            BlockSource::Tree(tree_dnode) => {
+                if tree_dnode.is_free() {
+                    return Ok(None);
+                }
+                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)?;
+                if bp.is_hole() {
+                    return Ok(None);
+                }
+                Ok(Some(self.io.read(&bp)?))
+            }
+        }
+    }
+
+    /// Read bytes at `offset`; holes and bytes past the last block read as zeros.
+    pub fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
+        let block_size = self.existing_dnode(object)?.data_block_size as u64;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let position = offset + done as u64;
+            let blkid = position / block_size;
+            let within = (position % block_size) as usize;
+            let chunk = (block_size as usize - within).min(buf.len() - done);
+            let block = self.read_block(object, blkid)?;
+            buf[done..done + chunk].copy_from_slice(&block[within..within + chunk]);
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Write bytes at `offset` in `tx`. Partly covered blocks are read first (with no lock held).
+    pub fn write(&self, tx: &Tx, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        let block_size = dnode.data_block_size as u64;
+        if offset.checked_add(data.len() as u64).is_none() {
+            return Err(ObjectError::Invalid("write past the largest offset".into()));
+        }
+        let mut done = 0usize;
+        while done < data.len() {
+            let position = offset + done as u64;
+            let blkid = position / block_size;
+            let within = (position % block_size) as usize;
+            let chunk = (block_size as usize - within).min(data.len() - done);
+            let block = if chunk == block_size as usize {
+                data[done..done + chunk].to_vec()
+            } else {
+                let mut block = self.read_block(object, blkid)?.as_ref().clone();
+                block[within..within + chunk].copy_from_slice(&data[done..done + chunk]);
+                block
+            };
+            self.dirty_block(tx, object, blkid, block);
+            done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Replace data block `blkid` whole (the key/value object and space maps write whole blocks).
+    pub fn write_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        if block.len() != dnode.data_block_size as usize {
+            return Err(ObjectError::Invalid(format!("block of {} bytes for block size {}", block.len(), dnode.data_block_size)));
+        }
+        self.dirty_block(tx, object, blkid, block);
+        Ok(())
+    }
+
+    fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
+        let mut state = self.state.lock();
+        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+        record.blocks.insert(blkid, Arc::new(block));
+    }
+
+    /// Free `length` bytes at `offset` (`u64::MAX` length: to the end). Whole blocks inside the
+    /// range become holes; partly covered blocks at either end are zeroed in place.
+    pub fn free_range(&self, tx: &Tx, object: ObjectId, offset: u64, length: u64) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        let block_size = dnode.data_block_size as u64;
+        let end = offset.saturating_add(length);
+        let first_whole = offset.div_ceil(block_size);
+        let end_whole = if end == u64::MAX { u64::MAX } else { end / block_size };
+        // Zero the partial head and tail blocks.
+        if offset % block_size != 0 {
+            let head_end = (first_whole * block_size).min(end);
+            self.write(tx, object, offset, &vec![0u8; (head_end - offset) as usize])?;
+        }
+        if end != u64::MAX && end % block_size != 0 && end / block_size >= first_whole {
+            let tail_start = (end / block_size) * block_size;
+            self.write(tx, object, tail_start, &vec![0u8; (end - tail_start) as usize])?;
+        }
+        if first_whole < end_whole {
+            let mut state = self.state.lock();
+            let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+            record.blocks.retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
+            record.frees.push((first_whole, end_whole));
+            if end_whole == u64::MAX {
+                let last = first_whole.saturating_sub(1);
+                record.truncated_to = Some(record.truncated_to.map_or(last, |t| t.min(last)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether txg `txg` has changes not yet written by a sync pass.
+    pub fn is_dirty(&self, txg: Txg) -> bool {
+        let state = self.state.lock();
+        let never_written = state.synced_root.is_hole() && state.syncing.is_none();
+        state.dirty.get(&txg).is_some_and(|dirty| !dirty.objects.is_empty() || never_written)
+    }
+
+    /// Bytes of data waiting in txg `txg` (for dirty-data accounting).
+    pub fn dirty_bytes(&self, txg: Txg) -> u64 {
+        let state = self.state.lock();
+        state.dirty.get(&txg).map_or(0, |dirty| {
+            dirty.objects.values().map(|record| record.blocks.values().map(|block| block.len() as u64).sum::<u64>()).sum()
+        })
+    }
+
+    /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root
+    /// pointer, or None if nothing was pending.
+    pub fn sync(&self, at: SyncPoint, storage: &dyn SpaceStorage) -> Result<Option<BlockPtr>, ObjectError> {
+        let pending: BTreeMap<ObjectId, ObjectDirty> = {
+            let mut state = self.state.lock();
+            let Some(dirty) = state.dirty.get(&at.txg) else { return Ok(None) };
+            let first_write = state.synced_root.is_hole();
+            if dirty.objects.is_empty() && !(first_write && state.syncing.is_none()) {
+                return Ok(None);
+            }
+            let pending = dirty.objects.clone();
+            if state.syncing.is_none() {
+                let meta_dnode = state.synced_meta_dnode.clone();
+                state.syncing = Some(SyncingState { txg: at.txg, meta_dnode, dnodes: BTreeMap::new(), root: None });
+            }
+            assert_eq!(state.syncing.as_ref().map(|s| s.txg), Some(at.txg), "object set synced out of txg order");
+            pending
+        };
+
+        let mut changed: BTreeMap<ObjectId, DnodePhys> = BTreeMap::new();
+        for (object, record) in &pending {
+            let base = self.tree_dnode(*object)?;
+            let dnode = self.sync_object(base, record, at, storage)?;
+            changed.insert(*object, dnode.clone());
+            let mut state = self.state.lock();
+            state.syncing.as_mut().expect("syncing").dnodes.insert(*object, dnode);
+        }
+
+        // Write the changed dnodes into the meta-dnode's blocks and sync the meta-dnode.
+        let meta = self.state.lock().syncing.as_ref().expect("syncing").meta_dnode.clone();
+        let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
+        let mut meta_record = ObjectDirty::default();
+        let mut by_block: BTreeMap<u64, Vec<(ObjectId, DnodePhys)>> = BTreeMap::new();
+        for (object, dnode) in changed {
+            by_block.entry(object.0 / per_block).or_default().push((object, dnode));
+        }
+        for (blkid, dnodes) in by_block {
+            let mut block = if blkid <= meta.max_blkid {
+                let bp = tree::lookup_block(&self.io, &meta, blkid)?;
+                if bp.is_hole() { vec![0; meta.data_block_size as usize] } else { self.io.read(&bp)?.as_ref().clone() }
+            } else {
+                vec![0; meta.data_block_size as usize]
+            };
+            for (object, dnode) in dnodes {
+                let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
+                block[slot..slot + DNODE_SIZE].copy_from_slice(&dnode.encode());
+            }
+            meta_record.blocks.insert(blkid, Arc::new(block));
+        }
+        let meta = self.sync_object(meta, &meta_record, at, storage)?;
+        let header = ObjsetHeader { meta_dnode: meta.clone(), kind: self.kind }.encode();
+        let old_root = {
+            let state = self.state.lock();
+            let syncing = state.syncing.as_ref().expect("syncing");
+            syncing.root.clone().unwrap_or_else(|| state.synced_root.clone())
+        };
+        let props = WriteProps {
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Lz4,
+            copies: self.metadata_copies,
+            object_type: ObjectType::Objset,
+            level: 0,
+        };
+        let root = self.io.write(&header, &props, 1, at, Some(&old_root), storage)?;
+        if root.dvas != old_root.dvas {
+            if !old_root.is_hole() {
+                self.lifecycle.block_kill(&old_root, at)?;
+            }
+            self.lifecycle.block_born(&root, at);
+        }
+
+        let mut state = self.state.lock();
+        let syncing = state.syncing.as_mut().expect("syncing");
+        syncing.meta_dnode = meta;
+        syncing.root = Some(root.clone());
+        if let Some(dirty) = state.dirty.get_mut(&at.txg) {
+            for object in pending.keys() {
+                dirty.objects.remove(object);
+            }
+        }
+        Ok(Some(root))
+    }
+
+    fn sync_object(&self, base: DnodePhys, record: &ObjectDirty, at: SyncPoint, storage: &dyn SpaceStorage) -> Result<DnodePhys, ObjectError> {
+        let mut base = base;
+        if record.removed || record.create.is_some() {
+            if !base.is_free() {
+                let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
+                tree.free_range(0, u64::MAX)?;
+                tree.finish()?;
+            }
+            base = match &record.create {
+                Some(created) => created.clone(),
+                None => return Ok(DnodePhys::free()),
+            };
+        }
+        if base.is_free() {
+            return Err(ObjectError::Corrupt("sync of a change to a free dnode".into()));
+        }
+        if let Some((bonus_type, bonus)) = &record.bonus {
+            base.bonus_type = *bonus_type;
+            base.bonus = bonus.clone();
+        }
+        let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
+        for (start, end) in coalesce(record.frees.clone()) {
+            tree.free_range(start, end)?;
+        }
+        if let Some(truncated) = record.truncated_to {
+            tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
+        }
+        for (&blkid, data) in &record.blocks {
+            tree.write_block(blkid, data)?;
+            tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
+        }
+        tree.finish()
+    }
+
+    /// After the txg's last pass: install the tree written by this txg's passes as the synced one.
+    pub fn sync_done(&self, txg: Txg) {
+        let mut state = self.state.lock();
+        if let Some(dirty) = state.dirty.get(&txg) {
+            assert!(dirty.objects.is_empty(), "txg {txg} finished with unsynced changes");
+            state.dirty.remove(&txg);
+        }
+        if let Some(syncing) = state.syncing.take() {
+            assert_eq!(syncing.txg, txg);
+            if let Some(root) = syncing.root {
+                state.synced_root = root;
+                state.synced_meta_dnode = syncing.meta_dnode;
+            }
+        }
+    }
+
+    /// Every allocated object number in the synced tree (for `check` and `debug`).
+    pub fn synced_objects(&self) -> Result<Vec<(ObjectId, DnodePhys)>, ObjectError> {
+        let meta = self.synced_meta_dnode();
+        let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
+        let mut objects = Vec::new();
+        for blkid in 0..=meta.max_blkid {
+            let bp = tree::lookup_block(&self.io, &meta, blkid)?;
+            if bp.is_hole() {
+                continue;
+            }
+            let data = self.io.read(&bp)?;
+            for slot in 0..per_block {
+                let object = ObjectId(blkid * per_block + slot);
+                if object.0 == 0 {
+                    continue;
+                }
+                let start = slot as usize * DNODE_SIZE;
+                let dnode = DnodePhys::decode(data.get(start..start + DNODE_SIZE).ok_or_else(|| ObjectError::Corrupt("short dnode block".into()))?)?;
+                if !dnode.is_free() {
+                    objects.push((object, dnode));
+                }
+            }
+        }
+        Ok(objects)
+    }
+
+    /// Number of dnode slots per meta-dnode block.
+    pub fn dnode_slots_per_block(&self) -> u64 {
+        self.dnodes_per_block()
+    }
+}

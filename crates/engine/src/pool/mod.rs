@@ -1,1 +1,942 @@
-//! pool layer (being written).
+//! Pool layer: create, import, export and destroy pools; the pool configuration; the sync driver
+//! that writes each txg out and commits it with an uberblock (OpenZFS spa*.c).
+//!
+//! # Overview
+//! A pool is a tree of vdevs, a space manager over their metaslabs, the MOS (an object set
+//! stored with three copies) and the datasets the MOS describes. The pool owns the sync thread:
+//! the txg layer decides *when* a txg syncs and calls [`PoolCore::sync_txg`] to do it.
+//!
+//! # On-disk structures
+//! Labels (four per leaf: config and uberblock ring) belong to the vdev layer; the uberblock
+//! format is in [`uberblock`]. MOS object 1 is the *object directory*, a key/value object mapping
+//! names to MOS objects: `root_dataset` (the root dataset directory), `deferred_frees` (the list
+//! of blocks freed in late sync passes, freed for real in the next txg). Metaslab arrays and
+//! space maps are MOS objects too; each top-level vdev's metaslab array id is in the config.
+//!
+//! # Commit protocol (one txg)
+//! 1. Pass 1: free the blocks deferred by the previous txg; sync every dirty dataset's object
+//!    set and write its dataset record into the MOS.
+//! 2. Passes 1..n: sync the MOS; persist frees deferred by this pass; append every dirty
+//!    metaslab's allocations and frees to its space map (which dirties the MOS again). From pass
+//!    `sync_pass_rewrite` blocks born in this txg are rewritten in place, and from pass
+//!    `sync_pass_deferred_free` frees wait for the next txg, so the MOS stops changing; the pass
+//!    count is capped at `sync_pass_max` and exceeding it fails the sync.
+//! 3. Flush every vdev (everything the uberblock will point to is durable).
+//! 4. If the config changed: write the even labels (L0, L2) and flush.
+//! 5. Write the uberblock into slot `txg % slots` of every label of every leaf; flush.
+//! 6. If the config changed: write the odd labels (L1, L3); flush.
+//! 7. `sync_done`: rotate deferred frees, install the new trees as the synced ones.
+//!
+//! A crash before step 5 completes leaves the previous uberblock the newest valid one: nothing
+//! it references was overwritten (invariant 1: copy-on-write, and freed space is not reused for
+//! two txgs, invariant 3). A torn uberblock fails its checksum and is skipped. A crash during
+//! step 4 or 6 leaves one pair of labels valid, which the vdev layer reads.
+//!
+//! # Import
+//! Scan the named directories for leaves whose labels name the pool; take the newest config;
+//! open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
+//! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
+//! newest first, falling back to older ones (T-1, T-2, ...) when the MOS of a newer one cannot
+//! be read.
+//!
+//! # Locking
+//! The sync thread is the only writer of on-disk state. Open-context callers go through
+//! object sets (their own locks) and the txg layer's holds.
+
+pub mod uberblock;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE};
+use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
+use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
+use crate::dataset::{BlockFreer, Dataset};
+use crate::object::adapters::{KvObject, MosSpaceStorage};
+use crate::object::phys::ObjsetKind;
+use crate::object::{kv, BlockLifecycle, ObjectError, ObjectProps, ObjectSet, Tx};
+use crate::space::{SpaceError, SpaceManager};
+use crate::tunables::Tunables;
+use crate::txg::{TxgError, TxgManager};
+use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
+use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
+use crate::vdev::{BlockDevice, FileDevice, Leaf, TopVdev, VdevError, VdevTree};
+use uberblock::Uberblock;
+
+/// Version of the pool format (config and MOS layout).
+pub const POOL_VERSION: u64 = 1;
+/// MOS object number of the object directory.
+pub const MOS_OBJECT_DIRECTORY: ObjectId = ObjectId(1);
+/// Copies of every MOS block (DESIGN.md §4).
+pub const MOS_COPIES: u8 = 3;
+/// Features this build can read. A pool needing any other feature to be read is refused.
+pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &["com.tarn:embedded_data"];
+
+/// Errors of the pool layer: what went wrong and, where it helps, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error(transparent)]
+    Vdev(#[from] VdevError),
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    #[error(transparent)]
+    Txg(#[from] TxgError),
+    #[error("invalid pool name {0:?}: names start with a letter, use letters, digits, '_', '-', '.', ':', and are not mirror, raidz, spare, log or cache")]
+    BadName(String),
+    #[error("invalid vdev specification: {0}")]
+    BadVdevSpec(String),
+    #[error("no pool named {0:?} found in {1}; use -d to name the directory holding its vdevs")]
+    NotFound(String, String),
+    #[error("more than one pool named {0:?} was found; import it by guid instead")]
+    Ambiguous(String),
+    #[error("pool {name:?} is missing vdev {what}; it cannot be opened")]
+    MissingVdev { name: String, what: String },
+    #[error("pool {0:?} cannot be opened: no uberblock could be read ({1})")]
+    NoUsableUberblock(String, String),
+    #[error("pool {name:?} needs features this build does not support: {features}")]
+    UnsupportedFeatures { name: String, features: String },
+    #[error("corrupt pool metadata: {0}")]
+    Corrupt(String),
+    #[error("pool is read-only")]
+    ReadOnly,
+    #[error("sync of txg {txg} failed: {why}")]
+    SyncFailed { txg: Txg, why: String },
+}
+
+/// How to lay out the vdevs of a new pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VdevSpec {
+    Leaf(PathBuf),
+    Mirror(Vec<PathBuf>),
+}
+
+impl VdevSpec {
+    pub fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            VdevSpec::Leaf(path) => vec![path.clone()],
+            VdevSpec::Mirror(paths) => paths.clone(),
+        }
+    }
+}
+
+/// Parse `PATH... | mirror PATH PATH...` groups into vdev specs.
+pub fn parse_vdev_specs(words: &[String]) -> Result<Vec<VdevSpec>, PoolError> {
+    let mut specs = Vec::new();
+    let mut index = 0;
+    while index < words.len() {
+        match words[index].as_str() {
+            "mirror" => {
+                let mut children = Vec::new();
+                index += 1;
+                while index < words.len() && !matches!(words[index].as_str(), "mirror" | "raidz" | "raidz1" | "raidz2" | "raidz3") {
+                    children.push(PathBuf::from(&words[index]));
+                    index += 1;
+                }
+                if children.len() < 2 {
+                    return Err(PoolError::BadVdevSpec("a mirror needs at least two devices".into()));
+                }
+                specs.push(VdevSpec::Mirror(children));
+            }
+            kind @ ("raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "log" | "cache" | "special" | "dedup") => {
+                return Err(PoolError::BadVdevSpec(format!("{kind} vdevs are not supported yet")));
+            }
+            path => {
+                specs.push(VdevSpec::Leaf(PathBuf::from(path)));
+                index += 1;
+            }
+        }
+    }
+    if specs.is_empty() {
+        return Err(PoolError::BadVdevSpec("no devices given".into()));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for path in specs.iter().flat_map(VdevSpec::paths) {
+        if !seen.insert(path.clone()) {
+            return Err(PoolError::BadVdevSpec(format!("{} is named twice", path.display())));
+        }
+    }
+    Ok(specs)
+}
+
+/// Check a pool name against the rules of CLI.md.
+pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
+    let reserved = ["mirror", "raidz", "spare", "log", "cache", "draid", "special", "dedup"];
+    let ok = name.len() <= 200
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+        && !reserved.iter().any(|word| name.starts_with(word) && name[word.len()..].chars().all(|c| c.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(PoolError::BadName(name.to_string()))
+    }
+}
+
+/// Wraps each device as it is opened: tests use it to put a fault-injecting layer under a pool.
+pub type DeviceWrapper = Arc<dyn Fn(&Path, Arc<dyn BlockDevice>) -> Arc<dyn BlockDevice> + Send + Sync>;
+
+/// Options for creating a pool.
+#[derive(Clone)]
+pub struct CreateOptions {
+    pub name: String,
+    pub vdevs: Vec<VdevSpec>,
+    /// Create missing device files as sparse files of this size.
+    pub create_size: Option<u64>,
+    /// Overwrite devices that already carry a tarn label.
+    pub force: bool,
+    pub tunables: Tunables,
+    /// Wrap every device as it is opened (fault injection in tests); None in normal use.
+    pub wrap_device: Option<DeviceWrapper>,
+}
+
+/// Options for importing a pool.
+#[derive(Clone)]
+pub struct ImportOptions {
+    pub dirs: Vec<PathBuf>,
+    pub readonly: bool,
+    pub tunables: Tunables,
+    /// Import as this name instead of the stored one.
+    pub new_name: Option<String>,
+    /// Wrap every device as it is opened (fault injection in tests); None in normal use.
+    pub wrap_device: Option<DeviceWrapper>,
+}
+
+impl ImportOptions {
+    pub fn new(dirs: Vec<PathBuf>, tunables: Tunables) -> ImportOptions {
+        ImportOptions { dirs, readonly: false, tunables, new_name: None, wrap_device: None }
+    }
+}
+
+/// A pool found by scanning directories (`tarn pool import` with no name).
+#[derive(Clone, Debug)]
+pub struct FoundPool {
+    pub name: String,
+    pub guid: Guid,
+    pub state: PoolState,
+    pub txg: u64,
+    pub config: LabelConfig,
+    pub leaves_found: Vec<PathBuf>,
+}
+
+/// What the pool layer tells about the uberblock it opened.
+#[derive(Clone, Debug)]
+pub struct ImportReport {
+    pub txg: Txg,
+    /// Newer uberblocks that could not be used (rewind), newest first, with why.
+    pub skipped: Vec<(Txg, String)>,
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// Frees for the pool: now, or (in late sync passes) staged for the next txg.
+pub struct PoolFreer {
+    io: Arc<BlockIo>,
+    staged: Mutex<Vec<BlockPtr>>,
+    deferred_from_pass: u32,
+}
+
+impl BlockFreer for PoolFreer {
+    fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        if bp.is_hole() || bp.embedded {
+            return Ok(());
+        }
+        if at.pass >= self.deferred_from_pass {
+            self.staged.lock().push(bp.clone());
+            return Ok(());
+        }
+        self.io.free(bp, at.txg).map_err(ObjectError::from)
+    }
+}
+
+/// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.
+struct MosLifecycle {
+    freer: Arc<PoolFreer>,
+}
+
+impl BlockLifecycle for MosLifecycle {
+    fn block_born(&self, _bp: &BlockPtr, _at: SyncPoint) {}
+
+    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        self.freer.free(bp, at)
+    }
+}
+
+struct ConfigState {
+    state: PoolState,
+    features: BTreeMap<String, u64>,
+    features_for_read: Vec<String>,
+    /// Labels must be rewritten at the next sync.
+    dirty: bool,
+}
+
+/// Everything the sync thread and open-context callers share.
+pub struct PoolCore {
+    pub name: String,
+    pub guid: Guid,
+    pub io: Arc<BlockIo>,
+    pub mos: Arc<ObjectSet>,
+    pub txgs: Arc<TxgManager>,
+    pub root: Arc<Dataset>,
+    pub readonly: bool,
+    freer: Arc<PoolFreer>,
+    deferred_frees_object: ObjectId,
+    config: Mutex<ConfigState>,
+    tunables: Tunables,
+}
+
+/// An open (imported) pool, running in this process.
+pub struct Pool {
+    pub core: Arc<PoolCore>,
+    sync_thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn mos_props(object_type: ObjectType, block_size: u32, tunables: &Tunables, compression: Compression) -> ObjectProps {
+    ObjectProps {
+        object_type,
+        data_block_size: block_size,
+        indirect_block_shift: tunables.indirect_block_shift as u8,
+        checksum: ChecksumType::Fletcher4,
+        compression,
+        copies: MOS_COPIES,
+    }
+}
+
+/// Look up a u64 entry of a key/value object.
+pub fn lookup_mos_directory(objset: &ObjectSet, object: ObjectId, key: &str) -> Result<Option<u64>, PoolError> {
+    let handle = KvObject::new(objset, object, None)?;
+    kv::lookup_u64(&handle, key).map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
+}
+
+fn kv_set_u64(objset: &ObjectSet, tx: &Tx, object: ObjectId, key: &str, value: u64) -> Result<(), PoolError> {
+    let mut handle = KvObject::new(objset, object, Some(*tx))?;
+    kv::upsert_u64(&mut handle, key, value).map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
+}
+
+fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectId, PoolError> {
+    let block_size = tunables.dnode_block_size.max(4096);
+    let object = objset.create_object(tx, mos_props(ObjectType::KeyValue, block_size, tunables, Compression::Lz4), ObjectType::None, &[])?;
+    let mut handle = KvObject::new(objset, object, Some(*tx))?;
+    kv::create(&mut handle).map_err(|error| PoolError::Corrupt(format!("creating key/value object: {error}")))?;
+    Ok(object)
+}
+
+impl PoolCore {
+    fn storage(&self) -> MosSpaceStorage<'_> {
+        MosSpaceStorage { mos: &self.mos }
+    }
+
+    /// Write one txg out and commit it (see the module documentation). Returns the number of
+    /// sync passes, 0 for a txg with nothing to write.
+    pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
+        let root_objset = self.root.objset();
+        let nothing_to_do = !self.mos.is_dirty(txg)
+            && !root_objset.is_dirty(txg)
+            && !self.config.lock().dirty
+            && self.deferred_count()? == 0;
+        if nothing_to_do {
+            return Ok(0);
+        }
+        let storage = self.storage();
+        let tx = Tx::syncing(txg);
+        let first = SyncPoint { txg, pass: 1 };
+
+        self.free_deferred(txg)?;
+        if let Some(root) = root_objset.sync(first, &storage)? {
+            let (phys, dir) = self.root.set_root(root);
+            self.mos.set_bonus(&tx, self.root.object, ObjectType::Dataset, &phys.encode())?;
+            self.mos.set_bonus(&tx, self.root.dir_object, ObjectType::DatasetDir, &dir.encode())?;
+        }
+
+        let mut pass = 1;
+        loop {
+            let at = SyncPoint { txg, pass };
+            self.mos.sync(at, &storage)?;
+            self.persist_staged_frees(txg)?;
+            self.io.space.sync(txg, pass, &storage)?;
+            if !self.mos.is_dirty(txg) {
+                break;
+            }
+            pass += 1;
+            if pass > self.tunables.sync_pass_max {
+                return Err(PoolError::SyncFailed { txg, why: format!("did not converge in {} passes", self.tunables.sync_pass_max) });
+            }
+        }
+        assert!(!self.io.space.is_dirty(txg), "space maps dirty after the last sync pass");
+
+        // Config changes: a new metaslab array makes the labels stale.
+        for top in &self.io.vdevs.tops {
+            if let Some(array) = self.io.space.ms_array(top.id) {
+                if top.ms_array() != array.0 {
+                    top.set_ms_array(array.0);
+                    self.config.lock().dirty = true;
+                }
+            }
+        }
+
+        let mos_root = self.mos.syncing_root().unwrap_or_else(|| self.mos.synced_root());
+        self.commit(txg, &mos_root)?;
+
+        self.io.space.sync_done(txg);
+        self.mos.sync_done(txg);
+        root_objset.sync_done(txg);
+        Ok(pass)
+    }
+
+    fn deferred_count(&self) -> Result<u64, PoolError> {
+        let bonus = self.mos.bonus(self.deferred_frees_object)?;
+        Ok(bonus.get(..8).map_or(0, |bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes"))))
+    }
+
+    /// Pass 1: free for real the blocks whose frees the previous txg deferred.
+    fn free_deferred(&self, txg: Txg) -> Result<(), PoolError> {
+        let count = self.deferred_count()?;
+        if count == 0 {
+            return Ok(());
+        }
+        let mut bytes = vec![0u8; (count as usize) * BLKPTR_SIZE];
+        self.mos.read(self.deferred_frees_object, 0, &mut bytes)?;
+        for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
+            let bp = BlockPtr::decode(chunk).map_err(|error| PoolError::Corrupt(format!("deferred free list: {error}")))?;
+            self.io.free(&bp, txg)?;
+        }
+        let tx = Tx::syncing(txg);
+        self.mos.free_range(&tx, self.deferred_frees_object, 0, u64::MAX)?;
+        self.mos.set_bonus(&tx, self.deferred_frees_object, ObjectType::BlockPtrList, &0u64.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// Append frees staged by late sync passes to the on-disk deferred-free list, so that a
+    /// crash cannot leak them.
+    fn persist_staged_frees(&self, txg: Txg) -> Result<(), PoolError> {
+        let staged: Vec<BlockPtr> = std::mem::take(&mut *self.freer.staged.lock());
+        if staged.is_empty() {
+            return Ok(());
+        }
+        let count = self.deferred_count()?;
+        let mut bytes = Vec::with_capacity(staged.len() * BLKPTR_SIZE);
+        for bp in &staged {
+            bytes.extend_from_slice(&bp.encode());
+        }
+        let tx = Tx::syncing(txg);
+        self.mos.write(&tx, self.deferred_frees_object, count * BLKPTR_SIZE as u64, &bytes)?;
+        let new_count = count + staged.len() as u64;
+        self.mos.set_bonus(&tx, self.deferred_frees_object, ObjectType::BlockPtrList, &new_count.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// The label config for one leaf.
+    fn label_config(&self, txg: Txg, top_guid: Guid, leaf_guid: Guid) -> LabelConfig {
+        let config = self.config.lock();
+        LabelConfig {
+            version: POOL_VERSION,
+            name: self.name.clone(),
+            pool_guid: self.guid.0,
+            state: config.state,
+            txg: txg.0,
+            hostname: hostname(),
+            top_guid: top_guid.0,
+            leaf_guid: leaf_guid.0,
+            vdev_tree: self.io.vdevs.to_config(),
+            features_for_read: config.features_for_read.clone(),
+            features: config.features.clone(),
+        }
+    }
+
+    /// Write labels of the chosen set on every leaf; Ok if at least one leaf took them.
+    fn write_labels(&self, txg: Txg, which: LabelSet) -> Result<(), PoolError> {
+        let mut written = 0;
+        let mut last_error = None;
+        for top in &self.io.vdevs.tops {
+            for leaf in &top.children {
+                let config = self.label_config(txg, top.guid, leaf.guid);
+                match label::write_labels(leaf.device.as_ref(), &config, which) {
+                    Ok(()) => written += 1,
+                    Err(error) => last_error = Some(error),
+                }
+            }
+        }
+        match (written, last_error) {
+            (0, Some(error)) => Err(error.into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn flush(&self) -> Result<(), PoolError> {
+        self.io.vdevs.flush_all()?;
+        Ok(())
+    }
+
+    /// Steps 3–6 of the commit protocol.
+    fn commit(&self, txg: Txg, mos_root: &BlockPtr) -> Result<(), PoolError> {
+        self.flush()?;
+        let config_dirty = self.config.lock().dirty;
+        if config_dirty {
+            self.write_labels(txg, LabelSet::Even)?;
+            self.flush()?;
+        }
+        let uberblock = Uberblock {
+            txg,
+            guid_sum: self.io.vdevs.guid_sum(),
+            timestamp: now_seconds(),
+            software_version: uberblock::software_version(),
+            mos_root: mos_root.clone(),
+        };
+        let bytes = uberblock.encode();
+        let mut written = 0;
+        let mut last_error = None;
+        for top in &self.io.vdevs.tops {
+            let slot = txg.0 % label::uberblock_slot_count(top.ashift);
+            for leaf in &top.children {
+                match label::write_uberblock(leaf.device.as_ref(), top.ashift, slot, &bytes) {
+                    Ok(()) => written += 1,
+                    Err(error) => last_error = Some(error),
+                }
+            }
+        }
+        if written == 0 {
+            return Err(PoolError::SyncFailed { txg, why: format!("no leaf took the uberblock: {last_error:?}") });
+        }
+        self.flush()?;
+        if config_dirty {
+            self.write_labels(txg, LabelSet::Odd)?;
+            self.flush()?;
+            self.config.lock().dirty = false;
+        }
+        Ok(())
+    }
+}
+
+/// Open every device of a new pool, creating sparse files when asked.
+fn open_new_devices(options: &CreateOptions) -> Result<Vec<Vec<(PathBuf, Arc<dyn BlockDevice>)>>, PoolError> {
+    let mut groups = Vec::new();
+    for spec in &options.vdevs {
+        let mut group = Vec::new();
+        for path in spec.paths() {
+            let device: Arc<dyn BlockDevice> = if !path.exists() {
+                match options.create_size {
+                    Some(size) => Arc::new(FileDevice::create_sparse(&path, size)?),
+                    None => {
+                        return Err(PoolError::BadVdevSpec(format!(
+                            "{} does not exist (use -s SIZE to create it as a sparse file)",
+                            path.display()
+                        )))
+                    }
+                }
+            } else {
+                Arc::new(FileDevice::open(&path)?)
+            };
+            if !options.force {
+                for index in 0..4 {
+                    if let Ok(Some(existing)) = label::read_label(device.as_ref(), index) {
+                        if existing.state != PoolState::Destroyed {
+                            return Err(PoolError::BadVdevSpec(format!(
+                                "{} is part of pool {:?} ({:?}); use -f to overwrite it",
+                                path.display(),
+                                existing.name,
+                                existing.state
+                            )));
+                        }
+                    }
+                }
+            }
+            let path = std::fs::canonicalize(&path).unwrap_or(path);
+            let device = match &options.wrap_device {
+                Some(wrap) => wrap(&path, device),
+                None => device,
+            };
+            group.push((path, device));
+        }
+        groups.push(group);
+    }
+    Ok(groups)
+}
+
+impl Pool {
+    /// Create a new pool and leave it imported in this process.
+    pub fn create(options: CreateOptions) -> Result<Pool, PoolError> {
+        validate_pool_name(&options.name)?;
+        let tunables = options.tunables.clone();
+        let groups = open_new_devices(&options)?;
+        let mut tops = Vec::new();
+        for (index, group) in groups.into_iter().enumerate() {
+            let is_mirror = matches!(options.vdevs[index], VdevSpec::Mirror(_));
+            let smallest = group.iter().map(|(_, device)| device.size_bytes()).min().unwrap_or(0);
+            let allocatable = label::leaf_allocatable_bytes(smallest);
+            let (ms_shift, ms_count) = crate::space::metaslab_geometry(allocatable, &tunables);
+            if ms_count == 0 {
+                return Err(PoolError::BadVdevSpec(format!("device of {smallest} bytes is too small for one metaslab")));
+            }
+            let asize = ms_count << ms_shift;
+            let leaves = group.into_iter().map(|(path, device)| Leaf::new(Guid::random(), path, device)).collect();
+            let kind = if is_mirror { TopVdevKind::Mirror } else { TopVdevKind::Leaf };
+            tops.push(Arc::new(TopVdev::new(VdevId(index as u32), Guid::random(), kind, tunables.vdev_ashift, asize, ms_shift, 0, leaves)));
+        }
+        let vdevs = Arc::new(VdevTree { tops });
+        let space = Arc::new(SpaceManager::new(tunables.clone()));
+        let io = Arc::new(BlockIo::new(vdevs.clone(), space.clone(), tunables.clone(), true));
+        let freer = Arc::new(PoolFreer { io: io.clone(), staged: Mutex::new(Vec::new()), deferred_from_pass: tunables.sync_pass_deferred_free });
+        let txg = TXG_INITIAL;
+        let mos = Arc::new(ObjectSet::create(io.clone(), ObjsetKind::Mos, Arc::new(MosLifecycle { freer: freer.clone() }), MOS_COPIES, txg));
+        {
+            let storage = MosSpaceStorage { mos: &mos };
+            for top in &vdevs.tops {
+                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, None, &storage)?;
+            }
+        }
+        let tx = Tx::syncing(txg);
+        let kv_block = tunables.dnode_block_size.max(4096);
+        mos.create_object_at(&tx, MOS_OBJECT_DIRECTORY, mos_props(ObjectType::KeyValue, kv_block, &tunables, Compression::Lz4), ObjectType::None, &[])?;
+        {
+            let mut handle = KvObject::new(&mos, MOS_OBJECT_DIRECTORY, Some(tx))?;
+            kv::create(&mut handle).map_err(|error| PoolError::Corrupt(error.to_string()))?;
+        }
+        let deferred = mos.create_object(&tx, mos_props(ObjectType::BlockPtrList, 16 << 10, &tunables, Compression::Off), ObjectType::BlockPtrList, &0u64.to_le_bytes())?;
+        kv_set_u64(&mos, &tx, MOS_OBJECT_DIRECTORY, "deferred_frees", deferred.0)?;
+
+        // The root dataset: directory, head dataset record, empty object set.
+        let children = kv_create(&mos, &tx, &tunables)?;
+        let properties = kv_create(&mos, &tx, &tunables)?;
+        let dir_phys = DatasetDirPhys { children_object: children, properties_object: properties, creation_time: now_seconds(), ..Default::default() };
+        let dir_object = mos.create_object(&tx, mos_props(ObjectType::DatasetDir, 512, &tunables, Compression::Lz4), ObjectType::DatasetDir, &dir_phys.encode())?;
+        let phys = DatasetPhys {
+            dir_object,
+            prev_snapshot_object: ObjectId(0),
+            prev_snapshot_txg: Txg(0),
+            next_snapshot_object: ObjectId(0),
+            snapshot_names_object: ObjectId(0),
+            creation_time: now_seconds(),
+            creation_txg: txg,
+            deadlist_object: ObjectId(0),
+            referenced_bytes: 0,
+            compressed_bytes: 0,
+            uncompressed_bytes: 0,
+            unique_bytes: 0,
+            guid: Guid::random(),
+            root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
+        };
+        let dataset_object = mos.create_object(&tx, mos_props(ObjectType::Dataset, 512, &tunables, Compression::Lz4), ObjectType::Dataset, &phys.encode())?;
+        let mut dir_phys = dir_phys;
+        dir_phys.head_dataset_object = dataset_object;
+        mos.set_bonus(&tx, dir_object, ObjectType::DatasetDir, &dir_phys.encode())?;
+        kv_set_u64(&mos, &tx, MOS_OBJECT_DIRECTORY, "root_dataset", dir_object.0)?;
+
+        let root = Dataset::new(options.name.clone(), dataset_object, phys, dir_phys, freer.clone());
+        let objset = Arc::new(ObjectSet::create(io.clone(), ObjsetKind::FileSystem, root.clone(), 2, txg));
+        root.attach_objset(objset);
+
+        let mut features = BTreeMap::new();
+        features.insert("com.tarn:embedded_data".to_string(), 1);
+        let core = Arc::new(PoolCore {
+            name: options.name.clone(),
+            guid: Guid::random(),
+            io,
+            mos,
+            txgs: TxgManager::new(Txg(txg.0 - 1), tunables.clone()),
+            root,
+            readonly: false,
+            freer,
+            deferred_frees_object: deferred,
+            config: Mutex::new(ConfigState {
+                state: PoolState::Active,
+                features,
+                features_for_read: vec!["com.tarn:embedded_data".to_string()],
+                dirty: true,
+            }),
+            tunables,
+        });
+        // The creating txg is synced right here, before any other transaction can exist.
+        core.sync_txg(txg)?;
+        let pool = Pool { core: core.clone(), sync_thread: Mutex::new(None) };
+        pool.core.txgs.mark_synced(txg);
+        pool.start_sync_thread();
+        Ok(pool)
+    }
+
+    fn start_sync_thread(&self) {
+        if self.core.readonly {
+            return;
+        }
+        let core = self.core.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("tarn-sync-{}", self.core.name))
+            .spawn(move || {
+                let sync_core = core.clone();
+                let check_core = core.clone();
+                core.txgs.run_sync_thread(
+                    move |txg| sync_core.sync_txg(txg).map_err(|error| error.to_string()),
+                    move |txg| check_core.mos.is_dirty(txg) || check_core.root.objset().is_dirty(txg),
+                );
+            })
+            .expect("spawn the sync thread");
+        *self.sync_thread.lock() = Some(handle);
+    }
+
+    /// List the pools whose vdevs are in `dirs`.
+    pub fn scan(dirs: &[PathBuf]) -> Vec<FoundPool> {
+        let mut pools: BTreeMap<u64, FoundPool> = BTreeMap::new();
+        for found in crate::vdev::scan::scan_dirs(dirs) {
+            let config = found.config;
+            let entry = pools.entry(config.pool_guid).or_insert_with(|| FoundPool {
+                name: config.name.clone(),
+                guid: Guid(config.pool_guid),
+                state: config.state,
+                txg: config.txg,
+                config: config.clone(),
+                leaves_found: Vec::new(),
+            });
+            if config.txg > entry.txg {
+                entry.txg = config.txg;
+                entry.state = config.state;
+                entry.name = config.name.clone();
+                entry.config = config.clone();
+            }
+            entry.leaves_found.push(found.path);
+        }
+        pools.into_values().collect()
+    }
+
+    /// Import the pool named (or with the guid) `target` from `dirs`.
+    pub fn import(target: &str, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+        let dirs_text = options.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+        let candidates: Vec<FoundPool> = Pool::scan(&options.dirs)
+            .into_iter()
+            .filter(|pool| pool.state != PoolState::Destroyed)
+            .filter(|pool| pool.name == target || pool.guid.0.to_string() == target)
+            .collect();
+        let found = match candidates.len() {
+            0 => return Err(PoolError::NotFound(target.to_string(), dirs_text)),
+            1 => candidates.into_iter().next().expect("one"),
+            _ => return Err(PoolError::Ambiguous(target.to_string())),
+        };
+        Pool::open_found(found, options)
+    }
+
+    fn open_found(found: FoundPool, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+        let tunables = options.tunables.clone();
+        let config = found.config.clone();
+        let unsupported: Vec<&String> =
+            config.features_for_read.iter().filter(|feature| !FEATURES_SUPPORTED_FOR_READ.contains(&feature.as_str())).collect();
+        if !unsupported.is_empty() {
+            return Err(PoolError::UnsupportedFeatures {
+                name: config.name.clone(),
+                features: unsupported.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+            });
+        }
+        // Map leaf guid -> path from what the scan found.
+        let mut paths_by_guid: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        for found_leaf in crate::vdev::scan::scan_dirs(&options.dirs) {
+            if found_leaf.config.pool_guid == config.pool_guid {
+                paths_by_guid.insert(found_leaf.config.leaf_guid, found_leaf.path);
+            }
+        }
+        let mut tops = Vec::new();
+        let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
+        for top_config in &config.vdev_tree {
+            let mut leaves = Vec::new();
+            for leaf_config in &top_config.children {
+                let Some(path) = paths_by_guid.get(&leaf_config.guid) else { continue };
+                let mut device: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(path)?);
+                if let Some(wrap) = &options.wrap_device {
+                    device = wrap(path, device);
+                }
+                uberblock_slots.extend(label::read_uberblock_slots(device.as_ref(), top_config.ashift));
+                leaves.push(Leaf::new(Guid(leaf_config.guid), path.clone(), device));
+            }
+            if leaves.is_empty() {
+                return Err(PoolError::MissingVdev { name: config.name.clone(), what: format!("{} (top-level vdev {})", top_config.children.iter().map(|c| c.path.clone()).collect::<Vec<_>>().join(", "), top_config.id) });
+            }
+            tops.push(Arc::new(TopVdev::new(
+                VdevId(top_config.id),
+                Guid(top_config.guid),
+                top_config.kind,
+                top_config.ashift,
+                top_config.asize,
+                top_config.ms_shift,
+                top_config.ms_array,
+                leaves,
+            )));
+        }
+        let vdevs = Arc::new(VdevTree { tops });
+        // The guid sum covers every vdev of the config, found or not: compute it from the config.
+        let guid_sum = config.vdev_tree.iter().fold(0u64, |sum, top| {
+            top.children.iter().fold(sum.wrapping_add(top.guid), |sum, leaf| sum.wrapping_add(leaf.guid))
+        });
+        let mut uberblocks: Vec<Uberblock> = uberblock_slots
+            .iter()
+            .filter_map(|slot| Uberblock::decode(slot).ok().flatten())
+            .filter(|ub| ub.guid_sum == guid_sum)
+            .collect();
+        uberblocks.sort_by(|a, b| (b.txg, b.timestamp).cmp(&(a.txg, a.timestamp)));
+        uberblocks.dedup_by(|a, b| a.txg == b.txg);
+        let mut skipped = Vec::new();
+        for uberblock in uberblocks {
+            match Pool::open_at(&found, &config, vdevs.clone(), &uberblock, &options, &tunables) {
+                Ok(pool) => return Ok((pool, ImportReport { txg: uberblock.txg, skipped })),
+                Err(error) => skipped.push((uberblock.txg, error.to_string())),
+            }
+        }
+        let why = if skipped.is_empty() { "no valid uberblock".to_string() } else { format!("{} uberblocks tried, newest failed with: {}", skipped.len(), skipped[0].1) };
+        Err(PoolError::NoUsableUberblock(config.name.clone(), why))
+    }
+
+    fn open_at(found: &FoundPool, config: &LabelConfig, vdevs: Arc<VdevTree>, uberblock: &Uberblock, options: &ImportOptions, tunables: &Tunables) -> Result<Pool, PoolError> {
+        let space = Arc::new(SpaceManager::new(tunables.clone()));
+        let io = Arc::new(BlockIo::new(vdevs.clone(), space.clone(), tunables.clone(), !options.readonly));
+        io.cache.clear();
+        let freer = Arc::new(PoolFreer { io: io.clone(), staged: Mutex::new(Vec::new()), deferred_from_pass: tunables.sync_pass_deferred_free });
+        let mos = Arc::new(ObjectSet::open(io.clone(), &uberblock.mos_root, Arc::new(MosLifecycle { freer: freer.clone() }), MOS_COPIES)?);
+        let root_dir = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "root_dataset")?.ok_or_else(|| PoolError::Corrupt("object directory has no root_dataset".into()))?;
+        let deferred = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?.ok_or_else(|| PoolError::Corrupt("object directory has no deferred_frees".into()))?;
+        let dir_phys = DatasetDirPhys::decode(&mos.bonus(ObjectId(root_dir))?).map_err(|e| PoolError::Corrupt(e.to_string()))?;
+        let phys = DatasetPhys::decode(&mos.bonus(dir_phys.head_dataset_object)?).map_err(|e| PoolError::Corrupt(e.to_string()))?;
+        {
+            let storage = MosSpaceStorage { mos: &mos };
+            for top in &vdevs.tops {
+                let array = top.ms_array();
+                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, (array != 0).then_some(ObjectId(array)), &storage)?;
+            }
+            space.set_last_synced(uberblock.txg);
+        }
+        let name = options.new_name.clone().unwrap_or_else(|| config.name.clone());
+        let root = Dataset::new(name.clone(), dir_phys.head_dataset_object, phys.clone(), dir_phys, freer.clone());
+        let objset = Arc::new(ObjectSet::open(io.clone(), &phys.root, root.clone(), 2)?);
+        root.attach_objset(objset);
+        let core = Arc::new(PoolCore {
+            name,
+            guid: found.guid,
+            io,
+            mos,
+            txgs: TxgManager::new(uberblock.txg, tunables.clone()),
+            root,
+            readonly: options.readonly,
+            freer,
+            deferred_frees_object: ObjectId(deferred),
+            config: Mutex::new(ConfigState {
+                state: PoolState::Active,
+                features: config.features.clone(),
+                features_for_read: config.features_for_read.clone(),
+                dirty: !options.readonly,
+            }),
+            tunables: tunables.clone(),
+        });
+        let pool = Pool { core, sync_thread: Mutex::new(None) };
+        pool.start_sync_thread();
+        Ok(pool)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The root dataset's object set.
+    pub fn root_objset(&self) -> Arc<ObjectSet> {
+        self.core.root.objset()
+    }
+
+    /// Join the open txg (waiting out the write throttle).
+    pub fn assign(&self) -> Result<crate::txg::TxHold, PoolError> {
+        if self.core.readonly {
+            return Err(PoolError::ReadOnly);
+        }
+        Ok(self.core.txgs.assign()?)
+    }
+
+    /// Force a txg sync and wait for it; returns the last synced txg.
+    pub fn sync(&self) -> Result<Txg, PoolError> {
+        if self.core.readonly {
+            return Ok(self.core.txgs.last_synced());
+        }
+        Ok(self.core.txgs.wait_synced(None)?)
+    }
+
+    /// Stop the sync thread after it has written everything dirty.
+    fn stop(&self) -> Result<(), PoolError> {
+        if let Some(handle) = self.sync_thread.lock().take() {
+            if !self.core.readonly && self.core.txgs.failure().is_none() {
+                self.core.txgs.wait_synced(None)?;
+            }
+            self.core.txgs.shutdown();
+            let _ = handle.join();
+        }
+        if let Some(why) = self.core.txgs.failure() {
+            return Err(PoolError::SyncFailed { txg: self.core.txgs.last_synced(), why });
+        }
+        Ok(())
+    }
+
+    /// Sync everything, mark the pool exported in its labels and release its vdevs.
+    pub fn export(self) -> Result<(), PoolError> {
+        self.finish(PoolState::Exported)
+    }
+
+    /// Export and mark the pool destroyed: import no longer finds it.
+    pub fn destroy(self) -> Result<(), PoolError> {
+        self.finish(PoolState::Destroyed)
+    }
+
+    fn finish(self, state: PoolState) -> Result<(), PoolError> {
+        self.stop()?;
+        if !self.core.readonly {
+            self.core.config.lock().state = state;
+            let txg = self.core.txgs.last_synced();
+            self.core.flush()?;
+            self.core.write_labels(txg, LabelSet::Even)?;
+            self.core.flush()?;
+            self.core.write_labels(txg, LabelSet::Odd)?;
+            self.core.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Simulate a crash: stop the sync thread without syncing and without touching labels.
+    /// Whatever was not yet synced is lost, exactly as if the process had died (tests only).
+    pub fn abandon(self) {
+        self.core.txgs.suspend("abandoned".into());
+        if let Some(handle) = self.sync_thread.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    pub fn vdev_paths(&self) -> Vec<PathBuf> {
+        self.core.io.vdevs.tops.iter().flat_map(|top| top.children.iter().map(|leaf| leaf.path.clone())).collect()
+    }
+
+    pub fn last_synced_txg(&self) -> Txg {
+        self.core.txgs.last_synced()
+    }
+}
+
+impl Drop for Pool {
+    /// Dropping a pool that was not exported behaves like a crash: the sync thread stops without
+    /// writing what is dirty, and the vdevs (and their locks) are released. Call
+    /// [`Pool::export`] to keep unsynced changes.
+    fn drop(&mut self) {
+        if let Some(handle) = self.sync_thread.lock().take() {
+            self.core.txgs.suspend("pool closed without export".into());
+            let _ = handle.join();
+        }
+        // The root dataset and its object set refer to each other; break the cycle.
+        self.core.root.detach_objset();
+    }
+}
+
+/// Directory holding a file, for defaults of `-d`.
+pub fn parent_dir(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+}
+

@@ -1,1 +1,385 @@
-//! txg layer (being written).
+//! Transaction groups: the open → quiescing → syncing state machine, transaction holds, dirty
+//! data accounting and the write throttle (OpenZFS txg.c, dsl_pool.c, dmu_tx.c).
+//!
+//! # Overview
+//! Every change joins the *open* txg through a hold ([`TxgManager::assign`]). To sync, the open
+//! txg is closed (a new one opens at once, so writers never wait for a sync), *quiesced* (we wait
+//! until every hold on it is released) and handed to the sync thread, which the pool layer runs
+//! ([`TxgManager::run_sync_thread`]). So up to three txgs are in flight: open, quiescing, syncing.
+//!
+//! # Triggers
+//! A sync starts when `txg_timeout` seconds have passed since the last one, when dirty data in
+//! flight passes `dirty_data_sync_percent` of `dirty_data_max`, when a waiter asks for a txg to
+//! reach disk ([`TxgManager::wait_synced`]), or at shutdown.
+//!
+//! # Write throttle
+//! Writers report the bytes they dirty. Past `delay_min_dirty_percent` of `dirty_data_max`, each
+//! assignment is delayed by `delay_scale · (dirty − min) / (max − dirty)` nanoseconds, capped at
+//! `delay_max_ns`; at `dirty_data_max` writers block until a sync frees room. The delay happens
+//! before the hold is taken, with no locks held (DESIGN.md §4 "Threads").
+//!
+//! # Locking
+//! One mutex and one condition variable; the sync callback runs without them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::object::Tx;
+use crate::tunables::Tunables;
+use crate::types::{Txg, TXG_SIZE};
+
+struct Inner {
+    open: Txg,
+    quiescing: Option<Txg>,
+    syncing: Option<Txg>,
+    synced: Txg,
+    holds: [u64; TXG_SIZE],
+    dirty_bytes: [u64; TXG_SIZE],
+    /// Highest txg someone is waiting to see on disk.
+    wanted: Txg,
+    last_sync_started: Instant,
+    shutting_down: bool,
+    /// Error of the last failed sync; the pool is suspended once a sync fails.
+    failed: Option<String>,
+}
+
+/// Counters for `tarn stat txgs`.
+#[derive(Clone, Debug, Default)]
+pub struct TxgStats {
+    pub open: u64,
+    pub synced: u64,
+    pub dirty_bytes: u64,
+    pub delays: u64,
+    pub delay_ns_total: u64,
+    pub syncs: u64,
+    pub last_sync_ns: u64,
+    pub last_sync_passes: u32,
+}
+
+pub struct TxgManager {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    tunables: Tunables,
+    stats: Mutex<TxgStats>,
+    sync_thread_alive: AtomicBool,
+}
+
+/// A hold on an open txg. Changes made under [`TxHold::tx`] belong to that txg; the txg cannot
+/// be quiesced until the hold is dropped.
+pub struct TxHold {
+    manager: Arc<TxgManager>,
+    tx: Tx,
+}
+
+impl TxHold {
+    pub fn tx(&self) -> Tx {
+        self.tx
+    }
+
+    pub fn txg(&self) -> Txg {
+        self.tx.txg
+    }
+
+    /// Account `bytes` of dirty data to this txg (for sync triggering and the throttle).
+    pub fn add_dirty(&self, bytes: u64) {
+        self.manager.add_dirty(self.tx.txg, bytes);
+    }
+}
+
+impl Drop for TxHold {
+    fn drop(&mut self) {
+        let mut inner = self.manager.inner.lock();
+        let slot = self.tx.txg.slot();
+        assert!(inner.holds[slot] > 0);
+        inner.holds[slot] -= 1;
+        if inner.holds[slot] == 0 {
+            self.manager.changed.notify_all();
+        }
+    }
+}
+
+/// Errors waiting for txgs.
+#[derive(Debug, thiserror::Error)]
+pub enum TxgError {
+    #[error("the pool is suspended: a txg failed to sync ({0}); export and re-import it")]
+    Suspended(String),
+    #[error("the pool is shutting down")]
+    ShuttingDown,
+}
+
+impl TxgManager {
+    /// A manager whose last synced txg is `synced`; the open txg is the next one.
+    pub fn new(synced: Txg, tunables: Tunables) -> Arc<TxgManager> {
+        Arc::new(TxgManager {
+            inner: Mutex::new(Inner {
+                open: synced.next(),
+                quiescing: None,
+                syncing: None,
+                synced,
+                holds: [0; TXG_SIZE],
+                dirty_bytes: [0; TXG_SIZE],
+                wanted: synced,
+                last_sync_started: Instant::now(),
+                shutting_down: false,
+                failed: None,
+            }),
+            changed: Condvar::new(),
+            tunables,
+            stats: Mutex::new(TxgStats::default()),
+            sync_thread_alive: AtomicBool::new(false),
+        })
+    }
+
+    fn dirty_total(inner: &Inner) -> u64 {
+        inner.dirty_bytes.iter().sum()
+    }
+
+    /// Join the open txg, first waiting out the write throttle.
+    pub fn assign(self: &Arc<Self>) -> Result<TxHold, TxgError> {
+        let max = self.tunables.dirty_data_max.max(1);
+        let min = max * self.tunables.delay_min_dirty_percent / 100;
+        loop {
+            let delay = {
+                let mut inner = self.inner.lock();
+                if let Some(error) = &inner.failed {
+                    return Err(TxgError::Suspended(error.clone()));
+                }
+                if inner.shutting_down {
+                    return Err(TxgError::ShuttingDown);
+                }
+                let dirty = Self::dirty_total(&inner);
+                if dirty >= max {
+                    // Full: ask for a sync and wait for room.
+                    inner.wanted = inner.wanted.max(inner.open);
+                    self.changed.notify_all();
+                    self.changed.wait_for(&mut inner, Duration::from_millis(100));
+                    continue;
+                }
+                if dirty > min {
+                    let ns = self.tunables.delay_scale.saturating_mul(dirty - min) / (max - dirty).max(1);
+                    Duration::from_nanos(ns.min(self.tunables.delay_max_ns))
+                } else {
+                    let txg = inner.open;
+                    inner.holds[txg.slot()] += 1;
+                    return Ok(TxHold { manager: self.clone(), tx: Tx { txg } });
+                }
+            };
+            {
+                let mut stats = self.stats.lock();
+                stats.delays += 1;
+                stats.delay_ns_total += delay.as_nanos() as u64;
+            }
+            std::thread::sleep(delay);
+            let mut inner = self.inner.lock();
+            if inner.failed.is_none() && !inner.shutting_down {
+                let txg = inner.open;
+                inner.holds[txg.slot()] += 1;
+                return Ok(TxHold { manager: self.clone(), tx: Tx { txg } });
+            }
+        }
+    }
+
+    fn add_dirty(&self, txg: Txg, bytes: u64) {
+        let mut inner = self.inner.lock();
+        inner.dirty_bytes[txg.slot()] += bytes;
+        let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;
+        if Self::dirty_total(&inner) >= threshold {
+            inner.wanted = inner.wanted.max(txg);
+            self.changed.notify_all();
+        }
+    }
+
+    pub fn open_txg(&self) -> Txg {
+        self.inner.lock().open
+    }
+
+    pub fn last_synced(&self) -> Txg {
+        self.inner.lock().synced
+    }
+
+    /// Ask for `txg` (or, with None, the currently open txg) to be synced, and wait until it is.
+    pub fn wait_synced(&self, txg: Option<Txg>) -> Result<Txg, TxgError> {
+        let mut inner = self.inner.lock();
+        let target = txg.unwrap_or(inner.open);
+        inner.wanted = inner.wanted.max(target);
+        self.changed.notify_all();
+        while inner.synced < target {
+            if let Some(error) = &inner.failed {
+                return Err(TxgError::Suspended(error.clone()));
+            }
+            if inner.shutting_down && !self.sync_thread_alive.load(Ordering::Acquire) {
+                return Err(TxgError::ShuttingDown);
+            }
+            self.changed.wait_for(&mut inner, Duration::from_millis(200));
+        }
+        Ok(inner.synced)
+    }
+
+    /// Record that `txg` was synced outside the sync thread (the creating txg of a new pool).
+    pub fn mark_synced(&self, txg: Txg) {
+        let mut inner = self.inner.lock();
+        assert_eq!(inner.holds[txg.slot()], 0, "txg {txg} synced while held");
+        inner.synced = inner.synced.max(txg);
+        inner.open = inner.open.max(txg.next());
+        self.changed.notify_all();
+    }
+
+    /// Ask for a sync without waiting.
+    pub fn kick(&self) {
+        let mut inner = self.inner.lock();
+        inner.wanted = inner.wanted.max(inner.open);
+        self.changed.notify_all();
+    }
+
+    pub fn stats(&self) -> TxgStats {
+        let inner = self.inner.lock();
+        let mut stats = self.stats.lock().clone();
+        stats.open = inner.open.0;
+        stats.synced = inner.synced.0;
+        stats.dirty_bytes = Self::dirty_total(&inner);
+        stats
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.inner.lock().failed.clone()
+    }
+
+    /// Close the open txg and wait for its holds to drain; returns it (now quiesced).
+    fn quiesce(&self) -> Txg {
+        let mut inner = self.inner.lock();
+        let txg = inner.open;
+        inner.open = txg.next();
+        inner.quiescing = Some(txg);
+        while inner.holds[txg.slot()] > 0 {
+            self.changed.wait(&mut inner);
+        }
+        inner.quiescing = None;
+        inner.syncing = Some(txg);
+        txg
+    }
+
+    /// The sync thread's body: wait for a trigger, quiesce, call `sync(txg)`, repeat until
+    /// [`TxgManager::shutdown`]; at shutdown, sync whatever is dirty one last time. A failed sync
+    /// suspends the pool (no more transactions are assigned; waiters get an error).
+    pub fn run_sync_thread(&self, mut sync: impl FnMut(Txg) -> Result<u32, String>, mut has_changes: impl FnMut(Txg) -> bool) {
+        self.sync_thread_alive.store(true, Ordering::Release);
+        loop {
+            {
+                let mut inner = self.inner.lock();
+                loop {
+                    if inner.failed.is_some() {
+                        self.sync_thread_alive.store(false, Ordering::Release);
+                        self.changed.notify_all();
+                        return;
+                    }
+                    let timed_out = inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
+                    let wanted = inner.wanted >= inner.open;
+                    let dirty = inner.dirty_bytes[inner.open.slot()] > 0;
+                    if inner.shutting_down || wanted || (timed_out && dirty) {
+                        break;
+                    }
+                    if timed_out {
+                        inner.last_sync_started = Instant::now();
+                    }
+                    let wait = self.tunables.txg_timeout_duration().saturating_sub(inner.last_sync_started.elapsed());
+                    self.changed.wait_for(&mut inner, wait.max(Duration::from_millis(10)));
+                }
+                inner.last_sync_started = Instant::now();
+            }
+            let shutting_down = self.inner.lock().shutting_down;
+            let txg = self.quiesce();
+            let started = Instant::now();
+            let changed = has_changes(txg);
+            let result = if changed || !shutting_down { sync(txg) } else { Ok(0) };
+            let mut inner = self.inner.lock();
+            match result {
+                Ok(passes) => {
+                    inner.synced = txg;
+                    inner.syncing = None;
+                    inner.dirty_bytes[txg.slot()] = 0;
+                    let mut stats = self.stats.lock();
+                    stats.syncs += 1;
+                    stats.last_sync_ns = started.elapsed().as_nanos() as u64;
+                    stats.last_sync_passes = passes;
+                }
+                Err(error) => {
+                    inner.failed = Some(error);
+                }
+            }
+            self.changed.notify_all();
+            if inner.shutting_down && inner.holds.iter().all(|&h| h == 0) && inner.dirty_bytes.iter().all(|&d| d == 0) && !has_changes(inner.open) {
+                self.sync_thread_alive.store(false, Ordering::Release);
+                self.changed.notify_all();
+                return;
+            }
+        }
+    }
+
+    /// Stop assigning transactions and let the sync thread write what is dirty and exit.
+    pub fn shutdown(&self) {
+        let mut inner = self.inner.lock();
+        inner.shutting_down = true;
+        self.changed.notify_all();
+    }
+
+    /// Mark the pool as suspended (a write reached no device).
+    pub fn suspend(&self, why: String) {
+        let mut inner = self.inner.lock();
+        inner.failed.get_or_insert(why);
+        self.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_block_quiesce_and_writers_join_the_next_txg() {
+        let manager = TxgManager::new(Txg(4), Tunables::tiny());
+        let hold = manager.assign().unwrap();
+        assert_eq!(hold.txg(), Txg(5));
+        let quiescer = {
+            let manager = manager.clone();
+            std::thread::spawn(move || manager.quiesce())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        // While txg 5 is quiescing, new transactions join txg 6.
+        let next = manager.assign().unwrap();
+        assert_eq!(next.txg(), Txg(6));
+        assert!(!quiescer.is_finished(), "quiesce must wait for the hold on txg 5");
+        drop(hold);
+        assert_eq!(quiescer.join().unwrap(), Txg(5));
+    }
+
+    #[test]
+    fn wait_synced_returns_after_the_sync_thread_syncs() {
+        let manager = TxgManager::new(Txg(4), Tunables::tiny());
+        let syncer = {
+            let manager = manager.clone();
+            std::thread::spawn(move || manager.run_sync_thread(|_| Ok(1), |_| false))
+        };
+        let hold = manager.assign().unwrap();
+        let txg = hold.txg();
+        drop(hold);
+        assert!(manager.wait_synced(Some(txg)).unwrap() >= txg);
+        manager.shutdown();
+        syncer.join().unwrap();
+    }
+
+    #[test]
+    fn failed_sync_suspends() {
+        let manager = TxgManager::new(Txg(4), Tunables::tiny());
+        let syncer = {
+            let manager = manager.clone();
+            std::thread::spawn(move || manager.run_sync_thread(|_| Err("disk gone".into()), |_| true))
+        };
+        let result = manager.wait_synced(None);
+        assert!(matches!(result, Err(TxgError::Suspended(_))));
+        assert!(matches!(manager.assign(), Err(TxgError::Suspended(_))));
+        syncer.join().unwrap();
+    }
+}

@@ -1,0 +1,315 @@
+//! The read and write pipelines (OpenZFS zio).
+//!
+//! Write: zero detection (an all-zero data block becomes a hole when compression is on), compress,
+//! embed if tiny, checksum, allocate one DVA per copy, issue each copy to its top-level vdev (a
+//! mirror writes every child). In sync pass >= `sync_pass_rewrite`, a block that was already born
+//! in this txg and keeps its physical size is rewritten in place: no allocation, no free, which is
+//! what lets sync passes converge (DESIGN.md §4).
+//!
+//! Read: for each DVA, for each mirror child: read, verify the checksum against the block
+//! pointer, decompress. The first good copy wins; every copy that failed verification is counted
+//! against its leaf and, when the pool is writable, repaired in place with the good bytes (a
+//! byte-identical rewrite of a damaged copy, the one exception to invariant 1). A read that finds
+//! no good copy fails with a checksum error; bad data is never returned (invariant 2).
+//!
+//! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
+//! before any I/O is issued.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX, EMBEDDED_PAYLOAD_MAX};
+use crate::block::{checksum, compress};
+use crate::cache::{BlockCache, BlockKey};
+use crate::space::storage::SpaceStorage;
+use crate::space::SpaceManager;
+use crate::tunables::Tunables;
+use crate::types::{Txg, VdevId};
+use crate::vdev::VdevTree;
+
+/// How a block is to be written.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteProps {
+    pub checksum: ChecksumType,
+    pub compression: Compression,
+    pub copies: u8,
+    pub object_type: ObjectType,
+    pub level: u8,
+}
+
+/// Where the write pipeline is in the sync of a txg.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncPoint {
+    pub txg: Txg,
+    pub pass: u32,
+}
+
+/// Errors of the block layer's pipelines.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Block(#[from] BlockError),
+    #[error("no space left in the pool for a {size_allocated}-byte block")]
+    NoSpace { size_allocated: u64 },
+    #[error("space allocator: {0}")]
+    Space(#[from] crate::space::SpaceError),
+    #[error("write of a block reached no device: {0}")]
+    WriteFailed(String),
+    #[error("checksum error: no copy of block {bp} verifies")]
+    NoGoodCopy { bp: String },
+    #[error("block pointer points outside vdev {vdev}: offset {offset:#x} size {size}")]
+    BadDva { vdev: VdevId, offset: u64, size: u64 },
+}
+
+/// The pool's block I/O: vdevs, allocator and cache, shared by every object set of the pool.
+pub struct BlockIo {
+    pub vdevs: Arc<VdevTree>,
+    pub space: Arc<SpaceManager>,
+    pub cache: Arc<BlockCache>,
+    pub tunables: Tunables,
+    /// Sector shift used to round allocations (the largest ashift of the pool's vdevs).
+    pub ashift: u32,
+    writable: AtomicBool,
+}
+
+fn round_up(value: u64, alignment: u64) -> u64 {
+    value.div_ceil(alignment) * alignment
+}
+
+impl BlockIo {
+    pub fn new(vdevs: Arc<VdevTree>, space: Arc<SpaceManager>, tunables: Tunables, writable: bool) -> BlockIo {
+        let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
+        BlockIo {
+            cache: Arc::new(BlockCache::new(tunables.arc_max)),
+            vdevs,
+            space,
+            tunables,
+            ashift,
+            writable: AtomicBool::new(writable),
+        }
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable.load(Ordering::Relaxed)
+    }
+
+    pub fn set_writable(&self, writable: bool) {
+        self.writable.store(writable, Ordering::Relaxed);
+    }
+
+    /// Write one block in syncing context. `old` is the pointer this block replaces (if any),
+    /// used for in-place rewrite; the caller still owns killing `old` when a new location is
+    /// chosen (the returned pointer's DVAs differ from `old`'s).
+    pub fn write(
+        &self,
+        data: &[u8],
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        assert!(!data.is_empty() && data.len() as u64 <= crate::types::SPA_MAXBLOCKSIZE);
+        let size_logical = data.len() as u32;
+        let mut bp = BlockPtr::hole(at.txg, props.object_type, props.level);
+        if props.level == 0 && props.compression != Compression::Off && data.iter().all(|&byte| byte == 0) {
+            return Ok(bp);
+        }
+        let compression = if at.pass >= self.tunables.sync_pass_dont_compress { Compression::Off } else { props.compression };
+        let compressed = compress::compress(compression, data);
+        let (physical, compression) = match &compressed {
+            Some(bytes) => (bytes.as_slice(), compression),
+            None => (data, Compression::Off),
+        };
+        bp.size_logical = size_logical;
+        bp.size_physical = physical.len() as u32;
+        bp.compression = compression;
+        bp.checksum_type = props.checksum;
+        bp.fill_count = fill_count;
+        bp.birth_physical = at.txg;
+        if props.level == 0 && physical.len() <= EMBEDDED_PAYLOAD_MAX && compression != Compression::Off {
+            bp.embedded = true;
+            bp.embedded_payload = physical.to_vec();
+            return Ok(bp);
+        }
+        bp.checksum = checksum::compute(props.checksum, physical);
+        let sector = 1u64 << self.ashift;
+        let size_allocated = round_up(physical.len() as u64, sector);
+        let mut padded = physical.to_vec();
+        padded.resize(size_allocated as usize, 0);
+
+        let copies = (props.copies as usize).clamp(1, DVAS_MAX);
+        let rewrite = old.filter(|old| {
+            at.pass >= self.tunables.sync_pass_rewrite
+                && old.birth_physical == at.txg
+                && !old.is_hole()
+                && !old.embedded
+                && old.copies().count() == copies
+                && old.copies().all(|dva| dva.size_allocated == size_allocated)
+        });
+        if let Some(old) = rewrite {
+            bp.dvas = old.dvas;
+        } else {
+            let mut avoid: Vec<(VdevId, u64)> = Vec::with_capacity(copies);
+            for copy in 0..copies {
+                let (vdev, offset) = match self.space.allocate(size_allocated, at.txg, &avoid, storage) {
+                    Ok(placed) => placed,
+                    Err(crate::space::SpaceError::NoSpace) if copy > 0 => break,
+                    Err(crate::space::SpaceError::NoSpace) => {
+                        return Err(PipelineError::NoSpace { size_allocated });
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                avoid.push((vdev, offset));
+                bp.dvas[copy] = Dva { vdev, offset, size_allocated, gang: false };
+            }
+        }
+        for dva in bp.copies() {
+            let top = self.vdevs.top(dva.vdev).expect("allocator returned an unknown vdev");
+            if let Err(error) = top.write(dva.offset, &padded) {
+                return Err(PipelineError::WriteFailed(error.to_string()));
+            }
+        }
+        if let Some(key) = BlockKey::of(&bp) {
+            self.cache.insert(key, Arc::new(data.to_vec()));
+        }
+        Ok(bp)
+    }
+
+    /// Free every DVA of a block in syncing txg `txg`. Holes and embedded blocks own no space.
+    pub fn free(&self, bp: &BlockPtr, txg: Txg) -> Result<(), PipelineError> {
+        if let Some(key) = BlockKey::of(bp) {
+            self.cache.remove(&key);
+        }
+        for dva in bp.copies() {
+            self.space.free(dva.vdev, dva.offset, dva.size_allocated, txg)?;
+        }
+        Ok(())
+    }
+
+    fn validate_dva(&self, dva: &Dva) -> Result<(), PipelineError> {
+        let bad = || PipelineError::BadDva { vdev: dva.vdev, offset: dva.offset, size: dva.size_allocated };
+        let top = self.vdevs.top(dva.vdev).ok_or_else(bad)?;
+        let sector = 1u64 << top.ashift;
+        if dva.offset % sector != 0 || dva.size_allocated % sector != 0 || !top.contains(dva.offset, dva.size_allocated) {
+            return Err(bad());
+        }
+        Ok(())
+    }
+
+    /// Read a block's logical contents (cached), verifying and self-healing as described above.
+    pub fn read(&self, bp: &BlockPtr) -> Result<Arc<Vec<u8>>, PipelineError> {
+        if bp.is_hole() {
+            return Ok(Arc::new(vec![0u8; bp.size_logical as usize]));
+        }
+        if bp.embedded {
+            let data = compress::decompress(bp.compression, &bp.embedded_payload, bp.size_logical as usize)?;
+            return Ok(Arc::new(data));
+        }
+        let key = BlockKey::of(bp);
+        if let Some(data) = key.as_ref().and_then(|key| self.cache.get(key)) {
+            return Ok(data);
+        }
+        let physical = self.read_physical(bp, true)?;
+        let data = Arc::new(compress::decompress(bp.compression, &physical, bp.size_logical as usize)?);
+        if let Some(key) = key {
+            self.cache.insert(key, data.clone());
+        }
+        Ok(data)
+    }
+
+    /// Read and verify a block's physical (stored, possibly compressed) bytes: the raw read used
+    /// by compressed send and the L2ARC, and by `check`. With `repair`, bad copies found on the
+    /// way are rewritten from the good one when the pool is writable.
+    pub fn read_physical(&self, bp: &BlockPtr, repair: bool) -> Result<Vec<u8>, PipelineError> {
+        let mut bad: Vec<(Dva, usize)> = Vec::new();
+        let mut good: Option<Vec<u8>> = None;
+        for dva in bp.copies() {
+            self.validate_dva(dva)?;
+            let top = self.vdevs.top(dva.vdev).expect("validated");
+            for child in 0..top.child_count() {
+                let mut buffer = vec![0u8; dva.size_allocated as usize];
+                if top.read_child(child, dva.offset, &mut buffer).is_err() {
+                    bad.push((*dva, child));
+                    continue;
+                }
+                buffer.truncate(bp.size_physical as usize);
+                if checksum::compute(bp.checksum_type, &buffer) == bp.checksum {
+                    good = Some(buffer);
+                    break;
+                }
+                top.record_checksum_error(child);
+                bad.push((*dva, child));
+            }
+            if good.is_some() {
+                break;
+            }
+        }
+        let Some(physical) = good else {
+            return Err(PipelineError::NoGoodCopy { bp: format!("{bp}") });
+        };
+        if repair && !bad.is_empty() && self.is_writable() {
+            self.repair(&physical, &bad);
+        }
+        Ok(physical)
+    }
+
+    /// Verify every copy of a block (every DVA, every mirror child) for `check` and scrub.
+    /// Returns the number of copies that failed and the number repaired.
+    pub fn verify_all_copies(&self, bp: &BlockPtr, repair: bool) -> Result<CopyReport, PipelineError> {
+        let mut report = CopyReport::default();
+        if bp.is_hole() || bp.embedded {
+            return Ok(report);
+        }
+        let mut bad: Vec<(Dva, usize)> = Vec::new();
+        let mut good: Option<Vec<u8>> = None;
+        for dva in bp.copies() {
+            self.validate_dva(dva)?;
+            let top = self.vdevs.top(dva.vdev).expect("validated");
+            for child in 0..top.child_count() {
+                report.copies += 1;
+                let mut buffer = vec![0u8; dva.size_allocated as usize];
+                let ok = top.read_child(child, dva.offset, &mut buffer).is_ok() && {
+                    buffer.truncate(bp.size_physical as usize);
+                    checksum::compute(bp.checksum_type, &buffer) == bp.checksum
+                };
+                if ok {
+                    good.get_or_insert(buffer);
+                } else {
+                    top.record_checksum_error(child);
+                    report.bad += 1;
+                    bad.push((*dva, child));
+                }
+            }
+        }
+        let Some(physical) = good else {
+            return Err(PipelineError::NoGoodCopy { bp: format!("{bp}") });
+        };
+        if repair && !bad.is_empty() && self.is_writable() {
+            report.repaired = self.repair(&physical, &bad);
+        }
+        Ok(report)
+    }
+
+    fn repair(&self, physical: &[u8], bad: &[(Dva, usize)]) -> u64 {
+        let mut repaired = 0;
+        for (dva, child) in bad {
+            let mut padded = physical.to_vec();
+            padded.resize(dva.size_allocated as usize, 0);
+            if let Some(top) = self.vdevs.top(dva.vdev) {
+                if top.write_child(*child, dva.offset, &padded).is_ok() {
+                    repaired += 1;
+                }
+            }
+        }
+        repaired
+    }
+}
+
+/// What [`BlockIo::verify_all_copies`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    pub copies: u64,
+    pub bad: u64,
+    pub repaired: u64,
+}

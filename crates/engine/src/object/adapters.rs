@@ -1,0 +1,98 @@
+//! Adapters that let lower-level code see objects of an object set through narrow traits:
+//! the space layer's [`SpaceStorage`] on the MOS, and the key/value code's [`KvBlocks`].
+
+use super::kv::{KvBlocks, KvError};
+use super::{ObjectProps, ObjectSet, Tx};
+use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
+use crate::space::storage::{SpaceStorage, StorageError};
+use crate::types::{ObjectId, Txg};
+
+/// The MOS as storage for space maps and metaslab arrays.
+pub struct MosSpaceStorage<'a> {
+    pub mos: &'a ObjectSet,
+}
+
+fn storage_error(error: super::ObjectError) -> StorageError {
+    StorageError(error.to_string())
+}
+
+impl SpaceStorage for MosSpaceStorage<'_> {
+    fn create_object(&self, block_size: u32, txg: Txg) -> Result<ObjectId, StorageError> {
+        let props = ObjectProps {
+            object_type: ObjectType::SpaceMap,
+            data_block_size: block_size,
+            indirect_block_shift: self.mos.io().tunables.indirect_block_shift as u8,
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Lz4,
+            copies: 3,
+        };
+        self.mos.create_object(&Tx::syncing(txg), props, ObjectType::SpaceMap, &[]).map_err(storage_error)
+    }
+
+    fn free_object(&self, object: ObjectId, txg: Txg) -> Result<(), StorageError> {
+        self.mos.remove_object(&Tx::syncing(txg), object).map_err(storage_error)
+    }
+
+    fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.mos.read(object, offset, buf).map_err(storage_error)
+    }
+
+    fn write(&self, object: ObjectId, offset: u64, data: &[u8], txg: Txg) -> Result<(), StorageError> {
+        self.mos.write(&Tx::syncing(txg), object, offset, data).map_err(storage_error)
+    }
+
+    fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
+        self.mos.free_range(&Tx::syncing(txg), object, length, u64::MAX).map_err(storage_error)
+    }
+
+    fn read_bonus(&self, object: ObjectId) -> Result<Vec<u8>, StorageError> {
+        self.mos.bonus(object).map_err(storage_error)
+    }
+
+    fn write_bonus(&self, object: ObjectId, bonus: &[u8], txg: Txg) -> Result<(), StorageError> {
+        self.mos.set_bonus(&Tx::syncing(txg), object, ObjectType::SpaceMap, bonus).map_err(storage_error)
+    }
+}
+
+/// One key/value object of an object set, for reading (`tx` None) or changing in `tx`.
+pub struct KvObject<'a> {
+    pub objset: &'a ObjectSet,
+    pub object: ObjectId,
+    pub tx: Option<Tx>,
+    block_size: usize,
+}
+
+impl<'a> KvObject<'a> {
+    pub fn new(objset: &'a ObjectSet, object: ObjectId, tx: Option<Tx>) -> Result<KvObject<'a>, super::ObjectError> {
+        let block_size = objset.info(object)?.data_block_size as usize;
+        Ok(KvObject { objset, object, tx, block_size })
+    }
+
+    fn tx(&self) -> Result<Tx, KvError> {
+        self.tx.ok_or_else(|| KvError::Storage("key/value object opened read-only".into()))
+    }
+}
+
+impl KvBlocks for KvObject<'_> {
+    fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn read_block(&self, blkid: u64) -> Result<Option<Vec<u8>>, KvError> {
+        self.objset
+            .read_block_if_present(self.object, blkid)
+            .map(|block| block.map(|data| data.as_ref().clone()))
+            .map_err(|error| KvError::Storage(error.to_string()))
+    }
+
+    fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), KvError> {
+        let tx = self.tx()?;
+        self.objset.write_block(&tx, self.object, blkid, data.to_vec()).map_err(|error| KvError::Storage(error.to_string()))
+    }
+
+    fn free_block(&mut self, blkid: u64) -> Result<(), KvError> {
+        let tx = self.tx()?;
+        let block_size = self.block_size as u64;
+        self.objset.free_range(&tx, self.object, blkid * block_size, block_size).map_err(|error| KvError::Storage(error.to_string()))
+    }
+}

@@ -1,0 +1,230 @@
+//! On-disk structures of the object layer: the dnode and the object-set header.
+//!
+//! ```text
+//! Dnode (512 bytes, little-endian):
+//!   0      1   object type (ObjectType; 0 = free slot)
+//!   1      1   indirect block shift (indirect blocks are 1 << shift bytes)
+//!   2      1   levels (1 = the block pointer addresses data block 0 directly)
+//!   3      1   number of block pointers (always 1 in this format version)
+//!   4      1   bonus type (ObjectType of the bonus contents, 0 = none)
+//!   5      1   checksum type for new blocks (ChecksumType)
+//!   6      1   compression for new blocks (0 off, 1 lz4, 2 zstd)
+//!   7      1   zstd level for new blocks
+//!   8      4   data block size in bytes
+//!   12     2   bonus length in bytes (<= 320)
+//!   14     1   copies for new blocks (1..=3)
+//!   15     1   flags (reserved, 0)
+//!   16     8   max block id (highest data block ever written, 0 when empty)
+//!   24     8   bytes allocated on disk under this dnode (all copies, all levels)
+//!   32     8   generation (txg in which this object number was last allocated)
+//!   40    24   reserved (0)
+//!   64   128   block pointer of the tree root
+//!   192  320   bonus buffer
+//!
+//! Object-set header (1024 bytes, the root block of every object set):
+//!   0    512   meta-dnode (object 0: its data blocks are the arrays of dnodes)
+//!   512    8   object-set type (1 = MOS, 2 = file system)
+//!   520    8   flags (reserved, 0)
+//!   528  192   intent-log (ZIL) header, reserved for the ZIL (zeros)
+//!   720  304   reserved (0)
+//! ```
+
+use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE};
+use crate::types::Txg;
+
+pub const DNODE_SIZE: usize = 512;
+pub const DNODE_BONUS_SIZE_MAX: usize = 320;
+pub const OBJSET_HEADER_SIZE: usize = 1024;
+const DNODE_BLKPTR_OFFSET: usize = 64;
+const DNODE_BONUS_OFFSET: usize = DNODE_BLKPTR_OFFSET + BLKPTR_SIZE;
+const _: () = assert!(DNODE_BONUS_OFFSET + DNODE_BONUS_SIZE_MAX == DNODE_SIZE);
+const _: () = assert!(DNODE_SIZE + 8 + 8 + 192 + 304 == OBJSET_HEADER_SIZE);
+/// Deepest tree a dnode may describe; recursion over untrusted block pointers checks it.
+pub const LEVELS_MAX: u8 = 10;
+
+/// The kind of an object set, stored in its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjsetKind {
+    Mos = 1,
+    FileSystem = 2,
+}
+
+/// A dnode as stored on disk, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnodePhys {
+    pub object_type: ObjectType,
+    pub indirect_block_shift: u8,
+    pub levels: u8,
+    pub bonus_type: ObjectType,
+    pub checksum: ChecksumType,
+    pub compression: Compression,
+    pub data_block_size: u32,
+    pub copies: u8,
+    pub max_blkid: u64,
+    pub size_allocated: u64,
+    pub generation: Txg,
+    pub blkptr: BlockPtr,
+    pub bonus: Vec<u8>,
+}
+
+pub fn compression_code(compression: Compression) -> (u8, u8) {
+    match compression {
+        Compression::Off => (0, 0),
+        Compression::Lz4 => (1, 0),
+        Compression::Zstd { level } => (2, level),
+    }
+}
+
+fn compression_from_code(code: u8, level: u8) -> Result<Compression, BlockError> {
+    match code {
+        0 => Ok(Compression::Off),
+        1 => Ok(Compression::Lz4),
+        2 => Ok(Compression::Zstd { level }),
+        _ => Err(BlockError::Corrupt { what: format!("dnode compression {code}") }),
+    }
+}
+
+impl DnodePhys {
+    /// A free dnode slot.
+    pub fn free() -> DnodePhys {
+        DnodePhys {
+            object_type: ObjectType::None,
+            indirect_block_shift: 0,
+            levels: 0,
+            bonus_type: ObjectType::None,
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Off,
+            data_block_size: 0,
+            copies: 1,
+            max_blkid: 0,
+            size_allocated: 0,
+            generation: Txg(0),
+            blkptr: BlockPtr::hole(Txg(0), ObjectType::None, 0),
+            bonus: Vec::new(),
+        }
+    }
+
+    pub fn is_free(&self) -> bool {
+        self.object_type == ObjectType::None
+    }
+
+    /// Number of block pointers in one indirect block.
+    pub fn fanout(&self) -> u64 {
+        (1u64 << self.indirect_block_shift) / BLKPTR_SIZE as u64
+    }
+
+    /// Number of data blocks a tree of `levels` levels can address.
+    pub fn capacity_blocks(&self, levels: u8) -> u64 {
+        let mut capacity: u64 = 1;
+        for _ in 1..levels {
+            capacity = capacity.saturating_mul(self.fanout());
+        }
+        capacity
+    }
+
+    pub fn encode(&self) -> [u8; DNODE_SIZE] {
+        let mut out = [0u8; DNODE_SIZE];
+        out[0] = self.object_type as u8;
+        out[1] = self.indirect_block_shift;
+        out[2] = self.levels;
+        out[3] = if self.is_free() { 0 } else { 1 };
+        out[4] = self.bonus_type as u8;
+        out[5] = self.checksum as u8;
+        let (compression, level) = compression_code(self.compression);
+        out[6] = compression;
+        out[7] = level;
+        out[8..12].copy_from_slice(&self.data_block_size.to_le_bytes());
+        assert!(self.bonus.len() <= DNODE_BONUS_SIZE_MAX, "bonus too large");
+        out[12..14].copy_from_slice(&(self.bonus.len() as u16).to_le_bytes());
+        out[14] = self.copies;
+        out[16..24].copy_from_slice(&self.max_blkid.to_le_bytes());
+        out[24..32].copy_from_slice(&self.size_allocated.to_le_bytes());
+        out[32..40].copy_from_slice(&self.generation.0.to_le_bytes());
+        self.blkptr.encode_into(&mut out[DNODE_BLKPTR_OFFSET..DNODE_BONUS_OFFSET]);
+        out[DNODE_BONUS_OFFSET..DNODE_BONUS_OFFSET + self.bonus.len()].copy_from_slice(&self.bonus);
+        out
+    }
+
+    /// Decode a dnode from untrusted bytes. A slot of all zeros is a free dnode.
+    pub fn decode(bytes: &[u8]) -> Result<DnodePhys, BlockError> {
+        if bytes.len() < DNODE_SIZE {
+            return Err(BlockError::Corrupt { what: format!("dnode of {} bytes", bytes.len()) });
+        }
+        let corrupt = |what: String| BlockError::Corrupt { what };
+        let object_type = ObjectType::try_from(bytes[0])?;
+        if object_type == ObjectType::None {
+            return Ok(DnodePhys::free());
+        }
+        let indirect_block_shift = bytes[1];
+        if !(10..=17).contains(&indirect_block_shift) {
+            return Err(corrupt(format!("dnode indirect block shift {indirect_block_shift}")));
+        }
+        let levels = bytes[2];
+        if levels == 0 || levels > LEVELS_MAX {
+            return Err(corrupt(format!("dnode levels {levels}")));
+        }
+        let bonus_type = ObjectType::try_from(bytes[4])?;
+        let checksum = ChecksumType::try_from(bytes[5])?;
+        let compression = compression_from_code(bytes[6], bytes[7])?;
+        let data_block_size = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        if data_block_size < 512 || data_block_size as u64 > crate::types::SPA_MAXBLOCKSIZE || data_block_size % 512 != 0 {
+            return Err(corrupt(format!("dnode data block size {data_block_size}")));
+        }
+        let bonus_len = u16::from_le_bytes(bytes[12..14].try_into().unwrap()) as usize;
+        if bonus_len > DNODE_BONUS_SIZE_MAX {
+            return Err(corrupt(format!("dnode bonus length {bonus_len}")));
+        }
+        let copies = bytes[14];
+        if !(1..=3).contains(&copies) {
+            return Err(corrupt(format!("dnode copies {copies}")));
+        }
+        let blkptr = BlockPtr::decode(&bytes[DNODE_BLKPTR_OFFSET..DNODE_BONUS_OFFSET])?;
+        Ok(DnodePhys {
+            object_type,
+            indirect_block_shift,
+            levels,
+            bonus_type,
+            checksum,
+            compression,
+            data_block_size,
+            copies,
+            max_blkid: u64::from_le_bytes(bytes[16..24].try_into().unwrap()),
+            size_allocated: u64::from_le_bytes(bytes[24..32].try_into().unwrap()),
+            generation: Txg(u64::from_le_bytes(bytes[32..40].try_into().unwrap())),
+            blkptr,
+            bonus: bytes[DNODE_BONUS_OFFSET..DNODE_BONUS_OFFSET + bonus_len].to_vec(),
+        })
+    }
+}
+
+/// The object-set header, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjsetHeader {
+    pub meta_dnode: DnodePhys,
+    pub kind: ObjsetKind,
+}
+
+impl ObjsetHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0u8; OBJSET_HEADER_SIZE];
+        out[..DNODE_SIZE].copy_from_slice(&self.meta_dnode.encode());
+        out[512..520].copy_from_slice(&(self.kind as u64).to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ObjsetHeader, BlockError> {
+        if bytes.len() != OBJSET_HEADER_SIZE {
+            return Err(BlockError::Corrupt { what: format!("object-set header of {} bytes", bytes.len()) });
+        }
+        let meta_dnode = DnodePhys::decode(&bytes[..DNODE_SIZE])?;
+        if meta_dnode.object_type != ObjectType::Dnode {
+            return Err(BlockError::Corrupt { what: "object-set header: meta-dnode has the wrong type".into() });
+        }
+        let kind = match u64::from_le_bytes(bytes[512..520].try_into().unwrap()) {
+            1 => ObjsetKind::Mos,
+            2 => ObjsetKind::FileSystem,
+            other => return Err(BlockError::Corrupt { what: format!("object-set type {other}") }),
+        };
+        Ok(ObjsetHeader { meta_dnode, kind })
+    }
+}

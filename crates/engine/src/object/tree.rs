@@ -1,0 +1,347 @@
+//! Syncing one object's block tree: apply a txg's frees and writes to the tree under a dnode,
+//! writing every changed block copy-on-write, bottom-up, and handing every block that enters or
+//! leaves the tree to the object set's [`BlockLifecycle`].
+//!
+//! The tree: a dnode's block pointer is the root. With `levels == 1` it addresses data block 0
+//! directly; otherwise it addresses an indirect block of level `levels - 1`, each indirect
+//! block holds `fanout` block pointers to blocks one level down, and level 0 holds data. Levels
+//! grow (a new root whose first pointer is the old root) when a write lands beyond the tree's
+//! capacity; they never shrink.
+//!
+//! A [`TreeSync`] keeps the indirect blocks it touches in memory, with the pointer each was read
+//! through, so that a block is written once per pass however many of its children change, and so
+//! that in later sync passes a block born in this txg can be rewritten in place.
+
+use std::collections::BTreeMap;
+
+use super::phys::DnodePhys;
+use super::{BlockLifecycle, ObjectError};
+use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
+use crate::block::pipeline::{BlockIo, SyncPoint, WriteProps};
+use crate::space::storage::SpaceStorage;
+
+struct Indirect {
+    /// The pointer this block was read through (a hole for a new block).
+    original: BlockPtr,
+    entries: Vec<BlockPtr>,
+    dirty: bool,
+}
+
+pub(crate) struct TreeSync<'a> {
+    pub dnode: DnodePhys,
+    io: &'a BlockIo,
+    lifecycle: &'a dyn BlockLifecycle,
+    storage: &'a dyn SpaceStorage,
+    at: SyncPoint,
+    indirects: BTreeMap<(u8, u64), Indirect>,
+}
+
+/// Read an indirect block's pointers, validating that each child is one level down.
+pub(crate) fn read_indirect(io: &BlockIo, bp: &BlockPtr, fanout: u64) -> Result<Vec<BlockPtr>, ObjectError> {
+    if bp.is_hole() {
+        let birth = bp.birth_logical;
+        return Ok((0..fanout).map(|_| BlockPtr::hole(birth, bp.object_type, bp.level - 1)).collect());
+    }
+    let data = io.read(bp)?;
+    if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
+        return Err(ObjectError::Corrupt(format!(
+            "indirect block of {} bytes, expected {}",
+            data.len(),
+            fanout * BLKPTR_SIZE as u64
+        )));
+    }
+    let mut entries = Vec::with_capacity(fanout as usize);
+    for chunk in data.chunks_exact(BLKPTR_SIZE) {
+        let child = BlockPtr::decode(chunk)?;
+        if child.level + 1 != bp.level {
+            return Err(ObjectError::Corrupt(format!(
+                "indirect block at level {} points to a level-{} block",
+                bp.level, child.level
+            )));
+        }
+        entries.push(child);
+    }
+    Ok(entries)
+}
+
+/// Number of data blocks below one block pointer at `level`.
+fn span(fanout: u64, level: u8) -> u64 {
+    fanout.saturating_pow(level as u32)
+}
+
+impl<'a> TreeSync<'a> {
+    pub fn new(
+        dnode: DnodePhys,
+        io: &'a BlockIo,
+        lifecycle: &'a dyn BlockLifecycle,
+        storage: &'a dyn SpaceStorage,
+        at: SyncPoint,
+    ) -> TreeSync<'a> {
+        TreeSync { dnode, io, lifecycle, storage, at, indirects: BTreeMap::new() }
+    }
+
+    fn props(&self, level: u8) -> WriteProps {
+        WriteProps {
+            checksum: self.dnode.checksum,
+            compression: self.dnode.compression,
+            copies: self.dnode.copies,
+            object_type: self.dnode.object_type,
+            level,
+        }
+    }
+
+    fn root_level(&self) -> u8 {
+        self.dnode.levels - 1
+    }
+
+    /// The pointer currently addressing block (level, index).
+    fn pointer_to(&mut self, level: u8, index: u64) -> Result<BlockPtr, ObjectError> {
+        if level == self.root_level() {
+            debug_assert_eq!(index, 0);
+            return Ok(self.dnode.blkptr.clone());
+        }
+        let fanout = self.dnode.fanout();
+        let parent = self.load(level + 1, index / fanout)?;
+        Ok(parent.entries[(index % fanout) as usize].clone())
+    }
+
+    fn load(&mut self, level: u8, index: u64) -> Result<&mut Indirect, ObjectError> {
+        debug_assert!(level >= 1 && level <= self.root_level());
+        if !self.indirects.contains_key(&(level, index)) {
+            let original = self.pointer_to(level, index)?;
+            if original.level != level {
+                return Err(ObjectError::Corrupt(format!(
+                    "expected a level-{level} block, found level {}",
+                    original.level
+                )));
+            }
+            let entries = read_indirect(self.io, &original, self.dnode.fanout())?;
+            self.indirects.insert((level, index), Indirect { original, entries, dirty: false });
+        }
+        Ok(self.indirects.get_mut(&(level, index)).expect("just inserted"))
+    }
+
+    /// Store `bp` as the pointer addressing block (level, index).
+    fn set_pointer(&mut self, level: u8, index: u64, bp: BlockPtr) -> Result<(), ObjectError> {
+        if level == self.root_level() {
+            self.dnode.blkptr = bp;
+            return Ok(());
+        }
+        let fanout = self.dnode.fanout();
+        let parent = self.load(level + 1, index / fanout)?;
+        parent.entries[(index % fanout) as usize] = bp;
+        parent.dirty = true;
+        Ok(())
+    }
+
+    fn born(&mut self, bp: &BlockPtr) {
+        if !bp.is_hole() {
+            self.dnode.size_allocated += bp.size_allocated();
+            self.lifecycle.block_born(bp, self.at);
+        }
+    }
+
+    fn kill(&mut self, bp: &BlockPtr) -> Result<(), ObjectError> {
+        if !bp.is_hole() {
+            self.dnode.size_allocated = self.dnode.size_allocated.saturating_sub(bp.size_allocated());
+            self.lifecycle.block_kill(bp, self.at)?;
+        }
+        Ok(())
+    }
+
+    /// Kill a block and everything beneath it.
+    fn kill_subtree(&mut self, bp: &BlockPtr) -> Result<(), ObjectError> {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        if bp.level > 0 {
+            for child in read_indirect(self.io, bp, self.dnode.fanout())? {
+                self.kill_subtree(&child)?;
+            }
+        }
+        self.kill(bp)
+    }
+
+    /// Add levels until block `blkid` is addressable.
+    pub fn grow_to(&mut self, blkid: u64) -> Result<(), ObjectError> {
+        while self.dnode.capacity_blocks(self.dnode.levels) <= blkid {
+            if self.dnode.levels >= super::phys::LEVELS_MAX {
+                return Err(ObjectError::TooLarge);
+            }
+            let old_root = self.dnode.blkptr.clone();
+            let new_level = self.dnode.levels;
+            let fanout = self.dnode.fanout();
+            let mut entries: Vec<BlockPtr> =
+                (0..fanout).map(|_| BlockPtr::hole(self.at.txg, self.dnode.object_type, new_level - 1)).collect();
+            let root_is_hole = old_root.is_hole();
+            entries[0] = old_root;
+            let original = BlockPtr::hole(self.at.txg, self.dnode.object_type, new_level);
+            self.indirects.insert((new_level, 0), Indirect { original: original.clone(), entries, dirty: !root_is_hole });
+            self.dnode.blkptr = original;
+            self.dnode.levels += 1;
+        }
+        Ok(())
+    }
+
+    /// Free data blocks [start, end) (end exclusive; `u64::MAX` means to the end).
+    pub fn free_range(&mut self, start: u64, end: u64) -> Result<(), ObjectError> {
+        if start >= end {
+            return Ok(());
+        }
+        if self.dnode.levels == 1 {
+            if start == 0 {
+                let old = std::mem::replace(&mut self.dnode.blkptr, BlockPtr::hole(self.at.txg, self.dnode.object_type, 0));
+                self.kill(&old)?;
+            }
+            return Ok(());
+        }
+        let root_level = self.root_level();
+        if self.dnode.blkptr.is_hole() && !self.indirects.contains_key(&(root_level, 0)) {
+            return Ok(());
+        }
+        self.free_in(root_level, 0, start, end)
+    }
+
+    fn free_in(&mut self, level: u8, index: u64, start: u64, end: u64) -> Result<(), ObjectError> {
+        let fanout = self.dnode.fanout();
+        let child_span = span(fanout, level - 1);
+        let base = index * span(fanout, level);
+        let entries_len = self.load(level, index)?.entries.len() as u64;
+        for slot in 0..entries_len {
+            let child_start = base + slot * child_span;
+            let child_end = child_start.saturating_add(child_span);
+            if child_end <= start || child_start >= end {
+                continue;
+            }
+            let child = self.load(level, index)?.entries[slot as usize].clone();
+            let child_index = index * fanout + slot;
+            let child_loaded = level > 1 && self.indirects.contains_key(&(level - 1, child_index));
+            if child.is_hole() && !child_loaded {
+                continue;
+            }
+            if start <= child_start && child_end <= end && !child_loaded {
+                self.kill_subtree(&child)?;
+                let hole = BlockPtr::hole(self.at.txg, self.dnode.object_type, level - 1);
+                let parent = self.load(level, index)?;
+                parent.entries[slot as usize] = hole;
+                parent.dirty = true;
+            } else if level > 1 {
+                self.free_in(level - 1, child_index, start, end)?;
+                self.load(level - 1, child_index)?.dirty = true;
+            } else {
+                // A level-1 entry only partly inside the range cannot happen: data blocks are
+                // the unit of freeing.
+                unreachable!("partial free of a single data block");
+            }
+        }
+        Ok(())
+    }
+
+    /// Write data block `blkid`.
+    pub fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), ObjectError> {
+        self.grow_to(blkid)?;
+        let old = if self.dnode.levels == 1 { self.dnode.blkptr.clone() } else { self.pointer_to(0, blkid)? };
+        let bp = self.io.write(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
+        if bp.dvas != old.dvas || old.is_hole() || bp.is_hole() {
+            self.kill(&old)?;
+            self.born(&bp);
+        }
+        self.set_pointer(0, blkid, bp)
+    }
+
+    /// Write every dirty indirect block, bottom-up, and return the finished dnode.
+    pub fn finish(mut self) -> Result<DnodePhys, ObjectError> {
+        let fanout = self.dnode.fanout();
+        for level in 1..self.dnode.levels {
+            let keys: Vec<(u8, u64)> =
+                self.indirects.range((level, 0)..=(level, u64::MAX)).filter(|(_, ind)| ind.dirty).map(|(key, _)| *key).collect();
+            for key in keys {
+                let indirect = self.indirects.remove(&key).expect("listed");
+                let fill: u64 = indirect.entries.iter().map(|bp| bp.fill_count).sum();
+                let bp = if indirect.entries.iter().all(BlockPtr::is_hole) {
+                    BlockPtr::hole(self.at.txg, self.dnode.object_type, level)
+                } else {
+                    let mut bytes = Vec::with_capacity(indirect.entries.len() * BLKPTR_SIZE);
+                    for entry in &indirect.entries {
+                        bytes.extend_from_slice(&entry.encode());
+                    }
+                    self.io.write(&bytes, &self.props(level), fill, self.at, Some(&indirect.original), self.storage)?
+                };
+                if bp.dvas != indirect.original.dvas || bp.is_hole() {
+                    self.kill(&indirect.original)?;
+                    self.born(&bp);
+                }
+                self.set_pointer(level, key.1, bp)?;
+                debug_assert!(key.1 / fanout <= u64::MAX);
+            }
+        }
+        Ok(self.dnode)
+    }
+}
+
+/// Look up the pointer to data block `blkid` under `dnode` without modifying anything (the
+/// read path). Holes come back as holes.
+pub(crate) fn lookup_block(io: &BlockIo, dnode: &DnodePhys, blkid: u64) -> Result<BlockPtr, ObjectError> {
+    if blkid >= dnode.capacity_blocks(dnode.levels) {
+        return Ok(BlockPtr::hole(crate::types::Txg(0), dnode.object_type, 0));
+    }
+    let fanout = dnode.fanout();
+    let mut bp = dnode.blkptr.clone();
+    let mut level = dnode.levels - 1;
+    if bp.level != level {
+        return Err(ObjectError::Corrupt(format!("dnode root at level {} for a {}-level tree", bp.level, dnode.levels)));
+    }
+    while level > 0 {
+        if bp.is_hole() {
+            return Ok(BlockPtr::hole(bp.birth_logical, dnode.object_type, 0));
+        }
+        let entries = read_indirect(io, &bp, fanout)?;
+        let slot = (blkid / span(fanout, level - 1)) % fanout;
+        bp = entries[slot as usize].clone();
+        level -= 1;
+    }
+    Ok(bp)
+}
+
+/// Visit every block pointer in a tree (depth first, parents before children), for `check`.
+pub fn visit_tree(
+    io: &BlockIo,
+    dnode: &DnodePhys,
+    visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+) -> Result<(), ObjectError> {
+    fn walk(
+        io: &BlockIo,
+        bp: &BlockPtr,
+        fanout: u64,
+        visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+    ) -> Result<(), ObjectError> {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        visit(bp)?;
+        if bp.level > 0 {
+            for child in read_indirect(io, bp, fanout)? {
+                if child.birth_logical > bp.birth_logical {
+                    return Err(ObjectError::Corrupt(format!(
+                        "child born in txg {} under a parent born in txg {}",
+                        child.birth_logical, bp.birth_logical
+                    )));
+                }
+                walk(io, &child, fanout, visit)?;
+            }
+        }
+        Ok(())
+    }
+    if dnode.is_free() {
+        return Ok(());
+    }
+    if dnode.blkptr.level + 1 != dnode.levels {
+        return Err(ObjectError::Corrupt("dnode root level does not match its level count".into()));
+    }
+    walk(io, &dnode.blkptr, dnode.fanout(), visit)
+}
+
+/// The object type stored in pointers of an object's tree.
+pub fn tree_type(dnode: &DnodePhys) -> ObjectType {
+    dnode.object_type
+}
