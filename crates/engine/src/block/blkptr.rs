@@ -1,9 +1,68 @@
 //! Block pointers: the 128-byte on-disk reference from a parent to a child block.
 //!
-//! (The helper that owns this file writes the byte diagram, `encode`, `decode`, and the
-//! property tests. The in-memory type below is fixed: other layers are written against it.)
+//! A block pointer says where a block's copies live (up to three DVAs), how big it is before
+//! and after compression, how it is compressed and checksummed, what it holds (object type and
+//! indirection level), when it was born (logical and physical birth txg), how many data blocks
+//! lie beneath it (fill count) and the checksum of the stored bytes. Holes and embedded blocks
+//! (small payloads stored in the pointer itself) share the same 128 bytes.
+//!
+//! # On-disk layout (tarn's own; all integers little-endian)
+//!
+//! ```text
+//! byte  0                   4                   8                                  16
+//!       +-------------------+-------------------+-----------------------------------+
+//!   0   | DVA[0] vdev u32   | DVA[0] asize u32  | DVA[0] offset u64 (bytes)         |
+//!  16   | DVA[1] vdev u32   | DVA[1] asize u32  | DVA[1] offset u64 (bytes)         |
+//!  32   | DVA[2] vdev u32   | DVA[2] asize u32  | DVA[2] offset u64 (bytes)         |
+//!       +-------------------+-------------------+----+----+----+----+----+----+-----+
+//!  48   | size_logical u32  | size_physical u32 |comp|csum|type|lvl |flag|elen| rsv |
+//!       +-------------------+-------------------+----+----+----+----+----+----+-----+
+//!  64   | birth_logical u64                     | birth_physical u64                |
+//!  80   | fill_count u64                        | reserved u64 (zero)               |
+//!       +---------------------------------------+-----------------------------------+
+//!  96   | checksum: 32 bytes (for fletcher4, four u64 accumulators a, b, c, d)      |
+//! 128   +---------------------------------------------------------------------------+
+//! ```
+//!
+//! - `asize`: bits 0..=30 are the allocated size in 512-byte units
+//!   ([`DVA_ALLOCATED_UNIT`]); bit 31 is the gang flag. Zero units means the DVA is empty, and
+//!   an empty DVA is all zero bytes.
+//! - `comp` (byte 56): [`Compression`] as 0 off, 1 lz4, 2 zstd. The zstd level is not stored.
+//! - `csum` (byte 57): [`ChecksumType`] as 1 fletcher4, 2 blake3, 3 sha256. Holes store 0.
+//! - `type` (byte 58): [`ObjectType`]; `lvl` (byte 59): indirection level, at most
+//!   [`LEVEL_MAX`].
+//! - `flag` (byte 60): bit 0 = embedded; other bits reserved (zero).
+//! - `elen` (byte 61): embedded payload length in bytes; zero unless embedded.
+//! - `rsv` (bytes 62..64) and bytes 88..96: reserved, zero.
+//!
+//! # Embedded pointers
+//!
+//! An embedded pointer has no DVAs, no fill count and no checksum of its own (the parent's
+//! checksum covers it), so those areas carry the payload: payload bytes `0..48` are stored at
+//! pointer bytes `0..48` (the DVA area) and payload bytes `48..96` at pointer bytes `80..128`
+//! (fill count, reserved word and checksum). `elen` equals `size_physical`; payload bytes past
+//! `elen` are zero. Bytes `48..80` (sizes, types, flags, births) keep their normal meaning. An
+//! embedded block has an implicit fill count of 1 and an all-zero checksum in memory.
+//!
+//! # Holes
+//!
+//! A hole is a pointer that is neither embedded nor has any DVA. It keeps its object type,
+//! level, `size_logical` and both birth txgs (a punched hole's birth is what incremental send
+//! needs); everything else is zero on disk, including the checksum type byte, which decodes as
+//! [`ChecksumType::Fletcher4`] (the type [`BlockPtr::hole`] uses). So 128 zero bytes decode as
+//! `BlockPtr::hole(Txg(0), ObjectType::None, 0)`: a freshly zeroed indirect block is all holes.
+//!
+//! # Validity
+//!
+//! [`BlockPtr::validate`] states every rule; [`BlockPtr::decode`] applies it to untrusted
+//! bytes (returning [`BlockError::Corrupt`], never panicking), and [`BlockPtr::encode`] asserts
+//! it, since encoding an invalid pointer is a programmer error. Every valid pointer round-trips
+//! exactly, except that a zstd level reads back as 0 and a hole's checksum type reads back as
+//! fletcher4.
 
-use crate::types::{Txg, VdevId};
+use std::fmt;
+
+use crate::types::{Txg, VdevId, SPA_MAXBLOCKSIZE};
 
 /// Encoded size of a block pointer.
 pub const BLKPTR_SIZE: usize = 128;
@@ -139,5 +198,1186 @@ impl BlockPtr {
     /// Total bytes allocated on disk across all copies.
     pub fn size_allocated(&self) -> u64 {
         self.copies().map(|dva| dva.size_allocated).sum()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors of the block layer.
+// ---------------------------------------------------------------------------------------------
+
+/// Errors of the block layer: corrupt block pointers, checksum mismatches, undecodable
+/// compressed data.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BlockError {
+    /// An on-disk structure failed validation. `structure` names it ("block pointer"),
+    /// `byte_offset` is where in that structure the bad field starts, `what` says what is wrong.
+    #[error("corrupt {structure} at byte {byte_offset}: {what}")]
+    Corrupt {
+        structure: &'static str,
+        byte_offset: usize,
+        what: String,
+    },
+    /// Stored bytes do not match the checksum their block pointer carries.
+    #[error(
+        "{checksum_type} checksum mismatch: expected {}, computed {}",
+        checksum_hex(expected),
+        checksum_hex(actual)
+    )]
+    ChecksumMismatch {
+        checksum_type: ChecksumType,
+        expected: [u8; 32],
+        actual: [u8; 32],
+    },
+    /// Compressed bytes could not be decompressed to exactly the expected logical size.
+    #[error("{compression} decompression failed: {what}")]
+    Decompress {
+        compression: Compression,
+        what: String,
+    },
+}
+
+/// A checksum as four big-endian-printed u64 words, `a:b:c:d`, the way zdb prints them. The
+/// words are read little-endian from the stored bytes.
+pub fn checksum_hex(checksum: &[u8; 32]) -> String {
+    let words: Vec<String> = checksum
+        .chunks_exact(8)
+        .map(|word| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            format!("{:x}", u64::from_le_bytes(bytes))
+        })
+        .collect();
+    words.join(":")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout constants.
+// ---------------------------------------------------------------------------------------------
+
+/// Encoded size of one DVA.
+pub const DVA_SIZE: usize = 16;
+/// Unit of a DVA's stored allocated size (the smallest sector size).
+pub const DVA_ALLOCATED_UNIT: u64 = 512;
+/// Gang flag in a DVA's allocated-size word.
+const DVA_GANG_BIT: u32 = 1 << 31;
+/// Largest allocated size a DVA can express: 2^31 - 1 units of 512 bytes.
+pub const DVA_ALLOCATED_MAX: u64 = (DVA_GANG_BIT as u64 - 1) * DVA_ALLOCATED_UNIT;
+/// Deepest indirection level a block pointer may claim.
+pub const LEVEL_MAX: u8 = 10;
+/// Flag bit: the payload is embedded in the pointer.
+const FLAG_EMBEDDED: u8 = 1 << 0;
+
+const OFFSET_DVAS: usize = 0;
+const OFFSET_SIZE_LOGICAL: usize = 48;
+const OFFSET_SIZE_PHYSICAL: usize = 52;
+const OFFSET_COMPRESSION: usize = 56;
+const OFFSET_CHECKSUM_TYPE: usize = 57;
+const OFFSET_OBJECT_TYPE: usize = 58;
+const OFFSET_LEVEL: usize = 59;
+const OFFSET_FLAGS: usize = 60;
+const OFFSET_EMBEDDED_LENGTH: usize = 61;
+const OFFSET_RESERVED_0: usize = 62;
+const OFFSET_BIRTH_LOGICAL: usize = 64;
+const OFFSET_BIRTH_PHYSICAL: usize = 72;
+const OFFSET_FILL_COUNT: usize = 80;
+const OFFSET_RESERVED_1: usize = 88;
+const OFFSET_CHECKSUM: usize = 96;
+
+/// Where the embedded payload lives: payload bytes `0..48` at pointer bytes `0..48`, payload
+/// bytes `48..96` at pointer bytes `80..128`.
+const EMBEDDED_AREAS: [(usize, usize); 2] = [(0, 48), (80, 128)];
+
+const _: () = assert!(DVAS_MAX * DVA_SIZE == OFFSET_SIZE_LOGICAL);
+const _: () = assert!(OFFSET_CHECKSUM + 32 == BLKPTR_SIZE);
+const _: () = assert!(OFFSET_RESERVED_0 + 2 == OFFSET_BIRTH_LOGICAL);
+const _: () = assert!(OFFSET_RESERVED_1 + 8 == OFFSET_CHECKSUM);
+const _: () = assert!(
+    (EMBEDDED_AREAS[0].1 - EMBEDDED_AREAS[0].0) + (EMBEDDED_AREAS[1].1 - EMBEDDED_AREAS[1].0)
+        == EMBEDDED_PAYLOAD_MAX
+);
+const _: () =
+    assert!(EMBEDDED_AREAS[1].0 == OFFSET_FILL_COUNT && EMBEDDED_AREAS[1].1 == BLKPTR_SIZE);
+const _: () = assert!(EMBEDDED_PAYLOAD_MAX <= u8::MAX as usize);
+const _: () = assert!(SPA_MAXBLOCKSIZE <= u32::MAX as u64);
+
+// ---------------------------------------------------------------------------------------------
+// Enum <-> byte conversions.
+// ---------------------------------------------------------------------------------------------
+
+/// An enum byte that names no known value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} value {value}")]
+pub struct UnknownValue {
+    pub kind: &'static str,
+    pub value: u8,
+}
+
+impl From<ChecksumType> for u8 {
+    fn from(checksum_type: ChecksumType) -> u8 {
+        checksum_type as u8
+    }
+}
+
+impl TryFrom<u8> for ChecksumType {
+    type Error = UnknownValue;
+    fn try_from(value: u8) -> Result<ChecksumType, UnknownValue> {
+        match value {
+            1 => Ok(ChecksumType::Fletcher4),
+            2 => Ok(ChecksumType::Blake3),
+            3 => Ok(ChecksumType::Sha256),
+            _ => Err(UnknownValue {
+                kind: "checksum type",
+                value,
+            }),
+        }
+    }
+}
+
+impl fmt::Display for ChecksumType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ChecksumType::Fletcher4 => "fletcher4",
+            ChecksumType::Blake3 => "blake3",
+            ChecksumType::Sha256 => "sha256",
+        })
+    }
+}
+
+impl From<Compression> for u8 {
+    /// The on-disk byte. The zstd level is dropped: it only matters when compressing.
+    fn from(compression: Compression) -> u8 {
+        match compression {
+            Compression::Off => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd { .. } => 2,
+        }
+    }
+}
+
+impl TryFrom<u8> for Compression {
+    type Error = UnknownValue;
+    /// Zstd decodes with level 0 ("not recorded"); decompression does not need the level.
+    fn try_from(value: u8) -> Result<Compression, UnknownValue> {
+        match value {
+            0 => Ok(Compression::Off),
+            1 => Ok(Compression::Lz4),
+            2 => Ok(Compression::Zstd { level: 0 }),
+            _ => Err(UnknownValue {
+                kind: "compression",
+                value,
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compression::Off => f.write_str("uncompressed"),
+            Compression::Lz4 => f.write_str("lz4"),
+            Compression::Zstd { level: 0 } => f.write_str("zstd"),
+            Compression::Zstd { level } => write!(f, "zstd-{level}"),
+        }
+    }
+}
+
+impl From<ObjectType> for u8 {
+    fn from(object_type: ObjectType) -> u8 {
+        object_type as u8
+    }
+}
+
+impl ObjectType {
+    /// Every object type, in on-disk value order.
+    pub const ALL: [ObjectType; 11] = [
+        ObjectType::None,
+        ObjectType::Objset,
+        ObjectType::Dnode,
+        ObjectType::KeyValue,
+        ObjectType::SpaceMap,
+        ObjectType::ObjectArray,
+        ObjectType::PlainFile,
+        ObjectType::PoolConfig,
+        ObjectType::DatasetDir,
+        ObjectType::Dataset,
+        ObjectType::BlockPtrList,
+    ];
+}
+
+impl TryFrom<u8> for ObjectType {
+    type Error = UnknownValue;
+    fn try_from(value: u8) -> Result<ObjectType, UnknownValue> {
+        ObjectType::ALL
+            .get(usize::from(value))
+            .copied()
+            .ok_or(UnknownValue {
+                kind: "object type",
+                value,
+            })
+    }
+}
+
+impl fmt::Display for ObjectType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation, encoding, decoding.
+// ---------------------------------------------------------------------------------------------
+
+fn corrupt(byte_offset: usize, what: String) -> BlockError {
+    BlockError::Corrupt {
+        structure: "block pointer",
+        byte_offset,
+        what,
+    }
+}
+
+fn read_u32(bytes: &[u8], offset: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[offset..offset + 4]);
+    u32::from_le_bytes(word)
+}
+
+fn read_u64(bytes: &[u8], offset: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[offset..offset + 8]);
+    u64::from_le_bytes(word)
+}
+
+fn write_u32(bytes: &mut [u8], offset: usize, value: u32) {
+    bytes[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+fn write_u64(bytes: &mut [u8], offset: usize, value: u64) {
+    bytes[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+impl BlockPtr {
+    /// Checks every rule a block pointer must satisfy; the error names the first broken rule
+    /// and the byte offset of the offending field in the encoded form.
+    ///
+    /// All shapes: `level <= LEVEL_MAX`; `size_logical <= SPA_MAXBLOCKSIZE`.
+    ///
+    /// Holes: `size_physical == 0`, compression off, fill count 0, zero checksum, empty payload,
+    /// empty DVAs all zero. The two births are free (a hole may be "never written", birth 0).
+    ///
+    /// Embedded: no DVA (all zero); payload length `== size_physical`, between 1 and
+    /// [`EMBEDDED_PAYLOAD_MAX`]; `1 <= size_logical`; sizes agree with the compression (equal
+    /// when off, `size_physical <= size_logical` otherwise); fill count 1; zero checksum;
+    /// `0 < birth_logical <= birth_physical`.
+    ///
+    /// Normal: DVA[0] is a copy, and copies are packed (no copy after an empty DVA); each copy's
+    /// allocated size is a non-zero multiple of 512 of at most [`DVA_ALLOCATED_MAX`] and at
+    /// least `size_physical`, its offset a multiple of 512 that does not overflow with the
+    /// size; `1 <= size_logical <= SPA_MAXBLOCKSIZE`; sizes agree with the compression; empty
+    /// payload; `0 < birth_logical <= birth_physical`.
+    pub fn validate(&self) -> Result<(), BlockError> {
+        if self.level > LEVEL_MAX {
+            return Err(corrupt(
+                OFFSET_LEVEL,
+                format!("level {} exceeds {}", self.level, LEVEL_MAX),
+            ));
+        }
+        if u64::from(self.size_logical) > SPA_MAXBLOCKSIZE {
+            return Err(corrupt(
+                OFFSET_SIZE_LOGICAL,
+                format!(
+                    "logical size {:#x} exceeds the largest block size {:#x}",
+                    self.size_logical, SPA_MAXBLOCKSIZE
+                ),
+            ));
+        }
+        if self.embedded {
+            self.validate_embedded()
+        } else if self.is_hole() {
+            self.validate_hole()
+        } else {
+            self.validate_normal()
+        }
+    }
+
+    fn validate_empty_dvas(&self, from: usize) -> Result<(), BlockError> {
+        for (index, dva) in self.dvas.iter().enumerate().skip(from) {
+            if *dva != Dva::default() {
+                return Err(corrupt(
+                    OFFSET_DVAS + index * DVA_SIZE,
+                    format!("DVA[{index}] must be empty and zero, found {dva:?}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_sizes_against_compression(&self) -> Result<(), BlockError> {
+        if self.size_logical == 0 {
+            return Err(corrupt(OFFSET_SIZE_LOGICAL, "logical size is zero".into()));
+        }
+        if self.size_physical == 0 {
+            return Err(corrupt(
+                OFFSET_SIZE_PHYSICAL,
+                "physical size is zero".into(),
+            ));
+        }
+        match self.compression {
+            Compression::Off if self.size_physical != self.size_logical => Err(corrupt(
+                OFFSET_SIZE_PHYSICAL,
+                format!(
+                    "uncompressed block with physical size {:#x} != logical size {:#x}",
+                    self.size_physical, self.size_logical
+                ),
+            )),
+            _ if self.size_physical > self.size_logical => Err(corrupt(
+                OFFSET_SIZE_PHYSICAL,
+                format!(
+                    "physical size {:#x} exceeds logical size {:#x}",
+                    self.size_physical, self.size_logical
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_births(&self) -> Result<(), BlockError> {
+        if self.birth_logical.0 == 0 {
+            return Err(corrupt(
+                OFFSET_BIRTH_LOGICAL,
+                "written block with logical birth txg 0".into(),
+            ));
+        }
+        if self.birth_physical < self.birth_logical {
+            return Err(corrupt(
+                OFFSET_BIRTH_PHYSICAL,
+                format!(
+                    "physical birth {} before logical birth {}",
+                    self.birth_physical, self.birth_logical
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_hole(&self) -> Result<(), BlockError> {
+        self.validate_empty_dvas(0)?;
+        if self.size_physical != 0 {
+            return Err(corrupt(
+                OFFSET_SIZE_PHYSICAL,
+                format!("hole with physical size {:#x}", self.size_physical),
+            ));
+        }
+        if self.compression != Compression::Off {
+            return Err(corrupt(
+                OFFSET_COMPRESSION,
+                format!("hole with compression {}", self.compression),
+            ));
+        }
+        if self.fill_count != 0 {
+            return Err(corrupt(
+                OFFSET_FILL_COUNT,
+                format!("hole with fill count {}", self.fill_count),
+            ));
+        }
+        if self.checksum != [0; 32] {
+            return Err(corrupt(OFFSET_CHECKSUM, "hole with a checksum".into()));
+        }
+        if !self.embedded_payload.is_empty() {
+            return Err(corrupt(
+                OFFSET_EMBEDDED_LENGTH,
+                "hole with an embedded payload".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_embedded(&self) -> Result<(), BlockError> {
+        self.validate_empty_dvas(0)?;
+        let length = self.embedded_payload.len();
+        if length == 0 || length > EMBEDDED_PAYLOAD_MAX {
+            return Err(corrupt(
+                OFFSET_EMBEDDED_LENGTH,
+                format!("embedded payload length {length} outside 1..={EMBEDDED_PAYLOAD_MAX}"),
+            ));
+        }
+        if length != self.size_physical as usize {
+            return Err(corrupt(
+                OFFSET_EMBEDDED_LENGTH,
+                format!(
+                    "embedded payload length {length} != physical size {}",
+                    self.size_physical
+                ),
+            ));
+        }
+        self.validate_sizes_against_compression()?;
+        if self.fill_count != 1 {
+            return Err(corrupt(
+                OFFSET_FILL_COUNT,
+                format!(
+                    "embedded block with fill count {} (must be 1)",
+                    self.fill_count
+                ),
+            ));
+        }
+        if self.checksum != [0; 32] {
+            return Err(corrupt(
+                OFFSET_CHECKSUM,
+                "embedded block with a checksum".into(),
+            ));
+        }
+        self.validate_births()
+    }
+
+    fn validate_normal(&self) -> Result<(), BlockError> {
+        let copies = self.dvas.iter().take_while(|dva| !dva.is_empty()).count();
+        if copies == 0 {
+            // is_hole() is false, so some later DVA is a copy while DVA[0] is empty.
+            return Err(corrupt(
+                OFFSET_DVAS,
+                "DVA[0] is empty but a later DVA is not".into(),
+            ));
+        }
+        self.validate_empty_dvas(copies)?;
+        self.validate_sizes_against_compression()?;
+        for (index, dva) in self.dvas.iter().enumerate().take(copies) {
+            let byte_offset = OFFSET_DVAS + index * DVA_SIZE;
+            if dva.size_allocated % DVA_ALLOCATED_UNIT != 0
+                || dva.size_allocated > DVA_ALLOCATED_MAX
+            {
+                return Err(corrupt(
+                    byte_offset + 4,
+                    format!(
+                        "DVA[{index}] allocated size {:#x} is not a multiple of {DVA_ALLOCATED_UNIT} \
+                         up to {DVA_ALLOCATED_MAX:#x}",
+                        dva.size_allocated
+                    ),
+                ));
+            }
+            if dva.size_allocated < u64::from(self.size_physical) {
+                return Err(corrupt(
+                    byte_offset + 4,
+                    format!(
+                        "DVA[{index}] allocated size {:#x} smaller than physical size {:#x}",
+                        dva.size_allocated, self.size_physical
+                    ),
+                ));
+            }
+            if dva.offset % DVA_ALLOCATED_UNIT != 0
+                || dva.offset.checked_add(dva.size_allocated).is_none()
+            {
+                return Err(corrupt(
+                    byte_offset + 8,
+                    format!(
+                        "DVA[{index}] offset {:#x} is unaligned or overflows with its size",
+                        dva.offset
+                    ),
+                ));
+            }
+        }
+        if !self.embedded_payload.is_empty() {
+            return Err(corrupt(
+                OFFSET_EMBEDDED_LENGTH,
+                "normal block with an embedded payload".into(),
+            ));
+        }
+        self.validate_births()
+    }
+
+    /// Encodes this pointer into its 128-byte on-disk form.
+    ///
+    /// Panics if the pointer is invalid ([`BlockPtr::validate`]): building one is a bug.
+    pub fn encode(&self) -> [u8; BLKPTR_SIZE] {
+        let mut bytes = [0u8; BLKPTR_SIZE];
+        self.encode_into(&mut bytes);
+        bytes
+    }
+
+    /// Encodes this pointer into `bytes`, which must be exactly [`BLKPTR_SIZE`] long.
+    ///
+    /// Panics if the pointer is invalid or the slice has the wrong length.
+    pub fn encode_into(&self, bytes: &mut [u8]) {
+        assert_eq!(bytes.len(), BLKPTR_SIZE, "block pointer buffer size");
+        if let Err(error) = self.validate() {
+            panic!("encoding an invalid block pointer: {error}; {self:?}");
+        }
+        bytes.fill(0);
+        let is_hole = self.is_hole();
+
+        write_u32(bytes, OFFSET_SIZE_LOGICAL, self.size_logical);
+        write_u32(bytes, OFFSET_SIZE_PHYSICAL, self.size_physical);
+        bytes[OFFSET_COMPRESSION] = u8::from(self.compression);
+        bytes[OFFSET_CHECKSUM_TYPE] = if is_hole {
+            0
+        } else {
+            u8::from(self.checksum_type)
+        };
+        bytes[OFFSET_OBJECT_TYPE] = u8::from(self.object_type);
+        bytes[OFFSET_LEVEL] = self.level;
+        write_u64(bytes, OFFSET_BIRTH_LOGICAL, self.birth_logical.0);
+        write_u64(bytes, OFFSET_BIRTH_PHYSICAL, self.birth_physical.0);
+
+        if self.embedded {
+            bytes[OFFSET_FLAGS] = FLAG_EMBEDDED;
+            // validate() guarantees the length fits in EMBEDDED_PAYLOAD_MAX <= u8::MAX.
+            bytes[OFFSET_EMBEDDED_LENGTH] = self.embedded_payload.len() as u8;
+            let mut payload = [0u8; EMBEDDED_PAYLOAD_MAX];
+            payload[..self.embedded_payload.len()].copy_from_slice(&self.embedded_payload);
+            let mut consumed = 0;
+            for (start, end) in EMBEDDED_AREAS {
+                bytes[start..end].copy_from_slice(&payload[consumed..consumed + (end - start)]);
+                consumed += end - start;
+            }
+        } else {
+            for (index, dva) in self.dvas.iter().enumerate() {
+                let base = OFFSET_DVAS + index * DVA_SIZE;
+                // validate() bounds size_allocated by DVA_ALLOCATED_MAX, so the units fit in 31 bits.
+                let mut word = (dva.size_allocated / DVA_ALLOCATED_UNIT) as u32;
+                if dva.gang {
+                    word |= DVA_GANG_BIT;
+                }
+                write_u32(bytes, base, dva.vdev.0);
+                write_u32(bytes, base + 4, word);
+                write_u64(bytes, base + 8, dva.offset);
+            }
+            write_u64(bytes, OFFSET_FILL_COUNT, self.fill_count);
+            bytes[OFFSET_CHECKSUM..].copy_from_slice(&self.checksum);
+        }
+    }
+
+    /// Decodes and validates a block pointer from untrusted bytes. Never panics: any
+    /// inconsistency is a [`BlockError::Corrupt`] naming the field.
+    pub fn decode(bytes: &[u8]) -> Result<BlockPtr, BlockError> {
+        if bytes.len() != BLKPTR_SIZE {
+            return Err(corrupt(
+                0,
+                format!("length {} instead of {BLKPTR_SIZE}", bytes.len()),
+            ));
+        }
+        let compression = Compression::try_from(bytes[OFFSET_COMPRESSION])
+            .map_err(|error| corrupt(OFFSET_COMPRESSION, error.to_string()))?;
+        let object_type = ObjectType::try_from(bytes[OFFSET_OBJECT_TYPE])
+            .map_err(|error| corrupt(OFFSET_OBJECT_TYPE, error.to_string()))?;
+        let flags = bytes[OFFSET_FLAGS];
+        if flags & !FLAG_EMBEDDED != 0 {
+            return Err(corrupt(
+                OFFSET_FLAGS,
+                format!("reserved flag bits set: {flags:#04x}"),
+            ));
+        }
+        let embedded = flags & FLAG_EMBEDDED != 0;
+        let embedded_length = usize::from(bytes[OFFSET_EMBEDDED_LENGTH]);
+        if bytes[OFFSET_RESERVED_0..OFFSET_BIRTH_LOGICAL] != [0, 0] {
+            return Err(corrupt(
+                OFFSET_RESERVED_0,
+                "reserved bytes are not zero".into(),
+            ));
+        }
+
+        let mut pointer = BlockPtr {
+            dvas: [Dva::default(); DVAS_MAX],
+            size_logical: read_u32(bytes, OFFSET_SIZE_LOGICAL),
+            size_physical: read_u32(bytes, OFFSET_SIZE_PHYSICAL),
+            compression,
+            checksum_type: ChecksumType::Fletcher4,
+            object_type,
+            level: bytes[OFFSET_LEVEL],
+            embedded,
+            birth_logical: Txg(read_u64(bytes, OFFSET_BIRTH_LOGICAL)),
+            birth_physical: Txg(read_u64(bytes, OFFSET_BIRTH_PHYSICAL)),
+            fill_count: 0,
+            checksum: [0; 32],
+            embedded_payload: Vec::new(),
+        };
+        let checksum_byte = bytes[OFFSET_CHECKSUM_TYPE];
+
+        if embedded {
+            if embedded_length > EMBEDDED_PAYLOAD_MAX {
+                return Err(corrupt(
+                    OFFSET_EMBEDDED_LENGTH,
+                    format!(
+                        "embedded payload length {embedded_length} exceeds {EMBEDDED_PAYLOAD_MAX}"
+                    ),
+                ));
+            }
+            let mut payload = Vec::with_capacity(EMBEDDED_PAYLOAD_MAX);
+            for (start, end) in EMBEDDED_AREAS {
+                payload.extend_from_slice(&bytes[start..end]);
+            }
+            if let Some(position) = payload[embedded_length..].iter().position(|&b| b != 0) {
+                let index = embedded_length + position;
+                let byte_offset = if index < 48 { index } else { index - 48 + 80 };
+                return Err(corrupt(
+                    byte_offset,
+                    format!("embedded payload has non-zero padding at payload byte {index}"),
+                ));
+            }
+            payload.truncate(embedded_length);
+            pointer.embedded_payload = payload;
+            pointer.fill_count = 1;
+            pointer.checksum_type = ChecksumType::try_from(checksum_byte)
+                .map_err(|error| corrupt(OFFSET_CHECKSUM_TYPE, error.to_string()))?;
+        } else {
+            if embedded_length != 0 {
+                return Err(corrupt(
+                    OFFSET_EMBEDDED_LENGTH,
+                    format!("embedded payload length {embedded_length} on a non-embedded pointer"),
+                ));
+            }
+            if read_u64(bytes, OFFSET_RESERVED_1) != 0 {
+                return Err(corrupt(
+                    OFFSET_RESERVED_1,
+                    "reserved word is not zero".into(),
+                ));
+            }
+            for (index, dva) in pointer.dvas.iter_mut().enumerate() {
+                let base = OFFSET_DVAS + index * DVA_SIZE;
+                let word = read_u32(bytes, base + 4);
+                *dva = Dva {
+                    vdev: VdevId(read_u32(bytes, base)),
+                    offset: read_u64(bytes, base + 8),
+                    size_allocated: u64::from(word & !DVA_GANG_BIT) * DVA_ALLOCATED_UNIT,
+                    gang: word & DVA_GANG_BIT != 0,
+                };
+                if dva.size_allocated == 0 && *dva != Dva::default() {
+                    return Err(corrupt(
+                        base,
+                        format!("DVA[{index}] has no allocated size but non-zero fields"),
+                    ));
+                }
+            }
+            pointer.fill_count = read_u64(bytes, OFFSET_FILL_COUNT);
+            pointer.checksum.copy_from_slice(&bytes[OFFSET_CHECKSUM..]);
+            if pointer.is_hole() {
+                if checksum_byte != 0 {
+                    return Err(corrupt(
+                        OFFSET_CHECKSUM_TYPE,
+                        format!("hole with checksum type byte {checksum_byte}"),
+                    ));
+                }
+            } else {
+                pointer.checksum_type = ChecksumType::try_from(checksum_byte)
+                    .map_err(|error| corrupt(OFFSET_CHECKSUM_TYPE, error.to_string()))?;
+            }
+        }
+        pointer.validate()?;
+        Ok(pointer)
+    }
+}
+
+impl fmt::Display for BlockPtr {
+    /// zdb style, sizes and offsets in hex, births in decimal:
+    /// `DVA[0]=<0:1a000:2000> [L0 PlainFile] fletcher4 lz4 size=20000L/2000P birth=12L/12P
+    /// fill=1 cksum=a:b:c:d`. Holes print `HOLE`, embedded blocks `EMBEDDED`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.embedded {
+            write!(
+                f,
+                "EMBEDDED [L{} {}] {} {} size={:x}L/{:x}P birth={}L/{}P",
+                self.level,
+                self.object_type,
+                self.checksum_type,
+                self.compression,
+                self.size_logical,
+                self.size_physical,
+                self.birth_logical,
+                self.birth_physical
+            )
+        } else if self.is_hole() {
+            write!(
+                f,
+                "HOLE [L{} {}] size={:x}L birth={}L/{}P",
+                self.level,
+                self.object_type,
+                self.size_logical,
+                self.birth_logical,
+                self.birth_physical
+            )
+        } else {
+            for (index, dva) in self.dvas.iter().enumerate() {
+                if !dva.is_empty() {
+                    write!(
+                        f,
+                        "DVA[{index}]=<{}:{:x}:{:x}{}> ",
+                        dva.vdev,
+                        dva.offset,
+                        dva.size_allocated,
+                        if dva.gang { ":G" } else { "" }
+                    )?;
+                }
+            }
+            write!(
+                f,
+                "[L{} {}] {} {} size={:x}L/{:x}P birth={}L/{}P fill={} cksum={}",
+                self.level,
+                self.object_type,
+                self.checksum_type,
+                self.compression,
+                self.size_logical,
+                self.size_physical,
+                self.birth_logical,
+                self.birth_physical,
+                self.fill_count,
+                checksum_hex(&self.checksum)
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample_normal() -> BlockPtr {
+        BlockPtr {
+            dvas: [
+                Dva {
+                    vdev: VdevId(0),
+                    offset: 0x1a000,
+                    size_allocated: 0x2000,
+                    gang: false,
+                },
+                Dva {
+                    vdev: VdevId(1),
+                    offset: 0x4000,
+                    size_allocated: 0x2000,
+                    gang: false,
+                },
+                Dva::default(),
+            ],
+            size_logical: 0x20000,
+            size_physical: 0x2000,
+            compression: Compression::Lz4,
+            checksum_type: ChecksumType::Fletcher4,
+            object_type: ObjectType::PlainFile,
+            level: 0,
+            embedded: false,
+            birth_logical: Txg(12),
+            birth_physical: Txg(12),
+            fill_count: 1,
+            checksum: [0x11; 32],
+            embedded_payload: Vec::new(),
+        }
+    }
+
+    fn sample_embedded() -> BlockPtr {
+        let payload: Vec<u8> = (1..=EMBEDDED_PAYLOAD_MAX as u8).collect();
+        BlockPtr {
+            dvas: [Dva::default(); DVAS_MAX],
+            size_logical: 4096,
+            size_physical: payload.len() as u32,
+            compression: Compression::Zstd { level: 0 },
+            checksum_type: ChecksumType::Blake3,
+            object_type: ObjectType::KeyValue,
+            level: 0,
+            embedded: true,
+            birth_logical: Txg(7),
+            birth_physical: Txg(9),
+            fill_count: 1,
+            checksum: [0; 32],
+            embedded_payload: payload,
+        }
+    }
+
+    fn expect_corrupt_at(bytes: &[u8], expected_offset: usize) {
+        match BlockPtr::decode(bytes) {
+            Err(BlockError::Corrupt { byte_offset, .. }) => {
+                assert_eq!(byte_offset, expected_offset)
+            }
+            other => panic!("expected corruption at byte {expected_offset}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn normal_pointer_layout_is_little_endian_at_documented_offsets() {
+        let bytes = sample_normal().encode();
+        assert_eq!(&bytes[0..4], &0u32.to_le_bytes());
+        assert_eq!(&bytes[4..8], &(0x2000u32 / 512).to_le_bytes());
+        assert_eq!(&bytes[8..16], &0x1a000u64.to_le_bytes());
+        assert_eq!(&bytes[16..20], &1u32.to_le_bytes());
+        assert_eq!(&bytes[32..48], &[0u8; 16]);
+        assert_eq!(&bytes[48..52], &0x20000u32.to_le_bytes());
+        assert_eq!(&bytes[52..56], &0x2000u32.to_le_bytes());
+        assert_eq!(bytes[56], 1, "lz4");
+        assert_eq!(bytes[57], 1, "fletcher4");
+        assert_eq!(bytes[58], ObjectType::PlainFile as u8);
+        assert_eq!(bytes[59], 0);
+        assert_eq!(bytes[60], 0);
+        assert_eq!(bytes[61], 0);
+        assert_eq!(&bytes[64..72], &12u64.to_le_bytes());
+        assert_eq!(&bytes[72..80], &12u64.to_le_bytes());
+        assert_eq!(&bytes[80..88], &1u64.to_le_bytes());
+        assert_eq!(&bytes[88..96], &[0u8; 8]);
+        assert_eq!(&bytes[96..128], &[0x11u8; 32]);
+        assert_eq!(BlockPtr::decode(&bytes).unwrap(), sample_normal());
+    }
+
+    #[test]
+    fn embedded_payload_occupies_dva_area_then_tail() {
+        let pointer = sample_embedded();
+        let bytes = pointer.encode();
+        assert_eq!(&bytes[0..48], &pointer.embedded_payload[0..48]);
+        assert_eq!(&bytes[80..128], &pointer.embedded_payload[48..96]);
+        assert_eq!(bytes[60], 1);
+        assert_eq!(bytes[61], 96);
+        assert_eq!(BlockPtr::decode(&bytes).unwrap(), pointer);
+    }
+
+    #[test]
+    fn zeroed_bytes_decode_as_never_written_hole() {
+        let pointer = BlockPtr::decode(&[0u8; BLKPTR_SIZE]).unwrap();
+        assert_eq!(pointer, BlockPtr::hole(Txg(0), ObjectType::None, 0));
+        assert!(pointer.is_hole());
+        assert_eq!(
+            BlockPtr::hole(Txg(0), ObjectType::None, 0).encode(),
+            [0u8; BLKPTR_SIZE]
+        );
+    }
+
+    #[test]
+    fn hole_keeps_birth_type_and_level() {
+        let hole = BlockPtr::hole(Txg(33), ObjectType::Dnode, 2);
+        let decoded = BlockPtr::decode(&hole.encode()).unwrap();
+        assert_eq!(decoded, hole);
+        assert_eq!(decoded.birth_logical, Txg(33));
+    }
+
+    #[test]
+    fn zstd_level_is_not_stored() {
+        let mut pointer = sample_normal();
+        pointer.compression = Compression::Zstd { level: 19 };
+        let decoded = BlockPtr::decode(&pointer.encode()).unwrap();
+        assert_eq!(decoded.compression, Compression::Zstd { level: 0 });
+    }
+
+    #[test]
+    fn decode_rejects_bad_fields_with_their_offsets() {
+        let good = sample_normal().encode();
+        let cases: Vec<(usize, u8, usize)> = vec![
+            (56, 9, 56),    // unknown compression
+            (57, 0, 57),    // checksum type 0 on a normal block
+            (57, 4, 57),    // unknown checksum type
+            (58, 200, 58),  // unknown object type
+            (59, 11, 59),   // level too deep
+            (60, 0x02, 60), // reserved flag bit
+            (61, 5, 61),    // payload length on a normal block
+            (62, 1, 62),    // reserved bytes
+            (90, 1, 88),    // reserved word
+            (8, 0x10, 8),   // DVA offset not sector aligned
+            (64, 0, 64),    // birth 0 (12 -> 0)
+        ];
+        for (index, value, expected_offset) in cases {
+            let mut bytes = good;
+            bytes[index] = value;
+            expect_corrupt_at(&bytes, expected_offset);
+        }
+    }
+
+    #[test]
+    fn decode_rejects_impossible_sizes() {
+        let good = sample_normal().encode();
+        // Physical larger than logical.
+        let mut bytes = good;
+        bytes[52..56].copy_from_slice(&0x40000u32.to_le_bytes());
+        expect_corrupt_at(&bytes, 52);
+        // Logical beyond SPA_MAXBLOCKSIZE.
+        let mut bytes = good;
+        bytes[48..52].copy_from_slice(&((SPA_MAXBLOCKSIZE as u32) + 512).to_le_bytes());
+        expect_corrupt_at(&bytes, 48);
+        // Zero logical size on a normal block.
+        let mut bytes = good;
+        bytes[48..52].copy_from_slice(&0u32.to_le_bytes());
+        expect_corrupt_at(&bytes, 48);
+        // Allocated smaller than physical.
+        let mut bytes = good;
+        bytes[4..8].copy_from_slice(&1u32.to_le_bytes());
+        expect_corrupt_at(&bytes, 4);
+        // Uncompressed with physical != logical.
+        let mut bytes = good;
+        bytes[56] = 0;
+        expect_corrupt_at(&bytes, 52);
+        // Physical birth before logical birth.
+        let mut bytes = good;
+        bytes[72..80].copy_from_slice(&3u64.to_le_bytes());
+        expect_corrupt_at(&bytes, 72);
+        // Copy after an empty DVA.
+        let mut bytes = good;
+        bytes[16..32].fill(0);
+        bytes[32..48].copy_from_slice(&good[0..16]);
+        expect_corrupt_at(&bytes, 32);
+        // Truncated input.
+        expect_corrupt_at(&good[..100], 0);
+    }
+
+    #[test]
+    fn decode_rejects_bad_embedded_pointers() {
+        let good = sample_embedded().encode();
+        let mut bytes = good;
+        bytes[61] = 97;
+        expect_corrupt_at(&bytes, 61);
+        let mut bytes = good;
+        bytes[61] = 95; // length disagrees with size_physical 96
+        bytes[127] = 0;
+        expect_corrupt_at(&bytes, 61);
+
+        let mut short = sample_embedded();
+        short.embedded_payload.truncate(10);
+        short.size_physical = 10;
+        let mut bytes = short.encode();
+        bytes[100] = 0xff; // padding past the payload
+        expect_corrupt_at(&bytes, 100);
+    }
+
+    #[test]
+    fn display_is_zdb_like() {
+        let text = sample_normal().to_string();
+        assert_eq!(
+            text,
+            "DVA[0]=<0:1a000:2000> DVA[1]=<1:4000:2000> [L0 PlainFile] fletcher4 lz4 \
+             size=20000L/2000P birth=12L/12P fill=1 \
+             cksum=1111111111111111:1111111111111111:1111111111111111:1111111111111111"
+        );
+        assert!(BlockPtr::hole(Txg(5), ObjectType::PlainFile, 1)
+            .to_string()
+            .starts_with("HOLE [L1 PlainFile]"));
+        assert!(sample_embedded()
+            .to_string()
+            .starts_with("EMBEDDED [L0 KeyValue] blake3 zstd"));
+    }
+
+    #[test]
+    fn enum_bytes_round_trip() {
+        for value in 0..=u8::MAX {
+            if let Ok(kind) = ChecksumType::try_from(value) {
+                assert_eq!(u8::from(kind), value);
+            }
+            if let Ok(kind) = Compression::try_from(value) {
+                assert_eq!(u8::from(kind), value);
+            }
+            if let Ok(kind) = ObjectType::try_from(value) {
+                assert_eq!(u8::from(kind), value);
+            }
+        }
+        assert!(ChecksumType::try_from(0).is_err());
+        assert!(Compression::try_from(3).is_err());
+        assert!(ObjectType::try_from(11).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "invalid block pointer")]
+    fn encoding_an_invalid_pointer_is_a_bug() {
+        let mut pointer = sample_normal();
+        pointer.size_physical = pointer.size_logical + 1;
+        let _ = pointer.encode();
+    }
+
+    // -- property tests -------------------------------------------------------------------------
+
+    fn checksum_type_strategy() -> impl Strategy<Value = ChecksumType> {
+        prop_oneof![
+            Just(ChecksumType::Fletcher4),
+            Just(ChecksumType::Blake3),
+            Just(ChecksumType::Sha256)
+        ]
+    }
+
+    fn compression_strategy() -> impl Strategy<Value = Compression> {
+        prop_oneof![
+            Just(Compression::Off),
+            Just(Compression::Lz4),
+            Just(Compression::Zstd { level: 0 })
+        ]
+    }
+
+    fn object_type_strategy() -> impl Strategy<Value = ObjectType> {
+        (0..ObjectType::ALL.len()).prop_map(|index| ObjectType::ALL[index])
+    }
+
+    fn births() -> impl Strategy<Value = (Txg, Txg)> {
+        (1..u64::MAX / 2, 0..u64::MAX / 2)
+            .prop_map(|(logical, extra)| (Txg(logical), Txg(logical + extra)))
+    }
+
+    /// Sizes consistent with the compression: (logical, physical).
+    fn sizes(compression: Compression, physical_max: u32) -> BoxedStrategy<(u32, u32)> {
+        match compression {
+            Compression::Off => (1..=physical_max).prop_map(|size| (size, size)).boxed(),
+            _ => (1..=physical_max, 0..=SPA_MAXBLOCKSIZE as u32)
+                .prop_map(|(physical, extra)| {
+                    (
+                        physical.saturating_add(extra).min(SPA_MAXBLOCKSIZE as u32),
+                        physical,
+                    )
+                })
+                .prop_filter("physical <= logical", |(logical, physical)| {
+                    physical <= logical
+                })
+                .boxed(),
+        }
+    }
+
+    fn normal_strategy() -> impl Strategy<Value = BlockPtr> {
+        (
+            compression_strategy(),
+            checksum_type_strategy(),
+            object_type_strategy(),
+            0..=LEVEL_MAX,
+            births(),
+            any::<u64>(),
+            any::<[u8; 32]>(),
+            1..=DVAS_MAX,
+        )
+            .prop_flat_map(
+                |(
+                    compression,
+                    checksum_type,
+                    object_type,
+                    level,
+                    births,
+                    fill,
+                    checksum,
+                    copies,
+                )| {
+                    sizes(compression, SPA_MAXBLOCKSIZE as u32).prop_flat_map(
+                        move |(logical, physical)| {
+                            let units_min = u64::from(physical).div_ceil(DVA_ALLOCATED_UNIT);
+                            let dva = (
+                                any::<u32>(),
+                                0..(u64::MAX / DVA_ALLOCATED_UNIT / 2),
+                                units_min..units_min + 64,
+                                any::<bool>(),
+                            )
+                                .prop_map(
+                                    |(vdev, offset_units, units, gang)| Dva {
+                                        vdev: VdevId(vdev),
+                                        offset: offset_units * DVA_ALLOCATED_UNIT,
+                                        size_allocated: units * DVA_ALLOCATED_UNIT,
+                                        gang,
+                                    },
+                                );
+                            proptest::collection::vec(dva, copies).prop_map(move |copy_list| {
+                                let mut dvas = [Dva::default(); DVAS_MAX];
+                                dvas[..copy_list.len()].copy_from_slice(&copy_list);
+                                BlockPtr {
+                                    dvas,
+                                    size_logical: logical,
+                                    size_physical: physical,
+                                    compression,
+                                    checksum_type,
+                                    object_type,
+                                    level,
+                                    embedded: false,
+                                    birth_logical: births.0,
+                                    birth_physical: births.1,
+                                    fill_count: fill,
+                                    checksum,
+                                    embedded_payload: Vec::new(),
+                                }
+                            })
+                        },
+                    )
+                },
+            )
+    }
+
+    fn hole_strategy() -> impl Strategy<Value = BlockPtr> {
+        (
+            any::<u64>(),
+            any::<u64>(),
+            object_type_strategy(),
+            0..=LEVEL_MAX,
+            0..=SPA_MAXBLOCKSIZE as u32,
+        )
+            .prop_map(
+                |(birth_logical, birth_physical, object_type, level, size_logical)| {
+                    let mut hole = BlockPtr::hole(Txg(birth_logical), object_type, level);
+                    hole.birth_physical = Txg(birth_physical);
+                    hole.size_logical = size_logical;
+                    hole
+                },
+            )
+    }
+
+    fn embedded_strategy() -> impl Strategy<Value = BlockPtr> {
+        (
+            compression_strategy(),
+            checksum_type_strategy(),
+            object_type_strategy(),
+            0..=LEVEL_MAX,
+            births(),
+        )
+            .prop_flat_map(|(compression, checksum_type, object_type, level, births)| {
+                sizes(compression, EMBEDDED_PAYLOAD_MAX as u32).prop_flat_map(
+                    move |(logical, physical)| {
+                        proptest::collection::vec(any::<u8>(), physical as usize).prop_map(
+                            move |payload| BlockPtr {
+                                dvas: [Dva::default(); DVAS_MAX],
+                                size_logical: logical,
+                                size_physical: physical,
+                                compression,
+                                checksum_type,
+                                object_type,
+                                level,
+                                embedded: true,
+                                birth_logical: births.0,
+                                birth_physical: births.1,
+                                fill_count: 1,
+                                checksum: [0; 32],
+                                embedded_payload: payload,
+                            },
+                        )
+                    },
+                )
+            })
+    }
+
+    /// A hole's checksum type is not stored; it reads back as fletcher4.
+    fn normalized(mut pointer: BlockPtr) -> BlockPtr {
+        if pointer.is_hole() {
+            pointer.checksum_type = ChecksumType::Fletcher4;
+        }
+        pointer
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_decode_without_panic(bytes in any::<[u8; BLKPTR_SIZE]>()) {
+            if let Ok(pointer) = BlockPtr::decode(&bytes) {
+                // Whatever decodes is valid and re-encodes to the same bytes (canonical form).
+                prop_assert_eq!(pointer.encode(), bytes);
+            }
+        }
+
+        #[test]
+        fn arbitrary_length_input_decodes_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let result = BlockPtr::decode(&bytes);
+            if bytes.len() != BLKPTR_SIZE {
+                prop_assert!(result.is_err());
+            }
+        }
+
+        #[test]
+        fn valid_pointers_round_trip(
+            pointer in prop_oneof![normal_strategy(), hole_strategy(), embedded_strategy()]
+        ) {
+            prop_assert!(pointer.validate().is_ok());
+            let bytes = pointer.encode();
+            let decoded = BlockPtr::decode(&bytes).unwrap();
+            prop_assert_eq!(&decoded, &normalized(pointer));
+            prop_assert_eq!(decoded.encode(), bytes);
+        }
+
+        #[test]
+        fn single_byte_corruption_never_panics(
+            pointer in prop_oneof![normal_strategy(), hole_strategy(), embedded_strategy()],
+            index in 0..BLKPTR_SIZE,
+            value in any::<u8>(),
+        ) {
+            let mut bytes = pointer.encode();
+            bytes[index] = value;
+            if let Ok(decoded) = BlockPtr::decode(&bytes) {
+                prop_assert_eq!(decoded.encode(), bytes);
+            }
+        }
     }
 }

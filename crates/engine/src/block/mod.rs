@@ -1,2 +1,4 @@
 //! block layer (being written).
 pub mod blkptr;
+pub mod checksum;
+pub mod compress;

@@ -1,0 +1,192 @@
+//! Block checksums: fletcher4, blake3 and sha256, each producing 32 bytes.
+//!
+//! The checksum of a block covers its physical (stored, possibly compressed) bytes and lives
+//! in the parent's block pointer (DESIGN.md §3 invariant 2). All three algorithms produce a
+//! 32-byte value that is stored verbatim in the pointer's checksum field.
+//!
+//! Fletcher4 is written here rather than taken from a crate because its exact definition is
+//! part of the on-disk format: four wrapping u64 accumulators `a, b, c, d` run over the data
+//! read as little-endian u32 words (`a += w; b += a; c += b; d += a...` in order), a trailing
+//! partial word is zero-padded to four bytes, and the result is `a, b, c, d` each written as
+//! eight little-endian bytes. Blocks are multiples of 512 bytes in practice, so padding only
+//! matters for odd-sized callers (tests, stream records).
+
+use sha2::{Digest, Sha256};
+
+use super::blkptr::{BlockError, ChecksumType};
+
+/// The fletcher4 accumulators over `data`, before serialisation.
+fn fletcher4_words(data: &[u8]) -> [u64; 4] {
+    let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0u64);
+    let mut step = |word: u32| {
+        a = a.wrapping_add(u64::from(word));
+        b = b.wrapping_add(a);
+        c = c.wrapping_add(b);
+        d = d.wrapping_add(c);
+    };
+    let mut words = data.chunks_exact(4);
+    for word in &mut words {
+        step(u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let mut padded = [0u8; 4];
+        padded[..tail.len()].copy_from_slice(tail);
+        step(u32::from_le_bytes(padded));
+    }
+    [a, b, c, d]
+}
+
+/// The 32-byte checksum of `data` under `kind`.
+pub fn compute(kind: ChecksumType, data: &[u8]) -> [u8; 32] {
+    match kind {
+        ChecksumType::Fletcher4 => {
+            let mut out = [0u8; 32];
+            for (slot, word) in out.chunks_exact_mut(8).zip(fletcher4_words(data)) {
+                slot.copy_from_slice(&word.to_le_bytes());
+            }
+            out
+        }
+        ChecksumType::Blake3 => *blake3::hash(data).as_bytes(),
+        ChecksumType::Sha256 => Sha256::digest(data).into(),
+    }
+}
+
+/// Whether `data` has checksum `expected` under `kind`.
+pub fn verify(kind: ChecksumType, data: &[u8], expected: &[u8; 32]) -> bool {
+    compute(kind, data) == *expected
+}
+
+/// Like [`verify`], but a mismatch is a [`BlockError::ChecksumMismatch`] carrying both values.
+pub fn check(kind: ChecksumType, data: &[u8], expected: &[u8; 32]) -> Result<(), BlockError> {
+    let actual = compute(kind, data);
+    if actual == *expected {
+        Ok(())
+    } else {
+        Err(BlockError::ChecksumMismatch {
+            checksum_type: kind,
+            expected: *expected,
+            actual,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ALL: [ChecksumType; 3] = [
+        ChecksumType::Fletcher4,
+        ChecksumType::Blake3,
+        ChecksumType::Sha256,
+    ];
+
+    fn words_of(checksum: [u8; 32]) -> [u64; 4] {
+        let mut words = [0u64; 4];
+        for (word, bytes) in words.iter_mut().zip(checksum.chunks_exact(8)) {
+            *word = u64::from_le_bytes(bytes.try_into().unwrap());
+        }
+        words
+    }
+
+    #[test]
+    fn fletcher4_known_answer() {
+        // Words 1, 2, 3 (little-endian):
+        //   after 1: a=1 b=1 c=1 d=1
+        //   after 2: a=3 b=4 c=5 d=6
+        //   after 3: a=6 b=10 c=15 d=21
+        let data = [1u8, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0];
+        assert_eq!(
+            words_of(compute(ChecksumType::Fletcher4, &data)),
+            [6, 10, 15, 21]
+        );
+        // The word is read little-endian: bytes 00 01 00 00 are 256, not 1 << 16.
+        let data = [0u8, 1, 0, 0];
+        assert_eq!(words_of(compute(ChecksumType::Fletcher4, &data)), [256; 4]);
+    }
+
+    #[test]
+    fn fletcher4_pads_a_partial_trailing_word_with_zeros() {
+        let short = [1u8, 0, 0, 0, 5];
+        let padded = [1u8, 0, 0, 0, 5, 0, 0, 0];
+        assert_eq!(
+            compute(ChecksumType::Fletcher4, &short),
+            compute(ChecksumType::Fletcher4, &padded)
+        );
+        // The partial word counts: a=1+5, b=1+6, c=1+7, d=1+8.
+        assert_eq!(
+            words_of(compute(ChecksumType::Fletcher4, &short)),
+            [6, 7, 8, 9]
+        );
+    }
+
+    #[test]
+    fn fletcher4_accumulators_wrap() {
+        let data = vec![0xffu8; 1 << 16];
+        // Must not overflow-panic in debug builds; the value is whatever wrapping gives.
+        let words = words_of(compute(ChecksumType::Fletcher4, &data));
+        assert_eq!(words[0], 0xffff_ffffu64 * (1 << 14));
+    }
+
+    #[test]
+    fn sha256_known_answer() {
+        let expected = [
+            0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae,
+            0x22, 0x23, 0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61,
+            0xf2, 0x00, 0x15, 0xad,
+        ];
+        assert_eq!(compute(ChecksumType::Sha256, b"abc"), expected);
+    }
+
+    #[test]
+    fn blake3_known_answer() {
+        // BLAKE3 of the empty input.
+        let expected = [
+            0xaf, 0x13, 0x49, 0xb9, 0xf5, 0xf9, 0xa1, 0xa6, 0xa0, 0x40, 0x4d, 0xea, 0x36, 0xdc,
+            0xc9, 0x49, 0x9b, 0xcb, 0x25, 0xc9, 0xad, 0xc1, 0x12, 0xb7, 0xcc, 0x9a, 0x93, 0xca,
+            0xe4, 0x1f, 0x32, 0x62,
+        ];
+        assert_eq!(compute(ChecksumType::Blake3, b""), expected);
+    }
+
+    #[test]
+    fn verify_and_check_report_mismatch() {
+        let data = b"some block contents".to_vec();
+        for kind in ALL {
+            let good = compute(kind, &data);
+            assert!(verify(kind, &data, &good));
+            assert!(check(kind, &data, &good).is_ok());
+            let mut bad = good;
+            bad[31] ^= 1;
+            assert!(!verify(kind, &data, &bad));
+            match check(kind, &data, &bad) {
+                Err(BlockError::ChecksumMismatch {
+                    checksum_type,
+                    expected,
+                    actual,
+                }) => {
+                    assert_eq!(checksum_type, kind);
+                    assert_eq!(expected, bad);
+                    assert_eq!(actual, good);
+                }
+                other => panic!("expected a mismatch, got {other:?}"),
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_flipped_bit_changes_every_checksum(
+            data in proptest::collection::vec(any::<u8>(), 1..4096),
+            bit in any::<proptest::sample::Index>(),
+        ) {
+            let bit = bit.index(data.len() * 8);
+            let mut flipped = data.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            for kind in ALL {
+                prop_assert_ne!(compute(kind, &data), compute(kind, &flipped), "{}", kind);
+            }
+        }
+    }
+}
