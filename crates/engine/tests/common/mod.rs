@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests: pools on sparse files under the tiny test
+//! configuration, deterministic data, and a `check` that must come back clean.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
+use tarn::check::check_pool;
+use tarn::object::{ObjectProps, ObjectSet};
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+use tarn::types::ObjectId;
+
+pub const VDEV_SIZE: u64 = 96 << 20;
+
+pub fn tiny() -> Tunables {
+    Tunables::tiny()
+}
+
+pub fn create_pool(dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
+    Pool::create(CreateOptions { name: name.into(), vdevs, create_size: Some(VDEV_SIZE), force: false, tunables, wrap_device: None })
+        .expect("create pool")
+}
+
+pub fn single(dir: &Path, file: &str) -> Vec<VdevSpec> {
+    vec![VdevSpec::Leaf(dir.join(file))]
+}
+
+pub fn import(dir: &Path, name: &str, tunables: Tunables) -> Pool {
+    let (pool, _) = Pool::import(name, ImportOptions::new(vec![dir.to_path_buf()], tunables)).expect("import pool");
+    pool
+}
+
+pub fn dirs(dir: &Path) -> Vec<PathBuf> {
+    vec![dir.to_path_buf()]
+}
+
+/// Run `check` on an open pool after a sync, and fail the test with the report if it is not clean.
+pub fn assert_clean(pool: &Pool) {
+    pool.sync().expect("sync before check");
+    let report = check_pool(pool, false).expect("check runs");
+    assert!(report.is_clean(), "check found problems: {report:#?}");
+    assert!(report.blocks > 0, "check visited no blocks");
+}
+
+pub fn file_props(block_size: u32, compression: Compression) -> ObjectProps {
+    ObjectProps {
+        object_type: ObjectType::PlainFile,
+        data_block_size: block_size,
+        indirect_block_shift: 10,
+        checksum: ChecksumType::Fletcher4,
+        compression,
+        copies: 1,
+    }
+}
+
+pub fn create_file(pool: &Pool, objset: &ObjectSet, block_size: u32, compression: Compression) -> ObjectId {
+    let hold = pool.assign().expect("assign");
+    objset.create_object(&hold.tx(), file_props(block_size, compression), ObjectType::None, &[]).expect("create object")
+}
+
+/// Deterministic bytes: a mix of compressible and incompressible content by `seed`.
+pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let compressible = seed % 3 == 0;
+    let mut out = Vec::with_capacity(length + 8);
+    while out.len() < length {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        if compressible {
+            out.extend_from_slice(&[(state & 0xff) as u8; 8]);
+        } else {
+            out.extend_from_slice(&state.to_le_bytes());
+        }
+    }
+    out.truncate(length);
+    out
+}
