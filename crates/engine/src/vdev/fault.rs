@@ -383,6 +383,8 @@ mod tests {
         assert_eq!(&buf[100..200], &[0xF0u8; 100][..]);
         assert_eq!(&buf[200..], &[0x0Fu8; 824][..]);
         let mut buf = vec![0u8; 512];
+        device.read_at(1536, &mut buf).unwrap();
+        let mut buf = vec![0u8; 1024];
         assert!(device.read_at(1536, &mut buf).is_err());
         assert_eq!(read(&device, 2049, 100), vec![0x0Fu8; 100]);
         assert_eq!(plan.read_count(), 4);

@@ -161,11 +161,7 @@ impl LeafStatsSnapshot {
             count += ops as u128;
             total_ns += ops as u128 * ((1u128 << bucket) * 3 / 2);
         }
-        if count == 0 {
-            0
-        } else {
-            (total_ns / count) as u64
-        }
+        total_ns.checked_div(count).unwrap_or(0) as u64
     }
 }
 
