@@ -274,6 +274,76 @@ fn lock_exclusive(file: &File, path: &Path) -> Result<(), VdevError> {
     }
 }
 
+/// A zero-initialised byte buffer whose start is aligned to a power of two (normally the
+/// sector size), so that it can be used for direct I/O (`O_DIRECT` needs aligned memory).
+pub struct AlignedBuffer {
+    pointer: std::ptr::NonNull<u8>,
+    length: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the buffer owns its allocation exclusively, like a Vec<u8>.
+unsafe impl Send for AlignedBuffer {}
+// SAFETY: shared access only hands out &[u8].
+unsafe impl Sync for AlignedBuffer {}
+
+impl AlignedBuffer {
+    /// A zeroed buffer of `length` bytes aligned to `alignment` (a power of two).
+    pub fn zeroed(length: usize, alignment: usize) -> AlignedBuffer {
+        assert!(
+            alignment.is_power_of_two(),
+            "alignment {alignment} is not a power of two"
+        );
+        let layout = std::alloc::Layout::from_size_align(length.max(1), alignment)
+            .expect("buffer size overflows when aligned");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let pointer =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuffer {
+            pointer,
+            length,
+            layout,
+        }
+    }
+
+    pub fn alignment(&self) -> usize {
+        self.layout.align()
+    }
+}
+
+impl std::ops::Deref for AlignedBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the allocation holds at least `length` initialised (zeroed) bytes.
+        unsafe { std::slice::from_raw_parts(self.pointer.as_ptr(), self.length) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), self.length) }
+    }
+}
+
+impl Drop for AlignedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.pointer.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuffer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("AlignedBuffer")
+            .field("length", &self.length)
+            .field("alignment", &self.alignment())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,6 +406,18 @@ mod tests {
         reader.read_at(0, &mut buf).unwrap();
         assert_eq!(buf, [0u8; 16]);
         drop(locked);
+    }
+
+    #[test]
+    fn aligned_buffer_is_aligned_zeroed_and_writable() {
+        for (length, alignment) in [(0, 512), (1, 4096), (12288, 4096), (100, 8192)] {
+            let mut buffer = AlignedBuffer::zeroed(length, alignment);
+            assert_eq!(buffer.len(), length);
+            assert_eq!(buffer.as_ptr() as usize % alignment, 0);
+            assert!(buffer.iter().all(|&byte| byte == 0));
+            buffer.fill(0xEE);
+            assert!(buffer.iter().all(|&byte| byte == 0xEE));
+        }
     }
 
     #[test]

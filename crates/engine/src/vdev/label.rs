@@ -592,6 +592,29 @@ pub(crate) mod tests {
         assert_eq!(&slots[0][..2], b"ub");
     }
 
+    /// Power loss while the even labels of txg 6 are being written (L0 torn to nothing, L2
+    /// never written) must leave the txg 5 config readable from the odd labels.
+    #[test]
+    fn power_loss_during_even_label_write_keeps_the_previous_config() {
+        use crate::vdev::{FaultPlan, FaultyDevice};
+        use std::sync::Arc;
+        let (_dir, dev) = device(64 << 20);
+        let plan = FaultPlan::new();
+        let faulty = FaultyDevice::new(Arc::new(dev), plan.clone());
+        write_labels(&faulty, &sample_config(5), LabelSet::All).unwrap();
+        write_uberblock(&faulty, 12, 5, b"txg 5").unwrap();
+        let next_write = plan.write_count();
+        plan.tear_write(next_write, 0);
+        write_labels(&faulty, &sample_config(6), LabelSet::Even).unwrap();
+        write_uberblock(&faulty, 12, 6, b"txg 6").unwrap();
+        assert!(plan.is_stopped());
+        let (_, newest) = read_newest_label(&faulty).unwrap().unwrap();
+        assert_eq!(newest.txg, 5);
+        let slots = read_uberblock_slots(&faulty, 12);
+        assert_eq!(&slots[5][..5], b"txg 5");
+        assert!(slots[6].iter().all(|&byte| byte == 0));
+    }
+
     #[test]
     fn small_devices_are_refused_clearly() {
         let (_dir, dev) = device(32 << 20);

@@ -97,7 +97,7 @@ pub mod stats;
 pub mod tree;
 
 pub use fault::{FaultPlan, FaultyDevice, ReadFaultKind};
-pub use io::{BlockDevice, FileDevice};
+pub use io::{AlignedBuffer, BlockDevice, FileDevice};
 pub use label::{
     leaf_allocatable_bytes, read_label, read_newest_label, read_uberblock_slots,
     uberblock_slot_count, uberblock_slot_size, write_labels, write_uberblock, LabelConfig,
