@@ -1,0 +1,403 @@
+//! A fault-injecting wrapper around a block device, for crash and error tests.
+//!
+//! A [`FaultyDevice`] forwards to an inner device under the control of a shared [`FaultPlan`]
+//! that a test can change at run time (it is an `Arc`, and every knob is an atomic or sits
+//! behind a mutex). Writes are numbered from 0 in the order they reach the wrapper; the plan can
+//!
+//! - fail one write, or every write from some number on, with `EIO`;
+//! - *stop* at a write: that write and every later write and flush are dropped silently while
+//!   reporting success, as if the machine lost power (reads still see what reached the device);
+//! - *tear* a write: only a prefix of whole 512-byte sectors reaches the device, then the
+//!   device behaves as stopped;
+//! - fail or corrupt reads that overlap a byte range.
+//!
+//! When a write is both the stop (or tear) point and a failure point, the stop wins: a dead
+//! machine reports nothing.
+
+use std::io;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::BlockDevice;
+
+/// The sector size torn writes are cut at: the smallest atomic unit a disk promises.
+pub const TEAR_SECTOR_SIZE: usize = 512;
+
+/// "No such write": the value of an unset write-number knob.
+const UNSET: u64 = u64::MAX;
+
+/// What happens to a read that overlaps a faulty byte range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFaultKind {
+    /// The read fails with `EIO`.
+    Fail,
+    /// The read succeeds, but every byte of the range in the buffer is flipped (XOR 0xFF).
+    Corrupt,
+}
+
+#[derive(Clone, Debug)]
+struct ReadFault {
+    range: Range<u64>,
+    kind: ReadFaultKind,
+}
+
+/// The shared, runtime-controllable fault plan. All knobs start unset (a transparent device).
+#[derive(Debug)]
+pub struct FaultPlan {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    flushes: AtomicU64,
+    fail_write_at: AtomicU64,
+    fail_writes_from: AtomicU64,
+    stop_at_write: AtomicU64,
+    tear_at_write: AtomicU64,
+    tear_sectors_kept: AtomicU64,
+    fail_flushes: AtomicBool,
+    stopped: AtomicBool,
+    has_read_faults: AtomicBool,
+    read_faults: Mutex<Vec<ReadFault>>,
+}
+
+impl Default for FaultPlan {
+    fn default() -> Self {
+        FaultPlan {
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            fail_write_at: AtomicU64::new(UNSET),
+            fail_writes_from: AtomicU64::new(UNSET),
+            stop_at_write: AtomicU64::new(UNSET),
+            tear_at_write: AtomicU64::new(UNSET),
+            tear_sectors_kept: AtomicU64::new(0),
+            fail_flushes: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            has_read_faults: AtomicBool::new(false),
+            read_faults: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl FaultPlan {
+    /// A new transparent plan.
+    pub fn new() -> Arc<FaultPlan> {
+        Arc::new(FaultPlan::default())
+    }
+
+    /// Reads seen so far (including failed ones).
+    pub fn read_count(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Writes seen so far (including failed, dropped and torn ones); the next write's number.
+    pub fn write_count(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Flushes seen so far.
+    pub fn flush_count(&self) -> u64 {
+        self.flushes.load(Ordering::SeqCst)
+    }
+
+    /// Fail write number `n` (counting from 0) with `EIO`.
+    pub fn fail_write(&self, n: u64) {
+        self.fail_write_at.store(n, Ordering::SeqCst);
+    }
+
+    /// Fail every write numbered `n` or later with `EIO`.
+    pub fn fail_writes_from(&self, n: u64) {
+        self.fail_writes_from.store(n, Ordering::SeqCst);
+    }
+
+    /// Fail every flush with `EIO` (or stop doing so).
+    pub fn set_fail_flushes(&self, fail: bool) {
+        self.fail_flushes.store(fail, Ordering::SeqCst);
+    }
+
+    /// Drop write number `n` and everything after it, reporting success (power loss).
+    pub fn stop_at_write(&self, n: u64) {
+        self.stop_at_write.store(n, Ordering::SeqCst);
+    }
+
+    /// Stop now: every later write and flush is dropped, reporting success.
+    pub fn stop_now(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// Tear write number `n`: only its first `sectors_kept` 512-byte sectors reach the device
+    /// (at most all but the last sector of the write), then the device behaves as stopped.
+    pub fn tear_write(&self, n: u64, sectors_kept: u64) {
+        self.tear_sectors_kept.store(sectors_kept, Ordering::SeqCst);
+        self.tear_at_write.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether the device has stopped (by a stop or tear point, or [`FaultPlan::stop_now`]).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Make reads overlapping `range` (absolute device bytes) fail or return corrupted bytes.
+    pub fn add_read_fault(&self, range: Range<u64>, kind: ReadFaultKind) {
+        self.read_faults.lock().push(ReadFault { range, kind });
+        self.has_read_faults.store(true, Ordering::SeqCst);
+    }
+
+    /// Remove every read fault.
+    pub fn clear_read_faults(&self) {
+        self.read_faults.lock().clear();
+        self.has_read_faults.store(false, Ordering::SeqCst);
+    }
+
+    /// Return to a transparent, running device, keeping the counters.
+    pub fn clear(&self) {
+        self.fail_write_at.store(UNSET, Ordering::SeqCst);
+        self.fail_writes_from.store(UNSET, Ordering::SeqCst);
+        self.stop_at_write.store(UNSET, Ordering::SeqCst);
+        self.tear_at_write.store(UNSET, Ordering::SeqCst);
+        self.fail_flushes.store(false, Ordering::SeqCst);
+        self.stopped.store(false, Ordering::SeqCst);
+        self.clear_read_faults();
+    }
+}
+
+/// What the plan decided for one write.
+enum WriteDecision {
+    Pass,
+    Fail,
+    Drop,
+    Tear { bytes_kept: usize },
+}
+
+/// A block device that injects the faults its [`FaultPlan`] asks for.
+pub struct FaultyDevice {
+    inner: Arc<dyn BlockDevice>,
+    plan: Arc<FaultPlan>,
+}
+
+impl FaultyDevice {
+    pub fn new(inner: Arc<dyn BlockDevice>, plan: Arc<FaultPlan>) -> FaultyDevice {
+        FaultyDevice { inner, plan }
+    }
+
+    /// The plan controlling this device.
+    pub fn plan(&self) -> &Arc<FaultPlan> {
+        &self.plan
+    }
+
+    fn decide_write(&self, length: usize) -> WriteDecision {
+        let plan = &self.plan;
+        let n = plan.writes.fetch_add(1, Ordering::SeqCst);
+        if plan.stopped.load(Ordering::SeqCst) {
+            return WriteDecision::Drop;
+        }
+        if plan.stop_at_write.load(Ordering::SeqCst) == n {
+            plan.stopped.store(true, Ordering::SeqCst);
+            return WriteDecision::Drop;
+        }
+        if plan.tear_at_write.load(Ordering::SeqCst) == n {
+            plan.stopped.store(true, Ordering::SeqCst);
+            let sectors_in_write = (length / TEAR_SECTOR_SIZE) as u64;
+            let sectors_kept = plan
+                .tear_sectors_kept
+                .load(Ordering::SeqCst)
+                .min(sectors_in_write.saturating_sub(1));
+            return WriteDecision::Tear {
+                bytes_kept: sectors_kept as usize * TEAR_SECTOR_SIZE,
+            };
+        }
+        if plan.fail_write_at.load(Ordering::SeqCst) == n
+            || n >= plan.fail_writes_from.load(Ordering::SeqCst)
+        {
+            return WriteDecision::Fail;
+        }
+        WriteDecision::Pass
+    }
+}
+
+/// An injected error looks exactly like the kernel's: `EIO`. The device's
+/// [`BlockDevice::describe`] says that it is fault-injected.
+fn injected_eio() -> io::Error {
+    io::Error::from_raw_os_error(libc::EIO)
+}
+
+impl BlockDevice for FaultyDevice {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.plan.reads.fetch_add(1, Ordering::SeqCst);
+        let faults: Vec<ReadFault> = if self.plan.has_read_faults.load(Ordering::SeqCst) {
+            let end = offset.saturating_add(buf.len() as u64);
+            self.plan
+                .read_faults
+                .lock()
+                .iter()
+                .filter(|fault| fault.range.start < end && offset < fault.range.end)
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if faults.iter().any(|fault| fault.kind == ReadFaultKind::Fail) {
+            return Err(injected_eio());
+        }
+        self.inner.read_at(offset, buf)?;
+        let end = offset + buf.len() as u64;
+        for fault in faults {
+            let start = fault.range.start.max(offset);
+            let stop = fault.range.end.min(end);
+            for byte in &mut buf[(start - offset) as usize..(stop - offset) as usize] {
+                *byte ^= 0xFF;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        match self.decide_write(data.len()) {
+            WriteDecision::Pass => self.inner.write_at(offset, data),
+            WriteDecision::Fail => Err(injected_eio()),
+            WriteDecision::Drop => Ok(()),
+            WriteDecision::Tear { bytes_kept } => {
+                if bytes_kept > 0 {
+                    self.inner.write_at(offset, &data[..bytes_kept])?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.plan.flushes.fetch_add(1, Ordering::SeqCst);
+        if self.plan.stopped.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if self.plan.fail_flushes.load(Ordering::SeqCst) {
+            return Err(injected_eio());
+        }
+        self.inner.flush()
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    fn describe(&self) -> String {
+        format!("{} (fault-injected)", self.inner.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vdev::FileDevice;
+
+    fn setup() -> (
+        tempfile::TempDir,
+        Arc<FileDevice>,
+        FaultyDevice,
+        Arc<FaultPlan>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(FileDevice::create_sparse(&dir.path().join("leaf"), 1 << 20).unwrap());
+        let plan = FaultPlan::new();
+        let device = FaultyDevice::new(file.clone(), plan.clone());
+        (dir, file, device, plan)
+    }
+
+    fn read(device: &dyn BlockDevice, offset: u64, length: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; length];
+        device.read_at(offset, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn stop_drops_that_write_and_everything_after_reporting_success() {
+        let (_dir, file, device, plan) = setup();
+        plan.stop_at_write(1);
+        device.write_at(0, &[1u8; 512]).unwrap();
+        assert!(!plan.is_stopped());
+        device.write_at(512, &[2u8; 512]).unwrap();
+        assert!(plan.is_stopped());
+        device.write_at(1024, &[3u8; 512]).unwrap();
+        device.flush().unwrap();
+        assert_eq!(plan.write_count(), 3);
+        assert_eq!(plan.flush_count(), 1);
+        assert_eq!(read(&*file, 0, 512), vec![1u8; 512]);
+        assert_eq!(read(&*file, 512, 1024), vec![0u8; 1024]);
+        // Reads through the wrapper see what reached the device.
+        assert_eq!(read(&device, 512, 512), vec![0u8; 512]);
+    }
+
+    #[test]
+    fn tear_keeps_a_whole_sector_prefix_then_stops() {
+        let (_dir, file, device, plan) = setup();
+        plan.tear_write(0, 3);
+        device.write_at(4096, &[9u8; 8 * 512]).unwrap();
+        assert!(plan.is_stopped());
+        device.write_at(0, &[5u8; 512]).unwrap();
+        let on_disk = read(&*file, 4096, 8 * 512);
+        assert_eq!(&on_disk[..3 * 512], &[9u8; 3 * 512][..]);
+        assert_eq!(&on_disk[3 * 512..], &[0u8; 5 * 512][..]);
+        assert_eq!(read(&*file, 0, 512), vec![0u8; 512]);
+    }
+
+    #[test]
+    fn tear_never_keeps_the_whole_write() {
+        let (_dir, file, device, plan) = setup();
+        plan.tear_write(0, 100);
+        device.write_at(0, &[9u8; 2 * 512]).unwrap();
+        let on_disk = read(&*file, 0, 2 * 512);
+        assert_eq!(&on_disk[..512], &[9u8; 512][..]);
+        assert_eq!(&on_disk[512..], &[0u8; 512][..]);
+    }
+
+    #[test]
+    fn fail_one_write_and_writes_from_n() {
+        let (_dir, file, device, plan) = setup();
+        plan.fail_write(1);
+        plan.fail_writes_from(3);
+        device.write_at(0, &[1u8; 512]).unwrap();
+        let error = device.write_at(512, &[2u8; 512]).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EIO));
+        device.write_at(1024, &[3u8; 512]).unwrap();
+        assert!(device.write_at(1536, &[4u8; 512]).is_err());
+        assert!(device.write_at(2048, &[5u8; 512]).is_err());
+        assert!(!plan.is_stopped());
+        assert_eq!(read(&*file, 0, 512), vec![1u8; 512]);
+        assert_eq!(read(&*file, 512, 512), vec![0u8; 512]);
+        assert_eq!(read(&*file, 1024, 512), vec![3u8; 512]);
+        assert_eq!(read(&*file, 1536, 1024), vec![0u8; 1024]);
+        plan.clear();
+        device.write_at(1536, &[4u8; 512]).unwrap();
+        assert_eq!(read(&*file, 1536, 512), vec![4u8; 512]);
+    }
+
+    #[test]
+    fn read_faults_fail_or_corrupt_overlapping_reads_only() {
+        let (_dir, _file, device, plan) = setup();
+        device.write_at(0, &[0x0Fu8; 4096]).unwrap();
+        plan.add_read_fault(100..200, ReadFaultKind::Corrupt);
+        plan.add_read_fault(2048..2049, ReadFaultKind::Fail);
+        let buf = read(&device, 0, 1024);
+        assert_eq!(&buf[..100], &[0x0Fu8; 100][..]);
+        assert_eq!(&buf[100..200], &[0xF0u8; 100][..]);
+        assert_eq!(&buf[200..], &[0x0Fu8; 824][..]);
+        let mut buf = vec![0u8; 512];
+        device.read_at(1536, &mut buf).unwrap();
+        let mut buf = vec![0u8; 1024];
+        assert!(device.read_at(1536, &mut buf).is_err());
+        assert_eq!(read(&device, 2049, 100), vec![0x0Fu8; 100]);
+        assert_eq!(plan.read_count(), 4);
+        plan.clear_read_faults();
+        assert_eq!(read(&device, 0, 1024), vec![0x0Fu8; 1024]);
+    }
+
+    #[test]
+    fn stopped_device_drops_flushes_and_failing_flushes_fail() {
+        let (_dir, _file, device, plan) = setup();
+        plan.set_fail_flushes(true);
+        assert!(device.flush().is_err());
+        plan.stop_now();
+        device.flush().unwrap();
+    }
+}

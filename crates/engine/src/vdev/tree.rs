@@ -1,0 +1,625 @@
+//! The in-memory vdev tree: top-level vdevs (single leaf or mirror) and their leaves.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
+use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
+use crate::types::{Guid, ObjectId, VdevId, SPA_MINBLOCKSHIFT};
+
+/// Largest sector shift a top-level vdev may have (64 KiB sectors).
+pub const VDEV_MAX_ASHIFT: u32 = 16;
+
+/// A range of the data area that a leaf missed (its write failed while a sibling took it):
+/// the basis of resilver. Offsets are relative to the data area, like DVA offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissedWrite {
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// One leaf device of a top-level vdev.
+pub struct Leaf {
+    pub guid: Guid,
+    pub path: PathBuf,
+    pub device: Arc<dyn BlockDevice>,
+    pub stats: LeafStats,
+    /// Taken only on the error path.
+    missed_writes: Mutex<Vec<MissedWrite>>,
+}
+
+impl std::fmt::Debug for Leaf {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Leaf")
+            .field("guid", &self.guid)
+            .field("path", &self.path)
+            .field("device", &self.device.describe())
+            .finish()
+    }
+}
+
+impl Leaf {
+    pub fn new(guid: Guid, path: PathBuf, device: Arc<dyn BlockDevice>) -> Leaf {
+        Leaf {
+            guid,
+            path,
+            device,
+            stats: LeafStats::new(),
+            missed_writes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Bytes of this leaf's data area.
+    pub fn allocatable_bytes(&self) -> u64 {
+        leaf_allocatable_bytes(self.device.size_bytes())
+    }
+
+    /// The writes this leaf missed so far, in order.
+    pub fn missed_writes(&self) -> Vec<MissedWrite> {
+        self.missed_writes.lock().clone()
+    }
+
+    /// Take (and forget) the missed writes, for a resilver that is about to repair them.
+    pub fn take_missed_writes(&self) -> Vec<MissedWrite> {
+        std::mem::take(&mut *self.missed_writes.lock())
+    }
+
+    fn record_missed_write(&self, offset: u64, length: u64) {
+        self.missed_writes
+            .lock()
+            .push(MissedWrite { offset, length });
+    }
+}
+
+/// A top-level vdev: one leaf, or a mirror of leaves. Block pointers address its data area.
+#[derive(Debug)]
+pub struct TopVdev {
+    pub id: VdevId,
+    pub guid: Guid,
+    pub kind: TopVdevKind,
+    /// Sector shift: every I/O is a multiple of `1 << ashift` at a multiple of it.
+    pub ashift: u32,
+    /// Bytes of the data area used (at most the smallest child's data area).
+    pub asize: u64,
+    pub ms_shift: u32,
+    /// Object id of the metaslab array in the MOS; 0 until created. Use
+    /// [`TopVdev::metaslab_array`] and [`TopVdev::set_metaslab_array`].
+    pub ms_array: AtomicU64,
+    pub children: Vec<Leaf>,
+}
+
+impl TopVdev {
+    /// Build a top-level vdev, checking that its shape is sound and every child is large
+    /// enough; the values may come from an on-disk config, so violations are errors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: VdevId,
+        guid: Guid,
+        kind: TopVdevKind,
+        ashift: u32,
+        asize: u64,
+        ms_shift: u32,
+        ms_array: ObjectId,
+        children: Vec<Leaf>,
+    ) -> Result<TopVdev, VdevError> {
+        let invalid = |what: String| Err(VdevError::InvalidConfig { top: id, what });
+        match (kind, children.len()) {
+            (_, 0) => return invalid("no children".to_string()),
+            (TopVdevKind::Leaf, count) if count != 1 => {
+                return invalid(format!("a leaf top-level vdev with {count} children"))
+            }
+            _ => {}
+        }
+        if !(SPA_MINBLOCKSHIFT..=VDEV_MAX_ASHIFT).contains(&ashift) {
+            return invalid(format!(
+                "ashift {ashift} outside {SPA_MINBLOCKSHIFT}..={VDEV_MAX_ASHIFT}"
+            ));
+        }
+        if asize == 0 || asize & ((1 << ashift) - 1) != 0 {
+            return invalid(format!(
+                "asize {asize} is not a positive multiple of the sector size"
+            ));
+        }
+        if ms_shift < ashift || ms_shift >= 64 {
+            return invalid(format!("ms_shift {ms_shift} for ashift {ashift}"));
+        }
+        for child in &children {
+            if child.allocatable_bytes() < asize {
+                return Err(VdevError::DeviceTooSmall {
+                    device: child.device.describe(),
+                    size_bytes: child.device.size_bytes(),
+                    minimum_bytes: asize
+                        + super::VDEV_LABEL_START_SIZE
+                        + super::VDEV_LABEL_END_SIZE,
+                });
+            }
+        }
+        Ok(TopVdev {
+            id,
+            guid,
+            kind,
+            ashift,
+            asize,
+            ms_shift,
+            ms_array: AtomicU64::new(ms_array.0),
+            children,
+        })
+    }
+
+    /// Build a top-level vdev from its config, opening each child with `open`.
+    pub fn from_config(
+        config: &TopVdevConfig,
+        mut open: impl FnMut(&LeafConfig) -> Result<Arc<dyn BlockDevice>, VdevError>,
+    ) -> Result<TopVdev, VdevError> {
+        let mut children = Vec::with_capacity(config.children.len());
+        for child in &config.children {
+            let device = open(child)?;
+            children.push(Leaf::new(
+                Guid(child.guid),
+                PathBuf::from(&child.path),
+                device,
+            ));
+        }
+        TopVdev::new(
+            VdevId(config.id),
+            Guid(config.guid),
+            config.kind,
+            config.ashift,
+            config.asize,
+            config.ms_shift,
+            ObjectId(config.ms_array),
+            children,
+        )
+    }
+
+    /// The largest sector-aligned `asize` that fits every one of `devices`.
+    pub fn allocatable_bytes_for(devices: &[Arc<dyn BlockDevice>], ashift: u32) -> u64 {
+        let smallest = devices
+            .iter()
+            .map(|device| leaf_allocatable_bytes(device.size_bytes()))
+            .min()
+            .unwrap_or(0);
+        smallest & !((1u64 << ashift) - 1)
+    }
+
+    /// This vdev's config entry.
+    pub fn to_config(&self) -> TopVdevConfig {
+        TopVdevConfig {
+            id: self.id.0,
+            guid: self.guid.0,
+            kind: self.kind,
+            ashift: self.ashift,
+            asize: self.asize,
+            ms_shift: self.ms_shift,
+            ms_array: self.metaslab_array().0,
+            children: self
+                .children
+                .iter()
+                .map(|leaf| LeafConfig {
+                    guid: leaf.guid.0,
+                    path: leaf.path.display().to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn metaslab_array(&self) -> ObjectId {
+        ObjectId(self.ms_array.load(Ordering::Acquire))
+    }
+
+    pub fn set_metaslab_array(&self, object: ObjectId) {
+        self.ms_array.store(object.0, Ordering::Release);
+    }
+
+    pub fn sector_size(&self) -> u64 {
+        1 << self.ashift
+    }
+
+    pub fn child_count(&self) -> usize {
+        self.children.len()
+    }
+
+    /// Whether `[offset, offset + length)` is a valid I/O range of the data area: non-empty,
+    /// sector aligned and inside `asize`. Callers check offsets read from disk with this.
+    pub fn contains(&self, offset: u64, length: u64) -> bool {
+        let sector_mask = self.sector_size() - 1;
+        length > 0
+            && offset & sector_mask == 0
+            && length & sector_mask == 0
+            && offset
+                .checked_add(length)
+                .is_some_and(|end| end <= self.asize)
+    }
+
+    fn assert_range(&self, offset: u64, length: usize) {
+        assert!(
+            self.contains(offset, length as u64),
+            "vdev {}: I/O of {length} bytes at {offset} is unaligned (ashift {}) or outside asize {}",
+            self.id,
+            self.ashift,
+            self.asize
+        );
+    }
+
+    /// Write `data` at `offset` of the data area on every child. Succeeds if at least one
+    /// child took it; each child that failed counts a write error and records the missed
+    /// range. Fails with [`VdevError::NoChildWritten`] if no child took it.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), VdevError> {
+        self.assert_range(offset, data.len());
+        let device_offset = VDEV_LABEL_START_SIZE + offset;
+        let length = data.len() as u64;
+        let mut written = 0usize;
+        let mut first_error = None;
+        for child in &self.children {
+            let start = Instant::now();
+            let result = child.device.write_at(device_offset, data);
+            let latency_ns = start.elapsed().as_nanos() as u64;
+            child.stats.record_write(length, latency_ns, result.is_ok());
+            match result {
+                Ok(()) => written += 1,
+                Err(source) => {
+                    child.record_missed_write(offset, length);
+                    first_error.get_or_insert(VdevError::io(
+                        &*child.device,
+                        "write",
+                        device_offset,
+                        length,
+                        source,
+                    ));
+                }
+            }
+        }
+        if written == 0 {
+            return Err(VdevError::NoChildWritten {
+                top: self.id,
+                offset,
+                length,
+                first_error: first_error
+                    .map(|error| error.to_string())
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at `offset` of the data area from child `child`.
+    pub fn read_child(&self, child: usize, offset: u64, buf: &mut [u8]) -> Result<(), VdevError> {
+        assert!(
+            child < self.children.len(),
+            "vdev {}: child {child} of {}",
+            self.id,
+            self.children.len()
+        );
+        self.assert_range(offset, buf.len());
+        let leaf = &self.children[child];
+        let device_offset = VDEV_LABEL_START_SIZE + offset;
+        let start = Instant::now();
+        let result = leaf.device.read_at(device_offset, buf);
+        let latency_ns = start.elapsed().as_nanos() as u64;
+        leaf.stats
+            .record_read(buf.len() as u64, latency_ns, result.is_ok());
+        result.map_err(|source| {
+            VdevError::io(
+                &*leaf.device,
+                "read",
+                device_offset,
+                buf.len() as u64,
+                source,
+            )
+        })
+    }
+
+    /// Flush every child. A child whose flush fails counts a write error (its recent writes
+    /// may not be durable); fails with [`VdevError::NoChildFlushed`] if no child flushed.
+    pub fn flush(&self) -> Result<(), VdevError> {
+        let mut flushed = 0usize;
+        let mut first_error = None;
+        for child in &self.children {
+            match child.device.flush() {
+                Ok(()) => flushed += 1,
+                Err(source) => {
+                    child.stats.record_write(0, 0, false);
+                    first_error.get_or_insert(VdevError::io(&*child.device, "flush", 0, 0, source));
+                }
+            }
+        }
+        if flushed == 0 {
+            return Err(VdevError::NoChildFlushed {
+                top: self.id,
+                first_error: first_error
+                    .map(|error| error.to_string())
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Count a checksum error against child `child` (the block pipeline found a bad copy).
+    pub fn record_checksum_error(&self, child: usize) {
+        assert!(child < self.children.len());
+        self.children[child].stats.record_checksum_error();
+    }
+}
+
+/// All top-level vdevs of a pool.
+#[derive(Debug, Default)]
+pub struct VdevTree {
+    pub tops: Vec<Arc<TopVdev>>,
+}
+
+impl VdevTree {
+    pub fn new(tops: Vec<Arc<TopVdev>>) -> VdevTree {
+        let mut ids: Vec<VdevId> = tops.iter().map(|top| top.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), tops.len(), "duplicate top-level vdev ids");
+        VdevTree { tops }
+    }
+
+    /// The top-level vdev with this id (ids are never reused, so not an index).
+    pub fn top(&self, id: VdevId) -> Option<&Arc<TopVdev>> {
+        self.tops.iter().find(|top| top.id == id)
+    }
+
+    /// Wrapping sum of the guids of every vdev, top-level and leaf; the uberblock carries it
+    /// so that import notices a missing or foreign device.
+    pub fn guid_sum(&self) -> u64 {
+        self.tops.iter().fold(0u64, |sum, top| {
+            top.children
+                .iter()
+                .fold(sum.wrapping_add(top.guid.0), |sum, leaf| {
+                    sum.wrapping_add(leaf.guid.0)
+                })
+        })
+    }
+
+    /// Every leaf of every top-level vdev.
+    pub fn leaves(&self) -> impl Iterator<Item = &Leaf> {
+        self.tops.iter().flat_map(|top| top.children.iter())
+    }
+
+    /// Flush every top-level vdev; all are attempted and the first failure is returned.
+    pub fn flush_all(&self) -> Result<(), VdevError> {
+        let mut first_error = None;
+        for top in &self.tops {
+            if let Err(error) = top.flush() {
+                first_error.get_or_insert(error);
+            }
+        }
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// The `vdev_tree` of a label config.
+    pub fn to_config(&self) -> Vec<TopVdevConfig> {
+        self.tops.iter().map(|top| top.to_config()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vdev::{FaultPlan, FaultyDevice, FileDevice};
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        plans: Vec<Arc<FaultPlan>>,
+        top: TopVdev,
+    }
+
+    fn mirror(children: usize) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plans = Vec::new();
+        let mut leaves = Vec::new();
+        let mut devices: Vec<Arc<dyn BlockDevice>> = Vec::new();
+        for index in 0..children {
+            let path = dir.path().join(format!("leaf{index}"));
+            let file: Arc<dyn BlockDevice> =
+                Arc::new(FileDevice::create_sparse(&path, 64 << 20).unwrap());
+            let plan = FaultPlan::new();
+            let device: Arc<dyn BlockDevice> = Arc::new(FaultyDevice::new(file, plan.clone()));
+            devices.push(device.clone());
+            leaves.push(Leaf::new(Guid(100 + index as u64), path, device));
+            plans.push(plan);
+        }
+        let asize = TopVdev::allocatable_bytes_for(&devices, 12);
+        let kind = if children == 1 {
+            TopVdevKind::Leaf
+        } else {
+            TopVdevKind::Mirror
+        };
+        let top =
+            TopVdev::new(VdevId(0), Guid(7), kind, 12, asize, 20, ObjectId(0), leaves).unwrap();
+        Setup {
+            _dir: dir,
+            plans,
+            top,
+        }
+    }
+
+    #[test]
+    fn write_lands_on_every_child_at_the_data_area() {
+        let setup = mirror(2);
+        let data = vec![0x5Au8; 8192];
+        setup.top.write(4096, &data).unwrap();
+        for child in 0..2 {
+            let mut buf = vec![0u8; 8192];
+            setup.top.read_child(child, 4096, &mut buf).unwrap();
+            assert_eq!(buf, data);
+            // DVA offset 4096 is device byte 4 MiB + 4096.
+            let mut raw = vec![0u8; 8192];
+            setup.top.children[child]
+                .device
+                .read_at(VDEV_LABEL_START_SIZE + 4096, &mut raw)
+                .unwrap();
+            assert_eq!(raw, data);
+            let stats = setup.top.children[child].stats.snapshot();
+            assert_eq!(stats.write_ops, 1);
+            assert_eq!(stats.write_bytes, 8192);
+            assert_eq!(stats.read_ops, 1);
+            assert_eq!(stats.read_latency_histogram.iter().sum::<u64>(), 1);
+        }
+    }
+
+    #[test]
+    fn mirror_write_with_one_failing_child_succeeds_and_counts_the_error() {
+        let setup = mirror(2);
+        setup.plans[1].fail_writes_from(0);
+        setup.top.write(8192, &[1u8; 4096]).unwrap();
+        let failed = setup.top.children[1].stats.snapshot();
+        assert_eq!(failed.write_errors, 1);
+        assert_eq!(failed.write_ops, 0);
+        assert_eq!(
+            setup.top.children[1].missed_writes(),
+            vec![MissedWrite {
+                offset: 8192,
+                length: 4096
+            }]
+        );
+        assert!(setup.top.children[0].missed_writes().is_empty());
+        assert_eq!(setup.top.children[0].stats.snapshot().write_ops, 1);
+        assert_eq!(setup.top.children[1].take_missed_writes().len(), 1);
+        assert!(setup.top.children[1].missed_writes().is_empty());
+    }
+
+    #[test]
+    fn mirror_write_with_all_children_failing_is_an_error() {
+        let setup = mirror(2);
+        setup.plans[0].fail_writes_from(0);
+        setup.plans[1].fail_writes_from(0);
+        let error = setup.top.write(0, &[1u8; 4096]).unwrap_err();
+        assert!(
+            matches!(error, VdevError::NoChildWritten { .. }),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("reached no child"));
+        for child in &setup.top.children {
+            assert_eq!(child.stats.snapshot().write_errors, 1);
+        }
+    }
+
+    #[test]
+    fn flush_fails_only_when_no_child_flushed() {
+        let setup = mirror(2);
+        setup.plans[0].set_fail_flushes(true);
+        setup.top.flush().unwrap();
+        assert_eq!(setup.top.children[0].stats.snapshot().write_errors, 1);
+        setup.plans[1].set_fail_flushes(true);
+        assert!(matches!(
+            setup.top.flush(),
+            Err(VdevError::NoChildFlushed { .. })
+        ));
+    }
+
+    #[test]
+    fn read_error_is_counted_and_names_the_device() {
+        let setup = mirror(1);
+        setup.plans[0].add_read_fault(
+            VDEV_LABEL_START_SIZE..VDEV_LABEL_START_SIZE + 1,
+            crate::vdev::ReadFaultKind::Fail,
+        );
+        let mut buf = vec![0u8; 4096];
+        let error = setup.top.read_child(0, 0, &mut buf).unwrap_err();
+        assert!(error.to_string().contains("leaf0"), "{error}");
+        assert_eq!(setup.top.children[0].stats.snapshot().read_errors, 1);
+        setup.top.record_checksum_error(0);
+        assert_eq!(setup.top.children[0].stats.snapshot().checksum_errors, 1);
+    }
+
+    #[test]
+    fn contains_checks_alignment_and_bounds() {
+        let setup = mirror(1);
+        let top = &setup.top;
+        assert!(top.contains(0, 4096));
+        assert!(top.contains(top.asize - 4096, 4096));
+        assert!(!top.contains(top.asize - 4096, 8192));
+        assert!(!top.contains(512, 4096));
+        assert!(!top.contains(0, 100));
+        assert!(!top.contains(0, 0));
+        assert!(!top.contains(u64::MAX - 4095, 4096));
+    }
+
+    #[test]
+    #[should_panic(expected = "unaligned")]
+    fn unaligned_write_is_a_programmer_error() {
+        let setup = mirror(1);
+        let _ = setup.top.write(100, &[0u8; 4096]);
+    }
+
+    #[test]
+    fn shape_and_size_violations_are_errors() {
+        let setup = mirror(2);
+        let devices: Vec<Arc<dyn BlockDevice>> = setup
+            .top
+            .children
+            .iter()
+            .map(|leaf| leaf.device.clone())
+            .collect();
+        let leaves = |count: usize| -> Vec<Leaf> {
+            devices[..count]
+                .iter()
+                .enumerate()
+                .map(|(index, device)| {
+                    Leaf::new(Guid(index as u64 + 1), PathBuf::new(), device.clone())
+                })
+                .collect()
+        };
+        let asize = setup.top.asize;
+        let build = |kind, ashift, asize, children| {
+            TopVdev::new(
+                VdevId(1),
+                Guid(1),
+                kind,
+                ashift,
+                asize,
+                20,
+                ObjectId(0),
+                children,
+            )
+        };
+        assert!(build(TopVdevKind::Leaf, 12, asize, leaves(2)).is_err());
+        assert!(build(TopVdevKind::Mirror, 12, asize, leaves(0)).is_err());
+        assert!(build(TopVdevKind::Mirror, 8, asize, leaves(2)).is_err());
+        assert!(build(TopVdevKind::Mirror, 12, asize + 512, leaves(2)).is_err());
+        assert!(matches!(
+            build(TopVdevKind::Mirror, 12, asize + 4096, leaves(2)),
+            Err(VdevError::DeviceTooSmall { .. })
+        ));
+        assert!(build(TopVdevKind::Mirror, 12, asize, leaves(2)).is_ok());
+    }
+
+    #[test]
+    fn tree_guid_sum_config_and_lookup() {
+        let setup = mirror(2);
+        setup.top.set_metaslab_array(ObjectId(99));
+        let top = Arc::new(setup.top);
+        let tree = VdevTree::new(vec![top.clone()]);
+        assert_eq!(tree.guid_sum(), 7 + 100 + 101);
+        assert_eq!(tree.leaves().count(), 2);
+        assert!(tree.top(VdevId(0)).is_some());
+        assert!(tree.top(VdevId(1)).is_none());
+        let config = tree.to_config();
+        assert_eq!(config.len(), 1);
+        assert_eq!(config[0].ms_array, 99);
+        assert_eq!(config[0].children.len(), 2);
+        assert_eq!(config[0].children[1].guid, 101);
+        tree.flush_all().unwrap();
+
+        // Round trip through the config, reopening the same devices.
+        let devices: Vec<Arc<dyn BlockDevice>> = top
+            .children
+            .iter()
+            .map(|leaf| leaf.device.clone())
+            .collect();
+        let mut next = devices.into_iter();
+        let rebuilt = TopVdev::from_config(&config[0], |_| Ok(next.next().unwrap())).unwrap();
+        assert_eq!(rebuilt.to_config(), config[0]);
+    }
+}
