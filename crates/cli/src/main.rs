@@ -249,8 +249,8 @@ fn pool_list(dirs: Vec<PathBuf>, list: ListArgs, name: Option<String>) -> Result
         let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
         let stats = pool.core.io.space.stats();
         let size: u64 = stats.iter().map(|v| v.size).sum();
-        let allocated: u64 = stats.iter().map(|v| v.allocated).sum();
-        let frag = stats.iter().filter_map(|v| v.fragmentation).max();
+        let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
+        let frag = stats.iter().filter_map(|v| v.fragmentation_percent).max();
         let cap = if size == 0 { 0 } else { allocated * 100 / size };
         rows.push(vec![
             Cell::text(candidate.name.clone()),
@@ -353,11 +353,11 @@ fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), F
             .iter()
             .map(|vdev| {
                 serde_json::json!({
-                    "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated, "fragmentation": vdev.fragmentation,
+                    "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated_bytes, "fragmentation": vdev.fragmentation_percent,
                     "metaslabs": vdev.metaslabs.iter().map(|ms| serde_json::json!({
-                        "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object,
-                        "spacemap_length": ms.space_map_length, "allocated": ms.allocated, "free": ms.free,
-                        "fragmentation": ms.fragmentation,
+                        "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object.0,
+                        "spacemap_length": ms.space_map_length_bytes, "allocated": ms.allocated_bytes, "free": ms.free_bytes,
+                        "fragmentation": ms.fragmentation_percent, "loaded": ms.loaded,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -365,18 +365,18 @@ fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), F
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs})).expect("json"));
     } else {
         for vdev in &stats {
-            println!("vdev {}: {} metaslabs, {} allocated of {}", vdev.vdev, vdev.metaslabs.len(), format::human_bytes(vdev.allocated), format::human_bytes(vdev.size));
+            println!("vdev {}: {} metaslabs, {} allocated of {}", vdev.vdev, vdev.metaslabs.len(), format::human_bytes(vdev.allocated_bytes), format::human_bytes(vdev.size));
             println!("  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}", "ms", "offset", "spacemap", "sm length", "allocated", "free", "frag");
             for ms in &vdev.metaslabs {
                 println!(
                     "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
                     ms.id,
                     ms.start,
-                    ms.space_map_object,
-                    ms.space_map_length,
-                    format::human_bytes(ms.allocated),
-                    format::human_bytes(ms.free),
-                    ms.fragmentation.map_or("-".to_string(), |f| format!("{f}%"))
+                    ms.space_map_object.0,
+                    ms.space_map_length_bytes,
+                    format::human_bytes(ms.allocated_bytes),
+                    format::human_bytes(ms.free_bytes),
+                    ms.fragmentation_percent.map_or("-".to_string(), |f| format!("{f}%"))
                 );
             }
         }

@@ -136,10 +136,6 @@ impl Walker<'_> {
     }
 }
 
-fn ranges_of(tree: &RangeTree) -> Vec<(u64, u64)> {
-    tree.iter().map(|(start, end)| (start, end - start)).collect()
-}
-
 /// Check a pool. Run it with the pool idle (nothing being written).
 pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool::PoolError> {
     let core = &pool.core;
@@ -208,30 +204,16 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     for top in &core.io.vdevs.tops {
         let referenced = walker.referenced.remove(&top.id).unwrap_or_default();
         let allocated = on_disk.get(&top.id).cloned().unwrap_or_default();
-        for (start, size) in ranges_of(&allocated) {
-            let mut leak = RangeTree::default();
-            leak.add(start, size);
-            for (ref_start, ref_size) in ranges_of(&referenced) {
-                let overlap_start = ref_start.max(start);
-                let overlap_end = (ref_start + ref_size).min(start + size);
-                if overlap_start < overlap_end {
-                    leak.remove(overlap_start, overlap_end - overlap_start);
-                }
-            }
-            report.leaks.extend(ranges_of(&leak).into_iter().map(|(s, n)| (top.id, s, n)));
+        let mut leaked = allocated.clone();
+        for segment in referenced.iter() {
+            leaked.remove_overlap(segment.start, segment.size());
         }
-        for (start, size) in ranges_of(&referenced) {
-            let mut missing = RangeTree::default();
-            missing.add(start, size);
-            for (alloc_start, alloc_size) in ranges_of(&allocated) {
-                let overlap_start = alloc_start.max(start);
-                let overlap_end = (alloc_start + alloc_size).min(start + size);
-                if overlap_start < overlap_end {
-                    missing.remove(overlap_start, overlap_end - overlap_start);
-                }
-            }
-            report.missing.extend(ranges_of(&missing).into_iter().map(|(s, n)| (top.id, s, n)));
+        let mut missing = referenced.clone();
+        for segment in allocated.iter() {
+            missing.remove_overlap(segment.start, segment.size());
         }
+        report.leaks.extend(leaked.iter().map(|segment| (top.id, segment.start, segment.size())));
+        report.missing.extend(missing.iter().map(|segment| (top.id, segment.start, segment.size())));
     }
     Ok(report)
 }

@@ -381,8 +381,8 @@ impl PoolCore {
         // Config changes: a new metaslab array makes the labels stale.
         for top in &self.io.vdevs.tops {
             if let Some(array) = self.io.space.ms_array(top.id) {
-                if top.ms_array() != array.0 {
-                    top.set_ms_array(array.0);
+                if top.metaslab_array() != array {
+                    top.set_metaslab_array(array);
                     self.config.lock().dirty = true;
                 }
             }
@@ -584,9 +584,9 @@ impl Pool {
             let asize = ms_count << ms_shift;
             let leaves = group.into_iter().map(|(path, device)| Leaf::new(Guid::random(), path, device)).collect();
             let kind = if is_mirror { TopVdevKind::Mirror } else { TopVdevKind::Leaf };
-            tops.push(Arc::new(TopVdev::new(VdevId(index as u32), Guid::random(), kind, tunables.vdev_ashift, asize, ms_shift, 0, leaves)));
+            tops.push(Arc::new(TopVdev::new(VdevId(index as u32), Guid::random(), kind, tunables.vdev_ashift, asize, ms_shift, ObjectId(0), leaves)?));
         }
-        let vdevs = Arc::new(VdevTree { tops });
+        let vdevs = Arc::new(VdevTree::new(tops));
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         let io = Arc::new(BlockIo::new(vdevs.clone(), space.clone(), tunables.clone(), true));
         let freer = Arc::new(PoolFreer { io: io.clone(), staged: Mutex::new(Vec::new()), deferred_from_pass: tunables.sync_pass_deferred_free });
@@ -767,11 +767,11 @@ impl Pool {
                 top_config.ashift,
                 top_config.asize,
                 top_config.ms_shift,
-                top_config.ms_array,
+                ObjectId(top_config.ms_array),
                 leaves,
-            )));
+            )?));
         }
-        let vdevs = Arc::new(VdevTree { tops });
+        let vdevs = Arc::new(VdevTree::new(tops));
         // The guid sum covers every vdev of the config, found or not: compute it from the config.
         let guid_sum = config.vdev_tree.iter().fold(0u64, |sum, top| {
             top.children.iter().fold(sum.wrapping_add(top.guid), |sum, leaf| sum.wrapping_add(leaf.guid))
@@ -807,10 +807,10 @@ impl Pool {
         {
             let storage = MosSpaceStorage { mos: &mos };
             for top in &vdevs.tops {
-                let array = top.ms_array();
-                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, (array != 0).then_some(ObjectId(array)), &storage)?;
+                let array = top.metaslab_array();
+                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, (array.0 != 0).then_some(array), &storage)?;
             }
-            space.set_last_synced(uberblock.txg);
+            space.set_last_synced_txg(uberblock.txg);
         }
         let name = options.new_name.clone().unwrap_or_else(|| config.name.clone());
         let root = Dataset::new(name.clone(), dir_phys.head_dataset_object, phys.clone(), dir_phys, freer.clone());
