@@ -1,1 +1,2 @@
 //! object layer (being written).
+pub mod kv;

@@ -422,7 +422,7 @@ proptest! {
             prop_assert_eq!(count(&blocks).unwrap(), model.len() as u64);
         }
         for (key, value) in &model {
-            prop_assert_eq!(lookup(&blocks, key).unwrap().as_ref(), Some(value));
+            prop_assert_eq!(lookup(&blocks, key).unwrap(), Some(value.clone()));
         }
         let listed: BTreeMap<_, _> =
             list_all(&blocks, 17).into_iter().map(|entry| (entry.key, entry.value)).collect();
