@@ -119,15 +119,16 @@ impl HeaderBlock {
         }
         let table_depth = u32::from(raw[25]);
         if table_depth > TABLE_DEPTH_MAX {
-            return Err(corrupt(format!("table depth {table_depth} exceeds {TABLE_DEPTH_MAX}")));
+            return Err(corrupt(format!(
+                "table depth {table_depth} exceeds {TABLE_DEPTH_MAX}"
+            )));
         }
         let table_embedded = match raw[26] {
             0 => false,
             1 => true,
             other => return Err(corrupt(format!("table-embedded flag is {other}"))),
         };
-        if raw[27..32].iter().any(|&byte| byte != 0) || raw[64..128].iter().any(|&byte| byte != 0)
-        {
+        if raw[27..32].iter().any(|&byte| byte != 0) || raw[64..128].iter().any(|&byte| byte != 0) {
             return Err(corrupt("header reserved bytes are not zero".into()));
         }
         let header = Header {
@@ -147,17 +148,23 @@ impl HeaderBlock {
                 || header.table_first_block != 0
                 || header.table_block_count != 0
             {
-                return Err(corrupt("embedded pointer table geometry is inconsistent".into()));
+                return Err(corrupt(
+                    "embedded pointer table geometry is inconsistent".into(),
+                ));
             }
         } else {
             let expected_blocks = table_entries * 8 / block_size as u64;
-            let table_end = header.table_first_block.checked_add(header.table_block_count);
+            let table_end = header
+                .table_first_block
+                .checked_add(header.table_block_count);
             if table_entries <= embedded_capacity(block_size)
                 || header.table_block_count != expected_blocks
                 || header.table_first_block == HEADER_BLOCK
                 || table_end.is_none_or(|end| end > header.next_block)
             {
-                return Err(corrupt("external pointer table geometry is inconsistent".into()));
+                return Err(corrupt(
+                    "external pointer table geometry is inconsistent".into(),
+                ));
             }
         }
         if header.next_block < 2 || header.leaf_count == 0 || header.leaf_count >= header.next_block

@@ -43,7 +43,8 @@ const OFFSET_HEAP_START: usize = 20;
 const _: () = assert!(OFFSET_HEAP_START + 4 + 8 == LEAF_HEADER_SIZE);
 const _: () = assert!(8 + 4 + 2 + 2 == SLOT_SIZE);
 // Lengths are stored as u16 and offsets as u32 (block sizes are at most 128 KiB).
-const _: () = assert!(KEY_LEN_MAX <= u16::MAX as usize && VALUE_LEN_MAX <= u16::MAX as usize);
+const _: () = assert!(KEY_LEN_MAX <= u16::MAX as usize);
+const _: () = assert!(VALUE_LEN_MAX <= u16::MAX as usize);
 
 /// One decoded slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,14 +120,18 @@ impl Leaf {
         }
         let depth = u32::from(raw[OFFSET_DEPTH]);
         if depth > TABLE_DEPTH_MAX {
-            return Err(corrupt(format!("leaf depth {depth} exceeds {TABLE_DEPTH_MAX}")));
+            return Err(corrupt(format!(
+                "leaf depth {depth} exceeds {TABLE_DEPTH_MAX}"
+            )));
         }
         if raw[5..8].iter().any(|&byte| byte != 0) || raw[24..32].iter().any(|&byte| byte != 0) {
             return Err(corrupt("leaf reserved bytes are not zero".into()));
         }
         let prefix = le_u64(&raw, OFFSET_PREFIX);
         if prefix >= (1u64 << depth) {
-            return Err(corrupt(format!("leaf prefix {prefix:#x} is wider than depth {depth}")));
+            return Err(corrupt(format!(
+                "leaf prefix {prefix:#x} is wider than depth {depth}"
+            )));
         }
         let count = le_u32(&raw, OFFSET_COUNT) as u64;
         let heap_start = le_u32(&raw, OFFSET_HEAP_START) as u64;
@@ -398,7 +403,14 @@ mod tests {
             assert!(leaf.try_insert_at(index, cookie, key, b"v"));
             cookies.push(cookie);
         }
-        assert_eq!(cookies, vec![hash << CD_BITS, (hash << CD_BITS) + 1, (hash << CD_BITS) + 2]);
+        assert_eq!(
+            cookies,
+            vec![
+                hash << CD_BITS,
+                (hash << CD_BITS) + 1,
+                (hash << CD_BITS) + 2
+            ]
+        );
         assert!(matches!(leaf.find(hash, b"b"), Found::At(1)));
         leaf.remove_at(1);
         // The freed differentiator is reused by the next colliding key.
@@ -437,11 +449,15 @@ mod tests {
         assert!(leaf.try_insert_at(0, 100 << CD_BITS, b"k", b"v"));
         let mut raw = leaf.encode().to_vec();
         raw[OFFSET_COUNT..OFFSET_COUNT + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(Leaf::decode(5, raw.clone(), BLOCK_SIZE),
-            Err(KvError::Corrupt { block: 5, .. })));
+        assert!(matches!(
+            Leaf::decode(5, raw.clone(), BLOCK_SIZE),
+            Err(KvError::Corrupt { block: 5, .. })
+        ));
         raw[OFFSET_COUNT..OFFSET_COUNT + 4].copy_from_slice(&2u32.to_le_bytes());
-        assert!(matches!(Leaf::decode(5, raw.clone(), BLOCK_SIZE),
-            Err(KvError::Corrupt { block: 5, .. })));
+        assert!(matches!(
+            Leaf::decode(5, raw.clone(), BLOCK_SIZE),
+            Err(KvError::Corrupt { block: 5, .. })
+        ));
         assert!(Leaf::decode(5, raw[..100].to_vec(), BLOCK_SIZE).is_err());
     }
 

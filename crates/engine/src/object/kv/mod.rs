@@ -242,7 +242,11 @@ fn read_table_block(blocks: &dyn KvBlocks, blkid: u64) -> Result<Vec<u8>> {
 }
 
 fn table_entry(raw: &[u8], index: usize) -> u64 {
-    u64::from_le_bytes(raw[index * 8..index * 8 + 8].try_into().expect("8-byte slice"))
+    u64::from_le_bytes(
+        raw[index * 8..index * 8 + 8]
+            .try_into()
+            .expect("8-byte slice"),
+    )
 }
 
 fn set_table_entry(raw: &mut [u8], index: usize, blkid: u64) {
@@ -537,10 +541,14 @@ pub fn remove(blocks: &mut dyn KvBlocks, key: &[u8]) -> Result<bool> {
     let Found::At(index) = leaf.find(hash, key) else {
         return Ok(false);
     };
-    let count = header.header.entry_count.checked_sub(1).ok_or(KvError::Corrupt {
-        what: "entry count is zero but a leaf holds an entry".into(),
-        block: HEADER_BLOCK,
-    })?;
+    let count = header
+        .header
+        .entry_count
+        .checked_sub(1)
+        .ok_or(KvError::Corrupt {
+            what: "entry count is zero but a leaf holds an entry".into(),
+            block: HEADER_BLOCK,
+        })?;
     leaf.remove_at(index);
     write_leaf(blocks, &mut leaf)?;
     header.header.entry_count = count;

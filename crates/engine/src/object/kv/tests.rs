@@ -3,6 +3,7 @@
 use super::*;
 use proptest::prelude::*;
 use std::cell::Cell;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -100,13 +101,19 @@ fn empty_object() {
 fn insert_lookup_upsert_update_remove() {
     let mut blocks = MemBlocks::created(4096);
     insert(&mut blocks, b"alpha", b"one").unwrap();
-    assert!(matches!(insert(&mut blocks, b"alpha", b"two"), Err(KvError::Exists)));
+    assert!(matches!(
+        insert(&mut blocks, b"alpha", b"two"),
+        Err(KvError::Exists)
+    ));
     assert_eq!(lookup(&blocks, b"alpha").unwrap().unwrap(), b"one");
     assert!(!upsert(&mut blocks, b"alpha", b"longer value").unwrap());
     assert_eq!(lookup(&blocks, b"alpha").unwrap().unwrap(), b"longer value");
     assert!(upsert(&mut blocks, b"beta", b"").unwrap());
     assert_eq!(lookup(&blocks, b"beta").unwrap().unwrap(), b"");
-    assert!(matches!(update(&mut blocks, b"gamma", b"x"), Err(KvError::NotFound)));
+    assert!(matches!(
+        update(&mut blocks, b"gamma", b"x"),
+        Err(KvError::NotFound)
+    ));
     update(&mut blocks, b"beta", b"b").unwrap();
     assert_eq!(lookup(&blocks, b"beta").unwrap().unwrap(), b"b");
     assert_eq!(count(&blocks).unwrap(), 2);
@@ -119,11 +126,20 @@ fn insert_lookup_upsert_update_remove() {
 #[test]
 fn limits() {
     let mut blocks = MemBlocks::created(4096);
-    assert!(matches!(insert(&mut blocks, b"", b"v"), Err(KvError::KeyTooLong)));
+    assert!(matches!(
+        insert(&mut blocks, b"", b"v"),
+        Err(KvError::KeyTooLong)
+    ));
     let key_long = vec![b'k'; KEY_LEN_MAX + 1];
-    assert!(matches!(insert(&mut blocks, &key_long, b"v"), Err(KvError::KeyTooLong)));
+    assert!(matches!(
+        insert(&mut blocks, &key_long, b"v"),
+        Err(KvError::KeyTooLong)
+    ));
     let value_long = vec![0u8; VALUE_LEN_MAX + 1];
-    assert!(matches!(insert(&mut blocks, b"k", &value_long), Err(KvError::ValueTooLong)));
+    assert!(matches!(
+        insert(&mut blocks, b"k", &value_long),
+        Err(KvError::ValueTooLong)
+    ));
     // The largest entries still work in the smallest blocks, many of them.
     for index in 0..200u64 {
         let mut key = vec![b'x'; KEY_LEN_MAX];
@@ -139,12 +155,18 @@ fn u64_helpers() {
     let mut blocks = MemBlocks::created(4096);
     insert_u64(&mut blocks, "root_dataset", 17).unwrap();
     assert_eq!(lookup_u64(&blocks, "root_dataset").unwrap(), Some(17));
-    assert!(matches!(insert_u64(&mut blocks, "root_dataset", 18), Err(KvError::Exists)));
+    assert!(matches!(
+        insert_u64(&mut blocks, "root_dataset", 18),
+        Err(KvError::Exists)
+    ));
     assert!(!upsert_u64(&mut blocks, "root_dataset", 18).unwrap());
     assert_eq!(lookup_u64(&blocks, "root_dataset").unwrap(), Some(18));
     assert_eq!(lookup_u64(&blocks, "config").unwrap(), None);
     insert(&mut blocks, b"short", b"abc").unwrap();
-    assert!(matches!(lookup_u64(&blocks, "short"), Err(KvError::Corrupt { .. })));
+    assert!(matches!(
+        lookup_u64(&blocks, "short"),
+        Err(KvError::Corrupt { .. })
+    ));
 }
 
 #[test]
@@ -158,7 +180,9 @@ fn cookies_are_in_range_and_listing_is_sorted() {
     for pair in all.windows(2) {
         assert!(pair[0].cookie < pair[1].cookie);
     }
-    assert!(all.iter().all(|entry| (COOKIE_FIRST..COOKIE_END).contains(&entry.cookie)));
+    assert!(all
+        .iter()
+        .all(|entry| (COOKIE_FIRST..COOKIE_END).contains(&entry.cookie)));
     // Resuming at a cookie returns exactly the tail.
     let tail = list(&blocks, all[1234].cookie, 10).unwrap();
     assert_eq!(tail, all[1234..1244].to_vec());
@@ -193,11 +217,22 @@ fn heavy_hash_collisions_use_differentiators() {
         assert_eq!(lookup(&blocks, key).unwrap().as_ref(), Some(value));
     }
     let all = list_all(&blocks, 13);
-    let listed: BTreeMap<_, _> = all.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+    let listed: BTreeMap<_, _> = all
+        .iter()
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect();
     assert_eq!(listed, model);
     assert_eq!(all.len(), model.len());
     let hashes: BTreeSet<u64> = all.iter().map(|entry| cookie_hash(entry.cookie)).collect();
     assert!(hashes.len() <= 64, "the mask limits distinct hashes");
+    let differentiated = all
+        .iter()
+        .filter(|entry| entry.cookie & CD_MAX != 0)
+        .count();
+    assert!(
+        differentiated > 200,
+        "only {differentiated} entries needed a differentiator"
+    );
 }
 
 /// Insert, look up, list and remove `total` entries, asserting O(1) blocks per lookup and that
@@ -222,7 +257,10 @@ fn scale(block_size: usize, total: u64) {
         let reads_start = blocks.reads.get();
         let value = lookup(&blocks, &key_of(index)).unwrap().unwrap();
         assert_eq!(value, index.to_le_bytes());
-        assert!(blocks.reads.get() - reads_start <= 3, "lookup reads header, table, leaf");
+        assert!(
+            blocks.reads.get() - reads_start <= 3,
+            "lookup reads header, table, leaf"
+        );
     }
     let lookup_time = time_start.elapsed();
 
@@ -320,7 +358,11 @@ fn check_listing_stability(
     loop {
         let entries = list(blocks, cookie, page).unwrap();
         for entry in &entries {
-            assert!(seen.insert(entry.key.clone()), "{:?} returned twice", entry.key);
+            assert!(
+                seen.insert(entry.key.clone()),
+                "{:?} returned twice",
+                entry.key
+            );
             assert!(cookie_last.is_none_or(|last| entry.cookie > last));
             cookie_last = Some(entry.cookie);
         }
@@ -369,7 +411,7 @@ enum Operation {
 
 fn model_key(index: u16) -> Vec<u8> {
     // Some keys are long, so that key sizes vary up to the limit.
-    let repeat = if index % 7 == 0 { 30 } else { 1 };
+    let repeat = if index.is_multiple_of(7) { 30 } else { 1 };
     format!("key-{index}-").repeat(repeat).into_bytes()
 }
 
@@ -398,11 +440,14 @@ proptest! {
                 Operation::Insert(key, value) => {
                     let key = model_key(key);
                     let result = insert(&mut blocks, &key, &value);
-                    if model.contains_key(&key) {
-                        prop_assert!(matches!(result, Err(KvError::Exists)));
-                    } else {
-                        result.unwrap();
-                        model.insert(key, value);
+                    match model.entry(key) {
+                        Entry::Occupied(_) => {
+                            prop_assert!(matches!(result, Err(KvError::Exists)));
+                        }
+                        Entry::Vacant(slot) => {
+                            result.unwrap();
+                            slot.insert(value);
+                        }
                     }
                 }
                 Operation::Upsert(key, value) => {
@@ -515,7 +560,10 @@ fn truncated_leaf_count_is_reported_as_corrupt_naming_the_block() {
     }
     // A hole where the header should be.
     blocks.map.remove(&0);
-    assert!(matches!(count(&blocks), Err(KvError::Corrupt { block: 0, .. })));
+    assert!(matches!(
+        count(&blocks),
+        Err(KvError::Corrupt { block: 0, .. })
+    ));
 }
 
 #[test]
@@ -523,5 +571,8 @@ fn block_size_mismatch_is_corrupt() {
     let mut blocks = MemBlocks::created(4096);
     insert(&mut blocks, b"key", b"value").unwrap();
     blocks.block_size = 8192;
-    assert!(matches!(lookup(&blocks, b"key"), Err(KvError::Corrupt { block: 0, .. })));
+    assert!(matches!(
+        lookup(&blocks, b"key"),
+        Err(KvError::Corrupt { block: 0, .. })
+    ));
 }
