@@ -15,7 +15,8 @@
 //!
 //! # On-disk structures
 //!
-//! Extendible hashing, as the fat ZAP:
+//! Extendible hashing, as the fat ZAP. Block pointers to these blocks carry object type
+//! `KeyValue`. All integers are little-endian.
 //!
 //! - Every key gets a 48-bit hash: the first 8 bytes (LE) of blake3(salt LE ‖ key), shifted right
 //!   by 16. The salt is random per object (in the header), so hash order differs between objects
@@ -25,7 +26,7 @@
 //!   (and at least 3 when the hash is 0). Cookies are unique, in `3..2^63`, and never change
 //!   while the entry exists (splits move entries between leaves, never re-number them; an
 //!   upsert keeps the cookie).
-//! - **Block 0** is the header ([`header`] has the byte diagram): magic, format version, salt,
+//! - **Block 0** is the header (`header.rs` has the byte diagram): magic, format version, salt,
 //!   entry count, block shift, pointer-table geometry, the next unused block id and the leaf
 //!   count. Its second half holds the pointer table while that has at most `block_size / 16`
 //!   entries; beyond that the table lives in `2^T * 8 / block_size` consecutive blocks of its
@@ -33,7 +34,7 @@
 //! - The **pointer table** has `2^T` entries (T = table depth); entry `i` is the block id of the
 //!   leaf owning hashes whose top T bits are `i`. A leaf of local depth `d ≤ T` is pointed to by
 //!   `2^(T-d)` consecutive entries.
-//! - **Leaf blocks** ([`leaf`] has the byte diagram) hold a header (magic, local depth, prefix,
+//! - **Leaf blocks** (`leaf.rs` has the byte diagram) hold a header (magic, local depth, prefix,
 //!   entry count, heap start), a slot array sorted by cookie, and a heap of key and value bytes
 //!   growing down from the block's end.
 //!
@@ -54,7 +55,7 @@
 //! - *Insert*: hash the key, find its leaf, pick a cookie, insert the slot (compacting the heap
 //!   if removals left garbage). If the leaf is full it splits by the next hash bit (doubling the
 //!   pointer table first when the leaf's depth equals T) and the insert retries. A leaf whose
-//!   entries all share the longest indexable prefix ([`TABLE_DEPTH_MAX`] bits) cannot split:
+//!   entries all share the longest indexable prefix (`TABLE_DEPTH_MAX` = 32 bits) cannot split:
 //!   [`KvError::Full`]. So does a hash with all 2^15 differentiators in use.
 //! - *Remove*: delete the slot. Leaves are never merged and never freed: a map that shrank keeps
 //!   its leaves (an emptied leaf costs one block). Merging is left for later; it would not change
