@@ -150,6 +150,7 @@ impl Leaf {
             raw,
         };
         let mut cookie_previous = 0u64;
+        let mut bytes_live = 0usize;
         for index in 0..leaf.count {
             let slot = leaf.slot(index);
             let what = |problem: &str| corrupt(format!("leaf slot {index}: {problem}"));
@@ -174,6 +175,14 @@ impl Leaf {
             {
                 return Err(what("entry bytes outside the heap"));
             }
+            bytes_live += slot.key_len + slot.value_len;
+        }
+        // Slots may not share heap bytes to claim more than the block holds: compaction and
+        // splits rely on the entries fitting a fresh leaf of the same size.
+        if slots_end as usize + bytes_live > block_size {
+            return Err(corrupt(format!(
+                "leaf entries claim {bytes_live} heap bytes, more than the block holds"
+            )));
         }
         Ok(leaf)
     }
@@ -459,6 +468,32 @@ mod tests {
             Err(KvError::Corrupt { block: 5, .. })
         ));
         assert!(Leaf::decode(5, raw[..100].to_vec(), BLOCK_SIZE).is_err());
+    }
+
+    /// Overlapping heap entries: slots pointing at the same bytes could claim more bytes than
+    /// a block holds, and compaction or a split (which copy entries into a fresh leaf) would
+    /// then overflow it. Decoding must reject such a leaf.
+    #[test]
+    fn overlapping_entries_claiming_too_much_are_corrupt() {
+        let mut leaf = Leaf::empty(4, BLOCK_SIZE, 0, 0);
+        let value = vec![1u8; VALUE_LEN_MAX];
+        for hash in 1..=3u64 {
+            let cookie = hash << CD_BITS;
+            assert!(leaf.try_insert_at(leaf.len(), cookie, b"k", &value));
+        }
+        let mut raw = leaf.encode().to_vec();
+        // Add a fourth and fifth slot reusing the first slot's heap bytes.
+        let first_slot = raw[LEAF_HEADER_SIZE..LEAF_HEADER_SIZE + SLOT_SIZE].to_vec();
+        for extra in 0..2u64 {
+            let base = LEAF_HEADER_SIZE + (3 + extra as usize) * SLOT_SIZE;
+            raw[base..base + SLOT_SIZE].copy_from_slice(&first_slot);
+            raw[base..base + 8].copy_from_slice(&((4 + extra) << CD_BITS).to_le_bytes());
+        }
+        raw[OFFSET_COUNT..OFFSET_COUNT + 4].copy_from_slice(&5u32.to_le_bytes());
+        assert!(matches!(
+            Leaf::decode(4, raw, BLOCK_SIZE),
+            Err(KvError::Corrupt { block: 4, .. })
+        ));
     }
 
     proptest! {
