@@ -351,7 +351,10 @@ fn table_double(blocks: &mut dyn KvBlocks, header: &mut HeaderBlock) -> Result<(
         header.header.table_embedded = false;
         header.header.table_first_block = first_new;
         header.header.table_block_count = 1;
-        header.header.next_block = first_new + 1;
+        header.header.next_block = first_new.checked_add(1).ok_or(KvError::Corrupt {
+            what: "block ids exhausted".into(),
+            block: HEADER_BLOCK,
+        })?;
         header.header.table_depth = depth + 1;
         return Ok(());
     }
@@ -474,7 +477,15 @@ fn put(blocks: &mut dyn KvBlocks, key: &[u8], value: &[u8], mode: PutMode) -> Re
                 let index = leaf.lower_bound(cookie);
                 if leaf.try_insert_at(index, cookie, key, value) {
                     write_leaf(blocks, &mut leaf)?;
-                    header.header.entry_count += 1;
+                    header.header.entry_count =
+                        header
+                            .header
+                            .entry_count
+                            .checked_add(1)
+                            .ok_or(KvError::Corrupt {
+                                what: "entry count overflows".into(),
+                                block: HEADER_BLOCK,
+                            })?;
                     write_header(blocks, &mut header)?;
                     return Ok(true);
                 }
