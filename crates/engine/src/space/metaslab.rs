@@ -16,8 +16,8 @@
 //!
 //! Flow of an allocation: `allocatable` → `allocating[t]` → ALLOC entries at sync. Flow of a
 //! free: `freeing` → FREE entries at sync → `freed` → `defer[t % 2]` at `sync_done(t)` →
-//! `allocatable` at `sync_done(t + 2)`, so space freed in txg T is allocatable again only from
-//! T + 2 (DESIGN §3 invariant 3).
+//! `allocatable` at `sync_done(t + 2)`, so space freed in txg T is never reallocated before
+//! T + 2 (DESIGN §3 invariant 3); sync-context allocations see it from txg T + 3.
 
 use super::range_tree::RangeTree;
 use super::space_map::{apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction, SPACE_MAP_HISTOGRAM_SIZE};
@@ -478,7 +478,9 @@ mod tests {
         assert!(metaslab.allocate(512, Txg(7), &tunables).is_none(), "reused in T+1");
         assert_eq!(metaslab.deferred_bytes(), size);
         metaslab.sync_done(Txg(7));
-        assert_eq!(metaslab.allocate(size, Txg(8), &tunables), Some(first), "allocatable in T+2");
+        assert!(metaslab.allocate(512, Txg(8), &tunables).is_none(), "reused in T+2");
+        metaslab.sync_done(Txg(8));
+        assert_eq!(metaslab.allocate(size, Txg(9), &tunables), Some(first), "released by sync_done(T+2)");
         let _ = second;
     }
 

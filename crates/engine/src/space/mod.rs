@@ -23,8 +23,8 @@
 //!
 //! - Space accounting adds up: for each metaslab, `allocated + allocatable + freeing + freed +
 //!   defer[0] + defer[1] = size` (asserted after every operation; see [`metaslab`]).
-//! - Space freed in txg T becomes allocatable only at `sync_done(T + 1)`, i.e. from txg T + 2
-//!   (DESIGN §3 invariant 3). This survives import: at load, FREE runs whose debug entry carries
+//! - Space freed in txg T becomes allocatable only at `sync_done(T + 2)`, so it is never
+//!   reallocated before T + 2 (DESIGN §3 invariant 3). This survives import: at load, FREE runs whose debug entry carries
 //!   one of the last two synced txgs go to the defer trees, not to `allocatable`.
 //! - Space maps are appended only in syncing context; after a txg's sync, the map's allocated
 //!   bytes plus unsynced allocations equal the metaslab's allocated bytes.

@@ -41,14 +41,20 @@ pub enum RangeError {
 }
 
 /// A set of disjoint, merged half-open segments.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RangeTree {
     /// start → end, disjoint and never touching.
     segments: BTreeMap<u64, u64>,
     /// (size, start) of every segment, for best fit.
     by_size: BTreeSet<(u64, u64)>,
     space: u64,
-    histogram: Vec<u64>,
+    histogram: [u64; RANGE_TREE_HISTOGRAM_SIZE],
+}
+
+impl Default for RangeTree {
+    fn default() -> Self {
+        RangeTree::new()
+    }
 }
 
 fn histogram_bucket(size: u64) -> usize {
@@ -62,7 +68,7 @@ impl RangeTree {
             segments: BTreeMap::new(),
             by_size: BTreeSet::new(),
             space: 0,
-            histogram: vec![0; RANGE_TREE_HISTOGRAM_SIZE],
+            histogram: [0; RANGE_TREE_HISTOGRAM_SIZE],
         }
     }
 
@@ -276,7 +282,7 @@ impl RangeTree {
     /// Check the internal indexes against each other (for tests and debug assertions).
     pub fn verify(&self) {
         let mut space = 0;
-        let mut histogram = vec![0u64; RANGE_TREE_HISTOGRAM_SIZE];
+        let mut histogram = [0u64; RANGE_TREE_HISTOGRAM_SIZE];
         let mut previous_end: Option<u64> = None;
         for segment in self.iter() {
             assert!(segment.start < segment.end);

@@ -640,7 +640,7 @@ pub(crate) mod tests {
             let mut free = RangeTree::with_range(1 << 20, 1 << 20);
             let object = map.object;
             let _ = map.replay(&storage, map.length_bytes(), |entry| {
-                prop_assert!(entry.start >= 1 << 20 && entry.start + entry.size <= 2 << 20);
+                assert!(entry.start >= 1 << 20 && entry.start + entry.size <= 2 << 20);
                 let _ = apply_entry(&mut free, &entry, object);
                 Ok(())
             });
