@@ -1,2 +1,516 @@
-//! space layer (being written).
+//! The space layer: range trees, space maps, metaslabs and the allocator (OpenZFS metaslab.c,
+//! space_map.c, range_tree.c).
+//!
+//! # Overview
+//!
+//! Each top-level vdev is cut into metaslabs of `2^ms_shift` bytes ([`metaslab_geometry`]).
+//! A metaslab's allocation state lives on disk as a *space map*: an append-only log of ALLOC and
+//! FREE runs in a MOS object, whose header (in the object's bonus buffer) keeps the log length,
+//! the net allocated bytes and a 32-bucket free-segment histogram. In memory, a loaded metaslab
+//! replays its log into a [`RangeTree`] of free segments (`allocatable`); unloaded metaslabs are
+//! ranked from their header histogram alone. The [`SpaceManager`] is the metaslab class: one
+//! group per top-level vdev, a rotor across groups, and per group an active metaslab.
+//!
+//! # On-disk structures
+//!
+//! - Space-map header and entries: see [`space_map`] (byte diagram there).
+//! - Metaslab array: one MOS object per top-level vdev holding a little-endian u64 space-map
+//!   object id per metaslab at offset `metaslab_id * 8`; 0 means "no map yet: all free". Maps are
+//!   created lazily at a metaslab's first sync; the array itself at the vdev's first sync that
+//!   creates a map.
+//!
+//! # Invariants
+//!
+//! - Space accounting adds up: for each metaslab, `allocated + allocatable + freeing + freed +
+//!   defer[0] + defer[1] = size` (asserted after every operation; see [`metaslab`]).
+//! - Space freed in txg T becomes allocatable only at `sync_done(T + 2)`, so it is never
+//!   reallocated before T + 2 (DESIGN §3 invariant 3). This survives import: at load, FREE runs whose debug entry carries
+//!   one of the last two synced txgs go to the defer trees, not to `allocatable`.
+//! - Space maps are appended only in syncing context; after a txg's sync, the map's allocated
+//!   bytes plus unsynced allocations equal the metaslab's allocated bytes.
+//! - Everything read from disk (headers, entries, block-pointer ranges handed to `free`) is
+//!   validated: a bad value is [`SpaceError::Corrupt`] saying what and where, never a panic.
+//!   Asserts are for programmer errors (allocating from an unloaded metaslab, sync_done before
+//!   sync, unaligned allocation sizes).
+//!
+//! # Context and locking
+//!
+//! All [`SpaceManager`] methods take `&self`. The list of groups is behind a read-write lock
+//! (written only by `add_vdev`); each group has its own mutex, held for an allocation, a free,
+//! a sync or a stats snapshot of that group; the rotor has its own small mutex and is never held
+//! while a group lock is taken. Allocation, free, sync and sync_done run in the sync thread;
+//! `stats` may come from any thread and sees a consistent snapshot per group.
+//!
+//! # Operations
+//!
+//! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes;
+//!   extra copies go to the next vdev not yet holding a copy, otherwise to another metaslab of
+//!   the same vdev), then a metaslab by weight (largest free-segment class first), loading it on
+//!   demand, then a range by dynamic fit (first fit from a per-alignment cursor, best fit when
+//!   the metaslab is nearly full or fragmented).
+//! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
+//! - `sync(txg, pass)`: per dirty metaslab, condense (pass 1, when the map is twice its optimal
+//!   size), append ALLOC then FREE batches, rewrite the header; record new map ids.
+//! - `sync_done(txg)`: rotate the defer trees.
+//!
+//! # Crash behaviour
+//!
+//! Nothing here writes in place: entries and headers go through [`SpaceStorage`] in the syncing
+//! txg, and become visible only with that txg's uberblock. A crash before it leaves the previous
+//! maps, consistent with the previous block tree; frees of the last two synced txgs are deferred
+//! again at load, so the txgs that import may rewind to still find their blocks intact.
+
+pub mod metaslab;
+pub mod range_tree;
+pub mod space_map;
 pub mod storage;
+
+pub use metaslab::Metaslab;
+pub use range_tree::{RangeTree, Segment};
+pub use space_map::{SpaceMap, SpaceMapAction, SpaceMapEntry, SpaceMapHeader};
+
+use crate::tunables::Tunables;
+use crate::types::{ObjectId, Txg, VdevId, SPA_MINBLOCKSHIFT};
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use storage::{SpaceStorage, StorageError};
+
+/// The space layer's errors.
+#[derive(Debug, thiserror::Error)]
+pub enum SpaceError {
+    /// No top-level vdev has a free segment large enough.
+    #[error("no space for an allocation of {size_allocated} bytes")]
+    NoSpace { size_allocated: u64 },
+    /// On-disk state (space map, metaslab array, block-pointer range) is inconsistent.
+    #[error("corrupt space metadata: {what} (at {location})")]
+    Corrupt { what: String, location: String },
+    /// A vdev was described with impossible parameters.
+    #[error("invalid vdev {vdev}: {reason}")]
+    InvalidVdev { vdev: VdevId, reason: String },
+    #[error("space-map storage: {0}")]
+    Storage(#[from] StorageError),
+}
+
+impl SpaceError {
+    pub fn corrupt(what: String, location: String) -> SpaceError {
+        SpaceError::Corrupt { what, location }
+    }
+}
+
+/// Metaslab shift and count for a top-level vdev of `asize` bytes (reference §3.1): about 200
+/// metaslabs, at least 16, sizes a power of two clamped to `[vdev_min_ms_shift,
+/// vdev_max_ms_shift]`, and at most `vdev_ms_count_limit` of them unless that would need a larger
+/// shift than the maximum allows.
+pub fn metaslab_geometry(asize: u64, tunables: &Tunables) -> (u32, u64) {
+    // 1-based index of the highest set bit, 0 for 0 (OpenZFS highbit64).
+    let highbit = |value: u64| 64 - value.leading_zeros();
+    let count_at_default = asize >> tunables.vdev_default_ms_shift;
+    let mut shift = if count_at_default < tunables.vdev_min_ms_count {
+        highbit(asize / tunables.vdev_min_ms_count.max(1))
+    } else if count_at_default > tunables.vdev_default_ms_count {
+        highbit(asize / tunables.vdev_default_ms_count.max(1))
+    } else {
+        tunables.vdev_default_ms_shift
+    };
+    if shift < tunables.vdev_min_ms_shift {
+        shift = tunables.vdev_min_ms_shift;
+    } else if shift > tunables.vdev_max_ms_shift {
+        shift = tunables.vdev_max_ms_shift;
+        if asize >> shift > tunables.vdev_ms_count_limit {
+            shift = highbit(asize / tunables.vdev_ms_count_limit.max(1));
+        }
+    }
+    (shift, asize >> shift)
+}
+
+/// Per-metaslab row of [`VdevSpaceStats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetaslabStats {
+    pub id: u64,
+    pub start: u64,
+    pub size: u64,
+    pub space_map_object: ObjectId,
+    pub space_map_length_bytes: u64,
+    pub allocated_bytes: u64,
+    pub free_bytes: u64,
+    pub deferred_bytes: u64,
+    pub fragmentation_percent: Option<u64>,
+    pub loaded: bool,
+    pub histogram: [u64; space_map::SPACE_MAP_HISTOGRAM_SIZE],
+}
+
+/// Space of one top-level vdev, for `tarn pool list` and `tarn debug metaslabs`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VdevSpaceStats {
+    pub vdev: VdevId,
+    /// Bytes covered by metaslabs (`ms_count << ms_shift`).
+    pub size: u64,
+    pub allocated_bytes: u64,
+    pub free_bytes: u64,
+    pub deferred_bytes: u64,
+    /// Metaslab fragmentation averaged by free space; `None` when nothing is free.
+    pub fragmentation_percent: Option<u64>,
+    pub ms_shift: u32,
+    pub ashift: u32,
+    pub metaslabs: Vec<MetaslabStats>,
+}
+
+/// Metaslabs of one top-level vdev.
+struct Group {
+    vdev: VdevId,
+    ms_shift: u32,
+    ashift: u32,
+    ms_array: Option<ObjectId>,
+    metaslabs: Vec<Metaslab>,
+    /// Metaslab primary allocations go to while it keeps fitting, and the weight class it had
+    /// when chosen (it is dropped once its best class falls two below that).
+    active: Option<(usize, u64)>,
+}
+
+/// Weight class at or below which an active metaslab is given up (`zfs_metaslab_switch_threshold`).
+const METASLAB_SWITCH_THRESHOLD: u64 = 2;
+
+impl Group {
+    fn covered_size(&self) -> u64 {
+        (self.metaslabs.len() as u64) << self.ms_shift
+    }
+
+    /// Find the metaslab holding `[offset, offset + size)`, validating the range (it comes from
+    /// a block pointer on disk).
+    fn metaslab_for(&mut self, offset: u64, size: u64) -> Result<&mut Metaslab, SpaceError> {
+        let end = offset.checked_add(size);
+        let sector = 1u64 << self.ashift;
+        let valid = size > 0
+            && offset % sector == 0
+            && size % sector == 0
+            && end.is_some_and(|end| end <= self.covered_size() && (offset >> self.ms_shift) == ((end - 1) >> self.ms_shift));
+        if !valid {
+            return Err(SpaceError::corrupt(
+                format!("range of {size} bytes at {offset:#x} is not a sector-aligned range inside one metaslab"),
+                format!("vdev {} ({} bytes)", self.vdev, self.covered_size()),
+            ));
+        }
+        Ok(&mut self.metaslabs[(offset >> self.ms_shift) as usize])
+    }
+
+    fn try_metaslab(&mut self, index: usize, size: u64, txg: Txg, storage: &dyn SpaceStorage, tunables: &Tunables, last_synced: Txg) -> Result<Option<u64>, SpaceError> {
+        let metaslab = &mut self.metaslabs[index];
+        if !metaslab.should_allocate(size) {
+            return Ok(None);
+        }
+        metaslab.load(storage, last_synced)?;
+        Ok(metaslab.allocate(size, txg, tunables).map(|offset| {
+            debug_assert_eq!(offset >> self.ms_shift, index as u64);
+            offset
+        }))
+    }
+
+    /// Allocate in this group, never in the metaslabs listed in `avoid_metaslabs`.
+    fn allocate(
+        &mut self,
+        size: u64,
+        txg: Txg,
+        avoid_metaslabs: &[usize],
+        storage: &dyn SpaceStorage,
+        tunables: &Tunables,
+        last_synced: Txg,
+    ) -> Result<Option<u64>, SpaceError> {
+        if size > 1 << self.ms_shift {
+            return Ok(None);
+        }
+        let primary = avoid_metaslabs.is_empty();
+        if let (true, Some((index, activation_class))) = (primary, self.active) {
+            let class = self.metaslabs[index].weight() >> 54;
+            if class + METASLAB_SWITCH_THRESHOLD > activation_class {
+                if let Some(offset) = self.try_metaslab(index, size, txg, storage, tunables, last_synced)? {
+                    return Ok(Some(offset));
+                }
+            }
+            self.active = None;
+        }
+        let mut candidates: Vec<(u64, usize)> = (0..self.metaslabs.len())
+            .filter(|index| !avoid_metaslabs.contains(index))
+            .map(|index| (self.metaslabs[index].weight(), index))
+            .filter(|&(weight, _)| weight > 0)
+            .collect();
+        candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
+        for (_, index) in candidates {
+            if let Some(offset) = self.try_metaslab(index, size, txg, storage, tunables, last_synced)? {
+                if primary {
+                    self.active = Some((index, self.metaslabs[index].weight() >> 54));
+                }
+                return Ok(Some(offset));
+            }
+        }
+        Ok(None)
+    }
+}
+
+struct Rotor {
+    /// Index into the group list.
+    index: usize,
+    /// Bytes placed on the current group since the rotor moved there.
+    bytes: u64,
+}
+
+/// The metaslab class: every top-level vdev's metaslabs and the allocator over them.
+pub struct SpaceManager {
+    tunables: Tunables,
+    groups: RwLock<Vec<Mutex<Group>>>,
+    rotor: Mutex<Rotor>,
+    last_synced: Mutex<Option<Txg>>,
+}
+
+impl SpaceManager {
+    pub fn new(tunables: Tunables) -> SpaceManager {
+        SpaceManager { tunables, groups: RwLock::new(Vec::new()), rotor: Mutex::new(Rotor { index: 0, bytes: 0 }), last_synced: Mutex::new(None) }
+    }
+
+    pub fn tunables(&self) -> &Tunables {
+        &self.tunables
+    }
+
+    /// Tell the manager the last synced txg (at import, before the first allocation). Without
+    /// it, an allocation in txg T assumes T − 1.
+    pub fn set_last_synced_txg(&self, txg: Txg) {
+        *self.last_synced.lock() = Some(txg);
+    }
+
+    /// Add a top-level vdev: a new one (`ms_array` None, all free) or an existing one whose
+    /// metaslab array is read now, with each space map's header (trees load on demand).
+    pub fn add_vdev(&self, vdev: VdevId, asize: u64, ms_shift: u32, ashift: u32, ms_array: Option<ObjectId>, storage: &dyn SpaceStorage) -> Result<(), SpaceError> {
+        let invalid = |reason: String| SpaceError::InvalidVdev { vdev, reason };
+        if !(SPA_MINBLOCKSHIFT..=16).contains(&ashift) {
+            return Err(invalid(format!("ashift {ashift} outside [{SPA_MINBLOCKSHIFT}, 16]")));
+        }
+        if ms_shift < ashift || ms_shift >= 63 || ms_shift - ashift >= 47 {
+            return Err(invalid(format!("metaslab shift {ms_shift} impossible with ashift {ashift}")));
+        }
+        let ms_count = asize >> ms_shift;
+        if ms_count == 0 || ms_count > 1 << 24 {
+            return Err(invalid(format!("{asize} bytes make {ms_count} metaslabs of 2^{ms_shift}")));
+        }
+        let block_size = self.tunables.metaslab_sm_blksz;
+        let mut metaslabs = Vec::with_capacity(ms_count as usize);
+        let mut ids = vec![0u8; ms_count as usize * 8];
+        if let Some(array) = ms_array {
+            storage.read(array, 0, &mut ids)?;
+        }
+        for id in 0..ms_count {
+            let object = u64::from_le_bytes(ids[id as usize * 8..id as usize * 8 + 8].try_into().expect("8 bytes"));
+            let start = id << ms_shift;
+            metaslabs.push(if object == 0 {
+                Metaslab::new(id, start, 1 << ms_shift, ashift, block_size)
+            } else {
+                Metaslab::open(storage, id, start, 1 << ms_shift, ashift, block_size, ObjectId(object))?
+            });
+        }
+        let mut groups = self.groups.write();
+        if groups.iter().any(|group| group.lock().vdev == vdev) {
+            return Err(invalid("already added".into()));
+        }
+        groups.push(Mutex::new(Group { vdev, ms_shift, ashift, ms_array, metaslabs, active: None }));
+        Ok(())
+    }
+
+    /// The vdev's metaslab array object, once a sync has created it.
+    pub fn ms_array(&self, vdev: VdevId) -> Option<ObjectId> {
+        self.groups.read().iter().map(|group| group.lock()).find(|group| group.vdev == vdev).and_then(|group| group.ms_array)
+    }
+
+    /// Allocate `size_allocated` bytes in syncing txg `txg`. `avoid` lists the copies of this
+    /// block already placed: the new one goes to another top-level vdev if there is one,
+    /// otherwise to another metaslab of the same vdev, and only as a last resort next to one.
+    pub fn allocate(&self, size_allocated: u64, txg: Txg, avoid: &[(VdevId, u64)], storage: &dyn SpaceStorage) -> Result<(VdevId, u64), SpaceError> {
+        assert!(size_allocated > 0, "zero-size allocation");
+        let groups = self.groups.read();
+        let count = groups.len();
+        if count == 0 {
+            return Err(SpaceError::NoSpace { size_allocated });
+        }
+        let last_synced = self.last_synced.lock().unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let start = match avoid.last() {
+            None => {
+                let mut rotor = self.rotor.lock();
+                if rotor.bytes + size_allocated / 2 >= self.tunables.metaslab_aliquot {
+                    rotor.index = (rotor.index + 1) % count;
+                    rotor.bytes = 0;
+                }
+                rotor.index % count
+            }
+            Some((vdev, _)) => groups.iter().position(|group| group.lock().vdev == *vdev).map_or(0, |position| position + 1),
+        };
+        // Pass 0: vdevs holding no copy. Pass 1: vdevs holding one, other metaslabs. Pass 2: anywhere.
+        for pass in 0..3 {
+            for step in 0..count {
+                let index = (start + step) % count;
+                let mut group = groups[index].lock();
+                let vdev = group.vdev;
+                let holds_copy = avoid.iter().any(|(avoid_vdev, _)| *avoid_vdev == vdev);
+                let avoid_metaslabs: Vec<usize> = match pass {
+                    0 if holds_copy => continue,
+                    1 if !holds_copy => continue,
+                    1 => avoid.iter().filter(|(avoid_vdev, _)| *avoid_vdev == vdev).map(|(_, offset)| (offset >> group.ms_shift) as usize).collect(),
+                    2 if avoid.is_empty() => break,
+                    _ => Vec::new(),
+                };
+                let sector = 1u64 << group.ashift;
+                assert!(size_allocated % sector == 0, "allocation of {size_allocated} bytes on vdev {vdev} with {sector}-byte sectors");
+                if let Some(offset) = group.allocate(size_allocated, txg, &avoid_metaslabs, storage, &self.tunables, last_synced)? {
+                    drop(group);
+                    if avoid.is_empty() {
+                        let mut rotor = self.rotor.lock();
+                        if rotor.index % count != index {
+                            rotor.index = index;
+                            rotor.bytes = 0;
+                        }
+                        rotor.bytes += size_allocated;
+                    }
+                    return Ok((vdev, offset));
+                }
+            }
+        }
+        Err(SpaceError::NoSpace { size_allocated })
+    }
+
+    fn with_group<T>(&self, vdev: VdevId, operation: impl FnOnce(&mut Group) -> Result<T, SpaceError>) -> Result<T, SpaceError> {
+        let groups = self.groups.read();
+        for group in groups.iter() {
+            let mut group = group.lock();
+            if group.vdev == vdev {
+                return operation(&mut group);
+            }
+        }
+        Err(SpaceError::corrupt(format!("no top-level vdev {vdev}"), "block pointer".into()))
+    }
+
+    /// Free a block's range in syncing txg `txg`. The range comes from disk and is validated.
+    pub fn free(&self, vdev: VdevId, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
+        self.with_group(vdev, |group| group.metaslab_for(offset, size)?.free(offset, size, txg))
+    }
+
+    /// Undo an allocation made in syncing txg `txg` that has not been synced yet.
+    pub fn unalloc(&self, vdev: VdevId, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
+        self.with_group(vdev, |group| group.metaslab_for(offset, size)?.unalloc(offset, size, txg))
+    }
+
+    /// Write every dirty metaslab's changes for `txg` in this pass, and the ids of newly created
+    /// maps into the metaslab arrays. Returns whether anything was written.
+    pub fn sync(&self, txg: Txg, sync_pass: u32, storage: &dyn SpaceStorage) -> Result<bool, SpaceError> {
+        let groups = self.groups.read();
+        let mut wrote = false;
+        for group in groups.iter() {
+            let mut group = group.lock();
+            for metaslab in group.metaslabs.iter_mut() {
+                wrote |= metaslab.sync(storage, txg, sync_pass, &self.tunables)?;
+            }
+            let created: Vec<(u64, ObjectId)> =
+                group.metaslabs.iter().filter(|metaslab| metaslab.map_created).map(|metaslab| (metaslab.id, metaslab.space_map_object())).collect();
+            if created.is_empty() {
+                continue;
+            }
+            let array = match group.ms_array {
+                Some(array) => array,
+                None => {
+                    let array = storage.create_object(self.tunables.metaslab_sm_blksz, txg)?;
+                    storage.write(array, 0, &vec![0u8; group.metaslabs.len() * 8], txg)?;
+                    group.ms_array = Some(array);
+                    array
+                }
+            };
+            for (id, object) in created {
+                storage.write(array, id * 8, &object.0.to_le_bytes(), txg)?;
+                group.metaslabs[id as usize].map_created = false;
+            }
+            wrote = true;
+        }
+        Ok(wrote)
+    }
+
+    /// Is anything allocated or freed in `txg` not yet written?
+    pub fn is_dirty(&self, txg: Txg) -> bool {
+        self.groups.read().iter().any(|group| group.lock().metaslabs.iter().any(|metaslab| metaslab.is_dirty(txg)))
+    }
+
+    /// End of txg `txg`: rotate the defer trees of every metaslab.
+    pub fn sync_done(&self, txg: Txg) {
+        for group in self.groups.read().iter() {
+            for metaslab in group.lock().metaslabs.iter_mut() {
+                metaslab.sync_done(txg);
+            }
+        }
+        *self.last_synced.lock() = Some(txg);
+    }
+
+    /// A snapshot of every vdev's space.
+    pub fn stats(&self) -> Vec<VdevSpaceStats> {
+        let groups = self.groups.read();
+        groups
+            .iter()
+            .map(|group| {
+                let group = group.lock();
+                let metaslabs: Vec<MetaslabStats> = group
+                    .metaslabs
+                    .iter()
+                    .map(|metaslab| MetaslabStats {
+                        id: metaslab.id,
+                        start: metaslab.start,
+                        size: metaslab.size,
+                        space_map_object: metaslab.space_map_object(),
+                        space_map_length_bytes: metaslab.space_map().map_or(0, SpaceMap::length_bytes),
+                        allocated_bytes: metaslab.allocated_bytes(),
+                        free_bytes: metaslab.free_bytes(),
+                        deferred_bytes: metaslab.deferred_bytes(),
+                        fragmentation_percent: Some(metaslab.fragmentation()),
+                        loaded: metaslab.is_loaded(),
+                        histogram: metaslab.histogram(),
+                    })
+                    .collect();
+                let free_bytes: u64 = metaslabs.iter().map(|row| row.free_bytes).sum();
+                let weighted: u128 = metaslabs.iter().map(|row| row.free_bytes as u128 * row.fragmentation_percent.unwrap_or(0) as u128).sum();
+                VdevSpaceStats {
+                    vdev: group.vdev,
+                    size: group.covered_size(),
+                    allocated_bytes: metaslabs.iter().map(|row| row.allocated_bytes).sum(),
+                    free_bytes,
+                    deferred_bytes: metaslabs.iter().map(|row| row.deferred_bytes).sum(),
+                    fragmentation_percent: (free_bytes > 0).then(|| (weighted / free_bytes as u128) as u64),
+                    ms_shift: group.ms_shift,
+                    ashift: group.ashift,
+                    metaslabs,
+                }
+            })
+            .collect()
+    }
+
+    /// What the on-disk space maps say is allocated, per vdev (for `tarn check`).
+    pub fn allocated_from_space_maps(&self, storage: &dyn SpaceStorage) -> Result<BTreeMap<VdevId, RangeTree>, SpaceError> {
+        let groups = self.groups.read();
+        let mut result = BTreeMap::new();
+        for group in groups.iter() {
+            let group = group.lock();
+            let mut allocated = RangeTree::new();
+            for metaslab in &group.metaslabs {
+                let Some(map) = metaslab.space_map() else {
+                    continue;
+                };
+                let free = map.load_free_tree(storage, map.length_bytes())?;
+                let mut cursor = metaslab.start;
+                for segment in free.iter() {
+                    if segment.start > cursor {
+                        allocated.add(cursor, segment.start - cursor);
+                    }
+                    cursor = segment.end;
+                }
+                if cursor < metaslab.start + metaslab.size {
+                    allocated.add(cursor, metaslab.start + metaslab.size - cursor);
+                }
+            }
+            result.insert(group.vdev, allocated);
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests;

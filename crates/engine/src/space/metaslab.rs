@@ -1,0 +1,522 @@
+//! Metaslabs: one fixed region of a top-level vdev, its space map and its in-memory trees.
+//!
+//! Every byte of a metaslab is in exactly one of these states (while loaded):
+//!
+//! | state                         | where                     |
+//! |-------------------------------|---------------------------|
+//! | free and allocatable          | `allocatable`             |
+//! | allocated (synced or pending) | counted in `allocated_bytes`; unsynced ones also in `allocating[txg & 3]` |
+//! | freed in the syncing txg, not yet written | `freeing`     |
+//! | freed and written this txg    | `freed`                   |
+//! | freed in one of the last two synced txgs | `defer[txg % 2]` |
+//!
+//! so `allocated + allocatable + freeing + freed + defer[0] + defer[1] = size` always (checked by
+//! [`Metaslab::check_accounting`]). While unloaded, `allocatable` is absent and free space is
+//! `size − allocated − deferred`.
+//!
+//! Flow of an allocation: `allocatable` → `allocating[t]` → ALLOC entries at sync. Flow of a
+//! free: `freeing` → FREE entries at sync → `freed` → `defer[t % 2]` at `sync_done(t)` →
+//! `allocatable` at `sync_done(t + 2)`, so space freed in txg T is never reallocated before
+//! T + 2 (DESIGN §3 invariant 3); sync-context allocations see it from txg T + 3.
+
+use super::range_tree::RangeTree;
+use super::space_map::{apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction, SPACE_MAP_HISTOGRAM_SIZE};
+use super::storage::SpaceStorage;
+use super::SpaceError;
+use crate::tunables::Tunables;
+use crate::types::{ObjectId, Txg, TXG_DEFER_SIZE, TXG_SIZE};
+use std::collections::BTreeMap;
+
+/// Fragmentation percent per free-segment size bucket (512 B, 1 K, … , ≥ 512 M), the 2025
+/// OpenZFS table (reference §3.6).
+pub const FRAGMENTATION_TABLE: [u64; 21] = [100, 99, 97, 93, 88, 83, 77, 71, 64, 57, 50, 43, 36, 29, 23, 17, 12, 7, 3, 1, 0];
+
+/// Segments first fit examines at least, whatever `metaslab_df_max_search` says.
+pub const METASLAB_MIN_SEARCH_COUNT: u64 = 100;
+/// Condense only maps longer than this many blocks (`zfs_metaslab_condense_block_threshold`).
+pub const CONDENSE_BLOCK_THRESHOLD: u64 = 4;
+
+/// Bit position of the segment-class index in a weight; the count sits below it.
+const WEIGHT_INDEX_SHIFT: u32 = 54;
+const WEIGHT_COUNT_MAX: u64 = (1 << WEIGHT_INDEX_SHIFT) - 1;
+
+fn empty_trees<const N: usize>() -> [RangeTree; N] {
+    std::array::from_fn(|_| RangeTree::new())
+}
+
+/// One metaslab. Not synchronised: the space manager holds it under its group's lock.
+#[derive(Debug)]
+pub struct Metaslab {
+    pub id: u64,
+    pub start: u64,
+    pub size: u64,
+    pub ashift: u32,
+    block_size: u32,
+    space_map: Option<SpaceMap>,
+    allocatable: Option<RangeTree>,
+    allocating: [RangeTree; TXG_SIZE],
+    freeing: RangeTree,
+    freed: RangeTree,
+    defer: [RangeTree; TXG_DEFER_SIZE],
+    /// Bytes allocated and not freed, including unsynced allocations.
+    allocated_bytes: u64,
+    /// First-fit cursor per power-of-two alignment class.
+    cursors: [u64; 64],
+    /// Rewrite the map at the next pass-1 sync regardless of its length.
+    pub condense_wanted: bool,
+    /// The map object was created by the last sync and its id is not yet in the metaslab array.
+    pub(crate) map_created: bool,
+}
+
+impl Metaslab {
+    /// A metaslab with no space map yet (all free).
+    pub fn new(id: u64, start: u64, size: u64, ashift: u32, block_size: u32) -> Metaslab {
+        Metaslab {
+            id,
+            start,
+            size,
+            ashift,
+            block_size,
+            space_map: None,
+            allocatable: None,
+            allocating: empty_trees(),
+            freeing: RangeTree::new(),
+            freed: RangeTree::new(),
+            defer: empty_trees(),
+            allocated_bytes: 0,
+            cursors: [start; 64],
+            condense_wanted: false,
+            map_created: false,
+        }
+    }
+
+    /// A metaslab whose map is `object`: reads the header only; trees load on demand.
+    pub fn open(storage: &dyn SpaceStorage, id: u64, start: u64, size: u64, ashift: u32, block_size: u32, object: ObjectId) -> Result<Metaslab, SpaceError> {
+        let mut metaslab = Metaslab::new(id, start, size, ashift, block_size);
+        let map = SpaceMap::open(storage, object, start, size, ashift, block_size)?;
+        metaslab.allocated_bytes = map.allocated_bytes() as u64;
+        metaslab.space_map = Some(map);
+        Ok(metaslab)
+    }
+
+    /// The map object, or `ObjectId(0)` if none exists yet.
+    pub fn space_map_object(&self) -> ObjectId {
+        self.space_map.as_ref().map_or(ObjectId(0), |map| map.object)
+    }
+
+    pub fn space_map(&self) -> Option<&SpaceMap> {
+        self.space_map.as_ref()
+    }
+
+    pub fn is_loaded(&self) -> bool {
+        self.allocatable.is_some()
+    }
+
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated_bytes
+    }
+
+    /// Freed bytes not yet allocatable: freeing, freed and both defer trees.
+    pub fn deferred_bytes(&self) -> u64 {
+        self.freeing.space() + self.freed.space() + self.defer.iter().map(RangeTree::space).sum::<u64>()
+    }
+
+    pub fn free_bytes(&self) -> u64 {
+        self.size - self.allocated_bytes - self.deferred_bytes()
+    }
+
+    /// The free-space tree (only while loaded).
+    pub fn allocatable(&self) -> Option<&RangeTree> {
+        self.allocatable.as_ref()
+    }
+
+    /// The on-disk histogram (empty when there is no map yet).
+    pub fn histogram(&self) -> [u64; SPACE_MAP_HISTOGRAM_SIZE] {
+        self.space_map.as_ref().map_or([0; SPACE_MAP_HISTOGRAM_SIZE], |map| map.header.histogram)
+    }
+
+    /// Assert that every byte is accounted for exactly once.
+    pub fn check_accounting(&self) {
+        let deferred = self.deferred_bytes();
+        assert!(self.allocated_bytes + deferred <= self.size, "metaslab {}: allocated {} + deferred {deferred} > size {}", self.id, self.allocated_bytes, self.size);
+        if let Some(allocatable) = &self.allocatable {
+            assert_eq!(
+                self.allocated_bytes + allocatable.space() + deferred,
+                self.size,
+                "metaslab {}: allocated + free + deferred != size",
+                self.id
+            );
+        }
+    }
+
+    fn corrupt(&self, what: String) -> SpaceError {
+        SpaceError::corrupt(what, format!("metaslab {} at {:#x}", self.id, self.start))
+    }
+
+    /// Load `allocatable` by replaying the map. FREE runs recorded in the last two synced txgs
+    /// (`last_synced` and the one before), or in the syncing txg after it, go to the defer trees
+    /// (or `freed`) instead, so that after an import space freed in txg T is still not reused
+    /// before T + 2. Frees already in those trees (a load while running) are not added twice.
+    pub fn load(&mut self, storage: &dyn SpaceStorage, last_synced: Txg) -> Result<(), SpaceError> {
+        if self.is_loaded() {
+            return Ok(());
+        }
+        let mut free = RangeTree::with_range(self.start, self.size);
+        let recent_threshold = last_synced.0.saturating_sub(TXG_DEFER_SIZE as u64 - 1).max(1);
+        let mut recent: BTreeMap<u64, RangeTree> = BTreeMap::new();
+        if let Some(map) = &self.space_map {
+            let object = map.object;
+            map.replay(storage, map.length_bytes(), |entry| {
+                apply_entry(&mut free, &entry, object)?;
+                match entry.action {
+                    SpaceMapAction::Free if entry.txg.0 >= recent_threshold => {
+                        // Already checked against `free`, so it cannot overlap another recent tree.
+                        recent.entry(entry.txg.0).or_default().add(entry.start, entry.size);
+                    }
+                    SpaceMapAction::Free => {}
+                    SpaceMapAction::Alloc => {
+                        for tree in recent.values_mut() {
+                            tree.remove_overlap(entry.start, entry.size);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        for (txg, tree) in recent {
+            let target = if txg > last_synced.0 { &mut self.freed } else { &mut self.defer[(txg % TXG_DEFER_SIZE as u64) as usize] };
+            for segment in tree.iter() {
+                target.add_missing(segment.start, segment.size());
+            }
+        }
+        let pending = self.allocating.iter().chain([&self.freed]).chain(self.defer.iter());
+        for tree in pending {
+            for segment in tree.iter() {
+                if free.try_remove(segment.start, segment.size()).is_err() {
+                    return Err(self.corrupt(format!("space map does not show [{:#x}, {:#x}) free, but it is pending", segment.start, segment.end)));
+                }
+            }
+        }
+        let deferred = self.deferred_bytes();
+        if self.allocated_bytes.checked_add(free.space()).and_then(|sum| sum.checked_add(deferred)) != Some(self.size) {
+            return Err(self.corrupt(format!(
+                "space map header says {} bytes allocated but its entries leave {} free and {deferred} deferred of {}",
+                self.allocated_bytes,
+                free.space(),
+                self.size
+            )));
+        }
+        self.allocatable = Some(free);
+        self.check_accounting();
+        Ok(())
+    }
+
+    /// Drop the in-memory free tree (it is rebuilt by the next load).
+    pub fn unload(&mut self) {
+        if self.allocating.iter().all(RangeTree::is_empty) {
+            self.allocatable = None;
+        }
+    }
+
+    /// Largest power-of-two size class with free segments, from the tree if loaded, otherwise
+    /// from the map header; `None` when nothing is known to be free.
+    fn weight_class(&self) -> Option<(u32, u64)> {
+        if let Some(allocatable) = &self.allocatable {
+            let histogram = allocatable.histogram();
+            return (0..histogram.len()).rev().find(|&bucket| histogram[bucket] > 0).map(|bucket| (bucket as u32, histogram[bucket]));
+        }
+        match &self.space_map {
+            None => Some((63 - self.size.leading_zeros(), 1)),
+            Some(map) => {
+                let histogram = &map.header.histogram;
+                (0..histogram.len()).rev().find(|&bucket| histogram[bucket] > 0).map(|bucket| (bucket as u32 + map.header.shift, histogram[bucket]))
+            }
+        }
+    }
+
+    /// Segment-based weight: the largest free-segment class first, then how many segments are
+    /// in it. Zero means nothing free.
+    pub fn weight(&self) -> u64 {
+        match self.weight_class() {
+            None => 0,
+            Some((index, count)) => ((index as u64) << WEIGHT_INDEX_SHIFT) | count.min(WEIGHT_COUNT_MAX),
+        }
+    }
+
+    /// Might an allocation of `size` bytes succeed here?
+    pub fn should_allocate(&self, size: u64) -> bool {
+        if let Some(allocatable) = &self.allocatable {
+            return allocatable.largest_segment().is_some_and(|segment| segment.size() >= size);
+        }
+        match self.weight_class() {
+            None => false,
+            Some((index, _)) => index >= 63 || size < 1u64 << (index + 1),
+        }
+    }
+
+    /// Dynamic-fit allocation of `size` bytes in syncing txg `txg`; `None` if nothing fits.
+    /// The metaslab must be loaded.
+    pub fn allocate(&mut self, size: u64, txg: Txg, tunables: &Tunables) -> Option<u64> {
+        assert!(size > 0 && size % (1 << self.ashift) == 0, "allocation of {size} bytes is not a multiple of the sector size");
+        let allocatable = self.allocatable.as_mut().expect("allocate from an unloaded metaslab");
+        let largest = allocatable.largest_segment().map_or(0, |segment| segment.size());
+        if largest < size {
+            return None;
+        }
+        let alignment = size & size.wrapping_neg();
+        let cursor_index = 63 - alignment.leading_zeros() as usize;
+        let free_percent = allocatable.space() * 100 / self.size;
+        let mut found = None;
+        if largest >= tunables.metaslab_df_alloc_threshold && free_percent >= tunables.metaslab_df_free_pct {
+            // First fit from the cursor, bounded in bytes and segments.
+            let cursor = self.cursors[cursor_index];
+            let mut first_start = None;
+            for (searched, segment) in allocatable.iter_from(cursor).enumerate() {
+                let first = *first_start.get_or_insert(segment.start);
+                if segment.start - first > tunables.metaslab_df_max_search && searched as u64 >= METASLAB_MIN_SEARCH_COUNT {
+                    break;
+                }
+                if segment.size() >= size {
+                    found = Some(segment.start);
+                    break;
+                }
+            }
+        }
+        let offset = match found {
+            Some(offset) => offset,
+            None => allocatable.best_fit(size)?.start,
+        };
+        self.cursors[cursor_index] = offset + size;
+        allocatable.remove(offset, size);
+        self.allocating[txg.slot()].add(offset, size);
+        self.allocated_bytes += size;
+        debug_assert!({
+            self.check_accounting();
+            true
+        });
+        Some(offset)
+    }
+
+    /// Free `[offset, offset + size)` in syncing txg `txg`. The range comes from a block pointer
+    /// on disk, so anything inconsistent is reported as corruption.
+    pub fn free(&mut self, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
+        assert!(offset >= self.start && offset + size <= self.start + self.size);
+        if size > self.allocated_bytes {
+            return Err(self.corrupt(format!("free of {size} bytes at {offset:#x} but only {} allocated", self.allocated_bytes)));
+        }
+        let already_free = self.allocatable.as_ref().is_some_and(|tree| tree.intersects(offset, size))
+            || self.freed.intersects(offset, size)
+            || self.defer.iter().any(|tree| tree.intersects(offset, size));
+        let pending_elsewhere = self.allocating.iter().enumerate().any(|(slot, tree)| slot != txg.slot() && tree.intersects(offset, size));
+        if already_free || pending_elsewhere || self.freeing.try_add(offset, size).is_err() {
+            return Err(self.corrupt(format!("double free of [{offset:#x}, {:#x}) in txg {txg}", offset + size)));
+        }
+        self.allocated_bytes -= size;
+        self.check_accounting();
+        Ok(())
+    }
+
+    /// Undo an allocation made in txg `txg` that has not been synced: straight back to
+    /// `allocatable`, no deferral (nothing on disk ever pointed at it).
+    pub fn unalloc(&mut self, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
+        if self.allocating[txg.slot()].try_remove(offset, size).is_err() {
+            return Err(self.corrupt(format!("unalloc of [{offset:#x}, {:#x}) not allocated in txg {txg}", offset + size)));
+        }
+        let allocatable = self.allocatable.as_mut().expect("pending allocations keep a metaslab loaded");
+        allocatable.add(offset, size);
+        self.allocated_bytes -= size;
+        self.check_accounting();
+        Ok(())
+    }
+
+    /// Anything allocated or freed in `txg` not yet written?
+    pub fn is_dirty(&self, txg: Txg) -> bool {
+        !self.allocating[txg.slot()].is_empty() || !self.freeing.is_empty()
+    }
+
+    /// Should pass 1 rewrite the map from the in-memory trees (reference §1.5)?
+    pub fn should_condense(&self, tunables: &Tunables) -> bool {
+        let (Some(map), Some(allocatable)) = (&self.space_map, &self.allocatable) else {
+            return false;
+        };
+        if map.length_bytes() == 0 {
+            return false;
+        }
+        if allocatable.segment_count() == 0 || self.condense_wanted {
+            return true;
+        }
+        let optimal = estimate_optimal_size(allocatable.histogram(), self.ashift, self.block_size);
+        let threshold = CONDENSE_BLOCK_THRESHOLD * (self.block_size as u64).max(1 << self.ashift);
+        map.length_bytes() as u128 >= optimal as u128 * tunables.metaslab_condense_pct as u128 / 100 && map.length_bytes() > threshold
+    }
+
+    /// Rewrite the map as: ALLOC everything, FREE the allocatable space and the space of
+    /// unsynced allocations (stamped three txgs back: all of it was free before the deferral
+    /// window), then FREE each defer tree stamped with the txg that freed it, so that a later
+    /// load still defers it.
+    fn condense(&mut self, storage: &dyn SpaceStorage, txg: Txg, sync_pass: u32) -> Result<(), SpaceError> {
+        let map = self.space_map.as_mut().expect("condense needs a map");
+        let allocatable = self.allocatable.as_ref().expect("condense needs a loaded metaslab");
+        let mut unsynced = RangeTree::new();
+        for tree in &self.allocating {
+            tree.walk(&mut unsynced);
+        }
+        map.truncate(storage, txg)?;
+        map.append(storage, &RangeTree::with_range(self.start, self.size), SpaceMapAction::Alloc, txg, sync_pass)?;
+        let old = Txg(txg.0.saturating_sub(TXG_DEFER_SIZE as u64 + 1).max(1));
+        map.append(storage, allocatable, SpaceMapAction::Free, old, sync_pass)?;
+        map.append(storage, &unsynced, SpaceMapAction::Free, old, sync_pass)?;
+        for age in 1..=TXG_DEFER_SIZE as u64 {
+            let freed_txg = Txg(txg.0.saturating_sub(age).max(1));
+            map.append(storage, &self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize], SpaceMapAction::Free, freed_txg, sync_pass)?;
+        }
+        self.condense_wanted = false;
+        Ok(())
+    }
+
+    /// Write this txg's allocations and frees to the map (creating it on first use), condensing
+    /// first in pass 1 when worthwhile, and update the header. Returns whether anything was
+    /// written.
+    pub fn sync(&mut self, storage: &dyn SpaceStorage, txg: Txg, sync_pass: u32, tunables: &Tunables) -> Result<bool, SpaceError> {
+        assert!(sync_pass >= 1);
+        if !self.is_dirty(txg) {
+            return Ok(false);
+        }
+        if self.space_map.is_none() {
+            self.space_map = Some(SpaceMap::create(storage, self.start, self.size, self.ashift, self.block_size, txg)?);
+            self.map_created = true;
+        }
+        if sync_pass == 1 && self.should_condense(tunables) {
+            self.condense(storage, txg, sync_pass)?;
+        }
+        let slot = txg.slot();
+        let map = self.space_map.as_mut().expect("created above");
+        map.append(storage, &self.allocating[slot], SpaceMapAction::Alloc, txg, sync_pass)?;
+        map.append(storage, &self.freeing, SpaceMapAction::Free, txg, sync_pass)?;
+        if let Some(allocatable) = &self.allocatable {
+            map.header.histogram = [0; SPACE_MAP_HISTOGRAM_SIZE];
+            for tree in [allocatable, &self.freed].into_iter().chain(self.defer.iter()) {
+                histogram_add_into(&mut map.header.histogram, tree.histogram(), self.ashift);
+            }
+        }
+        histogram_add_into(&mut map.header.histogram, self.freeing.histogram(), self.ashift);
+        map.write_header(storage, txg)?;
+        self.allocating[slot].clear();
+        if sync_pass == 1 {
+            assert!(self.freed.is_empty(), "freed must be empty at pass 1");
+            std::mem::swap(&mut self.freed, &mut self.freeing);
+        } else {
+            let freeing = std::mem::take(&mut self.freeing);
+            freeing.walk(&mut self.freed);
+        }
+        // The map now holds everything except unsynced allocations of other txgs.
+        let unsynced: u64 = self.allocating.iter().map(RangeTree::space).sum();
+        debug_assert_eq!(map.allocated_bytes() as u64 + unsynced, self.allocated_bytes, "metaslab {}: map and memory disagree", self.id);
+        self.check_accounting();
+        Ok(true)
+    }
+
+    /// End of txg `txg`: release the frees of `txg − 2` into `allocatable` and defer this txg's.
+    pub fn sync_done(&mut self, txg: Txg) {
+        assert!(self.allocating[txg.slot()].is_empty() && self.freeing.is_empty(), "metaslab {}: sync_done before sync", self.id);
+        let slot = (txg.0 % TXG_DEFER_SIZE as u64) as usize;
+        let released = std::mem::take(&mut self.defer[slot]);
+        if let Some(allocatable) = &mut self.allocatable {
+            released.walk(allocatable);
+        }
+        self.defer[slot] = std::mem::take(&mut self.freed);
+        self.check_accounting();
+    }
+
+    /// Fragmentation percent from the map histogram (reference §3.6); 0 when there is no map or
+    /// no free space.
+    pub fn fragmentation(&self) -> u64 {
+        let Some(map) = &self.space_map else {
+            return 0;
+        };
+        let shift = map.header.shift;
+        let mut total: u128 = 0;
+        let mut weighted: u128 = 0;
+        for (bucket, &count) in map.header.histogram.iter().enumerate() {
+            let space = (count as u128) << (bucket as u32 + shift);
+            let index = ((shift as usize).saturating_sub(9) + bucket).min(FRAGMENTATION_TABLE.len() - 1);
+            total += space;
+            weighted += space * FRAGMENTATION_TABLE[index] as u128;
+        }
+        if total == 0 {
+            0
+        } else {
+            (weighted / total) as u64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::space_map::tests::MemoryStorage;
+
+    fn tiny() -> Tunables {
+        Tunables::tiny()
+    }
+
+    #[test]
+    fn freed_space_is_not_reused_before_two_txgs() {
+        let storage = MemoryStorage::default();
+        let tunables = tiny();
+        let mut metaslab = Metaslab::new(0, 0, 64 << 10, 9, 4096);
+        metaslab.load(&storage, Txg(4)).unwrap();
+        let size = 32 << 10;
+        let first = metaslab.allocate(size, Txg(5), &tunables).unwrap();
+        let second = metaslab.allocate(size, Txg(5), &tunables).unwrap();
+        assert!(metaslab.allocate(512, Txg(5), &tunables).is_none());
+        metaslab.sync(&storage, Txg(5), 1, &tunables).unwrap();
+        metaslab.sync_done(Txg(5));
+        metaslab.free(first, size, Txg(6)).unwrap();
+        metaslab.sync(&storage, Txg(6), 1, &tunables).unwrap();
+        metaslab.sync_done(Txg(6));
+        assert!(metaslab.allocate(512, Txg(7), &tunables).is_none(), "reused in T+1");
+        assert_eq!(metaslab.deferred_bytes(), size);
+        metaslab.sync_done(Txg(7));
+        assert!(metaslab.allocate(512, Txg(8), &tunables).is_none(), "reused in T+2");
+        metaslab.sync_done(Txg(8));
+        assert_eq!(metaslab.allocate(size, Txg(9), &tunables), Some(first), "released by sync_done(T+2)");
+        let _ = second;
+    }
+
+    #[test]
+    fn double_free_is_corruption() {
+        let storage = MemoryStorage::default();
+        let tunables = tiny();
+        let mut metaslab = Metaslab::new(0, 0, 64 << 10, 9, 4096);
+        metaslab.load(&storage, Txg(4)).unwrap();
+        let offset = metaslab.allocate(4096, Txg(5), &tunables).unwrap();
+        metaslab.sync(&storage, Txg(5), 1, &tunables).unwrap();
+        metaslab.sync_done(Txg(5));
+        metaslab.free(offset, 4096, Txg(6)).unwrap();
+        assert!(matches!(metaslab.free(offset, 512, Txg(6)), Err(SpaceError::Corrupt { .. })));
+        assert!(matches!(metaslab.free(8192, 512, Txg(6)), Err(SpaceError::Corrupt { .. })));
+        metaslab.check_accounting();
+    }
+
+    #[test]
+    fn fragmentation_follows_table() {
+        let storage = MemoryStorage::default();
+        let tunables = tiny();
+        let mut metaslab = Metaslab::new(0, 0, 1 << 20, 9, 4096);
+        metaslab.load(&storage, Txg(4)).unwrap();
+        // Allocate everything, then free every other 512-byte sector: all free segments are 512 B.
+        let mut offsets = Vec::new();
+        while let Some(offset) = metaslab.allocate(512, Txg(5), &tunables) {
+            offsets.push(offset);
+        }
+        metaslab.sync(&storage, Txg(5), 1, &tunables).unwrap();
+        metaslab.sync_done(Txg(5));
+        for offset in offsets.iter().step_by(2) {
+            metaslab.free(*offset, 512, Txg(6)).unwrap();
+        }
+        metaslab.sync(&storage, Txg(6), 1, &tunables).unwrap();
+        assert_eq!(metaslab.fragmentation(), 100);
+        assert_eq!(metaslab.histogram()[0], offsets.len() as u64 / 2);
+    }
+}

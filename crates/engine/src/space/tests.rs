@@ -1,0 +1,384 @@
+//! Space-manager tests over an in-memory [`SpaceStorage`].
+
+use super::space_map::tests::MemoryStorage;
+use super::*;
+use proptest::prelude::*;
+
+const MEBIBYTE: u64 = 1 << 20;
+
+fn manager_with(storage: &MemoryStorage, vdevs: &[(u32, u64)]) -> SpaceManager {
+    let tunables = Tunables::tiny();
+    let manager = SpaceManager::new(tunables.clone());
+    for &(vdev, asize) in vdevs {
+        let (ms_shift, _) = metaslab_geometry(asize, &tunables);
+        manager.add_vdev(VdevId(vdev), asize, ms_shift, 9, None, storage).unwrap();
+    }
+    manager
+}
+
+/// Sync `txg` to convergence (pass 2 must write nothing new) and finish it.
+fn sync_txg(manager: &SpaceManager, storage: &MemoryStorage, txg: Txg) {
+    manager.sync(txg, 1, storage).unwrap();
+    assert!(!manager.is_dirty(txg));
+    assert!(!manager.sync(txg, 2, storage).unwrap(), "pass 2 wrote without new changes");
+    manager.sync_done(txg);
+}
+
+fn reopen(manager: &SpaceManager, storage: &MemoryStorage, vdevs: &[(u32, u64)], last_synced: Txg) -> SpaceManager {
+    let tunables = Tunables::tiny();
+    let reopened = SpaceManager::new(tunables.clone());
+    for &(vdev, asize) in vdevs {
+        let (ms_shift, _) = metaslab_geometry(asize, &tunables);
+        reopened.add_vdev(VdevId(vdev), asize, ms_shift, 9, manager.ms_array(VdevId(vdev)), storage).unwrap();
+    }
+    reopened.set_last_synced_txg(last_synced);
+    reopened
+}
+
+fn check_stats_add_up(manager: &SpaceManager) {
+    for vdev in manager.stats() {
+        assert_eq!(vdev.allocated_bytes + vdev.free_bytes + vdev.deferred_bytes, vdev.size);
+        for row in &vdev.metaslabs {
+            assert_eq!(row.allocated_bytes + row.free_bytes + row.deferred_bytes, row.size, "metaslab {}", row.id);
+        }
+    }
+}
+
+#[test]
+fn geometry_matches_reference_algorithm() {
+    let defaults = Tunables::default();
+    const GIB: u64 = 1 << 30;
+    // 4 GiB: 8 at 512 MiB is below 16, so highbit(4 GiB / 16 = 2^28) = 29 → 8 × 512 MiB.
+    assert_eq!(metaslab_geometry(4 * GIB, &defaults), (29, 8));
+    // Just under 4 GiB (labels taken off): highbit(< 2^28) = 28 → 15 × 256 MiB.
+    assert_eq!(metaslab_geometry(4 * GIB - 4 * MEBIBYTE, &defaults), (28, 15));
+    // 1 GiB: highbit(64 MiB) = 27 → 8 × 128 MiB. 100 MiB: clamped up to 16 MiB → 6.
+    assert_eq!(metaslab_geometry(GIB, &defaults), (27, 8));
+    assert_eq!(metaslab_geometry(100 * MEBIBYTE, &defaults), (24, 6));
+    // 8 GiB to 100 GiB: one per 512 MiB.
+    assert_eq!(metaslab_geometry(100 * GIB, &defaults), (29, 200));
+    assert_eq!(metaslab_geometry(8 * GIB, &defaults), (29, 16));
+    // 1 TiB: highbit(1 TiB / 200) = 33 → 128 × 8 GiB.
+    assert_eq!(metaslab_geometry(1024 * GIB, &defaults), (33, 128));
+    // 10 TiB: clamped to 16 GiB → 640.
+    assert_eq!(metaslab_geometry(10 * 1024 * GIB, &defaults), (34, 640));
+    // 4 PiB: 2^18 at 16 GiB exceeds the 2^17 cap → highbit(2^52 / 2^17) = 36 → 2^16.
+    assert_eq!(metaslab_geometry(1 << 52, &defaults), (36, 1 << 16));
+    // The tiny configuration gives 1 MiB metaslabs.
+    let tiny = Tunables::tiny();
+    assert_eq!(metaslab_geometry(64 * MEBIBYTE, &tiny), (20, 64));
+    assert_eq!(metaslab_geometry(8 * MEBIBYTE, &tiny), (20, 8));
+}
+
+#[test]
+fn accounting_is_exact_across_alloc_free_sync_cycles() {
+    let storage = MemoryStorage::default();
+    let manager = manager_with(&storage, &[(0, 8 * MEBIBYTE)]);
+    let mut live: Vec<(VdevId, u64, u64)> = Vec::new();
+    for txg in 4..20u64 {
+        let txg = Txg(txg);
+        for index in 0..20u64 {
+            let size = 512 * (1 + (index * 7 + txg.0) % 16);
+            let (vdev, offset) = manager.allocate(size, txg, &[], &storage).unwrap();
+            live.push((vdev, offset, size));
+        }
+        for _ in 0..8 {
+            let (vdev, offset, size) = live.remove((txg.0 as usize * 13) % live.len());
+            manager.free(vdev, offset, size, txg).unwrap();
+        }
+        check_stats_add_up(&manager);
+        sync_txg(&manager, &storage, txg);
+        check_stats_add_up(&manager);
+        let stats = &manager.stats()[0];
+        assert_eq!(stats.allocated_bytes, live.iter().map(|(_, _, size)| size).sum::<u64>());
+    }
+    // What the maps say is allocated is exactly the live blocks.
+    let mut expected = RangeTree::new();
+    for (_, offset, size) in &live {
+        expected.add(*offset, *size);
+    }
+    assert_eq!(manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)], expected);
+}
+
+#[test]
+fn freed_space_is_not_reallocated_before_two_txgs() {
+    let storage = MemoryStorage::default();
+    let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
+    let mut blocks = Vec::new();
+    while let Ok(block) = manager.allocate(64 << 10, Txg(4), &[], &storage) {
+        blocks.push(block);
+    }
+    assert_eq!(blocks.len(), 32);
+    sync_txg(&manager, &storage, Txg(4));
+    let (vdev, offset) = blocks[5];
+    manager.free(vdev, offset, 64 << 10, Txg(5)).unwrap();
+    sync_txg(&manager, &storage, Txg(5));
+    assert!(matches!(manager.allocate(512, Txg(6), &[], &storage), Err(SpaceError::NoSpace { .. })), "reused in T+1");
+    sync_txg(&manager, &storage, Txg(6));
+    // As in OpenZFS, sync_done(T + 2) releases the frees of T, so sync-context allocations see
+    // them from txg T + 3: never before T + 2.
+    assert!(matches!(manager.allocate(512, Txg(7), &[], &storage), Err(SpaceError::NoSpace { .. })), "reused in T+2");
+    sync_txg(&manager, &storage, Txg(7));
+    assert_eq!(manager.allocate(64 << 10, Txg(8), &[], &storage).unwrap(), (vdev, offset), "reusable after sync_done(T+2)");
+}
+
+#[test]
+fn reopen_reproduces_free_set_and_keeps_recent_frees_deferred() {
+    let storage = MemoryStorage::default();
+    let vdevs = [(0, 2 * MEBIBYTE)];
+    let manager = manager_with(&storage, &vdevs);
+    let mut blocks = Vec::new();
+    while let Ok(block) = manager.allocate(32 << 10, Txg(4), &[], &storage) {
+        blocks.push(block);
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    // Frees in txgs 5 (old by the end), 7 and 8 (the last two synced).
+    let frees = [(Txg(5), 0usize), (Txg(7), 10), (Txg(8), 20), (Txg(8), 21)];
+    for txg in 5..=8u64 {
+        for (free_txg, index) in frees {
+            if free_txg == Txg(txg) {
+                let (vdev, offset) = blocks[index];
+                manager.free(vdev, offset, 32 << 10, Txg(txg)).unwrap();
+            }
+        }
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    let before = manager.allocated_from_space_maps(&storage).unwrap();
+    let reopened = reopen(&manager, &storage, &vdevs, Txg(8));
+    assert_eq!(reopened.allocated_from_space_maps(&storage).unwrap(), before);
+    assert_eq!(reopened.stats()[0].allocated_bytes, manager.stats()[0].allocated_bytes);
+    // Txg 9: only the txg-5 free is allocatable; 7's and 8's are deferred.
+    assert_eq!(reopened.allocate(32 << 10, Txg(9), &[], &storage).unwrap(), blocks[0]);
+    assert!(matches!(reopened.allocate(512, Txg(9), &[], &storage), Err(SpaceError::NoSpace { .. })));
+    let stats = reopened.stats();
+    assert_eq!(stats[0].deferred_bytes, 3 * (32 << 10));
+    check_stats_add_up(&reopened);
+    sync_txg(&reopened, &storage, Txg(9));
+    // Txg 10: the txg-7 free was released at sync_done(9).
+    assert_eq!(reopened.allocate(32 << 10, Txg(10), &[], &storage).unwrap(), blocks[10]);
+    assert!(matches!(reopened.allocate(512, Txg(10), &[], &storage), Err(SpaceError::NoSpace { .. })));
+    sync_txg(&reopened, &storage, Txg(10));
+    assert!(reopened.allocate(64 << 10, Txg(11), &[], &storage).is_ok(), "txg-8 frees released at sync_done(10)");
+}
+
+#[test]
+fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
+    let storage = MemoryStorage::default();
+    let vdevs = [(0, MEBIBYTE)];
+    let manager = manager_with(&storage, &vdevs);
+    let mut live = Vec::new();
+    let mut longest = 0u64;
+    for txg in 4..80u64 {
+        let txg = Txg(txg);
+        for _ in 0..16 {
+            live.push(manager.allocate(512, txg, &[], &storage).unwrap());
+        }
+        // Free every other block of the oldest batch: many small holes, many map entries.
+        if live.len() > 64 {
+            let batch: Vec<_> = live.drain(..16).collect();
+            for (index, (vdev, offset)) in batch.into_iter().enumerate() {
+                if index % 2 == 0 {
+                    manager.free(vdev, offset, 512, txg).unwrap();
+                } else {
+                    live.push((vdev, offset));
+                }
+            }
+        }
+        sync_txg(&manager, &storage, txg);
+        longest = longest.max(manager.stats()[0].metaslabs[0].space_map_length_bytes);
+        check_stats_add_up(&manager);
+    }
+    let stats = manager.stats();
+    let map_length = stats[0].metaslabs[0].space_map_length_bytes;
+    let object = stats[0].metaslabs[0].space_map_object;
+    assert_eq!(storage.object_length(object) as u64, map_length);
+    // 76 txgs × ≥ 17 words would be > 10 KiB uncondensed; condensing keeps it near 2× optimal.
+    assert!(longest < 76 * 17 * 8, "map never condensed: {longest} bytes at most");
+    assert!(map_length <= longest);
+    let mut expected = RangeTree::new();
+    for (_, offset) in &live {
+        expected.add(*offset, 512);
+    }
+    assert_eq!(manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)], expected);
+    let reopened = reopen(&manager, &storage, &vdevs, Txg(79));
+    assert_eq!(reopened.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)], expected);
+    // Loading the condensed map works and accounts for the recent frees as deferred.
+    reopened.allocate(512, Txg(80), &[], &storage).unwrap();
+    check_stats_add_up(&reopened);
+}
+
+#[test]
+fn copies_go_to_other_vdevs_then_other_metaslabs() {
+    let storage = MemoryStorage::default();
+    let two = manager_with(&storage, &[(0, 4 * MEBIBYTE), (1, 4 * MEBIBYTE)]);
+    let mut first_copies = [0u32; 2];
+    for _ in 0..50 {
+        let first = two.allocate(4096, Txg(4), &[], &storage).unwrap();
+        first_copies[first.0 .0 as usize] += 1;
+        let second = two.allocate(4096, Txg(4), &[first], &storage).unwrap();
+        assert_ne!(first.0, second.0, "copies on the same vdev");
+        let third = two.allocate(4096, Txg(4), &[first, second], &storage).unwrap();
+        assert!(third.1 >> 20 != first.1 >> 20 || third.0 != first.0);
+        assert!(third.1 >> 20 != second.1 >> 20 || third.0 != second.0);
+    }
+    // The rotor moves across vdevs every aliquot (64 KiB in tiny).
+    assert!(first_copies.iter().all(|&count| count >= 15), "{first_copies:?}");
+
+    let storage = MemoryStorage::default();
+    let one = manager_with(&storage, &[(0, 4 * MEBIBYTE)]);
+    for _ in 0..50 {
+        let first = one.allocate(4096, Txg(4), &[], &storage).unwrap();
+        let second = one.allocate(4096, Txg(4), &[first], &storage).unwrap();
+        assert_eq!(first.0, second.0);
+        assert_ne!(first.1 >> 20, second.1 >> 20, "copies in the same metaslab");
+    }
+}
+
+#[test]
+fn no_space_when_full_and_unalloc_returns_space() {
+    let storage = MemoryStorage::default();
+    let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
+    let first = manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap();
+    manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap();
+    assert!(matches!(manager.allocate(512, Txg(4), &[], &storage), Err(SpaceError::NoSpace { size_allocated: 512 })));
+    assert!(matches!(manager.allocate(2 * MEBIBYTE, Txg(4), &[], &storage), Err(SpaceError::NoSpace { .. })));
+    manager.unalloc(first.0, first.1, MEBIBYTE, Txg(4)).unwrap();
+    assert!(manager.unalloc(first.0, first.1, MEBIBYTE, Txg(4)).is_err());
+    assert_eq!(manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap(), first);
+    check_stats_add_up(&manager);
+}
+
+#[test]
+fn bad_ranges_from_block_pointers_are_errors() {
+    let storage = MemoryStorage::default();
+    let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
+    let (vdev, offset) = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+    sync_txg(&manager, &storage, Txg(4));
+    let corrupt = |result: Result<(), SpaceError>| matches!(result, Err(SpaceError::Corrupt { .. }));
+    assert!(corrupt(manager.free(VdevId(7), offset, 4096, Txg(5))), "unknown vdev");
+    assert!(corrupt(manager.free(vdev, 2 * MEBIBYTE, 4096, Txg(5))), "past the end");
+    assert!(corrupt(manager.free(vdev, u64::MAX - 511, 1024, Txg(5))), "wraps around");
+    assert!(corrupt(manager.free(vdev, MEBIBYTE - 512, 1024, Txg(5))), "straddles metaslabs");
+    assert!(corrupt(manager.free(vdev, offset + 1, 512, Txg(5))), "unaligned");
+    assert!(corrupt(manager.free(vdev, offset + 8192, 512, Txg(5))), "never allocated");
+    manager.free(vdev, offset, 4096, Txg(5)).unwrap();
+    assert!(corrupt(manager.free(vdev, offset, 4096, Txg(5))), "double free");
+    check_stats_add_up(&manager);
+}
+
+#[test]
+fn corrupted_space_map_entries_are_reported_at_load() {
+    let storage = MemoryStorage::default();
+    let vdevs = [(0, 2 * MEBIBYTE)];
+    let manager = manager_with(&storage, &vdevs);
+    let (_, offset) = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+    sync_txg(&manager, &storage, Txg(4));
+    let object = manager.stats()[0].metaslabs[(offset >> 20) as usize].space_map_object;
+    // Word 1 is the ALLOC run; make it a run past the end of the 1 MiB metaslab.
+    let bad_run: u64 = (4000 << 16) | 99;
+    storage.poke(object, 8, &bad_run.to_le_bytes());
+    let reopened = reopen(&manager, &storage, &vdevs, Txg(4));
+    let error = reopened.allocated_from_space_maps(&storage).unwrap_err();
+    assert!(matches!(error, SpaceError::Corrupt { .. }), "{error}");
+    // Metaslab 1 (no map, all free) ranks first; once it is full the allocator must load the
+    // corrupt metaslab 0 and fail cleanly.
+    assert_eq!(reopened.allocate(MEBIBYTE, Txg(5), &[], &storage).unwrap(), (VdevId(0), MEBIBYTE));
+    let error = reopened.allocate(512, Txg(5), &[], &storage).unwrap_err();
+    assert!(matches!(error, SpaceError::Corrupt { .. }), "{error}");
+    // A bad header is refused at open.
+    let mut header = storage.read_bonus(object).unwrap();
+    header[20] = 1;
+    storage.write_bonus(object, &header, Txg(5)).unwrap();
+    let fresh = SpaceManager::new(Tunables::tiny());
+    let result = fresh.add_vdev(VdevId(0), 2 * MEBIBYTE, 20, 9, manager.ms_array(VdevId(0)), &storage);
+    assert!(matches!(result, Err(SpaceError::Corrupt { .. })));
+}
+
+#[derive(Clone, Debug)]
+enum Operation {
+    Allocate { sectors: u64 },
+    Free { pick: usize },
+    Unalloc,
+    EndTxg,
+}
+
+fn operation() -> impl Strategy<Value = Operation> {
+    prop_oneof![
+        6 => (1u64..64).prop_map(|sectors| Operation::Allocate { sectors }),
+        4 => any::<usize>().prop_map(|pick| Operation::Free { pick }),
+        1 => Just(Operation::Unalloc),
+        2 => Just(Operation::EndTxg),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random allocations, frees and txg ends against a model of live blocks and pending frees.
+    #[test]
+    fn random_operations_match_model(operations in proptest::collection::vec(operation(), 1..300)) {
+        let storage = MemoryStorage::default();
+        let vdevs = [(0, 2 * MEBIBYTE), (1, MEBIBYTE)];
+        let manager = manager_with(&storage, &vdevs);
+        let mut txg = Txg(4);
+        // Live blocks, with the txg they were allocated in.
+        let mut live: Vec<(VdevId, u64, u64, Txg)> = Vec::new();
+        // Frees not yet reusable: (vdev, offset, size, txg freed).
+        let mut deferred: Vec<(VdevId, u64, u64, Txg)> = Vec::new();
+        for operation in operations {
+            match operation {
+                Operation::Allocate { sectors } => {
+                    let size = sectors * 512;
+                    match manager.allocate(size, txg, &[], &storage) {
+                        Ok((vdev, offset)) => {
+                            for (other_vdev, other_offset, other_size, _) in live.iter().chain(deferred.iter()) {
+                                prop_assert!(*other_vdev != vdev || offset + size <= *other_offset || other_offset + other_size <= offset,
+                                    "allocation overlaps a live or deferred block");
+                            }
+                            live.push((vdev, offset, size, txg));
+                        }
+                        Err(SpaceError::NoSpace { .. }) => {
+                            let used: u64 = live.iter().chain(deferred.iter()).map(|block| block.2).sum();
+                            prop_assert!(used + size > 2 * MEBIBYTE - 64 << 10 || size > 64 << 10, "NoSpace with {used} used");
+                        }
+                        Err(other) => return Err(TestCaseError::fail(format!("{other}"))),
+                    }
+                }
+                Operation::Free { pick } if !live.is_empty() => {
+                    let (vdev, offset, size, _) = live.swap_remove(pick % live.len());
+                    manager.free(vdev, offset, size, txg).unwrap();
+                    deferred.push((vdev, offset, size, txg));
+                }
+                Operation::Free { .. } => {}
+                Operation::Unalloc => {
+                    if let Some(position) = live.iter().rposition(|block| block.3 == txg) {
+                        let (vdev, offset, size, _) = live.remove(position);
+                        manager.unalloc(vdev, offset, size, txg).unwrap();
+                    }
+                }
+                Operation::EndTxg => {
+                    sync_txg(&manager, &storage, txg);
+                    deferred.retain(|block| block.3 .0 + 2 > txg.0);
+                    txg = txg.next();
+                }
+            }
+            let stats = manager.stats();
+            check_stats_add_up(&manager);
+            let allocated: u64 = stats.iter().map(|vdev| vdev.allocated_bytes).sum();
+            prop_assert_eq!(allocated, live.iter().map(|block| block.2).sum::<u64>());
+            let pending: u64 = stats.iter().map(|vdev| vdev.deferred_bytes).sum();
+            prop_assert_eq!(pending, deferred.iter().map(|block| block.2).sum::<u64>());
+        }
+        sync_txg(&manager, &storage, txg);
+        let on_disk = manager.allocated_from_space_maps(&storage).unwrap();
+        let reopened = reopen(&manager, &storage, &vdevs, txg);
+        prop_assert_eq!(&reopened.allocated_from_space_maps(&storage).unwrap(), &on_disk);
+        for (vdev, tree) in &on_disk {
+            let mut expected = RangeTree::new();
+            for block in live.iter().filter(|block| block.0 == *vdev) {
+                expected.add(block.1, block.2);
+            }
+            prop_assert_eq!(tree, &expected);
+        }
+    }
+}
