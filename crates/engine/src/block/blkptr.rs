@@ -236,6 +236,19 @@ pub enum BlockError {
     },
 }
 
+impl BlockError {
+    /// A corruption found while decoding `structure` (no byte offset known or relevant).
+    pub fn corrupt(structure: &'static str, what: impl Into<String>) -> BlockError {
+        BlockError::Corrupt { structure, byte_offset: 0, what: what.into() }
+    }
+}
+
+impl From<UnknownValue> for BlockError {
+    fn from(unknown: UnknownValue) -> BlockError {
+        BlockError::Corrupt { structure: unknown.kind, byte_offset: 0, what: format!("unknown value {}", unknown.value) }
+    }
+}
+
 /// A checksum as four big-endian-printed u64 words, `a:b:c:d`, the way zdb prints them. The
 /// words are read little-endian from the stored bytes.
 pub fn checksum_hex(checksum: &[u8; 32]) -> String {

@@ -154,8 +154,8 @@ impl BlockIo {
             for copy in 0..copies {
                 let (vdev, offset) = match self.space.allocate(size_allocated, at.txg, &avoid, storage) {
                     Ok(placed) => placed,
-                    Err(crate::space::SpaceError::NoSpace) if copy > 0 => break,
-                    Err(crate::space::SpaceError::NoSpace) => {
+                    Err(crate::space::SpaceError::NoSpace { .. }) if copy > 0 => break,
+                    Err(crate::space::SpaceError::NoSpace { .. }) => {
                         return Err(PipelineError::NoSpace { size_allocated });
                     }
                     Err(error) => return Err(error.into()),

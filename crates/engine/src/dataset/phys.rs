@@ -92,7 +92,7 @@ impl DatasetPhys {
 
     pub fn decode(bytes: &[u8]) -> Result<DatasetPhys, BlockError> {
         if bytes.len() != DATASET_PHYS_SIZE {
-            return Err(BlockError::Corrupt { what: format!("dataset record of {} bytes", bytes.len()) });
+            return Err(BlockError::corrupt("dataset record", format!("dataset record of {} bytes", bytes.len())));
         }
         Ok(DatasetPhys {
             dir_object: ObjectId(u64_at(bytes, 0)),
@@ -143,7 +143,7 @@ impl DatasetDirPhys {
 
     pub fn decode(bytes: &[u8]) -> Result<DatasetDirPhys, BlockError> {
         if bytes.len() != DATASET_DIR_PHYS_SIZE {
-            return Err(BlockError::Corrupt { what: format!("dataset directory record of {} bytes", bytes.len()) });
+            return Err(BlockError::corrupt("dataset record", format!("dataset directory record of {} bytes", bytes.len())));
         }
         Ok(DatasetDirPhys {
             head_dataset_object: ObjectId(u64_at(bytes, 0)),

@@ -80,7 +80,7 @@ fn compression_from_code(code: u8, level: u8) -> Result<Compression, BlockError>
         0 => Ok(Compression::Off),
         1 => Ok(Compression::Lz4),
         2 => Ok(Compression::Zstd { level }),
-        _ => Err(BlockError::Corrupt { what: format!("dnode compression {code}") }),
+        _ => Err(BlockError::corrupt("dnode", format!("dnode compression {code}"))),
     }
 }
 
@@ -148,9 +148,9 @@ impl DnodePhys {
     /// Decode a dnode from untrusted bytes. A slot of all zeros is a free dnode.
     pub fn decode(bytes: &[u8]) -> Result<DnodePhys, BlockError> {
         if bytes.len() < DNODE_SIZE {
-            return Err(BlockError::Corrupt { what: format!("dnode of {} bytes", bytes.len()) });
+            return Err(BlockError::corrupt("dnode", format!("dnode of {} bytes", bytes.len())));
         }
-        let corrupt = |what: String| BlockError::Corrupt { what };
+        let corrupt = |what: String| BlockError::corrupt("dnode", what);
         let object_type = ObjectType::try_from(bytes[0])?;
         if object_type == ObjectType::None {
             return Ok(DnodePhys::free());
@@ -214,16 +214,16 @@ impl ObjsetHeader {
 
     pub fn decode(bytes: &[u8]) -> Result<ObjsetHeader, BlockError> {
         if bytes.len() != OBJSET_HEADER_SIZE {
-            return Err(BlockError::Corrupt { what: format!("object-set header of {} bytes", bytes.len()) });
+            return Err(BlockError::corrupt("object-set header", format!("object-set header of {} bytes", bytes.len())));
         }
         let meta_dnode = DnodePhys::decode(&bytes[..DNODE_SIZE])?;
         if meta_dnode.object_type != ObjectType::Dnode {
-            return Err(BlockError::Corrupt { what: "object-set header: meta-dnode has the wrong type".into() });
+            return Err(BlockError::corrupt("object-set header", "object-set header: meta-dnode has the wrong type"));
         }
         let kind = match u64::from_le_bytes(bytes[512..520].try_into().unwrap()) {
             1 => ObjsetKind::Mos,
             2 => ObjsetKind::FileSystem,
-            other => return Err(BlockError::Corrupt { what: format!("object-set type {other}") }),
+            other => return Err(BlockError::corrupt("object-set header", format!("object-set type {other}"))),
         };
         Ok(ObjsetHeader { meta_dnode, kind })
     }

@@ -324,7 +324,7 @@ pub fn lookup_mos_directory(objset: &ObjectSet, object: ObjectId, key: &str) -> 
 
 fn kv_set_u64(objset: &ObjectSet, tx: &Tx, object: ObjectId, key: &str, value: u64) -> Result<(), PoolError> {
     let mut handle = KvObject::new(objset, object, Some(*tx))?;
-    kv::upsert_u64(&mut handle, key, value).map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
+    kv::upsert_u64(&mut handle, key, value).map(|_| ()).map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
 }
 
 fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectId, PoolError> {

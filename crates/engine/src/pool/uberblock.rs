@@ -62,21 +62,21 @@ impl Uberblock {
     /// slot is not a valid uberblock.
     pub fn decode(bytes: &[u8]) -> Result<Option<Uberblock>, BlockError> {
         if bytes.len() < UBERBLOCK_SIZE {
-            return Err(BlockError::Corrupt { what: format!("uberblock slot of {} bytes", bytes.len()) });
+            return Err(BlockError::corrupt("uberblock", format!("uberblock slot of {} bytes", bytes.len())));
         }
         let word = |offset: usize| u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"));
         if bytes[..UBERBLOCK_SIZE].iter().all(|&byte| byte == 0) {
             return Ok(None);
         }
         if word(0) != UBERBLOCK_MAGIC {
-            return Err(BlockError::Corrupt { what: "uberblock magic".into() });
+            return Err(BlockError::corrupt("uberblock", "uberblock magic"));
         }
         let checksum = blake3::hash(&bytes[..CHECKSUMMED_BYTES]);
         if checksum.as_bytes() != &bytes[CHECKSUMMED_BYTES..UBERBLOCK_SIZE] {
-            return Err(BlockError::Corrupt { what: "uberblock checksum".into() });
+            return Err(BlockError::corrupt("uberblock", "uberblock checksum"));
         }
         if word(8) != UBERBLOCK_VERSION {
-            return Err(BlockError::Corrupt { what: format!("uberblock version {}", word(8)) });
+            return Err(BlockError::corrupt("uberblock", format!("uberblock version {}", word(8))));
         }
         Ok(Some(Uberblock {
             txg: Txg(word(16)),
