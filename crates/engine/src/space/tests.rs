@@ -240,15 +240,18 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
     let vdevs = [(0, MEBIBYTE)];
     let manager = manager_with(&storage, &vdevs);
     let mut live = Vec::new();
-    let mut longest = 0u64;
-    for txg in 4..80u64 {
+    let mut previous_length = 0u64;
+    let mut appended_bytes = 0u64;
+    let mut condensed = 0;
+    for txg in 4..160u64 {
         let txg = Txg(txg);
         for _ in 0..16 {
             live.push(manager.allocate(512, txg, &[], &storage).unwrap());
         }
-        // Free every other block of the oldest batch: many small holes, many map entries.
-        if live.len() > 64 {
-            let batch: Vec<_> = live.drain(..16).collect();
+        // Keep about 256 live blocks; free every other one of the oldest 32: scattered holes,
+        // so every txg appends dozens of runs.
+        if live.len() > 256 {
+            let batch: Vec<_> = live.drain(..32).collect();
             for (index, (vdev, offset)) in batch.into_iter().enumerate() {
                 if index % 2 == 0 {
                     manager.free(vdev, offset, 512, txg).unwrap();
@@ -258,19 +261,26 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
             }
         }
         sync_txg(&manager, &storage, txg);
-        longest = longest.max(manager.stats()[0].metaslabs[0].space_map_length_bytes);
+        let length = manager.stats()[0].metaslabs[0].space_map_length_bytes;
+        if length < previous_length {
+            condensed += 1;
+        } else {
+            appended_bytes += length - previous_length;
+        }
+        previous_length = length;
         check_stats_add_up(&manager);
     }
     let stats = manager.stats();
     let map_length = stats[0].metaslabs[0].space_map_length_bytes;
     let object = stats[0].metaslabs[0].space_map_object;
     assert_eq!(storage.object_length(object) as u64, map_length);
-    // 76 txgs × ≥ 17 words would be > 10 KiB uncondensed; condensing keeps it near 2× optimal.
+    // Condensing starts once the map passes 4 blocks (16 KiB in tiny) at twice its optimal size.
     assert!(
-        longest < 76 * 17 * 8,
-        "map never condensed: {longest} bytes at most"
+        appended_bytes > 16384,
+        "the workload appended only {appended_bytes} bytes"
     );
-    assert!(map_length <= longest);
+    assert!(condensed >= 1, "map never condensed");
+    assert!(map_length < appended_bytes / 2, "map is {map_length} bytes");
     let mut expected = RangeTree::new();
     for (_, offset) in &live {
         expected.add(*offset, 512);
@@ -279,13 +289,13 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
         manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)],
         expected
     );
-    let reopened = reopen(&manager, &storage, &vdevs, Txg(79));
+    let reopened = reopen(&manager, &storage, &vdevs, Txg(159));
     assert_eq!(
         reopened.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)],
         expected
     );
     // Loading the condensed map works and accounts for the recent frees as deferred.
-    reopened.allocate(512, Txg(80), &[], &storage).unwrap();
+    reopened.allocate(512, Txg(160), &[], &storage).unwrap();
     check_stats_add_up(&reopened);
 }
 
