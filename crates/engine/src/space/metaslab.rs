@@ -20,7 +20,10 @@
 //! T + 2 (DESIGN §3 invariant 3); sync-context allocations see it from txg T + 3.
 
 use super::range_tree::RangeTree;
-use super::space_map::{apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction, SPACE_MAP_HISTOGRAM_SIZE};
+use super::space_map::{
+    apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction,
+    SPACE_MAP_HISTOGRAM_SIZE,
+};
 use super::storage::SpaceStorage;
 use super::SpaceError;
 use crate::tunables::Tunables;
@@ -29,7 +32,9 @@ use std::collections::BTreeMap;
 
 /// Fragmentation percent per free-segment size bucket (512 B, 1 K, … , ≥ 512 M), the 2025
 /// OpenZFS table (reference §3.6).
-pub const FRAGMENTATION_TABLE: [u64; 21] = [100, 99, 97, 93, 88, 83, 77, 71, 64, 57, 50, 43, 36, 29, 23, 17, 12, 7, 3, 1, 0];
+pub const FRAGMENTATION_TABLE: [u64; 21] = [
+    100, 99, 97, 93, 88, 83, 77, 71, 64, 57, 50, 43, 36, 29, 23, 17, 12, 7, 3, 1, 0,
+];
 
 /// Segments first fit examines at least, whatever `metaslab_df_max_search` says.
 pub const METASLAB_MIN_SEARCH_COUNT: u64 = 100;
@@ -91,7 +96,15 @@ impl Metaslab {
     }
 
     /// A metaslab whose map is `object`: reads the header only; trees load on demand.
-    pub fn open(storage: &dyn SpaceStorage, id: u64, start: u64, size: u64, ashift: u32, block_size: u32, object: ObjectId) -> Result<Metaslab, SpaceError> {
+    pub fn open(
+        storage: &dyn SpaceStorage,
+        id: u64,
+        start: u64,
+        size: u64,
+        ashift: u32,
+        block_size: u32,
+        object: ObjectId,
+    ) -> Result<Metaslab, SpaceError> {
         let mut metaslab = Metaslab::new(id, start, size, ashift, block_size);
         let map = SpaceMap::open(storage, object, start, size, ashift, block_size)?;
         metaslab.allocated_bytes = map.allocated_bytes() as u64;
@@ -101,7 +114,9 @@ impl Metaslab {
 
     /// The map object, or `ObjectId(0)` if none exists yet.
     pub fn space_map_object(&self) -> ObjectId {
-        self.space_map.as_ref().map_or(ObjectId(0), |map| map.object)
+        self.space_map
+            .as_ref()
+            .map_or(ObjectId(0), |map| map.object)
     }
 
     pub fn space_map(&self) -> Option<&SpaceMap> {
@@ -118,7 +133,9 @@ impl Metaslab {
 
     /// Freed bytes not yet allocatable: freeing, freed and both defer trees.
     pub fn deferred_bytes(&self) -> u64 {
-        self.freeing.space() + self.freed.space() + self.defer.iter().map(RangeTree::space).sum::<u64>()
+        self.freeing.space()
+            + self.freed.space()
+            + self.defer.iter().map(RangeTree::space).sum::<u64>()
     }
 
     pub fn free_bytes(&self) -> u64 {
@@ -132,13 +149,21 @@ impl Metaslab {
 
     /// The on-disk histogram (empty when there is no map yet).
     pub fn histogram(&self) -> [u64; SPACE_MAP_HISTOGRAM_SIZE] {
-        self.space_map.as_ref().map_or([0; SPACE_MAP_HISTOGRAM_SIZE], |map| map.header.histogram)
+        self.space_map
+            .as_ref()
+            .map_or([0; SPACE_MAP_HISTOGRAM_SIZE], |map| map.header.histogram)
     }
 
     /// Assert that every byte is accounted for exactly once.
     pub fn check_accounting(&self) {
         let deferred = self.deferred_bytes();
-        assert!(self.allocated_bytes + deferred <= self.size, "metaslab {}: allocated {} + deferred {deferred} > size {}", self.id, self.allocated_bytes, self.size);
+        assert!(
+            self.allocated_bytes + deferred <= self.size,
+            "metaslab {}: allocated {} + deferred {deferred} > size {}",
+            self.id,
+            self.allocated_bytes,
+            self.size
+        );
         if let Some(allocatable) = &self.allocatable {
             assert_eq!(
                 self.allocated_bytes + allocatable.space() + deferred,
@@ -162,7 +187,10 @@ impl Metaslab {
             return Ok(());
         }
         let mut free = RangeTree::with_range(self.start, self.size);
-        let recent_threshold = last_synced.0.saturating_sub(TXG_DEFER_SIZE as u64 - 1).max(1);
+        let recent_threshold = last_synced
+            .0
+            .saturating_sub(TXG_DEFER_SIZE as u64 - 1)
+            .max(1);
         let mut recent: BTreeMap<u64, RangeTree> = BTreeMap::new();
         if let Some(map) = &self.space_map {
             let object = map.object;
@@ -171,7 +199,10 @@ impl Metaslab {
                 match entry.action {
                     SpaceMapAction::Free if entry.txg.0 >= recent_threshold => {
                         // Already checked against `free`, so it cannot overlap another recent tree.
-                        recent.entry(entry.txg.0).or_default().add(entry.start, entry.size);
+                        recent
+                            .entry(entry.txg.0)
+                            .or_default()
+                            .add(entry.start, entry.size);
                     }
                     SpaceMapAction::Free => {}
                     SpaceMapAction::Alloc => {
@@ -184,21 +215,37 @@ impl Metaslab {
             })?;
         }
         for (txg, tree) in recent {
-            let target = if txg > last_synced.0 { &mut self.freed } else { &mut self.defer[(txg % TXG_DEFER_SIZE as u64) as usize] };
+            let target = if txg > last_synced.0 {
+                &mut self.freed
+            } else {
+                &mut self.defer[(txg % TXG_DEFER_SIZE as u64) as usize]
+            };
             for segment in tree.iter() {
                 target.add_missing(segment.start, segment.size());
             }
         }
-        let pending = self.allocating.iter().chain([&self.freed]).chain(self.defer.iter());
+        let pending = self
+            .allocating
+            .iter()
+            .chain([&self.freed])
+            .chain(self.defer.iter());
         for tree in pending {
             for segment in tree.iter() {
                 if free.try_remove(segment.start, segment.size()).is_err() {
-                    return Err(self.corrupt(format!("space map does not show [{:#x}, {:#x}) free, but it is pending", segment.start, segment.end)));
+                    return Err(self.corrupt(format!(
+                        "space map does not show [{:#x}, {:#x}) free, but it is pending",
+                        segment.start, segment.end
+                    )));
                 }
             }
         }
         let deferred = self.deferred_bytes();
-        if self.allocated_bytes.checked_add(free.space()).and_then(|sum| sum.checked_add(deferred)) != Some(self.size) {
+        if self
+            .allocated_bytes
+            .checked_add(free.space())
+            .and_then(|sum| sum.checked_add(deferred))
+            != Some(self.size)
+        {
             return Err(self.corrupt(format!(
                 "space map header says {} bytes allocated but its entries leave {} free and {deferred} deferred of {}",
                 self.allocated_bytes,
@@ -223,13 +270,19 @@ impl Metaslab {
     fn weight_class(&self) -> Option<(u32, u64)> {
         if let Some(allocatable) = &self.allocatable {
             let histogram = allocatable.histogram();
-            return (0..histogram.len()).rev().find(|&bucket| histogram[bucket] > 0).map(|bucket| (bucket as u32, histogram[bucket]));
+            return (0..histogram.len())
+                .rev()
+                .find(|&bucket| histogram[bucket] > 0)
+                .map(|bucket| (bucket as u32, histogram[bucket]));
         }
         match &self.space_map {
             None => Some((63 - self.size.leading_zeros(), 1)),
             Some(map) => {
                 let histogram = &map.header.histogram;
-                (0..histogram.len()).rev().find(|&bucket| histogram[bucket] > 0).map(|bucket| (bucket as u32 + map.header.shift, histogram[bucket]))
+                (0..histogram.len())
+                    .rev()
+                    .find(|&bucket| histogram[bucket] > 0)
+                    .map(|bucket| (bucket as u32 + map.header.shift, histogram[bucket]))
             }
         }
     }
@@ -239,14 +292,18 @@ impl Metaslab {
     pub fn weight(&self) -> u64 {
         match self.weight_class() {
             None => 0,
-            Some((index, count)) => ((index as u64) << WEIGHT_INDEX_SHIFT) | count.min(WEIGHT_COUNT_MAX),
+            Some((index, count)) => {
+                ((index as u64) << WEIGHT_INDEX_SHIFT) | count.min(WEIGHT_COUNT_MAX)
+            }
         }
     }
 
     /// Might an allocation of `size` bytes succeed here?
     pub fn should_allocate(&self, size: u64) -> bool {
         if let Some(allocatable) = &self.allocatable {
-            return allocatable.largest_segment().is_some_and(|segment| segment.size() >= size);
+            return allocatable
+                .largest_segment()
+                .is_some_and(|segment| segment.size() >= size);
         }
         match self.weight_class() {
             None => false,
@@ -257,9 +314,17 @@ impl Metaslab {
     /// Dynamic-fit allocation of `size` bytes in syncing txg `txg`; `None` if nothing fits.
     /// The metaslab must be loaded.
     pub fn allocate(&mut self, size: u64, txg: Txg, tunables: &Tunables) -> Option<u64> {
-        assert!(size > 0 && size % (1 << self.ashift) == 0, "allocation of {size} bytes is not a multiple of the sector size");
-        let allocatable = self.allocatable.as_mut().expect("allocate from an unloaded metaslab");
-        let largest = allocatable.largest_segment().map_or(0, |segment| segment.size());
+        assert!(
+            size > 0 && size.is_multiple_of(1 << self.ashift),
+            "allocation of {size} bytes is not a multiple of the sector size"
+        );
+        let allocatable = self
+            .allocatable
+            .as_mut()
+            .expect("allocate from an unloaded metaslab");
+        let largest = allocatable
+            .largest_segment()
+            .map_or(0, |segment| segment.size());
         if largest < size {
             return None;
         }
@@ -267,13 +332,17 @@ impl Metaslab {
         let cursor_index = 63 - alignment.leading_zeros() as usize;
         let free_percent = allocatable.space() * 100 / self.size;
         let mut found = None;
-        if largest >= tunables.metaslab_df_alloc_threshold && free_percent >= tunables.metaslab_df_free_pct {
+        if largest >= tunables.metaslab_df_alloc_threshold
+            && free_percent >= tunables.metaslab_df_free_pct
+        {
             // First fit from the cursor, bounded in bytes and segments.
             let cursor = self.cursors[cursor_index];
             let mut first_start = None;
             for (searched, segment) in allocatable.iter_from(cursor).enumerate() {
                 let first = *first_start.get_or_insert(segment.start);
-                if segment.start - first > tunables.metaslab_df_max_search && searched as u64 >= METASLAB_MIN_SEARCH_COUNT {
+                if segment.start - first > tunables.metaslab_df_max_search
+                    && searched as u64 >= METASLAB_MIN_SEARCH_COUNT
+                {
                     break;
                 }
                 if segment.size() >= size {
@@ -302,14 +371,27 @@ impl Metaslab {
     pub fn free(&mut self, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
         assert!(offset >= self.start && offset + size <= self.start + self.size);
         if size > self.allocated_bytes {
-            return Err(self.corrupt(format!("free of {size} bytes at {offset:#x} but only {} allocated", self.allocated_bytes)));
+            return Err(self.corrupt(format!(
+                "free of {size} bytes at {offset:#x} but only {} allocated",
+                self.allocated_bytes
+            )));
         }
-        let already_free = self.allocatable.as_ref().is_some_and(|tree| tree.intersects(offset, size))
+        let already_free = self
+            .allocatable
+            .as_ref()
+            .is_some_and(|tree| tree.intersects(offset, size))
             || self.freed.intersects(offset, size)
             || self.defer.iter().any(|tree| tree.intersects(offset, size));
-        let pending_elsewhere = self.allocating.iter().enumerate().any(|(slot, tree)| slot != txg.slot() && tree.intersects(offset, size));
+        let pending_elsewhere = self
+            .allocating
+            .iter()
+            .enumerate()
+            .any(|(slot, tree)| slot != txg.slot() && tree.intersects(offset, size));
         if already_free || pending_elsewhere || self.freeing.try_add(offset, size).is_err() {
-            return Err(self.corrupt(format!("double free of [{offset:#x}, {:#x}) in txg {txg}", offset + size)));
+            return Err(self.corrupt(format!(
+                "double free of [{offset:#x}, {:#x}) in txg {txg}",
+                offset + size
+            )));
         }
         self.allocated_bytes -= size;
         self.check_accounting();
@@ -319,10 +401,19 @@ impl Metaslab {
     /// Undo an allocation made in txg `txg` that has not been synced: straight back to
     /// `allocatable`, no deferral (nothing on disk ever pointed at it).
     pub fn unalloc(&mut self, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
-        if self.allocating[txg.slot()].try_remove(offset, size).is_err() {
-            return Err(self.corrupt(format!("unalloc of [{offset:#x}, {:#x}) not allocated in txg {txg}", offset + size)));
+        if self.allocating[txg.slot()]
+            .try_remove(offset, size)
+            .is_err()
+        {
+            return Err(self.corrupt(format!(
+                "unalloc of [{offset:#x}, {:#x}) not allocated in txg {txg}",
+                offset + size
+            )));
         }
-        let allocatable = self.allocatable.as_mut().expect("pending allocations keep a metaslab loaded");
+        let allocatable = self
+            .allocatable
+            .as_mut()
+            .expect("pending allocations keep a metaslab loaded");
         allocatable.add(offset, size);
         self.allocated_bytes -= size;
         self.check_accounting();
@@ -347,28 +438,49 @@ impl Metaslab {
         }
         let optimal = estimate_optimal_size(allocatable.histogram(), self.ashift, self.block_size);
         let threshold = CONDENSE_BLOCK_THRESHOLD * (self.block_size as u64).max(1 << self.ashift);
-        map.length_bytes() as u128 >= optimal as u128 * tunables.metaslab_condense_pct as u128 / 100 && map.length_bytes() > threshold
+        map.length_bytes() as u128 >= optimal as u128 * tunables.metaslab_condense_pct as u128 / 100
+            && map.length_bytes() > threshold
     }
 
     /// Rewrite the map as: ALLOC everything, FREE the allocatable space and the space of
     /// unsynced allocations (stamped three txgs back: all of it was free before the deferral
     /// window), then FREE each defer tree stamped with the txg that freed it, so that a later
     /// load still defers it.
-    fn condense(&mut self, storage: &dyn SpaceStorage, txg: Txg, sync_pass: u32) -> Result<(), SpaceError> {
+    fn condense(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        txg: Txg,
+        sync_pass: u32,
+    ) -> Result<(), SpaceError> {
         let map = self.space_map.as_mut().expect("condense needs a map");
-        let allocatable = self.allocatable.as_ref().expect("condense needs a loaded metaslab");
+        let allocatable = self
+            .allocatable
+            .as_ref()
+            .expect("condense needs a loaded metaslab");
         let mut unsynced = RangeTree::new();
         for tree in &self.allocating {
             tree.walk(&mut unsynced);
         }
         map.truncate(storage, txg)?;
-        map.append(storage, &RangeTree::with_range(self.start, self.size), SpaceMapAction::Alloc, txg, sync_pass)?;
+        map.append(
+            storage,
+            &RangeTree::with_range(self.start, self.size),
+            SpaceMapAction::Alloc,
+            txg,
+            sync_pass,
+        )?;
         let old = Txg(txg.0.saturating_sub(TXG_DEFER_SIZE as u64 + 1).max(1));
         map.append(storage, allocatable, SpaceMapAction::Free, old, sync_pass)?;
         map.append(storage, &unsynced, SpaceMapAction::Free, old, sync_pass)?;
         for age in 1..=TXG_DEFER_SIZE as u64 {
             let freed_txg = Txg(txg.0.saturating_sub(age).max(1));
-            map.append(storage, &self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize], SpaceMapAction::Free, freed_txg, sync_pass)?;
+            map.append(
+                storage,
+                &self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize],
+                SpaceMapAction::Free,
+                freed_txg,
+                sync_pass,
+            )?;
         }
         self.condense_wanted = false;
         Ok(())
@@ -377,13 +489,26 @@ impl Metaslab {
     /// Write this txg's allocations and frees to the map (creating it on first use), condensing
     /// first in pass 1 when worthwhile, and update the header. Returns whether anything was
     /// written.
-    pub fn sync(&mut self, storage: &dyn SpaceStorage, txg: Txg, sync_pass: u32, tunables: &Tunables) -> Result<bool, SpaceError> {
+    pub fn sync(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        txg: Txg,
+        sync_pass: u32,
+        tunables: &Tunables,
+    ) -> Result<bool, SpaceError> {
         assert!(sync_pass >= 1);
         if !self.is_dirty(txg) {
             return Ok(false);
         }
         if self.space_map.is_none() {
-            self.space_map = Some(SpaceMap::create(storage, self.start, self.size, self.ashift, self.block_size, txg)?);
+            self.space_map = Some(SpaceMap::create(
+                storage,
+                self.start,
+                self.size,
+                self.ashift,
+                self.block_size,
+                txg,
+            )?);
             self.map_created = true;
         }
         if sync_pass == 1 && self.should_condense(tunables) {
@@ -391,15 +516,28 @@ impl Metaslab {
         }
         let slot = txg.slot();
         let map = self.space_map.as_mut().expect("created above");
-        map.append(storage, &self.allocating[slot], SpaceMapAction::Alloc, txg, sync_pass)?;
+        map.append(
+            storage,
+            &self.allocating[slot],
+            SpaceMapAction::Alloc,
+            txg,
+            sync_pass,
+        )?;
         map.append(storage, &self.freeing, SpaceMapAction::Free, txg, sync_pass)?;
         if let Some(allocatable) = &self.allocatable {
             map.header.histogram = [0; SPACE_MAP_HISTOGRAM_SIZE];
-            for tree in [allocatable, &self.freed].into_iter().chain(self.defer.iter()) {
+            for tree in [allocatable, &self.freed]
+                .into_iter()
+                .chain(self.defer.iter())
+            {
                 histogram_add_into(&mut map.header.histogram, tree.histogram(), self.ashift);
             }
         }
-        histogram_add_into(&mut map.header.histogram, self.freeing.histogram(), self.ashift);
+        histogram_add_into(
+            &mut map.header.histogram,
+            self.freeing.histogram(),
+            self.ashift,
+        );
         map.write_header(storage, txg)?;
         self.allocating[slot].clear();
         if sync_pass == 1 {
@@ -411,14 +549,23 @@ impl Metaslab {
         }
         // The map now holds everything except unsynced allocations of other txgs.
         let unsynced: u64 = self.allocating.iter().map(RangeTree::space).sum();
-        debug_assert_eq!(map.allocated_bytes() as u64 + unsynced, self.allocated_bytes, "metaslab {}: map and memory disagree", self.id);
+        debug_assert_eq!(
+            map.allocated_bytes() as u64 + unsynced,
+            self.allocated_bytes,
+            "metaslab {}: map and memory disagree",
+            self.id
+        );
         self.check_accounting();
         Ok(true)
     }
 
     /// End of txg `txg`: release the frees of `txg − 2` into `allocatable` and defer this txg's.
     pub fn sync_done(&mut self, txg: Txg) {
-        assert!(self.allocating[txg.slot()].is_empty() && self.freeing.is_empty(), "metaslab {}: sync_done before sync", self.id);
+        assert!(
+            self.allocating[txg.slot()].is_empty() && self.freeing.is_empty(),
+            "metaslab {}: sync_done before sync",
+            self.id
+        );
         let slot = (txg.0 % TXG_DEFER_SIZE as u64) as usize;
         let released = std::mem::take(&mut self.defer[slot]);
         if let Some(allocatable) = &mut self.allocatable {
@@ -439,15 +586,14 @@ impl Metaslab {
         let mut weighted: u128 = 0;
         for (bucket, &count) in map.header.histogram.iter().enumerate() {
             let space = (count as u128) << (bucket as u32 + shift);
-            let index = ((shift as usize).saturating_sub(9) + bucket).min(FRAGMENTATION_TABLE.len() - 1);
+            let index =
+                ((shift as usize).saturating_sub(9) + bucket).min(FRAGMENTATION_TABLE.len() - 1);
             total += space;
             weighted += space * FRAGMENTATION_TABLE[index] as u128;
         }
-        if total == 0 {
-            0
-        } else {
-            (weighted / total) as u64
-        }
+        weighted
+            .checked_div(total)
+            .map_or(0, |percent| percent as u64)
     }
 }
 
@@ -475,12 +621,22 @@ mod tests {
         metaslab.free(first, size, Txg(6)).unwrap();
         metaslab.sync(&storage, Txg(6), 1, &tunables).unwrap();
         metaslab.sync_done(Txg(6));
-        assert!(metaslab.allocate(512, Txg(7), &tunables).is_none(), "reused in T+1");
+        assert!(
+            metaslab.allocate(512, Txg(7), &tunables).is_none(),
+            "reused in T+1"
+        );
         assert_eq!(metaslab.deferred_bytes(), size);
         metaslab.sync_done(Txg(7));
-        assert!(metaslab.allocate(512, Txg(8), &tunables).is_none(), "reused in T+2");
+        assert!(
+            metaslab.allocate(512, Txg(8), &tunables).is_none(),
+            "reused in T+2"
+        );
         metaslab.sync_done(Txg(8));
-        assert_eq!(metaslab.allocate(size, Txg(9), &tunables), Some(first), "released by sync_done(T+2)");
+        assert_eq!(
+            metaslab.allocate(size, Txg(9), &tunables),
+            Some(first),
+            "released by sync_done(T+2)"
+        );
         let _ = second;
     }
 
@@ -494,8 +650,14 @@ mod tests {
         metaslab.sync(&storage, Txg(5), 1, &tunables).unwrap();
         metaslab.sync_done(Txg(5));
         metaslab.free(offset, 4096, Txg(6)).unwrap();
-        assert!(matches!(metaslab.free(offset, 512, Txg(6)), Err(SpaceError::Corrupt { .. })));
-        assert!(matches!(metaslab.free(8192, 512, Txg(6)), Err(SpaceError::Corrupt { .. })));
+        assert!(matches!(
+            metaslab.free(offset, 512, Txg(6)),
+            Err(SpaceError::Corrupt { .. })
+        ));
+        assert!(matches!(
+            metaslab.free(8192, 512, Txg(6)),
+            Err(SpaceError::Corrupt { .. })
+        ));
         metaslab.check_accounting();
     }
 

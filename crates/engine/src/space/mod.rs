@@ -181,9 +181,12 @@ impl Group {
         let end = offset.checked_add(size);
         let sector = 1u64 << self.ashift;
         let valid = size > 0
-            && offset % sector == 0
-            && size % sector == 0
-            && end.is_some_and(|end| end <= self.covered_size() && (offset >> self.ms_shift) == ((end - 1) >> self.ms_shift));
+            && offset.is_multiple_of(sector)
+            && size.is_multiple_of(sector)
+            && end.is_some_and(|end| {
+                end <= self.covered_size()
+                    && (offset >> self.ms_shift) == ((end - 1) >> self.ms_shift)
+            });
         if !valid {
             return Err(SpaceError::corrupt(
                 format!("range of {size} bytes at {offset:#x} is not a sector-aligned range inside one metaslab"),
@@ -193,16 +196,24 @@ impl Group {
         Ok(&mut self.metaslabs[(offset >> self.ms_shift) as usize])
     }
 
-    fn try_metaslab(&mut self, index: usize, size: u64, txg: Txg, storage: &dyn SpaceStorage, tunables: &Tunables, last_synced: Txg) -> Result<Option<u64>, SpaceError> {
+    fn try_metaslab(
+        &mut self,
+        index: usize,
+        size: u64,
+        txg: Txg,
+        storage: &dyn SpaceStorage,
+        tunables: &Tunables,
+        last_synced: Txg,
+    ) -> Result<Option<u64>, SpaceError> {
         let metaslab = &mut self.metaslabs[index];
         if !metaslab.should_allocate(size) {
             return Ok(None);
         }
         metaslab.load(storage, last_synced)?;
-        Ok(metaslab.allocate(size, txg, tunables).map(|offset| {
-            debug_assert_eq!(offset >> self.ms_shift, index as u64);
-            offset
-        }))
+        let ms_shift = self.ms_shift;
+        Ok(metaslab
+            .allocate(size, txg, tunables)
+            .inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
     }
 
     /// Allocate in this group, never in the metaslabs listed in `avoid_metaslabs`.
@@ -222,7 +233,9 @@ impl Group {
         if let (true, Some((index, activation_class))) = (primary, self.active) {
             let class = self.metaslabs[index].weight() >> 54;
             if class + METASLAB_SWITCH_THRESHOLD > activation_class {
-                if let Some(offset) = self.try_metaslab(index, size, txg, storage, tunables, last_synced)? {
+                if let Some(offset) =
+                    self.try_metaslab(index, size, txg, storage, tunables, last_synced)?
+                {
                     return Ok(Some(offset));
                 }
             }
@@ -235,7 +248,9 @@ impl Group {
             .collect();
         candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
         for (_, index) in candidates {
-            if let Some(offset) = self.try_metaslab(index, size, txg, storage, tunables, last_synced)? {
+            if let Some(offset) =
+                self.try_metaslab(index, size, txg, storage, tunables, last_synced)?
+            {
                 if primary {
                     self.active = Some((index, self.metaslabs[index].weight() >> 54));
                 }
@@ -263,7 +278,12 @@ pub struct SpaceManager {
 
 impl SpaceManager {
     pub fn new(tunables: Tunables) -> SpaceManager {
-        SpaceManager { tunables, groups: RwLock::new(Vec::new()), rotor: Mutex::new(Rotor { index: 0, bytes: 0 }), last_synced: Mutex::new(None) }
+        SpaceManager {
+            tunables,
+            groups: RwLock::new(Vec::new()),
+            rotor: Mutex::new(Rotor { index: 0, bytes: 0 }),
+            last_synced: Mutex::new(None),
+        }
     }
 
     pub fn tunables(&self) -> &Tunables {
@@ -278,17 +298,31 @@ impl SpaceManager {
 
     /// Add a top-level vdev: a new one (`ms_array` None, all free) or an existing one whose
     /// metaslab array is read now, with each space map's header (trees load on demand).
-    pub fn add_vdev(&self, vdev: VdevId, asize: u64, ms_shift: u32, ashift: u32, ms_array: Option<ObjectId>, storage: &dyn SpaceStorage) -> Result<(), SpaceError> {
+    pub fn add_vdev(
+        &self,
+        vdev: VdevId,
+        asize: u64,
+        ms_shift: u32,
+        ashift: u32,
+        ms_array: Option<ObjectId>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<(), SpaceError> {
         let invalid = |reason: String| SpaceError::InvalidVdev { vdev, reason };
         if !(SPA_MINBLOCKSHIFT..=16).contains(&ashift) {
-            return Err(invalid(format!("ashift {ashift} outside [{SPA_MINBLOCKSHIFT}, 16]")));
+            return Err(invalid(format!(
+                "ashift {ashift} outside [{SPA_MINBLOCKSHIFT}, 16]"
+            )));
         }
         if ms_shift < ashift || ms_shift >= 63 || ms_shift - ashift >= 47 {
-            return Err(invalid(format!("metaslab shift {ms_shift} impossible with ashift {ashift}")));
+            return Err(invalid(format!(
+                "metaslab shift {ms_shift} impossible with ashift {ashift}"
+            )));
         }
         let ms_count = asize >> ms_shift;
         if ms_count == 0 || ms_count > 1 << 24 {
-            return Err(invalid(format!("{asize} bytes make {ms_count} metaslabs of 2^{ms_shift}")));
+            return Err(invalid(format!(
+                "{asize} bytes make {ms_count} metaslabs of 2^{ms_shift}"
+            )));
         }
         let block_size = self.tunables.metaslab_sm_blksz;
         let mut metaslabs = Vec::with_capacity(ms_count as usize);
@@ -297,38 +331,71 @@ impl SpaceManager {
             storage.read(array, 0, &mut ids)?;
         }
         for id in 0..ms_count {
-            let object = u64::from_le_bytes(ids[id as usize * 8..id as usize * 8 + 8].try_into().expect("8 bytes"));
+            let object = u64::from_le_bytes(
+                ids[id as usize * 8..id as usize * 8 + 8]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
             let start = id << ms_shift;
             metaslabs.push(if object == 0 {
                 Metaslab::new(id, start, 1 << ms_shift, ashift, block_size)
             } else {
-                Metaslab::open(storage, id, start, 1 << ms_shift, ashift, block_size, ObjectId(object))?
+                Metaslab::open(
+                    storage,
+                    id,
+                    start,
+                    1 << ms_shift,
+                    ashift,
+                    block_size,
+                    ObjectId(object),
+                )?
             });
         }
         let mut groups = self.groups.write();
         if groups.iter().any(|group| group.lock().vdev == vdev) {
             return Err(invalid("already added".into()));
         }
-        groups.push(Mutex::new(Group { vdev, ms_shift, ashift, ms_array, metaslabs, active: None }));
+        groups.push(Mutex::new(Group {
+            vdev,
+            ms_shift,
+            ashift,
+            ms_array,
+            metaslabs,
+            active: None,
+        }));
         Ok(())
     }
 
     /// The vdev's metaslab array object, once a sync has created it.
     pub fn ms_array(&self, vdev: VdevId) -> Option<ObjectId> {
-        self.groups.read().iter().map(|group| group.lock()).find(|group| group.vdev == vdev).and_then(|group| group.ms_array)
+        self.groups
+            .read()
+            .iter()
+            .map(|group| group.lock())
+            .find(|group| group.vdev == vdev)
+            .and_then(|group| group.ms_array)
     }
 
     /// Allocate `size_allocated` bytes in syncing txg `txg`. `avoid` lists the copies of this
     /// block already placed: the new one goes to another top-level vdev if there is one,
     /// otherwise to another metaslab of the same vdev, and only as a last resort next to one.
-    pub fn allocate(&self, size_allocated: u64, txg: Txg, avoid: &[(VdevId, u64)], storage: &dyn SpaceStorage) -> Result<(VdevId, u64), SpaceError> {
+    pub fn allocate(
+        &self,
+        size_allocated: u64,
+        txg: Txg,
+        avoid: &[(VdevId, u64)],
+        storage: &dyn SpaceStorage,
+    ) -> Result<(VdevId, u64), SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
         let groups = self.groups.read();
         let count = groups.len();
         if count == 0 {
             return Err(SpaceError::NoSpace { size_allocated });
         }
-        let last_synced = self.last_synced.lock().unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
         let start = match avoid.last() {
             None => {
                 let mut rotor = self.rotor.lock();
@@ -338,7 +405,10 @@ impl SpaceManager {
                 }
                 rotor.index % count
             }
-            Some((vdev, _)) => groups.iter().position(|group| group.lock().vdev == *vdev).map_or(0, |position| position + 1),
+            Some((vdev, _)) => groups
+                .iter()
+                .position(|group| group.lock().vdev == *vdev)
+                .map_or(0, |position| position + 1),
         };
         // Pass 0: vdevs holding no copy. Pass 1: vdevs holding one, other metaslabs. Pass 2: anywhere.
         for pass in 0..3 {
@@ -350,13 +420,24 @@ impl SpaceManager {
                 let avoid_metaslabs: Vec<usize> = match pass {
                     0 if holds_copy => continue,
                     1 if !holds_copy => continue,
-                    1 => avoid.iter().filter(|(avoid_vdev, _)| *avoid_vdev == vdev).map(|(_, offset)| (offset >> group.ms_shift) as usize).collect(),
+                    1 => avoid
+                        .iter()
+                        .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
+                        .map(|(_, offset)| (offset >> group.ms_shift) as usize)
+                        .collect(),
                     2 if avoid.is_empty() => break,
                     _ => Vec::new(),
                 };
                 let sector = 1u64 << group.ashift;
-                assert!(size_allocated % sector == 0, "allocation of {size_allocated} bytes on vdev {vdev} with {sector}-byte sectors");
-                if let Some(offset) = group.allocate(size_allocated, txg, &avoid_metaslabs, storage, &self.tunables, last_synced)? {
+                assert!(size_allocated.is_multiple_of(sector), "allocation of {size_allocated} bytes on vdev {vdev} with {sector}-byte sectors");
+                if let Some(offset) = group.allocate(
+                    size_allocated,
+                    txg,
+                    &avoid_metaslabs,
+                    storage,
+                    &self.tunables,
+                    last_synced,
+                )? {
                     drop(group);
                     if avoid.is_empty() {
                         let mut rotor = self.rotor.lock();
@@ -373,7 +454,11 @@ impl SpaceManager {
         Err(SpaceError::NoSpace { size_allocated })
     }
 
-    fn with_group<T>(&self, vdev: VdevId, operation: impl FnOnce(&mut Group) -> Result<T, SpaceError>) -> Result<T, SpaceError> {
+    fn with_group<T>(
+        &self,
+        vdev: VdevId,
+        operation: impl FnOnce(&mut Group) -> Result<T, SpaceError>,
+    ) -> Result<T, SpaceError> {
         let groups = self.groups.read();
         for group in groups.iter() {
             let mut group = group.lock();
@@ -381,22 +466,40 @@ impl SpaceManager {
                 return operation(&mut group);
             }
         }
-        Err(SpaceError::corrupt(format!("no top-level vdev {vdev}"), "block pointer".into()))
+        Err(SpaceError::corrupt(
+            format!("no top-level vdev {vdev}"),
+            "block pointer".into(),
+        ))
     }
 
     /// Free a block's range in syncing txg `txg`. The range comes from disk and is validated.
     pub fn free(&self, vdev: VdevId, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
-        self.with_group(vdev, |group| group.metaslab_for(offset, size)?.free(offset, size, txg))
+        self.with_group(vdev, |group| {
+            group.metaslab_for(offset, size)?.free(offset, size, txg)
+        })
     }
 
     /// Undo an allocation made in syncing txg `txg` that has not been synced yet.
-    pub fn unalloc(&self, vdev: VdevId, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
-        self.with_group(vdev, |group| group.metaslab_for(offset, size)?.unalloc(offset, size, txg))
+    pub fn unalloc(
+        &self,
+        vdev: VdevId,
+        offset: u64,
+        size: u64,
+        txg: Txg,
+    ) -> Result<(), SpaceError> {
+        self.with_group(vdev, |group| {
+            group.metaslab_for(offset, size)?.unalloc(offset, size, txg)
+        })
     }
 
     /// Write every dirty metaslab's changes for `txg` in this pass, and the ids of newly created
     /// maps into the metaslab arrays. Returns whether anything was written.
-    pub fn sync(&self, txg: Txg, sync_pass: u32, storage: &dyn SpaceStorage) -> Result<bool, SpaceError> {
+    pub fn sync(
+        &self,
+        txg: Txg,
+        sync_pass: u32,
+        storage: &dyn SpaceStorage,
+    ) -> Result<bool, SpaceError> {
         let groups = self.groups.read();
         let mut wrote = false;
         for group in groups.iter() {
@@ -404,8 +507,12 @@ impl SpaceManager {
             for metaslab in group.metaslabs.iter_mut() {
                 wrote |= metaslab.sync(storage, txg, sync_pass, &self.tunables)?;
             }
-            let created: Vec<(u64, ObjectId)> =
-                group.metaslabs.iter().filter(|metaslab| metaslab.map_created).map(|metaslab| (metaslab.id, metaslab.space_map_object())).collect();
+            let created: Vec<(u64, ObjectId)> = group
+                .metaslabs
+                .iter()
+                .filter(|metaslab| metaslab.map_created)
+                .map(|metaslab| (metaslab.id, metaslab.space_map_object()))
+                .collect();
             if created.is_empty() {
                 continue;
             }
@@ -429,7 +536,13 @@ impl SpaceManager {
 
     /// Is anything allocated or freed in `txg` not yet written?
     pub fn is_dirty(&self, txg: Txg) -> bool {
-        self.groups.read().iter().any(|group| group.lock().metaslabs.iter().any(|metaslab| metaslab.is_dirty(txg)))
+        self.groups.read().iter().any(|group| {
+            group
+                .lock()
+                .metaslabs
+                .iter()
+                .any(|metaslab| metaslab.is_dirty(txg))
+        })
     }
 
     /// End of txg `txg`: rotate the defer trees of every metaslab.
@@ -457,7 +570,9 @@ impl SpaceManager {
                         start: metaslab.start,
                         size: metaslab.size,
                         space_map_object: metaslab.space_map_object(),
-                        space_map_length_bytes: metaslab.space_map().map_or(0, SpaceMap::length_bytes),
+                        space_map_length_bytes: metaslab
+                            .space_map()
+                            .map_or(0, SpaceMap::length_bytes),
                         allocated_bytes: metaslab.allocated_bytes(),
                         free_bytes: metaslab.free_bytes(),
                         deferred_bytes: metaslab.deferred_bytes(),
@@ -467,14 +582,20 @@ impl SpaceManager {
                     })
                     .collect();
                 let free_bytes: u64 = metaslabs.iter().map(|row| row.free_bytes).sum();
-                let weighted: u128 = metaslabs.iter().map(|row| row.free_bytes as u128 * row.fragmentation_percent.unwrap_or(0) as u128).sum();
+                let weighted: u128 = metaslabs
+                    .iter()
+                    .map(|row| {
+                        row.free_bytes as u128 * row.fragmentation_percent.unwrap_or(0) as u128
+                    })
+                    .sum();
                 VdevSpaceStats {
                     vdev: group.vdev,
                     size: group.covered_size(),
                     allocated_bytes: metaslabs.iter().map(|row| row.allocated_bytes).sum(),
                     free_bytes,
                     deferred_bytes: metaslabs.iter().map(|row| row.deferred_bytes).sum(),
-                    fragmentation_percent: (free_bytes > 0).then(|| (weighted / free_bytes as u128) as u64),
+                    fragmentation_percent: (free_bytes > 0)
+                        .then(|| (weighted / free_bytes as u128) as u64),
                     ms_shift: group.ms_shift,
                     ashift: group.ashift,
                     metaslabs,
@@ -484,7 +605,10 @@ impl SpaceManager {
     }
 
     /// What the on-disk space maps say is allocated, per vdev (for `tarn check`).
-    pub fn allocated_from_space_maps(&self, storage: &dyn SpaceStorage) -> Result<BTreeMap<VdevId, RangeTree>, SpaceError> {
+    pub fn allocated_from_space_maps(
+        &self,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BTreeMap<VdevId, RangeTree>, SpaceError> {
         let groups = self.groups.read();
         let mut result = BTreeMap::new();
         for group in groups.iter() {

@@ -101,7 +101,9 @@ impl RangeTree {
 
     /// Segments in offset order.
     pub fn iter(&self) -> impl Iterator<Item = Segment> + '_ {
-        self.segments.iter().map(|(&start, &end)| Segment { start, end })
+        self.segments
+            .iter()
+            .map(|(&start, &end)| Segment { start, end })
     }
 
     /// Segments starting at or after the segment containing `offset` (or the first one after it).
@@ -110,17 +112,31 @@ impl RangeTree {
             Some((&start, &end)) if end > offset => start,
             _ => offset,
         };
-        self.segments.range(first..).map(|(&start, &end)| Segment { start, end })
+        self.segments
+            .range(first..)
+            .map(|(&start, &end)| Segment { start, end })
     }
 
     /// The largest segment (the lowest-offset one among equals is not guaranteed).
     pub fn largest_segment(&self) -> Option<Segment> {
-        self.by_size.iter().next_back().map(|&(size, start)| Segment { start, end: start + size })
+        self.by_size
+            .iter()
+            .next_back()
+            .map(|&(size, start)| Segment {
+                start,
+                end: start + size,
+            })
     }
 
     /// The smallest segment of at least `size` bytes (best fit), lowest offset among equals.
     pub fn best_fit(&self, size: u64) -> Option<Segment> {
-        self.by_size.range((size, 0)..).next().map(|&(size, start)| Segment { start, end: start + size })
+        self.by_size
+            .range((size, 0)..)
+            .next()
+            .map(|&(size, start)| Segment {
+                start,
+                end: start + size,
+            })
     }
 
     fn insert_segment(&mut self, start: u64, end: u64) {
@@ -252,7 +268,9 @@ impl RangeTree {
 
     /// Segments overlapping `[start, end)`, unclipped, in offset order.
     fn overlapping(&self, start: u64, end: u64) -> Vec<Segment> {
-        self.iter_from(start).take_while(|segment| segment.start < end).collect()
+        self.iter_from(start)
+            .take_while(|segment| segment.start < end)
+            .collect()
     }
 
     /// Add every segment of this tree into `other` (which must not overlap it).
@@ -315,7 +333,10 @@ mod tests {
         assert_eq!(tree.segment_count(), 1);
         assert_eq!(tree.space(), 30);
         tree.remove(5, 10);
-        assert_eq!(tree.iter().collect::<Vec<_>>(), vec![Segment { start: 0, end: 5 }, Segment { start: 15, end: 30 }]);
+        assert_eq!(
+            tree.iter().collect::<Vec<_>>(),
+            vec![Segment { start: 0, end: 5 }, Segment { start: 15, end: 30 }]
+        );
         assert_eq!(tree.histogram()[2], 1); // 5 bytes
         assert_eq!(tree.histogram()[3], 1); // 15 bytes
         tree.verify();
@@ -324,11 +345,26 @@ mod tests {
     #[test]
     fn try_operations_refuse_overlap_and_missing() {
         let mut tree = RangeTree::with_range(100, 100);
-        assert!(matches!(tree.try_add(150, 100), Err(RangeError::Overlap { .. })));
-        assert!(matches!(tree.try_add(50, 51), Err(RangeError::Overlap { .. })));
-        assert!(matches!(tree.try_remove(150, 100), Err(RangeError::Missing { .. })));
-        assert!(matches!(tree.try_remove(u64::MAX, 2), Err(RangeError::Invalid { .. })));
-        assert!(matches!(tree.try_add(0, 0), Err(RangeError::Invalid { .. })));
+        assert!(matches!(
+            tree.try_add(150, 100),
+            Err(RangeError::Overlap { .. })
+        ));
+        assert!(matches!(
+            tree.try_add(50, 51),
+            Err(RangeError::Overlap { .. })
+        ));
+        assert!(matches!(
+            tree.try_remove(150, 100),
+            Err(RangeError::Missing { .. })
+        ));
+        assert!(matches!(
+            tree.try_remove(u64::MAX, 2),
+            Err(RangeError::Invalid { .. })
+        ));
+        assert!(matches!(
+            tree.try_add(0, 0),
+            Err(RangeError::Invalid { .. })
+        ));
         assert_eq!(tree.space(), 100);
         assert!(tree.contains(100, 100));
         assert!(!tree.contains(99, 2));
@@ -349,7 +385,13 @@ mod tests {
         tree.add(0, 100);
         tree.add(200, 30);
         tree.add(300, 50);
-        assert_eq!(tree.best_fit(40), Some(Segment { start: 300, end: 350 }));
+        assert_eq!(
+            tree.best_fit(40),
+            Some(Segment {
+                start: 300,
+                end: 350
+            })
+        );
         assert_eq!(tree.best_fit(101), None);
         assert_eq!(tree.largest_segment(), Some(Segment { start: 0, end: 100 }));
     }
@@ -360,10 +402,16 @@ mod tests {
         tree.add(10, 10);
         tree.add(40, 10);
         tree.add_missing(0, 60);
-        assert_eq!(tree.iter().collect::<Vec<_>>(), vec![Segment { start: 0, end: 60 }]);
+        assert_eq!(
+            tree.iter().collect::<Vec<_>>(),
+            vec![Segment { start: 0, end: 60 }]
+        );
         tree.remove_overlap(50, 100);
         tree.remove_overlap(5, 5);
-        assert_eq!(tree.iter().collect::<Vec<_>>(), vec![Segment { start: 0, end: 5 }, Segment { start: 10, end: 50 }]);
+        assert_eq!(
+            tree.iter().collect::<Vec<_>>(),
+            vec![Segment { start: 0, end: 5 }, Segment { start: 10, end: 50 }]
+        );
         tree.verify();
     }
 

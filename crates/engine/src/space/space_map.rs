@@ -95,7 +95,12 @@ pub struct SpaceMapHeader {
 
 impl SpaceMapHeader {
     pub fn new(shift: u32) -> SpaceMapHeader {
-        SpaceMapHeader { length_bytes: 0, allocated_bytes: 0, shift, histogram: [0; SPACE_MAP_HISTOGRAM_SIZE] }
+        SpaceMapHeader {
+            length_bytes: 0,
+            allocated_bytes: 0,
+            shift,
+            histogram: [0; SPACE_MAP_HISTOGRAM_SIZE],
+        }
     }
 
     pub fn encode(&self) -> [u8; SPACE_MAP_HEADER_SIZE] {
@@ -111,11 +116,17 @@ impl SpaceMapHeader {
 
     /// Decode a bonus buffer; `object` only names the map in errors.
     pub fn decode(bytes: &[u8], object: ObjectId) -> Result<SpaceMapHeader, SpaceError> {
-        let corrupt = |what: String| SpaceError::corrupt(what, format!("space map object {object} header"));
+        let corrupt =
+            |what: String| SpaceError::corrupt(what, format!("space map object {object} header"));
         if bytes.len() != SPACE_MAP_HEADER_SIZE {
-            return Err(corrupt(format!("bonus is {} bytes, expected {SPACE_MAP_HEADER_SIZE}", bytes.len())));
+            return Err(corrupt(format!(
+                "bonus is {} bytes, expected {SPACE_MAP_HEADER_SIZE}",
+                bytes.len()
+            )));
         }
-        let u64_at = |offset: usize| u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"));
+        let u64_at = |offset: usize| {
+            u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"))
+        };
         let length_bytes = u64_at(0);
         let allocated_bytes = i64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
         let shift = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
@@ -123,8 +134,10 @@ impl SpaceMapHeader {
         if padding != 0 {
             return Err(corrupt(format!("padding is {padding:#x}, expected 0")));
         }
-        if length_bytes % WORD_SIZE != 0 {
-            return Err(corrupt(format!("length {length_bytes} is not a multiple of 8")));
+        if !length_bytes.is_multiple_of(WORD_SIZE) {
+            return Err(corrupt(format!(
+                "length {length_bytes} is not a multiple of 8"
+            )));
         }
         if !(crate::types::SPA_MINBLOCKSHIFT..=24).contains(&shift) {
             return Err(corrupt(format!("shift {shift} out of range")));
@@ -133,7 +146,12 @@ impl SpaceMapHeader {
         for (index, count) in histogram.iter_mut().enumerate() {
             *count = u64_at(24 + index * 8);
         }
-        Ok(SpaceMapHeader { length_bytes, allocated_bytes, shift, histogram })
+        Ok(SpaceMapHeader {
+            length_bytes,
+            allocated_bytes,
+            shift,
+            histogram,
+        })
     }
 
     /// Add a range tree's segments (absolute power-of-two buckets) into the histogram.
@@ -143,7 +161,11 @@ impl SpaceMapHeader {
 }
 
 /// Fold a 64-bucket range-tree histogram into a 32-bucket histogram relative to `shift`.
-pub fn histogram_add_into(histogram: &mut [u64; SPACE_MAP_HISTOGRAM_SIZE], tree_histogram: &[u64], shift: u32) {
+pub fn histogram_add_into(
+    histogram: &mut [u64; SPACE_MAP_HISTOGRAM_SIZE],
+    tree_histogram: &[u64],
+    shift: u32,
+) {
     let shift = shift as usize;
     for (bucket, &count) in tree_histogram.iter().enumerate() {
         if count == 0 {
@@ -156,7 +178,8 @@ pub fn histogram_add_into(histogram: &mut [u64; SPACE_MAP_HISTOGRAM_SIZE], tree_
         } else {
             let excess = (relative - (SPACE_MAP_HISTOGRAM_SIZE - 1)) as u32;
             let scaled = count.checked_shl(excess).unwrap_or(u64::MAX);
-            histogram[SPACE_MAP_HISTOGRAM_SIZE - 1] = histogram[SPACE_MAP_HISTOGRAM_SIZE - 1].saturating_add(scaled);
+            histogram[SPACE_MAP_HISTOGRAM_SIZE - 1] =
+                histogram[SPACE_MAP_HISTOGRAM_SIZE - 1].saturating_add(scaled);
         }
     }
 }
@@ -178,14 +201,26 @@ pub struct SpaceMapEntry {
 /// A decoded word or word pair, before validation against region bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RawEntry {
-    Debug { action: SpaceMapAction, sync_pass: u32, txg: u64 },
+    Debug {
+        action: SpaceMapAction,
+        sync_pass: u32,
+        txg: u64,
+    },
     Padding,
-    Run { action: SpaceMapAction, offset_units: u64, run_units: u64, vdev: Option<u32> },
+    Run {
+        action: SpaceMapAction,
+        offset_units: u64,
+        run_units: u64,
+        vdev: Option<u32>,
+    },
 }
 
 /// Encode a debug word.
 pub fn encode_debug(action: SpaceMapAction, sync_pass: u32, txg: Txg) -> u64 {
-    assert!(sync_pass <= PASS_MAX, "sync pass {sync_pass} does not fit a debug entry");
+    assert!(
+        sync_pass <= PASS_MAX,
+        "sync pass {sync_pass} does not fit a debug entry"
+    );
     assert!(txg.0 <= TXG_MAX, "txg {txg} does not fit a debug entry");
     (DEBUG_PREFIX << 62) | (action.bit() << 60) | ((sync_pass as u64) << 50) | txg.0
 }
@@ -195,9 +230,21 @@ fn encode_one_word(action: SpaceMapAction, offset_units: u64, run_units: u64) ->
     (offset_units << 16) | (action.bit() << 15) | (run_units - 1)
 }
 
-fn encode_two_word(action: SpaceMapAction, offset_units: u64, run_units: u64, vdev: u32) -> [u64; 2] {
-    assert!(offset_units < (1 << 63) && (1..=TWO_WORD_RUN_MAX).contains(&run_units) && vdev <= VDEV_ID_MAX);
-    [(TWO_WORD_PREFIX << 62) | ((run_units - 1) << 24) | vdev as u64, (action.bit() << 63) | offset_units]
+fn encode_two_word(
+    action: SpaceMapAction,
+    offset_units: u64,
+    run_units: u64,
+    vdev: u32,
+) -> [u64; 2] {
+    assert!(
+        offset_units < (1 << 63)
+            && (1..=TWO_WORD_RUN_MAX).contains(&run_units)
+            && vdev <= VDEV_ID_MAX
+    );
+    [
+        (TWO_WORD_PREFIX << 62) | ((run_units - 1) << 24) | vdev as u64,
+        (action.bit() << 63) | offset_units,
+    ]
 }
 
 /// The vdev field value meaning "no vdev id" in a two-word entry (2^24 does not fit 24 bits, so
@@ -206,7 +253,10 @@ const NO_VDEV_ID: u32 = VDEV_ID_MAX;
 
 /// Decode the word at `words[0]` (and `words[1]` for a two-word entry). Returns the entry and the
 /// number of words it used. `position` names the first word in errors.
-pub fn decode_entry(words: &[u64], position: &dyn Fn() -> String) -> Result<(RawEntry, usize), SpaceError> {
+pub fn decode_entry(
+    words: &[u64],
+    position: &dyn Fn() -> String,
+) -> Result<(RawEntry, usize), SpaceError> {
     let first = words[0];
     match first >> 62 {
         DEBUG_PREFIX => {
@@ -217,32 +267,67 @@ pub fn decode_entry(words: &[u64], position: &dyn Fn() -> String) -> Result<(Raw
                 if first == DEBUG_PREFIX << 62 {
                     return Ok((RawEntry::Padding, 1));
                 }
-                return Err(SpaceError::corrupt(format!("debug entry {first:#018x} with txg 0 is not padding"), position()));
+                return Err(SpaceError::corrupt(
+                    format!("debug entry {first:#018x} with txg 0 is not padding"),
+                    position(),
+                ));
             }
             if action_bits > 1 {
-                return Err(SpaceError::corrupt(format!("debug entry {first:#018x} has action {action_bits}"), position()));
+                return Err(SpaceError::corrupt(
+                    format!("debug entry {first:#018x} has action {action_bits}"),
+                    position(),
+                ));
             }
-            Ok((RawEntry::Debug { action: SpaceMapAction::from_bit(action_bits), sync_pass, txg }, 1))
+            Ok((
+                RawEntry::Debug {
+                    action: SpaceMapAction::from_bit(action_bits),
+                    sync_pass,
+                    txg,
+                },
+                1,
+            ))
         }
         TWO_WORD_PREFIX => {
             let Some(&second) = words.get(1) else {
-                return Err(SpaceError::corrupt("two-word entry cut off by the end of the map".into(), position()));
+                return Err(SpaceError::corrupt(
+                    "two-word entry cut off by the end of the map".into(),
+                    position(),
+                ));
             };
             if (first >> 60) & 0b11 != 0 {
-                return Err(SpaceError::corrupt(format!("two-word entry {first:#018x} has reserved bits set"), position()));
+                return Err(SpaceError::corrupt(
+                    format!("two-word entry {first:#018x} has reserved bits set"),
+                    position(),
+                ));
             }
             let run_units = ((first >> 24) & (TWO_WORD_RUN_MAX - 1)) + 1;
             let vdev_field = (first & 0xff_ffff) as u32;
             let vdev = (vdev_field != NO_VDEV_ID).then_some(vdev_field);
             let action = SpaceMapAction::from_bit(second >> 63);
             let offset_units = second & ((1 << 63) - 1);
-            Ok((RawEntry::Run { action, offset_units, run_units, vdev }, 2))
+            Ok((
+                RawEntry::Run {
+                    action,
+                    offset_units,
+                    run_units,
+                    vdev,
+                },
+                2,
+            ))
         }
         _ => {
             let offset_units = first >> 16;
             let action = SpaceMapAction::from_bit((first >> 15) & 1);
             let run_units = (first & (ONE_WORD_RUN_MAX - 1)) + 1;
-            Ok((RawEntry::Run { action, offset_units, run_units, vdev: None }, 1))
+            Ok((
+                RawEntry::Run {
+                    action,
+                    offset_units,
+                    run_units,
+                    vdev: None,
+                },
+                1,
+            ))
         }
     }
 }
@@ -259,23 +344,57 @@ pub struct SpaceMap {
 
 impl SpaceMap {
     /// Create a new, empty space map object in syncing txg `txg` (header not yet written).
-    pub fn create(storage: &dyn SpaceStorage, start: u64, size: u64, shift: u32, block_size: u32, txg: Txg) -> Result<SpaceMap, SpaceError> {
-        assert!(block_size as u64 % WORD_SIZE == 0 && block_size as u64 >= 2 * WORD_SIZE);
+    pub fn create(
+        storage: &dyn SpaceStorage,
+        start: u64,
+        size: u64,
+        shift: u32,
+        block_size: u32,
+        txg: Txg,
+    ) -> Result<SpaceMap, SpaceError> {
+        assert!(
+            (block_size as u64).is_multiple_of(WORD_SIZE) && block_size as u64 >= 2 * WORD_SIZE
+        );
         let object = storage.create_object(block_size, txg)?;
-        Ok(SpaceMap { object, start, size, block_size, header: SpaceMapHeader::new(shift) })
+        Ok(SpaceMap {
+            object,
+            start,
+            size,
+            block_size,
+            header: SpaceMapHeader::new(shift),
+        })
     }
 
     /// Open an existing map: read and validate its header.
-    pub fn open(storage: &dyn SpaceStorage, object: ObjectId, start: u64, size: u64, shift: u32, block_size: u32) -> Result<SpaceMap, SpaceError> {
+    pub fn open(
+        storage: &dyn SpaceStorage,
+        object: ObjectId,
+        start: u64,
+        size: u64,
+        shift: u32,
+        block_size: u32,
+    ) -> Result<SpaceMap, SpaceError> {
         let header = SpaceMapHeader::decode(&storage.read_bonus(object)?, object)?;
         let where_ = || format!("space map object {object} header");
         if header.shift != shift {
-            return Err(SpaceError::corrupt(format!("shift {} but the vdev ashift is {shift}", header.shift), where_()));
+            return Err(SpaceError::corrupt(
+                format!("shift {} but the vdev ashift is {shift}", header.shift),
+                where_(),
+            ));
         }
         if header.allocated_bytes < 0 || header.allocated_bytes as u64 > size {
-            return Err(SpaceError::corrupt(format!("allocated {} outside [0, {size}]", header.allocated_bytes), where_()));
+            return Err(SpaceError::corrupt(
+                format!("allocated {} outside [0, {size}]", header.allocated_bytes),
+                where_(),
+            ));
         }
-        Ok(SpaceMap { object, start, size, block_size, header })
+        Ok(SpaceMap {
+            object,
+            start,
+            size,
+            block_size,
+            header,
+        })
     }
 
     pub fn length_bytes(&self) -> u64 {
@@ -294,7 +413,14 @@ impl SpaceMap {
 
     /// Append `tree` as one batch of `action` runs for `txg`/`sync_pass`. An empty tree writes
     /// nothing. Updates the in-memory header (length, allocated), not the bonus buffer.
-    pub fn append(&mut self, storage: &dyn SpaceStorage, tree: &RangeTree, action: SpaceMapAction, txg: Txg, sync_pass: u32) -> Result<(), SpaceError> {
+    pub fn append(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        tree: &RangeTree,
+        action: SpaceMapAction,
+        txg: Txg,
+        sync_pass: u32,
+    ) -> Result<(), SpaceError> {
         self.append_with_vdev(storage, tree, action, txg, sync_pass, None)
     }
 
@@ -312,13 +438,18 @@ impl SpaceMap {
             return Ok(());
         }
         if let Some(vdev) = vdev {
-            assert!(vdev < NO_VDEV_ID, "vdev id {vdev} does not fit a space-map entry");
+            assert!(
+                vdev < NO_VDEV_ID,
+                "vdev id {vdev} does not fit a space-map entry"
+            );
         }
         let words_per_block = self.block_size as u64 / WORD_SIZE;
         let mut words: Vec<u64> = Vec::with_capacity(tree.segment_count() + 2);
         let first_word = self.header.length_bytes / WORD_SIZE;
         let push = |words: &mut Vec<u64>, entry: &[u64]| {
-            if entry.len() == 2 && (first_word + words.len() as u64) % words_per_block == words_per_block - 1 {
+            if entry.len() == 2
+                && (first_word + words.len() as u64) % words_per_block == words_per_block - 1
+            {
                 words.push(DEBUG_PREFIX << 62);
             }
             words.extend_from_slice(entry);
@@ -326,20 +457,41 @@ impl SpaceMap {
         push(&mut words, &[encode_debug(action, sync_pass, txg)]);
         let shift = self.header.shift;
         for segment in tree.iter() {
-            assert!(segment.start >= self.start && segment.end <= self.start + self.size, "segment outside the space map's region");
+            assert!(
+                segment.start >= self.start && segment.end <= self.start + self.size,
+                "segment outside the space map's region"
+            );
             let mut offset_units = (segment.start - self.start) >> shift;
             let mut remaining_units = segment.size() >> shift;
             assert!(
-                (segment.start - self.start) % (1 << shift) == 0 && segment.size() % (1 << shift) == 0,
+                (segment.start - self.start).is_multiple_of(1 << shift)
+                    && segment.size().is_multiple_of(1 << shift),
                 "segment not aligned to the space map unit"
             );
             while remaining_units > 0 {
-                let needs_two_words = vdev.is_some() || remaining_units > ONE_WORD_RUN_MAX || offset_units >= ONE_WORD_OFFSET_LIMIT;
-                let run_units = if needs_two_words { remaining_units.min(TWO_WORD_RUN_MAX) } else { remaining_units };
-                if needs_two_words {
-                    push(&mut words, &encode_two_word(action, offset_units, run_units, vdev.unwrap_or(NO_VDEV_ID)));
+                let needs_two_words = vdev.is_some()
+                    || remaining_units > ONE_WORD_RUN_MAX
+                    || offset_units >= ONE_WORD_OFFSET_LIMIT;
+                let run_units = if needs_two_words {
+                    remaining_units.min(TWO_WORD_RUN_MAX)
                 } else {
-                    push(&mut words, &[encode_one_word(action, offset_units, run_units)]);
+                    remaining_units
+                };
+                if needs_two_words {
+                    push(
+                        &mut words,
+                        &encode_two_word(
+                            action,
+                            offset_units,
+                            run_units,
+                            vdev.unwrap_or(NO_VDEV_ID),
+                        ),
+                    );
+                } else {
+                    push(
+                        &mut words,
+                        &[encode_one_word(action, offset_units, run_units)],
+                    );
                 }
                 offset_units += run_units;
                 remaining_units -= run_units;
@@ -372,9 +524,12 @@ impl SpaceMap {
         length_bytes: u64,
         mut callback: impl FnMut(SpaceMapEntry) -> Result<(), SpaceError>,
     ) -> Result<(), SpaceError> {
-        if length_bytes % WORD_SIZE != 0 || length_bytes > self.header.length_bytes {
+        if !length_bytes.is_multiple_of(WORD_SIZE) || length_bytes > self.header.length_bytes {
             return Err(SpaceError::corrupt(
-                format!("replay length {length_bytes} invalid for map length {}", self.header.length_bytes),
+                format!(
+                    "replay length {length_bytes} invalid for map length {}",
+                    self.header.length_bytes
+                ),
                 format!("space map object {}", self.object),
             ));
         }
@@ -386,14 +541,20 @@ impl SpaceMap {
             let chunk_bytes = (length_bytes - offset_bytes).min(self.block_size as u64);
             let mut buffer = vec![0u8; chunk_bytes as usize];
             storage.read(self.object, offset_bytes, &mut buffer)?;
-            let words: Vec<u64> = buffer.chunks_exact(8).map(|bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes"))).collect();
+            let words: Vec<u64> = buffer
+                .chunks_exact(8)
+                .map(|bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+                .collect();
             let mut index = 0usize;
             while index < words.len() {
                 let word_number = offset_bytes / WORD_SIZE + index as u64;
                 let position = || format!("space map object {} word {word_number}", self.object);
                 let (raw, used) = decode_entry(&words[index..], &position)?;
                 if used == 2 && word_number % words_per_block == words_per_block - 1 {
-                    return Err(SpaceError::corrupt("two-word entry straddles a block".into(), position()));
+                    return Err(SpaceError::corrupt(
+                        "two-word entry straddles a block".into(),
+                        position(),
+                    ));
                 }
                 index += used;
                 match raw {
@@ -402,12 +563,24 @@ impl SpaceMap {
                         current_txg = txg;
                         current_pass = sync_pass;
                     }
-                    RawEntry::Run { action, offset_units, run_units, vdev } => {
+                    RawEntry::Run {
+                        action,
+                        offset_units,
+                        run_units,
+                        vdev,
+                    } => {
                         let shift = self.header.shift;
-                        let relative_start = offset_units.checked_shl(shift).filter(|value| value >> shift == offset_units);
-                        let size = run_units.checked_shl(shift).filter(|value| value >> shift == run_units);
+                        let relative_start = offset_units
+                            .checked_shl(shift)
+                            .filter(|value| value >> shift == offset_units);
+                        let size = run_units
+                            .checked_shl(shift)
+                            .filter(|value| value >> shift == run_units);
                         let bounds = match (relative_start, size) {
-                            (Some(relative_start), Some(size)) => relative_start.checked_add(size).filter(|&end| end <= self.size).map(|_| (relative_start, size)),
+                            (Some(relative_start), Some(size)) => relative_start
+                                .checked_add(size)
+                                .filter(|&end| end <= self.size)
+                                .map(|_| (relative_start, size)),
                             _ => None,
                         };
                         let Some((relative_start, size)) = bounds else {
@@ -416,7 +589,14 @@ impl SpaceMap {
                                 position(),
                             ));
                         };
-                        callback(SpaceMapEntry { action, start: self.start + relative_start, size, txg: Txg(current_txg), sync_pass: current_pass, vdev })?;
+                        callback(SpaceMapEntry {
+                            action,
+                            start: self.start + relative_start,
+                            size,
+                            txg: Txg(current_txg),
+                            sync_pass: current_pass,
+                            vdev,
+                        })?;
                     }
                 }
             }
@@ -426,22 +606,37 @@ impl SpaceMap {
     }
 
     /// Replay the map into a free-space tree that starts as the whole region free.
-    pub fn load_free_tree(&self, storage: &dyn SpaceStorage, length_bytes: u64) -> Result<RangeTree, SpaceError> {
+    pub fn load_free_tree(
+        &self,
+        storage: &dyn SpaceStorage,
+        length_bytes: u64,
+    ) -> Result<RangeTree, SpaceError> {
         let mut free = RangeTree::with_range(self.start, self.size);
         let object = self.object;
-        self.replay(storage, length_bytes, |entry| apply_entry(&mut free, &entry, object))?;
+        self.replay(storage, length_bytes, |entry| {
+            apply_entry(&mut free, &entry, object)
+        })?;
         Ok(free)
     }
 }
 
 /// Apply a run to a free-space tree: FREE adds, ALLOC removes. A double free or double
 /// allocation in the map is corruption.
-pub fn apply_entry(free: &mut RangeTree, entry: &SpaceMapEntry, object: ObjectId) -> Result<(), SpaceError> {
+pub fn apply_entry(
+    free: &mut RangeTree,
+    entry: &SpaceMapEntry,
+    object: ObjectId,
+) -> Result<(), SpaceError> {
     let result = match entry.action {
         SpaceMapAction::Free => free.try_add(entry.start, entry.size),
         SpaceMapAction::Alloc => free.try_remove(entry.start, entry.size),
     };
-    result.map_err(|error| SpaceError::corrupt(format!("{:?} run: {error}", entry.action), format!("space map object {object} txg {}", entry.txg)))
+    result.map_err(|error| {
+        SpaceError::corrupt(
+            format!("{:?} run: {error}", entry.action),
+            format!("space map object {object} txg {}", entry.txg),
+        )
+    })
 }
 
 /// Worst-case bytes needed to write `tree_histogram` (a range-tree histogram) as one batch per
@@ -459,7 +654,10 @@ pub fn estimate_optimal_size(tree_histogram: &[u64], shift: u32, block_size: u32
         } else if bucket < 36 + shift {
             2
         } else {
-            2u64.saturating_mul(1u64.checked_shl((bucket + 1 - 36 - shift) as u32).unwrap_or(u64::MAX))
+            2u64.saturating_mul(
+                1u64.checked_shl((bucket + 1 - 36 - shift) as u32)
+                    .unwrap_or(u64::MAX),
+            )
         };
         words = words.saturating_add(count.saturating_mul(words_each));
     }
@@ -477,10 +675,13 @@ pub(crate) mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
+    /// An object's data bytes and bonus buffer.
+    pub(crate) type ObjectContents = (Vec<u8>, Vec<u8>);
+
     /// In-memory [`SpaceStorage`]: a map of objects, each with data bytes and a bonus buffer.
     #[derive(Default)]
     pub(crate) struct MemoryStorage {
-        pub objects: Mutex<HashMap<u64, (Vec<u8>, Vec<u8>)>>,
+        pub objects: Mutex<HashMap<u64, ObjectContents>>,
         next_object: Mutex<u64>,
     }
 
@@ -504,19 +705,33 @@ pub(crate) mod tests {
             Ok(ObjectId(*next))
         }
         fn free_object(&self, object: ObjectId, _txg: Txg) -> Result<(), StorageError> {
-            self.objects.lock().remove(&object.0).map(|_| ()).ok_or_else(|| StorageError(format!("no object {object}")))
+            self.objects
+                .lock()
+                .remove(&object.0)
+                .map(|_| ())
+                .ok_or_else(|| StorageError(format!("no object {object}")))
         }
         fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
             let objects = self.objects.lock();
-            let (data, _) = objects.get(&object.0).ok_or_else(|| StorageError(format!("no object {object}")))?;
+            let (data, _) = objects
+                .get(&object.0)
+                .ok_or_else(|| StorageError(format!("no object {object}")))?;
             for (index, byte) in buf.iter_mut().enumerate() {
                 *byte = data.get(offset as usize + index).copied().unwrap_or(0);
             }
             Ok(())
         }
-        fn write(&self, object: ObjectId, offset: u64, bytes: &[u8], _txg: Txg) -> Result<(), StorageError> {
+        fn write(
+            &self,
+            object: ObjectId,
+            offset: u64,
+            bytes: &[u8],
+            _txg: Txg,
+        ) -> Result<(), StorageError> {
             let mut objects = self.objects.lock();
-            let (data, _) = objects.get_mut(&object.0).ok_or_else(|| StorageError(format!("no object {object}")))?;
+            let (data, _) = objects
+                .get_mut(&object.0)
+                .ok_or_else(|| StorageError(format!("no object {object}")))?;
             let end = offset as usize + bytes.len();
             if data.len() < end {
                 data.resize(end, 0);
@@ -526,18 +741,32 @@ pub(crate) mod tests {
         }
         fn truncate(&self, object: ObjectId, length: u64, _txg: Txg) -> Result<(), StorageError> {
             let mut objects = self.objects.lock();
-            let (data, _) = objects.get_mut(&object.0).ok_or_else(|| StorageError(format!("no object {object}")))?;
+            let (data, _) = objects
+                .get_mut(&object.0)
+                .ok_or_else(|| StorageError(format!("no object {object}")))?;
             data.truncate(length as usize);
             Ok(())
         }
         fn read_bonus(&self, object: ObjectId) -> Result<Vec<u8>, StorageError> {
             let objects = self.objects.lock();
-            Ok(objects.get(&object.0).ok_or_else(|| StorageError(format!("no object {object}")))?.1.clone())
+            Ok(objects
+                .get(&object.0)
+                .ok_or_else(|| StorageError(format!("no object {object}")))?
+                .1
+                .clone())
         }
-        fn write_bonus(&self, object: ObjectId, bonus: &[u8], _txg: Txg) -> Result<(), StorageError> {
+        fn write_bonus(
+            &self,
+            object: ObjectId,
+            bonus: &[u8],
+            _txg: Txg,
+        ) -> Result<(), StorageError> {
             assert!(bonus.len() <= BONUS_SIZE_MAX);
             let mut objects = self.objects.lock();
-            objects.get_mut(&object.0).ok_or_else(|| StorageError(format!("no object {object}")))?.1 = bonus.to_vec();
+            objects
+                .get_mut(&object.0)
+                .ok_or_else(|| StorageError(format!("no object {object}")))?
+                .1 = bonus.to_vec();
             Ok(())
         }
     }
@@ -561,7 +790,10 @@ pub(crate) mod tests {
         assert_eq!(SpaceMapHeader::decode(&bytes, ObjectId(1)).unwrap(), header);
         let mut bad = bytes;
         bad[21] = 1;
-        assert!(matches!(SpaceMapHeader::decode(&bad, ObjectId(1)), Err(SpaceError::Corrupt { .. })));
+        assert!(matches!(
+            SpaceMapHeader::decode(&bad, ObjectId(1)),
+            Err(SpaceError::Corrupt { .. })
+        ));
         assert!(SpaceMapHeader::decode(&bytes[..100], ObjectId(1)).is_err());
     }
 
@@ -570,17 +802,35 @@ pub(crate) mod tests {
         let storage = MemoryStorage::default();
         let region = 1u64 << 30;
         let mut map = SpaceMap::create(&storage, region, region, 9, 4096, Txg(7)).unwrap();
-        map.append(&storage, &RangeTree::new(), SpaceMapAction::Alloc, Txg(7), 1).unwrap();
+        map.append(
+            &storage,
+            &RangeTree::new(),
+            SpaceMapAction::Alloc,
+            Txg(7),
+            1,
+        )
+        .unwrap();
         assert_eq!(map.length_bytes(), 0, "empty tree writes nothing");
         let mut tree = RangeTree::new();
         tree.add(region + 512, 1024);
         tree.add(region + (64 << 20), 32 << 20); // 65536 units: too long for one word
-        map.append(&storage, &tree, SpaceMapAction::Alloc, Txg(7), 2).unwrap();
+        map.append(&storage, &tree, SpaceMapAction::Alloc, Txg(7), 2)
+            .unwrap();
         assert_eq!(map.length_bytes(), 4 * 8);
         assert_eq!(map.allocated_bytes(), (1024 + (32 << 20)) as i64);
         let entries = collect(&map, &storage).unwrap();
         assert_eq!(entries.len(), 2);
-        assert_eq!(entries[0], SpaceMapEntry { action: SpaceMapAction::Alloc, start: region + 512, size: 1024, txg: Txg(7), sync_pass: 2, vdev: None });
+        assert_eq!(
+            entries[0],
+            SpaceMapEntry {
+                action: SpaceMapAction::Alloc,
+                start: region + 512,
+                size: 1024,
+                txg: Txg(7),
+                sync_pass: 2,
+                vdev: None
+            }
+        );
         assert_eq!(entries[1].size, 32 << 20);
     }
 
@@ -593,28 +843,52 @@ pub(crate) mod tests {
         for index in 0..5u64 {
             tree.add(index * 4096, 512);
         }
-        map.append_with_vdev(&storage, &tree, SpaceMapAction::Free, Txg(5), 1, Some(3)).unwrap();
+        map.append_with_vdev(&storage, &tree, SpaceMapAction::Free, Txg(5), 1, Some(3))
+            .unwrap();
         // debug, pad, [2w], [2w], [2w], [2w], [2w] → 1 + 1 + 10 + padding before words at index 3 mod 4.
         let entries = collect(&map, &storage).unwrap();
         assert_eq!(entries.len(), 5);
-        assert!(entries.iter().all(|entry| entry.vdev == Some(3) && entry.txg == Txg(5)));
+        assert!(entries
+            .iter()
+            .all(|entry| entry.vdev == Some(3) && entry.txg == Txg(5)));
         let data = storage.objects.lock()[&map.object.0].0.clone();
-        let words: Vec<u64> = data.chunks_exact(8).map(|bytes| u64::from_le_bytes(bytes.try_into().unwrap())).collect();
+        let words: Vec<u64> = data
+            .chunks_exact(8)
+            .map(|bytes| u64::from_le_bytes(bytes.try_into().unwrap()))
+            .collect();
         for (index, &word) in words.iter().enumerate() {
             if word >> 62 == TWO_WORD_PREFIX {
-                assert_ne!(index % 4, 3, "two-word entry starts in the last word of a block");
+                assert_ne!(
+                    index % 4,
+                    3,
+                    "two-word entry starts in the last word of a block"
+                );
             }
         }
-        assert!(words.contains(&(DEBUG_PREFIX << 62)), "a padding word was needed");
+        assert!(
+            words.contains(&(DEBUG_PREFIX << 62)),
+            "a padding word was needed"
+        );
     }
 
     #[test]
     fn out_of_bounds_run_is_corrupt() {
         let storage = MemoryStorage::default();
         let mut map = SpaceMap::create(&storage, 0, 1 << 20, 9, 4096, Txg(5)).unwrap();
-        map.append(&storage, &RangeTree::with_range(0, 512), SpaceMapAction::Alloc, Txg(5), 1).unwrap();
+        map.append(
+            &storage,
+            &RangeTree::with_range(0, 512),
+            SpaceMapAction::Alloc,
+            Txg(5),
+            1,
+        )
+        .unwrap();
         // Offset 4096 units = 2 MiB: past the 1 MiB region.
-        storage.poke(map.object, 8, &encode_one_word(SpaceMapAction::Alloc, 4096, 1).to_le_bytes());
+        storage.poke(
+            map.object,
+            8,
+            &encode_one_word(SpaceMapAction::Alloc, 4096, 1).to_le_bytes(),
+        );
         let error = collect(&map, &storage).unwrap_err();
         assert!(matches!(error, SpaceError::Corrupt { .. }), "{error}");
     }

@@ -11,7 +11,9 @@ fn manager_with(storage: &MemoryStorage, vdevs: &[(u32, u64)]) -> SpaceManager {
     let manager = SpaceManager::new(tunables.clone());
     for &(vdev, asize) in vdevs {
         let (ms_shift, _) = metaslab_geometry(asize, &tunables);
-        manager.add_vdev(VdevId(vdev), asize, ms_shift, 9, None, storage).unwrap();
+        manager
+            .add_vdev(VdevId(vdev), asize, ms_shift, 9, None, storage)
+            .unwrap();
     }
     manager
 }
@@ -20,16 +22,33 @@ fn manager_with(storage: &MemoryStorage, vdevs: &[(u32, u64)]) -> SpaceManager {
 fn sync_txg(manager: &SpaceManager, storage: &MemoryStorage, txg: Txg) {
     manager.sync(txg, 1, storage).unwrap();
     assert!(!manager.is_dirty(txg));
-    assert!(!manager.sync(txg, 2, storage).unwrap(), "pass 2 wrote without new changes");
+    assert!(
+        !manager.sync(txg, 2, storage).unwrap(),
+        "pass 2 wrote without new changes"
+    );
     manager.sync_done(txg);
 }
 
-fn reopen(manager: &SpaceManager, storage: &MemoryStorage, vdevs: &[(u32, u64)], last_synced: Txg) -> SpaceManager {
+fn reopen(
+    manager: &SpaceManager,
+    storage: &MemoryStorage,
+    vdevs: &[(u32, u64)],
+    last_synced: Txg,
+) -> SpaceManager {
     let tunables = Tunables::tiny();
     let reopened = SpaceManager::new(tunables.clone());
     for &(vdev, asize) in vdevs {
         let (ms_shift, _) = metaslab_geometry(asize, &tunables);
-        reopened.add_vdev(VdevId(vdev), asize, ms_shift, 9, manager.ms_array(VdevId(vdev)), storage).unwrap();
+        reopened
+            .add_vdev(
+                VdevId(vdev),
+                asize,
+                ms_shift,
+                9,
+                manager.ms_array(VdevId(vdev)),
+                storage,
+            )
+            .unwrap();
     }
     reopened.set_last_synced_txg(last_synced);
     reopened
@@ -37,9 +56,17 @@ fn reopen(manager: &SpaceManager, storage: &MemoryStorage, vdevs: &[(u32, u64)],
 
 fn check_stats_add_up(manager: &SpaceManager) {
     for vdev in manager.stats() {
-        assert_eq!(vdev.allocated_bytes + vdev.free_bytes + vdev.deferred_bytes, vdev.size);
+        assert_eq!(
+            vdev.allocated_bytes + vdev.free_bytes + vdev.deferred_bytes,
+            vdev.size
+        );
         for row in &vdev.metaslabs {
-            assert_eq!(row.allocated_bytes + row.free_bytes + row.deferred_bytes, row.size, "metaslab {}", row.id);
+            assert_eq!(
+                row.allocated_bytes + row.free_bytes + row.deferred_bytes,
+                row.size,
+                "metaslab {}",
+                row.id
+            );
         }
     }
 }
@@ -51,7 +78,10 @@ fn geometry_matches_reference_algorithm() {
     // 4 GiB: 8 at 512 MiB is below 16, so highbit(4 GiB / 16 = 2^28) = 29 → 8 × 512 MiB.
     assert_eq!(metaslab_geometry(4 * GIB, &defaults), (29, 8));
     // Just under 4 GiB (labels taken off): highbit(< 2^28) = 28 → 15 × 256 MiB.
-    assert_eq!(metaslab_geometry(4 * GIB - 4 * MEBIBYTE, &defaults), (28, 15));
+    assert_eq!(
+        metaslab_geometry(4 * GIB - 4 * MEBIBYTE, &defaults),
+        (28, 15)
+    );
     // 1 GiB: highbit(64 MiB) = 27 → 8 × 128 MiB. 100 MiB: clamped up to 16 MiB → 6.
     assert_eq!(metaslab_geometry(GIB, &defaults), (27, 8));
     assert_eq!(metaslab_geometry(100 * MEBIBYTE, &defaults), (24, 6));
@@ -90,14 +120,20 @@ fn accounting_is_exact_across_alloc_free_sync_cycles() {
         sync_txg(&manager, &storage, txg);
         check_stats_add_up(&manager);
         let stats = &manager.stats()[0];
-        assert_eq!(stats.allocated_bytes, live.iter().map(|(_, _, size)| size).sum::<u64>());
+        assert_eq!(
+            stats.allocated_bytes,
+            live.iter().map(|(_, _, size)| size).sum::<u64>()
+        );
     }
     // What the maps say is allocated is exactly the live blocks.
     let mut expected = RangeTree::new();
     for (_, offset, size) in &live {
         expected.add(*offset, *size);
     }
-    assert_eq!(manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)], expected);
+    assert_eq!(
+        manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)],
+        expected
+    );
 }
 
 #[test]
@@ -113,13 +149,29 @@ fn freed_space_is_not_reallocated_before_two_txgs() {
     let (vdev, offset) = blocks[5];
     manager.free(vdev, offset, 64 << 10, Txg(5)).unwrap();
     sync_txg(&manager, &storage, Txg(5));
-    assert!(matches!(manager.allocate(512, Txg(6), &[], &storage), Err(SpaceError::NoSpace { .. })), "reused in T+1");
+    assert!(
+        matches!(
+            manager.allocate(512, Txg(6), &[], &storage),
+            Err(SpaceError::NoSpace { .. })
+        ),
+        "reused in T+1"
+    );
     sync_txg(&manager, &storage, Txg(6));
     // As in OpenZFS, sync_done(T + 2) releases the frees of T, so sync-context allocations see
     // them from txg T + 3: never before T + 2.
-    assert!(matches!(manager.allocate(512, Txg(7), &[], &storage), Err(SpaceError::NoSpace { .. })), "reused in T+2");
+    assert!(
+        matches!(
+            manager.allocate(512, Txg(7), &[], &storage),
+            Err(SpaceError::NoSpace { .. })
+        ),
+        "reused in T+2"
+    );
     sync_txg(&manager, &storage, Txg(7));
-    assert_eq!(manager.allocate(64 << 10, Txg(8), &[], &storage).unwrap(), (vdev, offset), "reusable after sync_done(T+2)");
+    assert_eq!(
+        manager.allocate(64 << 10, Txg(8), &[], &storage).unwrap(),
+        (vdev, offset),
+        "reusable after sync_done(T+2)"
+    );
 }
 
 #[test]
@@ -145,20 +197,41 @@ fn reopen_reproduces_free_set_and_keeps_recent_frees_deferred() {
     }
     let before = manager.allocated_from_space_maps(&storage).unwrap();
     let reopened = reopen(&manager, &storage, &vdevs, Txg(8));
-    assert_eq!(reopened.allocated_from_space_maps(&storage).unwrap(), before);
-    assert_eq!(reopened.stats()[0].allocated_bytes, manager.stats()[0].allocated_bytes);
+    assert_eq!(
+        reopened.allocated_from_space_maps(&storage).unwrap(),
+        before
+    );
+    assert_eq!(
+        reopened.stats()[0].allocated_bytes,
+        manager.stats()[0].allocated_bytes
+    );
     // Txg 9: only the txg-5 free is allocatable; 7's and 8's are deferred.
-    assert_eq!(reopened.allocate(32 << 10, Txg(9), &[], &storage).unwrap(), blocks[0]);
-    assert!(matches!(reopened.allocate(512, Txg(9), &[], &storage), Err(SpaceError::NoSpace { .. })));
+    assert_eq!(
+        reopened.allocate(32 << 10, Txg(9), &[], &storage).unwrap(),
+        blocks[0]
+    );
+    assert!(matches!(
+        reopened.allocate(512, Txg(9), &[], &storage),
+        Err(SpaceError::NoSpace { .. })
+    ));
     let stats = reopened.stats();
     assert_eq!(stats[0].deferred_bytes, 3 * (32 << 10));
     check_stats_add_up(&reopened);
     sync_txg(&reopened, &storage, Txg(9));
     // Txg 10: the txg-7 free was released at sync_done(9).
-    assert_eq!(reopened.allocate(32 << 10, Txg(10), &[], &storage).unwrap(), blocks[10]);
-    assert!(matches!(reopened.allocate(512, Txg(10), &[], &storage), Err(SpaceError::NoSpace { .. })));
+    assert_eq!(
+        reopened.allocate(32 << 10, Txg(10), &[], &storage).unwrap(),
+        blocks[10]
+    );
+    assert!(matches!(
+        reopened.allocate(512, Txg(10), &[], &storage),
+        Err(SpaceError::NoSpace { .. })
+    ));
     sync_txg(&reopened, &storage, Txg(10));
-    assert!(reopened.allocate(64 << 10, Txg(11), &[], &storage).is_ok(), "txg-8 frees released at sync_done(10)");
+    assert!(
+        reopened.allocate(64 << 10, Txg(11), &[], &storage).is_ok(),
+        "txg-8 frees released at sync_done(10)"
+    );
 }
 
 #[test]
@@ -167,15 +240,18 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
     let vdevs = [(0, MEBIBYTE)];
     let manager = manager_with(&storage, &vdevs);
     let mut live = Vec::new();
-    let mut longest = 0u64;
-    for txg in 4..80u64 {
+    let mut previous_length = 0u64;
+    let mut appended_bytes = 0u64;
+    let mut condensed = 0;
+    for txg in 4..160u64 {
         let txg = Txg(txg);
         for _ in 0..16 {
             live.push(manager.allocate(512, txg, &[], &storage).unwrap());
         }
-        // Free every other block of the oldest batch: many small holes, many map entries.
-        if live.len() > 64 {
-            let batch: Vec<_> = live.drain(..16).collect();
+        // Keep about 256 live blocks; free every other one of the oldest 32: scattered holes,
+        // so every txg appends dozens of runs.
+        if live.len() > 256 {
+            let batch: Vec<_> = live.drain(..32).collect();
             for (index, (vdev, offset)) in batch.into_iter().enumerate() {
                 if index % 2 == 0 {
                     manager.free(vdev, offset, 512, txg).unwrap();
@@ -185,25 +261,41 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
             }
         }
         sync_txg(&manager, &storage, txg);
-        longest = longest.max(manager.stats()[0].metaslabs[0].space_map_length_bytes);
+        let length = manager.stats()[0].metaslabs[0].space_map_length_bytes;
+        if length < previous_length {
+            condensed += 1;
+        } else {
+            appended_bytes += length - previous_length;
+        }
+        previous_length = length;
         check_stats_add_up(&manager);
     }
     let stats = manager.stats();
     let map_length = stats[0].metaslabs[0].space_map_length_bytes;
     let object = stats[0].metaslabs[0].space_map_object;
     assert_eq!(storage.object_length(object) as u64, map_length);
-    // 76 txgs × ≥ 17 words would be > 10 KiB uncondensed; condensing keeps it near 2× optimal.
-    assert!(longest < 76 * 17 * 8, "map never condensed: {longest} bytes at most");
-    assert!(map_length <= longest);
+    // Condensing starts once the map passes 4 blocks (16 KiB in tiny) at twice its optimal size.
+    assert!(
+        appended_bytes > 16384,
+        "the workload appended only {appended_bytes} bytes"
+    );
+    assert!(condensed >= 1, "map never condensed");
+    assert!(map_length < appended_bytes / 2, "map is {map_length} bytes");
     let mut expected = RangeTree::new();
     for (_, offset) in &live {
         expected.add(*offset, 512);
     }
-    assert_eq!(manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)], expected);
-    let reopened = reopen(&manager, &storage, &vdevs, Txg(79));
-    assert_eq!(reopened.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)], expected);
+    assert_eq!(
+        manager.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)],
+        expected
+    );
+    let reopened = reopen(&manager, &storage, &vdevs, Txg(159));
+    assert_eq!(
+        reopened.allocated_from_space_maps(&storage).unwrap()[&VdevId(0)],
+        expected
+    );
     // Loading the condensed map works and accounts for the recent frees as deferred.
-    reopened.allocate(512, Txg(80), &[], &storage).unwrap();
+    reopened.allocate(512, Txg(160), &[], &storage).unwrap();
     check_stats_add_up(&reopened);
 }
 
@@ -217,12 +309,17 @@ fn copies_go_to_other_vdevs_then_other_metaslabs() {
         first_copies[first.0 .0 as usize] += 1;
         let second = two.allocate(4096, Txg(4), &[first], &storage).unwrap();
         assert_ne!(first.0, second.0, "copies on the same vdev");
-        let third = two.allocate(4096, Txg(4), &[first, second], &storage).unwrap();
+        let third = two
+            .allocate(4096, Txg(4), &[first, second], &storage)
+            .unwrap();
         assert!(third.1 >> 20 != first.1 >> 20 || third.0 != first.0);
         assert!(third.1 >> 20 != second.1 >> 20 || third.0 != second.0);
     }
     // The rotor moves across vdevs every aliquot (64 KiB in tiny).
-    assert!(first_copies.iter().all(|&count| count >= 15), "{first_copies:?}");
+    assert!(
+        first_copies.iter().all(|&count| count >= 15),
+        "{first_copies:?}"
+    );
 
     let storage = MemoryStorage::default();
     let one = manager_with(&storage, &[(0, 4 * MEBIBYTE)]);
@@ -240,11 +337,22 @@ fn no_space_when_full_and_unalloc_returns_space() {
     let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
     let first = manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap();
     manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap();
-    assert!(matches!(manager.allocate(512, Txg(4), &[], &storage), Err(SpaceError::NoSpace { size_allocated: 512 })));
-    assert!(matches!(manager.allocate(2 * MEBIBYTE, Txg(4), &[], &storage), Err(SpaceError::NoSpace { .. })));
+    assert!(matches!(
+        manager.allocate(512, Txg(4), &[], &storage),
+        Err(SpaceError::NoSpace {
+            size_allocated: 512
+        })
+    ));
+    assert!(matches!(
+        manager.allocate(2 * MEBIBYTE, Txg(4), &[], &storage),
+        Err(SpaceError::NoSpace { .. })
+    ));
     manager.unalloc(first.0, first.1, MEBIBYTE, Txg(4)).unwrap();
     assert!(manager.unalloc(first.0, first.1, MEBIBYTE, Txg(4)).is_err());
-    assert_eq!(manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap(), first);
+    assert_eq!(
+        manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap(),
+        first
+    );
     check_stats_add_up(&manager);
 }
 
@@ -254,15 +362,37 @@ fn bad_ranges_from_block_pointers_are_errors() {
     let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
     let (vdev, offset) = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
     sync_txg(&manager, &storage, Txg(4));
-    let corrupt = |result: Result<(), SpaceError>| matches!(result, Err(SpaceError::Corrupt { .. }));
-    assert!(corrupt(manager.free(VdevId(7), offset, 4096, Txg(5))), "unknown vdev");
-    assert!(corrupt(manager.free(vdev, 2 * MEBIBYTE, 4096, Txg(5))), "past the end");
-    assert!(corrupt(manager.free(vdev, u64::MAX - 511, 1024, Txg(5))), "wraps around");
-    assert!(corrupt(manager.free(vdev, MEBIBYTE - 512, 1024, Txg(5))), "straddles metaslabs");
-    assert!(corrupt(manager.free(vdev, offset + 1, 512, Txg(5))), "unaligned");
-    assert!(corrupt(manager.free(vdev, offset + 8192, 512, Txg(5))), "never allocated");
+    let corrupt =
+        |result: Result<(), SpaceError>| matches!(result, Err(SpaceError::Corrupt { .. }));
+    assert!(
+        corrupt(manager.free(VdevId(7), offset, 4096, Txg(5))),
+        "unknown vdev"
+    );
+    assert!(
+        corrupt(manager.free(vdev, 2 * MEBIBYTE, 4096, Txg(5))),
+        "past the end"
+    );
+    assert!(
+        corrupt(manager.free(vdev, u64::MAX - 511, 1024, Txg(5))),
+        "wraps around"
+    );
+    assert!(
+        corrupt(manager.free(vdev, MEBIBYTE - 512, 1024, Txg(5))),
+        "straddles metaslabs"
+    );
+    assert!(
+        corrupt(manager.free(vdev, offset + 1, 512, Txg(5))),
+        "unaligned"
+    );
+    assert!(
+        corrupt(manager.free(vdev, offset + 8192, 512, Txg(5))),
+        "never allocated"
+    );
     manager.free(vdev, offset, 4096, Txg(5)).unwrap();
-    assert!(corrupt(manager.free(vdev, offset, 4096, Txg(5))), "double free");
+    assert!(
+        corrupt(manager.free(vdev, offset, 4096, Txg(5))),
+        "double free"
+    );
     check_stats_add_up(&manager);
 }
 
@@ -282,7 +412,10 @@ fn corrupted_space_map_entries_are_reported_at_load() {
     assert!(matches!(error, SpaceError::Corrupt { .. }), "{error}");
     // Metaslab 1 (no map, all free) ranks first; once it is full the allocator must load the
     // corrupt metaslab 0 and fail cleanly.
-    assert_eq!(reopened.allocate(MEBIBYTE, Txg(5), &[], &storage).unwrap(), (VdevId(0), MEBIBYTE));
+    assert_eq!(
+        reopened.allocate(MEBIBYTE, Txg(5), &[], &storage).unwrap(),
+        (VdevId(0), MEBIBYTE)
+    );
     let error = reopened.allocate(512, Txg(5), &[], &storage).unwrap_err();
     assert!(matches!(error, SpaceError::Corrupt { .. }), "{error}");
     // A bad header is refused at open.
@@ -290,8 +423,39 @@ fn corrupted_space_map_entries_are_reported_at_load() {
     header[20] = 1;
     storage.write_bonus(object, &header, Txg(5)).unwrap();
     let fresh = SpaceManager::new(Tunables::tiny());
-    let result = fresh.add_vdev(VdevId(0), 2 * MEBIBYTE, 20, 9, manager.ms_array(VdevId(0)), &storage);
+    let result = fresh.add_vdev(
+        VdevId(0),
+        2 * MEBIBYTE,
+        20,
+        9,
+        manager.ms_array(VdevId(0)),
+        &storage,
+    );
     assert!(matches!(result, Err(SpaceError::Corrupt { .. })));
+}
+
+/// Does a free gap of `size` bytes exist in some 1 MiB metaslab, given the used blocks?
+fn fits_somewhere(vdevs: &[(u32, u64)], used: &[(VdevId, u64, u64)], size: u64) -> bool {
+    vdevs.iter().any(|&(vdev, asize)| {
+        let mut tree = RangeTree::new();
+        for &(_, offset, block_size) in used.iter().filter(|block| block.0 == VdevId(vdev)) {
+            tree.add(offset, block_size);
+        }
+        (0..asize / MEBIBYTE).any(|metaslab| {
+            let (start, end) = (metaslab * MEBIBYTE, (metaslab + 1) * MEBIBYTE);
+            let mut cursor = start;
+            for segment in tree
+                .iter()
+                .filter(|segment| segment.start >= start && segment.end <= end)
+            {
+                if segment.start - cursor >= size {
+                    return true;
+                }
+                cursor = segment.end;
+            }
+            end - cursor >= size
+        })
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -338,8 +502,8 @@ proptest! {
                             live.push((vdev, offset, size, txg));
                         }
                         Err(SpaceError::NoSpace { .. }) => {
-                            let used: u64 = live.iter().chain(deferred.iter()).map(|block| block.2).sum();
-                            prop_assert!(used + size > 2 * MEBIBYTE - 64 << 10 || size > 64 << 10, "NoSpace with {used} used");
+                            let used: Vec<_> = live.iter().chain(deferred.iter()).map(|block| (block.0, block.1, block.2)).collect();
+                            prop_assert!(!fits_somewhere(&vdevs, &used, size), "NoSpace although {size} bytes fit");
                         }
                         Err(other) => return Err(TestCaseError::fail(format!("{other}"))),
                     }
