@@ -84,6 +84,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                 create_size: Some(vdev_size),
                 force: true,
                 tunables: tunables.clone(),
+                wrap_device: None,
             })?;
             let objset = pool.root_objset();
             let buffer = incompressible(64 << 20);

@@ -74,10 +74,6 @@ impl Cell {
             None => Cell { exact: "-".into(), human: "-".into(), json: Value::Null },
         }
     }
-
-    pub fn number(value: u64) -> Cell {
-        Cell { exact: value.to_string(), human: value.to_string(), json: Value::from(value) }
-    }
 }
 
 /// How a listing is printed.

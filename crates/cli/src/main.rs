@@ -175,7 +175,7 @@ fn tunables() -> Result<Tunables, Failure> {
 }
 
 pub(crate) fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions, Failure> {
-    Ok(ImportOptions { dirs: dirs_or_default(dirs), readonly, tunables: tunables()?, new_name: None })
+    Ok(ImportOptions { dirs: dirs_or_default(dirs), readonly, tunables: tunables()?, new_name: None, wrap_device: None })
 }
 
 fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
@@ -194,7 +194,7 @@ fn pool_create(force: bool, size: Option<String>, properties: Vec<String>, name:
         }
     }
     let create_size = size.as_deref().map(parse_size).transpose()?;
-    let options = CreateOptions { name: name.clone(), vdevs: parse_vdev_specs(&vdevs)?, create_size, force, tunables: tunables()? };
+    let options = CreateOptions { name: name.clone(), vdevs: parse_vdev_specs(&vdevs)?, create_size, force, tunables: tunables()?, wrap_device: None };
     let pool = Pool::create(options)?;
     pool.export()?;
     println!("created pool {name} (exported: no daemon yet; import it with 'tarn pool import -d DIR {name}')");

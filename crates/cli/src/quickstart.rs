@@ -55,6 +55,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         create_size: Some(1 << 30),
         force: true,
         tunables: tunables.clone(),
+        wrap_device: None,
     })?;
     let stats = pool.core.io.space.stats();
     println!(
