@@ -900,7 +900,19 @@ impl Pool {
             self.core.write_labels(txg, LabelSet::Odd)?;
             self.core.flush()?;
         }
+        self.release_devices();
         Ok(())
+    }
+
+    /// Refuse further writes and release every vdev's lock, even while stale handles to this
+    /// pool's object sets are still alive.
+    fn release_devices(&self) {
+        self.core.io.set_writable(false);
+        for top in &self.core.io.vdevs.tops {
+            for leaf in &top.children {
+                leaf.device.release();
+            }
+        }
     }
 
     /// Simulate a crash: stop the sync thread without syncing and without touching labels.
@@ -932,6 +944,7 @@ impl Drop for Pool {
         }
         // The root dataset and its object set refer to each other; break the cycle.
         self.core.root.detach_objset();
+        self.release_devices();
     }
 }
 

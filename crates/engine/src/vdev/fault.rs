@@ -223,6 +223,10 @@ fn injected_eio() -> io::Error {
 }
 
 impl BlockDevice for FaultyDevice {
+    fn release(&self) {
+        self.inner.release();
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.plan.reads.fetch_add(1, Ordering::SeqCst);
         let faults: Vec<ReadFault> = if self.plan.has_read_faults.load(Ordering::SeqCst) {

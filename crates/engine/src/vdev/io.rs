@@ -24,6 +24,10 @@ pub trait BlockDevice: Send + Sync {
     fn size_bytes(&self) -> u64;
     /// A human-readable name, normally the path, used in every error message.
     fn describe(&self) -> String;
+    /// Give up the device: release its lock so another process (or pool) may open it, and
+    /// refuse every later write. Called when a pool is exported, even if stale handles to the
+    /// pool's objects are still alive somewhere.
+    fn release(&self) {}
 }
 
 /// A leaf backed by a regular file or a block device.
@@ -37,6 +41,7 @@ pub struct FileDevice {
     path: PathBuf,
     size_bytes: u64,
     writable: bool,
+    released: std::sync::atomic::AtomicBool,
 }
 
 /// `BLKGETSIZE64` = `_IOR(0x12, 114, size_t)` on the Linux architectures with the generic ioctl
@@ -76,6 +81,7 @@ impl FileDevice {
             path: path.to_path_buf(),
             size_bytes,
             writable: true,
+            released: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -110,6 +116,7 @@ impl FileDevice {
             path: path.to_path_buf(),
             size_bytes,
             writable: true,
+            released: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -132,6 +139,7 @@ impl FileDevice {
             path: path.to_path_buf(),
             size_bytes,
             writable: false,
+            released: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -168,6 +176,12 @@ impl BlockDevice for FileDevice {
                 "device was opened read-only",
             ));
         }
+        if self.released.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device was released by its pool (exported)",
+            ));
+        }
         self.check_range(offset, data.len())?;
         self.file.write_all_at(data, offset)
     }
@@ -185,6 +199,15 @@ impl BlockDevice for FileDevice {
 
     fn describe(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn release(&self) {
+        if !self.released.swap(true, std::sync::atomic::Ordering::AcqRel) && self.writable {
+            // SAFETY: flock on a descriptor this struct owns; unlocking cannot violate memory safety.
+            unsafe {
+                libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.file), libc::LOCK_UN);
+            }
+        }
     }
 }
 
