@@ -52,28 +52,48 @@ fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
 fn fio_write(dir: &std::path::Path, size: u64) -> Result<f64, String> {
     let file = dir.join("fio-baseline.dat");
     let output = Command::new("fio")
-        .args(["--name=seqwrite", "--rw=write", "--bs=1M", "--direct=1", "--end_fsync=1", "--ioengine=psync", "--output-format=json"])
+        .args([
+            "--name=seqwrite",
+            "--rw=write",
+            "--bs=1M",
+            "--direct=1",
+            "--end_fsync=1",
+            "--ioengine=psync",
+            "--output-format=json",
+        ])
         .arg(format!("--filename={}", file.display()))
         .arg(format!("--size={size}"))
         .output()
         .map_err(|e| format!("cannot run fio: {e} (install it: apt-get install fio)"))?;
     let _ = std::fs::remove_file(&file);
     if !output.status.success() {
-        return Err(format!("fio failed: {}", String::from_utf8_lossy(&output.stderr)));
+        return Err(format!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
     }
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| format!("fio output: {e}"))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("fio output: {e}"))?;
     let job = &json["jobs"][0]["write"];
-    let bytes = job["io_bytes"].as_f64().ok_or("fio output has no io_bytes")?;
+    let bytes = job["io_bytes"]
+        .as_f64()
+        .ok_or("fio output has no io_bytes")?;
     let runtime_ms = job["runtime"].as_f64().ok_or("fio output has no runtime")?;
     Ok(bytes / (1 << 20) as f64 / (runtime_ms / 1000.0))
 }
 
 pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
-        BenchCommand::Seqwrite { dir, size, vdev_size, no_fio } => {
+        BenchCommand::Seqwrite {
+            dir,
+            size,
+            vdev_size,
+            no_fio,
+        } => {
             let size = parse_size(&size)?;
             let vdev_size = parse_size(&vdev_size)?;
-            std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
             let vdev = dir.join("bench-vdev0.img");
             let _ = std::fs::remove_file(&vdev);
             let mut tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
@@ -100,13 +120,17 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                     compression: Compression::Off,
                     copies: 1,
                 };
-                objset.create_object(&hold.tx(), props, ObjectType::None, &[]).map_err(|e| Failure(e.to_string()))?
+                objset
+                    .create_object(&hold.tx(), props, ObjectType::None, &[])
+                    .map_err(|e| Failure(e.to_string()))?
             };
             let mut written = 0u64;
             while written < size {
                 let hold = pool.assign()?;
                 let at = (written as usize) % buffer.len();
-                objset.write(&hold.tx(), object, written, &buffer[at..at + record]).map_err(|e| Failure(e.to_string()))?;
+                objset
+                    .write(&hold.tx(), object, written, &buffer[at..at + record])
+                    .map_err(|e| Failure(e.to_string()))?;
                 hold.add_dirty(record as u64);
                 written += record as u64;
             }
@@ -115,12 +139,18 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             let tarn_rate = mib_per_second(written, seconds);
             pool.destroy()?;
             let _ = std::fs::remove_file(&vdev);
-            println!("tarn engine sequential write: {} MiB in {seconds:.2} s = {tarn_rate:.0} MiB/s", written >> 20);
+            println!(
+                "tarn engine sequential write: {} MiB in {seconds:.2} s = {tarn_rate:.0} MiB/s",
+                written >> 20
+            );
             if no_fio {
                 return Ok(());
             }
             let fio_rate = fio_write(&dir, size)?;
-            println!("fio on a file in {} (bs=1M direct end_fsync): {fio_rate:.0} MiB/s", dir.display());
+            println!(
+                "fio on a file in {} (bs=1M direct end_fsync): {fio_rate:.0} MiB/s",
+                dir.display()
+            );
             println!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
             Ok(())
         }

@@ -6,9 +6,13 @@ use serde_json::{Map, Value};
 /// Parse a size such as `512`, `64K`, `2G`, `1.5T` (binary multiples, as zfs does).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
-    let split = trimmed.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(trimmed.len());
+    let split = trimmed
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(trimmed.len());
     let (number, suffix) = trimmed.split_at(split);
-    let number: f64 = number.parse().map_err(|_| format!("invalid size {text:?}: expected a number with an optional K, M, G or T suffix"))?;
+    let number: f64 = number.parse().map_err(|_| {
+        format!("invalid size {text:?}: expected a number with an optional K, M, G or T suffix")
+    })?;
     let shift = match suffix.to_ascii_uppercase().trim_end_matches('B') {
         "" => 0,
         "K" => 10,
@@ -61,17 +65,33 @@ pub struct Cell {
 impl Cell {
     pub fn text(value: impl Into<String>) -> Cell {
         let value = value.into();
-        Cell { exact: value.clone(), human: value.clone(), json: Value::String(value) }
+        Cell {
+            exact: value.clone(),
+            human: value.clone(),
+            json: Value::String(value),
+        }
     }
 
     pub fn bytes(value: u64) -> Cell {
-        Cell { exact: value.to_string(), human: human_bytes(value), json: Value::from(value) }
+        Cell {
+            exact: value.to_string(),
+            human: human_bytes(value),
+            json: Value::from(value),
+        }
     }
 
     pub fn percent(value: Option<u64>) -> Cell {
         match value {
-            Some(value) => Cell { exact: value.to_string(), human: format!("{value}%"), json: Value::from(value) },
-            None => Cell { exact: "-".into(), human: "-".into(), json: Value::Null },
+            Some(value) => Cell {
+                exact: value.to_string(),
+                human: format!("{value}%"),
+                json: Value::from(value),
+            },
+            None => Cell {
+                exact: "-".into(),
+                human: "-".into(),
+                json: Value::Null,
+            },
         }
     }
 }
@@ -86,15 +106,26 @@ pub struct ListFormat {
 }
 
 /// Print rows of named cells. Unknown `-o` fields are an error naming the valid ones.
-pub fn print_table(columns: &[&str], rows: &[Vec<Cell>], format: &ListFormat, json_key: &str) -> Result<(), String> {
+pub fn print_table(
+    columns: &[&str],
+    rows: &[Vec<Cell>],
+    format: &ListFormat,
+    json_key: &str,
+) -> Result<(), String> {
     let selected: Vec<usize> = match &format.fields {
         None => (0..columns.len()).collect(),
         Some(fields) => fields
             .iter()
             .map(|field| {
-                columns.iter().position(|column| column == field).ok_or_else(|| {
-                    format!("invalid field {field:?}; valid fields are: {}", columns.join(", "))
-                })
+                columns
+                    .iter()
+                    .position(|column| column == field)
+                    .ok_or_else(|| {
+                        format!(
+                            "invalid field {field:?}; valid fields are: {}",
+                            columns.join(", ")
+                        )
+                    })
             })
             .collect::<Result<_, _>>()?,
     };
@@ -111,13 +142,25 @@ pub fn print_table(columns: &[&str], rows: &[Vec<Cell>], format: &ListFormat, js
             .collect();
         let mut top = Map::new();
         top.insert(json_key.to_string(), Value::Array(items));
-        println!("{}", serde_json::to_string_pretty(&Value::Object(top)).expect("json"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&Value::Object(top)).expect("json")
+        );
         return Ok(());
     }
-    let cell_text = |cell: &Cell| if format.exact { cell.exact.clone() } else { cell.human.clone() };
+    let cell_text = |cell: &Cell| {
+        if format.exact {
+            cell.exact.clone()
+        } else {
+            cell.human.clone()
+        }
+    };
     if format.no_header {
         for row in rows {
-            let line: Vec<String> = selected.iter().map(|&index| cell_text(&row[index])).collect();
+            let line: Vec<String> = selected
+                .iter()
+                .map(|&index| cell_text(&row[index]))
+                .collect();
             println!("{}", line.join("\t"));
         }
         return Ok(());
@@ -128,12 +171,30 @@ pub fn print_table(columns: &[&str], rows: &[Vec<Cell>], format: &ListFormat, js
             widths[position] = widths[position].max(cell_text(&row[index]).len());
         }
     }
-    let header: Vec<String> =
-        selected.iter().enumerate().map(|(position, &index)| format!("{:<width$}", columns[index].to_uppercase(), width = widths[position])).collect();
+    let header: Vec<String> = selected
+        .iter()
+        .enumerate()
+        .map(|(position, &index)| {
+            format!(
+                "{:<width$}",
+                columns[index].to_uppercase(),
+                width = widths[position]
+            )
+        })
+        .collect();
     println!("{}", header.join("  ").trim_end());
     for row in rows {
-        let line: Vec<String> =
-            selected.iter().enumerate().map(|(position, &index)| format!("{:<width$}", cell_text(&row[index]), width = widths[position])).collect();
+        let line: Vec<String> = selected
+            .iter()
+            .enumerate()
+            .map(|(position, &index)| {
+                format!(
+                    "{:<width$}",
+                    cell_text(&row[index]),
+                    width = widths[position]
+                )
+            })
+            .collect();
         println!("{}", line.join("  ").trim_end());
     }
     Ok(())

@@ -20,7 +20,11 @@ use tarn::tunables::Tunables;
 use tarn::vdev::label::PoolState;
 
 #[derive(Parser)]
-#[command(name = "tarn", version, about = "pooled copy-on-write storage in the design family of OpenZFS")]
+#[command(
+    name = "tarn",
+    version,
+    about = "pooled copy-on-write storage in the design family of OpenZFS"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -69,7 +73,12 @@ struct ListArgs {
 
 impl ListArgs {
     fn format(&self) -> ListFormat {
-        ListFormat { no_header: self.no_header, exact: self.exact, json: self.json, fields: self.fields.clone() }
+        ListFormat {
+            no_header: self.no_header,
+            exact: self.exact,
+            json: self.json,
+            fields: self.fields.clone(),
+        }
     }
 }
 
@@ -137,6 +146,14 @@ enum PoolCommand {
 
 #[derive(Subcommand)]
 enum DebugCommand {
+    /// Every record of one metaslab's space map.
+    Spacemap {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        pool: String,
+        vdev: u32,
+        metaslab: u64,
+    },
     /// Per-metaslab offset, space map, free space and fragmentation.
     Metaslabs {
         #[arg(short = 'd', long = "dir")]
@@ -175,7 +192,13 @@ fn tunables() -> Result<Tunables, Failure> {
 }
 
 pub(crate) fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions, Failure> {
-    Ok(ImportOptions { dirs: dirs_or_default(dirs), readonly, tunables: tunables()?, new_name: None, wrap_device: None })
+    Ok(ImportOptions {
+        dirs: dirs_or_default(dirs),
+        readonly,
+        tunables: tunables()?,
+        new_name: None,
+        wrap_device: None,
+    })
 }
 
 fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
@@ -186,28 +209,54 @@ fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Fail
     Ok(pool)
 }
 
-fn pool_create(force: bool, size: Option<String>, properties: Vec<String>, name: String, vdevs: Vec<String>) -> Result<(), Failure> {
+fn pool_create(
+    force: bool,
+    size: Option<String>,
+    properties: Vec<String>,
+    name: String,
+    vdevs: Vec<String>,
+) -> Result<(), Failure> {
     for property in &properties {
-        let (key, _) = property.split_once('=').ok_or_else(|| Failure(format!("invalid property {property:?}: expected prop=value")))?;
+        let (key, _) = property.split_once('=').ok_or_else(|| {
+            Failure(format!(
+                "invalid property {property:?}: expected prop=value"
+            ))
+        })?;
         if !key.starts_with("feature@") {
             return Err(Failure(format!("unknown pool property {key:?}")));
         }
     }
     let create_size = size.as_deref().map(parse_size).transpose()?;
-    let options = CreateOptions { name: name.clone(), vdevs: parse_vdev_specs(&vdevs)?, create_size, force, tunables: tunables()?, wrap_device: None };
+    let options = CreateOptions {
+        name: name.clone(),
+        vdevs: parse_vdev_specs(&vdevs)?,
+        create_size,
+        force,
+        tunables: tunables()?,
+        wrap_device: None,
+    };
     let pool = Pool::create(options)?;
     pool.export()?;
     println!("created pool {name} (exported: no daemon yet; import it with 'tarn pool import -d DIR {name}')");
     Ok(())
 }
 
-fn pool_import(dirs: Vec<PathBuf>, options: Vec<String>, pool: Option<String>, new_name: Option<String>) -> Result<(), Failure> {
+fn pool_import(
+    dirs: Vec<PathBuf>,
+    options: Vec<String>,
+    pool: Option<String>,
+    new_name: Option<String>,
+) -> Result<(), Failure> {
     let mut readonly = false;
     for option in &options {
         match option.as_str() {
             "readonly=on" => readonly = true,
             "readonly=off" => readonly = false,
-            other => return Err(Failure(format!("unknown import option {other:?} (known: readonly=on|off)"))),
+            other => {
+                return Err(Failure(format!(
+                    "unknown import option {other:?} (known: readonly=on|off)"
+                )))
+            }
         }
     }
     let Some(name) = pool else {
@@ -216,8 +265,18 @@ fn pool_import(dirs: Vec<PathBuf>, options: Vec<String>, pool: Option<String>, n
             println!("no pools available to import");
         }
         for pool in found {
-            println!("   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n", pool.name, pool.guid, pool.state, pool.txg,
-                pool.leaves_found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "));
+            println!(
+                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n",
+                pool.name,
+                pool.guid,
+                pool.state,
+                pool.txg,
+                pool.leaves_found
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
         }
         return Ok(());
     };
@@ -227,9 +286,21 @@ fn pool_import(dirs: Vec<PathBuf>, options: Vec<String>, pool: Option<String>, n
     for (txg, why) in &report.skipped {
         eprintln!("warning: uberblock of txg {txg} could not be used ({why})");
     }
-    println!("imported pool {} at txg {}{}", pool.name(), report.txg, if report.skipped.is_empty() { String::new() } else { format!(" (rewound past {} newer txgs)", report.skipped.len()) });
+    println!(
+        "imported pool {} at txg {}{}",
+        pool.name(),
+        report.txg,
+        if report.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(" (rewound past {} newer txgs)", report.skipped.len())
+        }
+    );
     pool.export()?;
-    println!("exported pool {} (no daemon yet: pools stay imported only while a command runs)", name);
+    println!(
+        "exported pool {} (no daemon yet: pools stay imported only while a command runs)",
+        name
+    );
     Ok(())
 }
 
@@ -280,7 +351,11 @@ fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(
         let mut vdevs = Vec::new();
         let mut text = format!("  pool: {}\n state: ONLINE\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{}\n", candidate.name, pool.last_synced_txg(), "", candidate.name);
         for top in &pool.core.io.vdevs.tops {
-            let kind = if top.children.len() > 1 { format!("mirror-{}", top.id) } else { String::new() };
+            let kind = if top.children.len() > 1 {
+                format!("mirror-{}", top.id)
+            } else {
+                String::new()
+            };
             if !kind.is_empty() {
                 text.push_str(&format!("\t  {kind}\n"));
             }
@@ -288,7 +363,13 @@ fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(
             for leaf in &top.children {
                 let stats = leaf.stats.snapshot();
                 let indent = if kind.is_empty() { "  " } else { "    " };
-                text.push_str(&format!("\t{indent}{:<30}ONLINE {:>6} {:>5} {:>5}\n", leaf.path.display(), stats.read_errors, stats.write_errors, stats.checksum_errors));
+                text.push_str(&format!(
+                    "\t{indent}{:<30}ONLINE {:>6} {:>5} {:>5}\n",
+                    leaf.path.display(),
+                    stats.read_errors,
+                    stats.write_errors,
+                    stats.checksum_errors
+                ));
                 children.push(serde_json::json!({
                     "path": leaf.path.display().to_string(), "state": "ONLINE",
                     "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
@@ -304,7 +385,10 @@ fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(
         pool.export()?;
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
+        );
     }
     if !any {
         return Err(Failure(match name {
@@ -323,7 +407,10 @@ fn check(dirs: Vec<PathBuf>, no_repair: bool, name: String) -> Result<bool, Fail
     println!("  blocks:          {}", report.blocks);
     println!("  logical bytes:   {}", report.bytes_logical);
     println!("  allocated bytes: {}", report.bytes_allocated);
-    println!("  copies verified: {} ({} bad, {} repaired)", report.copies_verified, report.copies_bad, report.copies_repaired);
+    println!(
+        "  copies verified: {} ({} bad, {} repaired)",
+        report.copies_verified, report.copies_bad, report.copies_repaired
+    );
     for block in &report.blocks_unreadable {
         println!("  UNREADABLE: {block}");
     }
@@ -340,7 +427,14 @@ fn check(dirs: Vec<PathBuf>, no_repair: bool, name: String) -> Result<bool, Fail
         println!("  ERROR: {error}");
     }
     let clean = report.is_clean();
-    println!("{}", if clean { "no errors found" } else { "ERRORS FOUND" });
+    println!(
+        "{}",
+        if clean {
+            "no errors found"
+        } else {
+            "ERRORS FOUND"
+        }
+    );
     pool.export()?;
     Ok(clean)
 }
@@ -362,11 +456,24 @@ fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), F
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs})).expect("json"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs}))
+                .expect("json")
+        );
     } else {
         for vdev in &stats {
-            println!("vdev {}: {} metaslabs, {} allocated of {}", vdev.vdev, vdev.metaslabs.len(), format::human_bytes(vdev.allocated_bytes), format::human_bytes(vdev.size));
-            println!("  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}", "ms", "offset", "spacemap", "sm length", "allocated", "free", "frag");
+            println!(
+                "vdev {}: {} metaslabs, {} allocated of {}",
+                vdev.vdev,
+                vdev.metaslabs.len(),
+                format::human_bytes(vdev.allocated_bytes),
+                format::human_bytes(vdev.size)
+            );
+            println!(
+                "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}",
+                "ms", "offset", "spacemap", "sm length", "allocated", "free", "frag"
+            );
             for ms in &vdev.metaslabs {
                 println!(
                     "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
@@ -376,7 +483,8 @@ fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), F
                     ms.space_map_length_bytes,
                     format::human_bytes(ms.allocated_bytes),
                     format::human_bytes(ms.free_bytes),
-                    ms.fragmentation_percent.map_or("-".to_string(), |f| format!("{f}%"))
+                    ms.fragmentation_percent
+                        .map_or("-".to_string(), |f| format!("{f}%"))
                 );
             }
         }
@@ -385,14 +493,97 @@ fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), F
     Ok(())
 }
 
+fn debug_spacemap(
+    dirs: Vec<PathBuf>,
+    name: String,
+    vdev: u32,
+    metaslab: u64,
+) -> Result<(), Failure> {
+    use tarn::space::space_map::{SpaceMap, SpaceMapAction};
+    let pool = open_named(&dirs, &name, true)?;
+    let stats = pool.core.io.space.stats();
+    let vdev_stats = stats
+        .iter()
+        .find(|v| v.vdev.0 == vdev)
+        .ok_or_else(|| Failure(format!("pool {name} has no vdev {vdev}")))?;
+    let ms = vdev_stats
+        .metaslabs
+        .iter()
+        .find(|m| m.id == metaslab)
+        .ok_or_else(|| Failure(format!("vdev {vdev} has no metaslab {metaslab}")))?;
+    if ms.space_map_object.0 == 0 {
+        println!("metaslab {metaslab} has no space map yet (all free)");
+        return Ok(());
+    }
+    let storage = tarn::object::adapters::MosSpaceStorage {
+        mos: &pool.core.mos,
+    };
+    let map = SpaceMap::open(
+        &storage,
+        ms.space_map_object,
+        ms.start,
+        ms.size,
+        vdev_stats.ashift,
+        pool.core.io.tunables.metaslab_sm_blksz,
+    )
+    .map_err(|e| Failure(e.to_string()))?;
+    println!(
+        "space map object {} of vdev {vdev} metaslab {metaslab}: length {} allocated {}",
+        ms.space_map_object, map.header.length_bytes, map.header.allocated_bytes
+    );
+    let mut last = (0u64, 0u32, None);
+    map.replay(&storage, map.header.length_bytes, |entry| {
+        if (entry.txg.0, entry.sync_pass, Some(entry.action)) != last {
+            println!(
+                "  txg {} pass {} {:?}",
+                entry.txg, entry.sync_pass, entry.action
+            );
+            last = (entry.txg.0, entry.sync_pass, Some(entry.action));
+        }
+        let word = if entry.action == SpaceMapAction::Alloc {
+            "ALLOC"
+        } else {
+            "FREE "
+        };
+        println!(
+            "    {word} [{:#x}, {:#x}) size {:#x}",
+            entry.start,
+            entry.start + entry.size,
+            entry.size
+        );
+        Ok(())
+    })
+    .map_err(|e| Failure(e.to_string()))?;
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<bool, Failure> {
     match cli.command {
         Command::Pool(command) => match command {
-            PoolCommand::Create { force, size, properties, pool, vdevs } => pool_create(force, size, properties, pool, vdevs)?,
-            PoolCommand::Import { dirs, force: _, options, pool, new_name } => pool_import(dirs, options, pool, new_name)?,
-            PoolCommand::Export { dirs, force: _, pool } => {
+            PoolCommand::Create {
+                force,
+                size,
+                properties,
+                pool,
+                vdevs,
+            } => pool_create(force, size, properties, pool, vdevs)?,
+            PoolCommand::Import {
+                dirs,
+                force: _,
+                options,
+                pool,
+                new_name,
+            } => pool_import(dirs, options, pool, new_name)?,
+            PoolCommand::Export {
+                dirs,
+                force: _,
+                pool,
+            } => {
                 let found = Pool::scan(&dirs_or_default(&dirs));
-                let Some(candidate) = found.iter().find(|p| p.name == pool && p.state != PoolState::Destroyed) else {
+                let Some(candidate) = found
+                    .iter()
+                    .find(|p| p.name == pool && p.state != PoolState::Destroyed)
+                else {
                     return Err(Failure(format!("cannot export '{pool}': no such pool")));
                 };
                 if candidate.state == PoolState::Exported {
@@ -402,16 +593,34 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                     println!("exported pool {pool}");
                 }
             }
-            PoolCommand::Destroy { dirs, force: _, pool } => {
+            PoolCommand::Destroy {
+                dirs,
+                force: _,
+                pool,
+            } => {
                 open_named(&dirs, &pool, false)?.destroy()?;
                 println!("destroyed pool {pool}");
             }
             PoolCommand::List { dirs, list, pool } => pool_list(dirs, list, pool)?,
             PoolCommand::Status { dirs, json, pool } => pool_status(dirs, json, pool)?,
         },
-        Command::Check { dirs, no_repair, pool } => return check(dirs, no_repair, pool),
-        Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => debug_metaslabs(dirs, json, pool)?,
-        Command::Quickstart { dir } => quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?,
+        Command::Check {
+            dirs,
+            no_repair,
+            pool,
+        } => return check(dirs, no_repair, pool),
+        Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {
+            debug_metaslabs(dirs, json, pool)?
+        }
+        Command::Debug(DebugCommand::Spacemap {
+            dirs,
+            pool,
+            vdev,
+            metaslab,
+        }) => debug_spacemap(dirs, pool, vdev, metaslab)?,
+        Command::Quickstart { dir } => {
+            quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?
+        }
         Command::Bench(command) => bench::run(command)?,
     }
     Ok(true)

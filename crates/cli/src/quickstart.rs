@@ -36,18 +36,34 @@ fn pseudo_random(length: usize, seed: u64) -> Vec<u8> {
 }
 
 pub fn run(dir: PathBuf) -> Result<(), Failure> {
-    std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
-    let dir = std::fs::canonicalize(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
-    let disks: Vec<PathBuf> = ["disk0.img", "disk1.img"].iter().map(|name| dir.join(name)).collect();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
+    let dir =
+        std::fs::canonicalize(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    let disks: Vec<PathBuf> = ["disk0.img", "disk1.img"]
+        .iter()
+        .map(|name| dir.join(name))
+        .collect();
     for disk in &disks {
         if disk.exists() {
-            std::fs::remove_file(disk).map_err(|e| Failure(format!("cannot remove old {}: {e}", disk.display())))?;
+            std::fs::remove_file(disk)
+                .map_err(|e| Failure(format!("cannot remove old {}: {e}", disk.display())))?;
         }
     }
-    println!("tarn quickstart: a pooled copy-on-write store on two sparse files in {}", dir.display());
+    println!(
+        "tarn quickstart: a pooled copy-on-write store on two sparse files in {}",
+        dir.display()
+    );
 
-    step(1, "create a pool whose one top-level vdev mirrors two 1 GiB sparse files");
-    println!("   tarn pool create -s 1G {POOL} mirror {} {}", disks[0].display(), disks[1].display());
+    step(
+        1,
+        "create a pool whose one top-level vdev mirrors two 1 GiB sparse files",
+    );
+    println!(
+        "   tarn pool create -s 1G {POOL} mirror {} {}",
+        disks[0].display(),
+        disks[1].display()
+    );
     let tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
     let pool = Pool::create(CreateOptions {
         name: POOL.into(),
@@ -64,7 +80,10 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         human_bytes(stats[0].metaslabs.first().map_or(0, |m| m.size))
     );
 
-    step(2, "write 64 MiB of data into an object of the root dataset, in 128 KiB records");
+    step(
+        2,
+        "write 64 MiB of data into an object of the root dataset, in 128 KiB records",
+    );
     let data = pseudo_random(DATA_BYTES, 0x7a_72_6e);
     let objset = pool.root_objset();
     let started = Instant::now();
@@ -78,12 +97,21 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
             compression: Compression::Lz4,
             copies: 1,
         };
-        objset.create_object(&hold.tx(), props, ObjectType::None, &(DATA_BYTES as u64).to_le_bytes()).map_err(|e| Failure(e.to_string()))?
+        objset
+            .create_object(
+                &hold.tx(),
+                props,
+                ObjectType::None,
+                &(DATA_BYTES as u64).to_le_bytes(),
+            )
+            .map_err(|e| Failure(e.to_string()))?
     };
     for chunk in 0..(DATA_BYTES / (1 << 20)) {
         let hold = pool.assign()?;
         let range = chunk << 20..(chunk + 1) << 20;
-        objset.write(&hold.tx(), object, range.start as u64, &data[range]).map_err(|e| Failure(e.to_string()))?;
+        objset
+            .write(&hold.tx(), object, range.start as u64, &data[range])
+            .map_err(|e| Failure(e.to_string()))?;
         hold.add_dirty(1 << 20);
     }
     let txg = pool.sync()?;
@@ -99,18 +127,31 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
     println!("   tarn pool import -d {} {POOL}", dir.display());
     let options = crate::import_options(&[dir.clone()], false)?;
     let (pool, report) = Pool::import(POOL, options)?;
-    println!("   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).", report.txg);
+    println!(
+        "   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).",
+        report.txg
+    );
 
     step(4, "read the data back and compare");
     let objset = pool.root_objset();
     let mut back = vec![0u8; DATA_BYTES];
-    objset.read(object, 0, &mut back).map_err(|e| Failure(e.to_string()))?;
+    objset
+        .read(object, 0, &mut back)
+        .map_err(|e| Failure(e.to_string()))?;
     if back != data {
-        return Err(Failure("quickstart: the data read back differs from what was written".into()));
+        return Err(Failure(
+            "quickstart: the data read back differs from what was written".into(),
+        ));
     }
-    println!("   All {} read back intact (checksums verified on every block).", human_bytes(DATA_BYTES as u64));
+    println!(
+        "   All {} read back intact (checksums verified on every block).",
+        human_bytes(DATA_BYTES as u64)
+    );
 
-    step(5, "check the whole pool: every block, every copy, against the space maps");
+    step(
+        5,
+        "check the whole pool: every block, every copy, against the space maps",
+    );
     let report = check_pool(&pool, true)?;
     println!(
         "   {} blocks, {} copies verified, {} leaks, {} double allocations: {}",
@@ -121,7 +162,9 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         if report.is_clean() { "clean" } else { "ERRORS" }
     );
     if !report.is_clean() {
-        return Err(Failure(format!("quickstart: check found errors: {report:?}")));
+        return Err(Failure(format!(
+            "quickstart: check found errors: {report:?}"
+        )));
     }
     pool.export()?;
 

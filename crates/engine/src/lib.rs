@@ -17,15 +17,15 @@
 //!
 //! [`types`] holds the identities and units every layer shares; [`tunables`] every knob.
 
-pub mod types;
 pub mod tunables;
+pub mod types;
 
-pub mod vdev;
-pub mod space;
 pub mod block;
 pub mod cache;
-pub mod txg;
-pub mod object;
-pub mod dataset;
-pub mod pool;
 pub mod check;
+pub mod dataset;
+pub mod object;
+pub mod pool;
+pub mod space;
+pub mod txg;
+pub mod vdev;

@@ -155,6 +155,8 @@ mod tests {
     #[test]
     fn describe_lists_every_tunable() {
         let described = Tunables::default().describe();
-        assert!(described.iter().any(|(name, value, _)| *name == "txg_timeout" && value == "5"));
+        assert!(described
+            .iter()
+            .any(|(name, value, _)| *name == "txg_timeout" && value == "5"));
     }
 }

@@ -47,7 +47,11 @@ fn child_main(dir: PathBuf) {
     let pool = import(&dir, "crash", tiny());
     let objects = read_objects(&dir);
     let objset = pool.root_objset();
-    let mut report = std::fs::OpenOptions::new().append(true).create(true).open(dir.join("synced")).unwrap();
+    let mut report = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("synced"))
+        .unwrap();
     for generation in start.. {
         let object = object_of(&objects, generation);
         let data = pattern(generation, generation_length(generation));
@@ -58,7 +62,9 @@ fn child_main(dir: PathBuf) {
             objset.write(&tx, object, 0, &data).unwrap();
             let mut bonus = generation.to_le_bytes().to_vec();
             bonus.extend_from_slice(&(data.len() as u64).to_le_bytes());
-            objset.set_bonus(&tx, object, ObjectType::None, &bonus).unwrap();
+            objset
+                .set_bonus(&tx, object, ObjectType::None, &bonus)
+                .unwrap();
         }
         if generation % 3 == 0 {
             pool.sync().unwrap();
@@ -77,21 +83,43 @@ fn crash_child_entry() {
 }
 
 fn last_reported(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(dir.join("synced")).ok()?.lines().filter_map(|line| line.parse().ok()).max()
+    std::fs::read_to_string(dir.join("synced"))
+        .ok()?
+        .lines()
+        .filter_map(|line| line.parse().ok())
+        .max()
 }
 
 #[test]
 fn kill9_fifty_times_then_import_check_and_verify() {
+    // TARN_TEST_KEEP_DIR=path keeps the pool for inspection after a failure.
     let dir = tempfile::tempdir().unwrap();
-    let dir_path = dir.path().to_path_buf();
+    let dir_path = match std::env::var("TARN_TEST_KEEP_DIR") {
+        Ok(keep) => {
+            let _ = std::fs::remove_dir_all(&keep);
+            std::fs::create_dir_all(&keep).unwrap();
+            PathBuf::from(keep)
+        }
+        Err(_) => dir.path().to_path_buf(),
+    };
     let objects: Vec<ObjectId> = {
         let pool = create_pool(&dir_path, "crash", single(&dir_path, "vdev.img"), tiny());
         let objset = pool.root_objset();
-        let objects: Vec<ObjectId> = (0..OBJECTS).map(|_| create_file(&pool, &objset, 4096, Compression::Lz4)).collect();
+        let objects: Vec<ObjectId> = (0..OBJECTS)
+            .map(|_| create_file(&pool, &objset, 4096, Compression::Lz4))
+            .collect();
         pool.export().unwrap();
         objects
     };
-    std::fs::write(dir_path.join("objects"), objects.iter().map(|o| o.0.to_string()).collect::<Vec<_>>().join(" ")).unwrap();
+    std::fs::write(
+        dir_path.join("objects"),
+        objects
+            .iter()
+            .map(|o| o.0.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+    .unwrap();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
     // Per object: the newest generation known to be synced.
@@ -100,7 +128,12 @@ fn kill9_fifty_times_then_import_check_and_verify() {
     let exe = std::env::current_exe().unwrap();
     for round in 0..ROUNDS {
         let mut child = Command::new(&exe)
-            .args(["crash_child_entry", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child_entry",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &dir_path)
             .env("TARN_CRASH_START", next_start.to_string())
             .stdout(Stdio::null())
@@ -117,15 +150,21 @@ fn kill9_fifty_times_then_import_check_and_verify() {
                 known.insert(object_of(&objects, generation), generation);
             }
         }
-        let (pool, _) = Pool::import("crash", tarn::pool::ImportOptions::new(dirs(&dir_path), tiny()))
-            .unwrap_or_else(|e| panic!("round {round}: import after kill -9 failed: {e}"));
+        let (pool, _) = Pool::import(
+            "crash",
+            tarn::pool::ImportOptions::new(dirs(&dir_path), tiny()),
+        )
+        .unwrap_or_else(|e| panic!("round {round}: import after kill -9 failed: {e}"));
         assert_clean(&pool);
         let objset = pool.root_objset();
         let mut newest_seen = reported;
         for &object in &objects {
             let bonus = objset.bonus(object).unwrap();
             let (generation, length) = if bonus.len() == 16 {
-                (u64::from_le_bytes(bonus[..8].try_into().unwrap()), u64::from_le_bytes(bonus[8..].try_into().unwrap()) as usize)
+                (
+                    u64::from_le_bytes(bonus[..8].try_into().unwrap()),
+                    u64::from_le_bytes(bonus[8..].try_into().unwrap()) as usize,
+                )
             } else {
                 (0, 0)
             };
@@ -135,12 +174,23 @@ fn kill9_fifty_times_then_import_check_and_verify() {
                 "round {round}: object {object} holds generation {generation}, but {expected_minimum} was reported synced"
             );
             if generation > 0 {
-                assert_eq!(object_of(&objects, generation), object, "round {round}: generation in the wrong object");
+                assert_eq!(
+                    object_of(&objects, generation),
+                    object,
+                    "round {round}: generation in the wrong object"
+                );
                 assert_eq!(length, generation_length(generation));
                 let mut data = vec![0u8; length + 100];
                 objset.read(object, 0, &mut data).unwrap();
-                assert_eq!(&data[..length], &pattern(generation, length)[..], "round {round}: object {object} generation {generation} damaged");
-                assert!(data[length..].iter().all(|&b| b == 0), "round {round}: stale data past the end of object {object}");
+                assert_eq!(
+                    &data[..length],
+                    &pattern(generation, length)[..],
+                    "round {round}: object {object} generation {generation} damaged"
+                );
+                assert!(
+                    data[length..].iter().all(|&b| b == 0),
+                    "round {round}: stale data past the end of object {object}"
+                );
                 known.insert(object, generation);
                 newest_seen = newest_seen.max(generation);
             }
@@ -148,5 +198,8 @@ fn kill9_fifty_times_then_import_check_and_verify() {
         pool.export().unwrap();
         next_start = newest_seen + 1 + OBJECTS;
     }
-    assert!(known.len() as u64 >= OBJECTS / 2, "the children synced too little to test anything: {known:?}");
+    assert!(
+        known.len() as u64 >= OBJECTS / 2,
+        "the children synced too little to test anything: {known:?}"
+    );
 }

@@ -10,15 +10,16 @@ use std::sync::Arc;
 use tarn::block::blkptr::Compression;
 use tarn::check::check_pool;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, PoolError, VdevSpec};
-use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
 use tarn::types::ObjectId;
+use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
 
 use common::*;
 
 fn faulty_pool(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
-    let wrap: tarn::pool::DeviceWrapper = Arc::new(move |_path: &Path, device: Arc<dyn BlockDevice>| {
-        Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
-    });
+    let wrap: tarn::pool::DeviceWrapper =
+        Arc::new(move |_path: &Path, device: Arc<dyn BlockDevice>| {
+            Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
+        });
     Pool::create(CreateOptions {
         name: "faulty".into(),
         vdevs: single(dir, "vdev.img"),
@@ -33,7 +34,9 @@ fn faulty_pool(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
 fn write_generation(pool: &Pool, object: ObjectId, generation: u64) {
     let objset = pool.root_objset();
     let hold = pool.assign().unwrap();
-    objset.write(&hold.tx(), object, 0, &pattern(generation, 50_000)).unwrap();
+    objset
+        .write(&hold.tx(), object, 0, &pattern(generation, 50_000))
+        .unwrap();
 }
 
 fn read_generation(pool: &Pool, object: ObjectId) -> Vec<u8> {
@@ -58,9 +61,14 @@ fn survive(arm: impl Fn(&FaultPlan)) {
     drop(objset);
     drop(pool);
 
-    let (pool, report) = Pool::import("faulty", ImportOptions::new(dirs(dir.path()), tiny())).expect("import after fault");
+    let (pool, report) = Pool::import("faulty", ImportOptions::new(dirs(dir.path()), tiny()))
+        .expect("import after fault");
     let data = read_generation(&pool, object);
-    assert!(data == pattern(1, 50_000) || data == pattern(2, 50_000), "object holds neither generation (import at txg {})", report.txg);
+    assert!(
+        data == pattern(1, 50_000) || data == pattern(2, 50_000),
+        "object holds neither generation (import at txg {})",
+        report.txg
+    );
     assert_clean(&pool);
     pool.export().unwrap();
 }
@@ -91,7 +99,12 @@ fn damaged_copy_in_a_mirror_is_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.img");
     let b = dir.path().join("b.img");
-    let pool = create_pool(dir.path(), "mirror", vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])], tiny());
+    let pool = create_pool(
+        dir.path(),
+        "mirrored",
+        vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])],
+        tiny(),
+    );
     let objset = pool.root_objset();
     let object = create_file(&pool, &objset, 4096, Compression::Off);
     write_generation(&pool, object, 7);
@@ -105,13 +118,20 @@ fn damaged_copy_in_a_mirror_is_repaired() {
     file.write_all_at(&junk, 4 << 20).unwrap();
     file.sync_all().unwrap();
 
-    let pool = import(dir.path(), "mirror", tiny());
-    assert_eq!(read_generation(&pool, object), pattern(7, 50_000), "read must return good data from the other side");
+    let pool = import(dir.path(), "mirrored", tiny());
+    assert_eq!(
+        read_generation(&pool, object),
+        pattern(7, 50_000),
+        "read must return good data from the other side"
+    );
     let report = check_pool(&pool, true).unwrap();
     assert!(report.is_clean(), "{report:#?}");
     assert!(report.copies_bad > 0, "the damage was not noticed");
     let again = check_pool(&pool, true).unwrap();
-    assert_eq!(again.copies_bad, 0, "damaged copies were not repaired: {again:#?}");
+    assert_eq!(
+        again.copies_bad, 0,
+        "damaged copies were not repaired: {again:#?}"
+    );
     pool.export().unwrap();
 }
 
@@ -125,7 +145,11 @@ fn damage_with_no_good_copy_is_reported_not_returned() {
     pool.export().unwrap();
     drop(objset);
     // Find the data block and damage it: read the pointer through debug info.
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("a.img")).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("a.img"))
+        .unwrap();
     use std::os::unix::fs::FileExt;
     let needle = &pattern(3, 50_000)[..4096];
     let size = file.metadata().unwrap().len();
@@ -134,7 +158,11 @@ fn damage_with_no_good_copy_is_reported_not_returned() {
     let mut buffer = vec![0u8; 1 << 20];
     while offset < size && found.is_none() {
         file.read_exact_at(&mut buffer, offset).unwrap();
-        if let Some(position) = buffer.windows(64).step_by(512).position(|w| w == &needle[..64]) {
+        if let Some(position) = buffer
+            .windows(64)
+            .step_by(512)
+            .position(|w| w == &needle[..64])
+        {
             found = Some(offset + position as u64 * 512);
         }
         offset += 1 << 20;
@@ -147,7 +175,10 @@ fn damage_with_no_good_copy_is_reported_not_returned() {
     let result = pool.root_objset().read(object, 0, &mut data);
     assert!(result.is_err(), "damaged data must not be returned");
     let report = check_pool(&pool, true).unwrap();
-    assert!(!report.blocks_unreadable.is_empty(), "check must report the unreadable block");
+    assert!(
+        !report.blocks_unreadable.is_empty(),
+        "check must report the unreadable block"
+    );
     pool.export().unwrap();
 }
 
@@ -156,9 +187,16 @@ fn bad_input_gives_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     // Zeroed labels: nothing to import.
     let path = dir.path().join("zero.img");
-    std::fs::File::create(&path).unwrap().set_len(VDEV_SIZE).unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(VDEV_SIZE)
+        .unwrap();
     let result = Pool::import("nothing", ImportOptions::new(dirs(dir.path()), tiny()));
-    assert!(matches!(result, Err(PoolError::NotFound(..))), "{:?}", result.err());
+    assert!(
+        matches!(result, Err(PoolError::NotFound(..))),
+        "{:?}",
+        result.err()
+    );
 
     // A truncated vdev: the back labels are gone and the data area is cut.
     let pool = create_pool(dir.path(), "trunc", single(dir.path(), "t.img"), tiny());
@@ -168,7 +206,12 @@ fn bad_input_gives_clear_errors() {
     pool.export().unwrap();
     drop(objset);
     let t = dir.path().join("t.img");
-    std::fs::OpenOptions::new().write(true).open(&t).unwrap().set_len(VDEV_SIZE / 2).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&t)
+        .unwrap()
+        .set_len(VDEV_SIZE / 2)
+        .unwrap();
     match Pool::import("trunc", ImportOptions::new(dirs(dir.path()), tiny())) {
         Ok((pool, _)) => {
             // If the front labels still import it, reads past the end must fail cleanly.
@@ -182,7 +225,12 @@ fn bad_input_gives_clear_errors() {
 
     // A vdev of another pool named twice / used by a second create without -f.
     let other = dir.path().join("other.img");
-    let pool = create_pool(dir.path(), "first", vec![VdevSpec::Leaf(other.clone())], tiny());
+    let pool = create_pool(
+        dir.path(),
+        "first",
+        vec![VdevSpec::Leaf(other.clone())],
+        tiny(),
+    );
     pool.export().unwrap();
     let result = Pool::create(CreateOptions {
         name: "second".into(),
@@ -192,13 +240,20 @@ fn bad_input_gives_clear_errors() {
         tunables: tiny(),
         wrap_device: None,
     });
-    let error = result.err().expect("reusing a vdev of another pool must fail");
-    assert!(error.to_string().contains("first"), "error should name the other pool: {error}");
+    let error = result
+        .err()
+        .expect("reusing a vdev of another pool must fail");
+    assert!(
+        error.to_string().contains("first"),
+        "error should name the other pool: {error}"
+    );
 
     // An imported pool's vdev is locked against a second import.
     let pool = import(dir.path(), "first", tiny());
     let second = Pool::import("first", ImportOptions::new(dirs(dir.path()), tiny()));
-    let error = second.err().expect("second import of an imported pool must fail");
+    let error = second
+        .err()
+        .expect("second import of an imported pool must fail");
     assert!(error.to_string().contains("in use"), "{error}");
     pool.export().unwrap();
 }
@@ -220,7 +275,8 @@ fn random_bytes_in_metadata_blocks_never_panic() {
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         // Overwrite 64 KiB of the used data area (where the MOS and metadata live) with noise.
         let offset = (4 << 20) + (seed % 6) * (64 << 10);
-        file.write_all_at(&pattern(seed + 1000, 64 << 10), offset).unwrap();
+        file.write_all_at(&pattern(seed + 1000, 64 << 10), offset)
+            .unwrap();
         drop(file);
         let result = std::panic::catch_unwind(|| {
             match Pool::import("noise", ImportOptions::new(dirs(dir.path()), tiny())) {

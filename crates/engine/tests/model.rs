@@ -24,9 +24,18 @@ fn compare_object(pool: &Pool, model: &Model, object: ObjectId, step: usize) {
     let objset = pool.root_objset();
     // Read the model's length plus a tail that must be zeros.
     let mut actual = vec![0xAAu8; expected.len() + 700];
-    objset.read(object, 0, &mut actual).unwrap_or_else(|e| panic!("step {step}: read object {object}: {e}"));
-    assert_eq!(&actual[..expected.len()], &expected[..], "step {step}: object {object} contents differ");
-    assert!(actual[expected.len()..].iter().all(|&b| b == 0), "step {step}: object {object} has data past its end");
+    objset
+        .read(object, 0, &mut actual)
+        .unwrap_or_else(|e| panic!("step {step}: read object {object}: {e}"));
+    assert_eq!(
+        &actual[..expected.len()],
+        &expected[..],
+        "step {step}: object {object} contents differ"
+    );
+    assert!(
+        actual[expected.len()..].iter().all(|&b| b == 0),
+        "step {step}: object {object} has data past its end"
+    );
 }
 
 fn compare_all(pool: &Pool, model: &Model, step: usize) {
@@ -39,13 +48,19 @@ fn run(seed: u64, steps: usize, vdevs: impl Fn(&std::path::Path) -> Vec<VdevSpec
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut pool = create_pool(dir.path(), "model", vdevs(dir.path()), tiny());
-    let mut model = Model { objects: BTreeMap::new() };
+    let mut model = Model {
+        objects: BTreeMap::new(),
+    };
     for step in 0..steps {
         let objset = pool.root_objset();
         let choice = rng.gen_range(0..100);
         if model.objects.is_empty() || choice < 8 {
             let block_size = [512u32, 1024, 4096][rng.gen_range(0..3)];
-            let compression = [Compression::Off, Compression::Lz4, Compression::Zstd { level: 1 }][rng.gen_range(0..3)];
+            let compression = [
+                Compression::Off,
+                Compression::Lz4,
+                Compression::Zstd { level: 1 },
+            ][rng.gen_range(0..3)];
             let object = create_file(&pool, &objset, block_size, compression);
             model.objects.insert(object, Vec::new());
             compare_object(&pool, &model, object, step);
@@ -59,7 +74,9 @@ fn run(seed: u64, steps: usize, vdevs: impl Fn(&std::path::Path) -> Vec<VdevSpec
                 let length = rng.gen_range(1..12_000usize);
                 let data = pattern(rng.gen(), length);
                 let hold = pool.assign().unwrap();
-                objset.write(&hold.tx(), object, offset as u64, &data).unwrap();
+                objset
+                    .write(&hold.tx(), object, offset as u64, &data)
+                    .unwrap();
                 drop(hold);
                 let contents = model.objects.get_mut(&object).unwrap();
                 if contents.len() < offset + length {
@@ -72,7 +89,9 @@ fn run(seed: u64, steps: usize, vdevs: impl Fn(&std::path::Path) -> Vec<VdevSpec
                 let contents = model.objects.get_mut(&object).unwrap();
                 let new_length = rng.gen_range(0..=contents.len());
                 let hold = pool.assign().unwrap();
-                objset.free_range(&hold.tx(), object, new_length as u64, u64::MAX).unwrap();
+                objset
+                    .free_range(&hold.tx(), object, new_length as u64, u64::MAX)
+                    .unwrap();
                 drop(hold);
                 contents.truncate(new_length);
             }
@@ -85,7 +104,9 @@ fn run(seed: u64, steps: usize, vdevs: impl Fn(&std::path::Path) -> Vec<VdevSpec
                 let offset = rng.gen_range(0..contents.len());
                 let length = rng.gen_range(1..=(contents.len() - offset));
                 let hold = pool.assign().unwrap();
-                objset.free_range(&hold.tx(), object, offset as u64, length as u64).unwrap();
+                objset
+                    .free_range(&hold.tx(), object, offset as u64, length as u64)
+                    .unwrap();
                 drop(hold);
                 contents[offset..offset + length].fill(0);
             }
@@ -94,7 +115,10 @@ fn run(seed: u64, steps: usize, vdevs: impl Fn(&std::path::Path) -> Vec<VdevSpec
                 objset.remove_object(&hold.tx(), object).unwrap();
                 drop(hold);
                 model.objects.remove(&object);
-                assert!(!objset.exists(object), "step {step}: removed object {object} still exists");
+                assert!(
+                    !objset.exists(object),
+                    "step {step}: removed object {object} still exists"
+                );
                 continue;
             }
             85..=93 => {
@@ -127,10 +151,17 @@ fn model_single_vdev() {
 
 #[test]
 fn model_two_vdevs() {
-    run(100, 400, |dir| vec![VdevSpec::Leaf(dir.join("a.img")), VdevSpec::Leaf(dir.join("b.img"))]);
+    run(100, 400, |dir| {
+        vec![
+            VdevSpec::Leaf(dir.join("a.img")),
+            VdevSpec::Leaf(dir.join("b.img")),
+        ]
+    });
 }
 
 #[test]
 fn model_mirror() {
-    run(200, 400, |dir| vec![VdevSpec::Mirror(vec![dir.join("a.img"), dir.join("b.img")])]);
+    run(200, 400, |dir| {
+        vec![VdevSpec::Mirror(vec![dir.join("a.img"), dir.join("b.img")])]
+    });
 }

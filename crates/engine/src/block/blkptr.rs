@@ -239,13 +239,21 @@ pub enum BlockError {
 impl BlockError {
     /// A corruption found while decoding `structure` (no byte offset known or relevant).
     pub fn corrupt(structure: &'static str, what: impl Into<String>) -> BlockError {
-        BlockError::Corrupt { structure, byte_offset: 0, what: what.into() }
+        BlockError::Corrupt {
+            structure,
+            byte_offset: 0,
+            what: what.into(),
+        }
     }
 }
 
 impl From<UnknownValue> for BlockError {
     fn from(unknown: UnknownValue) -> BlockError {
-        BlockError::Corrupt { structure: unknown.kind, byte_offset: 0, what: format!("unknown value {}", unknown.value) }
+        BlockError::Corrupt {
+            structure: unknown.kind,
+            byte_offset: 0,
+            what: format!("unknown value {}", unknown.value),
+        }
     }
 }
 

@@ -18,7 +18,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX, EMBEDDED_PAYLOAD_MAX};
+use crate::block::blkptr::{
+    BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX,
+    EMBEDDED_PAYLOAD_MAX,
+};
 use crate::block::{checksum, compress};
 use crate::cache::{BlockCache, BlockKey};
 use crate::space::storage::SpaceStorage;
@@ -58,7 +61,11 @@ pub enum PipelineError {
     #[error("checksum error: no copy of block {bp} verifies")]
     NoGoodCopy { bp: String },
     #[error("block pointer points outside vdev {vdev}: offset {offset:#x} size {size}")]
-    BadDva { vdev: VdevId, offset: u64, size: u64 },
+    BadDva {
+        vdev: VdevId,
+        offset: u64,
+        size: u64,
+    },
 }
 
 /// The pool's block I/O: vdevs, allocator and cache, shared by every object set of the pool.
@@ -77,7 +84,12 @@ fn round_up(value: u64, alignment: u64) -> u64 {
 }
 
 impl BlockIo {
-    pub fn new(vdevs: Arc<VdevTree>, space: Arc<SpaceManager>, tunables: Tunables, writable: bool) -> BlockIo {
+    pub fn new(
+        vdevs: Arc<VdevTree>,
+        space: Arc<SpaceManager>,
+        tunables: Tunables,
+        writable: bool,
+    ) -> BlockIo {
         let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
         BlockIo {
             cache: Arc::new(BlockCache::new(tunables.arc_max)),
@@ -112,10 +124,17 @@ impl BlockIo {
         assert!(!data.is_empty() && data.len() as u64 <= crate::types::SPA_MAXBLOCKSIZE);
         let size_logical = data.len() as u32;
         let mut bp = BlockPtr::hole(at.txg, props.object_type, props.level);
-        if props.level == 0 && props.compression != Compression::Off && data.iter().all(|&byte| byte == 0) {
+        if props.level == 0
+            && props.compression != Compression::Off
+            && data.iter().all(|&byte| byte == 0)
+        {
             return Ok(bp);
         }
-        let compression = if at.pass >= self.tunables.sync_pass_dont_compress { Compression::Off } else { props.compression };
+        let compression = if at.pass >= self.tunables.sync_pass_dont_compress {
+            Compression::Off
+        } else {
+            props.compression
+        };
         let compressed = compress::compress(compression, data);
         let (physical, compression) = match &compressed {
             Some(bytes) => (bytes.as_slice(), compression),
@@ -127,7 +146,10 @@ impl BlockIo {
         bp.checksum_type = props.checksum;
         bp.fill_count = fill_count;
         bp.birth_physical = at.txg;
-        if props.level == 0 && physical.len() <= EMBEDDED_PAYLOAD_MAX && compression != Compression::Off {
+        if props.level == 0
+            && physical.len() <= EMBEDDED_PAYLOAD_MAX
+            && compression != Compression::Off
+        {
             bp.embedded = true;
             bp.embedded_payload = physical.to_vec();
             return Ok(bp);
@@ -152,20 +174,29 @@ impl BlockIo {
         } else {
             let mut avoid: Vec<(VdevId, u64)> = Vec::with_capacity(copies);
             for copy in 0..copies {
-                let (vdev, offset) = match self.space.allocate(size_allocated, at.txg, &avoid, storage) {
-                    Ok(placed) => placed,
-                    Err(crate::space::SpaceError::NoSpace { .. }) if copy > 0 => break,
-                    Err(crate::space::SpaceError::NoSpace { .. }) => {
-                        return Err(PipelineError::NoSpace { size_allocated });
-                    }
-                    Err(error) => return Err(error.into()),
-                };
+                let (vdev, offset) =
+                    match self.space.allocate(size_allocated, at.txg, &avoid, storage) {
+                        Ok(placed) => placed,
+                        Err(crate::space::SpaceError::NoSpace { .. }) if copy > 0 => break,
+                        Err(crate::space::SpaceError::NoSpace { .. }) => {
+                            return Err(PipelineError::NoSpace { size_allocated });
+                        }
+                        Err(error) => return Err(error.into()),
+                    };
                 avoid.push((vdev, offset));
-                bp.dvas[copy] = Dva { vdev, offset, size_allocated, gang: false };
+                bp.dvas[copy] = Dva {
+                    vdev,
+                    offset,
+                    size_allocated,
+                    gang: false,
+                };
             }
         }
         for dva in bp.copies() {
-            let top = self.vdevs.top(dva.vdev).expect("allocator returned an unknown vdev");
+            let top = self
+                .vdevs
+                .top(dva.vdev)
+                .expect("allocator returned an unknown vdev");
             if let Err(error) = top.write(dva.offset, &padded) {
                 return Err(PipelineError::WriteFailed(error.to_string()));
             }
@@ -182,16 +213,24 @@ impl BlockIo {
             self.cache.remove(&key);
         }
         for dva in bp.copies() {
-            self.space.free(dva.vdev, dva.offset, dva.size_allocated, txg)?;
+            self.space
+                .free(dva.vdev, dva.offset, dva.size_allocated, txg)?;
         }
         Ok(())
     }
 
     fn validate_dva(&self, dva: &Dva) -> Result<(), PipelineError> {
-        let bad = || PipelineError::BadDva { vdev: dva.vdev, offset: dva.offset, size: dva.size_allocated };
+        let bad = || PipelineError::BadDva {
+            vdev: dva.vdev,
+            offset: dva.offset,
+            size: dva.size_allocated,
+        };
         let top = self.vdevs.top(dva.vdev).ok_or_else(bad)?;
         let sector = 1u64 << top.ashift;
-        if dva.offset % sector != 0 || dva.size_allocated % sector != 0 || !top.contains(dva.offset, dva.size_allocated) {
+        if dva.offset % sector != 0
+            || dva.size_allocated % sector != 0
+            || !top.contains(dva.offset, dva.size_allocated)
+        {
             return Err(bad());
         }
         Ok(())
@@ -203,7 +242,11 @@ impl BlockIo {
             return Ok(Arc::new(vec![0u8; bp.size_logical as usize]));
         }
         if bp.embedded {
-            let data = compress::decompress(bp.compression, &bp.embedded_payload, bp.size_logical as usize)?;
+            let data = compress::decompress(
+                bp.compression,
+                &bp.embedded_payload,
+                bp.size_logical as usize,
+            )?;
             return Ok(Arc::new(data));
         }
         let key = BlockKey::of(bp);
@@ -211,7 +254,11 @@ impl BlockIo {
             return Ok(data);
         }
         let physical = self.read_physical(bp, true)?;
-        let data = Arc::new(compress::decompress(bp.compression, &physical, bp.size_logical as usize)?);
+        let data = Arc::new(compress::decompress(
+            bp.compression,
+            &physical,
+            bp.size_logical as usize,
+        )?);
         if let Some(key) = key {
             self.cache.insert(key, data.clone());
         }
@@ -246,7 +293,9 @@ impl BlockIo {
             }
         }
         let Some(physical) = good else {
-            return Err(PipelineError::NoGoodCopy { bp: format!("{bp}") });
+            return Err(PipelineError::NoGoodCopy {
+                bp: format!("{bp}"),
+            });
         };
         if repair && !bad.is_empty() && self.is_writable() {
             self.repair(&physical, &bad);
@@ -256,7 +305,11 @@ impl BlockIo {
 
     /// Verify every copy of a block (every DVA, every mirror child) for `check` and scrub.
     /// Returns the number of copies that failed and the number repaired.
-    pub fn verify_all_copies(&self, bp: &BlockPtr, repair: bool) -> Result<CopyReport, PipelineError> {
+    pub fn verify_all_copies(
+        &self,
+        bp: &BlockPtr,
+        repair: bool,
+    ) -> Result<CopyReport, PipelineError> {
         let mut report = CopyReport::default();
         if bp.is_hole() || bp.embedded {
             return Ok(report);
@@ -283,7 +336,9 @@ impl BlockIo {
             }
         }
         let Some(physical) = good else {
-            return Err(PipelineError::NoGoodCopy { bp: format!("{bp}") });
+            return Err(PipelineError::NoGoodCopy {
+                bp: format!("{bp}"),
+            });
         };
         if repair && !bad.is_empty() && self.is_writable() {
             report.repaired = self.repair(&physical, &bad);

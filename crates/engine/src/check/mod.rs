@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::block::blkptr::ObjectType;
 use crate::block::blkptr::{BlockPtr, BLKPTR_SIZE};
 use crate::block::pipeline::BlockIo;
 use crate::dataset::phys::DatasetPhys;
@@ -28,7 +29,6 @@ use crate::object::adapters::MosSpaceStorage;
 use crate::object::phys::{ObjsetHeader, ObjsetKind};
 use crate::object::tree::visit_tree;
 use crate::object::{ObjectError, ObjectSet};
-use crate::block::blkptr::ObjectType;
 use crate::pool::{Pool, MOS_OBJECT_DIRECTORY};
 use crate::space::range_tree::RangeTree;
 use crate::types::{ObjectId, VdevId};
@@ -86,7 +86,10 @@ impl Walker<'_> {
         for dva in bp.copies() {
             let tree = self.referenced.entry(dva.vdev).or_default();
             if tree.intersects(dva.offset, dva.size_allocated) {
-                self.report.double_allocations.push(format!("{what}: <{}:{:#x}:{:#x}> referenced twice", dva.vdev, dva.offset, dva.size_allocated));
+                self.report.double_allocations.push(format!(
+                    "{what}: <{}:{:#x}:{:#x}> referenced twice",
+                    dva.vdev, dva.offset, dva.size_allocated
+                ));
             } else {
                 tree.add(dva.offset, dva.size_allocated);
             }
@@ -97,13 +100,21 @@ impl Walker<'_> {
                 self.report.copies_bad += copies.bad;
                 self.report.copies_repaired += copies.repaired;
             }
-            Err(error) => self.report.blocks_unreadable.push(format!("{what}: {error}")),
+            Err(error) => self
+                .report
+                .blocks_unreadable
+                .push(format!("{what}: {error}")),
         }
     }
 
     /// Visit an object set: its header block, its meta-dnode tree and every object's tree.
     /// Returns the bytes allocated under it (header included).
-    fn walk_objset(&mut self, root: &BlockPtr, objset: &ObjectSet, name: &str) -> Result<u64, ObjectError> {
+    fn walk_objset(
+        &mut self,
+        root: &BlockPtr,
+        objset: &ObjectSet,
+        name: &str,
+    ) -> Result<u64, ObjectError> {
         let before = self.report.bytes_allocated;
         self.visit(root, &format!("{name} header"));
         let header = ObjsetHeader::decode(&self.io.read(root)?)?;
@@ -114,7 +125,9 @@ impl Walker<'_> {
         })
         .unwrap_or_else(|error| visit_error = Some(error));
         if let Some(error) = visit_error {
-            self.report.errors.push(format!("{name}: meta-dnode tree: {error}"));
+            self.report
+                .errors
+                .push(format!("{name}: meta-dnode tree: {error}"));
         }
         for (object, dnode) in objset.synced_objects()? {
             let mut allocated = 0u64;
@@ -124,7 +137,9 @@ impl Walker<'_> {
                 Ok(())
             });
             if let Err(error) = result {
-                self.report.errors.push(format!("{name} object {object}: {error}"));
+                self.report
+                    .errors
+                    .push(format!("{name} object {object}: {error}"));
             } else if allocated != dnode.size_allocated {
                 self.report.errors.push(format!(
                     "{name} object {object}: dnode says {} bytes allocated, its tree holds {allocated}",
@@ -140,7 +155,12 @@ impl Walker<'_> {
 pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool::PoolError> {
     let core = &pool.core;
     let io = core.io.as_ref();
-    let mut walker = Walker { io, repair: repair && io.is_writable(), referenced: BTreeMap::new(), report: CheckReport::default() };
+    let mut walker = Walker {
+        io,
+        repair: repair && io.is_writable(),
+        referenced: BTreeMap::new(),
+        report: CheckReport::default(),
+    };
     walker.report.txg = core.txgs.last_synced().0;
 
     let mos_root = core.mos.synced_root();
@@ -154,16 +174,27 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         let phys = match DatasetPhys::decode(&dnode.bonus) {
             Ok(phys) => phys,
             Err(error) => {
-                walker.report.errors.push(format!("dataset record {object}: {error}"));
+                walker
+                    .report
+                    .errors
+                    .push(format!("dataset record {object}: {error}"));
                 continue;
             }
         };
         if phys.root.is_hole() {
             continue;
         }
-        let objset = ObjectSet::open(core.io.clone(), &phys.root, std::sync::Arc::new(NoLifecycle), 2)?;
+        let objset = ObjectSet::open(
+            core.io.clone(),
+            &phys.root,
+            std::sync::Arc::new(NoLifecycle),
+            2,
+        )?;
         if objset.kind() != ObjsetKind::FileSystem {
-            walker.report.errors.push(format!("dataset {object}: object set is not a file system"));
+            walker
+                .report
+                .errors
+                .push(format!("dataset {object}: object set is not a file system"));
         }
         let allocated = walker.walk_objset(&phys.root, &objset, &format!("dataset {object}"))?;
         if allocated != phys.referenced_bytes {
@@ -175,9 +206,13 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     }
 
     // The deferred-free list: killed, but still allocated until the next txg frees them.
-    if let Some(deferred) = crate::pool::lookup_mos_directory(&core.mos, MOS_OBJECT_DIRECTORY, "deferred_frees")? {
+    if let Some(deferred) =
+        crate::pool::lookup_mos_directory(&core.mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?
+    {
         let bonus = core.mos.bonus(ObjectId(deferred))?;
-        let count = bonus.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let count = bonus
+            .get(..8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         let mut bytes = vec![0u8; count as usize * BLKPTR_SIZE];
         core.mos.read(ObjectId(deferred), 0, &mut bytes)?;
         for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
@@ -186,13 +221,19 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
                     for dva in bp.copies() {
                         let tree = walker.referenced.entry(dva.vdev).or_default();
                         if tree.intersects(dva.offset, dva.size_allocated) {
-                            walker.report.double_allocations.push(format!("deferred free <{}:{:#x}> also referenced", dva.vdev, dva.offset));
+                            walker.report.double_allocations.push(format!(
+                                "deferred free <{}:{:#x}> also referenced",
+                                dva.vdev, dva.offset
+                            ));
                         } else {
                             tree.add(dva.offset, dva.size_allocated);
                         }
                     }
                 }
-                Err(error) => walker.report.errors.push(format!("deferred free list: {error}")),
+                Err(error) => walker
+                    .report
+                    .errors
+                    .push(format!("deferred free list: {error}")),
             }
         }
     }
@@ -212,8 +253,16 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         for segment in allocated.iter() {
             missing.remove_overlap(segment.start, segment.size());
         }
-        report.leaks.extend(leaked.iter().map(|segment| (top.id, segment.start, segment.size())));
-        report.missing.extend(missing.iter().map(|segment| (top.id, segment.start, segment.size())));
+        report.leaks.extend(
+            leaked
+                .iter()
+                .map(|segment| (top.id, segment.start, segment.size())),
+        );
+        report.missing.extend(
+            missing
+                .iter()
+                .map(|segment| (top.id, segment.start, segment.size())),
+        );
     }
     Ok(report)
 }
@@ -223,7 +272,11 @@ struct NoLifecycle;
 
 impl crate::object::BlockLifecycle for NoLifecycle {
     fn block_born(&self, _bp: &BlockPtr, _at: crate::block::pipeline::SyncPoint) {}
-    fn block_kill(&self, _bp: &BlockPtr, _at: crate::block::pipeline::SyncPoint) -> Result<(), ObjectError> {
+    fn block_kill(
+        &self,
+        _bp: &BlockPtr,
+        _at: crate::block::pipeline::SyncPoint,
+    ) -> Result<(), ObjectError> {
         Err(ObjectError::Lifecycle("check never changes a pool".into()))
     }
 }

@@ -55,7 +55,13 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    pub fn new(name: String, object: ObjectId, phys: DatasetPhys, dir: DatasetDirPhys, freer: Arc<dyn BlockFreer>) -> Arc<Dataset> {
+    pub fn new(
+        name: String,
+        object: ObjectId,
+        phys: DatasetPhys,
+        dir: DatasetDirPhys,
+        freer: Arc<dyn BlockFreer>,
+    ) -> Arc<Dataset> {
         Arc::new(Dataset {
             name,
             object,
@@ -81,7 +87,10 @@ impl Dataset {
     }
 
     pub fn objset(&self) -> Arc<ObjectSet> {
-        self.objset.lock().clone().expect("dataset object set attached at open")
+        self.objset
+            .lock()
+            .clone()
+            .expect("dataset object set attached at open")
     }
 
     pub fn phys(&self) -> DatasetPhys {
@@ -111,7 +120,11 @@ impl Dataset {
     fn account(&self, bp: &BlockPtr, sign: i64) {
         let mut phys = self.phys.lock();
         let apply = |value: &mut u64, delta: u64| {
-            *value = if sign > 0 { value.saturating_add(delta) } else { value.saturating_sub(delta) };
+            *value = if sign > 0 {
+                value.saturating_add(delta)
+            } else {
+                value.saturating_sub(delta)
+            };
         };
         apply(&mut phys.referenced_bytes, bp.size_allocated());
         apply(&mut phys.unique_bytes, bp.size_allocated());

@@ -92,7 +92,10 @@ impl DatasetPhys {
 
     pub fn decode(bytes: &[u8]) -> Result<DatasetPhys, BlockError> {
         if bytes.len() != DATASET_PHYS_SIZE {
-            return Err(BlockError::corrupt("dataset record", format!("dataset record of {} bytes", bytes.len())));
+            return Err(BlockError::corrupt(
+                "dataset record",
+                format!("dataset record of {} bytes", bytes.len()),
+            ));
         }
         Ok(DatasetPhys {
             dir_object: ObjectId(u64_at(bytes, 0)),
@@ -143,7 +146,10 @@ impl DatasetDirPhys {
 
     pub fn decode(bytes: &[u8]) -> Result<DatasetDirPhys, BlockError> {
         if bytes.len() != DATASET_DIR_PHYS_SIZE {
-            return Err(BlockError::corrupt("dataset record", format!("dataset directory record of {} bytes", bytes.len())));
+            return Err(BlockError::corrupt(
+                "dataset record",
+                format!("dataset directory record of {} bytes", bytes.len()),
+            ));
         }
         Ok(DatasetDirPhys {
             head_dataset_object: ObjectId(u64_at(bytes, 0)),
@@ -183,7 +189,11 @@ mod tests {
             root: BlockPtr::hole(Txg(5), ObjectType::Objset, 0),
         };
         assert_eq!(DatasetPhys::decode(&dataset.encode()).unwrap(), dataset);
-        let dir = DatasetDirPhys { head_dataset_object: ObjectId(4), used_bytes: 7, ..Default::default() };
+        let dir = DatasetDirPhys {
+            head_dataset_object: ObjectId(4),
+            used_bytes: 7,
+            ..Default::default()
+        };
         assert_eq!(DatasetDirPhys::decode(&dir.encode()).unwrap(), dir);
         assert!(DatasetPhys::decode(&[0u8; 10]).is_err());
     }

@@ -26,23 +26,37 @@ impl SpaceStorage for MosSpaceStorage<'_> {
             compression: Compression::Lz4,
             copies: 3,
         };
-        self.mos.create_object(&Tx::syncing(txg), props, ObjectType::SpaceMap, &[]).map_err(storage_error)
+        self.mos
+            .create_object(&Tx::syncing(txg), props, ObjectType::SpaceMap, &[])
+            .map_err(storage_error)
     }
 
     fn free_object(&self, object: ObjectId, txg: Txg) -> Result<(), StorageError> {
-        self.mos.remove_object(&Tx::syncing(txg), object).map_err(storage_error)
+        self.mos
+            .remove_object(&Tx::syncing(txg), object)
+            .map_err(storage_error)
     }
 
     fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
         self.mos.read(object, offset, buf).map_err(storage_error)
     }
 
-    fn write(&self, object: ObjectId, offset: u64, data: &[u8], txg: Txg) -> Result<(), StorageError> {
-        self.mos.write(&Tx::syncing(txg), object, offset, data).map_err(storage_error)
+    fn write(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        txg: Txg,
+    ) -> Result<(), StorageError> {
+        self.mos
+            .write(&Tx::syncing(txg), object, offset, data)
+            .map_err(storage_error)
     }
 
     fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
-        self.mos.free_range(&Tx::syncing(txg), object, length, u64::MAX).map_err(storage_error)
+        self.mos
+            .free_range(&Tx::syncing(txg), object, length, u64::MAX)
+            .map_err(storage_error)
     }
 
     fn read_bonus(&self, object: ObjectId) -> Result<Vec<u8>, StorageError> {
@@ -50,7 +64,9 @@ impl SpaceStorage for MosSpaceStorage<'_> {
     }
 
     fn write_bonus(&self, object: ObjectId, bonus: &[u8], txg: Txg) -> Result<(), StorageError> {
-        self.mos.set_bonus(&Tx::syncing(txg), object, ObjectType::SpaceMap, bonus).map_err(storage_error)
+        self.mos
+            .set_bonus(&Tx::syncing(txg), object, ObjectType::SpaceMap, bonus)
+            .map_err(storage_error)
     }
 }
 
@@ -63,13 +79,23 @@ pub struct KvObject<'a> {
 }
 
 impl<'a> KvObject<'a> {
-    pub fn new(objset: &'a ObjectSet, object: ObjectId, tx: Option<Tx>) -> Result<KvObject<'a>, super::ObjectError> {
+    pub fn new(
+        objset: &'a ObjectSet,
+        object: ObjectId,
+        tx: Option<Tx>,
+    ) -> Result<KvObject<'a>, super::ObjectError> {
         let block_size = objset.info(object)?.data_block_size as usize;
-        Ok(KvObject { objset, object, tx, block_size })
+        Ok(KvObject {
+            objset,
+            object,
+            tx,
+            block_size,
+        })
     }
 
     fn tx(&self) -> Result<Tx, KvError> {
-        self.tx.ok_or_else(|| KvError::Storage("key/value object opened read-only".into()))
+        self.tx
+            .ok_or_else(|| KvError::Storage("key/value object opened read-only".into()))
     }
 }
 
@@ -87,12 +113,16 @@ impl KvBlocks for KvObject<'_> {
 
     fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), KvError> {
         let tx = self.tx()?;
-        self.objset.write_block(&tx, self.object, blkid, data.to_vec()).map_err(|error| KvError::Storage(error.to_string()))
+        self.objset
+            .write_block(&tx, self.object, blkid, data.to_vec())
+            .map_err(|error| KvError::Storage(error.to_string()))
     }
 
     fn free_block(&mut self, blkid: u64) -> Result<(), KvError> {
         let tx = self.tx()?;
         let block_size = self.block_size as u64;
-        self.objset.free_range(&tx, self.object, blkid * block_size, block_size).map_err(|error| KvError::Storage(error.to_string()))
+        self.objset
+            .free_range(&tx, self.object, blkid * block_size, block_size)
+            .map_err(|error| KvError::Storage(error.to_string()))
     }
 }

@@ -44,10 +44,10 @@
 //! The header reserves room for an intent log (ZIL); object numbers are not reused within a
 //! pool's lifetime yet, and each dnode records the txg it was allocated in as its generation.
 
+pub mod adapters;
+pub mod kv;
 pub mod phys;
 pub mod tree;
-pub mod kv;
-pub mod adapters;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -164,6 +164,25 @@ struct State {
     syncing: Option<SyncingState>,
     dirty: BTreeMap<Txg, TxgDirty>,
     next_object: u64,
+    /// The last txg [`ObjectSet::sync_done`] finished: no change may join it or an older one.
+    last_synced: Txg,
+}
+
+impl State {
+    /// The dirty record of `object` in `txg`, which must not have finished syncing.
+    fn record(&mut self, txg: Txg, object: ObjectId) -> &mut ObjectDirty {
+        assert!(
+            txg > self.last_synced,
+            "change to object {object} joins txg {txg}, already synced (last synced {})",
+            self.last_synced
+        );
+        self.dirty
+            .entry(txg)
+            .or_default()
+            .objects
+            .entry(object)
+            .or_default()
+    }
 }
 
 /// An object set: see the module documentation.
@@ -197,7 +216,13 @@ fn coalesce(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 
 impl ObjectSet {
     /// A new, empty object set (nothing on disk until its first sync).
-    pub fn create(io: Arc<BlockIo>, kind: ObjsetKind, lifecycle: Arc<dyn BlockLifecycle>, metadata_copies: u8, txg: Txg) -> ObjectSet {
+    pub fn create(
+        io: Arc<BlockIo>,
+        kind: ObjsetKind,
+        lifecycle: Arc<dyn BlockLifecycle>,
+        metadata_copies: u8,
+        txg: Txg,
+    ) -> ObjectSet {
         let tunables = &io.tunables;
         let meta_dnode = DnodePhys {
             object_type: ObjectType::Dnode,
@@ -215,22 +240,50 @@ impl ObjectSet {
             bonus: Vec::new(),
         };
         let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
-        let os = ObjectSet::from_parts(io, kind, lifecycle, metadata_copies, synced_root, meta_dnode);
+        let os = ObjectSet::from_parts(
+            io,
+            kind,
+            lifecycle,
+            metadata_copies,
+            synced_root,
+            meta_dnode,
+        );
         // Make the set dirty so that its first sync writes a header even if nothing else changes.
         os.state.lock().dirty.entry(txg).or_default();
         os
     }
 
     /// Open an object set from its root block pointer.
-    pub fn open(io: Arc<BlockIo>, root: &BlockPtr, lifecycle: Arc<dyn BlockLifecycle>, metadata_copies: u8) -> Result<ObjectSet, ObjectError> {
+    pub fn open(
+        io: Arc<BlockIo>,
+        root: &BlockPtr,
+        lifecycle: Arc<dyn BlockLifecycle>,
+        metadata_copies: u8,
+    ) -> Result<ObjectSet, ObjectError> {
         if root.object_type != ObjectType::Objset || root.level != 0 || root.is_hole() {
-            return Err(ObjectError::Corrupt(format!("object-set root pointer is not an object-set header: {root}")));
+            return Err(ObjectError::Corrupt(format!(
+                "object-set root pointer is not an object-set header: {root}"
+            )));
         }
         let header = ObjsetHeader::decode(&io.read(root)?)?;
-        Ok(ObjectSet::from_parts(io, header.kind, lifecycle, metadata_copies, root.clone(), header.meta_dnode))
+        Ok(ObjectSet::from_parts(
+            io,
+            header.kind,
+            lifecycle,
+            metadata_copies,
+            root.clone(),
+            header.meta_dnode,
+        ))
     }
 
-    fn from_parts(io: Arc<BlockIo>, kind: ObjsetKind, lifecycle: Arc<dyn BlockLifecycle>, metadata_copies: u8, synced_root: BlockPtr, meta_dnode: DnodePhys) -> ObjectSet {
+    fn from_parts(
+        io: Arc<BlockIo>,
+        kind: ObjsetKind,
+        lifecycle: Arc<dyn BlockLifecycle>,
+        metadata_copies: u8,
+        synced_root: BlockPtr,
+        meta_dnode: DnodePhys,
+    ) -> ObjectSet {
         let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;
         let next_object = ((meta_dnode.max_blkid + 1) * dnodes_per_block).max(1);
         ObjectSet {
@@ -238,7 +291,14 @@ impl ObjectSet {
             kind,
             lifecycle,
             metadata_copies,
-            state: Mutex::new(State { synced_root, synced_meta_dnode: meta_dnode, syncing: None, dirty: BTreeMap::new(), next_object }),
+            state: Mutex::new(State {
+                synced_root,
+                synced_meta_dnode: meta_dnode,
+                syncing: None,
+                dirty: BTreeMap::new(),
+                next_object,
+                last_synced: Txg(0),
+            }),
         }
     }
 
@@ -257,7 +317,11 @@ impl ObjectSet {
 
     /// The root written by the current txg's sync passes, if any.
     pub fn syncing_root(&self) -> Option<BlockPtr> {
-        self.state.lock().syncing.as_ref().and_then(|syncing| syncing.root.clone())
+        self.state
+            .lock()
+            .syncing
+            .as_ref()
+            .and_then(|syncing| syncing.root.clone())
     }
 
     /// The synced meta-dnode (for `check` and `debug`).
@@ -285,7 +349,11 @@ impl ObjectSet {
         self.dnode_from_meta(&meta, object)
     }
 
-    fn dnode_from_meta(&self, meta: &DnodePhys, object: ObjectId) -> Result<DnodePhys, ObjectError> {
+    fn dnode_from_meta(
+        &self,
+        meta: &DnodePhys,
+        object: ObjectId,
+    ) -> Result<DnodePhys, ObjectError> {
         let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
         let blkid = object.0 / per_block;
         if blkid > meta.max_blkid {
@@ -298,7 +366,10 @@ impl ObjectSet {
         let data = self.io.read(&bp)?;
         let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
         if data.len() < slot + DNODE_SIZE {
-            return Err(ObjectError::Corrupt(format!("dnode block {blkid} of {} bytes", data.len())));
+            return Err(ObjectError::Corrupt(format!(
+                "dnode block {blkid} of {} bytes",
+                data.len()
+            )));
         }
         Ok(DnodePhys::decode(&data[slot..slot + DNODE_SIZE])?)
     }
@@ -357,7 +428,13 @@ impl ObjectSet {
     }
 
     /// Allocate a new object number and create the object in `tx`.
-    pub fn create_object(&self, tx: &Tx, props: ObjectProps, bonus_type: ObjectType, bonus: &[u8]) -> Result<ObjectId, ObjectError> {
+    pub fn create_object(
+        &self,
+        tx: &Tx,
+        props: ObjectProps,
+        bonus_type: ObjectType,
+        bonus: &[u8],
+    ) -> Result<ObjectId, ObjectError> {
         let object = {
             let mut state = self.state.lock();
             let object = ObjectId(state.next_object);
@@ -369,13 +446,25 @@ impl ObjectSet {
     }
 
     /// Create an object with a chosen number (the MOS's fixed objects).
-    pub fn create_object_at(&self, tx: &Tx, object: ObjectId, props: ObjectProps, bonus_type: ObjectType, bonus: &[u8]) -> Result<(), ObjectError> {
+    pub fn create_object_at(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        props: ObjectProps,
+        bonus_type: ObjectType,
+        bonus: &[u8],
+    ) -> Result<(), ObjectError> {
         if bonus.len() > DNODE_BONUS_SIZE_MAX {
             return Err(ObjectError::BonusTooLarge(bonus.len()));
         }
         let block_size = props.data_block_size;
-        if block_size < 512 || block_size % 512 != 0 || block_size as u64 > crate::types::SPA_MAXBLOCKSIZE {
-            return Err(ObjectError::Invalid(format!("data block size {block_size}")));
+        if block_size < 512
+            || block_size % 512 != 0
+            || block_size as u64 > crate::types::SPA_MAXBLOCKSIZE
+        {
+            return Err(ObjectError::Invalid(format!(
+                "data block size {block_size}"
+            )));
         }
         if object.0 == 0 || !self.current_dnode(object)?.is_free() {
             return Err(ObjectError::Invalid(format!("object {object} is in use")));
@@ -397,8 +486,11 @@ impl ObjectSet {
         };
         let mut state = self.state.lock();
         state.next_object = state.next_object.max(object.0 + 1);
-        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
-        *record = ObjectDirty { create: Some(dnode), ..ObjectDirty::default() };
+        let record = state.record(tx.txg, object);
+        *record = ObjectDirty {
+            create: Some(dnode),
+            ..ObjectDirty::default()
+        };
         Ok(())
     }
 
@@ -406,8 +498,11 @@ impl ObjectSet {
     pub fn remove_object(&self, tx: &Tx, object: ObjectId) -> Result<(), ObjectError> {
         self.existing_dnode(object)?;
         let mut state = self.state.lock();
-        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
-        *record = ObjectDirty { removed: true, ..ObjectDirty::default() };
+        let record = state.record(tx.txg, object);
+        *record = ObjectDirty {
+            removed: true,
+            ..ObjectDirty::default()
+        };
         Ok(())
     }
 
@@ -415,13 +510,19 @@ impl ObjectSet {
         Ok(self.existing_dnode(object)?.bonus)
     }
 
-    pub fn set_bonus(&self, tx: &Tx, object: ObjectId, bonus_type: ObjectType, bonus: &[u8]) -> Result<(), ObjectError> {
+    pub fn set_bonus(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        bonus_type: ObjectType,
+        bonus: &[u8],
+    ) -> Result<(), ObjectError> {
         if bonus.len() > DNODE_BONUS_SIZE_MAX {
             return Err(ObjectError::BonusTooLarge(bonus.len()));
         }
         self.existing_dnode(object)?;
         let mut state = self.state.lock();
-        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+        let record = state.record(tx.txg, object);
         record.bonus = Some((bonus_type, bonus.to_vec()));
         Ok(())
     }
@@ -435,7 +536,13 @@ impl ObjectSet {
                     if let Some(data) = record.blocks.get(&blkid) {
                         return Ok(BlockSource::Data(data.clone()));
                     }
-                    if record.removed || record.create.is_some() || record.frees.iter().any(|&(start, end)| start <= blkid && blkid < end) {
+                    if record.removed
+                        || record.create.is_some()
+                        || record
+                            .frees
+                            .iter()
+                            .any(|&(start, end)| start <= blkid && blkid < end)
+                    {
                         return Ok(BlockSource::Zeros);
                     }
                 }
@@ -472,7 +579,11 @@ impl ObjectSet {
     }
 
     /// The contents of data block `blkid`, or None if it is a hole.
-    pub fn read_block_if_present(&self, object: ObjectId, blkid: u64) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
+    pub fn read_block_if_present(
+        &self,
+        object: ObjectId,
+        blkid: u64,
+    ) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
         self.existing_dnode(object)?;
         match self.read_block_source(object, blkid)? {
             BlockSource::Data(data) => Ok(Some(data)),
@@ -507,7 +618,13 @@ impl ObjectSet {
     }
 
     /// Write bytes at `offset` in `tx`. Partly covered blocks are read first (with no lock held).
-    pub fn write(&self, tx: &Tx, object: ObjectId, offset: u64, data: &[u8]) -> Result<(), ObjectError> {
+    pub fn write(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
         if offset.checked_add(data.len() as u64).is_none() {
@@ -533,10 +650,20 @@ impl ObjectSet {
     }
 
     /// Replace data block `blkid` whole (the key/value object and space maps write whole blocks).
-    pub fn write_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) -> Result<(), ObjectError> {
+    pub fn write_block(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        blkid: u64,
+        block: Vec<u8>,
+    ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         if block.len() != dnode.data_block_size as usize {
-            return Err(ObjectError::Invalid(format!("block of {} bytes for block size {}", block.len(), dnode.data_block_size)));
+            return Err(ObjectError::Invalid(format!(
+                "block of {} bytes for block size {}",
+                block.len(),
+                dnode.data_block_size
+            )));
         }
         self.dirty_block(tx, object, blkid, block);
         Ok(())
@@ -544,18 +671,28 @@ impl ObjectSet {
 
     fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
         let mut state = self.state.lock();
-        let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
+        let record = state.record(tx.txg, object);
         record.blocks.insert(blkid, Arc::new(block));
     }
 
     /// Free `length` bytes at `offset` (`u64::MAX` length: to the end). Whole blocks inside the
     /// range become holes; partly covered blocks at either end are zeroed in place.
-    pub fn free_range(&self, tx: &Tx, object: ObjectId, offset: u64, length: u64) -> Result<(), ObjectError> {
+    pub fn free_range(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
         let end = offset.saturating_add(length);
         let first_whole = offset.div_ceil(block_size);
-        let end_whole = if end == u64::MAX { u64::MAX } else { end / block_size };
+        let end_whole = if end == u64::MAX {
+            u64::MAX
+        } else {
+            end / block_size
+        };
         // Zero the partial head and tail blocks.
         if offset % block_size != 0 {
             let head_end = (first_whole * block_size).min(end);
@@ -563,12 +700,19 @@ impl ObjectSet {
         }
         if end != u64::MAX && end % block_size != 0 && end / block_size >= first_whole {
             let tail_start = (end / block_size) * block_size;
-            self.write(tx, object, tail_start, &vec![0u8; (end - tail_start) as usize])?;
+            self.write(
+                tx,
+                object,
+                tail_start,
+                &vec![0u8; (end - tail_start) as usize],
+            )?;
         }
         if first_whole < end_whole {
             let mut state = self.state.lock();
-            let record = state.dirty.entry(tx.txg).or_default().objects.entry(object).or_default();
-            record.blocks.retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
+            let record = state.record(tx.txg, object);
+            record
+                .blocks
+                .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
             record.frees.push((first_whole, end_whole));
             if end_whole == u64::MAX {
                 let last = first_whole.saturating_sub(1);
@@ -582,23 +726,42 @@ impl ObjectSet {
     pub fn is_dirty(&self, txg: Txg) -> bool {
         let state = self.state.lock();
         let never_written = state.synced_root.is_hole() && state.syncing.is_none();
-        state.dirty.get(&txg).is_some_and(|dirty| !dirty.objects.is_empty() || never_written)
+        state
+            .dirty
+            .get(&txg)
+            .is_some_and(|dirty| !dirty.objects.is_empty() || never_written)
     }
 
     /// Bytes of data waiting in txg `txg` (for dirty-data accounting).
     pub fn dirty_bytes(&self, txg: Txg) -> u64 {
         let state = self.state.lock();
         state.dirty.get(&txg).map_or(0, |dirty| {
-            dirty.objects.values().map(|record| record.blocks.values().map(|block| block.len() as u64).sum::<u64>()).sum()
+            dirty
+                .objects
+                .values()
+                .map(|record| {
+                    record
+                        .blocks
+                        .values()
+                        .map(|block| block.len() as u64)
+                        .sum::<u64>()
+                })
+                .sum()
         })
     }
 
     /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root
     /// pointer, or None if nothing was pending.
-    pub fn sync(&self, at: SyncPoint, storage: &dyn SpaceStorage) -> Result<Option<BlockPtr>, ObjectError> {
+    pub fn sync(
+        &self,
+        at: SyncPoint,
+        storage: &dyn SpaceStorage,
+    ) -> Result<Option<BlockPtr>, ObjectError> {
         let pending: BTreeMap<ObjectId, ObjectDirty> = {
             let mut state = self.state.lock();
-            let Some(dirty) = state.dirty.get(&at.txg) else { return Ok(None) };
+            let Some(dirty) = state.dirty.get(&at.txg) else {
+                return Ok(None);
+            };
             let first_write = state.synced_root.is_hole();
             if dirty.objects.is_empty() && !(first_write && state.syncing.is_none()) {
                 return Ok(None);
@@ -606,9 +769,18 @@ impl ObjectSet {
             let pending = dirty.objects.clone();
             if state.syncing.is_none() {
                 let meta_dnode = state.synced_meta_dnode.clone();
-                state.syncing = Some(SyncingState { txg: at.txg, meta_dnode, dnodes: BTreeMap::new(), root: None });
+                state.syncing = Some(SyncingState {
+                    txg: at.txg,
+                    meta_dnode,
+                    dnodes: BTreeMap::new(),
+                    root: None,
+                });
             }
-            assert_eq!(state.syncing.as_ref().map(|s| s.txg), Some(at.txg), "object set synced out of txg order");
+            assert_eq!(
+                state.syncing.as_ref().map(|s| s.txg),
+                Some(at.txg),
+                "object set synced out of txg order"
+            );
             pending
         };
 
@@ -618,21 +790,40 @@ impl ObjectSet {
             let dnode = self.sync_object(base, record, at, storage)?;
             changed.insert(*object, dnode.clone());
             let mut state = self.state.lock();
-            state.syncing.as_mut().expect("syncing").dnodes.insert(*object, dnode);
+            state
+                .syncing
+                .as_mut()
+                .expect("syncing")
+                .dnodes
+                .insert(*object, dnode);
         }
 
         // Write the changed dnodes into the meta-dnode's blocks and sync the meta-dnode.
-        let meta = self.state.lock().syncing.as_ref().expect("syncing").meta_dnode.clone();
+        let meta = self
+            .state
+            .lock()
+            .syncing
+            .as_ref()
+            .expect("syncing")
+            .meta_dnode
+            .clone();
         let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
         let mut meta_record = ObjectDirty::default();
         let mut by_block: BTreeMap<u64, Vec<(ObjectId, DnodePhys)>> = BTreeMap::new();
         for (object, dnode) in changed {
-            by_block.entry(object.0 / per_block).or_default().push((object, dnode));
+            by_block
+                .entry(object.0 / per_block)
+                .or_default()
+                .push((object, dnode));
         }
         for (blkid, dnodes) in by_block {
             let mut block = if blkid <= meta.max_blkid {
                 let bp = tree::lookup_block(&self.io, &meta, blkid)?;
-                if bp.is_hole() { vec![0; meta.data_block_size as usize] } else { self.io.read(&bp)?.as_ref().clone() }
+                if bp.is_hole() {
+                    vec![0; meta.data_block_size as usize]
+                } else {
+                    self.io.read(&bp)?.as_ref().clone()
+                }
             } else {
                 vec![0; meta.data_block_size as usize]
             };
@@ -643,11 +834,18 @@ impl ObjectSet {
             meta_record.blocks.insert(blkid, Arc::new(block));
         }
         let meta = self.sync_object(meta, &meta_record, at, storage)?;
-        let header = ObjsetHeader { meta_dnode: meta.clone(), kind: self.kind }.encode();
+        let header = ObjsetHeader {
+            meta_dnode: meta.clone(),
+            kind: self.kind,
+        }
+        .encode();
         let old_root = {
             let state = self.state.lock();
             let syncing = state.syncing.as_ref().expect("syncing");
-            syncing.root.clone().unwrap_or_else(|| state.synced_root.clone())
+            syncing
+                .root
+                .clone()
+                .unwrap_or_else(|| state.synced_root.clone())
         };
         let props = WriteProps {
             checksum: ChecksumType::Fletcher4,
@@ -656,7 +854,9 @@ impl ObjectSet {
             object_type: ObjectType::Objset,
             level: 0,
         };
-        let root = self.io.write(&header, &props, 1, at, Some(&old_root), storage)?;
+        let root = self
+            .io
+            .write(&header, &props, 1, at, Some(&old_root), storage)?;
         if root.dvas != old_root.dvas {
             if !old_root.is_hole() {
                 self.lifecycle.block_kill(&old_root, at)?;
@@ -676,7 +876,13 @@ impl ObjectSet {
         Ok(Some(root))
     }
 
-    fn sync_object(&self, base: DnodePhys, record: &ObjectDirty, at: SyncPoint, storage: &dyn SpaceStorage) -> Result<DnodePhys, ObjectError> {
+    fn sync_object(
+        &self,
+        base: DnodePhys,
+        record: &ObjectDirty,
+        at: SyncPoint,
+        storage: &dyn SpaceStorage,
+    ) -> Result<DnodePhys, ObjectError> {
         let mut base = base;
         if record.removed || record.create.is_some() {
             if !base.is_free() {
@@ -690,7 +896,9 @@ impl ObjectSet {
             };
         }
         if base.is_free() {
-            return Err(ObjectError::Corrupt("sync of a change to a free dnode".into()));
+            return Err(ObjectError::Corrupt(
+                "sync of a change to a free dnode".into(),
+            ));
         }
         if let Some((bonus_type, bonus)) = &record.bonus {
             base.bonus_type = *bonus_type;
@@ -714,9 +922,13 @@ impl ObjectSet {
     pub fn sync_done(&self, txg: Txg) {
         let mut state = self.state.lock();
         if let Some(dirty) = state.dirty.get(&txg) {
-            assert!(dirty.objects.is_empty(), "txg {txg} finished with unsynced changes");
+            assert!(
+                dirty.objects.is_empty(),
+                "txg {txg} finished with unsynced changes"
+            );
             state.dirty.remove(&txg);
         }
+        state.last_synced = state.last_synced.max(txg);
         if let Some(syncing) = state.syncing.take() {
             assert_eq!(syncing.txg, txg);
             if let Some(root) = syncing.root {
@@ -743,7 +955,10 @@ impl ObjectSet {
                     continue;
                 }
                 let start = slot as usize * DNODE_SIZE;
-                let dnode = DnodePhys::decode(data.get(start..start + DNODE_SIZE).ok_or_else(|| ObjectError::Corrupt("short dnode block".into()))?)?;
+                let dnode = DnodePhys::decode(
+                    data.get(start..start + DNODE_SIZE)
+                        .ok_or_else(|| ObjectError::Corrupt("short dnode block".into()))?,
+                )?;
                 if !dnode.is_free() {
                     objects.push((object, dnode));
                 }

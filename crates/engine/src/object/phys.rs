@@ -29,7 +29,9 @@
 //!   720  304   reserved (0)
 //! ```
 
-use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE};
+use crate::block::blkptr::{
+    BlockError, BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE,
+};
 use crate::types::Txg;
 
 pub const DNODE_SIZE: usize = 512;
@@ -80,7 +82,10 @@ fn compression_from_code(code: u8, level: u8) -> Result<Compression, BlockError>
         0 => Ok(Compression::Off),
         1 => Ok(Compression::Lz4),
         2 => Ok(Compression::Zstd { level }),
-        _ => Err(BlockError::corrupt("dnode", format!("dnode compression {code}"))),
+        _ => Err(BlockError::corrupt(
+            "dnode",
+            format!("dnode compression {code}"),
+        )),
     }
 }
 
@@ -140,7 +145,8 @@ impl DnodePhys {
         out[16..24].copy_from_slice(&self.max_blkid.to_le_bytes());
         out[24..32].copy_from_slice(&self.size_allocated.to_le_bytes());
         out[32..40].copy_from_slice(&self.generation.0.to_le_bytes());
-        self.blkptr.encode_into(&mut out[DNODE_BLKPTR_OFFSET..DNODE_BONUS_OFFSET]);
+        self.blkptr
+            .encode_into(&mut out[DNODE_BLKPTR_OFFSET..DNODE_BONUS_OFFSET]);
         out[DNODE_BONUS_OFFSET..DNODE_BONUS_OFFSET + self.bonus.len()].copy_from_slice(&self.bonus);
         out
     }
@@ -148,7 +154,10 @@ impl DnodePhys {
     /// Decode a dnode from untrusted bytes. A slot of all zeros is a free dnode.
     pub fn decode(bytes: &[u8]) -> Result<DnodePhys, BlockError> {
         if bytes.len() < DNODE_SIZE {
-            return Err(BlockError::corrupt("dnode", format!("dnode of {} bytes", bytes.len())));
+            return Err(BlockError::corrupt(
+                "dnode",
+                format!("dnode of {} bytes", bytes.len()),
+            ));
         }
         let corrupt = |what: String| BlockError::corrupt("dnode", what);
         let object_type = ObjectType::try_from(bytes[0])?;
@@ -157,7 +166,9 @@ impl DnodePhys {
         }
         let indirect_block_shift = bytes[1];
         if !(10..=17).contains(&indirect_block_shift) {
-            return Err(corrupt(format!("dnode indirect block shift {indirect_block_shift}")));
+            return Err(corrupt(format!(
+                "dnode indirect block shift {indirect_block_shift}"
+            )));
         }
         let levels = bytes[2];
         if levels == 0 || levels > LEVELS_MAX {
@@ -167,7 +178,10 @@ impl DnodePhys {
         let checksum = ChecksumType::try_from(bytes[5])?;
         let compression = compression_from_code(bytes[6], bytes[7])?;
         let data_block_size = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if data_block_size < 512 || data_block_size as u64 > crate::types::SPA_MAXBLOCKSIZE || data_block_size % 512 != 0 {
+        if data_block_size < 512
+            || data_block_size as u64 > crate::types::SPA_MAXBLOCKSIZE
+            || data_block_size % 512 != 0
+        {
             return Err(corrupt(format!("dnode data block size {data_block_size}")));
         }
         let bonus_len = u16::from_le_bytes(bytes[12..14].try_into().unwrap()) as usize;
@@ -214,16 +228,27 @@ impl ObjsetHeader {
 
     pub fn decode(bytes: &[u8]) -> Result<ObjsetHeader, BlockError> {
         if bytes.len() != OBJSET_HEADER_SIZE {
-            return Err(BlockError::corrupt("object-set header", format!("object-set header of {} bytes", bytes.len())));
+            return Err(BlockError::corrupt(
+                "object-set header",
+                format!("object-set header of {} bytes", bytes.len()),
+            ));
         }
         let meta_dnode = DnodePhys::decode(&bytes[..DNODE_SIZE])?;
         if meta_dnode.object_type != ObjectType::Dnode {
-            return Err(BlockError::corrupt("object-set header", "object-set header: meta-dnode has the wrong type"));
+            return Err(BlockError::corrupt(
+                "object-set header",
+                "object-set header: meta-dnode has the wrong type",
+            ));
         }
         let kind = match u64::from_le_bytes(bytes[512..520].try_into().unwrap()) {
             1 => ObjsetKind::Mos,
             2 => ObjsetKind::FileSystem,
-            other => return Err(BlockError::corrupt("object-set header", format!("object-set type {other}"))),
+            other => {
+                return Err(BlockError::corrupt(
+                    "object-set header",
+                    format!("object-set type {other}"),
+                ))
+            }
         };
         Ok(ObjsetHeader { meta_dnode, kind })
     }

@@ -37,10 +37,16 @@ pub(crate) struct TreeSync<'a> {
 }
 
 /// Read an indirect block's pointers, validating that each child is one level down.
-pub(crate) fn read_indirect(io: &BlockIo, bp: &BlockPtr, fanout: u64) -> Result<Vec<BlockPtr>, ObjectError> {
+pub(crate) fn read_indirect(
+    io: &BlockIo,
+    bp: &BlockPtr,
+    fanout: u64,
+) -> Result<Vec<BlockPtr>, ObjectError> {
     if bp.is_hole() {
         let birth = bp.birth_logical;
-        return Ok((0..fanout).map(|_| BlockPtr::hole(birth, bp.object_type, bp.level - 1)).collect());
+        return Ok((0..fanout)
+            .map(|_| BlockPtr::hole(birth, bp.object_type, bp.level - 1))
+            .collect());
     }
     let data = io.read(bp)?;
     if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
@@ -77,7 +83,14 @@ impl<'a> TreeSync<'a> {
         storage: &'a dyn SpaceStorage,
         at: SyncPoint,
     ) -> TreeSync<'a> {
-        TreeSync { dnode, io, lifecycle, storage, at, indirects: BTreeMap::new() }
+        TreeSync {
+            dnode,
+            io,
+            lifecycle,
+            storage,
+            at,
+            indirects: BTreeMap::new(),
+        }
     }
 
     fn props(&self, level: u8) -> WriteProps {
@@ -116,9 +129,19 @@ impl<'a> TreeSync<'a> {
                 )));
             }
             let entries = read_indirect(self.io, &original, self.dnode.fanout())?;
-            self.indirects.insert((level, index), Indirect { original, entries, dirty: false });
+            self.indirects.insert(
+                (level, index),
+                Indirect {
+                    original,
+                    entries,
+                    dirty: false,
+                },
+            );
         }
-        Ok(self.indirects.get_mut(&(level, index)).expect("just inserted"))
+        Ok(self
+            .indirects
+            .get_mut(&(level, index))
+            .expect("just inserted"))
     }
 
     /// Store `bp` as the pointer addressing block (level, index).
@@ -143,7 +166,10 @@ impl<'a> TreeSync<'a> {
 
     fn kill(&mut self, bp: &BlockPtr) -> Result<(), ObjectError> {
         if !bp.is_hole() {
-            self.dnode.size_allocated = self.dnode.size_allocated.saturating_sub(bp.size_allocated());
+            self.dnode.size_allocated = self
+                .dnode
+                .size_allocated
+                .saturating_sub(bp.size_allocated());
             self.lifecycle.block_kill(bp, self.at)?;
         }
         Ok(())
@@ -171,12 +197,20 @@ impl<'a> TreeSync<'a> {
             let old_root = self.dnode.blkptr.clone();
             let new_level = self.dnode.levels;
             let fanout = self.dnode.fanout();
-            let mut entries: Vec<BlockPtr> =
-                (0..fanout).map(|_| BlockPtr::hole(self.at.txg, self.dnode.object_type, new_level - 1)).collect();
+            let mut entries: Vec<BlockPtr> = (0..fanout)
+                .map(|_| BlockPtr::hole(self.at.txg, self.dnode.object_type, new_level - 1))
+                .collect();
             let root_is_hole = old_root.is_hole();
             entries[0] = old_root;
             let original = BlockPtr::hole(self.at.txg, self.dnode.object_type, new_level);
-            self.indirects.insert((new_level, 0), Indirect { original: original.clone(), entries, dirty: !root_is_hole });
+            self.indirects.insert(
+                (new_level, 0),
+                Indirect {
+                    original: original.clone(),
+                    entries,
+                    dirty: !root_is_hole,
+                },
+            );
             self.dnode.blkptr = original;
             self.dnode.levels += 1;
         }
@@ -190,7 +224,10 @@ impl<'a> TreeSync<'a> {
         }
         if self.dnode.levels == 1 {
             if start == 0 {
-                let old = std::mem::replace(&mut self.dnode.blkptr, BlockPtr::hole(self.at.txg, self.dnode.object_type, 0));
+                let old = std::mem::replace(
+                    &mut self.dnode.blkptr,
+                    BlockPtr::hole(self.at.txg, self.dnode.object_type, 0),
+                );
                 self.kill(&old)?;
             }
             return Ok(());
@@ -240,8 +277,14 @@ impl<'a> TreeSync<'a> {
     /// Write data block `blkid`.
     pub fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), ObjectError> {
         self.grow_to(blkid)?;
-        let old = if self.dnode.levels == 1 { self.dnode.blkptr.clone() } else { self.pointer_to(0, blkid)? };
-        let bp = self.io.write(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
+        let old = if self.dnode.levels == 1 {
+            self.dnode.blkptr.clone()
+        } else {
+            self.pointer_to(0, blkid)?
+        };
+        let bp = self
+            .io
+            .write(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
         if bp.dvas != old.dvas || old.is_hole() || bp.is_hole() {
             self.kill(&old)?;
             self.born(&bp);
@@ -253,8 +296,12 @@ impl<'a> TreeSync<'a> {
     pub fn finish(mut self) -> Result<DnodePhys, ObjectError> {
         let fanout = self.dnode.fanout();
         for level in 1..self.dnode.levels {
-            let keys: Vec<(u8, u64)> =
-                self.indirects.range((level, 0)..=(level, u64::MAX)).filter(|(_, ind)| ind.dirty).map(|(key, _)| *key).collect();
+            let keys: Vec<(u8, u64)> = self
+                .indirects
+                .range((level, 0)..=(level, u64::MAX))
+                .filter(|(_, ind)| ind.dirty)
+                .map(|(key, _)| *key)
+                .collect();
             for key in keys {
                 let indirect = self.indirects.remove(&key).expect("listed");
                 let fill: u64 = indirect.entries.iter().map(|bp| bp.fill_count).sum();
@@ -265,7 +312,14 @@ impl<'a> TreeSync<'a> {
                     for entry in &indirect.entries {
                         bytes.extend_from_slice(&entry.encode());
                     }
-                    self.io.write(&bytes, &self.props(level), fill, self.at, Some(&indirect.original), self.storage)?
+                    self.io.write(
+                        &bytes,
+                        &self.props(level),
+                        fill,
+                        self.at,
+                        Some(&indirect.original),
+                        self.storage,
+                    )?
                 };
                 if bp.dvas != indirect.original.dvas || bp.is_hole() {
                     self.kill(&indirect.original)?;
@@ -281,7 +335,11 @@ impl<'a> TreeSync<'a> {
 
 /// Look up the pointer to data block `blkid` under `dnode` without modifying anything (the
 /// read path). Holes come back as holes.
-pub(crate) fn lookup_block(io: &BlockIo, dnode: &DnodePhys, blkid: u64) -> Result<BlockPtr, ObjectError> {
+pub(crate) fn lookup_block(
+    io: &BlockIo,
+    dnode: &DnodePhys,
+    blkid: u64,
+) -> Result<BlockPtr, ObjectError> {
     if blkid >= dnode.capacity_blocks(dnode.levels) {
         return Ok(BlockPtr::hole(crate::types::Txg(0), dnode.object_type, 0));
     }
@@ -289,7 +347,10 @@ pub(crate) fn lookup_block(io: &BlockIo, dnode: &DnodePhys, blkid: u64) -> Resul
     let mut bp = dnode.blkptr.clone();
     let mut level = dnode.levels - 1;
     if bp.level != level {
-        return Err(ObjectError::Corrupt(format!("dnode root at level {} for a {}-level tree", bp.level, dnode.levels)));
+        return Err(ObjectError::Corrupt(format!(
+            "dnode root at level {} for a {}-level tree",
+            bp.level, dnode.levels
+        )));
     }
     while level > 0 {
         if bp.is_hole() {
@@ -336,7 +397,9 @@ pub fn visit_tree(
         return Ok(());
     }
     if dnode.blkptr.level + 1 != dnode.levels {
-        return Err(ObjectError::Corrupt("dnode root level does not match its level count".into()));
+        return Err(ObjectError::Corrupt(
+            "dnode root level does not match its level count".into(),
+        ));
     }
     walk(io, &dnode.blkptr, dnode.fanout(), visit)
 }

@@ -137,17 +137,27 @@ pub fn parse_vdev_specs(words: &[String]) -> Result<Vec<VdevSpec>, PoolError> {
             "mirror" => {
                 let mut children = Vec::new();
                 index += 1;
-                while index < words.len() && !matches!(words[index].as_str(), "mirror" | "raidz" | "raidz1" | "raidz2" | "raidz3") {
+                while index < words.len()
+                    && !matches!(
+                        words[index].as_str(),
+                        "mirror" | "raidz" | "raidz1" | "raidz2" | "raidz3"
+                    )
+                {
                     children.push(PathBuf::from(&words[index]));
                     index += 1;
                 }
                 if children.len() < 2 {
-                    return Err(PoolError::BadVdevSpec("a mirror needs at least two devices".into()));
+                    return Err(PoolError::BadVdevSpec(
+                        "a mirror needs at least two devices".into(),
+                    ));
                 }
                 specs.push(VdevSpec::Mirror(children));
             }
-            kind @ ("raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "log" | "cache" | "special" | "dedup") => {
-                return Err(PoolError::BadVdevSpec(format!("{kind} vdevs are not supported yet")));
+            kind @ ("raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "log" | "cache"
+            | "special" | "dedup") => {
+                return Err(PoolError::BadVdevSpec(format!(
+                    "{kind} vdevs are not supported yet"
+                )));
             }
             path => {
                 specs.push(VdevSpec::Leaf(PathBuf::from(path)));
@@ -161,7 +171,10 @@ pub fn parse_vdev_specs(words: &[String]) -> Result<Vec<VdevSpec>, PoolError> {
     let mut seen = std::collections::BTreeSet::new();
     for path in specs.iter().flat_map(VdevSpec::paths) {
         if !seen.insert(path.clone()) {
-            return Err(PoolError::BadVdevSpec(format!("{} is named twice", path.display())));
+            return Err(PoolError::BadVdevSpec(format!(
+                "{} is named twice",
+                path.display()
+            )));
         }
     }
     Ok(specs)
@@ -169,11 +182,17 @@ pub fn parse_vdev_specs(words: &[String]) -> Result<Vec<VdevSpec>, PoolError> {
 
 /// Check a pool name against the rules of CLI.md.
 pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
-    let reserved = ["mirror", "raidz", "spare", "log", "cache", "draid", "special", "dedup"];
+    let reserved = [
+        "mirror", "raidz", "spare", "log", "cache", "draid", "special", "dedup",
+    ];
     let ok = name.len() <= 200
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
-        && !reserved.iter().any(|word| name.starts_with(word) && name[word.len()..].chars().all(|c| c.is_ascii_digit()));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+        && !reserved.iter().any(|word| {
+            name.starts_with(word) && name[word.len()..].chars().all(|c| c.is_ascii_digit())
+        });
     if ok {
         Ok(())
     } else {
@@ -182,7 +201,8 @@ pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
 }
 
 /// Wraps each device as it is opened: tests use it to put a fault-injecting layer under a pool.
-pub type DeviceWrapper = Arc<dyn Fn(&Path, Arc<dyn BlockDevice>) -> Arc<dyn BlockDevice> + Send + Sync>;
+pub type DeviceWrapper =
+    Arc<dyn Fn(&Path, Arc<dyn BlockDevice>) -> Arc<dyn BlockDevice> + Send + Sync>;
 
 /// Options for creating a pool.
 #[derive(Clone)]
@@ -212,7 +232,13 @@ pub struct ImportOptions {
 
 impl ImportOptions {
     pub fn new(dirs: Vec<PathBuf>, tunables: Tunables) -> ImportOptions {
-        ImportOptions { dirs, readonly: false, tunables, new_name: None, wrap_device: None }
+        ImportOptions {
+            dirs,
+            readonly: false,
+            tunables,
+            new_name: None,
+            wrap_device: None,
+        }
     }
 }
 
@@ -236,11 +262,16 @@ pub struct ImportReport {
 }
 
 fn now_seconds() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Frees for the pool: now, or (in late sync passes) staged for the next txg.
@@ -305,7 +336,12 @@ pub struct Pool {
     sync_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-fn mos_props(object_type: ObjectType, block_size: u32, tunables: &Tunables, compression: Compression) -> ObjectProps {
+fn mos_props(
+    object_type: ObjectType,
+    block_size: u32,
+    tunables: &Tunables,
+    compression: Compression,
+) -> ObjectProps {
     ObjectProps {
         object_type,
         data_block_size: block_size,
@@ -317,21 +353,40 @@ fn mos_props(object_type: ObjectType, block_size: u32, tunables: &Tunables, comp
 }
 
 /// Look up a u64 entry of a key/value object.
-pub fn lookup_mos_directory(objset: &ObjectSet, object: ObjectId, key: &str) -> Result<Option<u64>, PoolError> {
+pub fn lookup_mos_directory(
+    objset: &ObjectSet,
+    object: ObjectId,
+    key: &str,
+) -> Result<Option<u64>, PoolError> {
     let handle = KvObject::new(objset, object, None)?;
-    kv::lookup_u64(&handle, key).map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
+    kv::lookup_u64(&handle, key)
+        .map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
 }
 
-fn kv_set_u64(objset: &ObjectSet, tx: &Tx, object: ObjectId, key: &str, value: u64) -> Result<(), PoolError> {
+fn kv_set_u64(
+    objset: &ObjectSet,
+    tx: &Tx,
+    object: ObjectId,
+    key: &str,
+    value: u64,
+) -> Result<(), PoolError> {
     let mut handle = KvObject::new(objset, object, Some(*tx))?;
-    kv::upsert_u64(&mut handle, key, value).map(|_| ()).map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
+    kv::upsert_u64(&mut handle, key, value)
+        .map(|_| ())
+        .map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
 }
 
 fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectId, PoolError> {
     let block_size = tunables.dnode_block_size.max(4096);
-    let object = objset.create_object(tx, mos_props(ObjectType::KeyValue, block_size, tunables, Compression::Lz4), ObjectType::None, &[])?;
+    let object = objset.create_object(
+        tx,
+        mos_props(ObjectType::KeyValue, block_size, tunables, Compression::Lz4),
+        ObjectType::None,
+        &[],
+    )?;
     let mut handle = KvObject::new(objset, object, Some(*tx))?;
-    kv::create(&mut handle).map_err(|error| PoolError::Corrupt(format!("creating key/value object: {error}")))?;
+    kv::create(&mut handle)
+        .map_err(|error| PoolError::Corrupt(format!("creating key/value object: {error}")))?;
     Ok(object)
 }
 
@@ -358,8 +413,14 @@ impl PoolCore {
         self.free_deferred(txg)?;
         if let Some(root) = root_objset.sync(first, &storage)? {
             let (phys, dir) = self.root.set_root(root);
-            self.mos.set_bonus(&tx, self.root.object, ObjectType::Dataset, &phys.encode())?;
-            self.mos.set_bonus(&tx, self.root.dir_object, ObjectType::DatasetDir, &dir.encode())?;
+            self.mos
+                .set_bonus(&tx, self.root.object, ObjectType::Dataset, &phys.encode())?;
+            self.mos.set_bonus(
+                &tx,
+                self.root.dir_object,
+                ObjectType::DatasetDir,
+                &dir.encode(),
+            )?;
         }
 
         let mut pass = 1;
@@ -373,10 +434,16 @@ impl PoolCore {
             }
             pass += 1;
             if pass > self.tunables.sync_pass_max {
-                return Err(PoolError::SyncFailed { txg, why: format!("did not converge in {} passes", self.tunables.sync_pass_max) });
+                return Err(PoolError::SyncFailed {
+                    txg,
+                    why: format!("did not converge in {} passes", self.tunables.sync_pass_max),
+                });
             }
         }
-        assert!(!self.io.space.is_dirty(txg), "space maps dirty after the last sync pass");
+        assert!(
+            !self.io.space.is_dirty(txg),
+            "space maps dirty after the last sync pass"
+        );
 
         // Config changes: a new metaslab array makes the labels stale.
         for top in &self.io.vdevs.tops {
@@ -388,7 +455,10 @@ impl PoolCore {
             }
         }
 
-        let mos_root = self.mos.syncing_root().unwrap_or_else(|| self.mos.synced_root());
+        let mos_root = self
+            .mos
+            .syncing_root()
+            .unwrap_or_else(|| self.mos.synced_root());
         self.commit(txg, &mos_root)?;
 
         self.io.space.sync_done(txg);
@@ -399,7 +469,9 @@ impl PoolCore {
 
     fn deferred_count(&self) -> Result<u64, PoolError> {
         let bonus = self.mos.bonus(self.deferred_frees_object)?;
-        Ok(bonus.get(..8).map_or(0, |bytes| u64::from_le_bytes(bytes.try_into().expect("8 bytes"))))
+        Ok(bonus.get(..8).map_or(0, |bytes| {
+            u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+        }))
     }
 
     /// Pass 1: free for real the blocks whose frees the previous txg deferred.
@@ -411,12 +483,19 @@ impl PoolCore {
         let mut bytes = vec![0u8; (count as usize) * BLKPTR_SIZE];
         self.mos.read(self.deferred_frees_object, 0, &mut bytes)?;
         for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
-            let bp = BlockPtr::decode(chunk).map_err(|error| PoolError::Corrupt(format!("deferred free list: {error}")))?;
+            let bp = BlockPtr::decode(chunk)
+                .map_err(|error| PoolError::Corrupt(format!("deferred free list: {error}")))?;
             self.io.free(&bp, txg)?;
         }
         let tx = Tx::syncing(txg);
-        self.mos.free_range(&tx, self.deferred_frees_object, 0, u64::MAX)?;
-        self.mos.set_bonus(&tx, self.deferred_frees_object, ObjectType::BlockPtrList, &0u64.to_le_bytes())?;
+        self.mos
+            .free_range(&tx, self.deferred_frees_object, 0, u64::MAX)?;
+        self.mos.set_bonus(
+            &tx,
+            self.deferred_frees_object,
+            ObjectType::BlockPtrList,
+            &0u64.to_le_bytes(),
+        )?;
         Ok(())
     }
 
@@ -433,9 +512,19 @@ impl PoolCore {
             bytes.extend_from_slice(&bp.encode());
         }
         let tx = Tx::syncing(txg);
-        self.mos.write(&tx, self.deferred_frees_object, count * BLKPTR_SIZE as u64, &bytes)?;
+        self.mos.write(
+            &tx,
+            self.deferred_frees_object,
+            count * BLKPTR_SIZE as u64,
+            &bytes,
+        )?;
         let new_count = count + staged.len() as u64;
-        self.mos.set_bonus(&tx, self.deferred_frees_object, ObjectType::BlockPtrList, &new_count.to_le_bytes())?;
+        self.mos.set_bonus(
+            &tx,
+            self.deferred_frees_object,
+            ObjectType::BlockPtrList,
+            &new_count.to_le_bytes(),
+        )?;
         Ok(())
     }
 
@@ -509,7 +598,10 @@ impl PoolCore {
             }
         }
         if written == 0 {
-            return Err(PoolError::SyncFailed { txg, why: format!("no leaf took the uberblock: {last_error:?}") });
+            return Err(PoolError::SyncFailed {
+                txg,
+                why: format!("no leaf took the uberblock: {last_error:?}"),
+            });
         }
         self.flush()?;
         if config_dirty {
@@ -522,7 +614,9 @@ impl PoolCore {
 }
 
 /// Open every device of a new pool, creating sparse files when asked.
-fn open_new_devices(options: &CreateOptions) -> Result<Vec<Vec<(PathBuf, Arc<dyn BlockDevice>)>>, PoolError> {
+fn open_new_devices(
+    options: &CreateOptions,
+) -> Result<Vec<Vec<(PathBuf, Arc<dyn BlockDevice>)>>, PoolError> {
     let mut groups = Vec::new();
     for spec in &options.vdevs {
         let mut group = Vec::new();
@@ -575,23 +669,62 @@ impl Pool {
         let mut tops = Vec::new();
         for (index, group) in groups.into_iter().enumerate() {
             let is_mirror = matches!(options.vdevs[index], VdevSpec::Mirror(_));
-            let smallest = group.iter().map(|(_, device)| device.size_bytes()).min().unwrap_or(0);
+            let smallest = group
+                .iter()
+                .map(|(_, device)| device.size_bytes())
+                .min()
+                .unwrap_or(0);
             let allocatable = label::leaf_allocatable_bytes(smallest);
             let (ms_shift, ms_count) = crate::space::metaslab_geometry(allocatable, &tunables);
             if ms_count == 0 {
-                return Err(PoolError::BadVdevSpec(format!("device of {smallest} bytes is too small for one metaslab")));
+                return Err(PoolError::BadVdevSpec(format!(
+                    "device of {smallest} bytes is too small for one metaslab"
+                )));
             }
             let asize = ms_count << ms_shift;
-            let leaves = group.into_iter().map(|(path, device)| Leaf::new(Guid::random(), path, device)).collect();
-            let kind = if is_mirror { TopVdevKind::Mirror } else { TopVdevKind::Leaf };
-            tops.push(Arc::new(TopVdev::new(VdevId(index as u32), Guid::random(), kind, tunables.vdev_ashift, asize, ms_shift, ObjectId(0), leaves)?));
+            let leaves = group
+                .into_iter()
+                .map(|(path, device)| Leaf::new(Guid::random(), path, device))
+                .collect();
+            let kind = if is_mirror {
+                TopVdevKind::Mirror
+            } else {
+                TopVdevKind::Leaf
+            };
+            tops.push(Arc::new(TopVdev::new(
+                VdevId(index as u32),
+                Guid::random(),
+                kind,
+                tunables.vdev_ashift,
+                asize,
+                ms_shift,
+                ObjectId(0),
+                leaves,
+            )?));
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         let space = Arc::new(SpaceManager::new(tunables.clone()));
-        let io = Arc::new(BlockIo::new(vdevs.clone(), space.clone(), tunables.clone(), true));
-        let freer = Arc::new(PoolFreer { io: io.clone(), staged: Mutex::new(Vec::new()), deferred_from_pass: tunables.sync_pass_deferred_free });
+        let io = Arc::new(BlockIo::new(
+            vdevs.clone(),
+            space.clone(),
+            tunables.clone(),
+            true,
+        ));
+        let freer = Arc::new(PoolFreer {
+            io: io.clone(),
+            staged: Mutex::new(Vec::new()),
+            deferred_from_pass: tunables.sync_pass_deferred_free,
+        });
         let txg = TXG_INITIAL;
-        let mos = Arc::new(ObjectSet::create(io.clone(), ObjsetKind::Mos, Arc::new(MosLifecycle { freer: freer.clone() }), MOS_COPIES, txg));
+        let mos = Arc::new(ObjectSet::create(
+            io.clone(),
+            ObjsetKind::Mos,
+            Arc::new(MosLifecycle {
+                freer: freer.clone(),
+            }),
+            MOS_COPIES,
+            txg,
+        ));
         {
             let storage = MosSpaceStorage { mos: &mos };
             for top in &vdevs.tops {
@@ -600,19 +733,51 @@ impl Pool {
         }
         let tx = Tx::syncing(txg);
         let kv_block = tunables.dnode_block_size.max(4096);
-        mos.create_object_at(&tx, MOS_OBJECT_DIRECTORY, mos_props(ObjectType::KeyValue, kv_block, &tunables, Compression::Lz4), ObjectType::None, &[])?;
+        mos.create_object_at(
+            &tx,
+            MOS_OBJECT_DIRECTORY,
+            mos_props(ObjectType::KeyValue, kv_block, &tunables, Compression::Lz4),
+            ObjectType::None,
+            &[],
+        )?;
         {
             let mut handle = KvObject::new(&mos, MOS_OBJECT_DIRECTORY, Some(tx))?;
             kv::create(&mut handle).map_err(|error| PoolError::Corrupt(error.to_string()))?;
         }
-        let deferred = mos.create_object(&tx, mos_props(ObjectType::BlockPtrList, 16 << 10, &tunables, Compression::Off), ObjectType::BlockPtrList, &0u64.to_le_bytes())?;
-        kv_set_u64(&mos, &tx, MOS_OBJECT_DIRECTORY, "deferred_frees", deferred.0)?;
+        let deferred = mos.create_object(
+            &tx,
+            mos_props(
+                ObjectType::BlockPtrList,
+                16 << 10,
+                &tunables,
+                Compression::Off,
+            ),
+            ObjectType::BlockPtrList,
+            &0u64.to_le_bytes(),
+        )?;
+        kv_set_u64(
+            &mos,
+            &tx,
+            MOS_OBJECT_DIRECTORY,
+            "deferred_frees",
+            deferred.0,
+        )?;
 
         // The root dataset: directory, head dataset record, empty object set.
         let children = kv_create(&mos, &tx, &tunables)?;
         let properties = kv_create(&mos, &tx, &tunables)?;
-        let dir_phys = DatasetDirPhys { children_object: children, properties_object: properties, creation_time: now_seconds(), ..Default::default() };
-        let dir_object = mos.create_object(&tx, mos_props(ObjectType::DatasetDir, 512, &tunables, Compression::Lz4), ObjectType::DatasetDir, &dir_phys.encode())?;
+        let dir_phys = DatasetDirPhys {
+            children_object: children,
+            properties_object: properties,
+            creation_time: now_seconds(),
+            ..Default::default()
+        };
+        let dir_object = mos.create_object(
+            &tx,
+            mos_props(ObjectType::DatasetDir, 512, &tunables, Compression::Lz4),
+            ObjectType::DatasetDir,
+            &dir_phys.encode(),
+        )?;
         let phys = DatasetPhys {
             dir_object,
             prev_snapshot_object: ObjectId(0),
@@ -629,14 +794,37 @@ impl Pool {
             guid: Guid::random(),
             root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
         };
-        let dataset_object = mos.create_object(&tx, mos_props(ObjectType::Dataset, 512, &tunables, Compression::Lz4), ObjectType::Dataset, &phys.encode())?;
+        let dataset_object = mos.create_object(
+            &tx,
+            mos_props(ObjectType::Dataset, 512, &tunables, Compression::Lz4),
+            ObjectType::Dataset,
+            &phys.encode(),
+        )?;
         let mut dir_phys = dir_phys;
         dir_phys.head_dataset_object = dataset_object;
         mos.set_bonus(&tx, dir_object, ObjectType::DatasetDir, &dir_phys.encode())?;
-        kv_set_u64(&mos, &tx, MOS_OBJECT_DIRECTORY, "root_dataset", dir_object.0)?;
+        kv_set_u64(
+            &mos,
+            &tx,
+            MOS_OBJECT_DIRECTORY,
+            "root_dataset",
+            dir_object.0,
+        )?;
 
-        let root = Dataset::new(options.name.clone(), dataset_object, phys, dir_phys, freer.clone());
-        let objset = Arc::new(ObjectSet::create(io.clone(), ObjsetKind::FileSystem, root.clone(), 2, txg));
+        let root = Dataset::new(
+            options.name.clone(),
+            dataset_object,
+            phys,
+            dir_phys,
+            freer.clone(),
+        );
+        let objset = Arc::new(ObjectSet::create(
+            io.clone(),
+            ObjsetKind::FileSystem,
+            root.clone(),
+            2,
+            txg,
+        ));
         root.attach_objset(objset);
 
         let mut features = BTreeMap::new();
@@ -661,7 +849,10 @@ impl Pool {
         });
         // The creating txg is synced right here, before any other transaction can exist.
         core.sync_txg(txg)?;
-        let pool = Pool { core: core.clone(), sync_thread: Mutex::new(None) };
+        let pool = Pool {
+            core: core.clone(),
+            sync_thread: Mutex::new(None),
+        };
         pool.core.txgs.mark_synced(txg);
         pool.start_sync_thread();
         Ok(pool)
@@ -679,7 +870,9 @@ impl Pool {
                 let check_core = core.clone();
                 core.txgs.run_sync_thread(
                     move |txg| sync_core.sync_txg(txg).map_err(|error| error.to_string()),
-                    move |txg| check_core.mos.is_dirty(txg) || check_core.root.objset().is_dirty(txg),
+                    move |txg| {
+                        check_core.mos.is_dirty(txg) || check_core.root.objset().is_dirty(txg)
+                    },
                 );
             })
             .expect("spawn the sync thread");
@@ -712,7 +905,12 @@ impl Pool {
 
     /// Import the pool named (or with the guid) `target` from `dirs`.
     pub fn import(target: &str, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
-        let dirs_text = options.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+        let dirs_text = options
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         let candidates: Vec<FoundPool> = Pool::scan(&options.dirs)
             .into_iter()
             .filter(|pool| pool.state != PoolState::Destroyed)
@@ -726,15 +924,25 @@ impl Pool {
         Pool::open_found(found, options)
     }
 
-    fn open_found(found: FoundPool, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+    fn open_found(
+        found: FoundPool,
+        options: ImportOptions,
+    ) -> Result<(Pool, ImportReport), PoolError> {
         let tunables = options.tunables.clone();
         let config = found.config.clone();
-        let unsupported: Vec<&String> =
-            config.features_for_read.iter().filter(|feature| !FEATURES_SUPPORTED_FOR_READ.contains(&feature.as_str())).collect();
+        let unsupported: Vec<&String> = config
+            .features_for_read
+            .iter()
+            .filter(|feature| !FEATURES_SUPPORTED_FOR_READ.contains(&feature.as_str()))
+            .collect();
         if !unsupported.is_empty() {
             return Err(PoolError::UnsupportedFeatures {
                 name: config.name.clone(),
-                features: unsupported.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                features: unsupported
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         // Map leaf guid -> path from what the scan found.
@@ -749,16 +957,33 @@ impl Pool {
         for top_config in &config.vdev_tree {
             let mut leaves = Vec::new();
             for leaf_config in &top_config.children {
-                let Some(path) = paths_by_guid.get(&leaf_config.guid) else { continue };
+                let Some(path) = paths_by_guid.get(&leaf_config.guid) else {
+                    continue;
+                };
                 let mut device: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(path)?);
                 if let Some(wrap) = &options.wrap_device {
                     device = wrap(path, device);
                 }
-                uberblock_slots.extend(label::read_uberblock_slots(device.as_ref(), top_config.ashift));
+                uberblock_slots.extend(label::read_uberblock_slots(
+                    device.as_ref(),
+                    top_config.ashift,
+                ));
                 leaves.push(Leaf::new(Guid(leaf_config.guid), path.clone(), device));
             }
             if leaves.is_empty() {
-                return Err(PoolError::MissingVdev { name: config.name.clone(), what: format!("{} (top-level vdev {})", top_config.children.iter().map(|c| c.path.clone()).collect::<Vec<_>>().join(", "), top_config.id) });
+                return Err(PoolError::MissingVdev {
+                    name: config.name.clone(),
+                    what: format!(
+                        "{} (top-level vdev {})",
+                        top_config
+                            .children
+                            .iter()
+                            .map(|c| c.path.clone())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        top_config.id
+                    ),
+                });
             }
             tops.push(Arc::new(TopVdev::new(
                 VdevId(top_config.id),
@@ -774,7 +999,11 @@ impl Pool {
         let vdevs = Arc::new(VdevTree::new(tops));
         // The guid sum covers every vdev of the config, found or not: compute it from the config.
         let guid_sum = config.vdev_tree.iter().fold(0u64, |sum, top| {
-            top.children.iter().fold(sum.wrapping_add(top.guid), |sum, leaf| sum.wrapping_add(leaf.guid))
+            top.children
+                .iter()
+                .fold(sum.wrapping_add(top.guid), |sum, leaf| {
+                    sum.wrapping_add(leaf.guid)
+                })
         });
         let mut uberblocks: Vec<Uberblock> = uberblock_slots
             .iter()
@@ -785,35 +1014,101 @@ impl Pool {
         uberblocks.dedup_by(|a, b| a.txg == b.txg);
         let mut skipped = Vec::new();
         for uberblock in uberblocks {
-            match Pool::open_at(&found, &config, vdevs.clone(), &uberblock, &options, &tunables) {
-                Ok(pool) => return Ok((pool, ImportReport { txg: uberblock.txg, skipped })),
+            match Pool::open_at(
+                &found,
+                &config,
+                vdevs.clone(),
+                &uberblock,
+                &options,
+                &tunables,
+            ) {
+                Ok(pool) => {
+                    return Ok((
+                        pool,
+                        ImportReport {
+                            txg: uberblock.txg,
+                            skipped,
+                        },
+                    ))
+                }
                 Err(error) => skipped.push((uberblock.txg, error.to_string())),
             }
         }
-        let why = if skipped.is_empty() { "no valid uberblock".to_string() } else { format!("{} uberblocks tried, newest failed with: {}", skipped.len(), skipped[0].1) };
+        let why = if skipped.is_empty() {
+            "no valid uberblock".to_string()
+        } else {
+            format!(
+                "{} uberblocks tried, newest failed with: {}",
+                skipped.len(),
+                skipped[0].1
+            )
+        };
         Err(PoolError::NoUsableUberblock(config.name.clone(), why))
     }
 
-    fn open_at(found: &FoundPool, config: &LabelConfig, vdevs: Arc<VdevTree>, uberblock: &Uberblock, options: &ImportOptions, tunables: &Tunables) -> Result<Pool, PoolError> {
+    fn open_at(
+        found: &FoundPool,
+        config: &LabelConfig,
+        vdevs: Arc<VdevTree>,
+        uberblock: &Uberblock,
+        options: &ImportOptions,
+        tunables: &Tunables,
+    ) -> Result<Pool, PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
-        let io = Arc::new(BlockIo::new(vdevs.clone(), space.clone(), tunables.clone(), !options.readonly));
+        let io = Arc::new(BlockIo::new(
+            vdevs.clone(),
+            space.clone(),
+            tunables.clone(),
+            !options.readonly,
+        ));
         io.cache.clear();
-        let freer = Arc::new(PoolFreer { io: io.clone(), staged: Mutex::new(Vec::new()), deferred_from_pass: tunables.sync_pass_deferred_free });
-        let mos = Arc::new(ObjectSet::open(io.clone(), &uberblock.mos_root, Arc::new(MosLifecycle { freer: freer.clone() }), MOS_COPIES)?);
-        let root_dir = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "root_dataset")?.ok_or_else(|| PoolError::Corrupt("object directory has no root_dataset".into()))?;
-        let deferred = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?.ok_or_else(|| PoolError::Corrupt("object directory has no deferred_frees".into()))?;
-        let dir_phys = DatasetDirPhys::decode(&mos.bonus(ObjectId(root_dir))?).map_err(|e| PoolError::Corrupt(e.to_string()))?;
-        let phys = DatasetPhys::decode(&mos.bonus(dir_phys.head_dataset_object)?).map_err(|e| PoolError::Corrupt(e.to_string()))?;
+        let freer = Arc::new(PoolFreer {
+            io: io.clone(),
+            staged: Mutex::new(Vec::new()),
+            deferred_from_pass: tunables.sync_pass_deferred_free,
+        });
+        let mos = Arc::new(ObjectSet::open(
+            io.clone(),
+            &uberblock.mos_root,
+            Arc::new(MosLifecycle {
+                freer: freer.clone(),
+            }),
+            MOS_COPIES,
+        )?);
+        let root_dir = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "root_dataset")?
+            .ok_or_else(|| PoolError::Corrupt("object directory has no root_dataset".into()))?;
+        let deferred = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?
+            .ok_or_else(|| PoolError::Corrupt("object directory has no deferred_frees".into()))?;
+        let dir_phys = DatasetDirPhys::decode(&mos.bonus(ObjectId(root_dir))?)
+            .map_err(|e| PoolError::Corrupt(e.to_string()))?;
+        let phys = DatasetPhys::decode(&mos.bonus(dir_phys.head_dataset_object)?)
+            .map_err(|e| PoolError::Corrupt(e.to_string()))?;
         {
             let storage = MosSpaceStorage { mos: &mos };
             for top in &vdevs.tops {
                 let array = top.metaslab_array();
-                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, (array.0 != 0).then_some(array), &storage)?;
+                space.add_vdev(
+                    top.id,
+                    top.asize,
+                    top.ms_shift,
+                    top.ashift,
+                    (array.0 != 0).then_some(array),
+                    &storage,
+                )?;
             }
             space.set_last_synced_txg(uberblock.txg);
         }
-        let name = options.new_name.clone().unwrap_or_else(|| config.name.clone());
-        let root = Dataset::new(name.clone(), dir_phys.head_dataset_object, phys.clone(), dir_phys, freer.clone());
+        let name = options
+            .new_name
+            .clone()
+            .unwrap_or_else(|| config.name.clone());
+        let root = Dataset::new(
+            name.clone(),
+            dir_phys.head_dataset_object,
+            phys.clone(),
+            dir_phys,
+            freer.clone(),
+        );
         let objset = Arc::new(ObjectSet::open(io.clone(), &phys.root, root.clone(), 2)?);
         root.attach_objset(objset);
         let core = Arc::new(PoolCore {
@@ -834,7 +1129,10 @@ impl Pool {
             }),
             tunables: tunables.clone(),
         });
-        let pool = Pool { core, sync_thread: Mutex::new(None) };
+        let pool = Pool {
+            core,
+            sync_thread: Mutex::new(None),
+        };
         pool.start_sync_thread();
         Ok(pool)
     }
@@ -874,7 +1172,10 @@ impl Pool {
             let _ = handle.join();
         }
         if let Some(why) = self.core.txgs.failure() {
-            return Err(PoolError::SyncFailed { txg: self.core.txgs.last_synced(), why });
+            return Err(PoolError::SyncFailed {
+                txg: self.core.txgs.last_synced(),
+                why,
+            });
         }
         Ok(())
     }
@@ -925,7 +1226,13 @@ impl Pool {
     }
 
     pub fn vdev_paths(&self) -> Vec<PathBuf> {
-        self.core.io.vdevs.tops.iter().flat_map(|top| top.children.iter().map(|leaf| leaf.path.clone())).collect()
+        self.core
+            .io
+            .vdevs
+            .tops
+            .iter()
+            .flat_map(|top| top.children.iter().map(|leaf| leaf.path.clone()))
+            .collect()
     }
 
     pub fn last_synced_txg(&self) -> Txg {
@@ -950,6 +1257,7 @@ impl Drop for Pool {
 
 /// Directory holding a file, for defaults of `-d`.
 pub fn parent_dir(path: &Path) -> PathBuf {
-    path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+    path.parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
 }
-

@@ -40,7 +40,9 @@ pub struct Uberblock {
 
 pub fn software_version() -> u64 {
     let part = |name: &str| name.parse::<u64>().unwrap_or(0);
-    (part(env!("CARGO_PKG_VERSION_MAJOR")) << 32) | (part(env!("CARGO_PKG_VERSION_MINOR")) << 16) | part(env!("CARGO_PKG_VERSION_PATCH"))
+    (part(env!("CARGO_PKG_VERSION_MAJOR")) << 32)
+        | (part(env!("CARGO_PKG_VERSION_MINOR")) << 16)
+        | part(env!("CARGO_PKG_VERSION_PATCH"))
 }
 
 impl Uberblock {
@@ -62,9 +64,14 @@ impl Uberblock {
     /// slot is not a valid uberblock.
     pub fn decode(bytes: &[u8]) -> Result<Option<Uberblock>, BlockError> {
         if bytes.len() < UBERBLOCK_SIZE {
-            return Err(BlockError::corrupt("uberblock", format!("uberblock slot of {} bytes", bytes.len())));
+            return Err(BlockError::corrupt(
+                "uberblock",
+                format!("uberblock slot of {} bytes", bytes.len()),
+            ));
         }
-        let word = |offset: usize| u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"));
+        let word = |offset: usize| {
+            u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"))
+        };
         if bytes[..UBERBLOCK_SIZE].iter().all(|&byte| byte == 0) {
             return Ok(None);
         }
@@ -76,7 +83,10 @@ impl Uberblock {
             return Err(BlockError::corrupt("uberblock", "uberblock checksum"));
         }
         if word(8) != UBERBLOCK_VERSION {
-            return Err(BlockError::corrupt("uberblock", format!("uberblock version {}", word(8))));
+            return Err(BlockError::corrupt(
+                "uberblock",
+                format!("uberblock version {}", word(8)),
+            ));
         }
         Ok(Some(Uberblock {
             txg: Txg(word(16)),

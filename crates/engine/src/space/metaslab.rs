@@ -470,15 +470,30 @@ impl Metaslab {
             sync_pass,
         )?;
         let old = Txg(txg.0.saturating_sub(TXG_DEFER_SIZE as u64 + 1).max(1));
-        map.append(storage, allocatable, SpaceMapAction::Free, old, sync_pass)?;
-        map.append(storage, &unsynced, SpaceMapAction::Free, old, sync_pass)?;
+        map.append_stamped(
+            storage,
+            allocatable,
+            SpaceMapAction::Free,
+            old,
+            txg,
+            sync_pass,
+        )?;
+        map.append_stamped(
+            storage,
+            &unsynced,
+            SpaceMapAction::Free,
+            old,
+            txg,
+            sync_pass,
+        )?;
         for age in 1..=TXG_DEFER_SIZE as u64 {
             let freed_txg = Txg(txg.0.saturating_sub(age).max(1));
-            map.append(
+            map.append_stamped(
                 storage,
                 &self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize],
                 SpaceMapAction::Free,
                 freed_txg,
+                txg,
                 sync_pass,
             )?;
         }

@@ -424,12 +424,41 @@ impl SpaceMap {
         self.append_with_vdev(storage, tree, action, txg, sync_pass, None)
     }
 
+    /// As [`SpaceMap::append`] in syncing txg `txg`, but with the batch's debug entry stamped
+    /// `stamp` (condensing records when each range became free, which may be an earlier txg).
+    /// The bytes are always written in the syncing txg: the stamp is data, not the write's txg.
+    pub fn append_stamped(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        tree: &RangeTree,
+        action: SpaceMapAction,
+        stamp: Txg,
+        txg: Txg,
+        sync_pass: u32,
+    ) -> Result<(), SpaceError> {
+        self.append_inner(storage, tree, action, stamp, txg, sync_pass, None)
+    }
+
     /// As [`SpaceMap::append`], with every run in two-word form carrying `vdev` when given.
     pub fn append_with_vdev(
         &mut self,
         storage: &dyn SpaceStorage,
         tree: &RangeTree,
         action: SpaceMapAction,
+        txg: Txg,
+        sync_pass: u32,
+        vdev: Option<u32>,
+    ) -> Result<(), SpaceError> {
+        self.append_inner(storage, tree, action, txg, txg, sync_pass, vdev)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append_inner(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        tree: &RangeTree,
+        action: SpaceMapAction,
+        stamp: Txg,
         txg: Txg,
         sync_pass: u32,
         vdev: Option<u32>,
@@ -454,7 +483,7 @@ impl SpaceMap {
             }
             words.extend_from_slice(entry);
         };
-        push(&mut words, &[encode_debug(action, sync_pass, txg)]);
+        push(&mut words, &[encode_debug(action, sync_pass, stamp)]);
         let shift = self.header.shift;
         for segment in tree.iter() {
             assert!(

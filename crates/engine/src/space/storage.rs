@@ -23,7 +23,13 @@ pub trait SpaceStorage: Send + Sync {
     /// this space layer already wrote in the syncing txg. Holes read as zeros.
     fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError>;
     /// Write bytes at `offset` of the object in syncing txg `txg`.
-    fn write(&self, object: ObjectId, offset: u64, data: &[u8], txg: Txg) -> Result<(), StorageError>;
+    fn write(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        txg: Txg,
+    ) -> Result<(), StorageError>;
     /// Discard the object's data beyond `length` bytes (used when condensing).
     fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError>;
     /// Read the object's bonus buffer (where a space map keeps its header).

@@ -155,16 +155,21 @@ impl TxgManager {
                     // Full: ask for a sync and wait for room.
                     inner.wanted = inner.wanted.max(inner.open);
                     self.changed.notify_all();
-                    self.changed.wait_for(&mut inner, Duration::from_millis(100));
+                    self.changed
+                        .wait_for(&mut inner, Duration::from_millis(100));
                     continue;
                 }
                 if dirty > min {
-                    let ns = self.tunables.delay_scale.saturating_mul(dirty - min) / (max - dirty).max(1);
+                    let ns = self.tunables.delay_scale.saturating_mul(dirty - min)
+                        / (max - dirty).max(1);
                     Duration::from_nanos(ns.min(self.tunables.delay_max_ns))
                 } else {
                     let txg = inner.open;
                     inner.holds[txg.slot()] += 1;
-                    return Ok(TxHold { manager: self.clone(), tx: Tx { txg } });
+                    return Ok(TxHold {
+                        manager: self.clone(),
+                        tx: Tx { txg },
+                    });
                 }
             };
             {
@@ -177,7 +182,10 @@ impl TxgManager {
             if inner.failed.is_none() && !inner.shutting_down {
                 let txg = inner.open;
                 inner.holds[txg.slot()] += 1;
-                return Ok(TxHold { manager: self.clone(), tx: Tx { txg } });
+                return Ok(TxHold {
+                    manager: self.clone(),
+                    tx: Tx { txg },
+                });
             }
         }
     }
@@ -213,7 +221,8 @@ impl TxgManager {
             if inner.shutting_down && !self.sync_thread_alive.load(Ordering::Acquire) {
                 return Err(TxgError::ShuttingDown);
             }
-            self.changed.wait_for(&mut inner, Duration::from_millis(200));
+            self.changed
+                .wait_for(&mut inner, Duration::from_millis(200));
         }
         Ok(inner.synced)
     }
@@ -264,7 +273,11 @@ impl TxgManager {
     /// The sync thread's body: wait for a trigger, quiesce, call `sync(txg)`, repeat until
     /// [`TxgManager::shutdown`]; at shutdown, sync whatever is dirty one last time. A failed sync
     /// suspends the pool (no more transactions are assigned; waiters get an error).
-    pub fn run_sync_thread(&self, mut sync: impl FnMut(Txg) -> Result<u32, String>, mut has_changes: impl FnMut(Txg) -> bool) {
+    pub fn run_sync_thread(
+        &self,
+        mut sync: impl FnMut(Txg) -> Result<u32, String>,
+        mut has_changes: impl FnMut(Txg) -> bool,
+    ) {
         self.sync_thread_alive.store(true, Ordering::Release);
         loop {
             {
@@ -275,7 +288,8 @@ impl TxgManager {
                         self.changed.notify_all();
                         return;
                     }
-                    let timed_out = inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
+                    let timed_out =
+                        inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
                     let wanted = inner.wanted >= inner.open;
                     let dirty = inner.dirty_bytes[inner.open.slot()] > 0;
                     if inner.shutting_down || wanted || (timed_out && dirty) {
@@ -284,8 +298,12 @@ impl TxgManager {
                     if timed_out {
                         inner.last_sync_started = Instant::now();
                     }
-                    let wait = self.tunables.txg_timeout_duration().saturating_sub(inner.last_sync_started.elapsed());
-                    self.changed.wait_for(&mut inner, wait.max(Duration::from_millis(10)));
+                    let wait = self
+                        .tunables
+                        .txg_timeout_duration()
+                        .saturating_sub(inner.last_sync_started.elapsed());
+                    self.changed
+                        .wait_for(&mut inner, wait.max(Duration::from_millis(10)));
                 }
                 inner.last_sync_started = Instant::now();
             }
@@ -293,7 +311,11 @@ impl TxgManager {
             let txg = self.quiesce();
             let started = Instant::now();
             let changed = has_changes(txg);
-            let result = if changed || !shutting_down { sync(txg) } else { Ok(0) };
+            let result = if changed || !shutting_down {
+                sync(txg)
+            } else {
+                Ok(0)
+            };
             let mut inner = self.inner.lock();
             match result {
                 Ok(passes) => {
@@ -310,7 +332,11 @@ impl TxgManager {
                 }
             }
             self.changed.notify_all();
-            if inner.shutting_down && inner.holds.iter().all(|&h| h == 0) && inner.dirty_bytes.iter().all(|&d| d == 0) && !has_changes(inner.open) {
+            if inner.shutting_down
+                && inner.holds.iter().all(|&h| h == 0)
+                && inner.dirty_bytes.iter().all(|&d| d == 0)
+                && !has_changes(inner.open)
+            {
                 self.sync_thread_alive.store(false, Ordering::Release);
                 self.changed.notify_all();
                 return;
@@ -350,7 +376,10 @@ mod tests {
         // While txg 5 is quiescing, new transactions join txg 6.
         let next = manager.assign().unwrap();
         assert_eq!(next.txg(), Txg(6));
-        assert!(!quiescer.is_finished(), "quiesce must wait for the hold on txg 5");
+        assert!(
+            !quiescer.is_finished(),
+            "quiesce must wait for the hold on txg 5"
+        );
         drop(hold);
         assert_eq!(quiescer.join().unwrap(), Txg(5));
     }
@@ -375,7 +404,9 @@ mod tests {
         let manager = TxgManager::new(Txg(4), Tunables::tiny());
         let syncer = {
             let manager = manager.clone();
-            std::thread::spawn(move || manager.run_sync_thread(|_| Err("disk gone".into()), |_| true))
+            std::thread::spawn(move || {
+                manager.run_sync_thread(|_| Err("disk gone".into()), |_| true)
+            })
         };
         let result = manager.wait_synced(None);
         assert!(matches!(result, Err(TxgError::Suspended(_))));

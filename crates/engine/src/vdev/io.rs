@@ -202,7 +202,11 @@ impl BlockDevice for FileDevice {
     }
 
     fn release(&self) {
-        if !self.released.swap(true, std::sync::atomic::Ordering::AcqRel) && self.writable {
+        if !self
+            .released
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+            && self.writable
+        {
             // SAFETY: flock on a descriptor this struct owns; unlocking cannot violate memory safety.
             unsafe {
                 libc::flock(std::os::fd::AsRawFd::as_raw_fd(&self.file), libc::LOCK_UN);

@@ -290,14 +290,31 @@ impl TopVdev {
     /// Write `data` at `offset` of the data area on child `child` only: the byte-identical repair
     /// of one damaged copy from a good one.
     pub fn write_child(&self, child: usize, offset: u64, data: &[u8]) -> Result<(), VdevError> {
-        assert!(child < self.children.len(), "vdev {}: child {child} of {}", self.id, self.children.len());
+        assert!(
+            child < self.children.len(),
+            "vdev {}: child {child} of {}",
+            self.id,
+            self.children.len()
+        );
         self.assert_range(offset, data.len());
         let leaf = &self.children[child];
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let start = Instant::now();
         let result = leaf.device.write_at(device_offset, data);
-        leaf.stats.record_write(data.len() as u64, start.elapsed().as_nanos() as u64, result.is_ok());
-        result.map_err(|source| VdevError::io(&*leaf.device, "write", device_offset, data.len() as u64, source))
+        leaf.stats.record_write(
+            data.len() as u64,
+            start.elapsed().as_nanos() as u64,
+            result.is_ok(),
+        );
+        result.map_err(|source| {
+            VdevError::io(
+                &*leaf.device,
+                "write",
+                device_offset,
+                data.len() as u64,
+                source,
+            )
+        })
     }
 
     /// Read `buf.len()` bytes at `offset` of the data area from child `child`.

@@ -19,8 +19,15 @@ pub fn tiny() -> Tunables {
 }
 
 pub fn create_pool(dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
-    Pool::create(CreateOptions { name: name.into(), vdevs, create_size: Some(VDEV_SIZE), force: false, tunables, wrap_device: None })
-        .expect("create pool")
+    Pool::create(CreateOptions {
+        name: name.into(),
+        vdevs,
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables,
+        wrap_device: None,
+    })
+    .expect("create pool")
 }
 
 pub fn single(dir: &Path, file: &str) -> Vec<VdevSpec> {
@@ -28,7 +35,8 @@ pub fn single(dir: &Path, file: &str) -> Vec<VdevSpec> {
 }
 
 pub fn import(dir: &Path, name: &str, tunables: Tunables) -> Pool {
-    let (pool, _) = Pool::import(name, ImportOptions::new(vec![dir.to_path_buf()], tunables)).expect("import pool");
+    let (pool, _) = Pool::import(name, ImportOptions::new(vec![dir.to_path_buf()], tunables))
+        .expect("import pool");
     pool
 }
 
@@ -55,9 +63,21 @@ pub fn file_props(block_size: u32, compression: Compression) -> ObjectProps {
     }
 }
 
-pub fn create_file(pool: &Pool, objset: &ObjectSet, block_size: u32, compression: Compression) -> ObjectId {
+pub fn create_file(
+    pool: &Pool,
+    objset: &ObjectSet,
+    block_size: u32,
+    compression: Compression,
+) -> ObjectId {
     let hold = pool.assign().expect("assign");
-    objset.create_object(&hold.tx(), file_props(block_size, compression), ObjectType::None, &[]).expect("create object")
+    objset
+        .create_object(
+            &hold.tx(),
+            file_props(block_size, compression),
+            ObjectType::None,
+            &[],
+        )
+        .expect("create object")
 }
 
 /// Deterministic bytes: a mix of compressible and incompressible content by `seed`.
