@@ -322,7 +322,7 @@ fn pool_list(dirs: Vec<PathBuf>, list: ListArgs, name: Option<String>) -> Result
         let size: u64 = stats.iter().map(|v| v.size).sum();
         let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
         let frag = stats.iter().filter_map(|v| v.fragmentation_percent).max();
-        let cap = if size == 0 { 0 } else { allocated * 100 / size };
+        let cap = (allocated * 100).checked_div(size).unwrap_or(0);
         rows.push(vec![
             Cell::text(candidate.name.clone()),
             Cell::bytes(size),

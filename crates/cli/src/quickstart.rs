@@ -125,7 +125,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
 
     step(3, "scan the directory and import the pool again");
     println!("   tarn pool import -d {} {POOL}", dir.display());
-    let options = crate::import_options(&[dir.clone()], false)?;
+    let options = crate::import_options(std::slice::from_ref(&dir), false)?;
     let (pool, report) = Pool::import(POOL, options)?;
     println!(
         "   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).",

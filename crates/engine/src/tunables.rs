@@ -34,9 +34,14 @@ macro_rules! tunables {
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
                 match name {
                     $( stringify!($name) => {
-                        self.$name = value.trim().parse::<$ty>().map_err(|error| {
+                        let parsed = value.trim().parse::<$ty>().map_err(|error| {
                             format!("tunable {name}: cannot parse {value:?}: {error}")
                         })?;
+                        let previous = std::mem::replace(&mut self.$name, parsed);
+                        if let Err(error) = self.validate() {
+                            self.$name = previous;
+                            return Err(error);
+                        }
                         Ok(())
                     } )*
                     _ => Err(format!("unknown tunable {name:?}")),
@@ -134,6 +139,73 @@ impl Tunables {
         }
     }
 
+    /// Check that every tunable is in the range the engine and its on-disk format support.
+    pub fn validate(&self) -> Result<(), String> {
+        let check = |ok: bool, what: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("tunable out of range: {what}"))
+            }
+        };
+        check(
+            (10..=17).contains(&self.indirect_block_shift),
+            "indirect_block_shift must be 10..=17",
+        )?;
+        check(
+            (9..=16).contains(&self.vdev_ashift),
+            "vdev_ashift must be 9..=16",
+        )?;
+        check(
+            self.dnode_block_size.is_power_of_two()
+                && (4096..=(128 << 10)).contains(&self.dnode_block_size),
+            "dnode_block_size must be a power of two from 4096 to 131072",
+        )?;
+        check(
+            self.recordsize.is_power_of_two() && (512..=(1 << 20)).contains(&self.recordsize),
+            "recordsize must be a power of two from 512 to 1048576",
+        )?;
+        check(
+            self.metaslab_sm_blksz.is_power_of_two()
+                && (4096..=(128 << 10)).contains(&self.metaslab_sm_blksz),
+            "metaslab_sm_blksz must be a power of two from 4096 to 131072",
+        )?;
+        check(
+            self.vdev_min_ms_shift >= 16 && self.vdev_min_ms_shift <= self.vdev_max_ms_shift,
+            "vdev_min_ms_shift must be >= 16 and <= vdev_max_ms_shift",
+        )?;
+        check(
+            self.vdev_max_ms_shift <= 40,
+            "vdev_max_ms_shift must be <= 40",
+        )?;
+        check(
+            self.vdev_min_ms_count >= 1,
+            "vdev_min_ms_count must be >= 1",
+        )?;
+        check(
+            self.sync_pass_rewrite >= 2,
+            "sync_pass_rewrite must be >= 2",
+        )?;
+        check(
+            self.sync_pass_deferred_free >= 2,
+            "sync_pass_deferred_free must be >= 2",
+        )?;
+        check(self.sync_pass_max >= 8, "sync_pass_max must be >= 8")?;
+        check(
+            self.dirty_data_max >= 1 << 20,
+            "dirty_data_max must be at least 1 MiB",
+        )?;
+        check(
+            self.delay_min_dirty_percent < 100 && self.dirty_data_sync_percent <= 100,
+            "percentages must be below 100",
+        )?;
+        check(
+            self.metaslab_condense_pct >= 100,
+            "metaslab_condense_pct must be >= 100",
+        )?;
+        Ok(())
+    }
+
     pub fn txg_timeout_duration(&self) -> Duration {
         Duration::from_secs(self.txg_timeout.max(1))
     }
@@ -150,6 +222,13 @@ mod tests {
         assert_eq!(tunables.txg_timeout, 1);
         assert!(tunables.set("txg_timeout", "soon").is_err());
         assert!(tunables.set("no_such_knob", "1").is_err());
+        assert!(tunables.set("indirect_block_shift", "20").is_err());
+        assert_eq!(
+            tunables.indirect_block_shift, 17,
+            "a refused value leaves the old one"
+        );
+        assert!(Tunables::tiny().validate().is_ok());
+        assert!(Tunables::default().validate().is_ok());
     }
 
     #[test]

@@ -147,6 +147,7 @@ impl BlockIo {
         bp.fill_count = fill_count;
         bp.birth_physical = at.txg;
         if props.level == 0
+            && props.object_type == ObjectType::PlainFile
             && physical.len() <= EMBEDDED_PAYLOAD_MAX
             && compression != Compression::Off
         {
@@ -166,6 +167,8 @@ impl BlockIo {
                 && old.birth_physical == at.txg
                 && !old.is_hole()
                 && !old.embedded
+                && old.size_physical as usize == physical.len()
+                && old.size_logical == size_logical
                 && old.copies().count() == copies
                 && old.copies().all(|dva| dva.size_allocated == size_allocated)
         });
@@ -227,8 +230,8 @@ impl BlockIo {
         };
         let top = self.vdevs.top(dva.vdev).ok_or_else(bad)?;
         let sector = 1u64 << top.ashift;
-        if dva.offset % sector != 0
-            || dva.size_allocated % sector != 0
+        if !dva.offset.is_multiple_of(sector)
+            || !dva.size_allocated.is_multiple_of(sector)
             || !top.contains(dva.offset, dva.size_allocated)
         {
             return Err(bad());

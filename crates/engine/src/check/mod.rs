@@ -209,10 +209,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     if let Some(deferred) =
         crate::pool::lookup_mos_directory(&core.mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?
     {
-        let bonus = core.mos.bonus(ObjectId(deferred))?;
-        let count = bonus
-            .get(..8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let count = crate::pool::deferred_free_count(&core.mos, ObjectId(deferred))?;
         let mut bytes = vec![0u8; count as usize * BLKPTR_SIZE];
         core.mos.read(ObjectId(deferred), 0, &mut bytes)?;
         for chunk in bytes.chunks_exact(BLKPTR_SIZE) {

@@ -199,7 +199,7 @@ pub struct ObjectSet {
 enum BlockSource {
     Data(Arc<Vec<u8>>),
     Zeros,
-    Tree(DnodePhys),
+    Tree(Box<DnodePhys>),
 }
 
 fn coalesce(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
@@ -459,7 +459,7 @@ impl ObjectSet {
         }
         let block_size = props.data_block_size;
         if block_size < 512
-            || block_size % 512 != 0
+            || !block_size.is_multiple_of(512)
             || block_size as u64 > crate::types::SPA_MAXBLOCKSIZE
         {
             return Err(ObjectError::Invalid(format!(
@@ -548,7 +548,7 @@ impl ObjectSet {
                 }
             }
         }
-        Ok(BlockSource::Tree(self.tree_dnode(object)?))
+        Ok(BlockSource::Tree(Box::new(self.tree_dnode(object)?)))
     }
 
     /// The contents of data block `blkid` (exactly the object's block size; holes are zeros).
@@ -694,11 +694,11 @@ impl ObjectSet {
             end / block_size
         };
         // Zero the partial head and tail blocks.
-        if offset % block_size != 0 {
+        if !offset.is_multiple_of(block_size) {
             let head_end = (first_whole * block_size).min(end);
             self.write(tx, object, offset, &vec![0u8; (head_end - offset) as usize])?;
         }
-        if end != u64::MAX && end % block_size != 0 && end / block_size >= first_whole {
+        if end != u64::MAX && !end.is_multiple_of(block_size) && end / block_size >= first_whole {
             let tail_start = (end / block_size) * block_size;
             self.write(
                 tx,
@@ -857,7 +857,7 @@ impl ObjectSet {
         let root = self
             .io
             .write(&header, &props, 1, at, Some(&old_root), storage)?;
-        if root.dvas != old_root.dvas {
+        if !tree::rewritten_in_place(&old_root, &root) {
             if !old_root.is_hole() {
                 self.lifecycle.block_kill(&old_root, at)?;
             }

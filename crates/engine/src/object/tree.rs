@@ -70,6 +70,12 @@ pub(crate) fn read_indirect(
     Ok(entries)
 }
 
+/// Whether the write pipeline rewrote `old`'s copies in place (a later sync pass rewriting a
+/// block born in the same txg): then the block neither left nor entered the tree.
+pub(crate) fn rewritten_in_place(old: &BlockPtr, new: &BlockPtr) -> bool {
+    !old.is_hole() && !old.embedded && !new.is_hole() && !new.embedded && old.dvas == new.dvas
+}
+
 /// Number of data blocks below one block pointer at `level`.
 fn span(fanout: u64, level: u8) -> u64 {
     fanout.saturating_pow(level as u32)
@@ -285,7 +291,7 @@ impl<'a> TreeSync<'a> {
         let bp = self
             .io
             .write(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
-        if bp.dvas != old.dvas || old.is_hole() || bp.is_hole() {
+        if !rewritten_in_place(&old, &bp) {
             self.kill(&old)?;
             self.born(&bp);
         }
@@ -294,7 +300,6 @@ impl<'a> TreeSync<'a> {
 
     /// Write every dirty indirect block, bottom-up, and return the finished dnode.
     pub fn finish(mut self) -> Result<DnodePhys, ObjectError> {
-        let fanout = self.dnode.fanout();
         for level in 1..self.dnode.levels {
             let keys: Vec<(u8, u64)> = self
                 .indirects
@@ -321,12 +326,11 @@ impl<'a> TreeSync<'a> {
                         self.storage,
                     )?
                 };
-                if bp.dvas != indirect.original.dvas || bp.is_hole() {
+                if !rewritten_in_place(&indirect.original, &bp) {
                     self.kill(&indirect.original)?;
                     self.born(&bp);
                 }
                 self.set_pointer(level, key.1, bp)?;
-                debug_assert!(key.1 / fanout <= u64::MAX);
             }
         }
         Ok(self.dnode)

@@ -106,6 +106,8 @@ pub enum PoolError {
     UnsupportedFeatures { name: String, features: String },
     #[error("corrupt pool metadata: {0}")]
     Corrupt(String),
+    #[error("{0}")]
+    BadTunables(String),
     #[error("pool is read-only")]
     ReadOnly,
     #[error("sync of txg {txg} failed: {why}")]
@@ -352,6 +354,29 @@ fn mos_props(
     }
 }
 
+/// The MOS object-directory key naming a top-level vdev's metaslab array.
+pub fn metaslab_array_key(vdev: VdevId) -> String {
+    format!("ms_array/{vdev}")
+}
+
+/// The number of block pointers on the deferred-free list, validated against the list object's
+/// size (the count comes from disk).
+pub fn deferred_free_count(mos: &ObjectSet, object: ObjectId) -> Result<u64, PoolError> {
+    let bonus = mos.bonus(object)?;
+    let count = bonus.get(..8).map_or(0, |bytes| {
+        u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+    });
+    let info = mos.info(object)?;
+    let capacity =
+        (info.max_blkid + 1).saturating_mul(info.data_block_size as u64) / BLKPTR_SIZE as u64;
+    if count > capacity {
+        return Err(PoolError::Corrupt(format!(
+            "deferred-free list claims {count} entries but its object holds at most {capacity}"
+        )));
+    }
+    Ok(count)
+}
+
 /// Look up a u64 entry of a key/value object.
 pub fn lookup_mos_directory(
     objset: &ObjectSet,
@@ -429,6 +454,7 @@ impl PoolCore {
             self.mos.sync(at, &storage)?;
             self.persist_staged_frees(txg)?;
             self.io.space.sync(txg, pass, &storage)?;
+            self.record_metaslab_arrays(txg)?;
             if !self.mos.is_dirty(txg) {
                 break;
             }
@@ -445,16 +471,6 @@ impl PoolCore {
             "space maps dirty after the last sync pass"
         );
 
-        // Config changes: a new metaslab array makes the labels stale.
-        for top in &self.io.vdevs.tops {
-            if let Some(array) = self.io.space.ms_array(top.id) {
-                if top.metaslab_array() != array {
-                    top.set_metaslab_array(array);
-                    self.config.lock().dirty = true;
-                }
-            }
-        }
-
         let mos_root = self
             .mos
             .syncing_root()
@@ -467,11 +483,32 @@ impl PoolCore {
         Ok(pass)
     }
 
+    /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
+    /// every uberblock's tree names the arrays that exist in it: the labels' copy of the config
+    /// may be a txg ahead after a crash between the even labels and the uberblock. A new array
+    /// also makes the labels stale.
+    fn record_metaslab_arrays(&self, txg: Txg) -> Result<(), PoolError> {
+        for top in &self.io.vdevs.tops {
+            if let Some(array) = self.io.space.ms_array(top.id) {
+                if top.metaslab_array() != array {
+                    let key = metaslab_array_key(top.id);
+                    kv_set_u64(
+                        &self.mos,
+                        &Tx::syncing(txg),
+                        MOS_OBJECT_DIRECTORY,
+                        &key,
+                        array.0,
+                    )?;
+                    top.set_metaslab_array(array);
+                    self.config.lock().dirty = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn deferred_count(&self) -> Result<u64, PoolError> {
-        let bonus = self.mos.bonus(self.deferred_frees_object)?;
-        Ok(bonus.get(..8).map_or(0, |bytes| {
-            u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
-        }))
+        deferred_free_count(&self.mos, self.deferred_frees_object)
     }
 
     /// Pass 1: free for real the blocks whose frees the previous txg deferred.
@@ -614,9 +651,10 @@ impl PoolCore {
 }
 
 /// Open every device of a new pool, creating sparse files when asked.
-fn open_new_devices(
-    options: &CreateOptions,
-) -> Result<Vec<Vec<(PathBuf, Arc<dyn BlockDevice>)>>, PoolError> {
+/// One top-level vdev's devices, as opened for a new pool.
+type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
+
+fn open_new_devices(options: &CreateOptions) -> Result<Vec<DeviceGroup>, PoolError> {
     let mut groups = Vec::new();
     for spec in &options.vdevs {
         let mut group = Vec::new();
@@ -664,6 +702,10 @@ impl Pool {
     /// Create a new pool and leave it imported in this process.
     pub fn create(options: CreateOptions) -> Result<Pool, PoolError> {
         validate_pool_name(&options.name)?;
+        options
+            .tunables
+            .validate()
+            .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         let groups = open_new_devices(&options)?;
         let mut tops = Vec::new();
@@ -928,6 +970,10 @@ impl Pool {
         found: FoundPool,
         options: ImportOptions,
     ) -> Result<(Pool, ImportReport), PoolError> {
+        options
+            .tunables
+            .validate()
+            .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         let config = found.config.clone();
         let unsupported: Vec<&String> = config
@@ -1010,8 +1056,13 @@ impl Pool {
             .filter_map(|slot| Uberblock::decode(slot).ok().flatten())
             .filter(|ub| ub.guid_sum == guid_sum)
             .collect();
-        uberblocks.sort_by(|a, b| (b.txg, b.timestamp).cmp(&(a.txg, a.timestamp)));
+        uberblocks.sort_by_key(|ub| std::cmp::Reverse((ub.txg, ub.timestamp)));
         uberblocks.dedup_by(|a, b| a.txg == b.txg);
+        // Only the newest uberblock and the TXG_DEFER_SIZE before it are guaranteed intact:
+        // space freed by a txg is reused from the third txg after it (invariant 3).
+        if let Some(newest) = uberblocks.first().map(|ub| ub.txg) {
+            uberblocks.retain(|ub| ub.txg.0 + crate::types::TXG_DEFER_SIZE as u64 >= newest.0);
+        }
         let mut skipped = Vec::new();
         for uberblock in uberblocks {
             match Pool::open_at(
@@ -1086,7 +1137,12 @@ impl Pool {
         {
             let storage = MosSpaceStorage { mos: &mos };
             for top in &vdevs.tops {
-                let array = top.metaslab_array();
+                // The MOS of this uberblock, not the (possibly newer) label config, says which
+                // metaslab array exists.
+                let array =
+                    lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, &metaslab_array_key(top.id))?
+                        .map_or(ObjectId(0), ObjectId);
+                top.set_metaslab_array(array);
                 space.add_vdev(
                     top.id,
                     top.asize,

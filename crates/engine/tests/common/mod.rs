@@ -18,7 +18,7 @@ pub fn tiny() -> Tunables {
     Tunables::tiny()
 }
 
-pub fn create_pool(dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
+pub fn create_pool(_dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
     Pool::create(CreateOptions {
         name: name.into(),
         vdevs,
@@ -83,7 +83,7 @@ pub fn create_file(
 /// Deterministic bytes: a mix of compressible and incompressible content by `seed`.
 pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let compressible = seed % 3 == 0;
+    let compressible = seed.is_multiple_of(3);
     let mut out = Vec::with_capacity(length + 8);
     while out.len() < length {
         state ^= state << 13;
