@@ -104,8 +104,9 @@ tunables! {
     recordsize: u32 = 128 << 10,
     /// Bytes the block cache may hold (the ARC's arc_c_max, until the ARC replaces it).
     arc_max: u64 = 256 << 20,
-    /// Sector shift of new vdevs (ashift); 9 = 512 bytes, 12 = 4 KiB.
-    vdev_ashift: u32 = 9,
+    /// Sector shift of new vdevs (ashift); 9 = 512 bytes, 12 = 4 KiB. 12 by default, as
+    /// OpenZFS users set for modern disks: every block is 4 KiB aligned, which direct I/O needs.
+    vdev_ashift: u32 = 12,
 }
 
 impl Tunables {
@@ -135,6 +136,7 @@ impl Tunables {
             dnode_block_size: 4 << 10,
             recordsize: 4 << 10,
             arc_max: 1 << 20,
+            vdev_ashift: 9,
             ..Tunables::default()
         }
     }

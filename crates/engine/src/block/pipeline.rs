@@ -22,6 +22,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX,
     EMBEDDED_PAYLOAD_MAX,
 };
+use crate::block::issue::WriteQueue;
 use crate::block::{checksum, compress};
 use crate::cache::{BlockCache, BlockKey};
 use crate::space::storage::SpaceStorage;
@@ -77,6 +78,7 @@ pub struct BlockIo {
     /// Sector shift used to round allocations (the largest ashift of the pool's vdevs).
     pub ashift: u32,
     writable: AtomicBool,
+    writes: WriteQueue,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -98,6 +100,7 @@ impl BlockIo {
             tunables,
             ashift,
             writable: AtomicBool::new(writable),
+            writes: WriteQueue::new(4),
         }
     }
 
@@ -115,6 +118,34 @@ impl BlockIo {
     pub fn write(
         &self,
         data: &[u8],
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        self.write_inner(data, None, props, fill_count, at, old, storage)
+    }
+
+    /// As [`BlockIo::write`] for a buffer the caller shares: the cache keeps the same buffer
+    /// instead of a copy.
+    pub fn write_shared(
+        &self,
+        data: &Arc<Vec<u8>>,
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        self.write_inner(data, Some(data), props, fill_count, at, old, storage)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_inner(
+        &self,
+        data: &[u8],
+        shared: Option<&Arc<Vec<u8>>>,
         props: &WriteProps,
         fill_count: u64,
         at: SyncPoint,
@@ -158,8 +189,18 @@ impl BlockIo {
         bp.checksum = checksum::compute(props.checksum, physical);
         let sector = 1u64 << self.ashift;
         let size_allocated = round_up(physical.len() as u64, sector);
-        let mut padded = physical.to_vec();
-        padded.resize(size_allocated as usize, 0);
+        // Pad to whole sectors only when the stored bytes do not fill them already; share the
+        // caller's buffer when it is already exactly what goes to disk.
+        let padded: Arc<Vec<u8>> = match shared {
+            Some(shared) if compressed.is_none() && shared.len() as u64 == size_allocated => {
+                shared.clone()
+            }
+            _ => {
+                let mut copy = physical.to_vec();
+                copy.resize(size_allocated as usize, 0);
+                Arc::new(copy)
+            }
+        };
 
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let rewrite = old.filter(|old| {
@@ -200,14 +241,39 @@ impl BlockIo {
                 .vdevs
                 .top(dva.vdev)
                 .expect("allocator returned an unknown vdev");
-            if let Err(error) = top.write(dva.offset, &padded) {
-                return Err(PipelineError::WriteFailed(error.to_string()));
-            }
+            self.writes.submit(top.clone(), dva.offset, padded.clone());
         }
         if let Some(key) = BlockKey::of(&bp) {
-            self.cache.insert(key, Arc::new(data.to_vec()));
+            let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
+            self.cache.insert(key, contents);
         }
         Ok(bp)
+    }
+
+    /// Wait for every write issued so far to finish (the barrier before the vdevs are flushed
+    /// and the uberblock written). Fails if any write reached no device.
+    pub fn wait_writes(&self) -> Result<(), PipelineError> {
+        self.writes
+            .wait()
+            .map_err(|errors| PipelineError::WriteFailed(errors.join("; ")))
+    }
+
+    /// Read one copy from one mirror child into `buffer`: from the in-flight write if there is
+    /// one (the disk may still hold older bytes), else from the device.
+    fn read_copy(
+        &self,
+        top: &crate::vdev::TopVdev,
+        child: usize,
+        dva: &Dva,
+        buffer: &mut [u8],
+    ) -> Result<(), crate::vdev::VdevError> {
+        if let Some(data) = self.writes.in_flight(dva.vdev, dva.offset) {
+            if data.len() == buffer.len() {
+                buffer.copy_from_slice(&data);
+                return Ok(());
+            }
+        }
+        top.read_child(child, dva.offset, buffer)
     }
 
     /// Free every DVA of a block in syncing txg `txg`. Holes and embedded blocks own no space.
@@ -279,7 +345,7 @@ impl BlockIo {
             let top = self.vdevs.top(dva.vdev).expect("validated");
             for child in 0..top.child_count() {
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
-                if top.read_child(child, dva.offset, &mut buffer).is_err() {
+                if self.read_copy(top, child, dva, &mut buffer).is_err() {
                     bad.push((*dva, child));
                     continue;
                 }
@@ -325,7 +391,7 @@ impl BlockIo {
             for child in 0..top.child_count() {
                 report.copies += 1;
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
-                let ok = top.read_child(child, dva.offset, &mut buffer).is_ok() && {
+                let ok = self.read_copy(top, child, dva, &mut buffer).is_ok() && {
                     buffer.truncate(bp.size_physical as usize);
                     checksum::compute(bp.checksum_type, &buffer) == bp.checksum
                 };

@@ -13,6 +13,7 @@
 //! that in later sync passes a block born in this txg can be rewritten in place.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::phys::DnodePhys;
 use super::{BlockLifecycle, ObjectError};
@@ -281,7 +282,7 @@ impl<'a> TreeSync<'a> {
     }
 
     /// Write data block `blkid`.
-    pub fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), ObjectError> {
+    pub fn write_block(&mut self, blkid: u64, data: &Arc<Vec<u8>>) -> Result<(), ObjectError> {
         self.grow_to(blkid)?;
         let old = if self.dnode.levels == 1 {
             self.dnode.blkptr.clone()

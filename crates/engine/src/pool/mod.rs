@@ -609,6 +609,7 @@ impl PoolCore {
 
     /// Steps 3–6 of the commit protocol.
     fn commit(&self, txg: Txg, mos_root: &BlockPtr) -> Result<(), PoolError> {
+        self.io.wait_writes()?;
         self.flush()?;
         let config_dirty = self.config.lock().dirty;
         if config_dirty {

@@ -1,0 +1,154 @@
+//! The write issue queue: device writes of the syncing txg run on a few I/O threads, so that the
+//! sync thread can compress and checksum the next block while earlier ones are on their way to
+//! the disks (OpenZFS's z_wr_iss taskq).
+//!
+//! A write is *in flight* from [`WriteQueue::submit`] until a worker has finished it. Reads of a
+//! block whose write is in flight are served from the in-flight buffer (the bytes on disk may
+//! still be old), so nothing ever reads a half-written copy. [`WriteQueue::wait`] is the barrier
+//! the sync driver calls before it flushes the vdevs and writes the uberblock: it returns the
+//! first write that reached no device, which fails the txg (the pool suspends).
+
+use std::collections::HashMap;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::types::VdevId;
+use crate::vdev::TopVdev;
+
+struct Job {
+    top: Arc<TopVdev>,
+    offset: u64,
+    data: Arc<Vec<u8>>,
+}
+
+/// Bytes being written to one place, and how many writes there are still running.
+type Pending = (Arc<Vec<u8>>, usize);
+
+#[derive(Default)]
+struct InFlight {
+    /// (vdev, offset) -> bytes being written there (every copy of a block has its own key).
+    buffers: HashMap<(VdevId, u64), Pending>,
+    count: usize,
+    errors: Vec<String>,
+}
+
+struct Shared {
+    in_flight: Mutex<InFlight>,
+    drained: Condvar,
+}
+
+/// Asynchronous device writes with a completion barrier. See the module documentation.
+pub struct WriteQueue {
+    sender: Mutex<Option<SyncSender<Job>>>,
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Jobs queued ahead of the workers before `submit` blocks (back-pressure on the sync thread).
+const QUEUE_DEPTH: usize = 32;
+
+impl WriteQueue {
+    pub fn new(threads: usize) -> WriteQueue {
+        let (sender, receiver) = sync_channel::<Job>(QUEUE_DEPTH);
+        let receiver = Arc::new(Mutex::new(receiver));
+        let shared = Arc::new(Shared {
+            in_flight: Mutex::new(InFlight::default()),
+            drained: Condvar::new(),
+        });
+        let workers = (0..threads.max(1))
+            .map(|index| {
+                let receiver: Arc<Mutex<Receiver<Job>>> = receiver.clone();
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("tarn-wr-iss-{index}"))
+                    .spawn(move || loop {
+                        let job = match receiver.lock().recv() {
+                            Ok(job) => job,
+                            Err(_) => return,
+                        };
+                        let result = job.top.write(job.offset, &job.data);
+                        let mut in_flight = shared.in_flight.lock();
+                        if let Err(error) = result {
+                            in_flight.errors.push(error.to_string());
+                        }
+                        let key = (job.top.id, job.offset);
+                        if let Some((_, pending)) = in_flight.buffers.get_mut(&key) {
+                            *pending -= 1;
+                            if *pending == 0 {
+                                in_flight.buffers.remove(&key);
+                            }
+                        }
+                        in_flight.count -= 1;
+                        shared.drained.notify_all();
+                    })
+                    .expect("spawn an I/O thread")
+            })
+            .collect();
+        WriteQueue {
+            sender: Mutex::new(Some(sender)),
+            shared,
+            workers: Mutex::new(workers),
+        }
+    }
+
+    /// Queue a write of `data` at `offset` of `top` (every mirror child). A write to a place
+    /// with a write still in flight (an in-place rewrite in a later sync pass) first waits for
+    /// that one, so that the disk sees them in order.
+    pub fn submit(&self, top: Arc<TopVdev>, offset: u64, data: Arc<Vec<u8>>) {
+        {
+            let mut in_flight = self.shared.in_flight.lock();
+            while in_flight.buffers.contains_key(&(top.id, offset)) {
+                self.shared.drained.wait(&mut in_flight);
+            }
+            in_flight.count += 1;
+            in_flight
+                .buffers
+                .insert((top.id, offset), (data.clone(), 1));
+        }
+        let sender = self
+            .sender
+            .lock()
+            .clone()
+            .expect("write queue used after shutdown");
+        sender
+            .send(Job { top, offset, data })
+            .expect("I/O threads alive while the queue is open");
+    }
+
+    /// The bytes being written at (vdev, offset), if a write there is in flight.
+    pub fn in_flight(&self, vdev: VdevId, offset: u64) -> Option<Arc<Vec<u8>>> {
+        self.shared
+            .in_flight
+            .lock()
+            .buffers
+            .get(&(vdev, offset))
+            .map(|(data, _)| data.clone())
+    }
+
+    /// Wait until every submitted write has finished; the errors of writes that reached no
+    /// device since the last call, if any.
+    pub fn wait(&self) -> Result<(), Vec<String>> {
+        let mut in_flight = self.shared.in_flight.lock();
+        while in_flight.count > 0 {
+            self.shared.drained.wait(&mut in_flight);
+        }
+        if in_flight.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(std::mem::take(&mut in_flight.errors))
+        }
+    }
+}
+
+impl Drop for WriteQueue {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        self.sender.lock().take();
+        for worker in self.workers.lock().drain(..) {
+            let _ = worker.join();
+        }
+    }
+}
