@@ -131,7 +131,6 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                 objset
                     .write(&hold.tx(), object, written, &buffer[at..at + record])
                     .map_err(|e| Failure(e.to_string()))?;
-                hold.add_dirty(record as u64);
                 written += record as u64;
             }
             pool.sync()?;

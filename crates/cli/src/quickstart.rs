@@ -112,7 +112,6 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         objset
             .write(&hold.tx(), object, range.start as u64, &data[range])
             .map_err(|e| Failure(e.to_string()))?;
-        hold.add_dirty(1 << 20);
     }
     let txg = pool.sync()?;
     println!(

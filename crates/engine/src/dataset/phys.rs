@@ -198,3 +198,33 @@ mod tests {
         assert!(DatasetPhys::decode(&[0u8; 10]).is_err());
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn dataset_records_decode_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = DatasetPhys::decode(&bytes);
+            let _ = DatasetDirPhys::decode(&bytes);
+        }
+
+        #[test]
+        fn dataset_dir_round_trips(values in proptest::collection::vec(any::<u64>(), 9)) {
+            let dir = DatasetDirPhys {
+                head_dataset_object: ObjectId(values[0]),
+                parent_dir_object: ObjectId(values[1]),
+                origin_snapshot_object: ObjectId(values[2]),
+                children_object: ObjectId(values[3]),
+                properties_object: ObjectId(values[4]),
+                creation_time: values[5],
+                used_bytes: values[6],
+                compressed_bytes: values[7],
+                uncompressed_bytes: values[8],
+            };
+            prop_assert_eq!(DatasetDirPhys::decode(&dir.encode()).unwrap(), dir);
+        }
+    }
+}

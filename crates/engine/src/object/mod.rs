@@ -57,6 +57,8 @@ use parking_lot::Mutex;
 use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, ObjectType};
 use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint, WriteProps};
 use crate::space::storage::SpaceStorage;
+pub use crate::txg::Tx;
+use crate::txg::TxgManager;
 use crate::types::{ObjectId, Txg};
 use phys::{DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE};
 use tree::TreeSync;
@@ -92,21 +94,6 @@ impl From<BlockError> for ObjectError {
 pub trait BlockLifecycle: Send + Sync {
     fn block_born(&self, bp: &BlockPtr, at: SyncPoint);
     fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError>;
-}
-
-/// A transaction: the txg that changes made under it belong to. Obtained from the txg layer
-/// (which holds the txg open until the transaction is dropped) or, in syncing context, made for
-/// the syncing txg with [`Tx::syncing`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tx {
-    pub txg: Txg,
-}
-
-impl Tx {
-    /// A transaction for changes made by the sync thread itself to the txg it is syncing.
-    pub fn syncing(txg: Txg) -> Tx {
-        Tx { txg }
-    }
 }
 
 /// Properties of a new object.
@@ -192,6 +179,8 @@ pub struct ObjectSet {
     lifecycle: Arc<dyn BlockLifecycle>,
     /// Copies for metadata blocks of this set (dnode blocks, header).
     metadata_copies: u8,
+    /// Where open-context changes report their dirty bytes (write throttle, sync trigger).
+    dirty_accounting: Mutex<Option<Arc<TxgManager>>>,
     state: Mutex<State>,
 }
 
@@ -291,6 +280,7 @@ impl ObjectSet {
             kind,
             lifecycle,
             metadata_copies,
+            dirty_accounting: Mutex::new(None),
             state: Mutex::new(State {
                 synced_root,
                 synced_meta_dnode: meta_dnode,
@@ -669,10 +659,24 @@ impl ObjectSet {
         Ok(())
     }
 
+    /// Report this set's dirty bytes to `manager` from now on (the pool does this for every
+    /// dataset; the MOS, written only in syncing context, is not throttled).
+    pub fn set_dirty_accounting(&self, manager: Arc<TxgManager>) {
+        *self.dirty_accounting.lock() = Some(manager);
+    }
+
     fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
-        let mut state = self.state.lock();
-        let record = state.record(tx.txg, object);
-        record.blocks.insert(blkid, Arc::new(block));
+        let bytes = block.len() as u64;
+        let replaced = {
+            let mut state = self.state.lock();
+            let record = state.record(tx.txg, object);
+            record.blocks.insert(blkid, Arc::new(block)).is_some()
+        };
+        if !replaced {
+            if let Some(manager) = self.dirty_accounting.lock().as_ref() {
+                manager.add_dirty(tx.txg, bytes);
+            }
+        }
     }
 
     /// Free `length` bytes at `offset` (`u64::MAX` length: to the end). Whole blocks inside the

@@ -253,3 +253,86 @@ impl ObjsetHeader {
         Ok(ObjsetHeader { meta_dnode, kind })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample_dnode(levels: u8, bonus: Vec<u8>) -> DnodePhys {
+        DnodePhys {
+            object_type: ObjectType::PlainFile,
+            indirect_block_shift: 12,
+            levels,
+            bonus_type: ObjectType::None,
+            checksum: ChecksumType::Blake3,
+            compression: Compression::Zstd { level: 3 },
+            data_block_size: 4096,
+            copies: 2,
+            max_blkid: 77,
+            size_allocated: 123 * 512,
+            generation: Txg(9),
+            blkptr: BlockPtr::hole(Txg(9), ObjectType::PlainFile, levels - 1),
+            bonus,
+        }
+    }
+
+    #[test]
+    fn dnode_round_trips_and_free_slots_decode_free() {
+        let dnode = sample_dnode(3, vec![7; 100]);
+        assert_eq!(DnodePhys::decode(&dnode.encode()).unwrap(), dnode);
+        assert!(DnodePhys::decode(&[0u8; DNODE_SIZE]).unwrap().is_free());
+        assert!(DnodePhys::decode(&[0u8; 10]).is_err());
+        let mut bad = dnode.encode();
+        bad[2] = LEVELS_MAX + 1;
+        assert!(
+            DnodePhys::decode(&bad).is_err(),
+            "too many levels must be refused"
+        );
+        let mut bad = dnode.encode();
+        bad[14] = 4;
+        assert!(
+            DnodePhys::decode(&bad).is_err(),
+            "four copies must be refused"
+        );
+    }
+
+    #[test]
+    fn objset_header_round_trips_and_rejects_wrong_kinds() {
+        let mut meta = sample_dnode(1, Vec::new());
+        meta.object_type = ObjectType::Dnode;
+        meta.blkptr = BlockPtr::hole(Txg(0), ObjectType::Dnode, 0);
+        let header = ObjsetHeader {
+            meta_dnode: meta,
+            kind: ObjsetKind::FileSystem,
+        };
+        assert_eq!(ObjsetHeader::decode(&header.encode()).unwrap(), header);
+        let mut bad = header.encode();
+        bad[512] = 9;
+        assert!(ObjsetHeader::decode(&bad).is_err());
+        assert!(
+            ObjsetHeader::decode(&[0u8; OBJSET_HEADER_SIZE]).is_err(),
+            "a zero header has no meta-dnode"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn dnode_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
+            let _ = DnodePhys::decode(&bytes);
+        }
+
+        #[test]
+        fn objset_header_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), OBJSET_HEADER_SIZE..=OBJSET_HEADER_SIZE)) {
+            let _ = ObjsetHeader::decode(&bytes);
+        }
+
+        #[test]
+        fn valid_dnodes_round_trip(levels in 1u8..=LEVELS_MAX, bonus in proptest::collection::vec(any::<u8>(), 0..=DNODE_BONUS_SIZE_MAX), max_blkid: u64, size_allocated: u64) {
+            let mut dnode = sample_dnode(levels, bonus);
+            dnode.max_blkid = max_blkid;
+            dnode.size_allocated = size_allocated;
+            prop_assert_eq!(DnodePhys::decode(&dnode.encode()).unwrap(), dnode);
+        }
+    }
+}

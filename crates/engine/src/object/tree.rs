@@ -104,7 +104,12 @@ impl<'a> TreeSync<'a> {
         WriteProps {
             checksum: self.dnode.checksum,
             compression: self.dnode.compression,
-            copies: self.dnode.copies,
+            // Indirect blocks are metadata: one more copy than the data, at most three.
+            copies: if level > 0 {
+                (self.dnode.copies + 1).min(3)
+            } else {
+                self.dnode.copies
+            },
             object_type: self.dnode.object_type,
             level,
         }

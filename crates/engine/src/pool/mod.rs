@@ -892,6 +892,7 @@ impl Pool {
         });
         // The creating txg is synced right here, before any other transaction can exist.
         core.sync_txg(txg)?;
+        core.root.objset().set_dirty_accounting(core.txgs.clone());
         let pool = Pool {
             core: core.clone(),
             sync_thread: Mutex::new(None),
@@ -977,6 +978,15 @@ impl Pool {
             .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         let config = found.config.clone();
+        if config.version > POOL_VERSION {
+            return Err(PoolError::UnsupportedFeatures {
+                name: config.name.clone(),
+                features: format!(
+                    "pool format version {} (this build reads up to {POOL_VERSION})",
+                    config.version
+                ),
+            });
+        }
         let unsupported: Vec<&String> = config
             .features_for_read
             .iter()
@@ -1186,6 +1196,7 @@ impl Pool {
             }),
             tunables: tunables.clone(),
         });
+        core.root.objset().set_dirty_accounting(core.txgs.clone());
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),

@@ -27,9 +27,23 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::object::Tx;
 use crate::tunables::Tunables;
 use crate::types::{Txg, TXG_SIZE};
+
+/// A transaction: the txg that changes made under it belong to. Obtained from the txg layer
+/// (which holds the txg open until the transaction is dropped) or, in syncing context, made for
+/// the syncing txg with [`Tx::syncing`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tx {
+    pub txg: Txg,
+}
+
+impl Tx {
+    /// A transaction for changes made by the sync thread itself to the txg it is syncing.
+    pub fn syncing(txg: Txg) -> Tx {
+        Tx { txg }
+    }
+}
 
 struct Inner {
     open: Txg,
@@ -190,7 +204,8 @@ impl TxgManager {
         }
     }
 
-    fn add_dirty(&self, txg: Txg, bytes: u64) {
+    /// Account `bytes` of new dirty data to `txg` (object sets call this as blocks are dirtied).
+    pub fn add_dirty(&self, txg: Txg, bytes: u64) {
         let mut inner = self.inner.lock();
         inner.dirty_bytes[txg.slot()] += bytes;
         let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;

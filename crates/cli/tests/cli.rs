@@ -1,0 +1,1134 @@
+//! End-to-end tests of the `tarn` binary, run as a user would run it: real pools on sparse files
+//! in temporary directories, one process per command (until the daemon exists every verb imports
+//! the pool for the duration of one command and exports it again).
+//!
+//! Every command goes through [`Fixture::run`], which fails the test if the binary panicked
+//! (exit status 101) or was killed by a signal.
+//!
+//! Tests marked `#[ignore = "..."]` expose bugs that are not fixed yet; run them with
+//! `cargo test -p tarn-cli --test cli -- --ignored`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+const MIB: u64 = 1 << 20;
+
+/// What one run of the binary did.
+struct Run {
+    command: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Run {
+    /// Assert exit status 0 and return self for chaining.
+    #[track_caller]
+    fn success(self) -> Run {
+        assert_eq!(self.code, 0, "expected success:\n{self}");
+        self
+    }
+
+    /// Assert a non-zero exit status and a message on stderr containing every one of `needles`
+    /// (case-insensitive).
+    #[track_caller]
+    fn failure(self, needles: &[&str]) -> Run {
+        assert_ne!(self.code, 0, "expected a failure:\n{self}");
+        assert!(
+            !self.stderr.trim().is_empty(),
+            "a failure must say why on stderr:\n{self}"
+        );
+        let stderr = self.stderr.to_lowercase();
+        for needle in needles {
+            assert!(
+                stderr.contains(&needle.to_lowercase()),
+                "stderr should mention {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+
+    #[track_caller]
+    fn stdout_has(self, needles: &[&str]) -> Run {
+        for needle in needles {
+            assert!(
+                self.stdout.contains(needle),
+                "stdout should contain {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+
+    #[track_caller]
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|error| panic!("stdout is not JSON ({error}):\n{self}"))
+    }
+}
+
+/// A temporary directory holding the vdev files of the pools of one test.
+struct Fixture {
+    dir: TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The directory as a string, for `-d`.
+    fn d(&self) -> String {
+        self.dir().to_str().expect("utf-8 temp dir").to_string()
+    }
+
+    /// The absolute path of a file in the directory, as a string.
+    fn path(&self, name: &str) -> String {
+        self.dir()
+            .join(name)
+            .to_str()
+            .expect("utf-8 temp dir")
+            .to_string()
+    }
+
+    /// `tarn ARGS` in the fixture's directory, with no `TARN_*` variables from the caller.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(TARN);
+        command
+            .args(args)
+            .current_dir(self.dir())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("TARN_") {
+                command.env_remove(key);
+            }
+        }
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.run_env(&[], args)
+    }
+
+    /// Run `tarn ARGS` in the fixture's directory with a clean `TARN_*` environment plus `env`.
+    fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let mut command = self.command(args);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let output = command.output().expect("spawn tarn");
+        let env_text: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let command_text = format!("{env_text}tarn {}", args.join(" "));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let Some(code) = output.status.code() else {
+            panic!(
+                "`{command_text}` was killed by a signal ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                output.status
+            );
+        };
+        let run = Run {
+            command: command_text,
+            code,
+            stdout,
+            stderr,
+        };
+        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
+        run
+    }
+
+    /// `tarn pool create -s 128M NAME VDEVSPEC...`, where every word but `mirror` is a file name
+    /// in the fixture directory.
+    #[track_caller]
+    fn create(&self, name: &str, spec: &[&str]) -> Run {
+        let mut args: Vec<String> = ["pool", "create", "-s", "128M", name]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for word in spec {
+            args.push(if *word == "mirror" {
+                word.to_string()
+            } else {
+                self.path(word)
+            });
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run(&args)
+            .success()
+            .stdout_has(&[&format!("created pool {name}")])
+    }
+
+    /// Names of the pools `tarn pool import -d DIR` lists, with their state word.
+    #[track_caller]
+    fn importable(&self) -> Vec<(String, String)> {
+        let run = self.run(&["pool", "import", "-d", &self.d()]).success();
+        let mut pools = Vec::new();
+        let mut name = None;
+        for line in run.stdout.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("pool:") {
+                name = Some(rest.trim().to_string());
+            } else if let Some(rest) = line.strip_prefix("state:") {
+                let state = rest.split_whitespace().next().unwrap_or("").to_string();
+                pools.push((name.take().expect("state after pool"), state));
+            }
+        }
+        pools
+    }
+
+    /// `tarn check -d DIR POOL` succeeds and reports a clean pool; returns (bad, repaired).
+    #[track_caller]
+    fn check_clean(&self, pool: &str) -> (u64, u64) {
+        let run = self
+            .run(&["check", "-d", &self.d(), pool])
+            .success()
+            .stdout_has(&[&format!("checked pool {pool}"), "no errors found"]);
+        copies_bad_repaired(&run)
+    }
+
+    /// Size and modification time of every file in the directory: a failed command must leave
+    /// this unchanged (no file created, none written).
+    fn snapshot(&self) -> BTreeMap<PathBuf, (u64, SystemTime)> {
+        std::fs::read_dir(self.dir())
+            .expect("read dir")
+            .map(|entry| {
+                let entry = entry.expect("dir entry");
+                let meta = entry.metadata().expect("metadata");
+                (entry.path(), (meta.len(), meta.modified().expect("mtime")))
+            })
+            .collect()
+    }
+
+    /// Overwrite `length` bytes of `file` at `offset` with pseudo-random bytes.
+    fn scribble(&self, file: &str, offset: u64, length: u64) {
+        let handle = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir().join(file))
+            .expect("open vdev file");
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut buffer = vec![0u8; MIB as usize];
+        let mut done = 0;
+        while done < length {
+            for chunk in buffer.chunks_mut(8) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            }
+            let n = (length - done).min(MIB) as usize;
+            handle
+                .write_all_at(&buffer[..n], offset + done)
+                .expect("scribble");
+            done += n as u64;
+        }
+        handle.sync_all().expect("sync");
+    }
+}
+
+/// Parse "copies verified: N (B bad, R repaired)" from `check` output.
+#[track_caller]
+fn copies_bad_repaired(run: &Run) -> (u64, u64) {
+    let line = run
+        .stdout
+        .lines()
+        .find(|line| line.contains("copies verified:"))
+        .unwrap_or_else(|| panic!("no 'copies verified' line:\n{run}"));
+    let inside = line
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inside, _)| inside)
+        .unwrap_or_else(|| panic!("unexpected copies line {line:?}"));
+    let mut bad = None;
+    let mut repaired = None;
+    for part in inside.split(',') {
+        let mut words = part.split_whitespace();
+        let number: u64 = words.next().and_then(|w| w.parse().ok()).unwrap();
+        match words.next() {
+            Some("bad") => bad = Some(number),
+            Some("repaired") => repaired = Some(number),
+            other => panic!("unexpected word {other:?} in {line:?}"),
+        }
+    }
+    (bad.expect("bad count"), repaired.expect("repaired count"))
+}
+
+/// `-H -p -o name,size,alloc` rows.
+#[track_caller]
+fn exact_sizes(run: &Run) -> BTreeMap<String, (u64, u64)> {
+    run.stdout
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            assert_eq!(
+                fields.len(),
+                3,
+                "three tab-separated fields in {line:?}:\n{run}"
+            );
+            let number = |text: &str| -> u64 {
+                text.parse()
+                    .unwrap_or_else(|_| panic!("{text:?} is not an exact number:\n{run}"))
+            };
+            (
+                fields[0].to_string(),
+                (number(fields[1]), number(fields[2])),
+            )
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------------------
+// 1. Lifecycle
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn lifecycle_of_a_single_vdev_pool() {
+    let t = Fixture::new();
+    let d = t.d();
+    let vdev = t.path("a.img");
+
+    let created = t
+        .run(&["pool", "create", "-s", "128M", "tank", &vdev])
+        .success();
+    assert!(created.stdout.contains("created pool tank"), "{created}");
+    let meta = std::fs::metadata(&vdev).expect("pool create makes the vdev file");
+    assert_eq!(meta.len(), 128 * MIB, "file has the size given with -s");
+
+    // Human listing: header, then the pool with a human size.
+    let list = t.run(&["pool", "list", "-d", &d]).success();
+    let mut lines = list.stdout.lines();
+    let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
+    assert_eq!(header[..3], ["NAME", "SIZE", "ALLOC"], "{list}");
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(row[0], "tank", "{list}");
+    assert!(
+        row[1].ends_with('M') && row[1].trim_end_matches('M').parse::<f64>().unwrap() > 100.0,
+        "human size of a 128M pool: {list}"
+    );
+    assert_eq!(lines.next(), None, "one pool only:\n{list}");
+
+    // Scripted listing: no header, tabs, exact bytes.
+    let exact = t
+        .run(&[
+            "pool",
+            "list",
+            "-H",
+            "-p",
+            "-o",
+            "name,size,alloc",
+            "-d",
+            &d,
+        ])
+        .success();
+    let sizes = exact_sizes(&exact);
+    let &(size, alloc) = sizes.get("tank").expect("tank listed");
+    assert_eq!(sizes.len(), 1, "{exact}");
+    assert!(
+        size > 100 * MIB && size <= 128 * MIB,
+        "size {size}:\n{exact}"
+    );
+    assert!(
+        alloc > 0 && alloc < size,
+        "alloc {alloc} of {size}:\n{exact}"
+    );
+
+    // JSON listing agrees with the exact numbers.
+    let json = t.run(&["pool", "list", "-j", "-d", &d]).success().json();
+    let pools = json["pools"].as_array().expect("a pools array");
+    assert_eq!(pools.len(), 1, "{json}");
+    assert_eq!(pools[0]["name"], "tank");
+    assert_eq!(pools[0]["size"].as_u64(), Some(size), "{json}");
+    assert_eq!(pools[0]["alloc"].as_u64(), Some(alloc), "{json}");
+    assert_eq!(pools[0]["free"].as_u64(), Some(size - alloc), "{json}");
+    assert_eq!(pools[0]["health"], "ONLINE");
+
+    // Metaslabs: text and JSON, consistent with the pool's size and allocation.
+    let metaslabs = t.run(&["debug", "metaslabs", "-d", &d, "tank"]).success();
+    let first = metaslabs.stdout.lines().next().unwrap_or("");
+    let count: usize = first
+        .strip_prefix("vdev 0: ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("'vdev 0: N metaslabs' expected:\n{metaslabs}"));
+    assert!(count > 0, "{metaslabs}");
+    // Header line plus one line per metaslab.
+    assert_eq!(metaslabs.stdout.lines().count(), 2 + count, "{metaslabs}");
+    let json = t
+        .run(&["debug", "metaslabs", "-j", "-d", &d, "tank"])
+        .success()
+        .json();
+    assert_eq!(json["pool"], "tank");
+    let vdevs = json["vdevs"].as_array().expect("vdevs array");
+    assert_eq!(vdevs.len(), 1, "{json}");
+    let ms = vdevs[0]["metaslabs"].as_array().expect("metaslabs array");
+    assert_eq!(ms.len(), count, "text and JSON agree on the metaslab count");
+    let ms_size: u64 = ms.iter().map(|m| m["size"].as_u64().unwrap()).sum();
+    let ms_alloc: u64 = ms.iter().map(|m| m["allocated"].as_u64().unwrap()).sum();
+    assert_eq!(vdevs[0]["size"].as_u64(), Some(ms_size), "{json}");
+    assert_eq!(vdevs[0]["allocated"].as_u64(), Some(ms_alloc), "{json}");
+    assert_eq!(ms_size, size, "pool list size is the sum of the metaslabs");
+    assert_eq!(
+        ms_alloc, alloc,
+        "read-only imports must not change the allocation between commands"
+    );
+    let ms0_alloc = ms[0]["allocated"].as_u64().unwrap();
+    assert!(ms0_alloc > 0, "metaslab 0 holds the new pool's metadata");
+
+    // Space map of metaslab 0: records, and a header agreeing with the metaslab.
+    let spacemap = t
+        .run(&["debug", "spacemap", "-d", &d, "tank", "0", "0"])
+        .success();
+    let header = spacemap.stdout.lines().next().unwrap_or("");
+    assert!(
+        header.starts_with("space map object") && header.contains("vdev 0 metaslab 0"),
+        "{spacemap}"
+    );
+    assert!(
+        header.ends_with(&format!("allocated {ms0_alloc}")),
+        "space map header agrees with debug metaslabs ({ms0_alloc}):\n{spacemap}"
+    );
+    assert!(spacemap.stdout.contains("ALLOC ["), "{spacemap}");
+    t.run(&["debug", "spacemap", "-d", &d, "tank", "0", "9999"])
+        .failure(&["no metaslab 9999"]);
+    t.run(&["debug", "spacemap", "-d", &d, "tank", "7", "0"])
+        .failure(&["no vdev 7"]);
+
+    // Status: the vdev path and ONLINE, in text and JSON.
+    let status = t.run(&["pool", "status", "-d", &d, "tank"]).success();
+    assert!(status.stdout.contains("pool: tank"), "{status}");
+    let vdev_line = status
+        .stdout
+        .lines()
+        .find(|line| line.contains(&vdev))
+        .unwrap_or_else(|| panic!("status names {vdev}:\n{status}"));
+    assert!(vdev_line.contains("ONLINE"), "{status}");
+    assert!(!status.stdout.contains("mirror"), "{status}");
+    let json = t.run(&["pool", "status", "-j", "-d", &d]).success().json();
+    let pools = json["pools"].as_array().expect("pools array");
+    assert_eq!(pools.len(), 1);
+    assert_eq!(pools[0]["name"], "tank");
+    assert_eq!(pools[0]["state"], "ONLINE");
+    assert_eq!(pools[0]["vdevs"][0]["children"][0]["path"], vdev.as_str());
+    assert_eq!(pools[0]["vdevs"][0]["children"][0]["state"], "ONLINE");
+    assert_eq!(pools[0]["vdevs"][0]["children"][0]["checksum_errors"], 0);
+
+    // Check.
+    assert_eq!(t.check_clean("tank"), (0, 0));
+
+    // Import: listing, then by name.
+    assert_eq!(
+        t.importable(),
+        vec![("tank".to_string(), "Exported".to_string())]
+    );
+    t.run(&["pool", "import", "-d", &d, "tank"])
+        .success()
+        .stdout_has(&["imported pool tank"]);
+    t.run(&["pool", "export", "-d", &d, "tank"])
+        .success()
+        .stdout_has(&["already exported"]);
+
+    // Destroy: the pool no longer imports.
+    t.run(&["pool", "destroy", "-d", &d, "tank"])
+        .success()
+        .stdout_has(&["destroyed pool tank"]);
+    t.run(&["pool", "import", "-d", &d, "tank"])
+        .failure(&["tank"]);
+    t.run(&["check", "-d", &d, "tank"]).failure(&["tank"]);
+    let list = t.run(&["pool", "list", "-H", "-d", &d]).success();
+    assert!(!list.stdout.contains("tank"), "{list}");
+    // A destroyed pool's device can be reused without -f.
+    t.run(&["pool", "create", "tank2", &vdev]).success();
+    t.check_clean("tank2");
+}
+
+#[test]
+#[ignore = "bug: `pool import -d DIR` still lists a destroyed pool (state: Destroyed); zpool hides it unless -D"]
+fn import_listing_omits_destroyed_pools() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    t.run(&["pool", "destroy", "-d", &t.d(), "tank"]).success();
+    let listed = t.importable();
+    assert!(
+        listed.iter().all(|(name, _)| name != "tank"),
+        "destroyed pool listed: {listed:?}"
+    );
+}
+
+#[test]
+#[ignore = "bug: `pool import POOL NEWNAME` prints 'exported pool POOL' (the old name) after renaming"]
+fn import_with_a_new_name() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    let run = t
+        .run(&["pool", "import", "-d", &d, "tank", "newtank"])
+        .success();
+    assert_eq!(
+        t.importable(),
+        vec![("newtank".to_string(), "Exported".to_string())]
+    );
+    t.check_clean("newtank");
+    assert!(
+        !run.stdout.contains("exported pool tank "),
+        "the pool is called newtank now:\n{run}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// 2. Mirrors and several top-level vdevs
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn mirror_and_two_top_level_vdevs() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("m", &["mirror", "m0.img", "m1.img"]);
+    t.create("s", &["s0.img", "s1.img"]);
+    for file in ["m0.img", "m1.img", "s0.img", "s1.img"] {
+        assert_eq!(
+            std::fs::metadata(t.dir().join(file)).unwrap().len(),
+            128 * MIB
+        );
+    }
+
+    let sizes = exact_sizes(
+        &t.run(&[
+            "pool",
+            "list",
+            "-H",
+            "-p",
+            "-o",
+            "name,size,alloc",
+            "-d",
+            &d,
+        ])
+        .success(),
+    );
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    let (m_size, _) = sizes["m"];
+    let (s_size, _) = sizes["s"];
+    assert!(
+        m_size > 100 * MIB && m_size <= 128 * MIB,
+        "a mirror holds one side's worth: {m_size}"
+    );
+    assert!(
+        s_size > 200 * MIB && s_size <= 256 * MIB,
+        "two top-level vdevs add up: {s_size}"
+    );
+
+    // The mirror: mirror-0 with both children under it.
+    let status = t.run(&["pool", "status", "-d", &d, "m"]).success();
+    let lines: Vec<&str> = status.stdout.lines().collect();
+    let mirror_at = lines
+        .iter()
+        .position(|line| line.trim() == "mirror-0")
+        .unwrap_or_else(|| panic!("mirror-0 in status:\n{status}"));
+    for (offset, file) in ["m0.img", "m1.img"].iter().enumerate() {
+        let line = lines.get(mirror_at + 1 + offset).copied().unwrap_or("");
+        assert!(
+            line.contains(&t.path(file)) && line.contains("ONLINE"),
+            "{file} under mirror-0:\n{status}"
+        );
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        assert!(
+            indent(line) > indent(lines[mirror_at]),
+            "children indented under the mirror:\n{status}"
+        );
+    }
+    assert!(!status.stdout.contains("s0.img"), "only pool m:\n{status}");
+    let json = t
+        .run(&["pool", "status", "-j", "-d", &d, "m"])
+        .success()
+        .json();
+    let vdevs = json["pools"][0]["vdevs"].as_array().expect("vdevs");
+    assert_eq!(vdevs.len(), 1, "{json}");
+    assert_eq!(vdevs[0]["type"], "mirror");
+    assert_eq!(vdevs[0]["children"].as_array().unwrap().len(), 2);
+
+    // Two leaves: two top-level vdevs, no mirror.
+    let status = t.run(&["pool", "status", "-d", &d, "s"]).success();
+    assert!(!status.stdout.contains("mirror"), "{status}");
+    assert!(status.stdout.contains(&t.path("s0.img")), "{status}");
+    assert!(status.stdout.contains(&t.path("s1.img")), "{status}");
+    let json = t
+        .run(&["pool", "status", "-j", "-d", &d, "s"])
+        .success()
+        .json();
+    let vdevs = json["pools"][0]["vdevs"].as_array().expect("vdevs");
+    assert_eq!(vdevs.len(), 2, "{json}");
+    assert!(vdevs.iter().all(|v| v["type"] == "leaf"), "{json}");
+    let metaslabs = t
+        .run(&["debug", "metaslabs", "-j", "-d", &d, "s"])
+        .success()
+        .json();
+    assert_eq!(metaslabs["vdevs"].as_array().unwrap().len(), 2);
+    t.run(&["debug", "spacemap", "-d", &d, "s", "1", "0"])
+        .success();
+
+    assert_eq!(t.check_clean("m"), (0, 0));
+    assert_eq!(t.check_clean("s"), (0, 0));
+    // The status of all pools names both.
+    let all = t.run(&["pool", "status", "-d", &d]).success();
+    assert!(
+        all.stdout.contains("pool: m") && all.stdout.contains("pool: s"),
+        "{all}"
+    );
+}
+
+#[test]
+#[ignore = "bug: a mirror imported with one side missing silently becomes a single-leaf vdev: status says ONLINE (no DEGRADED, no mirror-0, missing device not named), check says 'no errors found', and the config is rewritten so the returned side is never used again"]
+fn mirror_with_a_missing_side_is_reported_and_recovers() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("m", &["mirror", "m0.img", "m1.img"]);
+    let away = t.dir().join("away");
+    std::fs::create_dir(&away).unwrap();
+    std::fs::rename(t.dir().join("m1.img"), away.join("m1.img")).unwrap();
+
+    let status = t.run(&["pool", "status", "-d", &d, "m"]);
+    assert!(
+        status.stdout.contains("DEGRADED") || status.stdout.contains("m1.img"),
+        "status must say a mirror side is missing:\n{status}"
+    );
+    t.run(&["check", "-d", &d, "m"]);
+
+    std::fs::rename(away.join("m1.img"), t.dir().join("m1.img")).unwrap();
+    t.check_clean("m");
+    let status = t.run(&["pool", "status", "-d", &d, "m"]).success();
+    assert!(
+        status.stdout.contains("mirror-0") && status.stdout.contains(&t.path("m1.img")),
+        "the returned side is part of the mirror again:\n{status}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// 3. Misuse: non-zero exit, a message naming the problem, nothing changed on disk
+// ------------------------------------------------------------------------------------------------
+
+/// Run each case against a directory holding one healthy pool `tank`; each must fail with its
+/// message and leave every file untouched; `tank` must still check clean afterwards.
+#[track_caller]
+fn assert_misuse(t: &Fixture, cases: &[(Vec<String>, Vec<&str>)]) {
+    let before = t.snapshot();
+    for (args, needles) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        t.run(&args).failure(needles);
+        assert_eq!(
+            t.snapshot(),
+            before,
+            "`tarn {}` changed files in the pool directory",
+            args.join(" ")
+        );
+    }
+    assert_eq!(
+        t.importable(),
+        vec![("tank".to_string(), "Exported".to_string())]
+    );
+    t.check_clean("tank");
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn create_usage_errors_change_nothing() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let new = t.path("new.img");
+    let new2 = t.path("new2.img");
+    let new3 = t.path("new3.img");
+    let cases = vec![
+        (words("pool create"), vec!["required", "<POOL>"]),
+        (words("pool create tank"), vec!["required", "<VDEVS>"]),
+        (
+            words(&format!("pool create -s 128M 1tank {new}")),
+            vec!["invalid pool name", "1tank", "start with a letter"],
+        ),
+        (
+            words(&format!("pool create -s 128M mirror {new}")),
+            vec!["invalid pool name", "\"mirror\""],
+        ),
+        (
+            words(&format!("pool create -s 128M a/b {new}")),
+            vec!["invalid pool name", "a/b"],
+        ),
+        (
+            words(&format!("pool create tank2 {new}")),
+            vec!["new.img", "does not exist", "-s"],
+        ),
+        (
+            words(&format!("pool create -s lots tank2 {new}")),
+            vec!["invalid size", "lots"],
+        ),
+        (
+            words(&format!("pool create -s 3X tank2 {new}")),
+            vec!["invalid size", "3X"],
+        ),
+        (
+            words(&format!("pool create -s 128M tank2 {new} {new}")),
+            vec!["new.img", "named twice"],
+        ),
+        (
+            words(&format!(
+                "pool create -s 128M tank2 {new} mirror {new2} {new}"
+            )),
+            vec!["new.img", "named twice"],
+        ),
+        (
+            words(&format!("pool create -s 128M tank2 mirror {new}")),
+            vec!["mirror", "two devices"],
+        ),
+        (
+            words(&format!("pool create -s 128M tank2 {new} mirror")),
+            vec!["mirror", "two devices"],
+        ),
+        (
+            words(&format!(
+                "pool create -s 128M tank2 raidz {new} {new2} {new3}"
+            )),
+            vec!["raidz", "not supported"],
+        ),
+        (
+            words(&format!("pool create -s 128M -o ashift=9 tank2 {new}")),
+            vec!["ashift"],
+        ),
+        (words("frobnicate"), vec!["frobnicate"]),
+        (words("pool frobnicate"), vec!["frobnicate"]),
+    ];
+    assert_misuse(&t, &cases);
+}
+
+#[test]
+fn create_over_another_pools_device_needs_force() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    let a = t.path("a.img");
+    // Without -f: refused, naming the pool the device belongs to and what to do.
+    assert_misuse(
+        &t,
+        &[
+            (
+                words(&format!("pool create other {a}")),
+                vec!["a.img", "\"tank\"", "-f"],
+            ),
+            (
+                words(&format!("pool create -s 128M other {a}")),
+                vec!["a.img", "\"tank\"", "-f"],
+            ),
+        ],
+    );
+    // With -f: the device now belongs to the new pool; the old one is gone.
+    t.run(&["pool", "create", "-f", "other", &a]).success();
+    assert_eq!(
+        t.importable(),
+        vec![("other".to_string(), "Exported".to_string())]
+    );
+    t.check_clean("other");
+    t.run(&["check", "-d", &d, "tank"]).failure(&["tank"]);
+}
+
+#[test]
+#[ignore = "bug: a failed `pool create -s` leaves behind the sparse files it created before failing (here new.img, created before a.img is found to belong to pool tank)"]
+fn failed_create_removes_the_files_it_created() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let cases = vec![(
+        words(&format!(
+            "pool create -s 128M other {} {}",
+            t.path("new.img"),
+            t.path("a.img")
+        )),
+        vec!["\"tank\"", "-f"],
+    )];
+    assert_misuse(&t, &cases);
+}
+
+#[test]
+fn create_on_a_device_below_the_minimum() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let small = t.path("small.img");
+    File::create(&small)
+        .unwrap()
+        .set_len(32 * MIB)
+        .expect("32 MiB file");
+    let cases = vec![(
+        words(&format!("pool create tank2 {small}")),
+        vec!["small.img", "too small", "67108864"],
+    )];
+    assert_misuse(&t, &cases);
+    // Exactly the minimum works.
+    let min = t.path("min.img");
+    File::create(&min).unwrap().set_len(64 * MIB).unwrap();
+    t.run(&["pool", "create", "tank3", &min]).success();
+    t.check_clean("tank3");
+}
+
+#[test]
+#[ignore = "bug: `pool create -s 32M` fails (device too small) but leaves the 32 MiB file it created"]
+fn create_with_a_size_below_the_minimum_creates_nothing() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let cases = vec![(
+        words(&format!("pool create -s 32M tank2 {}", t.path("new.img"))),
+        vec!["too small"],
+    )];
+    assert_misuse(&t, &cases);
+}
+
+#[test]
+#[ignore = "bug: the same new file named twice under two spellings (DIR/x.img and DIR/./x.img) is not caught as 'named twice': the error is '... is in use by another process (it holds the device lock)' (the other holder is tarn itself) and the created file is left behind"]
+fn create_with_one_device_spelled_two_ways() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let cases = vec![(
+        words(&format!(
+            "pool create -s 128M tank2 {} {}/./new.img",
+            t.path("new.img"),
+            t.d()
+        )),
+        vec!["named twice"],
+    )];
+    assert_misuse(&t, &cases);
+}
+
+#[test]
+fn unknown_pools_fields_and_options() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let d = t.d();
+    let no_pool = ["nosuch"];
+    let cases = vec![
+        (
+            words(&format!("pool import -d {d} nosuch")),
+            no_pool.to_vec(),
+        ),
+        (words(&format!("check -d {d} nosuch")), no_pool.to_vec()),
+        (
+            words(&format!("pool destroy -d {d} nosuch")),
+            no_pool.to_vec(),
+        ),
+        (
+            words(&format!("pool export -d {d} nosuch")),
+            no_pool.to_vec(),
+        ),
+        (
+            words(&format!("pool status -d {d} nosuch")),
+            no_pool.to_vec(),
+        ),
+        (words(&format!("pool list -d {d} nosuch")), no_pool.to_vec()),
+        (
+            words(&format!("debug metaslabs -d {d} nosuch")),
+            no_pool.to_vec(),
+        ),
+        (
+            words(&format!("debug spacemap -d {d} nosuch 0 0")),
+            no_pool.to_vec(),
+        ),
+        (
+            words(&format!("pool list -d {d} -o nosuchfield")),
+            vec!["nosuchfield", "valid fields", "name", "alloc"],
+        ),
+        (
+            words(&format!("pool list -d {d} -H -o name,nosuchfield")),
+            vec!["nosuchfield"],
+        ),
+        (
+            words(&format!("pool list -d {d} -j -o nosuchfield")),
+            vec!["nosuchfield"],
+        ),
+        (
+            words(&format!("pool import -d {d} -o foo=bar tank")),
+            vec!["foo=bar", "readonly"],
+        ),
+        (
+            words(&format!("pool import -d {d} -o foo=bar")),
+            vec!["foo=bar", "readonly"],
+        ),
+        (
+            words(&format!("debug spacemap -d {d} tank 0 x")),
+            vec!["invalid value", "x"],
+        ),
+    ];
+    assert_misuse(&t, &cases);
+    // The message for an unknown pool says where tarn looked, or at least that there is none.
+    let run = t.run(&["check", "-d", &d, "nosuch"]);
+    let stderr = run.stderr.to_lowercase();
+    assert!(
+        stderr.contains("no such pool") || stderr.contains("no pool named"),
+        "{run}"
+    );
+}
+
+#[test]
+fn check_of_a_pool_whose_only_vdev_was_truncated() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    File::options()
+        .write(true)
+        .open(t.path("a.img"))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let run = t.run(&["check", "-d", &d, "tank"]).failure(&["tank"]);
+    assert!(!run.stdout.contains("no errors found"), "{run}");
+    t.run(&["pool", "import", "-d", &d, "tank"])
+        .failure(&["tank"]);
+    t.run(&["pool", "status", "-d", &d, "tank"])
+        .failure(&["tank"]);
+    t.run(&["debug", "metaslabs", "-d", &d, "tank"])
+        .failure(&["tank"]);
+    // Listing commands still work and simply do not show the pool.
+    let list = t.run(&["pool", "list", "-H", "-d", &d]).success();
+    assert!(!list.stdout.contains("tank"), "{list}");
+    assert_eq!(t.importable(), vec![]);
+    assert_eq!(std::fs::metadata(t.path("a.img")).unwrap().len(), 0);
+}
+
+#[test]
+fn check_of_a_pool_whose_vdev_lost_its_data_area() {
+    // The labels survive, every block is gone: a clear error, no panic.
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    let file = File::options().write(true).open(t.path("a.img")).unwrap();
+    file.set_len(4 * MIB).unwrap();
+    file.set_len(128 * MIB).unwrap();
+    let run = t.run(&["check", "-d", &d, "tank"]).failure(&["tank"]);
+    assert!(!run.stdout.contains("no errors found"), "{run}");
+}
+
+// ------------------------------------------------------------------------------------------------
+// 4. Damage
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn check_repairs_a_damaged_mirror_side() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("m", &["mirror", "m0.img", "m1.img"]);
+    // Bytes 4 MiB .. 12 MiB of one side: the start of the data area, where metaslab 0 holds
+    // the pool's metadata.
+    t.scribble("m0.img", 4 * MIB, 8 * MIB);
+
+    let run = t
+        .run(&["check", "-d", &d, "m"])
+        .success()
+        .stdout_has(&["no errors found"]);
+    let (bad, repaired) = copies_bad_repaired(&run);
+    assert!(bad > 0, "the damage must be detected:\n{run}");
+    assert_eq!(
+        repaired, bad,
+        "every bad copy is repaired from the other side:\n{run}"
+    );
+    assert!(!run.stdout.contains("UNREADABLE"), "{run}");
+
+    // The repair was written: a second check finds nothing.
+    assert_eq!(t.check_clean("m"), (0, 0));
+    let status = t.run(&["pool", "status", "-d", &d, "m"]).success();
+    assert!(status.stdout.contains("mirror-0"), "{status}");
+}
+
+#[test]
+fn check_of_a_damaged_single_vdev_pool_is_informative() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("s", &["s.img"]);
+    t.scribble("s.img", 4 * MIB, 8 * MIB);
+
+    let run = t.run(&["check", "-d", &d, "s"]);
+    assert!(run.code == 0 || run.code == 1, "exit 0 or 1:\n{run}");
+    if run.code == 0 {
+        // Metadata has extra copies on one vdev: damage to one copy is repaired from another.
+        assert!(run.stdout.contains("no errors found"), "{run}");
+        let (bad, repaired) = copies_bad_repaired(&run);
+        assert!(bad > 0, "the damage must be detected:\n{run}");
+        assert_eq!(
+            repaired, bad,
+            "exit 0 means every bad copy was repaired:\n{run}"
+        );
+        assert_eq!(t.check_clean("s"), (0, 0));
+    } else {
+        // Either the check ran and lists what is wrong, or the pool did not open and stderr
+        // says why.
+        let said_why = run.stdout.contains("ERRORS FOUND")
+            || run.stdout.contains("UNREADABLE")
+            || run.stderr.contains("tarn: ");
+        assert!(said_why, "an exit 1 must say what is wrong:\n{run}");
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// 5. Quickstart
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn quickstart_runs_and_runs_again() {
+    let t = Fixture::new();
+    let q = t.path("q");
+    for round in 0..2 {
+        let run = t.run(&["quickstart", &q]).success();
+        for step in 1..=6 {
+            assert!(
+                run.stdout.contains(&format!("== Step {step}:")),
+                "round {round}: step {step} heading:\n{run}"
+            );
+        }
+        assert!(run.stdout.contains("read back intact"), "{run}");
+        assert!(run.stdout.contains(": clean"), "{run}");
+        let demo = t.run(&["pool", "import", "-d", &q]).success();
+        assert_eq!(
+            demo.stdout.matches("pool: demo").count(),
+            1,
+            "round {round}: exactly one demo pool:\n{demo}"
+        );
+    }
+    let run = t.run(&["check", "-d", &q, "demo"]).success();
+    assert!(run.stdout.contains("no errors found"), "{run}");
+    let list = t.run(&[
+        "pool",
+        "list",
+        "-H",
+        "-p",
+        "-o",
+        "name,size,alloc",
+        "-d",
+        &q,
+    ]);
+    let sizes = exact_sizes(&list.success());
+    let (size, alloc) = sizes["demo"];
+    assert!(
+        alloc >= 64 * MIB && alloc < size,
+        "the demo wrote 64 MiB: {alloc} of {size}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------------
+// 6. Tunables
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+fn tunables_from_the_environment() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    let before = t.snapshot();
+    t.run_env(
+        &[("TARN_TUNABLE_no_such", "1")],
+        &["pool", "list", "-d", &d],
+    )
+    .failure(&["unknown tunable", "no_such"]);
+    t.run_env(
+        &[("TARN_TUNABLE_txg_timeout", "abc")],
+        &["pool", "list", "-d", &d],
+    )
+    .failure(&["txg_timeout", "abc"]);
+    t.run_env(
+        &[("TARN_TUNABLE_indirect_block_shift", "3")],
+        &["pool", "list", "-d", &d],
+    )
+    .failure(&["indirect_block_shift"]);
+    t.run_env(
+        &[("TARN_TUNABLE_no_such", "1")],
+        &["pool", "create", "-s", "128M", "tank2", &t.path("new.img")],
+    )
+    .failure(&["unknown tunable", "no_such"]);
+    t.run_env(
+        &[("TARN_TUNABLE_no_such", "1")],
+        &["check", "-d", &d, "tank"],
+    )
+    .failure(&["unknown tunable", "no_such"]);
+    assert_eq!(t.snapshot(), before, "a rejected tunable changes nothing");
+
+    let list = t
+        .run_env(
+            &[("TARN_TUNABLE_txg_timeout", "1")],
+            &["pool", "list", "-H", "-d", &d],
+        )
+        .success();
+    assert!(list.stdout.starts_with("tank\t"), "{list}");
+    t.run_env(
+        &[("TARN_TUNABLE_txg_timeout", "1")],
+        &["check", "-d", &d, "tank"],
+    )
+    .success()
+    .stdout_has(&["no errors found"]);
+}
+
+#[test]
+#[ignore = "bug: tunables are only parsed when a command opens a pool: with no pool in DIR, `TARN_TUNABLE_no_such=1 tarn pool list`, `tarn pool import` (listing) and `tarn pool export` of an exported pool exit 0 silently"]
+fn unknown_tunable_is_rejected_even_without_a_pool() {
+    let t = Fixture::new();
+    let d = t.d();
+    let env = [("TARN_TUNABLE_no_such", "1")];
+    t.run_env(&env, &["pool", "list", "-d", &d])
+        .failure(&["unknown tunable", "no_such"]);
+    t.run_env(&env, &["pool", "import", "-d", &d])
+        .failure(&["unknown tunable", "no_such"]);
+    t.create("tank", &["a.img"]);
+    t.run_env(&env, &["pool", "export", "-d", &d, "tank"])
+        .failure(&["unknown tunable", "no_such"]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output to a closed pipe (`tarn ... | head`)
+// ------------------------------------------------------------------------------------------------
+
+#[test]
+#[ignore = "bug: writing to a closed pipe (`tarn debug metaslabs POOL | head -1`, `tarn check POOL | true`) panics with 'failed printing to stdout: Broken pipe' (exit 101); a panicking `check` also leaves the pool marked Active instead of exported"]
+fn output_into_a_closed_pipe_does_not_panic() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    for args in [
+        vec!["debug", "metaslabs", "-d", d.as_str(), "tank"],
+        vec!["check", "-d", d.as_str(), "tank"],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let output = t
+            .command(&args)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("spawn tarn");
+        assert_ne!(
+            output.status.code(),
+            Some(101),
+            "`tarn {}` panicked on a closed stdout:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(
+        t.importable(),
+        vec![("tank".to_string(), "Exported".to_string())]
+    );
+}
