@@ -771,22 +771,45 @@ fn failed_create_removes_the_files_it_created() {
 #[test]
 fn create_on_a_device_below_the_minimum() {
     let t = Fixture::new();
+    let d = t.d();
     t.create("tank", &["a.img"]);
     let small = t.path("small.img");
     File::create(&small)
         .unwrap()
         .set_len(32 * MIB)
         .expect("32 MiB file");
-    let cases = vec![(
-        words(&format!("pool create tank2 {small}")),
-        vec!["small.img", "too small", "67108864"],
-    )];
-    assert_misuse(&t, &cases);
+    t.run(&["pool", "create", "tank2", &small])
+        .failure(&["small.img", "too small", "67108864"]);
+    assert_eq!(std::fs::metadata(&small).unwrap().len(), 32 * MIB);
+    assert_eq!(
+        t.importable(),
+        vec![("tank".to_string(), "Exported".to_string())]
+    );
+    t.run(&["check", "-d", &d, "tank2"]).failure(&["tank2"]);
+    t.check_clean("tank");
     // Exactly the minimum works.
     let min = t.path("min.img");
     File::create(&min).unwrap().set_len(64 * MIB).unwrap();
     t.run(&["pool", "create", "tank3", &min]).success();
     t.check_clean("tank3");
+}
+
+#[test]
+#[ignore = "bug: `pool create` on an existing device below the 64 MiB minimum writes pool data into it (~1 MB changed from offset 4 MiB) before the size check in write_labels refuses it"]
+fn create_on_a_device_below_the_minimum_does_not_write_to_it() {
+    let t = Fixture::new();
+    t.create("tank", &["a.img"]);
+    let small = t.path("small.img");
+    let pattern: Vec<u8> = (0..32 * MIB).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&small, &pattern).unwrap();
+    let cases = vec![(
+        words(&format!("pool create tank2 {small}")),
+        vec!["small.img", "too small"],
+    )];
+    assert_misuse(&t, &cases);
+    let after = std::fs::read(&small).unwrap();
+    let first_change = after.iter().zip(&pattern).position(|(a, b)| a != b);
+    assert_eq!(first_change, None, "small.img was written to");
 }
 
 #[test]
@@ -802,15 +825,15 @@ fn create_with_a_size_below_the_minimum_creates_nothing() {
 }
 
 #[test]
-#[ignore = "bug: the same new file named twice under two spellings (DIR/x.img and DIR/./x.img) is not caught as 'named twice': the error is '... is in use by another process (it holds the device lock)' (the other holder is tarn itself) and the created file is left behind"]
+#[ignore = "bug: the same new file named twice under two spellings (DIR/x.img and x.img run in DIR) is not caught as 'named twice': the error is '... is in use by another process (it holds the device lock)' (the other holder is tarn itself) and the created file is left behind"]
 fn create_with_one_device_spelled_two_ways() {
     let t = Fixture::new();
     t.create("tank", &["a.img"]);
     let cases = vec![(
+        // The commands run in the fixture directory: both name DIR/new.img.
         words(&format!(
-            "pool create -s 128M tank2 {} {}/./new.img",
-            t.path("new.img"),
-            t.d()
+            "pool create -s 128M tank2 {} new.img",
+            t.path("new.img")
         )),
         vec!["named twice"],
     )];
