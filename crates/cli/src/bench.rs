@@ -105,6 +105,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                 force: true,
                 tunables: tunables.clone(),
                 wrap_device: None,
+                disabled_features: Vec::new(),
             })?;
             let objset = pool.root_objset();
             let buffer = incompressible(64 << 20);
@@ -138,7 +139,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             let tarn_rate = mib_per_second(written, seconds);
             pool.destroy()?;
             let _ = std::fs::remove_file(&vdev);
-            println!(
+            out!(
                 "tarn engine sequential write: {} MiB in {seconds:.2} s = {tarn_rate:.0} MiB/s",
                 written >> 20
             );
@@ -146,11 +147,11 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                 return Ok(());
             }
             let fio_rate = fio_write(&dir, size)?;
-            println!(
+            out!(
                 "fio on a file in {} (bs=1M direct end_fsync): {fio_rate:.0} MiB/s",
                 dir.display()
             );
-            println!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
+            out!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
             Ok(())
         }
     }

@@ -142,7 +142,7 @@ pub fn print_table(
             .collect();
         let mut top = Map::new();
         top.insert(json_key.to_string(), Value::Array(items));
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&Value::Object(top)).expect("json")
         );
@@ -161,7 +161,7 @@ pub fn print_table(
                 .iter()
                 .map(|&index| cell_text(&row[index]))
                 .collect();
-            println!("{}", line.join("\t"));
+            out!("{}", line.join("\t"));
         }
         return Ok(());
     }
@@ -182,7 +182,7 @@ pub fn print_table(
             )
         })
         .collect();
-    println!("{}", header.join("  ").trim_end());
+    out!("{}", header.join("  ").trim_end());
     for row in rows {
         let line: Vec<String> = selected
             .iter()
@@ -195,7 +195,7 @@ pub fn print_table(
                 )
             })
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        out!("{}", line.join("  ").trim_end());
     }
     Ok(())
 }

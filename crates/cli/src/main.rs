@@ -5,6 +5,19 @@
 //! command finds it exported. Pools are found by scanning the directories given with `-d`
 //! (default: the current directory) for files and block devices carrying tarn labels.
 
+/// `println!` that never panics: output into a closed pipe (`tarn ... | head`) is dropped, so a
+/// command still finishes its work (and exports its pool) when nobody reads what it prints.
+macro_rules! out {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod format;
 mod quickstart;
@@ -104,6 +117,9 @@ enum PoolCommand {
         dirs: Vec<PathBuf>,
         #[arg(short = 'f')]
         force: bool,
+        /// List destroyed pools instead of importable ones.
+        #[arg(short = 'D')]
+        destroyed: bool,
         /// readonly=on imports without writing anything.
         #[arg(short = 'o')]
         options: Vec<String>,
@@ -216,14 +232,26 @@ fn pool_create(
     name: String,
     vdevs: Vec<String>,
 ) -> Result<(), Failure> {
+    let mut disabled_features = Vec::new();
     for property in &properties {
-        let (key, _) = property.split_once('=').ok_or_else(|| {
+        let (key, value) = property.split_once('=').ok_or_else(|| {
             Failure(format!(
                 "invalid property {property:?}: expected prop=value"
             ))
         })?;
-        if !key.starts_with("feature@") {
-            return Err(Failure(format!("unknown pool property {key:?}")));
+        let Some(feature) = key.strip_prefix("feature@") else {
+            return Err(Failure(format!(
+                "unknown pool property {key:?} (pool properties: feature@NAME=enabled|disabled)"
+            )));
+        };
+        match value {
+            "disabled" => disabled_features.push(feature.to_string()),
+            "enabled" => {}
+            other => {
+                return Err(Failure(format!(
+                    "invalid value {other:?} for {key}: expected enabled or disabled"
+                )))
+            }
         }
     }
     let create_size = size.as_deref().map(parse_size).transpose()?;
@@ -234,15 +262,17 @@ fn pool_create(
         force,
         tunables: tunables()?,
         wrap_device: None,
+        disabled_features,
     };
     let pool = Pool::create(options)?;
     pool.export()?;
-    println!("created pool {name} (exported: no daemon yet; import it with 'tarn pool import -d DIR {name}')");
+    out!("created pool {name} (exported: no daemon yet; import it with 'tarn pool import -d DIR {name}')");
     Ok(())
 }
 
 fn pool_import(
     dirs: Vec<PathBuf>,
+    show_destroyed: bool,
     options: Vec<String>,
     pool: Option<String>,
     new_name: Option<String>,
@@ -260,12 +290,15 @@ fn pool_import(
         }
     }
     let Some(name) = pool else {
-        let found = Pool::scan(&dirs_or_default(&dirs));
+        let found: Vec<_> = Pool::scan(&dirs_or_default(&dirs))
+            .into_iter()
+            .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
+            .collect();
         if found.is_empty() {
-            println!("no pools available to import");
+            out!("no pools available to import");
         }
         for pool in found {
-            println!(
+            out!(
                 "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n",
                 pool.name,
                 pool.guid,
@@ -286,7 +319,7 @@ fn pool_import(
     for (txg, why) in &report.skipped {
         eprintln!("warning: uberblock of txg {txg} could not be used ({why})");
     }
-    println!(
+    out!(
         "imported pool {} at txg {}{}",
         pool.name(),
         report.txg,
@@ -296,11 +329,9 @@ fn pool_import(
             format!(" (rewound past {} newer txgs)", report.skipped.len())
         }
     );
+    let imported_name = pool.name().to_string();
     pool.export()?;
-    println!(
-        "exported pool {} (no daemon yet: pools stay imported only while a command runs)",
-        name
-    );
+    out!("exported pool {imported_name} (no daemon yet: pools stay imported only while a command runs)");
     Ok(())
 }
 
@@ -330,7 +361,7 @@ fn pool_list(dirs: Vec<PathBuf>, list: ListArgs, name: Option<String>) -> Result
             Cell::bytes(size - allocated.min(size)),
             Cell::percent(frag),
             Cell::percent(Some(cap)),
-            Cell::text("ONLINE"),
+            Cell::text(pool.core.io.vdevs.health().as_str()),
         ]);
         pool.export()?;
     }
@@ -349,7 +380,16 @@ fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(
         any = true;
         let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
         let mut vdevs = Vec::new();
-        let mut text = format!("  pool: {}\n state: ONLINE\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{}\n", candidate.name, pool.last_synced_txg(), "", candidate.name);
+        let health = pool.core.io.vdevs.health();
+        let mut text = format!(
+            "  pool: {}\n state: {}\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{:<32}{}\n",
+            candidate.name,
+            health.as_str(),
+            pool.last_synced_txg(),
+            "",
+            candidate.name,
+            health.as_str()
+        );
         for top in &pool.core.io.vdevs.tops {
             let kind = if top.children.len() > 1 {
                 format!("mirror-{}", top.id)
@@ -357,35 +397,39 @@ fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(
                 String::new()
             };
             if !kind.is_empty() {
-                text.push_str(&format!("\t  {kind}\n"));
+                text.push_str(&format!("\t  {kind:<30}{}\n", top.health().as_str()));
             }
             let mut children = Vec::new();
             for leaf in &top.children {
                 let stats = leaf.stats.snapshot();
                 let indent = if kind.is_empty() { "  " } else { "    " };
                 text.push_str(&format!(
-                    "\t{indent}{:<30}ONLINE {:>6} {:>5} {:>5}\n",
+                    "\t{indent}{:<30}{:<8} {:>4} {:>5} {:>5}\n",
                     leaf.path.display(),
+                    leaf.health().as_str(),
                     stats.read_errors,
                     stats.write_errors,
                     stats.checksum_errors
                 ));
                 children.push(serde_json::json!({
-                    "path": leaf.path.display().to_string(), "state": "ONLINE",
+                    "path": leaf.path.display().to_string(), "state": leaf.health().as_str(),
                     "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
                 }));
             }
-            vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "children": children}));
+            vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
         }
         if json {
-            documents.push(serde_json::json!({"name": candidate.name, "state": "ONLINE", "txg": pool.last_synced_txg().0, "vdevs": vdevs}));
+            documents.push(serde_json::json!({"name": candidate.name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}));
         } else {
-            println!("{text}\nerrors: No known data errors\n");
+            if health != tarn::vdev::VdevHealth::Online {
+                text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
+            }
+            out!("{text}\nerrors: No known data errors\n");
         }
         pool.export()?;
     }
     if json {
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
         );
@@ -403,31 +447,33 @@ fn check(dirs: Vec<PathBuf>, no_repair: bool, name: String) -> Result<bool, Fail
     let pool = open_named(&dirs, &name, no_repair)?;
     pool.sync()?;
     let report = check_pool(&pool, !no_repair)?;
-    println!("checked pool {name} at txg {}", report.txg);
-    println!("  blocks:          {}", report.blocks);
-    println!("  logical bytes:   {}", report.bytes_logical);
-    println!("  allocated bytes: {}", report.bytes_allocated);
-    println!(
+    out!("checked pool {name} at txg {}", report.txg);
+    out!("  blocks:          {}", report.blocks);
+    out!("  logical bytes:   {}", report.bytes_logical);
+    out!("  allocated bytes: {}", report.bytes_allocated);
+    out!(
         "  copies verified: {} ({} bad, {} repaired)",
-        report.copies_verified, report.copies_bad, report.copies_repaired
+        report.copies_verified,
+        report.copies_bad,
+        report.copies_repaired
     );
     for block in &report.blocks_unreadable {
-        println!("  UNREADABLE: {block}");
+        out!("  UNREADABLE: {block}");
     }
     for (vdev, offset, size) in &report.leaks {
-        println!("  LEAK: vdev {vdev} offset {offset:#x} size {size:#x}");
+        out!("  LEAK: vdev {vdev} offset {offset:#x} size {size:#x}");
     }
     for (vdev, offset, size) in &report.missing {
-        println!("  MISSING ALLOCATION: vdev {vdev} offset {offset:#x} size {size:#x}");
+        out!("  MISSING ALLOCATION: vdev {vdev} offset {offset:#x} size {size:#x}");
     }
     for double in &report.double_allocations {
-        println!("  DOUBLE ALLOCATION: {double}");
+        out!("  DOUBLE ALLOCATION: {double}");
     }
     for error in &report.errors {
-        println!("  ERROR: {error}");
+        out!("  ERROR: {error}");
     }
     let clean = report.is_clean();
-    println!(
+    out!(
         "{}",
         if clean {
             "no errors found"
@@ -456,26 +502,32 @@ fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), F
                 })
             })
             .collect();
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs}))
                 .expect("json")
         );
     } else {
         for vdev in &stats {
-            println!(
+            out!(
                 "vdev {}: {} metaslabs, {} allocated of {}",
                 vdev.vdev,
                 vdev.metaslabs.len(),
                 format::human_bytes(vdev.allocated_bytes),
                 format::human_bytes(vdev.size)
             );
-            println!(
+            out!(
                 "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}",
-                "ms", "offset", "spacemap", "sm length", "allocated", "free", "frag"
+                "ms",
+                "offset",
+                "spacemap",
+                "sm length",
+                "allocated",
+                "free",
+                "frag"
             );
             for ms in &vdev.metaslabs {
-                println!(
+                out!(
                     "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
                     ms.id,
                     ms.start,
@@ -512,7 +564,7 @@ fn debug_spacemap(
         .find(|m| m.id == metaslab)
         .ok_or_else(|| Failure(format!("vdev {vdev} has no metaslab {metaslab}")))?;
     if ms.space_map_object.0 == 0 {
-        println!("metaslab {metaslab} has no space map yet (all free)");
+        out!("metaslab {metaslab} has no space map yet (all free)");
         return Ok(());
     }
     let storage = tarn::object::adapters::MosSpaceStorage {
@@ -527,16 +579,20 @@ fn debug_spacemap(
         pool.core.io.tunables.metaslab_sm_blksz,
     )
     .map_err(|e| Failure(e.to_string()))?;
-    println!(
+    out!(
         "space map object {} of vdev {vdev} metaslab {metaslab}: length {} allocated {}",
-        ms.space_map_object, map.header.length_bytes, map.header.allocated_bytes
+        ms.space_map_object,
+        map.header.length_bytes,
+        map.header.allocated_bytes
     );
     let mut last = (0u64, 0u32, None);
     map.replay(&storage, map.header.length_bytes, |entry| {
         if (entry.txg.0, entry.sync_pass, Some(entry.action)) != last {
-            println!(
+            out!(
                 "  txg {} pass {} {:?}",
-                entry.txg, entry.sync_pass, entry.action
+                entry.txg,
+                entry.sync_pass,
+                entry.action
             );
             last = (entry.txg.0, entry.sync_pass, Some(entry.action));
         }
@@ -545,7 +601,7 @@ fn debug_spacemap(
         } else {
             "FREE "
         };
-        println!(
+        out!(
             "    {word} [{:#x}, {:#x}) size {:#x}",
             entry.start,
             entry.start + entry.size,
@@ -558,6 +614,8 @@ fn debug_spacemap(
 }
 
 fn run(cli: Cli) -> Result<bool, Failure> {
+    // Every verb validates the environment's tunables first, pool or no pool.
+    tunables()?;
     match cli.command {
         Command::Pool(command) => match command {
             PoolCommand::Create {
@@ -570,10 +628,11 @@ fn run(cli: Cli) -> Result<bool, Failure> {
             PoolCommand::Import {
                 dirs,
                 force: _,
+                destroyed,
                 options,
                 pool,
                 new_name,
-            } => pool_import(dirs, options, pool, new_name)?,
+            } => pool_import(dirs, destroyed, options, pool, new_name)?,
             PoolCommand::Export {
                 dirs,
                 force: _,
@@ -587,10 +646,10 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                     return Err(Failure(format!("cannot export '{pool}': no such pool")));
                 };
                 if candidate.state == PoolState::Exported {
-                    println!("pool {pool} is already exported");
+                    out!("pool {pool} is already exported");
                 } else {
                     open_named(&dirs, &pool, false)?.export()?;
-                    println!("exported pool {pool}");
+                    out!("exported pool {pool}");
                 }
             }
             PoolCommand::Destroy {
@@ -599,7 +658,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 pool,
             } => {
                 open_named(&dirs, &pool, false)?.destroy()?;
-                println!("destroyed pool {pool}");
+                out!("destroyed pool {pool}");
             }
             PoolCommand::List { dirs, list, pool } => pool_list(dirs, list, pool)?,
             PoolCommand::Status { dirs, json, pool } => pool_status(dirs, json, pool)?,

@@ -19,7 +19,7 @@ const POOL: &str = "demo";
 const DATA_BYTES: usize = 64 << 20;
 
 fn step(number: u32, text: &str) {
-    println!("\n== Step {number}: {text}");
+    out!("\n== Step {number}: {text}");
 }
 
 fn pseudo_random(length: usize, seed: u64) -> Vec<u8> {
@@ -50,7 +50,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
                 .map_err(|e| Failure(format!("cannot remove old {}: {e}", disk.display())))?;
         }
     }
-    println!(
+    out!(
         "tarn quickstart: a pooled copy-on-write store on two sparse files in {}",
         dir.display()
     );
@@ -59,7 +59,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         1,
         "create a pool whose one top-level vdev mirrors two 1 GiB sparse files",
     );
-    println!(
+    out!(
         "   tarn pool create -s 1G {POOL} mirror {} {}",
         disks[0].display(),
         disks[1].display()
@@ -72,9 +72,10 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         force: true,
         tunables: tunables.clone(),
         wrap_device: None,
+        disabled_features: Vec::new(),
     })?;
     let stats = pool.core.io.space.stats();
-    println!(
+    out!(
         "   Each file got four labels (config + uberblock ring); the data area is split into {} metaslabs of {}.",
         stats[0].metaslabs.len(),
         human_bytes(stats[0].metaslabs.first().map_or(0, |m| m.size))
@@ -114,19 +115,19 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
             .map_err(|e| Failure(e.to_string()))?;
     }
     let txg = pool.sync()?;
-    println!(
+    out!(
         "   Wrote {} in {:.2?}; txg {txg} is on disk: every block checksummed in its parent, metadata in extra copies, the uberblock written last.",
         human_bytes(DATA_BYTES as u64),
         started.elapsed()
     );
     pool.export()?;
-    println!("   Exported: labels now say the pool was closed cleanly.");
+    out!("   Exported: labels now say the pool was closed cleanly.");
 
     step(3, "scan the directory and import the pool again");
-    println!("   tarn pool import -d {} {POOL}", dir.display());
+    out!("   tarn pool import -d {} {POOL}", dir.display());
     let options = crate::import_options(std::slice::from_ref(&dir), false)?;
     let (pool, report) = Pool::import(POOL, options)?;
-    println!(
+    out!(
         "   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).",
         report.txg
     );
@@ -142,7 +143,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
             "quickstart: the data read back differs from what was written".into(),
         ));
     }
-    println!(
+    out!(
         "   All {} read back intact (checksums verified on every block).",
         human_bytes(DATA_BYTES as u64)
     );
@@ -152,7 +153,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         "check the whole pool: every block, every copy, against the space maps",
     );
     let report = check_pool(&pool, true)?;
-    println!(
+    out!(
         "   {} blocks, {} copies verified, {} leaks, {} double allocations: {}",
         report.blocks,
         report.copies_verified,
@@ -174,9 +175,31 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
 
 fn print_next_steps(dir: &Path) {
     let d = dir.display();
-    println!("   tarn pool list -d {d}             size, allocated, free, fragmentation");
-    println!("   tarn pool status -d {d}           vdev tree and error counters");
-    println!("   tarn debug metaslabs -d {d} {POOL}  each metaslab's space map and free space");
-    println!("   tarn check -d {d} {POOL}          verify the pool again");
-    println!("   tarn pool destroy -d {d} {POOL}   when you are done");
+    let steps = [
+        (
+            format!("tarn pool list -d {d}"),
+            "size, allocated, free, fragmentation",
+        ),
+        (
+            format!("tarn pool status -d {d}"),
+            "vdev tree and error counters",
+        ),
+        (
+            format!("tarn debug metaslabs -d {d} {POOL}"),
+            "each metaslab's space map and free space",
+        ),
+        (format!("tarn check -d {d} {POOL}"), "verify the pool again"),
+        (
+            format!("tarn pool destroy -d {d} {POOL}"),
+            "when you are done",
+        ),
+    ];
+    let width = steps
+        .iter()
+        .map(|(command, _)| command.len())
+        .max()
+        .unwrap_or(0);
+    for (command, what) in steps {
+        out!("   {command:<width$}  {what}");
+    }
 }

@@ -465,7 +465,7 @@ fn lifecycle_of_a_single_vdev_pool() {
 }
 
 #[test]
-#[ignore = "bug: `pool import -d DIR` still lists a destroyed pool (state: Destroyed); zpool hides it unless -D"]
+
 fn import_listing_omits_destroyed_pools() {
     let t = Fixture::new();
     t.create("tank", &["a.img"]);
@@ -478,7 +478,7 @@ fn import_listing_omits_destroyed_pools() {
 }
 
 #[test]
-#[ignore = "bug: `pool import POOL NEWNAME` prints 'exported pool POOL' (the old name) after renaming"]
+
 fn import_with_a_new_name() {
     let t = Fixture::new();
     let d = t.d();
@@ -544,7 +544,7 @@ fn mirror_and_two_top_level_vdevs() {
     let lines: Vec<&str> = status.stdout.lines().collect();
     let mirror_at = lines
         .iter()
-        .position(|line| line.trim() == "mirror-0")
+        .position(|line| line.trim().starts_with("mirror-0"))
         .unwrap_or_else(|| panic!("mirror-0 in status:\n{status}"));
     for (offset, file) in ["m0.img", "m1.img"].iter().enumerate() {
         let line = lines.get(mirror_at + 1 + offset).copied().unwrap_or("");
@@ -599,7 +599,7 @@ fn mirror_and_two_top_level_vdevs() {
 }
 
 #[test]
-#[ignore = "bug: a mirror imported with one side missing silently becomes a single-leaf vdev: status says ONLINE (no DEGRADED, no mirror-0, missing device not named), check says 'no errors found', and the config is rewritten so the returned side is never used again"]
+
 fn mirror_with_a_missing_side_is_reported_and_recovers() {
     let t = Fixture::new();
     let d = t.d();
@@ -753,7 +753,7 @@ fn create_over_another_pools_device_needs_force() {
 }
 
 #[test]
-#[ignore = "bug: a failed `pool create -s` leaves behind the sparse files it created before failing (here new.img, created before a.img is found to belong to pool tank)"]
+
 fn failed_create_removes_the_files_it_created() {
     let t = Fixture::new();
     t.create("tank", &["a.img"]);
@@ -795,7 +795,7 @@ fn create_on_a_device_below_the_minimum() {
 }
 
 #[test]
-#[ignore = "bug: `pool create` on an existing device below the 64 MiB minimum writes pool data into it (~1 MB changed from offset 4 MiB) before the size check in write_labels refuses it"]
+
 fn create_on_a_device_below_the_minimum_does_not_write_to_it() {
     let t = Fixture::new();
     t.create("tank", &["a.img"]);
@@ -813,7 +813,7 @@ fn create_on_a_device_below_the_minimum_does_not_write_to_it() {
 }
 
 #[test]
-#[ignore = "bug: `pool create -s 32M` fails (device too small) but leaves the 32 MiB file it created"]
+
 fn create_with_a_size_below_the_minimum_creates_nothing() {
     let t = Fixture::new();
     t.create("tank", &["a.img"]);
@@ -825,7 +825,7 @@ fn create_with_a_size_below_the_minimum_creates_nothing() {
 }
 
 #[test]
-#[ignore = "bug: the same new file named twice under two spellings (DIR/x.img and x.img run in DIR) is not caught as 'named twice': the error is '... is in use by another process (it holds the device lock)' (the other holder is tarn itself) and the created file is left behind"]
+
 fn create_with_one_device_spelled_two_ways() {
     let t = Fixture::new();
     t.create("tank", &["a.img"]);
@@ -1105,7 +1105,7 @@ fn tunables_from_the_environment() {
 }
 
 #[test]
-#[ignore = "bug: tunables are only parsed when a command opens a pool: with no pool in DIR, `TARN_TUNABLE_no_such=1 tarn pool list`, `tarn pool import` (listing) and `tarn pool export` of an exported pool exit 0 silently"]
+
 fn unknown_tunable_is_rejected_even_without_a_pool() {
     let t = Fixture::new();
     let d = t.d();
@@ -1124,7 +1124,7 @@ fn unknown_tunable_is_rejected_even_without_a_pool() {
 // ------------------------------------------------------------------------------------------------
 
 #[test]
-#[ignore = "bug: writing to a closed pipe (`tarn debug metaslabs POOL | head -1`, `tarn check POOL | true`) panics with 'failed printing to stdout: Broken pipe' (exit 101); a panicking `check` also leaves the pool marked Active instead of exported"]
+
 fn output_into_a_closed_pipe_does_not_panic() {
     let t = Fixture::new();
     let d = t.d();

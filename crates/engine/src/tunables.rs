@@ -116,7 +116,14 @@ impl Tunables {
         let mut tunables = Tunables::default();
         for (key, value) in std::env::vars() {
             if let Some(name) = key.strip_prefix("TARN_TUNABLE_") {
-                tunables.set(name, &value)?;
+                tunables.set(name, &value).map_err(|error| {
+                    let known: Vec<&str> = Tunables::default()
+                        .describe()
+                        .into_iter()
+                        .map(|(name, _, _)| name)
+                        .collect();
+                    format!("{key}: {error} (known tunables: {})", known.join(", "))
+                })?;
             }
         }
         Ok(tunables)

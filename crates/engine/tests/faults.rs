@@ -27,6 +27,7 @@ fn faulty_pool(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
         force: false,
         tunables: tiny(),
         wrap_device: Some(wrap),
+        disabled_features: Vec::new(),
     })
     .unwrap()
 }
@@ -239,6 +240,7 @@ fn bad_input_gives_clear_errors() {
         force: false,
         tunables: tiny(),
         wrap_device: None,
+        disabled_features: Vec::new(),
     });
     let error = result
         .err()

@@ -78,6 +78,8 @@ pub struct BlockIo {
     /// Sector shift used to round allocations (the largest ashift of the pool's vdevs).
     pub ashift: u32,
     writable: AtomicBool,
+    /// Feature embedded_data: tiny file blocks are stored inside their block pointer.
+    embedded_data: AtomicBool,
     writes: WriteQueue,
 }
 
@@ -101,11 +103,17 @@ impl BlockIo {
             ashift,
             writable: AtomicBool::new(writable),
             writes: WriteQueue::new(4),
+            embedded_data: AtomicBool::new(true),
         }
     }
 
     pub fn is_writable(&self) -> bool {
         self.writable.load(Ordering::Relaxed)
+    }
+
+    /// Whether the pool's embedded_data feature is enabled.
+    pub fn set_embedded_data(&self, enabled: bool) {
+        self.embedded_data.store(enabled, Ordering::Relaxed);
     }
 
     pub fn set_writable(&self, writable: bool) {
@@ -179,6 +187,7 @@ impl BlockIo {
         bp.birth_physical = at.txg;
         if props.level == 0
             && props.object_type == ObjectType::PlainFile
+            && self.embedded_data.load(Ordering::Relaxed)
             && physical.len() <= EMBEDDED_PAYLOAD_MAX
             && compression != Compression::Off
         {

@@ -65,7 +65,7 @@ use crate::tunables::Tunables;
 use crate::txg::{TxgError, TxgManager};
 use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
 use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
-use crate::vdev::{BlockDevice, FileDevice, Leaf, TopVdev, VdevError, VdevTree};
+use crate::vdev::{BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevTree};
 use uberblock::Uberblock;
 
 /// Version of the pool format (config and MOS layout).
@@ -74,6 +74,23 @@ pub const POOL_VERSION: u64 = 1;
 pub const MOS_OBJECT_DIRECTORY: ObjectId = ObjectId(1);
 /// Copies of every MOS block (DESIGN.md §4).
 pub const MOS_COPIES: u8 = 3;
+/// A pool feature this build knows.
+pub struct Feature {
+    /// The full name stored in the config (`com.tarn:embedded_data`).
+    pub name: &'static str,
+    /// The name used with `-o feature@NAME=disabled`.
+    pub short_name: &'static str,
+    /// Whether a pool using it cannot be read by a build that lacks it.
+    pub needed_to_read: bool,
+}
+
+/// Every feature this build knows; new pools enable all of them unless told otherwise.
+pub const FEATURES_KNOWN: &[Feature] = &[Feature {
+    name: "com.tarn:embedded_data",
+    short_name: "embedded_data",
+    needed_to_read: true,
+}];
+
 /// Features this build can read. A pool needing any other feature to be read is refused.
 pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &["com.tarn:embedded_data"];
 
@@ -96,6 +113,8 @@ pub enum PoolError {
     BadVdevSpec(String),
     #[error("no pool named {0:?} found in {1}; use -d to name the directory holding its vdevs")]
     NotFound(String, String),
+    #[error("pool {0:?} was destroyed; its vdevs can be reused for a new pool")]
+    Destroyed(String),
     #[error("more than one pool named {0:?} was found; import it by guid instead")]
     Ambiguous(String),
     #[error("pool {name:?} is missing vdev {what}; it cannot be opened")]
@@ -218,6 +237,8 @@ pub struct CreateOptions {
     pub tunables: Tunables,
     /// Wrap every device as it is opened (fault injection in tests); None in normal use.
     pub wrap_device: Option<DeviceWrapper>,
+    /// Features to leave disabled (short names such as `embedded_data`), as `-o feature@NAME=disabled`.
+    pub disabled_features: Vec<String>,
 }
 
 /// Options for importing a pool.
@@ -655,39 +676,112 @@ impl PoolCore {
 /// One top-level vdev's devices, as opened for a new pool.
 type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
 
-fn open_new_devices(options: &CreateOptions) -> Result<Vec<DeviceGroup>, PoolError> {
+/// The path a device will be known by: canonical for an existing file, the canonical parent
+/// plus the file name for one still to be created. Two spellings of one file compare equal.
+fn device_identity(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match (std::fs::canonicalize(parent), path.file_name()) {
+        (Ok(parent), Some(name)) => parent.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Files a failed `create` made: removed again unless the pool was created.
+struct CreatedFiles {
+    paths: Vec<PathBuf>,
+    keep: bool,
+}
+
+impl Drop for CreatedFiles {
+    fn drop(&mut self) {
+        if !self.keep {
+            for path in &self.paths {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// Check every device of a new pool before anything is created or written: no device named
+/// twice (under any spelling), each large enough, none belonging to another pool unless forced.
+fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for path in options.vdevs.iter().flat_map(VdevSpec::paths) {
+        let identity = device_identity(&path);
+        if !seen.insert(identity.clone()) {
+            return Err(PoolError::BadVdevSpec(format!(
+                "{} is named twice",
+                identity.display()
+            )));
+        }
+        if !path.exists() {
+            match options.create_size {
+                Some(size) if size < label::VDEV_MIN_DEVICE_SIZE => {
+                    return Err(PoolError::BadVdevSpec(format!(
+                        "-s {size} is too small: a vdev needs at least {} bytes",
+                        label::VDEV_MIN_DEVICE_SIZE
+                    )))
+                }
+                Some(_) => continue,
+                None => {
+                    return Err(PoolError::BadVdevSpec(format!(
+                        "{} does not exist (use -s SIZE to create it as a sparse file)",
+                        path.display()
+                    )))
+                }
+            }
+        }
+        let device = FileDevice::open_unlocked_readonly(&path)?;
+        if device.size_bytes() < label::VDEV_MIN_DEVICE_SIZE {
+            return Err(PoolError::BadVdevSpec(format!(
+                "{} is too small: {} bytes, a vdev needs at least {} bytes",
+                path.display(),
+                device.size_bytes(),
+                label::VDEV_MIN_DEVICE_SIZE
+            )));
+        }
+        if !options.force {
+            for index in 0..4 {
+                if let Ok(Some(existing)) = label::read_label(&device, index) {
+                    if existing.state != PoolState::Destroyed {
+                        return Err(PoolError::BadVdevSpec(format!(
+                            "{} is part of pool {:?} ({:?}); use -f to overwrite it",
+                            path.display(),
+                            existing.name,
+                            existing.state
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Open (creating sparse files where asked) every device of a new pool, already validated.
+fn open_new_devices(
+    options: &CreateOptions,
+    created: &mut CreatedFiles,
+) -> Result<Vec<DeviceGroup>, PoolError> {
     let mut groups = Vec::new();
     for spec in &options.vdevs {
         let mut group = Vec::new();
         for path in spec.paths() {
-            let device: Arc<dyn BlockDevice> = if !path.exists() {
-                match options.create_size {
-                    Some(size) => Arc::new(FileDevice::create_sparse(&path, size)?),
-                    None => {
-                        return Err(PoolError::BadVdevSpec(format!(
-                            "{} does not exist (use -s SIZE to create it as a sparse file)",
-                            path.display()
-                        )))
-                    }
+            let device: Arc<dyn BlockDevice> = match (path.exists(), options.create_size) {
+                (false, Some(size)) => {
+                    let device = FileDevice::create_sparse(&path, size)?;
+                    created.paths.push(path.clone());
+                    Arc::new(device)
                 }
-            } else {
-                Arc::new(FileDevice::open(&path)?)
+                _ => Arc::new(FileDevice::open(&path)?),
             };
-            if !options.force {
-                for index in 0..4 {
-                    if let Ok(Some(existing)) = label::read_label(device.as_ref(), index) {
-                        if existing.state != PoolState::Destroyed {
-                            return Err(PoolError::BadVdevSpec(format!(
-                                "{} is part of pool {:?} ({:?}); use -f to overwrite it",
-                                path.display(),
-                                existing.name,
-                                existing.state
-                            )));
-                        }
-                    }
-                }
-            }
-            let path = std::fs::canonicalize(&path).unwrap_or(path);
+            let path = device_identity(&path);
             let device = match &options.wrap_device {
                 Some(wrap) => wrap(&path, device),
                 None => device,
@@ -708,7 +802,27 @@ impl Pool {
             .validate()
             .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
-        let groups = open_new_devices(&options)?;
+        for disabled in &options.disabled_features {
+            if !FEATURES_KNOWN
+                .iter()
+                .any(|feature| feature.short_name == disabled)
+            {
+                let known: Vec<&str> = FEATURES_KNOWN
+                    .iter()
+                    .map(|feature| feature.short_name)
+                    .collect();
+                return Err(PoolError::BadVdevSpec(format!(
+                    "unknown feature {disabled:?} (known: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+        validate_new_devices(&options)?;
+        let mut created = CreatedFiles {
+            paths: Vec::new(),
+            keep: false,
+        };
+        let groups = open_new_devices(&options, &mut created)?;
         let mut tops = Vec::new();
         for (index, group) in groups.into_iter().enumerate() {
             let is_mirror = matches!(options.vdevs[index], VdevSpec::Mirror(_));
@@ -871,7 +985,20 @@ impl Pool {
         root.attach_objset(objset);
 
         let mut features = BTreeMap::new();
-        features.insert("com.tarn:embedded_data".to_string(), 1);
+        let mut features_for_read = Vec::new();
+        for feature in FEATURES_KNOWN {
+            if !options
+                .disabled_features
+                .iter()
+                .any(|disabled| disabled == feature.short_name)
+            {
+                features.insert(feature.name.to_string(), 1);
+                if feature.needed_to_read {
+                    features_for_read.push(feature.name.to_string());
+                }
+            }
+        }
+        io.set_embedded_data(features.contains_key("com.tarn:embedded_data"));
         let core = Arc::new(PoolCore {
             name: options.name.clone(),
             guid: Guid::random(),
@@ -885,7 +1012,7 @@ impl Pool {
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
                 features,
-                features_for_read: vec!["com.tarn:embedded_data".to_string()],
+                features_for_read,
                 dirty: true,
             }),
             tunables,
@@ -899,6 +1026,7 @@ impl Pool {
         };
         pool.core.txgs.mark_synced(txg);
         pool.start_sync_thread();
+        created.keep = true;
         Ok(pool)
     }
 
@@ -960,6 +1088,15 @@ impl Pool {
             .filter(|pool| pool.state != PoolState::Destroyed)
             .filter(|pool| pool.name == target || pool.guid.0.to_string() == target)
             .collect();
+        if candidates.is_empty() {
+            let destroyed = Pool::scan(&options.dirs).into_iter().any(|pool| {
+                pool.state == PoolState::Destroyed
+                    && (pool.name == target || pool.guid.0.to_string() == target)
+            });
+            if destroyed {
+                return Err(PoolError::Destroyed(target.to_string()));
+            }
+        }
         let found = match candidates.len() {
             0 => return Err(PoolError::NotFound(target.to_string(), dirs_text)),
             1 => candidates.into_iter().next().expect("one"),
@@ -1015,6 +1152,16 @@ impl Pool {
             let mut leaves = Vec::new();
             for leaf_config in &top_config.children {
                 let Some(path) = paths_by_guid.get(&leaf_config.guid) else {
+                    // Keep the tree's shape: the absent child stands in as a missing device.
+                    let missing: Arc<dyn BlockDevice> = Arc::new(MissingDevice::new(
+                        PathBuf::from(&leaf_config.path),
+                        top_config.asize,
+                    ));
+                    leaves.push(Leaf::new(
+                        Guid(leaf_config.guid),
+                        PathBuf::from(&leaf_config.path),
+                        missing,
+                    ));
                     continue;
                 };
                 let mut device: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(path)?);
@@ -1027,7 +1174,7 @@ impl Pool {
                 ));
                 leaves.push(Leaf::new(Guid(leaf_config.guid), path.clone(), device));
             }
-            if leaves.is_empty() {
+            if leaves.iter().all(|leaf| leaf.device.is_missing()) {
                 return Err(PoolError::MissingVdev {
                     name: config.name.clone(),
                     what: format!(
@@ -1124,6 +1271,7 @@ impl Pool {
             !options.readonly,
         ));
         io.cache.clear();
+        io.set_embedded_data(config.features.contains_key("com.tarn:embedded_data"));
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
             staged: Mutex::new(Vec::new()),

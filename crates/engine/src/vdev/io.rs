@@ -28,6 +28,61 @@ pub trait BlockDevice: Send + Sync {
     /// refuse every later write. Called when a pool is exported, even if stale handles to the
     /// pool's objects are still alive somewhere.
     fn release(&self) {}
+    /// True for the stand-in of a device that was not found at import ([`MissingDevice`]).
+    fn is_missing(&self) -> bool {
+        false
+    }
+}
+
+/// The stand-in for a leaf that import could not find: it keeps the vdev tree's shape (a
+/// mirror stays a mirror, DEGRADED, and the config keeps naming the absent child) while every
+/// I/O to it fails. Writes it misses are recorded by the mirror as missed writes.
+#[derive(Debug)]
+pub struct MissingDevice {
+    path: PathBuf,
+    size_bytes: u64,
+}
+
+impl MissingDevice {
+    /// A missing device standing in for one that held `allocatable_bytes` of data area.
+    pub fn new(path: PathBuf, allocatable_bytes: u64) -> MissingDevice {
+        let size_bytes =
+            allocatable_bytes + super::VDEV_LABEL_START_SIZE + super::VDEV_LABEL_END_SIZE;
+        MissingDevice { path, size_bytes }
+    }
+
+    fn unavailable(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{} is missing (not found at import)", self.path.display()),
+        )
+    }
+}
+
+impl BlockDevice for MissingDevice {
+    fn read_at(&self, _offset: u64, _buf: &mut [u8]) -> io::Result<()> {
+        Err(self.unavailable())
+    }
+
+    fn write_at(&self, _offset: u64, _data: &[u8]) -> io::Result<()> {
+        Err(self.unavailable())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Err(self.unavailable())
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn is_missing(&self) -> bool {
+        true
+    }
 }
 
 /// A leaf backed by a regular file or a block device.

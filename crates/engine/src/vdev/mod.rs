@@ -97,7 +97,7 @@ pub mod stats;
 pub mod tree;
 
 pub use fault::{FaultPlan, FaultyDevice, ReadFaultKind};
-pub use io::{AlignedBuffer, BlockDevice, FileDevice};
+pub use io::{AlignedBuffer, BlockDevice, FileDevice, MissingDevice};
 pub use label::{
     leaf_allocatable_bytes, read_label, read_newest_label, read_uberblock_slots,
     uberblock_slot_count, uberblock_slot_size, write_labels, write_uberblock, LabelConfig,
@@ -106,7 +106,7 @@ pub use label::{
 };
 pub use scan::{scan_dirs, FoundLeaf};
 pub use stats::{LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS};
-pub use tree::{Leaf, MissedWrite, TopVdev, VdevTree};
+pub use tree::{Leaf, MissedWrite, TopVdev, VdevHealth, VdevTree};
 
 use std::path::PathBuf;
 

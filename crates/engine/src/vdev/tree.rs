@@ -653,3 +653,59 @@ mod tests {
         assert_eq!(rebuilt.to_config(), config[0]);
     }
 }
+
+/// The state `pool status` shows for a vdev (zpool's ONLINE / DEGRADED / UNAVAIL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum VdevHealth {
+    Online,
+    /// Some children are missing, but every block still has a reachable copy.
+    Degraded,
+    /// Not usable: missing, or every child missing.
+    Unavail,
+}
+
+impl VdevHealth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VdevHealth::Online => "ONLINE",
+            VdevHealth::Degraded => "DEGRADED",
+            VdevHealth::Unavail => "UNAVAIL",
+        }
+    }
+}
+
+impl Leaf {
+    pub fn health(&self) -> VdevHealth {
+        if self.device.is_missing() {
+            VdevHealth::Unavail
+        } else {
+            VdevHealth::Online
+        }
+    }
+}
+
+impl TopVdev {
+    pub fn health(&self) -> VdevHealth {
+        let missing = self
+            .children
+            .iter()
+            .filter(|leaf| leaf.device.is_missing())
+            .count();
+        match missing {
+            0 => VdevHealth::Online,
+            all if all == self.children.len() => VdevHealth::Unavail,
+            _ => VdevHealth::Degraded,
+        }
+    }
+}
+
+impl VdevTree {
+    /// The pool's health: the worst of its top-level vdevs.
+    pub fn health(&self) -> VdevHealth {
+        self.tops
+            .iter()
+            .map(|top| top.health())
+            .max()
+            .unwrap_or(VdevHealth::Online)
+    }
+}

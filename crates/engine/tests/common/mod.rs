@@ -26,6 +26,7 @@ pub fn create_pool(_dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tuna
         force: false,
         tunables,
         wrap_device: None,
+        disabled_features: Vec::new(),
     })
     .expect("create pool")
 }
