@@ -71,11 +71,14 @@ impl SpaceStorage for MosSpaceStorage<'_> {
 }
 
 /// One key/value object of an object set, for reading (`tx` None) or changing in `tx`.
+/// The handle holds the object's writer lock for its whole life: a key/value operation reads
+/// and writes several blocks and must not interleave with another on the same object.
 pub struct KvObject<'a> {
     pub objset: &'a ObjectSet,
     pub object: ObjectId,
     pub tx: Option<Tx>,
     block_size: usize,
+    _writer: super::ObjectLockGuard,
 }
 
 impl<'a> KvObject<'a> {
@@ -85,11 +88,13 @@ impl<'a> KvObject<'a> {
         tx: Option<Tx>,
     ) -> Result<KvObject<'a>, super::ObjectError> {
         let block_size = objset.info(object)?.data_block_size as usize;
+        let writer = objset.lock_object(object);
         Ok(KvObject {
             objset,
             object,
             tx,
             block_size,
+            _writer: writer,
         })
     }
 
@@ -122,7 +127,7 @@ impl KvBlocks for KvObject<'_> {
         let tx = self.tx()?;
         let block_size = self.block_size as u64;
         self.objset
-            .free_range(&tx, self.object, blkid * block_size, block_size)
+            .free_range_locked(&tx, self.object, blkid * block_size, block_size)
             .map_err(|error| KvError::Storage(error.to_string()))
     }
 }

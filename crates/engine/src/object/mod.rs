@@ -70,6 +70,8 @@ pub enum ObjectError {
     NoSuchObject(ObjectId),
     #[error("corrupt object metadata: {0}")]
     Corrupt(String),
+    #[error("no space left in the pool")]
+    NoSpace,
     #[error("object too large for its tree")]
     TooLarge,
     #[error("bonus buffer of {0} bytes is larger than {DNODE_BONUS_SIZE_MAX}")]
@@ -86,6 +88,12 @@ impl From<BlockError> for ObjectError {
     fn from(error: BlockError) -> Self {
         ObjectError::Pipeline(PipelineError::Block(error))
     }
+}
+
+/// Admission of new data before it is dirtied: the pool refuses writes that could not be
+/// stored (ENOSPC) while frees and syncing still can proceed (OpenZFS's dsl_dir tempreserve).
+pub trait WriteReservation: Send + Sync {
+    fn reserve(&self, bytes: u64) -> Result<(), ObjectError>;
 }
 
 /// How blocks enter and leave an object set's trees. Owned by this layer, implemented above:
@@ -181,7 +189,33 @@ pub struct ObjectSet {
     metadata_copies: u8,
     /// Where open-context changes report their dirty bytes (write throttle, sync trigger).
     dirty_accounting: Mutex<Option<Arc<TxgManager>>>,
+    /// Admission control for new data (None: unlimited, as for the MOS).
+    reservation: Mutex<Option<Arc<dyn WriteReservation>>>,
+    /// Per-object writer locks serialising writers of one object, so that two partial writes
+    /// into one block cannot lose each other's bytes (the read-modify-write is atomic). Entries
+    /// exist only while someone holds or waits for the lock.
+    object_locks: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
     state: Mutex<State>,
+}
+
+/// A held writer lock of one object; see [`ObjectSet::lock_object`].
+pub struct ObjectLockGuard {
+    object: ObjectId,
+    table: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
+    guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+}
+
+impl Drop for ObjectLockGuard {
+    fn drop(&mut self) {
+        let guard = self.guard.take().expect("held until drop");
+        let lock = parking_lot::ArcMutexGuard::mutex(&guard).clone();
+        drop(guard);
+        let mut table = self.table.lock();
+        // The table's reference and `lock`: nobody else holds or waits for it.
+        if Arc::strong_count(&lock) == 2 {
+            table.remove(&self.object);
+        }
+    }
 }
 
 /// What [`ObjectSet::read_block_source`] found for one data block.
@@ -281,6 +315,8 @@ impl ObjectSet {
             lifecycle,
             metadata_copies,
             dirty_accounting: Mutex::new(None),
+            reservation: Mutex::new(None),
+            object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
             state: Mutex::new(State {
                 synced_root,
                 synced_meta_dnode: meta_dnode,
@@ -615,6 +651,43 @@ impl ObjectSet {
         offset: u64,
         data: &[u8],
     ) -> Result<(), ObjectError> {
+        let reservation = self.reservation.lock().clone();
+        if let Some(reservation) = reservation {
+            reservation.reserve(data.len() as u64)?;
+        }
+        let _writer = self.lock_object(object);
+        self.write_locked(tx, object, offset, data)
+    }
+
+    /// Admit new data through `reservation` from now on (the pool does this for datasets).
+    pub fn set_reservation(&self, reservation: Arc<dyn WriteReservation>) {
+        *self.reservation.lock() = Some(reservation);
+    }
+
+    /// The writer lock of `object` (striped): held across a read-modify-write, and by a
+    /// key/value handle for its whole life, since one key/value operation touches several blocks.
+    pub(crate) fn lock_object(&self, object: ObjectId) -> ObjectLockGuard {
+        let lock = self
+            .object_locks
+            .lock()
+            .entry(object)
+            .or_insert_with(|| Arc::new(Mutex::new(())))
+            .clone();
+        let guard = lock.lock_arc();
+        ObjectLockGuard {
+            object,
+            table: self.object_locks.clone(),
+            guard: Some(guard),
+        }
+    }
+
+    fn write_locked(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
         if offset.checked_add(data.len() as u64).is_none() {
@@ -688,6 +761,18 @@ impl ObjectSet {
         offset: u64,
         length: u64,
     ) -> Result<(), ObjectError> {
+        let _writer = self.lock_object(object);
+        self.free_range_locked(tx, object, offset, length)
+    }
+
+    /// [`ObjectSet::free_range`] for a caller already holding the object's writer lock.
+    pub(crate) fn free_range_locked(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
         let end = offset.saturating_add(length);
@@ -700,11 +785,11 @@ impl ObjectSet {
         // Zero the partial head and tail blocks.
         if !offset.is_multiple_of(block_size) {
             let head_end = (first_whole * block_size).min(end);
-            self.write(tx, object, offset, &vec![0u8; (head_end - offset) as usize])?;
+            self.write_locked(tx, object, offset, &vec![0u8; (head_end - offset) as usize])?;
         }
         if end != u64::MAX && !end.is_multiple_of(block_size) && end / block_size >= first_whole {
             let tail_start = (end / block_size) * block_size;
-            self.write(
+            self.write_locked(
                 tx,
                 object,
                 tail_start,

@@ -317,6 +317,32 @@ impl BlockFreer for PoolFreer {
     }
 }
 
+/// Admission of new data into the pool's datasets: a write is refused with "no space" when the
+/// data already in flight plus this write, doubled for metadata and copies, would not fit in
+/// the free space outside the slop (OpenZFS's tempreserve against spa_get_slop_space). Frees
+/// are never refused, and syncing can always use the slop, so a full pool stays writable for
+/// deletes and never suspends for lack of space.
+struct PoolReservation {
+    io: Arc<BlockIo>,
+    txgs: Arc<TxgManager>,
+}
+
+impl crate::object::WriteReservation for PoolReservation {
+    fn reserve(&self, bytes: u64) -> Result<(), ObjectError> {
+        let totals = self.io.space.totals();
+        let needed = self
+            .txgs
+            .dirty_total()
+            .saturating_add(bytes)
+            .saturating_mul(2);
+        let available = totals.free.saturating_sub(totals.slop());
+        if needed > available {
+            return Err(ObjectError::NoSpace);
+        }
+        Ok(())
+    }
+}
+
 /// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.
 struct MosLifecycle {
     freer: Arc<PoolFreer>,
@@ -1020,6 +1046,12 @@ impl Pool {
         // The creating txg is synced right here, before any other transaction can exist.
         core.sync_txg(txg)?;
         core.root.objset().set_dirty_accounting(core.txgs.clone());
+        core.root
+            .objset()
+            .set_reservation(Arc::new(PoolReservation {
+                io: core.io.clone(),
+                txgs: core.txgs.clone(),
+            }));
         let pool = Pool {
             core: core.clone(),
             sync_thread: Mutex::new(None),
@@ -1345,6 +1377,12 @@ impl Pool {
             tunables: tunables.clone(),
         });
         core.root.objset().set_dirty_accounting(core.txgs.clone());
+        core.root
+            .objset()
+            .set_reservation(Arc::new(PoolReservation {
+                io: core.io.clone(),
+                txgs: core.txgs.clone(),
+            }));
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),

@@ -139,6 +139,27 @@ pub struct MetaslabStats {
     pub histogram: [u64; space_map::SPACE_MAP_HISTOGRAM_SIZE],
 }
 
+/// Space of the whole pool, summed over its vdevs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceTotals {
+    pub size: u64,
+    pub allocated: u64,
+    pub free: u64,
+    /// Freed in the last two txgs: not yet allocatable (deferred frees).
+    pub deferred: u64,
+}
+
+impl SpaceTotals {
+    /// Space held back so that syncing (metadata, frees) can always proceed when users have
+    /// filled the pool: 1/32 of the size (spa_slop_shift = 5), at most 128 GiB, and at least
+    /// min(128 MiB, half the pool) (OpenZFS's spa_get_slop_space).
+    pub fn slop(&self) -> u64 {
+        (self.size >> 5)
+            .min(128 << 30)
+            .max((128u64 << 20).min(self.size / 2))
+    }
+}
+
 /// Space of one top-level vdev, for `tarn pool list` and `tarn debug metaslabs`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VdevSpaceStats {
@@ -602,6 +623,22 @@ impl SpaceManager {
                 }
             })
             .collect()
+    }
+
+    /// Pool-wide space totals (cheap: no per-metaslab rows).
+    pub fn totals(&self) -> SpaceTotals {
+        let groups = self.groups.read();
+        let mut totals = SpaceTotals::default();
+        for group in groups.iter() {
+            let group = group.lock();
+            totals.size += group.covered_size();
+            for metaslab in &group.metaslabs {
+                totals.allocated += metaslab.allocated_bytes();
+                totals.free += metaslab.free_bytes();
+                totals.deferred += metaslab.deferred_bytes();
+            }
+        }
+        totals
     }
 
     /// What the on-disk space maps say is allocated, per vdev (for `tarn check`).

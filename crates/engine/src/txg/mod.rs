@@ -147,7 +147,7 @@ impl TxgManager {
         })
     }
 
-    fn dirty_total(inner: &Inner) -> u64 {
+    fn dirty_total_of(inner: &Inner) -> u64 {
         inner.dirty_bytes.iter().sum()
     }
 
@@ -164,7 +164,7 @@ impl TxgManager {
                 if inner.shutting_down {
                     return Err(TxgError::ShuttingDown);
                 }
-                let dirty = Self::dirty_total(&inner);
+                let dirty = Self::dirty_total_of(&inner);
                 if dirty >= max {
                     // Full: ask for a sync and wait for room.
                     inner.wanted = inner.wanted.max(inner.open);
@@ -209,10 +209,15 @@ impl TxgManager {
         let mut inner = self.inner.lock();
         inner.dirty_bytes[txg.slot()] += bytes;
         let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;
-        if Self::dirty_total(&inner) >= threshold {
+        if Self::dirty_total_of(&inner) >= threshold {
             inner.wanted = inner.wanted.max(txg);
             self.changed.notify_all();
         }
+    }
+
+    /// Dirty bytes of every txg in flight (open, quiescing, syncing).
+    pub fn dirty_total(&self) -> u64 {
+        Self::dirty_total_of(&self.inner.lock())
     }
 
     pub fn open_txg(&self) -> Txg {
@@ -263,7 +268,7 @@ impl TxgManager {
         let mut stats = self.stats.lock().clone();
         stats.open = inner.open.0;
         stats.synced = inner.synced.0;
-        stats.dirty_bytes = Self::dirty_total(&inner);
+        stats.dirty_bytes = Self::dirty_total_of(&inner);
         stats
     }
 

@@ -1,0 +1,72 @@
+//! A pool filled to the brim refuses new data with "no space" instead of suspending: syncs keep
+//! working, the pool imports and checks clean, and after a delete (and the two-txg deferral of
+//! frees) writes are accepted again.
+
+mod common;
+
+use tarn::block::blkptr::Compression;
+use tarn::object::ObjectError;
+
+use common::*;
+
+#[test]
+fn full_pool_refuses_writes_then_recovers_after_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "full", single(dir.path(), "a.img"), tiny());
+    let objset = pool.root_objset();
+    let object = create_file(&pool, &objset, 4096, Compression::Off);
+    let chunk = 256 << 10;
+    let mut written = 0u64;
+    let refused = loop {
+        let hold = pool.assign().unwrap();
+        match objset.write(&hold.tx(), object, written, &pattern(written, chunk)) {
+            Ok(()) => written += chunk as u64,
+            Err(error) => break error,
+        }
+        assert!(
+            written < 200 << 20,
+            "a 96 MiB pool accepted {written} bytes"
+        );
+    };
+    assert!(
+        matches!(refused, ObjectError::NoSpace),
+        "unexpected error: {refused}"
+    );
+    // A 96 MiB pool keeps half of itself as slop (min(128 MiB, size / 2)), as OpenZFS does.
+    assert!(
+        written > 16 << 20,
+        "refused too early, after {written} bytes"
+    );
+    pool.sync().expect("a full pool still syncs");
+    assert!(pool.core.txgs.failure().is_none(), "the pool suspended");
+    let mut tail = vec![0u8; chunk];
+    objset
+        .read(object, written - chunk as u64, &mut tail)
+        .unwrap();
+    assert_eq!(tail, pattern(written - chunk as u64, chunk));
+    assert_clean(&pool);
+
+    // Delete, let the deferred frees come back, and write again.
+    {
+        let hold = pool.assign().unwrap();
+        objset.remove_object(&hold.tx(), object).unwrap();
+    }
+    for _ in 0..4 {
+        let hold = pool.assign().unwrap();
+        drop(hold);
+        pool.sync().unwrap();
+    }
+    let again = create_file(&pool, &objset, 4096, Compression::Off);
+    for offset in (0..(16u64 << 20)).step_by(chunk) {
+        let hold = pool.assign().unwrap();
+        objset
+            .write(&hold.tx(), again, offset, &pattern(offset, chunk))
+            .expect("space came back after the delete");
+    }
+    assert_clean(&pool);
+    drop(objset);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "full", tiny());
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
