@@ -33,18 +33,6 @@ pub enum BenchCommand {
     },
 }
 
-fn incompressible(length: usize) -> Vec<u8> {
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut out = Vec::with_capacity(length);
-    while out.len() < length {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out
-}
-
 fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / seconds
 }
@@ -108,7 +96,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                 disabled_features: Vec::new(),
             })?;
             let objset = pool.root_objset();
-            let buffer = incompressible(64 << 20);
+            let buffer = crate::format::pseudo_random(64 << 20, 0x9e37_79b9_7f4a_7c15);
             let record = 1usize << 20;
             let started = Instant::now();
             let object = {

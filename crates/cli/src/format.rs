@@ -3,6 +3,20 @@
 
 use serde_json::{Map, Value};
 
+/// Deterministic incompressible bytes (xorshift64) for demos and benchmarks.
+pub fn pseudo_random(length: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut out = Vec::with_capacity(length + 8);
+    while out.len() < length {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+    out.truncate(length);
+    out
+}
+
 /// Parse a size such as `512`, `64K`, `2G`, `1.5T` (binary multiples, as zfs does).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();

@@ -22,19 +22,6 @@ fn step(number: u32, text: &str) {
     out!("\n== Step {number}: {text}");
 }
 
-fn pseudo_random(length: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    let mut out = Vec::with_capacity(length);
-    while out.len() < length {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(length);
-    out
-}
-
 pub fn run(dir: PathBuf) -> Result<(), Failure> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
@@ -85,7 +72,7 @@ pub fn run(dir: PathBuf) -> Result<(), Failure> {
         2,
         "write 64 MiB of data into an object of the root dataset, in 128 KiB records",
     );
-    let data = pseudo_random(DATA_BYTES, 0x7a_72_6e);
+    let data = crate::format::pseudo_random(DATA_BYTES, 0x7a_72_6e);
     let objset = pool.root_objset();
     let started = Instant::now();
     let object: ObjectId = {

@@ -463,6 +463,17 @@ fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectI
 }
 
 impl PoolCore {
+    /// Connect the root dataset's open-context writers to the txg layer (dirty accounting,
+    /// throttle) and to space admission (ENOSPC), once the pool is ready for them.
+    fn attach_open_context(&self) {
+        let objset = self.root.objset();
+        objset.set_dirty_accounting(self.txgs.clone());
+        objset.set_reservation(Arc::new(PoolReservation {
+            io: self.io.clone(),
+            txgs: self.txgs.clone(),
+        }));
+    }
+
     fn storage(&self) -> MosSpaceStorage<'_> {
         MosSpaceStorage { mos: &self.mos }
     }
@@ -1045,13 +1056,7 @@ impl Pool {
         });
         // The creating txg is synced right here, before any other transaction can exist.
         core.sync_txg(txg)?;
-        core.root.objset().set_dirty_accounting(core.txgs.clone());
-        core.root
-            .objset()
-            .set_reservation(Arc::new(PoolReservation {
-                io: core.io.clone(),
-                txgs: core.txgs.clone(),
-            }));
+        core.attach_open_context();
         let pool = Pool {
             core: core.clone(),
             sync_thread: Mutex::new(None),
@@ -1376,13 +1381,7 @@ impl Pool {
             }),
             tunables: tunables.clone(),
         });
-        core.root.objset().set_dirty_accounting(core.txgs.clone());
-        core.root
-            .objset()
-            .set_reservation(Arc::new(PoolReservation {
-                io: core.io.clone(),
-                txgs: core.txgs.clone(),
-            }));
+        core.attach_open_context();
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),
