@@ -142,10 +142,24 @@ fn run(seed: u64, steps: usize, vdevs: impl Fn(&std::path::Path) -> Vec<VdevSpec
     pool.export().unwrap();
 }
 
+/// `TARN_MODEL_SEEDS=N TARN_MODEL_STEPS=M` make a longer soak than the CI default.
+fn soak_size(default_seeds: u64, default_steps: usize) -> (u64, usize) {
+    let seeds = std::env::var("TARN_MODEL_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_seeds);
+    let steps = std::env::var("TARN_MODEL_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_steps);
+    (seeds, steps)
+}
+
 #[test]
 fn model_single_vdev() {
-    for seed in 0..3 {
-        run(seed, 400, |dir| single(dir, "a.img"));
+    let (seeds, steps) = soak_size(3, 400);
+    for seed in 0..seeds {
+        run(seed, steps, |dir| single(dir, "a.img"));
     }
 }
 
