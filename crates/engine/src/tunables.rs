@@ -30,18 +30,26 @@ macro_rules! tunables {
                 vec![ $( (stringify!($name), format!("{}", self.$name), concat!($($doc, " "),*)), )* ]
             }
 
-            /// Set one tunable by name from its textual value.
+            /// Set one tunable by name from its textual value, keeping the whole set valid.
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+                let previous = self.clone();
+                self.set_unchecked(name, value)?;
+                if let Err(error) = self.validate() {
+                    *self = previous;
+                    return Err(error);
+                }
+                Ok(())
+            }
+
+            /// Set one tunable without checking the set (for applying several that are only
+            /// valid together; call [`Tunables::validate`] after the last).
+            fn set_unchecked(&mut self, name: &str, value: &str) -> Result<(), String> {
                 match name {
                     $( stringify!($name) => {
                         let parsed = value.trim().parse::<$ty>().map_err(|error| {
                             format!("tunable {name}: cannot parse {value:?}: {error}")
                         })?;
-                        let previous = std::mem::replace(&mut self.$name, parsed);
-                        if let Err(error) = self.validate() {
-                            self.$name = previous;
-                            return Err(error);
-                        }
+                        self.$name = parsed;
                         Ok(())
                     } )*
                     _ => Err(format!("unknown tunable {name:?}")),
@@ -94,7 +102,7 @@ tunables! {
     sync_pass_deferred_free: u32 = 2,
     /// Pass from which compression is switched off (zfs_sync_pass_dont_compress).
     sync_pass_dont_compress: u32 = 8,
-    /// Sync passes after which a txg that has not converged is a bug (asserted).
+    /// Sync passes after which a txg that has not converged fails (the pool suspends).
     sync_pass_max: u32 = 100,
     /// Indirect block shift for new objects, 128 KiB (DN_MAX_INDBLKSHIFT).
     indirect_block_shift: u32 = 17,
@@ -116,7 +124,7 @@ impl Tunables {
         let mut tunables = Tunables::default();
         for (key, value) in std::env::vars() {
             if let Some(name) = key.strip_prefix("TARN_TUNABLE_") {
-                tunables.set(name, &value).map_err(|error| {
+                tunables.set_unchecked(name, &value).map_err(|error| {
                     let known: Vec<&str> = Tunables::default()
                         .describe()
                         .into_iter()
@@ -126,6 +134,7 @@ impl Tunables {
                 })?;
             }
         }
+        tunables.validate()?;
         Ok(tunables)
     }
 
@@ -206,7 +215,7 @@ impl Tunables {
         )?;
         check(
             self.delay_min_dirty_percent < 100 && self.dirty_data_sync_percent <= 100,
-            "percentages must be below 100",
+            "delay_min_dirty_percent must be below 100 and dirty_data_sync_percent at most 100",
         )?;
         check(
             self.metaslab_condense_pct >= 100,

@@ -68,3 +68,27 @@ fn writers_are_delayed_near_the_dirty_limit() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// Regression: changes that dirty no data block (here, removing an object) used to add no
+/// dirty bytes, so the txg timer never synced them.
+#[test]
+fn a_lone_delete_is_synced_by_the_timer() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "timer", single(dir.path(), "a.img"), tiny());
+    let objset = pool.root_objset();
+    let object = create_file(&pool, &objset, 4096, Compression::Off);
+    pool.sync().unwrap();
+    let before = pool.last_synced_txg();
+    {
+        let hold = pool.assign().unwrap();
+        objset.remove_object(&hold.tx(), object).unwrap();
+    }
+    // txg_timeout is 1 s in the tiny configuration.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pool.last_synced_txg() == before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pool.last_synced_txg() > before, "the timer did not sync a txg holding only a delete");
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

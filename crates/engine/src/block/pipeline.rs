@@ -320,6 +320,15 @@ impl BlockIo {
             return Ok(Arc::new(vec![0u8; bp.size_logical as usize]));
         }
         if bp.embedded {
+            if bp.object_type != ObjectType::PlainFile || bp.level != 0 {
+                return Err(PipelineError::Block(BlockError::corrupt(
+                    "block pointer",
+                    format!(
+                        "embedded {:?} block at level {}: only file data is embedded",
+                        bp.object_type, bp.level
+                    ),
+                )));
+            }
             let data = compress::decompress(
                 bp.compression,
                 &bp.embedded_payload,

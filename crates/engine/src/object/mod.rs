@@ -22,7 +22,8 @@
 //! # Reading
 //! A read of a block looks at the dirty records from the newest txg to the oldest (a write wins,
 //! a free or creation in that txg means zeros), then at the tree of the dnode as it is being
-//! synced, then at the last synced tree. Disk reads happen with no lock held. Blocks freed in a
+//! synced, then at the last synced tree. Disk reads happen without the object set's lock (a
+//! writer holds only its object's writer lock across the read-modify-write). Blocks freed in a
 //! sync are not reallocated for two more txgs (DESIGN.md §3 invariant 3), so a reader that took
 //! a tree root just before a sync installed a new one still reads valid blocks.
 //!
@@ -517,6 +518,8 @@ impl ObjectSet {
             create: Some(dnode),
             ..ObjectDirty::default()
         };
+        drop(state);
+        self.note_metadata_change(tx);
         Ok(())
     }
 
@@ -529,6 +532,8 @@ impl ObjectSet {
             removed: true,
             ..ObjectDirty::default()
         };
+        drop(state);
+        self.note_metadata_change(tx);
         Ok(())
     }
 
@@ -550,6 +555,8 @@ impl ObjectSet {
         let mut state = self.state.lock();
         let record = state.record(tx.txg, object);
         record.bonus = Some((bonus_type, bonus.to_vec()));
+        drop(state);
+        self.note_metadata_change(tx);
         Ok(())
     }
 
@@ -643,7 +650,8 @@ impl ObjectSet {
         Ok(())
     }
 
-    /// Write bytes at `offset` in `tx`. Partly covered blocks are read first (with no lock held).
+    /// Write bytes at `offset` in `tx`. Partly covered blocks are read first, under the object's
+    /// writer lock but not the object set's lock.
     pub fn write(
         &self,
         tx: &Tx,
@@ -664,7 +672,7 @@ impl ObjectSet {
         *self.reservation.lock() = Some(reservation);
     }
 
-    /// The writer lock of `object` (striped): held across a read-modify-write, and by a
+    /// The writer lock of `object` (one per object, made on demand): held across a read-modify-write, and by a
     /// key/value handle for its whole life, since one key/value operation touches several blocks.
     pub(crate) fn lock_object(&self, object: ObjectId) -> ObjectLockGuard {
         let lock = self
@@ -738,6 +746,14 @@ impl ObjectSet {
         *self.dirty_accounting.lock() = Some(manager);
     }
 
+    /// Report a change that dirties no data block (create, remove, bonus, free) as one dnode's
+    /// worth of dirty data, so that it too starts a sync when the txg times out.
+    fn note_metadata_change(&self, tx: &Tx) {
+        if let Some(manager) = self.dirty_accounting.lock().as_ref() {
+            manager.add_dirty(tx.txg, DNODE_SIZE as u64);
+        }
+    }
+
     fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
         let bytes = block.len() as u64;
         let replaced = {
@@ -808,6 +824,7 @@ impl ObjectSet {
                 record.truncated_to = Some(record.truncated_to.map_or(last, |t| t.min(last)));
             }
         }
+        self.note_metadata_change(tx);
         Ok(())
     }
 

@@ -709,7 +709,6 @@ impl PoolCore {
     }
 }
 
-/// Open every device of a new pool, creating sparse files when asked.
 /// One top-level vdev's devices, as opened for a new pool.
 type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
 
@@ -1253,11 +1252,11 @@ impl Pool {
             .collect();
         uberblocks.sort_by_key(|ub| std::cmp::Reverse((ub.txg, ub.timestamp)));
         uberblocks.dedup_by(|a, b| a.txg == b.txg);
-        // Only the newest uberblock and the TXG_DEFER_SIZE before it are guaranteed intact:
-        // space freed by a txg is reused from the third txg after it (invariant 3).
-        if let Some(newest) = uberblocks.first().map(|ub| ub.txg) {
-            uberblocks.retain(|ub| ub.txg.0 + crate::types::TXG_DEFER_SIZE as u64 >= newest.0);
-        }
+        // Only the newest uberblock and the TXG_DEFER_SIZE written before it are guaranteed
+        // intact: space freed by a txg is reused from the third written txg after it
+        // (invariant 3). Empty txgs write no uberblock and do not rotate the deferred frees, so
+        // count uberblocks, not txg numbers.
+        uberblocks.truncate(crate::types::TXG_DEFER_SIZE + 1);
         let mut skipped = Vec::new();
         for uberblock in uberblocks {
             match Pool::open_at(

@@ -46,8 +46,10 @@ pub struct MissingDevice {
 impl MissingDevice {
     /// A missing device standing in for one that held `allocatable_bytes` of data area.
     pub fn new(path: PathBuf, allocatable_bytes: u64) -> MissingDevice {
-        let size_bytes =
-            allocatable_bytes + super::VDEV_LABEL_START_SIZE + super::VDEV_LABEL_END_SIZE;
+        // Labels sit on 256 KiB boundaries: round up so that the data area is at least as large.
+        let size_bytes = allocatable_bytes.next_multiple_of(super::VDEV_LABEL_SIZE)
+            + super::VDEV_LABEL_START_SIZE
+            + super::VDEV_LABEL_END_SIZE;
         MissingDevice { path, size_bytes }
     }
 

@@ -70,11 +70,25 @@ impl Leaf {
     }
 
     fn record_missed_write(&self, offset: u64, length: u64) {
-        self.missed_writes
-            .lock()
-            .push(MissedWrite { offset, length });
+        let mut missed = self.missed_writes.lock();
+        if missed.len() >= MISSED_WRITES_MAX {
+            // Past this many ranges a resilver would rewrite everything anyway: keep one range
+            // covering the whole data area instead of growing without bound.
+            *missed = vec![MissedWrite {
+                offset: 0,
+                length: u64::MAX,
+            }];
+            return;
+        }
+        if missed.first().is_some_and(|range| range.length == u64::MAX) {
+            return;
+        }
+        missed.push(MissedWrite { offset, length });
     }
 }
+
+/// Missed-write ranges kept per leaf before they collapse into "everything".
+const MISSED_WRITES_MAX: usize = 4096;
 
 /// A top-level vdev: one leaf, or a mirror of leaves. Block pointers address its data area.
 #[derive(Debug)]
