@@ -88,7 +88,10 @@ fn a_lone_delete_is_synced_by_the_timer() {
     while pool.last_synced_txg() == before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(pool.last_synced_txg() > before, "the timer did not sync a txg holding only a delete");
+    assert!(
+        pool.last_synced_txg() > before,
+        "the timer did not sync a txg holding only a delete"
+    );
     assert_clean(&pool);
     pool.export().unwrap();
 }
