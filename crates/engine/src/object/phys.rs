@@ -41,6 +41,9 @@ const DNODE_BLKPTR_OFFSET: usize = 64;
 const DNODE_BONUS_OFFSET: usize = DNODE_BLKPTR_OFFSET + BLKPTR_SIZE;
 const _: () = assert!(DNODE_BONUS_OFFSET + DNODE_BONUS_SIZE_MAX == DNODE_SIZE);
 const _: () = assert!(DNODE_SIZE + 8 + 8 + 192 + 304 == OBJSET_HEADER_SIZE);
+/// Bytes of the object-set header reserved for the intent-log (ZIL) header.
+pub const OBJSET_ZIL_HEADER: std::ops::Range<usize> = 528..720;
+
 /// Deepest tree a dnode may describe; recursion over untrusted block pointers checks it.
 pub const LEVELS_MAX: u8 = 10;
 
@@ -240,6 +243,26 @@ impl ObjsetHeader {
                 "object-set header: meta-dnode has the wrong type",
             ));
         }
+        // The intent-log header and reserved bytes must be empty. This is where import's claim
+        // step stands until the ZIL exists: an object set carrying a log (from a newer build)
+        // is refused rather than opened with its log silently ignored.
+        if bytes[OBJSET_ZIL_HEADER].iter().any(|&byte| byte != 0) {
+            return Err(BlockError::Corrupt {
+                structure: "object-set header",
+                byte_offset: OBJSET_ZIL_HEADER.start,
+                what: "the intent-log (ZIL) header is not empty, and this build cannot claim or replay a log".into(),
+            });
+        }
+        if bytes[520..528]
+            .iter()
+            .chain(&bytes[OBJSET_ZIL_HEADER.end..])
+            .any(|&byte| byte != 0)
+        {
+            return Err(BlockError::corrupt(
+                "object-set header",
+                "reserved bytes are not zero",
+            ));
+        }
         let kind = match u64::from_le_bytes(bytes[512..520].try_into().unwrap()) {
             1 => ObjsetKind::Mos,
             2 => ObjsetKind::FileSystem,
@@ -310,6 +333,10 @@ mod tests {
         let mut bad = header.encode();
         bad[512] = 9;
         assert!(ObjsetHeader::decode(&bad).is_err());
+        let mut with_log = header.encode();
+        with_log[OBJSET_ZIL_HEADER.start + 8] = 1;
+        let error = ObjsetHeader::decode(&with_log).unwrap_err().to_string();
+        assert!(error.contains("intent-log"), "{error}");
         assert!(
             ObjsetHeader::decode(&[0u8; OBJSET_HEADER_SIZE]).is_err(),
             "a zero header has no meta-dnode"
