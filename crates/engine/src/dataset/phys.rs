@@ -97,6 +97,16 @@ impl DatasetPhys {
                 format!("dataset record of {} bytes", bytes.len()),
             ));
         }
+        if bytes[104..128]
+            .iter()
+            .chain(&bytes[256..])
+            .any(|&byte| byte != 0)
+        {
+            return Err(BlockError::corrupt(
+                "dataset record",
+                "reserved bytes are not zero",
+            ));
+        }
         Ok(DatasetPhys {
             dir_object: ObjectId(u64_at(bytes, 0)),
             prev_snapshot_object: ObjectId(u64_at(bytes, 8)),
@@ -149,6 +159,12 @@ impl DatasetDirPhys {
             return Err(BlockError::corrupt(
                 "dataset record",
                 format!("dataset directory record of {} bytes", bytes.len()),
+            ));
+        }
+        if bytes[72..].iter().any(|&byte| byte != 0) {
+            return Err(BlockError::corrupt(
+                "dataset directory record",
+                "reserved bytes are not zero",
             ));
         }
         Ok(DatasetDirPhys {

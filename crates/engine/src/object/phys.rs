@@ -167,6 +167,11 @@ impl DnodePhys {
         if object_type == ObjectType::None {
             return Ok(DnodePhys::free());
         }
+        if bytes[3] != 1 || bytes[15] != 0 || bytes[40..64].iter().any(|&byte| byte != 0) {
+            return Err(corrupt(
+                "dnode: block-pointer count or reserved bytes are wrong".into(),
+            ));
+        }
         let indirect_block_shift = bytes[1];
         if !(10..=17).contains(&indirect_block_shift) {
             return Err(corrupt(format!(
