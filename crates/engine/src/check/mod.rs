@@ -154,6 +154,8 @@ impl Walker<'_> {
 /// Check a pool. Run it with the pool idle (nothing being written).
 pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool::PoolError> {
     let core = &pool.core;
+    // Check exactly one synced txg: no sync may commit while the walk runs.
+    let _paused = core.txgs.pause_syncs();
     let io = core.io.as_ref();
     let mut walker = Walker {
         io,

@@ -1386,6 +1386,11 @@ impl Pool {
             sync_thread: Mutex::new(None),
         };
         pool.start_sync_thread();
+        if !options.readonly {
+            // Mark the labels active (and this host's) right away, so that a crash before the
+            // first write does not leave labels saying the pool was exported.
+            pool.sync()?;
+        }
         Ok(pool)
     }
 

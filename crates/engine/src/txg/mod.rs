@@ -56,6 +56,8 @@ struct Inner {
     wanted: Txg,
     last_sync_started: Instant,
     shutting_down: bool,
+    /// Holders of [`SyncPause`]: while non-zero no new sync starts.
+    paused: u32,
     /// Error of the last failed sync; the pool is suspended once a sync fails.
     failed: Option<String>,
 }
@@ -115,6 +117,19 @@ impl Drop for TxHold {
     }
 }
 
+/// While alive, no txg sync starts; see [`TxgManager::pause_syncs`].
+pub struct SyncPause {
+    manager: Arc<TxgManager>,
+}
+
+impl Drop for SyncPause {
+    fn drop(&mut self) {
+        let mut inner = self.manager.inner.lock();
+        inner.paused -= 1;
+        self.manager.changed.notify_all();
+    }
+}
+
 /// Errors waiting for txgs.
 #[derive(Debug, thiserror::Error)]
 pub enum TxgError {
@@ -138,6 +153,7 @@ impl TxgManager {
                 wanted: synced,
                 last_sync_started: Instant::now(),
                 shutting_down: false,
+                paused: 0,
                 failed: None,
             }),
             changed: Condvar::new(),
@@ -256,6 +272,21 @@ impl TxgManager {
         self.changed.notify_all();
     }
 
+    /// Hold off new syncs until the returned guard is dropped, after waiting for a sync in
+    /// progress to finish: the on-disk state then stays exactly the last synced txg (what
+    /// `check` needs on a live pool). Writers keep going into the open txg meanwhile.
+    pub fn pause_syncs(self: &Arc<Self>) -> SyncPause {
+        let mut inner = self.inner.lock();
+        inner.paused += 1;
+        while inner.syncing.is_some() || inner.quiescing.is_some() {
+            self.changed
+                .wait_for(&mut inner, Duration::from_millis(100));
+        }
+        SyncPause {
+            manager: self.clone(),
+        }
+    }
+
     /// Ask for a sync without waiting.
     pub fn kick(&self) {
         let mut inner = self.inner.lock();
@@ -307,6 +338,11 @@ impl TxgManager {
                         self.sync_thread_alive.store(false, Ordering::Release);
                         self.changed.notify_all();
                         return;
+                    }
+                    if inner.paused > 0 && !inner.shutting_down {
+                        self.changed
+                            .wait_for(&mut inner, Duration::from_millis(100));
+                        continue;
                     }
                     let timed_out =
                         inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
