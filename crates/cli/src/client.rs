@@ -62,22 +62,30 @@ fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
     if answer.is_empty() {
         return Err(Unanswered::NoAnswer("connection closed".into()));
     }
-    serde_json::from_slice(&answer)
-        .map_err(|error| Unanswered::NoAnswer(format!("unreadable response: {error}")))
+    let response: Response = serde_json::from_slice(&answer)
+        .map_err(|error| Unanswered::NoAnswer(format!("unreadable response: {error}")))?;
+    if response.retry {
+        return Err(Unanswered::NoAnswer("the daemon is stopping".into()));
+    }
+    Ok(response)
 }
 
-/// Ask the daemon if one is running; `None` when none is. A daemon that closes the connection
-/// without an answer was exiting (it had no pools left); the request is tried once more.
+/// How long a command waits for a stopping daemon to go before it gives up.
+const STOPPING_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ask the daemon if one is running; `None` when none is. A daemon that is stopping (it had
+/// no pools left, or was told to stop) has not acted on the request: wait for it to go.
 pub fn ask_if_running(socket: &Path, request: &Request) -> Result<Option<Response>, Failure> {
-    match ask_once(socket, request) {
-        Ok(response) => Ok(Some(response)),
-        Err(Unanswered::NoDaemon) => Ok(None),
-        Err(Unanswered::NoAnswer(_)) => {
-            std::thread::sleep(Duration::from_millis(100));
-            match ask_once(socket, request) {
-                Ok(response) => Ok(Some(response)),
-                Err(Unanswered::NoDaemon) => Ok(None),
-                Err(Unanswered::NoAnswer(why)) => Err(no_answer(socket, &why)),
+    let started = Instant::now();
+    loop {
+        match ask_once(socket, request) {
+            Ok(response) => return Ok(Some(response)),
+            Err(Unanswered::NoDaemon) => return Ok(None),
+            Err(Unanswered::NoAnswer(why)) => {
+                if started.elapsed() > STOPPING_TIMEOUT {
+                    return Err(no_answer(socket, &why));
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
         }
     }
@@ -91,26 +99,28 @@ fn no_answer(socket: &Path, why: &str) -> Failure {
     ))
 }
 
-/// Ask the daemon, starting it first if none is running.
+/// Ask the daemon, starting it first if none is running (or the one running is stopping).
 pub fn ask_starting(socket: &Path, request: &Request) -> Result<Response, Failure> {
-    for _ in 0..3 {
+    let started = Instant::now();
+    let mut starts = 0;
+    loop {
         match ask_once(socket, request) {
             Ok(response) => return Ok(response),
             Err(Unanswered::NoDaemon) => {
+                starts += 1;
+                if starts > 3 {
+                    return Err(no_answer(socket, "it went away after starting"));
+                }
                 start_daemon(socket)?;
             }
             Err(Unanswered::NoAnswer(why)) => {
-                // A daemon that was exiting between our connect and its accept: never answered,
-                // so never acted. Wait for it to go, then start a fresh one.
-                std::thread::sleep(Duration::from_millis(100));
-                if let Ok(response) = ask_once(socket, request) {
-                    return Ok(response);
+                if started.elapsed() > STOPPING_TIMEOUT {
+                    return Err(no_answer(socket, &why));
                 }
-                let _ = why;
+                std::thread::sleep(Duration::from_millis(20));
             }
         }
     }
-    Err(no_answer(socket, "it closed every connection"))
 }
 
 /// The pid of the daemon on `socket`, if one answers.
@@ -196,7 +206,9 @@ pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
 /// What the daemon wrote to its log since `offset`, for an error message.
 fn log_tail(log: &Path, offset: u64) -> String {
     let text = std::fs::read(log)
-        .map(|bytes| String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..]).into_owned())
+        .map(|bytes| {
+            String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..]).into_owned()
+        })
         .unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(5)..].join("\n");

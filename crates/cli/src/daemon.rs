@@ -108,7 +108,9 @@ struct Daemon {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking request thread is caught and answered; its state stays consistent because no
     // engine call happens under this mutex.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn log(message: impl std::fmt::Display) {
@@ -259,15 +261,19 @@ fn install_signal_handlers() {
 fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
     loop {
         if STOP.load(Ordering::SeqCst) {
+            lock(&daemon.state).stopping = true;
             log("stop requested: exporting every pool");
             return;
         }
         {
-            let state = lock(&daemon.state);
+            // Decide and refuse new requests in one critical section: a request either started
+            // before (and the daemon is not idle) or is answered with `retry`.
+            let mut state = lock(&daemon.state);
             if state.pools.is_empty()
                 && state.active == 0
                 && (state.lifecycle_done || state.last_request.elapsed() > IDLE_EXIT)
             {
+                state.stopping = true;
                 log("no pools left: exiting");
                 return;
             }
@@ -352,7 +358,9 @@ fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
     {
         let mut state = lock(&daemon.state);
         if state.stopping {
-            return Response::failure(1, "the tarn daemon is stopping; try again");
+            let mut response = Response::failure(1, "the tarn daemon is stopping; try again");
+            response.retry = true;
+            return response;
         }
         state.active += 1;
         state.last_request = Instant::now();
@@ -374,6 +382,7 @@ fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
             stdout: captured.stdout,
             stderr: captured.stderr,
             not_imported: false,
+            retry: false,
             data,
         },
         Ok((Err(Reply::NotImported(pool)), _)) => Response::not_imported(&pool),

@@ -35,12 +35,15 @@
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
 //!
 //! # Response
-//! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "data": ...}`.
+//! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,
+//! "data": ...}`.
 //! `status` is the exit status the CLI exits with (0 success, 1 failure, 2 bad request);
 //! `stdout` and `stderr` are exactly what the verb printed, which the CLI prints unchanged, so a
 //! verb's output does not depend on where it ran. `not_imported` is true when the request names
 //! a pool this daemon does not hold: the CLI then runs the verb in-process on the exported pool
-//! (`check -d`, `debug ...`, `pool export|destroy` of an exported pool). `data` carries the
+//! (`check -d`, `debug ...`, `pool export|destroy` of an exported pool). `retry` is true when
+//! the daemon is stopping and did nothing: the client waits for it to go and asks again (starting
+//! a new daemon if the verb needs one). `data` carries the
 //! structured rows that `pool list` and `pool status` merge with pools found on disk.
 
 use std::path::PathBuf;
@@ -127,6 +130,9 @@ pub struct Response {
     pub stderr: String,
     #[serde(default)]
     pub not_imported: bool,
+    /// The daemon is stopping and did not act on the request: ask again (a new daemon).
+    #[serde(default)]
+    pub retry: bool,
     #[serde(default)]
     pub data: serde_json::Value,
 }

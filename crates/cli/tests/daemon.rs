@@ -103,7 +103,12 @@ impl Fixture {
     }
 
     fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).to_str().expect("utf-8").to_string()
+        self.dir
+            .path()
+            .join(name)
+            .to_str()
+            .expect("utf-8")
+            .to_string()
     }
 
     fn socket(&self) -> PathBuf {
@@ -381,7 +386,10 @@ fn import_after_kill_9_needs_no_force_and_checks_clean() {
         kill(pid, libc::SIGKILL);
         t.wait_gone(pid);
         // The dead daemon left its socket file behind: stale, removed by the next daemon.
-        assert!(t.socket().exists(), "round {round}: a killed daemon leaves its socket");
+        assert!(
+            t.socket().exists(),
+            "round {round}: a killed daemon leaves its socket"
+        );
         // With no daemon, check runs in-process against the crashed pool (read-only: -n).
         t.run(&["check", "-n", "-d", &t.d(), "tank"])
             .success()
@@ -472,7 +480,9 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
     assert_eq!(response["not_imported"], true, "{response}");
     // Several requests on one connection, and a half-sent request, do not hurt.
     let mut stream = UnixStream::connect(t.socket()).unwrap();
-    stream.write_all(b"{\"verb\":\"ping\"}\n{\"verb\":\"ping\"}\n{\"verb\":").unwrap();
+    stream
+        .write_all(b"{\"verb\":\"ping\"}\n{\"verb\":\"ping\"}\n{\"verb\":")
+        .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     for _ in 0..2 {
         let mut line = String::new();
