@@ -343,10 +343,42 @@ fn a_failed_create_leaves_no_daemon_behind() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Misuse caught by the CLI does not start a daemon at all.
+    // Misuse caught by the CLI does not start a daemon at all: its log does not grow.
+    let log_before = std::fs::read_to_string(t.side_file(".log")).unwrap();
+    assert!(log_before.contains("no pools left"), "{log_before}");
     t.run(&["pool", "create", "-s", "128M", "1tank", &t.path("x.img")])
         .failure(&["invalid pool name"]);
-    assert!(!t.side_file(".log").exists() || !t.socket().exists());
+    t.run(&["pool", "create", "-s", "lots", "tank", &t.path("x.img")])
+        .failure(&["invalid size"]);
+    assert_eq!(
+        std::fs::read_to_string(t.side_file(".log")).unwrap(),
+        log_before
+    );
+    assert!(!t.socket().exists());
+}
+
+#[test]
+fn concurrent_first_commands_share_one_daemon() {
+    let t = Fixture::new();
+    let names = ["p0", "p1", "p2", "p3"];
+    std::thread::scope(|scope| {
+        for name in names {
+            let t = &t;
+            scope.spawn(move || {
+                t.create(name, &format!("{name}.img"));
+            });
+        }
+    });
+    let mut listed = t.listed();
+    listed.sort();
+    assert_eq!(listed, names.map(String::from).to_vec());
+    let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
+    let serving: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter(|line| line.contains("listening on"))
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .collect();
+    assert_eq!(serving.len(), 1, "exactly one daemon served:\n{log}");
 }
 
 #[test]
