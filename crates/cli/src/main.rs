@@ -1,36 +1,57 @@
 //! `tarn`: the command line. Verbs follow zpool/zfs/zdb habits (see shared CLI.md).
 //!
-//! Until the daemon exists, every verb runs the engine in this process: a pool is imported for
-//! the duration of one command and exported again before the command returns, so the next
-//! command finds it exported. Pools are found by scanning the directories given with `-d`
-//! (default: the current directory) for files and block devices carrying tarn labels.
+//! # Where a verb runs
+//! Imported pools live in the tarn daemon (`daemon`), which the CLI starts on first need: `pool
+//! create` and `pool import POOL` go to the daemon, starting it if no daemon serves the socket
+//! (`--socket`, `$TARN_SOCKET`, or `/run/tarn/tarn.sock`). `pool export`, `pool destroy`, `pool
+//! sync`, `check` and `debug ...` go to the daemon when it holds the pool; otherwise they run in
+//! this process on the exported pool, found by scanning the directories given with `-d`
+//! (default: the current directory), which is opened for the one command and closed again.
+//! `pool list` and `pool status` show the daemon's pools and, when no daemon runs or `-d` is
+//! given, the exported pools found on disk. Read-only verbs never start a daemon.
+//!
+//! The verbs themselves (`verbs`) print through `out!`/`err!`, which the daemon captures, so a
+//! verb prints the same text wherever it ran.
 
 /// `println!` that never panics: output into a closed pipe (`tarn ... | head`) is dropped, so a
-/// command still finishes its work (and exports its pool) when nobody reads what it prints.
+/// command still finishes its work (and exports its pool) when nobody reads what it prints. In
+/// the daemon the line goes into the request's captured output instead.
 macro_rules! out {
-    () => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout());
-    }};
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
+    () => {
+        $crate::output::write_stdout_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout_line(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that the daemon captures like `out!`.
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr_line(format_args!($($arg)*))
+    };
 }
 
 mod bench;
+mod client;
+mod daemon;
 mod format;
+mod output;
+mod protocol;
 mod quickstart;
+mod verbs;
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use format::{parse_size, print_table, Cell, ListFormat};
-use tarn::check::check_pool;
-use tarn::pool::{parse_vdev_specs, CreateOptions, ImportOptions, Pool, PoolError};
+use format::{parse_size, print_table, ListFormat};
+use protocol::{Request, Response};
+use tarn::pool::{parse_vdev_specs, validate_pool_name, ImportOptions, Pool, PoolError};
 use tarn::tunables::Tunables;
 use tarn::vdev::label::PoolState;
+use verbs::{absolute, PoolRow, StatusEntry, POOL_LIST_COLUMNS};
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +60,9 @@ use tarn::vdev::label::PoolState;
     about = "pooled copy-on-write storage in the design family of OpenZFS"
 )]
 struct Cli {
+    /// The daemon's socket (default: $TARN_SOCKET, else /run/tarn/tarn.sock).
+    #[arg(long = "socket", global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -61,6 +85,15 @@ enum Command {
     /// Inspection (zdb).
     #[command(subcommand)]
     Debug(DebugCommand),
+    /// The daemon that holds imported pools; normally started by the CLI itself.
+    Daemon {
+        /// Run in this process instead of detaching.
+        #[arg(long)]
+        foreground: bool,
+        /// Ask the running daemon to export every pool and exit; wait until it has.
+        #[arg(long, conflicts_with = "foreground")]
+        stop: bool,
+    },
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
     /// Benchmarks.
@@ -111,7 +144,7 @@ enum PoolCommand {
         #[arg(required = true, num_args = 1..)]
         vdevs: Vec<String>,
     },
-    /// Import a pool, or with no name list the pools found.
+    /// Import a pool into the daemon, or with no name list the pools found.
     Import {
         #[arg(short = 'd', long = "dir")]
         dirs: Vec<PathBuf>,
@@ -142,6 +175,8 @@ enum PoolCommand {
         force: bool,
         pool: String,
     },
+    /// Force a txg sync of one imported pool, or of all of them.
+    Sync { pool: Option<String> },
     /// List pools with their size and use.
     List {
         #[arg(short = 'd', long = "dir")]
@@ -195,6 +230,9 @@ impl From<String> for Failure {
     }
 }
 
+/// Exit status of a command.
+type Status = u8;
+
 fn dirs_or_default(dirs: &[PathBuf]) -> Vec<PathBuf> {
     if dirs.is_empty() {
         vec![PathBuf::from(".")]
@@ -217,21 +255,33 @@ pub(crate) fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportO
     })
 }
 
+/// Open an exported pool in this process for one command.
 fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
-    let (pool, report) = Pool::import(name, import_options(dirs, readonly)?)?;
-    for (txg, why) in &report.skipped {
-        eprintln!("warning: pool {name}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
+    verbs::open_quietly(name, import_options(dirs, readonly)?)
+}
+
+/// Print a daemon's answer as if the verb had run here; its exit status.
+fn forward(response: Response) -> Status {
+    output::print_raw(&response.stdout, &response.stderr);
+    response.status
+}
+
+/// Ask the daemon if it runs and holds the pool the request names; `None` means run in-process.
+fn ask_holder(socket: &Path, request: &Request) -> Result<Option<Status>, Failure> {
+    match client::ask_if_running(socket, request)? {
+        Some(response) if !response.not_imported => Ok(Some(forward(response))),
+        _ => Ok(None),
     }
-    Ok(pool)
 }
 
 fn pool_create(
+    socket: &Path,
     force: bool,
     size: Option<String>,
     properties: Vec<String>,
     name: String,
     vdevs: Vec<String>,
-) -> Result<(), Failure> {
+) -> Result<Status, Failure> {
     let mut disabled_features = Vec::new();
     for property in &properties {
         let (key, value) = property.split_once('=').ok_or_else(|| {
@@ -254,31 +304,39 @@ fn pool_create(
             }
         }
     }
-    let create_size = size.as_deref().map(parse_size).transpose()?;
-    let options = CreateOptions {
-        name: name.clone(),
-        vdevs: parse_vdev_specs(&vdevs)?,
-        create_size,
+    let size_bytes = size.as_deref().map(parse_size).transpose()?;
+    validate_pool_name(&name)?;
+    // Paths become absolute here (the daemon does not share our working directory); the
+    // keywords stay as they are.
+    let keywords = [
+        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache", "special",
+        "dedup",
+    ];
+    let vdevs: Vec<String> = vdevs
+        .iter()
+        .map(|word| {
+            if keywords.contains(&word.as_str()) {
+                word.clone()
+            } else {
+                absolute(Path::new(word)).display().to_string()
+            }
+        })
+        .collect();
+    // Spelling mistakes are reported without starting a daemon.
+    parse_vdev_specs(&vdevs)?;
+    let request = Request::PoolCreate {
+        name,
+        vdevs,
+        size_bytes,
         force,
-        tunables: tunables()?,
-        wrap_device: None,
         disabled_features,
     };
-    let pool = Pool::create(options)?;
-    pool.export()?;
-    out!("created pool {name} (exported: no daemon yet; import it with 'tarn pool import -d DIR {name}')");
-    Ok(())
+    Ok(forward(client::ask_starting(socket, &request)?))
 }
 
-fn pool_import(
-    dirs: Vec<PathBuf>,
-    show_destroyed: bool,
-    options: Vec<String>,
-    pool: Option<String>,
-    new_name: Option<String>,
-) -> Result<(), Failure> {
+fn parse_import_options(options: &[String]) -> Result<bool, Failure> {
     let mut readonly = false;
-    for option in &options {
+    for option in options {
         match option.as_str() {
             "readonly=on" => readonly = true,
             "readonly=off" => readonly = false,
@@ -289,10 +347,47 @@ fn pool_import(
             }
         }
     }
+    Ok(readonly)
+}
+
+/// Guids of the pools the daemon holds (empty when no daemon runs).
+fn daemon_rows(socket: &Path, pool: Option<&str>) -> Result<Option<Vec<PoolRow>>, Failure> {
+    let request = Request::PoolList {
+        pool: pool.map(str::to_string),
+    };
+    let Some(response) = client::ask_if_running(socket, &request)? else {
+        return Ok(None);
+    };
+    if response.status != 0 {
+        return Err(Failure(format!(
+            "the daemon could not list its pools: {}",
+            response.stderr.trim()
+        )));
+    }
+    let rows = serde_json::from_value(response.data["pools"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    Ok(Some(rows))
+}
+
+fn pool_import(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    show_destroyed: bool,
+    options: Vec<String>,
+    pool: Option<String>,
+    new_name: Option<String>,
+) -> Result<Status, Failure> {
+    let readonly = parse_import_options(&options)?;
     let Some(name) = pool else {
+        let held: BTreeSet<u64> = daemon_rows(socket, None)?
+            .unwrap_or_default()
+            .iter()
+            .map(|row| row.guid)
+            .collect();
         let found: Vec<_> = Pool::scan(&dirs_or_default(&dirs))
             .into_iter()
             .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
+            .filter(|pool| !held.contains(&pool.guid.0))
             .collect();
         if found.is_empty() {
             out!("no pools available to import");
@@ -311,311 +406,269 @@ fn pool_import(
                     .join(" ")
             );
         }
-        return Ok(());
+        return Ok(0);
     };
-    let mut import = import_options(&dirs, readonly)?;
-    import.new_name = new_name;
-    let (pool, report) = Pool::import(&name, import)?;
-    for (txg, why) in &report.skipped {
-        eprintln!("warning: uberblock of txg {txg} could not be used ({why})");
-    }
-    out!(
-        "imported pool {} at txg {}{}",
-        pool.name(),
-        report.txg,
-        if report.skipped.is_empty() {
-            String::new()
-        } else {
-            format!(" (rewound past {} newer txgs)", report.skipped.len())
-        }
-    );
-    let imported_name = pool.name().to_string();
-    pool.export()?;
-    out!("exported pool {imported_name} (no daemon yet: pools stay imported only while a command runs)");
-    Ok(())
+    let request = Request::PoolImport {
+        pool: name,
+        new_name,
+        dirs: dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect(),
+        readonly,
+    };
+    Ok(forward(client::ask_starting(socket, &request)?))
 }
 
-fn pool_list(dirs: Vec<PathBuf>, list: ListArgs, name: Option<String>) -> Result<(), Failure> {
-    let columns = ["name", "size", "alloc", "free", "frag", "cap", "health"];
-    let mut rows = Vec::new();
+fn pool_export(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    force: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let request = Request::PoolExport {
+        pool: pool.clone(),
+        force,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    // Not imported in the daemon: mark an exported-by-crash pool exported, in this process.
     let found = Pool::scan(&dirs_or_default(&dirs));
+    let Some(candidate) = found
+        .iter()
+        .find(|p| p.name == pool && p.state != PoolState::Destroyed)
+    else {
+        return Err(Failure(format!("cannot export '{pool}': no such pool")));
+    };
+    if candidate.state == PoolState::Exported {
+        out!("pool {pool} is already exported");
+    } else {
+        open_named(&dirs, &pool, false)?.export()?;
+        out!("exported pool {pool}");
+    }
+    Ok(0)
+}
+
+fn pool_destroy(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    force: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let request = Request::PoolDestroy {
+        pool: pool.clone(),
+        force,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    open_named(&dirs, &pool, false)?.destroy()?;
+    out!("destroyed pool {pool}");
+    Ok(0)
+}
+
+fn pool_sync(socket: &Path, pool: Option<String>) -> Result<Status, Failure> {
+    let request = Request::PoolSync { pool: pool.clone() };
+    match client::ask_if_running(socket, &request)? {
+        Some(response) => Ok(forward(response)),
+        None => match pool {
+            Some(name) => Err(Failure(format!(
+                "cannot sync '{name}': pool is not imported (no tarn daemon on {})",
+                socket.display()
+            ))),
+            None => Ok(0),
+        },
+    }
+}
+
+/// Whether to scan directories for exported pools: always without a daemon, and with one only
+/// when `-d` names where to look.
+fn scan_dirs(dirs: &[PathBuf], daemon_running: bool) -> Option<Vec<PathBuf>> {
+    if !daemon_running || !dirs.is_empty() {
+        Some(dirs_or_default(dirs))
+    } else {
+        None
+    }
+}
+
+fn pool_list(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    list: ListArgs,
+    name: Option<String>,
+) -> Result<Status, Failure> {
+    let daemon = daemon_rows(socket, name.as_deref())?;
+    let daemon_running = daemon.is_some();
+    let mut rows = daemon.unwrap_or_default();
+    let held: BTreeSet<u64> = rows.iter().map(|row| row.guid).collect();
+    let mut any_found = !rows.is_empty();
+    if let Some(scan) = scan_dirs(&dirs, daemon_running) {
+        let found = Pool::scan(&scan);
+        any_found |= !found.is_empty();
+        for candidate in found
+            .iter()
+            .filter(|p| p.state != PoolState::Destroyed && !held.contains(&p.guid.0))
+        {
+            if name.as_ref().is_some_and(|n| n != &candidate.name) {
+                continue;
+            }
+            let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
+            let mut row = verbs::pool_row(&pool);
+            row.name = candidate.name.clone();
+            rows.push(row);
+            pool.export()?;
+        }
+    }
     if let Some(name) = &name {
-        if !found.iter().any(|pool| &pool.name == name) {
+        if rows.is_empty() {
             return Err(Failure(format!("cannot open '{name}': no such pool")));
         }
     }
-    for candidate in found.iter().filter(|p| p.state != PoolState::Destroyed) {
-        if name.as_ref().is_some_and(|n| n != &candidate.name) {
-            continue;
-        }
-        let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-        let stats = pool.core.io.space.stats();
-        let size: u64 = stats.iter().map(|v| v.size).sum();
-        let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
-        let frag = stats.iter().filter_map(|v| v.fragmentation_percent).max();
-        let cap = (allocated * 100).checked_div(size).unwrap_or(0);
-        rows.push(vec![
-            Cell::text(candidate.name.clone()),
-            Cell::bytes(size),
-            Cell::bytes(allocated),
-            Cell::bytes(size - allocated.min(size)),
-            Cell::percent(frag),
-            Cell::percent(Some(cap)),
-            Cell::text(pool.core.io.vdevs.health().as_str()),
-        ]);
-        pool.export()?;
+    rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
+    let cells: Vec<_> = rows.iter().map(PoolRow::cells).collect();
+    print_table(&POOL_LIST_COLUMNS, &cells, &list.format(), "pools")?;
+    if !any_found {
+        err!(
+            "no pools imported (no tarn daemon on {}) and none found in {}",
+            socket.display(),
+            dirs_or_default(&dirs)
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
-    print_table(&columns, &rows, &list.format(), "pools")?;
-    Ok(())
+    Ok(0)
 }
 
-fn pool_status(dirs: Vec<PathBuf>, json: bool, name: Option<String>) -> Result<(), Failure> {
-    let found = Pool::scan(&dirs_or_default(&dirs));
-    let mut any = false;
-    let mut documents = Vec::new();
-    for candidate in found.iter().filter(|p| p.state != PoolState::Destroyed) {
-        if name.as_ref().is_some_and(|n| n != &candidate.name) {
-            continue;
-        }
-        any = true;
-        let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-        let mut vdevs = Vec::new();
-        let health = pool.core.io.vdevs.health();
-        let mut text = format!(
-            "  pool: {}\n state: {}\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{:<32}{}\n",
-            candidate.name,
-            health.as_str(),
-            pool.last_synced_txg(),
-            "",
-            candidate.name,
-            health.as_str()
-        );
-        for top in &pool.core.io.vdevs.tops {
-            let kind = if top.children.len() > 1 {
-                format!("mirror-{}", top.id)
-            } else {
-                String::new()
-            };
-            if !kind.is_empty() {
-                text.push_str(&format!("\t  {kind:<30}{}\n", top.health().as_str()));
+fn pool_status(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    json: bool,
+    name: Option<String>,
+) -> Result<Status, Failure> {
+    let request = Request::PoolStatus { pool: name.clone() };
+    let daemon = client::ask_if_running(socket, &request)?;
+    let daemon_running = daemon.is_some();
+    let mut entries: Vec<StatusEntry> = match daemon {
+        Some(response) => serde_json::from_value(response.data["pools"].clone())
+            .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?,
+        None => Vec::new(),
+    };
+    let held: BTreeSet<u64> = entries.iter().map(|entry| entry.guid).collect();
+    if let Some(scan) = scan_dirs(&dirs, daemon_running) {
+        for candidate in Pool::scan(&scan)
+            .iter()
+            .filter(|p| p.state != PoolState::Destroyed && !held.contains(&p.guid.0))
+        {
+            if name.as_ref().is_some_and(|n| n != &candidate.name) {
+                continue;
             }
-            let mut children = Vec::new();
-            for leaf in &top.children {
-                let stats = leaf.stats.snapshot();
-                let indent = if kind.is_empty() { "  " } else { "    " };
-                text.push_str(&format!(
-                    "\t{indent}{:<30}{:<8} {:>4} {:>5} {:>5}\n",
-                    leaf.path.display(),
-                    leaf.health().as_str(),
-                    stats.read_errors,
-                    stats.write_errors,
-                    stats.checksum_errors
-                ));
-                children.push(serde_json::json!({
-                    "path": leaf.path.display().to_string(), "state": leaf.health().as_str(),
-                    "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
-                }));
-            }
-            vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
+            let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
+            entries.push(verbs::status_entry(&pool));
+            pool.export()?;
         }
-        if json {
-            documents.push(serde_json::json!({"name": candidate.name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}));
-        } else {
-            if health != tarn::vdev::VdevHealth::Online {
-                text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
-            }
-            out!("{text}\nerrors: No known data errors\n");
-        }
-        pool.export()?;
     }
-    if json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
-        );
-    }
-    if !any {
+    if entries.is_empty() {
         return Err(Failure(match name {
             Some(name) => format!("cannot open '{name}': no such pool"),
             None => "no pools available".into(),
         }));
     }
-    Ok(())
+    entries.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
+    verbs::print_status(&entries, json);
+    Ok(0)
 }
 
-fn check(dirs: Vec<PathBuf>, no_repair: bool, name: String) -> Result<bool, Failure> {
+fn check(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    no_repair: bool,
+    name: String,
+) -> Result<Status, Failure> {
+    let request = Request::Check {
+        pool: name.clone(),
+        repair: !no_repair,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
     let pool = open_named(&dirs, &name, no_repair)?;
-    pool.sync()?;
-    let report = check_pool(&pool, !no_repair)?;
-    out!("checked pool {name} at txg {}", report.txg);
-    out!("  blocks:          {}", report.blocks);
-    out!("  logical bytes:   {}", report.bytes_logical);
-    out!("  allocated bytes: {}", report.bytes_allocated);
-    out!(
-        "  copies verified: {} ({} bad, {} repaired)",
-        report.copies_verified,
-        report.copies_bad,
-        report.copies_repaired
-    );
-    for block in &report.blocks_unreadable {
-        out!("  UNREADABLE: {block}");
-    }
-    for (vdev, offset, size) in &report.leaks {
-        out!("  LEAK: vdev {vdev} offset {offset:#x} size {size:#x}");
-    }
-    for (vdev, offset, size) in &report.missing {
-        out!("  MISSING ALLOCATION: vdev {vdev} offset {offset:#x} size {size:#x}");
-    }
-    for double in &report.double_allocations {
-        out!("  DOUBLE ALLOCATION: {double}");
-    }
-    for error in &report.errors {
-        out!("  ERROR: {error}");
-    }
-    let clean = report.is_clean();
-    out!(
-        "{}",
-        if clean {
-            "no errors found"
-        } else {
-            "ERRORS FOUND"
-        }
-    );
+    let clean = verbs::check(&pool, &name, !no_repair)?;
     pool.export()?;
-    Ok(clean)
+    Ok(if clean { 0 } else { 1 })
 }
 
-fn debug_metaslabs(dirs: Vec<PathBuf>, json: bool, name: String) -> Result<(), Failure> {
-    let pool = open_named(&dirs, &name, true)?;
-    let stats = pool.core.io.space.stats();
-    if json {
-        let vdevs: Vec<serde_json::Value> = stats
-            .iter()
-            .map(|vdev| {
-                serde_json::json!({
-                    "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated_bytes, "fragmentation": vdev.fragmentation_percent,
-                    "metaslabs": vdev.metaslabs.iter().map(|ms| serde_json::json!({
-                        "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object.0,
-                        "spacemap_length": ms.space_map_length_bytes, "allocated": ms.allocated_bytes, "free": ms.free_bytes,
-                        "fragmentation": ms.fragmentation_percent, "loaded": ms.loaded,
-                    })).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs}))
-                .expect("json")
-        );
-    } else {
-        for vdev in &stats {
-            out!(
-                "vdev {}: {} metaslabs, {} allocated of {}",
-                vdev.vdev,
-                vdev.metaslabs.len(),
-                format::human_bytes(vdev.allocated_bytes),
-                format::human_bytes(vdev.size)
-            );
-            out!(
-                "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}",
-                "ms",
-                "offset",
-                "spacemap",
-                "sm length",
-                "allocated",
-                "free",
-                "frag"
-            );
-            for ms in &vdev.metaslabs {
-                out!(
-                    "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
-                    ms.id,
-                    ms.start,
-                    ms.space_map_object.0,
-                    ms.space_map_length_bytes,
-                    format::human_bytes(ms.allocated_bytes),
-                    format::human_bytes(ms.free_bytes),
-                    ms.fragmentation_percent
-                        .map_or("-".to_string(), |f| format!("{f}%"))
-                );
-            }
-        }
+fn debug_metaslabs(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    json: bool,
+    name: String,
+) -> Result<Status, Failure> {
+    let request = Request::DebugMetaslabs {
+        pool: name.clone(),
+        json,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
     }
+    let pool = open_named(&dirs, &name, true)?;
+    verbs::debug_metaslabs(&pool, &name, json);
     pool.export()?;
-    Ok(())
+    Ok(0)
 }
 
 fn debug_spacemap(
+    socket: &Path,
     dirs: Vec<PathBuf>,
     name: String,
     vdev: u32,
     metaslab: u64,
-) -> Result<(), Failure> {
-    use tarn::space::space_map::{SpaceMap, SpaceMapAction};
-    let pool = open_named(&dirs, &name, true)?;
-    let stats = pool.core.io.space.stats();
-    let vdev_stats = stats
-        .iter()
-        .find(|v| v.vdev.0 == vdev)
-        .ok_or_else(|| Failure(format!("pool {name} has no vdev {vdev}")))?;
-    let ms = vdev_stats
-        .metaslabs
-        .iter()
-        .find(|m| m.id == metaslab)
-        .ok_or_else(|| Failure(format!("vdev {vdev} has no metaslab {metaslab}")))?;
-    if ms.space_map_object.0 == 0 {
-        out!("metaslab {metaslab} has no space map yet (all free)");
-        return Ok(());
-    }
-    let storage = tarn::object::adapters::MosSpaceStorage {
-        mos: &pool.core.mos,
+) -> Result<Status, Failure> {
+    let request = Request::DebugSpacemap {
+        pool: name.clone(),
+        vdev,
+        metaslab,
     };
-    let map = SpaceMap::open(
-        &storage,
-        ms.space_map_object,
-        ms.start,
-        ms.size,
-        vdev_stats.ashift,
-        pool.core.io.tunables.metaslab_sm_blksz,
-    )
-    .map_err(|e| Failure(e.to_string()))?;
-    out!(
-        "space map object {} of vdev {vdev} metaslab {metaslab}: length {} allocated {}",
-        ms.space_map_object,
-        map.header.length_bytes,
-        map.header.allocated_bytes
-    );
-    let mut last = (0u64, 0u32, None);
-    map.replay(&storage, map.header.length_bytes, |entry| {
-        if (entry.txg.0, entry.sync_pass, Some(entry.action)) != last {
-            out!(
-                "  txg {} pass {} {:?}",
-                entry.txg,
-                entry.sync_pass,
-                entry.action
-            );
-            last = (entry.txg.0, entry.sync_pass, Some(entry.action));
-        }
-        let word = if entry.action == SpaceMapAction::Alloc {
-            "ALLOC"
-        } else {
-            "FREE "
-        };
-        out!(
-            "    {word} [{:#x}, {:#x}) size {:#x}",
-            entry.start,
-            entry.start + entry.size,
-            entry.size
-        );
-        Ok(())
-    })
-    .map_err(|e| Failure(e.to_string()))?;
-    Ok(())
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, true)?;
+    let result = verbs::debug_spacemap(&pool, &name, vdev, metaslab);
+    pool.export()?;
+    result.map(|()| 0)
 }
 
-fn run(cli: Cli) -> Result<bool, Failure> {
+fn daemon_verb(socket: &Path, foreground: bool, stop: bool) -> Result<Status, Failure> {
+    if stop {
+        match client::stop_daemon(socket)? {
+            Some(pid) => out!("tarn daemon {pid} on {} stopped", socket.display()),
+            None => out!("no tarn daemon running on {}", socket.display()),
+        }
+        return Ok(0);
+    }
+    if foreground {
+        daemon::run_foreground(socket)?;
+        return Ok(0);
+    }
+    if let Some(pid) = client::ping(socket) {
+        return Err(Failure(format!(
+            "a tarn daemon (pid {pid}) is already running on {}",
+            socket.display()
+        )));
+    }
+    let pid = client::start_daemon(socket)?;
+    out!(
+        "tarn daemon {pid} listening on {} (log: {})",
+        socket.display(),
+        daemon::log_path(socket).display()
+    );
+    Ok(0)
+}
+
+fn run(cli: Cli) -> Result<Status, Failure> {
     // Every verb validates the environment's tunables first, pool or no pool.
     tunables()?;
+    let socket = client::socket_path(cli.socket.as_deref());
+    let socket = socket.as_path();
     match cli.command {
         Command::Pool(command) => match command {
             PoolCommand::Create {
@@ -624,7 +677,7 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 properties,
                 pool,
                 vdevs,
-            } => pool_create(force, size, properties, pool, vdevs)?,
+            } => pool_create(socket, force, size, properties, pool, vdevs),
             PoolCommand::Import {
                 dirs,
                 force: _,
@@ -632,66 +685,45 @@ fn run(cli: Cli) -> Result<bool, Failure> {
                 options,
                 pool,
                 new_name,
-            } => pool_import(dirs, destroyed, options, pool, new_name)?,
-            PoolCommand::Export {
-                dirs,
-                force: _,
-                pool,
-            } => {
-                let found = Pool::scan(&dirs_or_default(&dirs));
-                let Some(candidate) = found
-                    .iter()
-                    .find(|p| p.name == pool && p.state != PoolState::Destroyed)
-                else {
-                    return Err(Failure(format!("cannot export '{pool}': no such pool")));
-                };
-                if candidate.state == PoolState::Exported {
-                    out!("pool {pool} is already exported");
-                } else {
-                    open_named(&dirs, &pool, false)?.export()?;
-                    out!("exported pool {pool}");
-                }
-            }
-            PoolCommand::Destroy {
-                dirs,
-                force: _,
-                pool,
-            } => {
-                open_named(&dirs, &pool, false)?.destroy()?;
-                out!("destroyed pool {pool}");
-            }
-            PoolCommand::List { dirs, list, pool } => pool_list(dirs, list, pool)?,
-            PoolCommand::Status { dirs, json, pool } => pool_status(dirs, json, pool)?,
+            } => pool_import(socket, dirs, destroyed, options, pool, new_name),
+            PoolCommand::Export { dirs, force, pool } => pool_export(socket, dirs, force, pool),
+            PoolCommand::Destroy { dirs, force, pool } => pool_destroy(socket, dirs, force, pool),
+            PoolCommand::Sync { pool } => pool_sync(socket, pool),
+            PoolCommand::List { dirs, list, pool } => pool_list(socket, dirs, list, pool),
+            PoolCommand::Status { dirs, json, pool } => pool_status(socket, dirs, json, pool),
         },
         Command::Check {
             dirs,
             no_repair,
             pool,
-        } => return check(dirs, no_repair, pool),
+        } => check(socket, dirs, no_repair, pool),
         Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {
-            debug_metaslabs(dirs, json, pool)?
+            debug_metaslabs(socket, dirs, json, pool)
         }
         Command::Debug(DebugCommand::Spacemap {
             dirs,
             pool,
             vdev,
             metaslab,
-        }) => debug_spacemap(dirs, pool, vdev, metaslab)?,
+        }) => debug_spacemap(socket, dirs, pool, vdev, metaslab),
+        Command::Daemon { foreground, stop } => daemon_verb(socket, foreground, stop),
         Command::Quickstart { dir } => {
-            quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?
+            quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
+            Ok(0)
         }
-        Command::Bench(command) => bench::run(command)?,
+        Command::Bench(command) => {
+            bench::run(command)?;
+            Ok(0)
+        }
     }
-    Ok(true)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(status) => ExitCode::from(status),
         Err(Failure(message)) => {
-            eprintln!("tarn: {message}");
+            err!("tarn: {message}");
             ExitCode::from(1)
         }
     }

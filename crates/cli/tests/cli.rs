@@ -1,6 +1,8 @@
 //! End-to-end tests of the `tarn` binary, run as a user would run it: real pools on sparse files
-//! in temporary directories, one process per command (until the daemon exists every verb imports
-//! the pool for the duration of one command and exports it again).
+//! in temporary directories, one process per command. Each fixture has its own daemon socket
+//! (`TARN_SOCKET` in a temporary directory apart from the pool's files) and stops its daemon
+//! when dropped. `Fixture::create` exports the new pool again, so most tests here exercise the
+//! in-process paths on exported pools; the daemon's own behaviour is tested in `daemon.rs`.
 //!
 //! Every command goes through [`Fixture::run`], which fails the test if the binary panicked
 //! (exit status 101) or was killed by a signal.
@@ -84,16 +86,38 @@ impl Run {
     }
 }
 
-/// A temporary directory holding the vdev files of the pools of one test.
+/// A temporary directory holding the vdev files of the pools of one test, and another holding
+/// its daemon's socket and log.
 struct Fixture {
     dir: TempDir,
+    run_dir: TempDir,
+}
+
+impl Drop for Fixture {
+    /// Stop the fixture's daemon, if one is running (it exports its pools).
+    fn drop(&mut self) {
+        let _ = self.command(&["daemon", "--stop"]).output();
+    }
 }
 
 impl Fixture {
     fn new() -> Fixture {
         Fixture {
             dir: tempfile::tempdir().expect("temp dir"),
+            run_dir: tempfile::tempdir().expect("temp dir"),
         }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.run_dir.path().join("tarn.sock")
+    }
+
+    /// `tarn pool export NAME`, which the daemon answers.
+    #[track_caller]
+    fn export(&self, name: &str) -> Run {
+        self.run(&["pool", "export", name])
+            .success()
+            .stdout_has(&[&format!("exported pool {name}")])
     }
 
     fn dir(&self) -> &Path {
@@ -127,6 +151,7 @@ impl Fixture {
                 command.env_remove(key);
             }
         }
+        command.env("TARN_SOCKET", self.socket());
         command
     }
 
@@ -162,7 +187,7 @@ impl Fixture {
     }
 
     /// `tarn pool create -s 128M NAME VDEVSPEC...`, where every word but `mirror` is a file name
-    /// in the fixture directory.
+    /// in the fixture directory, then `tarn pool export NAME`: the pool is left exported.
     #[track_caller]
     fn create(&self, name: &str, spec: &[&str]) -> Run {
         let mut args: Vec<String> = ["pool", "create", "-s", "128M", name]
@@ -177,9 +202,12 @@ impl Fixture {
             });
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.run(&args)
+        let created = self
+            .run(&args)
             .success()
-            .stdout_has(&[&format!("created pool {name}")])
+            .stdout_has(&[&format!("created pool {name}")]);
+        self.export(name);
+        created
     }
 
     /// Names of the pools `tarn pool import -d DIR` lists, with their state word.
@@ -438,6 +466,9 @@ fn lifecycle_of_a_single_vdev_pool() {
     // Check.
     assert_eq!(t.check_clean("tank"), (0, 0));
 
+    // The daemon holds the new pool: it is not offered for import until exported.
+    assert_eq!(t.importable(), vec![]);
+    t.export("tank");
     // Import: listing, then by name.
     assert_eq!(
         t.importable(),
@@ -446,6 +477,7 @@ fn lifecycle_of_a_single_vdev_pool() {
     t.run(&["pool", "import", "-d", &d, "tank"])
         .success()
         .stdout_has(&["imported pool tank"]);
+    t.export("tank");
     t.run(&["pool", "export", "-d", &d, "tank"])
         .success()
         .stdout_has(&["already exported"]);
@@ -486,6 +518,8 @@ fn import_with_a_new_name() {
     let run = t
         .run(&["pool", "import", "-d", &d, "tank", "newtank"])
         .success();
+    assert!(run.stdout.contains("imported pool newtank"), "{run}");
+    t.export("newtank");
     assert_eq!(
         t.importable(),
         vec![("newtank".to_string(), "Exported".to_string())]
@@ -744,6 +778,7 @@ fn create_over_another_pools_device_needs_force() {
     );
     // With -f: the device now belongs to the new pool; the old one is gone.
     t.run(&["pool", "create", "-f", "other", &a]).success();
+    t.export("other");
     assert_eq!(
         t.importable(),
         vec![("other".to_string(), "Exported".to_string())]

@@ -1,0 +1,260 @@
+//! The CLI's side of the daemon: finding its socket, asking it, and starting it on first need.
+//!
+//! Starting: the CLI runs `tarn daemon --foreground --socket PATH` in a new session (setsid),
+//! stdin from /dev/null, stdout and stderr appended to `PATH.log`, working directory `/`, with
+//! the CLI's environment (so its `TARN_TUNABLE_*` variables become the daemon's tunables). It
+//! returns once the daemon answers a `ping` on the socket, so the daemon is ready before the
+//! command that started it goes on. If two commands start a daemon at once, the second daemon
+//! finds the socket's lock taken and exits, and both commands talk to the first.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::daemon::log_path;
+use crate::protocol::{Request, Response, MAX_LINE_BYTES};
+use crate::verbs::absolute;
+use crate::Failure;
+
+/// The socket when neither `--socket` nor `TARN_SOCKET` names one.
+pub const DEFAULT_SOCKET: &str = "/run/tarn/tarn.sock";
+/// How long a starting command waits for its daemon to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `--socket`, else `$TARN_SOCKET`, else the default; always absolute.
+pub fn socket_path(flag: Option<&Path>) -> PathBuf {
+    let chosen = match flag {
+        Some(path) => path.to_path_buf(),
+        None => match std::env::var_os("TARN_SOCKET") {
+            Some(value) if !value.is_empty() => PathBuf::from(value),
+            _ => PathBuf::from(DEFAULT_SOCKET),
+        },
+    };
+    absolute(&chosen)
+}
+
+/// Why a request got no response.
+enum Unanswered {
+    /// Nobody listens on the socket.
+    NoDaemon,
+    /// The daemon took the connection but closed it without answering (it was exiting, or died).
+    NoAnswer(String),
+}
+
+fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
+    let stream = UnixStream::connect(socket).map_err(|_| Unanswered::NoDaemon)?;
+    let mut writer = stream
+        .try_clone()
+        .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
+    let mut line = serde_json::to_vec(request).expect("a request serializes");
+    line.push(b'\n');
+    writer
+        .write_all(&line)
+        .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
+    let mut answer = Vec::new();
+    BufReader::new(stream)
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', &mut answer)
+        .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
+    if answer.is_empty() {
+        return Err(Unanswered::NoAnswer("connection closed".into()));
+    }
+    let response: Response = serde_json::from_slice(&answer)
+        .map_err(|error| Unanswered::NoAnswer(format!("unreadable response: {error}")))?;
+    if response.retry {
+        return Err(Unanswered::NoAnswer("the daemon is stopping".into()));
+    }
+    Ok(response)
+}
+
+/// How long a command waits for a stopping daemon to go before it gives up.
+const STOPPING_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ask the daemon if one is running; `None` when none is. A daemon that is stopping (it had
+/// no pools left, or was told to stop) has not acted on the request: wait for it to go.
+pub fn ask_if_running(socket: &Path, request: &Request) -> Result<Option<Response>, Failure> {
+    let started = Instant::now();
+    loop {
+        match ask_once(socket, request) {
+            Ok(response) => return Ok(Some(response)),
+            Err(Unanswered::NoDaemon) => return Ok(None),
+            Err(Unanswered::NoAnswer(why)) => {
+                if started.elapsed() > STOPPING_TIMEOUT {
+                    return Err(no_answer(socket, &why));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn no_answer(socket: &Path, why: &str) -> Failure {
+    Failure(format!(
+        "the tarn daemon on {} did not answer ({why}); see {}",
+        socket.display(),
+        log_path(socket).display()
+    ))
+}
+
+/// Ask the daemon, starting it first if none is running (or the one running is stopping).
+pub fn ask_starting(socket: &Path, request: &Request) -> Result<Response, Failure> {
+    let started = Instant::now();
+    let mut starts = 0;
+    loop {
+        match ask_once(socket, request) {
+            Ok(response) => return Ok(response),
+            Err(Unanswered::NoDaemon) => {
+                starts += 1;
+                if starts > 3 {
+                    return Err(no_answer(socket, "it went away after starting"));
+                }
+                start_daemon(socket)?;
+            }
+            Err(Unanswered::NoAnswer(why)) => {
+                if started.elapsed() > STOPPING_TIMEOUT {
+                    return Err(no_answer(socket, &why));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The pid of the daemon on `socket`, if one answers.
+pub fn ping(socket: &Path) -> Option<u32> {
+    let response = ask_once(socket, &Request::Ping).ok()?;
+    response.data["pid"].as_u64().map(|pid| pid as u32)
+}
+
+/// Start a detached daemon on `socket` and wait until it answers; returns its pid. Fails if it
+/// does not come up, quoting the end of its log.
+pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
+    if let Some(parent) = socket.parent() {
+        std::fs::create_dir_all(parent).map_err(|error| {
+            Failure(format!(
+                "cannot create {} for the daemon's socket: {error}; name another socket with --socket or TARN_SOCKET",
+                parent.display()
+            ))
+        })?;
+    }
+    let log = log_path(socket);
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|error| Failure(format!("cannot open {}: {error}", log.display())))?;
+    let log_size_before = log_file.metadata().map(|m| m.len()).unwrap_or(0);
+    let log_copy = log_file
+        .try_clone()
+        .map_err(|error| Failure(format!("{}: {error}", log.display())))?;
+    let executable = std::env::current_exe()
+        .map_err(|error| Failure(format!("cannot find the tarn executable: {error}")))?;
+    let mut command = Command::new(executable);
+    command
+        .arg("daemon")
+        .arg("--foreground")
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log_copy))
+        .stderr(Stdio::from(log_file))
+        .current_dir("/");
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|error| Failure(format!("cannot start the tarn daemon: {error}")))?;
+    let started = Instant::now();
+    let mut exited_at = None;
+    loop {
+        // Ours or a concurrent starter's: either way it serves this socket. If ours lost the
+        // race it exits by itself.
+        if let Some(pid) = ping(socket) {
+            return Ok(pid);
+        }
+        if exited_at.is_none() {
+            if let Ok(Some(_status)) = child.try_wait() {
+                exited_at = Some(Instant::now());
+            }
+        }
+        let gave_up = match exited_at {
+            // The child exited: maybe it lost a race to a daemon that is coming up; wait a bit.
+            Some(at) => at.elapsed() > Duration::from_secs(2),
+            None => started.elapsed() > START_TIMEOUT,
+        };
+        if gave_up {
+            return Err(Failure(format!(
+                "the tarn daemon did not start on {}{}",
+                socket.display(),
+                log_tail(&log, log_size_before)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What the daemon wrote to its log since `offset`, for an error message.
+fn log_tail(log: &Path, offset: u64) -> String {
+    let text = std::fs::read(log)
+        .map(|bytes| {
+            String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..]).into_owned()
+        })
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+    if tail.is_empty() {
+        format!(" (see {})", log.display())
+    } else {
+        format!(":\n{tail}\n(from {})", log.display())
+    }
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone: it holds no locks or files).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // "pid (comm) S ...": the state follows the last ')'.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("");
+            !matches!(state, "Z" | "X" | "x")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Ask the daemon to stop and wait until it has exported everything and exited.
+pub fn stop_daemon(socket: &Path) -> Result<Option<u32>, Failure> {
+    let Some(response) = ask_if_running(socket, &Request::Stop)? else {
+        return Ok(None);
+    };
+    let Some(pid) = response.data["pid"].as_u64().map(|pid| pid as u32) else {
+        return Err(Failure(format!(
+            "the daemon on {} refused to stop: {}",
+            socket.display(),
+            response.stderr.trim()
+        )));
+    };
+    let started = Instant::now();
+    while process_alive(pid) {
+        if started.elapsed() > Duration::from_secs(300) {
+            return Err(Failure(format!(
+                "tarn daemon {pid} did not exit within 5 minutes; see {}",
+                log_path(socket).display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(Some(pid))
+}

@@ -1,0 +1,231 @@
+//! The protocol between the `tarn` CLI and the tarn daemon (DESIGN.md §5).
+//!
+//! # Transport
+//! A Unix stream socket: `--socket PATH`, else `$TARN_SOCKET`, else `/run/tarn/tarn.sock`. Beside
+//! it the daemon keeps `PATH.lock` (flock held for the daemon's life: one daemon per socket),
+//! `PATH.pid` (its process id, while it listens) and `PATH.log` (its stdout and stderr).
+//! The socket is created mode 0600: whoever can connect can export and destroy pools.
+//!
+//! # Framing
+//! Line-delimited JSON: the client writes one request as one line of JSON ending in `\n`, the
+//! daemon answers with one response line. A connection may carry any number of requests in
+//! turn. A line longer than [`MAX_LINE_BYTES`] closes the connection; a line that is not a valid
+//! request gets an error response (status 2) and the connection stays usable.
+//!
+//! # Request
+//! `{"verb": "<verb>", "args": {...}}`, where `verb` is one of the names below and `args` holds
+//! that verb's arguments, already resolved by the client so that they do not depend on the
+//! client's environment: paths are absolute, sizes are bytes, options are parsed. The client's
+//! `TARN_TUNABLE_*` variables are not sent: the daemon's tunables are fixed when it starts (the
+//! CLI passes its environment to a daemon it starts).
+//!
+//! | verb | args |
+//! | --- | --- |
+//! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...]}` |
+//! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
+//! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features` |
+//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly` |
+//! | `pool export` | `pool`, `force` |
+//! | `pool destroy` | `pool`, `force` |
+//! | `pool sync` | `pool` (or null: every pool) |
+//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health}]}` |
+//! | `pool status` | `pool` (or null): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `check` | `pool`, `repair` |
+//! | `debug metaslabs` | `pool`, `json` |
+//! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
+//!
+//! # Response
+//! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,
+//! "data": ...}`.
+//! `status` is the exit status the CLI exits with (0 success, 1 failure, 2 bad request);
+//! `stdout` and `stderr` are exactly what the verb printed, which the CLI prints unchanged, so a
+//! verb's output does not depend on where it ran. `not_imported` is true when the request names
+//! a pool this daemon does not hold: the CLI then runs the verb in-process on the exported pool
+//! (`check -d`, `debug ...`, `pool export|destroy` of an exported pool). `retry` is true when
+//! the daemon is stopping and did nothing: the client waits for it to go and asks again (starting
+//! a new daemon if the verb needs one). `data` carries the
+//! structured rows that `pool list` and `pool status` merge with pools found on disk.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Longest request or response line accepted (a request is small; a response carries at most
+/// one verb's output).
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
+/// Exit status of a response to a request the daemon could not parse or does not know.
+pub const STATUS_BAD_REQUEST: u8 = 2;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verb", content = "args", deny_unknown_fields)]
+pub enum Request {
+    #[serde(rename = "ping")]
+    Ping,
+    #[serde(rename = "stop")]
+    Stop,
+    #[serde(rename = "pool create")]
+    PoolCreate {
+        name: String,
+        vdevs: Vec<String>,
+        size_bytes: Option<u64>,
+        force: bool,
+        disabled_features: Vec<String>,
+    },
+    #[serde(rename = "pool import")]
+    PoolImport {
+        pool: String,
+        new_name: Option<String>,
+        dirs: Vec<PathBuf>,
+        readonly: bool,
+    },
+    #[serde(rename = "pool export")]
+    PoolExport { pool: String, force: bool },
+    #[serde(rename = "pool destroy")]
+    PoolDestroy { pool: String, force: bool },
+    #[serde(rename = "pool sync")]
+    PoolSync { pool: Option<String> },
+    #[serde(rename = "pool list")]
+    PoolList { pool: Option<String> },
+    #[serde(rename = "pool status")]
+    PoolStatus { pool: Option<String> },
+    #[serde(rename = "check")]
+    Check { pool: String, repair: bool },
+    #[serde(rename = "debug metaslabs")]
+    DebugMetaslabs { pool: String, json: bool },
+    #[serde(rename = "debug spacemap")]
+    DebugSpacemap {
+        pool: String,
+        vdev: u32,
+        metaslab: u64,
+    },
+}
+
+impl Request {
+    /// The verb as it appears on the wire, for the daemon's log.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Request::Ping => "ping",
+            Request::Stop => "stop",
+            Request::PoolCreate { .. } => "pool create",
+            Request::PoolImport { .. } => "pool import",
+            Request::PoolExport { .. } => "pool export",
+            Request::PoolDestroy { .. } => "pool destroy",
+            Request::PoolSync { .. } => "pool sync",
+            Request::PoolList { .. } => "pool list",
+            Request::PoolStatus { .. } => "pool status",
+            Request::Check { .. } => "check",
+            Request::DebugMetaslabs { .. } => "debug metaslabs",
+            Request::DebugSpacemap { .. } => "debug spacemap",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub status: u8,
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub not_imported: bool,
+    /// The daemon is stopping and did not act on the request: ask again (a new daemon).
+    #[serde(default)]
+    pub retry: bool,
+    #[serde(default)]
+    pub data: serde_json::Value,
+}
+
+impl Response {
+    /// A failure with a message, printed as the CLI prints its own failures.
+    pub fn failure(status: u8, message: &str) -> Response {
+        Response {
+            status,
+            stderr: format!("tarn: {message}\n"),
+            ..Response::default()
+        }
+    }
+
+    /// The pool named is not held by this daemon.
+    pub fn not_imported(pool: &str) -> Response {
+        Response {
+            status: 1,
+            stderr: format!("tarn: pool {pool:?} is not imported in the daemon\n"),
+            not_imported: true,
+            ..Response::default()
+        }
+    }
+}
+
+/// Parse one request line; the error is what the daemon answers.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    serde_json::from_str(line).map_err(|error| format!("bad request: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_name_their_verb() {
+        let requests = vec![
+            Request::Ping,
+            Request::Stop,
+            Request::PoolCreate {
+                name: "tank".into(),
+                vdevs: vec!["mirror".into(), "/a".into(), "/b".into()],
+                size_bytes: Some(1 << 27),
+                force: false,
+                disabled_features: vec!["log_spacemap".into()],
+            },
+            Request::PoolImport {
+                pool: "tank".into(),
+                new_name: None,
+                dirs: vec![PathBuf::from("/d")],
+                readonly: true,
+            },
+            Request::PoolSync { pool: None },
+            Request::DebugSpacemap {
+                pool: "tank".into(),
+                vdev: 1,
+                metaslab: 2,
+            },
+        ];
+        for request in requests {
+            let line = serde_json::to_string(&request).unwrap();
+            assert!(!line.contains('\n'));
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(value["verb"], request.verb(), "{line}");
+            assert_eq!(parse_request(&line).unwrap(), request);
+        }
+        assert_eq!(parse_request(r#"{"verb":"ping"}"#).unwrap(), Request::Ping);
+    }
+
+    #[test]
+    fn bad_requests_are_errors_not_panics() {
+        for line in [
+            "",
+            "{",
+            "null",
+            "[]",
+            r#"{"verb":"frobnicate"}"#,
+            r#"{"verb":"check"}"#,
+            r#"{"verb":"check","args":{"pool":7,"repair":true}}"#,
+            r#"{"verb":"check","args":{"pool":"t","repair":true,"extra":1}}"#,
+        ] {
+            let error = parse_request(line).unwrap_err();
+            assert!(error.starts_with("bad request"), "{line}: {error}");
+        }
+        let error = parse_request(r#"{"verb":"frobnicate"}"#).unwrap_err();
+        assert!(error.contains("frobnicate"), "{error}");
+    }
+
+    #[test]
+    fn responses_tolerate_missing_optional_fields() {
+        let response: Response = serde_json::from_str(r#"{"status":0}"#).unwrap();
+        assert_eq!(response.status, 0);
+        assert!(!response.not_imported);
+        assert!(response.data.is_null());
+    }
+}

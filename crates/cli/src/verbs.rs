@@ -1,0 +1,352 @@
+//! What each verb does to an open pool, independent of where the pool is open: in this process
+//! (an exported pool opened for one command) or in the daemon (an imported pool). Everything is
+//! printed through `out!`/`err!`, so the daemon can capture it and the CLI print it unchanged.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tarn::check::check_pool;
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+
+use crate::format::{self, Cell};
+use crate::Failure;
+
+/// Create a pool and say so; the caller decides whether it stays open.
+pub fn create(
+    name: String,
+    vdevs: Vec<VdevSpec>,
+    create_size: Option<u64>,
+    force: bool,
+    disabled_features: Vec<String>,
+    tunables: Tunables,
+) -> Result<Pool, Failure> {
+    let pool = Pool::create(CreateOptions {
+        name: name.clone(),
+        vdevs,
+        create_size,
+        force,
+        tunables,
+        wrap_device: None,
+        disabled_features,
+    })?;
+    out!("created pool {name}");
+    Ok(pool)
+}
+
+/// Import a pool by name or guid, warning about uberblocks that had to be skipped.
+pub fn import(target: &str, options: ImportOptions) -> Result<Pool, Failure> {
+    let (pool, report) = Pool::import(target, options)?;
+    for (txg, why) in &report.skipped {
+        err!("warning: pool {target}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
+    }
+    out!(
+        "imported pool {} at txg {}{}",
+        pool.name(),
+        report.txg,
+        if report.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(" (rewound past {} newer txgs)", report.skipped.len())
+        }
+    );
+    Ok(pool)
+}
+
+/// Import quietly (read-only listings and inspection of exported pools): only rewind warnings.
+pub fn open_quietly(target: &str, options: ImportOptions) -> Result<Pool, Failure> {
+    let (pool, report) = Pool::import(target, options)?;
+    for (txg, why) in &report.skipped {
+        err!("warning: pool {target}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
+    }
+    Ok(pool)
+}
+
+/// One row of `pool list`, as the daemon sends it (exact numbers; the CLI formats).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolRow {
+    pub name: String,
+    pub guid: u64,
+    pub size: u64,
+    pub alloc: u64,
+    pub frag: Option<u64>,
+    pub health: String,
+}
+
+pub const POOL_LIST_COLUMNS: [&str; 7] = ["name", "size", "alloc", "free", "frag", "cap", "health"];
+
+pub fn pool_row(pool: &Pool) -> PoolRow {
+    let stats = pool.core.io.space.stats();
+    PoolRow {
+        name: pool.name().to_string(),
+        guid: pool.core.guid.0,
+        size: stats.iter().map(|v| v.size).sum(),
+        alloc: stats.iter().map(|v| v.allocated_bytes).sum(),
+        frag: stats.iter().filter_map(|v| v.fragmentation_percent).max(),
+        health: pool.core.io.vdevs.health().as_str().to_string(),
+    }
+}
+
+impl PoolRow {
+    pub fn cells(&self) -> Vec<Cell> {
+        let cap = (self.alloc * 100).checked_div(self.size).unwrap_or(0);
+        vec![
+            Cell::text(self.name.clone()),
+            Cell::bytes(self.size),
+            Cell::bytes(self.alloc),
+            Cell::bytes(self.size - self.alloc.min(self.size)),
+            Cell::percent(self.frag),
+            Cell::percent(Some(cap)),
+            Cell::text(self.health.clone()),
+        ]
+    }
+}
+
+/// One pool of `pool status`: its text block and its JSON document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StatusEntry {
+    pub name: String,
+    pub guid: u64,
+    pub text: String,
+    pub json: serde_json::Value,
+}
+
+pub fn status_entry(pool: &Pool) -> StatusEntry {
+    let name = pool.name();
+    let mut vdevs = Vec::new();
+    let health = pool.core.io.vdevs.health();
+    let mut text = format!(
+        "  pool: {}\n state: {}\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{:<32}{}\n",
+        name,
+        health.as_str(),
+        pool.last_synced_txg(),
+        "",
+        name,
+        health.as_str()
+    );
+    for top in &pool.core.io.vdevs.tops {
+        let kind = if top.children.len() > 1 {
+            format!("mirror-{}", top.id)
+        } else {
+            String::new()
+        };
+        if !kind.is_empty() {
+            text.push_str(&format!("\t  {kind:<30}{}\n", top.health().as_str()));
+        }
+        let mut children = Vec::new();
+        for leaf in &top.children {
+            let stats = leaf.stats.snapshot();
+            let indent = if kind.is_empty() { "  " } else { "    " };
+            text.push_str(&format!(
+                "\t{indent}{:<30}{:<8} {:>4} {:>5} {:>5}\n",
+                leaf.path.display(),
+                leaf.health().as_str(),
+                stats.read_errors,
+                stats.write_errors,
+                stats.checksum_errors
+            ));
+            children.push(serde_json::json!({
+                "path": leaf.path.display().to_string(), "state": leaf.health().as_str(),
+                "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
+            }));
+        }
+        vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
+    }
+    if health != tarn::vdev::VdevHealth::Online {
+        text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
+    }
+    text.push_str("\nerrors: No known data errors\n");
+    StatusEntry {
+        name: name.to_string(),
+        guid: pool.core.guid.0,
+        text,
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}),
+    }
+}
+
+/// Print `pool status` entries (already filtered and ordered).
+pub fn print_status(entries: &[StatusEntry], json: bool) {
+    if json {
+        let documents: Vec<_> = entries.iter().map(|entry| entry.json.clone()).collect();
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
+        );
+    } else {
+        for entry in entries {
+            out!("{}", entry.text);
+        }
+    }
+}
+
+/// Sync, then verify the whole pool; Ok(false) when the check found errors.
+pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
+    pool.sync()?;
+    let report = check_pool(pool, repair)?;
+    out!("checked pool {name} at txg {}", report.txg);
+    out!("  blocks:          {}", report.blocks);
+    out!("  logical bytes:   {}", report.bytes_logical);
+    out!("  allocated bytes: {}", report.bytes_allocated);
+    out!(
+        "  copies verified: {} ({} bad, {} repaired)",
+        report.copies_verified,
+        report.copies_bad,
+        report.copies_repaired
+    );
+    for block in &report.blocks_unreadable {
+        out!("  UNREADABLE: {block}");
+    }
+    for (vdev, offset, size) in &report.leaks {
+        out!("  LEAK: vdev {vdev} offset {offset:#x} size {size:#x}");
+    }
+    for (vdev, offset, size) in &report.missing {
+        out!("  MISSING ALLOCATION: vdev {vdev} offset {offset:#x} size {size:#x}");
+    }
+    for double in &report.double_allocations {
+        out!("  DOUBLE ALLOCATION: {double}");
+    }
+    for error in &report.errors {
+        out!("  ERROR: {error}");
+    }
+    let clean = report.is_clean();
+    out!(
+        "{}",
+        if clean {
+            "no errors found"
+        } else {
+            "ERRORS FOUND"
+        }
+    );
+    Ok(clean)
+}
+
+pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool) {
+    let stats = pool.core.io.space.stats();
+    if json {
+        let vdevs: Vec<serde_json::Value> = stats
+            .iter()
+            .map(|vdev| {
+                serde_json::json!({
+                    "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated_bytes, "fragmentation": vdev.fragmentation_percent,
+                    "metaslabs": vdev.metaslabs.iter().map(|ms| serde_json::json!({
+                        "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object.0,
+                        "spacemap_length": ms.space_map_length_bytes, "allocated": ms.allocated_bytes, "free": ms.free_bytes,
+                        "fragmentation": ms.fragmentation_percent, "loaded": ms.loaded,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs}))
+                .expect("json")
+        );
+        return;
+    }
+    for vdev in &stats {
+        out!(
+            "vdev {}: {} metaslabs, {} allocated of {}",
+            vdev.vdev,
+            vdev.metaslabs.len(),
+            format::human_bytes(vdev.allocated_bytes),
+            format::human_bytes(vdev.size)
+        );
+        out!(
+            "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}",
+            "ms",
+            "offset",
+            "spacemap",
+            "sm length",
+            "allocated",
+            "free",
+            "frag"
+        );
+        for ms in &vdev.metaslabs {
+            out!(
+                "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
+                ms.id,
+                ms.start,
+                ms.space_map_object.0,
+                ms.space_map_length_bytes,
+                format::human_bytes(ms.allocated_bytes),
+                format::human_bytes(ms.free_bytes),
+                ms.fragmentation_percent
+                    .map_or("-".to_string(), |f| format!("{f}%"))
+            );
+        }
+    }
+}
+
+pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Result<(), Failure> {
+    use tarn::space::space_map::{SpaceMap, SpaceMapAction};
+    let stats = pool.core.io.space.stats();
+    let vdev_stats = stats
+        .iter()
+        .find(|v| v.vdev.0 == vdev)
+        .ok_or_else(|| Failure(format!("pool {name} has no vdev {vdev}")))?;
+    let ms = vdev_stats
+        .metaslabs
+        .iter()
+        .find(|m| m.id == metaslab)
+        .ok_or_else(|| Failure(format!("vdev {vdev} has no metaslab {metaslab}")))?;
+    if ms.space_map_object.0 == 0 {
+        out!("metaslab {metaslab} has no space map yet (all free)");
+        return Ok(());
+    }
+    let storage = tarn::object::adapters::MosSpaceStorage {
+        mos: &pool.core.mos,
+    };
+    let map = SpaceMap::open(
+        &storage,
+        ms.space_map_object,
+        ms.start,
+        ms.size,
+        vdev_stats.ashift,
+        pool.core.io.tunables.metaslab_sm_blksz,
+    )
+    .map_err(|e| Failure(e.to_string()))?;
+    out!(
+        "space map object {} of vdev {vdev} metaslab {metaslab}: length {} allocated {}",
+        ms.space_map_object,
+        map.header.length_bytes,
+        map.header.allocated_bytes
+    );
+    let mut last = (0u64, 0u32, None);
+    map.replay(&storage, map.header.length_bytes, |entry| {
+        if (entry.txg.0, entry.sync_pass, Some(entry.action)) != last {
+            out!(
+                "  txg {} pass {} {:?}",
+                entry.txg,
+                entry.sync_pass,
+                entry.action
+            );
+            last = (entry.txg.0, entry.sync_pass, Some(entry.action));
+        }
+        let word = if entry.action == SpaceMapAction::Alloc {
+            "ALLOC"
+        } else {
+            "FREE "
+        };
+        out!(
+            "    {word} [{:#x}, {:#x}) size {:#x}",
+            entry.start,
+            entry.start + entry.size,
+            entry.size
+        );
+        Ok(())
+    })
+    .map_err(|e| Failure(e.to_string()))?;
+    Ok(())
+}
+
+/// Make a path absolute against this process's working directory (requests to the daemon
+/// carry only absolute paths: the daemon's working directory is `/`).
+pub fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}

@@ -1,0 +1,559 @@
+//! End-to-end tests of the tarn daemon (DESIGN.md §5): started by the CLI on first need, one
+//! per socket, detached and ready before the starting command returns, clean export on SIGTERM,
+//! import without -f after kill -9, stale sockets removed, bad requests answered.
+//!
+//! Each test has its own socket (`TARN_SOCKET`) in a temporary directory apart from its pool
+//! files, and `Fixture`'s drop stops its daemon, so no test leaves a daemon behind even when it
+//! fails.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+
+struct Run {
+    command: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Run {
+    #[track_caller]
+    fn success(self) -> Run {
+        assert_eq!(self.code, 0, "expected success:\n{self}");
+        self
+    }
+
+    #[track_caller]
+    fn failure(self, needles: &[&str]) -> Run {
+        assert_ne!(self.code, 0, "expected a failure:\n{self}");
+        let stderr = self.stderr.to_lowercase();
+        for needle in needles {
+            assert!(
+                stderr.contains(&needle.to_lowercase()),
+                "stderr should mention {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+
+    #[track_caller]
+    fn stdout_has(self, needles: &[&str]) -> Run {
+        for needle in needles {
+            assert!(
+                self.stdout.contains(needle),
+                "stdout should contain {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+}
+
+/// Pool files in one temporary directory; a daemon socket in another.
+struct Fixture {
+    dir: TempDir,
+    run_dir: TempDir,
+    socket_name: &'static str,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.command(&["daemon", "--stop"]).output();
+        // A daemon that ignored the request (a failing test) is killed outright.
+        if let Some(pid) = self.pid_file() {
+            if alive(pid) {
+                kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture::with_socket("tarn.sock")
+    }
+
+    fn with_socket(socket_name: &'static str) -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().expect("temp dir"),
+            run_dir: tempfile::tempdir().expect("temp dir"),
+            socket_name,
+        }
+    }
+
+    fn d(&self) -> String {
+        self.dir.path().to_str().expect("utf-8").to_string()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir
+            .path()
+            .join(name)
+            .to_str()
+            .expect("utf-8")
+            .to_string()
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.run_dir.path().join(self.socket_name)
+    }
+
+    fn side_file(&self, suffix: &str) -> PathBuf {
+        self.run_dir
+            .path()
+            .join(format!("{}{suffix}", self.socket_name))
+    }
+
+    /// The daemon's pid from `SOCKET.pid`, if the file exists.
+    fn pid_file(&self) -> Option<i32> {
+        std::fs::read_to_string(self.side_file(".pid"))
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+    }
+
+    #[track_caller]
+    fn pid(&self) -> i32 {
+        self.pid_file().expect("the daemon writes its pid file")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(TARN);
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("TARN_") {
+                command.env_remove(key);
+            }
+        }
+        command.env("TARN_SOCKET", self.socket());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let output = self.command(args).output().expect("spawn tarn");
+        let run = Run {
+            command: format!("tarn {}", args.join(" ")),
+            code: output.status.code().expect("tarn was killed by a signal"),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        };
+        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
+        run
+    }
+
+    #[track_caller]
+    fn create(&self, name: &str, file: &str) -> Run {
+        self.run(&["pool", "create", "-s", "128M", name, &self.path(file)])
+            .success()
+            .stdout_has(&[&format!("created pool {name}")])
+    }
+
+    /// Pools `pool import -d DIR` offers, with their state word.
+    #[track_caller]
+    fn importable(&self) -> Vec<(String, String)> {
+        let run = self.run(&["pool", "import", "-d", &self.d()]).success();
+        let mut pools = Vec::new();
+        let mut name = None;
+        for line in run.stdout.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("pool:") {
+                name = Some(rest.trim().to_string());
+            } else if let Some(rest) = line.strip_prefix("state:") {
+                let state = rest.split_whitespace().next().unwrap_or("").to_string();
+                pools.push((name.take().expect("state after pool"), state));
+            }
+        }
+        pools
+    }
+
+    /// Names listed by `pool list -H -o name` (no -d: only what the daemon holds, if it runs).
+    #[track_caller]
+    fn listed(&self) -> Vec<String> {
+        let run = self.run(&["pool", "list", "-H", "-o", "name"]).success();
+        run.stdout.lines().map(str::to_string).collect()
+    }
+
+    /// One raw line to the socket, one response line back.
+    fn raw(&self, line: &[u8]) -> Value {
+        let mut stream = UnixStream::connect(self.socket()).expect("connect to the daemon");
+        stream.write_all(line).expect("send");
+        let mut answer = String::new();
+        BufReader::new(stream)
+            .read_line(&mut answer)
+            .expect("receive");
+        serde_json::from_str(&answer)
+            .unwrap_or_else(|error| panic!("response {answer:?} is not JSON: {error}"))
+    }
+
+    #[track_caller]
+    fn wait_gone(&self, pid: i32) {
+        let started = Instant::now();
+        while alive(pid) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "daemon {pid} did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[track_caller]
+    fn check_clean(&self, pool: &str) {
+        self.run(&["check", "-d", &self.d(), pool])
+            .success()
+            .stdout_has(&[&format!("checked pool {pool}"), "no errors found"]);
+    }
+}
+
+/// Whether `pid` exists and is not a zombie (the daemon's parent is gone; whoever adopted it
+/// may not reap it at once).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+fn kill(pid: i32, signal: i32) {
+    // SAFETY: kill(2) with a pid the test read from the daemon's pid file.
+    let result = unsafe { libc::kill(pid, signal) };
+    assert_eq!(result, 0, "kill({pid}, {signal})");
+}
+
+#[test]
+fn create_starts_the_daemon_which_keeps_the_pool_until_export() {
+    let t = Fixture::new();
+    assert!(!t.socket().exists());
+    t.create("tank", "a.img");
+    // The starting command returned only once the daemon was serving.
+    assert!(t.socket().exists(), "socket created");
+    let pid = t.pid();
+    assert!(alive(pid));
+    let log = std::fs::read_to_string(t.side_file(".log")).expect("the daemon logs");
+    assert!(log.contains("listening on"), "{log}");
+
+    // The pool stays imported: listed by the daemon, not importable, its device in use.
+    assert_eq!(t.listed(), vec!["tank".to_string()]);
+    assert_eq!(t.importable(), vec![]);
+    t.run(&["pool", "create", "-f", "other", &t.path("a.img")])
+        .failure(&["a.img", "in use"]);
+    t.run(&["pool", "create", "-s", "128M", "tank", &t.path("b.img")])
+        .failure(&["tank", "already imported"]);
+    assert!(
+        !Path::new(&t.path("b.img")).exists(),
+        "a refused create makes no file"
+    );
+    t.run(&["pool", "import", "-d", &t.d(), "tank"])
+        .failure(&["already imported"]);
+    // Verbs on the imported pool run in the daemon.
+    t.run(&["pool", "status", "tank"])
+        .success()
+        .stdout_has(&["pool: tank", "ONLINE"]);
+    t.run(&["debug", "metaslabs", "tank"])
+        .success()
+        .stdout_has(&["vdev 0:"]);
+    t.run(&["pool", "sync", "tank"])
+        .success()
+        .stdout_has(&["synced pool tank at txg"]);
+    t.run(&["pool", "sync"]).success();
+    t.run(&["check", "tank"])
+        .success()
+        .stdout_has(&["no errors found"]);
+    assert_eq!(t.pid(), pid, "one daemon served every command");
+
+    // Export: the last pool goes, and so does the daemon, its socket and pid file.
+    t.run(&["pool", "export", "tank"])
+        .success()
+        .stdout_has(&["exported pool tank"]);
+    t.wait_gone(pid);
+    assert!(!t.socket().exists(), "socket removed");
+    assert!(t.pid_file().is_none(), "pid file removed");
+    assert_eq!(
+        t.importable(),
+        vec![("tank".to_string(), "Exported".to_string())]
+    );
+    // With no daemon, read-only verbs work in-process and do not start one.
+    let list = t.run(&["pool", "list", "-H", "-o", "name", "-d", &t.d()]);
+    assert_eq!(list.success().stdout, "tank\n");
+    t.check_clean("tank");
+    t.run(&["pool", "sync", "tank"])
+        .failure(&["tank", "not imported"]);
+    assert!(!t.socket().exists(), "no daemon started by read-only verbs");
+    let empty = Fixture::new();
+    let run = empty.run(&["pool", "list"]).success();
+    assert!(
+        run.stderr.contains("no pools imported"),
+        "an empty listing says why on stderr:\n{run}"
+    );
+
+    // Import starts a daemon again; destroy removes the last pool and it exits.
+    t.run(&["pool", "import", "-d", &t.d(), "tank"])
+        .success()
+        .stdout_has(&["imported pool tank"]);
+    let second = t.pid();
+    assert_ne!(second, pid);
+    t.run(&["pool", "destroy", "tank"])
+        .success()
+        .stdout_has(&["destroyed pool tank"]);
+    t.wait_gone(second);
+    assert_eq!(t.importable(), vec![]);
+}
+
+#[test]
+fn a_failed_create_leaves_no_daemon_behind() {
+    let t = Fixture::new();
+    let small = t.path("small.img");
+    std::fs::File::create(&small)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    t.run(&["pool", "create", "tank", &small])
+        .failure(&["too small"]);
+    let started = Instant::now();
+    while t.socket().exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the daemon started for a failed create did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Misuse caught by the CLI does not start a daemon at all: its log does not grow.
+    let log_before = std::fs::read_to_string(t.side_file(".log")).unwrap();
+    assert!(log_before.contains("no pools left"), "{log_before}");
+    t.run(&["pool", "create", "-s", "128M", "1tank", &t.path("x.img")])
+        .failure(&["invalid pool name"]);
+    t.run(&["pool", "create", "-s", "lots", "tank", &t.path("x.img")])
+        .failure(&["invalid size"]);
+    assert_eq!(
+        std::fs::read_to_string(t.side_file(".log")).unwrap(),
+        log_before
+    );
+    assert!(!t.socket().exists());
+}
+
+#[test]
+fn concurrent_first_commands_share_one_daemon() {
+    let t = Fixture::new();
+    let names = ["p0", "p1", "p2", "p3"];
+    std::thread::scope(|scope| {
+        for name in names {
+            let t = &t;
+            scope.spawn(move || {
+                t.create(name, &format!("{name}.img"));
+            });
+        }
+    });
+    let mut listed = t.listed();
+    listed.sort();
+    assert_eq!(listed, names.map(String::from).to_vec());
+    let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
+    let serving: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter(|line| line.contains("listening on"))
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .collect();
+    assert_eq!(serving.len(), 1, "exactly one daemon served:\n{log}");
+}
+
+#[test]
+fn sigterm_exports_every_pool_cleanly() {
+    let t = Fixture::new();
+    t.create("tank", "a.img");
+    t.create("pond", "b.img");
+    let pid = t.pid();
+    kill(pid, libc::SIGTERM);
+    t.wait_gone(pid);
+    assert!(!t.socket().exists(), "socket removed on SIGTERM");
+    let mut pools = t.importable();
+    pools.sort();
+    assert_eq!(
+        pools,
+        vec![
+            ("pond".to_string(), "Exported".to_string()),
+            ("tank".to_string(), "Exported".to_string())
+        ]
+    );
+    let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
+    assert!(
+        log.contains("exported pool tank") && log.contains("exported pool pond"),
+        "{log}"
+    );
+    t.check_clean("tank");
+    t.check_clean("pond");
+}
+
+#[test]
+fn import_after_kill_9_needs_no_force_and_checks_clean() {
+    let t = Fixture::new();
+    t.create("tank", "a.img");
+    for round in 0..3 {
+        let pid = t.pid();
+        t.run(&["pool", "sync", "tank"]).success();
+        kill(pid, libc::SIGKILL);
+        t.wait_gone(pid);
+        // The dead daemon left its socket file behind: stale, removed by the next daemon.
+        assert!(
+            t.socket().exists(),
+            "round {round}: a killed daemon leaves its socket"
+        );
+        // With no daemon, check runs in-process against the crashed pool (read-only: -n).
+        t.run(&["check", "-n", "-d", &t.d(), "tank"])
+            .success()
+            .stdout_has(&["no errors found"]);
+        t.run(&["pool", "import", "-d", &t.d(), "tank"])
+            .success()
+            .stdout_has(&["imported pool tank"]);
+        assert_ne!(t.pid(), pid, "round {round}: a new daemon");
+        let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
+        assert!(log.contains("removed stale socket"), "{log}");
+        t.run(&["check", "tank"])
+            .success()
+            .stdout_has(&["no errors found"]);
+    }
+}
+
+#[test]
+fn a_stale_socket_file_is_removed() {
+    let t = Fixture::new();
+    // A socket with nobody listening, as a crashed daemon leaves it.
+    let listener = std::os::unix::net::UnixListener::bind(t.socket()).unwrap();
+    drop(listener);
+    assert!(t.socket().exists());
+    // Read-only verbs see no daemon behind it.
+    t.run(&["pool", "list", "-d", &t.d()]).success();
+    t.create("tank", "a.img");
+    assert_eq!(t.listed(), vec!["tank".to_string()]);
+    let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
+    assert!(log.contains("removed stale socket"), "{log}");
+}
+
+#[test]
+fn one_daemon_per_socket_and_two_sockets_side_by_side() {
+    let one = Fixture::with_socket("one.sock");
+    let two = Fixture::with_socket("two.sock");
+    one.create("tank", "a.img");
+    two.create("tank", "a.img");
+    assert_ne!(one.pid(), two.pid());
+    assert_eq!(one.listed(), vec!["tank".to_string()]);
+    assert_eq!(two.listed(), vec!["tank".to_string()]);
+    // A second daemon on a socket that has one refuses to start, foreground or not.
+    one.run(&["daemon"]).failure(&["already running"]);
+    one.run(&["daemon", "--foreground"])
+        .failure(&["already running"]);
+    assert!(alive(one.pid()));
+    // Each exports its own pool; the other daemon is untouched.
+    let pid_one = one.pid();
+    one.run(&["pool", "export", "tank"]).success();
+    one.wait_gone(pid_one);
+    assert!(alive(two.pid()));
+    assert_eq!(two.listed(), vec!["tank".to_string()]);
+    let stopped = two.run(&["daemon", "--stop"]).success();
+    assert!(stopped.stdout.contains("stopped"), "{stopped}");
+    assert!(!two.socket().exists());
+    assert_eq!(
+        two.importable(),
+        vec![("tank".to_string(), "Exported".to_string())]
+    );
+    two.run(&["daemon", "--stop"])
+        .success()
+        .stdout_has(&["no tarn daemon running"]);
+}
+
+#[test]
+fn bad_requests_get_error_responses_and_the_daemon_survives() {
+    let t = Fixture::new();
+    t.create("tank", "a.img");
+    let pid = t.pid();
+    let cases: Vec<(&[u8], &str)> = vec![
+        (b"this is not json\n", "bad request"),
+        (b"{\"verb\":\"frobnicate\"}\n", "frobnicate"),
+        (b"{\"verb\":\"check\"}\n", "bad request"),
+        (b"{\"verb\":\"check\",\"args\":{\"pool\":1}}\n", "bad request"),
+        (b"\xff\xfe\n", "bad request"),
+        (
+            b"{\"verb\":\"pool create\",\"args\":{\"name\":\"x\",\"vdevs\":[\"relative.img\"],\"size_bytes\":null,\"force\":false,\"disabled_features\":[]}}\n",
+            "not absolute",
+        ),
+    ];
+    for (line, needle) in cases {
+        let response = t.raw(line);
+        assert_ne!(response["status"], 0, "{response}");
+        let stderr = response["stderr"].as_str().unwrap_or("");
+        assert!(stderr.contains(needle), "{needle:?} in {response}");
+    }
+    // A verb on a pool the daemon does not hold says so.
+    let response = t.raw(b"{\"verb\":\"check\",\"args\":{\"pool\":\"nosuch\",\"repair\":false}}\n");
+    assert_eq!(response["not_imported"], true, "{response}");
+    // Several requests on one connection, and a half-sent request, do not hurt.
+    let mut stream = UnixStream::connect(t.socket()).unwrap();
+    stream
+        .write_all(b"{\"verb\":\"ping\"}\n{\"verb\":\"ping\"}\n{\"verb\":")
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let value: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["data"]["pid"], pid, "{value}");
+    }
+    drop(reader);
+    drop(stream);
+    // Still serving, still holding the pool.
+    assert!(alive(pid));
+    assert_eq!(t.listed(), vec!["tank".to_string()]);
+    t.run(&["check", "tank"])
+        .success()
+        .stdout_has(&["no errors found"]);
+    assert_eq!(t.pid(), pid);
+}
+
+#[test]
+fn tunables_reach_the_daemon_it_starts() {
+    let t = Fixture::new();
+    let run = t
+        .command(&["pool", "create", "-s", "128M", "tank", &t.path("a.img")])
+        .env("TARN_TUNABLE_vdev_default_ms_shift", "22")
+        .env("TARN_TUNABLE_vdev_min_ms_shift", "22")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let json = t.run(&["debug", "metaslabs", "-j", "tank"]).success();
+    let value: Value = serde_json::from_str(&json.stdout).unwrap();
+    let sizes: Vec<u64> = value["vdevs"][0]["metaslabs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ms| ms["size"].as_u64().unwrap())
+        .collect();
+    assert!(!sizes.is_empty());
+    assert!(
+        sizes.iter().all(|&size| size <= 4 << 20),
+        "4 MiB metaslabs from the tunable: {sizes:?}"
+    );
+}
