@@ -99,7 +99,10 @@ fn hundred_thousand_entries_in_one_directory() {
     pool.export().unwrap();
     let pool = import(dir.path(), "fsbig", tiny());
     let fs = FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).unwrap();
-    assert_eq!(fs.lookup(big, &name(ENTRIES - 1)).unwrap().ino, inodes[ENTRIES - 1]);
+    assert_eq!(
+        fs.lookup(big, &name(ENTRIES - 1)).unwrap().ino,
+        inodes[ENTRIES - 1]
+    );
 
     let unlink = timed("unlink", |i| {
         fs.unlink(big, &name(i)).unwrap();

@@ -65,7 +65,8 @@ fn build_tree(fs: &FileSystem) -> BTreeMap<&'static str, Vec<u8>> {
         fs.write(ino, half as u64, &data[half..]).unwrap();
         contents.insert(name, data);
     }
-    fs.symlink(root, b"short-link", b"a/b/odd.bin", 1, 2).unwrap();
+    fs.symlink(root, b"short-link", b"a/b/odd.bin", 1, 2)
+        .unwrap();
     let long_target = vec![b'x'; 1000];
     fs.symlink(a, b"long-link", &long_target, 1, 2).unwrap();
     let big = fs.lookup(a, b"big.bin").unwrap().ino;
@@ -90,7 +91,10 @@ fn verify_tree(fs: &FileSystem, contents: &BTreeMap<&'static str, Vec<u8>>) {
     .into_iter()
     .collect();
     assert_eq!(
-        root_names.keys().map(Vec::as_slice).collect::<BTreeSet<_>>(),
+        root_names
+            .keys()
+            .map(Vec::as_slice)
+            .collect::<BTreeSet<_>>(),
         expected
     );
     assert_eq!(root_names[&b".."[..]].0, root, "root is its own parent");
@@ -334,7 +338,10 @@ fn unlink_while_open_and_crash_drain() {
     drop(fs);
     drop(pool);
     let pool = import(dir.path(), "fsunlinked", tiny());
-    assert!(pool.root_objset().exists(ObjectId(victim)), "synced before the crash");
+    assert!(
+        pool.root_objset().exists(ObjectId(victim)),
+        "synced before the crash"
+    );
     let fs = reopen(&pool);
     assert!(fs.unlinked_objects().unwrap().is_empty(), "drained at open");
     assert!(!pool.root_objset().exists(ObjectId(victim)));
@@ -379,7 +386,10 @@ fn truncate_down_and_up_zero_fills() {
     let read = fs.read(ino, 0, 50_000).unwrap();
     assert_eq!(read.len(), 30_000);
     assert_eq!(&read[..5_000], &data[..5_000]);
-    assert!(read[5_000..].iter().all(|&b| b == 0), "zero fill after extend");
+    assert!(
+        read[5_000..].iter().all(|&b| b == 0),
+        "zero fill after extend"
+    );
     // Sync in between, then a write past the end leaves a hole of zeros.
     pool.sync().unwrap();
     fs.setattr(
@@ -542,7 +552,10 @@ fn bad_input_gives_errors() {
         fs.create(root, b"file", 0o644, 0, 0),
         Err(FsError::Exists)
     ));
-    assert!(matches!(fs.mkdir(root, b"..", 0o755, 0, 0), Err(FsError::Exists)));
+    assert!(matches!(
+        fs.mkdir(root, b"..", 0o755, 0, 0),
+        Err(FsError::Exists)
+    ));
     assert!(matches!(fs.unlink(root, b"."), Err(FsError::Invalid(_))));
     assert!(matches!(fs.rmdir(root, b".."), Err(FsError::NotEmpty)));
     assert!(matches!(fs.rmdir(root, b"file"), Err(FsError::NotDir)));
@@ -560,15 +573,24 @@ fn bad_input_gives_errors() {
     ));
     assert!(matches!(fs.read(root, 0, 10), Err(FsError::IsDir)));
     assert!(matches!(fs.write(root, 0, b"x"), Err(FsError::IsDir)));
-    assert!(matches!(fs.link(root, root, b"rootlink"), Err(FsError::IsDir)));
+    assert!(matches!(
+        fs.link(root, root, b"rootlink"),
+        Err(FsError::IsDir)
+    ));
     assert!(matches!(fs.readlink(file), Err(FsError::Invalid(_))));
     assert!(fs.write(file, u64::MAX - 1, b"xx").is_err());
     assert!(fs.symlink(root, b"s", b"", 0, 0).is_err());
     assert!(fs.symlink(root, b"s", &vec![b'x'; 5000], 0, 0).is_err());
     assert!(fs.mknod(root, b"n", 0o040_755, 0, 0, 0).is_err());
-    assert!(fs.mknod(root, b"n", 0o644, 0, 0, 0).is_err(), "no type bits");
+    assert!(
+        fs.mknod(root, b"n", 0o644, 0, 0, 0).is_err(),
+        "no type bits"
+    );
     assert!(fs.create(root, b"n", 0o020_644, 0, 0).is_err());
-    assert!(fs.rename(root, b"file", root, b"x", 4).is_err(), "unknown flag");
+    assert!(
+        fs.rename(root, b"file", root, b"x", 4).is_err(),
+        "unknown flag"
+    );
     // Inode numbers that are not inodes: 0, the master node, the unlinked set, the meta-dnode,
     // objects never allocated, and the largest numbers.
     for ino in [0u64, 1, 2, 3, 1 << 40, u64::MAX - 1, u64::MAX] {
