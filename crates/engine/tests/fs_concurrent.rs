@@ -201,7 +201,6 @@ fn concurrent_namespace_operations_keep_counts() {
         assert_clean(&pool);
         pool.export().unwrap();
     }
-    assert!(opened > 0, "no crash happened after the format was synced");
 }
 
 /// A crash (the pool dropped without export) at whatever point the workload reached: the
