@@ -64,6 +64,10 @@
 //!
 //! # Crash behaviour
 //! Every operation is one transaction, so after a crash each is wholly there or wholly absent.
+//! The engine cannot abort a transaction, so every check that can refuse an operation (names,
+//! kinds, emptiness, existence, the subtree walk) runs before the first change; what can still
+//! fail midway is only the storage below (a corrupt block, a failed read), and the write that
+//! can be refused for lack of space comes before any other change of its operation.
 //! Files unlinked while open are in the unlinked set; [`FileSystem::open`] removes whatever a
 //! crash left there (OpenZFS's zfs_unlinked_drain).
 
@@ -885,7 +889,7 @@ impl FileSystem {
             Some(target) => (Vec::new(), Some(target)),
             None => (Vec::new(), None),
         };
-        let mut znode = Znode {
+        let znode = Znode {
             mode: kind.mode_bits() | (mode & MODE_PERMISSION_MASK),
             uid,
             gid,
@@ -912,7 +916,11 @@ impl FileSystem {
             .create_object(&tx, self.props_for(kind), ObjectType::None, &[])?;
         let ino = object.0;
         if let Some(target) = long_target {
-            self.objset.write(&tx, object, 0, target)?;
+            if let Err(error) = self.objset.write(&tx, object, 0, target) {
+                // Refused before anything was written (no space): take the object back.
+                self.objset.remove_object(&tx, object)?;
+                return Err(error.into());
+            }
         }
         if kind == FileKind::Directory {
             kv::create(&mut KvObject::new(&self.objset, object, Some(tx))?)
@@ -928,7 +936,6 @@ impl FileSystem {
         parent.ctime = now;
         self.put_znode(&tx, dir, &parent)?;
         drop(hold);
-        znode.flags = 0;
         self.attr_of(ino, &znode)
     }
 
