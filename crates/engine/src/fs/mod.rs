@@ -117,7 +117,8 @@ const DIRECTORY_BLOCK_SIZE: u32 = 16 << 10;
 /// Unlinked-set entries removed per transaction when draining.
 const DRAIN_BATCH: usize = 256;
 
-/// Errors of the file system layer. The FUSE adapter maps them to errno.
+/// Errors of the file system layer. The FUSE adapter maps them to errno (moving a directory
+/// into its own subtree is `Invalid`, EINVAL, as on Linux).
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     #[error("no such file or directory")]
@@ -138,8 +139,6 @@ pub enum FsError {
     Invalid(String),
     #[error("no space left in the pool")]
     NoSpace,
-    #[error("too many levels of symbolic links, or a directory moved into its own subtree")]
-    Loop,
     #[error("busy: {0}")]
     Busy(String),
     #[error("corrupt file system: {0}")]

@@ -26,6 +26,14 @@ pub const ZNODE_SIZE: usize = 128;
 pub const INLINE_TARGET_MAX: usize = DNODE_BONUS_SIZE_MAX - ZNODE_SIZE;
 const _: () = assert!(ZNODE_SIZE + INLINE_TARGET_MAX == DNODE_BONUS_SIZE_MAX);
 const _: () = assert!(INLINE_TARGET_MAX >= 128);
+/// Offset of the last fixed field (rdev, 8 bytes): the fixed part ends exactly at ZNODE_SIZE.
+const ZNODE_RDEV_OFFSET: usize = 120;
+const _: () = assert!(ZNODE_RDEV_OFFSET + 8 == ZNODE_SIZE);
+/// Four timestamps of 16 bytes from the atime on end where the parent field starts.
+const ZNODE_ATIME_OFFSET: usize = 40;
+const ZNODE_PARENT_OFFSET: usize = 104;
+const TIMESTAMP_SIZE: usize = 16;
+const _: () = assert!(ZNODE_ATIME_OFFSET + 4 * TIMESTAMP_SIZE == ZNODE_PARENT_OFFSET);
 
 /// Znode flag: the object has no links and sits in the unlinked set until its last release
 /// (or the next mount after a crash) removes it.
@@ -217,9 +225,10 @@ impl Znode {
         self.mtime.encode(&mut out[56..72]);
         self.ctime.encode(&mut out[72..88]);
         self.crtime.encode(&mut out[88..104]);
-        out[104..112].copy_from_slice(&self.parent.to_le_bytes());
+        out[ZNODE_PARENT_OFFSET..ZNODE_PARENT_OFFSET + 8]
+            .copy_from_slice(&self.parent.to_le_bytes());
         out[112..120].copy_from_slice(&self.flags.to_le_bytes());
-        out[120..128].copy_from_slice(&self.rdev.to_le_bytes());
+        out[ZNODE_RDEV_OFFSET..ZNODE_SIZE].copy_from_slice(&self.rdev.to_le_bytes());
         out[ZNODE_SIZE..].copy_from_slice(&self.inline_target);
         out
     }
@@ -276,9 +285,9 @@ impl Znode {
             ctime: Timestamp::decode(&raw[72..88], "ctime").map_err(|e| corrupt(e.to_string()))?,
             crtime: Timestamp::decode(&raw[88..104], "crtime")
                 .map_err(|e| corrupt(e.to_string()))?,
-            parent: u64_at(104),
+            parent: u64_at(ZNODE_PARENT_OFFSET),
             flags,
-            rdev: u64_at(120),
+            rdev: u64_at(ZNODE_RDEV_OFFSET),
             inline_target,
         })
     }
@@ -298,6 +307,7 @@ pub struct DirEntryValue {
 }
 
 pub const DIR_ENTRY_VALUE_SIZE: usize = 9;
+const _: () = assert!(DIR_ENTRY_VALUE_SIZE == 8 + 1);
 const _: () = assert!(DIR_ENTRY_VALUE_SIZE <= crate::object::kv::VALUE_LEN_MAX);
 
 impl DirEntryValue {
