@@ -707,7 +707,7 @@ impl FileSystem {
         }
     }
 
-    /// Resolve `name` in `dir` without locks, lock `dir`, `extra` and the inode it names,
+    /// Resolve `name` in `dir` without locks, lock `dir` and the inode it names,
     /// and return the entry once it is confirmed under the locks.
     fn lock_entry(
         &self,
