@@ -41,9 +41,10 @@ fn timed(what: &str, mut op: impl FnMut(usize)) -> (f64, f64) {
 
 fn assert_flat(what: &str, (first, last): (f64, f64)) {
     // Loose: the last 10k may cost more (deeper trees, colder cache, syncs in flight), but a
-    // cost linear in the directory size would be ~10x here.
+    // cost linear in the directory size would be ~10x here, on top of a loaded machine's noise
+    // (the tiny configuration's 1 MiB cache also makes the last lookups read from disk).
     assert!(
-        last < first * 4.0 + 50.0,
+        last < first * 6.0 + 100.0,
         "{what}: {last:.1} µs/entry at 100k entries vs {first:.1} at the start"
     );
 }
