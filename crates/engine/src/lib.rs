@@ -12,6 +12,7 @@
 //! | [`txg`]     | open/quiescing/syncing state machine, holds, dirty accounting, throttle    |
 //! | [`object`]  | object sets, dnodes, indirect trees, dirty records, key/value objects      |
 //! | [`dataset`] | dataset records and directories, `block_born` / `block_kill`, accounting   |
+//! | [`fs`]      | POSIX file systems on object sets: znodes, directories, rename, unlinked set |
 //! | [`pool`]    | create, import, export, config, uberblocks, the sync driver                |
 //! | [`check`]   | whole-pool verification: block pointers against space maps                 |
 //!
@@ -24,6 +25,7 @@ pub mod block;
 pub mod cache;
 pub mod check;
 pub mod dataset;
+pub mod fs;
 pub mod object;
 pub mod pool;
 pub mod space;

@@ -1,0 +1,1453 @@
+//! File system layer: POSIX semantics on an object set (OpenZFS zfs_znode.c, zfs_dir.c,
+//! zfs_vnops.c).
+//!
+//! # Overview
+//! A file system lives in one object set (a dataset's). Every inode is one object, and its
+//! inode number *is* its object number; the object's dnode generation (the txg it was created
+//! in) is the inode generation that FUSE replies carry. The POSIX attributes of an inode (the
+//! *znode*) sit in its object's bonus buffer. Regular files keep their bytes in the object's
+//! data blocks (block size = the dataset's recordsize); directories are key/value objects
+//! mapping names to entries; symlinks keep their target in the bonus buffer after the znode
+//! when it fits, else in the object's data; fifos, sockets and device nodes are metadata only.
+//! [`FileSystem`] offers the operations a FUSE adapter needs, taking and returning inode
+//! numbers; it knows nothing of errno (the adapter maps [`FsError`]).
+//!
+//! # On-disk structures
+//! [`phys`] has the byte diagrams. In short:
+//! - the *master node*, a key/value object at the fixed object number 1 (created by
+//!   [`FileSystem::format`]): `"VERSION"` → format version (1), `"ROOT"` → the root directory's
+//!   object, `"UNLINKED_SET"` → the unlinked set's object (all values u64 little-endian);
+//! - the *znode* (128 bytes, plus an inline symlink target of up to 192 bytes) in each inode's
+//!   bonus buffer: mode, uid, gid, links, size, atime/mtime/ctime/crtime, parent directory,
+//!   flags, rdev;
+//! - *directories*: key = name (1..=255 bytes, no `/`, no NUL), value = 9 bytes (object number,
+//!   file kind). A directory's znode size is its number of entries (as in ZFS), and its link
+//!   count is 2 plus its number of subdirectories;
+//! - the *unlinked set*: a key/value object whose keys are the object numbers (u64 LE) of
+//!   inodes with no links left that were still open when their last link went away.
+//!
+//! # Invariants
+//! 1. Every directory entry names an existing inode of the kind the entry records, and every
+//!    inode with `links > 0` is named by exactly `links` entries (directories: by one entry, plus
+//!    their own `.` and each subdirectory's `..`). The root is its own parent.
+//! 2. An inode with `links == 0` exists only while it is open, and is then in the unlinked set
+//!    with [`phys::ZNODE_FLAG_UNLINKED`] set.
+//! 3. Bytes of a regular file past its size are zeros (holes): truncation frees them, so
+//!    extending the size never exposes old data.
+//! 4. A directory's parent field names the one directory holding its entry.
+//! 5. Each operation's changes go into one transaction, so a crash shows all or none of them.
+//!
+//! # Locking
+//! Three levels, always taken in this order:
+//! 1. the *rename lock*, taken only by renames across directories, so that the "not into its
+//!    own subtree" walk up the parent pointers sees a tree no other rename changes;
+//! 2. *inode stripe locks*: a fixed table of mutexes indexed by a hash of the inode number. An
+//!    operation locks every inode it will change (directories and the inodes their entries
+//!    name), in stripe order, so there is no lock-order deadlock. Names are resolved first
+//!    without locks, then re-checked under the locks (retrying if they changed);
+//! 3. the *transaction hold* ([`TxgManager::assign`]), taken after every read that can be done
+//!    beforehand (znodes, lookups, the subtree walk) and dropped at the end of the operation.
+//!    Under it come the object layer's per-object writer locks (a [`KvObject`] handle holds one
+//!    for its life: we hold at most one at a time). No fs lock is taken while a hold is held,
+//!    so a writer delayed by the write throttle never blocks one that holds a transaction.
+//!
+//! Modifying a key/value object, writing part of a block and truncating may still read a block
+//! from disk under the hold (usually from the cache, since the lookup just read it).
+//!
+//! # Operations
+//! `lookup`, `getattr`, `setattr` (mode, owner, size, times), `create`, `mkdir`, `mknod`,
+//! `symlink`, `readlink`, `link`, `unlink`, `rmdir`, `rename` (replace, `RENAME_NOREPLACE`,
+//! `RENAME_EXCHANGE`), `readdir` (offsets 0..=2 are `.` and `..`; later offsets are key/value
+//! cookies, stable while entries come and go), `read`, `write`, `statfs`, and `open` /
+//! `release` for unlink-while-open. atime follows relatime: a read updates it only if it is not
+//! newer than mtime or ctime, or is more than a day old.
+//!
+//! # Crash behaviour
+//! Every operation is one transaction, so after a crash each is wholly there or wholly absent.
+//! The engine cannot abort a transaction, so every check that can refuse an operation (names,
+//! kinds, emptiness, existence, the subtree walk) runs before the first change; what can still
+//! fail midway is only the storage below (a corrupt block, a failed read), and the write that
+//! can be refused for lack of space comes before any other change of its operation.
+//! Files unlinked while open are in the unlinked set; [`FileSystem::open`] removes whatever a
+//! crash left there (OpenZFS's zfs_unlinked_drain).
+
+pub mod phys;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
+use crate::object::adapters::KvObject;
+use crate::object::kv::{self, KvError, COOKIE_END, COOKIE_FIRST};
+use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
+use crate::txg::{TxgError, TxgManager};
+use crate::types::ObjectId;
+use phys::{
+    DirEntryValue, Znode, FS_VERSION, INLINE_TARGET_MAX, MASTER_KEY_ROOT, MASTER_KEY_UNLINKED_SET,
+    MASTER_KEY_VERSION, MASTER_NODE_OBJECT, MODE_PERMISSION_MASK, MODE_TYPE_MASK,
+    ZNODE_FLAG_UNLINKED,
+};
+pub use phys::{FileKind, Timestamp};
+
+/// Longest name in a directory, in bytes.
+pub const NAME_LEN_MAX: usize = 255;
+/// Longest symlink target, in bytes (Linux's PATH_MAX).
+pub const SYMLINK_TARGET_MAX: usize = 4096;
+/// Largest read or write in one call.
+pub const IO_BYTES_MAX: usize = 64 << 20;
+/// Largest file size (offsets travel as i64).
+pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
+/// `rename` flag: fail with [`FsError::Exists`] if the target exists (Linux's value).
+pub const RENAME_NOREPLACE: u32 = 1;
+/// `rename` flag: swap the two entries, both of which must exist (Linux's value).
+pub const RENAME_EXCHANGE: u32 = 2;
+/// Readdir offset of `.`'s successor and `..`'s successor.
+const COOKIE_AFTER_DOT: u64 = 1;
+const COOKIE_AFTER_DOTDOT: u64 = 2;
+const _: () = assert!(COOKIE_AFTER_DOTDOT < COOKIE_FIRST);
+/// Stripes of the inode lock table.
+const INODE_LOCK_STRIPES: usize = 1024;
+/// relatime: a read updates an atime older than this even if it is newer than mtime and ctime.
+const RELATIME_SECONDS: i64 = 24 * 60 * 60;
+/// Block size of directory key/value objects.
+const DIRECTORY_BLOCK_SIZE: u32 = 16 << 10;
+/// Unlinked-set entries removed per transaction when draining.
+const DRAIN_BATCH: usize = 256;
+
+/// Errors of the file system layer. The FUSE adapter maps them to errno (moving a directory
+/// into its own subtree is `Invalid`, EINVAL, as on Linux).
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("name longer than {NAME_LEN_MAX} bytes")]
+    NameTooLong,
+    #[error("invalid name (empty, or contains '/' or NUL)")]
+    InvalidName,
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("no space left in the pool")]
+    NoSpace,
+    #[error("busy: {0}")]
+    Busy(String),
+    #[error("corrupt file system: {0}")]
+    Corrupt(String),
+    #[error("engine: {0}")]
+    Engine(String),
+}
+
+impl From<ObjectError> for FsError {
+    fn from(error: ObjectError) -> Self {
+        match error {
+            ObjectError::NoSuchObject(_) => FsError::NotFound,
+            ObjectError::NoSpace => FsError::NoSpace,
+            ObjectError::Corrupt(what) => FsError::Corrupt(what),
+            ObjectError::TooLarge => FsError::Invalid("file too large".into()),
+            other => FsError::Engine(other.to_string()),
+        }
+    }
+}
+
+impl From<KvError> for FsError {
+    fn from(error: KvError) -> Self {
+        match error {
+            KvError::Exists => FsError::Exists,
+            KvError::NotFound => FsError::NotFound,
+            KvError::KeyTooLong => FsError::NameTooLong,
+            KvError::Corrupt { what, block } => {
+                FsError::Corrupt(format!("key/value block {block}: {what}"))
+            }
+            other => FsError::Engine(other.to_string()),
+        }
+    }
+}
+
+impl From<TxgError> for FsError {
+    fn from(error: TxgError) -> Self {
+        FsError::Engine(error.to_string())
+    }
+}
+
+pub type Result<T, E = FsError> = std::result::Result<T, E>;
+
+/// The attributes of an inode, as `getattr` returns them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    /// Distinguishes reuses of one inode number (the object's creation txg).
+    pub generation: u64,
+    pub size: u64,
+    /// Allocated space in 512-byte units (approximate until the data is synced).
+    pub blocks: u64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+    pub crtime: Timestamp,
+    pub kind: FileKind,
+    /// Permission bits, setuid, setgid, sticky (0o7777).
+    pub perm: u16,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+    /// Preferred I/O size.
+    pub blksize: u32,
+}
+
+/// Changes for `setattr`; None leaves a field alone. ctime is always set to now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits; type bits, if given, must match the inode's kind.
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Truncate or extend a regular file (mtime becomes now unless given).
+    pub size: Option<u64>,
+    pub atime: Option<Timestamp>,
+    pub mtime: Option<Timestamp>,
+}
+
+/// One `readdir` entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: u64,
+    pub kind: FileKind,
+    /// Offset to pass to the next `readdir` to continue after this entry.
+    pub next_cookie: u64,
+}
+
+/// Space figures of the pool the file system lives in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceFigures {
+    pub size_bytes: u64,
+    /// What the file system can still write (the pool's `avail`).
+    pub available_bytes: u64,
+}
+
+/// Where `statfs` gets its space figures (the pool, in practice).
+pub type SpaceSource = Arc<dyn Fn() -> SpaceFigures + Send + Sync>;
+
+/// What `statfs` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_available: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_len_max: u32,
+}
+
+/// Object properties used for new inodes.
+#[derive(Clone, Copy, Debug)]
+pub struct FsConfig {
+    /// Data block size of regular files and long symlinks (the recordsize).
+    pub file_block_size: u32,
+    pub directory_block_size: u32,
+    pub indirect_block_shift: u8,
+    pub checksum: ChecksumType,
+    pub compression: Compression,
+    pub copies: u8,
+}
+
+impl FsConfig {
+    /// Defaults from the pool's tunables.
+    pub fn for_objset(objset: &ObjectSet) -> FsConfig {
+        let tunables = &objset.io().tunables;
+        FsConfig {
+            file_block_size: tunables.recordsize,
+            directory_block_size: DIRECTORY_BLOCK_SIZE,
+            indirect_block_shift: tunables.indirect_block_shift as u8,
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Lz4,
+            copies: 1,
+        }
+    }
+}
+
+/// A file system on an object set: see the module documentation.
+pub struct FileSystem {
+    objset: Arc<ObjectSet>,
+    txgs: Arc<TxgManager>,
+    config: FsConfig,
+    root: u64,
+    unlinked_set: u64,
+    inode_locks: Vec<Mutex<()>>,
+    rename_lock: Mutex<()>,
+    /// Open counts of inodes that are open at least once.
+    open_counts: Mutex<HashMap<u64, u64>>,
+    space: RwLock<Option<SpaceSource>>,
+    atime_updates: AtomicBool,
+}
+
+/// Znodes loaded before a transaction, changed in memory and written back together.
+struct Staged {
+    znodes: BTreeMap<u64, Znode>,
+}
+
+impl Staged {
+    fn get(&mut self, ino: u64) -> &mut Znode {
+        self.znodes
+            .get_mut(&ino)
+            .unwrap_or_else(|| panic!("znode {ino} was not staged"))
+    }
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_LEN_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(FsError::InvalidName);
+    }
+    Ok(())
+}
+
+fn is_dot_or_dotdot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// A name for a new entry: valid, and not `.` or `..` (which always exist).
+fn check_new_name(name: &[u8]) -> Result<()> {
+    check_name(name)?;
+    if is_dot_or_dotdot(name) {
+        return Err(FsError::Exists);
+    }
+    Ok(())
+}
+
+/// A name of an existing entry to remove or move: valid, and not `.` or `..`.
+fn check_old_name(name: &[u8]) -> Result<()> {
+    check_name(name)?;
+    if is_dot_or_dotdot(name) {
+        return Err(FsError::Invalid("cannot remove or move '.' or '..'".into()));
+    }
+    Ok(())
+}
+
+fn kv_error(object: u64) -> impl Fn(KvError) -> FsError {
+    move |error| match error {
+        KvError::Corrupt { what, block } => {
+            FsError::Corrupt(format!("key/value object {object} block {block}: {what}"))
+        }
+        other => FsError::from(other),
+    }
+}
+
+fn stripe(ino: u64) -> usize {
+    (ino.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % INODE_LOCK_STRIPES
+}
+
+impl FileSystem {
+    /// Create an empty file system in `objset`, which must not hold one yet: the master node,
+    /// the unlinked set and a root directory (mode 0755) owned by `uid`:`gid`. The caller
+    /// syncs the txg to make it durable.
+    pub fn format(
+        objset: Arc<ObjectSet>,
+        txgs: Arc<TxgManager>,
+        uid: u32,
+        gid: u32,
+    ) -> Result<FileSystem> {
+        if objset.exists(ObjectId(MASTER_NODE_OBJECT)) {
+            return Err(FsError::Exists);
+        }
+        let config = FsConfig::for_objset(&objset);
+        let kv_props = ObjectProps {
+            object_type: ObjectType::KeyValue,
+            data_block_size: config.directory_block_size,
+            indirect_block_shift: config.indirect_block_shift,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies,
+        };
+        let hold = txgs.assign()?;
+        let tx = hold.tx();
+        let master = ObjectId(MASTER_NODE_OBJECT);
+        objset.create_object_at(&tx, master, kv_props, ObjectType::None, &[])?;
+        kv::create(&mut KvObject::new(&objset, master, Some(tx))?).map_err(kv_error(1))?;
+        let unlinked = objset.create_object(&tx, kv_props, ObjectType::None, &[])?;
+        kv::create(&mut KvObject::new(&objset, unlinked, Some(tx))?)
+            .map_err(kv_error(unlinked.0))?;
+        let now = Timestamp::now();
+        let root = objset.create_object(&tx, kv_props, ObjectType::None, &[])?;
+        let znode = Znode {
+            mode: phys::MODE_DIRECTORY | 0o755,
+            uid,
+            gid,
+            links: 2,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            parent: root.0,
+            flags: 0,
+            rdev: 0,
+            inline_target: Vec::new(),
+        };
+        objset.set_bonus(&tx, root, ObjectType::None, &znode.encode())?;
+        kv::create(&mut KvObject::new(&objset, root, Some(tx))?).map_err(kv_error(root.0))?;
+        {
+            let mut handle = KvObject::new(&objset, master, Some(tx))?;
+            kv::insert_u64(&mut handle, MASTER_KEY_VERSION, FS_VERSION).map_err(kv_error(1))?;
+            kv::insert_u64(&mut handle, MASTER_KEY_ROOT, root.0).map_err(kv_error(1))?;
+            kv::insert_u64(&mut handle, MASTER_KEY_UNLINKED_SET, unlinked.0)
+                .map_err(kv_error(1))?;
+        }
+        drop(hold);
+        FileSystem::open(objset, txgs)
+    }
+
+    /// Open the file system in `objset` and remove whatever a crash left in its unlinked set.
+    pub fn open(objset: Arc<ObjectSet>, txgs: Arc<TxgManager>) -> Result<FileSystem> {
+        let master = ObjectId(MASTER_NODE_OBJECT);
+        let info = objset.info(master).map_err(|error| match error {
+            ObjectError::NoSuchObject(_) => {
+                FsError::Invalid("the object set holds no file system (no master node)".into())
+            }
+            other => FsError::from(other),
+        })?;
+        if info.object_type != ObjectType::KeyValue {
+            return Err(FsError::Corrupt(format!(
+                "master node has object type {:?}",
+                info.object_type
+            )));
+        }
+        let (version, root, unlinked_set) = {
+            let handle = KvObject::new(&objset, master, None)?;
+            let get = |key: &str| -> Result<u64> {
+                kv::lookup_u64(&handle, key)
+                    .map_err(kv_error(1))?
+                    .ok_or_else(|| FsError::Corrupt(format!("master node has no {key}")))
+            };
+            (
+                get(MASTER_KEY_VERSION)?,
+                get(MASTER_KEY_ROOT)?,
+                get(MASTER_KEY_UNLINKED_SET)?,
+            )
+        };
+        if version != FS_VERSION {
+            return Err(FsError::Corrupt(format!(
+                "file system version {version}, this build reads {FS_VERSION}"
+            )));
+        }
+        for (what, object) in [("root", root), ("unlinked set", unlinked_set)] {
+            if object <= MASTER_NODE_OBJECT || !objset.exists(ObjectId(object)) {
+                return Err(FsError::Corrupt(format!(
+                    "master node names {what} object {object}, which does not exist"
+                )));
+            }
+        }
+        let config = FsConfig::for_objset(&objset);
+        let fs = FileSystem {
+            objset,
+            txgs,
+            config,
+            root,
+            unlinked_set,
+            inode_locks: (0..INODE_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            rename_lock: Mutex::new(()),
+            open_counts: Mutex::new(HashMap::new()),
+            space: RwLock::new(None),
+            atime_updates: AtomicBool::new(true),
+        };
+        let root_znode = fs.znode(root)?;
+        if root_znode.kind() != FileKind::Directory {
+            return Err(FsError::Corrupt(format!("root {root} is not a directory")));
+        }
+        fs.drain_unlinked()?;
+        Ok(fs)
+    }
+
+    /// The root directory's inode number.
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+
+    pub fn objset(&self) -> &Arc<ObjectSet> {
+        &self.objset
+    }
+
+    /// Where `statfs` reads the pool's space from.
+    pub fn set_space_source(&self, source: SpaceSource) {
+        *self.space.write() = Some(source);
+    }
+
+    /// Turn atime updates on reads on or off (the `atime` property).
+    pub fn set_atime_updates(&self, enabled: bool) {
+        self.atime_updates.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Objects in the unlinked set (for tests and inspection).
+    pub fn unlinked_objects(&self) -> Result<Vec<u64>> {
+        let mut objects = Vec::new();
+        let mut cookie = COOKIE_FIRST;
+        loop {
+            let entries = {
+                let handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), None)?;
+                kv::list(&handle, cookie, DRAIN_BATCH).map_err(kv_error(self.unlinked_set))?
+            };
+            let Some(last) = entries.last() else {
+                return Ok(objects);
+            };
+            cookie = last.cookie + 1;
+            for entry in &entries {
+                objects.push(phys::decode_unlinked_key(&entry.key)?);
+            }
+        }
+    }
+
+    fn drain_unlinked(&self) -> Result<()> {
+        loop {
+            let entries = {
+                let handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), None)?;
+                kv::list(&handle, COOKIE_FIRST, DRAIN_BATCH).map_err(kv_error(self.unlinked_set))?
+            };
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let hold = self.txgs.assign()?;
+            let tx = hold.tx();
+            for entry in &entries {
+                // A bad key is removed too: it names nothing we could free.
+                if let Ok(object) = phys::decode_unlinked_key(&entry.key) {
+                    if object != self.root
+                        && object != self.unlinked_set
+                        && self.objset.exists(ObjectId(object))
+                    {
+                        self.objset.remove_object(&tx, ObjectId(object))?;
+                    }
+                }
+                let mut handle =
+                    KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
+                kv::remove(&mut handle, &entry.key).map_err(kv_error(self.unlinked_set))?;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Helpers.
+
+    /// Lock the stripes of `inodes` in stripe order.
+    fn lock_inodes(&self, inodes: &[u64]) -> Vec<MutexGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = inodes.iter().map(|&ino| stripe(ino)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes
+            .into_iter()
+            .map(|index| self.inode_locks[index].lock())
+            .collect()
+    }
+
+    fn check_ino(&self, ino: u64) -> Result<()> {
+        if ino <= MASTER_NODE_OBJECT || ino == self.unlinked_set {
+            return Err(FsError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// The znode of `ino`; NotFound if `ino` is not an inode of this file system.
+    fn znode(&self, ino: u64) -> Result<Znode> {
+        self.check_ino(ino)?;
+        let bonus = self.objset.bonus(ObjectId(ino))?;
+        if bonus.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        Znode::decode(&bonus, ino)
+    }
+
+    /// The znode of a directory that can still get entries.
+    fn directory(&self, ino: u64) -> Result<Znode> {
+        let znode = self.znode(ino)?;
+        if znode.kind() != FileKind::Directory {
+            return Err(FsError::NotDir);
+        }
+        Ok(znode)
+    }
+
+    fn live_directory(&self, ino: u64) -> Result<Znode> {
+        let znode = self.directory(ino)?;
+        if znode.links == 0 {
+            return Err(FsError::NotFound);
+        }
+        Ok(znode)
+    }
+
+    fn put_znode(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
+        self.objset
+            .set_bonus(tx, ObjectId(ino), ObjectType::None, &znode.encode())?;
+        Ok(())
+    }
+
+    fn stage(&self, inodes: &[u64]) -> Result<Staged> {
+        let mut znodes = BTreeMap::new();
+        for &ino in inodes {
+            if let std::collections::btree_map::Entry::Vacant(slot) = znodes.entry(ino) {
+                slot.insert(self.znode(ino)?);
+            }
+        }
+        Ok(Staged { znodes })
+    }
+
+    fn write_staged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
+        for (&ino, znode) in &staged.znodes {
+            if !removed.contains(&ino) {
+                self.put_znode(tx, ino, znode)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn dir_lookup(&self, dir: u64, name: &[u8]) -> Result<Option<DirEntryValue>> {
+        let value = {
+            let handle = KvObject::new(&self.objset, ObjectId(dir), None)?;
+            kv::lookup(&handle, name).map_err(kv_error(dir))?
+        };
+        value
+            .map(|raw| DirEntryValue::decode(&raw, dir))
+            .transpose()
+    }
+
+    fn dir_insert(&self, tx: Tx, dir: u64, name: &[u8], value: DirEntryValue) -> Result<()> {
+        let mut handle = KvObject::new(&self.objset, ObjectId(dir), Some(tx))?;
+        kv::insert(&mut handle, name, &value.encode()).map_err(kv_error(dir))
+    }
+
+    fn dir_upsert(&self, tx: Tx, dir: u64, name: &[u8], value: DirEntryValue) -> Result<()> {
+        let mut handle = KvObject::new(&self.objset, ObjectId(dir), Some(tx))?;
+        kv::upsert(&mut handle, name, &value.encode()).map_err(kv_error(dir))?;
+        Ok(())
+    }
+
+    fn dir_remove(&self, tx: Tx, dir: u64, name: &[u8]) -> Result<()> {
+        let mut handle = KvObject::new(&self.objset, ObjectId(dir), Some(tx))?;
+        if !kv::remove(&mut handle, name).map_err(kv_error(dir))? {
+            return Err(FsError::Corrupt(format!(
+                "directory {dir}: entry vanished under its lock"
+            )));
+        }
+        Ok(())
+    }
+
+    fn is_open(&self, ino: u64) -> bool {
+        self.open_counts.lock().contains_key(&ino)
+    }
+
+    /// The last link of `ino` went away in `tx`: remove the object, or, if it is open, park it
+    /// in the unlinked set until its last release. Returns whether the object was removed.
+    fn drop_inode(&self, tx: Tx, ino: u64, znode: &mut Znode) -> Result<bool> {
+        assert_eq!(znode.links, 0, "inode {ino} still has links");
+        if self.is_open(ino) {
+            znode.flags |= ZNODE_FLAG_UNLINKED;
+            let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
+            kv::insert(&mut handle, &phys::unlinked_key(ino), &[])
+                .map_err(kv_error(self.unlinked_set))?;
+            Ok(false)
+        } else {
+            self.objset.remove_object(&tx, ObjectId(ino))?;
+            Ok(true)
+        }
+    }
+
+    fn attr_of(&self, ino: u64, znode: &Znode) -> Result<Attr> {
+        let info = self.objset.info(ObjectId(ino))?;
+        let kind = znode.kind();
+        let blocks_allocated = info.size_allocated.div_ceil(512);
+        // Until the first sync the dnode has no allocated size: estimate from the file size.
+        let blocks = if blocks_allocated == 0 && kind == FileKind::Regular {
+            znode.size.div_ceil(512)
+        } else {
+            blocks_allocated
+        };
+        Ok(Attr {
+            ino,
+            generation: info.generation.0,
+            size: znode.size,
+            blocks,
+            atime: znode.atime,
+            mtime: znode.mtime,
+            ctime: znode.ctime,
+            crtime: znode.crtime,
+            kind,
+            perm: (znode.mode & MODE_PERMISSION_MASK) as u16,
+            nlink: znode.links,
+            uid: znode.uid,
+            gid: znode.gid,
+            rdev: znode.rdev,
+            blksize: info.data_block_size,
+        })
+    }
+
+    fn props_for(&self, kind: FileKind) -> ObjectProps {
+        let (object_type, data_block_size) = if kind == FileKind::Directory {
+            (ObjectType::KeyValue, self.config.directory_block_size)
+        } else {
+            (ObjectType::PlainFile, self.config.file_block_size)
+        };
+        ObjectProps {
+            object_type,
+            data_block_size,
+            indirect_block_shift: self.config.indirect_block_shift,
+            checksum: self.config.checksum,
+            compression: self.config.compression,
+            copies: self.config.copies,
+        }
+    }
+
+    /// Resolve `name` in `dir` without locks, lock `dir` and the inode it names,
+    /// and return the entry once it is confirmed under the locks.
+    fn lock_entry(
+        &self,
+        dir: u64,
+        name: &[u8],
+    ) -> Result<(DirEntryValue, Vec<MutexGuard<'_, ()>>)> {
+        loop {
+            self.directory(dir)?;
+            let entry = self.dir_lookup(dir, name)?.ok_or(FsError::NotFound)?;
+            let guards = self.lock_inodes(&[dir, entry.object]);
+            if self.dir_lookup(dir, name)? == Some(entry) {
+                return Ok((entry, guards));
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Operations.
+
+    /// The inode named `name` in directory `dir` (`.` and `..` included).
+    pub fn lookup(&self, dir: u64, name: &[u8]) -> Result<Attr> {
+        check_name(name)?;
+        let znode = self.directory(dir)?;
+        let ino = match name {
+            b"." => dir,
+            b".." => znode.parent,
+            _ => self.dir_lookup(dir, name)?.ok_or(FsError::NotFound)?.object,
+        };
+        self.getattr(ino)
+    }
+
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        let znode = self.znode(ino)?;
+        self.attr_of(ino, &znode)
+    }
+
+    pub fn setattr(&self, ino: u64, changes: SetAttr) -> Result<Attr> {
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        let kind = znode.kind();
+        if let Some(mode) = changes.mode {
+            if mode & MODE_TYPE_MASK != 0 && mode & MODE_TYPE_MASK != kind.mode_bits() {
+                return Err(FsError::Invalid(format!(
+                    "mode {mode:#o} changes the file type"
+                )));
+            }
+            if mode & !(MODE_TYPE_MASK | MODE_PERMISSION_MASK) != 0 {
+                return Err(FsError::Invalid(format!("mode {mode:#o}")));
+            }
+        }
+        if let Some(size) = changes.size {
+            match kind {
+                FileKind::Regular => {}
+                FileKind::Directory => return Err(FsError::IsDir),
+                _ => return Err(FsError::Invalid("size of a non-regular file".into())),
+            }
+            if size > FILE_SIZE_MAX {
+                return Err(FsError::Invalid(format!("size {size} too large")));
+            }
+        }
+        let now = Timestamp::now();
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        if let Some(size) = changes.size {
+            if size < znode.size {
+                self.objset.free_range(&tx, ObjectId(ino), size, u64::MAX)?;
+            }
+            if size != znode.size || changes.mtime.is_none() {
+                znode.mtime = now;
+            }
+            znode.size = size;
+        }
+        if let Some(mode) = changes.mode {
+            znode.mode = kind.mode_bits() | (mode & MODE_PERMISSION_MASK);
+        }
+        if let Some(uid) = changes.uid {
+            znode.uid = uid;
+        }
+        if let Some(gid) = changes.gid {
+            znode.gid = gid;
+        }
+        if let Some(atime) = changes.atime {
+            znode.atime = atime;
+        }
+        if let Some(mtime) = changes.mtime {
+            znode.mtime = mtime;
+        }
+        znode.ctime = now;
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        self.attr_of(ino, &znode)
+    }
+
+    /// Create a regular file. `mode` holds permission bits (type bits, if any, must say
+    /// regular file).
+    pub fn create(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.make_node(dir, name, FileKind::Regular, mode, uid, gid, 0, None)
+    }
+
+    pub fn mkdir(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.make_node(dir, name, FileKind::Directory, mode, uid, gid, 0, None)
+    }
+
+    /// Create a fifo, socket, character or block device (metadata only) or a regular file,
+    /// as the type bits of `mode` say.
+    pub fn mknod(
+        &self,
+        dir: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let kind = FileKind::from_mode(mode)
+            .ok_or_else(|| FsError::Invalid(format!("mknod mode {mode:#o}")))?;
+        match kind {
+            FileKind::Directory | FileKind::Symlink => {
+                Err(FsError::Invalid(format!("mknod cannot make a {kind:?}")))
+            }
+            _ => self.make_node(dir, name, kind, mode, uid, gid, rdev, None),
+        }
+    }
+
+    pub fn symlink(
+        &self,
+        dir: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        if target.is_empty() || target.len() > SYMLINK_TARGET_MAX || target.contains(&0) {
+            return Err(FsError::Invalid(format!(
+                "symlink target of {} bytes (1..={SYMLINK_TARGET_MAX}, no NUL)",
+                target.len()
+            )));
+        }
+        self.make_node(
+            dir,
+            name,
+            FileKind::Symlink,
+            0o777,
+            uid,
+            gid,
+            0,
+            Some(target),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make_node(
+        &self,
+        dir: u64,
+        name: &[u8],
+        kind: FileKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+        target: Option<&[u8]>,
+    ) -> Result<Attr> {
+        check_new_name(name)?;
+        if mode & MODE_TYPE_MASK != 0 && mode & MODE_TYPE_MASK != kind.mode_bits() {
+            return Err(FsError::Invalid(format!("mode {mode:#o} for a {kind:?}")));
+        }
+        if mode & !(MODE_TYPE_MASK | MODE_PERMISSION_MASK) != 0 {
+            return Err(FsError::Invalid(format!("mode {mode:#o}")));
+        }
+        let _guards = self.lock_inodes(&[dir]);
+        let mut parent = self.live_directory(dir)?;
+        if self.dir_lookup(dir, name)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        let now = Timestamp::now();
+        let (inline_target, long_target) = match target {
+            Some(target) if target.len() <= INLINE_TARGET_MAX => (target.to_vec(), None),
+            Some(target) => (Vec::new(), Some(target)),
+            None => (Vec::new(), None),
+        };
+        let znode = Znode {
+            mode: kind.mode_bits() | (mode & MODE_PERMISSION_MASK),
+            uid,
+            gid,
+            links: if kind == FileKind::Directory { 2 } else { 1 },
+            size: target.map_or(0, |target| target.len() as u64),
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            parent: dir,
+            flags: 0,
+            rdev: if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) {
+                rdev
+            } else {
+                0
+            },
+            inline_target,
+        };
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        // Data first: a write refused for lack of space leaves nothing half made.
+        let object = self
+            .objset
+            .create_object(&tx, self.props_for(kind), ObjectType::None, &[])?;
+        let ino = object.0;
+        if let Some(target) = long_target {
+            if let Err(error) = self.objset.write(&tx, object, 0, target) {
+                // Refused before anything was written (no space): take the object back.
+                self.objset.remove_object(&tx, object)?;
+                return Err(error.into());
+            }
+        }
+        if kind == FileKind::Directory {
+            kv::create(&mut KvObject::new(&self.objset, object, Some(tx))?)
+                .map_err(kv_error(ino))?;
+        }
+        self.put_znode(&tx, ino, &znode)?;
+        self.dir_insert(tx, dir, name, DirEntryValue { object: ino, kind })?;
+        parent.size += 1;
+        if kind == FileKind::Directory {
+            parent.links += 1;
+        }
+        parent.mtime = now;
+        parent.ctime = now;
+        self.put_znode(&tx, dir, &parent)?;
+        drop(hold);
+        self.attr_of(ino, &znode)
+    }
+
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        let znode = self.znode(ino)?;
+        if znode.kind() != FileKind::Symlink {
+            return Err(FsError::Invalid("not a symbolic link".into()));
+        }
+        if !znode.inline_target.is_empty() {
+            return Ok(znode.inline_target);
+        }
+        let length = znode.size as usize;
+        if length == 0 || length > SYMLINK_TARGET_MAX {
+            return Err(FsError::Corrupt(format!(
+                "symlink {ino}: target of {length} bytes"
+            )));
+        }
+        let mut target = vec![0u8; length];
+        self.objset.read(ObjectId(ino), 0, &mut target)?;
+        Ok(target)
+    }
+
+    /// A new name `newname` in `newdir` for the non-directory `ino`.
+    pub fn link(&self, ino: u64, newdir: u64, newname: &[u8]) -> Result<Attr> {
+        check_new_name(newname)?;
+        let _guards = self.lock_inodes(&[ino, newdir]);
+        let mut staged = self.stage(&[ino, newdir])?;
+        if staged.get(newdir).kind() != FileKind::Directory {
+            return Err(FsError::NotDir);
+        }
+        if staged.get(newdir).links == 0 || staged.get(ino).links == 0 {
+            return Err(FsError::NotFound);
+        }
+        let kind = staged.get(ino).kind();
+        if kind == FileKind::Directory {
+            return Err(FsError::IsDir);
+        }
+        if self.dir_lookup(newdir, newname)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        let now = Timestamp::now();
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        self.dir_insert(tx, newdir, newname, DirEntryValue { object: ino, kind })?;
+        let inode = staged.get(ino);
+        inode.links += 1;
+        inode.ctime = now;
+        let directory = staged.get(newdir);
+        directory.size += 1;
+        directory.mtime = now;
+        directory.ctime = now;
+        self.write_staged(&tx, &staged, &[])?;
+        drop(hold);
+        let znode = staged.get(ino).clone();
+        self.attr_of(ino, &znode)
+    }
+
+    /// Remove the non-directory entry `name` from `dir`.
+    pub fn unlink(&self, dir: u64, name: &[u8]) -> Result<()> {
+        check_old_name(name)?;
+        self.remove_entry(dir, name, false)
+    }
+
+    /// Remove the empty directory `name` from `dir`.
+    pub fn rmdir(&self, dir: u64, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        if name == b"." {
+            return Err(FsError::Invalid("cannot remove '.'".into()));
+        }
+        if name == b".." {
+            return Err(FsError::NotEmpty);
+        }
+        self.remove_entry(dir, name, true)
+    }
+
+    fn remove_entry(&self, dir: u64, name: &[u8], directory: bool) -> Result<()> {
+        let (entry, _guards) = self.lock_entry(dir, name)?;
+        let child = entry.object;
+        let mut staged = self.stage(&[dir, child])?;
+        let child_kind = staged.get(child).kind();
+        if child_kind != entry.kind {
+            return Err(FsError::Corrupt(format!(
+                "directory {dir}: entry kind {:?}, inode {child} is a {child_kind:?}",
+                entry.kind
+            )));
+        }
+        match (directory, child_kind == FileKind::Directory) {
+            (false, true) => return Err(FsError::IsDir),
+            (true, false) => return Err(FsError::NotDir),
+            _ => {}
+        }
+        if directory && staged.get(child).size != 0 {
+            return Err(FsError::NotEmpty);
+        }
+        if directory && child == self.root {
+            return Err(FsError::Busy("the root directory".into()));
+        }
+        let now = Timestamp::now();
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        self.dir_remove(tx, dir, name)?;
+        let parent = staged.get(dir);
+        parent.size -= 1;
+        if directory {
+            parent.links -= 1;
+        }
+        parent.mtime = now;
+        parent.ctime = now;
+        let mut removed = Vec::new();
+        let inode = staged.get(child);
+        inode.ctime = now;
+        inode.links = if directory { 0 } else { inode.links - 1 };
+        if inode.links == 0 {
+            let mut znode = inode.clone();
+            if self.drop_inode(tx, child, &mut znode)? {
+                removed.push(child);
+            }
+            *staged.get(child) = znode;
+        }
+        self.write_staged(&tx, &staged, &removed)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// Whether `ancestor` is `dir` or one of its ancestors (walking parent pointers).
+    fn is_ancestor(&self, ancestor: u64, dir: u64) -> Result<bool> {
+        let mut current = dir;
+        // Every step goes one level up; a cycle longer than this is corruption.
+        for _ in 0..(1 << 20) {
+            if current == ancestor {
+                return Ok(true);
+            }
+            if current == self.root {
+                return Ok(false);
+            }
+            let znode = self.directory(current)?;
+            current = znode.parent;
+        }
+        Err(FsError::Corrupt(format!(
+            "parent pointers from directory {dir} do not reach the root"
+        )))
+    }
+
+    /// Rename `oldname` in `olddir` to `newname` in `newdir`; see the module documentation
+    /// for the flags. An existing target is replaced atomically.
+    pub fn rename(
+        &self,
+        olddir: u64,
+        oldname: &[u8],
+        newdir: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(FsError::Invalid(format!("rename flags {flags:#x}")));
+        }
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        check_old_name(oldname)?;
+        if exchange {
+            check_old_name(newname)?;
+        } else {
+            check_name(newname)?;
+            if is_dot_or_dotdot(newname) {
+                return Err(FsError::Busy("cannot rename over '.' or '..'".into()));
+            }
+        }
+        let _rename_guard = (olddir != newdir).then(|| self.rename_lock.lock());
+        let (source, target, _guards) = loop {
+            self.directory(olddir)?;
+            self.directory(newdir)?;
+            let source = self.dir_lookup(olddir, oldname)?.ok_or(FsError::NotFound)?;
+            let target = self.dir_lookup(newdir, newname)?;
+            let mut inodes = vec![olddir, newdir, source.object];
+            inodes.extend(target.map(|target| target.object));
+            let guards = self.lock_inodes(&inodes);
+            if self.dir_lookup(olddir, oldname)? == Some(source)
+                && self.dir_lookup(newdir, newname)? == target
+            {
+                break (source, target, guards);
+            }
+        };
+        if flags & RENAME_NOREPLACE != 0 && target.is_some() {
+            return Err(FsError::Exists);
+        }
+        if exchange && target.is_none() {
+            return Err(FsError::NotFound);
+        }
+        if let Some(target) = target {
+            if target.object == source.object {
+                // Both names already refer to the same inode: POSIX says do nothing.
+                return Ok(());
+            }
+        }
+        let mut inodes = vec![olddir, newdir, source.object];
+        inodes.extend(target.map(|target| target.object));
+        let mut staged = self.stage(&inodes)?;
+        if staged.get(newdir).kind() != FileKind::Directory {
+            return Err(FsError::NotDir);
+        }
+        if staged.get(newdir).links == 0 {
+            return Err(FsError::NotFound);
+        }
+        let source_is_dir = source.kind == FileKind::Directory;
+        let target_is_dir = target.is_some_and(|target| target.kind == FileKind::Directory);
+        if source.object == self.root || target.is_some_and(|t| t.object == self.root) {
+            return Err(FsError::Busy("the root directory".into()));
+        }
+        if olddir != newdir {
+            // Moving a directory under itself would cut it off from the tree.
+            if source_is_dir && self.is_ancestor(source.object, newdir)? {
+                return Err(FsError::Invalid(
+                    "cannot move a directory into its own subtree".into(),
+                ));
+            }
+            if exchange
+                && target_is_dir
+                && self.is_ancestor(target.expect("exists").object, olddir)?
+            {
+                return Err(FsError::Invalid(
+                    "cannot move a directory into its own subtree".into(),
+                ));
+            }
+        }
+        if let (Some(target), false) = (target, exchange) {
+            match (source_is_dir, target_is_dir) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                _ => {}
+            }
+            if target_is_dir && staged.get(target.object).size != 0 {
+                return Err(FsError::NotEmpty);
+            }
+        }
+        let now = Timestamp::now();
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        let mut removed = Vec::new();
+        if exchange {
+            let target = target.expect("exchange has a target");
+            self.dir_upsert(tx, olddir, oldname, target)?;
+            self.dir_upsert(tx, newdir, newname, source)?;
+            if olddir != newdir {
+                if source_is_dir {
+                    staged.get(olddir).links -= 1;
+                    staged.get(newdir).links += 1;
+                    staged.get(source.object).parent = newdir;
+                }
+                if target_is_dir {
+                    staged.get(newdir).links -= 1;
+                    staged.get(olddir).links += 1;
+                    staged.get(target.object).parent = olddir;
+                }
+            }
+            staged.get(target.object).ctime = now;
+        } else {
+            self.dir_upsert(tx, newdir, newname, source)?;
+            self.dir_remove(tx, olddir, oldname)?;
+            staged.get(olddir).size -= 1;
+            staged.get(newdir).size += 1;
+            if source_is_dir {
+                staged.get(olddir).links -= 1;
+                staged.get(newdir).links += 1;
+                staged.get(source.object).parent = newdir;
+            }
+            if let Some(target) = target {
+                // The replaced entry goes away.
+                staged.get(newdir).size -= 1;
+                let inode = staged.get(target.object);
+                inode.ctime = now;
+                if target_is_dir {
+                    inode.links = 0;
+                    staged.get(newdir).links -= 1;
+                } else {
+                    inode.links -= 1;
+                }
+                let mut znode = staged.get(target.object).clone();
+                if znode.links == 0 {
+                    if self.drop_inode(tx, target.object, &mut znode)? {
+                        removed.push(target.object);
+                    }
+                    *staged.get(target.object) = znode;
+                }
+            }
+        }
+        staged.get(source.object).ctime = now;
+        for dir in [olddir, newdir] {
+            let znode = staged.get(dir);
+            znode.mtime = now;
+            znode.ctime = now;
+        }
+        self.write_staged(&tx, &staged, &removed)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// Up to `max` entries of directory `dir` from offset `cookie`: 0 starts with `.`, 1 with
+    /// `..`, 2 with the first stored entry; each entry says where the next call continues.
+    pub fn readdir(&self, dir: u64, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let znode = self.directory(dir)?;
+        let mut entries = Vec::new();
+        if max == 0 || cookie >= COOKIE_END {
+            return Ok(entries);
+        }
+        if cookie == 0 {
+            entries.push(DirEntry {
+                name: b".".to_vec(),
+                ino: dir,
+                kind: FileKind::Directory,
+                next_cookie: COOKIE_AFTER_DOT,
+            });
+        }
+        if cookie <= COOKIE_AFTER_DOT && entries.len() < max {
+            entries.push(DirEntry {
+                name: b"..".to_vec(),
+                ino: znode.parent,
+                kind: FileKind::Directory,
+                next_cookie: COOKIE_AFTER_DOTDOT,
+            });
+        }
+        if entries.len() == max {
+            return Ok(entries);
+        }
+        let from = cookie.max(COOKIE_FIRST);
+        let stored = {
+            let handle = KvObject::new(&self.objset, ObjectId(dir), None)?;
+            kv::list(&handle, from, max - entries.len()).map_err(kv_error(dir))?
+        };
+        for entry in stored {
+            let value = DirEntryValue::decode(&entry.value, dir)?;
+            entries.push(DirEntry {
+                name: entry.key,
+                ino: value.object,
+                kind: value.kind,
+                next_cookie: entry.cookie + 1,
+            });
+        }
+        Ok(entries)
+    }
+
+    /// Read up to `length` bytes at `offset` from a regular file (fewer at its end).
+    pub fn read(&self, ino: u64, offset: u64, length: usize) -> Result<Vec<u8>> {
+        if length > IO_BYTES_MAX {
+            return Err(FsError::Invalid(format!("read of {length} bytes")));
+        }
+        let znode = self.znode(ino)?;
+        match znode.kind() {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(FsError::IsDir),
+            kind => return Err(FsError::Invalid(format!("read of a {kind:?}"))),
+        }
+        let available = znode.size.saturating_sub(offset);
+        let length = (length as u64).min(available) as usize;
+        let mut data = vec![0u8; length];
+        if length > 0 {
+            self.objset.read(ObjectId(ino), offset, &mut data)?;
+        }
+        self.touch_atime(ino, &znode)?;
+        Ok(data)
+    }
+
+    /// relatime: update atime if it is not newer than mtime or ctime, or a day old.
+    fn touch_atime(&self, ino: u64, znode: &Znode) -> Result<()> {
+        if !self.atime_updates.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let now = Timestamp::now();
+        let stale = |znode: &Znode| {
+            znode.atime <= znode.mtime
+                || znode.atime <= znode.ctime
+                || now.seconds.saturating_sub(znode.atime.seconds) >= RELATIME_SECONDS
+        };
+        if !stale(znode) {
+            return Ok(());
+        }
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        if !stale(&znode) {
+            return Ok(());
+        }
+        znode.atime = now;
+        let hold = self.txgs.assign()?;
+        self.put_znode(&hold.tx(), ino, &znode)?;
+        Ok(())
+    }
+
+    /// Write `data` at `offset` into a regular file, extending it as needed; returns the
+    /// number of bytes written.
+    pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        if data.len() > IO_BYTES_MAX {
+            return Err(FsError::Invalid(format!("write of {} bytes", data.len())));
+        }
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&end| end <= FILE_SIZE_MAX)
+            .ok_or_else(|| FsError::Invalid("write past the largest file size".into()))?;
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        match znode.kind() {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(FsError::IsDir),
+            kind => return Err(FsError::Invalid(format!("write to a {kind:?}"))),
+        }
+        let now = Timestamp::now();
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        // The data first: a write refused for lack of space changes nothing.
+        if !data.is_empty() {
+            self.objset.write(&tx, ObjectId(ino), offset, data)?;
+            znode.size = znode.size.max(end);
+        }
+        znode.mtime = now;
+        znode.ctime = now;
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(data.len())
+    }
+
+    /// Space figures in units of the file block size, from the space source (zeros if none).
+    pub fn statfs(&self) -> Result<StatFs> {
+        let figures = self
+            .space
+            .read()
+            .as_ref()
+            .map(|source| source())
+            .unwrap_or_default();
+        let block_size = self.config.file_block_size;
+        let available = figures.available_bytes.min(figures.size_bytes);
+        // Every inode needs at least one dnode: that bounds the files that still fit.
+        let files_free = available / crate::object::phys::DNODE_SIZE as u64;
+        Ok(StatFs {
+            block_size,
+            blocks: figures.size_bytes / block_size as u64,
+            blocks_free: available / block_size as u64,
+            blocks_available: available / block_size as u64,
+            files: files_free,
+            files_free,
+            name_len_max: NAME_LEN_MAX as u32,
+        })
+    }
+
+    /// Note one more open of `ino`: its last unlink then keeps it until the last release.
+    pub fn open_inode(&self, ino: u64) -> Result<Attr> {
+        let _guards = self.lock_inodes(&[ino]);
+        let znode = self.znode(ino)?;
+        *self.open_counts.lock().entry(ino).or_insert(0) += 1;
+        self.attr_of(ino, &znode)
+    }
+
+    /// Undo one `open`; the last release of an unlinked inode removes it.
+    pub fn release(&self, ino: u64) -> Result<()> {
+        let _guards = self.lock_inodes(&[ino]);
+        {
+            let mut counts = self.open_counts.lock();
+            let count = counts
+                .get_mut(&ino)
+                .ok_or_else(|| FsError::Invalid(format!("release of inode {ino}, not open")))?;
+            *count -= 1;
+            if *count > 0 {
+                return Ok(());
+            }
+            counts.remove(&ino);
+        }
+        let znode = self.znode(ino)?;
+        if znode.links > 0 {
+            return Ok(());
+        }
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        self.objset.remove_object(&tx, ObjectId(ino))?;
+        let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
+        kv::remove(&mut handle, &phys::unlinked_key(ino)).map_err(kv_error(self.unlinked_set))?;
+        Ok(())
+    }
+
+    /// Whether `ino` is open (for tests and the FUSE adapter).
+    pub fn open_count(&self, ino: u64) -> u64 {
+        self.open_counts.lock().get(&ino).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name(b"a").is_ok());
+        assert!(check_name(&[b'x'; 255]).is_ok());
+        assert!(matches!(
+            check_name(&[b'x'; 256]),
+            Err(FsError::NameTooLong)
+        ));
+        assert!(matches!(check_name(b""), Err(FsError::InvalidName)));
+        assert!(matches!(check_name(b"a/b"), Err(FsError::InvalidName)));
+        assert!(matches!(check_name(b"a\0b"), Err(FsError::InvalidName)));
+        assert!(matches!(check_new_name(b".."), Err(FsError::Exists)));
+        assert!(matches!(check_old_name(b"."), Err(FsError::Invalid(_))));
+    }
+
+    #[test]
+    fn stripes_spread_and_stay_in_range() {
+        let mut seen = std::collections::HashSet::new();
+        for ino in 0..4096u64 {
+            let index = stripe(ino);
+            assert!(index < INODE_LOCK_STRIPES);
+            seen.insert(index);
+        }
+        assert!(
+            seen.len() > INODE_LOCK_STRIPES / 2,
+            "only {} stripes used",
+            seen.len()
+        );
+    }
+}

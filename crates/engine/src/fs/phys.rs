@@ -1,0 +1,471 @@
+//! On-disk structures of the file system layer: the znode (stored in each object's bonus
+//! buffer), directory entry values, unlinked-set keys and the master node's keys.
+//!
+//! All integers are little-endian. Decoders take untrusted bytes and never panic: they return
+//! [`FsError::Corrupt`] saying what was wrong and where.
+
+use super::FsError;
+use crate::object::phys::DNODE_BONUS_SIZE_MAX;
+
+/// Master node keys (the master node is a key/value object at [`MASTER_NODE_OBJECT`]).
+pub const MASTER_KEY_VERSION: &str = "VERSION";
+pub const MASTER_KEY_ROOT: &str = "ROOT";
+pub const MASTER_KEY_UNLINKED_SET: &str = "UNLINKED_SET";
+/// The object number of the master node in every file system's object set.
+pub const MASTER_NODE_OBJECT: u64 = 1;
+/// The file-system format version written by `format`, and the only one `open` accepts.
+pub const FS_VERSION: u64 = 1;
+
+/// "ZNOD" in little-endian byte order.
+pub const ZNODE_MAGIC: u32 = u32::from_le_bytes(*b"ZNOD");
+pub const ZNODE_FORMAT_VERSION: u16 = 1;
+/// Bytes of the fixed part of a znode.
+pub const ZNODE_SIZE: usize = 128;
+/// Longest symlink target kept in the bonus buffer after the znode; longer ones go in the
+/// object's data.
+pub const INLINE_TARGET_MAX: usize = DNODE_BONUS_SIZE_MAX - ZNODE_SIZE;
+const _: () = assert!(ZNODE_SIZE + INLINE_TARGET_MAX == DNODE_BONUS_SIZE_MAX);
+const _: () = assert!(INLINE_TARGET_MAX >= 128);
+/// Offset of the last fixed field (rdev, 8 bytes): the fixed part ends exactly at ZNODE_SIZE.
+const ZNODE_RDEV_OFFSET: usize = 120;
+const _: () = assert!(ZNODE_RDEV_OFFSET + 8 == ZNODE_SIZE);
+/// Four timestamps of 16 bytes from the atime on end where the parent field starts.
+const ZNODE_ATIME_OFFSET: usize = 40;
+const ZNODE_PARENT_OFFSET: usize = 104;
+const TIMESTAMP_SIZE: usize = 16;
+const _: () = assert!(ZNODE_ATIME_OFFSET + 4 * TIMESTAMP_SIZE == ZNODE_PARENT_OFFSET);
+
+/// Znode flag: the object has no links and sits in the unlinked set until its last release
+/// (or the next mount after a crash) removes it.
+pub const ZNODE_FLAG_UNLINKED: u64 = 1 << 0;
+/// Every flag this version knows; others are refused as corruption.
+pub const ZNODE_FLAGS_KNOWN: u64 = ZNODE_FLAG_UNLINKED;
+
+/// File-type bits of a mode (POSIX `S_IFMT`), with the Linux values, fixed here so that the
+/// on-disk format does not depend on the host's headers.
+pub const MODE_TYPE_MASK: u32 = 0o170_000;
+pub const MODE_FIFO: u32 = 0o010_000;
+pub const MODE_CHAR_DEVICE: u32 = 0o020_000;
+pub const MODE_DIRECTORY: u32 = 0o040_000;
+pub const MODE_BLOCK_DEVICE: u32 = 0o060_000;
+pub const MODE_REGULAR: u32 = 0o100_000;
+pub const MODE_SYMLINK: u32 = 0o120_000;
+pub const MODE_SOCKET: u32 = 0o140_000;
+/// Permission bits, setuid, setgid and sticky.
+pub const MODE_PERMISSION_MASK: u32 = 0o7777;
+
+/// The kind of an inode; its code is stored in directory entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    Regular,
+    Directory,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+impl FileKind {
+    /// The code stored in a directory entry.
+    pub fn code(self) -> u8 {
+        match self {
+            FileKind::Regular => 1,
+            FileKind::Directory => 2,
+            FileKind::Symlink => 3,
+            FileKind::Fifo => 4,
+            FileKind::Socket => 5,
+            FileKind::CharDevice => 6,
+            FileKind::BlockDevice => 7,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<FileKind> {
+        Some(match code {
+            1 => FileKind::Regular,
+            2 => FileKind::Directory,
+            3 => FileKind::Symlink,
+            4 => FileKind::Fifo,
+            5 => FileKind::Socket,
+            6 => FileKind::CharDevice,
+            7 => FileKind::BlockDevice,
+            _ => return None,
+        })
+    }
+
+    /// The `S_IFMT` bits of this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileKind::Regular => MODE_REGULAR,
+            FileKind::Directory => MODE_DIRECTORY,
+            FileKind::Symlink => MODE_SYMLINK,
+            FileKind::Fifo => MODE_FIFO,
+            FileKind::Socket => MODE_SOCKET,
+            FileKind::CharDevice => MODE_CHAR_DEVICE,
+            FileKind::BlockDevice => MODE_BLOCK_DEVICE,
+        }
+    }
+
+    pub fn from_mode(mode: u32) -> Option<FileKind> {
+        Some(match mode & MODE_TYPE_MASK {
+            MODE_REGULAR => FileKind::Regular,
+            MODE_DIRECTORY => FileKind::Directory,
+            MODE_SYMLINK => FileKind::Symlink,
+            MODE_FIFO => FileKind::Fifo,
+            MODE_SOCKET => FileKind::Socket,
+            MODE_CHAR_DEVICE => FileKind::CharDevice,
+            MODE_BLOCK_DEVICE => FileKind::BlockDevice,
+            _ => return None,
+        })
+    }
+}
+
+/// A point in time: seconds since the Unix epoch (may be negative) and nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    pub seconds: i64,
+    /// 0..1_000_000_000.
+    pub nanoseconds: u32,
+}
+
+impl Timestamp {
+    pub fn now() -> Timestamp {
+        let now = std::time::SystemTime::now();
+        match now.duration_since(std::time::UNIX_EPOCH) {
+            Ok(since) => Timestamp {
+                seconds: since.as_secs() as i64,
+                nanoseconds: since.subsec_nanos(),
+            },
+            Err(_) => Timestamp::default(),
+        }
+    }
+
+    fn encode(&self, out: &mut [u8]) {
+        out[0..8].copy_from_slice(&self.seconds.to_le_bytes());
+        out[8..12].copy_from_slice(&self.nanoseconds.to_le_bytes());
+        out[12..16].fill(0);
+    }
+
+    fn decode(raw: &[u8], what: &str) -> Result<Timestamp, FsError> {
+        let seconds = i64::from_le_bytes(raw[0..8].try_into().expect("8 bytes"));
+        let nanoseconds = u32::from_le_bytes(raw[8..12].try_into().expect("4 bytes"));
+        if nanoseconds >= 1_000_000_000 {
+            return Err(FsError::Corrupt(format!(
+                "znode {what}: {nanoseconds} nanoseconds"
+            )));
+        }
+        Ok(Timestamp {
+            seconds,
+            nanoseconds,
+        })
+    }
+}
+
+/// The znode: the POSIX attributes of one inode, in its object's bonus buffer.
+///
+/// ```text
+///   offset  size  field
+///        0     4  magic "ZNOD"
+///        4     2  format version (1)
+///        6     2  inline symlink target length (bytes after offset 128; 0 if none)
+///        8     4  mode: S_IFMT type bits | permission bits (0o7777)
+///       12     4  uid
+///       16     4  gid
+///       20     4  reserved, zero
+///       24     8  links (hard link count; directories: 2 + subdirectories)
+///       32     8  size in bytes (directories: number of entries; symlinks: target length)
+///       40    16  atime:  i64 seconds, u32 nanoseconds, u32 zero
+///       56    16  mtime
+///       72    16  ctime
+///       88    16  crtime (creation)
+///      104     8  parent directory object (the root is its own parent)
+///      112     8  flags (bit 0: unlinked)
+///      120     8  rdev (character and block devices)
+///      128   0..192  inline symlink target
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Znode {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub links: u64,
+    pub size: u64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+    pub crtime: Timestamp,
+    pub parent: u64,
+    pub flags: u64,
+    pub rdev: u64,
+    /// A symlink target short enough to live in the bonus buffer.
+    pub inline_target: Vec<u8>,
+}
+
+impl Znode {
+    pub fn kind(&self) -> FileKind {
+        FileKind::from_mode(self.mode).expect("decoded znodes have a valid type")
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        assert!(
+            self.inline_target.len() <= INLINE_TARGET_MAX,
+            "inline symlink target too long"
+        );
+        assert!(FileKind::from_mode(self.mode).is_some(), "znode mode type");
+        let mut out = vec![0u8; ZNODE_SIZE + self.inline_target.len()];
+        out[0..4].copy_from_slice(&ZNODE_MAGIC.to_le_bytes());
+        out[4..6].copy_from_slice(&ZNODE_FORMAT_VERSION.to_le_bytes());
+        out[6..8].copy_from_slice(&(self.inline_target.len() as u16).to_le_bytes());
+        out[8..12].copy_from_slice(&self.mode.to_le_bytes());
+        out[12..16].copy_from_slice(&self.uid.to_le_bytes());
+        out[16..20].copy_from_slice(&self.gid.to_le_bytes());
+        out[24..32].copy_from_slice(&self.links.to_le_bytes());
+        out[32..40].copy_from_slice(&self.size.to_le_bytes());
+        self.atime.encode(&mut out[40..56]);
+        self.mtime.encode(&mut out[56..72]);
+        self.ctime.encode(&mut out[72..88]);
+        self.crtime.encode(&mut out[88..104]);
+        out[ZNODE_PARENT_OFFSET..ZNODE_PARENT_OFFSET + 8]
+            .copy_from_slice(&self.parent.to_le_bytes());
+        out[112..120].copy_from_slice(&self.flags.to_le_bytes());
+        out[ZNODE_RDEV_OFFSET..ZNODE_SIZE].copy_from_slice(&self.rdev.to_le_bytes());
+        out[ZNODE_SIZE..].copy_from_slice(&self.inline_target);
+        out
+    }
+
+    /// Decode the bonus buffer of object `object`.
+    pub fn decode(raw: &[u8], object: u64) -> Result<Znode, FsError> {
+        let corrupt = |what: String| FsError::Corrupt(format!("znode of object {object}: {what}"));
+        if raw.len() < ZNODE_SIZE {
+            return Err(corrupt(format!("{} bytes, need {ZNODE_SIZE}", raw.len())));
+        }
+        let u16_at = |at: usize| u16::from_le_bytes(raw[at..at + 2].try_into().expect("2"));
+        let u32_at = |at: usize| u32::from_le_bytes(raw[at..at + 4].try_into().expect("4"));
+        let u64_at = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8"));
+        let magic = u32_at(0);
+        if magic != ZNODE_MAGIC {
+            return Err(corrupt(format!("magic {magic:#010x}")));
+        }
+        let version = u16_at(4);
+        if version != ZNODE_FORMAT_VERSION {
+            return Err(corrupt(format!("unknown format version {version}")));
+        }
+        let inline_length = u16_at(6) as usize;
+        if inline_length > INLINE_TARGET_MAX || ZNODE_SIZE + inline_length != raw.len() {
+            return Err(corrupt(format!(
+                "inline target of {inline_length} bytes in a bonus of {} bytes",
+                raw.len()
+            )));
+        }
+        let mode = u32_at(8);
+        if FileKind::from_mode(mode).is_none()
+            || mode & !(MODE_TYPE_MASK | MODE_PERMISSION_MASK) != 0
+        {
+            return Err(corrupt(format!("mode {mode:#o}")));
+        }
+        if u32_at(20) != 0 {
+            return Err(corrupt("reserved field is not zero".into()));
+        }
+        let flags = u64_at(112);
+        if flags & !ZNODE_FLAGS_KNOWN != 0 {
+            return Err(corrupt(format!("unknown flags {flags:#x}")));
+        }
+        let inline_target = raw[ZNODE_SIZE..].to_vec();
+        if !inline_target.is_empty() && mode & MODE_TYPE_MASK != MODE_SYMLINK {
+            return Err(corrupt("inline target on a non-symlink".into()));
+        }
+        Ok(Znode {
+            mode,
+            uid: u32_at(12),
+            gid: u32_at(16),
+            links: u64_at(24),
+            size: u64_at(32),
+            atime: Timestamp::decode(&raw[40..56], "atime").map_err(|e| corrupt(e.to_string()))?,
+            mtime: Timestamp::decode(&raw[56..72], "mtime").map_err(|e| corrupt(e.to_string()))?,
+            ctime: Timestamp::decode(&raw[72..88], "ctime").map_err(|e| corrupt(e.to_string()))?,
+            crtime: Timestamp::decode(&raw[88..104], "crtime")
+                .map_err(|e| corrupt(e.to_string()))?,
+            parent: u64_at(ZNODE_PARENT_OFFSET),
+            flags,
+            rdev: u64_at(ZNODE_RDEV_OFFSET),
+            inline_target,
+        })
+    }
+}
+
+/// The value of a directory entry (the key is the name).
+///
+/// ```text
+///   offset  size  field
+///        0     8  object number of the entry's inode
+///        8     1  file kind code (FileKind::code: 1 regular .. 7 block device)
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirEntryValue {
+    pub object: u64,
+    pub kind: FileKind,
+}
+
+pub const DIR_ENTRY_VALUE_SIZE: usize = 9;
+const _: () = assert!(DIR_ENTRY_VALUE_SIZE == 8 + 1);
+const _: () = assert!(DIR_ENTRY_VALUE_SIZE <= crate::object::kv::VALUE_LEN_MAX);
+
+impl DirEntryValue {
+    pub fn encode(&self) -> [u8; DIR_ENTRY_VALUE_SIZE] {
+        let mut out = [0u8; DIR_ENTRY_VALUE_SIZE];
+        out[0..8].copy_from_slice(&self.object.to_le_bytes());
+        out[8] = self.kind.code();
+        out
+    }
+
+    /// Decode the entry of directory `directory`.
+    pub fn decode(raw: &[u8], directory: u64) -> Result<DirEntryValue, FsError> {
+        if raw.len() != DIR_ENTRY_VALUE_SIZE {
+            return Err(FsError::Corrupt(format!(
+                "directory {directory}: entry value of {} bytes",
+                raw.len()
+            )));
+        }
+        let object = u64::from_le_bytes(raw[0..8].try_into().expect("8 bytes"));
+        let kind = FileKind::from_code(raw[8]).ok_or_else(|| {
+            FsError::Corrupt(format!("directory {directory}: file kind code {}", raw[8]))
+        })?;
+        if object <= MASTER_NODE_OBJECT {
+            return Err(FsError::Corrupt(format!(
+                "directory {directory}: entry names object {object}"
+            )));
+        }
+        Ok(DirEntryValue { object, kind })
+    }
+}
+
+/// The key of an unlinked-set entry: the object number, 8 bytes little-endian (the value is
+/// empty).
+pub fn unlinked_key(object: u64) -> [u8; 8] {
+    object.to_le_bytes()
+}
+
+pub fn decode_unlinked_key(raw: &[u8]) -> Result<u64, FsError> {
+    let bytes: [u8; 8] = raw
+        .try_into()
+        .map_err(|_| FsError::Corrupt(format!("unlinked set: key of {} bytes", raw.len())))?;
+    let object = u64::from_le_bytes(bytes);
+    if object <= MASTER_NODE_OBJECT {
+        return Err(FsError::Corrupt(format!("unlinked set: object {object}")));
+    }
+    Ok(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn timestamp() -> impl Strategy<Value = Timestamp> {
+        (any::<i64>(), 0u32..1_000_000_000).prop_map(|(seconds, nanoseconds)| Timestamp {
+            seconds,
+            nanoseconds,
+        })
+    }
+
+    fn kind() -> impl Strategy<Value = FileKind> {
+        (1u8..=7).prop_map(|code| FileKind::from_code(code).unwrap())
+    }
+
+    prop_compose! {
+        fn znode()(kind in kind(), permissions in 0u32..=0o7777, uid: u32, gid: u32, links: u64,
+                   size: u64, atime in timestamp(), mtime in timestamp(), ctime in timestamp(),
+                   crtime in timestamp(), parent: u64, unlinked: bool, rdev: u64,
+                   target in proptest::collection::vec(any::<u8>(), 0..=INLINE_TARGET_MAX))
+                   -> Znode {
+            Znode {
+                mode: kind.mode_bits() | permissions,
+                uid, gid, links, size, atime, mtime, ctime, crtime, parent,
+                flags: if unlinked { ZNODE_FLAG_UNLINKED } else { 0 },
+                rdev,
+                inline_target: if kind == FileKind::Symlink { target } else { Vec::new() },
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn znodes_round_trip(znode in znode()) {
+            let encoded = znode.encode();
+            prop_assert!(encoded.len() <= DNODE_BONUS_SIZE_MAX);
+            prop_assert_eq!(Znode::decode(&encoded, 7).unwrap(), znode);
+        }
+
+        #[test]
+        fn arbitrary_bonus_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..=DNODE_BONUS_SIZE_MAX)) {
+            let _ = Znode::decode(&raw, 7);
+        }
+
+        #[test]
+        fn corrupted_znode_never_panics(znode in znode(), at in 0usize..ZNODE_SIZE, byte: u8) {
+            let mut encoded = znode.encode();
+            encoded[at] = byte;
+            let _ = Znode::decode(&encoded, 7);
+        }
+
+        #[test]
+        fn dir_entries_round_trip(object in 2u64.., kind in kind()) {
+            let value = DirEntryValue { object, kind };
+            prop_assert_eq!(DirEntryValue::decode(&value.encode(), 3).unwrap(), value);
+        }
+
+        #[test]
+        fn arbitrary_dir_entry_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..32)) {
+            let _ = DirEntryValue::decode(&raw, 3);
+        }
+
+        #[test]
+        fn unlinked_keys_round_trip(object in 2u64..) {
+            prop_assert_eq!(decode_unlinked_key(&unlinked_key(object)).unwrap(), object);
+        }
+
+        #[test]
+        fn arbitrary_unlinked_key_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..16)) {
+            let _ = decode_unlinked_key(&raw);
+        }
+    }
+
+    #[test]
+    fn bad_znodes_are_refused() {
+        let znode = Znode {
+            mode: MODE_REGULAR | 0o644,
+            uid: 1,
+            gid: 2,
+            links: 1,
+            size: 10,
+            atime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            crtime: Timestamp::default(),
+            parent: 2,
+            flags: 0,
+            rdev: 0,
+            inline_target: Vec::new(),
+        };
+        let good = znode.encode();
+        assert!(Znode::decode(&good, 1).is_ok());
+        assert!(Znode::decode(&good[..100], 1).is_err(), "short");
+        let mut bad = good.clone();
+        bad[0] ^= 1;
+        assert!(Znode::decode(&bad, 1).is_err(), "magic");
+        let mut bad = good.clone();
+        bad[8..12].copy_from_slice(&0o644u32.to_le_bytes());
+        assert!(Znode::decode(&bad, 1).is_err(), "no type bits");
+        let mut bad = good.clone();
+        bad[48..52].copy_from_slice(&1_000_000_000u32.to_le_bytes());
+        assert!(Znode::decode(&bad, 1).is_err(), "nanoseconds");
+        let mut bad = good.clone();
+        bad[112] = 2;
+        assert!(Znode::decode(&bad, 1).is_err(), "unknown flag");
+        let mut bad = good.clone();
+        bad.push(b'x');
+        assert!(Znode::decode(&bad, 1).is_err(), "trailing bytes");
+        assert!(DirEntryValue::decode(&[0; 9], 1).is_err(), "kind 0");
+        assert!(DirEntryValue::decode(&[5, 0, 0, 0, 0, 0, 0, 0, 8], 1).is_err());
+    }
+}
