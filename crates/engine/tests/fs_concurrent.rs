@@ -83,8 +83,7 @@ fn expected(error: &FsError) -> bool {
 /// Run the random workload on a fresh file system in `pool`, with syncs kicked every few
 /// milliseconds so that txgs end at arbitrary points between operations.
 fn run_workload(pool: &Pool, seed: u64) -> Arc<FileSystem> {
-    let fs =
-        Arc::new(FileSystem::format(pool.root_objset(), pool.core.txgs.clone(), 0, 0).unwrap());
+    let fs = Arc::new(pool.file_system().unwrap());
     let root = fs.root();
     let mut shared = vec![root];
     for i in 0..4 {

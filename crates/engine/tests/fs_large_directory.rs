@@ -62,7 +62,7 @@ fn hundred_thousand_entries_in_one_directory() {
         disabled_features: Vec::new(),
     })
     .expect("create pool");
-    let fs = FileSystem::format(pool.root_objset(), pool.core.txgs.clone(), 0, 0).unwrap();
+    let fs = pool.file_system().unwrap();
     let big = fs.mkdir(fs.root(), b"big", 0o755, 0, 0).unwrap().ino;
 
     let mut inodes = vec![0u64; ENTRIES];

@@ -222,7 +222,7 @@ fn run(seed: u64, steps: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut pool = create_pool(dir.path(), "fsmodel", single(dir.path(), "d0"), tiny());
-    let mut fs = FileSystem::format(pool.root_objset(), pool.core.txgs.clone(), 0, 0).unwrap();
+    let mut fs = pool.file_system().unwrap();
     let root = fs.root();
     let mut model = Model {
         nodes: [(

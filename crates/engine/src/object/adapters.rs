@@ -70,6 +70,15 @@ impl SpaceStorage for MosSpaceStorage<'_> {
     }
 }
 
+/// An object removed under a key/value handle reads as "not found" (a directory removed while
+/// being listed is gone, ENOENT); other failures are storage errors.
+fn kv_error(error: super::ObjectError) -> KvError {
+    match error {
+        super::ObjectError::NoSuchObject(_) => KvError::NotFound,
+        other => KvError::Storage(other.to_string()),
+    }
+}
+
 /// One key/value object of an object set, for reading (`tx` None) or changing in `tx`.
 /// The handle holds the object's writer lock for its whole life: a key/value operation reads
 /// and writes several blocks and must not interleave with another on the same object.
@@ -113,14 +122,14 @@ impl KvBlocks for KvObject<'_> {
         self.objset
             .read_block_if_present(self.object, blkid)
             .map(|block| block.map(|data| data.as_ref().clone()))
-            .map_err(|error| KvError::Storage(error.to_string()))
+            .map_err(kv_error)
     }
 
     fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), KvError> {
         let tx = self.tx()?;
         self.objset
             .write_block(&tx, self.object, blkid, data.to_vec())
-            .map_err(|error| KvError::Storage(error.to_string()))
+            .map_err(kv_error)
     }
 
     fn free_block(&mut self, blkid: u64) -> Result<(), KvError> {
@@ -128,6 +137,6 @@ impl KvBlocks for KvObject<'_> {
         let block_size = self.block_size as u64;
         self.objset
             .free_range_locked(&tx, self.object, blkid * block_size, block_size)
-            .map_err(|error| KvError::Storage(error.to_string()))
+            .map_err(kv_error)
     }
 }

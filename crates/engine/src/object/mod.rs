@@ -162,6 +162,10 @@ struct State {
     next_object: u64,
     /// The last txg [`ObjectSet::sync_done`] finished: no change may join it or an older one.
     last_synced: Txg,
+    /// Bumped whenever dirty records are dropped because a sync wrote them into the tree, so a
+    /// reader that combined a tree read with the dirty records can tell if the two views came
+    /// from different sides of that moment (and retry).
+    view_generation: u64,
 }
 
 impl State {
@@ -325,6 +329,7 @@ impl ObjectSet {
                 dirty: BTreeMap::new(),
                 next_object,
                 last_synced: Txg(0),
+                view_generation: 0,
             }),
         }
     }
@@ -403,8 +408,16 @@ impl ObjectSet {
 
     /// The dnode of `object` including changes not yet synced (tree fields reflect the tree).
     fn current_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
-        let mut dnode = self.tree_dnode(object)?;
-        let state = self.state.lock();
+        // The tree is read without the lock; if a sync dropped dirty records meanwhile, the tree
+        // read may predate the changes those records held: read again.
+        let (mut dnode, state) = loop {
+            let generation = self.state.lock().view_generation;
+            let dnode = self.tree_dnode(object)?;
+            let state = self.state.lock();
+            if state.view_generation == generation {
+                break (dnode, state);
+            }
+        };
         for dirty in state.dirty.values() {
             if let Some(record) = dirty.objects.get(&object) {
                 if record.removed {
@@ -979,6 +992,7 @@ impl ObjectSet {
                 dirty.objects.remove(object);
             }
         }
+        state.view_generation += 1;
         Ok(Some(root))
     }
 
@@ -1035,6 +1049,7 @@ impl ObjectSet {
             state.dirty.remove(&txg);
         }
         state.last_synced = state.last_synced.max(txg);
+        state.view_generation += 1;
         if let Some(syncing) = state.syncing.take() {
             assert_eq!(syncing.txg, txg);
             if let Some(root) = syncing.root {

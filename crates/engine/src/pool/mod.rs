@@ -127,6 +127,8 @@ pub enum PoolError {
     Corrupt(String),
     #[error("{0}")]
     BadTunables(String),
+    #[error("file system: {0}")]
+    Fs(#[from] crate::fs::FsError),
     #[error("pool is read-only")]
     ReadOnly,
     #[error("sync of txg {txg} failed: {why}")]
@@ -1062,6 +1064,9 @@ impl Pool {
         };
         pool.core.txgs.mark_synced(txg);
         pool.start_sync_thread();
+        // Every pool's root dataset is a file system (owned by root, mode 0755).
+        crate::fs::FileSystem::format(pool.root_objset(), pool.core.txgs.clone(), 0, 0)?;
+        pool.sync()?;
         created.keep = true;
         Ok(pool)
     }
@@ -1392,6 +1397,17 @@ impl Pool {
             pool.sync()?;
         }
         Ok(pool)
+    }
+
+    /// The root dataset's file system (its unlinked set drained, as after a crash).
+    pub fn file_system(&self) -> Result<crate::fs::FileSystem, PoolError> {
+        if self.core.readonly {
+            return Err(PoolError::ReadOnly);
+        }
+        Ok(crate::fs::FileSystem::open(
+            self.root_objset(),
+            self.core.txgs.clone(),
+        )?)
     }
 
     pub fn name(&self) -> &str {
