@@ -310,9 +310,24 @@ impl TxgManager {
     /// Close the open txg and wait for its holds to drain; returns it (now quiesced).
     fn quiesce(&self) -> Txg {
         let mut inner = self.inner.lock();
+        let txg = Self::close_open_txg(&mut inner);
+        drop(inner);
+        self.wait_quiesced(txg)
+    }
+
+    /// Close the open txg (a new one opens) and mark it quiescing. Done under the same lock
+    /// acquisition that decided to sync, so that [`TxgManager::pause_syncs`] can never slip in
+    /// between the decision and the sync.
+    fn close_open_txg(inner: &mut Inner) -> Txg {
         let txg = inner.open;
         inner.open = txg.next();
         inner.quiescing = Some(txg);
+        txg
+    }
+
+    /// Wait until every hold on the quiescing `txg` is released; it is then syncing.
+    fn wait_quiesced(&self, txg: Txg) -> Txg {
+        let mut inner = self.inner.lock();
         while inner.holds[txg.slot()] > 0 {
             self.changed.wait(&mut inner);
         }
@@ -331,7 +346,7 @@ impl TxgManager {
     ) {
         self.sync_thread_alive.store(true, Ordering::Release);
         loop {
-            {
+            let (txg, shutting_down) = {
                 let mut inner = self.inner.lock();
                 loop {
                     if inner.failed.is_some() {
@@ -362,9 +377,9 @@ impl TxgManager {
                         .wait_for(&mut inner, wait.max(Duration::from_millis(10)));
                 }
                 inner.last_sync_started = Instant::now();
-            }
-            let shutting_down = self.inner.lock().shutting_down;
-            let txg = self.quiesce();
+                (Self::close_open_txg(&mut inner), inner.shutting_down)
+            };
+            let txg = self.wait_quiesced(txg);
             let started = Instant::now();
             let changed = has_changes(txg);
             let result = if changed || !shutting_down {
@@ -467,6 +482,36 @@ mod tests {
         let result = manager.wait_synced(None);
         assert!(matches!(result, Err(TxgError::Suspended(_))));
         assert!(matches!(manager.assign(), Err(TxgError::Suspended(_))));
+        syncer.join().unwrap();
+    }
+
+    /// Regression: `check` pauses syncs to walk one synced txg. The sync thread used to decide
+    /// to sync, drop its lock and only then mark the txg quiescing, so a pause taken in between
+    /// saw no sync in progress while one was about to start.
+    #[test]
+    fn paused_syncs_do_not_start_until_resumed() {
+        let manager = TxgManager::new(Txg(4), Tunables::tiny());
+        let syncer = {
+            let manager = manager.clone();
+            std::thread::spawn(move || manager.run_sync_thread(|_| Ok(1), |_| false))
+        };
+        for _ in 0..50 {
+            manager.kick();
+            let pause = manager.pause_syncs();
+            let synced = manager.last_synced();
+            {
+                let inner = manager.inner.lock();
+                assert!(
+                    inner.syncing.is_none() && inner.quiescing.is_none(),
+                    "a sync runs during a pause"
+                );
+            }
+            manager.kick();
+            std::thread::sleep(Duration::from_millis(2));
+            assert_eq!(manager.last_synced(), synced, "a txg synced during a pause");
+            drop(pause);
+        }
+        manager.shutdown();
         syncer.join().unwrap();
     }
 }
