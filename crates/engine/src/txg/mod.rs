@@ -308,6 +308,7 @@ impl TxgManager {
     }
 
     /// Close the open txg and wait for its holds to drain; returns it (now quiesced).
+    #[cfg(test)]
     fn quiesce(&self) -> Txg {
         let mut inner = self.inner.lock();
         let txg = Self::close_open_txg(&mut inner);
