@@ -45,8 +45,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use tarn::fs::SpaceFigures;
 use tarn::pool::{parse_vdev_specs, ImportOptions, Pool};
 use tarn::tunables::Tunables;
+use tarn_fuse::{mountpoint, MountHandle, MountOptions};
 
 use crate::output;
 use crate::protocol::{self, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST};
@@ -99,6 +101,9 @@ struct State {
 
 struct Daemon {
     state: Mutex<State>,
+    /// The mounted root file system of each pool that has one, by pool name. Changed only
+    /// under `lifecycle`; never locked across an engine call or a FUSE request.
+    mounts: Mutex<BTreeMap<String, MountHandle>>,
     /// Serializes create/import/export/destroy.
     lifecycle: Mutex<()>,
     tunables: Tunables,
@@ -176,6 +181,7 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
             stopping: false,
             last_request: Instant::now(),
         }),
+        mounts: Mutex::new(BTreeMap::new()),
         lifecycle: Mutex::new(()),
         tunables,
         socket: socket.clone(),
@@ -195,6 +201,20 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let _guard = lock(&daemon.lifecycle);
+    // Unmount lazily: a process still inside must not keep the pool from exporting.
+    let mounts = std::mem::take(&mut *lock(&daemon.mounts));
+    for (name, mut handle) in mounts {
+        match handle.unmount(true) {
+            Ok(()) => log(format_args!(
+                "unmounted {} ({name})",
+                handle.mountpoint().display()
+            )),
+            Err(error) => log(format_args!(
+                "unmount of {} failed: {error}",
+                handle.mountpoint().display()
+            )),
+        }
+    }
     let pools = std::mem::take(&mut lock(&daemon.state).pools);
     let mut failed = false;
     for (name, pool) in pools {
@@ -499,6 +519,100 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Unmount the root file system of the pool called `target` (name or guid), if it is
+    /// mounted: EBUSY while in use unless `force`, which unmounts lazily.
+    fn unmount(&self, target: &str, force: bool) -> Result<(), Failure> {
+        let Some(pool) = self.pool(target) else {
+            return Ok(());
+        };
+        let name = pool.name().to_string();
+        drop(pool);
+        let Some(mut handle) = lock(&self.mounts).remove(&name) else {
+            return Ok(());
+        };
+        match handle.unmount(force) {
+            Ok(()) => {
+                out!("unmounted {}", handle.mountpoint().display());
+                Ok(())
+            }
+            Err(error) => {
+                let path = handle.mountpoint().display().to_string();
+                lock(&self.mounts).insert(name.clone(), handle);
+                if error.raw_os_error() == Some(libc::EBUSY) {
+                    Err(Failure(format!(
+                        "cannot unmount {path}: it is busy (a file is open or a process works \
+                         inside); close it, or use -f to unmount lazily"
+                    )))
+                } else {
+                    Err(Failure(format!("cannot unmount {path}: {error}")))
+                }
+            }
+        }
+    }
+}
+
+/// Where the root file system of pool `name` mounts: `-m` (an absolute path; `none` and
+/// `legacy` mean not mounted), else `/POOL`, under `altroot` when given.
+fn mountpoint_path(
+    name: &str,
+    altroot: Option<&Path>,
+    mountpoint: Option<&str>,
+) -> Result<Option<PathBuf>, Failure> {
+    let path = match mountpoint {
+        Some("none") | Some("legacy") => return Ok(None),
+        Some(path) if Path::new(path).is_absolute() => PathBuf::from(path),
+        Some(other) => {
+            return Err(Failure(format!(
+                "bad request: mountpoint {other:?} is not absolute"
+            )))
+        }
+        None => Path::new("/").join(name),
+    };
+    match altroot {
+        None => Ok(Some(path)),
+        Some(root) if root.is_absolute() => {
+            Ok(Some(root.join(path.strip_prefix("/").unwrap_or(&path))))
+        }
+        Some(root) => Err(Failure(format!(
+            "bad request: altroot {} is not absolute",
+            root.display()
+        ))),
+    }
+}
+
+/// Mount the pool's root file system at `target`: detach a dead mount left there by a crashed
+/// daemon, create the directory if missing, refuse a taken one.
+fn mount_root(pool: &Pool, target: &Path) -> Result<MountHandle, Failure> {
+    let name = pool.name().to_string();
+    mountpoint::prepare(target).map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
+    let fs = Arc::new(pool.file_system()?);
+    let io = pool.core.io.clone();
+    fs.set_space_source(Arc::new(move || {
+        let stats = io.space.stats();
+        let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
+        let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
+        SpaceFigures {
+            size_bytes,
+            available_bytes: size_bytes.saturating_sub(allocated),
+        }
+    }));
+    let mut options = MountOptions::new(format!("tarn:{name}"));
+    options.threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(4)
+        .clamp(2, 8);
+    let handle =
+        tarn_fuse::mount(fs, pool.core.txgs.clone(), target, &options).map_err(|error| {
+            Failure(format!(
+                "cannot mount {name} at {}: {error}",
+                target.display()
+            ))
+        })?;
+    out!("mounted {name} at {}", target.display());
+    Ok(handle)
+}
+
 /// Wait until no request uses the pool any more, then export it.
 fn export_when_unused(pool: Arc<Pool>) -> Result<(), Failure> {
     unwrap_when_unused(pool).export()?;
@@ -545,9 +659,17 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             size_bytes,
             force,
             disabled_features,
+            altroot,
+            mountpoint,
         } => {
             let _guard = lock(&daemon.lifecycle);
             daemon.refuse_taken_name(&name)?;
+            let target = mountpoint_path(&name, altroot.as_deref(), mountpoint.as_deref())?;
+            // Refuse a taken mountpoint before anything is created.
+            if let Some(target) = &target {
+                mountpoint::check(target)
+                    .map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
+            }
             if let Some(relative) = vdevs
                 .iter()
                 .find(|word| word.as_str() != "mirror" && !Path::new(word).is_absolute())
@@ -559,13 +681,25 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             }
             let specs = parse_vdev_specs(&vdevs)?;
             let pool = verbs::create(
-                name,
+                name.clone(),
                 specs,
                 size_bytes,
                 force,
                 disabled_features,
                 daemon.tunables.clone(),
             )?;
+            if let Some(target) = target {
+                match mount_root(&pool, &target) {
+                    Ok(handle) => {
+                        lock(&daemon.mounts).insert(name.clone(), handle);
+                    }
+                    Err(failure) => {
+                        // Nothing is left behind: the pool goes again.
+                        pool.destroy()?;
+                        return Err(failure.into());
+                    }
+                }
+            }
             daemon.insert(pool);
             Answer::done()
         }
@@ -574,6 +708,7 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             new_name,
             dirs,
             readonly,
+            altroot,
         } => {
             let _guard = lock(&daemon.lifecycle);
             if daemon.pool(&pool).is_some() && new_name.is_none() {
@@ -597,11 +732,26 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
                 opened.export()?;
                 return Err(failure.into());
             }
+            let name = opened.name().to_string();
+            if readonly {
+                out!("pool {name} is imported read-only: its file system is not mounted");
+            } else if let Some(target) = mountpoint_path(&name, altroot.as_deref(), None)? {
+                match mount_root(&opened, &target) {
+                    Ok(handle) => {
+                        lock(&daemon.mounts).insert(name.clone(), handle);
+                    }
+                    Err(failure) => {
+                        opened.export()?;
+                        return Err(failure.into());
+                    }
+                }
+            }
             daemon.insert(opened);
             Answer::done()
         }
-        Request::PoolExport { pool, force: _ } => {
+        Request::PoolExport { pool, force } => {
             let _guard = lock(&daemon.lifecycle);
+            daemon.unmount(&pool, force)?;
             let taken = daemon
                 .take(&pool)
                 .ok_or_else(|| Reply::NotImported(pool.clone()))?;
@@ -610,8 +760,9 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             out!("exported pool {name}");
             Answer::done()
         }
-        Request::PoolDestroy { pool, force: _ } => {
+        Request::PoolDestroy { pool, force } => {
             let _guard = lock(&daemon.lifecycle);
+            daemon.unmount(&pool, force)?;
             let taken = daemon
                 .take(&pool)
                 .ok_or_else(|| Reply::NotImported(pool.clone()))?;

@@ -140,6 +140,12 @@ enum PoolCommand {
         /// Pool properties (prop=value); only feature@NAME=disabled is understood yet.
         #[arg(short = 'o')]
         properties: Vec<String>,
+        /// Mount under this directory (the root file system at ALTROOT/POOL).
+        #[arg(short = 'R')]
+        altroot: Option<PathBuf>,
+        /// Where the root file system mounts: an absolute path, or none (default /POOL).
+        #[arg(short = 'm')]
+        mountpoint: Option<String>,
         pool: String,
         #[arg(required = true, num_args = 1..)]
         vdevs: Vec<String>,
@@ -156,6 +162,9 @@ enum PoolCommand {
         /// readonly=on imports without writing anything.
         #[arg(short = 'o')]
         options: Vec<String>,
+        /// Mount under this directory (the root file system at ALTROOT/POOL).
+        #[arg(short = 'R')]
+        altroot: Option<PathBuf>,
         pool: Option<String>,
         new_name: Option<String>,
     },
@@ -274,14 +283,29 @@ fn ask_holder(socket: &Path, request: &Request) -> Result<Option<Status>, Failur
     }
 }
 
+/// Check `-m`: an absolute path, `none` or `legacy`.
+fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
+    match mountpoint.as_deref() {
+        None | Some("none") | Some("legacy") => Ok(()),
+        Some(path) if Path::new(path).is_absolute() => Ok(()),
+        Some(other) => Err(Failure(format!(
+            "invalid mountpoint {other:?}: expected an absolute path, none or legacy"
+        ))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn pool_create(
     socket: &Path,
     force: bool,
     size: Option<String>,
     properties: Vec<String>,
+    altroot: Option<PathBuf>,
+    mountpoint: Option<String>,
     name: String,
     vdevs: Vec<String>,
 ) -> Result<Status, Failure> {
+    check_mountpoint(&mountpoint)?;
     let mut disabled_features = Vec::new();
     for property in &properties {
         let (key, value) = property.split_once('=').ok_or_else(|| {
@@ -330,6 +354,8 @@ fn pool_create(
         size_bytes,
         force,
         disabled_features,
+        altroot: altroot.as_deref().map(absolute),
+        mountpoint,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
@@ -374,6 +400,7 @@ fn pool_import(
     dirs: Vec<PathBuf>,
     show_destroyed: bool,
     options: Vec<String>,
+    altroot: Option<PathBuf>,
     pool: Option<String>,
     new_name: Option<String>,
 ) -> Result<Status, Failure> {
@@ -413,6 +440,7 @@ fn pool_import(
         new_name,
         dirs: dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect(),
         readonly,
+        altroot: altroot.as_deref().map(absolute),
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
@@ -675,17 +703,22 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 force,
                 size,
                 properties,
+                altroot,
+                mountpoint,
                 pool,
                 vdevs,
-            } => pool_create(socket, force, size, properties, pool, vdevs),
+            } => pool_create(
+                socket, force, size, properties, altroot, mountpoint, pool, vdevs,
+            ),
             PoolCommand::Import {
                 dirs,
                 force: _,
                 destroyed,
                 options,
+                altroot,
                 pool,
                 new_name,
-            } => pool_import(socket, dirs, destroyed, options, pool, new_name),
+            } => pool_import(socket, dirs, destroyed, options, altroot, pool, new_name),
             PoolCommand::Export { dirs, force, pool } => pool_export(socket, dirs, force, pool),
             PoolCommand::Destroy { dirs, force, pool } => pool_destroy(socket, dirs, force, pool),
             PoolCommand::Sync { pool } => pool_sync(socket, pool),

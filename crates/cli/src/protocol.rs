@@ -23,10 +23,10 @@
 //! | --- | --- |
 //! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...]}` |
 //! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
-//! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features` |
-//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly` |
-//! | `pool export` | `pool`, `force` |
-//! | `pool destroy` | `pool`, `force` |
+//! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features`, `altroot` (absolute, or null), `mountpoint` (absolute path, `none`, `legacy`, or null for `/POOL`) |
+//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null) |
+//! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
+//! | `pool destroy` | `pool`, `force` (as export) |
 //! | `pool sync` | `pool` (or null: every pool) |
 //! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health}]}` |
 //! | `pool status` | `pool` (or null): `data = {"pools": [{name, guid, text, json}]}` |
@@ -71,6 +71,13 @@ pub enum Request {
         size_bytes: Option<u64>,
         force: bool,
         disabled_features: Vec<String>,
+        /// Mount under this directory instead of `/` (absolute).
+        #[serde(default)]
+        altroot: Option<PathBuf>,
+        /// The root file system's mountpoint: an absolute path, `none` or `legacy` (not
+        /// mounted); null means `/POOL`.
+        #[serde(default)]
+        mountpoint: Option<String>,
     },
     #[serde(rename = "pool import")]
     PoolImport {
@@ -78,6 +85,9 @@ pub enum Request {
         new_name: Option<String>,
         dirs: Vec<PathBuf>,
         readonly: bool,
+        /// Mount under this directory instead of `/` (absolute).
+        #[serde(default)]
+        altroot: Option<PathBuf>,
     },
     #[serde(rename = "pool export")]
     PoolExport { pool: String, force: bool },
@@ -178,12 +188,15 @@ mod tests {
                 size_bytes: Some(1 << 27),
                 force: false,
                 disabled_features: vec!["log_spacemap".into()],
+                altroot: Some(PathBuf::from("/alt")),
+                mountpoint: Some("none".into()),
             },
             Request::PoolImport {
                 pool: "tank".into(),
                 new_name: None,
                 dirs: vec![PathBuf::from("/d")],
                 readonly: true,
+                altroot: None,
             },
             Request::PoolSync { pool: None },
             Request::DebugSpacemap {

@@ -82,6 +82,21 @@ impl Drop for Fixture {
                 kill(pid, libc::SIGKILL);
             }
         }
+        unmount_under(self.dir.path());
+    }
+}
+
+/// Lazily unmount whatever is still mounted under `dir` (a killed daemon's dead mounts).
+fn unmount_under(dir: &Path) {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    for line in text.lines() {
+        if let Some(point) = line.split(' ').nth(4) {
+            if Path::new(point).starts_with(dir) {
+                let _ = Command::new("umount").arg("-l").arg(point).output();
+            }
+        }
     }
 }
 
@@ -135,8 +150,18 @@ impl Fixture {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(TARN);
+        // Pools mount under the fixture's directory (-R), never at /POOL.
+        let altroot = Path::new(self.dir.path())
+            .join("altroot")
+            .display()
+            .to_string();
+        let mut args: Vec<&str> = args.to_vec();
+        if args.len() >= 2 && args[0] == "pool" && (args[1] == "create" || args[1] == "import") {
+            args.insert(2, "-R");
+            args.insert(3, &altroot);
+        }
         command
-            .args(args)
+            .args(&args)
             .current_dir(self.dir.path())
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null());

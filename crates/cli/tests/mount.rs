@@ -1,0 +1,284 @@
+//! Mounts served by the daemon, end to end through the `tarn` binary: `pool create -R` mounts
+//! the root file system at ALTROOT/POOL, `-m` elsewhere and `-m none` not at all; a taken
+//! mountpoint is refused before anything is created; export unmounts (EBUSY while in use,
+//! unless -f); SIGTERM unmounts and exports; an fsynced file survives kill -9 of the daemon,
+//! whose dead mount the re-import (without -f) detaches, and `tarn check` is clean.
+//!
+//! Each test has its own `TARN_SOCKET` and altroot in temporary directories; the fixture's drop
+//! stops its daemon (killing it if need be) and lazily unmounts anything left under its
+//! directory. Skipped with a message when /dev/fuse is missing.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+
+struct Run {
+    command: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    fn success(self) -> Run {
+        assert_eq!(self.code, 0, "expected success:\n{self}");
+        self
+    }
+
+    #[track_caller]
+    fn failure(self, needles: &[&str]) -> Run {
+        assert_ne!(self.code, 0, "expected a failure:\n{self}");
+        for needle in needles {
+            assert!(
+                self.stderr.contains(needle),
+                "stderr should mention {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+struct Fixture {
+    dir: TempDir,
+    run_dir: TempDir,
+}
+
+impl Fixture {
+    fn new() -> Option<Fixture> {
+        if !Path::new("/dev/fuse").exists() {
+            eprintln!("SKIP: /dev/fuse is not available");
+            return None;
+        }
+        Some(Fixture {
+            dir: tempfile::tempdir().unwrap(),
+            run_dir: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn altroot(&self) -> String {
+        self.path("altroot").display().to_string()
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.run_dir.path().join("tarn.sock")
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let mut command = Command::new(TARN);
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("TARN_") {
+                command.env_remove(key);
+            }
+        }
+        command.env("TARN_SOCKET", self.socket());
+        let output = command.output().expect("spawn tarn");
+        let run = Run {
+            command: format!("tarn {}", args.join(" ")),
+            code: output.status.code().expect("tarn killed by a signal"),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        };
+        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
+        run
+    }
+
+    fn create(&self, name: &str, extra: &[&str]) -> Run {
+        let disk = self.path(&format!("{name}.img")).display().to_string();
+        let altroot = self.altroot();
+        let mut args = vec!["pool", "create", "-s", "256M", "-R", &altroot];
+        args.extend_from_slice(extra);
+        args.push(name);
+        args.push(&disk);
+        self.run(&args)
+    }
+
+    fn daemon_pid(&self) -> Option<i32> {
+        let mut path = self.socket().into_os_string();
+        path.push(".pid");
+        fs::read_to_string(path).ok()?.trim().parse().ok()
+    }
+
+    fn wait_daemon_gone(&self, pid: i32) {
+        let started = Instant::now();
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        while unsafe { libc::kill(pid, 0) } == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "daemon {pid} did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.run(&["daemon", "--stop"]);
+        if let Some(pid) = self.daemon_pid() {
+            // SAFETY: signals a process this fixture's daemon pid file names.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        unmount_under(self.dir.path());
+    }
+}
+
+/// Lazily unmount whatever is still mounted under `dir`.
+fn unmount_under(dir: &Path) {
+    for entry in tarn_fuse::mountpoint::mounts() {
+        if entry.mount_point.starts_with(dir) {
+            let _ = tarn_fuse::mountpoint::unmount_path(&entry.mount_point, true);
+        }
+    }
+}
+
+fn is_mounted(path: &Path) -> bool {
+    tarn_fuse::mountpoint::mount_at(path).is_some()
+}
+
+#[test]
+fn create_mounts_and_export_unmounts() {
+    let Some(t) = Fixture::new() else { return };
+    let mnt = t.path("altroot/tank");
+    t.create("tank", &[]).success();
+    assert!(is_mounted(&mnt), "{} is not mounted", mnt.display());
+    let entry = tarn_fuse::mountpoint::mount_at(&mnt).unwrap();
+    assert_eq!(entry.source, "tarn:tank");
+    fs::write(mnt.join("hello"), b"world").unwrap();
+    // A taken mountpoint and a non-empty directory are refused; nothing is created.
+    let other = t.path("taken");
+    fs::create_dir(&other).unwrap();
+    fs::write(other.join("x"), b"x").unwrap();
+    let other_text = other.display().to_string();
+    // (-m is under the altroot when -R is given, as in ZFS.)
+    t.run(&[
+        "pool",
+        "create",
+        "-s",
+        "256M",
+        "-m",
+        &other_text,
+        "other",
+        &t.path("other.img").display().to_string(),
+    ])
+    .failure(&["not empty"]);
+    assert!(
+        !t.path("other.img").exists(),
+        "refused create made its vdev"
+    );
+    let mnt_text = mnt.display().to_string();
+    t.run(&[
+        "pool",
+        "create",
+        "-s",
+        "256M",
+        "-m",
+        &mnt_text,
+        "other",
+        &t.path("other.img").display().to_string(),
+    ])
+    .failure(&["already a mountpoint"]);
+    t.run(&["pool", "create", "-m", "relative", "other", "x.img"])
+        .failure(&["absolute"]);
+    // -m none: imported, not mounted.
+    t.create("quiet", &["-m", "none"]).success();
+    assert!(!t.path("altroot/quiet").exists());
+    // Export while a file is open: EBUSY without -f, and still mounted and served.
+    let open = File::open(mnt.join("hello")).unwrap();
+    t.run(&["pool", "export", "tank"]).failure(&["busy", "-f"]);
+    assert!(is_mounted(&mnt));
+    assert_eq!(fs::read(mnt.join("hello")).unwrap(), b"world");
+    drop(open);
+    t.run(&["pool", "export", "tank"]).success();
+    assert!(!is_mounted(&mnt));
+    // Import mounts again, under the altroot given then.
+    let altroot = t.altroot();
+    let d = t.dir.path().display().to_string();
+    t.run(&["pool", "import", "-d", &d, "-R", &altroot, "tank"])
+        .success();
+    assert_eq!(fs::read(mnt.join("hello")).unwrap(), b"world");
+    // -f unmounts lazily even while busy.
+    let open = File::open(mnt.join("hello")).unwrap();
+    t.run(&["pool", "export", "-f", "tank"]).success();
+    assert!(!is_mounted(&mnt));
+    drop(open);
+    t.run(&["pool", "export", "quiet"]).success();
+}
+
+#[test]
+fn fsynced_data_survives_kill_9_and_reimport_detaches_the_dead_mount() {
+    let Some(t) = Fixture::new() else { return };
+    let mnt = t.path("altroot/crash");
+    t.create("crash", &[]).success();
+    let pid = t.daemon_pid().expect("daemon pid");
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let mut file = File::create(mnt.join("durable")).unwrap();
+    file.write_all(&data).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    fs::create_dir(mnt.join("dir")).unwrap();
+    fs::write(mnt.join("dir/small"), b"small").unwrap();
+    File::open(mnt.join("dir")).unwrap().sync_all().unwrap();
+    File::open(mnt.join("dir/small"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    // SAFETY: kills the daemon this fixture started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    t.wait_daemon_gone(pid);
+    assert!(is_mounted(&mnt), "the dead mount stays until cleaned up");
+    assert!(tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt));
+    let altroot = t.altroot();
+    let d = t.dir.path().display().to_string();
+    t.run(&["pool", "import", "-d", &d, "-R", &altroot, "crash"])
+        .success();
+    assert!(!tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt));
+    assert_eq!(fs::read(mnt.join("durable")).unwrap(), data);
+    assert_eq!(fs::read(mnt.join("dir/small")).unwrap(), b"small");
+    t.run(&["check", "crash"]).success();
+    t.run(&["pool", "export", "crash"]).success();
+    assert!(!is_mounted(&mnt));
+}
+
+#[test]
+fn sigterm_unmounts_and_exports() {
+    let Some(t) = Fixture::new() else { return };
+    let mnt = t.path("altroot/term");
+    t.create("term", &[]).success();
+    fs::write(mnt.join("f"), b"data").unwrap();
+    let pid = t.daemon_pid().expect("daemon pid");
+    // SAFETY: signals the daemon this fixture started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    t.wait_daemon_gone(pid);
+    assert!(!is_mounted(&mnt));
+    let d = t.dir.path().display().to_string();
+    let listing = t.run(&["pool", "import", "-d", &d]).success();
+    assert!(
+        listing.stdout.contains("term") && listing.stdout.contains("Exported"),
+        "{listing}"
+    );
+}

@@ -1,0 +1,770 @@
+//! The FUSE adapter: serves a [`tarn::fs::FileSystem`] through the kernel's FUSE, with the
+//! `fuser` crate (pure Rust, no libfuse: mounted directly with mount(2) as root, else through
+//! the setuid `fusermount3` helper).
+//!
+//! # What it maps
+//! FUSE requests become calls of [`FileSystem`] with inode numbers. A tarn inode number is its
+//! object number; FUSE insists that the root is inode 1, and object 1 is the file system's
+//! master node (never an inode), so the two swap exactly there: FUSE inode 1 is
+//! `fs.root()`, and the object `fs.root()` is reported to FUSE as 1. Every other number passes
+//! unchanged. Entry replies carry the object's generation (its creation txg), so the kernel
+//! never confuses a reused object number with the inode it cached. Attribute and entry TTLs
+//! are [`TTL`]: nothing else changes the file system behind the kernel's back, but a short TTL
+//! bounds the harm of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
+//! `release` calls [`FileSystem::release`], so a file unlinked while open keeps its data until
+//! the last close (the unlinked set). Permissions are checked by the kernel
+//! (`default_permissions`), so there is no `access`. No `direct_io`: the page cache serves
+//! reads and shared mmap works (git, sqlite).
+//!
+//! # Errors
+//! This is the only place where engine errors become errno:
+//!
+//! | [`FsError`] | errno |
+//! | --- | --- |
+//! | `NotFound` | ENOENT |
+//! | `Exists` | EEXIST |
+//! | `NotDir` | ENOTDIR |
+//! | `IsDir` | EISDIR |
+//! | `NotEmpty` | ENOTEMPTY |
+//! | `NameTooLong` | ENAMETOOLONG |
+//! | `InvalidName`, `Invalid` | EINVAL |
+//! | `NoSpace` | ENOSPC |
+//! | `Busy` | EBUSY |
+//! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
+//!
+//! # Durability
+//! `fsync` and `fdatasync` return once the data is on disk: the adapter remembers, per inode,
+//! the newest txg that may hold a change of it (the open txg when the change returned, an
+//! upper bound), and waits with [`TxgManager::wait_synced`] for that txg, which kicks a sync at
+//! once. Concurrent fsyncs wait for the same sync; an inode whose changes are all synced
+//! returns at once. `fsyncdir` waits for the newest change of any directory entry.
+//! `flush` (close) does not sync, as on other file systems.
+//!
+//! # Threads
+//! The session runs [`MountOptions::threads`] worker threads, each reading requests from its
+//! own clone of the `/dev/fuse` descriptor; every handler calls the engine directly and
+//! replies. The adapter holds no lock of its own while it calls the engine (the dirty-txg
+//! table's mutex is taken only around map updates). The pool's sync thread must never call
+//! into FUSE, or wait for anything a FUSE request could hold: a request blocked on the write
+//! throttle waits for that sync, so a sync that waited on FUSE would deadlock. In particular,
+//! nothing that runs in syncing context may stat, open or unmount a path on a tarn mount.
+//!
+//! # Mounting and unmounting
+//! [`mount`] returns a [`MountHandle`]. [`MountHandle::unmount`] unmounts: plainly (EBUSY while
+//! a file is open or a process has its working directory inside), or lazily, which detaches
+//! the mount at once and aborts the FUSE connection so that the session's threads end and the
+//! pool can be exported. Dropping a handle unmounts lazily. [`mountpoint`] has the checks done
+//! before a mount and the cleanup of a dead mount left by a crashed daemon.
+
+pub mod mountpoint;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+};
+use parking_lot::Mutex;
+use tarn::fs::{Attr, FileKind, FileSystem, FsError, SetAttr, Timestamp};
+use tarn::txg::TxgManager;
+use tarn::types::Txg;
+
+/// How long the kernel may cache attributes and entries.
+pub const TTL: Duration = Duration::from_secs(1);
+/// Largest write the kernel sends in one request.
+pub const WRITE_BYTES_MAX: u32 = 1 << 20;
+/// Entries asked of the engine per readdir request (the reply buffer usually fills first).
+const READDIR_BATCH: usize = 256;
+/// The dirty-txg table is pruned of synced entries when it grows past this.
+const DIRTY_TABLE_PRUNE: usize = 4096;
+
+/// Map an engine error to errno (see the table in the crate documentation).
+pub fn errno_of(error: &FsError) -> Errno {
+    match error {
+        FsError::NotFound => Errno::ENOENT,
+        FsError::Exists => Errno::EEXIST,
+        FsError::NotDir => Errno::ENOTDIR,
+        FsError::IsDir => Errno::EISDIR,
+        FsError::NotEmpty => Errno::ENOTEMPTY,
+        FsError::NameTooLong => Errno::ENAMETOOLONG,
+        FsError::InvalidName | FsError::Invalid(_) => Errno::EINVAL,
+        FsError::NoSpace => Errno::ENOSPC,
+        FsError::Busy(_) => Errno::EBUSY,
+        FsError::Corrupt(_) | FsError::Engine(_) => Errno::EIO,
+    }
+}
+
+/// The `fuser::Filesystem` over a tarn file system.
+pub struct TarnFuse {
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    root: u64,
+    /// Per inode, a txg at or after the newest one holding a change of it.
+    dirty: Mutex<HashMap<u64, u64>>,
+    /// The newest txg holding a change of any directory.
+    dirty_directories: AtomicU64,
+    name: String,
+}
+
+impl TarnFuse {
+    pub fn new(fs: Arc<FileSystem>, txgs: Arc<TxgManager>, name: String) -> TarnFuse {
+        let root = fs.root();
+        TarnFuse {
+            fs,
+            txgs,
+            root,
+            dirty: Mutex::new(HashMap::new()),
+            dirty_directories: AtomicU64::new(0),
+            name,
+        }
+    }
+
+    /// FUSE inode to tarn inode.
+    fn ino(&self, ino: INodeNo) -> u64 {
+        if ino == INodeNo::ROOT {
+            self.root
+        } else {
+            ino.0
+        }
+    }
+
+    /// tarn inode to FUSE inode.
+    fn fuse_ino(&self, ino: u64) -> INodeNo {
+        if ino == self.root {
+            INodeNo::ROOT
+        } else {
+            INodeNo(ino)
+        }
+    }
+
+    fn file_attr(&self, attr: &Attr) -> FileAttr {
+        FileAttr {
+            ino: self.fuse_ino(attr.ino),
+            size: attr.size,
+            blocks: attr.blocks,
+            atime: system_time(attr.atime),
+            mtime: system_time(attr.mtime),
+            ctime: system_time(attr.ctime),
+            crtime: system_time(attr.crtime),
+            kind: file_type(attr.kind),
+            perm: attr.perm,
+            nlink: attr.nlink.min(u32::MAX as u64) as u32,
+            uid: attr.uid,
+            gid: attr.gid,
+            rdev: attr.rdev as u32,
+            blksize: attr.blksize,
+            flags: 0,
+        }
+    }
+
+    /// Log what the caller cannot see in an errno, and map it.
+    fn fail(&self, operation: &str, error: FsError) -> Errno {
+        if matches!(error, FsError::Corrupt(_) | FsError::Engine(_)) {
+            eprintln!("tarn fuse {}: {operation}: {error}", self.name);
+        }
+        errno_of(&error)
+    }
+
+    /// Note that `inodes` changed in a txg no later than the open one.
+    fn changed(&self, inodes: &[u64]) {
+        let txg = self.txgs.open_txg().0;
+        let mut dirty = self.dirty.lock();
+        if dirty.len() > DIRTY_TABLE_PRUNE {
+            let synced = self.txgs.last_synced().0;
+            dirty.retain(|_, newest| *newest > synced);
+        }
+        for &ino in inodes {
+            let newest = dirty.entry(ino).or_insert(0);
+            *newest = (*newest).max(txg);
+        }
+    }
+
+    /// Note a change of directory entries (for fsyncdir), and of the inodes involved.
+    fn changed_directories(&self, inodes: &[u64]) {
+        self.dirty_directories
+            .fetch_max(self.txgs.open_txg().0, Ordering::AcqRel);
+        self.changed(inodes);
+    }
+
+    /// Wait until txg `txg` is on disk (at once if it is).
+    fn wait_synced(&self, txg: u64) -> Result<(), Errno> {
+        if txg == 0 || self.txgs.last_synced().0 >= txg {
+            return Ok(());
+        }
+        self.txgs
+            .wait_synced(Some(Txg(txg)))
+            .map(|_| ())
+            .map_err(|error| {
+                eprintln!("tarn fuse {}: fsync: {error}", self.name);
+                Errno::EIO
+            })
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, result: Result<Attr, FsError>, operation: &str) {
+        match result {
+            Ok(attr) => reply.entry(&TTL, &self.file_attr(&attr), Generation(attr.generation)),
+            Err(error) => reply.error(self.fail(operation, error)),
+        }
+    }
+
+    fn reply_empty(&self, reply: ReplyEmpty, result: Result<(), FsError>, operation: &str) {
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(self.fail(operation, error)),
+        }
+    }
+}
+
+fn system_time(time: Timestamp) -> SystemTime {
+    if time.seconds >= 0 {
+        UNIX_EPOCH + Duration::new(time.seconds as u64, time.nanoseconds)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(time.seconds.unsigned_abs())
+            + Duration::from_nanos(time.nanoseconds as u64)
+    }
+}
+
+fn timestamp(time: SystemTime) -> Timestamp {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => Timestamp {
+            seconds: after.as_secs() as i64,
+            nanoseconds: after.subsec_nanos(),
+        },
+        Err(before) => {
+            let before = before.duration();
+            let mut seconds = -(before.as_secs() as i64);
+            let mut nanoseconds = 0;
+            if before.subsec_nanos() > 0 {
+                seconds -= 1;
+                nanoseconds = 1_000_000_000 - before.subsec_nanos();
+            }
+            Timestamp {
+                seconds,
+                nanoseconds,
+            }
+        }
+    }
+}
+
+fn time_or_now(time: TimeOrNow) -> Timestamp {
+    match time {
+        TimeOrNow::SpecificTime(time) => timestamp(time),
+        TimeOrNow::Now => Timestamp::now(),
+    }
+}
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::Regular => FileType::RegularFile,
+        FileKind::Directory => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+    }
+}
+
+fn bytes(name: &OsStr) -> &[u8] {
+    name.as_bytes()
+}
+
+impl Filesystem for TarnFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Ask for 1 MiB writes; older kernels cap lower, which is fine.
+        let _ = config.set_max_write(WRITE_BYTES_MAX);
+        // Lookups and readdirs in one directory may run in parallel: the engine locks.
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let result = self.fs.lookup(self.ino(parent), bytes(name));
+        self.reply_entry(reply, result, "lookup");
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(self.ino(ino)) {
+            Ok(attr) => reply.attr(&TTL, &self.file_attr(&attr)),
+            Err(error) => reply.error(self.fail("getattr", error)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let ino = self.ino(ino);
+        let changes = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_or_now),
+            mtime: mtime.map(time_or_now),
+        };
+        match self.fs.setattr(ino, changes) {
+            Ok(attr) => {
+                self.changed(&[ino]);
+                reply.attr(&TTL, &self.file_attr(&attr));
+            }
+            Err(error) => reply.error(self.fail("setattr", error)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(self.ino(ino)) {
+            Ok(target) => reply.data(&target),
+            Err(error) => reply.error(self.fail("readlink", error)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        let result = self
+            .fs
+            .mknod(parent, bytes(name), mode, rdev as u64, req.uid(), req.gid());
+        if let Ok(attr) = &result {
+            self.changed_directories(&[parent, attr.ino]);
+        }
+        self.reply_entry(reply, result, "mknod");
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        let result = self
+            .fs
+            .mkdir(parent, bytes(name), mode & 0o7777, req.uid(), req.gid());
+        if let Ok(attr) = &result {
+            self.changed_directories(&[parent, attr.ino]);
+        }
+        self.reply_entry(reply, result, "mkdir");
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = self.ino(parent);
+        let result = self.fs.unlink(parent, bytes(name));
+        if result.is_ok() {
+            self.changed_directories(&[parent]);
+        }
+        self.reply_empty(reply, result, "unlink");
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = self.ino(parent);
+        let result = self.fs.rmdir(parent, bytes(name));
+        if result.is_ok() {
+            self.changed_directories(&[parent]);
+        }
+        self.reply_empty(reply, result, "rmdir");
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let parent = self.ino(parent);
+        let result = self.fs.symlink(
+            parent,
+            bytes(link_name),
+            target.as_os_str().as_bytes(),
+            req.uid(),
+            req.gid(),
+        );
+        if let Ok(attr) = &result {
+            self.changed_directories(&[parent, attr.ino]);
+        }
+        self.reply_entry(reply, result, "symlink");
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (parent, newparent) = (self.ino(parent), self.ino(newparent));
+        let result = self
+            .fs
+            .rename(parent, bytes(name), newparent, bytes(newname), flags.bits());
+        if result.is_ok() {
+            self.changed_directories(&[parent, newparent]);
+        }
+        self.reply_empty(reply, result, "rename");
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let (ino, newparent) = (self.ino(ino), self.ino(newparent));
+        let result = self.fs.link(ino, newparent, bytes(newname));
+        if result.is_ok() {
+            self.changed_directories(&[ino, newparent]);
+        }
+        self.reply_entry(reply, result, "link");
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open_inode(self.ino(ino)) {
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(error) => reply.error(self.fail("open", error)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(self.ino(ino), offset, size as usize) {
+            Ok(data) => reply.data(&data),
+            Err(error) => reply.error(self.fail("read", error)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let ino = self.ino(ino);
+        match self.fs.write(ino, offset, data) {
+            Ok(written) => {
+                self.changed(&[ino]);
+                reply.written(written as u32);
+            }
+            Err(error) => reply.error(self.fail("write", error)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.fs.release(self.ino(ino));
+        self.reply_empty(reply, result, "release");
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let newest = self.dirty.lock().get(&self.ino(ino)).copied().unwrap_or(0);
+        match self.wait_synced(newest) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.getattr(self.ino(ino)) {
+            Ok(attr) if attr.kind == FileKind::Directory => {
+                reply.opened(FileHandle(0), FopenFlags::empty())
+            }
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(error) => reply.error(self.fail("opendir", error)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = self.ino(ino);
+        let mut cookie = offset;
+        loop {
+            let entries = match self.fs.readdir(dir, cookie, READDIR_BATCH) {
+                Ok(entries) => entries,
+                Err(error) => return reply.error(self.fail("readdir", error)),
+            };
+            if entries.is_empty() {
+                return reply.ok();
+            }
+            for entry in entries {
+                let full = reply.add(
+                    self.fuse_ino(entry.ino),
+                    entry.next_cookie,
+                    file_type(entry.kind),
+                    OsStr::from_bytes(&entry.name),
+                );
+                if full {
+                    return reply.ok();
+                }
+                cookie = entry.next_cookie;
+            }
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.wait_synced(self.dirty_directories.load(Ordering::Acquire)) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.fs.statfs() {
+            Ok(figures) => reply.statfs(
+                figures.blocks,
+                figures.blocks_free,
+                figures.blocks_available,
+                figures.files,
+                figures.files_free,
+                figures.block_size,
+                figures.name_len_max,
+                figures.block_size,
+            ),
+            Err(error) => reply.error(self.fail("statfs", error)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let parent = self.ino(parent);
+        let created = self
+            .fs
+            .create(parent, bytes(name), mode, req.uid(), req.gid())
+            .and_then(|attr| {
+                self.changed_directories(&[parent, attr.ino]);
+                self.fs.open_inode(attr.ino)
+            });
+        match created {
+            Ok(attr) => reply.created(
+                &TTL,
+                &self.file_attr(&attr),
+                Generation(attr.generation),
+                FileHandle(0),
+                FopenFlags::empty(),
+            ),
+            Err(error) => reply.error(self.fail("create", error)),
+        }
+    }
+}
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// The name `mount` and `df` show (`tarn:POOL`).
+    pub fsname: String,
+    /// Worker threads serving requests.
+    pub threads: usize,
+    /// Let other users in, when this process may (root, or `user_allow_other` in
+    /// /etc/fuse.conf); otherwise only the mounting user.
+    pub allow_other: bool,
+}
+
+impl MountOptions {
+    pub fn new(fsname: impl Into<String>) -> MountOptions {
+        MountOptions {
+            fsname: fsname.into(),
+            threads: 4,
+            allow_other: true,
+        }
+    }
+}
+
+/// Whether this process may mount with `allow_other`.
+pub fn allow_other_possible() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    std::fs::read_to_string("/etc/fuse.conf")
+        .map(|text| text.lines().any(|line| line.trim() == "user_allow_other"))
+        .unwrap_or(false)
+}
+
+/// A mounted file system served by background threads; unmounted lazily when dropped.
+pub struct MountHandle {
+    session: Option<BackgroundSession>,
+    mountpoint: PathBuf,
+}
+
+/// Mount `fs` at `mountpoint` and serve it from background threads.
+pub fn mount(
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(options.fsname.clone()),
+        MountOption::Subtype("tarn".into()),
+        MountOption::DefaultPermissions,
+        MountOption::RW,
+        MountOption::Dev,
+        MountOption::Suid,
+        MountOption::Exec,
+        MountOption::Async,
+    ];
+    if options.allow_other && allow_other_possible() {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(options.threads.max(1));
+    config.clone_fd = true;
+    let adapter = TarnFuse::new(fs, txgs, options.fsname.clone());
+    let session = fuser::spawn_mount(adapter, mountpoint, &config)?;
+    Ok(MountHandle {
+        session: Some(session),
+        mountpoint: mountpoint.to_path_buf(),
+    })
+}
+
+impl MountHandle {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Unmount and wait for the serving threads. Without `lazy`, a busy mount (open files, a
+    /// working directory inside) fails with EBUSY and stays mounted and served. With `lazy`,
+    /// the mount is detached at once and its FUSE connection aborted: processes still inside
+    /// get ENOTCONN, and the threads end.
+    pub fn unmount(&mut self, lazy: bool) -> io::Result<()> {
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        let connection = mountpoint::fuse_connection(&self.mountpoint);
+        if let Err(error) = mountpoint::unmount_path(&self.mountpoint, lazy) {
+            if connection.is_some() {
+                self.session = Some(session);
+                return Err(error);
+            }
+            // Not mounted any more (someone ran umount): just stop serving.
+        }
+        if lazy {
+            let aborted = connection.is_some_and(mountpoint::abort_connection);
+            if !aborted && connection.is_some() {
+                // Without the abort the connection lives until its last open file is closed,
+                // and the threads serve until then: leave them, do not wait.
+                eprintln!(
+                    "tarn fuse: cannot abort the FUSE connection of {}; it is served until its \
+                     last file is closed",
+                    self.mountpoint.display()
+                );
+                drop(session);
+                return Ok(());
+            }
+        }
+        // The threads see ENODEV (or ECONNABORTED after an abort) and end.
+        let _ = session.join();
+        Ok(())
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if let Err(error) = self.unmount(true) {
+            eprintln!(
+                "tarn fuse: unmount of {} failed: {error}",
+                self.mountpoint.display()
+            );
+        }
+    }
+}

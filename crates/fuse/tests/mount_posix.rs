@@ -1,0 +1,422 @@
+//! The FUSE adapter through a real mount, in this process: std::fs and everyday tools (cp -a,
+//! diff -r, tar, touch -d, df, truncate) against a pool on sparse files; errno mapping;
+//! unlink while open; fsync waits for the sync; unmount is refused while busy and works
+//! lazily. Every test ends with `check` clean. Skipped (with a message) when /dev/fuse is
+//! missing.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use tarn::check::check_pool;
+use tarn::fs::SpaceFigures;
+use tarn::pool::{CreateOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+use tarn_fuse::{mount, MountHandle, MountOptions};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    mountpoint: PathBuf,
+    handle: Option<MountHandle>,
+    pool: Option<Pool>,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Option<Fixture> {
+        if !Path::new("/dev/fuse").exists() {
+            eprintln!("SKIP: /dev/fuse is not available");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(CreateOptions {
+            name: name.into(),
+            vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
+            create_size: Some(512 << 20),
+            force: false,
+            tunables: Tunables::default(),
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .expect("create pool");
+        let fs = Arc::new(pool.file_system().expect("file system"));
+        let io = pool.core.io.clone();
+        fs.set_space_source(Arc::new(move || {
+            let stats = io.space.stats();
+            let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
+            let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
+            SpaceFigures {
+                size_bytes,
+                available_bytes: size_bytes.saturating_sub(allocated),
+            }
+        }));
+        let mountpoint = dir.path().join("mnt");
+        fs::create_dir(&mountpoint).unwrap();
+        let handle = mount(
+            fs,
+            pool.core.txgs.clone(),
+            &mountpoint,
+            &MountOptions::new(format!("tarn:{name}")),
+        )
+        .expect("mount");
+        Some(Fixture {
+            _dir: dir,
+            mountpoint,
+            handle: Some(handle),
+            pool: Some(pool),
+        })
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.mountpoint.join(relative)
+    }
+
+    /// Unmount, check the pool and export it.
+    fn finish(mut self) {
+        self.handle.take().unwrap().unmount(false).expect("unmount");
+        let pool = self.pool.take().unwrap();
+        pool.sync().unwrap();
+        let report = check_pool(&pool, false).expect("check runs");
+        assert!(report.is_clean(), "check found problems: {report:#?}");
+        pool.export().expect("export");
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // A failed test still unmounts (lazily) before the pool goes.
+        if let Some(mut handle) = self.handle.take() {
+            let _ = handle.unmount(true);
+        }
+    }
+}
+
+fn pattern(length: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..length)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+fn run(command: &str) -> String {
+    let output = Command::new("sh").arg("-c").arg(command).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn errno(result: std::io::Result<impl Sized>) -> i32 {
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(error) => error.raw_os_error().expect("an OS error"),
+    }
+}
+
+#[test]
+fn files_of_many_sizes_and_sparse_files() {
+    let Some(fixture) = Fixture::new("sizes") else {
+        return;
+    };
+    for (index, length) in [0usize, 1, 4095, 4096, 131_073, (1 << 20) + 13, 3 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let path = fixture.path(&format!("f{index}"));
+        let data = pattern(length, index as u64);
+        fs::write(&path, &data).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), data, "file of {length} bytes");
+        assert_eq!(fs::metadata(&path).unwrap().len(), length as u64);
+    }
+    // Sparse: a seek past the end leaves a hole of zeros.
+    let path = fixture.path("sparse");
+    let mut file = File::create(&path).unwrap();
+    file.write_all(b"head").unwrap();
+    file.seek(SeekFrom::Start(10 << 20)).unwrap();
+    file.write_all(b"tail").unwrap();
+    drop(file);
+    let data = fs::read(&path).unwrap();
+    assert_eq!(data.len(), (10 << 20) + 4);
+    assert_eq!(&data[..4], b"head");
+    assert!(data[4..10 << 20].iter().all(|&b| b == 0));
+    assert_eq!(&data[10 << 20..], b"tail");
+    // Overwrite in the middle and read back with an offset.
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    file.seek(SeekFrom::Start(5 << 20)).unwrap();
+    file.write_all(b"middle").unwrap();
+    file.seek(SeekFrom::Start((5 << 20) - 2)).unwrap();
+    let mut buffer = [0u8; 10];
+    file.read_exact(&mut buffer).unwrap();
+    assert_eq!(&buffer, b"\0\0middle\0\0");
+    drop(file);
+    // Truncate down and up: zeros beyond the old end.
+    run(&format!("truncate -s 3 {}", path.display()));
+    assert_eq!(fs::read(&path).unwrap(), b"hea");
+    run(&format!("truncate -s 8 {}", path.display()));
+    assert_eq!(fs::read(&path).unwrap(), b"hea\0\0\0\0\0");
+    fixture.finish();
+}
+
+#[test]
+fn namespace_operations_and_errno() {
+    let Some(fixture) = Fixture::new("names") else {
+        return;
+    };
+    let root = fixture.path("");
+    fs::create_dir(fixture.path("d")).unwrap();
+    fs::create_dir_all(fixture.path("d/e/f")).unwrap();
+    fs::write(fixture.path("d/file"), b"contents").unwrap();
+    let mut names: Vec<String> = fs::read_dir(fixture.path("d"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["e", "file"]);
+    assert_eq!(fs::metadata(fixture.path("d")).unwrap().nlink(), 3);
+    // rename within and across directories, replacing a target
+    fs::rename(fixture.path("d/file"), fixture.path("d/e/moved")).unwrap();
+    fs::write(fixture.path("other"), b"other").unwrap();
+    fs::rename(fixture.path("other"), fixture.path("d/e/moved")).unwrap();
+    assert_eq!(fs::read(fixture.path("d/e/moved")).unwrap(), b"other");
+    assert!(!fixture.path("other").exists());
+    // symlink and hard link
+    std::os::unix::fs::symlink("d/e/moved", fixture.path("link")).unwrap();
+    assert_eq!(
+        fs::read_link(fixture.path("link")).unwrap(),
+        Path::new("d/e/moved")
+    );
+    assert_eq!(fs::read(fixture.path("link")).unwrap(), b"other");
+    fs::hard_link(fixture.path("d/e/moved"), fixture.path("hard")).unwrap();
+    assert_eq!(fs::metadata(fixture.path("hard")).unwrap().nlink(), 2);
+    assert_eq!(
+        fs::metadata(fixture.path("hard")).unwrap().ino(),
+        fs::metadata(fixture.path("d/e/moved")).unwrap().ino()
+    );
+    // chmod and the root's inode number
+    fs::set_permissions(fixture.path("hard"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(
+        fs::metadata(fixture.path("hard")).unwrap().mode() & 0o7777,
+        0o640
+    );
+    assert_eq!(fs::metadata(&root).unwrap().ino(), 1);
+    // errno
+    assert_eq!(errno(fs::read(fixture.path("missing"))), libc::ENOENT);
+    assert_eq!(errno(fs::create_dir(fixture.path("d"))), libc::EEXIST);
+    assert_eq!(errno(fs::remove_dir(fixture.path("d"))), libc::ENOTEMPTY);
+    assert_eq!(errno(fs::remove_file(fixture.path("d"))), libc::EISDIR);
+    assert_eq!(errno(fs::create_dir(fixture.path("hard/x"))), libc::ENOTDIR);
+    assert_eq!(
+        errno(fs::rename(fixture.path("d"), fixture.path("d/e/inside"))),
+        libc::EINVAL
+    );
+    assert_eq!(
+        fs::read_dir(fixture.path("hard"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ENOTDIR)
+    );
+    let long = "x".repeat(256);
+    assert_eq!(
+        errno(fs::write(fixture.path(&long), b"")),
+        libc::ENAMETOOLONG
+    );
+    // remove everything again
+    fs::remove_file(fixture.path("hard")).unwrap();
+    fs::remove_file(fixture.path("link")).unwrap();
+    fs::remove_file(fixture.path("d/e/moved")).unwrap();
+    fs::remove_dir(fixture.path("d/e/f")).unwrap();
+    fs::remove_dir(fixture.path("d/e")).unwrap();
+    fs::remove_dir(fixture.path("d")).unwrap();
+    assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
+    assert_eq!(errno(fs::remove_dir(fixture.path("d"))), libc::ENOENT);
+    fixture.finish();
+}
+
+#[test]
+fn unlink_while_open_keeps_the_data() {
+    let Some(fixture) = Fixture::new("unlinked") else {
+        return;
+    };
+    let path = fixture.path("doomed");
+    let data = pattern(300_000, 9);
+    fs::write(&path, &data).unwrap();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    fs::remove_file(&path).unwrap();
+    assert!(!path.exists());
+    let mut read_back = Vec::new();
+    file.read_to_end(&mut read_back).unwrap();
+    assert_eq!(read_back, data);
+    file.write_all(b"more").unwrap();
+    file.seek(SeekFrom::Start(data.len() as u64)).unwrap();
+    let mut more = [0u8; 4];
+    file.read_exact(&mut more).unwrap();
+    assert_eq!(&more, b"more");
+    drop(file);
+    fixture.finish();
+}
+
+#[test]
+fn everyday_tools() {
+    let Some(fixture) = Fixture::new("tools") else {
+        return;
+    };
+    let source = tempfile::tempdir().unwrap();
+    let tree = source.path().join("tree");
+    fs::create_dir_all(tree.join("a/b/c")).unwrap();
+    for (index, relative) in ["top", "a/one", "a/b/two", "a/b/c/three"]
+        .iter()
+        .enumerate()
+    {
+        fs::write(
+            tree.join(relative),
+            pattern(1000 * index * index + 7, index as u64),
+        )
+        .unwrap();
+    }
+    fs::write(tree.join("a/big"), pattern(2 << 20, 77)).unwrap();
+    std::os::unix::fs::symlink("b/two", tree.join("a/link")).unwrap();
+    fs::hard_link(tree.join("top"), tree.join("a/top-again")).unwrap();
+    fs::set_permissions(tree.join("a/one"), fs::Permissions::from_mode(0o600)).unwrap();
+    let mnt = fixture.path("");
+    run(&format!("cp -a {} {}/copy", tree.display(), mnt.display()));
+    run(&format!(
+        "diff -r {} {}/copy",
+        tree.display(),
+        mnt.display()
+    ));
+    assert_eq!(
+        fs::metadata(fixture.path("copy/a/one")).unwrap().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        fs::metadata(tree.join("a/big")).unwrap().mtime(),
+        fs::metadata(fixture.path("copy/a/big")).unwrap().mtime()
+    );
+    // tar c | tar x, both ways
+    run(&format!(
+        "tar -C {} -cf - tree | tar -C {} -xf -",
+        source.path().display(),
+        mnt.display()
+    ));
+    run(&format!(
+        "diff -r {} {}/tree",
+        tree.display(),
+        mnt.display()
+    ));
+    let out = tempfile::tempdir().unwrap();
+    run(&format!(
+        "tar -C {} -cf - tree | tar -C {} -xf -",
+        mnt.display(),
+        out.path().display()
+    ));
+    run(&format!(
+        "diff -r {} {}/tree",
+        tree.display(),
+        out.path().display()
+    ));
+    // touch -d sets mtime; touch alone sets it to now (UTIME_NOW)
+    let file = fixture.path("tree/top");
+    run(&format!(
+        "touch -d '2001-02-03 04:05:06 UTC' {}",
+        file.display()
+    ));
+    assert_eq!(fs::metadata(&file).unwrap().mtime(), 981_173_106);
+    run(&format!("touch {}", file.display()));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((fs::metadata(&file).unwrap().mtime() - now).abs() < 10);
+    // df sees the pool's size
+    let df = run(&format!(
+        "df -B1 --output=source,size,avail {}",
+        mnt.display()
+    ));
+    let line = df.lines().nth(1).expect("a df line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[0], "tarn:tools", "{df}");
+    let size: u64 = fields[1].parse().unwrap();
+    let avail: u64 = fields[2].parse().unwrap();
+    assert!(size > 256 << 20 && size <= 512 << 20, "{df}");
+    assert!(avail > 0 && avail < size, "{df}");
+    run(&format!(
+        "rm -rf {}/copy {}/tree",
+        mnt.display(),
+        mnt.display()
+    ));
+    assert_eq!(fs::read_dir(&mnt).unwrap().count(), 0);
+    fixture.finish();
+}
+
+#[test]
+fn fsync_waits_for_the_sync() {
+    let Some(fixture) = Fixture::new("fsync") else {
+        return;
+    };
+    let txgs = fixture.pool.as_ref().unwrap().core.txgs.clone();
+    let mut file = File::create(fixture.path("durable")).unwrap();
+    file.write_all(&pattern(100_000, 3)).unwrap();
+    let open_before = txgs.open_txg();
+    file.sync_all().unwrap();
+    assert!(
+        txgs.last_synced() >= open_before,
+        "fsync returned before txg {open_before:?} synced (last synced {:?})",
+        txgs.last_synced()
+    );
+    // Nothing new: returns at once without a sync.
+    let synced = txgs.last_synced();
+    file.sync_data().unwrap();
+    assert_eq!(txgs.last_synced(), synced);
+    drop(file);
+    File::open(fixture.path("")).unwrap().sync_all().unwrap();
+    fixture.finish();
+}
+
+#[test]
+fn busy_mount_refuses_plain_unmount() {
+    let Some(mut fixture) = Fixture::new("busy") else {
+        return;
+    };
+    let file = File::create(fixture.path("open")).unwrap();
+    let error = fixture
+        .handle
+        .as_mut()
+        .unwrap()
+        .unmount(false)
+        .expect_err("unmount while a file is open");
+    assert_eq!(error.raw_os_error(), Some(libc::EBUSY), "{error}");
+    // Still served.
+    assert!(fixture.path("open").exists());
+    fixture
+        .handle
+        .as_mut()
+        .unwrap()
+        .unmount(true)
+        .expect("lazy unmount");
+    // The connection is aborted: a request (setattr) fails instead of hanging.
+    assert_eq!(
+        file.set_len(1).map_err(|e| e.kind()).err(),
+        Some(ErrorKind::NotConnected)
+    );
+    drop(file);
+    assert!(tarn_fuse::mountpoint::mount_at(&fixture.mountpoint).is_none());
+    fixture.finish();
+}
