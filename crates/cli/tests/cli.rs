@@ -1081,7 +1081,12 @@ fn quickstart_runs_and_runs_again() {
             );
         }
         assert!(run.stdout.contains("read back intact"), "{run}");
-        assert!(run.stdout.contains(": clean"), "{run}");
+        // Through the mount (`tarn check` run as a command), or the engine-level fallback
+        // without /dev/fuse.
+        assert!(
+            run.stdout.contains("no errors found") || run.stdout.contains(": clean"),
+            "{run}"
+        );
         let demo = t.run(&["pool", "import", "-d", &q]).success();
         assert_eq!(
             demo.stdout.matches("pool: demo").count(),
@@ -1104,8 +1109,8 @@ fn quickstart_runs_and_runs_again() {
     let sizes = exact_sizes(&list.success());
     let (size, alloc) = sizes["demo"];
     assert!(
-        alloc >= 64 * MIB && alloc < size,
-        "the demo wrote 64 MiB: {alloc} of {size}"
+        alloc >= 32 * MIB && alloc < size,
+        "the demo wrote at least 32 MiB: {alloc} of {size}"
     );
 }
 
