@@ -16,141 +16,21 @@ use std::hash::{Hash, Hasher};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tempfile::TempDir;
+#[path = "support/mount_fixture.rs"]
+mod mount_fixture;
+use mount_fixture::*;
 
-const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 const POOL: &str = "crash";
 const ROUNDS: u32 = 20;
 const WRITERS: u32 = 3;
 /// Bytes one writer may write in one round, so that 20 rounds stay well inside the pool.
 const WRITER_BUDGET: usize = 24 << 20;
 const MAX_FILE: usize = 2 << 20;
-
-struct Run {
-    command: String,
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    fn success(self) -> Run {
-        assert_eq!(self.code, 0, "expected success:\n{self}");
-        self
-    }
-}
-
-impl std::fmt::Display for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.command, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-struct Fixture {
-    dir: TempDir,
-    run_dir: TempDir,
-}
-
-impl Fixture {
-    fn new() -> Option<Fixture> {
-        if !Path::new("/dev/fuse").exists() {
-            eprintln!("SKIP: /dev/fuse is not available");
-            return None;
-        }
-        Some(Fixture {
-            dir: tempfile::tempdir().unwrap(),
-            run_dir: tempfile::tempdir().unwrap(),
-        })
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn altroot(&self) -> String {
-        self.path("altroot").display().to_string()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.run_dir.path().join("tarn.sock")
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let mut command = Command::new(TARN);
-        command
-            .args(args)
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TARN_") {
-                command.env_remove(key);
-            }
-        }
-        command.env("TARN_SOCKET", self.socket());
-        let output = command.output().expect("spawn tarn");
-        let run = Run {
-            command: format!("tarn {}", args.join(" ")),
-            code: output.status.code().expect("tarn killed by a signal"),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        };
-        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
-        run
-    }
-
-    fn daemon_pid(&self) -> Option<i32> {
-        let mut path = self.socket().into_os_string();
-        path.push(".pid");
-        fs::read_to_string(path).ok()?.trim().parse().ok()
-    }
-
-    fn wait_daemon_gone(&self, pid: i32) {
-        let started = Instant::now();
-        // SAFETY: kill with signal 0 only checks that the process exists.
-        while unsafe { libc::kill(pid, 0) } == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "daemon {pid} did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.run(&["daemon", "--stop"]);
-        if let Some(pid) = self.daemon_pid() {
-            // SAFETY: signals a process this fixture's daemon pid file names.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        unmount_under(self.dir.path());
-    }
-}
-
-/// Lazily unmount whatever is still mounted under `dir`.
-fn unmount_under(dir: &Path) {
-    for entry in tarn_fuse::mountpoint::mounts() {
-        if entry.mount_point.starts_with(dir) {
-            let _ = tarn_fuse::mountpoint::unmount_path(&entry.mount_point, true);
-        }
-    }
-}
-
-fn is_mounted(path: &Path) -> bool {
-    tarn_fuse::mountpoint::mount_at(path).is_some()
-}
 
 /// xorshift64*: a small deterministic generator for the schedule.
 struct Rng(u64);
