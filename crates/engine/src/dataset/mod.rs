@@ -24,6 +24,7 @@
 //! The record is part of the MOS: a crash rolls it back together with the tree it describes.
 
 pub mod phys;
+pub mod props;
 
 use std::sync::Arc;
 
@@ -101,16 +102,32 @@ impl Dataset {
         self.dir.lock().clone()
     }
 
-    /// Record the object set's new root after a sync pass; returns the records to write.
-    pub fn set_root(&self, root: BlockPtr) -> (DatasetPhys, DatasetDirPhys) {
+    /// Record the object set's new root after a sync pass; returns the record to write.
+    pub fn set_root(&self, root: BlockPtr) -> DatasetPhys {
         let mut phys = self.phys.lock();
         phys.root = root;
-        let mut dir = self.dir.lock();
-        dir.used_bytes = phys.referenced_bytes;
-        dir.compressed_bytes = phys.compressed_bytes;
-        dir.uncompressed_bytes = phys.uncompressed_bytes;
         *self.record_dirty.lock() = false;
-        (phys.clone(), dir.clone())
+        phys.clone()
+    }
+
+    /// Set the directory's totals (this dataset and its descendants); returns the record to
+    /// write when they changed.
+    pub fn set_dir_totals(
+        &self,
+        used: u64,
+        compressed: u64,
+        uncompressed: u64,
+    ) -> Option<DatasetDirPhys> {
+        let mut dir = self.dir.lock();
+        if (dir.used_bytes, dir.compressed_bytes, dir.uncompressed_bytes)
+            == (used, compressed, uncompressed)
+        {
+            return None;
+        }
+        dir.used_bytes = used;
+        dir.compressed_bytes = compressed;
+        dir.uncompressed_bytes = uncompressed;
+        Some(dir.clone())
     }
 
     pub fn referenced_bytes(&self) -> u64 {

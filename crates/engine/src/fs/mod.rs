@@ -282,7 +282,8 @@ impl FsConfig {
 pub struct FileSystem {
     objset: Arc<ObjectSet>,
     txgs: Arc<TxgManager>,
-    config: FsConfig,
+    /// Properties for new objects; the dataset's properties may change it while mounted.
+    config: RwLock<FsConfig>,
     root: u64,
     unlinked_set: u64,
     inode_locks: Vec<Mutex<()>>,
@@ -361,10 +362,19 @@ impl FileSystem {
         uid: u32,
         gid: u32,
     ) -> Result<FileSystem> {
+        let hold = txgs.assign()?;
+        FileSystem::format_in(&objset, hold.tx(), uid, gid)?;
+        drop(hold);
+        FileSystem::open(objset, txgs)
+    }
+
+    /// Write an empty file system into `objset` in the caller's transaction (a new dataset is
+    /// formatted in the same txg that creates it).
+    pub fn format_in(objset: &ObjectSet, tx: Tx, uid: u32, gid: u32) -> Result<()> {
         if objset.exists(ObjectId(MASTER_NODE_OBJECT)) {
             return Err(FsError::Exists);
         }
-        let config = FsConfig::for_objset(&objset);
+        let config = FsConfig::for_objset(objset);
         let kv_props = ObjectProps {
             object_type: ObjectType::KeyValue,
             data_block_size: config.directory_block_size,
@@ -373,13 +383,11 @@ impl FileSystem {
             compression: config.compression,
             copies: config.copies,
         };
-        let hold = txgs.assign()?;
-        let tx = hold.tx();
         let master = ObjectId(MASTER_NODE_OBJECT);
         objset.create_object_at(&tx, master, kv_props, ObjectType::None, &[])?;
-        kv::create(&mut KvObject::new(&objset, master, Some(tx))?).map_err(kv_error(1))?;
+        kv::create(&mut KvObject::new(objset, master, Some(tx))?).map_err(kv_error(1))?;
         let unlinked = objset.create_object(&tx, kv_props, ObjectType::None, &[])?;
-        kv::create(&mut KvObject::new(&objset, unlinked, Some(tx))?)
+        kv::create(&mut KvObject::new(objset, unlinked, Some(tx))?)
             .map_err(kv_error(unlinked.0))?;
         let now = Timestamp::now();
         let root = objset.create_object(&tx, kv_props, ObjectType::None, &[])?;
@@ -399,16 +407,15 @@ impl FileSystem {
             inline_target: Vec::new(),
         };
         objset.set_bonus(&tx, root, ObjectType::None, &znode.encode())?;
-        kv::create(&mut KvObject::new(&objset, root, Some(tx))?).map_err(kv_error(root.0))?;
+        kv::create(&mut KvObject::new(objset, root, Some(tx))?).map_err(kv_error(root.0))?;
         {
-            let mut handle = KvObject::new(&objset, master, Some(tx))?;
+            let mut handle = KvObject::new(objset, master, Some(tx))?;
             kv::insert_u64(&mut handle, MASTER_KEY_VERSION, FS_VERSION).map_err(kv_error(1))?;
             kv::insert_u64(&mut handle, MASTER_KEY_ROOT, root.0).map_err(kv_error(1))?;
             kv::insert_u64(&mut handle, MASTER_KEY_UNLINKED_SET, unlinked.0)
                 .map_err(kv_error(1))?;
         }
-        drop(hold);
-        FileSystem::open(objset, txgs)
+        Ok(())
     }
 
     /// Open the file system in `objset` and remove whatever a crash left in its unlinked set.
@@ -455,7 +462,7 @@ impl FileSystem {
         let fs = FileSystem {
             objset,
             txgs,
-            config,
+            config: RwLock::new(config),
             root,
             unlinked_set,
             inode_locks: (0..INODE_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
@@ -473,6 +480,17 @@ impl FileSystem {
     }
 
     /// The root directory's inode number.
+    /// Properties used for objects created from now on.
+    pub fn config(&self) -> FsConfig {
+        *self.config.read()
+    }
+
+    /// Change the properties of objects created from now on (the dataset's properties
+    /// changed).
+    pub fn set_config(&self, config: FsConfig) {
+        *self.config.write() = config;
+    }
+
     pub fn root(&self) -> u64 {
         self.root
     }
@@ -692,18 +710,19 @@ impl FileSystem {
     }
 
     fn props_for(&self, kind: FileKind) -> ObjectProps {
+        let config = *self.config.read();
         let (object_type, data_block_size) = if kind == FileKind::Directory {
-            (ObjectType::KeyValue, self.config.directory_block_size)
+            (ObjectType::KeyValue, config.directory_block_size)
         } else {
-            (ObjectType::PlainFile, self.config.file_block_size)
+            (ObjectType::PlainFile, config.file_block_size)
         };
         ObjectProps {
             object_type,
             data_block_size,
-            indirect_block_shift: self.config.indirect_block_shift,
-            checksum: self.config.checksum,
-            compression: self.config.compression,
-            copies: self.config.copies,
+            indirect_block_shift: config.indirect_block_shift,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies,
         }
     }
 
@@ -1362,7 +1381,7 @@ impl FileSystem {
             .as_ref()
             .map(|source| source())
             .unwrap_or_default();
-        let block_size = self.config.file_block_size;
+        let block_size = self.config.read().file_block_size;
         let available = figures.available_bytes.min(figures.size_bytes);
         // Every inode needs at least one dnode: that bounds the files that still fit.
         let files_free = available / crate::object::phys::DNODE_SIZE as u64;

@@ -1092,4 +1092,22 @@ impl ObjectSet {
     pub fn dnode_slots_per_block(&self) -> u64 {
         self.dnodes_per_block()
     }
+
+    /// Visit every block pointer of the synced tree: the root (object-set header), the
+    /// meta-dnode's tree and every object's tree (destroy frees them all through this).
+    pub fn visit_synced_blocks(
+        &self,
+        visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+    ) -> Result<(), ObjectError> {
+        let root = self.synced_root();
+        if root.is_hole() {
+            return Ok(());
+        }
+        visit(&root)?;
+        tree::visit_tree(&self.io, &self.synced_meta_dnode(), visit)?;
+        for (_, dnode) in self.synced_objects()? {
+            tree::visit_tree(&self.io, &dnode, visit)?;
+        }
+        Ok(())
+    }
 }

@@ -43,6 +43,7 @@
 //! The sync thread is the only writer of on-disk state. Open-context callers go through
 //! object sets (their own locks) and the txg layer's holds.
 
+pub mod datasets;
 pub mod uberblock;
 
 use std::collections::BTreeMap;
@@ -51,7 +52,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE};
 use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
@@ -133,6 +134,16 @@ pub enum PoolError {
     ReadOnly,
     #[error("sync of txg {txg} failed: {why}")]
     SyncFailed { txg: Txg, why: String },
+    #[error("invalid dataset name {0:?}: {1}")]
+    BadDatasetName(String, String),
+    #[error("dataset {0:?} does not exist")]
+    DatasetNotFound(String),
+    #[error("dataset {0:?} already exists")]
+    DatasetExists(String),
+    #[error("cannot destroy {0:?}: {1}")]
+    DatasetBusy(String, String),
+    #[error("{0}")]
+    BadProperty(String),
 }
 
 /// How to lay out the vdevs of a new pool.
@@ -373,7 +384,14 @@ pub struct PoolCore {
     pub io: Arc<BlockIo>,
     pub mos: Arc<ObjectSet>,
     pub txgs: Arc<TxgManager>,
+    /// The root dataset (also in `datasets` under the name "").
     pub root: Arc<Dataset>,
+    /// Every dataset by relative name (see [`datasets`]).
+    datasets: RwLock<BTreeMap<String, Arc<Dataset>>>,
+    /// Datasets to destroy in the sync of the given txg.
+    pending_destroys: Mutex<Vec<(Txg, Arc<Dataset>)>>,
+    /// Serializes changes to the dataset namespace and properties.
+    namespace: Mutex<()>,
     pub readonly: bool,
     freer: Arc<PoolFreer>,
     deferred_frees_object: ObjectId,
@@ -465,17 +483,6 @@ fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectI
 }
 
 impl PoolCore {
-    /// Connect the root dataset's open-context writers to the txg layer (dirty accounting,
-    /// throttle) and to space admission (ENOSPC), once the pool is ready for them.
-    fn attach_open_context(&self) {
-        let objset = self.root.objset();
-        objset.set_dirty_accounting(self.txgs.clone());
-        objset.set_reservation(Arc::new(PoolReservation {
-            io: self.io.clone(),
-            txgs: self.txgs.clone(),
-        }));
-    }
-
     fn storage(&self) -> MosSpaceStorage<'_> {
         MosSpaceStorage { mos: &self.mos }
     }
@@ -483,9 +490,19 @@ impl PoolCore {
     /// Write one txg out and commit it (see the module documentation). Returns the number of
     /// sync passes, 0 for a txg with nothing to write.
     pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
-        let root_objset = self.root.objset();
+        let datasets = self.dataset_list();
+        let destroys: Vec<Arc<Dataset>> = {
+            let mut pending = self.pending_destroys.lock();
+            let (now, later): (Vec<_>, Vec<_>) =
+                pending.drain(..).partition(|(when, _)| *when <= txg);
+            *pending = later;
+            now.into_iter().map(|(_, dataset)| dataset).collect()
+        };
         let nothing_to_do = !self.mos.is_dirty(txg)
-            && !root_objset.is_dirty(txg)
+            && !datasets
+                .iter()
+                .any(|(_, dataset)| dataset.objset().is_dirty(txg))
+            && destroys.is_empty()
             && !self.config.lock().dirty
             && self.deferred_count()? == 0;
         if nothing_to_do {
@@ -496,16 +513,20 @@ impl PoolCore {
         let first = SyncPoint { txg, pass: 1 };
 
         self.free_deferred(txg)?;
-        if let Some(root) = root_objset.sync(first, &storage)? {
-            let (phys, dir) = self.root.set_root(root);
-            self.mos
-                .set_bonus(&tx, self.root.object, ObjectType::Dataset, &phys.encode())?;
-            self.mos.set_bonus(
-                &tx,
-                self.root.dir_object,
-                ObjectType::DatasetDir,
-                &dir.encode(),
-            )?;
+        let mut changed = !destroys.is_empty();
+        for (_, dataset) in &datasets {
+            if let Some(root) = dataset.objset().sync(first, &storage)? {
+                let phys = dataset.set_root(root);
+                self.mos
+                    .set_bonus(&tx, dataset.object, ObjectType::Dataset, &phys.encode())?;
+                changed = true;
+            }
+        }
+        for dataset in &destroys {
+            self.sync_destroy(dataset, txg)?;
+        }
+        if changed {
+            self.sync_directory_totals(txg)?;
         }
 
         let mut pass = 1;
@@ -539,7 +560,9 @@ impl PoolCore {
 
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
-        root_objset.sync_done(txg);
+        for (_, dataset) in &datasets {
+            dataset.objset().sync_done(txg);
+        }
         Ok(pass)
     }
 
@@ -1043,7 +1066,10 @@ impl Pool {
             io,
             mos,
             txgs: TxgManager::new(Txg(txg.0 - 1), tunables.clone()),
-            root,
+            root: root.clone(),
+            datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
+            pending_destroys: Mutex::new(Vec::new()),
+            namespace: Mutex::new(()),
             readonly: false,
             freer,
             deferred_frees_object: deferred,
@@ -1057,7 +1083,7 @@ impl Pool {
         });
         // The creating txg is synced right here, before any other transaction can exist.
         core.sync_txg(txg)?;
-        core.attach_open_context();
+        core.attach_open_context(&core.root);
         let pool = Pool {
             core: core.clone(),
             sync_thread: Mutex::new(None),
@@ -1084,7 +1110,11 @@ impl Pool {
                 core.txgs.run_sync_thread(
                     move |txg| sync_core.sync_txg(txg).map_err(|error| error.to_string()),
                     move |txg| {
-                        check_core.mos.is_dirty(txg) || check_core.root.objset().is_dirty(txg)
+                        check_core.mos.is_dirty(txg)
+                            || check_core
+                                .dataset_list()
+                                .iter()
+                                .any(|(_, dataset)| dataset.objset().is_dirty(txg))
                     },
                 );
             })
@@ -1373,7 +1403,10 @@ impl Pool {
             io,
             mos,
             txgs: TxgManager::new(uberblock.txg, tunables.clone()),
-            root,
+            root: root.clone(),
+            datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
+            pending_destroys: Mutex::new(Vec::new()),
+            namespace: Mutex::new(()),
             readonly: options.readonly,
             freer,
             deferred_frees_object: ObjectId(deferred),
@@ -1385,7 +1418,8 @@ impl Pool {
             }),
             tunables: tunables.clone(),
         });
-        core.attach_open_context();
+        core.attach_open_context(&core.root);
+        core.load_children("", &core.root.dir())?;
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),
@@ -1401,13 +1435,7 @@ impl Pool {
 
     /// The root dataset's file system (its unlinked set drained, as after a crash).
     pub fn file_system(&self) -> Result<crate::fs::FileSystem, PoolError> {
-        if self.core.readonly {
-            return Err(PoolError::ReadOnly);
-        }
-        Ok(crate::fs::FileSystem::open(
-            self.root_objset(),
-            self.core.txgs.clone(),
-        )?)
+        self.open_file_system(&self.core.name)
     }
 
     pub fn name(&self) -> &str {
@@ -1522,8 +1550,13 @@ impl Drop for Pool {
             self.core.txgs.suspend("pool closed without export".into());
             let _ = handle.join();
         }
-        // The root dataset and its object set refer to each other; break the cycle.
-        self.core.root.detach_objset();
+        // Datasets and their object sets refer to each other; break the cycles.
+        for (_, dataset) in self.core.dataset_list() {
+            dataset.detach_objset();
+        }
+        for (_, dataset) in self.core.pending_destroys.lock().drain(..) {
+            dataset.detach_objset();
+        }
         self.release_devices();
     }
 }

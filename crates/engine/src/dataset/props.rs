@@ -1,0 +1,317 @@
+//! Dataset properties: the table of settable properties, their parsing, defaults and
+//! inheritance (OpenZFS zfs_prop.c, dsl_prop.c).
+//!
+//! # Storage
+//! Each dataset directory has a properties object (a key/value object in the MOS, named by the
+//! directory record). It holds only *local* settings: key = the property name, value = the
+//! normalized value as UTF-8 text (`131072`, `lz4`, `/srv/data`, `on`). A property that is not
+//! set locally is inherited from the nearest ancestor that sets it, or takes its default.
+//! Text keeps the format self-describing; values are validated again when read, so a damaged
+//! value is reported and never used.
+//!
+//! # Inheritance
+//! Every settable property except `canmount` inherits. `mountpoint` inherits with a twist: a
+//! child of a dataset whose mountpoint is `/a` mounts at `/a/child` (the path grows by the
+//! names between the ancestor that sets it and the child), as in ZFS.
+//!
+//! # When a change takes effect
+//! recordsize, compression, checksum and copies apply to files created after the change (they
+//! are fixed per object when it is created); atime at once; mountpoint, canmount and readonly
+//! when the daemon remounts, which `set` does.
+
+use crate::block::blkptr::{ChecksumType, Compression};
+
+/// Where a property's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PropertySource {
+    Default,
+    Local,
+    /// Inherited from the named dataset (a full name).
+    Inherited(String),
+    /// A read-only statistic.
+    None,
+}
+
+impl std::fmt::Display for PropertySource {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PropertySource::Default => write!(formatter, "default"),
+            PropertySource::Local => write!(formatter, "local"),
+            PropertySource::Inherited(from) => write!(formatter, "inherited from {from}"),
+            PropertySource::None => write!(formatter, "-"),
+        }
+    }
+}
+
+/// A settable property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Property {
+    Recordsize,
+    Compression,
+    Checksum,
+    Copies,
+    Mountpoint,
+    Canmount,
+    Atime,
+    Readonly,
+}
+
+/// Read-only properties, computed from the dataset's records and the pool.
+pub const READ_ONLY_PROPERTIES: &[&str] = &[
+    "type",
+    "creation",
+    "used",
+    "available",
+    "referenced",
+    "compressratio",
+    "origin",
+    "freeing",
+];
+
+impl Property {
+    pub const ALL: [Property; 8] = [
+        Property::Recordsize,
+        Property::Compression,
+        Property::Checksum,
+        Property::Copies,
+        Property::Mountpoint,
+        Property::Canmount,
+        Property::Atime,
+        Property::Readonly,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::Recordsize => "recordsize",
+            Property::Compression => "compression",
+            Property::Checksum => "checksum",
+            Property::Copies => "copies",
+            Property::Mountpoint => "mountpoint",
+            Property::Canmount => "canmount",
+            Property::Atime => "atime",
+            Property::Readonly => "readonly",
+        }
+    }
+
+    /// The property of this name (`compress` is accepted for compression, as in zfs).
+    pub fn from_name(name: &str) -> Option<Property> {
+        let name = if name == "compress" {
+            "compression"
+        } else {
+            name
+        };
+        Property::ALL
+            .into_iter()
+            .find(|property| property.name() == name)
+    }
+
+    /// Whether children take this property from their parent when they do not set it.
+    pub fn inherits(self) -> bool {
+        self != Property::Canmount
+    }
+
+    /// The default value (normalized), given the pool's default recordsize.
+    pub fn default_value(self, default_recordsize: u32) -> String {
+        match self {
+            Property::Recordsize => default_recordsize.to_string(),
+            Property::Compression => "lz4".into(),
+            Property::Checksum => "fletcher4".into(),
+            Property::Copies => "1".into(),
+            // The root's default; children derive theirs from it (see the module comment).
+            Property::Mountpoint => String::new(),
+            Property::Canmount | Property::Atime => "on".into(),
+            Property::Readonly => "off".into(),
+        }
+    }
+
+    /// Validate a value given by a user or read from disk; returns the normalized form.
+    pub fn parse(self, value: &str) -> Result<String, String> {
+        let name = self.name();
+        let one_of = |choices: &[&str]| -> Result<String, String> {
+            if choices.contains(&value) {
+                Ok(value.to_string())
+            } else {
+                Err(format!(
+                    "invalid value {value:?} for {name}: expected one of {}",
+                    choices.join(", ")
+                ))
+            }
+        };
+        match self {
+            Property::Recordsize => {
+                let bytes = parse_size(value).ok_or_else(|| {
+                    format!("invalid value {value:?} for recordsize: expected a size such as 128K")
+                })?;
+                if !(bytes.is_power_of_two() && (512..=(1 << 20)).contains(&bytes)) {
+                    return Err(format!(
+                        "invalid value {value:?} for recordsize: must be a power of two from 512 to 1M"
+                    ));
+                }
+                Ok(bytes.to_string())
+            }
+            Property::Compression => {
+                let normalized = match value {
+                    "on" => "lz4".to_string(),
+                    "off" | "lz4" | "zstd" => value.to_string(),
+                    _ => match value.strip_prefix("zstd-").map(str::parse::<u8>) {
+                        Some(Ok(level)) if (1..=19).contains(&level) => value.to_string(),
+                        _ => {
+                            return Err(format!(
+                                "invalid value {value:?} for compression: expected on, off, lz4, zstd or zstd-1 to zstd-19"
+                            ))
+                        }
+                    },
+                };
+                Ok(normalized)
+            }
+            Property::Checksum => {
+                if value == "on" {
+                    Ok("fletcher4".into())
+                } else {
+                    one_of(&["fletcher4", "blake3", "sha256"])
+                }
+            }
+            Property::Copies => one_of(&["1", "2", "3"]),
+            Property::Mountpoint => {
+                if value == "none" || value == "legacy" {
+                    return Ok(value.to_string());
+                }
+                if !value.starts_with('/') {
+                    return Err(format!(
+                        "invalid value {value:?} for mountpoint: expected an absolute path, none or legacy"
+                    ));
+                }
+                if value.contains('\0') || value.split('/').any(|part| part == "..") {
+                    return Err(format!(
+                        "invalid value {value:?} for mountpoint: a path without '..' components"
+                    ));
+                }
+                let trimmed = value.trim_end_matches('/');
+                Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
+            }
+            Property::Canmount => one_of(&["on", "off", "noauto"]),
+            Property::Atime | Property::Readonly => one_of(&["on", "off"]),
+        }
+    }
+}
+
+/// Parse `512`, `4K`, `128k`, `1M` (binary multiples).
+fn parse_size(text: &str) -> Option<u64> {
+    let upper = text.to_ascii_uppercase();
+    let trimmed = upper.trim_end_matches('B');
+    let (number, shift) = match trimmed.chars().last()? {
+        'K' => (&trimmed[..trimmed.len() - 1], 10),
+        'M' => (&trimmed[..trimmed.len() - 1], 20),
+        'G' => (&trimmed[..trimmed.len() - 1], 30),
+        _ => (trimmed, 0),
+    };
+    number.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+/// The compression a property value selects.
+pub fn compression_of(value: &str) -> Compression {
+    match value {
+        "off" => Compression::Off,
+        "zstd" => Compression::Zstd { level: 3 },
+        _ => match value.strip_prefix("zstd-").map(str::parse::<u8>) {
+            Some(Ok(level)) => Compression::Zstd { level },
+            _ => Compression::Lz4,
+        },
+    }
+}
+
+/// The checksum a property value selects.
+pub fn checksum_of(value: &str) -> ChecksumType {
+    match value {
+        "blake3" => ChecksumType::Blake3,
+        "sha256" => ChecksumType::Sha256,
+        _ => ChecksumType::Fletcher4,
+    }
+}
+
+/// Validate one component of a dataset name: ZFS's alphabet (letters, digits, `_ - : .`),
+/// not empty, not `.` or `..`.
+pub fn validate_name_component(component: &str) -> Result<(), String> {
+    if component.is_empty() {
+        return Err("a dataset name has an empty component".into());
+    }
+    if component == "." || component == ".." {
+        return Err(format!("invalid dataset name component {component:?}"));
+    }
+    if let Some(bad) = component
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':' | '.')))
+    {
+        return Err(format!(
+            "invalid character {bad:?} in dataset name component {component:?}: use letters, digits, '_', '-', ':' and '.'"
+        ));
+    }
+    Ok(())
+}
+
+/// The longest dataset name, in bytes (ZFS_MAX_DATASET_NAME_LEN - 1).
+pub const DATASET_NAME_MAX: usize = 255;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_normalize_and_refuse_nonsense() {
+        assert_eq!(Property::Recordsize.parse("128K").unwrap(), "131072");
+        assert_eq!(Property::Recordsize.parse("1M").unwrap(), "1048576");
+        assert_eq!(Property::Recordsize.parse("512").unwrap(), "512");
+        assert!(Property::Recordsize.parse("3K").is_err());
+        assert!(Property::Recordsize.parse("2M").is_err());
+        assert!(Property::Recordsize.parse("abc").is_err());
+        assert_eq!(Property::Compression.parse("on").unwrap(), "lz4");
+        assert_eq!(Property::Compression.parse("zstd-7").unwrap(), "zstd-7");
+        assert!(Property::Compression.parse("zstd-20").is_err());
+        assert!(Property::Compression.parse("gzip").is_err());
+        assert_eq!(Property::Checksum.parse("on").unwrap(), "fletcher4");
+        assert!(Property::Copies.parse("4").is_err());
+        assert_eq!(Property::Mountpoint.parse("/srv/x/").unwrap(), "/srv/x");
+        assert_eq!(Property::Mountpoint.parse("/").unwrap(), "/");
+        assert!(Property::Mountpoint.parse("relative").is_err());
+        assert!(Property::Mountpoint.parse("/a/../b").is_err());
+        assert!(Property::Canmount.parse("noauto").is_ok());
+        assert!(Property::Atime.parse("yes").is_err());
+        assert_eq!(Property::from_name("compress"), Some(Property::Compression));
+        assert_eq!(Property::from_name("used"), None);
+    }
+
+    #[test]
+    fn values_select_engine_settings() {
+        assert_eq!(compression_of("off"), Compression::Off);
+        assert_eq!(compression_of("lz4"), Compression::Lz4);
+        assert_eq!(compression_of("zstd-9"), Compression::Zstd { level: 9 });
+        assert_eq!(checksum_of("sha256"), ChecksumType::Sha256);
+    }
+
+    #[test]
+    fn name_components() {
+        assert!(validate_name_component("home_1.a-b:c").is_ok());
+        assert!(validate_name_component("").is_err());
+        assert!(validate_name_component("..").is_err());
+        assert!(validate_name_component("a b").is_err());
+        assert!(validate_name_component("a@b").is_err());
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Values come back from disk: any text parses or is refused, never panics, and a
+        /// normalized value is a fixed point.
+        #[test]
+        fn parse_is_total_and_idempotent(text in ".{0,24}", index in 0usize..8) {
+            let property = Property::ALL[index];
+            if let Ok(normalized) = property.parse(&text) {
+                prop_assert_eq!(property.parse(&normalized).unwrap(), normalized);
+            }
+        }
+    }
+}

@@ -1,0 +1,792 @@
+//! The pool's dataset hierarchy: names, child datasets, properties, create and destroy
+//! (OpenZFS dsl_dir.c, dsl_dataset.c, dsl_prop.c, dsl_destroy.c as used by the pool).
+//!
+//! # Names
+//! A dataset is named `POOL/a/b`. Inside the pool it is known by its *relative* name (`a/b`;
+//! the root dataset is `""`), so that importing a pool under a new name renames every dataset
+//! at once. The on-disk hierarchy is the dataset directories' children objects (key/value:
+//! child name -> directory object) starting at the MOS object directory's `root_dataset`;
+//! import walks it and opens every dataset.
+//!
+//! # Create (open context)
+//! Under one transaction hold, so that everything lands in one txg: the children and
+//! properties objects, the directory and dataset records, the name in the parent's children
+//! object, the local properties, and the new object set with an empty file system in it. The
+//! dataset joins the pool's table before the hold is released, so the sync of that txg writes
+//! its object set and records together: a crash leaves either no dataset or a whole one.
+//!
+//! # Destroy (syncing context)
+//! Open context only takes the dataset out of the table and queues it for the txg it holds;
+//! the sync of that txg (pass 1) kills every block of its object set through the dataset's
+//! `block_kill` (so frees follow the usual deferred path) and removes its MOS objects and its
+//! name. Doing the MOS changes in syncing context keeps them strictly after the previous txg's
+//! writes of the same records. The whole tree is freed in that one sync (no background
+//! "freeing" yet: a very large dataset makes that sync long).
+//!
+//! # Space figures
+//! A directory's used bytes are its dataset's referenced bytes plus its children's used bytes;
+//! the sync driver recomputes them after every sync that changed a dataset and rewrites the
+//! directory records whose totals moved.
+//!
+//! # Locking
+//! `namespace` serializes create, destroy, set and inherit. The table (`datasets`) is a
+//! read-mostly map; the sync thread clones the list of datasets at the start of each txg.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::block::pipeline::SyncPoint;
+use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
+use crate::dataset::props::{
+    checksum_of, compression_of, validate_name_component, Property, PropertySource,
+    DATASET_NAME_MAX,
+};
+use crate::dataset::Dataset;
+use crate::fs::{FileSystem, FsConfig};
+use crate::object::adapters::KvObject;
+use crate::object::kv;
+use crate::object::phys::ObjsetKind;
+use crate::object::{BlockLifecycle, ObjectSet, Tx};
+use crate::types::{Guid, ObjectId, Txg};
+
+use super::{kv_create, mos_props, now_seconds, Pool, PoolCore, PoolError};
+use crate::block::blkptr::Compression;
+
+/// A dataset's figures, for `tarn list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatasetInfo {
+    /// Full name (`POOL/a/b`).
+    pub name: String,
+    /// Bytes referenced by this dataset and its descendants (allocated, all copies).
+    pub used: u64,
+    pub referenced: u64,
+    pub available: u64,
+    pub compressed: u64,
+    pub uncompressed: u64,
+    pub creation_time: u64,
+    pub guid: u64,
+}
+
+impl DatasetInfo {
+    /// Logical over physical bytes, as zfs's compressratio (1.00 for an empty dataset).
+    pub fn compress_ratio(&self) -> f64 {
+        if self.compressed == 0 {
+            1.0
+        } else {
+            self.uncompressed as f64 / self.compressed as f64
+        }
+    }
+}
+
+/// One property of one dataset, for `tarn get`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PropertyValue {
+    pub dataset: String,
+    pub property: String,
+    /// The normalized value (exact numbers).
+    pub value: String,
+    pub source: PropertySource,
+}
+
+/// The parent of a relative name (`a/b` -> `a`, `a` -> the root `""`).
+fn parent_of(relative: &str) -> &str {
+    relative.rfind('/').map_or("", |index| &relative[..index])
+}
+
+/// The last component of a relative name.
+fn leaf_of(relative: &str) -> &str {
+    relative
+        .rfind('/')
+        .map_or(relative, |index| &relative[index + 1..])
+}
+
+fn kv_error(object: ObjectId) -> impl Fn(kv::KvError) -> PoolError {
+    move |error| PoolError::Corrupt(format!("key/value object {object}: {error}"))
+}
+
+impl PoolCore {
+    /// The full name of a relative one.
+    pub fn full_name(&self, relative: &str) -> String {
+        if relative.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.name, relative)
+        }
+    }
+
+    /// The relative name of a full dataset name of this pool, validated.
+    pub fn relative_name<'a>(&self, full: &'a str) -> Result<&'a str, PoolError> {
+        if full.len() > DATASET_NAME_MAX {
+            return Err(PoolError::BadDatasetName(
+                full.into(),
+                format!("longer than {DATASET_NAME_MAX} bytes"),
+            ));
+        }
+        let relative = if full == self.name {
+            ""
+        } else if let Some(rest) = full
+            .strip_prefix(self.name.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+        {
+            rest
+        } else {
+            return Err(PoolError::DatasetNotFound(full.into()));
+        };
+        if !relative.is_empty() {
+            for component in relative.split('/') {
+                validate_name_component(component)
+                    .map_err(|why| PoolError::BadDatasetName(full.into(), why))?;
+            }
+        }
+        Ok(relative)
+    }
+
+    /// Every dataset of the pool, the root first, parents before children.
+    pub fn dataset_list(&self) -> Vec<(String, Arc<Dataset>)> {
+        self.datasets
+            .read()
+            .iter()
+            .map(|(name, dataset)| (name.clone(), dataset.clone()))
+            .collect()
+    }
+
+    fn dataset_by_relative(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
+        self.datasets
+            .read()
+            .get(relative)
+            .cloned()
+            .ok_or_else(|| PoolError::DatasetNotFound(self.full_name(relative)))
+    }
+
+    fn children_of(&self, relative: &str) -> Vec<String> {
+        self.datasets
+            .read()
+            .keys()
+            .filter(|name| !name.is_empty() && parent_of(name) == relative)
+            .cloned()
+            .collect()
+    }
+
+    /// Load every dataset below the root from the MOS (import).
+    pub(super) fn load_children(
+        &self,
+        relative: &str,
+        dir: &DatasetDirPhys,
+    ) -> Result<(), PoolError> {
+        let handle = KvObject::new(&self.mos, dir.children_object, None)?;
+        let mut cookie = 0;
+        let mut entries = Vec::new();
+        loop {
+            let batch = kv::list(&handle, cookie, 256).map_err(kv_error(dir.children_object))?;
+            let Some(last) = batch.last() else { break };
+            cookie = last.cookie + 1;
+            entries.extend(batch);
+        }
+        drop(handle);
+        for entry in entries {
+            let name = String::from_utf8(entry.key.clone())
+                .ok()
+                .filter(|name| validate_name_component(name).is_ok())
+                .ok_or_else(|| {
+                    PoolError::Corrupt(format!(
+                        "dataset {:?} has a child with an invalid name {:?}",
+                        self.full_name(relative),
+                        String::from_utf8_lossy(&entry.key)
+                    ))
+                })?;
+            let value: [u8; 8] = entry.value.as_slice().try_into().map_err(|_| {
+                PoolError::Corrupt(format!("child entry {name:?} is not an object number"))
+            })?;
+            let child = if relative.is_empty() {
+                name
+            } else {
+                format!("{relative}/{name}")
+            };
+            let child_dir = self.open_dataset(&child, ObjectId(u64::from_le_bytes(value)))?;
+            self.load_children(&child, &child_dir)?;
+        }
+        Ok(())
+    }
+
+    /// Open one dataset (its records and object set) and add it to the table.
+    pub(super) fn open_dataset(
+        &self,
+        relative: &str,
+        dir_object: ObjectId,
+    ) -> Result<DatasetDirPhys, PoolError> {
+        let corrupt = |what: &str, error: String| {
+            PoolError::Corrupt(format!(
+                "dataset {:?}: {what}: {error}",
+                self.full_name(relative)
+            ))
+        };
+        let dir = DatasetDirPhys::decode(&self.mos.bonus(dir_object)?)
+            .map_err(|error| corrupt("directory record", error.to_string()))?;
+        let phys = DatasetPhys::decode(&self.mos.bonus(dir.head_dataset_object)?)
+            .map_err(|error| corrupt("dataset record", error.to_string()))?;
+        if phys.dir_object != dir_object {
+            return Err(corrupt(
+                "dataset record",
+                format!(
+                    "names directory {} instead of {dir_object}",
+                    phys.dir_object
+                ),
+            ));
+        }
+        let dataset = Dataset::new(
+            self.full_name(relative),
+            dir.head_dataset_object,
+            phys.clone(),
+            dir.clone(),
+            self.freer.clone(),
+        );
+        let objset = ObjectSet::open(self.io.clone(), &phys.root, dataset.clone(), 2)
+            .map_err(|error| corrupt("object set", error.to_string()))?;
+        dataset.attach_objset(Arc::new(objset));
+        self.attach_open_context(&dataset);
+        self.datasets.write().insert(relative.to_string(), dataset);
+        Ok(dir)
+    }
+
+    /// A local property setting, validated (it comes from disk).
+    fn local_property(
+        &self,
+        dataset: &Dataset,
+        property: Property,
+    ) -> Result<Option<String>, PoolError> {
+        let object = dataset.dir().properties_object;
+        let handle = KvObject::new(&self.mos, object, None)?;
+        let Some(bytes) =
+            kv::lookup(&handle, property.name().as_bytes()).map_err(kv_error(object))?
+        else {
+            return Ok(None);
+        };
+        let text = String::from_utf8(bytes).map_err(|_| {
+            PoolError::Corrupt(format!(
+                "dataset {}: property {} is not text",
+                dataset.name,
+                property.name()
+            ))
+        })?;
+        let normalized = property
+            .parse(&text)
+            .map_err(|why| PoolError::Corrupt(format!("dataset {}: stored {why}", dataset.name)))?;
+        Ok(Some(normalized))
+    }
+
+    /// The effective value of a settable property and where it comes from.
+    pub fn property(
+        &self,
+        relative: &str,
+        property: Property,
+    ) -> Result<(String, PropertySource), PoolError> {
+        let mut at = relative.to_string();
+        loop {
+            let dataset = self.dataset_by_relative(&at)?;
+            if let Some(value) = self.local_property(&dataset, property)? {
+                let source = if at == relative {
+                    PropertySource::Local
+                } else {
+                    PropertySource::Inherited(self.full_name(&at))
+                };
+                let value = match property {
+                    // A child mounts below the ancestor's mountpoint, by its names below it.
+                    Property::Mountpoint if value.starts_with('/') && at != relative => {
+                        let below = &relative[if at.is_empty() { 0 } else { at.len() + 1 }..];
+                        format!("{}/{below}", value.trim_end_matches('/'))
+                    }
+                    _ => value,
+                };
+                return Ok((value, source));
+            }
+            if at.is_empty() || !property.inherits() {
+                break;
+            }
+            at = parent_of(&at).to_string();
+        }
+        let value = match property {
+            Property::Mountpoint => format!("/{}", self.full_name(relative)),
+            _ => property.default_value(self.tunables.recordsize),
+        };
+        Ok((value, PropertySource::Default))
+    }
+
+    /// Object properties for new files of a dataset, from its effective properties.
+    pub fn fs_config(&self, relative: &str, base: FsConfig) -> Result<FsConfig, PoolError> {
+        let value = |property| self.property(relative, property).map(|(value, _)| value);
+        Ok(FsConfig {
+            file_block_size: value(Property::Recordsize)?
+                .parse()
+                .expect("validated recordsize"),
+            checksum: checksum_of(&value(Property::Checksum)?),
+            compression: compression_of(&value(Property::Compression)?),
+            copies: value(Property::Copies)?.parse().expect("validated copies"),
+            ..base
+        })
+    }
+
+    fn write_property(
+        &self,
+        dataset: &Dataset,
+        tx: Tx,
+        property: Property,
+        value: Option<&str>,
+    ) -> Result<(), PoolError> {
+        let object = dataset.dir().properties_object;
+        let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
+        match value {
+            Some(value) => {
+                kv::upsert(&mut handle, property.name().as_bytes(), value.as_bytes())
+                    .map_err(kv_error(object))?;
+            }
+            None => {
+                kv::remove(&mut handle, property.name().as_bytes()).map_err(kv_error(object))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Open-context half of create: see the module documentation.
+    fn create_dataset_in(
+        &self,
+        relative: &str,
+        properties: &[(Property, String)],
+    ) -> Result<(), PoolError> {
+        let parent = self.dataset_by_relative(parent_of(relative))?;
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        let children = kv_create(&self.mos, &tx, &self.tunables)?;
+        let properties_object = kv_create(&self.mos, &tx, &self.tunables)?;
+        let now = now_seconds();
+        let mut dir = DatasetDirPhys {
+            parent_dir_object: parent.dir_object,
+            children_object: children,
+            properties_object,
+            creation_time: now,
+            ..Default::default()
+        };
+        let dir_object = self.mos.create_object(
+            &tx,
+            mos_props(
+                ObjectType::DatasetDir,
+                512,
+                &self.tunables,
+                Compression::Lz4,
+            ),
+            ObjectType::DatasetDir,
+            &dir.encode(),
+        )?;
+        let phys = DatasetPhys {
+            dir_object,
+            prev_snapshot_object: ObjectId(0),
+            prev_snapshot_txg: Txg(0),
+            next_snapshot_object: ObjectId(0),
+            snapshot_names_object: ObjectId(0),
+            creation_time: now,
+            creation_txg: tx.txg,
+            deadlist_object: ObjectId(0),
+            referenced_bytes: 0,
+            compressed_bytes: 0,
+            uncompressed_bytes: 0,
+            unique_bytes: 0,
+            guid: Guid::random(),
+            root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
+        };
+        let dataset_object = self.mos.create_object(
+            &tx,
+            mos_props(ObjectType::Dataset, 512, &self.tunables, Compression::Lz4),
+            ObjectType::Dataset,
+            &phys.encode(),
+        )?;
+        dir.head_dataset_object = dataset_object;
+        self.mos
+            .set_bonus(&tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
+        {
+            let object = parent.dir().children_object;
+            let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
+            kv::insert(
+                &mut handle,
+                leaf_of(relative).as_bytes(),
+                &dir_object.0.to_le_bytes(),
+            )
+            .map_err(kv_error(object))?;
+        }
+        let dataset = Dataset::new(
+            self.full_name(relative),
+            dataset_object,
+            phys,
+            dir,
+            self.freer.clone(),
+        );
+        for (property, value) in properties {
+            self.write_property(&dataset, tx, *property, Some(value))?;
+        }
+        let objset = Arc::new(ObjectSet::create(
+            self.io.clone(),
+            ObjsetKind::FileSystem,
+            dataset.clone(),
+            2,
+            tx.txg,
+        ));
+        dataset.attach_objset(objset.clone());
+        self.attach_open_context(&dataset);
+        // Owned by the parent's root directory's owner, as zfs create does for root.
+        FileSystem::format_in(&objset, tx, 0, 0)?;
+        self.datasets.write().insert(relative.to_string(), dataset);
+        drop(hold);
+        Ok(())
+    }
+
+    /// Syncing-context half of destroy: free every block and remove the records.
+    pub(super) fn sync_destroy(&self, dataset: &Dataset, txg: Txg) -> Result<(), PoolError> {
+        let at = SyncPoint { txg, pass: 1 };
+        let objset = dataset.objset();
+        let mut blocks = Vec::new();
+        objset.visit_synced_blocks(&mut |bp| {
+            blocks.push(bp.clone());
+            Ok(())
+        })?;
+        for bp in &blocks {
+            dataset.block_kill(bp, at)?;
+        }
+        dataset.detach_objset();
+        let tx = Tx::syncing(txg);
+        let dir = dataset.dir();
+        let parent_dir = DatasetDirPhys::decode(&self.mos.bonus(dir.parent_dir_object)?)
+            .map_err(|error| PoolError::Corrupt(format!("parent directory record: {error}")))?;
+        {
+            let object = parent_dir.children_object;
+            let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
+            let leaf = dataset.name.rsplit('/').next().expect("a child has a name");
+            if !kv::remove(&mut handle, leaf.as_bytes()).map_err(kv_error(object))? {
+                return Err(PoolError::Corrupt(format!(
+                    "dataset {} is missing from its parent's children",
+                    dataset.name
+                )));
+            }
+        }
+        for object in [
+            dir.children_object,
+            dir.properties_object,
+            dataset.dir_object,
+            dataset.object,
+        ] {
+            self.mos.remove_object(&tx, object)?;
+        }
+        Ok(())
+    }
+
+    /// Recompute every directory's totals (its dataset plus descendants) and rewrite the
+    /// records that changed, in syncing context.
+    pub(super) fn sync_directory_totals(&self, txg: Txg) -> Result<(), PoolError> {
+        let datasets = self.dataset_list();
+        let mut totals: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+        let mut by_depth: Vec<&(String, Arc<Dataset>)> = datasets.iter().collect();
+        by_depth.sort_by_key(|(name, _)| std::cmp::Reverse(depth(name)));
+        for (name, dataset) in by_depth {
+            let phys = dataset.phys();
+            let entry = totals.entry(name.as_str()).or_default();
+            entry.0 += phys.referenced_bytes;
+            entry.1 += phys.compressed_bytes;
+            entry.2 += phys.uncompressed_bytes;
+            let own = *entry;
+            if let Some(dir) = dataset.set_dir_totals(own.0, own.1, own.2) {
+                self.mos.set_bonus(
+                    &Tx::syncing(txg),
+                    dataset.dir_object,
+                    ObjectType::DatasetDir,
+                    &dir.encode(),
+                )?;
+            }
+            if !name.is_empty() {
+                let parent = totals.entry(parent_of(name)).or_default();
+                parent.0 += own.0;
+                parent.1 += own.1;
+                parent.2 += own.2;
+            }
+        }
+        Ok(())
+    }
+
+    /// Connect a dataset's open-context writers to the txg layer (dirty accounting, throttle)
+    /// and to space admission (ENOSPC).
+    pub(super) fn attach_open_context(&self, dataset: &Dataset) {
+        let objset = dataset.objset();
+        objset.set_dirty_accounting(self.txgs.clone());
+        objset.set_reservation(Arc::new(super::PoolReservation {
+            io: self.io.clone(),
+            txgs: self.txgs.clone(),
+        }));
+    }
+}
+
+fn depth(relative: &str) -> usize {
+    if relative.is_empty() {
+        0
+    } else {
+        relative.matches('/').count() + 1
+    }
+}
+
+impl Pool {
+    fn writable(&self) -> Result<(), PoolError> {
+        if self.core.readonly {
+            return Err(PoolError::ReadOnly);
+        }
+        Ok(())
+    }
+
+    /// Validate `name=value` settings for a dataset.
+    pub fn parse_properties(
+        settings: &[(String, String)],
+    ) -> Result<Vec<(Property, String)>, PoolError> {
+        let mut parsed: Vec<(Property, String)> = Vec::new();
+        for (name, value) in settings {
+            let property = Property::from_name(name).ok_or_else(|| {
+                if crate::dataset::props::READ_ONLY_PROPERTIES.contains(&name.as_str()) {
+                    PoolError::BadProperty(format!("{name} is a read-only property"))
+                } else {
+                    PoolError::BadProperty(format!("unknown property {name:?}"))
+                }
+            })?;
+            let normalized = property.parse(value).map_err(PoolError::BadProperty)?;
+            parsed.retain(|(seen, _)| *seen != property);
+            parsed.push((property, normalized));
+        }
+        Ok(parsed)
+    }
+
+    /// Create a file system `full_name` (`POOL/a/b`) with local properties. With
+    /// `create_parents`, missing ancestors are created too (with no local properties).
+    /// Returns the full names created, parents first. The change is durable on return.
+    pub fn create_dataset(
+        &self,
+        full_name: &str,
+        settings: &[(String, String)],
+        create_parents: bool,
+    ) -> Result<Vec<String>, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        if relative.is_empty() {
+            return Err(PoolError::DatasetExists(full_name.into()));
+        }
+        let properties = Pool::parse_properties(settings)?;
+        let _namespace = core.namespace.lock();
+        if core.datasets.read().contains_key(&relative) {
+            return Err(PoolError::DatasetExists(full_name.into()));
+        }
+        let mut missing = Vec::new();
+        let mut at = parent_of(&relative);
+        while !at.is_empty() && !core.datasets.read().contains_key(at) {
+            missing.push(at.to_string());
+            at = parent_of(at);
+        }
+        if !missing.is_empty() && !create_parents {
+            return Err(PoolError::DatasetNotFound(core.full_name(&missing[0])));
+        }
+        let mut created = Vec::new();
+        for parent in missing.iter().rev() {
+            core.create_dataset_in(parent, &[])?;
+            created.push(core.full_name(parent));
+        }
+        core.create_dataset_in(&relative, &properties)?;
+        created.push(full_name.to_string());
+        drop(_namespace);
+        self.sync()?;
+        Ok(created)
+    }
+
+    /// Destroy a file system. `recursive` destroys its descendants first; without it, a
+    /// dataset with children is refused. The root dataset is destroyed only with its pool.
+    /// The caller must have unmounted it (and its descendants). Returns the full names
+    /// destroyed, children first. Durable on return.
+    pub fn destroy_dataset(
+        &self,
+        full_name: &str,
+        recursive: bool,
+    ) -> Result<Vec<String>, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        if relative.is_empty() {
+            return Err(PoolError::BadProperty(format!(
+                "{full_name} is the pool's root dataset: destroy the pool instead (tarn pool destroy {full_name})"
+            )));
+        }
+        let namespace = core.namespace.lock();
+        core.dataset_by_relative(&relative)?;
+        let mut doomed: Vec<String> = core
+            .datasets
+            .read()
+            .keys()
+            .filter(|name| name.starts_with(&format!("{relative}/")))
+            .cloned()
+            .collect();
+        if !doomed.is_empty() && !recursive {
+            let children: Vec<String> = core
+                .children_of(&relative)
+                .iter()
+                .map(|name| core.full_name(name))
+                .collect();
+            return Err(PoolError::DatasetBusy(
+                full_name.into(),
+                format!(
+                    "it has children ({}); use -r to destroy them too",
+                    children.join(", ")
+                ),
+            ));
+        }
+        doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
+        doomed.push(relative);
+        // Whatever the datasets still had in open txgs reaches disk first, so the sync that
+        // destroys them sees their whole trees. The namespace stays locked throughout, so no
+        // child can appear under a dataset being destroyed.
+        self.sync()?;
+        let mut destroyed = Vec::new();
+        for name in &doomed {
+            let hold = core.txgs.assign()?;
+            let Some(dataset) = core.datasets.write().remove(name) else {
+                continue;
+            };
+            core.pending_destroys
+                .lock()
+                .push((hold.txg(), dataset.clone()));
+            drop(hold);
+            destroyed.push(core.full_name(name));
+        }
+        self.sync()?;
+        drop(namespace);
+        Ok(destroyed)
+    }
+
+    /// Every dataset's figures (the pool's available space applies to each).
+    pub fn datasets(&self) -> Vec<DatasetInfo> {
+        let core = &self.core;
+        let totals = core.io.space.totals();
+        let available = totals
+            .free
+            .saturating_sub(totals.slop())
+            .saturating_sub(core.txgs.dirty_total());
+        let list = core.dataset_list();
+        list.iter()
+            .map(|(relative, dataset)| {
+                let phys = dataset.phys();
+                let prefix = format!("{relative}/");
+                let used = list
+                    .iter()
+                    .filter(|(name, _)| {
+                        name == relative || relative.is_empty() || name.starts_with(&prefix)
+                    })
+                    .map(|(_, other)| other.phys().referenced_bytes)
+                    .sum();
+                DatasetInfo {
+                    name: dataset.name.clone(),
+                    used,
+                    referenced: phys.referenced_bytes,
+                    available,
+                    compressed: phys.compressed_bytes,
+                    uncompressed: phys.uncompressed_bytes,
+                    creation_time: phys.creation_time,
+                    guid: phys.guid.0,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether a dataset exists.
+    pub fn has_dataset(&self, full_name: &str) -> bool {
+        self.core
+            .relative_name(full_name)
+            .is_ok_and(|relative| self.core.datasets.read().contains_key(relative))
+    }
+
+    /// The effective settable properties of a dataset (in [`Property::ALL`] order).
+    pub fn properties(&self, full_name: &str) -> Result<Vec<PropertyValue>, PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        self.core.dataset_by_relative(relative)?;
+        Property::ALL
+            .iter()
+            .map(|property| {
+                let (value, source) = self.core.property(relative, *property)?;
+                Ok(PropertyValue {
+                    dataset: full_name.to_string(),
+                    property: property.name().to_string(),
+                    value,
+                    source,
+                })
+            })
+            .collect()
+    }
+
+    /// One settable property's effective value and source.
+    pub fn property(
+        &self,
+        full_name: &str,
+        property: Property,
+    ) -> Result<(String, PropertySource), PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        self.core.property(relative, property)
+    }
+
+    /// Set a property locally (`value` Some) or clear the local setting so that it inherits
+    /// again (`None`, `tarn inherit`). Durable on return.
+    pub fn set_property(
+        &self,
+        full_name: &str,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        let (property, normalized) = match value {
+            Some(value) => {
+                let parsed = Pool::parse_properties(&[(name.to_string(), value.to_string())])?;
+                let (property, normalized) = parsed.into_iter().next().expect("one setting");
+                (property, Some(normalized))
+            }
+            None => (
+                Property::from_name(name).ok_or_else(|| {
+                    PoolError::BadProperty(format!("unknown or read-only property {name:?}"))
+                })?,
+                None,
+            ),
+        };
+        {
+            let _namespace = core.namespace.lock();
+            let dataset = core.dataset_by_relative(&relative)?;
+            let hold = core.txgs.assign()?;
+            core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// The object set of a dataset.
+    pub fn dataset_objset(&self, full_name: &str) -> Result<Arc<ObjectSet>, PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        Ok(self.core.dataset_by_relative(relative)?.objset())
+    }
+
+    /// Open a dataset's file system (its unlinked set drained, as after a crash), with object
+    /// properties for new files taken from the dataset's properties.
+    pub fn open_file_system(&self, full_name: &str) -> Result<FileSystem, PoolError> {
+        self.writable()?;
+        let relative = self.core.relative_name(full_name)?.to_string();
+        let objset = self.core.dataset_by_relative(&relative)?.objset();
+        let fs = FileSystem::open(objset, self.core.txgs.clone())?;
+        self.apply_properties(full_name, &fs)?;
+        Ok(fs)
+    }
+
+    /// Bring an open file system in line with its dataset's properties (after `set`).
+    pub fn apply_properties(&self, full_name: &str, fs: &FileSystem) -> Result<(), PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        fs.set_config(self.core.fs_config(relative, fs.config())?);
+        let (atime, _) = self.core.property(relative, Property::Atime)?;
+        fs.set_atime_updates(atime == "on");
+        Ok(())
+    }
+}
