@@ -30,6 +30,12 @@
 //! `stop` it refuses new requests, waits for the ones in flight, exports every pool cleanly,
 //! removes the socket and pid file, and exits 0.
 //!
+//! # Mounts
+//! Every file system of an imported pool mounts where its properties say (module `mounts`),
+//! parents first; export and destroy unmount them all first, deepest first. Dataset verbs
+//! (`create`, `destroy`, `set`, `mount`, `unmount`) also take the `lifecycle` mutex, so no
+//! pool is exported under them.
+//!
 //! # Crash behaviour
 //! If the daemon dies (kill -9), the kernel drops its vdev flocks and its lock file's flock:
 //! the next `pool import` starts a new daemon, which removes the stale socket and imports the
@@ -45,11 +51,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tarn::fs::SpaceFigures;
 use tarn::pool::{parse_vdev_specs, ImportOptions, Pool};
 use tarn::tunables::Tunables;
-use tarn_fuse::{mountpoint, MountHandle, MountOptions};
+use tarn_fuse::mountpoint;
 
+use crate::datasets;
+use crate::mounts::{self, Mounts};
 use crate::output;
 use crate::protocol::{self, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST};
 use crate::verbs;
@@ -101,9 +108,8 @@ struct State {
 
 struct Daemon {
     state: Mutex<State>,
-    /// The mounted root file system of each pool that has one, by pool name. Changed only
-    /// under `lifecycle`; never locked across an engine call or a FUSE request.
-    mounts: Mutex<BTreeMap<String, MountHandle>>,
+    /// Mounted file systems, by dataset. Changed only under `lifecycle`.
+    mounts: Mounts,
     /// Serializes create/import/export/destroy.
     lifecycle: Mutex<()>,
     tunables: Tunables,
@@ -181,7 +187,7 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
             stopping: false,
             last_request: Instant::now(),
         }),
-        mounts: Mutex::new(BTreeMap::new()),
+        mounts: Mounts::default(),
         lifecycle: Mutex::new(()),
         tunables,
         socket: socket.clone(),
@@ -202,17 +208,9 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
     }
     let _guard = lock(&daemon.lifecycle);
     // Unmount lazily: a process still inside must not keep the pool from exporting.
-    let mounts = std::mem::take(&mut *lock(&daemon.mounts));
-    for (name, mut handle) in mounts {
-        match handle.unmount(true) {
-            Ok(()) => log(format_args!(
-                "unmounted {} ({name})",
-                handle.mountpoint().display()
-            )),
-            Err(error) => log(format_args!(
-                "unmount of {} failed: {error}",
-                handle.mountpoint().display()
-            )),
+    for pool in daemon.pools() {
+        if let Err(Failure(message)) = daemon.mounts.unmount_within(pool.name(), true) {
+            log(format_args!("unmount failed: {message}"));
         }
     }
     let pools = std::mem::take(&mut lock(&daemon.state).pools);
@@ -520,45 +518,57 @@ impl Daemon {
 }
 
 impl Daemon {
-    /// Unmount the root file system of the pool called `target` (name or guid), if it is
-    /// mounted: EBUSY while in use unless `force`, which unmounts lazily.
-    fn unmount(&self, target: &str, force: bool) -> Result<(), Failure> {
+    /// Unmount every file system of the pool called `target` (name or guid): EBUSY while in
+    /// use unless `force`, which unmounts lazily.
+    fn unmount_pool(&self, target: &str, force: bool) -> Result<(), Failure> {
         let Some(pool) = self.pool(target) else {
             return Ok(());
         };
-        let name = pool.name().to_string();
-        drop(pool);
-        let Some(mut handle) = lock(&self.mounts).remove(&name) else {
-            return Ok(());
-        };
-        match handle.unmount(force) {
-            Ok(()) => {
-                out!("unmounted {}", handle.mountpoint().display());
-                Ok(())
-            }
-            Err(error) => {
-                let path = handle.mountpoint().display().to_string();
-                lock(&self.mounts).insert(name.clone(), handle);
-                if error.raw_os_error() == Some(libc::EBUSY) {
-                    Err(Failure(format!(
-                        "cannot unmount {path}: it is busy (a file is open or a process works \
-                         inside); close it, or use -f to unmount lazily"
-                    )))
-                } else {
-                    Err(Failure(format!("cannot unmount {path}: {error}")))
-                }
-            }
+        self.mounts.unmount_within(pool.name(), force)?;
+        Ok(())
+    }
+
+    /// The imported pool holding dataset `name` (snapshots are refused here: not built yet).
+    fn pool_of_dataset(&self, name: &str) -> Result<Arc<Pool>, Failure> {
+        if name.contains('@') {
+            return Err(Failure(format!("{name}: snapshots are not supported yet")));
         }
+        let pool = mounts::pool_of(name);
+        self.pool(pool).ok_or_else(|| {
+            Failure(format!(
+                "pool {pool:?} is not imported; import it with: tarn pool import {pool}"
+            ))
+        })
+    }
+
+    /// Mount a new or imported pool's file systems. A pool whose root file system cannot be
+    /// mounted is refused (the caller undoes it); a child that cannot mount is reported and
+    /// left unmounted.
+    fn mount_pool(&self, pool: &Pool, altroot: Option<PathBuf>) -> Result<(), Failure> {
+        self.mounts.set_altroot(pool.name(), altroot);
+        let failures = self.mounts.mount_all(pool, None);
+        if let Some((_, failure)) = failures.into_iter().find(|(name, _)| name == pool.name()) {
+            let _ = self.mounts.unmount_within(pool.name(), true);
+            self.mounts.forget_pool(pool.name());
+            return Err(failure);
+        }
+        Ok(())
     }
 }
 
-/// Where the root file system of pool `name` mounts: `-m` (an absolute path; `none` and
-/// `legacy` mean not mounted), else `/POOL`, under `altroot` when given.
-fn mountpoint_path(
+/// The root mountpoint requested by `pool create -m`, validated, with altroot applied; None
+/// when the root is not to be mounted.
+fn requested_root_mountpoint(
     name: &str,
     altroot: Option<&Path>,
     mountpoint: Option<&str>,
 ) -> Result<Option<PathBuf>, Failure> {
+    if let Some(root) = altroot.filter(|root| !root.is_absolute()) {
+        return Err(Failure(format!(
+            "bad request: altroot {} is not absolute",
+            root.display()
+        )));
+    }
     let path = match mountpoint {
         Some("none") | Some("legacy") => return Ok(None),
         Some(path) if Path::new(path).is_absolute() => PathBuf::from(path),
@@ -569,48 +579,10 @@ fn mountpoint_path(
         }
         None => Path::new("/").join(name),
     };
-    match altroot {
-        None => Ok(Some(path)),
-        Some(root) if root.is_absolute() => {
-            Ok(Some(root.join(path.strip_prefix("/").unwrap_or(&path))))
-        }
-        Some(root) => Err(Failure(format!(
-            "bad request: altroot {} is not absolute",
-            root.display()
-        ))),
-    }
-}
-
-/// Mount the pool's root file system at `target`: detach a dead mount left there by a crashed
-/// daemon, create the directory if missing, refuse a taken one.
-fn mount_root(pool: &Pool, target: &Path) -> Result<MountHandle, Failure> {
-    let name = pool.name().to_string();
-    mountpoint::prepare(target).map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
-    let fs = Arc::new(pool.file_system()?);
-    let io = pool.core.io.clone();
-    fs.set_space_source(Arc::new(move || {
-        let stats = io.space.stats();
-        let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
-        let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
-        SpaceFigures {
-            size_bytes,
-            available_bytes: size_bytes.saturating_sub(allocated),
-        }
-    }));
-    let mut options = MountOptions::new(format!("tarn:{name}"));
-    options.threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(4)
-        .clamp(2, 8);
-    let handle =
-        tarn_fuse::mount(fs, pool.core.txgs.clone(), target, &options).map_err(|error| {
-            Failure(format!(
-                "cannot mount {name} at {}: {error}",
-                target.display()
-            ))
-        })?;
-    out!("mounted {name} at {}", target.display());
-    Ok(handle)
+    Ok(Some(match altroot {
+        None => path,
+        Some(root) => root.join(path.strip_prefix("/").unwrap_or(&path)),
+    }))
 }
 
 /// Wait until no request uses the pool any more, then export it.
@@ -661,15 +633,18 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             disabled_features,
             altroot,
             mountpoint,
+            properties,
         } => {
             let _guard = lock(&daemon.lifecycle);
             daemon.refuse_taken_name(&name)?;
-            let target = mountpoint_path(&name, altroot.as_deref(), mountpoint.as_deref())?;
-            // Refuse a taken mountpoint before anything is created.
+            let target =
+                requested_root_mountpoint(&name, altroot.as_deref(), mountpoint.as_deref())?;
+            // Refuse a taken mountpoint and bad properties before anything is created.
             if let Some(target) = &target {
                 mountpoint::check(target)
                     .map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
             }
+            Pool::parse_properties(&properties)?;
             if let Some(relative) = vdevs
                 .iter()
                 .find(|word| word.as_str() != "mirror" && !Path::new(word).is_absolute())
@@ -688,17 +663,19 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
                 disabled_features,
                 daemon.tunables.clone(),
             )?;
-            if let Some(target) = target {
-                match mount_root(&pool, &target) {
-                    Ok(handle) => {
-                        lock(&daemon.mounts).insert(name.clone(), handle);
-                    }
-                    Err(failure) => {
-                        // Nothing is left behind: the pool goes again.
-                        pool.destroy()?;
-                        return Err(failure.into());
-                    }
-                }
+            let settings = mountpoint
+                .map(|mountpoint| ("mountpoint".to_string(), mountpoint))
+                .into_iter()
+                .chain(properties);
+            let configured = settings
+                .map(|(property, value)| pool.set_property(&name, &property, Some(&value)))
+                .collect::<Result<Vec<()>, _>>()
+                .map_err(Failure::from)
+                .and_then(|_| daemon.mount_pool(&pool, altroot));
+            if let Err(failure) = configured {
+                // Nothing is left behind: the pool goes again.
+                pool.destroy()?;
+                return Err(failure.into());
             }
             daemon.insert(pool);
             Answer::done()
@@ -734,39 +711,34 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             }
             let name = opened.name().to_string();
             if readonly {
-                out!("pool {name} is imported read-only: its file system is not mounted");
-            } else if let Some(target) = mountpoint_path(&name, altroot.as_deref(), None)? {
-                match mount_root(&opened, &target) {
-                    Ok(handle) => {
-                        lock(&daemon.mounts).insert(name.clone(), handle);
-                    }
-                    Err(failure) => {
-                        opened.export()?;
-                        return Err(failure.into());
-                    }
-                }
+                out!("pool {name} is imported read-only: its file systems are not mounted");
+            } else if let Err(failure) = daemon.mount_pool(&opened, altroot) {
+                opened.export()?;
+                return Err(failure.into());
             }
             daemon.insert(opened);
             Answer::done()
         }
         Request::PoolExport { pool, force } => {
             let _guard = lock(&daemon.lifecycle);
-            daemon.unmount(&pool, force)?;
+            daemon.unmount_pool(&pool, force)?;
             let taken = daemon
                 .take(&pool)
                 .ok_or_else(|| Reply::NotImported(pool.clone()))?;
             let name = taken.name().to_string();
+            daemon.mounts.forget_pool(&name);
             export_when_unused(taken)?;
             out!("exported pool {name}");
             Answer::done()
         }
         Request::PoolDestroy { pool, force } => {
             let _guard = lock(&daemon.lifecycle);
-            daemon.unmount(&pool, force)?;
+            daemon.unmount_pool(&pool, force)?;
             let taken = daemon
                 .take(&pool)
                 .ok_or_else(|| Reply::NotImported(pool.clone()))?;
             let name = taken.name().to_string();
+            daemon.mounts.forget_pool(&name);
             unwrap_when_unused(taken).destroy()?;
             out!("destroyed pool {name}");
             Answer::done()
@@ -826,6 +798,119 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
         } => {
             let held = daemon.held(&pool)?;
             verbs::debug_spacemap(&held, &pool, vdev, metaslab)?;
+            Answer::done()
+        }
+        Request::Create {
+            name,
+            properties,
+            parents,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let created = pool.create_dataset(&name, &properties, parents)?;
+            let failures = daemon
+                .mounts
+                .mount_all(&pool, created.first().map(String::as_str));
+            Ok(Answer {
+                status: u8::from(!failures.is_empty()),
+                data: serde_json::json!({ "created": created }),
+            })
+        }
+        Request::Destroy { name, recursive } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            datasets::destroy(&pool, &daemon.mounts, &name, recursive)?;
+            Answer::done()
+        }
+        Request::List { name, recursive } => {
+            let rows = datasets::list(&daemon.pools(), &daemon.mounts, name.as_deref(), recursive)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "datasets": rows }),
+            })
+        }
+        Request::Get { names, properties } => {
+            let mut rows = Vec::new();
+            for name in &names {
+                let pool = daemon.pool_of_dataset(name)?;
+                rows.extend(datasets::get(&pool, &daemon.mounts, name, &properties)?);
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "properties": rows }),
+            })
+        }
+        Request::Set {
+            name,
+            property,
+            value,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            datasets::set(&pool, &daemon.mounts, &name, &property, value.as_deref())?;
+            Answer::done()
+        }
+        Request::Mount {
+            name,
+            mountpoint,
+            all,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (name, all) {
+                (None, false) => {
+                    let rows: Vec<serde_json::Value> = daemon
+                        .mounts
+                        .list()
+                        .into_iter()
+                        .map(|(name, path)| {
+                            serde_json::json!({ "name": name, "mountpoint": path.display().to_string() })
+                        })
+                        .collect();
+                    Ok(Answer {
+                        status: 0,
+                        data: serde_json::json!({ "mounts": rows }),
+                    })
+                }
+                (None, true) => {
+                    let mut failed = false;
+                    for pool in daemon.pools().iter().filter(|pool| !pool.core.readonly) {
+                        failed |= !daemon.mounts.mount_all(pool, None).is_empty();
+                    }
+                    Ok(Answer {
+                        status: u8::from(failed),
+                        data: serde_json::Value::Null,
+                    })
+                }
+                (Some(name), _) => {
+                    let pool = daemon.pool_of_dataset(&name)?;
+                    datasets::mount(&pool, &daemon.mounts, &name, mountpoint.as_deref())?;
+                    Answer::done()
+                }
+            }
+        }
+        Request::Unmount { target, all, force } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (target, all) {
+                (None, true) => {
+                    for pool in daemon.pools() {
+                        daemon.mounts.unmount_within(pool.name(), force)?;
+                    }
+                }
+                (Some(target), _) => {
+                    let dataset = daemon.mounts.resolve(&target).ok_or_else(|| {
+                        Failure(format!(
+                            "{target} is not a mounted tarn file system (give a dataset name or its mountpoint)"
+                        ))
+                    })?;
+                    daemon.mounts.unmount_within(&dataset, force)?;
+                }
+                (None, false) => {
+                    return Err(Failure(
+                        "bad request: unmount what? name a file system or use -a".into(),
+                    )
+                    .into())
+                }
+            }
             Answer::done()
         }
     }

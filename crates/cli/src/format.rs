@@ -58,7 +58,10 @@ pub fn human_bytes(bytes: u64) -> String {
         value /= 1024.0;
         index += 1;
     }
-    let text = if value < 10.0 {
+    // An exact multiple prints without decimals, as zfs_nicenum does (128K, 2G).
+    let text = if bytes.is_multiple_of(1u64 << (10 * index)) {
+        format!("{}", bytes >> (10 * index))
+    } else if value < 10.0 {
         format!("{value:.2}")
     } else if value < 100.0 {
         format!("{value:.1}")
@@ -226,7 +229,9 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("3X").is_err());
         assert_eq!(human_bytes(1000), "1000");
-        assert_eq!(human_bytes(2 << 30), "2.00G");
+        assert_eq!(human_bytes(2 << 30), "2G");
+        assert_eq!(human_bytes(131072), "128K");
+        assert_eq!(human_bytes((1 << 20) + 1), "1.00M");
         assert_eq!(human_bytes(150 << 20), "150M");
     }
 }

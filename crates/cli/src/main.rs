@@ -35,7 +35,9 @@ macro_rules! err {
 mod bench;
 mod client;
 mod daemon;
+mod datasets;
 mod format;
+mod mounts;
 mod output;
 mod protocol;
 mod quickstart;
@@ -81,6 +83,76 @@ enum Command {
         #[arg(short = 'n', long)]
         no_repair: bool,
         pool: String,
+    },
+    /// Create a file system: tarn create [-p] [-o prop=val]... POOL/NAME
+    Create {
+        /// Create missing parent file systems too.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// Properties of the new file system (prop=value, repeatable).
+        #[arg(short = 'o')]
+        properties: Vec<String>,
+        name: String,
+    },
+    /// Unmount and destroy a file system.
+    Destroy {
+        /// Destroy its descendants too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Same as -r (there are no clones yet).
+        #[arg(short = 'R')]
+        recursive_dependents: bool,
+        /// Dry run: print what would be destroyed.
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Print what is destroyed (always printed).
+        #[arg(short = 'v')]
+        verbose: bool,
+        name: String,
+    },
+    /// List file systems with their space and mountpoint.
+    List {
+        /// Include the descendants of the dataset named.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Types to list: filesystem, snapshot, all.
+        #[arg(short = 't', value_delimiter = ',')]
+        types: Option<Vec<String>>,
+        #[command(flatten)]
+        list: ListArgs,
+        name: Option<String>,
+    },
+    /// Print properties: tarn get PROP[,PROP]|all DATASET...
+    Get {
+        #[command(flatten)]
+        list: ListArgs,
+        properties: String,
+        #[arg(required = true, num_args = 1..)]
+        names: Vec<String>,
+    },
+    /// Set a property: tarn set PROP=VALUE DATASET
+    Set { setting: String, name: String },
+    /// Clear a local setting so the property inherits again: tarn inherit PROP DATASET
+    Inherit { property: String, name: String },
+    /// Mount a file system (at MOUNTPOINT for this once), every one (-a), or list mounts.
+    Mount {
+        #[arg(short = 'a')]
+        all: bool,
+        /// List mounts as JSON.
+        #[arg(short = 'j')]
+        json: bool,
+        name: Option<String>,
+        mountpoint: Option<PathBuf>,
+    },
+    /// Unmount a file system (by name or mountpoint), or every one (-a).
+    #[command(alias = "umount")]
+    Unmount {
+        #[arg(short = 'a')]
+        all: bool,
+        /// Unmount even when busy (lazily).
+        #[arg(short = 'f')]
+        force: bool,
+        target: Option<String>,
     },
     /// Inspection (zdb).
     #[command(subcommand)]
@@ -146,6 +218,9 @@ enum PoolCommand {
         /// Where the root file system mounts: an absolute path, or none (default /POOL).
         #[arg(short = 'm')]
         mountpoint: Option<String>,
+        /// Properties of the root file system (prop=value, repeatable).
+        #[arg(short = 'O')]
+        fs_properties: Vec<String>,
         pool: String,
         #[arg(required = true, num_args = 1..)]
         vdevs: Vec<String>,
@@ -302,10 +377,13 @@ fn pool_create(
     properties: Vec<String>,
     altroot: Option<PathBuf>,
     mountpoint: Option<String>,
+    fs_properties: Vec<String>,
     name: String,
     vdevs: Vec<String>,
 ) -> Result<Status, Failure> {
     check_mountpoint(&mountpoint)?;
+    let fs_properties = datasets::cli::parse_settings(&fs_properties)?;
+    Pool::parse_properties(&fs_properties)?;
     let mut disabled_features = Vec::new();
     for property in &properties {
         let (key, value) = property.split_once('=').ok_or_else(|| {
@@ -356,6 +434,7 @@ fn pool_create(
         disabled_features,
         altroot: altroot.as_deref().map(absolute),
         mountpoint,
+        properties: fs_properties,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
@@ -705,10 +784,19 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 properties,
                 altroot,
                 mountpoint,
+                fs_properties,
                 pool,
                 vdevs,
             } => pool_create(
-                socket, force, size, properties, altroot, mountpoint, pool, vdevs,
+                socket,
+                force,
+                size,
+                properties,
+                altroot,
+                mountpoint,
+                fs_properties,
+                pool,
+                vdevs,
             ),
             PoolCommand::Import {
                 dirs,
@@ -730,6 +818,40 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             no_repair,
             pool,
         } => check(socket, dirs, no_repair, pool),
+        Command::Create {
+            parents,
+            properties,
+            name,
+        } => datasets::cli::create(socket, parents, &properties, name),
+        Command::Destroy {
+            recursive,
+            recursive_dependents,
+            dry_run,
+            verbose: _,
+            name,
+        } => datasets::cli::destroy(socket, recursive || recursive_dependents, dry_run, name),
+        Command::List {
+            recursive,
+            types,
+            list,
+            name,
+        } => datasets::cli::list(socket, recursive, types, list.format(), name),
+        Command::Get {
+            list,
+            properties,
+            names,
+        } => datasets::cli::get(socket, list.format(), properties, names),
+        Command::Set { setting, name } => datasets::cli::set(socket, setting, name),
+        Command::Inherit { property, name } => datasets::cli::inherit(socket, property, name),
+        Command::Mount {
+            all,
+            json,
+            name,
+            mountpoint,
+        } => datasets::cli::mount(socket, all, json, name, mountpoint),
+        Command::Unmount { all, force, target } => {
+            datasets::cli::unmount(socket, all, force, target)
+        }
         Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {
             debug_metaslabs(socket, dirs, json, pool)
         }

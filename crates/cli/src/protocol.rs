@@ -78,6 +78,9 @@ pub enum Request {
         /// mounted); null means `/POOL`.
         #[serde(default)]
         mountpoint: Option<String>,
+        /// Properties of the root file system (`-O`).
+        #[serde(default)]
+        properties: Vec<(String, String)>,
     },
     #[serde(rename = "pool import")]
     PoolImport {
@@ -109,6 +112,51 @@ pub enum Request {
         vdev: u32,
         metaslab: u64,
     },
+    /// Create a file system (`POOL/a/b`) with local properties, and mount it.
+    #[serde(rename = "create")]
+    Create {
+        name: String,
+        properties: Vec<(String, String)>,
+        parents: bool,
+    },
+    /// Unmount and destroy a file system (and, with `recursive`, its descendants).
+    #[serde(rename = "destroy")]
+    Destroy { name: String, recursive: bool },
+    /// Datasets of every pool, or `name` (with `recursive`, and its descendants).
+    #[serde(rename = "list")]
+    List {
+        name: Option<String>,
+        recursive: bool,
+    },
+    /// Properties (names, or `all`) of datasets.
+    #[serde(rename = "get")]
+    Get {
+        names: Vec<String>,
+        properties: Vec<String>,
+    },
+    /// Set a property (`value` Some) or make it inherit again (None); remounts when the
+    /// property decides where or how a file system is mounted.
+    #[serde(rename = "set")]
+    Set {
+        name: String,
+        property: String,
+        value: Option<String>,
+    },
+    /// Mount one file system (at `mountpoint`, a temporary override), every file system
+    /// that should be mounted (`all`), or, with neither, list what is mounted.
+    #[serde(rename = "mount")]
+    Mount {
+        name: Option<String>,
+        mountpoint: Option<PathBuf>,
+        all: bool,
+    },
+    /// Unmount a file system (by name or mountpoint) or every one (`all`).
+    #[serde(rename = "unmount")]
+    Unmount {
+        target: Option<String>,
+        all: bool,
+        force: bool,
+    },
 }
 
 impl Request {
@@ -127,6 +175,13 @@ impl Request {
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
+            Request::Create { .. } => "create",
+            Request::Destroy { .. } => "destroy",
+            Request::List { .. } => "list",
+            Request::Get { .. } => "get",
+            Request::Set { .. } => "set",
+            Request::Mount { .. } => "mount",
+            Request::Unmount { .. } => "unmount",
         }
     }
 }
@@ -190,6 +245,7 @@ mod tests {
                 disabled_features: vec!["log_spacemap".into()],
                 altroot: Some(PathBuf::from("/alt")),
                 mountpoint: Some("none".into()),
+                properties: vec![("atime".into(), "off".into())],
             },
             Request::PoolImport {
                 pool: "tank".into(),
@@ -203,6 +259,21 @@ mod tests {
                 pool: "tank".into(),
                 vdev: 1,
                 metaslab: 2,
+            },
+            Request::Create {
+                name: "tank/a".into(),
+                properties: vec![("compression".into(), "zstd".into())],
+                parents: true,
+            },
+            Request::Set {
+                name: "tank/a".into(),
+                property: "atime".into(),
+                value: None,
+            },
+            Request::Unmount {
+                target: Some("/tank/a".into()),
+                all: false,
+                force: true,
             },
         ];
         for request in requests {

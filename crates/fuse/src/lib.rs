@@ -657,6 +657,9 @@ pub struct MountOptions {
     /// Let other users in, when this process may (root, or `user_allow_other` in
     /// /etc/fuse.conf); otherwise only the mounting user.
     pub allow_other: bool,
+    /// Mount read-only (the dataset's readonly property): the kernel refuses every change
+    /// with EROFS.
+    pub read_only: bool,
 }
 
 impl MountOptions {
@@ -665,6 +668,7 @@ impl MountOptions {
             fsname: fsname.into(),
             threads: 4,
             allow_other: true,
+            read_only: false,
         }
     }
 }
@@ -698,7 +702,11 @@ pub fn mount(
         MountOption::FSName(options.fsname.clone()),
         MountOption::Subtype("tarn".into()),
         MountOption::DefaultPermissions,
-        MountOption::RW,
+        if options.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
         MountOption::Dev,
         MountOption::Suid,
         MountOption::Exec,

@@ -1,0 +1,299 @@
+//! The daemon's mounted file systems: where each dataset mounts, mounting and unmounting in
+//! the right order, and keeping mounted file systems in line with their properties.
+//!
+//! # Where a dataset mounts
+//! By its properties (see `tarn::dataset::props`): `mountpoint` (a path, inherited with the
+//! child's names appended; `none` and `legacy` mean "not by tarn"), `canmount` (`on`: mounted
+//! at import, create and `mount -a`; `noauto`: only by an explicit `tarn mount FS`; `off`:
+//! never), under the pool's altroot (`-R`, remembered here for as long as the pool is
+//! imported, never stored). `readonly=on` mounts read-only.
+//!
+//! # Order
+//! Parents mount before children (a child's mountpoint is usually inside its parent's mount,
+//! and the directory is created through the parent's mount). Unmounting goes the other way:
+//! deepest mountpoint first, so no parent is busy because a child is mounted inside it.
+//!
+//! # Locking
+//! The table's mutex is held only around map changes, never across a mount, an unmount or an
+//! engine call: a FUSE request served by this daemon may be needed to finish any of them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tarn::dataset::props::Property;
+use tarn::fs::{FileSystem, SpaceFigures};
+use tarn::pool::Pool;
+use tarn_fuse::{mountpoint, MountHandle, MountOptions};
+
+use crate::Failure;
+
+/// One mounted file system.
+struct Mounted {
+    handle: MountHandle,
+    fs: Arc<FileSystem>,
+}
+
+/// Every file system this daemon has mounted, by dataset name, and the pools' altroots.
+#[derive(Default)]
+pub struct Mounts {
+    table: Mutex<BTreeMap<String, Mounted>>,
+    altroots: Mutex<BTreeMap<String, PathBuf>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The pool a dataset name belongs to (`tank/a/b` -> `tank`).
+pub fn pool_of(dataset: &str) -> &str {
+    dataset.split('/').next().unwrap_or(dataset)
+}
+
+/// Whether `name` is `ancestor` or below it.
+fn is_within(name: &str, ancestor: &str) -> bool {
+    name == ancestor
+        || name
+            .strip_prefix(ancestor)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// `path` under `altroot` (both absolute).
+fn under_altroot(path: &Path, altroot: Option<&Path>) -> PathBuf {
+    match altroot {
+        None => path.to_path_buf(),
+        Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
+    }
+}
+
+/// How a dataset asks to be mounted.
+pub enum Placement {
+    /// Mount at this path (altroot applied); `automatic` is false for canmount=noauto.
+    At { path: PathBuf, automatic: bool },
+    /// Not mounted by tarn, and why.
+    Never(String),
+}
+
+impl Mounts {
+    pub fn set_altroot(&self, pool: &str, altroot: Option<PathBuf>) {
+        let mut altroots = lock(&self.altroots);
+        match altroot {
+            Some(path) => altroots.insert(pool.to_string(), path),
+            None => altroots.remove(pool),
+        };
+    }
+
+    pub fn altroot(&self, pool: &str) -> Option<PathBuf> {
+        lock(&self.altroots).get(pool).cloned()
+    }
+
+    /// Where `dataset` mounts, by its properties.
+    pub fn placement(&self, pool: &Pool, dataset: &str) -> Result<Placement, Failure> {
+        let (canmount, _) = pool.property(dataset, Property::Canmount)?;
+        let (mountpoint, _) = pool.property(dataset, Property::Mountpoint)?;
+        if canmount == "off" {
+            return Ok(Placement::Never(format!("{dataset} has canmount=off")));
+        }
+        if !mountpoint.starts_with('/') {
+            return Ok(Placement::Never(format!(
+                "{dataset} has mountpoint={mountpoint}"
+            )));
+        }
+        Ok(Placement::At {
+            path: under_altroot(Path::new(&mountpoint), self.altroot(pool.name()).as_deref()),
+            automatic: canmount == "on",
+        })
+    }
+
+    /// Mount one dataset at `target`: detach a dead mount left there by a crashed daemon,
+    /// create the directory if missing, refuse a taken one.
+    pub fn mount(&self, pool: &Pool, dataset: &str, target: &Path) -> Result<(), Failure> {
+        if let Some(existing) = self.mountpoint_of(dataset) {
+            return Err(Failure(format!(
+                "{dataset} is already mounted at {}",
+                existing.display()
+            )));
+        }
+        mountpoint::prepare(target)
+            .map_err(|why| Failure(format!("cannot mount {dataset}: {why}")))?;
+        let fs = Arc::new(pool.open_file_system(dataset)?);
+        let io = pool.core.io.clone();
+        fs.set_space_source(Arc::new(move || {
+            let stats = io.space.stats();
+            let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
+            let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
+            SpaceFigures {
+                size_bytes,
+                available_bytes: size_bytes.saturating_sub(allocated),
+            }
+        }));
+        let mut options = MountOptions::new(format!("tarn:{dataset}"));
+        options.threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(4)
+            .clamp(2, 8);
+        options.read_only = pool.property(dataset, Property::Readonly)?.0 == "on";
+        let handle = tarn_fuse::mount(fs.clone(), pool.core.txgs.clone(), target, &options)
+            .map_err(|error| {
+                Failure(format!(
+                    "cannot mount {dataset} at {}: {error}",
+                    target.display()
+                ))
+            })?;
+        out!("mounted {dataset} at {}", target.display());
+        lock(&self.table).insert(dataset.to_string(), Mounted { handle, fs });
+        Ok(())
+    }
+
+    /// Mount every dataset of `pool` (or below `within`) that mounts automatically and is not
+    /// mounted yet, parents first. Returns the failures (each also printed); the others are
+    /// mounted regardless.
+    pub fn mount_all(&self, pool: &Pool, within: Option<&str>) -> Vec<(String, Failure)> {
+        let mut failures = Vec::new();
+        for info in pool.datasets() {
+            if within.is_some_and(|ancestor| !is_within(&info.name, ancestor))
+                || self.mountpoint_of(&info.name).is_some()
+            {
+                continue;
+            }
+            let result = match self.placement(pool, &info.name) {
+                Ok(Placement::At {
+                    path,
+                    automatic: true,
+                }) => self.mount(pool, &info.name, &path),
+                Ok(_) => Ok(()),
+                Err(failure) => Err(failure),
+            };
+            if let Err(failure) = result {
+                err!("{}", failure.0);
+                failures.push((info.name, failure));
+            }
+        }
+        failures
+    }
+
+    /// Where `dataset` is mounted, if it is.
+    pub fn mountpoint_of(&self, dataset: &str) -> Option<PathBuf> {
+        lock(&self.table)
+            .get(dataset)
+            .map(|mounted| mounted.handle.mountpoint().to_path_buf())
+    }
+
+    /// The dataset mounted at `path`, or `target` itself when it names a mounted dataset.
+    pub fn resolve(&self, target: &str) -> Option<String> {
+        let table = lock(&self.table);
+        if table.contains_key(target) {
+            return Some(target.to_string());
+        }
+        let wanted: PathBuf = Path::new(target).components().collect();
+        table
+            .iter()
+            .find(|(_, mounted)| mounted.handle.mountpoint() == wanted)
+            .map(|(name, _)| name.clone())
+    }
+
+    /// Every mount: (dataset, mountpoint), by dataset name.
+    pub fn list(&self) -> Vec<(String, PathBuf)> {
+        lock(&self.table)
+            .iter()
+            .map(|(name, mounted)| (name.clone(), mounted.handle.mountpoint().to_path_buf()))
+            .collect()
+    }
+
+    /// Unmount `dataset` and every mounted dataset below it, deepest mountpoint first. Plain
+    /// unmounts fail with EBUSY while in use; `force` unmounts lazily. Stops at the first
+    /// failure (that file system stays mounted and registered).
+    pub fn unmount_within(&self, ancestor: &str, force: bool) -> Result<Vec<String>, Failure> {
+        let mut doomed: Vec<(String, PathBuf)> = self
+            .list()
+            .into_iter()
+            .filter(|(name, _)| is_within(name, ancestor))
+            .collect();
+        doomed.sort_by_key(|(_, path)| std::cmp::Reverse(path.components().count()));
+        let mut done = Vec::new();
+        for (name, _) in doomed {
+            self.unmount(&name, force)?;
+            done.push(name);
+        }
+        Ok(done)
+    }
+
+    /// Unmount one dataset.
+    pub fn unmount(&self, dataset: &str, force: bool) -> Result<(), Failure> {
+        let Some(mut mounted) = lock(&self.table).remove(dataset) else {
+            return Err(Failure(format!("{dataset} is not mounted")));
+        };
+        let path = mounted.handle.mountpoint().display().to_string();
+        match mounted.handle.unmount(force) {
+            Ok(()) => {
+                out!("unmounted {path}");
+                Ok(())
+            }
+            Err(error) => {
+                lock(&self.table).insert(dataset.to_string(), mounted);
+                if error.raw_os_error() == Some(libc::EBUSY) {
+                    Err(Failure(format!(
+                        "cannot unmount {path}: it is busy (a file is open or a process works \
+                         inside); close it, or use -f to unmount lazily"
+                    )))
+                } else {
+                    Err(Failure(format!("cannot unmount {path}: {error}")))
+                }
+            }
+        }
+    }
+
+    /// After a property change: bring mounted file systems at or below `dataset` in line
+    /// (object properties, atime), and when the change decides where or how they mount,
+    /// unmount and mount them again.
+    pub fn apply_change(
+        &self,
+        pool: &Pool,
+        dataset: &str,
+        property: Property,
+    ) -> Result<(), Failure> {
+        let remount = matches!(
+            property,
+            Property::Mountpoint | Property::Canmount | Property::Readonly
+        );
+        if !remount {
+            let mounted: Vec<(String, Arc<FileSystem>)> = lock(&self.table)
+                .iter()
+                .filter(|(name, _)| is_within(name, dataset))
+                .map(|(name, mounted)| (name.clone(), mounted.fs.clone()))
+                .collect();
+            for (name, fs) in mounted {
+                pool.apply_properties(&name, &fs)?;
+            }
+            return Ok(());
+        }
+        let mut was_mounted = self.unmount_within(dataset, false)?;
+        was_mounted.sort();
+        // What was mounted comes back where its properties now say (explicitly mounted
+        // noauto file systems included); what was not mounted and now should be, mounts too.
+        let mut failures = Vec::new();
+        for name in &was_mounted {
+            if let Placement::At { path, .. } = self.placement(pool, name)? {
+                if let Err(failure) = self.mount(pool, name, &path) {
+                    failures.push(failure);
+                }
+            }
+        }
+        failures.extend(
+            self.mount_all(pool, Some(dataset))
+                .into_iter()
+                .map(|(_, failure)| failure),
+        );
+        match failures.into_iter().next() {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+
+    /// Forget a pool that is no longer imported.
+    pub fn forget_pool(&self, pool: &str) {
+        lock(&self.altroots).remove(pool);
+    }
+}
