@@ -432,7 +432,7 @@ mod tests {
     fn times_print_as_utc_dates() {
         assert_eq!(utc_time(0), "1970-01-01 00:00");
         assert_eq!(utc_time(951_782_400), "2000-02-29 00:00");
-        assert_eq!(utc_time(1_795_315_140), "2026-11-22 01:59");
+        assert_eq!(utc_time(1_795_315_140), "2026-11-22 02:39");
     }
 
     #[test]
