@@ -239,3 +239,43 @@ fn a_crash_leaves_whole_datasets_or_none() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+#[test]
+fn check_reports_a_directory_whose_totals_do_not_add_up() {
+    use tarn::block::blkptr::ObjectType;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tiny());
+    pool.create_dataset("tank/a", &[], false).unwrap();
+    assert_clean(&pool);
+    let (_, dataset) = pool
+        .core
+        .dataset_list()
+        .into_iter()
+        .find(|(name, _)| name == "a")
+        .unwrap();
+    let mut record = dataset.dir();
+    record.used_bytes += 4096;
+    {
+        let hold = pool.assign().unwrap();
+        pool.core
+            .mos
+            .set_bonus(
+                &hold.tx(),
+                dataset.dir_object,
+                ObjectType::DatasetDir,
+                &record.encode(),
+            )
+            .unwrap();
+    }
+    pool.sync().unwrap();
+    let report = tarn::check::check_pool(&pool, false).unwrap();
+    assert!(!report.is_clean());
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|error| error.contains("tank/a") && error.contains("bytes used")),
+        "{report:#?}"
+    );
+    pool.export().unwrap();
+}

@@ -151,6 +151,161 @@ impl Walker<'_> {
     }
 }
 
+/// The dataset hierarchy from `root_dataset` down: every directory and dataset record
+/// names the other, each child names its parent, every dataset record in the MOS is reached
+/// exactly once, every stored property is valid, and each directory's used bytes are its
+/// dataset's referenced bytes plus its children's used bytes.
+fn check_dataset_tree(
+    core: &crate::pool::PoolCore,
+    report: &mut CheckReport,
+) -> Result<(), crate::pool::PoolError> {
+    use crate::dataset::phys::DatasetDirPhys;
+    use crate::dataset::props::Property;
+    use crate::object::adapters::KvObject;
+    use crate::object::kv;
+
+    let Some(root_dir) =
+        crate::pool::lookup_mos_directory(&core.mos, MOS_OBJECT_DIRECTORY, "root_dataset")?
+    else {
+        report
+            .errors
+            .push("object directory has no root_dataset".into());
+        return Ok(());
+    };
+    let mut reached = std::collections::BTreeSet::new();
+    // (directory object, parent directory object, name), depth first; returns used bytes.
+    fn walk(
+        core: &crate::pool::PoolCore,
+        report: &mut CheckReport,
+        reached: &mut std::collections::BTreeSet<ObjectId>,
+        dir_object: ObjectId,
+        parent: ObjectId,
+        name: &str,
+    ) -> Result<u64, crate::pool::PoolError> {
+        let mut problem = |what: String| report.errors.push(format!("dataset {name}: {what}"));
+        let dir = match core
+            .mos
+            .bonus(dir_object)
+            .map(|bonus| DatasetDirPhys::decode(&bonus))
+        {
+            Ok(Ok(dir)) => dir,
+            Ok(Err(error)) => {
+                problem(format!("directory record {dir_object}: {error}"));
+                return Ok(0);
+            }
+            Err(error) => {
+                problem(format!("directory object {dir_object}: {error}"));
+                return Ok(0);
+            }
+        };
+        if dir.parent_dir_object != parent {
+            problem(format!(
+                "directory names parent {}, but it is the child of {parent}",
+                dir.parent_dir_object
+            ));
+        }
+        let referenced = match core
+            .mos
+            .bonus(dir.head_dataset_object)
+            .map(|bonus| DatasetPhys::decode(&bonus))
+        {
+            Ok(Ok(phys)) => {
+                if phys.dir_object != dir_object {
+                    problem(format!(
+                        "dataset record names directory {}, not {dir_object}",
+                        phys.dir_object
+                    ));
+                }
+                if !reached.insert(dir.head_dataset_object) {
+                    problem(format!(
+                        "dataset record {} is reached twice",
+                        dir.head_dataset_object
+                    ));
+                }
+                phys.referenced_bytes
+            }
+            Ok(Err(error)) => {
+                problem(format!("dataset record: {error}"));
+                0
+            }
+            Err(error) => {
+                problem(format!("dataset object: {error}"));
+                0
+            }
+        };
+        // Properties: every stored value must parse.
+        match KvObject::new(&core.mos, dir.properties_object, None) {
+            Ok(handle) => match kv::list(&handle, 0, usize::MAX) {
+                Ok(entries) => {
+                    for entry in entries {
+                        let key = String::from_utf8_lossy(&entry.key).into_owned();
+                        let valid = Property::from_name(&key).is_some_and(|property| {
+                            std::str::from_utf8(&entry.value)
+                                .is_ok_and(|value| property.parse(value).is_ok())
+                        });
+                        if !valid {
+                            problem(format!("invalid stored property {key:?}"));
+                        }
+                    }
+                }
+                Err(error) => problem(format!("properties: {error}")),
+            },
+            Err(error) => problem(format!("properties object: {error}")),
+        }
+        let children = match KvObject::new(&core.mos, dir.children_object, None)
+            .map_err(|error| error.to_string())
+            .and_then(|handle| kv::list(&handle, 0, usize::MAX).map_err(|error| error.to_string()))
+        {
+            Ok(entries) => entries,
+            Err(error) => {
+                problem(format!("children: {error}"));
+                Vec::new()
+            }
+        };
+        let mut used = referenced;
+        for child in children {
+            let child_name = format!("{name}/{}", String::from_utf8_lossy(&child.key));
+            let Ok(bytes) = <[u8; 8]>::try_from(child.value.as_slice()) else {
+                report.errors.push(format!(
+                    "dataset {child_name}: child entry is not an object number"
+                ));
+                continue;
+            };
+            used += walk(
+                core,
+                report,
+                reached,
+                ObjectId(u64::from_le_bytes(bytes)),
+                dir_object,
+                &child_name,
+            )?;
+        }
+        if dir.used_bytes != used {
+            report.errors.push(format!(
+                "dataset {name}: directory says {} bytes used, its dataset and children hold {used}",
+                dir.used_bytes
+            ));
+        }
+        Ok(used)
+    }
+    walk(
+        core,
+        report,
+        &mut reached,
+        ObjectId(root_dir),
+        ObjectId(0),
+        &core.name,
+    )?;
+    for (object, dnode) in core.mos.synced_objects()? {
+        if dnode.object_type == ObjectType::Dataset && !reached.contains(&object) {
+            report.errors.push(format!(
+                "dataset record {object} is not reached from the root dataset (an orphan)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Check a pool. Run it with the pool idle (nothing being written).
 pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool::PoolError> {
     let core = &pool.core;
@@ -206,6 +361,8 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             ));
         }
     }
+
+    check_dataset_tree(core, &mut walker.report)?;
 
     // The deferred-free list: killed, but still allocated until the next txg frees them.
     if let Some(deferred) =
