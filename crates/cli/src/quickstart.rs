@@ -268,6 +268,23 @@ impl Demo {
         );
         self.write_files()?;
         self.copy_real_tree();
+        let child = format!("{POOL}/projects");
+        self.tarn(
+            "A second file system inside the pool, with its own properties (zstd compression, 16K records): it mounts below its parent, at ALTROOT/demo/projects.",
+            &[
+                "create".as_ref(),
+                "-o".as_ref(),
+                "compression=zstd".as_ref(),
+                "-o".as_ref(),
+                "recordsize=16K".as_ref(),
+                child.as_ref(),
+            ],
+        )?;
+        let notes: String = (0..2000)
+            .map(|line| format!("line {line}: notes compress well with zstd\n"))
+            .collect();
+        std::fs::write(self.mnt.join("projects/notes.txt"), notes)
+            .map_err(|e| Failure(format!("cannot write into {child}: {e}")))?;
         self.external(
             "What the file system now holds:",
             None,
@@ -283,6 +300,14 @@ impl Demo {
         self.tarn(
             "Size, allocated and free space, fragmentation, health:",
             &["pool".as_ref(), "list".as_ref()],
+        )?;
+        self.tarn(
+            "The file systems: space used by each (children included), referenced, compression ratio, mountpoint.",
+            &[
+                "list".as_ref(),
+                "-o".as_ref(),
+                "name,used,refer,compressratio,mountpoint".as_ref(),
+            ],
         )?;
         self.tarn(
             "The vdev tree: one mirror of two files, with read/write/checksum error counts.",
