@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tarn::dataset::props::Property;
-use tarn::fs::{FileSystem, SpaceFigures};
+use tarn::fs::FileSystem;
 use tarn::pool::Pool;
 use tarn_fuse::{mountpoint, MountHandle, MountOptions};
 
@@ -119,16 +119,6 @@ impl Mounts {
         mountpoint::prepare(target)
             .map_err(|why| Failure(format!("cannot mount {dataset}: {why}")))?;
         let fs = Arc::new(pool.open_file_system(dataset)?);
-        let io = pool.core.io.clone();
-        fs.set_space_source(Arc::new(move || {
-            let stats = io.space.stats();
-            let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
-            let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
-            SpaceFigures {
-                size_bytes,
-                available_bytes: size_bytes.saturating_sub(allocated),
-            }
-        }));
         let mut options = MountOptions::new(format!("tarn:{dataset}"));
         options.threads = std::thread::available_parallelism()
             .map(|n| n.get())

@@ -115,6 +115,27 @@ fn datasets_mount_under_parents_and_keep_properties_across_import() {
     t.run(&["set", "readonly=off", "tank/home/alice"]).success();
     fs::write(docs.join("yes"), b"x").unwrap();
 
+    // statfs agrees with `tarn list`: df's avail is the dataset's avail.
+    t.run(&["pool", "sync", "tank"]).success();
+    let listed_avail: u64 = t
+        .run(&["list", "-H", "-p", "-o", "avail", "tank/home/alice/docs"])
+        .success()
+        .stdout
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: statvfs fills the struct; the path is a valid C string.
+    let statfs_avail = unsafe {
+        let path = std::ffi::CString::new(docs.display().to_string()).unwrap();
+        let mut stat: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(path.as_ptr(), &mut stat), 0);
+        stat.f_bavail * stat.f_frsize
+    };
+    assert!(
+        statfs_avail.abs_diff(listed_avail) <= 1 << 20,
+        "statfs avail {statfs_avail} vs list avail {listed_avail}"
+    );
+
     // canmount=off: not mounted, still listed.
     t.run(&["create", "-o", "canmount=off", "tank/hidden"])
         .success();

@@ -43,7 +43,7 @@ use crate::dataset::props::{
     DATASET_NAME_MAX,
 };
 use crate::dataset::Dataset;
-use crate::fs::{FileSystem, FsConfig};
+use crate::fs::{FileSystem, FsConfig, SpaceFigures};
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::phys::ObjsetKind;
@@ -509,6 +509,16 @@ impl PoolCore {
         Ok(())
     }
 
+    /// What a file system can still write: free space outside the slop, less what is dirty
+    /// and not yet allocated (zfs's `avail`; `statfs` reports the same).
+    pub fn available_bytes(&self) -> u64 {
+        let totals = self.io.space.totals();
+        totals
+            .free
+            .saturating_sub(totals.slop())
+            .saturating_sub(self.txgs.dirty_total())
+    }
+
     /// Connect a dataset's open-context writers to the txg layer (dirty accounting, throttle)
     /// and to space admission (ENOSPC).
     pub(super) fn attach_open_context(&self, dataset: &Dataset) {
@@ -664,11 +674,7 @@ impl Pool {
     /// Every dataset's figures (the pool's available space applies to each).
     pub fn datasets(&self) -> Vec<DatasetInfo> {
         let core = &self.core;
-        let totals = core.io.space.totals();
-        let available = totals
-            .free
-            .saturating_sub(totals.slop())
-            .saturating_sub(core.txgs.dirty_total());
+        let available = core.available_bytes();
         let list = core.dataset_list();
         list.iter()
             .map(|(relative, dataset)| {
@@ -775,9 +781,25 @@ impl Pool {
     pub fn open_file_system(&self, full_name: &str) -> Result<FileSystem, PoolError> {
         self.writable()?;
         let relative = self.core.relative_name(full_name)?.to_string();
-        let objset = self.core.dataset_by_relative(&relative)?.objset();
-        let fs = FileSystem::open(objset, self.core.txgs.clone())?;
+        let dataset = self.core.dataset_by_relative(&relative)?;
+        let fs = FileSystem::open(dataset.objset(), self.core.txgs.clone())?;
         self.apply_properties(full_name, &fs)?;
+        // statfs as zfs's df: available = the dataset's avail, size = referenced + avail. The
+        // pool is held weakly: a mounted file system must not keep it from closing.
+        let core = Arc::downgrade(&self.core);
+        let dataset = Arc::downgrade(&dataset);
+        fs.set_space_source(Arc::new(move || {
+            match (core.upgrade(), dataset.upgrade()) {
+                (Some(core), Some(dataset)) => {
+                    let available_bytes = core.available_bytes();
+                    SpaceFigures {
+                        size_bytes: dataset.referenced_bytes() + available_bytes,
+                        available_bytes,
+                    }
+                }
+                _ => SpaceFigures::default(),
+            }
+        }));
         Ok(fs)
     }
 
