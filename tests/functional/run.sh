@@ -204,7 +204,7 @@ run_one() {
 	[ "$shown" = KNOWN ] && shown=FAIL
 	if [ "$quiet" -eq 0 ] || [ "$shown" = FAIL ]; then
 		printf '%-4s  %6s  %s%s\n' "$shown" "$(printf '%d.%01ds' $((elapsed / 1000)) $((elapsed % 1000 / 100)))" "$area/$name" "$note"
-		if [ "$shown" = FAIL ] && [ "$verbose" -eq 0 ]; then
+		if [ "$result" = FAIL ] && [ "$verbose" -eq 0 ]; then
 			tail -n 15 "$log" | sed 's/^/        /'
 		fi
 	fi
