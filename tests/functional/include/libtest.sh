@@ -176,13 +176,17 @@ require_python() {
 }
 
 # write_marked_file PATH BLOCKS: BLOCKS x 4 KiB of incompressible data, each 4 KiB starting
-# with the marker TZTSMARK, so that a test can find the file's blocks inside a vdev file.
+# with the marker TZTSMARK, so that a test can find the file's blocks inside a vdev file. The
+# data is made in $SCRATCH and copied in large writes, so that each record is written once
+# and no stale (freed) copy of it lingers in the vdev to be miscounted.
 write_marked_file() {
-	local i
+	local i staged="$SCRATCH/.marked.$$"
 	for ((i = 0; i < $2; i++)); do
 		printf 'TZTSMARK%08d' "$i"
 		head -c 4080 /dev/urandom
-	done >"$1"
+	done >"$staged"
+	dd if="$staged" of="$1" bs=1M status=none || log_fail "cannot write $1"
+	rm -f "$staged"
 }
 
 # damage_marked_blocks VDEV COUNT: overwrite the first COUNT marked 4 KiB pieces in VDEV with
