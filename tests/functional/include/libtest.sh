@@ -200,3 +200,22 @@ damage_marked_blocks() {
 			log_fail "dd into $1 failed"
 	done
 }
+
+# get_prop PROP DATASET: the exact (-p) value of one property.
+get_prop() { "$TARN" get -H -p -o value "$1" "$2"; }
+
+# get_source PROP DATASET: where the value comes from (default, local, inherited from NAME, -).
+get_source() { "$TARN" get -H -o source "$1" "$2"; }
+
+# assert_prop DATASET PROP VALUE [SOURCE]
+assert_prop() {
+	assert_eq "$(get_prop "$2" "$1")" "$3" "$2 of $1"
+	[ $# -lt 4 ] || assert_eq "$(get_source "$2" "$1")" "$4" "source of $2 of $1"
+}
+
+# mounted_at DATASET: where DATASET is mounted, from /proc/mounts ("" if not mounted).
+mounted_at() { awk -v fs="tarn:$1" '$1 == fs { print $2 }' /proc/mounts; }
+
+# assert_mounted DATASET PATH / assert_unmounted DATASET
+assert_mounted() { assert_eq "$(mounted_at "$1")" "$2" "mountpoint of $1"; }
+assert_unmounted() { assert_eq "$(mounted_at "$1")" "" "mountpoint of $1 (should not be mounted)"; }
