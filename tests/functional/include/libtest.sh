@@ -130,6 +130,8 @@ destroy_all_pools() {
 	done
 	unmount_stale
 	rm -f "$VDEV_DIR"/*.img
+	# Empty mountpoint directories left under the altroot would only confuse later tests.
+	find "$ALTROOT" -xdev -mindepth 1 -depth -type d -empty -delete 2>/dev/null
 }
 
 # unmount_stale: lazily unmount whatever is still mounted under this run's altroot (a FUSE
@@ -213,8 +215,11 @@ assert_prop() {
 	[ $# -lt 4 ] || assert_eq "$(get_source "$2" "$1")" "$4" "source of $2 of $1"
 }
 
-# mounted_at DATASET: where DATASET is mounted, from /proc/mounts ("" if not mounted).
-mounted_at() { awk -v fs="tarn:$1" '$1 == fs { print $2 }' /proc/mounts; }
+# mounted_at DATASET: where DATASET is mounted, from /proc/mounts ("" if not mounted). Only
+# mounts inside this run's work directory count: another run may mount a pool of the same name.
+mounted_at() {
+	awk -v fs="tarn:$1" -v work="${ALTROOT%/*}/" '$1 == fs && index($2, work) == 1 { print $2 }' /proc/mounts
+}
 
 # assert_mounted DATASET PATH / assert_unmounted DATASET
 assert_mounted() { assert_eq "$(mounted_at "$1")" "$2" "mountpoint of $1"; }

@@ -6,11 +6,10 @@ log_assert "the altroot is honoured by create and import"
 trap destroy_all_pools EXIT
 
 default_setup
-mounts() { awk -v pool="tarn:$TESTPOOL" '$1 == pool { print $2 }' /proc/mounts; }
-assert_eq "$(mounts)" "$ALTROOT/$TESTPOOL" "mounts after create"
+assert_eq "$(mounted_at "$TESTPOOL")" "$ALTROOT/$TESTPOOL" "mounts after create"
 [ -e "/$TESTPOOL" ] && log_fail "/$TESTPOOL exists"
 log_must tarn pool export "$TESTPOOL"
-assert_eq "$(mounts)" "" "mounts after export"
-log_must tarn pool import -d "$VDEV_DIR" -R "$ALTROOT/other" "$TESTPOOL"
-assert_eq "$(mounts)" "$ALTROOT/other/$TESTPOOL" "mounts after import under another altroot"
+assert_eq "$(mounted_at "$TESTPOOL")" "" "mounts after export"
+log_must tarn pool import -d "$VDEV_DIR" -R "$ALTROOT/second-altroot" "$TESTPOOL"
+assert_eq "$(mounted_at "$TESTPOOL")" "$ALTROOT/second-altroot/$TESTPOOL" "mounts after import under another altroot"
 log_pass

@@ -11,7 +11,7 @@ is_mounted "$ALTROOT/$TESTPOOL" && log_fail "also mounted at the default place"
 [ -e "/elsewhere/data" ] && log_fail "-m ignored the altroot"
 
 create_pool nomount -m none "$(vdev b)"
-awk '$1 == "tarn:nomount"' /proc/mounts | grep -q . && log_fail "-m none mounted something"
+assert_eq "$(mounted_at nomount)" "" "mounts of a -m none pool"
 assert_eq "$(pool_names | tr '\n' ' ')" "nomount $TESTPOOL " "pools"
 
 log_mustnot_msg "absolute" tarn pool create -s 128M -R "$ALTROOT" -m relative/path other "$(vdev c)"

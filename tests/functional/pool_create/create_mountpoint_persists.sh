@@ -13,5 +13,5 @@ log_must tarn pool export nomount
 import_pool "$TESTPOOL"
 import_pool nomount
 is_mounted "$ALTROOT/elsewhere/data" || log_fail "after import, not mounted at $ALTROOT/elsewhere/data"
-awk '$1 == "tarn:nomount"' /proc/mounts | grep -q . && log_fail "after import, -m none pool is mounted"
+assert_eq "$(mounted_at nomount)" "" "mounts of a -m none pool after import"
 log_pass
