@@ -18,7 +18,8 @@ usage() {
 Usage: $(basename "$0") [-vqk] [-T TAGS] [-t TEST] [-d DIR] [-s SIZE] [-I N] [-b TARN] [-r RUNFILE]
   -v          verbose: show each test's output on the terminal
   -q          quiet: print only failures and the summary
-  -k          keep the work directory (vdev files, altroot, daemon log) after the run
+  -k          keep the work directory: each test's pools are exported, not destroyed, and
+              their vdev files moved to the test's scratch directory
   -T TAGS     run only the areas carrying one of these tags (comma-separated)
   -t TEST     run one test: area/test, test, or the path of its script
   -d DIR      directory for the sparse vdev files (default: in the work directory)
@@ -132,7 +133,7 @@ else
 fi
 for key in $(env | sed -n 's/^\(TARN_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$key"; done
 export TARN="$tarn" TARN_SOCKET="$work/run/tarn.sock" ALTROOT="$work/altroot"
-export VDEV_DIR="$vdev_dir" VDEV_SIZE="$vdev_size" STF_SUITE="$SUITE"
+export VDEV_DIR="$vdev_dir" VDEV_SIZE="$vdev_size" STF_SUITE="$SUITE" KEEP_WORK="$keep"
 
 # Stop the daemon (it exports every pool), kill it if it does not go, and remove stale mounts.
 teardown() {
@@ -152,7 +153,7 @@ teardown() {
 	fi
 }
 trap teardown EXIT
-trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM
+trap 'echo "run.sh: interrupted; log directory: $logs" >&2; exit 130' INT TERM
 
 passed=0 failed=0 skipped=0 known=0
 declare -a failures=()

@@ -122,13 +122,21 @@ verify_pool() {
 }
 
 # destroy_all_pools: destroy every pool this run's daemon holds and remove the vdev files, so
-# that the next test starts from nothing. Used by default_cleanup.
+# that the next test starts from nothing. Used by default_cleanup. Under run.sh -k the pools are
+# exported instead and their vdev files moved into this test's $SCRATCH, which is kept.
 destroy_all_pools() {
 	local pool
 	for pool in $(pool_names); do
-		"$TARN" pool destroy -f "$pool" || "$TARN" pool export -f "$pool"
+		if [ "${KEEP_WORK:-0}" -eq 1 ]; then
+			"$TARN" pool export -f "$pool"
+		else
+			"$TARN" pool destroy -f "$pool" || "$TARN" pool export -f "$pool"
+		fi
 	done
 	unmount_stale
+	if [ "${KEEP_WORK:-0}" -eq 1 ]; then
+		find "$VDEV_DIR" -maxdepth 1 -name '*.img' -exec mv -t "$SCRATCH" {} +
+	fi
 	rm -f "$VDEV_DIR"/*.img
 	# Empty mountpoint directories left under the altroot would only confuse later tests.
 	find "$ALTROOT" -xdev -mindepth 1 -depth -type d -empty -delete 2>/dev/null
