@@ -115,12 +115,27 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
     let name = pool.name();
     let mut vdevs = Vec::new();
     let health = pool.core.io.vdevs.health();
+    // The NAME column is as wide as its longest entry (vdev paths can be long) plus two spaces,
+    // and at least 32 characters, so that STATE never runs into a name.
+    let width = pool
+        .core
+        .io
+        .vdevs
+        .tops
+        .iter()
+        .flat_map(|top| &top.children)
+        .map(|leaf| leaf.path.display().to_string().len() + 4)
+        .chain([name.len()])
+        .max()
+        .unwrap_or(0)
+        .saturating_add(2)
+        .max(32);
     let mut text = format!(
-        "  pool: {}\n state: {}\n   txg: {}\nconfig:\n\n\tNAME{:<28}STATE     READ WRITE CKSUM\n\t{:<32}{}\n",
+        "  pool: {}\n state: {}\n   txg: {}\nconfig:\n\n\t{:<width$}STATE     READ WRITE CKSUM\n\t{:<width$}{}\n",
         name,
         health.as_str(),
         pool.last_synced_txg(),
-        "",
+        "NAME",
         name,
         health.as_str()
     );
@@ -131,15 +146,16 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
             String::new()
         };
         if !kind.is_empty() {
-            text.push_str(&format!("\t  {kind:<30}{}\n", top.health().as_str()));
+            let label = format!("  {kind}");
+            text.push_str(&format!("\t{label:<width$}{}\n", top.health().as_str()));
         }
         let mut children = Vec::new();
         for leaf in &top.children {
             let stats = leaf.stats.snapshot();
             let indent = if kind.is_empty() { "  " } else { "    " };
+            let label = format!("{indent}{}", leaf.path.display());
             text.push_str(&format!(
-                "\t{indent}{:<30}{:<8} {:>4} {:>5} {:>5}\n",
-                leaf.path.display(),
+                "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}\n",
                 leaf.health().as_str(),
                 stats.read_errors,
                 stats.write_errors,

@@ -1148,6 +1148,10 @@ impl Pool {
 
     /// Import the pool named (or with the guid) `target` from `dirs`.
     pub fn import(target: &str, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+        // A new name obeys the same rule as a created pool's, checked before anything is read.
+        if let Some(new_name) = &options.new_name {
+            validate_pool_name(new_name)?;
+        }
         let dirs_text = options
             .dirs
             .iter()

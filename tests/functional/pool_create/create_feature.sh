@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# -o feature@NAME=disabled is accepted for known features; unknown features and properties and
+# malformed -o values are refused and create nothing.
+. "$STF_SUITE/include/libtest.sh"
+log_assert "pool create -o feature@embedded_data=disabled works; bad -o values are refused"
+trap destroy_all_pools EXIT
+
+log_mustnot_msg "unknown feature" tarn pool create -s 128M -R "$ALTROOT" -o feature@bogus=disabled "$TESTPOOL" "$(vdev f)"
+log_mustnot_msg "foo" tarn pool create -s 128M -R "$ALTROOT" -o foo=bar "$TESTPOOL" "$(vdev f)"
+log_mustnot_msg "prop=value" tarn pool create -s 128M -R "$ALTROOT" -o novalue "$TESTPOOL" "$(vdev f)"
+log_mustnot_msg "maybe" tarn pool create -s 128M -R "$ALTROOT" -o feature@embedded_data=maybe "$TESTPOOL" "$(vdev f)"
+assert_eq "$(pool_names)" "" "pools after refused -o"
+[ ! -e "$(vdev f)" ] || log_fail "a refused create left $(vdev f)"
+
+create_pool "$TESTPOOL" -o feature@embedded_data=disabled "$(vdev f)"
+if tarn pool get --help >/dev/null 2>&1; then
+	log_must tarn pool get feature@embedded_data "$TESTPOOL"
+	stdout_has "disabled"
+else
+	log_note "no 'tarn pool get' yet: the feature's state is not checked"
+fi
+log_must sh -c "head -c 100 /dev/urandom > '$ALTROOT/$TESTPOOL/tiny'"
+verify_pool "$TESTPOOL"
+log_pass
