@@ -808,9 +808,10 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             let created = pool.create_dataset(&name, &properties, parents)?;
-            let failures = daemon
-                .mounts
-                .mount_all(&pool, created.first().map(String::as_str));
+            let failures = match created.first() {
+                Some(top) => daemon.mounts.mount_all(&pool, Some(top)),
+                None => Vec::new(),
+            };
             Ok(Answer {
                 status: u8::from(!failures.is_empty()),
                 data: serde_json::json!({ "created": created }),

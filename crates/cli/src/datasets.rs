@@ -474,13 +474,21 @@ pub mod cli {
 
     use super::{DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS};
 
-    /// Ask the daemon; without one, no pool is imported and there is nothing to act on.
-    fn ask(socket: &Path, request: &Request) -> Result<Response, Failure> {
+    /// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
+    /// nothing to act on.
+    fn ask(socket: &Path, dataset: Option<&str>, request: &Request) -> Result<Response, Failure> {
         client::ask_if_running(socket, request)?.ok_or_else(|| {
-            Failure(format!(
-                "no pools are imported (no tarn daemon on {}); import one with tarn pool import",
-                socket.display()
-            ))
+            let pool = dataset.map(crate::mounts::pool_of);
+            Failure(match pool {
+                Some(pool) => format!(
+                    "pool {pool:?} is not imported (no pools are: no tarn daemon on {}); import it with tarn pool import {pool}",
+                    socket.display()
+                ),
+                None => format!(
+                    "no pools are imported (no tarn daemon on {}); import one with tarn pool import",
+                    socket.display()
+                ),
+            })
         })
     }
 
@@ -531,12 +539,13 @@ pub mod cli {
             )));
         }
         let properties = parse_settings(settings)?;
+        let dataset_name = name.clone();
         let request = Request::Create {
             name,
             properties,
             parents,
         };
-        Ok(forward(&ask(socket, &request)?))
+        Ok(forward(&ask(socket, Some(&dataset_name), &request)?))
     }
 
     pub fn destroy(
@@ -564,6 +573,7 @@ pub mod cli {
         }
         Ok(forward(&ask(
             socket,
+            Some(&name.clone()),
             &Request::Destroy { name, recursive },
         )?))
     }
@@ -648,7 +658,12 @@ pub mod cli {
         for name in &names {
             check_name(name)?;
         }
-        let response = ask(socket, &Request::Get { names, properties })?;
+        let first = names.first().cloned();
+        let response = ask(
+            socket,
+            first.as_deref(),
+            &Request::Get { names, properties },
+        )?;
         if response.status != 0 {
             return Ok(forward(&response));
         }
@@ -675,6 +690,7 @@ pub mod cli {
             .expect("one setting");
         Ok(forward(&ask(
             socket,
+            Some(&name.clone()),
             &Request::Set {
                 name,
                 property,
@@ -687,6 +703,7 @@ pub mod cli {
         check_name(&name)?;
         Ok(forward(&ask(
             socket,
+            Some(&name.clone()),
             &Request::Set {
                 name,
                 property,
@@ -739,7 +756,7 @@ pub mod cli {
         if let Some(name) = &name {
             check_name(name)?;
         }
-        Ok(forward(&ask(socket, &request)?))
+        Ok(forward(&ask(socket, name.as_deref(), &request)?))
     }
 
     pub fn unmount(
@@ -762,8 +779,10 @@ pub mod cli {
             ),
             (target, _) => target,
         };
+        let dataset = target.clone().filter(|target| !target.starts_with('/'));
         Ok(forward(&ask(
             socket,
+            dataset.as_deref(),
             &Request::Unmount { target, all, force },
         )?))
     }

@@ -210,7 +210,7 @@ fn dataset_misuse_gives_clear_errors_and_changes_nothing() {
     let Some(t) = Fixture::new() else { return };
     // No daemon, no pools.
     t.run(&["create", "tank/a"])
-        .failure(&["no pools are imported"]);
+        .failure(&["pool \"tank\" is not imported"]);
     assert_eq!(
         t.run(&["list"]).success().stdout,
         "NAME  USED  AVAIL  REFER  MOUNTPOINT\n"

@@ -568,8 +568,8 @@ impl Pool {
     }
 
     /// Create a file system `full_name` (`POOL/a/b`) with local properties. With
-    /// `create_parents`, missing ancestors are created too (with no local properties).
-    /// Returns the full names created, parents first. The change is durable on return.
+    /// `create_parents`, missing ancestors are created too (with no local properties) and an
+    /// existing target is not an error. Returns the full names created, parents first. The change is durable on return.
     pub fn create_dataset(
         &self,
         full_name: &str,
@@ -585,6 +585,10 @@ impl Pool {
         let properties = Pool::parse_properties(settings)?;
         let _namespace = core.namespace.lock();
         if core.datasets.read().contains_key(&relative) {
+            // As zfs create -p: an existing target is success, with nothing created.
+            if create_parents {
+                return Ok(Vec::new());
+            }
             return Err(PoolError::DatasetExists(full_name.into()));
         }
         let mut missing = Vec::new();
