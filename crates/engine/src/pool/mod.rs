@@ -48,6 +48,7 @@ pub mod uberblock;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -392,6 +393,9 @@ pub struct PoolCore {
     pending_destroys: Mutex<Vec<(Txg, Arc<Dataset>)>>,
     /// Serializes changes to the dataset namespace and properties.
     namespace: Mutex<()>,
+    /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
+    /// which the labels name at export.
+    last_committed_txg: AtomicU64,
     pub readonly: bool,
     freer: Arc<PoolFreer>,
     deferred_frees_object: ObjectId,
@@ -725,6 +729,7 @@ impl PoolCore {
             });
         }
         self.flush()?;
+        self.last_committed_txg.store(txg.0, Ordering::SeqCst);
         if config_dirty {
             self.write_labels(txg, LabelSet::Odd)?;
             self.flush()?;
@@ -1070,6 +1075,7 @@ impl Pool {
             datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
             pending_destroys: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
+            last_committed_txg: AtomicU64::new(0),
             readonly: false,
             freer,
             deferred_frees_object: deferred,
@@ -1411,6 +1417,7 @@ impl Pool {
             datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
             pending_destroys: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
+            last_committed_txg: AtomicU64::new(uberblock.txg.0),
             readonly: options.readonly,
             freer,
             deferred_frees_object: ObjectId(deferred),
@@ -1499,7 +1506,7 @@ impl Pool {
         self.stop()?;
         if !self.core.readonly {
             self.core.config.lock().state = state;
-            let txg = self.core.txgs.last_synced();
+            let txg = Txg(self.core.last_committed_txg.load(Ordering::SeqCst));
             self.core.flush()?;
             self.core.write_labels(txg, LabelSet::Even)?;
             self.core.flush()?;
