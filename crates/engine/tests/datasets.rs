@@ -158,6 +158,16 @@ fn misuse_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tiny());
     pool.create_dataset("tank/a", &[], false).unwrap();
+    pool.create_dataset("tank/a-x", &[], false).unwrap();
+    pool.create_dataset("tank/a/b", &[], false).unwrap();
+    let names: Vec<String> = pool.datasets().into_iter().map(|info| info.name).collect();
+    assert_eq!(
+        names,
+        vec!["tank", "tank/a", "tank/a/b", "tank/a-x"],
+        "hierarchical order"
+    );
+    pool.destroy_dataset("tank/a-x", false).unwrap();
+    pool.destroy_dataset("tank/a/b", false).unwrap();
     let expect_err = |result: Result<Vec<String>, PoolError>, what: &str| {
         assert!(result.is_err(), "{what} was accepted");
         result.unwrap_err().to_string()

@@ -675,11 +675,14 @@ impl Pool {
         Ok(destroyed)
     }
 
-    /// Every dataset's figures (the pool's available space applies to each).
+    /// Every dataset's figures, parents before children (the pool's available space applies
+    /// to each).
     pub fn datasets(&self) -> Vec<DatasetInfo> {
         let core = &self.core;
         let available = core.available_bytes();
-        let list = core.dataset_list();
+        let mut list = core.dataset_list();
+        // Children right after their parent (`a`, `a/b`, `a-x`), as zfs list orders them.
+        list.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
         list.iter()
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();
