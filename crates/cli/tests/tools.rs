@@ -75,12 +75,21 @@ fn with_slash(path: &Path) -> OsString {
     text
 }
 
+/// Wait until the clock is in a later second than the source tree's last change. rsync sets
+/// a copied file's or directory's mtime only if the mtime it reads back differs in whole
+/// seconds from the source's (so on ext4 as well), which leaves an entry made or changed in
+/// the same second as its source with the time of the copy.
+fn next_second() {
+    std::thread::sleep(Duration::from_millis(1100));
+}
+
 #[test]
 fn rsync_copies_a_tree_and_then_has_nothing_to_do() {
     let Some(t) = Fixture::new() else { return };
     let mnt = create_mounted(&t, "rsync", "1G");
     let source = t.path("source");
     make_source_tree(&source);
+    next_second();
     let dest = mnt.join("mirror");
     let started = Instant::now();
     Tool::new("rsync", t.dir.path())
@@ -118,10 +127,7 @@ fn rsync_copies_a_tree_and_then_has_nothing_to_do() {
         )
         .unwrap();
     }
-    // rsync re-sets a directory's mtime after filling it only if the mtime it then reads
-    // differs in whole seconds from the source's (seen on ext4 as well): so that this run's
-    // renames land in a later second than the source's changes.
-    std::thread::sleep(Duration::from_millis(1100));
+    next_second();
     let started = Instant::now();
     Tool::new("rsync", t.dir.path())
         .args(["-aH", "--delete", "--no-whole-file"])
