@@ -657,7 +657,8 @@ const SAMPLE: usize = 10_000;
 /// floor that keeps scheduling noise on a busy machine from failing the test.
 const PER_ENTRY_FLOOR: Duration = Duration::from_micros(100);
 
-/// Times the first and the last `SAMPLE` calls of `step` over `0..count`.
+/// Times the first and the last `SAMPLE` steps of a phase of `count` steps over the big
+/// directory.
 struct PhaseTimer {
     name: &'static str,
     started: Instant,
