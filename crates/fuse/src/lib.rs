@@ -57,6 +57,7 @@
 //! before a mount and the cleanup of a dead mount left by a crashed daemon.
 
 pub mod mountpoint;
+pub mod null;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -280,10 +281,7 @@ fn bytes(name: &OsStr) -> &[u8] {
 
 impl Filesystem for TarnFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        // Ask for 1 MiB writes; older kernels cap lower, which is fine.
-        let _ = config.set_max_write(WRITE_BYTES_MAX);
-        // Lookups and readdirs in one directory may run in parallel: the engine locks.
-        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        configure_kernel(config);
         Ok(())
     }
 
@@ -660,12 +658,22 @@ pub struct MountOptions {
 }
 
 impl MountOptions {
+    /// Options with [`MountOptions::threads_default`] threads and `allow_other`.
     pub fn new(fsname: impl Into<String>) -> MountOptions {
         MountOptions {
             fsname: fsname.into(),
-            threads: 4,
+            threads: MountOptions::threads_default(),
             allow_other: true,
         }
+    }
+
+    /// One worker thread per CPU, at least 2 (a request blocked on the write throttle must not
+    /// stall every other) and at most 8.
+    pub fn threads_default() -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(4)
+            .clamp(2, 8)
     }
 }
 
@@ -686,10 +694,21 @@ pub struct MountHandle {
     mountpoint: PathBuf,
 }
 
-/// Mount `fs` at `mountpoint` and serve it from background threads.
-pub fn mount(
-    fs: Arc<FileSystem>,
-    txgs: Arc<TxgManager>,
+/// The kernel settings every tarn mount negotiates at FUSE init (and the null file system of
+/// `tarn bench mount`, so that its figures compare like with like).
+pub fn configure_kernel(config: &mut KernelConfig) {
+    // Ask for 1 MiB writes; older kernels cap lower, which is fine. fuser asks for
+    // FUSE_MAX_PAGES itself and sizes max_pages from max_write.
+    let _ = config.set_max_write(WRITE_BYTES_MAX);
+    // Lookups and readdirs in one directory may run in parallel: the engine locks.
+    let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+}
+
+/// Mount `filesystem` at `mountpoint` with tarn's mount options and serve it from background
+/// threads. Every tarn mount goes through here, and so does the null file system of `tarn
+/// bench mount`.
+pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
+    filesystem: FS,
     mountpoint: &Path,
     options: &MountOptions,
 ) -> io::Result<MountHandle> {
@@ -709,12 +728,22 @@ pub fn mount(
     }
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
-    let adapter = TarnFuse::new(fs, txgs, options.fsname.clone());
-    let session = fuser::spawn_mount(adapter, mountpoint, &config)?;
+    let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
     Ok(MountHandle {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
     })
+}
+
+/// Mount `fs` at `mountpoint` and serve it from background threads.
+pub fn mount(
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    let adapter = TarnFuse::new(fs, txgs, options.fsname.clone());
+    mount_filesystem(adapter, mountpoint, options)
 }
 
 impl MountHandle {
