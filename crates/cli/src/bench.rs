@@ -81,6 +81,7 @@ fn fio(file: &Path, size: u64, write: bool, direct: bool) -> Result<f64, String>
             "--bs=1M",
             "--ioengine=psync",
             "--fallocate=none",
+            "--refill_buffers",
             "--output-format=json",
         ])
         .arg(format!("--rw={direction}"))
@@ -269,7 +270,8 @@ fn bench_mount(
         return Err(Failure("--size must be a positive multiple of 1M".into()));
     }
     std::fs::create_dir_all(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
-    let dir = &std::fs::canonicalize(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    let dir =
+        &std::fs::canonicalize(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
     let mut figures: Vec<[Pair; 3]> = Vec::new();
     for run in 1..=runs {
         if !json {
@@ -284,7 +286,13 @@ fn bench_mount(
         median(
             figures
                 .iter()
-                .map(|run| if write { run[which].write } else { run[which].read })
+                .map(|run| {
+                    if write {
+                        run[which].write
+                    } else {
+                        run[which].read
+                    }
+                })
                 .collect(),
         )
     };
@@ -293,7 +301,10 @@ fn bench_mount(
         .map(|(workload, write)| {
             let (tarn, null, raw) = (column(0, write), column(1, write), column(2, write));
             vec![
-                Cell::text(format!("seq{workload} {}", crate::format::human_bytes(size))),
+                Cell::text(format!(
+                    "seq{workload} {}",
+                    crate::format::human_bytes(size)
+                )),
                 rate_cell(tarn),
                 rate_cell(null),
                 rate_cell(raw),
@@ -390,6 +401,12 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             vdev_size,
             runs,
             json,
-        } => bench_mount(&dir, parse_size(&size)?, parse_size(&vdev_size)?, runs, json),
+        } => bench_mount(
+            &dir,
+            parse_size(&size)?,
+            parse_size(&vdev_size)?,
+            runs,
+            json,
+        ),
     }
 }

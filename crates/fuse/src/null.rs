@@ -142,9 +142,7 @@ impl Filesystem for NullFuse {
         }
         let state = self.state.lock();
         match state.files.iter().find(|(_, file)| file.name == name) {
-            Some((&ino, file)) => {
-                reply.entry(&TTL, &NullFuse::file_attr(ino, file), Generation(0))
-            }
+            Some((&ino, file)) => reply.entry(&TTL, &NullFuse::file_attr(ino, file), Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
     }
