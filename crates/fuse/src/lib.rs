@@ -83,6 +83,9 @@ use tarn::types::Txg;
 pub const TTL: Duration = Duration::from_secs(1);
 /// Largest write the kernel sends in one request.
 pub const WRITE_BYTES_MAX: u32 = 1 << 20;
+/// Readahead of a mount: a sequential reader is sent read requests this large (with max_pages
+/// from FUSE_MAX_PAGES, which fuser sizes from the larger of max_write and readahead).
+pub const READAHEAD_BYTES: u32 = 1 << 20;
 /// Entries asked of the engine per readdir request (the reply buffer usually fills first).
 const READDIR_BATCH: usize = 256;
 /// The dirty-txg table is pruned of synced entries when it grows past this.
@@ -702,6 +705,30 @@ pub fn configure_kernel(config: &mut KernelConfig) {
     let _ = config.set_max_write(WRITE_BYTES_MAX);
     // Lookups and readdirs in one directory may run in parallel: the engine locks.
     let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+    // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
+    // afterwards (see `raise_readahead`).
+    if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {
+        let _ = config.set_max_readahead(offered);
+    }
+}
+
+/// Raise the readahead of the FUSE mount at `mountpoint` to [`READAHEAD_BYTES`] through its
+/// backing device's `read_ahead_kb`: at FUSE init the kernel offers only its default readahead
+/// (128 KiB), and sequential reads through FUSE go as fast as the requests are large. The stat
+/// also waits for the FUSE init to finish, which would otherwise lower the value again. Not
+/// being able to (no sysfs, not root) only costs speed.
+fn raise_readahead(mountpoint: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(mountpoint) else {
+        return;
+    };
+    let device = metadata.dev();
+    let path = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(device),
+        libc::minor(device)
+    );
+    let _ = std::fs::write(path, (READAHEAD_BYTES >> 10).to_string());
 }
 
 /// Mount `filesystem` at `mountpoint` with tarn's mount options and serve it from background
@@ -729,6 +756,7 @@ pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
     let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
+    raise_readahead(mountpoint);
     Ok(MountHandle {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
