@@ -10,6 +10,7 @@
 //!   import, so that nothing is served from memory the write left behind). fio's buffers are
 //!   random bytes (lightly scrambled per I/O), which lz4 cannot compress.
 
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -272,6 +273,29 @@ fn bench_mount(
     std::fs::create_dir_all(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
     let dir =
         &std::fs::canonicalize(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    // Two runs in one directory would share the vdev, the pool name and the mountpoints.
+    let lock_path = dir.join(".tarn-bench-mount.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| Failure(format!("{}: {e}", lock_path.display())))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Failure(format!(
+            "another tarn bench mount runs in {}",
+            dir.display()
+        )));
+    }
+    let result = bench_mount_locked(dir, size, vdev_size, runs, json);
+    let _ = std::fs::remove_file(&lock_path);
+    result
+}
+
+fn bench_mount_locked(
+    dir: &Path,
+    size: u64,
+    vdev_size: u64,
+    runs: usize,
+    json: bool,
+) -> Result<(), Failure> {
     let mut figures: Vec<[Pair; 3]> = Vec::new();
     for run in 1..=runs {
         if !json {
