@@ -267,7 +267,7 @@ fn bench_mount(
     if runs == 0 {
         return Err(Failure("--runs must be at least 1".into()));
     }
-    if size < 1 << 20 || size % (1 << 20) != 0 {
+    if size < 1 << 20 || !size.is_multiple_of(1 << 20) {
         return Err(Failure("--size must be a positive multiple of 1M".into()));
     }
     std::fs::create_dir_all(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
