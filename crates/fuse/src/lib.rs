@@ -714,19 +714,26 @@ pub fn configure_kernel(config: &mut KernelConfig) {
 
 /// Raise the readahead of the FUSE mount at `mountpoint` to [`READAHEAD_BYTES`] through its
 /// backing device's `read_ahead_kb`: at FUSE init the kernel offers only its default readahead
-/// (128 KiB), and sequential reads through FUSE go as fast as the requests are large. The stat
-/// also waits for the FUSE init to finish, which would otherwise lower the value again. Not
+/// (128 KiB), and sequential reads through FUSE go as fast as the requests are large. The
+/// statfs first waits for the FUSE init to finish, which would otherwise lower the value again;
+/// it is statfs, not stat, because a stat would leave the root's attributes cached, and a stat
+/// answered from that cache hides a dead mount from [`mountpoint::is_dead_fuse_mount`]. Not
 /// being able to (no sysfs, not root) only costs speed.
 fn raise_readahead(mountpoint: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(metadata) = std::fs::metadata(mountpoint) else {
+    let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else {
         return;
     };
-    let device = metadata.dev();
+    // SAFETY: a NUL-terminated path and a zeroed statfs buffer that the call fills.
+    let mut figures: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut figures) } != 0 {
+        return;
+    }
+    let Some(entry) = mountpoint::mount_at(mountpoint) else {
+        return;
+    };
     let path = format!(
         "/sys/class/bdi/{}:{}/read_ahead_kb",
-        libc::major(device),
-        libc::minor(device)
+        entry.device_major, entry.device_minor
     );
     let _ = std::fs::write(path, (READAHEAD_BYTES >> 10).to_string());
 }
