@@ -1,15 +1,29 @@
 //! `tarn bench`: benchmarks that print tarn's figure beside a baseline from the same run.
+//!
+//! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
+//! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
+//!   file system (`tarn_fuse::null`: writes discarded, reads of zeros, the same mount options
+//!   and kernel settings) and beside fio with O_DIRECT on a file of the same disk. The null
+//!   figure is the ceiling FUSE itself puts on any file system here; the raw figure is the
+//!   disk's. Every job is fio, sequential, 1 MiB I/O, psync; writes end with an fsync that is
+//!   part of the timed run; reads follow a drop of the page cache (and, for tarn, an export and
+//!   import, so that nothing is served from memory the write left behind). fio's buffers are
+//!   random bytes (lightly scrambled per I/O), which lz4 cannot compress.
 
-use std::path::PathBuf;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Subcommand;
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
 use tarn::object::ObjectProps;
-use tarn::pool::{CreateOptions, Pool, VdevSpec};
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+use tarn_fuse::{MountHandle, MountOptions};
 
-use crate::format::parse_size;
+use crate::format::{parse_size, print_table, Cell, ListFormat};
 use crate::CliFailure as Failure;
 
 #[derive(Subcommand)]
@@ -31,43 +45,303 @@ pub enum BenchCommand {
         #[arg(long)]
         no_fio: bool,
     },
+    /// Sequential write and read (fio, bs=1M) through a FUSE mount of a new pool, beside a null
+    /// FUSE file system with the same mount settings and beside fio --direct=1 on a file in the
+    /// same directory. Reads follow export, import and a drop of the page cache. Needs root
+    /// (mount, drop_caches) and fio.
+    Mount {
+        /// Directory on the disk to measure (the vdev, the mountpoints and the raw file go here).
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Bytes each job writes and reads.
+        #[arg(long, default_value = "4G")]
+        size: String,
+        /// Size of the pool's single vdev (a sparse file).
+        #[arg(long, default_value = "8G")]
+        vdev_size: String,
+        /// Runs of the whole sequence; each figure is the median over the runs.
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
 }
 
 fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / seconds
 }
 
-fn fio_write(dir: &std::path::Path, size: u64) -> Result<f64, String> {
-    let file = dir.join("fio-baseline.dat");
+/// One fio job: sequential, 1 MiB I/O, psync, on `file`; returns MiB/s as fio measured it.
+/// A write ends with an fsync (`end_fsync`), inside the timed run.
+fn fio(file: &Path, size: u64, write: bool, direct: bool) -> Result<f64, String> {
+    let direction = if write { "write" } else { "read" };
     let output = Command::new("fio")
         .args([
-            "--name=seqwrite",
-            "--rw=write",
+            "--name=tarn-bench",
             "--bs=1M",
-            "--direct=1",
-            "--end_fsync=1",
             "--ioengine=psync",
+            "--fallocate=none",
+            "--refill_buffers",
             "--output-format=json",
         ])
+        .arg(format!("--rw={direction}"))
+        .arg(format!("--direct={}", u8::from(direct)))
+        .arg(format!("--end_fsync={}", u8::from(write)))
         .arg(format!("--filename={}", file.display()))
         .arg(format!("--size={size}"))
         .output()
         .map_err(|e| format!("cannot run fio: {e} (install it: apt-get install fio)"))?;
-    let _ = std::fs::remove_file(&file);
     if !output.status.success() {
         return Err(format!(
-            "fio failed: {}",
-            String::from_utf8_lossy(&output.stderr)
+            "fio {direction} of {} failed: {}",
+            file.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
     let json: serde_json::Value =
         serde_json::from_slice(&output.stdout).map_err(|e| format!("fio output: {e}"))?;
-    let job = &json["jobs"][0]["write"];
+    let job = &json["jobs"][0][direction];
     let bytes = job["io_bytes"]
         .as_f64()
         .ok_or("fio output has no io_bytes")?;
     let runtime_ms = job["runtime"].as_f64().ok_or("fio output has no runtime")?;
+    if bytes < size as f64 || runtime_ms <= 0.0 {
+        return Err(format!(
+            "fio {direction} of {} moved {bytes} of {size} bytes in {runtime_ms} ms",
+            file.display()
+        ));
+    }
     Ok(bytes / (1 << 20) as f64 / (runtime_ms / 1000.0))
+}
+
+/// Write back dirty pages and drop the page cache, dentries and inodes (needs root).
+fn drop_caches() -> Result<(), String> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+        .map_err(|e| format!("cannot drop the page cache (/proc/sys/vm/drop_caches): {e}"))
+}
+
+/// MiB/s of one sequential write and the read after it.
+#[derive(Clone, Copy, Debug)]
+struct Pair {
+    write: f64,
+    read: f64,
+}
+
+/// The tarn half of `bench mount`: a pool on a sparse vdev in `dir`, its root file system
+/// mounted at `dir/mnt-tarn`; write; unmount, export, import, remount, drop caches; read.
+fn mount_tarn(dir: &Path, size: u64, vdev_size: u64) -> Result<Pair, Failure> {
+    let vdev = dir.join("bench-mount-vdev0.img");
+    let mountpoint = dir.join("mnt-tarn");
+    let _ = std::fs::remove_file(&vdev);
+    let tunables = Tunables::from_env().map_err(Failure)?;
+    let pool = Pool::create(CreateOptions {
+        name: "benchmount".into(),
+        vdevs: vec![VdevSpec::Leaf(vdev.clone())],
+        create_size: Some(vdev_size),
+        force: true,
+        tunables: tunables.clone(),
+        wrap_device: None,
+        disabled_features: Vec::new(),
+    })?;
+    let result = (|| {
+        let file = mountpoint.join("fio.dat");
+        let mut handle = mount_pool(&pool, &mountpoint)?;
+        let write = fio(&file, size, true, false)?;
+        unmount(&mut handle)?;
+        Ok::<_, Failure>(write)
+    })();
+    pool.export()?;
+    let write = result?;
+    let (pool, _) = Pool::import("benchmount", ImportOptions::new(vec![dir.into()], tunables))?;
+    let result = (|| {
+        let mut handle = mount_pool(&pool, &mountpoint)?;
+        drop_caches()?;
+        let read = fio(&mountpoint.join("fio.dat"), size, false, false)?;
+        unmount(&mut handle)?;
+        Ok::<_, Failure>(read)
+    })();
+    pool.destroy()?;
+    let _ = std::fs::remove_file(&vdev);
+    let _ = std::fs::remove_dir(&mountpoint);
+    Ok(Pair {
+        write,
+        read: result?,
+    })
+}
+
+fn mount_pool(pool: &Pool, mountpoint: &Path) -> Result<MountHandle, Failure> {
+    tarn_fuse::mountpoint::prepare(mountpoint).map_err(Failure)?;
+    let fs = Arc::new(pool.file_system()?);
+    tarn_fuse::mount(
+        fs,
+        pool.core.txgs.clone(),
+        mountpoint,
+        &MountOptions::new("tarn:benchmount"),
+    )
+    .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))
+}
+
+fn unmount(handle: &mut MountHandle) -> Result<(), Failure> {
+    handle
+        .unmount(false)
+        .map_err(|e| Failure(format!("unmount {}: {e}", handle.mountpoint().display())))
+}
+
+/// The null-FUSE half: the same jobs on a null file system at `dir/mnt-null` (which keeps the
+/// file's size while mounted, so it is not remounted before the read).
+fn mount_null(dir: &Path, size: u64) -> Result<Pair, Failure> {
+    let mountpoint = dir.join("mnt-null");
+    tarn_fuse::mountpoint::prepare(&mountpoint).map_err(Failure)?;
+    let mut handle = tarn_fuse::null::mount(&mountpoint, &MountOptions::new("tarn-null"))
+        .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))?;
+    let file = mountpoint.join("fio.dat");
+    let result = (|| {
+        let write = fio(&file, size, true, false)?;
+        drop_caches()?;
+        let read = fio(&file, size, false, false)?;
+        Ok::<_, String>(Pair { write, read })
+    })();
+    unmount(&mut handle)?;
+    let _ = std::fs::remove_dir(&mountpoint);
+    result.map_err(Failure)
+}
+
+/// The raw half: fio with O_DIRECT on a file in `dir`.
+fn raw(dir: &Path, size: u64) -> Result<Pair, Failure> {
+    let file = dir.join("bench-mount-raw.dat");
+    let result = (|| {
+        let write = fio(&file, size, true, true)?;
+        drop_caches()?;
+        let read = fio(&file, size, false, true)?;
+        Ok::<_, String>(Pair { write, read })
+    })();
+    let _ = std::fs::remove_file(&file);
+    result.map_err(Failure)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
+
+fn rate_cell(value: f64) -> Cell {
+    Cell {
+        exact: format!("{value:.1}"),
+        human: format!("{value:.0}"),
+        json: serde_json::json!((value * 10.0).round() / 10.0),
+    }
+}
+
+fn ratio_cell(value: f64) -> Cell {
+    Cell {
+        exact: format!("{value:.3}"),
+        human: format!("{value:.2}"),
+        json: serde_json::json!((value * 1000.0).round() / 1000.0),
+    }
+}
+
+const MOUNT_COLUMNS: &[&str] = &[
+    "workload",
+    "tarn_mib_s",
+    "null_fuse_mib_s",
+    "raw_mib_s",
+    "tarn/null",
+    "tarn/raw",
+];
+
+fn bench_mount(
+    dir: &Path,
+    size: u64,
+    vdev_size: u64,
+    runs: usize,
+    json: bool,
+) -> Result<(), Failure> {
+    if runs == 0 {
+        return Err(Failure("--runs must be at least 1".into()));
+    }
+    if size < 1 << 20 || !size.is_multiple_of(1 << 20) {
+        return Err(Failure("--size must be a positive multiple of 1M".into()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    let dir =
+        &std::fs::canonicalize(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    // Two runs in one directory would share the vdev, the pool name and the mountpoints.
+    let lock_path = dir.join(".tarn-bench-mount.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| Failure(format!("{}: {e}", lock_path.display())))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Failure(format!(
+            "another tarn bench mount runs in {}",
+            dir.display()
+        )));
+    }
+    let result = bench_mount_locked(dir, size, vdev_size, runs, json);
+    let _ = std::fs::remove_file(&lock_path);
+    result
+}
+
+fn bench_mount_locked(
+    dir: &Path,
+    size: u64,
+    vdev_size: u64,
+    runs: usize,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut figures: Vec<[Pair; 3]> = Vec::new();
+    for run in 1..=runs {
+        if !json {
+            err!("run {run} of {runs}: tarn, null FUSE, raw");
+        }
+        let tarn = mount_tarn(dir, size, vdev_size)?;
+        let null = mount_null(dir, size)?;
+        let raw = raw(dir, size)?;
+        figures.push([tarn, null, raw]);
+    }
+    let column = |which: usize, write: bool| {
+        median(
+            figures
+                .iter()
+                .map(|run| {
+                    if write {
+                        run[which].write
+                    } else {
+                        run[which].read
+                    }
+                })
+                .collect(),
+        )
+    };
+    let rows: Vec<Vec<Cell>> = [("write", true), ("read", false)]
+        .into_iter()
+        .map(|(workload, write)| {
+            let (tarn, null, raw) = (column(0, write), column(1, write), column(2, write));
+            vec![
+                Cell::text(format!(
+                    "seq{workload} {}",
+                    crate::format::human_bytes(size)
+                )),
+                rate_cell(tarn),
+                rate_cell(null),
+                rate_cell(raw),
+                ratio_cell(tarn / null),
+                ratio_cell(tarn / raw),
+            ]
+        })
+        .collect();
+    let format = ListFormat {
+        json,
+        ..ListFormat::default()
+    };
+    print_table(MOUNT_COLUMNS, &rows, &format, "workloads").map_err(Failure)
 }
 
 pub fn run(command: BenchCommand) -> Result<(), Failure> {
@@ -134,7 +408,10 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             if no_fio {
                 return Ok(());
             }
-            let fio_rate = fio_write(&dir, size)?;
+            let file = dir.join("fio-baseline.dat");
+            let fio_rate = fio(&file, size, true, true);
+            let _ = std::fs::remove_file(&file);
+            let fio_rate = fio_rate.map_err(Failure)?;
             out!(
                 "fio on a file in {} (bs=1M direct end_fsync): {fio_rate:.0} MiB/s",
                 dir.display()
@@ -142,5 +419,18 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             out!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
             Ok(())
         }
+        BenchCommand::Mount {
+            dir,
+            size,
+            vdev_size,
+            runs,
+            json,
+        } => bench_mount(
+            &dir,
+            parse_size(&size)?,
+            parse_size(&vdev_size)?,
+            runs,
+            json,
+        ),
     }
 }

@@ -57,6 +57,7 @@
 //! before a mount and the cleanup of a dead mount left by a crashed daemon.
 
 pub mod mountpoint;
+pub mod null;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -82,6 +83,9 @@ use tarn::types::Txg;
 pub const TTL: Duration = Duration::from_secs(1);
 /// Largest write the kernel sends in one request.
 pub const WRITE_BYTES_MAX: u32 = 1 << 20;
+/// Readahead of a mount: a sequential reader is sent read requests this large (with max_pages
+/// from FUSE_MAX_PAGES, which fuser sizes from the larger of max_write and readahead).
+pub const READAHEAD_BYTES: u32 = 1 << 20;
 /// Entries asked of the engine per readdir request (the reply buffer usually fills first).
 const READDIR_BATCH: usize = 256;
 /// The dirty-txg table is pruned of synced entries when it grows past this.
@@ -280,10 +284,7 @@ fn bytes(name: &OsStr) -> &[u8] {
 
 impl Filesystem for TarnFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        // Ask for 1 MiB writes; older kernels cap lower, which is fine.
-        let _ = config.set_max_write(WRITE_BYTES_MAX);
-        // Lookups and readdirs in one directory may run in parallel: the engine locks.
-        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        configure_kernel(config);
         Ok(())
     }
 
@@ -663,13 +664,23 @@ pub struct MountOptions {
 }
 
 impl MountOptions {
+    /// Options with [`MountOptions::threads_default`] threads and `allow_other`.
     pub fn new(fsname: impl Into<String>) -> MountOptions {
         MountOptions {
             fsname: fsname.into(),
-            threads: 4,
+            threads: MountOptions::threads_default(),
             allow_other: true,
             read_only: false,
         }
+    }
+
+    /// One worker thread per CPU, at least 2 (a request blocked on the write throttle must not
+    /// stall every other) and at most 8.
+    pub fn threads_default() -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(4)
+            .clamp(2, 8)
     }
 }
 
@@ -690,10 +701,52 @@ pub struct MountHandle {
     mountpoint: PathBuf,
 }
 
-/// Mount `fs` at `mountpoint` and serve it from background threads.
-pub fn mount(
-    fs: Arc<FileSystem>,
-    txgs: Arc<TxgManager>,
+/// The kernel settings every tarn mount negotiates at FUSE init (and the null file system of
+/// `tarn bench mount`, so that its figures compare like with like).
+pub fn configure_kernel(config: &mut KernelConfig) {
+    // Ask for 1 MiB writes; older kernels cap lower, which is fine. fuser asks for
+    // FUSE_MAX_PAGES itself and sizes max_pages from max_write.
+    let _ = config.set_max_write(WRITE_BYTES_MAX);
+    // Lookups and readdirs in one directory may run in parallel: the engine locks.
+    let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+    // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
+    // afterwards (see `raise_readahead`).
+    if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {
+        let _ = config.set_max_readahead(offered);
+    }
+}
+
+/// Raise the readahead of the FUSE mount at `mountpoint` to [`READAHEAD_BYTES`] through its
+/// backing device's `read_ahead_kb`: at FUSE init the kernel offers only its default readahead
+/// (128 KiB), and sequential reads through FUSE go as fast as the requests are large. The
+/// statfs first waits for the FUSE init to finish, which would otherwise lower the value again;
+/// it is statfs, not stat, because a stat would leave the root's attributes cached, and a stat
+/// answered from that cache hides a dead mount from [`mountpoint::is_dead_fuse_mount`]. Not
+/// being able to (no sysfs, not root) only costs speed.
+fn raise_readahead(mountpoint: &Path) {
+    let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: a NUL-terminated path and a zeroed statfs buffer that the call fills.
+    let mut figures: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut figures) } != 0 {
+        return;
+    }
+    let Some(entry) = mountpoint::mount_at(mountpoint) else {
+        return;
+    };
+    let path = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        entry.device_major, entry.device_minor
+    );
+    let _ = std::fs::write(path, (READAHEAD_BYTES >> 10).to_string());
+}
+
+/// Mount `filesystem` at `mountpoint` with tarn's mount options and serve it from background
+/// threads. Every tarn mount goes through here, and so does the null file system of `tarn
+/// bench mount`.
+pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
+    filesystem: FS,
     mountpoint: &Path,
     options: &MountOptions,
 ) -> io::Result<MountHandle> {
@@ -717,12 +770,23 @@ pub fn mount(
     }
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
-    let adapter = TarnFuse::new(fs, txgs, options.fsname.clone());
-    let session = fuser::spawn_mount(adapter, mountpoint, &config)?;
+    let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
+    raise_readahead(mountpoint);
     Ok(MountHandle {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
     })
+}
+
+/// Mount `fs` at `mountpoint` and serve it from background threads.
+pub fn mount(
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    let adapter = TarnFuse::new(fs, txgs, options.fsname.clone());
+    mount_filesystem(adapter, mountpoint, options)
 }
 
 impl MountHandle {

@@ -7,6 +7,10 @@
 //! still be old), so nothing ever reads a half-written copy. [`WriteQueue::wait`] is the barrier
 //! the sync driver calls before it flushes the vdevs and writes the uberblock: it returns the
 //! first write that reached no device, which fails the txg (the pool suspends).
+//!
+//! A worker merges the queued writes that continue the one it took, on the same vdev, into one
+//! device write of up to [`AGGREGATE_BYTES_MAX`]; a merged write that fails counts against
+//! every block in it.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -49,6 +53,9 @@ pub struct WriteQueue {
 
 /// Jobs queued ahead of the workers before `submit` blocks (back-pressure on the sync thread).
 const QUEUE_DEPTH: usize = 32;
+/// Largest device write that contiguous queued writes are merged into (OpenZFS's
+/// zfs_vdev_aggregation_limit).
+const AGGREGATE_BYTES_MAX: usize = 1 << 20;
 
 impl WriteQueue {
     pub fn new(threads: usize) -> WriteQueue {
@@ -64,25 +71,30 @@ impl WriteQueue {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("tarn-wr-iss-{index}"))
-                    .spawn(move || loop {
-                        let job = match receiver.lock().recv() {
-                            Ok(job) => job,
-                            Err(_) => return,
-                        };
-                        let result = job.top.write(job.offset, &job.data);
-                        let mut in_flight = shared.in_flight.lock();
-                        if let Err(error) = result {
-                            in_flight.errors.push(error.to_string());
-                        }
-                        let key = (job.top.id, job.offset);
-                        if let Some((_, pending)) = in_flight.buffers.get_mut(&key) {
-                            *pending -= 1;
-                            if *pending == 0 {
-                                in_flight.buffers.remove(&key);
+                    .spawn(move || {
+                        let mut next: Option<Job> = None;
+                        loop {
+                            let batch = match take_batch(&receiver, &mut next) {
+                                Some(batch) => batch,
+                                None => return,
+                            };
+                            let result = write_batch(&batch);
+                            let mut in_flight = shared.in_flight.lock();
+                            if let Err(error) = result {
+                                in_flight.errors.push(error.to_string());
                             }
+                            for job in &batch {
+                                let key = (job.top.id, job.offset);
+                                if let Some((_, pending)) = in_flight.buffers.get_mut(&key) {
+                                    *pending -= 1;
+                                    if *pending == 0 {
+                                        in_flight.buffers.remove(&key);
+                                    }
+                                }
+                                in_flight.count -= 1;
+                            }
+                            shared.drained.notify_all();
                         }
-                        in_flight.count -= 1;
-                        shared.drained.notify_all();
                     })
                     .expect("spawn an I/O thread")
             })
@@ -141,6 +153,59 @@ impl WriteQueue {
             Err(std::mem::take(&mut in_flight.errors))
         }
     }
+}
+
+/// The next jobs for a worker: `next` (a job taken earlier that did not join its batch) or the
+/// next job queued, followed by the queued jobs that continue it on the same vdev, up to
+/// [`AGGREGATE_BYTES_MAX`] (OpenZFS's vdev queue aggregation). The sync thread allocates and
+/// submits a txg's blocks mostly in address order, so a sequential write reaches the disk in
+/// large I/Os, which many devices need for their throughput. None when the queue has closed.
+///
+/// A worker holding a `next` job must not wait for the receiver: another worker may hold it
+/// while it blocks for a job that the sync thread will only submit after `next` is written.
+fn take_batch(receiver: &Mutex<Receiver<Job>>, next: &mut Option<Job>) -> Option<Vec<Job>> {
+    let (first, receiver) = match next.take() {
+        Some(job) => match receiver.try_lock() {
+            Some(receiver) => (job, receiver),
+            None => return Some(vec![job]),
+        },
+        None => {
+            let receiver = receiver.lock();
+            (receiver.recv().ok()?, receiver)
+        }
+    };
+    let mut length = first.data.len();
+    let mut batch = vec![first];
+    while length < AGGREGATE_BYTES_MAX {
+        let Ok(job) = receiver.try_recv() else {
+            break;
+        };
+        let last = batch.last().expect("a batch has a first job");
+        let continues = job.top.id == last.top.id
+            && job.offset == last.offset + last.data.len() as u64
+            && length + job.data.len() <= AGGREGATE_BYTES_MAX;
+        if !continues {
+            *next = Some(job);
+            break;
+        }
+        length += job.data.len();
+        batch.push(job);
+    }
+    Some(batch)
+}
+
+/// Write a batch of contiguous jobs as one device write (a lone job without a copy).
+fn write_batch(batch: &[Job]) -> Result<(), crate::vdev::VdevError> {
+    let first = &batch[0];
+    if batch.len() == 1 {
+        return first.top.write(first.offset, &first.data);
+    }
+    let length = batch.iter().map(|job| job.data.len()).sum();
+    let mut merged = Vec::with_capacity(length);
+    for job in batch {
+        merged.extend_from_slice(&job.data);
+    }
+    first.top.write(first.offset, &merged)
 }
 
 impl Drop for WriteQueue {

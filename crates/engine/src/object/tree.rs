@@ -366,12 +366,39 @@ pub(crate) fn lookup_block(
         if bp.is_hole() {
             return Ok(BlockPtr::hole(bp.birth_logical, dnode.object_type, 0));
         }
-        let entries = read_indirect(io, &bp, fanout)?;
         let slot = (blkid / span(fanout, level - 1)) % fanout;
-        bp = entries[slot as usize].clone();
+        bp = read_indirect_entry(io, &bp, fanout, slot)?;
         level -= 1;
     }
     Ok(bp)
+}
+
+/// Entry `slot` of the indirect block `bp` (not a hole), decoded and checked alone: a lookup
+/// needs one pointer, and decoding all `fanout` of them on every lookup costs more than the
+/// rest of a small read or write.
+fn read_indirect_entry(
+    io: &BlockIo,
+    bp: &BlockPtr,
+    fanout: u64,
+    slot: u64,
+) -> Result<BlockPtr, ObjectError> {
+    let data = io.read(bp)?;
+    if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
+        return Err(ObjectError::Corrupt(format!(
+            "indirect block of {} bytes, expected {}",
+            data.len(),
+            fanout * BLKPTR_SIZE as u64
+        )));
+    }
+    let start = slot as usize * BLKPTR_SIZE;
+    let child = BlockPtr::decode(&data[start..start + BLKPTR_SIZE])?;
+    if child.level + 1 != bp.level {
+        return Err(ObjectError::Corrupt(format!(
+            "indirect block at level {} points to a level-{} block",
+            bp.level, child.level
+        )));
+    }
+    Ok(child)
 }
 
 /// Visit every block pointer in a tree (depth first, parents before children), for `check`.
