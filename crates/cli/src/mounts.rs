@@ -120,10 +120,6 @@ impl Mounts {
             .map_err(|why| Failure(format!("cannot mount {dataset}: {why}")))?;
         let fs = Arc::new(pool.open_file_system(dataset)?);
         let mut options = MountOptions::new(format!("tarn:{dataset}"));
-        options.threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(4)
-            .clamp(2, 8);
         options.read_only = pool.property(dataset, Property::Readonly)?.0 == "on";
         let handle = tarn_fuse::mount(fs.clone(), pool.core.txgs.clone(), target, &options)
             .map_err(|error| {
