@@ -273,20 +273,37 @@ fn bench_mount(
     std::fs::create_dir_all(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
     let dir =
         &std::fs::canonicalize(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
-    // Two runs in one directory would share the vdev, the pool name and the mountpoints.
-    let lock_path = dir.join(".tarn-bench-mount.lock");
-    let lock = std::fs::File::create(&lock_path)
-        .map_err(|e| Failure(format!("{}: {e}", lock_path.display())))?;
-    // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(Failure(format!(
-            "another tarn bench mount runs in {}",
-            dir.display()
-        )));
+    let _lock = BenchDirLock::take(dir)?;
+    bench_mount_locked(dir, size, vdev_size, runs, json)
+}
+
+/// A benchmark's hold on its directory: two runs in one directory would share (and delete)
+/// each other's vdev, pool name and mountpoints. Released, and its file removed, on drop.
+struct BenchDirLock {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl BenchDirLock {
+    fn take(dir: &Path) -> Result<BenchDirLock, Failure> {
+        let path = dir.join(".tarn-bench.lock");
+        let file = std::fs::File::create(&path)
+            .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(Failure(format!(
+                "another tarn benchmark runs in {}",
+                dir.display()
+            )));
+        }
+        Ok(BenchDirLock { _file: file, path })
     }
-    let result = bench_mount_locked(dir, size, vdev_size, runs, json);
-    let _ = std::fs::remove_file(&lock_path);
-    result
+}
+
+impl Drop for BenchDirLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn bench_mount_locked(
@@ -356,6 +373,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             let vdev_size = parse_size(&vdev_size)?;
             std::fs::create_dir_all(&dir)
                 .map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+            let _lock = BenchDirLock::take(&dir)?;
             let vdev = dir.join("bench-vdev0.img");
             let _ = std::fs::remove_file(&vdev);
             let mut tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;

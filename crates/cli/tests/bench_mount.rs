@@ -63,7 +63,7 @@ fn bench_mount_prints_write_and_read_rows() {
         .iter()
         .map(|row| row["workload"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["seqwrite 64.0M", "seqread 64.0M"], "{stdout}");
+    assert_eq!(names, ["seqwrite 64M", "seqread 64M"], "{stdout}");
     for row in rows {
         let tarn = number(row, "tarn_mib_s");
         let null = number(row, "null_fuse_mib_s");

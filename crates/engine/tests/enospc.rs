@@ -70,3 +70,39 @@ fn full_pool_refuses_writes_then_recovers_after_delete() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// Dirty data not yet synced counts against free space only as an estimate: a file system
+/// writer on a small pool whose own txg holds most of the dirty data is made to wait for that
+/// txg to sync, not told the pool is full. Regression: with no sync in sight (a long timeout,
+/// a large dirty limit), 30 MiB into a pool with about 45 MiB outside the slop was refused
+/// after about 20 MiB.
+#[test]
+fn dirty_data_in_the_writers_own_txg_waits_for_a_sync_instead_of_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tunables = tiny();
+    tunables.txg_timeout = 600;
+    tunables.dirty_data_max = 1 << 30;
+    let pool = create_pool(dir.path(), "busy", single(dir.path(), "a.img"), tunables);
+    let fs = pool.file_system().unwrap();
+    let chunk = 64 << 10;
+    for file in 0..30u64 {
+        let attr = fs
+            .create(fs.root(), format!("f{file}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        for piece in 0..16u64 {
+            fs.write(
+                attr.ino,
+                piece * chunk as u64,
+                &pattern(file * 16 + piece, chunk),
+            )
+            .unwrap_or_else(|error| {
+                panic!(
+                    "file {file} piece {piece}: {error} with {} MiB written",
+                    file
+                )
+            });
+        }
+    }
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

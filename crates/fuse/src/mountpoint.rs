@@ -145,10 +145,17 @@ pub fn is_dead_fuse_mount(path: &Path) -> bool {
     if fuse_connection(path).is_none() {
         return false;
     }
-    match std::fs::metadata(path) {
-        Ok(_) => false,
-        Err(error) => error.raw_os_error() == Some(libc::ENOTCONN),
-    }
+    // statfs always reaches the server (stat could be answered from cached attributes of a
+    // dead mount's root); a connection without a server fails it with ENOTCONN.
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` is a valid C string and `stat` a writable statfs buffer.
+    let result = unsafe {
+        let mut stat: libc::statfs = std::mem::zeroed();
+        libc::statfs(path.as_ptr(), &mut stat)
+    };
+    result != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN)
 }
 
 /// Check that `path` can be mounted on, without changing anything: not a live mountpoint, and

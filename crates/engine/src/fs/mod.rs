@@ -1408,11 +1408,30 @@ impl FileSystem {
             kind => return Err(FsError::Invalid(format!("write to a {kind:?}"))),
         }
         let now = Timestamp::now();
-        let hold = self.txgs.assign()?;
+        let mut waited_for_sync = false;
+        let hold = loop {
+            let hold = self.txgs.assign()?;
+            let tx = hold.tx();
+            // The data first: a write refused for lack of space changes nothing.
+            if data.is_empty() {
+                break hold;
+            }
+            match self.objset.write(&tx, ObjectId(ino), offset, data) {
+                Ok(()) => break hold,
+                // The space admission counts the dirty data of our own txg, which cannot
+                // sync while we hold it: let it go, wait for it to reach disk (its estimate
+                // becomes real allocations) and try once more, as zfs retries a tempreserve
+                // after txg_wait_open. Only then is the pool really full.
+                Err(ObjectError::NoSpace) if !waited_for_sync => {
+                    drop(hold);
+                    self.txgs.wait_synced(Some(tx.txg))?;
+                    waited_for_sync = true;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        };
         let tx = hold.tx();
-        // The data first: a write refused for lack of space changes nothing.
         if !data.is_empty() {
-            self.objset.write(&tx, ObjectId(ino), offset, data)?;
             znode.size = znode.size.max(end);
         }
         znode.mtime = now;

@@ -83,6 +83,9 @@ pub enum ObjectError {
     Pipeline(#[from] PipelineError),
     #[error("{0}")]
     Lifecycle(String),
+    /// The pool stopped syncing while the operation waited for a txg.
+    #[error(transparent)]
+    Txg(#[from] crate::txg::TxgError),
 }
 
 impl From<BlockError> for ObjectError {
@@ -93,8 +96,9 @@ impl From<BlockError> for ObjectError {
 
 /// Admission of new data before it is dirtied: the pool refuses writes that could not be
 /// stored (ENOSPC) while frees and syncing still can proceed (OpenZFS's dsl_dir tempreserve).
+/// Called with `tx` held; it may wait for earlier txgs to sync (never for `tx`'s own).
 pub trait WriteReservation: Send + Sync {
-    fn reserve(&self, bytes: u64) -> Result<(), ObjectError>;
+    fn reserve(&self, tx: &Tx, bytes: u64) -> Result<(), ObjectError>;
 }
 
 /// How blocks enter and leave an object set's trees. Owned by this layer, implemented above:
@@ -674,7 +678,7 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         let reservation = self.reservation.lock().clone();
         if let Some(reservation) = reservation {
-            reservation.reserve(data.len() as u64)?;
+            reservation.reserve(tx, data.len() as u64)?;
         }
         let _writer = self.lock_object(object);
         self.write_locked(tx, object, offset, data)

@@ -336,24 +336,43 @@ impl BlockFreer for PoolFreer {
 /// the free space outside the slop (OpenZFS's tempreserve against spa_get_slop_space). Frees
 /// are never refused, and syncing can always use the slop, so a full pool stays writable for
 /// deletes and never suspends for lack of space.
+///
+/// Data in flight is only an estimate of what will be allocated: when it is what tips the
+/// balance, the writer first waits for the txgs before its own to sync (their allocations and
+/// frees then show in the free space, and their dirty bytes leave the estimate), as OpenZFS
+/// retries a tempreserve after a txg wait, and is refused only if the write still does not
+/// fit. A fast writer on a small pool is thus slowed, not failed.
 struct PoolReservation {
     io: Arc<BlockIo>,
     txgs: Arc<TxgManager>,
 }
 
-impl crate::object::WriteReservation for PoolReservation {
-    fn reserve(&self, bytes: u64) -> Result<(), ObjectError> {
+impl PoolReservation {
+    fn fits(&self, bytes: u64) -> bool {
         let totals = self.io.space.totals();
         let needed = self
             .txgs
             .dirty_total()
             .saturating_add(bytes)
             .saturating_mul(2);
-        let available = totals.free.saturating_sub(totals.slop());
-        if needed > available {
-            return Err(ObjectError::NoSpace);
+        needed <= totals.free.saturating_sub(totals.slop())
+    }
+}
+
+impl crate::object::WriteReservation for PoolReservation {
+    fn reserve(&self, tx: &Tx, bytes: u64) -> Result<(), ObjectError> {
+        if self.fits(bytes) {
+            return Ok(());
         }
-        Ok(())
+        // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
+        let previous = Txg(tx.txg.0.saturating_sub(1));
+        if self.txgs.last_synced() < previous {
+            self.txgs.wait_synced(Some(previous))?;
+            if self.fits(bytes) {
+                return Ok(());
+            }
+        }
+        Err(ObjectError::NoSpace)
     }
 }
 
