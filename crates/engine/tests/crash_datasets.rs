@@ -14,7 +14,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -103,26 +102,17 @@ fn kill9_during_dataset_create_write_destroy_keeps_the_hierarchy_whole() {
         .export()
         .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
-    let exe = std::env::current_exe().unwrap();
     let mut next_start = 0u64;
     let mut survivors_checked = 0;
     for round in 0..ROUNDS {
-        let mut child = Command::new(&exe)
-            .args([
-                "crash_datasets_child_entry",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, &dir_path)
-            .env("TARN_CRASH_START", next_start.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.gen_range(200..900)));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        run_child_then_kill(
+            "crash_datasets_child_entry",
+            &[
+                (CHILD_ENV, dir_path.display().to_string()),
+                ("TARN_CRASH_START", next_start.to_string()),
+            ],
+            Duration::from_millis(rng.gen_range(200..900)),
+        );
 
         let (pool, _) = Pool::import(
             "crash",

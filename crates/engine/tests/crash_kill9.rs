@@ -10,7 +10,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -130,24 +129,15 @@ fn kill9_fifty_times_then_import_check_and_verify() {
     // Per object: the newest generation known to be synced.
     let mut known: BTreeMap<ObjectId, u64> = BTreeMap::new();
     let mut next_start = 1u64;
-    let exe = std::env::current_exe().unwrap();
     for round in 0..ROUNDS {
-        let mut child = Command::new(&exe)
-            .args([
-                "crash_child_entry",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, &dir_path)
-            .env("TARN_CRASH_START", next_start.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(rng.gen_range(150..700)));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        run_child_then_kill(
+            "crash_child_entry",
+            &[
+                (CHILD_ENV, dir_path.display().to_string()),
+                ("TARN_CRASH_START", next_start.to_string()),
+            ],
+            Duration::from_millis(rng.gen_range(150..700)),
+        );
 
         let reported = last_reported(&dir_path).unwrap_or(0);
         if reported >= next_start {

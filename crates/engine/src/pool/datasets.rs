@@ -356,52 +356,8 @@ impl PoolCore {
         let parent = self.dataset_by_relative(parent_of(relative))?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
-        let children = kv_create(&self.mos, &tx, &self.tunables)?;
-        let properties_object = kv_create(&self.mos, &tx, &self.tunables)?;
-        let now = now_seconds();
-        let mut dir = DatasetDirPhys {
-            parent_dir_object: parent.dir_object,
-            children_object: children,
-            properties_object,
-            creation_time: now,
-            ..Default::default()
-        };
-        let dir_object = self.mos.create_object(
-            &tx,
-            mos_props(
-                ObjectType::DatasetDir,
-                512,
-                &self.tunables,
-                Compression::Lz4,
-            ),
-            ObjectType::DatasetDir,
-            &dir.encode(),
-        )?;
-        let phys = DatasetPhys {
-            dir_object,
-            prev_snapshot_object: ObjectId(0),
-            prev_snapshot_txg: Txg(0),
-            next_snapshot_object: ObjectId(0),
-            snapshot_names_object: ObjectId(0),
-            creation_time: now,
-            creation_txg: tx.txg,
-            deadlist_object: ObjectId(0),
-            referenced_bytes: 0,
-            compressed_bytes: 0,
-            uncompressed_bytes: 0,
-            unique_bytes: 0,
-            guid: Guid::random(),
-            root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
-        };
-        let dataset_object = self.mos.create_object(
-            &tx,
-            mos_props(ObjectType::Dataset, 512, &self.tunables, Compression::Lz4),
-            ObjectType::Dataset,
-            &phys.encode(),
-        )?;
-        dir.head_dataset_object = dataset_object;
-        self.mos
-            .set_bonus(&tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
+        let (dir_object, dir, dataset_object, phys) =
+            create_dataset_records(&self.mos, &tx, &self.tunables, parent.dir_object)?;
         {
             let object = parent.dir().children_object;
             let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
@@ -529,6 +485,56 @@ impl PoolCore {
             txgs: self.txgs.clone(),
         }));
     }
+}
+
+/// Create a dataset's MOS objects in `tx`: its children and properties objects, its directory
+/// record (naming `parent_dir`, 0 for a pool's root) and its head dataset record with an empty
+/// object set. Returns (directory object, directory record, dataset object, dataset record).
+pub(super) fn create_dataset_records(
+    mos: &ObjectSet,
+    tx: &Tx,
+    tunables: &crate::tunables::Tunables,
+    parent_dir: ObjectId,
+) -> Result<(ObjectId, DatasetDirPhys, ObjectId, DatasetPhys), PoolError> {
+    let now = now_seconds();
+    let mut dir = DatasetDirPhys {
+        parent_dir_object: parent_dir,
+        children_object: kv_create(mos, tx, tunables)?,
+        properties_object: kv_create(mos, tx, tunables)?,
+        creation_time: now,
+        ..Default::default()
+    };
+    let dir_object = mos.create_object(
+        tx,
+        mos_props(ObjectType::DatasetDir, 512, tunables, Compression::Lz4),
+        ObjectType::DatasetDir,
+        &dir.encode(),
+    )?;
+    let phys = DatasetPhys {
+        dir_object,
+        prev_snapshot_object: ObjectId(0),
+        prev_snapshot_txg: Txg(0),
+        next_snapshot_object: ObjectId(0),
+        snapshot_names_object: ObjectId(0),
+        creation_time: now,
+        creation_txg: tx.txg,
+        deadlist_object: ObjectId(0),
+        referenced_bytes: 0,
+        compressed_bytes: 0,
+        uncompressed_bytes: 0,
+        unique_bytes: 0,
+        guid: Guid::random(),
+        root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
+    };
+    let dataset_object = mos.create_object(
+        tx,
+        mos_props(ObjectType::Dataset, 512, tunables, Compression::Lz4),
+        ObjectType::Dataset,
+        &phys.encode(),
+    )?;
+    dir.head_dataset_object = dataset_object;
+    mos.set_bonus(tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
+    Ok((dir_object, dir, dataset_object, phys))
 }
 
 fn depth(relative: &str) -> usize {

@@ -1006,45 +1006,8 @@ impl Pool {
         )?;
 
         // The root dataset: directory, head dataset record, empty object set.
-        let children = kv_create(&mos, &tx, &tunables)?;
-        let properties = kv_create(&mos, &tx, &tunables)?;
-        let dir_phys = DatasetDirPhys {
-            children_object: children,
-            properties_object: properties,
-            creation_time: now_seconds(),
-            ..Default::default()
-        };
-        let dir_object = mos.create_object(
-            &tx,
-            mos_props(ObjectType::DatasetDir, 512, &tunables, Compression::Lz4),
-            ObjectType::DatasetDir,
-            &dir_phys.encode(),
-        )?;
-        let phys = DatasetPhys {
-            dir_object,
-            prev_snapshot_object: ObjectId(0),
-            prev_snapshot_txg: Txg(0),
-            next_snapshot_object: ObjectId(0),
-            snapshot_names_object: ObjectId(0),
-            creation_time: now_seconds(),
-            creation_txg: txg,
-            deadlist_object: ObjectId(0),
-            referenced_bytes: 0,
-            compressed_bytes: 0,
-            uncompressed_bytes: 0,
-            unique_bytes: 0,
-            guid: Guid::random(),
-            root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
-        };
-        let dataset_object = mos.create_object(
-            &tx,
-            mos_props(ObjectType::Dataset, 512, &tunables, Compression::Lz4),
-            ObjectType::Dataset,
-            &phys.encode(),
-        )?;
-        let mut dir_phys = dir_phys;
-        dir_phys.head_dataset_object = dataset_object;
-        mos.set_bonus(&tx, dir_object, ObjectType::DatasetDir, &dir_phys.encode())?;
+        let (dir_object, dir_phys, dataset_object, phys) =
+            datasets::create_dataset_records(&mos, &tx, &tunables, ObjectId(0))?;
         kv_set_u64(
             &mos,
             &tx,

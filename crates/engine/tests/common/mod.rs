@@ -99,3 +99,20 @@ pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
     out.truncate(length);
     out
 }
+
+/// Run this test binary's `entry` test as a child process with `env`, let it work for
+/// `run_for`, then kill it with SIGKILL and reap it (the crash tests' child).
+pub fn run_child_then_kill(entry: &str, env: &[(&str, String)], run_for: std::time::Duration) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([entry, "--exact", "--nocapture", "--test-threads=1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    std::thread::sleep(run_for);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
