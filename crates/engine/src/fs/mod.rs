@@ -82,7 +82,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
 use crate::object::adapters::KvObject;
 use crate::object::kv::{self, KvError, COOKIE_END, COOKIE_FIRST};
-use crate::object::prefetch::Prefetcher;
+use crate::object::prefetch::{PrefetchStats, Prefetcher};
 use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
@@ -1384,6 +1384,11 @@ impl FileSystem {
             Some(error) => Err(error.into()),
             None => Ok(()),
         }
+    }
+
+    /// The prefetcher's counters (zfetchstats).
+    pub fn prefetch_stats(&self) -> PrefetchStats {
+        self.prefetch.stats()
     }
 
     /// relatime: update atime if it is not newer than mtime or ctime, or a day old.
