@@ -52,8 +52,8 @@ fn sequential_reads_are_prefetched_and_correct() {
         stats.blocks_read + stats.blocks_claimed > 0,
         "prefetches neither read nor claimed: {stats:?}"
     );
-    // The cache is 1 MiB in the tiny configuration: the prefetch distance stays within it.
-    assert!(pool.core.io.cache.stats().size_bytes <= 1 << 20);
+    // The distance is capped at a quarter of the 1 MiB cache: the queue never overflows.
+    assert_eq!(stats.blocks_dropped, 0, "{stats:?}");
     drop(fs);
     assert_clean(&pool);
     pool.export().unwrap();
