@@ -112,6 +112,16 @@ tunables! {
     recordsize: u32 = 128 << 10,
     /// Bytes the block cache may hold (the ARC's arc_c_max, until the ARC replaces it).
     arc_max: u64 = 256 << 20,
+    /// 1 turns predictive prefetch of sequentially read file data off, 0 leaves it on
+    /// (zfs_prefetch_disable).
+    zfs_prefetch_disable: u32 = 0,
+    /// First prefetch distance of a confirmed sequential stream, in bytes (zfetch_min_distance).
+    zfetch_min_distance: u64 = 4 << 20,
+    /// Largest prefetch distance of a stream, in bytes (zfetch_max_distance); also capped at a
+    /// quarter of arc_max so that prefetched blocks are not evicted before they are read.
+    zfetch_max_distance: u64 = 64 << 20,
+    /// Sequential streams tracked per object (zfetch_max_streams).
+    zfetch_max_streams: u32 = 8,
     /// Sector shift of new vdevs (ashift); 9 = 512 bytes, 12 = 4 KiB. 12 by default, as
     /// OpenZFS users set for modern disks: every block is 4 KiB aligned, which direct I/O needs.
     vdev_ashift: u32 = 12,
@@ -216,6 +226,10 @@ impl Tunables {
         check(
             self.delay_min_dirty_percent < 100 && self.dirty_data_sync_percent <= 100,
             "delay_min_dirty_percent must be below 100 and dirty_data_sync_percent at most 100",
+        )?;
+        check(
+            self.zfs_prefetch_disable <= 1,
+            "zfs_prefetch_disable must be 0 or 1",
         )?;
         check(
             self.metaslab_condense_pct >= 100,

@@ -42,9 +42,9 @@ pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
         Compression::Off => return None,
         Compression::Lz4 => {
             // lz4_flex insists on room for the worst case before it starts, so compress fully
-            // and compare afterwards.
-            output = vec![0u8; lz4_flex::block::get_maximum_output_size(data.len())];
-            lz4_flex::block::compress_into(data, &mut output).ok()?
+            // and compare afterwards. `compress` allocates that room without zeroing it.
+            output = lz4_flex::block::compress(data);
+            output.len()
         }
         Compression::Zstd { level } => {
             assert!(
@@ -86,7 +86,8 @@ pub fn decompress(
             format!("logical size {size_logical:#x} exceeds the largest block size"),
         ));
     }
-    let mut output = vec![0u8; size_logical];
+    // The output is allocated only for the kinds that need it: an uncompressed block is copied.
+    let mut output;
     let written = match kind {
         Compression::Off => {
             if data.len() != size_logical {
@@ -100,10 +101,16 @@ pub fn decompress(
             }
             return Ok(data.to_vec());
         }
-        Compression::Lz4 => lz4_flex::block::decompress_into(data, &mut output)
-            .map_err(|error| decompress_error(kind, error.to_string()))?,
-        Compression::Zstd { .. } => zstd::bulk::decompress_to_buffer(data, &mut output)
-            .map_err(|error| decompress_error(kind, error.to_string()))?,
+        Compression::Lz4 => {
+            output = vec![0u8; size_logical];
+            lz4_flex::block::decompress_into(data, &mut output)
+                .map_err(|error| decompress_error(kind, error.to_string()))?
+        }
+        Compression::Zstd { .. } => {
+            output = vec![0u8; size_logical];
+            zstd::bulk::decompress_to_buffer(data, &mut output)
+                .map_err(|error| decompress_error(kind, error.to_string()))?
+        }
     };
     if written != size_logical {
         return Err(decompress_error(

@@ -341,11 +341,14 @@ impl BlockIo {
             return Ok(data);
         }
         let physical = self.read_physical(bp, true)?;
-        let data = Arc::new(compress::decompress(
-            bp.compression,
-            &physical,
-            bp.size_logical as usize,
-        )?);
+        // An uncompressed block's verified bytes are its contents: keep them, do not copy.
+        let data = Arc::new(
+            if bp.compression == Compression::Off && physical.len() == bp.size_logical as usize {
+                physical
+            } else {
+                compress::decompress(bp.compression, &physical, bp.size_logical as usize)?
+            },
+        );
         if let Some(key) = key {
             self.cache.insert(key, data.clone());
         }

@@ -82,6 +82,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
 use crate::object::adapters::KvObject;
 use crate::object::kv::{self, KvError, COOKIE_END, COOKIE_FIRST};
+use crate::object::prefetch::{PrefetchStats, Prefetcher};
 use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
@@ -294,6 +295,8 @@ pub struct FileSystem {
     open_counts: Mutex<HashMap<u64, u64>>,
     space: RwLock<Option<SpaceSource>>,
     atime_updates: AtomicBool,
+    /// Sequential read detection and read-ahead into the block cache.
+    prefetch: Prefetcher,
 }
 
 /// Znodes loaded before a transaction, changed in memory and written back together.
@@ -461,6 +464,7 @@ impl FileSystem {
             }
         }
         let config = FsConfig::for_objset(&objset);
+        let prefetch = Prefetcher::new(&objset);
         let fs = FileSystem {
             objset,
             txgs,
@@ -472,6 +476,7 @@ impl FileSystem {
             open_counts: Mutex::new(HashMap::new()),
             space: RwLock::new(None),
             atime_updates: AtomicBool::new(true),
+            prefetch,
         };
         let root_znode = fs.znode(root)?;
         if root_znode.kind() != FileKind::Directory {
@@ -1321,9 +1326,25 @@ impl FileSystem {
     /// Fill `data` from `offset` of file `ino`. A read spanning several blocks reads them on
     /// up to [`READ_THREADS_MAX`] threads: each block not in the cache is a synchronous device
     /// read, and a device serves several at once much faster than one after the other.
+    ///
+    /// The prefetcher sees every read first: a sequential reader finds the blocks it asks for
+    /// already in the cache, read ahead by the prefetch workers.
     fn read_blocks(&self, ino: u64, offset: u64, data: &mut [u8]) -> Result<()> {
         let object = ObjectId(ino);
-        let block_size = self.objset.info(object)?.data_block_size as usize;
+        let info = self.objset.info(object)?;
+        let block_size = info.data_block_size as usize;
+        if block_size == 0 {
+            return Err(FsError::Corrupt(format!("file {ino} has block size 0")));
+        }
+        let blocks =
+            offset / block_size as u64..(offset + data.len() as u64).div_ceil(block_size as u64);
+        self.prefetch.access(
+            object,
+            blocks.clone(),
+            block_size as u64,
+            info.max_blkid.saturating_add(1),
+        );
+        self.prefetch.claim(object, blocks);
         let first_block_end = (offset / block_size as u64 + 1) * block_size as u64;
         let head = ((first_block_end - offset) as usize).min(data.len());
         if head == data.len() {
@@ -1363,6 +1384,11 @@ impl FileSystem {
             Some(error) => Err(error.into()),
             None => Ok(()),
         }
+    }
+
+    /// The prefetcher's counters (zfetchstats).
+    pub fn prefetch_stats(&self) -> PrefetchStats {
+        self.prefetch.stats()
     }
 
     /// relatime: update atime if it is not newer than mtime or ctime, or a day old.

@@ -48,6 +48,7 @@
 pub mod adapters;
 pub mod kv;
 pub mod phys;
+pub mod prefetch;
 pub mod tree;
 
 use std::collections::BTreeMap;

@@ -294,9 +294,11 @@ impl<'a> TreeSync<'a> {
         } else {
             self.pointer_to(0, blkid)?
         };
-        let bp = self
-            .io
-            .write(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
+        // Shared, not copied: the dirty record's buffer is immutable, so the write queue and
+        // the cache can keep it as it is.
+        let bp =
+            self.io
+                .write_shared(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
         if !rewritten_in_place(&old, &bp) {
             self.kill(&old)?;
             self.born(&bp);
