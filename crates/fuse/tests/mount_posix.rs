@@ -73,9 +73,20 @@ impl Fixture {
         self.mountpoint.join(relative)
     }
 
-    /// Unmount, check the pool and export it.
+    /// Unmount, check the pool and export it. A plain unmount may see EBUSY for a moment
+    /// after the test's last close on a loaded machine (the kernel drops the file's last
+    /// reference asynchronously); it is retried for up to 5 s, never made lazy.
     fn finish(mut self) {
-        self.handle.take().unwrap().unmount(false).expect("unmount");
+        let mut handle = self.handle.take().unwrap();
+        let mut attempts = 0;
+        while let Err(error) = handle.unmount(false) {
+            attempts += 1;
+            assert!(
+                error.raw_os_error() == Some(libc::EBUSY) && attempts < 50,
+                "unmount: {error}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let pool = self.pool.take().unwrap();
         pool.sync().unwrap();
         let report = check_pool(&pool, false).expect("check runs");
