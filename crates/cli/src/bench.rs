@@ -130,22 +130,33 @@ struct Pair {
     read: f64,
 }
 
-/// The tarn half of `bench mount`: a pool on a sparse vdev in `dir`, its root file system
-/// mounted at `dir/mnt-tarn`; write; unmount, export, import, remount, drop caches; read.
-fn mount_tarn(dir: &Path, size: u64, vdev_size: u64) -> Result<Pair, Failure> {
-    let vdev = dir.join("bench-mount-vdev0.img");
-    let mountpoint = dir.join("mnt-tarn");
-    let _ = std::fs::remove_file(&vdev);
-    let tunables = Tunables::from_env().map_err(Failure)?;
-    let pool = Pool::create(CreateOptions {
-        name: "benchmount".into(),
-        vdevs: vec![VdevSpec::Leaf(vdev.clone())],
+/// A fresh single-vdev pool on a sparse file of `vdev_size` at `vdev` (any previous file there
+/// is the benchmark's own, from an interrupted run: the directory lock is held).
+fn create_bench_pool(
+    name: &str,
+    vdev: &Path,
+    vdev_size: u64,
+    tunables: &Tunables,
+) -> Result<Pool, Failure> {
+    let _ = std::fs::remove_file(vdev);
+    Ok(Pool::create(CreateOptions {
+        name: name.into(),
+        vdevs: vec![VdevSpec::Leaf(vdev.to_path_buf())],
         create_size: Some(vdev_size),
         force: true,
         tunables: tunables.clone(),
         wrap_device: None,
         disabled_features: Vec::new(),
-    })?;
+    })?)
+}
+
+/// The tarn half of `bench mount`: a pool on a sparse vdev in `dir`, its root file system
+/// mounted at `dir/mnt-tarn`; write; unmount, export, import, remount, drop caches; read.
+fn mount_tarn(dir: &Path, size: u64, vdev_size: u64) -> Result<Pair, Failure> {
+    let vdev = dir.join("bench-mount-vdev0.img");
+    let mountpoint = dir.join("mnt-tarn");
+    let tunables = Tunables::from_env().map_err(Failure)?;
+    let pool = create_bench_pool("benchmount", &vdev, vdev_size, &tunables)?;
     let result = (|| {
         let file = mountpoint.join("fio.dat");
         let mut handle = mount_pool(&pool, &mountpoint)?;
@@ -375,18 +386,9 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
                 .map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
             let _lock = BenchDirLock::take(&dir)?;
             let vdev = dir.join("bench-vdev0.img");
-            let _ = std::fs::remove_file(&vdev);
             let mut tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
             tunables.recordsize = 1 << 20;
-            let pool = Pool::create(CreateOptions {
-                name: "bench".into(),
-                vdevs: vec![VdevSpec::Leaf(vdev.clone())],
-                create_size: Some(vdev_size),
-                force: true,
-                tunables: tunables.clone(),
-                wrap_device: None,
-                disabled_features: Vec::new(),
-            })?;
+            let pool = create_bench_pool("bench", &vdev, vdev_size, &tunables)?;
             let objset = pool.root_objset();
             let buffer = crate::format::pseudo_random(64 << 20, 0x9e37_79b9_7f4a_7c15);
             let record = 1usize << 20;

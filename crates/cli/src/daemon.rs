@@ -528,6 +528,18 @@ impl Daemon {
         Ok(())
     }
 
+    /// Give up the pool called `target` (name or guid) for export or destroy: unmount its
+    /// file systems (EBUSY unless `force`), take it out of the map and wait until no request
+    /// uses it.
+    fn release(&self, target: &str, force: bool) -> Result<Pool, Reply> {
+        self.unmount_pool(target, force)?;
+        let taken = self
+            .take(target)
+            .ok_or_else(|| Reply::NotImported(target.to_string()))?;
+        self.mounts.forget_pool(taken.name());
+        Ok(unwrap_when_unused(taken))
+    }
+
     /// The imported pool holding dataset `name` (snapshots are refused here: not built yet).
     fn pool_of_dataset(&self, name: &str) -> Result<Arc<Pool>, Failure> {
         if name.contains('@') {
@@ -721,25 +733,17 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
         }
         Request::PoolExport { pool, force } => {
             let _guard = lock(&daemon.lifecycle);
-            daemon.unmount_pool(&pool, force)?;
-            let taken = daemon
-                .take(&pool)
-                .ok_or_else(|| Reply::NotImported(pool.clone()))?;
-            let name = taken.name().to_string();
-            daemon.mounts.forget_pool(&name);
-            export_when_unused(taken)?;
+            let released = daemon.release(&pool, force)?;
+            let name = released.name().to_string();
+            released.export()?;
             out!("exported pool {name}");
             Answer::done()
         }
         Request::PoolDestroy { pool, force } => {
             let _guard = lock(&daemon.lifecycle);
-            daemon.unmount_pool(&pool, force)?;
-            let taken = daemon
-                .take(&pool)
-                .ok_or_else(|| Reply::NotImported(pool.clone()))?;
-            let name = taken.name().to_string();
-            daemon.mounts.forget_pool(&name);
-            unwrap_when_unused(taken).destroy()?;
+            let released = daemon.release(&pool, force)?;
+            let name = released.name().to_string();
+            released.destroy()?;
             out!("destroyed pool {name}");
             Answer::done()
         }
