@@ -46,6 +46,7 @@
 //! pool's lifetime yet, and each dnode records the txg it was allocated in as its generation.
 
 pub mod adapters;
+pub mod bpobj;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
