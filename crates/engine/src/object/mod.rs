@@ -50,6 +50,7 @@ pub mod bpobj;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
+pub mod traverse;
 pub mod tree;
 
 use std::collections::BTreeMap;
