@@ -115,6 +115,8 @@ pub enum ObjectType {
     Dataset = 9,
     /// List of block pointers (deferred frees, later deadlists).
     BlockPtrList = 10,
+    /// The pool's queue of block trees being destroyed in the background.
+    BpTree = 11,
 }
 
 /// A data virtual address: where one copy of a block lives.
@@ -410,7 +412,7 @@ impl From<ObjectType> for u8 {
 
 impl ObjectType {
     /// Every object type, in on-disk value order.
-    pub const ALL: [ObjectType; 11] = [
+    pub const ALL: [ObjectType; 12] = [
         ObjectType::None,
         ObjectType::Objset,
         ObjectType::Dnode,
@@ -422,6 +424,7 @@ impl ObjectType {
         ObjectType::DatasetDir,
         ObjectType::Dataset,
         ObjectType::BlockPtrList,
+        ObjectType::BpTree,
     ];
 }
 

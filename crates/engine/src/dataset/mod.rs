@@ -23,6 +23,7 @@
 //! # Crash behaviour
 //! The record is part of the MOS: a crash rolls it back together with the tree it describes.
 
+pub mod bptree;
 pub mod phys;
 pub mod props;
 
