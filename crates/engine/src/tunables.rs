@@ -102,6 +102,12 @@ tunables! {
     sync_pass_deferred_free: u32 = 2,
     /// Pass from which compression is switched off (zfs_sync_pass_dont_compress).
     sync_pass_dont_compress: u32 = 8,
+    /// Least time a txg spends on background frees (destroys) before it yields to a waiting
+    /// sync, in milliseconds (zfs_free_min_time_ms).
+    free_min_time_ms: u64 = 500,
+    /// Most data blocks one txg frees in the background (zfs_async_block_max_blocks, which
+    /// was zfs_free_max_blocks); unlimited by default.
+    async_block_max_blocks: u64 = u64::MAX,
     /// Sync passes after which a txg that has not converged fails (the pool suspends).
     sync_pass_max: u32 = 100,
     /// Indirect block shift for new objects, 128 KiB (DN_MAX_INDBLKSHIFT).

@@ -83,17 +83,7 @@ impl Walker<'_> {
             return;
         }
         self.report.bytes_allocated += bp.size_allocated();
-        for dva in bp.copies() {
-            let tree = self.referenced.entry(dva.vdev).or_default();
-            if tree.intersects(dva.offset, dva.size_allocated) {
-                self.report.double_allocations.push(format!(
-                    "{what}: <{}:{:#x}:{:#x}> referenced twice",
-                    dva.vdev, dva.offset, dva.size_allocated
-                ));
-            } else {
-                tree.add(dva.offset, dva.size_allocated);
-            }
-        }
+        self.claim(bp, what);
         match self.io.verify_all_copies(bp, self.repair) {
             Ok(copies) => {
                 self.report.copies_verified += copies.copies;
@@ -104,6 +94,21 @@ impl Walker<'_> {
                 .report
                 .blocks_unreadable
                 .push(format!("{what}: {error}")),
+        }
+    }
+
+    /// Count a block's copies as allocated, reporting any that is claimed twice.
+    fn claim(&mut self, bp: &BlockPtr, what: &str) {
+        for dva in bp.copies() {
+            let tree = self.referenced.entry(dva.vdev).or_default();
+            if tree.intersects(dva.offset, dva.size_allocated) {
+                self.report.double_allocations.push(format!(
+                    "{what}: <{}:{:#x}:{:#x}> referenced twice",
+                    dva.vdev, dva.offset, dva.size_allocated
+                ));
+            } else {
+                tree.add(dva.offset, dva.size_allocated);
+            }
         }
     }
 
@@ -373,25 +378,28 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         core.mos.read(ObjectId(deferred), 0, &mut bytes)?;
         for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
             match BlockPtr::decode(chunk) {
-                Ok(bp) => {
-                    for dva in bp.copies() {
-                        let tree = walker.referenced.entry(dva.vdev).or_default();
-                        if tree.intersects(dva.offset, dva.size_allocated) {
-                            walker.report.double_allocations.push(format!(
-                                "deferred free <{}:{:#x}> also referenced",
-                                dva.vdev, dva.offset
-                            ));
-                        } else {
-                            tree.add(dva.offset, dva.size_allocated);
-                        }
-                    }
-                }
+                Ok(bp) => walker.claim(&bp, "deferred free"),
                 Err(error) => walker
                     .report
                     .errors
                     .push(format!("deferred free list: {error}")),
             }
         }
+    }
+
+    // Trees queued for background destroy: allocated until their frees reach them.
+    let mut pending = Vec::new();
+    if let Err(error) = core.visit_background_pending(&mut |bp| {
+        pending.push(bp.clone());
+        Ok(())
+    }) {
+        walker
+            .report
+            .errors
+            .push(format!("background destroy queue: {error}"));
+    }
+    for bp in &pending {
+        walker.visit(bp, "background destroy");
     }
 
     // Compare with the space maps.

@@ -316,17 +316,19 @@ impl<'a> BpTree<'a> {
         Ok(())
     }
 
-    /// Free blocks of the queued trees in order, handing each to `free`, until `should_pause`
-    /// (asked every few thousand blocks) says stop. Bookmarks, finished entries and the totals
-    /// are saved in `tx`, with the frees.
+    /// Free blocks of the queued trees in order, handing each to `free`, until `max_blocks`
+    /// data blocks are freed or `should_pause` (asked every few thousand blocks) says stop.
+    /// Bookmarks, finished entries and the totals are saved in `tx`, with the frees.
     pub fn free_some(
         &mut self,
         io: &BlockIo,
         tx: &Tx,
+        max_blocks: u64,
         free: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
         should_pause: &mut dyn FnMut() -> bool,
     ) -> Result<FreeRound, ObjectError> {
         let mut round = FreeRound::default();
+        let mut data_blocks_freed = 0;
         let mut index = self.header.begin;
         let mut paused = false;
         while index < self.header.end && !paused {
@@ -339,7 +341,8 @@ impl<'a> BpTree<'a> {
                 // A chunk's blocks are freed only once its walk succeeded, so a walk that stops
                 // at an unreadable block leaves the bookmark exact (memory: one chunk of
                 // pointers).
-                let mut budget = FREE_CHUNK_BLOCKS;
+                let mut budget =
+                    FREE_CHUNK_BLOCKS.min(max_blocks.saturating_sub(data_blocks_freed));
                 let mut chunk: Vec<BlockPtr> = Vec::new();
                 let walked = walk_post_order(
                     io,
@@ -353,6 +356,7 @@ impl<'a> BpTree<'a> {
                     },
                 );
                 if walked.is_ok() {
+                    data_blocks_freed += chunk.iter().filter(|bp| bp.level == 0).count() as u64;
                     for bp in &chunk {
                         free(bp)?;
                         let space = BpSpace::of(bp);
@@ -369,7 +373,7 @@ impl<'a> BpTree<'a> {
                     }
                     Ok(WalkEnd::Paused(bookmark)) => {
                         entry.bookmark = bookmark;
-                        if should_pause() {
+                        if data_blocks_freed >= max_blocks || should_pause() {
                             paused = true;
                             break;
                         }

@@ -36,7 +36,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, ObjectType};
-use crate::block::pipeline::SyncPoint;
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::props::{
     checksum_of, compression_of, validate_name_component, Property, PropertySource,
@@ -47,7 +46,7 @@ use crate::fs::{FileSystem, FsConfig, SpaceFigures};
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::phys::ObjsetKind;
-use crate::object::{BlockLifecycle, ObjectSet, Tx};
+use crate::object::{ObjectSet, Tx};
 use crate::types::{Guid, ObjectId, Txg};
 
 use super::{kv_create, mos_props, now_seconds, Pool, PoolCore, PoolError};
@@ -394,18 +393,10 @@ impl PoolCore {
         Ok(())
     }
 
-    /// Syncing-context half of destroy: free every block and remove the records.
+    /// Syncing-context half of destroy: queue the dataset's tree for background freeing (see
+    /// [`super::background_free`]) and remove its records.
     pub(super) fn sync_destroy(&self, dataset: &Dataset, txg: Txg) -> Result<(), PoolError> {
-        let at = SyncPoint { txg, pass: 1 };
-        let objset = dataset.objset();
-        let mut blocks = Vec::new();
-        objset.visit_synced_blocks(&mut |bp| {
-            blocks.push(bp.clone());
-            Ok(())
-        })?;
-        for bp in &blocks {
-            dataset.block_kill(bp, at)?;
-        }
+        self.enqueue_destroy(dataset, txg)?;
         dataset.detach_objset();
         let tx = Tx::syncing(txg);
         let dir = dataset.dir();

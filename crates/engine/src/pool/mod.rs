@@ -43,6 +43,7 @@
 //! The sync thread is the only writer of on-disk state. Open-context callers go through
 //! object sets (their own locks) and the txg layer's holds.
 
+pub mod background_free;
 pub mod datasets;
 pub mod uberblock;
 
@@ -418,6 +419,10 @@ pub struct PoolCore {
     pub readonly: bool,
     freer: Arc<PoolFreer>,
     deferred_frees_object: ObjectId,
+    /// The background destroy queue's MOS object (0 until the first destroy); see
+    /// [`background_free`].
+    bptree_object: AtomicU64,
+    background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
 }
@@ -513,6 +518,7 @@ impl PoolCore {
     /// Write one txg out and commit it (see the module documentation). Returns the number of
     /// sync passes, 0 for a txg with nothing to write.
     pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
+        let sync_started = std::time::Instant::now();
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
@@ -527,6 +533,7 @@ impl PoolCore {
                 .any(|(_, dataset)| dataset.objset().is_dirty(txg))
             && destroys.is_empty()
             && !self.config.lock().dirty
+            && !self.background_work_pending()
             && self.deferred_count()? == 0;
         if nothing_to_do {
             return Ok(0);
@@ -548,6 +555,7 @@ impl PoolCore {
         for dataset in &destroys {
             self.sync_destroy(dataset, txg)?;
         }
+        self.free_in_background(txg, sync_started)?;
         if changed {
             self.sync_directory_totals(txg)?;
         }
@@ -1061,6 +1069,8 @@ impl Pool {
             readonly: false,
             freer,
             deferred_frees_object: deferred,
+            bptree_object: AtomicU64::new(0),
+            background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
                 features,
@@ -1403,6 +1413,8 @@ impl Pool {
             readonly: options.readonly,
             freer,
             deferred_frees_object: ObjectId(deferred),
+            bptree_object: AtomicU64::new(0),
+            background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
                 features: config.features.clone(),
@@ -1413,6 +1425,7 @@ impl Pool {
         });
         core.attach_open_context(&core.root);
         core.load_children("", &core.root.dir())?;
+        core.load_background_frees()?;
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),

@@ -81,6 +81,8 @@ pub struct TxgManager {
     tunables: Tunables,
     stats: Mutex<TxgStats>,
     sync_thread_alive: AtomicBool,
+    /// Background work (queued frees) is pending: sync without waiting for the timer.
+    background_work: AtomicBool,
 }
 
 /// A hold on an open txg. Changes made under [`TxHold::tx`] belong to that txg; the txg cannot
@@ -160,6 +162,7 @@ impl TxgManager {
             tunables,
             stats: Mutex::new(TxgStats::default()),
             sync_thread_alive: AtomicBool::new(false),
+            background_work: AtomicBool::new(false),
         })
     }
 
@@ -238,6 +241,28 @@ impl TxgManager {
 
     pub fn open_txg(&self) -> Txg {
         self.inner.lock().open
+    }
+
+    /// Whether background work is pending without dirty data: while it is, the sync thread
+    /// syncs txgs back to back instead of waiting for the timer, and each sync bounds the time
+    /// it spends on that work (OpenZFS's sync thread while `dsl_scan_active`).
+    pub fn set_background_work(&self, pending: bool) {
+        self.background_work.store(pending, Ordering::Release);
+        if pending {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Whether someone waits for a txg after `txg`, or dirty data has reached the sync
+    /// threshold: the cue for background work in `txg`'s sync to yield.
+    pub fn sync_wanted_after(&self, txg: Txg) -> bool {
+        let inner = self.inner.lock();
+        let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;
+        inner.wanted > txg || Self::dirty_total_of(&inner) >= threshold.max(1)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.lock().shutting_down
     }
 
     pub fn last_synced(&self) -> Txg {
@@ -364,7 +389,8 @@ impl TxgManager {
                         inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
                     let wanted = inner.wanted >= inner.open;
                     let dirty = inner.dirty_bytes[inner.open.slot()] > 0;
-                    if inner.shutting_down || wanted || (timed_out && dirty) {
+                    let background = self.background_work.load(Ordering::Acquire);
+                    if inner.shutting_down || wanted || (timed_out && dirty) || background {
                         break;
                     }
                     if timed_out {
