@@ -52,6 +52,9 @@ struct Inner {
     synced: Txg,
     holds: [u64; TXG_SIZE],
     dirty_bytes: [u64; TXG_SIZE],
+    /// Indirect-block bytes that chunked frees of large objects dirtied per txg (OpenZFS's
+    /// dp_long_free_dirty_pertxg), capped by `per_txg_dirty_frees_percent`.
+    long_free_bytes: [u64; TXG_SIZE],
     /// Highest txg someone is waiting to see on disk.
     wanted: Txg,
     last_sync_started: Instant,
@@ -152,6 +155,7 @@ impl TxgManager {
                 synced,
                 holds: [0; TXG_SIZE],
                 dirty_bytes: [0; TXG_SIZE],
+                long_free_bytes: [0; TXG_SIZE],
                 wanted: synced,
                 last_sync_started: Instant::now(),
                 shutting_down: false,
@@ -259,6 +263,20 @@ impl TxgManager {
         let inner = self.inner.lock();
         let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;
         inner.wanted > txg || Self::dirty_total_of(&inner) >= threshold.max(1)
+    }
+
+    /// Charge `bytes` of chunked-free work to the open txg `txg` held by the caller, if the
+    /// txg's share (`per_txg_dirty_frees_percent` of `dirty_data_max`) has room; a txg's first
+    /// chunk is always admitted. A caller refused waits for `txg` to sync and tries again.
+    pub fn charge_long_free(&self, txg: Txg, bytes: u64) -> bool {
+        let cap = self.tunables.dirty_data_max * self.tunables.per_txg_dirty_frees_percent / 100;
+        let mut inner = self.inner.lock();
+        let charged = &mut inner.long_free_bytes[txg.slot()];
+        if *charged > 0 && charged.saturating_add(bytes) > cap {
+            return false;
+        }
+        *charged = charged.saturating_add(bytes);
+        true
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -420,6 +438,7 @@ impl TxgManager {
                     inner.synced = txg;
                     inner.syncing = None;
                     inner.dirty_bytes[txg.slot()] = 0;
+                    inner.long_free_bytes[txg.slot()] = 0;
                     let mut stats = self.stats.lock();
                     stats.syncs += 1;
                     stats.last_sync_ns = started.elapsed().as_nanos() as u64;
