@@ -201,6 +201,23 @@ impl BlockPtr {
     pub fn size_allocated(&self) -> u64 {
         self.copies().map(|dva| dva.size_allocated).sum()
     }
+
+    /// Whether the block is metadata: an indirect block, or any block of an object that is not
+    /// file data (OpenZFS BP_IS_METADATA).
+    pub fn is_metadata(&self) -> bool {
+        self.level > 0 || self.object_type != ObjectType::PlainFile
+    }
+
+    /// The "uncompressed" size space accounting counts: the logical size for file data, the
+    /// physical size for metadata (OpenZFS BP_GET_UCSIZE), so that a dataset's compressratio
+    /// speaks of the user's data and an empty file system reads 1.00x.
+    pub fn size_uncompressed_accounted(&self) -> u64 {
+        if self.is_metadata() {
+            self.size_physical as u64
+        } else {
+            self.size_logical as u64
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

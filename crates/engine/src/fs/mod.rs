@@ -740,13 +740,13 @@ impl FileSystem {
     fn attr_of(&self, ino: u64, znode: &Znode) -> Result<Attr> {
         let info = self.objset.info(ObjectId(ino))?;
         let kind = znode.kind();
-        let blocks_allocated = info.size_allocated.div_ceil(512);
-        // Until the first sync the dnode has no allocated size: estimate from the file size.
-        let blocks = if blocks_allocated == 0 && kind == FileKind::Regular {
-            znode.size.div_ceil(512)
-        } else {
-            blocks_allocated
-        };
+        // st_blocks: the space the object's synced tree holds (every copy, after compression),
+        // plus the logical size of its data written since and not yet synced, an upper bound
+        // on what that data will take (zeros become holes, compression shrinks the rest). So
+        // never-written ranges count nothing, and the figure settles to the allocated space
+        // once the data is synced.
+        let blocks =
+            (info.size_allocated + self.objset.dirty_bytes_of(ObjectId(ino))).div_ceil(512);
         Ok(Attr {
             ino,
             generation: info.generation.0,

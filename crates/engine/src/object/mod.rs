@@ -926,6 +926,23 @@ impl ObjectSet {
         })
     }
 
+    /// Bytes of data blocks of `object` written in txgs not yet synced (for `st_blocks`).
+    pub fn dirty_bytes_of(&self, object: ObjectId) -> u64 {
+        let state = self.state.lock();
+        state
+            .dirty
+            .values()
+            .filter_map(|dirty| dirty.objects.get(&object))
+            .map(|record| {
+                record
+                    .blocks
+                    .values()
+                    .map(|block| block.len() as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root
     /// pointer, or None if nothing was pending.
     pub fn sync(

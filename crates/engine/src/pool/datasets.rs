@@ -61,20 +61,34 @@ pub struct DatasetInfo {
     pub used: u64,
     pub referenced: u64,
     pub available: u64,
+    /// Physical and accounted-uncompressed bytes of `used` (this dataset and descendants).
     pub compressed: u64,
     pub uncompressed: u64,
+    /// The same for `referenced` (this dataset alone).
+    pub referenced_compressed: u64,
+    pub referenced_uncompressed: u64,
     pub creation_time: u64,
     pub guid: u64,
 }
 
+fn ratio(uncompressed: u64, compressed: u64) -> f64 {
+    if compressed == 0 {
+        1.0
+    } else {
+        uncompressed as f64 / compressed as f64
+    }
+}
+
 impl DatasetInfo {
-    /// Logical over physical bytes, as zfs's compressratio (1.00 for an empty dataset).
+    /// Logical over physical bytes of `used`, as zfs's compressratio. Metadata counts its
+    /// physical size on both sides, so an empty file system reads 1.00.
     pub fn compress_ratio(&self) -> f64 {
-        if self.compressed == 0 {
-            1.0
-        } else {
-            self.uncompressed as f64 / self.compressed as f64
-        }
+        ratio(self.uncompressed, self.compressed)
+    }
+
+    /// The same for `referenced` (zfs's refcompressratio).
+    pub fn ref_compress_ratio(&self) -> f64 {
+        ratio(self.referenced_uncompressed, self.referenced_compressed)
     }
 }
 
@@ -684,20 +698,24 @@ impl Pool {
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();
                 let prefix = format!("{relative}/");
-                let used = list
-                    .iter()
-                    .filter(|(name, _)| {
-                        name == relative || relative.is_empty() || name.starts_with(&prefix)
-                    })
-                    .map(|(_, other)| other.phys().referenced_bytes)
-                    .sum();
+                let (mut used, mut compressed, mut uncompressed) = (0, 0, 0);
+                for (_, other) in list.iter().filter(|(name, _)| {
+                    name == relative || relative.is_empty() || name.starts_with(&prefix)
+                }) {
+                    let other = other.phys();
+                    used += other.referenced_bytes;
+                    compressed += other.compressed_bytes;
+                    uncompressed += other.uncompressed_bytes;
+                }
                 DatasetInfo {
                     name: dataset.name.clone(),
                     used,
                     referenced: phys.referenced_bytes,
                     available,
-                    compressed: phys.compressed_bytes,
-                    uncompressed: phys.uncompressed_bytes,
+                    compressed,
+                    uncompressed,
+                    referenced_compressed: phys.compressed_bytes,
+                    referenced_uncompressed: phys.uncompressed_bytes,
                     creation_time: phys.creation_time,
                     guid: phys.guid.0,
                 }
