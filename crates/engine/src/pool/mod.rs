@@ -45,6 +45,7 @@
 
 pub mod background_free;
 pub mod datasets;
+pub mod props;
 pub mod uberblock;
 
 use std::collections::BTreeMap;
