@@ -15,7 +15,7 @@
 //! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
 //! before any I/O is issued.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::block::blkptr::{
@@ -75,12 +75,19 @@ pub struct BlockIo {
     pub space: Arc<SpaceManager>,
     pub cache: Arc<BlockCache>,
     pub tunables: Tunables,
-    /// Sector shift used to round allocations (the largest ashift of the pool's vdevs).
+    /// Sector shift used to round allocations (the largest ashift of the pool's vdevs), so
+    /// that one allocated size fits every top-level vdev a copy may land on.
     pub ashift: u32,
+    /// The pool's allocation unit (the smallest ashift of its top-level vdevs): compressed
+    /// physical sizes are rounded up to it.
+    pub alloc_unit_shift: u32,
     writable: AtomicBool,
     /// Feature embedded_data: tiny file blocks are stored inside their block pointer.
     embedded_data: AtomicBool,
     writes: WriteQueue,
+    /// Block copies issued to top-level vdevs since the pool was opened (a mirror child write
+    /// is not counted again): what a sync costs in blocks.
+    block_writes: AtomicU64,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -95,16 +102,24 @@ impl BlockIo {
         writable: bool,
     ) -> BlockIo {
         let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
+        let alloc_unit_shift = vdevs.tops.iter().map(|top| top.ashift).min().unwrap_or(9);
         BlockIo {
             cache: Arc::new(BlockCache::new(tunables.arc_max)),
             vdevs,
             space,
             tunables,
             ashift,
+            alloc_unit_shift,
             writable: AtomicBool::new(writable),
             writes: WriteQueue::new(4),
             embedded_data: AtomicBool::new(true),
+            block_writes: AtomicU64::new(0),
         }
+    }
+
+    /// Block copies written since the pool was opened (every copy counted, repairs not).
+    pub fn block_writes(&self) -> u64 {
+        self.block_writes.load(Ordering::Relaxed)
     }
 
     pub fn is_writable(&self) -> bool {
@@ -174,8 +189,36 @@ impl BlockIo {
         } else {
             props.compression
         };
-        let compressed = compress::compress(compression, data);
-        let (physical, compression) = match &compressed {
+        // A compressed payload is self-delimiting (compress.rs), so its physical size can be
+        // rounded up to the pool's allocation unit with zero padding: the size then changes
+        // only when the payload crosses a unit, and a block rewritten in a later pass with
+        // slightly different contents keeps its size (and its place). As in OpenZFS, a payload
+        // that does not fit in fewer units than the logical size is not worth storing
+        // compressed; embedding (below) looks at the unpadded payload.
+        let unit = 1u64 << self.alloc_unit_shift;
+        let payload = compress::compress(compression, data);
+        let embeddable = props.level == 0
+            && props.object_type == ObjectType::PlainFile
+            && self.embedded_data.load(Ordering::Relaxed);
+        let padded_payload: Option<Vec<u8>> = match payload {
+            Some(payload) if embeddable && payload.len() <= EMBEDDED_PAYLOAD_MAX => {
+                bp.size_logical = size_logical;
+                bp.size_physical = payload.len() as u32;
+                bp.compression = compression;
+                bp.checksum_type = props.checksum;
+                bp.fill_count = fill_count;
+                bp.birth_physical = at.txg;
+                bp.embedded = true;
+                bp.embedded_payload = payload;
+                return Ok(bp);
+            }
+            Some(mut payload) if round_up(payload.len() as u64, unit) < size_logical as u64 => {
+                payload.resize(round_up(payload.len() as u64, unit) as usize, 0);
+                Some(payload)
+            }
+            _ => None,
+        };
+        let (physical, compression) = match &padded_payload {
             Some(bytes) => (bytes.as_slice(), compression),
             None => (data, Compression::Off),
         };
@@ -185,27 +228,20 @@ impl BlockIo {
         bp.checksum_type = props.checksum;
         bp.fill_count = fill_count;
         bp.birth_physical = at.txg;
-        if props.level == 0
-            && props.object_type == ObjectType::PlainFile
-            && self.embedded_data.load(Ordering::Relaxed)
-            && physical.len() <= EMBEDDED_PAYLOAD_MAX
-            && compression != Compression::Off
-        {
-            bp.embedded = true;
-            bp.embedded_payload = physical.to_vec();
-            return Ok(bp);
-        }
         bp.checksum = checksum::compute(props.checksum, physical);
+        let size_physical = physical.len();
         let sector = 1u64 << self.ashift;
-        let size_allocated = round_up(physical.len() as u64, sector);
+        let size_allocated = round_up(size_physical as u64, sector);
         // Pad to whole sectors only when the stored bytes do not fill them already; share the
         // caller's buffer when it is already exactly what goes to disk.
-        let padded: Arc<Vec<u8>> = match shared {
-            Some(shared) if compressed.is_none() && shared.len() as u64 == size_allocated => {
-                shared.clone()
+        let padded: Arc<Vec<u8>> = match (shared, padded_payload) {
+            (Some(shared), None) if shared.len() as u64 == size_allocated => shared.clone(),
+            (_, Some(mut payload)) => {
+                payload.resize(size_allocated as usize, 0);
+                Arc::new(payload)
             }
             _ => {
-                let mut copy = physical.to_vec();
+                let mut copy = data.to_vec();
                 copy.resize(size_allocated as usize, 0);
                 Arc::new(copy)
             }
@@ -217,7 +253,7 @@ impl BlockIo {
                 && old.birth_physical == at.txg
                 && !old.is_hole()
                 && !old.embedded
-                && old.size_physical as usize == physical.len()
+                && old.size_physical as usize == size_physical
                 && old.size_logical == size_logical
                 && old.copies().count() == copies
                 && old.copies().all(|dva| dva.size_allocated == size_allocated)
@@ -251,6 +287,7 @@ impl BlockIo {
                 .top(dva.vdev)
                 .expect("allocator returned an unknown vdev");
             self.writes.submit(top.clone(), dva.offset, padded.clone());
+            self.block_writes.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(key) = BlockKey::of(&bp) {
             let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));

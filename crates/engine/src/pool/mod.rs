@@ -70,8 +70,16 @@ use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
 use crate::vdev::{BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevTree};
 use uberblock::Uberblock;
 
-/// Version of the pool format (config and MOS layout).
-pub const POOL_VERSION: u64 = 1;
+/// Version of the pool format (config, MOS layout and block payloads).
+///
+/// Version 2: compressed blocks are self-delimiting payloads (a header with the stream length
+/// and the zstd level) whose physical size is rounded up to the pool's allocation unit.
+/// Version 1 stored bare compressed streams, which this build cannot read; no release wrote
+/// them, so there is no migration.
+pub const POOL_VERSION: u64 = 2;
+/// The oldest pool format this build reads.
+pub const POOL_VERSION_MIN: u64 = 2;
+const _: () = assert!(POOL_VERSION == label::LABEL_CONFIG_VERSION);
 /// MOS object number of the object directory.
 pub const MOS_OBJECT_DIRECTORY: ObjectId = ObjectId(1);
 /// Copies of every MOS block (DESIGN.md §4).
@@ -125,6 +133,8 @@ pub enum PoolError {
     NoUsableUberblock(String, String),
     #[error("pool {name:?} needs features this build does not support: {features}")]
     UnsupportedFeatures { name: String, features: String },
+    #[error("pool {name:?} has format version {version}, older than the oldest this build reads ({POOL_VERSION_MIN}): its compressed blocks carry no length header; recreate the pool with this build")]
+    FormatTooOld { name: String, version: u64 },
     #[error("corrupt pool metadata: {0}")]
     Corrupt(String),
     #[error("{0}")]
@@ -615,6 +625,16 @@ impl PoolCore {
 
     fn deferred_count(&self) -> Result<u64, PoolError> {
         deferred_free_count(&self.mos, self.deferred_frees_object)
+    }
+
+    /// Blocks on the deferred-free list: frees that a later txg still has to carry out.
+    pub fn deferred_free_count(&self) -> Result<u64, PoolError> {
+        self.deferred_count()
+    }
+
+    /// The txg of the newest uberblock written (txgs with nothing to do write none).
+    pub fn last_committed_txg(&self) -> Txg {
+        Txg(self.last_committed_txg.load(Ordering::SeqCst))
     }
 
     /// Pass 1: free for real the blocks whose frees the previous txg deferred.
@@ -1178,6 +1198,12 @@ impl Pool {
             .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         let config = found.config.clone();
+        if config.version < POOL_VERSION_MIN {
+            return Err(PoolError::FormatTooOld {
+                name: config.name.clone(),
+                version: config.version,
+            });
+        }
         if config.version > POOL_VERSION {
             return Err(PoolError::UnsupportedFeatures {
                 name: config.name.clone(),
