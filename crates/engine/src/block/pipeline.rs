@@ -2,9 +2,21 @@
 //!
 //! Write: zero detection (an all-zero data block becomes a hole when compression is on), compress,
 //! embed if tiny, checksum, allocate one DVA per copy, issue each copy to its top-level vdev (a
-//! mirror writes every child). In sync pass >= `sync_pass_rewrite`, a block that was already born
-//! in this txg and keeps its physical size is rewritten in place: no allocation, no free, which is
-//! what lets sync passes converge (DESIGN.md §4).
+//! mirror writes every child).
+//!
+//! Physical sizes and convergence: a compressed block is a self-delimiting payload (its header
+//! gives the stream length, compress.rs), so its physical size is rounded up to the pool's
+//! allocation unit (the smallest ashift of its top-level vdevs) with zero padding, as OpenZFS
+//! rounds `psize`. A block whose contents change by a few bytes thus usually keeps its physical
+//! size, and in sync pass >= `sync_pass_rewrite` a block already born in this txg that keeps its
+//! physical size is rewritten in place: no allocation, no free, so no space-map change and no
+//! further pass. A payload that shrinks keeps the old block's size (padding is free to choose);
+//! one that grows past its size is reallocated. This is what lets a txg's sync converge in two
+//! or three passes (docs/design.md §4); with exact compressed sizes MOS and space-map blocks
+//! moved every pass until compression was switched off at `sync_pass_dont_compress`.
+//!
+//! Cost: one block write per copy (`BlockIo::block_writes` counts them); an in-place rewrite costs
+//! the same writes but no allocation.
 //!
 //! Read: for each DVA, for each mirror child: read, verify the checksum against the block
 //! pointer, decompress. The first good copy wins; every copy that failed verification is counted
@@ -213,7 +225,18 @@ impl BlockIo {
                 return Ok(bp);
             }
             Some(mut payload) if round_up(payload.len() as u64, unit) < size_logical as u64 => {
-                payload.resize(round_up(payload.len() as u64, unit) as usize, 0);
+                // A block born in this txg that a later pass rewrites keeps its physical size
+                // when the new payload fits in it (padding is free to choose), so that a block
+                // whose payload shrinks a little is rewritten in place, not reallocated.
+                let keep = old
+                    .filter(|old| {
+                        old.compression != Compression::Off
+                            && self.may_rewrite(old, at, size_logical)
+                    })
+                    .map(|old| old.size_physical as usize)
+                    .filter(|&keep| keep >= payload.len() && keep < size_logical as usize);
+                let size_physical = keep.unwrap_or(round_up(payload.len() as u64, unit) as usize);
+                payload.resize(size_physical, 0);
                 Some(payload)
             }
             _ => None,
@@ -249,12 +272,8 @@ impl BlockIo {
 
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let rewrite = old.filter(|old| {
-            at.pass >= self.tunables.sync_pass_rewrite
-                && old.birth_physical == at.txg
-                && !old.is_hole()
-                && !old.embedded
+            self.may_rewrite(old, at, size_logical)
                 && old.size_physical as usize == size_physical
-                && old.size_logical == size_logical
                 && old.copies().count() == copies
                 && old.copies().all(|dva| dva.size_allocated == size_allocated)
         });
@@ -294,6 +313,17 @@ impl BlockIo {
             self.cache.insert(key, contents);
         }
         Ok(bp)
+    }
+
+    /// Whether `old` may be overwritten in place by a block of `size_logical` bytes written at
+    /// `at`: from pass `sync_pass_rewrite`, a block born in the syncing txg (which no synced
+    /// uberblock can reach, invariant 1) that owns space. Its sizes must match as well.
+    fn may_rewrite(&self, old: &BlockPtr, at: SyncPoint, size_logical: u32) -> bool {
+        at.pass >= self.tunables.sync_pass_rewrite
+            && old.birth_physical == at.txg
+            && !old.is_hole()
+            && !old.embedded
+            && old.size_logical == size_logical
     }
 
     /// Wait for every write issued so far to finish (the barrier before the vdevs are flushed
