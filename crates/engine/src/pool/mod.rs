@@ -14,18 +14,32 @@
 //! space maps are MOS objects too; each top-level vdev's metaslab array id is in the config.
 //!
 //! # Commit protocol (one txg)
+//! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
+//!    deferred-free list) is not synced at all: no block, label or uberblock is written. An
+//!    explicit sync of a clean pool costs nothing.
 //! 1. Pass 1: free the blocks deferred by the previous txg; sync every dirty dataset's object
 //!    set and write its dataset record into the MOS.
-//! 2. Passes 1..n: sync the MOS; persist frees deferred by this pass; append every dirty
-//!    metaslab's allocations and frees to its space map (which dirties the MOS again). From pass
-//!    `sync_pass_rewrite` blocks born in this txg are rewritten in place, and from pass
-//!    `sync_pass_deferred_free` frees wait for the next txg, so the MOS stops changing; the pass
-//!    count is capped at `sync_pass_max` and exceeding it fails the sync.
+//! 2. Passes 1..n: append every dirty metaslab's allocations and frees to its space map (MOS
+//!    writes), then sync the MOS, then persist the frees this pass deferred. Appending before
+//!    the MOS sync means the space maps the datasets touched are copied in pass 1, when frees
+//!    are still immediate. From pass `sync_pass_rewrite` blocks born in this txg whose
+//!    (allocation-unit rounded) physical size is unchanged are rewritten in place, and from pass
+//!    `sync_pass_deferred_free` frees wait for the next txg, so a pass that allocates nothing
+//!    ends the sync: usually pass 2, sometimes 3. The pass count is capped at `sync_pass_max`
+//!    and exceeding it fails the sync.
 //! 3. Flush every vdev (everything the uberblock will point to is durable).
 //! 4. If the config changed: write the even labels (L0, L2) and flush.
 //! 5. Write the uberblock into slot `txg % slots` of every label of every leaf; flush.
 //! 6. If the config changed: write the odd labels (L1, L3); flush.
 //! 7. `sync_done`: rotate deferred frees, install the new trees as the synced ones.
+//!
+//! Cost of a txg (docs/design.md §4, held by `tests/sync_convergence.rs`): under the default
+//! tunables a one-block change in a file writes about 46 blocks (every copy counted, MOS blocks
+//! three times) in 2 passes, plus the uberblock in four label slots per leaf.
+//!
+//! Deferred frees are work without dirty data: after each sync the pool tells the txg layer
+//! whether the deferred-free list is non-empty (`TxgManager::set_pending_work`), and the txg
+//! timer keeps syncing until it is empty; then the pool is idle and writes nothing.
 //!
 //! A crash before step 5 completes leaves the previous uberblock the newest valid one: nothing
 //! it references was overwritten (invariant 1: copy-on-write, and freed space is not reused for
@@ -72,8 +86,16 @@ use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
 use crate::vdev::{BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevTree};
 use uberblock::Uberblock;
 
-/// Version of the pool format (config and MOS layout).
-pub const POOL_VERSION: u64 = 1;
+/// Version of the pool format (config, MOS layout and block payloads).
+///
+/// Version 2: compressed blocks are self-delimiting payloads (a header with the stream length
+/// and the zstd level) whose physical size is rounded up to the pool's allocation unit.
+/// Version 1 stored bare compressed streams, which this build cannot read; no release wrote
+/// them, so there is no migration.
+pub const POOL_VERSION: u64 = 2;
+/// The oldest pool format this build reads.
+pub const POOL_VERSION_MIN: u64 = 2;
+const _: () = assert!(POOL_VERSION == label::LABEL_CONFIG_VERSION);
 /// MOS object number of the object directory.
 pub const MOS_OBJECT_DIRECTORY: ObjectId = ObjectId(1);
 /// Copies of every MOS block (DESIGN.md §4).
@@ -127,6 +149,8 @@ pub enum PoolError {
     NoUsableUberblock(String, String),
     #[error("pool {name:?} needs features this build does not support: {features}")]
     UnsupportedFeatures { name: String, features: String },
+    #[error("pool {name:?} has format version {version}, older than the oldest this build reads ({POOL_VERSION_MIN}): its compressed blocks carry no length header; recreate the pool with this build")]
+    FormatTooOld { name: String, version: u64 },
     #[error("corrupt pool metadata: {0}")]
     Corrupt(String),
     #[error("{0}")]
@@ -564,11 +588,11 @@ impl PoolCore {
         let mut pass = 1;
         loop {
             let at = SyncPoint { txg, pass };
-            self.mos.sync(at, &storage)?;
-            self.persist_staged_frees(txg)?;
             self.io.space.sync(txg, pass, &storage)?;
             self.record_metaslab_arrays(txg)?;
-            if !self.mos.is_dirty(txg) {
+            self.mos.sync(at, &storage)?;
+            self.persist_staged_frees(txg)?;
+            if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) {
                 break;
             }
             pass += 1;
@@ -595,6 +619,7 @@ impl PoolCore {
         for (_, dataset) in &datasets {
             dataset.objset().sync_done(txg);
         }
+        self.txgs.set_pending_work(self.deferred_count()? > 0);
         Ok(pass)
     }
 
@@ -626,6 +651,16 @@ impl PoolCore {
         deferred_free_count(&self.mos, self.deferred_frees_object)
     }
 
+    /// Blocks on the deferred-free list: frees that a later txg still has to carry out.
+    pub fn deferred_free_count(&self) -> Result<u64, PoolError> {
+        self.deferred_count()
+    }
+
+    /// The txg of the newest uberblock written (txgs with nothing to do write none).
+    pub fn last_committed_txg(&self) -> Txg {
+        Txg(self.last_committed_txg.load(Ordering::SeqCst))
+    }
+
     /// Pass 1: free for real the blocks whose frees the previous txg deferred.
     fn free_deferred(&self, txg: Txg) -> Result<(), PoolError> {
         let count = self.deferred_count()?;
@@ -639,9 +674,16 @@ impl PoolCore {
                 .map_err(|error| PoolError::Corrupt(format!("deferred free list: {error}")))?;
             self.io.free(&bp, txg)?;
         }
+        // Keep the list's first block and rewrite it now, in pass 1: frees staged by this
+        // txg's later passes are appended to it, and a block born in this txg is rewritten in
+        // place there, where a hole would need an allocation in a late pass (and one more pass
+        // to record it in the space maps). Blocks past the first are freed.
         let tx = Tx::syncing(txg);
+        let block_size = self.mos.info(self.deferred_frees_object)?.data_block_size as u64;
         self.mos
-            .free_range(&tx, self.deferred_frees_object, 0, u64::MAX)?;
+            .free_range(&tx, self.deferred_frees_object, block_size, u64::MAX)?;
+        self.mos
+            .write(&tx, self.deferred_frees_object, 0, &[0u8; BLKPTR_SIZE])?;
         self.mos.set_bonus(
             &tx,
             self.deferred_frees_object,
@@ -1100,6 +1142,10 @@ impl Pool {
         if self.core.readonly {
             return;
         }
+        // Deferred frees left by the txg imported at are carried by timer-driven syncs.
+        if let Ok(count) = self.core.deferred_count() {
+            self.core.txgs.set_pending_work(count > 0);
+        }
         let core = self.core.clone();
         let handle = std::thread::Builder::new()
             .name(format!("tarn-sync-{}", self.core.name))
@@ -1189,6 +1235,12 @@ impl Pool {
             .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         let config = found.config.clone();
+        if config.version < POOL_VERSION_MIN {
+            return Err(PoolError::FormatTooOld {
+                name: config.name.clone(),
+                version: config.version,
+            });
+        }
         if config.version > POOL_VERSION {
             return Err(PoolError::UnsupportedFeatures {
                 name: config.name.clone(),

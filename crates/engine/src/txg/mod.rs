@@ -8,7 +8,9 @@
 //! ([`TxgManager::run_sync_thread`]). So up to three txgs are in flight: open, quiescing, syncing.
 //!
 //! # Triggers
-//! A sync starts when `txg_timeout` seconds have passed since the last one, when dirty data in
+//! A sync starts when `txg_timeout` seconds have passed since the last one and there is dirty
+//! data or pending work (deferred frees the pool still has to carry out, reported with
+//! [`TxgManager::set_pending_work`]; a txg with neither is never started), when dirty data in
 //! flight passes `dirty_data_sync_percent` of `dirty_data_max`, when a waiter asks for a txg to
 //! reach disk ([`TxgManager::wait_synced`]), or at shutdown.
 //!
@@ -86,6 +88,8 @@ pub struct TxgManager {
     sync_thread_alive: AtomicBool,
     /// Background work (queued frees) is pending: sync without waiting for the timer.
     background_work: AtomicBool,
+    /// The pool has work that no dirty data announces (deferred frees): the timer syncs it.
+    pending_work: AtomicBool,
 }
 
 /// A hold on an open txg. Changes made under [`TxHold::tx`] belong to that txg; the txg cannot
@@ -167,6 +171,7 @@ impl TxgManager {
             stats: Mutex::new(TxgStats::default()),
             sync_thread_alive: AtomicBool::new(false),
             background_work: AtomicBool::new(false),
+            pending_work: AtomicBool::new(false),
         })
     }
 
@@ -330,6 +335,12 @@ impl TxgManager {
         }
     }
 
+    /// Whether the pool has work pending that no dirty data announces (deferred frees): while
+    /// set, the timer starts a sync even without dirty data.
+    pub fn set_pending_work(&self, pending: bool) {
+        self.pending_work.store(pending, Ordering::Release);
+    }
+
     /// Ask for a sync without waiting.
     pub fn kick(&self) {
         let mut inner = self.inner.lock();
@@ -406,7 +417,8 @@ impl TxgManager {
                     let timed_out =
                         inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
                     let wanted = inner.wanted >= inner.open;
-                    let dirty = inner.dirty_bytes[inner.open.slot()] > 0;
+                    let dirty = inner.dirty_bytes[inner.open.slot()] > 0
+                        || self.pending_work.load(Ordering::Acquire);
                     let background = self.background_work.load(Ordering::Acquire);
                     if inner.shutting_down || wanted || (timed_out && dirty) || background {
                         break;
