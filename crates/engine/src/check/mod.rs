@@ -21,8 +21,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::block::blkptr::BlockPtr;
 use crate::block::blkptr::ObjectType;
-use crate::block::blkptr::{BlockPtr, BLKPTR_SIZE};
 use crate::block::pipeline::BlockIo;
 use crate::dataset::phys::DatasetPhys;
 use crate::object::adapters::MosSpaceStorage;
@@ -373,17 +373,23 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     if let Some(deferred) =
         crate::pool::lookup_mos_directory(&core.mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?
     {
-        let count = crate::pool::deferred_free_count(&core.mos, ObjectId(deferred))?;
-        let mut bytes = vec![0u8; count as usize * BLKPTR_SIZE];
-        core.mos.read(ObjectId(deferred), 0, &mut bytes)?;
-        for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
-            match BlockPtr::decode(chunk) {
-                Ok(bp) => walker.claim(&bp, "deferred free"),
-                Err(error) => walker
-                    .report
-                    .errors
-                    .push(format!("deferred free list: {error}")),
-            }
+        let store = crate::pool::deferred_list_store(&core.mos, &core.io.tunables);
+        let mut listed = Vec::new();
+        let walked =
+            crate::object::bpobj::BpObj::open(&store, ObjectId(deferred)).and_then(|list| {
+                list.iterate(&mut |entry| {
+                    listed.push(entry.bp.clone());
+                    Ok(())
+                })
+            });
+        if let Err(error) = walked {
+            walker
+                .report
+                .errors
+                .push(format!("deferred free list: {error}"));
+        }
+        for bp in &listed {
+            walker.claim(bp, "deferred free");
         }
     }
 

@@ -45,6 +45,7 @@
 //!   last entry back) handing each to a callback, until a budget of entries is spent; the list is
 //!   truncated as it goes, so the work is resumable from whatever the last synced txg holds and
 //!   memory stays at one block however long the list. Emptied sub-lists are destroyed.
+//! - `clear`: empties a list without sub-lists in one step, keeping its first block.
 //!
 //! # Trust
 //! Headers, counts and entries come from disk: every count is checked against the object's size
@@ -612,6 +613,27 @@ impl<'a> BpObj<'a> {
             self.save_header(tx)?;
         }
         Ok((Drained::Empty, removed))
+    }
+
+    /// Empty a list that has no sub-lists, keeping its first block: a list emptied and refilled
+    /// in the same txg (the pool's deferred frees: emptied in sync pass 1, appended to in later
+    /// passes) then rewrites that block in place instead of allocating it anew in a late pass.
+    pub fn clear(&mut self, tx: &Tx) -> Result<(), ObjectError> {
+        if self.header.sublist_count > 0 {
+            return Err(ObjectError::Invalid(format!(
+                "list {} has sub-lists; drain it instead",
+                self.object
+            )));
+        }
+        if self.header.entry_count == 0 {
+            return Ok(());
+        }
+        let chunk = self.store.chunk_size(self.object)? as u64;
+        self.store.truncate(tx, self.object, chunk)?;
+        self.store
+            .write(tx, self.object, 0, &[0u8; BPOBJ_ENTRY_SIZE])?;
+        self.header = BpObjHeader::default();
+        self.save_header(tx)
     }
 
     /// Remove the list object and its sub-list array, which must hold no sub-lists.

@@ -71,11 +71,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE};
+use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType};
 use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::{BlockFreer, Dataset};
 use crate::object::adapters::{KvObject, MosSpaceStorage};
+use crate::object::bpobj::{BpObj, BpObjEntry, ObjectSetBpStore};
 use crate::object::phys::ObjsetKind;
 use crate::object::{kv, BlockLifecycle, ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::space::{SpaceError, SpaceManager};
@@ -479,22 +480,26 @@ pub fn metaslab_array_key(vdev: VdevId) -> String {
     format!("ms_array/{vdev}")
 }
 
+/// The deferred-free list's storage: a block-pointer list in the MOS (§2.13 of
+/// docs/design.md), 16 KiB blocks, uncompressed (its blocks are rewritten in place by later
+/// passes, which a changing compressed size would defeat).
+pub fn deferred_list_store<'a>(mos: &'a ObjectSet, tunables: &Tunables) -> ObjectSetBpStore<'a> {
+    ObjectSetBpStore {
+        objset: mos,
+        props: mos_props(
+            ObjectType::BlockPtrList,
+            16 << 10,
+            tunables,
+            Compression::Off,
+        ),
+    }
+}
+
 /// The number of block pointers on the deferred-free list, validated against the list object's
 /// size (the count comes from disk).
 pub fn deferred_free_count(mos: &ObjectSet, object: ObjectId) -> Result<u64, PoolError> {
-    let bonus = mos.bonus(object)?;
-    let count = bonus.get(..8).map_or(0, |bytes| {
-        u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
-    });
-    let info = mos.info(object)?;
-    let capacity =
-        (info.max_blkid + 1).saturating_mul(info.data_block_size as u64) / BLKPTR_SIZE as u64;
-    if count > capacity {
-        return Err(PoolError::Corrupt(format!(
-            "deferred-free list claims {count} entries but its object holds at most {capacity}"
-        )));
-    }
-    Ok(count)
+    let store = deferred_list_store(mos, &mos.io().tunables);
+    Ok(BpObj::open(&store, object)?.header().entry_count)
 }
 
 /// Look up a u64 entry of a key/value object.
@@ -661,64 +666,37 @@ impl PoolCore {
         Txg(self.last_committed_txg.load(Ordering::SeqCst))
     }
 
-    /// Pass 1: free for real the blocks whose frees the previous txg deferred.
+    /// Pass 1: free for real the blocks whose frees the previous txg deferred, one block of
+    /// the list in memory at a time, then empty the list. Its first block is kept and
+    /// rewritten now, in pass 1: frees staged by this txg's later passes are appended to it,
+    /// and a block born in this txg is rewritten in place there, where a hole would need an
+    /// allocation in a late pass (and one more pass to record it in the space maps).
     fn free_deferred(&self, txg: Txg) -> Result<(), PoolError> {
-        let count = self.deferred_count()?;
-        if count == 0 {
+        let store = deferred_list_store(&self.mos, &self.tunables);
+        let mut list = BpObj::open(&store, self.deferred_frees_object)?;
+        if list.is_empty() {
             return Ok(());
         }
-        let mut bytes = vec![0u8; (count as usize) * BLKPTR_SIZE];
-        self.mos.read(self.deferred_frees_object, 0, &mut bytes)?;
-        for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
-            let bp = BlockPtr::decode(chunk)
-                .map_err(|error| PoolError::Corrupt(format!("deferred free list: {error}")))?;
-            self.io.free(&bp, txg)?;
-        }
-        // Keep the list's first block and rewrite it now, in pass 1: frees staged by this
-        // txg's later passes are appended to it, and a block born in this txg is rewritten in
-        // place there, where a hole would need an allocation in a late pass (and one more pass
-        // to record it in the space maps). Blocks past the first are freed.
-        let tx = Tx::syncing(txg);
-        let block_size = self.mos.info(self.deferred_frees_object)?.data_block_size as u64;
-        self.mos
-            .free_range(&tx, self.deferred_frees_object, block_size, u64::MAX)?;
-        self.mos
-            .write(&tx, self.deferred_frees_object, 0, &[0u8; BLKPTR_SIZE])?;
-        self.mos.set_bonus(
-            &tx,
-            self.deferred_frees_object,
-            ObjectType::BlockPtrList,
-            &0u64.to_le_bytes(),
-        )?;
+        list.iterate(&mut |entry| {
+            self.io.free(&entry.bp, txg)?;
+            Ok(())
+        })?;
+        list.clear(&Tx::syncing(txg))?;
         Ok(())
     }
 
     /// Append frees staged by late sync passes to the on-disk deferred-free list, so that a
     /// crash cannot leak them.
     fn persist_staged_frees(&self, txg: Txg) -> Result<(), PoolError> {
-        let staged: Vec<BlockPtr> = std::mem::take(&mut *self.freer.staged.lock());
+        let staged: Vec<BpObjEntry> = std::mem::take(&mut *self.freer.staged.lock())
+            .into_iter()
+            .map(BpObjEntry::alloc)
+            .collect();
         if staged.is_empty() {
             return Ok(());
         }
-        let count = self.deferred_count()?;
-        let mut bytes = Vec::with_capacity(staged.len() * BLKPTR_SIZE);
-        for bp in &staged {
-            bytes.extend_from_slice(&bp.encode());
-        }
-        let tx = Tx::syncing(txg);
-        self.mos.write(
-            &tx,
-            self.deferred_frees_object,
-            count * BLKPTR_SIZE as u64,
-            &bytes,
-        )?;
-        let new_count = count + staged.len() as u64;
-        self.mos.set_bonus(
-            &tx,
-            self.deferred_frees_object,
-            ObjectType::BlockPtrList,
-            &new_count.to_le_bytes(),
-        )?;
+        let store = deferred_list_store(&self.mos, &self.tunables);
+        BpObj::open(&store, self.deferred_frees_object)?.append(&Tx::syncing(txg), &staged)?;
         Ok(())
     }
 
@@ -1037,17 +1015,7 @@ impl Pool {
             let mut handle = KvObject::new(&mos, MOS_OBJECT_DIRECTORY, Some(tx))?;
             kv::create(&mut handle).map_err(|error| PoolError::Corrupt(error.to_string()))?;
         }
-        let deferred = mos.create_object(
-            &tx,
-            mos_props(
-                ObjectType::BlockPtrList,
-                16 << 10,
-                &tunables,
-                Compression::Off,
-            ),
-            ObjectType::BlockPtrList,
-            &0u64.to_le_bytes(),
-        )?;
+        let deferred = BpObj::create(&deferred_list_store(&mos, &tunables), &tx)?;
         kv_set_u64(
             &mos,
             &tx,
