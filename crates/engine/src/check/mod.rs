@@ -345,7 +345,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             core.io.clone(),
             &phys.root,
             std::sync::Arc::new(NoLifecycle),
-            2,
+            1,
         )?;
         if objset.kind() != ObjsetKind::FileSystem {
             walker

@@ -94,6 +94,12 @@ impl Dataset {
             .expect("dataset object set attached at open")
     }
 
+    /// The object set, if one is attached (none after the pool closed it, or while a dataset
+    /// whose object set could not be opened is listed as unavailable).
+    pub fn try_objset(&self) -> Option<Arc<ObjectSet>> {
+        self.objset.lock().clone()
+    }
+
     pub fn phys(&self) -> DatasetPhys {
         self.phys.lock().clone()
     }

@@ -241,12 +241,27 @@ impl PoolCore {
             dir.clone(),
             self.freer.clone(),
         );
-        let objset = ObjectSet::open(self.io.clone(), &phys.root, dataset.clone(), 2)
+        let objset = ObjectSet::open(self.io.clone(), &phys.root, dataset.clone(), 1)
             .map_err(|error| corrupt("object set", error.to_string()))?;
         dataset.attach_objset(Arc::new(objset));
         self.attach_open_context(&dataset);
         self.datasets.write().insert(relative.to_string(), dataset);
+        self.apply_copies(relative);
         Ok(dir)
+    }
+
+    /// Give a dataset's object set its effective `copies` property, so that its own metadata
+    /// (dnode blocks, header) gets one copy more (`object::write_copies`). Best effort: a
+    /// property object that cannot be read leaves the set at its current setting.
+    pub(super) fn apply_copies(&self, relative: &str) {
+        let Ok(dataset) = self.dataset_by_relative(relative) else {
+            return;
+        };
+        if let Ok((value, _)) = self.property(relative, Property::Copies) {
+            if let (Ok(copies), Some(objset)) = (value.parse::<u8>(), dataset.try_objset()) {
+                objset.set_copies(copies);
+            }
+        }
     }
 
     /// A local property setting, validated (it comes from disk).
@@ -382,7 +397,7 @@ impl PoolCore {
             self.io.clone(),
             ObjsetKind::FileSystem,
             dataset.clone(),
-            2,
+            1,
             tx.txg,
         ));
         dataset.attach_objset(objset.clone());
@@ -390,6 +405,7 @@ impl PoolCore {
         // Owned by the parent's root directory's owner, as zfs create does for root.
         FileSystem::format_in(&objset, tx, 0, 0)?;
         self.datasets.write().insert(relative.to_string(), dataset);
+        self.apply_copies(relative);
         drop(hold);
         Ok(())
     }
@@ -778,6 +794,12 @@ impl Pool {
             let dataset = core.dataset_by_relative(&relative)?;
             let hold = core.txgs.assign()?;
             core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
+        }
+        if property == Property::Copies {
+            // Inherited: every dataset may see a new value.
+            for (name, _) in core.dataset_list() {
+                core.apply_copies(&name);
+            }
         }
         self.sync()?;
         Ok(())

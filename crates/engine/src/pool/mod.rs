@@ -1027,7 +1027,7 @@ impl Pool {
             io.clone(),
             ObjsetKind::FileSystem,
             root.clone(),
-            2,
+            1,
             txg,
         ));
         root.attach_objset(objset);
@@ -1387,7 +1387,7 @@ impl Pool {
             dir_phys,
             freer.clone(),
         );
-        let objset = Arc::new(ObjectSet::open(io.clone(), &phys.root, root.clone(), 2)?);
+        let objset = Arc::new(ObjectSet::open(io.clone(), &phys.root, root.clone(), 1)?);
         root.attach_objset(objset);
         let core = Arc::new(PoolCore {
             name,
@@ -1412,6 +1412,7 @@ impl Pool {
             tunables: tunables.clone(),
         });
         core.attach_open_context(&core.root);
+        core.apply_copies("");
         core.load_children("", &core.root.dir())?;
         let pool = Pool {
             core,
