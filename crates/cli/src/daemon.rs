@@ -554,12 +554,20 @@ impl Daemon {
     }
 
     /// Mount a new or imported pool's file systems. A pool whose root file system cannot be
-    /// mounted is refused (the caller undoes it); a child that cannot mount is reported and
-    /// left unmounted.
+    /// mounted is refused (the caller undoes it), unless the root dataset is unavailable
+    /// (damaged beyond its copies: import reported it); a child that cannot mount is reported
+    /// and left unmounted.
     fn mount_pool(&self, pool: &Pool, altroot: Option<PathBuf>) -> Result<(), Failure> {
         self.mounts.set_altroot(pool.name(), altroot);
         let failures = self.mounts.mount_all(pool, None);
-        if let Some((_, failure)) = failures.into_iter().find(|(name, _)| name == pool.name()) {
+        let root_unavailable = pool
+            .unavailable_datasets()
+            .iter()
+            .any(|(name, _)| name == pool.name());
+        if let Some((_, failure)) = failures
+            .into_iter()
+            .find(|(name, _)| name == pool.name() && !root_unavailable)
+        {
             let _ = self.mounts.unmount_within(pool.name(), true);
             self.mounts.forget_pool(pool.name());
             return Err(failure);

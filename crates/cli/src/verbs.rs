@@ -40,6 +40,9 @@ pub fn import(target: &str, options: ImportOptions) -> Result<Pool, Failure> {
     for (txg, why) in &report.skipped {
         err!("warning: pool {target}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
     }
+    for damage in &report.damaged {
+        err!("warning: pool {target}: {damage}");
+    }
     out!(
         "imported pool {} at txg {}{}",
         pool.name(),
@@ -58,6 +61,9 @@ pub fn open_quietly(target: &str, options: ImportOptions) -> Result<Pool, Failur
     let (pool, report) = Pool::import(target, options)?;
     for (txg, why) in &report.skipped {
         err!("warning: pool {target}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
+    }
+    for damage in &report.damaged {
+        err!("warning: pool {target}: {damage}");
     }
     Ok(pool)
 }

@@ -257,3 +257,144 @@ fn one_damaged_region_never_loses_a_metadata_tree() {
         failures.join("\n")
     );
 }
+
+/// Overwrite every copy of every block in `blocks` (single-vdev pool at `path`).
+fn destroy_every_copy(path: &Path, blocks: &[tarn::block::blkptr::BlockPtr]) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    for bp in blocks {
+        for dva in bp.copies() {
+            let junk = vec![0xA5u8; dva.size_allocated as usize];
+            file.write_all_at(&junk, VDEV_LABEL_START_SIZE + dva.offset)
+                .unwrap();
+        }
+    }
+    file.sync_all().unwrap();
+}
+
+/// Issue 8, part 4: when no copy of a block survives, import still succeeds, says what
+/// depends on the block, and the rest of the pool imports and lists. Here every copy of a
+/// child file system's object-set header is destroyed: that file system is reported
+/// unavailable (by name, with the error) while the root and a sibling list every entry and
+/// the pool stays writable. Before, import failed for every uberblock.
+#[test]
+fn a_file_system_with_no_good_copy_of_its_root_is_unavailable_not_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = build(dir.path());
+    let path = dir.path().join("vdev.img");
+    let child = format!("{POOL}/child");
+    let header = {
+        let pool = import(dir.path(), POOL, tiny());
+        let header = pool.dataset_objset(&child).unwrap().synced_root();
+        pool.export().unwrap();
+        header
+    };
+    destroy_every_copy(&path, &[header]);
+
+    let (pool, report) = Pool::import(POOL, ImportOptions::new(dirs(dir.path()), tiny()))
+        .expect("import with one file system damaged beyond its copies");
+    assert!(
+        report
+            .damaged
+            .iter()
+            .any(|line| line.contains(&child) && line.contains("unavailable")),
+        "import must name the damaged file system: {:?}",
+        report.damaged
+    );
+    assert_eq!(
+        pool.unavailable_datasets()
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        vec![child.as_str()]
+    );
+    let error = pool.open_file_system(&child).err().expect("unavailable");
+    assert!(error.to_string().contains("unavailable"), "{error}");
+    // The root file system lists everything and takes new writes.
+    let fs = pool.file_system().unwrap();
+    let mut paths = BTreeSet::new();
+    list_all(&fs, fs.root(), "", &mut paths).unwrap();
+    assert_eq!(paths, expected[0].1);
+    fs.create(fs.root(), b"after-damage", 0o644, 0, 0).unwrap();
+    drop(fs);
+    pool.sync().unwrap();
+    assert!(
+        pool.destroy_dataset(&child, false).is_err(),
+        "destroy would leak"
+    );
+    let report = check_pool(&pool, false).unwrap();
+    assert!(
+        report
+            .blocks_unreadable
+            .iter()
+            .any(|line| line.contains("header")),
+        "check must name the unreadable header: {report:#?}"
+    );
+    pool.export().unwrap();
+    let (pool, _) = Pool::import(POOL, ImportOptions::new(dirs(dir.path()), tiny())).unwrap();
+    let fs = pool.file_system().unwrap();
+    fs.lookup(fs.root(), b"after-damage").unwrap();
+    drop(fs);
+    pool.export().unwrap();
+}
+
+/// Issue 8, part 4: a directory with no good copy of its blocks costs that directory, not the
+/// file system: import and mount succeed, listing it fails with an error naming the object,
+/// and every other directory lists.
+#[test]
+fn a_directory_with_no_good_copy_costs_that_directory_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = build(dir.path());
+    let path = dir.path().join("vdev.img");
+    let (victim, blocks) = {
+        let pool = import(dir.path(), POOL, tiny());
+        let fs = pool.file_system().unwrap();
+        let victim = fs.lookup(fs.root(), b"root-dir-05").unwrap().ino;
+        let objset = pool.root_objset();
+        let dnode = objset
+            .synced_objects()
+            .unwrap()
+            .into_iter()
+            .find(|(object, _)| object.0 == victim)
+            .expect("the directory's dnode")
+            .1;
+        let mut blocks = Vec::new();
+        tarn::object::tree::visit_tree(&pool.core.io, &dnode, &mut |bp| {
+            blocks.push(bp.clone());
+            Ok(())
+        })
+        .unwrap();
+        drop(fs);
+        pool.export().unwrap();
+        (victim, blocks)
+    };
+    assert!(!blocks.is_empty());
+    destroy_every_copy(&path, &blocks);
+
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = pool.file_system().unwrap();
+    let error = fs.readdir(victim, 0, 128).expect_err("damaged directory");
+    assert!(
+        error.to_string().contains(&victim.to_string()),
+        "the error must name the object: {error}"
+    );
+    for d in (0..DIRECTORIES).filter(|&d| d != 5) {
+        let name = format!("root-dir-{d:02}");
+        let ino = fs.lookup(fs.root(), name.as_bytes()).unwrap().ino;
+        let mut paths = BTreeSet::new();
+        list_all(&fs, ino, &format!("/{name}"), &mut paths).unwrap();
+        let want: BTreeSet<String> = expected[0]
+            .1
+            .iter()
+            .filter(|path| path.starts_with(&format!("/{name}/")))
+            .cloned()
+            .collect();
+        assert_eq!(paths, want, "{name}");
+    }
+    drop(fs);
+    let mut paths = BTreeSet::new();
+    let child = pool.open_file_system(&format!("{POOL}/child")).unwrap();
+    list_all(&child, child.root(), "", &mut paths).unwrap();
+    assert_eq!(paths, expected[1].1);
+    drop(child);
+    pool.export().unwrap();
+}

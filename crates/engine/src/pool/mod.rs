@@ -145,6 +145,8 @@ pub enum PoolError {
     DatasetBusy(String, String),
     #[error("{0}")]
     BadProperty(String),
+    #[error("dataset {0:?} is unavailable: {1}")]
+    DatasetUnavailable(String, String),
 }
 
 /// How to lay out the vdevs of a new pool.
@@ -296,6 +298,9 @@ pub struct ImportReport {
     pub txg: Txg,
     /// Newer uberblocks that could not be used (rewind), newest first, with why.
     pub skipped: Vec<(Txg, String)>,
+    /// What could not be read although the pool imported: datasets left unavailable and
+    /// hierarchy entries that could not be listed, each with the dataset and the error.
+    pub damaged: Vec<String>,
 }
 
 fn now_seconds() -> u64 {
@@ -524,7 +529,7 @@ impl PoolCore {
         let nothing_to_do = !self.mos.is_dirty(txg)
             && !datasets
                 .iter()
-                .any(|(_, dataset)| dataset.objset().is_dirty(txg))
+                .any(|(_, dataset)| dataset.try_objset().is_some_and(|o| o.is_dirty(txg)))
             && destroys.is_empty()
             && !self.config.lock().dirty
             && self.deferred_count()? == 0;
@@ -538,7 +543,11 @@ impl PoolCore {
         self.free_deferred(txg)?;
         let mut changed = !destroys.is_empty();
         for (_, dataset) in &datasets {
-            if let Some(root) = dataset.objset().sync(first, &storage)? {
+            // An unavailable dataset (no object set) is never synced: its records stay.
+            let Some(objset) = dataset.try_objset() else {
+                continue;
+            };
+            if let Some(root) = objset.sync(first, &storage)? {
                 let phys = dataset.set_root(root);
                 self.mos
                     .set_bonus(&tx, dataset.object, ObjectType::Dataset, &phys.encode())?;
@@ -584,7 +593,9 @@ impl PoolCore {
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
         for (_, dataset) in &datasets {
-            dataset.objset().sync_done(txg);
+            if let Some(objset) = dataset.try_objset() {
+                objset.sync_done(txg);
+            }
         }
         Ok(pass)
     }
@@ -1099,10 +1110,9 @@ impl Pool {
                     move |txg| sync_core.sync_txg(txg).map_err(|error| error.to_string()),
                     move |txg| {
                         check_core.mos.is_dirty(txg)
-                            || check_core
-                                .dataset_list()
-                                .iter()
-                                .any(|(_, dataset)| dataset.objset().is_dirty(txg))
+                            || check_core.dataset_list().iter().any(|(_, dataset)| {
+                                dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
+                            })
                     },
                 );
             })
@@ -1294,12 +1304,13 @@ impl Pool {
                 &options,
                 &tunables,
             ) {
-                Ok(pool) => {
+                Ok((pool, damaged)) => {
                     return Ok((
                         pool,
                         ImportReport {
                             txg: uberblock.txg,
                             skipped,
+                            damaged,
                         },
                     ))
                 }
@@ -1325,7 +1336,7 @@ impl Pool {
         uberblock: &Uberblock,
         options: &ImportOptions,
         tunables: &Tunables,
-    ) -> Result<Pool, PoolError> {
+    ) -> Result<(Pool, Vec<String>), PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
@@ -1387,8 +1398,12 @@ impl Pool {
             dir_phys,
             freer.clone(),
         );
-        let objset = Arc::new(ObjectSet::open(io.clone(), &phys.root, root.clone(), 1)?);
-        root.attach_objset(objset);
+        // A root object set that cannot be read leaves the root dataset unavailable, not the
+        // pool: its children and the MOS are still there.
+        match ObjectSet::open(io.clone(), &phys.root, root.clone(), 1) {
+            Ok(objset) => root.attach_objset(Arc::new(objset)),
+            Err(error) => root.set_unavailable(format!("object set: {error}")),
+        }
         let core = Arc::new(PoolCore {
             name,
             guid: found.guid,
@@ -1413,7 +1428,13 @@ impl Pool {
         });
         core.attach_open_context(&core.root);
         core.apply_copies("");
-        core.load_children("", &core.root.dir())?;
+        let mut damaged = Vec::new();
+        core.load_children("", &core.root.dir(), &mut damaged);
+        for (_, dataset) in core.dataset_list() {
+            if let Some(why) = dataset.unavailable() {
+                damaged.push(format!("dataset {} is unavailable: {why}", dataset.name));
+            }
+        }
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),
@@ -1424,7 +1445,7 @@ impl Pool {
             // first write does not leave labels saying the pool was exported.
             pool.sync()?;
         }
-        Ok(pool)
+        Ok((pool, damaged))
     }
 
     /// The root dataset's file system (its unlinked set drained, as after a crash).
@@ -1436,7 +1457,8 @@ impl Pool {
         &self.core.name
     }
 
-    /// The root dataset's object set.
+    /// The root dataset's object set. Panics if the root dataset is unavailable (import said
+    /// so in [`ImportReport::damaged`]); [`Pool::dataset_objset`] is the fallible form.
     pub fn root_objset(&self) -> Arc<ObjectSet> {
         self.core.root.objset()
     }
