@@ -706,6 +706,7 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             dirs,
             readonly,
             altroot,
+            rewind,
         } => {
             let _guard = lock(&daemon.lifecycle);
             if daemon.pool(&pool).is_some() && new_name.is_none() {
@@ -724,6 +725,7 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             let mut options = ImportOptions::new(dirs, daemon.tunables.clone());
             options.readonly = readonly;
             options.new_name = new_name;
+            options.rewind = rewind;
             let opened = verbs::import(&pool, options)?;
             if let Err(failure) = daemon.refuse_taken_name(opened.name()) {
                 opened.export()?;

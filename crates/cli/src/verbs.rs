@@ -50,7 +50,11 @@ pub fn import(target: &str, options: ImportOptions) -> Result<Pool, Failure> {
         if report.skipped.is_empty() {
             String::new()
         } else {
-            format!(" (rewound past {} newer txgs)", report.skipped.len())
+            format!(
+                " (rewound past {} newer txgs, discarding {} seconds of changes)",
+                report.skipped.len(),
+                report.seconds_discarded
+            )
         }
     );
     Ok(pool)

@@ -267,6 +267,12 @@ pub struct ImportOptions {
     pub new_name: Option<String>,
     /// Wrap every device as it is opened (fault injection in tests); None in normal use.
     pub wrap_device: Option<DeviceWrapper>,
+    /// `pool import -F`: when no uberblock of the automatic fallback opens, go further back,
+    /// to the newest txg whose whole tree reads and checks clean (discarding newer changes).
+    pub rewind: bool,
+    /// Open exactly the uberblock of this txg (what `-F` does once a tree has checked clean,
+    /// with freshly opened devices). None in normal use.
+    pub rewind_to: Option<Txg>,
 }
 
 impl ImportOptions {
@@ -277,8 +283,42 @@ impl ImportOptions {
             tunables,
             new_name: None,
             wrap_device: None,
+            rewind: false,
+            rewind_to: None,
         }
     }
+}
+
+/// What `pool import -F` would do (or did): open `txg` instead of the newest valid uberblock
+/// `newest_txg`, discarding the changes of the seconds between them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RewindPlan {
+    pub txg: Txg,
+    pub newest_txg: Txg,
+    pub seconds_discarded: u64,
+    /// Newer uberblocks passed over, newest first, with why.
+    pub skipped: Vec<(Txg, String)>,
+}
+
+/// The uberblocks the automatic fallback may open, newest first: those whose txg is at least
+/// the newest one's minus [`crate::types::TXG_DEFER_SIZE`], counted by txg number. Space freed
+/// in txg F is reusable only from the first synced txg after `sync_done(T)` with T ≥ F + 2
+/// (the defer trees, indexed by txg number), so while any txg after newest N is being written
+/// only frees of txgs ≤ N − 2 can be reused, and the trees of N, N − 1 and N − 2 (an empty txg's
+/// tree is its predecessor's) reference none of them. An older written uberblock may be damaged
+/// and is opened only by `-F`, after a whole-tree check.
+pub fn fallback_uberblocks(newest_first: &[Uberblock]) -> (Vec<Uberblock>, Vec<Uberblock>) {
+    let Some(newest) = newest_first.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let oldest_safe = newest
+        .txg
+        .0
+        .saturating_sub(crate::types::TXG_DEFER_SIZE as u64);
+    newest_first
+        .iter()
+        .cloned()
+        .partition(|uberblock| uberblock.txg.0 >= oldest_safe)
 }
 
 /// A pool found by scanning directories (`tarn pool import` with no name).
@@ -301,6 +341,9 @@ pub struct ImportReport {
     /// What could not be read although the pool imported: datasets left unavailable and
     /// hierarchy entries that could not be listed, each with the dataset and the error.
     pub damaged: Vec<String>,
+    /// Seconds of changes discarded by a rewind: the newest valid uberblock's time minus the
+    /// opened one's (0 when the newest opened).
+    pub seconds_discarded: u64,
 }
 
 fn now_seconds() -> u64 {
@@ -722,6 +765,39 @@ impl PoolCore {
     fn flush(&self) -> Result<(), PoolError> {
         self.io.vdevs.flush_all()?;
         Ok(())
+    }
+
+    /// Zero the ring slots of every uberblock in `found` newer than `txg` on every leaf, and
+    /// flush: after a rewind to `txg` they describe trees whose blocks the next txgs may reuse.
+    fn invalidate_uberblocks_after(&self, txg: Txg, found: &[Uberblock]) -> Result<(), PoolError> {
+        let abandoned: Vec<Txg> = found
+            .iter()
+            .filter(|uberblock| uberblock.txg > txg)
+            .map(|uberblock| uberblock.txg)
+            .collect();
+        if abandoned.is_empty() {
+            return Ok(());
+        }
+        for top in &self.io.vdevs.tops {
+            let slots = label::uberblock_slot_count(top.ashift);
+            let empty = vec![0u8; label::uberblock_slot_size(top.ashift) as usize];
+            for leaf in &top.children {
+                if leaf.device.is_missing() {
+                    continue;
+                }
+                for abandoned in &abandoned {
+                    // A leaf that cannot take the write keeps the old slot; the flush below
+                    // fails the import if no leaf of a vdev took anything.
+                    let _ = label::write_uberblock(
+                        leaf.device.as_ref(),
+                        top.ashift,
+                        abandoned.0 % slots,
+                        &empty,
+                    );
+                }
+            }
+        }
+        self.flush()
     }
 
     /// Steps 3–6 of the commit protocol.
@@ -1289,13 +1365,45 @@ impl Pool {
             .collect();
         uberblocks.sort_by_key(|ub| std::cmp::Reverse((ub.txg, ub.timestamp)));
         uberblocks.dedup_by(|a, b| a.txg == b.txg);
-        // Only the newest uberblock and the TXG_DEFER_SIZE written before it are guaranteed
-        // intact: space freed by a txg is reused from the third written txg after it
-        // (invariant 3). Empty txgs write no uberblock and do not rotate the deferred frees, so
-        // count uberblocks, not txg numbers.
-        uberblocks.truncate(crate::types::TXG_DEFER_SIZE + 1);
+        let newest = uberblocks.first().cloned();
+        let seconds_before = |uberblock: &Uberblock| {
+            newest.as_ref().map_or(0, |newest| {
+                newest.timestamp.saturating_sub(uberblock.timestamp)
+            })
+        };
+        if let Some(target) = options.rewind_to {
+            let uberblock = uberblocks
+                .iter()
+                .find(|uberblock| uberblock.txg == target)
+                .cloned()
+                .ok_or_else(|| {
+                    PoolError::NoUsableUberblock(
+                        config.name.clone(),
+                        format!("no valid uberblock of txg {target}"),
+                    )
+                })?;
+            let (pool, damaged) = Pool::open_at(
+                &found,
+                &config,
+                vdevs,
+                &uberblock,
+                &options,
+                &tunables,
+                &uberblocks,
+            )?;
+            return Ok((
+                pool,
+                ImportReport {
+                    txg: uberblock.txg,
+                    skipped: Vec::new(),
+                    damaged,
+                    seconds_discarded: seconds_before(&uberblock),
+                },
+            ));
+        }
+        let (safe, older) = fallback_uberblocks(&uberblocks);
         let mut skipped = Vec::new();
-        for uberblock in uberblocks {
+        for uberblock in safe {
             match Pool::open_at(
                 &found,
                 &config,
@@ -1303,6 +1411,7 @@ impl Pool {
                 &uberblock,
                 &options,
                 &tunables,
+                &uberblocks,
             ) {
                 Ok((pool, damaged)) => {
                     return Ok((
@@ -1311,22 +1420,90 @@ impl Pool {
                             txg: uberblock.txg,
                             skipped,
                             damaged,
+                            seconds_discarded: seconds_before(&uberblock),
                         },
                     ))
                 }
                 Err(error) => skipped.push((uberblock.txg, error.to_string())),
             }
         }
+        if options.rewind && !older.is_empty() {
+            // -F: older trees may have had blocks reused; open one only after its whole tree
+            // reads and checks clean (read-only), each try with freshly opened devices.
+            drop(vdevs);
+            for uberblock in &older {
+                let mut readonly = options.clone();
+                readonly.readonly = true;
+                readonly.rewind = false;
+                readonly.rewind_to = Some(uberblock.txg);
+                let verdict = Pool::open_found(found.clone(), readonly).and_then(|(pool, _)| {
+                    let report = crate::check::check_pool(&pool, false)?;
+                    drop(pool);
+                    Ok(report)
+                });
+                match verdict {
+                    Ok(report) if report.is_clean() => {
+                        let mut chosen = options.clone();
+                        chosen.rewind = false;
+                        chosen.rewind_to = Some(uberblock.txg);
+                        let (pool, mut report) = Pool::open_found(found.clone(), chosen)?;
+                        skipped.append(&mut report.skipped);
+                        report.skipped = skipped;
+                        return Ok((pool, report));
+                    }
+                    Ok(report) => skipped.push((
+                        uberblock.txg,
+                        format!(
+                            "its tree does not check: {} unreadable blocks, {} leaks, {} missing, {} double allocations, {} other errors",
+                            report.blocks_unreadable.len(),
+                            report.leaks.len(),
+                            report.missing.len(),
+                            report.double_allocations.len(),
+                            report.errors.len()
+                        ),
+                    )),
+                    Err(error) => skipped.push((uberblock.txg, error.to_string())),
+                }
+            }
+        }
         let why = if skipped.is_empty() {
             "no valid uberblock".to_string()
         } else {
             format!(
-                "{} uberblocks tried, newest failed with: {}",
+                "{} uberblocks tried, newest failed with: {}{}",
                 skipped.len(),
-                skipped[0].1
+                skipped[0].1,
+                if options.rewind || older.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} older uberblocks remain: try a rewind (pool import -F)",
+                        older.len()
+                    )
+                }
             )
         };
         Err(PoolError::NoUsableUberblock(config.name.clone(), why))
+    }
+
+    /// What `pool import -F -n` reports: the txg a rewind import would open and the seconds
+    /// of changes it would discard, without importing or writing anything.
+    pub fn rewind_plan(target: &str, options: ImportOptions) -> Result<RewindPlan, PoolError> {
+        let mut options = options;
+        options.readonly = true;
+        options.rewind = true;
+        let (pool, report) = Pool::import(target, options)?;
+        let newest_txg = report
+            .skipped
+            .first()
+            .map_or(report.txg, |(txg, _)| (*txg).max(report.txg));
+        drop(pool);
+        Ok(RewindPlan {
+            txg: report.txg,
+            newest_txg,
+            seconds_discarded: report.seconds_discarded,
+            skipped: report.skipped,
+        })
     }
 
     fn open_at(
@@ -1336,6 +1513,7 @@ impl Pool {
         uberblock: &Uberblock,
         options: &ImportOptions,
         tunables: &Tunables,
+        found_uberblocks: &[Uberblock],
     ) -> Result<(Pool, Vec<String>), PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         let io = Arc::new(BlockIo::new(
@@ -1439,6 +1617,13 @@ impl Pool {
             core,
             sync_thread: Mutex::new(None),
         };
+        if !options.readonly {
+            // A rewind abandons the newer uberblocks. Erase them before the first new txg
+            // commits: its writes may reuse their blocks, and a later import must never take
+            // an abandoned uberblock (newer by number) for the newest.
+            pool.core
+                .invalidate_uberblocks_after(uberblock.txg, found_uberblocks)?;
+        }
         pool.start_sync_thread();
         if !options.readonly {
             // Mark the labels active (and this host's) right away, so that a crash before the
