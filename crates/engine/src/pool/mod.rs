@@ -27,17 +27,25 @@
 //! 6. If the config changed: write the odd labels (L1, L3); flush.
 //! 7. `sync_done`: rotate deferred frees, install the new trees as the synced ones.
 //!
-//! A crash before step 5 completes leaves the previous uberblock the newest valid one: nothing
-//! it references was overwritten (invariant 1: copy-on-write, and freed space is not reused for
-//! two txgs, invariant 3). A torn uberblock fails its checksum and is skipped. A crash during
-//! step 4 or 6 leaves one pair of labels valid, which the vdev layer reads.
+//! A crash is a power cut: writes since the last flush may be lost, torn or land in any order.
+//! The flush of step 3 keeps an uberblock from landing before the blocks it names; the flush
+//! after step 5 keeps a sync from returning before its uberblock is durable (the power-cut
+//! test `tests/crash_power_cut.rs` fails without either). A crash before step 5 completes leaves
+//! the previous uberblock the newest valid one: nothing it references was overwritten
+//! (invariant 1: copy-on-write, and freed space is not reused for two txgs, invariant 3). A torn
+//! uberblock fails its checksum and is skipped. A crash during step 4 or 6 leaves one pair of
+//! labels valid, which the vdev layer reads.
 //!
 //! # Import
 //! Scan the named directories for leaves whose labels name the pool; take the newest config;
 //! open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
-//! newest first, falling back to older ones (T-1, T-2, ...) when the MOS of a newer one cannot
-//! be read.
+//! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest
+//! ([`fallback_uberblocks`]) when the MOS of a newer one cannot be read. `-F`
+//! ([`ImportOptions::rewind`]) goes further back, to the newest tree that opens and checks clean.
+//! A writable import that opened an older uberblock erases the abandoned newer ones before its
+//! first commit. Damage below the MOS does not fail the import: a dataset whose object set
+//! cannot be opened is left unavailable and reported ([`ImportReport::damaged`]).
 //!
 //! # Locking
 //! The sync thread is the only writer of on-disk state. Open-context callers go through
