@@ -1201,7 +1201,7 @@ mod tests {
         }
         assert!(ChecksumType::try_from(0).is_err());
         assert!(Compression::try_from(3).is_err());
-        assert!(ObjectType::try_from(11).is_err());
+        assert!(ObjectType::try_from(12).is_err());
     }
 
     #[test]
