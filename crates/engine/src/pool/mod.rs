@@ -15,8 +15,10 @@
 //!
 //! # Commit protocol (one txg)
 //! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
-//!    deferred-free list) is not synced at all: no block, label or uberblock is written. An
-//!    explicit sync of a clean pool costs nothing.
+//!    deferred-free list) is not synced at all: no block, label or uberblock is written, and an
+//!    explicit sync of an idle pool costs nothing. Only while freed space waits in the
+//!    metaslabs' defer trees is such a txg committed with an uberblock alone, because freed
+//!    space is released by committed txgs (invariant 3 and rewind count uberblocks on disk).
 //! 1. Pass 1: free the blocks deferred by the previous txg; sync every dirty dataset's object
 //!    set and write its dataset record into the MOS.
 //! 2. Passes 1..n: append every dirty metaslab's allocations and frees to its space map (MOS
@@ -38,8 +40,9 @@
 //! three times) in 2 passes, plus the uberblock in four label slots per leaf.
 //!
 //! Deferred frees are work without dirty data: after each sync the pool tells the txg layer
-//! whether the deferred-free list is non-empty (`TxgManager::set_pending_work`), and the txg
-//! timer keeps syncing until it is empty; then the pool is idle and writes nothing.
+//! whether the deferred-free list or a defer tree is non-empty (`TxgManager::set_pending_work`),
+//! and the txg timer keeps syncing until both are empty (a few txgs after the last free); then
+//! the pool is idle and writes nothing.
 //!
 //! A crash before step 5 completes leaves the previous uberblock the newest valid one: nothing
 //! it references was overwritten (invariant 1: copy-on-write, and freed space is not reused for
@@ -535,7 +538,8 @@ impl PoolCore {
     }
 
     /// Write one txg out and commit it (see the module documentation). Returns the number of
-    /// sync passes, 0 for a txg with nothing to write.
+    /// sync passes, 0 for a txg with no block to write (skipped, or committed with an
+    /// uberblock alone).
     pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
@@ -553,6 +557,15 @@ impl PoolCore {
             && !self.config.lock().dirty
             && self.deferred_count()? == 0;
         if nothing_to_do {
+            if self.io.space.totals().deferred == 0 {
+                self.txgs.set_pending_work(false);
+                return Ok(0);
+            }
+            // Frees of the last two txgs still wait in the metaslabs' defer trees, and they
+            // become allocatable only as txgs are committed (invariant 3 and rewind count
+            // committed txgs): commit this txg with an uberblock alone, naming the same MOS.
+            self.commit(txg, &self.mos.synced_root())?;
+            self.finish_txg(txg, &datasets);
             return Ok(0);
         }
         let storage = self.storage();
@@ -605,13 +618,26 @@ impl PoolCore {
             .unwrap_or_else(|| self.mos.synced_root());
         self.commit(txg, &mos_root)?;
 
+        self.finish_txg(txg, &datasets);
+        Ok(pass)
+    }
+
+    /// After the commit of `txg`: rotate deferred frees, install the new trees, and tell the
+    /// txg layer whether work without dirty data remains (frees on the deferred-free list, or
+    /// freed space that the next committed txgs will release), which the txg timer carries.
+    fn finish_txg(&self, txg: Txg, datasets: &[(String, Arc<Dataset>)]) {
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
-        for (_, dataset) in &datasets {
+        for (_, dataset) in datasets {
             dataset.objset().sync_done(txg);
         }
-        self.txgs.set_pending_work(self.deferred_count()? > 0);
-        Ok(pass)
+        self.txgs.set_pending_work(self.has_pending_work());
+    }
+
+    /// Work that no dirty data announces: blocks on the deferred-free list, or space freed in
+    /// the last two committed txgs (it is released by the next two commits).
+    fn has_pending_work(&self) -> bool {
+        self.deferred_count().map_or(true, |count| count > 0) || self.io.space.totals().deferred > 0
     }
 
     /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
@@ -1132,9 +1158,9 @@ impl Pool {
             return;
         }
         // Deferred frees left by the txg imported at are carried by timer-driven syncs.
-        if let Ok(count) = self.core.deferred_count() {
-            self.core.txgs.set_pending_work(count > 0);
-        }
+        self.core
+            .txgs
+            .set_pending_work(self.core.has_pending_work());
         let core = self.core.clone();
         let handle = std::thread::Builder::new()
             .name(format!("tarn-sync-{}", self.core.name))
