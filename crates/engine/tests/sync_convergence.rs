@@ -464,11 +464,13 @@ fn an_idle_pool_writes_nothing_for_a_minute() {
     pool.pool.sync().unwrap();
     // Let the timer finish whatever the deletion deferred.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while pool.pool.core.deferred_free_count().unwrap() > 0 {
+    while pool.pool.core.deferred_free_count().unwrap() > 0
+        || pool.pool.core.io.space.totals().deferred > 0
+    {
         assert!(Instant::now() < deadline, "deferred frees never finished");
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(6));
+    std::thread::sleep(Duration::from_secs(1));
     let before = pool.counter.snapshot();
     let synced = pool.pool.last_synced_txg();
     std::thread::sleep(Duration::from_secs(60));
