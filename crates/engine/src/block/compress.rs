@@ -70,15 +70,13 @@ pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
         Compression::Off => return None,
         Compression::Lz4 => {
             // lz4_flex insists on room for the worst case before it starts, so compress fully
-            // and compare afterwards. `compress` allocates that room without zeroing it.
-            let stream = lz4_flex::block::compress(data);
-            if header + stream.len() > limit {
-                return None;
-            }
-            output = Vec::with_capacity(header + stream.len());
-            output.extend_from_slice(&(stream.len() as u32).to_le_bytes());
-            output.extend_from_slice(&stream);
-            return Some(output);
+            // and compare afterwards. `compress_prepend_size` allocates that room without
+            // zeroing it and leaves four bytes in front (the logical size), which become the
+            // header: no copy of the stream.
+            output = lz4_flex::block::compress_prepend_size(data);
+            let stream_length = output.len() - LZ4_HEADER_SIZE;
+            output[..LZ4_HEADER_SIZE].copy_from_slice(&(stream_length as u32).to_le_bytes());
+            output.len()
         }
         Compression::Zstd { level } => {
             assert!(
@@ -101,6 +99,9 @@ pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
             header + written
         }
     };
+    if written > limit {
+        return None;
+    }
     output.truncate(written);
     Some(output)
 }

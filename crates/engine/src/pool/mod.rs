@@ -15,8 +15,10 @@
 //!
 //! # Commit protocol (one txg)
 //! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
-//!    deferred-free list) is not synced at all: no block, label or uberblock is written. An
-//!    explicit sync of a clean pool costs nothing.
+//!    deferred-free list) is not synced at all: no block, label or uberblock is written, and an
+//!    explicit sync of an idle pool costs nothing. Only while freed space waits in the
+//!    metaslabs' defer trees is such a txg committed with an uberblock alone, because freed
+//!    space is released by committed txgs (invariant 3 and rewind count uberblocks on disk).
 //! 1. Pass 1: free the blocks deferred by the previous txg; sync every dirty dataset's object
 //!    set and write its dataset record into the MOS.
 //! 2. Passes 1..n: append every dirty metaslab's allocations and frees to its space map (MOS
@@ -37,9 +39,13 @@
 //! tunables a one-block change in a file writes about 46 blocks (every copy counted, MOS blocks
 //! three times) in 2 passes, plus the uberblock in four label slots per leaf.
 //!
-//! Deferred frees are work without dirty data: after each sync the pool tells the txg layer
-//! whether the deferred-free list is non-empty (`TxgManager::set_pending_work`), and the txg
-//! timer keeps syncing until it is empty; then the pool is idle and writes nothing.
+//! Freed space waiting in the defer trees is work without dirty data: after each sync the pool
+//! tells the txg layer whether any is left (`TxgManager::set_pending_work`), and the txg timer
+//! commits txgs that write an uberblock alone, naming the same tree (invariant 3 counts
+//! committed txgs), until it is allocatable: at most two after the last free; then the pool is
+//! idle and writes nothing. The deferred-free list (late-pass frees of MOS blocks) waits for the
+//! next txg with changes, as in OpenZFS: carrying it out dirties the MOS, whose late passes
+//! defer frees again, so on an otherwise idle pool it would never end.
 //!
 //! A crash is a power cut: writes since the last flush may be lost, torn or land in any order.
 //! The flush of step 3 keeps an uberblock from landing before the blocks it names; the flush
@@ -602,7 +608,8 @@ impl PoolCore {
     }
 
     /// Write one txg out and commit it (see the module documentation). Returns the number of
-    /// sync passes, 0 for a txg with nothing to write.
+    /// sync passes, 0 for a txg with no block to write (skipped, or committed with an
+    /// uberblock alone).
     pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
         let sync_started = std::time::Instant::now();
         let datasets = self.dataset_list();
@@ -619,9 +626,20 @@ impl PoolCore {
                 .any(|(_, dataset)| dataset.try_objset().is_some_and(|o| o.is_dirty(txg)))
             && destroys.is_empty()
             && !self.config.lock().dirty
-            && !self.background_work_pending()
-            && self.deferred_count()? == 0;
+            && !self.background_work_pending();
+        // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
+        // space maps and the MOS, whose late passes defer frees again, so carrying it on an
+        // otherwise idle pool would never end. The next txg with changes carries it out.
         if nothing_to_do {
+            if self.io.space.totals().deferred == 0 {
+                self.txgs.set_pending_work(false);
+                return Ok(0);
+            }
+            // Frees of the last two txgs still wait in the metaslabs' defer trees, and they
+            // become allocatable only as txgs are committed (invariant 3 and rewind count
+            // committed txgs): commit this txg with an uberblock alone, naming the same MOS.
+            self.commit(txg, &self.mos.synced_root())?;
+            self.finish_txg(txg, &datasets);
             return Ok(0);
         }
         let storage = self.storage();
@@ -679,15 +697,28 @@ impl PoolCore {
             .unwrap_or_else(|| self.mos.synced_root());
         self.commit(txg, &mos_root)?;
 
+        self.finish_txg(txg, &datasets);
+        Ok(pass)
+    }
+
+    /// After the commit of `txg`: rotate deferred frees, install the new trees, and tell the
+    /// txg layer whether work without dirty data remains (freed space that the next committed
+    /// txgs will release), which the txg timer carries.
+    fn finish_txg(&self, txg: Txg, datasets: &[(String, Arc<Dataset>)]) {
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
-        for (_, dataset) in &datasets {
+        for (_, dataset) in datasets {
             if let Some(objset) = dataset.try_objset() {
                 objset.sync_done(txg);
             }
         }
-        self.txgs.set_pending_work(self.deferred_count()? > 0);
-        Ok(pass)
+        self.txgs.set_pending_work(self.has_pending_work());
+    }
+
+    /// Work that no dirty data announces: space freed in the last two committed txgs (it is
+    /// released by the next two commits). The deferred-free list is not: see `sync_txg`.
+    fn has_pending_work(&self) -> bool {
+        self.io.space.totals().deferred > 0
     }
 
     /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
@@ -1206,9 +1237,9 @@ impl Pool {
             return;
         }
         // Deferred frees left by the txg imported at are carried by timer-driven syncs.
-        if let Ok(count) = self.core.deferred_count() {
-            self.core.txgs.set_pending_work(count > 0);
-        }
+        self.core
+            .txgs
+            .set_pending_work(self.core.has_pending_work());
         let core = self.core.clone();
         let handle = std::thread::Builder::new()
             .name(format!("tarn-sync-{}", self.core.name))
