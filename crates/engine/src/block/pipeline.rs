@@ -22,7 +22,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX,
     EMBEDDED_PAYLOAD_MAX,
 };
-use crate::block::issue::WriteQueue;
+use crate::block::issue::{WriteCounters, WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
 use crate::cache::{BlockCache, BlockKey};
 use crate::space::storage::SpaceStorage;
@@ -81,6 +81,8 @@ pub struct BlockIo {
     /// Feature embedded_data: tiny file blocks are stored inside their block pointer.
     embedded_data: AtomicBool,
     writes: WriteQueue,
+    /// Device writes of this pool (see [`WriteCounters`]).
+    write_counters: Arc<WriteCounters>,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -95,6 +97,7 @@ impl BlockIo {
         writable: bool,
     ) -> BlockIo {
         let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
+        let write_counters = Arc::new(WriteCounters::default());
         BlockIo {
             cache: Arc::new(BlockCache::new(tunables.arc_max)),
             vdevs,
@@ -102,9 +105,20 @@ impl BlockIo {
             tunables,
             ashift,
             writable: AtomicBool::new(writable),
-            writes: WriteQueue::new(4),
+            writes: WriteQueue::new(4, write_counters.clone()),
+            write_counters,
             embedded_data: AtomicBool::new(true),
         }
+    }
+
+    /// The pool's device write counters so far (blocks, I/Os, bytes).
+    pub fn write_counters(&self) -> WriteCountersSnapshot {
+        self.write_counters.snapshot()
+    }
+
+    /// Count device writes issued outside the write queue (uberblocks, labels).
+    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
+        self.write_counters.record_device_writes(ios, bytes);
     }
 
     pub fn is_writable(&self) -> bool {
