@@ -33,6 +33,7 @@ macro_rules! err {
 }
 
 mod bench;
+mod bench_sync;
 mod client;
 mod daemon;
 mod datasets;
