@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what tarn needs on a fresh Debian machine of this project's kind: the packages below
-# (fio and btrfs-progs for benchmark baselines: `tarn bench sync` runs btrfs on a loop device; fuse3 for the file system, which mounts through FUSE; git, rsync,
-# sqlite3 and the rest for the tests that run real tools on a mount, crates/cli/tests/tools.rs)
+# (fio and btrfs-progs for benchmark baselines, `tarn bench sync` running btrfs on a loop
+# device; fuse3 for the file system, which mounts through FUSE; git, rsync, sqlite3 and the
+# rest for the tests that run real tools on a mount, crates/cli/tests/tools.rs)
 # and the Rust toolchain pinned in rust-toolchain.toml. Safe to run again.
 set -euo pipefail
 packages=(fio btrfs-progs fuse3 libfuse3-dev pkg-config git rsync sqlite3 tar diffutils coreutils)

@@ -161,8 +161,7 @@ enum Command {
     Debug(DebugCommand),
     /// Kstat-style tables of an imported pool's counters: tarn stat txgs [-H] [-p] [-j] POOL
     /// [INTERVAL [COUNT]].
-    #[command(subcommand)]
-    Stat(stat::StatCommand),
+    Stat(stat::StatArgs),
     /// The daemon that holds imported pools; normally started by the CLI itself.
     Daemon {
         /// Run in this process instead of detaching.

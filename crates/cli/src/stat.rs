@@ -25,21 +25,31 @@ use crate::format::{human_bytes, print_table, Cell, ListFormat};
 use crate::protocol::Request;
 use crate::CliFailure as Failure;
 
-/// Flags every stat table takes.
+/// Flags every stat table takes, before or after the table's name (`tarn stat -H txgs` and
+/// `tarn stat txgs -H` are the same).
 #[derive(Args, Clone, Debug)]
 pub struct StatFormatArgs {
     /// No header; fields separated by tabs.
-    #[arg(short = 'H')]
+    #[arg(short = 'H', global = true)]
     pub no_header: bool,
     /// Exact numbers (bytes, nanoseconds).
-    #[arg(short = 'p')]
+    #[arg(short = 'p', global = true)]
     pub exact: bool,
     /// JSON output (one document per report).
-    #[arg(short = 'j')]
+    #[arg(short = 'j', global = true)]
     pub json: bool,
     /// Fields to print, comma-separated.
-    #[arg(short = 'o', value_delimiter = ',')]
+    #[arg(short = 'o', value_delimiter = ',', global = true)]
     pub fields: Option<Vec<String>>,
+}
+
+/// `tarn stat [-H] [-p] [-j] [-o ...] TABLE ...`
+#[derive(Args)]
+pub struct StatArgs {
+    #[command(flatten)]
+    pub format: StatFormatArgs,
+    #[command(subcommand)]
+    pub table: StatCommand,
 }
 
 impl StatFormatArgs {
@@ -58,8 +68,7 @@ pub enum StatCommand {
     /// One row per recent txg (OpenZFS's txgs kstat; `txg_history` rows are kept):
     /// tarn stat txgs [-H] [-p] [-j] POOL [INTERVAL [COUNT]]
     Txgs {
-        #[command(flatten)]
-        format: StatFormatArgs,
+        /// A pool the daemon holds.
         pool: String,
         /// Report again every INTERVAL seconds (later reports print only newly committed txgs).
         interval: Option<f64>,
@@ -343,14 +352,14 @@ fn txgs(
     Ok(())
 }
 
-pub fn run(socket: &Path, command: StatCommand) -> Result<(), Failure> {
-    match command {
+pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
+    let format = command.format.format();
+    match command.table {
         StatCommand::Txgs {
-            format,
             pool,
             interval,
             count,
-        } => txgs(socket, format.format(), &pool, interval, count),
+        } => txgs(socket, format, &pool, interval, count),
     }
 }
 
