@@ -159,7 +159,7 @@ enum Command {
     /// Inspection (zdb).
     #[command(subcommand)]
     Debug(DebugCommand),
-    /// Kstat-style tables of an imported pool's counters: tarn stat txgs [-H] [-p] [-j] POOL
+    /// Kstat-style tables of an imported pool's counters: tarn stat [-H] [-p] [-j] txgs [POOL]
     /// [INTERVAL [COUNT]].
     Stat(stat::StatArgs),
     /// The daemon that holds imported pools; normally started by the CLI itself.

@@ -6,6 +6,9 @@
 //! per report) and prints them, so an exported pool, or a pool no daemon holds, has no table
 //! and is an error.
 //!
+//! POOL may be left out when the daemon holds exactly one pool (pool names start with a
+//! letter, so `tarn stat txgs 1 5` reads as INTERVAL and COUNT).
+//!
 //! # Repeating (`INTERVAL [COUNT]`)
 //! As `zpool iostat`: with INTERVAL (seconds, fractions allowed) the table is reported every
 //! INTERVAL seconds, COUNT reports in all (forever without COUNT). A txg table is a history,
@@ -66,14 +69,13 @@ impl StatFormatArgs {
 #[derive(Subcommand)]
 pub enum StatCommand {
     /// One row per recent txg (OpenZFS's txgs kstat; `txg_history` rows are kept):
-    /// tarn stat txgs [-H] [-p] [-j] POOL [INTERVAL [COUNT]]
+    /// tarn stat txgs [-H] [-p] [-j] [POOL] [INTERVAL [COUNT]]
     Txgs {
-        /// A pool the daemon holds.
-        pool: String,
-        /// Report again every INTERVAL seconds (later reports print only newly committed txgs).
-        interval: Option<f64>,
-        /// Number of reports (default: until interrupted).
-        count: Option<u64>,
+        /// [POOL] [INTERVAL [COUNT]]: a pool the daemon holds (default: its only pool); report
+        /// again every INTERVAL seconds (later reports print only newly committed txgs), COUNT
+        /// reports in all (default: until interrupted).
+        #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
+        words: Vec<String>,
     },
 }
 
@@ -352,20 +354,98 @@ fn txgs(
     Ok(())
 }
 
+/// The pool named (if any), the interval and the count.
+type StatWords = (Option<String>, Option<f64>, Option<u64>);
+
+/// `[POOL] [INTERVAL [COUNT]]`: the pool named (if the first word starts with a letter, as pool
+/// names do), the interval and the count.
+fn parse_words(words: &[String]) -> Result<StatWords, Failure> {
+    let mut rest = words;
+    let mut pool = None;
+    if let Some(first) = rest.first() {
+        if first.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            pool = Some(first.clone());
+            rest = &rest[1..];
+        }
+    }
+    if rest.len() > 2 {
+        return Err(Failure(format!(
+            "too many arguments: expected [POOL] [INTERVAL [COUNT]], got {}",
+            words.join(" ")
+        )));
+    }
+    let interval = rest
+        .first()
+        .map(|word| {
+            word.parse::<f64>().map_err(|_| {
+                Failure(format!(
+                    "invalid interval {word:?}: expected a positive number of seconds"
+                ))
+            })
+        })
+        .transpose()?;
+    let count = rest
+        .get(1)
+        .map(|word| {
+            word.parse::<u64>().map_err(|_| {
+                Failure(format!(
+                    "invalid count {word:?}: expected a whole number of reports"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok((pool, interval, count))
+}
+
+/// The pool to report on: the one named, else the daemon's only pool.
+fn resolve_pool(socket: &Path, pool: Option<String>) -> Result<String, Failure> {
+    if let Some(pool) = pool {
+        return Ok(pool);
+    }
+    let pools: Vec<String> = client::ask_if_running(socket, &Request::Ping)?
+        .and_then(|response| serde_json::from_value(response.data["pools"].clone()).ok())
+        .unwrap_or_default();
+    match pools.as_slice() {
+        [only] => Ok(only.clone()),
+        [] => Err(Failure(
+            "no pool is imported: tarn stat reads the counters of a pool the daemon holds".into(),
+        )),
+        several => Err(Failure(format!(
+            "several pools are imported ({}): name one",
+            several.join(", ")
+        ))),
+    }
+}
+
 pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
     let format = command.format.format();
     match command.table {
-        StatCommand::Txgs {
-            pool,
-            interval,
-            count,
-        } => txgs(socket, format, &pool, interval, count),
+        StatCommand::Txgs { words } => {
+            let (pool, interval, count) = parse_words(&words)?;
+            let pool = resolve_pool(socket, pool)?;
+            txgs(socket, format, &pool, interval, count)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_interval_and_count_are_told_apart() {
+        let words =
+            |text: &str| -> Vec<String> { text.split_whitespace().map(str::to_string).collect() };
+        let parsed = parse_words(&words("tank 0.5 3")).ok().unwrap();
+        assert_eq!(parsed, (Some("tank".into()), Some(0.5), Some(3)));
+        let parsed = parse_words(&words("2 4")).ok().unwrap();
+        assert_eq!(parsed, (None, Some(2.0), Some(4)));
+        let parsed = parse_words(&words("tank")).ok().unwrap();
+        assert_eq!(parsed, (Some("tank".into()), None, None));
+        assert!(parse_words(&words("1 2 3")).is_err());
+        assert!(parse_words(&words("tank soon")).is_err());
+        assert!(parse_words(&words("tank 1 x")).is_err());
+    }
 
     #[test]
     fn durations_print_with_units() {

@@ -123,6 +123,16 @@ fn a_pool_no_daemon_holds_is_a_clear_error() {
     let (code, _, stderr) = fixture.run(&["stat", "txgs", "held", "0"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("interval"), "{stderr}");
+    // Without POOL, the daemon's only pool; with two, the user must choose.
+    let only = fixture.ok(&["stat", "txgs", "-H"]);
+    assert!(!only.is_empty());
+    fixture.create("second");
+    let (code, _, stderr) = fixture.run(&["stat", "txgs", "-H", "1", "1"]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("several pools") && stderr.contains("second"),
+        "{stderr}"
+    );
 }
 
 #[test]
