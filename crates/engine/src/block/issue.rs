@@ -116,7 +116,8 @@ const QUEUE_DEPTH: usize = 32;
 const AGGREGATE_BYTES_MAX: usize = 1 << 20;
 
 impl WriteQueue {
-    pub fn new(threads: usize, counters: Arc<WriteCounters>) -> WriteQueue {
+    pub fn new(threads: usize) -> WriteQueue {
+        let counters = Arc::new(WriteCounters::default());
         let (sender, receiver) = sync_channel::<Job>(QUEUE_DEPTH);
         let receiver = Arc::new(Mutex::new(receiver));
         let shared = Arc::new(Shared {
@@ -193,6 +194,17 @@ impl WriteQueue {
         sender
             .send(Job { top, offset, data })
             .expect("I/O threads alive while the queue is open");
+    }
+
+    /// What the queue (and [`WriteQueue::record_device_writes`]) counted so far.
+    pub fn counters(&self) -> WriteCountersSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// Count `ios` device writes of `bytes` bytes in all issued outside the queue (uberblocks,
+    /// labels), so that the pool's write counters cover every device write.
+    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
+        self.counters.record_device_writes(ios, bytes);
     }
 
     /// The bytes being written at (vdev, offset), if a write there is in flight.

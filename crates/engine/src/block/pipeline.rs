@@ -22,7 +22,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX,
     EMBEDDED_PAYLOAD_MAX,
 };
-use crate::block::issue::{WriteCounters, WriteCountersSnapshot, WriteQueue};
+use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
 use crate::cache::{BlockCache, BlockKey};
 use crate::space::storage::SpaceStorage;
@@ -81,8 +81,6 @@ pub struct BlockIo {
     /// Feature embedded_data: tiny file blocks are stored inside their block pointer.
     embedded_data: AtomicBool,
     writes: WriteQueue,
-    /// Device writes of this pool (see [`WriteCounters`]).
-    write_counters: Arc<WriteCounters>,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -97,7 +95,6 @@ impl BlockIo {
         writable: bool,
     ) -> BlockIo {
         let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
-        let write_counters = Arc::new(WriteCounters::default());
         BlockIo {
             cache: Arc::new(BlockCache::new(tunables.arc_max)),
             vdevs,
@@ -105,20 +102,9 @@ impl BlockIo {
             tunables,
             ashift,
             writable: AtomicBool::new(writable),
-            writes: WriteQueue::new(4, write_counters.clone()),
-            write_counters,
+            writes: WriteQueue::new(4),
             embedded_data: AtomicBool::new(true),
         }
-    }
-
-    /// The pool's device write counters so far (blocks, I/Os, bytes).
-    pub fn write_counters(&self) -> WriteCountersSnapshot {
-        self.write_counters.snapshot()
-    }
-
-    /// Count device writes issued outside the write queue (uberblocks, labels).
-    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
-        self.write_counters.record_device_writes(ios, bytes);
     }
 
     pub fn is_writable(&self) -> bool {
@@ -471,4 +457,17 @@ pub struct CopyReport {
     pub copies: u64,
     pub bad: u64,
     pub repaired: u64,
+}
+
+/// Device write counters (`tarn stat txgs`, `tarn bench sync`; see [`crate::block::issue`]).
+impl BlockIo {
+    /// The pool's device write counters so far: block copies, device write I/Os, bytes.
+    pub fn write_counters(&self) -> WriteCountersSnapshot {
+        self.writes.counters()
+    }
+
+    /// Count device writes issued outside the write queue (uberblocks, labels).
+    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
+        self.writes.record_device_writes(ios, bytes);
+    }
 }

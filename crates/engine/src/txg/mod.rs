@@ -151,6 +151,32 @@ struct HistoryEntry {
     since: Instant,
 }
 
+impl HistoryEntry {
+    /// The row of a txg that opens now.
+    fn opened(txg: Txg) -> HistoryEntry {
+        HistoryEntry {
+            row: TxgHistoryRow {
+                txg: txg.0,
+                birth_ns: unix_ns(),
+                state: TxgState::Open,
+                dirty_bytes: 0,
+                read_bytes: 0,
+                written_bytes: 0,
+                reads: 0,
+                writes: 0,
+                open_ns: 0,
+                quiesce_ns: 0,
+                wait_ns: 0,
+                sync_ns: 0,
+                passes: 0,
+                blocks_written: 0,
+                write_ios: 0,
+            },
+            since: Instant::now(),
+        }
+    }
+}
+
 fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -237,7 +263,11 @@ pub enum TxgError {
 impl TxgManager {
     /// A manager whose last synced txg is `synced`; the open txg is the next one.
     pub fn new(synced: Txg, tunables: Tunables) -> Arc<TxgManager> {
-        let manager = Arc::new(TxgManager {
+        let mut history = VecDeque::new();
+        if tunables.txg_history > 0 {
+            history.push_back(HistoryEntry::opened(synced.next()));
+        }
+        Arc::new(TxgManager {
             inner: Mutex::new(Inner {
                 open: synced.next(),
                 quiescing: None,
@@ -250,123 +280,13 @@ impl TxgManager {
                 shutting_down: false,
                 paused: 0,
                 failed: None,
-                history: VecDeque::new(),
+                history,
             }),
             changed: Condvar::new(),
             tunables,
             stats: Mutex::new(TxgStats::default()),
             sync_thread_alive: AtomicBool::new(false),
-        });
-        {
-            let mut inner = manager.inner.lock();
-            manager.history_opened(&mut inner);
-        }
-        manager
-    }
-
-    /// Add a row for the open txg if it has none yet, dropping the oldest beyond `txg_history`.
-    fn history_opened(&self, inner: &mut Inner) {
-        let limit = self.tunables.txg_history as usize;
-        let open = inner.open.0;
-        if limit == 0
-            || inner
-                .history
-                .back()
-                .is_some_and(|entry| entry.row.txg >= open)
-        {
-            return;
-        }
-        inner.history.push_back(HistoryEntry {
-            row: TxgHistoryRow {
-                txg: open,
-                birth_ns: unix_ns(),
-                state: TxgState::Open,
-                dirty_bytes: 0,
-                read_bytes: 0,
-                written_bytes: 0,
-                reads: 0,
-                writes: 0,
-                open_ns: 0,
-                quiesce_ns: 0,
-                wait_ns: 0,
-                sync_ns: 0,
-                passes: 0,
-                blocks_written: 0,
-                write_ios: 0,
-            },
-            since: Instant::now(),
-        });
-        while inner.history.len() > limit {
-            inner.history.pop_front();
-        }
-    }
-
-    /// Move `txg`'s row to `state`, charging the time since its last change to the phase it
-    /// leaves; `update` then adjusts the row.
-    fn history_enter(
-        inner: &mut Inner,
-        txg: Txg,
-        state: TxgState,
-        update: impl FnOnce(&mut TxgHistoryRow),
-    ) {
-        let Some(entry) = inner
-            .history
-            .iter_mut()
-            .rev()
-            .find(|entry| entry.row.txg == txg.0)
-        else {
-            return;
-        };
-        let elapsed = entry.since.elapsed().as_nanos() as u64;
-        let row = &mut entry.row;
-        match row.state {
-            TxgState::Open => row.open_ns += elapsed,
-            TxgState::Quiescing => row.quiesce_ns += elapsed,
-            TxgState::WaitingForSync => row.wait_ns += elapsed,
-            TxgState::Syncing => row.sync_ns += elapsed,
-            TxgState::Committed => {}
-        }
-        row.state = state;
-        entry.since = Instant::now();
-        update(row);
-    }
-
-    /// The rows of the recent txgs, oldest first (at most `txg_history`).
-    pub fn history(&self) -> Vec<TxgHistoryRow> {
-        let inner = self.inner.lock();
-        inner
-            .history
-            .iter()
-            .map(|entry| {
-                let mut row = entry.row.clone();
-                // A phase still running shows how long it has run so far, as OpenZFS does not;
-                // that keeps `otime` of the open txg meaningful.
-                let elapsed = entry.since.elapsed().as_nanos() as u64;
-                match row.state {
-                    TxgState::Open => row.open_ns += elapsed,
-                    TxgState::Quiescing => row.quiesce_ns += elapsed,
-                    TxgState::WaitingForSync => row.wait_ns += elapsed,
-                    TxgState::Syncing => row.sync_ns += elapsed,
-                    TxgState::Committed => {}
-                }
-                row
-            })
-            .collect()
-    }
-
-    /// Record what the sync of `txg` did to the devices (the pool's sync driver calls this
-    /// from the sync callback, before it returns).
-    pub fn record_sync_io(&self, txg: Txg, io: TxgSyncIo) {
-        let mut inner = self.inner.lock();
-        if let Some(entry) = inner.history.iter_mut().rev().find(|e| e.row.txg == txg.0) {
-            let row = &mut entry.row;
-            row.read_bytes += io.read_bytes;
-            row.written_bytes += io.written_bytes;
-            row.reads += io.reads;
-            row.writes += io.writes;
-            row.blocks_written += io.blocks_written;
-            row.write_ios += io.write_ios;
-        }
+        })
     }
 
     fn dirty_total_of(inner: &Inner) -> u64 {
@@ -649,6 +569,95 @@ impl TxgManager {
         let mut inner = self.inner.lock();
         inner.failed.get_or_insert(why);
         self.changed.notify_all();
+    }
+}
+
+/// The txg history (see the module documentation, "History").
+impl TxgManager {
+    /// Add a row for the open txg if it has none yet, dropping the oldest beyond `txg_history`.
+    fn history_opened(&self, inner: &mut Inner) {
+        let limit = self.tunables.txg_history as usize;
+        let open = inner.open.0;
+        if limit == 0
+            || inner
+                .history
+                .back()
+                .is_some_and(|entry| entry.row.txg >= open)
+        {
+            return;
+        }
+        inner.history.push_back(HistoryEntry::opened(inner.open));
+        while inner.history.len() > limit {
+            inner.history.pop_front();
+        }
+    }
+
+    /// Move `txg`'s row to `state`, charging the time since its last change to the phase it
+    /// leaves; `update` then adjusts the row.
+    fn history_enter(
+        inner: &mut Inner,
+        txg: Txg,
+        state: TxgState,
+        update: impl FnOnce(&mut TxgHistoryRow),
+    ) {
+        let Some(entry) = inner
+            .history
+            .iter_mut()
+            .rev()
+            .find(|entry| entry.row.txg == txg.0)
+        else {
+            return;
+        };
+        let elapsed = entry.since.elapsed().as_nanos() as u64;
+        let row = &mut entry.row;
+        match row.state {
+            TxgState::Open => row.open_ns += elapsed,
+            TxgState::Quiescing => row.quiesce_ns += elapsed,
+            TxgState::WaitingForSync => row.wait_ns += elapsed,
+            TxgState::Syncing => row.sync_ns += elapsed,
+            TxgState::Committed => {}
+        }
+        row.state = state;
+        entry.since = Instant::now();
+        update(row);
+    }
+
+    /// The rows of the recent txgs, oldest first (at most `txg_history`).
+    pub fn history(&self) -> Vec<TxgHistoryRow> {
+        let inner = self.inner.lock();
+        inner
+            .history
+            .iter()
+            .map(|entry| {
+                let mut row = entry.row.clone();
+                // A phase still running shows how long it has run so far, as OpenZFS does not;
+                // that keeps `otime` of the open txg meaningful.
+                let elapsed = entry.since.elapsed().as_nanos() as u64;
+                match row.state {
+                    TxgState::Open => row.open_ns += elapsed,
+                    TxgState::Quiescing => row.quiesce_ns += elapsed,
+                    TxgState::WaitingForSync => row.wait_ns += elapsed,
+                    TxgState::Syncing => row.sync_ns += elapsed,
+                    TxgState::Committed => {}
+                }
+                row
+            })
+            .collect()
+    }
+
+    /// Record what the sync of `txg` did to the devices (the pool's sync driver calls this
+    /// from the sync callback, before it returns).
+    pub fn record_sync_io(&self, txg: Txg, io: TxgSyncIo) {
+        let mut inner = self.inner.lock();
+        if let Some(entry) = inner.history.iter_mut().rev().find(|e| e.row.txg == txg.0) {
+            let row = &mut entry.row;
+            row.read_bytes += io.read_bytes;
+            row.written_bytes += io.written_bytes;
+            row.reads += io.reads;
+            row.writes += io.writes;
+            row.blocks_written += io.blocks_written;
+            row.write_ios += io.write_ios;
+        }
     }
 }
 
