@@ -24,7 +24,7 @@ use crate::mounts::{Mounts, Placement};
 use crate::Failure;
 
 /// Columns of `tarn list` (the first five are the default).
-pub const LIST_COLUMNS: [&str; 16] = [
+pub const LIST_COLUMNS: [&str; 17] = [
     "name",
     "used",
     "avail",
@@ -33,6 +33,7 @@ pub const LIST_COLUMNS: [&str; 16] = [
     "type",
     "creation",
     "compressratio",
+    "refcompressratio",
     "mounted",
     "recordsize",
     "compression",
@@ -58,6 +59,7 @@ pub struct DatasetRow {
     pub mountpoint: String,
     pub creation: u64,
     pub compressratio: f64,
+    pub refcompressratio: f64,
     pub mounted: bool,
     pub recordsize: u64,
     pub compression: String,
@@ -79,6 +81,7 @@ impl DatasetRow {
             Cell::text("filesystem"),
             time_cell(self.creation),
             ratio_cell(self.compressratio),
+            ratio_cell(self.refcompressratio),
             Cell::text(if self.mounted { "yes" } else { "no" }),
             Cell::bytes(self.recordsize),
             Cell::text(self.compression.clone()),
@@ -206,6 +209,7 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         mountpoint: shown_mountpoint(pool, mounts, &info.name)?,
         creation: info.creation_time,
         compressratio: info.compress_ratio(),
+        refcompressratio: info.ref_compress_ratio(),
         mounted: mounts.mountpoint_of(&info.name).is_some(),
         recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
         compression: value(Property::Compression)?,
@@ -297,8 +301,11 @@ pub fn get(
                 let cell = ratio_cell(info.compress_ratio());
                 statistic(cell.exact, cell.human)
             }
+            "refcompressratio" => {
+                let cell = ratio_cell(info.ref_compress_ratio());
+                statistic(cell.exact, cell.human)
+            }
             "origin" => statistic("-".into(), "-".into()),
-            "freeing" => bytes(0),
             "mounted" => {
                 let mounted = if mounts.mountpoint_of(name).is_some() {
                     "yes"
@@ -445,6 +452,7 @@ mod tests {
             mountpoint: "/tank/a".into(),
             creation: 0,
             compressratio: 1.5,
+            refcompressratio: 1.25,
             mounted: true,
             recordsize: 131072,
             compression: "lz4".into(),
@@ -458,7 +466,8 @@ mod tests {
         assert_eq!(cells.len(), LIST_COLUMNS.len());
         assert_eq!(cells[1].human, "1M");
         assert_eq!(cells[7].human, "1.50x");
-        assert_eq!(cells[9].human, "128K");
+        assert_eq!(cells[8].human, "1.25x");
+        assert_eq!(cells[10].human, "128K");
     }
 }
 

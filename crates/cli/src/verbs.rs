@@ -76,13 +76,16 @@ pub struct PoolRow {
 pub const POOL_LIST_COLUMNS: [&str; 7] = ["name", "size", "alloc", "free", "frag", "cap", "health"];
 
 pub fn pool_row(pool: &Pool) -> PoolRow {
-    let stats = pool.core.io.space.stats();
+    let (size, alloc, frag) = match pool.space() {
+        Ok(space) => (space.size, space.allocated, space.fragmentation),
+        Err(_) => (0, 0, None),
+    };
     PoolRow {
         name: pool.name().to_string(),
         guid: pool.core.guid.0,
-        size: stats.iter().map(|v| v.size).sum(),
-        alloc: stats.iter().map(|v| v.allocated_bytes).sum(),
-        frag: stats.iter().filter_map(|v| v.fragmentation_percent).max(),
+        size,
+        alloc,
+        frag,
         health: pool.core.io.vdevs.health().as_str().to_string(),
     }
 }

@@ -105,6 +105,19 @@ tunables! {
     sync_pass_deferred_free: u32 = 2,
     /// Pass from which compression is switched off (zfs_sync_pass_dont_compress).
     sync_pass_dont_compress: u32 = 8,
+    /// Least time a txg spends on background frees (destroys) before it yields to a waiting
+    /// sync, in milliseconds (zfs_free_min_time_ms).
+    free_min_time_ms: u64 = 500,
+    /// Most data blocks one txg frees in the background (zfs_async_block_max_blocks, which
+    /// was zfs_free_max_blocks); unlimited by default.
+    async_block_max_blocks: u64 = u64::MAX,
+    /// Percent of dirty_data_max that chunked frees of large files may dirty in one txg, in
+    /// indirect blocks (zfs_per_txg_dirty_frees_percent).
+    per_txg_dirty_frees_percent: u64 = 30,
+    /// Files of more blocks than this are removed in chunks of this many blocks, one
+    /// transaction each, parked in the unlinked set meanwhile (zfs_delete_blocks; the chunk is
+    /// OpenZFS's DMU_MAX_DELETEBLKCNT, the same 20480).
+    delete_blocks: u64 = 20_480,
     /// Sync passes after which a txg that has not converged fails (the pool suspends).
     sync_pass_max: u32 = 100,
     /// Indirect block shift for new objects, 128 KiB (DN_MAX_INDBLKSHIFT).
@@ -182,6 +195,15 @@ impl Tunables {
         check(
             (10..=17).contains(&self.indirect_block_shift),
             "indirect_block_shift must be 10..=17",
+        )?;
+        check(self.delete_blocks >= 1, "delete_blocks must be >= 1")?;
+        check(
+            (1..=100).contains(&self.per_txg_dirty_frees_percent),
+            "per_txg_dirty_frees_percent must be 1..=100",
+        )?;
+        check(
+            self.async_block_max_blocks >= 1,
+            "async_block_max_blocks must be >= 1",
         )?;
         check(
             (9..=16).contains(&self.vdev_ashift),

@@ -115,6 +115,8 @@ pub enum ObjectType {
     Dataset = 9,
     /// List of block pointers (deferred frees, later deadlists).
     BlockPtrList = 10,
+    /// The pool's queue of block trees being destroyed in the background.
+    BpTree = 11,
 }
 
 /// A data virtual address: where one copy of a block lives.
@@ -198,6 +200,23 @@ impl BlockPtr {
     /// Total bytes allocated on disk across all copies.
     pub fn size_allocated(&self) -> u64 {
         self.copies().map(|dva| dva.size_allocated).sum()
+    }
+
+    /// Whether the block is metadata: an indirect block, or any block of an object that is not
+    /// file data (OpenZFS BP_IS_METADATA).
+    pub fn is_metadata(&self) -> bool {
+        self.level > 0 || self.object_type != ObjectType::PlainFile
+    }
+
+    /// The "uncompressed" size space accounting counts: the logical size for file data, the
+    /// physical size for metadata (OpenZFS BP_GET_UCSIZE), so that a dataset's compressratio
+    /// speaks of the user's data and an empty file system reads 1.00x.
+    pub fn size_uncompressed_accounted(&self) -> u64 {
+        if self.is_metadata() {
+            self.size_physical as u64
+        } else {
+            self.size_logical as u64
+        }
     }
 }
 
@@ -410,7 +429,7 @@ impl From<ObjectType> for u8 {
 
 impl ObjectType {
     /// Every object type, in on-disk value order.
-    pub const ALL: [ObjectType; 11] = [
+    pub const ALL: [ObjectType; 12] = [
         ObjectType::None,
         ObjectType::Objset,
         ObjectType::Dnode,
@@ -422,6 +441,7 @@ impl ObjectType {
         ObjectType::DatasetDir,
         ObjectType::Dataset,
         ObjectType::BlockPtrList,
+        ObjectType::BpTree,
     ];
 }
 

@@ -1,4 +1,5 @@
-//! Block compression: lz4 and zstd, with ZFS's "must save an eighth" rule.
+//! Block compression: lz4 and zstd, with ZFS's "must save an eighth" rule, in self-delimiting
+//! payloads.
 //!
 //! A block is stored compressed only if compression saves at least one eighth of its logical
 //! size (as ZFS does); otherwise [`compress`] returns `None` and the block is written with
@@ -6,19 +7,45 @@
 //! largest acceptable size, so a block that does not compress well fails fast; lz4 needs room
 //! for its worst case and is checked afterwards.
 //!
+//! # Payload layout (docs/design.md §3)
+//! A compressed block's physical bytes are a *payload*: a small header that gives the exact
+//! length of the compressed stream (and, for zstd, the level it was written with), the stream,
+//! then zero padding up to the block's physical size. The header is what lets the write
+//! pipeline round a block's physical size up to the pool's allocation unit: decompression reads
+//! the stream's length from the header and never looks at the padding, so a block whose
+//! contents change a little keeps its physical size and can be rewritten in place in later sync
+//! passes (as OpenZFS's lz4 and zstd payloads do).
+//!
+//! | kind | header | bytes |
+//! | --- | --- | --- |
+//! | lz4 | 4 | `u32` LE stream length |
+//! | zstd | 8 | `u32` LE stream length, `u8` level (1..=19), 3 reserved bytes, zero |
+//!
 //! [`decompress`] reads untrusted bytes: it never panics, never allocates more than the
-//! expected logical size (itself bounded by `SPA_MAXBLOCKSIZE`), and fails unless the output
-//! is exactly `size_logical` bytes. The zstd level is a write-time choice only; decompression
-//! does not need it.
+//! expected logical size (itself bounded by `SPA_MAXBLOCKSIZE`), rejects a header whose length
+//! runs past the physical bytes, a bad level or non-zero reserved bytes, and fails unless the
+//! output is exactly `size_logical` bytes.
 
 use super::blkptr::{BlockError, Compression};
 use crate::types::SPA_MAXBLOCKSIZE;
 
 /// Highest zstd level accepted (levels above 19 are zstd's slow "ultra" levels).
 pub const ZSTD_LEVEL_MAX: u8 = 19;
-/// Level used for `Compression::Zstd { level: 0 }` (a level read back from disk, where levels
-/// are not stored): zstd's own default.
+/// Level used for `Compression::Zstd { level: 0 }`: zstd's own default.
 pub const ZSTD_LEVEL_DEFAULT: u8 = 3;
+/// Bytes of the lz4 payload header: the stream length.
+pub const LZ4_HEADER_SIZE: usize = 4;
+/// Bytes of the zstd payload header: the stream length, the level, three reserved bytes.
+pub const ZSTD_HEADER_SIZE: usize = 8;
+
+/// The header size of a compressed payload of `kind` (0 when compression is off).
+pub fn header_size(kind: Compression) -> usize {
+    match kind {
+        Compression::Off => 0,
+        Compression::Lz4 => LZ4_HEADER_SIZE,
+        Compression::Zstd { .. } => ZSTD_HEADER_SIZE,
+    }
+}
 
 /// The largest compressed size worth keeping for a block of `size_logical` bytes: it must save
 /// at least an eighth, and at least one byte.
@@ -26,15 +53,16 @@ pub fn compressed_size_max(size_logical: usize) -> usize {
     (size_logical - size_logical / 8).min(size_logical.saturating_sub(1))
 }
 
-/// Compresses `data` with `kind`. Returns `None` when `kind` is off, when `data` is empty, or
-/// when compression would not save at least an eighth of the size; the caller then stores the
-/// block uncompressed.
+/// Compresses `data` with `kind` into a self-delimiting payload (header and stream, no
+/// padding). Returns `None` when `kind` is off, when `data` is empty, or when the payload would
+/// not save at least an eighth of the size; the caller then stores the block uncompressed.
 ///
 /// Panics on a zstd level above [`ZSTD_LEVEL_MAX`]: levels are validated where they are set
 /// (dataset properties), so a bad one here is a bug. Level 0 means [`ZSTD_LEVEL_DEFAULT`].
 pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
     let limit = compressed_size_max(data.len());
-    if limit == 0 {
+    let header = header_size(kind);
+    if limit <= header {
         return None;
     }
     let mut output;
@@ -43,8 +71,14 @@ pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
         Compression::Lz4 => {
             // lz4_flex insists on room for the worst case before it starts, so compress fully
             // and compare afterwards. `compress` allocates that room without zeroing it.
-            output = lz4_flex::block::compress(data);
-            output.len()
+            let stream = lz4_flex::block::compress(data);
+            if header + stream.len() > limit {
+                return None;
+            }
+            output = Vec::with_capacity(header + stream.len());
+            output.extend_from_slice(&(stream.len() as u32).to_le_bytes());
+            output.extend_from_slice(&stream);
+            return Some(output);
         }
         Compression::Zstd { level } => {
             assert!(
@@ -59,12 +93,14 @@ pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
             // zstd stops with an error as soon as the output would exceed the limit: that
             // is "not worth it".
             output = vec![0u8; limit];
-            zstd::bulk::compress_to_buffer(data, &mut output, i32::from(level)).ok()?
+            let written =
+                zstd::bulk::compress_to_buffer(data, &mut output[header..], i32::from(level))
+                    .ok()?;
+            output[..4].copy_from_slice(&(written as u32).to_le_bytes());
+            output[4] = level;
+            header + written
         }
     };
-    if written > limit {
-        return None;
-    }
     output.truncate(written);
     Some(output)
 }
@@ -73,8 +109,56 @@ fn decompress_error(compression: Compression, what: String) -> BlockError {
     BlockError::Decompress { compression, what }
 }
 
-/// Decompresses the physical bytes `data` of a block compressed with `kind` into exactly
-/// `size_logical` bytes. With compression off, `data` must already be `size_logical` bytes.
+/// The compressed stream inside a payload: checks the header and returns the stream bytes (the
+/// padding after them is ignored).
+fn payload_stream(kind: Compression, data: &[u8]) -> Result<&[u8], BlockError> {
+    let header = header_size(kind);
+    if data.len() < header {
+        return Err(decompress_error(
+            kind,
+            format!(
+                "payload of {} bytes is shorter than its {header}-byte header",
+                data.len()
+            ),
+        ));
+    }
+    let length = u32::from_le_bytes(data[..4].try_into().expect("4 bytes")) as usize;
+    if length == 0 || length > data.len() - header {
+        return Err(decompress_error(
+            kind,
+            format!(
+                "payload header claims a {length}-byte stream but {} bytes follow it",
+                data.len() - header
+            ),
+        ));
+    }
+    if let Compression::Zstd { .. } = kind {
+        let level = data[4];
+        if level == 0 || level > ZSTD_LEVEL_MAX {
+            return Err(decompress_error(
+                kind,
+                format!("payload header names zstd level {level}"),
+            ));
+        }
+        if data[5..8] != [0, 0, 0] {
+            return Err(decompress_error(
+                kind,
+                "payload header has non-zero reserved bytes".into(),
+            ));
+        }
+    }
+    Ok(&data[header..header + length])
+}
+
+/// The zstd level a payload was written with (from its header).
+pub fn payload_zstd_level(data: &[u8]) -> Result<u8, BlockError> {
+    payload_stream(Compression::Zstd { level: 0 }, data)?;
+    Ok(data[4])
+}
+
+/// Decompresses the physical bytes `data` of a block compressed with `kind` (a payload, possibly
+/// followed by zero padding) into exactly `size_logical` bytes. With compression off, `data`
+/// must already be `size_logical` bytes.
 pub fn decompress(
     kind: Compression,
     data: &[u8],
@@ -102,13 +186,15 @@ pub fn decompress(
             return Ok(data.to_vec());
         }
         Compression::Lz4 => {
+            let stream = payload_stream(kind, data)?;
             output = vec![0u8; size_logical];
-            lz4_flex::block::decompress_into(data, &mut output)
+            lz4_flex::block::decompress_into(stream, &mut output)
                 .map_err(|error| decompress_error(kind, error.to_string()))?
         }
         Compression::Zstd { .. } => {
+            let stream = payload_stream(kind, data)?;
             output = vec![0u8; size_logical];
-            zstd::bulk::decompress_to_buffer(data, &mut output)
+            zstd::bulk::decompress_to_buffer(stream, &mut output)
                 .map_err(|error| decompress_error(kind, error.to_string()))?
         }
     };
@@ -198,6 +284,68 @@ mod tests {
         compress(Compression::Zstd { level: 20 }, &compressible(4096));
     }
 
+    /// The payload format (docs/design.md §3): a header with the stream length (and the zstd
+    /// level), so that a payload padded with zeros to any physical size still decompresses.
+    #[test]
+    fn payloads_carry_their_length_and_survive_padding() {
+        let data = compressible(16 << 10);
+        for kind in COMPRESSORS {
+            let payload = compress(kind, &data).unwrap();
+            let header = header_size(kind);
+            let length = u32::from_le_bytes(payload[..4].try_into().unwrap()) as usize;
+            assert_eq!(length + header, payload.len(), "{kind}");
+            if let Compression::Zstd { level } = kind {
+                let stored = if level == 0 {
+                    ZSTD_LEVEL_DEFAULT
+                } else {
+                    level
+                };
+                assert_eq!(payload[4], stored);
+                assert_eq!(payload_zstd_level(&payload).unwrap(), stored);
+                assert_eq!(&payload[5..8], &[0, 0, 0]);
+            }
+            for unit in [512usize, 4096] {
+                let mut padded = payload.clone();
+                padded.resize(payload.len().div_ceil(unit) * unit, 0);
+                assert_eq!(decompress(kind, &padded, data.len()).unwrap(), data);
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_or_lying_headers_are_clear_errors() {
+        let data = compressible(8192);
+        for kind in COMPRESSORS {
+            let payload = compress(kind, &data).unwrap();
+            let header = header_size(kind);
+            for cut in 0..header {
+                let error = decompress(kind, &payload[..cut], data.len()).unwrap_err();
+                assert!(
+                    error.to_string().contains("shorter than its"),
+                    "{kind} cut at {cut}: {error}"
+                );
+            }
+            // The stream cut short: the header claims more than follows.
+            let error = decompress(kind, &payload[..payload.len() - 1], data.len()).unwrap_err();
+            assert!(error.to_string().contains("claims"), "{kind}: {error}");
+            for length in [0u32, u32::MAX, (payload.len() - header + 1) as u32] {
+                let mut lying = payload.clone();
+                lying[..4].copy_from_slice(&length.to_le_bytes());
+                let error = decompress(kind, &lying, data.len()).unwrap_err();
+                assert!(error.to_string().contains("claims"), "{kind}: {error}");
+            }
+        }
+        let payload = compress(Compression::Zstd { level: 1 }, &data).unwrap();
+        for (index, value) in [(4, 0u8), (4, 20), (5, 1), (7, 0xff)] {
+            let mut bad = payload.clone();
+            bad[index] = value;
+            assert!(matches!(
+                decompress(Compression::Zstd { level: 0 }, &bad, data.len()),
+                Err(BlockError::Decompress { .. })
+            ));
+        }
+    }
+
     fn random_bytes(seed: u64, size: usize) -> Vec<u8> {
         use rand::{RngCore, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -263,6 +411,41 @@ mod tests {
             compressed[position] = value;
             if let Ok(output) = decompress(kind, &compressed, data.len()) {
                 prop_assert_eq!(output.len(), data.len());
+            }
+        }
+
+        #[test]
+        fn payload_decode_never_panics(
+            length in any::<u32>(),
+            level in any::<u8>(),
+            tail in proptest::collection::vec(any::<u8>(), 0..600),
+            size_logical in 0usize..(64 << 10),
+            kind_index in 0..COMPRESSORS.len(),
+        ) {
+            // A header of any claimed length and level before arbitrary bytes.
+            let kind = COMPRESSORS[kind_index];
+            let mut bytes = length.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&[level, 0, 0, 0]);
+            bytes.extend_from_slice(&tail);
+            if let Ok(output) = decompress(kind, &bytes, size_logical) {
+                prop_assert_eq!(output.len(), size_logical);
+            }
+        }
+
+        #[test]
+        fn padded_payloads_round_trip(
+            chunks in proptest::collection::vec((any::<u8>(), 1usize..300), 1..100),
+            padding in 0usize..4096,
+            kind_index in 0..COMPRESSORS.len(),
+        ) {
+            let data: Vec<u8> = chunks
+                .iter()
+                .flat_map(|&(byte, count)| std::iter::repeat_n(byte, count))
+                .collect();
+            let kind = COMPRESSORS[kind_index];
+            if let Some(mut payload) = compress(kind, &data) {
+                payload.resize(payload.len() + padding, 0);
+                prop_assert_eq!(decompress(kind, &payload, data.len()).unwrap(), data);
             }
         }
 

@@ -2,9 +2,21 @@
 //!
 //! Write: zero detection (an all-zero data block becomes a hole when compression is on), compress,
 //! embed if tiny, checksum, allocate one DVA per copy, issue each copy to its top-level vdev (a
-//! mirror writes every child). In sync pass >= `sync_pass_rewrite`, a block that was already born
-//! in this txg and keeps its physical size is rewritten in place: no allocation, no free, which is
-//! what lets sync passes converge (DESIGN.md §4).
+//! mirror writes every child).
+//!
+//! Physical sizes and convergence: a compressed block is a self-delimiting payload (its header
+//! gives the stream length, compress.rs), so its physical size is rounded up to the pool's
+//! allocation unit (the smallest ashift of its top-level vdevs) with zero padding, as OpenZFS
+//! rounds `psize`. A block whose contents change by a few bytes thus usually keeps its physical
+//! size, and in sync pass >= `sync_pass_rewrite` a block already born in this txg that keeps its
+//! physical size is rewritten in place: no allocation, no free, so no space-map change and no
+//! further pass. A payload that shrinks keeps the old block's size (padding is free to choose);
+//! one that grows past its size is reallocated. This is what lets a txg's sync converge in two
+//! or three passes (docs/design.md §4); with exact compressed sizes MOS and space-map blocks
+//! moved every pass until compression was switched off at `sync_pass_dont_compress`.
+//!
+//! Cost: one block write per copy (`BlockIo::block_writes` counts them); an in-place rewrite costs
+//! the same writes but no allocation.
 //!
 //! Read: for each DVA, for each mirror child: read, verify the checksum against the block
 //! pointer, decompress. The first good copy wins; every copy that failed verification is counted
@@ -15,7 +27,7 @@
 //! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
 //! before any I/O is issued.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::block::blkptr::{
@@ -75,12 +87,19 @@ pub struct BlockIo {
     pub space: Arc<SpaceManager>,
     pub cache: Arc<BlockCache>,
     pub tunables: Tunables,
-    /// Sector shift used to round allocations (the largest ashift of the pool's vdevs).
+    /// Sector shift used to round allocations (the largest ashift of the pool's vdevs), so
+    /// that one allocated size fits every top-level vdev a copy may land on.
     pub ashift: u32,
+    /// The pool's allocation unit (the smallest ashift of its top-level vdevs): compressed
+    /// physical sizes are rounded up to it.
+    pub alloc_unit_shift: u32,
     writable: AtomicBool,
     /// Feature embedded_data: tiny file blocks are stored inside their block pointer.
     embedded_data: AtomicBool,
     writes: WriteQueue,
+    /// Block copies issued to top-level vdevs since the pool was opened (a mirror child write
+    /// is not counted again): what a sync costs in blocks.
+    block_writes: AtomicU64,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -95,16 +114,24 @@ impl BlockIo {
         writable: bool,
     ) -> BlockIo {
         let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
+        let alloc_unit_shift = vdevs.tops.iter().map(|top| top.ashift).min().unwrap_or(9);
         BlockIo {
             cache: Arc::new(BlockCache::new(tunables.arc_max)),
             vdevs,
             space,
             tunables,
             ashift,
+            alloc_unit_shift,
             writable: AtomicBool::new(writable),
             writes: WriteQueue::new(4),
             embedded_data: AtomicBool::new(true),
+            block_writes: AtomicU64::new(0),
         }
+    }
+
+    /// Block copies written since the pool was opened (every copy counted, repairs not).
+    pub fn block_writes(&self) -> u64 {
+        self.block_writes.load(Ordering::Relaxed)
     }
 
     pub fn is_writable(&self) -> bool {
@@ -174,8 +201,47 @@ impl BlockIo {
         } else {
             props.compression
         };
-        let compressed = compress::compress(compression, data);
-        let (physical, compression) = match &compressed {
+        // A compressed payload is self-delimiting (compress.rs), so its physical size can be
+        // rounded up to the pool's allocation unit with zero padding: the size then changes
+        // only when the payload crosses a unit, and a block rewritten in a later pass with
+        // slightly different contents keeps its size (and its place). As in OpenZFS, a payload
+        // that does not fit in fewer units than the logical size is not worth storing
+        // compressed; embedding (below) looks at the unpadded payload.
+        let unit = 1u64 << self.alloc_unit_shift;
+        let payload = compress::compress(compression, data);
+        let embeddable = props.level == 0
+            && props.object_type == ObjectType::PlainFile
+            && self.embedded_data.load(Ordering::Relaxed);
+        let padded_payload: Option<Vec<u8>> = match payload {
+            Some(payload) if embeddable && payload.len() <= EMBEDDED_PAYLOAD_MAX => {
+                bp.size_logical = size_logical;
+                bp.size_physical = payload.len() as u32;
+                bp.compression = compression;
+                bp.checksum_type = props.checksum;
+                bp.fill_count = fill_count;
+                bp.birth_physical = at.txg;
+                bp.embedded = true;
+                bp.embedded_payload = payload;
+                return Ok(bp);
+            }
+            Some(mut payload) if round_up(payload.len() as u64, unit) < size_logical as u64 => {
+                // A block born in this txg that a later pass rewrites keeps its physical size
+                // when the new payload fits in it (padding is free to choose), so that a block
+                // whose payload shrinks a little is rewritten in place, not reallocated.
+                let keep = old
+                    .filter(|old| {
+                        old.compression != Compression::Off
+                            && self.may_rewrite(old, at, size_logical)
+                    })
+                    .map(|old| old.size_physical as usize)
+                    .filter(|&keep| keep >= payload.len() && keep < size_logical as usize);
+                let size_physical = keep.unwrap_or(round_up(payload.len() as u64, unit) as usize);
+                payload.resize(size_physical, 0);
+                Some(payload)
+            }
+            _ => None,
+        };
+        let (physical, compression) = match &padded_payload {
             Some(bytes) => (bytes.as_slice(), compression),
             None => (data, Compression::Off),
         };
@@ -185,27 +251,20 @@ impl BlockIo {
         bp.checksum_type = props.checksum;
         bp.fill_count = fill_count;
         bp.birth_physical = at.txg;
-        if props.level == 0
-            && props.object_type == ObjectType::PlainFile
-            && self.embedded_data.load(Ordering::Relaxed)
-            && physical.len() <= EMBEDDED_PAYLOAD_MAX
-            && compression != Compression::Off
-        {
-            bp.embedded = true;
-            bp.embedded_payload = physical.to_vec();
-            return Ok(bp);
-        }
         bp.checksum = checksum::compute(props.checksum, physical);
+        let size_physical = physical.len();
         let sector = 1u64 << self.ashift;
-        let size_allocated = round_up(physical.len() as u64, sector);
+        let size_allocated = round_up(size_physical as u64, sector);
         // Pad to whole sectors only when the stored bytes do not fill them already; share the
         // caller's buffer when it is already exactly what goes to disk.
-        let padded: Arc<Vec<u8>> = match shared {
-            Some(shared) if compressed.is_none() && shared.len() as u64 == size_allocated => {
-                shared.clone()
+        let padded: Arc<Vec<u8>> = match (shared, padded_payload) {
+            (Some(shared), None) if shared.len() as u64 == size_allocated => shared.clone(),
+            (_, Some(mut payload)) => {
+                payload.resize(size_allocated as usize, 0);
+                Arc::new(payload)
             }
             _ => {
-                let mut copy = physical.to_vec();
+                let mut copy = data.to_vec();
                 copy.resize(size_allocated as usize, 0);
                 Arc::new(copy)
             }
@@ -213,12 +272,8 @@ impl BlockIo {
 
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let rewrite = old.filter(|old| {
-            at.pass >= self.tunables.sync_pass_rewrite
-                && old.birth_physical == at.txg
-                && !old.is_hole()
-                && !old.embedded
-                && old.size_physical as usize == physical.len()
-                && old.size_logical == size_logical
+            self.may_rewrite(old, at, size_logical)
+                && old.size_physical as usize == size_physical
                 && old.copies().count() == copies
                 && old.copies().all(|dva| dva.size_allocated == size_allocated)
         });
@@ -251,12 +306,24 @@ impl BlockIo {
                 .top(dva.vdev)
                 .expect("allocator returned an unknown vdev");
             self.writes.submit(top.clone(), dva.offset, padded.clone());
+            self.block_writes.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(key) = BlockKey::of(&bp) {
             let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
             self.cache.insert(key, contents);
         }
         Ok(bp)
+    }
+
+    /// Whether `old` may be overwritten in place by a block of `size_logical` bytes written at
+    /// `at`: from pass `sync_pass_rewrite`, a block born in the syncing txg (which no synced
+    /// uberblock can reach, invariant 1) that owns space. Its sizes must match as well.
+    fn may_rewrite(&self, old: &BlockPtr, at: SyncPoint, size_logical: u32) -> bool {
+        at.pass >= self.tunables.sync_pass_rewrite
+            && old.birth_physical == at.txg
+            && !old.is_hole()
+            && !old.embedded
+            && old.size_logical == size_logical
     }
 
     /// Wait for every write issued so far to finish (the barrier before the vdevs are flushed

@@ -21,8 +21,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::block::blkptr::BlockPtr;
 use crate::block::blkptr::ObjectType;
-use crate::block::blkptr::{BlockPtr, BLKPTR_SIZE};
 use crate::block::pipeline::BlockIo;
 use crate::dataset::phys::DatasetPhys;
 use crate::object::adapters::MosSpaceStorage;
@@ -83,17 +83,7 @@ impl Walker<'_> {
             return;
         }
         self.report.bytes_allocated += bp.size_allocated();
-        for dva in bp.copies() {
-            let tree = self.referenced.entry(dva.vdev).or_default();
-            if tree.intersects(dva.offset, dva.size_allocated) {
-                self.report.double_allocations.push(format!(
-                    "{what}: <{}:{:#x}:{:#x}> referenced twice",
-                    dva.vdev, dva.offset, dva.size_allocated
-                ));
-            } else {
-                tree.add(dva.offset, dva.size_allocated);
-            }
-        }
+        self.claim(bp, what);
         match self.io.verify_all_copies(bp, self.repair) {
             Ok(copies) => {
                 self.report.copies_verified += copies.copies;
@@ -104,6 +94,21 @@ impl Walker<'_> {
                 .report
                 .blocks_unreadable
                 .push(format!("{what}: {error}")),
+        }
+    }
+
+    /// Count a block's copies as allocated, reporting any that is claimed twice.
+    fn claim(&mut self, bp: &BlockPtr, what: &str) {
+        for dva in bp.copies() {
+            let tree = self.referenced.entry(dva.vdev).or_default();
+            if tree.intersects(dva.offset, dva.size_allocated) {
+                self.report.double_allocations.push(format!(
+                    "{what}: <{}:{:#x}:{:#x}> referenced twice",
+                    dva.vdev, dva.offset, dva.size_allocated
+                ));
+            } else {
+                tree.add(dva.offset, dva.size_allocated);
+            }
         }
     }
 
@@ -368,30 +373,39 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     if let Some(deferred) =
         crate::pool::lookup_mos_directory(&core.mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?
     {
-        let count = crate::pool::deferred_free_count(&core.mos, ObjectId(deferred))?;
-        let mut bytes = vec![0u8; count as usize * BLKPTR_SIZE];
-        core.mos.read(ObjectId(deferred), 0, &mut bytes)?;
-        for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
-            match BlockPtr::decode(chunk) {
-                Ok(bp) => {
-                    for dva in bp.copies() {
-                        let tree = walker.referenced.entry(dva.vdev).or_default();
-                        if tree.intersects(dva.offset, dva.size_allocated) {
-                            walker.report.double_allocations.push(format!(
-                                "deferred free <{}:{:#x}> also referenced",
-                                dva.vdev, dva.offset
-                            ));
-                        } else {
-                            tree.add(dva.offset, dva.size_allocated);
-                        }
-                    }
-                }
-                Err(error) => walker
-                    .report
-                    .errors
-                    .push(format!("deferred free list: {error}")),
-            }
+        let store = crate::pool::deferred_list_store(&core.mos, &core.io.tunables);
+        let mut listed = Vec::new();
+        let walked =
+            crate::object::bpobj::BpObj::open(&store, ObjectId(deferred)).and_then(|list| {
+                list.iterate(&mut |entry| {
+                    listed.push(entry.bp.clone());
+                    Ok(())
+                })
+            });
+        if let Err(error) = walked {
+            walker
+                .report
+                .errors
+                .push(format!("deferred free list: {error}"));
         }
+        for bp in &listed {
+            walker.claim(bp, "deferred free");
+        }
+    }
+
+    // Trees queued for background destroy: allocated until their frees reach them.
+    let mut pending = Vec::new();
+    if let Err(error) = core.visit_background_pending(&mut |bp| {
+        pending.push(bp.clone());
+        Ok(())
+    }) {
+        walker
+            .report
+            .errors
+            .push(format!("background destroy queue: {error}"));
+    }
+    for bp in &pending {
+        walker.visit(bp, "background destroy");
     }
 
     // Compare with the space maps.

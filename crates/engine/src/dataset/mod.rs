@@ -23,6 +23,7 @@
 //! # Crash behaviour
 //! The record is part of the MOS: a crash rolls it back together with the tree it describes.
 
+pub mod bptree;
 pub mod phys;
 pub mod props;
 
@@ -146,7 +147,10 @@ impl Dataset {
         apply(&mut phys.referenced_bytes, bp.size_allocated());
         apply(&mut phys.unique_bytes, bp.size_allocated());
         apply(&mut phys.compressed_bytes, bp.size_physical as u64);
-        apply(&mut phys.uncompressed_bytes, bp.size_logical as u64);
+        apply(
+            &mut phys.uncompressed_bytes,
+            bp.size_uncompressed_accounted(),
+        );
         *self.record_dirty.lock() = true;
     }
 }

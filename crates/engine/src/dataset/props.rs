@@ -64,8 +64,8 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
     "available",
     "referenced",
     "compressratio",
+    "refcompressratio",
     "origin",
-    "freeing",
 ];
 
 impl Property {

@@ -312,6 +312,16 @@ impl Staged {
     }
 }
 
+/// What became of an inode whose last link went away ([`FileSystem::drop_inode`]).
+enum Dropped {
+    /// Removed in the same transaction.
+    Removed,
+    /// Parked in the unlinked set until its last release.
+    Open,
+    /// Parked in the unlinked set, to be freed in chunks once the transaction is released.
+    Large,
+}
+
 fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_LEN_MAX {
         return Err(FsError::NameTooLong);
@@ -544,11 +554,27 @@ impl FileSystem {
             if entries.is_empty() {
                 return Ok(());
             }
+            // Large objects are freed in chunks (each removes its own entry); the rest go in
+            // one transaction per batch.
+            let mut small = Vec::new();
+            for entry in &entries {
+                match phys::decode_unlinked_key(&entry.key) {
+                    Ok(object)
+                        if object != self.root
+                            && object != self.unlinked_set
+                            && self.objset.exists(ObjectId(object))
+                            && self.is_large(object)? =>
+                    {
+                        self.remove_parked(object)?
+                    }
+                    decoded => small.push((decoded.ok(), &entry.key)),
+                }
+            }
             let hold = self.txgs.assign()?;
             let tx = hold.tx();
-            for entry in &entries {
+            for (object, key) in small {
                 // A bad key is removed too: it names nothing we could free.
-                if let Ok(object) = phys::decode_unlinked_key(&entry.key) {
+                if let Some(object) = object {
                     if object != self.root
                         && object != self.unlinked_set
                         && self.objset.exists(ObjectId(object))
@@ -558,7 +584,7 @@ impl FileSystem {
                 }
                 let mut handle =
                     KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
-                kv::remove(&mut handle, &entry.key).map_err(kv_error(self.unlinked_set))?;
+                kv::remove(&mut handle, key).map_err(kv_error(self.unlinked_set))?;
             }
         }
     }
@@ -671,32 +697,56 @@ impl FileSystem {
         self.open_counts.lock().contains_key(&ino)
     }
 
-    /// The last link of `ino` went away in `tx`: remove the object, or, if it is open, park it
-    /// in the unlinked set until its last release. Returns whether the object was removed.
-    fn drop_inode(&self, tx: Tx, ino: u64, znode: &mut Znode) -> Result<bool> {
+    /// The last link of `ino` went away in `tx`: remove the object, or park it in the unlinked
+    /// set, if it is open (removed at its last release) or too large to free in one
+    /// transaction (the caller frees it with [`FileSystem::remove_parked`] once `tx` is
+    /// released, OpenZFS's zfs_delete_blocks).
+    fn drop_inode(&self, tx: Tx, ino: u64, znode: &mut Znode) -> Result<Dropped> {
         assert_eq!(znode.links, 0, "inode {ino} still has links");
-        if self.is_open(ino) {
-            znode.flags |= ZNODE_FLAG_UNLINKED;
-            let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
-            kv::insert(&mut handle, &phys::unlinked_key(ino), &[])
-                .map_err(kv_error(self.unlinked_set))?;
-            Ok(false)
+        let dropped = if self.is_open(ino) {
+            Dropped::Open
+        } else if self.is_large(ino)? {
+            Dropped::Large
         } else {
             self.objset.remove_object(&tx, ObjectId(ino))?;
-            Ok(true)
-        }
+            return Ok(Dropped::Removed);
+        };
+        znode.flags |= ZNODE_FLAG_UNLINKED;
+        let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
+        kv::insert(&mut handle, &phys::unlinked_key(ino), &[])
+            .map_err(kv_error(self.unlinked_set))?;
+        Ok(dropped)
+    }
+
+    /// Whether removing `ino` must free it in chunks rather than in one transaction.
+    fn is_large(&self, ino: u64) -> Result<bool> {
+        let blocks = self.objset.info(ObjectId(ino))?.max_blkid + 1;
+        Ok(blocks > self.objset.io().tunables.delete_blocks)
+    }
+
+    /// Remove a parked (unlinked, closed) inode: free its data in chunks of bounded txgs, then
+    /// the object and its unlinked-set entry. A crash part-way leaves it parked, and
+    /// [`FileSystem::open`] goes on from there. Call with no transaction held.
+    fn remove_parked(&self, ino: u64) -> Result<()> {
+        self.objset.free_long_range(&self.txgs, ObjectId(ino), 0)?;
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        self.objset.remove_object(&tx, ObjectId(ino))?;
+        let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
+        kv::remove(&mut handle, &phys::unlinked_key(ino)).map_err(kv_error(self.unlinked_set))?;
+        Ok(())
     }
 
     fn attr_of(&self, ino: u64, znode: &Znode) -> Result<Attr> {
         let info = self.objset.info(ObjectId(ino))?;
         let kind = znode.kind();
-        let blocks_allocated = info.size_allocated.div_ceil(512);
-        // Until the first sync the dnode has no allocated size: estimate from the file size.
-        let blocks = if blocks_allocated == 0 && kind == FileKind::Regular {
-            znode.size.div_ceil(512)
-        } else {
-            blocks_allocated
-        };
+        // st_blocks: the space the object's synced tree holds (every copy, after compression),
+        // plus the logical size of its data written since and not yet synced, an upper bound
+        // on what that data will take (zeros become holes, compression shrinks the rest). So
+        // never-written ranges count nothing, and the figure settles to the allocated space
+        // once the data is synced.
+        let blocks =
+            (info.size_allocated + self.objset.dirty_bytes_of(ObjectId(ino))).div_ceil(512);
         Ok(Attr {
             ino,
             generation: info.generation.0,
@@ -792,6 +842,14 @@ impl FileSystem {
             }
             if size > FILE_SIZE_MAX {
                 return Err(FsError::Invalid(format!("size {size} too large")));
+            }
+        }
+        if let Some(size) = changes.size {
+            // A large truncation frees in chunks of bounded txgs first; the transaction
+            // below then only trims the last partial block and sets the size.
+            if size < znode.size && self.is_large(ino)? {
+                self.objset
+                    .free_long_range(&self.txgs, ObjectId(ino), size)?;
             }
         }
         let now = Timestamp::now();
@@ -1037,7 +1095,7 @@ impl FileSystem {
     }
 
     fn remove_entry(&self, dir: u64, name: &[u8], directory: bool) -> Result<()> {
-        let (entry, _guards) = self.lock_entry(dir, name)?;
+        let (entry, guards) = self.lock_entry(dir, name)?;
         let child = entry.object;
         let mut staged = self.stage(&[dir, child])?;
         let child_kind = staged.get(child).kind();
@@ -1070,18 +1128,25 @@ impl FileSystem {
         parent.mtime = now;
         parent.ctime = now;
         let mut removed = Vec::new();
+        let mut large = None;
         let inode = staged.get(child);
         inode.ctime = now;
         inode.links = if directory { 0 } else { inode.links - 1 };
         if inode.links == 0 {
             let mut znode = inode.clone();
-            if self.drop_inode(tx, child, &mut znode)? {
-                removed.push(child);
+            match self.drop_inode(tx, child, &mut znode)? {
+                Dropped::Removed => removed.push(child),
+                Dropped::Large => large = Some(child),
+                Dropped::Open => {}
             }
             *staged.get(child) = znode;
         }
         self.write_staged(&tx, &staged, &removed)?;
         drop(hold);
+        drop(guards);
+        if let Some(ino) = large {
+            self.remove_parked(ino)?;
+        }
         Ok(())
     }
 
@@ -1129,8 +1194,8 @@ impl FileSystem {
                 return Err(FsError::Busy("cannot rename over '.' or '..'".into()));
             }
         }
-        let _rename_guard = (olddir != newdir).then(|| self.rename_lock.lock());
-        let (source, target, _guards) = loop {
+        let rename_guard = (olddir != newdir).then(|| self.rename_lock.lock());
+        let (source, target, guards) = loop {
             self.directory(olddir)?;
             self.directory(newdir)?;
             let source = self.dir_lookup(olddir, oldname)?.ok_or(FsError::NotFound)?;
@@ -1200,6 +1265,7 @@ impl FileSystem {
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         let mut removed = Vec::new();
+        let mut large = None;
         if exchange {
             let target = target.expect("exchange has a target");
             self.dir_upsert(tx, olddir, oldname, target)?;
@@ -1240,8 +1306,10 @@ impl FileSystem {
                 }
                 let mut znode = staged.get(target.object).clone();
                 if znode.links == 0 {
-                    if self.drop_inode(tx, target.object, &mut znode)? {
-                        removed.push(target.object);
+                    match self.drop_inode(tx, target.object, &mut znode)? {
+                        Dropped::Removed => removed.push(target.object),
+                        Dropped::Large => large = Some(target.object),
+                        Dropped::Open => {}
                     }
                     *staged.get(target.object) = znode;
                 }
@@ -1255,6 +1323,11 @@ impl FileSystem {
         }
         self.write_staged(&tx, &staged, &removed)?;
         drop(hold);
+        drop(guards);
+        drop(rename_guard);
+        if let Some(ino) = large {
+            self.remove_parked(ino)?;
+        }
         Ok(())
     }
 
@@ -1516,12 +1589,7 @@ impl FileSystem {
         if znode.links > 0 {
             return Ok(());
         }
-        let hold = self.txgs.assign()?;
-        let tx = hold.tx();
-        self.objset.remove_object(&tx, ObjectId(ino))?;
-        let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
-        kv::remove(&mut handle, &phys::unlinked_key(ino)).map_err(kv_error(self.unlinked_set))?;
-        Ok(())
+        self.remove_parked(ino)
     }
 
     /// Whether `ino` is open (for tests and the FUSE adapter).

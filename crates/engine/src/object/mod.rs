@@ -46,9 +46,11 @@
 //! pool's lifetime yet, and each dnode records the txg it was allocated in as its generation.
 
 pub mod adapters;
+pub mod bpobj;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
+pub mod traverse;
 pub mod tree;
 
 use std::collections::BTreeMap;
@@ -846,6 +848,56 @@ impl ObjectSet {
         Ok(())
     }
 
+    /// Free `object`'s data from `offset` to its end in chunks (OpenZFS dmu_free_long_range):
+    /// each chunk of at most `delete_blocks` blocks (DMU_MAX_DELETEBLKCNT), aligned to whole chunks and
+    /// taken from the end backwards, is freed in a transaction of its own, and a txg takes
+    /// chunks only while the indirect blocks they dirty stay within
+    /// `per_txg_dirty_frees_percent` of `dirty_data_max` ([`TxgManager::charge_long_free`]);
+    /// past that the caller waits for the txg to sync. So deleting or truncating a huge object
+    /// never makes one giant txg. The object's size is not changed: a crash part-way leaves
+    /// holes (zeros) at the end, never old data. Call with no transaction held.
+    pub fn free_long_range(
+        &self,
+        txgs: &Arc<TxgManager>,
+        object: ObjectId,
+        offset: u64,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        let block_size = dnode.data_block_size as u64;
+        let first_block = offset.div_ceil(block_size);
+        let indirect_size = 1u64 << dnode.indirect_block_shift;
+        let fanout = dnode.fanout();
+        let chunk_blocks = self.io.tunables.delete_blocks.max(1);
+        let mut end_block = dnode.max_blkid + 1;
+        while end_block > first_block {
+            let start_block = first_block.max((end_block - 1) / chunk_blocks * chunk_blocks);
+            let cost = (end_block - start_block).div_ceil(fanout) * indirect_size;
+            let hold = loop {
+                let hold = txgs.assign()?;
+                if txgs.charge_long_free(hold.txg(), cost) {
+                    break hold;
+                }
+                let txg = hold.txg();
+                drop(hold);
+                txgs.wait_synced(Some(txg))?;
+            };
+            self.free_range(
+                &hold.tx(),
+                object,
+                start_block * block_size,
+                (end_block - start_block) * block_size,
+            )?;
+            drop(hold);
+            end_block = start_block;
+        }
+        if !offset.is_multiple_of(block_size) && offset < (dnode.max_blkid + 1) * block_size {
+            let hold = txgs.assign()?;
+            let length = (first_block * block_size).min(u64::MAX - offset) - offset;
+            self.free_range(&hold.tx(), object, offset, length)?;
+        }
+        Ok(())
+    }
+
     /// Whether txg `txg` has changes not yet written by a sync pass.
     pub fn is_dirty(&self, txg: Txg) -> bool {
         let state = self.state.lock();
@@ -872,6 +924,23 @@ impl ObjectSet {
                 })
                 .sum()
         })
+    }
+
+    /// Bytes of data blocks of `object` written in txgs not yet synced (for `st_blocks`).
+    pub fn dirty_bytes_of(&self, object: ObjectId) -> u64 {
+        let state = self.state.lock();
+        state
+            .dirty
+            .values()
+            .filter_map(|dirty| dirty.objects.get(&object))
+            .map(|record| {
+                record
+                    .blocks
+                    .values()
+                    .map(|block| block.len() as u64)
+                    .sum::<u64>()
+            })
+            .sum()
     }
 
     /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root

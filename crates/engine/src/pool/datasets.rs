@@ -36,7 +36,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, ObjectType};
-use crate::block::pipeline::SyncPoint;
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::props::{
     checksum_of, compression_of, validate_name_component, Property, PropertySource,
@@ -47,7 +46,7 @@ use crate::fs::{FileSystem, FsConfig, SpaceFigures};
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::phys::ObjsetKind;
-use crate::object::{BlockLifecycle, ObjectSet, Tx};
+use crate::object::{ObjectSet, Tx};
 use crate::types::{Guid, ObjectId, Txg};
 
 use super::{kv_create, mos_props, now_seconds, Pool, PoolCore, PoolError};
@@ -62,20 +61,34 @@ pub struct DatasetInfo {
     pub used: u64,
     pub referenced: u64,
     pub available: u64,
+    /// Physical and accounted-uncompressed bytes of `used` (this dataset and descendants).
     pub compressed: u64,
     pub uncompressed: u64,
+    /// The same for `referenced` (this dataset alone).
+    pub referenced_compressed: u64,
+    pub referenced_uncompressed: u64,
     pub creation_time: u64,
     pub guid: u64,
 }
 
+fn ratio(uncompressed: u64, compressed: u64) -> f64 {
+    if compressed == 0 {
+        1.0
+    } else {
+        uncompressed as f64 / compressed as f64
+    }
+}
+
 impl DatasetInfo {
-    /// Logical over physical bytes, as zfs's compressratio (1.00 for an empty dataset).
+    /// Logical over physical bytes of `used`, as zfs's compressratio. Metadata counts its
+    /// physical size on both sides, so an empty file system reads 1.00.
     pub fn compress_ratio(&self) -> f64 {
-        if self.compressed == 0 {
-            1.0
-        } else {
-            self.uncompressed as f64 / self.compressed as f64
-        }
+        ratio(self.uncompressed, self.compressed)
+    }
+
+    /// The same for `referenced` (zfs's refcompressratio).
+    pub fn ref_compress_ratio(&self) -> f64 {
+        ratio(self.referenced_uncompressed, self.referenced_compressed)
     }
 }
 
@@ -394,18 +407,10 @@ impl PoolCore {
         Ok(())
     }
 
-    /// Syncing-context half of destroy: free every block and remove the records.
+    /// Syncing-context half of destroy: queue the dataset's tree for background freeing (see
+    /// [`super::background_free`]) and remove its records.
     pub(super) fn sync_destroy(&self, dataset: &Dataset, txg: Txg) -> Result<(), PoolError> {
-        let at = SyncPoint { txg, pass: 1 };
-        let objset = dataset.objset();
-        let mut blocks = Vec::new();
-        objset.visit_synced_blocks(&mut |bp| {
-            blocks.push(bp.clone());
-            Ok(())
-        })?;
-        for bp in &blocks {
-            dataset.block_kill(bp, at)?;
-        }
+        self.enqueue_destroy(dataset, txg)?;
         dataset.detach_objset();
         let tx = Tx::syncing(txg);
         let dir = dataset.dir();
@@ -466,9 +471,10 @@ impl PoolCore {
     }
 
     /// What a file system can still write: free space outside the slop, less what is dirty
-    /// and not yet allocated (zfs's `avail`; `statfs` reports the same).
+    /// and not yet allocated (zfs's `avail`; `statfs` reports the same). Reads the space
+    /// counters, so statfs never waits for the sync thread's metaslab group locks.
     pub fn available_bytes(&self) -> u64 {
-        let totals = self.io.space.totals();
+        let totals = self.io.space.counters();
         totals
             .free
             .saturating_sub(totals.slop())
@@ -693,20 +699,24 @@ impl Pool {
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();
                 let prefix = format!("{relative}/");
-                let used = list
-                    .iter()
-                    .filter(|(name, _)| {
-                        name == relative || relative.is_empty() || name.starts_with(&prefix)
-                    })
-                    .map(|(_, other)| other.phys().referenced_bytes)
-                    .sum();
+                let (mut used, mut compressed, mut uncompressed) = (0, 0, 0);
+                for (_, other) in list.iter().filter(|(name, _)| {
+                    name == relative || relative.is_empty() || name.starts_with(&prefix)
+                }) {
+                    let other = other.phys();
+                    used += other.referenced_bytes;
+                    compressed += other.compressed_bytes;
+                    uncompressed += other.uncompressed_bytes;
+                }
                 DatasetInfo {
                     name: dataset.name.clone(),
                     used,
                     referenced: phys.referenced_bytes,
                     available,
-                    compressed: phys.compressed_bytes,
-                    uncompressed: phys.uncompressed_bytes,
+                    compressed,
+                    uncompressed,
+                    referenced_compressed: phys.compressed_bytes,
+                    referenced_uncompressed: phys.uncompressed_bytes,
                     creation_time: phys.creation_time,
                     guid: phys.guid.0,
                 }

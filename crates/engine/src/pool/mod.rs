@@ -14,18 +14,32 @@
 //! space maps are MOS objects too; each top-level vdev's metaslab array id is in the config.
 //!
 //! # Commit protocol (one txg)
+//! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
+//!    deferred-free list) is not synced at all: no block, label or uberblock is written. An
+//!    explicit sync of a clean pool costs nothing.
 //! 1. Pass 1: free the blocks deferred by the previous txg; sync every dirty dataset's object
 //!    set and write its dataset record into the MOS.
-//! 2. Passes 1..n: sync the MOS; persist frees deferred by this pass; append every dirty
-//!    metaslab's allocations and frees to its space map (which dirties the MOS again). From pass
-//!    `sync_pass_rewrite` blocks born in this txg are rewritten in place, and from pass
-//!    `sync_pass_deferred_free` frees wait for the next txg, so the MOS stops changing; the pass
-//!    count is capped at `sync_pass_max` and exceeding it fails the sync.
+//! 2. Passes 1..n: append every dirty metaslab's allocations and frees to its space map (MOS
+//!    writes), then sync the MOS, then persist the frees this pass deferred. Appending before
+//!    the MOS sync means the space maps the datasets touched are copied in pass 1, when frees
+//!    are still immediate. From pass `sync_pass_rewrite` blocks born in this txg whose
+//!    (allocation-unit rounded) physical size is unchanged are rewritten in place, and from pass
+//!    `sync_pass_deferred_free` frees wait for the next txg, so a pass that allocates nothing
+//!    ends the sync: usually pass 2, sometimes 3. The pass count is capped at `sync_pass_max`
+//!    and exceeding it fails the sync.
 //! 3. Flush every vdev (everything the uberblock will point to is durable).
 //! 4. If the config changed: write the even labels (L0, L2) and flush.
 //! 5. Write the uberblock into slot `txg % slots` of every label of every leaf; flush.
 //! 6. If the config changed: write the odd labels (L1, L3); flush.
 //! 7. `sync_done`: rotate deferred frees, install the new trees as the synced ones.
+//!
+//! Cost of a txg (docs/design.md §4, held by `tests/sync_convergence.rs`): under the default
+//! tunables a one-block change in a file writes about 46 blocks (every copy counted, MOS blocks
+//! three times) in 2 passes, plus the uberblock in four label slots per leaf.
+//!
+//! Deferred frees are work without dirty data: after each sync the pool tells the txg layer
+//! whether the deferred-free list is non-empty (`TxgManager::set_pending_work`), and the txg
+//! timer keeps syncing until it is empty; then the pool is idle and writes nothing.
 //!
 //! A crash before step 5 completes leaves the previous uberblock the newest valid one: nothing
 //! it references was overwritten (invariant 1: copy-on-write, and freed space is not reused for
@@ -43,7 +57,9 @@
 //! The sync thread is the only writer of on-disk state. Open-context callers go through
 //! object sets (their own locks) and the txg layer's holds.
 
+pub mod background_free;
 pub mod datasets;
+pub mod props;
 mod stats;
 pub mod uberblock;
 
@@ -56,11 +72,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE};
+use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType};
 use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::{BlockFreer, Dataset};
 use crate::object::adapters::{KvObject, MosSpaceStorage};
+use crate::object::bpobj::{BpObj, BpObjEntry, ObjectSetBpStore};
 use crate::object::phys::ObjsetKind;
 use crate::object::{kv, BlockLifecycle, ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::space::{SpaceError, SpaceManager};
@@ -71,8 +88,16 @@ use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
 use crate::vdev::{BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevTree};
 use uberblock::Uberblock;
 
-/// Version of the pool format (config and MOS layout).
-pub const POOL_VERSION: u64 = 1;
+/// Version of the pool format (config, MOS layout and block payloads).
+///
+/// Version 2: compressed blocks are self-delimiting payloads (a header with the stream length
+/// and the zstd level) whose physical size is rounded up to the pool's allocation unit.
+/// Version 1 stored bare compressed streams, which this build cannot read; no release wrote
+/// them, so there is no migration.
+pub const POOL_VERSION: u64 = 2;
+/// The oldest pool format this build reads.
+pub const POOL_VERSION_MIN: u64 = 2;
+const _: () = assert!(POOL_VERSION == label::LABEL_CONFIG_VERSION);
 /// MOS object number of the object directory.
 pub const MOS_OBJECT_DIRECTORY: ObjectId = ObjectId(1);
 /// Copies of every MOS block (DESIGN.md §4).
@@ -126,6 +151,8 @@ pub enum PoolError {
     NoUsableUberblock(String, String),
     #[error("pool {name:?} needs features this build does not support: {features}")]
     UnsupportedFeatures { name: String, features: String },
+    #[error("pool {name:?} has format version {version}, older than the oldest this build reads ({POOL_VERSION_MIN}): its compressed blocks carry no length header; recreate the pool with this build")]
+    FormatTooOld { name: String, version: u64 },
     #[error("corrupt pool metadata: {0}")]
     Corrupt(String),
     #[error("{0}")]
@@ -424,6 +451,10 @@ pub struct PoolCore {
     pub readonly: bool,
     freer: Arc<PoolFreer>,
     deferred_frees_object: ObjectId,
+    /// The background destroy queue's MOS object (0 until the first destroy); see
+    /// [`background_free`].
+    bptree_object: AtomicU64,
+    background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
 }
@@ -455,22 +486,26 @@ pub fn metaslab_array_key(vdev: VdevId) -> String {
     format!("ms_array/{vdev}")
 }
 
+/// The deferred-free list's storage: a block-pointer list in the MOS (§2.13 of
+/// docs/design.md), 16 KiB blocks, uncompressed (its blocks are rewritten in place by later
+/// passes, which a changing compressed size would defeat).
+pub fn deferred_list_store<'a>(mos: &'a ObjectSet, tunables: &Tunables) -> ObjectSetBpStore<'a> {
+    ObjectSetBpStore {
+        objset: mos,
+        props: mos_props(
+            ObjectType::BlockPtrList,
+            16 << 10,
+            tunables,
+            Compression::Off,
+        ),
+    }
+}
+
 /// The number of block pointers on the deferred-free list, validated against the list object's
 /// size (the count comes from disk).
 pub fn deferred_free_count(mos: &ObjectSet, object: ObjectId) -> Result<u64, PoolError> {
-    let bonus = mos.bonus(object)?;
-    let count = bonus.get(..8).map_or(0, |bytes| {
-        u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
-    });
-    let info = mos.info(object)?;
-    let capacity =
-        (info.max_blkid + 1).saturating_mul(info.data_block_size as u64) / BLKPTR_SIZE as u64;
-    if count > capacity {
-        return Err(PoolError::Corrupt(format!(
-            "deferred-free list claims {count} entries but its object holds at most {capacity}"
-        )));
-    }
-    Ok(count)
+    let store = deferred_list_store(mos, &mos.io().tunables);
+    Ok(BpObj::open(&store, object)?.header().entry_count)
 }
 
 /// Look up a u64 entry of a key/value object.
@@ -525,6 +560,7 @@ impl PoolCore {
     /// Write one txg out and commit it (see the module documentation). Returns the number of
     /// sync passes, 0 for a txg with nothing to write.
     pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
+        let sync_started = std::time::Instant::now();
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
@@ -539,6 +575,7 @@ impl PoolCore {
                 .any(|(_, dataset)| dataset.objset().is_dirty(txg))
             && destroys.is_empty()
             && !self.config.lock().dirty
+            && !self.background_work_pending()
             && self.deferred_count()? == 0;
         if nothing_to_do {
             return Ok(0);
@@ -560,6 +597,7 @@ impl PoolCore {
         for dataset in &destroys {
             self.sync_destroy(dataset, txg)?;
         }
+        self.free_in_background(txg, sync_started)?;
         if changed {
             self.sync_directory_totals(txg)?;
         }
@@ -567,11 +605,11 @@ impl PoolCore {
         let mut pass = 1;
         loop {
             let at = SyncPoint { txg, pass };
-            self.mos.sync(at, &storage)?;
-            self.persist_staged_frees(txg)?;
             self.io.space.sync(txg, pass, &storage)?;
             self.record_metaslab_arrays(txg)?;
-            if !self.mos.is_dirty(txg) {
+            self.mos.sync(at, &storage)?;
+            self.persist_staged_frees(txg)?;
+            if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) {
                 break;
             }
             pass += 1;
@@ -598,6 +636,7 @@ impl PoolCore {
         for (_, dataset) in &datasets {
             dataset.objset().sync_done(txg);
         }
+        self.txgs.set_pending_work(self.deferred_count()? > 0);
         Ok(pass)
     }
 
@@ -629,57 +668,47 @@ impl PoolCore {
         deferred_free_count(&self.mos, self.deferred_frees_object)
     }
 
-    /// Pass 1: free for real the blocks whose frees the previous txg deferred.
+    /// Blocks on the deferred-free list: frees that a later txg still has to carry out.
+    pub fn deferred_free_count(&self) -> Result<u64, PoolError> {
+        self.deferred_count()
+    }
+
+    /// The txg of the newest uberblock written (txgs with nothing to do write none).
+    pub fn last_committed_txg(&self) -> Txg {
+        Txg(self.last_committed_txg.load(Ordering::SeqCst))
+    }
+
+    /// Pass 1: free for real the blocks whose frees the previous txg deferred, one block of
+    /// the list in memory at a time, then empty the list. Its first block is kept and
+    /// rewritten now, in pass 1: frees staged by this txg's later passes are appended to it,
+    /// and a block born in this txg is rewritten in place there, where a hole would need an
+    /// allocation in a late pass (and one more pass to record it in the space maps).
     fn free_deferred(&self, txg: Txg) -> Result<(), PoolError> {
-        let count = self.deferred_count()?;
-        if count == 0 {
+        let store = deferred_list_store(&self.mos, &self.tunables);
+        let mut list = BpObj::open(&store, self.deferred_frees_object)?;
+        if list.is_empty() {
             return Ok(());
         }
-        let mut bytes = vec![0u8; (count as usize) * BLKPTR_SIZE];
-        self.mos.read(self.deferred_frees_object, 0, &mut bytes)?;
-        for chunk in bytes.chunks_exact(BLKPTR_SIZE) {
-            let bp = BlockPtr::decode(chunk)
-                .map_err(|error| PoolError::Corrupt(format!("deferred free list: {error}")))?;
-            self.io.free(&bp, txg)?;
-        }
-        let tx = Tx::syncing(txg);
-        self.mos
-            .free_range(&tx, self.deferred_frees_object, 0, u64::MAX)?;
-        self.mos.set_bonus(
-            &tx,
-            self.deferred_frees_object,
-            ObjectType::BlockPtrList,
-            &0u64.to_le_bytes(),
-        )?;
+        list.iterate(&mut |entry| {
+            self.io.free(&entry.bp, txg)?;
+            Ok(())
+        })?;
+        list.clear(&Tx::syncing(txg))?;
         Ok(())
     }
 
     /// Append frees staged by late sync passes to the on-disk deferred-free list, so that a
     /// crash cannot leak them.
     fn persist_staged_frees(&self, txg: Txg) -> Result<(), PoolError> {
-        let staged: Vec<BlockPtr> = std::mem::take(&mut *self.freer.staged.lock());
+        let staged: Vec<BpObjEntry> = std::mem::take(&mut *self.freer.staged.lock())
+            .into_iter()
+            .map(BpObjEntry::alloc)
+            .collect();
         if staged.is_empty() {
             return Ok(());
         }
-        let count = self.deferred_count()?;
-        let mut bytes = Vec::with_capacity(staged.len() * BLKPTR_SIZE);
-        for bp in &staged {
-            bytes.extend_from_slice(&bp.encode());
-        }
-        let tx = Tx::syncing(txg);
-        self.mos.write(
-            &tx,
-            self.deferred_frees_object,
-            count * BLKPTR_SIZE as u64,
-            &bytes,
-        )?;
-        let new_count = count + staged.len() as u64;
-        self.mos.set_bonus(
-            &tx,
-            self.deferred_frees_object,
-            ObjectType::BlockPtrList,
-            &new_count.to_le_bytes(),
-        )?;
+        let store = deferred_list_store(&self.mos, &self.tunables);
+        BpObj::open(&store, self.deferred_frees_object)?.append(&Tx::syncing(txg), &staged)?;
         Ok(())
     }
 
@@ -1004,17 +1033,7 @@ impl Pool {
             let mut handle = KvObject::new(&mos, MOS_OBJECT_DIRECTORY, Some(tx))?;
             kv::create(&mut handle).map_err(|error| PoolError::Corrupt(error.to_string()))?;
         }
-        let deferred = mos.create_object(
-            &tx,
-            mos_props(
-                ObjectType::BlockPtrList,
-                16 << 10,
-                &tunables,
-                Compression::Off,
-            ),
-            ObjectType::BlockPtrList,
-            &0u64.to_le_bytes(),
-        )?;
+        let deferred = BpObj::create(&deferred_list_store(&mos, &tunables), &tx)?;
         kv_set_u64(
             &mos,
             &tx,
@@ -1079,6 +1098,8 @@ impl Pool {
             readonly: false,
             freer,
             deferred_frees_object: deferred,
+            bptree_object: AtomicU64::new(0),
+            background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
                 features,
@@ -1106,6 +1127,10 @@ impl Pool {
     fn start_sync_thread(&self) {
         if self.core.readonly {
             return;
+        }
+        // Deferred frees left by the txg imported at are carried by timer-driven syncs.
+        if let Ok(count) = self.core.deferred_count() {
+            self.core.txgs.set_pending_work(count > 0);
         }
         let core = self.core.clone();
         let handle = std::thread::Builder::new()
@@ -1200,6 +1225,12 @@ impl Pool {
             .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         let config = found.config.clone();
+        if config.version < POOL_VERSION_MIN {
+            return Err(PoolError::FormatTooOld {
+                name: config.name.clone(),
+                version: config.version,
+            });
+        }
         if config.version > POOL_VERSION {
             return Err(PoolError::UnsupportedFeatures {
                 name: config.name.clone(),
@@ -1425,6 +1456,8 @@ impl Pool {
             readonly: options.readonly,
             freer,
             deferred_frees_object: ObjectId(deferred),
+            bptree_object: AtomicU64::new(0),
+            background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
                 features: config.features.clone(),
@@ -1435,6 +1468,7 @@ impl Pool {
         });
         core.attach_open_context(&core.root);
         core.load_children("", &core.root.dir())?;
+        core.load_background_frees()?;
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),

@@ -8,7 +8,9 @@
 //! ([`TxgManager::run_sync_thread`]). So up to three txgs are in flight: open, quiescing, syncing.
 //!
 //! # Triggers
-//! A sync starts when `txg_timeout` seconds have passed since the last one, when dirty data in
+//! A sync starts when `txg_timeout` seconds have passed since the last one and there is dirty
+//! data or pending work (deferred frees the pool still has to carry out, reported with
+//! [`TxgManager::set_pending_work`]; a txg with neither is never started), when dirty data in
 //! flight passes `dirty_data_sync_percent` of `dirty_data_max`, when a waiter asks for a txg to
 //! reach disk ([`TxgManager::wait_synced`]), or at shutdown.
 //!
@@ -63,6 +65,9 @@ struct Inner {
     synced: Txg,
     holds: [u64; TXG_SIZE],
     dirty_bytes: [u64; TXG_SIZE],
+    /// Indirect-block bytes that chunked frees of large objects dirtied per txg (OpenZFS's
+    /// dp_long_free_dirty_pertxg), capped by `per_txg_dirty_frees_percent`.
+    long_free_bytes: [u64; TXG_SIZE],
     /// Highest txg someone is waiting to see on disk.
     wanted: Txg,
     last_sync_started: Instant,
@@ -202,6 +207,10 @@ pub struct TxgManager {
     tunables: Tunables,
     stats: Mutex<TxgStats>,
     sync_thread_alive: AtomicBool,
+    /// Background work (queued frees) is pending: sync without waiting for the timer.
+    background_work: AtomicBool,
+    /// The pool has work that no dirty data announces (deferred frees): the timer syncs it.
+    pending_work: AtomicBool,
 }
 
 /// A hold on an open txg. Changes made under [`TxHold::tx`] belong to that txg; the txg cannot
@@ -275,6 +284,7 @@ impl TxgManager {
                 synced,
                 holds: [0; TXG_SIZE],
                 dirty_bytes: [0; TXG_SIZE],
+                long_free_bytes: [0; TXG_SIZE],
                 wanted: synced,
                 last_sync_started: Instant::now(),
                 shutting_down: false,
@@ -286,6 +296,8 @@ impl TxgManager {
             tunables,
             stats: Mutex::new(TxgStats::default()),
             sync_thread_alive: AtomicBool::new(false),
+            background_work: AtomicBool::new(false),
+            pending_work: AtomicBool::new(false),
         })
     }
 
@@ -366,6 +378,42 @@ impl TxgManager {
         self.inner.lock().open
     }
 
+    /// Whether background work is pending without dirty data: while it is, the sync thread
+    /// syncs txgs back to back instead of waiting for the timer, and each sync bounds the time
+    /// it spends on that work (OpenZFS's sync thread while `dsl_scan_active`).
+    pub fn set_background_work(&self, pending: bool) {
+        self.background_work.store(pending, Ordering::Release);
+        if pending {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Whether someone waits for a txg after `txg`, or dirty data has reached the sync
+    /// threshold: the cue for background work in `txg`'s sync to yield.
+    pub fn sync_wanted_after(&self, txg: Txg) -> bool {
+        let inner = self.inner.lock();
+        let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;
+        inner.wanted > txg || Self::dirty_total_of(&inner) >= threshold.max(1)
+    }
+
+    /// Charge `bytes` of chunked-free work to the open txg `txg` held by the caller, if the
+    /// txg's share (`per_txg_dirty_frees_percent` of `dirty_data_max`) has room; a txg's first
+    /// chunk is always admitted. A caller refused waits for `txg` to sync and tries again.
+    pub fn charge_long_free(&self, txg: Txg, bytes: u64) -> bool {
+        let cap = self.tunables.dirty_data_max * self.tunables.per_txg_dirty_frees_percent / 100;
+        let mut inner = self.inner.lock();
+        let charged = &mut inner.long_free_bytes[txg.slot()];
+        if *charged > 0 && charged.saturating_add(bytes) > cap {
+            return false;
+        }
+        *charged = charged.saturating_add(bytes);
+        true
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.lock().shutting_down
+    }
+
     pub fn last_synced(&self) -> Txg {
         self.inner.lock().synced
     }
@@ -413,6 +461,12 @@ impl TxgManager {
         SyncPause {
             manager: self.clone(),
         }
+    }
+
+    /// Whether the pool has work pending that no dirty data announces (deferred frees): while
+    /// set, the timer starts a sync even without dirty data.
+    pub fn set_pending_work(&self, pending: bool) {
+        self.pending_work.store(pending, Ordering::Release);
     }
 
     /// Ask for a sync without waiting.
@@ -494,8 +548,10 @@ impl TxgManager {
                     let timed_out =
                         inner.last_sync_started.elapsed() >= self.tunables.txg_timeout_duration();
                     let wanted = inner.wanted >= inner.open;
-                    let dirty = inner.dirty_bytes[inner.open.slot()] > 0;
-                    if inner.shutting_down || wanted || (timed_out && dirty) {
+                    let dirty = inner.dirty_bytes[inner.open.slot()] > 0
+                        || self.pending_work.load(Ordering::Acquire);
+                    let background = self.background_work.load(Ordering::Acquire);
+                    if inner.shutting_down || wanted || (timed_out && dirty) || background {
                         break;
                     }
                     if timed_out {
@@ -535,6 +591,7 @@ impl TxgManager {
                     inner.synced = txg;
                     inner.syncing = None;
                     inner.dirty_bytes[txg.slot()] = 0;
+                    inner.long_free_bytes[txg.slot()] = 0;
                     let mut stats = self.stats.lock();
                     stats.syncs += 1;
                     stats.last_sync_ns = started.elapsed().as_nanos() as u64;

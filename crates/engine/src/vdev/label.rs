@@ -70,8 +70,9 @@ const _: () = assert!(VDEV_MIN_DEVICE_SIZE > VDEV_LABEL_START_SIZE + VDEV_LABEL_
 pub const CONFIG_MAGIC: u64 = u64::from_le_bytes(*b"tarnlabl");
 /// The label format this code writes and the only one it reads.
 pub const LABEL_FORMAT_VERSION: u32 = 1;
-/// The config version ([`LabelConfig::version`]) this code writes.
-pub const LABEL_CONFIG_VERSION: u64 = 1;
+/// The config version ([`LabelConfig::version`]) this code writes: the pool format version
+/// (`pool::POOL_VERSION`, which asserts that the two agree).
+pub const LABEL_CONFIG_VERSION: u64 = 2;
 
 /// Size of the encoded [`ConfigHeader`].
 pub const CONFIG_HEADER_SIZE: usize = 48;
