@@ -554,12 +554,20 @@ impl Daemon {
     }
 
     /// Mount a new or imported pool's file systems. A pool whose root file system cannot be
-    /// mounted is refused (the caller undoes it); a child that cannot mount is reported and
-    /// left unmounted.
+    /// mounted is refused (the caller undoes it), unless the root dataset is unavailable
+    /// (damaged beyond its copies: import reported it); a child that cannot mount is reported
+    /// and left unmounted.
     fn mount_pool(&self, pool: &Pool, altroot: Option<PathBuf>) -> Result<(), Failure> {
         self.mounts.set_altroot(pool.name(), altroot);
         let failures = self.mounts.mount_all(pool, None);
-        if let Some((_, failure)) = failures.into_iter().find(|(name, _)| name == pool.name()) {
+        let root_unavailable = pool
+            .unavailable_datasets()
+            .iter()
+            .any(|(name, _)| name == pool.name());
+        if let Some((_, failure)) = failures
+            .into_iter()
+            .find(|(name, _)| name == pool.name() && !root_unavailable)
+        {
             let _ = self.mounts.unmount_within(pool.name(), true);
             self.mounts.forget_pool(pool.name());
             return Err(failure);
@@ -698,6 +706,7 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             dirs,
             readonly,
             altroot,
+            rewind,
         } => {
             let _guard = lock(&daemon.lifecycle);
             if daemon.pool(&pool).is_some() && new_name.is_none() {
@@ -716,6 +725,7 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             let mut options = ImportOptions::new(dirs, daemon.tunables.clone());
             options.readonly = readonly;
             options.new_name = new_name;
+            options.rewind = rewind;
             let opened = verbs::import(&pool, options)?;
             if let Err(failure) = daemon.refuse_taken_name(opened.name()) {
                 opened.export()?;

@@ -245,6 +245,13 @@ enum PoolCommand {
         /// Mount under this directory (the root file system at ALTROOT/POOL).
         #[arg(short = 'R')]
         altroot: Option<PathBuf>,
+        /// Rewind: if no recent txg opens, go back to the newest txg whose whole tree reads
+        /// and checks, discarding newer changes.
+        #[arg(short = 'F')]
+        rewind: bool,
+        /// With -F: only say which txg a rewind would open and how much it would discard.
+        #[arg(short = 'n', requires = "rewind")]
+        dry_run: bool,
         pool: Option<String>,
         new_name: Option<String>,
     },
@@ -341,6 +348,8 @@ pub(crate) fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportO
         tunables: tunables()?,
         new_name: None,
         wrap_device: None,
+        rewind: false,
+        rewind_to: None,
     })
 }
 
@@ -479,15 +488,49 @@ fn daemon_rows(socket: &Path, pool: Option<&str>) -> Result<Option<Vec<PoolRow>>
     Ok(Some(rows))
 }
 
+/// `pool import -F -n POOL`: say what a rewind import would open and discard, in this
+/// process, writing nothing.
+fn pool_import_dry_run(dirs: Vec<PathBuf>, pool: &str) -> Result<Status, Failure> {
+    let plan = Pool::rewind_plan(pool, import_options(&dirs, true)?)?;
+    if plan.txg == plan.newest_txg {
+        out!(
+            "pool {pool} would import at its newest txg {}: no rewind needed",
+            plan.txg
+        );
+    } else {
+        for (txg, why) in &plan.skipped {
+            out!("txg {txg} cannot be used: {why}");
+        }
+        out!(
+            "would rewind pool {pool} from txg {} to txg {}, discarding {} seconds of changes",
+            plan.newest_txg,
+            plan.txg,
+            plan.seconds_discarded
+        );
+    }
+    Ok(0)
+}
+
+/// `pool import` flags passed to the daemon.
+struct ImportFlags {
+    options: Vec<String>,
+    altroot: Option<PathBuf>,
+    rewind: bool,
+}
+
 fn pool_import(
     socket: &Path,
     dirs: Vec<PathBuf>,
     show_destroyed: bool,
-    options: Vec<String>,
-    altroot: Option<PathBuf>,
+    flags: ImportFlags,
     pool: Option<String>,
     new_name: Option<String>,
 ) -> Result<Status, Failure> {
+    let ImportFlags {
+        options,
+        altroot,
+        rewind,
+    } = flags;
     let readonly = parse_import_options(&options)?;
     let Some(name) = pool else {
         let held: BTreeSet<u64> = daemon_rows(socket, None)?
@@ -525,6 +568,7 @@ fn pool_import(
         dirs: dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect(),
         readonly,
         altroot: altroot.as_deref().map(absolute),
+        rewind,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
@@ -809,9 +853,26 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 destroyed,
                 options,
                 altroot,
+                rewind,
+                dry_run,
                 pool,
                 new_name,
-            } => pool_import(socket, dirs, destroyed, options, altroot, pool, new_name),
+            } => match (dry_run, pool) {
+                (true, Some(pool)) => pool_import_dry_run(dirs, &pool),
+                (true, None) => Err(Failure("-n needs a pool name".into())),
+                (false, pool) => pool_import(
+                    socket,
+                    dirs,
+                    destroyed,
+                    ImportFlags {
+                        options,
+                        altroot,
+                        rewind,
+                    },
+                    pool,
+                    new_name,
+                ),
+            },
             PoolCommand::Export { dirs, force, pool } => pool_export(socket, dirs, force, pool),
             PoolCommand::Destroy { dirs, force, pool } => pool_destroy(socket, dirs, force, pool),
             PoolCommand::Sync { pool } => pool_sync(socket, pool),

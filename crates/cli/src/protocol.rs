@@ -92,6 +92,9 @@ pub enum Request {
         /// Mount under this directory instead of `/` (absolute).
         #[serde(default)]
         altroot: Option<PathBuf>,
+        /// `-F`: rewind further than the automatic fallback when needed.
+        #[serde(default)]
+        rewind: bool,
     },
     #[serde(rename = "pool export")]
     PoolExport { pool: String, force: bool },
@@ -258,6 +261,7 @@ mod tests {
                 dirs: vec![PathBuf::from("/d")],
                 readonly: true,
                 altroot: None,
+                rewind: true,
             },
             Request::PoolSync { pool: None },
             Request::StatTxgs {

@@ -40,6 +40,9 @@ pub fn import(target: &str, options: ImportOptions) -> Result<Pool, Failure> {
     for (txg, why) in &report.skipped {
         err!("warning: pool {target}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
     }
+    for damage in &report.damaged {
+        err!("warning: pool {target}: {damage}");
+    }
     out!(
         "imported pool {} at txg {}{}",
         pool.name(),
@@ -47,7 +50,11 @@ pub fn import(target: &str, options: ImportOptions) -> Result<Pool, Failure> {
         if report.skipped.is_empty() {
             String::new()
         } else {
-            format!(" (rewound past {} newer txgs)", report.skipped.len())
+            format!(
+                " (rewound past {} newer txgs, discarding {} seconds of changes)",
+                report.skipped.len(),
+                report.seconds_discarded
+            )
         }
     );
     Ok(pool)
@@ -58,6 +65,9 @@ pub fn open_quietly(target: &str, options: ImportOptions) -> Result<Pool, Failur
     let (pool, report) = Pool::import(target, options)?;
     for (txg, why) in &report.skipped {
         err!("warning: pool {target}: uberblock of txg {txg} could not be used ({why}); rewound to txg {}", report.txg);
+    }
+    for damage in &report.damaged {
+        err!("warning: pool {target}: {damage}");
     }
     Ok(pool)
 }

@@ -553,6 +553,30 @@ fn import_with_a_new_name() {
     );
 }
 
+/// `pool import -F -n` says what a rewind would do without importing; `-F` on a healthy pool
+/// imports at its newest txg; `-n` alone is a usage error (issue 8).
+#[test]
+fn import_rewind_dry_run_then_rewind() {
+    let t = Fixture::new();
+    let d = t.d();
+    t.create("tank", &["a.img"]);
+    t.run(&["pool", "import", "-d", &d, "-F", "-n", "tank"])
+        .success()
+        .stdout_has(&["tank", "no rewind needed"]);
+    assert_eq!(
+        t.importable(),
+        vec![("tank".to_string(), "Exported".to_string())],
+        "-n imported the pool"
+    );
+    t.run(&["pool", "import", "-d", &d, "-n", "tank"])
+        .failure(&["-F"]);
+    t.run(&["pool", "import", "-d", &d, "-F", "tank"])
+        .success()
+        .stdout_has(&["imported pool tank"]);
+    t.export("tank");
+    t.check_clean("tank");
+}
+
 // ------------------------------------------------------------------------------------------------
 // 2. Mirrors and several top-level vdevs
 // ------------------------------------------------------------------------------------------------

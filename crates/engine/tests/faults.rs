@@ -1,6 +1,8 @@
 //! Torn and lost writes through the fault-injecting I/O layer, damaged copies, and bad input.
 //! After each fault the pool must import at a consistent txg (check clean) with everything that
-//! was synced before the fault intact.
+//! was synced before the fault intact. Crashes are power cuts: the fault layer models the
+//! devices' volatile write cache, so at the stop point each write since the last flush is
+//! kept, dropped or torn, in any order (`FaultPlan::set_power_cut`; the seed is printed).
 
 mod common;
 
@@ -46,9 +48,10 @@ fn read_generation(pool: &Pool, object: ObjectId) -> Vec<u8> {
     data
 }
 
-/// Write and sync generation 1; arm the fault; write generation 2 and try to sync; drop the
-/// pool as a crash would. The re-imported pool must hold generation 1 or 2, whole.
-fn survive(arm: impl Fn(&FaultPlan)) {
+/// Write and sync generation 1; arm the fault; write generation 2 and try to sync; cut the
+/// power (if the fault did not already) and drop the pool as a crash would. The re-imported
+/// pool must hold generation 1 or 2, whole.
+fn survive(seed: u64, arm: impl Fn(&FaultPlan)) {
     let dir = tempfile::tempdir().unwrap();
     let plan = FaultPlan::new();
     let pool = faulty_pool(dir.path(), plan.clone());
@@ -56,18 +59,20 @@ fn survive(arm: impl Fn(&FaultPlan)) {
     let object = create_file(&pool, &objset, 4096, Compression::Lz4);
     write_generation(&pool, object, 1);
     pool.sync().unwrap();
+    plan.set_power_cut(seed);
     arm(&plan);
     write_generation(&pool, object, 2);
     let _ = pool.sync();
+    plan.stop_now();
     drop(objset);
     drop(pool);
 
     let (pool, report) = Pool::import("faulty", ImportOptions::new(dirs(dir.path()), tiny()))
-        .expect("import after fault");
+        .unwrap_or_else(|error| panic!("power-cut seed {seed}: import after fault: {error}"));
     let data = read_generation(&pool, object);
     assert!(
         data == pattern(1, 50_000) || data == pattern(2, 50_000),
-        "object holds neither generation (import at txg {})",
+        "power-cut seed {seed}: object holds neither generation (import at txg {})",
         report.txg
     );
     assert_clean(&pool);
@@ -77,21 +82,36 @@ fn survive(arm: impl Fn(&FaultPlan)) {
 #[test]
 fn lost_writes_at_every_point_of_a_sync() {
     for lost_from in 0..40 {
-        survive(|plan| plan.stop_at_write(plan.write_count() + lost_from));
+        survive(lost_from, |plan| {
+            plan.stop_at_write(plan.write_count() + lost_from)
+        });
     }
 }
 
 #[test]
 fn torn_writes_at_every_point_of_a_sync() {
     for torn in 0..40 {
-        survive(|plan| plan.tear_write(plan.write_count() + torn, 1));
+        survive(100 + torn, |plan| {
+            plan.tear_write(plan.write_count() + torn, 1)
+        });
     }
 }
 
 #[test]
 fn failing_writes_suspend_the_pool_and_it_imports_afterwards() {
     for failing_from in [0, 3, 10] {
-        survive(|plan| plan.fail_writes_from(plan.write_count() + failing_from));
+        survive(200 + failing_from, |plan| {
+            plan.fail_writes_from(plan.write_count() + failing_from)
+        });
+    }
+}
+
+#[test]
+fn power_cut_at_every_flush_of_a_sync() {
+    for flush in 0..6 {
+        survive(300 + flush, |plan| {
+            plan.stop_at_flush(plan.flush_count() + flush)
+        });
     }
 }
 

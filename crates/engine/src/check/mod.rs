@@ -346,12 +346,22 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         if phys.root.is_hole() {
             continue;
         }
-        let objset = ObjectSet::open(
+        let objset = match ObjectSet::open(
             core.io.clone(),
             &phys.root,
             std::sync::Arc::new(NoLifecycle),
-            2,
-        )?;
+            1,
+        ) {
+            Ok(objset) => objset,
+            Err(error) => {
+                // Its blocks cannot be walked (they will show as leaks); go on with the rest.
+                walker
+                    .report
+                    .blocks_unreadable
+                    .push(format!("dataset {object} header: {error}"));
+                continue;
+            }
+        };
         if objset.kind() != ObjsetKind::FileSystem {
             walker
                 .report

@@ -20,6 +20,11 @@
 //! Born and kill run in syncing context only, from the object set's sync; the accounting they
 //! update is written into the dataset record by the pool's sync driver in the same txg.
 //!
+//! # Damage
+//! A dataset whose object set cannot be opened (no good copy of its header) is *unavailable*:
+//! it is listed with the reason, its records stay as they are on disk, and the pool syncs,
+//! mounts and checks everything else (issue 8: one damaged block never loses the pool).
+//!
 //! # Crash behaviour
 //! The record is part of the MOS: a crash rolls it back together with the tree it describes.
 
@@ -54,6 +59,9 @@ pub struct Dataset {
     freer: Arc<dyn BlockFreer>,
     /// Set when accounting changed in the syncing txg, so the record must be rewritten.
     record_dirty: Mutex<bool>,
+    /// Why the dataset is unavailable: its object set could not be opened at import (no good
+    /// copy of a block it needs). It stays listed, its records untouched, and is never synced.
+    unavailable: Mutex<Option<String>>,
 }
 
 impl Dataset {
@@ -73,7 +81,18 @@ impl Dataset {
             objset: Mutex::new(None),
             freer,
             record_dirty: Mutex::new(false),
+            unavailable: Mutex::new(None),
         })
+    }
+
+    /// Mark the dataset unavailable (its object set could not be opened), saying why.
+    pub fn set_unavailable(&self, why: String) {
+        *self.unavailable.lock() = Some(why);
+    }
+
+    /// Why the dataset is unavailable, if it is.
+    pub fn unavailable(&self) -> Option<String> {
+        self.unavailable.lock().clone()
     }
 
     /// Attach the dataset's object set (opened or created by the pool with this dataset as its
@@ -93,6 +112,12 @@ impl Dataset {
             .lock()
             .clone()
             .expect("dataset object set attached at open")
+    }
+
+    /// The object set, if one is attached (none after the pool closed it, or while a dataset
+    /// whose object set could not be opened is listed as unavailable).
+    pub fn try_objset(&self) -> Option<Arc<ObjectSet>> {
+        self.objset.lock().clone()
     }
 
     pub fn phys(&self) -> DatasetPhys {

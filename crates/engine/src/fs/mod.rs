@@ -359,7 +359,11 @@ fn kv_error(object: u64) -> impl Fn(KvError) -> FsError {
         KvError::Corrupt { what, block } => {
             FsError::Corrupt(format!("key/value object {object} block {block}: {what}"))
         }
-        other => FsError::from(other),
+        // A block with no good copy (or an I/O error): say which object it cost.
+        other => match FsError::from(other) {
+            FsError::Engine(why) => FsError::Engine(format!("key/value object {object}: {why}")),
+            mapped => mapped,
+        },
     }
 }
 

@@ -40,6 +40,16 @@
 //! One mutex per object set guards the dirty records and the tree roots; it is held only for
 //! in-memory work, never across a disk read or write. Syncing happens in the single sync thread.
 //!
+//! # Copies
+//! How many copies a block gets is decided in one place, [`write_copies`], from the object's
+//! type, the block's level and the `copies` setting of the dataset (stored in each dnode, and
+//! held by the object set for its own dnode blocks and header): file data gets `copies`, every
+//! other block (indirect blocks of any object, dnode blocks, object-set headers, key/value
+//! objects such as directories, master nodes and unlinked sets, and every MOS object) is
+//! metadata and gets one more, at most [`COPIES_MAX`] (OpenZFS `dmu_write_policy`). The
+//! allocator places the copies apart (`space::SpaceManager::allocate`), and a read that finds a
+//! bad copy returns a good one and repairs the bad one.
+//!
 //! # Crash behaviour
 //! Everything in memory is lost in a crash; what was synced is described by the last uberblock.
 //! The header reserves room for an intent log (ZIL); object numbers are not reused within a
@@ -94,6 +104,28 @@ pub enum ObjectError {
 impl From<BlockError> for ObjectError {
     fn from(error: BlockError) -> Self {
         ObjectError::Pipeline(PipelineError::Block(error))
+    }
+}
+
+/// The most copies (DVAs) a block can have.
+pub const COPIES_MAX: u8 = crate::block::blkptr::DVAS_MAX as u8;
+
+/// Whether blocks of `object_type` at `level` are file data (the only blocks that are not
+/// metadata): level-0 blocks of plain files. Everything else a pool stores says where data
+/// is or what it is called, and losing it loses more than its own bytes.
+pub fn is_file_data(object_type: ObjectType, level: u8) -> bool {
+    object_type == ObjectType::PlainFile && level == 0
+}
+
+/// The number of copies a block of `object_type` at `level` is written with, for a dataset
+/// whose `copies` setting is `copies`: file data gets `copies`, metadata one more, at most
+/// [`COPIES_MAX`] (DESIGN.md §4 "Pool metadata"). The single rule for every block written.
+pub fn write_copies(object_type: ObjectType, level: u8, copies: u8) -> u8 {
+    let copies = copies.clamp(1, COPIES_MAX);
+    if is_file_data(object_type, level) {
+        copies
+    } else {
+        (copies + 1).min(COPIES_MAX)
     }
 }
 
@@ -197,8 +229,9 @@ pub struct ObjectSet {
     io: Arc<BlockIo>,
     kind: ObjsetKind,
     lifecycle: Arc<dyn BlockLifecycle>,
-    /// Copies for metadata blocks of this set (dnode blocks, header).
-    metadata_copies: u8,
+    /// The `copies` setting of the dataset (3 for the MOS): its dnode blocks and header are
+    /// metadata and get [`write_copies`] of it. Changed by [`ObjectSet::set_copies`].
+    copies: std::sync::atomic::AtomicU8,
     /// Where open-context changes report their dirty bytes (write throttle, sync trigger).
     dirty_accounting: Mutex<Option<Arc<TxgManager>>>,
     /// Admission control for new data (None: unlimited, as for the MOS).
@@ -255,7 +288,7 @@ impl ObjectSet {
         io: Arc<BlockIo>,
         kind: ObjsetKind,
         lifecycle: Arc<dyn BlockLifecycle>,
-        metadata_copies: u8,
+        copies: u8,
         txg: Txg,
     ) -> ObjectSet {
         let tunables = &io.tunables;
@@ -267,7 +300,7 @@ impl ObjectSet {
             checksum: ChecksumType::Fletcher4,
             compression: Compression::Lz4,
             data_block_size: tunables.dnode_block_size,
-            copies: metadata_copies,
+            copies,
             max_blkid: 0,
             size_allocated: 0,
             generation: txg,
@@ -275,14 +308,7 @@ impl ObjectSet {
             bonus: Vec::new(),
         };
         let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
-        let os = ObjectSet::from_parts(
-            io,
-            kind,
-            lifecycle,
-            metadata_copies,
-            synced_root,
-            meta_dnode,
-        );
+        let os = ObjectSet::from_parts(io, kind, lifecycle, copies, synced_root, meta_dnode);
         // Make the set dirty so that its first sync writes a header even if nothing else changes.
         os.state.lock().dirty.entry(txg).or_default();
         os
@@ -293,7 +319,7 @@ impl ObjectSet {
         io: Arc<BlockIo>,
         root: &BlockPtr,
         lifecycle: Arc<dyn BlockLifecycle>,
-        metadata_copies: u8,
+        copies: u8,
     ) -> Result<ObjectSet, ObjectError> {
         if root.object_type != ObjectType::Objset || root.level != 0 || root.is_hole() {
             return Err(ObjectError::Corrupt(format!(
@@ -305,7 +331,7 @@ impl ObjectSet {
             io,
             header.kind,
             lifecycle,
-            metadata_copies,
+            copies,
             root.clone(),
             header.meta_dnode,
         ))
@@ -315,17 +341,19 @@ impl ObjectSet {
         io: Arc<BlockIo>,
         kind: ObjsetKind,
         lifecycle: Arc<dyn BlockLifecycle>,
-        metadata_copies: u8,
+        copies: u8,
         synced_root: BlockPtr,
-        meta_dnode: DnodePhys,
+        mut meta_dnode: DnodePhys,
     ) -> ObjectSet {
+        let copies = copies.clamp(1, COPIES_MAX);
+        meta_dnode.copies = copies;
         let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;
         let next_object = ((meta_dnode.max_blkid + 1) * dnodes_per_block).max(1);
         ObjectSet {
             io,
             kind,
             lifecycle,
-            metadata_copies,
+            copies: std::sync::atomic::AtomicU8::new(copies),
             dirty_accounting: Mutex::new(None),
             reservation: Mutex::new(None),
             object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
@@ -361,6 +389,20 @@ impl ObjectSet {
             .syncing
             .as_ref()
             .and_then(|syncing| syncing.root.clone())
+    }
+
+    /// The `copies` setting this set's own metadata (dnode blocks, header) is written for.
+    pub fn copies(&self) -> u8 {
+        self.copies.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Change the `copies` setting for the set's own metadata (the dataset's property changed
+    /// or was read at import): blocks written from the next sync on get [`write_copies`] of it.
+    pub fn set_copies(&self, copies: u8) {
+        self.copies.store(
+            copies.clamp(1, COPIES_MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// The synced meta-dnode (for `check` and `debug`).
@@ -961,7 +1003,9 @@ impl ObjectSet {
             }
             let pending = dirty.objects.clone();
             if state.syncing.is_none() {
-                let meta_dnode = state.synced_meta_dnode.clone();
+                let mut meta_dnode = state.synced_meta_dnode.clone();
+                // A changed `copies` setting reaches the dnode blocks written from now on.
+                meta_dnode.copies = self.copies();
                 state.syncing = Some(SyncingState {
                     txg: at.txg,
                     meta_dnode,
@@ -1043,7 +1087,7 @@ impl ObjectSet {
         let props = WriteProps {
             checksum: ChecksumType::Fletcher4,
             compression: Compression::Lz4,
-            copies: self.metadata_copies,
+            copies: write_copies(ObjectType::Objset, 0, self.copies()),
             object_type: ObjectType::Objset,
             level: 0,
         };
@@ -1183,5 +1227,37 @@ impl ObjectSet {
             tree::visit_tree(&self.io, &dnode, visit)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod copies_tests {
+    use super::*;
+
+    /// Issue 8: directories, master nodes and unlinked sets (key/value objects) took the file
+    /// `copies` setting, so one bad block lost a directory or the whole pool.
+    #[test]
+    fn metadata_gets_one_more_copy_than_file_data() {
+        for copies in 1..=3u8 {
+            assert_eq!(write_copies(ObjectType::PlainFile, 0, copies), copies);
+            let more = (copies + 1).min(COPIES_MAX);
+            assert_eq!(write_copies(ObjectType::PlainFile, 1, copies), more);
+            for object_type in [
+                ObjectType::KeyValue,
+                ObjectType::Dnode,
+                ObjectType::Objset,
+                ObjectType::BlockPtrList,
+                ObjectType::SpaceMap,
+                ObjectType::DatasetDir,
+                ObjectType::Dataset,
+            ] {
+                assert_eq!(
+                    write_copies(object_type, 0, copies),
+                    more,
+                    "{object_type:?}"
+                );
+            }
+        }
+        assert_eq!(write_copies(ObjectType::PlainFile, 0, 9), COPIES_MAX);
     }
 }

@@ -12,7 +12,7 @@
 //!   7      1   zstd level for new blocks
 //!   8      4   data block size in bytes
 //!   12     2   bonus length in bytes (<= 320)
-//!   14     1   copies for new blocks (1..=3)
+//!   14     1   the dataset copies setting (1..=3); see object::write_copies
 //!   15     1   flags (reserved, 0)
 //!   16     8   max block id (highest data block ever written, 0 when empty)
 //!   24     8   bytes allocated on disk under this dnode (all copies, all levels)
@@ -64,6 +64,7 @@ pub struct DnodePhys {
     pub checksum: ChecksumType,
     pub compression: Compression,
     pub data_block_size: u32,
+    /// The dataset's `copies` setting at creation; blocks get `object::write_copies` of it.
     pub copies: u8,
     pub max_blkid: u64,
     pub size_allocated: u64,

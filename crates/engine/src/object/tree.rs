@@ -104,12 +104,9 @@ impl<'a> TreeSync<'a> {
         WriteProps {
             checksum: self.dnode.checksum,
             compression: self.dnode.compression,
-            // Indirect blocks are metadata: one more copy than the data, at most three.
-            copies: if level > 0 {
-                (self.dnode.copies + 1).min(3)
-            } else {
-                self.dnode.copies
-            },
+            // One rule for every block: file data gets the dataset's copies, metadata (indirect
+            // blocks, dnode blocks, key/value objects, ...) one more.
+            copies: super::write_copies(self.dnode.object_type, level, self.dnode.copies),
             object_type: self.dnode.object_type,
             level,
         }

@@ -164,6 +164,15 @@ impl PoolCore {
             .collect()
     }
 
+    /// A dataset that is available (its object set open), or why not.
+    fn available_dataset(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
+        let dataset = self.dataset_by_relative(relative)?;
+        match dataset.unavailable() {
+            Some(why) => Err(PoolError::DatasetUnavailable(dataset.name.clone(), why)),
+            None => Ok(dataset),
+        }
+    }
+
     fn dataset_by_relative(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
         self.datasets
             .read()
@@ -181,12 +190,60 @@ impl PoolCore {
             .collect()
     }
 
-    /// Load every dataset below the root from the MOS (import).
+    /// Load every dataset below the root from the MOS (import). Nothing here fails the
+    /// import: a child whose records or object set cannot be read is left unavailable or
+    /// unlisted, and `damaged` says which and why, while the rest of the hierarchy loads.
     pub(super) fn load_children(
         &self,
         relative: &str,
         dir: &DatasetDirPhys,
-    ) -> Result<(), PoolError> {
+        damaged: &mut Vec<String>,
+    ) {
+        let entries = match self.list_children(dir) {
+            Ok(entries) => entries,
+            Err(error) => {
+                damaged.push(format!(
+                    "the children of dataset {} cannot be listed: {error}",
+                    self.full_name(relative)
+                ));
+                return;
+            }
+        };
+        for entry in entries {
+            let Some(name) = String::from_utf8(entry.key.clone())
+                .ok()
+                .filter(|name| validate_name_component(name).is_ok())
+            else {
+                damaged.push(format!(
+                    "dataset {} has a child with an invalid name {:?}",
+                    self.full_name(relative),
+                    String::from_utf8_lossy(&entry.key)
+                ));
+                continue;
+            };
+            let Ok(value) = <[u8; 8]>::try_from(entry.value.as_slice()) else {
+                damaged.push(format!(
+                    "dataset {}: child entry {name:?} is not an object number",
+                    self.full_name(relative)
+                ));
+                continue;
+            };
+            let child = if relative.is_empty() {
+                name
+            } else {
+                format!("{relative}/{name}")
+            };
+            match self.open_dataset(&child, ObjectId(u64::from_le_bytes(value))) {
+                Ok(child_dir) => self.load_children(&child, &child_dir, damaged),
+                Err(error) => damaged.push(format!(
+                    "dataset {} and its children cannot be loaded: {error}",
+                    self.full_name(&child)
+                )),
+            }
+        }
+    }
+
+    fn list_children(&self, dir: &DatasetDirPhys) -> Result<Vec<kv::KvEntry>, PoolError> {
         let handle = KvObject::new(&self.mos, dir.children_object, None)?;
         let mut cookie = 0;
         let mut entries = Vec::new();
@@ -196,33 +253,12 @@ impl PoolCore {
             cookie = last.cookie + 1;
             entries.extend(batch);
         }
-        drop(handle);
-        for entry in entries {
-            let name = String::from_utf8(entry.key.clone())
-                .ok()
-                .filter(|name| validate_name_component(name).is_ok())
-                .ok_or_else(|| {
-                    PoolError::Corrupt(format!(
-                        "dataset {:?} has a child with an invalid name {:?}",
-                        self.full_name(relative),
-                        String::from_utf8_lossy(&entry.key)
-                    ))
-                })?;
-            let value: [u8; 8] = entry.value.as_slice().try_into().map_err(|_| {
-                PoolError::Corrupt(format!("child entry {name:?} is not an object number"))
-            })?;
-            let child = if relative.is_empty() {
-                name
-            } else {
-                format!("{relative}/{name}")
-            };
-            let child_dir = self.open_dataset(&child, ObjectId(u64::from_le_bytes(value)))?;
-            self.load_children(&child, &child_dir)?;
-        }
-        Ok(())
+        Ok(entries)
     }
 
-    /// Open one dataset (its records and object set) and add it to the table.
+    /// Open one dataset (its records and object set) and add it to the table. Fails only when
+    /// the records cannot be read; an object set that cannot be opened leaves the dataset in
+    /// the table, unavailable, with the reason.
     pub(super) fn open_dataset(
         &self,
         relative: &str,
@@ -254,12 +290,30 @@ impl PoolCore {
             dir.clone(),
             self.freer.clone(),
         );
-        let objset = ObjectSet::open(self.io.clone(), &phys.root, dataset.clone(), 2)
-            .map_err(|error| corrupt("object set", error.to_string()))?;
-        dataset.attach_objset(Arc::new(objset));
-        self.attach_open_context(&dataset);
+        match ObjectSet::open(self.io.clone(), &phys.root, dataset.clone(), 1) {
+            Ok(objset) => {
+                dataset.attach_objset(Arc::new(objset));
+                self.attach_open_context(&dataset);
+            }
+            Err(error) => dataset.set_unavailable(format!("object set: {error}")),
+        }
         self.datasets.write().insert(relative.to_string(), dataset);
+        self.apply_copies(relative);
         Ok(dir)
+    }
+
+    /// Give a dataset's object set its effective `copies` property, so that its own metadata
+    /// (dnode blocks, header) gets one copy more (`object::write_copies`). Best effort: a
+    /// property object that cannot be read leaves the set at its current setting.
+    pub(super) fn apply_copies(&self, relative: &str) {
+        let Ok(dataset) = self.dataset_by_relative(relative) else {
+            return;
+        };
+        if let Ok((value, _)) = self.property(relative, Property::Copies) {
+            if let (Ok(copies), Some(objset)) = (value.parse::<u8>(), dataset.try_objset()) {
+                objset.set_copies(copies);
+            }
+        }
     }
 
     /// A local property setting, validated (it comes from disk).
@@ -395,7 +449,7 @@ impl PoolCore {
             self.io.clone(),
             ObjsetKind::FileSystem,
             dataset.clone(),
-            2,
+            1,
             tx.txg,
         ));
         dataset.attach_objset(objset.clone());
@@ -403,6 +457,7 @@ impl PoolCore {
         // Owned by the parent's root directory's owner, as zfs create does for root.
         FileSystem::format_in(&objset, tx, 0, 0)?;
         self.datasets.write().insert(relative.to_string(), dataset);
+        self.apply_copies(relative);
         drop(hold);
         Ok(())
     }
@@ -484,7 +539,9 @@ impl PoolCore {
     /// Connect a dataset's open-context writers to the txg layer (dirty accounting, throttle)
     /// and to space admission (ENOSPC).
     pub(super) fn attach_open_context(&self, dataset: &Dataset) {
-        let objset = dataset.objset();
+        let Some(objset) = dataset.try_objset() else {
+            return;
+        };
         objset.set_dirty_accounting(self.txgs.clone());
         objset.set_reservation(Arc::new(super::PoolReservation {
             io: self.io.clone(),
@@ -666,6 +723,11 @@ impl Pool {
         }
         doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
         doomed.push(relative);
+        // Destroy frees a dataset's blocks by walking its tree, which an unavailable dataset
+        // cannot do: refuse rather than leak.
+        for name in &doomed {
+            core.available_dataset(name)?;
+        }
         // Whatever the datasets still had in open txgs reaches disk first, so the sync that
         // destroys them sees their whole trees. The namespace stays locked throughout, so no
         // child can appear under a dataset being destroyed.
@@ -721,6 +783,16 @@ impl Pool {
                     guid: phys.guid.0,
                 }
             })
+            .collect()
+    }
+
+    /// Datasets whose object set could not be opened at import (full name, why): listed,
+    /// never mounted, synced or destroyed (issue 8: the rest of the pool imports).
+    pub fn unavailable_datasets(&self) -> Vec<(String, String)> {
+        self.core
+            .dataset_list()
+            .into_iter()
+            .filter_map(|(_, dataset)| Some((dataset.name.clone(), dataset.unavailable()?)))
             .collect()
     }
 
@@ -789,6 +861,12 @@ impl Pool {
             let hold = core.txgs.assign()?;
             core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
         }
+        if property == Property::Copies {
+            // Inherited: every dataset may see a new value.
+            for (name, _) in core.dataset_list() {
+                core.apply_copies(&name);
+            }
+        }
         self.sync()?;
         Ok(())
     }
@@ -796,7 +874,7 @@ impl Pool {
     /// The object set of a dataset.
     pub fn dataset_objset(&self, full_name: &str) -> Result<Arc<ObjectSet>, PoolError> {
         let relative = self.core.relative_name(full_name)?;
-        Ok(self.core.dataset_by_relative(relative)?.objset())
+        Ok(self.core.available_dataset(relative)?.objset())
     }
 
     /// Open a dataset's file system (its unlinked set drained, as after a crash), with object
@@ -804,7 +882,7 @@ impl Pool {
     pub fn open_file_system(&self, full_name: &str) -> Result<FileSystem, PoolError> {
         self.writable()?;
         let relative = self.core.relative_name(full_name)?.to_string();
-        let dataset = self.core.dataset_by_relative(&relative)?;
+        let dataset = self.core.available_dataset(&relative)?;
         let fs = FileSystem::open(dataset.objset(), self.core.txgs.clone())?;
         self.apply_properties(full_name, &fs)?;
         // statfs as zfs's df: available = the dataset's avail, size = referenced + avail. The

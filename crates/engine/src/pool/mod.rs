@@ -41,17 +41,25 @@
 //! whether the deferred-free list is non-empty (`TxgManager::set_pending_work`), and the txg
 //! timer keeps syncing until it is empty; then the pool is idle and writes nothing.
 //!
-//! A crash before step 5 completes leaves the previous uberblock the newest valid one: nothing
-//! it references was overwritten (invariant 1: copy-on-write, and freed space is not reused for
-//! two txgs, invariant 3). A torn uberblock fails its checksum and is skipped. A crash during
-//! step 4 or 6 leaves one pair of labels valid, which the vdev layer reads.
+//! A crash is a power cut: writes since the last flush may be lost, torn or land in any order.
+//! The flush of step 3 keeps an uberblock from landing before the blocks it names; the flush
+//! after step 5 keeps a sync from returning before its uberblock is durable (the power-cut
+//! test `tests/crash_power_cut.rs` fails without either). A crash before step 5 completes leaves
+//! the previous uberblock the newest valid one: nothing it references was overwritten
+//! (invariant 1: copy-on-write, and freed space is not reused for two txgs, invariant 3). A torn
+//! uberblock fails its checksum and is skipped. A crash during step 4 or 6 leaves one pair of
+//! labels valid, which the vdev layer reads.
 //!
 //! # Import
 //! Scan the named directories for leaves whose labels name the pool; take the newest config;
 //! open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
-//! newest first, falling back to older ones (T-1, T-2, ...) when the MOS of a newer one cannot
-//! be read.
+//! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest
+//! ([`fallback_uberblocks`]) when the MOS of a newer one cannot be read. `-F`
+//! ([`ImportOptions::rewind`]) goes further back, to the newest tree that opens and checks clean.
+//! A writable import that opened an older uberblock erases the abandoned newer ones before its
+//! first commit. Damage below the MOS does not fail the import: a dataset whose object set
+//! cannot be opened is left unavailable and reported ([`ImportReport::damaged`]).
 //!
 //! # Locking
 //! The sync thread is the only writer of on-disk state. Open-context callers go through
@@ -173,6 +181,8 @@ pub enum PoolError {
     DatasetBusy(String, String),
     #[error("{0}")]
     BadProperty(String),
+    #[error("dataset {0:?} is unavailable: {1}")]
+    DatasetUnavailable(String, String),
 }
 
 /// How to lay out the vdevs of a new pool.
@@ -293,6 +303,12 @@ pub struct ImportOptions {
     pub new_name: Option<String>,
     /// Wrap every device as it is opened (fault injection in tests); None in normal use.
     pub wrap_device: Option<DeviceWrapper>,
+    /// `pool import -F`: when no uberblock of the automatic fallback opens, go further back,
+    /// to the newest txg whose whole tree reads and checks clean (discarding newer changes).
+    pub rewind: bool,
+    /// Open exactly the uberblock of this txg (what `-F` does once a tree has checked clean,
+    /// with freshly opened devices). None in normal use.
+    pub rewind_to: Option<Txg>,
 }
 
 impl ImportOptions {
@@ -303,8 +319,42 @@ impl ImportOptions {
             tunables,
             new_name: None,
             wrap_device: None,
+            rewind: false,
+            rewind_to: None,
         }
     }
+}
+
+/// What `pool import -F` would do (or did): open `txg` instead of the newest valid uberblock
+/// `newest_txg`, discarding the changes of the seconds between them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RewindPlan {
+    pub txg: Txg,
+    pub newest_txg: Txg,
+    pub seconds_discarded: u64,
+    /// Newer uberblocks passed over, newest first, with why.
+    pub skipped: Vec<(Txg, String)>,
+}
+
+/// The uberblocks the automatic fallback may open, newest first: those whose txg is at least
+/// the newest one's minus [`crate::types::TXG_DEFER_SIZE`], counted by txg number. Space freed
+/// in txg F is reusable only from the first synced txg after `sync_done(T)` with T ≥ F + 2
+/// (the defer trees, indexed by txg number), so while any txg after newest N is being written
+/// only frees of txgs ≤ N − 2 can be reused, and the trees of N, N − 1 and N − 2 (an empty txg's
+/// tree is its predecessor's) reference none of them. An older written uberblock may be damaged
+/// and is opened only by `-F`, after a whole-tree check.
+pub fn fallback_uberblocks(newest_first: &[Uberblock]) -> (Vec<Uberblock>, Vec<Uberblock>) {
+    let Some(newest) = newest_first.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let oldest_safe = newest
+        .txg
+        .0
+        .saturating_sub(crate::types::TXG_DEFER_SIZE as u64);
+    newest_first
+        .iter()
+        .cloned()
+        .partition(|uberblock| uberblock.txg.0 >= oldest_safe)
 }
 
 /// A pool found by scanning directories (`tarn pool import` with no name).
@@ -324,6 +374,12 @@ pub struct ImportReport {
     pub txg: Txg,
     /// Newer uberblocks that could not be used (rewind), newest first, with why.
     pub skipped: Vec<(Txg, String)>,
+    /// What could not be read although the pool imported: datasets left unavailable and
+    /// hierarchy entries that could not be listed, each with the dataset and the error.
+    pub damaged: Vec<String>,
+    /// Seconds of changes discarded by a rewind: the newest valid uberblock's time minus the
+    /// opened one's (0 when the newest opened).
+    pub seconds_discarded: u64,
 }
 
 fn now_seconds() -> u64 {
@@ -572,7 +628,7 @@ impl PoolCore {
         let nothing_to_do = !self.mos.is_dirty(txg)
             && !datasets
                 .iter()
-                .any(|(_, dataset)| dataset.objset().is_dirty(txg))
+                .any(|(_, dataset)| dataset.try_objset().is_some_and(|o| o.is_dirty(txg)))
             && destroys.is_empty()
             && !self.config.lock().dirty
             && !self.background_work_pending()
@@ -587,7 +643,11 @@ impl PoolCore {
         self.free_deferred(txg)?;
         let mut changed = !destroys.is_empty();
         for (_, dataset) in &datasets {
-            if let Some(root) = dataset.objset().sync(first, &storage)? {
+            // An unavailable dataset (no object set) is never synced: its records stay.
+            let Some(objset) = dataset.try_objset() else {
+                continue;
+            };
+            if let Some(root) = objset.sync(first, &storage)? {
                 let phys = dataset.set_root(root);
                 self.mos
                     .set_bonus(&tx, dataset.object, ObjectType::Dataset, &phys.encode())?;
@@ -634,7 +694,9 @@ impl PoolCore {
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
         for (_, dataset) in &datasets {
-            dataset.objset().sync_done(txg);
+            if let Some(objset) = dataset.try_objset() {
+                objset.sync_done(txg);
+            }
         }
         self.txgs.set_pending_work(self.deferred_count()? > 0);
         Ok(pass)
@@ -755,6 +817,39 @@ impl PoolCore {
     fn flush(&self) -> Result<(), PoolError> {
         self.io.vdevs.flush_all()?;
         Ok(())
+    }
+
+    /// Zero the ring slots of every uberblock in `found` newer than `txg` on every leaf, and
+    /// flush: after a rewind to `txg` they describe trees whose blocks the next txgs may reuse.
+    fn invalidate_uberblocks_after(&self, txg: Txg, found: &[Uberblock]) -> Result<(), PoolError> {
+        let abandoned: Vec<Txg> = found
+            .iter()
+            .filter(|uberblock| uberblock.txg > txg)
+            .map(|uberblock| uberblock.txg)
+            .collect();
+        if abandoned.is_empty() {
+            return Ok(());
+        }
+        for top in &self.io.vdevs.tops {
+            let slots = label::uberblock_slot_count(top.ashift);
+            let empty = vec![0u8; label::uberblock_slot_size(top.ashift) as usize];
+            for leaf in &top.children {
+                if leaf.device.is_missing() {
+                    continue;
+                }
+                for abandoned in &abandoned {
+                    // A leaf that cannot take the write keeps the old slot; the flush below
+                    // fails the import if no leaf of a vdev took anything.
+                    let _ = label::write_uberblock(
+                        leaf.device.as_ref(),
+                        top.ashift,
+                        abandoned.0 % slots,
+                        &empty,
+                    );
+                }
+            }
+        }
+        self.flush()
     }
 
     /// Steps 3–6 of the commit protocol.
@@ -1064,7 +1159,7 @@ impl Pool {
             io.clone(),
             ObjsetKind::FileSystem,
             root.clone(),
-            2,
+            1,
             txg,
         ));
         root.attach_objset(objset);
@@ -1146,10 +1241,9 @@ impl Pool {
                     },
                     move |txg| {
                         check_core.mos.is_dirty(txg)
-                            || check_core
-                                .dataset_list()
-                                .iter()
-                                .any(|(_, dataset)| dataset.objset().is_dirty(txg))
+                            || check_core.dataset_list().iter().any(|(_, dataset)| {
+                                dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
+                            })
                     },
                 );
             })
@@ -1332,13 +1426,45 @@ impl Pool {
             .collect();
         uberblocks.sort_by_key(|ub| std::cmp::Reverse((ub.txg, ub.timestamp)));
         uberblocks.dedup_by(|a, b| a.txg == b.txg);
-        // Only the newest uberblock and the TXG_DEFER_SIZE written before it are guaranteed
-        // intact: space freed by a txg is reused from the third written txg after it
-        // (invariant 3). Empty txgs write no uberblock and do not rotate the deferred frees, so
-        // count uberblocks, not txg numbers.
-        uberblocks.truncate(crate::types::TXG_DEFER_SIZE + 1);
+        let newest = uberblocks.first().cloned();
+        let seconds_before = |uberblock: &Uberblock| {
+            newest.as_ref().map_or(0, |newest| {
+                newest.timestamp.saturating_sub(uberblock.timestamp)
+            })
+        };
+        if let Some(target) = options.rewind_to {
+            let uberblock = uberblocks
+                .iter()
+                .find(|uberblock| uberblock.txg == target)
+                .cloned()
+                .ok_or_else(|| {
+                    PoolError::NoUsableUberblock(
+                        config.name.clone(),
+                        format!("no valid uberblock of txg {target}"),
+                    )
+                })?;
+            let (pool, damaged) = Pool::open_at(
+                &found,
+                &config,
+                vdevs,
+                &uberblock,
+                &options,
+                &tunables,
+                &uberblocks,
+            )?;
+            return Ok((
+                pool,
+                ImportReport {
+                    txg: uberblock.txg,
+                    skipped: Vec::new(),
+                    damaged,
+                    seconds_discarded: seconds_before(&uberblock),
+                },
+            ));
+        }
+        let (safe, older) = fallback_uberblocks(&uberblocks);
         let mut skipped = Vec::new();
-        for uberblock in uberblocks {
+        for uberblock in safe {
             match Pool::open_at(
                 &found,
                 &config,
@@ -1346,29 +1472,99 @@ impl Pool {
                 &uberblock,
                 &options,
                 &tunables,
+                &uberblocks,
             ) {
-                Ok(pool) => {
+                Ok((pool, damaged)) => {
                     return Ok((
                         pool,
                         ImportReport {
                             txg: uberblock.txg,
                             skipped,
+                            damaged,
+                            seconds_discarded: seconds_before(&uberblock),
                         },
                     ))
                 }
                 Err(error) => skipped.push((uberblock.txg, error.to_string())),
             }
         }
+        if options.rewind && !older.is_empty() {
+            // -F: older trees may have had blocks reused; open one only after its whole tree
+            // reads and checks clean (read-only), each try with freshly opened devices.
+            drop(vdevs);
+            for uberblock in &older {
+                let mut readonly = options.clone();
+                readonly.readonly = true;
+                readonly.rewind = false;
+                readonly.rewind_to = Some(uberblock.txg);
+                let verdict = Pool::open_found(found.clone(), readonly).and_then(|(pool, _)| {
+                    let report = crate::check::check_pool(&pool, false)?;
+                    drop(pool);
+                    Ok(report)
+                });
+                match verdict {
+                    Ok(report) if report.is_clean() => {
+                        let mut chosen = options.clone();
+                        chosen.rewind = false;
+                        chosen.rewind_to = Some(uberblock.txg);
+                        let (pool, mut report) = Pool::open_found(found.clone(), chosen)?;
+                        skipped.append(&mut report.skipped);
+                        report.skipped = skipped;
+                        return Ok((pool, report));
+                    }
+                    Ok(report) => skipped.push((
+                        uberblock.txg,
+                        format!(
+                            "its tree does not check: {} unreadable blocks, {} leaks, {} missing, {} double allocations, {} other errors",
+                            report.blocks_unreadable.len(),
+                            report.leaks.len(),
+                            report.missing.len(),
+                            report.double_allocations.len(),
+                            report.errors.len()
+                        ),
+                    )),
+                    Err(error) => skipped.push((uberblock.txg, error.to_string())),
+                }
+            }
+        }
         let why = if skipped.is_empty() {
             "no valid uberblock".to_string()
         } else {
             format!(
-                "{} uberblocks tried, newest failed with: {}",
+                "{} uberblocks tried, newest failed with: {}{}",
                 skipped.len(),
-                skipped[0].1
+                skipped[0].1,
+                if options.rewind || older.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} older uberblocks remain: try a rewind (pool import -F)",
+                        older.len()
+                    )
+                }
             )
         };
         Err(PoolError::NoUsableUberblock(config.name.clone(), why))
+    }
+
+    /// What `pool import -F -n` reports: the txg a rewind import would open and the seconds
+    /// of changes it would discard, without importing or writing anything.
+    pub fn rewind_plan(target: &str, options: ImportOptions) -> Result<RewindPlan, PoolError> {
+        let mut options = options;
+        options.readonly = true;
+        options.rewind = true;
+        let (pool, report) = Pool::import(target, options)?;
+        let newest_txg = report
+            .skipped
+            .first()
+            .map_or(report.txg, |(txg, _)| (*txg).max(report.txg));
+        drop(pool);
+        Ok(RewindPlan {
+            txg: report.txg,
+            newest_txg,
+            seconds_discarded: report.seconds_discarded,
+            skipped: report.skipped,
+        })
     }
 
     fn open_at(
@@ -1378,7 +1574,8 @@ impl Pool {
         uberblock: &Uberblock,
         options: &ImportOptions,
         tunables: &Tunables,
-    ) -> Result<Pool, PoolError> {
+        found_uberblocks: &[Uberblock],
+    ) -> Result<(Pool, Vec<String>), PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
@@ -1440,8 +1637,12 @@ impl Pool {
             dir_phys,
             freer.clone(),
         );
-        let objset = Arc::new(ObjectSet::open(io.clone(), &phys.root, root.clone(), 2)?);
-        root.attach_objset(objset);
+        // A root object set that cannot be read leaves the root dataset unavailable, not the
+        // pool: its children and the MOS are still there.
+        match ObjectSet::open(io.clone(), &phys.root, root.clone(), 1) {
+            Ok(objset) => root.attach_objset(Arc::new(objset)),
+            Err(error) => root.set_unavailable(format!("object set: {error}")),
+        }
         let core = Arc::new(PoolCore {
             name,
             guid: found.guid,
@@ -1467,19 +1668,33 @@ impl Pool {
             tunables: tunables.clone(),
         });
         core.attach_open_context(&core.root);
-        core.load_children("", &core.root.dir())?;
+        core.apply_copies("");
+        let mut damaged = Vec::new();
+        core.load_children("", &core.root.dir(), &mut damaged);
+        for (_, dataset) in core.dataset_list() {
+            if let Some(why) = dataset.unavailable() {
+                damaged.push(format!("dataset {} is unavailable: {why}", dataset.name));
+            }
+        }
         core.load_background_frees()?;
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),
         };
+        if !options.readonly {
+            // A rewind abandons the newer uberblocks. Erase them before the first new txg
+            // commits: its writes may reuse their blocks, and a later import must never take
+            // an abandoned uberblock (newer by number) for the newest.
+            pool.core
+                .invalidate_uberblocks_after(uberblock.txg, found_uberblocks)?;
+        }
         pool.start_sync_thread();
         if !options.readonly {
             // Mark the labels active (and this host's) right away, so that a crash before the
             // first write does not leave labels saying the pool was exported.
             pool.sync()?;
         }
-        Ok(pool)
+        Ok((pool, damaged))
     }
 
     /// The root dataset's file system (its unlinked set drained, as after a crash).
@@ -1491,7 +1706,8 @@ impl Pool {
         &self.core.name
     }
 
-    /// The root dataset's object set.
+    /// The root dataset's object set. Panics if the root dataset is unavailable (import said
+    /// so in [`ImportReport::damaged`]); [`Pool::dataset_objset`] is the fallible form.
     pub fn root_objset(&self) -> Arc<ObjectSet> {
         self.core.root.objset()
     }

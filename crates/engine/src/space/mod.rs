@@ -55,8 +55,9 @@
 //! # Operations
 //!
 //! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes;
-//!   extra copies go to the next vdev not yet holding a copy, otherwise to another metaslab of
-//!   the same vdev), then a metaslab by weight (largest free-segment class first), loading it on
+//!   extra copies go to the next vdev not yet holding a copy, otherwise to a metaslab of the
+//!   same vdev at least 1/8 of the vdev away from the other copies, else to any other metaslab),
+//!   then a metaslab by weight (largest free-segment class first), loading it on
 //!   demand, then a range by dynamic fit (first fit from a per-alignment cursor, best fit when
 //!   the metaslab is nearly full or fragmented).
 //! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
@@ -86,6 +87,11 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use storage::{SpaceStorage, StorageError};
+
+/// Extra copies of a block on the same top-level vdev are placed at least `vdev size >> 3`
+/// apart when the vdev has room (OpenZFS `ditto_same_vdev_distance_shift`), so that one
+/// damaged region of a single-vdev pool takes at most one copy of any block.
+pub const DITTO_SAME_VDEV_DISTANCE_SHIFT: u32 = 3;
 
 /// The space layer's errors.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +301,13 @@ impl Group {
         })
     }
 
+    /// How many metaslabs apart two copies of one block on this vdev should be: the vdev's
+    /// size shifted right by [`DITTO_SAME_VDEV_DISTANCE_SHIFT`], in whole metaslabs (at least
+    /// one, so that copies never share a metaslab).
+    fn ditto_distance_metaslabs(&self) -> usize {
+        (self.metaslabs.len() >> DITTO_SAME_VDEV_DISTANCE_SHIFT).max(1)
+    }
+
     /// Allocate in this group, never in the metaslabs listed in `avoid_metaslabs`.
     #[allow(clippy::too_many_arguments)]
     fn allocate(
@@ -471,7 +484,9 @@ impl SpaceManager {
 
     /// Allocate `size_allocated` bytes in syncing txg `txg`. `avoid` lists the copies of this
     /// block already placed: the new one goes to another top-level vdev if there is one,
-    /// otherwise to another metaslab of the same vdev, and only as a last resort next to one.
+    /// otherwise to a metaslab of the same vdev well away from the copies there
+    /// ([`DITTO_SAME_VDEV_DISTANCE_SHIFT`]), else to another metaslab, and only as a last
+    /// resort next to one.
     pub fn allocate(
         &self,
         size_allocated: u64,
@@ -503,8 +518,11 @@ impl SpaceManager {
                 .position(|group| group.lock().vdev == *vdev)
                 .map_or(0, |position| position + 1),
         };
-        // Pass 0: vdevs holding no copy. Pass 1: vdevs holding one, other metaslabs. Pass 2: anywhere.
-        for pass in 0..3 {
+        // Pass 0: vdevs holding no copy. Pass 1: vdevs holding one, metaslabs at least
+        // 1/2^DITTO_SAME_VDEV_DISTANCE_SHIFT of the vdev away from every copy there (one damaged
+        // region does not take two copies). Pass 2: those vdevs, any other metaslab.
+        // Pass 3: anywhere.
+        for pass in 0..4 {
             for step in 0..count {
                 let index = (start + step) % count;
                 let mut group = groups[index].lock();
@@ -512,13 +530,31 @@ impl SpaceManager {
                 let holds_copy = avoid.iter().any(|(avoid_vdev, _)| *avoid_vdev == vdev);
                 let avoid_metaslabs: Vec<usize> = match pass {
                     0 if holds_copy => continue,
-                    1 if !holds_copy => continue,
-                    1 => avoid
-                        .iter()
-                        .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
-                        .map(|(_, offset)| (offset >> group.ms_shift) as usize)
-                        .collect(),
-                    2 if avoid.is_empty() => break,
+                    1 | 2 if !holds_copy => continue,
+                    1 | 2 => {
+                        let reach = if pass == 1 {
+                            group.ditto_distance_metaslabs()
+                        } else {
+                            0
+                        };
+                        let last = group.metaslabs.len().saturating_sub(1);
+                        let mut near: Vec<usize> = avoid
+                            .iter()
+                            .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
+                            .flat_map(|(_, offset)| {
+                                let at = (offset >> group.ms_shift) as usize;
+                                at.saturating_sub(reach)..=(at + reach).min(last)
+                            })
+                            .collect();
+                        near.sort_unstable();
+                        near.dedup();
+                        if pass == 1 && near.len() >= group.metaslabs.len() {
+                            // The vdev is too small for that distance: pass 2 decides.
+                            continue;
+                        }
+                        near
+                    }
+                    3 if avoid.is_empty() => break,
                     _ => Vec::new(),
                 };
                 let sector = 1u64 << group.ashift;

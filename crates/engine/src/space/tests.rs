@@ -582,3 +582,38 @@ proptest! {
         }
     }
 }
+
+/// Issue 8: extra copies of one block on a single vdev landed in a neighbouring metaslab, so
+/// one damaged region of the device could take every copy. They now keep 1/8 of the vdev
+/// apart when the vdev has room, and fall back to another metaslab when it does not.
+#[test]
+fn copies_on_one_vdev_are_placed_well_apart() {
+    let storage = MemoryStorage::default();
+    let asize = 64 * MEBIBYTE;
+    let manager = manager_with(&storage, &[(0, asize)]);
+    for _ in 0..20 {
+        let first = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+        let second = manager.allocate(4096, Txg(4), &[first], &storage).unwrap();
+        let third = manager
+            .allocate(4096, Txg(4), &[first, second], &storage)
+            .unwrap();
+        let placed = [first.1, second.1, third.1];
+        for a in 0..3 {
+            for b in a + 1..3 {
+                assert!(
+                    placed[a].abs_diff(placed[b]) >= asize >> DITTO_SAME_VDEV_DISTANCE_SHIFT,
+                    "copies at {placed:?} are closer than 1/8 of the vdev"
+                );
+            }
+        }
+    }
+    let small = MemoryStorage::default();
+    let manager = manager_with(&small, &[(0, 2 * MEBIBYTE)]);
+    let first = manager.allocate(4096, Txg(4), &[], &small).unwrap();
+    let second = manager.allocate(4096, Txg(4), &[first], &small).unwrap();
+    assert_ne!(
+        first.1 >> 20,
+        second.1 >> 20,
+        "a second copy shares the metaslab"
+    );
+}

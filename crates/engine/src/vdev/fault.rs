@@ -9,17 +9,35 @@
 //!   reporting success, as if the machine lost power (reads still see what reached the device);
 //! - *tear* a write: only a prefix of whole 512-byte sectors reaches the device, then the
 //!   device behaves as stopped;
+//! - stop at a flush: it never happens, and the device behaves as stopped;
 //! - fail or corrupt reads that overlap a byte range.
 //!
 //! When a write is both the stop (or tear) point and a failure point, the stop wins: a dead
 //! machine reports nothing.
+//!
+//! # The power-cut model (a volatile write cache)
+//!
+//! A crash is a power cut (DESIGN.md §4 "Crash model"): a disk acknowledges a write once it is
+//! in its volatile cache, and only a flush makes the writes before it durable. With
+//! [`FaultPlan::set_power_cut`] the wrapper models that cache. Every write still reaches the
+//! inner device at once (so reads, including the pool's own, see it, as a disk serves reads from
+//! its cache), but the device remembers, per write since its last successful flush, the bytes
+//! the write replaced. When the device stops (a stop or tear point, or
+//! [`FaultPlan::stop_now`]: the moment of the power cut), every device of the plan puts back
+//! what its unflushed writes replaced and then replays them in a random order, each one
+//! independently kept whole, dropped, or torn (a random subset of its 512-byte sectors kept;
+//! the share kept whole is itself drawn per power cut, from 5% to 95%).
+//! The choices come from a seeded generator ([`FaultPlan::power_cut_seed`]), so a failure
+//! reproduces from the seed a test prints. Without the model, a stop keeps every write issued
+//! before it, in order: the gentler kill -9 case, where the kernel's page cache survives.
 
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
 
 use super::BlockDevice;
 
@@ -53,12 +71,92 @@ pub struct FaultPlan {
     fail_write_at: AtomicU64,
     fail_writes_from: AtomicU64,
     stop_at_write: AtomicU64,
+    stop_at_flush: AtomicU64,
     tear_at_write: AtomicU64,
     tear_sectors_kept: AtomicU64,
     fail_flushes: AtomicBool,
     stopped: AtomicBool,
     has_read_faults: AtomicBool,
     read_faults: Mutex<Vec<ReadFault>>,
+    /// Whether the volatile write cache is modelled (see the module documentation).
+    power_cut: AtomicBool,
+    /// Seed of the power cut's choices.
+    power_cut_seed: AtomicU64,
+    /// The write caches of the devices under this plan (weak: a closed device is gone).
+    caches: Mutex<Vec<Weak<WriteCache>>>,
+    /// What the last power cut did: writes kept whole, dropped, torn.
+    power_cut_outcome: Mutex<PowerCutOutcome>,
+}
+
+/// What a power cut did to the unflushed writes of every device of a plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PowerCutOutcome {
+    pub kept: u64,
+    pub dropped: u64,
+    pub torn: u64,
+}
+
+/// One write since the device's last flush: where, what it wrote, what it replaced.
+struct PendingWrite {
+    offset: u64,
+    new: Vec<u8>,
+    old: Vec<u8>,
+}
+
+/// A device's volatile write cache: the writes since its last successful flush.
+struct WriteCache {
+    inner: Arc<dyn BlockDevice>,
+    /// Index of the device under its plan (mixed into the seed).
+    index: u64,
+    pending: Mutex<Vec<PendingWrite>>,
+}
+
+impl WriteCache {
+    /// The power cut for this device: undo every unflushed write, newest first, then replay
+    /// them in a random order, each kept, dropped or torn.
+    fn cut(&self, seed: u64, outcome: &mut PowerCutOutcome) {
+        let mut pending = self.pending.lock();
+        for write in pending.iter().rev() {
+            let _ = self.inner.write_at(write.offset, &write.old);
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(
+            seed ^ self.index.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
+        let mut order: Vec<usize> = (0..pending.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.gen_range(0..=i));
+        }
+        // How much of the cache reaches the media differs from cut to cut: from almost
+        // nothing to almost everything. Of the rest, a quarter is torn.
+        let keep = rng.gen_range(0.05..0.95);
+        for index in order {
+            let write = &pending[index];
+            let fate = if rng.gen_bool(keep) {
+                0
+            } else if rng.gen_bool(0.25) {
+                2
+            } else {
+                1
+            };
+            match fate {
+                0 => {
+                    let _ = self.inner.write_at(write.offset, &write.new);
+                    outcome.kept += 1;
+                }
+                1 => outcome.dropped += 1,
+                _ => {
+                    for (sector, bytes) in write.new.chunks(TEAR_SECTOR_SIZE).enumerate() {
+                        if rng.gen_bool(0.5) {
+                            let at = write.offset + (sector * TEAR_SECTOR_SIZE) as u64;
+                            let _ = self.inner.write_at(at, bytes);
+                        }
+                    }
+                    outcome.torn += 1;
+                }
+            }
+        }
+        pending.clear();
+    }
 }
 
 impl Default for FaultPlan {
@@ -70,12 +168,17 @@ impl Default for FaultPlan {
             fail_write_at: AtomicU64::new(UNSET),
             fail_writes_from: AtomicU64::new(UNSET),
             stop_at_write: AtomicU64::new(UNSET),
+            stop_at_flush: AtomicU64::new(UNSET),
             tear_at_write: AtomicU64::new(UNSET),
             tear_sectors_kept: AtomicU64::new(0),
             fail_flushes: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             has_read_faults: AtomicBool::new(false),
             read_faults: Mutex::new(Vec::new()),
+            power_cut: AtomicBool::new(false),
+            power_cut_seed: AtomicU64::new(0),
+            caches: Mutex::new(Vec::new()),
+            power_cut_outcome: Mutex::new(PowerCutOutcome::default()),
         }
     }
 }
@@ -121,9 +224,65 @@ impl FaultPlan {
         self.stop_at_write.store(n, Ordering::SeqCst);
     }
 
-    /// Stop now: every later write and flush is dropped, reporting success.
+    /// Stop as flush number `n` (counting from 0) is issued: it never happens, and the
+    /// device behaves as stopped (under the power-cut model: the power fails just before it).
+    pub fn stop_at_flush(&self, n: u64) {
+        self.stop_at_flush.store(n, Ordering::SeqCst);
+    }
+
+    /// Stop now: every later write and flush is dropped, reporting success. Under the
+    /// power-cut model this is the power cut: unflushed writes are kept, dropped or torn.
     pub fn stop_now(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
+        self.stop();
+    }
+
+    /// Model a volatile write cache from now on, with `seed` for the power cut's choices (see
+    /// the module documentation). Writes issued before this call count as flushed.
+    pub fn set_power_cut(&self, seed: u64) {
+        self.power_cut_seed.store(seed, Ordering::SeqCst);
+        self.power_cut.store(true, Ordering::SeqCst);
+    }
+
+    /// The seed of the power-cut model (print it so that a failure reproduces).
+    pub fn power_cut_seed(&self) -> u64 {
+        self.power_cut_seed.load(Ordering::SeqCst)
+    }
+
+    /// What the last power cut did (all zero before one).
+    pub fn power_cut_outcome(&self) -> PowerCutOutcome {
+        *self.power_cut_outcome.lock()
+    }
+
+    /// Writes held in the devices' volatile caches (issued since their last flush).
+    pub fn unflushed_writes(&self) -> usize {
+        self.caches
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|cache| cache.pending.lock().len())
+            .sum()
+    }
+
+    /// The device stops; the first stop under the power-cut model cuts the power.
+    fn stop(&self) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if !self.power_cut.load(Ordering::SeqCst) {
+            return;
+        }
+        let seed = self.power_cut_seed();
+        let caches: Vec<Arc<WriteCache>> = self
+            .caches
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut outcome = PowerCutOutcome::default();
+        for cache in caches {
+            cache.cut(seed, &mut outcome);
+        }
+        *self.power_cut_outcome.lock() = outcome;
     }
 
     /// Tear write number `n`: only its first `sectors_kept` 512-byte sectors reach the device
@@ -155,6 +314,7 @@ impl FaultPlan {
         self.fail_write_at.store(UNSET, Ordering::SeqCst);
         self.fail_writes_from.store(UNSET, Ordering::SeqCst);
         self.stop_at_write.store(UNSET, Ordering::SeqCst);
+        self.stop_at_flush.store(UNSET, Ordering::SeqCst);
         self.tear_at_write.store(UNSET, Ordering::SeqCst);
         self.fail_flushes.store(false, Ordering::SeqCst);
         self.stopped.store(false, Ordering::SeqCst);
@@ -174,11 +334,45 @@ enum WriteDecision {
 pub struct FaultyDevice {
     inner: Arc<dyn BlockDevice>,
     plan: Arc<FaultPlan>,
+    cache: Arc<WriteCache>,
 }
 
 impl FaultyDevice {
     pub fn new(inner: Arc<dyn BlockDevice>, plan: Arc<FaultPlan>) -> FaultyDevice {
-        FaultyDevice { inner, plan }
+        let cache = {
+            let mut caches = plan.caches.lock();
+            caches.retain(|cache| cache.strong_count() > 0);
+            let cache = Arc::new(WriteCache {
+                inner: inner.clone(),
+                index: caches.len() as u64,
+                pending: Mutex::new(Vec::new()),
+            });
+            caches.push(Arc::downgrade(&cache));
+            cache
+        };
+        FaultyDevice { inner, plan, cache }
+    }
+
+    /// A write that passed the plan: straight to the device, remembered in the volatile cache
+    /// under the power-cut model. The cache lock orders it against a power cut: a write either
+    /// is pending when the power goes, or sees the device stopped and is lost.
+    fn write_through(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if !self.plan.power_cut.load(Ordering::SeqCst) {
+            return self.inner.write_at(offset, data);
+        }
+        let mut pending = self.cache.pending.lock();
+        if self.plan.is_stopped() {
+            return Ok(());
+        }
+        let mut old = vec![0u8; data.len()];
+        self.inner.read_at(offset, &mut old)?;
+        self.inner.write_at(offset, data)?;
+        pending.push(PendingWrite {
+            offset,
+            new: data.to_vec(),
+            old,
+        });
+        Ok(())
     }
 
     /// The plan controlling this device.
@@ -193,11 +387,11 @@ impl FaultyDevice {
             return WriteDecision::Drop;
         }
         if plan.stop_at_write.load(Ordering::SeqCst) == n {
-            plan.stopped.store(true, Ordering::SeqCst);
+            plan.stop();
             return WriteDecision::Drop;
         }
         if plan.tear_at_write.load(Ordering::SeqCst) == n {
-            plan.stopped.store(true, Ordering::SeqCst);
+            plan.stop();
             let sectors_in_write = (length / TEAR_SECTOR_SIZE) as u64;
             let sectors_kept = plan
                 .tear_sectors_kept
@@ -258,10 +452,12 @@ impl BlockDevice for FaultyDevice {
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         match self.decide_write(data.len()) {
-            WriteDecision::Pass => self.inner.write_at(offset, data),
+            WriteDecision::Pass => self.write_through(offset, data),
             WriteDecision::Fail => Err(injected_eio()),
             WriteDecision::Drop => Ok(()),
             WriteDecision::Tear { bytes_kept } => {
+                // After the power cut (the tear point stopped the device): this write's prefix
+                // is what reached the media.
                 if bytes_kept > 0 {
                     self.inner.write_at(offset, &data[..bytes_kept])?;
                 }
@@ -271,14 +467,25 @@ impl BlockDevice for FaultyDevice {
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.plan.flushes.fetch_add(1, Ordering::SeqCst);
+        let n = self.plan.flushes.fetch_add(1, Ordering::SeqCst);
+        if self.plan.stop_at_flush.load(Ordering::SeqCst) == n {
+            self.plan.stop();
+        }
         if self.plan.stopped.load(Ordering::SeqCst) {
             return Ok(());
         }
         if self.plan.fail_flushes.load(Ordering::SeqCst) {
             return Err(injected_eio());
         }
-        self.inner.flush()
+        // The writes held now are durable once the flush returns; hold the cache so that a
+        // power cut cannot fall between the flush and forgetting them.
+        let mut pending = self.cache.pending.lock();
+        if self.plan.is_stopped() {
+            return Ok(());
+        }
+        self.inner.flush()?;
+        pending.clear();
+        Ok(())
     }
 
     fn size_bytes(&self) -> u64 {
@@ -394,6 +601,57 @@ mod tests {
         assert_eq!(plan.read_count(), 4);
         plan.clear_read_faults();
         assert_eq!(read(&device, 0, 1024), vec![0x0Fu8; 1024]);
+    }
+
+    /// Write 64 one-sector writes of `byte`-marked data at sectors 0..64, flush, then 64 more
+    /// over them marked `byte + 1`, and cut the power. Returns the device's sectors.
+    fn power_cut_after_unflushed_writes(seed: u64) -> (Vec<u8>, PowerCutOutcome) {
+        let (_dir, file, device, plan) = setup();
+        plan.set_power_cut(seed);
+        for sector in 0..64u64 {
+            device.write_at(sector * 1024, &[1u8; 1024]).unwrap();
+        }
+        device.flush().unwrap();
+        assert_eq!(plan.unflushed_writes(), 0);
+        for sector in 0..64u64 {
+            device.write_at(sector * 1024, &[2u8; 1024]).unwrap();
+        }
+        assert_eq!(plan.unflushed_writes(), 64);
+        assert_eq!(
+            read(&device, 0, 1024),
+            vec![2u8; 1024],
+            "reads see the cache"
+        );
+        plan.stop_now();
+        device.write_at(0, &[3u8; 1024]).unwrap();
+        (read(&*file, 0, 64 * 1024), plan.power_cut_outcome())
+    }
+
+    #[test]
+    fn power_cut_keeps_drops_or_tears_each_unflushed_write_and_nothing_flushed() {
+        let (bytes, outcome) = power_cut_after_unflushed_writes(7);
+        assert_eq!(outcome.kept + outcome.dropped + outcome.torn, 64);
+        assert!(
+            outcome.kept > 0 && outcome.dropped > 0 && outcome.torn > 0,
+            "{outcome:?}"
+        );
+        let mut mixed = 0;
+        for write in bytes.chunks(1024) {
+            // Every sector holds the flushed or the unflushed bytes, never anything else.
+            for sector in write.chunks(512) {
+                assert!(sector == [1u8; 512] || sector == [2u8; 512]);
+            }
+            if write[..512] != write[512..] {
+                mixed += 1;
+            }
+        }
+        assert!(mixed > 0, "no torn write kept part of its sectors");
+        let (again, same) = power_cut_after_unflushed_writes(7);
+        assert_eq!(
+            (again, same),
+            (bytes, outcome),
+            "a seed reproduces its power cut"
+        );
     }
 
     #[test]

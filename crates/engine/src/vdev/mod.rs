@@ -96,7 +96,7 @@ pub mod scan;
 pub mod stats;
 pub mod tree;
 
-pub use fault::{FaultPlan, FaultyDevice, ReadFaultKind};
+pub use fault::{FaultPlan, FaultyDevice, PowerCutOutcome, ReadFaultKind};
 pub use io::{AlignedBuffer, BlockDevice, FileDevice, MissingDevice};
 pub use label::{
     leaf_allocatable_bytes, read_label, read_newest_label, read_uberblock_slots,
