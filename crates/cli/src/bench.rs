@@ -1,6 +1,8 @@
 //! `tarn bench`: benchmarks that print tarn's figure beside a baseline from the same run.
 //!
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
+//! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
+//!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `bench_sync`).
 //! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
 //!   file system (`tarn_fuse::null`: writes discarded, reads of zeros, the same mount options
 //!   and kernel settings) and beside fio with O_DIRECT on a file of the same disk. The null
@@ -62,6 +64,37 @@ pub enum BenchCommand {
         /// Runs of the whole sequence; each figure is the median over the runs.
         #[arg(long, default_value_t = 1)]
         runs: usize,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
+    /// Sync cost per txg (passes, block copies, device writes; from the txg history) on three
+    /// workloads through a FUSE mount of a new pool (a tree copy, small-file creation, 4 KiB
+    /// random overwrites each followed by fsync), then the fsync loop's write I/Os and bytes per
+    /// fsync and fsyncs per second beside btrfs on a loop device in the same directory. Needs
+    /// root, /dev/fuse and (unless --no-btrfs) btrfs-progs.
+    Sync {
+        /// Directory on the disk to measure (vdev, btrfs image and mountpoints go here).
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Size of the pool's single vdev and of the btrfs image (sparse files).
+        #[arg(long, default_value = "4G")]
+        vdev_size: String,
+        /// The tree the copy workload copies with cp -a.
+        #[arg(long, default_value = "/usr/share/doc")]
+        copy_source: PathBuf,
+        /// Files the small-file workload creates.
+        #[arg(long, default_value_t = 2000)]
+        small_files: u64,
+        /// Size of the file the overwrite loop writes into.
+        #[arg(long, default_value = "64M")]
+        file_size: String,
+        /// 4 KiB write + fsync rounds of the overwrite loop.
+        #[arg(long, default_value_t = 300)]
+        fsyncs: u64,
+        /// Skip the btrfs baseline.
+        #[arg(long)]
+        no_btrfs: bool,
         /// JSON output.
         #[arg(short = 'j')]
         json: bool,
@@ -132,7 +165,7 @@ struct Pair {
 
 /// A fresh single-vdev pool on a sparse file of `vdev_size` at `vdev` (any previous file there
 /// is the benchmark's own, from an interrupted run: the directory lock is held).
-fn create_bench_pool(
+pub(crate) fn create_bench_pool(
     name: &str,
     vdev: &Path,
     vdev_size: u64,
@@ -183,7 +216,7 @@ fn mount_tarn(dir: &Path, size: u64, vdev_size: u64) -> Result<Pair, Failure> {
     })
 }
 
-fn mount_pool(pool: &Pool, mountpoint: &Path) -> Result<MountHandle, Failure> {
+pub(crate) fn mount_pool(pool: &Pool, mountpoint: &Path) -> Result<MountHandle, Failure> {
     tarn_fuse::mountpoint::prepare(mountpoint).map_err(Failure)?;
     let fs = Arc::new(pool.file_system()?);
     tarn_fuse::mount(
@@ -195,7 +228,7 @@ fn mount_pool(pool: &Pool, mountpoint: &Path) -> Result<MountHandle, Failure> {
     .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))
 }
 
-fn unmount(handle: &mut MountHandle) -> Result<(), Failure> {
+pub(crate) fn unmount(handle: &mut MountHandle) -> Result<(), Failure> {
     handle
         .unmount(false)
         .map_err(|e| Failure(format!("unmount {}: {e}", handle.mountpoint().display())))
@@ -233,7 +266,7 @@ fn raw(dir: &Path, size: u64) -> Result<Pair, Failure> {
     result.map_err(Failure)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
     if values.len() % 2 == 1 {
@@ -251,7 +284,7 @@ fn rate_cell(value: f64) -> Cell {
     }
 }
 
-fn ratio_cell(value: f64) -> Cell {
+pub(crate) fn ratio_cell(value: f64) -> Cell {
     Cell {
         exact: format!("{value:.3}"),
         human: format!("{value:.2}"),
@@ -290,13 +323,13 @@ fn bench_mount(
 
 /// A benchmark's hold on its directory: two runs in one directory would share (and delete)
 /// each other's vdev, pool name and mountpoints. Released, and its file removed, on drop.
-struct BenchDirLock {
+pub(crate) struct BenchDirLock {
     _file: std::fs::File,
     path: PathBuf,
 }
 
 impl BenchDirLock {
-    fn take(dir: &Path) -> Result<BenchDirLock, Failure> {
+    pub(crate) fn take(dir: &Path) -> Result<BenchDirLock, Failure> {
         let path = dir.join(".tarn-bench.lock");
         let file = std::fs::File::create(&path)
             .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
@@ -439,6 +472,25 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             out!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
             Ok(())
         }
+        BenchCommand::Sync {
+            dir,
+            vdev_size,
+            copy_source,
+            small_files,
+            file_size,
+            fsyncs,
+            no_btrfs,
+            json,
+        } => crate::bench_sync::run(crate::bench_sync::SyncBench {
+            dir,
+            vdev_size: parse_size(&vdev_size)?,
+            copy_source,
+            small_files,
+            overwrite_file_size: parse_size(&file_size)?,
+            fsyncs,
+            btrfs: !no_btrfs,
+            json,
+        }),
         BenchCommand::Mount {
             dir,
             size,

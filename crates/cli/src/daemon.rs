@@ -805,6 +805,13 @@ fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
             verbs::debug_metaslabs(&held, &pool, json);
             Answer::done()
         }
+        Request::StatTxgs { pool } => {
+            let held = daemon.held(&pool)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "txgs": held.txg_history() }),
+            })
+        }
         Request::DebugSpacemap {
             pool,
             vdev,

@@ -33,6 +33,7 @@ macro_rules! err {
 }
 
 mod bench;
+mod bench_sync;
 mod client;
 mod daemon;
 mod datasets;
@@ -41,6 +42,7 @@ mod mounts;
 mod output;
 mod protocol;
 mod quickstart;
+mod stat;
 mod verbs;
 
 use std::collections::BTreeSet;
@@ -157,6 +159,9 @@ enum Command {
     /// Inspection (zdb).
     #[command(subcommand)]
     Debug(DebugCommand),
+    /// Kstat-style tables of an imported pool's counters: tarn stat [-H] [-p] [-j] txgs [POOL]
+    /// [INTERVAL [COUNT]].
+    Stat(stat::StatArgs),
     /// The daemon that holds imported pools; normally started by the CLI itself.
     Daemon {
         /// Run in this process instead of detaching.
@@ -922,6 +927,10 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             vdev,
             metaslab,
         }) => debug_spacemap(socket, dirs, pool, vdev, metaslab),
+        Command::Stat(command) => {
+            stat::run(socket, command)?;
+            Ok(0)
+        }
         Command::Daemon { foreground, stop } => daemon_verb(socket, foreground, stop),
         Command::Quickstart { dir } => {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;

@@ -33,6 +33,7 @@
 //! | `check` | `pool`, `repair` |
 //! | `debug metaslabs` | `pool`, `json` |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios}]}`, oldest first |
 //!
 //! # Response
 //! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,
@@ -115,6 +116,9 @@ pub enum Request {
         vdev: u32,
         metaslab: u64,
     },
+    /// The txg history of an imported pool (`tarn stat txgs`).
+    #[serde(rename = "stat txgs")]
+    StatTxgs { pool: String },
     /// Create a file system (`POOL/a/b`) with local properties, and mount it.
     #[serde(rename = "create")]
     Create {
@@ -178,6 +182,7 @@ impl Request {
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
+            Request::StatTxgs { .. } => "stat txgs",
             Request::Create { .. } => "create",
             Request::Destroy { .. } => "destroy",
             Request::List { .. } => "list",
@@ -259,6 +264,9 @@ mod tests {
                 rewind: true,
             },
             Request::PoolSync { pool: None },
+            Request::StatTxgs {
+                pool: "tank".into(),
+            },
             Request::DebugSpacemap {
                 pool: "tank".into(),
                 vdev: 1,

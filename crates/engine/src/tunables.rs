@@ -62,6 +62,9 @@ macro_rules! tunables {
 tunables! {
     /// Seconds between txg syncs when nothing else triggers one (zfs_txg_timeout).
     txg_timeout: u64 = 5,
+    /// Txgs whose statistics the pool keeps for `tarn stat txgs` (zfs_txg_history); 0 keeps
+    /// none.
+    txg_history: u64 = 100,
     /// Maximum dirty bytes in flight before writers block (zfs_dirty_data_max).
     dirty_data_max: u64 = 1 << 30,
     /// Percent of dirty_data_max at which a txg sync starts (zfs_dirty_data_sync_percent).

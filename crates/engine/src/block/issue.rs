@@ -11,8 +11,13 @@
 //! A worker merges the queued writes that continue the one it took, on the same vdev, into one
 //! device write of up to [`AGGREGATE_BYTES_MAX`]; a merged write that fails counts against
 //! every block in it.
+//!
+//! [`WriteCounters`] count what the queue does, for the per-txg statistics (`tarn stat txgs`):
+//! every block copy submitted, and every device write issued after aggregation (one per mirror
+//! child) with its bytes. The sync driver adds the uberblock and label writes it issues itself.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,6 +31,58 @@ struct Job {
     top: Arc<TopVdev>,
     offset: u64,
     data: Arc<Vec<u8>>,
+}
+
+/// Pool-wide write counters (relaxed atomics: no lock in the I/O path). Each counter is exact;
+/// a snapshot is not a consistent cut across them, like a kstat.
+#[derive(Debug, Default)]
+pub struct WriteCounters {
+    blocks: AtomicU64,
+    ios: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// A copy of [`WriteCounters`], for differencing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteCountersSnapshot {
+    /// Block copies submitted (every DVA of every block written, in-place rewrites included).
+    pub blocks: u64,
+    /// Device writes issued (after aggregation, one per leaf written).
+    pub ios: u64,
+    /// Bytes of those device writes.
+    pub bytes: u64,
+}
+
+impl WriteCountersSnapshot {
+    /// What happened between `earlier` and this snapshot.
+    pub fn since(&self, earlier: &WriteCountersSnapshot) -> WriteCountersSnapshot {
+        WriteCountersSnapshot {
+            blocks: self.blocks.wrapping_sub(earlier.blocks),
+            ios: self.ios.wrapping_sub(earlier.ios),
+            bytes: self.bytes.wrapping_sub(earlier.bytes),
+        }
+    }
+}
+
+impl WriteCounters {
+    /// Count `ios` device writes of `bytes` bytes in all, issued outside the queue (uberblocks,
+    /// labels).
+    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
+        self.ios.fetch_add(ios, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn record_block(&self) {
+        self.blocks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> WriteCountersSnapshot {
+        WriteCountersSnapshot {
+            blocks: self.blocks.load(Ordering::Relaxed),
+            ios: self.ios.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Bytes being written to one place, and how many writes there are still running.
@@ -49,6 +106,7 @@ pub struct WriteQueue {
     sender: Mutex<Option<SyncSender<Job>>>,
     shared: Arc<Shared>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    counters: Arc<WriteCounters>,
 }
 
 /// Jobs queued ahead of the workers before `submit` blocks (back-pressure on the sync thread).
@@ -59,6 +117,7 @@ const AGGREGATE_BYTES_MAX: usize = 1 << 20;
 
 impl WriteQueue {
     pub fn new(threads: usize) -> WriteQueue {
+        let counters = Arc::new(WriteCounters::default());
         let (sender, receiver) = sync_channel::<Job>(QUEUE_DEPTH);
         let receiver = Arc::new(Mutex::new(receiver));
         let shared = Arc::new(Shared {
@@ -69,6 +128,7 @@ impl WriteQueue {
             .map(|index| {
                 let receiver: Arc<Mutex<Receiver<Job>>> = receiver.clone();
                 let shared = shared.clone();
+                let counters = counters.clone();
                 std::thread::Builder::new()
                     .name(format!("tarn-wr-iss-{index}"))
                     .spawn(move || {
@@ -79,6 +139,10 @@ impl WriteQueue {
                                 None => return,
                             };
                             let result = write_batch(&batch);
+                            let first = &batch[0];
+                            let children = first.top.children.len() as u64;
+                            let bytes: usize = batch.iter().map(|job| job.data.len()).sum();
+                            counters.record_device_writes(children, bytes as u64 * children);
                             let mut in_flight = shared.in_flight.lock();
                             if let Err(error) = result {
                                 in_flight.errors.push(error.to_string());
@@ -103,6 +167,7 @@ impl WriteQueue {
             sender: Mutex::new(Some(sender)),
             shared,
             workers: Mutex::new(workers),
+            counters,
         }
     }
 
@@ -116,6 +181,7 @@ impl WriteQueue {
                 self.shared.drained.wait(&mut in_flight);
             }
             in_flight.count += 1;
+            self.counters.record_block();
             in_flight
                 .buffers
                 .insert((top.id, offset), (data.clone(), 1));
@@ -128,6 +194,17 @@ impl WriteQueue {
         sender
             .send(Job { top, offset, data })
             .expect("I/O threads alive while the queue is open");
+    }
+
+    /// What the queue (and [`WriteQueue::record_device_writes`]) counted so far.
+    pub fn counters(&self) -> WriteCountersSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// Count `ios` device writes of `bytes` bytes in all issued outside the queue (uberblocks,
+    /// labels), so that the pool's write counters cover every device write.
+    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
+        self.counters.record_device_writes(ios, bytes);
     }
 
     /// The bytes being written at (vdev, offset), if a write there is in flight.

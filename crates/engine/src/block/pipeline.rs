@@ -34,7 +34,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX,
     EMBEDDED_PAYLOAD_MAX,
 };
-use crate::block::issue::WriteQueue;
+use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
 use crate::cache::{BlockCache, BlockKey};
 use crate::space::storage::SpaceStorage;
@@ -524,4 +524,17 @@ pub struct CopyReport {
     pub copies: u64,
     pub bad: u64,
     pub repaired: u64,
+}
+
+/// Device write counters (`tarn stat txgs`, `tarn bench sync`; see [`crate::block::issue`]).
+impl BlockIo {
+    /// The pool's device write counters so far: block copies, device write I/Os, bytes.
+    pub fn write_counters(&self) -> WriteCountersSnapshot {
+        self.writes.counters()
+    }
+
+    /// Count device writes issued outside the write queue (uberblocks, labels).
+    pub fn record_device_writes(&self, ios: u64, bytes: u64) {
+        self.writes.record_device_writes(ios, bytes);
+    }
 }

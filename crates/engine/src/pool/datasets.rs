@@ -526,9 +526,10 @@ impl PoolCore {
     }
 
     /// What a file system can still write: free space outside the slop, less what is dirty
-    /// and not yet allocated (zfs's `avail`; `statfs` reports the same).
+    /// and not yet allocated (zfs's `avail`; `statfs` reports the same). Reads the space
+    /// counters, so statfs never waits for the sync thread's metaslab group locks.
     pub fn available_bytes(&self) -> u64 {
-        let totals = self.io.space.totals();
+        let totals = self.io.space.counters();
         totals
             .free
             .saturating_sub(totals.slop())

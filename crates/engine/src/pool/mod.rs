@@ -74,6 +74,7 @@
 pub mod background_free;
 pub mod datasets;
 pub mod props;
+mod stats;
 pub mod uberblock;
 
 use std::collections::BTreeMap;
@@ -431,6 +432,10 @@ impl BlockFreer for PoolFreer {
 /// frees then show in the free space, and their dirty bytes leave the estimate), as OpenZFS
 /// retries a tempreserve after a txg wait, and is refused only if the write still does not
 /// fit. A fast writer on a small pool is thus slowed, not failed.
+///
+/// The free space comes from the space layer's counters, which take no lock: admission never
+/// waits for the sync thread, which holds a metaslab group's lock through that group's sync
+/// and through metaslab loads.
 struct PoolReservation {
     io: Arc<BlockIo>,
     txgs: Arc<TxgManager>,
@@ -438,14 +443,15 @@ struct PoolReservation {
 
 impl PoolReservation {
     fn fits(&self, bytes: u64) -> bool {
-        let totals = self.io.space.totals();
-        let needed = self
-            .txgs
-            .dirty_total()
-            .saturating_add(bytes)
-            .saturating_mul(2);
-        needed <= totals.free.saturating_sub(totals.slop())
+        admission_fits(&self.io, &self.txgs, bytes)
     }
+}
+
+/// Would a write of `bytes` be admitted now (see [`PoolReservation`])? Takes no space-layer lock.
+fn admission_fits(io: &BlockIo, txgs: &TxgManager, bytes: u64) -> bool {
+    let totals = io.space.counters();
+    let needed = txgs.dirty_total().saturating_add(bytes).saturating_mul(2);
+    needed <= totals.free.saturating_sub(totals.slop())
 }
 
 impl crate::object::WriteReservation for PoolReservation {
@@ -603,6 +609,12 @@ fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectI
 }
 
 impl PoolCore {
+    /// Would a write of `bytes` into this pool's datasets be admitted now? The check writers
+    /// make before they dirty data; it never waits for the sync thread.
+    pub fn write_fits(&self, bytes: u64) -> bool {
+        admission_fits(&self.io, &self.txgs, bytes)
+    }
+
     fn storage(&self) -> MosSpaceStorage<'_> {
         MosSpaceStorage { mos: &self.mos }
     }
@@ -818,6 +830,9 @@ impl PoolCore {
         for top in &self.io.vdevs.tops {
             for leaf in &top.children {
                 let config = self.label_config(txg, top.guid, leaf.guid);
+                let labels = which.labels().len() as u64;
+                self.io
+                    .record_device_writes(labels, labels * label::LABEL_CONFIG_SIZE);
                 match label::write_labels(leaf.device.as_ref(), &config, which) {
                     Ok(()) => written += 1,
                     Err(error) => last_error = Some(error),
@@ -890,6 +905,9 @@ impl PoolCore {
         for top in &self.io.vdevs.tops {
             let slot = txg.0 % label::uberblock_slot_count(top.ashift);
             for leaf in &top.children {
+                let copies = label::VDEV_LABELS as u64;
+                self.io
+                    .record_device_writes(copies, copies * label::uberblock_slot_size(top.ashift));
                 match label::write_uberblock(leaf.device.as_ref(), top.ashift, slot, &bytes) {
                     Ok(()) => written += 1,
                     Err(error) => last_error = Some(error),
@@ -1247,7 +1265,11 @@ impl Pool {
                 let sync_core = core.clone();
                 let check_core = core.clone();
                 core.txgs.run_sync_thread(
-                    move |txg| sync_core.sync_txg(txg).map_err(|error| error.to_string()),
+                    move |txg| {
+                        sync_core
+                            .sync_txg_counted(txg)
+                            .map_err(|error| error.to_string())
+                    },
                     move |txg| {
                         check_core.mos.is_dirty(txg)
                             || check_core.dataset_list().iter().any(|(_, dataset)| {

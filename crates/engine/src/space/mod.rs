@@ -41,6 +41,17 @@
 //! while a group lock is taken. Allocation, free, sync and sync_done run in the sync thread;
 //! `stats` may come from any thread and sees a consistent snapshot per group.
 //!
+//! Pool-wide totals for write admission come from [`SpaceManager::counters`]: atomics (size,
+//! allocated, deferred) that every operation changing a metaslab's space updates by that
+//! metaslab's difference before and after (allocate, metaslab load, free, unalloc, sync,
+//! sync_done, add_vdev). Reading them takes no lock at all, so a writer deciding whether its
+//! write fits never waits for the sync thread, which holds a group's lock for the whole of that
+//! group's sync and during metaslab loads (reads of space maps). Each counter is exact once
+//! the operation that changes it returns; a reader racing an operation may see one counter
+//! updated and the other not yet, a skew of one operation's bytes, which admission (an estimate
+//! with slop) tolerates. [`SpaceManager::totals`] still sums every metaslab under the group
+//! locks: the exact figure, for listings and for the tests that hold the counters to it.
+//!
 //! # Operations
 //!
 //! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes;
@@ -74,6 +85,7 @@ use crate::tunables::Tunables;
 use crate::types::{ObjectId, Txg, VdevId, SPA_MINBLOCKSHIFT};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use storage::{SpaceStorage, StorageError};
 
 /// Extra copies of a block on the same top-level vdev are placed at least `vdev size >> 3`
@@ -166,6 +178,48 @@ impl SpaceTotals {
     }
 }
 
+/// Pool-wide space counters kept current by every operation that changes a metaslab's space
+/// (see the module documentation, "Context and locking"). Free space is derived:
+/// `size − allocated − deferred`.
+#[derive(Debug, Default)]
+struct SpaceCounters {
+    size: AtomicU64,
+    allocated: AtomicU64,
+    deferred: AtomicU64,
+}
+
+impl SpaceCounters {
+    /// Run `operation` on `metaslab` and add the change it made to the metaslab's allocated
+    /// and deferred bytes (also when it fails: whatever it changed is counted).
+    fn track<T>(&self, metaslab: &mut Metaslab, operation: impl FnOnce(&mut Metaslab) -> T) -> T {
+        let allocated = metaslab.allocated_bytes();
+        let deferred = metaslab.deferred_bytes();
+        let result = operation(metaslab);
+        // Wrapping adds of the (possibly negative) differences.
+        self.allocated.fetch_add(
+            metaslab.allocated_bytes().wrapping_sub(allocated),
+            Ordering::Relaxed,
+        );
+        self.deferred.fetch_add(
+            metaslab.deferred_bytes().wrapping_sub(deferred),
+            Ordering::Relaxed,
+        );
+        result
+    }
+
+    fn totals(&self) -> SpaceTotals {
+        let size = self.size.load(Ordering::Relaxed);
+        let allocated = self.allocated.load(Ordering::Relaxed);
+        let deferred = self.deferred.load(Ordering::Relaxed);
+        SpaceTotals {
+            size,
+            allocated,
+            free: size.saturating_sub(allocated).saturating_sub(deferred),
+            deferred,
+        }
+    }
+}
+
 /// Space of one top-level vdev, for `tarn pool list` and `tarn debug metaslabs`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VdevSpaceStats {
@@ -223,6 +277,7 @@ impl Group {
         Ok(&mut self.metaslabs[(offset >> self.ms_shift) as usize])
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn try_metaslab(
         &mut self,
         index: usize,
@@ -231,16 +286,19 @@ impl Group {
         storage: &dyn SpaceStorage,
         tunables: &Tunables,
         last_synced: Txg,
+        counters: &SpaceCounters,
     ) -> Result<Option<u64>, SpaceError> {
         let metaslab = &mut self.metaslabs[index];
         if !metaslab.should_allocate(size) {
             return Ok(None);
         }
-        metaslab.load(storage, last_synced)?;
         let ms_shift = self.ms_shift;
-        Ok(metaslab
-            .allocate(size, txg, tunables)
-            .inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
+        counters.track(metaslab, |metaslab| {
+            metaslab.load(storage, last_synced)?;
+            Ok(metaslab
+                .allocate(size, txg, tunables)
+                .inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
+        })
     }
 
     /// How many metaslabs apart two copies of one block on this vdev should be: the vdev's
@@ -251,6 +309,7 @@ impl Group {
     }
 
     /// Allocate in this group, never in the metaslabs listed in `avoid_metaslabs`.
+    #[allow(clippy::too_many_arguments)]
     fn allocate(
         &mut self,
         size: u64,
@@ -259,6 +318,7 @@ impl Group {
         storage: &dyn SpaceStorage,
         tunables: &Tunables,
         last_synced: Txg,
+        counters: &SpaceCounters,
     ) -> Result<Option<u64>, SpaceError> {
         if size > 1 << self.ms_shift {
             return Ok(None);
@@ -268,7 +328,7 @@ impl Group {
             let class = self.metaslabs[index].weight() >> 54;
             if class + METASLAB_SWITCH_THRESHOLD > activation_class {
                 if let Some(offset) =
-                    self.try_metaslab(index, size, txg, storage, tunables, last_synced)?
+                    self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
                 {
                     return Ok(Some(offset));
                 }
@@ -283,7 +343,7 @@ impl Group {
         candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
         for (_, index) in candidates {
             if let Some(offset) =
-                self.try_metaslab(index, size, txg, storage, tunables, last_synced)?
+                self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
             {
                 if primary {
                     self.active = Some((index, self.metaslabs[index].weight() >> 54));
@@ -308,6 +368,7 @@ pub struct SpaceManager {
     groups: RwLock<Vec<Mutex<Group>>>,
     rotor: Mutex<Rotor>,
     last_synced: Mutex<Option<Txg>>,
+    counters: SpaceCounters,
 }
 
 impl SpaceManager {
@@ -317,6 +378,7 @@ impl SpaceManager {
             groups: RwLock::new(Vec::new()),
             rotor: Mutex::new(Rotor { index: 0, bytes: 0 }),
             last_synced: Mutex::new(None),
+            counters: SpaceCounters::default(),
         }
     }
 
@@ -388,6 +450,16 @@ impl SpaceManager {
         let mut groups = self.groups.write();
         if groups.iter().any(|group| group.lock().vdev == vdev) {
             return Err(invalid("already added".into()));
+        }
+        let group_size = metaslabs.len() as u64 * (1u64 << ms_shift);
+        self.counters.size.fetch_add(group_size, Ordering::Relaxed);
+        for metaslab in &metaslabs {
+            self.counters
+                .allocated
+                .fetch_add(metaslab.allocated_bytes(), Ordering::Relaxed);
+            self.counters
+                .deferred
+                .fetch_add(metaslab.deferred_bytes(), Ordering::Relaxed);
         }
         groups.push(Mutex::new(Group {
             vdev,
@@ -494,6 +566,7 @@ impl SpaceManager {
                     storage,
                     &self.tunables,
                     last_synced,
+                    &self.counters,
                 )? {
                     drop(group);
                     if avoid.is_empty() {
@@ -532,7 +605,9 @@ impl SpaceManager {
     /// Free a block's range in syncing txg `txg`. The range comes from disk and is validated.
     pub fn free(&self, vdev: VdevId, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
         self.with_group(vdev, |group| {
-            group.metaslab_for(offset, size)?.free(offset, size, txg)
+            let metaslab = group.metaslab_for(offset, size)?;
+            self.counters
+                .track(metaslab, |metaslab| metaslab.free(offset, size, txg))
         })
     }
 
@@ -545,7 +620,9 @@ impl SpaceManager {
         txg: Txg,
     ) -> Result<(), SpaceError> {
         self.with_group(vdev, |group| {
-            group.metaslab_for(offset, size)?.unalloc(offset, size, txg)
+            let metaslab = group.metaslab_for(offset, size)?;
+            self.counters
+                .track(metaslab, |metaslab| metaslab.unalloc(offset, size, txg))
         })
     }
 
@@ -562,7 +639,9 @@ impl SpaceManager {
         for group in groups.iter() {
             let mut group = group.lock();
             for metaslab in group.metaslabs.iter_mut() {
-                wrote |= metaslab.sync(storage, txg, sync_pass, &self.tunables)?;
+                wrote |= self.counters.track(metaslab, |metaslab| {
+                    metaslab.sync(storage, txg, sync_pass, &self.tunables)
+                })?;
             }
             let created: Vec<(u64, ObjectId)> = group
                 .metaslabs
@@ -606,7 +685,8 @@ impl SpaceManager {
     pub fn sync_done(&self, txg: Txg) {
         for group in self.groups.read().iter() {
             for metaslab in group.lock().metaslabs.iter_mut() {
-                metaslab.sync_done(txg);
+                self.counters
+                    .track(metaslab, |metaslab| metaslab.sync_done(txg));
             }
         }
         *self.last_synced.lock() = Some(txg);
@@ -661,7 +741,28 @@ impl SpaceManager {
             .collect()
     }
 
-    /// Pool-wide space totals (cheap: no per-metaslab rows).
+    /// Pool-wide space totals from the counters: no lock, no scan; never waits for the sync
+    /// thread (write admission reads this). Equal to [`SpaceManager::totals`] whenever no
+    /// operation is in progress.
+    pub fn counters(&self) -> SpaceTotals {
+        self.counters.totals()
+    }
+
+    /// Run `work` while holding the lock of `vdev`'s metaslab group, as the sync thread does
+    /// during a group's sync or a metaslab load (for tests that check what does not wait for it).
+    #[doc(hidden)]
+    pub fn while_group_locked<T>(&self, vdev: VdevId, work: impl FnOnce() -> T) -> T {
+        let groups = self.groups.read();
+        let _locked = groups
+            .iter()
+            .map(|group| group.lock())
+            .find(|group| group.vdev == vdev)
+            .expect("no such vdev");
+        work()
+    }
+
+    /// Pool-wide space totals, summed over every metaslab under the group locks (exact; waits
+    /// for a group's sync to finish). Admission uses [`SpaceManager::counters`] instead.
     pub fn totals(&self) -> SpaceTotals {
         let groups = self.groups.read();
         let mut totals = SpaceTotals::default();

@@ -20,12 +20,23 @@
 //! `delay_max_ns`; at `dirty_data_max` writers block until a sync frees room. The delay happens
 //! before the hold is taken, with no locks held (DESIGN.md §4 "Threads").
 //!
+//! # History (`tarn stat txgs`)
+//! As OpenZFS's `txgs` kstat, the manager keeps one [`TxgHistoryRow`] per recent txg, at most
+//! `txg_history` of them, oldest dropped first: when the txg opened, its state, how long it
+//! spent open, quiescing, waiting for the sync thread and syncing, the dirty bytes it carried,
+//! and what its sync did to the devices (bytes and I/Os read and written during the sync, sync
+//! passes, block copies written, device writes issued). The state machine fills in the times;
+//! the pool's sync driver reports the I/O figures ([`TxgManager::record_sync_io`]). Keeping the
+//! history costs one row update per state change, under the lock already taken for it.
+//!
 //! # Locking
-//! One mutex and one condition variable; the sync callback runs without them.
+//! One mutex and one condition variable; the sync callback runs without them. The history
+//! lives under the same mutex.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -65,6 +76,116 @@ struct Inner {
     paused: u32,
     /// Error of the last failed sync; the pool is suspended once a sync fails.
     failed: Option<String>,
+    /// Recent txgs, oldest first, at most `txg_history` of them.
+    history: VecDeque<HistoryEntry>,
+}
+
+/// Where a txg is, as OpenZFS's txgs kstat prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TxgState {
+    /// Accepting transactions.
+    Open,
+    /// Closed; waiting for its holds to be released.
+    Quiescing,
+    /// Quiesced; waiting for the sync thread.
+    WaitingForSync,
+    /// Being written.
+    Syncing,
+    /// On disk (or, with nothing to write, done).
+    Committed,
+}
+
+impl TxgState {
+    /// The letter OpenZFS prints: O, Q, W, S, C.
+    pub fn letter(self) -> char {
+        match self {
+            TxgState::Open => 'O',
+            TxgState::Quiescing => 'Q',
+            TxgState::WaitingForSync => 'W',
+            TxgState::Syncing => 'S',
+            TxgState::Committed => 'C',
+        }
+    }
+}
+
+/// One txg's row of `tarn stat txgs` (OpenZFS's txgs kstat, then tarn's own columns). Times are
+/// nanoseconds; a phase not reached yet is 0.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TxgHistoryRow {
+    pub txg: u64,
+    /// When the txg opened, in nanoseconds since the Unix epoch.
+    pub birth_ns: u64,
+    pub state: TxgState,
+    /// Dirty bytes the txg carried into its sync (`ndirty`).
+    pub dirty_bytes: u64,
+    /// Bytes read from and written to the leaves while the txg synced (`nread`, `nwritten`):
+    /// every leaf I/O in that window, as OpenZFS differences the root vdev's stats.
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    /// Leaf read and write I/Os in the same window (`reads`, `writes`).
+    pub reads: u64,
+    pub writes: u64,
+    /// Time open, quiescing, waiting for the sync thread, syncing.
+    pub open_ns: u64,
+    pub quiesce_ns: u64,
+    pub wait_ns: u64,
+    pub sync_ns: u64,
+    /// Sync passes (0 when there was nothing to write).
+    pub passes: u32,
+    /// Block copies the sync wrote: every DVA of every block, in-place rewrites included.
+    pub blocks_written: u64,
+    /// Device writes the sync issued: after aggregation, one per leaf, uberblock and label
+    /// writes included.
+    pub write_ios: u64,
+}
+
+/// What a txg's sync did to the devices; see [`TxgManager::record_sync_io`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxgSyncIo {
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub blocks_written: u64,
+    pub write_ios: u64,
+}
+
+struct HistoryEntry {
+    row: TxgHistoryRow,
+    /// When the row's current state began.
+    since: Instant,
+}
+
+impl HistoryEntry {
+    /// The row of a txg that opens now.
+    fn opened(txg: Txg) -> HistoryEntry {
+        HistoryEntry {
+            row: TxgHistoryRow {
+                txg: txg.0,
+                birth_ns: unix_ns(),
+                state: TxgState::Open,
+                dirty_bytes: 0,
+                read_bytes: 0,
+                written_bytes: 0,
+                reads: 0,
+                writes: 0,
+                open_ns: 0,
+                quiesce_ns: 0,
+                wait_ns: 0,
+                sync_ns: 0,
+                passes: 0,
+                blocks_written: 0,
+                write_ios: 0,
+            },
+            since: Instant::now(),
+        }
+    }
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
 
 /// Counters for `tarn stat txgs`.
@@ -151,6 +272,10 @@ pub enum TxgError {
 impl TxgManager {
     /// A manager whose last synced txg is `synced`; the open txg is the next one.
     pub fn new(synced: Txg, tunables: Tunables) -> Arc<TxgManager> {
+        let mut history = VecDeque::new();
+        if tunables.txg_history > 0 {
+            history.push_back(HistoryEntry::opened(synced.next()));
+        }
         Arc::new(TxgManager {
             inner: Mutex::new(Inner {
                 open: synced.next(),
@@ -165,6 +290,7 @@ impl TxgManager {
                 shutting_down: false,
                 paused: 0,
                 failed: None,
+                history,
             }),
             changed: Condvar::new(),
             tunables,
@@ -317,6 +443,8 @@ impl TxgManager {
         assert_eq!(inner.holds[txg.slot()], 0, "txg {txg} synced while held");
         inner.synced = inner.synced.max(txg);
         inner.open = inner.open.max(txg.next());
+        Self::history_enter(&mut inner, txg, TxgState::Committed, |_| {});
+        self.history_opened(&mut inner);
         self.changed.notify_all();
     }
 
@@ -365,7 +493,7 @@ impl TxgManager {
     #[cfg(test)]
     fn quiesce(&self) -> Txg {
         let mut inner = self.inner.lock();
-        let txg = Self::close_open_txg(&mut inner);
+        let txg = self.close_open_txg(&mut inner);
         drop(inner);
         self.wait_quiesced(txg)
     }
@@ -373,10 +501,12 @@ impl TxgManager {
     /// Close the open txg (a new one opens) and mark it quiescing. Done under the same lock
     /// acquisition that decided to sync, so that [`TxgManager::pause_syncs`] can never slip in
     /// between the decision and the sync.
-    fn close_open_txg(inner: &mut Inner) -> Txg {
+    fn close_open_txg(&self, inner: &mut Inner) -> Txg {
         let txg = inner.open;
         inner.open = txg.next();
         inner.quiescing = Some(txg);
+        Self::history_enter(inner, txg, TxgState::Quiescing, |_| {});
+        self.history_opened(inner);
         txg
     }
 
@@ -388,6 +518,7 @@ impl TxgManager {
         }
         inner.quiescing = None;
         inner.syncing = Some(txg);
+        Self::history_enter(&mut inner, txg, TxgState::WaitingForSync, |_| {});
         txg
     }
 
@@ -434,9 +565,16 @@ impl TxgManager {
                         .wait_for(&mut inner, wait.max(Duration::from_millis(10)));
                 }
                 inner.last_sync_started = Instant::now();
-                (Self::close_open_txg(&mut inner), inner.shutting_down)
+                (self.close_open_txg(&mut inner), inner.shutting_down)
             };
             let txg = self.wait_quiesced(txg);
+            {
+                let mut inner = self.inner.lock();
+                let dirty_bytes = inner.dirty_bytes[txg.slot()];
+                Self::history_enter(&mut inner, txg, TxgState::Syncing, |row| {
+                    row.dirty_bytes = dirty_bytes;
+                });
+            }
             let started = Instant::now();
             let changed = has_changes(txg);
             let result = if changed || !shutting_down {
@@ -447,6 +585,9 @@ impl TxgManager {
             let mut inner = self.inner.lock();
             match result {
                 Ok(passes) => {
+                    Self::history_enter(&mut inner, txg, TxgState::Committed, |row| {
+                        row.passes = passes;
+                    });
                     inner.synced = txg;
                     inner.syncing = None;
                     inner.dirty_bytes[txg.slot()] = 0;
@@ -485,6 +626,95 @@ impl TxgManager {
         let mut inner = self.inner.lock();
         inner.failed.get_or_insert(why);
         self.changed.notify_all();
+    }
+}
+
+/// The txg history (see the module documentation, "History").
+impl TxgManager {
+    /// Add a row for the open txg if it has none yet, dropping the oldest beyond `txg_history`.
+    fn history_opened(&self, inner: &mut Inner) {
+        let limit = self.tunables.txg_history as usize;
+        let open = inner.open.0;
+        if limit == 0
+            || inner
+                .history
+                .back()
+                .is_some_and(|entry| entry.row.txg >= open)
+        {
+            return;
+        }
+        inner.history.push_back(HistoryEntry::opened(inner.open));
+        while inner.history.len() > limit {
+            inner.history.pop_front();
+        }
+    }
+
+    /// Move `txg`'s row to `state`, charging the time since its last change to the phase it
+    /// leaves; `update` then adjusts the row.
+    fn history_enter(
+        inner: &mut Inner,
+        txg: Txg,
+        state: TxgState,
+        update: impl FnOnce(&mut TxgHistoryRow),
+    ) {
+        let Some(entry) = inner
+            .history
+            .iter_mut()
+            .rev()
+            .find(|entry| entry.row.txg == txg.0)
+        else {
+            return;
+        };
+        let elapsed = entry.since.elapsed().as_nanos() as u64;
+        let row = &mut entry.row;
+        match row.state {
+            TxgState::Open => row.open_ns += elapsed,
+            TxgState::Quiescing => row.quiesce_ns += elapsed,
+            TxgState::WaitingForSync => row.wait_ns += elapsed,
+            TxgState::Syncing => row.sync_ns += elapsed,
+            TxgState::Committed => {}
+        }
+        row.state = state;
+        entry.since = Instant::now();
+        update(row);
+    }
+
+    /// The rows of the recent txgs, oldest first (at most `txg_history`).
+    pub fn history(&self) -> Vec<TxgHistoryRow> {
+        let inner = self.inner.lock();
+        inner
+            .history
+            .iter()
+            .map(|entry| {
+                let mut row = entry.row.clone();
+                // A phase still running shows how long it has run so far, as OpenZFS does not;
+                // that keeps `otime` of the open txg meaningful.
+                let elapsed = entry.since.elapsed().as_nanos() as u64;
+                match row.state {
+                    TxgState::Open => row.open_ns += elapsed,
+                    TxgState::Quiescing => row.quiesce_ns += elapsed,
+                    TxgState::WaitingForSync => row.wait_ns += elapsed,
+                    TxgState::Syncing => row.sync_ns += elapsed,
+                    TxgState::Committed => {}
+                }
+                row
+            })
+            .collect()
+    }
+
+    /// Record what the sync of `txg` did to the devices (the pool's sync driver calls this
+    /// from the sync callback, before it returns).
+    pub fn record_sync_io(&self, txg: Txg, io: TxgSyncIo) {
+        let mut inner = self.inner.lock();
+        if let Some(entry) = inner.history.iter_mut().rev().find(|e| e.row.txg == txg.0) {
+            let row = &mut entry.row;
+            row.read_bytes += io.read_bytes;
+            row.written_bytes += io.written_bytes;
+            row.reads += io.reads;
+            row.writes += io.writes;
+            row.blocks_written += io.blocks_written;
+            row.write_ios += io.write_ios;
+        }
     }
 }
 

@@ -1,0 +1,502 @@
+//! `tarn stat`: kstat-style tables of an imported pool's counters, as OpenZFS exposes them
+//! under /proc/spl/kstat/zfs. Each table is one subcommand (`tarn stat txgs ...`); later
+//! tables (arcstats and others) are further subcommands beside it, printed by the same code.
+//!
+//! The counters live in the daemon that holds the pool: the CLI asks for the rows (one request
+//! per report) and prints them, so an exported pool, or a pool no daemon holds, has no table
+//! and is an error.
+//!
+//! POOL may be left out when the daemon holds exactly one pool (pool names start with a
+//! letter, so `tarn stat txgs 1 5` reads as INTERVAL and COUNT).
+//!
+//! # Repeating (`INTERVAL [COUNT]`)
+//! As `zpool iostat`: with INTERVAL (seconds, fractions allowed) the table is reported every
+//! INTERVAL seconds, COUNT reports in all (forever without COUNT). A txg table is a history,
+//! so the first report prints every row kept (open, quiescing and syncing txgs included) and
+//! each later report prints only the txgs committed since, once each, like `tail -f`: no row
+//! is printed twice in its final form, and the header is printed once. With `-j` every report
+//! is one JSON document (`{"txgs": [...]}`).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use tarn::txg::{TxgHistoryRow, TxgState};
+
+use crate::client;
+use crate::format::{human_bytes, print_table, Cell, ListFormat};
+use crate::protocol::Request;
+use crate::CliFailure as Failure;
+
+/// Flags every stat table takes, before or after the table's name (`tarn stat -H txgs` and
+/// `tarn stat txgs -H` are the same).
+#[derive(Args, Clone, Debug)]
+pub struct StatFormatArgs {
+    /// No header; fields separated by tabs.
+    #[arg(short = 'H', global = true)]
+    pub no_header: bool,
+    /// Exact numbers (bytes, nanoseconds).
+    #[arg(short = 'p', global = true)]
+    pub exact: bool,
+    /// JSON output (one document per report).
+    #[arg(short = 'j', global = true)]
+    pub json: bool,
+    /// Fields to print, comma-separated.
+    #[arg(short = 'o', value_delimiter = ',', global = true)]
+    pub fields: Option<Vec<String>>,
+}
+
+/// `tarn stat [-H] [-p] [-j] [-o ...] TABLE ...`
+#[derive(Args)]
+pub struct StatArgs {
+    #[command(flatten)]
+    pub format: StatFormatArgs,
+    #[command(subcommand)]
+    pub table: StatCommand,
+}
+
+impl StatFormatArgs {
+    fn format(&self) -> ListFormat {
+        ListFormat {
+            no_header: self.no_header,
+            exact: self.exact,
+            json: self.json,
+            fields: self.fields.clone(),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum StatCommand {
+    /// One row per recent txg (OpenZFS's txgs kstat; `txg_history` rows are kept):
+    /// tarn stat txgs [-H] [-p] [-j] [POOL] [INTERVAL [COUNT]]
+    Txgs {
+        /// [POOL] [INTERVAL [COUNT]]: a pool the daemon holds (default: its only pool); report
+        /// again every INTERVAL seconds (later reports print only newly committed txgs), COUNT
+        /// reports in all (default: until interrupted).
+        #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
+        words: Vec<String>,
+    },
+}
+
+/// The columns of `tarn stat txgs`: OpenZFS's txgs kstat in its order, then tarn's own.
+/// Later issues add columns after these.
+pub const TXG_COLUMNS: &[&str] = &[
+    "txg",
+    "birth",
+    "state",
+    "ndirty",
+    "nread",
+    "nwritten",
+    "reads",
+    "writes",
+    "otime",
+    "qtime",
+    "wtime",
+    "stime",
+    "passes",
+    "blocks_written",
+    "write_ios",
+];
+
+/// A duration in nanoseconds, human form: 850ns, 12.5us, 3.20ms, 1.25s.
+fn human_ns(ns: u64) -> String {
+    let value = ns as f64;
+    if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1}us", value / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2}ms", value / 1e6)
+    } else {
+        format!("{:.2}s", value / 1e9)
+    }
+}
+
+fn count_cell(value: u64) -> Cell {
+    Cell {
+        exact: value.to_string(),
+        human: value.to_string(),
+        json: serde_json::Value::from(value),
+    }
+}
+
+fn ns_cell(value: u64) -> Cell {
+    Cell {
+        exact: value.to_string(),
+        human: human_ns(value),
+        json: serde_json::Value::from(value),
+    }
+}
+
+/// Wall-clock time of day (UTC) with milliseconds, for the human form of `birth`.
+fn time_of_day_cell(unix_ns: u64) -> Cell {
+    let seconds = unix_ns / 1_000_000_000;
+    let millis = (unix_ns / 1_000_000) % 1000;
+    let day = seconds % 86_400;
+    Cell {
+        exact: unix_ns.to_string(),
+        human: format!(
+            "{:02}:{:02}:{:02}.{millis:03}",
+            day / 3600,
+            (day / 60) % 60,
+            day % 60
+        ),
+        json: serde_json::Value::from(unix_ns),
+    }
+}
+
+fn byte_cell(value: u64) -> Cell {
+    Cell {
+        exact: value.to_string(),
+        human: human_bytes(value),
+        json: serde_json::Value::from(value),
+    }
+}
+
+/// One row of cells in [`TXG_COLUMNS`] order.
+pub fn txg_cells(row: &TxgHistoryRow) -> Vec<Cell> {
+    vec![
+        count_cell(row.txg),
+        time_of_day_cell(row.birth_ns),
+        Cell::text(row.state.letter().to_string()),
+        byte_cell(row.dirty_bytes),
+        byte_cell(row.read_bytes),
+        byte_cell(row.written_bytes),
+        count_cell(row.reads),
+        count_cell(row.writes),
+        ns_cell(row.open_ns),
+        ns_cell(row.quiesce_ns),
+        ns_cell(row.wait_ns),
+        ns_cell(row.sync_ns),
+        count_cell(row.passes as u64),
+        count_cell(row.blocks_written),
+        count_cell(row.write_ios),
+    ]
+}
+
+/// Ask the daemon for the txg history of `pool`.
+fn fetch_txgs(socket: &Path, pool: &str) -> Result<Vec<TxgHistoryRow>, Failure> {
+    let request = Request::StatTxgs {
+        pool: pool.to_string(),
+    };
+    let not_held = || {
+        Failure(format!(
+            "pool {pool:?} is not imported: tarn stat reads the counters of a pool the daemon \
+             holds (tarn pool import {pool})"
+        ))
+    };
+    let Some(response) = client::ask_if_running(socket, &request)? else {
+        return Err(not_held());
+    };
+    if response.not_imported {
+        return Err(not_held());
+    }
+    if response.status != 0 {
+        return Err(Failure(format!(
+            "cannot read the txgs of {pool}: {}",
+            response.stderr.trim().trim_start_matches("tarn: ")
+        )));
+    }
+    serde_json::from_value(response.data["txgs"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
+}
+
+/// Prints a table report by report: the header once, and (in the aligned form) the column
+/// widths of the first report kept for the later ones, so that they line up below it.
+struct Reporter {
+    columns: &'static [&'static str],
+    format: ListFormat,
+    selected: Vec<usize>,
+    widths: Option<Vec<usize>>,
+}
+
+impl Reporter {
+    fn new(columns: &'static [&'static str], format: ListFormat) -> Result<Reporter, Failure> {
+        let selected = match &format.fields {
+            None => (0..columns.len()).collect(),
+            Some(fields) => fields
+                .iter()
+                .map(|field| {
+                    columns
+                        .iter()
+                        .position(|column| column == field)
+                        .ok_or_else(|| {
+                            Failure(format!(
+                                "invalid field {field:?}; valid fields are: {}",
+                                columns.join(", ")
+                            ))
+                        })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Reporter {
+            columns,
+            format,
+            selected,
+            widths: None,
+        })
+    }
+
+    fn report(&mut self, rows: &[Vec<Cell>], json_key: &str) -> Result<(), Failure> {
+        if self.format.json || self.format.no_header {
+            return print_table(self.columns, rows, &self.format, json_key).map_err(Failure);
+        }
+        let text = |cell: &Cell| {
+            if self.format.exact {
+                cell.exact.clone()
+            } else {
+                cell.human.clone()
+            }
+        };
+        let first = self.widths.is_none();
+        let widths = self.widths.get_or_insert_with(|| {
+            self.selected
+                .iter()
+                .map(|&index| self.columns[index].len())
+                .collect()
+        });
+        for row in rows {
+            for (position, &index) in self.selected.iter().enumerate() {
+                widths[position] = widths[position].max(text(&row[index]).len());
+            }
+        }
+        let line = |cells: Vec<String>| -> String {
+            cells
+                .iter()
+                .zip(widths.iter())
+                .map(|(cell, width)| format!("{cell:>width$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+        };
+        if first {
+            out!(
+                "{}",
+                line(
+                    self.selected
+                        .iter()
+                        .map(|&index| self.columns[index].to_uppercase())
+                        .collect()
+                )
+            );
+        }
+        for row in rows {
+            out!(
+                "{}",
+                line(
+                    self.selected
+                        .iter()
+                        .map(|&index| text(&row[index]))
+                        .collect()
+                )
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `tarn stat txgs`.
+fn txgs(
+    socket: &Path,
+    format: ListFormat,
+    pool: &str,
+    interval: Option<f64>,
+    count: Option<u64>,
+) -> Result<(), Failure> {
+    let interval = match interval {
+        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
+            return Err(Failure(format!(
+                "invalid interval {seconds}: expected a positive number of seconds"
+            )))
+        }
+        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
+        None => None,
+    };
+    if count == Some(0) {
+        return Err(Failure("invalid count 0: expected at least 1".into()));
+    }
+    let reports = match (interval, count) {
+        (None, _) => 1,
+        (Some(_), Some(count)) => count,
+        (Some(_), None) => u64::MAX,
+    };
+    let mut reporter = Reporter::new(TXG_COLUMNS, format)?;
+    // The newest committed txg printed so far: later reports print committed txgs above it.
+    let mut committed_through: Option<u64> = None;
+    let started = Instant::now();
+    for report in 0..reports {
+        if report > 0 {
+            let due = started + interval.expect("repeats need an interval") * report as u32;
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        let history = fetch_txgs(socket, pool)?;
+        let rows: Vec<&TxgHistoryRow> = match committed_through {
+            None if report == 0 => history.iter().collect(),
+            through => history
+                .iter()
+                .filter(|row| {
+                    row.state == TxgState::Committed && through.is_none_or(|t| row.txg > t)
+                })
+                .collect(),
+        };
+        let newest_committed = history
+            .iter()
+            .filter(|row| row.state == TxgState::Committed)
+            .map(|row| row.txg)
+            .max();
+        committed_through = committed_through.max(newest_committed);
+        if report > 0 && rows.is_empty() && !reporter.format.json {
+            continue;
+        }
+        let cells: Vec<Vec<Cell>> = rows.into_iter().map(txg_cells).collect();
+        reporter.report(&cells, "txgs")?;
+    }
+    Ok(())
+}
+
+/// The pool named (if any), the interval and the count.
+type StatWords = (Option<String>, Option<f64>, Option<u64>);
+
+/// `[POOL] [INTERVAL [COUNT]]`: the pool named (if the first word starts with a letter, as pool
+/// names do), the interval and the count.
+fn parse_words(words: &[String]) -> Result<StatWords, Failure> {
+    let mut rest = words;
+    let mut pool = None;
+    if let Some(first) = rest.first() {
+        if first.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            pool = Some(first.clone());
+            rest = &rest[1..];
+        }
+    }
+    if rest.len() > 2 {
+        return Err(Failure(format!(
+            "too many arguments: expected [POOL] [INTERVAL [COUNT]], got {}",
+            words.join(" ")
+        )));
+    }
+    let interval = rest
+        .first()
+        .map(|word| {
+            word.parse::<f64>().map_err(|_| {
+                Failure(format!(
+                    "invalid interval {word:?}: expected a positive number of seconds"
+                ))
+            })
+        })
+        .transpose()?;
+    let count = rest
+        .get(1)
+        .map(|word| {
+            word.parse::<u64>().map_err(|_| {
+                Failure(format!(
+                    "invalid count {word:?}: expected a whole number of reports"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok((pool, interval, count))
+}
+
+/// The pool to report on: the one named, else the daemon's only pool.
+fn resolve_pool(socket: &Path, pool: Option<String>) -> Result<String, Failure> {
+    if let Some(pool) = pool {
+        return Ok(pool);
+    }
+    let pools: Vec<String> = client::ask_if_running(socket, &Request::Ping)?
+        .and_then(|response| serde_json::from_value(response.data["pools"].clone()).ok())
+        .unwrap_or_default();
+    match pools.as_slice() {
+        [only] => Ok(only.clone()),
+        [] => Err(Failure(
+            "no pool is imported: tarn stat reads the counters of a pool the daemon holds".into(),
+        )),
+        several => Err(Failure(format!(
+            "several pools are imported ({}): name one",
+            several.join(", ")
+        ))),
+    }
+}
+
+pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
+    let format = command.format.format();
+    match command.table {
+        StatCommand::Txgs { words } => {
+            let (pool, interval, count) = parse_words(&words)?;
+            let pool = resolve_pool(socket, pool)?;
+            txgs(socket, format, &pool, interval, count)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_interval_and_count_are_told_apart() {
+        let words =
+            |text: &str| -> Vec<String> { text.split_whitespace().map(str::to_string).collect() };
+        let parsed = parse_words(&words("tank 0.5 3")).ok().unwrap();
+        assert_eq!(parsed, (Some("tank".into()), Some(0.5), Some(3)));
+        let parsed = parse_words(&words("2 4")).ok().unwrap();
+        assert_eq!(parsed, (None, Some(2.0), Some(4)));
+        let parsed = parse_words(&words("tank")).ok().unwrap();
+        assert_eq!(parsed, (Some("tank".into()), None, None));
+        assert!(parse_words(&words("1 2 3")).is_err());
+        assert!(parse_words(&words("tank soon")).is_err());
+        assert!(parse_words(&words("tank 1 x")).is_err());
+    }
+
+    #[test]
+    fn durations_print_with_units() {
+        assert_eq!(human_ns(850), "850ns");
+        assert_eq!(human_ns(12_500), "12.5us");
+        assert_eq!(human_ns(3_200_000), "3.20ms");
+        assert_eq!(human_ns(1_250_000_000), "1.25s");
+    }
+
+    #[test]
+    fn a_row_has_a_cell_per_column_in_order() {
+        let row = TxgHistoryRow {
+            txg: 7,
+            birth_ns: 3_600_000_000_000 + 61_001_000_000,
+            state: TxgState::Committed,
+            dirty_bytes: 2048,
+            read_bytes: 0,
+            written_bytes: 8192,
+            reads: 0,
+            writes: 2,
+            open_ns: 1,
+            quiesce_ns: 2,
+            wait_ns: 3,
+            sync_ns: 4,
+            passes: 3,
+            blocks_written: 5,
+            write_ios: 6,
+        };
+        let cells = txg_cells(&row);
+        assert_eq!(cells.len(), TXG_COLUMNS.len());
+        let exact: Vec<&str> = cells.iter().map(|cell| cell.exact.as_str()).collect();
+        assert_eq!(
+            exact,
+            [
+                "7",
+                "3661001000000",
+                "C",
+                "2048",
+                "0",
+                "8192",
+                "0",
+                "2",
+                "1",
+                "2",
+                "3",
+                "4",
+                "3",
+                "5",
+                "6"
+            ]
+        );
+        assert_eq!(cells[1].human, "01:01:01.001");
+    }
+}
