@@ -8,6 +8,10 @@
 //! snapshots will use (previous snapshot and its txg, deadlist, guid). Both records live in the
 //! bonus buffers of MOS objects ([`phys`]).
 //!
+//! # Destroy
+//! A destroyed dataset's tree is queued on the pool's background destroy queue ([`bptree`])
+//! and freed a bounded amount per txg; see `pool/background_free.rs`.
+//!
 //! # block_born / block_kill
 //! Every block a dataset's object set writes is reported through [`Dataset::block_born`], and
 //! every block it stops referencing through [`Dataset::block_kill`] (the object layer's

@@ -68,8 +68,12 @@
 //! kinds, emptiness, existence, the subtree walk) runs before the first change; what can still
 //! fail midway is only the storage below (a corrupt block, a failed read), and the write that
 //! can be refused for lack of space comes before any other change of its operation.
-//! Files unlinked while open are in the unlinked set; [`FileSystem::open`] removes whatever a
-//! crash left there (OpenZFS's zfs_unlinked_drain).
+//! Files unlinked while open are in the unlinked set; so are files of more than `delete_blocks`
+//! blocks while their data is freed in chunks, one transaction each, after the unlink's own
+//! transaction (OpenZFS's zfs_delete_blocks and dmu_free_long_range): the only exception to
+//! "one operation, one transaction", and a crash part-way leaves the file parked there.
+//! [`FileSystem::open`] removes whatever a crash left there (OpenZFS's zfs_unlinked_drain),
+//! large files again in chunks.
 
 pub mod phys;
 

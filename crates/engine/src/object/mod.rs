@@ -1,5 +1,6 @@
-//! Object layer: object sets, dnodes, block trees, per-txg dirty records, key/value objects
-//! (OpenZFS dmu*.c, dnode*.c, dbuf.c).
+//! Object layer: object sets, dnodes, block trees, per-txg dirty records, key/value objects,
+//! block-pointer lists ([`bpobj`]) and resumable post-order walks ([`traverse`]) (OpenZFS
+//! dmu*.c, dnode*.c, dbuf.c, bpobj.c, dmu_traverse.c).
 //!
 //! # Overview
 //! An *object set* is a flat array of numbered objects. Each object is described by a 512-byte
