@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::daemon::log_path;
-use crate::protocol::{Request, Response, MAX_LINE_BYTES};
-use crate::verbs::absolute;
-use crate::Failure;
+use crate::error::Failure;
+use crate::ops::absolute;
+use crate::protocol::{log_path, Request, Response, MAX_LINE_BYTES};
 
 /// The socket when neither `--socket` nor `TARN_SOCKET` names one.
 pub const DEFAULT_SOCKET: &str = "/run/tarn/tarn.sock";

@@ -47,9 +47,31 @@
 //! a new daemon if the verb needs one). `data` carries the
 //! structured rows that `pool list` and `pool status` merge with pools found on disk.
 
-use std::path::PathBuf;
+pub mod rows;
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// Files beside the socket: `PATH.lock` (one daemon per socket), `PATH.pid` (its process id while
+/// it listens), `PATH.log` (its log).
+pub fn lock_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".lock")
+}
+
+pub fn pid_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".pid")
+}
+
+pub fn log_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".log")
+}
+
+fn suffixed(socket: &Path, suffix: &str) -> PathBuf {
+    let mut text = socket.as_os_str().to_owned();
+    text.push(suffix);
+    PathBuf::from(text)
+}
 
 /// Longest request or response line accepted (a request is small; a response carries at most
 /// one verb's output).

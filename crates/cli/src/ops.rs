@@ -4,13 +4,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
 use tarn::check::check_pool;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
-use crate::format::{self, Cell};
-use crate::Failure;
+use crate::error::Failure;
+use crate::format;
+use crate::protocol::rows::{PoolRow, StatusEntry};
 
 /// Create a pool and say so; the caller decides whether it stays open.
 pub fn create(
@@ -72,19 +72,6 @@ pub fn open_quietly(target: &str, options: ImportOptions) -> Result<Pool, Failur
     Ok(pool)
 }
 
-/// One row of `pool list`, as the daemon sends it (exact numbers; the CLI formats).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PoolRow {
-    pub name: String,
-    pub guid: u64,
-    pub size: u64,
-    pub alloc: u64,
-    pub frag: Option<u64>,
-    pub health: String,
-}
-
-pub const POOL_LIST_COLUMNS: [&str; 7] = ["name", "size", "alloc", "free", "frag", "cap", "health"];
-
 pub fn pool_row(pool: &Pool) -> PoolRow {
     let (size, alloc, frag) = match pool.space() {
         Ok(space) => (space.size, space.allocated, space.fragmentation),
@@ -98,30 +85,6 @@ pub fn pool_row(pool: &Pool) -> PoolRow {
         frag,
         health: pool.core.io.vdevs.health().as_str().to_string(),
     }
-}
-
-impl PoolRow {
-    pub fn cells(&self) -> Vec<Cell> {
-        let cap = (self.alloc * 100).checked_div(self.size).unwrap_or(0);
-        vec![
-            Cell::text(self.name.clone()),
-            Cell::bytes(self.size),
-            Cell::bytes(self.alloc),
-            Cell::bytes(self.size - self.alloc.min(self.size)),
-            Cell::percent(self.frag),
-            Cell::percent(Some(cap)),
-            Cell::text(self.health.clone()),
-        ]
-    }
-}
-
-/// One pool of `pool status`: its text block and its JSON document.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StatusEntry {
-    pub name: String,
-    pub guid: u64,
-    pub text: String,
-    pub json: serde_json::Value,
 }
 
 pub fn status_entry(pool: &Pool) -> StatusEntry {
@@ -190,21 +153,6 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
         guid: pool.core.guid.0,
         text,
         json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}),
-    }
-}
-
-/// Print `pool status` entries (already filtered and ordered).
-pub fn print_status(entries: &[StatusEntry], json: bool) {
-    if json {
-        let documents: Vec<_> = entries.iter().map(|entry| entry.json.clone()).collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
-        );
-    } else {
-        for entry in entries {
-            out!("{}", entry.text);
-        }
     }
 }
 
@@ -378,4 +326,38 @@ pub fn absolute(path: &std::path::Path) -> PathBuf {
             .map(|cwd| cwd.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     }
+}
+
+pub fn dirs_or_default(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if dirs.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        dirs.to_vec()
+    }
+}
+
+pub fn tunables() -> Result<Tunables, Failure> {
+    Tunables::from_env().map_err(Failure)
+}
+
+pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions, Failure> {
+    Ok(ImportOptions {
+        dirs: dirs_or_default(dirs),
+        readonly,
+        tunables: tunables()?,
+        new_name: None,
+        wrap_device: None,
+        rewind: false,
+        rewind_to: None,
+    })
+}
+
+/// Open an exported pool in this process for one command.
+pub fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
+    open_quietly(name, import_options(dirs, readonly)?)
+}
+
+/// The pool a dataset name belongs to (`tank/a/b` -> `tank`).
+pub fn pool_of(dataset: &str) -> &str {
+    dataset.split('/').next().unwrap_or(dataset)
 }
