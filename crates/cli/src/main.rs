@@ -299,6 +299,23 @@ enum PoolCommand {
         list: ListArgs,
         pool: Option<String>,
     },
+    /// Print pool properties: tarn pool get [-H] [-p] [-o FIELD,...] PROP[,PROP]|all POOL
+    Get {
+        #[command(flatten)]
+        list: ListArgs,
+        properties: String,
+        pool: String,
+    },
+    /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
+    Set { setting: String, pool: String },
+    /// Wait until background activity ends: tarn pool wait [-t free] POOL
+    Wait {
+        /// Activities to wait for (comma-separated): free; scrub and resilver are not supported
+        /// yet. Default: every supported activity.
+        #[arg(short = 't', value_delimiter = ',')]
+        activities: Vec<String>,
+        pool: String,
+    },
     /// Show the vdev tree, state and error counts of pools.
     Status {
         #[arg(short = 'd', long = "dir")]
@@ -414,6 +431,13 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Sync { pool } => pool::sync(socket, pool),
             PoolCommand::List { dirs, list, pool } => pool::list(socket, dirs, list.format(), pool),
             PoolCommand::Status { dirs, json, pool } => pool::status(socket, dirs, json, pool),
+            PoolCommand::Get {
+                list,
+                properties,
+                pool,
+            } => pool::get(socket, list.format(), properties, pool),
+            PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
+            PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
         },
         Command::Check {
             dirs,

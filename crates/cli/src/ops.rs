@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 
 use tarn::check::check_pool;
+use tarn::pool::props::PoolValue;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::error::Failure;
 use crate::format;
-use crate::protocol::rows::{PoolRow, StatusEntry};
+use crate::protocol::rows::{PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry};
 
 /// Create a pool and say so; the caller decides whether it stays open.
 pub fn create(
@@ -73,9 +74,14 @@ pub fn open_quietly(target: &str, options: ImportOptions) -> Result<Pool, Failur
 }
 
 pub fn pool_row(pool: &Pool) -> PoolRow {
-    let (size, alloc, frag) = match pool.space() {
-        Ok(space) => (space.size, space.allocated, space.fragmentation),
-        Err(_) => (0, 0, None),
+    let (size, alloc, frag, freeing) = match pool.space() {
+        Ok(space) => (
+            space.size,
+            space.allocated,
+            space.fragmentation,
+            space.freeing,
+        ),
+        Err(_) => (0, 0, None, 0),
     };
     PoolRow {
         name: pool.name().to_string(),
@@ -84,6 +90,94 @@ pub fn pool_row(pool: &Pool) -> PoolRow {
         alloc,
         frag,
         health: pool.core.io.vdevs.health().as_str().to_string(),
+        freeing,
+    }
+}
+
+/// `pool get`: the engine's properties and the two the holder of the pool knows (`altroot`,
+/// `cachefile`), all of them or those named, in the order named. An unknown name is an error
+/// naming the known ones.
+pub fn pool_properties(
+    pool: &Pool,
+    names: &[String],
+    altroot: Option<&std::path::Path>,
+) -> Result<Vec<PoolPropertyRow>, Failure> {
+    let mut all: Vec<PoolPropertyRow> = Vec::new();
+    let mut features = Vec::new();
+    for property in pool.pool_properties()? {
+        let row = PoolPropertyRow {
+            name: pool.name().to_string(),
+            value: match property.value {
+                PoolValue::Bytes(bytes) => PoolPropertyValue::Bytes(bytes),
+                PoolValue::Percent(percent) => PoolPropertyValue::Percent(percent),
+                PoolValue::Number(number) => PoolPropertyValue::Number(number),
+                PoolValue::Text(text) => PoolPropertyValue::Text(text),
+            },
+            property: property.name,
+            source: property.source.to_string(),
+        };
+        if row.property.starts_with("feature@") {
+            features.push(row);
+        } else {
+            all.push(row);
+        }
+    }
+    all.push(PoolPropertyRow {
+        name: pool.name().to_string(),
+        property: "altroot".into(),
+        value: PoolPropertyValue::Text(
+            altroot.map_or_else(|| "-".to_string(), |path| path.display().to_string()),
+        ),
+        source: if altroot.is_some() {
+            "local"
+        } else {
+            "default"
+        }
+        .into(),
+    });
+    all.push(PoolPropertyRow {
+        name: pool.name().to_string(),
+        property: "cachefile".into(),
+        value: PoolPropertyValue::Text("-".into()),
+        source: "default".into(),
+    });
+    all.extend(features);
+    if names.iter().any(|name| name == "all") {
+        return Ok(all);
+    }
+    names
+        .iter()
+        .map(|name| {
+            all.iter()
+                .find(|row| &row.property == name)
+                .cloned()
+                .ok_or_else(|| {
+                    Failure(format!(
+                        "bad property list: no pool property {name:?}; pool properties: {}",
+                        all.iter()
+                            .map(|row| row.property.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// `pool set PROP=VAL`: what the engine can set (`feature@NAME=enabled`); the properties fixed
+/// for an import are refused as zpool refuses them.
+pub fn set_pool_property(pool: &Pool, property: &str, value: &str) -> Result<(), Failure> {
+    match property {
+        "altroot" => Err(Failure(
+            "property 'altroot' can only be set during pool creation or import (tarn pool create|import -R ALTROOT)".into(),
+        )),
+        "readonly" => Err(Failure(
+            "property 'readonly' can only be set at import time (tarn pool import -o readonly=on)".into(),
+        )),
+        "cachefile" => Err(Failure(
+            "property 'cachefile' can only be set at import or creation time (and tarn keeps no cache file yet)".into(),
+        )),
+        _ => Ok(pool.set_pool_property(property, value)?),
     }
 }
 

@@ -369,6 +369,25 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
                 data: serde_json::json!({ "pools": rows }),
             })
         }
+        Request::PoolGet { pool, properties } => {
+            let held = daemon.held(&pool)?;
+            let altroot = daemon.mounts.altroot(held.name());
+            let rows = ops::pool_properties(&held, &properties, altroot.as_deref())?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "properties": rows }),
+            })
+        }
+        Request::PoolSet {
+            pool,
+            property,
+            value,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let held = daemon.held(&pool)?;
+            ops::set_pool_property(&held, &property, &value)?;
+            Answer::done()
+        }
         Request::PoolStatus { pool } => {
             let entries: Vec<StatusEntry> = daemon
                 .pools()

@@ -28,8 +28,10 @@
 //! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
 //! | `pool destroy` | `pool`, `force` (as export) |
 //! | `pool sync` | `pool` (or null: every pool) |
-//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health}]}` |
+//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health, freeing}]}` |
 //! | `pool status` | `pool` (or null): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
+//! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
 //! | `debug metaslabs` | `pool`, `json` |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
@@ -128,6 +130,19 @@ pub enum Request {
     PoolList { pool: Option<String> },
     #[serde(rename = "pool status")]
     PoolStatus { pool: Option<String> },
+    /// Pool properties: `properties` names them (`all` among them: every one).
+    #[serde(rename = "pool get")]
+    PoolGet {
+        pool: String,
+        properties: Vec<String>,
+    },
+    /// Set a pool property (`feature@NAME=enabled`).
+    #[serde(rename = "pool set")]
+    PoolSet {
+        pool: String,
+        property: String,
+        value: String,
+    },
     #[serde(rename = "check")]
     Check { pool: String, repair: bool },
     #[serde(rename = "debug metaslabs")]
@@ -201,6 +216,8 @@ impl Request {
             Request::PoolSync { .. } => "pool sync",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
+            Request::PoolGet { .. } => "pool get",
+            Request::PoolSet { .. } => "pool set",
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
@@ -286,6 +303,15 @@ mod tests {
                 rewind: true,
             },
             Request::PoolSync { pool: None },
+            Request::PoolGet {
+                pool: "tank".into(),
+                properties: vec!["all".into()],
+            },
+            Request::PoolSet {
+                pool: "tank".into(),
+                property: "feature@embedded_data".into(),
+                value: "enabled".into(),
+            },
             Request::StatTxgs {
                 pool: "tank".into(),
             },

@@ -24,9 +24,19 @@ pub struct PoolRow {
     pub alloc: u64,
     pub frag: Option<u64>,
     pub health: String,
+    /// Bytes still to be freed in the background (absent from older daemons: 0).
+    #[serde(default)]
+    pub freeing: u64,
 }
 
-pub const POOL_LIST_COLUMNS: [&str; 7] = ["name", "size", "alloc", "free", "frag", "cap", "health"];
+/// Columns of `pool list` (the first seven are the default; `freeing` with `-o`).
+pub const POOL_LIST_COLUMNS: [&str; 8] = [
+    "name", "size", "alloc", "free", "frag", "cap", "health", "freeing",
+];
+
+/// The columns `pool list` prints without `-o`.
+pub const POOL_LIST_DEFAULT_COLUMNS: [&str; 7] =
+    ["name", "size", "alloc", "free", "frag", "cap", "health"];
 
 impl PoolRow {
     pub fn cells(&self) -> Vec<Cell> {
@@ -39,6 +49,49 @@ impl PoolRow {
             Cell::percent(self.frag),
             Cell::percent(Some(cap)),
             Cell::text(self.health.clone()),
+            Cell::bytes(self.freeing),
+        ]
+    }
+}
+
+/// A pool property's value, typed so the CLI can print it exactly (`-p`) or for people.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolPropertyValue {
+    Bytes(u64),
+    /// A percentage, or none (`-`).
+    Percent(Option<u64>),
+    Number(u64),
+    Text(String),
+}
+
+/// One row of `pool get` (columns [`GET_COLUMNS`], as zpool's NAME PROPERTY VALUE SOURCE).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolPropertyRow {
+    pub name: String,
+    pub property: String,
+    pub value: PoolPropertyValue,
+    /// `default`, `local` or `-` (a read-only figure).
+    pub source: String,
+}
+
+impl PoolPropertyRow {
+    pub fn cells(&self) -> Vec<Cell> {
+        let value = match &self.value {
+            PoolPropertyValue::Bytes(bytes) => Cell::bytes(*bytes),
+            PoolPropertyValue::Percent(percent) => Cell::percent(*percent),
+            PoolPropertyValue::Number(number) => Cell {
+                exact: number.to_string(),
+                human: number.to_string(),
+                json: serde_json::Value::from(*number),
+            },
+            PoolPropertyValue::Text(text) => Cell::text(text.clone()),
+        };
+        vec![
+            Cell::text(self.name.clone()),
+            Cell::text(self.property.clone()),
+            value,
+            Cell::text(self.source.clone()),
         ]
     }
 }

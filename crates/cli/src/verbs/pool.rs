@@ -1,7 +1,9 @@
 //! `tarn pool ...` (zpool): the CLI side of the pool verbs.
 
 use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use tarn::pool::{parse_vdev_specs, validate_pool_name, Pool};
 use tarn::vdev::label::PoolState;
@@ -9,10 +11,14 @@ use tarn::vdev::label::PoolState;
 use super::{ask_holder, forward};
 use crate::client;
 use crate::error::{Failure, Status};
+use crate::format::{human_bytes, Cell};
 use crate::format::{parse_size, print_table, ListFormat};
 use crate::ops::{self, absolute, dirs_or_default, import_options, open_named};
-use crate::protocol::rows::{PoolRow, StatusEntry, POOL_LIST_COLUMNS};
-use crate::protocol::Request;
+use crate::protocol::rows::{
+    PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry, GET_COLUMNS, POOL_LIST_COLUMNS,
+    POOL_LIST_DEFAULT_COLUMNS,
+};
+use crate::protocol::{Request, Response};
 
 /// Check `-m`: an absolute path, `none` or `legacy`.
 fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
@@ -290,9 +296,12 @@ fn scan_dirs(dirs: &[PathBuf], daemon_running: bool) -> Option<Vec<PathBuf>> {
 pub fn list(
     socket: &Path,
     dirs: Vec<PathBuf>,
-    format: ListFormat,
+    mut format: ListFormat,
     name: Option<String>,
 ) -> Result<Status, Failure> {
+    if format.fields.is_none() {
+        format.fields = Some(POOL_LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
+    }
     let daemon = daemon_rows(socket, name.as_deref())?;
     let daemon_running = daemon.is_some();
     let mut rows = daemon.unwrap_or_default();
@@ -389,4 +398,139 @@ pub fn print_status(entries: &[StatusEntry], json: bool) {
             out!("{}", entry.text);
         }
     }
+}
+
+/// Ask the daemon about a pool it must hold (pool properties live in imported pools only, as
+/// with zpool get/set/wait).
+fn ask_imported(socket: &Path, pool: &str, request: &Request) -> Result<Response, Failure> {
+    match client::ask_if_running(socket, request)? {
+        None => Err(Failure(format!(
+            "cannot open '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",
+            socket.display()
+        ))),
+        Some(response) if response.not_imported => Err(Failure(format!(
+            "cannot open '{pool}': no such pool (not imported); import it with tarn pool import {pool}"
+        ))),
+        Some(response) => Ok(response),
+    }
+}
+
+/// The daemon's `pool get` rows, or its failure as the exit status to return.
+fn fetch_properties(
+    socket: &Path,
+    pool: &str,
+    properties: Vec<String>,
+) -> Result<Result<Vec<PoolPropertyRow>, Status>, Failure> {
+    let request = Request::PoolGet {
+        pool: pool.to_string(),
+        properties,
+    };
+    let response = ask_imported(socket, pool, &request)?;
+    if response.status != 0 {
+        return Ok(Err(forward(response)));
+    }
+    let rows = serde_json::from_value(response.data["properties"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    Ok(Ok(rows))
+}
+
+/// `pool get [-H] [-p] [-j] [-o FIELD,...] PROP[,PROP]|all POOL`.
+pub fn get(
+    socket: &Path,
+    format: ListFormat,
+    properties: String,
+    pool: String,
+) -> Result<Status, Failure> {
+    let properties: Vec<String> = properties
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    if properties.is_empty() {
+        return Err(Failure(
+            "no property named: give PROP[,PROP...] or all".into(),
+        ));
+    }
+    let rows = match fetch_properties(socket, &pool, properties)? {
+        Ok(rows) => rows,
+        Err(status) => return Ok(status),
+    };
+    let cells: Vec<Vec<Cell>> = rows.iter().map(PoolPropertyRow::cells).collect();
+    print_table(&GET_COLUMNS, &cells, &format, "properties")?;
+    Ok(0)
+}
+
+/// `pool set PROP=VAL POOL`.
+pub fn set(socket: &Path, setting: String, pool: String) -> Result<Status, Failure> {
+    let Some((property, value)) = setting.split_once('=').filter(|(p, _)| !p.is_empty()) else {
+        return Err(Failure(format!(
+            "invalid property setting {setting:?}: expected PROP=VALUE (e.g. feature@embedded_data=enabled)"
+        )));
+    };
+    let request = Request::PoolSet {
+        pool: pool.clone(),
+        property: property.to_string(),
+        value: value.to_string(),
+    };
+    Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// How often `pool wait` asks the daemon.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// `pool wait [-t ACTIVITY[,...]] POOL`: block until the activities have finished. Only `free`
+/// (background frees of destroyed datasets: the `freeing` property reaches 0) exists yet; with
+/// no -t every supported activity is waited for. Quiet, except for a progress line on stderr
+/// when stderr is a terminal.
+pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Status, Failure> {
+    for activity in &activities {
+        match activity.as_str() {
+            "free" => {}
+            "scrub" | "resilver" | "initialize" | "replace" | "remove" | "trim" | "discard" => {
+                return Err(Failure(format!(
+                    "cannot wait for {activity} on '{pool}': not supported yet (tarn pool wait knows only -t free)"
+                )))
+            }
+            other => {
+                return Err(Failure(format!(
+                    "invalid activity {other:?}: expected free (scrub and resilver are not supported yet)"
+                )))
+            }
+        }
+    }
+    let progress = std::io::stderr().is_terminal();
+    let mut shown = false;
+    loop {
+        let rows = match fetch_properties(socket, &pool, vec!["freeing".into()])? {
+            Ok(rows) => rows,
+            Err(status) => return Ok(status),
+        };
+        let freeing = match rows.first().map(|row| &row.value) {
+            Some(PoolPropertyValue::Bytes(bytes)) => *bytes,
+            _ => {
+                return Err(Failure(
+                    "unreadable answer from the daemon: no freeing".into(),
+                ))
+            }
+        };
+        if freeing == 0 {
+            break;
+        }
+        if progress {
+            let mut stderr = std::io::stderr();
+            let _ = write!(
+                stderr,
+                "\r{pool}: {:>8} left to free ",
+                human_bytes(freeing)
+            );
+            let _ = stderr.flush();
+            shown = true;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    if shown {
+        let _ = writeln!(std::io::stderr(), "\r{pool}: freed{:24}", "");
+    }
+    Ok(0)
 }
