@@ -131,6 +131,12 @@ pub fn ping(socket: &Path) -> Option<u32> {
 /// Start a detached daemon on `socket` and wait until it answers; returns its pid. Fails if it
 /// does not come up, quoting the end of its log.
 pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
+    start_daemon_logging(socket, None)
+}
+
+/// `start_daemon`, the daemon logging at `log_level` (`tarn daemon --log-level`) instead of
+/// `$RUST_LOG`'s level.
+pub fn start_daemon_logging(socket: &Path, log_level: Option<&str>) -> Result<u32, Failure> {
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
             Failure(format!(
@@ -161,6 +167,9 @@ pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
         .stdout(Stdio::from(log_copy))
         .stderr(Stdio::from(log_file))
         .current_dir("/");
+    if let Some(level) = log_level {
+        command.arg("--log-level").arg(level);
+    }
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         command.pre_exec(|| {

@@ -188,6 +188,10 @@ enum Command {
         /// Ask the running daemon to export every pool and exit; wait until it has.
         #[arg(long, conflicts_with = "foreground")]
         stop: bool,
+        /// Log level of the daemon's log (error, warn, info, debug, trace, or RUST_LOG's
+        /// syntax); default: $RUST_LOG, else info.
+        #[arg(long = "log-level", value_name = "LEVEL", conflicts_with = "stop")]
+        log_level: Option<String>,
     },
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
@@ -346,7 +350,12 @@ enum DebugCommand {
     },
 }
 
-fn daemon_verb(socket: &Path, foreground: bool, stop: bool) -> Result<Status, Failure> {
+fn daemon_verb(
+    socket: &Path,
+    foreground: bool,
+    stop: bool,
+    log_level: Option<&str>,
+) -> Result<Status, Failure> {
     if stop {
         match client::stop_daemon(socket)? {
             Some(pid) => out!("tarn daemon {pid} on {} stopped", socket.display()),
@@ -355,6 +364,7 @@ fn daemon_verb(socket: &Path, foreground: bool, stop: bool) -> Result<Status, Fa
         return Ok(0);
     }
     if foreground {
+        daemon::init_logging(log_level);
         daemon::run_foreground(socket)?;
         return Ok(0);
     }
@@ -364,7 +374,7 @@ fn daemon_verb(socket: &Path, foreground: bool, stop: bool) -> Result<Status, Fa
             socket.display()
         )));
     }
-    let pid = client::start_daemon(socket)?;
+    let pid = client::start_daemon_logging(socket, log_level)?;
     out!(
         "tarn daemon {pid} listening on {} (log: {})",
         socket.display(),
@@ -489,7 +499,11 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             stat::run(socket, command)?;
             Ok(0)
         }
-        Command::Daemon { foreground, stop } => daemon_verb(socket, foreground, stop),
+        Command::Daemon {
+            foreground,
+            stop,
+            log_level,
+        } => daemon_verb(socket, foreground, stop, log_level.as_deref()),
         Command::Quickstart { dir } => {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)

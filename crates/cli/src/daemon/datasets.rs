@@ -11,8 +11,8 @@ use tarn::pool::Pool;
 
 use super::mounts::{Mounts, Placement};
 use crate::error::Failure;
-use crate::format::human_bytes;
-use crate::protocol::rows::{ratio_cell, utc_time, DatasetRow, PropertyRow};
+use crate::format::{human_bytes, utc_time};
+use crate::protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
 
 /// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
 fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {

@@ -15,6 +15,14 @@
 //! removed before binding. `PATH.pid` holds the pid while the daemon serves; `PATH.log` is its
 //! stdout and stderr when detached.
 //!
+//! # Log
+//! Through the `log` facade and env_logger ([`init_logging`]): one line a record, UTC time to
+//! the millisecond, level, pid, message; the engine's records (`log::debug!` of background
+//! frees, ...) and fuser's land in the same log with their module named. Every request is
+//! logged with its exit status; a failed one (status not 0) at warn with the error text the
+//! client was sent; a panic, a failed unmount or export at error. Level: `tarn daemon
+//! --log-level LEVEL`, else `RUST_LOG`, else info.
+//!
 //! # Threads and locking
 //! The main thread polls the listening socket and watches for a stop (SIGTERM, SIGINT, a `stop`
 //! request, or no pools left). Each connection gets a thread. `State` (pools by name, requests
@@ -58,10 +66,13 @@ mod datasets;
 mod handlers;
 mod mounts;
 
+use log::{error, info, warn};
+
 use handlers::{dispatch, export_when_unused, Answer, Reply};
 use mounts::Mounts;
 
 use crate::error::Failure;
+use crate::format;
 use crate::ops;
 use crate::output;
 use crate::protocol::{
@@ -112,12 +123,48 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn log(message: impl std::fmt::Display) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    eprintln!("[{now:.3}] tarn daemon {}: {message}", std::process::id());
+/// The log filter without `RUST_LOG` or `--log-level`: info, except fuser's unmount warnings
+/// (it retries an unmount the daemon has already done, lazily, and says so at warn).
+const DEFAULT_LOG_FILTER: &str = "info,fuser::mnt=error";
+
+/// Install the daemon's logger: `log` records (the daemon's own and the engine's) to stderr,
+/// which is the daemon's log file (`SOCKET.log`) when the CLI started it. One line a record:
+/// UTC time to the millisecond, level, pid, the module for records from outside the daemon,
+/// then the message. The level comes from `level` (`tarn daemon --log-level`), else from
+/// `RUST_LOG` (env_logger's syntax: `debug`, `tarn=debug,info`, ...), else [`DEFAULT_LOG_FILTER`].
+pub fn init_logging(level: Option<&str>) {
+    let mut builder = env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or(DEFAULT_LOG_FILTER),
+    );
+    if let Some(level) = level {
+        builder.parse_filters(level);
+    }
+    builder
+        .format(|out, record| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let target = record.target();
+            let origin = if target.starts_with("tarn::daemon") {
+                String::new()
+            } else {
+                format!(" {target}")
+            };
+            writeln!(
+                out,
+                "{}:{:02}.{:03} UTC {:<5} tarn daemon {}{origin}: {}",
+                format::utc_time(now.as_secs()),
+                now.as_secs() % 60,
+                now.subsec_millis(),
+                record.level(),
+                std::process::id(),
+                record.args()
+            )
+        })
+        .target(env_logger::Target::Stderr)
+        // A second call (tests run several daemons in one process) keeps the first logger.
+        .try_init()
+        .ok();
 }
 
 /// Run the daemon in this process until it is told to stop or has no pools left.
@@ -146,7 +193,7 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
                 socket.display()
             ))
         })?;
-        log(format_args!("removed stale socket {}", socket.display()));
+        info!("removed stale socket {}", socket.display());
     }
     // SAFETY: umask only changes this process's file creation mask; the socket is created
     // owner-only, then the mask is put back.
@@ -165,7 +212,7 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
     install_signal_handlers();
     // Requests carry absolute paths; the daemon keeps no directory busy.
     let _ = std::env::set_current_dir("/");
-    log(format_args!("listening on {}", socket.display()));
+    info!("listening on {}", socket.display());
 
     let daemon = Arc::new(Daemon {
         state: Mutex::new(State {
@@ -189,7 +236,7 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
     let mut waited = Instant::now();
     while lock(&daemon.state).active > 0 {
         if waited.elapsed() > Duration::from_secs(10) {
-            log("waiting for requests in flight before exporting");
+            info!("waiting for requests in flight before exporting");
             waited = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -197,23 +244,29 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
     let _guard = lock(&daemon.lifecycle);
     // Unmount lazily: a process still inside must not keep the pool from exporting.
     for pool in daemon.pools() {
-        if let Err(Failure(message)) = daemon.mounts.unmount_within(pool.name(), true) {
-            log(format_args!("unmount failed: {message}"));
+        // What the unmounts print (outside any request) goes to the log, not to stdout.
+        let (result, captured) =
+            output::capture(|| daemon.mounts.unmount_within(pool.name(), true));
+        for line in captured.stdout.lines().chain(captured.stderr.lines()) {
+            info!("{line}");
+        }
+        if let Err(Failure(message)) = result {
+            error!("unmount failed: {message}");
         }
     }
     let pools = std::mem::take(&mut lock(&daemon.state).pools);
     let mut failed = false;
     for (name, pool) in pools {
         match export_when_unused(pool) {
-            Ok(()) => log(format_args!("exported pool {name}")),
+            Ok(()) => info!("exported pool {name}"),
             Err(Failure(message)) => {
                 failed = true;
-                log(format_args!("export of pool {name} failed: {message}"));
+                error!("export of pool {name} failed: {message}");
             }
         }
     }
     let _ = std::fs::remove_file(&pid_file);
-    log("exiting");
+    info!("exiting");
     if failed {
         return Err(Failure("some pools could not be exported cleanly".into()));
     }
@@ -268,7 +321,7 @@ fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
     loop {
         if STOP.load(Ordering::SeqCst) {
             lock(&daemon.state).stopping = true;
-            log("stop requested: exporting every pool");
+            info!("stop requested: exporting every pool");
             return;
         }
         {
@@ -280,7 +333,7 @@ fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
                 && (state.lifecycle_done || state.last_request.elapsed() > IDLE_EXIT)
             {
                 state.stopping = true;
-                log("no pools left: exiting");
+                info!("no pools left: exiting");
                 return;
             }
         }
@@ -299,13 +352,13 @@ fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
                         .name("tarn-request".into())
                         .spawn(move || serve_connection(&daemon, stream));
                     if let Err(error) = spawned {
-                        log(format_args!("cannot start a request thread: {error}"));
+                        error!("cannot start a request thread: {error}");
                     }
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(error) => {
-                    log(format_args!("accept: {error}"));
+                    error!("accept: {error}");
                     std::thread::sleep(Duration::from_millis(POLL_INTERVAL_MS as u64));
                     break;
                 }
@@ -340,7 +393,7 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
             Err(_) => Response::failure(STATUS_BAD_REQUEST, "bad request: not UTF-8"),
             Ok(text) => match protocol::parse_request(text.trim_end()) {
                 Err(message) => {
-                    log(&message);
+                    warn!("{message}");
                     Response::failure(STATUS_BAD_REQUEST, &message)
                 }
                 Ok(request) => answer(daemon, request),
@@ -404,11 +457,17 @@ fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            log(format_args!("request {verb} panicked: {why}"));
+            error!("request {verb} panicked: {why}");
             Response::failure(1, &format!("internal error in the daemon ({verb}): {why}"))
         }
     };
-    log(format_args!("{verb}: status {}", response.status));
+    if response.status == 0 {
+        info!("{verb}: status 0");
+    } else {
+        // The error text the client was sent: its last line (earlier lines are warnings).
+        let why = response.stderr.trim_end().lines().last().unwrap_or("");
+        warn!("{verb}: status {}: {why}", response.status);
+    }
     let mut state = lock(&daemon.state);
     state.active -= 1;
     state.lifecycle_done |= lifecycle;
