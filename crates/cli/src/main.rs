@@ -13,7 +13,8 @@
 //! The verb bodies that act on an open pool (`ops`) print through `out!`/`err!`, which the
 //! daemon captures, so a verb prints the same text wherever it ran.
 //!
-//! # Layout (layers; each module imports only the ones above it, no cycles)
+//! # Layout (layers from the leaves up; each imports only modules listed above it, except
+//! inside `daemon`, where each imports only those listed below it; no cycles)
 //! ```text
 //! error        the Failure a user reads, and the exit Status
 //! format       sizes, percentages and the table printer (-H, -p, -o, -j)
@@ -27,8 +28,11 @@
 //!   dataset    tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
 //!   inspect    tarn check, tarn debug ... (zdb)
 //!   stat       tarn stat (kstat tables)
-//! daemon       the server: socket, lock, lifetime (mod), request handlers (handlers),
-//!              dataset handlers (datasets), mounted file systems (mounts)
+//! daemon       the server: socket, lock, lifetime, log (mod), then:
+//!   handlers   dispatch of each request to its family
+//!   pool, inspect, datasets   the daemon side of each family
+//!   held       the daemon's state, the pools it holds, the answer types
+//!   mounts     mounted file systems
 //! bench        tarn bench (mod) and the sync benchmark (sync)
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only

@@ -1,6 +1,6 @@
 //! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
-//! unmount`): what they do to an imported pool and its mounts. The rows they fill are in
-//! `protocol::rows`; the CLI side is `verbs::dataset`.
+//! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
+//! The rows they fill are in `protocol::rows`; the CLI side is `verbs::dataset`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,10 +9,13 @@ use tarn::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
 use tarn::pool::datasets::DatasetInfo;
 use tarn::pool::Pool;
 
+use super::held::{lock, Answer, Daemon, Reply};
 use super::mounts::{Mounts, Placement};
+
 use crate::error::Failure;
 use crate::format::{human_bytes, utc_time};
 use crate::protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use crate::protocol::Request;
 
 /// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
 fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {
@@ -270,4 +273,128 @@ pub fn mount(
         }
     };
     mounts.mount(pool, name, &target)
+}
+
+/// A dataset request.
+pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Create {
+            name,
+            properties,
+            parents,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let created = pool.create_dataset(&name, &properties, parents)?;
+            let failures = match created.first() {
+                Some(top) => daemon.mounts.mount_all(&pool, Some(top)),
+                None => Vec::new(),
+            };
+            Ok(Answer {
+                status: u8::from(!failures.is_empty()),
+                data: serde_json::json!({ "created": created }),
+            })
+        }
+        Request::Destroy { name, recursive } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            destroy(&pool, &daemon.mounts, &name, recursive)?;
+            Answer::done()
+        }
+        Request::List { name, recursive } => {
+            let rows = list(&daemon.pools(), &daemon.mounts, name.as_deref(), recursive)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "datasets": rows }),
+            })
+        }
+        Request::Get { names, properties } => {
+            let mut rows = Vec::new();
+            for name in &names {
+                let pool = daemon.pool_of_dataset(name)?;
+                rows.extend(get(&pool, &daemon.mounts, name, &properties)?);
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "properties": rows }),
+            })
+        }
+        Request::Set {
+            name,
+            property,
+            value,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            set(&pool, &daemon.mounts, &name, &property, value.as_deref())?;
+            Answer::done()
+        }
+        Request::Mount {
+            name,
+            mountpoint,
+            all,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (name, all) {
+                (None, false) => {
+                    let rows: Vec<serde_json::Value> = daemon
+                        .mounts
+                        .list()
+                        .into_iter()
+                        .map(|(name, path)| {
+                            serde_json::json!({ "name": name, "mountpoint": path.display().to_string() })
+                        })
+                        .collect();
+                    Ok(Answer {
+                        status: 0,
+                        data: serde_json::json!({ "mounts": rows }),
+                    })
+                }
+                (None, true) => {
+                    let mut failed = false;
+                    for pool in daemon.pools().iter().filter(|pool| !pool.core.readonly) {
+                        failed |= !daemon.mounts.mount_all(pool, None).is_empty();
+                    }
+                    Ok(Answer {
+                        status: u8::from(failed),
+                        data: serde_json::Value::Null,
+                    })
+                }
+                (Some(name), _) => {
+                    let pool = daemon.pool_of_dataset(&name)?;
+                    mount(&pool, &daemon.mounts, &name, mountpoint.as_deref())?;
+                    Answer::done()
+                }
+            }
+        }
+        Request::Unmount { target, all, force } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (target, all) {
+                (None, true) => {
+                    for pool in daemon.pools() {
+                        daemon.mounts.unmount_within(pool.name(), force)?;
+                    }
+                }
+                (Some(target), _) => {
+                    let dataset = daemon.mounts.resolve(&target).ok_or_else(|| {
+                        Failure(format!(
+                            "{target} is not a mounted tarn file system (give a dataset name or its mountpoint)"
+                        ))
+                    })?;
+                    daemon.mounts.unmount_within(&dataset, force)?;
+                }
+                (None, false) => {
+                    return Err(Failure(
+                        "bad request: unmount what? name a file system or use -a".into(),
+                    )
+                    .into())
+                }
+            }
+            Answer::done()
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} is not a dataset request",
+            other.verb()
+        )))),
+    }
 }

@@ -54,21 +54,24 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tarn::pool::Pool;
 use tarn::tunables::Tunables;
 
 mod datasets;
 mod handlers;
+mod held;
+mod inspect;
 mod mounts;
+mod pool;
 
 use log::{error, info, warn};
 
-use handlers::{dispatch, export_when_unused, Answer, Reply};
+use handlers::dispatch;
+use held::{export_when_unused, lock, Answer, Daemon, Reply, State, STOP};
 use mounts::Mounts;
 
 use crate::error::Failure;
@@ -86,41 +89,9 @@ const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// How often the main thread looks at its stop conditions while no connection arrives.
 const POLL_INTERVAL_MS: i32 = 50;
 
-/// Set by SIGTERM/SIGINT (and the `stop` request): export everything and exit.
-static STOP: AtomicBool = AtomicBool::new(false);
-
 extern "C" fn on_stop_signal(_signal: libc::c_int) {
     // Only an atomic store: async-signal-safe.
     STOP.store(true, Ordering::SeqCst);
-}
-
-struct State {
-    pools: BTreeMap<String, Arc<Pool>>,
-    /// Requests being answered right now.
-    active: usize,
-    /// A request that creates, imports, exports or destroys a pool has completed.
-    lifecycle_done: bool,
-    /// Stopping: new requests are refused.
-    stopping: bool,
-    last_request: Instant,
-}
-
-struct Daemon {
-    state: Mutex<State>,
-    /// Mounted file systems, by dataset. Changed only under `lifecycle`.
-    mounts: Mounts,
-    /// Serializes create/import/export/destroy.
-    lifecycle: Mutex<()>,
-    tunables: Tunables,
-    socket: PathBuf,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking request thread is caught and answered; its state stays consistent because no
-    // engine call happens under this mutex.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The log filter without `RUST_LOG` or `--log-level`: info, except fuser's unmount warnings
