@@ -94,9 +94,10 @@ extern "C" fn on_stop_signal(_signal: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// The log filter without `RUST_LOG` or `--log-level`: info, except fuser's unmount warnings
-/// (it retries an unmount the daemon has already done, lazily, and says so at warn).
-const DEFAULT_LOG_FILTER: &str = "info,fuser::mnt=error";
+/// The log filter without `RUST_LOG` or `--log-level`: info, except fuser's own records below
+/// error (a warning for every unimplemented request such as getxattr, and for retrying an
+/// unmount the daemon has already done lazily).
+const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
 
 /// Install the daemon's logger: `log` records (the daemon's own and the engine's) to stderr,
 /// which is the daemon's log file (`SOCKET.log`) when the CLI started it. One line a record:
@@ -434,6 +435,9 @@ fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
     };
     if response.status == 0 {
         info!("{verb}: status 0");
+    } else if response.not_imported {
+        // Not a failure: the client runs the verb itself, on the exported pool.
+        info!("{verb}: {}", response.stderr.trim_end());
     } else {
         // The error text the client was sent: its last line (earlier lines are warnings).
         let why = response.stderr.trim_end().lines().last().unwrap_or("");
