@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::daemon::log_path;
-use crate::protocol::{Request, Response, MAX_LINE_BYTES};
-use crate::verbs::absolute;
-use crate::Failure;
+use crate::error::Failure;
+use crate::ops::absolute;
+use crate::protocol::{log_path, Request, Response, MAX_LINE_BYTES};
 
 /// The socket when neither `--socket` nor `TARN_SOCKET` names one.
 pub const DEFAULT_SOCKET: &str = "/run/tarn/tarn.sock";
@@ -132,6 +131,12 @@ pub fn ping(socket: &Path) -> Option<u32> {
 /// Start a detached daemon on `socket` and wait until it answers; returns its pid. Fails if it
 /// does not come up, quoting the end of its log.
 pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
+    start_daemon_logging(socket, None)
+}
+
+/// `start_daemon`, the daemon logging at `log_level` (`tarn daemon --log-level`) instead of
+/// `$RUST_LOG`'s level.
+pub fn start_daemon_logging(socket: &Path, log_level: Option<&str>) -> Result<u32, Failure> {
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
             Failure(format!(
@@ -162,6 +167,9 @@ pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
         .stdout(Stdio::from(log_copy))
         .stderr(Stdio::from(log_file))
         .current_dir("/");
+    if let Some(level) = log_level {
+        command.arg("--log-level").arg(level);
+    }
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         command.pre_exec(|| {

@@ -29,8 +29,8 @@ use tarn::pool::{CreateOptions, Pool, VdevSpec};
 use tarn::types::ObjectId;
 use tarn_fuse::mountpoint;
 
+use crate::error::Failure;
 use crate::format::{human_bytes, pseudo_random};
-use crate::CliFailure as Failure;
 
 const POOL: &str = "demo";
 const DISKS: [&str; 2] = ["disk0.img", "disk1.img"];
@@ -733,7 +733,7 @@ fn engine_demo(dir: &Path, disks: &[PathBuf]) -> Result<(), Failure> {
 
     step(3, "scan the directory and import the pool again");
     out!("   tarn pool import -d {} {POOL}", dir.display());
-    let options = crate::import_options(&[dir.to_path_buf()], false)?;
+    let options = crate::ops::import_options(&[dir.to_path_buf()], false)?;
     let (pool, report) = Pool::import(POOL, options)?;
     out!(
         "   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).",

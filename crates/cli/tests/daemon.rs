@@ -582,3 +582,46 @@ fn tunables_reach_the_daemon_it_starts() {
         "4 MiB metaslabs from the tunable: {sizes:?}"
     );
 }
+
+#[test]
+fn the_log_has_levels_timestamps_and_the_error_text_of_failed_requests() {
+    let t = Fixture::new();
+    t.create("tank", "a.img");
+    t.run(&["pool", "get", "bogus", "tank"])
+        .failure(&["no pool property"]);
+    t.run(&["pool", "export", "tank"]).success();
+    let log = std::fs::read_to_string(t.side_file(".log")).expect("the daemon logs");
+    // Every record: "YYYY-MM-DD HH:MM:SS.mmm UTC LEVEL tarn daemon PID...: message".
+    let records: Vec<&str> = log.lines().filter(|line| line.contains(" UTC ")).collect();
+    assert!(!records.is_empty(), "{log}");
+    for record in &records {
+        let bytes = record.as_bytes();
+        assert!(
+            record.len() > 28
+                && bytes[4] == b'-'
+                && bytes[10] == b' '
+                && bytes[13] == b':'
+                && bytes[19] == b'.'
+                && record[23..].starts_with(" UTC "),
+            "record without a readable timestamp: {record}\n{log}"
+        );
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| r.contains(" INFO ") && r.contains("listening on")),
+        "{log}"
+    );
+    assert!(
+        records.iter().any(|r| r.contains(" WARN ")
+            && r.contains("pool get: status 1")
+            && r.contains("no pool property \"bogus\"")),
+        "a failed request is logged with its error text:\n{log}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r.contains(" INFO ") && r.contains("pool export: status 0")),
+        "{log}"
+    );
+}

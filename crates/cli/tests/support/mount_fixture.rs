@@ -82,6 +82,12 @@ impl Fixture {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with_env(args, &[])
+    }
+
+    /// `run` with extra environment variables (e.g. `TARN_TUNABLE_*` for a daemon this command
+    /// starts).
+    pub fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut command = Command::new(TARN);
         command
             .args(args)
@@ -93,6 +99,7 @@ impl Fixture {
             }
         }
         command.env("TARN_SOCKET", self.socket());
+        command.envs(env.iter().copied());
         let output = command.output().expect("spawn tarn");
         let run = Run {
             command: format!("tarn {}", args.join(" ")),

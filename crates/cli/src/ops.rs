@@ -4,13 +4,14 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
 use tarn::check::check_pool;
+use tarn::pool::props::PoolValue;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
-use crate::format::{self, Cell};
-use crate::Failure;
+use crate::error::Failure;
+use crate::format;
+use crate::protocol::rows::{PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry};
 
 /// Create a pool and say so; the caller decides whether it stays open.
 pub fn create(
@@ -72,23 +73,15 @@ pub fn open_quietly(target: &str, options: ImportOptions) -> Result<Pool, Failur
     Ok(pool)
 }
 
-/// One row of `pool list`, as the daemon sends it (exact numbers; the CLI formats).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PoolRow {
-    pub name: String,
-    pub guid: u64,
-    pub size: u64,
-    pub alloc: u64,
-    pub frag: Option<u64>,
-    pub health: String,
-}
-
-pub const POOL_LIST_COLUMNS: [&str; 7] = ["name", "size", "alloc", "free", "frag", "cap", "health"];
-
 pub fn pool_row(pool: &Pool) -> PoolRow {
-    let (size, alloc, frag) = match pool.space() {
-        Ok(space) => (space.size, space.allocated, space.fragmentation),
-        Err(_) => (0, 0, None),
+    let (size, alloc, frag, freeing) = match pool.space() {
+        Ok(space) => (
+            space.size,
+            space.allocated,
+            space.fragmentation,
+            space.freeing,
+        ),
+        Err(_) => (0, 0, None, 0),
     };
     PoolRow {
         name: pool.name().to_string(),
@@ -97,31 +90,95 @@ pub fn pool_row(pool: &Pool) -> PoolRow {
         alloc,
         frag,
         health: pool.core.io.vdevs.health().as_str().to_string(),
+        freeing,
     }
 }
 
-impl PoolRow {
-    pub fn cells(&self) -> Vec<Cell> {
-        let cap = (self.alloc * 100).checked_div(self.size).unwrap_or(0);
-        vec![
-            Cell::text(self.name.clone()),
-            Cell::bytes(self.size),
-            Cell::bytes(self.alloc),
-            Cell::bytes(self.size - self.alloc.min(self.size)),
-            Cell::percent(self.frag),
-            Cell::percent(Some(cap)),
-            Cell::text(self.health.clone()),
-        ]
+/// `pool get`: the engine's properties and the two the holder of the pool knows (`altroot`,
+/// `cachefile`), all of them or those named, in the order named. An unknown name is an error
+/// naming the known ones.
+pub fn pool_properties(
+    pool: &Pool,
+    names: &[String],
+    altroot: Option<&std::path::Path>,
+) -> Result<Vec<PoolPropertyRow>, Failure> {
+    let mut all: Vec<PoolPropertyRow> = Vec::new();
+    let mut features = Vec::new();
+    for property in pool.pool_properties()? {
+        let row = PoolPropertyRow {
+            name: pool.name().to_string(),
+            value: match property.value {
+                PoolValue::Bytes(bytes) => PoolPropertyValue::Bytes(bytes),
+                PoolValue::Percent(percent) => PoolPropertyValue::Percent(percent),
+                PoolValue::Number(number) => PoolPropertyValue::Number(number),
+                PoolValue::Text(text) => PoolPropertyValue::Text(text),
+            },
+            property: property.name,
+            source: property.source.to_string(),
+        };
+        if row.property.starts_with("feature@") {
+            features.push(row);
+        } else {
+            all.push(row);
+        }
     }
+    all.push(PoolPropertyRow {
+        name: pool.name().to_string(),
+        property: "altroot".into(),
+        value: PoolPropertyValue::Text(
+            altroot.map_or_else(|| "-".to_string(), |path| path.display().to_string()),
+        ),
+        source: if altroot.is_some() {
+            "local"
+        } else {
+            "default"
+        }
+        .into(),
+    });
+    all.push(PoolPropertyRow {
+        name: pool.name().to_string(),
+        property: "cachefile".into(),
+        value: PoolPropertyValue::Text("-".into()),
+        source: "default".into(),
+    });
+    all.extend(features);
+    if names.iter().any(|name| name == "all") {
+        return Ok(all);
+    }
+    names
+        .iter()
+        .map(|name| {
+            all.iter()
+                .find(|row| &row.property == name)
+                .cloned()
+                .ok_or_else(|| {
+                    Failure(format!(
+                        "bad property list: no pool property {name:?}; pool properties: {}",
+                        all.iter()
+                            .map(|row| row.property.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+        })
+        .collect()
 }
 
-/// One pool of `pool status`: its text block and its JSON document.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StatusEntry {
-    pub name: String,
-    pub guid: u64,
-    pub text: String,
-    pub json: serde_json::Value,
+/// `pool set PROP=VAL`: what the engine can set (`feature@NAME=enabled`); the properties fixed
+/// for an import are refused as zpool refuses them.
+pub fn set_pool_property(pool: &Pool, property: &str, value: &str) -> Result<(), Failure> {
+    match property {
+        "altroot" => Err(Failure(
+            "property 'altroot' can only be set during pool creation or import (tarn pool create|import -R ALTROOT)".into(),
+        )),
+        "readonly" => Err(Failure(
+            "property 'readonly' can only be set at import time (tarn pool import -o readonly=on)".into(),
+        )),
+        "cachefile" => Err(Failure(
+            "property 'cachefile' can only be set at import or creation time (and tarn keeps no cache file yet)".into(),
+        )),
+        _ => Ok(pool.set_pool_property(property, value)?),
+    }
 }
 
 pub fn status_entry(pool: &Pool) -> StatusEntry {
@@ -190,21 +247,6 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
         guid: pool.core.guid.0,
         text,
         json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}),
-    }
-}
-
-/// Print `pool status` entries (already filtered and ordered).
-pub fn print_status(entries: &[StatusEntry], json: bool) {
-    if json {
-        let documents: Vec<_> = entries.iter().map(|entry| entry.json.clone()).collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
-        );
-    } else {
-        for entry in entries {
-            out!("{}", entry.text);
-        }
     }
 }
 
@@ -378,4 +420,38 @@ pub fn absolute(path: &std::path::Path) -> PathBuf {
             .map(|cwd| cwd.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     }
+}
+
+pub fn dirs_or_default(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if dirs.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        dirs.to_vec()
+    }
+}
+
+pub fn tunables() -> Result<Tunables, Failure> {
+    Tunables::from_env().map_err(Failure)
+}
+
+pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions, Failure> {
+    Ok(ImportOptions {
+        dirs: dirs_or_default(dirs),
+        readonly,
+        tunables: tunables()?,
+        new_name: None,
+        wrap_device: None,
+        rewind: false,
+        rewind_to: None,
+    })
+}
+
+/// Open an exported pool in this process for one command.
+pub fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
+    open_quietly(name, import_options(dirs, readonly)?)
+}
+
+/// The pool a dataset name belongs to (`tank/a/b` -> `tank`).
+pub fn pool_of(dataset: &str) -> &str {
+    dataset.split('/').next().unwrap_or(dataset)
 }

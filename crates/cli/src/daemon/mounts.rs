@@ -26,7 +26,7 @@ use tarn::fs::FileSystem;
 use tarn::pool::Pool;
 use tarn_fuse::{mountpoint, MountHandle, MountOptions};
 
-use crate::Failure;
+use crate::error::Failure;
 
 /// One mounted file system.
 struct Mounted {
@@ -45,11 +45,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The pool a dataset name belongs to (`tank/a/b` -> `tank`).
-pub fn pool_of(dataset: &str) -> &str {
-    dataset.split('/').next().unwrap_or(dataset)
 }
 
 /// Whether `name` is `ancestor` or below it.

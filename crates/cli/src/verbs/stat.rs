@@ -24,9 +24,9 @@ use clap::{Args, Subcommand};
 use tarn::txg::{TxgHistoryRow, TxgState};
 
 use crate::client;
+use crate::error::Failure;
 use crate::format::{human_bytes, print_table, Cell, ListFormat};
 use crate::protocol::Request;
-use crate::CliFailure as Failure;
 
 /// Flags every stat table takes, before or after the table's name (`tarn stat -H txgs` and
 /// `tarn stat txgs -H` are the same).

@@ -28,8 +28,10 @@
 //! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
 //! | `pool destroy` | `pool`, `force` (as export) |
 //! | `pool sync` | `pool` (or null: every pool) |
-//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health}]}` |
+//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health, freeing}]}` |
 //! | `pool status` | `pool` (or null): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
+//! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
 //! | `debug metaslabs` | `pool`, `json` |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
@@ -47,9 +49,31 @@
 //! a new daemon if the verb needs one). `data` carries the
 //! structured rows that `pool list` and `pool status` merge with pools found on disk.
 
-use std::path::PathBuf;
+pub mod rows;
+
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// Files beside the socket: `PATH.lock` (one daemon per socket), `PATH.pid` (its process id while
+/// it listens), `PATH.log` (its log).
+pub fn lock_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".lock")
+}
+
+pub fn pid_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".pid")
+}
+
+pub fn log_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".log")
+}
+
+fn suffixed(socket: &Path, suffix: &str) -> PathBuf {
+    let mut text = socket.as_os_str().to_owned();
+    text.push(suffix);
+    PathBuf::from(text)
+}
 
 /// Longest request or response line accepted (a request is small; a response carries at most
 /// one verb's output).
@@ -106,6 +130,19 @@ pub enum Request {
     PoolList { pool: Option<String> },
     #[serde(rename = "pool status")]
     PoolStatus { pool: Option<String> },
+    /// Pool properties: `properties` names them (`all` among them: every one).
+    #[serde(rename = "pool get")]
+    PoolGet {
+        pool: String,
+        properties: Vec<String>,
+    },
+    /// Set a pool property (`feature@NAME=enabled`).
+    #[serde(rename = "pool set")]
+    PoolSet {
+        pool: String,
+        property: String,
+        value: String,
+    },
     #[serde(rename = "check")]
     Check { pool: String, repair: bool },
     #[serde(rename = "debug metaslabs")]
@@ -179,6 +216,8 @@ impl Request {
             Request::PoolSync { .. } => "pool sync",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
+            Request::PoolGet { .. } => "pool get",
+            Request::PoolSet { .. } => "pool set",
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
@@ -264,6 +303,15 @@ mod tests {
                 rewind: true,
             },
             Request::PoolSync { pool: None },
+            Request::PoolGet {
+                pool: "tank".into(),
+                properties: vec!["all".into()],
+            },
+            Request::PoolSet {
+                pool: "tank".into(),
+                property: "feature@embedded_data".into(),
+                value: "enabled".into(),
+            },
             Request::StatTxgs {
                 pool: "tank".into(),
             },

@@ -36,9 +36,9 @@ use tarn::tunables::Tunables;
 use tarn::txg::{TxgHistoryRow, TxgState};
 use tarn::types::Txg;
 
-use crate::bench::{create_bench_pool, median, mount_pool, ratio_cell, unmount, BenchDirLock};
+use super::{create_bench_pool, median, mount_pool, ratio_cell, unmount, BenchDirLock};
+use crate::error::Failure;
 use crate::format::{pseudo_random, Cell, ListFormat};
-use crate::CliFailure as Failure;
 
 /// What `tarn bench sync` runs; see the module documentation.
 pub struct SyncBench {

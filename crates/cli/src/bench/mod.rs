@@ -2,7 +2,7 @@
 //!
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
-//!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `bench_sync`).
+//!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
 //! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
 //!   file system (`tarn_fuse::null`: writes discarded, reads of zeros, the same mount options
 //!   and kernel settings) and beside fio with O_DIRECT on a file of the same disk. The null
@@ -18,6 +18,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod sync;
+
 use clap::Subcommand;
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
 use tarn::object::ObjectProps;
@@ -25,8 +27,8 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 use tarn_fuse::{MountHandle, MountOptions};
 
+use crate::error::Failure;
 use crate::format::{parse_size, print_table, Cell, ListFormat};
-use crate::CliFailure as Failure;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -481,7 +483,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             fsyncs,
             no_btrfs,
             json,
-        } => crate::bench_sync::run(crate::bench_sync::SyncBench {
+        } => sync::run(sync::SyncBench {
             dir,
             vdev_size: parse_size(&vdev_size)?,
             copy_source,

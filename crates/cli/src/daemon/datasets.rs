@@ -1,0 +1,400 @@
+//! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
+//! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
+//! The rows they fill are in `protocol::rows`; the CLI side is `verbs::dataset`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tarn::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
+use tarn::pool::datasets::DatasetInfo;
+use tarn::pool::Pool;
+
+use super::held::{lock, Answer, Daemon, Reply};
+use super::mounts::{Mounts, Placement};
+
+use crate::error::Failure;
+use crate::format::{human_bytes, utc_time};
+use crate::protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use crate::protocol::Request;
+
+/// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
+fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {
+    Ok(match mounts.placement(pool, name)? {
+        Placement::At { path, .. } => path.display().to_string(),
+        Placement::Never(_) => {
+            let (value, _) = pool.property(name, Property::Mountpoint)?;
+            if value.starts_with('/') {
+                // canmount=off: still shown where it would mount.
+                match mounts.altroot(pool.name()) {
+                    Some(root) => root
+                        .join(value.trim_start_matches('/'))
+                        .display()
+                        .to_string(),
+                    None => value,
+                }
+            } else {
+                value
+            }
+        }
+    })
+}
+
+fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, Failure> {
+    let value = |property| {
+        pool.property(&info.name, property)
+            .map(|(value, _)| value)
+            .map_err(Failure::from)
+    };
+    Ok(DatasetRow {
+        name: info.name.clone(),
+        used: info.used,
+        avail: info.available,
+        refer: info.referenced,
+        mountpoint: shown_mountpoint(pool, mounts, &info.name)?,
+        creation: info.creation_time,
+        compressratio: info.compress_ratio(),
+        refcompressratio: info.ref_compress_ratio(),
+        mounted: mounts.mountpoint_of(&info.name).is_some(),
+        recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
+        compression: value(Property::Compression)?,
+        checksum: value(Property::Checksum)?,
+        copies: value(Property::Copies)?.parse().unwrap_or(1),
+        atime: value(Property::Atime)?,
+        readonly: value(Property::Readonly)?,
+        canmount: value(Property::Canmount)?,
+    })
+}
+
+/// `tarn list`: every dataset of every pool, or `name` (and with `recursive` its
+/// descendants).
+pub fn list(
+    pools: &[Arc<Pool>],
+    mounts: &Mounts,
+    name: Option<&str>,
+    recursive: bool,
+) -> Result<Vec<DatasetRow>, Failure> {
+    let mut rows = Vec::new();
+    let mut found = name.is_none();
+    for pool in pools {
+        for info in pool.datasets() {
+            let wanted = match name {
+                None => true,
+                Some(name) => {
+                    info.name == name
+                        || (recursive
+                            && info
+                                .name
+                                .strip_prefix(name)
+                                .is_some_and(|rest| rest.starts_with('/')))
+                }
+            };
+            if wanted {
+                found |= Some(info.name.as_str()) == name;
+                rows.push(row(pool, mounts, &info)?);
+            }
+        }
+    }
+    if !found {
+        return Err(Failure(format!(
+            "dataset {:?} does not exist",
+            name.unwrap_or_default()
+        )));
+    }
+    Ok(rows)
+}
+
+/// `tarn get`: `properties` (names, or `all`) of one dataset.
+pub fn get(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    properties: &[String],
+) -> Result<Vec<PropertyRow>, Failure> {
+    let info = pool
+        .datasets()
+        .into_iter()
+        .find(|info| info.name == name)
+        .ok_or_else(|| Failure(format!("dataset {name:?} does not exist")))?;
+    let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
+        READ_ONLY_PROPERTIES
+            .iter()
+            .map(|p| p.to_string())
+            .chain(["mounted".to_string()])
+            .chain(Property::ALL.iter().map(|p| p.name().to_string()))
+            .collect()
+    } else {
+        properties.to_vec()
+    };
+    let mut rows = Vec::new();
+    for property in wanted {
+        let statistic = |exact: String, human: String| PropertyRow {
+            name: name.to_string(),
+            property: property.clone(),
+            exact,
+            human,
+            source: PropertySource::None.to_string(),
+        };
+        let bytes = |value: u64| statistic(value.to_string(), human_bytes(value));
+        let row = match property.as_str() {
+            "type" => statistic("filesystem".into(), "filesystem".into()),
+            "creation" => statistic(info.creation_time.to_string(), utc_time(info.creation_time)),
+            "used" => bytes(info.used),
+            "available" | "avail" => bytes(info.available),
+            "referenced" | "refer" => bytes(info.referenced),
+            "compressratio" => {
+                let cell = ratio_cell(info.compress_ratio());
+                statistic(cell.exact, cell.human)
+            }
+            "refcompressratio" => {
+                let cell = ratio_cell(info.ref_compress_ratio());
+                statistic(cell.exact, cell.human)
+            }
+            "origin" => statistic("-".into(), "-".into()),
+            "mounted" => {
+                let mounted = if mounts.mountpoint_of(name).is_some() {
+                    "yes"
+                } else {
+                    "no"
+                };
+                statistic(mounted.into(), mounted.into())
+            }
+            "name" => statistic(name.into(), name.into()),
+            other => {
+                let property = Property::from_name(other).ok_or_else(|| {
+                    Failure(format!(
+                        "unknown property {other:?}; known properties: {}, {}",
+                        READ_ONLY_PROPERTIES.join(", "),
+                        Property::ALL.map(Property::name).join(", ")
+                    ))
+                })?;
+                let (mut value, source) = pool.property(name, property)?;
+                if property == Property::Mountpoint {
+                    value = shown_mountpoint(pool, mounts, name)?;
+                }
+                let human = match property {
+                    Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
+                    _ => value.clone(),
+                };
+                PropertyRow {
+                    name: name.to_string(),
+                    property: property.name().to_string(),
+                    exact: value,
+                    human,
+                    source: source.to_string(),
+                }
+            }
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `tarn set` and `tarn inherit` (value None).
+pub fn set(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    property: &str,
+    value: Option<&str>,
+) -> Result<(), Failure> {
+    if pool.core.readonly {
+        return Err(Failure(format!(
+            "pool {} is imported read-only",
+            pool.name()
+        )));
+    }
+    pool.set_property(name, property, value)?;
+    let property = Property::from_name(property).expect("validated by set_property");
+    mounts.apply_change(pool, name, property)
+}
+
+/// `tarn destroy`: unmount (children first), then destroy.
+pub fn destroy(pool: &Pool, mounts: &Mounts, name: &str, recursive: bool) -> Result<(), Failure> {
+    if name == pool.name() {
+        return Err(Failure(format!(
+            "cannot destroy {name}: it is the pool's root file system; destroy the pool instead (tarn pool destroy {name})"
+        )));
+    }
+    if !pool.has_dataset(name) {
+        return Err(Failure(format!("dataset {name:?} does not exist")));
+    }
+    let children: Vec<String> = pool
+        .datasets()
+        .into_iter()
+        .map(|info| info.name)
+        .filter(|other| {
+            other
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('/'))
+        })
+        .collect();
+    if !children.is_empty() && !recursive {
+        return Err(Failure(format!(
+            "cannot destroy {name}: it has children ({}); use -r to destroy them too",
+            children.join(", ")
+        )));
+    }
+    mounts.unmount_within(name, false)?;
+    for destroyed in pool.destroy_dataset(name, recursive)? {
+        out!("destroyed {destroyed}");
+    }
+    Ok(())
+}
+
+/// `tarn mount FS [MOUNTPOINT]`.
+pub fn mount(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    mountpoint: Option<&Path>,
+) -> Result<(), Failure> {
+    if pool.core.readonly {
+        return Err(Failure(format!(
+            "pool {} is imported read-only: its file systems are not mounted",
+            pool.name()
+        )));
+    }
+    if !pool.has_dataset(name) {
+        return Err(Failure(format!("dataset {name:?} does not exist")));
+    }
+    let target = match (mountpoint, mounts.placement(pool, name)?) {
+        (Some(path), _) if path.is_absolute() => path.to_path_buf(),
+        (Some(path), _) => {
+            return Err(Failure(format!(
+                "bad request: mountpoint {} is not absolute",
+                path.display()
+            )))
+        }
+        (None, Placement::At { path, .. }) => path,
+        (None, Placement::Never(why)) => {
+            return Err(Failure(format!(
+                "cannot mount {name}: {why}; set mountpoint to a path (and canmount to on), or name a mountpoint"
+            )))
+        }
+    };
+    mounts.mount(pool, name, &target)
+}
+
+/// A dataset request.
+pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Create {
+            name,
+            properties,
+            parents,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let created = pool.create_dataset(&name, &properties, parents)?;
+            let failures = match created.first() {
+                Some(top) => daemon.mounts.mount_all(&pool, Some(top)),
+                None => Vec::new(),
+            };
+            Ok(Answer {
+                status: u8::from(!failures.is_empty()),
+                data: serde_json::json!({ "created": created }),
+            })
+        }
+        Request::Destroy { name, recursive } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            destroy(&pool, &daemon.mounts, &name, recursive)?;
+            Answer::done()
+        }
+        Request::List { name, recursive } => {
+            let rows = list(&daemon.pools(), &daemon.mounts, name.as_deref(), recursive)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "datasets": rows }),
+            })
+        }
+        Request::Get { names, properties } => {
+            let mut rows = Vec::new();
+            for name in &names {
+                let pool = daemon.pool_of_dataset(name)?;
+                rows.extend(get(&pool, &daemon.mounts, name, &properties)?);
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "properties": rows }),
+            })
+        }
+        Request::Set {
+            name,
+            property,
+            value,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            set(&pool, &daemon.mounts, &name, &property, value.as_deref())?;
+            Answer::done()
+        }
+        Request::Mount {
+            name,
+            mountpoint,
+            all,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (name, all) {
+                (None, false) => {
+                    let rows: Vec<serde_json::Value> = daemon
+                        .mounts
+                        .list()
+                        .into_iter()
+                        .map(|(name, path)| {
+                            serde_json::json!({ "name": name, "mountpoint": path.display().to_string() })
+                        })
+                        .collect();
+                    Ok(Answer {
+                        status: 0,
+                        data: serde_json::json!({ "mounts": rows }),
+                    })
+                }
+                (None, true) => {
+                    let mut failed = false;
+                    for pool in daemon.pools().iter().filter(|pool| !pool.core.readonly) {
+                        failed |= !daemon.mounts.mount_all(pool, None).is_empty();
+                    }
+                    Ok(Answer {
+                        status: u8::from(failed),
+                        data: serde_json::Value::Null,
+                    })
+                }
+                (Some(name), _) => {
+                    let pool = daemon.pool_of_dataset(&name)?;
+                    mount(&pool, &daemon.mounts, &name, mountpoint.as_deref())?;
+                    Answer::done()
+                }
+            }
+        }
+        Request::Unmount { target, all, force } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (target, all) {
+                (None, true) => {
+                    for pool in daemon.pools() {
+                        daemon.mounts.unmount_within(pool.name(), force)?;
+                    }
+                }
+                (Some(target), _) => {
+                    let dataset = daemon.mounts.resolve(&target).ok_or_else(|| {
+                        Failure(format!(
+                            "{target} is not a mounted tarn file system (give a dataset name or its mountpoint)"
+                        ))
+                    })?;
+                    daemon.mounts.unmount_within(&dataset, force)?;
+                }
+                (None, false) => {
+                    return Err(Failure(
+                        "bad request: unmount what? name a file system or use -a".into(),
+                    )
+                    .into())
+                }
+            }
+            Answer::done()
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} is not a dataset request",
+            other.verb()
+        )))),
+    }
+}

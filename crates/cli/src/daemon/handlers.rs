@@ -1,0 +1,55 @@
+//! The daemon's request dispatch: `ping` and `stop` are answered here, every other request by
+//! its family (`daemon::pool`, `daemon::inspect`, `daemon::datasets`). Every line a handler
+//! prints is captured into the response.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::held::{lock, Answer, Daemon, Reply, STOP};
+use super::{datasets, inspect, pool};
+use crate::protocol::Request;
+
+pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Ping => Ok(Answer {
+            status: 0,
+            data: serde_json::json!({
+                "pid": std::process::id(),
+                "socket": daemon.socket.display().to_string(),
+                "pools": lock(&daemon.state).pools.keys().cloned().collect::<Vec<_>>(),
+            }),
+        }),
+        Request::Stop => {
+            STOP.store(true, Ordering::SeqCst);
+            out!(
+                "stopping tarn daemon {} on {}: exporting every pool",
+                std::process::id(),
+                daemon.socket.display()
+            );
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({"pid": std::process::id()}),
+            })
+        }
+        Request::PoolCreate { .. }
+        | Request::PoolImport { .. }
+        | Request::PoolExport { .. }
+        | Request::PoolDestroy { .. }
+        | Request::PoolSync { .. }
+        | Request::PoolList { .. }
+        | Request::PoolGet { .. }
+        | Request::PoolSet { .. }
+        | Request::PoolStatus { .. } => pool::handle(daemon, request),
+        Request::Check { .. }
+        | Request::DebugMetaslabs { .. }
+        | Request::DebugSpacemap { .. }
+        | Request::StatTxgs { .. } => inspect::handle(daemon, request),
+        Request::Create { .. }
+        | Request::Destroy { .. }
+        | Request::List { .. }
+        | Request::Get { .. }
+        | Request::Set { .. }
+        | Request::Mount { .. }
+        | Request::Unmount { .. } => datasets::handle(daemon, request),
+    }
+}

@@ -1,0 +1,221 @@
+//! The daemon side of the pool verbs (`tarn pool create|import|export|destroy|sync|list|get|set|
+//! status`): pools come into and leave the daemon here; the bodies shared with in-process runs
+//! are in `ops`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tarn::pool::{parse_vdev_specs, ImportOptions, Pool};
+use tarn_fuse::mountpoint;
+
+use super::held::{lock, matches_target, Answer, Daemon, Reply};
+
+use crate::error::Failure;
+use crate::ops;
+use crate::protocol::rows::{PoolRow, StatusEntry};
+use crate::protocol::Request;
+
+/// A pool request.
+pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::PoolCreate {
+            name,
+            vdevs,
+            size_bytes,
+            force,
+            disabled_features,
+            altroot,
+            mountpoint,
+            properties,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            daemon.refuse_taken_name(&name)?;
+            let target =
+                requested_root_mountpoint(&name, altroot.as_deref(), mountpoint.as_deref())?;
+            // Refuse a taken mountpoint and bad properties before anything is created.
+            if let Some(target) = &target {
+                mountpoint::check(target)
+                    .map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
+            }
+            Pool::parse_properties(&properties)?;
+            if let Some(relative) = vdevs
+                .iter()
+                .find(|word| word.as_str() != "mirror" && !Path::new(word).is_absolute())
+            {
+                return Err(Failure(format!(
+                    "bad request: vdev path {relative:?} is not absolute"
+                ))
+                .into());
+            }
+            let specs = parse_vdev_specs(&vdevs)?;
+            let pool = ops::create(
+                name.clone(),
+                specs,
+                size_bytes,
+                force,
+                disabled_features,
+                daemon.tunables.clone(),
+            )?;
+            let settings = mountpoint
+                .map(|mountpoint| ("mountpoint".to_string(), mountpoint))
+                .into_iter()
+                .chain(properties);
+            let configured = settings
+                .map(|(property, value)| pool.set_property(&name, &property, Some(&value)))
+                .collect::<Result<Vec<()>, _>>()
+                .map_err(Failure::from)
+                .and_then(|_| daemon.mount_pool(&pool, altroot));
+            if let Err(failure) = configured {
+                // Nothing is left behind: the pool goes again.
+                pool.destroy()?;
+                return Err(failure.into());
+            }
+            daemon.insert(pool);
+            Answer::done()
+        }
+        Request::PoolImport {
+            pool,
+            new_name,
+            dirs,
+            readonly,
+            altroot,
+            rewind,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            if daemon.pool(&pool).is_some() && new_name.is_none() {
+                return Err(Failure(format!("pool {pool:?} is already imported")).into());
+            }
+            if let Some(relative) = dirs.iter().find(|dir| !dir.is_absolute()) {
+                return Err(Failure(format!(
+                    "bad request: directory {} is not absolute",
+                    relative.display()
+                ))
+                .into());
+            }
+            if let Some(name) = &new_name {
+                daemon.refuse_taken_name(name)?;
+            }
+            let mut options = ImportOptions::new(dirs, daemon.tunables.clone());
+            options.readonly = readonly;
+            options.new_name = new_name;
+            options.rewind = rewind;
+            let opened = ops::import(&pool, options)?;
+            if let Err(failure) = daemon.refuse_taken_name(opened.name()) {
+                opened.export()?;
+                return Err(failure.into());
+            }
+            let name = opened.name().to_string();
+            if readonly {
+                out!("pool {name} is imported read-only: its file systems are not mounted");
+            } else if let Err(failure) = daemon.mount_pool(&opened, altroot) {
+                opened.export()?;
+                return Err(failure.into());
+            }
+            daemon.insert(opened);
+            Answer::done()
+        }
+        Request::PoolExport { pool, force } => {
+            let _guard = lock(&daemon.lifecycle);
+            let released = daemon.release(&pool, force)?;
+            let name = released.name().to_string();
+            released.export()?;
+            out!("exported pool {name}");
+            Answer::done()
+        }
+        Request::PoolDestroy { pool, force } => {
+            let _guard = lock(&daemon.lifecycle);
+            let released = daemon.release(&pool, force)?;
+            let name = released.name().to_string();
+            released.destroy()?;
+            out!("destroyed pool {name}");
+            Answer::done()
+        }
+        Request::PoolSync { pool } => {
+            let pools = match pool {
+                Some(target) => vec![daemon.held(&target)?],
+                None => daemon.pools(),
+            };
+            for pool in pools {
+                let txg = pool.sync()?;
+                out!("synced pool {} at txg {txg}", pool.name());
+            }
+            Answer::done()
+        }
+        Request::PoolList { pool } => {
+            let rows: Vec<PoolRow> = daemon
+                .pools()
+                .iter()
+                .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
+                .map(|p| ops::pool_row(p))
+                .collect();
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "pools": rows }),
+            })
+        }
+        Request::PoolGet { pool, properties } => {
+            let held = daemon.held(&pool)?;
+            let altroot = daemon.mounts.altroot(held.name());
+            let rows = ops::pool_properties(&held, &properties, altroot.as_deref())?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "properties": rows }),
+            })
+        }
+        Request::PoolSet {
+            pool,
+            property,
+            value,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let held = daemon.held(&pool)?;
+            ops::set_pool_property(&held, &property, &value)?;
+            Answer::done()
+        }
+        Request::PoolStatus { pool } => {
+            let entries: Vec<StatusEntry> = daemon
+                .pools()
+                .iter()
+                .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
+                .map(|p| ops::status_entry(p))
+                .collect();
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "pools": entries }),
+            })
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} is not a pool request",
+            other.verb()
+        )))),
+    }
+}
+
+/// The root mountpoint requested by `pool create -m`, validated, with altroot applied; None
+/// when the root is not to be mounted.
+fn requested_root_mountpoint(
+    name: &str,
+    altroot: Option<&Path>,
+    mountpoint: Option<&str>,
+) -> Result<Option<PathBuf>, Failure> {
+    if let Some(root) = altroot.filter(|root| !root.is_absolute()) {
+        return Err(Failure(format!(
+            "bad request: altroot {} is not absolute",
+            root.display()
+        )));
+    }
+    let path = match mountpoint {
+        Some("none") | Some("legacy") => return Ok(None),
+        Some(path) if Path::new(path).is_absolute() => PathBuf::from(path),
+        Some(other) => {
+            return Err(Failure(format!(
+                "bad request: mountpoint {other:?} is not absolute"
+            )))
+        }
+        None => Path::new("/").join(name),
+    };
+    Ok(Some(match altroot {
+        None => path,
+        Some(root) => root.join(path.strip_prefix("/").unwrap_or(&path)),
+    }))
+}

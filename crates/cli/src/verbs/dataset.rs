@@ -1,0 +1,319 @@
+//! `tarn create|destroy|list|get|set|inherit|mount|unmount` (zfs): the CLI side of the dataset
+//! verbs. Build the request, ask the daemon (which must be running: datasets live in imported
+//! pools), print the answer. The daemon side is `daemon::datasets`.
+use std::path::{Path, PathBuf};
+
+use crate::client;
+use crate::error::Failure;
+use crate::format::{print_table, Cell, ListFormat};
+use crate::ops::{absolute, pool_of};
+use crate::protocol::rows::{
+    DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS,
+};
+use crate::protocol::{Request, Response};
+
+/// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
+/// nothing to act on.
+fn ask(socket: &Path, dataset: Option<&str>, request: &Request) -> Result<Response, Failure> {
+    client::ask_if_running(socket, request)?.ok_or_else(|| {
+        let pool = dataset.map(pool_of);
+        Failure(match pool {
+            Some(pool) => format!(
+                "pool {pool:?} is not imported (no pools are: no tarn daemon on {}); import it with tarn pool import {pool}",
+                socket.display()
+            ),
+            None => format!(
+                "no pools are imported (no tarn daemon on {}); import one with tarn pool import",
+                socket.display()
+            ),
+        })
+    })
+}
+
+/// Print the daemon's output; its status.
+fn forward(response: &Response) -> u8 {
+    crate::output::print_raw(&response.stdout, &response.stderr);
+    response.status
+}
+
+/// Split `prop=value` settings.
+pub fn parse_settings(settings: &[String]) -> Result<Vec<(String, String)>, Failure> {
+    settings
+        .iter()
+        .map(|setting| {
+            setting
+                .split_once('=')
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .filter(|(name, _)| !name.is_empty())
+                .ok_or_else(|| {
+                    Failure(format!(
+                        "invalid property setting {setting:?}: expected prop=value"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// A dataset name as the user gave it, checked for the obvious mistakes before asking.
+fn check_name(name: &str) -> Result<(), Failure> {
+    if name.is_empty() || name.starts_with('/') || name.ends_with('/') {
+        return Err(Failure(format!(
+            "invalid dataset name {name:?}: expected POOL/NAME"
+        )));
+    }
+    Ok(())
+}
+
+pub fn create(
+    socket: &Path,
+    parents: bool,
+    settings: &[String],
+    name: String,
+) -> Result<u8, Failure> {
+    check_name(&name)?;
+    if !name.contains('/') {
+        return Err(Failure(format!(
+            "cannot create {name:?}: a file system is named POOL/NAME; create pools with tarn pool create"
+        )));
+    }
+    let properties = parse_settings(settings)?;
+    let dataset_name = name.clone();
+    let request = Request::Create {
+        name,
+        properties,
+        parents,
+    };
+    Ok(forward(&ask(socket, Some(&dataset_name), &request)?))
+}
+
+pub fn destroy(socket: &Path, recursive: bool, dry_run: bool, name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    if dry_run {
+        let mut names = list_rows(socket, Some(name.clone()), true)?
+            .into_iter()
+            .map(|row| row.name)
+            .collect::<Vec<_>>();
+        if names.len() > 1 && !recursive {
+            return Err(Failure(format!(
+                "cannot destroy {name}: it has children; use -r to destroy them too"
+            )));
+        }
+        names.sort_by_key(|name| std::cmp::Reverse(name.matches('/').count()));
+        for name in names {
+            out!("would destroy {name}");
+        }
+        return Ok(0);
+    }
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::Destroy { name, recursive },
+    )?))
+}
+
+fn list_rows(
+    socket: &Path,
+    name: Option<String>,
+    recursive: bool,
+) -> Result<Vec<DatasetRow>, Failure> {
+    let request = Request::List { name, recursive };
+    let Some(response) = client::ask_if_running(socket, &request)? else {
+        return match request {
+            Request::List {
+                name: Some(name), ..
+            } => Err(Failure(format!(
+                "dataset {name:?} does not exist (no pools are imported)"
+            ))),
+            _ => Ok(Vec::new()),
+        };
+    };
+    if response.status != 0 {
+        return Err(Failure(
+            response
+                .stderr
+                .trim()
+                .trim_start_matches("tarn: ")
+                .to_string(),
+        ));
+    }
+    serde_json::from_value(response.data["datasets"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
+}
+
+pub fn list(
+    socket: &Path,
+    recursive: bool,
+    types: Option<Vec<String>>,
+    mut format: ListFormat,
+    name: Option<String>,
+) -> Result<u8, Failure> {
+    for kind in types.iter().flatten() {
+        if !["filesystem", "snapshot", "all"].contains(&kind.as_str()) {
+            return Err(Failure(format!(
+                "invalid type {kind:?}: expected filesystem, snapshot or all"
+            )));
+        }
+    }
+    let rows = list_rows(socket, name, recursive)?;
+    // Snapshots do not exist yet, so -t snapshot lists nothing.
+    let only_snapshots = types
+        .as_ref()
+        .is_some_and(|kinds| kinds.iter().all(|kind| kind == "snapshot"));
+    let rows: Vec<Vec<Cell>> = if only_snapshots {
+        Vec::new()
+    } else {
+        rows.iter().map(DatasetRow::cells).collect()
+    };
+    if format.fields.is_none() {
+        format.fields = Some(LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
+    }
+    print_table(&LIST_COLUMNS, &rows, &format, "datasets")?;
+    Ok(0)
+}
+
+pub fn get(
+    socket: &Path,
+    format: ListFormat,
+    properties: String,
+    names: Vec<String>,
+) -> Result<u8, Failure> {
+    let properties: Vec<String> = properties
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    if properties.is_empty() {
+        return Err(Failure(
+            "no property named: give PROP[,PROP...] or all".into(),
+        ));
+    }
+    for name in &names {
+        check_name(name)?;
+    }
+    let first = names.first().cloned();
+    let response = ask(
+        socket,
+        first.as_deref(),
+        &Request::Get { names, properties },
+    )?;
+    if response.status != 0 {
+        return Ok(forward(&response));
+    }
+    let rows: Vec<PropertyRow> = serde_json::from_value(response.data["properties"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    let cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|row| {
+            if format.exact {
+                row.cells()
+            } else {
+                row.human_json_cells()
+            }
+        })
+        .collect();
+    print_table(&GET_COLUMNS, &cells, &format, "properties")?;
+    Ok(0)
+}
+
+pub fn set(socket: &Path, setting: String, name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    let (property, value) = parse_settings(std::slice::from_ref(&setting))?
+        .pop()
+        .expect("one setting");
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::Set {
+            name,
+            property,
+            value: Some(value),
+        },
+    )?))
+}
+
+pub fn inherit(socket: &Path, property: String, name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::Set {
+            name,
+            property,
+            value: None,
+        },
+    )?))
+}
+
+pub fn mount(
+    socket: &Path,
+    all: bool,
+    json: bool,
+    name: Option<String>,
+    mountpoint: Option<PathBuf>,
+) -> Result<u8, Failure> {
+    if all && name.is_some() {
+        return Err(Failure("mount -a takes no file system name".into()));
+    }
+    let request = Request::Mount {
+        name: name.clone(),
+        mountpoint: mountpoint.as_deref().map(absolute),
+        all,
+    };
+    if name.is_none() && !all {
+        // List what is mounted (nothing when no daemon runs).
+        let rows = match client::ask_if_running(socket, &request)? {
+            Some(response) => response.data["mounts"].clone(),
+            None => serde_json::json!([]),
+        };
+        let empty = Vec::new();
+        let cells: Vec<Vec<Cell>> = rows
+            .as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .map(|row| {
+                vec![
+                    Cell::text(row["name"].as_str().unwrap_or_default()),
+                    Cell::text(row["mountpoint"].as_str().unwrap_or_default()),
+                ]
+            })
+            .collect();
+        let format = ListFormat {
+            no_header: !json,
+            json,
+            ..ListFormat::default()
+        };
+        print_table(&["name", "mountpoint"], &cells, &format, "mounts")?;
+        return Ok(0);
+    }
+    if let Some(name) = &name {
+        check_name(name)?;
+    }
+    Ok(forward(&ask(socket, name.as_deref(), &request)?))
+}
+
+pub fn unmount(
+    socket: &Path,
+    all: bool,
+    force: bool,
+    target: Option<String>,
+) -> Result<u8, Failure> {
+    let target = match (target, all) {
+        (Some(_), true) => return Err(Failure("unmount -a takes no file system".into())),
+        (None, false) => {
+            return Err(Failure(
+                "unmount what? name a file system or its mountpoint, or use -a".into(),
+            ))
+        }
+        (Some(target), false) if target.starts_with('/') || target.starts_with('.') => {
+            Some(absolute(Path::new(&target)).display().to_string())
+        }
+        (target, _) => target,
+    };
+    let dataset = target.clone().filter(|target| !target.starts_with('/'));
+    Ok(forward(&ask(
+        socket,
+        dataset.as_deref(),
+        &Request::Unmount { target, all, force },
+    )?))
+}

@@ -1,0 +1,68 @@
+//! `tarn check` and `tarn debug ...` (zdb): whole-pool verification and inspection, in the
+//! daemon when it holds the pool, else in this process on the exported pool.
+
+use std::path::{Path, PathBuf};
+
+use super::ask_holder;
+use crate::error::{Failure, Status};
+use crate::ops::{self, open_named};
+use crate::protocol::Request;
+
+pub fn check(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    no_repair: bool,
+    name: String,
+) -> Result<Status, Failure> {
+    let request = Request::Check {
+        pool: name.clone(),
+        repair: !no_repair,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, no_repair)?;
+    let clean = ops::check(&pool, &name, !no_repair)?;
+    pool.export()?;
+    Ok(if clean { 0 } else { 1 })
+}
+
+pub fn debug_metaslabs(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    json: bool,
+    name: String,
+) -> Result<Status, Failure> {
+    let request = Request::DebugMetaslabs {
+        pool: name.clone(),
+        json,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, true)?;
+    ops::debug_metaslabs(&pool, &name, json);
+    pool.export()?;
+    Ok(0)
+}
+
+pub fn debug_spacemap(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    name: String,
+    vdev: u32,
+    metaslab: u64,
+) -> Result<Status, Failure> {
+    let request = Request::DebugSpacemap {
+        pool: name.clone(),
+        vdev,
+        metaslab,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, true)?;
+    let result = ops::debug_spacemap(&pool, &name, vdev, metaslab);
+    pool.export()?;
+    result.map(|()| 0)
+}

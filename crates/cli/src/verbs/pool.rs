@@ -1,0 +1,536 @@
+//! `tarn pool ...` (zpool): the CLI side of the pool verbs.
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tarn::pool::{parse_vdev_specs, validate_pool_name, Pool};
+use tarn::vdev::label::PoolState;
+
+use super::{ask_holder, forward};
+use crate::client;
+use crate::error::{Failure, Status};
+use crate::format::{human_bytes, Cell};
+use crate::format::{parse_size, print_table, ListFormat};
+use crate::ops::{self, absolute, dirs_or_default, import_options, open_named};
+use crate::protocol::rows::{
+    PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry, GET_COLUMNS, POOL_LIST_COLUMNS,
+    POOL_LIST_DEFAULT_COLUMNS,
+};
+use crate::protocol::{Request, Response};
+
+/// Check `-m`: an absolute path, `none` or `legacy`.
+fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
+    match mountpoint.as_deref() {
+        None | Some("none") | Some("legacy") => Ok(()),
+        Some(path) if Path::new(path).is_absolute() => Ok(()),
+        Some(other) => Err(Failure(format!(
+            "invalid mountpoint {other:?}: expected an absolute path, none or legacy"
+        ))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn create(
+    socket: &Path,
+    force: bool,
+    size: Option<String>,
+    properties: Vec<String>,
+    altroot: Option<PathBuf>,
+    mountpoint: Option<String>,
+    fs_properties: Vec<String>,
+    name: String,
+    vdevs: Vec<String>,
+) -> Result<Status, Failure> {
+    check_mountpoint(&mountpoint)?;
+    let fs_properties = super::dataset::parse_settings(&fs_properties)?;
+    Pool::parse_properties(&fs_properties)?;
+    let mut disabled_features = Vec::new();
+    for property in &properties {
+        let (key, value) = property.split_once('=').ok_or_else(|| {
+            Failure(format!(
+                "invalid property {property:?}: expected prop=value"
+            ))
+        })?;
+        let Some(feature) = key.strip_prefix("feature@") else {
+            return Err(Failure(format!(
+                "unknown pool property {key:?} (pool properties: feature@NAME=enabled|disabled)"
+            )));
+        };
+        match value {
+            "disabled" => disabled_features.push(feature.to_string()),
+            "enabled" => {}
+            other => {
+                return Err(Failure(format!(
+                    "invalid value {other:?} for {key}: expected enabled or disabled"
+                )))
+            }
+        }
+    }
+    let size_bytes = size.as_deref().map(parse_size).transpose()?;
+    validate_pool_name(&name)?;
+    // Paths become absolute here (the daemon does not share our working directory); the
+    // keywords stay as they are.
+    let keywords = [
+        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache", "special",
+        "dedup",
+    ];
+    let vdevs: Vec<String> = vdevs
+        .iter()
+        .map(|word| {
+            if keywords.contains(&word.as_str()) {
+                word.clone()
+            } else {
+                absolute(Path::new(word)).display().to_string()
+            }
+        })
+        .collect();
+    // Spelling mistakes are reported without starting a daemon.
+    parse_vdev_specs(&vdevs)?;
+    let request = Request::PoolCreate {
+        name,
+        vdevs,
+        size_bytes,
+        force,
+        disabled_features,
+        altroot: altroot.as_deref().map(absolute),
+        mountpoint,
+        properties: fs_properties,
+    };
+    Ok(forward(client::ask_starting(socket, &request)?))
+}
+
+fn parse_import_options(options: &[String]) -> Result<bool, Failure> {
+    let mut readonly = false;
+    for option in options {
+        match option.as_str() {
+            "readonly=on" => readonly = true,
+            "readonly=off" => readonly = false,
+            other => {
+                return Err(Failure(format!(
+                    "unknown import option {other:?} (known: readonly=on|off)"
+                )))
+            }
+        }
+    }
+    Ok(readonly)
+}
+
+/// Guids of the pools the daemon holds (empty when no daemon runs).
+fn daemon_rows(socket: &Path, pool: Option<&str>) -> Result<Option<Vec<PoolRow>>, Failure> {
+    let request = Request::PoolList {
+        pool: pool.map(str::to_string),
+    };
+    let Some(response) = client::ask_if_running(socket, &request)? else {
+        return Ok(None);
+    };
+    if response.status != 0 {
+        return Err(Failure(format!(
+            "the daemon could not list its pools: {}",
+            response.stderr.trim()
+        )));
+    }
+    let rows = serde_json::from_value(response.data["pools"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    Ok(Some(rows))
+}
+
+/// `pool import -F -n POOL`: say what a rewind import would open and discard, in this
+/// process, writing nothing.
+pub fn import_dry_run(dirs: Vec<PathBuf>, pool: &str) -> Result<Status, Failure> {
+    let plan = Pool::rewind_plan(pool, import_options(&dirs, true)?)?;
+    if plan.txg == plan.newest_txg {
+        out!(
+            "pool {pool} would import at its newest txg {}: no rewind needed",
+            plan.txg
+        );
+    } else {
+        for (txg, why) in &plan.skipped {
+            out!("txg {txg} cannot be used: {why}");
+        }
+        out!(
+            "would rewind pool {pool} from txg {} to txg {}, discarding {} seconds of changes",
+            plan.newest_txg,
+            plan.txg,
+            plan.seconds_discarded
+        );
+    }
+    Ok(0)
+}
+
+/// `pool import` flags passed to the daemon.
+pub struct ImportFlags {
+    pub options: Vec<String>,
+    pub altroot: Option<PathBuf>,
+    pub rewind: bool,
+}
+
+pub fn import(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    show_destroyed: bool,
+    flags: ImportFlags,
+    pool: Option<String>,
+    new_name: Option<String>,
+) -> Result<Status, Failure> {
+    let ImportFlags {
+        options,
+        altroot,
+        rewind,
+    } = flags;
+    let readonly = parse_import_options(&options)?;
+    let Some(name) = pool else {
+        let held: BTreeSet<u64> = daemon_rows(socket, None)?
+            .unwrap_or_default()
+            .iter()
+            .map(|row| row.guid)
+            .collect();
+        let found: Vec<_> = Pool::scan(&dirs_or_default(&dirs))
+            .into_iter()
+            .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
+            .filter(|pool| !held.contains(&pool.guid.0))
+            .collect();
+        if found.is_empty() {
+            out!("no pools available to import");
+        }
+        for pool in found {
+            out!(
+                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n",
+                pool.name,
+                pool.guid,
+                pool.state,
+                pool.txg,
+                pool.leaves_found
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+        return Ok(0);
+    };
+    let request = Request::PoolImport {
+        pool: name,
+        new_name,
+        dirs: dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect(),
+        readonly,
+        altroot: altroot.as_deref().map(absolute),
+        rewind,
+    };
+    Ok(forward(client::ask_starting(socket, &request)?))
+}
+
+pub fn export(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    force: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let request = Request::PoolExport {
+        pool: pool.clone(),
+        force,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    // Not imported in the daemon: mark an exported-by-crash pool exported, in this process.
+    let found = Pool::scan(&dirs_or_default(&dirs));
+    let Some(candidate) = found
+        .iter()
+        .find(|p| p.name == pool && p.state != PoolState::Destroyed)
+    else {
+        return Err(Failure(format!("cannot export '{pool}': no such pool")));
+    };
+    if candidate.state == PoolState::Exported {
+        out!("pool {pool} is already exported");
+    } else {
+        open_named(&dirs, &pool, false)?.export()?;
+        out!("exported pool {pool}");
+    }
+    Ok(0)
+}
+
+pub fn destroy(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    force: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let request = Request::PoolDestroy {
+        pool: pool.clone(),
+        force,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    open_named(&dirs, &pool, false)?.destroy()?;
+    out!("destroyed pool {pool}");
+    Ok(0)
+}
+
+pub fn sync(socket: &Path, pool: Option<String>) -> Result<Status, Failure> {
+    let request = Request::PoolSync { pool: pool.clone() };
+    match client::ask_if_running(socket, &request)? {
+        Some(response) => Ok(forward(response)),
+        None => match pool {
+            Some(name) => Err(Failure(format!(
+                "cannot sync '{name}': pool is not imported (no tarn daemon on {})",
+                socket.display()
+            ))),
+            None => Ok(0),
+        },
+    }
+}
+
+/// Whether to scan directories for exported pools: always without a daemon, and with one only
+/// when `-d` names where to look.
+fn scan_dirs(dirs: &[PathBuf], daemon_running: bool) -> Option<Vec<PathBuf>> {
+    if !daemon_running || !dirs.is_empty() {
+        Some(dirs_or_default(dirs))
+    } else {
+        None
+    }
+}
+
+pub fn list(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    mut format: ListFormat,
+    name: Option<String>,
+) -> Result<Status, Failure> {
+    if format.fields.is_none() {
+        format.fields = Some(POOL_LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
+    }
+    let daemon = daemon_rows(socket, name.as_deref())?;
+    let daemon_running = daemon.is_some();
+    let mut rows = daemon.unwrap_or_default();
+    let held: BTreeSet<u64> = rows.iter().map(|row| row.guid).collect();
+    let mut any_found = !rows.is_empty();
+    if let Some(scan) = scan_dirs(&dirs, daemon_running) {
+        let found = Pool::scan(&scan);
+        any_found |= !found.is_empty();
+        for candidate in found
+            .iter()
+            .filter(|p| p.state != PoolState::Destroyed && !held.contains(&p.guid.0))
+        {
+            if name.as_ref().is_some_and(|n| n != &candidate.name) {
+                continue;
+            }
+            let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
+            let mut row = ops::pool_row(&pool);
+            row.name = candidate.name.clone();
+            rows.push(row);
+            pool.export()?;
+        }
+    }
+    if let Some(name) = &name {
+        if rows.is_empty() {
+            return Err(Failure(format!("cannot open '{name}': no such pool")));
+        }
+    }
+    rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
+    let cells: Vec<_> = rows.iter().map(PoolRow::cells).collect();
+    print_table(&POOL_LIST_COLUMNS, &cells, &format, "pools")?;
+    if !any_found {
+        err!(
+            "no pools imported (no tarn daemon on {}) and none found in {}",
+            socket.display(),
+            dirs_or_default(&dirs)
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(0)
+}
+
+pub fn status(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    json: bool,
+    name: Option<String>,
+) -> Result<Status, Failure> {
+    let request = Request::PoolStatus { pool: name.clone() };
+    let daemon = client::ask_if_running(socket, &request)?;
+    let daemon_running = daemon.is_some();
+    let mut entries: Vec<StatusEntry> = match daemon {
+        Some(response) => serde_json::from_value(response.data["pools"].clone())
+            .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?,
+        None => Vec::new(),
+    };
+    let held: BTreeSet<u64> = entries.iter().map(|entry| entry.guid).collect();
+    if let Some(scan) = scan_dirs(&dirs, daemon_running) {
+        for candidate in Pool::scan(&scan)
+            .iter()
+            .filter(|p| p.state != PoolState::Destroyed && !held.contains(&p.guid.0))
+        {
+            if name.as_ref().is_some_and(|n| n != &candidate.name) {
+                continue;
+            }
+            let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
+            entries.push(ops::status_entry(&pool));
+            pool.export()?;
+        }
+    }
+    if entries.is_empty() {
+        return Err(Failure(match name {
+            Some(name) => format!("cannot open '{name}': no such pool"),
+            None => "no pools available".into(),
+        }));
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
+    print_status(&entries, json);
+    Ok(0)
+}
+
+/// Print `pool status` entries (already filtered and ordered).
+pub fn print_status(entries: &[StatusEntry], json: bool) {
+    if json {
+        let documents: Vec<_> = entries.iter().map(|entry| entry.json.clone()).collect();
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
+        );
+    } else {
+        for entry in entries {
+            out!("{}", entry.text);
+        }
+    }
+}
+
+/// Ask the daemon about a pool it must hold (pool properties live in imported pools only, as
+/// with zpool get/set/wait).
+fn ask_imported(socket: &Path, pool: &str, request: &Request) -> Result<Response, Failure> {
+    match client::ask_if_running(socket, request)? {
+        None => Err(Failure(format!(
+            "cannot open '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",
+            socket.display()
+        ))),
+        Some(response) if response.not_imported => Err(Failure(format!(
+            "cannot open '{pool}': no such pool (not imported); import it with tarn pool import {pool}"
+        ))),
+        Some(response) => Ok(response),
+    }
+}
+
+/// The daemon's `pool get` rows, or its failure as the exit status to return.
+fn fetch_properties(
+    socket: &Path,
+    pool: &str,
+    properties: Vec<String>,
+) -> Result<Result<Vec<PoolPropertyRow>, Status>, Failure> {
+    let request = Request::PoolGet {
+        pool: pool.to_string(),
+        properties,
+    };
+    let response = ask_imported(socket, pool, &request)?;
+    if response.status != 0 {
+        return Ok(Err(forward(response)));
+    }
+    let rows = serde_json::from_value(response.data["properties"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    Ok(Ok(rows))
+}
+
+/// `pool get [-H] [-p] [-j] [-o FIELD,...] PROP[,PROP]|all POOL`.
+pub fn get(
+    socket: &Path,
+    format: ListFormat,
+    properties: String,
+    pool: String,
+) -> Result<Status, Failure> {
+    let properties: Vec<String> = properties
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    if properties.is_empty() {
+        return Err(Failure(
+            "no property named: give PROP[,PROP...] or all".into(),
+        ));
+    }
+    let rows = match fetch_properties(socket, &pool, properties)? {
+        Ok(rows) => rows,
+        Err(status) => return Ok(status),
+    };
+    let cells: Vec<Vec<Cell>> = rows.iter().map(PoolPropertyRow::cells).collect();
+    print_table(&GET_COLUMNS, &cells, &format, "properties")?;
+    Ok(0)
+}
+
+/// `pool set PROP=VAL POOL`.
+pub fn set(socket: &Path, setting: String, pool: String) -> Result<Status, Failure> {
+    let Some((property, value)) = setting.split_once('=').filter(|(p, _)| !p.is_empty()) else {
+        return Err(Failure(format!(
+            "invalid property setting {setting:?}: expected PROP=VALUE (e.g. feature@embedded_data=enabled)"
+        )));
+    };
+    let request = Request::PoolSet {
+        pool: pool.clone(),
+        property: property.to_string(),
+        value: value.to_string(),
+    };
+    Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// How often `pool wait` asks the daemon.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// `pool wait [-t ACTIVITY[,...]] POOL`: block until the activities have finished. Only `free`
+/// (background frees of destroyed datasets: the `freeing` property reaches 0) exists yet; with
+/// no -t every supported activity is waited for. Quiet, except for a progress line on stderr
+/// when stderr is a terminal.
+pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Status, Failure> {
+    for activity in &activities {
+        match activity.as_str() {
+            "free" => {}
+            "scrub" | "resilver" | "initialize" | "replace" | "remove" | "trim" | "discard" => {
+                return Err(Failure(format!(
+                    "cannot wait for {activity} on '{pool}': not supported yet (tarn pool wait knows only -t free)"
+                )))
+            }
+            other => {
+                return Err(Failure(format!(
+                    "invalid activity {other:?}: expected free (scrub and resilver are not supported yet)"
+                )))
+            }
+        }
+    }
+    let progress = std::io::stderr().is_terminal();
+    let mut shown = false;
+    loop {
+        let rows = match fetch_properties(socket, &pool, vec!["freeing".into()])? {
+            Ok(rows) => rows,
+            Err(status) => return Ok(status),
+        };
+        let freeing = match rows.first().map(|row| &row.value) {
+            Some(PoolPropertyValue::Bytes(bytes)) => *bytes,
+            _ => {
+                return Err(Failure(
+                    "unreadable answer from the daemon: no freeing".into(),
+                ))
+            }
+        };
+        if freeing == 0 {
+            break;
+        }
+        if progress {
+            let mut stderr = std::io::stderr();
+            let _ = write!(
+                stderr,
+                "\r{pool}: {:>8} left to free ",
+                human_bytes(freeing)
+            );
+            let _ = stderr.flush();
+            shown = true;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    if shown {
+        let _ = writeln!(std::io::stderr(), "\r{pool}: freed{:24}", "");
+    }
+    Ok(0)
+}
