@@ -148,6 +148,20 @@ impl Counted {
         };
         if cost.passes > 0 {
             self.passes.push(cost.passes);
+            // One count of block writes: what `tarn stat txgs` shows for the txg is what the
+            // pool counted around the sync.
+            let synced = self.pool.core.last_committed_txg();
+            let row = self
+                .pool
+                .txg_history()
+                .into_iter()
+                .find(|row| row.txg == synced.0)
+                .expect("history row of the synced txg");
+            assert_eq!(
+                row.blocks_written, cost.block_writes,
+                "{}: {row:?} {cost:?}",
+                self.label
+            );
         }
         cost
     }
