@@ -148,6 +148,20 @@ impl Counted {
         };
         if cost.passes > 0 {
             self.passes.push(cost.passes);
+            // One count of block writes: what `tarn stat txgs` shows for the txg is what the
+            // pool counted around the sync.
+            let synced = self.pool.core.last_committed_txg();
+            let row = self
+                .pool
+                .txg_history()
+                .into_iter()
+                .find(|row| row.txg == synced.0)
+                .expect("history row of the synced txg");
+            assert_eq!(
+                row.blocks_written, cost.block_writes,
+                "{}: {row:?} {cost:?}",
+                self.label
+            );
         }
         cost
     }
@@ -208,7 +222,9 @@ fn many_small_files_converge() {
             let cost = pool.sync();
             eprintln!("{}: batch {batch}: {cost:?}", pool.label);
         }
-        pool.assert_passes(5);
+        // Under the default tunables every txg takes 2 passes; 4 meant that pass 2 copied an
+        // old space-map block (docs/design.md §4).
+        pool.assert_passes(if name == "default" { 3 } else { 5 });
         pool.finish();
     }
 }
@@ -237,7 +253,7 @@ fn rewriting_one_block_is_cheap() {
             eprintln!("{}: round {round}: {cost:?}", pool.label);
             costs.push(cost);
         }
-        pool.assert_passes(5);
+        pool.assert_passes(if name == "default" { 3 } else { 5 });
         // The budget of issue 7 holds under the default tunables. The tiny configuration
         // (1 KiB indirect blocks, 4 KiB dnode blocks, 1 MiB metaslabs) touches many more
         // metadata blocks per change by design; its cost is only printed.

@@ -15,8 +15,9 @@
 //! or three passes (docs/design.md §4); with exact compressed sizes MOS and space-map blocks
 //! moved every pass until compression was switched off at `sync_pass_dont_compress`.
 //!
-//! Cost: one block write per copy (`BlockIo::block_writes` counts them); an in-place rewrite costs
-//! the same writes but no allocation.
+//! Cost: one block write per copy (counted once, by the write queue: `BlockIo::block_writes`,
+//! and per txg `blocks_written` in `tarn stat txgs`); an in-place rewrite costs the same writes
+//! but no allocation.
 //!
 //! Read: for each DVA, for each mirror child: read, verify the checksum against the block
 //! pointer, decompress. The first good copy wins; every copy that failed verification is counted
@@ -27,7 +28,7 @@
 //! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
 //! before any I/O is issued.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::block::blkptr::{
@@ -96,10 +97,9 @@ pub struct BlockIo {
     writable: AtomicBool,
     /// Feature embedded_data: tiny file blocks are stored inside their block pointer.
     embedded_data: AtomicBool,
+    /// The write issue queue; its counters (`WriteQueue::counters`) are the pool's one count
+    /// of block copies written.
     writes: WriteQueue,
-    /// Block copies issued to top-level vdevs since the pool was opened (a mirror child write
-    /// is not counted again): what a sync costs in blocks.
-    block_writes: AtomicU64,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -125,13 +125,14 @@ impl BlockIo {
             writable: AtomicBool::new(writable),
             writes: WriteQueue::new(4),
             embedded_data: AtomicBool::new(true),
-            block_writes: AtomicU64::new(0),
         }
     }
 
-    /// Block copies written since the pool was opened (every copy counted, repairs not).
+    /// Block copies written since the pool was opened (every copy counted, in-place rewrites
+    /// of later passes included, mirror children and repairs not): the write queue's
+    /// `blocks` counter, the same one `tarn stat txgs` differences per txg.
     pub fn block_writes(&self) -> u64 {
-        self.block_writes.load(Ordering::Relaxed)
+        self.writes.counters().blocks
     }
 
     pub fn is_writable(&self) -> bool {
@@ -306,7 +307,6 @@ impl BlockIo {
                 .top(dva.vdev)
                 .expect("allocator returned an unknown vdev");
             self.writes.submit(top.clone(), dva.offset, padded.clone());
-            self.block_writes.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(key) = BlockKey::of(&bp) {
             let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));

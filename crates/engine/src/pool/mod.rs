@@ -27,8 +27,12 @@
 //!    are still immediate. From pass `sync_pass_rewrite` blocks born in this txg whose
 //!    (allocation-unit rounded) physical size is unchanged are rewritten in place, and from pass
 //!    `sync_pass_deferred_free` frees wait for the next txg, so a pass that allocates nothing
-//!    ends the sync: usually pass 2, sometimes 3. The pass count is capped at `sync_pass_max`
-//!    and exceeding it fails the sync.
+//!    ends the sync: usually pass 2, sometimes 3. Pass 1 also copies the last block of the
+//!    space map of every metaslab the allocator keeps active (one per copy rank per vdev),
+//!    since pass 1's MOS blocks land there: a map first appended in pass 2 would copy an old
+//!    block (allocation, free deferred to the list, the list copied in pass 3, recorded in
+//!    pass 4; with metadata copies+1 every other txg took 4 passes). The pass count is capped
+//!    at `sync_pass_max` and exceeding it fails the sync.
 //! 3. Flush every vdev (everything the uberblock will point to is durable).
 //! 4. If the config changed: write the even labels (L0, L2) and flush.
 //! 5. Write the uberblock into slot `txg % slots` of every label of every leaf; flush.
@@ -36,8 +40,9 @@
 //! 7. `sync_done`: rotate deferred frees, install the new trees as the synced ones.
 //!
 //! Cost of a txg (docs/design.md §4, held by `tests/sync_convergence.rs`): under the default
-//! tunables a one-block change in a file writes about 46 blocks (every copy counted, MOS blocks
-//! three times) in 2 passes, plus the uberblock in four label slots per leaf.
+//! tunables a one-block change in a file writes 45 blocks (every copy counted: MOS blocks three
+//! times, file-system metadata twice, file data once) in 2 passes, about 320 KiB, plus the
+//! uberblock in four label slots per leaf.
 //!
 //! Freed space waiting in the defer trees is work without dirty data: after each sync the pool
 //! tells the txg layer whether any is left (`TxgManager::set_pending_work`), and the txg timer

@@ -7,7 +7,8 @@
 //!   spa_sync. Reads in open context during the sync count too; uberblock and label writes go
 //!   straight to the devices and do not.
 //! - `blocks_written`: block copies submitted to the write queue (every DVA of every block,
-//!   in-place rewrites of later passes included).
+//!   in-place rewrites of later passes included). This is the pool's only count of block
+//!   writes: `BlockIo::block_writes` reads the same counter.
 //! - `write_ios`: device writes the pool issued: the queue's writes after aggregation (one per
 //!   mirror child), plus every uberblock and label copy the commit writes. Nothing else writes
 //!   to the devices while a txg syncs except repairs of damaged copies, which are rare.

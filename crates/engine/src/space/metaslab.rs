@@ -574,6 +574,20 @@ impl Metaslab {
         Ok(true)
     }
 
+    /// Pass 1 of txg `txg`, for a metaslab the allocator keeps active but that nothing has
+    /// allocated in or freed from yet this txg: copy its map's last block now
+    /// ([`SpaceMap::rewrite_tail`]), while frees are still immediate. The MOS blocks that pass 1
+    /// writes after the space maps land in active metaslabs; without this, the first append
+    /// to such a map (pass 2) copies a block born in an earlier txg, whose free is deferred
+    /// onto the deferred-free list, whose block is copied in pass 3, recorded in pass 4.
+    /// Returns whether anything was written.
+    pub fn prepare_sync(&self, storage: &dyn SpaceStorage, txg: Txg) -> Result<bool, SpaceError> {
+        match &self.space_map {
+            Some(map) if !self.is_dirty(txg) => map.rewrite_tail(storage, txg),
+            _ => Ok(false),
+        }
+    }
+
     /// End of txg `txg`: release the frees of `txg − 2` into `allocatable` and defer this txg's.
     pub fn sync_done(&mut self, txg: Txg) {
         assert!(

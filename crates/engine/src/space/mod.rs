@@ -9,7 +9,8 @@
 //! the net allocated bytes and a 32-bucket free-segment histogram. In memory, a loaded metaslab
 //! replays its log into a [`RangeTree`] of free segments (`allocatable`); unloaded metaslabs are
 //! ranked from their header histogram alone. The [`SpaceManager`] is the metaslab class: one
-//! group per top-level vdev, a rotor across groups, and per group an active metaslab.
+//! group per top-level vdev, a rotor across groups, and per group an active metaslab for first
+//! copies and one for each extra copy on that vdev (OpenZFS `mg_primaries`/`mg_secondaries`).
 //!
 //! # On-disk structures
 //!
@@ -57,12 +58,18 @@
 //! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes;
 //!   extra copies go to the next vdev not yet holding a copy, otherwise to a metaslab of the
 //!   same vdev at least 1/8 of the vdev away from the other copies, else to any other metaslab),
-//!   then a metaslab by weight (largest free-segment class first), loading it on
-//!   demand, then a range by dynamic fit (first fit from a per-alignment cursor, best fit when
-//!   the metaslab is nearly full or fragmented).
+//!   then the group's active metaslab for that copy (the first, second or third on this vdev)
+//!   while it fits and keeps its distance, else a metaslab by weight (largest free-segment
+//!   class first; metaslabs active for other copies last), which becomes the active one,
+//!   loading it on demand, then a range by dynamic fit (first fit from a per-alignment cursor,
+//!   best fit when the metaslab is nearly full or fragmented). Extra copies thus land in a
+//!   small, stable set of metaslabs.
 //! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
-//! - `sync(txg, pass)`: per dirty metaslab, condense (pass 1, when the map is twice its optimal
-//!   size), append ALLOC then FREE batches, rewrite the header; record new map ids.
+//! - `sync(txg, pass)`: in pass 1, copy the last block of every active metaslab's map even if
+//!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
+//!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
+//!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
+//!   rewrite the header; record new map ids.
 //! - `sync_done(txg)`: rotate the defer trees.
 //!
 //! # Crash behaviour
@@ -243,10 +250,17 @@ struct Group {
     ashift: u32,
     ms_array: Option<ObjectId>,
     metaslabs: Vec<Metaslab>,
-    /// Metaslab primary allocations go to while it keeps fitting, and the weight class it had
-    /// when chosen (it is dropped once its best class falls two below that).
-    active: Option<(usize, u64)>,
+    /// Active metaslabs, each with the weight class it had when chosen (it is dropped once its
+    /// best class falls two below that). Slot 0 takes first copies on this vdev (OpenZFS
+    /// `mg_primaries`); slot `n` the `n + 1`-th copy of a block on this vdev (`mg_secondaries`),
+    /// so that extra copies land in a small, stable set of metaslabs, whose space maps
+    /// [`SpaceManager::sync`] prepares in pass 1.
+    active: [Option<(usize, u64)>; ACTIVE_SLOTS],
 }
+
+/// Active metaslabs per group: one for first copies, one for each extra copy (three copies at
+/// most).
+const ACTIVE_SLOTS: usize = 3;
 
 /// Weight class at or below which an active metaslab is given up (`zfs_metaslab_switch_threshold`).
 const METASLAB_SWITCH_THRESHOLD: u64 = 2;
@@ -308,12 +322,16 @@ impl Group {
         (self.metaslabs.len() >> DITTO_SAME_VDEV_DISTANCE_SHIFT).max(1)
     }
 
-    /// Allocate in this group, never in the metaslabs listed in `avoid_metaslabs`.
+    /// Allocate in this group, never in the metaslabs listed in `avoid_metaslabs`, for copy
+    /// `slot` of a block on this vdev (0: first copy). The slot's active metaslab is tried first
+    /// while it keeps fitting and is not to be avoided; otherwise the heaviest candidate (those
+    /// active for other slots last) is chosen and becomes the slot's active metaslab.
     #[allow(clippy::too_many_arguments)]
     fn allocate(
         &mut self,
         size: u64,
         txg: Txg,
+        slot: usize,
         avoid_metaslabs: &[usize],
         storage: &dyn SpaceStorage,
         tunables: &Tunables,
@@ -323,31 +341,45 @@ impl Group {
         if size > 1 << self.ms_shift {
             return Ok(None);
         }
-        let primary = avoid_metaslabs.is_empty();
-        if let (true, Some((index, activation_class))) = (primary, self.active) {
+        let slot = slot.min(ACTIVE_SLOTS - 1);
+        if let Some((index, activation_class)) = self.active[slot] {
             let class = self.metaslabs[index].weight() >> 54;
-            if class + METASLAB_SWITCH_THRESHOLD > activation_class {
+            // An active metaslab near this block's other copies (the first copies moved on) is
+            // replaced below, like one that no longer fits.
+            if !avoid_metaslabs.contains(&index)
+                && class + METASLAB_SWITCH_THRESHOLD > activation_class
+            {
                 if let Some(offset) =
                     self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
                 {
                     return Ok(Some(offset));
                 }
             }
-            self.active = None;
+            self.active[slot] = None;
         }
-        let mut candidates: Vec<(u64, usize)> = (0..self.metaslabs.len())
+        // Metaslabs active for other slots come last, so that the slots stay apart.
+        let taken = |index: usize| {
+            self.active
+                .iter()
+                .enumerate()
+                .any(|(other, active)| other != slot && active.is_some_and(|(at, _)| at == index))
+        };
+        let mut candidates: Vec<(bool, u64, usize)> = (0..self.metaslabs.len())
             .filter(|index| !avoid_metaslabs.contains(index))
-            .map(|index| (self.metaslabs[index].weight(), index))
-            .filter(|&(weight, _)| weight > 0)
+            .map(|index| (taken(index), self.metaslabs[index].weight(), index))
+            .filter(|&(_, weight, _)| weight > 0)
             .collect();
-        candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
-        for (_, index) in candidates {
+        candidates.sort_by(|left, right| {
+            left.0
+                .cmp(&right.0)
+                .then(right.1.cmp(&left.1))
+                .then(left.2.cmp(&right.2))
+        });
+        for (_, _, index) in candidates {
             if let Some(offset) =
                 self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
             {
-                if primary {
-                    self.active = Some((index, self.metaslabs[index].weight() >> 54));
-                }
+                self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
                 return Ok(Some(offset));
             }
         }
@@ -467,7 +499,7 @@ impl SpaceManager {
             ashift,
             ms_array,
             metaslabs,
-            active: None,
+            active: [None; ACTIVE_SLOTS],
         }));
         Ok(())
     }
@@ -559,9 +591,14 @@ impl SpaceManager {
                 };
                 let sector = 1u64 << group.ashift;
                 assert!(size_allocated.is_multiple_of(sector), "allocation of {size_allocated} bytes on vdev {vdev} with {sector}-byte sectors");
+                let slot = avoid
+                    .iter()
+                    .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
+                    .count();
                 if let Some(offset) = group.allocate(
                     size_allocated,
                     txg,
+                    slot,
                     &avoid_metaslabs,
                     storage,
                     &self.tunables,
@@ -638,6 +675,19 @@ impl SpaceManager {
         let mut wrote = false;
         for group in groups.iter() {
             let mut group = group.lock();
+            if sync_pass == 1 {
+                let mut active: Vec<usize> = group
+                    .active
+                    .iter()
+                    .flatten()
+                    .map(|&(index, _)| index)
+                    .collect();
+                active.sort_unstable();
+                active.dedup();
+                for index in active {
+                    wrote |= group.metaslabs[index].prepare_sync(storage, txg)?;
+                }
+            }
             for metaslab in group.metaslabs.iter_mut() {
                 wrote |= self.counters.track(metaslab, |metaslab| {
                     metaslab.sync(storage, txg, sync_pass, &self.tunables)

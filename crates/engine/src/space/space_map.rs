@@ -537,6 +537,24 @@ impl SpaceMap {
         Ok(())
     }
 
+    /// Rewrite the last, partly filled block of the map with its own bytes, in syncing txg
+    /// `txg`, so that it is copied now and a later append in this txg finds it born in `txg`
+    /// (rewritten in place from pass `sync_pass_rewrite`). Returns whether anything was
+    /// written: nothing when the map is empty or its last block is full (the next append starts
+    /// a new block).
+    pub fn rewrite_tail(&self, storage: &dyn SpaceStorage, txg: Txg) -> Result<bool, SpaceError> {
+        let length = self.header.length_bytes;
+        let block = self.block_size as u64;
+        if length.is_multiple_of(block) {
+            return Ok(false);
+        }
+        let start = length / block * block;
+        let mut bytes = vec![0u8; (length - start) as usize];
+        storage.read(self.object, start, &mut bytes)?;
+        storage.write(self.object, start, &bytes, txg)?;
+        Ok(true)
+    }
+
     /// Discard every entry (condensing starts over). Header updated in memory only.
     pub fn truncate(&mut self, storage: &dyn SpaceStorage, txg: Txg) -> Result<(), SpaceError> {
         storage.truncate(self.object, 0, txg)?;
