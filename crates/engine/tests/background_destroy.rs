@@ -161,28 +161,12 @@ fn a_destroy_killed_mid_way_resumes_after_import() {
     let (pool, baseline) = pool_with_full_child(dir.path(), 40);
     pool.export().unwrap();
     let marker = dir.path().join("destroy-returned");
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_destroys_then_waits_to_be_killed",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TARN_TEST_DIR", dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while !marker.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "child never destroyed"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let child = spawn_child(
+        "child_destroys_then_waits_to_be_killed",
+        &[("TARN_TEST_DIR", dir.path().display().to_string())],
+    );
+    wait_for_file(&marker, Duration::from_secs(60));
+    kill_child(child);
 
     let pool = import(dir.path(), "tank", tunables());
     assert!(pool.datasets().iter().all(|info| info.name != "tank/big"));

@@ -170,29 +170,13 @@ fn crash_attempt(delay: Duration) -> bool {
     }
     pool.export().unwrap();
     let started_marker = dir.path().join("unlink-started");
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_unlinks_until_killed",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("TARN_TEST_DIR", dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while !started_marker.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "child never started"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let child = spawn_child(
+        "child_unlinks_until_killed",
+        &[("TARN_TEST_DIR", dir.path().display().to_string())],
+    );
+    wait_for_file(&started_marker, Duration::from_secs(60));
     std::thread::sleep(delay);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_child(child);
     let returned = dir.path().join("unlink-returned").exists();
 
     let pool = import(dir.path(), "tank", tunables());

@@ -100,9 +100,9 @@ pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
     out
 }
 
-/// Run this test binary's `entry` test as a child process with `env`, let it work for
-/// `run_for`, then kill it with SIGKILL and reap it (the crash tests' child).
-pub fn run_child_then_kill(entry: &str, env: &[(&str, String)], run_for: std::time::Duration) {
+/// Start this test binary's `entry` test as a child process with `env` (the crash tests'
+/// child), its output discarded.
+pub fn spawn_child(entry: &str, env: &[(&str, String)]) -> std::process::Child {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
         .args([entry, "--exact", "--nocapture", "--test-threads=1"])
@@ -111,8 +111,32 @@ pub fn run_child_then_kill(entry: &str, env: &[(&str, String)], run_for: std::ti
     for (key, value) in env {
         command.env(key, value);
     }
-    let mut child = command.spawn().unwrap();
-    std::thread::sleep(run_for);
+    command.spawn().unwrap()
+}
+
+/// Kill a child with SIGKILL and reap it.
+pub fn kill_child(mut child: std::process::Child) {
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Run this test binary's `entry` test as a child process with `env`, let it work for
+/// `run_for`, then kill it with SIGKILL and reap it.
+pub fn run_child_then_kill(entry: &str, env: &[(&str, String)], run_for: std::time::Duration) {
+    let child = spawn_child(entry, env);
+    std::thread::sleep(run_for);
+    kill_child(child);
+}
+
+/// Wait until `path` exists (a marker a child writes), failing the test after `limit`.
+pub fn wait_for_file(path: &Path, limit: std::time::Duration) {
+    let started = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            started.elapsed() < limit,
+            "{} did not appear within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
