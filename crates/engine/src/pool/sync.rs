@@ -1,0 +1,327 @@
+//! The sync driver: one txg written out and committed (the commit protocol of the pool
+//! module's documentation, OpenZFS spa_sync): passes until convergence, deferred frees,
+//! background frees, labels and the uberblock. Runs only in the sync thread, which the txg
+//! layer drives; see the parent module for the protocol, its crash analysis and its cost.
+
+use super::*;
+
+impl PoolCore {
+    pub(super) fn storage(&self) -> MosSpaceStorage<'_> {
+        MosSpaceStorage { mos: &self.mos }
+    }
+
+    /// Write one txg out and commit it (see the module documentation). Returns the number of
+    /// sync passes, 0 for a txg with no block to write (skipped, or committed with an
+    /// uberblock alone).
+    pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
+        let sync_started = std::time::Instant::now();
+        let datasets = self.dataset_list();
+        let destroys: Vec<Arc<Dataset>> = {
+            let mut pending = self.pending_destroys.lock();
+            let (now, later): (Vec<_>, Vec<_>) =
+                pending.drain(..).partition(|(when, _)| *when <= txg);
+            *pending = later;
+            now.into_iter().map(|(_, dataset)| dataset).collect()
+        };
+        let nothing_to_do = !self.mos.is_dirty(txg)
+            && !datasets
+                .iter()
+                .any(|(_, dataset)| dataset.try_objset().is_some_and(|o| o.is_dirty(txg)))
+            && destroys.is_empty()
+            && !self.config.lock().dirty
+            && !self.background_work_pending();
+        // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
+        // space maps and the MOS, whose late passes defer frees again, so carrying it on an
+        // otherwise idle pool would never end. The next txg with changes carries it out.
+        if nothing_to_do {
+            if self.io.space.totals().deferred == 0 {
+                self.txgs.set_pending_work(false);
+                return Ok(0);
+            }
+            // Frees of the last two txgs still wait in the metaslabs' defer trees, and they
+            // become allocatable only as txgs are committed (invariant 3 and rewind count
+            // committed txgs): commit this txg with an uberblock alone, naming the same MOS.
+            self.commit(txg, &self.mos.synced_root())?;
+            self.finish_txg(txg, &datasets);
+            return Ok(0);
+        }
+        let storage = self.storage();
+        let tx = Tx::syncing(txg);
+        let first = SyncPoint { txg, pass: 1 };
+
+        self.free_deferred(txg)?;
+        let mut changed = !destroys.is_empty();
+        for (_, dataset) in &datasets {
+            // An unavailable dataset (no object set) is never synced: its records stay.
+            let Some(objset) = dataset.try_objset() else {
+                continue;
+            };
+            if let Some(root) = objset.sync(first, &storage)? {
+                let phys = dataset.set_root(root);
+                self.mos
+                    .set_bonus(&tx, dataset.object, ObjectType::Dataset, &phys.encode())?;
+                changed = true;
+            }
+        }
+        for dataset in &destroys {
+            self.sync_destroy(dataset, txg)?;
+        }
+        self.free_in_background(txg, sync_started)?;
+        if changed {
+            self.sync_directory_totals(txg)?;
+        }
+
+        let mut pass = 1;
+        loop {
+            let at = SyncPoint { txg, pass };
+            self.io.space.sync(txg, pass, &storage)?;
+            self.record_metaslab_arrays(txg)?;
+            self.mos.sync(at, &storage)?;
+            self.persist_staged_frees(txg)?;
+            if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) {
+                break;
+            }
+            pass += 1;
+            if pass > self.tunables.sync_pass_max {
+                return Err(PoolError::SyncFailed {
+                    txg,
+                    why: format!("did not converge in {} passes", self.tunables.sync_pass_max),
+                });
+            }
+        }
+        assert!(
+            !self.io.space.is_dirty(txg),
+            "space maps dirty after the last sync pass"
+        );
+
+        let mos_root = self
+            .mos
+            .syncing_root()
+            .unwrap_or_else(|| self.mos.synced_root());
+        self.commit(txg, &mos_root)?;
+
+        self.finish_txg(txg, &datasets);
+        Ok(pass)
+    }
+
+    /// After the commit of `txg`: rotate deferred frees, install the new trees, and tell the
+    /// txg layer whether work without dirty data remains (freed space that the next committed
+    /// txgs will release), which the txg timer carries.
+    pub(super) fn finish_txg(&self, txg: Txg, datasets: &[(String, Arc<Dataset>)]) {
+        self.io.space.sync_done(txg);
+        self.mos.sync_done(txg);
+        for (_, dataset) in datasets {
+            if let Some(objset) = dataset.try_objset() {
+                objset.sync_done(txg);
+            }
+        }
+        self.txgs.set_pending_work(self.has_pending_work());
+    }
+
+    /// Work that no dirty data announces: space freed in the last two committed txgs (it is
+    /// released by the next two commits). The deferred-free list is not: see `sync_txg`.
+    pub(super) fn has_pending_work(&self) -> bool {
+        self.io.space.totals().deferred > 0
+    }
+
+    /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
+    /// every uberblock's tree names the arrays that exist in it: the labels' copy of the config
+    /// may be a txg ahead after a crash between the even labels and the uberblock. A new array
+    /// also makes the labels stale.
+    pub(super) fn record_metaslab_arrays(&self, txg: Txg) -> Result<(), PoolError> {
+        for top in &self.io.vdevs.tops {
+            if let Some(array) = self.io.space.ms_array(top.id) {
+                if top.metaslab_array() != array {
+                    let key = metaslab_array_key(top.id);
+                    kv_set_u64(
+                        &self.mos,
+                        &Tx::syncing(txg),
+                        MOS_OBJECT_DIRECTORY,
+                        &key,
+                        array.0,
+                    )?;
+                    top.set_metaslab_array(array);
+                    self.config.lock().dirty = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn deferred_count(&self) -> Result<u64, PoolError> {
+        deferred_free_count(&self.mos, self.deferred_frees_object)
+    }
+
+    /// Blocks on the deferred-free list: frees that a later txg still has to carry out.
+    pub fn deferred_free_count(&self) -> Result<u64, PoolError> {
+        self.deferred_count()
+    }
+
+    /// The txg of the newest uberblock written (txgs with nothing to do write none).
+    pub fn last_committed_txg(&self) -> Txg {
+        Txg(self.last_committed_txg.load(Ordering::SeqCst))
+    }
+
+    /// Pass 1: free for real the blocks whose frees the previous txg deferred, one block of
+    /// the list in memory at a time, then empty the list. Its first block is kept and
+    /// rewritten now, in pass 1: frees staged by this txg's later passes are appended to it,
+    /// and a block born in this txg is rewritten in place there, where a hole would need an
+    /// allocation in a late pass (and one more pass to record it in the space maps).
+    pub(super) fn free_deferred(&self, txg: Txg) -> Result<(), PoolError> {
+        let store = deferred_list_store(&self.mos, &self.tunables);
+        let mut list = BpObj::open(&store, self.deferred_frees_object)?;
+        if list.is_empty() {
+            return Ok(());
+        }
+        list.iterate(&mut |entry| {
+            self.io.free(&entry.bp, txg)?;
+            Ok(())
+        })?;
+        list.clear(&Tx::syncing(txg))?;
+        Ok(())
+    }
+
+    /// Append frees staged by late sync passes to the on-disk deferred-free list, so that a
+    /// crash cannot leak them.
+    pub(super) fn persist_staged_frees(&self, txg: Txg) -> Result<(), PoolError> {
+        let staged: Vec<BpObjEntry> = std::mem::take(&mut *self.freer.staged.lock())
+            .into_iter()
+            .map(BpObjEntry::alloc)
+            .collect();
+        if staged.is_empty() {
+            return Ok(());
+        }
+        let store = deferred_list_store(&self.mos, &self.tunables);
+        BpObj::open(&store, self.deferred_frees_object)?.append(&Tx::syncing(txg), &staged)?;
+        Ok(())
+    }
+
+    /// The label config for one leaf.
+    pub(super) fn label_config(&self, txg: Txg, top_guid: Guid, leaf_guid: Guid) -> LabelConfig {
+        let config = self.config.lock();
+        LabelConfig {
+            version: POOL_VERSION,
+            name: self.name.clone(),
+            pool_guid: self.guid.0,
+            state: config.state,
+            txg: txg.0,
+            hostname: hostname(),
+            top_guid: top_guid.0,
+            leaf_guid: leaf_guid.0,
+            vdev_tree: self.io.vdevs.to_config(),
+            features_for_read: config.features_for_read.clone(),
+            features: config.features.clone(),
+        }
+    }
+
+    /// Write labels of the chosen set on every leaf; Ok if at least one leaf took them.
+    pub(super) fn write_labels(&self, txg: Txg, which: LabelSet) -> Result<(), PoolError> {
+        let mut written = 0;
+        let mut last_error = None;
+        for top in &self.io.vdevs.tops {
+            for leaf in &top.children {
+                let config = self.label_config(txg, top.guid, leaf.guid);
+                let labels = which.labels().len() as u64;
+                self.io
+                    .record_device_writes(labels, labels * label::LABEL_CONFIG_SIZE);
+                match label::write_labels(leaf.device.as_ref(), &config, which) {
+                    Ok(()) => written += 1,
+                    Err(error) => last_error = Some(error),
+                }
+            }
+        }
+        match (written, last_error) {
+            (0, Some(error)) => Err(error.into()),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn flush(&self) -> Result<(), PoolError> {
+        self.io.vdevs.flush_all()?;
+        Ok(())
+    }
+
+    /// Zero the ring slots of every uberblock in `found` newer than `txg` on every leaf, and
+    /// flush: after a rewind to `txg` they describe trees whose blocks the next txgs may reuse.
+    pub(super) fn invalidate_uberblocks_after(
+        &self,
+        txg: Txg,
+        found: &[Uberblock],
+    ) -> Result<(), PoolError> {
+        let abandoned: Vec<Txg> = found
+            .iter()
+            .filter(|uberblock| uberblock.txg > txg)
+            .map(|uberblock| uberblock.txg)
+            .collect();
+        if abandoned.is_empty() {
+            return Ok(());
+        }
+        for top in &self.io.vdevs.tops {
+            let slots = label::uberblock_slot_count(top.ashift);
+            let empty = vec![0u8; label::uberblock_slot_size(top.ashift) as usize];
+            for leaf in &top.children {
+                if leaf.device.is_missing() {
+                    continue;
+                }
+                for abandoned in &abandoned {
+                    // A leaf that cannot take the write keeps the old slot; the flush below
+                    // fails the import if no leaf of a vdev took anything.
+                    let _ = label::write_uberblock(
+                        leaf.device.as_ref(),
+                        top.ashift,
+                        abandoned.0 % slots,
+                        &empty,
+                    );
+                }
+            }
+        }
+        self.flush()
+    }
+
+    /// Steps 3–6 of the commit protocol.
+    pub(super) fn commit(&self, txg: Txg, mos_root: &BlockPtr) -> Result<(), PoolError> {
+        self.io.wait_writes()?;
+        self.flush()?;
+        let config_dirty = self.config.lock().dirty;
+        if config_dirty {
+            self.write_labels(txg, LabelSet::Even)?;
+            self.flush()?;
+        }
+        let uberblock = Uberblock {
+            txg,
+            guid_sum: self.io.vdevs.guid_sum(),
+            timestamp: now_seconds(),
+            software_version: uberblock::software_version(),
+            mos_root: mos_root.clone(),
+        };
+        let bytes = uberblock.encode();
+        let mut written = 0;
+        let mut last_error = None;
+        for top in &self.io.vdevs.tops {
+            let slot = txg.0 % label::uberblock_slot_count(top.ashift);
+            for leaf in &top.children {
+                let copies = label::VDEV_LABELS as u64;
+                self.io
+                    .record_device_writes(copies, copies * label::uberblock_slot_size(top.ashift));
+                match label::write_uberblock(leaf.device.as_ref(), top.ashift, slot, &bytes) {
+                    Ok(()) => written += 1,
+                    Err(error) => last_error = Some(error),
+                }
+            }
+        }
+        if written == 0 {
+            return Err(PoolError::SyncFailed {
+                txg,
+                why: format!("no leaf took the uberblock: {last_error:?}"),
+            });
+        }
+        self.flush()?;
+        self.last_committed_txg.store(txg.0, Ordering::SeqCst);
+        if config_dirty {
+            self.write_labels(txg, LabelSet::Odd)?;
+            self.flush()?;
+            self.config.lock().dirty = false;
+        }
+        Ok(())
+    }
+}
