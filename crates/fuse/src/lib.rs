@@ -173,7 +173,7 @@ impl TarnFuse {
     /// Log what the caller cannot see in an errno, and map it.
     fn fail(&self, operation: &str, error: FsError) -> Errno {
         if matches!(error, FsError::Corrupt(_) | FsError::Engine(_)) {
-            eprintln!("tarn fuse {}: {operation}: {error}", self.name);
+            log::error!("tarn fuse {}: {operation}: {error}", self.name);
         }
         errno_of(&error)
     }
@@ -208,7 +208,7 @@ impl TarnFuse {
             .wait_synced(Some(Txg(txg)))
             .map(|_| ())
             .map_err(|error| {
-                eprintln!("tarn fuse {}: fsync: {error}", self.name);
+                log::error!("tarn fuse {}: fsync: {error}", self.name);
                 Errno::EIO
             })
     }
@@ -815,7 +815,7 @@ impl MountHandle {
             if !aborted && connection.is_some() {
                 // Without the abort the connection lives until its last open file is closed,
                 // and the threads serve until then: leave them, do not wait.
-                eprintln!(
+                log::warn!(
                     "tarn fuse: cannot abort the FUSE connection of {}; it is served until its \
                      last file is closed",
                     self.mountpoint.display()
@@ -833,7 +833,7 @@ impl MountHandle {
 impl Drop for MountHandle {
     fn drop(&mut self) {
         if let Err(error) = self.unmount(true) {
-            eprintln!(
+            log::error!(
                 "tarn fuse: unmount of {} failed: {error}",
                 self.mountpoint.display()
             );
