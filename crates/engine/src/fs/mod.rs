@@ -76,6 +76,10 @@
 //! large files again in chunks.
 
 pub mod phys;
+mod rename;
+mod unlinked;
+
+use unlinked::Dropped;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -316,16 +320,6 @@ impl Staged {
     }
 }
 
-/// What became of an inode whose last link went away ([`FileSystem::drop_inode`]).
-enum Dropped {
-    /// Removed in the same transaction.
-    Removed,
-    /// Parked in the unlinked set until its last release.
-    Open,
-    /// Parked in the unlinked set, to be freed in chunks once the transaction is released.
-    Large,
-}
-
 fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_LEN_MAX {
         return Err(FsError::NameTooLong);
@@ -534,69 +528,6 @@ impl FileSystem {
         self.atime_updates.store(enabled, Ordering::Relaxed);
     }
 
-    /// Objects in the unlinked set (for tests and inspection).
-    pub fn unlinked_objects(&self) -> Result<Vec<u64>> {
-        let mut objects = Vec::new();
-        let mut cookie = COOKIE_FIRST;
-        loop {
-            let entries = {
-                let handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), None)?;
-                kv::list(&handle, cookie, DRAIN_BATCH).map_err(kv_error(self.unlinked_set))?
-            };
-            let Some(last) = entries.last() else {
-                return Ok(objects);
-            };
-            cookie = last.cookie + 1;
-            for entry in &entries {
-                objects.push(phys::decode_unlinked_key(&entry.key)?);
-            }
-        }
-    }
-
-    fn drain_unlinked(&self) -> Result<()> {
-        loop {
-            let entries = {
-                let handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), None)?;
-                kv::list(&handle, COOKIE_FIRST, DRAIN_BATCH).map_err(kv_error(self.unlinked_set))?
-            };
-            if entries.is_empty() {
-                return Ok(());
-            }
-            // Large objects are freed in chunks (each removes its own entry); the rest go in
-            // one transaction per batch.
-            let mut small = Vec::new();
-            for entry in &entries {
-                match phys::decode_unlinked_key(&entry.key) {
-                    Ok(object)
-                        if object != self.root
-                            && object != self.unlinked_set
-                            && self.objset.exists(ObjectId(object))
-                            && self.is_large(object)? =>
-                    {
-                        self.remove_parked(object)?
-                    }
-                    decoded => small.push((decoded.ok(), &entry.key)),
-                }
-            }
-            let hold = self.txgs.assign()?;
-            let tx = hold.tx();
-            for (object, key) in small {
-                // A bad key is removed too: it names nothing we could free.
-                if let Some(object) = object {
-                    if object != self.root
-                        && object != self.unlinked_set
-                        && self.objset.exists(ObjectId(object))
-                    {
-                        self.objset.remove_object(&tx, ObjectId(object))?;
-                    }
-                }
-                let mut handle =
-                    KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
-                kv::remove(&mut handle, key).map_err(kv_error(self.unlinked_set))?;
-            }
-        }
-    }
-
     // ---------------------------------------------------------------------------------------
     // Helpers.
 
@@ -698,50 +629,6 @@ impl FileSystem {
                 "directory {dir}: entry vanished under its lock"
             )));
         }
-        Ok(())
-    }
-
-    fn is_open(&self, ino: u64) -> bool {
-        self.open_counts.lock().contains_key(&ino)
-    }
-
-    /// The last link of `ino` went away in `tx`: remove the object, or park it in the unlinked
-    /// set, if it is open (removed at its last release) or too large to free in one
-    /// transaction (the caller frees it with [`FileSystem::remove_parked`] once `tx` is
-    /// released, OpenZFS's zfs_delete_blocks).
-    fn drop_inode(&self, tx: Tx, ino: u64, znode: &mut Znode) -> Result<Dropped> {
-        assert_eq!(znode.links, 0, "inode {ino} still has links");
-        let dropped = if self.is_open(ino) {
-            Dropped::Open
-        } else if self.is_large(ino)? {
-            Dropped::Large
-        } else {
-            self.objset.remove_object(&tx, ObjectId(ino))?;
-            return Ok(Dropped::Removed);
-        };
-        znode.flags |= ZNODE_FLAG_UNLINKED;
-        let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
-        kv::insert(&mut handle, &phys::unlinked_key(ino), &[])
-            .map_err(kv_error(self.unlinked_set))?;
-        Ok(dropped)
-    }
-
-    /// Whether removing `ino` must free it in chunks rather than in one transaction.
-    fn is_large(&self, ino: u64) -> Result<bool> {
-        let blocks = self.objset.info(ObjectId(ino))?.max_blkid + 1;
-        Ok(blocks > self.objset.io().tunables.delete_blocks)
-    }
-
-    /// Remove a parked (unlinked, closed) inode: free its data in chunks of bounded txgs, then
-    /// the object and its unlinked-set entry. A crash part-way leaves it parked, and
-    /// [`FileSystem::open`] goes on from there. Call with no transaction held.
-    fn remove_parked(&self, ino: u64) -> Result<()> {
-        self.objset.free_long_range(&self.txgs, ObjectId(ino), 0)?;
-        let hold = self.txgs.assign()?;
-        let tx = hold.tx();
-        self.objset.remove_object(&tx, ObjectId(ino))?;
-        let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
-        kv::remove(&mut handle, &phys::unlinked_key(ino)).map_err(kv_error(self.unlinked_set))?;
         Ok(())
     }
 
@@ -1158,187 +1045,6 @@ impl FileSystem {
         Ok(())
     }
 
-    /// Whether `ancestor` is `dir` or one of its ancestors (walking parent pointers).
-    fn is_ancestor(&self, ancestor: u64, dir: u64) -> Result<bool> {
-        let mut current = dir;
-        // Every step goes one level up; a cycle longer than this is corruption.
-        for _ in 0..(1 << 20) {
-            if current == ancestor {
-                return Ok(true);
-            }
-            if current == self.root {
-                return Ok(false);
-            }
-            let znode = self.directory(current)?;
-            current = znode.parent;
-        }
-        Err(FsError::Corrupt(format!(
-            "parent pointers from directory {dir} do not reach the root"
-        )))
-    }
-
-    /// Rename `oldname` in `olddir` to `newname` in `newdir`; see the module documentation
-    /// for the flags. An existing target is replaced atomically.
-    pub fn rename(
-        &self,
-        olddir: u64,
-        oldname: &[u8],
-        newdir: u64,
-        newname: &[u8],
-        flags: u32,
-    ) -> Result<()> {
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
-            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
-        {
-            return Err(FsError::Invalid(format!("rename flags {flags:#x}")));
-        }
-        let exchange = flags & RENAME_EXCHANGE != 0;
-        check_old_name(oldname)?;
-        if exchange {
-            check_old_name(newname)?;
-        } else {
-            check_name(newname)?;
-            if is_dot_or_dotdot(newname) {
-                return Err(FsError::Busy("cannot rename over '.' or '..'".into()));
-            }
-        }
-        let rename_guard = (olddir != newdir).then(|| self.rename_lock.lock());
-        let (source, target, guards) = loop {
-            self.directory(olddir)?;
-            self.directory(newdir)?;
-            let source = self.dir_lookup(olddir, oldname)?.ok_or(FsError::NotFound)?;
-            let target = self.dir_lookup(newdir, newname)?;
-            let mut inodes = vec![olddir, newdir, source.object];
-            inodes.extend(target.map(|target| target.object));
-            let guards = self.lock_inodes(&inodes);
-            if self.dir_lookup(olddir, oldname)? == Some(source)
-                && self.dir_lookup(newdir, newname)? == target
-            {
-                break (source, target, guards);
-            }
-        };
-        if flags & RENAME_NOREPLACE != 0 && target.is_some() {
-            return Err(FsError::Exists);
-        }
-        if exchange && target.is_none() {
-            return Err(FsError::NotFound);
-        }
-        if let Some(target) = target {
-            if target.object == source.object {
-                // Both names already refer to the same inode: POSIX says do nothing.
-                return Ok(());
-            }
-        }
-        let mut inodes = vec![olddir, newdir, source.object];
-        inodes.extend(target.map(|target| target.object));
-        let mut staged = self.stage(&inodes)?;
-        if staged.get(newdir).kind() != FileKind::Directory {
-            return Err(FsError::NotDir);
-        }
-        if staged.get(newdir).links == 0 {
-            return Err(FsError::NotFound);
-        }
-        let source_is_dir = source.kind == FileKind::Directory;
-        let target_is_dir = target.is_some_and(|target| target.kind == FileKind::Directory);
-        if source.object == self.root || target.is_some_and(|t| t.object == self.root) {
-            return Err(FsError::Busy("the root directory".into()));
-        }
-        if olddir != newdir {
-            // Moving a directory under itself would cut it off from the tree.
-            if source_is_dir && self.is_ancestor(source.object, newdir)? {
-                return Err(FsError::Invalid(
-                    "cannot move a directory into its own subtree".into(),
-                ));
-            }
-            if exchange
-                && target_is_dir
-                && self.is_ancestor(target.expect("exists").object, olddir)?
-            {
-                return Err(FsError::Invalid(
-                    "cannot move a directory into its own subtree".into(),
-                ));
-            }
-        }
-        if let (Some(target), false) = (target, exchange) {
-            match (source_is_dir, target_is_dir) {
-                (true, false) => return Err(FsError::NotDir),
-                (false, true) => return Err(FsError::IsDir),
-                _ => {}
-            }
-            if target_is_dir && staged.get(target.object).size != 0 {
-                return Err(FsError::NotEmpty);
-            }
-        }
-        let now = Timestamp::now();
-        let hold = self.txgs.assign()?;
-        let tx = hold.tx();
-        let mut removed = Vec::new();
-        let mut large = None;
-        if exchange {
-            let target = target.expect("exchange has a target");
-            self.dir_upsert(tx, olddir, oldname, target)?;
-            self.dir_upsert(tx, newdir, newname, source)?;
-            if olddir != newdir {
-                if source_is_dir {
-                    staged.get(olddir).links -= 1;
-                    staged.get(newdir).links += 1;
-                    staged.get(source.object).parent = newdir;
-                }
-                if target_is_dir {
-                    staged.get(newdir).links -= 1;
-                    staged.get(olddir).links += 1;
-                    staged.get(target.object).parent = olddir;
-                }
-            }
-            staged.get(target.object).ctime = now;
-        } else {
-            self.dir_upsert(tx, newdir, newname, source)?;
-            self.dir_remove(tx, olddir, oldname)?;
-            staged.get(olddir).size -= 1;
-            staged.get(newdir).size += 1;
-            if source_is_dir {
-                staged.get(olddir).links -= 1;
-                staged.get(newdir).links += 1;
-                staged.get(source.object).parent = newdir;
-            }
-            if let Some(target) = target {
-                // The replaced entry goes away.
-                staged.get(newdir).size -= 1;
-                let inode = staged.get(target.object);
-                inode.ctime = now;
-                if target_is_dir {
-                    inode.links = 0;
-                    staged.get(newdir).links -= 1;
-                } else {
-                    inode.links -= 1;
-                }
-                let mut znode = staged.get(target.object).clone();
-                if znode.links == 0 {
-                    match self.drop_inode(tx, target.object, &mut znode)? {
-                        Dropped::Removed => removed.push(target.object),
-                        Dropped::Large => large = Some(target.object),
-                        Dropped::Open => {}
-                    }
-                    *staged.get(target.object) = znode;
-                }
-            }
-        }
-        staged.get(source.object).ctime = now;
-        for dir in [olddir, newdir] {
-            let znode = staged.get(dir);
-            znode.mtime = now;
-            znode.ctime = now;
-        }
-        self.write_staged(&tx, &staged, &removed)?;
-        drop(hold);
-        drop(guards);
-        drop(rename_guard);
-        if let Some(ino) = large {
-            self.remove_parked(ino)?;
-        }
-        Ok(())
-    }
-
     /// Up to `max` entries of directory `dir` from offset `cookie`: 0 starts with `.`, 1 with
     /// `..`, 2 with the first stored entry; each entry says where the next call continues.
     pub fn readdir(&self, dir: u64, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
@@ -1569,40 +1275,6 @@ impl FileSystem {
             files_free,
             name_len_max: NAME_LEN_MAX as u32,
         })
-    }
-
-    /// Note one more open of `ino`: its last unlink then keeps it until the last release.
-    pub fn open_inode(&self, ino: u64) -> Result<Attr> {
-        let _guards = self.lock_inodes(&[ino]);
-        let znode = self.znode(ino)?;
-        *self.open_counts.lock().entry(ino).or_insert(0) += 1;
-        self.attr_of(ino, &znode)
-    }
-
-    /// Undo one `open`; the last release of an unlinked inode removes it.
-    pub fn release(&self, ino: u64) -> Result<()> {
-        let _guards = self.lock_inodes(&[ino]);
-        {
-            let mut counts = self.open_counts.lock();
-            let count = counts
-                .get_mut(&ino)
-                .ok_or_else(|| FsError::Invalid(format!("release of inode {ino}, not open")))?;
-            *count -= 1;
-            if *count > 0 {
-                return Ok(());
-            }
-            counts.remove(&ino);
-        }
-        let znode = self.znode(ino)?;
-        if znode.links > 0 {
-            return Ok(());
-        }
-        self.remove_parked(ino)
-    }
-
-    /// Whether `ino` is open (for tests and the FUSE adapter).
-    pub fn open_count(&self, ino: u64) -> u64 {
-        self.open_counts.lock().get(&ino).copied().unwrap_or(0)
     }
 }
 

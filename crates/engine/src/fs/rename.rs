@@ -1,0 +1,189 @@
+//! rename(2) (OpenZFS zfs_vnops.c `zfs_rename`): plain, RENAME_NOREPLACE and
+//! RENAME_EXCHANGE, within and across directories, with the ancestor check that keeps the
+//! directory tree a tree and the replaced target's removal.
+
+use super::unlinked::Dropped;
+use super::*;
+
+impl FileSystem {
+    /// Whether `ancestor` is `dir` or one of its ancestors (walking parent pointers).
+    pub(super) fn is_ancestor(&self, ancestor: u64, dir: u64) -> Result<bool> {
+        let mut current = dir;
+        // Every step goes one level up; a cycle longer than this is corruption.
+        for _ in 0..(1 << 20) {
+            if current == ancestor {
+                return Ok(true);
+            }
+            if current == self.root {
+                return Ok(false);
+            }
+            let znode = self.directory(current)?;
+            current = znode.parent;
+        }
+        Err(FsError::Corrupt(format!(
+            "parent pointers from directory {dir} do not reach the root"
+        )))
+    }
+
+    /// Rename `oldname` in `olddir` to `newname` in `newdir`; see the module documentation
+    /// for the flags. An existing target is replaced atomically.
+    pub fn rename(
+        &self,
+        olddir: u64,
+        oldname: &[u8],
+        newdir: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(FsError::Invalid(format!("rename flags {flags:#x}")));
+        }
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        check_old_name(oldname)?;
+        if exchange {
+            check_old_name(newname)?;
+        } else {
+            check_name(newname)?;
+            if is_dot_or_dotdot(newname) {
+                return Err(FsError::Busy("cannot rename over '.' or '..'".into()));
+            }
+        }
+        let rename_guard = (olddir != newdir).then(|| self.rename_lock.lock());
+        let (source, target, guards) = loop {
+            self.directory(olddir)?;
+            self.directory(newdir)?;
+            let source = self.dir_lookup(olddir, oldname)?.ok_or(FsError::NotFound)?;
+            let target = self.dir_lookup(newdir, newname)?;
+            let mut inodes = vec![olddir, newdir, source.object];
+            inodes.extend(target.map(|target| target.object));
+            let guards = self.lock_inodes(&inodes);
+            if self.dir_lookup(olddir, oldname)? == Some(source)
+                && self.dir_lookup(newdir, newname)? == target
+            {
+                break (source, target, guards);
+            }
+        };
+        if flags & RENAME_NOREPLACE != 0 && target.is_some() {
+            return Err(FsError::Exists);
+        }
+        if exchange && target.is_none() {
+            return Err(FsError::NotFound);
+        }
+        if let Some(target) = target {
+            if target.object == source.object {
+                // Both names already refer to the same inode: POSIX says do nothing.
+                return Ok(());
+            }
+        }
+        let mut inodes = vec![olddir, newdir, source.object];
+        inodes.extend(target.map(|target| target.object));
+        let mut staged = self.stage(&inodes)?;
+        if staged.get(newdir).kind() != FileKind::Directory {
+            return Err(FsError::NotDir);
+        }
+        if staged.get(newdir).links == 0 {
+            return Err(FsError::NotFound);
+        }
+        let source_is_dir = source.kind == FileKind::Directory;
+        let target_is_dir = target.is_some_and(|target| target.kind == FileKind::Directory);
+        if source.object == self.root || target.is_some_and(|t| t.object == self.root) {
+            return Err(FsError::Busy("the root directory".into()));
+        }
+        if olddir != newdir {
+            // Moving a directory under itself would cut it off from the tree.
+            if source_is_dir && self.is_ancestor(source.object, newdir)? {
+                return Err(FsError::Invalid(
+                    "cannot move a directory into its own subtree".into(),
+                ));
+            }
+            if exchange
+                && target_is_dir
+                && self.is_ancestor(target.expect("exists").object, olddir)?
+            {
+                return Err(FsError::Invalid(
+                    "cannot move a directory into its own subtree".into(),
+                ));
+            }
+        }
+        if let (Some(target), false) = (target, exchange) {
+            match (source_is_dir, target_is_dir) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                _ => {}
+            }
+            if target_is_dir && staged.get(target.object).size != 0 {
+                return Err(FsError::NotEmpty);
+            }
+        }
+        let now = Timestamp::now();
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        let mut removed = Vec::new();
+        let mut large = None;
+        if exchange {
+            let target = target.expect("exchange has a target");
+            self.dir_upsert(tx, olddir, oldname, target)?;
+            self.dir_upsert(tx, newdir, newname, source)?;
+            if olddir != newdir {
+                if source_is_dir {
+                    staged.get(olddir).links -= 1;
+                    staged.get(newdir).links += 1;
+                    staged.get(source.object).parent = newdir;
+                }
+                if target_is_dir {
+                    staged.get(newdir).links -= 1;
+                    staged.get(olddir).links += 1;
+                    staged.get(target.object).parent = olddir;
+                }
+            }
+            staged.get(target.object).ctime = now;
+        } else {
+            self.dir_upsert(tx, newdir, newname, source)?;
+            self.dir_remove(tx, olddir, oldname)?;
+            staged.get(olddir).size -= 1;
+            staged.get(newdir).size += 1;
+            if source_is_dir {
+                staged.get(olddir).links -= 1;
+                staged.get(newdir).links += 1;
+                staged.get(source.object).parent = newdir;
+            }
+            if let Some(target) = target {
+                // The replaced entry goes away.
+                staged.get(newdir).size -= 1;
+                let inode = staged.get(target.object);
+                inode.ctime = now;
+                if target_is_dir {
+                    inode.links = 0;
+                    staged.get(newdir).links -= 1;
+                } else {
+                    inode.links -= 1;
+                }
+                let mut znode = staged.get(target.object).clone();
+                if znode.links == 0 {
+                    match self.drop_inode(tx, target.object, &mut znode)? {
+                        Dropped::Removed => removed.push(target.object),
+                        Dropped::Large => large = Some(target.object),
+                        Dropped::Open => {}
+                    }
+                    *staged.get(target.object) = znode;
+                }
+            }
+        }
+        staged.get(source.object).ctime = now;
+        for dir in [olddir, newdir] {
+            let znode = staged.get(dir);
+            znode.mtime = now;
+            znode.ctime = now;
+        }
+        self.write_staged(&tx, &staged, &removed)?;
+        drop(hold);
+        drop(guards);
+        drop(rename_guard);
+        if let Some(ino) = large {
+            self.remove_parked(ino)?;
+        }
+        Ok(())
+    }
+}
