@@ -71,6 +71,17 @@ fn wait_until_freed(pool: &Pool, limit: Duration) -> u32 {
     checks
 }
 
+/// Check the pool mid-destroy, let the destroy finish, and check that the space came back.
+fn finish_and_verify(pool: Pool, baseline: u64) {
+    assert_clean(&pool);
+    wait_until_freed(&pool, Duration::from_secs(60));
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+    assert!(allocated(&pool) <= baseline + (256 << 10));
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
 #[test]
 fn destroy_returns_at_once_and_the_space_comes_back_over_bounded_txgs() {
     let dir = tempfile::tempdir().unwrap();
@@ -130,13 +141,7 @@ fn a_destroy_interrupted_by_export_resumes_after_import() {
     let pool = import(dir.path(), "tank", tunables());
     let freeing = pool.core.freeing_bytes().unwrap();
     assert!(freeing > 0, "export came before the destroy finished");
-    assert_clean(&pool);
-    wait_until_freed(&pool, Duration::from_secs(60));
-    pool.sync().unwrap();
-    pool.sync().unwrap();
-    assert!(allocated(&pool) <= baseline + (256 << 10));
-    assert_clean(&pool);
-    pool.export().unwrap();
+    finish_and_verify(pool, baseline);
 }
 
 /// The child of the kill -9 test (does nothing unless that test runs it): destroy, then keep
@@ -172,11 +177,5 @@ fn a_destroy_killed_mid_way_resumes_after_import() {
     assert!(pool.datasets().iter().all(|info| info.name != "tank/big"));
     let freeing = pool.core.freeing_bytes().unwrap();
     assert!(freeing > 0, "the kill came after the destroy had finished");
-    assert_clean(&pool);
-    wait_until_freed(&pool, Duration::from_secs(60));
-    pool.sync().unwrap();
-    pool.sync().unwrap();
-    assert!(allocated(&pool) <= baseline + (256 << 10));
-    assert_clean(&pool);
-    pool.export().unwrap();
+    finish_and_verify(pool, baseline);
 }

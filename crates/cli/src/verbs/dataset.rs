@@ -1,6 +1,7 @@
 //! `tarn create|destroy|list|get|set|inherit|mount|unmount` (zfs): the CLI side of the dataset
 //! verbs. Build the request, ask the daemon (which must be running: datasets live in imported
 //! pools), print the answer. The daemon side is `daemon::datasets`.
+use super::property_list;
 use std::path::{Path, PathBuf};
 
 use crate::client;
@@ -177,17 +178,7 @@ pub fn get(
     properties: String,
     names: Vec<String>,
 ) -> Result<u8, Failure> {
-    let properties: Vec<String> = properties
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect();
-    if properties.is_empty() {
-        return Err(Failure(
-            "no property named: give PROP[,PROP...] or all".into(),
-        ));
-    }
+    let properties = property_list(&properties)?;
     for name in &names {
         check_name(name)?;
     }

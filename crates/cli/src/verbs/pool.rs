@@ -8,7 +8,7 @@ use std::time::Duration;
 use tarn::pool::{parse_vdev_specs, validate_pool_name, Pool};
 use tarn::vdev::label::PoolState;
 
-use super::{ask_holder, forward};
+use super::{ask_holder, forward, property_list};
 use crate::client;
 use crate::error::{Failure, Status};
 use crate::format::{human_bytes, Cell};
@@ -441,17 +441,7 @@ pub fn get(
     properties: String,
     pool: String,
 ) -> Result<Status, Failure> {
-    let properties: Vec<String> = properties
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect();
-    if properties.is_empty() {
-        return Err(Failure(
-            "no property named: give PROP[,PROP...] or all".into(),
-        ));
-    }
+    let properties = property_list(&properties)?;
     let rows = match fetch_properties(socket, &pool, properties)? {
         Ok(rows) => rows,
         Err(status) => return Ok(status),
