@@ -1,5 +1,5 @@
 //! Pool layer: create, import, export and destroy pools; the pool configuration; the sync driver
-//! that writes each txg out and commits it with an uberblock (OpenZFS spa*.c).
+//! that writes each txg out and commits it with an uberblock (`sync.rs`; OpenZFS spa*.c).
 //!
 //! # Overview
 //! A pool is a tree of vdevs, a space manager over their metaslabs, the MOS (an object set
