@@ -19,6 +19,8 @@
 //! Runs against the synced state of an open pool whose sync thread is idle (an exported pool
 //! imported read-only, or a test's pool right after a sync).
 
+mod chains;
+
 use std::collections::BTreeMap;
 
 use crate::block::blkptr::BlockPtr;
@@ -26,12 +28,12 @@ use crate::block::blkptr::ObjectType;
 use crate::block::pipeline::BlockIo;
 use crate::dataset::phys::DatasetPhys;
 use crate::object::adapters::MosSpaceStorage;
-use crate::object::phys::{ObjsetHeader, ObjsetKind};
+use crate::object::phys::ObjsetHeader;
 use crate::object::tree::visit_tree;
 use crate::object::{ObjectError, ObjectSet};
 use crate::pool::{Pool, MOS_OBJECT_DIRECTORY};
 use crate::space::range_tree::RangeTree;
-use crate::types::{ObjectId, VdevId};
+use crate::types::{ObjectId, Txg, VdevId};
 
 /// What a check found. `is_clean` is what the exit status of `tarn check` follows.
 #[derive(Clone, Debug, Default)]
@@ -113,19 +115,41 @@ impl Walker<'_> {
     }
 
     /// Visit an object set: its header block, its meta-dnode tree and every object's tree.
-    /// Returns the bytes allocated under it (header included).
+    /// Blocks born at or before `min_birth` were checked with an older snapshot of the same
+    /// chain: they are only counted here, not claimed or read again. Blocks claimed are also
+    /// recorded in `claimed` when given (a snapshot's, for its successors' deadlists). Returns
+    /// the bytes allocated under the set (header included) and the part born after
+    /// `min_birth`.
     fn walk_objset(
         &mut self,
         root: &BlockPtr,
         objset: &ObjectSet,
         name: &str,
-    ) -> Result<u64, ObjectError> {
-        let before = self.report.bytes_allocated;
-        self.visit(root, &format!("{name} header"));
+        min_birth: Txg,
+        mut claimed: Option<&mut ClaimedBlocks>,
+    ) -> Result<(u64, u64), ObjectError> {
+        let (mut allocated, mut born_after) = (0u64, 0u64);
+        let mut take = |walker: &mut Self, bp: &BlockPtr, what: &str| {
+            if bp.is_hole() {
+                return;
+            }
+            let size = if bp.embedded { 0 } else { bp.size_allocated() };
+            allocated += size;
+            if bp.birth_physical <= min_birth {
+                return;
+            }
+            born_after += size;
+            walker.visit(bp, what);
+            if let (Some(claimed), false) = (claimed.as_deref_mut(), bp.embedded) {
+                claimed.insert(block_key(bp), bp.birth_physical);
+            }
+        };
+        take(self, root, &format!("{name} header"));
         let header = ObjsetHeader::decode(&self.io.read(root)?)?;
         let mut visit_error = None;
+        let what = format!("{name} meta-dnode");
         visit_tree(self.io, &header.meta_dnode, &mut |bp| {
-            self.visit(bp, &format!("{name} meta-dnode"));
+            take(self, bp, &what);
             Ok(())
         })
         .unwrap_or_else(|error| visit_error = Some(error));
@@ -135,33 +159,46 @@ impl Walker<'_> {
                 .push(format!("{name}: meta-dnode tree: {error}"));
         }
         for (object, dnode) in objset.synced_objects()? {
-            let mut allocated = 0u64;
+            let mut object_allocated = 0u64;
+            let what = format!("{name} object {object}");
             let result = visit_tree(self.io, &dnode, &mut |bp| {
-                allocated += if bp.embedded { 0 } else { bp.size_allocated() };
-                self.visit(bp, &format!("{name} object {object}"));
+                object_allocated += if bp.embedded { 0 } else { bp.size_allocated() };
+                take(self, bp, &what);
                 Ok(())
             });
             if let Err(error) = result {
                 self.report
                     .errors
                     .push(format!("{name} object {object}: {error}"));
-            } else if allocated != dnode.size_allocated {
+            } else if object_allocated != dnode.size_allocated {
                 self.report.errors.push(format!(
-                    "{name} object {object}: dnode says {} bytes allocated, its tree holds {allocated}",
+                    "{name} object {object}: dnode says {} bytes allocated, its tree holds {object_allocated}",
                     dnode.size_allocated
                 ));
             }
         }
-        Ok(self.report.bytes_allocated - before)
+        Ok((allocated, born_after))
     }
+}
+
+/// A block's identity for the chain checks: its first copy's vdev and offset.
+type BlockKey = (VdevId, u64);
+/// Blocks claimed by a chain's snapshots, with their birth txgs.
+type ClaimedBlocks = std::collections::HashMap<BlockKey, Txg>;
+
+fn block_key(bp: &BlockPtr) -> BlockKey {
+    let first = bp.copies().next().expect("an allocated block has a copy");
+    (first.vdev, first.offset)
 }
 
 /// The dataset hierarchy from `root_dataset` down: every directory and dataset record
 /// names the other, each child names its parent, every dataset record in the MOS is reached
-/// exactly once, every stored property is valid, and each directory's used bytes are its
-/// dataset's referenced bytes plus its children's used bytes.
+/// exactly once (snapshots through their heads' chains), every stored property is valid, and
+/// each directory's used bytes are its dataset's referenced bytes, what its snapshots alone
+/// hold, and its children's used bytes.
 fn check_dataset_tree(
     core: &crate::pool::PoolCore,
+    chains: &BTreeMap<ObjectId, chains::Chain>,
     report: &mut CheckReport,
 ) -> Result<(), crate::pool::PoolError> {
     use crate::dataset::phys::DatasetDirPhys;
@@ -181,6 +218,7 @@ fn check_dataset_tree(
     // (directory object, parent directory object, name), depth first; returns used bytes.
     fn walk(
         core: &crate::pool::PoolCore,
+        chains: &BTreeMap<ObjectId, chains::Chain>,
         report: &mut CheckReport,
         reached: &mut std::collections::BTreeSet<ObjectId>,
         dir_object: ObjectId,
@@ -227,7 +265,23 @@ fn check_dataset_tree(
                         dir.head_dataset_object
                     ));
                 }
-                phys.referenced_bytes
+                let chain = chains.get(&dir.head_dataset_object);
+                for snapshot in chain.map_or(&[][..], |chain| &chain.snapshots[..]) {
+                    if !reached.insert(*snapshot) {
+                        problem(format!("snapshot record {snapshot} is reached twice"));
+                    }
+                }
+                let snapshot_space = chain.map_or(0, |chain| chain.snapshot_space);
+                if dir.flags & crate::dataset::phys::DD_FLAG_USED_BREAKDOWN != 0
+                    && (dir.used_breakdown.dataset, dir.used_breakdown.snapshots)
+                        != (phys.referenced_bytes, snapshot_space)
+                {
+                    problem(format!(
+                        "directory says {} bytes used by the dataset and {} by snapshots; they hold {} and {snapshot_space}",
+                        dir.used_breakdown.dataset, dir.used_breakdown.snapshots, phys.referenced_bytes
+                    ));
+                }
+                phys.referenced_bytes + snapshot_space
             }
             Ok(Err(error)) => {
                 problem(format!("dataset record: {error}"));
@@ -278,6 +332,7 @@ fn check_dataset_tree(
             };
             used += walk(
                 core,
+                chains,
                 report,
                 reached,
                 ObjectId(u64::from_le_bytes(bytes)),
@@ -295,6 +350,7 @@ fn check_dataset_tree(
     }
     walk(
         core,
+        chains,
         report,
         &mut reached,
         ObjectId(root_dir),
@@ -326,58 +382,29 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     walker.report.txg = core.txgs.last_synced().0;
 
     let mos_root = core.mos.synced_root();
-    walker.walk_objset(&mos_root, &core.mos, "MOS")?;
+    walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None)?;
 
-    // Datasets: every MOS object of type Dataset.
+    // Datasets: every head (a MOS object of type Dataset that is not a snapshot), with its
+    // chain of snapshots and their deadlists.
+    let mut chains = BTreeMap::new();
     for (object, dnode) in core.mos.synced_objects()? {
         if dnode.object_type != ObjectType::Dataset {
             continue;
         }
-        let phys = match DatasetPhys::decode(&dnode.bonus) {
-            Ok(phys) => phys,
-            Err(error) => {
-                walker
-                    .report
-                    .errors
-                    .push(format!("dataset record {object}: {error}"));
-                continue;
+        match DatasetPhys::decode(&dnode.bonus) {
+            Ok(phys) if phys.is_snapshot() => {}
+            Ok(phys) => {
+                let chain = chains::verify_chain(&mut walker, core, object, phys)?;
+                chains.insert(object, chain);
             }
-        };
-        if phys.root.is_hole() {
-            continue;
-        }
-        let objset = match ObjectSet::open(
-            core.io.clone(),
-            &phys.root,
-            std::sync::Arc::new(NoLifecycle),
-            1,
-        ) {
-            Ok(objset) => objset,
-            Err(error) => {
-                // Its blocks cannot be walked (they will show as leaks); go on with the rest.
-                walker
-                    .report
-                    .blocks_unreadable
-                    .push(format!("dataset {object} header: {error}"));
-                continue;
-            }
-        };
-        if objset.kind() != ObjsetKind::FileSystem {
-            walker
+            Err(error) => walker
                 .report
                 .errors
-                .push(format!("dataset {object}: object set is not a file system"));
-        }
-        let allocated = walker.walk_objset(&phys.root, &objset, &format!("dataset {object}"))?;
-        if allocated != phys.referenced_bytes {
-            walker.report.errors.push(format!(
-                "dataset {object}: record says {} bytes referenced, its tree holds {allocated}",
-                phys.referenced_bytes
-            ));
+                .push(format!("dataset record {object}: {error}")),
         }
     }
 
-    check_dataset_tree(core, &mut walker.report)?;
+    check_dataset_tree(core, &chains, &mut walker.report)?;
 
     // The deferred-free list: killed, but still allocated until the next txg frees them.
     if let Some(deferred) =
@@ -416,6 +443,18 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     }
     for bp in &pending {
         walker.visit(bp, "background destroy");
+    }
+    // The free list (released deadlist entries): allocated until drained. Their blocks were
+    // walked with no snapshot (destroyed), so they are claimed here for the first time.
+    let mut listed = Vec::new();
+    if let Err(error) = core.visit_free_list(&mut |bp| {
+        listed.push(bp.clone());
+        Ok(())
+    }) {
+        walker.report.errors.push(format!("free list: {error}"));
+    }
+    for bp in &listed {
+        walker.visit(bp, "free list");
     }
 
     // Compare with the space maps.

@@ -17,8 +17,25 @@
 //! every block it stops referencing through [`Dataset::block_kill`] (the object layer's
 //! [`BlockLifecycle`]). Kill decides the block's fate by birth txg alone (DESIGN.md §3
 //! invariant 8): a block born after the previous snapshot belongs to this dataset only and is
-//! freed; an older block would go to the deadlist (snapshots are not built yet, so there is none:
-//! that branch is asserted unreachable). Clones will add their livelist here.
+//! freed; an older block is still held by that snapshot and goes on the head's deadlist
+//! ([`deadlist`]), collected during the object set's sync and put there right after it
+//! ([`Dataset::flush_killed`], one append per deadlist entry). Clones will add their livelist
+//! here.
+//!
+//! # Snapshots
+//! A snapshot ([`Snapshot`]) is a frozen dataset record naming the head's object-set root as it
+//! was at the end of the snapshot's txg; the head keeps its snapshots in memory, oldest first,
+//! linked on disk through the records' previous/next fields and named in the head's
+//! snapshot-names object. Creating, destroying and rolling back are sync tasks of the pool
+//! (`pool/snapshots.rs`); this module holds the state they change.
+//!
+//! # Space
+//! A head's referenced, compressed and uncompressed bytes count its live blocks; its unique
+//! bytes the live blocks born after its newest snapshot. Every block only snapshots hold is on
+//! exactly one deadlist (the head's or a later snapshot's), so `usedbysnapshots` is the sum of
+//! the deadlists' totals and a newest snapshot's unique bytes are the part of the head's
+//! deadlist born after the snapshot before it. Both are derived from the deadlists' headers,
+//! never counted twice.
 //!
 //! # Context
 //! Born and kill run in syncing context only, from the object set's sync; the accounting they
@@ -33,8 +50,10 @@
 //! The record is part of the MOS: a crash rolls it back together with the tree it describes.
 
 pub mod bptree;
+pub mod deadlist;
 pub mod phys;
 pub mod props;
+pub mod snapshot;
 
 use std::sync::Arc;
 
@@ -42,9 +61,12 @@ use parking_lot::Mutex;
 
 use crate::block::blkptr::BlockPtr;
 use crate::block::pipeline::SyncPoint;
-use crate::object::{BlockLifecycle, ObjectError, ObjectSet};
+use crate::object::bpobj::BpSpace;
+use crate::object::{BlockLifecycle, ObjectError, ObjectSet, Tx};
 use crate::types::ObjectId;
+use deadlist::{Deadlist, DeadlistStore};
 use phys::{DatasetDirPhys, DatasetPhys};
+pub use snapshot::Snapshot;
 
 /// Where a dataset's freed blocks go: the pool frees them now, or in the next txg when the
 /// free happens in a late sync pass. Implemented by the pool layer.
@@ -66,6 +88,12 @@ pub struct Dataset {
     /// Why the dataset is unavailable: its object set could not be opened at import (no good
     /// copy of a block it needs). It stays listed, its records untouched, and is never synced.
     unavailable: Mutex<Option<String>>,
+    /// Blocks held by the newest snapshot killed since the last sync (see [`deadlist`]).
+    deadlist: Mutex<Deadlist>,
+    /// Blocks killed in the syncing txg that go on the deadlist once the object set is synced.
+    killed_shared: Mutex<Vec<BlockPtr>>,
+    /// Snapshots, oldest first.
+    snapshots: Mutex<Vec<Arc<Snapshot>>>,
 }
 
 impl Dataset {
@@ -86,7 +114,100 @@ impl Dataset {
             freer,
             record_dirty: Mutex::new(false),
             unavailable: Mutex::new(None),
+            deadlist: Mutex::new(Deadlist::default()),
+            killed_shared: Mutex::new(Vec::new()),
+            snapshots: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Install the deadlist and snapshots loaded at import.
+    pub fn set_snapshot_state(&self, deadlist: Deadlist, snapshots: Vec<Arc<Snapshot>>) {
+        *self.deadlist.lock() = deadlist;
+        *self.snapshots.lock() = snapshots;
+    }
+
+    /// Snapshots, oldest first.
+    pub fn snapshots(&self) -> Vec<Arc<Snapshot>> {
+        self.snapshots.lock().clone()
+    }
+
+    /// The snapshot with short name `name`.
+    pub fn snapshot(&self, name: &str) -> Option<Arc<Snapshot>> {
+        self.snapshots
+            .lock()
+            .iter()
+            .find(|snapshot| snapshot.short_name() == name)
+            .cloned()
+    }
+
+    /// The newest snapshot.
+    pub fn newest_snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.snapshots.lock().last().cloned()
+    }
+
+    /// Replace the snapshot list (sync tasks).
+    pub fn set_snapshots(&self, snapshots: Vec<Arc<Snapshot>>) {
+        *self.snapshots.lock() = snapshots;
+    }
+
+    /// The head's deadlist (a copy: sync tasks change it through [`Dataset::with_deadlist`]).
+    pub fn deadlist(&self) -> Deadlist {
+        self.deadlist.lock().clone()
+    }
+
+    /// Change the head's deadlist under its lock.
+    pub fn with_deadlist<R>(&self, change: impl FnOnce(&mut Deadlist) -> R) -> R {
+        change(&mut self.deadlist.lock())
+    }
+
+    /// Change the head's record under its lock (sync tasks); returns the record to write.
+    pub fn update_phys(&self, change: impl FnOnce(&mut DatasetPhys)) -> DatasetPhys {
+        let mut phys = self.phys.lock();
+        change(&mut phys);
+        phys.clone()
+    }
+
+    /// Change the directory record under its lock; returns the record to write.
+    pub fn update_dir(&self, change: impl FnOnce(&mut DatasetDirPhys)) -> DatasetDirPhys {
+        let mut dir = self.dir.lock();
+        change(&mut dir);
+        dir.clone()
+    }
+
+    /// Space held only by snapshots: every snapshot's deadlist and the head's
+    /// (`usedbysnapshots`).
+    pub fn snapshot_space(&self) -> BpSpace {
+        let mut total = self.deadlist.lock().total();
+        for snapshot in self.snapshots.lock().iter() {
+            total.add(snapshot.deadlist().total());
+        }
+        total
+    }
+
+    /// Syncing context, after the object set's sync: put the blocks killed while shared with
+    /// the newest snapshot on the deadlist, and bring that snapshot's unique bytes up to date.
+    /// Returns the newest snapshot when its record changed, and whether the head's record
+    /// changed (a new deadlist object), for the caller to write.
+    pub fn flush_killed(
+        &self,
+        store: &DeadlistStore,
+        tx: &Tx,
+    ) -> Result<Option<Arc<Snapshot>>, ObjectError> {
+        let killed = std::mem::take(&mut *self.killed_shared.lock());
+        if killed.is_empty() {
+            return Ok(None);
+        }
+        let object = {
+            let mut deadlist = self.deadlist.lock();
+            deadlist.insert(store, tx, &killed)?;
+            deadlist.save(store, tx)?
+        };
+        self.phys.lock().deadlist_object = object;
+        let newest = self
+            .newest_snapshot()
+            .expect("blocks are shared only with a snapshot");
+        newest.refresh_unique(&self.deadlist.lock());
+        Ok(Some(newest))
     }
 
     /// Mark the dataset unavailable (its object set could not be opened), saying why.
@@ -140,23 +261,29 @@ impl Dataset {
         phys.clone()
     }
 
-    /// Set the directory's totals (this dataset and its descendants); returns the record to
-    /// write when they changed.
+    /// Set the directory's totals (this dataset, its snapshots and its descendants) and used
+    /// breakdown; returns the record to write when they changed (always for a version-1
+    /// record, which gains the breakdown).
     pub fn set_dir_totals(
         &self,
         used: u64,
         compressed: u64,
         uncompressed: u64,
+        breakdown: phys::UsedBreakdown,
     ) -> Option<DatasetDirPhys> {
         let mut dir = self.dir.lock();
         if (dir.used_bytes, dir.compressed_bytes, dir.uncompressed_bytes)
             == (used, compressed, uncompressed)
+            && dir.used_breakdown == breakdown
+            && dir.flags & phys::DD_FLAG_USED_BREAKDOWN != 0
         {
             return None;
         }
         dir.used_bytes = used;
         dir.compressed_bytes = compressed;
         dir.uncompressed_bytes = uncompressed;
+        dir.used_breakdown = breakdown;
+        dir.flags |= phys::DD_FLAG_USED_BREAKDOWN;
         Some(dir.clone())
     }
 
@@ -164,7 +291,9 @@ impl Dataset {
         self.phys.lock().referenced_bytes
     }
 
-    fn account(&self, bp: &BlockPtr, sign: i64) {
+    /// Add (`sign` > 0) or take off a block's space: referenced always, unique when the block
+    /// is not shared with a snapshot.
+    fn account(&self, bp: &BlockPtr, sign: i64, unique: bool) {
         let mut phys = self.phys.lock();
         let apply = |value: &mut u64, delta: u64| {
             *value = if sign > 0 {
@@ -174,7 +303,9 @@ impl Dataset {
             };
         };
         apply(&mut phys.referenced_bytes, bp.size_allocated());
-        apply(&mut phys.unique_bytes, bp.size_allocated());
+        if unique {
+            apply(&mut phys.unique_bytes, bp.size_allocated());
+        }
         apply(&mut phys.compressed_bytes, bp.size_physical as u64);
         apply(
             &mut phys.uncompressed_bytes,
@@ -187,19 +318,28 @@ impl Dataset {
 impl BlockLifecycle for Dataset {
     fn block_born(&self, bp: &BlockPtr, _at: SyncPoint) {
         debug_assert!(!bp.is_hole());
-        self.account(bp, 1);
+        self.account(bp, 1, true);
     }
 
     fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
         let prev_snapshot_txg = self.phys.lock().prev_snapshot_txg;
-        if bp.birth_physical <= prev_snapshot_txg && prev_snapshot_txg.0 != 0 {
-            // Snapshots do not exist yet; when they do, this block goes to the deadlist.
-            return Err(ObjectError::Lifecycle(format!(
-                "dataset {}: block born in txg {} is shared with a snapshot, but deadlists are not implemented",
-                self.name, bp.birth_physical
-            )));
+        if bp.birth_physical <= prev_snapshot_txg && !bp.is_hole() {
+            // Held by the newest snapshot: to the deadlist, after the object set's sync. An
+            // embedded block owns no space and is listed nowhere.
+            self.account(bp, -1, false);
+            if bp.embedded {
+                return Ok(());
+            }
+            if at.pass != 1 {
+                return Err(ObjectError::Lifecycle(format!(
+                    "dataset {}: a block shared with a snapshot killed in sync pass {}",
+                    self.name, at.pass
+                )));
+            }
+            self.killed_shared.lock().push(bp.clone());
+            return Ok(());
         }
-        self.account(bp, -1);
+        self.account(bp, -1, true);
         self.freer.free(bp, at)
     }
 }

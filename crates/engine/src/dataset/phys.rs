@@ -1,46 +1,79 @@
 //! On-disk records of the dataset layer, stored in the bonus buffers of MOS objects.
 //!
+//! Version 2 of both records (issue 10) fixes every field that snapshots, clones, promote and
+//! send need, so that the format does not change again when they land. A version-1 dataset
+//! record is the same 320 bytes with the new fields zero, which is exactly their meaning for a
+//! dataset without snapshots or clones; a version-1 directory record is 128 bytes and decodes
+//! with the new fields zero (its used breakdown is recomputed and written at the next sync).
+//!
 //! ```text
-//! Dataset record (320 bytes, bonus of a MOS object of type Dataset):
+//! Dataset record (320 bytes, bonus of a MOS object of type Dataset). A head (file system) and
+//! each of its snapshots have one; a snapshot's is frozen except for the links, unique bytes
+//! and deadlist that destroying a neighbour changes.
 //!   0    8  dataset directory object
 //!   8    8  previous snapshot object (0 = none)
 //!   16   8  previous snapshot txg (blocks born after it belong to this dataset alone)
-//!   24   8  next snapshot object (0 = none; set on snapshots)
-//!   32   8  snapshot names object (key/value; 0 = none yet)
+//!   24   8  next snapshot object (snapshots: the next snapshot or the head; 0 on a head)
+//!   32   8  snapshot names object (heads: key/value, snapshot name -> dataset object; 0 = none)
 //!   40   8  creation time (seconds since the Unix epoch)
-//!   48   8  creation txg
-//!   56   8  deadlist object (0 = none yet)
+//!   48   8  creation txg (a snapshot's txg: it holds every block born at or before it)
+//!   56   8  deadlist object (key/value, birth-txg range -> block-pointer list; 0 = empty)
 //!   64   8  referenced bytes (allocated, all copies)
 //!   72   8  compressed bytes (physical)
-//!   80   8  uncompressed bytes (logical)
-//!   88   8  unique bytes (referenced by no snapshot)
-//!   96   8  guid
-//!   104  8  flags (reserved, 0)
-//!   112 16  reserved (0)
+//!   80   8  uncompressed bytes (logical, metadata at its physical size)
+//!   88   8  unique bytes (freed if this dataset alone were destroyed)
+//!   96   8  guid (send streams name snapshots by it)
+//!   104  8  flags: bit 0 snapshot, bit 1 inconsistent (a receive in progress), others 0
+//!   112  8  clone count (snapshots: clones whose origin this is)
+//!   120  8  next-clones object (snapshots: key/value of clone heads; 0 = none)
 //!   128 128 root block pointer of the dataset's object set
-//!   256 64  reserved (0)
+//!   256  8  user holds object (snapshots: key/value, tag -> time; 0 = none)
+//!   264  8  snapshot properties object (key/value; 0 = none)
+//!   272  8  livelist object (clone heads: allocations and frees since the clone; 0 = none)
+//!   280 40  reserved (0)
 //!
-//! Dataset directory record (128 bytes, bonus of a MOS object of type DatasetDir):
+//! Dataset directory record (256 bytes, bonus of a MOS object of type DatasetDir; version 1
+//! was the first 128):
 //!   0    8  head dataset object
 //!   8    8  parent directory object (0 for the pool's root)
 //!   16   8  origin snapshot object (clones; 0 = none)
 //!   24   8  children object (key/value: name -> directory object)
 //!   32   8  properties object (key/value: name -> value)
 //!   40   8  creation time
-//!   48   8  used bytes (this directory and its descendants)
+//!   48   8  used bytes (this directory and its descendants, snapshots included)
 //!   56   8  compressed bytes
 //!   64   8  uncompressed bytes
 //!   72   8  quota (reserved, 0)
 //!   80   8  reservation (reserved, 0)
-//!   88   8  livelist object (reserved, 0)
+//!   88   8  livelist object (reserved for clones, 0)
 //!   96  32  reserved (0)
+//!   128  8  clones object (key/value of clone heads whose origin is a snapshot here; 0 = none)
+//!   136  8  origin txg (clones: the origin snapshot's creation txg)
+//!   144  8  used by the dataset (usedbydataset)
+//!   152  8  used by snapshots (usedbysnapshots)
+//!   160  8  used by children (usedbychildren)
+//!   168  8  used by the refreservation (usedbyrefreservation)
+//!   176  8  used by children's reservations
+//!   184  8  flags: bit 0 = the used breakdown above is maintained (version 2)
+//!   192 64  reserved (0)
 //! ```
+//!
+//! The intent-log header lives in the object-set header (object/phys.rs), not here: a snapshot
+//! or clone then carries its log with its tree, as in OpenZFS.
 
 use crate::block::blkptr::{BlockError, BlockPtr, BLKPTR_SIZE};
 use crate::types::{Guid, ObjectId, Txg};
 
 pub const DATASET_PHYS_SIZE: usize = 320;
-pub const DATASET_DIR_PHYS_SIZE: usize = 128;
+pub const DATASET_DIR_PHYS_SIZE: usize = 256;
+/// Size of a version-1 directory record, still accepted.
+pub const DATASET_DIR_PHYS_SIZE_V1: usize = 128;
+/// Dataset record flags.
+pub const DS_FLAG_SNAPSHOT: u64 = 1 << 0;
+pub const DS_FLAG_INCONSISTENT: u64 = 1 << 1;
+const DS_FLAGS_KNOWN: u64 = DS_FLAG_SNAPSHOT | DS_FLAG_INCONSISTENT;
+/// Directory flag: the used breakdown is maintained.
+pub const DD_FLAG_USED_BREAKDOWN: u64 = 1 << 0;
 const _: () = assert!(128 + BLKPTR_SIZE + 64 == DATASET_PHYS_SIZE);
 const _: () = assert!(DATASET_PHYS_SIZE <= crate::object::phys::DNODE_BONUS_SIZE_MAX);
 
@@ -67,7 +100,13 @@ pub struct DatasetPhys {
     pub uncompressed_bytes: u64,
     pub unique_bytes: u64,
     pub guid: Guid,
+    pub flags: u64,
+    pub clone_count: u64,
+    pub next_clones_object: ObjectId,
     pub root: BlockPtr,
+    pub user_holds_object: ObjectId,
+    pub snapshot_props_object: ObjectId,
+    pub livelist_object: ObjectId,
 }
 
 impl DatasetPhys {
@@ -86,7 +125,13 @@ impl DatasetPhys {
         put_u64(&mut out, 80, self.uncompressed_bytes);
         put_u64(&mut out, 88, self.unique_bytes);
         put_u64(&mut out, 96, self.guid.0);
+        put_u64(&mut out, 104, self.flags);
+        put_u64(&mut out, 112, self.clone_count);
+        put_u64(&mut out, 120, self.next_clones_object.0);
         self.root.encode_into(&mut out[128..128 + BLKPTR_SIZE]);
+        put_u64(&mut out, 256, self.user_holds_object.0);
+        put_u64(&mut out, 264, self.snapshot_props_object.0);
+        put_u64(&mut out, 272, self.livelist_object.0);
         out
     }
 
@@ -97,14 +142,17 @@ impl DatasetPhys {
                 format!("dataset record of {} bytes", bytes.len()),
             ));
         }
-        if bytes[104..128]
-            .iter()
-            .chain(&bytes[256..])
-            .any(|&byte| byte != 0)
-        {
+        if bytes[280..].iter().any(|&byte| byte != 0) {
             return Err(BlockError::corrupt(
                 "dataset record",
                 "reserved bytes are not zero",
+            ));
+        }
+        let flags = u64_at(bytes, 104);
+        if flags & !DS_FLAGS_KNOWN != 0 {
+            return Err(BlockError::corrupt(
+                "dataset record",
+                format!("unknown flags {flags:#x}"),
             ));
         }
         Ok(DatasetPhys {
@@ -121,8 +169,19 @@ impl DatasetPhys {
             uncompressed_bytes: u64_at(bytes, 80),
             unique_bytes: u64_at(bytes, 88),
             guid: Guid(u64_at(bytes, 96)),
+            flags,
+            clone_count: u64_at(bytes, 112),
+            next_clones_object: ObjectId(u64_at(bytes, 120)),
             root: BlockPtr::decode(&bytes[128..128 + BLKPTR_SIZE])?,
+            user_holds_object: ObjectId(u64_at(bytes, 256)),
+            snapshot_props_object: ObjectId(u64_at(bytes, 264)),
+            livelist_object: ObjectId(u64_at(bytes, 272)),
         })
+    }
+
+    /// Whether this is a snapshot's record.
+    pub fn is_snapshot(&self) -> bool {
+        self.flags & DS_FLAG_SNAPSHOT != 0
     }
 }
 
@@ -137,6 +196,29 @@ pub struct DatasetDirPhys {
     pub used_bytes: u64,
     pub compressed_bytes: u64,
     pub uncompressed_bytes: u64,
+    pub quota: u64,
+    pub reservation: u64,
+    pub livelist_object: ObjectId,
+    pub clones_object: ObjectId,
+    pub origin_txg: Txg,
+    pub used_breakdown: UsedBreakdown,
+    pub flags: u64,
+}
+
+/// Where a directory's used bytes are (zfs's `usedby*` properties).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UsedBreakdown {
+    pub dataset: u64,
+    pub snapshots: u64,
+    pub children: u64,
+    pub refreservation: u64,
+    pub child_reservation: u64,
+}
+
+impl UsedBreakdown {
+    pub fn total(&self) -> u64 {
+        self.dataset + self.snapshots + self.children + self.refreservation + self.child_reservation
+    }
 }
 
 impl DatasetDirPhys {
@@ -151,20 +233,44 @@ impl DatasetDirPhys {
         put_u64(&mut out, 48, self.used_bytes);
         put_u64(&mut out, 56, self.compressed_bytes);
         put_u64(&mut out, 64, self.uncompressed_bytes);
+        put_u64(&mut out, 72, self.quota);
+        put_u64(&mut out, 80, self.reservation);
+        put_u64(&mut out, 88, self.livelist_object.0);
+        put_u64(&mut out, 128, self.clones_object.0);
+        put_u64(&mut out, 136, self.origin_txg.0);
+        let used = &self.used_breakdown;
+        put_u64(&mut out, 144, used.dataset);
+        put_u64(&mut out, 152, used.snapshots);
+        put_u64(&mut out, 160, used.children);
+        put_u64(&mut out, 168, used.refreservation);
+        put_u64(&mut out, 176, used.child_reservation);
+        put_u64(&mut out, 184, self.flags);
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Result<DatasetDirPhys, BlockError> {
-        if bytes.len() != DATASET_DIR_PHYS_SIZE {
+        if bytes.len() != DATASET_DIR_PHYS_SIZE && bytes.len() != DATASET_DIR_PHYS_SIZE_V1 {
             return Err(BlockError::corrupt(
                 "dataset record",
                 format!("dataset directory record of {} bytes", bytes.len()),
             ));
         }
-        if bytes[72..].iter().any(|&byte| byte != 0) {
+        let reserved = bytes[96..128].iter().chain(bytes.get(192..).unwrap_or(&[]));
+        if reserved.into_iter().any(|&byte| byte != 0) {
             return Err(BlockError::corrupt(
                 "dataset directory record",
                 "reserved bytes are not zero",
+            ));
+        }
+        // Version 1: the new fields read as zero.
+        let mut full = [0u8; DATASET_DIR_PHYS_SIZE];
+        full[..bytes.len()].copy_from_slice(bytes);
+        let bytes = &full[..];
+        let flags = u64_at(bytes, 184);
+        if flags & !DD_FLAG_USED_BREAKDOWN != 0 {
+            return Err(BlockError::corrupt(
+                "dataset directory record",
+                format!("unknown flags {flags:#x}"),
             ));
         }
         Ok(DatasetDirPhys {
@@ -177,6 +283,19 @@ impl DatasetDirPhys {
             used_bytes: u64_at(bytes, 48),
             compressed_bytes: u64_at(bytes, 56),
             uncompressed_bytes: u64_at(bytes, 64),
+            quota: u64_at(bytes, 72),
+            reservation: u64_at(bytes, 80),
+            livelist_object: ObjectId(u64_at(bytes, 88)),
+            clones_object: ObjectId(u64_at(bytes, 128)),
+            origin_txg: Txg(u64_at(bytes, 136)),
+            used_breakdown: UsedBreakdown {
+                dataset: u64_at(bytes, 144),
+                snapshots: u64_at(bytes, 152),
+                children: u64_at(bytes, 160),
+                refreservation: u64_at(bytes, 168),
+                child_reservation: u64_at(bytes, 176),
+            },
+            flags,
         })
     }
 }
@@ -202,7 +321,13 @@ mod tests {
             uncompressed_bytes: 4096,
             unique_bytes: 12345,
             guid: Guid(77),
+            flags: DS_FLAG_SNAPSHOT,
+            clone_count: 2,
+            next_clones_object: ObjectId(11),
             root: BlockPtr::hole(Txg(5), ObjectType::Objset, 0),
+            user_holds_object: ObjectId(12),
+            snapshot_props_object: ObjectId(13),
+            livelist_object: ObjectId(14),
         };
         assert_eq!(DatasetPhys::decode(&dataset.encode()).unwrap(), dataset);
         let dir = DatasetDirPhys {
@@ -212,6 +337,21 @@ mod tests {
         };
         assert_eq!(DatasetDirPhys::decode(&dir.encode()).unwrap(), dir);
         assert!(DatasetPhys::decode(&[0u8; 10]).is_err());
+    }
+
+    #[test]
+    fn version_1_directory_records_decode_with_the_new_fields_zero() {
+        let dir = DatasetDirPhys {
+            head_dataset_object: ObjectId(4),
+            children_object: ObjectId(5),
+            used_bytes: 7,
+            ..Default::default()
+        };
+        let v1 = &dir.encode()[..DATASET_DIR_PHYS_SIZE_V1];
+        assert_eq!(DatasetDirPhys::decode(v1).unwrap(), dir);
+        let mut unknown_flag = dir.encode();
+        unknown_flag[184] = 2;
+        assert!(DatasetDirPhys::decode(&unknown_flag).is_err());
     }
 }
 
@@ -228,7 +368,7 @@ mod fuzz {
         }
 
         #[test]
-        fn dataset_dir_round_trips(values in proptest::collection::vec(any::<u64>(), 9)) {
+        fn dataset_dir_round_trips(values in proptest::collection::vec(any::<u64>(), 17)) {
             let dir = DatasetDirPhys {
                 head_dataset_object: ObjectId(values[0]),
                 parent_dir_object: ObjectId(values[1]),
@@ -239,6 +379,18 @@ mod fuzz {
                 used_bytes: values[6],
                 compressed_bytes: values[7],
                 uncompressed_bytes: values[8],
+                quota: values[9],
+                reservation: values[10],
+                livelist_object: ObjectId(values[11]),
+                clones_object: ObjectId(values[12]),
+                origin_txg: Txg(values[13]),
+                used_breakdown: UsedBreakdown {
+                    dataset: values[14],
+                    snapshots: values[15],
+                    children: values[16],
+                    ..Default::default()
+                },
+                flags: DD_FLAG_USED_BREAKDOWN,
             };
             prop_assert_eq!(DatasetDirPhys::decode(&dir.encode()).unwrap(), dir);
         }

@@ -156,6 +156,8 @@ pub enum FsError {
     Corrupt(String),
     #[error("engine: {0}")]
     Engine(String),
+    #[error("read-only file system")]
+    ReadOnly,
 }
 
 impl From<ObjectError> for FsError {
@@ -305,6 +307,8 @@ pub struct FileSystem {
     atime_updates: AtomicBool,
     /// Sequential read detection and read-ahead into the block cache.
     prefetch: Prefetcher,
+    /// A snapshot's file system: every change is refused (EROFS).
+    read_only: bool,
 }
 
 /// Znodes loaded before a transaction, changed in memory and written back together.
@@ -437,6 +441,20 @@ impl FileSystem {
 
     /// Open the file system in `objset` and remove whatever a crash left in its unlinked set.
     pub fn open(objset: Arc<ObjectSet>, txgs: Arc<TxgManager>) -> Result<FileSystem> {
+        FileSystem::open_with(objset, txgs, false)
+    }
+
+    /// Open a snapshot's file system: reads only, every change refused with
+    /// [`FsError::ReadOnly`], no atime updates, the unlinked set left as it is.
+    pub fn open_read_only(objset: Arc<ObjectSet>, txgs: Arc<TxgManager>) -> Result<FileSystem> {
+        FileSystem::open_with(objset, txgs, true)
+    }
+
+    fn open_with(
+        objset: Arc<ObjectSet>,
+        txgs: Arc<TxgManager>,
+        read_only: bool,
+    ) -> Result<FileSystem> {
         let master = ObjectId(MASTER_NODE_OBJECT);
         let info = objset.info(master).map_err(|error| match error {
             ObjectError::NoSuchObject(_) => {
@@ -487,15 +505,33 @@ impl FileSystem {
             rename_lock: Mutex::new(()),
             open_counts: Mutex::new(HashMap::new()),
             space: RwLock::new(None),
-            atime_updates: AtomicBool::new(true),
+            atime_updates: AtomicBool::new(!read_only),
             prefetch,
+            read_only,
         };
         let root_znode = fs.znode(root)?;
         if root_znode.kind() != FileKind::Directory {
             return Err(FsError::Corrupt(format!("root {root} is not a directory")));
         }
-        fs.drain_unlinked()?;
+        if !read_only {
+            fs.drain_unlinked()?;
+        }
         Ok(fs)
+    }
+
+    /// Whether this is a snapshot's (read-only) file system.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Admission of one change: refused on a read-only file system; otherwise the object
+    /// set's gate, held (shared) until the change is done, so that a rollback never resets the
+    /// object set under a change in flight. Recursive: a change may call another.
+    fn change(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+        if self.read_only {
+            return Err(FsError::ReadOnly);
+        }
+        Ok(self.objset.enter())
     }
 
     /// The root directory's inode number.
@@ -716,6 +752,7 @@ impl FileSystem {
     }
 
     pub fn setattr(&self, ino: u64, changes: SetAttr) -> Result<Attr> {
+        let _gate = self.change()?;
         let _guards = self.lock_inodes(&[ino]);
         let mut znode = self.znode(ino)?;
         let kind = znode.kind();
@@ -849,6 +886,7 @@ impl FileSystem {
         rdev: u64,
         target: Option<&[u8]>,
     ) -> Result<Attr> {
+        let _gate = self.change()?;
         check_new_name(name)?;
         if mode & MODE_TYPE_MASK != 0 && mode & MODE_TYPE_MASK != kind.mode_bits() {
             return Err(FsError::Invalid(format!("mode {mode:#o} for a {kind:?}")));
@@ -938,6 +976,7 @@ impl FileSystem {
 
     /// A new name `newname` in `newdir` for the non-directory `ino`.
     pub fn link(&self, ino: u64, newdir: u64, newname: &[u8]) -> Result<Attr> {
+        let _gate = self.change()?;
         check_new_name(newname)?;
         let _guards = self.lock_inodes(&[ino, newdir]);
         let mut staged = self.stage(&[ino, newdir])?;
@@ -990,6 +1029,7 @@ impl FileSystem {
     }
 
     fn remove_entry(&self, dir: u64, name: &[u8], directory: bool) -> Result<()> {
+        let _gate = self.change()?;
         let (entry, guards) = self.lock_entry(dir, name)?;
         let child = entry.object;
         let mut staged = self.stage(&[dir, child])?;
@@ -1180,7 +1220,7 @@ impl FileSystem {
 
     /// relatime: update atime if it is not newer than mtime or ctime, or a day old.
     fn touch_atime(&self, ino: u64, znode: &Znode) -> Result<()> {
-        if !self.atime_updates.load(Ordering::Relaxed) {
+        if !self.atime_updates.load(Ordering::Relaxed) || self.read_only {
             return Ok(());
         }
         let now = Timestamp::now();
@@ -1198,6 +1238,7 @@ impl FileSystem {
             return Ok(());
         }
         znode.atime = now;
+        let _gate = self.change()?;
         let hold = self.txgs.assign()?;
         self.put_znode(&hold.tx(), ino, &znode)?;
         Ok(())
@@ -1206,6 +1247,7 @@ impl FileSystem {
     /// Write `data` at `offset` into a regular file, extending it as needed; returns the
     /// number of bytes written.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        let _gate = self.change()?;
         if data.len() > IO_BYTES_MAX {
             return Err(FsError::Invalid(format!("write of {} bytes", data.len())));
         }

@@ -35,6 +35,7 @@ impl FileSystem {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
+        let _gate = self.change()?;
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
             || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
         {

@@ -114,6 +114,7 @@ impl FileSystem {
     /// the object and its unlinked-set entry. A crash part-way leaves it parked, and
     /// [`FileSystem::open`] goes on from there. Call with no transaction held.
     pub(super) fn remove_parked(&self, ino: u64) -> Result<()> {
+        let _gate = self.change()?;
         self.objset.free_long_range(&self.txgs, ObjectId(ino), 0)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();

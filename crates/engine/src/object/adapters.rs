@@ -140,3 +140,41 @@ impl KvBlocks for KvObject<'_> {
             .map_err(kv_error)
     }
 }
+
+/// A key/value error as an object error naming the object.
+pub fn kv_object_error(object: ObjectId) -> impl Fn(KvError) -> super::ObjectError {
+    move |error| super::ObjectError::Corrupt(format!("key/value object {object}: {error}"))
+}
+
+/// Create an empty key/value object in `tx` (`props` with the key/value object type).
+pub fn create_kv_object(
+    objset: &ObjectSet,
+    tx: &Tx,
+    props: ObjectProps,
+) -> Result<ObjectId, super::ObjectError> {
+    let props = ObjectProps {
+        object_type: ObjectType::KeyValue,
+        ..props
+    };
+    let object = objset.create_object(tx, props, ObjectType::None, &[])?;
+    let mut handle = KvObject::new(objset, object, Some(*tx))?;
+    super::kv::create(&mut handle).map_err(kv_object_error(object))?;
+    Ok(object)
+}
+
+/// Every entry of a key/value object, in cookie order.
+pub fn kv_entries(
+    objset: &ObjectSet,
+    object: ObjectId,
+) -> Result<Vec<super::kv::KvEntry>, super::ObjectError> {
+    let handle = KvObject::new(objset, object, None)?;
+    let mut cookie = 0;
+    let mut entries = Vec::new();
+    loop {
+        let batch = super::kv::list(&handle, cookie, 256).map_err(kv_object_error(object))?;
+        let Some(last) = batch.last() else { break };
+        cookie = last.cookie + 1;
+        entries.extend(batch);
+    }
+    Ok(entries)
+}

@@ -171,7 +171,8 @@ pub struct BpSpace {
     pub used_bytes: u64,
     /// Physical (stored, after compression) bytes.
     pub compressed_bytes: u64,
-    /// Logical bytes.
+    /// Logical bytes, as datasets account them (`BlockPtr::size_uncompressed_accounted`:
+    /// metadata counts its physical size).
     pub uncompressed_bytes: u64,
 }
 
@@ -181,11 +182,11 @@ impl BpSpace {
         BpSpace {
             used_bytes: bp.size_allocated(),
             compressed_bytes: bp.size_physical as u64,
-            uncompressed_bytes: bp.size_logical as u64,
+            uncompressed_bytes: bp.size_uncompressed_accounted(),
         }
     }
 
-    fn add(&mut self, other: BpSpace) {
+    pub fn add(&mut self, other: BpSpace) {
         self.used_bytes = self.used_bytes.wrapping_add(other.used_bytes);
         self.compressed_bytes = self.compressed_bytes.wrapping_add(other.compressed_bytes);
         self.uncompressed_bytes = self
@@ -193,7 +194,7 @@ impl BpSpace {
             .wrapping_add(other.uncompressed_bytes);
     }
 
-    fn sub(&mut self, other: BpSpace) {
+    pub fn sub(&mut self, other: BpSpace) {
         self.used_bytes = self.used_bytes.wrapping_sub(other.used_bytes);
         self.compressed_bytes = self.compressed_bytes.wrapping_sub(other.compressed_bytes);
         self.uncompressed_bytes = self
@@ -439,19 +440,55 @@ impl<'a> BpObj<'a> {
         self.save_header(tx)
     }
 
-    /// Merge list `sublist` into this one in constant time: its totals join this header and
-    /// its object id the sub-list array. `sublist` then belongs to this list. An empty
-    /// sub-list is destroyed instead.
+    /// Merge list `sublist` into this one: its totals join this header and its object id the
+    /// sub-list array. `sublist` then belongs to this list. An empty sub-list is destroyed
+    /// instead. A sub-list that has sub-lists of its own hands them over first (one u64 each)
+    /// and joins with its own entries alone, so that repeated merges (snapshot destroys) never
+    /// nest lists deeper than one level: the cost is per sub-list, never per entry.
     pub fn enqueue_sublist(&mut self, tx: &Tx, sublist: ObjectId) -> Result<(), ObjectError> {
         if sublist == self.object {
             return Err(ObjectError::Invalid(format!(
                 "list {sublist} cannot be its own sub-list"
             )));
         }
-        let sub = BpObj::open(self.store, sublist)?;
+        let mut sub = BpObj::open(self.store, sublist)?;
+        if sub.header.sublist_count > 0 {
+            for index in 0..sub.header.sublist_count {
+                let grandchild = sub.sublist_at(index)?;
+                if grandchild == self.object {
+                    return Err(corrupt(
+                        sublist,
+                        format!(
+                            "sub-list {index} is list {}, which it is merged into",
+                            self.object
+                        ),
+                    ));
+                }
+                let grand = BpObj::open(self.store, grandchild)?;
+                sub.header.space.sub(grand.space());
+                self.push_sublist(tx, grandchild, grand.space())?;
+            }
+            self.store.remove(tx, ObjectId(sub.header.sublist_array))?;
+            sub.header.sublist_array = 0;
+            sub.header.sublist_count = 0;
+            sub.save_header(tx)?;
+        }
         if sub.is_empty() {
+            self.save_header(tx)?;
             return sub.destroy_object(tx);
         }
+        let space = sub.space();
+        self.push_sublist(tx, sublist, space)?;
+        self.save_header(tx)
+    }
+
+    /// Add one sub-list id and its totals (the header is saved by the caller).
+    fn push_sublist(
+        &mut self,
+        tx: &Tx,
+        sublist: ObjectId,
+        space: BpSpace,
+    ) -> Result<(), ObjectError> {
         if self.header.sublist_array == 0 {
             self.header.sublist_array = self.store.create(tx, ObjectType::ObjectArray, &[])?.0;
         }
@@ -462,8 +499,8 @@ impl<'a> BpObj<'a> {
             &sublist.0.to_le_bytes(),
         )?;
         self.header.sublist_count += 1;
-        self.header.space.add(sub.space());
-        self.save_header(tx)
+        self.header.space.add(space);
+        Ok(())
     }
 
     fn sublist_at(&self, index: u64) -> Result<ObjectId, ObjectError> {

@@ -241,6 +241,10 @@ pub struct ObjectSet {
     /// into one block cannot lose each other's bytes (the read-modify-write is atomic). Entries
     /// exist only while someone holds or waits for the lock.
     object_locks: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
+    /// Open-context users of a file system pass through this gate (shared) for each change;
+    /// a rollback closes it (exclusive) so that no change is half applied across
+    /// [`ObjectSet::reset_to`].
+    gate: parking_lot::RwLock<()>,
     state: Mutex<State>,
 }
 
@@ -358,6 +362,7 @@ impl ObjectSet {
             dirty_accounting: Mutex::new(None),
             reservation: Mutex::new(None),
             object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
+            gate: parking_lot::RwLock::new(()),
             state: Mutex::new(State {
                 synced_root,
                 synced_meta_dnode: meta_dnode,
@@ -1155,6 +1160,42 @@ impl ObjectSet {
             tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
         }
         tree.finish()
+    }
+
+    /// Pass the gate for one change (see the `gate` field); held until the change is done.
+    pub fn enter(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        // Recursive: a change may call another while a rollback waits for the gate.
+        self.gate.read_recursive()
+    }
+
+    /// Close the gate: wait for changes in flight and hold off new ones while held.
+    pub fn close_gate(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.gate.write()
+    }
+
+    /// Syncing context (a rollback): make `root` the tree this txg commits, discarding every
+    /// change not yet synced (of this txg and of open ones). The caller holds the gate closed.
+    pub fn reset_to(&self, root: &BlockPtr) -> Result<(), ObjectError> {
+        let header = ObjsetHeader::decode(&self.io.read(root)?)?;
+        let mut meta_dnode = header.meta_dnode;
+        let mut state = self.state.lock();
+        meta_dnode.copies = state.synced_meta_dnode.copies;
+        state.dirty.clear();
+        let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;
+        state.next_object = ((meta_dnode.max_blkid + 1) * dnodes_per_block).max(1);
+        match state.syncing.as_mut() {
+            Some(syncing) => {
+                syncing.root = Some(root.clone());
+                syncing.meta_dnode = meta_dnode;
+                syncing.dnodes.clear();
+            }
+            None => {
+                state.synced_root = root.clone();
+                state.synced_meta_dnode = meta_dnode;
+            }
+        }
+        state.view_generation += 1;
+        Ok(())
     }
 
     /// After the txg's last pass: install the tree written by this txg's passes as the synced one.

@@ -69,6 +69,27 @@ pub struct DatasetInfo {
     pub referenced_uncompressed: u64,
     pub creation_time: u64,
     pub guid: u64,
+    /// Where `used` is: this dataset's live blocks, blocks only its snapshots hold, and its
+    /// descendants (zfs's `usedbydataset`, `usedbysnapshots`, `usedbychildren`).
+    pub used_by_dataset: u64,
+    pub used_by_snapshots: u64,
+    pub used_by_children: u64,
+    /// Bytes written since the newest snapshot (all referenced bytes without one).
+    pub written: u64,
+    /// Number of snapshots.
+    pub snapshot_count: u64,
+}
+
+/// A dataset's own space: its live blocks plus the blocks only its snapshots hold.
+fn own_space(dataset: &Dataset) -> crate::object::bpobj::BpSpace {
+    let phys = dataset.phys();
+    let mut space = dataset.snapshot_space();
+    space.add(crate::object::bpobj::BpSpace {
+        used_bytes: phys.referenced_bytes,
+        compressed_bytes: phys.compressed_bytes,
+        uncompressed_bytes: phys.uncompressed_bytes,
+    });
+    space
 }
 
 fn ratio(uncompressed: u64, compressed: u64) -> f64 {
@@ -165,7 +186,7 @@ impl PoolCore {
     }
 
     /// A dataset that is available (its object set open), or why not.
-    fn available_dataset(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
+    pub(super) fn available_dataset(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
         let dataset = self.dataset_by_relative(relative)?;
         match dataset.unavailable() {
             Some(why) => Err(PoolError::DatasetUnavailable(dataset.name.clone(), why)),
@@ -173,12 +194,26 @@ impl PoolCore {
         }
     }
 
-    fn dataset_by_relative(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
+    pub(super) fn dataset_by_relative(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
         self.datasets
             .read()
             .get(relative)
             .cloned()
             .ok_or_else(|| PoolError::DatasetNotFound(self.full_name(relative)))
+    }
+
+    /// Every descendant of a dataset (relative names), parents before children.
+    pub(super) fn descendants_of(&self, relative: &str) -> Vec<String> {
+        let prefix = format!("{relative}/");
+        let mut names: Vec<String> = self
+            .datasets
+            .read()
+            .keys()
+            .filter(|name| !name.is_empty() && (relative.is_empty() || name.starts_with(&prefix)))
+            .cloned()
+            .collect();
+        names.sort_by_key(|name| depth(name));
+        names
     }
 
     fn children_of(&self, relative: &str) -> Vec<String> {
@@ -244,16 +279,10 @@ impl PoolCore {
     }
 
     fn list_children(&self, dir: &DatasetDirPhys) -> Result<Vec<kv::KvEntry>, PoolError> {
-        let handle = KvObject::new(&self.mos, dir.children_object, None)?;
-        let mut cookie = 0;
-        let mut entries = Vec::new();
-        loop {
-            let batch = kv::list(&handle, cookie, 256).map_err(kv_error(dir.children_object))?;
-            let Some(last) = batch.last() else { break };
-            cookie = last.cookie + 1;
-            entries.extend(batch);
-        }
-        Ok(entries)
+        Ok(crate::object::adapters::kv_entries(
+            &self.mos,
+            dir.children_object,
+        )?)
     }
 
     /// Open one dataset (its records and object set) and add it to the table. Fails only when
@@ -296,6 +325,12 @@ impl PoolCore {
                 self.attach_open_context(&dataset);
             }
             Err(error) => dataset.set_unavailable(format!("object set: {error}")),
+        }
+        if let Err(error) = self.load_snapshots(&dataset) {
+            // A head whose snapshots cannot be loaded must not sync: its kills would miss
+            // the deadlist.
+            dataset.detach_objset();
+            dataset.set_unavailable(format!("snapshots: {error}"));
         }
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
@@ -482,19 +517,39 @@ impl PoolCore {
                 )));
             }
         }
+        let phys = dataset.phys();
+        if phys.deadlist_object.0 != 0 {
+            // Without snapshots nothing should be on it; whatever is, is freed, not leaked.
+            let store = self.deadlist_store();
+            let mut deadlist =
+                crate::dataset::deadlist::Deadlist::load(&store, phys.deadlist_object)?;
+            let lists: Vec<ObjectId> = deadlist
+                .take_all_lists()
+                .into_iter()
+                .map(|(_, entry)| entry.list)
+                .collect();
+            self.queue_free_lists(&tx, &lists)?;
+            deadlist.destroy(&store, &tx, false)?;
+        }
         for object in [
             dir.children_object,
             dir.properties_object,
             dataset.dir_object,
             dataset.object,
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            [phys.snapshot_names_object]
+                .into_iter()
+                .filter(|object| object.0 != 0),
+        ) {
             self.mos.remove_object(&tx, object)?;
         }
         Ok(())
     }
 
-    /// Recompute every directory's totals (its dataset plus descendants) and rewrite the
-    /// records that changed, in syncing context.
+    /// Recompute every directory's totals (its dataset, its snapshots and its descendants)
+    /// and used breakdown, and rewrite the records that changed, in syncing context.
     pub(super) fn sync_directory_totals(&self, txg: Txg) -> Result<(), PoolError> {
         let datasets = self.dataset_list();
         let mut totals: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
@@ -502,12 +557,21 @@ impl PoolCore {
         by_depth.sort_by_key(|(name, _)| std::cmp::Reverse(depth(name)));
         for (name, dataset) in by_depth {
             let phys = dataset.phys();
+            let snapshots = dataset.snapshot_space();
+            let own = own_space(dataset);
             let entry = totals.entry(name.as_str()).or_default();
-            entry.0 += phys.referenced_bytes;
-            entry.1 += phys.compressed_bytes;
-            entry.2 += phys.uncompressed_bytes;
-            let own = *entry;
-            if let Some(dir) = dataset.set_dir_totals(own.0, own.1, own.2) {
+            let children = entry.0;
+            entry.0 += own.used_bytes;
+            entry.1 += own.compressed_bytes;
+            entry.2 += own.uncompressed_bytes;
+            let all = *entry;
+            let breakdown = crate::dataset::phys::UsedBreakdown {
+                dataset: phys.referenced_bytes,
+                snapshots: snapshots.used_bytes,
+                children,
+                ..Default::default()
+            };
+            if let Some(dir) = dataset.set_dir_totals(all.0, all.1, all.2, breakdown) {
                 self.mos.set_bonus(
                     &Tx::syncing(txg),
                     dataset.dir_object,
@@ -517,9 +581,9 @@ impl PoolCore {
             }
             if !name.is_empty() {
                 let parent = totals.entry(parent_of(name)).or_default();
-                parent.0 += own.0;
-                parent.1 += own.1;
-                parent.2 += own.2;
+                parent.0 += all.0;
+                parent.1 += all.1;
+                parent.2 += all.2;
             }
         }
         Ok(())
@@ -561,6 +625,7 @@ pub(super) fn create_dataset_records(
 ) -> Result<(ObjectId, DatasetDirPhys, ObjectId, DatasetPhys), PoolError> {
     let now = now_seconds();
     let mut dir = DatasetDirPhys {
+        flags: crate::dataset::phys::DD_FLAG_USED_BREAKDOWN,
         parent_dir_object: parent_dir,
         children_object: kv_create(mos, tx, tunables)?,
         properties_object: kv_create(mos, tx, tunables)?,
@@ -587,7 +652,13 @@ pub(super) fn create_dataset_records(
         uncompressed_bytes: 0,
         unique_bytes: 0,
         guid: Guid::random(),
+        flags: 0,
+        clone_count: 0,
+        next_clones_object: ObjectId(0),
         root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
+        user_holds_object: ObjectId(0),
+        snapshot_props_object: ObjectId(0),
+        livelist_object: ObjectId(0),
     };
     let dataset_object = mos.create_object(
         tx,
@@ -609,7 +680,7 @@ fn depth(relative: &str) -> usize {
 }
 
 impl Pool {
-    fn writable(&self) -> Result<(), PoolError> {
+    pub(super) fn writable(&self) -> Result<(), PoolError> {
         if self.core.readonly {
             return Err(PoolError::ReadOnly);
         }
@@ -723,6 +794,20 @@ impl Pool {
         }
         doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
         doomed.push(relative);
+        if !recursive {
+            let head = core.dataset_by_relative(doomed.last().expect("the target"))?;
+            if let Some(first) = head.snapshots().first() {
+                return Err(PoolError::DatasetBusy(
+                    full_name.into(),
+                    format!(
+                        "it has snapshots ({}@{} and {} more); use -r to destroy them too",
+                        head.name,
+                        first.short_name(),
+                        head.snapshots().len() - 1
+                    ),
+                ));
+            }
+        }
         // Destroy frees a dataset's blocks by walking its tree, which an unavailable dataset
         // cannot do: refuse rather than leak.
         for name in &doomed {
@@ -738,6 +823,16 @@ impl Pool {
             let Some(dataset) = core.datasets.write().remove(name) else {
                 continue;
             };
+            // Its snapshots first, in the same txg: the tree is then the head's alone.
+            for snapshot in dataset.snapshots() {
+                core.queue_snapshot_task(
+                    hold.txg(),
+                    super::snapshots::SnapshotTask::Destroy {
+                        head: dataset.clone(),
+                        snapshot,
+                    },
+                );
+            }
             core.pending_destroys
                 .lock()
                 .push((hold.txg(), dataset.clone()));
@@ -757,30 +852,37 @@ impl Pool {
         let mut list = core.dataset_list();
         // Children right after their parent (`a`, `a/b`, `a-x`), as zfs list orders them.
         list.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
+        let own: Vec<crate::object::bpobj::BpSpace> =
+            list.iter().map(|(_, dataset)| own_space(dataset)).collect();
         list.iter()
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();
                 let prefix = format!("{relative}/");
-                let (mut used, mut compressed, mut uncompressed) = (0, 0, 0);
-                for (_, other) in list.iter().filter(|(name, _)| {
+                let mut all = crate::object::bpobj::BpSpace::default();
+                for ((_, _), space) in list.iter().zip(&own).filter(|((name, _), _)| {
                     name == relative || relative.is_empty() || name.starts_with(&prefix)
                 }) {
-                    let other = other.phys();
-                    used += other.referenced_bytes;
-                    compressed += other.compressed_bytes;
-                    uncompressed += other.uncompressed_bytes;
+                    all.add(*space);
                 }
+                let snapshots = dataset.snapshot_space().used_bytes;
                 DatasetInfo {
                     name: dataset.name.clone(),
-                    used,
+                    used: all.used_bytes,
                     referenced: phys.referenced_bytes,
                     available,
-                    compressed,
-                    uncompressed,
+                    compressed: all.compressed_bytes,
+                    uncompressed: all.uncompressed_bytes,
                     referenced_compressed: phys.compressed_bytes,
                     referenced_uncompressed: phys.uncompressed_bytes,
                     creation_time: phys.creation_time,
                     guid: phys.guid.0,
+                    used_by_dataset: phys.referenced_bytes,
+                    used_by_snapshots: snapshots,
+                    used_by_children: all
+                        .used_bytes
+                        .saturating_sub(phys.referenced_bytes + snapshots),
+                    written: core.head_written(dataset),
+                    snapshot_count: dataset.snapshots().len() as u64,
                 }
             })
             .collect()

@@ -79,6 +79,7 @@
 pub mod background_free;
 pub mod datasets;
 pub mod props;
+pub mod snapshots;
 mod stats;
 mod sync;
 pub mod uberblock;
@@ -195,6 +196,8 @@ pub enum PoolError {
     BadProperty(String),
     #[error("dataset {0:?} is unavailable: {1}")]
     DatasetUnavailable(String, String),
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// How to lay out the vdevs of a new pool.
@@ -511,6 +514,8 @@ pub struct PoolCore {
     datasets: RwLock<BTreeMap<String, Arc<Dataset>>>,
     /// Datasets to destroy in the sync of the given txg.
     pending_destroys: Mutex<Vec<(Txg, Arc<Dataset>)>>,
+    /// Snapshot changes to carry out in the sync of the given txg (see [`snapshots`]).
+    snapshot_tasks: Mutex<Vec<(Txg, snapshots::SnapshotTask)>>,
     /// Serializes changes to the dataset namespace and properties.
     namespace: Mutex<()>,
     /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
@@ -522,6 +527,9 @@ pub struct PoolCore {
     /// The background destroy queue's MOS object (0 until the first destroy); see
     /// [`background_free`].
     bptree_object: AtomicU64,
+    /// The pool's free list (blocks of destroyed snapshots) in the MOS, 0 until first used;
+    /// see [`background_free`].
+    free_list_object: AtomicU64,
     background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
@@ -602,16 +610,11 @@ fn kv_set_u64(
 
 fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectId, PoolError> {
     let block_size = tunables.dnode_block_size.max(4096);
-    let object = objset.create_object(
+    Ok(crate::object::adapters::create_kv_object(
+        objset,
         tx,
         mos_props(ObjectType::KeyValue, block_size, tunables, Compression::Lz4),
-        ObjectType::None,
-        &[],
-    )?;
-    let mut handle = KvObject::new(objset, object, Some(*tx))?;
-    kv::create(&mut handle)
-        .map_err(|error| PoolError::Corrupt(format!("creating key/value object: {error}")))?;
-    Ok(object)
+    )?)
 }
 
 impl PoolCore {
@@ -910,12 +913,14 @@ impl Pool {
             root: root.clone(),
             datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
             pending_destroys: Mutex::new(Vec::new()),
+            snapshot_tasks: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
             last_committed_txg: AtomicU64::new(0),
             readonly: false,
             freer,
             deferred_frees_object: deferred,
             bptree_object: AtomicU64::new(0),
+            free_list_object: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
@@ -1374,12 +1379,14 @@ impl Pool {
             root: root.clone(),
             datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
             pending_destroys: Mutex::new(Vec::new()),
+            snapshot_tasks: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
             last_committed_txg: AtomicU64::new(uberblock.txg.0),
             readonly: options.readonly,
             freer,
             deferred_frees_object: ObjectId(deferred),
             bptree_object: AtomicU64::new(0),
+            free_list_object: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
@@ -1392,6 +1399,10 @@ impl Pool {
         core.attach_open_context(&core.root);
         core.apply_copies("");
         let mut damaged = Vec::new();
+        if let Err(error) = core.load_snapshots(&core.root) {
+            core.root.detach_objset();
+            core.root.set_unavailable(format!("snapshots: {error}"));
+        }
         core.load_children("", &core.root.dir(), &mut damaged);
         for (_, dataset) in core.dataset_list() {
             if let Some(why) = dataset.unavailable() {

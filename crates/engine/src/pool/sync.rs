@@ -28,6 +28,7 @@ impl PoolCore {
                 .iter()
                 .any(|(_, dataset)| dataset.try_objset().is_some_and(|o| o.is_dirty(txg)))
             && destroys.is_empty()
+            && !self.has_snapshot_tasks(txg)
             && !self.config.lock().dirty
             && !self.background_work_pending();
         // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
@@ -51,18 +52,34 @@ impl PoolCore {
 
         self.free_deferred(txg)?;
         let mut changed = !destroys.is_empty();
+        let deadlists = self.deadlist_store();
         for (_, dataset) in &datasets {
             // An unavailable dataset (no object set) is never synced: its records stay.
             let Some(objset) = dataset.try_objset() else {
                 continue;
             };
             if let Some(root) = objset.sync(first, &storage)? {
-                let phys = dataset.set_root(root);
-                self.mos
-                    .set_bonus(&tx, dataset.object, ObjectType::Dataset, &phys.encode())?;
+                dataset.set_root(root);
+                // Blocks the newest snapshot still holds go on the deadlist now, one append
+                // per entry, and that snapshot's unique bytes follow.
+                if let Some(newest) = dataset.flush_killed(&deadlists, &tx)? {
+                    self.mos.set_bonus(
+                        &tx,
+                        newest.object,
+                        ObjectType::Dataset,
+                        &newest.phys().encode(),
+                    )?;
+                }
+                self.mos.set_bonus(
+                    &tx,
+                    dataset.object,
+                    ObjectType::Dataset,
+                    &dataset.phys().encode(),
+                )?;
                 changed = true;
             }
         }
+        changed |= self.sync_snapshot_tasks(txg)?;
         for dataset in &destroys {
             self.sync_destroy(dataset, txg)?;
         }

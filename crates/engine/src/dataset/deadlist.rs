@@ -1,0 +1,327 @@
+//! Deadlists (OpenZFS dsl_deadlist.c): the blocks a dataset stopped referencing that an older
+//! snapshot still holds, grouped by birth txg so that destroying a snapshot costs per group,
+//! not per block (DESIGN.md §4 "Snapshots and clones").
+//!
+//! # Overview
+//! Every dataset with a snapshot before it (a head or a later snapshot) has a deadlist. When the
+//! head kills a block born at or before its previous snapshot's txg, the block cannot be freed:
+//! it goes on the head's deadlist (`Dataset::block_kill`). When a snapshot is taken, the head's
+//! deadlist becomes the snapshot's, and the head starts an empty one.
+//!
+//! A deadlist is a set of *entries*, each keyed by a txg `k` and holding one block-pointer list
+//! ([`crate::object::bpobj`]); a block born in txg `b` is put in the entry with the largest key
+//! below `b`. The keys are the txgs of the older snapshots (and 0), so an entry holds exactly
+//! the blocks born in one snapshot interval `(k, next key]`. Entries are never split, but they
+//! may be finer than the current snapshots (a key whose snapshot was destroyed stays): every
+//! question asked of a deadlist is a range of keys, so a finer partition answers it the same.
+//!
+//! # Questions and moves (the cost is per entry)
+//! - space born in a txg range (`space_range`): headers of the entries in it;
+//! - destroy snapshot S (previous P, next N): N's entries with keys at or above P's txg hold
+//!   blocks born after P that nothing references any more: [`Deadlist::take_from`] hands them
+//!   to the pool's free list as whole lists; N's other entries (born at or before P, still P's)
+//!   move into S's deadlist ([`Deadlist::merge`], a sub-list each), which becomes N's.
+//!
+//! # On-disk structure
+//! A key/value object of the MOS: key = the entry's txg as 8 big-endian bytes, value = the list's
+//! object id as a little-endian u64, 0 while the entry is empty (a list is created on the first
+//! block). The totals of each entry are its list's header, so loading a deadlist reads the
+//! key/value object and one bonus buffer per entry, never an entry's blocks.
+//!
+//! # Context
+//! Changed only in syncing context by the sync thread (kills, snapshot create and destroy,
+//! rollback); read by anyone through the dataset's lock. Memory: one map entry per key.
+
+use std::collections::BTreeMap;
+
+use crate::block::blkptr::BlockPtr;
+use crate::object::adapters::{create_kv_object, kv_entries, kv_object_error, KvObject};
+use crate::object::bpobj::{BpObj, BpObjEntry, BpSpace, ObjectSetBpStore};
+use crate::object::kv;
+use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
+use crate::types::{ObjectId, Txg};
+
+/// Where deadlists live: the MOS, with the properties of their objects.
+pub struct DeadlistStore<'a> {
+    pub mos: &'a ObjectSet,
+    /// Properties of the key/value objects.
+    pub kv_props: ObjectProps,
+    /// Properties of the block-pointer lists.
+    pub list_props: ObjectProps,
+}
+
+impl DeadlistStore<'_> {
+    fn lists(&self) -> ObjectSetBpStore<'_> {
+        ObjectSetBpStore {
+            objset: self.mos,
+            props: self.list_props,
+        }
+    }
+}
+
+/// One entry: its list (0 = empty, none created yet) and the list's totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeadlistEntry {
+    pub list: ObjectId,
+    pub space: BpSpace,
+}
+
+/// A deadlist in memory, mirroring its key/value object.
+#[derive(Clone, Debug, Default)]
+pub struct Deadlist {
+    /// The key/value object (0 until first written).
+    object: ObjectId,
+    entries: BTreeMap<Txg, DeadlistEntry>,
+    /// Keys changed or removed since the last `save`.
+    dirty: BTreeMap<Txg, bool>,
+}
+
+fn corrupt(object: ObjectId, what: impl std::fmt::Display) -> ObjectError {
+    ObjectError::Corrupt(format!("deadlist {object}: {what}"))
+}
+
+impl Deadlist {
+    /// An empty deadlist with the given keys (entries without lists).
+    pub fn with_keys(keys: impl IntoIterator<Item = Txg>) -> Deadlist {
+        let mut deadlist = Deadlist::default();
+        for key in keys {
+            deadlist.entries.insert(key, DeadlistEntry::default());
+            deadlist.dirty.insert(key, true);
+        }
+        deadlist
+    }
+
+    /// Load a deadlist (object 0: an empty one with no keys). Untrusted: keys and values are
+    /// checked, and every list's header is read for its totals.
+    pub fn load(store: &DeadlistStore, object: ObjectId) -> Result<Deadlist, ObjectError> {
+        let mut deadlist = Deadlist {
+            object,
+            ..Default::default()
+        };
+        if object.0 == 0 {
+            return Ok(deadlist);
+        }
+        let lists = store.lists();
+        for entry in kv_entries(store.mos, object)? {
+            let key = <[u8; 8]>::try_from(entry.key.as_slice())
+                .map_err(|_| corrupt(object, format!("key of {} bytes", entry.key.len())))?;
+            let value = <[u8; 8]>::try_from(entry.value.as_slice())
+                .map_err(|_| corrupt(object, format!("value of {} bytes", entry.value.len())))?;
+            let list = ObjectId(u64::from_le_bytes(value));
+            let space = if list.0 == 0 {
+                BpSpace::default()
+            } else {
+                BpObj::open(&lists, list)?.space()
+            };
+            deadlist
+                .entries
+                .insert(Txg(u64::from_be_bytes(key)), DeadlistEntry { list, space });
+        }
+        Ok(deadlist)
+    }
+
+    /// The key/value object (0 if never written).
+    pub fn object(&self) -> ObjectId {
+        self.object
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = Txg> + '_ {
+        self.entries.keys().copied()
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = (Txg, DeadlistEntry)> + '_ {
+        self.entries.iter().map(|(key, entry)| (*key, *entry))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.values().all(|entry| entry.list.0 == 0)
+    }
+
+    /// Space of the entries whose keys are in `min..max`: the blocks born in `(min, max]` when
+    /// `min` and `max` are keys.
+    pub fn space_range(&self, min: Txg, max: Txg) -> BpSpace {
+        let mut total = BpSpace::default();
+        if min < max {
+            for entry in self.entries.range(min..max).map(|(_, entry)| entry) {
+                total.add(entry.space);
+            }
+        }
+        total
+    }
+
+    /// Space of every entry.
+    pub fn total(&self) -> BpSpace {
+        self.space_range(Txg(0), Txg(u64::MAX))
+    }
+
+    /// Add a key (an empty entry) if it is not there.
+    pub fn add_key(&mut self, key: Txg) {
+        if !self.entries.contains_key(&key) {
+            self.entries.insert(key, DeadlistEntry::default());
+            self.dirty.insert(key, true);
+        }
+    }
+
+    /// Put killed blocks on their entries: each on the entry with the largest key below its
+    /// birth txg. One append per entry touched.
+    pub fn insert(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        blocks: &[BlockPtr],
+    ) -> Result<(), ObjectError> {
+        let mut by_key: BTreeMap<Txg, Vec<BpObjEntry>> = BTreeMap::new();
+        for bp in blocks {
+            let Some((key, _)) = self.entries.range(..bp.birth_physical).next_back() else {
+                return Err(ObjectError::Invalid(format!(
+                    "deadlist {}: no entry for a block born in txg {}",
+                    self.object, bp.birth_physical
+                )));
+            };
+            by_key
+                .entry(*key)
+                .or_default()
+                .push(BpObjEntry::alloc(bp.clone()));
+        }
+        let lists = store.lists();
+        for (key, new_entries) in by_key {
+            let entry = self.entries.get_mut(&key).expect("key found above");
+            if entry.list.0 == 0 {
+                entry.list = BpObj::create(&lists, tx)?;
+                self.dirty.insert(key, true);
+            }
+            let mut list = BpObj::open(&lists, entry.list)?;
+            list.append(tx, &new_entries)?;
+            entry.space = list.space();
+        }
+        Ok(())
+    }
+
+    /// Remove and return the entries whose keys are `min` or above.
+    pub fn take_from(&mut self, min: Txg) -> Vec<(Txg, DeadlistEntry)> {
+        let taken = self.entries.split_off(&min);
+        for key in taken.keys() {
+            self.dirty.insert(*key, false);
+        }
+        taken.into_iter().collect()
+    }
+
+    /// Remove and return every entry (the keys stay, empty).
+    pub fn take_all_lists(&mut self) -> Vec<(Txg, DeadlistEntry)> {
+        let mut taken = Vec::new();
+        for (key, entry) in self.entries.iter_mut() {
+            if entry.list.0 != 0 {
+                taken.push((*key, *entry));
+                *entry = DeadlistEntry::default();
+                self.dirty.insert(*key, true);
+            }
+        }
+        taken
+    }
+
+    /// Merge another deadlist's entry into this one: into the entry with the same key as a
+    /// sub-list (constant time), or as a new entry if the key is not here.
+    pub fn merge(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        key: Txg,
+        other: DeadlistEntry,
+    ) -> Result<(), ObjectError> {
+        self.dirty.insert(key, true);
+        let entry = self.entries.entry(key).or_default();
+        if other.list.0 == 0 {
+            return Ok(());
+        }
+        if entry.list.0 == 0 {
+            *entry = other;
+            return Ok(());
+        }
+        let lists = store.lists();
+        let mut list = BpObj::open(&lists, entry.list)?;
+        list.enqueue_sublist(tx, other.list)?;
+        entry.space = list.space();
+        Ok(())
+    }
+
+    /// Write the changed keys, creating the key/value object first if needed. Returns the
+    /// object.
+    pub fn save(&mut self, store: &DeadlistStore, tx: &Tx) -> Result<ObjectId, ObjectError> {
+        if self.object.0 == 0 {
+            self.object = create_kv_object(store.mos, tx, store.kv_props)?;
+        }
+        if self.dirty.is_empty() {
+            return Ok(self.object);
+        }
+        let mut handle = KvObject::new(store.mos, self.object, Some(*tx))?;
+        for (key, present) in std::mem::take(&mut self.dirty) {
+            let name = key.0.to_be_bytes();
+            let result = match self.entries.get(&key).filter(|_| present) {
+                Some(entry) => {
+                    kv::upsert(&mut handle, &name, &entry.list.0.to_le_bytes()).map(|_| ())
+                }
+                None => kv::remove(&mut handle, &name).map(|_| ()),
+            };
+            result.map_err(kv_object_error(self.object))?;
+        }
+        Ok(self.object)
+    }
+
+    /// Remove the key/value object; with `drop_lists`, also destroy every list (their blocks
+    /// are accounted elsewhere: live again after a rollback). Entries taken out before are not
+    /// touched.
+    pub fn destroy(
+        mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        drop_lists: bool,
+    ) -> Result<(), ObjectError> {
+        if drop_lists {
+            let lists = store.lists();
+            for (_, entry) in self.take_all_lists() {
+                BpObj::open(&lists, entry.list)?.destroy(tx)?;
+            }
+        }
+        if self.object.0 != 0 {
+            store.mos.remove_object(tx, self.object)?;
+        }
+        Ok(())
+    }
+
+    /// Destroy lists taken out of a deadlist, dropping their entries (see `destroy`).
+    pub fn drop_lists(
+        store: &DeadlistStore,
+        tx: &Tx,
+        entries: &[(Txg, DeadlistEntry)],
+    ) -> Result<(), ObjectError> {
+        let lists = store.lists();
+        for (_, entry) in entries.iter().filter(|(_, entry)| entry.list.0 != 0) {
+            BpObj::open(&lists, entry.list)?.destroy(tx)?;
+        }
+        Ok(())
+    }
+
+    /// Every block on the deadlist with its entry's key (check, `debug dataset`).
+    pub fn visit(
+        &self,
+        store: &DeadlistStore,
+        visit: &mut dyn FnMut(Txg, &BlockPtr) -> Result<(), ObjectError>,
+    ) -> Result<(), ObjectError> {
+        let lists = store.lists();
+        for (key, entry) in &self.entries {
+            if entry.list.0 == 0 {
+                continue;
+            }
+            BpObj::open(&lists, entry.list)?.iterate(&mut |item| {
+                if item.free {
+                    return Err(corrupt(
+                        self.object,
+                        format!("entry {key} holds a FREE record"),
+                    ));
+                }
+                visit(*key, &item.bp)
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,858 @@
+//! Snapshots: create, destroy, rollback and rename as sync tasks, and their loading at import
+//! (OpenZFS dsl_dataset_snapshot_sync, dsl_destroy_snapshot_sync_impl, dsl_dataset_rollback).
+//!
+//! # Tasks
+//! Open context validates a request, takes the namespace lock, queues one task per snapshot in
+//! the txg it holds, and waits for that txg to sync. The sync (pass 1), after every dataset's
+//! object set is written and its killed blocks are on its deadlist, runs the tasks in order,
+//! so a snapshot holds exactly the head's tree at the end of its txg, and several snapshots
+//! requested together (`snapshot -r`, or several names) are all in one txg: atomic.
+//!
+//! # Create (head H, newest snapshot P if any)
+//! The new snapshot S takes H's record as it is (root, space, previous link, deadlist) with a
+//! new guid, the txg, and unique bytes 0 (the head still holds all of it); P's next link and H's previous link point to S; H starts an empty
+//! deadlist whose keys are the old ones plus P's txg (0 without P), and unique bytes 0. Cost:
+//! two records, one name, one key/value object; nothing per block.
+//!
+//! # Destroy (snapshot S, previous P, next N: a snapshot or H)
+//! N's deadlist entries at or above P's txg hold the blocks born after P that died before N:
+//! nothing holds them any more, and their lists go whole to the pool's free list, freed in the
+//! background (`background_free.rs`). N's other entries (blocks P still holds) merge into S's
+//! deadlist, a sub-list per entry, and that becomes N's. P's unique bytes grow by N's entries
+//! born after P's own previous snapshot; links skip S. Cost: per deadlist entry.
+//!
+//! # Rollback (H to its newest snapshot S)
+//! H's tree becomes S's: the blocks H holds born after S are queued for background freeing
+//! (the destroy queue, walking H's old tree above S's txg); H's deadlist holds blocks that are
+//! live again, so its lists are dropped without freeing anything; H's object set is reset to
+//! S's root, its dirty changes discarded. Open context holds the object set's gate meanwhile, so
+//! no file-system change is half applied across the reset.
+//!
+//! # Import
+//! A head's snapshots are found from its previous-snapshot link backwards, each record checked
+//! (a snapshot of this directory, linked both ways, txgs decreasing); their names come from the
+//! head's snapshot-names object. A chain that does not check out makes the dataset's load fail
+//! with the reason (reported as damage, the rest of the pool loads).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::block::blkptr::{Compression, ObjectType};
+use crate::dataset::deadlist::{Deadlist, DeadlistStore};
+use crate::dataset::phys::{DatasetPhys, DS_FLAG_SNAPSHOT};
+use crate::dataset::props::validate_name_component;
+use crate::dataset::{Dataset, Snapshot};
+use crate::object::adapters::{create_kv_object, kv_entries, kv_object_error, KvObject};
+use crate::object::bpobj::BpSpace;
+use crate::object::{kv, Tx};
+use crate::types::{Guid, ObjectId, Txg};
+
+use super::{mos_props, now_seconds, Pool, PoolCore, PoolError};
+
+/// A change of the snapshot namespace, carried out in syncing context.
+pub(super) enum SnapshotTask {
+    Create {
+        head: Arc<Dataset>,
+        name: String,
+    },
+    Destroy {
+        head: Arc<Dataset>,
+        snapshot: Arc<Snapshot>,
+    },
+    Rollback {
+        head: Arc<Dataset>,
+    },
+    Rename {
+        head: Arc<Dataset>,
+        snapshot: Arc<Snapshot>,
+        name: String,
+    },
+}
+
+/// A snapshot's figures, for `tarn list -t snapshot`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// `POOL/fs@name`.
+    pub name: String,
+    /// Bytes only this snapshot holds (zfs's `used` of a snapshot).
+    pub used: u64,
+    pub referenced: u64,
+    pub referenced_compressed: u64,
+    pub referenced_uncompressed: u64,
+    /// Bytes written between the previous snapshot and this one.
+    pub written: u64,
+    pub creation_time: u64,
+    pub creation_txg: u64,
+    pub guid: u64,
+    /// The MOS object of the snapshot's record: unique in the pool while it exists, stable
+    /// across imports (`.zfs/snapshot` inode numbers are built from it).
+    pub object: u64,
+}
+
+/// `FS@SNAP` split and checked.
+fn split_snapshot_name(full: &str) -> Result<(&str, &str), PoolError> {
+    let Some((dataset, snapshot)) = full.split_once('@') else {
+        return Err(PoolError::BadDatasetName(
+            full.into(),
+            "a snapshot name has the form FILESYSTEM@SNAPSHOT".into(),
+        ));
+    };
+    validate_name_component(snapshot).map_err(|why| PoolError::BadDatasetName(full.into(), why))?;
+    Ok((dataset, snapshot))
+}
+
+impl PoolCore {
+    pub fn deadlist_store(&self) -> DeadlistStore<'_> {
+        DeadlistStore {
+            mos: &self.mos,
+            kv_props: mos_props(
+                ObjectType::KeyValue,
+                self.tunables.dnode_block_size.max(4096),
+                &self.tunables,
+                Compression::Lz4,
+            ),
+            list_props: mos_props(
+                ObjectType::BlockPtrList,
+                16 << 10,
+                &self.tunables,
+                Compression::Lz4,
+            ),
+        }
+    }
+
+    fn write_dataset_record(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        phys: &DatasetPhys,
+    ) -> Result<(), PoolError> {
+        self.mos
+            .set_bonus(tx, object, ObjectType::Dataset, &phys.encode())?;
+        Ok(())
+    }
+
+    /// Import: load a head's deadlist and snapshots (see the module documentation).
+    pub(super) fn load_snapshots(&self, head: &Dataset) -> Result<(), PoolError> {
+        let phys = head.phys();
+        let store = self.deadlist_store();
+        let corrupt = |what: String| PoolError::Corrupt(format!("dataset {}: {what}", head.name));
+        let mut names: HashMap<u64, String> = HashMap::new();
+        if phys.snapshot_names_object.0 != 0 {
+            for entry in kv_entries(&self.mos, phys.snapshot_names_object)? {
+                let name = String::from_utf8(entry.key.clone())
+                    .ok()
+                    .filter(|name| validate_name_component(name).is_ok())
+                    .ok_or_else(|| {
+                        corrupt(format!(
+                            "snapshot name {:?}",
+                            String::from_utf8_lossy(&entry.key)
+                        ))
+                    })?;
+                let object = <[u8; 8]>::try_from(entry.value.as_slice())
+                    .map_err(|_| corrupt(format!("snapshot {name}: not an object number")))?;
+                names.insert(u64::from_le_bytes(object), name);
+            }
+        }
+        let mut snapshots = Vec::new();
+        let (mut object, mut next_object, mut below) = (
+            phys.prev_snapshot_object,
+            head.object,
+            phys.prev_snapshot_txg,
+        );
+        while object.0 != 0 {
+            if snapshots.len() > names.len() {
+                return Err(corrupt(
+                    "the snapshot chain is longer than the names object".into(),
+                ));
+            }
+            let snap = DatasetPhys::decode(&self.mos.bonus(object)?)
+                .map_err(|error| corrupt(format!("snapshot record {object}: {error}")))?;
+            let name = names
+                .get(&object.0)
+                .ok_or_else(|| corrupt(format!("snapshot record {object} has no name")))?;
+            if !snap.is_snapshot()
+                || snap.dir_object != head.dir_object
+                || snap.next_snapshot_object != next_object
+                || snap.creation_txg != below
+                || (snap.prev_snapshot_object.0 != 0 && snap.prev_snapshot_txg >= snap.creation_txg)
+            {
+                return Err(corrupt(format!(
+                    "snapshot record {object} ({name}) is not linked as the chain says"
+                )));
+            }
+            let deadlist = Deadlist::load(&store, snap.deadlist_object)?;
+            next_object = object;
+            object = snap.prev_snapshot_object;
+            below = snap.prev_snapshot_txg;
+            snapshots.push(Snapshot::new(name.clone(), next_object, snap, deadlist));
+        }
+        if snapshots.len() != names.len() {
+            return Err(corrupt(format!(
+                "{} snapshot names but {} snapshots in the chain",
+                names.len(),
+                snapshots.len()
+            )));
+        }
+        snapshots.reverse();
+        let deadlist = Deadlist::load(&store, phys.deadlist_object)?;
+        head.set_snapshot_state(deadlist, snapshots);
+        Ok(())
+    }
+
+    /// Queue a snapshot task for the txg `txg`.
+    pub(super) fn queue_snapshot_task(&self, txg: Txg, task: SnapshotTask) {
+        self.snapshot_tasks.lock().push((txg, task));
+    }
+
+    /// Whether snapshot tasks wait for `txg` (the sync must not be skipped).
+    pub(super) fn has_snapshot_tasks(&self, txg: Txg) -> bool {
+        self.snapshot_tasks
+            .lock()
+            .iter()
+            .any(|(when, _)| *when <= txg)
+    }
+
+    /// Syncing context, pass 1: run the snapshot tasks of `txg` in order.
+    pub(super) fn sync_snapshot_tasks(&self, txg: Txg) -> Result<bool, PoolError> {
+        let tasks: Vec<SnapshotTask> = {
+            let mut pending = self.snapshot_tasks.lock();
+            let (now, later): (Vec<_>, Vec<_>) =
+                pending.drain(..).partition(|(when, _)| *when <= txg);
+            *pending = later;
+            now.into_iter().map(|(_, task)| task).collect()
+        };
+        let tx = Tx::syncing(txg);
+        for task in &tasks {
+            match task {
+                SnapshotTask::Create { head, name } => {
+                    self.sync_create_snapshot(head, name, &tx)?
+                }
+                SnapshotTask::Destroy { head, snapshot } => {
+                    self.sync_destroy_snapshot(head, snapshot, &tx)?
+                }
+                SnapshotTask::Rollback { head } => self.sync_rollback(head, &tx)?,
+                SnapshotTask::Rename {
+                    head,
+                    snapshot,
+                    name,
+                } => self.sync_rename_snapshot(head, snapshot, name, &tx)?,
+            }
+        }
+        Ok(!tasks.is_empty())
+    }
+
+    fn sync_create_snapshot(
+        &self,
+        head: &Arc<Dataset>,
+        name: &str,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let store = self.deadlist_store();
+        let head_phys = head.phys();
+        let mut snapshot_deadlist = head.deadlist();
+        if head_phys.prev_snapshot_object.0 != 0 {
+            // Saved so that the snapshot's record can name it.
+            snapshot_deadlist.save(&store, tx)?;
+        }
+        let snapshot_phys = DatasetPhys {
+            next_snapshot_object: head.object,
+            snapshot_names_object: ObjectId(0),
+            creation_time: now_seconds(),
+            creation_txg: tx.txg,
+            deadlist_object: snapshot_deadlist.object(),
+            // Nothing is the snapshot's alone until the head frees what it shares.
+            unique_bytes: 0,
+            guid: Guid::random(),
+            flags: DS_FLAG_SNAPSHOT,
+            clone_count: 0,
+            next_clones_object: ObjectId(0),
+            user_holds_object: ObjectId(0),
+            snapshot_props_object: ObjectId(0),
+            livelist_object: ObjectId(0),
+            ..head_phys.clone()
+        };
+        let object = self.mos.create_object(
+            tx,
+            mos_props(ObjectType::Dataset, 512, &self.tunables, Compression::Lz4),
+            ObjectType::Dataset,
+            &snapshot_phys.encode(),
+        )?;
+        if let Some(previous) = head.newest_snapshot() {
+            let phys = previous.update_phys(|phys| phys.next_snapshot_object = object);
+            self.write_dataset_record(tx, previous.object, &phys)?;
+        }
+        let mut keys: Vec<Txg> = snapshot_deadlist.keys().collect();
+        keys.push(head_phys.prev_snapshot_txg);
+        let mut head_deadlist = Deadlist::with_keys(keys);
+        let head_deadlist_object = head_deadlist.save(&store, tx)?;
+        let names_object = match head_phys.snapshot_names_object {
+            ObjectId(0) => create_kv_object(
+                &self.mos,
+                tx,
+                mos_props(ObjectType::KeyValue, 4096, &self.tunables, Compression::Lz4),
+            )?,
+            existing => existing,
+        };
+        {
+            let mut handle = KvObject::new(&self.mos, names_object, Some(*tx))?;
+            kv::insert(&mut handle, name.as_bytes(), &object.0.to_le_bytes())
+                .map_err(kv_object_error(names_object))?;
+        }
+        let phys = head.update_phys(|phys| {
+            phys.prev_snapshot_object = object;
+            phys.prev_snapshot_txg = tx.txg;
+            phys.unique_bytes = 0;
+            phys.deadlist_object = head_deadlist_object;
+            phys.snapshot_names_object = names_object;
+        });
+        self.write_dataset_record(tx, head.object, &phys)?;
+        head.with_deadlist(|deadlist| *deadlist = head_deadlist);
+        let mut snapshots = head.snapshots();
+        snapshots.push(Snapshot::new(
+            name.to_string(),
+            object,
+            snapshot_phys,
+            snapshot_deadlist,
+        ));
+        head.set_snapshots(snapshots);
+        Ok(())
+    }
+
+    fn sync_destroy_snapshot(
+        &self,
+        head: &Arc<Dataset>,
+        snapshot: &Arc<Snapshot>,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let store = self.deadlist_store();
+        let mut snapshots = head.snapshots();
+        let index = snapshots
+            .iter()
+            .position(|candidate| Arc::ptr_eq(candidate, snapshot))
+            .ok_or_else(|| {
+                PoolError::Corrupt(format!(
+                    "snapshot {} is not in its chain",
+                    snapshot.short_name()
+                ))
+            })?;
+        let previous = index.checked_sub(1).map(|at| snapshots[at].clone());
+        let next = snapshots.get(index + 1).cloned();
+        let previous_txg = previous.as_ref().map_or(Txg(0), |previous| previous.txg());
+        let (previous_object, next_object) = (
+            previous
+                .as_ref()
+                .map_or(ObjectId(0), |previous| previous.object),
+            next.as_ref().map_or(head.object, |next| next.object),
+        );
+
+        let mut next_deadlist = match &next {
+            Some(next) => next.deadlist(),
+            None => head.deadlist(),
+        };
+        // Born after P and dead in N: nothing holds them any more.
+        let freed = next_deadlist.take_from(previous_txg);
+        let freed_lists: Vec<ObjectId> = freed
+            .iter()
+            .filter(|(_, entry)| entry.list.0 != 0)
+            .map(|(_, entry)| entry.list)
+            .collect();
+        self.queue_free_lists(tx, &freed_lists)?;
+        // Born in P's own interval and dead in N: now P's alone.
+        if let Some(previous) = &previous {
+            let previous_prev_txg = previous.phys().prev_snapshot_txg;
+            let gained = next_deadlist
+                .space_range(previous_prev_txg, previous_txg)
+                .used_bytes;
+            let phys = previous.update_phys(|phys| {
+                phys.unique_bytes += gained;
+                phys.next_snapshot_object = next_object;
+            });
+            self.write_dataset_record(tx, previous.object, &phys)?;
+        }
+        // N's other entries (blocks P still holds) join S's deadlist, which becomes N's.
+        let mut merged = snapshot.deadlist();
+        for (key, entry) in next_deadlist.entries().collect::<Vec<_>>() {
+            merged.merge(&store, tx, key, entry)?;
+        }
+        if previous.is_some() {
+            merged.add_key(Txg(0));
+        }
+        let merged_object = if merged.object().0 == 0 && merged.keys().next().is_none() {
+            ObjectId(0)
+        } else {
+            merged.save(&store, tx)?
+        };
+        // N's old key/value object goes; its lists now belong to the merged deadlist or the
+        // free list.
+        next_deadlist.destroy(&store, tx, false)?;
+
+        match &next {
+            Some(next) => {
+                next.set_deadlist(merged);
+                next.update_phys(|phys| {
+                    phys.prev_snapshot_object = previous_object;
+                    phys.prev_snapshot_txg = previous_txg;
+                });
+                // N's unique bytes: blocks born after its new previous snapshot that the
+                // dataset after N no longer holds.
+                let after_next = snapshots
+                    .get(index + 2)
+                    .map_or_else(|| head.deadlist(), |after| after.deadlist());
+                next.refresh_unique(&after_next);
+                self.write_dataset_record(tx, next.object, &next.phys())?;
+            }
+            None => {
+                let previous_referenced = previous
+                    .as_ref()
+                    .map_or(0, |previous| previous.phys().referenced_bytes);
+                let dead = merged.total().used_bytes;
+                head.with_deadlist(|deadlist| *deadlist = merged);
+                let phys = head.update_phys(|phys| {
+                    phys.prev_snapshot_object = previous_object;
+                    phys.prev_snapshot_txg = previous_txg;
+                    phys.deadlist_object = merged_object;
+                    // Live blocks not held by P (dsl_dataset_recalc_head_uniq).
+                    phys.unique_bytes = phys
+                        .referenced_bytes
+                        .saturating_sub(previous_referenced.saturating_sub(dead));
+                });
+                self.write_dataset_record(tx, head.object, &phys)?;
+            }
+        }
+        // The record and the name go.
+        let names_object = head.phys().snapshot_names_object;
+        {
+            let mut handle = KvObject::new(&self.mos, names_object, Some(*tx))?;
+            if !kv::remove(&mut handle, snapshot.short_name().as_bytes())
+                .map_err(kv_object_error(names_object))?
+            {
+                return Err(PoolError::Corrupt(format!(
+                    "snapshot {} is missing from the names object",
+                    snapshot.short_name()
+                )));
+            }
+        }
+        self.mos.remove_object(tx, snapshot.object)?;
+        snapshots.remove(index);
+        head.set_snapshots(snapshots);
+        Ok(())
+    }
+
+    fn sync_rollback(&self, head: &Arc<Dataset>, tx: &Tx) -> Result<(), PoolError> {
+        let store = self.deadlist_store();
+        let snapshot = head.newest_snapshot().ok_or_else(|| {
+            PoolError::Corrupt(format!("rollback of {} without a snapshot", head.name))
+        })?;
+        let target = snapshot.phys();
+        let phys = head.phys();
+        let objset = head.objset();
+        // What the head holds born after the snapshot: its unique bytes, and the compressed
+        // and logical figures by the same difference.
+        let mut deadlist = head.deadlist();
+        let dead = deadlist.total();
+        let born_after = BpSpace {
+            used_bytes: phys.unique_bytes,
+            compressed_bytes: (phys.compressed_bytes + dead.compressed_bytes)
+                .saturating_sub(target.compressed_bytes),
+            uncompressed_bytes: (phys.uncompressed_bytes + dead.uncompressed_bytes)
+                .saturating_sub(target.uncompressed_bytes),
+        };
+        self.enqueue_tree_free(tx, &objset.synced_root(), target.creation_txg, born_after)?;
+        let dropped = deadlist.take_all_lists();
+        Deadlist::drop_lists(&store, tx, &dropped)?;
+        let deadlist_object = deadlist.save(&store, tx)?;
+        head.with_deadlist(|current| *current = deadlist);
+        let phys = head.update_phys(|phys| {
+            phys.root = target.root.clone();
+            phys.referenced_bytes = target.referenced_bytes;
+            phys.compressed_bytes = target.compressed_bytes;
+            phys.uncompressed_bytes = target.uncompressed_bytes;
+            phys.unique_bytes = 0;
+            phys.deadlist_object = deadlist_object;
+        });
+        self.write_dataset_record(tx, head.object, &phys)?;
+        objset.reset_to(&target.root)?;
+        Ok(())
+    }
+
+    fn sync_rename_snapshot(
+        &self,
+        head: &Arc<Dataset>,
+        snapshot: &Arc<Snapshot>,
+        name: &str,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let names_object = head.phys().snapshot_names_object;
+        let mut handle = KvObject::new(&self.mos, names_object, Some(*tx))?;
+        let old = snapshot.short_name();
+        if !kv::remove(&mut handle, old.as_bytes()).map_err(kv_object_error(names_object))? {
+            return Err(PoolError::Corrupt(format!(
+                "snapshot {old} is missing from the names object"
+            )));
+        }
+        kv::insert(
+            &mut handle,
+            name.as_bytes(),
+            &snapshot.object.0.to_le_bytes(),
+        )
+        .map_err(kv_object_error(names_object))?;
+        snapshot.set_short_name(name.to_string());
+        Ok(())
+    }
+
+    /// The head and snapshot of `FS@SNAP`.
+    fn snapshot_by_name(&self, full: &str) -> Result<(Arc<Dataset>, Arc<Snapshot>), PoolError> {
+        let (dataset, name) = split_snapshot_name(full)?;
+        let relative = self.relative_name(dataset)?;
+        let head = self.dataset_by_relative(relative)?;
+        let snapshot = head
+            .snapshot(name)
+            .ok_or_else(|| PoolError::DatasetNotFound(full.into()))?;
+        Ok((head, snapshot))
+    }
+
+    fn snapshot_info(
+        &self,
+        head: &Dataset,
+        snapshots: &[Arc<Snapshot>],
+        index: usize,
+    ) -> SnapshotInfo {
+        let snapshot = &snapshots[index];
+        let phys = snapshot.phys();
+        let written = match index.checked_sub(1) {
+            Some(previous) => (phys.referenced_bytes + snapshot.deadlist().total().used_bytes)
+                .saturating_sub(snapshots[previous].phys().referenced_bytes),
+            None => phys.referenced_bytes,
+        };
+        SnapshotInfo {
+            name: format!("{}@{}", head.name, snapshot.short_name()),
+            used: phys.unique_bytes,
+            referenced: phys.referenced_bytes,
+            referenced_compressed: phys.compressed_bytes,
+            referenced_uncompressed: phys.uncompressed_bytes,
+            written,
+            creation_time: phys.creation_time,
+            creation_txg: phys.creation_txg.0,
+            guid: phys.guid.0,
+            object: snapshot.object.0,
+        }
+    }
+
+    /// Bytes a head wrote since its newest snapshot (zfs's `written`).
+    pub(super) fn head_written(&self, head: &Dataset) -> u64 {
+        let phys = head.phys();
+        match head.newest_snapshot() {
+            Some(newest) => (phys.referenced_bytes + head.deadlist().total().used_bytes)
+                .saturating_sub(newest.phys().referenced_bytes),
+            None => phys.referenced_bytes,
+        }
+    }
+}
+
+impl Pool {
+    /// Take snapshots `FS@SNAP` (with `recursive`, of every descendant of each FS too, by the
+    /// same name), all in one txg. Everything is checked first: one bad name changes nothing.
+    /// Returns the snapshots' full names. Durable on return.
+    pub fn create_snapshots(
+        &self,
+        names: &[String],
+        recursive: bool,
+    ) -> Result<Vec<String>, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        let mut planned: BTreeMap<String, (Arc<Dataset>, String)> = BTreeMap::new();
+        for full in names {
+            let (dataset, name) = split_snapshot_name(full)?;
+            if full.len() > crate::dataset::props::DATASET_NAME_MAX {
+                return Err(PoolError::BadDatasetName(
+                    full.clone(),
+                    "name too long".into(),
+                ));
+            }
+            let relative = core.relative_name(dataset)?.to_string();
+            let mut targets = vec![relative.clone()];
+            if recursive {
+                targets.extend(core.descendants_of(&relative));
+            }
+            for target in targets {
+                let head = core.available_dataset(&target)?;
+                let snapshot_name = format!("{}@{name}", head.name);
+                if head.snapshot(name).is_some() || planned.contains_key(&snapshot_name) {
+                    return Err(PoolError::DatasetExists(snapshot_name));
+                }
+                planned.insert(snapshot_name, (head, name.to_string()));
+            }
+        }
+        let hold = core.txgs.assign()?;
+        for (head, name) in planned.values() {
+            core.queue_snapshot_task(
+                hold.txg(),
+                SnapshotTask::Create {
+                    head: head.clone(),
+                    name: name.clone(),
+                },
+            );
+        }
+        let txg = hold.txg();
+        drop(hold);
+        core.txgs.wait_synced(Some(txg))?;
+        Ok(planned.into_keys().collect())
+    }
+
+    /// The snapshots a destroy request names: `FS@A`, `FS@A,B`, ranges `FS@A%B` (A to B
+    /// inclusive, either end empty for the first or last), and with `recursive` the
+    /// snapshots of the same names in every descendant. Oldest first per file system.
+    pub fn snapshots_to_destroy(
+        &self,
+        spec: &str,
+        recursive: bool,
+    ) -> Result<Vec<String>, PoolError> {
+        let core = &self.core;
+        let Some((dataset, list)) = spec.split_once('@') else {
+            return Err(PoolError::BadDatasetName(
+                spec.into(),
+                "a snapshot name has the form FILESYSTEM@SNAPSHOT".into(),
+            ));
+        };
+        let relative = core.relative_name(dataset)?.to_string();
+        let mut targets = vec![relative.clone()];
+        if recursive {
+            targets.extend(core.descendants_of(&relative));
+        }
+        let mut chosen = Vec::new();
+        let mut matched_any = false;
+        for target in &targets {
+            let head = core.dataset_by_relative(target)?;
+            let snapshots = head.snapshots();
+            let position = |name: &str| {
+                snapshots
+                    .iter()
+                    .position(|snapshot| snapshot.short_name() == name)
+            };
+            let mut wanted = vec![false; snapshots.len()];
+            for item in list.split(',') {
+                if let Some((first, last)) = item.split_once('%') {
+                    for name in [first, last].iter().filter(|name| !name.is_empty()) {
+                        validate_name_component(name)
+                            .map_err(|why| PoolError::BadDatasetName(spec.into(), why))?;
+                    }
+                    let start = if first.is_empty() {
+                        Some(0)
+                    } else {
+                        position(first)
+                    };
+                    let end = if last.is_empty() {
+                        snapshots.len().checked_sub(1)
+                    } else {
+                        position(last)
+                    };
+                    match (start, end) {
+                        (Some(start), Some(end)) if start <= end => {
+                            wanted[start..=end].iter_mut().for_each(|slot| *slot = true);
+                            matched_any = true;
+                        }
+                        (Some(_), Some(_)) => {
+                            return Err(PoolError::Refused(format!(
+                                "cannot destroy {spec}: snapshot {first} is newer than {last}"
+                            )))
+                        }
+                        _ if target == &relative => {
+                            return Err(PoolError::DatasetNotFound(format!(
+                                "{}@{}",
+                                head.name,
+                                if start.is_none() { first } else { last }
+                            )))
+                        }
+                        _ => {}
+                    }
+                } else {
+                    validate_name_component(item)
+                        .map_err(|why| PoolError::BadDatasetName(spec.into(), why))?;
+                    match position(item) {
+                        Some(index) => {
+                            wanted[index] = true;
+                            matched_any = true;
+                        }
+                        None if target == &relative && !recursive => {
+                            return Err(PoolError::DatasetNotFound(format!("{}@{item}", head.name)))
+                        }
+                        None => {}
+                    }
+                }
+            }
+            for (snapshot, _) in snapshots.iter().zip(&wanted).filter(|(_, wanted)| **wanted) {
+                chosen.push(format!("{}@{}", head.name, snapshot.short_name()));
+            }
+        }
+        if !matched_any {
+            return Err(PoolError::DatasetNotFound(spec.into()));
+        }
+        Ok(chosen)
+    }
+
+    /// Destroy snapshots (see [`Pool::snapshots_to_destroy`]) in one txg; their space comes
+    /// back in the background (the pool property `freeing`). Returns the names destroyed.
+    pub fn destroy_snapshots(&self, spec: &str, recursive: bool) -> Result<Vec<String>, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        let names = self.snapshots_to_destroy(spec, recursive)?;
+        let mut doomed = Vec::new();
+        for name in &names {
+            let (head, snapshot) = core.snapshot_by_name(name)?;
+            if head.unavailable().is_some() {
+                return Err(PoolError::DatasetUnavailable(
+                    head.name.clone(),
+                    "its object set cannot be read".into(),
+                ));
+            }
+            if snapshot.phys().clone_count > 0 {
+                return Err(PoolError::DatasetBusy(
+                    name.clone(),
+                    "it has dependent clones".into(),
+                ));
+            }
+            doomed.push((head, snapshot));
+        }
+        let hold = core.txgs.assign()?;
+        for (head, snapshot) in doomed {
+            core.queue_snapshot_task(hold.txg(), SnapshotTask::Destroy { head, snapshot });
+        }
+        let txg = hold.txg();
+        drop(hold);
+        core.txgs.wait_synced(Some(txg))?;
+        Ok(names)
+    }
+
+    /// Roll a file system back to `FS@SNAP`, which must be its newest snapshot unless
+    /// `destroy_later` (then the later ones are destroyed in the same txg). The file system's
+    /// object set is reset in place: a mounted file system sees the snapshot's state (the
+    /// caller invalidates what the kernel cached). Returns the snapshots destroyed.
+    pub fn rollback(&self, full: &str, destroy_later: bool) -> Result<Vec<String>, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        let (head, snapshot) = core.snapshot_by_name(full)?;
+        let objset = core
+            .available_dataset(core.relative_name(&head.name)?)?
+            .objset();
+        let snapshots = head.snapshots();
+        let index = snapshots
+            .iter()
+            .position(|candidate| Arc::ptr_eq(candidate, &snapshot))
+            .expect("found by name");
+        let later: Vec<Arc<Snapshot>> = snapshots[index + 1..].to_vec();
+        let later_names: Vec<String> = later
+            .iter()
+            .map(|later| format!("{}@{}", head.name, later.short_name()))
+            .collect();
+        if !later.is_empty() && !destroy_later {
+            return Err(PoolError::Refused(format!(
+                "cannot roll back to {full}: more recent snapshots exist; use -r to destroy them: {}",
+                later_names.join(", ")
+            )));
+        }
+        if let Some(busy) = later.iter().find(|later| later.phys().clone_count > 0) {
+            return Err(PoolError::DatasetBusy(
+                format!("{}@{}", head.name, busy.short_name()),
+                "it has dependent clones".into(),
+            ));
+        }
+        // No file-system change may be in flight across the reset (module documentation).
+        let _gate = objset.close_gate();
+        let hold = core.txgs.assign()?;
+        for later in later.into_iter().rev() {
+            core.queue_snapshot_task(
+                hold.txg(),
+                SnapshotTask::Destroy {
+                    head: head.clone(),
+                    snapshot: later,
+                },
+            );
+        }
+        core.queue_snapshot_task(hold.txg(), SnapshotTask::Rollback { head: head.clone() });
+        let txg = hold.txg();
+        drop(hold);
+        core.txgs.wait_synced(Some(txg))?;
+        Ok(later_names)
+    }
+
+    /// Rename a snapshot within its file system (`FS@OLD` to `FS@NEW` or `NEW`).
+    pub fn rename_snapshot(&self, old: &str, new: &str) -> Result<String, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        let (head, snapshot) = core.snapshot_by_name(old)?;
+        let new_short = match new.split_once('@') {
+            Some((dataset, name)) if dataset == head.name || dataset.is_empty() => name,
+            Some(_) => {
+                return Err(PoolError::Refused(format!(
+                    "cannot rename {old} to {new}: a snapshot stays in its file system"
+                )))
+            }
+            None => new,
+        };
+        validate_name_component(new_short)
+            .map_err(|why| PoolError::BadDatasetName(new.into(), why))?;
+        let new_full = format!("{}@{new_short}", head.name);
+        if head.snapshot(new_short).is_some() {
+            return Err(PoolError::DatasetExists(new_full));
+        }
+        let hold = core.txgs.assign()?;
+        core.queue_snapshot_task(
+            hold.txg(),
+            SnapshotTask::Rename {
+                head,
+                snapshot,
+                name: new_short.to_string(),
+            },
+        );
+        let txg = hold.txg();
+        drop(hold);
+        core.txgs.wait_synced(Some(txg))?;
+        Ok(new_full)
+    }
+
+    /// Every snapshot of the pool (each file system's oldest first, file systems in `list`
+    /// order).
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        let core = &self.core;
+        let mut list = core.dataset_list();
+        list.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
+        let mut infos = Vec::new();
+        for (_, head) in list {
+            let snapshots = head.snapshots();
+            for index in 0..snapshots.len() {
+                infos.push(core.snapshot_info(&head, &snapshots, index));
+            }
+        }
+        infos
+    }
+
+    /// One snapshot's figures.
+    pub fn snapshot_info(&self, full: &str) -> Result<SnapshotInfo, PoolError> {
+        let (head, snapshot) = self.core.snapshot_by_name(full)?;
+        let snapshots = head.snapshots();
+        let index = snapshots
+            .iter()
+            .position(|candidate| Arc::ptr_eq(candidate, &snapshot))
+            .expect("found by name");
+        Ok(self.core.snapshot_info(&head, &snapshots, index))
+    }
+
+    /// A snapshot's object set, read-only (for `.zfs/snapshot`, send and tests).
+    pub fn snapshot_objset(&self, full: &str) -> Result<Arc<crate::object::ObjectSet>, PoolError> {
+        let (_, snapshot) = self.core.snapshot_by_name(full)?;
+        Ok(snapshot.objset(&self.core.io)?)
+    }
+
+    /// A snapshot's file system, read-only.
+    pub fn snapshot_file_system(&self, full: &str) -> Result<crate::fs::FileSystem, PoolError> {
+        let objset = self.snapshot_objset(full)?;
+        Ok(crate::fs::FileSystem::open_read_only(
+            objset,
+            self.core.txgs.clone(),
+        )?)
+    }
+}

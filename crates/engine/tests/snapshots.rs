@@ -1,0 +1,285 @@
+//! Snapshots on a real pool on sparse files (issue 10): contents frozen while the head
+//! changes, deadlists and space figures that `check` proves, destroy (single, ranges, in any
+//! order) with the space coming back in the background, rollback, rename, and everything
+//! surviving export and import.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use tarn::check::check_pool;
+use tarn::fs::FileSystem;
+use tarn::pool::Pool;
+use tarn::tunables::Tunables;
+
+fn tunables() -> Tunables {
+    tiny()
+}
+
+fn write_file(fs: &FileSystem, name: &str, seed: u64, bytes: usize) -> u64 {
+    let ino = match fs.lookup(fs.root(), name.as_bytes()) {
+        Ok(attr) => attr.ino,
+        Err(_) => {
+            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        }
+    };
+    fs.write(ino, 0, &pattern(seed, bytes)).unwrap();
+    ino
+}
+
+fn read_file(fs: &FileSystem, name: &str) -> Vec<u8> {
+    let attr = fs.lookup(fs.root(), name.as_bytes()).unwrap();
+    fs.read(attr.ino, 0, attr.size as usize).unwrap()
+}
+
+fn wait_freed(pool: &Pool) {
+    let started = Instant::now();
+    while pool.core.freeing_bytes().unwrap() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "frees never finished"
+        );
+        pool.sync().unwrap();
+    }
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+}
+
+fn snapshot(pool: &Pool, name: &str) {
+    pool.create_snapshots(&[name.to_string()], false).unwrap();
+}
+
+fn used(pool: &Pool, dataset: &str) -> tarn::pool::datasets::DatasetInfo {
+    pool.datasets()
+        .into_iter()
+        .find(|info| info.name == dataset)
+        .unwrap()
+}
+
+#[test]
+fn snapshot_contents_survive_overwrites_truncates_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    write_file(&fs, "a", 1, 300_000);
+    write_file(&fs, "b", 2, 200_000);
+    write_file(&fs, "c", 3, 50_000);
+    snapshot(&pool, "tank/fs@one");
+    assert_clean(&pool);
+
+    // Overwrite, truncate, delete in the head.
+    write_file(&fs, "a", 11, 300_000);
+    let b = fs.lookup(fs.root(), b"b").unwrap().ino;
+    fs.setattr(
+        b,
+        tarn::fs::SetAttr {
+            size: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.unlink(fs.root(), b"c").unwrap();
+    pool.sync().unwrap();
+    assert_clean(&pool);
+
+    let snap = pool.snapshot_file_system("tank/fs@one").unwrap();
+    assert_eq!(read_file(&snap, "a"), pattern(1, 300_000));
+    assert_eq!(read_file(&snap, "b"), pattern(2, 200_000));
+    assert_eq!(read_file(&snap, "c"), pattern(3, 50_000));
+    assert!(matches!(
+        snap.create(snap.root(), b"x", 0o644, 0, 0),
+        Err(tarn::fs::FsError::ReadOnly)
+    ));
+    assert_eq!(read_file(&fs, "a"), pattern(11, 300_000));
+
+    let info = pool.snapshot_info("tank/fs@one").unwrap();
+    let head = used(&pool, "tank/fs");
+    // The snapshot alone holds the old a, most of b, and c.
+    assert!(info.used > 500_000, "snapshot unique {}", info.used);
+    assert_eq!(head.used_by_snapshots, info.used);
+    assert_eq!(head.used, head.used_by_dataset + head.used_by_snapshots);
+    assert!(head.written > 300_000);
+
+    // Destroy: the space comes back in the background, check clean throughout.
+    let before = pool.core.io.space.totals().allocated;
+    pool.destroy_snapshots("tank/fs@one", false).unwrap();
+    assert_clean(&pool);
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let after = pool.core.io.space.totals().allocated;
+    // Within the metadata the destroy itself wrote.
+    assert!(
+        before - after + (64 << 10) >= info.used,
+        "freed {} of {}",
+        before - after,
+        info.used
+    );
+    assert_eq!(used(&pool, "tank/fs").used_by_snapshots, 0);
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    assert_clean(&pool);
+}
+
+/// Many snapshots with changes between them, destroyed in an order that merges deadlists
+/// repeatedly (middle ones, newest-but-one backwards), check clean after each step and
+/// after export and import.
+#[test]
+fn destroys_in_any_order_keep_deadlists_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    let mut expected = Vec::new();
+    for round in 0..12u64 {
+        for file in 0..4u64 {
+            if (round + file) % 3 != 0 {
+                write_file(&fs, &format!("f{file}"), round * 10 + file, 40_000);
+            }
+        }
+        if round % 4 == 3 {
+            let _ = fs.unlink(fs.root(), b"f1");
+        }
+        snapshot(&pool, &format!("tank/fs@s{round}"));
+        let mut contents = Vec::new();
+        for file in 0..4u64 {
+            let name = format!("f{file}");
+            contents.push(
+                fs.lookup(fs.root(), name.as_bytes())
+                    .ok()
+                    .map(|_| read_file(&fs, &name)),
+            );
+        }
+        expected.push(contents);
+    }
+    assert_clean(&pool);
+    for order in [vec![5, 6, 7], vec![10, 9, 8], vec![0], vec![11], vec![2, 1]] {
+        for index in order {
+            pool.destroy_snapshots(&format!("tank/fs@s{index}"), false)
+                .unwrap();
+            assert_clean(&pool);
+        }
+    }
+    wait_freed(&pool);
+    assert_clean(&pool);
+    for (index, contents) in expected.iter().enumerate() {
+        let Ok(snap) = pool.snapshot_file_system(&format!("tank/fs@s{index}")) else {
+            continue;
+        };
+        for (file, content) in contents.iter().enumerate() {
+            let name = format!("f{file}");
+            match content {
+                Some(bytes) => assert_eq!(&read_file(&snap, &name), bytes, "s{index} {name}"),
+                None => assert!(snap.lookup(snap.root(), name.as_bytes()).is_err()),
+            }
+        }
+    }
+    let left: Vec<String> = pool.snapshots().into_iter().map(|s| s.name).collect();
+    assert_eq!(left, vec!["tank/fs@s3", "tank/fs@s4"]);
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    assert_clean(&pool);
+    pool.destroy_snapshots("tank/fs@%", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+    assert!(pool.snapshots().is_empty());
+}
+
+#[test]
+fn rollback_restores_the_snapshot_and_frees_what_came_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[], false).unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    write_file(&fs, "keep", 1, 100_000);
+    snapshot(&pool, "tank/fs@a");
+    write_file(&fs, "keep", 2, 100_000);
+    write_file(&fs, "new", 3, 200_000);
+    snapshot(&pool, "tank/fs@b");
+    write_file(&fs, "newer", 4, 10_000);
+    pool.sync().unwrap();
+
+    // Not the newest without -r: refused, nothing changed.
+    assert!(pool.rollback("tank/fs@a", false).is_err());
+    assert_eq!(pool.snapshots().len(), 2);
+
+    let destroyed = pool.rollback("tank/fs@a", true).unwrap();
+    assert_eq!(destroyed, vec!["tank/fs@b".to_string()]);
+    // The mounted file system sees the snapshot's state at once.
+    assert_eq!(read_file(&fs, "keep"), pattern(1, 100_000));
+    assert!(fs.lookup(fs.root(), b"new").is_err());
+    assert!(fs.lookup(fs.root(), b"newer").is_err());
+    // And keeps working.
+    write_file(&fs, "after", 5, 30_000);
+    pool.sync().unwrap();
+    assert_clean(&pool);
+    wait_freed(&pool);
+    assert_clean(&pool);
+    // The snapshot holds only what the head changed after the rollback (the directory).
+    let head = used(&pool, "tank/fs");
+    assert_eq!(
+        head.used_by_snapshots,
+        pool.snapshot_info("tank/fs@a").unwrap().used
+    );
+    assert!(head.used_by_snapshots < 64 << 10);
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    assert_eq!(read_file(&fs, "keep"), pattern(1, 100_000));
+    assert_eq!(read_file(&fs, "after"), pattern(5, 30_000));
+    assert_clean(&pool);
+}
+
+#[test]
+fn recursive_snapshots_are_atomic_and_names_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/a/b", &[], true).unwrap();
+    let created = pool
+        .create_snapshots(&["tank/a@x".to_string()], true)
+        .unwrap();
+    assert_eq!(
+        created,
+        vec!["tank/a/b@x".to_string(), "tank/a@x".to_string()]
+    );
+    let txgs: Vec<u64> = pool.snapshots().iter().map(|s| s.creation_txg).collect();
+    assert_eq!(txgs[0], txgs[1], "one txg for all");
+    // Misuse: nothing changes.
+    for bad in [
+        "tank/a",
+        "tank/a@",
+        "tank/a@bad name",
+        "tank/nope@x",
+        "tank/a@x",
+    ] {
+        assert!(
+            pool.create_snapshots(&[bad.to_string()], false).is_err(),
+            "{bad}"
+        );
+    }
+    assert!(pool
+        .create_snapshots(&["tank/a@y".to_string(), "tank/a@x".to_string()], false)
+        .is_err());
+    assert_eq!(pool.snapshots().len(), 2);
+    // A dataset with snapshots is destroyed only with -r.
+    assert!(pool.destroy_dataset("tank/a/b", false).is_err());
+    pool.rename_snapshot("tank/a@x", "tank/a@z").unwrap();
+    assert!(pool.rename_snapshot("tank/a@z", "tank/a/b@q").is_err());
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    let names: Vec<String> = pool.snapshots().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, vec!["tank/a@z", "tank/a/b@x"]);
+    pool.destroy_dataset("tank/a", true).unwrap();
+    wait_freed(&pool);
+    assert!(pool.snapshots().is_empty());
+    let report = check_pool(&pool, false).unwrap();
+    assert!(report.is_clean(), "{report:#?}");
+}
