@@ -30,6 +30,7 @@
 //! | `InvalidName`, `Invalid` | EINVAL |
 //! | `NoSpace` | ENOSPC |
 //! | `Busy` | EBUSY |
+//! | `ReadOnly` | EROFS |
 //! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
 //!
 //! # Durability
@@ -103,6 +104,7 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::InvalidName | FsError::Invalid(_) => Errno::EINVAL,
         FsError::NoSpace => Errno::ENOSPC,
         FsError::Busy(_) => Errno::EBUSY,
+        FsError::ReadOnly => Errno::EROFS,
         FsError::Corrupt(_) | FsError::Engine(_) => Errno::EIO,
     }
 }
