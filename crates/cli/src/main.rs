@@ -118,7 +118,7 @@ enum Command {
         properties: Vec<String>,
         name: String,
     },
-    /// Unmount and destroy a file system.
+    /// Unmount and destroy a file system, or destroy snapshots (FS@SNAP, FS@A%B, FS@A,B).
     Destroy {
         /// Destroy its descendants too.
         #[arg(short = 'r')]
@@ -178,6 +178,24 @@ enum Command {
         force: bool,
         target: Option<String>,
     },
+    /// Take snapshots, all in one txg: tarn snapshot [-r] FS@SNAP...
+    #[command(alias = "snap")]
+    Snapshot {
+        /// Snapshot every descendant too, by the same name.
+        #[arg(short = 'r')]
+        recursive: bool,
+        #[arg(required = true, num_args = 1..)]
+        names: Vec<String>,
+    },
+    /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
+    Rollback {
+        /// Destroy snapshots newer than the one named.
+        #[arg(short = 'r')]
+        recursive: bool,
+        name: String,
+    },
+    /// Rename a snapshot: tarn rename FS@SNAP FS@NEW (or NEW).
+    Rename { name: String, new_name: String },
     /// Inspection (zdb).
     #[command(subcommand)]
     Debug(DebugCommand),
@@ -352,6 +370,8 @@ enum DebugCommand {
         json: bool,
         pool: String,
     },
+    /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
+    Dataset { name: String },
 }
 
 fn daemon_verb(
@@ -490,6 +510,10 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             mountpoint,
         } => dataset::mount(socket, all, json, name, mountpoint),
         Command::Unmount { all, force, target } => dataset::unmount(socket, all, force, target),
+        Command::Snapshot { recursive, names } => dataset::snapshot(socket, recursive, names),
+        Command::Rollback { recursive, name } => dataset::rollback(socket, recursive, name),
+        Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
+        Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {
             inspect::debug_metaslabs(socket, dirs, json, pool)
         }

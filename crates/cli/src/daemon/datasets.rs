@@ -55,6 +55,13 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         compressratio: info.compress_ratio(),
         refcompressratio: info.ref_compress_ratio(),
         mounted: mounts.mountpoint_of(&info.name).is_some(),
+        kind: "filesystem".into(),
+        written: info.written,
+        usedbydataset: info.used_by_dataset,
+        usedbysnapshots: info.used_by_snapshots,
+        usedbychildren: info.used_by_children,
+        guid: info.guid,
+        createtxg: info.creation_txg,
         recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
         compression: value(Property::Compression)?,
         checksum: value(Property::Checksum)?,
@@ -66,16 +73,34 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
 }
 
 /// `tarn list`: every dataset of every pool, or `name` (and with `recursive` its
-/// descendants).
+/// descendants), of the `types` wanted (`filesystem`, `snapshot`, `all`; none: file
+/// systems). A file system's snapshots follow it, oldest first, before its children.
 pub fn list(
     pools: &[Arc<Pool>],
     mounts: &Mounts,
     name: Option<&str>,
     recursive: bool,
+    types: &[String],
 ) -> Result<Vec<DatasetRow>, Failure> {
+    let wants = |kind: &str| {
+        types.iter().any(|wanted| wanted == kind || wanted == "all")
+            || (types.is_empty() && kind == "filesystem")
+    };
+    if let Some(snapshot) = name.filter(|name| name.contains('@')) {
+        let pool = pools
+            .iter()
+            .find(|pool| pool.name() == crate::ops::pool_of(snapshot))
+            .ok_or_else(|| Failure(format!("dataset {snapshot:?} does not exist")))?;
+        return Ok(vec![super::snapshots::row(pool, &pool.snapshot_info(snapshot)?)?]);
+    }
     let mut rows = Vec::new();
     let mut found = name.is_none();
     for pool in pools {
+        let snapshots = if wants("snapshot") {
+            pool.snapshots()
+        } else {
+            Vec::new()
+        };
         for info in pool.datasets() {
             let wanted = match name {
                 None => true,
@@ -90,7 +115,15 @@ pub fn list(
             };
             if wanted {
                 found |= Some(info.name.as_str()) == name;
-                rows.push(row(pool, mounts, &info)?);
+                if wants("filesystem") {
+                    rows.push(row(pool, mounts, &info)?);
+                }
+                for snapshot in snapshots
+                    .iter()
+                    .filter(|snapshot| super::snapshots::filesystem_of(&snapshot.name) == info.name)
+                {
+                    rows.push(super::snapshots::row(pool, snapshot)?);
+                }
             }
         }
     }
@@ -110,6 +143,9 @@ pub fn get(
     name: &str,
     properties: &[String],
 ) -> Result<Vec<PropertyRow>, Failure> {
+    if name.contains('@') {
+        return super::snapshots::get(pool, name, properties);
+    }
     let info = pool
         .datasets()
         .into_iter()
@@ -150,6 +186,13 @@ pub fn get(
                 statistic(cell.exact, cell.human)
             }
             "origin" => statistic("-".into(), "-".into()),
+            "written" => bytes(info.written),
+            "usedbydataset" => bytes(info.used_by_dataset),
+            "usedbysnapshots" => bytes(info.used_by_snapshots),
+            "usedbychildren" => bytes(info.used_by_children),
+            "usedbyrefreservation" => bytes(0),
+            "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
+            "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
             "mounted" => {
                 let mounted = if mounts.mountpoint_of(name).is_some() {
                     "yes"
@@ -301,8 +344,18 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             destroy(&pool, &daemon.mounts, &name, recursive)?;
             Answer::done()
         }
-        Request::List { name, recursive } => {
-            let rows = list(&daemon.pools(), &daemon.mounts, name.as_deref(), recursive)?;
+        Request::List {
+            name,
+            recursive,
+            types,
+        } => {
+            let rows = list(
+                &daemon.pools(),
+                &daemon.mounts,
+                name.as_deref(),
+                recursive,
+                &types,
+            )?;
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "datasets": rows }),

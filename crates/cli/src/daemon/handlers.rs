@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, inspect, pool};
+use super::{datasets, inspect, pool, snapshots};
 use crate::protocol::Request;
 
 pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
@@ -51,5 +51,10 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::Set { .. }
         | Request::Mount { .. }
         | Request::Unmount { .. } => datasets::handle(daemon, request),
+        Request::Snapshot { .. }
+        | Request::DestroySnapshots { .. }
+        | Request::Rollback { .. }
+        | Request::Rename { .. }
+        | Request::DebugDataset { .. } => snapshots::handle(daemon, request),
     }
 }

@@ -162,9 +162,6 @@ impl Daemon {
 
     /// The imported pool holding dataset `name` (snapshots are refused here: not built yet).
     pub(super) fn pool_of_dataset(&self, name: &str) -> Result<Arc<Pool>, Failure> {
-        if name.contains('@') {
-            return Err(Failure(format!("{name}: snapshots are not supported yet")));
-        }
         let pool = ops::pool_of(name);
         self.pool(pool).ok_or_else(|| {
             Failure(format!(

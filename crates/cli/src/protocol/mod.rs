@@ -35,6 +35,12 @@
 //! | `check` | `pool`, `repair` |
 //! | `debug metaslabs` | `pool`, `json` |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
+//! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
+//! | `snapshot` | `names` (`FS@SNAP`), `recursive`: `data = {"created": [names]}` |
+//! | `destroy snapshots` | `spec` (`FS@A[,B][%C]`), `recursive`, `dry_run`: `data = {"destroyed": [names]}` |
+//! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
+//! | `rename` | `name`, `new_name` (snapshots within their file system) |
+//! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios}]}`, oldest first |
 //!
 //! # Response
@@ -166,12 +172,34 @@ pub enum Request {
     /// Unmount and destroy a file system (and, with `recursive`, its descendants).
     #[serde(rename = "destroy")]
     Destroy { name: String, recursive: bool },
-    /// Datasets of every pool, or `name` (with `recursive`, and its descendants).
+    /// Datasets of every pool, or `name` (with `recursive`, and its descendants), of the
+    /// `types` given (`filesystem`, `snapshot`; empty: file systems).
     #[serde(rename = "list")]
     List {
         name: Option<String>,
         recursive: bool,
+        #[serde(default)]
+        types: Vec<String>,
     },
+    /// Take snapshots `FS@SNAP` (with `recursive`, of descendants too), in one txg.
+    #[serde(rename = "snapshot")]
+    Snapshot { names: Vec<String>, recursive: bool },
+    /// Destroy snapshots: `FS@A[,B][%C]` (with `recursive`, of descendants too by name).
+    #[serde(rename = "destroy snapshots")]
+    DestroySnapshots {
+        spec: String,
+        recursive: bool,
+        dry_run: bool,
+    },
+    /// Roll a file system back to a snapshot (`destroy_later`: destroy newer snapshots).
+    #[serde(rename = "rollback")]
+    Rollback { name: String, destroy_later: bool },
+    /// Rename a snapshot or a file system.
+    #[serde(rename = "rename")]
+    Rename { name: String, new_name: String },
+    /// A dataset's record and deadlist, as `zdb -dddd`.
+    #[serde(rename = "debug dataset")]
+    DebugDataset { name: String },
     /// Properties (names, or `all`) of datasets.
     #[serde(rename = "get")]
     Get {
@@ -229,6 +257,11 @@ impl Request {
             Request::Set { .. } => "set",
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
+            Request::Snapshot { .. } => "snapshot",
+            Request::DestroySnapshots { .. } => "destroy snapshots",
+            Request::Rollback { .. } => "rollback",
+            Request::Rename { .. } => "rename",
+            Request::DebugDataset { .. } => "debug dataset",
         }
     }
 }

@@ -106,7 +106,7 @@ pub struct StatusEntry {
 }
 
 /// Columns of `tarn list` (the first five are the default).
-pub const LIST_COLUMNS: [&str; 17] = [
+pub const LIST_COLUMNS: [&str; 23] = [
     "name",
     "used",
     "avail",
@@ -124,6 +124,12 @@ pub const LIST_COLUMNS: [&str; 17] = [
     "atime",
     "readonly",
     "canmount",
+    "written",
+    "usedbydataset",
+    "usedbysnapshots",
+    "usedbychildren",
+    "guid",
+    "createtxg",
 ];
 
 pub const LIST_DEFAULT_COLUMNS: [&str; 5] = ["name", "used", "avail", "refer", "mountpoint"];
@@ -150,32 +156,74 @@ pub struct DatasetRow {
     pub atime: String,
     pub readonly: String,
     pub canmount: String,
+    /// `filesystem` or `snapshot`.
+    #[serde(default = "filesystem")]
+    pub kind: String,
+    #[serde(default)]
+    pub written: u64,
+    #[serde(default)]
+    pub usedbydataset: u64,
+    #[serde(default)]
+    pub usedbysnapshots: u64,
+    #[serde(default)]
+    pub usedbychildren: u64,
+    #[serde(default)]
+    pub guid: u64,
+    #[serde(default)]
+    pub createtxg: u64,
+}
+
+fn filesystem() -> String {
+    "filesystem".into()
+}
+
+/// A number printed the same way everywhere.
+fn number_cell(value: u64) -> Cell {
+    Cell {
+        exact: value.to_string(),
+        human: value.to_string(),
+        json: value.into(),
+    }
 }
 
 impl DatasetRow {
+    pub fn is_snapshot(&self) -> bool {
+        self.kind == "snapshot"
+    }
+
     pub fn cells(&self) -> Vec<Cell> {
+        // What a snapshot does not have (it is read through its file system's mount).
+        let for_filesystem = |cell: Cell| {
+            if self.is_snapshot() {
+                Cell::text("-")
+            } else {
+                cell
+            }
+        };
         vec![
             Cell::text(self.name.clone()),
             Cell::bytes(self.used),
-            Cell::bytes(self.avail),
+            for_filesystem(Cell::bytes(self.avail)),
             Cell::bytes(self.refer),
-            Cell::text(self.mountpoint.clone()),
-            Cell::text("filesystem"),
+            for_filesystem(Cell::text(self.mountpoint.clone())),
+            Cell::text(self.kind.clone()),
             time_cell(self.creation),
             ratio_cell(self.compressratio),
             ratio_cell(self.refcompressratio),
-            Cell::text(if self.mounted { "yes" } else { "no" }),
+            for_filesystem(Cell::text(if self.mounted { "yes" } else { "no" })),
             Cell::bytes(self.recordsize),
             Cell::text(self.compression.clone()),
             Cell::text(self.checksum.clone()),
-            Cell {
-                exact: self.copies.to_string(),
-                human: self.copies.to_string(),
-                json: self.copies.into(),
-            },
+            number_cell(self.copies),
             Cell::text(self.atime.clone()),
             Cell::text(self.readonly.clone()),
-            Cell::text(self.canmount.clone()),
+            for_filesystem(Cell::text(self.canmount.clone())),
+            Cell::bytes(self.written),
+            for_filesystem(Cell::bytes(self.usedbydataset)),
+            for_filesystem(Cell::bytes(self.usedbysnapshots)),
+            for_filesystem(Cell::bytes(self.usedbychildren)),
+            number_cell(self.guid),
+            number_cell(self.createtxg),
         ]
     }
 }
@@ -260,6 +308,13 @@ mod tests {
             atime: "on".into(),
             readonly: "off".into(),
             canmount: "on".into(),
+            kind: "filesystem".into(),
+            written: 0,
+            usedbydataset: 0,
+            usedbysnapshots: 0,
+            usedbychildren: 0,
+            guid: 7,
+            createtxg: 4,
         };
         let cells = row.cells();
         assert_eq!(cells.len(), LIST_COLUMNS.len());

@@ -57,7 +57,12 @@ pub fn parse_settings(settings: &[String]) -> Result<Vec<(String, String)>, Fail
 
 /// A dataset name as the user gave it, checked for the obvious mistakes before asking.
 fn check_name(name: &str) -> Result<(), Failure> {
-    if name.is_empty() || name.starts_with('/') || name.ends_with('/') {
+    if name.is_empty()
+        || name.starts_with('/')
+        || name.ends_with('/')
+        || name.starts_with('@')
+        || name.matches('@').count() > 1
+    {
         return Err(Failure(format!(
             "invalid dataset name {name:?}: expected POOL/NAME"
         )));
@@ -89,8 +94,19 @@ pub fn create(
 
 pub fn destroy(socket: &Path, recursive: bool, dry_run: bool, name: String) -> Result<u8, Failure> {
     check_name(&name)?;
+    if name.contains('@') {
+        return Ok(forward(&ask(
+            socket,
+            Some(&name.clone()),
+            &Request::DestroySnapshots {
+                spec: name,
+                recursive,
+                dry_run,
+            },
+        )?));
+    }
     if dry_run {
-        let mut names = list_rows(socket, Some(name.clone()), true)?
+        let mut names = list_rows(socket, Some(name.clone()), true, &[])?
             .into_iter()
             .map(|row| row.name)
             .collect::<Vec<_>>();
@@ -116,8 +132,13 @@ fn list_rows(
     socket: &Path,
     name: Option<String>,
     recursive: bool,
+    types: &[String],
 ) -> Result<Vec<DatasetRow>, Failure> {
-    let request = Request::List { name, recursive };
+    let request = Request::List {
+        name,
+        recursive,
+        types: types.to_vec(),
+    };
     let Some(response) = client::ask_if_running(socket, &request)? else {
         return match request {
             Request::List {
@@ -155,16 +176,8 @@ pub fn list(
             )));
         }
     }
-    let rows = list_rows(socket, name, recursive)?;
-    // Snapshots do not exist yet, so -t snapshot lists nothing.
-    let only_snapshots = types
-        .as_ref()
-        .is_some_and(|kinds| kinds.iter().all(|kind| kind == "snapshot"));
-    let rows: Vec<Vec<Cell>> = if only_snapshots {
-        Vec::new()
-    } else {
-        rows.iter().map(DatasetRow::cells).collect()
-    };
+    let rows = list_rows(socket, name, recursive, types.as_deref().unwrap_or_default())?;
+    let rows: Vec<Vec<Cell>> = rows.iter().map(DatasetRow::cells).collect();
     if format.fields.is_none() {
         format.fields = Some(LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
     }
@@ -209,6 +222,11 @@ pub fn get(
 
 pub fn set(socket: &Path, setting: String, name: String) -> Result<u8, Failure> {
     check_name(&name)?;
+    if name.contains('@') {
+        return Err(Failure(format!(
+            "cannot set properties of snapshot {name}: snapshots are read-only"
+        )));
+    }
     let (property, value) = parse_settings(std::slice::from_ref(&setting))?
         .pop()
         .expect("one setting");
@@ -225,6 +243,11 @@ pub fn set(socket: &Path, setting: String, name: String) -> Result<u8, Failure> 
 
 pub fn inherit(socket: &Path, property: String, name: String) -> Result<u8, Failure> {
     check_name(&name)?;
+    if name.contains('@') {
+        return Err(Failure(format!(
+            "cannot change properties of snapshot {name}: snapshots are read-only"
+        )));
+    }
     Ok(forward(&ask(
         socket,
         Some(&name.clone()),
@@ -306,5 +329,66 @@ pub fn unmount(
         socket,
         dataset.as_deref(),
         &Request::Unmount { target, all, force },
+    )?))
+}
+
+/// `tarn snapshot [-r] FS@SNAP...`: every name must be a snapshot name; all are taken in one
+/// txg.
+pub fn snapshot(socket: &Path, recursive: bool, names: Vec<String>) -> Result<u8, Failure> {
+    for name in &names {
+        check_name(name)?;
+        let valid = name
+            .split_once('@')
+            .is_some_and(|(fs, snap)| !fs.is_empty() && !snap.is_empty());
+        if !valid {
+            return Err(Failure(format!(
+                "invalid snapshot name {name:?}: expected FILESYSTEM@SNAPSHOT"
+            )));
+        }
+    }
+    let first = names.first().cloned();
+    Ok(forward(&ask(
+        socket,
+        first.as_deref(),
+        &Request::Snapshot { names, recursive },
+    )?))
+}
+
+/// `tarn rollback [-r] FS@SNAP`.
+pub fn rollback(socket: &Path, destroy_later: bool, name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    if !name.contains('@') {
+        return Err(Failure(format!(
+            "cannot roll back to {name:?}: name a snapshot, FILESYSTEM@SNAPSHOT"
+        )));
+    }
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::Rollback {
+            name,
+            destroy_later,
+        },
+    )?))
+}
+
+/// `tarn rename FS@SNAP NEWNAME`.
+pub fn rename(socket: &Path, name: String, new_name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    check_name(&new_name)?;
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::Rename { name, new_name },
+    )?))
+}
+
+/// `tarn debug dataset DATASET`.
+pub fn debug_dataset(socket: &Path, name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::DebugDataset { name },
     )?))
 }

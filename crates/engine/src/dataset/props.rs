@@ -66,6 +66,13 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
     "compressratio",
     "refcompressratio",
     "origin",
+    "written",
+    "usedbydataset",
+    "usedbysnapshots",
+    "usedbychildren",
+    "usedbyrefreservation",
+    "guid",
+    "createtxg",
 ];
 
 impl Property {

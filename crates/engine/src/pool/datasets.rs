@@ -78,6 +78,7 @@ pub struct DatasetInfo {
     pub written: u64,
     /// Number of snapshots.
     pub snapshot_count: u64,
+    pub creation_txg: u64,
 }
 
 /// A dataset's own space: its live blocks plus the blocks only its snapshots hold.
@@ -883,6 +884,7 @@ impl Pool {
                         .saturating_sub(phys.referenced_bytes + snapshots),
                     written: core.head_written(dataset),
                     snapshot_count: dataset.snapshots().len() as u64,
+                    creation_txg: phys.creation_txg.0,
                 }
             })
             .collect()

@@ -89,6 +89,20 @@ pub struct SnapshotInfo {
     pub object: u64,
 }
 
+/// A dataset's records as stored, for `tarn debug dataset` (zdb -dddd).
+#[derive(Clone, Debug)]
+pub struct DatasetRecords {
+    pub name: String,
+    pub object: u64,
+    pub phys: DatasetPhys,
+    /// The directory record (heads only).
+    pub dir: Option<crate::dataset::phys::DatasetDirPhys>,
+    /// Deadlist entries: (key txg, list object, space).
+    pub deadlist: Vec<(u64, u64, BpSpace)>,
+    /// Snapshots (heads only): (name, object, txg).
+    pub snapshots: Vec<(String, u64, u64)>,
+}
+
 /// `FS@SNAP` split and checked.
 fn split_snapshot_name(full: &str) -> Result<(&str, &str), PoolError> {
     let Some((dataset, snapshot)) = full.split_once('@') else {
@@ -839,6 +853,41 @@ impl Pool {
             .position(|candidate| Arc::ptr_eq(candidate, &snapshot))
             .expect("found by name");
         Ok(self.core.snapshot_info(&head, &snapshots, index))
+    }
+
+    /// A dataset's (or snapshot's) records and deadlist entries.
+    pub fn dataset_records(&self, full: &str) -> Result<DatasetRecords, PoolError> {
+        let deadlist_entries = |deadlist: &Deadlist| {
+            deadlist
+                .entries()
+                .map(|(key, entry)| (key.0, entry.list.0, entry.space))
+                .collect()
+        };
+        if full.contains('@') {
+            let (_, snapshot) = self.core.snapshot_by_name(full)?;
+            return Ok(DatasetRecords {
+                name: full.to_string(),
+                object: snapshot.object.0,
+                phys: snapshot.phys(),
+                dir: None,
+                deadlist: deadlist_entries(&snapshot.deadlist()),
+                snapshots: Vec::new(),
+            });
+        }
+        let relative = self.core.relative_name(full)?;
+        let head = self.core.dataset_by_relative(relative)?;
+        Ok(DatasetRecords {
+            name: full.to_string(),
+            object: head.object.0,
+            phys: head.phys(),
+            dir: Some(head.dir()),
+            deadlist: deadlist_entries(&head.deadlist()),
+            snapshots: head
+                .snapshots()
+                .iter()
+                .map(|snapshot| (snapshot.short_name(), snapshot.object.0, snapshot.txg().0))
+                .collect(),
+        })
     }
 
     /// A snapshot's object set, read-only (for `.zfs/snapshot`, send and tests).

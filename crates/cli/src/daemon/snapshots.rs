@@ -1,0 +1,338 @@
+//! The daemon side of the snapshot verbs (`tarn snapshot`, `destroy FS@SNAP`, `rollback`,
+//! `rename`, `debug dataset`) and the snapshot rows of `tarn list` and `tarn get`. The engine
+//! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
+//! mounted file system in place, so the kernel's cache must be told) and the printing.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use tarn::dataset::props::{Property, PropertySource};
+use tarn::pool::snapshots::SnapshotInfo;
+use tarn::pool::Pool;
+
+use super::held::{lock, Answer, Daemon, Reply};
+
+use crate::error::Failure;
+use crate::format::{human_bytes, utc_time};
+use crate::protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use crate::protocol::Request;
+
+/// The file system a snapshot belongs to (`tank/a@s` -> `tank/a`).
+pub fn filesystem_of(snapshot: &str) -> &str {
+    snapshot.split('@').next().unwrap_or(snapshot)
+}
+
+fn ratio(uncompressed: u64, compressed: u64) -> f64 {
+    if compressed == 0 {
+        1.0
+    } else {
+        uncompressed as f64 / compressed as f64
+    }
+}
+
+/// A snapshot's row in `tarn list` (its file system's properties where it has none).
+pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
+    let filesystem = filesystem_of(&info.name);
+    let value = |property| {
+        pool.property(filesystem, property)
+            .map(|(value, _)| value)
+            .map_err(Failure::from)
+    };
+    let compressratio = ratio(info.referenced_uncompressed, info.referenced_compressed);
+    Ok(DatasetRow {
+        name: info.name.clone(),
+        used: info.used,
+        avail: 0,
+        refer: info.referenced,
+        mountpoint: "-".into(),
+        creation: info.creation_time,
+        compressratio,
+        refcompressratio: compressratio,
+        mounted: false,
+        recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
+        compression: value(Property::Compression)?,
+        checksum: value(Property::Checksum)?,
+        copies: value(Property::Copies)?.parse().unwrap_or(1),
+        atime: value(Property::Atime)?,
+        readonly: "on".into(),
+        canmount: "-".into(),
+        kind: "snapshot".into(),
+        written: info.written,
+        usedbydataset: 0,
+        usedbysnapshots: 0,
+        usedbychildren: 0,
+        guid: info.guid,
+        createtxg: info.creation_txg,
+    })
+}
+
+/// `tarn get` of a snapshot: its statistics; settable properties come from its file system.
+pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<PropertyRow>, Failure> {
+    let info = pool.snapshot_info(name)?;
+    let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
+        [
+            "type",
+            "creation",
+            "used",
+            "referenced",
+            "compressratio",
+            "refcompressratio",
+            "written",
+            "guid",
+            "createtxg",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .chain(Property::ALL.iter().map(|p| p.name().to_string()))
+        .collect()
+    } else {
+        properties.to_vec()
+    };
+    let ratio_cell_of = || ratio_cell(ratio(info.referenced_uncompressed, info.referenced_compressed));
+    let mut rows = Vec::new();
+    for property in wanted {
+        let statistic = |exact: String, human: String| PropertyRow {
+            name: name.to_string(),
+            property: property.clone(),
+            exact,
+            human,
+            source: PropertySource::None.to_string(),
+        };
+        let bytes = |value: u64| statistic(value.to_string(), human_bytes(value));
+        let row = match property.as_str() {
+            "name" => statistic(name.into(), name.into()),
+            "type" => statistic("snapshot".into(), "snapshot".into()),
+            "creation" => statistic(info.creation_time.to_string(), utc_time(info.creation_time)),
+            "used" => bytes(info.used),
+            "referenced" | "refer" => bytes(info.referenced),
+            "written" => bytes(info.written),
+            "compressratio" | "refcompressratio" => {
+                let cell = ratio_cell_of();
+                statistic(cell.exact, cell.human)
+            }
+            "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
+            "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
+            "available" | "avail" | "mountpoint" | "mounted" | "canmount" | "usedbydataset"
+            | "usedbysnapshots" | "usedbychildren" | "usedbyrefreservation" | "origin" => {
+                statistic("-".into(), "-".into())
+            }
+            other => {
+                let property = Property::from_name(other).ok_or_else(|| {
+                    Failure(format!("unknown property {other:?} of snapshot {name}"))
+                })?;
+                let (value, source) = pool.property(filesystem_of(name), property)?;
+                let human = match property {
+                    Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
+                    _ => value.clone(),
+                };
+                let source = match source {
+                    PropertySource::Default => PropertySource::Default,
+                    _ => PropertySource::Inherited(filesystem_of(name).to_string()),
+                };
+                PropertyRow {
+                    name: name.to_string(),
+                    property: property.name().to_string(),
+                    exact: value,
+                    human,
+                    source: source.to_string(),
+                }
+            }
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `tarn debug dataset`: the record, the directory and the deadlist entries, as zdb -dddd.
+fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
+    let records = pool.dataset_records(name)?;
+    let phys = &records.phys;
+    let mut text = String::new();
+    let _ = writeln!(text, "Dataset {} [{}], object {}", records.name, if phys.is_snapshot() { "ZPL snapshot" } else { "ZPL" }, records.object);
+    let lines = [
+        ("dir_obj", phys.dir_object.0.to_string()),
+        ("prev_snap_obj", phys.prev_snapshot_object.0.to_string()),
+        ("prev_snap_txg", phys.prev_snapshot_txg.0.to_string()),
+        ("next_snap_obj", phys.next_snapshot_object.0.to_string()),
+        ("snapnames_zapobj", phys.snapshot_names_object.0.to_string()),
+        ("num_children (clones)", phys.clone_count.to_string()),
+        ("next_clones_obj", phys.next_clones_object.0.to_string()),
+        ("creation_time", utc_time(phys.creation_time)),
+        ("creation_txg", phys.creation_txg.0.to_string()),
+        ("deadlist_obj", phys.deadlist_object.0.to_string()),
+        ("used_bytes (referenced)", phys.referenced_bytes.to_string()),
+        ("compressed_bytes", phys.compressed_bytes.to_string()),
+        ("uncompressed_bytes", phys.uncompressed_bytes.to_string()),
+        ("unique", phys.unique_bytes.to_string()),
+        ("guid", phys.guid.0.to_string()),
+        ("flags", format!("{:#x}", phys.flags)),
+        ("userrefs_obj", phys.user_holds_object.0.to_string()),
+        ("props_obj", phys.snapshot_props_object.0.to_string()),
+        ("livelist_obj", phys.livelist_object.0.to_string()),
+        ("bp", phys.root.to_string()),
+    ];
+    for (label, value) in lines {
+        let _ = writeln!(text, "\t\t{label} = {value}");
+    }
+    if let Some(dir) = &records.dir {
+        let _ = writeln!(text, "\tDirectory:");
+        let used = &dir.used_breakdown;
+        for (label, value) in [
+            ("head_dataset_obj", dir.head_dataset_object.0),
+            ("parent_dir_obj", dir.parent_dir_object.0),
+            ("origin_obj", dir.origin_snapshot_object.0),
+            ("origin_txg", dir.origin_txg.0),
+            ("child_dir_zapobj", dir.children_object.0),
+            ("props_zapobj", dir.properties_object.0),
+            ("clones", dir.clones_object.0),
+            ("used_bytes", dir.used_bytes),
+            ("compressed_bytes", dir.compressed_bytes),
+            ("uncompressed_bytes", dir.uncompressed_bytes),
+            ("used_breakdown[HEAD]", used.dataset),
+            ("used_breakdown[SNAP]", used.snapshots),
+            ("used_breakdown[CHILD]", used.children),
+            ("used_breakdown[REFRSRV]", used.refreservation),
+            ("used_breakdown[CHILD_RSRV]", used.child_reservation),
+        ] {
+            let _ = writeln!(text, "\t\t{label} = {value}");
+        }
+    }
+    let total: u64 = records.deadlist.iter().map(|(_, _, space)| space.used_bytes).sum();
+    let compressed: u64 = records
+        .deadlist
+        .iter()
+        .map(|(_, _, space)| space.compressed_bytes)
+        .sum();
+    let uncompressed: u64 = records
+        .deadlist
+        .iter()
+        .map(|(_, _, space)| space.uncompressed_bytes)
+        .sum();
+    let _ = writeln!(
+        text,
+        "\tDeadlist: {} ({}/{} comp), {} entries",
+        human_bytes(total),
+        human_bytes(compressed),
+        human_bytes(uncompressed),
+        records.deadlist.len()
+    );
+    for (key, list, space) in &records.deadlist {
+        let _ = writeln!(
+            text,
+            "\t\tmintxg {key} -> obj {list}: {} ({}/{} comp)",
+            human_bytes(space.used_bytes),
+            human_bytes(space.compressed_bytes),
+            human_bytes(space.uncompressed_bytes)
+        );
+    }
+    if !records.snapshots.is_empty() {
+        let _ = writeln!(text, "\tSnapshots:");
+        for (name, object, txg) in &records.snapshots {
+            let _ = writeln!(text, "\t\t{name}: object {object}, txg {txg}");
+        }
+    }
+    Ok(text)
+}
+
+/// A snapshot request.
+pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Snapshot { names, recursive } => {
+            let _guard = lock(&daemon.lifecycle);
+            let first = names
+                .first()
+                .ok_or_else(|| Failure("snapshot what? name FS@SNAP".into()))?;
+            let pool = daemon.pool_of_dataset(first)?;
+            if let Some(other) = names
+                .iter()
+                .find(|name| crate::ops::pool_of(name) != pool.name())
+            {
+                return Err(Failure(format!(
+                    "cannot snapshot {other}: snapshots taken together must be in one pool"
+                ))
+                .into());
+            }
+            let created = pool.create_snapshots(&names, recursive)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "created": created }),
+            })
+        }
+        Request::DestroySnapshots {
+            spec,
+            recursive,
+            dry_run,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&spec)?;
+            let destroyed = if dry_run {
+                let names = pool.snapshots_to_destroy(&spec, recursive)?;
+                for name in &names {
+                    out!("would destroy {name}");
+                }
+                names
+            } else {
+                let names = pool.destroy_snapshots(&spec, recursive)?;
+                for name in &names {
+                    daemon.mounts.forget_snapshot(name);
+                    out!("destroyed {name}");
+                }
+                names
+            };
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "destroyed": destroyed }),
+            })
+        }
+        Request::Rollback {
+            name,
+            destroy_later,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            if !name.contains('@') {
+                return Err(Failure(format!(
+                    "cannot roll back to {name}: name a snapshot, FS@SNAP"
+                ))
+                .into());
+            }
+            let destroyed = pool.rollback(&name, destroy_later)?;
+            for snapshot in &destroyed {
+                daemon.mounts.forget_snapshot(snapshot);
+                out!("destroyed {snapshot}");
+            }
+            daemon.mounts.after_rollback(filesystem_of(&name));
+            Answer::done()
+        }
+        Request::Rename { name, new_name } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            if !name.contains('@') {
+                return Err(Failure(format!(
+                    "cannot rename {name}: renaming file systems is not supported yet (snapshots can be renamed)"
+                ))
+                .into());
+            }
+            let renamed = pool.rename_snapshot(&name, &new_name)?;
+            daemon.mounts.forget_snapshot(&name);
+            out!("renamed {name} to {renamed}");
+            Answer::done()
+        }
+        Request::DebugDataset { name } => {
+            let pool = daemon.pool_of_dataset(&name)?;
+            out!("{}", debug_dataset(&pool, &name)?.trim_end());
+            Answer::done()
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} is not a snapshot request",
+            other.verb()
+        )))),
+    }
+}
+
+// Until the `.zfs` work lands in `mounts.rs`: nothing cached to forget, and the kernel's
+// attribute and entry caches expire within the mount's TTL.
+impl super::mounts::Mounts {
+    pub fn forget_snapshot(&self, _name: &str) {}
+    pub fn after_rollback(&self, _dataset: &str) {}
+}
