@@ -209,6 +209,11 @@ fn rollback_restores_the_snapshot_and_frees_what_came_after() {
     // Not the newest without -r: refused, nothing changed.
     assert!(pool.rollback("tank/fs@a", false).is_err());
     assert_eq!(pool.snapshots().len(), 2);
+    // A rollback in a txg that also writes the head (this change is not synced yet): the
+    // tree freed is the one that txg wrote.
+    pool.rollback("tank/fs@b", false).unwrap();
+    assert!(fs.lookup(fs.root(), b"newer").is_err());
+    write_file(&fs, "newer", 4, 10_000);
 
     let destroyed = pool.rollback("tank/fs@a", true).unwrap();
     assert_eq!(destroyed, vec!["tank/fs@b".to_string()]);

@@ -91,7 +91,10 @@ pub fn list(
             .iter()
             .find(|pool| pool.name() == crate::ops::pool_of(snapshot))
             .ok_or_else(|| Failure(format!("dataset {snapshot:?} does not exist")))?;
-        return Ok(vec![super::snapshots::row(pool, &pool.snapshot_info(snapshot)?)?]);
+        return Ok(vec![super::snapshots::row(
+            pool,
+            &pool.snapshot_info(snapshot)?,
+        )?]);
     }
     let mut rows = Vec::new();
     let mut found = name.is_none();

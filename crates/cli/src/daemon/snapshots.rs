@@ -88,7 +88,12 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
     } else {
         properties.to_vec()
     };
-    let ratio_cell_of = || ratio_cell(ratio(info.referenced_uncompressed, info.referenced_compressed));
+    let ratio_cell_of = || {
+        ratio_cell(ratio(
+            info.referenced_uncompressed,
+            info.referenced_compressed,
+        ))
+    };
     let mut rows = Vec::new();
     for property in wanted {
         let statistic = |exact: String, human: String| PropertyRow {
@@ -112,10 +117,16 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
             }
             "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
             "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
-            "available" | "avail" | "mountpoint" | "mounted" | "canmount" | "usedbydataset"
-            | "usedbysnapshots" | "usedbychildren" | "usedbyrefreservation" | "origin" => {
-                statistic("-".into(), "-".into())
-            }
+            "available"
+            | "avail"
+            | "mountpoint"
+            | "mounted"
+            | "canmount"
+            | "usedbydataset"
+            | "usedbysnapshots"
+            | "usedbychildren"
+            | "usedbyrefreservation"
+            | "origin" => statistic("-".into(), "-".into()),
             other => {
                 let property = Property::from_name(other).ok_or_else(|| {
                     Failure(format!("unknown property {other:?} of snapshot {name}"))
@@ -148,7 +159,17 @@ fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
     let records = pool.dataset_records(name)?;
     let phys = &records.phys;
     let mut text = String::new();
-    let _ = writeln!(text, "Dataset {} [{}], object {}", records.name, if phys.is_snapshot() { "ZPL snapshot" } else { "ZPL" }, records.object);
+    let _ = writeln!(
+        text,
+        "Dataset {} [{}], object {}",
+        records.name,
+        if phys.is_snapshot() {
+            "ZPL snapshot"
+        } else {
+            "ZPL"
+        },
+        records.object
+    );
     let lines = [
         ("dir_obj", phys.dir_object.0.to_string()),
         ("prev_snap_obj", phys.prev_snapshot_object.0.to_string()),
@@ -197,7 +218,11 @@ fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
             let _ = writeln!(text, "\t\t{label} = {value}");
         }
     }
-    let total: u64 = records.deadlist.iter().map(|(_, _, space)| space.used_bytes).sum();
+    let total: u64 = records
+        .deadlist
+        .iter()
+        .map(|(_, _, space)| space.used_bytes)
+        .sum();
     let compressed: u64 = records
         .deadlist
         .iter()

@@ -176,7 +176,12 @@ pub fn list(
             )));
         }
     }
-    let rows = list_rows(socket, name, recursive, types.as_deref().unwrap_or_default())?;
+    let rows = list_rows(
+        socket,
+        name,
+        recursive,
+        types.as_deref().unwrap_or_default(),
+    )?;
     let rows: Vec<Vec<Cell>> = rows.iter().map(DatasetRow::cells).collect();
     if format.fields.is_none() {
         format.fields = Some(LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());

@@ -471,7 +471,9 @@ impl PoolCore {
             uncompressed_bytes: (phys.uncompressed_bytes + dead.uncompressed_bytes)
                 .saturating_sub(target.uncompressed_bytes),
         };
-        self.enqueue_tree_free(tx, &objset.synced_root(), target.creation_txg, born_after)?;
+        // The head's root as this txg wrote it (the record's), not the object set's last
+        // synced one: this txg's sync may already have replaced (and freed) parts of that.
+        self.enqueue_tree_free(tx, &phys.root, target.creation_txg, born_after)?;
         let dropped = deadlist.take_all_lists();
         Deadlist::drop_lists(&store, tx, &dropped)?;
         let deadlist_object = deadlist.save(&store, tx)?;

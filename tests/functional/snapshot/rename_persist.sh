@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# rename renames a snapshot within its file system; snapshots, their figures and their deadlists
+# survive export and import; debug dataset shows the record and the deadlist.
+. "$STF_SUITE/include/libtest.sh"
+require_dataset_verbs
+log_assert "rename, persistence, debug dataset"
+trap destroy_all_pools EXIT
+
+default_setup
+fs=$TESTPOOL/fs
+mnt=$ALTROOT/$fs
+log_must tarn create "$fs"
+dd if=/dev/urandom of="$mnt/f" bs=128K count=8 status=none
+log_must tarn snapshot "$fs@old"
+dd if=/dev/urandom of="$mnt/f" bs=128K count=4 conv=notrunc status=none
+log_must tarn snapshot "$fs@later"
+log_must tarn rename "$fs@old" "$fs@new"
+log_must tarn rename "$fs@later" newer
+log_must tarn list -H -t snapshot -o name
+assert_eq "$(last_stdout)" "$fs@new
+$fs@newer" "names after rename"
+before=$(tarn list -H -p -t all -o name,used,refer,written)
+
+log_must tarn debug dataset "$fs@newer"
+stdout_has "Deadlist:"
+stdout_has "mintxg 0"
+log_must tarn debug dataset "$fs"
+stdout_has "prev_snap_txg"
+stdout_has "used_breakdown[SNAP]"
+
+log_must tarn pool export "$TESTPOOL"
+import_pool "$TESTPOOL"
+assert_eq "$(tarn list -H -p -t all -o name,used,refer,written)" "$before" "figures after import"
+verify_pool "$TESTPOOL"
+log_pass
