@@ -24,7 +24,8 @@
 //! # Rollback (H to its newest snapshot S)
 //! H's tree becomes S's: the blocks H holds born after S are queued for background freeing
 //! (the destroy queue, walking H's old tree above S's txg); H's deadlist holds blocks that are
-//! live again, so its lists are dropped without freeing anything; H's object set is reset to
+//! live again, so its lists are dropped without freeing anything (and S's unique bytes, which
+//! counted those born after S's previous snapshot, drop back); H's object set is reset to
 //! S's root, its dirty changes discarded. Open context holds the object set's gate meanwhile, so
 //! no file-system change is half applied across the reset.
 //!
@@ -477,6 +478,9 @@ impl PoolCore {
         let dropped = deadlist.take_all_lists();
         Deadlist::drop_lists(&store, tx, &dropped)?;
         let deadlist_object = deadlist.save(&store, tx)?;
+        // Blocks the snapshot held alone are the head's again.
+        snapshot.refresh_unique(&deadlist);
+        self.write_dataset_record(tx, snapshot.object, &snapshot.phys())?;
         head.with_deadlist(|current| *current = deadlist);
         let phys = head.update_phys(|phys| {
             phys.root = target.root.clone();
