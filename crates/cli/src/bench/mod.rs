@@ -1,6 +1,8 @@
 //! `tarn bench`: benchmarks that print tarn's figure beside a baseline from the same run.
 //!
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
+//! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
+//!   destroy of a snapshot with a large deadlist beside freeing the same blocks unsnapshotted.
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
 //!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
 //! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
@@ -18,6 +20,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod snapshot;
 mod sync;
 
 use clap::Subcommand;
@@ -32,6 +35,10 @@ use crate::format::{parse_size, print_table, Cell, ListFormat};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// Snapshot cost: snapshot of a file system with --files files beside a txg with one small
+    /// change; destroy of a snapshot whose deadlist holds --blocks 4 KiB blocks beside freeing
+    /// the same blocks with no snapshot. In-process, on a sparse file in --dir.
+    Snapshot(snapshot::SnapshotBench),
     /// Engine sequential write of incompressible data (recordsize 1M, compression off), timed
     /// to the end of the final txg sync, beside fio (--bs=1M --direct=1 --end_fsync=1) on a file
     /// in the same directory.
@@ -409,6 +416,7 @@ fn bench_mount_locked(
 
 pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
+        BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Seqwrite {
             dir,
             size,
