@@ -194,7 +194,7 @@ enum Command {
         recursive: bool,
         name: String,
     },
-    /// Rename a snapshot: tarn rename FS@SNAP FS@NEW (or NEW).
+    /// Rename a file system (anywhere in its pool; remounted) or a snapshot (FS@SNAP FS@NEW or NEW).
     Rename { name: String, new_name: String },
     /// Inspection (zdb).
     #[command(subcommand)]

@@ -288,3 +288,45 @@ fn recursive_snapshots_are_atomic_and_names_are_checked() {
     let report = check_pool(&pool, false).unwrap();
     assert!(report.is_clean(), "{report:#?}");
 }
+
+#[test]
+fn renamed_file_systems_move_with_their_children_and_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/a/b/c", &[], true).unwrap();
+    pool.create_dataset("tank/x", &[], false).unwrap();
+    {
+        let fs = pool.open_file_system("tank/a/b").unwrap();
+        write_file(&fs, "f", 9, 50_000);
+    }
+    pool.create_snapshots(&["tank/a/b@s".to_string()], true)
+        .unwrap();
+    // Misuse: nothing changes.
+    for (old, new) in [
+        ("tank", "tank/z"),
+        ("tank/a", "tank/a/b/z"),
+        ("tank/a/b", "tank/x"),
+        ("tank/a/b", "tank/nope/b"),
+        ("tank/a/b", "other/b"),
+        ("tank/nope", "tank/z"),
+    ] {
+        assert!(pool.rename_dataset(old, new).is_err(), "{old} -> {new}");
+    }
+    pool.rename_dataset("tank/a/b", "tank/x/moved").unwrap();
+    let names: Vec<String> = pool.datasets().into_iter().map(|info| info.name).collect();
+    assert_eq!(
+        names,
+        vec!["tank", "tank/a", "tank/x", "tank/x/moved", "tank/x/moved/c"]
+    );
+    let snapshots: Vec<String> = pool.snapshots().into_iter().map(|info| info.name).collect();
+    assert_eq!(snapshots, vec!["tank/x/moved@s", "tank/x/moved/c@s"]);
+    let x = used(&pool, "tank/x");
+    assert!(x.used_by_children >= 50_000, "{x:?}");
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    let fs = pool.open_file_system("tank/x/moved").unwrap();
+    assert_eq!(read_file(&fs, "f"), pattern(9, 50_000));
+    assert!(pool.snapshot_info("tank/x/moved/c@s").is_ok());
+    assert_clean(&pool);
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# rename renames a snapshot within its file system; snapshots, their figures and their deadlists
-# survive export and import; debug dataset shows the record and the deadlist.
+# rename renames a snapshot within its file system, and a file system anywhere in its pool (its
+# children and snapshots follow, it is remounted at the new place); snapshots, their figures and
+# their deadlists survive export and import; debug dataset shows the record and the deadlist.
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
 log_assert "rename, persistence, debug dataset"
@@ -19,6 +20,25 @@ log_must tarn rename "$fs@later" newer
 log_must tarn list -H -t snapshot -o name
 assert_eq "$(last_stdout)" "$fs@new
 $fs@newer" "names after rename"
+
+# A file system with a child and a snapshot moves under another parent.
+log_must tarn create "$fs/child"
+echo inside >"$mnt/child/file"
+log_must tarn create "$TESTPOOL/other"
+log_mustnot_msg "below itself" tarn rename "$fs" "$fs/child/x"
+log_mustnot_msg "exists" tarn rename "$fs" "$TESTPOOL/other"
+log_mustnot_msg "does not exist" tarn rename "$fs" "$TESTPOOL/nosuch/fs"
+log_must tarn rename "$fs" "$TESTPOOL/other/fs"
+fs=$TESTPOOL/other/fs
+mnt=$ALTROOT/$fs
+assert_mounted "$fs" "$mnt"
+assert_mounted "$fs/child" "$mnt/child"
+assert_unmounted "$TESTPOOL/fs"
+assert_eq "$(cat "$mnt/child/file")" inside "file after the move"
+log_must tarn list -H -t snapshot -o name
+assert_eq "$(last_stdout)" "$fs@new
+$fs@newer" "snapshot names after the move"
+log_must tarn pool sync "$TESTPOOL" # the mountpoint directories the remount made
 before=$(tarn list -H -p -t all -o name,used,refer,written)
 
 log_must tarn debug dataset "$fs@newer"

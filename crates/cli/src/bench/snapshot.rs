@@ -83,7 +83,8 @@ fn big_file(fs: &FileSystem, name: &str, blocks: u64) -> Result<u64, Failure> {
     let mut written = 0u64;
     while written < total {
         let length = (total - written).min(chunk.len() as u64) as usize;
-        fs.write(ino, written, &chunk[..length]).map_err(fs_failure)?;
+        fs.write(ino, written, &chunk[..length])
+            .map_err(fs_failure)?;
         written += length as u64;
     }
     Ok(ino)
@@ -191,7 +192,8 @@ fn measure(pool: &Pool, bench: &SnapshotBench) -> Result<Vec<Row>, Failure> {
     let (mut snapshot_times, mut txg_times) = (Vec::new(), Vec::new());
     for round in 0..5u64 {
         txg_times.push(small_txg(pool, &fs, marker, round)?);
-        fs.write(marker, 0, &round.to_le_bytes()).map_err(fs_failure)?;
+        fs.write(marker, 0, &round.to_le_bytes())
+            .map_err(fs_failure)?;
         let started = Instant::now();
         pool.create_snapshots(&[format!("benchsnap/files@s{round}")], false)?;
         snapshot_times.push(seconds(started.elapsed()));
@@ -213,7 +215,10 @@ fn measure(pool: &Pool, bench: &SnapshotBench) -> Result<Vec<Row>, Failure> {
     truncate(&fs, plain)?;
     let baseline = seconds(until_freed(pool)?.duration_since(started));
 
-    progress(&format!("writing {} 4 KiB blocks under a snapshot", bench.blocks));
+    progress(&format!(
+        "writing {} 4 KiB blocks under a snapshot",
+        bench.blocks
+    ));
     let held = big_file(&fs, "held", bench.blocks)?;
     pool.sync()?;
     pool.create_snapshots(&["benchsnap/blocks@held".to_string()], false)?;

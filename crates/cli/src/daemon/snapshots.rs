@@ -1,5 +1,5 @@
 //! The daemon side of the snapshot verbs (`tarn snapshot`, `destroy FS@SNAP`, `rollback`,
-//! `rename`, `debug dataset`) and the snapshot rows of `tarn list` and `tarn get`. The engine
+//! `rename` of snapshots and file systems, `debug dataset`) and the snapshot rows of `tarn list` and `tarn get`. The engine
 //! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
 //! mounted file system in place, so the kernel's cache must be told) and the printing.
 
@@ -333,10 +333,23 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             if !name.contains('@') {
-                return Err(Failure(format!(
-                    "cannot rename {name}: renaming file systems is not supported yet (snapshots can be renamed)"
-                ))
-                .into());
+                if new_name.contains('@') {
+                    return Err(Failure(format!(
+                        "cannot rename file system {name} to snapshot name {new_name}"
+                    ))
+                    .into());
+                }
+                // Unmounted under the old name, mounted again where the new one says.
+                daemon.mounts.unmount_within(&name, false)?;
+                let renamed = pool.rename_dataset(&name, &new_name);
+                let target = renamed.as_deref().unwrap_or(&name).to_string();
+                let failures = daemon.mounts.mount_all(&pool, Some(&target));
+                let renamed = renamed?;
+                out!("renamed {name} to {renamed}");
+                return Ok(Answer {
+                    status: u8::from(!failures.is_empty()),
+                    data: serde_json::Value::Null,
+                });
             }
             let renamed = pool.rename_snapshot(&name, &new_name)?;
             daemon.mounts.forget_snapshot(&name);

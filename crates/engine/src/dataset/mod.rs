@@ -76,7 +76,8 @@ pub trait BlockFreer: Send + Sync {
 
 /// A dataset (for now: the head of a file system) with its object set.
 pub struct Dataset {
-    pub name: String,
+    /// Full name (`POOL/a/b`); changes on rename.
+    name: parking_lot::RwLock<String>,
     pub object: ObjectId,
     pub dir_object: ObjectId,
     phys: Mutex<DatasetPhys>,
@@ -105,7 +106,7 @@ impl Dataset {
         freer: Arc<dyn BlockFreer>,
     ) -> Arc<Dataset> {
         Arc::new(Dataset {
-            name,
+            name: parking_lot::RwLock::new(name),
             object,
             dir_object: phys.dir_object,
             phys: Mutex::new(phys),
@@ -118,6 +119,16 @@ impl Dataset {
             killed_shared: Mutex::new(Vec::new()),
             snapshots: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Full name (`POOL/a/b`).
+    pub fn name(&self) -> String {
+        self.name.read().clone()
+    }
+
+    /// Rename (the pool's namespace lock held).
+    pub fn set_name(&self, name: String) {
+        *self.name.write() = name;
     }
 
     /// Install the deadlist and snapshots loaded at import.
@@ -333,7 +344,8 @@ impl BlockLifecycle for Dataset {
             if at.pass != 1 {
                 return Err(ObjectError::Lifecycle(format!(
                     "dataset {}: a block shared with a snapshot killed in sync pass {}",
-                    self.name, at.pass
+                    self.name(),
+                    at.pass
                 )));
             }
             self.killed_shared.lock().push(bp.clone());

@@ -190,7 +190,7 @@ impl PoolCore {
     pub(super) fn available_dataset(&self, relative: &str) -> Result<Arc<Dataset>, PoolError> {
         let dataset = self.dataset_by_relative(relative)?;
         match dataset.unavailable() {
-            Some(why) => Err(PoolError::DatasetUnavailable(dataset.name.clone(), why)),
+            Some(why) => Err(PoolError::DatasetUnavailable(dataset.name().clone(), why)),
             None => Ok(dataset),
         }
     }
@@ -368,13 +368,13 @@ impl PoolCore {
         let text = String::from_utf8(bytes).map_err(|_| {
             PoolError::Corrupt(format!(
                 "dataset {}: property {} is not text",
-                dataset.name,
+                dataset.name(),
                 property.name()
             ))
         })?;
-        let normalized = property
-            .parse(&text)
-            .map_err(|why| PoolError::Corrupt(format!("dataset {}: stored {why}", dataset.name)))?;
+        let normalized = property.parse(&text).map_err(|why| {
+            PoolError::Corrupt(format!("dataset {}: stored {why}", dataset.name()))
+        })?;
         Ok(Some(normalized))
     }
 
@@ -510,11 +510,12 @@ impl PoolCore {
         {
             let object = parent_dir.children_object;
             let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
-            let leaf = dataset.name.rsplit('/').next().expect("a child has a name");
+            let name = dataset.name();
+            let leaf = name.rsplit('/').next().expect("a child has a name");
             if !kv::remove(&mut handle, leaf.as_bytes()).map_err(kv_error(object))? {
                 return Err(PoolError::Corrupt(format!(
                     "dataset {} is missing from its parent's children",
-                    dataset.name
+                    dataset.name()
                 )));
             }
         }
@@ -802,7 +803,7 @@ impl Pool {
                     full_name.into(),
                     format!(
                         "it has snapshots ({}@{} and {} more); use -r to destroy them too",
-                        head.name,
+                        head.name(),
                         first.short_name(),
                         head.snapshots().len() - 1
                     ),
@@ -828,7 +829,7 @@ impl Pool {
             for snapshot in dataset.snapshots() {
                 core.queue_snapshot_task(
                     hold.txg(),
-                    super::snapshots::SnapshotTask::Destroy {
+                    super::snapshots::NamespaceTask::Destroy {
                         head: dataset.clone(),
                         snapshot,
                     },
@@ -867,7 +868,7 @@ impl Pool {
                 }
                 let snapshots = dataset.snapshot_space().used_bytes;
                 DatasetInfo {
-                    name: dataset.name.clone(),
+                    name: dataset.name().clone(),
                     used: all.used_bytes,
                     referenced: phys.referenced_bytes,
                     available,
@@ -896,7 +897,7 @@ impl Pool {
         self.core
             .dataset_list()
             .into_iter()
-            .filter_map(|(_, dataset)| Some((dataset.name.clone(), dataset.unavailable()?)))
+            .filter_map(|(_, dataset)| Some((dataset.name().clone(), dataset.unavailable()?)))
             .collect()
     }
 

@@ -515,7 +515,7 @@ pub struct PoolCore {
     /// Datasets to destroy in the sync of the given txg.
     pending_destroys: Mutex<Vec<(Txg, Arc<Dataset>)>>,
     /// Snapshot changes to carry out in the sync of the given txg (see [`snapshots`]).
-    snapshot_tasks: Mutex<Vec<(Txg, snapshots::SnapshotTask)>>,
+    snapshot_tasks: Mutex<Vec<(Txg, snapshots::NamespaceTask)>>,
     /// Serializes changes to the dataset namespace and properties.
     namespace: Mutex<()>,
     /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
@@ -1406,7 +1406,7 @@ impl Pool {
         core.load_children("", &core.root.dir(), &mut damaged);
         for (_, dataset) in core.dataset_list() {
             if let Some(why) = dataset.unavailable() {
-                damaged.push(format!("dataset {} is unavailable: {why}", dataset.name));
+                damaged.push(format!("dataset {} is unavailable: {why}", dataset.name()));
             }
         }
         core.load_background_frees()?;

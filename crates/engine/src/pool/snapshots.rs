@@ -50,8 +50,13 @@ use crate::types::{Guid, ObjectId, Txg};
 
 use super::{mos_props, now_seconds, Pool, PoolCore, PoolError};
 
-/// A change of the snapshot namespace, carried out in syncing context.
-pub(super) enum SnapshotTask {
+/// A change of the namespace (snapshots, renames), carried out in syncing context.
+pub(super) enum NamespaceTask {
+    RenameDataset {
+        dataset: Arc<Dataset>,
+        old: String,
+        new: String,
+    },
     Create {
         head: Arc<Dataset>,
         name: String,
@@ -150,7 +155,7 @@ impl PoolCore {
     pub(super) fn load_snapshots(&self, head: &Dataset) -> Result<(), PoolError> {
         let phys = head.phys();
         let store = self.deadlist_store();
-        let corrupt = |what: String| PoolError::Corrupt(format!("dataset {}: {what}", head.name));
+        let corrupt = |what: String| PoolError::Corrupt(format!("dataset {}: {what}", head.name()));
         let mut names: HashMap<u64, String> = HashMap::new();
         if phys.snapshot_names_object.0 != 0 {
             for entry in kv_entries(&self.mos, phys.snapshot_names_object)? {
@@ -215,7 +220,7 @@ impl PoolCore {
     }
 
     /// Queue a snapshot task for the txg `txg`.
-    pub(super) fn queue_snapshot_task(&self, txg: Txg, task: SnapshotTask) {
+    pub(super) fn queue_snapshot_task(&self, txg: Txg, task: NamespaceTask) {
         self.snapshot_tasks.lock().push((txg, task));
     }
 
@@ -229,7 +234,7 @@ impl PoolCore {
 
     /// Syncing context, pass 1: run the snapshot tasks of `txg` in order.
     pub(super) fn sync_snapshot_tasks(&self, txg: Txg) -> Result<bool, PoolError> {
-        let tasks: Vec<SnapshotTask> = {
+        let tasks: Vec<NamespaceTask> = {
             let mut pending = self.snapshot_tasks.lock();
             let (now, later): (Vec<_>, Vec<_>) =
                 pending.drain(..).partition(|(when, _)| *when <= txg);
@@ -239,14 +244,17 @@ impl PoolCore {
         let tx = Tx::syncing(txg);
         for task in &tasks {
             match task {
-                SnapshotTask::Create { head, name } => {
+                NamespaceTask::RenameDataset { dataset, old, new } => {
+                    self.sync_rename_dataset(dataset, old, new, &tx)?
+                }
+                NamespaceTask::Create { head, name } => {
                     self.sync_create_snapshot(head, name, &tx)?
                 }
-                SnapshotTask::Destroy { head, snapshot } => {
+                NamespaceTask::Destroy { head, snapshot } => {
                     self.sync_destroy_snapshot(head, snapshot, &tx)?
                 }
-                SnapshotTask::Rollback { head } => self.sync_rollback(head, &tx)?,
-                SnapshotTask::Rename {
+                NamespaceTask::Rollback { head } => self.sync_rollback(head, &tx)?,
+                NamespaceTask::Rename {
                     head,
                     snapshot,
                     name,
@@ -456,7 +464,7 @@ impl PoolCore {
     fn sync_rollback(&self, head: &Arc<Dataset>, tx: &Tx) -> Result<(), PoolError> {
         let store = self.deadlist_store();
         let snapshot = head.newest_snapshot().ok_or_else(|| {
-            PoolError::Corrupt(format!("rollback of {} without a snapshot", head.name))
+            PoolError::Corrupt(format!("rollback of {} without a snapshot", head.name()))
         })?;
         let target = snapshot.phys();
         let phys = head.phys();
@@ -520,6 +528,64 @@ impl PoolCore {
         Ok(())
     }
 
+    /// Move a dataset's name from `old` to `new` (relative names): out of the old parent's
+    /// children, into the new parent's, the directory's parent link, and the table (the
+    /// dataset and its descendants).
+    fn sync_rename_dataset(
+        &self,
+        dataset: &Arc<Dataset>,
+        old: &str,
+        new: &str,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let leaf = |name: &str| name.rsplit('/').next().unwrap_or(name).to_string();
+        let parent = |name: &str| name.rfind('/').map_or("", |at| &name[..at]).to_string();
+        let old_parent = self.dataset_by_relative(&parent(old))?;
+        let new_parent = self.dataset_by_relative(&parent(new))?;
+        {
+            let object = old_parent.dir().children_object;
+            let mut handle = KvObject::new(&self.mos, object, Some(*tx))?;
+            if !kv::remove(&mut handle, leaf(old).as_bytes()).map_err(kv_object_error(object))? {
+                return Err(PoolError::Corrupt(format!(
+                    "dataset {} is missing from its parent's children",
+                    dataset.name()
+                )));
+            }
+        }
+        {
+            let object = new_parent.dir().children_object;
+            let mut handle = KvObject::new(&self.mos, object, Some(*tx))?;
+            kv::insert(
+                &mut handle,
+                leaf(new).as_bytes(),
+                &dataset.dir_object.0.to_le_bytes(),
+            )
+            .map_err(kv_object_error(object))?;
+        }
+        if old_parent.dir_object != new_parent.dir_object {
+            let dir = dataset.update_dir(|dir| dir.parent_dir_object = new_parent.dir_object);
+            self.mos.set_bonus(
+                tx,
+                dataset.dir_object,
+                ObjectType::DatasetDir,
+                &dir.encode(),
+            )?;
+        }
+        let mut table = self.datasets.write();
+        let moved: Vec<String> = table
+            .keys()
+            .filter(|name| *name == old || name.starts_with(&format!("{old}/")))
+            .cloned()
+            .collect();
+        for name in moved {
+            let entry = table.remove(&name).expect("listed above");
+            let renamed = format!("{new}{}", &name[old.len()..]);
+            entry.set_name(self.full_name(&renamed));
+            table.insert(renamed, entry);
+        }
+        Ok(())
+    }
+
     /// The head and snapshot of `FS@SNAP`.
     fn snapshot_by_name(&self, full: &str) -> Result<(Arc<Dataset>, Arc<Snapshot>), PoolError> {
         let (dataset, name) = split_snapshot_name(full)?;
@@ -545,7 +611,7 @@ impl PoolCore {
             None => phys.referenced_bytes,
         };
         SnapshotInfo {
-            name: format!("{}@{}", head.name, snapshot.short_name()),
+            name: format!("{}@{}", head.name(), snapshot.short_name()),
             used: phys.unique_bytes,
             referenced: phys.referenced_bytes,
             referenced_compressed: phys.compressed_bytes,
@@ -597,7 +663,7 @@ impl Pool {
             }
             for target in targets {
                 let head = core.available_dataset(&target)?;
-                let snapshot_name = format!("{}@{name}", head.name);
+                let snapshot_name = format!("{}@{name}", head.name());
                 if head.snapshot(name).is_some() || planned.contains_key(&snapshot_name) {
                     return Err(PoolError::DatasetExists(snapshot_name));
                 }
@@ -608,7 +674,7 @@ impl Pool {
         for (head, name) in planned.values() {
             core.queue_snapshot_task(
                 hold.txg(),
-                SnapshotTask::Create {
+                NamespaceTask::Create {
                     head: head.clone(),
                     name: name.clone(),
                 },
@@ -680,7 +746,7 @@ impl Pool {
                         _ if target == &relative => {
                             return Err(PoolError::DatasetNotFound(format!(
                                 "{}@{}",
-                                head.name,
+                                head.name(),
                                 if start.is_none() { first } else { last }
                             )))
                         }
@@ -695,14 +761,17 @@ impl Pool {
                             matched_any = true;
                         }
                         None if target == &relative && !recursive => {
-                            return Err(PoolError::DatasetNotFound(format!("{}@{item}", head.name)))
+                            return Err(PoolError::DatasetNotFound(format!(
+                                "{}@{item}",
+                                head.name()
+                            )))
                         }
                         None => {}
                     }
                 }
             }
             for (snapshot, _) in snapshots.iter().zip(&wanted).filter(|(_, wanted)| **wanted) {
-                chosen.push(format!("{}@{}", head.name, snapshot.short_name()));
+                chosen.push(format!("{}@{}", head.name(), snapshot.short_name()));
             }
         }
         if !matched_any {
@@ -723,7 +792,7 @@ impl Pool {
             let (head, snapshot) = core.snapshot_by_name(name)?;
             if head.unavailable().is_some() {
                 return Err(PoolError::DatasetUnavailable(
-                    head.name.clone(),
+                    head.name().clone(),
                     "its object set cannot be read".into(),
                 ));
             }
@@ -737,7 +806,7 @@ impl Pool {
         }
         let hold = core.txgs.assign()?;
         for (head, snapshot) in doomed {
-            core.queue_snapshot_task(hold.txg(), SnapshotTask::Destroy { head, snapshot });
+            core.queue_snapshot_task(hold.txg(), NamespaceTask::Destroy { head, snapshot });
         }
         let txg = hold.txg();
         drop(hold);
@@ -755,7 +824,7 @@ impl Pool {
         let _namespace = core.namespace.lock();
         let (head, snapshot) = core.snapshot_by_name(full)?;
         let objset = core
-            .available_dataset(core.relative_name(&head.name)?)?
+            .available_dataset(core.relative_name(&head.name())?)?
             .objset();
         let snapshots = head.snapshots();
         let index = snapshots
@@ -765,7 +834,7 @@ impl Pool {
         let later: Vec<Arc<Snapshot>> = snapshots[index + 1..].to_vec();
         let later_names: Vec<String> = later
             .iter()
-            .map(|later| format!("{}@{}", head.name, later.short_name()))
+            .map(|later| format!("{}@{}", head.name(), later.short_name()))
             .collect();
         if !later.is_empty() && !destroy_later {
             return Err(PoolError::Refused(format!(
@@ -775,7 +844,7 @@ impl Pool {
         }
         if let Some(busy) = later.iter().find(|later| later.phys().clone_count > 0) {
             return Err(PoolError::DatasetBusy(
-                format!("{}@{}", head.name, busy.short_name()),
+                format!("{}@{}", head.name(), busy.short_name()),
                 "it has dependent clones".into(),
             ));
         }
@@ -785,17 +854,63 @@ impl Pool {
         for later in later.into_iter().rev() {
             core.queue_snapshot_task(
                 hold.txg(),
-                SnapshotTask::Destroy {
+                NamespaceTask::Destroy {
                     head: head.clone(),
                     snapshot: later,
                 },
             );
         }
-        core.queue_snapshot_task(hold.txg(), SnapshotTask::Rollback { head: head.clone() });
+        core.queue_snapshot_task(hold.txg(), NamespaceTask::Rollback { head: head.clone() });
         let txg = hold.txg();
         drop(hold);
         core.txgs.wait_synced(Some(txg))?;
         Ok(later_names)
+    }
+
+    /// Rename a file system (and with it its descendants and snapshots) to `new`, anywhere in
+    /// the same pool under an existing parent. The caller unmounts it (and its descendants)
+    /// first and mounts them again after. Durable on return.
+    pub fn rename_dataset(&self, old: &str, new: &str) -> Result<String, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        let old_relative = core.relative_name(old)?.to_string();
+        if old_relative.is_empty() {
+            return Err(PoolError::Refused(format!(
+                "cannot rename {old}: it is the pool's root file system (import the pool under another name instead)"
+            )));
+        }
+        let new_relative = core.relative_name(new).map_err(|error| match error {
+            PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
+                "cannot rename {old} to {new}: a file system stays in its pool"
+            )),
+            other => other,
+        })?;
+        if new_relative.is_empty() || core.datasets.read().contains_key(new_relative) {
+            return Err(PoolError::DatasetExists(new.into()));
+        }
+        if new_relative.starts_with(&format!("{old_relative}/")) {
+            return Err(PoolError::Refused(format!(
+                "cannot rename {old} to {new}: a file system cannot move below itself"
+            )));
+        }
+        let dataset = core.available_dataset(&old_relative)?;
+        let new_parent = new_relative.rfind('/').map_or("", |at| &new_relative[..at]);
+        core.available_dataset(new_parent)
+            .map_err(|_| PoolError::DatasetNotFound(core.full_name(new_parent)))?;
+        let hold = core.txgs.assign()?;
+        core.queue_snapshot_task(
+            hold.txg(),
+            NamespaceTask::RenameDataset {
+                dataset,
+                old: old_relative,
+                new: new_relative.to_string(),
+            },
+        );
+        let txg = hold.txg();
+        drop(hold);
+        core.txgs.wait_synced(Some(txg))?;
+        Ok(new.to_string())
     }
 
     /// Rename a snapshot within its file system (`FS@OLD` to `FS@NEW` or `NEW`).
@@ -805,7 +920,7 @@ impl Pool {
         let _namespace = core.namespace.lock();
         let (head, snapshot) = core.snapshot_by_name(old)?;
         let new_short = match new.split_once('@') {
-            Some((dataset, name)) if dataset == head.name || dataset.is_empty() => name,
+            Some((dataset, name)) if dataset == head.name() || dataset.is_empty() => name,
             Some(_) => {
                 return Err(PoolError::Refused(format!(
                     "cannot rename {old} to {new}: a snapshot stays in its file system"
@@ -815,14 +930,14 @@ impl Pool {
         };
         validate_name_component(new_short)
             .map_err(|why| PoolError::BadDatasetName(new.into(), why))?;
-        let new_full = format!("{}@{new_short}", head.name);
+        let new_full = format!("{}@{new_short}", head.name());
         if head.snapshot(new_short).is_some() {
             return Err(PoolError::DatasetExists(new_full));
         }
         let hold = core.txgs.assign()?;
         core.queue_snapshot_task(
             hold.txg(),
-            SnapshotTask::Rename {
+            NamespaceTask::Rename {
                 head,
                 snapshot,
                 name: new_short.to_string(),
