@@ -55,7 +55,7 @@ fn run(seed: u64) {
         &[
             (
                 "compression".into(),
-                if seed % 2 == 0 { "lz4" } else { "off" }.into(),
+                if seed.is_multiple_of(2) { "lz4" } else { "off" }.into(),
             ),
             ("recordsize".into(), "8192".into()),
         ],

@@ -17,7 +17,7 @@
 //!
 //! # Pause rule (`dsl_scan_async_block_should_pause`)
 //! Stop after `async_block_max_blocks` blocks (unlimited by default); or once the round has run for half the txg timeout; or for `free_min_time_ms` while
-//! someone is waiting for a later txg or dirty data is building up; or when the pool shuts down.
+//! someone is waiting for this txg or a later one or dirty data is building up; or when the pool shuts down.
 //!
 //! # Cost
 //! Memory: one chunk of block pointers and one path of indirect blocks, whatever the dataset's
@@ -208,7 +208,7 @@ impl PoolCore {
         let should_pause = || {
             let elapsed = sync_started.elapsed();
             elapsed >= half_timeout
-                || (elapsed >= min_time && self.txgs.sync_wanted_after(txg))
+                || (elapsed >= min_time && self.txgs.sync_waited_on(txg))
                 || self.txgs.is_shutting_down()
         };
         let round_started = Instant::now();

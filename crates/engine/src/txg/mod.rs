@@ -388,12 +388,14 @@ impl TxgManager {
         }
     }
 
-    /// Whether someone waits for a txg after `txg`, or dirty data has reached the sync
-    /// threshold: the cue for background work in `txg`'s sync to yield.
-    pub fn sync_wanted_after(&self, txg: Txg) -> bool {
+    /// Whether someone waits for `txg` (the one syncing) or a later one, or dirty data has
+    /// reached the sync threshold: the cue for background work in `txg`'s sync to yield
+    /// (OpenZFS's `txg_sync_waiting`). A command that waits for its own txg (a snapshot
+    /// destroy) then returns after `free_min_time_ms` of freeing, not half a txg timeout.
+    pub fn sync_waited_on(&self, txg: Txg) -> bool {
         let inner = self.inner.lock();
         let threshold = self.tunables.dirty_data_max * self.tunables.dirty_data_sync_percent / 100;
-        inner.wanted > txg || Self::dirty_total_of(&inner) >= threshold.max(1)
+        inner.wanted >= txg || Self::dirty_total_of(&inner) >= threshold.max(1)
     }
 
     /// Charge `bytes` of chunked-free work to the open txg `txg` held by the caller, if the
