@@ -350,8 +350,11 @@ impl Demo {
         step(7, "verify every file through the mount");
         self.verify(&before)?;
 
+        step(8, "snapshot, change, and roll back");
+        self.snapshot_and_roll_back()?;
+
         step(
-            8,
+            9,
             "check the whole pool: every block, every copy, against the space maps",
         );
         self.tarn(
@@ -359,7 +362,7 @@ impl Demo {
             &["check".as_ref(), POOL.as_ref()],
         )?;
 
-        step(9, "export the pool and leave it on disk");
+        step(10, "export the pool and leave it on disk");
         let daemon = crate::client::ping(&self.socket);
         self.tarn(
             "Unmount and export; the daemon exits with no pool left.",
@@ -369,6 +372,58 @@ impl Demo {
             wait_gone(pid);
         }
         self.print_next_steps();
+        Ok(())
+    }
+
+    /// Step 8: a recursive snapshot (one txg for both file systems), a deleted file, the
+    /// snapshot's space, and a rollback that brings the file back through the mount.
+    fn snapshot_and_roll_back(&self) -> Result<(), Failure> {
+        let notes = self.mnt.join("projects/notes.txt");
+        let original = std::fs::read(&notes)
+            .map_err(|e| Failure(format!("cannot read {}: {e}", notes.display())))?;
+        let snapshot = format!("{POOL}@before");
+        self.tarn(
+            "Snapshot the pool's file systems recursively, in one transaction group: it costs two records per file system, whatever they hold.",
+            &["snapshot".as_ref(), "-r".as_ref(), snapshot.as_ref()],
+        )?;
+        std::fs::remove_file(&notes)
+            .map_err(|e| Failure(format!("cannot remove {}: {e}", notes.display())))?;
+        self.tarn(
+            "Delete projects/notes.txt and sync: its blocks are not freed, the snapshot holds them (its USED).",
+            &["pool".as_ref(), "sync".as_ref(), POOL.as_ref()],
+        )?;
+        self.tarn(
+            "The snapshots: what each holds alone (USED), what it references, what was written before it.",
+            &[
+                "list".as_ref(),
+                "-t".as_ref(),
+                "snapshot".as_ref(),
+                "-o".as_ref(),
+                "name,used,refer,written".as_ref(),
+            ],
+        )?;
+        let child_snapshot = format!("{POOL}/projects@before");
+        self.tarn(
+            "Roll the projects file system back to its snapshot: the mount shows the snapshot's contents at once.",
+            &["rollback".as_ref(), child_snapshot.as_ref()],
+        )?;
+        let restored = std::fs::read(&notes).map_err(|e| {
+            Failure(format!(
+                "{} is not back after the rollback: {e}",
+                notes.display()
+            ))
+        })?;
+        if restored != original {
+            return Err(Failure(format!(
+                "quickstart: {} differs after the rollback",
+                notes.display()
+            )));
+        }
+        say("projects/notes.txt is back, byte for byte.");
+        self.tarn(
+            "Destroy the snapshots; the space they held alone comes back in the background.",
+            &["destroy".as_ref(), "-r".as_ref(), snapshot.as_ref()],
+        )?;
         Ok(())
     }
 
@@ -585,7 +640,7 @@ impl Demo {
     }
 
     fn print_next_steps(&self) {
-        step(10, "look around");
+        step(11, "look around");
         say("The pool is exported; its disk images and the manifest stay in the directory. Next:");
         let d = self.dir.display();
         let a = self.altroot.display();
@@ -604,6 +659,10 @@ impl Demo {
                 "vdev tree and error counters",
             ),
             (format!("tarn check {POOL}"), "verify every block again"),
+            (
+                format!("tarn snapshot {POOL}@now && ls {m}/.zfs/snapshot/now"),
+                "take a snapshot and read it",
+            ),
             (format!("tarn pool export {POOL}"), "unmount and export"),
             (
                 format!("tarn pool destroy -d {d} {POOL}"),
