@@ -77,6 +77,11 @@ pub fn create(
     name: String,
 ) -> Result<u8, Failure> {
     check_name(&name)?;
+    if name.contains('@') {
+        return Err(Failure(format!(
+            "cannot create {name:?}: that is a snapshot name; take snapshots with tarn snapshot"
+        )));
+    }
     if !name.contains('/') {
         return Err(Failure(format!(
             "cannot create {name:?}: a file system is named POOL/NAME; create pools with tarn pool create"
