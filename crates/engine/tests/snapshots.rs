@@ -330,3 +330,79 @@ fn renamed_file_systems_move_with_their_children_and_snapshots() {
     assert!(pool.snapshot_info("tank/x/moved/c@s").is_ok());
     assert_clean(&pool);
 }
+
+#[test]
+fn clones_share_their_origin_and_free_only_what_they_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    write_file(&fs, "base", 1, 400_000);
+    write_file(&fs, "other", 2, 100_000);
+    snapshot(&pool, "tank/fs@origin");
+    let before = pool.core.io.space.totals().allocated;
+    pool.create_clone("tank/fs@origin", "tank/clone", &[]).unwrap();
+    let grew = pool.core.io.space.totals().allocated - before;
+    assert!(grew < 64 << 10, "a clone copied {grew} bytes");
+    let info = used(&pool, "tank/clone");
+    assert_eq!(info.origin.as_deref(), Some("tank/fs@origin"));
+    assert!(info.used < 64 << 10, "a fresh clone uses {}", info.used);
+    assert_eq!(info.referenced, pool.snapshot_info("tank/fs@origin").unwrap().referenced);
+    assert_eq!(
+        pool.snapshot_info("tank/fs@origin").unwrap().clones,
+        vec!["tank/clone".to_string()]
+    );
+    // Misuse: nothing changes.
+    assert!(pool.create_clone("tank/fs@origin", "tank/clone", &[]).is_err());
+    assert!(pool.create_clone("tank/fs@nope", "tank/c2", &[]).is_err());
+    assert!(pool.create_clone("tank/fs@origin", "tank/nope/c2", &[]).is_err());
+    assert!(pool.destroy_snapshots("tank/fs@origin", false).is_err());
+    assert!(pool.destroy_dataset("tank/fs", true).is_err());
+    assert_clean(&pool);
+
+    // The clone diverges; the origin and its snapshot do not move.
+    let clone = pool.open_file_system("tank/clone").unwrap();
+    assert_eq!(read_file(&clone, "base"), pattern(1, 400_000));
+    write_file(&clone, "base", 3, 100_000);
+    clone.unlink(clone.root(), b"other").unwrap();
+    write_file(&clone, "new", 4, 50_000);
+    snapshot(&pool, "tank/clone@c1");
+    write_file(&clone, "new", 5, 50_000);
+    write_file(&fs, "other", 6, 100_000);
+    pool.sync().unwrap();
+    assert_clean(&pool);
+    assert_eq!(read_file(&fs, "base"), pattern(1, 400_000));
+    let origin_fs = pool.snapshot_file_system("tank/fs@origin").unwrap();
+    assert_eq!(read_file(&origin_fs, "other"), pattern(2, 100_000));
+    // Destroying the clone's own snapshot frees only blocks the clone wrote.
+    pool.destroy_snapshots("tank/clone@c1", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+    assert_eq!(read_file(&origin_fs, "base"), pattern(1, 400_000));
+    // A clone of a clone, then both destroyed: the origin's data stays.
+    snapshot(&pool, "tank/clone@c2");
+    pool.create_clone("tank/clone@c2", "tank/grandchild", &[]).unwrap();
+    assert_clean(&pool);
+    drop(clone);
+    drop(origin_fs);
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    assert_eq!(
+        used(&pool, "tank/grandchild").origin.as_deref(),
+        Some("tank/clone@c2")
+    );
+    assert_clean(&pool);
+    pool.destroy_dataset("tank/grandchild", false).unwrap();
+    pool.destroy_dataset("tank/clone", true).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+    assert_eq!(pool.snapshot_info("tank/fs@origin").unwrap().clones.len(), 0);
+    pool.destroy_snapshots("tank/fs@origin", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    assert_eq!(read_file(&fs, "base"), pattern(1, 400_000));
+    assert_eq!(read_file(&fs, "other"), pattern(6, 100_000));
+}

@@ -1,6 +1,7 @@
 //! A head and its snapshots, checked together (the deadlist half of `zdb -b` and `zdb -d`).
 //!
-//! The chain is walked oldest snapshot first. Each dataset's tree is walked whole for its
+//! The chain is walked oldest snapshot first; a clone's chain ends at its origin (a snapshot of
+//! another file system, whose chain is checked first, so its blocks are claimed already). Each dataset's tree is walked whole for its
 //! referenced bytes, but only blocks born after its previous snapshot are claimed and read
 //! (the older ones were, with that snapshot): shared blocks are claimed once. Then:
 //! - every block on a dataset's deadlist was claimed by an older snapshot of the chain, is
@@ -27,19 +28,38 @@ use super::{block_key, ClaimedBlocks, NoLifecycle, Walker};
 pub(super) struct Chain {
     /// Snapshot records of the chain.
     pub snapshots: Vec<ObjectId>,
-    /// Bytes only the snapshots hold (every deadlist of the chain).
-    pub snapshot_space: u64,
+    /// The head's live bytes not shared with an origin (`usedbydataset`).
+    pub used_by_dataset: u64,
+    /// Bytes only the snapshots hold: deadlist blocks born after the origin
+    /// (`usedbysnapshots`).
+    pub used_by_snapshots: u64,
 }
 
 /// Longest chain followed (a loop on a damaged disk ends here).
 const CHAIN_MAX: usize = 1 << 20;
 
+/// The clone origin of a head (its directory's origin snapshot object and txg; 0 for none).
+pub(super) fn origin_of(core: &PoolCore, head: &DatasetPhys) -> (ObjectId, Txg) {
+    core.mos
+        .bonus(head.dir_object)
+        .ok()
+        .and_then(|bonus| crate::dataset::phys::DatasetDirPhys::decode(&bonus).ok())
+        .map_or((ObjectId(0), Txg(0)), |dir| {
+            (dir.origin_snapshot_object, dir.origin_txg)
+        })
+}
+
+/// Verify one head's chain. `claimed` holds the blocks every snapshot walked so far claimed
+/// (a clone's origin chain is walked before the clone's), `listed` every deadlist block seen.
 pub(super) fn verify_chain(
     walker: &mut Walker,
     core: &PoolCore,
     head_object: ObjectId,
     head: DatasetPhys,
+    claimed: &mut ClaimedBlocks,
+    listed: &mut HashSet<(crate::types::VdevId, u64)>,
 ) -> Result<Chain, PoolError> {
+    let (origin_object, origin_txg) = origin_of(core, &head);
     let mut error = |what: String| {
         walker
             .report
@@ -50,7 +70,7 @@ pub(super) fn verify_chain(
     let mut chain = vec![(head_object, head.clone())];
     let mut at = head.prev_snapshot_object;
     let mut next = head_object;
-    while at.0 != 0 {
+    while at.0 != 0 && at != origin_object {
         if chain.len() > CHAIN_MAX {
             error("the snapshot chain does not end".into());
             break;
@@ -80,10 +100,33 @@ pub(super) fn verify_chain(
 
     let store = core.deadlist_store();
     let last = chain.len() - 1;
-    let mut claimed = ClaimedBlocks::new();
-    let mut listed: HashSet<(crate::types::VdevId, u64)> = HashSet::new();
-    let mut snapshot_space = 0u64;
-    let mut previous_referenced = 0u64;
+    let is_clone = origin_object.0 != 0;
+    let origin_referenced = if is_clone {
+        match core
+            .mos
+            .bonus(origin_object)
+            .map(|bonus| DatasetPhys::decode(&bonus))
+        {
+            Ok(Ok(origin)) => {
+                if origin.creation_txg != origin_txg || !origin.is_snapshot() {
+                    walker.report.errors.push(format!(
+                        "dataset {head_object}: origin {origin_object} is not the snapshot of txg {origin_txg}"
+                    ));
+                }
+                origin.referenced_bytes
+            }
+            _ => {
+                walker.report.errors.push(format!(
+                    "dataset {head_object}: origin record {origin_object} cannot be read"
+                ));
+                0
+            }
+        }
+    } else {
+        0
+    };
+    let (mut dead_above, mut dead_below) = (0u64, 0u64);
+    let mut previous_referenced = origin_referenced;
     for index in 0..chain.len() {
         let (object, phys) = &chain[index];
         let name = if index == last {
@@ -115,6 +158,11 @@ pub(super) fn verify_chain(
         let mut per_entry: std::collections::BTreeMap<Txg, BpSpace> = Default::default();
         let walked = deadlist.visit(&store, &mut |key, bp| {
             dead.add(BpSpace::of(bp));
+            if bp.birth_physical > origin_txg {
+                dead_above += bp.size_allocated();
+            } else {
+                dead_below += bp.size_allocated();
+            }
             per_entry.entry(key).or_default().add(BpSpace::of(bp));
             let block = block_key(bp);
             let mut wrong = Vec::new();
@@ -128,7 +176,9 @@ pub(super) fn verify_chain(
                 Some(birth) if *birth == bp.birth_physical => {}
                 _ => wrong.push("not held by any older snapshot".into()),
             }
-            if !listed.insert(block) {
+            // A clone's dead origin blocks are dropped, never freed, through its deadlists, and
+            // the origin's own branch may list them too.
+            if bp.birth_physical > origin_txg && !listed.insert(block) {
                 wrong.push("on more than one deadlist (it would be freed twice)".into());
             }
             if previous_prev_txg.is_some_and(|txg| bp.birth_physical > txg) {
@@ -155,7 +205,7 @@ pub(super) fn verify_chain(
                 ));
             }
         }
-        if index == 0 && !deadlist.is_empty() {
+        if index == 0 && !is_clone && !deadlist.is_empty() {
             problem("the oldest dataset of the chain has a non-empty deadlist".into());
         }
         if let Some(previous) = index.checked_sub(1) {
@@ -167,7 +217,6 @@ pub(super) fn verify_chain(
                 ));
             }
         }
-        snapshot_space += dead.used_bytes;
 
         // The tree.
         if phys.root.is_hole() {
@@ -196,16 +245,13 @@ pub(super) fn verify_chain(
                 .errors
                 .push(format!("{name}: object set is not a file system"));
         }
-        let record = (index < last).then_some(&mut claimed);
+        let record = (index < last).then_some(&mut *claimed);
         let (allocated, born_after) = walker.walk_objset(
             &phys.root,
             &objset,
             &name,
-            if index == 0 {
-                Txg(0)
-            } else {
-                phys.prev_snapshot_txg
-            },
+            // 0 for the oldest of a chain that is not a clone's.
+            phys.prev_snapshot_txg,
             record,
         )?;
         let mut problem = |what: String| walker.report.errors.push(format!("{name}: {what}"));
@@ -232,6 +278,7 @@ pub(super) fn verify_chain(
     }
     Ok(Chain {
         snapshots: chain[..last].iter().map(|(object, _)| *object).collect(),
-        snapshot_space,
+        used_by_dataset: (head.referenced_bytes + dead_below).saturating_sub(origin_referenced),
+        used_by_snapshots: dead_above,
     })
 }

@@ -271,17 +271,19 @@ fn check_dataset_tree(
                         problem(format!("snapshot record {snapshot} is reached twice"));
                     }
                 }
-                let snapshot_space = chain.map_or(0, |chain| chain.snapshot_space);
+                let (by_dataset, by_snapshots) = chain.map_or((phys.referenced_bytes, 0), |chain| {
+                    (chain.used_by_dataset, chain.used_by_snapshots)
+                });
                 if dir.flags & crate::dataset::phys::DD_FLAG_USED_BREAKDOWN != 0
                     && (dir.used_breakdown.dataset, dir.used_breakdown.snapshots)
-                        != (phys.referenced_bytes, snapshot_space)
+                        != (by_dataset, by_snapshots)
                 {
                     problem(format!(
-                        "directory says {} bytes used by the dataset and {} by snapshots; they hold {} and {snapshot_space}",
-                        dir.used_breakdown.dataset, dir.used_breakdown.snapshots, phys.referenced_bytes
+                        "directory says {} bytes used by the dataset and {} by snapshots; they hold {by_dataset} and {by_snapshots}",
+                        dir.used_breakdown.dataset, dir.used_breakdown.snapshots
                     ));
                 }
-                phys.referenced_bytes + snapshot_space
+                by_dataset + by_snapshots
             }
             Ok(Err(error)) => {
                 problem(format!("dataset record: {error}"));
@@ -386,22 +388,45 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
 
     // Datasets: every head (a MOS object of type Dataset that is not a snapshot), with its
     // chain of snapshots and their deadlists.
-    let mut chains = BTreeMap::new();
+    let mut heads = Vec::new();
     for (object, dnode) in core.mos.synced_objects()? {
         if dnode.object_type != ObjectType::Dataset {
             continue;
         }
         match DatasetPhys::decode(&dnode.bonus) {
             Ok(phys) if phys.is_snapshot() => {}
-            Ok(phys) => {
-                let chain = chains::verify_chain(&mut walker, core, object, phys)?;
-                chains.insert(object, chain);
-            }
+            Ok(phys) => heads.push((object, phys)),
             Err(error) => walker
                 .report
                 .errors
                 .push(format!("dataset record {object}: {error}")),
         }
+    }
+    // Origins before their clones: a clone's deadlists hold blocks its origin's chain claims.
+    let mut chains = BTreeMap::new();
+    let mut walked_snapshots = std::collections::HashSet::new();
+    let mut claimed = ClaimedBlocks::new();
+    let mut listed = std::collections::HashSet::new();
+    while !heads.is_empty() {
+        let (ready, waiting): (Vec<_>, Vec<_>) = heads.into_iter().partition(|(_, phys)| {
+            let (origin, _) = chains::origin_of(core, phys);
+            origin.0 == 0 || walked_snapshots.contains(&origin)
+        });
+        if ready.is_empty() {
+            for (object, _) in &waiting {
+                walker.report.errors.push(format!(
+                    "dataset {object}: its clone origin is not a snapshot of any file system"
+                ));
+            }
+            break;
+        }
+        for (object, phys) in ready {
+            let chain =
+                chains::verify_chain(&mut walker, core, object, phys, &mut claimed, &mut listed)?;
+            walked_snapshots.extend(chain.snapshots.iter().copied());
+            chains.insert(object, chain);
+        }
+        heads = waiting;
     }
 
     check_dataset_tree(core, &chains, &mut walker.report)?;

@@ -185,14 +185,36 @@ impl Dataset {
         dir.clone()
     }
 
-    /// Space held only by snapshots: every snapshot's deadlist and the head's
-    /// (`usedbysnapshots`).
-    pub fn snapshot_space(&self) -> BpSpace {
-        let mut total = self.deadlist.lock().total();
+    /// The origin snapshot's txg for a clone (0 otherwise): blocks born at or before it belong
+    /// to the origin.
+    pub fn origin_txg(&self) -> crate::types::Txg {
+        self.dir.lock().origin_txg
+    }
+
+    /// The deadlists of the head and its snapshots, split at the origin txg: (blocks born
+    /// after it, which only this dataset's snapshots hold: `usedbysnapshots`; blocks born at
+    /// or before it, the origin's blocks this clone no longer references). For a dataset that
+    /// is not a clone the second is empty.
+    pub fn deadlist_space(&self) -> (BpSpace, BpSpace) {
+        let origin = self.origin_txg();
+        let split = |deadlist: &Deadlist| {
+            (
+                deadlist.space_range(origin, crate::types::Txg(u64::MAX)),
+                deadlist.space_range(crate::types::Txg(0), origin),
+            )
+        };
+        let (mut above, mut below) = split(&self.deadlist.lock());
         for snapshot in self.snapshots.lock().iter() {
-            total.add(snapshot.deadlist().total());
+            let (more_above, more_below) = split(&snapshot.deadlist());
+            above.add(more_above);
+            below.add(more_below);
         }
-        total
+        (above, below)
+    }
+
+    /// Space held only by snapshots (`usedbysnapshots`).
+    pub fn snapshot_space(&self) -> BpSpace {
+        self.deadlist_space().0
     }
 
     /// Syncing context, after the object set's sync: put the blocks killed while shared with
@@ -214,9 +236,11 @@ impl Dataset {
             deadlist.save(store, tx)?
         };
         self.phys.lock().deadlist_object = object;
-        let newest = self
-            .newest_snapshot()
-            .expect("blocks are shared only with a snapshot");
+        // A clone without snapshots of its own shares its blocks with its origin, whose unique
+        // bytes do not change (the origin's next dataset is in another file system).
+        let Some(newest) = self.newest_snapshot() else {
+            return Ok(None);
+        };
         newest.refresh_unique(&self.deadlist.lock());
         Ok(Some(newest))
     }

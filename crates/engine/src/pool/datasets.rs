@@ -79,18 +79,25 @@ pub struct DatasetInfo {
     /// Number of snapshots.
     pub snapshot_count: u64,
     pub creation_txg: u64,
+    /// A clone's origin snapshot (`POOL/fs@snap`).
+    pub origin: Option<String>,
 }
 
-/// A dataset's own space: its live blocks plus the blocks only its snapshots hold.
-fn own_space(dataset: &Dataset) -> crate::object::bpobj::BpSpace {
-    let phys = dataset.phys();
-    let mut space = dataset.snapshot_space();
-    space.add(crate::object::bpobj::BpSpace {
-        used_bytes: phys.referenced_bytes,
-        compressed_bytes: phys.compressed_bytes,
-        uncompressed_bytes: phys.uncompressed_bytes,
-    });
-    space
+/// Where a dataset's own space is: its live blocks not shared with an origin
+/// (`usedbydataset`) and the blocks only its snapshots hold (`usedbysnapshots`), each with its
+/// compressed and logical figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct OwnSpace {
+    pub dataset: crate::object::bpobj::BpSpace,
+    pub snapshots: crate::object::bpobj::BpSpace,
+}
+
+impl OwnSpace {
+    pub fn total(&self) -> crate::object::bpobj::BpSpace {
+        let mut total = self.dataset;
+        total.add(self.snapshots);
+        total
+    }
 }
 
 fn ratio(uncompressed: u64, compressed: u64) -> f64 {
@@ -125,12 +132,12 @@ pub struct PropertyValue {
 }
 
 /// The parent of a relative name (`a/b` -> `a`, `a` -> the root `""`).
-fn parent_of(relative: &str) -> &str {
+pub(super) fn parent_of(relative: &str) -> &str {
     relative.rfind('/').map_or("", |index| &relative[..index])
 }
 
 /// The last component of a relative name.
-fn leaf_of(relative: &str) -> &str {
+pub(super) fn leaf_of(relative: &str) -> &str {
     relative
         .rfind('/')
         .map_or(relative, |index| &relative[index + 1..])
@@ -429,7 +436,7 @@ impl PoolCore {
         })
     }
 
-    fn write_property(
+    pub(super) fn write_property(
         &self,
         dataset: &Dataset,
         tx: Tx,
@@ -521,19 +528,22 @@ impl PoolCore {
         }
         let phys = dataset.phys();
         if phys.deadlist_object.0 != 0 {
-            // Without snapshots nothing should be on it; whatever is, is freed, not leaked.
+            // Its snapshots are gone: what is left on it is a clone's dead origin blocks (born
+            // at or before the origin's txg: the origin's, dropped) or, defensively, its own
+            // (freed, not leaked).
             let store = self.deadlist_store();
             let mut deadlist =
                 crate::dataset::deadlist::Deadlist::load(&store, phys.deadlist_object)?;
-            let lists: Vec<ObjectId> = deadlist
+            let (origins, own): (Vec<_>, Vec<_>) = deadlist
                 .take_all_lists()
                 .into_iter()
-                .map(|(_, entry)| entry.list)
-                .collect();
+                .partition(|(key, _)| *key < dataset.origin_txg());
+            crate::dataset::deadlist::Deadlist::drop_lists(&store, &tx, &origins)?;
+            let lists: Vec<ObjectId> = own.into_iter().map(|(_, entry)| entry.list).collect();
             self.queue_free_lists(&tx, &lists)?;
             deadlist.destroy(&store, &tx, false)?;
         }
-        for object in [
+        self.release_origin(dataset, &tx)?;        for object in [
             dir.children_object,
             dir.properties_object,
             dataset.dir_object,
@@ -550,6 +560,51 @@ impl PoolCore {
         Ok(())
     }
 
+    /// A clone's origin snapshot (None for a dataset that is not a clone, or an origin not
+    /// loaded).
+    pub(super) fn origin_of(
+        &self,
+        dataset: &Dataset,
+    ) -> Option<(Arc<Dataset>, Arc<crate::dataset::Snapshot>)> {
+        let origin = dataset.dir().origin_snapshot_object;
+        if origin.0 == 0 {
+            return None;
+        }
+        self.dataset_list().into_iter().find_map(|(_, head)| {
+            let snapshot = head
+                .snapshots()
+                .into_iter()
+                .find(|snapshot| snapshot.object == origin)?;
+            Some((head, snapshot))
+        })
+    }
+
+    /// A dataset's own space (see [`OwnSpace`]). For a clone, the origin's blocks it still
+    /// references are not its own: they are the origin's referenced bytes less those on the
+    /// clone's deadlists (born at or before the origin).
+    pub(super) fn own_space(&self, dataset: &Dataset) -> OwnSpace {
+        let phys = dataset.phys();
+        let (above, below) = dataset.deadlist_space();
+        let mut live = crate::object::bpobj::BpSpace {
+            used_bytes: phys.referenced_bytes,
+            compressed_bytes: phys.compressed_bytes,
+            uncompressed_bytes: phys.uncompressed_bytes,
+        };
+        if let Some((_, origin)) = self.origin_of(dataset) {
+            let origin = origin.phys();
+            live.add(below);
+            live.sub(crate::object::bpobj::BpSpace {
+                used_bytes: origin.referenced_bytes,
+                compressed_bytes: origin.compressed_bytes,
+                uncompressed_bytes: origin.uncompressed_bytes,
+            });
+        }
+        OwnSpace {
+            dataset: live,
+            snapshots: above,
+        }
+    }
+
     /// Recompute every directory's totals (its dataset, its snapshots and its descendants)
     /// and used breakdown, and rewrite the records that changed, in syncing context.
     pub(super) fn sync_directory_totals(&self, txg: Txg) -> Result<(), PoolError> {
@@ -558,9 +613,8 @@ impl PoolCore {
         let mut by_depth: Vec<&(String, Arc<Dataset>)> = datasets.iter().collect();
         by_depth.sort_by_key(|(name, _)| std::cmp::Reverse(depth(name)));
         for (name, dataset) in by_depth {
-            let phys = dataset.phys();
-            let snapshots = dataset.snapshot_space();
-            let own = own_space(dataset);
+            let space = self.own_space(dataset);
+            let own = space.total();
             let entry = totals.entry(name.as_str()).or_default();
             let children = entry.0;
             entry.0 += own.used_bytes;
@@ -568,8 +622,8 @@ impl PoolCore {
             entry.2 += own.uncompressed_bytes;
             let all = *entry;
             let breakdown = crate::dataset::phys::UsedBreakdown {
-                dataset: phys.referenced_bytes,
-                snapshots: snapshots.used_bytes,
+                dataset: space.dataset.used_bytes,
+                snapshots: space.snapshots.used_bytes,
                 children,
                 ..Default::default()
             };
@@ -796,6 +850,23 @@ impl Pool {
         }
         doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
         doomed.push(relative);
+        for name in &doomed {
+            let head = core.dataset_by_relative(name)?;
+            if let Some(busy) = head
+                .snapshots()
+                .iter()
+                .find(|snapshot| snapshot.phys().clone_count > 0)
+            {
+                return Err(PoolError::DatasetBusy(
+                    full_name.into(),
+                    format!(
+                        "snapshot {}@{} has dependent clones; destroy them first (destroy -R)",
+                        head.name(),
+                        busy.short_name()
+                    ),
+                ));
+            }
+        }
         if !recursive {
             let head = core.dataset_by_relative(doomed.last().expect("the target"))?;
             if let Some(first) = head.snapshots().first() {
@@ -854,19 +925,24 @@ impl Pool {
         let mut list = core.dataset_list();
         // Children right after their parent (`a`, `a/b`, `a-x`), as zfs list orders them.
         list.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
-        let own: Vec<crate::object::bpobj::BpSpace> =
-            list.iter().map(|(_, dataset)| own_space(dataset)).collect();
+        let own: Vec<OwnSpace> = list
+            .iter()
+            .map(|(_, dataset)| core.own_space(dataset))
+            .collect();
         list.iter()
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();
                 let prefix = format!("{relative}/");
                 let mut all = crate::object::bpobj::BpSpace::default();
-                for ((_, _), space) in list.iter().zip(&own).filter(|((name, _), _)| {
+                let mut mine = OwnSpace::default();
+                for ((name, _), space) in list.iter().zip(&own).filter(|((name, _), _)| {
                     name == relative || relative.is_empty() || name.starts_with(&prefix)
                 }) {
-                    all.add(*space);
+                    all.add(space.total());
+                    if name == relative {
+                        mine = *space;
+                    }
                 }
-                let snapshots = dataset.snapshot_space().used_bytes;
                 DatasetInfo {
                     name: dataset.name().clone(),
                     used: all.used_bytes,
@@ -878,11 +954,12 @@ impl Pool {
                     referenced_uncompressed: phys.uncompressed_bytes,
                     creation_time: phys.creation_time,
                     guid: phys.guid.0,
-                    used_by_dataset: phys.referenced_bytes,
-                    used_by_snapshots: snapshots,
-                    used_by_children: all
-                        .used_bytes
-                        .saturating_sub(phys.referenced_bytes + snapshots),
+                    used_by_dataset: mine.dataset.used_bytes,
+                    used_by_snapshots: mine.snapshots.used_bytes,
+                    used_by_children: all.used_bytes.saturating_sub(mine.total().used_bytes),
+                    origin: core.origin_of(dataset).map(|(head, origin)| {
+                        format!("{}@{}", head.name(), origin.short_name())
+                    }),
                     written: core.head_written(dataset),
                     snapshot_count: dataset.snapshots().len() as u64,
                     creation_txg: phys.creation_txg.0,

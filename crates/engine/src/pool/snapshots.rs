@@ -52,6 +52,11 @@ use super::{mos_props, now_seconds, Pool, PoolCore, PoolError};
 
 /// A change of the namespace (snapshots, renames), carried out in syncing context.
 pub(super) enum NamespaceTask {
+    Clone {
+        snapshot: Arc<Snapshot>,
+        relative: String,
+        properties: Vec<(crate::dataset::props::Property, String)>,
+    },
     RenameDataset {
         dataset: Arc<Dataset>,
         old: String,
@@ -93,6 +98,8 @@ pub struct SnapshotInfo {
     /// The MOS object of the snapshot's record: unique in the pool while it exists, stable
     /// across imports (`.zfs/snapshot` inode numbers are built from it).
     pub object: u64,
+    /// File systems cloned from it (full names).
+    pub clones: Vec<String>,
 }
 
 /// A dataset's records as stored, for `tarn debug dataset` (zdb -dddd).
@@ -174,12 +181,14 @@ impl PoolCore {
             }
         }
         let mut snapshots = Vec::new();
+        // A clone's chain ends at its origin, a snapshot of another file system.
+        let origin = head.dir().origin_snapshot_object;
         let (mut object, mut next_object, mut below) = (
             phys.prev_snapshot_object,
             head.object,
             phys.prev_snapshot_txg,
         );
-        while object.0 != 0 {
+        while object.0 != 0 && object != origin {
             if snapshots.len() > names.len() {
                 return Err(corrupt(
                     "the snapshot chain is longer than the names object".into(),
@@ -244,6 +253,11 @@ impl PoolCore {
         let tx = Tx::syncing(txg);
         for task in &tasks {
             match task {
+                NamespaceTask::Clone {
+                    snapshot,
+                    relative,
+                    properties,
+                } => self.sync_create_clone(snapshot, relative, properties, &tx)?,
                 NamespaceTask::RenameDataset { dataset, old, new } => {
                     self.sync_rename_dataset(dataset, old, new, &tx)?
                 }
@@ -360,11 +374,13 @@ impl PoolCore {
             })?;
         let previous = index.checked_sub(1).map(|at| snapshots[at].clone());
         let next = snapshots.get(index + 1).cloned();
-        let previous_txg = previous.as_ref().map_or(Txg(0), |previous| previous.txg());
+        // A clone's oldest snapshot has the origin before it: the blocks born at or before the
+        // origin's txg are the origin's, never freed here.
+        let origin = self.origin_of(head).map(|(_, origin)| origin);
+        let before = previous.as_ref().or(origin.as_ref());
+        let previous_txg = before.map_or(Txg(0), |previous| previous.txg());
         let (previous_object, next_object) = (
-            previous
-                .as_ref()
-                .map_or(ObjectId(0), |previous| previous.object),
+            before.map_or(ObjectId(0), |previous| previous.object),
             next.as_ref().map_or(head.object, |next| next.object),
         );
 
@@ -397,7 +413,7 @@ impl PoolCore {
         for (key, entry) in next_deadlist.entries().collect::<Vec<_>>() {
             merged.merge(&store, tx, key, entry)?;
         }
-        if previous.is_some() {
+        if before.is_some() {
             merged.add_key(Txg(0));
         }
         let merged_object = if merged.object().0 == 0 && merged.keys().next().is_none() {
@@ -425,9 +441,8 @@ impl PoolCore {
                 self.write_dataset_record(tx, next.object, &next.phys())?;
             }
             None => {
-                let previous_referenced = previous
-                    .as_ref()
-                    .map_or(0, |previous| previous.phys().referenced_bytes);
+                let previous_referenced =
+                    before.map_or(0, |previous| previous.phys().referenced_bytes);
                 let dead = merged.total().used_bytes;
                 head.with_deadlist(|deadlist| *deadlist = merged);
                 let phys = head.update_phys(|phys| {
@@ -528,6 +543,98 @@ impl PoolCore {
         Ok(())
     }
 
+    /// A clone of `snapshot` named `relative`: a new directory and head whose record starts as
+    /// the snapshot's (root, space; previous snapshot = the origin, unique 0), with an empty
+    /// deadlist; the origin counts it (clone count, next-clones object, and its directory's
+    /// clones object). Constant cost, whatever the origin holds.
+    fn sync_create_clone(
+        &self,
+        snapshot: &Arc<Snapshot>,
+        relative: &str,
+        properties: &[(crate::dataset::props::Property, String)],
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        use super::datasets::{create_dataset_records, leaf_of, parent_of};
+        let store = self.deadlist_store();
+        let origin = snapshot.phys();
+        let parent = self.dataset_by_relative(parent_of(relative))?;
+        let (dir_object, mut dir, dataset_object, mut phys) =
+            create_dataset_records(&self.mos, tx, &self.tunables, parent.dir_object)?;
+        let mut deadlist = Deadlist::with_keys([Txg(0)]);
+        dir.origin_snapshot_object = snapshot.object;
+        dir.origin_txg = origin.creation_txg;
+        phys.prev_snapshot_object = snapshot.object;
+        phys.prev_snapshot_txg = origin.creation_txg;
+        phys.root = origin.root.clone();
+        phys.referenced_bytes = origin.referenced_bytes;
+        phys.compressed_bytes = origin.compressed_bytes;
+        phys.uncompressed_bytes = origin.uncompressed_bytes;
+        phys.unique_bytes = 0;
+        phys.deadlist_object = deadlist.save(&store, tx)?;
+        self.mos
+            .set_bonus(tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
+        self.write_dataset_record(tx, dataset_object, &phys)?;
+        {
+            let object = parent.dir().children_object;
+            let mut handle = KvObject::new(&self.mos, object, Some(*tx))?;
+            kv::insert(&mut handle, leaf_of(relative).as_bytes(), &dir_object.0.to_le_bytes())
+                .map_err(kv_object_error(object))?;
+        }
+        let dataset = Dataset::new(
+            self.full_name(relative),
+            dataset_object,
+            phys.clone(),
+            dir,
+            self.freer.clone(),
+        );
+        for (property, value) in properties {
+            self.write_property(&dataset, *tx, *property, Some(value))?;
+        }
+        let objset = crate::object::ObjectSet::open(self.io.clone(), &origin.root, dataset.clone(), 1)?;
+        dataset.attach_objset(Arc::new(objset));
+        dataset.set_snapshot_state(deadlist, Vec::new());
+        self.attach_open_context(&dataset);
+        self.datasets.write().insert(relative.to_string(), dataset);
+        self.apply_copies(relative);
+        // The origin's side.
+        let next_clones = match origin.next_clones_object {
+            ObjectId(0) => create_kv_object(
+                &self.mos,
+                tx,
+                mos_props(ObjectType::KeyValue, 4096, &self.tunables, Compression::Lz4),
+            )?,
+            existing => existing,
+        };
+        {
+            let mut handle = KvObject::new(&self.mos, next_clones, Some(*tx))?;
+            kv::insert(&mut handle, &dataset_object.0.to_le_bytes(), &[])
+                .map_err(kv_object_error(next_clones))?;
+        }
+        let origin_phys = snapshot.update_phys(|phys| {
+            phys.clone_count += 1;
+            phys.next_clones_object = next_clones;
+        });
+        self.write_dataset_record(tx, snapshot.object, &origin_phys)?;
+        Ok(())
+    }
+
+    /// Syncing context: a destroyed clone leaves its origin's clone count and next-clones
+    /// object.
+    pub(super) fn release_origin(&self, clone: &Dataset, tx: &Tx) -> Result<(), PoolError> {
+        let Some((_, origin)) = self.origin_of(clone) else {
+            return Ok(());
+        };
+        let next_clones = origin.phys().next_clones_object;
+        if next_clones.0 != 0 {
+            let mut handle = KvObject::new(&self.mos, next_clones, Some(*tx))?;
+            kv::remove(&mut handle, &clone.object.0.to_le_bytes())
+                .map_err(kv_object_error(next_clones))?;
+        }
+        let phys = origin.update_phys(|phys| phys.clone_count = phys.clone_count.saturating_sub(1));
+        self.write_dataset_record(tx, origin.object, &phys)?;
+        Ok(())
+    }
+
     /// Move a dataset's name from `old` to `new` (relative names): out of the old parent's
     /// children, into the new parent's, the directory's parent link, and the table (the
     /// dataset and its descendants).
@@ -621,6 +728,15 @@ impl PoolCore {
             creation_txg: phys.creation_txg.0,
             guid: phys.guid.0,
             object: snapshot.object.0,
+            clones: if phys.clone_count == 0 {
+                Vec::new()
+            } else {
+                self.dataset_list()
+                    .into_iter()
+                    .filter(|(_, dataset)| dataset.dir().origin_snapshot_object == snapshot.object)
+                    .map(|(_, dataset)| dataset.name())
+                    .collect()
+            },
         }
     }
 
@@ -865,6 +981,46 @@ impl Pool {
         drop(hold);
         core.txgs.wait_synced(Some(txg))?;
         Ok(later_names)
+    }
+
+    /// Clone `FS@SNAP` as a new file system `new` (`POOL/a/b`, its parent existing) with local
+    /// properties, in constant time. Durable on return.
+    pub fn create_clone(
+        &self,
+        snapshot: &str,
+        new: &str,
+        settings: &[(String, String)],
+    ) -> Result<String, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let properties = Pool::parse_properties(settings)?;
+        let _namespace = core.namespace.lock();
+        let (_, origin) = core.snapshot_by_name(snapshot)?;
+        let relative = core.relative_name(new).map_err(|error| match error {
+            PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
+                "cannot clone {snapshot} as {new}: a clone is in the same pool as its origin"
+            )),
+            other => other,
+        })?;
+        if relative.is_empty() || core.datasets.read().contains_key(relative) {
+            return Err(PoolError::DatasetExists(new.into()));
+        }
+        let parent = super::datasets::parent_of(relative);
+        core.available_dataset(parent)
+            .map_err(|_| PoolError::DatasetNotFound(core.full_name(parent)))?;
+        let hold = core.txgs.assign()?;
+        core.queue_snapshot_task(
+            hold.txg(),
+            NamespaceTask::Clone {
+                snapshot: origin,
+                relative: relative.to_string(),
+                properties,
+            },
+        );
+        let txg = hold.txg();
+        drop(hold);
+        core.txgs.wait_synced(Some(txg))?;
+        Ok(new.to_string())
     }
 
     /// Rename a file system (and with it its descendants and snapshots) to `new`, anywhere in
