@@ -123,7 +123,7 @@ enum Command {
         /// Destroy its descendants too.
         #[arg(short = 'r')]
         recursive: bool,
-        /// Same as -r (there are no clones yet).
+        /// Destroy dependents too: descendants and every clone of the snapshots destroyed.
         #[arg(short = 'R')]
         recursive_dependents: bool,
         /// Dry run: print what would be destroyed.
@@ -186,6 +186,14 @@ enum Command {
         recursive: bool,
         #[arg(required = true, num_args = 1..)]
         names: Vec<String>,
+    },
+    /// Clone a snapshot as a new, writable file system: tarn clone [-o prop=val]... FS@SNAP FS
+    Clone {
+        /// Properties of the clone (prop=value, repeatable).
+        #[arg(short = 'o')]
+        properties: Vec<String>,
+        snapshot: String,
+        name: String,
     },
     /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
     Rollback {
@@ -489,7 +497,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             dry_run,
             verbose: _,
             name,
-        } => dataset::destroy(socket, recursive || recursive_dependents, dry_run, name),
+        } => dataset::destroy(socket, recursive, recursive_dependents, dry_run, name),
         Command::List {
             recursive,
             types,
@@ -512,6 +520,11 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Unmount { all, force, target } => dataset::unmount(socket, all, force, target),
         Command::Snapshot { recursive, names } => dataset::snapshot(socket, recursive, names),
         Command::Rollback { recursive, name } => dataset::rollback(socket, recursive, name),
+        Command::Clone {
+            properties,
+            snapshot,
+            name,
+        } => dataset::clone(socket, &properties, snapshot, name),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {

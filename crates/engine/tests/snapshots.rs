@@ -342,21 +342,29 @@ fn clones_share_their_origin_and_free_only_what_they_wrote() {
     write_file(&fs, "other", 2, 100_000);
     snapshot(&pool, "tank/fs@origin");
     let before = pool.core.io.space.totals().allocated;
-    pool.create_clone("tank/fs@origin", "tank/clone", &[]).unwrap();
+    pool.create_clone("tank/fs@origin", "tank/clone", &[])
+        .unwrap();
     let grew = pool.core.io.space.totals().allocated - before;
     assert!(grew < 64 << 10, "a clone copied {grew} bytes");
     let info = used(&pool, "tank/clone");
     assert_eq!(info.origin.as_deref(), Some("tank/fs@origin"));
     assert!(info.used < 64 << 10, "a fresh clone uses {}", info.used);
-    assert_eq!(info.referenced, pool.snapshot_info("tank/fs@origin").unwrap().referenced);
+    assert_eq!(
+        info.referenced,
+        pool.snapshot_info("tank/fs@origin").unwrap().referenced
+    );
     assert_eq!(
         pool.snapshot_info("tank/fs@origin").unwrap().clones,
         vec!["tank/clone".to_string()]
     );
     // Misuse: nothing changes.
-    assert!(pool.create_clone("tank/fs@origin", "tank/clone", &[]).is_err());
+    assert!(pool
+        .create_clone("tank/fs@origin", "tank/clone", &[])
+        .is_err());
     assert!(pool.create_clone("tank/fs@nope", "tank/c2", &[]).is_err());
-    assert!(pool.create_clone("tank/fs@origin", "tank/nope/c2", &[]).is_err());
+    assert!(pool
+        .create_clone("tank/fs@origin", "tank/nope/c2", &[])
+        .is_err());
     assert!(pool.destroy_snapshots("tank/fs@origin", false).is_err());
     assert!(pool.destroy_dataset("tank/fs", true).is_err());
     assert_clean(&pool);
@@ -382,7 +390,8 @@ fn clones_share_their_origin_and_free_only_what_they_wrote() {
     assert_eq!(read_file(&origin_fs, "base"), pattern(1, 400_000));
     // A clone of a clone, then both destroyed: the origin's data stays.
     snapshot(&pool, "tank/clone@c2");
-    pool.create_clone("tank/clone@c2", "tank/grandchild", &[]).unwrap();
+    pool.create_clone("tank/clone@c2", "tank/grandchild", &[])
+        .unwrap();
     assert_clean(&pool);
     drop(clone);
     drop(origin_fs);
@@ -398,7 +407,10 @@ fn clones_share_their_origin_and_free_only_what_they_wrote() {
     pool.destroy_dataset("tank/clone", true).unwrap();
     wait_freed(&pool);
     assert_clean(&pool);
-    assert_eq!(pool.snapshot_info("tank/fs@origin").unwrap().clones.len(), 0);
+    assert_eq!(
+        pool.snapshot_info("tank/fs@origin").unwrap().clones.len(),
+        0
+    );
     pool.destroy_snapshots("tank/fs@origin", false).unwrap();
     wait_freed(&pool);
     assert_clean(&pool);

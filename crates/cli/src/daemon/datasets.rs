@@ -62,6 +62,7 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         usedbychildren: info.used_by_children,
         guid: info.guid,
         createtxg: info.creation_txg,
+        origin: info.origin.clone().unwrap_or_else(|| "-".into()),
         recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
         compression: value(Property::Compression)?,
         checksum: value(Property::Checksum)?,
@@ -188,7 +189,10 @@ pub fn get(
                 let cell = ratio_cell(info.ref_compress_ratio());
                 statistic(cell.exact, cell.human)
             }
-            "origin" => statistic("-".into(), "-".into()),
+            "origin" => {
+                let origin = info.origin.clone().unwrap_or_else(|| "-".into());
+                statistic(origin.clone(), origin)
+            }
             "written" => bytes(info.written),
             "usedbydataset" => bytes(info.used_by_dataset),
             "usedbysnapshots" => bytes(info.used_by_snapshots),
@@ -280,6 +284,8 @@ pub fn destroy(pool: &Pool, mounts: &Mounts, name: &str, recursive: bool) -> Res
             children.join(", ")
         )));
     }
+    // Refused requests (snapshots without -r, clones without -R) leave the mounts alone.
+    pool.check_destroy(name, recursive)?;
     mounts.unmount_within(name, false)?;
     for destroyed in pool.destroy_dataset(name, recursive)? {
         out!("destroyed {destroyed}");
@@ -341,9 +347,26 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": created }),
             })
         }
-        Request::Destroy { name, recursive } => {
+        Request::Destroy {
+            name,
+            recursive,
+            dependents,
+        } => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
+            if dependents {
+                let within = |snapshot: &str| {
+                    let fs = super::snapshots::filesystem_of(snapshot);
+                    fs == name || fs.starts_with(&format!("{name}/"))
+                };
+                let snapshots: Vec<String> = pool
+                    .snapshots()
+                    .into_iter()
+                    .map(|info| info.name)
+                    .filter(|snapshot| within(snapshot))
+                    .collect();
+                super::snapshots::destroy_dependents(&pool, &daemon.mounts, &snapshots)?;
+            }
             destroy(&pool, &daemon.mounts, &name, recursive)?;
             Answer::done()
         }

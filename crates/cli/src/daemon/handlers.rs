@@ -52,6 +52,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::Mount { .. }
         | Request::Unmount { .. } => datasets::handle(daemon, request),
         Request::Snapshot { .. }
+        | Request::Clone { .. }
         | Request::DestroySnapshots { .. }
         | Request::Rollback { .. }
         | Request::Rename { .. }

@@ -63,6 +63,7 @@ pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
         usedbychildren: 0,
         guid: info.guid,
         createtxg: info.creation_txg,
+        origin: "-".into(),
     })
 }
 
@@ -80,6 +81,7 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
             "written",
             "guid",
             "createtxg",
+            "clones",
         ]
         .iter()
         .map(|p| p.to_string())
@@ -117,6 +119,15 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
             }
             "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
             "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
+            "clones" => {
+                let clones = info.clones.join(",");
+                let shown = if clones.is_empty() {
+                    "-".to_string()
+                } else {
+                    clones
+                };
+                statistic(shown.clone(), shown)
+            }
             "available"
             | "avail"
             | "mountpoint"
@@ -259,6 +270,36 @@ fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
     Ok(text)
 }
 
+/// `-R`: destroy every clone of `snapshots` (with their descendants, and the clones of theirs,
+/// depth first), each unmounted first.
+pub fn destroy_dependents(
+    pool: &Pool,
+    mounts: &super::mounts::Mounts,
+    snapshots: &[String],
+) -> Result<(), Failure> {
+    for snapshot in snapshots {
+        for clone in pool.snapshot_info(snapshot)?.clones {
+            let within = |name: &str| {
+                let fs = filesystem_of(name);
+                fs == clone || fs.starts_with(&format!("{clone}/"))
+            };
+            let theirs: Vec<String> = pool
+                .snapshots()
+                .into_iter()
+                .map(|info| info.name)
+                .filter(|name| within(name))
+                .collect();
+            destroy_dependents(pool, mounts, &theirs)?;
+            pool.check_destroy(&clone, true)?;
+            mounts.unmount_within(&clone, false)?;
+            for destroyed in pool.destroy_dataset(&clone, true)? {
+                out!("destroyed {destroyed}");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A snapshot request.
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
     match request {
@@ -283,13 +324,32 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": created }),
             })
         }
+        Request::Clone {
+            snapshot,
+            name,
+            properties,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&snapshot)?;
+            let created = pool.create_clone(&snapshot, &name, &properties)?;
+            let failures = daemon.mounts.mount_all(&pool, Some(&created));
+            Ok(Answer {
+                status: u8::from(!failures.is_empty()),
+                data: serde_json::json!({ "created": [created] }),
+            })
+        }
         Request::DestroySnapshots {
             spec,
             recursive,
             dry_run,
+            dependents,
         } => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&spec)?;
+            if dependents && !dry_run {
+                let names = pool.snapshots_to_destroy(&spec, recursive)?;
+                destroy_dependents(&pool, &daemon.mounts, &names)?;
+            }
             let destroyed = if dry_run {
                 let names = pool.snapshots_to_destroy(&spec, recursive)?;
                 for name in &names {

@@ -36,8 +36,10 @@
 //! | `debug metaslabs` | `pool`, `json` |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
 //! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
+//! | `clone` | `snapshot` (`FS@SNAP`), `name`, `properties` |
+//! | `destroy` | `name`, `recursive`, `dependents` (`-R`: clones of its snapshots first) |
 //! | `snapshot` | `names` (`FS@SNAP`), `recursive`: `data = {"created": [names]}` |
-//! | `destroy snapshots` | `spec` (`FS@A[,B][%C]`), `recursive`, `dry_run`: `data = {"destroyed": [names]}` |
+//! | `destroy snapshots` | `spec` (`FS@A[,B][%C]`), `recursive`, `dry_run`, `dependents`: `data = {"destroyed": [names]}` |
 //! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
@@ -171,7 +173,13 @@ pub enum Request {
     },
     /// Unmount and destroy a file system (and, with `recursive`, its descendants).
     #[serde(rename = "destroy")]
-    Destroy { name: String, recursive: bool },
+    Destroy {
+        name: String,
+        recursive: bool,
+        /// Destroy clones of its snapshots first (`-R`).
+        #[serde(default)]
+        dependents: bool,
+    },
     /// Datasets of every pool, or `name` (with `recursive`, and its descendants), of the
     /// `types` given (`filesystem`, `snapshot`; empty: file systems).
     #[serde(rename = "list")]
@@ -180,6 +188,13 @@ pub enum Request {
         recursive: bool,
         #[serde(default)]
         types: Vec<String>,
+    },
+    /// Clone a snapshot as a new file system with local properties, and mount it.
+    #[serde(rename = "clone")]
+    Clone {
+        snapshot: String,
+        name: String,
+        properties: Vec<(String, String)>,
     },
     /// Take snapshots `FS@SNAP` (with `recursive`, of descendants too), in one txg.
     #[serde(rename = "snapshot")]
@@ -190,6 +205,9 @@ pub enum Request {
         spec: String,
         recursive: bool,
         dry_run: bool,
+        /// Destroy dependent clones first (`-R`).
+        #[serde(default)]
+        dependents: bool,
     },
     /// Roll a file system back to a snapshot (`destroy_later`: destroy newer snapshots).
     #[serde(rename = "rollback")]
@@ -258,6 +276,7 @@ impl Request {
             Request::Mount { .. } => "mount",
             Request::Unmount { .. } => "unmount",
             Request::Snapshot { .. } => "snapshot",
+            Request::Clone { .. } => "clone",
             Request::DestroySnapshots { .. } => "destroy snapshots",
             Request::Rollback { .. } => "rollback",
             Request::Rename { .. } => "rename",

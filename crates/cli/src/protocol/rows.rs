@@ -106,7 +106,7 @@ pub struct StatusEntry {
 }
 
 /// Columns of `tarn list` (the first five are the default).
-pub const LIST_COLUMNS: [&str; 23] = [
+pub const LIST_COLUMNS: [&str; 24] = [
     "name",
     "used",
     "avail",
@@ -130,6 +130,7 @@ pub const LIST_COLUMNS: [&str; 23] = [
     "usedbychildren",
     "guid",
     "createtxg",
+    "origin",
 ];
 
 pub const LIST_DEFAULT_COLUMNS: [&str; 5] = ["name", "used", "avail", "refer", "mountpoint"];
@@ -171,6 +172,13 @@ pub struct DatasetRow {
     pub guid: u64,
     #[serde(default)]
     pub createtxg: u64,
+    /// A clone's origin snapshot, `-` for none.
+    #[serde(default = "dash")]
+    pub origin: String,
+}
+
+fn dash() -> String {
+    "-".into()
 }
 
 fn filesystem() -> String {
@@ -224,6 +232,7 @@ impl DatasetRow {
             for_filesystem(Cell::bytes(self.usedbychildren)),
             number_cell(self.guid),
             number_cell(self.createtxg),
+            Cell::text(self.origin.clone()),
         ]
     }
 }
@@ -315,6 +324,7 @@ mod tests {
             usedbychildren: 0,
             guid: 7,
             createtxg: 4,
+            origin: "-".into(),
         };
         let cells = row.cells();
         assert_eq!(cells.len(), LIST_COLUMNS.len());

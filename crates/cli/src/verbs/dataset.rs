@@ -97,7 +97,13 @@ pub fn create(
     Ok(forward(&ask(socket, Some(&dataset_name), &request)?))
 }
 
-pub fn destroy(socket: &Path, recursive: bool, dry_run: bool, name: String) -> Result<u8, Failure> {
+pub fn destroy(
+    socket: &Path,
+    recursive: bool,
+    dependents: bool,
+    dry_run: bool,
+    name: String,
+) -> Result<u8, Failure> {
     check_name(&name)?;
     if name.contains('@') {
         return Ok(forward(&ask(
@@ -107,6 +113,7 @@ pub fn destroy(socket: &Path, recursive: bool, dry_run: bool, name: String) -> R
                 spec: name,
                 recursive,
                 dry_run,
+                dependents,
             },
         )?));
     }
@@ -129,7 +136,11 @@ pub fn destroy(socket: &Path, recursive: bool, dry_run: bool, name: String) -> R
     Ok(forward(&ask(
         socket,
         Some(&name.clone()),
-        &Request::Destroy { name, recursive },
+        &Request::Destroy {
+            name,
+            recursive: recursive || dependents,
+            dependents,
+        },
     )?))
 }
 
@@ -400,5 +411,36 @@ pub fn debug_dataset(socket: &Path, name: String) -> Result<u8, Failure> {
         socket,
         Some(&name.clone()),
         &Request::DebugDataset { name },
+    )?))
+}
+
+/// `tarn clone [-o prop=val]... FS@SNAP FS`.
+pub fn clone(
+    socket: &Path,
+    settings: &[String],
+    snapshot: String,
+    name: String,
+) -> Result<u8, Failure> {
+    check_name(&snapshot)?;
+    check_name(&name)?;
+    if !snapshot.contains('@') {
+        return Err(Failure(format!(
+            "cannot clone {snapshot:?}: name a snapshot, FILESYSTEM@SNAPSHOT"
+        )));
+    }
+    if name.contains('@') {
+        return Err(Failure(format!(
+            "cannot clone to {name:?}: a clone is a file system, POOL/NAME"
+        )));
+    }
+    let properties = parse_settings(settings)?;
+    Ok(forward(&ask(
+        socket,
+        Some(&snapshot.clone()),
+        &Request::Clone {
+            snapshot,
+            name,
+            properties,
+        },
     )?))
 }

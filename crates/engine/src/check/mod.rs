@@ -271,9 +271,10 @@ fn check_dataset_tree(
                         problem(format!("snapshot record {snapshot} is reached twice"));
                     }
                 }
-                let (by_dataset, by_snapshots) = chain.map_or((phys.referenced_bytes, 0), |chain| {
-                    (chain.used_by_dataset, chain.used_by_snapshots)
-                });
+                let (by_dataset, by_snapshots) = chain
+                    .map_or((phys.referenced_bytes, 0), |chain| {
+                        (chain.used_by_dataset, chain.used_by_snapshots)
+                    });
                 if dir.flags & crate::dataset::phys::DD_FLAG_USED_BREAKDOWN != 0
                     && (dir.used_breakdown.dataset, dir.used_breakdown.snapshots)
                         != (by_dataset, by_snapshots)

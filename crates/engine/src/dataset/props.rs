@@ -66,6 +66,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
     "compressratio",
     "refcompressratio",
     "origin",
+    "clones",
     "written",
     "usedbydataset",
     "usedbysnapshots",

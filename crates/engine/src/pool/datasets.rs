@@ -543,7 +543,8 @@ impl PoolCore {
             self.queue_free_lists(&tx, &lists)?;
             deadlist.destroy(&store, &tx, false)?;
         }
-        self.release_origin(dataset, &tx)?;        for object in [
+        self.release_origin(dataset, &tx)?;
+        for object in [
             dir.children_object,
             dir.properties_object,
             dataset.dir_object,
@@ -735,6 +736,82 @@ fn depth(relative: &str) -> usize {
     }
 }
 
+impl PoolCore {
+    /// What destroying `full_name` (relative name `relative`) would destroy, children first,
+    /// or why it is refused: children or snapshots without `recursive`, snapshots with clones,
+    /// an unavailable dataset. Changes nothing. Call with the namespace lock held.
+    fn destroy_plan(
+        &self,
+        full_name: &str,
+        relative: &str,
+        recursive: bool,
+    ) -> Result<Vec<String>, PoolError> {
+        let core = self;
+        let relative = relative.to_string();
+        core.dataset_by_relative(&relative)?;
+        let mut doomed: Vec<String> = core
+            .datasets
+            .read()
+            .keys()
+            .filter(|name| name.starts_with(&format!("{relative}/")))
+            .cloned()
+            .collect();
+        if !doomed.is_empty() && !recursive {
+            let children: Vec<String> = core
+                .children_of(&relative)
+                .iter()
+                .map(|name| core.full_name(name))
+                .collect();
+            return Err(PoolError::DatasetBusy(
+                full_name.into(),
+                format!(
+                    "it has children ({}); use -r to destroy them too",
+                    children.join(", ")
+                ),
+            ));
+        }
+        doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
+        doomed.push(relative);
+        for name in &doomed {
+            let head = core.dataset_by_relative(name)?;
+            if let Some(busy) = head
+                .snapshots()
+                .iter()
+                .find(|snapshot| snapshot.phys().clone_count > 0)
+            {
+                return Err(PoolError::DatasetBusy(
+                    full_name.into(),
+                    format!(
+                        "snapshot {}@{} has dependent clones; destroy them first (destroy -R)",
+                        head.name(),
+                        busy.short_name()
+                    ),
+                ));
+            }
+        }
+        if !recursive {
+            let head = core.dataset_by_relative(doomed.last().expect("the target"))?;
+            if let Some(first) = head.snapshots().first() {
+                return Err(PoolError::DatasetBusy(
+                    full_name.into(),
+                    format!(
+                        "it has snapshots ({}@{} and {} more); use -r to destroy them too",
+                        head.name(),
+                        first.short_name(),
+                        head.snapshots().len() - 1
+                    ),
+                ));
+            }
+        }
+        // Destroy frees a dataset's blocks by walking its tree, which an unavailable dataset
+        // cannot do: refuse rather than leak.
+        for name in &doomed {
+            core.available_dataset(name)?;
+        }
+        Ok(doomed)
+    }
+}
+
 impl Pool {
     pub(super) fn writable(&self) -> Result<(), PoolError> {
         if self.core.readonly {
@@ -812,6 +889,22 @@ impl Pool {
     /// dataset with children is refused. The root dataset is destroyed only with its pool.
     /// The caller must have unmounted it (and its descendants). Returns the full names
     /// destroyed, children first. Durable on return.
+    /// Check that destroying `full_name` would be accepted (see [`Pool::destroy_dataset`]),
+    /// without changing anything: for callers that unmount first.
+    pub fn check_destroy(&self, full_name: &str, recursive: bool) -> Result<(), PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        if relative.is_empty() {
+            return Err(PoolError::BadProperty(format!(
+                "{full_name} is the pool's root dataset: destroy the pool instead (tarn pool destroy {full_name})"
+            )));
+        }
+        let _namespace = core.namespace.lock();
+        core.destroy_plan(full_name, &relative, recursive)
+            .map(|_| ())
+    }
+
     pub fn destroy_dataset(
         &self,
         full_name: &str,
@@ -826,66 +919,7 @@ impl Pool {
             )));
         }
         let namespace = core.namespace.lock();
-        core.dataset_by_relative(&relative)?;
-        let mut doomed: Vec<String> = core
-            .datasets
-            .read()
-            .keys()
-            .filter(|name| name.starts_with(&format!("{relative}/")))
-            .cloned()
-            .collect();
-        if !doomed.is_empty() && !recursive {
-            let children: Vec<String> = core
-                .children_of(&relative)
-                .iter()
-                .map(|name| core.full_name(name))
-                .collect();
-            return Err(PoolError::DatasetBusy(
-                full_name.into(),
-                format!(
-                    "it has children ({}); use -r to destroy them too",
-                    children.join(", ")
-                ),
-            ));
-        }
-        doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
-        doomed.push(relative);
-        for name in &doomed {
-            let head = core.dataset_by_relative(name)?;
-            if let Some(busy) = head
-                .snapshots()
-                .iter()
-                .find(|snapshot| snapshot.phys().clone_count > 0)
-            {
-                return Err(PoolError::DatasetBusy(
-                    full_name.into(),
-                    format!(
-                        "snapshot {}@{} has dependent clones; destroy them first (destroy -R)",
-                        head.name(),
-                        busy.short_name()
-                    ),
-                ));
-            }
-        }
-        if !recursive {
-            let head = core.dataset_by_relative(doomed.last().expect("the target"))?;
-            if let Some(first) = head.snapshots().first() {
-                return Err(PoolError::DatasetBusy(
-                    full_name.into(),
-                    format!(
-                        "it has snapshots ({}@{} and {} more); use -r to destroy them too",
-                        head.name(),
-                        first.short_name(),
-                        head.snapshots().len() - 1
-                    ),
-                ));
-            }
-        }
-        // Destroy frees a dataset's blocks by walking its tree, which an unavailable dataset
-        // cannot do: refuse rather than leak.
-        for name in &doomed {
-            core.available_dataset(name)?;
-        }
+        let doomed = core.destroy_plan(full_name, &relative, recursive)?;
         // Whatever the datasets still had in open txgs reaches disk first, so the sync that
         // destroys them sees their whole trees. The namespace stays locked throughout, so no
         // child can appear under a dataset being destroyed.
@@ -957,9 +991,9 @@ impl Pool {
                     used_by_dataset: mine.dataset.used_bytes,
                     used_by_snapshots: mine.snapshots.used_bytes,
                     used_by_children: all.used_bytes.saturating_sub(mine.total().used_bytes),
-                    origin: core.origin_of(dataset).map(|(head, origin)| {
-                        format!("{}@{}", head.name(), origin.short_name())
-                    }),
+                    origin: core
+                        .origin_of(dataset)
+                        .map(|(head, origin)| format!("{}@{}", head.name(), origin.short_name())),
                     written: core.head_written(dataset),
                     snapshot_count: dataset.snapshots().len() as u64,
                     creation_txg: phys.creation_txg.0,

@@ -577,8 +577,12 @@ impl PoolCore {
         {
             let object = parent.dir().children_object;
             let mut handle = KvObject::new(&self.mos, object, Some(*tx))?;
-            kv::insert(&mut handle, leaf_of(relative).as_bytes(), &dir_object.0.to_le_bytes())
-                .map_err(kv_object_error(object))?;
+            kv::insert(
+                &mut handle,
+                leaf_of(relative).as_bytes(),
+                &dir_object.0.to_le_bytes(),
+            )
+            .map_err(kv_object_error(object))?;
         }
         let dataset = Dataset::new(
             self.full_name(relative),
@@ -590,7 +594,8 @@ impl PoolCore {
         for (property, value) in properties {
             self.write_property(&dataset, *tx, *property, Some(value))?;
         }
-        let objset = crate::object::ObjectSet::open(self.io.clone(), &origin.root, dataset.clone(), 1)?;
+        let objset =
+            crate::object::ObjectSet::open(self.io.clone(), &origin.root, dataset.clone(), 1)?;
         dataset.attach_objset(Arc::new(objset));
         dataset.set_snapshot_state(deadlist, Vec::new());
         self.attach_open_context(&dataset);
