@@ -92,6 +92,7 @@
 pub mod fault;
 pub mod io;
 pub mod label;
+pub mod queue;
 pub mod scan;
 pub mod stats;
 pub mod tree;
@@ -104,8 +105,12 @@ pub use label::{
     LabelSet, LeafConfig, PoolState, TopVdevConfig, TopVdevKind, VDEV_LABELS, VDEV_LABEL_END_SIZE,
     VDEV_LABEL_SIZE, VDEV_LABEL_START_SIZE, VDEV_MIN_DEVICE_SIZE,
 };
+pub use queue::{IoClass, IoKind, QueueLimits, VdevQueue, IO_CLASSES};
 pub use scan::{scan_dirs, FoundLeaf};
-pub use stats::{LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS};
+pub use stats::{
+    ClassSnapshot, KindSnapshot, LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS,
+    SIZE_HISTOGRAM_BUCKETS,
+};
 pub use tree::{Leaf, MissedWrite, TopVdev, VdevHealth, VdevTree};
 
 use std::path::PathBuf;
