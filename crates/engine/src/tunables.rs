@@ -181,8 +181,9 @@ tunables! {
     /// (zfs_vdev_aggregation_limit).
     vdev_aggregation_limit: u64 = 1 << 20,
     /// Threads per leaf that issue its queued I/O (tarn's own: OpenZFS issues to the kernel's
-    /// block layer asynchronously); bounds how many of the active I/Os really run at once.
-    vdev_issue_threads: u32 = 8,
+    /// block layer asynchronously); bounds how many of the active I/Os really run at once. Two
+    /// of them are kept for sync reads and writes.
+    vdev_issue_threads: u32 = 16,
 }
 
 impl Tunables {

@@ -11,10 +11,16 @@
 //!    busy; the scheduler lets the sync writes overtake the backlog;
 //! 3. *async class beside the same write*: the same 4 KiB writes submitted in the async write
 //!    class, i.e. queued with the txg's writes and issued in offset order among them, which is
-//!    what happens without a priority scheduler (the baseline).
+//!    what happens without a priority scheduler (the baseline). Steps 2 and 3 alternate write
+//!    by write, so that both see the same background.
 //!
 //! It prints p50 and p99 of each, and the ratios of the p99s to the p99 alone. The aim
 //! is a sync-class p99 beside the sequential write within 2x of alone.
+//!
+//! On a fast disk the txg's writes rarely queue up, and the figures mostly measure CPU
+//! contention; `--device-delay-us N` delays every device I/O by N microseconds through the
+//! fault layer (a slow disk), so that the async write class is backlogged and the scheduler's
+//! effect is what is measured.
 //!
 //! The 4 KiB writes go to a region at the end of the vdev's data area that the benchmark's own
 //! pool never reads back (it is destroyed afterwards); `--flush` adds a device flush after each
@@ -28,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
 use tarn::object::ObjectProps;
-use tarn::vdev::{IoClass, TopVdev};
+use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice, IoClass, TopVdev};
 
 use super::{create_bench_pool, ratio_cell, BenchDirLock};
 use crate::error::Failure;
@@ -41,6 +47,9 @@ pub struct IoschedBench {
     pub writes: usize,
     pub background_file: String,
     pub flush: bool,
+    /// Microseconds every device I/O is delayed by (the fault layer): a slow disk, so that the
+    /// txg's writes queue up even where the real disk keeps pace.
+    pub device_delay_us: u64,
     pub json: bool,
 }
 
@@ -49,26 +58,31 @@ const SMALL_WRITE: usize = 4096;
 /// The region the small writes cycle through, at the end of the data area.
 const REGION_BYTES: u64 = 16 << 20;
 
-/// Latencies (ns) of `count` sequential small writes in `class`.
+/// Latencies (ns) of `count` sequential small writes in each of `classes`, issued in turn
+/// (one of each class, then the next round), so that every class sees the same background.
 fn small_writes(
     top: &TopVdev,
-    class: IoClass,
+    classes: &[IoClass],
     count: usize,
     flush: bool,
-) -> Result<Vec<u64>, Failure> {
+) -> Result<Vec<Vec<u64>>, Failure> {
     let region = top.asize - REGION_BYTES;
     let slots = REGION_BYTES / SMALL_WRITE as u64;
     let data = crate::format::pseudo_random(SMALL_WRITE, 0x5eed);
-    let mut latencies = Vec::with_capacity(count);
-    for index in 0..count {
-        let offset = region + (index as u64 % slots) * SMALL_WRITE as u64;
-        let started = Instant::now();
-        top.write(class, offset, &data)
-            .map_err(|e| Failure(e.to_string()))?;
-        if flush {
-            top.flush().map_err(|e| Failure(e.to_string()))?;
+    let mut latencies = vec![Vec::with_capacity(count); classes.len()];
+    let mut slot = 0u64;
+    for _ in 0..count {
+        for (class, latencies) in classes.iter().zip(latencies.iter_mut()) {
+            let offset = region + (slot % slots) * SMALL_WRITE as u64;
+            slot += 1;
+            let started = Instant::now();
+            top.write(*class, offset, &data)
+                .map_err(|e| Failure(e.to_string()))?;
+            if flush {
+                top.flush().map_err(|e| Failure(e.to_string()))?;
+            }
+            latencies.push(started.elapsed().as_nanos() as u64);
         }
-        latencies.push(started.elapsed().as_nanos() as u64);
     }
     Ok(latencies)
 }
@@ -112,12 +126,27 @@ pub fn run(bench: IoschedBench) -> Result<(), Failure> {
     let vdev = bench.dir.join("bench-iosched-vdev0.img");
     let mut tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
     tunables.recordsize = 1 << 20;
-    let pool = Arc::new(create_bench_pool(
-        "benchiosched",
-        &vdev,
-        vdev_size,
-        &tunables,
-    )?);
+    let pool = Arc::new(if bench.device_delay_us == 0 {
+        create_bench_pool("benchiosched", &vdev, vdev_size, &tunables)?
+    } else {
+        let plan = FaultPlan::new();
+        plan.set_io_delay(Duration::from_micros(bench.device_delay_us));
+        let wrap: tarn::pool::DeviceWrapper = Arc::new(
+            move |_path: &std::path::Path, device: Arc<dyn BlockDevice>| {
+                Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
+            },
+        );
+        let _ = std::fs::remove_file(&vdev);
+        tarn::pool::Pool::create(tarn::pool::CreateOptions {
+            name: "benchiosched".into(),
+            vdevs: vec![tarn::pool::VdevSpec::Leaf(vdev.clone())],
+            create_size: Some(vdev_size),
+            force: true,
+            tunables: tunables.clone(),
+            wrap_device: Some(wrap),
+            disabled_features: Vec::new(),
+        })?
+    });
     let result = measure(&pool, &bench, file_size, &tunables);
     let pool = Arc::try_unwrap(pool).map_err(|_| Failure("pool still in use".into()))?;
     pool.destroy()?;
@@ -143,8 +172,8 @@ fn measure(
         ));
     }
     // Warm up (thread start, page cache of the region), then measure alone.
-    small_writes(&top, IoClass::SyncWrite, 100, bench.flush)?;
-    let mut alone = small_writes(&top, IoClass::SyncWrite, bench.writes, bench.flush)?;
+    small_writes(&top, &[IoClass::SyncWrite], 100, bench.flush)?;
+    let mut alone = small_writes(&top, &[IoClass::SyncWrite], bench.writes, bench.flush)?.remove(0);
 
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicU64::new(0));
@@ -193,8 +222,12 @@ fn measure(
     std::thread::sleep(Duration::from_millis(1500));
     let started = Instant::now();
     let written_before = written.load(Ordering::Relaxed);
-    let with_scheduler = small_writes(&top, IoClass::SyncWrite, bench.writes, bench.flush);
-    let without_scheduler = small_writes(&top, IoClass::AsyncWrite, bench.writes, bench.flush);
+    let beside = small_writes(
+        &top,
+        &[IoClass::SyncWrite, IoClass::AsyncWrite],
+        bench.writes,
+        bench.flush,
+    );
     let seconds = started.elapsed().as_secs_f64();
     let background_mib_s =
         (written.load(Ordering::Relaxed) - written_before) as f64 / (1 << 20) as f64 / seconds;
@@ -204,8 +237,9 @@ fn measure(
         .map_err(|_| Failure("the background writer panicked".into()))?
         .map_err(|e| Failure(format!("background writer: {e}")))?;
     pool.sync()?;
-    let mut with_scheduler = with_scheduler?;
-    let mut without_scheduler = without_scheduler?;
+    let mut beside = beside?;
+    let mut without_scheduler = beside.pop().expect("two classes");
+    let mut with_scheduler = beside.pop().expect("two classes");
 
     let alone_p99 = percentile(&mut alone, 99.0).max(1);
     let row = |name: &str, latencies: &mut Vec<u64>, background: Option<f64>| {

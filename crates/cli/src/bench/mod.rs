@@ -53,6 +53,9 @@ pub enum BenchCommand {
         /// Flush the device after each 4 KiB write (O_DSYNC's full cost).
         #[arg(long)]
         flush: bool,
+        /// Delay every device I/O by this many microseconds (a slow disk, via the fault layer).
+        #[arg(long, default_value_t = 0)]
+        device_delay_us: u64,
         /// JSON output.
         #[arg(short = 'j')]
         json: bool,
@@ -440,6 +443,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             writes,
             background_file,
             flush,
+            device_delay_us,
             json,
         } => iosched::run(iosched::IoschedBench {
             dir,
@@ -447,6 +451,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             writes,
             background_file,
             flush,
+            device_delay_us,
             json,
         }),
         BenchCommand::Seqwrite {

@@ -14,7 +14,9 @@
 //!
 //! Each class has a minimum and a maximum number of active (issued, not yet completed) device
 //! I/Os, with OpenZFS's defaults (`vdev_*_min_active` / `vdev_*_max_active`), and the leaf has
-//! a total cap (`vdev_max_active`). A free worker takes, in priority order, the first class
+//! a total cap (`vdev_max_active`). The leaf's issue threads (`vdev_issue_threads`) are the
+//! last bound: the classes nobody waits for may occupy all but two of them, which are kept for
+//! sync reads and writes. A free worker takes, in priority order, the first class
 //! that has pending requests and fewer active I/Os than its minimum; failing that, the first
 //! that has fewer than its maximum. So a sync request overtakes any number of pending async
 //! writes: it waits at most for a worker to come free, never behind the backlog. The async
@@ -409,6 +411,9 @@ impl Latch {
     }
 }
 
+/// Issue threads of a leaf that only sync classes may use (see `class_to_issue`).
+const SYNC_RESERVED_THREADS: u32 = 2;
+
 /// Alignment of the aggregation buffer: what O_DIRECT needs, so a direct I/O needs no copy.
 const AGGREGATE_ALIGNMENT: usize = 4096;
 
@@ -644,7 +649,16 @@ fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option<IoClass> {
         }
         .max(1)
     };
-    let has_pending = |class: IoClass| !state.pending[class.index()].is_empty();
+    // Threads are the real bound on concurrency: the classes nobody waits for may occupy all
+    // but SYNC_RESERVED_THREADS of them, so that a sync request never waits for a thread
+    // behind a txg's writes.
+    let sync_active =
+        state.active[IoClass::SyncRead.index()] + state.active[IoClass::SyncWrite.index()];
+    let others_may_issue = state.active_total - sync_active
+        < limits.threads.saturating_sub(SYNC_RESERVED_THREADS).max(1);
+    let has_pending = |class: IoClass| {
+        !state.pending[class.index()].is_empty() && (class.is_fifo() || others_may_issue)
+    };
     IoClass::ALL
         .into_iter()
         .find(|&class| {
