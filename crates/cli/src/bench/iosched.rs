@@ -97,6 +97,21 @@ fn percentile(latencies: &mut [u64], percent: f64) -> u64 {
     latencies[rank.clamp(1, latencies.len()) - 1]
 }
 
+/// The upper bound of the power-of-two bucket that holds the 99th percentile of a latency
+/// histogram, in nanoseconds (0 for an empty histogram).
+fn histogram_p99_bound_ns(histogram: &[u64]) -> u64 {
+    let total: u64 = histogram.iter().sum();
+    let rank = total - total / 100;
+    let mut seen = 0;
+    for (bucket, count) in histogram.iter().enumerate() {
+        seen += count;
+        if total > 0 && seen >= rank {
+            return (1u64 << (bucket + 1)) - 1;
+        }
+    }
+    0
+}
+
 fn micros_cell(ns: u64) -> Cell {
     Cell {
         exact: ns.to_string(),
@@ -222,6 +237,7 @@ fn measure(
     std::thread::sleep(Duration::from_millis(1500));
     let started = Instant::now();
     let written_before = written.load(Ordering::Relaxed);
+    let stats_before = top.children[0].stats.snapshot();
     let beside = small_writes(
         &top,
         &[IoClass::SyncWrite, IoClass::AsyncWrite],
@@ -229,6 +245,12 @@ fn measure(
         bench.flush,
     );
     let seconds = started.elapsed().as_secs_f64();
+    let sync_class = top.children[0]
+        .stats
+        .snapshot()
+        .since(&stats_before)
+        .class(IoClass::SyncWrite)
+        .clone();
     let background_mib_s =
         (written.load(Ordering::Relaxed) - written_before) as f64 / (1 << 20) as f64 / seconds;
     stop.store(true, Ordering::Relaxed);
@@ -259,6 +281,16 @@ fn measure(
             },
         ]
     };
+    // Where a sync write's time went beside the sequential write: the queue or the device
+    // (the leaf's own counters; averages, so the tail is in the table above).
+    err!(
+        "sync_write class beside seqwrite: {} requests, average queue wait {:.1}us (p99 below {}us), \
+         average device time {:.1}us",
+        sync_class.requests,
+        sync_class.queue_wait_ns() as f64 / 1e3,
+        histogram_p99_bound_ns(&sync_class.queue_histogram) / 1000,
+        sync_class.disk_ns.checked_div(sync_class.requests).unwrap_or(0) as f64 / 1e3
+    );
     Ok(vec![
         row("sync_write 4K alone", &mut alone, None),
         row(
@@ -286,5 +318,12 @@ mod tests {
         assert_eq!(percentile(&mut values, 100.0), 100);
         assert_eq!(percentile(&mut [], 99.0), 0);
         assert_eq!(percentile(&mut [7], 1.0), 7);
+        let mut histogram = vec![0u64; 37];
+        histogram[10] = 990;
+        histogram[20] = 10;
+        assert_eq!(histogram_p99_bound_ns(&histogram), (1 << 11) - 1);
+        histogram[20] = 11;
+        assert_eq!(histogram_p99_bound_ns(&histogram), (1 << 21) - 1);
+        assert_eq!(histogram_p99_bound_ns(&[0; 37]), 0);
     }
 }
