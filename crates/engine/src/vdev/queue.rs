@@ -838,10 +838,11 @@ fn execute(inner: &Inner, mut batch: Vec<Request>) {
             .stats
             .record_request(kind, class, request.length as u64, queue_ns, disk_ns);
         let Request { done, buffer, .. } = request;
-        // The buffer is released before the caller is told (it may reuse the memory at once).
+        // The buffer is released, and the request retired, before the caller is told (it may
+        // reuse the memory, or look at the queue, at once).
         drop(buffer);
-        done.complete(result);
         inner.outstanding.fetch_sub(1, Ordering::AcqRel);
+        done.complete(result);
     }
 }
 
