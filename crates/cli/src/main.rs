@@ -28,6 +28,7 @@
 //!   dataset    tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
 //!   inspect    tarn check, tarn debug ... (zdb)
 //!   stat       tarn stat (kstat tables)
+//!   iostat     tarn pool iostat
 //! daemon       the server: socket, lock, lifetime, log (mod), then:
 //!   handlers   dispatch of each request to its family
 //!   pool, inspect, datasets   the daemon side of each family
@@ -77,7 +78,7 @@ use clap::{Args, Parser, Subcommand};
 use error::{Failure, Status};
 use format::ListFormat;
 use verbs::pool::ImportFlags;
-use verbs::{dataset, inspect, pool, stat};
+use verbs::{dataset, inspect, iostat, pool, stat};
 
 #[derive(Parser)]
 #[command(
@@ -350,6 +351,9 @@ enum PoolCommand {
         activities: Vec<String>,
         pool: String,
     },
+    /// I/O statistics of imported pools: tarn pool iostat [-l] [-w] [-q] [-r] [-v] [-H] [-p] [-y]
+    /// [POOL] [INTERVAL [COUNT]]
+    Iostat(iostat::IostatArgs),
     /// Show the vdev tree, state and error counts of pools.
     Status {
         #[arg(short = 'd', long = "dir")]
@@ -480,6 +484,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             } => pool::get(socket, list.format(), properties, pool),
             PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
+            PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
         Command::Check {
             dirs,

@@ -141,6 +141,49 @@ tunables! {
     /// Sector shift of new vdevs (ashift); 9 = 512 bytes, 12 = 4 KiB. 12 by default, as
     /// OpenZFS users set for modern disks: every block is 4 KiB aligned, which direct I/O needs.
     vdev_ashift: u32 = 12,
+    /// Sync reads a leaf always lets run at once (zfs_vdev_sync_read_min_active).
+    vdev_sync_read_min_active: u32 = 10,
+    /// Most sync reads active on a leaf (zfs_vdev_sync_read_max_active).
+    vdev_sync_read_max_active: u32 = 10,
+    /// Sync writes a leaf always lets run at once (zfs_vdev_sync_write_min_active).
+    vdev_sync_write_min_active: u32 = 10,
+    /// Most sync writes active on a leaf (zfs_vdev_sync_write_max_active).
+    vdev_sync_write_max_active: u32 = 10,
+    /// Async (prefetch) reads a leaf always lets run at once (zfs_vdev_async_read_min_active).
+    vdev_async_read_min_active: u32 = 1,
+    /// Most async reads active on a leaf (zfs_vdev_async_read_max_active).
+    vdev_async_read_max_active: u32 = 3,
+    /// Txg writes active on a leaf at low dirty data (zfs_vdev_async_write_min_active).
+    vdev_async_write_min_active: u32 = 2,
+    /// Txg writes active on a leaf at high dirty data (zfs_vdev_async_write_max_active).
+    vdev_async_write_max_active: u32 = 10,
+    /// Below this percent of dirty_data_max, async writes run at their minimum
+    /// (zfs_vdev_async_write_active_min_dirty_percent).
+    vdev_async_write_active_min_dirty_percent: u64 = 30,
+    /// Above this percent of dirty_data_max, async writes run at their maximum
+    /// (zfs_vdev_async_write_active_max_dirty_percent).
+    vdev_async_write_active_max_dirty_percent: u64 = 60,
+    /// Scrub and check reads a leaf always lets run at once (zfs_vdev_scrub_min_active).
+    vdev_scrub_min_active: u32 = 1,
+    /// Most scrub and check reads active on a leaf (zfs_vdev_scrub_max_active).
+    vdev_scrub_max_active: u32 = 2,
+    /// Trims a leaf always lets run at once (zfs_vdev_trim_min_active).
+    vdev_trim_min_active: u32 = 1,
+    /// Most trims active on a leaf (zfs_vdev_trim_max_active).
+    vdev_trim_max_active: u32 = 2,
+    /// Rebuild I/Os a leaf always lets run at once (zfs_vdev_rebuild_min_active).
+    vdev_rebuild_min_active: u32 = 1,
+    /// Most rebuild I/Os active on a leaf (zfs_vdev_rebuild_max_active).
+    vdev_rebuild_max_active: u32 = 3,
+    /// Most I/Os of all classes active on a leaf (zfs_vdev_max_active).
+    vdev_max_active: u32 = 1000,
+    /// Largest I/O that adjacent queued requests are aggregated into, in bytes
+    /// (zfs_vdev_aggregation_limit).
+    vdev_aggregation_limit: u64 = 1 << 20,
+    /// Threads per leaf that issue its queued I/O (tarn's own: OpenZFS issues to the kernel's
+    /// block layer asynchronously); bounds how many of the active I/Os really run at once. Two
+    /// of them are kept for sync reads and writes.
+    vdev_issue_threads: u32 = 16,
 }
 
 impl Tunables {
@@ -260,6 +303,67 @@ impl Tunables {
             self.metaslab_condense_pct >= 100,
             "metaslab_condense_pct must be >= 100",
         )?;
+        let classes = [
+            (
+                "sync_read",
+                self.vdev_sync_read_min_active,
+                self.vdev_sync_read_max_active,
+            ),
+            (
+                "sync_write",
+                self.vdev_sync_write_min_active,
+                self.vdev_sync_write_max_active,
+            ),
+            (
+                "async_read",
+                self.vdev_async_read_min_active,
+                self.vdev_async_read_max_active,
+            ),
+            (
+                "async_write",
+                self.vdev_async_write_min_active,
+                self.vdev_async_write_max_active,
+            ),
+            (
+                "scrub",
+                self.vdev_scrub_min_active,
+                self.vdev_scrub_max_active,
+            ),
+            ("trim", self.vdev_trim_min_active, self.vdev_trim_max_active),
+            (
+                "rebuild",
+                self.vdev_rebuild_min_active,
+                self.vdev_rebuild_max_active,
+            ),
+        ];
+        for (class, min, max) in classes {
+            if !(1..=max).contains(&min) || max > self.vdev_max_active {
+                return Err(format!(
+                    "tunable out of range: vdev_{class}_min_active ({min}) must be at least 1 and \
+                     at most vdev_{class}_max_active ({max}), which is at most vdev_max_active ({})",
+                    self.vdev_max_active
+                ));
+            }
+        }
+        check(
+            (1..=100_000).contains(&self.vdev_max_active),
+            "vdev_max_active must be 1..=100000",
+        )?;
+        check(
+            self.vdev_aggregation_limit <= 16 << 20,
+            "vdev_aggregation_limit must be at most 16777216 (0 turns aggregation off)",
+        )?;
+        check(
+            self.vdev_async_write_active_min_dirty_percent
+                < self.vdev_async_write_active_max_dirty_percent
+                && self.vdev_async_write_active_max_dirty_percent <= 100,
+            "vdev_async_write_active_min_dirty_percent must be below \
+             vdev_async_write_active_max_dirty_percent, which is at most 100",
+        )?;
+        check(
+            (1..=1024).contains(&self.vdev_issue_threads),
+            "vdev_issue_threads must be 1..=1024",
+        )?;
         Ok(())
     }
 
@@ -285,6 +389,13 @@ mod tests {
             "a refused value leaves the old one"
         );
         assert!(Tunables::tiny().validate().is_ok());
+        assert!(tunables.set("vdev_async_write_min_active", "11").is_err());
+        assert!(tunables.set("vdev_sync_read_min_active", "0").is_err());
+        assert!(tunables
+            .set("vdev_async_write_active_min_dirty_percent", "60")
+            .is_err());
+        tunables.set("vdev_async_write_max_active", "20").unwrap();
+        assert_eq!(tunables.vdev_async_write_max_active, 20);
         assert!(Tunables::default().validate().is_ok());
     }
 

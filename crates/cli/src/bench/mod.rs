@@ -3,6 +3,8 @@
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
 //!   destroy of a snapshot with a large deadlist beside freeing the same blocks unsnapshotted.
+//! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
+//!   (the baseline without priority) in the async class beside it (see `iosched`).
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
 //!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
 //! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
@@ -20,6 +22,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod iosched;
 mod snapshot;
 mod sync;
 
@@ -39,6 +42,31 @@ pub enum BenchCommand {
     /// change; destroy of a snapshot whose deadlist holds --blocks 4 KiB blocks beside freeing
     /// the same blocks with no snapshot. In-process, on a sparse file in --dir.
     Snapshot(snapshot::SnapshotBench),
+    /// p50/p99 of 4 KiB sync-class writes through the vdev queue alone and beside an engine
+    /// sequential write, beside the same writes in the async class (no priority).
+    Iosched {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Size of the pool's single vdev (a sparse file).
+        #[arg(long, default_value = "8G")]
+        vdev_size: String,
+        /// 4 KiB writes per measurement.
+        #[arg(long, default_value_t = 3000)]
+        writes: usize,
+        /// Size of the file the background writer overwrites in a loop.
+        #[arg(long, default_value = "1G")]
+        background_file: String,
+        /// Flush the device after each 4 KiB write (O_DSYNC's full cost).
+        #[arg(long)]
+        flush: bool,
+        /// Delay every device I/O by this many microseconds (a slow disk, via the fault layer).
+        #[arg(long, default_value_t = 0)]
+        device_delay_us: u64,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
     /// Engine sequential write of incompressible data (recordsize 1M, compression off), timed
     /// to the end of the final txg sync, beside fio (--bs=1M --direct=1 --end_fsync=1) on a file
     /// in the same directory.
@@ -417,6 +445,23 @@ fn bench_mount_locked(
 pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
+        BenchCommand::Iosched {
+            dir,
+            vdev_size,
+            writes,
+            background_file,
+            flush,
+            device_delay_us,
+            json,
+        } => iosched::run(iosched::IoschedBench {
+            dir,
+            vdev_size,
+            writes,
+            background_file,
+            flush,
+            device_delay_us,
+            json,
+        }),
         BenchCommand::Seqwrite {
             dir,
             size,

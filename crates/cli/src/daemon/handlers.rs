@@ -43,7 +43,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         Request::Check { .. }
         | Request::DebugMetaslabs { .. }
         | Request::DebugSpacemap { .. }
-        | Request::StatTxgs { .. } => inspect::handle(daemon, request),
+        | Request::StatTxgs { .. }
+        | Request::PoolIostat { .. } => inspect::handle(daemon, request),
         Request::Create { .. }
         | Request::Destroy { .. }
         | Request::List { .. }

@@ -31,6 +31,24 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txgs": held.txg_history() }),
             })
         }
+        Request::PoolIostat { pool } => {
+            let held: Vec<(String, Arc<tarn::pool::Pool>)> = match pool {
+                Some(name) => vec![(name.clone(), daemon.held(&name)?)],
+                None => daemon
+                    .pools()
+                    .into_iter()
+                    .map(|pool| (pool.name().to_string(), pool))
+                    .collect(),
+            };
+            let pools: Vec<serde_json::Value> = held
+                .iter()
+                .map(|(name, pool)| serde_json::json!({"name": name, "iostat": pool.iostat()}))
+                .collect();
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "pools": pools }),
+            })
+        }
         Request::DebugSpacemap {
             pool,
             vdev,

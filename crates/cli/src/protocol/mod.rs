@@ -43,6 +43,7 @@
 //! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
+//! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios}]}`, oldest first |
 //!
 //! # Response
@@ -164,6 +165,10 @@ pub enum Request {
     /// The txg history of an imported pool (`tarn stat txgs`).
     #[serde(rename = "stat txgs")]
     StatTxgs { pool: String },
+    /// The vdev I/O counters of one imported pool, or of every one (`tarn pool iostat`,
+    /// `tarn stat vdev_queue`).
+    #[serde(rename = "pool iostat")]
+    PoolIostat { pool: Option<String> },
     /// Create a file system (`POOL/a/b`) with local properties, and mount it.
     #[serde(rename = "create")]
     Create {
@@ -268,6 +273,7 @@ impl Request {
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
             Request::StatTxgs { .. } => "stat txgs",
+            Request::PoolIostat { .. } => "pool iostat",
             Request::Create { .. } => "create",
             Request::Destroy { .. } => "destroy",
             Request::List { .. } => "list",
@@ -366,6 +372,10 @@ mod tests {
             },
             Request::StatTxgs {
                 pool: "tank".into(),
+            },
+            Request::PoolIostat { pool: None },
+            Request::PoolIostat {
+                pool: Some("tank".into()),
             },
             Request::DebugSpacemap {
                 pool: "tank".into(),

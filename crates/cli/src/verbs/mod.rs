@@ -3,6 +3,7 @@
 
 pub mod dataset;
 pub mod inspect;
+pub mod iostat;
 pub mod pool;
 pub mod stat;
 

@@ -77,6 +77,120 @@ pub enum StatCommand {
         #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
         words: Vec<String>,
     },
+    /// One row per leaf and I/O class: the vdev queues' counters (the ones `tarn pool iostat`
+    /// prints), cumulative since import:
+    /// tarn stat vdev_queue [-H] [-p] [-j] [-o ...] [POOL] [INTERVAL [COUNT]]
+    #[command(name = "vdev_queue")]
+    VdevQueue {
+        /// [POOL] [INTERVAL [COUNT]]: as for txgs; every report prints every row.
+        #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
+        words: Vec<String>,
+    },
+}
+
+/// The columns of `tarn stat vdev_queue`: one row per leaf and class.
+pub const VDEV_QUEUE_COLUMNS: &[&str] = &[
+    "vdev",
+    "class",
+    "pending",
+    "active",
+    "requests",
+    "bytes",
+    "queue_wait",
+    "disk_wait",
+    "queue_ns",
+    "disk_ns",
+    "ind_ios",
+    "agg_ios",
+];
+
+/// The rows of `tarn stat vdev_queue` for one pool's counters.
+pub fn vdev_queue_cells(iostat: &tarn::pool::PoolIostat) -> Vec<Vec<Cell>> {
+    fn leaves<'a>(vdev: &'a tarn::pool::VdevIostat, out: &mut Vec<&'a tarn::pool::VdevIostat>) {
+        if vdev.children.is_empty() {
+            out.push(vdev);
+        }
+        for child in &vdev.children {
+            leaves(child, out);
+        }
+    }
+    let mut found = Vec::new();
+    for top in &iostat.root.children {
+        leaves(top, &mut found);
+    }
+    let mut rows = Vec::new();
+    for leaf in found {
+        for class in tarn::vdev::IoClass::ALL {
+            let counters = leaf.stats.class(class);
+            let average = |sum: u64| sum.checked_div(counters.requests).unwrap_or(0);
+            rows.push(vec![
+                Cell::text(leaf.name.clone()),
+                Cell::text(class.name()),
+                count_cell(counters.pending),
+                count_cell(counters.active),
+                count_cell(counters.requests),
+                byte_cell(counters.bytes),
+                ns_cell(average(counters.queue_ns)),
+                ns_cell(average(counters.disk_ns)),
+                count_cell(counters.queue_ns),
+                count_cell(counters.disk_ns),
+                count_cell(counters.individual_histogram.iter().sum()),
+                count_cell(counters.aggregated_histogram.iter().sum()),
+            ]);
+        }
+    }
+    rows
+}
+
+/// `tarn stat vdev_queue`: every report prints every row, cumulative since import.
+fn vdev_queue(
+    socket: &Path,
+    format: ListFormat,
+    pool: &str,
+    interval: Option<f64>,
+    count: Option<u64>,
+) -> Result<(), Failure> {
+    let (interval, reports) = repeat(interval, count)?;
+    let mut reporter = Reporter::new(VDEV_QUEUE_COLUMNS, format)?;
+    let started = Instant::now();
+    for report in 0..reports {
+        if report > 0 {
+            let due = started + interval.expect("repeats need an interval") * report as u32;
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        let pools = super::iostat::fetch(socket, Some(pool))?;
+        let cells: Vec<Vec<Cell>> = pools
+            .iter()
+            .flat_map(|(_, iostat)| vdev_queue_cells(iostat))
+            .collect();
+        reporter.report(&cells, "vdev_queue")?;
+    }
+    Ok(())
+}
+
+/// The interval and the number of reports of `[INTERVAL [COUNT]]`, checked.
+pub(crate) fn repeat(
+    interval: Option<f64>,
+    count: Option<u64>,
+) -> Result<(Option<Duration>, u64), Failure> {
+    let interval = match interval {
+        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
+            return Err(Failure(format!(
+                "invalid interval {seconds}: expected a positive number of seconds"
+            )))
+        }
+        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
+        None => None,
+    };
+    if count == Some(0) {
+        return Err(Failure("invalid count 0: expected at least 1".into()));
+    }
+    let reports = match (interval, count) {
+        (None, _) => 1,
+        (Some(_), Some(count)) => count,
+        (Some(_), None) => u64::MAX,
+    };
+    Ok((interval, reports))
 }
 
 /// The columns of `tarn stat txgs`: OpenZFS's txgs kstat in its order, then tarn's own.
@@ -303,23 +417,7 @@ fn txgs(
     interval: Option<f64>,
     count: Option<u64>,
 ) -> Result<(), Failure> {
-    let interval = match interval {
-        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
-            return Err(Failure(format!(
-                "invalid interval {seconds}: expected a positive number of seconds"
-            )))
-        }
-        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
-        None => None,
-    };
-    if count == Some(0) {
-        return Err(Failure("invalid count 0: expected at least 1".into()));
-    }
-    let reports = match (interval, count) {
-        (None, _) => 1,
-        (Some(_), Some(count)) => count,
-        (Some(_), None) => u64::MAX,
-    };
+    let (interval, reports) = repeat(interval, count)?;
     let mut reporter = Reporter::new(TXG_COLUMNS, format)?;
     // The newest committed txg printed so far: later reports print committed txgs above it.
     let mut committed_through: Option<u64> = None;
@@ -355,11 +453,11 @@ fn txgs(
 }
 
 /// The pool named (if any), the interval and the count.
-type StatWords = (Option<String>, Option<f64>, Option<u64>);
+pub(crate) type StatWords = (Option<String>, Option<f64>, Option<u64>);
 
 /// `[POOL] [INTERVAL [COUNT]]`: the pool named (if the first word starts with a letter, as pool
 /// names do), the interval and the count.
-fn parse_words(words: &[String]) -> Result<StatWords, Failure> {
+pub(crate) fn parse_words(words: &[String]) -> Result<StatWords, Failure> {
     let mut rest = words;
     let mut pool = None;
     if let Some(first) = rest.first() {
@@ -424,6 +522,11 @@ pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
             let (pool, interval, count) = parse_words(&words)?;
             let pool = resolve_pool(socket, pool)?;
             txgs(socket, format, &pool, interval, count)
+        }
+        StatCommand::VdevQueue { words } => {
+            let (pool, interval, count) = parse_words(&words)?;
+            let pool = resolve_pool(socket, pool)?;
+            vdev_queue(socket, format, &pool, interval, count)
         }
     }
 }

@@ -1,37 +1,31 @@
-//! The write issue queue: device writes of the syncing txg run on a few I/O threads, so that the
-//! sync thread can compress and checksum the next block while earlier ones are on their way to
-//! the disks (OpenZFS's z_wr_iss taskq).
+//! The write issue queue: the syncing txg's block writes are handed to the vdev queues as
+//! async-class writes (`vdev::queue`) and complete on their I/O threads, so that the sync
+//! thread can compress and checksum the next block while earlier ones are on their way to the
+//! disks (OpenZFS's z_wr_iss taskq feeding vdev_queue).
 //!
-//! A write is *in flight* from [`WriteQueue::submit`] until a worker has finished it. Reads of a
-//! block whose write is in flight are served from the in-flight buffer (the bytes on disk may
-//! still be old), so nothing ever reads a half-written copy. [`WriteQueue::wait`] is the barrier
-//! the sync driver calls before it flushes the vdevs and writes the uberblock: it returns the
-//! first write that reached no device, which fails the txg (the pool suspends).
+//! A write is *in flight* from [`WriteQueue::submit`] until every mirror child has finished it.
+//! Reads of a block whose write is in flight are served from the in-flight buffer (the bytes on
+//! disk may still be old), so nothing ever reads a half-written copy. [`WriteQueue::wait`] is
+//! the barrier the sync driver calls before it flushes the vdevs and writes the uberblock: it
+//! returns the first write that reached no device, which fails the txg (the pool suspends).
 //!
-//! A worker merges the queued writes that continue the one it took, on the same vdev, into one
-//! device write of up to [`AGGREGATE_BYTES_MAX`]; a merged write that fails counts against
-//! every block in it.
+//! Aggregation of adjacent writes into device writes of up to `vdev_aggregation_limit` is the
+//! vdev queue's (it sees every pending write of a leaf, in offset order); a failed aggregate
+//! counts against every block in it.
 //!
-//! [`WriteCounters`] count what the queue does, for the per-txg statistics (`tarn stat txgs`):
-//! every block copy submitted, and every device write issued after aggregation (one per mirror
-//! child) with its bytes. The sync driver adds the uberblock and label writes it issues itself.
+//! [`WriteCounters`] count what the pool writes, for the per-txg statistics (`tarn stat txgs`):
+//! every block copy submitted, and every device write issued after aggregation (the leaves'
+//! write counters, one per mirror child) with its bytes. The sync driver adds the uberblock and
+//! label writes it issues itself, which bypass the queues.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::types::VdevId;
-use crate::vdev::TopVdev;
-
-struct Job {
-    top: Arc<TopVdev>,
-    offset: u64,
-    data: Arc<Vec<u8>>,
-}
+use crate::vdev::{IoClass, TopVdev, VdevTree};
 
 /// Pool-wide write counters (relaxed atomics: no lock in the I/O path). Each counter is exact;
 /// a snapshot is not a consistent cut across them, like a kstat.
@@ -47,7 +41,8 @@ pub struct WriteCounters {
 pub struct WriteCountersSnapshot {
     /// Block copies submitted (every DVA of every block written, in-place rewrites included).
     pub blocks: u64,
-    /// Device writes issued (after aggregation, one per leaf written).
+    /// Device writes issued (after aggregation, one per leaf written; uberblock and label
+    /// copies included).
     pub ios: u64,
     /// Bytes of those device writes.
     pub bytes: u64,
@@ -103,105 +98,67 @@ struct Shared {
 
 /// Asynchronous device writes with a completion barrier. See the module documentation.
 pub struct WriteQueue {
-    sender: Mutex<Option<SyncSender<Job>>>,
+    vdevs: Arc<VdevTree>,
     shared: Arc<Shared>,
-    workers: Mutex<Vec<JoinHandle<()>>>,
-    counters: Arc<WriteCounters>,
+    counters: WriteCounters,
 }
 
-/// Jobs queued ahead of the workers before `submit` blocks (back-pressure on the sync thread).
-const QUEUE_DEPTH: usize = 32;
-/// Largest device write that contiguous queued writes are merged into (OpenZFS's
-/// zfs_vdev_aggregation_limit).
-const AGGREGATE_BYTES_MAX: usize = 1 << 20;
-
 impl WriteQueue {
-    pub fn new(threads: usize) -> WriteQueue {
-        let counters = Arc::new(WriteCounters::default());
-        let (sender, receiver) = sync_channel::<Job>(QUEUE_DEPTH);
-        let receiver = Arc::new(Mutex::new(receiver));
-        let shared = Arc::new(Shared {
-            in_flight: Mutex::new(InFlight::default()),
-            drained: Condvar::new(),
-        });
-        let workers = (0..threads.max(1))
-            .map(|index| {
-                let receiver: Arc<Mutex<Receiver<Job>>> = receiver.clone();
-                let shared = shared.clone();
-                let counters = counters.clone();
-                std::thread::Builder::new()
-                    .name(format!("tarn-wr-iss-{index}"))
-                    .spawn(move || {
-                        let mut next: Option<Job> = None;
-                        loop {
-                            let batch = match take_batch(&receiver, &mut next) {
-                                Some(batch) => batch,
-                                None => return,
-                            };
-                            let result = write_batch(&batch);
-                            let first = &batch[0];
-                            let children = first.top.children.len() as u64;
-                            let bytes: usize = batch.iter().map(|job| job.data.len()).sum();
-                            counters.record_device_writes(children, bytes as u64 * children);
-                            let mut in_flight = shared.in_flight.lock();
-                            if let Err(error) = result {
-                                in_flight.errors.push(error.to_string());
-                            }
-                            for job in &batch {
-                                let key = (job.top.id, job.offset);
-                                if let Some((_, pending)) = in_flight.buffers.get_mut(&key) {
-                                    *pending -= 1;
-                                    if *pending == 0 {
-                                        in_flight.buffers.remove(&key);
-                                    }
-                                }
-                                in_flight.count -= 1;
-                            }
-                            shared.drained.notify_all();
-                        }
-                    })
-                    .expect("spawn an I/O thread")
-            })
-            .collect();
+    pub fn new(vdevs: Arc<VdevTree>) -> WriteQueue {
         WriteQueue {
-            sender: Mutex::new(Some(sender)),
-            shared,
-            workers: Mutex::new(workers),
-            counters,
+            vdevs,
+            shared: Arc::new(Shared {
+                in_flight: Mutex::new(InFlight::default()),
+                drained: Condvar::new(),
+            }),
+            counters: WriteCounters::default(),
         }
     }
 
-    /// Queue a write of `data` at `offset` of `top` (every mirror child). A write to a place
-    /// with a write still in flight (an in-place rewrite in a later sync pass) first waits for
-    /// that one, so that the disk sees them in order.
+    /// Queue a write of `data` at `offset` of `top` (every mirror child) in the async write
+    /// class. A write to a place with a write still in flight (an in-place rewrite in a later
+    /// sync pass) first waits for that one, so that the disk sees them in order.
     pub fn submit(&self, top: Arc<TopVdev>, offset: u64, data: Arc<Vec<u8>>) {
+        let key = (top.id, offset);
         {
             let mut in_flight = self.shared.in_flight.lock();
-            while in_flight.buffers.contains_key(&(top.id, offset)) {
+            while in_flight.buffers.contains_key(&key) {
                 self.shared.drained.wait(&mut in_flight);
             }
             in_flight.count += 1;
             self.counters.record_block();
-            in_flight
-                .buffers
-                .insert((top.id, offset), (data.clone(), 1));
+            in_flight.buffers.insert(key, (data.clone(), 1));
         }
-        let sender = self
-            .sender
-            .lock()
-            .clone()
-            .expect("write queue used after shutdown");
-        sender
-            .send(Job { top, offset, data })
-            .expect("I/O threads alive while the queue is open");
+        let shared = self.shared.clone();
+        top.write_async(IoClass::AsyncWrite, offset, data, move |result| {
+            let mut in_flight = shared.in_flight.lock();
+            if let Err(error) = result {
+                in_flight.errors.push(error.to_string());
+            }
+            if let Some((_, pending)) = in_flight.buffers.get_mut(&key) {
+                *pending -= 1;
+                if *pending == 0 {
+                    in_flight.buffers.remove(&key);
+                }
+            }
+            in_flight.count -= 1;
+            shared.drained.notify_all();
+        });
     }
 
-    /// What the queue (and [`WriteQueue::record_device_writes`]) counted so far.
+    /// What the pool wrote so far: block copies submitted, and device writes (every leaf's,
+    /// after aggregation, plus those recorded by [`WriteQueue::record_device_writes`]).
     pub fn counters(&self) -> WriteCountersSnapshot {
-        self.counters.snapshot()
+        let mut snapshot = self.counters.snapshot();
+        for leaf in self.vdevs.leaves() {
+            let stats = leaf.stats.snapshot();
+            snapshot.ios += stats.write_ops;
+            snapshot.bytes += stats.write_bytes;
+        }
+        snapshot
     }
 
-    /// Count `ios` device writes of `bytes` bytes in all issued outside the queue (uberblocks,
+    /// Count `ios` device writes of `bytes` bytes in all issued outside the queues (uberblocks,
     /// labels), so that the pool's write counters cover every device write.
     pub fn record_device_writes(&self, ios: u64, bytes: u64) {
         self.counters.record_device_writes(ios, bytes);
@@ -232,65 +189,8 @@ impl WriteQueue {
     }
 }
 
-/// The next jobs for a worker: `next` (a job taken earlier that did not join its batch) or the
-/// next job queued, followed by the queued jobs that continue it on the same vdev, up to
-/// [`AGGREGATE_BYTES_MAX`] (OpenZFS's vdev queue aggregation). The sync thread allocates and
-/// submits a txg's blocks mostly in address order, so a sequential write reaches the disk in
-/// large I/Os, which many devices need for their throughput. None when the queue has closed.
-///
-/// A worker holding a `next` job must not wait for the receiver: another worker may hold it
-/// while it blocks for a job that the sync thread will only submit after `next` is written.
-fn take_batch(receiver: &Mutex<Receiver<Job>>, next: &mut Option<Job>) -> Option<Vec<Job>> {
-    let (first, receiver) = match next.take() {
-        Some(job) => match receiver.try_lock() {
-            Some(receiver) => (job, receiver),
-            None => return Some(vec![job]),
-        },
-        None => {
-            let receiver = receiver.lock();
-            (receiver.recv().ok()?, receiver)
-        }
-    };
-    let mut length = first.data.len();
-    let mut batch = vec![first];
-    while length < AGGREGATE_BYTES_MAX {
-        let Ok(job) = receiver.try_recv() else {
-            break;
-        };
-        let last = batch.last().expect("a batch has a first job");
-        let continues = job.top.id == last.top.id
-            && job.offset == last.offset + last.data.len() as u64
-            && length + job.data.len() <= AGGREGATE_BYTES_MAX;
-        if !continues {
-            *next = Some(job);
-            break;
-        }
-        length += job.data.len();
-        batch.push(job);
-    }
-    Some(batch)
-}
-
-/// Write a batch of contiguous jobs as one device write (a lone job without a copy).
-fn write_batch(batch: &[Job]) -> Result<(), crate::vdev::VdevError> {
-    let first = &batch[0];
-    if batch.len() == 1 {
-        return first.top.write(first.offset, &first.data);
-    }
-    let length = batch.iter().map(|job| job.data.len()).sum();
-    let mut merged = Vec::with_capacity(length);
-    for job in batch {
-        merged.extend_from_slice(&job.data);
-    }
-    first.top.write(first.offset, &merged)
-}
-
 impl Drop for WriteQueue {
     fn drop(&mut self) {
         let _ = self.wait();
-        self.sender.lock().take();
-        for worker in self.workers.lock().drain(..) {
-            let _ = worker.join();
-        }
     }
 }

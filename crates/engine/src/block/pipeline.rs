@@ -25,6 +25,10 @@
 //! byte-identical rewrite of a damaged copy, the one exception to invariant 1). A read that finds
 //! no good copy fails with a checksum error; bad data is never returned (invariant 2).
 //!
+//! Reads are issued in the calling thread's read class (`vdev::queue::read_class`: sync read
+//! in open context, async read on prefetch workers, scrub under check); copies verified by
+//! [`BlockIo::verify_all_copies`] are always scrub-class reads.
+//!
 //! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
 //! before any I/O is issued.
 
@@ -115,6 +119,8 @@ impl BlockIo {
     ) -> BlockIo {
         let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
         let alloc_unit_shift = vdevs.tops.iter().map(|top| top.ashift).min().unwrap_or(9);
+        vdevs.configure_queues(crate::vdev::QueueLimits::from_tunables(&tunables), None);
+        let writes = WriteQueue::new(vdevs.clone());
         BlockIo {
             cache: Arc::new(BlockCache::new(tunables.arc_max)),
             vdevs,
@@ -123,7 +129,7 @@ impl BlockIo {
             ashift,
             alloc_unit_shift,
             writable: AtomicBool::new(writable),
-            writes: WriteQueue::new(4),
+            writes,
             embedded_data: AtomicBool::new(true),
         }
     }
@@ -349,7 +355,7 @@ impl BlockIo {
                 return Ok(());
             }
         }
-        top.read_child(child, dva.offset, buffer)
+        top.read_child(crate::vdev::queue::read_class(), child, dva.offset, buffer)
     }
 
     /// Free every DVA of a block in syncing txg `txg`. Holes and embedded blocks own no space.
@@ -471,6 +477,7 @@ impl BlockIo {
         if bp.is_hole() || bp.embedded {
             return Ok(report);
         }
+        let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
         let mut bad: Vec<(Dva, usize)> = Vec::new();
         let mut good: Option<Vec<u8>> = None;
         for dva in bp.copies() {

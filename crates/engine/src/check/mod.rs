@@ -375,6 +375,8 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     let core = &pool.core;
     // Check exactly one synced txg: no sync may commit while the walk runs.
     let _paused = core.txgs.pause_syncs();
+    // Every read of the walk is scrub-class I/O: it yields to the pool's other work.
+    let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
     let io = core.io.as_ref();
     let mut walker = Walker {
         io,

@@ -378,6 +378,8 @@ impl Drop for Prefetcher {
 }
 
 fn worker(shared: &Shared, objset: &Weak<ObjectSet>) {
+    // Nobody waits for a prefetched block yet: its reads yield to readers' sync reads.
+    let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::AsyncRead);
     loop {
         let block = {
             let mut queue = shared.queue.lock();

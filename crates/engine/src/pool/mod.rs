@@ -84,6 +84,8 @@ mod stats;
 mod sync;
 pub mod uberblock;
 
+pub use stats::{PoolIostat, VdevIostat};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -930,6 +932,7 @@ impl Pool {
             }),
             tunables,
         });
+        core.install_dirty_probe();
         // The creating txg is synced right here, before any other transaction can exist.
         core.sync_txg(txg)?;
         core.attach_open_context(&core.root);
@@ -1396,6 +1399,7 @@ impl Pool {
             }),
             tunables: tunables.clone(),
         });
+        core.install_dirty_probe();
         core.attach_open_context(&core.root);
         core.apply_copies("");
         let mut damaged = Vec::new();

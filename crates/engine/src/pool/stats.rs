@@ -14,9 +14,20 @@
 //!   to the devices while a txg syncs except repairs of damaged copies, which are rare.
 //!
 //! The cost is two snapshots of a handful of atomics per leaf per txg.
+//!
+//! `tarn pool iostat` and `tarn stat vdev_queue` read [`Pool::iostat`]: every leaf's counters
+//! (`vdev::stats`), summed up the vdev tree, with each top-level vdev's space, and the time
+//! since the pool was opened (the first report covers it). The vdev queues learn the pool's
+//! dirty data through the probe [`PoolCore::install_dirty_probe`] installs, which scales how
+//! many txg writes each leaf runs at once.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use crate::block::issue::WriteCountersSnapshot;
 use crate::txg::{TxgHistoryRow, TxgSyncIo};
+use crate::vdev::{LeafStatsSnapshot, QueueLimits, TopVdevKind};
 
 use super::{Pool, PoolCore};
 
@@ -85,5 +96,99 @@ impl Pool {
     /// and their bytes (benchmarks difference them around a workload).
     pub fn write_counters(&self) -> WriteCountersSnapshot {
         self.core.io.write_counters()
+    }
+}
+
+/// One vdev's line of `iostat`: its counters (a leaf's own, or the sum of its children's),
+/// its space (top-level vdevs and the pool; none for a leaf of a mirror) and its children.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VdevIostat {
+    /// The pool's name, `mirror-ID`, or a leaf's path.
+    pub name: String,
+    pub size_bytes: Option<u64>,
+    pub allocated_bytes: Option<u64>,
+    pub stats: LeafStatsSnapshot,
+    pub children: Vec<VdevIostat>,
+}
+
+/// Every counter `tarn pool iostat` prints, at one instant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolIostat {
+    /// Nanoseconds since the pool was opened (created or imported): the counters' span.
+    pub elapsed_ns: u64,
+    /// The pool itself: its children are the top-level vdevs.
+    pub root: VdevIostat,
+}
+
+impl PoolCore {
+    /// Let every leaf's queue scale its async write maximum by the pool's dirty data.
+    pub(super) fn install_dirty_probe(&self) {
+        let txgs = Arc::downgrade(&self.txgs);
+        let dirty_max = self.tunables.dirty_data_max;
+        let probe: crate::vdev::queue::DirtyProbe = Arc::new(move || match txgs.upgrade() {
+            Some(txgs) => (txgs.dirty_total(), dirty_max),
+            None => (0, dirty_max),
+        });
+        self.io
+            .vdevs
+            .configure_queues(QueueLimits::from_tunables(&self.tunables), Some(probe));
+    }
+}
+
+impl Pool {
+    /// The I/O counters of every vdev, for `iostat` (see [`PoolIostat`]).
+    pub fn iostat(&self) -> PoolIostat {
+        let vdevs = &self.core.io.vdevs;
+        let space = self.core.io.space.stats();
+        let mut root = VdevIostat {
+            name: self.core.name.clone(),
+            size_bytes: Some(0),
+            allocated_bytes: Some(0),
+            stats: LeafStatsSnapshot::default(),
+            children: Vec::new(),
+        };
+        for top in &vdevs.tops {
+            let (size, allocated) = space
+                .iter()
+                .find(|vdev| vdev.vdev == top.id)
+                .map_or((0, 0), |vdev| (vdev.size, vdev.allocated_bytes));
+            let leaves: Vec<VdevIostat> = top
+                .children
+                .iter()
+                .map(|leaf| VdevIostat {
+                    name: leaf.path.display().to_string(),
+                    size_bytes: None,
+                    allocated_bytes: None,
+                    stats: leaf.stats.snapshot(),
+                    children: Vec::new(),
+                })
+                .collect();
+            let mut stats = LeafStatsSnapshot::default();
+            for leaf in &leaves {
+                stats.add(&leaf.stats);
+            }
+            let line = match (top.kind, leaves.len()) {
+                (TopVdevKind::Leaf, 1) => VdevIostat {
+                    size_bytes: Some(size),
+                    allocated_bytes: Some(allocated),
+                    ..leaves.into_iter().next().expect("one leaf")
+                },
+                _ => VdevIostat {
+                    name: format!("mirror-{}", top.id.0),
+                    size_bytes: Some(size),
+                    allocated_bytes: Some(allocated),
+                    stats,
+                    children: leaves,
+                },
+            };
+            root.stats.add(&line.stats);
+            root.size_bytes = root.size_bytes.map(|sum| sum + size);
+            root.allocated_bytes = root.allocated_bytes.map(|sum| sum + allocated);
+            root.children.push(line);
+        }
+        PoolIostat {
+            elapsed_ns: vdevs.opened_at.elapsed().as_nanos() as u64,
+            root,
+        }
     }
 }

@@ -10,7 +10,9 @@
 //! - *tear* a write: only a prefix of whole 512-byte sectors reaches the device, then the
 //!   device behaves as stopped;
 //! - stop at a flush: it never happens, and the device behaves as stopped;
-//! - fail or corrupt reads that overlap a byte range.
+//! - fail or corrupt reads that overlap a byte range;
+//! - delay every read and write by a fixed time (a slow disk), which `iostat`'s device wait
+//!   must show.
 //!
 //! When a write is both the stop (or tear) point and a failure point, the stop wins: a dead
 //! machine reports nothing.
@@ -86,6 +88,8 @@ pub struct FaultPlan {
     caches: Mutex<Vec<Weak<WriteCache>>>,
     /// What the last power cut did: writes kept whole, dropped, torn.
     power_cut_outcome: Mutex<PowerCutOutcome>,
+    /// Nanoseconds every read and write sleeps before reaching the device (0: none).
+    io_delay_ns: AtomicU64,
 }
 
 /// What a power cut did to the unflushed writes of every device of a plan.
@@ -179,6 +183,7 @@ impl Default for FaultPlan {
             power_cut_seed: AtomicU64::new(0),
             caches: Mutex::new(Vec::new()),
             power_cut_outcome: Mutex::new(PowerCutOutcome::default()),
+            io_delay_ns: AtomicU64::new(0),
         }
     }
 }
@@ -292,6 +297,21 @@ impl FaultPlan {
         self.tear_at_write.store(n, Ordering::SeqCst);
     }
 
+    /// Delay every later read and write by `delay` (zero: no delay), as a slow disk would.
+    pub fn set_io_delay(&self, delay: std::time::Duration) {
+        self.io_delay_ns.store(
+            delay.as_nanos().min(u64::MAX as u128) as u64,
+            Ordering::SeqCst,
+        );
+    }
+
+    fn delay_io(&self) {
+        let ns = self.io_delay_ns.load(Ordering::Relaxed);
+        if ns > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+        }
+    }
+
     /// Whether the device has stopped (by a stop or tear point, or [`FaultPlan::stop_now`]).
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
@@ -318,6 +338,7 @@ impl FaultPlan {
         self.tear_at_write.store(UNSET, Ordering::SeqCst);
         self.fail_flushes.store(false, Ordering::SeqCst);
         self.stopped.store(false, Ordering::SeqCst);
+        self.io_delay_ns.store(0, Ordering::SeqCst);
         self.clear_read_faults();
     }
 }
@@ -423,6 +444,7 @@ impl BlockDevice for FaultyDevice {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.plan.reads.fetch_add(1, Ordering::SeqCst);
+        self.plan.delay_io();
         let faults: Vec<ReadFault> = if self.plan.has_read_faults.load(Ordering::SeqCst) {
             let end = offset.saturating_add(buf.len() as u64);
             self.plan
@@ -451,6 +473,7 @@ impl BlockDevice for FaultyDevice {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.plan.delay_io();
         match self.decide_write(data.len()) {
             WriteDecision::Pass => self.write_through(offset, data),
             WriteDecision::Fail => Err(injected_eio()),

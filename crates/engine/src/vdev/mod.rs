@@ -58,20 +58,34 @@
 //!   when the process dies (import after a crash needs no force) and closing some *other*
 //!   descriptor of the same file does not drop them, unlike POSIX `fcntl` locks (DESIGN §4).
 //!
+//! # I/O scheduling
+//!
+//! Every data-area read and write of a leaf goes through its [`VdevQueue`] ([`queue`]), the
+//! OpenZFS vdev queue: priority classes ([`IoClass`]: sync read, sync write, async read, async
+//! write, scrub, trim, rebuild) with minimum and maximum active counts, the async write
+//! maximum scaled by the pool's dirty data, aggregation of adjacent requests up to
+//! `vdev_aggregation_limit`, and a few issue threads per leaf, so that callers never do device
+//! I/O themselves. Each request's queue and device time is recorded in the leaf's
+//! [`LeafStats`] ([`stats`]) for `tarn pool iostat`. Labels and uberblocks are written
+//! straight to the devices by the commit, after the queues have drained (they are ordered by
+//! flushes, not by the scheduler).
+//!
 //! # Context and locking
 //!
 //! Devices are `Send + Sync` and use positional I/O (`pread`/`pwrite`), so any number of
-//! threads may read and write a leaf at once without a lock. Statistics ([`LeafStats`]) are
-//! atomic counters. The only mutex is the per-leaf list of missed writes, taken on the error
-//! path only. A top-level vdev's metaslab array object id is an atomic settable in syncing
-//! context.
+//! threads may read and write a leaf at once without a lock. Each leaf's queue has one mutex,
+//! held to queue a request and to choose the next I/O, never across device I/O. Statistics
+//! ([`LeafStats`]) are atomic counters. The per-leaf list of missed writes has a mutex taken
+//! on the error path only. A top-level vdev's metaslab array object id is an atomic settable
+//! in syncing context.
 //!
 //! # Operations
 //!
 //! - [`FileDevice::open`] / [`FileDevice::create_sparse`]: open (and lock) or create a leaf.
 //! - [`write_labels`], [`read_label`], [`read_newest_label`]: the config in the labels.
 //! - [`write_uberblock`], [`read_uberblock_slots`]: the uberblock ring.
-//! - [`TopVdev::write`], [`TopVdev::read_child`], [`TopVdev::flush`]: data-area I/O.
+//! - [`TopVdev::write`], [`TopVdev::write_async`], [`TopVdev::read_child`],
+//!   [`TopVdev::flush`]: data-area I/O, in a class, through the leaves' queues.
 //! - [`scan_dirs`]: find leaves with valid labels in directories, for import.
 //!
 //! # Crash behaviour
@@ -92,6 +106,7 @@
 pub mod fault;
 pub mod io;
 pub mod label;
+pub mod queue;
 pub mod scan;
 pub mod stats;
 pub mod tree;
@@ -104,8 +119,12 @@ pub use label::{
     LabelSet, LeafConfig, PoolState, TopVdevConfig, TopVdevKind, VDEV_LABELS, VDEV_LABEL_END_SIZE,
     VDEV_LABEL_SIZE, VDEV_LABEL_START_SIZE, VDEV_MIN_DEVICE_SIZE,
 };
+pub use queue::{IoClass, IoKind, QueueLimits, VdevQueue, IO_CLASSES};
 pub use scan::{scan_dirs, FoundLeaf};
-pub use stats::{LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS};
+pub use stats::{
+    ClassSnapshot, KindSnapshot, LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS,
+    SIZE_HISTOGRAM_BUCKETS,
+};
 pub use tree::{Leaf, MissedWrite, TopVdev, VdevHealth, VdevTree};
 
 use std::path::PathBuf;

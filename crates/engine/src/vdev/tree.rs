@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use parking_lot::Mutex;
 
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
+use super::queue::{write_each, Completion, DirtyProbe, IoClass, QueueLimits, VdevQueue};
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
 use crate::types::{Guid, ObjectId, VdevId, SPA_MINBLOCKSHIFT};
 
@@ -27,9 +27,11 @@ pub struct Leaf {
     pub guid: Guid,
     pub path: PathBuf,
     pub device: Arc<dyn BlockDevice>,
-    pub stats: LeafStats,
+    pub stats: Arc<LeafStats>,
+    /// The leaf's I/O scheduler: every data-area read and write goes through it.
+    pub queue: VdevQueue,
     /// Taken only on the error path.
-    missed_writes: Mutex<Vec<MissedWrite>>,
+    missed_writes: Arc<Mutex<Vec<MissedWrite>>>,
 }
 
 impl std::fmt::Debug for Leaf {
@@ -45,12 +47,14 @@ impl std::fmt::Debug for Leaf {
 
 impl Leaf {
     pub fn new(guid: Guid, path: PathBuf, device: Arc<dyn BlockDevice>) -> Leaf {
+        let stats = Arc::new(LeafStats::new());
         Leaf {
             guid,
             path,
+            queue: VdevQueue::new(device.clone(), stats.clone()),
             device,
-            stats: LeafStats::new(),
-            missed_writes: Mutex::new(Vec::new()),
+            stats,
+            missed_writes: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -68,23 +72,23 @@ impl Leaf {
     pub fn take_missed_writes(&self) -> Vec<MissedWrite> {
         std::mem::take(&mut *self.missed_writes.lock())
     }
+}
 
-    fn record_missed_write(&self, offset: u64, length: u64) {
-        let mut missed = self.missed_writes.lock();
-        if missed.len() >= MISSED_WRITES_MAX {
-            // Past this many ranges a resilver would rewrite everything anyway: keep one range
-            // covering the whole data area instead of growing without bound.
-            *missed = vec![MissedWrite {
-                offset: 0,
-                length: u64::MAX,
-            }];
-            return;
-        }
-        if missed.first().is_some_and(|range| range.length == u64::MAX) {
-            return;
-        }
-        missed.push(MissedWrite { offset, length });
+fn record_missed_write(missed_writes: &Mutex<Vec<MissedWrite>>, offset: u64, length: u64) {
+    let mut missed = missed_writes.lock();
+    if missed.len() >= MISSED_WRITES_MAX {
+        // Past this many ranges a resilver would rewrite everything anyway: keep one range
+        // covering the whole data area instead of growing without bound.
+        *missed = vec![MissedWrite {
+            offset: 0,
+            length: u64::MAX,
+        }];
+        return;
     }
+    if missed.first().is_some_and(|range| range.length == u64::MAX) {
+        return;
+    }
+    missed.push(MissedWrite { offset, length });
 }
 
 /// Missed-write ranges kept per leaf before they collapse into "everything".
@@ -260,45 +264,60 @@ impl TopVdev {
         );
     }
 
-    /// Write `data` at `offset` of the data area on every child. Succeeds if at least one
-    /// child took it; each child that failed counts a write error and records the missed
-    /// range. Fails with [`VdevError::NoChildWritten`] if no child took it.
-    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), VdevError> {
+    /// Write `data` at `offset` of the data area on every child at once, in class `class`, and
+    /// wait for them. Succeeds if at least one child took it; each child that failed counts a
+    /// write error and records the missed range. Fails with [`VdevError::NoChildWritten`] if
+    /// no child took it.
+    pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let length = data.len() as u64;
-        let mut written = 0usize;
-        let mut first_error = None;
+        let queues: Vec<&VdevQueue> = self.children.iter().map(|child| &child.queue).collect();
+        let results = write_each(&queues, class, device_offset, data);
+        let outcome = MirrorWrite::new(self.id, offset, data.len() as u64, self.children.len());
+        for (child, result) in self.children.iter().zip(results) {
+            outcome.child_done(child, result);
+        }
+        outcome.finish()
+    }
+
+    /// Queue a write of `data` at `offset` of the data area to every child in class `class`;
+    /// `done` runs (on an I/O thread) when every child has finished, with the result
+    /// [`TopVdev::write`] would return.
+    pub fn write_async(
+        &self,
+        class: IoClass,
+        offset: u64,
+        data: Arc<Vec<u8>>,
+        done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
+    ) {
+        self.assert_range(offset, data.len());
+        let device_offset = VDEV_LABEL_START_SIZE + offset;
+        let outcome = Arc::new(MirrorWrite::new(
+            self.id,
+            offset,
+            data.len() as u64,
+            self.children.len(),
+        ));
+        let done: Arc<Mutex<Option<WriteDone>>> = Arc::new(Mutex::new(Some(Box::new(done))));
         for child in &self.children {
-            let start = Instant::now();
-            let result = child.device.write_at(device_offset, data);
-            let latency_ns = start.elapsed().as_nanos() as u64;
-            child.stats.record_write(length, latency_ns, result.is_ok());
-            match result {
-                Ok(()) => written += 1,
-                Err(source) => {
-                    child.record_missed_write(offset, length);
-                    first_error.get_or_insert(VdevError::io(
-                        &*child.device,
-                        "write",
-                        device_offset,
-                        length,
-                        source,
-                    ));
-                }
-            }
+            let outcome = outcome.clone();
+            let done = done.clone();
+            let missed_writes = child.missed_writes.clone();
+            let device = child.device.clone();
+            child.queue.write_shared(
+                class,
+                device_offset,
+                data.clone(),
+                Completion::new(move |result| {
+                    let last = outcome.child_result(&missed_writes, &*device, result);
+                    if last {
+                        if let Some(done) = done.lock().take() {
+                            done(outcome.finish());
+                        }
+                    }
+                }),
+            );
         }
-        if written == 0 {
-            return Err(VdevError::NoChildWritten {
-                top: self.id,
-                offset,
-                length,
-                first_error: first_error
-                    .map(|error| error.to_string())
-                    .unwrap_or_default(),
-            });
-        }
-        Ok(())
     }
 
     /// Write `data` at `offset` of the data area on child `child` only: the byte-identical repair
@@ -313,13 +332,7 @@ impl TopVdev {
         self.assert_range(offset, data.len());
         let leaf = &self.children[child];
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let start = Instant::now();
-        let result = leaf.device.write_at(device_offset, data);
-        leaf.stats.record_write(
-            data.len() as u64,
-            start.elapsed().as_nanos() as u64,
-            result.is_ok(),
-        );
+        let result = leaf.queue.write(IoClass::AsyncWrite, device_offset, data);
         result.map_err(|source| {
             VdevError::io(
                 &*leaf.device,
@@ -331,8 +344,14 @@ impl TopVdev {
         })
     }
 
-    /// Read `buf.len()` bytes at `offset` of the data area from child `child`.
-    pub fn read_child(&self, child: usize, offset: u64, buf: &mut [u8]) -> Result<(), VdevError> {
+    /// Read `buf.len()` bytes at `offset` of the data area from child `child`, in class `class`.
+    pub fn read_child(
+        &self,
+        class: IoClass,
+        child: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), VdevError> {
         assert!(
             child < self.children.len(),
             "vdev {}: child {child} of {}",
@@ -342,11 +361,7 @@ impl TopVdev {
         self.assert_range(offset, buf.len());
         let leaf = &self.children[child];
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let start = Instant::now();
-        let result = leaf.device.read_at(device_offset, buf);
-        let latency_ns = start.elapsed().as_nanos() as u64;
-        leaf.stats
-            .record_read(buf.len() as u64, latency_ns, result.is_ok());
+        let result = leaf.queue.read(class, device_offset, buf);
         result.map_err(|source| {
             VdevError::io(
                 &*leaf.device,
@@ -367,7 +382,7 @@ impl TopVdev {
             match child.device.flush() {
                 Ok(()) => flushed += 1,
                 Err(source) => {
-                    child.stats.record_write(0, 0, false);
+                    child.stats.record_write_error();
                     first_error.get_or_insert(VdevError::io(&*child.device, "flush", 0, 0, source));
                 }
             }
@@ -390,10 +405,89 @@ impl TopVdev {
     }
 }
 
+/// What runs when a top-level vdev's asynchronous write has finished on every child.
+type WriteDone = Box<dyn FnOnce(Result<(), VdevError>) + Send>;
+
+/// The outcome of one write to every child of a top-level vdev, gathered as the children
+/// finish: a child that failed counts nothing here (its queue counted the error), records
+/// the missed range, and keeps the first error for the message.
+struct MirrorWrite {
+    top: VdevId,
+    offset: u64,
+    length: u64,
+    remaining: AtomicU64,
+    written: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+impl MirrorWrite {
+    fn new(top: VdevId, offset: u64, length: u64, children: usize) -> MirrorWrite {
+        MirrorWrite {
+            top,
+            offset,
+            length,
+            remaining: AtomicU64::new(children as u64),
+            written: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+        }
+    }
+
+    fn child_done(&self, child: &Leaf, result: std::io::Result<()>) {
+        self.child_result(&child.missed_writes, &*child.device, result);
+    }
+
+    /// Record one child's result; true when it was the last child.
+    fn child_result(
+        &self,
+        missed_writes: &Mutex<Vec<MissedWrite>>,
+        device: &dyn BlockDevice,
+        result: std::io::Result<()>,
+    ) -> bool {
+        match result {
+            Ok(()) => {
+                self.written.fetch_add(1, Ordering::AcqRel);
+            }
+            Err(source) => {
+                record_missed_write(missed_writes, self.offset, self.length);
+                let error = VdevError::io(
+                    device,
+                    "write",
+                    VDEV_LABEL_START_SIZE + self.offset,
+                    self.length,
+                    source,
+                );
+                self.first_error.lock().get_or_insert(error.to_string());
+            }
+        }
+        self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    fn finish(&self) -> Result<(), VdevError> {
+        if self.written.load(Ordering::Acquire) > 0 {
+            return Ok(());
+        }
+        Err(VdevError::NoChildWritten {
+            top: self.top,
+            offset: self.offset,
+            length: self.length,
+            first_error: self.first_error.lock().clone().unwrap_or_default(),
+        })
+    }
+}
+
 /// All top-level vdevs of a pool.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct VdevTree {
     pub tops: Vec<Arc<TopVdev>>,
+    /// When the tree was opened (pool created or imported): the leaves' counters start here,
+    /// and `iostat`'s first report covers the time since.
+    pub opened_at: std::time::Instant,
+}
+
+impl Default for VdevTree {
+    fn default() -> Self {
+        VdevTree::new(Vec::new())
+    }
 }
 
 impl VdevTree {
@@ -402,7 +496,10 @@ impl VdevTree {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), tops.len(), "duplicate top-level vdev ids");
-        VdevTree { tops }
+        VdevTree {
+            tops,
+            opened_at: std::time::Instant::now(),
+        }
     }
 
     /// The top-level vdev with this id (ids are never reused, so not an index).
@@ -420,6 +517,14 @@ impl VdevTree {
                     sum.wrapping_add(leaf.guid.0)
                 })
         })
+    }
+
+    /// Apply the scheduling limits (from the pool's tunables) and the pool's dirty-data probe
+    /// to every leaf's queue.
+    pub fn configure_queues(&self, limits: QueueLimits, dirty: Option<DirtyProbe>) {
+        for leaf in self.leaves() {
+            leaf.queue.configure(limits, dirty.clone());
+        }
     }
 
     /// Every leaf of every top-level vdev.
@@ -492,10 +597,13 @@ mod tests {
     fn write_lands_on_every_child_at_the_data_area() {
         let setup = mirror(2);
         let data = vec![0x5Au8; 8192];
-        setup.top.write(4096, &data).unwrap();
+        setup.top.write(IoClass::AsyncWrite, 4096, &data).unwrap();
         for child in 0..2 {
             let mut buf = vec![0u8; 8192];
-            setup.top.read_child(child, 4096, &mut buf).unwrap();
+            setup
+                .top
+                .read_child(IoClass::SyncRead, child, 4096, &mut buf)
+                .unwrap();
             assert_eq!(buf, data);
             // DVA offset 4096 is device byte 4 MiB + 4096.
             let mut raw = vec![0u8; 8192];
@@ -508,7 +616,7 @@ mod tests {
             assert_eq!(stats.write_ops, 1);
             assert_eq!(stats.write_bytes, 8192);
             assert_eq!(stats.read_ops, 1);
-            assert_eq!(stats.read_latency_histogram.iter().sum::<u64>(), 1);
+            assert_eq!(stats.read.disk_histogram.iter().sum::<u64>(), 1);
         }
     }
 
@@ -516,7 +624,10 @@ mod tests {
     fn mirror_write_with_one_failing_child_succeeds_and_counts_the_error() {
         let setup = mirror(2);
         setup.plans[1].fail_writes_from(0);
-        setup.top.write(8192, &[1u8; 4096]).unwrap();
+        setup
+            .top
+            .write(IoClass::AsyncWrite, 8192, &[1u8; 4096])
+            .unwrap();
         let failed = setup.top.children[1].stats.snapshot();
         assert_eq!(failed.write_errors, 1);
         assert_eq!(failed.write_ops, 0);
@@ -538,7 +649,10 @@ mod tests {
         let setup = mirror(2);
         setup.plans[0].fail_writes_from(0);
         setup.plans[1].fail_writes_from(0);
-        let error = setup.top.write(0, &[1u8; 4096]).unwrap_err();
+        let error = setup
+            .top
+            .write(IoClass::AsyncWrite, 0, &[1u8; 4096])
+            .unwrap_err();
         assert!(
             matches!(error, VdevError::NoChildWritten { .. }),
             "{error:?}"
@@ -570,7 +684,10 @@ mod tests {
             crate::vdev::ReadFaultKind::Fail,
         );
         let mut buf = vec![0u8; 4096];
-        let error = setup.top.read_child(0, 0, &mut buf).unwrap_err();
+        let error = setup
+            .top
+            .read_child(IoClass::SyncRead, 0, 0, &mut buf)
+            .unwrap_err();
         assert!(error.to_string().contains("leaf0"), "{error}");
         assert_eq!(setup.top.children[0].stats.snapshot().read_errors, 1);
         setup.top.record_checksum_error(0);
@@ -594,7 +711,7 @@ mod tests {
     #[should_panic(expected = "unaligned")]
     fn unaligned_write_is_a_programmer_error() {
         let setup = mirror(1);
-        let _ = setup.top.write(100, &[0u8; 4096]);
+        let _ = setup.top.write(IoClass::AsyncWrite, 100, &[0u8; 4096]);
     }
 
     #[test]

@@ -1,0 +1,1050 @@
+//! The per-leaf I/O scheduler (OpenZFS `vdev_queue.c`).
+//!
+//! # Overview
+//!
+//! Every data-area read and write of a leaf goes through its [`VdevQueue`]. A request carries
+//! a priority *class* ([`IoClass`]): sync read (a reader waits for it in open context), sync
+//! write (the intent log, later), async read (prefetch), async write (the txg's sync), scrub
+//! (check and scrub reads), trim and rebuild. The queue keeps one pending set per class and
+//! issues requests from a small pool of worker threads per leaf, so that no caller performs
+//! device I/O itself while holding a lock: a synchronous caller submits and sleeps until its
+//! request completes, an asynchronous one (the write issue queue) submits and is called back.
+//!
+//! # Choosing what to issue (`vdev_queue_class_to_issue`)
+//!
+//! Each class has a minimum and a maximum number of active (issued, not yet completed) device
+//! I/Os, with OpenZFS's defaults (`vdev_*_min_active` / `vdev_*_max_active`), and the leaf has
+//! a total cap (`vdev_max_active`). The leaf's issue threads (`vdev_issue_threads`) are the
+//! last bound: the classes nobody waits for may occupy all but two of them, which are kept for
+//! sync reads and writes. A free worker takes, in priority order, the first class
+//! that has pending requests and fewer active I/Os than its minimum; failing that, the first
+//! that has fewer than its maximum. So a sync request overtakes any number of pending async
+//! writes: it waits at most for a worker to come free, never behind the backlog. The async
+//! write maximum grows with the pool's dirty data (`vdev_queue_max_async_writes`): the
+//! minimum below `vdev_async_write_active_min_dirty_percent` of `dirty_data_max`, the maximum
+//! above `vdev_async_write_active_max_dirty_percent`, linear between, so that a txg with
+//! little to write leaves the device to readers and a full one drains at full speed.
+//!
+//! Within a class, sync reads and sync writes are issued first come, first served (a sync
+//! caller waits for exactly its request). The other classes are issued in offset order,
+//! starting from the request nearest after the last offset issued (an elevator), and a
+//! request is *aggregated* with the pending requests of its class that continue it on the
+//! device, in the same direction, up to `vdev_aggregation_limit` bytes (1 MiB): one device
+//! I/O through an aligned buffer (so O_DIRECT needs no staging copy). The txg's writes are
+//! allocated mostly in address order, so a sequential write reaches the disk in large I/Os.
+//!
+//! # Statistics
+//!
+//! Per request: the time from submission to issue (queue time) and from issue to the end of
+//! the device I/O that carried it (device time), recorded in the leaf's [`LeafStats`]
+//! (atomic counters and power-of-two histograms); per device I/O: operations, bytes and the
+//! request-size histograms; per class: the pending and active gauges. `tarn pool iostat` and
+//! `tarn stat vdev_queue` print them.
+//!
+//! # Context and locking
+//!
+//! One mutex per leaf protects the pending sets and active counts; it is held to insert a
+//! request and to choose the next I/O, never across device I/O or a completion callback.
+//! Workers are started on demand, up to `vdev_issue_threads` per leaf, and wait on a condition
+//! variable when there is nothing they may issue. Completion callbacks run on the worker
+//! thread after the device I/O, without the queue's lock: they must be short and must not
+//! wait for other I/O of the same leaf.
+//!
+//! Cost per request: one lock round trip to queue it, one to issue it (shared by the requests
+//! of an aggregate), one to retire it, plus a handful of relaxed atomic additions.
+//!
+//! # Failure and shutdown
+//!
+//! An aggregated read that fails is retried request by request, so that one bad range fails
+//! only the requests that overlap it. An aggregated write that fails fails every request in
+//! it (as the device saw one write; the fault layer numbers writes as issued). Dropping the
+//! queue lets the workers drain every pending request, then joins them.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
+
+use super::stats::LeafStats;
+use super::{AlignedBuffer, BlockDevice};
+use crate::tunables::Tunables;
+
+/// Number of I/O classes.
+pub const IO_CLASSES: usize = 7;
+
+/// The priority class of an I/O request (OpenZFS's `zio_priority_t`), highest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum IoClass {
+    /// A read a caller waits for in open context.
+    SyncRead,
+    /// A write a caller waits for (the intent log).
+    SyncWrite,
+    /// A read nobody waits for yet (prefetch).
+    AsyncRead,
+    /// The writes of a syncing txg.
+    AsyncWrite,
+    /// Verification reads of check and scrub (and their repairs).
+    Scrub,
+    /// Trims (reserved: tarn does not trim yet).
+    Trim,
+    /// Resilver and rebuild I/O (reserved until resilver exists).
+    Rebuild,
+}
+
+impl IoClass {
+    /// Every class, in priority order (the order of the stats arrays).
+    pub const ALL: [IoClass; IO_CLASSES] = [
+        IoClass::SyncRead,
+        IoClass::SyncWrite,
+        IoClass::AsyncRead,
+        IoClass::AsyncWrite,
+        IoClass::Scrub,
+        IoClass::Trim,
+        IoClass::Rebuild,
+    ];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The class's name as the tunables and `tarn stat vdev_queue` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoClass::SyncRead => "sync_read",
+            IoClass::SyncWrite => "sync_write",
+            IoClass::AsyncRead => "async_read",
+            IoClass::AsyncWrite => "async_write",
+            IoClass::Scrub => "scrub",
+            IoClass::Trim => "trim",
+            IoClass::Rebuild => "rebuild",
+        }
+    }
+
+    /// Whether requests of this class are issued in arrival order (and not aggregated).
+    fn is_fifo(self) -> bool {
+        matches!(self, IoClass::SyncRead | IoClass::SyncWrite)
+    }
+}
+
+/// The direction of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoKind {
+    Read,
+    Write,
+}
+
+impl IoKind {
+    pub fn index(self) -> usize {
+        match self {
+            IoKind::Read => 0,
+            IoKind::Write => 1,
+        }
+    }
+}
+
+/// The scheduling limits of a leaf's queue, from the tunables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    pub min_active: [u32; IO_CLASSES],
+    pub max_active: [u32; IO_CLASSES],
+    /// Most active I/Os of all classes together (`vdev_max_active`).
+    pub max_active_total: u32,
+    /// Largest aggregated I/O in bytes (`vdev_aggregation_limit`).
+    pub aggregation_limit: u64,
+    /// Dirty-data percentages between which the async write maximum grows.
+    pub async_write_min_dirty_percent: u64,
+    pub async_write_max_dirty_percent: u64,
+    /// Worker threads per leaf (`vdev_issue_threads`).
+    pub threads: u32,
+}
+
+impl QueueLimits {
+    pub fn from_tunables(tunables: &Tunables) -> QueueLimits {
+        let t = tunables;
+        QueueLimits {
+            min_active: [
+                t.vdev_sync_read_min_active,
+                t.vdev_sync_write_min_active,
+                t.vdev_async_read_min_active,
+                t.vdev_async_write_min_active,
+                t.vdev_scrub_min_active,
+                t.vdev_trim_min_active,
+                t.vdev_rebuild_min_active,
+            ],
+            max_active: [
+                t.vdev_sync_read_max_active,
+                t.vdev_sync_write_max_active,
+                t.vdev_async_read_max_active,
+                t.vdev_async_write_max_active,
+                t.vdev_scrub_max_active,
+                t.vdev_trim_max_active,
+                t.vdev_rebuild_max_active,
+            ],
+            max_active_total: t.vdev_max_active,
+            aggregation_limit: t.vdev_aggregation_limit,
+            async_write_min_dirty_percent: t.vdev_async_write_active_min_dirty_percent,
+            async_write_max_dirty_percent: t.vdev_async_write_active_max_dirty_percent,
+            threads: t.vdev_issue_threads,
+        }
+    }
+
+    /// The async write maximum for `dirty` bytes of dirty data out of `dirty_max`
+    /// (`vdev_queue_max_async_writes`).
+    pub fn async_write_max_active(&self, dirty: u64, dirty_max: u64) -> u32 {
+        let class = IoClass::AsyncWrite.index();
+        let (low, high) = (self.min_active[class], self.max_active[class]);
+        let min_bytes =
+            (dirty_max as u128 * self.async_write_min_dirty_percent as u128 / 100) as u64;
+        let max_bytes =
+            (dirty_max as u128 * self.async_write_max_dirty_percent as u128 / 100) as u64;
+        if dirty <= min_bytes || high <= low {
+            return low;
+        }
+        if dirty >= max_bytes {
+            return high;
+        }
+        let scaled = (dirty - min_bytes) as u128 * (high - low) as u128
+            / (max_bytes - min_bytes).max(1) as u128;
+        low + scaled as u32
+    }
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits::from_tunables(&Tunables::default())
+    }
+}
+
+thread_local! {
+    /// The class of the reads this thread issues through the block layer (see
+    /// [`ReadClassScope`]): sync read unless the thread says otherwise.
+    static READ_CLASS: std::cell::Cell<IoClass> = const { std::cell::Cell::new(IoClass::SyncRead) };
+}
+
+/// The class reads issued by this thread belong to: sync read (open context) unless a
+/// [`ReadClassScope`] says otherwise. The block layer reads in this class, so that callers far
+/// above it (prefetch workers, check) choose their class without passing it through every
+/// layer in between.
+pub fn read_class() -> IoClass {
+    READ_CLASS.with(|class| class.get())
+}
+
+/// While alive, reads of this thread are issued in another class (prefetch: async read;
+/// check and scrub: scrub); dropping it restores the previous class.
+pub struct ReadClassScope {
+    previous: IoClass,
+}
+
+impl ReadClassScope {
+    pub fn new(class: IoClass) -> ReadClassScope {
+        ReadClassScope {
+            previous: READ_CLASS.with(|current| current.replace(class)),
+        }
+    }
+}
+
+impl Drop for ReadClassScope {
+    fn drop(&mut self) {
+        READ_CLASS.with(|current| current.set(self.previous));
+    }
+}
+
+/// Where the pool's dirty data stands: (dirty bytes, dirty_data_max). The pool installs one
+/// so that the async write maximum follows the txg's dirty data; without one the async write
+/// minimum applies.
+pub type DirtyProbe = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
+
+/// A caller's buffer that the caller keeps alive, unmoved and unused until the request
+/// completes (it sleeps until then, see [`VdevQueue::read`]).
+struct RawBuffer {
+    pointer: *mut u8,
+    length: usize,
+}
+
+// SAFETY: the pointer is only dereferenced by the one worker that executes the request, while
+// the submitting thread waits for that request's completion (so there is no concurrent access).
+unsafe impl Send for RawBuffer {}
+
+enum Buffer {
+    /// The caller's memory: a read's destination, or a write's source.
+    Borrowed(RawBuffer),
+    /// Bytes shared with the caller (an asynchronous write).
+    Shared(Arc<Vec<u8>>),
+}
+
+impl Buffer {
+    /// The bytes to write.
+    ///
+    /// SAFETY (for `Borrowed`): see [`RawBuffer`]; the caller's slice outlives the request.
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            // SAFETY: see RawBuffer.
+            Buffer::Borrowed(raw) => unsafe { std::slice::from_raw_parts(raw.pointer, raw.length) },
+            Buffer::Shared(data) => data,
+        }
+    }
+
+    /// The destination of a read. Only borrowed buffers are read into.
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            // SAFETY: see RawBuffer; the submitting thread does not touch the slice meanwhile.
+            Buffer::Borrowed(raw) => unsafe {
+                std::slice::from_raw_parts_mut(raw.pointer, raw.length)
+            },
+            Buffer::Shared(_) => unreachable!("reads always target a borrowed buffer"),
+        }
+    }
+}
+
+/// What runs when a request completes. Dropped without being called (a worker that
+/// panicked), it reports an error, so a waiting caller never sleeps forever.
+pub struct Completion(Option<Box<dyn FnOnce(io::Result<()>) + Send>>);
+
+impl Completion {
+    pub fn new(done: impl FnOnce(io::Result<()>) + Send + 'static) -> Completion {
+        Completion(Some(Box::new(done)))
+    }
+
+    fn complete(mut self, result: io::Result<()>) {
+        if let Some(done) = self.0.take() {
+            done(result);
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            done(Err(io::Error::other("the I/O request was abandoned")));
+        }
+    }
+}
+
+struct Request {
+    class: IoClass,
+    kind: IoKind,
+    /// Absolute device offset.
+    offset: u64,
+    length: usize,
+    buffer: Buffer,
+    queued_at: Instant,
+    done: Completion,
+}
+
+struct State {
+    /// Pending requests per class, keyed by (offset, sequence) for offset-ordered classes and
+    /// by (sequence, offset) for first-come-first-served ones.
+    pending: [BTreeMap<(u64, u64), Request>; IO_CLASSES],
+    active: [u32; IO_CLASSES],
+    active_total: u32,
+    /// End of the last I/O issued (where the elevator continues).
+    last_offset: u64,
+    sequence: u64,
+    limits: QueueLimits,
+    workers: u32,
+    idle_workers: u32,
+    /// Wake-ups sent to idle workers and not yet taken up.
+    wakeups: u32,
+    shutdown: bool,
+}
+
+struct Inner {
+    device: Arc<dyn BlockDevice>,
+    stats: Arc<LeafStats>,
+    state: Mutex<State>,
+    work: Condvar,
+    dirty: Mutex<Option<DirtyProbe>>,
+    /// Requests submitted and not yet completed (for tests and shutdown).
+    outstanding: AtomicU64,
+}
+
+/// The I/O scheduler of one leaf. See the module documentation.
+pub struct VdevQueue {
+    inner: Arc<Inner>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for VdevQueue {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("VdevQueue")
+            .field("device", &self.inner.device.describe())
+            .finish()
+    }
+}
+
+/// Where one synchronous request's result arrives.
+struct Latch {
+    result: Mutex<Option<io::Result<()>>>,
+    done: Condvar,
+}
+
+impl Latch {
+    fn new() -> Arc<Latch> {
+        Arc::new(Latch {
+            result: Mutex::new(None),
+            done: Condvar::new(),
+        })
+    }
+
+    fn completion(self: &Arc<Self>) -> Completion {
+        let latch = self.clone();
+        Completion::new(move |result| {
+            *latch.result.lock() = Some(result);
+            latch.done.notify_all();
+        })
+    }
+
+    fn wait(&self) -> io::Result<()> {
+        let mut result = self.result.lock();
+        loop {
+            if let Some(result) = result.take() {
+                return result;
+            }
+            self.done.wait(&mut result);
+        }
+    }
+}
+
+/// Issue threads of a leaf that only sync classes may use (see `class_to_issue`).
+const SYNC_RESERVED_THREADS: u32 = 2;
+
+/// Alignment of the aggregation buffer: what O_DIRECT needs, so a direct I/O needs no copy.
+const AGGREGATE_ALIGNMENT: usize = 4096;
+
+thread_local! {
+    /// Each worker's reusable buffer for aggregated I/O (grown to the largest aggregate seen,
+    /// at most `vdev_aggregation_limit`), so that an aggregate costs one copy and no page
+    /// faults.
+    static AGGREGATE: std::cell::RefCell<Option<AlignedBuffer>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Write `data` at absolute offset `offset` of every queue in `queues` at once, in class
+/// `class`, and wait for every write; one result per queue (a mirror's synchronous write).
+pub fn write_each(
+    queues: &[&VdevQueue],
+    class: IoClass,
+    offset: u64,
+    data: &[u8],
+) -> Vec<io::Result<()>> {
+    let latches: Vec<Arc<Latch>> = queues.iter().map(|_| Latch::new()).collect();
+    for (queue, latch) in queues.iter().zip(&latches) {
+        let buffer = Buffer::Borrowed(RawBuffer {
+            pointer: data.as_ptr() as *mut u8,
+            length: data.len(),
+        });
+        queue.submit(class, IoKind::Write, offset, buffer, latch.completion());
+    }
+    // `data` is borrowed until every completion has run: wait for all of them.
+    latches.iter().map(|latch| latch.wait()).collect()
+}
+
+/// A copy of an I/O error for each request of a failed aggregate.
+fn copy_error(error: &io::Error) -> io::Error {
+    match error.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(error.kind(), error.to_string()),
+    }
+}
+
+impl VdevQueue {
+    pub fn new(device: Arc<dyn BlockDevice>, stats: Arc<LeafStats>) -> VdevQueue {
+        VdevQueue {
+            inner: Arc::new(Inner {
+                device,
+                stats,
+                state: Mutex::new(State {
+                    pending: std::array::from_fn(|_| BTreeMap::new()),
+                    active: [0; IO_CLASSES],
+                    active_total: 0,
+                    last_offset: 0,
+                    sequence: 0,
+                    limits: QueueLimits::default(),
+                    workers: 0,
+                    idle_workers: 0,
+                    wakeups: 0,
+                    shutdown: false,
+                }),
+                work: Condvar::new(),
+                dirty: Mutex::new(None),
+                outstanding: AtomicU64::new(0),
+            }),
+            workers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Apply new limits (from the pool's tunables) and, if given, the pool's dirty-data probe.
+    pub fn configure(&self, limits: QueueLimits, dirty: Option<DirtyProbe>) {
+        self.inner.state.lock().limits = limits;
+        *self.inner.dirty.lock() = dirty;
+        self.inner.work.notify_all();
+    }
+
+    /// Requests submitted and not yet completed.
+    pub fn outstanding(&self) -> u64 {
+        self.inner.outstanding.load(Ordering::Acquire)
+    }
+
+    /// Read `buf.len()` bytes at absolute device offset `offset` in class `class`, waiting for
+    /// the read to complete.
+    pub fn read(&self, class: IoClass, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let latch = Latch::new();
+        let buffer = Buffer::Borrowed(RawBuffer {
+            pointer: buf.as_mut_ptr(),
+            length: buf.len(),
+        });
+        self.submit(class, IoKind::Read, offset, buffer, latch.completion());
+        // The buffer is borrowed until the completion has run: wait for it unconditionally.
+        latch.wait()
+    }
+
+    /// Write `data` at absolute device offset `offset` in class `class`, waiting for the write
+    /// to complete.
+    pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> io::Result<()> {
+        let latch = Latch::new();
+        let buffer = Buffer::Borrowed(RawBuffer {
+            pointer: data.as_ptr() as *mut u8,
+            length: data.len(),
+        });
+        self.submit(class, IoKind::Write, offset, buffer, latch.completion());
+        latch.wait()
+    }
+
+    /// Queue a write of shared bytes; `done` runs on a worker thread when it completes.
+    pub fn write_shared(&self, class: IoClass, offset: u64, data: Arc<Vec<u8>>, done: Completion) {
+        self.submit(class, IoKind::Write, offset, Buffer::Shared(data), done);
+    }
+
+    fn submit(&self, class: IoClass, kind: IoKind, offset: u64, buffer: Buffer, done: Completion) {
+        let length = match &buffer {
+            Buffer::Borrowed(raw) => raw.length,
+            Buffer::Shared(data) => data.len(),
+        };
+        self.inner.outstanding.fetch_add(1, Ordering::AcqRel);
+        let request = Request {
+            class,
+            kind,
+            offset,
+            length,
+            buffer,
+            queued_at: Instant::now(),
+            done,
+        };
+        let spawn = {
+            let mut state = self.inner.state.lock();
+            state.sequence += 1;
+            let key = if class.is_fifo() {
+                (state.sequence, offset)
+            } else {
+                (offset, state.sequence)
+            };
+            state.pending[class.index()].insert(key, request);
+            publish_depth(&self.inner, &state, class);
+            if state.idle_workers > state.wakeups {
+                state.wakeups += 1;
+                self.inner.work.notify_one();
+                false
+            } else if state.workers < state.limits.threads.max(1) && !state.shutdown {
+                state.workers += 1;
+                true
+            } else {
+                false
+            }
+        };
+        if spawn {
+            self.spawn_worker();
+        }
+    }
+
+    fn spawn_worker(&self) {
+        let inner = self.inner.clone();
+        let mut workers = self.workers.lock();
+        let name = format!("tarn-vdev-iss-{}", workers.len());
+        match std::thread::Builder::new()
+            .name(name)
+            .spawn(move || worker(inner))
+        {
+            Ok(handle) => workers.push(handle),
+            Err(error) => {
+                // No thread: the existing workers (if any) carry on; with none the request
+                // would wait forever, so run the queue on this thread instead.
+                log::error!("cannot start a vdev I/O thread: {error}");
+                let mut state = self.inner.state.lock();
+                state.workers -= 1;
+                let alone = state.workers == 0;
+                drop(state);
+                if alone {
+                    drain_here(&self.inner);
+                }
+            }
+        }
+    }
+}
+
+/// Run the queue on the calling thread until nothing is pending (the fallback when no worker
+/// thread can be started).
+fn drain_here(inner: &Arc<Inner>) {
+    loop {
+        let async_write_max = async_write_max(inner);
+        let batch = {
+            let mut state = inner.state.lock();
+            match take_next(inner, &mut state, async_write_max) {
+                Some(batch) => batch,
+                None => return,
+            }
+        };
+        execute(inner, batch);
+    }
+}
+
+impl Drop for VdevQueue {
+    fn drop(&mut self) {
+        self.inner.state.lock().shutdown = true;
+        self.inner.work.notify_all();
+        let current = std::thread::current().id();
+        for handle in self.workers.lock().drain(..) {
+            // A completion callback may drop the last reference to the leaf on a worker of
+            // this very queue: that worker finishes on its own, it cannot be joined.
+            if handle.thread().id() != current {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// Copy a class's pending and active counts into the stats gauges (under the lock).
+fn publish_depth(inner: &Inner, state: &State, class: IoClass) {
+    inner.stats.set_queue_depth(
+        class,
+        state.pending[class.index()].len() as u64,
+        state.active[class.index()] as u64,
+    );
+}
+
+/// The async write maximum now (asks the pool's dirty probe outside the queue's lock).
+fn async_write_max(inner: &Inner) -> Option<(u64, u64)> {
+    let probe = inner.dirty.lock().clone();
+    probe.map(|probe| probe())
+}
+
+/// The class to issue from next, if any may (`vdev_queue_class_to_issue`).
+fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option<IoClass> {
+    let limits = &state.limits;
+    if state.active_total >= limits.max_active_total.max(1) {
+        return None;
+    }
+    let max_active = |class: IoClass| -> u32 {
+        if class == IoClass::AsyncWrite {
+            match dirty {
+                Some((dirty, dirty_max)) => limits.async_write_max_active(dirty, dirty_max),
+                None => limits.min_active[class.index()],
+            }
+        } else {
+            limits.max_active[class.index()]
+        }
+        .max(1)
+    };
+    // Threads are the real bound on concurrency: the classes nobody waits for may occupy all
+    // but SYNC_RESERVED_THREADS of them, so that a sync request never waits for a thread
+    // behind a txg's writes.
+    let sync_active =
+        state.active[IoClass::SyncRead.index()] + state.active[IoClass::SyncWrite.index()];
+    let others_may_issue = state.active_total - sync_active
+        < limits.threads.saturating_sub(SYNC_RESERVED_THREADS).max(1);
+    let has_pending = |class: IoClass| {
+        !state.pending[class.index()].is_empty() && (class.is_fifo() || others_may_issue)
+    };
+    IoClass::ALL
+        .into_iter()
+        .find(|&class| {
+            has_pending(class) && state.active[class.index()] < limits.min_active[class.index()]
+        })
+        .or_else(|| {
+            IoClass::ALL.into_iter().find(|&class| {
+                has_pending(class) && state.active[class.index()] < max_active(class)
+            })
+        })
+}
+
+/// Take the next device I/O (one request, or an aggregate) and mark it active.
+fn take_next(inner: &Inner, state: &mut State, dirty: Option<(u64, u64)>) -> Option<Vec<Request>> {
+    let class = class_to_issue(state, dirty)?;
+    let pending = &mut state.pending[class.index()];
+    let first_key = if class.is_fifo() {
+        *pending.keys().next()?
+    } else {
+        pending
+            .range((state.last_offset, 0)..)
+            .next()
+            .or_else(|| pending.iter().next())
+            .map(|(key, _)| *key)?
+    };
+    let first = pending.remove(&first_key).expect("key just found");
+    let mut end = first.offset + first.length as u64;
+    let mut length = first.length as u64;
+    let kind = first.kind;
+    let mut batch = vec![first];
+    if !class.is_fifo() {
+        let limit = state.limits.aggregation_limit;
+        loop {
+            let next = pending
+                .range((end, 0)..(end, u64::MAX))
+                .find(|(_, request)| request.kind == kind)
+                .map(|(key, request)| (*key, request.length as u64));
+            match next {
+                Some((key, next_length)) if length + next_length <= limit => {
+                    let request = pending.remove(&key).expect("key just found");
+                    end += next_length;
+                    length += next_length;
+                    batch.push(request);
+                }
+                _ => break,
+            }
+        }
+    }
+    state.last_offset = end;
+    state.active[class.index()] += 1;
+    state.active_total += 1;
+    publish_depth(inner, state, class);
+    Some(batch)
+}
+
+fn worker(inner: Arc<Inner>) {
+    loop {
+        let dirty = async_write_max(&inner);
+        let batch = {
+            let mut state = inner.state.lock();
+            loop {
+                if let Some(batch) = take_next(&inner, &mut state, dirty) {
+                    // More may be issuable (a burst arrived with one wake-up): pass it on.
+                    if state.idle_workers > state.wakeups
+                        && state.pending.iter().any(|pending| !pending.is_empty())
+                    {
+                        state.wakeups += 1;
+                        inner.work.notify_one();
+                    }
+                    break batch;
+                }
+                if state.shutdown && state.pending.iter().all(BTreeMap::is_empty) {
+                    state.workers -= 1;
+                    // Workers asleep behind a class limit must see the end too.
+                    inner.work.notify_all();
+                    return;
+                }
+                state.idle_workers += 1;
+                inner.work.wait(&mut state);
+                state.idle_workers -= 1;
+                state.wakeups = state.wakeups.saturating_sub(1);
+                // Limits and dirty data may have changed while asleep.
+                if !state.shutdown {
+                    break Vec::new();
+                }
+            }
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        execute(&inner, batch);
+    }
+}
+
+/// Perform one device I/O (a request or an aggregate), record it, retire it, complete it.
+fn execute(inner: &Inner, mut batch: Vec<Request>) {
+    let class = batch[0].class;
+    let kind = batch[0].kind;
+    let offset = batch[0].offset;
+    let length: usize = batch.iter().map(|request| request.length).sum();
+    let issued_at = Instant::now();
+    let device = &*inner.device;
+    let result = if batch.len() == 1 {
+        let request = &mut batch[0];
+        match kind {
+            IoKind::Read => device.read_at(offset, request.buffer.as_mut_slice()),
+            IoKind::Write => device.write_at(offset, request.buffer.as_slice()),
+        }
+    } else {
+        AGGREGATE.with(|staging| {
+            let mut staging = staging.borrow_mut();
+            if staging.as_ref().is_none_or(|buffer| buffer.len() < length) {
+                *staging = Some(AlignedBuffer::zeroed(length, AGGREGATE_ALIGNMENT));
+            }
+            let merged = &mut staging.as_mut().expect("just filled")[..length];
+            match kind {
+                IoKind::Read => device.read_at(offset, merged).map(|()| {
+                    let mut at = 0;
+                    for request in &mut batch {
+                        let length = request.length;
+                        request
+                            .buffer
+                            .as_mut_slice()
+                            .copy_from_slice(&merged[at..at + length]);
+                        at += length;
+                    }
+                }),
+                IoKind::Write => {
+                    let mut at = 0;
+                    for request in &batch {
+                        merged[at..at + request.length].copy_from_slice(request.buffer.as_slice());
+                        at += request.length;
+                    }
+                    device.write_at(offset, merged)
+                }
+            }
+        })
+    };
+    let completed_at = Instant::now();
+    inner
+        .stats
+        .record_device_io(kind, class, length as u64, batch.len(), result.is_ok());
+    // A failed aggregated read is retried request by request: one bad range must not fail
+    // the blocks beside it.
+    let results: Vec<io::Result<()>> = match (&result, kind, batch.len()) {
+        (Err(_), IoKind::Read, count) if count > 1 => batch
+            .iter_mut()
+            .map(|request| {
+                let retried = device.read_at(request.offset, request.buffer.as_mut_slice());
+                inner.stats.record_device_io(
+                    kind,
+                    class,
+                    request.length as u64,
+                    1,
+                    retried.is_ok(),
+                );
+                retried
+            })
+            .collect(),
+        (Err(error), _, count) => (0..count).map(|_| Err(copy_error(error))).collect(),
+        (Ok(()), _, count) => (0..count).map(|_| Ok(())).collect(),
+    };
+    let disk_ns = completed_at.duration_since(issued_at).as_nanos() as u64;
+    {
+        let mut state = inner.state.lock();
+        state.active[class.index()] -= 1;
+        state.active_total -= 1;
+        publish_depth(inner, &state, class);
+        if state.shutdown {
+            // Draining: a slot came free for workers asleep behind a class limit.
+            inner.work.notify_all();
+        }
+    }
+    for (request, result) in batch.into_iter().zip(results) {
+        let queue_ns = issued_at.duration_since(request.queued_at).as_nanos() as u64;
+        inner
+            .stats
+            .record_request(kind, class, request.length as u64, queue_ns, disk_ns);
+        let Request { done, buffer, .. } = request;
+        // The buffer is released, and the request retired, before the caller is told (it may
+        // reuse the memory, or look at the queue, at once).
+        drop(buffer);
+        inner.outstanding.fetch_sub(1, Ordering::AcqRel);
+        done.complete(result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vdev::{FaultPlan, FaultyDevice, FileDevice};
+    use std::time::Duration;
+
+    fn leaf(size: u64) -> (tempfile::TempDir, Arc<FaultPlan>, Arc<LeafStats>, VdevQueue) {
+        let dir = tempfile::tempdir().unwrap();
+        let file: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::create_sparse(&dir.path().join("leaf"), size).unwrap());
+        let plan = FaultPlan::new();
+        let device: Arc<dyn BlockDevice> = Arc::new(FaultyDevice::new(file, plan.clone()));
+        let stats = Arc::new(LeafStats::new());
+        let queue = VdevQueue::new(device, stats.clone());
+        (dir, plan, stats, queue)
+    }
+
+    #[test]
+    fn read_class_scopes_nest_and_restore() {
+        assert_eq!(read_class(), IoClass::SyncRead);
+        {
+            let _scrub = ReadClassScope::new(IoClass::Scrub);
+            assert_eq!(read_class(), IoClass::Scrub);
+            {
+                let _prefetch = ReadClassScope::new(IoClass::AsyncRead);
+                assert_eq!(read_class(), IoClass::AsyncRead);
+            }
+            assert_eq!(read_class(), IoClass::Scrub);
+        }
+        assert_eq!(read_class(), IoClass::SyncRead);
+    }
+
+    #[test]
+    fn async_write_maximum_follows_dirty_data() {
+        let limits = QueueLimits::default();
+        assert_eq!(limits.async_write_max_active(0, 1000), 2);
+        assert_eq!(limits.async_write_max_active(300, 1000), 2);
+        assert_eq!(limits.async_write_max_active(450, 1000), 6);
+        assert_eq!(limits.async_write_max_active(600, 1000), 10);
+        assert_eq!(limits.async_write_max_active(u64::MAX, u64::MAX), 10);
+        assert_eq!(limits.async_write_max_active(5, 0), 10);
+    }
+
+    #[test]
+    fn reads_and_writes_round_trip_and_are_counted() {
+        let (_dir, _plan, stats, queue) = leaf(1 << 20);
+        queue.write(IoClass::SyncWrite, 4096, &[7u8; 4096]).unwrap();
+        let mut buf = vec![0u8; 4096];
+        queue.read(IoClass::SyncRead, 4096, &mut buf).unwrap();
+        assert_eq!(buf, vec![7u8; 4096]);
+        assert!(queue.read(IoClass::SyncRead, 1 << 20, &mut buf).is_err());
+        let snapshot = stats.snapshot();
+        assert_eq!(snapshot.write_ops, 1);
+        assert_eq!(snapshot.read_ops, 1);
+        assert_eq!(snapshot.read_errors, 1);
+        assert_eq!(snapshot.read.requests, 2);
+        assert_eq!(snapshot.class(IoClass::SyncWrite).requests, 1);
+        assert_eq!(snapshot.class(IoClass::SyncRead).pending, 0);
+        assert_eq!(queue.outstanding(), 0);
+    }
+
+    #[test]
+    fn adjacent_async_writes_aggregate_up_to_the_limit() {
+        let (_dir, plan, stats, queue) = leaf(8 << 20);
+        // Hold the device so that the requests pile up behind the first.
+        plan.set_io_delay(Duration::from_millis(30));
+        let data: Vec<Arc<Vec<u8>>> = (0..24u8).map(|i| Arc::new(vec![i; 128 << 10])).collect();
+        let latches: Vec<Arc<Latch>> = data.iter().map(|_| Latch::new()).collect();
+        for (index, (bytes, latch)) in data.iter().zip(&latches).enumerate() {
+            queue.write_shared(
+                IoClass::AsyncWrite,
+                (index as u64) << 17,
+                bytes.clone(),
+                latch.completion(),
+            );
+        }
+        for latch in &latches {
+            latch.wait().unwrap();
+        }
+        plan.set_io_delay(Duration::ZERO);
+        let snapshot = stats.snapshot();
+        assert_eq!(snapshot.write_bytes, 24 << 17);
+        assert!(
+            snapshot.write_ops <= 6,
+            "24 writes of 128 KiB took {} device writes",
+            snapshot.write_ops
+        );
+        let class = snapshot.class(IoClass::AsyncWrite);
+        assert!(class.aggregated_histogram[20] >= 1, "{class:?}");
+        assert_eq!(class.aggregated_histogram[21..].iter().sum::<u64>(), 0);
+        let mut buf = vec![0u8; 24 << 17];
+        queue.read(IoClass::SyncRead, 0, &mut buf).unwrap();
+        for (index, chunk) in buf.chunks(128 << 10).enumerate() {
+            assert!(chunk.iter().all(|&byte| byte == index as u8));
+        }
+    }
+
+    #[test]
+    fn a_sync_write_overtakes_queued_async_writes() {
+        // The regression this guards: before the scheduler, a sync write queued behind a
+        // txg's bulk writes waited for all of them.
+        let (_dir, plan, stats, queue) = leaf(64 << 20);
+        plan.set_io_delay(Duration::from_millis(20));
+        // Scattered writes that cannot aggregate: 40 of them, 2 active at a time, 20 ms each
+        // take about 400 ms.
+        let latches: Vec<Arc<Latch>> = (0..40).map(|_| Latch::new()).collect();
+        for (index, latch) in latches.iter().enumerate() {
+            queue.write_shared(
+                IoClass::AsyncWrite,
+                (index as u64) << 20,
+                Arc::new(vec![1u8; 4096]),
+                latch.completion(),
+            );
+        }
+        let started = Instant::now();
+        queue
+            .write(IoClass::SyncWrite, 63 << 20, &[2u8; 4096])
+            .unwrap();
+        let sync_latency = started.elapsed();
+        assert!(
+            sync_latency < Duration::from_millis(150),
+            "the sync write took {sync_latency:?} behind 40 async writes"
+        );
+        for latch in &latches {
+            latch.wait().unwrap();
+        }
+        let snapshot = stats.snapshot();
+        assert!(snapshot.class(IoClass::AsyncWrite).queue_wait_ns() > 50_000_000);
+        assert!(snapshot.class(IoClass::SyncWrite).queue_wait_ns() < 50_000_000);
+    }
+
+    #[test]
+    fn a_failed_aggregated_read_fails_only_the_bad_request() {
+        let (_dir, plan, _stats, queue) = leaf(8 << 20);
+        // One async read at a time, so that the four adjacent reads queue and aggregate.
+        let mut limits = QueueLimits::default();
+        limits.max_active[IoClass::AsyncRead.index()] = 1;
+        queue.configure(limits, None);
+        plan.add_read_fault(
+            (1 << 20) + 4096..(1 << 20) + 4097,
+            crate::vdev::ReadFaultKind::Fail,
+        );
+        plan.set_io_delay(Duration::from_millis(20));
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let mut buffers: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
+        let latches: Vec<Arc<Latch>> = (0..4).map(|_| Latch::new()).collect();
+        // A first read holds the device while the four adjacent ones queue up.
+        let mut first = vec![0u8; 4096];
+        let raw_first = Buffer::Borrowed(RawBuffer {
+            pointer: first.as_mut_ptr(),
+            length: 4096,
+        });
+        let first_latch = Latch::new();
+        queue.submit(
+            IoClass::AsyncRead,
+            IoKind::Read,
+            0,
+            raw_first,
+            first_latch.completion(),
+        );
+        for (index, (buffer, latch)) in buffers.iter_mut().zip(&latches).enumerate() {
+            let raw = Buffer::Borrowed(RawBuffer {
+                pointer: buffer.as_mut_ptr(),
+                length: 4096,
+            });
+            queue.submit(
+                IoClass::AsyncRead,
+                IoKind::Read,
+                (1 << 20) + (index as u64) * 4096,
+                raw,
+                latch.completion(),
+            );
+        }
+        first_latch.wait().unwrap();
+        for latch in &latches {
+            results.lock().push(latch.wait().is_ok());
+        }
+        assert_eq!(*results.lock(), vec![true, false, true, true]);
+    }
+
+    #[test]
+    fn dropping_the_queue_drains_pending_requests() {
+        let (_dir, plan, stats, queue) = leaf(8 << 20);
+        plan.set_io_delay(Duration::from_millis(5));
+        let completed = Arc::new(AtomicU64::new(0));
+        for index in 0..16u64 {
+            let completed = completed.clone();
+            queue.write_shared(
+                IoClass::AsyncWrite,
+                index << 16,
+                Arc::new(vec![3u8; 4096]),
+                Completion::new(move |result| {
+                    assert!(result.is_ok());
+                    completed.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
+        }
+        drop(queue);
+        assert_eq!(completed.load(Ordering::SeqCst), 16);
+        assert_eq!(stats.snapshot().write.requests, 16);
+    }
+}
