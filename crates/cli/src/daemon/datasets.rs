@@ -193,6 +193,7 @@ pub fn get(
                 let origin = info.origin.clone().unwrap_or_else(|| "-".into());
                 statistic(origin.clone(), origin)
             }
+            "clones" => statistic("-".into(), "-".into()),
             "written" => bytes(info.written),
             "usedbydataset" => bytes(info.used_by_dataset),
             "usedbysnapshots" => bytes(info.used_by_snapshots),
