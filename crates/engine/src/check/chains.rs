@@ -77,7 +77,6 @@ pub(super) fn verify_chain(
         chain.push((next, snapshot));
     }
     chain.reverse();
-    let walker = walker;
 
     let store = core.deadlist_store();
     let last = chain.len() - 1;

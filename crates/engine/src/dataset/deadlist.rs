@@ -156,8 +156,8 @@ impl Deadlist {
 
     /// Add a key (an empty entry) if it is not there.
     pub fn add_key(&mut self, key: Txg) {
-        if !self.entries.contains_key(&key) {
-            self.entries.insert(key, DeadlistEntry::default());
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.entries.entry(key) {
+            slot.insert(DeadlistEntry::default());
             self.dirty.insert(key, true);
         }
     }

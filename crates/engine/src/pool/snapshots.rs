@@ -461,6 +461,9 @@ impl PoolCore {
         let dropped = deadlist.take_all_lists();
         Deadlist::drop_lists(&store, tx, &dropped)?;
         let deadlist_object = deadlist.save(&store, tx)?;
+        // The blocks the snapshot shared with the head's deadlist are the head's again.
+        snapshot.refresh_unique(&deadlist);
+        self.write_dataset_record(tx, snapshot.object, &snapshot.phys())?;
         head.with_deadlist(|current| *current = deadlist);
         let phys = head.update_phys(|phys| {
             phys.root = target.root.clone();
@@ -761,6 +764,10 @@ impl Pool {
         }
         // No file-system change may be in flight across the reset (module documentation).
         let _gate = objset.close_gate();
+        // What the head changed in open context goes to disk first: the rollback's txg then
+        // holds no block of the head born in it, which the free of the head's tree (from its
+        // synced root) would miss.
+        core.txgs.wait_synced(None)?;
         let hold = core.txgs.assign()?;
         for later in later.into_iter().rev() {
             core.queue_snapshot_task(
@@ -849,10 +856,37 @@ impl Pool {
 
     /// A snapshot's file system, read-only.
     pub fn snapshot_file_system(&self, full: &str) -> Result<crate::fs::FileSystem, PoolError> {
-        let objset = self.snapshot_objset(full)?;
-        Ok(crate::fs::FileSystem::open_read_only(
-            objset,
-            self.core.txgs.clone(),
-        )?)
+        Ok(self.core.open_snapshot(full)?.1)
+    }
+}
+
+/// Read-only snapshot access on the pool's core, for holders of a weak reference to it (the
+/// daemon's `.zfs/snapshot` source must not keep a pool from being exported).
+impl PoolCore {
+    /// The snapshots of one file system (a full name), oldest first.
+    pub fn snapshots_of(&self, dataset: &str) -> Result<Vec<SnapshotInfo>, PoolError> {
+        let head = self.dataset_by_relative(self.relative_name(dataset)?)?;
+        let snapshots = head.snapshots();
+        Ok((0..snapshots.len())
+            .map(|index| self.snapshot_info(&head, &snapshots, index))
+            .collect())
+    }
+
+    /// Open `FS@SNAP`'s file system read-only, with the snapshot's figures: both come from one
+    /// lookup, so they describe the same snapshot even if it is renamed meanwhile.
+    pub fn open_snapshot(
+        &self,
+        full: &str,
+    ) -> Result<(SnapshotInfo, crate::fs::FileSystem), PoolError> {
+        let (head, snapshot) = self.snapshot_by_name(full)?;
+        let snapshots = head.snapshots();
+        let index = snapshots
+            .iter()
+            .position(|candidate| Arc::ptr_eq(candidate, &snapshot))
+            .ok_or_else(|| PoolError::DatasetNotFound(full.into()))?;
+        let info = self.snapshot_info(&head, &snapshots, index);
+        let fs =
+            crate::fs::FileSystem::open_read_only(snapshot.objset(&self.io)?, self.txgs.clone())?;
+        Ok((info, fs))
     }
 }
