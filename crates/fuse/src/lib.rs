@@ -9,12 +9,39 @@
 //! `fs.root()`, and the object `fs.root()` is reported to FUSE as 1. Every other number passes
 //! unchanged. Entry replies carry the object's generation (its creation txg), so the kernel
 //! never confuses a reused object number with the inode it cached. Attribute and entry TTLs
-//! are [`TTL`]: nothing else changes the file system behind the kernel's back, but a short TTL
-//! bounds the harm of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
+//! are [`TTL`]; what changes the file system behind the kernel's back (a rollback, a snapshot
+//! destroyed or renamed) is invalidated explicitly (below), and the short TTL bounds the harm
+//! of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
 //! `release` calls [`FileSystem::release`], so a file unlinked while open keeps its data until
 //! the last close (the unlinked set). Permissions are checked by the kernel
 //! (`default_permissions`), so there is no `access`. No `direct_io`: the page cache serves
 //! reads and shared mmap works (git, sqlite).
+//!
+//! # Snapshots: `.zfs/snapshot`
+//! Every mount has `.zfs/snapshot/NAME`, each snapshot's root, read-only, in the same mount
+//! (FUSE cannot mount them separately). Inode numbers: the head's are its object numbers (top
+//! bit clear); a snapshot's have the top bit set, the snapshot record's MOS object number in
+//! the next 24 bits and the object number in the low 39, so they never collide with the head's
+//! or another snapshot's and are the same after a remount or an import. Generations of
+//! snapshot inodes mix in the snapshot's creation txg. `.zfs` is listed in the root only with
+//! `snapdir=visible`. The adapter learns about snapshots through
+//! [`snapdir::SnapshotSource`] (implemented by the daemon) and opens them lazily. Layout,
+//! limits and refusals are in [`snapdir`].
+//!
+//! # Changes behind the kernel's back
+//! The adapter tracks which inodes the kernel holds (lookup counts, `forget`) and which entries
+//! it handed out in the last two TTLs ([`kernel_cache`]). [`MountControl::rolled_back`] (after a
+//! rollback of the mounted file system, whose object set the engine resets in place) has the
+//! kernel drop the attributes and every cached page of each held head inode, and each recent
+//! entry, through fuser's `Notifier`; paths then show the snapshot's state at once. A file held
+//! open across a rollback reads the snapshot's contents from then on if it existed in the
+//! snapshot (its pages are dropped, mmaps included); if it did not, its reads and writes fail
+//! with ENOENT (its object is gone). One gap: an object number freed by the rollback can be
+//! reused by a file created afterwards, and FUSE requests carry no generation, so a handle
+//! still open on the old file would reach the new one (the kernel marks the old inode bad only
+//! when the new one is looked up). [`MountControl::snapshots_changed`] (after a snapshot
+//! destroy or rename) drops opened snapshots no longer listed and `.zfs/snapshot`'s entries;
+//! requests for a dropped snapshot's inodes fail with ESTALE.
 //!
 //! # Errors
 //! This is the only place where engine errors become errno:
@@ -32,6 +59,11 @@
 //! | `Busy` | EBUSY |
 //! | `ReadOnly` | EROFS |
 //! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
+//!
+//! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
+//! creating `.zfs` in the root EEXIST; a rename or link between the head and a snapshot (or two
+//! snapshots) EXDEV; an inode of a snapshot that is gone ESTALE; an inode or snapshot record
+//! beyond the numbering's limits EOVERFLOW.
 //!
 //! # Durability
 //! `fsync` and `fdatasync` return once the data is on disk: the adapter remembers, per inode,

@@ -236,14 +236,18 @@ impl SnapshotTable {
         self.source.list()
     }
 
-    /// The snapshot called `name`, opened if it was not.
+    /// The snapshot called `name`, opened if it was not (found by its record, so a lookup of
+    /// an opened snapshot opens nothing).
     pub fn by_name(&self, name: &[u8]) -> Result<Arc<OpenSnapshot>, FsError> {
         let name = std::str::from_utf8(name).map_err(|_| FsError::NotFound)?;
-        if name.contains('@') || name.contains('/') {
-            return Err(FsError::NotFound);
-        }
-        let (info, fs) = self.source.open(name)?;
-        self.insert(info, fs)
+        let record = self
+            .source
+            .list()?
+            .into_iter()
+            .find(|info| short_name(&info.name) == name)
+            .ok_or(FsError::NotFound)?
+            .object;
+        self.by_record(record)?.ok_or(FsError::NotFound)
     }
 
     /// The snapshot whose record is `record`, opened if it is still listed; None if it is not

@@ -160,7 +160,7 @@ impl Mounts {
 
     /// The controls of the mounted datasets `wanted` selects (taken out of the table, so that
     /// no lock is held while they run).
-    #[allow(dead_code)]
+    #[cfg_attr(not(test), allow(dead_code))]
     fn controls(&self, wanted: impl Fn(&str) -> bool) -> Vec<(String, MountControl)> {
         lock(&self.table)
             .iter()
@@ -175,7 +175,7 @@ impl Mounts {
     /// blocks through a cached handle) and has the kernel drop `.zfs/snapshot`'s cached
     /// names. Failures are logged, never returned: the snapshots have changed regardless.
     // Called by the snapshot verbs' handlers (issue 10), which land separately.
-    #[allow(dead_code)]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn snapshots_changed(&self, dataset: &str) {
         for (name, control) in self.controls(|name| is_within(name, dataset)) {
             match control.snapshots_changed() {
@@ -190,7 +190,7 @@ impl Mounts {
     /// files show the snapshot's state at once; snapshots destroyed by -r leave
     /// `.zfs/snapshot` as [`Mounts::snapshots_changed`] does. Failures are logged.
     // Called by the rollback handler (issue 10), which lands separately.
-    #[allow(dead_code)]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn after_rollback(&self, dataset: &str) {
         for (name, control) in self.controls(|name| name == dataset) {
             match control.rolled_back() {
@@ -351,5 +351,102 @@ impl Mounts {
     /// Forget a pool that is no longer imported.
     pub fn forget_pool(&self, pool: &str) {
         lock(&self.altroots).remove(pool);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The daemon's snapshot hooks on a real mount (the CLI verbs that call them land
+    //! separately): `.zfs/snapshot` fed by `PoolSnapshots`, `after_rollback`,
+    //! `snapshots_changed`, and snapdir applied to a mounted file system.
+
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
+
+    use tarn::pool::{CreateOptions, VdevSpec};
+    use tarn::tunables::Tunables;
+
+    use super::*;
+
+    fn listed(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn snapshot_hooks_keep_a_mount_in_line() {
+        if !Path::new("/dev/fuse").exists() {
+            eprintln!("SKIP: /dev/fuse is not available");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(CreateOptions {
+            name: "hooks".into(),
+            vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
+            create_size: Some(256 << 20),
+            force: false,
+            tunables: Tunables::default(),
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .unwrap();
+        pool.create_dataset("hooks/fs", &[], false).unwrap();
+        let mounts = Mounts::default();
+        let target = dir.path().join("mnt");
+        if let Err(failure) = mounts.mount(&pool, "hooks/fs", &target) {
+            panic!("mount: {}", failure.0);
+        }
+        let path = |relative: &str| target.join(relative);
+        fs::write(path("a"), b"one").unwrap();
+        pool.create_snapshots(&["hooks/fs@s1".to_string()], false)
+            .unwrap();
+        fs::write(path("a"), b"two").unwrap();
+        fs::write(path("b"), b"new").unwrap();
+        assert_eq!(listed(&path(".zfs/snapshot")), vec!["s1"]);
+        assert_eq!(fs::read(path(".zfs/snapshot/s1/a")).unwrap(), b"one");
+        let snapshot_ino = fs::metadata(path(".zfs/snapshot/s1/a")).unwrap().ino();
+        assert_ne!(snapshot_ino, fs::metadata(path("a")).unwrap().ino());
+
+        // snapdir, set on the parent, reaches the mounted child at once.
+        assert!(!listed(&target).contains(&".zfs".to_string()));
+        pool.set_property("hooks", "snapdir", Some("visible"))
+            .unwrap();
+        if let Err(failure) = mounts.apply_change(&pool, "hooks", Property::Snapdir) {
+            panic!("apply_change: {}", failure.0);
+        }
+        assert_eq!(listed(&target), vec![".zfs", "a", "b"]);
+
+        // Rollback: seen at once.
+        assert_eq!(fs::read(path("a")).unwrap(), b"two");
+        pool.rollback("hooks/fs@s1", false).unwrap();
+        mounts.after_rollback("hooks/fs");
+        assert_eq!(fs::read(path("a")).unwrap(), b"one");
+        assert!(fs::metadata(path("b")).is_err());
+
+        // Rename and destroy leave `.zfs/snapshot` at once.
+        pool.rename_snapshot("hooks/fs@s1", "renamed").unwrap();
+        mounts.snapshots_changed("hooks");
+        assert_eq!(listed(&path(".zfs/snapshot")), vec!["renamed"]);
+        assert!(fs::metadata(path(".zfs/snapshot/s1")).is_err());
+        assert_eq!(
+            fs::metadata(path(".zfs/snapshot/renamed/a")).unwrap().ino(),
+            snapshot_ino
+        );
+        pool.destroy_snapshots("hooks/fs@renamed", false).unwrap();
+        mounts.snapshots_changed("hooks/fs");
+        assert!(listed(&path(".zfs/snapshot")).is_empty());
+        assert!(fs::metadata(path(".zfs/snapshot/renamed")).is_err());
+
+        let mut attempts = 0;
+        while let Err(failure) = mounts.unmount("hooks/fs", false) {
+            attempts += 1;
+            assert!(attempts < 50, "{}", failure.0);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        pool.export().unwrap();
     }
 }

@@ -26,7 +26,10 @@
 //! (the destroy queue, walking H's old tree above S's txg); H's deadlist holds blocks that are
 //! live again, so its lists are dropped without freeing anything; H's object set is reset to
 //! S's root, its dirty changes discarded. Open context holds the object set's gate meanwhile, so
-//! no file-system change is half applied across the reset.
+//! no file-system change is half applied across the reset, and first syncs what the head
+//! changed before the gate closed, so no block of the head is born in the rollback's txg (the
+//! free of the head's tree, from its synced root, would miss it). S's unique bytes are
+//! recomputed from H's emptied deadlist (the blocks they counted are H's again).
 //!
 //! # Import
 //! A head's snapshots are found from its previous-snapshot link backwards, each record checked
