@@ -36,10 +36,11 @@
 //! entry, through fuser's `Notifier`; paths then show the snapshot's state at once. A file held
 //! open across a rollback reads the snapshot's contents from then on if it existed in the
 //! snapshot (its pages are dropped, mmaps included); if it did not, its reads and writes fail
-//! with ENOENT (its object is gone). One gap: an object number freed by the rollback can be
-//! reused by a file created afterwards, and FUSE requests carry no generation, so a handle
-//! still open on the old file would reach the new one (the kernel marks the old inode bad only
-//! when the new one is looked up). [`MountControl::snapshots_changed`] (after a snapshot
+//! with ENOENT (its object is gone). An object number the rollback freed is handed out again
+//! to a later file with a new generation; FUSE requests carry no generation, but the entry
+//! reply of that creation makes the kernel mark the old inode bad, so a handle still open on
+//! the old file gets EIO, never the new file's data (all creations in the head go through
+//! this mount). [`MountControl::snapshots_changed`] (after a snapshot
 //! destroy or rename) drops opened snapshots no longer listed and `.zfs/snapshot`'s entries;
 //! requests for a dropped snapshot's inodes fail with ESTALE.
 //!

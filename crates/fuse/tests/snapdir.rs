@@ -358,7 +358,13 @@ fn rollback_shows_the_snapshot_at_once() {
     snapshot(t.pool(), "s1");
     fs::write(t.path("a"), b"after the snapshot").unwrap();
     fs::remove_file(t.path("d/b")).unwrap();
+    // Enough files that `c` lands past the snapshot's last dnode block, whose object numbers
+    // the head hands out again after the rollback.
+    for index in 0..80 {
+        fs::write(t.path(&format!("f{index}")), b"filler").unwrap();
+    }
     fs::write(t.path("c"), b"new").unwrap();
+    let c_ino = ino(&t.path("c"));
     // The kernel caches all of this (attributes and entries for 1 s, pages until told).
     let mut held = File::open(t.path("a")).unwrap();
     let mut text = String::new();
@@ -385,6 +391,7 @@ fn rollback_shows_the_snapshot_at_once() {
     assert_eq!(fs::read(t.path("d/b")).unwrap(), b"kept");
     assert_eq!(errno(fs::metadata(t.path("c"))), libc::ENOENT);
     assert_eq!(names(&t.mountpoint), vec!["a", "d"]);
+    assert_eq!(errno(fs::metadata(t.path("f0"))), libc::ENOENT);
     // A file held open across the rollback reads the snapshot's contents (its pages were
     // dropped); one that did not exist in the snapshot is gone.
     held.seek(SeekFrom::Start(0)).unwrap();
@@ -396,7 +403,28 @@ fn rollback_shows_the_snapshot_at_once() {
         held_new.read(&mut buffer).unwrap_err().kind(),
         ErrorKind::NotFound
     );
+    // Files created now get the gone files' object numbers again, with new generations: the
+    // kernel then marks the old inode bad, and the held handle never reads the new file.
+    let mut created = 0;
+    while created < 200 {
+        let path = t.path(&format!("n{created}"));
+        fs::write(&path, b"NEW!").unwrap();
+        created += 1;
+        if ino(&path) == c_ino {
+            break;
+        }
+    }
+    assert!(created < 200, "object {c_ino} was not handed out again");
+    held_new.seek(SeekFrom::Start(0)).unwrap();
+    let reread = held_new.read(&mut buffer);
+    assert!(
+        reread.is_err(),
+        "read the reused inode: {reread:?} {buffer:?}"
+    );
     drop(held_new);
+    for index in 0..created {
+        fs::remove_file(t.path(&format!("n{index}"))).unwrap();
+    }
     // The head works on: writes after the rollback land and the held file sees them.
     held.seek(SeekFrom::Start(0)).unwrap();
     fs::write(t.path("a"), b"third").unwrap();
