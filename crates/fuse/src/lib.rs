@@ -43,7 +43,8 @@
 //! the old file gets EIO, never the new file's data (all creations in the head go through
 //! this mount). [`MountControl::snapshots_changed`] (after a snapshot
 //! destroy or rename) drops opened snapshots no longer listed and `.zfs/snapshot`'s entries;
-//! requests for a dropped snapshot's inodes fail with ESTALE.
+//! requests for a destroyed snapshot's inodes fail with ESTALE even before that call (the
+//! destroy marks the engine's snapshot before freeing anything; every request checks).
 //!
 //! # Errors
 //! This is the only place where engine errors become errno:

@@ -42,18 +42,22 @@
 //! The adapter learns about snapshots only through [`SnapshotSource`] (list them, open one by
 //! name), which the daemon implements over a weak reference to the pool. A snapshot is opened on
 //! first use (a lookup of its name, or a request for one of its inodes after a remount) and kept
-//! in [`SnapshotTable`], by record. [`SnapshotTable::retain_listed`] drops those no longer
-//! listed (destroyed; a renamed one stays, under its new name); the daemon has that done after
-//! every destroy, rename and rollback (`MountHandle::snapshots_changed`), and a request for an
-//! inode of a dropped snapshot then fails with ESTALE. Between the destroy's sync and that call a
-//! read can still reach the destroyed snapshot's blocks; they are freed in the background in
-//! later txgs, so the window is narrow, but not closed.
+//! in [`SnapshotTable`], by record, with the engine's snapshot object. A snapshot's destroy
+//! marks that object (in syncing context, before any of its blocks is freed, which happens in
+//! the background in later txgs), and every request on a snapshot inode checks the mark: from
+//! then on they fail with ESTALE and nothing more is read through the destroyed snapshot's
+//! object set (a read already running when the mark is set finishes long before its blocks can
+//! be reused). [`SnapshotTable::retain_listed`] drops the snapshots no longer listed (a renamed
+//! one stays, under its new name); the daemon has that done after every destroy, rename and
+//! rollback (`MountControl::snapshots_changed`), which also has the kernel forget the names
+//! and pages it cached.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use fuser::Errno;
 use parking_lot::Mutex;
+use tarn::dataset::Snapshot;
 use tarn::fs::{FileSystem, FsError};
 use tarn::pool::snapshots::SnapshotInfo;
 
@@ -176,9 +180,10 @@ pub fn snapshot_generation(snapshot_txg: u64, object_generation: u64) -> u64 {
 pub trait SnapshotSource: Send + Sync {
     /// The file system's snapshots, oldest first.
     fn list(&self) -> Result<Vec<SnapshotInfo>, FsError>;
-    /// Open the snapshot called `name` (the part after `@`) read-only, with its figures.
-    /// [`FsError::NotFound`] when there is none.
-    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem), FsError>;
+    /// Open the snapshot called `name` (the part after `@`) read-only, with its figures and
+    /// the engine's snapshot (for [`Snapshot::is_destroyed`]). [`FsError::NotFound`] when
+    /// there is none.
+    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem, Arc<Snapshot>), FsError>;
 }
 
 /// A file system without snapshots (mounts made without a source).
@@ -189,7 +194,7 @@ impl SnapshotSource for NoSnapshots {
         Ok(Vec::new())
     }
 
-    fn open(&self, _name: &str) -> Result<(SnapshotInfo, FileSystem), FsError> {
+    fn open(&self, _name: &str) -> Result<(SnapshotInfo, FileSystem, Arc<Snapshot>), FsError> {
         Err(FsError::NotFound)
     }
 }
@@ -205,6 +210,8 @@ pub struct OpenSnapshot {
     pub record: u64,
     pub creation_txg: u64,
     pub fs: Arc<FileSystem>,
+    /// The engine's snapshot: destroyed means its blocks are being freed.
+    snapshot: Arc<Snapshot>,
 }
 
 impl OpenSnapshot {
@@ -215,6 +222,11 @@ impl OpenSnapshot {
 
     pub fn generation(&self, object_generation: u64) -> u64 {
         snapshot_generation(self.creation_txg, object_generation)
+    }
+
+    /// Whether the snapshot was destroyed (nothing more may be read through `fs`).
+    pub fn is_destroyed(&self) -> bool {
+        self.snapshot.is_destroyed()
     }
 }
 
@@ -251,10 +263,18 @@ impl SnapshotTable {
     }
 
     /// The snapshot whose record is `record`, opened if it is still listed; None if it is not
-    /// (destroyed).
+    /// (destroyed: its destroy marks it before freeing anything, so no request reads it from
+    /// then on, whether or not the daemon has called `snapshots_changed` yet).
     pub fn by_record(&self, record: u64) -> Result<Option<Arc<OpenSnapshot>>, FsError> {
-        if let Some(open) = self.open.lock().get(&record) {
-            return Ok(Some(open.clone()));
+        {
+            let mut open = self.open.lock();
+            if let Some(snapshot) = open.get(&record) {
+                if !snapshot.is_destroyed() {
+                    return Ok(Some(snapshot.clone()));
+                }
+                open.remove(&record);
+                return Ok(None);
+            }
         }
         let Some(info) = self
             .source
@@ -265,7 +285,9 @@ impl SnapshotTable {
             return Ok(None);
         };
         match self.source.open(short_name(&info.name)) {
-            Ok((info, fs)) if info.object == record => self.insert(info, fs).map(Some),
+            Ok((info, fs, snapshot)) if info.object == record && !snapshot.is_destroyed() => {
+                self.insert(info, fs, snapshot).map(Some)
+            }
             // Destroyed or renamed between the two calls.
             Ok(_) | Err(FsError::NotFound) => Ok(None),
             Err(error) => Err(error),
@@ -274,7 +296,12 @@ impl SnapshotTable {
 
     /// Keep `fs` as the snapshot `info` unless another thread opened it first (a record must
     /// stay with one file system object, whose inode table the kernel's numbers refer to).
-    fn insert(&self, info: SnapshotInfo, fs: FileSystem) -> Result<Arc<OpenSnapshot>, FsError> {
+    fn insert(
+        &self,
+        info: SnapshotInfo,
+        fs: FileSystem,
+        snapshot: Arc<Snapshot>,
+    ) -> Result<Arc<OpenSnapshot>, FsError> {
         if info.object == 0 || info.object > SNAPSHOT_RECORD_MAX {
             log::error!(
                 "tarn fuse: snapshot {} has record object {}, beyond the .zfs inode scheme's \
@@ -293,6 +320,7 @@ impl SnapshotTable {
                 record: info.object,
                 creation_txg: info.creation_txg,
                 fs: Arc::new(fs),
+                snapshot,
             })
         });
         Ok(entry.clone())

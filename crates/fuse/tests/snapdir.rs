@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use tarn::check::check_pool;
+use tarn::dataset::Snapshot;
 use tarn::fs::{FileSystem, FsError};
 use tarn::pool::snapshots::SnapshotInfo;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, PoolCore, VdevSpec};
@@ -35,7 +36,7 @@ impl SnapshotSource for Source {
             .map_err(|error| FsError::Engine(error.to_string()))
     }
 
-    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem), FsError> {
+    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem, Arc<Snapshot>), FsError> {
         let core = self.core.upgrade().ok_or(FsError::NotFound)?;
         core.open_snapshot(&format!("{POOL}@{name}"))
             .map_err(|_| FsError::NotFound)
@@ -464,16 +465,23 @@ fn destroyed_and_renamed_snapshots_leave_the_directory() {
     assert_eq!(ino(&t.snap("renamed/a")), s2_ino);
     assert_eq!(fs::read(t.snap("renamed/a")).unwrap(), b"two");
 
-    // Destroy: the name goes at once, and the held file's inode is stale, never read.
+    // Destroy: the held file's inode is stale at once, before the daemon's hook runs (the
+    // destroy marks the snapshot before freeing anything), never read; the name goes too.
     t.pool()
         .destroy_snapshots(&format!("{POOL}@s1"), false)
         .unwrap();
+    let mut buffer = [0u8; 3];
+    assert_eq!(
+        held.read(&mut buffer).unwrap_err().raw_os_error(),
+        Some(libc::ESTALE)
+    );
+    assert_eq!(errno(fs::metadata(t.snap("s1/a"))), libc::ENOENT);
     let done = t.control().snapshots_changed().unwrap();
-    assert_eq!(done.snapshots_dropped, 1);
+    // (Already dropped when the request above found it destroyed.)
+    assert_eq!(done.snapshots_dropped, 0);
     assert_eq!(errno(fs::metadata(t.snap("s1"))), libc::ENOENT);
     assert_eq!(errno(fs::metadata(t.snap("s1/a"))), libc::ENOENT);
     assert_eq!(names(&t.path(".zfs/snapshot")), vec!["renamed"]);
-    let mut buffer = [0u8; 3];
     held.seek(SeekFrom::Start(0)).unwrap();
     assert_eq!(
         held.read(&mut buffer).unwrap_err().raw_os_error(),

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Weak};
 
+use tarn::dataset::Snapshot;
 use tarn::fs::{FileSystem, FsError};
 use tarn::pool::snapshots::SnapshotInfo;
 use tarn::pool::{Pool, PoolCore, PoolError};
@@ -52,7 +53,7 @@ impl SnapshotSource for PoolSnapshots {
         }
     }
 
-    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem), FsError> {
+    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem, Arc<Snapshot>), FsError> {
         self.core()?
             .open_snapshot(&format!("{}@{name}", self.dataset))
             .map_err(fs_error)

@@ -338,6 +338,8 @@ impl PoolCore {
                     snapshot.short_name()
                 ))
             })?;
+        // Readers of its object set (`.zfs/snapshot`) stop before any block is freed.
+        snapshot.mark_destroyed();
         let previous = index.checked_sub(1).map(|at| snapshots[at].clone());
         let next = snapshots.get(index + 1).cloned();
         let previous_txg = previous.as_ref().map_or(Txg(0), |previous| previous.txg());
@@ -875,12 +877,13 @@ impl PoolCore {
             .collect())
     }
 
-    /// Open `FS@SNAP`'s file system read-only, with the snapshot's figures: both come from one
+    /// Open `FS@SNAP`'s file system read-only, with the snapshot's figures and the snapshot
+    /// itself (whose [`Snapshot::is_destroyed`] a reader checks before each read): all from one
     /// lookup, so they describe the same snapshot even if it is renamed meanwhile.
     pub fn open_snapshot(
         &self,
         full: &str,
-    ) -> Result<(SnapshotInfo, crate::fs::FileSystem), PoolError> {
+    ) -> Result<(SnapshotInfo, crate::fs::FileSystem, Arc<Snapshot>), PoolError> {
         let (head, snapshot) = self.snapshot_by_name(full)?;
         let snapshots = head.snapshots();
         let index = snapshots
@@ -890,6 +893,6 @@ impl PoolCore {
         let info = self.snapshot_info(&head, &snapshots, index);
         let fs =
             crate::fs::FileSystem::open_read_only(snapshot.objset(&self.io)?, self.txgs.clone())?;
-        Ok((info, fs))
+        Ok((info, fs, snapshot))
     }
 }
