@@ -9,12 +9,42 @@
 //! `fs.root()`, and the object `fs.root()` is reported to FUSE as 1. Every other number passes
 //! unchanged. Entry replies carry the object's generation (its creation txg), so the kernel
 //! never confuses a reused object number with the inode it cached. Attribute and entry TTLs
-//! are [`TTL`]: nothing else changes the file system behind the kernel's back, but a short TTL
-//! bounds the harm of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
+//! are [`TTL`]; what changes the file system behind the kernel's back (a rollback, a snapshot
+//! destroyed or renamed) is invalidated explicitly (below), and the short TTL bounds the harm
+//! of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
 //! `release` calls [`FileSystem::release`], so a file unlinked while open keeps its data until
 //! the last close (the unlinked set). Permissions are checked by the kernel
 //! (`default_permissions`), so there is no `access`. No `direct_io`: the page cache serves
 //! reads and shared mmap works (git, sqlite).
+//!
+//! # Snapshots: `.zfs/snapshot`
+//! Every mount has `.zfs/snapshot/NAME`, each snapshot's root, read-only, in the same mount
+//! (FUSE cannot mount them separately). Inode numbers: the head's are its object numbers (top
+//! bit clear); a snapshot's have the top bit set, the snapshot record's MOS object number in
+//! the next 24 bits and the object number in the low 39, so they never collide with the head's
+//! or another snapshot's and are the same after a remount or an import. Generations of
+//! snapshot inodes mix in the snapshot's creation txg. `.zfs` is listed in the root only with
+//! `snapdir=visible`. The adapter learns about snapshots through
+//! [`snapdir::SnapshotSource`] (implemented by the daemon) and opens them lazily. Layout,
+//! limits and refusals are in [`snapdir`]; which file system an inode belongs to, and the
+//! control directories, in `route.rs`.
+//!
+//! # Changes behind the kernel's back
+//! The adapter tracks which inodes the kernel holds (lookup counts, `forget`) and which entries
+//! it handed out in the last two TTLs (`kernel_cache.rs`). [`MountControl::rolled_back`] (after a
+//! rollback of the mounted file system, whose object set the engine resets in place) has the
+//! kernel drop the attributes and every cached page of each held head inode, and each recent
+//! entry, through fuser's `Notifier`; paths then show the snapshot's state at once. A file held
+//! open across a rollback reads the snapshot's contents from then on if it existed in the
+//! snapshot (its pages are dropped, mmaps included); if it did not, its reads and writes fail
+//! with ENOENT (its object is gone). An object number the rollback freed is handed out again
+//! to a later file with a new generation; FUSE requests carry no generation, but the entry
+//! reply of that creation makes the kernel mark the old inode bad, so a handle still open on
+//! the old file gets EIO, never the new file's data (all creations in the head go through
+//! this mount). [`MountControl::snapshots_changed`] (after a snapshot
+//! destroy or rename) drops opened snapshots no longer listed and `.zfs/snapshot`'s entries;
+//! requests for a destroyed snapshot's inodes fail with ESTALE even before that call (the
+//! destroy marks the engine's snapshot before freeing anything; every request checks).
 //!
 //! # Errors
 //! This is the only place where engine errors become errno:
@@ -32,6 +62,11 @@
 //! | `Busy` | EBUSY |
 //! | `ReadOnly` | EROFS |
 //! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
+//!
+//! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
+//! creating `.zfs` in the root EEXIST; a rename or link between the head and a snapshot (or two
+//! snapshots) EXDEV; an inode of a snapshot that is gone ESTALE; an inode or snapshot record
+//! beyond the numbering's limits EOVERFLOW.
 //!
 //! # Durability
 //! `fsync` and `fdatasync` return once the data is on disk: the adapter remembers, per inode,
@@ -57,28 +92,35 @@
 //! pool can be exported. Dropping a handle unmounts lazily. [`mountpoint`] has the checks done
 //! before a mount and the cleanup of a dead mount left by a crashed daemon.
 
+mod kernel_cache;
 pub mod mountpoint;
 pub mod null;
+mod route;
+pub mod snapdir;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 use tarn::fs::{Attr, FileKind, FileSystem, FsError, SetAttr, Timestamp};
 use tarn::txg::TxgManager;
 use tarn::types::Txg;
+
+use kernel_cache::KernelCache;
+use route::Node;
+use snapdir::{InodeKind, NoSnapshots, SnapshotSource, SnapshotTable, SNAPSHOT_DIR_INO};
 
 /// How long the kernel may cache attributes and entries.
 pub const TTL: Duration = Duration::from_secs(1);
@@ -119,10 +161,31 @@ pub struct TarnFuse {
     /// The newest txg holding a change of any directory.
     dirty_directories: AtomicU64,
     name: String,
+    shared: Arc<Shared>,
+}
+
+/// What a mount shares with its [`MountHandle`]: the snapshots it shows, the `snapdir`
+/// setting, and what the kernel may have cached.
+struct Shared {
+    snapshots: SnapshotTable,
+    snapdir_visible: AtomicBool,
+    kernel: KernelCache,
 }
 
 impl TarnFuse {
+    /// An adapter over `fs` without snapshots (`.zfs/snapshot` is empty).
     pub fn new(fs: Arc<FileSystem>, txgs: Arc<TxgManager>, name: String) -> TarnFuse {
+        TarnFuse::with_snapshots(fs, txgs, name, Arc::new(NoSnapshots), false)
+    }
+
+    /// An adapter over `fs` showing the snapshots of `snapshots` under `.zfs/snapshot`.
+    pub fn with_snapshots(
+        fs: Arc<FileSystem>,
+        txgs: Arc<TxgManager>,
+        name: String,
+        snapshots: Arc<dyn SnapshotSource>,
+        snapdir_visible: bool,
+    ) -> TarnFuse {
         let root = fs.root();
         TarnFuse {
             fs,
@@ -130,45 +193,12 @@ impl TarnFuse {
             root,
             dirty: Mutex::new(HashMap::new()),
             dirty_directories: AtomicU64::new(0),
+            shared: Arc::new(Shared {
+                snapshots: SnapshotTable::new(snapshots),
+                snapdir_visible: AtomicBool::new(snapdir_visible),
+                kernel: KernelCache::new(name.clone()),
+            }),
             name,
-        }
-    }
-
-    /// FUSE inode to tarn inode.
-    fn ino(&self, ino: INodeNo) -> u64 {
-        if ino == INodeNo::ROOT {
-            self.root
-        } else {
-            ino.0
-        }
-    }
-
-    /// tarn inode to FUSE inode.
-    fn fuse_ino(&self, ino: u64) -> INodeNo {
-        if ino == self.root {
-            INodeNo::ROOT
-        } else {
-            INodeNo(ino)
-        }
-    }
-
-    fn file_attr(&self, attr: &Attr) -> FileAttr {
-        FileAttr {
-            ino: self.fuse_ino(attr.ino),
-            size: attr.size,
-            blocks: attr.blocks,
-            atime: system_time(attr.atime),
-            mtime: system_time(attr.mtime),
-            ctime: system_time(attr.ctime),
-            crtime: system_time(attr.crtime),
-            kind: file_type(attr.kind),
-            perm: attr.perm,
-            nlink: attr.nlink.min(u32::MAX as u64) as u32,
-            uid: attr.uid,
-            gid: attr.gid,
-            rdev: attr.rdev as u32,
-            blksize: attr.blksize,
-            flags: 0,
         }
     }
 
@@ -215,11 +245,25 @@ impl TarnFuse {
             })
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, result: Result<Attr, FsError>, operation: &str) {
+    /// Reply with an entry, counting the kernel's new reference to it.
+    fn reply_entry(&self, reply: ReplyEntry, result: Result<(FileAttr, u64), Errno>) {
         match result {
-            Ok(attr) => reply.entry(&TTL, &self.file_attr(&attr), Generation(attr.generation)),
-            Err(error) => reply.error(self.fail(operation, error)),
+            Ok((attr, generation)) => {
+                self.shared.kernel.inode_handed_out(attr.ino.0);
+                reply.entry(&TTL, &attr, Generation(generation));
+            }
+            Err(errno) => reply.error(errno),
         }
+    }
+
+    /// An entry of the head from an engine result.
+    fn head_entry(
+        &self,
+        result: Result<Attr, FsError>,
+        operation: &str,
+    ) -> Result<(FileAttr, u64), Errno> {
+        let attr = result.map_err(|error| self.fail(operation, error))?;
+        self.fuse_attr(&Node::Head(attr.ino), &attr)
     }
 
     fn reply_empty(&self, reply: ReplyEmpty, result: Result<(), FsError>, operation: &str) {
@@ -227,6 +271,26 @@ impl TarnFuse {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(self.fail(operation, error)),
         }
+    }
+}
+
+fn file_attr(attr: &Attr, ino: u64) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: attr.size,
+        blocks: attr.blocks,
+        atime: system_time(attr.atime),
+        mtime: system_time(attr.mtime),
+        ctime: system_time(attr.ctime),
+        crtime: system_time(attr.crtime),
+        kind: file_type(attr.kind),
+        perm: attr.perm,
+        nlink: attr.nlink.min(u32::MAX as u64) as u32,
+        uid: attr.uid,
+        gid: attr.gid,
+        rdev: attr.rdev as u32,
+        blksize: attr.blksize,
+        flags: 0,
     }
 }
 
@@ -291,14 +355,18 @@ impl Filesystem for TarnFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let result = self.fs.lookup(self.ino(parent), bytes(name));
-        self.reply_entry(reply, result, "lookup");
+        self.shared.kernel.entry_asked(parent.0, bytes(name));
+        self.reply_entry(reply, self.lookup_node(parent, name));
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.shared.kernel.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.fs.getattr(self.ino(ino)) {
-            Ok(attr) => reply.attr(&TTL, &self.file_attr(&attr)),
-            Err(error) => reply.error(self.fail("getattr", error)),
+        match self.getattr_node(ino) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -320,7 +388,10 @@ impl Filesystem for TarnFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let ino = self.ino(ino);
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
         let changes = SetAttr {
             mode,
             uid,
@@ -329,17 +400,28 @@ impl Filesystem for TarnFuse {
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
         };
-        match self.fs.setattr(ino, changes) {
-            Ok(attr) => {
+        let result = self
+            .fs
+            .setattr(ino, changes)
+            .map_err(|error| self.fail("setattr", error))
+            .and_then(|attr| {
                 self.changed(&[ino]);
-                reply.attr(&TTL, &self.file_attr(&attr));
-            }
-            Err(error) => reply.error(self.fail("setattr", error)),
+                self.fuse_attr(&Node::Head(ino), &attr)
+            });
+        match result {
+            Ok((attr, _)) => reply.attr(&TTL, &attr),
+            Err(errno) => reply.error(errno),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.fs.readlink(self.ino(ino)) {
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.fs.readlink(object),
+            Ok(Node::Snapshot(snapshot, object)) => snapshot.fs.readlink(object),
+            Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EINVAL),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
             Ok(target) => reply.data(&target),
             Err(error) => reply.error(self.fail("readlink", error)),
         }
@@ -355,14 +437,17 @@ impl Filesystem for TarnFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let parent = self.ino(parent);
-        let result = self
-            .fs
-            .mknod(parent, bytes(name), mode, rdev as u64, req.uid(), req.gid());
-        if let Ok(attr) = &result {
-            self.changed_directories(&[parent, attr.ino]);
-        }
-        self.reply_entry(reply, result, "mknod");
+        self.shared.kernel.entry_asked(parent.0, bytes(name));
+        let result = self.head_parent_for_new(parent, name).and_then(|parent| {
+            let result =
+                self.fs
+                    .mknod(parent, bytes(name), mode, rdev as u64, req.uid(), req.gid());
+            if let Ok(attr) = &result {
+                self.changed_directories(&[parent, attr.ino]);
+            }
+            self.head_entry(result, "mknod")
+        });
+        self.reply_entry(reply, result);
     }
 
     fn mkdir(
@@ -374,18 +459,24 @@ impl Filesystem for TarnFuse {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let parent = self.ino(parent);
-        let result = self
-            .fs
-            .mkdir(parent, bytes(name), mode & 0o7777, req.uid(), req.gid());
-        if let Ok(attr) = &result {
-            self.changed_directories(&[parent, attr.ino]);
-        }
-        self.reply_entry(reply, result, "mkdir");
+        self.shared.kernel.entry_asked(parent.0, bytes(name));
+        let result = self.head_parent_for_new(parent, name).and_then(|parent| {
+            let result = self
+                .fs
+                .mkdir(parent, bytes(name), mode & 0o7777, req.uid(), req.gid());
+            if let Ok(attr) = &result {
+                self.changed_directories(&[parent, attr.ino]);
+            }
+            self.head_entry(result, "mkdir")
+        });
+        self.reply_entry(reply, result);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let parent = self.ino(parent);
+        let parent = match self.head_parent_for_removal(parent, name) {
+            Ok(parent) => parent,
+            Err(errno) => return reply.error(errno),
+        };
         let result = self.fs.unlink(parent, bytes(name));
         if result.is_ok() {
             self.changed_directories(&[parent]);
@@ -394,7 +485,10 @@ impl Filesystem for TarnFuse {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let parent = self.ino(parent);
+        let parent = match self.head_parent_for_removal(parent, name) {
+            Ok(parent) => parent,
+            Err(errno) => return reply.error(errno),
+        };
         let result = self.fs.rmdir(parent, bytes(name));
         if result.is_ok() {
             self.changed_directories(&[parent]);
@@ -410,18 +504,23 @@ impl Filesystem for TarnFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let parent = self.ino(parent);
-        let result = self.fs.symlink(
-            parent,
-            bytes(link_name),
-            target.as_os_str().as_bytes(),
-            req.uid(),
-            req.gid(),
-        );
-        if let Ok(attr) = &result {
-            self.changed_directories(&[parent, attr.ino]);
-        }
-        self.reply_entry(reply, result, "symlink");
+        self.shared.kernel.entry_asked(parent.0, bytes(link_name));
+        let result = self
+            .head_parent_for_new(parent, link_name)
+            .and_then(|parent| {
+                let result = self.fs.symlink(
+                    parent,
+                    bytes(link_name),
+                    target.as_os_str().as_bytes(),
+                    req.uid(),
+                    req.gid(),
+                );
+                if let Ok(attr) = &result {
+                    self.changed_directories(&[parent, attr.ino]);
+                }
+                self.head_entry(result, "symlink")
+            });
+        self.reply_entry(reply, result);
     }
 
     fn rename(
@@ -434,7 +533,16 @@ impl Filesystem for TarnFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let (parent, newparent) = (self.ino(parent), self.ino(newparent));
+        let parents = self.cross_check(parent, newparent).and_then(|()| {
+            Ok((
+                self.head_parent_for_removal(parent, name)?,
+                self.head_parent_for_removal(newparent, newname)?,
+            ))
+        });
+        let (parent, newparent) = match parents {
+            Ok(parents) => parents,
+            Err(errno) => return reply.error(errno),
+        };
         let result = self
             .fs
             .rename(parent, bytes(name), newparent, bytes(newname), flags.bits());
@@ -452,18 +560,45 @@ impl Filesystem for TarnFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let (ino, newparent) = (self.ino(ino), self.ino(newparent));
-        let result = self.fs.link(ino, newparent, bytes(newname));
-        if result.is_ok() {
-            self.changed_directories(&[ino, newparent]);
-        }
-        self.reply_entry(reply, result, "link");
+        self.shared.kernel.entry_asked(newparent.0, bytes(newname));
+        let result = self.cross_check(ino, newparent).and_then(|()| {
+            let ino = self.head(ino)?;
+            let newparent = self.head_parent_for_new(newparent, newname)?;
+            let result = self.fs.link(ino, newparent, bytes(newname));
+            if result.is_ok() {
+                self.changed_directories(&[ino, newparent]);
+            }
+            self.head_entry(result, "link")
+        });
+        self.reply_entry(reply, result);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.open_inode(self.ino(ino)) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::empty()),
-            Err(error) => reply.error(self.fail("open", error)),
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self
+                .fs
+                .open_inode(object)
+                .map(|_| ())
+                .map_err(|error| self.fail("open", error)),
+            // A snapshot is read-only; its files are not counted open (nothing is unlinked in
+            // it), so `release` has nothing to undo.
+            Ok(Node::Snapshot(snapshot, object)) => {
+                if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
+                    Err(Errno::EROFS)
+                } else {
+                    snapshot
+                        .fs
+                        .getattr(object)
+                        .map(|_| ())
+                        .map_err(|error| self.fail("open", error))
+                }
+            }
+            Ok(Node::ZfsDir | Node::SnapshotDir) => Err(Errno::EISDIR),
+            Err(errno) => Err(errno),
+        };
+        match result {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -478,7 +613,13 @@ impl Filesystem for TarnFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(self.ino(ino), offset, size as usize) {
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.fs.read(object, offset, size as usize),
+            Ok(Node::Snapshot(snapshot, object)) => snapshot.fs.read(object, offset, size as usize),
+            Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EISDIR),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
             Ok(data) => reply.data(&data),
             Err(error) => reply.error(self.fail("read", error)),
         }
@@ -496,7 +637,10 @@ impl Filesystem for TarnFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let ino = self.ino(ino);
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
         match self.fs.write(ino, offset, data) {
             Ok(written) => {
                 self.changed(&[ino]);
@@ -527,8 +671,18 @@ impl Filesystem for TarnFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let result = self.fs.release(self.ino(ino));
-        self.reply_empty(reply, result, "release");
+        // Only the head counts open files (see `open`); a snapshot's are not, and a release
+        // for a snapshot that is gone has nothing to undo.
+        match snapdir::decode(ino.0) {
+            InodeKind::Head(_) => match self.resolve(ino) {
+                Ok(Node::Head(object)) => {
+                    let result = self.fs.release(object);
+                    self.reply_empty(reply, result, "release");
+                }
+                _ => reply.ok(),
+            },
+            _ => reply.ok(),
+        }
     }
 
     fn fsync(
@@ -539,7 +693,12 @@ impl Filesystem for TarnFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let newest = self.dirty.lock().get(&self.ino(ino)).copied().unwrap_or(0);
+        // Nothing below `.zfs` is ever dirty.
+        let newest = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.dirty.lock().get(&object).copied().unwrap_or(0),
+            Ok(_) => 0,
+            Err(errno) => return reply.error(errno),
+        };
         match self.wait_synced(newest) {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
@@ -547,12 +706,12 @@ impl Filesystem for TarnFuse {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.getattr(self.ino(ino)) {
-            Ok(attr) if attr.kind == FileKind::Directory => {
+        match self.getattr_node(ino) {
+            Ok(attr) if attr.kind == FileType::Directory => {
                 reply.opened(FileHandle(0), FopenFlags::empty())
             }
             Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(error) => reply.error(self.fail("opendir", error)),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -564,28 +723,9 @@ impl Filesystem for TarnFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let dir = self.ino(ino);
-        let mut cookie = offset;
-        loop {
-            let entries = match self.fs.readdir(dir, cookie, READDIR_BATCH) {
-                Ok(entries) => entries,
-                Err(error) => return reply.error(self.fail("readdir", error)),
-            };
-            if entries.is_empty() {
-                return reply.ok();
-            }
-            for entry in entries {
-                let full = reply.add(
-                    self.fuse_ino(entry.ino),
-                    entry.next_cookie,
-                    file_type(entry.kind),
-                    OsStr::from_bytes(&entry.name),
-                );
-                if full {
-                    return reply.ok();
-                }
-                cookie = entry.next_cookie;
-            }
+        match self.readdir_node(ino, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -629,23 +769,29 @@ impl Filesystem for TarnFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let parent = self.ino(parent);
-        let created = self
-            .fs
-            .create(parent, bytes(name), mode, req.uid(), req.gid())
-            .and_then(|attr| {
-                self.changed_directories(&[parent, attr.ino]);
-                self.fs.open_inode(attr.ino)
-            });
+        self.shared.kernel.entry_asked(parent.0, bytes(name));
+        let created = self.head_parent_for_new(parent, name).and_then(|parent| {
+            self.fs
+                .create(parent, bytes(name), mode, req.uid(), req.gid())
+                .and_then(|attr| {
+                    self.changed_directories(&[parent, attr.ino]);
+                    self.fs.open_inode(attr.ino)
+                })
+                .map_err(|error| self.fail("create", error))
+                .and_then(|attr| self.fuse_attr(&Node::Head(attr.ino), &attr))
+        });
         match created {
-            Ok(attr) => reply.created(
-                &TTL,
-                &self.file_attr(&attr),
-                Generation(attr.generation),
-                FileHandle(0),
-                FopenFlags::empty(),
-            ),
-            Err(error) => reply.error(self.fail("create", error)),
+            Ok((attr, generation)) => {
+                self.shared.kernel.inode_handed_out(attr.ino.0);
+                reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(generation),
+                    FileHandle(0),
+                    FopenFlags::empty(),
+                )
+            }
+            Err(errno) => reply.error(errno),
         }
     }
 }
@@ -663,6 +809,9 @@ pub struct MountOptions {
     /// Mount read-only (the dataset's readonly property): the kernel refuses every change
     /// with EROFS.
     pub read_only: bool,
+    /// List `.zfs` in the root directory (the dataset's snapdir property); changed while
+    /// mounted with [`MountControl::set_snapdir_visible`].
+    pub snapdir_visible: bool,
 }
 
 impl MountOptions {
@@ -673,6 +822,7 @@ impl MountOptions {
             threads: MountOptions::threads_default(),
             allow_other: true,
             read_only: false,
+            snapdir_visible: false,
         }
     }
 
@@ -701,6 +851,7 @@ pub fn allow_other_possible() -> bool {
 pub struct MountHandle {
     session: Option<BackgroundSession>,
     mountpoint: PathBuf,
+    control: Option<MountControl>,
 }
 
 /// The kernel settings every tarn mount negotiates at FUSE init (and the null file system of
@@ -777,23 +928,138 @@ pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
     Ok(MountHandle {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
+        control: None,
     })
 }
 
-/// Mount `fs` at `mountpoint` and serve it from background threads.
+/// Mount `fs` at `mountpoint` and serve it from background threads (`.zfs/snapshot` empty).
 pub fn mount(
     fs: Arc<FileSystem>,
     txgs: Arc<TxgManager>,
     mountpoint: &Path,
     options: &MountOptions,
 ) -> io::Result<MountHandle> {
-    let adapter = TarnFuse::new(fs, txgs, options.fsname.clone());
-    mount_filesystem(adapter, mountpoint, options)
+    mount_with_snapshots(fs, txgs, Arc::new(NoSnapshots), mountpoint, options)
+}
+
+/// Mount `fs` at `mountpoint` with `snapshots` under `.zfs/snapshot`, and serve it from
+/// background threads. [`MountHandle::control`] keeps the mount in line with changes made
+/// behind its back (rollback, snapshot destroy and rename, the snapdir property).
+pub fn mount_with_snapshots(
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    snapshots: Arc<dyn SnapshotSource>,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    let adapter = TarnFuse::with_snapshots(
+        fs,
+        txgs,
+        options.fsname.clone(),
+        snapshots,
+        options.snapdir_visible,
+    );
+    let shared = adapter.shared.clone();
+    let mut handle = mount_filesystem(adapter, mountpoint, options)?;
+    if let Some(session) = &handle.session {
+        shared.kernel.set_notifier(session.notifier());
+    }
+    handle.control = Some(MountControl { shared });
+    Ok(handle)
+}
+
+/// Keeps a tarn mount in line with changes made behind the kernel's back. Cheap to clone; the
+/// daemon keeps one per mount. Never call it from a FUSE request handler of the same mount
+/// (the kernel may wait for requests in progress before it invalidates).
+#[derive(Clone)]
+pub struct MountControl {
+    shared: Arc<Shared>,
+}
+
+/// What an invalidation did, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Invalidated {
+    /// Inodes and entries whose cached attributes, pages or names the kernel dropped.
+    pub notifications: usize,
+    /// Opened snapshots dropped because they are no longer listed.
+    pub snapshots_dropped: usize,
+}
+
+impl MountControl {
+    /// Show `.zfs` in the root's listing or not (snapdir=visible|hidden); at once.
+    pub fn set_snapdir_visible(&self, visible: bool) {
+        let was = self.shared.snapdir_visible.swap(visible, Ordering::Relaxed);
+        if was != visible {
+            // The root's attributes (its size) and any readdir cache.
+            self.shared.kernel.invalidate(&[INodeNo::ROOT.0], &[]);
+        }
+    }
+
+    pub fn snapdir_visible(&self) -> bool {
+        self.shared.snapdir_visible.load(Ordering::Relaxed)
+    }
+
+    /// After snapshots were destroyed or renamed (or created): drop the opened snapshots no
+    /// longer listed, so their freed blocks are never read through them (their inodes give
+    /// ESTALE), and have the kernel forget `.zfs/snapshot`'s entries and the dropped
+    /// snapshots' inodes.
+    pub fn snapshots_changed(&self) -> Result<Invalidated, FsError> {
+        let listed = self.shared.snapshots.list()?;
+        let dropped = self.shared.snapshots.retain_listed(&listed);
+        let inodes = self.shared.kernel.known_inodes(|ino| {
+            ino == SNAPSHOT_DIR_INO
+                || matches!(snapdir::decode(ino), InodeKind::Snapshot { record, .. }
+                    if dropped.contains(&record))
+        });
+        let entries = self
+            .shared
+            .kernel
+            .recent_entries(|parent| parent == SNAPSHOT_DIR_INO);
+        let mut inodes = inodes;
+        if !inodes.contains(&SNAPSHOT_DIR_INO) {
+            inodes.push(SNAPSHOT_DIR_INO);
+        }
+        Ok(Invalidated {
+            notifications: self.shared.kernel.invalidate(&inodes, &entries),
+            snapshots_dropped: dropped.len(),
+        })
+    }
+
+    /// After the mounted file system was rolled back (its object set reset in place): have
+    /// the kernel drop every cached attribute, page and name of the head, then do what
+    /// [`MountControl::snapshots_changed`] does (a rollback may destroy later snapshots).
+    pub fn rolled_back(&self) -> Result<Invalidated, FsError> {
+        let mut inodes = self
+            .shared
+            .kernel
+            .known_inodes(|ino| matches!(snapdir::decode(ino), InodeKind::Head(_)));
+        if !inodes.contains(&INodeNo::ROOT.0) {
+            inodes.push(INodeNo::ROOT.0);
+        }
+        let entries = self
+            .shared
+            .kernel
+            .recent_entries(|parent| matches!(snapdir::decode(parent), InodeKind::Head(_)));
+        let head = self.shared.kernel.invalidate(&inodes, &entries);
+        let mut snapshots = self.snapshots_changed()?;
+        snapshots.notifications += head;
+        Ok(snapshots)
+    }
+
+    /// Records of the snapshots this mount has open (for tests).
+    pub fn open_snapshots(&self) -> Vec<u64> {
+        self.shared.snapshots.open_records()
+    }
 }
 
 impl MountHandle {
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
+    }
+
+    /// The mount's control (None for a mount of another `Filesystem`, such as the null one).
+    pub fn control(&self) -> Option<MountControl> {
+        self.control.clone()
     }
 
     /// Unmount and wait for the serving threads. Without `lazy`, a busy mount (open files, a

@@ -180,6 +180,11 @@ require_dataset_verbs() {
 	"$TARN" create --help >/dev/null 2>&1 || log_unsupported "this tarn has no dataset verbs (tarn create)"
 }
 
+# require_snapshot_verbs: SKIP unless this tarn has the snapshot verbs (tarn snapshot ...).
+require_snapshot_verbs() {
+	"$TARN" snapshot --help >/dev/null 2>&1 || log_unsupported "this tarn has no snapshot verbs (tarn snapshot)"
+}
+
 # require_python: SKIP unless python3 is available (JSON parsing).
 require_python() {
 	command -v python3 >/dev/null 2>&1 || log_unsupported "python3 is not installed"

@@ -67,6 +67,7 @@ mod held;
 mod inspect;
 mod mounts;
 mod pool;
+mod snapdir;
 mod snapshots;
 
 use log::{error, info, warn};

@@ -13,6 +13,14 @@
 //! and the directory is created through the parent's mount). Unmounting goes the other way:
 //! deepest mountpoint first, so no parent is busy because a child is mounted inside it.
 //!
+//! # Changes behind a mount's back
+//! `snapdir` applies at once (`.zfs` appears in or leaves the root's listing). A rollback
+//! resets a mounted file system in place, and destroying or renaming snapshots changes what
+//! `.zfs/snapshot` holds: the daemon's handlers call [`Mounts::after_rollback`] and
+//! [`Mounts::snapshots_changed`] afterwards, which drop what the adapter and the kernel cached
+//! (`tarn_fuse::MountControl`). Both only log what fails: the change itself is done and
+//! durable by then.
+//!
 //! # Locking
 //! The table's mutex is held only around map changes, never across a mount, an unmount or an
 //! engine call: a FUSE request served by this daemon may be needed to finish any of them.
@@ -24,14 +32,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tarn::dataset::props::Property;
 use tarn::fs::FileSystem;
 use tarn::pool::Pool;
-use tarn_fuse::{mountpoint, MountHandle, MountOptions};
+use tarn_fuse::{mountpoint, MountControl, MountHandle, MountOptions};
 
+use super::snapdir::PoolSnapshots;
 use crate::error::Failure;
 
 /// One mounted file system.
 struct Mounted {
     handle: MountHandle,
     fs: Arc<FileSystem>,
+    control: Option<MountControl>,
 }
 
 /// Every file system this daemon has mounted, by dataset name, and the pools' altroots.
@@ -61,6 +71,11 @@ fn under_altroot(path: &Path, altroot: Option<&Path>) -> PathBuf {
         None => path.to_path_buf(),
         Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
     }
+}
+
+/// Whether `dataset` lists `.zfs` in its root (snapdir=visible).
+fn snapdir_visible(pool: &Pool, dataset: &str) -> Result<bool, Failure> {
+    Ok(pool.property(dataset, Property::Snapdir)?.0 == "visible")
 }
 
 /// How a dataset asks to be mounted.
@@ -116,16 +131,68 @@ impl Mounts {
         let fs = Arc::new(pool.open_file_system(dataset)?);
         let mut options = MountOptions::new(format!("tarn:{dataset}"));
         options.read_only = pool.property(dataset, Property::Readonly)?.0 == "on";
-        let handle = tarn_fuse::mount(fs.clone(), pool.core.txgs.clone(), target, &options)
-            .map_err(|error| {
-                Failure(format!(
-                    "cannot mount {dataset} at {}: {error}",
-                    target.display()
-                ))
-            })?;
+        options.snapdir_visible = snapdir_visible(pool, dataset)?;
+        let handle = tarn_fuse::mount_with_snapshots(
+            fs.clone(),
+            pool.core.txgs.clone(),
+            Arc::new(PoolSnapshots::new(pool, dataset)),
+            target,
+            &options,
+        )
+        .map_err(|error| {
+            Failure(format!(
+                "cannot mount {dataset} at {}: {error}",
+                target.display()
+            ))
+        })?;
         out!("mounted {dataset} at {}", target.display());
-        lock(&self.table).insert(dataset.to_string(), Mounted { handle, fs });
+        let control = handle.control();
+        lock(&self.table).insert(
+            dataset.to_string(),
+            Mounted {
+                handle,
+                fs,
+                control,
+            },
+        );
         Ok(())
+    }
+
+    /// The controls of the mounted datasets `wanted` selects (taken out of the table, so that
+    /// no lock is held while they run).
+    fn controls(&self, wanted: impl Fn(&str) -> bool) -> Vec<(String, MountControl)> {
+        lock(&self.table)
+            .iter()
+            .filter(|(name, _)| wanted(name))
+            .filter_map(|(name, mounted)| Some((name.clone(), mounted.control.clone()?)))
+            .collect()
+    }
+
+    /// Call after snapshots of `dataset` or below were destroyed, renamed or created (give
+    /// the top file system of a recursive request): each mount there forgets the snapshots
+    /// that are gone (their inodes give ESTALE from now on, and no read reaches their freed
+    /// blocks through a cached handle) and has the kernel drop `.zfs/snapshot`'s cached
+    /// names. Failures are logged, never returned: the snapshots have changed regardless.
+    pub fn snapshots_changed(&self, dataset: &str) {
+        for (name, control) in self.controls(|name| is_within(name, dataset)) {
+            match control.snapshots_changed() {
+                Ok(done) => log::debug!("{name}: snapshots changed: {done:?}"),
+                Err(error) => log::warn!("{name}: cannot refresh .zfs/snapshot: {error}"),
+            }
+        }
+    }
+
+    /// Call after `dataset` was rolled back (with or without -r): if it is mounted, the
+    /// kernel drops every attribute, page and name it cached of it, so the mount and its open
+    /// files show the snapshot's state at once; snapshots destroyed by -r leave
+    /// `.zfs/snapshot` as [`Mounts::snapshots_changed`] does. Failures are logged.
+    pub fn after_rollback(&self, dataset: &str) {
+        for (name, control) in self.controls(|name| name == dataset) {
+            match control.rolled_back() {
+                Ok(done) => log::info!("{name}: rolled back; kernel cache invalidated: {done:?}"),
+                Err(error) => log::warn!("{name}: after the rollback: {error}"),
+            }
+        }
     }
 
     /// Mount every dataset of `pool` (or below `within`) that mounts automatically and is not
@@ -240,13 +307,16 @@ impl Mounts {
             Property::Mountpoint | Property::Canmount | Property::Readonly
         );
         if !remount {
-            let mounted: Vec<(String, Arc<FileSystem>)> = lock(&self.table)
+            let mounted: Vec<(String, Arc<FileSystem>, Option<MountControl>)> = lock(&self.table)
                 .iter()
                 .filter(|(name, _)| is_within(name, dataset))
-                .map(|(name, mounted)| (name.clone(), mounted.fs.clone()))
+                .map(|(name, mounted)| (name.clone(), mounted.fs.clone(), mounted.control.clone()))
                 .collect();
-            for (name, fs) in mounted {
+            for (name, fs, control) in mounted {
                 pool.apply_properties(&name, &fs)?;
+                if let Some(control) = control {
+                    control.set_snapdir_visible(snapdir_visible(pool, &name)?);
+                }
             }
             return Ok(());
         }
@@ -276,5 +346,102 @@ impl Mounts {
     /// Forget a pool that is no longer imported.
     pub fn forget_pool(&self, pool: &str) {
         lock(&self.altroots).remove(pool);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The daemon's snapshot hooks on a real mount (the CLI verbs that call them land
+    //! separately): `.zfs/snapshot` fed by `PoolSnapshots`, `after_rollback`,
+    //! `snapshots_changed`, and snapdir applied to a mounted file system.
+
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
+
+    use tarn::pool::{CreateOptions, VdevSpec};
+    use tarn::tunables::Tunables;
+
+    use super::*;
+
+    fn listed(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn snapshot_hooks_keep_a_mount_in_line() {
+        if !Path::new("/dev/fuse").exists() {
+            eprintln!("SKIP: /dev/fuse is not available");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(CreateOptions {
+            name: "hooks".into(),
+            vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
+            create_size: Some(256 << 20),
+            force: false,
+            tunables: Tunables::default(),
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .unwrap();
+        pool.create_dataset("hooks/fs", &[], false).unwrap();
+        let mounts = Mounts::default();
+        let target = dir.path().join("mnt");
+        if let Err(failure) = mounts.mount(&pool, "hooks/fs", &target) {
+            panic!("mount: {}", failure.0);
+        }
+        let path = |relative: &str| target.join(relative);
+        fs::write(path("a"), b"one").unwrap();
+        pool.create_snapshots(&["hooks/fs@s1".to_string()], false)
+            .unwrap();
+        fs::write(path("a"), b"two").unwrap();
+        fs::write(path("b"), b"new").unwrap();
+        assert_eq!(listed(&path(".zfs/snapshot")), vec!["s1"]);
+        assert_eq!(fs::read(path(".zfs/snapshot/s1/a")).unwrap(), b"one");
+        let snapshot_ino = fs::metadata(path(".zfs/snapshot/s1/a")).unwrap().ino();
+        assert_ne!(snapshot_ino, fs::metadata(path("a")).unwrap().ino());
+
+        // snapdir, set on the parent, reaches the mounted child at once.
+        assert!(!listed(&target).contains(&".zfs".to_string()));
+        pool.set_property("hooks", "snapdir", Some("visible"))
+            .unwrap();
+        if let Err(failure) = mounts.apply_change(&pool, "hooks", Property::Snapdir) {
+            panic!("apply_change: {}", failure.0);
+        }
+        assert_eq!(listed(&target), vec![".zfs", "a", "b"]);
+
+        // Rollback: seen at once.
+        assert_eq!(fs::read(path("a")).unwrap(), b"two");
+        pool.rollback("hooks/fs@s1", false).unwrap();
+        mounts.after_rollback("hooks/fs");
+        assert_eq!(fs::read(path("a")).unwrap(), b"one");
+        assert!(fs::metadata(path("b")).is_err());
+
+        // Rename and destroy leave `.zfs/snapshot` at once.
+        pool.rename_snapshot("hooks/fs@s1", "renamed").unwrap();
+        mounts.snapshots_changed("hooks");
+        assert_eq!(listed(&path(".zfs/snapshot")), vec!["renamed"]);
+        assert!(fs::metadata(path(".zfs/snapshot/s1")).is_err());
+        assert_eq!(
+            fs::metadata(path(".zfs/snapshot/renamed/a")).unwrap().ino(),
+            snapshot_ino
+        );
+        pool.destroy_snapshots("hooks/fs@renamed", false).unwrap();
+        mounts.snapshots_changed("hooks/fs");
+        assert!(listed(&path(".zfs/snapshot")).is_empty());
+        assert!(fs::metadata(path(".zfs/snapshot/renamed")).is_err());
+
+        let mut attempts = 0;
+        while let Err(failure) = mounts.unmount("hooks/fs", false) {
+            attempts += 1;
+            assert!(attempts < 50, "{}", failure.0);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        pool.export().unwrap();
     }
 }

@@ -319,6 +319,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 .into());
             }
             let created = pool.create_snapshots(&names, recursive)?;
+            for name in &created {
+                daemon.mounts.snapshots_changed(filesystem_of(name));
+            }
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "created": created }),
@@ -359,7 +362,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             } else {
                 let names = pool.destroy_snapshots(&spec, recursive)?;
                 for name in &names {
-                    daemon.mounts.forget_snapshot(name);
+                    daemon.mounts.snapshots_changed(filesystem_of(name));
                     out!("destroyed {name}");
                 }
                 names
@@ -383,7 +386,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             }
             let destroyed = pool.rollback(&name, destroy_later)?;
             for snapshot in &destroyed {
-                daemon.mounts.forget_snapshot(snapshot);
+                daemon.mounts.snapshots_changed(filesystem_of(snapshot));
                 out!("destroyed {snapshot}");
             }
             daemon.mounts.after_rollback(filesystem_of(&name));
@@ -412,7 +415,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 });
             }
             let renamed = pool.rename_snapshot(&name, &new_name)?;
-            daemon.mounts.forget_snapshot(&name);
+            daemon.mounts.snapshots_changed(filesystem_of(&name));
             out!("renamed {name} to {renamed}");
             Answer::done()
         }
@@ -426,11 +429,4 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             other.verb()
         )))),
     }
-}
-
-// Until the `.zfs` work lands in `mounts.rs`: nothing cached to forget, and the kernel's
-// attribute and entry caches expire within the mount's TTL.
-impl super::mounts::Mounts {
-    pub fn forget_snapshot(&self, _name: &str) {}
-    pub fn after_rollback(&self, _dataset: &str) {}
 }

@@ -16,7 +16,7 @@
 //!
 //! # When a change takes effect
 //! recordsize, compression, checksum and copies apply to files created after the change (they
-//! are fixed per object when it is created); atime at once; mountpoint, canmount and readonly
+//! are fixed per object when it is created); atime and snapdir at once; mountpoint, canmount and readonly
 //! when the daemon remounts, which `set` does.
 
 use crate::block::blkptr::{ChecksumType, Compression};
@@ -54,6 +54,9 @@ pub enum Property {
     Canmount,
     Atime,
     Readonly,
+    /// Whether `.zfs` shows in the root directory's listing (`hidden`, `visible`); a lookup of
+    /// `.zfs` works either way.
+    Snapdir,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -77,7 +80,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 8] = [
+    pub const ALL: [Property; 9] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -86,6 +89,7 @@ impl Property {
         Property::Canmount,
         Property::Atime,
         Property::Readonly,
+        Property::Snapdir,
     ];
 
     pub fn name(self) -> &'static str {
@@ -98,6 +102,7 @@ impl Property {
             Property::Canmount => "canmount",
             Property::Atime => "atime",
             Property::Readonly => "readonly",
+            Property::Snapdir => "snapdir",
         }
     }
 
@@ -129,6 +134,7 @@ impl Property {
             Property::Mountpoint => String::new(),
             Property::Canmount | Property::Atime => "on".into(),
             Property::Readonly => "off".into(),
+            Property::Snapdir => "hidden".into(),
         }
     }
 
@@ -199,6 +205,7 @@ impl Property {
             }
             Property::Canmount => one_of(&["on", "off", "noauto"]),
             Property::Atime | Property::Readonly => one_of(&["on", "off"]),
+            Property::Snapdir => one_of(&["hidden", "visible"]),
         }
     }
 }
@@ -284,6 +291,10 @@ mod tests {
         assert!(Property::Mountpoint.parse("/a/../b").is_err());
         assert!(Property::Canmount.parse("noauto").is_ok());
         assert!(Property::Atime.parse("yes").is_err());
+        assert_eq!(Property::Snapdir.parse("visible").unwrap(), "visible");
+        assert!(Property::Snapdir.parse("on").is_err());
+        assert_eq!(Property::Snapdir.default_value(0), "hidden");
+        assert!(Property::Snapdir.inherits());
         assert_eq!(Property::from_name("compress"), Some(Property::Compression));
         assert_eq!(Property::from_name("used"), None);
     }
@@ -315,7 +326,7 @@ mod fuzz {
         /// Values come back from disk: any text parses or is refused, never panics, and a
         /// normalized value is a fixed point.
         #[test]
-        fn parse_is_total_and_idempotent(text in ".{0,24}", index in 0usize..8) {
+        fn parse_is_total_and_idempotent(text in ".{0,24}", index in 0usize..Property::ALL.len()) {
             let property = Property::ALL[index];
             if let Ok(normalized) = property.parse(&text) {
                 prop_assert_eq!(property.parse(&normalized).unwrap(), normalized);

@@ -5,6 +5,7 @@
 //! the previous/next links, the deadlist it inherits, and its unique bytes. Those changes happen
 //! in syncing context; readers take copies.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -24,6 +25,9 @@ pub struct Snapshot {
     phys: Mutex<DatasetPhys>,
     deadlist: Mutex<Deadlist>,
     objset: Mutex<Option<Arc<ObjectSet>>>,
+    /// Set when its destroy runs (syncing context), before any of its blocks is freed: readers
+    /// holding its object set (`.zfs/snapshot`) check it and stop reading.
+    destroyed: AtomicBool,
 }
 
 /// The lifecycle of a read-only object set: it never writes, so nothing is born or killed.
@@ -52,7 +56,18 @@ impl Snapshot {
             phys: Mutex::new(phys),
             deadlist: Mutex::new(deadlist),
             objset: Mutex::new(None),
+            destroyed: AtomicBool::new(false),
         })
+    }
+
+    /// Whether the snapshot was destroyed (its blocks are being freed: read nothing more).
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
+    /// Mark the snapshot destroyed (its destroy task, before it frees anything).
+    pub fn mark_destroyed(&self) {
+        self.destroyed.store(true, Ordering::Release);
     }
 
     pub fn short_name(&self) -> String {

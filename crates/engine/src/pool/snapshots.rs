@@ -27,7 +27,10 @@
 //! live again, so its lists are dropped without freeing anything (and S's unique bytes, which
 //! counted those born after S's previous snapshot, drop back); H's object set is reset to
 //! S's root, its dirty changes discarded. Open context holds the object set's gate meanwhile, so
-//! no file-system change is half applied across the reset.
+//! no file-system change is half applied across the reset, and first syncs what the head
+//! changed before the gate closed, so no block of the head is born in the rollback's txg (the
+//! free of the head's tree, from its synced root, would miss it). S's unique bytes are
+//! recomputed from H's emptied deadlist (the blocks they counted are H's again).
 //!
 //! # Import
 //! A head's snapshots are found from its previous-snapshot link backwards, each record checked
@@ -372,6 +375,8 @@ impl PoolCore {
                     snapshot.short_name()
                 ))
             })?;
+        // Readers of its object set (`.zfs/snapshot`) stop before any block is freed.
+        snapshot.mark_destroyed();
         let previous = index.checked_sub(1).map(|at| snapshots[at].clone());
         let next = snapshots.get(index + 1).cloned();
         // A clone's oldest snapshot has the origin before it: the blocks born at or before the
@@ -971,6 +976,10 @@ impl Pool {
         }
         // No file-system change may be in flight across the reset (module documentation).
         let _gate = objset.close_gate();
+        // What the head changed in open context goes to disk first: the rollback's txg then
+        // holds no block of the head born in it, which the free of the head's tree (from its
+        // synced root) would miss.
+        core.txgs.wait_synced(None)?;
         let hold = core.txgs.assign()?;
         for later in later.into_iter().rev() {
             core.queue_snapshot_task(
@@ -1180,10 +1189,38 @@ impl Pool {
 
     /// A snapshot's file system, read-only.
     pub fn snapshot_file_system(&self, full: &str) -> Result<crate::fs::FileSystem, PoolError> {
-        let objset = self.snapshot_objset(full)?;
-        Ok(crate::fs::FileSystem::open_read_only(
-            objset,
-            self.core.txgs.clone(),
-        )?)
+        Ok(self.core.open_snapshot(full)?.1)
+    }
+}
+
+/// Read-only snapshot access on the pool's core, for holders of a weak reference to it (the
+/// daemon's `.zfs/snapshot` source must not keep a pool from being exported).
+impl PoolCore {
+    /// The snapshots of one file system (a full name), oldest first.
+    pub fn snapshots_of(&self, dataset: &str) -> Result<Vec<SnapshotInfo>, PoolError> {
+        let head = self.dataset_by_relative(self.relative_name(dataset)?)?;
+        let snapshots = head.snapshots();
+        Ok((0..snapshots.len())
+            .map(|index| self.snapshot_info(&head, &snapshots, index))
+            .collect())
+    }
+
+    /// Open `FS@SNAP`'s file system read-only, with the snapshot's figures and the snapshot
+    /// itself (whose [`Snapshot::is_destroyed`] a reader checks before each read): all from one
+    /// lookup, so they describe the same snapshot even if it is renamed meanwhile.
+    pub fn open_snapshot(
+        &self,
+        full: &str,
+    ) -> Result<(SnapshotInfo, crate::fs::FileSystem, Arc<Snapshot>), PoolError> {
+        let (head, snapshot) = self.snapshot_by_name(full)?;
+        let snapshots = head.snapshots();
+        let index = snapshots
+            .iter()
+            .position(|candidate| Arc::ptr_eq(candidate, &snapshot))
+            .ok_or_else(|| PoolError::DatasetNotFound(full.into()))?;
+        let info = self.snapshot_info(&head, &snapshots, index);
+        let fs =
+            crate::fs::FileSystem::open_read_only(snapshot.objset(&self.io)?, self.txgs.clone())?;
+        Ok((info, fs, snapshot))
     }
 }

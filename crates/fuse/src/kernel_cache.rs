@@ -1,0 +1,216 @@
+//! What the kernel may have cached of a mount, and invalidating it when the file system changes
+//! behind the kernel's back (a rollback, a snapshot destroyed or renamed).
+//!
+//! # What is tracked
+//! - *Known inodes*: every inode number the kernel holds, with its lookup count: incremented
+//!   for every entry reply (lookup, create, mkdir, mknod, symlink, link), decremented by
+//!   `forget`. Only an inode the kernel holds can have cached attributes or pages, so these are
+//!   exactly the inodes to invalidate. The root (1) is always held.
+//! - *Recent entries*: every (directory, name) a lookup or creation was asked for in the last
+//!   [`RECENT`] (twice the entry TTL). Older entries have expired in the kernel, which asks
+//!   again (a revalidating lookup, recorded anew) before using them, so only recent ones need
+//!   invalidating. An entry is recorded *before* the engine is asked: a lookup racing a rollback
+//!   is then either recorded in time to be invalidated, or runs after it. The kernel's
+//!   invalidation of an entry waits for lookups in progress in that directory (it takes the
+//!   directory's lock), so no stale entry is installed after it.
+//!
+//! Attribute replies racing an invalidation are dropped by the kernel itself (an invalidation
+//! bumps the inode's attribute version; older replies are ignored).
+//!
+//! # Invalidating
+//! Through fuser's `Notifier` (FUSE_NOTIFY_INVAL_INODE for attributes and every cached page,
+//! which also unmaps them from mmaps; FUSE_NOTIFY_INVAL_ENTRY for names). Never called from a
+//! FUSE request handler: the kernel may wait for requests in progress, which would deadlock a
+//! handler that waits for it. Cost: one write to /dev/fuse per inode and per entry, a few
+//! microseconds each.
+//!
+//! # Contention
+//! Both tables are split in [`SHARDS`] shards by a hash of the inode or directory, so parallel
+//! lookups rarely meet on a mutex.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use fuser::{INodeNo, Notifier};
+use parking_lot::Mutex;
+
+/// Shards of each table.
+const SHARDS: usize = 16;
+/// How long an entry handed out may still be cached without a revalidating lookup.
+pub const RECENT: Duration = Duration::from_secs(2 * crate::TTL.as_secs());
+/// A recent-entry shard is pruned of old entries when it grows past this (or past twice what
+/// the last pruning left).
+const PRUNE_AT_LEAST: usize = 1024;
+
+#[derive(Default)]
+struct RecentShard {
+    entries: HashMap<(u64, Box<[u8]>), Instant>,
+    prune_at: usize,
+}
+
+/// The kernel's view of one mount (see the module documentation).
+pub struct KernelCache {
+    known: Vec<Mutex<HashMap<u64, u64>>>,
+    recent: Vec<Mutex<RecentShard>>,
+    notifier: OnceLock<Notifier>,
+    name: String,
+}
+
+fn shard(key: u64) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS
+}
+
+impl KernelCache {
+    pub fn new(name: String) -> KernelCache {
+        KernelCache {
+            known: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            recent: (0..SHARDS)
+                .map(|_| Mutex::new(RecentShard::default()))
+                .collect(),
+            notifier: OnceLock::new(),
+            name,
+        }
+    }
+
+    /// The session's notifier, once mounted.
+    pub fn set_notifier(&self, notifier: Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    /// A lookup or creation of `name` in `parent` is about to be answered.
+    pub fn entry_asked(&self, parent: u64, name: &[u8]) {
+        let now = Instant::now();
+        let mut shard = self.recent[shard(parent)].lock();
+        shard.entries.insert((parent, name.into()), now);
+        if shard.entries.len() > shard.prune_at.max(PRUNE_AT_LEAST) {
+            shard
+                .entries
+                .retain(|_, when| now.duration_since(*when) < RECENT);
+            shard.prune_at = 2 * shard.entries.len();
+        }
+    }
+
+    /// An entry reply for `ino` is being sent: the kernel's lookup count grows by one.
+    pub fn inode_handed_out(&self, ino: u64) {
+        *self.known[shard(ino)].lock().entry(ino).or_insert(0) += 1;
+    }
+
+    /// The kernel forgot `count` lookups of `ino`.
+    pub fn forget(&self, ino: u64, count: u64) {
+        let mut known = self.known[shard(ino)].lock();
+        if let Some(held) = known.get_mut(&ino) {
+            *held = held.saturating_sub(count);
+            if *held == 0 {
+                known.remove(&ino);
+            }
+        }
+    }
+
+    /// The inodes the kernel holds that `wanted` selects.
+    pub fn known_inodes(&self, wanted: impl Fn(u64) -> bool) -> Vec<u64> {
+        self.known
+            .iter()
+            .flat_map(|shard| {
+                shard
+                    .lock()
+                    .keys()
+                    .copied()
+                    .filter(|ino| wanted(*ino))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The entries handed out recently whose directory `wanted` selects.
+    pub fn recent_entries(&self, wanted: impl Fn(u64) -> bool) -> Vec<(u64, Vec<u8>)> {
+        let now = Instant::now();
+        self.recent
+            .iter()
+            .flat_map(|shard| {
+                shard
+                    .lock()
+                    .entries
+                    .iter()
+                    .filter(|((parent, _), when)| {
+                        now.duration_since(**when) < RECENT && wanted(*parent)
+                    })
+                    .map(|((parent, name), _)| (*parent, name.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Invalidate the attributes and every cached page of `inodes`, then the `entries`.
+    /// Returns how many notifications the kernel took. Stops (with a log line) if the
+    /// connection is gone.
+    pub fn invalidate(&self, inodes: &[u64], entries: &[(u64, Vec<u8>)]) -> usize {
+        let Some(notifier) = self.notifier.get() else {
+            return 0;
+        };
+        let mut sent = 0;
+        for &ino in inodes {
+            match notifier.inval_inode(INodeNo(ino), 0, 0) {
+                Ok(()) => sent += 1,
+                Err(error) => return self.gave_up(sent, "an inode", error),
+            }
+        }
+        for (parent, name) in entries {
+            match notifier.inval_entry(INodeNo(*parent), OsStr::from_bytes(name)) {
+                Ok(()) => sent += 1,
+                Err(error) => return self.gave_up(sent, "an entry", error),
+            }
+        }
+        sent
+    }
+
+    fn gave_up(&self, sent: usize, what: &str, error: std::io::Error) -> usize {
+        log::warn!(
+            "tarn fuse {}: cannot invalidate {what} in the kernel's cache ({error}); the mount \
+             is gone or going",
+            self.name
+        );
+        sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_counts_follow_forgets() {
+        let cache = KernelCache::new("test".into());
+        cache.inode_handed_out(7);
+        cache.inode_handed_out(7);
+        cache.inode_handed_out(9);
+        cache.forget(7, 1);
+        assert_eq!(sorted(cache.known_inodes(|_| true)), vec![7, 9]);
+        cache.forget(7, 1);
+        cache.forget(9, 5);
+        cache.forget(11, 1);
+        assert!(cache.known_inodes(|_| true).is_empty());
+    }
+
+    #[test]
+    fn recent_entries_are_kept_and_filtered() {
+        let cache = KernelCache::new("test".into());
+        for index in 0..3 * PRUNE_AT_LEAST as u64 {
+            cache.entry_asked(index % 5, format!("name{index}").as_bytes());
+        }
+        let all = cache.recent_entries(|_| true);
+        assert_eq!(all.len(), 3 * PRUNE_AT_LEAST);
+        let some = cache.recent_entries(|parent| parent == 2);
+        assert!(some.iter().all(|(parent, _)| *parent == 2));
+        assert_eq!(some.len(), 3 * PRUNE_AT_LEAST / 5);
+        // Without a notifier (not mounted) nothing is sent.
+        assert_eq!(cache.invalidate(&[1, 2], &all), 0);
+    }
+
+    fn sorted(mut values: Vec<u64>) -> Vec<u64> {
+        values.sort_unstable();
+        values
+    }
+}

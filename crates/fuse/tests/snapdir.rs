@@ -1,0 +1,508 @@
+//! `.zfs/snapshot` and rollback through a real mount, in this process (issue 10 parts 4 and
+//! 5): snapshot contents after the head's files are overwritten and deleted, EROFS and EXDEV
+//! below `.zfs`, snapdir hidden and visible, inode numbers distinct between head and snapshot
+//! and unchanged across a remount and an export and import, a rollback seen at once by paths
+//! and by a file held open, destroyed and renamed snapshots leaving `.zfs/snapshot`. The
+//! snapshots are taken with the engine's calls; the snapshot source is the one the daemon uses
+//! in shape (a weak reference to the pool's core). Every test ends with `check` clean. Skipped
+//! (with a message) when /dev/fuse is missing.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+use tarn::check::check_pool;
+use tarn::dataset::Snapshot;
+use tarn::fs::{FileSystem, FsError};
+use tarn::pool::snapshots::SnapshotInfo;
+use tarn::pool::{CreateOptions, ImportOptions, Pool, PoolCore, VdevSpec};
+use tarn::tunables::Tunables;
+use tarn_fuse::snapdir::{SnapshotSource, SNAPSHOT_BIT};
+use tarn_fuse::{mount_with_snapshots, MountControl, MountHandle, MountOptions};
+
+const POOL: &str = "snaptank";
+
+/// The daemon's source in shape: a weak reference to the pool's core.
+struct Source {
+    core: Weak<PoolCore>,
+}
+
+impl SnapshotSource for Source {
+    fn list(&self) -> Result<Vec<SnapshotInfo>, FsError> {
+        let core = self.core.upgrade().ok_or(FsError::NotFound)?;
+        core.snapshots_of(POOL)
+            .map_err(|error| FsError::Engine(error.to_string()))
+    }
+
+    fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem, Arc<Snapshot>), FsError> {
+        let core = self.core.upgrade().ok_or(FsError::NotFound)?;
+        core.open_snapshot(&format!("{POOL}@{name}"))
+            .map_err(|_| FsError::NotFound)
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    mountpoint: PathBuf,
+    handle: Option<MountHandle>,
+    pool: Option<Pool>,
+}
+
+impl Fixture {
+    fn new() -> Option<Fixture> {
+        if !Path::new("/dev/fuse").exists() {
+            eprintln!("SKIP: /dev/fuse is not available");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(CreateOptions {
+            name: POOL.into(),
+            vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
+            create_size: Some(256 << 20),
+            force: false,
+            tunables: Tunables::default(),
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .expect("create pool");
+        let mountpoint = dir.path().join("mnt");
+        fs::create_dir(&mountpoint).unwrap();
+        let mut fixture = Fixture {
+            dir,
+            mountpoint,
+            handle: None,
+            pool: Some(pool),
+        };
+        fixture.mount();
+        Some(fixture)
+    }
+
+    fn pool(&self) -> &Pool {
+        self.pool.as_ref().unwrap()
+    }
+
+    fn mount(&mut self) {
+        let pool = self.pool();
+        let fs = Arc::new(pool.file_system().expect("file system"));
+        let source = Arc::new(Source {
+            core: Arc::downgrade(&pool.core),
+        });
+        let handle = mount_with_snapshots(
+            fs,
+            pool.core.txgs.clone(),
+            source,
+            &self.mountpoint,
+            &MountOptions::new(format!("tarn:{POOL}")),
+        )
+        .expect("mount");
+        self.handle = Some(handle);
+    }
+
+    fn control(&self) -> MountControl {
+        self.handle.as_ref().unwrap().control().unwrap()
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.mountpoint.join(relative)
+    }
+
+    fn snap(&self, relative: &str) -> PathBuf {
+        self.mountpoint.join(".zfs/snapshot").join(relative)
+    }
+
+    /// A plain unmount, retried while the kernel still drops the test's last references.
+    fn unmount(&mut self) {
+        let mut handle = self.handle.take().unwrap();
+        let mut attempts = 0;
+        while let Err(error) = handle.unmount(false) {
+            attempts += 1;
+            assert!(
+                error.raw_os_error() == Some(libc::EBUSY) && attempts < 50,
+                "unmount: {error}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Export and import the pool again (unmounted meanwhile), and mount it.
+    fn reimport(&mut self) {
+        self.unmount();
+        self.pool.take().unwrap().export().expect("export");
+        let (pool, _) = Pool::import(
+            POOL,
+            ImportOptions::new(vec![self.dir.path().to_path_buf()], Tunables::default()),
+        )
+        .expect("import");
+        self.pool = Some(pool);
+        self.mount();
+    }
+
+    /// Unmount, let the background frees (rollback, snapshot destroy) finish, check, export.
+    fn finish(mut self) {
+        self.unmount();
+        let pool = self.pool.take().unwrap();
+        let started = std::time::Instant::now();
+        while pool.core.freeing_bytes().unwrap() > 0 {
+            assert!(started.elapsed().as_secs() < 60, "frees never finished");
+            pool.sync().unwrap();
+        }
+        pool.sync().unwrap();
+        pool.sync().unwrap();
+        let report = check_pool(&pool, false).expect("check runs");
+        assert!(report.is_clean(), "check found problems: {report:#?}");
+        pool.export().expect("export");
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(mut handle) = self.handle.take() {
+            let _ = handle.unmount(true);
+        }
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn errno(result: std::io::Result<impl Sized>) -> i32 {
+    match result {
+        Ok(_) => panic!("succeeded, an error was expected"),
+        Err(error) => error.raw_os_error().unwrap_or(0),
+    }
+}
+
+fn ino(path: &Path) -> u64 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+        .ino()
+}
+
+fn snapshot(pool: &Pool, name: &str) {
+    pool.create_snapshots(&[format!("{POOL}@{name}")], false)
+        .unwrap();
+}
+
+#[test]
+fn snapshot_directory_shows_old_contents_read_only() {
+    let Some(t) = Fixture::new() else { return };
+    fs::write(t.path("a"), b"first").unwrap();
+    fs::create_dir(t.path("d")).unwrap();
+    fs::write(t.path("d/b"), vec![7u8; 300_000]).unwrap();
+    std::os::unix::fs::symlink("a", t.path("link")).unwrap();
+    snapshot(t.pool(), "s1");
+
+    // The head changes: overwrite, truncate, delete, create.
+    fs::write(t.path("a"), b"second, longer").unwrap();
+    fs::remove_file(t.path("d/b")).unwrap();
+    fs::remove_dir(t.path("d")).unwrap();
+    fs::write(t.path("c"), b"new").unwrap();
+
+    // `.zfs` is there for a lookup, not in the listing (snapdir=hidden).
+    assert!(fs::metadata(t.path(".zfs")).unwrap().is_dir());
+    assert!(!names(&t.mountpoint).contains(&".zfs".to_string()));
+    assert_eq!(names(&t.path(".zfs")), vec!["snapshot"]);
+    assert_eq!(names(&t.path(".zfs/snapshot")), vec!["s1"]);
+    assert_eq!(names(&t.snap("s1")), vec!["a", "d", "link"]);
+    assert_eq!(fs::read(t.snap("s1/a")).unwrap(), b"first");
+    assert_eq!(fs::read(t.snap("s1/d/b")).unwrap(), vec![7u8; 300_000]);
+    assert_eq!(
+        fs::read_link(t.snap("s1/link")).unwrap(),
+        PathBuf::from("a")
+    );
+    assert_eq!(fs::read(t.path("a")).unwrap(), b"second, longer");
+    assert_eq!(errno(fs::metadata(t.snap("s1/c"))), libc::ENOENT);
+    assert_eq!(errno(fs::metadata(t.snap("nonesuch"))), libc::ENOENT);
+    assert_eq!(errno(fs::metadata(t.path(".zfs/other"))), libc::ENOENT);
+    // `..` climbs back out.
+    assert_eq!(ino(&t.snap("s1/..")), ino(&t.path(".zfs/snapshot")));
+    assert_eq!(ino(&t.path(".zfs/snapshot/..")), ino(&t.path(".zfs")));
+    assert_eq!(ino(&t.path(".zfs/..")), ino(&t.mountpoint));
+    let listing = run(&format!("cd {} && ls -a .. ", t.snap("s1").display()));
+    assert!(listing.contains("s1"), "{listing}");
+
+    // Every change below `.zfs` is refused.
+    assert_eq!(errno(File::create(t.snap("s1/new"))), libc::EROFS);
+    assert_eq!(
+        errno(OpenOptions::new().write(true).open(t.snap("s1/a"))),
+        libc::EROFS
+    );
+    assert_eq!(
+        errno(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(t.snap("s1/a"))
+        ),
+        libc::EROFS
+    );
+    assert_eq!(errno(fs::remove_file(t.snap("s1/a"))), libc::EROFS);
+    assert_eq!(errno(fs::create_dir(t.snap("s1/x"))), libc::EROFS);
+    assert_eq!(
+        errno(fs::create_dir(t.path(".zfs/snapshot/x"))),
+        libc::EROFS
+    );
+    assert_eq!(errno(fs::remove_dir(t.snap("s1/d"))), libc::EROFS);
+    assert_eq!(
+        errno(fs::set_permissions(
+            t.snap("s1/a"),
+            fs::Permissions::from_mode(0o600)
+        )),
+        libc::EROFS
+    );
+    assert_eq!(
+        errno(fs::rename(t.snap("s1/a"), t.snap("s1/a2"))),
+        libc::EROFS
+    );
+    assert_eq!(errno(fs::rename(t.path("c"), t.snap("s1/c"))), libc::EXDEV);
+    assert_eq!(errno(fs::rename(t.snap("s1/a"), t.path("a3"))), libc::EXDEV);
+    assert_eq!(
+        errno(fs::hard_link(t.snap("s1/a"), t.path("a4"))),
+        libc::EXDEV
+    );
+    // `.zfs` itself cannot be made, replaced or removed.
+    assert_eq!(errno(fs::create_dir(t.path(".zfs"))), libc::EEXIST);
+    assert_eq!(errno(File::create_new(t.path(".zfs"))), libc::EEXIST);
+    assert_eq!(errno(fs::remove_dir(t.path(".zfs"))), libc::EROFS);
+    // (A file over it is refused by the kernel itself: EISDIR.)
+    assert_eq!(errno(fs::rename(t.path("c"), t.path(".zfs"))), libc::EISDIR);
+    fs::create_dir(t.path("e")).unwrap();
+    assert_eq!(errno(fs::rename(t.path("e"), t.path(".zfs"))), libc::EROFS);
+    assert_eq!(errno(fs::rename(t.path(".zfs"), t.path("e"))), libc::EROFS);
+    fs::remove_dir(t.path("e")).unwrap();
+    // Reading a snapshot's file through a held handle, with seeks.
+    let mut file = File::open(t.snap("s1/d/b")).unwrap();
+    file.seek(SeekFrom::Start(299_990)).unwrap();
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, vec![7u8; 10]);
+    drop(file);
+
+    // snapdir=visible lists `.zfs` after the root's `..`, at once; hidden again hides it.
+    let control = t.control();
+    control.set_snapdir_visible(true);
+    assert_eq!(names(&t.mountpoint), vec![".zfs", "a", "c", "link"]);
+    let listing = run(&format!("ls -a {}", t.mountpoint.display()));
+    assert!(listing.lines().any(|line| line == ".zfs"), "{listing}");
+    control.set_snapdir_visible(false);
+    let listing = run(&format!("ls -a {}", t.mountpoint.display()));
+    assert!(!listing.lines().any(|line| line == ".zfs"), "{listing}");
+    t.finish();
+}
+
+#[test]
+fn inode_numbers_are_distinct_and_stable() {
+    let Some(mut t) = Fixture::new() else { return };
+    fs::write(t.path("a"), b"x").unwrap();
+    fs::create_dir(t.path("d")).unwrap();
+    fs::write(t.path("d/b"), b"y").unwrap();
+    snapshot(t.pool(), "s1");
+    fs::write(t.path("a"), b"changed").unwrap();
+    snapshot(t.pool(), "s2");
+    let paths = [
+        "a",
+        "d",
+        "d/b",
+        ".zfs",
+        ".zfs/snapshot",
+        ".zfs/snapshot/s1",
+        ".zfs/snapshot/s1/a",
+        ".zfs/snapshot/s1/d",
+        ".zfs/snapshot/s1/d/b",
+        ".zfs/snapshot/s2",
+        ".zfs/snapshot/s2/a",
+        ".zfs/snapshot/s2/d/b",
+    ];
+    let before: Vec<u64> = paths.iter().map(|path| ino(&t.path(path))).collect();
+    let mut distinct = before.clone();
+    distinct.push(ino(&t.mountpoint));
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), paths.len() + 1, "{paths:?}: {before:?}");
+    for (path, number) in paths.iter().zip(&before) {
+        assert_eq!(
+            path.starts_with(".zfs"),
+            number & SNAPSHOT_BIT != 0,
+            "{path}: {number:#x}"
+        );
+    }
+    // What `stat -c %i` says is what the test saw.
+    let stat = run(&format!("stat -c %i {}", t.snap("s1/a").display()));
+    assert_eq!(stat.trim(), before[6].to_string());
+    // The same after a remount, and after an export and import.
+    t.unmount();
+    t.mount();
+    let remounted: Vec<u64> = paths.iter().map(|path| ino(&t.path(path))).collect();
+    assert_eq!(remounted, before);
+    t.reimport();
+    let reimported: Vec<u64> = paths.iter().map(|path| ino(&t.path(path))).collect();
+    assert_eq!(reimported, before);
+    assert_eq!(fs::read(t.snap("s1/a")).unwrap(), b"x");
+    assert_eq!(fs::read(t.snap("s2/a")).unwrap(), b"changed");
+    t.finish();
+}
+
+#[test]
+fn rollback_shows_the_snapshot_at_once() {
+    let Some(t) = Fixture::new() else { return };
+    fs::write(t.path("a"), b"before").unwrap();
+    fs::create_dir(t.path("d")).unwrap();
+    fs::write(t.path("d/b"), b"kept").unwrap();
+    snapshot(t.pool(), "s1");
+    fs::write(t.path("a"), b"after the snapshot").unwrap();
+    fs::remove_file(t.path("d/b")).unwrap();
+    // Enough files that `c` lands past the snapshot's last dnode block, whose object numbers
+    // the head hands out again after the rollback.
+    for index in 0..80 {
+        fs::write(t.path(&format!("f{index}")), b"filler").unwrap();
+    }
+    fs::write(t.path("c"), b"new").unwrap();
+    let c_ino = ino(&t.path("c"));
+    // The kernel caches all of this (attributes and entries for 1 s, pages until told).
+    let mut held = File::open(t.path("a")).unwrap();
+    let mut text = String::new();
+    held.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "after the snapshot");
+    let mut held_new = File::open(t.path("c")).unwrap();
+    assert!(t.path("c").exists());
+    assert_eq!(errno(fs::metadata(t.path("d/b"))), libc::ENOENT);
+    let map = run(&format!(
+        "stat -c %s {} && cat {}",
+        t.path("a").display(),
+        t.path("a").display()
+    ));
+    assert!(map.contains("18"), "{map}");
+
+    let destroyed = t.pool().rollback(&format!("{POOL}@s1"), false).unwrap();
+    assert!(destroyed.is_empty());
+    let done = t.control().rolled_back().unwrap();
+    assert!(done.notifications > 0, "{done:?}");
+
+    // Paths show the snapshot's state at once (well within the 1 s TTL).
+    assert_eq!(fs::read(t.path("a")).unwrap(), b"before");
+    assert_eq!(fs::metadata(t.path("a")).unwrap().len(), 6);
+    assert_eq!(fs::read(t.path("d/b")).unwrap(), b"kept");
+    assert_eq!(errno(fs::metadata(t.path("c"))), libc::ENOENT);
+    assert_eq!(names(&t.mountpoint), vec!["a", "d"]);
+    assert_eq!(errno(fs::metadata(t.path("f0"))), libc::ENOENT);
+    // A file held open across the rollback reads the snapshot's contents (its pages were
+    // dropped); one that did not exist in the snapshot is gone.
+    held.seek(SeekFrom::Start(0)).unwrap();
+    text.clear();
+    held.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "before");
+    let mut buffer = [0u8; 4];
+    assert_eq!(
+        held_new.read(&mut buffer).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // Files created now get the gone files' object numbers again, with new generations: the
+    // kernel then marks the old inode bad, and the held handle never reads the new file.
+    let mut created = 0;
+    while created < 200 {
+        let path = t.path(&format!("n{created}"));
+        fs::write(&path, b"NEW!").unwrap();
+        created += 1;
+        if ino(&path) == c_ino {
+            break;
+        }
+    }
+    assert!(created < 200, "object {c_ino} was not handed out again");
+    held_new.seek(SeekFrom::Start(0)).unwrap();
+    let reread = held_new.read(&mut buffer);
+    assert!(
+        reread.is_err(),
+        "read the reused inode: {reread:?} {buffer:?}"
+    );
+    drop(held_new);
+    for index in 0..created {
+        fs::remove_file(t.path(&format!("n{index}"))).unwrap();
+    }
+    // The head works on: writes after the rollback land and the held file sees them.
+    held.seek(SeekFrom::Start(0)).unwrap();
+    fs::write(t.path("a"), b"third").unwrap();
+    text.clear();
+    held.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "third");
+    drop(held);
+    let mut file = OpenOptions::new().append(true).open(t.path("d/b")).unwrap();
+    file.write_all(b" and more").unwrap();
+    drop(file);
+    assert_eq!(fs::read(t.path("d/b")).unwrap(), b"kept and more");
+    assert_eq!(fs::read(t.snap("s1/d/b")).unwrap(), b"kept");
+    t.finish();
+}
+
+#[test]
+fn destroyed_and_renamed_snapshots_leave_the_directory() {
+    let Some(t) = Fixture::new() else { return };
+    fs::write(t.path("a"), b"one").unwrap();
+    snapshot(t.pool(), "s1");
+    fs::write(t.path("a"), b"two").unwrap();
+    snapshot(t.pool(), "s2");
+    assert_eq!(names(&t.path(".zfs/snapshot")), vec!["s1", "s2"]);
+    let s2_ino = ino(&t.snap("s2/a"));
+    let s1_root = ino(&t.snap("s1"));
+    let mut held = File::open(t.snap("s1/a")).unwrap();
+    assert_eq!(t.control().open_snapshots().len(), 2);
+
+    // Rename: the old name goes, the new one has the same inodes and contents.
+    t.pool()
+        .rename_snapshot(&format!("{POOL}@s2"), "renamed")
+        .unwrap();
+    let done = t.control().snapshots_changed().unwrap();
+    assert_eq!(done.snapshots_dropped, 0);
+    assert_eq!(errno(fs::metadata(t.snap("s2"))), libc::ENOENT);
+    assert_eq!(names(&t.path(".zfs/snapshot")), vec!["renamed", "s1"]);
+    assert_eq!(ino(&t.snap("renamed/a")), s2_ino);
+    assert_eq!(fs::read(t.snap("renamed/a")).unwrap(), b"two");
+
+    // Destroy: the held file's inode is stale at once, before the daemon's hook runs (the
+    // destroy marks the snapshot before freeing anything), never read; the name goes too.
+    t.pool()
+        .destroy_snapshots(&format!("{POOL}@s1"), false)
+        .unwrap();
+    let mut buffer = [0u8; 3];
+    assert_eq!(
+        held.read(&mut buffer).unwrap_err().raw_os_error(),
+        Some(libc::ESTALE)
+    );
+    assert_eq!(errno(fs::metadata(t.snap("s1/a"))), libc::ENOENT);
+    let done = t.control().snapshots_changed().unwrap();
+    // (Already dropped when the request above found it destroyed.)
+    assert_eq!(done.snapshots_dropped, 0);
+    assert_eq!(errno(fs::metadata(t.snap("s1"))), libc::ENOENT);
+    assert_eq!(errno(fs::metadata(t.snap("s1/a"))), libc::ENOENT);
+    assert_eq!(names(&t.path(".zfs/snapshot")), vec!["renamed"]);
+    held.seek(SeekFrom::Start(0)).unwrap();
+    assert_eq!(
+        held.read(&mut buffer).unwrap_err().raw_os_error(),
+        Some(libc::ESTALE)
+    );
+    drop(held);
+    assert_ne!(ino(&t.snap("renamed")), s1_root);
+    assert_eq!(t.control().open_snapshots().len(), 1);
+    t.finish();
+}
+
+fn run(command: &str) -> String {
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
