@@ -79,6 +79,7 @@
 //! maps, consistent with the previous block tree; frees of the last two synced txgs are deferred
 //! again at load, so the txgs that import may rewind to still find their blocks intact.
 
+pub mod btree;
 pub mod metaslab;
 pub mod range_tree;
 pub mod space_map;
