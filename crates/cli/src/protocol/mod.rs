@@ -35,7 +35,7 @@
 //! | `check` | `pool`, `repair` |
 //! | `debug metaslabs` | `pool`, `json` |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
-//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios}]}`, oldest first |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, allocations}]}`, oldest first |
 //!
 //! # Response
 //! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,

@@ -71,6 +71,10 @@ pub struct Metaslab {
     pub condense_wanted: bool,
     /// The map object was created by the last sync and its id is not yet in the metaslab array.
     pub(crate) map_created: bool,
+    /// Last txg in which the allocator chose this metaslab (for idle and LRU unloading).
+    pub(crate) selected_txg: u64,
+    /// Times the map was condensed since the metaslab was opened.
+    pub(crate) condense_count: u64,
 }
 
 impl Metaslab {
@@ -92,6 +96,8 @@ impl Metaslab {
             cursors: [start; 64],
             condense_wanted: false,
             map_created: false,
+            selected_txg: 0,
+            condense_count: 0,
         }
     }
 
@@ -265,11 +271,36 @@ impl Metaslab {
         Ok(())
     }
 
-    /// Drop the in-memory free tree (it is rebuilt by the next load).
-    pub fn unload(&mut self) {
+    /// Drop the in-memory free tree (it is rebuilt by the next load). Refused (false) while
+    /// allocations of an unsynced txg are pending.
+    pub fn unload(&mut self) -> bool {
         if self.allocating.iter().all(RangeTree::is_empty) {
             self.allocatable = None;
+            true
+        } else {
+            false
         }
+    }
+
+    /// Bytes the loaded free tree takes (0 when unloaded): what loading costs and unloading
+    /// gives back.
+    pub fn memory_bytes(&self) -> u64 {
+        self.allocatable
+            .as_ref()
+            .map_or(0, |tree| tree.memory_bytes() as u64)
+    }
+
+    /// The largest free segment, when loaded.
+    pub fn largest_free_segment(&self) -> Option<u64> {
+        self.allocatable
+            .as_ref()
+            .and_then(RangeTree::largest_segment)
+            .map(|segment| segment.size())
+    }
+
+    /// The loaded free tree's exact histogram (64 absolute power-of-two buckets).
+    pub fn tree_histogram(&self) -> Option<&[u64]> {
+        self.allocatable.as_ref().map(RangeTree::histogram)
     }
 
     /// Largest power-of-two size class with free segments, from the tree if loaded, otherwise
@@ -321,6 +352,17 @@ impl Metaslab {
     /// Dynamic-fit allocation of `size` bytes in syncing txg `txg`; `None` if nothing fits.
     /// The metaslab must be loaded.
     pub fn allocate(&mut self, size: u64, txg: Txg, tunables: &Tunables) -> Option<u64> {
+        self.allocate_counted(size, txg, tunables).0
+    }
+
+    /// As [`Metaslab::allocate`], also returning how many free segments were examined (the
+    /// first-fit walk, plus one for a best-fit lookup).
+    pub fn allocate_counted(
+        &mut self,
+        size: u64,
+        txg: Txg,
+        tunables: &Tunables,
+    ) -> (Option<u64>, u64) {
         assert!(
             size > 0 && size.is_multiple_of(1 << self.ashift),
             "allocation of {size} bytes is not a multiple of the sector size"
@@ -333,8 +375,9 @@ impl Metaslab {
             .largest_segment()
             .map_or(0, |segment| segment.size());
         if largest < size {
-            return None;
+            return (None, 1);
         }
+        let mut examined = 0u64;
         let alignment = size & size.wrapping_neg();
         let cursor_index = 63 - alignment.leading_zeros() as usize;
         let free_percent = allocatable.space() * 100 / self.size;
@@ -346,6 +389,7 @@ impl Metaslab {
             let cursor = self.cursors[cursor_index];
             let mut first_start = None;
             for (searched, segment) in allocatable.iter_from(cursor).enumerate() {
+                examined += 1;
                 let first = *first_start.get_or_insert(segment.start);
                 if segment.start - first > tunables.metaslab_df_max_search
                     && searched as u64 >= METASLAB_MIN_SEARCH_COUNT
@@ -360,7 +404,13 @@ impl Metaslab {
         }
         let offset = match found {
             Some(offset) => offset,
-            None => allocatable.best_fit(size)?.start,
+            None => {
+                examined += 1;
+                match allocatable.best_fit(size) {
+                    Some(segment) => segment.start,
+                    None => return (None, examined),
+                }
+            }
         };
         self.cursors[cursor_index] = offset + size;
         allocatable.remove(offset, size);
@@ -370,7 +420,7 @@ impl Metaslab {
             self.check_accounting();
             true
         });
-        Some(offset)
+        (Some(offset), examined)
     }
 
     /// Free `[offset, offset + size)` in syncing txg `txg`. The range comes from a block pointer
@@ -505,6 +555,7 @@ impl Metaslab {
             )?;
         }
         self.condense_wanted = false;
+        self.condense_count += 1;
         Ok(())
     }
 

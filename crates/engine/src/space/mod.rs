@@ -83,6 +83,7 @@ pub mod btree;
 pub mod metaslab;
 pub mod range_tree;
 pub mod space_map;
+pub mod stats;
 pub mod storage;
 
 pub use metaslab::Metaslab;
@@ -92,8 +93,10 @@ pub use space_map::{SpaceMap, SpaceMapAction, SpaceMapEntry, SpaceMapHeader};
 use crate::tunables::Tunables;
 use crate::types::{ObjectId, Txg, VdevId, SPA_MINBLOCKSHIFT};
 use parking_lot::{Mutex, RwLock};
+use stats::{SpaceStatsCollector, SpaceTxgStats};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use storage::{SpaceStorage, StorageError};
 
 /// Extra copies of a block on the same top-level vdev are placed at least `vdev size >> 3`
@@ -163,6 +166,14 @@ pub struct MetaslabStats {
     pub fragmentation_percent: Option<u64>,
     pub loaded: bool,
     pub histogram: [u64; space_map::SPACE_MAP_HISTOGRAM_SIZE],
+    /// Largest free segment, when loaded.
+    pub largest_free_segment: Option<u64>,
+    /// The loaded free tree's exact histogram (64 absolute power-of-two buckets), when loaded.
+    pub tree_histogram: Option<Vec<u64>>,
+    /// Times the map was condensed since import.
+    pub condensed: u64,
+    /// Last txg the allocator chose this metaslab (0: not since import).
+    pub selected_txg: u64,
 }
 
 /// Space of the whole pool, summed over its vdevs.
@@ -292,28 +303,88 @@ impl Group {
         Ok(&mut self.metaslabs[(offset >> self.ms_shift) as usize])
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Try metaslab `index`: load it if needed (first unloading the least recently used
+    /// metaslabs of this group when loaded trees exceed `metaslab_mem_limit`), then allocate.
     fn try_metaslab(
         &mut self,
         index: usize,
         size: u64,
-        txg: Txg,
-        storage: &dyn SpaceStorage,
-        tunables: &Tunables,
-        last_synced: Txg,
-        counters: &SpaceCounters,
+        context: &mut AllocContext<'_>,
     ) -> Result<Option<u64>, SpaceError> {
-        let metaslab = &mut self.metaslabs[index];
-        if !metaslab.should_allocate(size) {
+        if !self.metaslabs[index].should_allocate(size) {
             return Ok(None);
         }
+        self.metaslabs[index].selected_txg = context.txg.0;
+        if !self.metaslabs[index].is_loaded() {
+            self.evict_for_memory(index, context.manager);
+        }
         let ms_shift = self.ms_shift;
-        counters.track(metaslab, |metaslab| {
-            metaslab.load(storage, last_synced)?;
-            Ok(metaslab
-                .allocate(size, txg, tunables)
-                .inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
-        })
+        let manager = context.manager;
+        let metaslab = &mut self.metaslabs[index];
+        let was_loaded = metaslab.is_loaded();
+        let (offset, examined) = manager.counters.track(metaslab, |metaslab| {
+            metaslab.load(context.storage, context.last_synced)?;
+            Ok::<_, SpaceError>(metaslab.allocate_counted(size, context.txg, &manager.tunables))
+        })?;
+        if !was_loaded {
+            context.load_wait = true;
+            manager.stats.loaded();
+            manager
+                .loaded_memory
+                .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+        }
+        context.segments_examined += examined;
+        Ok(offset.inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
+    }
+
+    /// Is metaslab `index` active for some copy slot?
+    fn is_active(&self, index: usize) -> bool {
+        self.active
+            .iter()
+            .any(|active| active.is_some_and(|(at, _)| at == index))
+    }
+
+    /// Unload metaslab `index` if it is loaded, not active and has no unsynced allocations;
+    /// returns the bytes given back.
+    fn unload(&mut self, index: usize, manager: &SpaceManager) -> u64 {
+        if self.is_active(index) || !self.metaslabs[index].is_loaded() {
+            return 0;
+        }
+        let bytes = self.metaslabs[index].memory_bytes();
+        if !self.metaslabs[index].unload() {
+            return 0;
+        }
+        manager.stats.unloaded();
+        let _ = manager
+            .loaded_memory
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |value| {
+                Some(value.saturating_sub(bytes))
+            });
+        bytes
+    }
+
+    /// Before loading metaslab `loading`: while the loaded trees of the pool exceed
+    /// `metaslab_mem_limit`, unload this group's least recently selected metaslabs (never an
+    /// active one or `loading`). Other groups are trimmed at the end of the txg
+    /// ([`SpaceManager::sync_done`]), so a group never takes another group's lock.
+    fn evict_for_memory(&mut self, loading: usize, manager: &SpaceManager) {
+        let limit = manager.tunables.metaslab_mem_limit;
+        if manager.loaded_memory.load(Ordering::Relaxed) <= limit {
+            return;
+        }
+        let mut loaded: Vec<(u64, usize)> = (0..self.metaslabs.len())
+            .filter(|&index| {
+                index != loading && self.metaslabs[index].is_loaded() && !self.is_active(index)
+            })
+            .map(|index| (self.metaslabs[index].selected_txg, index))
+            .collect();
+        loaded.sort_unstable();
+        for (_, index) in loaded {
+            if manager.loaded_memory.load(Ordering::Relaxed) <= limit {
+                break;
+            }
+            self.unload(index, manager);
+        }
     }
 
     /// How many metaslabs apart two copies of one block on this vdev should be: the vdev's
@@ -327,17 +398,12 @@ impl Group {
     /// `slot` of a block on this vdev (0: first copy). The slot's active metaslab is tried first
     /// while it keeps fitting and is not to be avoided; otherwise the heaviest candidate (those
     /// active for other slots last) is chosen and becomes the slot's active metaslab.
-    #[allow(clippy::too_many_arguments)]
     fn allocate(
         &mut self,
         size: u64,
-        txg: Txg,
         slot: usize,
         avoid_metaslabs: &[usize],
-        storage: &dyn SpaceStorage,
-        tunables: &Tunables,
-        last_synced: Txg,
-        counters: &SpaceCounters,
+        context: &mut AllocContext<'_>,
     ) -> Result<Option<u64>, SpaceError> {
         if size > 1 << self.ms_shift {
             return Ok(None);
@@ -350,41 +416,103 @@ impl Group {
             if !avoid_metaslabs.contains(&index)
                 && class + METASLAB_SWITCH_THRESHOLD > activation_class
             {
-                if let Some(offset) =
-                    self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
-                {
+                if let Some(offset) = self.try_metaslab(index, size, context)? {
                     return Ok(Some(offset));
                 }
             }
             self.active[slot] = None;
         }
-        // Metaslabs active for other slots come last, so that the slots stay apart.
+        // Metaslabs active for other slots come last, so that the slots stay apart; then by
+        // largest free-segment class, loaded ones first within a class (no load wait), then by
+        // the count of segments in that class.
         let taken = |index: usize| {
             self.active
                 .iter()
                 .enumerate()
                 .any(|(other, active)| other != slot && active.is_some_and(|(at, _)| at == index))
         };
-        let mut candidates: Vec<(bool, u64, usize)> = (0..self.metaslabs.len())
+        let mut candidates: Vec<(bool, u64, bool, u64, usize)> = (0..self.metaslabs.len())
             .filter(|index| !avoid_metaslabs.contains(index))
-            .map(|index| (taken(index), self.metaslabs[index].weight(), index))
-            .filter(|&(_, weight, _)| weight > 0)
+            .map(|index| {
+                let metaslab = &self.metaslabs[index];
+                let weight = metaslab.weight();
+                (
+                    taken(index),
+                    weight >> 54,
+                    metaslab.is_loaded(),
+                    weight,
+                    index,
+                )
+            })
+            .filter(|&(_, _, _, weight, _)| weight > 0)
             .collect();
         candidates.sort_by(|left, right| {
             left.0
                 .cmp(&right.0)
                 .then(right.1.cmp(&left.1))
-                .then(left.2.cmp(&right.2))
+                .then(right.2.cmp(&left.2))
+                .then(right.3.cmp(&left.3))
+                .then(left.4.cmp(&right.4))
         });
-        for (_, _, index) in candidates {
-            if let Some(offset) =
-                self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
-            {
+        for (_, _, _, _, index) in candidates {
+            if let Some(offset) = self.try_metaslab(index, size, context)? {
                 self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
                 return Ok(Some(offset));
             }
         }
         Ok(None)
+    }
+}
+
+/// What one allocation carries down to the metaslabs, and what it learns on the way (for the
+/// statistics).
+struct AllocContext<'a> {
+    manager: &'a SpaceManager,
+    storage: &'a dyn SpaceStorage,
+    txg: Txg,
+    last_synced: Txg,
+    segments_examined: u64,
+    load_wait: bool,
+}
+
+/// The storage the space maps are written through during a sync, counting the data blocks
+/// each pass writes (`spacemap_writes`). Every object the space layer writes (space maps and
+/// metaslab arrays) has blocks of `metaslab_sm_blksz`.
+struct CountingStorage<'a> {
+    inner: &'a dyn SpaceStorage,
+    stats: &'a SpaceStatsCollector,
+    block_size: u64,
+}
+
+impl SpaceStorage for CountingStorage<'_> {
+    fn create_object(&self, block_size: u32, txg: Txg) -> Result<ObjectId, StorageError> {
+        self.inner.create_object(block_size, txg)
+    }
+    fn free_object(&self, object: ObjectId, txg: Txg) -> Result<(), StorageError> {
+        self.inner.free_object(object, txg)
+    }
+    fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.inner.read(object, offset, buf)
+    }
+    fn write(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        txg: Txg,
+    ) -> Result<(), StorageError> {
+        self.stats
+            .spacemap_write(object.0, offset, data.len() as u64, self.block_size);
+        self.inner.write(object, offset, data, txg)
+    }
+    fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
+        self.inner.truncate(object, length, txg)
+    }
+    fn read_bonus(&self, object: ObjectId) -> Result<Vec<u8>, StorageError> {
+        self.inner.read_bonus(object)
+    }
+    fn write_bonus(&self, object: ObjectId, bonus: &[u8], txg: Txg) -> Result<(), StorageError> {
+        self.inner.write_bonus(object, bonus, txg)
     }
 }
 
@@ -402,6 +530,11 @@ pub struct SpaceManager {
     rotor: Mutex<Rotor>,
     last_synced: Mutex<Option<Txg>>,
     counters: SpaceCounters,
+    /// Per-txg figures for `tarn stat txgs`.
+    stats: SpaceStatsCollector,
+    /// Bytes of loaded free trees, pool-wide (exact after each `sync_done`, kept current by
+    /// loads and unloads in between).
+    loaded_memory: AtomicU64,
 }
 
 impl SpaceManager {
@@ -412,6 +545,8 @@ impl SpaceManager {
             rotor: Mutex::new(Rotor { index: 0, bytes: 0 }),
             last_synced: Mutex::new(None),
             counters: SpaceCounters::default(),
+            stats: SpaceStatsCollector::default(),
+            loaded_memory: AtomicU64::new(0),
         }
     }
 
@@ -528,15 +663,39 @@ impl SpaceManager {
         storage: &dyn SpaceStorage,
     ) -> Result<(VdevId, u64), SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
+        let started = Instant::now();
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let mut context = AllocContext {
+            manager: self,
+            storage,
+            txg,
+            last_synced,
+            segments_examined: 0,
+            load_wait: false,
+        };
+        let result = self.allocate_in(size_allocated, avoid, &mut context);
+        self.stats.allocation(
+            context.segments_examined,
+            context.load_wait,
+            started.elapsed().as_nanos() as u64,
+        );
+        result
+    }
+
+    fn allocate_in(
+        &self,
+        size_allocated: u64,
+        avoid: &[(VdevId, u64)],
+        context: &mut AllocContext<'_>,
+    ) -> Result<(VdevId, u64), SpaceError> {
         let groups = self.groups.read();
         let count = groups.len();
         if count == 0 {
             return Err(SpaceError::NoSpace { size_allocated });
         }
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
         let start = match avoid.last() {
             None => {
                 let mut rotor = self.rotor.lock();
@@ -596,16 +755,9 @@ impl SpaceManager {
                     .iter()
                     .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
                     .count();
-                if let Some(offset) = group.allocate(
-                    size_allocated,
-                    txg,
-                    slot,
-                    &avoid_metaslabs,
-                    storage,
-                    &self.tunables,
-                    last_synced,
-                    &self.counters,
-                )? {
+                if let Some(offset) =
+                    group.allocate(size_allocated, slot, &avoid_metaslabs, context)?
+                {
                     drop(group);
                     if avoid.is_empty() {
                         let mut rotor = self.rotor.lock();
@@ -672,6 +824,22 @@ impl SpaceManager {
         sync_pass: u32,
         storage: &dyn SpaceStorage,
     ) -> Result<bool, SpaceError> {
+        let counting = CountingStorage {
+            inner: storage,
+            stats: &self.stats,
+            block_size: self.tunables.metaslab_sm_blksz as u64,
+        };
+        let result = self.sync_counted(txg, sync_pass, &counting);
+        self.stats.end_pass();
+        result
+    }
+
+    fn sync_counted(
+        &self,
+        txg: Txg,
+        sync_pass: u32,
+        storage: &dyn SpaceStorage,
+    ) -> Result<bool, SpaceError> {
         let groups = self.groups.read();
         let mut wrote = false;
         for group in groups.iter() {
@@ -690,9 +858,13 @@ impl SpaceManager {
                 }
             }
             for metaslab in group.metaslabs.iter_mut() {
+                let condensed = metaslab.condense_count;
                 wrote |= self.counters.track(metaslab, |metaslab| {
                     metaslab.sync(storage, txg, sync_pass, &self.tunables)
                 })?;
+                if metaslab.condense_count != condensed {
+                    self.stats.condensed();
+                }
             }
             let created: Vec<(u64, ObjectId)> = group
                 .metaslabs
@@ -732,15 +904,60 @@ impl SpaceManager {
         })
     }
 
-    /// End of txg `txg`: rotate the defer trees of every metaslab.
+    /// End of txg `txg`: rotate the defer trees of every metaslab, then unload the metaslabs
+    /// not chosen for `metaslab_unload_delay` txgs (OpenZFS `metaslab_class_evict_old`) and,
+    /// while the loaded trees exceed `metaslab_mem_limit`, the least recently chosen ones
+    /// (never an active metaslab). Costs one pass over the metaslabs, no I/O.
     pub fn sync_done(&self, txg: Txg) {
-        for group in self.groups.read().iter() {
-            for metaslab in group.lock().metaslabs.iter_mut() {
+        let groups = self.groups.read();
+        let delay = self.tunables.metaslab_unload_delay;
+        let mut memory = 0u64;
+        let mut loaded: Vec<(u64, usize, usize)> = Vec::new();
+        for (group_index, group) in groups.iter().enumerate() {
+            let mut group = group.lock();
+            for index in 0..group.metaslabs.len() {
+                let metaslab = &mut group.metaslabs[index];
                 self.counters
                     .track(metaslab, |metaslab| metaslab.sync_done(txg));
+                if !metaslab.is_loaded() {
+                    continue;
+                }
+                if txg.0 > metaslab.selected_txg.saturating_add(delay)
+                    && group.unload(index, self) > 0
+                {
+                    continue;
+                }
+                let metaslab = &group.metaslabs[index];
+                if metaslab.is_loaded() {
+                    memory += metaslab.memory_bytes();
+                    if !group.is_active(index) {
+                        loaded.push((metaslab.selected_txg, group_index, index));
+                    }
+                }
+            }
+        }
+        self.loaded_memory.store(memory, Ordering::Relaxed);
+        if memory > self.tunables.metaslab_mem_limit {
+            loaded.sort_unstable();
+            for (_, group_index, index) in loaded {
+                if self.loaded_memory.load(Ordering::Relaxed) <= self.tunables.metaslab_mem_limit {
+                    break;
+                }
+                groups[group_index].lock().unload(index, self);
             }
         }
         *self.last_synced.lock() = Some(txg);
+    }
+
+    /// The space layer's figures since the last call (one txg's, when the sync driver calls it
+    /// after each txg), and reset them. `spacemap_writes` is in blocks, one copy each.
+    pub fn take_txg_stats(&self) -> SpaceTxgStats {
+        self.stats.take()
+    }
+
+    /// Bytes of loaded metaslab free trees, pool-wide.
+    pub fn loaded_memory(&self) -> u64 {
+        self.loaded_memory.load(Ordering::Relaxed)
     }
 
     /// A snapshot of every vdev's space.
@@ -767,6 +984,10 @@ impl SpaceManager {
                         fragmentation_percent: Some(metaslab.fragmentation()),
                         loaded: metaslab.is_loaded(),
                         histogram: metaslab.histogram(),
+                        largest_free_segment: metaslab.largest_free_segment(),
+                        tree_histogram: metaslab.tree_histogram().map(<[u64]>::to_vec),
+                        condensed: metaslab.condense_count,
+                        selected_txg: metaslab.selected_txg,
                     })
                     .collect();
                 let free_bytes: u64 = metaslabs.iter().map(|row| row.free_bytes).sum();

@@ -261,7 +261,13 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
             }
         }
         sync_txg(&manager, &storage, txg);
+        let figures = manager.take_txg_stats();
+        assert!(
+            figures.spacemap_writes >= 1,
+            "txg {txg} wrote no space-map block"
+        );
         let length = manager.stats()[0].metaslabs[0].space_map_length_bytes;
+        assert_eq!(figures.ms_condensed, u64::from(length < previous_length));
         if length < previous_length {
             condensed += 1;
         } else {
@@ -280,6 +286,7 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
         "the workload appended only {appended_bytes} bytes"
     );
     assert!(condensed >= 1, "map never condensed");
+    assert_eq!(stats[0].metaslabs[0].condensed, condensed);
     assert!(map_length < appended_bytes / 2, "map is {map_length} bytes");
     let mut expected = RangeTree::new();
     for (_, offset) in &live {
@@ -704,4 +711,112 @@ fn extra_copies_use_stable_metaslabs_whose_maps_pass_one_prepares() {
     }
     assert!(!manager.sync(Txg(8), 2, &storage).unwrap());
     manager.sync_done(Txg(8));
+}
+
+fn manager_with_tunables(storage: &MemoryStorage, asize: u64, tunables: Tunables) -> SpaceManager {
+    let manager = SpaceManager::new(tunables.clone());
+    let (ms_shift, _) = metaslab_geometry(asize, &tunables);
+    manager
+        .add_vdev(VdevId(0), asize, ms_shift, 9, None, storage)
+        .unwrap();
+    manager
+}
+
+/// Allocate `count` blocks of `size` in `txg`, returning them.
+fn allocate_many(
+    manager: &SpaceManager,
+    storage: &MemoryStorage,
+    txg: Txg,
+    count: usize,
+    size: u64,
+) -> Vec<(VdevId, u64)> {
+    (0..count)
+        .map(|_| manager.allocate(size, txg, &[], storage).unwrap())
+        .collect()
+}
+
+fn loaded_metaslabs(manager: &SpaceManager) -> Vec<u64> {
+    manager.stats()[0]
+        .metaslabs
+        .iter()
+        .filter(|ms| ms.loaded)
+        .map(|ms| ms.id)
+        .collect()
+}
+
+/// Metaslabs the allocator moved on from are unloaded after `metaslab_unload_delay` idle txgs
+/// (OpenZFS metaslab_class_evict_old): before, loaded metaslabs were never unloaded, so a pool
+/// that had touched every metaslab kept every free tree in memory.
+#[test]
+fn idle_metaslabs_unload_after_the_delay() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let delay = tunables.metaslab_unload_delay;
+    let manager = manager_with_tunables(&storage, 8 * MEBIBYTE, tunables);
+    // Fill three metaslabs' worth in 64 KiB blocks: the allocator loads and leaves several.
+    let mut blocks = Vec::new();
+    for txg in 4..7u64 {
+        blocks.extend(allocate_many(&manager, &storage, Txg(txg), 16, 64 << 10));
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    let figures = manager.take_txg_stats();
+    assert!(figures.ms_loaded >= 3, "{figures:?}");
+    assert!(
+        figures.allocations == 48 && figures.alloc_load_waits >= 3,
+        "{figures:?}"
+    );
+    assert!(figures.alloc_segments_p999 >= 1);
+    let loaded = loaded_metaslabs(&manager);
+    assert!(loaded.len() >= 3, "loaded {loaded:?}");
+    // Idle txgs: nothing chosen, so everything but the active metaslab goes.
+    for txg in 7..7 + delay + 2 {
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    let figures = manager.take_txg_stats();
+    let still = loaded_metaslabs(&manager);
+    assert_eq!(figures.ms_unloaded as usize, loaded.len() - still.len());
+    assert!(still.len() <= 1, "still loaded: {still:?}");
+    assert!(manager.loaded_memory() > 0 || still.is_empty());
+    // Freeing into unloaded metaslabs and allocating again reloads them consistently.
+    let last = 7 + delay + 2;
+    for (vdev, offset) in blocks.drain(..24) {
+        manager.free(vdev, offset, 64 << 10, Txg(last)).unwrap();
+    }
+    sync_txg(&manager, &storage, Txg(last));
+    check_stats_add_up(&manager);
+    for txg in last + 1..last + 4 {
+        allocate_many(&manager, &storage, Txg(txg), 20, 64 << 10);
+        sync_txg(&manager, &storage, Txg(txg));
+        check_stats_add_up(&manager);
+    }
+}
+
+/// Under `metaslab_mem_limit`, loading a metaslab first unloads the least recently chosen
+/// ones, and the end of each txg trims back under the cap; active metaslabs stay.
+#[test]
+fn memory_cap_unloads_least_recently_used() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables {
+        metaslab_mem_limit: 1,
+        metaslab_unload_delay: 1000,
+        ..Tunables::tiny()
+    };
+    let manager = manager_with_tunables(&storage, 8 * MEBIBYTE, tunables);
+    let mut live = Vec::new();
+    for txg in 4..20u64 {
+        live.extend(allocate_many(&manager, &storage, Txg(txg), 12, 32 << 10));
+        if live.len() > 100 {
+            for (vdev, offset) in live.drain(..40).step_by(2) {
+                manager.free(vdev, offset, 32 << 10, Txg(txg)).unwrap();
+            }
+        }
+        sync_txg(&manager, &storage, Txg(txg));
+        check_stats_add_up(&manager);
+        // Only active metaslabs (one per copy slot at most) may stay loaded over the cap.
+        let loaded = loaded_metaslabs(&manager);
+        assert!(loaded.len() <= ACTIVE_SLOTS, "txg {txg}: loaded {loaded:?}");
+    }
+    let figures = manager.take_txg_stats();
+    assert!(figures.ms_unloaded >= 1, "{figures:?}");
+    assert!(figures.ms_loaded > figures.ms_unloaded.saturating_sub(ACTIVE_SLOTS as u64));
 }
