@@ -55,7 +55,8 @@
 //!
 //! # Operations
 //!
-//! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes;
+//! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes,
+//!   scaled by the group's share of free space as of the last txg, see `Rotor::aliquot`;
 //!   extra copies go to the next vdev not yet holding a copy, otherwise to a metaslab of the
 //!   same vdev at least 1/8 of the vdev away from the other copies, else to any other metaslab),
 //!   then the group's active metaslab for that copy (the first, second or third on this vdev)
@@ -521,6 +522,27 @@ struct Rotor {
     index: usize,
     /// Bytes placed on the current group since the rotor moved there.
     bytes: u64,
+    /// Free and total bytes of each group as of the last `sync_done` (for the aliquot).
+    space: Vec<(u64, u64)>,
+}
+
+impl Rotor {
+    /// Bytes to place on group `index` before moving on: `metaslab_aliquot` scaled by the
+    /// group's share of the pool's free space (its free bytes over the average group's; OpenZFS
+    /// scales by vdev size and, with `metaslab_bias_enabled`, by free fraction, which comes to
+    /// the same), between a quarter and four times the aliquot. Larger and emptier vdevs take
+    /// more, so the vdevs fill evenly.
+    fn aliquot(&self, index: usize, aliquot: u64) -> u64 {
+        let Some(&(free, _)) = self.space.get(index) else {
+            return aliquot;
+        };
+        let free_total: u128 = self.space.iter().map(|&(free, _)| free as u128).sum();
+        if free_total == 0 {
+            return aliquot;
+        }
+        let scaled = aliquot as u128 * free as u128 * self.space.len() as u128 / free_total;
+        (scaled.min(u64::MAX as u128) as u64).clamp(aliquot / 4, aliquot.saturating_mul(4))
+    }
 }
 
 /// The metaslab class: every top-level vdev's metaslabs and the allocator over them.
@@ -542,7 +564,11 @@ impl SpaceManager {
         SpaceManager {
             tunables,
             groups: RwLock::new(Vec::new()),
-            rotor: Mutex::new(Rotor { index: 0, bytes: 0 }),
+            rotor: Mutex::new(Rotor {
+                index: 0,
+                bytes: 0,
+                space: Vec::new(),
+            }),
             last_synced: Mutex::new(None),
             counters: SpaceCounters::default(),
             stats: SpaceStatsCollector::default(),
@@ -699,7 +725,8 @@ impl SpaceManager {
         let start = match avoid.last() {
             None => {
                 let mut rotor = self.rotor.lock();
-                if rotor.bytes + size_allocated / 2 >= self.tunables.metaslab_aliquot {
+                let aliquot = rotor.aliquot(rotor.index % count, self.tunables.metaslab_aliquot);
+                if rotor.bytes + size_allocated / 2 >= aliquot {
                     rotor.index = (rotor.index + 1) % count;
                     rotor.bytes = 0;
                 }
@@ -913,8 +940,17 @@ impl SpaceManager {
         let delay = self.tunables.metaslab_unload_delay;
         let mut memory = 0u64;
         let mut loaded: Vec<(u64, usize, usize)> = Vec::new();
+        let mut space = Vec::with_capacity(groups.len());
         for (group_index, group) in groups.iter().enumerate() {
             let mut group = group.lock();
+            space.push((
+                group
+                    .metaslabs
+                    .iter()
+                    .map(Metaslab::free_bytes)
+                    .sum::<u64>(),
+                group.covered_size(),
+            ));
             for index in 0..group.metaslabs.len() {
                 let metaslab = &mut group.metaslabs[index];
                 self.counters
@@ -936,6 +972,7 @@ impl SpaceManager {
                 }
             }
         }
+        self.rotor.lock().space = space;
         self.loaded_memory.store(memory, Ordering::Relaxed);
         if memory > self.tunables.metaslab_mem_limit {
             loaded.sort_unstable();

@@ -820,3 +820,27 @@ fn memory_cap_unloads_least_recently_used() {
     assert!(figures.ms_unloaded >= 1, "{figures:?}");
     assert!(figures.ms_loaded > figures.ms_unloaded.saturating_sub(ACTIVE_SLOTS as u64));
 }
+
+/// The rotor gives each top-level vdev a share of new data in proportion to its free space
+/// (metaslab_aliquot scaled, OpenZFS metaslab_bias_enabled), so that unequal vdevs fill evenly.
+#[test]
+fn rotation_is_weighted_by_free_space() {
+    let storage = MemoryStorage::default();
+    let vdevs = [(0, 4 * MEBIBYTE), (1, 16 * MEBIBYTE)];
+    let manager = manager_with(&storage, &vdevs);
+    sync_txg(&manager, &storage, Txg(4)); // records each vdev's free space
+    let mut bytes = [0u64; 2];
+    for txg in 5..9u64 {
+        for _ in 0..16 {
+            let (vdev, _) = manager.allocate(16 << 10, Txg(txg), &[], &storage).unwrap();
+            bytes[vdev.0 as usize] += 16 << 10;
+        }
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    assert!(
+        bytes[1] >= 3 * bytes[0] && bytes[0] > 0,
+        "vdev 0 took {} bytes, vdev 1 {}",
+        bytes[0],
+        bytes[1]
+    );
+}
