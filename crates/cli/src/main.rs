@@ -344,12 +344,17 @@ enum DebugCommand {
         vdev: u32,
         metaslab: u64,
     },
-    /// Per-metaslab offset, space map, free space and fragmentation.
+    /// Per-metaslab offset, space map, free space and fragmentation (as zdb -m); -mm adds
+    /// the on-disk free-segment histogram, -mmm the largest free segment and the in-memory
+    /// histogram (replayed from the space map when the metaslab is not loaded).
     Metaslabs {
         #[arg(short = 'd', long = "dir")]
         dirs: Vec<PathBuf>,
         #[arg(short = 'j')]
         json: bool,
+        /// Detail: -m, -mm or -mmm.
+        #[arg(short = 'm', action = clap::ArgAction::Count)]
+        level: u8,
         pool: String,
     },
 }
@@ -490,9 +495,12 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             mountpoint,
         } => dataset::mount(socket, all, json, name, mountpoint),
         Command::Unmount { all, force, target } => dataset::unmount(socket, all, force, target),
-        Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {
-            inspect::debug_metaslabs(socket, dirs, json, pool)
-        }
+        Command::Debug(DebugCommand::Metaslabs {
+            dirs,
+            json,
+            level,
+            pool,
+        }) => inspect::debug_metaslabs(socket, dirs, json, level, pool),
         Command::Debug(DebugCommand::Spacemap {
             dirs,
             pool,

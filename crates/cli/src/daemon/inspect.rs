@@ -19,9 +19,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::Value::Null,
             })
         }
-        Request::DebugMetaslabs { pool, json } => {
+        Request::DebugMetaslabs { pool, json, level } => {
             let held = daemon.held(&pool)?;
-            ops::debug_metaslabs(&held, &pool, json);
+            ops::debug_metaslabs(&held, &pool, json, level)?;
             Answer::done()
         }
         Request::StatTxgs { pool } => {

@@ -33,7 +33,7 @@
 //! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
 //! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
-//! | `debug metaslabs` | `pool`, `json` |
+//! | `debug metaslabs` | `pool`, `json`, `level` (1-3: `-m`, `-mm`, `-mmm`; default 1) |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, allocations}]}`, oldest first |
 //!
@@ -146,7 +146,12 @@ pub enum Request {
     #[serde(rename = "check")]
     Check { pool: String, repair: bool },
     #[serde(rename = "debug metaslabs")]
-    DebugMetaslabs { pool: String, json: bool },
+    DebugMetaslabs {
+        pool: String,
+        json: bool,
+        #[serde(default)]
+        level: u8,
+    },
     #[serde(rename = "debug spacemap")]
     DebugSpacemap {
         pool: String,

@@ -31,17 +31,19 @@ pub fn debug_metaslabs(
     socket: &Path,
     dirs: Vec<PathBuf>,
     json: bool,
+    level: u8,
     name: String,
 ) -> Result<Status, Failure> {
     let request = Request::DebugMetaslabs {
         pool: name.clone(),
         json,
+        level,
     };
     if let Some(status) = ask_holder(socket, &request)? {
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, true)?;
-    ops::debug_metaslabs(&pool, &name, json);
+    ops::debug_metaslabs(&pool, &name, json, level)?;
     pool.export()?;
     Ok(0)
 }
