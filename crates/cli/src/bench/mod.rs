@@ -1,5 +1,7 @@
 //! `tarn bench`: benchmarks that print tarn's figure beside a baseline from the same run.
 //!
+//! - `frag`: the allocator on a pool filled to 50, 75 and 90% under random 8 KiB overwrites,
+//!   beside the same overwrites on a plain file (see `frag`).
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
 //!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
@@ -18,6 +20,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod frag;
 mod sync;
 
 use clap::Subcommand;
@@ -32,6 +35,25 @@ use crate::format::{parse_size, print_table, Cell, ListFormat};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// Free-space allocation on a pool filled to 50, 75 and 90% with 8 KiB-record files under
+    /// random 8 KiB overwrites (txgs on the txg timer): write rate and latency, allocation
+    /// figures from the txg history, sync time and passes, fragmentation; beside the same
+    /// overwrites on a plain file in the same directory.
+    Frag {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Size of the pool's single vdev (a sparse file); at least 2G, so that 90% fits
+        /// below the slop space (128 MiB) held back.
+        #[arg(long, default_value = "4G")]
+        vdev_size: String,
+        /// Random 8 KiB overwrites per fill level.
+        #[arg(long, default_value_t = 20_000)]
+        overwrites: u64,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
     /// Engine sequential write of incompressible data (recordsize 1M, compression off), timed
     /// to the end of the final txg sync, beside fio (--bs=1M --direct=1 --end_fsync=1) on a file
     /// in the same directory.
@@ -491,6 +513,17 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             overwrite_file_size: parse_size(&file_size)?,
             fsyncs,
             btrfs: !no_btrfs,
+            json,
+        }),
+        BenchCommand::Frag {
+            dir,
+            vdev_size,
+            overwrites,
+            json,
+        } => frag::run(frag::FragBench {
+            dir,
+            vdev_size: parse_size(&vdev_size)?,
+            overwrites,
             json,
         }),
         BenchCommand::Mount {

@@ -75,6 +75,11 @@ pub struct Metaslab {
     pub(crate) selected_txg: u64,
     /// Times the map was condensed since the metaslab was opened.
     pub(crate) condense_count: u64,
+    /// Largest free segment when the metaslab was last unloaded (OpenZFS `ms_max_size`). While
+    /// unloaded nothing is allocated and frees only add space, so the real largest segment is
+    /// at least this. The map header's histogram alone would understate it: it counts freed
+    /// ranges as they were freed, not merged with their free neighbours.
+    max_size_unloaded: u64,
 }
 
 impl Metaslab {
@@ -98,6 +103,7 @@ impl Metaslab {
             map_created: false,
             selected_txg: 0,
             condense_count: 0,
+            max_size_unloaded: 0,
         }
     }
 
@@ -275,6 +281,7 @@ impl Metaslab {
     /// allocations of an unsynced txg are pending.
     pub fn unload(&mut self) -> bool {
         if self.allocating.iter().all(RangeTree::is_empty) {
+            self.max_size_unloaded = self.largest_free_segment().unwrap_or(0);
             self.allocatable = None;
             true
         } else {
@@ -313,7 +320,7 @@ impl Metaslab {
                 .find(|&bucket| histogram[bucket] > 0)
                 .map(|bucket| (bucket as u32, histogram[bucket]));
         }
-        match &self.space_map {
+        let from_map = match &self.space_map {
             None => Some((63 - self.size.leading_zeros(), 1)),
             Some(map) => {
                 let histogram = &map.header.histogram;
@@ -322,6 +329,13 @@ impl Metaslab {
                     .find(|&bucket| histogram[bucket] > 0)
                     .map(|bucket| (bucket as u32 + map.header.shift, histogram[bucket]))
             }
+        };
+        let cached =
+            (self.max_size_unloaded > 0).then(|| (63 - self.max_size_unloaded.leading_zeros(), 1));
+        match (from_map, cached) {
+            (Some(map), Some(cached)) if cached.0 > map.0 => Some(cached),
+            (None, cached) => cached,
+            (from_map, _) => from_map,
         }
     }
 
@@ -342,6 +356,9 @@ impl Metaslab {
             return allocatable
                 .largest_segment()
                 .is_some_and(|segment| segment.size() >= size);
+        }
+        if self.max_size_unloaded >= size {
+            return true;
         }
         match self.weight_class() {
             None => false,

@@ -315,6 +315,15 @@ impl Group {
         if !self.metaslabs[index].should_allocate(size) {
             return Ok(None);
         }
+        self.load_and_allocate(index, size, context)
+    }
+
+    fn load_and_allocate(
+        &mut self,
+        index: usize,
+        size: u64,
+        context: &mut AllocContext<'_>,
+    ) -> Result<Option<u64>, SpaceError> {
         self.metaslabs[index].selected_txg = context.txg.0;
         if !self.metaslabs[index].is_loaded() {
             self.evict_for_memory(index, context.manager);
@@ -455,8 +464,24 @@ impl Group {
                 .then(right.3.cmp(&left.3))
                 .then(left.4.cmp(&right.4))
         });
-        for (_, _, _, _, index) in candidates {
+        for &(_, _, _, _, index) in &candidates {
             if let Some(offset) = self.try_metaslab(index, size, context)? {
+                self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
+                return Ok(Some(offset));
+            }
+        }
+        // Try hard (OpenZFS before ganging): an unloaded metaslab's weight comes from its map
+        // header, whose histogram counts freed ranges unmerged, so it may hide a segment that
+        // fits. Load every unloaded metaslab with enough free bytes and look.
+        for index in 0..self.metaslabs.len() {
+            let metaslab = &self.metaslabs[index];
+            if avoid_metaslabs.contains(&index)
+                || metaslab.is_loaded()
+                || metaslab.free_bytes() < size
+            {
+                continue;
+            }
+            if let Some(offset) = self.load_and_allocate(index, size, context)? {
                 self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
                 return Ok(Some(offset));
             }
