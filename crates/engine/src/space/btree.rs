@@ -187,12 +187,11 @@ impl<E: Copy + Ord> LeafSet<E> {
         }
         // Full: spill into a neighbour with room, else split; then insert again (the second
         // attempt finds room).
-        if let Some((previous_key, previous_slot)) = self.neighbour(key, false) {
+        if let Some((_, previous_slot)) = self.neighbour(key, false) {
             let room = capacity - self.leaves[previous_slot as usize].len();
             if room >= 2 {
                 let moved: Vec<E> = self.leaves[slot as usize].drain(..room / 2).collect();
                 self.leaves[previous_slot as usize].extend_from_slice(&moved);
-                let _ = previous_key;
                 self.rekey(key, slot);
                 return self.insert(element);
             }

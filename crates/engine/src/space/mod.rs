@@ -61,17 +61,26 @@
 //!   same vdev at least 1/8 of the vdev away from the other copies, else to any other metaslab),
 //!   then the group's active metaslab for that copy (the first, second or third on this vdev)
 //!   while it fits and keeps its distance, else a metaslab by weight (largest free-segment
-//!   class first; metaslabs active for other copies last), which becomes the active one,
-//!   loading it on demand, then a range by dynamic fit (first fit from a per-alignment cursor,
-//!   best fit when the metaslab is nearly full or fragmented). Extra copies thus land in a
-//!   small, stable set of metaslabs.
+//!   class first, loaded ones first within a class; metaslabs active for other copies last),
+//!   which becomes the active one, loading it on demand (first unloading this group's least
+//!   recently chosen metaslabs when loaded trees exceed `metaslab_mem_limit`), then a range by
+//!   dynamic fit (first fit from a per-alignment cursor, best fit when the metaslab is nearly
+//!   full or fragmented). If no candidate fits, every unloaded metaslab with enough free bytes
+//!   is loaded and tried (an unloaded metaslab's weight comes from its map header, whose
+//!   histogram counts frees unmerged). Extra copies thus land in a small, stable set of
+//!   metaslabs. Each allocation records the segments it examined, whether it waited for a
+//!   load, and its time ([`stats`]).
 //! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
 //! - `sync(txg, pass)`: in pass 1, copy the last block of every active metaslab's map even if
 //!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
 //!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
 //!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
 //!   rewrite the header; record new map ids.
-//! - `sync_done(txg)`: rotate the defer trees.
+//! - `sync_done(txg)`: rotate the defer trees; unload metaslabs not chosen for
+//!   `metaslab_unload_delay` txgs, then the least recently chosen while the loaded trees exceed
+//!   `metaslab_mem_limit` (never an active metaslab, never one with unsynced allocations);
+//!   record each vdev's free space for the rotor. One pass over the metaslabs, no I/O.
+//! - `take_txg_stats()`: the per-txg figures of `tarn stat txgs` ([`stats`]).
 //!
 //! # Crash behaviour
 //!
