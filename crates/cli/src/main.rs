@@ -336,6 +336,16 @@ enum PoolCommand {
 
 #[derive(Subcommand)]
 enum DebugCommand {
+    /// Draw every vdev's metaslabs as an SVG image, coloured by fullness (green empty, red
+    /// full), each with its free percentage and fragmentation.
+    Map {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        /// The image to write (.svg).
+        #[arg(short = 'o')]
+        output: PathBuf,
+        pool: String,
+    },
     /// Every record of one metaslab's space map.
     Spacemap {
         #[arg(short = 'd', long = "dir")]
@@ -501,6 +511,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             level,
             pool,
         }) => inspect::debug_metaslabs(socket, dirs, json, level, pool),
+        Command::Debug(DebugCommand::Map { dirs, output, pool }) => {
+            inspect::debug_map(socket, dirs, output, pool)
+        }
         Command::Debug(DebugCommand::Spacemap {
             dirs,
             pool,

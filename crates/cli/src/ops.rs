@@ -452,6 +452,113 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
     Ok(())
 }
 
+/// Cells per row of the metaslab map, and a cell's side in pixels.
+const MAP_COLUMNS: usize = 32;
+const MAP_CELL: usize = 40;
+
+/// Fill colour of a metaslab `full_percent` full: hue 120 (green) when empty to 0 (red) when
+/// full.
+fn map_colour(full_percent: u64) -> String {
+    format!("hsl({}, 70%, 55%)", 120 - 120 * full_percent.min(100) / 100)
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The metaslab map as an SVG document: per vdev a title line, then a grid of cells, one per
+/// metaslab in offset order, coloured by fullness, with the free percentage and fragmentation
+/// written inside and the details as a tooltip.
+fn metaslab_map_svg(name: &str, stats: &[tarn::space::VdevSpaceStats]) -> String {
+    let width = MAP_COLUMNS * MAP_CELL + 20;
+    let mut body = String::new();
+    let mut y = 50;
+    for vdev in stats {
+        body.push_str(&format!(
+            "<text x=\"10\" y=\"{}\" font-size=\"14\">vdev {}: {} metaslabs of {}, {} free, fragmentation {}</text>\n",
+            y + 14,
+            vdev.vdev,
+            vdev.metaslabs.len(),
+            format::human_bytes(1 << vdev.ms_shift),
+            format::human_bytes(vdev.free_bytes),
+            vdev.fragmentation_percent.map_or("-".to_string(), |f| format!("{f}%"))
+        ));
+        y += 24;
+        for (index, ms) in vdev.metaslabs.iter().enumerate() {
+            let x = 10 + (index % MAP_COLUMNS) * MAP_CELL;
+            let top = y + (index / MAP_COLUMNS) * MAP_CELL;
+            let free_percent = ms.free_bytes * 100 / ms.size.max(1);
+            let frag = ms
+                .fragmentation_percent
+                .map_or("-".to_string(), |f| f.to_string());
+            body.push_str(&format!(
+                "<g><title>metaslab {} at {:#x}: {} allocated, {} free, fragmentation {}%, space map {} ({} bytes){}</title>\
+                 <rect x=\"{x}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#333\"/>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{free_percent}%</text>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\">f{frag}</text></g>\n",
+                ms.id,
+                ms.start,
+                format::human_bytes(ms.allocated_bytes),
+                format::human_bytes(ms.free_bytes),
+                frag,
+                ms.space_map_object.0,
+                ms.space_map_length_bytes,
+                if ms.loaded { ", loaded" } else { "" },
+                MAP_CELL - 2,
+                MAP_CELL - 2,
+                map_colour(100 - free_percent),
+                x + MAP_CELL / 2 - 1,
+                top + 17,
+                x + MAP_CELL / 2 - 1,
+                top + 31,
+            ));
+        }
+        y += vdev.metaslabs.len().div_ceil(MAP_COLUMNS) * MAP_CELL + 16;
+    }
+    let mut legend = String::new();
+    for (step, full) in [0u64, 25, 50, 75, 100].into_iter().enumerate() {
+        let x = width - 5 * 56 + step * 56;
+        legend.push_str(&format!(
+            "<rect x=\"{x}\" y=\"8\" width=\"14\" height=\"14\" fill=\"{}\" stroke=\"#333\"/><text x=\"{}\" y=\"20\" font-size=\"11\">{full}%</text>\n",
+            map_colour(full),
+            x + 17
+        ));
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{y}\" font-family=\"sans-serif\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"20\" font-size=\"16\" font-weight=\"bold\">pool {}: metaslabs by fullness (cell: free %, f = fragmentation %)</text>\n\
+         <text x=\"{}\" y=\"20\" font-size=\"11\">full:</text>\n{legend}{body}</svg>\n",
+        xml_escape(name),
+        width - 5 * 56 - 30,
+    )
+}
+
+/// `tarn debug map -o FILE.svg POOL`: write the metaslab map.
+pub fn debug_map(pool: &Pool, name: &str, output: &std::path::Path) -> Result<(), Failure> {
+    match output.extension().and_then(|extension| extension.to_str()) {
+        Some("svg") => {}
+        Some("png") => {
+            return Err(Failure(format!(
+                "{}: only SVG is written; convert it (rsvg-convert -o map.png map.svg)",
+                output.display()
+            )))
+        }
+        _ => {
+            return Err(Failure(format!(
+                "{}: the image must end in .svg",
+                output.display()
+            )))
+        }
+    }
+    let svg = metaslab_map_svg(name, &pool.core.io.space.stats());
+    std::fs::write(output, svg).map_err(|e| Failure(format!("{}: {e}", output.display())))?;
+    out!("wrote {}", output.display());
+    Ok(())
+}
+
 pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Result<(), Failure> {
     use tarn::space::space_map::{SpaceMap, SpaceMapAction};
     let stats = pool.core.io.space.stats();

@@ -2,7 +2,8 @@
 # debug metaslabs -m|-mm|-mmm (zdb -m): the per-metaslab table with a loaded column; -mm adds
 # every metaslab's on-disk histogram and fragmentation; -mmm its largest free segment and
 # in-memory histogram, loaded or replayed from the space map; -j carries the same figures; a
-# fresh pool reads 0% fragmentation; the same works on the exported pool (-d).
+# fresh pool reads 0% fragmentation; debug map writes an SVG with a cell per metaslab; the same
+# works on the exported pool (-d).
 . "$STF_SUITE/include/libtest.sh"
 log_assert "debug metaslabs shows metaslabs at three levels of detail"
 trap destroy_all_pools EXIT
@@ -24,7 +25,16 @@ log_must tarn debug metaslabs -j -mmm "$TESTPOOL"
 grep -q '"largest_free_segment"' "$LAST_STDOUT" || log_fail "no largest_free_segment in -j"
 grep -q '"tree_histogram"' "$LAST_STDOUT" || log_fail "no tree_histogram in -j"
 
+# debug map draws one cell per metaslab; PNG is refused with a clear message.
+log_must tarn debug map -o "$SCRATCH/map.svg" "$TESTPOOL"
+grep -q '<svg' "$SCRATCH/map.svg" || log_fail "no SVG written"
+cells=$(grep -c '<g><title>metaslab' "$SCRATCH/map.svg")
+[ "$cells" -ge 1 ] || log_fail "no metaslab cells in the map"
+log_mustnot_msg "only SVG" tarn debug map -o "$SCRATCH/map.png" "$TESTPOOL"
+
 log_must tarn pool export "$TESTPOOL"
 log_must tarn debug metaslabs -mmm -d "$VDEV_DIR" "$TESTPOOL"
 stdout_has "in-memory histogram (from the space map)"
+log_must tarn debug map -d "$VDEV_DIR" -o "$SCRATCH/map-exported.svg" "$TESTPOOL"
+grep -q '<svg' "$SCRATCH/map-exported.svg" || log_fail "no SVG written for the exported pool"
 log_pass

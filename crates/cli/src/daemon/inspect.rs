@@ -31,6 +31,11 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txgs": held.txg_history() }),
             })
         }
+        Request::DebugMap { pool, output } => {
+            let held = daemon.held(&pool)?;
+            ops::debug_map(&held, &pool, &output)?;
+            Answer::done()
+        }
         Request::DebugSpacemap {
             pool,
             vdev,

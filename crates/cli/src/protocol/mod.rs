@@ -33,6 +33,7 @@
 //! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
 //! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
+//! | `debug map` | `pool`, `output` (absolute path of the .svg to write) |
 //! | `debug metaslabs` | `pool`, `json`, `level` (1-3: `-m`, `-mm`, `-mmm`; default 1) |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, allocations}]}`, oldest first |
@@ -152,6 +153,8 @@ pub enum Request {
         #[serde(default)]
         level: u8,
     },
+    #[serde(rename = "debug map")]
+    DebugMap { pool: String, output: PathBuf },
     #[serde(rename = "debug spacemap")]
     DebugSpacemap {
         pool: String,
@@ -226,6 +229,7 @@ impl Request {
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
+            Request::DebugMap { .. } => "debug map",
             Request::StatTxgs { .. } => "stat txgs",
             Request::Create { .. } => "create",
             Request::Destroy { .. } => "destroy",
@@ -324,6 +328,10 @@ mod tests {
                 pool: "tank".into(),
                 vdev: 1,
                 metaslab: 2,
+            },
+            Request::DebugMap {
+                pool: "tank".into(),
+                output: PathBuf::from("/tmp/map.svg"),
             },
             Request::Create {
                 name: "tank/a".into(),

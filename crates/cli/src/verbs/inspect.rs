@@ -48,6 +48,26 @@ pub fn debug_metaslabs(
     Ok(0)
 }
 
+pub fn debug_map(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    output: PathBuf,
+    name: String,
+) -> Result<Status, Failure> {
+    let output = ops::absolute(&output);
+    let request = Request::DebugMap {
+        pool: name.clone(),
+        output: output.clone(),
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, true)?;
+    let result = ops::debug_map(&pool, &name, &output);
+    pool.export()?;
+    result.map(|()| 0)
+}
+
 pub fn debug_spacemap(
     socket: &Path,
     dirs: Vec<PathBuf>,
