@@ -33,24 +33,23 @@ const RECORD: u64 = 8 << 10;
 const FILE_SIZE: u64 = 1 << 20;
 const FILLS: [u64; 3] = [50, 75, 90];
 
-const COLUMNS: &[&str] = &[
-    "fill",
-    "tarn_iops",
-    "file_iops",
-    "tarn/file",
-    "write_p50_us",
-    "write_p99_us",
-    "write_p999_us",
-    "write_max_us",
-    "alloc_segments_p999",
-    "alloc_load_waits_pct",
-    "alloc_p999_us",
-    "sync_ms_median",
-    "passes_max",
-    "frag",
-];
+fn columns() -> Vec<&'static str> {
+    let mut columns = vec![
+        "fill",
+        "tarn_iops",
+        "file_iops",
+        "tarn/file",
+        "write_p50_us",
+        "write_p99_us",
+        "write_p999_us",
+        "write_max_us",
+    ];
+    columns.extend_from_slice(PHASE_COLUMNS);
+    columns.push("frag");
+    columns
+}
 
-fn number(value: f64, decimals: usize) -> Cell {
+pub(super) fn number(value: f64, decimals: usize) -> Cell {
     let text = format!("{value:.decimals$}");
     Cell {
         exact: text.clone(),
@@ -114,7 +113,7 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
         let rows: Vec<serde_json::Value> = rows
             .iter()
             .map(|row| {
-                COLUMNS
+                columns()
                     .iter()
                     .zip(row)
                     .map(|(column, cell)| (column.to_string(), cell.json.clone()))
@@ -128,7 +127,7 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
         );
         return result;
     }
-    print_table(COLUMNS, &rows, &ListFormat::default(), "frag").map_err(Failure)?;
+    print_table(&columns(), &rows, &ListFormat::default(), "frag").map_err(Failure)?;
     result
 }
 
@@ -217,29 +216,7 @@ fn run_on_pool(
         pool.sync()?;
         let tarn_seconds = started.elapsed().as_secs_f64();
         latencies.sort_unstable();
-        let history: Vec<_> = pool
-            .txg_history()
-            .into_iter()
-            .filter(|row| row.txg >= first_txg && row.passes > 0)
-            .collect();
-        let allocations: u64 = history.iter().map(|row| row.space.allocations).sum();
-        let load_waits: u64 = history.iter().map(|row| row.space.alloc_load_waits).sum();
-        let segments_p999 = history
-            .iter()
-            .map(|row| row.space.alloc_segments_p999)
-            .max()
-            .unwrap_or(0);
-        let alloc_p999_ns = history
-            .iter()
-            .map(|row| row.space.alloc_p999_ns)
-            .max()
-            .unwrap_or(0);
-        let sync_ms = if history.is_empty() {
-            0.0
-        } else {
-            median(history.iter().map(|row| row.sync_ns as f64 / 1e6).collect())
-        };
-        let passes = history.iter().map(|row| row.passes).max().unwrap_or(0);
+        let figures = PhaseFigures::since(pool, first_txg);
         let frag = pool.space()?.fragmentation;
         // Baseline: the same overwrites on a plain file, then one fsync.
         let file_seconds = baseline(dir, files.len() as u64 * FILE_SIZE, &plan, &data)?;
@@ -250,26 +227,89 @@ fn run_on_pool(
             number(tarn_iops, 0),
             number(file_iops, 0),
             ratio_cell(tarn_iops / file_iops),
-            number(quantile_us(&latencies, 0.5), 1),
-            number(quantile_us(&latencies, 0.99), 1),
-            number(quantile_us(&latencies, 0.999), 1),
-            number(quantile_us(&latencies, 1.0), 1),
-            number(segments_p999 as f64, 0),
+        ]);
+        let row = rows.last_mut().expect("pushed");
+        row.extend(latency_cells(&latencies));
+        row.extend(figures.cells());
+        rows.last_mut().expect("pushed").push(Cell::percent(frag));
+    }
+    Ok(())
+}
+
+/// The allocation and sync figures of the txgs that synced during a phase, from the txg
+/// history (shared by `bench frag` and `bench timeseries`).
+pub(super) struct PhaseFigures {
+    allocations: u64,
+    load_waits: u64,
+    segments_p999: u64,
+    alloc_p999_ns: u64,
+    sync_ms_median: f64,
+    passes_max: u32,
+}
+
+/// The columns [`PhaseFigures::cells`] fills, in order.
+pub(super) const PHASE_COLUMNS: &[&str] = &[
+    "alloc_segments_p999",
+    "alloc_load_waits_pct",
+    "alloc_p999_us",
+    "sync_ms_median",
+    "passes_max",
+];
+
+impl PhaseFigures {
+    /// Every txg from `first_txg` (the one open when the phase started) that synced something.
+    pub(super) fn since(pool: &tarn::pool::Pool, first_txg: u64) -> PhaseFigures {
+        let history: Vec<_> = pool
+            .txg_history()
+            .into_iter()
+            .filter(|row| row.txg >= first_txg && row.passes > 0)
+            .collect();
+        PhaseFigures {
+            allocations: history.iter().map(|row| row.space.allocations).sum(),
+            load_waits: history.iter().map(|row| row.space.alloc_load_waits).sum(),
+            segments_p999: history
+                .iter()
+                .map(|row| row.space.alloc_segments_p999)
+                .max()
+                .unwrap_or(0),
+            alloc_p999_ns: history
+                .iter()
+                .map(|row| row.space.alloc_p999_ns)
+                .max()
+                .unwrap_or(0),
+            sync_ms_median: if history.is_empty() {
+                0.0
+            } else {
+                median(history.iter().map(|row| row.sync_ns as f64 / 1e6).collect())
+            },
+            passes_max: history.iter().map(|row| row.passes).max().unwrap_or(0),
+        }
+    }
+
+    pub(super) fn cells(&self) -> Vec<Cell> {
+        vec![
+            number(self.segments_p999 as f64, 0),
             number(
-                if allocations == 0 {
+                if self.allocations == 0 {
                     0.0
                 } else {
-                    load_waits as f64 * 100.0 / allocations as f64
+                    self.load_waits as f64 * 100.0 / self.allocations as f64
                 },
                 3,
             ),
-            number(alloc_p999_ns as f64 / 1e3, 1),
-            number(sync_ms, 2),
-            number(passes as f64, 0),
-            Cell::percent(frag),
-        ]);
+            number(self.alloc_p999_ns as f64 / 1e3, 1),
+            number(self.sync_ms_median, 2),
+            number(self.passes_max as f64, 0),
+        ]
     }
-    Ok(())
+}
+
+/// Latency columns from sorted nanoseconds: p50, p99, p99.9, max in microseconds.
+pub(super) fn latency_cells(sorted_ns: &[u64]) -> Vec<Cell> {
+    [0.5, 0.99, 0.999, 1.0]
+        .into_iter()
+        .map(|fraction| number(quantile_us(sorted_ns, fraction), 1))
+        .collect()
 }
 
 /// Seconds for the overwrites of `plan` as `pwrite`s on a plain file of `size` bytes in `dir`,

@@ -2,6 +2,8 @@
 //!
 //! - `frag`: the allocator on a pool filled to 50, 75 and 90% under random 8 KiB overwrites,
 //!   beside the same overwrites on a plain file (see `frag`).
+//! - `timeseries`: many files taking 32-byte appends every interval (recordsize 8K,
+//!   compression on), beside the same appends to plain files (see `timeseries`).
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
 //!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
@@ -22,6 +24,7 @@ use std::time::Instant;
 
 mod frag;
 mod sync;
+mod timeseries;
 
 use clap::Subcommand;
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
@@ -35,6 +38,30 @@ use crate::format::{parse_size, print_table, Cell, ListFormat};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// Many files each taking a 32-byte append every interval, rewriting their last 8 KiB
+    /// record (compression on): append rate and latency, allocation figures from the txg
+    /// history, sync time and passes, fragmentation after each interval; beside the same
+    /// appends to plain files in the same directory.
+    Timeseries {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Size of the pool's single vdev (a sparse file).
+        #[arg(long, default_value = "1G")]
+        vdev_size: String,
+        /// Files, each taking one append per interval.
+        #[arg(long, default_value_t = 1000)]
+        files: u64,
+        /// Intervals to run.
+        #[arg(long, default_value_t = 30)]
+        intervals: u64,
+        /// Length of an interval in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        interval_ms: u64,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
     /// Free-space allocation on a pool filled to 50, 75 and 90% with 8 KiB-record files under
     /// random 8 KiB overwrites (txgs on the txg timer): write rate and latency, allocation
     /// figures from the txg history, sync time and passes, fragmentation; beside the same
@@ -513,6 +540,21 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             overwrite_file_size: parse_size(&file_size)?,
             fsyncs,
             btrfs: !no_btrfs,
+            json,
+        }),
+        BenchCommand::Timeseries {
+            dir,
+            vdev_size,
+            files,
+            intervals,
+            interval_ms,
+            json,
+        } => timeseries::run(timeseries::TimeseriesBench {
+            dir,
+            vdev_size: parse_size(&vdev_size)?,
+            files,
+            intervals,
+            interval: std::time::Duration::from_millis(interval_ms),
             json,
         }),
         BenchCommand::Frag {
