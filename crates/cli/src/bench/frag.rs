@@ -26,12 +26,13 @@ pub struct FragBench {
     pub dir: PathBuf,
     pub vdev_size: u64,
     pub overwrites: u64,
+    /// Fill levels in percent, ascending.
+    pub fills: Vec<u64>,
     pub json: bool,
 }
 
 const RECORD: u64 = 8 << 10;
 const FILE_SIZE: u64 = 1 << 20;
-const FILLS: [u64; 3] = [50, 75, 90];
 
 fn columns() -> Vec<&'static str> {
     let mut columns = vec![
@@ -152,7 +153,7 @@ fn run_on_pool(
     let data = pseudo_random((FILE_SIZE + RECORD) as usize, 14);
     let mut files: Vec<u64> = Vec::new();
     let mut offsets = Offsets(0x9e37_79b9_7f4a_7c15);
-    for fill in FILLS {
+    for &fill in &bench.fills {
         // Fill with 1 MiB files of 8 KiB records up to `fill`% allocated.
         loop {
             let space = pool.space()?;

@@ -77,6 +77,9 @@ pub enum BenchCommand {
         /// Random 8 KiB overwrites per fill level.
         #[arg(long, default_value_t = 20_000)]
         overwrites: u64,
+        /// Fill levels in percent (comma-separated, ascending).
+        #[arg(long, value_delimiter = ',', default_value = "50,75,90")]
+        fills: Vec<u64>,
         /// JSON output.
         #[arg(short = 'j')]
         json: bool,
@@ -561,13 +564,25 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             dir,
             vdev_size,
             overwrites,
+            fills,
             json,
-        } => frag::run(frag::FragBench {
-            dir,
-            vdev_size: parse_size(&vdev_size)?,
-            overwrites,
-            json,
-        }),
+        } => {
+            if fills.is_empty()
+                || fills.windows(2).any(|pair| pair[0] >= pair[1])
+                || fills.iter().any(|&fill| fill == 0 || fill >= 100)
+            {
+                return Err(Failure(
+                    "--fills must be ascending percentages between 1 and 99".into(),
+                ));
+            }
+            frag::run(frag::FragBench {
+                dir,
+                vdev_size: parse_size(&vdev_size)?,
+                overwrites,
+                fills,
+                json,
+            })
+        }
         BenchCommand::Mount {
             dir,
             size,
