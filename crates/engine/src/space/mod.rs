@@ -75,7 +75,8 @@
 //!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
 //!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
 //!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
-//!   rewrite the header; record new map ids.
+//!   rewrite the header; record new map ids; in pass 1, preload the next candidates of every
+//!   vdev whose first-copy metaslab was chosen in this txg (`metaslab_preload_limit`).
 //! - `sync_done(txg)`: rotate the defer trees; unload metaslabs not chosen for
 //!   `metaslab_unload_delay` txgs, then the least recently chosen while the loaded trees exceed
 //!   `metaslab_mem_limit` (never an active metaslab, never one with unsynced allocations);
@@ -927,6 +928,9 @@ impl SpaceManager {
                     self.stats.condensed();
                 }
             }
+            if sync_pass == 1 {
+                self.preload(&mut group, txg, storage)?;
+            }
             let created: Vec<(u64, ObjectId)> = group
                 .metaslabs
                 .iter()
@@ -1018,6 +1022,52 @@ impl SpaceManager {
             }
         }
         *self.last_synced.lock() = Some(txg);
+    }
+
+    /// Pass 1 of `txg`, after the group's maps are written: if the group's first-copy
+    /// metaslab was chosen in this txg (the group is taking data), load the
+    /// `metaslab_preload_limit` heaviest unloaded metaslabs, the ones the allocator moves to
+    /// next, so that switching to them does not wait for a space-map read in the middle of an
+    /// allocation (OpenZFS `metaslab_group_preload`). Within `metaslab_mem_limit` only. A
+    /// preloaded metaslab counts as chosen in `txg`: it stays while the group is busy and is
+    /// unloaded by the idle rule once the group goes quiet.
+    fn preload(
+        &self,
+        group: &mut Group,
+        txg: Txg,
+        storage: &dyn SpaceStorage,
+    ) -> Result<(), SpaceError> {
+        let busy =
+            group.active[0].is_some_and(|(index, _)| group.metaslabs[index].selected_txg == txg.0);
+        if !busy || self.tunables.metaslab_preload_limit == 0 {
+            return Ok(());
+        }
+        let mut candidates: Vec<(u64, usize)> = (0..group.metaslabs.len())
+            .filter(|&index| !group.metaslabs[index].is_loaded() && !group.is_active(index))
+            .map(|index| (group.metaslabs[index].weight(), index))
+            .filter(|&(weight, _)| weight > 0)
+            .collect();
+        candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        for (_, index) in candidates
+            .into_iter()
+            .take(self.tunables.metaslab_preload_limit as usize)
+        {
+            if self.loaded_memory.load(Ordering::Relaxed) > self.tunables.metaslab_mem_limit {
+                break;
+            }
+            let metaslab = &mut group.metaslabs[index];
+            self.counters
+                .track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
+            metaslab.selected_txg = txg.0;
+            self.stats.loaded();
+            self.loaded_memory
+                .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// The space layer's figures since the last call (one txg's, when the sync driver calls it

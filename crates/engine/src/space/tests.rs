@@ -750,7 +750,10 @@ fn loaded_metaslabs(manager: &SpaceManager) -> Vec<u64> {
 #[test]
 fn idle_metaslabs_unload_after_the_delay() {
     let storage = MemoryStorage::default();
-    let tunables = Tunables::tiny();
+    let tunables = Tunables {
+        metaslab_preload_limit: 0,
+        ..Tunables::tiny()
+    };
     let delay = tunables.metaslab_unload_delay;
     let manager = manager_with_tunables(&storage, 8 * MEBIBYTE, tunables);
     // Fill three metaslabs' worth in 64 KiB blocks: the allocator loads and leaves several.
@@ -882,4 +885,32 @@ fn unloaded_metaslab_with_merged_frees_still_takes_large_blocks() {
     assert_eq!(offset, 64 << 10);
     sync_txg(&manager, &storage, txg);
     check_stats_add_up(&manager);
+}
+
+/// Fill `txgs` txgs with 16 blocks of 64 KiB each (one 1 MiB metaslab per txg) and return the
+/// allocations that waited for a metaslab load.
+fn load_waits_filling_metaslabs(preload_limit: u64, txgs: u64) -> u64 {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables {
+        metaslab_preload_limit: preload_limit,
+        ..Tunables::tiny()
+    };
+    let manager = manager_with_tunables(&storage, 8 * MEBIBYTE, tunables);
+    for txg in 4..4 + txgs {
+        allocate_many(&manager, &storage, Txg(txg), 16, 64 << 10);
+        sync_txg(&manager, &storage, Txg(txg));
+        check_stats_add_up(&manager);
+    }
+    manager.take_txg_stats().alloc_load_waits
+}
+
+/// Preloading the next candidates in pass 1 of a busy txg (OpenZFS metaslab_group_preload)
+/// takes the space-map reads off the allocation path: moving on to the next metaslab, once the
+/// active one is full, no longer waits for a load.
+#[test]
+fn preload_takes_loads_off_the_allocation_path() {
+    let without = load_waits_filling_metaslabs(0, 6);
+    let with = load_waits_filling_metaslabs(3, 6);
+    assert!(without >= 6, "without preload: {without} waits");
+    assert!(with <= 2, "with preload: {with} waits");
 }
