@@ -33,7 +33,7 @@
 //!   pool, inspect, datasets   the daemon side of each family
 //!   held       the daemon's state, the pools it holds, the answer types
 //!   mounts     mounted file systems
-//! bench        tarn bench (mod) and the sync benchmark (sync)
+//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries)
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```
