@@ -34,7 +34,7 @@
 //!   pool, inspect, datasets   the daemon side of each family
 //!   held       the daemon's state, the pools it holds, the answer types
 //!   mounts     mounted file systems
-//! bench        tarn bench (mod) and the sync benchmark (sync)
+//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries)
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```
@@ -366,6 +366,16 @@ enum PoolCommand {
 
 #[derive(Subcommand)]
 enum DebugCommand {
+    /// Draw every vdev's metaslabs as an SVG image, coloured by fullness (green empty, red
+    /// full), each with its free percentage and fragmentation.
+    Map {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        /// The image to write (.svg).
+        #[arg(short = 'o')]
+        output: PathBuf,
+        pool: String,
+    },
     /// Every record of one metaslab's space map.
     Spacemap {
         #[arg(short = 'd', long = "dir")]
@@ -374,12 +384,17 @@ enum DebugCommand {
         vdev: u32,
         metaslab: u64,
     },
-    /// Per-metaslab offset, space map, free space and fragmentation.
+    /// Per-metaslab offset, space map, free space and fragmentation (as zdb -m); -mm adds
+    /// the on-disk free-segment histogram, -mmm the largest free segment and the in-memory
+    /// histogram (replayed from the space map when the metaslab is not loaded).
     Metaslabs {
         #[arg(short = 'd', long = "dir")]
         dirs: Vec<PathBuf>,
         #[arg(short = 'j')]
         json: bool,
+        /// Detail: -m, -mm or -mmm.
+        #[arg(short = 'm', action = clap::ArgAction::Count)]
+        level: u8,
         pool: String,
     },
     /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
@@ -532,8 +547,14 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         } => dataset::clone(socket, &properties, snapshot, name),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
-        Command::Debug(DebugCommand::Metaslabs { dirs, json, pool }) => {
-            inspect::debug_metaslabs(socket, dirs, json, pool)
+        Command::Debug(DebugCommand::Metaslabs {
+            dirs,
+            json,
+            level,
+            pool,
+        }) => inspect::debug_metaslabs(socket, dirs, json, level, pool),
+        Command::Debug(DebugCommand::Map { dirs, output, pool }) => {
+            inspect::debug_map(socket, dirs, output, pool)
         }
         Command::Debug(DebugCommand::Spacemap {
             dirs,

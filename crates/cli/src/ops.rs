@@ -291,50 +291,132 @@ pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
     Ok(clean)
 }
 
-pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool) {
+/// A free-segment histogram as (size class in log2 bytes, count), non-empty buckets only.
+fn histogram_classes(buckets: &[u64], shift: u32) -> Vec<(u32, u64)> {
+    buckets
+        .iter()
+        .enumerate()
+        .filter(|(_, &count)| count > 0)
+        .map(|(bucket, &count)| (bucket as u32 + shift, count))
+        .collect()
+}
+
+/// Print a histogram as zdb does: one line per non-empty class, with a bar.
+fn print_histogram(title: &str, classes: &[(u32, u64)]) {
+    out!("      {title}");
+    let most = classes.iter().map(|&(_, count)| count).max().unwrap_or(1);
+    for &(class, count) in classes {
+        let stars = ((count * 40).div_ceil(most)) as usize;
+        let size = 1u128 << class;
+        out!(
+            "        {:>6} {:>10} {}",
+            format::human_bytes(size.min(u64::MAX as u128) as u64),
+            count,
+            "*".repeat(stars)
+        );
+    }
+}
+
+/// Largest free segment and in-memory histogram of one metaslab: the loaded tree's, or else
+/// the space map replayed into a scratch tree (the metaslab is not loaded by looking).
+fn metaslab_tree_figures(
+    pool: &Pool,
+    ms: &tarn::space::MetaslabStats,
+    ashift: u32,
+) -> Result<(Option<u64>, Vec<u64>, &'static str), Failure> {
+    if let Some(histogram) = &ms.tree_histogram {
+        return Ok((ms.largest_free_segment, histogram.clone(), "loaded"));
+    }
+    let tree = if ms.space_map_object.0 == 0 {
+        tarn::space::RangeTree::with_range(ms.start, ms.size)
+    } else {
+        let storage = tarn::object::adapters::MosSpaceStorage {
+            mos: &pool.core.mos,
+        };
+        let map = tarn::space::SpaceMap::open(
+            &storage,
+            ms.space_map_object,
+            ms.start,
+            ms.size,
+            ashift,
+            pool.core.io.tunables.metaslab_sm_blksz,
+        )
+        .map_err(|e| Failure(e.to_string()))?;
+        map.load_free_tree(&storage, map.header.length_bytes)
+            .map_err(|e| Failure(e.to_string()))?
+    };
+    Ok((
+        tree.largest_segment().map(|segment| segment.size()),
+        tree.histogram().to_vec(),
+        "from the space map",
+    ))
+}
+
+/// `tarn debug metaslabs [-m|-mm|-mmm]`, as `zdb -m`: level 1 the per-metaslab table; 2 adds
+/// each metaslab's on-disk histogram; 3 its largest free segment and in-memory histogram.
+pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result<(), Failure> {
+    let level = level.clamp(1, 3);
     let stats = pool.core.io.space.stats();
     if json {
-        let vdevs: Vec<serde_json::Value> = stats
-            .iter()
-            .map(|vdev| {
-                serde_json::json!({
-                    "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated_bytes, "fragmentation": vdev.fragmentation_percent,
-                    "metaslabs": vdev.metaslabs.iter().map(|ms| serde_json::json!({
-                        "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object.0,
-                        "spacemap_length": ms.space_map_length_bytes, "allocated": ms.allocated_bytes, "free": ms.free_bytes,
-                        "fragmentation": ms.fragmentation_percent, "loaded": ms.loaded,
-                    })).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
+        let mut vdevs = Vec::new();
+        for vdev in &stats {
+            let mut metaslabs = Vec::new();
+            for ms in &vdev.metaslabs {
+                let mut row = serde_json::json!({
+                    "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object.0,
+                    "spacemap_length": ms.space_map_length_bytes, "allocated": ms.allocated_bytes, "free": ms.free_bytes,
+                    "fragmentation": ms.fragmentation_percent, "loaded": ms.loaded, "condensed": ms.condensed,
+                });
+                if level >= 2 {
+                    row["histogram"] =
+                        serde_json::json!(histogram_classes(&ms.histogram, vdev.ashift));
+                }
+                if level >= 3 {
+                    let (largest, histogram, source) =
+                        metaslab_tree_figures(pool, ms, vdev.ashift)?;
+                    row["largest_free_segment"] = serde_json::json!(largest);
+                    row["tree_histogram"] = serde_json::json!(histogram_classes(&histogram, 0));
+                    row["tree_source"] = serde_json::json!(source);
+                }
+                metaslabs.push(row);
+            }
+            vdevs.push(serde_json::json!({
+                "vdev": vdev.vdev.0, "size": vdev.size, "allocated": vdev.allocated_bytes,
+                "fragmentation": vdev.fragmentation_percent, "metaslabs": metaslabs,
+            }));
+        }
         out!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs}))
                 .expect("json")
         );
-        return;
+        return Ok(());
     }
     for vdev in &stats {
         out!(
-            "vdev {}: {} metaslabs, {} allocated of {}",
+            "vdev {}: {} metaslabs of {}, {} allocated of {}, fragmentation {}",
             vdev.vdev,
             vdev.metaslabs.len(),
+            format::human_bytes(1 << vdev.ms_shift),
             format::human_bytes(vdev.allocated_bytes),
-            format::human_bytes(vdev.size)
+            format::human_bytes(vdev.size),
+            vdev.fragmentation_percent
+                .map_or("-".to_string(), |f| format!("{f}%"))
         );
         out!(
-            "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5}",
+            "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5} {:>6}",
             "ms",
             "offset",
             "spacemap",
             "sm length",
             "allocated",
             "free",
-            "frag"
+            "frag",
+            "loaded"
         );
         for ms in &vdev.metaslabs {
             out!(
-                "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5}",
+                "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5} {:>6}",
                 ms.id,
                 ms.start,
                 ms.space_map_object.0,
@@ -342,10 +424,139 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool) {
                 format::human_bytes(ms.allocated_bytes),
                 format::human_bytes(ms.free_bytes),
                 ms.fragmentation_percent
-                    .map_or("-".to_string(), |f| format!("{f}%"))
+                    .map_or("-".to_string(), |f| format!("{f}%")),
+                if ms.loaded { "yes" } else { "no" }
             );
+            if level >= 2 {
+                print_histogram(
+                    &format!(
+                        "on-disk histogram (fragmentation {}):",
+                        ms.fragmentation_percent
+                            .map_or("-".to_string(), |f| format!("{f}%"))
+                    ),
+                    &histogram_classes(&ms.histogram, vdev.ashift),
+                );
+            }
+            if level >= 3 {
+                let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.ashift)?;
+                print_histogram(
+                    &format!(
+                        "in-memory histogram ({source}), largest free segment {}:",
+                        largest.map_or("-".to_string(), format::human_bytes)
+                    ),
+                    &histogram_classes(&histogram, 0),
+                );
+            }
         }
     }
+    Ok(())
+}
+
+/// Cells per row of the metaslab map, and a cell's side in pixels.
+const MAP_COLUMNS: usize = 32;
+const MAP_CELL: usize = 40;
+
+/// Fill colour of a metaslab `full_percent` full: hue 120 (green) when empty to 0 (red) when
+/// full.
+fn map_colour(full_percent: u64) -> String {
+    format!("hsl({}, 70%, 55%)", 120 - 120 * full_percent.min(100) / 100)
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The metaslab map as an SVG document: per vdev a title line, then a grid of cells, one per
+/// metaslab in offset order, coloured by fullness, with the free percentage and fragmentation
+/// written inside and the details as a tooltip.
+fn metaslab_map_svg(name: &str, stats: &[tarn::space::VdevSpaceStats]) -> String {
+    let width = MAP_COLUMNS * MAP_CELL + 20;
+    let mut body = String::new();
+    let mut y = 50;
+    for vdev in stats {
+        body.push_str(&format!(
+            "<text x=\"10\" y=\"{}\" font-size=\"14\">vdev {}: {} metaslabs of {}, {} free, fragmentation {}</text>\n",
+            y + 14,
+            vdev.vdev,
+            vdev.metaslabs.len(),
+            format::human_bytes(1 << vdev.ms_shift),
+            format::human_bytes(vdev.free_bytes),
+            vdev.fragmentation_percent.map_or("-".to_string(), |f| format!("{f}%"))
+        ));
+        y += 24;
+        for (index, ms) in vdev.metaslabs.iter().enumerate() {
+            let x = 10 + (index % MAP_COLUMNS) * MAP_CELL;
+            let top = y + (index / MAP_COLUMNS) * MAP_CELL;
+            let free_percent = ms.free_bytes * 100 / ms.size.max(1);
+            let frag = ms
+                .fragmentation_percent
+                .map_or("-".to_string(), |f| f.to_string());
+            body.push_str(&format!(
+                "<g><title>metaslab {} at {:#x}: {} allocated, {} free, fragmentation {}%, space map {} ({} bytes){}</title>\
+                 <rect x=\"{x}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"#333\"/>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{free_percent}%</text>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\">f{frag}</text></g>\n",
+                ms.id,
+                ms.start,
+                format::human_bytes(ms.allocated_bytes),
+                format::human_bytes(ms.free_bytes),
+                frag,
+                ms.space_map_object.0,
+                ms.space_map_length_bytes,
+                if ms.loaded { ", loaded" } else { "" },
+                MAP_CELL - 2,
+                MAP_CELL - 2,
+                map_colour(100 - free_percent),
+                x + MAP_CELL / 2 - 1,
+                top + 17,
+                x + MAP_CELL / 2 - 1,
+                top + 31,
+            ));
+        }
+        y += vdev.metaslabs.len().div_ceil(MAP_COLUMNS) * MAP_CELL + 16;
+    }
+    let mut legend = String::new();
+    for (step, full) in [0u64, 25, 50, 75, 100].into_iter().enumerate() {
+        let x = width - 5 * 56 + step * 56;
+        legend.push_str(&format!(
+            "<rect x=\"{x}\" y=\"8\" width=\"14\" height=\"14\" fill=\"{}\" stroke=\"#333\"/><text x=\"{}\" y=\"20\" font-size=\"11\">{full}%</text>\n",
+            map_colour(full),
+            x + 17
+        ));
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{y}\" font-family=\"sans-serif\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"20\" font-size=\"16\" font-weight=\"bold\">pool {}: metaslabs by fullness (cell: free %, f = fragmentation %)</text>\n\
+         <text x=\"{}\" y=\"20\" font-size=\"11\">full:</text>\n{legend}{body}</svg>\n",
+        xml_escape(name),
+        width - 5 * 56 - 30,
+    )
+}
+
+/// `tarn debug map -o FILE.svg POOL`: write the metaslab map.
+pub fn debug_map(pool: &Pool, name: &str, output: &std::path::Path) -> Result<(), Failure> {
+    match output.extension().and_then(|extension| extension.to_str()) {
+        Some("svg") => {}
+        Some("png") => {
+            return Err(Failure(format!(
+                "{}: only SVG is written; convert it (rsvg-convert -o map.png map.svg)",
+                output.display()
+            )))
+        }
+        _ => {
+            return Err(Failure(format!(
+                "{}: the image must end in .svg",
+                output.display()
+            )))
+        }
+    }
+    let svg = metaslab_map_svg(name, &pool.core.io.space.stats());
+    std::fs::write(output, svg).map_err(|e| Failure(format!("{}: {e}", output.display())))?;
+    out!("wrote {}", output.display());
+    Ok(())
 }
 
 pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Result<(), Failure> {

@@ -28,6 +28,13 @@ const COLUMNS: &[&str] = &[
     "passes",
     "blocks_written",
     "write_ios",
+    "spacemap_writes",
+    "ms_condensed",
+    "ms_loaded",
+    "ms_unloaded",
+    "alloc_segments_p999",
+    "alloc_load_waits",
+    "alloc_p999_ns",
 ];
 
 struct Fixture {

@@ -99,6 +99,14 @@ tunables! {
     metaslab_df_max_search: u64 = 16 << 20,
     /// Bytes written to one top-level vdev before rotating to the next (metaslab_aliquot).
     metaslab_aliquot: u64 = 2 << 20,
+    /// Txgs a loaded metaslab may go unused before it is unloaded (metaslab_unload_delay).
+    metaslab_unload_delay: u64 = 32,
+    /// Bytes of loaded metaslab free trees above which the least recently used are unloaded
+    /// (zfs_metaslab_mem_limit, which OpenZFS gives as 25% of memory; tarn takes bytes).
+    metaslab_mem_limit: u64 = 1 << 30,
+    /// Unloaded metaslabs loaded ahead, per busy top-level vdev and txg (metaslab_preload_limit;
+    /// 0 turns preloading off).
+    metaslab_preload_limit: u64 = 3,
     /// Pass from which blocks born in this txg are rewritten in place (zfs_sync_pass_rewrite).
     sync_pass_rewrite: u32 = 2,
     /// Pass from which frees are deferred to the next txg (zfs_sync_pass_deferred_free).
@@ -217,6 +225,7 @@ impl Tunables {
             vdev_min_ms_shift: 20,
             metaslab_sm_blksz: 4 << 10,
             metaslab_aliquot: 64 << 10,
+            metaslab_unload_delay: 8,
             indirect_block_shift: 10,
             dnode_block_size: 4 << 10,
             recordsize: 4 << 10,

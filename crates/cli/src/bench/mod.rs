@@ -1,5 +1,9 @@
 //! `tarn bench`: benchmarks that print tarn's figure beside a baseline from the same run.
 //!
+//! - `frag`: the allocator on a pool filled to 50, 75 and 90% under random 8 KiB overwrites,
+//!   beside the same overwrites on a plain file (see `frag`).
+//! - `timeseries`: many files taking 32-byte appends every interval (recordsize 8K,
+//!   compression on), beside the same appends to plain files (see `timeseries`).
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
 //!   destroy of a snapshot with a large deadlist beside freeing the same blocks unsnapshotted.
@@ -22,9 +26,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod frag;
 mod iosched;
 mod snapshot;
 mod sync;
+mod timeseries;
 
 use clap::Subcommand;
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
@@ -63,6 +69,52 @@ pub enum BenchCommand {
         /// Delay every device I/O by this many microseconds (a slow disk, via the fault layer).
         #[arg(long, default_value_t = 0)]
         device_delay_us: u64,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
+    /// Many files each taking a 32-byte append every interval, rewriting their last 8 KiB
+    /// record (compression on): append rate and latency, allocation figures from the txg
+    /// history, sync time and passes, fragmentation after each interval; beside the same
+    /// appends to plain files in the same directory.
+    Timeseries {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Size of the pool's single vdev (a sparse file).
+        #[arg(long, default_value = "1G")]
+        vdev_size: String,
+        /// Files, each taking one append per interval.
+        #[arg(long, default_value_t = 1000)]
+        files: u64,
+        /// Intervals to run.
+        #[arg(long, default_value_t = 30)]
+        intervals: u64,
+        /// Length of an interval in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        interval_ms: u64,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
+    /// Free-space allocation on a pool filled to 50, 75 and 90% with 8 KiB-record files under
+    /// random 8 KiB overwrites (txgs on the txg timer): write rate and latency, allocation
+    /// figures from the txg history, sync time and passes, fragmentation; beside the same
+    /// overwrites on a plain file in the same directory.
+    Frag {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Size of the pool's single vdev (a sparse file); at least 2G, so that 90% fits
+        /// below the slop space (128 MiB) held back.
+        #[arg(long, default_value = "4G")]
+        vdev_size: String,
+        /// Random 8 KiB overwrites per fill level.
+        #[arg(long, default_value_t = 20_000)]
+        overwrites: u64,
+        /// Fill levels in percent (comma-separated, ascending).
+        #[arg(long, value_delimiter = ',', default_value = "50,75,90")]
+        fills: Vec<u64>,
         /// JSON output.
         #[arg(short = 'j')]
         json: bool,
@@ -546,6 +598,44 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
             btrfs: !no_btrfs,
             json,
         }),
+        BenchCommand::Timeseries {
+            dir,
+            vdev_size,
+            files,
+            intervals,
+            interval_ms,
+            json,
+        } => timeseries::run(timeseries::TimeseriesBench {
+            dir,
+            vdev_size: parse_size(&vdev_size)?,
+            files,
+            intervals,
+            interval: std::time::Duration::from_millis(interval_ms),
+            json,
+        }),
+        BenchCommand::Frag {
+            dir,
+            vdev_size,
+            overwrites,
+            fills,
+            json,
+        } => {
+            if fills.is_empty()
+                || fills.windows(2).any(|pair| pair[0] >= pair[1])
+                || fills.iter().any(|&fill| fill == 0 || fill >= 100)
+            {
+                return Err(Failure(
+                    "--fills must be ascending percentages between 1 and 99".into(),
+                ));
+            }
+            frag::run(frag::FragBench {
+                dir,
+                vdev_size: parse_size(&vdev_size)?,
+                overwrites,
+                fills,
+                json,
+            })
+        }
         BenchCommand::Mount {
             dir,
             size,

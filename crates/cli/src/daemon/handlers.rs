@@ -43,6 +43,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         Request::Check { .. }
         | Request::DebugMetaslabs { .. }
         | Request::DebugSpacemap { .. }
+        | Request::DebugMap { .. }
         | Request::StatTxgs { .. }
         | Request::PoolIostat { .. } => inspect::handle(daemon, request),
         Request::Create { .. }

@@ -19,9 +19,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::Value::Null,
             })
         }
-        Request::DebugMetaslabs { pool, json } => {
+        Request::DebugMetaslabs { pool, json, level } => {
             let held = daemon.held(&pool)?;
-            ops::debug_metaslabs(&held, &pool, json);
+            ops::debug_metaslabs(&held, &pool, json, level)?;
             Answer::done()
         }
         Request::StatTxgs { pool } => {
@@ -48,6 +48,11 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 status: 0,
                 data: serde_json::json!({ "pools": pools }),
             })
+        }
+        Request::DebugMap { pool, output } => {
+            let held = daemon.held(&pool)?;
+            ops::debug_map(&held, &pool, &output)?;
+            Answer::done()
         }
         Request::DebugSpacemap {
             pool,

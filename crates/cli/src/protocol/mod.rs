@@ -33,7 +33,8 @@
 //! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
 //! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
-//! | `debug metaslabs` | `pool`, `json` |
+//! | `debug map` | `pool`, `output` (absolute path of the .svg to write) |
+//! | `debug metaslabs` | `pool`, `json`, `level` (1-3: `-m`, `-mm`, `-mmm`; default 1) |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
 //! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
 //! | `clone` | `snapshot` (`FS@SNAP`), `name`, `properties` |
@@ -44,7 +45,7 @@
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
-//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios}]}`, oldest first |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, allocations}]}`, oldest first |
 //!
 //! # Response
 //! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,
@@ -155,7 +156,14 @@ pub enum Request {
     #[serde(rename = "check")]
     Check { pool: String, repair: bool },
     #[serde(rename = "debug metaslabs")]
-    DebugMetaslabs { pool: String, json: bool },
+    DebugMetaslabs {
+        pool: String,
+        json: bool,
+        #[serde(default)]
+        level: u8,
+    },
+    #[serde(rename = "debug map")]
+    DebugMap { pool: String, output: PathBuf },
     #[serde(rename = "debug spacemap")]
     DebugSpacemap {
         pool: String,
@@ -272,6 +280,7 @@ impl Request {
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
             Request::DebugSpacemap { .. } => "debug spacemap",
+            Request::DebugMap { .. } => "debug map",
             Request::StatTxgs { .. } => "stat txgs",
             Request::PoolIostat { .. } => "pool iostat",
             Request::Create { .. } => "create",
@@ -381,6 +390,10 @@ mod tests {
                 pool: "tank".into(),
                 vdev: 1,
                 metaslab: 2,
+            },
+            Request::DebugMap {
+                pool: "tank".into(),
+                output: PathBuf::from("/tmp/map.svg"),
             },
             Request::Create {
                 name: "tank/a".into(),

@@ -31,19 +31,41 @@ pub fn debug_metaslabs(
     socket: &Path,
     dirs: Vec<PathBuf>,
     json: bool,
+    level: u8,
     name: String,
 ) -> Result<Status, Failure> {
     let request = Request::DebugMetaslabs {
         pool: name.clone(),
         json,
+        level,
     };
     if let Some(status) = ask_holder(socket, &request)? {
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, true)?;
-    ops::debug_metaslabs(&pool, &name, json);
+    ops::debug_metaslabs(&pool, &name, json, level)?;
     pool.export()?;
     Ok(0)
+}
+
+pub fn debug_map(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    output: PathBuf,
+    name: String,
+) -> Result<Status, Failure> {
+    let output = ops::absolute(&output);
+    let request = Request::DebugMap {
+        pool: name.clone(),
+        output: output.clone(),
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, true)?;
+    let result = ops::debug_map(&pool, &name, &output);
+    pool.export()?;
+    result.map(|()| 0)
 }
 
 pub fn debug_spacemap(

@@ -211,6 +211,13 @@ pub const TXG_COLUMNS: &[&str] = &[
     "passes",
     "blocks_written",
     "write_ios",
+    "spacemap_writes",
+    "ms_condensed",
+    "ms_loaded",
+    "ms_unloaded",
+    "alloc_segments_p999",
+    "alloc_load_waits",
+    "alloc_p999_ns",
 ];
 
 /// A duration in nanoseconds, human form: 850ns, 12.5us, 3.20ms, 1.25s.
@@ -286,6 +293,13 @@ pub fn txg_cells(row: &TxgHistoryRow) -> Vec<Cell> {
         count_cell(row.passes as u64),
         count_cell(row.blocks_written),
         count_cell(row.write_ios),
+        count_cell(row.space.spacemap_writes),
+        count_cell(row.space.ms_condensed),
+        count_cell(row.space.ms_loaded),
+        count_cell(row.space.ms_unloaded),
+        count_cell(row.space.alloc_segments_p999),
+        count_cell(row.space.alloc_load_waits),
+        ns_cell(row.space.alloc_p999_ns),
     ]
 }
 
@@ -576,6 +590,16 @@ mod tests {
             passes: 3,
             blocks_written: 5,
             write_ios: 6,
+            space: tarn::space::stats::SpaceTxgStats {
+                spacemap_writes: 7,
+                ms_condensed: 8,
+                ms_loaded: 9,
+                ms_unloaded: 10,
+                alloc_segments_p999: 11,
+                alloc_load_waits: 12,
+                alloc_p999_ns: 13,
+                allocations: 100,
+            },
         };
         let cells = txg_cells(&row);
         assert_eq!(cells.len(), TXG_COLUMNS.len());
@@ -597,7 +621,14 @@ mod tests {
                 "4",
                 "3",
                 "5",
-                "6"
+                "6",
+                "7",
+                "8",
+                "9",
+                "10",
+                "11",
+                "12",
+                "13"
             ]
         );
         assert_eq!(cells[1].human, "01:01:01.001");

@@ -13,6 +13,11 @@
 //!   mirror child), plus every uberblock and label copy the commit writes. Nothing else writes
 //!   to the devices while a txg syncs except repairs of damaged copies, which are rare.
 //!
+//! - the space layer's columns (`spacemap_writes`, `ms_condensed`, `ms_loaded`, `ms_unloaded`,
+//!   `alloc_segments_p999`, `alloc_load_waits`, `alloc_p999_ns`): taken from
+//!   `SpaceManager::take_txg_stats` after the sync (see `space/stats.rs`); space-map blocks are
+//!   multiplied by the MOS copies there.
+//!
 //! The cost is two snapshots of a handful of atomics per leaf per txg.
 //!
 //! `tarn pool iostat` and `tarn stat vdev_queue` read [`Pool::iostat`]: every leaf's counters
@@ -52,6 +57,7 @@ impl IoSample {
             writes: self.write_ops.wrapping_sub(earlier.write_ops),
             blocks_written: written.blocks,
             write_ios: written.ios,
+            space: Default::default(),
         }
     }
 }
@@ -79,8 +85,10 @@ impl PoolCore {
     pub(super) fn sync_txg_counted(&self, txg: crate::types::Txg) -> Result<u32, super::PoolError> {
         let before = self.io_sample();
         let result = self.sync_txg(txg);
-        self.txgs
-            .record_sync_io(txg, self.io_sample().since(&before));
+        let mut io = self.io_sample().since(&before);
+        io.space = self.io.space.take_txg_stats();
+        io.space.spacemap_writes *= super::MOS_COPIES as u64;
+        self.txgs.record_sync_io(txg, io);
         result
     }
 }

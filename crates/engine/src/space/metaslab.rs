@@ -19,7 +19,7 @@
 //! `allocatable` at `sync_done(t + 2)`, so space freed in txg T is never reallocated before
 //! T + 2 (DESIGN §3 invariant 3); sync-context allocations see it from txg T + 3.
 
-use super::range_tree::RangeTree;
+use super::range_tree::{RangeTree, SIZE_INDEX_MIN_SHIFT};
 use super::space_map::{
     apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction,
     SPACE_MAP_HISTOGRAM_SIZE,
@@ -45,8 +45,8 @@ pub const CONDENSE_BLOCK_THRESHOLD: u64 = 4;
 const WEIGHT_INDEX_SHIFT: u32 = 54;
 const WEIGHT_COUNT_MAX: u64 = (1 << WEIGHT_INDEX_SHIFT) - 1;
 
-fn empty_trees<const N: usize>() -> [RangeTree; N] {
-    std::array::from_fn(|_| RangeTree::new())
+fn empty_trees<const N: usize>(start: u64, size: u64, ashift: u32) -> [RangeTree; N] {
+    std::array::from_fn(|_| RangeTree::for_region(start, size, ashift))
 }
 
 /// One metaslab. Not synchronised: the space manager holds it under its group's lock.
@@ -71,6 +71,15 @@ pub struct Metaslab {
     pub condense_wanted: bool,
     /// The map object was created by the last sync and its id is not yet in the metaslab array.
     pub(crate) map_created: bool,
+    /// Last txg in which the allocator chose this metaslab (for idle and LRU unloading).
+    pub(crate) selected_txg: u64,
+    /// Times the map was condensed since the metaslab was opened.
+    pub(crate) condense_count: u64,
+    /// Largest free segment when the metaslab was last unloaded (OpenZFS `ms_max_size`). While
+    /// unloaded nothing is allocated and frees only add space, so the real largest segment is
+    /// at least this. The map header's histogram alone would understate it: it counts freed
+    /// ranges as they were freed, not merged with their free neighbours.
+    max_size_unloaded: u64,
 }
 
 impl Metaslab {
@@ -84,14 +93,17 @@ impl Metaslab {
             block_size,
             space_map: None,
             allocatable: None,
-            allocating: empty_trees(),
-            freeing: RangeTree::new(),
-            freed: RangeTree::new(),
-            defer: empty_trees(),
+            allocating: empty_trees(start, size, ashift),
+            freeing: RangeTree::for_region(start, size, ashift),
+            freed: RangeTree::for_region(start, size, ashift),
+            defer: empty_trees(start, size, ashift),
             allocated_bytes: 0,
             cursors: [start; 64],
             condense_wanted: false,
             map_created: false,
+            selected_txg: 0,
+            condense_count: 0,
+            max_size_unloaded: 0,
         }
     }
 
@@ -110,6 +122,11 @@ impl Metaslab {
         metaslab.allocated_bytes = map.allocated_bytes() as u64;
         metaslab.space_map = Some(map);
         Ok(metaslab)
+    }
+
+    /// An empty tree over this metaslab (narrow segments).
+    fn empty_tree(&self) -> RangeTree {
+        RangeTree::for_region(self.start, self.size, self.ashift)
     }
 
     /// The map object, or `ObjectId(0)` if none exists yet.
@@ -186,7 +203,9 @@ impl Metaslab {
         if self.is_loaded() {
             return Ok(());
         }
-        let mut free = RangeTree::with_range(self.start, self.size);
+        let mut free = RangeTree::for_region(self.start, self.size, self.ashift)
+            .with_size_index(1 << SIZE_INDEX_MIN_SHIFT);
+        free.add(self.start, self.size);
         let recent_threshold = last_synced
             .0
             .saturating_sub(TXG_DEFER_SIZE as u64 - 1)
@@ -258,11 +277,37 @@ impl Metaslab {
         Ok(())
     }
 
-    /// Drop the in-memory free tree (it is rebuilt by the next load).
-    pub fn unload(&mut self) {
+    /// Drop the in-memory free tree (it is rebuilt by the next load). Refused (false) while
+    /// allocations of an unsynced txg are pending.
+    pub fn unload(&mut self) -> bool {
         if self.allocating.iter().all(RangeTree::is_empty) {
+            self.max_size_unloaded = self.largest_free_segment().unwrap_or(0);
             self.allocatable = None;
+            true
+        } else {
+            false
         }
+    }
+
+    /// Bytes the loaded free tree takes (0 when unloaded): what loading costs and unloading
+    /// gives back.
+    pub fn memory_bytes(&self) -> u64 {
+        self.allocatable
+            .as_ref()
+            .map_or(0, |tree| tree.memory_bytes() as u64)
+    }
+
+    /// The largest free segment, when loaded.
+    pub fn largest_free_segment(&self) -> Option<u64> {
+        self.allocatable
+            .as_ref()
+            .and_then(RangeTree::largest_segment)
+            .map(|segment| segment.size())
+    }
+
+    /// The loaded free tree's exact histogram (64 absolute power-of-two buckets).
+    pub fn tree_histogram(&self) -> Option<&[u64]> {
+        self.allocatable.as_ref().map(RangeTree::histogram)
     }
 
     /// Largest power-of-two size class with free segments, from the tree if loaded, otherwise
@@ -275,7 +320,7 @@ impl Metaslab {
                 .find(|&bucket| histogram[bucket] > 0)
                 .map(|bucket| (bucket as u32, histogram[bucket]));
         }
-        match &self.space_map {
+        let from_map = match &self.space_map {
             None => Some((63 - self.size.leading_zeros(), 1)),
             Some(map) => {
                 let histogram = &map.header.histogram;
@@ -284,6 +329,13 @@ impl Metaslab {
                     .find(|&bucket| histogram[bucket] > 0)
                     .map(|bucket| (bucket as u32 + map.header.shift, histogram[bucket]))
             }
+        };
+        let cached =
+            (self.max_size_unloaded > 0).then(|| (63 - self.max_size_unloaded.leading_zeros(), 1));
+        match (from_map, cached) {
+            (Some(map), Some(cached)) if cached.0 > map.0 => Some(cached),
+            (None, cached) => cached,
+            (from_map, _) => from_map,
         }
     }
 
@@ -305,6 +357,9 @@ impl Metaslab {
                 .largest_segment()
                 .is_some_and(|segment| segment.size() >= size);
         }
+        if self.max_size_unloaded >= size {
+            return true;
+        }
         match self.weight_class() {
             None => false,
             Some((index, _)) => index >= 63 || size < 1u64 << (index + 1),
@@ -314,6 +369,17 @@ impl Metaslab {
     /// Dynamic-fit allocation of `size` bytes in syncing txg `txg`; `None` if nothing fits.
     /// The metaslab must be loaded.
     pub fn allocate(&mut self, size: u64, txg: Txg, tunables: &Tunables) -> Option<u64> {
+        self.allocate_counted(size, txg, tunables).0
+    }
+
+    /// As [`Metaslab::allocate`], also returning how many free segments were examined (the
+    /// first-fit walk, plus one for a best-fit lookup).
+    pub fn allocate_counted(
+        &mut self,
+        size: u64,
+        txg: Txg,
+        tunables: &Tunables,
+    ) -> (Option<u64>, u64) {
         assert!(
             size > 0 && size.is_multiple_of(1 << self.ashift),
             "allocation of {size} bytes is not a multiple of the sector size"
@@ -326,8 +392,9 @@ impl Metaslab {
             .largest_segment()
             .map_or(0, |segment| segment.size());
         if largest < size {
-            return None;
+            return (None, 1);
         }
+        let mut examined = 0u64;
         let alignment = size & size.wrapping_neg();
         let cursor_index = 63 - alignment.leading_zeros() as usize;
         let free_percent = allocatable.space() * 100 / self.size;
@@ -339,6 +406,7 @@ impl Metaslab {
             let cursor = self.cursors[cursor_index];
             let mut first_start = None;
             for (searched, segment) in allocatable.iter_from(cursor).enumerate() {
+                examined += 1;
                 let first = *first_start.get_or_insert(segment.start);
                 if segment.start - first > tunables.metaslab_df_max_search
                     && searched as u64 >= METASLAB_MIN_SEARCH_COUNT
@@ -353,7 +421,13 @@ impl Metaslab {
         }
         let offset = match found {
             Some(offset) => offset,
-            None => allocatable.best_fit(size)?.start,
+            None => {
+                examined += 1;
+                match allocatable.best_fit(size) {
+                    Some(segment) => segment.start,
+                    None => return (None, examined),
+                }
+            }
         };
         self.cursors[cursor_index] = offset + size;
         allocatable.remove(offset, size);
@@ -363,7 +437,7 @@ impl Metaslab {
             self.check_accounting();
             true
         });
-        Some(offset)
+        (Some(offset), examined)
     }
 
     /// Free `[offset, offset + size)` in syncing txg `txg`. The range comes from a block pointer
@@ -457,7 +531,7 @@ impl Metaslab {
             .allocatable
             .as_ref()
             .expect("condense needs a loaded metaslab");
-        let mut unsynced = RangeTree::new();
+        let mut unsynced = RangeTree::for_region(self.start, self.size, self.ashift);
         for tree in &self.allocating {
             tree.walk(&mut unsynced);
         }
@@ -498,6 +572,7 @@ impl Metaslab {
             )?;
         }
         self.condense_wanted = false;
+        self.condense_count += 1;
         Ok(())
     }
 
@@ -559,7 +634,8 @@ impl Metaslab {
             assert!(self.freed.is_empty(), "freed must be empty at pass 1");
             std::mem::swap(&mut self.freed, &mut self.freeing);
         } else {
-            let freeing = std::mem::take(&mut self.freeing);
+            let empty = RangeTree::for_region(self.start, self.size, self.ashift);
+            let freeing = std::mem::replace(&mut self.freeing, empty);
             freeing.walk(&mut self.freed);
         }
         // The map now holds everything except unsynced allocations of other txgs.
@@ -596,34 +672,73 @@ impl Metaslab {
             self.id
         );
         let slot = (txg.0 % TXG_DEFER_SIZE as u64) as usize;
-        let released = std::mem::take(&mut self.defer[slot]);
+        let empty = self.empty_tree();
+        let released = std::mem::replace(&mut self.defer[slot], empty);
         if let Some(allocatable) = &mut self.allocatable {
             released.walk(allocatable);
         }
-        self.defer[slot] = std::mem::take(&mut self.freed);
+        let empty = self.empty_tree();
+        self.defer[slot] = std::mem::replace(&mut self.freed, empty);
         self.check_accounting();
     }
 
     /// Fragmentation percent from the map histogram (reference §3.6); 0 when there is no map or
-    /// no free space.
+    /// no free space. See [`fragmentation_from_histogram`].
     pub fn fragmentation(&self) -> u64 {
         let Some(map) = &self.space_map else {
             return 0;
         };
-        let shift = map.header.shift;
-        let mut total: u128 = 0;
-        let mut weighted: u128 = 0;
-        for (bucket, &count) in map.header.histogram.iter().enumerate() {
-            let space = (count as u128) << (bucket as u32 + shift);
-            let index =
-                ((shift as usize).saturating_sub(9) + bucket).min(FRAGMENTATION_TABLE.len() - 1);
-            total += space;
-            weighted += space * FRAGMENTATION_TABLE[index] as u128;
-        }
-        weighted
-            .checked_div(total)
-            .map_or(0, |percent| percent as u64)
+        fragmentation_from_histogram(&map.header.histogram, map.header.shift, self.size)
     }
+}
+
+/// Index into [`FRAGMENTATION_TABLE`] of a free segment of `2^class` bytes in a metaslab of
+/// `metaslab_size` bytes.
+///
+/// The table runs from 512 B (100%) to 512 MiB and more (0%). A metaslab of 1 GiB or more can
+/// hold such segments and uses the table as it is. A smaller metaslab cannot: an untouched
+/// 64 MiB metaslab would read 7% and one with a single small allocation 12%, so a fresh pool of
+/// small metaslabs would look fragmented. For those the table is stretched over the classes the
+/// metaslab can hold: 512 B still reads 100%, a free segment of at least half the metaslab
+/// reads 0%, and the classes between are spread evenly over the table (rounded to the nearest
+/// entry). A 16 MiB metaslab thus scores 8 KiB segments 77% (the table says 88%) and 1 MiB
+/// segments 12% (43%): small metaslabs are judged against what they can offer.
+pub fn fragmentation_index(class: u32, metaslab_size: u64) -> usize {
+    let last = FRAGMENTATION_TABLE.len() - 1;
+    let relative = class.saturating_sub(9) as usize;
+    // Class of a segment of half the metaslab, relative to 512 B.
+    let half = (63 - metaslab_size.max(1).leading_zeros()).saturating_sub(10) as usize;
+    if half >= last {
+        relative.min(last)
+    } else {
+        (relative * last + half / 2)
+            .checked_div(half)
+            .map_or(last, |index| index.min(last))
+    }
+}
+
+/// Fragmentation percent of a metaslab of `metaslab_size` bytes from a space-map histogram
+/// (bucket `i` counts free segments of `[2^(i+shift), 2^(i+shift+1))` bytes): each bucket's free
+/// space weighted by its table entry ([`fragmentation_index`]). 0 when nothing is free.
+pub fn fragmentation_from_histogram(
+    histogram: &[u64; SPACE_MAP_HISTOGRAM_SIZE],
+    shift: u32,
+    metaslab_size: u64,
+) -> u64 {
+    let mut total: u128 = 0;
+    let mut weighted: u128 = 0;
+    for (bucket, &count) in histogram.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        let class = bucket as u32 + shift;
+        let space = (count as u128) << class.min(100);
+        total += space;
+        weighted += space * FRAGMENTATION_TABLE[fragmentation_index(class, metaslab_size)] as u128;
+    }
+    weighted
+        .checked_div(total)
+        .map_or(0, |percent| percent as u64)
 }
 
 #[cfg(test)]
@@ -709,5 +824,46 @@ mod tests {
         metaslab.sync(&storage, Txg(6), 1, &tunables).unwrap();
         assert_eq!(metaslab.fragmentation(), 100);
         assert_eq!(metaslab.histogram()[0], offsets.len() as u64 / 2);
+    }
+
+    #[test]
+    fn fragmentation_of_untouched_and_small_metaslabs() {
+        let mut histogram = [0u64; SPACE_MAP_HISTOGRAM_SIZE];
+        // One free segment as large as the metaslab: 0% whatever the metaslab size.
+        for ms_shift in [20u32, 24, 26, 29, 30, 34] {
+            histogram.fill(0);
+            histogram[(ms_shift - 9) as usize] = 1;
+            assert_eq!(
+                fragmentation_from_histogram(&histogram, 9, 1 << ms_shift),
+                0
+            );
+            // Nearly untouched: the largest segment is in the class below the metaslab's.
+            histogram.fill(0);
+            histogram[(ms_shift - 10) as usize] = 1;
+            assert_eq!(
+                fragmentation_from_histogram(&histogram, 9, 1 << ms_shift),
+                0
+            );
+        }
+        // Large metaslabs use the table as it is: 128 KiB segments read 64% and 16 MiB 17%.
+        histogram.fill(0);
+        histogram[17 - 9] = 4;
+        assert_eq!(fragmentation_from_histogram(&histogram, 9, 1 << 34), 64);
+        histogram.fill(0);
+        histogram[24 - 9] = 1;
+        assert_eq!(fragmentation_from_histogram(&histogram, 9, 1 << 30), 17);
+        // Stretched for a 16 MiB metaslab: 512 B still 100%, 8 KiB 77%, 1 MiB 12%.
+        assert_eq!(FRAGMENTATION_TABLE[fragmentation_index(9, 16 << 20)], 100);
+        assert_eq!(FRAGMENTATION_TABLE[fragmentation_index(13, 16 << 20)], 77);
+        assert_eq!(FRAGMENTATION_TABLE[fragmentation_index(20, 16 << 20)], 12);
+        // Monotone in the segment class for every metaslab size.
+        for ms_shift in 16u32..40 {
+            for class in 9..ms_shift {
+                assert!(
+                    fragmentation_index(class, 1 << ms_shift)
+                        <= fragmentation_index(class + 1, 1 << ms_shift)
+                );
+            }
+        }
     }
 }

@@ -55,22 +55,33 @@
 //!
 //! # Operations
 //!
-//! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes;
+//! - `allocate(size, txg, avoid)`: pick a group (the rotor moves every `metaslab_aliquot` bytes,
+//!   scaled by the group's share of free space as of the last txg, see `Rotor::aliquot`;
 //!   extra copies go to the next vdev not yet holding a copy, otherwise to a metaslab of the
 //!   same vdev at least 1/8 of the vdev away from the other copies, else to any other metaslab),
 //!   then the group's active metaslab for that copy (the first, second or third on this vdev)
 //!   while it fits and keeps its distance, else a metaslab by weight (largest free-segment
-//!   class first; metaslabs active for other copies last), which becomes the active one,
-//!   loading it on demand, then a range by dynamic fit (first fit from a per-alignment cursor,
-//!   best fit when the metaslab is nearly full or fragmented). Extra copies thus land in a
-//!   small, stable set of metaslabs.
+//!   class first, loaded ones first within a class; metaslabs active for other copies last),
+//!   which becomes the active one, loading it on demand (first unloading this group's least
+//!   recently chosen metaslabs when loaded trees exceed `metaslab_mem_limit`), then a range by
+//!   dynamic fit (first fit from a per-alignment cursor, best fit when the metaslab is nearly
+//!   full or fragmented). If no candidate fits, every unloaded metaslab with enough free bytes
+//!   is loaded and tried (an unloaded metaslab's weight comes from its map header, whose
+//!   histogram counts frees unmerged). Extra copies thus land in a small, stable set of
+//!   metaslabs. Each allocation records the segments it examined, whether it waited for a
+//!   load, and its time ([`stats`]).
 //! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
 //! - `sync(txg, pass)`: in pass 1, copy the last block of every active metaslab's map even if
 //!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
 //!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
 //!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
-//!   rewrite the header; record new map ids.
-//! - `sync_done(txg)`: rotate the defer trees.
+//!   rewrite the header; record new map ids; in pass 1, preload the next candidates of every
+//!   vdev whose first-copy metaslab was chosen in this txg (`metaslab_preload_limit`).
+//! - `sync_done(txg)`: rotate the defer trees; unload metaslabs not chosen for
+//!   `metaslab_unload_delay` txgs, then the least recently chosen while the loaded trees exceed
+//!   `metaslab_mem_limit` (never an active metaslab, never one with unsynced allocations);
+//!   record each vdev's free space for the rotor. One pass over the metaslabs, no I/O.
+//! - `take_txg_stats()`: the per-txg figures of `tarn stat txgs` ([`stats`]).
 //!
 //! # Crash behaviour
 //!
@@ -79,9 +90,11 @@
 //! maps, consistent with the previous block tree; frees of the last two synced txgs are deferred
 //! again at load, so the txgs that import may rewind to still find their blocks intact.
 
+pub mod btree;
 pub mod metaslab;
 pub mod range_tree;
 pub mod space_map;
+pub mod stats;
 pub mod storage;
 
 pub use metaslab::Metaslab;
@@ -91,8 +104,10 @@ pub use space_map::{SpaceMap, SpaceMapAction, SpaceMapEntry, SpaceMapHeader};
 use crate::tunables::Tunables;
 use crate::types::{ObjectId, Txg, VdevId, SPA_MINBLOCKSHIFT};
 use parking_lot::{Mutex, RwLock};
+use stats::{SpaceStatsCollector, SpaceTxgStats};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use storage::{SpaceStorage, StorageError};
 
 /// Extra copies of a block on the same top-level vdev are placed at least `vdev size >> 3`
@@ -162,6 +177,14 @@ pub struct MetaslabStats {
     pub fragmentation_percent: Option<u64>,
     pub loaded: bool,
     pub histogram: [u64; space_map::SPACE_MAP_HISTOGRAM_SIZE],
+    /// Largest free segment, when loaded.
+    pub largest_free_segment: Option<u64>,
+    /// The loaded free tree's exact histogram (64 absolute power-of-two buckets), when loaded.
+    pub tree_histogram: Option<Vec<u64>>,
+    /// Times the map was condensed since import.
+    pub condensed: u64,
+    /// Last txg the allocator chose this metaslab (0: not since import).
+    pub selected_txg: u64,
 }
 
 /// Space of the whole pool, summed over its vdevs.
@@ -291,28 +314,97 @@ impl Group {
         Ok(&mut self.metaslabs[(offset >> self.ms_shift) as usize])
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Try metaslab `index`: load it if needed (first unloading the least recently used
+    /// metaslabs of this group when loaded trees exceed `metaslab_mem_limit`), then allocate.
     fn try_metaslab(
         &mut self,
         index: usize,
         size: u64,
-        txg: Txg,
-        storage: &dyn SpaceStorage,
-        tunables: &Tunables,
-        last_synced: Txg,
-        counters: &SpaceCounters,
+        context: &mut AllocContext<'_>,
     ) -> Result<Option<u64>, SpaceError> {
-        let metaslab = &mut self.metaslabs[index];
-        if !metaslab.should_allocate(size) {
+        if !self.metaslabs[index].should_allocate(size) {
             return Ok(None);
         }
+        self.load_and_allocate(index, size, context)
+    }
+
+    fn load_and_allocate(
+        &mut self,
+        index: usize,
+        size: u64,
+        context: &mut AllocContext<'_>,
+    ) -> Result<Option<u64>, SpaceError> {
+        self.metaslabs[index].selected_txg = context.txg.0;
+        if !self.metaslabs[index].is_loaded() {
+            self.evict_for_memory(index, context.manager);
+        }
         let ms_shift = self.ms_shift;
-        counters.track(metaslab, |metaslab| {
-            metaslab.load(storage, last_synced)?;
-            Ok(metaslab
-                .allocate(size, txg, tunables)
-                .inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
-        })
+        let manager = context.manager;
+        let metaslab = &mut self.metaslabs[index];
+        let was_loaded = metaslab.is_loaded();
+        let (offset, examined) = manager.counters.track(metaslab, |metaslab| {
+            metaslab.load(context.storage, context.last_synced)?;
+            Ok::<_, SpaceError>(metaslab.allocate_counted(size, context.txg, &manager.tunables))
+        })?;
+        if !was_loaded {
+            context.load_wait = true;
+            manager.stats.loaded();
+            manager
+                .loaded_memory
+                .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+        }
+        context.segments_examined += examined;
+        Ok(offset.inspect(|offset| debug_assert_eq!(offset >> ms_shift, index as u64)))
+    }
+
+    /// Is metaslab `index` active for some copy slot?
+    fn is_active(&self, index: usize) -> bool {
+        self.active
+            .iter()
+            .any(|active| active.is_some_and(|(at, _)| at == index))
+    }
+
+    /// Unload metaslab `index` if it is loaded, not active and has no unsynced allocations;
+    /// returns the bytes given back.
+    fn unload(&mut self, index: usize, manager: &SpaceManager) -> u64 {
+        if self.is_active(index) || !self.metaslabs[index].is_loaded() {
+            return 0;
+        }
+        let bytes = self.metaslabs[index].memory_bytes();
+        if !self.metaslabs[index].unload() {
+            return 0;
+        }
+        manager.stats.unloaded();
+        let _ = manager
+            .loaded_memory
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |value| {
+                Some(value.saturating_sub(bytes))
+            });
+        bytes
+    }
+
+    /// Before loading metaslab `loading`: while the loaded trees of the pool exceed
+    /// `metaslab_mem_limit`, unload this group's least recently selected metaslabs (never an
+    /// active one or `loading`). Other groups are trimmed at the end of the txg
+    /// ([`SpaceManager::sync_done`]), so a group never takes another group's lock.
+    fn evict_for_memory(&mut self, loading: usize, manager: &SpaceManager) {
+        let limit = manager.tunables.metaslab_mem_limit;
+        if manager.loaded_memory.load(Ordering::Relaxed) <= limit {
+            return;
+        }
+        let mut loaded: Vec<(u64, usize)> = (0..self.metaslabs.len())
+            .filter(|&index| {
+                index != loading && self.metaslabs[index].is_loaded() && !self.is_active(index)
+            })
+            .map(|index| (self.metaslabs[index].selected_txg, index))
+            .collect();
+        loaded.sort_unstable();
+        for (_, index) in loaded {
+            if manager.loaded_memory.load(Ordering::Relaxed) <= limit {
+                break;
+            }
+            self.unload(index, manager);
+        }
     }
 
     /// How many metaslabs apart two copies of one block on this vdev should be: the vdev's
@@ -326,17 +418,12 @@ impl Group {
     /// `slot` of a block on this vdev (0: first copy). The slot's active metaslab is tried first
     /// while it keeps fitting and is not to be avoided; otherwise the heaviest candidate (those
     /// active for other slots last) is chosen and becomes the slot's active metaslab.
-    #[allow(clippy::too_many_arguments)]
     fn allocate(
         &mut self,
         size: u64,
-        txg: Txg,
         slot: usize,
         avoid_metaslabs: &[usize],
-        storage: &dyn SpaceStorage,
-        tunables: &Tunables,
-        last_synced: Txg,
-        counters: &SpaceCounters,
+        context: &mut AllocContext<'_>,
     ) -> Result<Option<u64>, SpaceError> {
         if size > 1 << self.ms_shift {
             return Ok(None);
@@ -349,36 +436,62 @@ impl Group {
             if !avoid_metaslabs.contains(&index)
                 && class + METASLAB_SWITCH_THRESHOLD > activation_class
             {
-                if let Some(offset) =
-                    self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
-                {
+                if let Some(offset) = self.try_metaslab(index, size, context)? {
                     return Ok(Some(offset));
                 }
             }
             self.active[slot] = None;
         }
-        // Metaslabs active for other slots come last, so that the slots stay apart.
+        // Metaslabs active for other slots come last, so that the slots stay apart; then by
+        // largest free-segment class, loaded ones first within a class (no load wait), then by
+        // the count of segments in that class.
         let taken = |index: usize| {
             self.active
                 .iter()
                 .enumerate()
                 .any(|(other, active)| other != slot && active.is_some_and(|(at, _)| at == index))
         };
-        let mut candidates: Vec<(bool, u64, usize)> = (0..self.metaslabs.len())
+        let mut candidates: Vec<(bool, u64, bool, u64, usize)> = (0..self.metaslabs.len())
             .filter(|index| !avoid_metaslabs.contains(index))
-            .map(|index| (taken(index), self.metaslabs[index].weight(), index))
-            .filter(|&(_, weight, _)| weight > 0)
+            .map(|index| {
+                let metaslab = &self.metaslabs[index];
+                let weight = metaslab.weight();
+                (
+                    taken(index),
+                    weight >> 54,
+                    metaslab.is_loaded(),
+                    weight,
+                    index,
+                )
+            })
+            .filter(|&(_, _, _, weight, _)| weight > 0)
             .collect();
         candidates.sort_by(|left, right| {
             left.0
                 .cmp(&right.0)
                 .then(right.1.cmp(&left.1))
-                .then(left.2.cmp(&right.2))
+                .then(right.2.cmp(&left.2))
+                .then(right.3.cmp(&left.3))
+                .then(left.4.cmp(&right.4))
         });
-        for (_, _, index) in candidates {
-            if let Some(offset) =
-                self.try_metaslab(index, size, txg, storage, tunables, last_synced, counters)?
+        for &(_, _, _, _, index) in &candidates {
+            if let Some(offset) = self.try_metaslab(index, size, context)? {
+                self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
+                return Ok(Some(offset));
+            }
+        }
+        // Try hard (OpenZFS before ganging): an unloaded metaslab's weight comes from its map
+        // header, whose histogram counts freed ranges unmerged, so it may hide a segment that
+        // fits. Load every unloaded metaslab with enough free bytes and look.
+        for index in 0..self.metaslabs.len() {
+            let metaslab = &self.metaslabs[index];
+            if avoid_metaslabs.contains(&index)
+                || metaslab.is_loaded()
+                || metaslab.free_bytes() < size
             {
+                continue;
+            }
+            if let Some(offset) = self.load_and_allocate(index, size, context)? {
                 self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
                 return Ok(Some(offset));
             }
@@ -387,11 +500,84 @@ impl Group {
     }
 }
 
+/// What one allocation carries down to the metaslabs, and what it learns on the way (for the
+/// statistics).
+struct AllocContext<'a> {
+    manager: &'a SpaceManager,
+    storage: &'a dyn SpaceStorage,
+    txg: Txg,
+    last_synced: Txg,
+    segments_examined: u64,
+    load_wait: bool,
+}
+
+/// The storage the space maps are written through during a sync, counting the data blocks
+/// each pass writes (`spacemap_writes`). Every object the space layer writes (space maps and
+/// metaslab arrays) has blocks of `metaslab_sm_blksz`.
+struct CountingStorage<'a> {
+    inner: &'a dyn SpaceStorage,
+    stats: &'a SpaceStatsCollector,
+    block_size: u64,
+}
+
+impl SpaceStorage for CountingStorage<'_> {
+    fn create_object(&self, block_size: u32, txg: Txg) -> Result<ObjectId, StorageError> {
+        self.inner.create_object(block_size, txg)
+    }
+    fn free_object(&self, object: ObjectId, txg: Txg) -> Result<(), StorageError> {
+        self.inner.free_object(object, txg)
+    }
+    fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.inner.read(object, offset, buf)
+    }
+    fn write(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        txg: Txg,
+    ) -> Result<(), StorageError> {
+        self.stats
+            .spacemap_write(object.0, offset, data.len() as u64, self.block_size);
+        self.inner.write(object, offset, data, txg)
+    }
+    fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
+        self.inner.truncate(object, length, txg)
+    }
+    fn read_bonus(&self, object: ObjectId) -> Result<Vec<u8>, StorageError> {
+        self.inner.read_bonus(object)
+    }
+    fn write_bonus(&self, object: ObjectId, bonus: &[u8], txg: Txg) -> Result<(), StorageError> {
+        self.inner.write_bonus(object, bonus, txg)
+    }
+}
+
 struct Rotor {
     /// Index into the group list.
     index: usize,
     /// Bytes placed on the current group since the rotor moved there.
     bytes: u64,
+    /// Free and total bytes of each group as of the last `sync_done` (for the aliquot).
+    space: Vec<(u64, u64)>,
+}
+
+impl Rotor {
+    /// Bytes to place on group `index` before moving on: `metaslab_aliquot` scaled by the
+    /// group's share of the pool's free space (its free bytes over the average group's; OpenZFS
+    /// scales by vdev size and, with `metaslab_bias_enabled`, by free fraction, which comes to
+    /// the same), between a quarter and four times the aliquot. Larger and emptier vdevs take
+    /// more, so the vdevs fill evenly.
+    fn aliquot(&self, index: usize, aliquot: u64) -> u64 {
+        let Some(&(free, _)) = self.space.get(index) else {
+            return aliquot;
+        };
+        let free_total: u128 = self.space.iter().map(|&(free, _)| free as u128).sum();
+        if free_total == 0 {
+            return aliquot;
+        }
+        let scaled = aliquot as u128 * free as u128 * self.space.len() as u128 / free_total;
+        (scaled.min(u64::MAX as u128) as u64).clamp(aliquot / 4, aliquot.saturating_mul(4))
+    }
 }
 
 /// The metaslab class: every top-level vdev's metaslabs and the allocator over them.
@@ -401,6 +587,11 @@ pub struct SpaceManager {
     rotor: Mutex<Rotor>,
     last_synced: Mutex<Option<Txg>>,
     counters: SpaceCounters,
+    /// Per-txg figures for `tarn stat txgs`.
+    stats: SpaceStatsCollector,
+    /// Bytes of loaded free trees, pool-wide (exact after each `sync_done`, kept current by
+    /// loads and unloads in between).
+    loaded_memory: AtomicU64,
 }
 
 impl SpaceManager {
@@ -408,9 +599,15 @@ impl SpaceManager {
         SpaceManager {
             tunables,
             groups: RwLock::new(Vec::new()),
-            rotor: Mutex::new(Rotor { index: 0, bytes: 0 }),
+            rotor: Mutex::new(Rotor {
+                index: 0,
+                bytes: 0,
+                space: Vec::new(),
+            }),
             last_synced: Mutex::new(None),
             counters: SpaceCounters::default(),
+            stats: SpaceStatsCollector::default(),
+            loaded_memory: AtomicU64::new(0),
         }
     }
 
@@ -527,19 +724,44 @@ impl SpaceManager {
         storage: &dyn SpaceStorage,
     ) -> Result<(VdevId, u64), SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
+        let started = Instant::now();
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let mut context = AllocContext {
+            manager: self,
+            storage,
+            txg,
+            last_synced,
+            segments_examined: 0,
+            load_wait: false,
+        };
+        let result = self.allocate_in(size_allocated, avoid, &mut context);
+        self.stats.allocation(
+            context.segments_examined,
+            context.load_wait,
+            started.elapsed().as_nanos() as u64,
+        );
+        result
+    }
+
+    fn allocate_in(
+        &self,
+        size_allocated: u64,
+        avoid: &[(VdevId, u64)],
+        context: &mut AllocContext<'_>,
+    ) -> Result<(VdevId, u64), SpaceError> {
         let groups = self.groups.read();
         let count = groups.len();
         if count == 0 {
             return Err(SpaceError::NoSpace { size_allocated });
         }
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
         let start = match avoid.last() {
             None => {
                 let mut rotor = self.rotor.lock();
-                if rotor.bytes + size_allocated / 2 >= self.tunables.metaslab_aliquot {
+                let aliquot = rotor.aliquot(rotor.index % count, self.tunables.metaslab_aliquot);
+                if rotor.bytes + size_allocated / 2 >= aliquot {
                     rotor.index = (rotor.index + 1) % count;
                     rotor.bytes = 0;
                 }
@@ -595,16 +817,9 @@ impl SpaceManager {
                     .iter()
                     .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
                     .count();
-                if let Some(offset) = group.allocate(
-                    size_allocated,
-                    txg,
-                    slot,
-                    &avoid_metaslabs,
-                    storage,
-                    &self.tunables,
-                    last_synced,
-                    &self.counters,
-                )? {
+                if let Some(offset) =
+                    group.allocate(size_allocated, slot, &avoid_metaslabs, context)?
+                {
                     drop(group);
                     if avoid.is_empty() {
                         let mut rotor = self.rotor.lock();
@@ -671,6 +886,22 @@ impl SpaceManager {
         sync_pass: u32,
         storage: &dyn SpaceStorage,
     ) -> Result<bool, SpaceError> {
+        let counting = CountingStorage {
+            inner: storage,
+            stats: &self.stats,
+            block_size: self.tunables.metaslab_sm_blksz as u64,
+        };
+        let result = self.sync_counted(txg, sync_pass, &counting);
+        self.stats.end_pass();
+        result
+    }
+
+    fn sync_counted(
+        &self,
+        txg: Txg,
+        sync_pass: u32,
+        storage: &dyn SpaceStorage,
+    ) -> Result<bool, SpaceError> {
         let groups = self.groups.read();
         let mut wrote = false;
         for group in groups.iter() {
@@ -689,9 +920,16 @@ impl SpaceManager {
                 }
             }
             for metaslab in group.metaslabs.iter_mut() {
+                let condensed = metaslab.condense_count;
                 wrote |= self.counters.track(metaslab, |metaslab| {
                     metaslab.sync(storage, txg, sync_pass, &self.tunables)
                 })?;
+                if metaslab.condense_count != condensed {
+                    self.stats.condensed();
+                }
+            }
+            if sync_pass == 1 {
+                self.preload(&mut group, txg, storage)?;
             }
             let created: Vec<(u64, ObjectId)> = group
                 .metaslabs
@@ -731,15 +969,116 @@ impl SpaceManager {
         })
     }
 
-    /// End of txg `txg`: rotate the defer trees of every metaslab.
+    /// End of txg `txg`: rotate the defer trees of every metaslab, then unload the metaslabs
+    /// not chosen for `metaslab_unload_delay` txgs (OpenZFS `metaslab_class_evict_old`) and,
+    /// while the loaded trees exceed `metaslab_mem_limit`, the least recently chosen ones
+    /// (never an active metaslab). Costs one pass over the metaslabs, no I/O.
     pub fn sync_done(&self, txg: Txg) {
-        for group in self.groups.read().iter() {
-            for metaslab in group.lock().metaslabs.iter_mut() {
+        let groups = self.groups.read();
+        let delay = self.tunables.metaslab_unload_delay;
+        let mut memory = 0u64;
+        let mut loaded: Vec<(u64, usize, usize)> = Vec::new();
+        let mut space = Vec::with_capacity(groups.len());
+        for (group_index, group) in groups.iter().enumerate() {
+            let mut group = group.lock();
+            space.push((
+                group
+                    .metaslabs
+                    .iter()
+                    .map(Metaslab::free_bytes)
+                    .sum::<u64>(),
+                group.covered_size(),
+            ));
+            for index in 0..group.metaslabs.len() {
+                let metaslab = &mut group.metaslabs[index];
                 self.counters
                     .track(metaslab, |metaslab| metaslab.sync_done(txg));
+                if !metaslab.is_loaded() {
+                    continue;
+                }
+                if txg.0 > metaslab.selected_txg.saturating_add(delay)
+                    && group.unload(index, self) > 0
+                {
+                    continue;
+                }
+                let metaslab = &group.metaslabs[index];
+                if metaslab.is_loaded() {
+                    memory += metaslab.memory_bytes();
+                    if !group.is_active(index) {
+                        loaded.push((metaslab.selected_txg, group_index, index));
+                    }
+                }
+            }
+        }
+        self.rotor.lock().space = space;
+        self.loaded_memory.store(memory, Ordering::Relaxed);
+        if memory > self.tunables.metaslab_mem_limit {
+            loaded.sort_unstable();
+            for (_, group_index, index) in loaded {
+                if self.loaded_memory.load(Ordering::Relaxed) <= self.tunables.metaslab_mem_limit {
+                    break;
+                }
+                groups[group_index].lock().unload(index, self);
             }
         }
         *self.last_synced.lock() = Some(txg);
+    }
+
+    /// Pass 1 of `txg`, after the group's maps are written: if the group's first-copy
+    /// metaslab was chosen in this txg (the group is taking data), load the
+    /// `metaslab_preload_limit` heaviest unloaded metaslabs, the ones the allocator moves to
+    /// next, so that switching to them does not wait for a space-map read in the middle of an
+    /// allocation (OpenZFS `metaslab_group_preload`). Within `metaslab_mem_limit` only. A
+    /// preloaded metaslab counts as chosen in `txg`: it stays while the group is busy and is
+    /// unloaded by the idle rule once the group goes quiet.
+    fn preload(
+        &self,
+        group: &mut Group,
+        txg: Txg,
+        storage: &dyn SpaceStorage,
+    ) -> Result<(), SpaceError> {
+        let busy =
+            group.active[0].is_some_and(|(index, _)| group.metaslabs[index].selected_txg == txg.0);
+        if !busy || self.tunables.metaslab_preload_limit == 0 {
+            return Ok(());
+        }
+        let mut candidates: Vec<(u64, usize)> = (0..group.metaslabs.len())
+            .filter(|&index| !group.metaslabs[index].is_loaded() && !group.is_active(index))
+            .map(|index| (group.metaslabs[index].weight(), index))
+            .filter(|&(weight, _)| weight > 0)
+            .collect();
+        candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        for (_, index) in candidates
+            .into_iter()
+            .take(self.tunables.metaslab_preload_limit as usize)
+        {
+            if self.loaded_memory.load(Ordering::Relaxed) > self.tunables.metaslab_mem_limit {
+                break;
+            }
+            let metaslab = &mut group.metaslabs[index];
+            self.counters
+                .track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
+            metaslab.selected_txg = txg.0;
+            self.stats.loaded();
+            self.loaded_memory
+                .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The space layer's figures since the last call (one txg's, when the sync driver calls it
+    /// after each txg), and reset them. `spacemap_writes` is in blocks, one copy each.
+    pub fn take_txg_stats(&self) -> SpaceTxgStats {
+        self.stats.take()
+    }
+
+    /// Bytes of loaded metaslab free trees, pool-wide.
+    pub fn loaded_memory(&self) -> u64 {
+        self.loaded_memory.load(Ordering::Relaxed)
     }
 
     /// A snapshot of every vdev's space.
@@ -766,6 +1105,10 @@ impl SpaceManager {
                         fragmentation_percent: Some(metaslab.fragmentation()),
                         loaded: metaslab.is_loaded(),
                         histogram: metaslab.histogram(),
+                        largest_free_segment: metaslab.largest_free_segment(),
+                        tree_histogram: metaslab.tree_histogram().map(<[u64]>::to_vec),
+                        condensed: metaslab.condense_count,
+                        selected_txg: metaslab.selected_txg,
                     })
                     .collect();
                 let free_bytes: u64 = metaslabs.iter().map(|row| row.free_bytes).sum();

@@ -658,7 +658,8 @@ impl SpaceMap {
         storage: &dyn SpaceStorage,
         length_bytes: u64,
     ) -> Result<RangeTree, SpaceError> {
-        let mut free = RangeTree::with_range(self.start, self.size);
+        let mut free = RangeTree::for_region(self.start, self.size, self.header.shift);
+        free.add(self.start, self.size);
         let object = self.object;
         self.replay(storage, length_bytes, |entry| {
             apply_entry(&mut free, &entry, object)

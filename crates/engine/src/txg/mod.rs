@@ -137,6 +137,9 @@ pub struct TxgHistoryRow {
     /// Device writes the sync issued: after aggregation, one per leaf, uberblock and label
     /// writes included.
     pub write_ios: u64,
+    /// What the space layer did (space-map writes, metaslab loads, allocation figures).
+    #[serde(default, flatten)]
+    pub space: crate::space::stats::SpaceTxgStats,
 }
 
 /// What a txg's sync did to the devices; see [`TxgManager::record_sync_io`].
@@ -148,6 +151,7 @@ pub struct TxgSyncIo {
     pub writes: u64,
     pub blocks_written: u64,
     pub write_ios: u64,
+    pub space: crate::space::stats::SpaceTxgStats,
 }
 
 struct HistoryEntry {
@@ -176,6 +180,7 @@ impl HistoryEntry {
                 passes: 0,
                 blocks_written: 0,
                 write_ios: 0,
+                space: Default::default(),
             },
             since: Instant::now(),
         }
@@ -716,6 +721,7 @@ impl TxgManager {
             row.writes += io.writes;
             row.blocks_written += io.blocks_written;
             row.write_ios += io.write_ios;
+            row.space = io.space;
         }
     }
 }

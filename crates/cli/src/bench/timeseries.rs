@@ -1,0 +1,219 @@
+//! `tarn bench timeseries`: the "Fragging Rights" workload (issue 14, part 9). Many files each
+//! take a 32-byte append every interval, so each append rewrites the file's last 8 KiB record
+//! (recordsize 8K, compression on): every txg frees and reallocates one small block per file,
+//! the pattern that fragments a pool and, in the field report, made allocations take seconds.
+//!
+//! The engine runs in this process; txgs follow the pool's txg timer (`txg_timeout`, 1 second
+//! unless `TARN_TUNABLE_txg_timeout` is set). Reported: the append rate and each append's
+//! latency, the allocation and sync figures of the txgs that synced (as `bench frag`), and the
+//! pool's fragmentation after every interval. The baseline is the same appends to plain files
+//! in the same directory (without the sleeps), then one `fsync` per file; tarn's rate counts
+//! busy time too (the appends and the final sync); the ratio is tarn's rate over the baseline's.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tarn::tunables::Tunables;
+
+use super::frag::{latency_cells, number, PhaseFigures, PHASE_COLUMNS};
+use super::{create_bench_pool, ratio_cell, BenchDirLock};
+use crate::error::Failure;
+use crate::format::{print_table, Cell, ListFormat};
+
+/// What `tarn bench timeseries` was asked to do.
+pub struct TimeseriesBench {
+    pub dir: PathBuf,
+    pub vdev_size: u64,
+    pub files: u64,
+    pub intervals: u64,
+    pub interval: Duration,
+    pub json: bool,
+}
+
+const APPEND: usize = 32;
+
+fn columns() -> Vec<&'static str> {
+    let mut columns = vec![
+        "appends",
+        "tarn_iops",
+        "file_iops",
+        "tarn/file",
+        "write_p50_us",
+        "write_p99_us",
+        "write_p999_us",
+        "write_max_us",
+    ];
+    columns.extend_from_slice(PHASE_COLUMNS);
+    columns.push("frag");
+    columns
+}
+
+/// One appended sample: a 32-byte line that compresses about as well as real time-series text.
+fn sample(file: u64, interval: u64) -> [u8; APPEND] {
+    let mut line = [b' '; APPEND];
+    let text = format!(
+        "{interval:010},{file:08},{:09}\n",
+        (file * 7919 + interval * 104_729) % 1_000_000_000
+    );
+    let bytes = text.as_bytes();
+    let length = bytes.len().min(APPEND);
+    line[APPEND - length..].copy_from_slice(&bytes[..length]);
+    line
+}
+
+pub fn run(bench: TimeseriesBench) -> Result<(), Failure> {
+    let io = |what: &str, error: std::io::Error| Failure(format!("{what}: {error}"));
+    if bench.files == 0 || bench.intervals == 0 {
+        return Err(Failure("--files and --intervals must be at least 1".into()));
+    }
+    std::fs::create_dir_all(&bench.dir).map_err(|e| io(&bench.dir.display().to_string(), e))?;
+    let dir = std::fs::canonicalize(&bench.dir).map_err(|e| io("bench dir", e))?;
+    let _lock = BenchDirLock::take(&dir)?;
+    let mut tunables = Tunables::from_env().map_err(Failure)?;
+    if std::env::var("TARN_TUNABLE_txg_timeout").is_err() {
+        tunables.txg_timeout = 1;
+    }
+    let vdev = dir.join("bench-timeseries-vdev0.img");
+    let pool = create_bench_pool("benchts", &vdev, bench.vdev_size, &tunables)?;
+    let result = run_on_pool(&pool, &bench);
+    let _ = pool.destroy();
+    let _ = std::fs::remove_file(&vdev);
+    let (mut row, fragmentation, appends) = result?;
+    let file_seconds = baseline(&dir, &bench)?;
+    let tarn_iops = row.0;
+    let file_iops = appends as f64 / file_seconds;
+    let mut cells = vec![
+        number(appends as f64, 0),
+        number(tarn_iops, 0),
+        number(file_iops, 0),
+        ratio_cell(tarn_iops / file_iops),
+    ];
+    cells.append(&mut row.1);
+    cells.push(Cell::percent(fragmentation.last().copied().flatten()));
+    let columns = columns();
+    if bench.json {
+        let summary: serde_json::Map<String, serde_json::Value> = columns
+            .iter()
+            .zip(&cells)
+            .map(|(column, cell)| (column.to_string(), cell.json.clone()))
+            .collect();
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "timeseries": summary,
+                "fragmentation_over_time": fragmentation,
+            }))
+            .expect("json")
+        );
+        return Ok(());
+    }
+    print_table(&columns, &[cells], &ListFormat::default(), "timeseries").map_err(Failure)?;
+    let over_time: Vec<String> = fragmentation
+        .iter()
+        .map(|percent| percent.map_or("-".to_string(), |percent| format!("{percent}%")))
+        .collect();
+    out!("fragmentation after each interval: {}", over_time.join(" "));
+    Ok(())
+}
+
+/// Run the appends; returns (tarn appends per second, latency and phase cells), the pool's
+/// fragmentation after each interval, and the number of appends.
+#[allow(clippy::type_complexity)]
+fn run_on_pool(
+    pool: &tarn::pool::Pool,
+    bench: &TimeseriesBench,
+) -> Result<((f64, Vec<Cell>), Vec<Option<u64>>, u64), Failure> {
+    let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
+    pool.create_dataset(
+        "benchts/d",
+        &[
+            ("recordsize".into(), "8K".into()),
+            ("compression".into(), "on".into()),
+        ],
+        false,
+    )?;
+    let fs = pool
+        .open_file_system("benchts/d")
+        .map_err(|e| failure(&e))?;
+    let mut files = Vec::new();
+    for file in 0..bench.files {
+        let attr = fs
+            .create(fs.root(), format!("series{file}").as_bytes(), 0o644, 0, 0)
+            .map_err(|e| failure(&e))?;
+        files.push(attr.ino);
+    }
+    pool.sync()?;
+    let first_txg = pool.txg_history().last().map_or(0, |row| row.txg);
+    let mut latencies = Vec::new();
+    let mut fragmentation = Vec::new();
+    for interval in 0..bench.intervals {
+        let interval_started = Instant::now();
+        for (file, &ino) in files.iter().enumerate() {
+            let write_started = Instant::now();
+            fs.write(
+                ino,
+                interval * APPEND as u64,
+                &sample(file as u64, interval),
+            )
+            .map_err(|e| failure(&e))?;
+            latencies.push(write_started.elapsed().as_nanos() as u64);
+        }
+        fragmentation.push(pool.space()?.fragmentation);
+        err!(
+            "timeseries: interval {} of {}: {} appends, fragmentation {}",
+            interval + 1,
+            bench.intervals,
+            latencies.len(),
+            fragmentation
+                .last()
+                .copied()
+                .flatten()
+                .map_or("-".to_string(), |percent| format!("{percent}%"))
+        );
+        if let Some(rest) = bench.interval.checked_sub(interval_started.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    let sync_started = Instant::now();
+    pool.sync()?;
+    // Busy time: the appends themselves and the final sync, not the sleeps between intervals.
+    let seconds =
+        (latencies.iter().sum::<u64>() as f64 / 1e9) + sync_started.elapsed().as_secs_f64();
+    let appends = latencies.len() as u64;
+    latencies.sort_unstable();
+    let mut cells = latency_cells(&latencies);
+    cells.extend(PhaseFigures::since(pool, first_txg).cells());
+    Ok(((appends as f64 / seconds, cells), fragmentation, appends))
+}
+
+/// Seconds for the same appends to plain files in `dir` (same intervals, no sleeping), then
+/// one fsync per file.
+fn baseline(dir: &std::path::Path, bench: &TimeseriesBench) -> Result<f64, Failure> {
+    let base = dir.join("bench-timeseries-baseline");
+    let _ = std::fs::remove_dir_all(&base);
+    let result = (|| {
+        std::fs::create_dir_all(&base)?;
+        let mut files = Vec::new();
+        for file in 0..bench.files {
+            files.push(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(base.join(format!("series{file}")))?,
+            );
+        }
+        let started = Instant::now();
+        for interval in 0..bench.intervals {
+            for (index, file) in files.iter_mut().enumerate() {
+                file.write_all(&sample(index as u64, interval))?;
+            }
+        }
+        for file in &files {
+            file.sync_all()?;
+        }
+        Ok::<_, std::io::Error>(started.elapsed().as_secs_f64())
+    })();
+    let _ = std::fs::remove_dir_all(&base);
+    result.map_err(|e| Failure(format!("baseline files in {}: {e}", base.display())))
+}
