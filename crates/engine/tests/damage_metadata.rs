@@ -1,7 +1,9 @@
 //! One bad region never loses a pool (issue 8). A single-vdev pool holding only metadata (many
-//! directories of empty files, in the root file system and in a child file system) is
+//! directories of empty files, in the root file system and in a child file system, with a
+//! snapshot of the child, its deadlist, and a clone of the snapshot) is
 //! exported, one region of 64 KiB to 1 MiB of its data area is overwritten with random bytes,
-//! and the pool is imported, every file system opened and every entry listed. Before metadata
+//! and the pool is imported, every file system (and the snapshot) opened and every entry
+//! listed. Before metadata
 //! got one more copy than the dataset's `copies` (directories, master nodes and unlinked sets
 //! had one copy), and before extra copies on one vdev were placed well apart, such damage made
 //! import fail with "no copy of block ... [L0 KeyValue]" and lost the whole pool.
@@ -85,13 +87,22 @@ fn populate(fs: &FileSystem, tag: &str) {
     }
 }
 
-/// Every file system's full listing, keyed by dataset name.
+/// Every file system's full listing (the root, the child, its snapshot and its clone), keyed by
+/// dataset name.
 fn listing(pool: &Pool) -> Result<Vec<(String, BTreeSet<String>)>, String> {
     let mut all = Vec::new();
-    for name in [POOL.to_string(), format!("{POOL}/child")] {
-        let fs = pool
-            .open_file_system(&name)
-            .map_err(|error| format!("open {name}: {error}"))?;
+    for name in [
+        POOL.to_string(),
+        format!("{POOL}/child"),
+        format!("{POOL}/child@s1"),
+        format!("{POOL}/clone"),
+    ] {
+        let fs = if name.contains('@') {
+            pool.snapshot_file_system(&name)
+        } else {
+            pool.open_file_system(&name)
+        }
+        .map_err(|error| format!("open {name}: {error}"))?;
         let mut paths = BTreeSet::new();
         list_all(&fs, fs.root(), "", &mut paths)?;
         all.push((name, paths));
@@ -113,15 +124,29 @@ fn build(dir: &Path) -> Vec<(String, BTreeSet<String>)> {
     pool.create_dataset(&format!("{POOL}/child"), &[], false)
         .unwrap();
     populate(&pool.file_system().unwrap(), "root");
-    populate(
-        &pool.open_file_system(&format!("{POOL}/child")).unwrap(),
-        "child",
-    );
+    let child = pool.open_file_system(&format!("{POOL}/child")).unwrap();
+    populate(&child, "child");
+    pool.sync().unwrap();
+    // Snapshot metadata too (records, names, deadlists and their lists) and a clone: the
+    // child's snapshot, then every file of one directory removed and made again, so that the
+    // blocks the snapshot holds go on the child's deadlist.
+    pool.create_snapshots(&[format!("{POOL}/child@s1")], false)
+        .unwrap();
+    let dir = child.lookup(child.root(), b"child-dir-00").unwrap().ino;
+    for f in 0..FILES_PER_DIRECTORY {
+        let name = format!("file-{f:03}");
+        child.unlink(dir, name.as_bytes()).unwrap();
+        child.create(dir, name.as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    pool.sync().unwrap();
+    pool.create_clone(&format!("{POOL}/child@s1"), &format!("{POOL}/clone"), &[])
+        .unwrap();
+    drop(child);
     pool.sync().unwrap();
     let expected = listing(&pool).unwrap();
     assert_eq!(
         expected.iter().map(|(_, paths)| paths.len()).sum::<usize>(),
-        2 * DIRECTORIES * (FILES_PER_DIRECTORY + 1 + 4 + 1),
+        4 * DIRECTORIES * (FILES_PER_DIRECTORY + 1 + 4 + 1),
     );
     pool.export().unwrap();
     expected
