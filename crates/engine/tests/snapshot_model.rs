@@ -1,6 +1,7 @@
 //! Random mixes of writes, truncates, deletes, snapshots, snapshot destroys (single and
-//! ranges) and rollbacks on a real pool, against a model of what the head and every snapshot
-//! must hold; `check` (which verifies deadlists, unique bytes and every directory's used
+//! ranges), rollbacks, and clones (made, written, destroyed; destroys and rollbacks that would
+//! take their origin are refused) on a real pool, against a model of what the head, every
+//! snapshot and every clone must hold; `check` (which verifies deadlists, unique bytes and every directory's used
 //! breakdown against the trees) after every few steps, and at the end after export and import.
 //! `TARN_SNAPSHOT_MODEL_SEEDS` sets how many seeds run (default 6).
 
@@ -41,6 +42,27 @@ fn trace(line: &str) {
     }
 }
 
+/// A random write into a random file of `fs`, mirrored in `contents`.
+fn write_random(fs: &FileSystem, contents: &mut Contents, rng: &mut impl Rng) {
+    let name = format!("f{}", rng.gen_range(0..FILES));
+    let ino = match fs.lookup(fs.root(), name.as_bytes()) {
+        Ok(attr) => attr.ino,
+        Err(_) => {
+            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        }
+    };
+    let file = contents.entry(name).or_default();
+    let offset = rng.gen_range(0..=file.len().min(60_000));
+    let data = pattern(rng.gen(), rng.gen_range(1..40_000));
+    fs.write(ino, offset as u64, &data).unwrap();
+    if file.len() < offset + data.len() {
+        file.resize(offset + data.len(), 0);
+    }
+    file[offset..offset + data.len()].copy_from_slice(&data);
+}
+
 fn checked(pool: &Pool, what: &str) {
     pool.sync().unwrap();
     let report = check_pool(pool, false).unwrap();
@@ -68,28 +90,49 @@ fn run(seed: u64) {
     // Snapshot name -> contents, oldest first (by number).
     let mut snapshots: BTreeMap<u64, Contents> = BTreeMap::new();
     let mut next_snapshot = 0u64;
+    // Clone name -> (origin snapshot, file system, contents).
+    let mut clones: BTreeMap<String, (u64, FileSystem, Contents)> = BTreeMap::new();
+    let mut next_clone = 0u64;
     for step in 0..STEPS {
         let what = format!("seed {seed} step {step}");
-        match rng.gen_range(0..100) {
-            0..=44 => {
-                let name = format!("f{}", rng.gen_range(0..FILES));
-                let ino = match fs.lookup(fs.root(), name.as_bytes()) {
-                    Ok(attr) => attr.ino,
-                    Err(_) => {
-                        fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                            .unwrap()
-                            .ino
-                    }
-                };
-                let file = head.entry(name).or_default();
-                let offset = rng.gen_range(0..=file.len().min(60_000));
-                let data = pattern(rng.gen(), rng.gen_range(1..40_000));
-                fs.write(ino, offset as u64, &data).unwrap();
-                if file.len() < offset + data.len() {
-                    file.resize(offset + data.len(), 0);
+        let has_clones = |key: &u64, clones: &BTreeMap<String, (u64, FileSystem, Contents)>| {
+            clones.values().any(|(origin, _, _)| origin == key)
+        };
+        match rng.gen_range(0..112) {
+            100..=103 => {
+                let keys: Vec<u64> = snapshots.keys().copied().collect();
+                if keys.is_empty() {
+                    continue;
                 }
-                file[offset..offset + data.len()].copy_from_slice(&data);
+                let origin = keys[rng.gen_range(0..keys.len())];
+                let name = format!("model/c{next_clone}");
+                next_clone += 1;
+                trace(&format!("{what}: clone s{origin} as {name}"));
+                pool.create_clone(&format!("model/fs@s{origin}"), &name, &[])
+                    .unwrap();
+                let clone = pool.open_file_system(&name).unwrap();
+                clones.insert(name, (origin, clone, snapshots[&origin].clone()));
             }
+            104..=108 => {
+                let names: Vec<String> = clones.keys().cloned().collect();
+                if names.is_empty() {
+                    continue;
+                }
+                let name = &names[rng.gen_range(0..names.len())];
+                let (_, clone, contents) = clones.get_mut(name).unwrap();
+                write_random(clone, contents, &mut rng);
+            }
+            109..=111 => {
+                let names: Vec<String> = clones.keys().cloned().collect();
+                if names.is_empty() {
+                    continue;
+                }
+                let name = names[rng.gen_range(0..names.len())].clone();
+                trace(&format!("{what}: destroy {name}"));
+                clones.remove(&name);
+                pool.destroy_dataset(&name, false).unwrap();
+            }
+            0..=44 => write_random(&fs, &mut head, &mut rng),
             45..=54 => {
                 if let Some(name) = head
                     .keys()
@@ -140,6 +183,16 @@ fn run(seed: u64) {
                     format!("model/fs@s{}%s{}", keys[first], keys[last])
                 };
                 trace(&format!("{what}: destroy {spec}"));
+                if keys[first..=last]
+                    .iter()
+                    .any(|key| has_clones(key, &clones))
+                {
+                    assert!(
+                        pool.destroy_snapshots(&spec, false).is_err(),
+                        "{what}: {spec}"
+                    );
+                    continue;
+                }
                 let destroyed = pool.destroy_snapshots(&spec, false).unwrap();
                 assert_eq!(destroyed.len(), last - first + 1, "{what}: {spec}");
                 for key in &keys[first..=last] {
@@ -158,6 +211,13 @@ fn run(seed: u64) {
                     keys[rng.gen_range(0..keys.len())]
                 };
                 trace(&format!("{what}: rollback s{target} (newest s{newest})"));
+                if keys
+                    .iter()
+                    .any(|key| *key > target && has_clones(key, &clones))
+                {
+                    assert!(pool.rollback(&format!("model/fs@s{target}"), true).is_err());
+                    continue;
+                }
                 pool.rollback(&format!("model/fs@s{target}"), target != newest)
                     .unwrap();
                 snapshots.retain(|key, _| *key <= target);
@@ -172,6 +232,9 @@ fn run(seed: u64) {
                     .snapshot_file_system(&format!("model/fs@s{key}"))
                     .unwrap();
                 assert_eq!(&read_all(&snap), contents, "{what}: snapshot s{key}");
+            }
+            for (name, (_, clone, contents)) in &clones {
+                assert_eq!(&read_all(clone), contents, "{what}: clone {name}");
             }
             // Space: used = dataset + snapshots, and the snapshots' own figures add up to no
             // more than what they hold together.
@@ -194,9 +257,23 @@ fn run(seed: u64) {
         }
     }
     drop(fs);
+    let clone_contents: Vec<(String, Contents)> = std::mem::take(&mut clones)
+        .into_iter()
+        .map(|(name, (_, _, contents))| (name, contents))
+        .collect();
     pool.export().unwrap();
     let pool = import(dir.path(), "model", tiny());
     checked(&pool, &format!("seed {seed} after import"));
+    for (name, contents) in &clone_contents {
+        let clone = pool.open_file_system(name).unwrap();
+        assert_eq!(
+            &read_all(&clone),
+            contents,
+            "seed {seed} after import: {name}"
+        );
+        drop(clone);
+        pool.destroy_dataset(name, false).unwrap();
+    }
     for (key, contents) in &snapshots {
         let snap = pool
             .snapshot_file_system(&format!("model/fs@s{key}"))
