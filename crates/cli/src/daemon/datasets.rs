@@ -222,22 +222,32 @@ pub fn get(
                 if property == Property::Mountpoint {
                     value = shown_mountpoint(pool, mounts, name)?;
                 }
-                let human = match property {
-                    Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
-                    _ => value.clone(),
-                };
-                PropertyRow {
-                    name: name.to_string(),
-                    property: property.name().to_string(),
-                    exact: value,
-                    human,
-                    source: source.to_string(),
-                }
+                settable_row(name, property, value, source)
             }
         };
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// The `tarn get` row of a settable property's effective value.
+pub(super) fn settable_row(
+    name: &str,
+    property: Property,
+    value: String,
+    source: PropertySource,
+) -> PropertyRow {
+    let human = match property {
+        Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
+        _ => value.clone(),
+    };
+    PropertyRow {
+        name: name.to_string(),
+        property: property.name().to_string(),
+        exact: value,
+        human,
+        source: source.to_string(),
+    }
 }
 
 /// `tarn set` and `tarn inherit` (value None).

@@ -143,21 +143,11 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
                     Failure(format!("unknown property {other:?} of snapshot {name}"))
                 })?;
                 let (value, source) = pool.property(filesystem_of(name), property)?;
-                let human = match property {
-                    Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
-                    _ => value.clone(),
-                };
                 let source = match source {
                     PropertySource::Default => PropertySource::Default,
                     _ => PropertySource::Inherited(filesystem_of(name).to_string()),
                 };
-                PropertyRow {
-                    name: name.to_string(),
-                    property: property.name().to_string(),
-                    exact: value,
-                    human,
-                    source: source.to_string(),
-                }
+                super::datasets::settable_row(name, property, value, source)
             }
         };
         rows.push(row);

@@ -77,6 +77,7 @@
 //! object sets (their own locks) and the txg layer's holds.
 
 pub mod background_free;
+mod clones;
 pub mod datasets;
 pub mod props;
 pub mod snapshots;

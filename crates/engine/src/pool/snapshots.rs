@@ -150,7 +150,7 @@ impl PoolCore {
         }
     }
 
-    fn write_dataset_record(
+    pub(super) fn write_dataset_record(
         &self,
         tx: &Tx,
         object: ObjectId,
@@ -234,6 +234,19 @@ impl PoolCore {
     /// Queue a snapshot task for the txg `txg`.
     pub(super) fn queue_snapshot_task(&self, txg: Txg, task: NamespaceTask) {
         self.snapshot_tasks.lock().push((txg, task));
+    }
+
+    /// Open context (namespace lock held, everything checked): queue `tasks` for the txg
+    /// held now, in order, and return when that txg is on disk.
+    pub(super) fn run_tasks(&self, tasks: Vec<NamespaceTask>) -> Result<(), PoolError> {
+        let hold = self.txgs.assign()?;
+        let txg = hold.txg();
+        for task in tasks {
+            self.queue_snapshot_task(txg, task);
+        }
+        drop(hold);
+        self.txgs.wait_synced(Some(txg))?;
+        Ok(())
     }
 
     /// Whether snapshot tasks wait for `txg` (the sync must not be skipped).
@@ -548,103 +561,6 @@ impl PoolCore {
         Ok(())
     }
 
-    /// A clone of `snapshot` named `relative`: a new directory and head whose record starts as
-    /// the snapshot's (root, space; previous snapshot = the origin, unique 0), with an empty
-    /// deadlist; the origin counts it (clone count, next-clones object, and its directory's
-    /// clones object). Constant cost, whatever the origin holds.
-    fn sync_create_clone(
-        &self,
-        snapshot: &Arc<Snapshot>,
-        relative: &str,
-        properties: &[(crate::dataset::props::Property, String)],
-        tx: &Tx,
-    ) -> Result<(), PoolError> {
-        use super::datasets::{create_dataset_records, leaf_of, parent_of};
-        let store = self.deadlist_store();
-        let origin = snapshot.phys();
-        let parent = self.dataset_by_relative(parent_of(relative))?;
-        let (dir_object, mut dir, dataset_object, mut phys) =
-            create_dataset_records(&self.mos, tx, &self.tunables, parent.dir_object)?;
-        let mut deadlist = Deadlist::with_keys([Txg(0)]);
-        dir.origin_snapshot_object = snapshot.object;
-        dir.origin_txg = origin.creation_txg;
-        phys.prev_snapshot_object = snapshot.object;
-        phys.prev_snapshot_txg = origin.creation_txg;
-        phys.root = origin.root.clone();
-        phys.referenced_bytes = origin.referenced_bytes;
-        phys.compressed_bytes = origin.compressed_bytes;
-        phys.uncompressed_bytes = origin.uncompressed_bytes;
-        phys.unique_bytes = 0;
-        phys.deadlist_object = deadlist.save(&store, tx)?;
-        self.mos
-            .set_bonus(tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
-        self.write_dataset_record(tx, dataset_object, &phys)?;
-        {
-            let object = parent.dir().children_object;
-            let mut handle = KvObject::new(&self.mos, object, Some(*tx))?;
-            kv::insert(
-                &mut handle,
-                leaf_of(relative).as_bytes(),
-                &dir_object.0.to_le_bytes(),
-            )
-            .map_err(kv_object_error(object))?;
-        }
-        let dataset = Dataset::new(
-            self.full_name(relative),
-            dataset_object,
-            phys.clone(),
-            dir,
-            self.freer.clone(),
-        );
-        for (property, value) in properties {
-            self.write_property(&dataset, *tx, *property, Some(value))?;
-        }
-        let objset =
-            crate::object::ObjectSet::open(self.io.clone(), &origin.root, dataset.clone(), 1)?;
-        dataset.attach_objset(Arc::new(objset));
-        dataset.set_snapshot_state(deadlist, Vec::new());
-        self.attach_open_context(&dataset);
-        self.datasets.write().insert(relative.to_string(), dataset);
-        self.apply_copies(relative);
-        // The origin's side.
-        let next_clones = match origin.next_clones_object {
-            ObjectId(0) => create_kv_object(
-                &self.mos,
-                tx,
-                mos_props(ObjectType::KeyValue, 4096, &self.tunables, Compression::Lz4),
-            )?,
-            existing => existing,
-        };
-        {
-            let mut handle = KvObject::new(&self.mos, next_clones, Some(*tx))?;
-            kv::insert(&mut handle, &dataset_object.0.to_le_bytes(), &[])
-                .map_err(kv_object_error(next_clones))?;
-        }
-        let origin_phys = snapshot.update_phys(|phys| {
-            phys.clone_count += 1;
-            phys.next_clones_object = next_clones;
-        });
-        self.write_dataset_record(tx, snapshot.object, &origin_phys)?;
-        Ok(())
-    }
-
-    /// Syncing context: a destroyed clone leaves its origin's clone count and next-clones
-    /// object.
-    pub(super) fn release_origin(&self, clone: &Dataset, tx: &Tx) -> Result<(), PoolError> {
-        let Some((_, origin)) = self.origin_of(clone) else {
-            return Ok(());
-        };
-        let next_clones = origin.phys().next_clones_object;
-        if next_clones.0 != 0 {
-            let mut handle = KvObject::new(&self.mos, next_clones, Some(*tx))?;
-            kv::remove(&mut handle, &clone.object.0.to_le_bytes())
-                .map_err(kv_object_error(next_clones))?;
-        }
-        let phys = origin.update_phys(|phys| phys.clone_count = phys.clone_count.saturating_sub(1));
-        self.write_dataset_record(tx, origin.object, &phys)?;
-        Ok(())
-    }
-
     /// Move a dataset's name from `old` to `new` (relative names): out of the old parent's
     /// children, into the new parent's, the directory's parent link, and the table (the
     /// dataset and its descendants).
@@ -704,7 +620,10 @@ impl PoolCore {
     }
 
     /// The head and snapshot of `FS@SNAP`.
-    fn snapshot_by_name(&self, full: &str) -> Result<(Arc<Dataset>, Arc<Snapshot>), PoolError> {
+    pub(super) fn snapshot_by_name(
+        &self,
+        full: &str,
+    ) -> Result<(Arc<Dataset>, Arc<Snapshot>), PoolError> {
         let (dataset, name) = split_snapshot_name(full)?;
         let relative = self.relative_name(dataset)?;
         let head = self.dataset_by_relative(relative)?;
@@ -796,19 +715,15 @@ impl Pool {
                 planned.insert(snapshot_name, (head, name.to_string()));
             }
         }
-        let hold = core.txgs.assign()?;
-        for (head, name) in planned.values() {
-            core.queue_snapshot_task(
-                hold.txg(),
-                NamespaceTask::Create {
+        core.run_tasks(
+            planned
+                .values()
+                .map(|(head, name)| NamespaceTask::Create {
                     head: head.clone(),
                     name: name.clone(),
-                },
-            );
-        }
-        let txg = hold.txg();
-        drop(hold);
-        core.txgs.wait_synced(Some(txg))?;
+                })
+                .collect(),
+        )?;
         Ok(planned.into_keys().collect())
     }
 
@@ -930,13 +845,12 @@ impl Pool {
             }
             doomed.push((head, snapshot));
         }
-        let hold = core.txgs.assign()?;
-        for (head, snapshot) in doomed {
-            core.queue_snapshot_task(hold.txg(), NamespaceTask::Destroy { head, snapshot });
-        }
-        let txg = hold.txg();
-        drop(hold);
-        core.txgs.wait_synced(Some(txg))?;
+        core.run_tasks(
+            doomed
+                .into_iter()
+                .map(|(head, snapshot)| NamespaceTask::Destroy { head, snapshot })
+                .collect(),
+        )?;
         Ok(names)
     }
 
@@ -980,61 +894,17 @@ impl Pool {
         // holds no block of the head born in it, which the free of the head's tree (from its
         // synced root) would miss.
         core.txgs.wait_synced(None)?;
-        let hold = core.txgs.assign()?;
-        for later in later.into_iter().rev() {
-            core.queue_snapshot_task(
-                hold.txg(),
-                NamespaceTask::Destroy {
-                    head: head.clone(),
-                    snapshot: later,
-                },
-            );
-        }
-        core.queue_snapshot_task(hold.txg(), NamespaceTask::Rollback { head: head.clone() });
-        let txg = hold.txg();
-        drop(hold);
-        core.txgs.wait_synced(Some(txg))?;
+        let mut tasks: Vec<NamespaceTask> = later
+            .into_iter()
+            .rev()
+            .map(|snapshot| NamespaceTask::Destroy {
+                head: head.clone(),
+                snapshot,
+            })
+            .collect();
+        tasks.push(NamespaceTask::Rollback { head: head.clone() });
+        core.run_tasks(tasks)?;
         Ok(later_names)
-    }
-
-    /// Clone `FS@SNAP` as a new file system `new` (`POOL/a/b`, its parent existing) with local
-    /// properties, in constant time. Durable on return.
-    pub fn create_clone(
-        &self,
-        snapshot: &str,
-        new: &str,
-        settings: &[(String, String)],
-    ) -> Result<String, PoolError> {
-        self.writable()?;
-        let core = &self.core;
-        let properties = Pool::parse_properties(settings)?;
-        let _namespace = core.namespace.lock();
-        let (_, origin) = core.snapshot_by_name(snapshot)?;
-        let relative = core.relative_name(new).map_err(|error| match error {
-            PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
-                "cannot clone {snapshot} as {new}: a clone is in the same pool as its origin"
-            )),
-            other => other,
-        })?;
-        if relative.is_empty() || core.datasets.read().contains_key(relative) {
-            return Err(PoolError::DatasetExists(new.into()));
-        }
-        let parent = super::datasets::parent_of(relative);
-        core.available_dataset(parent)
-            .map_err(|_| PoolError::DatasetNotFound(core.full_name(parent)))?;
-        let hold = core.txgs.assign()?;
-        core.queue_snapshot_task(
-            hold.txg(),
-            NamespaceTask::Clone {
-                snapshot: origin,
-                relative: relative.to_string(),
-                properties,
-            },
-        );
-        let txg = hold.txg();
-        drop(hold);
-        core.txgs.wait_synced(Some(txg))?;
-        Ok(new.to_string())
     }
 
     /// Rename a file system (and with it its descendants and snapshots) to `new`, anywhere in
@@ -1068,18 +938,11 @@ impl Pool {
         let new_parent = new_relative.rfind('/').map_or("", |at| &new_relative[..at]);
         core.available_dataset(new_parent)
             .map_err(|_| PoolError::DatasetNotFound(core.full_name(new_parent)))?;
-        let hold = core.txgs.assign()?;
-        core.queue_snapshot_task(
-            hold.txg(),
-            NamespaceTask::RenameDataset {
-                dataset,
-                old: old_relative,
-                new: new_relative.to_string(),
-            },
-        );
-        let txg = hold.txg();
-        drop(hold);
-        core.txgs.wait_synced(Some(txg))?;
+        core.run_tasks(vec![NamespaceTask::RenameDataset {
+            dataset,
+            old: old_relative,
+            new: new_relative.to_string(),
+        }])?;
         Ok(new.to_string())
     }
 
@@ -1104,18 +967,11 @@ impl Pool {
         if head.snapshot(new_short).is_some() {
             return Err(PoolError::DatasetExists(new_full));
         }
-        let hold = core.txgs.assign()?;
-        core.queue_snapshot_task(
-            hold.txg(),
-            NamespaceTask::Rename {
-                head,
-                snapshot,
-                name: new_short.to_string(),
-            },
-        );
-        let txg = hold.txg();
-        drop(hold);
-        core.txgs.wait_synced(Some(txg))?;
+        core.run_tasks(vec![NamespaceTask::Rename {
+            head,
+            snapshot,
+            name: new_short.to_string(),
+        }])?;
         Ok(new_full)
     }
 
