@@ -99,6 +99,12 @@ tunables! {
     metaslab_df_max_search: u64 = 16 << 20,
     /// Bytes written to one top-level vdev before rotating to the next (metaslab_aliquot).
     metaslab_aliquot: u64 = 2 << 20,
+    /// Blocks of at least this many allocated bytes are written as gangs even when they fit
+    /// (metaslab_force_ganging; the default, above the largest block, never forces).
+    metaslab_force_ganging: u64 = (1 << 20) + 1,
+    /// Percent of the blocks `metaslab_force_ganging` makes eligible that are ganged
+    /// (metaslab_force_ganging_pct).
+    metaslab_force_ganging_pct: u64 = 3,
     /// Txgs a loaded metaslab may go unused before it is unloaded (metaslab_unload_delay).
     metaslab_unload_delay: u64 = 32,
     /// Bytes of loaded metaslab free trees above which the least recently used are unloaded

@@ -93,7 +93,9 @@ fn destroy_returns_at_once_and_the_space_comes_back_over_bounded_txgs() {
     pool.destroy_dataset("tank/big", false).unwrap();
     assert_eq!(pool.datasets().len(), 1, "the name is gone at once");
     let freeing = pool.core.freeing_bytes().unwrap();
-    assert!(freeing >= 24 * (64 << 10), "freeing {freeing}");
+    // Most of the data (a background txg may already have freed its first blocks; indirect
+    // blocks are compressed, so metadata adds little).
+    assert!(freeing >= 20 * (64 << 10), "freeing {freeing}");
 
     // Part-way: check counts the queued blocks as allocated (not leaked).
     assert_clean(&pool);

@@ -22,6 +22,7 @@ use rand::{Rng, SeedableRng};
 use tarn::block::blkptr::{Compression, ObjectType};
 use tarn::check::check_pool;
 use tarn::pool::{CreateOptions, DeviceWrapper, ImportOptions, Pool};
+use tarn::tunables::Tunables;
 use tarn::types::ObjectId;
 use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
 
@@ -110,11 +111,11 @@ fn verify(pool: &Pool, objects: &[ObjectId], model: &mut Model, what: &str) {
 }
 
 /// One round: import through a power-cut plan, verify, write and sync until the power fails.
-fn round(dir: &Path, objects: &[ObjectId], model: &mut Model, seed: u64) {
+fn round(dir: &Path, objects: &[ObjectId], model: &mut Model, seed: u64, tunables: &Tunables) {
     let what = format!("seed {seed}");
     let plan = FaultPlan::new();
     plan.set_power_cut(seed);
-    let mut options = ImportOptions::new(dirs(dir), tiny());
+    let mut options = ImportOptions::new(dirs(dir), tunables.clone());
     options.wrap_device = Some(wrapper(&plan));
     let (pool, report) = Pool::import(POOL, options)
         .unwrap_or_else(|error| panic!("{what}: import after a power cut failed: {error}"));
@@ -159,6 +160,20 @@ fn round(dir: &Path, objects: &[ObjectId], model: &mut Model, seed: u64) {
 
 #[test]
 fn power_cuts_at_random_points_lose_nothing_acknowledged() {
+    power_cuts(tiny(), 4096, ROUNDS);
+}
+
+/// The same with half of the 16 KiB file blocks written as gang blocks (a header and pieces,
+/// each its own write that the power cut may drop or tear).
+#[test]
+fn power_cuts_lose_nothing_acknowledged_with_gang_blocks() {
+    let mut tunables = tiny();
+    tunables.metaslab_force_ganging = 8 << 10;
+    tunables.metaslab_force_ganging_pct = 50;
+    power_cuts(tunables, 16 << 10, ROUNDS / 4);
+}
+
+fn power_cuts(tunables: Tunables, block_size: u32, rounds: u64) {
     let base: u64 = std::env::var("TARN_POWER_CUT_SEED")
         .ok()
         .and_then(|value| value.parse().ok())
@@ -170,28 +185,38 @@ fn power_cuts_at_random_points_lose_nothing_acknowledged() {
         vdevs: single(dir.path(), "vdev.img"),
         create_size: Some(VDEV_SIZE),
         force: false,
-        tunables: tiny(),
+        tunables: tunables.clone(),
         wrap_device: None,
         disabled_features: Vec::new(),
     })
     .unwrap();
     let objset = pool.root_objset();
     let objects: Vec<ObjectId> = (0..OBJECTS)
-        .map(|_| create_file(&pool, &objset, 4096, Compression::Lz4))
+        .map(|_| create_file(&pool, &objset, block_size, Compression::Lz4))
         .collect();
     drop(objset);
     pool.export().unwrap();
 
     let mut model = Model::default();
-    for index in 0..ROUNDS {
-        round(dir.path(), &objects, &mut model, base + index);
+    for index in 0..rounds {
+        round(dir.path(), &objects, &mut model, base + index, &tunables);
     }
-    let pool = import(dir.path(), POOL, tiny());
+    let pool = import(dir.path(), POOL, tunables.clone());
     verify(&pool, &objects, &mut model, "final import");
     assert!(
         model.durable.len() >= OBJECTS / 2,
         "the rounds acknowledged too little to test anything: {:?}",
         model.durable
     );
+    if tunables.metaslab_force_ganging_pct > 0 && block_size > 8 << 10 {
+        let mut gangs = 0;
+        pool.root_objset()
+            .visit_synced_blocks(&mut |bp| {
+                gangs += u64::from(bp.is_gang());
+                Ok(())
+            })
+            .unwrap();
+        assert!(gangs > 0, "no gang block survived to the end");
+    }
     pool.export().unwrap();
 }

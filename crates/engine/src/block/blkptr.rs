@@ -129,7 +129,8 @@ pub struct Dva {
     /// Bytes allocated on the vdev for this copy (a multiple of the sector size). Zero means the
     /// DVA is empty.
     pub size_allocated: u64,
-    /// Reserved: this copy is a gang block (not yet produced by the allocator).
+    /// This copy is a gang: `offset` holds a gang header listing the block's pieces, and
+    /// `size_allocated` counts the header and that copy of every piece (block/gang.rs).
     pub gang: bool,
 }
 
@@ -195,6 +196,11 @@ impl BlockPtr {
     /// The non-empty DVAs, in order.
     pub fn copies(&self) -> impl Iterator<Item = &Dva> {
         self.dvas.iter().filter(|dva| !dva.is_empty())
+    }
+
+    /// Whether the block is stored as a gang (its DVAs point to gang headers, block/gang.rs).
+    pub fn is_gang(&self) -> bool {
+        !self.embedded && self.dvas.iter().any(|dva| dva.gang)
     }
 
     /// Total bytes allocated on disk across all copies.
@@ -680,7 +686,14 @@ impl BlockPtr {
         }
         self.validate_empty_dvas(copies)?;
         self.validate_sizes_against_compression()?;
+        let gang = self.dvas[0].gang;
         for (index, dva) in self.dvas.iter().enumerate().take(copies) {
+            if dva.gang != gang {
+                return Err(corrupt(
+                    OFFSET_DVAS + index * DVA_SIZE + 4,
+                    format!("DVA[{index}] gang flag differs from DVA[0]'s"),
+                ));
+            }
             let byte_offset = OFFSET_DVAS + index * DVA_SIZE;
             if dva.size_allocated % DVA_ALLOCATED_UNIT != 0
                 || dva.size_allocated > DVA_ALLOCATED_MAX
@@ -694,7 +707,8 @@ impl BlockPtr {
                     ),
                 ));
             }
-            if dva.size_allocated < u64::from(self.size_physical) {
+            // A gang copy's size counts its header and pieces (a piece may have fewer copies).
+            if !gang && dva.size_allocated < u64::from(self.size_physical) {
                 return Err(corrupt(
                     byte_offset + 4,
                     format!(
@@ -1296,25 +1310,31 @@ mod tests {
                                         gang,
                                     },
                                 );
-                            proptest::collection::vec(dva, copies).prop_map(move |copy_list| {
-                                let mut dvas = [Dva::default(); DVAS_MAX];
-                                dvas[..copy_list.len()].copy_from_slice(&copy_list);
-                                BlockPtr {
-                                    dvas,
-                                    size_logical: logical,
-                                    size_physical: physical,
-                                    compression,
-                                    checksum_type,
-                                    object_type,
-                                    level,
-                                    embedded: false,
-                                    birth_logical: births.0,
-                                    birth_physical: births.1,
-                                    fill_count: fill,
-                                    checksum,
-                                    embedded_payload: Vec::new(),
-                                }
-                            })
+                            (proptest::collection::vec(dva, copies), any::<bool>()).prop_map(
+                                move |(copy_list, gang)| {
+                                    // Every DVA of a pointer has the same gang bit.
+                                    let mut dvas = [Dva::default(); DVAS_MAX];
+                                    dvas[..copy_list.len()].copy_from_slice(&copy_list);
+                                    for dva in &mut dvas[..copy_list.len()] {
+                                        dva.gang = gang;
+                                    }
+                                    BlockPtr {
+                                        dvas,
+                                        size_logical: logical,
+                                        size_physical: physical,
+                                        compression,
+                                        checksum_type,
+                                        object_type,
+                                        level,
+                                        embedded: false,
+                                        birth_logical: births.0,
+                                        birth_physical: births.1,
+                                        fill_count: fill,
+                                        checksum,
+                                        embedded_payload: Vec::new(),
+                                    }
+                                },
+                            )
                         },
                     )
                 },

@@ -23,6 +23,7 @@
 pub mod blkptr;
 pub mod checksum;
 pub mod compress;
+pub mod gang;
 pub mod issue;
 pub mod pipeline;
 

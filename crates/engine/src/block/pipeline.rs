@@ -32,7 +32,7 @@
 //! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
 //! before any I/O is issued.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::block::blkptr::{
@@ -103,7 +103,11 @@ pub struct BlockIo {
     embedded_data: AtomicBool,
     /// The write issue queue; its counters (`WriteQueue::counters`) are the pool's one count
     /// of block copies written.
-    writes: WriteQueue,
+    pub(super) writes: WriteQueue,
+    /// Blocks written as gangs since the pool was opened (gang.rs).
+    pub(super) gang_blocks: AtomicU64,
+    /// Sequence choosing which eligible blocks `metaslab_force_ganging_pct` gangs.
+    pub(super) gang_sequence: AtomicU64,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -131,6 +135,8 @@ impl BlockIo {
             writable: AtomicBool::new(writable),
             writes,
             embedded_data: AtomicBool::new(true),
+            gang_blocks: AtomicU64::new(0),
+            gang_sequence: AtomicU64::new(0),
         }
     }
 
@@ -282,31 +288,58 @@ impl BlockIo {
             self.may_rewrite(old, at, size_logical)
                 && old.size_physical as usize == size_physical
                 && old.copies().count() == copies
-                && old.copies().all(|dva| dva.size_allocated == size_allocated)
+                && (old.is_gang() || old.copies().all(|dva| dva.size_allocated == size_allocated))
         });
         if let Some(old) = rewrite {
-            bp.dvas = old.dvas;
+            if old.is_gang() {
+                bp.dvas = self.rewrite_gang(old, &padded, &bp)?;
+            } else {
+                bp.dvas = old.dvas;
+                self.submit_copies(&bp, &padded);
+            }
         } else {
-            let mut avoid: Vec<(VdevId, u64)> = Vec::with_capacity(copies);
-            for copy in 0..copies {
-                let (vdev, offset) =
-                    match self.space.allocate(size_allocated, at.txg, &avoid, storage) {
-                        Ok(placed) => placed,
-                        Err(crate::space::SpaceError::NoSpace { .. }) if copy > 0 => break,
-                        Err(crate::space::SpaceError::NoSpace { .. }) => {
-                            return Err(PipelineError::NoSpace { size_allocated });
+            // A block larger than a gang header that cannot be placed whole, with every copy,
+            // is written in pieces (gang.rs); if even that fails, with fewer copies.
+            let gangable = size_allocated > self.gang_header_allocated();
+            let whole = if self.force_gang(size_allocated) {
+                Err(PipelineError::NoSpace { size_allocated })
+            } else {
+                self.allocate_copies(size_allocated, copies, at.txg, !gangable, storage)
+            };
+            match whole {
+                Ok(dvas) => {
+                    bp.dvas[..dvas.len()].copy_from_slice(&dvas);
+                    self.submit_copies(&bp, &padded);
+                }
+                Err(PipelineError::NoSpace { .. }) if gangable => {
+                    match self.write_gang(&padded, &bp, copies, at, storage) {
+                        Ok(dvas) => bp.dvas = dvas,
+                        Err(PipelineError::NoSpace { .. }) => {
+                            let dvas = self.allocate_copies(
+                                size_allocated,
+                                copies,
+                                at.txg,
+                                true,
+                                storage,
+                            )?;
+                            bp.dvas[..dvas.len()].copy_from_slice(&dvas);
+                            self.submit_copies(&bp, &padded);
                         }
-                        Err(error) => return Err(error.into()),
-                    };
-                avoid.push((vdev, offset));
-                bp.dvas[copy] = Dva {
-                    vdev,
-                    offset,
-                    size_allocated,
-                    gang: false,
-                };
+                        Err(error) => return Err(error),
+                    }
+                }
+                Err(error) => return Err(error),
             }
         }
+        if let Some(key) = BlockKey::of(&bp) {
+            let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
+            self.cache.insert(key, contents);
+        }
+        Ok(bp)
+    }
+
+    /// Hand every copy of a (non-gang) block to the write issue queue.
+    fn submit_copies(&self, bp: &BlockPtr, padded: &Arc<Vec<u8>>) {
         for dva in bp.copies() {
             let top = self
                 .vdevs
@@ -314,11 +347,6 @@ impl BlockIo {
                 .expect("allocator returned an unknown vdev");
             self.writes.submit(top.clone(), dva.offset, padded.clone());
         }
-        if let Some(key) = BlockKey::of(&bp) {
-            let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-            self.cache.insert(key, contents);
-        }
-        Ok(bp)
     }
 
     /// Whether `old` may be overwritten in place by a block of `size_logical` bytes written at
@@ -342,7 +370,7 @@ impl BlockIo {
 
     /// Read one copy from one mirror child into `buffer`: from the in-flight write if there is
     /// one (the disk may still hold older bytes), else from the device.
-    fn read_copy(
+    pub(super) fn read_copy(
         &self,
         top: &crate::vdev::TopVdev,
         child: usize,
@@ -350,27 +378,32 @@ impl BlockIo {
         buffer: &mut [u8],
     ) -> Result<(), crate::vdev::VdevError> {
         if let Some(data) = self.writes.in_flight(dva.vdev, dva.offset) {
-            if data.len() == buffer.len() {
-                buffer.copy_from_slice(&data);
+            if data.len() >= buffer.len() {
+                buffer.copy_from_slice(&data[..buffer.len()]);
                 return Ok(());
             }
         }
         top.read_child(crate::vdev::queue::read_class(), child, dva.offset, buffer)
     }
 
-    /// Free every DVA of a block in syncing txg `txg`. Holes and embedded blocks own no space.
+    /// Free every DVA of a block in syncing txg `txg` (for a gang, its headers and pieces,
+    /// read from the header). Holes and embedded blocks own no space.
     pub fn free(&self, bp: &BlockPtr, txg: Txg) -> Result<(), PipelineError> {
         if let Some(key) = BlockKey::of(bp) {
             self.cache.remove(&key);
         }
-        for dva in bp.copies() {
-            self.space
-                .free(dva.vdev, dva.offset, dva.size_allocated, txg)?;
+        for (vdev, offset, size) in self.allocated_extents(bp)? {
+            self.space.free(vdev, offset, size, txg)?;
         }
         Ok(())
     }
 
-    fn validate_dva(&self, dva: &Dva) -> Result<(), PipelineError> {
+    /// Blocks written as gangs since the pool was opened.
+    pub fn gang_blocks(&self) -> u64 {
+        self.gang_blocks.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn validate_dva(&self, dva: &Dva) -> Result<(), PipelineError> {
         let bad = || PipelineError::BadDva {
             vdev: dva.vdev,
             offset: dva.offset,
@@ -432,6 +465,9 @@ impl BlockIo {
     /// by compressed send and the L2ARC, and by `check`. With `repair`, bad copies found on the
     /// way are rewritten from the good one when the pool is writable.
     pub fn read_physical(&self, bp: &BlockPtr, repair: bool) -> Result<Vec<u8>, PipelineError> {
+        if bp.is_gang() {
+            return self.read_gang_physical(bp, repair);
+        }
         let mut bad: Vec<(Dva, usize)> = Vec::new();
         let mut good: Option<Vec<u8>> = None;
         for dva in bp.copies() {
@@ -478,6 +514,9 @@ impl BlockIo {
             return Ok(report);
         }
         let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
+        if bp.is_gang() {
+            return self.verify_gang(bp, repair);
+        }
         let mut bad: Vec<(Dva, usize)> = Vec::new();
         let mut good: Option<Vec<u8>> = None;
         for dva in bp.copies() {

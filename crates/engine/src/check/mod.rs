@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 use crate::block::blkptr::BlockPtr;
 use crate::block::blkptr::ObjectType;
+use crate::block::gang::GANG_HEADER_SIZE;
 use crate::block::pipeline::BlockIo;
 use crate::dataset::phys::DatasetPhys;
 use crate::object::adapters::MosSpaceStorage;
@@ -100,16 +101,31 @@ impl Walker<'_> {
     }
 
     /// Count a block's copies as allocated, reporting any that is claimed twice.
+    /// A gang claims its header copies and, read from the header, every piece.
     fn claim(&mut self, bp: &BlockPtr, what: &str) {
-        for dva in bp.copies() {
-            let tree = self.referenced.entry(dva.vdev).or_default();
-            if tree.intersects(dva.offset, dva.size_allocated) {
+        let extents = self.io.allocated_extents(bp).unwrap_or_else(|error| {
+            self.report.errors.push(format!(
+                "{what}: the pieces of a gang block cannot be listed: {error}"
+            ));
+            bp.copies()
+                .map(|dva| {
+                    let size = if dva.gang {
+                        GANG_HEADER_SIZE as u64
+                    } else {
+                        dva.size_allocated
+                    };
+                    (dva.vdev, dva.offset, size)
+                })
+                .collect()
+        });
+        for (vdev, offset, size) in extents {
+            let tree = self.referenced.entry(vdev).or_default();
+            if tree.intersects(offset, size) {
                 self.report.double_allocations.push(format!(
-                    "{what}: <{}:{:#x}:{:#x}> referenced twice",
-                    dva.vdev, dva.offset, dva.size_allocated
+                    "{what}: <{vdev}:{offset:#x}:{size:#x}> referenced twice"
                 ));
             } else {
-                tree.add(dva.offset, dva.size_allocated);
+                tree.add(offset, size);
             }
         }
     }

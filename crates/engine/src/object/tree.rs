@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::phys::DnodePhys;
 use super::{BlockLifecycle, ObjectError};
-use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
+use crate::block::blkptr::{BlockPtr, Compression, ObjectType, BLKPTR_SIZE};
 use crate::block::pipeline::{BlockIo, SyncPoint, WriteProps};
 use crate::space::storage::SpaceStorage;
 
@@ -103,7 +103,14 @@ impl<'a> TreeSync<'a> {
     fn props(&self, level: u8) -> WriteProps {
         WriteProps {
             checksum: self.dnode.checksum,
-            compression: self.dnode.compression,
+            // Indirect blocks are always compressed (lz4), whatever the object's setting, as
+            // OpenZFS compresses metadata: a partly filled one is mostly zeros, and each is
+            // rewritten whenever a block beneath it changes.
+            compression: if level > 0 {
+                Compression::Lz4
+            } else {
+                self.dnode.compression
+            },
             // One rule for every block: file data gets the dataset's copies, metadata (indirect
             // blocks, dnode blocks, key/value objects, ...) one more.
             copies: super::write_copies(self.dnode.object_type, level, self.dnode.copies),
