@@ -35,6 +35,7 @@ const COLUMNS: &[&str] = &[
     "alloc_segments_p999",
     "alloc_load_waits",
     "alloc_p999_ns",
+    "gang_blocks",
 ];
 
 struct Fixture {

@@ -106,3 +106,92 @@ fn dirty_data_in_the_writers_own_txg_waits_for_a_sync_instead_of_failing() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// Random small overwrites on a nearly full pool: each dirties a 128 KiB indirect block (two
+/// copies) whose old version stays allocated until its free is two txgs old, many times the
+/// data written. Admission reserves that (`ObjectSet::indirect_estimate`), so the writes are
+/// refused or made to wait, and the sync never runs out of space (the pool never suspends).
+#[test]
+fn random_overwrites_on_a_full_pool_never_suspend_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tunables = tiny();
+    tunables.indirect_block_shift = 17;
+    tunables.txg_timeout = 600;
+    tunables.dirty_data_max = 1 << 30;
+    let pool = create_pool(dir.path(), "churn", single(dir.path(), "a.img"), tunables);
+    let objset = pool.root_objset();
+    let record = 8usize << 10;
+    let file_size = 256usize << 10;
+    let mut props = file_props(record as u32, Compression::Off);
+    props.indirect_block_shift = 17;
+    let mut files = Vec::new();
+    'fill: loop {
+        let hold = pool.assign().unwrap();
+        let object = objset
+            .create_object(
+                &hold.tx(),
+                props,
+                tarn::block::blkptr::ObjectType::None,
+                &[],
+            )
+            .unwrap();
+        match objset.write(
+            &hold.tx(),
+            object,
+            0,
+            &pattern(files.len() as u64, file_size),
+        ) {
+            Ok(()) => files.push(object),
+            Err(ObjectError::NoSpace) => break 'fill,
+            Err(error) => panic!("fill: {error}"),
+        }
+        drop(hold);
+        if files.len() % 16 == 0 {
+            pool.sync().unwrap();
+        }
+    }
+    pool.sync().unwrap();
+    assert!(files.len() > 100, "only {} files fit", files.len());
+
+    // One file's first write in a txg reserves its indirect block; the next write under the
+    // same indirect block reserves nothing more.
+    {
+        let hold = pool.assign().unwrap();
+        let tx = hold.tx();
+        let first = objset
+            .indirect_estimate(tx.txg, files[0], 0, record as u64)
+            .unwrap();
+        // 32 children (256 KiB of 8 KiB blocks) of 128 bytes: 4 KiB, in two copies.
+        assert_eq!(first, 4096 * 2, "one new indirect block, two copies");
+        objset.write(&tx, files[0], 0, &pattern(1, record)).unwrap();
+        let again = objset
+            .indirect_estimate(tx.txg, files[0], record as u64, record as u64)
+            .unwrap();
+        assert_eq!(again, 0, "its indirect block is already dirty in this txg");
+    }
+
+    let mut state = 0x5eed_u64;
+    let mut refused = 0;
+    for round in 0..6 {
+        for _ in 0..400 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let object = files[(state % files.len() as u64) as usize];
+            let offset = (state >> 20) % (file_size / record) as u64 * record as u64;
+            let hold = pool.assign().unwrap();
+            match objset.write(&hold.tx(), object, offset, &pattern(state, record)) {
+                Ok(()) => {}
+                Err(ObjectError::NoSpace) => refused += 1,
+                Err(error) => panic!("round {round}: {error}"),
+            }
+        }
+        pool.sync()
+            .unwrap_or_else(|error| panic!("round {round}: the sync failed: {error}"));
+    }
+    assert!(pool.core.txgs.failure().is_none(), "the pool suspended");
+    println!("{} files, {refused} overwrites refused", files.len());
+    assert_clean(&pool);
+    drop(objset);
+    pool.export().unwrap();
+}

@@ -69,6 +69,12 @@ fn forced_gangs_read_back_survive_import_and_free_every_piece() {
     let gangs = gang_pointers(&pool);
     assert!(gangs.len() >= 16, "only {} gang blocks", gangs.len());
     assert!(pool.core.io.gang_blocks() >= 16);
+    let counted: u64 = pool
+        .txg_history()
+        .iter()
+        .map(|row| row.space.gang_blocks)
+        .sum();
+    assert!(counted >= 16, "tarn stat txgs counted {counted} gang blocks");
     for bp in &gangs {
         let extents = pool.core.io.allocated_extents(bp).unwrap();
         assert!(

@@ -7,13 +7,13 @@ log_assert "stat txgs prints the txg history with the kstat columns"
 
 log_must tarn stat txgs "$TESTPOOL"
 header=$(head -1 "$LAST_STDOUT" | tr -s ' ' | sed 's/^ //')
-assert_eq "$header" "TXG BIRTH STATE NDIRTY NREAD NWRITTEN READS WRITES OTIME QTIME WTIME STIME PASSES BLOCKS_WRITTEN WRITE_IOS SPACEMAP_WRITES MS_CONDENSED MS_LOADED MS_UNLOADED ALLOC_SEGMENTS_P999 ALLOC_LOAD_WAITS ALLOC_P999_NS" "header"
+assert_eq "$header" "TXG BIRTH STATE NDIRTY NREAD NWRITTEN READS WRITES OTIME QTIME WTIME STIME PASSES BLOCKS_WRITTEN WRITE_IOS SPACEMAP_WRITES MS_CONDENSED MS_LOADED MS_UNLOADED ALLOC_SEGMENTS_P999 ALLOC_LOAD_WAITS ALLOC_P999_NS GANG_BLOCKS" "header"
 
 echo "some data" >"$ALTROOT/$TESTPOOL/stat-file"
 log_must tarn pool sync "$TESTPOOL"
 log_must tarn stat txgs -H -p "$TESTPOOL"
-awk -F'\t' 'NF != 22 { bad = 1 } END { exit bad }' "$LAST_STDOUT" ||
-	log_fail "a row without 22 tab-separated fields"
+awk -F'\t' 'NF != 23 { bad = 1 } END { exit bad }' "$LAST_STDOUT" ||
+	log_fail "a row without 23 tab-separated fields"
 tail -1 "$LAST_STDOUT" | awk -F'\t' '$3 != "O" { exit 1 }' || log_fail "the open txg is not last"
 # A committed txg that wrote blocks: writes, write I/Os and passes are all positive.
 awk -F'\t' '$3 == "C" && $14 > 0 && $8 > 0 && $15 > $8 && $13 >= 1 { found = 1 } END { exit !found }' \

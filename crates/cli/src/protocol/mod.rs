@@ -45,7 +45,7 @@
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
-//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, allocations}]}`, oldest first |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, allocations}]}`, oldest first |
 //!
 //! # Response
 //! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,

@@ -218,6 +218,7 @@ pub const TXG_COLUMNS: &[&str] = &[
     "alloc_segments_p999",
     "alloc_load_waits",
     "alloc_p999_ns",
+    "gang_blocks",
 ];
 
 /// A duration in nanoseconds, human form: 850ns, 12.5us, 3.20ms, 1.25s.
@@ -300,6 +301,7 @@ pub fn txg_cells(row: &TxgHistoryRow) -> Vec<Cell> {
         count_cell(row.space.alloc_segments_p999),
         count_cell(row.space.alloc_load_waits),
         ns_cell(row.space.alloc_p999_ns),
+        count_cell(row.space.gang_blocks),
     ]
 }
 
@@ -599,6 +601,7 @@ mod tests {
                 alloc_load_waits: 12,
                 alloc_p999_ns: 13,
                 allocations: 100,
+                gang_blocks: 14,
             },
         };
         let cells = txg_cells(&row);
@@ -628,7 +631,8 @@ mod tests {
                 "10",
                 "11",
                 "12",
-                "13"
+                "13",
+                "14"
             ]
         );
         assert_eq!(cells[1].human, "01:01:01.001");

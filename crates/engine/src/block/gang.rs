@@ -327,6 +327,7 @@ impl BlockIo {
     ) -> Result<[Dva; DVAS_MAX], PipelineError> {
         let plan = self.plan_gang(padded.len() as u64, copies, at.txg, 1, storage)?;
         self.gang_blocks.fetch_add(1, Ordering::Relaxed);
+        self.space.record_gang_block();
         Ok(self.issue_gang(&plan, padded, template))
     }
 

@@ -434,8 +434,10 @@ impl BlockFreer for PoolFreer {
 }
 
 /// Admission of new data into the pool's datasets: a write is refused with "no space" when the
-/// data already in flight plus this write, doubled for metadata and copies, would not fit in
-/// the free space outside the slop (OpenZFS's tempreserve against spa_get_slop_space). Frees
+/// data already in flight plus this write, doubled for copies, plus the indirect blocks the
+/// writes in flight will rewrite (each write's estimate, reserved in the txg layer until its
+/// txg has synced) would not fit in the free space outside the slop (OpenZFS's tempreserve
+/// against spa_get_slop_space, with dmu_tx_count_write's indirect estimate). Frees
 /// are never refused, and syncing can always use the slop, so a full pool stays writable for
 /// deletes and never suspends for lack of space.
 ///
@@ -454,32 +456,39 @@ struct PoolReservation {
 }
 
 impl PoolReservation {
-    fn fits(&self, bytes: u64) -> bool {
-        admission_fits(&self.io, &self.txgs, bytes)
+    fn fits(&self, bytes: u64, metadata: u64) -> bool {
+        admission_fits(&self.io, &self.txgs, bytes, metadata)
     }
 }
 
-/// Would a write of `bytes` be admitted now (see [`PoolReservation`])? Takes no space-layer lock.
-fn admission_fits(io: &BlockIo, txgs: &TxgManager, bytes: u64) -> bool {
+/// Would a write of `bytes` (and `metadata` bytes of indirect blocks) be admitted now (see
+/// [`PoolReservation`])? Takes no space-layer lock.
+fn admission_fits(io: &BlockIo, txgs: &TxgManager, bytes: u64, metadata: u64) -> bool {
     let totals = io.space.counters();
-    let needed = txgs.dirty_total().saturating_add(bytes).saturating_mul(2);
+    let (dirty, reserved) = txgs.dirty_and_reserved();
+    let needed = dirty
+        .saturating_add(bytes)
+        .saturating_mul(2)
+        .saturating_add(reserved)
+        .saturating_add(metadata);
     needed <= totals.free.saturating_sub(totals.slop())
 }
 
 impl crate::object::WriteReservation for PoolReservation {
-    fn reserve(&self, tx: &Tx, bytes: u64) -> Result<(), ObjectError> {
-        if self.fits(bytes) {
-            return Ok(());
-        }
-        // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
-        let previous = Txg(tx.txg.0.saturating_sub(1));
-        if self.txgs.last_synced() < previous {
-            self.txgs.wait_synced(Some(previous))?;
-            if self.fits(bytes) {
-                return Ok(());
+    fn reserve(&self, tx: &Tx, bytes: u64, metadata: u64) -> Result<(), ObjectError> {
+        let admitted = self.fits(bytes, metadata) || {
+            // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
+            let previous = Txg(tx.txg.0.saturating_sub(1));
+            self.txgs.last_synced() < previous && {
+                self.txgs.wait_synced(Some(previous))?;
+                self.fits(bytes, metadata)
             }
+        };
+        if !admitted {
+            return Err(ObjectError::NoSpace);
         }
-        Err(ObjectError::NoSpace)
+        self.txgs.reserve_metadata(tx.txg, metadata);
+        Ok(())
     }
 }
 
@@ -624,7 +633,7 @@ impl PoolCore {
     /// Would a write of `bytes` into this pool's datasets be admitted now? The check writers
     /// make before they dirty data; it never waits for the sync thread.
     pub fn write_fits(&self, bytes: u64) -> bool {
-        admission_fits(&self.io, &self.txgs, bytes)
+        admission_fits(&self.io, &self.txgs, bytes, 0)
     }
 }
 

@@ -1072,6 +1072,11 @@ impl SpaceManager {
 
     /// The space layer's figures since the last call (one txg's, when the sync driver calls it
     /// after each txg), and reset them. `spacemap_writes` is in blocks, one copy each.
+    /// Count a block written as a gang in the current txg (`gang_blocks` of `tarn stat txgs`).
+    pub fn record_gang_block(&self) {
+        self.stats.gang_block();
+    }
+
     pub fn take_txg_stats(&self) -> SpaceTxgStats {
         self.stats.take()
     }

@@ -9,6 +9,8 @@
 //!   first-fit walk plus one for a best-fit lookup).
 //! - `alloc_load_waits`: allocations that had to load a metaslab's space map first.
 //! - `alloc_p999_ns`: 99.9th percentile of the wall-clock time of one allocation.
+//! - `gang_blocks`: blocks written as gangs because no free segment held them whole (or
+//!   forced by `metaslab_force_ganging`), counted by the block layer (block/gang.rs).
 //!
 //! Counting costs a few relaxed atomic adds per allocation and one set insert per space-map
 //! block write; [`SpaceStatsCollector::take`] reads and resets them once per txg.
@@ -29,6 +31,8 @@ pub struct SpaceTxgStats {
     pub alloc_segments_p999: u64,
     pub alloc_load_waits: u64,
     pub alloc_p999_ns: u64,
+    #[serde(default)]
+    pub gang_blocks: u64,
     /// Allocations made (not a column: the denominator of the others).
     pub allocations: u64,
 }
@@ -106,6 +110,7 @@ pub struct SpaceStatsCollector {
     load_waits: AtomicU64,
     allocations: AtomicU64,
     spacemap_blocks: AtomicU64,
+    gang_blocks: AtomicU64,
     segments: LogHistogram,
     latency_ns: LogHistogram,
     /// (object, block) pairs written in the current sync pass.
@@ -118,6 +123,9 @@ impl SpaceStatsCollector {
     }
     pub fn loaded(&self) {
         self.loaded.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn gang_block(&self) {
+        self.gang_blocks.fetch_add(1, Ordering::Relaxed);
     }
     pub fn unloaded(&self) {
         self.unloaded.fetch_add(1, Ordering::Relaxed);
@@ -164,6 +172,7 @@ impl SpaceStatsCollector {
             alloc_load_waits: self.load_waits.swap(0, Ordering::Relaxed),
             alloc_p999_ns: self.latency_ns.take_quantile(0.999),
             allocations: self.allocations.swap(0, Ordering::Relaxed),
+            gang_blocks: self.gang_blocks.swap(0, Ordering::Relaxed),
         }
     }
 }

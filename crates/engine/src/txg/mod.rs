@@ -65,6 +65,8 @@ struct Inner {
     synced: Txg,
     holds: [u64; TXG_SIZE],
     dirty_bytes: [u64; TXG_SIZE],
+    /// Indirect-block bytes reserved by admitted writes, per txg slot (`reserve_metadata`).
+    reserved_metadata: [u64; TXG_SIZE],
     /// Indirect-block bytes that chunked frees of large objects dirtied per txg (OpenZFS's
     /// dp_long_free_dirty_pertxg), capped by `per_txg_dirty_frees_percent`.
     long_free_bytes: [u64; TXG_SIZE],
@@ -289,6 +291,7 @@ impl TxgManager {
                 synced,
                 holds: [0; TXG_SIZE],
                 dirty_bytes: [0; TXG_SIZE],
+                reserved_metadata: [0; TXG_SIZE],
                 long_free_bytes: [0; TXG_SIZE],
                 wanted: synced,
                 last_sync_started: Instant::now(),
@@ -377,6 +380,23 @@ impl TxgManager {
     /// Dirty bytes of every txg in flight (open, quiescing, syncing).
     pub fn dirty_total(&self) -> u64 {
         Self::dirty_total_of(&self.inner.lock())
+    }
+
+    /// Reserve `bytes` of indirect-block space for writes admitted to `txg` (space admission
+    /// only: the write throttle does not see them). Released when `txg` has synced.
+    pub fn reserve_metadata(&self, txg: Txg, bytes: u64) {
+        if bytes > 0 {
+            self.inner.lock().reserved_metadata[txg.slot()] += bytes;
+        }
+    }
+
+    /// Dirty bytes and reserved indirect-block bytes of every txg in flight, read together.
+    pub fn dirty_and_reserved(&self) -> (u64, u64) {
+        let inner = self.inner.lock();
+        (
+            Self::dirty_total_of(&inner),
+            inner.reserved_metadata.iter().sum(),
+        )
     }
 
     pub fn open_txg(&self) -> Txg {
@@ -598,6 +618,7 @@ impl TxgManager {
                     inner.synced = txg;
                     inner.syncing = None;
                     inner.dirty_bytes[txg.slot()] = 0;
+                    inner.reserved_metadata[txg.slot()] = 0;
                     inner.long_free_bytes[txg.slot()] = 0;
                     let mut stats = self.stats.lock();
                     stats.syncs += 1;
