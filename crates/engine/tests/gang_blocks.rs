@@ -74,7 +74,10 @@ fn forced_gangs_read_back_survive_import_and_free_every_piece() {
         .iter()
         .map(|row| row.space.gang_blocks)
         .sum();
-    assert!(counted >= 16, "tarn stat txgs counted {counted} gang blocks");
+    assert!(
+        counted >= 16,
+        "tarn stat txgs counted {counted} gang blocks"
+    );
     for bp in &gangs {
         let extents = pool.core.io.allocated_extents(bp).unwrap();
         assert!(

@@ -45,6 +45,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::DebugSpacemap { .. }
         | Request::DebugMap { .. }
         | Request::StatTxgs { .. }
+        | Request::StatArc { .. }
         | Request::PoolIostat { .. } => inspect::handle(daemon, request),
         Request::Create { .. }
         | Request::Destroy { .. }

@@ -31,6 +31,13 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txgs": held.txg_history() }),
             })
         }
+        Request::StatArc { pool } => {
+            let held = daemon.held(&pool)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "arc": held.arc_stats() }),
+            })
+        }
         Request::PoolIostat { pool } => {
             let held: Vec<(String, Arc<tarn::pool::Pool>)> = match pool {
                 Some(name) => vec![(name.clone(), daemon.held(&name)?)],

@@ -45,6 +45,7 @@
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
+//! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ...}, size_bytes, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, allocations}]}`, oldest first |
 //!
 //! # Response
@@ -173,6 +174,9 @@ pub enum Request {
     /// The txg history of an imported pool (`tarn stat txgs`).
     #[serde(rename = "stat txgs")]
     StatTxgs { pool: String },
+    /// The ARC counters of an imported pool (`tarn stat arc`).
+    #[serde(rename = "stat arc")]
+    StatArc { pool: String },
     /// The vdev I/O counters of one imported pool, or of every one (`tarn pool iostat`,
     /// `tarn stat vdev_queue`).
     #[serde(rename = "pool iostat")]
@@ -282,6 +286,7 @@ impl Request {
             Request::DebugSpacemap { .. } => "debug spacemap",
             Request::DebugMap { .. } => "debug map",
             Request::StatTxgs { .. } => "stat txgs",
+            Request::StatArc { .. } => "stat arc",
             Request::PoolIostat { .. } => "pool iostat",
             Request::Create { .. } => "create",
             Request::Destroy { .. } => "destroy",

@@ -86,6 +86,14 @@ pub enum StatCommand {
         #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
         words: Vec<String>,
     },
+    /// The ARC's counters (OpenZFS's arcstats kstat; `-p` prints `name type data` lines as
+    /// /proc/spl/kstat/zfs/arcstats does); with INTERVAL, one line per interval with arcstat's
+    /// default columns: tarn stat arc [-H] [-p] [-j] [POOL] [INTERVAL [COUNT]]
+    Arc {
+        /// [POOL] [INTERVAL [COUNT]]: as for txgs.
+        #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
+        words: Vec<String>,
+    },
 }
 
 /// The columns of `tarn stat vdev_queue`: one row per leaf and class.
@@ -235,7 +243,7 @@ fn human_ns(ns: u64) -> String {
     }
 }
 
-fn count_cell(value: u64) -> Cell {
+pub(crate) fn count_cell(value: u64) -> Cell {
     Cell {
         exact: value.to_string(),
         human: value.to_string(),
@@ -268,7 +276,7 @@ fn time_of_day_cell(unix_ns: u64) -> Cell {
     }
 }
 
-fn byte_cell(value: u64) -> Cell {
+pub(crate) fn byte_cell(value: u64) -> Cell {
     Cell {
         exact: value.to_string(),
         human: human_bytes(value),
@@ -305,18 +313,21 @@ pub fn txg_cells(row: &TxgHistoryRow) -> Vec<Cell> {
     ]
 }
 
-/// Ask the daemon for the txg history of `pool`.
-fn fetch_txgs(socket: &Path, pool: &str) -> Result<Vec<TxgHistoryRow>, Failure> {
-    let request = Request::StatTxgs {
-        pool: pool.to_string(),
-    };
+/// Ask the daemon that holds `pool` for one of its tables: `request` answers with the table
+/// under `key` in its data.
+pub(crate) fn fetch<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    pool: &str,
+    request: &Request,
+    key: &str,
+) -> Result<T, Failure> {
     let not_held = || {
         Failure(format!(
             "pool {pool:?} is not imported: tarn stat reads the counters of a pool the daemon \
              holds (tarn pool import {pool})"
         ))
     };
-    let Some(response) = client::ask_if_running(socket, &request)? else {
+    let Some(response) = client::ask_if_running(socket, request)? else {
         return Err(not_held());
     };
     if response.not_imported {
@@ -324,17 +335,17 @@ fn fetch_txgs(socket: &Path, pool: &str) -> Result<Vec<TxgHistoryRow>, Failure> 
     }
     if response.status != 0 {
         return Err(Failure(format!(
-            "cannot read the txgs of {pool}: {}",
+            "cannot read the {key} counters of {pool}: {}",
             response.stderr.trim().trim_start_matches("tarn: ")
         )));
     }
-    serde_json::from_value(response.data["txgs"].clone())
+    serde_json::from_value(response.data[key].clone())
         .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
 }
 
 /// Prints a table report by report: the header once, and (in the aligned form) the column
 /// widths of the first report kept for the later ones, so that they line up below it.
-struct Reporter {
+pub(crate) struct Reporter {
     columns: &'static [&'static str],
     format: ListFormat,
     selected: Vec<usize>,
@@ -342,7 +353,10 @@ struct Reporter {
 }
 
 impl Reporter {
-    fn new(columns: &'static [&'static str], format: ListFormat) -> Result<Reporter, Failure> {
+    pub(crate) fn new(
+        columns: &'static [&'static str],
+        format: ListFormat,
+    ) -> Result<Reporter, Failure> {
         let selected = match &format.fields {
             None => (0..columns.len()).collect(),
             Some(fields) => fields
@@ -368,7 +382,7 @@ impl Reporter {
         })
     }
 
-    fn report(&mut self, rows: &[Vec<Cell>], json_key: &str) -> Result<(), Failure> {
+    pub(crate) fn report(&mut self, rows: &[Vec<Cell>], json_key: &str) -> Result<(), Failure> {
         if self.format.json || self.format.no_header {
             return print_table(self.columns, rows, &self.format, json_key).map_err(Failure);
         }
@@ -443,7 +457,14 @@ fn txgs(
             let due = started + interval.expect("repeats need an interval") * report as u32;
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
         }
-        let history = fetch_txgs(socket, pool)?;
+        let history: Vec<TxgHistoryRow> = fetch(
+            socket,
+            pool,
+            &Request::StatTxgs {
+                pool: pool.to_string(),
+            },
+            "txgs",
+        )?;
         let rows: Vec<&TxgHistoryRow> = match committed_through {
             None if report == 0 => history.iter().collect(),
             through => history
@@ -543,6 +564,11 @@ pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
             let (pool, interval, count) = parse_words(&words)?;
             let pool = resolve_pool(socket, pool)?;
             vdev_queue(socket, format, &pool, interval, count)
+        }
+        StatCommand::Arc { words } => {
+            let (pool, interval, count) = parse_words(&words)?;
+            let pool = resolve_pool(socket, pool)?;
+            super::arcstat::run(socket, format, &pool, interval, count)
         }
     }
 }

@@ -41,7 +41,7 @@ use crate::block::blkptr::{
 };
 use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
-use crate::cache::{BlockCache, BlockKey};
+use crate::cache::{BlockCache, BlockKey, BlockKind};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceManager;
 use crate::tunables::Tunables;
@@ -333,7 +333,7 @@ impl BlockIo {
         }
         if let Some(key) = BlockKey::of(&bp) {
             let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-            self.cache.insert(key, contents);
+            self.cache.insert(key, contents, BlockKind::of(&bp));
         }
         Ok(bp)
     }
@@ -443,7 +443,8 @@ impl BlockIo {
             return Ok(Arc::new(data));
         }
         let key = BlockKey::of(bp);
-        if let Some(data) = key.as_ref().and_then(|key| self.cache.get(key)) {
+        let kind = BlockKind::of(bp);
+        if let Some(data) = key.as_ref().and_then(|key| self.cache.get(key, kind)) {
             return Ok(data);
         }
         let physical = self.read_physical(bp, true)?;
@@ -456,7 +457,7 @@ impl BlockIo {
             },
         );
         if let Some(key) = key {
-            self.cache.insert(key, data.clone());
+            self.cache.insert(key, data.clone(), kind);
         }
         Ok(data)
     }

@@ -1,13 +1,15 @@
-//! Cache layer: a bounded cache of decompressed block contents, keyed by block identity.
+//! Cache layer: the ARC, a bounded adaptive cache of decompressed block contents, keyed by
+//! block identity (OpenZFS arc.c).
 //!
 //! # Overview
 //!
-//! This is the bounded block cache of DESIGN.md §4 "Buffers and cache". It sits under the
-//! buffer layer: a read first asks the cache for a block's logical (decompressed, verified)
-//! contents and only goes to the read pipeline on a miss, after which the pipeline inserts what
-//! it read. The ARC will later replace this implementation (MRU/MFU lists with ghosts, a
-//! data/metadata split, an L2ARC behind it) but not its callers: [`BlockKey`], `get`, `insert`,
-//! `remove` and the counters stay.
+//! This is the block cache of DESIGN.md §4 "Buffers and cache". It sits under the buffer
+//! layer: a read first asks the cache for a block's logical (decompressed, verified) contents
+//! and only goes to the read pipeline on a miss, after which the pipeline inserts what it read.
+//! Replacement is ARC's (see [`arc`]): MRU and MFU lists with ghost lists, for data and for
+//! metadata, adapting the MRU share and the metadata share from ghost hits; blocks read by
+//! prefetch are protected briefly; an MRU block is promoted only when reused after
+//! `ARC_MINTIME`.
 //!
 //! # Identity
 //!
@@ -30,37 +32,44 @@
 //!
 //! # Invariants
 //!
-//! - `size_bytes` is the sum of the lengths of the cached buffers and never exceeds
-//!   `max_bytes` after any operation returns. A buffer larger than `max_bytes` is not cached.
-//! - Every entry has exactly one position in the recency order, and the order holds nothing
-//!   else; eviction takes the least recently used (inserted or hit) entry first.
+//! - Live bytes never exceed the target `c` (= `arc_max`) after any operation returns; a
+//!   buffer larger than a shard's share is not cached. Ghost bytes stay within `c` too.
+//! - Every entry is in exactly one list, and the per-list byte counts are the sums of their
+//!   entries (checked in tests after every operation).
 //!
 //! # Locking
 //!
-//! All methods take `&self`; one `parking_lot::Mutex` guards the map, the recency order and
-//! the counters. It is never held across I/O or a call out of this module, and contents are
-//! shared as `Arc<Vec<u8>>`, so a reader keeps its buffer after eviction without copying.
+//! The cache is split into shards by key hash (up to [`SHARDS_MAX`], each at least
+//! [`SHARD_MIN_BYTES`] of the target), each an independent ARC behind its own mutex, so reads
+//! of different blocks rarely meet on a lock (no global mutex on the read path). A shard lock
+//! is never held across I/O or a call out of this module; contents are shared as
+//! `Arc<Vec<u8>>`, so a reader keeps its buffer after eviction without copying.
 //!
 //! # Operations
 //!
-//! `get` (a hit refreshes recency), `insert` (replacing any entry with the same key, then
-//! evicting least recently used entries until the bound holds), `remove`, `clear`, and `stats`
-//! for a snapshot of the counters (hits, misses, insertions, evictions, size).
+//! `get` (counts a demand or prefetch hit or miss of data or metadata, moves the block),
+//! `insert`, `remove`, `clear`, `contains`, and `stats` for the arcstats-like counters.
 //!
 //! # Crash behaviour
 //!
 //! Nothing to recover: the cache holds only copies of verified, durable-or-syncing blocks.
-//!
-//! Recency is kept as a generation number per entry plus an ordered map from generation to key,
-//! so every operation is O(log n).
 
-use std::collections::{BTreeMap, HashMap};
+pub mod arc;
+
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::block::blkptr::BlockPtr;
 use crate::types::{Txg, VdevId};
+
+use arc::{Access, Shard, State};
+
+/// Most shards a cache is split into.
+pub const SHARDS_MAX: u64 = 16;
+/// Least target bytes per shard (so that a shard holds many of the largest blocks).
+pub const SHARD_MIN_BYTES: u64 = 16 << 20;
 
 /// The identity of a block's contents: first DVA's vdev and offset, and physical birth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,373 +95,246 @@ impl BlockKey {
     }
 }
 
-/// A snapshot of the cache's counters (arcstats-like).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockCacheStats {
-    /// `get` calls that found the block.
+/// Data (file contents) or metadata (everything else), as `BlockPtr::is_metadata` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockKind {
+    Data = 0,
+    Metadata = 1,
+}
+
+impl BlockKind {
+    pub fn of(pointer: &BlockPtr) -> BlockKind {
+        if pointer.is_metadata() {
+            BlockKind::Metadata
+        } else {
+            BlockKind::Data
+        }
+    }
+}
+
+/// Event counters of a shard (summed over shards in [`BlockCacheStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheCounters {
     pub hits: u64,
-    /// `get` calls that did not.
     pub misses: u64,
-    /// Buffers stored by `insert` (replacements included; refused oversized buffers not).
+    pub demand_data_hits: u64,
+    pub demand_data_misses: u64,
+    pub demand_metadata_hits: u64,
+    pub demand_metadata_misses: u64,
+    pub prefetch_data_hits: u64,
+    pub prefetch_data_misses: u64,
+    pub prefetch_metadata_hits: u64,
+    pub prefetch_metadata_misses: u64,
+    pub mru_hits: u64,
+    pub mfu_hits: u64,
+    pub mru_ghost_hits: u64,
+    pub mfu_ghost_hits: u64,
+    /// Buffers stored by `insert` (replacements included; refused buffers not).
     pub inserted: u64,
-    /// Entries dropped to respect the size bound.
+    /// Entries moved to a ghost list to respect the target.
     pub evicted: u64,
-    /// Entries dropped by `remove` or `clear`.
+    /// Recently prefetched entries eviction passed over.
+    pub evict_skip: u64,
+    /// Live entries dropped by `remove` or `clear`.
     pub removed: u64,
-    /// `insert` calls refused because the buffer alone exceeds the bound.
+    /// `insert` calls refused because the buffer alone exceeds a shard's target.
     pub refused: u64,
-    /// Bytes currently cached.
+}
+
+impl CacheCounters {
+    fn slot(&mut self, access: Access, hit: bool) -> &mut u64 {
+        match (access.prefetch, access.kind, hit) {
+            (false, BlockKind::Data, true) => &mut self.demand_data_hits,
+            (false, BlockKind::Data, false) => &mut self.demand_data_misses,
+            (false, BlockKind::Metadata, true) => &mut self.demand_metadata_hits,
+            (false, BlockKind::Metadata, false) => &mut self.demand_metadata_misses,
+            (true, BlockKind::Data, true) => &mut self.prefetch_data_hits,
+            (true, BlockKind::Data, false) => &mut self.prefetch_data_misses,
+            (true, BlockKind::Metadata, true) => &mut self.prefetch_metadata_hits,
+            (true, BlockKind::Metadata, false) => &mut self.prefetch_metadata_misses,
+        }
+    }
+
+    fn hit(&mut self, access: Access) {
+        self.hits += 1;
+        *self.slot(access, true) += 1;
+    }
+
+    fn miss(&mut self, access: Access) {
+        self.misses += 1;
+        *self.slot(access, false) += 1;
+    }
+
+    fn add(&mut self, other: &CacheCounters) {
+        macro_rules! sum {
+            ($($field:ident),*) => { $( self.$field += other.$field; )* };
+        }
+        sum!(
+            hits,
+            misses,
+            demand_data_hits,
+            demand_data_misses,
+            demand_metadata_hits,
+            demand_metadata_misses,
+            prefetch_data_hits,
+            prefetch_data_misses,
+            prefetch_metadata_hits,
+            prefetch_metadata_misses,
+            mru_hits,
+            mfu_hits,
+            mru_ghost_hits,
+            mfu_ghost_hits,
+            inserted,
+            evicted,
+            evict_skip,
+            removed,
+            refused
+        );
+    }
+}
+
+/// A snapshot of the cache's counters and sizes (the arcstats fields, `tarn stat arc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BlockCacheStats {
+    pub counters: CacheCounters,
+    /// Live bytes (`size`).
     pub size_bytes: u64,
-    /// The bound on `size_bytes`.
-    pub max_bytes: u64,
-    /// Entries currently cached.
+    /// Live entries.
     pub entries: u64,
+    /// Target size (`c`), its floor and ceiling (`c_min`, `c_max`).
+    pub c: u64,
+    pub c_min: u64,
+    pub c_max: u64,
+    /// Target MRU bytes (`p`) and target metadata bytes (`meta`).
+    pub p: u64,
+    pub meta: u64,
+    pub data_size: u64,
+    pub metadata_size: u64,
+    pub mru_size: u64,
+    pub mfu_size: u64,
+    pub mru_ghost_size: u64,
+    pub mfu_ghost_size: u64,
+    pub shards: u64,
 }
 
-struct Entry {
-    contents: Arc<Vec<u8>>,
-    generation: u64,
+/// Where the cache's time comes from: the monotonic clock, or a logical one (tests).
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+fn monotonic_clock() -> Clock {
+    let origin = std::time::Instant::now();
+    Arc::new(move || origin.elapsed().as_nanos() as u64)
 }
 
-struct Inner {
-    entries: HashMap<BlockKey, Entry>,
-    /// Recency order: smallest generation is the least recently used.
-    recency: BTreeMap<u64, BlockKey>,
-    generation_next: u64,
-    stats: BlockCacheStats,
-}
-
-impl Inner {
-    fn touch(&mut self, key: BlockKey) -> Option<Arc<Vec<u8>>> {
-        let generation = self.generation_next;
-        let entry = self.entries.get_mut(&key)?;
-        self.recency.remove(&entry.generation);
-        entry.generation = generation;
-        self.recency.insert(generation, key);
-        self.generation_next += 1;
-        Some(Arc::clone(&entry.contents))
-    }
-
-    fn drop_entry(&mut self, key: &BlockKey) -> Option<Arc<Vec<u8>>> {
-        let entry = self.entries.remove(key)?;
-        let removed = self.recency.remove(&entry.generation);
-        assert_eq!(removed.as_ref(), Some(key), "recency order out of step");
-        self.stats.size_bytes -= entry.contents.len() as u64;
-        self.stats.entries -= 1;
-        Some(entry.contents)
-    }
-
-    fn check(&self) {
-        debug_assert_eq!(self.entries.len(), self.recency.len());
-        debug_assert_eq!(self.entries.len() as u64, self.stats.entries);
-        assert!(self.stats.size_bytes <= self.stats.max_bytes);
-    }
-}
-
-/// A bounded, thread-safe, least-recently-used cache of block contents.
+/// The pool's ARC: see the module documentation.
 pub struct BlockCache {
-    inner: Mutex<Inner>,
+    shards: Vec<Mutex<Shard>>,
+    hasher: std::collections::hash_map::RandomState,
+    clock: Clock,
+    c_min: u64,
+    c_max: u64,
 }
 
 impl BlockCache {
-    /// An empty cache that holds at most `max_bytes` bytes of contents.
+    /// An empty cache whose target is `max_bytes` (`arc_max`).
     pub fn new(max_bytes: u64) -> BlockCache {
+        BlockCache::with_clock(max_bytes, monotonic_clock())
+    }
+
+    /// An empty cache reading time from `clock` (nanoseconds).
+    pub fn with_clock(max_bytes: u64, clock: Clock) -> BlockCache {
+        let shards = (max_bytes / SHARD_MIN_BYTES).clamp(1, SHARDS_MAX);
         BlockCache {
-            inner: Mutex::new(Inner {
-                entries: HashMap::new(),
-                recency: BTreeMap::new(),
-                generation_next: 0,
-                stats: BlockCacheStats {
-                    max_bytes,
-                    ..BlockCacheStats::default()
-                },
-            }),
+            shards: (0..shards)
+                .map(|_| Mutex::new(Shard::new(max_bytes / shards)))
+                .collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
+            clock,
+            c_min: (max_bytes / 32).max(1 << 20).min(max_bytes),
+            c_max: max_bytes,
         }
     }
 
-    /// The cached contents of `key`, marking it most recently used.
-    pub fn get(&self, key: &BlockKey) -> Option<Arc<Vec<u8>>> {
-        let mut inner = self.inner.lock();
-        let found = inner.touch(*key);
-        if found.is_some() {
-            inner.stats.hits += 1;
-        } else {
-            inner.stats.misses += 1;
-        }
-        found
+    fn shard(&self, key: &BlockKey) -> &Mutex<Shard> {
+        let mut hasher = self.hasher.build_hasher();
+        hasher.write_u32(key.vdev.0);
+        hasher.write_u64(key.offset);
+        hasher.write_u64(key.birth.0);
+        &self.shards[(hasher.finish() % self.shards.len() as u64) as usize]
     }
 
-    /// Caches `contents` (a block's logical bytes) under `key`, replacing any previous entry,
-    /// then evicts least recently used entries until the bound holds. Returns false, caching
-    /// nothing, when `contents` alone is larger than the bound.
-    pub fn insert(&self, key: BlockKey, contents: Arc<Vec<u8>>) -> bool {
-        let mut inner = self.inner.lock();
-        let size = contents.len() as u64;
-        if size > inner.stats.max_bytes {
-            inner.stats.refused += 1;
-            // A stale entry under this key must not survive a refused replacement.
-            if inner.drop_entry(&key).is_some() {
-                inner.stats.removed += 1;
-            }
-            return false;
-        }
-        inner.drop_entry(&key);
-        let generation = inner.generation_next;
-        inner.generation_next += 1;
-        inner.entries.insert(
-            key,
-            Entry {
-                contents,
-                generation,
-            },
-        );
-        inner.recency.insert(generation, key);
-        inner.stats.size_bytes += size;
-        inner.stats.entries += 1;
-        inner.stats.inserted += 1;
-        while inner.stats.size_bytes > inner.stats.max_bytes {
-            // The new entry is the most recent and fits on its own, so eviction stops before it.
-            let (_, oldest) = inner
-                .recency
-                .first_key_value()
-                .map(|(generation, key)| (*generation, *key))
-                .expect("over the bound with nothing cached");
-            inner.drop_entry(&oldest);
-            inner.stats.evicted += 1;
-        }
-        inner.check();
-        true
+    /// The cached contents of `key` for a demand read of a block of `kind` (a prefetch when
+    /// the calling thread is a prefetch worker: its read class is async read).
+    pub fn get(&self, key: &BlockKey, kind: BlockKind) -> Option<Arc<Vec<u8>>> {
+        let now = (self.clock)();
+        self.shard(key).lock().get(key, access(kind), now)
+    }
+
+    /// Caches `contents` (a block's logical bytes) under `key`, replacing any previous entry.
+    /// Returns false, caching nothing, when `contents` alone is larger than a shard's target.
+    pub fn insert(&self, key: BlockKey, contents: Arc<Vec<u8>>, kind: BlockKind) -> bool {
+        let now = (self.clock)();
+        self.shard(&key)
+            .lock()
+            .insert(key, contents, access(kind), now)
     }
 
     /// Drops `key`'s entry (the block was freed or rewritten), returning its contents.
     pub fn remove(&self, key: &BlockKey) -> Option<Arc<Vec<u8>>> {
-        let mut inner = self.inner.lock();
-        let removed = inner.drop_entry(key);
-        if removed.is_some() {
-            inner.stats.removed += 1;
-        }
-        removed
+        self.shard(key).lock().remove(key)
     }
 
-    /// Drops every entry. Counters other than the size are kept.
+    /// Drops every entry, ghosts included. Counters other than the sizes are kept.
     pub fn clear(&self) {
-        let mut inner = self.inner.lock();
-        let count = inner.entries.len() as u64;
-        inner.entries.clear();
-        inner.recency.clear();
-        inner.stats.removed += count;
-        inner.stats.entries = 0;
-        inner.stats.size_bytes = 0;
+        for shard in &self.shards {
+            shard.lock().clear();
+        }
     }
 
-    /// Whether `key` is cached, without counting a hit or miss or changing recency.
+    /// Whether `key` is cached, without counting a hit or miss or moving it.
     pub fn contains(&self, key: &BlockKey) -> bool {
-        self.inner.lock().entries.contains_key(key)
+        self.shard(key).lock().contains(key)
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of the counters and sizes, summed over the shards.
     pub fn stats(&self) -> BlockCacheStats {
-        self.inner.lock().stats
+        let mut stats = BlockCacheStats {
+            c_min: self.c_min,
+            c_max: self.c_max,
+            shards: self.shards.len() as u64,
+            ..BlockCacheStats::default()
+        };
+        for shard in &self.shards {
+            let shard = shard.lock();
+            stats.counters.add(&shard.counters);
+            stats.size_bytes += shard.live();
+            stats.entries += shard.live_entries();
+            stats.c += shard.c;
+            stats.p += shard.p;
+            stats.meta += shard.meta;
+            for kind in [BlockKind::Data, BlockKind::Metadata] {
+                let live = shard.bytes(State::Mru, kind) + shard.bytes(State::Mfu, kind);
+                match kind {
+                    BlockKind::Data => stats.data_size += live,
+                    BlockKind::Metadata => stats.metadata_size += live,
+                }
+                stats.mru_size += shard.bytes(State::Mru, kind);
+                stats.mfu_size += shard.bytes(State::Mfu, kind);
+                stats.mru_ghost_size += shard.bytes(State::MruGhost, kind);
+                stats.mfu_ghost_size += shard.bytes(State::MfuGhost, kind);
+            }
+        }
+        stats
+    }
+}
+
+/// The access a read of `kind` from the calling thread is: prefetch workers read in the async
+/// read class.
+fn access(kind: BlockKind) -> Access {
+    Access {
+        kind,
+        prefetch: crate::vdev::queue::read_class() == crate::vdev::IoClass::AsyncRead,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::block::blkptr::{ChecksumType, Compression, Dva, ObjectType, DVAS_MAX};
-
-    fn key(offset: u64) -> BlockKey {
-        BlockKey {
-            vdev: VdevId(0),
-            offset,
-            birth: Txg(5),
-        }
-    }
-
-    fn buffer(size: usize, fill: u8) -> Arc<Vec<u8>> {
-        Arc::new(vec![fill; size])
-    }
-
-    #[test]
-    fn evicts_least_recently_used_first() {
-        let cache = BlockCache::new(300);
-        assert!(cache.insert(key(0), buffer(100, 0)));
-        assert!(cache.insert(key(1), buffer(100, 1)));
-        assert!(cache.insert(key(2), buffer(100, 2)));
-        // Touch 0 so that 1 becomes the oldest.
-        assert_eq!(cache.get(&key(0)).unwrap()[0], 0);
-        assert!(cache.insert(key(3), buffer(100, 3)));
-        assert!(!cache.contains(&key(1)), "1 was least recently used");
-        assert!(cache.contains(&key(0)));
-        assert!(cache.contains(&key(2)));
-        assert!(cache.contains(&key(3)));
-        // Next victim is 2, then 0.
-        assert!(cache.insert(key(4), buffer(150, 4)));
-        assert!(!cache.contains(&key(2)));
-        assert!(!cache.contains(&key(0)));
-        assert!(cache.contains(&key(3)) && cache.contains(&key(4)));
-        let stats = cache.stats();
-        assert_eq!(stats.evicted, 3);
-        assert_eq!(stats.size_bytes, 250);
-        assert_eq!(stats.entries, 2);
-    }
-
-    #[test]
-    fn size_bound_holds_under_random_operations() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let cache = BlockCache::new(10_000);
-        for _ in 0..5_000 {
-            let offset = rng.gen_range(0..64u64);
-            match rng.gen_range(0..4) {
-                0 | 1 => {
-                    let size = rng.gen_range(0..3_000);
-                    assert!(cache.insert(key(offset), buffer(size, offset as u8)));
-                }
-                2 => {
-                    if let Some(contents) = cache.get(&key(offset)) {
-                        assert!(contents.iter().all(|&byte| byte == offset as u8));
-                    }
-                }
-                _ => {
-                    cache.remove(&key(offset));
-                }
-            }
-            assert!(cache.stats().size_bytes <= 10_000);
-        }
-        let stats = cache.stats();
-        assert!(
-            stats.evicted > 0,
-            "the workload should have forced evictions"
-        );
-        assert!(stats.hits > 0 && stats.misses > 0);
-    }
-
-    #[test]
-    fn counters_count() {
-        let cache = BlockCache::new(1000);
-        assert!(cache.get(&key(1)).is_none());
-        cache.insert(key(1), buffer(10, 1));
-        assert!(cache.get(&key(1)).is_some());
-        assert!(cache.get(&key(1)).is_some());
-        cache.insert(key(2), buffer(20, 2));
-        // Replacing an entry counts as an insertion and updates the size.
-        cache.insert(key(2), buffer(30, 2));
-        assert_eq!(cache.remove(&key(1)).unwrap().len(), 10);
-        assert!(cache.remove(&key(1)).is_none());
-        assert!(
-            !cache.insert(key(3), buffer(1001, 3)),
-            "larger than the cache"
-        );
-        assert_eq!(
-            cache.stats(),
-            BlockCacheStats {
-                hits: 2,
-                misses: 1,
-                inserted: 3,
-                evicted: 0,
-                removed: 1,
-                refused: 1,
-                size_bytes: 30,
-                max_bytes: 1000,
-                entries: 1,
-            }
-        );
-        cache.clear();
-        let stats = cache.stats();
-        assert_eq!((stats.entries, stats.size_bytes, stats.removed), (0, 0, 2));
-        assert!(cache.get(&key(2)).is_none());
-    }
-
-    #[test]
-    fn refused_replacement_drops_the_stale_entry() {
-        let cache = BlockCache::new(100);
-        cache.insert(key(1), buffer(50, 1));
-        assert!(!cache.insert(key(1), buffer(200, 2)));
-        assert!(cache.get(&key(1)).is_none());
-        assert_eq!(cache.stats().size_bytes, 0);
-    }
-
-    #[test]
-    fn evicted_buffers_stay_valid_for_their_readers() {
-        let cache = BlockCache::new(100);
-        cache.insert(key(1), buffer(100, 9));
-        let held = cache.get(&key(1)).unwrap();
-        cache.insert(key(2), buffer(100, 8));
-        assert!(!cache.contains(&key(1)));
-        assert_eq!(held.len(), 100);
-        assert!(held.iter().all(|&byte| byte == 9));
-    }
-
-    #[test]
-    fn concurrent_use_keeps_the_bound() {
-        let cache = Arc::new(BlockCache::new(4096));
-        let threads: Vec<_> = (0..4u64)
-            .map(|thread| {
-                let cache = Arc::clone(&cache);
-                std::thread::spawn(move || {
-                    for index in 0..2_000u64 {
-                        let key = key((thread * 7 + index) % 50);
-                        if cache.get(&key).is_none() {
-                            cache.insert(key, buffer(256, 0));
-                        }
-                    }
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        let stats = cache.stats();
-        assert!(stats.size_bytes <= 4096);
-        assert_eq!(stats.hits + stats.misses, 8_000);
-    }
-
-    fn pointer_with_dva(dva: Dva) -> BlockPtr {
-        let mut dvas = [Dva::default(); DVAS_MAX];
-        dvas[0] = dva;
-        BlockPtr {
-            dvas,
-            size_logical: 4096,
-            size_physical: 4096,
-            compression: Compression::Off,
-            checksum_type: ChecksumType::Fletcher4,
-            object_type: ObjectType::PlainFile,
-            level: 0,
-            embedded: false,
-            birth_logical: Txg(8),
-            birth_physical: Txg(9),
-            fill_count: 1,
-            checksum: [0; 32],
-            embedded_payload: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn key_of_uses_first_dva_and_physical_birth() {
-        let pointer = pointer_with_dva(Dva {
-            vdev: VdevId(2),
-            offset: 0x8000,
-            size_allocated: 4096,
-            gang: false,
-        });
-        assert_eq!(
-            BlockKey::of(&pointer),
-            Some(BlockKey {
-                vdev: VdevId(2),
-                offset: 0x8000,
-                birth: Txg(9),
-            })
-        );
-        assert_eq!(
-            BlockKey::of(&BlockPtr::hole(Txg(3), ObjectType::PlainFile, 0)),
-            None
-        );
-        let mut embedded = pointer_with_dva(Dva::default());
-        embedded.embedded = true;
-        embedded.size_physical = 4;
-        embedded.embedded_payload = vec![1, 2, 3, 4];
-        embedded.compression = Compression::Lz4;
-        assert_eq!(BlockKey::of(&embedded), None);
-    }
-}
+mod tests;

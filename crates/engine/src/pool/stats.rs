@@ -94,6 +94,11 @@ impl PoolCore {
 }
 
 impl Pool {
+    /// The ARC's counters and sizes (`tarn stat arc`).
+    pub fn arc_stats(&self) -> crate::cache::BlockCacheStats {
+        self.core.io.cache.stats()
+    }
+
     /// The recent txgs, oldest first: at most `txg_history` rows, the open txg last (what
     /// `tarn stat txgs` prints).
     pub fn txg_history(&self) -> Vec<TxgHistoryRow> {

@@ -1,0 +1,299 @@
+//! `tarn stat arc`: the ARC's counters as OpenZFS's arcstats kstat and the `arcstat` tool show
+//! them (issue 17, part 4).
+//!
+//! - Without INTERVAL: every field, one per line. `-p` prints them exactly as
+//!   `/proc/spl/kstat/zfs/arcstats` does (a kstat header line, `name type data`, then one
+//!   `name 4 value` line per field, type 4 being KSTAT_DATA_UINT64), so that parsers written for
+//!   that file read this output; `-j` prints one JSON object; otherwise an aligned NAME VALUE
+//!   table with sizes in human form.
+//! - With INTERVAL: one line per interval with arcstat's default columns (OpenZFS 2.2 and
+//!   later): `time read ddread ddh% dmread dmh% pread ph% size c avail`, rates per second over
+//!   the interval; `avail` is the host's MemAvailable. The first line comes after the first
+//!   interval.
+//!
+//! tarn keeps one ARC per pool (OpenZFS one per host), so the counters are the pool's.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tarn::cache::BlockCacheStats;
+
+use super::stat::{byte_cell, count_cell, fetch, repeat, Reporter};
+use crate::error::Failure;
+use crate::format::{Cell, ListFormat};
+use crate::protocol::Request;
+
+/// A field of the arcstats table: its name, whether it is a size in bytes, and its value.
+type Field = (&'static str, bool, u64);
+
+/// The arcstats fields, named as OpenZFS names them, in its order where it has them.
+pub fn fields(stats: &BlockCacheStats, memory_available: u64) -> Vec<Field> {
+    let counters = &stats.counters;
+    vec![
+        ("hits", false, counters.hits),
+        ("misses", false, counters.misses),
+        ("demand_data_hits", false, counters.demand_data_hits),
+        ("demand_data_misses", false, counters.demand_data_misses),
+        ("demand_metadata_hits", false, counters.demand_metadata_hits),
+        (
+            "demand_metadata_misses",
+            false,
+            counters.demand_metadata_misses,
+        ),
+        ("prefetch_data_hits", false, counters.prefetch_data_hits),
+        ("prefetch_data_misses", false, counters.prefetch_data_misses),
+        (
+            "prefetch_metadata_hits",
+            false,
+            counters.prefetch_metadata_hits,
+        ),
+        (
+            "prefetch_metadata_misses",
+            false,
+            counters.prefetch_metadata_misses,
+        ),
+        ("mru_hits", false, counters.mru_hits),
+        ("mru_ghost_hits", false, counters.mru_ghost_hits),
+        ("mfu_hits", false, counters.mfu_hits),
+        ("mfu_ghost_hits", false, counters.mfu_ghost_hits),
+        ("deleted", false, counters.evicted),
+        ("evict_skip", false, counters.evict_skip),
+        ("inserted", false, counters.inserted),
+        ("removed", false, counters.removed),
+        ("refused", false, counters.refused),
+        ("p", true, stats.p),
+        ("c", true, stats.c),
+        ("c_min", true, stats.c_min),
+        ("c_max", true, stats.c_max),
+        ("size", true, stats.size_bytes),
+        ("data_size", true, stats.data_size),
+        ("metadata_size", true, stats.metadata_size),
+        ("meta", true, stats.meta),
+        ("mru_size", true, stats.mru_size),
+        ("mru_ghost_size", true, stats.mru_ghost_size),
+        ("mfu_size", true, stats.mfu_size),
+        ("mfu_ghost_size", true, stats.mfu_ghost_size),
+        ("buffers", false, stats.entries),
+        ("shards", false, stats.shards),
+        ("memory_available_bytes", true, memory_available),
+    ]
+}
+
+/// The kstat text of `fields`, as /proc/spl/kstat/zfs/arcstats prints it.
+pub fn kstat_text(fields: &[Field], now_ns: u64) -> String {
+    let mut text = format!(
+        "13 1 0x01 {} {} {now_ns} {now_ns}\nname                            type data\n",
+        fields.len(),
+        fields.len() * 40
+    );
+    for (name, _, value) in fields {
+        text.push_str(&format!("{name:<32}4    {value}\n"));
+    }
+    text
+}
+
+/// MemAvailable of the host, in bytes (0 when /proc/meminfo cannot be read).
+pub fn memory_available() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemAvailable:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The columns of `tarn stat arc INTERVAL`: arcstat's default set.
+pub const ARCSTAT_COLUMNS: &[&str] = &[
+    "time", "read", "ddread", "ddh%", "dmread", "dmh%", "pread", "ph%", "size", "c", "avail",
+];
+
+/// One arcstat line for the change from `earlier` to `now` over `seconds`.
+pub fn arcstat_cells(
+    earlier: &BlockCacheStats,
+    now: &BlockCacheStats,
+    seconds: f64,
+    avail: u64,
+    time: &str,
+) -> Vec<Cell> {
+    let (a, b) = (&earlier.counters, &now.counters);
+    let rate = |count: u64| count_cell((count as f64 / seconds.max(1e-9)).round() as u64);
+    let percent = |hits: u64, total: u64| Cell::percent((hits * 100).checked_div(total));
+    let demand_data = |c: &tarn::cache::CacheCounters| c.demand_data_hits + c.demand_data_misses;
+    let demand_meta =
+        |c: &tarn::cache::CacheCounters| c.demand_metadata_hits + c.demand_metadata_misses;
+    let prefetch = |c: &tarn::cache::CacheCounters| {
+        c.prefetch_data_hits
+            + c.prefetch_data_misses
+            + c.prefetch_metadata_hits
+            + c.prefetch_metadata_misses
+    };
+    let prefetch_hits =
+        |c: &tarn::cache::CacheCounters| c.prefetch_data_hits + c.prefetch_metadata_hits;
+    let ddread = demand_data(b) - demand_data(a);
+    let dmread = demand_meta(b) - demand_meta(a);
+    let pread = prefetch(b) - prefetch(a);
+    vec![
+        Cell::text(time),
+        rate((b.hits + b.misses) - (a.hits + a.misses)),
+        rate(ddread),
+        percent(b.demand_data_hits - a.demand_data_hits, ddread),
+        rate(dmread),
+        percent(b.demand_metadata_hits - a.demand_metadata_hits, dmread),
+        rate(pread),
+        percent(prefetch_hits(b) - prefetch_hits(a), pread),
+        byte_cell(now.size_bytes),
+        byte_cell(now.c),
+        byte_cell(avail),
+    ]
+}
+
+fn fetch_arc(socket: &Path, pool: &str) -> Result<BlockCacheStats, Failure> {
+    fetch(
+        socket,
+        pool,
+        &Request::StatArc {
+            pool: pool.to_string(),
+        },
+        "arc",
+    )
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
+}
+
+pub fn run(
+    socket: &Path,
+    format: ListFormat,
+    pool: &str,
+    interval: Option<f64>,
+    count: Option<u64>,
+) -> Result<(), Failure> {
+    let (interval, reports) = repeat(interval, count)?;
+    let Some(interval) = interval else {
+        let stats = fetch_arc(socket, pool)?;
+        let fields = fields(&stats, memory_available());
+        if format.exact && !format.json && format.fields.is_none() {
+            out!("{}", kstat_text(&fields, unix_ns()).trim_end());
+            return Ok(());
+        }
+        if format.json {
+            let object: serde_json::Map<String, serde_json::Value> = fields
+                .iter()
+                .map(|(name, _, value)| (name.to_string(), serde_json::Value::from(*value)))
+                .collect();
+            out!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({ "arc": object })).expect("json")
+            );
+            return Ok(());
+        }
+        let rows: Vec<Vec<Cell>> = fields
+            .iter()
+            .map(|(name, bytes, value)| {
+                vec![
+                    Cell::text(*name),
+                    if *bytes {
+                        byte_cell(*value)
+                    } else {
+                        count_cell(*value)
+                    },
+                ]
+            })
+            .collect();
+        let mut reporter = Reporter::new(&["name", "value"], format)?;
+        return reporter.report(&rows, "arc");
+    };
+    let mut reporter = Reporter::new(ARCSTAT_COLUMNS, format)?;
+    let mut earlier = fetch_arc(socket, pool)?;
+    let mut then = Instant::now();
+    let started = then;
+    for report in 1..=reports {
+        let due = started + interval * report.min(u32::MAX as u64) as u32;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let now = fetch_arc(socket, pool)?;
+        let elapsed = then.elapsed().max(Duration::from_millis(1));
+        then = Instant::now();
+        let time = chrono_free_time_of_day(unix_ns());
+        let cells = arcstat_cells(
+            &earlier,
+            &now,
+            elapsed.as_secs_f64(),
+            memory_available(),
+            &time,
+        );
+        reporter.report(&[cells], "arc")?;
+        earlier = now;
+    }
+    Ok(())
+}
+
+/// HH:MM:SS (UTC) of a Unix time in nanoseconds, as arcstat's `time` column.
+fn chrono_free_time_of_day(unix_ns: u64) -> String {
+    let seconds = unix_ns / 1_000_000_000 % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kstat_lines_parse_as_arcstats_parsers_read_them() {
+        let mut stats = BlockCacheStats::default();
+        stats.counters.hits = 7;
+        stats.size_bytes = 4096;
+        let text = kstat_text(&fields(&stats, 1 << 30), 123);
+        let mut lines = text.lines();
+        assert!(lines.next().unwrap().starts_with("13 1 0x01 "));
+        assert_eq!(
+            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+            ["name", "type", "data"]
+        );
+        // node_exporter and arcstat split each line into name, type, value.
+        let parsed: Vec<(String, u64)> = lines
+            .map(|line| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                assert_eq!(words.len(), 3, "{line}");
+                assert_eq!(words[1], "4");
+                (words[0].to_string(), words[2].parse().unwrap())
+            })
+            .collect();
+        assert!(parsed.contains(&("hits".into(), 7)));
+        assert!(parsed.contains(&("size".into(), 4096)));
+        assert!(parsed.contains(&("memory_available_bytes".into(), 1 << 30)));
+    }
+
+    #[test]
+    fn arcstat_line_is_rates_and_hit_percentages() {
+        let earlier = BlockCacheStats::default();
+        let mut now = BlockCacheStats::default();
+        now.counters.hits = 30;
+        now.counters.misses = 10;
+        now.counters.demand_data_hits = 30;
+        now.counters.demand_data_misses = 10;
+        now.c = 1 << 20;
+        let cells = arcstat_cells(&earlier, &now, 2.0, 0, "00:00:01");
+        let exact: Vec<&str> = cells.iter().map(|cell| cell.exact.as_str()).collect();
+        assert_eq!(
+            exact,
+            ["00:00:01", "20", "20", "75", "0", "-", "0", "-", "0", "1048576", "0"]
+        );
+        assert_eq!(cells.len(), ARCSTAT_COLUMNS.len());
+    }
+}

@@ -1,0 +1,378 @@
+//! One shard of the adaptive replacement cache (OpenZFS arc.c, after Megiddo and Modha's ARC).
+//!
+//! # Theory
+//! Blocks live in one of two lists: MRU, for blocks used once lately, and MFU, for blocks used
+//! at least twice (more than [`ARC_MINTIME_NS`] apart, so that the several reads of one
+//! operation do not count as reuse). Each list has a *ghost* list: the keys and sizes of blocks
+//! evicted from it, without their contents. A miss on a ghost key is a sign that the list it
+//! names was too small: a hit in the MRU ghost raises `p`, the share of the cache the MRU may
+//! keep; a hit in the MFU ghost lowers it. A long sequential read fills the MRU and pushes
+//! out only MRU blocks (the MFU keeps its hot set unless `p` grows, which takes ghost hits):
+//! that is the scan resistance an LRU lacks.
+//!
+//! Data and metadata (indirect blocks, dnodes, directories, MOS objects) are kept in separate
+//! lists within each state, as the current OpenZFS ARC does, with a second adaptive target:
+//! the metadata share `meta`, raised by ghost hits on metadata (weighted by
+//! [`META_BALANCE`], OpenZFS's `zfs_arc_meta_balance` of 500%: metadata is favoured, since a
+//! missing indirect block costs a read before every data read under it) and lowered by ghost
+//! hits on data. Eviction takes from the state that is over its target, and within it from
+//! the kind that is over its target.
+//!
+//! A block read by prefetch enters the MRU marked as prefetched: its first demand read is
+//! counted as its first use (it stays in the MRU), and for [`PREFETCH_MIN_NS`] after it was
+//! read eviction passes it over, so that the reader it was fetched for finds it.
+//!
+//! # Cost
+//! Every operation is O(log n) in the shard (a hash map for entries, one ordered map per list
+//! keyed by a generation number); ghost lists are bounded so that live and ghost bytes together
+//! stay under twice the target.
+//!
+//! Time comes from the cache's clock (nanoseconds), a logical clock in tests.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::{BlockKey, BlockKind, CacheCounters};
+
+/// A block in the MRU is promoted to the MFU only when used again at least this long after its
+/// first use (OpenZFS ARC_MINTIME, about 62 ms).
+pub const ARC_MINTIME_NS: u64 = 62_500_000;
+/// Prefetched blocks are not evicted for this long after they were read (zfs_arc_min_prefetch_ms).
+pub const PREFETCH_MIN_NS: u64 = 1_000_000_000;
+/// Ghost hits on metadata count this many percent of ghost hits on data when adapting the
+/// metadata share (zfs_arc_meta_balance).
+pub const META_BALANCE: u64 = 500;
+/// How many protected (recently prefetched) entries eviction passes over before it evicts one
+/// anyway.
+const EVICT_SKIP_MAX: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Mru = 0,
+    Mfu = 1,
+    MruGhost = 2,
+    MfuGhost = 3,
+}
+
+impl State {
+    fn is_ghost(self) -> bool {
+        matches!(self, State::MruGhost | State::MfuGhost)
+    }
+
+    fn ghost(self) -> State {
+        match self {
+            State::Mru | State::MruGhost => State::MruGhost,
+            State::Mfu | State::MfuGhost => State::MfuGhost,
+        }
+    }
+}
+
+fn list_index(state: State, kind: BlockKind) -> usize {
+    state as usize * 2 + kind as usize
+}
+
+struct Entry {
+    /// `None` in a ghost list.
+    contents: Option<Arc<Vec<u8>>>,
+    size: u64,
+    state: State,
+    kind: BlockKind,
+    generation: u64,
+    /// When the block was last used in a way that counts (clock ns).
+    accessed: u64,
+    /// Read by prefetch and not yet by a demand read.
+    prefetched: bool,
+}
+
+/// One shard: its entries, its eight lists and its targets.
+pub struct Shard {
+    entries: HashMap<BlockKey, Entry>,
+    /// Per (state, kind): generation → key, oldest first.
+    lists: [BTreeMap<u64, BlockKey>; 8],
+    /// Bytes per (state, kind).
+    sizes: [u64; 8],
+    generation: u64,
+    /// Target live bytes.
+    pub c: u64,
+    /// Target bytes of the MRU.
+    pub p: u64,
+    /// Target bytes of metadata.
+    pub meta: u64,
+    pub counters: CacheCounters,
+}
+
+/// Whether a read is on demand or by prefetch, and of what kind of block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub kind: BlockKind,
+    pub prefetch: bool,
+}
+
+impl Shard {
+    pub fn new(c: u64) -> Shard {
+        Shard {
+            entries: HashMap::new(),
+            lists: Default::default(),
+            sizes: [0; 8],
+            generation: 0,
+            c,
+            p: c / 2,
+            meta: c / 2,
+            counters: CacheCounters::default(),
+        }
+    }
+
+    fn size_of(&self, state: State) -> u64 {
+        self.sizes[list_index(state, BlockKind::Data)]
+            + self.sizes[list_index(state, BlockKind::Metadata)]
+    }
+
+    fn kind_size(&self, kind: BlockKind) -> u64 {
+        self.sizes[list_index(State::Mru, kind)] + self.sizes[list_index(State::Mfu, kind)]
+    }
+
+    /// Live bytes (MRU and MFU).
+    pub fn live(&self) -> u64 {
+        self.size_of(State::Mru) + self.size_of(State::Mfu)
+    }
+
+    pub fn live_entries(&self) -> u64 {
+        (self.lists[0].len() + self.lists[1].len() + self.lists[2].len() + self.lists[3].len())
+            as u64
+    }
+
+    /// Bytes by (state, kind), for the counters.
+    pub fn bytes(&self, state: State, kind: BlockKind) -> u64 {
+        self.sizes[list_index(state, kind)]
+    }
+
+    fn unlink(&mut self, key: &BlockKey) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        let index = list_index(entry.state, entry.kind);
+        self.lists[index].remove(&entry.generation);
+        self.sizes[index] -= entry.size;
+        Some(entry)
+    }
+
+    /// Put `entry` at the head (newest end) of its state's list.
+    fn link(&mut self, key: BlockKey, mut entry: Entry) {
+        self.generation += 1;
+        entry.generation = self.generation;
+        let index = list_index(entry.state, entry.kind);
+        self.lists[index].insert(entry.generation, key);
+        self.sizes[index] += entry.size;
+        self.entries.insert(key, entry);
+    }
+
+    /// A read of `key`: the contents on a hit, moving the block as ARC does.
+    pub fn get(&mut self, key: &BlockKey, access: Access, now: u64) -> Option<Arc<Vec<u8>>> {
+        let Some(entry) = self.entries.get(key) else {
+            self.counters.miss(access);
+            return None;
+        };
+        match entry.state {
+            State::MruGhost | State::MfuGhost => {
+                if entry.state == State::MruGhost {
+                    self.counters.mru_ghost_hits += 1;
+                } else {
+                    self.counters.mfu_ghost_hits += 1;
+                }
+                self.counters.miss(access);
+                None
+            }
+            state => {
+                self.counters.hit(access);
+                if state == State::Mru {
+                    self.counters.mru_hits += 1;
+                } else {
+                    self.counters.mfu_hits += 1;
+                }
+                let mut entry = self.unlink(key).expect("present");
+                let contents = entry.contents.clone();
+                if entry.prefetched && !access.prefetch {
+                    // The first demand read of a prefetched block is its first use.
+                    entry.prefetched = false;
+                    entry.accessed = now;
+                } else if state == State::Mru {
+                    if now.saturating_sub(entry.accessed) > ARC_MINTIME_NS {
+                        entry.state = State::Mfu;
+                        entry.accessed = now;
+                    }
+                } else {
+                    entry.accessed = now;
+                }
+                self.link(*key, entry);
+                contents
+            }
+        }
+    }
+
+    /// Cache `contents` under `key` after a read (or a write); returns false, caching nothing,
+    /// when the block is larger than the shard's target.
+    pub fn insert(
+        &mut self,
+        key: BlockKey,
+        contents: Arc<Vec<u8>>,
+        access: Access,
+        now: u64,
+    ) -> bool {
+        let size = contents.len() as u64;
+        let previous = self.unlink(&key);
+        if size > self.c {
+            self.counters.refused += 1;
+            if previous
+                .as_ref()
+                .is_some_and(|entry| !entry.state.is_ghost())
+            {
+                self.counters.removed += 1;
+            }
+            return false;
+        }
+        let state = match &previous {
+            Some(previous) if previous.state.is_ghost() => {
+                self.adapt(previous.state, previous.kind, previous.size);
+                State::Mfu
+            }
+            // A replacement (a block rewritten in place in its own txg) keeps its place.
+            Some(previous) => previous.state,
+            None => State::Mru,
+        };
+        self.link(
+            key,
+            Entry {
+                contents: Some(contents),
+                size,
+                state,
+                kind: access.kind,
+                generation: 0,
+                accessed: now,
+                prefetched: access.prefetch && state == State::Mru,
+            },
+        );
+        self.counters.inserted += 1;
+        self.evict(now);
+        true
+    }
+
+    /// A ghost hit on a block of `size` bytes that had been evicted from `ghost`'s list.
+    fn adapt(&mut self, ghost: State, kind: BlockKind, size: u64) {
+        let (mru_ghost, mfu_ghost) = (self.size_of(State::MruGhost), self.size_of(State::MfuGhost));
+        if ghost == State::MruGhost {
+            let delta = (size * mfu_ghost / mru_ghost.max(1)).max(size);
+            self.p = (self.p + delta).min(self.c);
+        } else {
+            let delta = (size * mru_ghost / mfu_ghost.max(1)).max(size);
+            self.p = self.p.saturating_sub(delta);
+        }
+        // The metadata share moves with ghost hits of each kind, metadata weighted up.
+        let (floor, ceiling) = (self.c / 8, self.c - self.c / 8);
+        self.meta = match kind {
+            BlockKind::Metadata => (self.meta + size * META_BALANCE / 100).min(ceiling),
+            BlockKind::Data => self.meta.saturating_sub(size).max(floor),
+        };
+    }
+
+    /// Evict until the live bytes are within `c`, then trim the ghost lists.
+    fn evict(&mut self, now: u64) {
+        while self.live() > self.c {
+            let (mru, mfu) = (self.size_of(State::Mru), self.size_of(State::Mfu));
+            let state = if (mru > self.p && mru > 0) || mfu == 0 {
+                State::Mru
+            } else {
+                State::Mfu
+            };
+            let metadata = self.kind_size(BlockKind::Metadata);
+            let has = |kind| self.sizes[list_index(state, kind)] > 0;
+            let kind =
+                if (metadata > self.meta && has(BlockKind::Metadata)) || !has(BlockKind::Data) {
+                    BlockKind::Metadata
+                } else {
+                    BlockKind::Data
+                };
+            let victim = self.victim(state, kind, now);
+            let mut entry = self.unlink(&victim).expect("listed");
+            entry.contents = None;
+            entry.state = state.ghost();
+            entry.prefetched = false;
+            self.link(victim, entry);
+            self.counters.evicted += 1;
+        }
+        while self.size_of(State::MruGhost) + self.size_of(State::MfuGhost) > self.c {
+            let state = if self.size_of(State::MruGhost) >= self.size_of(State::MfuGhost) {
+                State::MruGhost
+            } else {
+                State::MfuGhost
+            };
+            let oldest = [BlockKind::Data, BlockKind::Metadata]
+                .into_iter()
+                .filter_map(|kind| self.lists[list_index(state, kind)].first_key_value())
+                .min_by_key(|(generation, _)| **generation)
+                .map(|(_, key)| *key)
+                .expect("a non-empty ghost list");
+            self.unlink(&oldest);
+        }
+    }
+
+    /// The oldest entry of (state, kind), passing over recently prefetched blocks (a bounded
+    /// number of them).
+    fn victim(&mut self, state: State, kind: BlockKind, now: u64) -> BlockKey {
+        let list = &self.lists[list_index(state, kind)];
+        let mut first = None;
+        let mut skipped = 0;
+        let mut chosen = None;
+        for (_, key) in list.iter().take(EVICT_SKIP_MAX) {
+            first.get_or_insert(*key);
+            let entry = &self.entries[key];
+            if entry.prefetched && now.saturating_sub(entry.accessed) < PREFETCH_MIN_NS {
+                skipped += 1;
+                continue;
+            }
+            chosen = Some(*key);
+            break;
+        }
+        self.counters.evict_skip += skipped;
+        chosen.or(first).expect("the chosen list is not empty")
+    }
+
+    /// Drop `key` (freed or rewritten): live or ghost.
+    pub fn remove(&mut self, key: &BlockKey) -> Option<Arc<Vec<u8>>> {
+        let entry = self.unlink(key)?;
+        if entry.contents.is_some() {
+            self.counters.removed += 1;
+        }
+        entry.contents
+    }
+
+    pub fn contains(&self, key: &BlockKey) -> bool {
+        self.entries
+            .get(key)
+            .is_some_and(|entry| !entry.state.is_ghost())
+    }
+
+    /// Drop everything, ghosts included.
+    pub fn clear(&mut self) {
+        self.counters.removed += self.live_entries();
+        self.entries.clear();
+        self.lists = Default::default();
+        self.sizes = [0; 8];
+    }
+
+    /// Check the bookkeeping (tests).
+    #[cfg(test)]
+    pub fn check(&self) {
+        let mut sizes = [0u64; 8];
+        for (key, entry) in &self.entries {
+            let index = list_index(entry.state, entry.kind);
+            sizes[index] += entry.size;
+            assert_eq!(self.lists[index].get(&entry.generation), Some(key));
+            assert_eq!(entry.contents.is_none(), entry.state.is_ghost());
+        }
+        assert_eq!(sizes, self.sizes);
+        assert_eq!(
+            self.entries.len(),
+            self.lists.iter().map(BTreeMap::len).sum::<usize>()
+        );
+        assert!(self.live() <= self.c);
+        assert!(self.size_of(State::MruGhost) + self.size_of(State::MfuGhost) <= self.c);
+    }
+}
