@@ -140,8 +140,14 @@ tunables! {
     dnode_block_size: u32 = 16 << 10,
     /// Default recordsize for file systems.
     recordsize: u32 = 128 << 10,
-    /// Bytes the block cache may hold (the ARC's arc_c_max, until the ARC replaces it).
+    /// The ARC's ceiling and starting target in bytes (zfs_arc_max; see cache/pressure.rs for
+    /// why it is small: the kernel page cache above FUSE caches file data too).
     arc_max: u64 = 256 << 20,
+    /// The ARC's floor under memory pressure in bytes (zfs_arc_min; 0: arc_max / 4, at least
+    /// 1 MiB).
+    arc_min: u64 = 0,
+    /// Free memory the ARC leaves the host, in bytes (zfs_arc_sys_free; 0: 1/32 of memory).
+    arc_sys_free: u64 = 0,
     /// 1 turns predictive prefetch of sequentially read file data off, 0 leaves it on
     /// (zfs_prefetch_disable).
     zfs_prefetch_disable: u32 = 0,

@@ -75,6 +75,7 @@ pub fn fields(stats: &BlockCacheStats, memory_available: u64) -> Vec<Field> {
         ("mfu_ghost_size", true, stats.mfu_ghost_size),
         ("buffers", false, stats.entries),
         ("shards", false, stats.shards),
+        ("shrinks", false, stats.shrinks),
         ("memory_available_bytes", true, memory_available),
     ]
 }

@@ -125,8 +125,14 @@ impl BlockIo {
         let alloc_unit_shift = vdevs.tops.iter().map(|top| top.ashift).min().unwrap_or(9);
         vdevs.configure_queues(crate::vdev::QueueLimits::from_tunables(&tunables), None);
         let writes = WriteQueue::new(vdevs.clone());
+        let cache = Arc::new(BlockCache::with_limits(
+            tunables.arc_min,
+            tunables.arc_max,
+            crate::cache::monotonic_clock(),
+        ));
+        cache.start_reaper(tunables.arc_sys_free);
         BlockIo {
-            cache: Arc::new(BlockCache::new(tunables.arc_max)),
+            cache,
             vdevs,
             space,
             tunables,

@@ -254,6 +254,15 @@ impl Shard {
         true
     }
 
+    /// Set the target to `c` (memory pressure shrinks it, calm grows it back), evicting at once
+    /// down to it.
+    pub fn set_target(&mut self, c: u64, now: u64) {
+        self.c = c.max(1);
+        self.p = self.p.min(self.c);
+        self.meta = self.meta.min(self.c - self.c / 8).max(self.c / 8);
+        self.evict(now);
+    }
+
     /// A ghost hit on a block of `size` bytes that had been evicted from `ghost`'s list.
     fn adapt(&mut self, ghost: State, kind: BlockKind, size: u64) {
         let (mru_ghost, mfu_ghost) = (self.size_of(State::MruGhost), self.size_of(State::MfuGhost));

@@ -40,7 +40,7 @@
 //! # Locking
 //!
 //! The cache is split into shards by key hash (up to [`SHARDS_MAX`], each at least
-//! [`SHARD_MIN_BYTES`] of the target), each an independent ARC behind its own mutex, so reads
+//! [`SHARD_MIN_BYTES`] of the floor `c_min`), each an independent ARC behind its own mutex, so reads
 //! of different blocks rarely meet on a lock (no global mutex on the read path). A shard lock
 //! is never held across I/O or a call out of this module; contents are shared as
 //! `Arc<Vec<u8>>`, so a reader keeps its buffer after eviction without copying.
@@ -55,6 +55,7 @@
 //! Nothing to recover: the cache holds only copies of verified, durable-or-syncing blocks.
 
 pub mod arc;
+pub mod pressure;
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -68,8 +69,9 @@ use arc::{Access, Shard, State};
 
 /// Most shards a cache is split into.
 pub const SHARDS_MAX: u64 = 16;
-/// Least target bytes per shard (so that a shard holds many of the largest blocks).
-pub const SHARD_MIN_BYTES: u64 = 16 << 20;
+/// Least target bytes per shard at the floor `c_min` (so that a shard shrunk as far as it goes
+/// still holds a few of the largest blocks).
+pub const SHARD_MIN_BYTES: u64 = 4 << 20;
 
 /// The identity of a block's contents: first DVA's vdev and offset, and physical birth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -215,12 +217,15 @@ pub struct BlockCacheStats {
     pub mru_ghost_size: u64,
     pub mfu_ghost_size: u64,
     pub shards: u64,
+    /// Times memory pressure shrank the target.
+    #[serde(default)]
+    pub shrinks: u64,
 }
 
 /// Where the cache's time comes from: the monotonic clock, or a logical one (tests).
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-fn monotonic_clock() -> Clock {
+pub fn monotonic_clock() -> Clock {
     let origin = std::time::Instant::now();
     Arc::new(move || origin.elapsed().as_nanos() as u64)
 }
@@ -232,6 +237,7 @@ pub struct BlockCache {
     clock: Clock,
     c_min: u64,
     c_max: u64,
+    shrinks: std::sync::atomic::AtomicU64,
 }
 
 impl BlockCache {
@@ -242,15 +248,84 @@ impl BlockCache {
 
     /// An empty cache reading time from `clock` (nanoseconds).
     pub fn with_clock(max_bytes: u64, clock: Clock) -> BlockCache {
-        let shards = (max_bytes / SHARD_MIN_BYTES).clamp(1, SHARDS_MAX);
+        BlockCache::with_limits(0, max_bytes, clock)
+    }
+
+    /// An empty cache with target and ceiling `max_bytes` and floor `min_bytes` (0: a quarter
+    /// of the ceiling, at least 1 MiB), reading time from `clock`.
+    pub fn with_limits(min_bytes: u64, max_bytes: u64, clock: Clock) -> BlockCache {
+        let c_min = match min_bytes {
+            0 => (max_bytes / 4).max(1 << 20),
+            bytes => bytes,
+        }
+        .min(max_bytes);
+        let shards = (c_min / SHARD_MIN_BYTES).clamp(1, SHARDS_MAX);
         BlockCache {
             shards: (0..shards)
                 .map(|_| Mutex::new(Shard::new(max_bytes / shards)))
                 .collect(),
             hasher: std::collections::hash_map::RandomState::new(),
             clock,
-            c_min: (max_bytes / 32).max(1 << 20).min(max_bytes),
+            c_min,
             c_max: max_bytes,
+            shrinks: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The current target `c`.
+    pub fn target(&self) -> u64 {
+        self.shards.iter().map(|shard| shard.lock().c).sum()
+    }
+
+    /// Set the target `c` (clamped to [`c_min`, `c_max`]) and evict down to it at once.
+    pub fn set_target(&self, c: u64) {
+        let c = c.clamp(self.c_min, self.c_max);
+        let per_shard = c / self.shards.len() as u64;
+        let now = (self.clock)();
+        for shard in &self.shards {
+            shard.lock().set_target(per_shard, now);
+        }
+    }
+
+    /// Watch memory (see [`pressure`]) from a thread of its own, shrinking and growing the
+    /// target, until the cache is dropped. `arc_sys_free`: free memory to leave the host
+    /// (0: 1/32 of memory).
+    pub fn start_reaper(self: &Arc<Self>, arc_sys_free: u64) {
+        let cache = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("arc_reap".into())
+            .spawn(move || {
+                let mut calm_since = std::time::Instant::now();
+                loop {
+                    std::thread::sleep(pressure::REAP_INTERVAL);
+                    let Some(cache) = cache.upgrade() else {
+                        return;
+                    };
+                    let c = cache.target();
+                    let short = pressure::shortfall(&pressure::read_memory(), c, arc_sys_free);
+                    if short > 0 {
+                        calm_since = std::time::Instant::now();
+                    }
+                    let may_grow = calm_since.elapsed() >= pressure::GROW_RETRY;
+                    let next = pressure::next_target(c, cache.c_min, cache.c_max, short, may_grow);
+                    if next < c {
+                        cache.set_target(next);
+                        cache
+                            .shrinks
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        log::info!(
+                            "arc: memory pressure ({short} bytes short): target {c} -> {next} bytes"
+                        );
+                        pressure::release_freed_memory();
+                    } else if next > c {
+                        cache.set_target(next);
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            log::warn!(
+                "arc: no reaper thread, the ARC will not shrink under memory pressure: {error}"
+            );
         }
     }
 
@@ -301,6 +376,7 @@ impl BlockCache {
             c_min: self.c_min,
             c_max: self.c_max,
             shards: self.shards.len() as u64,
+            shrinks: self.shrinks.load(std::sync::atomic::Ordering::Relaxed),
             ..BlockCacheStats::default()
         };
         for shard in &self.shards {
