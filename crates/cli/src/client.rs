@@ -131,12 +131,16 @@ pub fn ping(socket: &Path) -> Option<u32> {
 /// Start a detached daemon on `socket` and wait until it answers; returns its pid. Fails if it
 /// does not come up, quoting the end of its log.
 pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
-    start_daemon_logging(socket, None)
+    start_daemon_logging(socket, None, None)
 }
 
 /// `start_daemon`, the daemon logging at `log_level` (`tarn daemon --log-level`) instead of
 /// `$RUST_LOG`'s level.
-pub fn start_daemon_logging(socket: &Path, log_level: Option<&str>) -> Result<u32, Failure> {
+pub fn start_daemon_logging(
+    socket: &Path,
+    log_level: Option<&str>,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<u32, Failure> {
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
             Failure(format!(
@@ -169,6 +173,9 @@ pub fn start_daemon_logging(socket: &Path, log_level: Option<&str>) -> Result<u3
         .current_dir("/");
     if let Some(level) = log_level {
         command.arg("--log-level").arg(level);
+    }
+    if let Some(addr) = metrics {
+        command.arg("--metrics").arg(addr.to_string());
     }
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {

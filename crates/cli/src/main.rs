@@ -65,6 +65,7 @@ mod client;
 mod daemon;
 mod error;
 mod format;
+mod metrics;
 mod ops;
 mod output;
 mod protocol;
@@ -223,6 +224,10 @@ enum Command {
         /// syntax); default: $RUST_LOG, else info.
         #[arg(long = "log-level", value_name = "LEVEL", conflicts_with = "stop")]
         log_level: Option<String>,
+        /// Serve every stat table in the Prometheus/OpenMetrics text format at
+        /// http://ADDR/metrics (for example 127.0.0.1:9134).
+        #[arg(long, value_name = "ADDR", conflicts_with = "stop")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
@@ -406,6 +411,7 @@ fn daemon_verb(
     foreground: bool,
     stop: bool,
     log_level: Option<&str>,
+    metrics: Option<std::net::SocketAddr>,
 ) -> Result<Status, Failure> {
     if stop {
         match client::stop_daemon(socket)? {
@@ -416,7 +422,7 @@ fn daemon_verb(
     }
     if foreground {
         daemon::init_logging(log_level);
-        daemon::run_foreground(socket)?;
+        daemon::run_foreground(socket, metrics)?;
         return Ok(0);
     }
     if let Some(pid) = client::ping(socket) {
@@ -425,7 +431,7 @@ fn daemon_verb(
             socket.display()
         )));
     }
-    let pid = client::start_daemon_logging(socket, log_level)?;
+    let pid = client::start_daemon_logging(socket, log_level, metrics)?;
     out!(
         "tarn daemon {pid} listening on {} (log: {})",
         socket.display(),
@@ -570,7 +576,8 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             foreground,
             stop,
             log_level,
-        } => daemon_verb(socket, foreground, stop, log_level.as_deref()),
+            metrics,
+        } => daemon_verb(socket, foreground, stop, log_level.as_deref(), metrics),
         Command::Quickstart { dir } => {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)

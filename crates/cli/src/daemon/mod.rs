@@ -141,8 +141,18 @@ pub fn init_logging(level: Option<&str>) {
         .ok();
 }
 
+/// What `tarn daemon --metrics` exports about `pool`.
+fn pool_metrics(pool: &tarn::pool::Pool) -> crate::metrics::PoolMetrics {
+    crate::metrics::PoolMetrics {
+        name: pool.name().to_string(),
+        arc: pool.arc_stats(),
+        iostat: pool.iostat(),
+        txgs: pool.txg_history(),
+    }
+}
+
 /// Run the daemon in this process until it is told to stop or has no pools left.
-pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
+pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> Result<(), Failure> {
     let tunables = Tunables::from_env().map_err(Failure)?;
     let socket = ops::absolute(socket);
     if let Some(parent) = socket.parent() {
@@ -201,6 +211,17 @@ pub fn run_foreground(socket: &Path) -> Result<(), Failure> {
         tunables,
         socket: socket.clone(),
     });
+    if let Some(addr) = metrics {
+        let bound = crate::metrics::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
+            daemon
+                .pools()
+                .iter()
+                .map(|pool| pool_metrics(pool))
+                .collect()
+        })
+        .map_err(Failure)?;
+        info!("serving metrics at http://{bound}/metrics");
+    }
     serve(&daemon, &listener);
 
     // Stop: no new connections, refuse new requests, let the ones in flight finish.

@@ -51,8 +51,12 @@ pub struct StatFormatArgs {
 pub struct StatArgs {
     #[command(flatten)]
     pub format: StatFormatArgs,
+    /// Every table of every pool the daemon holds, in the Prometheus/OpenMetrics text format
+    /// (the text `tarn daemon --metrics` serves).
+    #[arg(long, conflicts_with_all = ["json", "no_header", "exact"])]
+    pub prometheus: bool,
     #[command(subcommand)]
-    pub table: StatCommand,
+    pub table: Option<StatCommand>,
 }
 
 impl StatFormatArgs {
@@ -552,9 +556,52 @@ fn resolve_pool(socket: &Path, pool: Option<String>) -> Result<String, Failure> 
     }
 }
 
+/// `tarn stat --prometheus`: every table of every pool the daemon holds.
+fn prometheus(socket: &Path) -> Result<(), Failure> {
+    let pools: Vec<String> = client::ask_if_running(socket, &Request::Ping)?
+        .and_then(|response| serde_json::from_value(response.data["pools"].clone()).ok())
+        .unwrap_or_default();
+    let mut metrics = Vec::new();
+    for pool in pools {
+        metrics.push(crate::metrics::PoolMetrics {
+            arc: fetch(
+                socket,
+                &pool,
+                &Request::StatArc { pool: pool.clone() },
+                "arc",
+            )?,
+            txgs: fetch(
+                socket,
+                &pool,
+                &Request::StatTxgs { pool: pool.clone() },
+                "txgs",
+            )?,
+            iostat: super::iostat::fetch(socket, Some(&pool))?
+                .into_iter()
+                .next()
+                .map(|(_, iostat)| iostat)
+                .ok_or_else(|| Failure(format!("no I/O counters for pool {pool:?}")))?,
+            name: pool,
+        });
+    }
+    out!("{}", crate::metrics::render(&metrics).trim_end());
+    Ok(())
+}
+
 pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
     let format = command.format.format();
-    match command.table {
+    if command.prometheus {
+        if command.table.is_some() {
+            return Err(Failure("--prometheus prints every table: name none".into()));
+        }
+        return prometheus(socket);
+    }
+    let Some(table) = command.table else {
+        return Err(Failure(
+            "name a table (txgs, vdev_queue, arc) or give --prometheus".into(),
+        ));
+    };
+    match table {
         StatCommand::Txgs { words } => {
             let (pool, interval, count) = parse_words(&words)?;
             let pool = resolve_pool(socket, pool)?;
