@@ -62,6 +62,10 @@
 //! | `Busy` | EBUSY |
 //! | `ReadOnly` | EROFS |
 //! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
+//! | `NoData` | ENODATA |
+//! | `NotSupported` | EOPNOTSUPP |
+//! | `Range` | ERANGE |
+//! | `TooBig` | E2BIG |
 //!
 //! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
 //! creating `.zfs` in the root EEXIST; a rename or link between the head and a snapshot (or two
@@ -111,7 +115,7 @@ use fuser::{
     BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags,
     RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 use tarn::fs::{Attr, FileKind, FileSystem, FsError, SetAttr, Timestamp};
@@ -148,6 +152,10 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::Busy(_) => Errno::EBUSY,
         FsError::ReadOnly => Errno::EROFS,
         FsError::Corrupt(_) | FsError::Engine(_) => Errno::EIO,
+        FsError::NoData => Errno::ENODATA,
+        FsError::NotSupported => Errno::EOPNOTSUPP,
+        FsError::Range => Errno::ERANGE,
+        FsError::TooBig => Errno::E2BIG,
     }
 }
 
@@ -346,6 +354,30 @@ fn file_type(kind: FileKind) -> FileType {
 
 fn bytes(name: &OsStr) -> &[u8] {
     name.as_bytes()
+}
+
+/// Answer a getxattr or listxattr with `value`, following the FUSE size probe: size 0 asks
+/// for the length, a buffer too small is ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if (size as usize) < value.len() {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+impl TarnFuse {
+    /// The file system and object an xattr request reads: the head's or a snapshot's; None
+    /// for the control directories, which have no xattrs.
+    fn xattr_target(&self, ino: INodeNo) -> Result<Option<(Arc<FileSystem>, u64)>, Errno> {
+        Ok(match self.resolve(ino)? {
+            Node::Head(object) => Some((self.fs.clone(), object)),
+            Node::Snapshot(snapshot, object) => Some((snapshot.fs.clone(), object)),
+            Node::ZfsDir | Node::SnapshotDir => None,
+        })
+    }
 }
 
 impl Filesystem for TarnFuse {
@@ -741,6 +773,74 @@ impl Filesystem for TarnFuse {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        // Only macOS sends a position (resource forks).
+        if position != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
+        let result = self.fs.setxattr(ino, bytes(name), value, flags as u32);
+        if result.is_ok() {
+            self.changed(&[ino]);
+        }
+        self.reply_empty(reply, result, "setxattr");
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let result = match self.xattr_target(ino) {
+            Ok(Some((fs, object))) => fs.getxattr(object, bytes(name)),
+            Ok(None) => Err(FsError::NoData),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(value) => reply_xattr(reply, size, &value),
+            Err(error) => reply.error(self.fail("getxattr", error)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let result = match self.xattr_target(ino) {
+            Ok(Some((fs, object))) => fs.listxattr(object),
+            Ok(None) => Ok(Vec::new()),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(names) => {
+                let mut list = Vec::new();
+                for name in names {
+                    list.extend_from_slice(&name);
+                    list.push(0);
+                }
+                reply_xattr(reply, size, &list)
+            }
+            Err(error) => reply.error(self.fail("listxattr", error)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
+        let result = self.fs.removexattr(ino, bytes(name));
+        if result.is_ok() {
+            self.changed(&[ino]);
+        }
+        self.reply_empty(reply, result, "removexattr");
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -78,6 +78,7 @@
 pub mod phys;
 mod rename;
 mod unlinked;
+pub mod xattr;
 
 use unlinked::Dropped;
 
@@ -100,6 +101,7 @@ use phys::{
     ZNODE_FLAG_UNLINKED,
 };
 pub use phys::{FileKind, Timestamp};
+pub use xattr::{XattrLayout, XATTR_CREATE, XATTR_REPLACE};
 
 /// Longest name in a directory, in bytes.
 pub const NAME_LEN_MAX: usize = 255;
@@ -158,6 +160,18 @@ pub enum FsError {
     Engine(String),
     #[error("read-only file system")]
     ReadOnly,
+    /// No such extended attribute (ENODATA).
+    #[error("no such extended attribute")]
+    NoData,
+    /// An operation or name this file system does not support (EOPNOTSUPP).
+    #[error("operation not supported")]
+    NotSupported,
+    /// A name or result does not fit its limit (ERANGE).
+    #[error("result or name out of range")]
+    Range,
+    /// A value larger than the largest allowed (E2BIG).
+    #[error("value too large")]
+    TooBig,
 }
 
 impl From<ObjectError> for FsError {
@@ -274,6 +288,8 @@ pub struct FsConfig {
     pub checksum: ChecksumType,
     pub compression: Compression,
     pub copies: u8,
+    /// Where new xattrs go (the `xattr` property).
+    pub xattr: XattrLayout,
 }
 
 impl FsConfig {
@@ -287,6 +303,7 @@ impl FsConfig {
             checksum: ChecksumType::Fletcher4,
             compression: Compression::Lz4,
             copies: 1,
+            xattr: XattrLayout::Sa,
         }
     }
 }
@@ -426,6 +443,8 @@ impl FileSystem {
             flags: 0,
             rdev: 0,
             inline_target: Vec::new(),
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
         };
         objset.set_bonus(&tx, root, ObjectType::None, &znode.encode())?;
         kv::create(&mut KvObject::new(objset, root, Some(tx))?).map_err(kv_error(root.0))?;
@@ -923,6 +942,8 @@ impl FileSystem {
                 0
             },
             inline_target,
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
         };
         let hold = self.txgs.assign()?;
         let tx = hold.tx();

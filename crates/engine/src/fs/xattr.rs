@@ -1,0 +1,438 @@
+//! Extended attributes (OpenZFS zfs_xattr.c, zfs_sa.c): get, set, list and remove, stored
+//! as system attributes in the znode's bonus buffer (`xattr=sa`) or in a hidden per-file
+//! directory (`xattr=dir`).
+//!
+//! # Where an xattr lives
+//! - *SA*: small xattrs are packed after the znode in its object's bonus buffer (the SA
+//!   region, byte layout in [`phys::Znode`]). Reading one costs nothing beyond the znode that
+//!   every operation reads anyway, and setting one rewrites only the dnode.
+//! - *Directory*: the znode names a hidden key/value object, the file's *xattr directory*
+//!   (it is in no directory, so no path reaches it). Key = the xattr's full name, value = a
+//!   [`XattrDirValue`]: the value itself up to [`XATTR_DIR_INLINE_MAX`] bytes, else the number
+//!   of a plain object holding it (one block, sized to the value).
+//!
+//! With `xattr=sa` (the default) a set goes to the SA region when the whole region, with the
+//! new value, still fits the bonus buffer, and to the directory otherwise (OpenZFS's spill
+//! falls back to the directory the same way once the SA area is full); with `xattr=dir` it
+//! always goes to the directory. A name lives in exactly one place: a set that moves it
+//! removes it from the other in the same transaction. Reads look in both, so changing the
+//! property affects only later sets.
+//!
+//! # Names and limits (as Linux and ext4)
+//! Names carry a namespace: `user.`, `trusted.`, `security.` or `system.`; any other is
+//! [`FsError::NotSupported`] (EOPNOTSUPP), an empty suffix [`FsError::Invalid`]. Names are
+//! 1..=255 bytes ([`FsError::Range`], ERANGE, beyond), values at most 64 KiB
+//! ([`FsError::TooBig`], E2BIG). The list of one file's names (each with its NUL) stays within
+//! 64 KiB, what `listxattr` can return at all; a set that would pass it is
+//! [`FsError::NoSpace`] (ENOSPC, as ext4 when an inode's xattr space is full). Missing names
+//! are [`FsError::NoData`] (ENODATA); `XATTR_CREATE` on an existing name is
+//! [`FsError::Exists`], `XATTR_REPLACE` on a missing one [`FsError::NoData`]. A snapshot's
+//! file system refuses every change ([`FsError::ReadOnly`]). The access checks (trusted needs
+//! CAP_SYS_ADMIN, user xattrs only on regular files and directories, write permission) are
+//! the kernel's, before a request reaches the engine.
+//!
+//! # Locking, transactions, cost
+//! A change takes the inode's stripe lock, reads the znode (and looks the name up in the
+//! directory) before its transaction, then makes every change in one transaction: the value
+//! object first (so that a write refused for lack of space changes nothing), then the
+//! directory entry, then the znode (ctime, SA region, directory pointer). A set in the SA
+//! region dirties one dnode; a set in the directory dirties the directory's blocks on its path
+//! and, for values over 1 KiB, one new object. Adding a new name to a directory also lists
+//! the directory once to enforce the list limit.
+//!
+//! # Crash behaviour and freeing
+//! Each change is one transaction, so after a crash an xattr is wholly old or wholly new.
+//! Removing a file ([`FileSystem::remove_inode`]) removes its xattr directory and every value
+//! object in the same transaction as the file's own object, so no space is left behind.
+
+use super::phys::{SaXattr, XattrDirValue, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX};
+use super::*;
+
+pub use super::phys::XATTR_VALUE_LEN_MAX;
+
+/// `setxattr` flag: fail with [`FsError::Exists`] if the name exists (Linux's value).
+pub const XATTR_CREATE: u32 = 1;
+/// `setxattr` flag: fail with [`FsError::NoData`] if the name does not exist (Linux's value).
+pub const XATTR_REPLACE: u32 = 2;
+/// Largest `listxattr` result (Linux's XATTR_LIST_MAX): names, each followed by a NUL.
+pub const XATTR_LIST_BYTES_MAX: usize = 65536;
+/// The namespaces Linux knows; a name starts with one of them.
+pub const XATTR_NAMESPACES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
+/// Block size of xattr directories (key/value objects: 4 KiB is the smallest they take).
+const XATTR_DIR_BLOCK_SIZE: u32 = 4096;
+/// Entries read per listing of an xattr directory.
+const XATTR_LIST_BATCH: usize = 256;
+
+/// Where `xattr` (the dataset property) puts new xattrs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XattrLayout {
+    /// In the znode's bonus buffer while they fit, else in the xattr directory.
+    #[default]
+    Sa,
+    /// Always in the xattr directory.
+    Dir,
+}
+
+/// Check an xattr name: a known namespace, a non-empty suffix, 1..=255 bytes, no NUL.
+pub fn check_xattr_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > XATTR_NAME_LEN_MAX {
+        return Err(FsError::Range);
+    }
+    if name.contains(&0) {
+        return Err(FsError::Invalid("xattr name holds a NUL".into()));
+    }
+    let Some(namespace) = XATTR_NAMESPACES
+        .iter()
+        .find(|namespace| name.starts_with(namespace))
+    else {
+        return Err(FsError::NotSupported);
+    };
+    if name.len() == namespace.len() {
+        return Err(FsError::Invalid("xattr name has an empty suffix".into()));
+    }
+    Ok(())
+}
+
+/// Where a name was found.
+enum Found {
+    Sa(usize),
+    Dir(XattrDirValue),
+}
+
+impl FileSystem {
+    /// The value of xattr `name` of `ino`; [`FsError::NoData`] if it has none.
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        check_xattr_name(name)?;
+        let znode = self.znode(ino)?;
+        match self.find_xattr(&znode, name)? {
+            Some(Found::Sa(index)) => Ok(znode.sa_xattrs[index].value.clone()),
+            Some(Found::Dir(value)) => self.read_dir_value(znode.xattr_dir, value),
+            None => Err(FsError::NoData),
+        }
+    }
+
+    /// The names of `ino`'s xattrs: the SA region's first, then the directory's.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
+        let znode = self.znode(ino)?;
+        let mut names: Vec<Vec<u8>> = znode
+            .sa_xattrs
+            .iter()
+            .map(|entry| entry.name.clone())
+            .collect();
+        if znode.xattr_dir != 0 {
+            names.extend(
+                self.xattr_dir_entries(znode.xattr_dir)?
+                    .into_iter()
+                    .map(|(name, _)| name),
+            );
+        }
+        Ok(names)
+    }
+
+    /// Set xattr `name` of `ino` to `value`; `flags` is 0, [`XATTR_CREATE`] or
+    /// [`XATTR_REPLACE`].
+    pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        let _gate = self.change()?;
+        check_xattr_name(name)?;
+        if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 || flags == XATTR_CREATE | XATTR_REPLACE {
+            return Err(FsError::Invalid(format!("setxattr flags {flags:#x}")));
+        }
+        if value.len() > XATTR_VALUE_LEN_MAX {
+            return Err(FsError::TooBig);
+        }
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        let found = self.find_xattr(&znode, name)?;
+        match (&found, flags) {
+            (Some(_), XATTR_CREATE) => return Err(FsError::Exists),
+            (None, XATTR_REPLACE) => return Err(FsError::NoData),
+            _ => {}
+        }
+        if found.is_none() {
+            let names = self.listxattr(ino)?;
+            let list_bytes: usize = names.iter().map(|name| name.len() + 1).sum();
+            if list_bytes + name.len() + 1 > XATTR_LIST_BYTES_MAX {
+                return Err(FsError::NoSpace);
+            }
+        }
+        // Where it goes: the SA region if the layout says so and it fits there.
+        let mut sa = znode.sa_xattrs.clone();
+        if let Some(Found::Sa(index)) = found {
+            sa.remove(index);
+        }
+        sa.push(SaXattr {
+            name: name.to_vec(),
+            value: value.to_vec(),
+        });
+        let to_sa = self.config().xattr == XattrLayout::Sa
+            && value.len() <= u16::MAX as usize
+            && Znode {
+                sa_xattrs: sa.clone(),
+                ..znode.clone()
+            }
+            .encoded_len()
+                <= crate::object::phys::DNODE_BONUS_SIZE_MAX;
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        if to_sa {
+            if let Some(Found::Dir(old)) = found {
+                self.remove_dir_entry(tx, znode.xattr_dir, name, old)?;
+            }
+            znode.sa_xattrs = sa;
+        } else {
+            if let Some(Found::Sa(index)) = found {
+                znode.sa_xattrs.remove(index);
+            }
+            let entry = self.write_dir_value(tx, value)?;
+            if znode.xattr_dir == 0 {
+                let directory = match self.create_xattr_dir(tx) {
+                    Ok(directory) => directory,
+                    Err(error) => {
+                        self.forget_dir_value(tx, &entry)?;
+                        return Err(error);
+                    }
+                };
+                znode.xattr_dir = directory;
+                // Its pointer takes 8 bytes of the bonus buffer: make room.
+                while znode.encoded_len() > crate::object::phys::DNODE_BONUS_SIZE_MAX {
+                    let moved = znode.sa_xattrs.remove(0);
+                    let moved_entry = self.write_dir_value(tx, &moved.value)?;
+                    self.put_dir_entry(tx, directory, &moved.name, &moved_entry)?;
+                }
+            }
+            self.put_dir_entry(tx, znode.xattr_dir, name, &entry)?;
+            if let Some(Found::Dir(XattrDirValue::Object { object, .. })) = found {
+                self.objset.remove_object(&tx, ObjectId(object))?;
+            }
+        }
+        znode.ctime = Timestamp::now();
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// Remove xattr `name` of `ino`; [`FsError::NoData`] if it has none.
+    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        let _gate = self.change()?;
+        check_xattr_name(name)?;
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        let found = self.find_xattr(&znode, name)?.ok_or(FsError::NoData)?;
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        match found {
+            Found::Sa(index) => {
+                znode.sa_xattrs.remove(index);
+            }
+            Found::Dir(old) => self.remove_dir_entry(tx, znode.xattr_dir, name, old)?,
+        }
+        znode.ctime = Timestamp::now();
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// Remove inode `ino`'s object in `tx`, with its xattr directory and value objects. A
+    /// znode that cannot be read is logged and its object removed alone (its xattr objects, if
+    /// any, stay allocated: space lost, nothing broken).
+    pub(super) fn remove_inode(&self, tx: Tx, ino: u64) -> Result<()> {
+        let xattr_dir = match self
+            .objset
+            .bonus(ObjectId(ino))
+            .map_err(FsError::from)
+            .and_then(|bonus| Znode::decode(&bonus, ino))
+        {
+            Ok(znode) => znode.xattr_dir,
+            Err(error) => {
+                log::warn!("removing inode {ino} without its xattrs: {error}");
+                0
+            }
+        };
+        if xattr_dir != 0 && self.objset.exists(ObjectId(xattr_dir)) {
+            for (_, value) in self.xattr_dir_entries(xattr_dir)? {
+                if let XattrDirValue::Object { object, .. } = value {
+                    if self.objset.exists(ObjectId(object)) {
+                        self.objset.remove_object(&tx, ObjectId(object))?;
+                    }
+                }
+            }
+            self.objset.remove_object(&tx, ObjectId(xattr_dir))?;
+        }
+        self.objset.remove_object(&tx, ObjectId(ino))?;
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Helpers.
+
+    fn find_xattr(&self, znode: &Znode, name: &[u8]) -> Result<Option<Found>> {
+        if let Some(index) = znode.sa_xattrs.iter().position(|entry| entry.name == name) {
+            return Ok(Some(Found::Sa(index)));
+        }
+        if znode.xattr_dir == 0 {
+            return Ok(None);
+        }
+        let raw = {
+            let handle = KvObject::new(&self.objset, ObjectId(znode.xattr_dir), None)?;
+            kv::lookup(&handle, name).map_err(kv_error(znode.xattr_dir))?
+        };
+        raw.map(|raw| XattrDirValue::decode(&raw, znode.xattr_dir).map(Found::Dir))
+            .transpose()
+    }
+
+    /// Every entry of the xattr directory `directory`, decoded.
+    fn xattr_dir_entries(&self, directory: u64) -> Result<Vec<(Vec<u8>, XattrDirValue)>> {
+        let mut entries = Vec::new();
+        let mut cookie = COOKIE_FIRST;
+        loop {
+            let batch = {
+                let handle = KvObject::new(&self.objset, ObjectId(directory), None)?;
+                kv::list(&handle, cookie, XATTR_LIST_BATCH).map_err(kv_error(directory))?
+            };
+            let Some(last) = batch.last() else {
+                return Ok(entries);
+            };
+            cookie = last.cookie + 1;
+            for entry in batch {
+                let value = XattrDirValue::decode(&entry.value, directory)?;
+                entries.push((entry.key, value));
+            }
+        }
+    }
+
+    fn read_dir_value(&self, directory: u64, value: XattrDirValue) -> Result<Vec<u8>> {
+        match value {
+            XattrDirValue::Inline(value) => Ok(value),
+            XattrDirValue::Object { object, length } => {
+                let info = self.objset.info(ObjectId(object)).map_err(|error| {
+                    FsError::Corrupt(format!(
+                        "xattr directory {directory}: value object {object}: {error}"
+                    ))
+                })?;
+                if info.object_type != ObjectType::PlainFile {
+                    return Err(FsError::Corrupt(format!(
+                        "xattr directory {directory}: value object {object} is a {:?}",
+                        info.object_type
+                    )));
+                }
+                let mut data = vec![0u8; length as usize];
+                self.objset.read(ObjectId(object), 0, &mut data)?;
+                Ok(data)
+            }
+        }
+    }
+
+    /// Store `value` for an xattr-directory entry: inline, or in a new object (written first,
+    /// so that a write refused for lack of space leaves nothing behind).
+    fn write_dir_value(&self, tx: Tx, value: &[u8]) -> Result<XattrDirValue> {
+        if value.len() <= XATTR_DIR_INLINE_MAX {
+            return Ok(XattrDirValue::Inline(value.to_vec()));
+        }
+        let config = self.config();
+        let block_size = (value.len() as u32).next_power_of_two().max(512);
+        let props = ObjectProps {
+            object_type: ObjectType::PlainFile,
+            data_block_size: block_size,
+            indirect_block_shift: config.indirect_block_shift,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies,
+        };
+        let object = self
+            .objset
+            .create_object(&tx, props, ObjectType::None, &[])?;
+        if let Err(error) = self.objset.write(&tx, object, 0, value) {
+            self.objset.remove_object(&tx, object)?;
+            return Err(error.into());
+        }
+        Ok(XattrDirValue::Object {
+            object: object.0,
+            length: value.len() as u32,
+        })
+    }
+
+    /// Undo [`FileSystem::write_dir_value`] for a value not stored after all.
+    fn forget_dir_value(&self, tx: Tx, value: &XattrDirValue) -> Result<()> {
+        if let XattrDirValue::Object { object, .. } = value {
+            self.objset.remove_object(&tx, ObjectId(*object))?;
+        }
+        Ok(())
+    }
+
+    fn create_xattr_dir(&self, tx: Tx) -> Result<u64> {
+        let config = self.config();
+        let props = ObjectProps {
+            object_type: ObjectType::KeyValue,
+            data_block_size: XATTR_DIR_BLOCK_SIZE,
+            indirect_block_shift: config.indirect_block_shift,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies,
+        };
+        let object = self
+            .objset
+            .create_object(&tx, props, ObjectType::None, &[])?;
+        kv::create(&mut KvObject::new(&self.objset, object, Some(tx))?)
+            .map_err(kv_error(object.0))?;
+        Ok(object.0)
+    }
+
+    fn put_dir_entry(
+        &self,
+        tx: Tx,
+        directory: u64,
+        name: &[u8],
+        value: &XattrDirValue,
+    ) -> Result<()> {
+        let mut handle = KvObject::new(&self.objset, ObjectId(directory), Some(tx))?;
+        kv::upsert(&mut handle, name, &value.encode()).map_err(kv_error(directory))?;
+        Ok(())
+    }
+
+    fn remove_dir_entry(
+        &self,
+        tx: Tx,
+        directory: u64,
+        name: &[u8],
+        old: XattrDirValue,
+    ) -> Result<()> {
+        {
+            let mut handle = KvObject::new(&self.objset, ObjectId(directory), Some(tx))?;
+            if !kv::remove(&mut handle, name).map_err(kv_error(directory))? {
+                return Err(FsError::Corrupt(format!(
+                    "xattr directory {directory}: entry vanished under its lock"
+                )));
+            }
+        }
+        self.forget_dir_value(tx, &old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_as_linux_does() {
+        assert!(check_xattr_name(b"user.a").is_ok());
+        assert!(check_xattr_name(b"system.posix_acl_access").is_ok());
+        assert!(matches!(check_xattr_name(b""), Err(FsError::Range)));
+        let mut long = b"user.".to_vec();
+        long.resize(256, b'x');
+        assert!(matches!(check_xattr_name(&long), Err(FsError::Range)));
+        long.truncate(255);
+        assert!(check_xattr_name(&long).is_ok());
+        assert!(matches!(
+            check_xattr_name(b"other.a"),
+            Err(FsError::NotSupported)
+        ));
+        assert!(matches!(
+            check_xattr_name(b"user."),
+            Err(FsError::Invalid(_))
+        ));
+        assert!(matches!(
+            check_xattr_name(b"user.a\0b"),
+            Err(FsError::Invalid(_))
+        ));
+    }
+}
