@@ -66,6 +66,7 @@
 //! | `NotSupported` | EOPNOTSUPP |
 //! | `Range` | ERANGE |
 //! | `TooBig` | E2BIG |
+//! | `PastEnd` | ENXIO |
 //!
 //! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
 //! creating `.zfs` in the root EEXIST; a rename or link between the head and a snapshot (or two
@@ -112,13 +113,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+    BackgroundSession, Config, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption,
+    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    SessionACL, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
-use tarn::fs::{Attr, FileKind, FileSystem, FsError, SetAttr, Timestamp};
+use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp};
 use tarn::txg::TxgManager;
 use tarn::types::Txg;
 
@@ -156,6 +158,7 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::NotSupported => Errno::EOPNOTSUPP,
         FsError::Range => Errno::ERANGE,
         FsError::TooBig => Errno::E2BIG,
+        FsError::PastEnd => Errno::ENXIO,
     }
 }
 
@@ -557,7 +560,7 @@ impl Filesystem for TarnFuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -575,9 +578,15 @@ impl Filesystem for TarnFuse {
             Ok(parents) => parents,
             Err(errno) => return reply.error(errno),
         };
-        let result = self
-            .fs
-            .rename(parent, bytes(name), newparent, bytes(newname), flags.bits());
+        let result = self.fs.rename_as(
+            parent,
+            bytes(name),
+            newparent,
+            bytes(newname),
+            flags.bits(),
+            req.uid(),
+            req.gid(),
+        );
         if result.is_ok() {
             self.changed_directories(&[parent, newparent]);
         }
@@ -841,6 +850,102 @@ impl Filesystem for TarnFuse {
             self.changed(&[ino]);
         }
         self.reply_empty(reply, result, "removexattr");
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
+        let result = self.fs.fallocate(ino, offset, length, mode as u32);
+        if result.is_ok() {
+            self.changed(&[ino]);
+        }
+        self.reply_empty(reply, result, "fallocate");
+    }
+
+    /// Only SEEK_DATA and SEEK_HOLE reach the file system; the kernel does the rest. Without
+    /// the writeback cache every write(2) reached the engine before it returned, so the
+    /// engine's answer covers it (pages dirtied through a shared mmap and not yet written back
+    /// are the exception, as on every FUSE file system).
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let target = match whence {
+            libc::SEEK_DATA => SeekTarget::Data,
+            libc::SEEK_HOLE => SeekTarget::Hole,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.fs.seek(object, offset, target),
+            Ok(Node::Snapshot(snapshot, object)) => snapshot.fs.seek(object, offset, target),
+            Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EISDIR),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(found) => reply.offset(found as i64),
+            Err(error) => reply.error(self.fail("lseek", error)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let target = match self.head(ino_out) {
+            Ok(target) => target,
+            Err(errno) => return reply.error(errno),
+        };
+        // One reply says at most u32::MAX bytes; the caller loops for the rest.
+        let len = len.min(u32::MAX as u64 & !0xfff);
+        let result = match self.resolve(ino_in) {
+            Ok(Node::Head(source)) => self
+                .fs
+                .copy_range(&self.fs, source, offset_in, target, offset_out, len),
+            Ok(Node::Snapshot(snapshot, source)) => {
+                self.fs
+                    .copy_range(&snapshot.fs, source, offset_in, target, offset_out, len)
+            }
+            Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EISDIR),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(copied) => {
+                self.changed(&[target]);
+                reply.written(copied as u32);
+            }
+            Err(error) => reply.error(self.fail("copy_file_range", error)),
+        }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

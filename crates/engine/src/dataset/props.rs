@@ -16,7 +16,8 @@
 //!
 //! # When a change takes effect
 //! recordsize, compression, checksum and copies apply to files created after the change (they
-//! are fixed per object when it is created); atime and snapdir at once; mountpoint, canmount and readonly
+//! are fixed per object when it is created); xattr to xattrs set after the change; atime and
+//! snapdir at once; mountpoint, canmount and readonly
 //! when the daemon remounts, which `set` does.
 
 use crate::block::blkptr::{ChecksumType, Compression};
@@ -57,6 +58,9 @@ pub enum Property {
     /// Whether `.zfs` shows in the root directory's listing (`hidden`, `visible`); a lookup of
     /// `.zfs` works either way.
     Snapdir,
+    /// Where new extended attributes go: `sa` (packed with the znode while they fit, else the
+    /// file's hidden xattr directory) or `dir` (always the directory). See `fs::xattr`.
+    Xattr,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -80,7 +84,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 9] = [
+    pub const ALL: [Property; 10] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -90,6 +94,7 @@ impl Property {
         Property::Atime,
         Property::Readonly,
         Property::Snapdir,
+        Property::Xattr,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +108,7 @@ impl Property {
             Property::Atime => "atime",
             Property::Readonly => "readonly",
             Property::Snapdir => "snapdir",
+            Property::Xattr => "xattr",
         }
     }
 
@@ -135,6 +141,7 @@ impl Property {
             Property::Canmount | Property::Atime => "on".into(),
             Property::Readonly => "off".into(),
             Property::Snapdir => "hidden".into(),
+            Property::Xattr => "sa".into(),
         }
     }
 
@@ -206,6 +213,11 @@ impl Property {
             Property::Canmount => one_of(&["on", "off", "noauto"]),
             Property::Atime | Property::Readonly => one_of(&["on", "off"]),
             Property::Snapdir => one_of(&["hidden", "visible"]),
+            // `on` is zfs's old spelling of the directory layout.
+            Property::Xattr => match value {
+                "on" => Ok("dir".into()),
+                _ => one_of(&["sa", "dir"]),
+            },
         }
     }
 }

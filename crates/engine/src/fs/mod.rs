@@ -76,6 +76,7 @@
 //! large files again in chunks.
 
 pub mod phys;
+pub mod ranges;
 mod rename;
 mod unlinked;
 pub mod xattr;
@@ -101,6 +102,7 @@ use phys::{
     ZNODE_FLAG_UNLINKED,
 };
 pub use phys::{FileKind, Timestamp};
+pub use ranges::{SeekTarget, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use xattr::{XattrLayout, XATTR_CREATE, XATTR_REPLACE};
 
 /// Longest name in a directory, in bytes.
@@ -115,6 +117,8 @@ pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
 pub const RENAME_NOREPLACE: u32 = 1;
 /// `rename` flag: swap the two entries, both of which must exist (Linux's value).
 pub const RENAME_EXCHANGE: u32 = 2;
+/// `rename` flag: leave a whiteout (character device 0:0) at the old name (Linux's value).
+pub const RENAME_WHITEOUT: u32 = 4;
 /// Readdir offset of `.`'s successor and `..`'s successor.
 const COOKIE_AFTER_DOT: u64 = 1;
 const COOKIE_AFTER_DOTDOT: u64 = 2;
@@ -172,6 +176,10 @@ pub enum FsError {
     /// A value larger than the largest allowed (E2BIG).
     #[error("value too large")]
     TooBig,
+    /// An offset at or past the end of file, or no data after it (ENXIO, for SEEK_DATA and
+    /// SEEK_HOLE).
+    #[error("offset past the end of the file")]
+    PastEnd,
 }
 
 impl From<ObjectError> for FsError {
@@ -266,9 +274,17 @@ pub struct SpaceFigures {
 /// Where `statfs` gets its space figures (the pool, in practice).
 pub type SpaceSource = Arc<dyn Fn() -> SpaceFigures + Send + Sync>;
 
+/// The unit of `statfs` block counts, and the block size it reports (`f_bsize` and
+/// `f_frsize`). Not the recordsize: programs size buffers and estimate space from `f_bsize`
+/// (du, df, cp's sparse detection, databases' page checks), and ext4's 4 KiB is what they
+/// expect; the recordsize stays visible per file as `st_blksize`. Counts are exact in these
+/// units (rounded down), so `f_blocks * f_frsize` is the dataset's size.
+pub const STATFS_BLOCK_SIZE: u32 = 4096;
+
 /// What `statfs` returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StatFs {
+    /// [`STATFS_BLOCK_SIZE`]: both the preferred block size and the unit of the counts.
     pub block_size: u32,
     pub blocks: u64,
     pub blocks_free: u64,
@@ -1317,7 +1333,8 @@ impl FileSystem {
         Ok(data.len())
     }
 
-    /// Space figures in units of the file block size, from the space source (zeros if none).
+    /// Space figures in units of [`STATFS_BLOCK_SIZE`], from the space source (zeros if
+    /// none).
     pub fn statfs(&self) -> Result<StatFs> {
         let figures = self
             .space
@@ -1325,7 +1342,7 @@ impl FileSystem {
             .as_ref()
             .map(|source| source())
             .unwrap_or_default();
-        let block_size = self.config.read().file_block_size;
+        let block_size = STATFS_BLOCK_SIZE;
         let available = figures.available_bytes.min(figures.size_bytes);
         // Every inode needs at least one dnode: that bounds the files that still fit.
         let files_free = available / crate::object::phys::DNODE_SIZE as u64;
