@@ -386,6 +386,18 @@ impl TarnFuse {
 impl Filesystem for TarnFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         configure_kernel(config);
+        // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
+        // inheritance), and without one applying it twice changes nothing.
+        let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+        // acltype=posix: the kernel enforces the ACLs the engine keeps (this implies
+        // default_permissions, which every mount has anyway).
+        if self.fs.config().acl_posix && config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err()
+        {
+            log::warn!(
+                "tarn fuse {}: the kernel does not offer POSIX ACLs; they are stored but not enforced",
+                self.name
+            );
+        }
         Ok(())
     }
 
@@ -468,15 +480,21 @@ impl Filesystem for TarnFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
         let result = self.head_parent_for_new(parent, name).and_then(|parent| {
-            let result =
-                self.fs
-                    .mknod(parent, bytes(name), mode, rdev as u64, req.uid(), req.gid());
+            let result = self.fs.create_node(
+                parent,
+                bytes(name),
+                mode,
+                umask,
+                rdev as u64,
+                req.uid(),
+                req.gid(),
+            );
             if let Ok(attr) = &result {
                 self.changed_directories(&[parent, attr.ino]);
             }
@@ -491,14 +509,20 @@ impl Filesystem for TarnFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
         let result = self.head_parent_for_new(parent, name).and_then(|parent| {
-            let result = self
-                .fs
-                .mkdir(parent, bytes(name), mode & 0o7777, req.uid(), req.gid());
+            let result = self.fs.create_node(
+                parent,
+                bytes(name),
+                FileKind::Directory.mode_bits() | (mode & 0o7777),
+                umask,
+                0,
+                req.uid(),
+                req.gid(),
+            );
             if let Ok(attr) = &result {
                 self.changed_directories(&[parent, attr.ino]);
             }
@@ -970,14 +994,22 @@ impl Filesystem for TarnFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
         let created = self.head_parent_for_new(parent, name).and_then(|parent| {
             self.fs
-                .create(parent, bytes(name), mode, req.uid(), req.gid())
+                .create_node(
+                    parent,
+                    bytes(name),
+                    FileKind::Regular.mode_bits() | (mode & 0o7777),
+                    umask,
+                    0,
+                    req.uid(),
+                    req.gid(),
+                )
                 .and_then(|attr| {
                     self.changed_directories(&[parent, attr.ino]);
                     self.fs.open_inode(attr.ino)

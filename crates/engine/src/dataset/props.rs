@@ -17,8 +17,8 @@
 //! # When a change takes effect
 //! recordsize, compression, checksum and copies apply to files created after the change (they
 //! are fixed per object when it is created); xattr to xattrs set after the change; atime and
-//! snapdir at once; mountpoint, canmount and readonly
-//! when the daemon remounts, which `set` does.
+//! snapdir at once; mountpoint, canmount, readonly and acltype when the daemon remounts, which
+//! `set` does.
 
 use crate::block::blkptr::{ChecksumType, Compression};
 
@@ -61,6 +61,10 @@ pub enum Property {
     /// Where new extended attributes go: `sa` (packed with the znode while they fit, else the
     /// file's hidden xattr directory) or `dir` (always the directory). See `fs::xattr`.
     Xattr,
+    /// POSIX ACLs: `off` (the ACL xattrs are refused) or `posix` (kept, inherited, and
+    /// enforced by the kernel). Takes effect at the next mount, which `set` does. See
+    /// `fs::acl`.
+    Acltype,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -84,7 +88,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 10] = [
+    pub const ALL: [Property; 11] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -95,6 +99,7 @@ impl Property {
         Property::Readonly,
         Property::Snapdir,
         Property::Xattr,
+        Property::Acltype,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +114,7 @@ impl Property {
             Property::Readonly => "readonly",
             Property::Snapdir => "snapdir",
             Property::Xattr => "xattr",
+            Property::Acltype => "acltype",
         }
     }
 
@@ -142,6 +148,7 @@ impl Property {
             Property::Readonly => "off".into(),
             Property::Snapdir => "hidden".into(),
             Property::Xattr => "sa".into(),
+            Property::Acltype => "off".into(),
         }
     }
 
@@ -217,6 +224,12 @@ impl Property {
             Property::Xattr => match value {
                 "on" => Ok("dir".into()),
                 _ => one_of(&["sa", "dir"]),
+            },
+            // zfs's other spellings.
+            Property::Acltype => match value {
+                "noacl" => Ok("off".into()),
+                "posixacl" => Ok("posix".into()),
+                _ => one_of(&["off", "posix"]),
             },
         }
     }

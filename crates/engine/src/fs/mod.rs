@@ -75,6 +75,7 @@
 //! [`FileSystem::open`] removes whatever a crash left there (OpenZFS's zfs_unlinked_drain),
 //! large files again in chunks.
 
+pub mod acl;
 pub mod phys;
 pub mod ranges;
 mod rename;
@@ -306,6 +307,8 @@ pub struct FsConfig {
     pub copies: u8,
     /// Where new xattrs go (the `xattr` property).
     pub xattr: XattrLayout,
+    /// POSIX ACLs kept and inherited (`acltype=posix`); off, their names are refused.
+    pub acl_posix: bool,
 }
 
 impl FsConfig {
@@ -320,6 +323,7 @@ impl FsConfig {
             compression: Compression::Lz4,
             copies: 1,
             xattr: XattrLayout::Sa,
+            acl_posix: false,
         }
     }
 }
@@ -811,6 +815,19 @@ impl FileSystem {
                 return Err(FsError::Invalid(format!("size {size} too large")));
             }
         }
+        // A chmod rewrites a stored access ACL to match (read and checked before the
+        // transaction).
+        let acl = match changes.mode {
+            Some(_) => self
+                .xattr_of(&znode, acl::ACL_ACCESS)?
+                .map(|(raw, found)| {
+                    acl::Acl::decode(&raw)
+                        .map(|acl| (acl, found))
+                        .map_err(|error| FsError::Corrupt(format!("inode {ino}: {error}")))
+                })
+                .transpose()?,
+            None => None,
+        };
         if let Some(size) = changes.size {
             // A large truncation frees in chunks of bounded txgs first; the transaction
             // below then only trims the last partial block and sets the size.
@@ -833,6 +850,10 @@ impl FileSystem {
         }
         if let Some(mode) = changes.mode {
             znode.mode = kind.mode_bits() | (mode & MODE_PERMISSION_MASK);
+            if let Some((mut acl, found)) = acl {
+                acl.chmod(mode);
+                self.store_xattr(tx, &mut znode, acl::ACL_ACCESS, &acl.encode(), Some(found))?;
+            }
         }
         if let Some(uid) = changes.uid {
             znode.uid = uid;
@@ -855,11 +876,11 @@ impl FileSystem {
     /// Create a regular file. `mode` holds permission bits (type bits, if any, must say
     /// regular file).
     pub fn create(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(dir, name, FileKind::Regular, mode, uid, gid, 0, None)
+        self.make_node(dir, name, FileKind::Regular, mode, 0, uid, gid, 0, None)
     }
 
     pub fn mkdir(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(dir, name, FileKind::Directory, mode, uid, gid, 0, None)
+        self.make_node(dir, name, FileKind::Directory, mode, 0, uid, gid, 0, None)
     }
 
     /// Create a fifo, socket, character or block device (metadata only) or a regular file,
@@ -879,7 +900,7 @@ impl FileSystem {
             FileKind::Directory | FileKind::Symlink => {
                 Err(FsError::Invalid(format!("mknod cannot make a {kind:?}")))
             }
-            _ => self.make_node(dir, name, kind, mode, uid, gid, rdev, None),
+            _ => self.make_node(dir, name, kind, mode, 0, uid, gid, rdev, None),
         }
     }
 
@@ -902,11 +923,33 @@ impl FileSystem {
             name,
             FileKind::Symlink,
             0o777,
+            0,
             uid,
             gid,
             0,
             Some(target),
         )
+    }
+
+    /// Create a regular file, directory, fifo, socket or device node, as the type bits of
+    /// `mode` say, for a caller whose umask is `umask` (the FUSE adapter's entry point). With
+    /// `acltype=posix` and a default ACL on `dir`, the new inode inherits it and the umask is
+    /// not applied ([`acl`]); otherwise the umask masks `mode`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_node(
+        &self,
+        dir: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let kind = FileKind::from_mode(mode)
+            .filter(|&kind| kind != FileKind::Symlink)
+            .ok_or_else(|| FsError::Invalid(format!("create mode {mode:#o}")))?;
+        self.make_node(dir, name, kind, mode, umask, uid, gid, rdev, None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -916,6 +959,7 @@ impl FileSystem {
         name: &[u8],
         kind: FileKind,
         mode: u32,
+        umask: u32,
         uid: u32,
         gid: u32,
         rdev: u64,
@@ -934,6 +978,7 @@ impl FileSystem {
         if self.dir_lookup(dir, name)?.is_some() {
             return Err(FsError::Exists);
         }
+        let (mode, inherited) = self.inherit_acls(&parent, kind, mode, umask)?;
         let now = Timestamp::now();
         let (inline_target, long_target) = match target {
             Some(target) if target.len() <= INLINE_TARGET_MAX => (target.to_vec(), None),
@@ -978,6 +1023,10 @@ impl FileSystem {
         if kind == FileKind::Directory {
             kv::create(&mut KvObject::new(&self.objset, object, Some(tx))?)
                 .map_err(kv_error(ino))?;
+        }
+        let mut znode = znode;
+        for (name, value) in inherited {
+            self.store_xattr(tx, &mut znode, name, &value, None)?;
         }
         self.put_znode(&tx, ino, &znode)?;
         self.dir_insert(tx, dir, name, DirEntryValue { object: ino, kind })?;

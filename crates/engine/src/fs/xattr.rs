@@ -45,8 +45,10 @@
 //! Removing a file ([`FileSystem::remove_inode`]) removes its xattr directory and every value
 //! object in the same transaction as the file's own object, so no space is left behind.
 
+use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
 use super::phys::{SaXattr, XattrDirValue, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX};
 use super::*;
+use crate::object::phys::DNODE_BONUS_SIZE_MAX;
 
 pub use super::phys::XATTR_VALUE_LEN_MAX;
 
@@ -94,7 +96,8 @@ pub fn check_xattr_name(name: &[u8]) -> Result<()> {
 }
 
 /// Where a name was found.
-enum Found {
+#[derive(Clone, Debug)]
+pub(super) enum Found {
     Sa(usize),
     Dir(XattrDirValue),
 }
@@ -102,7 +105,7 @@ enum Found {
 impl FileSystem {
     /// The value of xattr `name` of `ino`; [`FsError::NoData`] if it has none.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
-        check_xattr_name(name)?;
+        self.check_name_allowed(name)?;
         let znode = self.znode(ino)?;
         match self.find_xattr(&znode, name)? {
             Some(Found::Sa(index)) => Ok(znode.sa_xattrs[index].value.clone()),
@@ -130,18 +133,26 @@ impl FileSystem {
     }
 
     /// Set xattr `name` of `ino` to `value`; `flags` is 0, [`XATTR_CREATE`] or
-    /// [`XATTR_REPLACE`].
+    /// [`XATTR_REPLACE`]. Setting the access ACL also sets the mode ([`super::acl`]).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
         let _gate = self.change()?;
-        check_xattr_name(name)?;
+        self.check_name_allowed(name)?;
         if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 || flags == XATTR_CREATE | XATTR_REPLACE {
             return Err(FsError::Invalid(format!("setxattr flags {flags:#x}")));
         }
         if value.len() > XATTR_VALUE_LEN_MAX {
             return Err(FsError::TooBig);
         }
+        let acl = if is_acl_name(name) {
+            Some(Acl::decode(value)?)
+        } else {
+            None
+        };
         let _guards = self.lock_inodes(&[ino]);
         let mut znode = self.znode(ino)?;
+        if name == ACL_DEFAULT && znode.kind() != FileKind::Directory {
+            return Err(FsError::Invalid("a default ACL on a non-directory".into()));
+        }
         let found = self.find_xattr(&znode, name)?;
         match (&found, flags) {
             (Some(_), XATTR_CREATE) => return Err(FsError::Exists),
@@ -155,7 +166,66 @@ impl FileSystem {
                 return Err(FsError::NoSpace);
             }
         }
-        // Where it goes: the SA region if the layout says so and it fits there.
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        match acl {
+            // The access ACL sets the mode; one that says no more than the mode is not kept.
+            Some(acl) if name == ACL_ACCESS => {
+                znode.mode = (znode.mode & !0o777) | acl.mode_bits();
+                if acl.is_minimal() {
+                    if let Some(found) = found {
+                        self.drop_xattr(tx, &mut znode, name, found)?;
+                    }
+                } else {
+                    self.store_xattr(tx, &mut znode, name, &acl.encode(), found)?;
+                }
+            }
+            _ => self.store_xattr(tx, &mut znode, name, value, found)?,
+        }
+        znode.ctime = Timestamp::now();
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// Remove xattr `name` of `ino`; [`FsError::NoData`] if it has none.
+    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        let _gate = self.change()?;
+        self.check_name_allowed(name)?;
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        let found = self.find_xattr(&znode, name)?.ok_or(FsError::NoData)?;
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        self.drop_xattr(tx, &mut znode, name, found)?;
+        znode.ctime = Timestamp::now();
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// A valid name that this file system's settings allow: the ACL names only with
+    /// `acltype=posix`, and no other `system.` name.
+    fn check_name_allowed(&self, name: &[u8]) -> Result<()> {
+        check_xattr_name(name)?;
+        let acl = is_acl_name(name);
+        if (acl && !self.config().acl_posix) || (!acl && name.starts_with(b"system.")) {
+            return Err(FsError::NotSupported);
+        }
+        Ok(())
+    }
+
+    /// Store `name` = `value` in `znode` (written back by the caller) in `tx`, where the
+    /// layout says (module documentation), removing it from where it was (`found`). Value
+    /// objects are written first, so a write refused for lack of space changes nothing.
+    pub(super) fn store_xattr(
+        &self,
+        tx: Tx,
+        znode: &mut Znode,
+        name: &[u8],
+        value: &[u8],
+        found: Option<Found>,
+    ) -> Result<()> {
         let mut sa = znode.sa_xattrs.clone();
         if let Some(Found::Sa(index)) = found {
             sa.remove(index);
@@ -171,65 +241,71 @@ impl FileSystem {
                 ..znode.clone()
             }
             .encoded_len()
-                <= crate::object::phys::DNODE_BONUS_SIZE_MAX;
-        let hold = self.txgs.assign()?;
-        let tx = hold.tx();
+                <= DNODE_BONUS_SIZE_MAX;
         if to_sa {
             if let Some(Found::Dir(old)) = found {
                 self.remove_dir_entry(tx, znode.xattr_dir, name, old)?;
             }
             znode.sa_xattrs = sa;
-        } else {
-            if let Some(Found::Sa(index)) = found {
-                znode.sa_xattrs.remove(index);
-            }
-            let entry = self.write_dir_value(tx, value)?;
-            if znode.xattr_dir == 0 {
-                let directory = match self.create_xattr_dir(tx) {
-                    Ok(directory) => directory,
-                    Err(error) => {
-                        self.forget_dir_value(tx, &entry)?;
-                        return Err(error);
-                    }
-                };
-                znode.xattr_dir = directory;
-                // Its pointer takes 8 bytes of the bonus buffer: make room.
-                while znode.encoded_len() > crate::object::phys::DNODE_BONUS_SIZE_MAX {
-                    let moved = znode.sa_xattrs.remove(0);
-                    let moved_entry = self.write_dir_value(tx, &moved.value)?;
-                    self.put_dir_entry(tx, directory, &moved.name, &moved_entry)?;
+            return Ok(());
+        }
+        let entry = self.write_dir_value(tx, value)?;
+        if let Some(Found::Sa(index)) = found {
+            znode.sa_xattrs.remove(index);
+        }
+        if znode.xattr_dir == 0 {
+            let directory = match self.create_xattr_dir(tx) {
+                Ok(directory) => directory,
+                Err(error) => {
+                    self.forget_dir_value(tx, &entry)?;
+                    return Err(error);
                 }
-            }
-            self.put_dir_entry(tx, znode.xattr_dir, name, &entry)?;
-            if let Some(Found::Dir(XattrDirValue::Object { object, .. })) = found {
-                self.objset.remove_object(&tx, ObjectId(object))?;
+            };
+            znode.xattr_dir = directory;
+            // Its pointer takes 8 bytes of the bonus buffer: SA entries move to the
+            // directory until the znode fits (a few at most, each small).
+            while znode.encoded_len() > DNODE_BONUS_SIZE_MAX {
+                let moved = znode.sa_xattrs.remove(0);
+                let moved_entry = self.write_dir_value(tx, &moved.value)?;
+                self.put_dir_entry(tx, directory, &moved.name, &moved_entry)?;
             }
         }
-        znode.ctime = Timestamp::now();
-        self.put_znode(&tx, ino, &znode)?;
-        drop(hold);
+        self.put_dir_entry(tx, znode.xattr_dir, name, &entry)?;
+        if let Some(Found::Dir(XattrDirValue::Object { object, .. })) = found {
+            self.objset.remove_object(&tx, ObjectId(object))?;
+        }
         Ok(())
     }
 
-    /// Remove xattr `name` of `ino`; [`FsError::NoData`] if it has none.
-    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        let _gate = self.change()?;
-        check_xattr_name(name)?;
-        let _guards = self.lock_inodes(&[ino]);
-        let mut znode = self.znode(ino)?;
-        let found = self.find_xattr(&znode, name)?.ok_or(FsError::NoData)?;
-        let hold = self.txgs.assign()?;
-        let tx = hold.tx();
+    /// Remove `name` (found at `found`) from `znode` (written back by the caller) in `tx`.
+    pub(super) fn drop_xattr(
+        &self,
+        tx: Tx,
+        znode: &mut Znode,
+        name: &[u8],
+        found: Found,
+    ) -> Result<()> {
         match found {
             Found::Sa(index) => {
                 znode.sa_xattrs.remove(index);
+                Ok(())
             }
-            Found::Dir(old) => self.remove_dir_entry(tx, znode.xattr_dir, name, old)?,
+            Found::Dir(old) => self.remove_dir_entry(tx, znode.xattr_dir, name, old),
         }
-        znode.ctime = Timestamp::now();
-        self.put_znode(&tx, ino, &znode)?;
-        drop(hold);
-        Ok(())
+    }
+
+    /// The value of `name` in `znode`, None if it has none (for the ACL code).
+    pub(super) fn xattr_of(&self, znode: &Znode, name: &[u8]) -> Result<Option<(Vec<u8>, Found)>> {
+        Ok(match self.find_xattr(znode, name)? {
+            Some(Found::Sa(index)) => {
+                Some((znode.sa_xattrs[index].value.clone(), Found::Sa(index)))
+            }
+            Some(Found::Dir(value)) => Some((
+                self.read_dir_value(znode.xattr_dir, value.clone())?,
+                Found::Dir(value),
+            )),
+            None => None,
+        })
     }
 
     /// Remove inode `ino`'s object in `tx`, with its xattr directory and value objects. A
@@ -265,7 +341,7 @@ impl FileSystem {
     // ---------------------------------------------------------------------------------------
     // Helpers.
 
-    fn find_xattr(&self, znode: &Znode, name: &[u8]) -> Result<Option<Found>> {
+    pub(super) fn find_xattr(&self, znode: &Znode, name: &[u8]) -> Result<Option<Found>> {
         if let Some(index) = znode.sa_xattrs.iter().position(|entry| entry.name == name) {
             return Ok(Some(Found::Sa(index)));
         }

@@ -437,6 +437,7 @@ impl PoolCore {
             } else {
                 XattrLayout::Sa
             },
+            acl_posix: value(Property::Acltype)? == "posix",
             ..base
         })
     }
