@@ -282,3 +282,37 @@ fn statfs_counts_in_4k_blocks_whatever_the_recordsize() {
     drop(fs);
     pool.export().unwrap();
 }
+
+#[test]
+fn copy_range_of_a_synced_punched_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "cps", single(dir.path(), "d0"), tiny());
+    let fs = pool.file_system().unwrap();
+    let root = fs.root();
+    let source = fs.create(root, b"src", 0o644, 0, 0).unwrap().ino;
+    let bs = block_size(&fs, source);
+    let data = pattern(5, (8 * bs) as usize);
+    fs.write(source, 0, &data).unwrap();
+    pool.sync().unwrap();
+    fs.fallocate(
+        source,
+        bs,
+        3 * bs,
+        FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    pool.sync().unwrap();
+    fs.fallocate(source, 10, 20, FALLOC_FL_ZERO_RANGE).unwrap();
+    fs.fallocate(source, 0, 16 * bs, 0).unwrap();
+    assert_eq!(fs.seek(source, 0, SeekTarget::Data).unwrap(), 0);
+    assert_eq!(fs.seek(source, 0, SeekTarget::Hole).unwrap(), bs);
+    let target = fs.create(root, b"dst", 0o644, 0, 0).unwrap().ino;
+    let copied = fs.copy_range(&fs, source, 0, target, 0, 16 * bs).unwrap();
+    assert_eq!(copied, 16 * bs);
+    assert_eq!(
+        fs.read(target, 0, (16 * bs) as usize).unwrap(),
+        fs.read(source, 0, (16 * bs) as usize).unwrap()
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
