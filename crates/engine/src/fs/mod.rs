@@ -24,7 +24,12 @@
 //!   file kind). A directory's znode size is its number of entries (as in ZFS), and its link
 //!   count is 2 plus its number of subdirectories;
 //! - the *unlinked set*: a key/value object whose keys are the object numbers (u64 LE) of
-//!   inodes with no links left that were still open when their last link went away.
+//!   inodes with no links left that were still open when their last link went away;
+//! - *extended attributes* ([`xattr`]): small ones packed in an SA region after the znode in
+//!   the bonus buffer, the rest in a hidden per-file xattr directory (a key/value object the
+//!   znode names, with large values in objects of their own); POSIX ACLs ([`acl`]) are two of
+//!   them. The znode's flag bits say which of the two follow it, so znodes written before
+//!   they existed read unchanged.
 //!
 //! # Invariants
 //! 1. Every directory entry names an existing inode of the kind the entry records, and every
@@ -57,9 +62,11 @@
 //! # Operations
 //! `lookup`, `getattr`, `setattr` (mode, owner, size, times), `create`, `mkdir`, `mknod`,
 //! `symlink`, `readlink`, `link`, `unlink`, `rmdir`, `rename` (replace, `RENAME_NOREPLACE`,
-//! `RENAME_EXCHANGE`), `readdir` (offsets 0..=2 are `.` and `..`; later offsets are key/value
-//! cookies, stable while entries come and go), `read`, `write`, `statfs`, and `open` /
-//! `release` for unlink-while-open. atime follows relatime: a read updates it only if it is not
+//! `RENAME_EXCHANGE`, `RENAME_WHITEOUT`), `readdir` (offsets 0..=2 are `.` and `..`; later
+//! offsets are key/value cookies, stable while entries come and go), `read`, `write`, `statfs`
+//! (4 KiB units), `open` / `release` for unlink-while-open, `getxattr` / `setxattr` /
+//! `listxattr` / `removexattr` ([`xattr`], [`acl`]), and `fallocate`, SEEK_DATA / SEEK_HOLE
+//! and `copy_range` ([`ranges`]). atime follows relatime: a read updates it only if it is not
 //! newer than mtime or ctime, or is more than a day old.
 //!
 //! # Crash behaviour
