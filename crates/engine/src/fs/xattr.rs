@@ -42,7 +42,7 @@
 //!
 //! # Crash behaviour and freeing
 //! Each change is one transaction, so after a crash an xattr is wholly old or wholly new.
-//! Removing a file ([`FileSystem::remove_inode`]) removes its xattr directory and every value
+//! Removing a file (`FileSystem::remove_inode`) removes its xattr directory and every value
 //! object in the same transaction as the file's own object, so no space is left behind.
 
 use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
