@@ -160,6 +160,19 @@ fn default_acls_are_inherited() {
         .create_node(sub.ino, b"g", 0o100_640, 0o077, 0, 0, 0)
         .unwrap();
     assert_eq!(deeper.perm, 0o640);
+    // A snapshot's file system lets the kernel read the ACLs (it has no acltype of its own).
+    pool.create_snapshots(&["adef@s".to_string()], false)
+        .unwrap();
+    let snapshot = pool.snapshot_file_system("adef@s").unwrap();
+    assert_eq!(
+        Acl::decode(&snapshot.getxattr(sub.ino, ACL_DEFAULT).unwrap()).unwrap(),
+        extended()
+    );
+    assert!(matches!(
+        snapshot.setxattr(sub.ino, ACL_DEFAULT, &extended().encode(), 0),
+        Err(FsError::ReadOnly)
+    ));
+    drop(snapshot);
     // Symlinks inherit nothing.
     let link = fs.symlink(parent, b"l", b"f", 0, 0).unwrap().ino;
     assert!(fs.listxattr(link).unwrap().is_empty());

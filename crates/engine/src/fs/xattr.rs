@@ -32,7 +32,10 @@
 //! the kernel's, before a request reaches the engine.
 //!
 //! # Locking, transactions, cost
-//! A change takes the inode's stripe lock, reads the znode (and looks the name up in the
+//! A read of a name in the SA region takes no lock (the znode is read whole). A read that
+//! goes to the directory, and a listing of a file that has one, take the inode's stripe lock:
+//! a concurrent set may move a name between the two places or remove the value object just
+//! found. A change takes the inode's stripe lock, reads the znode (and looks the name up in the
 //! directory) before its transaction, then makes every change in one transaction: the value
 //! object first (so that a write refused for lack of space changes nothing), then the
 //! directory entry, then the znode (ctime, SA region, directory pointer). A set in the SA
@@ -105,7 +108,17 @@ pub(super) enum Found {
 impl FileSystem {
     /// The value of xattr `name` of `ino`; [`FsError::NoData`] if it has none.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
-        self.check_name_allowed(name)?;
+        self.check_name_allowed(name, true)?;
+        let znode = self.znode(ino)?;
+        if let Some(entry) = znode.sa_xattrs.iter().find(|entry| entry.name == name) {
+            return Ok(entry.value.clone());
+        }
+        if znode.xattr_dir == 0 {
+            return Err(FsError::NoData);
+        }
+        // A value in the directory may be replaced meanwhile, its object removed: read it
+        // under the inode's lock (a snapshot never changes).
+        let _guards = (!self.read_only).then(|| self.lock_inodes(&[ino]));
         let znode = self.znode(ino)?;
         match self.find_xattr(&znode, name)? {
             Some(Found::Sa(index)) => Ok(znode.sa_xattrs[index].value.clone()),
@@ -117,6 +130,18 @@ impl FileSystem {
     /// The names of `ino`'s xattrs: the SA region's first, then the directory's.
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
         let znode = self.znode(ino)?;
+        if znode.xattr_dir == 0 || self.read_only {
+            return self.xattr_names(&znode);
+        }
+        // A set may move a name between the znode and the directory between the two reads:
+        // read both under the inode's lock (a snapshot never changes).
+        let _guards = self.lock_inodes(&[ino]);
+        self.xattr_names(&self.znode(ino)?)
+    }
+
+    /// The names of the xattrs of `znode`, read as they are (the caller holds the inode's
+    /// lock, or knows nothing changes it).
+    fn xattr_names(&self, znode: &Znode) -> Result<Vec<Vec<u8>>> {
         let mut names: Vec<Vec<u8>> = znode
             .sa_xattrs
             .iter()
@@ -136,7 +161,7 @@ impl FileSystem {
     /// [`XATTR_REPLACE`]. Setting the access ACL also sets the mode ([`super::acl`]).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
         let _gate = self.change()?;
-        self.check_name_allowed(name)?;
+        self.check_name_allowed(name, false)?;
         if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 || flags == XATTR_CREATE | XATTR_REPLACE {
             return Err(FsError::Invalid(format!("setxattr flags {flags:#x}")));
         }
@@ -160,7 +185,7 @@ impl FileSystem {
             _ => {}
         }
         if found.is_none() {
-            let names = self.listxattr(ino)?;
+            let names = self.xattr_names(&znode)?;
             let list_bytes: usize = names.iter().map(|name| name.len() + 1).sum();
             if list_bytes + name.len() + 1 > XATTR_LIST_BYTES_MAX {
                 return Err(FsError::NoSpace);
@@ -191,7 +216,7 @@ impl FileSystem {
     /// Remove xattr `name` of `ino`; [`FsError::NoData`] if it has none.
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
         let _gate = self.change()?;
-        self.check_name_allowed(name)?;
+        self.check_name_allowed(name, false)?;
         let _guards = self.lock_inodes(&[ino]);
         let mut znode = self.znode(ino)?;
         let found = self.find_xattr(&znode, name)?.ok_or(FsError::NoData)?;
@@ -205,11 +230,14 @@ impl FileSystem {
     }
 
     /// A valid name that this file system's settings allow: the ACL names only with
-    /// `acltype=posix`, and no other `system.` name.
-    fn check_name_allowed(&self, name: &[u8]) -> Result<()> {
+    /// `acltype=posix`, and no other `system.` name. A snapshot's file system (which has no
+    /// dataset settings of its own) lets its ACLs be read, so that the kernel can check
+    /// permissions below `.zfs/snapshot` of a mount with POSIX ACLs.
+    fn check_name_allowed(&self, name: &[u8], reading: bool) -> Result<()> {
         check_xattr_name(name)?;
         let acl = is_acl_name(name);
-        if (acl && !self.config().acl_posix) || (!acl && name.starts_with(b"system.")) {
+        let acl_allowed = self.config().acl_posix || (reading && self.read_only);
+        if (acl && !acl_allowed) || (!acl && name.starts_with(b"system.")) {
             return Err(FsError::NotSupported);
         }
         Ok(())
