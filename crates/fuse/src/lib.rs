@@ -14,7 +14,12 @@
 //! of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
 //! `release` calls [`FileSystem::release`], so a file unlinked while open keeps its data until
 //! the last close (the unlinked set). Permissions are checked by the kernel
-//! (`default_permissions`), so there is no `access`. No `direct_io`: the page cache serves
+//! (`default_permissions`), so there is no `access`; with `acltype=posix` the mount also
+//! negotiates `FUSE_POSIX_ACL` and the kernel enforces the POSIX ACLs the engine keeps as
+//! xattrs. Every mount negotiates `FUSE_DONT_MASK`: the umask travels with each create and
+//! the engine applies it unless a default ACL is inherited. Xattr replies follow the FUSE size
+//! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
+//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No `direct_io`: the page cache serves
 //! reads and shared mmap works (git, sqlite).
 //!
 //! # Snapshots: `.zfs/snapshot`
