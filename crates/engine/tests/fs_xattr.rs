@@ -339,3 +339,52 @@ fn readers_racing_a_writer_see_whole_values() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// A symlink whose inline target leaves no room for the xattr directory's pointer: the first
+/// xattr that must go to the directory moves the target into the object's data (it used to
+/// empty the SA region looking for room and then index an empty list).
+#[test]
+fn long_inline_symlink_targets_make_room_for_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "xl", single(dir.path(), "d0"), tiny());
+    let fs = pool.file_system().unwrap();
+    let root = fs.root();
+    for length in [150usize, 185, 190, 192] {
+        let name = format!("link{length}");
+        let target = vec![b't'; length];
+        let link = fs
+            .symlink(root, name.as_bytes(), &target, 0, 0)
+            .unwrap()
+            .ino;
+        fs.setxattr(link, b"security.small", b"s", 0).unwrap();
+        fs.setxattr(link, b"security.big", &pattern(1, 3000), 0)
+            .unwrap();
+        assert_eq!(
+            fs.readlink(link).unwrap(),
+            target,
+            "target of {length} bytes"
+        );
+        assert_eq!(
+            fs.getxattr(link, b"security.big").unwrap(),
+            pattern(1, 3000)
+        );
+        assert_eq!(fs.getxattr(link, b"security.small").unwrap(), b"s");
+        assert_eq!(fs.getattr(link).unwrap().size, length as u64);
+    }
+    pool.sync().unwrap();
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "xl", tiny());
+    let fs = pool.file_system().unwrap();
+    for length in [150usize, 185, 190, 192] {
+        let link = fs
+            .lookup(fs.root(), format!("link{length}").as_bytes())
+            .unwrap()
+            .ino;
+        assert_eq!(fs.readlink(link).unwrap(), vec![b't'; length]);
+        fs.unlink(fs.root(), format!("link{length}").as_bytes())
+            .unwrap();
+    }
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

@@ -859,7 +859,14 @@ impl FileSystem {
             znode.mode = kind.mode_bits() | (mode & MODE_PERMISSION_MASK);
             if let Some((mut acl, found)) = acl {
                 acl.chmod(mode);
-                self.store_xattr(tx, &mut znode, acl::ACL_ACCESS, &acl.encode(), Some(found))?;
+                self.store_xattr(
+                    tx,
+                    ino,
+                    &mut znode,
+                    acl::ACL_ACCESS,
+                    &acl.encode(),
+                    Some(found),
+                )?;
             }
         }
         if let Some(uid) = changes.uid {
@@ -1033,7 +1040,7 @@ impl FileSystem {
         }
         let mut znode = znode;
         for (name, value) in inherited {
-            self.store_xattr(tx, &mut znode, name, &value, None)?;
+            self.store_xattr(tx, ino, &mut znode, name, &value, None)?;
         }
         self.put_znode(&tx, ino, &znode)?;
         self.dir_insert(tx, dir, name, DirEntryValue { object: ino, kind })?;

@@ -49,7 +49,7 @@
 //! object in the same transaction as the file's own object, so no space is left behind.
 
 use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
-use super::phys::{SaXattr, XattrDirValue, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX};
+use super::phys::{SaXattr, XattrDirValue, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX, ZNODE_SIZE};
 use super::*;
 use crate::object::phys::DNODE_BONUS_SIZE_MAX;
 
@@ -202,10 +202,10 @@ impl FileSystem {
                         self.drop_xattr(tx, &mut znode, name, found)?;
                     }
                 } else {
-                    self.store_xattr(tx, &mut znode, name, &acl.encode(), found)?;
+                    self.store_xattr(tx, ino, &mut znode, name, &acl.encode(), found)?;
                 }
             }
-            _ => self.store_xattr(tx, &mut znode, name, value, found)?,
+            _ => self.store_xattr(tx, ino, &mut znode, name, value, found)?,
         }
         znode.ctime = Timestamp::now();
         self.put_znode(&tx, ino, &znode)?;
@@ -243,12 +243,14 @@ impl FileSystem {
         Ok(())
     }
 
-    /// Store `name` = `value` in `znode` (written back by the caller) in `tx`, where the
-    /// layout says (module documentation), removing it from where it was (`found`). Value
-    /// objects are written first, so a write refused for lack of space changes nothing.
+    /// Store `name` = `value` in `znode`, inode `ino`'s (written back by the caller) in `tx`,
+    /// where the layout says (module documentation), removing it from where it was (`found`).
+    /// Data is written first (a symlink target moved out of the bonus buffer, then the value
+    /// object), so a write refused for lack of space changes nothing.
     pub(super) fn store_xattr(
         &self,
         tx: Tx,
+        ino: u64,
         znode: &mut Znode,
         name: &[u8],
         value: &[u8],
@@ -276,6 +278,14 @@ impl FileSystem {
             }
             znode.sa_xattrs = sa;
             return Ok(());
+        }
+        if znode.xattr_dir == 0 && ZNODE_SIZE + znode.inline_target.len() + 8 > DNODE_BONUS_SIZE_MAX
+        {
+            // A symlink target that leaves no room for the directory pointer moves to the
+            // object's data, where readlink finds targets that are not inline.
+            self.objset
+                .write(&tx, ObjectId(ino), 0, &znode.inline_target)?;
+            znode.inline_target.clear();
         }
         let entry = self.write_dir_value(tx, value)?;
         if let Some(Found::Sa(index)) = found {
