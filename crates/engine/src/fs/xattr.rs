@@ -40,8 +40,8 @@
 //! object first (so that a write refused for lack of space changes nothing), then the
 //! directory entry, then the znode (ctime, SA region, directory pointer). A set in the SA
 //! region dirties one dnode; a set in the directory dirties the directory's blocks on its path
-//! and, for values over 1 KiB, one new object. Adding a new name to a directory also lists
-//! the directory once to enforce the list limit.
+//! and, for values over 1 KiB, one new object. Adding a new name lists the directory to
+//! enforce the list limit only when its blocks could hold 64 KiB of names.
 //!
 //! # Crash behaviour and freeing
 //! Each change is one transaction, so after a crash an xattr is wholly old or wholly new.
@@ -139,6 +139,23 @@ impl FileSystem {
         self.xattr_names(&self.znode(ino)?)
     }
 
+    /// An upper bound of the bytes `listxattr` returns for `znode`, without listing: the SA
+    /// names, plus every byte of the xattr directory's blocks (each entry stores its name and
+    /// at least one byte more, which covers the NUL). Only a file near the limit is listed.
+    fn list_bytes_bound(&self, znode: &Znode) -> Result<usize> {
+        let sa: usize = znode
+            .sa_xattrs
+            .iter()
+            .map(|entry| entry.name.len() + 1)
+            .sum();
+        if znode.xattr_dir == 0 {
+            return Ok(sa);
+        }
+        let info = self.objset.info(ObjectId(znode.xattr_dir))?;
+        let directory = (info.max_blkid + 1).saturating_mul(info.data_block_size as u64);
+        Ok(sa.saturating_add(usize::try_from(directory).unwrap_or(usize::MAX)))
+    }
+
     /// The names of the xattrs of `znode`, read as they are (the caller holds the inode's
     /// lock, or knows nothing changes it).
     fn xattr_names(&self, znode: &Znode) -> Result<Vec<Vec<u8>>> {
@@ -184,7 +201,8 @@ impl FileSystem {
             (None, XATTR_REPLACE) => return Err(FsError::NoData),
             _ => {}
         }
-        if found.is_none() {
+        if found.is_none() && self.list_bytes_bound(&znode)? + name.len() + 1 > XATTR_LIST_BYTES_MAX
+        {
             let names = self.xattr_names(&znode)?;
             let list_bytes: usize = names.iter().map(|name| name.len() + 1).sum();
             if list_bytes + name.len() + 1 > XATTR_LIST_BYTES_MAX {
