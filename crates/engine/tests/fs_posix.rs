@@ -589,7 +589,7 @@ fn bad_input_gives_errors() {
     );
     assert!(fs.create(root, b"n", 0o020_644, 0, 0).is_err());
     assert!(
-        fs.rename(root, b"file", root, b"x", 4).is_err(),
+        fs.rename(root, b"file", root, b"x", 8).is_err(),
         "unknown flag"
     );
     // Inode numbers that are not inodes: 0, the master node, the unlinked set, the meta-dnode,

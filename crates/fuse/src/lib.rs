@@ -14,7 +14,12 @@
 //! of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
 //! `release` calls [`FileSystem::release`], so a file unlinked while open keeps its data until
 //! the last close (the unlinked set). Permissions are checked by the kernel
-//! (`default_permissions`), so there is no `access`. No `direct_io`: the page cache serves
+//! (`default_permissions`), so there is no `access`; with `acltype=posix` the mount also
+//! negotiates `FUSE_POSIX_ACL` and the kernel enforces the POSIX ACLs the engine keeps as
+//! xattrs. Every mount negotiates `FUSE_DONT_MASK`: the umask travels with each create and
+//! the engine applies it unless a default ACL is inherited. Xattr replies follow the FUSE size
+//! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
+//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No `direct_io`: the page cache serves
 //! reads and shared mmap works (git, sqlite).
 //!
 //! # Snapshots: `.zfs/snapshot`
@@ -62,6 +67,11 @@
 //! | `Busy` | EBUSY |
 //! | `ReadOnly` | EROFS |
 //! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
+//! | `NoData` | ENODATA |
+//! | `NotSupported` | EOPNOTSUPP |
+//! | `Range` | ERANGE |
+//! | `TooBig` | E2BIG |
+//! | `PastEnd` | ENXIO |
 //!
 //! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
 //! creating `.zfs` in the root EEXIST; a rename or link between the head and a snapshot (or two
@@ -108,13 +118,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+    BackgroundSession, Config, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption,
+    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    SessionACL, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
-use tarn::fs::{Attr, FileKind, FileSystem, FsError, SetAttr, Timestamp};
+use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp};
 use tarn::txg::TxgManager;
 use tarn::types::Txg;
 
@@ -148,6 +159,11 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::Busy(_) => Errno::EBUSY,
         FsError::ReadOnly => Errno::EROFS,
         FsError::Corrupt(_) | FsError::Engine(_) => Errno::EIO,
+        FsError::NoData => Errno::ENODATA,
+        FsError::NotSupported => Errno::EOPNOTSUPP,
+        FsError::Range => Errno::ERANGE,
+        FsError::TooBig => Errno::E2BIG,
+        FsError::PastEnd => Errno::ENXIO,
     }
 }
 
@@ -348,9 +364,45 @@ fn bytes(name: &OsStr) -> &[u8] {
     name.as_bytes()
 }
 
+/// Answer a getxattr or listxattr with `value`, following the FUSE size probe: size 0 asks
+/// for the length, a buffer too small is ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if (size as usize) < value.len() {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+impl TarnFuse {
+    /// The file system and object an xattr request reads: the head's or a snapshot's; None
+    /// for the control directories, which have no xattrs.
+    fn xattr_target(&self, ino: INodeNo) -> Result<Option<(Arc<FileSystem>, u64)>, Errno> {
+        Ok(match self.resolve(ino)? {
+            Node::Head(object) => Some((self.fs.clone(), object)),
+            Node::Snapshot(snapshot, object) => Some((snapshot.fs.clone(), object)),
+            Node::ZfsDir | Node::SnapshotDir => None,
+        })
+    }
+}
+
 impl Filesystem for TarnFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         configure_kernel(config);
+        // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
+        // inheritance), and without one applying it twice changes nothing.
+        let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+        // acltype=posix: the kernel enforces the ACLs the engine keeps (this implies
+        // default_permissions, which every mount has anyway).
+        if self.fs.config().acl_posix && config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err()
+        {
+            log::warn!(
+                "tarn fuse {}: the kernel does not offer POSIX ACLs; they are stored but not enforced",
+                self.name
+            );
+        }
         Ok(())
     }
 
@@ -433,15 +485,21 @@ impl Filesystem for TarnFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
         let result = self.head_parent_for_new(parent, name).and_then(|parent| {
-            let result =
-                self.fs
-                    .mknod(parent, bytes(name), mode, rdev as u64, req.uid(), req.gid());
+            let result = self.fs.create_node(
+                parent,
+                bytes(name),
+                mode,
+                umask,
+                rdev as u64,
+                req.uid(),
+                req.gid(),
+            );
             if let Ok(attr) = &result {
                 self.changed_directories(&[parent, attr.ino]);
             }
@@ -456,14 +514,20 @@ impl Filesystem for TarnFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
         let result = self.head_parent_for_new(parent, name).and_then(|parent| {
-            let result = self
-                .fs
-                .mkdir(parent, bytes(name), mode & 0o7777, req.uid(), req.gid());
+            let result = self.fs.create_node(
+                parent,
+                bytes(name),
+                FileKind::Directory.mode_bits() | (mode & 0o7777),
+                umask,
+                0,
+                req.uid(),
+                req.gid(),
+            );
             if let Ok(attr) = &result {
                 self.changed_directories(&[parent, attr.ino]);
             }
@@ -525,7 +589,7 @@ impl Filesystem for TarnFuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -543,9 +607,15 @@ impl Filesystem for TarnFuse {
             Ok(parents) => parents,
             Err(errno) => return reply.error(errno),
         };
-        let result = self
-            .fs
-            .rename(parent, bytes(name), newparent, bytes(newname), flags.bits());
+        let result = self.fs.rename_as(
+            parent,
+            bytes(name),
+            newparent,
+            bytes(newname),
+            flags.bits(),
+            req.uid(),
+            req.gid(),
+        );
         if result.is_ok() {
             self.changed_directories(&[parent, newparent]);
         }
@@ -743,6 +813,170 @@ impl Filesystem for TarnFuse {
         }
     }
 
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        // Only macOS sends a position (resource forks).
+        if position != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
+        let result = self.fs.setxattr(ino, bytes(name), value, flags as u32);
+        if result.is_ok() {
+            self.changed(&[ino]);
+        }
+        self.reply_empty(reply, result, "setxattr");
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let result = match self.xattr_target(ino) {
+            Ok(Some((fs, object))) => fs.getxattr(object, bytes(name)),
+            Ok(None) => Err(FsError::NoData),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(value) => reply_xattr(reply, size, &value),
+            Err(error) => reply.error(self.fail("getxattr", error)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let result = match self.xattr_target(ino) {
+            Ok(Some((fs, object))) => fs.listxattr(object),
+            Ok(None) => Ok(Vec::new()),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(names) => {
+                let mut list = Vec::new();
+                for name in names {
+                    list.extend_from_slice(&name);
+                    list.push(0);
+                }
+                reply_xattr(reply, size, &list)
+            }
+            Err(error) => reply.error(self.fail("listxattr", error)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
+        let result = self.fs.removexattr(ino, bytes(name));
+        if result.is_ok() {
+            self.changed(&[ino]);
+        }
+        self.reply_empty(reply, result, "removexattr");
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let ino = match self.head(ino) {
+            Ok(ino) => ino,
+            Err(errno) => return reply.error(errno),
+        };
+        let result = self.fs.fallocate(ino, offset, length, mode as u32);
+        if result.is_ok() {
+            self.changed(&[ino]);
+        }
+        self.reply_empty(reply, result, "fallocate");
+    }
+
+    /// Only SEEK_DATA and SEEK_HOLE reach the file system; the kernel does the rest. Without
+    /// the writeback cache every write(2) reached the engine before it returned, so the
+    /// engine's answer covers it (pages dirtied through a shared mmap and not yet written back
+    /// are the exception, as on every FUSE file system).
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let target = match whence {
+            libc::SEEK_DATA => SeekTarget::Data,
+            libc::SEEK_HOLE => SeekTarget::Hole,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.fs.seek(object, offset, target),
+            Ok(Node::Snapshot(snapshot, object)) => snapshot.fs.seek(object, offset, target),
+            Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EISDIR),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(found) => reply.offset(found as i64),
+            Err(error) => reply.error(self.fail("lseek", error)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let target = match self.head(ino_out) {
+            Ok(target) => target,
+            Err(errno) => return reply.error(errno),
+        };
+        // One reply says at most u32::MAX bytes; the caller loops for the rest.
+        let len = len.min(u32::MAX as u64 & !0xfff);
+        let result = match self.resolve(ino_in) {
+            Ok(Node::Head(source)) => self
+                .fs
+                .copy_range(&self.fs, source, offset_in, target, offset_out, len),
+            Ok(Node::Snapshot(snapshot, source)) => {
+                self.fs
+                    .copy_range(&snapshot.fs, source, offset_in, target, offset_out, len)
+            }
+            Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EISDIR),
+            Err(errno) => return reply.error(errno),
+        };
+        match result {
+            Ok(copied) => {
+                self.changed(&[target]);
+                reply.written(copied as u32);
+            }
+            Err(error) => reply.error(self.fail("copy_file_range", error)),
+        }
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         match self.fs.statfs() {
             Ok(figures) => reply.statfs(
@@ -765,14 +999,22 @@ impl Filesystem for TarnFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
         let created = self.head_parent_for_new(parent, name).and_then(|parent| {
             self.fs
-                .create(parent, bytes(name), mode, req.uid(), req.gid())
+                .create_node(
+                    parent,
+                    bytes(name),
+                    FileKind::Regular.mode_bits() | (mode & 0o7777),
+                    umask,
+                    0,
+                    req.uid(),
+                    req.gid(),
+                )
                 .and_then(|attr| {
                     self.changed_directories(&[parent, attr.ino]);
                     self.fs.open_inode(attr.ino)

@@ -5,6 +5,8 @@
 //! - `timeseries`: many files taking 32-byte appends every interval (recordsize 8K,
 //!   compression on), beside the same appends to plain files (see `timeseries`).
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
+//! - `xattr`: small xattrs set and read back through a FUSE mount, beside the host's file
+//!   system (see `xattr`).
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
 //!   destroy of a snapshot with a large deadlist beside freeing the same blocks unsnapshotted.
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
@@ -31,6 +33,7 @@ mod iosched;
 mod snapshot;
 mod sync;
 mod timeseries;
+mod xattr;
 
 use clap::Subcommand;
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
@@ -48,6 +51,10 @@ pub enum BenchCommand {
     /// change; destroy of a snapshot whose deadlist holds --blocks 4 KiB blocks beside freeing
     /// the same blocks with no snapshot. In-process, on a sparse file in --dir.
     Snapshot(snapshot::SnapshotBench),
+    /// setxattr and getxattr of many small xattrs (default 1,000 files x 10 of 32 bytes)
+    /// through a FUSE mount of a new pool, beside the same calls on the host's file system
+    /// (ext4 on most hosts) in the same directory. Needs root and /dev/fuse.
+    Xattr(xattr::XattrBench),
     /// p50/p99 of 4 KiB sync-class writes through the vdev queue alone and beside an engine
     /// sequential write, beside the same writes in the async class (no priority).
     Iosched {
@@ -497,6 +504,7 @@ fn bench_mount_locked(
 pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
+        BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::Iosched {
             dir,
             vdev_size,

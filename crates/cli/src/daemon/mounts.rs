@@ -304,7 +304,7 @@ impl Mounts {
     ) -> Result<(), Failure> {
         let remount = matches!(
             property,
-            Property::Mountpoint | Property::Canmount | Property::Readonly
+            Property::Mountpoint | Property::Canmount | Property::Readonly | Property::Acltype
         );
         if !remount {
             let mounted: Vec<(String, Arc<FileSystem>, Option<MountControl>)> = lock(&self.table)

@@ -16,8 +16,9 @@
 //!
 //! # When a change takes effect
 //! recordsize, compression, checksum and copies apply to files created after the change (they
-//! are fixed per object when it is created); atime and snapdir at once; mountpoint, canmount and readonly
-//! when the daemon remounts, which `set` does.
+//! are fixed per object when it is created); xattr to xattrs set after the change; atime and
+//! snapdir at once; mountpoint, canmount, readonly and acltype when the daemon remounts, which
+//! `set` does.
 
 use crate::block::blkptr::{ChecksumType, Compression};
 
@@ -57,6 +58,13 @@ pub enum Property {
     /// Whether `.zfs` shows in the root directory's listing (`hidden`, `visible`); a lookup of
     /// `.zfs` works either way.
     Snapdir,
+    /// Where new extended attributes go: `sa` (packed with the znode while they fit, else the
+    /// file's hidden xattr directory) or `dir` (always the directory). See `fs::xattr`.
+    Xattr,
+    /// POSIX ACLs: `off` (the ACL xattrs are refused) or `posix` (kept, inherited, and
+    /// enforced by the kernel). Takes effect at the next mount, which `set` does. See
+    /// `fs::acl`.
+    Acltype,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -80,7 +88,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 9] = [
+    pub const ALL: [Property; 11] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -90,6 +98,8 @@ impl Property {
         Property::Atime,
         Property::Readonly,
         Property::Snapdir,
+        Property::Xattr,
+        Property::Acltype,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +113,8 @@ impl Property {
             Property::Atime => "atime",
             Property::Readonly => "readonly",
             Property::Snapdir => "snapdir",
+            Property::Xattr => "xattr",
+            Property::Acltype => "acltype",
         }
     }
 
@@ -135,6 +147,8 @@ impl Property {
             Property::Canmount | Property::Atime => "on".into(),
             Property::Readonly => "off".into(),
             Property::Snapdir => "hidden".into(),
+            Property::Xattr => "sa".into(),
+            Property::Acltype => "off".into(),
         }
     }
 
@@ -206,6 +220,17 @@ impl Property {
             Property::Canmount => one_of(&["on", "off", "noauto"]),
             Property::Atime | Property::Readonly => one_of(&["on", "off"]),
             Property::Snapdir => one_of(&["hidden", "visible"]),
+            // `on` is zfs's old spelling of the directory layout.
+            Property::Xattr => match value {
+                "on" => Ok("dir".into()),
+                _ => one_of(&["sa", "dir"]),
+            },
+            // zfs's other spellings.
+            Property::Acltype => match value {
+                "noacl" => Ok("off".into()),
+                "posixacl" => Ok("posix".into()),
+                _ => one_of(&["off", "posix"]),
+            },
         }
     }
 }

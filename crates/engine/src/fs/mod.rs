@@ -24,7 +24,12 @@
 //!   file kind). A directory's znode size is its number of entries (as in ZFS), and its link
 //!   count is 2 plus its number of subdirectories;
 //! - the *unlinked set*: a key/value object whose keys are the object numbers (u64 LE) of
-//!   inodes with no links left that were still open when their last link went away.
+//!   inodes with no links left that were still open when their last link went away;
+//! - *extended attributes* ([`xattr`]): small ones packed in an SA region after the znode in
+//!   the bonus buffer, the rest in a hidden per-file xattr directory (a key/value object the
+//!   znode names, with large values in objects of their own); POSIX ACLs ([`acl`]) are two of
+//!   them. The znode's flag bits say which of the two follow it, so znodes written before
+//!   they existed read unchanged.
 //!
 //! # Invariants
 //! 1. Every directory entry names an existing inode of the kind the entry records, and every
@@ -57,9 +62,11 @@
 //! # Operations
 //! `lookup`, `getattr`, `setattr` (mode, owner, size, times), `create`, `mkdir`, `mknod`,
 //! `symlink`, `readlink`, `link`, `unlink`, `rmdir`, `rename` (replace, `RENAME_NOREPLACE`,
-//! `RENAME_EXCHANGE`), `readdir` (offsets 0..=2 are `.` and `..`; later offsets are key/value
-//! cookies, stable while entries come and go), `read`, `write`, `statfs`, and `open` /
-//! `release` for unlink-while-open. atime follows relatime: a read updates it only if it is not
+//! `RENAME_EXCHANGE`, `RENAME_WHITEOUT`), `readdir` (offsets 0..=2 are `.` and `..`; later
+//! offsets are key/value cookies, stable while entries come and go), `read`, `write`, `statfs`
+//! (4 KiB units), `open` / `release` for unlink-while-open, `getxattr` / `setxattr` /
+//! `listxattr` / `removexattr` ([`xattr`], [`acl`]), and `fallocate`, SEEK_DATA / SEEK_HOLE
+//! and `copy_range` ([`ranges`]). atime follows relatime: a read updates it only if it is not
 //! newer than mtime or ctime, or is more than a day old.
 //!
 //! # Crash behaviour
@@ -75,9 +82,12 @@
 //! [`FileSystem::open`] removes whatever a crash left there (OpenZFS's zfs_unlinked_drain),
 //! large files again in chunks.
 
+pub mod acl;
 pub mod phys;
+pub mod ranges;
 mod rename;
 mod unlinked;
+pub mod xattr;
 
 use unlinked::Dropped;
 
@@ -100,6 +110,8 @@ use phys::{
     ZNODE_FLAG_UNLINKED,
 };
 pub use phys::{FileKind, Timestamp};
+pub use ranges::{SeekTarget, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
+pub use xattr::{XattrLayout, XATTR_CREATE, XATTR_REPLACE};
 
 /// Longest name in a directory, in bytes.
 pub const NAME_LEN_MAX: usize = 255;
@@ -113,6 +125,8 @@ pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
 pub const RENAME_NOREPLACE: u32 = 1;
 /// `rename` flag: swap the two entries, both of which must exist (Linux's value).
 pub const RENAME_EXCHANGE: u32 = 2;
+/// `rename` flag: leave a whiteout (character device 0:0) at the old name (Linux's value).
+pub const RENAME_WHITEOUT: u32 = 4;
 /// Readdir offset of `.`'s successor and `..`'s successor.
 const COOKIE_AFTER_DOT: u64 = 1;
 const COOKIE_AFTER_DOTDOT: u64 = 2;
@@ -158,6 +172,22 @@ pub enum FsError {
     Engine(String),
     #[error("read-only file system")]
     ReadOnly,
+    /// No such extended attribute (ENODATA).
+    #[error("no such extended attribute")]
+    NoData,
+    /// An operation or name this file system does not support (EOPNOTSUPP).
+    #[error("operation not supported")]
+    NotSupported,
+    /// A name or result does not fit its limit (ERANGE).
+    #[error("result or name out of range")]
+    Range,
+    /// A value larger than the largest allowed (E2BIG).
+    #[error("value too large")]
+    TooBig,
+    /// An offset at or past the end of file, or no data after it (ENXIO, for SEEK_DATA and
+    /// SEEK_HOLE).
+    #[error("offset past the end of the file")]
+    PastEnd,
 }
 
 impl From<ObjectError> for FsError {
@@ -252,9 +282,17 @@ pub struct SpaceFigures {
 /// Where `statfs` gets its space figures (the pool, in practice).
 pub type SpaceSource = Arc<dyn Fn() -> SpaceFigures + Send + Sync>;
 
+/// The unit of `statfs` block counts, and the block size it reports (`f_bsize` and
+/// `f_frsize`). Not the recordsize: programs size buffers and estimate space from `f_bsize`
+/// (du, df, cp's sparse detection, databases' page checks), and ext4's 4 KiB is what they
+/// expect; the recordsize stays visible per file as `st_blksize`. Counts are exact in these
+/// units (rounded down), so `f_blocks * f_frsize` is the dataset's size.
+pub const STATFS_BLOCK_SIZE: u32 = 4096;
+
 /// What `statfs` returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StatFs {
+    /// [`STATFS_BLOCK_SIZE`]: both the preferred block size and the unit of the counts.
     pub block_size: u32,
     pub blocks: u64,
     pub blocks_free: u64,
@@ -274,6 +312,10 @@ pub struct FsConfig {
     pub checksum: ChecksumType,
     pub compression: Compression,
     pub copies: u8,
+    /// Where new xattrs go (the `xattr` property).
+    pub xattr: XattrLayout,
+    /// POSIX ACLs kept and inherited (`acltype=posix`); off, their names are refused.
+    pub acl_posix: bool,
 }
 
 impl FsConfig {
@@ -287,6 +329,8 @@ impl FsConfig {
             checksum: ChecksumType::Fletcher4,
             compression: Compression::Lz4,
             copies: 1,
+            xattr: XattrLayout::Sa,
+            acl_posix: false,
         }
     }
 }
@@ -426,6 +470,8 @@ impl FileSystem {
             flags: 0,
             rdev: 0,
             inline_target: Vec::new(),
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
         };
         objset.set_bonus(&tx, root, ObjectType::None, &znode.encode())?;
         kv::create(&mut KvObject::new(objset, root, Some(tx))?).map_err(kv_error(root.0))?;
@@ -776,6 +822,19 @@ impl FileSystem {
                 return Err(FsError::Invalid(format!("size {size} too large")));
             }
         }
+        // A chmod rewrites a stored access ACL to match (read and checked before the
+        // transaction).
+        let acl = match changes.mode {
+            Some(_) => self
+                .xattr_of(&znode, acl::ACL_ACCESS)?
+                .map(|(raw, found)| {
+                    acl::Acl::decode(&raw)
+                        .map(|acl| (acl, found))
+                        .map_err(|error| FsError::Corrupt(format!("inode {ino}: {error}")))
+                })
+                .transpose()?,
+            None => None,
+        };
         if let Some(size) = changes.size {
             // A large truncation frees in chunks of bounded txgs first; the transaction
             // below then only trims the last partial block and sets the size.
@@ -798,6 +857,17 @@ impl FileSystem {
         }
         if let Some(mode) = changes.mode {
             znode.mode = kind.mode_bits() | (mode & MODE_PERMISSION_MASK);
+            if let Some((mut acl, found)) = acl {
+                acl.chmod(mode);
+                self.store_xattr(
+                    tx,
+                    ino,
+                    &mut znode,
+                    acl::ACL_ACCESS,
+                    &acl.encode(),
+                    Some(found),
+                )?;
+            }
         }
         if let Some(uid) = changes.uid {
             znode.uid = uid;
@@ -820,11 +890,11 @@ impl FileSystem {
     /// Create a regular file. `mode` holds permission bits (type bits, if any, must say
     /// regular file).
     pub fn create(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(dir, name, FileKind::Regular, mode, uid, gid, 0, None)
+        self.make_node(dir, name, FileKind::Regular, mode, 0, uid, gid, 0, None)
     }
 
     pub fn mkdir(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(dir, name, FileKind::Directory, mode, uid, gid, 0, None)
+        self.make_node(dir, name, FileKind::Directory, mode, 0, uid, gid, 0, None)
     }
 
     /// Create a fifo, socket, character or block device (metadata only) or a regular file,
@@ -844,7 +914,7 @@ impl FileSystem {
             FileKind::Directory | FileKind::Symlink => {
                 Err(FsError::Invalid(format!("mknod cannot make a {kind:?}")))
             }
-            _ => self.make_node(dir, name, kind, mode, uid, gid, rdev, None),
+            _ => self.make_node(dir, name, kind, mode, 0, uid, gid, rdev, None),
         }
     }
 
@@ -867,11 +937,33 @@ impl FileSystem {
             name,
             FileKind::Symlink,
             0o777,
+            0,
             uid,
             gid,
             0,
             Some(target),
         )
+    }
+
+    /// Create a regular file, directory, fifo, socket or device node, as the type bits of
+    /// `mode` say, for a caller whose umask is `umask` (the FUSE adapter's entry point). With
+    /// `acltype=posix` and a default ACL on `dir`, the new inode inherits it and the umask is
+    /// not applied ([`acl`]); otherwise the umask masks `mode`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_node(
+        &self,
+        dir: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        rdev: u64,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let kind = FileKind::from_mode(mode)
+            .filter(|&kind| kind != FileKind::Symlink)
+            .ok_or_else(|| FsError::Invalid(format!("create mode {mode:#o}")))?;
+        self.make_node(dir, name, kind, mode, umask, uid, gid, rdev, None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -881,6 +973,7 @@ impl FileSystem {
         name: &[u8],
         kind: FileKind,
         mode: u32,
+        umask: u32,
         uid: u32,
         gid: u32,
         rdev: u64,
@@ -899,6 +992,7 @@ impl FileSystem {
         if self.dir_lookup(dir, name)?.is_some() {
             return Err(FsError::Exists);
         }
+        let (mode, inherited) = self.inherit_acls(&parent, kind, mode, umask)?;
         let now = Timestamp::now();
         let (inline_target, long_target) = match target {
             Some(target) if target.len() <= INLINE_TARGET_MAX => (target.to_vec(), None),
@@ -923,6 +1017,8 @@ impl FileSystem {
                 0
             },
             inline_target,
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
         };
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
@@ -941,6 +1037,10 @@ impl FileSystem {
         if kind == FileKind::Directory {
             kv::create(&mut KvObject::new(&self.objset, object, Some(tx))?)
                 .map_err(kv_error(ino))?;
+        }
+        let mut znode = znode;
+        for (name, value) in inherited {
+            self.store_xattr(tx, ino, &mut znode, name, &value, None)?;
         }
         self.put_znode(&tx, ino, &znode)?;
         self.dir_insert(tx, dir, name, DirEntryValue { object: ino, kind })?;
@@ -1296,7 +1396,8 @@ impl FileSystem {
         Ok(data.len())
     }
 
-    /// Space figures in units of the file block size, from the space source (zeros if none).
+    /// Space figures in units of [`STATFS_BLOCK_SIZE`], from the space source (zeros if
+    /// none).
     pub fn statfs(&self) -> Result<StatFs> {
         let figures = self
             .space
@@ -1304,7 +1405,7 @@ impl FileSystem {
             .as_ref()
             .map(|source| source())
             .unwrap_or_default();
-        let block_size = self.config.read().file_block_size;
+        let block_size = STATFS_BLOCK_SIZE;
         let available = figures.available_bytes.min(figures.size_bytes);
         // Every inode needs at least one dnode: that bounds the files that still fit.
         let files_free = available / crate::object::phys::DNODE_SIZE as u64;

@@ -1,5 +1,7 @@
 //! On-disk structures of the file system layer: the znode (stored in each object's bonus
-//! buffer), directory entry values, unlinked-set keys and the master node's keys.
+//! buffer) with its system-attribute tail (the hidden xattr directory's object number and the
+//! packed small xattrs of `xattr=sa`), directory entry values, xattr-directory entry values,
+//! unlinked-set keys and the master node's keys.
 //!
 //! All integers are little-endian. Decoders take untrusted bytes and never panic: they return
 //! [`FsError::Corrupt`] saying what was wrong and where.
@@ -38,8 +40,24 @@ const _: () = assert!(ZNODE_ATIME_OFFSET + 4 * TIMESTAMP_SIZE == ZNODE_PARENT_OF
 /// Znode flag: the object has no links and sits in the unlinked set until its last release
 /// (or the next mount after a crash) removes it.
 pub const ZNODE_FLAG_UNLINKED: u64 = 1 << 0;
+/// Znode layout flag: 8 bytes after the inline target hold the object number of the file's
+/// hidden xattr directory. Set by `encode` from [`Znode::xattr_dir`], never kept in
+/// [`Znode::flags`]. A build that predates it refuses the znode (unknown flag) rather than
+/// dropping the xattrs it cannot see.
+pub const ZNODE_FLAG_XATTR_DIR: u64 = 1 << 1;
+/// Znode layout flag: a packed system-attribute region of small xattrs ends the bonus buffer
+/// (`xattr=sa`). Set by `encode` from [`Znode::sa_xattrs`].
+pub const ZNODE_FLAG_SA_XATTRS: u64 = 1 << 2;
+/// The layout flags, derived from the fields on encode.
+pub const ZNODE_FLAGS_LAYOUT: u64 = ZNODE_FLAG_XATTR_DIR | ZNODE_FLAG_SA_XATTRS;
 /// Every flag this version knows; others are refused as corruption.
-pub const ZNODE_FLAGS_KNOWN: u64 = ZNODE_FLAG_UNLINKED;
+pub const ZNODE_FLAGS_KNOWN: u64 = ZNODE_FLAG_UNLINKED | ZNODE_FLAGS_LAYOUT;
+/// Longest xattr name (Linux's XATTR_NAME_MAX), in the SA region and the xattr directory.
+pub const XATTR_NAME_LEN_MAX: usize = 255;
+/// Bytes of an SA region's header (the entry count) and of each entry's header (name length
+/// u8, value length u16).
+pub const SA_HEADER_SIZE: usize = 2;
+pub const SA_ENTRY_HEADER_SIZE: usize = 3;
 
 /// File-type bits of a mode (POSIX `S_IFMT`), with the Linux values, fixed here so that the
 /// on-disk format does not depend on the host's headers.
@@ -179,10 +197,22 @@ impl Timestamp {
 ///       72    16  ctime
 ///       88    16  crtime (creation)
 ///      104     8  parent directory object (the root is its own parent)
-///      112     8  flags (bit 0: unlinked)
+///      112     8  flags (bit 0: unlinked; bit 1: xattr directory follows;
+///                    bit 2: SA xattr region follows)
 ///      120     8  rdev (character and block devices)
-///      128   0..192  inline symlink target
+///      128     T  inline symlink target (T = the length at offset 6, 0..=192)
+///   then, if flag bit 1:
+///            8  object number of the hidden xattr directory (a key/value object)
+///   then, if flag bit 2, the SA region of small xattrs (to the end of the bonus buffer):
+///            2  entry count N (>= 1)
+///   N times: 1  name length L (1..=255)
+///            2  value length V
+///            L  name (full name with its namespace, no NUL)
+///            V  value
 /// ```
+/// A znode written before xattrs existed has neither flag and ends after the inline target,
+/// so it reads unchanged. The bonus buffer holds at most 320 bytes in all: the SA region takes
+/// what the fixed part, the inline target and the directory pointer leave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Znode {
     pub mode: u32,
@@ -199,6 +229,24 @@ pub struct Znode {
     pub rdev: u64,
     /// A symlink target short enough to live in the bonus buffer.
     pub inline_target: Vec<u8>,
+    /// The hidden xattr directory's object number, 0 if the file has none.
+    pub xattr_dir: u64,
+    /// Small xattrs packed in the bonus buffer (`xattr=sa`), in insertion order.
+    pub sa_xattrs: Vec<SaXattr>,
+}
+
+/// One xattr in a znode's SA region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaXattr {
+    pub name: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+impl SaXattr {
+    /// Bytes this entry takes in the SA region.
+    pub fn encoded_len(&self) -> usize {
+        SA_ENTRY_HEADER_SIZE + self.name.len() + self.value.len()
+    }
 }
 
 impl Znode {
@@ -212,6 +260,13 @@ impl Znode {
             "inline symlink target too long"
         );
         assert!(FileKind::from_mode(self.mode).is_some(), "znode mode type");
+        let length = self.encoded_len();
+        assert!(length <= DNODE_BONUS_SIZE_MAX, "znode of {length} bytes");
+        assert_eq!(
+            self.flags & ZNODE_FLAGS_LAYOUT,
+            0,
+            "layout flags are derived"
+        );
         let mut out = vec![0u8; ZNODE_SIZE + self.inline_target.len()];
         out[0..4].copy_from_slice(&ZNODE_MAGIC.to_le_bytes());
         out[4..6].copy_from_slice(&ZNODE_FORMAT_VERSION.to_le_bytes());
@@ -227,10 +282,54 @@ impl Znode {
         self.crtime.encode(&mut out[88..104]);
         out[ZNODE_PARENT_OFFSET..ZNODE_PARENT_OFFSET + 8]
             .copy_from_slice(&self.parent.to_le_bytes());
-        out[112..120].copy_from_slice(&self.flags.to_le_bytes());
+        let mut flags = self.flags;
+        if self.xattr_dir != 0 {
+            flags |= ZNODE_FLAG_XATTR_DIR;
+        }
+        if !self.sa_xattrs.is_empty() {
+            flags |= ZNODE_FLAG_SA_XATTRS;
+        }
+        out[112..120].copy_from_slice(&flags.to_le_bytes());
         out[ZNODE_RDEV_OFFSET..ZNODE_SIZE].copy_from_slice(&self.rdev.to_le_bytes());
         out[ZNODE_SIZE..].copy_from_slice(&self.inline_target);
+        if self.xattr_dir != 0 {
+            out.extend_from_slice(&self.xattr_dir.to_le_bytes());
+        }
+        if !self.sa_xattrs.is_empty() {
+            assert!(self.sa_xattrs.len() <= u16::MAX as usize, "SA entry count");
+            out.extend_from_slice(&(self.sa_xattrs.len() as u16).to_le_bytes());
+            for entry in &self.sa_xattrs {
+                assert!(
+                    (1..=XATTR_NAME_LEN_MAX).contains(&entry.name.len())
+                        && entry.value.len() <= u16::MAX as usize,
+                    "SA entry sizes"
+                );
+                out.push(entry.name.len() as u8);
+                out.extend_from_slice(&(entry.value.len() as u16).to_le_bytes());
+                out.extend_from_slice(&entry.name);
+                out.extend_from_slice(&entry.value);
+            }
+        }
+        debug_assert_eq!(out.len(), length);
         out
+    }
+
+    /// Bytes the encoded znode takes; callers keep it within [`DNODE_BONUS_SIZE_MAX`] (the xattr
+    /// code moves xattrs to the xattr directory rather than overflow it).
+    pub fn encoded_len(&self) -> usize {
+        ZNODE_SIZE
+            + self.inline_target.len()
+            + if self.xattr_dir != 0 { 8 } else { 0 }
+            + Znode::sa_region_len(&self.sa_xattrs)
+    }
+
+    /// Bytes the SA region of `entries` takes (0 for none).
+    pub fn sa_region_len(entries: &[SaXattr]) -> usize {
+        if entries.is_empty() {
+            0
+        } else {
+            SA_HEADER_SIZE + entries.iter().map(SaXattr::encoded_len).sum::<usize>()
+        }
     }
 
     /// Decode the bonus buffer of object `object`.
@@ -250,13 +349,24 @@ impl Znode {
         if version != ZNODE_FORMAT_VERSION {
             return Err(corrupt(format!("unknown format version {version}")));
         }
+        let flags = u64_at(112);
+        if flags & !ZNODE_FLAGS_KNOWN != 0 {
+            return Err(corrupt(format!("unknown flags {flags:#x}")));
+        }
         let inline_length = u16_at(6) as usize;
-        if inline_length > INLINE_TARGET_MAX || ZNODE_SIZE + inline_length != raw.len() {
+        let inline_end = ZNODE_SIZE + inline_length;
+        let has_tail = flags & ZNODE_FLAGS_LAYOUT != 0;
+        if inline_length > INLINE_TARGET_MAX
+            || inline_end > raw.len()
+            || (!has_tail && inline_end != raw.len())
+        {
             return Err(corrupt(format!(
                 "inline target of {inline_length} bytes in a bonus of {} bytes",
                 raw.len()
             )));
         }
+        let (xattr_dir, sa_xattrs) = decode_xattr_tail(&raw[inline_end..], flags)
+            .map_err(|what| corrupt(format!("{what} (at byte {inline_end} on)")))?;
         let mode = u32_at(8);
         if FileKind::from_mode(mode).is_none()
             || mode & !(MODE_TYPE_MASK | MODE_PERMISSION_MASK) != 0
@@ -266,11 +376,7 @@ impl Znode {
         if u32_at(20) != 0 {
             return Err(corrupt("reserved field is not zero".into()));
         }
-        let flags = u64_at(112);
-        if flags & !ZNODE_FLAGS_KNOWN != 0 {
-            return Err(corrupt(format!("unknown flags {flags:#x}")));
-        }
-        let inline_target = raw[ZNODE_SIZE..].to_vec();
+        let inline_target = raw[ZNODE_SIZE..inline_end].to_vec();
         if !inline_target.is_empty() && mode & MODE_TYPE_MASK != MODE_SYMLINK {
             return Err(corrupt("inline target on a non-symlink".into()));
         }
@@ -286,10 +392,136 @@ impl Znode {
             crtime: Timestamp::decode(&raw[88..104], "crtime")
                 .map_err(|e| corrupt(e.to_string()))?,
             parent: u64_at(ZNODE_PARENT_OFFSET),
-            flags,
+            flags: flags & !ZNODE_FLAGS_LAYOUT,
             rdev: u64_at(ZNODE_RDEV_OFFSET),
             inline_target,
+            xattr_dir,
+            sa_xattrs,
         })
+    }
+}
+
+/// Decode what follows a znode's inline target, as its layout `flags` say: the xattr
+/// directory's object number and the SA region. Every byte must be accounted for.
+fn decode_xattr_tail(mut raw: &[u8], flags: u64) -> Result<(u64, Vec<SaXattr>), String> {
+    let mut xattr_dir = 0;
+    if flags & ZNODE_FLAG_XATTR_DIR != 0 {
+        let Some((object, rest)) = raw.split_first_chunk::<8>() else {
+            return Err("xattr directory pointer cut short".into());
+        };
+        xattr_dir = u64::from_le_bytes(*object);
+        if xattr_dir <= MASTER_NODE_OBJECT {
+            return Err(format!("xattr directory object {xattr_dir}"));
+        }
+        raw = rest;
+    }
+    let mut entries: Vec<SaXattr> = Vec::new();
+    if flags & ZNODE_FLAG_SA_XATTRS != 0 {
+        let Some((count, mut rest)) = raw.split_first_chunk::<2>() else {
+            return Err("SA region cut short".into());
+        };
+        let count = u16::from_le_bytes(*count);
+        if count == 0 {
+            return Err("SA region with no entries".into());
+        }
+        for index in 0..count {
+            let Some((header, body)) = rest.split_first_chunk::<SA_ENTRY_HEADER_SIZE>() else {
+                return Err(format!("SA entry {index} header cut short"));
+            };
+            let name_length = header[0] as usize;
+            let value_length = u16::from_le_bytes([header[1], header[2]]) as usize;
+            if name_length == 0 || name_length + value_length > body.len() {
+                return Err(format!(
+                    "SA entry {index}: name of {name_length} and value of {value_length} bytes in {} bytes",
+                    body.len()
+                ));
+            }
+            let (name, body) = body.split_at(name_length);
+            let (value, body) = body.split_at(value_length);
+            if name.contains(&0) {
+                return Err(format!("SA entry {index}: name holds a NUL"));
+            }
+            if entries.iter().any(|entry| entry.name == name) {
+                return Err(format!("SA entry {index}: name appears twice"));
+            }
+            entries.push(SaXattr {
+                name: name.to_vec(),
+                value: value.to_vec(),
+            });
+            rest = body;
+        }
+        raw = rest;
+    }
+    if !raw.is_empty() {
+        return Err(format!("{} trailing bytes", raw.len()));
+    }
+    Ok((xattr_dir, entries))
+}
+
+/// The value of an entry of a hidden xattr directory (the key is the xattr's full name).
+///
+/// ```text
+///   tag 0, inline:    0      1  tag
+///                     1      V  the value (V <= 1023, the rest of the entry)
+///   tag 1, in object: 0      1  tag
+///                     1      8  object number of a plain object holding the value in its
+///                                data from offset 0
+///                     9      4  value length in bytes (<= 65536)
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum XattrDirValue {
+    Inline(Vec<u8>),
+    Object { object: u64, length: u32 },
+}
+
+/// Longest value kept inline in an xattr-directory entry.
+pub const XATTR_DIR_INLINE_MAX: usize = crate::object::kv::VALUE_LEN_MAX - 1;
+/// Largest xattr value (Linux's XATTR_SIZE_MAX).
+pub const XATTR_VALUE_LEN_MAX: usize = 65536;
+const XATTR_DIR_OBJECT_VALUE_SIZE: usize = 1 + 8 + 4;
+
+impl XattrDirValue {
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            XattrDirValue::Inline(value) => {
+                assert!(value.len() <= XATTR_DIR_INLINE_MAX, "inline xattr value");
+                let mut out = Vec::with_capacity(1 + value.len());
+                out.push(0);
+                out.extend_from_slice(value);
+                out
+            }
+            XattrDirValue::Object { object, length } => {
+                let mut out = Vec::with_capacity(XATTR_DIR_OBJECT_VALUE_SIZE);
+                out.push(1);
+                out.extend_from_slice(&object.to_le_bytes());
+                out.extend_from_slice(&length.to_le_bytes());
+                out
+            }
+        }
+    }
+
+    /// Decode an entry of the xattr directory `directory`.
+    pub fn decode(raw: &[u8], directory: u64) -> Result<XattrDirValue, FsError> {
+        let corrupt =
+            |what: String| FsError::Corrupt(format!("xattr directory {directory}: {what}"));
+        match raw.split_first() {
+            Some((0, value)) if value.len() <= XATTR_DIR_INLINE_MAX => {
+                Ok(XattrDirValue::Inline(value.to_vec()))
+            }
+            Some((1, rest)) if rest.len() == XATTR_DIR_OBJECT_VALUE_SIZE - 1 => {
+                let object = u64::from_le_bytes(rest[0..8].try_into().expect("8 bytes"));
+                let length = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
+                if object <= MASTER_NODE_OBJECT || length as usize > XATTR_VALUE_LEN_MAX {
+                    return Err(corrupt(format!("value object {object} of {length} bytes")));
+                }
+                Ok(XattrDirValue::Object { object, length })
+            }
+            Some((tag, rest)) => Err(corrupt(format!(
+                "entry tag {tag} with {} bytes after it",
+                rest.len()
+            ))),
+            None => Err(corrupt("empty entry".into())),
+        }
     }
 }
 
@@ -372,11 +604,35 @@ mod tests {
         (1u8..=7).prop_map(|code| FileKind::from_code(code).unwrap())
     }
 
+    fn sa_xattrs() -> impl Strategy<Value = Vec<SaXattr>> {
+        proptest::collection::vec(
+            (
+                proptest::collection::vec(1u8..=255, 0..12),
+                proptest::collection::vec(any::<u8>(), 0..40),
+            ),
+            0..4,
+        )
+        .prop_map(|entries| {
+            entries
+                .into_iter()
+                .enumerate()
+                .map(|(index, (suffix, value))| {
+                    // The index keeps names unique.
+                    let mut name = format!("user.{index}.").into_bytes();
+                    name.extend(suffix);
+                    SaXattr { name, value }
+                })
+                .collect()
+        })
+    }
+
     prop_compose! {
-        fn znode()(kind in kind(), permissions in 0u32..=0o7777, uid: u32, gid: u32, links: u64,
-                   size: u64, atime in timestamp(), mtime in timestamp(), ctime in timestamp(),
-                   crtime in timestamp(), parent: u64, unlinked: bool, rdev: u64,
-                   target in proptest::collection::vec(any::<u8>(), 0..=INLINE_TARGET_MAX))
+        fn znode_unchecked()(kind in kind(), permissions in 0u32..=0o7777, uid: u32, gid: u32,
+                   links: u64, size: u64, atime in timestamp(), mtime in timestamp(),
+                   ctime in timestamp(), crtime in timestamp(), parent: u64, unlinked: bool,
+                   rdev: u64,
+                   target in proptest::collection::vec(any::<u8>(), 0..=INLINE_TARGET_MAX),
+                   xattr_dir in prop_oneof![Just(0u64), 2u64..], sa_xattrs in sa_xattrs())
                    -> Znode {
             Znode {
                 mode: kind.mode_bits() | permissions,
@@ -384,8 +640,23 @@ mod tests {
                 flags: if unlinked { ZNODE_FLAG_UNLINKED } else { 0 },
                 rdev,
                 inline_target: if kind == FileKind::Symlink { target } else { Vec::new() },
+                xattr_dir,
+                sa_xattrs,
             }
         }
+    }
+
+    /// Znodes that fit a bonus buffer (as the xattr code keeps them).
+    fn znode() -> impl Strategy<Value = Znode> {
+        znode_unchecked().prop_map(|mut znode| {
+            while znode.encoded_len() > DNODE_BONUS_SIZE_MAX {
+                if znode.sa_xattrs.pop().is_none() {
+                    znode.inline_target.truncate(INLINE_TARGET_MAX - 8);
+                    znode.xattr_dir = 0;
+                }
+            }
+            znode
+        })
     }
 
     proptest! {
@@ -402,10 +673,39 @@ mod tests {
         }
 
         #[test]
-        fn corrupted_znode_never_panics(znode in znode(), at in 0usize..ZNODE_SIZE, byte: u8) {
+        fn corrupted_znode_never_panics(znode in znode(), at in 0usize..DNODE_BONUS_SIZE_MAX, byte: u8) {
             let mut encoded = znode.encode();
+            let at = at % encoded.len();
             encoded[at] = byte;
-            let _ = Znode::decode(&encoded, 7);
+            if let Ok(decoded) = Znode::decode(&encoded, 7) {
+                // Whatever decodes accounts for every byte (only the timestamps' padding is
+                // not checked) and round-trips.
+                let again = decoded.encode();
+                prop_assert_eq!(again.len(), encoded.len());
+                prop_assert_eq!(Znode::decode(&again, 7).unwrap(), decoded);
+            }
+        }
+
+        #[test]
+        fn truncated_or_extended_znode_is_refused(znode in znode(), cut in 1usize..64) {
+            let encoded = znode.encode();
+            let cut = cut.min(encoded.len());
+            prop_assert!(Znode::decode(&encoded[..encoded.len() - cut], 7).is_err());
+            let mut longer = encoded.clone();
+            longer.push(0);
+            prop_assert!(Znode::decode(&longer, 7).is_err());
+        }
+
+        #[test]
+        fn xattr_dir_values_round_trip(value in proptest::collection::vec(any::<u8>(), 0..=XATTR_DIR_INLINE_MAX), object in 2u64.., length in 0u32..=XATTR_VALUE_LEN_MAX as u32) {
+            for entry in [XattrDirValue::Inline(value.clone()), XattrDirValue::Object { object, length }] {
+                prop_assert_eq!(XattrDirValue::decode(&entry.encode(), 3).unwrap(), entry);
+            }
+        }
+
+        #[test]
+        fn arbitrary_xattr_dir_value_never_panics(raw in proptest::collection::vec(any::<u8>(), 0..1100)) {
+            let _ = XattrDirValue::decode(&raw, 3);
         }
 
         #[test]
@@ -446,6 +746,8 @@ mod tests {
             flags: 0,
             rdev: 0,
             inline_target: Vec::new(),
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
         };
         let good = znode.encode();
         assert!(Znode::decode(&good, 1).is_ok());
@@ -465,6 +767,36 @@ mod tests {
         let mut bad = good.clone();
         bad.push(b'x');
         assert!(Znode::decode(&bad, 1).is_err(), "trailing bytes");
+        // A znode of the first format (no xattr tail) is exactly what a file without xattrs
+        // still encodes to, so old pools read unchanged.
+        assert_eq!(good.len(), ZNODE_SIZE);
+        assert_eq!(u64::from_le_bytes(good[112..120].try_into().unwrap()), 0);
+        let mut with_xattrs = znode.clone();
+        with_xattrs.xattr_dir = 9;
+        with_xattrs.sa_xattrs.push(SaXattr {
+            name: b"user.a".to_vec(),
+            value: b"1".to_vec(),
+        });
+        let tailed = with_xattrs.encode();
+        assert_eq!(Znode::decode(&tailed, 1).unwrap(), with_xattrs);
+        let mut bad = tailed.clone();
+        bad[112] &= !(ZNODE_FLAG_SA_XATTRS as u8);
+        assert!(Znode::decode(&bad, 1).is_err(), "SA bytes without the flag");
+        let mut bad = tailed.clone();
+        bad[ZNODE_SIZE..ZNODE_SIZE + 8].copy_from_slice(&1u64.to_le_bytes());
+        assert!(Znode::decode(&bad, 1).is_err(), "xattr directory 1");
+        let mut duplicate = with_xattrs.clone();
+        duplicate.sa_xattrs.push(duplicate.sa_xattrs[0].clone());
+        assert!(
+            Znode::decode(&duplicate.encode(), 1).is_err(),
+            "a name twice"
+        );
+        assert!(XattrDirValue::decode(&[], 1).is_err());
+        assert!(XattrDirValue::decode(&[2, 0], 1).is_err(), "tag 2");
+        assert!(
+            XattrDirValue::decode(&[1; 13], 1).is_err(),
+            "length too large"
+        );
         assert!(DirEntryValue::decode(&[0; 9], 1).is_err(), "kind 0");
         assert!(DirEntryValue::decode(&[5, 0, 0, 0, 0, 0, 0, 0, 8], 1).is_err());
     }

@@ -1,6 +1,8 @@
-//! rename(2) (OpenZFS zfs_vnops.c `zfs_rename`): plain, RENAME_NOREPLACE and
-//! RENAME_EXCHANGE, within and across directories, with the ancestor check that keeps the
-//! directory tree a tree and the replaced target's removal.
+//! rename(2) (OpenZFS zfs_vnops.c `zfs_rename`): plain, RENAME_NOREPLACE, RENAME_EXCHANGE and
+//! RENAME_WHITEOUT, within and across directories, with the ancestor check that keeps the
+//! directory tree a tree and the replaced target's removal. A whiteout (overlayfs's mark of a
+//! deleted lower file) is a character device 0:0 with mode 0 left at the old name, created in
+//! the rename's own transaction, so no one ever sees the old name missing.
 
 use super::unlinked::Dropped;
 use super::*;
@@ -26,7 +28,8 @@ impl FileSystem {
     }
 
     /// Rename `oldname` in `olddir` to `newname` in `newdir`; see the module documentation
-    /// for the flags. An existing target is replaced atomically.
+    /// for the flags. An existing target is replaced atomically. A whiteout gets owner 0:0
+    /// ([`FileSystem::rename_as`] names its owner).
     pub fn rename(
         &self,
         olddir: u64,
@@ -35,13 +38,30 @@ impl FileSystem {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
+        self.rename_as(olddir, oldname, newdir, newname, flags, 0, 0)
+    }
+
+    /// [`FileSystem::rename`] by the user `uid`:`gid`, who owns the whiteout that
+    /// RENAME_WHITEOUT leaves.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename_as(
+        &self,
+        olddir: u64,
+        oldname: &[u8],
+        newdir: u64,
+        newname: &[u8],
+        flags: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<()> {
         let _gate = self.change()?;
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
-            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
+            || flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0
         {
             return Err(FsError::Invalid(format!("rename flags {flags:#x}")));
         }
         let exchange = flags & RENAME_EXCHANGE != 0;
+        let whiteout = flags & RENAME_WHITEOUT != 0;
         check_old_name(oldname)?;
         if exchange {
             check_old_name(newname)?;
@@ -145,6 +165,10 @@ impl FileSystem {
             self.dir_remove(tx, olddir, oldname)?;
             staged.get(olddir).size -= 1;
             staged.get(newdir).size += 1;
+            if whiteout {
+                self.make_whiteout(tx, olddir, oldname, uid, gid, now)?;
+                staged.get(olddir).size += 1;
+            }
             if source_is_dir {
                 staged.get(olddir).links -= 1;
                 staged.get(newdir).links += 1;
@@ -186,5 +210,48 @@ impl FileSystem {
             self.remove_parked(ino)?;
         }
         Ok(())
+    }
+
+    /// Create the whiteout at `name` in `dir` (whose entry the rename just removed) in `tx`.
+    fn make_whiteout(
+        &self,
+        tx: Tx,
+        dir: u64,
+        name: &[u8],
+        uid: u32,
+        gid: u32,
+        now: Timestamp,
+    ) -> Result<()> {
+        let kind = FileKind::CharDevice;
+        let object = self
+            .objset
+            .create_object(&tx, self.props_for(kind), ObjectType::None, &[])?;
+        let znode = Znode {
+            mode: kind.mode_bits(),
+            uid,
+            gid,
+            links: 1,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            parent: dir,
+            flags: 0,
+            rdev: 0,
+            inline_target: Vec::new(),
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
+        };
+        self.put_znode(&tx, object.0, &znode)?;
+        self.dir_insert(
+            tx,
+            dir,
+            name,
+            DirEntryValue {
+                object: object.0,
+                kind,
+            },
+        )
     }
 }

@@ -69,7 +69,7 @@ impl FileSystem {
                         && object != self.unlinked_set
                         && self.objset.exists(ObjectId(object))
                     {
-                        self.objset.remove_object(&tx, ObjectId(object))?;
+                        self.remove_inode(tx, object)?;
                     }
                 }
                 let mut handle =
@@ -94,7 +94,7 @@ impl FileSystem {
         } else if self.is_large(ino)? {
             Dropped::Large
         } else {
-            self.objset.remove_object(&tx, ObjectId(ino))?;
+            self.remove_inode(tx, ino)?;
             return Ok(Dropped::Removed);
         };
         znode.flags |= ZNODE_FLAG_UNLINKED;
@@ -118,7 +118,7 @@ impl FileSystem {
         self.objset.free_long_range(&self.txgs, ObjectId(ino), 0)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
-        self.objset.remove_object(&tx, ObjectId(ino))?;
+        self.remove_inode(tx, ino)?;
         let mut handle = KvObject::new(&self.objset, ObjectId(self.unlinked_set), Some(tx))?;
         kv::remove(&mut handle, &phys::unlinked_key(ino)).map_err(kv_error(self.unlinked_set))?;
         Ok(())

@@ -705,6 +705,20 @@ impl ObjectSet {
         }
     }
 
+    /// Whether data block `blkid` holds data rather than a hole, without reading it. A block
+    /// written in a txg not yet synced counts as data even if its bytes are zeros (it may
+    /// still become a hole when synced): SEEK_DATA / SEEK_HOLE must never call data a hole
+    /// (OpenZFS issue 15526), and calling a hole data is harmless.
+    pub fn block_is_data(&self, object: ObjectId, blkid: u64) -> Result<bool, ObjectError> {
+        self.existing_dnode(object)?;
+        match self.read_block_source(object, blkid)? {
+            BlockSource::Data(_) => Ok(true),
+            BlockSource::Zeros => Ok(false),
+            BlockSource::Tree(tree_dnode) => Ok(!tree_dnode.is_free()
+                && !tree::lookup_block(&self.io, &tree_dnode, blkid)?.is_hole()),
+        }
+    }
+
     /// Read bytes at `offset`; holes and bytes past the last block read as zeros.
     pub fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
         let block_size = self.existing_dnode(object)?.data_block_size as u64;

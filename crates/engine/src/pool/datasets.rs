@@ -42,7 +42,7 @@ use crate::dataset::props::{
     DATASET_NAME_MAX,
 };
 use crate::dataset::Dataset;
-use crate::fs::{FileSystem, FsConfig, SpaceFigures};
+use crate::fs::{FileSystem, FsConfig, SpaceFigures, XattrLayout};
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::phys::ObjsetKind;
@@ -432,6 +432,12 @@ impl PoolCore {
             checksum: checksum_of(&value(Property::Checksum)?),
             compression: compression_of(&value(Property::Compression)?),
             copies: value(Property::Copies)?.parse().expect("validated copies"),
+            xattr: if value(Property::Xattr)? == "dir" {
+                XattrLayout::Dir
+            } else {
+                XattrLayout::Sa
+            },
+            acl_posix: value(Property::Acltype)? == "posix",
             ..base
         })
     }

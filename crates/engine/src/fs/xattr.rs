@@ -1,0 +1,570 @@
+//! Extended attributes (OpenZFS zfs_xattr.c, zfs_sa.c): get, set, list and remove, stored
+//! as system attributes in the znode's bonus buffer (`xattr=sa`) or in a hidden per-file
+//! directory (`xattr=dir`).
+//!
+//! # Where an xattr lives
+//! - *SA*: small xattrs are packed after the znode in its object's bonus buffer (the SA
+//!   region, byte layout in [`phys::Znode`]). Reading one costs nothing beyond the znode that
+//!   every operation reads anyway, and setting one rewrites only the dnode.
+//! - *Directory*: the znode names a hidden key/value object, the file's *xattr directory*
+//!   (it is in no directory, so no path reaches it). Key = the xattr's full name, value = a
+//!   [`XattrDirValue`]: the value itself up to [`XATTR_DIR_INLINE_MAX`] bytes, else the number
+//!   of a plain object holding it (one block, sized to the value).
+//!
+//! With `xattr=sa` (the default) a set goes to the SA region when the whole region, with the
+//! new value, still fits the bonus buffer, and to the directory otherwise (OpenZFS's spill
+//! falls back to the directory the same way once the SA area is full); with `xattr=dir` it
+//! always goes to the directory. A name lives in exactly one place: a set that moves it
+//! removes it from the other in the same transaction. Reads look in both, so changing the
+//! property affects only later sets.
+//!
+//! # Names and limits (as Linux and ext4)
+//! Names carry a namespace: `user.`, `trusted.`, `security.` or `system.`; any other is
+//! [`FsError::NotSupported`] (EOPNOTSUPP), an empty suffix [`FsError::Invalid`]. Names are
+//! 1..=255 bytes ([`FsError::Range`], ERANGE, beyond), values at most 64 KiB
+//! ([`FsError::TooBig`], E2BIG). The list of one file's names (each with its NUL) stays within
+//! 64 KiB, what `listxattr` can return at all; a set that would pass it is
+//! [`FsError::NoSpace`] (ENOSPC, as ext4 when an inode's xattr space is full). Missing names
+//! are [`FsError::NoData`] (ENODATA); `XATTR_CREATE` on an existing name is
+//! [`FsError::Exists`], `XATTR_REPLACE` on a missing one [`FsError::NoData`]. A snapshot's
+//! file system refuses every change ([`FsError::ReadOnly`]). The access checks (trusted needs
+//! CAP_SYS_ADMIN, user xattrs only on regular files and directories, write permission) are
+//! the kernel's, before a request reaches the engine.
+//!
+//! # Locking, transactions, cost
+//! A read of a name in the SA region takes no lock (the znode is read whole). A read that
+//! goes to the directory, and a listing of a file that has one, take the inode's stripe lock:
+//! a concurrent set may move a name between the two places or remove the value object just
+//! found. A change takes the inode's stripe lock, reads the znode (and looks the name up in the
+//! directory) before its transaction, then makes every change in one transaction: the value
+//! object first (so that a write refused for lack of space changes nothing), then the
+//! directory entry, then the znode (ctime, SA region, directory pointer). A set in the SA
+//! region dirties one dnode; a set in the directory dirties the directory's blocks on its path
+//! and, for values over 1 KiB, one new object. Adding a new name lists the directory to
+//! enforce the list limit only when its blocks could hold 64 KiB of names.
+//!
+//! # Crash behaviour and freeing
+//! Each change is one transaction, so after a crash an xattr is wholly old or wholly new.
+//! Removing a file (`FileSystem::remove_inode`) removes its xattr directory and every value
+//! object in the same transaction as the file's own object, so no space is left behind.
+
+use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
+use super::phys::{SaXattr, XattrDirValue, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX, ZNODE_SIZE};
+use super::*;
+use crate::object::phys::DNODE_BONUS_SIZE_MAX;
+
+pub use super::phys::XATTR_VALUE_LEN_MAX;
+
+/// `setxattr` flag: fail with [`FsError::Exists`] if the name exists (Linux's value).
+pub const XATTR_CREATE: u32 = 1;
+/// `setxattr` flag: fail with [`FsError::NoData`] if the name does not exist (Linux's value).
+pub const XATTR_REPLACE: u32 = 2;
+/// Largest `listxattr` result (Linux's XATTR_LIST_MAX): names, each followed by a NUL.
+pub const XATTR_LIST_BYTES_MAX: usize = 65536;
+/// The namespaces Linux knows; a name starts with one of them.
+pub const XATTR_NAMESPACES: [&[u8]; 4] = [b"user.", b"trusted.", b"security.", b"system."];
+/// Block size of xattr directories (key/value objects: 4 KiB is the smallest they take).
+const XATTR_DIR_BLOCK_SIZE: u32 = 4096;
+/// Entries read per listing of an xattr directory.
+const XATTR_LIST_BATCH: usize = 256;
+
+/// Where `xattr` (the dataset property) puts new xattrs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XattrLayout {
+    /// In the znode's bonus buffer while they fit, else in the xattr directory.
+    #[default]
+    Sa,
+    /// Always in the xattr directory.
+    Dir,
+}
+
+/// Check an xattr name: a known namespace, a non-empty suffix, 1..=255 bytes, no NUL.
+pub fn check_xattr_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > XATTR_NAME_LEN_MAX {
+        return Err(FsError::Range);
+    }
+    if name.contains(&0) {
+        return Err(FsError::Invalid("xattr name holds a NUL".into()));
+    }
+    let Some(namespace) = XATTR_NAMESPACES
+        .iter()
+        .find(|namespace| name.starts_with(namespace))
+    else {
+        return Err(FsError::NotSupported);
+    };
+    if name.len() == namespace.len() {
+        return Err(FsError::Invalid("xattr name has an empty suffix".into()));
+    }
+    Ok(())
+}
+
+/// Where a name was found.
+#[derive(Clone, Debug)]
+pub(super) enum Found {
+    Sa(usize),
+    Dir(XattrDirValue),
+}
+
+impl FileSystem {
+    /// The value of xattr `name` of `ino`; [`FsError::NoData`] if it has none.
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        self.check_name_allowed(name, true)?;
+        let znode = self.znode(ino)?;
+        if let Some(entry) = znode.sa_xattrs.iter().find(|entry| entry.name == name) {
+            return Ok(entry.value.clone());
+        }
+        if znode.xattr_dir == 0 {
+            return Err(FsError::NoData);
+        }
+        // A value in the directory may be replaced meanwhile, its object removed: read it
+        // under the inode's lock (a snapshot never changes).
+        let _guards = (!self.read_only).then(|| self.lock_inodes(&[ino]));
+        let znode = self.znode(ino)?;
+        match self.find_xattr(&znode, name)? {
+            Some(Found::Sa(index)) => Ok(znode.sa_xattrs[index].value.clone()),
+            Some(Found::Dir(value)) => self.read_dir_value(znode.xattr_dir, value),
+            None => Err(FsError::NoData),
+        }
+    }
+
+    /// The names of `ino`'s xattrs: the SA region's first, then the directory's.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
+        let znode = self.znode(ino)?;
+        if znode.xattr_dir == 0 || self.read_only {
+            return self.xattr_names(&znode);
+        }
+        // A set may move a name between the znode and the directory between the two reads:
+        // read both under the inode's lock (a snapshot never changes).
+        let _guards = self.lock_inodes(&[ino]);
+        self.xattr_names(&self.znode(ino)?)
+    }
+
+    /// An upper bound of the bytes `listxattr` returns for `znode`, without listing: the SA
+    /// names, plus every byte of the xattr directory's blocks (each entry stores its name and
+    /// at least one byte more, which covers the NUL). Only a file near the limit is listed.
+    fn list_bytes_bound(&self, znode: &Znode) -> Result<usize> {
+        let sa: usize = znode
+            .sa_xattrs
+            .iter()
+            .map(|entry| entry.name.len() + 1)
+            .sum();
+        if znode.xattr_dir == 0 {
+            return Ok(sa);
+        }
+        let info = self.objset.info(ObjectId(znode.xattr_dir))?;
+        let directory = (info.max_blkid + 1).saturating_mul(info.data_block_size as u64);
+        Ok(sa.saturating_add(usize::try_from(directory).unwrap_or(usize::MAX)))
+    }
+
+    /// The names of the xattrs of `znode`, read as they are (the caller holds the inode's
+    /// lock, or knows nothing changes it).
+    fn xattr_names(&self, znode: &Znode) -> Result<Vec<Vec<u8>>> {
+        let mut names: Vec<Vec<u8>> = znode
+            .sa_xattrs
+            .iter()
+            .map(|entry| entry.name.clone())
+            .collect();
+        if znode.xattr_dir != 0 {
+            names.extend(
+                self.xattr_dir_entries(znode.xattr_dir)?
+                    .into_iter()
+                    .map(|(name, _)| name),
+            );
+        }
+        Ok(names)
+    }
+
+    /// Set xattr `name` of `ino` to `value`; `flags` is 0, [`XATTR_CREATE`] or
+    /// [`XATTR_REPLACE`]. Setting the access ACL also sets the mode ([`super::acl`]).
+    pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        let _gate = self.change()?;
+        self.check_name_allowed(name, false)?;
+        if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 || flags == XATTR_CREATE | XATTR_REPLACE {
+            return Err(FsError::Invalid(format!("setxattr flags {flags:#x}")));
+        }
+        if value.len() > XATTR_VALUE_LEN_MAX {
+            return Err(FsError::TooBig);
+        }
+        let acl = if is_acl_name(name) {
+            Some(Acl::decode(value)?)
+        } else {
+            None
+        };
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        if name == ACL_DEFAULT && znode.kind() != FileKind::Directory {
+            return Err(FsError::Invalid("a default ACL on a non-directory".into()));
+        }
+        let found = self.find_xattr(&znode, name)?;
+        match (&found, flags) {
+            (Some(_), XATTR_CREATE) => return Err(FsError::Exists),
+            (None, XATTR_REPLACE) => return Err(FsError::NoData),
+            _ => {}
+        }
+        if found.is_none() && self.list_bytes_bound(&znode)? + name.len() + 1 > XATTR_LIST_BYTES_MAX
+        {
+            let names = self.xattr_names(&znode)?;
+            let list_bytes: usize = names.iter().map(|name| name.len() + 1).sum();
+            if list_bytes + name.len() + 1 > XATTR_LIST_BYTES_MAX {
+                return Err(FsError::NoSpace);
+            }
+        }
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        match acl {
+            // The access ACL sets the mode; one that says no more than the mode is not kept.
+            Some(acl) if name == ACL_ACCESS => {
+                znode.mode = (znode.mode & !0o777) | acl.mode_bits();
+                if acl.is_minimal() {
+                    if let Some(found) = found {
+                        self.drop_xattr(tx, &mut znode, name, found)?;
+                    }
+                } else {
+                    self.store_xattr(tx, ino, &mut znode, name, &acl.encode(), found)?;
+                }
+            }
+            _ => self.store_xattr(tx, ino, &mut znode, name, value, found)?,
+        }
+        znode.ctime = Timestamp::now();
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// Remove xattr `name` of `ino`; [`FsError::NoData`] if it has none.
+    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        let _gate = self.change()?;
+        self.check_name_allowed(name, false)?;
+        let _guards = self.lock_inodes(&[ino]);
+        let mut znode = self.znode(ino)?;
+        let found = self.find_xattr(&znode, name)?.ok_or(FsError::NoData)?;
+        let hold = self.txgs.assign()?;
+        let tx = hold.tx();
+        self.drop_xattr(tx, &mut znode, name, found)?;
+        znode.ctime = Timestamp::now();
+        self.put_znode(&tx, ino, &znode)?;
+        drop(hold);
+        Ok(())
+    }
+
+    /// A valid name that this file system's settings allow: the ACL names only with
+    /// `acltype=posix`, and no other `system.` name. A snapshot's file system (which has no
+    /// dataset settings of its own) lets its ACLs be read, so that the kernel can check
+    /// permissions below `.zfs/snapshot` of a mount with POSIX ACLs.
+    fn check_name_allowed(&self, name: &[u8], reading: bool) -> Result<()> {
+        check_xattr_name(name)?;
+        let acl = is_acl_name(name);
+        let acl_allowed = self.config().acl_posix || (reading && self.read_only);
+        if (acl && !acl_allowed) || (!acl && name.starts_with(b"system.")) {
+            return Err(FsError::NotSupported);
+        }
+        Ok(())
+    }
+
+    /// Store `name` = `value` in `znode`, inode `ino`'s (written back by the caller) in `tx`,
+    /// where the layout says (module documentation), removing it from where it was (`found`).
+    /// Data is written first (a symlink target moved out of the bonus buffer, then the value
+    /// object), so a write refused for lack of space changes nothing.
+    pub(super) fn store_xattr(
+        &self,
+        tx: Tx,
+        ino: u64,
+        znode: &mut Znode,
+        name: &[u8],
+        value: &[u8],
+        found: Option<Found>,
+    ) -> Result<()> {
+        let mut sa = znode.sa_xattrs.clone();
+        if let Some(Found::Sa(index)) = found {
+            sa.remove(index);
+        }
+        sa.push(SaXattr {
+            name: name.to_vec(),
+            value: value.to_vec(),
+        });
+        let to_sa = self.config().xattr == XattrLayout::Sa
+            && value.len() <= u16::MAX as usize
+            && Znode {
+                sa_xattrs: sa.clone(),
+                ..znode.clone()
+            }
+            .encoded_len()
+                <= DNODE_BONUS_SIZE_MAX;
+        if to_sa {
+            if let Some(Found::Dir(old)) = found {
+                self.remove_dir_entry(tx, znode.xattr_dir, name, old)?;
+            }
+            znode.sa_xattrs = sa;
+            return Ok(());
+        }
+        if znode.xattr_dir == 0 && ZNODE_SIZE + znode.inline_target.len() + 8 > DNODE_BONUS_SIZE_MAX
+        {
+            // A symlink target that leaves no room for the directory pointer moves to the
+            // object's data, where readlink finds targets that are not inline.
+            self.objset
+                .write(&tx, ObjectId(ino), 0, &znode.inline_target)?;
+            znode.inline_target.clear();
+        }
+        let entry = self.write_dir_value(tx, value)?;
+        if let Some(Found::Sa(index)) = found {
+            znode.sa_xattrs.remove(index);
+        }
+        if znode.xattr_dir == 0 {
+            let directory = match self.create_xattr_dir(tx) {
+                Ok(directory) => directory,
+                Err(error) => {
+                    self.forget_dir_value(tx, &entry)?;
+                    return Err(error);
+                }
+            };
+            znode.xattr_dir = directory;
+            // Its pointer takes 8 bytes of the bonus buffer: SA entries move to the
+            // directory until the znode fits (a few at most, each small).
+            while znode.encoded_len() > DNODE_BONUS_SIZE_MAX {
+                let moved = znode.sa_xattrs.remove(0);
+                let moved_entry = self.write_dir_value(tx, &moved.value)?;
+                self.put_dir_entry(tx, directory, &moved.name, &moved_entry)?;
+            }
+        }
+        self.put_dir_entry(tx, znode.xattr_dir, name, &entry)?;
+        if let Some(Found::Dir(XattrDirValue::Object { object, .. })) = found {
+            self.objset.remove_object(&tx, ObjectId(object))?;
+        }
+        Ok(())
+    }
+
+    /// Remove `name` (found at `found`) from `znode` (written back by the caller) in `tx`.
+    pub(super) fn drop_xattr(
+        &self,
+        tx: Tx,
+        znode: &mut Znode,
+        name: &[u8],
+        found: Found,
+    ) -> Result<()> {
+        match found {
+            Found::Sa(index) => {
+                znode.sa_xattrs.remove(index);
+                Ok(())
+            }
+            Found::Dir(old) => self.remove_dir_entry(tx, znode.xattr_dir, name, old),
+        }
+    }
+
+    /// The value of `name` in `znode`, None if it has none (for the ACL code).
+    pub(super) fn xattr_of(&self, znode: &Znode, name: &[u8]) -> Result<Option<(Vec<u8>, Found)>> {
+        Ok(match self.find_xattr(znode, name)? {
+            Some(Found::Sa(index)) => {
+                Some((znode.sa_xattrs[index].value.clone(), Found::Sa(index)))
+            }
+            Some(Found::Dir(value)) => Some((
+                self.read_dir_value(znode.xattr_dir, value.clone())?,
+                Found::Dir(value),
+            )),
+            None => None,
+        })
+    }
+
+    /// Remove inode `ino`'s object in `tx`, with its xattr directory and value objects. A
+    /// znode that cannot be read is logged and its object removed alone (its xattr objects, if
+    /// any, stay allocated: space lost, nothing broken).
+    pub(super) fn remove_inode(&self, tx: Tx, ino: u64) -> Result<()> {
+        let xattr_dir = match self
+            .objset
+            .bonus(ObjectId(ino))
+            .map_err(FsError::from)
+            .and_then(|bonus| Znode::decode(&bonus, ino))
+        {
+            Ok(znode) => znode.xattr_dir,
+            Err(error) => {
+                log::warn!("removing inode {ino} without its xattrs: {error}");
+                0
+            }
+        };
+        if xattr_dir != 0 && self.objset.exists(ObjectId(xattr_dir)) {
+            for (_, value) in self.xattr_dir_entries(xattr_dir)? {
+                if let XattrDirValue::Object { object, .. } = value {
+                    if self.objset.exists(ObjectId(object)) {
+                        self.objset.remove_object(&tx, ObjectId(object))?;
+                    }
+                }
+            }
+            self.objset.remove_object(&tx, ObjectId(xattr_dir))?;
+        }
+        self.objset.remove_object(&tx, ObjectId(ino))?;
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Helpers.
+
+    pub(super) fn find_xattr(&self, znode: &Znode, name: &[u8]) -> Result<Option<Found>> {
+        if let Some(index) = znode.sa_xattrs.iter().position(|entry| entry.name == name) {
+            return Ok(Some(Found::Sa(index)));
+        }
+        if znode.xattr_dir == 0 {
+            return Ok(None);
+        }
+        let raw = {
+            let handle = KvObject::new(&self.objset, ObjectId(znode.xattr_dir), None)?;
+            kv::lookup(&handle, name).map_err(kv_error(znode.xattr_dir))?
+        };
+        raw.map(|raw| XattrDirValue::decode(&raw, znode.xattr_dir).map(Found::Dir))
+            .transpose()
+    }
+
+    /// Every entry of the xattr directory `directory`, decoded.
+    fn xattr_dir_entries(&self, directory: u64) -> Result<Vec<(Vec<u8>, XattrDirValue)>> {
+        let mut entries = Vec::new();
+        let mut cookie = COOKIE_FIRST;
+        loop {
+            let batch = {
+                let handle = KvObject::new(&self.objset, ObjectId(directory), None)?;
+                kv::list(&handle, cookie, XATTR_LIST_BATCH).map_err(kv_error(directory))?
+            };
+            let Some(last) = batch.last() else {
+                return Ok(entries);
+            };
+            cookie = last.cookie + 1;
+            for entry in batch {
+                let value = XattrDirValue::decode(&entry.value, directory)?;
+                entries.push((entry.key, value));
+            }
+        }
+    }
+
+    fn read_dir_value(&self, directory: u64, value: XattrDirValue) -> Result<Vec<u8>> {
+        match value {
+            XattrDirValue::Inline(value) => Ok(value),
+            XattrDirValue::Object { object, length } => {
+                let info = self.objset.info(ObjectId(object)).map_err(|error| {
+                    FsError::Corrupt(format!(
+                        "xattr directory {directory}: value object {object}: {error}"
+                    ))
+                })?;
+                if info.object_type != ObjectType::PlainFile {
+                    return Err(FsError::Corrupt(format!(
+                        "xattr directory {directory}: value object {object} is a {:?}",
+                        info.object_type
+                    )));
+                }
+                let mut data = vec![0u8; length as usize];
+                self.objset.read(ObjectId(object), 0, &mut data)?;
+                Ok(data)
+            }
+        }
+    }
+
+    /// Store `value` for an xattr-directory entry: inline, or in a new object (written first,
+    /// so that a write refused for lack of space leaves nothing behind).
+    fn write_dir_value(&self, tx: Tx, value: &[u8]) -> Result<XattrDirValue> {
+        if value.len() <= XATTR_DIR_INLINE_MAX {
+            return Ok(XattrDirValue::Inline(value.to_vec()));
+        }
+        let config = self.config();
+        let block_size = (value.len() as u32).next_power_of_two().max(512);
+        let props = ObjectProps {
+            object_type: ObjectType::PlainFile,
+            data_block_size: block_size,
+            indirect_block_shift: config.indirect_block_shift,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies,
+        };
+        let object = self
+            .objset
+            .create_object(&tx, props, ObjectType::None, &[])?;
+        if let Err(error) = self.objset.write(&tx, object, 0, value) {
+            self.objset.remove_object(&tx, object)?;
+            return Err(error.into());
+        }
+        Ok(XattrDirValue::Object {
+            object: object.0,
+            length: value.len() as u32,
+        })
+    }
+
+    /// Undo [`FileSystem::write_dir_value`] for a value not stored after all.
+    fn forget_dir_value(&self, tx: Tx, value: &XattrDirValue) -> Result<()> {
+        if let XattrDirValue::Object { object, .. } = value {
+            self.objset.remove_object(&tx, ObjectId(*object))?;
+        }
+        Ok(())
+    }
+
+    fn create_xattr_dir(&self, tx: Tx) -> Result<u64> {
+        let config = self.config();
+        let props = ObjectProps {
+            object_type: ObjectType::KeyValue,
+            data_block_size: XATTR_DIR_BLOCK_SIZE,
+            indirect_block_shift: config.indirect_block_shift,
+            checksum: config.checksum,
+            compression: config.compression,
+            copies: config.copies,
+        };
+        let object = self
+            .objset
+            .create_object(&tx, props, ObjectType::None, &[])?;
+        kv::create(&mut KvObject::new(&self.objset, object, Some(tx))?)
+            .map_err(kv_error(object.0))?;
+        Ok(object.0)
+    }
+
+    fn put_dir_entry(
+        &self,
+        tx: Tx,
+        directory: u64,
+        name: &[u8],
+        value: &XattrDirValue,
+    ) -> Result<()> {
+        let mut handle = KvObject::new(&self.objset, ObjectId(directory), Some(tx))?;
+        kv::upsert(&mut handle, name, &value.encode()).map_err(kv_error(directory))?;
+        Ok(())
+    }
+
+    fn remove_dir_entry(
+        &self,
+        tx: Tx,
+        directory: u64,
+        name: &[u8],
+        old: XattrDirValue,
+    ) -> Result<()> {
+        {
+            let mut handle = KvObject::new(&self.objset, ObjectId(directory), Some(tx))?;
+            if !kv::remove(&mut handle, name).map_err(kv_error(directory))? {
+                return Err(FsError::Corrupt(format!(
+                    "xattr directory {directory}: entry vanished under its lock"
+                )));
+            }
+        }
+        self.forget_dir_value(tx, &old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_as_linux_does() {
+        assert!(check_xattr_name(b"user.a").is_ok());
+        assert!(check_xattr_name(b"system.posix_acl_access").is_ok());
+        assert!(matches!(check_xattr_name(b""), Err(FsError::Range)));
+        let mut long = b"user.".to_vec();
+        long.resize(256, b'x');
+        assert!(matches!(check_xattr_name(&long), Err(FsError::Range)));
+        long.truncate(255);
+        assert!(check_xattr_name(&long).is_ok());
+        assert!(matches!(
+            check_xattr_name(b"other.a"),
+            Err(FsError::NotSupported)
+        ));
+        assert!(matches!(
+            check_xattr_name(b"user."),
+            Err(FsError::Invalid(_))
+        ));
+        assert!(matches!(
+            check_xattr_name(b"user.a\0b"),
+            Err(FsError::Invalid(_))
+        ));
+    }
+}
