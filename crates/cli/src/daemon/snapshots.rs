@@ -331,6 +331,28 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": [created] }),
             })
         }
+        Request::Promote { name } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let origin = pool
+                .datasets()
+                .into_iter()
+                .find(|info| info.name == name)
+                .and_then(|info| info.origin);
+            let moved = pool.promote(&name)?;
+            // `.zfs/snapshot` of both file systems changed.
+            daemon.mounts.snapshots_changed(&name);
+            if let Some(origin) = origin {
+                daemon.mounts.snapshots_changed(filesystem_of(&origin));
+            }
+            for snapshot in &moved {
+                out!("moved {snapshot}");
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "moved": moved }),
+            })
+        }
         Request::DestroySnapshots {
             spec,
             recursive,

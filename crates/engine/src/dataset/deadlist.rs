@@ -162,6 +162,64 @@ impl Deadlist {
         }
     }
 
+    /// Make the partition at least as fine as `keys` (promote: a clone's deadlists must answer
+    /// questions about its origin's snapshot intervals once those snapshots are its own). A new
+    /// key that falls inside a non-empty entry splits it: that entry's blocks are read and put
+    /// back on the refined entries, the old list dropped (its blocks are still dead, only
+    /// regrouped). Clones made since issue 11 inherit their origin's keys at creation, so
+    /// nothing is split for them and the cost is one empty entry per missing key.
+    pub fn refine(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        keys: impl IntoIterator<Item = Txg>,
+    ) -> Result<(), ObjectError> {
+        let missing: Vec<Txg> = keys
+            .into_iter()
+            .filter(|key| !self.entries.contains_key(key))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        // Entries that a missing key would split: a key above theirs and below the next one.
+        let mut split = Vec::new();
+        for (key, entry) in &self.entries {
+            if entry.list.0 == 0 {
+                continue;
+            }
+            let next = self
+                .entries
+                .range((std::ops::Bound::Excluded(*key), std::ops::Bound::Unbounded))
+                .next()
+                .map_or(Txg(u64::MAX), |(next, _)| *next);
+            if missing.iter().any(|new| *new > *key && *new < next) {
+                split.push(*key);
+            }
+        }
+        let lists = store.lists();
+        let mut blocks = Vec::new();
+        for key in split {
+            let entry = std::mem::take(self.entries.get_mut(&key).expect("listed above"));
+            self.dirty.insert(key, true);
+            let list = BpObj::open(&lists, entry.list)?;
+            list.iterate(&mut |item| {
+                if item.free {
+                    return Err(corrupt(
+                        self.object,
+                        format!("entry {key} holds a FREE record"),
+                    ));
+                }
+                blocks.push(item.bp.clone());
+                Ok(())
+            })?;
+            list.destroy(tx)?;
+        }
+        for key in missing {
+            self.add_key(key);
+        }
+        self.insert(store, tx, &blocks)
+    }
+
     /// Put killed blocks on their entries: each on the entry with the largest key below its
     /// birth txg. One append per entry touched.
     pub fn insert(

@@ -55,6 +55,11 @@ use super::{mos_props, now_seconds, Pool, PoolCore, PoolError};
 
 /// A change of the namespace (snapshots, renames), carried out in syncing context.
 pub(super) enum NamespaceTask {
+    Promote {
+        clone: Arc<Dataset>,
+        origin_head: Arc<Dataset>,
+        origin: Arc<Snapshot>,
+    },
     Clone {
         snapshot: Arc<Snapshot>,
         relative: String,
@@ -269,6 +274,11 @@ impl PoolCore {
         let tx = Tx::syncing(txg);
         for task in &tasks {
             match task {
+                NamespaceTask::Promote {
+                    clone,
+                    origin_head,
+                    origin,
+                } => self.sync_promote(clone, origin_head, origin, &tx)?,
                 NamespaceTask::Clone {
                     snapshot,
                     relative,
