@@ -484,6 +484,21 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     for bp in &listed {
         walker.visit(bp, "free list");
     }
+    // Destroyed clones' livelists: their live entries are allocated until freed. The clone's
+    // tree is gone from the hierarchy, so they are claimed here for the first time.
+    let mut live = Vec::new();
+    if let Err(error) = core.visit_queued_livelists(&mut |bp| {
+        live.push(bp.clone());
+        Ok(())
+    }) {
+        walker
+            .report
+            .errors
+            .push(format!("destroyed clones' livelists: {error}"));
+    }
+    for bp in &live {
+        walker.visit(bp, "destroyed clone's livelist");
+    }
 
     // Compare with the space maps.
     let storage = MosSpaceStorage { mos: &core.mos };

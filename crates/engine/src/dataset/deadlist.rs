@@ -51,7 +51,7 @@ pub struct DeadlistStore<'a> {
 }
 
 impl DeadlistStore<'_> {
-    fn lists(&self) -> ObjectSetBpStore<'_> {
+    pub fn lists(&self) -> ObjectSetBpStore<'_> {
         ObjectSetBpStore {
             objset: self.mos,
             props: self.list_props,
@@ -228,18 +228,30 @@ impl Deadlist {
         tx: &Tx,
         blocks: &[BlockPtr],
     ) -> Result<(), ObjectError> {
+        self.insert_entries(
+            store,
+            tx,
+            blocks.iter().cloned().map(BpObjEntry::alloc).collect(),
+        )
+    }
+
+    /// As [`Deadlist::insert`], for entries that may carry the FREE flag (livelists).
+    pub fn insert_entries(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        entries: Vec<BpObjEntry>,
+    ) -> Result<(), ObjectError> {
         let mut by_key: BTreeMap<Txg, Vec<BpObjEntry>> = BTreeMap::new();
-        for bp in blocks {
-            let Some((key, _)) = self.entries.range(..bp.birth_physical).next_back() else {
+        for entry in entries {
+            let birth = entry.bp.birth_physical;
+            let Some((key, _)) = self.entries.range(..birth).next_back() else {
                 return Err(ObjectError::Invalid(format!(
-                    "deadlist {}: no entry for a block born in txg {}",
-                    self.object, bp.birth_physical
+                    "deadlist {}: no entry for a block born in txg {birth}",
+                    self.object
                 )));
             };
-            by_key
-                .entry(*key)
-                .or_default()
-                .push(BpObjEntry::alloc(bp.clone()));
+            by_key.entry(*key).or_default().push(entry);
         }
         let lists = store.lists();
         for (key, new_entries) in by_key {
@@ -253,6 +265,45 @@ impl Deadlist {
             entry.space = list.space();
         }
         Ok(())
+    }
+
+    /// Replace the list of entry `key` with a new one holding `blocks` (livelist condensing);
+    /// the old list is destroyed without freeing anything.
+    pub fn replace_list(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        key: Txg,
+        blocks: Vec<BlockPtr>,
+    ) -> Result<(), ObjectError> {
+        let entry = self
+            .entries
+            .get_mut(&key)
+            .ok_or_else(|| corrupt(self.object, format!("no entry {key} to replace")))?;
+        let lists = store.lists();
+        if entry.list.0 != 0 {
+            BpObj::open(&lists, entry.list)?.destroy(tx)?;
+        }
+        *entry = DeadlistEntry::default();
+        self.dirty.insert(key, true);
+        if !blocks.is_empty() {
+            let object = BpObj::create(&lists, tx)?;
+            let mut list = BpObj::open(&lists, object)?;
+            let entries: Vec<BpObjEntry> = blocks.into_iter().map(BpObjEntry::alloc).collect();
+            list.append(tx, &entries)?;
+            *entry = DeadlistEntry {
+                list: object,
+                space: list.space(),
+            };
+        }
+        Ok(())
+    }
+
+    /// Remove entry `key` (its key too) and return it.
+    pub fn take_key(&mut self, key: Txg) -> Option<(Txg, DeadlistEntry)> {
+        let entry = self.entries.remove(&key)?;
+        self.dirty.insert(key, false);
+        Some((key, entry))
     }
 
     /// Remove and return the entries whose keys are `min` or above.
@@ -365,20 +416,29 @@ impl Deadlist {
         store: &DeadlistStore,
         visit: &mut dyn FnMut(Txg, &BlockPtr) -> Result<(), ObjectError>,
     ) -> Result<(), ObjectError> {
+        self.visit_entries(store, &mut |key, item| {
+            if item.free {
+                return Err(corrupt(
+                    self.object,
+                    format!("entry {key} holds a FREE record"),
+                ));
+            }
+            visit(key, &item.bp)
+        })
+    }
+
+    /// Every list entry, FREE ones included (livelists), with its entry's key.
+    pub fn visit_entries(
+        &self,
+        store: &DeadlistStore,
+        visit: &mut dyn FnMut(Txg, &BpObjEntry) -> Result<(), ObjectError>,
+    ) -> Result<(), ObjectError> {
         let lists = store.lists();
         for (key, entry) in &self.entries {
             if entry.list.0 == 0 {
                 continue;
             }
-            BpObj::open(&lists, entry.list)?.iterate(&mut |item| {
-                if item.free {
-                    return Err(corrupt(
-                        self.object,
-                        format!("entry {key} holds a FREE record"),
-                    ));
-                }
-                visit(*key, &item.bp)
-            })?;
+            BpObj::open(&lists, entry.list)?.iterate(&mut |item| visit(*key, item))?;
         }
         Ok(())
     }

@@ -71,6 +71,10 @@ impl PoolCore {
         phys.uncompressed_bytes = origin.uncompressed_bytes;
         phys.unique_bytes = 0;
         phys.deadlist_object = deadlist.save(&store, tx)?;
+        let livelist = self.create_livelist(origin.creation_txg, tx)?;
+        phys.livelist_object = livelist
+            .as_ref()
+            .map_or(ObjectId(0), |livelist| livelist.object());
         self.mos
             .set_bonus(tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
         self.write_dataset_record(tx, dataset_object, &phys)?;
@@ -98,6 +102,7 @@ impl PoolCore {
             crate::object::ObjectSet::open(self.io.clone(), &origin.root, dataset.clone(), 1)?;
         dataset.attach_objset(Arc::new(objset));
         dataset.set_snapshot_state(deadlist, Vec::new());
+        dataset.set_livelist(livelist);
         self.attach_open_context(&dataset);
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
@@ -263,6 +268,8 @@ impl PoolCore {
             ObjectType::DatasetDir,
             &origin_dir.encode(),
         )?;
+        clone.drop_livelist(&store, tx)?;
+        origin_head.drop_livelist(&store, tx)?;
         let clone_phys = clone.update_phys(|phys| {
             phys.snapshot_names_object = clone_names;
             phys.deadlist_object = head_deadlist_object;

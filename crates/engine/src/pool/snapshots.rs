@@ -122,6 +122,8 @@ pub struct DatasetRecords {
     pub deadlist: Vec<(u64, u64, BpSpace)>,
     /// Snapshots (heads only): (name, object, txg).
     pub snapshots: Vec<(String, u64, u64)>,
+    /// Livelist sub-lists (clone heads that keep one).
+    pub livelist: Vec<crate::dataset::livelist::Sublist>,
 }
 
 /// `FS@SNAP` split and checked.
@@ -533,7 +535,7 @@ impl PoolCore {
         snapshot.refresh_unique(&deadlist);
         self.write_dataset_record(tx, snapshot.object, &snapshot.phys())?;
         head.with_deadlist(|current| *current = deadlist);
-        let phys = head.update_phys(|phys| {
+        head.update_phys(|phys| {
             phys.root = target.root.clone();
             phys.referenced_bytes = target.referenced_bytes;
             phys.compressed_bytes = target.compressed_bytes;
@@ -541,7 +543,10 @@ impl PoolCore {
             phys.unique_bytes = 0;
             phys.deadlist_object = deadlist_object;
         });
-        self.write_dataset_record(tx, head.object, &phys)?;
+        // The head's tree is replaced wholesale, not block by block: its livelist no longer
+        // describes it.
+        head.drop_livelist(&store, tx)?;
+        self.write_dataset_record(tx, head.object, &head.phys())?;
         objset.reset_to(&target.root)?;
         Ok(())
     }
@@ -1029,6 +1034,7 @@ impl Pool {
                 dir: None,
                 deadlist: deadlist_entries(&snapshot.deadlist()),
                 snapshots: Vec::new(),
+                livelist: Vec::new(),
             });
         }
         let relative = self.core.relative_name(full)?;
@@ -1044,6 +1050,10 @@ impl Pool {
                 .iter()
                 .map(|snapshot| (snapshot.short_name(), snapshot.object.0, snapshot.txg().0))
                 .collect(),
+            livelist: match head.livelist() {
+                Some(livelist) => livelist.sublists(&self.core.deadlist_store())?,
+                None => Vec::new(),
+            },
         })
     }
 
