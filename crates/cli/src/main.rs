@@ -130,7 +130,8 @@ enum Command {
         /// Dry run: print what would be destroyed.
         #[arg(short = 'n')]
         dry_run: bool,
-        /// Print what is destroyed (always printed).
+        /// Print what is destroyed, and for a clone whether its livelist or a walk of its
+        /// tree frees it (always printed).
         #[arg(short = 'v')]
         verbose: bool,
         name: String,

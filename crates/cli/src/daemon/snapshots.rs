@@ -257,6 +257,38 @@ fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
             let _ = writeln!(text, "\t\t{name}: object {object}, txg {txg}");
         }
     }
+    if records.phys.livelist_object.0 != 0 {
+        let entries: u64 = records.livelist.iter().map(|sub| sub.entries).sum();
+        let frees: u64 = records.livelist.iter().map(|sub| sub.frees).sum();
+        let live: u64 = records
+            .livelist
+            .iter()
+            .map(|sub| sub.space.used_bytes)
+            .sum();
+        let _ = writeln!(
+            text,
+            "\tLivelist: obj {}, {} live, {} sub-lists, {entries} entries ({frees} FREE)",
+            records.phys.livelist_object.0,
+            human_bytes(live),
+            records.livelist.len()
+        );
+        for sub in &records.livelist {
+            let last = if sub.next_key.0 == u64::MAX {
+                "-".to_string()
+            } else {
+                sub.next_key.0.to_string()
+            };
+            let _ = writeln!(
+                text,
+                "\t\ttxgs ({}, {last}] -> obj {}: {} entries ({} FREE), {} live",
+                sub.key.0,
+                sub.list.0,
+                sub.entries,
+                sub.frees,
+                human_bytes(sub.space.used_bytes)
+            );
+        }
+    }
     Ok(text)
 }
 
@@ -282,9 +314,7 @@ pub fn destroy_dependents(
             destroy_dependents(pool, mounts, &theirs)?;
             pool.check_destroy(&clone, true)?;
             mounts.unmount_within(&clone, false)?;
-            for destroyed in pool.destroy_dataset(&clone, true)? {
-                out!("destroyed {destroyed}");
-            }
+            super::datasets::destroy_reporting(pool, &clone, true)?;
         }
     }
     Ok(())
