@@ -256,3 +256,64 @@ impl Livelist {
         self.lists.visit_entries(store, visit)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::blkptr::{Dva, ObjectType};
+    use proptest::prelude::*;
+
+    fn block(offset: u64, birth: u64) -> BlockPtr {
+        let mut bp = BlockPtr::hole(Txg(birth), ObjectType::PlainFile, 0);
+        bp.dvas[0] = Dva {
+            vdev: VdevId(0),
+            offset: offset * 512,
+            size_allocated: 512,
+            gang: false,
+        };
+        bp.size_logical = 512;
+        bp.size_physical = 512;
+        bp.birth_physical = Txg(birth);
+        bp
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// Any sequence of ALLOCs and FREEs (FREEs of blocks never allocated included) gives
+        /// either a corruption error or exactly the model's live multiset, never a panic.
+        #[test]
+        fn cancel_matches_a_model(ops in proptest::collection::vec((any::<bool>(), 0u64..6, 1u64..3), 0..60)) {
+            let mut model: Vec<(u64, u64)> = Vec::new();
+            let mut valid = true;
+            let entries: Vec<BpObjEntry> = ops
+                .iter()
+                .map(|&(free, offset, birth)| {
+                    if free {
+                        match model.iter().rposition(|item| *item == (offset, birth)) {
+                            Some(at) => {
+                                model.remove(at);
+                            }
+                            None => valid = false,
+                        }
+                    } else {
+                        model.push((offset, birth));
+                    }
+                    BpObjEntry { bp: block(offset, birth), free }
+                })
+                .collect();
+            match cancel(ObjectId(9), entries) {
+                Ok(live) => {
+                    prop_assert!(valid);
+                    let mut got: Vec<(u64, u64)> = live
+                        .iter()
+                        .map(|bp| (bp.dvas[0].offset / 512, bp.birth_physical.0))
+                        .collect();
+                    got.sort();
+                    model.sort();
+                    prop_assert_eq!(got, model);
+                }
+                Err(_) => prop_assert!(!valid),
+            }
+        }
+    }
+}

@@ -162,9 +162,20 @@ impl PoolCore {
             if dataset.try_objset().is_none() {
                 continue;
             }
-            if dataset.condense_livelist(&store, tx, self.tunables.livelist_condense_min_frees)? {
-                self.write_dataset_record(tx, dataset.object, &dataset.phys())?;
-                return Ok(true);
+            // Condensing reads a sub-list before it changes anything; one that cannot be read
+            // is left as it is (condensing is an optimisation; destroy reports the damage).
+            match dataset.condense_livelist(&store, tx, self.tunables.livelist_condense_min_frees) {
+                Ok(true) => {
+                    self.write_dataset_record(tx, dataset.object, &dataset.phys())?;
+                    return Ok(true);
+                }
+                Ok(false) => {}
+                Err(error @ (ObjectError::Pipeline(_) | ObjectError::Corrupt(_))) => log::warn!(
+                    "pool {}: clone {}: a livelist sub-list cannot be read for condensing: {error}",
+                    self.name,
+                    dataset.name()
+                ),
+                Err(error) => return Err(error.into()),
             }
         }
         Ok(false)
@@ -216,15 +227,40 @@ impl PoolCore {
     /// Syncing context, pass 1: free the live entries of one sub-list of the first queued
     /// livelist (see the module documentation). Returns whether queued work remains.
     pub(super) fn free_livelists_in_background(&self, txg: Txg) -> Result<bool, PoolError> {
-        let queued = self.queued_livelists()?;
+        let set_aside = self.livelists_set_aside.lock().clone();
+        let queued: Vec<ObjectId> = self
+            .queued_livelists()?
+            .into_iter()
+            .filter(|object| !set_aside.contains(object))
+            .collect();
         let Some(&object) = queued.first() else {
             return Ok(false);
         };
         let tx = Tx::syncing(txg);
         let store = self.deadlist_store();
-        let mut livelist = Livelist::load(&store, object)?;
-        if let Some((key, entry)) = livelist.take_oldest() {
-            let live = Livelist::live_blocks(&store, entry.list)?;
+        // Reading comes first and changes nothing: a livelist that cannot be read is set aside
+        // (its space stays allocated and counted in `freeing`) until the next import, rather
+        // than failing every sync.
+        let read = Livelist::load(&store, object).and_then(|mut livelist| {
+            let sub = livelist.take_oldest();
+            let live = match &sub {
+                Some((_, entry)) => Livelist::live_blocks(&store, entry.list)?,
+                None => Vec::new(),
+            };
+            Ok((livelist, sub, live))
+        });
+        let (mut livelist, sub, live) = match read {
+            Ok(read) => read,
+            Err(error) => {
+                log::error!(
+                    "pool {}: the livelist {object} of a destroyed clone cannot be read; set aside until the next import: {error}",
+                    self.name
+                );
+                self.livelists_set_aside.lock().push(object);
+                return Ok(queued.len() > 1);
+            }
+        };
+        if let Some((key, entry)) = sub {
             for bp in &live {
                 self.io.free(bp, txg).map_err(ObjectError::from)?;
             }

@@ -550,6 +550,8 @@ pub struct PoolCore {
     /// The queue of destroyed clones' livelists in the MOS, 0 until first used; see
     /// [`livelists`].
     livelist_queue_object: AtomicU64,
+    /// Queued livelists that could not be read, left alone until the next import.
+    livelists_set_aside: Mutex<Vec<ObjectId>>,
     background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
@@ -942,6 +944,7 @@ impl Pool {
             bptree_object: AtomicU64::new(0),
             free_list_object: AtomicU64::new(0),
             livelist_queue_object: AtomicU64::new(0),
+            livelists_set_aside: Mutex::new(Vec::new()),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
@@ -1410,6 +1413,7 @@ impl Pool {
             bptree_object: AtomicU64::new(0),
             free_list_object: AtomicU64::new(0),
             livelist_queue_object: AtomicU64::new(0),
+            livelists_set_aside: Mutex::new(Vec::new()),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
