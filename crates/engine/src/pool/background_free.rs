@@ -137,7 +137,7 @@ impl PoolCore {
                 .space()
                 .used_bytes;
         }
-        total += self.livelist_freeing_bytes()?;
+        total += self.livelist_freeing_bytes();
         Ok(total)
     }
 

@@ -100,7 +100,14 @@ impl PoolCore {
         {
             self.livelist_queue_object.store(object, Ordering::Release);
         }
-        Ok(!self.queued_livelists()?.is_empty())
+        let store = self.deadlist_store();
+        let mut total = 0u64;
+        let queued = self.queued_livelists()?;
+        for object in &queued {
+            total += Livelist::load(&store, *object)?.space().used_bytes;
+        }
+        self.livelist_freeing.store(total, Ordering::Release);
+        Ok(!queued.is_empty())
     }
 
     /// Load a dataset's livelist at open (none if its record names none).
@@ -199,6 +206,8 @@ impl PoolCore {
         tx: &Tx,
     ) -> Result<(), PoolError> {
         let object = livelist.save(&self.deadlist_store(), tx)?;
+        self.livelist_freeing
+            .fetch_add(livelist.space().used_bytes, Ordering::AcqRel);
         let queue = match self.livelist_queue() {
             Some(queue) => queue,
             None => {
@@ -264,6 +273,11 @@ impl PoolCore {
             for bp in &live {
                 self.io.free(bp, txg).map_err(ObjectError::from)?;
             }
+            let _ =
+                self.livelist_freeing
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {
+                        Some(total.saturating_sub(entry.space.used_bytes))
+                    });
             crate::object::bpobj::BpObj::open(&store.lists(), entry.list)?.destroy(&tx)?;
             livelist.save(&store, &tx)?;
             log::debug!(
@@ -285,13 +299,8 @@ impl PoolCore {
     }
 
     /// Net bytes the queued livelists will still free (part of `freeing`).
-    pub(super) fn livelist_freeing_bytes(&self) -> Result<u64, PoolError> {
-        let store = self.deadlist_store();
-        let mut total = 0u64;
-        for object in self.queued_livelists()? {
-            total += Livelist::load(&store, object)?.space().used_bytes;
-        }
-        Ok(total)
+    pub(super) fn livelist_freeing_bytes(&self) -> u64 {
+        self.livelist_freeing.load(Ordering::Acquire)
     }
 
     /// Every live block of the queued livelists (for `check`: still allocated).

@@ -552,6 +552,9 @@ pub struct PoolCore {
     livelist_queue_object: AtomicU64,
     /// Queued livelists that could not be read, left alone until the next import.
     livelists_set_aside: Mutex<Vec<ObjectId>>,
+    /// Net bytes the queued livelists still hold (their share of `freeing`), kept by the
+    /// syncing context so that open context never reads lists the sync thread is removing.
+    livelist_freeing: AtomicU64,
     background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
@@ -945,6 +948,7 @@ impl Pool {
             free_list_object: AtomicU64::new(0),
             livelist_queue_object: AtomicU64::new(0),
             livelists_set_aside: Mutex::new(Vec::new()),
+            livelist_freeing: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
@@ -1414,6 +1418,7 @@ impl Pool {
             free_list_object: AtomicU64::new(0),
             livelist_queue_object: AtomicU64::new(0),
             livelists_set_aside: Mutex::new(Vec::new()),
+            livelist_freeing: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
