@@ -174,13 +174,22 @@ fn overwrite(
     Ok(())
 }
 
-/// Clone destroys in a fresh pool: (median seconds of [`CLONES`] clones, the path taken).
+/// What the clone destroys of one size and mode measured.
+struct Destroyed {
+    /// Median seconds of [`CLONES`] clones.
+    seconds: f64,
+    path: DestroyPath,
+    /// A clone's own bytes (`usedbydataset`: its data and the indirect blocks it rewrote).
+    own_bytes: u64,
+}
+
+/// Clone destroys in a fresh pool.
 fn tarn_destroy(
     dir: &Path,
     origin: u64,
     overwrites: u64,
     livelist: bool,
-) -> Result<(f64, DestroyPath), Failure> {
+) -> Result<Destroyed, Failure> {
     let pool = create(dir, origin, livelist)?;
     let result = (|| {
         origin_and_clones(&pool, origin, CLONES)?;
@@ -200,9 +209,15 @@ fn tarn_destroy(
     let result = (|| {
         let mut times = Vec::new();
         let mut path = DestroyPath::Traversal;
+        let mut own_bytes = 0;
         for index in 0..CLONES {
             let name = format!("{POOL}/clone{index}");
             path = pool.destroy_path(&name)?;
+            own_bytes = pool
+                .datasets()
+                .into_iter()
+                .find(|info| info.name == name)
+                .map_or(0, |info| info.used_by_dataset);
             let started = Instant::now();
             pool.destroy_dataset(&name, false)?;
             loop {
@@ -214,7 +229,11 @@ fn tarn_destroy(
             times.push(started.elapsed().as_secs_f64());
         }
         times.sort_by(f64::total_cmp);
-        Ok::<_, Failure>((times[times.len() / 2], path))
+        Ok::<_, Failure>(Destroyed {
+            seconds: times[times.len() / 2],
+            path,
+            own_bytes,
+        })
     })();
     remove_pool(pool, dir)?;
     result
@@ -359,10 +378,10 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
     let mut livelist_times = Vec::new();
     for (label, size) in &sizes {
         progress(&format!("{label}: clone destroy with livelists"));
-        let (with, with_path) = tarn_destroy(&bench.dir, *size, bench.overwrites, true)?;
+        let with = tarn_destroy(&bench.dir, *size, bench.overwrites, true)?;
         progress(&format!("{label}: clone destroy without livelists"));
-        let (without, without_path) = tarn_destroy(&bench.dir, *size, bench.overwrites, false)?;
-        livelist_times.push((label.clone(), with));
+        let without = tarn_destroy(&bench.dir, *size, bench.overwrites, false)?;
+        livelist_times.push((label.clone(), with.seconds));
         let btrfs_seconds = if btrfs {
             progress(&format!("{label}: btrfs subvolume delete"));
             Some(btrfs_destroy(&bench.dir, *size, bench.overwrites)?)
@@ -371,17 +390,18 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
         };
         rows.push(Row {
             what: format!(
-                "clone destroy, {label} origin, feature@livelist (path: {})",
-                with_path.name()
+                "clone destroy, {label} origin (clone owns {} MiB), feature@livelist (path: {})",
+                with.own_bytes >> 20,
+                with.path.name()
             ),
-            tarn: with,
-            baseline_what: format!("no livelist (path: {})", without_path.name()),
-            baseline: without,
+            tarn: with.seconds,
+            baseline_what: format!("no livelist (path: {})", without.path.name()),
+            baseline: without.seconds,
         });
         if let Some(seconds) = btrfs_seconds {
             rows.push(Row {
                 what: format!("clone destroy, {label} origin, feature@livelist"),
-                tarn: with,
+                tarn: with.seconds,
                 baseline_what: format!("btrfs subvolume delete -C + sync, {label}"),
                 baseline: seconds,
             });
