@@ -76,6 +76,26 @@ pub struct Deadlist {
     dirty: BTreeMap<Txg, bool>,
 }
 
+/// The keys of the non-empty entries (`filled`, among all `keys`) that a `missing` key would
+/// split: one falls above the entry's key and below the next key.
+fn keys_to_split(
+    filled: impl Iterator<Item = Txg>,
+    keys: impl Iterator<Item = Txg>,
+    missing: &[Txg],
+) -> Vec<Txg> {
+    let keys: Vec<Txg> = keys.collect();
+    filled
+        .filter(|key| {
+            let next = keys
+                .iter()
+                .copied()
+                .find(|other| other > key)
+                .unwrap_or(Txg(u64::MAX));
+            missing.iter().any(|new| new > key && *new < next)
+        })
+        .collect()
+}
+
 fn corrupt(object: ObjectId, what: impl std::fmt::Display) -> ObjectError {
     ObjectError::Corrupt(format!("deadlist {object}: {what}"))
 }
@@ -181,21 +201,14 @@ impl Deadlist {
         if missing.is_empty() {
             return Ok(());
         }
-        // Entries that a missing key would split: a key above theirs and below the next one.
-        let mut split = Vec::new();
-        for (key, entry) in &self.entries {
-            if entry.list.0 == 0 {
-                continue;
-            }
-            let next = self
-                .entries
-                .range((std::ops::Bound::Excluded(*key), std::ops::Bound::Unbounded))
-                .next()
-                .map_or(Txg(u64::MAX), |(next, _)| *next);
-            if missing.iter().any(|new| *new > *key && *new < next) {
-                split.push(*key);
-            }
-        }
+        let split = keys_to_split(
+            self.entries
+                .iter()
+                .filter(|(_, entry)| entry.list.0 != 0)
+                .map(|(key, _)| *key),
+            self.entries.keys().copied(),
+            &missing,
+        );
         let lists = store.lists();
         let mut blocks = Vec::new();
         for key in split {
@@ -441,5 +454,33 @@ impl Deadlist {
             BpObj::open(&lists, entry.list)?.iterate(&mut |item| visit(*key, item))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_entries_a_new_key_falls_inside_are_split() {
+        let keys = [Txg(0), Txg(10), Txg(20)];
+        // Entry 0 holds (0, 10]; a key 5 splits it, a key 15 splits entry 10, 25 the last.
+        assert_eq!(
+            keys_to_split(keys.into_iter(), keys.into_iter(), &[Txg(5)]),
+            vec![Txg(0)]
+        );
+        assert_eq!(
+            keys_to_split(keys.into_iter(), keys.into_iter(), &[Txg(15), Txg(25)]),
+            vec![Txg(10), Txg(20)]
+        );
+        // An empty entry (not filled) is never split; a key equal to one there splits nothing.
+        assert_eq!(
+            keys_to_split([Txg(10)].into_iter(), keys.into_iter(), &[Txg(5)]),
+            Vec::<Txg>::new()
+        );
+        assert_eq!(
+            keys_to_split(keys.into_iter(), keys.into_iter(), &[Txg(10)]),
+            Vec::<Txg>::new()
+        );
     }
 }
