@@ -14,9 +14,8 @@
 //!   snapshot's own previous one; a head's are its blocks born after its newest snapshot;
 //! - a clone's livelist (`dataset/livelist.rs`): every entry born after the origin and in its
 //!   sub-list's range, every FREE cancelling an earlier ALLOC, each sub-list's header its
-//!   entries' net totals, no block live twice, the live bytes the head's `usedbydataset`, and,
-//!   for a clone without snapshots of its own, the live blocks exactly the head's blocks born
-//!   after the origin.
+//!   entries' net totals, no block live twice, the live bytes the head's `usedbydataset`, and
+//!   the live blocks exactly the head's blocks born after the origin.
 
 use std::collections::HashSet;
 
@@ -131,7 +130,7 @@ pub(super) fn verify_chain(
         0
     };
     let (mut dead_above, mut dead_below) = (0u64, 0u64);
-    // The head's blocks born after its previous snapshot, for its livelist.
+    // The head's blocks born after the origin, for its livelist.
     let mut head_blocks = ClaimedBlocks::new();
     let has_livelist = head.livelist_object.0 != 0;
     let mut previous_referenced = origin_referenced;
@@ -253,13 +252,8 @@ pub(super) fn verify_chain(
                 .errors
                 .push(format!("{name}: object set is not a file system"));
         }
-        let record = if index < last {
-            Some(&mut *claimed)
-        } else if has_livelist {
-            Some(&mut head_blocks)
-        } else {
-            None
-        };
+        let record = (index < last).then_some(&mut *claimed);
+        let collect = (index == last && has_livelist).then_some((origin_txg, &mut head_blocks));
         let (allocated, born_after) = walker.walk_objset(
             &phys.root,
             &objset,
@@ -267,6 +261,7 @@ pub(super) fn verify_chain(
             // 0 for the oldest of a chain that is not a clone's.
             phys.prev_snapshot_txg,
             record,
+            collect,
         )?;
         let mut problem = |what: String| walker.report.errors.push(format!("{name}: {what}"));
         if allocated != phys.referenced_bytes {
@@ -292,7 +287,6 @@ pub(super) fn verify_chain(
     }
     let used_by_dataset = (head.referenced_bytes + dead_below).saturating_sub(origin_referenced);
     if has_livelist {
-        let exact = (last == 0).then_some(&head_blocks);
         let mut error = |what: String| {
             walker
                 .report
@@ -307,7 +301,7 @@ pub(super) fn verify_chain(
             head.livelist_object,
             origin_txg,
             used_by_dataset,
-            exact,
+            &head_blocks,
             &mut error,
         ) {
             error(why.to_string());
@@ -321,13 +315,13 @@ pub(super) fn verify_chain(
 }
 
 /// A clone's livelist against its head (see the module documentation). `exact`: the head's
-/// blocks born after the origin, for a clone without snapshots of its own.
+/// blocks born after the origin.
 fn verify_livelist(
     core: &PoolCore,
     object: ObjectId,
     origin_txg: Txg,
     used_by_dataset: u64,
-    exact: Option<&ClaimedBlocks>,
+    exact: &ClaimedBlocks,
     error: &mut dyn FnMut(String),
 ) -> Result<(), crate::object::ObjectError> {
     use crate::dataset::livelist::{cancel, Livelist};
@@ -381,13 +375,11 @@ fn verify_livelist(
             if !seen.insert(block) {
                 error(format!("block <{}:{:#x}> is live twice", block.0, block.1));
             }
-            if let Some(exact) = exact {
-                if exact.get(&block) != Some(&bp.birth_physical) {
-                    error(format!(
-                        "live block <{}:{:#x}> born in txg {} is not in the clone's tree",
-                        block.0, block.1, bp.birth_physical
-                    ));
-                }
+            if exact.get(&block) != Some(&bp.birth_physical) {
+                error(format!(
+                    "live block <{}:{:#x}> born in txg {} is not in the clone's tree",
+                    block.0, block.1, bp.birth_physical
+                ));
             }
         }
     }
@@ -396,13 +388,11 @@ fn verify_livelist(
             "{live_bytes} live bytes, the clone's own blocks hold {used_by_dataset}"
         ));
     }
-    if let Some(exact) = exact {
-        if live_blocks != exact.len() as u64 {
-            error(format!(
-                "{live_blocks} live blocks, the clone's tree has {} born after the origin",
-                exact.len()
-            ));
-        }
+    if live_blocks != exact.len() as u64 {
+        error(format!(
+            "{live_blocks} live blocks, the clone's tree has {} born after the origin",
+            exact.len()
+        ));
     }
     Ok(())
 }

@@ -127,6 +127,7 @@ impl Walker<'_> {
         name: &str,
         min_birth: Txg,
         mut claimed: Option<&mut ClaimedBlocks>,
+        mut born_since: Option<(Txg, &mut ClaimedBlocks)>,
     ) -> Result<(u64, u64), ObjectError> {
         let (mut allocated, mut born_after) = (0u64, 0u64);
         let mut take = |walker: &mut Self, bp: &BlockPtr, what: &str| {
@@ -135,6 +136,12 @@ impl Walker<'_> {
             }
             let size = if bp.embedded { 0 } else { bp.size_allocated() };
             allocated += size;
+            // Collected, not claimed: a clone's blocks born after its origin, for its livelist.
+            if let Some((since, blocks)) = born_since.as_mut() {
+                if !bp.embedded && bp.birth_physical > *since {
+                    blocks.insert(block_key(bp), bp.birth_physical);
+                }
+            }
             if bp.birth_physical <= min_birth {
                 return;
             }
@@ -387,7 +394,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     walker.report.txg = core.txgs.last_synced().0;
 
     let mos_root = core.mos.synced_root();
-    walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None)?;
+    walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None, None)?;
 
     // Datasets: every head (a MOS object of type Dataset that is not a snapshot), with its
     // chain of snapshots and their deadlists.
