@@ -182,6 +182,11 @@ impl Deadlist {
         }
     }
 
+    /// The entry a block born in txg `birth` belongs to: the largest key below it.
+    pub fn key_for(&self, birth: Txg) -> Option<Txg> {
+        self.entries.range(..birth).next_back().map(|(key, _)| *key)
+    }
+
     /// Make the partition at least as fine as `keys` (promote: a clone's deadlists must answer
     /// questions about its origin's snapshot intervals once those snapshots are its own). A new
     /// key that falls inside a non-empty entry splits it: that entry's blocks are read and put
@@ -258,13 +263,13 @@ impl Deadlist {
         let mut by_key: BTreeMap<Txg, Vec<BpObjEntry>> = BTreeMap::new();
         for entry in entries {
             let birth = entry.bp.birth_physical;
-            let Some((key, _)) = self.entries.range(..birth).next_back() else {
+            let Some(key) = self.key_for(birth) else {
                 return Err(ObjectError::Invalid(format!(
                     "deadlist {}: no entry for a block born in txg {birth}",
                     self.object
                 )));
             };
-            by_key.entry(*key).or_default().push(entry);
+            by_key.entry(key).or_default().push(entry);
         }
         let lists = store.lists();
         for (key, new_entries) in by_key {

@@ -31,7 +31,9 @@
 //! `livelist_condense_min_frees`) is rewritten with its live entries alone: read whole (at most
 //! about `livelist_max_entries` entries in memory), ALLOC/FREE pairs cancelled, the survivors
 //! written to a new list that replaces the old one, all in one txg. The sync driver condenses
-//! at most one sub-list per txg.
+//! at most one sub-list per txg. Only sub-lists that took a FREE since they were last
+//! considered are looked at (kept in memory), so a txg costs one header read per such
+//! sub-list, not per sub-list of every clone.
 //!
 //! # Drop
 //! A livelist is destroyed (its lists removed, no block freed) and never rebuilt when the clone
@@ -49,7 +51,7 @@
 //! # Crash behaviour
 //! Every change is in the MOS of the txg that made it, together with the tree it describes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::block::blkptr::BlockPtr;
 use crate::object::bpobj::{BpObj, BpObjEntry, BpSpace};
@@ -62,6 +64,9 @@ use super::deadlist::{Deadlist, DeadlistEntry, DeadlistStore};
 #[derive(Clone, Debug, Default)]
 pub struct Livelist {
     lists: Deadlist,
+    /// Sub-lists that took FREE entries since they were last considered for condensing (in
+    /// memory only: after an import a sub-list is considered again once it takes a FREE).
+    condense_candidates: BTreeSet<Txg>,
 }
 
 /// One sub-list as stored, for `debug dataset` and check.
@@ -119,6 +124,7 @@ impl Livelist {
     pub fn new(origin_txg: Txg) -> Livelist {
         Livelist {
             lists: Deadlist::with_keys([origin_txg]),
+            condense_candidates: BTreeSet::new(),
         }
     }
 
@@ -126,6 +132,7 @@ impl Livelist {
     pub fn load(store: &DeadlistStore, object: ObjectId) -> Result<Livelist, ObjectError> {
         Ok(Livelist {
             lists: Deadlist::load(store, object)?,
+            condense_candidates: BTreeSet::new(),
         })
     }
 
@@ -155,6 +162,11 @@ impl Livelist {
                 if header.entry_count >= max_entries {
                     self.lists.add_key(boundary);
                 }
+            }
+        }
+        for entry in entries.iter().filter(|entry| entry.free) {
+            if let Some(key) = self.lists.key_for(entry.bp.birth_physical) {
+                self.condense_candidates.insert(key);
             }
         }
         self.lists.insert_entries(store, tx, entries)?;
@@ -200,24 +212,36 @@ impl Livelist {
         cancel(list, entries)
     }
 
-    /// Condense the first sub-list whose FREE entries are at least half its entries and at
-    /// least `min_frees`: replace its list with one of its live entries alone. Returns whether
-    /// one was condensed (at most one per call).
+    /// Condense the first sub-list, among those that took FREE entries since they were last
+    /// considered, whose FREE entries are at least half its entries and at least `min_frees`:
+    /// replace its list with one of its live entries alone. Returns whether one was condensed
+    /// (at most one per call). Cost when none qualifies: one header read per candidate.
     pub fn condense_one(
         &mut self,
         store: &DeadlistStore,
         tx: &Tx,
         min_frees: u64,
     ) -> Result<bool, ObjectError> {
-        let Some(target) = self.sublists(store)?.into_iter().find(|sub| {
-            sub.list.0 != 0 && sub.frees >= min_frees.max(1) && sub.frees * 2 >= sub.entries
-        }) else {
-            return Ok(false);
-        };
-        let live = Livelist::live_blocks(store, target.list)?;
-        self.lists.replace_list(store, tx, target.key, live)?;
-        self.lists.save(store, tx)?;
-        Ok(true)
+        while let Some(key) = self.condense_candidates.pop_first() {
+            let Some(list) = self
+                .lists
+                .entries()
+                .find(|(candidate, entry)| *candidate == key && entry.list.0 != 0)
+                .map(|(_, entry)| entry.list)
+            else {
+                continue;
+            };
+            let header = BpObj::open(&store.lists(), list)?.header();
+            let (entries, frees) = (header.entry_count, header.freed_count);
+            if frees < min_frees.max(1) || frees * 2 < entries {
+                continue;
+            }
+            let live = Livelist::live_blocks(store, list)?;
+            self.lists.replace_list(store, tx, key, live)?;
+            self.lists.save(store, tx)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Take the oldest sub-list that has a list out of the livelist (destroy: its live blocks
