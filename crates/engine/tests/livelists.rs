@@ -152,7 +152,13 @@ fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
 #[test]
 fn sublists_condense_when_frees_cancel() {
     let dir = tempfile::tempdir().unwrap();
-    let pool = pool_with(dir.path(), tiny(), &[]);
+    // Small sub-lists: a new one every few txgs, so that condensing also merges neighbours.
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
     let (_fs, clone) = origin_and_clone(&pool, 400);
     // The same 8 records over and over, one txg each time: FREEs pile up in one sub-list.
     let ino = file(&clone, "big");
@@ -165,8 +171,16 @@ fn sublists_condense_when_frees_cancel() {
         pool.sync().unwrap();
     }
     assert_clean(&pool);
+    // Condensed and merged lists survive export and import.
+    drop((_fs, clone));
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables);
+    assert_clean(&pool);
     let subs = sublists(&pool, "tank/clone");
     assert!(!subs.is_empty(), "the livelist was dropped");
+    // A new sub-list about every txg (each takes ~28 entries of the 32 allowed): without
+    // merging there would be dozens, each freed in its own txg by a destroy.
+    assert!(subs.len() <= 3, "sub-lists not merged: {subs:?}");
     let entries: u64 = subs.iter().map(|sub| sub.entries).sum();
     let frees: u64 = subs.iter().map(|sub| sub.frees).sum();
     // Without condensing: about 40 × (8 data + indirect + dnode + header) ALLOCs and as many

@@ -30,7 +30,10 @@
 //! A sub-list whose FREE entries are at least half its entries (and at least
 //! `livelist_condense_min_frees`) is rewritten with its live entries alone: read whole (at most
 //! about `livelist_max_entries` entries in memory), ALLOC/FREE pairs cancelled, the survivors
-//! written to a new list that replaces the old one, all in one txg. The sync driver condenses
+//! written to a new list that replaces the old one, all in one txg; the next sub-list is merged
+//! into it (its key removed) when both then hold at most `livelist_max_entries / 2` entries, so
+//! a clone that keeps rewriting the same blocks does not pile up sub-lists (each of which a
+//! destroy frees in its own txg). The sync driver condenses
 //! at most one sub-list per txg. Only sub-lists that took a FREE since they were last
 //! considered are looked at (kept in memory), so a txg costs one header read per such
 //! sub-list, not per sub-list of every clone.
@@ -214,13 +217,17 @@ impl Livelist {
 
     /// Condense the first sub-list, among those that took FREE entries since they were last
     /// considered, whose FREE entries are at least half its entries and at least `min_frees`:
-    /// replace its list with one of its live entries alone. Returns whether one was condensed
-    /// (at most one per call). Cost when none qualifies: one header read per candidate.
+    /// replace its list with one of its live entries alone, and merge the next sub-list into
+    /// it when both together then hold at most `max_entries / 2` entries (that sub-list's
+    /// entries cancelled too, its key removed: the merged list covers both birth ranges, so an
+    /// ALLOC and its FREE still share a list). Returns whether one was condensed (at most one
+    /// per call). Cost when none qualifies: one header read per candidate.
     pub fn condense_one(
         &mut self,
         store: &DeadlistStore,
         tx: &Tx,
         min_frees: u64,
+        max_entries: u64,
     ) -> Result<bool, ObjectError> {
         while let Some(key) = self.condense_candidates.pop_first() {
             let Some(list) = self
@@ -236,7 +243,23 @@ impl Livelist {
             if frees < min_frees.max(1) || frees * 2 < entries {
                 continue;
             }
-            let live = Livelist::live_blocks(store, list)?;
+            let mut live = Livelist::live_blocks(store, list)?;
+            let next = self
+                .lists
+                .entries()
+                .find(|(candidate, _)| *candidate > key)
+                .filter(|(_, entry)| entry.list.0 != 0);
+            if let Some((next_key, next_entry)) = next {
+                let next_entries = BpObj::open(&store.lists(), next_entry.list)?
+                    .header()
+                    .entry_count;
+                if live.len() as u64 + next_entries <= max_entries / 2 {
+                    live.extend(Livelist::live_blocks(store, next_entry.list)?);
+                    let (_, taken) = self.lists.take_key(next_key).expect("found above");
+                    BpObj::open(&store.lists(), taken.list)?.destroy(tx)?;
+                    self.condense_candidates.remove(&next_key);
+                }
+            }
             self.lists.replace_list(store, tx, key, live)?;
             self.lists.save(store, tx)?;
             return Ok(true);

@@ -210,12 +210,13 @@ impl Dataset {
         store: &DeadlistStore,
         tx: &Tx,
         min_frees: u64,
+        max_entries: u64,
     ) -> Result<bool, ObjectError> {
         let mut slot = self.livelist.lock();
         let Some(livelist) = slot.as_mut() else {
             return Ok(false);
         };
-        if !livelist.condense_one(store, tx, min_frees)? {
+        if !livelist.condense_one(store, tx, min_frees, max_entries)? {
             return Ok(false);
         }
         self.phys.lock().livelist_object = livelist.object();

@@ -171,7 +171,12 @@ impl PoolCore {
             }
             // Condensing reads a sub-list before it changes anything; one that cannot be read
             // is left as it is (condensing is an optimisation; destroy reports the damage).
-            match dataset.condense_livelist(&store, tx, self.tunables.livelist_condense_min_frees) {
+            match dataset.condense_livelist(
+                &store,
+                tx,
+                self.tunables.livelist_condense_min_frees,
+                self.tunables.livelist_max_entries,
+            ) {
                 Ok(true) => {
                     self.write_dataset_record(tx, dataset.object, &dataset.phys())?;
                     return Ok(true);
