@@ -131,7 +131,8 @@ enum Command {
         /// Dry run: print what would be destroyed.
         #[arg(short = 'n')]
         dry_run: bool,
-        /// Print what is destroyed (always printed).
+        /// Print what is destroyed, and for a clone whether its livelist or a walk of its
+        /// tree frees it (always printed).
         #[arg(short = 'v')]
         verbose: bool,
         name: String,
@@ -197,6 +198,9 @@ enum Command {
         snapshot: String,
         name: String,
     },
+    /// Promote a clone: its origin's snapshots up to the origin move to it, and the origin's
+    /// file system becomes its clone: tarn promote CLONE
+    Promote { name: String },
     /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
     Rollback {
         /// Destroy snapshots newer than the one named.
@@ -551,6 +555,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             snapshot,
             name,
         } => dataset::clone(socket, &properties, snapshot, name),
+        Command::Promote { name } => dataset::promote(socket, name),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Metaslabs {

@@ -125,6 +125,18 @@ tunables! {
     /// Most data blocks one txg frees in the background (zfs_async_block_max_blocks, which
     /// was zfs_free_max_blocks); unlimited by default.
     async_block_max_blocks: u64 = u64::MAX,
+    /// Most entries a clone's newest livelist sub-list takes before the next txg starts
+    /// another (zfs_livelist_max_entries); frees of older blocks still go to their birth's
+    /// sub-list. Also about the most entries condensing holds in memory.
+    livelist_max_entries: u64 = 500_000,
+    /// A clone's livelist is dropped (destroy then walks the tree) once the clone shares less
+    /// than this percent of its referenced bytes with its origin
+    /// (zfs_livelist_min_percent_shared).
+    livelist_min_percent_shared: u64 = 75,
+    /// A livelist sub-list is condensed (ALLOC/FREE pairs cancelled) once its FREE entries
+    /// are at least half its entries and at least this many (OpenZFS condenses pairs of
+    /// sub-lists when they hold few live entries; see docs/design.md §2.16).
+    livelist_condense_min_frees: u64 = 1024,
     /// Percent of dirty_data_max that chunked frees of large files may dirty in one txg, in
     /// indirect blocks (zfs_per_txg_dirty_frees_percent).
     per_txg_dirty_frees_percent: u64 = 30,
@@ -243,6 +255,8 @@ impl Tunables {
             recordsize: 4 << 10,
             arc_max: 1 << 20,
             vdev_ashift: 9,
+            livelist_max_entries: 256,
+            livelist_condense_min_frees: 16,
             ..Tunables::default()
         }
     }
@@ -261,6 +275,14 @@ impl Tunables {
             "indirect_block_shift must be 10..=17",
         )?;
         check(self.delete_blocks >= 1, "delete_blocks must be >= 1")?;
+        check(
+            self.livelist_max_entries >= 1,
+            "livelist_max_entries must be >= 1",
+        )?;
+        check(
+            self.livelist_min_percent_shared <= 100,
+            "livelist_min_percent_shared must be 0..=100",
+        )?;
         check(
             (1..=100).contains(&self.per_txg_dirty_frees_percent),
             "per_txg_dirty_frees_percent must be 1..=100",

@@ -307,3 +307,158 @@ fn power_cuts_during_snapshot_work() {
         "never more than {most_present} snapshots at once: the rounds tested too little"
     );
 }
+
+// Livelists (issue 11): a child keeps making clones of one origin, overwrites a few records of
+// each over and over (its livelist sub-lists fill with FREEs and are condensed), scatters more
+// writes (several sub-lists), and destroys it through its livelist (freed one sub-list per txg
+// in the background), while it is killed at random points; every import must check clean, with
+// the origin's data intact, and finish the queued frees.
+
+const LIVELIST_POOL: &str = "livecrash";
+const LIVELIST_CHILD_ENV: &str = "TARN_CRASH_LIVELIST_DIR";
+const ORIGIN_RECORDS: u64 = 1500;
+
+fn livelist_tunables() -> tarn::tunables::Tunables {
+    tarn::tunables::Tunables {
+        livelist_max_entries: 16,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    }
+}
+
+fn livelist_child(dir: PathBuf) {
+    let start: u64 = std::env::var("TARN_CRASH_START").unwrap().parse().unwrap();
+    let pool = import(&dir, LIVELIST_POOL, livelist_tunables());
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("journal"))
+        .unwrap();
+    std::fs::write(dir.join("started"), b"").unwrap();
+    for number in start.. {
+        let name = format!("{LIVELIST_POOL}/c{number}");
+        pool.create_clone(&format!("{LIVELIST_POOL}/fs@origin"), &name, &[])
+            .unwrap();
+        journal(&mut log, format!("clone {number}"));
+        let clone = pool.open_file_system(&name).unwrap();
+        let ino = clone.lookup(clone.root(), b"big").unwrap().ino;
+        for round in 0..12u64 {
+            for record in 0..6u64 {
+                clone
+                    .write(ino, record * 8192, &pattern(number * 1000 + round, 8192))
+                    .unwrap();
+            }
+            for index in 0..10u64 {
+                let record = (number * 131 + round * 977 + index * 7919) % ORIGIN_RECORDS;
+                clone
+                    .write(ino, record * 8192, &pattern(index, 8192))
+                    .unwrap();
+            }
+            pool.sync().unwrap();
+        }
+        drop(clone);
+        pool.destroy_dataset(&name, false).unwrap();
+        journal(&mut log, format!("destroyed {number}"));
+    }
+}
+
+#[test]
+fn crash_livelist_child_entry() {
+    if let Ok(dir) = std::env::var(LIVELIST_CHILD_ENV) {
+        livelist_child(PathBuf::from(dir));
+    }
+}
+
+#[test]
+fn kill_9_during_livelist_condensing_and_destroy() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let pool = create_pool(
+            dir.path(),
+            LIVELIST_POOL,
+            single(dir.path(), "v0"),
+            livelist_tunables(),
+        );
+        let fs_name = format!("{LIVELIST_POOL}/fs");
+        pool.create_dataset(
+            &fs_name,
+            &[
+                ("recordsize".into(), "8192".into()),
+                ("compression".into(), "off".into()),
+            ],
+            false,
+        )
+        .unwrap();
+        let fs = pool.open_file_system(&fs_name).unwrap();
+        let ino = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+        let data = pattern(7, (ORIGIN_RECORDS * 8192) as usize);
+        for (index, chunk) in data.chunks(1 << 20).enumerate() {
+            fs.write(ino, (index << 20) as u64, chunk).unwrap();
+            pool.sync().unwrap();
+        }
+        drop(fs);
+        pool.create_snapshots(&[format!("{fs_name}@origin")], false)
+            .unwrap();
+        pool.export().unwrap();
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x11fe);
+    let mut next = 1u64;
+    let (mut livelists_seen, mut destroys_caught) = (0, 0);
+    for round in 0..8 {
+        let _ = std::fs::remove_file(dir.path().join("started"));
+        let child = spawn_child(
+            "crash_livelist_child_entry",
+            &[
+                (LIVELIST_CHILD_ENV, dir.path().display().to_string()),
+                ("TARN_CRASH_START", next.to_string()),
+            ],
+        );
+        wait_for_file(&dir.path().join("started"), Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(rng.gen_range(50..600)));
+        kill_child(child);
+
+        let pool = import(dir.path(), LIVELIST_POOL, livelist_tunables());
+        let report = check_pool(&pool, false).unwrap();
+        assert!(report.is_clean(), "round {round}: {report:#?}");
+        if pool.core.freeing_bytes().unwrap() > 0 {
+            destroys_caught += 1;
+        }
+        let journal = std::fs::read_to_string(dir.path().join("journal")).unwrap_or_default();
+        for line in journal.lines() {
+            let number: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+            next = next.max(number + 1);
+        }
+        // A clone caught alive keeps its livelist; destroy it through it.
+        for info in pool.datasets() {
+            if info.origin.is_some() {
+                if pool.destroy_path(&info.name).unwrap()
+                    == tarn::pool::livelists::DestroyPath::Livelist
+                {
+                    livelists_seen += 1;
+                }
+                pool.destroy_dataset(&info.name, false).unwrap();
+            }
+        }
+        while pool.core.freeing_bytes().unwrap() > 0 {
+            pool.sync().unwrap();
+        }
+        pool.sync().unwrap();
+        let report = check_pool(&pool, false).unwrap();
+        assert!(report.is_clean(), "round {round}, frees done: {report:#?}");
+        let fs = pool
+            .open_file_system(&format!("{LIVELIST_POOL}/fs"))
+            .unwrap();
+        let attr = fs.lookup(fs.root(), b"big").unwrap();
+        assert!(
+            fs.read(attr.ino, 0, attr.size as usize).unwrap()
+                == pattern(7, (ORIGIN_RECORDS * 8192) as usize),
+            "round {round}: the origin's data changed"
+        );
+        drop(fs);
+        pool.export().unwrap();
+        next += 1;
+    }
+    assert!(next > 8, "the child made too few clones ({next})");
+    assert!(livelists_seen > 0, "no clone was caught with its livelist");
+    eprintln!("{next} clones; {livelists_seen} caught with a livelist, {destroys_caught} kills during a livelist destroy");
+}

@@ -1,6 +1,6 @@
 //! Random mixes of writes, truncates, deletes, snapshots, snapshot destroys (single and
-//! ranges), rollbacks, and clones (made, written, destroyed; destroys and rollbacks that would
-//! take their origin are refused) on a real pool, against a model of what the head, every
+//! ranges), rollbacks, and clones (made, written, destroyed, promoted and promoted back;
+//! destroys and rollbacks that would take their origin are refused) on a real pool, against a model of what the head, every
 //! snapshot and every clone must hold; `check` (which verifies deadlists, unique bytes and every directory's used
 //! breakdown against the trees) after every few steps, and at the end after export and import.
 //! `TARN_SNAPSHOT_MODEL_SEEDS` sets how many seeds run (default 6).
@@ -98,7 +98,46 @@ fn run(seed: u64) {
         let has_clones = |key: &u64, clones: &BTreeMap<String, (u64, FileSystem, Contents)>| {
             clones.values().any(|(origin, _, _)| origin == key)
         };
-        match rng.gen_range(0..112) {
+        match rng.gen_range(0..115) {
+            112..=114 => {
+                // Promote a clone, check the swapped layout, and promote the origin back.
+                let names: Vec<String> = clones.keys().cloned().collect();
+                if names.is_empty() {
+                    continue;
+                }
+                let name = names[rng.gen_range(0..names.len())].clone();
+                let origin = clones[&name].0;
+                trace(&format!(
+                    "{what}: promote {name} (origin s{origin}) and back"
+                ));
+                let moved_keys: Vec<u64> =
+                    snapshots.range(..=origin).map(|(key, _)| *key).collect();
+                let moved = pool.promote(&name).unwrap();
+                let expected: Vec<String> = moved_keys
+                    .iter()
+                    .map(|key| format!("{name}@s{key}"))
+                    .collect();
+                assert_eq!(moved, expected, "{what}");
+                checked(&pool, &format!("{what}: after promote"));
+                for key in &moved_keys {
+                    let snap = pool
+                        .snapshot_file_system(&format!("{name}@s{key}"))
+                        .unwrap();
+                    assert_eq!(&read_all(&snap), &snapshots[key], "{what}: {name}@s{key}");
+                }
+                let origin_info = pool
+                    .datasets()
+                    .into_iter()
+                    .find(|info| info.name == "model/fs")
+                    .unwrap();
+                assert_eq!(
+                    origin_info.origin,
+                    Some(format!("{name}@s{origin}")),
+                    "{what}"
+                );
+                pool.promote("model/fs").unwrap();
+                checked(&pool, &format!("{what}: after promoting back"));
+            }
             100..=103 => {
                 let keys: Vec<u64> = snapshots.keys().copied().collect();
                 if keys.is_empty() {

@@ -9,6 +9,9 @@
 //!   system (see `xattr`).
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
 //!   destroy of a snapshot with a large deadlist beside freeing the same blocks unsnapshotted.
+//! - `clone-destroy`: destroy of a sparse clone of a 1, 4 and 16 GiB origin with livelists,
+//!   without (tree walk), and beside btrfs's subvolume delete; and the write-time cost of
+//!   livelists (see `clone_destroy`).
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
 //!   (the baseline without priority) in the async class beside it (see `iosched`).
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
@@ -28,6 +31,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod clone_destroy;
 mod frag;
 mod iosched;
 mod snapshot;
@@ -55,6 +59,10 @@ pub enum BenchCommand {
     /// through a FUSE mount of a new pool, beside the same calls on the host's file system
     /// (ext4 on most hosts) in the same directory. Needs root and /dev/fuse.
     Xattr(xattr::XattrBench),
+    /// Clone destroy with and without livelists, beside btrfs: an origin of each --sizes size
+    /// (recordsize 8K), a clone with --overwrites scattered 8 KiB overwrites, export and
+    /// import, destroy until freeing is 0; and random overwrites in a clone, livelists on/off.
+    CloneDestroy(clone_destroy::CloneDestroyBench),
     /// p50/p99 of 4 KiB sync-class writes through the vdev queue alone and beside an engine
     /// sequential write, beside the same writes in the async class (no priority).
     Iosched {
@@ -505,6 +513,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
+        BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Iosched {
             dir,
             vdev_size,

@@ -280,7 +280,7 @@ fn run_tarn(bench: &SyncBench) -> Result<(Vec<TxgFigures>, FsyncFigures), Failur
     result
 }
 
-fn run_command(program: &str, args: &[&str]) -> Result<String, Failure> {
+pub(super) fn run_command(program: &str, args: &[&str]) -> Result<String, Failure> {
     let output = Command::new(program)
         .args(args)
         .output()

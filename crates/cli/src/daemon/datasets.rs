@@ -298,8 +298,30 @@ pub fn destroy(pool: &Pool, mounts: &Mounts, name: &str, recursive: bool) -> Res
     // Refused requests (snapshots without -r, clones without -R) leave the mounts alone.
     pool.check_destroy(name, recursive)?;
     mounts.unmount_within(name, false)?;
+    destroy_reporting(pool, name, recursive)
+}
+
+/// Destroy `name` (unmounted, checked) and print each file system destroyed; for a clone, also
+/// which way its blocks are freed (`destroy -v`): its livelist's live entries, or a walk of its
+/// tree.
+pub fn destroy_reporting(pool: &Pool, name: &str, recursive: bool) -> Result<(), Failure> {
+    let paths: Vec<(String, &'static str)> = pool
+        .datasets()
+        .into_iter()
+        .filter(|info| {
+            info.origin.is_some()
+                && (info.name == name || info.name.starts_with(&format!("{name}/")))
+        })
+        .filter_map(|info| {
+            let path = pool.destroy_path(&info.name).ok()?;
+            Some((info.name, path.name()))
+        })
+        .collect();
     for destroyed in pool.destroy_dataset(name, recursive)? {
-        out!("destroyed {destroyed}");
+        match paths.iter().find(|(clone, _)| *clone == destroyed) {
+            Some((_, path)) => out!("destroyed {destroyed} (clone; destroy path: {path})"),
+            None => out!("destroyed {destroyed}"),
+        }
     }
     Ok(())
 }

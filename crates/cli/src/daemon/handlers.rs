@@ -56,6 +56,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::Unmount { .. } => datasets::handle(daemon, request),
         Request::Snapshot { .. }
         | Request::Clone { .. }
+        | Request::Promote { .. }
         | Request::DestroySnapshots { .. }
         | Request::Rollback { .. }
         | Request::Rename { .. }

@@ -257,6 +257,38 @@ fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
             let _ = writeln!(text, "\t\t{name}: object {object}, txg {txg}");
         }
     }
+    if records.phys.livelist_object.0 != 0 {
+        let entries: u64 = records.livelist.iter().map(|sub| sub.entries).sum();
+        let frees: u64 = records.livelist.iter().map(|sub| sub.frees).sum();
+        let live: u64 = records
+            .livelist
+            .iter()
+            .map(|sub| sub.space.used_bytes)
+            .sum();
+        let _ = writeln!(
+            text,
+            "\tLivelist: obj {}, {} live, {} sub-lists, {entries} entries ({frees} FREE)",
+            records.phys.livelist_object.0,
+            human_bytes(live),
+            records.livelist.len()
+        );
+        for sub in &records.livelist {
+            let last = if sub.next_key.0 == u64::MAX {
+                "-".to_string()
+            } else {
+                sub.next_key.0.to_string()
+            };
+            let _ = writeln!(
+                text,
+                "\t\ttxgs ({}, {last}] -> obj {}: {} entries ({} FREE), {} live",
+                sub.key.0,
+                sub.list.0,
+                sub.entries,
+                sub.frees,
+                human_bytes(sub.space.used_bytes)
+            );
+        }
+    }
     Ok(text)
 }
 
@@ -282,9 +314,7 @@ pub fn destroy_dependents(
             destroy_dependents(pool, mounts, &theirs)?;
             pool.check_destroy(&clone, true)?;
             mounts.unmount_within(&clone, false)?;
-            for destroyed in pool.destroy_dataset(&clone, true)? {
-                out!("destroyed {destroyed}");
-            }
+            super::datasets::destroy_reporting(pool, &clone, true)?;
         }
     }
     Ok(())
@@ -329,6 +359,28 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             Ok(Answer {
                 status: u8::from(!failures.is_empty()),
                 data: serde_json::json!({ "created": [created] }),
+            })
+        }
+        Request::Promote { name } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let origin = pool
+                .datasets()
+                .into_iter()
+                .find(|info| info.name == name)
+                .and_then(|info| info.origin);
+            let moved = pool.promote(&name)?;
+            // `.zfs/snapshot` of both file systems changed.
+            daemon.mounts.snapshots_changed(&name);
+            if let Some(origin) = origin {
+                daemon.mounts.snapshots_changed(filesystem_of(&origin));
+            }
+            for snapshot in &moved {
+                out!("moved {snapshot}");
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "moved": moved }),
             })
         }
         Request::DestroySnapshots {

@@ -39,6 +39,7 @@
 //! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
 //! | `clone` | `snapshot` (`FS@SNAP`), `name`, `properties` |
 //! | `destroy` | `name`, `recursive`, `dependents` (`-R`: clones of its snapshots first) |
+//! | `promote` | `name` (a clone): `data = {"moved": [snapshots' new names]}` |
 //! | `snapshot` | `names` (`FS@SNAP`), `recursive`: `data = {"created": [names]}` |
 //! | `destroy snapshots` | `spec` (`FS@A[,B][%C]`), `recursive`, `dry_run`, `dependents`: `data = {"destroyed": [names]}` |
 //! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
@@ -213,6 +214,9 @@ pub enum Request {
         name: String,
         properties: Vec<(String, String)>,
     },
+    /// Promote a clone: its origin's snapshots up to the origin become its own.
+    #[serde(rename = "promote")]
+    Promote { name: String },
     /// Take snapshots `FS@SNAP` (with `recursive`, of descendants too), in one txg.
     #[serde(rename = "snapshot")]
     Snapshot { names: Vec<String>, recursive: bool },
@@ -297,6 +301,7 @@ impl Request {
             Request::Unmount { .. } => "unmount",
             Request::Snapshot { .. } => "snapshot",
             Request::Clone { .. } => "clone",
+            Request::Promote { .. } => "promote",
             Request::DestroySnapshots { .. } => "destroy snapshots",
             Request::Rollback { .. } => "rollback",
             Request::Rename { .. } => "rename",

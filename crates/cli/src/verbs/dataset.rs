@@ -414,6 +414,21 @@ pub fn debug_dataset(socket: &Path, name: String) -> Result<u8, Failure> {
     )?))
 }
 
+/// `tarn promote CLONE`.
+pub fn promote(socket: &Path, name: String) -> Result<u8, Failure> {
+    check_name(&name)?;
+    if name.contains('@') {
+        return Err(Failure(format!(
+            "cannot promote {name:?}: a snapshot cannot be promoted; name a clone, POOL/NAME"
+        )));
+    }
+    Ok(forward(&ask(
+        socket,
+        Some(&name.clone()),
+        &Request::Promote { name },
+    )?))
+}
+
 /// `tarn clone [-o prop=val]... FS@SNAP FS`.
 pub fn clone(
     socket: &Path,

@@ -11,7 +11,11 @@
 //! - referenced(X) = referenced(previous) - deadlist(X) + born after previous (a dead block
 //!   missing from the deadlist would be leaked by a destroy: this catches it);
 //! - a snapshot's unique bytes are the blocks on the next dataset's deadlist born after the
-//!   snapshot's own previous one; a head's are its blocks born after its newest snapshot.
+//!   snapshot's own previous one; a head's are its blocks born after its newest snapshot;
+//! - a clone's livelist (`dataset/livelist.rs`): every entry born after the origin and in its
+//!   sub-list's range, every FREE cancelling an earlier ALLOC, each sub-list's header its
+//!   entries' net totals, no block live twice, the live bytes the head's `usedbydataset`, and
+//!   the live blocks exactly the head's blocks born after the origin.
 
 use std::collections::HashSet;
 
@@ -126,6 +130,9 @@ pub(super) fn verify_chain(
         0
     };
     let (mut dead_above, mut dead_below) = (0u64, 0u64);
+    // The head's blocks born after the origin, for its livelist.
+    let mut head_blocks = ClaimedBlocks::new();
+    let has_livelist = head.livelist_object.0 != 0;
     let mut previous_referenced = origin_referenced;
     for index in 0..chain.len() {
         let (object, phys) = &chain[index];
@@ -246,6 +253,7 @@ pub(super) fn verify_chain(
                 .push(format!("{name}: object set is not a file system"));
         }
         let record = (index < last).then_some(&mut *claimed);
+        let collect = (index == last && has_livelist).then_some((origin_txg, &mut head_blocks));
         let (allocated, born_after) = walker.walk_objset(
             &phys.root,
             &objset,
@@ -253,6 +261,7 @@ pub(super) fn verify_chain(
             // 0 for the oldest of a chain that is not a clone's.
             phys.prev_snapshot_txg,
             record,
+            collect,
         )?;
         let mut problem = |what: String| walker.report.errors.push(format!("{name}: {what}"));
         if allocated != phys.referenced_bytes {
@@ -276,9 +285,114 @@ pub(super) fn verify_chain(
         }
         previous_referenced = phys.referenced_bytes;
     }
+    let used_by_dataset = (head.referenced_bytes + dead_below).saturating_sub(origin_referenced);
+    if has_livelist {
+        let mut error = |what: String| {
+            walker
+                .report
+                .errors
+                .push(format!("dataset {head_object}: livelist: {what}"))
+        };
+        if !is_clone {
+            error("a file system that is not a clone keeps a livelist".into());
+        }
+        if let Err(why) = verify_livelist(
+            core,
+            head.livelist_object,
+            origin_txg,
+            used_by_dataset,
+            &head_blocks,
+            &mut error,
+        ) {
+            error(why.to_string());
+        }
+    }
     Ok(Chain {
         snapshots: chain[..last].iter().map(|(object, _)| *object).collect(),
-        used_by_dataset: (head.referenced_bytes + dead_below).saturating_sub(origin_referenced),
+        used_by_dataset,
         used_by_snapshots: dead_above,
     })
+}
+
+/// A clone's livelist against its head (see the module documentation). `exact`: the head's
+/// blocks born after the origin.
+fn verify_livelist(
+    core: &PoolCore,
+    object: ObjectId,
+    origin_txg: Txg,
+    used_by_dataset: u64,
+    exact: &ClaimedBlocks,
+    error: &mut dyn FnMut(String),
+) -> Result<(), crate::object::ObjectError> {
+    use crate::dataset::livelist::{cancel, Livelist};
+    use crate::object::bpobj::BpObj;
+    let store = core.deadlist_store();
+    let livelist = Livelist::load(&store, object)?;
+    let mut live_bytes = 0u64;
+    let mut live_blocks = 0u64;
+    let mut seen = HashSet::new();
+    for sub in livelist.sublists(&store)? {
+        if sub.list.0 == 0 {
+            continue;
+        }
+        let mut entries = Vec::new();
+        BpObj::open(&store.lists(), sub.list)?.iterate(&mut |entry| {
+            entries.push(entry.clone());
+            Ok(())
+        })?;
+        let mut net = BpSpace::default();
+        for entry in &entries {
+            let birth = entry.bp.birth_physical;
+            if birth <= origin_txg || birth <= sub.key || birth > sub.next_key {
+                error(format!(
+                    "sub-list {}: an entry born in txg {birth}, outside ({}, {}] or at or before the origin ({origin_txg})",
+                    sub.key, sub.key, sub.next_key
+                ));
+            }
+            if entry.free {
+                net.sub(BpSpace::of(&entry.bp));
+            } else {
+                net.add(BpSpace::of(&entry.bp));
+            }
+        }
+        if net != sub.space {
+            error(format!(
+                "sub-list {}: header says {:?}, its entries net {:?}",
+                sub.key, sub.space, net
+            ));
+        }
+        let live = match cancel(sub.list, entries) {
+            Ok(live) => live,
+            Err(why) => {
+                error(why.to_string());
+                continue;
+            }
+        };
+        for bp in live {
+            live_bytes += bp.size_allocated();
+            live_blocks += 1;
+            let block = block_key(&bp);
+            if !seen.insert(block) {
+                error(format!("block <{}:{:#x}> is live twice", block.0, block.1));
+            }
+            if exact.get(&block) != Some(&bp.birth_physical) {
+                error(format!(
+                    "live block <{}:{:#x}> born in txg {} is not in the clone's tree",
+                    block.0, block.1, bp.birth_physical
+                ));
+            }
+        }
+    }
+    if live_bytes != used_by_dataset {
+        error(format!(
+            "{live_bytes} live bytes, the clone's own blocks hold {used_by_dataset}"
+        ));
+    }
+    if live_blocks != exact.len() as u64 {
+        error(format!(
+            "{live_blocks} live blocks, the clone's tree has {} born after the origin",
+            exact.len()
+        ));
+    }
+    Ok(())
 }

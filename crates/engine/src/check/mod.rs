@@ -143,6 +143,7 @@ impl Walker<'_> {
         name: &str,
         min_birth: Txg,
         mut claimed: Option<&mut ClaimedBlocks>,
+        mut born_since: Option<(Txg, &mut ClaimedBlocks)>,
     ) -> Result<(u64, u64), ObjectError> {
         let (mut allocated, mut born_after) = (0u64, 0u64);
         let mut take = |walker: &mut Self, bp: &BlockPtr, what: &str| {
@@ -151,6 +152,12 @@ impl Walker<'_> {
             }
             let size = if bp.embedded { 0 } else { bp.size_allocated() };
             allocated += size;
+            // Collected, not claimed: a clone's blocks born after its origin, for its livelist.
+            if let Some((since, blocks)) = born_since.as_mut() {
+                if !bp.embedded && bp.birth_physical > *since {
+                    blocks.insert(block_key(bp), bp.birth_physical);
+                }
+            }
             if bp.birth_physical <= min_birth {
                 return;
             }
@@ -403,7 +410,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     walker.report.txg = core.txgs.last_synced().0;
 
     let mos_root = core.mos.synced_root();
-    walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None)?;
+    walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None, None)?;
 
     // Datasets: every head (a MOS object of type Dataset that is not a snapshot), with its
     // chain of snapshots and their deadlists.
@@ -499,6 +506,21 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     }
     for bp in &listed {
         walker.visit(bp, "free list");
+    }
+    // Destroyed clones' livelists: their live entries are allocated until freed. The clone's
+    // tree is gone from the hierarchy, so they are claimed here for the first time.
+    let mut live = Vec::new();
+    if let Err(error) = core.visit_queued_livelists(&mut |bp| {
+        live.push(bp.clone());
+        Ok(())
+    }) {
+        walker
+            .report
+            .errors
+            .push(format!("destroyed clones' livelists: {error}"));
+    }
+    for bp in &live {
+        walker.visit(bp, "destroyed clone's livelist");
     }
 
     // Compare with the space maps.

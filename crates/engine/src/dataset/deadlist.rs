@@ -51,7 +51,7 @@ pub struct DeadlistStore<'a> {
 }
 
 impl DeadlistStore<'_> {
-    fn lists(&self) -> ObjectSetBpStore<'_> {
+    pub fn lists(&self) -> ObjectSetBpStore<'_> {
         ObjectSetBpStore {
             objset: self.mos,
             props: self.list_props,
@@ -74,6 +74,26 @@ pub struct Deadlist {
     entries: BTreeMap<Txg, DeadlistEntry>,
     /// Keys changed or removed since the last `save`.
     dirty: BTreeMap<Txg, bool>,
+}
+
+/// The keys of the non-empty entries (`filled`, among all `keys`) that a `missing` key would
+/// split: one falls above the entry's key and below the next key.
+fn keys_to_split(
+    filled: impl Iterator<Item = Txg>,
+    keys: impl Iterator<Item = Txg>,
+    missing: &[Txg],
+) -> Vec<Txg> {
+    let keys: Vec<Txg> = keys.collect();
+    filled
+        .filter(|key| {
+            let next = keys
+                .iter()
+                .copied()
+                .find(|other| other > key)
+                .unwrap_or(Txg(u64::MAX));
+            missing.iter().any(|new| new > key && *new < next)
+        })
+        .collect()
 }
 
 fn corrupt(object: ObjectId, what: impl std::fmt::Display) -> ObjectError {
@@ -162,6 +182,62 @@ impl Deadlist {
         }
     }
 
+    /// The entry a block born in txg `birth` belongs to: the largest key below it.
+    pub fn key_for(&self, birth: Txg) -> Option<Txg> {
+        self.entries.range(..birth).next_back().map(|(key, _)| *key)
+    }
+
+    /// Make the partition at least as fine as `keys` (promote: a clone's deadlists must answer
+    /// questions about its origin's snapshot intervals once those snapshots are its own). A new
+    /// key that falls inside a non-empty entry splits it: that entry's blocks are read and put
+    /// back on the refined entries, the old list dropped (its blocks are still dead, only
+    /// regrouped). Clones made since issue 11 inherit their origin's keys at creation, so
+    /// nothing is split for them and the cost is one empty entry per missing key.
+    pub fn refine(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        keys: impl IntoIterator<Item = Txg>,
+    ) -> Result<(), ObjectError> {
+        let missing: Vec<Txg> = keys
+            .into_iter()
+            .filter(|key| !self.entries.contains_key(key))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let split = keys_to_split(
+            self.entries
+                .iter()
+                .filter(|(_, entry)| entry.list.0 != 0)
+                .map(|(key, _)| *key),
+            self.entries.keys().copied(),
+            &missing,
+        );
+        let lists = store.lists();
+        let mut blocks = Vec::new();
+        for key in split {
+            let entry = std::mem::take(self.entries.get_mut(&key).expect("listed above"));
+            self.dirty.insert(key, true);
+            let list = BpObj::open(&lists, entry.list)?;
+            list.iterate(&mut |item| {
+                if item.free {
+                    return Err(corrupt(
+                        self.object,
+                        format!("entry {key} holds a FREE record"),
+                    ));
+                }
+                blocks.push(item.bp.clone());
+                Ok(())
+            })?;
+            list.destroy(tx)?;
+        }
+        for key in missing {
+            self.add_key(key);
+        }
+        self.insert(store, tx, &blocks)
+    }
+
     /// Put killed blocks on their entries: each on the entry with the largest key below its
     /// birth txg. One append per entry touched.
     pub fn insert(
@@ -170,18 +246,30 @@ impl Deadlist {
         tx: &Tx,
         blocks: &[BlockPtr],
     ) -> Result<(), ObjectError> {
+        self.insert_entries(
+            store,
+            tx,
+            blocks.iter().cloned().map(BpObjEntry::alloc).collect(),
+        )
+    }
+
+    /// As [`Deadlist::insert`], for entries that may carry the FREE flag (livelists).
+    pub fn insert_entries(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        entries: Vec<BpObjEntry>,
+    ) -> Result<(), ObjectError> {
         let mut by_key: BTreeMap<Txg, Vec<BpObjEntry>> = BTreeMap::new();
-        for bp in blocks {
-            let Some((key, _)) = self.entries.range(..bp.birth_physical).next_back() else {
+        for entry in entries {
+            let birth = entry.bp.birth_physical;
+            let Some(key) = self.key_for(birth) else {
                 return Err(ObjectError::Invalid(format!(
-                    "deadlist {}: no entry for a block born in txg {}",
-                    self.object, bp.birth_physical
+                    "deadlist {}: no entry for a block born in txg {birth}",
+                    self.object
                 )));
             };
-            by_key
-                .entry(*key)
-                .or_default()
-                .push(BpObjEntry::alloc(bp.clone()));
+            by_key.entry(key).or_default().push(entry);
         }
         let lists = store.lists();
         for (key, new_entries) in by_key {
@@ -195,6 +283,45 @@ impl Deadlist {
             entry.space = list.space();
         }
         Ok(())
+    }
+
+    /// Replace the list of entry `key` with a new one holding `blocks` (livelist condensing);
+    /// the old list is destroyed without freeing anything.
+    pub fn replace_list(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        key: Txg,
+        blocks: Vec<BlockPtr>,
+    ) -> Result<(), ObjectError> {
+        let entry = self
+            .entries
+            .get_mut(&key)
+            .ok_or_else(|| corrupt(self.object, format!("no entry {key} to replace")))?;
+        let lists = store.lists();
+        if entry.list.0 != 0 {
+            BpObj::open(&lists, entry.list)?.destroy(tx)?;
+        }
+        *entry = DeadlistEntry::default();
+        self.dirty.insert(key, true);
+        if !blocks.is_empty() {
+            let object = BpObj::create(&lists, tx)?;
+            let mut list = BpObj::open(&lists, object)?;
+            let entries: Vec<BpObjEntry> = blocks.into_iter().map(BpObjEntry::alloc).collect();
+            list.append(tx, &entries)?;
+            *entry = DeadlistEntry {
+                list: object,
+                space: list.space(),
+            };
+        }
+        Ok(())
+    }
+
+    /// Remove entry `key` (its key too) and return it.
+    pub fn take_key(&mut self, key: Txg) -> Option<(Txg, DeadlistEntry)> {
+        let entry = self.entries.remove(&key)?;
+        self.dirty.insert(key, false);
+        Some((key, entry))
     }
 
     /// Remove and return the entries whose keys are `min` or above.
@@ -307,21 +434,58 @@ impl Deadlist {
         store: &DeadlistStore,
         visit: &mut dyn FnMut(Txg, &BlockPtr) -> Result<(), ObjectError>,
     ) -> Result<(), ObjectError> {
+        self.visit_entries(store, &mut |key, item| {
+            if item.free {
+                return Err(corrupt(
+                    self.object,
+                    format!("entry {key} holds a FREE record"),
+                ));
+            }
+            visit(key, &item.bp)
+        })
+    }
+
+    /// Every list entry, FREE ones included (livelists), with its entry's key.
+    pub fn visit_entries(
+        &self,
+        store: &DeadlistStore,
+        visit: &mut dyn FnMut(Txg, &BpObjEntry) -> Result<(), ObjectError>,
+    ) -> Result<(), ObjectError> {
         let lists = store.lists();
         for (key, entry) in &self.entries {
             if entry.list.0 == 0 {
                 continue;
             }
-            BpObj::open(&lists, entry.list)?.iterate(&mut |item| {
-                if item.free {
-                    return Err(corrupt(
-                        self.object,
-                        format!("entry {key} holds a FREE record"),
-                    ));
-                }
-                visit(*key, &item.bp)
-            })?;
+            BpObj::open(&lists, entry.list)?.iterate(&mut |item| visit(*key, item))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_entries_a_new_key_falls_inside_are_split() {
+        let keys = [Txg(0), Txg(10), Txg(20)];
+        // Entry 0 holds (0, 10]; a key 5 splits it, a key 15 splits entry 10, 25 the last.
+        assert_eq!(
+            keys_to_split(keys.into_iter(), keys.into_iter(), &[Txg(5)]),
+            vec![Txg(0)]
+        );
+        assert_eq!(
+            keys_to_split(keys.into_iter(), keys.into_iter(), &[Txg(15), Txg(25)]),
+            vec![Txg(10), Txg(20)]
+        );
+        // An empty entry (not filled) is never split; a key equal to one there splits nothing.
+        assert_eq!(
+            keys_to_split([Txg(10)].into_iter(), keys.into_iter(), &[Txg(5)]),
+            Vec::<Txg>::new()
+        );
+        assert_eq!(
+            keys_to_split(keys.into_iter(), keys.into_iter(), &[Txg(10)]),
+            Vec::<Txg>::new()
+        );
     }
 }

@@ -19,8 +19,9 @@
 //! invariant 8): a block born after the previous snapshot belongs to this dataset only and is
 //! freed; an older block is still held by that snapshot and goes on the head's deadlist
 //! ([`deadlist`]), collected during the object set's sync and put there right after it
-//! ([`Dataset::flush_killed`], one append per deadlist entry). Clones will add their livelist
-//! here.
+//! ([`Dataset::flush_killed`], one append per deadlist entry). A clone with a livelist
+//! ([`livelist`]) also records there every block it writes and every block born after its
+//! origin that it kills, appended after the object set's sync ([`Dataset::flush_livelist`]).
 //!
 //! # Snapshots
 //! A snapshot ([`Snapshot`]) is a frozen dataset record naming the head's object-set root as it
@@ -51,6 +52,7 @@
 
 pub mod bptree;
 pub mod deadlist;
+pub mod livelist;
 pub mod phys;
 pub mod props;
 pub mod snapshot;
@@ -61,10 +63,11 @@ use parking_lot::Mutex;
 
 use crate::block::blkptr::BlockPtr;
 use crate::block::pipeline::SyncPoint;
-use crate::object::bpobj::BpSpace;
+use crate::object::bpobj::{BpObjEntry, BpSpace};
 use crate::object::{BlockLifecycle, ObjectError, ObjectSet, Tx};
 use crate::types::ObjectId;
 use deadlist::{Deadlist, DeadlistStore};
+use livelist::Livelist;
 use phys::{DatasetDirPhys, DatasetPhys};
 pub use snapshot::Snapshot;
 
@@ -95,6 +98,21 @@ pub struct Dataset {
     killed_shared: Mutex<Vec<BlockPtr>>,
     /// Snapshots, oldest first.
     snapshots: Mutex<Vec<Arc<Snapshot>>>,
+    /// A clone's livelist (None: not a clone, the pool lacks the feature, or it was dropped).
+    livelist: Mutex<Option<Livelist>>,
+    /// Livelist entries recorded in the syncing txg, appended after the object set's sync.
+    livelist_pending: Mutex<Vec<BpObjEntry>>,
+}
+
+/// What [`Dataset::flush_livelist`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LivelistFlush {
+    /// No livelist, or nothing to record.
+    Unchanged,
+    /// Entries appended.
+    Appended,
+    /// The clone shares too little with its origin: the livelist was destroyed.
+    Dropped,
 }
 
 impl Dataset {
@@ -118,7 +136,106 @@ impl Dataset {
             deadlist: Mutex::new(Deadlist::default()),
             killed_shared: Mutex::new(Vec::new()),
             snapshots: Mutex::new(Vec::new()),
+            livelist: Mutex::new(None),
+            livelist_pending: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Install a livelist (clone creation, import).
+    pub fn set_livelist(&self, livelist: Option<Livelist>) {
+        *self.livelist.lock() = livelist;
+    }
+
+    /// The livelist, if the dataset keeps one (a copy).
+    pub fn livelist(&self) -> Option<Livelist> {
+        self.livelist.lock().clone()
+    }
+
+    /// Take the livelist out (destroy queues it; drop destroys it).
+    pub fn take_livelist(&self) -> Option<Livelist> {
+        self.livelist_pending.lock().clear();
+        self.livelist.lock().take()
+    }
+
+    /// Syncing context, after the object set's sync and [`Dataset::flush_killed`]: append the
+    /// livelist entries of this txg (starting a sub-list past `max_entries`), then drop the
+    /// livelist if the clone shares less than `min_percent_shared` percent of its referenced
+    /// bytes with its origin (see [`livelist`]). The record's livelist field follows; the
+    /// caller writes the record.
+    pub fn flush_livelist(
+        &self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        max_entries: u64,
+        min_percent_shared: u64,
+    ) -> Result<LivelistFlush, ObjectError> {
+        let pending = std::mem::take(&mut *self.livelist_pending.lock());
+        let mut slot = self.livelist.lock();
+        let Some(livelist) = slot.as_mut() else {
+            return Ok(LivelistFlush::Unchanged);
+        };
+        if pending.is_empty() {
+            return Ok(LivelistFlush::Unchanged);
+        }
+        let object = livelist.flush(store, tx, pending, max_entries)?;
+        let referenced = self.phys.lock().referenced_bytes;
+        let own = livelist.space().used_bytes;
+        let shared = referenced.saturating_sub(own);
+        if referenced > 0
+            && u128::from(shared) * 100 < u128::from(min_percent_shared) * u128::from(referenced)
+        {
+            slot.take().expect("present above").destroy(store, tx)?;
+            self.phys.lock().livelist_object = crate::types::ObjectId(0);
+            return Ok(LivelistFlush::Dropped);
+        }
+        self.phys.lock().livelist_object = object;
+        Ok(LivelistFlush::Appended)
+    }
+
+    /// Syncing context: destroy the livelist without freeing anything (promote, rollback).
+    /// Returns whether there was one; the caller writes the record.
+    pub fn drop_livelist(&self, store: &DeadlistStore, tx: &Tx) -> Result<bool, ObjectError> {
+        let Some(livelist) = self.take_livelist() else {
+            return Ok(false);
+        };
+        livelist.destroy(store, tx)?;
+        self.phys.lock().livelist_object = crate::types::ObjectId(0);
+        Ok(true)
+    }
+
+    /// Syncing context: condense one sub-list of the livelist if one qualifies (see
+    /// [`livelist`]). Returns whether one was.
+    pub fn condense_livelist(
+        &self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        min_frees: u64,
+        max_entries: u64,
+    ) -> Result<bool, ObjectError> {
+        let mut slot = self.livelist.lock();
+        let Some(livelist) = slot.as_mut() else {
+            return Ok(false);
+        };
+        if !livelist.condense_one(store, tx, min_frees, max_entries)? {
+            return Ok(false);
+        }
+        self.phys.lock().livelist_object = livelist.object();
+        Ok(true)
+    }
+
+    /// Record a block in the livelist, if the dataset keeps one and the block is the clone's
+    /// own (born after the origin).
+    fn record_livelist(&self, bp: &BlockPtr, free: bool) {
+        if bp.is_hole() || bp.embedded || self.livelist.lock().is_none() {
+            return;
+        }
+        if bp.birth_physical <= self.origin_txg() {
+            return;
+        }
+        self.livelist_pending.lock().push(BpObjEntry {
+            bp: bp.clone(),
+            free,
+        });
     }
 
     /// Full name (`POOL/a/b`).
@@ -354,9 +471,11 @@ impl BlockLifecycle for Dataset {
     fn block_born(&self, bp: &BlockPtr, _at: SyncPoint) {
         debug_assert!(!bp.is_hole());
         self.account(bp, 1, true);
+        self.record_livelist(bp, false);
     }
 
     fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        self.record_livelist(bp, true);
         let prev_snapshot_txg = self.phys.lock().prev_snapshot_txg;
         if bp.birth_physical <= prev_snapshot_txg && !bp.is_hole() {
             // Held by the newest snapshot: to the deadlist, after the object set's sync. An

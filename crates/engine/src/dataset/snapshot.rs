@@ -104,6 +104,17 @@ impl Snapshot {
         *self.deadlist.lock() = deadlist;
     }
 
+    /// The deadlist keys of the dataset after this snapshot: this one's keys, its previous
+    /// snapshot's txg, and 0 (one entry per older snapshot interval).
+    pub fn next_deadlist_keys(&self) -> Vec<Txg> {
+        let mut keys: Vec<Txg> = self.deadlist.lock().keys().collect();
+        keys.push(self.phys.lock().prev_snapshot_txg);
+        keys.push(Txg(0));
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
     /// Recompute the unique bytes from the deadlist of the dataset after this one (`next`):
     /// the blocks born after this snapshot's previous one that `next` no longer holds.
     pub fn refresh_unique(&self, next: &Deadlist) -> u64 {

@@ -1,7 +1,7 @@
 //! Background frees: dataset destroys queued in the MOS and carried out a bounded amount per
 //! txg (OpenZFS's async destroy, `dsl_process_async_destroys`).
 //!
-//! Two queues feed it. The destroy queue (`bptree`) holds whole trees: destroyed datasets, and
+//! Three queues feed it; the third, destroyed clones' livelists, is `livelists.rs`'s. The destroy queue (`bptree`) holds whole trees: destroyed datasets, and
 //! what a rollback discards (the head's tree above the snapshot's txg). The free list
 //! (`free_bpobj`, OpenZFS's `dp_free_bpobj`) is a block-pointer list whose sub-lists are the
 //! deadlist entries a snapshot destroy released, merged whole in constant time and drained
@@ -86,6 +86,7 @@ impl PoolCore {
             let store = self.free_list_store();
             pending |= !BpObj::open(&store, ObjectId(object))?.is_empty();
         }
+        pending |= self.load_livelist_queue()?;
         self.set_background_work(pending);
         Ok(())
     }
@@ -114,7 +115,7 @@ impl PoolCore {
         Ok(())
     }
 
-    fn set_background_work(&self, pending: bool) {
+    pub(super) fn set_background_work(&self, pending: bool) {
         self.background_frees_pending
             .store(pending, Ordering::Release);
         self.txgs.set_background_work(pending);
@@ -136,6 +137,7 @@ impl PoolCore {
                 .space()
                 .used_bytes;
         }
+        total += self.livelist_freeing_bytes();
         Ok(total)
     }
 
@@ -260,6 +262,8 @@ impl PoolCore {
                 work_left |= queue.has_live_entries()?;
             }
         }
+        // Destroyed clones' livelists: one sub-list per txg (`livelists.rs`).
+        work_left |= self.free_livelists_in_background(txg)?;
         log::debug!(
             "pool {}: txg {txg}: freed {freed_blocks} blocks ({} bytes) in {} ms in the background",
             self.name,

@@ -340,6 +340,11 @@ impl PoolCore {
             dataset.detach_objset();
             dataset.set_unavailable(format!("snapshots: {error}"));
         }
+        if let Err(error) = self.load_livelist(&dataset) {
+            // Likewise: its writes would miss the livelist a destroy relies on.
+            dataset.detach_objset();
+            dataset.set_unavailable(format!("livelist: {error}"));
+        }
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
         Ok(dir)
@@ -514,9 +519,14 @@ impl PoolCore {
     /// Syncing-context half of destroy: queue the dataset's tree for background freeing (see
     /// [`super::background_free`]) and remove its records.
     pub(super) fn sync_destroy(&self, dataset: &Dataset, txg: Txg) -> Result<(), PoolError> {
-        self.enqueue_destroy(dataset, txg)?;
-        dataset.detach_objset();
         let tx = Tx::syncing(txg);
+        // A clone with a livelist frees its live entries; anything else walks its tree. Its
+        // snapshots were destroyed first in this txg, so the head holds all that is left.
+        match dataset.take_livelist() {
+            Some(livelist) => self.queue_livelist_destroy(livelist, &tx)?,
+            None => self.enqueue_destroy(dataset, txg)?,
+        }
+        dataset.detach_objset();
         let dir = dataset.dir();
         let parent_dir = DatasetDirPhys::decode(&self.mos.bonus(dir.parent_dir_object)?)
             .map_err(|error| PoolError::Corrupt(format!("parent directory record: {error}")))?;

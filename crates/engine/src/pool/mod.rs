@@ -79,6 +79,7 @@
 pub mod background_free;
 mod clones;
 pub mod datasets;
+pub mod livelists;
 pub mod props;
 pub mod snapshots;
 mod stats;
@@ -137,14 +138,27 @@ pub struct Feature {
 }
 
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
-pub const FEATURES_KNOWN: &[Feature] = &[Feature {
-    name: "com.tarn:embedded_data",
-    short_name: "embedded_data",
-    needed_to_read: true,
-}];
+pub const FEATURES_KNOWN: &[Feature] = &[
+    Feature {
+        name: "com.tarn:embedded_data",
+        short_name: "embedded_data",
+        needed_to_read: true,
+    },
+    // Needed to read as well: the format has no "needed to write" class, and a build that
+    // wrote a clone without recording its livelist would make a later destroy free the wrong
+    // blocks.
+    Feature {
+        name: LIVELIST_FEATURE,
+        short_name: "livelist",
+        needed_to_read: true,
+    },
+];
+
+/// The livelist feature (`dataset/livelist.rs`): clones made while it is enabled keep one.
+pub const LIVELIST_FEATURE: &str = "com.tarn:livelist";
 
 /// Features this build can read. A pool needing any other feature to be read is refused.
-pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &["com.tarn:embedded_data"];
+pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &["com.tarn:embedded_data", LIVELIST_FEATURE];
 
 /// Errors of the pool layer: what went wrong and, where it helps, what to do.
 #[derive(Debug, thiserror::Error)]
@@ -542,6 +556,14 @@ pub struct PoolCore {
     /// The pool's free list (blocks of destroyed snapshots) in the MOS, 0 until first used;
     /// see [`background_free`].
     free_list_object: AtomicU64,
+    /// The queue of destroyed clones' livelists in the MOS, 0 until first used; see
+    /// [`livelists`].
+    livelist_queue_object: AtomicU64,
+    /// Queued livelists that could not be read, left alone until the next import.
+    livelists_set_aside: Mutex<Vec<ObjectId>>,
+    /// Net bytes the queued livelists still hold (their share of `freeing`), kept by the
+    /// syncing context so that open context never reads lists the sync thread is removing.
+    livelist_freeing: AtomicU64,
     background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
@@ -933,6 +955,9 @@ impl Pool {
             deferred_frees_object: deferred,
             bptree_object: AtomicU64::new(0),
             free_list_object: AtomicU64::new(0),
+            livelist_queue_object: AtomicU64::new(0),
+            livelists_set_aside: Mutex::new(Vec::new()),
+            livelist_freeing: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
@@ -1400,6 +1425,9 @@ impl Pool {
             deferred_frees_object: ObjectId(deferred),
             bptree_object: AtomicU64::new(0),
             free_list_object: AtomicU64::new(0),
+            livelist_queue_object: AtomicU64::new(0),
+            livelists_set_aside: Mutex::new(Vec::new()),
+            livelist_freeing: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,

@@ -55,6 +55,11 @@ use super::{mos_props, now_seconds, Pool, PoolCore, PoolError};
 
 /// A change of the namespace (snapshots, renames), carried out in syncing context.
 pub(super) enum NamespaceTask {
+    Promote {
+        clone: Arc<Dataset>,
+        origin_head: Arc<Dataset>,
+        origin: Arc<Snapshot>,
+    },
     Clone {
         snapshot: Arc<Snapshot>,
         relative: String,
@@ -117,6 +122,8 @@ pub struct DatasetRecords {
     pub deadlist: Vec<(u64, u64, BpSpace)>,
     /// Snapshots (heads only): (name, object, txg).
     pub snapshots: Vec<(String, u64, u64)>,
+    /// Livelist sub-lists (clone heads that keep one).
+    pub livelist: Vec<crate::dataset::livelist::Sublist>,
 }
 
 /// `FS@SNAP` split and checked.
@@ -269,6 +276,11 @@ impl PoolCore {
         let tx = Tx::syncing(txg);
         for task in &tasks {
             match task {
+                NamespaceTask::Promote {
+                    clone,
+                    origin_head,
+                    origin,
+                } => self.sync_promote(clone, origin_head, origin, &tx)?,
                 NamespaceTask::Clone {
                     snapshot,
                     relative,
@@ -523,7 +535,7 @@ impl PoolCore {
         snapshot.refresh_unique(&deadlist);
         self.write_dataset_record(tx, snapshot.object, &snapshot.phys())?;
         head.with_deadlist(|current| *current = deadlist);
-        let phys = head.update_phys(|phys| {
+        head.update_phys(|phys| {
             phys.root = target.root.clone();
             phys.referenced_bytes = target.referenced_bytes;
             phys.compressed_bytes = target.compressed_bytes;
@@ -531,7 +543,10 @@ impl PoolCore {
             phys.unique_bytes = 0;
             phys.deadlist_object = deadlist_object;
         });
-        self.write_dataset_record(tx, head.object, &phys)?;
+        // The head's tree is replaced wholesale, not block by block: its livelist no longer
+        // describes it.
+        head.drop_livelist(&store, tx)?;
+        self.write_dataset_record(tx, head.object, &head.phys())?;
         objset.reset_to(&target.root)?;
         Ok(())
     }
@@ -1019,6 +1034,7 @@ impl Pool {
                 dir: None,
                 deadlist: deadlist_entries(&snapshot.deadlist()),
                 snapshots: Vec::new(),
+                livelist: Vec::new(),
             });
         }
         let relative = self.core.relative_name(full)?;
@@ -1034,6 +1050,10 @@ impl Pool {
                 .iter()
                 .map(|snapshot| (snapshot.short_name(), snapshot.object.0, snapshot.txg().0))
                 .collect(),
+            livelist: match head.livelist() {
+                Some(livelist) => livelist.sublists(&self.core.deadlist_store())?,
+                None => Vec::new(),
+            },
         })
     }
 

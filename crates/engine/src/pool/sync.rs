@@ -70,6 +70,8 @@ impl PoolCore {
                         &newest.phys().encode(),
                     )?;
                 }
+                // A clone's livelist entries of this txg (`livelists.rs`).
+                self.flush_dataset_livelist(dataset, &tx)?;
                 self.mos.set_bonus(
                     &tx,
                     dataset.object,
@@ -80,6 +82,7 @@ impl PoolCore {
             }
         }
         changed |= self.sync_snapshot_tasks(txg)?;
+        self.condense_livelists(&datasets, &tx)?;
         for dataset in &destroys {
             self.sync_destroy(dataset, txg)?;
         }

@@ -1,0 +1,469 @@
+//! `tarn bench clone-destroy`: what destroying a sparse clone costs, with and without
+//! livelists, beside btrfs (issue 11).
+//!
+//! For each origin size N (`-s`, default 1G, 4G and 16G): a pool on a sparse file, a file
+//! system with recordsize 8K (compression off) holding one file of N bytes, a snapshot, a clone
+//! of it, `--overwrites` scattered 8 KiB overwrites in the clone, an export and import (cold
+//! caches), then the clone's destroy timed until `freeing` is 0 and a sync has completed (three
+//! clones of the origin, each with its own overwrites, destroyed one after the other: the
+//! median is reported). Once
+//! in a pool with `feature@livelist` (destroy frees the livelist's live entries) and once in a
+//! pool without it (destroy walks the clone's tree above the origin). With `mkfs.btrfs`
+//! available (and root), the same on btrfs on a loop device in the same directory: a
+//! subvolume, a writable snapshot, the overwrites in the snapshot, unmount and mount, then
+//! `btrfs subvolume delete -C` and `btrfs subvolume sync`.
+//!
+//! Also the write-time cost of livelists: `--write-ops` random 8 KiB overwrites in a clone of
+//! the smallest origin, a sync every 256, feature on beside feature off (alternated twice, the
+//! better of each).
+//!
+//! It is a benchmark, not a test: it asserts nothing; it prints each figure with its baseline
+//! and the ratio. Progress goes to a terminal only.
+
+use std::io::IsTerminal;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use tarn::fs::FileSystem;
+use tarn::pool::livelists::DestroyPath;
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+
+use super::sync::run_command;
+use super::BenchDirLock;
+use crate::error::Failure;
+use crate::format::{parse_size, print_table, Cell, ListFormat};
+
+#[derive(Args)]
+pub struct CloneDestroyBench {
+    /// Directory for the vdevs and the btrfs image (sparse files).
+    #[arg(long, default_value = "/var/tmp/tarn-bench")]
+    dir: PathBuf,
+    /// Origin sizes, comma-separated (e.g. 64M,256M for a quick run).
+    #[arg(short = 's', long, default_value = "1G,4G,16G", value_delimiter = ',')]
+    sizes: Vec<String>,
+    /// Scattered 8 KiB overwrites in each clone.
+    #[arg(long, default_value_t = 2000)]
+    overwrites: u64,
+    /// Random 8 KiB overwrites of the write-cost measurement.
+    #[arg(long, default_value_t = 20_000)]
+    write_ops: u64,
+    /// Skip btrfs even if mkfs.btrfs is available.
+    #[arg(long)]
+    no_btrfs: bool,
+    /// JSON output.
+    #[arg(short = 'j')]
+    json: bool,
+}
+
+const POOL: &str = "benchclone";
+const RECORD: u64 = 8192;
+
+fn progress(message: &str) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("bench clone-destroy: {message}");
+    }
+}
+
+fn fs_failure(error: tarn::fs::FsError) -> Failure {
+    Failure(error.to_string())
+}
+
+fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
+    Failure(format!("{what}: {error}"))
+}
+
+/// The record indices of `count` scattered overwrites in a file of `records` records.
+fn scattered(records: u64, count: u64, seed: u64) -> impl Iterator<Item = u64> {
+    let mut state = seed | 1;
+    (0..count).map(move |_| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % records
+    })
+}
+
+fn vdev_size(origin: u64) -> u64 {
+    origin + origin / 4 + (1 << 30)
+}
+
+fn create(dir: &Path, origin: u64, livelist: bool) -> Result<Pool, Failure> {
+    let vdev = dir.join("bench-clone-vdev0.img");
+    let _ = std::fs::remove_file(&vdev);
+    let tunables = Tunables::from_env().map_err(Failure)?;
+    Ok(Pool::create(CreateOptions {
+        name: POOL.into(),
+        vdevs: vec![VdevSpec::Leaf(vdev)],
+        create_size: Some(vdev_size(origin)),
+        force: true,
+        tunables,
+        wrap_device: None,
+        disabled_features: if livelist {
+            Vec::new()
+        } else {
+            vec!["livelist".into()]
+        },
+    })?)
+}
+
+fn remove_pool(pool: Pool, dir: &Path) -> Result<(), Failure> {
+    pool.destroy()?;
+    let _ = std::fs::remove_file(dir.join("bench-clone-vdev0.img"));
+    Ok(())
+}
+
+/// Clones destroyed per size and mode; the median is reported (the machine is shared).
+const CLONES: u64 = 3;
+
+/// The origin file system with one file of `origin` bytes, its snapshot and clones
+/// `clone0`..`clone{count - 1}`.
+fn origin_and_clones(pool: &Pool, origin: u64, count: u64) -> Result<(), Failure> {
+    pool.create_dataset(
+        &format!("{POOL}/fs"),
+        &[
+            ("recordsize".into(), RECORD.to_string()),
+            ("compression".into(), "off".into()),
+        ],
+        false,
+    )?;
+    let fs = pool.open_file_system(&format!("{POOL}/fs"))?;
+    let ino = fs
+        .create(fs.root(), b"big", 0o644, 0, 0)
+        .map_err(fs_failure)?
+        .ino;
+    let chunk = crate::format::pseudo_random(1 << 20, 0xc10e);
+    let mut written = 0u64;
+    while written < origin {
+        let length = (origin - written).min(chunk.len() as u64) as usize;
+        fs.write(ino, written, &chunk[..length])
+            .map_err(fs_failure)?;
+        written += length as u64;
+    }
+    drop(fs);
+    pool.sync()?;
+    pool.create_snapshots(&[format!("{POOL}/fs@origin")], false)?;
+    for index in 0..count {
+        pool.create_clone(
+            &format!("{POOL}/fs@origin"),
+            &format!("{POOL}/clone{index}"),
+            &[],
+        )?;
+    }
+    Ok(())
+}
+
+fn overwrite(
+    pool: &Pool,
+    fs: &FileSystem,
+    records: u64,
+    count: u64,
+    seed: u64,
+) -> Result<(), Failure> {
+    let ino = fs.lookup(fs.root(), b"big").map_err(fs_failure)?.ino;
+    let block = crate::format::pseudo_random(RECORD as usize, seed);
+    for (index, record) in scattered(records, count, seed).enumerate() {
+        fs.write(ino, record * RECORD, &block).map_err(fs_failure)?;
+        if index % 256 == 255 {
+            pool.sync()?;
+        }
+    }
+    pool.sync()?;
+    Ok(())
+}
+
+/// What the clone destroys of one size and mode measured.
+struct Destroyed {
+    /// Median seconds of [`CLONES`] clones.
+    seconds: f64,
+    path: DestroyPath,
+    /// A clone's own bytes (`usedbydataset`: its data and the indirect blocks it rewrote).
+    own_bytes: u64,
+}
+
+/// Clone destroys in a fresh pool.
+fn tarn_destroy(
+    dir: &Path,
+    origin: u64,
+    overwrites: u64,
+    livelist: bool,
+) -> Result<Destroyed, Failure> {
+    let pool = create(dir, origin, livelist)?;
+    let result = (|| {
+        origin_and_clones(&pool, origin, CLONES)?;
+        for index in 0..CLONES {
+            let clone = pool.open_file_system(&format!("{POOL}/clone{index}"))?;
+            overwrite(&pool, &clone, origin / RECORD, overwrites, 0x5ca7 + index)?;
+        }
+        Ok::<_, Failure>(())
+    })();
+    if let Err(error) = result {
+        let _ = remove_pool(pool, dir);
+        return Err(error);
+    }
+    pool.export()?;
+    let tunables = Tunables::from_env().map_err(Failure)?;
+    let (pool, _) = Pool::import(POOL, ImportOptions::new(vec![dir.to_path_buf()], tunables))?;
+    let result = (|| {
+        let mut times = Vec::new();
+        let mut path = DestroyPath::Traversal;
+        let mut own_bytes = 0;
+        for index in 0..CLONES {
+            let name = format!("{POOL}/clone{index}");
+            path = pool.destroy_path(&name)?;
+            own_bytes = pool
+                .datasets()
+                .into_iter()
+                .find(|info| info.name == name)
+                .map_or(0, |info| info.used_by_dataset);
+            let started = Instant::now();
+            pool.destroy_dataset(&name, false)?;
+            loop {
+                pool.sync()?;
+                if pool.core.freeing_bytes()? == 0 && !pool.core.background_work_pending() {
+                    break;
+                }
+            }
+            times.push(started.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        Ok::<_, Failure>(Destroyed {
+            seconds: times[times.len() / 2],
+            path,
+            own_bytes,
+        })
+    })();
+    remove_pool(pool, dir)?;
+    result
+}
+
+/// Random 8 KiB overwrites in a clone: operations per second.
+fn write_cost(dir: &Path, origin: u64, ops: u64, livelist: bool) -> Result<f64, Failure> {
+    let pool = create(dir, origin, livelist)?;
+    let result = (|| {
+        origin_and_clones(&pool, origin, 1)?;
+        let clone = pool.open_file_system(&format!("{POOL}/clone0"))?;
+        let started = Instant::now();
+        overwrite(&pool, &clone, origin / RECORD, ops, 0x77)?;
+        Ok::<_, Failure>(ops as f64 / started.elapsed().as_secs_f64())
+    })();
+    remove_pool(pool, dir)?;
+    result
+}
+
+/// The btrfs half for one size: seconds of `subvolume delete -C` plus `subvolume sync`.
+fn btrfs_destroy(dir: &Path, origin: u64, overwrites: u64) -> Result<f64, Failure> {
+    let image = dir.join("bench-clone-btrfs.img");
+    let mountpoint = dir.join("mnt-clone-btrfs");
+    let _ = std::fs::remove_file(&image);
+    let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
+    file.set_len(vdev_size(origin))
+        .map_err(|e| io_failure(image.display(), e))?;
+    drop(file);
+    let device = run_command(
+        "losetup",
+        &["--find", "--show", &image.display().to_string()],
+    )?;
+    let mount_text = mountpoint.display().to_string();
+    let result = (|| {
+        run_command("mkfs.btrfs", &["-q", "-f", &device])?;
+        std::fs::create_dir_all(&mountpoint).map_err(|e| io_failure(&mount_text, e))?;
+        run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
+        let result = (|| {
+            let volume = mountpoint.join("vol");
+            let snapshot = mountpoint.join("snap");
+            run_command(
+                "btrfs",
+                &["subvolume", "create", &volume.display().to_string()],
+            )?;
+            let path = volume.join("big");
+            let file = std::fs::File::create(&path).map_err(|e| io_failure(path.display(), e))?;
+            let chunk = crate::format::pseudo_random(1 << 20, 0xc10e);
+            let mut written = 0u64;
+            while written < origin {
+                let length = (origin - written).min(chunk.len() as u64) as usize;
+                file.write_all_at(&chunk[..length], written)
+                    .map_err(|e| io_failure(path.display(), e))?;
+                written += length as u64;
+            }
+            file.sync_all().map_err(|e| io_failure(path.display(), e))?;
+            drop(file);
+            run_command(
+                "btrfs",
+                &[
+                    "subvolume",
+                    "snapshot",
+                    &volume.display().to_string(),
+                    &snapshot.display().to_string(),
+                ],
+            )?;
+            let path = snapshot.join("big");
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| io_failure(path.display(), e))?;
+            let block = crate::format::pseudo_random(RECORD as usize, 0x5ca7);
+            for record in scattered(origin / RECORD, overwrites, 0x5ca7) {
+                file.write_all_at(&block, record * RECORD)
+                    .map_err(|e| io_failure(path.display(), e))?;
+            }
+            file.sync_all().map_err(|e| io_failure(path.display(), e))?;
+            drop(file);
+            // Cold: unmount, drop the page cache, mount again.
+            run_command("umount", &[&mount_text])?;
+            let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
+            run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
+            let started = Instant::now();
+            run_command(
+                "btrfs",
+                &["subvolume", "delete", "-C", &snapshot.display().to_string()],
+            )?;
+            run_command("btrfs", &["subvolume", "sync", &mount_text])?;
+            Ok::<_, Failure>(started.elapsed().as_secs_f64())
+        })();
+        let _ = run_command("umount", &[&mount_text]);
+        result
+    })();
+    let _ = run_command("losetup", &["-d", &device]);
+    let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_dir(&mountpoint);
+    result
+}
+
+fn btrfs_available() -> bool {
+    std::process::Command::new("mkfs.btrfs")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+        && nix_is_root()
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("Uid:"))
+                .and_then(|line| line.split_whitespace().nth(2).map(|uid| uid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+struct Row {
+    what: String,
+    tarn: f64,
+    baseline_what: String,
+    baseline: f64,
+}
+
+pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
+    std::fs::create_dir_all(&bench.dir)
+        .map_err(|e| Failure(format!("{}: {e}", bench.dir.display())))?;
+    let _lock = BenchDirLock::take(&bench.dir)?;
+    let mut sizes = Vec::new();
+    for text in &bench.sizes {
+        let size = parse_size(text)?;
+        if size < 1 << 20 {
+            return Err(Failure(format!(
+                "origin size {text} is too small (at least 1M)"
+            )));
+        }
+        sizes.push((text.clone(), size / RECORD * RECORD));
+    }
+    let btrfs = !bench.no_btrfs && btrfs_available();
+    let mut rows = Vec::new();
+    let mut livelist_times = Vec::new();
+    for (label, size) in &sizes {
+        progress(&format!("{label}: clone destroy with livelists"));
+        let with = tarn_destroy(&bench.dir, *size, bench.overwrites, true)?;
+        progress(&format!("{label}: clone destroy without livelists"));
+        let without = tarn_destroy(&bench.dir, *size, bench.overwrites, false)?;
+        livelist_times.push((label.clone(), with.seconds));
+        let btrfs_seconds = if btrfs {
+            progress(&format!("{label}: btrfs subvolume delete"));
+            Some(btrfs_destroy(&bench.dir, *size, bench.overwrites)?)
+        } else {
+            None
+        };
+        rows.push(Row {
+            what: format!(
+                "clone destroy, {label} origin (clone owns {} MiB), feature@livelist (path: {})",
+                with.own_bytes >> 20,
+                with.path.name()
+            ),
+            tarn: with.seconds,
+            baseline_what: format!("no livelist (path: {})", without.path.name()),
+            baseline: without.seconds,
+        });
+        if let Some(seconds) = btrfs_seconds {
+            rows.push(Row {
+                what: format!("clone destroy, {label} origin, feature@livelist"),
+                tarn: with.seconds,
+                baseline_what: format!("btrfs subvolume delete -C + sync, {label}"),
+                baseline: seconds,
+            });
+        }
+    }
+    if let Some((first_label, first)) = livelist_times.first().cloned() {
+        for (label, seconds) in livelist_times.iter().skip(1) {
+            rows.push(Row {
+                what: format!("livelist clone destroy, {label} origin"),
+                tarn: *seconds,
+                baseline_what: format!("the same, {first_label} origin"),
+                baseline: first,
+            });
+        }
+    }
+    let (_, smallest) = sizes[0];
+    progress(&format!(
+        "{} random 8K overwrites in a clone, livelists on and off",
+        bench.write_ops
+    ));
+    // Alternated twice, the better of each kept (the machine is shared).
+    let (mut on, mut off) = (0f64, 0f64);
+    for _ in 0..2 {
+        on = on.max(write_cost(&bench.dir, smallest, bench.write_ops, true)?);
+        off = off.max(write_cost(&bench.dir, smallest, bench.write_ops, false)?);
+    }
+    rows.push(Row {
+        what: "random 8K overwrites in a clone, feature@livelist (ops/s)".into(),
+        tarn: on,
+        baseline_what: "the same without the feature (ops/s)".into(),
+        baseline: off,
+    });
+    if !btrfs {
+        progress("btrfs skipped (needs mkfs.btrfs and root, or --no-btrfs was given)");
+    }
+
+    let cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|row| {
+            let number = |value: f64| Cell {
+                exact: format!("{value:.4}"),
+                human: format!("{value:.3}"),
+                json: value.into(),
+            };
+            vec![
+                Cell::text(row.what.clone()),
+                number(row.tarn),
+                Cell::text(row.baseline_what.clone()),
+                number(row.baseline),
+                number(row.tarn / row.baseline.max(1e-9)),
+            ]
+        })
+        .collect();
+    let format = ListFormat {
+        json: bench.json,
+        ..ListFormat::default()
+    };
+    print_table(
+        &["workload", "tarn", "baseline", "baseline_value", "ratio"],
+        &cells,
+        &format,
+        "clone-destroy",
+    )?;
+    Ok(())
+}

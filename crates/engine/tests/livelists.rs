@@ -1,0 +1,296 @@
+//! Livelists (issue 11, parts 2-4): a clone records what it allocates and frees; `check`
+//! proves the livelist equals the clone's own blocks; sub-lists roll over at the tunable bound
+//! and condense when their frees cancel; the livelist is dropped when the clone shares too
+//! little with its origin, on promote and on rollback; destroy frees exactly the live entries
+//! in the background (resuming after export and import), or walks the tree without a livelist
+//! (a pool without the feature); the space comes back either way and `check` stays clean.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use tarn::fs::FileSystem;
+use tarn::pool::livelists::DestroyPath;
+use tarn::pool::{CreateOptions, Pool};
+use tarn::tunables::Tunables;
+
+fn pool_with(dir: &std::path::Path, tunables: Tunables, disabled: &[&str]) -> Pool {
+    Pool::create(CreateOptions {
+        name: "tank".into(),
+        vdevs: single(dir, "v0"),
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables,
+        wrap_device: None,
+        disabled_features: disabled.iter().map(|name| name.to_string()).collect(),
+    })
+    .unwrap()
+}
+
+fn file(fs: &FileSystem, name: &str) -> u64 {
+    match fs.lookup(fs.root(), name.as_bytes()) {
+        Ok(attr) => attr.ino,
+        Err(_) => {
+            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        }
+    }
+}
+
+/// Overwrite `count` scattered 4 KiB records of `name` (seeded), syncing every `per_sync`.
+fn scatter(pool: &Pool, fs: &FileSystem, name: &str, records: u64, count: u64, seed: u64) {
+    let ino = file(fs, name);
+    for index in 0..count {
+        let record = (index * 7919 + seed * 31) % records;
+        fs.write(ino, record * 4096, &pattern(seed * 1000 + index, 4096))
+            .unwrap();
+        if index % 16 == 15 {
+            pool.sync().unwrap();
+        }
+    }
+    pool.sync().unwrap();
+}
+
+fn wait_freed(pool: &Pool) {
+    let started = Instant::now();
+    while pool.core.freeing_bytes().unwrap() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "frees never finished"
+        );
+        pool.sync().unwrap();
+    }
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+}
+
+fn sublists(pool: &Pool, name: &str) -> Vec<tarn::dataset::livelist::Sublist> {
+    pool.dataset_records(name).unwrap().livelist
+}
+
+/// Origin: one file of `records` 4 KiB records, snapshotted, cloned.
+fn origin_and_clone(pool: &Pool, records: u64) -> (FileSystem, FileSystem) {
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    let ino = file(&fs, "big");
+    fs.write(ino, 0, &pattern(1, (records * 4096) as usize))
+        .unwrap();
+    pool.create_snapshots(&["tank/fs@origin".to_string()], false)
+        .unwrap();
+    pool.create_clone(
+        "tank/fs@origin",
+        "tank/clone",
+        &[("atime".into(), "off".into())],
+    )
+    .unwrap();
+    let clone = pool.open_file_system("tank/clone").unwrap();
+    (fs, clone)
+}
+
+#[test]
+fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), tiny(), &[]);
+    let (fs, clone) = origin_and_clone(&pool, 2000);
+    let allocated_before_writes = pool.core.io.space.totals().allocated;
+    // Writes in many txgs, overwriting some records again: ALLOCs, FREEs, several sub-lists
+    // (tiny: 256 entries each), some condensed. The clone keeps sharing over 75%.
+    scatter(&pool, &clone, "big", 2000, 150, 2);
+    scatter(&pool, &clone, "big", 2000, 150, 3);
+    scatter(&pool, &clone, "big", 50, 120, 4);
+    assert_clean(&pool);
+    let subs = sublists(&pool, "tank/clone");
+    assert!(subs.len() >= 2, "sub-lists: {subs:?}");
+    assert!(
+        subs.iter()
+            .all(|sub| sub.key.0 >= pool.snapshot_info("tank/fs@origin").unwrap().creation_txg),
+        "{subs:?}"
+    );
+    assert_eq!(
+        pool.destroy_path("tank/clone").unwrap(),
+        DestroyPath::Livelist
+    );
+    let live: u64 = subs.iter().map(|sub| sub.space.used_bytes).sum();
+    let info = pool
+        .datasets()
+        .into_iter()
+        .find(|info| info.name == "tank/clone")
+        .unwrap();
+    assert_eq!(live, info.used_by_dataset);
+
+    // Survives export and import.
+    drop((fs, clone));
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tiny());
+    assert_clean(&pool);
+    assert_eq!(sublists(&pool, "tank/clone").len(), subs.len());
+
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    assert!(pool.core.freeing_bytes().unwrap() > 0);
+    assert_clean(&pool);
+    // Export part-way: the rest resumes after import.
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tiny());
+    assert_clean(&pool);
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let after = pool.core.io.space.totals().allocated;
+    assert!(
+        after <= allocated_before_writes + (64 << 10),
+        "clone destroy left {} bytes of {} allocated",
+        after,
+        allocated_before_writes
+    );
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    let ino = file(&fs, "big");
+    assert!(fs.read(ino, 0, 2000 * 4096).unwrap() == pattern(1, 2000 * 4096));
+}
+
+#[test]
+fn sublists_condense_when_frees_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small sub-lists: a new one every few txgs, so that condensing also merges neighbours.
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 400);
+    // The same 8 records over and over, one txg each time: FREEs pile up in one sub-list.
+    let ino = file(&clone, "big");
+    for round in 0..40u64 {
+        for record in 0..8u64 {
+            clone
+                .write(ino, record * 4096, &pattern(round * 100 + record, 4096))
+                .unwrap();
+        }
+        pool.sync().unwrap();
+    }
+    assert_clean(&pool);
+    // Condensed and merged lists survive export and import.
+    drop((_fs, clone));
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables);
+    assert_clean(&pool);
+    let subs = sublists(&pool, "tank/clone");
+    assert!(!subs.is_empty(), "the livelist was dropped");
+    // A new sub-list about every txg (each takes ~28 entries of the 32 allowed): without
+    // merging there would be dozens, each freed in its own txg by a destroy.
+    assert!(subs.len() <= 3, "sub-lists not merged: {subs:?}");
+    let entries: u64 = subs.iter().map(|sub| sub.entries).sum();
+    let frees: u64 = subs.iter().map(|sub| sub.frees).sum();
+    // Without condensing: about 40 × (8 data + indirect + dnode + header) ALLOCs and as many
+    // FREEs; condensed sub-lists hold their live entries alone.
+    assert!(
+        entries < 40 * 8,
+        "entries {entries}, frees {frees}: {subs:?}"
+    );
+    assert!(frees * 2 < entries.max(1) || frees < 16, "{subs:?}");
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+}
+
+#[test]
+fn livelist_dropped_when_sharing_falls_and_on_promote_and_rollback() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), tiny(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 100);
+    // Rewrite most of the origin's data: the clone shares less than 75%.
+    scatter(&pool, &clone, "big", 100, 100, 5);
+    let ino = file(&clone, "new");
+    clone.write(ino, 0, &pattern(6, 400 * 4096)).unwrap();
+    pool.sync().unwrap();
+    assert!(sublists(&pool, "tank/clone").is_empty());
+    assert_eq!(
+        pool.dataset_records("tank/clone")
+            .unwrap()
+            .phys
+            .livelist_object
+            .0,
+        0
+    );
+    assert_eq!(
+        pool.destroy_path("tank/clone").unwrap(),
+        DestroyPath::Traversal
+    );
+    assert_clean(&pool);
+
+    // Promote: both sides lose theirs.
+    pool.create_clone("tank/fs@origin", "tank/second", &[])
+        .unwrap();
+    let second = pool.open_file_system("tank/second").unwrap();
+    scatter(&pool, &second, "big", 100, 5, 7);
+    assert!(!sublists(&pool, "tank/second").is_empty());
+    pool.promote("tank/second").unwrap();
+    assert!(sublists(&pool, "tank/second").is_empty());
+    assert_eq!(
+        pool.destroy_path("tank/fs").unwrap(),
+        DestroyPath::Traversal
+    );
+    assert_clean(&pool);
+    pool.promote("tank/fs").unwrap();
+    assert_clean(&pool);
+
+    // Rollback of a clone drops it too.
+    pool.create_clone("tank/fs@origin", "tank/third", &[])
+        .unwrap();
+    let third = pool.open_file_system("tank/third").unwrap();
+    pool.create_snapshots(&["tank/third@t1".to_string()], false)
+        .unwrap();
+    scatter(&pool, &third, "big", 100, 5, 8);
+    assert!(!sublists(&pool, "tank/third").is_empty());
+    drop(third);
+    pool.rollback("tank/third@t1", false).unwrap();
+    assert!(sublists(&pool, "tank/third").is_empty());
+    assert_clean(&pool);
+
+    drop((clone, second));
+    for name in ["tank/clone", "tank/second", "tank/third"] {
+        pool.destroy_dataset(name, true).unwrap();
+    }
+    wait_freed(&pool);
+    assert_clean(&pool);
+}
+
+/// A clone with snapshots of its own destroyed with -r (snapshots first, same txg), with a
+/// livelist; and a pool without the feature, whose clones walk their trees.
+#[test]
+fn clone_with_snapshots_and_pool_without_the_feature() {
+    for disabled in [&[][..], &["livelist"][..]] {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = pool_with(dir.path(), tiny(), disabled);
+        let (_fs, clone) = origin_and_clone(&pool, 1500);
+        let allocated = pool.core.io.space.totals().allocated;
+        scatter(&pool, &clone, "big", 1500, 60, 9);
+        pool.create_snapshots(&["tank/clone@c1".to_string()], false)
+            .unwrap();
+        scatter(&pool, &clone, "big", 1500, 60, 10);
+        pool.create_snapshots(&["tank/clone@c2".to_string()], false)
+            .unwrap();
+        scatter(&pool, &clone, "big", 1500, 30, 11);
+        assert_clean(&pool);
+        let expected = if disabled.is_empty() {
+            DestroyPath::Livelist
+        } else {
+            DestroyPath::Traversal
+        };
+        assert_eq!(pool.destroy_path("tank/clone").unwrap(), expected);
+        assert_eq!(
+            sublists(&pool, "tank/clone").is_empty(),
+            !disabled.is_empty()
+        );
+        drop(clone);
+        pool.destroy_snapshots("tank/clone@c1", false).unwrap();
+        assert_clean(&pool);
+        pool.destroy_dataset("tank/clone", true).unwrap();
+        wait_freed(&pool);
+        assert_clean(&pool);
+        let after = pool.core.io.space.totals().allocated;
+        assert!(after <= allocated + (64 << 10), "{after} > {allocated}");
+    }
+}
