@@ -1,0 +1,106 @@
+//! Write admission and frees for the pool: the `WriteReservation` datasets ask before they
+//! dirty data (space outside the slop, with the indirect blocks a write will rewrite), the
+//! freer that frees at once or stages frees of late sync passes for the next txg, and the MOS's
+//! block lifecycle (a kill is a free).
+
+use super::*;
+
+/// Frees for the pool: now, or (in late sync passes) staged for the next txg.
+pub struct PoolFreer {
+    pub(super) io: Arc<BlockIo>,
+    pub(super) staged: Mutex<Vec<BlockPtr>>,
+    pub(super) deferred_from_pass: u32,
+}
+
+impl BlockFreer for PoolFreer {
+    fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        if bp.is_hole() || bp.embedded {
+            return Ok(());
+        }
+        if at.pass >= self.deferred_from_pass {
+            self.staged.lock().push(bp.clone());
+            return Ok(());
+        }
+        self.io.free(bp, at.txg).map_err(ObjectError::from)
+    }
+}
+
+/// Admission of new data into the pool's datasets: a write is refused with "no space" when the
+/// data already in flight plus this write, doubled for copies, plus the indirect blocks the
+/// writes in flight will rewrite (each write's estimate, reserved in the txg layer until its
+/// txg has synced) would not fit in the free space outside the slop (OpenZFS's tempreserve
+/// against spa_get_slop_space, with dmu_tx_count_write's indirect estimate). Frees
+/// are never refused, and syncing can always use the slop, so a full pool stays writable for
+/// deletes and never suspends for lack of space.
+///
+/// Data in flight is only an estimate of what will be allocated: when it is what tips the
+/// balance, the writer first waits for the txgs before its own to sync (their allocations and
+/// frees then show in the free space, and their dirty bytes leave the estimate), as OpenZFS
+/// retries a tempreserve after a txg wait, and is refused only if the write still does not
+/// fit. A fast writer on a small pool is thus slowed, not failed.
+///
+/// The free space comes from the space layer's counters, which take no lock: admission never
+/// waits for the sync thread, which holds a metaslab group's lock through that group's sync
+/// and through metaslab loads.
+pub(super) struct PoolReservation {
+    pub(super) io: Arc<BlockIo>,
+    pub(super) txgs: Arc<TxgManager>,
+}
+
+impl PoolReservation {
+    fn fits(&self, bytes: u64, metadata: u64) -> bool {
+        admission_fits(&self.io, &self.txgs, bytes, metadata)
+    }
+}
+
+/// Would a write of `bytes` (and `metadata` bytes of indirect blocks) be admitted now (see
+/// [`PoolReservation`])? Takes no space-layer lock.
+fn admission_fits(io: &BlockIo, txgs: &TxgManager, bytes: u64, metadata: u64) -> bool {
+    let totals = io.space.counters();
+    let (dirty, reserved) = txgs.dirty_and_reserved();
+    let needed = dirty
+        .saturating_add(bytes)
+        .saturating_mul(2)
+        .saturating_add(reserved)
+        .saturating_add(metadata);
+    needed <= totals.free.saturating_sub(totals.slop())
+}
+
+impl crate::object::WriteReservation for PoolReservation {
+    fn reserve(&self, tx: &Tx, bytes: u64, metadata: u64) -> Result<(), ObjectError> {
+        let admitted = self.fits(bytes, metadata) || {
+            // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
+            let previous = Txg(tx.txg.0.saturating_sub(1));
+            self.txgs.last_synced() < previous && {
+                self.txgs.wait_synced(Some(previous))?;
+                self.fits(bytes, metadata)
+            }
+        };
+        if !admitted {
+            return Err(ObjectError::NoSpace);
+        }
+        self.txgs.reserve_metadata(tx.txg, metadata);
+        Ok(())
+    }
+}
+
+/// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.
+pub(super) struct MosLifecycle {
+    pub(super) freer: Arc<PoolFreer>,
+}
+
+impl BlockLifecycle for MosLifecycle {
+    fn block_born(&self, _bp: &BlockPtr, _at: SyncPoint) {}
+
+    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        self.freer.free(bp, at)
+    }
+}
+
+impl PoolCore {
+    /// Would a write of `bytes` into this pool's datasets be admitted now? The check writers
+    /// make before they dirty data; it never waits for the sync thread.
+    pub fn write_fits(&self, bytes: u64) -> bool {
+        admission_fits(&self.io, &self.txgs, bytes, 0)
+    }
+}

@@ -1,0 +1,331 @@
+//! Creating a pool: checking and opening new devices (sparse files made on demand, removed
+//! again if creation fails), labelling them, and the first txg that writes the MOS, the root
+//! dataset and its file system.
+
+use super::*;
+
+/// One top-level vdev's devices, as opened for a new pool.
+type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
+
+/// The path a device will be known by: canonical for an existing file, the canonical parent
+/// plus the file name for one still to be created. Two spellings of one file compare equal.
+fn device_identity(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match (std::fs::canonicalize(parent), path.file_name()) {
+        (Ok(parent), Some(name)) => parent.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Files a failed `create` made: removed again unless the pool was created.
+struct CreatedFiles {
+    paths: Vec<PathBuf>,
+    keep: bool,
+}
+
+impl Drop for CreatedFiles {
+    fn drop(&mut self) {
+        if !self.keep {
+            for path in &self.paths {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// Check every device of a new pool before anything is created or written: no device named
+/// twice (under any spelling), each large enough, none belonging to another pool unless forced.
+fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for path in options.vdevs.iter().flat_map(VdevSpec::paths) {
+        let identity = device_identity(&path);
+        if !seen.insert(identity.clone()) {
+            return Err(PoolError::BadVdevSpec(format!(
+                "{} is named twice",
+                identity.display()
+            )));
+        }
+        if !path.exists() {
+            match options.create_size {
+                Some(size) if size < label::VDEV_MIN_DEVICE_SIZE => {
+                    return Err(PoolError::BadVdevSpec(format!(
+                        "-s {size} is too small: a vdev needs at least {} bytes",
+                        label::VDEV_MIN_DEVICE_SIZE
+                    )))
+                }
+                Some(_) => continue,
+                None => {
+                    return Err(PoolError::BadVdevSpec(format!(
+                        "{} does not exist (use -s SIZE to create it as a sparse file)",
+                        path.display()
+                    )))
+                }
+            }
+        }
+        let device = FileDevice::open_unlocked_readonly(&path)?;
+        if device.size_bytes() < label::VDEV_MIN_DEVICE_SIZE {
+            return Err(PoolError::BadVdevSpec(format!(
+                "{} is too small: {} bytes, a vdev needs at least {} bytes",
+                path.display(),
+                device.size_bytes(),
+                label::VDEV_MIN_DEVICE_SIZE
+            )));
+        }
+        if !options.force {
+            for index in 0..4 {
+                if let Ok(Some(existing)) = label::read_label(&device, index) {
+                    if existing.state != PoolState::Destroyed {
+                        return Err(PoolError::BadVdevSpec(format!(
+                            "{} is part of pool {:?} ({:?}); use -f to overwrite it",
+                            path.display(),
+                            existing.name,
+                            existing.state
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Open (creating sparse files where asked) every device of a new pool, already validated.
+fn open_new_devices(
+    options: &CreateOptions,
+    created: &mut CreatedFiles,
+) -> Result<Vec<DeviceGroup>, PoolError> {
+    let mut groups = Vec::new();
+    for spec in &options.vdevs {
+        let mut group = Vec::new();
+        for path in spec.paths() {
+            let device: Arc<dyn BlockDevice> = match (path.exists(), options.create_size) {
+                (false, Some(size)) => {
+                    let device = FileDevice::create_sparse(&path, size)?;
+                    created.paths.push(path.clone());
+                    Arc::new(device)
+                }
+                _ => Arc::new(FileDevice::open(&path)?),
+            };
+            let path = device_identity(&path);
+            let device = match &options.wrap_device {
+                Some(wrap) => wrap(&path, device),
+                None => device,
+            };
+            group.push((path, device));
+        }
+        groups.push(group);
+    }
+    Ok(groups)
+}
+
+impl Pool {
+    /// Create a new pool and leave it imported in this process.
+    pub fn create(options: CreateOptions) -> Result<Pool, PoolError> {
+        validate_pool_name(&options.name)?;
+        options
+            .tunables
+            .validate()
+            .map_err(PoolError::BadTunables)?;
+        let tunables = options.tunables.clone();
+        for disabled in &options.disabled_features {
+            if !FEATURES_KNOWN
+                .iter()
+                .any(|feature| feature.short_name == disabled)
+            {
+                let known: Vec<&str> = FEATURES_KNOWN
+                    .iter()
+                    .map(|feature| feature.short_name)
+                    .collect();
+                return Err(PoolError::BadVdevSpec(format!(
+                    "unknown feature {disabled:?} (known: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+        validate_new_devices(&options)?;
+        let mut created = CreatedFiles {
+            paths: Vec::new(),
+            keep: false,
+        };
+        let groups = open_new_devices(&options, &mut created)?;
+        let mut tops = Vec::new();
+        for (index, group) in groups.into_iter().enumerate() {
+            let is_mirror = matches!(options.vdevs[index], VdevSpec::Mirror(_));
+            let smallest = group
+                .iter()
+                .map(|(_, device)| device.size_bytes())
+                .min()
+                .unwrap_or(0);
+            let allocatable = label::leaf_allocatable_bytes(smallest);
+            let (ms_shift, ms_count) = crate::space::metaslab_geometry(allocatable, &tunables);
+            if ms_count == 0 {
+                return Err(PoolError::BadVdevSpec(format!(
+                    "device of {smallest} bytes is too small for one metaslab"
+                )));
+            }
+            let asize = ms_count << ms_shift;
+            let leaves = group
+                .into_iter()
+                .map(|(path, device)| Leaf::new(Guid::random(), path, device))
+                .collect();
+            let kind = if is_mirror {
+                TopVdevKind::Mirror
+            } else {
+                TopVdevKind::Leaf
+            };
+            tops.push(Arc::new(TopVdev::new(
+                VdevId(index as u32),
+                Guid::random(),
+                kind,
+                tunables.vdev_ashift,
+                asize,
+                ms_shift,
+                ObjectId(0),
+                leaves,
+            )?));
+        }
+        let vdevs = Arc::new(VdevTree::new(tops));
+        let space = Arc::new(SpaceManager::new(tunables.clone()));
+        let io = Arc::new(BlockIo::new(
+            vdevs.clone(),
+            space.clone(),
+            tunables.clone(),
+            true,
+        ));
+        let freer = Arc::new(PoolFreer {
+            io: io.clone(),
+            staged: Mutex::new(Vec::new()),
+            deferred_from_pass: tunables.sync_pass_deferred_free,
+        });
+        let txg = TXG_INITIAL;
+        let mos = Arc::new(ObjectSet::create(
+            io.clone(),
+            ObjsetKind::Mos,
+            Arc::new(MosLifecycle {
+                freer: freer.clone(),
+            }),
+            MOS_COPIES,
+            txg,
+        ));
+        {
+            let storage = MosSpaceStorage { mos: &mos };
+            for top in &vdevs.tops {
+                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, None, &storage)?;
+            }
+        }
+        let tx = Tx::syncing(txg);
+        let kv_block = tunables.dnode_block_size.max(4096);
+        mos.create_object_at(
+            &tx,
+            MOS_OBJECT_DIRECTORY,
+            mos_props(ObjectType::KeyValue, kv_block, &tunables, Compression::Lz4),
+            ObjectType::None,
+            &[],
+        )?;
+        {
+            let mut handle = KvObject::new(&mos, MOS_OBJECT_DIRECTORY, Some(tx))?;
+            kv::create(&mut handle).map_err(|error| PoolError::Corrupt(error.to_string()))?;
+        }
+        let deferred = BpObj::create(&deferred_list_store(&mos, &tunables), &tx)?;
+        kv_set_u64(
+            &mos,
+            &tx,
+            MOS_OBJECT_DIRECTORY,
+            "deferred_frees",
+            deferred.0,
+        )?;
+
+        // The root dataset: directory, head dataset record, empty object set.
+        let (dir_object, dir_phys, dataset_object, phys) =
+            datasets::create_dataset_records(&mos, &tx, &tunables, ObjectId(0))?;
+        kv_set_u64(
+            &mos,
+            &tx,
+            MOS_OBJECT_DIRECTORY,
+            "root_dataset",
+            dir_object.0,
+        )?;
+
+        let root = Dataset::new(
+            options.name.clone(),
+            dataset_object,
+            phys,
+            dir_phys,
+            freer.clone(),
+        );
+        let objset = Arc::new(ObjectSet::create(
+            io.clone(),
+            ObjsetKind::FileSystem,
+            root.clone(),
+            1,
+            txg,
+        ));
+        root.attach_objset(objset);
+
+        let mut features = BTreeMap::new();
+        let mut features_for_read = Vec::new();
+        for feature in FEATURES_KNOWN {
+            if !options
+                .disabled_features
+                .iter()
+                .any(|disabled| disabled == feature.short_name)
+            {
+                features.insert(feature.name.to_string(), 1);
+                if feature.needed_to_read {
+                    features_for_read.push(feature.name.to_string());
+                }
+            }
+        }
+        io.set_embedded_data(features.contains_key("com.tarn:embedded_data"));
+        let core = Arc::new(PoolCore {
+            name: options.name.clone(),
+            guid: Guid::random(),
+            io,
+            mos,
+            txgs: TxgManager::new(Txg(txg.0 - 1), tunables.clone()),
+            root: root.clone(),
+            datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
+            pending_destroys: Mutex::new(Vec::new()),
+            snapshot_tasks: Mutex::new(Vec::new()),
+            namespace: Mutex::new(()),
+            last_committed_txg: AtomicU64::new(0),
+            readonly: false,
+            freer,
+            deferred_frees_object: deferred,
+            bptree_object: AtomicU64::new(0),
+            free_list_object: AtomicU64::new(0),
+            livelist_queue_object: AtomicU64::new(0),
+            livelists_set_aside: Mutex::new(Vec::new()),
+            livelist_freeing: AtomicU64::new(0),
+            background_frees_pending: std::sync::atomic::AtomicBool::new(false),
+            config: Mutex::new(ConfigState {
+                state: PoolState::Active,
+                features,
+                features_for_read,
+                dirty: true,
+            }),
+            tunables,
+        });
+        core.install_dirty_probe();
+        // The creating txg is synced right here, before any other transaction can exist.
+        core.sync_txg(txg)?;
+        core.attach_open_context(&core.root);
+        let pool = Pool {
+            core: core.clone(),
+            sync_thread: Mutex::new(None),
+        };
+        pool.core.txgs.mark_synced(txg);
+        pool.start_sync_thread();
+        // Every pool's root dataset is a file system (owned by root, mode 0755).
+        crate::fs::FileSystem::format(pool.root_objset(), pool.core.txgs.clone(), 0, 0)?;
+        pool.sync()?;
+        created.keep = true;
+        Ok(pool)
+    }
+}

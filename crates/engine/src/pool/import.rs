@@ -1,0 +1,462 @@
+//! Finding and importing pools: scanning directories for labels, choosing the uberblock (with
+//! rewind to an older one when asked), opening the MOS and the datasets, and the report.
+
+use super::*;
+
+impl Pool {
+    /// List the pools whose vdevs are in `dirs`.
+    pub fn scan(dirs: &[PathBuf]) -> Vec<FoundPool> {
+        let mut pools: BTreeMap<u64, FoundPool> = BTreeMap::new();
+        for found in crate::vdev::scan::scan_dirs(dirs) {
+            let config = found.config;
+            let entry = pools.entry(config.pool_guid).or_insert_with(|| FoundPool {
+                name: config.name.clone(),
+                guid: Guid(config.pool_guid),
+                state: config.state,
+                txg: config.txg,
+                config: config.clone(),
+                leaves_found: Vec::new(),
+            });
+            if config.txg > entry.txg {
+                entry.txg = config.txg;
+                entry.state = config.state;
+                entry.name = config.name.clone();
+                entry.config = config.clone();
+            }
+            entry.leaves_found.push(found.path);
+        }
+        pools.into_values().collect()
+    }
+
+    /// Import the pool named (or with the guid) `target` from `dirs`.
+    pub fn import(target: &str, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+        // A new name obeys the same rule as a created pool's, checked before anything is read.
+        if let Some(new_name) = &options.new_name {
+            validate_pool_name(new_name)?;
+        }
+        let dirs_text = options
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let candidates: Vec<FoundPool> = Pool::scan(&options.dirs)
+            .into_iter()
+            .filter(|pool| pool.state != PoolState::Destroyed)
+            .filter(|pool| pool.name == target || pool.guid.0.to_string() == target)
+            .collect();
+        if candidates.is_empty() {
+            let destroyed = Pool::scan(&options.dirs).into_iter().any(|pool| {
+                pool.state == PoolState::Destroyed
+                    && (pool.name == target || pool.guid.0.to_string() == target)
+            });
+            if destroyed {
+                return Err(PoolError::Destroyed(target.to_string()));
+            }
+        }
+        let found = match candidates.len() {
+            0 => return Err(PoolError::NotFound(target.to_string(), dirs_text)),
+            1 => candidates.into_iter().next().expect("one"),
+            _ => return Err(PoolError::Ambiguous(target.to_string())),
+        };
+        Pool::open_found(found, options)
+    }
+
+    fn open_found(
+        found: FoundPool,
+        options: ImportOptions,
+    ) -> Result<(Pool, ImportReport), PoolError> {
+        options
+            .tunables
+            .validate()
+            .map_err(PoolError::BadTunables)?;
+        let tunables = options.tunables.clone();
+        let config = found.config.clone();
+        if config.version < POOL_VERSION_MIN {
+            return Err(PoolError::FormatTooOld {
+                name: config.name.clone(),
+                version: config.version,
+            });
+        }
+        if config.version > POOL_VERSION {
+            return Err(PoolError::UnsupportedFeatures {
+                name: config.name.clone(),
+                features: format!(
+                    "pool format version {} (this build reads up to {POOL_VERSION})",
+                    config.version
+                ),
+            });
+        }
+        let unsupported: Vec<&String> = config
+            .features_for_read
+            .iter()
+            .filter(|feature| !FEATURES_SUPPORTED_FOR_READ.contains(&feature.as_str()))
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(PoolError::UnsupportedFeatures {
+                name: config.name.clone(),
+                features: unsupported
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        // Map leaf guid -> path from what the scan found.
+        let mut paths_by_guid: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        for found_leaf in crate::vdev::scan::scan_dirs(&options.dirs) {
+            if found_leaf.config.pool_guid == config.pool_guid {
+                paths_by_guid.insert(found_leaf.config.leaf_guid, found_leaf.path);
+            }
+        }
+        let mut tops = Vec::new();
+        let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
+        for top_config in &config.vdev_tree {
+            let mut leaves = Vec::new();
+            for leaf_config in &top_config.children {
+                let Some(path) = paths_by_guid.get(&leaf_config.guid) else {
+                    // Keep the tree's shape: the absent child stands in as a missing device.
+                    let missing: Arc<dyn BlockDevice> = Arc::new(MissingDevice::new(
+                        PathBuf::from(&leaf_config.path),
+                        top_config.asize,
+                    ));
+                    leaves.push(Leaf::new(
+                        Guid(leaf_config.guid),
+                        PathBuf::from(&leaf_config.path),
+                        missing,
+                    ));
+                    continue;
+                };
+                let mut device: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(path)?);
+                if let Some(wrap) = &options.wrap_device {
+                    device = wrap(path, device);
+                }
+                uberblock_slots.extend(label::read_uberblock_slots(
+                    device.as_ref(),
+                    top_config.ashift,
+                ));
+                leaves.push(Leaf::new(Guid(leaf_config.guid), path.clone(), device));
+            }
+            if leaves.iter().all(|leaf| leaf.device.is_missing()) {
+                return Err(PoolError::MissingVdev {
+                    name: config.name.clone(),
+                    what: format!(
+                        "{} (top-level vdev {})",
+                        top_config
+                            .children
+                            .iter()
+                            .map(|c| c.path.clone())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        top_config.id
+                    ),
+                });
+            }
+            tops.push(Arc::new(TopVdev::new(
+                VdevId(top_config.id),
+                Guid(top_config.guid),
+                top_config.kind,
+                top_config.ashift,
+                top_config.asize,
+                top_config.ms_shift,
+                ObjectId(top_config.ms_array),
+                leaves,
+            )?));
+        }
+        let vdevs = Arc::new(VdevTree::new(tops));
+        // The guid sum covers every vdev of the config, found or not: compute it from the config.
+        let guid_sum = config.vdev_tree.iter().fold(0u64, |sum, top| {
+            top.children
+                .iter()
+                .fold(sum.wrapping_add(top.guid), |sum, leaf| {
+                    sum.wrapping_add(leaf.guid)
+                })
+        });
+        let mut uberblocks: Vec<Uberblock> = uberblock_slots
+            .iter()
+            .filter_map(|slot| Uberblock::decode(slot).ok().flatten())
+            .filter(|ub| ub.guid_sum == guid_sum)
+            .collect();
+        uberblocks.sort_by_key(|ub| std::cmp::Reverse((ub.txg, ub.timestamp)));
+        uberblocks.dedup_by(|a, b| a.txg == b.txg);
+        let newest = uberblocks.first().cloned();
+        let seconds_before = |uberblock: &Uberblock| {
+            newest.as_ref().map_or(0, |newest| {
+                newest.timestamp.saturating_sub(uberblock.timestamp)
+            })
+        };
+        if let Some(target) = options.rewind_to {
+            let uberblock = uberblocks
+                .iter()
+                .find(|uberblock| uberblock.txg == target)
+                .cloned()
+                .ok_or_else(|| {
+                    PoolError::NoUsableUberblock(
+                        config.name.clone(),
+                        format!("no valid uberblock of txg {target}"),
+                    )
+                })?;
+            let (pool, damaged) = Pool::open_at(
+                &found,
+                &config,
+                vdevs,
+                &uberblock,
+                &options,
+                &tunables,
+                &uberblocks,
+            )?;
+            return Ok((
+                pool,
+                ImportReport {
+                    txg: uberblock.txg,
+                    skipped: Vec::new(),
+                    damaged,
+                    seconds_discarded: seconds_before(&uberblock),
+                },
+            ));
+        }
+        let (safe, older) = fallback_uberblocks(&uberblocks);
+        let mut skipped = Vec::new();
+        for uberblock in safe {
+            match Pool::open_at(
+                &found,
+                &config,
+                vdevs.clone(),
+                &uberblock,
+                &options,
+                &tunables,
+                &uberblocks,
+            ) {
+                Ok((pool, damaged)) => {
+                    return Ok((
+                        pool,
+                        ImportReport {
+                            txg: uberblock.txg,
+                            skipped,
+                            damaged,
+                            seconds_discarded: seconds_before(&uberblock),
+                        },
+                    ))
+                }
+                Err(error) => skipped.push((uberblock.txg, error.to_string())),
+            }
+        }
+        if options.rewind && !older.is_empty() {
+            // -F: older trees may have had blocks reused; open one only after its whole tree
+            // reads and checks clean (read-only), each try with freshly opened devices.
+            drop(vdevs);
+            for uberblock in &older {
+                let mut readonly = options.clone();
+                readonly.readonly = true;
+                readonly.rewind = false;
+                readonly.rewind_to = Some(uberblock.txg);
+                let verdict = Pool::open_found(found.clone(), readonly).and_then(|(pool, _)| {
+                    let report = crate::check::check_pool(&pool, false)?;
+                    drop(pool);
+                    Ok(report)
+                });
+                match verdict {
+                    Ok(report) if report.is_clean() => {
+                        let mut chosen = options.clone();
+                        chosen.rewind = false;
+                        chosen.rewind_to = Some(uberblock.txg);
+                        let (pool, mut report) = Pool::open_found(found.clone(), chosen)?;
+                        skipped.append(&mut report.skipped);
+                        report.skipped = skipped;
+                        return Ok((pool, report));
+                    }
+                    Ok(report) => skipped.push((
+                        uberblock.txg,
+                        format!(
+                            "its tree does not check: {} unreadable blocks, {} leaks, {} missing, {} double allocations, {} other errors",
+                            report.blocks_unreadable.len(),
+                            report.leaks.len(),
+                            report.missing.len(),
+                            report.double_allocations.len(),
+                            report.errors.len()
+                        ),
+                    )),
+                    Err(error) => skipped.push((uberblock.txg, error.to_string())),
+                }
+            }
+        }
+        let why = if skipped.is_empty() {
+            "no valid uberblock".to_string()
+        } else {
+            format!(
+                "{} uberblocks tried, newest failed with: {}{}",
+                skipped.len(),
+                skipped[0].1,
+                if options.rewind || older.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} older uberblocks remain: try a rewind (pool import -F)",
+                        older.len()
+                    )
+                }
+            )
+        };
+        Err(PoolError::NoUsableUberblock(config.name.clone(), why))
+    }
+
+    /// What `pool import -F -n` reports: the txg a rewind import would open and the seconds
+    /// of changes it would discard, without importing or writing anything.
+    pub fn rewind_plan(target: &str, options: ImportOptions) -> Result<RewindPlan, PoolError> {
+        let mut options = options;
+        options.readonly = true;
+        options.rewind = true;
+        let (pool, report) = Pool::import(target, options)?;
+        let newest_txg = report
+            .skipped
+            .first()
+            .map_or(report.txg, |(txg, _)| (*txg).max(report.txg));
+        drop(pool);
+        Ok(RewindPlan {
+            txg: report.txg,
+            newest_txg,
+            seconds_discarded: report.seconds_discarded,
+            skipped: report.skipped,
+        })
+    }
+
+    fn open_at(
+        found: &FoundPool,
+        config: &LabelConfig,
+        vdevs: Arc<VdevTree>,
+        uberblock: &Uberblock,
+        options: &ImportOptions,
+        tunables: &Tunables,
+        found_uberblocks: &[Uberblock],
+    ) -> Result<(Pool, Vec<String>), PoolError> {
+        let space = Arc::new(SpaceManager::new(tunables.clone()));
+        let io = Arc::new(BlockIo::new(
+            vdevs.clone(),
+            space.clone(),
+            tunables.clone(),
+            !options.readonly,
+        ));
+        io.cache.clear();
+        io.set_embedded_data(config.features.contains_key("com.tarn:embedded_data"));
+        let freer = Arc::new(PoolFreer {
+            io: io.clone(),
+            staged: Mutex::new(Vec::new()),
+            deferred_from_pass: tunables.sync_pass_deferred_free,
+        });
+        let mos = Arc::new(ObjectSet::open(
+            io.clone(),
+            &uberblock.mos_root,
+            Arc::new(MosLifecycle {
+                freer: freer.clone(),
+            }),
+            MOS_COPIES,
+        )?);
+        let root_dir = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "root_dataset")?
+            .ok_or_else(|| PoolError::Corrupt("object directory has no root_dataset".into()))?;
+        let deferred = lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, "deferred_frees")?
+            .ok_or_else(|| PoolError::Corrupt("object directory has no deferred_frees".into()))?;
+        let dir_phys = DatasetDirPhys::decode(&mos.bonus(ObjectId(root_dir))?)
+            .map_err(|e| PoolError::Corrupt(e.to_string()))?;
+        let phys = DatasetPhys::decode(&mos.bonus(dir_phys.head_dataset_object)?)
+            .map_err(|e| PoolError::Corrupt(e.to_string()))?;
+        {
+            let storage = MosSpaceStorage { mos: &mos };
+            for top in &vdevs.tops {
+                // The MOS of this uberblock, not the (possibly newer) label config, says which
+                // metaslab array exists.
+                let array =
+                    lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, &metaslab_array_key(top.id))?
+                        .map_or(ObjectId(0), ObjectId);
+                top.set_metaslab_array(array);
+                space.add_vdev(
+                    top.id,
+                    top.asize,
+                    top.ms_shift,
+                    top.ashift,
+                    (array.0 != 0).then_some(array),
+                    &storage,
+                )?;
+            }
+            space.set_last_synced_txg(uberblock.txg);
+        }
+        let name = options
+            .new_name
+            .clone()
+            .unwrap_or_else(|| config.name.clone());
+        let root = Dataset::new(
+            name.clone(),
+            dir_phys.head_dataset_object,
+            phys.clone(),
+            dir_phys,
+            freer.clone(),
+        );
+        // A root object set that cannot be read leaves the root dataset unavailable, not the
+        // pool: its children and the MOS are still there.
+        match ObjectSet::open(io.clone(), &phys.root, root.clone(), 1) {
+            Ok(objset) => root.attach_objset(Arc::new(objset)),
+            Err(error) => root.set_unavailable(format!("object set: {error}")),
+        }
+        let core = Arc::new(PoolCore {
+            name,
+            guid: found.guid,
+            io,
+            mos,
+            txgs: TxgManager::new(uberblock.txg, tunables.clone()),
+            root: root.clone(),
+            datasets: RwLock::new(BTreeMap::from([(String::new(), root)])),
+            pending_destroys: Mutex::new(Vec::new()),
+            snapshot_tasks: Mutex::new(Vec::new()),
+            namespace: Mutex::new(()),
+            last_committed_txg: AtomicU64::new(uberblock.txg.0),
+            readonly: options.readonly,
+            freer,
+            deferred_frees_object: ObjectId(deferred),
+            bptree_object: AtomicU64::new(0),
+            free_list_object: AtomicU64::new(0),
+            livelist_queue_object: AtomicU64::new(0),
+            livelists_set_aside: Mutex::new(Vec::new()),
+            livelist_freeing: AtomicU64::new(0),
+            background_frees_pending: std::sync::atomic::AtomicBool::new(false),
+            config: Mutex::new(ConfigState {
+                state: PoolState::Active,
+                features: config.features.clone(),
+                features_for_read: config.features_for_read.clone(),
+                dirty: !options.readonly,
+            }),
+            tunables: tunables.clone(),
+        });
+        core.install_dirty_probe();
+        core.attach_open_context(&core.root);
+        core.apply_copies("");
+        let mut damaged = Vec::new();
+        if let Err(error) = core.load_snapshots(&core.root) {
+            core.root.detach_objset();
+            core.root.set_unavailable(format!("snapshots: {error}"));
+        }
+        core.load_children("", &core.root.dir(), &mut damaged);
+        for (_, dataset) in core.dataset_list() {
+            if let Some(why) = dataset.unavailable() {
+                damaged.push(format!("dataset {} is unavailable: {why}", dataset.name()));
+            }
+        }
+        core.load_background_frees()?;
+        let pool = Pool {
+            core,
+            sync_thread: Mutex::new(None),
+        };
+        if !options.readonly {
+            // A rewind abandons the newer uberblocks. Erase them before the first new txg
+            // commits: its writes may reuse their blocks, and a later import must never take
+            // an abandoned uberblock (newer by number) for the newest.
+            pool.core
+                .invalidate_uberblocks_after(uberblock.txg, found_uberblocks)?;
+        }
+        pool.start_sync_thread();
+        if !options.readonly {
+            // Mark the labels active (and this host's) right away, so that a crash before the
+            // first write does not leave labels saying the pool was exported.
+            pool.sync()?;
+        }
+        Ok((pool, damaged))
+    }
+}
