@@ -21,6 +21,9 @@ done <"$LAST_STDOUT"
 log_must tarn list -H -o name "$TESTPOOL/a"
 assert_eq "$(last_stdout)" "$TESTPOOL/a" "list of one dataset"
 log_mustnot_msg "bogus" tarn list -o name,bogus
+# The xattr and snapshot-directory properties are list columns too (as zfs list -o takes any).
+log_must tarn list -H -o name,snapdir,xattr,acltype "$TESTPOOL"
+assert_eq "$(cat "$LAST_STDOUT")" "$(printf '%s\thidden\tsa\toff' "$TESTPOOL")" "list -o snapdir,xattr,acltype"
 
 used_before=$(tarn list -H -p -o used "$TESTPOOL/a")
 write_marked_file "$ALTROOT/$TESTPOOL/a/b/data" 1024

@@ -70,6 +70,9 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         atime: value(Property::Atime)?,
         readonly: value(Property::Readonly)?,
         canmount: value(Property::Canmount)?,
+        snapdir: value(Property::Snapdir)?,
+        xattr: value(Property::Xattr)?,
+        acltype: value(Property::Acltype)?,
     })
 }
 

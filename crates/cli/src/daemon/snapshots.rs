@@ -64,6 +64,9 @@ pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
         guid: info.guid,
         createtxg: info.creation_txg,
         origin: "-".into(),
+        snapdir: value(Property::Snapdir)?,
+        xattr: value(Property::Xattr)?,
+        acltype: value(Property::Acltype)?,
     })
 }
 

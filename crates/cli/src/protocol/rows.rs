@@ -106,7 +106,7 @@ pub struct StatusEntry {
 }
 
 /// Columns of `tarn list` (the first five are the default).
-pub const LIST_COLUMNS: [&str; 24] = [
+pub const LIST_COLUMNS: [&str; 27] = [
     "name",
     "used",
     "avail",
@@ -131,6 +131,9 @@ pub const LIST_COLUMNS: [&str; 24] = [
     "guid",
     "createtxg",
     "origin",
+    "snapdir",
+    "xattr",
+    "acltype",
 ];
 
 pub const LIST_DEFAULT_COLUMNS: [&str; 5] = ["name", "used", "avail", "refer", "mountpoint"];
@@ -175,6 +178,12 @@ pub struct DatasetRow {
     /// A clone's origin snapshot, `-` for none.
     #[serde(default = "dash")]
     pub origin: String,
+    #[serde(default = "dash")]
+    pub snapdir: String,
+    #[serde(default = "dash")]
+    pub xattr: String,
+    #[serde(default = "dash")]
+    pub acltype: String,
 }
 
 fn dash() -> String {
@@ -233,6 +242,9 @@ impl DatasetRow {
             number_cell(self.guid),
             number_cell(self.createtxg),
             Cell::text(self.origin.clone()),
+            Cell::text(self.snapdir.clone()),
+            Cell::text(self.xattr.clone()),
+            Cell::text(self.acltype.clone()),
         ]
     }
 }
@@ -325,6 +337,9 @@ mod tests {
             guid: 7,
             createtxg: 4,
             origin: "-".into(),
+            snapdir: "hidden".into(),
+            xattr: "sa".into(),
+            acltype: "off".into(),
         };
         let cells = row.cells();
         assert_eq!(cells.len(), LIST_COLUMNS.len());
