@@ -296,6 +296,7 @@ impl BlockCache {
             .name("arc_reap".into())
             .spawn(move || {
                 let mut calm_since = std::time::Instant::now();
+                let mut trimmed = std::time::Instant::now();
                 loop {
                     std::thread::sleep(pressure::REAP_INTERVAL);
                     let Some(cache) = cache.upgrade() else {
@@ -319,6 +320,12 @@ impl BlockCache {
                         pressure::release_freed_memory();
                     } else if next > c {
                         cache.set_target(next);
+                    }
+                    // Dirty buffers freed by each txg's sync stay in the allocator's arenas
+                    // (written by FUSE threads, freed by the sync thread) unless handed back.
+                    if trimmed.elapsed() >= pressure::TRIM_INTERVAL {
+                        pressure::release_freed_memory();
+                        trimmed = std::time::Instant::now();
                     }
                 }
             });
