@@ -99,6 +99,9 @@ tunables! {
     metaslab_df_max_search: u64 = 16 << 20,
     /// Bytes written to one top-level vdev before rotating to the next (metaslab_aliquot).
     metaslab_aliquot: u64 = 2 << 20,
+    /// Least space held back from writers, in bytes, unless that is more than half the pool
+    /// (spa_min_slop); see `SpaceTotals::slop`.
+    spa_min_slop: u64 = 128 << 20,
     /// Blocks of at least this many allocated bytes are written as gangs even when they fit
     /// (metaslab_force_ganging; the default, above the largest block, never forces).
     metaslab_force_ganging: u64 = (1 << 20) + 1,

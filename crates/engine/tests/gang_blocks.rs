@@ -233,3 +233,82 @@ fn damaged_header_and_piece_copies_are_repaired() {
     assert_eq!(back, pattern(11, length));
     pool.export().unwrap();
 }
+
+/// Ganging as it happens on its own: a pool filled with 4 KiB blocks of which every other one
+/// is then freed has plenty of free space, all in 4 KiB pieces, and 128 KiB blocks written
+/// after that can only be placed as gangs. (`spa_min_slop` is lowered so that the fill reaches
+/// nearly the whole pool; with the default slop a small pool keeps half of itself free.)
+#[test]
+fn free_space_in_small_pieces_turns_large_blocks_into_gangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tunables = tiny();
+    tunables.spa_min_slop = 1 << 20;
+    let pool = create_pool(
+        dir.path(),
+        "pieces",
+        single(dir.path(), "a.img"),
+        tunables.clone(),
+    );
+    let objset = pool.root_objset();
+    let small = 4096;
+    let mut objects = Vec::new();
+    'fill: loop {
+        let hold = pool.assign().unwrap();
+        for _ in 0..512 {
+            let object = objset
+                .create_object(
+                    &hold.tx(),
+                    file_props(small as u32, Compression::Off),
+                    tarn::block::blkptr::ObjectType::None,
+                    &[],
+                )
+                .unwrap();
+            match objset.write(&hold.tx(), object, 0, &pattern(objects.len() as u64, small)) {
+                Ok(()) => objects.push(object),
+                Err(tarn::object::ObjectError::NoSpace) => break 'fill,
+                Err(error) => panic!("fill: {error}"),
+            }
+        }
+        drop(hold);
+        pool.sync().unwrap();
+    }
+    pool.sync().unwrap();
+    assert!(objects.len() > 10_000, "only {} blocks fit", objects.len());
+    {
+        let hold = pool.assign().unwrap();
+        for object in objects.iter().step_by(2) {
+            objset.remove_object(&hold.tx(), *object).unwrap();
+        }
+    }
+    for _ in 0..4 {
+        pool.sync().unwrap();
+    }
+    let gangs_before = pool.core.io.gang_blocks();
+    let big = create_file(&pool, &objset, 128 << 10, Compression::Off);
+    let length = 8usize << 20;
+    for (index, chunk) in pattern(99, length).chunks(1 << 20).enumerate() {
+        let hold = pool.assign().unwrap();
+        objset
+            .write(&hold.tx(), big, (index << 20) as u64, chunk)
+            .unwrap();
+        drop(hold);
+        pool.sync().unwrap();
+    }
+    let ganged = pool.core.io.gang_blocks() - gangs_before;
+    println!(
+        "{} 4 KiB blocks, every other freed; {ganged} of 64 large blocks ganged",
+        objects.len()
+    );
+    assert!(ganged >= 16, "only {ganged} of 64 large blocks were ganged");
+    let mut back = vec![0u8; length];
+    objset.read(big, 0, &mut back).unwrap();
+    assert_eq!(back, pattern(99, length));
+    assert_clean(&pool);
+    drop(objset);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "pieces", tunables);
+    pool.root_objset().read(big, 0, &mut back).unwrap();
+    assert_eq!(back, pattern(99, length));
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

@@ -65,7 +65,7 @@ fn pool_slop(size: u64) -> u64 {
         size,
         ..Default::default()
     }
-    .slop()
+    .slop(Tunables::default().spa_min_slop)
 }
 
 /// The `fraction` quantile of sorted latencies, in microseconds.

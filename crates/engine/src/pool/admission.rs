@@ -63,7 +63,10 @@ fn admission_fits(io: &BlockIo, txgs: &TxgManager, bytes: u64, metadata: u64) ->
         .saturating_mul(2)
         .saturating_add(reserved)
         .saturating_add(metadata);
-    needed <= totals.free.saturating_sub(totals.slop())
+    needed
+        <= totals
+            .free
+            .saturating_sub(totals.slop(io.tunables.spa_min_slop))
 }
 
 impl crate::object::WriteReservation for PoolReservation {

@@ -669,7 +669,7 @@ impl PoolCore {
         let totals = self.io.space.counters();
         totals
             .free
-            .saturating_sub(totals.slop())
+            .saturating_sub(totals.slop(self.tunables.spa_min_slop))
             .saturating_sub(self.txgs.dirty_total())
     }
 

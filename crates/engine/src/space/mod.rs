@@ -200,11 +200,12 @@ pub struct SpaceTotals {
 impl SpaceTotals {
     /// Space held back so that syncing (metadata, frees) can always proceed when users have
     /// filled the pool: 1/32 of the size (spa_slop_shift = 5), at most 128 GiB, and at least
-    /// min(128 MiB, half the pool) (OpenZFS's spa_get_slop_space).
-    pub fn slop(&self) -> u64 {
+    /// min(`min_slop`, half the pool) (OpenZFS's spa_get_slop_space with `spa_min_slop`,
+    /// the tunable of that name, 128 MiB by default).
+    pub fn slop(&self, min_slop: u64) -> u64 {
         (self.size >> 5)
             .min(128 << 30)
-            .max((128u64 << 20).min(self.size / 2))
+            .max(min_slop.min(self.size / 2))
     }
 }
 
