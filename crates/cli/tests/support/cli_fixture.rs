@@ -1,0 +1,349 @@
+//! The fixture of `cli.rs`: one run of the `tarn` binary (`Run`, which fails the test if the
+//! binary panicked or was killed), a pool on sparse files in a temporary directory with its own
+//! daemon socket (`Fixture`), and readers of `check`'s and `list`'s output. Included with
+//! `#[path]`.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+pub const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+pub const MIB: u64 = 1 << 20;
+
+/// What one run of the binary did.
+pub struct Run {
+    pub command: String,
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Run {
+    /// Assert exit status 0 and return self for chaining.
+    #[track_caller]
+    pub fn success(self) -> Run {
+        assert_eq!(self.code, 0, "expected success:\n{self}");
+        self
+    }
+
+    /// Assert a non-zero exit status and a message on stderr containing every one of `needles`
+    /// (case-insensitive).
+    #[track_caller]
+    pub fn failure(self, needles: &[&str]) -> Run {
+        assert_ne!(self.code, 0, "expected a failure:\n{self}");
+        assert!(
+            !self.stderr.trim().is_empty(),
+            "a failure must say why on stderr:\n{self}"
+        );
+        let stderr = self.stderr.to_lowercase();
+        for needle in needles {
+            assert!(
+                stderr.contains(&needle.to_lowercase()),
+                "stderr should mention {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn stdout_has(self, needles: &[&str]) -> Run {
+        for needle in needles {
+            assert!(
+                self.stdout.contains(needle),
+                "stdout should contain {needle:?}:\n{self}"
+            );
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|error| panic!("stdout is not JSON ({error}):\n{self}"))
+    }
+}
+
+/// A temporary directory holding the vdev files of the pools of one test, and another holding
+/// its daemon's socket and log.
+pub struct Fixture {
+    pub dir: TempDir,
+    pub run_dir: TempDir,
+}
+
+impl Drop for Fixture {
+    /// Stop the fixture's daemon, if one is running (it exports its pools).
+    fn drop(&mut self) {
+        let _ = self.command(&["daemon", "--stop"]).output();
+        unmount_under(self.dir());
+    }
+}
+
+/// Lazily unmount whatever is still mounted under `dir` (a killed daemon's dead mounts).
+pub fn unmount_under(dir: &Path) {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    for line in text.lines() {
+        if let Some(point) = line.split(' ').nth(4) {
+            if Path::new(point).starts_with(dir) {
+                let _ = Command::new("umount").arg("-l").arg(point).output();
+            }
+        }
+    }
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().expect("temp dir"),
+            run_dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.run_dir.path().join("tarn.sock")
+    }
+
+    /// `tarn pool export NAME`, which the daemon answers.
+    #[track_caller]
+    pub fn export(&self, name: &str) -> Run {
+        self.run(&["pool", "export", name])
+            .success()
+            .stdout_has(&[&format!("exported pool {name}")])
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The directory as a string, for `-d`.
+    pub fn d(&self) -> String {
+        self.dir().to_str().expect("utf-8 temp dir").to_string()
+    }
+
+    /// The absolute path of a file in the directory, as a string.
+    pub fn path(&self, name: &str) -> String {
+        self.dir()
+            .join(name)
+            .to_str()
+            .expect("utf-8 temp dir")
+            .to_string()
+    }
+
+    /// `tarn ARGS` in the fixture's directory, with no `TARN_*` variables from the caller.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(TARN);
+        // Pools mount under the fixture's directory (-R), never at /POOL.
+        let altroot = Path::new(self.dir()).join("altroot").display().to_string();
+        let mut args: Vec<&str> = args.to_vec();
+        if args.len() >= 2 && args[0] == "pool" && (args[1] == "create" || args[1] == "import") {
+            args.insert(2, "-R");
+            args.insert(3, &altroot);
+        }
+        command
+            .args(&args)
+            .current_dir(self.dir())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("TARN_") {
+                command.env_remove(key);
+            }
+        }
+        command.env("TARN_SOCKET", self.socket());
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(&[], args)
+    }
+
+    /// Run `tarn ARGS` in the fixture's directory with a clean `TARN_*` environment plus `env`.
+    pub fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let mut command = self.command(args);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let output = command.output().expect("spawn tarn");
+        let env_text: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let command_text = format!("{env_text}tarn {}", args.join(" "));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let Some(code) = output.status.code() else {
+            panic!(
+                "`{command_text}` was killed by a signal ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                output.status
+            );
+        };
+        let run = Run {
+            command: command_text,
+            code,
+            stdout,
+            stderr,
+        };
+        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
+        run
+    }
+
+    /// `tarn pool create -s 128M NAME VDEVSPEC...`, where every word but `mirror` is a file name
+    /// in the fixture directory, then `tarn pool export NAME`: the pool is left exported.
+    #[track_caller]
+    pub fn create(&self, name: &str, spec: &[&str]) -> Run {
+        let mut args: Vec<String> = ["pool", "create", "-s", "128M", name]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for word in spec {
+            args.push(if *word == "mirror" {
+                word.to_string()
+            } else {
+                self.path(word)
+            });
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let created = self
+            .run(&args)
+            .success()
+            .stdout_has(&[&format!("created pool {name}")]);
+        self.export(name);
+        created
+    }
+
+    /// Names of the pools `tarn pool import -d DIR` lists, with their state word.
+    #[track_caller]
+    pub fn importable(&self) -> Vec<(String, String)> {
+        let run = self.run(&["pool", "import", "-d", &self.d()]).success();
+        let mut pools = Vec::new();
+        let mut name = None;
+        for line in run.stdout.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix("pool:") {
+                name = Some(rest.trim().to_string());
+            } else if let Some(rest) = line.strip_prefix("state:") {
+                let state = rest.split_whitespace().next().unwrap_or("").to_string();
+                pools.push((name.take().expect("state after pool"), state));
+            }
+        }
+        pools
+    }
+
+    /// `tarn check -d DIR POOL` succeeds and reports a clean pool; returns (bad, repaired).
+    #[track_caller]
+    pub fn check_clean(&self, pool: &str) -> (u64, u64) {
+        let run = self
+            .run(&["check", "-d", &self.d(), pool])
+            .success()
+            .stdout_has(&[&format!("checked pool {pool}"), "no errors found"]);
+        copies_bad_repaired(&run)
+    }
+
+    /// Size and modification time of every file in the directory: a failed command must leave
+    /// this unchanged (no file created, none written).
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, (u64, SystemTime)> {
+        std::fs::read_dir(self.dir())
+            .expect("read dir")
+            .map(|entry| {
+                let entry = entry.expect("dir entry");
+                let meta = entry.metadata().expect("metadata");
+                (entry.path(), (meta.len(), meta.modified().expect("mtime")))
+            })
+            .collect()
+    }
+
+    /// Overwrite `length` bytes of `file` at `offset` with pseudo-random bytes.
+    pub fn scribble(&self, file: &str, offset: u64, length: u64) {
+        let handle = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir().join(file))
+            .expect("open vdev file");
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut buffer = vec![0u8; MIB as usize];
+        let mut done = 0;
+        while done < length {
+            for chunk in buffer.chunks_mut(8) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            }
+            let n = (length - done).min(MIB) as usize;
+            handle
+                .write_all_at(&buffer[..n], offset + done)
+                .expect("scribble");
+            done += n as u64;
+        }
+        handle.sync_all().expect("sync");
+    }
+}
+
+/// Parse "copies verified: N (B bad, R repaired)" from `check` output.
+#[track_caller]
+pub fn copies_bad_repaired(run: &Run) -> (u64, u64) {
+    let line = run
+        .stdout
+        .lines()
+        .find(|line| line.contains("copies verified:"))
+        .unwrap_or_else(|| panic!("no 'copies verified' line:\n{run}"));
+    let inside = line
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inside, _)| inside)
+        .unwrap_or_else(|| panic!("unexpected copies line {line:?}"));
+    let mut bad = None;
+    let mut repaired = None;
+    for part in inside.split(',') {
+        let mut words = part.split_whitespace();
+        let number: u64 = words.next().and_then(|w| w.parse().ok()).unwrap();
+        match words.next() {
+            Some("bad") => bad = Some(number),
+            Some("repaired") => repaired = Some(number),
+            other => panic!("unexpected word {other:?} in {line:?}"),
+        }
+    }
+    (bad.expect("bad count"), repaired.expect("repaired count"))
+}
+
+/// `-H -p -o name,size,alloc` rows.
+#[track_caller]
+pub fn exact_sizes(run: &Run) -> BTreeMap<String, (u64, u64)> {
+    run.stdout
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            assert_eq!(
+                fields.len(),
+                3,
+                "three tab-separated fields in {line:?}:\n{run}"
+            );
+            let number = |text: &str| -> u64 {
+                text.parse()
+                    .unwrap_or_else(|_| panic!("{text:?} is not an exact number:\n{run}"))
+            };
+            (
+                fields[0].to_string(),
+                (number(fields[1]), number(fields[2])),
+            )
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------------------
+// 1. Lifecycle
+// ------------------------------------------------------------------------------------------------

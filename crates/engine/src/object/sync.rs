@@ -1,0 +1,177 @@
+//! Object-set sync (OpenZFS dmu_objset_sync): every object dirty in the txg written through its
+//! block tree, then the meta-dnode's dnode blocks and the object-set header, in each sync pass.
+
+use super::*;
+
+impl ObjectSet {
+    /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root
+    /// pointer, or None if nothing was pending.
+    pub fn sync(
+        &self,
+        at: SyncPoint,
+        storage: &dyn SpaceStorage,
+    ) -> Result<Option<BlockPtr>, ObjectError> {
+        let pending: BTreeMap<ObjectId, ObjectDirty> = {
+            let mut state = self.state.lock();
+            let Some(dirty) = state.dirty.get(&at.txg) else {
+                return Ok(None);
+            };
+            let first_write = state.synced_root.is_hole();
+            if dirty.objects.is_empty() && !(first_write && state.syncing.is_none()) {
+                return Ok(None);
+            }
+            let pending = dirty.objects.clone();
+            if state.syncing.is_none() {
+                let mut meta_dnode = state.synced_meta_dnode.clone();
+                // A changed `copies` setting reaches the dnode blocks written from now on.
+                meta_dnode.copies = self.copies();
+                state.syncing = Some(SyncingState {
+                    txg: at.txg,
+                    meta_dnode,
+                    dnodes: BTreeMap::new(),
+                    root: None,
+                });
+            }
+            assert_eq!(
+                state.syncing.as_ref().map(|s| s.txg),
+                Some(at.txg),
+                "object set synced out of txg order"
+            );
+            pending
+        };
+
+        let mut changed: BTreeMap<ObjectId, DnodePhys> = BTreeMap::new();
+        for (object, record) in &pending {
+            let base = self.tree_dnode(*object)?;
+            let dnode = self.sync_object(base, record, at, storage)?;
+            changed.insert(*object, dnode.clone());
+            let mut state = self.state.lock();
+            state
+                .syncing
+                .as_mut()
+                .expect("syncing")
+                .dnodes
+                .insert(*object, dnode);
+        }
+
+        // Write the changed dnodes into the meta-dnode's blocks and sync the meta-dnode.
+        let meta = self
+            .state
+            .lock()
+            .syncing
+            .as_ref()
+            .expect("syncing")
+            .meta_dnode
+            .clone();
+        let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
+        let mut meta_record = ObjectDirty::default();
+        let mut by_block: BTreeMap<u64, Vec<(ObjectId, DnodePhys)>> = BTreeMap::new();
+        for (object, dnode) in changed {
+            by_block
+                .entry(object.0 / per_block)
+                .or_default()
+                .push((object, dnode));
+        }
+        for (blkid, dnodes) in by_block {
+            let mut block = if blkid <= meta.max_blkid {
+                let bp = tree::lookup_block(&self.io, &meta, blkid)?;
+                if bp.is_hole() {
+                    vec![0; meta.data_block_size as usize]
+                } else {
+                    self.io.read(&bp)?.as_ref().clone()
+                }
+            } else {
+                vec![0; meta.data_block_size as usize]
+            };
+            for (object, dnode) in dnodes {
+                let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
+                block[slot..slot + DNODE_SIZE].copy_from_slice(&dnode.encode());
+            }
+            meta_record.blocks.insert(blkid, Arc::new(block));
+        }
+        let meta = self.sync_object(meta, &meta_record, at, storage)?;
+        let header = ObjsetHeader {
+            meta_dnode: meta.clone(),
+            kind: self.kind,
+        }
+        .encode();
+        let old_root = {
+            let state = self.state.lock();
+            let syncing = state.syncing.as_ref().expect("syncing");
+            syncing
+                .root
+                .clone()
+                .unwrap_or_else(|| state.synced_root.clone())
+        };
+        let props = WriteProps {
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Lz4,
+            copies: write_copies(ObjectType::Objset, 0, self.copies()),
+            object_type: ObjectType::Objset,
+            level: 0,
+        };
+        let root = self
+            .io
+            .write(&header, &props, 1, at, Some(&old_root), storage)?;
+        if !tree::rewritten_in_place(&old_root, &root) {
+            if !old_root.is_hole() {
+                self.lifecycle.block_kill(&old_root, at)?;
+            }
+            self.lifecycle.block_born(&root, at);
+        }
+
+        let mut state = self.state.lock();
+        let syncing = state.syncing.as_mut().expect("syncing");
+        syncing.meta_dnode = meta;
+        syncing.root = Some(root.clone());
+        if let Some(dirty) = state.dirty.get_mut(&at.txg) {
+            for object in pending.keys() {
+                dirty.objects.remove(object);
+            }
+        }
+        state.view_generation += 1;
+        Ok(Some(root))
+    }
+
+    fn sync_object(
+        &self,
+        base: DnodePhys,
+        record: &ObjectDirty,
+        at: SyncPoint,
+        storage: &dyn SpaceStorage,
+    ) -> Result<DnodePhys, ObjectError> {
+        let mut base = base;
+        if record.removed || record.create.is_some() {
+            if !base.is_free() {
+                let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
+                tree.free_range(0, u64::MAX)?;
+                tree.finish()?;
+            }
+            base = match &record.create {
+                Some(created) => created.clone(),
+                None => return Ok(DnodePhys::free()),
+            };
+        }
+        if base.is_free() {
+            return Err(ObjectError::Corrupt(
+                "sync of a change to a free dnode".into(),
+            ));
+        }
+        if let Some((bonus_type, bonus)) = &record.bonus {
+            base.bonus_type = *bonus_type;
+            base.bonus = bonus.clone();
+        }
+        let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
+        for (start, end) in coalesce(record.frees.clone()) {
+            tree.free_range(start, end)?;
+        }
+        if let Some(truncated) = record.truncated_to {
+            tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
+        }
+        for (&blkid, data) in &record.blocks {
+            tree.write_block(blkid, data)?;
+            tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
+        }
+        tree.finish()
+    }
+}

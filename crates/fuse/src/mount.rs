@@ -1,0 +1,318 @@
+//! Mounting: the options a mount is made with, the kernel settings negotiated at init, the
+//! background session and its handle (unmount, lazily on drop), and the control a daemon keeps
+//! to invalidate the kernel's caches of a mount after a rollback or a snapshot change.
+
+use super::*;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    /// The name `mount` and `df` show (`tarn:POOL`).
+    pub fsname: String,
+    /// Worker threads serving requests.
+    pub threads: usize,
+    /// Let other users in, when this process may (root, or `user_allow_other` in
+    /// /etc/fuse.conf); otherwise only the mounting user.
+    pub allow_other: bool,
+    /// Mount read-only (the dataset's readonly property): the kernel refuses every change
+    /// with EROFS.
+    pub read_only: bool,
+    /// List `.zfs` in the root directory (the dataset's snapdir property); changed while
+    /// mounted with [`MountControl::set_snapdir_visible`].
+    pub snapdir_visible: bool,
+}
+
+impl MountOptions {
+    /// Options with [`MountOptions::threads_default`] threads and `allow_other`.
+    pub fn new(fsname: impl Into<String>) -> MountOptions {
+        MountOptions {
+            fsname: fsname.into(),
+            threads: MountOptions::threads_default(),
+            allow_other: true,
+            read_only: false,
+            snapdir_visible: false,
+        }
+    }
+
+    /// One worker thread per CPU, at least 2 (a request blocked on the write throttle must not
+    /// stall every other) and at most 8.
+    pub fn threads_default() -> usize {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(4)
+            .clamp(2, 8)
+    }
+}
+
+/// Whether this process may mount with `allow_other`.
+pub fn allow_other_possible() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    std::fs::read_to_string("/etc/fuse.conf")
+        .map(|text| text.lines().any(|line| line.trim() == "user_allow_other"))
+        .unwrap_or(false)
+}
+
+/// A mounted file system served by background threads; unmounted lazily when dropped.
+pub struct MountHandle {
+    session: Option<BackgroundSession>,
+    mountpoint: PathBuf,
+    control: Option<MountControl>,
+}
+
+/// The kernel settings every tarn mount negotiates at FUSE init (and the null file system of
+/// `tarn bench mount`, so that its figures compare like with like).
+pub fn configure_kernel(config: &mut KernelConfig) {
+    // Ask for 1 MiB writes; older kernels cap lower, which is fine. fuser asks for
+    // FUSE_MAX_PAGES itself and sizes max_pages from max_write.
+    let _ = config.set_max_write(WRITE_BYTES_MAX);
+    // Lookups and readdirs in one directory may run in parallel: the engine locks.
+    let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+    // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
+    // afterwards (see `raise_readahead`).
+    if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {
+        let _ = config.set_max_readahead(offered);
+    }
+}
+
+/// Raise the readahead of the FUSE mount at `mountpoint` to [`READAHEAD_BYTES`] through its
+/// backing device's `read_ahead_kb`: at FUSE init the kernel offers only its default readahead
+/// (128 KiB), and sequential reads through FUSE go as fast as the requests are large. The
+/// statfs first waits for the FUSE init to finish, which would otherwise lower the value again;
+/// it is statfs, not stat, because a stat would leave the root's attributes cached, and a stat
+/// answered from that cache hides a dead mount from [`mountpoint::is_dead_fuse_mount`]. Not
+/// being able to (no sysfs, not root) only costs speed.
+fn raise_readahead(mountpoint: &Path) {
+    let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: a NUL-terminated path and a zeroed statfs buffer that the call fills.
+    let mut figures: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut figures) } != 0 {
+        return;
+    }
+    let Some(entry) = mountpoint::mount_at(mountpoint) else {
+        return;
+    };
+    let path = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        entry.device_major, entry.device_minor
+    );
+    let _ = std::fs::write(path, (READAHEAD_BYTES >> 10).to_string());
+}
+
+/// Mount `filesystem` at `mountpoint` with tarn's mount options and serve it from background
+/// threads. Every tarn mount goes through here, and so does the null file system of `tarn
+/// bench mount`.
+pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
+    filesystem: FS,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(options.fsname.clone()),
+        MountOption::Subtype("tarn".into()),
+        MountOption::DefaultPermissions,
+        if options.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+        MountOption::Dev,
+        MountOption::Suid,
+        MountOption::Exec,
+        MountOption::Async,
+    ];
+    if options.allow_other && allow_other_possible() {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(options.threads.max(1));
+    config.clone_fd = true;
+    let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
+    raise_readahead(mountpoint);
+    Ok(MountHandle {
+        session: Some(session),
+        mountpoint: mountpoint.to_path_buf(),
+        control: None,
+    })
+}
+
+/// Mount `fs` at `mountpoint` and serve it from background threads (`.zfs/snapshot` empty).
+pub fn mount(
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    mount_with_snapshots(fs, txgs, Arc::new(NoSnapshots), mountpoint, options)
+}
+
+/// Mount `fs` at `mountpoint` with `snapshots` under `.zfs/snapshot`, and serve it from
+/// background threads. [`MountHandle::control`] keeps the mount in line with changes made
+/// behind its back (rollback, snapshot destroy and rename, the snapdir property).
+pub fn mount_with_snapshots(
+    fs: Arc<FileSystem>,
+    txgs: Arc<TxgManager>,
+    snapshots: Arc<dyn SnapshotSource>,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<MountHandle> {
+    let adapter = TarnFuse::with_snapshots(
+        fs,
+        txgs,
+        options.fsname.clone(),
+        snapshots,
+        options.snapdir_visible,
+    );
+    let shared = adapter.shared.clone();
+    let mut handle = mount_filesystem(adapter, mountpoint, options)?;
+    if let Some(session) = &handle.session {
+        shared.kernel.set_notifier(session.notifier());
+    }
+    handle.control = Some(MountControl { shared });
+    Ok(handle)
+}
+
+/// Keeps a tarn mount in line with changes made behind the kernel's back. Cheap to clone; the
+/// daemon keeps one per mount. Never call it from a FUSE request handler of the same mount
+/// (the kernel may wait for requests in progress before it invalidates).
+#[derive(Clone)]
+pub struct MountControl {
+    shared: Arc<Shared>,
+}
+
+/// What an invalidation did, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Invalidated {
+    /// Inodes and entries whose cached attributes, pages or names the kernel dropped.
+    pub notifications: usize,
+    /// Opened snapshots dropped because they are no longer listed.
+    pub snapshots_dropped: usize,
+}
+
+impl MountControl {
+    /// Show `.zfs` in the root's listing or not (snapdir=visible|hidden); at once.
+    pub fn set_snapdir_visible(&self, visible: bool) {
+        let was = self.shared.snapdir_visible.swap(visible, Ordering::Relaxed);
+        if was != visible {
+            // The root's attributes (its size) and any readdir cache.
+            self.shared.kernel.invalidate(&[INodeNo::ROOT.0], &[]);
+        }
+    }
+
+    pub fn snapdir_visible(&self) -> bool {
+        self.shared.snapdir_visible.load(Ordering::Relaxed)
+    }
+
+    /// After snapshots were destroyed or renamed (or created): drop the opened snapshots no
+    /// longer listed, so their freed blocks are never read through them (their inodes give
+    /// ESTALE), and have the kernel forget `.zfs/snapshot`'s entries and the dropped
+    /// snapshots' inodes.
+    pub fn snapshots_changed(&self) -> Result<Invalidated, FsError> {
+        let listed = self.shared.snapshots.list()?;
+        let dropped = self.shared.snapshots.retain_listed(&listed);
+        let inodes = self.shared.kernel.known_inodes(|ino| {
+            ino == SNAPSHOT_DIR_INO
+                || matches!(snapdir::decode(ino), InodeKind::Snapshot { record, .. }
+                    if dropped.contains(&record))
+        });
+        let entries = self
+            .shared
+            .kernel
+            .recent_entries(|parent| parent == SNAPSHOT_DIR_INO);
+        let mut inodes = inodes;
+        if !inodes.contains(&SNAPSHOT_DIR_INO) {
+            inodes.push(SNAPSHOT_DIR_INO);
+        }
+        Ok(Invalidated {
+            notifications: self.shared.kernel.invalidate(&inodes, &entries),
+            snapshots_dropped: dropped.len(),
+        })
+    }
+
+    /// After the mounted file system was rolled back (its object set reset in place): have
+    /// the kernel drop every cached attribute, page and name of the head, then do what
+    /// [`MountControl::snapshots_changed`] does (a rollback may destroy later snapshots).
+    pub fn rolled_back(&self) -> Result<Invalidated, FsError> {
+        let mut inodes = self
+            .shared
+            .kernel
+            .known_inodes(|ino| matches!(snapdir::decode(ino), InodeKind::Head(_)));
+        if !inodes.contains(&INodeNo::ROOT.0) {
+            inodes.push(INodeNo::ROOT.0);
+        }
+        let entries = self
+            .shared
+            .kernel
+            .recent_entries(|parent| matches!(snapdir::decode(parent), InodeKind::Head(_)));
+        let head = self.shared.kernel.invalidate(&inodes, &entries);
+        let mut snapshots = self.snapshots_changed()?;
+        snapshots.notifications += head;
+        Ok(snapshots)
+    }
+
+    /// Records of the snapshots this mount has open (for tests).
+    pub fn open_snapshots(&self) -> Vec<u64> {
+        self.shared.snapshots.open_records()
+    }
+}
+
+impl MountHandle {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The mount's control (None for a mount of another `Filesystem`, such as the null one).
+    pub fn control(&self) -> Option<MountControl> {
+        self.control.clone()
+    }
+
+    /// Unmount and wait for the serving threads. Without `lazy`, a busy mount (open files, a
+    /// working directory inside) fails with EBUSY and stays mounted and served. With `lazy`,
+    /// the mount is detached at once and its FUSE connection aborted: processes still inside
+    /// get ENOTCONN, and the threads end.
+    pub fn unmount(&mut self, lazy: bool) -> io::Result<()> {
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        let connection = mountpoint::fuse_connection(&self.mountpoint);
+        if let Err(error) = mountpoint::unmount_path(&self.mountpoint, lazy) {
+            if connection.is_some() {
+                self.session = Some(session);
+                return Err(error);
+            }
+            // Not mounted any more (someone ran umount): just stop serving.
+        }
+        if lazy {
+            let aborted = connection.is_some_and(mountpoint::abort_connection);
+            if !aborted && connection.is_some() {
+                // Without the abort the connection lives until its last open file is closed,
+                // and the threads serve until then: leave them, do not wait.
+                log::warn!(
+                    "tarn fuse: cannot abort the FUSE connection of {}; it is served until its \
+                     last file is closed",
+                    self.mountpoint.display()
+                );
+                drop(session);
+                return Ok(());
+            }
+        }
+        // The threads see ENODEV (or ECONNABORTED after an abort) and end.
+        let _ = session.join();
+        Ok(())
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if let Err(error) = self.unmount(true) {
+            log::error!(
+                "tarn fuse: unmount of {} failed: {error}",
+                self.mountpoint.display()
+            );
+        }
+    }
+}
