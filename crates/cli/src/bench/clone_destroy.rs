@@ -32,9 +32,9 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use super::sync::run_command;
-use super::BenchDirLock;
+use super::{print_comparisons, BenchDirLock, Comparison};
 use crate::error::Failure;
-use crate::format::{parse_size, print_table, Cell, ListFormat};
+use crate::format::parse_size;
 
 #[derive(Args)]
 pub struct CloneDestroyBench {
@@ -352,13 +352,6 @@ fn nix_is_root() -> bool {
         .unwrap_or(false)
 }
 
-struct Row {
-    what: String,
-    tarn: f64,
-    baseline_what: String,
-    baseline: f64,
-}
-
 pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
     std::fs::create_dir_all(&bench.dir)
         .map_err(|e| Failure(format!("{}: {e}", bench.dir.display())))?;
@@ -388,7 +381,7 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
         } else {
             None
         };
-        rows.push(Row {
+        rows.push(Comparison {
             what: format!(
                 "clone destroy, {label} origin (clone owns {} MiB), feature@livelist (path: {})",
                 with.own_bytes >> 20,
@@ -399,7 +392,7 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
             baseline: without.seconds,
         });
         if let Some(seconds) = btrfs_seconds {
-            rows.push(Row {
+            rows.push(Comparison {
                 what: format!("clone destroy, {label} origin, feature@livelist"),
                 tarn: with.seconds,
                 baseline_what: format!("btrfs subvolume delete -C + sync, {label}"),
@@ -409,7 +402,7 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
     }
     if let Some((first_label, first)) = livelist_times.first().cloned() {
         for (label, seconds) in livelist_times.iter().skip(1) {
-            rows.push(Row {
+            rows.push(Comparison {
                 what: format!("livelist clone destroy, {label} origin"),
                 tarn: *seconds,
                 baseline_what: format!("the same, {first_label} origin"),
@@ -428,7 +421,7 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
         on = on.max(write_cost(&bench.dir, smallest, bench.write_ops, true)?);
         off = off.max(write_cost(&bench.dir, smallest, bench.write_ops, false)?);
     }
-    rows.push(Row {
+    rows.push(Comparison {
         what: "random 8K overwrites in a clone, feature@livelist (ops/s)".into(),
         tarn: on,
         baseline_what: "the same without the feature (ops/s)".into(),
@@ -438,32 +431,10 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
         progress("btrfs skipped (needs mkfs.btrfs and root, or --no-btrfs was given)");
     }
 
-    let cells: Vec<Vec<Cell>> = rows
-        .iter()
-        .map(|row| {
-            let number = |value: f64| Cell {
-                exact: format!("{value:.4}"),
-                human: format!("{value:.3}"),
-                json: value.into(),
-            };
-            vec![
-                Cell::text(row.what.clone()),
-                number(row.tarn),
-                Cell::text(row.baseline_what.clone()),
-                number(row.baseline),
-                number(row.tarn / row.baseline.max(1e-9)),
-            ]
-        })
-        .collect();
-    let format = ListFormat {
-        json: bench.json,
-        ..ListFormat::default()
-    };
-    print_table(
-        &["workload", "tarn", "baseline", "baseline_value", "ratio"],
-        &cells,
-        &format,
+    print_comparisons(
+        &rows,
+        ("tarn", "baseline_value"),
+        bench.json,
         "clone-destroy",
-    )?;
-    Ok(())
+    )
 }

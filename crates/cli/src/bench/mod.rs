@@ -668,3 +668,55 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
         ),
     }
 }
+
+/// One line of a benchmark that compares tarn with a baseline measured in the same run.
+pub(crate) struct Comparison {
+    pub what: String,
+    pub tarn: f64,
+    pub baseline_what: String,
+    pub baseline: f64,
+}
+
+/// Print comparisons as a table: workload, tarn's figure, the baseline and its figure (the two
+/// figure columns named by `value_columns`), and tarn's figure over the baseline's.
+pub(crate) fn print_comparisons(
+    rows: &[Comparison],
+    value_columns: (&'static str, &'static str),
+    json: bool,
+    key: &str,
+) -> Result<(), Failure> {
+    let number = |value: f64| Cell {
+        exact: format!("{value:.4}"),
+        human: format!("{value:.3}"),
+        json: value.into(),
+    };
+    let cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|row| {
+            vec![
+                Cell::text(row.what.clone()),
+                number(row.tarn),
+                Cell::text(row.baseline_what.clone()),
+                number(row.baseline),
+                number(row.tarn / row.baseline.max(1e-9)),
+            ]
+        })
+        .collect();
+    let format = ListFormat {
+        json,
+        ..ListFormat::default()
+    };
+    print_table(
+        &[
+            "workload",
+            value_columns.0,
+            "baseline",
+            value_columns.1,
+            "ratio",
+        ],
+        &cells,
+        &format,
+        key,
+    )
+    .map_err(Failure)
+}

@@ -20,9 +20,9 @@ use tarn::fs::{FileSystem, SetAttr};
 use tarn::pool::Pool;
 use tarn::tunables::Tunables;
 
-use super::{create_bench_pool, BenchDirLock};
+use super::{create_bench_pool, print_comparisons, BenchDirLock, Comparison};
 use crate::error::Failure;
-use crate::format::{parse_size, print_table, Cell, ListFormat};
+use crate::format::parse_size;
 
 #[derive(Args)]
 pub struct SnapshotBench {
@@ -112,13 +112,6 @@ fn until_freed(pool: &Pool) -> Result<Instant, Failure> {
     }
 }
 
-struct Row {
-    what: String,
-    tarn: f64,
-    baseline_what: &'static str,
-    baseline: f64,
-}
-
 pub fn run(bench: SnapshotBench) -> Result<(), Failure> {
     std::fs::create_dir_all(&bench.dir)
         .map_err(|e| Failure(format!("{}: {e}", bench.dir.display())))?;
@@ -130,37 +123,10 @@ pub fn run(bench: SnapshotBench) -> Result<(), Failure> {
     pool.destroy()?;
     let _ = std::fs::remove_file(&vdev);
     let rows = result?;
-    let cells: Vec<Vec<Cell>> = rows
-        .iter()
-        .map(|row| {
-            let number = |value: f64| Cell {
-                exact: format!("{value:.4}"),
-                human: format!("{value:.3}"),
-                json: value.into(),
-            };
-            vec![
-                Cell::text(row.what.clone()),
-                number(row.tarn),
-                Cell::text(row.baseline_what),
-                number(row.baseline),
-                number(row.tarn / row.baseline.max(1e-9)),
-            ]
-        })
-        .collect();
-    let format = ListFormat {
-        json: bench.json,
-        ..ListFormat::default()
-    };
-    print_table(
-        &["workload", "tarn_s", "baseline", "baseline_s", "ratio"],
-        &cells,
-        &format,
-        "snapshot",
-    )?;
-    Ok(())
+    print_comparisons(&rows, ("tarn_s", "baseline_s"), bench.json, "snapshot")
 }
 
-fn measure(pool: &Pool, bench: &SnapshotBench) -> Result<Vec<Row>, Failure> {
+fn measure(pool: &Pool, bench: &SnapshotBench) -> Result<Vec<Comparison>, Failure> {
     let mut rows = Vec::new();
     pool.create_dataset("benchsnap/files", &[], false)?;
     pool.create_dataset(
@@ -198,10 +164,10 @@ fn measure(pool: &Pool, bench: &SnapshotBench) -> Result<Vec<Row>, Failure> {
         pool.create_snapshots(&[format!("benchsnap/files@s{round}")], false)?;
         snapshot_times.push(seconds(started.elapsed()));
     }
-    rows.push(Row {
+    rows.push(Comparison {
         what: format!("snapshot of {} files (median of 5)", bench.files),
         tarn: median(snapshot_times),
-        baseline_what: "txg with one small change",
+        baseline_what: "txg with one small change".into(),
         baseline: median(txg_times),
     });
     drop(fs);
@@ -232,16 +198,16 @@ fn measure(pool: &Pool, bench: &SnapshotBench) -> Result<Vec<Row>, Failure> {
     pool.destroy_snapshots("benchsnap/blocks@held", false)?;
     let command = seconds(started.elapsed());
     let freed = seconds(until_freed(pool)?.duration_since(started));
-    rows.push(Row {
+    rows.push(Comparison {
         what: format!("destroy snapshot, {deadlist_blocks} blocks on its deadlist: command"),
         tarn: command,
-        baseline_what: "truncate of the same blocks, no snapshot, until freed",
+        baseline_what: "truncate of the same blocks, no snapshot, until freed".into(),
         baseline,
     });
-    rows.push(Row {
+    rows.push(Comparison {
         what: format!("destroy snapshot, {deadlist_blocks} blocks: until the space is back"),
         tarn: freed,
-        baseline_what: "truncate of the same blocks, no snapshot, until freed",
+        baseline_what: "truncate of the same blocks, no snapshot, until freed".into(),
         baseline,
     });
     Ok(rows)

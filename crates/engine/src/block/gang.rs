@@ -217,6 +217,14 @@ impl GangHeader {
     }
 }
 
+/// What reading a gang's header copies found: the header, the copies that failed (DVA and
+/// mirror child), and how many copies were read.
+struct HeaderCopies {
+    header: GangHeader,
+    bad: Vec<(Dva, usize)>,
+    read: u64,
+}
+
 /// Where a gang's pieces go, decided before anything is written so that a gang that cannot be
 /// placed whole is undone without leaving writes behind.
 struct GangPlan {
@@ -514,16 +522,35 @@ impl BlockIo {
         bp: &BlockPtr,
         repair: bool,
     ) -> Result<GangHeader, PipelineError> {
+        let copies = self.read_header_copies(bp, false)?;
+        if repair && self.is_writable() {
+            self.repair_headers(&copies.header, &copies.bad);
+        }
+        Ok(copies.header)
+    }
+
+    /// Read a gang's header copies in order (every DVA, every mirror child), all of them with
+    /// `every`, else up to the first that verifies. Copies that fail are counted against their
+    /// leaf. No good copy is the last copy's error.
+    fn read_header_copies(
+        &self,
+        bp: &BlockPtr,
+        every: bool,
+    ) -> Result<HeaderCopies, PipelineError> {
         let mut bad: Vec<(Dva, usize)> = Vec::new();
         let mut good = None;
+        let mut read = 0;
         let mut last_error = None;
-        for (index, dva) in bp.copies().enumerate() {
+        'copies: for (index, dva) in bp.copies().enumerate() {
             let (top, child_count) = self.header_location(dva)?;
             for child in 0..child_count {
+                read += 1;
                 match self.read_header_copy(&top, child, dva, bp, index) {
                     Ok(header) => {
-                        good = Some(header);
-                        break;
+                        good.get_or_insert(header);
+                        if !every {
+                            break 'copies;
+                        }
                     }
                     Err(error) => {
                         top.record_checksum_error(child);
@@ -532,19 +559,13 @@ impl BlockIo {
                     }
                 }
             }
-            if good.is_some() {
-                break;
-            }
         }
-        let Some(header) = good else {
-            return Err(last_error.unwrap_or(PipelineError::NoGoodCopy {
+        let header = good.ok_or_else(|| {
+            last_error.unwrap_or(PipelineError::NoGoodCopy {
                 bp: format!("{bp}"),
-            }));
-        };
-        if repair && self.is_writable() {
-            self.repair_headers(&header, &bad);
-        }
-        Ok(header)
+            })
+        })?;
+        Ok(HeaderCopies { header, bad, read })
     }
 
     fn header_location(
@@ -636,33 +657,16 @@ impl BlockIo {
         bp: &BlockPtr,
         repair: bool,
     ) -> Result<CopyReport, PipelineError> {
-        let mut report = CopyReport::default();
-        let mut bad: Vec<(Dva, usize)> = Vec::new();
-        let mut good = None;
-        for (index, dva) in bp.copies().enumerate() {
-            let (top, child_count) = self.header_location(dva)?;
-            for child in 0..child_count {
-                report.copies += 1;
-                match self.read_header_copy(&top, child, dva, bp, index) {
-                    Ok(header) => {
-                        good.get_or_insert(header);
-                    }
-                    Err(_) => {
-                        top.record_checksum_error(child);
-                        report.bad += 1;
-                        bad.push((*dva, child));
-                    }
-                }
-            }
-        }
-        let Some(header) = good else {
-            return Err(PipelineError::NoGoodCopy {
-                bp: format!("{bp}"),
-            });
+        let copies = self.read_header_copies(bp, true)?;
+        let mut report = CopyReport {
+            copies: copies.read,
+            bad: copies.bad.len() as u64,
+            repaired: 0,
         };
-        if repair && !bad.is_empty() && self.is_writable() {
-            report.repaired += self.repair_headers(&header, &bad);
+        if repair && !copies.bad.is_empty() && self.is_writable() {
+            report.repaired += self.repair_headers(&copies.header, &copies.bad);
         }
+        let header = copies.header;
         for child in &header.children {
             let piece = self.verify_all_copies(child, repair)?;
             report.copies += piece.copies;
