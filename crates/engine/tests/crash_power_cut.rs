@@ -36,6 +36,16 @@ fn generation_length(generation: u64) -> usize {
     ((generation * 7919) % 24_000 + 1) as usize
 }
 
+/// The spill block a generation gives its object: none for every third, else 512 bytes to
+/// 8 KiB, so that spill blocks are born, replaced and removed across the power cuts.
+fn generation_spill(generation: u64) -> Option<Vec<u8>> {
+    (!generation.is_multiple_of(3)).then(|| {
+        let mut spill = pattern(generation ^ 0x5b111, 512 * (1 + (generation % 16) as usize));
+        spill[0] = 1;
+        spill
+    })
+}
+
 fn wrapper(plan: &Arc<FaultPlan>) -> DeviceWrapper {
     let plan = plan.clone();
     Arc::new(move |_path: &Path, device: Arc<dyn BlockDevice>| {
@@ -63,6 +73,9 @@ fn write_generation(pool: &Pool, object: ObjectId, generation: u64) {
     bonus.extend_from_slice(&(data.len() as u64).to_le_bytes());
     objset
         .set_bonus(&tx, object, ObjectType::None, &bonus)
+        .unwrap();
+    objset
+        .set_spill(&tx, object, generation_spill(generation))
         .unwrap();
 }
 
@@ -97,6 +110,14 @@ fn verify(pool: &Pool, objects: &[ObjectId], model: &mut Model, what: &str) {
             "{what}: object {object} holds generation {generation}, never written there"
         );
         assert_eq!(length, generation_length(generation), "{what}: length");
+        let spill = objset.spill(object).unwrap_or_else(|error| {
+            panic!("{what}: object {object} generation {generation}: spill block: {error}")
+        });
+        assert_eq!(
+            spill.as_deref().map(|spill| spill.as_slice()),
+            generation_spill(generation).as_deref(),
+            "{what}: object {object} generation {generation}: spill block"
+        );
         let mut data = vec![0u8; length + 64];
         objset.read(object, 0, &mut data).unwrap_or_else(|error| {
             panic!("{what}: object {object} generation {generation} unreadable: {error}")

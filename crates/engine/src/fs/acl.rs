@@ -253,13 +253,14 @@ impl FileSystem {
     /// inherits (see the module documentation). `mode` may carry type bits; they are kept.
     pub(super) fn inherit_acls(
         &self,
+        parent_ino: u64,
         parent: &Znode,
         kind: FileKind,
         mode: u32,
         umask: u32,
     ) -> Result<(u32, Vec<InheritedXattr>)> {
         let default = if self.config().acl_posix && kind != FileKind::Symlink {
-            self.xattr_of(parent, ACL_DEFAULT)?
+            self.xattr_of(parent_ino, parent, ACL_DEFAULT)?
         } else {
             None
         };

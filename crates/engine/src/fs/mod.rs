@@ -106,9 +106,9 @@ use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
 use phys::{
-    DirEntryValue, Znode, FS_VERSION, INLINE_TARGET_MAX, MASTER_KEY_ROOT, MASTER_KEY_UNLINKED_SET,
-    MASTER_KEY_VERSION, MASTER_NODE_OBJECT, MODE_PERMISSION_MASK, MODE_TYPE_MASK,
-    ZNODE_FLAG_UNLINKED,
+    DirEntryValue, SpillXattrs, Znode, FS_VERSION, INLINE_TARGET_MAX, MASTER_KEY_ROOT,
+    MASTER_KEY_UNLINKED_SET, MASTER_KEY_VERSION, MASTER_NODE_OBJECT, MODE_PERMISSION_MASK,
+    MODE_TYPE_MASK, ZNODE_FLAG_UNLINKED,
 };
 pub use phys::{FileKind, Timestamp};
 pub use ranges::{SeekTarget, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
@@ -473,6 +473,7 @@ impl FileSystem {
             inline_target: Vec::new(),
             xattr_dir: 0,
             sa_xattrs: Vec::new(),
+            spill: SpillXattrs::None,
         };
         objset.set_bonus(&tx, root, ObjectType::None, &znode.encode())?;
         kv::create(&mut KvObject::new(objset, root, Some(tx))?).map_err(kv_error(root.0))?;
@@ -659,7 +660,12 @@ impl FileSystem {
         Ok(znode)
     }
 
+    /// Write `znode` back as the bonus buffer of `ino`, with its spill block if the xattr code
+    /// changed it ([`FileSystem::put_znode_and_spill`]).
     fn put_znode(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
+        if let SpillXattrs::Read(spilled) = &znode.spill {
+            return self.put_znode_and_spill(tx, ino, znode, spilled);
+        }
         self.objset
             .set_bonus(tx, ObjectId(ino), ObjectType::None, &znode.encode())?;
         Ok(())
@@ -827,7 +833,7 @@ impl FileSystem {
         // transaction).
         let acl = match changes.mode {
             Some(_) => self
-                .xattr_of(&znode, acl::ACL_ACCESS)?
+                .xattr_of(ino, &znode, acl::ACL_ACCESS)?
                 .map(|(raw, found)| {
                     acl::Acl::decode(&raw)
                         .map(|acl| (acl, found))

@@ -111,7 +111,7 @@ impl FileSystem {
         if self.dir_lookup(dir, name)?.is_some() {
             return Err(FsError::Exists);
         }
-        let (mode, inherited) = self.inherit_acls(&parent, kind, mode, umask)?;
+        let (mode, inherited) = self.inherit_acls(dir, &parent, kind, mode, umask)?;
         let now = Timestamp::now();
         let (inline_target, long_target) = match target {
             Some(target) if target.len() <= INLINE_TARGET_MAX => (target.to_vec(), None),
@@ -138,6 +138,7 @@ impl FileSystem {
             inline_target,
             xattr_dir: 0,
             sa_xattrs: Vec::new(),
+            spill: SpillXattrs::None,
         };
         let hold = self.txgs.assign()?;
         let tx = hold.tx();

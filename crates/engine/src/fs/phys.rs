@@ -1,13 +1,14 @@
 //! On-disk structures of the file system layer: the znode (stored in each object's bonus
 //! buffer) with its system-attribute tail (the hidden xattr directory's object number and the
-//! packed small xattrs of `xattr=sa`), directory entry values, xattr-directory entry values,
-//! unlinked-set keys and the master node's keys.
+//! packed small xattrs of `xattr=sa`), the spill block of SA xattrs that overflow the bonus
+//! buffer, directory entry values, xattr-directory entry values, unlinked-set keys and the
+//! master node's keys.
 //!
 //! All integers are little-endian. Decoders take untrusted bytes and never panic: they return
 //! [`FsError::Corrupt`] saying what was wrong and where.
 
 use super::FsError;
-use crate::object::phys::DNODE_BONUS_SIZE_MAX;
+use crate::object::phys::{bonus_size_max, DNODE_BONUS_SIZE_MAX, SPILL_SIZE_MAX, SPILL_SIZE_MIN};
 
 /// Master node keys (the master node is a key/value object at [`MASTER_NODE_OBJECT`]).
 pub const MASTER_KEY_VERSION: &str = "VERSION";
@@ -48,8 +49,11 @@ pub const ZNODE_FLAG_XATTR_DIR: u64 = 1 << 1;
 /// Znode layout flag: a packed system-attribute region of small xattrs ends the bonus buffer
 /// (`xattr=sa`). Set by `encode` from [`Znode::sa_xattrs`].
 pub const ZNODE_FLAG_SA_XATTRS: u64 = 1 << 2;
+/// Znode layout flag: the object's spill block holds more SA xattrs (the bonus buffer is then
+/// at most 192 bytes). Set by `encode` from [`Znode::spill`].
+pub const ZNODE_FLAG_SPILL: u64 = 1 << 3;
 /// The layout flags, derived from the fields on encode.
-pub const ZNODE_FLAGS_LAYOUT: u64 = ZNODE_FLAG_XATTR_DIR | ZNODE_FLAG_SA_XATTRS;
+pub const ZNODE_FLAGS_LAYOUT: u64 = ZNODE_FLAG_XATTR_DIR | ZNODE_FLAG_SA_XATTRS | ZNODE_FLAG_SPILL;
 /// Every flag this version knows; others are refused as corruption.
 pub const ZNODE_FLAGS_KNOWN: u64 = ZNODE_FLAG_UNLINKED | ZNODE_FLAGS_LAYOUT;
 /// Longest xattr name (Linux's XATTR_NAME_MAX), in the SA region and the xattr directory.
@@ -198,7 +202,8 @@ impl Timestamp {
 ///       88    16  crtime (creation)
 ///      104     8  parent directory object (the root is its own parent)
 ///      112     8  flags (bit 0: unlinked; bit 1: xattr directory follows;
-///                    bit 2: SA xattr region follows)
+///                    bit 2: SA xattr region follows; bit 3: more SA xattrs in the
+///                    object's spill block)
 ///      120     8  rdev (character and block devices)
 ///      128     T  inline symlink target (T = the length at offset 6, 0..=192)
 ///   then, if flag bit 1:
@@ -211,8 +216,9 @@ impl Timestamp {
 ///            V  value
 /// ```
 /// A znode written before xattrs existed has neither flag and ends after the inline target,
-/// so it reads unchanged. The bonus buffer holds at most 320 bytes in all: the SA region takes
-/// what the fixed part, the inline target and the directory pointer leave.
+/// so it reads unchanged. The bonus buffer holds at most 320 bytes in all (192 beside a spill
+/// block pointer): the SA region takes what the fixed part, the inline target and the
+/// directory pointer leave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Znode {
     pub mode: u32,
@@ -233,6 +239,31 @@ pub struct Znode {
     pub xattr_dir: u64,
     /// Small xattrs packed in the bonus buffer (`xattr=sa`), in insertion order.
     pub sa_xattrs: Vec<SaXattr>,
+    /// The SA xattrs that follow `sa_xattrs` in the object's spill block.
+    pub spill: SpillXattrs,
+}
+
+/// The SA xattrs of a znode's spill block, as far as the znode in memory knows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SpillXattrs {
+    /// The object has no spill block.
+    #[default]
+    None,
+    /// The object has a spill block, not read (writing the znode back leaves it as it is).
+    Unread,
+    /// The spill block should hold these (none: the object should have no spill block).
+    Read(Vec<SaXattr>),
+}
+
+impl SpillXattrs {
+    /// Whether the znode written from this state says a spill block follows.
+    pub fn on_disk(&self) -> bool {
+        match self {
+            SpillXattrs::None => false,
+            SpillXattrs::Unread => true,
+            SpillXattrs::Read(entries) => !entries.is_empty(),
+        }
+    }
 }
 
 /// One xattr in a znode's SA region.
@@ -261,7 +292,10 @@ impl Znode {
         );
         assert!(FileKind::from_mode(self.mode).is_some(), "znode mode type");
         let length = self.encoded_len();
-        assert!(length <= DNODE_BONUS_SIZE_MAX, "znode of {length} bytes");
+        assert!(
+            length <= bonus_size_max(self.spill.on_disk()),
+            "znode of {length} bytes"
+        );
         assert_eq!(
             self.flags & ZNODE_FLAGS_LAYOUT,
             0,
@@ -289,6 +323,9 @@ impl Znode {
         if !self.sa_xattrs.is_empty() {
             flags |= ZNODE_FLAG_SA_XATTRS;
         }
+        if self.spill.on_disk() {
+            flags |= ZNODE_FLAG_SPILL;
+        }
         out[112..120].copy_from_slice(&flags.to_le_bytes());
         out[ZNODE_RDEV_OFFSET..ZNODE_SIZE].copy_from_slice(&self.rdev.to_le_bytes());
         out[ZNODE_SIZE..].copy_from_slice(&self.inline_target);
@@ -296,26 +333,15 @@ impl Znode {
             out.extend_from_slice(&self.xattr_dir.to_le_bytes());
         }
         if !self.sa_xattrs.is_empty() {
-            assert!(self.sa_xattrs.len() <= u16::MAX as usize, "SA entry count");
-            out.extend_from_slice(&(self.sa_xattrs.len() as u16).to_le_bytes());
-            for entry in &self.sa_xattrs {
-                assert!(
-                    (1..=XATTR_NAME_LEN_MAX).contains(&entry.name.len())
-                        && entry.value.len() <= u16::MAX as usize,
-                    "SA entry sizes"
-                );
-                out.push(entry.name.len() as u8);
-                out.extend_from_slice(&(entry.value.len() as u16).to_le_bytes());
-                out.extend_from_slice(&entry.name);
-                out.extend_from_slice(&entry.value);
-            }
+            encode_sa_region(&self.sa_xattrs, &mut out);
         }
         debug_assert_eq!(out.len(), length);
         out
     }
 
-    /// Bytes the encoded znode takes; callers keep it within [`DNODE_BONUS_SIZE_MAX`] (the xattr
-    /// code moves xattrs to the xattr directory rather than overflow it).
+    /// Bytes the encoded znode takes; callers keep it within [`DNODE_BONUS_SIZE_MAX`], or 192
+    /// bytes with a spill block (the xattr code moves xattrs to the spill block or the xattr
+    /// directory rather than overflow it).
     pub fn encoded_len(&self) -> usize {
         ZNODE_SIZE
             + self.inline_target.len()
@@ -367,6 +393,14 @@ impl Znode {
         }
         let (xattr_dir, sa_xattrs) = decode_xattr_tail(&raw[inline_end..], flags)
             .map_err(|what| corrupt(format!("{what} (at byte {inline_end} on)")))?;
+        let spill = if flags & ZNODE_FLAG_SPILL != 0 {
+            if raw.len() > bonus_size_max(true) {
+                return Err(corrupt(format!("{} bytes beside a spill block", raw.len())));
+            }
+            SpillXattrs::Unread
+        } else {
+            SpillXattrs::None
+        };
         let mode = u32_at(8);
         if FileKind::from_mode(mode).is_none()
             || mode & !(MODE_TYPE_MASK | MODE_PERMISSION_MASK) != 0
@@ -397,8 +431,152 @@ impl Znode {
             inline_target,
             xattr_dir,
             sa_xattrs,
+            spill,
         })
     }
+}
+
+/// Append the SA region of `entries` (at least one) to `out`.
+fn encode_sa_region(entries: &[SaXattr], out: &mut Vec<u8>) {
+    assert!(
+        !entries.is_empty() && entries.len() <= u16::MAX as usize,
+        "SA entry count"
+    );
+    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for entry in entries {
+        assert!(
+            (1..=XATTR_NAME_LEN_MAX).contains(&entry.name.len())
+                && entry.value.len() <= u16::MAX as usize,
+            "SA entry sizes"
+        );
+        out.push(entry.name.len() as u8);
+        out.extend_from_slice(&(entry.value.len() as u16).to_le_bytes());
+        out.extend_from_slice(&entry.name);
+        out.extend_from_slice(&entry.value);
+    }
+}
+
+/// Decode an SA region at the start of `raw`: its entries and the bytes after it.
+fn decode_sa_region(raw: &[u8]) -> Result<(Vec<SaXattr>, &[u8]), String> {
+    let Some((count, mut rest)) = raw.split_first_chunk::<2>() else {
+        return Err("SA region cut short".into());
+    };
+    let count = u16::from_le_bytes(*count);
+    if count == 0 {
+        return Err("SA region with no entries".into());
+    }
+    let mut entries: Vec<SaXattr> = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    for index in 0..count {
+        let Some((header, body)) = rest.split_first_chunk::<SA_ENTRY_HEADER_SIZE>() else {
+            return Err(format!("SA entry {index} header cut short"));
+        };
+        let name_length = header[0] as usize;
+        let value_length = u16::from_le_bytes([header[1], header[2]]) as usize;
+        if name_length == 0 || name_length + value_length > body.len() {
+            return Err(format!(
+                "SA entry {index}: name of {name_length} and value of {value_length} bytes in {} bytes",
+                body.len()
+            ));
+        }
+        let (name, body) = body.split_at(name_length);
+        let (value, body) = body.split_at(value_length);
+        if name.contains(&0) {
+            return Err(format!("SA entry {index}: name holds a NUL"));
+        }
+        if !names.insert(name) {
+            return Err(format!("SA entry {index}: name appears twice"));
+        }
+        entries.push(SaXattr {
+            name: name.to_vec(),
+            value: value.to_vec(),
+        });
+        rest = body;
+    }
+    Ok((entries, rest))
+}
+
+/// "SPIL" in little-endian byte order: the first bytes of a spill block of SA xattrs.
+pub const SPILL_MAGIC: u32 = u32::from_le_bytes(*b"SPIL");
+pub const SPILL_FORMAT_VERSION: u16 = 1;
+/// Bytes of a spill block's header (magic, version, reserved).
+pub const SPILL_HEADER_SIZE: usize = 8;
+
+/// Encode the spill block holding `entries` (at least one): a header and an SA region,
+/// zero-padded to a multiple of 512 bytes.
+///
+/// ```text
+///   offset  size  field
+///        0     4  magic "SPIL"
+///        4     2  format version (1)
+///        6     2  reserved, zero
+///        8     R  SA region, as in the bonus buffer (entry count N >= 1, then N entries)
+///      8+R        zeros to the end of the block (512 bytes to 128 KiB, a multiple of 512)
+/// ```
+pub fn encode_spill(entries: &[SaXattr]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(spill_len(entries));
+    out.extend_from_slice(&SPILL_MAGIC.to_le_bytes());
+    out.extend_from_slice(&SPILL_FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    encode_sa_region(entries, &mut out);
+    out.resize(out.len().next_multiple_of(SPILL_SIZE_MIN), 0);
+    assert!(
+        out.len() <= SPILL_SIZE_MAX,
+        "spill block of {} bytes",
+        out.len()
+    );
+    out
+}
+
+/// Bytes of the spill block holding `entries`, before padding.
+pub fn spill_len(entries: &[SaXattr]) -> usize {
+    SPILL_HEADER_SIZE + Znode::sa_region_len(entries)
+}
+
+/// Decode the spill block of object `object`. Every byte is accounted for: the padding must
+/// be zeros.
+pub fn decode_spill(raw: &[u8], object: u64) -> Result<Vec<SaXattr>, FsError> {
+    let corrupt =
+        |what: String| FsError::Corrupt(format!("spill block of object {object}: {what}"));
+    let Some((header, region)) = raw.split_first_chunk::<SPILL_HEADER_SIZE>() else {
+        return Err(corrupt(format!("{} bytes", raw.len())));
+    };
+    let magic = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
+    if magic != SPILL_MAGIC {
+        return Err(corrupt(format!("magic {magic:#010x}")));
+    }
+    let version = u16::from_le_bytes([header[4], header[5]]);
+    if version != SPILL_FORMAT_VERSION || header[6..8] != [0, 0] {
+        return Err(corrupt(format!(
+            "format version {version} or reserved bytes"
+        )));
+    }
+    let (entries, padding) = decode_sa_region(region).map_err(corrupt)?;
+    if padding.iter().any(|&byte| byte != 0) || padding.len() >= SPILL_SIZE_MIN {
+        return Err(corrupt(format!(
+            "{} bytes of padding that are not zeros",
+            padding.len()
+        )));
+    }
+    Ok(entries)
+}
+
+/// How many of `entries` (a file's SA xattrs in order) the bonus buffer keeps, the rest going
+/// to the spill block, for a znode that encodes to `base_len` bytes without them: all of them
+/// if they fit the 320-byte bonus buffer; otherwise the longest prefix that fits its 192 bytes
+/// beside a spill pointer, if the rest fits a spill block. None if they do not fit at all.
+pub fn sa_split(base_len: usize, entries: &[SaXattr]) -> Option<usize> {
+    if base_len + Znode::sa_region_len(entries) <= DNODE_BONUS_SIZE_MAX {
+        return Some(entries.len());
+    }
+    let room = bonus_size_max(true).checked_sub(base_len)?;
+    let mut kept = 0;
+    let mut region = SA_HEADER_SIZE;
+    while kept < entries.len() && region + entries[kept].encoded_len() <= room {
+        region += entries[kept].encoded_len();
+        kept += 1;
+    }
+    (spill_len(&entries[kept..]) <= SPILL_SIZE_MAX).then_some(kept)
 }
 
 /// Decode what follows a znode's inline target, as its layout `flags` say: the xattr
@@ -417,39 +595,8 @@ fn decode_xattr_tail(mut raw: &[u8], flags: u64) -> Result<(u64, Vec<SaXattr>), 
     }
     let mut entries: Vec<SaXattr> = Vec::new();
     if flags & ZNODE_FLAG_SA_XATTRS != 0 {
-        let Some((count, mut rest)) = raw.split_first_chunk::<2>() else {
-            return Err("SA region cut short".into());
-        };
-        let count = u16::from_le_bytes(*count);
-        if count == 0 {
-            return Err("SA region with no entries".into());
-        }
-        for index in 0..count {
-            let Some((header, body)) = rest.split_first_chunk::<SA_ENTRY_HEADER_SIZE>() else {
-                return Err(format!("SA entry {index} header cut short"));
-            };
-            let name_length = header[0] as usize;
-            let value_length = u16::from_le_bytes([header[1], header[2]]) as usize;
-            if name_length == 0 || name_length + value_length > body.len() {
-                return Err(format!(
-                    "SA entry {index}: name of {name_length} and value of {value_length} bytes in {} bytes",
-                    body.len()
-                ));
-            }
-            let (name, body) = body.split_at(name_length);
-            let (value, body) = body.split_at(value_length);
-            if name.contains(&0) {
-                return Err(format!("SA entry {index}: name holds a NUL"));
-            }
-            if entries.iter().any(|entry| entry.name == name) {
-                return Err(format!("SA entry {index}: name appears twice"));
-            }
-            entries.push(SaXattr {
-                name: name.to_vec(),
-                value: value.to_vec(),
-            });
-            rest = body;
-        }
+        let (decoded, rest) = decode_sa_region(raw)?;
+        entries = decoded;
         raw = rest;
     }
     if !raw.is_empty() {
@@ -632,7 +779,8 @@ mod tests {
                    ctime in timestamp(), crtime in timestamp(), parent: u64, unlinked: bool,
                    rdev: u64,
                    target in proptest::collection::vec(any::<u8>(), 0..=INLINE_TARGET_MAX),
-                   xattr_dir in prop_oneof![Just(0u64), 2u64..], sa_xattrs in sa_xattrs())
+                   xattr_dir in prop_oneof![Just(0u64), 2u64..], sa_xattrs in sa_xattrs(),
+                   spill: bool)
                    -> Znode {
             Znode {
                 mode: kind.mode_bits() | permissions,
@@ -642,6 +790,7 @@ mod tests {
                 inline_target: if kind == FileKind::Symlink { target } else { Vec::new() },
                 xattr_dir,
                 sa_xattrs,
+                spill: if spill { SpillXattrs::Unread } else { SpillXattrs::None },
             }
         }
     }
@@ -649,10 +798,11 @@ mod tests {
     /// Znodes that fit a bonus buffer (as the xattr code keeps them).
     fn znode() -> impl Strategy<Value = Znode> {
         znode_unchecked().prop_map(|mut znode| {
-            while znode.encoded_len() > DNODE_BONUS_SIZE_MAX {
+            while znode.encoded_len() > bonus_size_max(znode.spill.on_disk()) {
                 if znode.sa_xattrs.pop().is_none() {
                     znode.inline_target.truncate(INLINE_TARGET_MAX - 8);
                     znode.xattr_dir = 0;
+                    znode.spill = SpillXattrs::None;
                 }
             }
             znode
@@ -694,6 +844,44 @@ mod tests {
             let mut longer = encoded.clone();
             longer.push(0);
             prop_assert!(Znode::decode(&longer, 7).is_err());
+        }
+
+        #[test]
+        fn spill_blocks_round_trip(entries in sa_xattrs().prop_filter("one entry at least", |entries| !entries.is_empty())) {
+            let encoded = encode_spill(&entries);
+            prop_assert!(encoded.len().is_multiple_of(SPILL_SIZE_MIN));
+            prop_assert_eq!(decode_spill(&encoded, 7).unwrap(), entries);
+        }
+
+        #[test]
+        fn damaged_spill_block_never_panics(entries in sa_xattrs().prop_filter("one entry at least", |entries| !entries.is_empty()), at: usize, byte: u8, cut in 0usize..600) {
+            let mut encoded = encode_spill(&entries);
+            let at = at % encoded.len();
+            encoded[at] = byte;
+            if let Ok(decoded) = decode_spill(&encoded, 7) {
+                prop_assert_eq!(encode_spill(&decoded), encoded.clone());
+            }
+            let _ = decode_spill(&encoded[..encoded.len().saturating_sub(cut)], 7);
+        }
+
+        #[test]
+        fn sa_split_keeps_what_fits(base in ZNODE_SIZE..=DNODE_BONUS_SIZE_MAX, entries in proptest::collection::vec((1usize..=255, 0usize..=4000), 0..60)) {
+            let entries: Vec<SaXattr> = entries.into_iter().enumerate().map(|(index, (name, value))| SaXattr {
+                name: { let mut name_bytes = format!("user.{index}.").into_bytes(); name_bytes.resize(name.max(name_bytes.len()).min(255), b'n'); name_bytes },
+                value: vec![1; value],
+            }).collect();
+            match sa_split(base, &entries) {
+                Some(kept) if kept == entries.len() && base + Znode::sa_region_len(&entries) <= DNODE_BONUS_SIZE_MAX => {}
+                Some(kept) => {
+                    prop_assert!(base + Znode::sa_region_len(&entries[..kept]) <= bonus_size_max(true));
+                    prop_assert!(spill_len(&entries[kept..]) <= SPILL_SIZE_MAX);
+                    prop_assert!(kept < entries.len());
+                }
+                None => {
+                    prop_assert!(base + Znode::sa_region_len(&entries) > DNODE_BONUS_SIZE_MAX);
+                    prop_assert!(base > bonus_size_max(true) || spill_len(&entries) > SPILL_SIZE_MAX);
+                }
+            }
         }
 
         #[test]
@@ -748,6 +936,7 @@ mod tests {
             inline_target: Vec::new(),
             xattr_dir: 0,
             sa_xattrs: Vec::new(),
+            spill: SpillXattrs::None,
         };
         let good = znode.encode();
         assert!(Znode::decode(&good, 1).is_ok());

@@ -242,6 +242,7 @@ impl FileSystem {
             inline_target: Vec::new(),
             xattr_dir: 0,
             sa_xattrs: Vec::new(),
+            spill: SpillXattrs::None,
         };
         self.put_znode(&tx, object.0, &znode)?;
         self.dir_insert(

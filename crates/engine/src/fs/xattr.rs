@@ -1,22 +1,29 @@
 //! Extended attributes (OpenZFS zfs_xattr.c, zfs_sa.c): get, set, list and remove, stored
-//! as system attributes in the znode's bonus buffer (`xattr=sa`) or in a hidden per-file
-//! directory (`xattr=dir`).
+//! as system attributes in the znode's bonus buffer and its object's spill block
+//! (`xattr=sa`) or in a hidden per-file directory (`xattr=dir`).
 //!
 //! # Where an xattr lives
 //! - *SA*: small xattrs are packed after the znode in its object's bonus buffer (the SA
 //!   region, byte layout in [`phys::Znode`]). Reading one costs nothing beyond the znode that
 //!   every operation reads anyway, and setting one rewrites only the dnode.
+//! - *Spill*: SA xattrs that do not fit the bonus buffer continue in the object's spill
+//!   block (one block of up to 128 KiB under a second block pointer in the dnode, layout in
+//!   [`phys::encode_spill`]), as OpenZFS's SA spill. With a spill block the bonus buffer
+//!   keeps 192 bytes; [`phys::sa_split`] decides which entries stay there (all while they fit
+//!   the 320-byte buffer, else the longest prefix that fits 192 bytes). Reading one costs one
+//!   block read; setting one rewrites the dnode and the spill block.
 //! - *Directory*: the znode names a hidden key/value object, the file's *xattr directory*
 //!   (it is in no directory, so no path reaches it). Key = the xattr's full name, value = a
 //!   [`XattrDirValue`]: the value itself up to [`XATTR_DIR_INLINE_MAX`] bytes, else the number
 //!   of a plain object holding it (one block, sized to the value).
 //!
-//! With `xattr=sa` (the default) a set goes to the SA region when the whole region, with the
-//! new value, still fits the bonus buffer, and to the directory otherwise (OpenZFS's spill
-//! falls back to the directory the same way once the SA area is full); with `xattr=dir` it
-//! always goes to the directory. A name lives in exactly one place: a set that moves it
-//! removes it from the other in the same transaction. Reads look in both, so changing the
-//! property affects only later sets.
+//! With `xattr=sa` (the default) a set goes to the SA entries when all of them, with the new
+//! value, still fit the bonus buffer and the spill block, and to the directory otherwise (as
+//! OpenZFS falls back to the directory once the SA area and its spill are full); with
+//! `xattr=dir` it always goes to the directory. A symlink whose inline target leaves less than
+//! 192 bytes' room has no spill block: its SA entries stay within the 320-byte bonus buffer.
+//! A name lives in exactly one place: a set that moves it removes it from the other in the
+//! same transaction. Reads look everywhere, so changing the property affects only later sets.
 //!
 //! # Names and limits (as Linux and ext4)
 //! Names carry a namespace: `user.`, `trusted.`, `security.` or `system.`; any other is
@@ -33,9 +40,9 @@
 //!
 //! # Locking, transactions, cost
 //! A read of a name in the SA region takes no lock (the znode is read whole). A read that
-//! goes to the directory, and a listing of a file that has one, take the inode's stripe lock:
-//! a concurrent set may move a name between the two places or remove the value object just
-//! found. A change takes the inode's stripe lock, reads the znode (and looks the name up in the
+//! goes to the spill block or the directory, and a listing of a file that has either, take
+//! the inode's stripe lock: a concurrent set may move a name between places, rewrite the
+//! spill block, or remove the value object just found. A change takes the inode's stripe lock, reads the znode (and looks the name up in the
 //! directory) before its transaction, then makes every change in one transaction: the value
 //! object first (so that a write refused for lack of space changes nothing), then the
 //! directory entry, then the znode (ctime, SA region, directory pointer). A set in the SA
@@ -49,7 +56,10 @@
 //! object in the same transaction as the file's own object, so no space is left behind.
 
 use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
-use super::phys::{SaXattr, XattrDirValue, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX, ZNODE_SIZE};
+use super::phys::{
+    decode_spill, encode_spill, sa_split, SaXattr, SpillXattrs, XattrDirValue,
+    XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX, ZNODE_SIZE,
+};
 use super::*;
 use crate::object::phys::DNODE_BONUS_SIZE_MAX;
 
@@ -101,8 +111,44 @@ pub fn check_xattr_name(name: &[u8]) -> Result<()> {
 /// Where a name was found.
 #[derive(Clone, Debug)]
 pub(super) enum Found {
+    /// Entry `index` of the file's SA xattrs: the bonus buffer's, then the spill block's.
     Sa(usize),
     Dir(XattrDirValue),
+}
+
+/// The SA xattrs of `znode` in order, the bonus buffer's then the spill block's (loaded by
+/// [`FileSystem::load_spill`]).
+fn sa_entries(znode: &Znode) -> Vec<SaXattr> {
+    let mut entries = znode.sa_xattrs.clone();
+    if let SpillXattrs::Read(spilled) = &znode.spill {
+        entries.extend(spilled.iter().cloned());
+    }
+    entries
+}
+
+/// Entry `index` of [`sa_entries`] without copying them all.
+fn sa_entry(znode: &Znode, index: usize) -> Option<&SaXattr> {
+    let bonus = znode.sa_xattrs.len();
+    match &znode.spill {
+        _ if index < bonus => znode.sa_xattrs.get(index),
+        SpillXattrs::Read(spilled) => spilled.get(index - bonus),
+        _ => None,
+    }
+}
+
+/// Bytes `znode` takes in the bonus buffer without its SA entries.
+fn sa_base_len(znode: &Znode) -> usize {
+    znode.encoded_len() - Znode::sa_region_len(&znode.sa_xattrs)
+}
+
+/// Spread `entries` over `znode`'s bonus buffer (the first `kept`, from [`sa_split`]) and its
+/// spill block (the rest).
+fn spread_sa(znode: &mut Znode, mut entries: Vec<SaXattr>, kept: usize) {
+    let spilled = entries.split_off(kept);
+    znode.sa_xattrs = entries;
+    if znode.spill != SpillXattrs::None || !spilled.is_empty() {
+        znode.spill = SpillXattrs::Read(spilled);
+    }
 }
 
 impl FileSystem {
@@ -113,15 +159,17 @@ impl FileSystem {
         if let Some(entry) = znode.sa_xattrs.iter().find(|entry| entry.name == name) {
             return Ok(entry.value.clone());
         }
-        if znode.xattr_dir == 0 {
+        if znode.xattr_dir == 0 && znode.spill == SpillXattrs::None {
             return Err(FsError::NoData);
         }
-        // A value in the directory may be replaced meanwhile, its object removed: read it
-        // under the inode's lock (a snapshot never changes).
+        // The spill block may be rewritten, a value in the directory replaced and its object
+        // removed meanwhile: read them under the inode's lock (a snapshot never changes).
         let _guards = (!self.read_only).then(|| self.lock_inodes(&[ino]));
-        let znode = self.znode(ino)?;
-        match self.find_xattr(&znode, name)? {
-            Some(Found::Sa(index)) => Ok(znode.sa_xattrs[index].value.clone()),
+        let mut znode = self.znode(ino)?;
+        match self.find_xattr(ino, &mut znode, name)? {
+            Some(Found::Sa(index)) => {
+                Ok(sa_entry(&znode, index).expect("found there").value.clone())
+            }
             Some(Found::Dir(value)) => self.read_dir_value(znode.xattr_dir, value),
             None => Err(FsError::NoData),
         }
@@ -129,22 +177,23 @@ impl FileSystem {
 
     /// The names of `ino`'s xattrs: the SA region's first, then the directory's.
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
-        let znode = self.znode(ino)?;
-        if znode.xattr_dir == 0 || self.read_only {
-            return self.xattr_names(&znode);
+        let mut znode = self.znode(ino)?;
+        if (znode.xattr_dir == 0 && znode.spill == SpillXattrs::None) || self.read_only {
+            return self.xattr_names(ino, &mut znode);
         }
-        // A set may move a name between the znode and the directory between the two reads:
-        // read both under the inode's lock (a snapshot never changes).
+        // A set may move a name between the znode, the spill block and the directory between
+        // the reads: read them under the inode's lock (a snapshot never changes).
         let _guards = self.lock_inodes(&[ino]);
-        self.xattr_names(&self.znode(ino)?)
+        self.xattr_names(ino, &mut self.znode(ino)?)
     }
 
-    /// An upper bound of the bytes `listxattr` returns for `znode`, without listing: the SA
-    /// names, plus every byte of the xattr directory's blocks (each entry stores its name and
-    /// at least one byte more, which covers the NUL). Only a file near the limit is listed.
-    fn list_bytes_bound(&self, znode: &Znode) -> Result<usize> {
-        let sa: usize = znode
-            .sa_xattrs
+    /// An upper bound of the bytes `listxattr` returns for `znode` of `ino`, without listing:
+    /// the SA names, plus every byte of the xattr directory's blocks (each entry stores its
+    /// name and at least one byte more, which covers the NUL). Only a file near the limit is
+    /// listed.
+    fn list_bytes_bound(&self, ino: u64, znode: &mut Znode) -> Result<usize> {
+        self.load_spill(ino, znode)?;
+        let sa: usize = sa_entries(znode)
             .iter()
             .map(|entry| entry.name.len() + 1)
             .sum();
@@ -156,13 +205,13 @@ impl FileSystem {
         Ok(sa.saturating_add(usize::try_from(directory).unwrap_or(usize::MAX)))
     }
 
-    /// The names of the xattrs of `znode`, read as they are (the caller holds the inode's
-    /// lock, or knows nothing changes it).
-    fn xattr_names(&self, znode: &Znode) -> Result<Vec<Vec<u8>>> {
-        let mut names: Vec<Vec<u8>> = znode
-            .sa_xattrs
-            .iter()
-            .map(|entry| entry.name.clone())
+    /// The names of the xattrs of `znode` of `ino`, read as they are (the caller holds the
+    /// inode's lock, or knows nothing changes it).
+    fn xattr_names(&self, ino: u64, znode: &mut Znode) -> Result<Vec<Vec<u8>>> {
+        self.load_spill(ino, znode)?;
+        let mut names: Vec<Vec<u8>> = sa_entries(znode)
+            .into_iter()
+            .map(|entry| entry.name)
             .collect();
         if znode.xattr_dir != 0 {
             names.extend(
@@ -195,15 +244,16 @@ impl FileSystem {
         if name == ACL_DEFAULT && znode.kind() != FileKind::Directory {
             return Err(FsError::Invalid("a default ACL on a non-directory".into()));
         }
-        let found = self.find_xattr(&znode, name)?;
+        let found = self.find_xattr(ino, &mut znode, name)?;
         match (&found, flags) {
             (Some(_), XATTR_CREATE) => return Err(FsError::Exists),
             (None, XATTR_REPLACE) => return Err(FsError::NoData),
             _ => {}
         }
-        if found.is_none() && self.list_bytes_bound(&znode)? + name.len() + 1 > XATTR_LIST_BYTES_MAX
+        if found.is_none()
+            && self.list_bytes_bound(ino, &mut znode)? + name.len() + 1 > XATTR_LIST_BYTES_MAX
         {
-            let names = self.xattr_names(&znode)?;
+            let names = self.xattr_names(ino, &mut znode)?;
             let list_bytes: usize = names.iter().map(|name| name.len() + 1).sum();
             if list_bytes + name.len() + 1 > XATTR_LIST_BYTES_MAX {
                 return Err(FsError::NoSpace);
@@ -217,7 +267,7 @@ impl FileSystem {
                 znode.mode = (znode.mode & !0o777) | acl.mode_bits();
                 if acl.is_minimal() {
                     if let Some(found) = found {
-                        self.drop_xattr(tx, &mut znode, name, found)?;
+                        self.drop_xattr(tx, ino, &mut znode, name, found)?;
                     }
                 } else {
                     self.store_xattr(tx, ino, &mut znode, name, &acl.encode(), found)?;
@@ -237,10 +287,12 @@ impl FileSystem {
         self.check_name_allowed(name, false)?;
         let _guards = self.lock_inodes(&[ino]);
         let mut znode = self.znode(ino)?;
-        let found = self.find_xattr(&znode, name)?.ok_or(FsError::NoData)?;
+        let found = self
+            .find_xattr(ino, &mut znode, name)?
+            .ok_or(FsError::NoData)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
-        self.drop_xattr(tx, &mut znode, name, found)?;
+        self.drop_xattr(tx, ino, &mut znode, name, found)?;
         znode.ctime = Timestamp::now();
         self.put_znode(&tx, ino, &znode)?;
         drop(hold);
@@ -274,7 +326,8 @@ impl FileSystem {
         value: &[u8],
         found: Option<Found>,
     ) -> Result<()> {
-        let mut sa = znode.sa_xattrs.clone();
+        self.load_spill(ino, znode)?;
+        let mut sa = sa_entries(znode);
         if let Some(Found::Sa(index)) = found {
             sa.remove(index);
         }
@@ -282,21 +335,20 @@ impl FileSystem {
             name: name.to_vec(),
             value: value.to_vec(),
         });
-        let to_sa = self.config().xattr == XattrLayout::Sa
-            && value.len() <= u16::MAX as usize
-            && Znode {
-                sa_xattrs: sa.clone(),
-                ..znode.clone()
-            }
-            .encoded_len()
-                <= DNODE_BONUS_SIZE_MAX;
-        if to_sa {
+        let split = if self.config().xattr == XattrLayout::Sa && value.len() <= u16::MAX as usize {
+            sa_split(sa_base_len(znode), &sa)
+        } else {
+            None
+        };
+        if let Some(kept) = split {
             if let Some(Found::Dir(old)) = found {
                 self.remove_dir_entry(tx, znode.xattr_dir, name, old)?;
             }
-            znode.sa_xattrs = sa;
+            spread_sa(znode, sa, kept);
             return Ok(());
         }
+        // The new value goes to the directory.
+        sa.pop();
         if znode.xattr_dir == 0 && ZNODE_SIZE + znode.inline_target.len() + 8 > DNODE_BONUS_SIZE_MAX
         {
             // A symlink target that leaves no room for the directory pointer moves to the
@@ -306,9 +358,6 @@ impl FileSystem {
             znode.inline_target.clear();
         }
         let entry = self.write_dir_value(tx, value)?;
-        if let Some(Found::Sa(index)) = found {
-            znode.sa_xattrs.remove(index);
-        }
         if znode.xattr_dir == 0 {
             let directory = match self.create_xattr_dir(tx) {
                 Ok(directory) => directory,
@@ -318,14 +367,18 @@ impl FileSystem {
                 }
             };
             znode.xattr_dir = directory;
-            // Its pointer takes 8 bytes of the bonus buffer: SA entries move to the
-            // directory until the znode fits (a few at most, each small).
-            while znode.encoded_len() > DNODE_BONUS_SIZE_MAX {
-                let moved = znode.sa_xattrs.remove(0);
-                let moved_entry = self.write_dir_value(tx, &moved.value)?;
-                self.put_dir_entry(tx, directory, &moved.name, &moved_entry)?;
-            }
         }
+        // The directory pointer takes 8 bytes of the bonus buffer: SA entries move to the
+        // directory, first ones first, until the rest fit (a few at most, each small).
+        let kept = loop {
+            if let Some(kept) = sa_split(sa_base_len(znode), &sa) {
+                break kept;
+            }
+            let moved = sa.remove(0);
+            let moved_entry = self.write_dir_value(tx, &moved.value)?;
+            self.put_dir_entry(tx, znode.xattr_dir, &moved.name, &moved_entry)?;
+        };
+        spread_sa(znode, sa, kept);
         self.put_dir_entry(tx, znode.xattr_dir, name, &entry)?;
         if let Some(Found::Dir(XattrDirValue::Object { object, .. })) = found {
             self.objset.remove_object(&tx, ObjectId(object))?;
@@ -337,24 +390,39 @@ impl FileSystem {
     pub(super) fn drop_xattr(
         &self,
         tx: Tx,
+        ino: u64,
         znode: &mut Znode,
         name: &[u8],
         found: Found,
     ) -> Result<()> {
         match found {
             Found::Sa(index) => {
-                znode.sa_xattrs.remove(index);
+                self.load_spill(ino, znode)?;
+                let mut sa = sa_entries(znode);
+                sa.remove(index);
+                // Fewer entries than a layout that fitted always fit.
+                let kept = sa_split(sa_base_len(znode), &sa).ok_or_else(|| {
+                    FsError::Corrupt(format!("inode {ino}: SA xattrs that do not fit"))
+                })?;
+                spread_sa(znode, sa, kept);
                 Ok(())
             }
             Found::Dir(old) => self.remove_dir_entry(tx, znode.xattr_dir, name, old),
         }
     }
 
-    /// The value of `name` in `znode`, None if it has none (for the ACL code).
-    pub(super) fn xattr_of(&self, znode: &Znode, name: &[u8]) -> Result<Option<(Vec<u8>, Found)>> {
-        Ok(match self.find_xattr(znode, name)? {
+    /// The value of `name` in `znode` of `ino`, None if it has none (for the ACL code).
+    pub(super) fn xattr_of(
+        &self,
+        ino: u64,
+        znode: &Znode,
+        name: &[u8],
+    ) -> Result<Option<(Vec<u8>, Found)>> {
+        let mut znode = znode.clone();
+        Ok(match self.find_xattr(ino, &mut znode, name)? {
             Some(Found::Sa(index)) => {
-                Some((znode.sa_xattrs[index].value.clone(), Found::Sa(index)))
+                let entry = sa_entry(&znode, index).expect("found there");
+                Some((entry.value.clone(), Found::Sa(index)))
             }
             Some(Found::Dir(value)) => Some((
                 self.read_dir_value(znode.xattr_dir, value.clone())?,
@@ -362,6 +430,50 @@ impl FileSystem {
             )),
             None => None,
         })
+    }
+
+    /// Read `ino`'s spill block into `znode` (once; nothing to do without one).
+    fn load_spill(&self, ino: u64, znode: &mut Znode) -> Result<()> {
+        if znode.spill != SpillXattrs::Unread {
+            return Ok(());
+        }
+        let raw = self.objset.spill(ObjectId(ino))?.ok_or_else(|| {
+            FsError::Corrupt(format!(
+                "inode {ino}: the znode names a spill block the object does not have"
+            ))
+        })?;
+        znode.spill = SpillXattrs::Read(decode_spill(&raw, ino)?);
+        Ok(())
+    }
+
+    /// Write `znode` (whose SA entries end in `spilled`) as `ino`'s bonus buffer and spill
+    /// block, in the order the object layer's limit allows: a bonus buffer beside a spill
+    /// block holds at most 192 bytes, so a spill block is removed before the bonus grows and
+    /// written after it shrinks. An unchanged spill block is not rewritten.
+    pub(super) fn put_znode_and_spill(
+        &self,
+        tx: &Tx,
+        ino: u64,
+        znode: &Znode,
+        spilled: &[SaXattr],
+    ) -> Result<()> {
+        let object = ObjectId(ino);
+        let bonus = znode.encode();
+        if spilled.is_empty() {
+            if self.objset.has_spill(object)? {
+                self.objset.set_spill(tx, object, None)?;
+            }
+            self.objset
+                .set_bonus(tx, object, ObjectType::None, &bonus)?;
+            return Ok(());
+        }
+        self.objset
+            .set_bonus(tx, object, ObjectType::None, &bonus)?;
+        let spill = encode_spill(spilled);
+        if self.objset.spill(object)?.as_deref() != Some(&spill) {
+            self.objset.set_spill(tx, object, Some(spill))?;
+        }
+        Ok(())
     }
 
     /// Remove inode `ino`'s object in `tx`, with its xattr directory and value objects. A
@@ -397,9 +509,22 @@ impl FileSystem {
     // ---------------------------------------------------------------------------------------
     // Helpers.
 
-    pub(super) fn find_xattr(&self, znode: &Znode, name: &[u8]) -> Result<Option<Found>> {
+    /// Where `name` is among the xattrs of `znode` of `ino` (reading its spill block into it
+    /// if the bonus buffer does not have the name).
+    pub(super) fn find_xattr(
+        &self,
+        ino: u64,
+        znode: &mut Znode,
+        name: &[u8],
+    ) -> Result<Option<Found>> {
         if let Some(index) = znode.sa_xattrs.iter().position(|entry| entry.name == name) {
             return Ok(Some(Found::Sa(index)));
+        }
+        self.load_spill(ino, znode)?;
+        if let SpillXattrs::Read(spilled) = &znode.spill {
+            if let Some(index) = spilled.iter().position(|entry| entry.name == name) {
+                return Ok(Some(Found::Sa(znode.sa_xattrs.len() + index)));
+            }
         }
         if znode.xattr_dir == 0 {
             return Ok(None);

@@ -76,7 +76,10 @@ use crate::space::storage::SpaceStorage;
 pub use crate::txg::Tx;
 use crate::txg::TxgManager;
 use crate::types::{ObjectId, Txg};
-use phys::{DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE};
+use phys::{
+    bonus_size_max, DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE,
+    SPILL_SIZE_MAX, SPILL_SIZE_MIN,
+};
 use tree::TreeSync;
 
 /// Errors of the object layer.
@@ -179,6 +182,8 @@ struct ObjectDirty {
     create: Option<DnodePhys>,
     removed: bool,
     bonus: Option<(ObjectType, Vec<u8>)>,
+    /// A new spill block (`Some(None)`: the spill block removed).
+    spill: Option<Option<Arc<Vec<u8>>>>,
     /// Block ranges freed in this txg, applied before `blocks`.
     frees: Vec<(u64, u64)>,
     blocks: BTreeMap<u64, Arc<Vec<u8>>>,
@@ -272,6 +277,12 @@ impl Drop for ObjectLockGuard {
     }
 }
 
+/// Where the current spill block of an object is: a change not yet synced, or the tree's.
+enum SpillSource {
+    Dirty(Option<Arc<Vec<u8>>>),
+    Tree(Option<BlockPtr>),
+}
+
 /// What [`ObjectSet::read_block_source`] found for one data block.
 enum BlockSource {
     Data(Arc<Vec<u8>>),
@@ -315,6 +326,7 @@ impl ObjectSet {
             generation: txg,
             blkptr: BlockPtr::hole(Txg(0), ObjectType::Dnode, 0),
             bonus: Vec::new(),
+            spill: None,
         };
         let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
         let os = ObjectSet::from_parts(io, kind, lifecycle, copies, synced_root, meta_dnode);
@@ -582,6 +594,7 @@ impl ObjectSet {
             generation: tx.txg,
             blkptr: BlockPtr::hole(tx.txg, props.object_type, 0),
             bonus: bonus.to_vec(),
+            spill: None,
         };
         let mut state = self.state.lock();
         state.next_object = state.next_object.max(object.0 + 1);
@@ -620,15 +633,99 @@ impl ObjectSet {
         bonus_type: ObjectType,
         bonus: &[u8],
     ) -> Result<(), ObjectError> {
-        if bonus.len() > DNODE_BONUS_SIZE_MAX {
+        self.existing_dnode(object)?;
+        if bonus.len() > bonus_size_max(self.has_spill(object)?) {
             return Err(ObjectError::BonusTooLarge(bonus.len()));
         }
-        self.existing_dnode(object)?;
         let mut state = self.state.lock();
         let record = state.record(tx.txg, object);
         record.bonus = Some((bonus_type, bonus.to_vec()));
         drop(state);
         self.note_metadata_change(tx);
+        Ok(())
+    }
+
+    /// Where the current spill block of `object` is, without reading the disk.
+    fn spill_source(&self, object: ObjectId) -> Result<SpillSource, ObjectError> {
+        {
+            let state = self.state.lock();
+            for dirty in state.dirty.values().rev() {
+                if let Some(record) = dirty.objects.get(&object) {
+                    if let Some(spill) = &record.spill {
+                        return Ok(SpillSource::Dirty(spill.clone()));
+                    }
+                    if record.removed || record.create.is_some() {
+                        return Ok(SpillSource::Dirty(None));
+                    }
+                }
+            }
+        }
+        Ok(SpillSource::Tree(self.tree_dnode(object)?.spill))
+    }
+
+    /// Whether `object` has a spill block (changes not yet synced included).
+    pub fn has_spill(&self, object: ObjectId) -> Result<bool, ObjectError> {
+        Ok(match self.spill_source(object)? {
+            SpillSource::Dirty(spill) => spill.is_some(),
+            SpillSource::Tree(spill) => spill.is_some(),
+        })
+    }
+
+    /// The contents of `object`'s spill block, None if it has none.
+    pub fn spill(&self, object: ObjectId) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
+        self.existing_dnode(object)?;
+        match self.spill_source(object)? {
+            SpillSource::Dirty(spill) => Ok(spill),
+            SpillSource::Tree(None) => Ok(None),
+            SpillSource::Tree(Some(bp)) => {
+                let data = self.io.read(&bp)?;
+                if data.len() != bp.size_logical as usize {
+                    return Err(ObjectError::Corrupt(format!(
+                        "object {object}: spill block of {} bytes, its pointer says {}",
+                        data.len(),
+                        bp.size_logical
+                    )));
+                }
+                Ok(Some(data))
+            }
+        }
+    }
+
+    /// Give `object` a spill block holding `spill` (None: remove it) in `tx`. The contents
+    /// are the layer above's: 512 bytes to 128 KiB, a multiple of 512, not all zeros. While
+    /// an object has a spill block its bonus buffer holds at most
+    /// [`phys::DNODE_BONUS_SIZE_MAX_WITH_SPILL`] bytes: shrink the bonus before adding a spill
+    /// block, remove the spill block before growing the bonus.
+    pub fn set_spill(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        spill: Option<Vec<u8>>,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        if let Some(spill) = &spill {
+            if !(SPILL_SIZE_MIN..=SPILL_SIZE_MAX).contains(&spill.len())
+                || !spill.len().is_multiple_of(SPILL_SIZE_MIN)
+                || spill.iter().all(|&byte| byte == 0)
+            {
+                return Err(ObjectError::Invalid(format!(
+                    "spill block of {} bytes",
+                    spill.len()
+                )));
+            }
+            if dnode.bonus.len() > bonus_size_max(true) {
+                return Err(ObjectError::BonusTooLarge(dnode.bonus.len()));
+            }
+        }
+        let bytes = spill.as_ref().map_or(0, |spill| spill.len() as u64);
+        let mut state = self.state.lock();
+        let record = state.record(tx.txg, object);
+        record.spill = Some(spill.map(Arc::new));
+        drop(state);
+        self.note_metadata_change(tx);
+        if let Some(manager) = self.dirty_accounting.lock().as_ref() {
+            manager.add_dirty(tx.txg, bytes);
+        }
         Ok(())
     }
 

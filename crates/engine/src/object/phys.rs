@@ -11,15 +11,20 @@
 //!   6      1   compression for new blocks (0 off, 1 lz4, 2 zstd)
 //!   7      1   zstd level for new blocks
 //!   8      4   data block size in bytes
-//!   12     2   bonus length in bytes (<= 320)
+//!   12     2   bonus length in bytes (<= 320; <= 192 with a spill block)
 //!   14     1   the dataset copies setting (1..=3); see object::write_copies
-//!   15     1   flags (reserved, 0)
+//!   15     1   flags (bit 0: a spill block pointer ends the dnode; other bits 0)
 //!   16     8   max block id (highest data block ever written, 0 when empty)
 //!   24     8   bytes allocated on disk under this dnode (all copies, all levels)
 //!   32     8   generation (txg in which this object number was last allocated)
 //!   40    24   reserved (0)
 //!   64   128   block pointer of the tree root
-//!   192  320   bonus buffer
+//!   192  320   bonus buffer, without a spill block
+//!   with a spill block (flag bit 0), the bonus buffer is shorter:
+//!   192  192   bonus buffer
+//!   384  128   block pointer of the spill block (type Spill, level 0, never a hole): one
+//!              block of 512 bytes to 128 KiB that holds what overflows the bonus buffer
+//!              (OpenZFS's DNODE_FLAG_SPILL_BLKPTR; its contents are the layer above's)
 //!
 //! Object-set header (1024 bytes, the root block of every object set):
 //!   0    512   meta-dnode (object 0: its data blocks are the arrays of dnodes)
@@ -40,6 +45,16 @@ pub const OBJSET_HEADER_SIZE: usize = 1024;
 const DNODE_BLKPTR_OFFSET: usize = 64;
 const DNODE_BONUS_OFFSET: usize = DNODE_BLKPTR_OFFSET + BLKPTR_SIZE;
 const _: () = assert!(DNODE_BONUS_OFFSET + DNODE_BONUS_SIZE_MAX == DNODE_SIZE);
+/// Where the spill block pointer sits when the dnode has one: the last bytes of the dnode.
+const DNODE_SPILL_OFFSET: usize = DNODE_SIZE - BLKPTR_SIZE;
+/// The bonus buffer's size limit while the dnode has a spill block.
+pub const DNODE_BONUS_SIZE_MAX_WITH_SPILL: usize = DNODE_SPILL_OFFSET - DNODE_BONUS_OFFSET;
+const _: () = assert!(DNODE_BONUS_SIZE_MAX_WITH_SPILL == 192);
+/// Dnode flag: a spill block pointer ends the dnode.
+const DNODE_FLAG_SPILL: u8 = 1 << 0;
+/// Smallest and largest spill block (OpenZFS caps spill blocks at SPA_OLD_MAXBLOCKSIZE).
+pub const SPILL_SIZE_MIN: usize = 512;
+pub const SPILL_SIZE_MAX: usize = 128 * 1024;
 const _: () = assert!(DNODE_SIZE + 8 + 8 + 192 + 304 == OBJSET_HEADER_SIZE);
 /// Bytes of the object-set header reserved for the intent-log (ZIL) header.
 pub const OBJSET_ZIL_HEADER: std::ops::Range<usize> = 528..720;
@@ -71,6 +86,18 @@ pub struct DnodePhys {
     pub generation: Txg,
     pub blkptr: BlockPtr,
     pub bonus: Vec<u8>,
+    /// The spill block, if the object has one (then `bonus` is at most
+    /// [`DNODE_BONUS_SIZE_MAX_WITH_SPILL`] bytes).
+    pub spill: Option<BlockPtr>,
+}
+
+/// The bonus buffer's size limit for a dnode with or without a spill block.
+pub fn bonus_size_max(with_spill: bool) -> usize {
+    if with_spill {
+        DNODE_BONUS_SIZE_MAX_WITH_SPILL
+    } else {
+        DNODE_BONUS_SIZE_MAX
+    }
 }
 
 pub fn compression_code(compression: Compression) -> (u8, u8) {
@@ -110,6 +137,7 @@ impl DnodePhys {
             generation: Txg(0),
             blkptr: BlockPtr::hole(Txg(0), ObjectType::None, 0),
             bonus: Vec::new(),
+            spill: None,
         }
     }
 
@@ -143,9 +171,16 @@ impl DnodePhys {
         out[6] = compression;
         out[7] = level;
         out[8..12].copy_from_slice(&self.data_block_size.to_le_bytes());
-        assert!(self.bonus.len() <= DNODE_BONUS_SIZE_MAX, "bonus too large");
+        assert!(
+            self.bonus.len() <= bonus_size_max(self.spill.is_some()),
+            "bonus too large"
+        );
         out[12..14].copy_from_slice(&(self.bonus.len() as u16).to_le_bytes());
         out[14] = self.copies;
+        if let Some(spill) = &self.spill {
+            out[15] = DNODE_FLAG_SPILL;
+            spill.encode_into(&mut out[DNODE_SPILL_OFFSET..]);
+        }
         out[16..24].copy_from_slice(&self.max_blkid.to_le_bytes());
         out[24..32].copy_from_slice(&self.size_allocated.to_le_bytes());
         out[32..40].copy_from_slice(&self.generation.0.to_le_bytes());
@@ -168,7 +203,11 @@ impl DnodePhys {
         if object_type == ObjectType::None {
             return Ok(DnodePhys::free());
         }
-        if bytes[3] != 1 || bytes[15] != 0 || bytes[40..64].iter().any(|&byte| byte != 0) {
+        let flags = bytes[15];
+        if bytes[3] != 1
+            || flags & !DNODE_FLAG_SPILL != 0
+            || bytes[40..64].iter().any(|&byte| byte != 0)
+        {
             return Err(corrupt(
                 "dnode: block-pointer count or reserved bytes are wrong".into(),
             ));
@@ -193,10 +232,26 @@ impl DnodePhys {
         {
             return Err(corrupt(format!("dnode data block size {data_block_size}")));
         }
+        let has_spill = flags & DNODE_FLAG_SPILL != 0;
         let bonus_len = u16::from_le_bytes(bytes[12..14].try_into().unwrap()) as usize;
-        if bonus_len > DNODE_BONUS_SIZE_MAX {
-            return Err(corrupt(format!("dnode bonus length {bonus_len}")));
+        if bonus_len > bonus_size_max(has_spill) {
+            return Err(corrupt(format!(
+                "dnode bonus length {bonus_len} (spill block: {has_spill})"
+            )));
         }
+        let spill = if has_spill {
+            let spill = BlockPtr::decode(&bytes[DNODE_SPILL_OFFSET..DNODE_SIZE])?;
+            if spill.is_hole()
+                || spill.object_type != ObjectType::Spill
+                || spill.level != 0
+                || !(SPILL_SIZE_MIN..=SPILL_SIZE_MAX).contains(&(spill.size_logical as usize))
+            {
+                return Err(corrupt(format!("dnode spill block pointer {spill}")));
+            }
+            Some(spill)
+        } else {
+            None
+        };
         let copies = bytes[14];
         if !(1..=3).contains(&copies) {
             return Err(corrupt(format!("dnode copies {copies}")));
@@ -216,6 +271,7 @@ impl DnodePhys {
             generation: Txg(u64::from_le_bytes(bytes[32..40].try_into().unwrap())),
             blkptr,
             bonus: bytes[DNODE_BONUS_OFFSET..DNODE_BONUS_OFFSET + bonus_len].to_vec(),
+            spill,
         })
     }
 }
@@ -303,6 +359,7 @@ mod tests {
             generation: Txg(9),
             blkptr: BlockPtr::hole(Txg(9), ObjectType::PlainFile, levels - 1),
             bonus,
+            spill: None,
         }
     }
 
@@ -324,6 +381,53 @@ mod tests {
             DnodePhys::decode(&bad).is_err(),
             "four copies must be refused"
         );
+    }
+
+    fn sample_spill() -> BlockPtr {
+        use crate::block::blkptr::Dva;
+        let mut spill = BlockPtr::hole(Txg(9), ObjectType::Spill, 0);
+        spill.dvas[0] = Dva {
+            vdev: crate::types::VdevId(0),
+            offset: 0x8000,
+            size_allocated: 0x1000,
+            gang: false,
+        };
+        spill.size_logical = 0x1000;
+        spill.size_physical = 0x1000;
+        spill.fill_count = 1;
+        spill.checksum = [7; 32];
+        spill
+    }
+
+    #[test]
+    fn dnode_with_spill_round_trips_with_a_shorter_bonus() {
+        let mut dnode = sample_dnode(2, vec![5; DNODE_BONUS_SIZE_MAX_WITH_SPILL]);
+        dnode.spill = Some(sample_spill());
+        let encoded = dnode.encode();
+        assert_eq!(encoded[15], DNODE_FLAG_SPILL);
+        assert_eq!(DnodePhys::decode(&encoded).unwrap(), dnode);
+        // A bonus that runs into the spill pointer is refused.
+        let mut bad = encoded;
+        bad[12..14].copy_from_slice(&(DNODE_BONUS_SIZE_MAX_WITH_SPILL as u16 + 1).to_le_bytes());
+        assert!(DnodePhys::decode(&bad).is_err());
+        // The flag with a hole, a wrong type or an unknown flag bit is refused.
+        let mut hole = dnode.clone();
+        hole.spill = Some(BlockPtr::hole(Txg(1), ObjectType::Spill, 0));
+        assert!(DnodePhys::decode(&hole.encode()).is_err());
+        let mut wrong_type = dnode.clone();
+        wrong_type.spill.as_mut().unwrap().object_type = ObjectType::PlainFile;
+        assert!(DnodePhys::decode(&wrong_type.encode()).is_err());
+        let mut unknown_flag = dnode.encode();
+        unknown_flag[15] |= 2;
+        assert!(DnodePhys::decode(&unknown_flag).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "bonus too large")]
+    fn a_full_bonus_cannot_be_encoded_beside_a_spill_pointer() {
+        let mut dnode = sample_dnode(1, vec![5; DNODE_BONUS_SIZE_MAX_WITH_SPILL + 1]);
+        dnode.spill = Some(sample_spill());
+        dnode.encode();
     }
 
     #[test]

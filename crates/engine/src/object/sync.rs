@@ -145,6 +145,7 @@ impl ObjectSet {
             if !base.is_free() {
                 let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
                 tree.free_range(0, u64::MAX)?;
+                tree.set_spill(None)?;
                 tree.finish()?;
             }
             base = match &record.create {
@@ -162,6 +163,9 @@ impl ObjectSet {
             base.bonus = bonus.clone();
         }
         let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
+        if let Some(spill) = &record.spill {
+            tree.set_spill(spill.as_ref())?;
+        }
         for (start, end) in coalesce(record.frees.clone()) {
             tree.free_range(start, end)?;
         }

@@ -6,8 +6,9 @@
 //! An object set is one tree: the object-set header block, the meta-dnode's tree, its level-0
 //! blocks of dnodes, and under each dnode that object's tree. [`walk_post_order`] visits every
 //! block of it exactly once, *children before parents*: an object's data blocks in block order,
-//! then each indirect block once its children are done; the objects of a dnode block in object
-//! order, then the dnode block; and the header block last of all.
+//! then each indirect block once its children are done, then its spill block if it has one;
+//! the objects of a dnode block in object order, then the dnode block; and the header block
+//! last of all.
 //!
 //! # Bookmark and resumption
 //! The walk spends a budget of level-0 data blocks and then stops at a [`Bookmark`]: the next
@@ -251,6 +252,13 @@ impl Walker<'_> {
             let paused = self.walk(&dnode.blkptr, dnode.fanout(), 0, from_blkid, Leaf::Data)?;
             if paused.is_some() {
                 return Ok(paused);
+            }
+            // The spill block after the object's tree: a walk that paused inside the tree
+            // reaches it on resume, exactly once.
+            if let Some(spill) = dnode.spill.as_ref() {
+                if spill.birth_logical > self.min_birth {
+                    self.visit_block(spill)?;
+                }
             }
         }
         self.visit_block(bp)?;

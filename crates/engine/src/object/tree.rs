@@ -310,6 +310,47 @@ impl<'a> TreeSync<'a> {
         self.set_pointer(0, blkid, bp)
     }
 
+    /// Replace the dnode's spill block with `data` (None: remove it). The spill is metadata
+    /// (one copy more than file data), compressed as the object's blocks are, and enters and
+    /// leaves the object through the same lifecycle as its tree's blocks.
+    pub fn set_spill(&mut self, data: Option<&Arc<Vec<u8>>>) -> Result<(), ObjectError> {
+        let old = self.dnode.spill.take();
+        let old_or_hole = old
+            .clone()
+            .unwrap_or_else(|| BlockPtr::hole(self.at.txg, ObjectType::Spill, 0));
+        let new = match data {
+            Some(data) => {
+                let props = WriteProps {
+                    object_type: ObjectType::Spill,
+                    copies: super::write_copies(ObjectType::Spill, 0, self.dnode.copies),
+                    ..self.props(0)
+                };
+                Some(self.io.write_shared(
+                    data,
+                    &props,
+                    1,
+                    self.at,
+                    Some(&old_or_hole),
+                    self.storage,
+                )?)
+            }
+            None => None,
+        };
+        let in_place = new
+            .as_ref()
+            .is_some_and(|new| rewritten_in_place(&old_or_hole, new));
+        if !in_place {
+            if let Some(old) = &old {
+                self.kill(old)?;
+            }
+            if let Some(new) = &new {
+                self.born(new);
+            }
+        }
+        self.dnode.spill = new;
+        Ok(())
+    }
+
     /// Write every dirty indirect block, bottom-up, and return the finished dnode.
     pub fn finish(mut self) -> Result<DnodePhys, ObjectError> {
         for level in 1..self.dnode.levels {
@@ -407,7 +448,8 @@ fn read_indirect_entry(
     Ok(child)
 }
 
-/// Visit every block pointer in a tree (depth first, parents before children), for `check`.
+/// Visit every block pointer under a dnode: its spill block, then its tree (depth first,
+/// parents before children), for `check` and destroy.
 pub fn visit_tree(
     io: &BlockIo,
     dnode: &DnodePhys,
@@ -438,6 +480,9 @@ pub fn visit_tree(
     }
     if dnode.is_free() {
         return Ok(());
+    }
+    if let Some(spill) = &dnode.spill {
+        visit(spill)?;
     }
     if dnode.blkptr.level + 1 != dnode.levels {
         return Err(ObjectError::Corrupt(
