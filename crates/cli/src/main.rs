@@ -408,6 +408,9 @@ enum DebugCommand {
     },
     /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
     Dataset { name: String },
+    /// One object's dnode, spill block and every block pointer under it (zdb -ddddd), as of
+    /// the last synced txg: TARGET is a path inside the file system or an object number.
+    Object { dataset: String, target: String },
 }
 
 fn daemon_verb(
@@ -558,6 +561,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Promote { name } => dataset::promote(socket, name),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
+        Command::Debug(DebugCommand::Object { dataset, target }) => {
+            dataset::debug_object(socket, dataset, target)
+        }
         Command::Debug(DebugCommand::Metaslabs {
             dirs,
             json,

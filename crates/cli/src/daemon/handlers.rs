@@ -46,7 +46,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::DebugMap { .. }
         | Request::StatTxgs { .. }
         | Request::StatArc { .. }
-        | Request::PoolIostat { .. } => inspect::handle(daemon, request),
+        | Request::PoolIostat { .. }
+        | Request::DebugObject { .. } => inspect::handle(daemon, request),
         Request::Create { .. }
         | Request::Destroy { .. }
         | Request::List { .. }

@@ -1,10 +1,16 @@
 //! The daemon side of `tarn check`, `tarn debug ...` and `tarn stat`: inspection of a pool this
 //! daemon holds.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
+
+use tarn::fs::FileSystem;
+use tarn::pool::Pool;
+use tarn::types::ObjectId;
 
 use super::held::{Answer, Daemon, Reply};
 use crate::error::Failure;
+use crate::format::human_bytes;
 use crate::ops;
 use crate::protocol::Request;
 
@@ -70,9 +76,99 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             ops::debug_spacemap(&held, &pool, vdev, metaslab)?;
             Answer::done()
         }
+        Request::DebugObject { dataset, target } => {
+            let pool = daemon.pool_of_dataset(&dataset)?;
+            out!("{}", debug_object(&pool, &dataset, &target)?.trim_end());
+            Answer::done()
+        }
         other => Err(Reply::Failed(Failure(format!(
             "internal error: {} is not a inspection request",
             other.verb()
         )))),
     }
+}
+
+/// `tarn debug object DATASET PATH|OBJECT`: the object's dnode, its spill block and every
+/// block pointer of its tree with the first data block each covers, as `zdb -ddddd` prints
+/// them, read from the last synced txg (the file system is opened read-only: nothing of the
+/// mounted one is touched).
+fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Failure> {
+    let objset = if dataset.contains('@') {
+        pool.snapshot_objset(dataset)?
+    } else {
+        pool.dataset_objset(dataset)?
+    };
+    let fs = FileSystem::open_read_only(objset.clone(), pool.core.txgs.clone())
+        .map_err(|error| Failure(format!("cannot open {dataset}: {error}")))?;
+    let object = match target.parse::<u64>() {
+        Ok(object) => object,
+        Err(_) => {
+            let mut ino = fs.root();
+            for name in target.split('/').filter(|name| !name.is_empty()) {
+                ino = fs
+                    .lookup(ino, name.as_bytes())
+                    .map_err(|error| Failure(format!("{dataset}: {target}: {error}")))?
+                    .ino;
+            }
+            ino
+        }
+    };
+    let failed =
+        |error: tarn::object::ObjectError| Failure(format!("{dataset}: object {object}: {error}"));
+    let dnode = objset.synced_dnode(ObjectId(object)).map_err(failed)?;
+    if dnode.is_free() || object == 0 {
+        return Err(Failure(format!(
+            "{dataset}: object {object} does not exist in the last synced txg (try tarn pool sync)"
+        )));
+    }
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Dataset {dataset}, object {object} ({target}), as of txg {}",
+        pool.last_synced_txg()
+    );
+    let _ = writeln!(
+        text,
+        "{:>10} {:>4} {:>6} {:>6} {:>8} {:>8}  type",
+        "Object", "lvl", "iblk", "dblk", "dsize", "lsize"
+    );
+    let _ = writeln!(
+        text,
+        "{:>10} {:>4} {:>6} {:>6} {:>8} {:>8}  {}",
+        object,
+        dnode.levels,
+        human_bytes(1u64 << dnode.indirect_block_shift),
+        human_bytes(dnode.data_block_size as u64),
+        human_bytes(dnode.size_allocated),
+        human_bytes((dnode.max_blkid + 1) * dnode.data_block_size as u64),
+        dnode.object_type
+    );
+    for (label, value) in [
+        (
+            "bonus",
+            format!("{} bytes ({})", dnode.bonus.len(), dnode.bonus_type),
+        ),
+        ("generation", dnode.generation.to_string()),
+        ("max blkid", dnode.max_blkid.to_string()),
+        ("checksum", dnode.checksum.to_string()),
+        ("compression", dnode.compression.to_string()),
+        ("copies", dnode.copies.to_string()),
+        (
+            "spill",
+            dnode
+                .spill
+                .as_ref()
+                .map_or_else(|| "none".to_string(), ToString::to_string),
+        ),
+    ] {
+        let _ = writeln!(text, "\t{label:<12} {value}");
+    }
+    let _ = writeln!(text, "\tIndirect blocks:");
+    tarn::object::tree::visit_tree_blocks(&pool.core.io, &dnode, &mut |blkid, bp| {
+        let offset = blkid.saturating_mul(dnode.data_block_size as u64);
+        let _ = writeln!(text, "\t{offset:>14x}  L{} {bp}", bp.level);
+        Ok(())
+    })
+    .map_err(failed)?;
+    Ok(text)
 }

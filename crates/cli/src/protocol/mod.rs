@@ -239,6 +239,10 @@ pub enum Request {
     /// A dataset's record and deadlist, as `zdb -dddd`.
     #[serde(rename = "debug dataset")]
     DebugDataset { name: String },
+    /// One object's dnode and block pointers, as `zdb -ddddd`: `target` is a path in the
+    /// file system or an object number.
+    #[serde(rename = "debug object")]
+    DebugObject { dataset: String, target: String },
     /// Properties (names, or `all`) of datasets.
     #[serde(rename = "get")]
     Get {
@@ -306,6 +310,7 @@ impl Request {
             Request::Rollback { .. } => "rollback",
             Request::Rename { .. } => "rename",
             Request::DebugDataset { .. } => "debug dataset",
+            Request::DebugObject { .. } => "debug object",
         }
     }
 }

@@ -414,6 +414,16 @@ pub fn debug_dataset(socket: &Path, name: String) -> Result<u8, Failure> {
     )?))
 }
 
+/// `tarn debug object DATASET PATH|OBJECT`.
+pub fn debug_object(socket: &Path, dataset: String, target: String) -> Result<u8, Failure> {
+    check_name(&dataset)?;
+    Ok(forward(&ask(
+        socket,
+        Some(&dataset.clone()),
+        &Request::DebugObject { dataset, target },
+    )?))
+}
+
 /// `tarn promote CLONE`.
 pub fn promote(socket: &Path, name: String) -> Result<u8, Failure> {
     check_name(&name)?;

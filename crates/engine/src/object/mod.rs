@@ -1243,6 +1243,12 @@ impl ObjectSet {
         Ok(objects)
     }
 
+    /// The dnode of `object` in the synced tree (for `debug object`); a free dnode if the
+    /// synced tree has no such object.
+    pub fn synced_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
+        self.dnode_from_meta(&self.synced_meta_dnode(), object)
+    }
+
     /// Number of dnode slots per meta-dnode block.
     pub fn dnode_slots_per_block(&self) -> u64 {
         self.dnodes_per_block()

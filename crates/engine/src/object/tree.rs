@@ -455,25 +455,46 @@ pub fn visit_tree(
     dnode: &DnodePhys,
     visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
 ) -> Result<(), ObjectError> {
+    if dnode.is_free() {
+        return Ok(());
+    }
+    if let Some(spill) = &dnode.spill {
+        visit(spill)?;
+    }
+    visit_tree_blocks(io, dnode, &mut |_, bp| visit(bp))
+}
+
+/// Visit every block pointer of a dnode's tree (not its spill block), depth first, parents
+/// before children, with the id of the first data block each one covers (for `debug object`).
+pub fn visit_tree_blocks(
+    io: &BlockIo,
+    dnode: &DnodePhys,
+    visit: &mut dyn FnMut(u64, &BlockPtr) -> Result<(), ObjectError>,
+) -> Result<(), ObjectError> {
     fn walk(
         io: &BlockIo,
         bp: &BlockPtr,
+        first_blkid: u64,
         fanout: u64,
-        visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+        visit: &mut dyn FnMut(u64, &BlockPtr) -> Result<(), ObjectError>,
     ) -> Result<(), ObjectError> {
         if bp.is_hole() {
             return Ok(());
         }
-        visit(bp)?;
+        visit(first_blkid, bp)?;
         if bp.level > 0 {
-            for child in read_indirect(io, bp, fanout)? {
+            let child_span = span(fanout, bp.level - 1);
+            for (index, child) in read_indirect(io, bp, fanout)?.iter().enumerate() {
                 if child.birth_logical > bp.birth_logical {
                     return Err(ObjectError::Corrupt(format!(
                         "child born in txg {} under a parent born in txg {}",
                         child.birth_logical, bp.birth_logical
                     )));
                 }
-                walk(io, &child, fanout, visit)?;
+                let child_first = (index as u64)
+                    .saturating_mul(child_span)
+                    .saturating_add(first_blkid);
+                walk(io, child, child_first, fanout, visit)?;
             }
         }
         Ok(())
@@ -481,15 +502,12 @@ pub fn visit_tree(
     if dnode.is_free() {
         return Ok(());
     }
-    if let Some(spill) = &dnode.spill {
-        visit(spill)?;
-    }
     if dnode.blkptr.level + 1 != dnode.levels {
         return Err(ObjectError::Corrupt(
             "dnode root level does not match its level count".into(),
         ));
     }
-    walk(io, &dnode.blkptr, dnode.fanout(), visit)
+    walk(io, &dnode.blkptr, 0, dnode.fanout(), visit)
 }
 
 /// The object type stored in pointers of an object's tree.
