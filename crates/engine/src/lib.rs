@@ -28,6 +28,7 @@ pub mod dataset;
 pub mod fs;
 pub mod object;
 pub mod pool;
+pub mod send;
 pub mod space;
 pub mod txg;
 pub mod vdev;

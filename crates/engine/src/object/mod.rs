@@ -1249,6 +1249,12 @@ impl ObjectSet {
         self.dnode_from_meta(&self.synced_meta_dnode(), object)
     }
 
+    /// One more than the highest object number ever allocated (changes not yet synced
+    /// included): no object exists at or above it.
+    pub fn object_number_bound(&self) -> u64 {
+        self.state.lock().next_object
+    }
+
     /// Number of dnode slots per meta-dnode block.
     pub fn dnode_slots_per_block(&self) -> u64 {
         self.dnodes_per_block()

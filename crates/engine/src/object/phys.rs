@@ -108,7 +108,7 @@ pub fn compression_code(compression: Compression) -> (u8, u8) {
     }
 }
 
-fn compression_from_code(code: u8, level: u8) -> Result<Compression, BlockError> {
+pub fn compression_from_code(code: u8, level: u8) -> Result<Compression, BlockError> {
     match code {
         0 => Ok(Compression::Off),
         1 => Ok(Compression::Lz4),

@@ -473,6 +473,7 @@ impl PoolCore {
         &self,
         relative: &str,
         properties: &[(Property, String)],
+        format: bool,
     ) -> Result<(), PoolError> {
         let parent = self.dataset_by_relative(parent_of(relative))?;
         let hold = self.txgs.assign()?;
@@ -509,7 +510,9 @@ impl PoolCore {
         dataset.attach_objset(objset.clone());
         self.attach_open_context(&dataset);
         // Owned by the parent's root directory's owner, as zfs create does for root.
-        FileSystem::format_in(&objset, tx, 0, 0)?;
+        if format {
+            FileSystem::format_in(&objset, tx, 0, 0)?;
+        }
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
         drop(hold);
@@ -891,14 +894,38 @@ impl Pool {
         }
         let mut created = Vec::new();
         for parent in missing.iter().rev() {
-            core.create_dataset_in(parent, &[])?;
+            core.create_dataset_in(parent, &[], true)?;
             created.push(core.full_name(parent));
         }
-        core.create_dataset_in(&relative, &properties)?;
+        core.create_dataset_in(&relative, &properties, true)?;
         created.push(full_name.to_string());
         drop(_namespace);
         self.sync()?;
         Ok(created)
+    }
+
+    /// Create the dataset `full_name` with an empty object set, not formatted as a file
+    /// system, for a full receive to fill (its parent must exist). Durable on return.
+    pub fn create_dataset_for_receive(&self, full_name: &str) -> Result<(), PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        if relative.is_empty() {
+            return Err(PoolError::DatasetExists(full_name.into()));
+        }
+        let _namespace = core.namespace.lock();
+        if core.datasets.read().contains_key(&relative) {
+            return Err(PoolError::DatasetExists(full_name.into()));
+        }
+        if !core.datasets.read().contains_key(parent_of(&relative)) {
+            return Err(PoolError::DatasetNotFound(
+                core.full_name(parent_of(&relative)),
+            ));
+        }
+        core.create_dataset_in(&relative, &[], false)?;
+        drop(_namespace);
+        self.sync()?;
+        Ok(())
     }
 
     /// Destroy a file system. `recursive` destroys its descendants first; without it, a

@@ -73,6 +73,8 @@ pub(super) enum NamespaceTask {
     Create {
         head: Arc<Dataset>,
         name: String,
+        /// A received snapshot keeps its sender's guid and creation time.
+        received: Option<(Guid, u64)>,
     },
     Destroy {
         head: Arc<Dataset>,
@@ -289,9 +291,11 @@ impl PoolCore {
                 NamespaceTask::RenameDataset { dataset, old, new } => {
                     self.sync_rename_dataset(dataset, old, new, &tx)?
                 }
-                NamespaceTask::Create { head, name } => {
-                    self.sync_create_snapshot(head, name, &tx)?
-                }
+                NamespaceTask::Create {
+                    head,
+                    name,
+                    received,
+                } => self.sync_create_snapshot(head, name, *received, &tx)?,
                 NamespaceTask::Destroy { head, snapshot } => {
                     self.sync_destroy_snapshot(head, snapshot, &tx)?
                 }
@@ -310,6 +314,7 @@ impl PoolCore {
         &self,
         head: &Arc<Dataset>,
         name: &str,
+        received: Option<(Guid, u64)>,
         tx: &Tx,
     ) -> Result<(), PoolError> {
         let store = self.deadlist_store();
@@ -322,12 +327,12 @@ impl PoolCore {
         let snapshot_phys = DatasetPhys {
             next_snapshot_object: head.object,
             snapshot_names_object: ObjectId(0),
-            creation_time: now_seconds(),
+            creation_time: received.map_or_else(now_seconds, |(_, time)| time),
             creation_txg: tx.txg,
             deadlist_object: snapshot_deadlist.object(),
             // Nothing is the snapshot's alone until the head frees what it shares.
             unique_bytes: 0,
-            guid: Guid::random(),
+            guid: received.map_or_else(Guid::random, |(guid, _)| guid),
             flags: DS_FLAG_SNAPSHOT,
             clone_count: 0,
             next_clones_object: ObjectId(0),
@@ -736,10 +741,39 @@ impl Pool {
                 .map(|(head, name)| NamespaceTask::Create {
                     head: head.clone(),
                     name: name.clone(),
+                    received: None,
                 })
                 .collect(),
         )?;
         Ok(planned.into_keys().collect())
+    }
+
+    /// Take the snapshot `FS@SNAP` that ends a receive, with the sender's guid and creation
+    /// time (so that a later incremental stream from it finds it by guid). Durable on return.
+    pub fn create_received_snapshot(
+        &self,
+        full: &str,
+        guid: u64,
+        creation_time: u64,
+    ) -> Result<(), PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        let (dataset, name) = split_snapshot_name(full)?;
+        let head = core.available_dataset(core.relative_name(dataset)?)?;
+        if head.snapshot(name).is_some() {
+            return Err(PoolError::DatasetExists(full.to_string()));
+        }
+        if guid == 0 {
+            return Err(PoolError::Refused(format!(
+                "{full}: a received snapshot needs a guid"
+            )));
+        }
+        core.run_tasks(vec![NamespaceTask::Create {
+            head,
+            name: name.to_string(),
+            received: Some((Guid(guid), creation_time)),
+        }])
     }
 
     /// The snapshots a destroy request names: `FS@A`, `FS@A,B`, ranges `FS@A%B` (A to B

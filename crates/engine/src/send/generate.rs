@@ -1,0 +1,401 @@
+//! Generating a stream: the walk of a snapshot's object set that skips what an incremental
+//! source already has (see the module documentation of [`super`]).
+
+use std::io::Write;
+use std::sync::Arc;
+
+use crate::block::blkptr::{BlockPtr, Compression};
+use crate::block::pipeline::BlockIo;
+use crate::dataset::props::PropertySource;
+use crate::object::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
+use crate::object::tree::read_indirect;
+use crate::object::ObjectError;
+use crate::pool::snapshots::SnapshotInfo;
+use crate::pool::Pool;
+
+use super::stream::{
+    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_SPILL, STREAM_VERSION,
+};
+use super::SendError;
+
+/// What to send besides the snapshot itself.
+#[derive(Clone, Debug, Default)]
+pub struct SendOptions {
+    /// Incremental source: `POOL/FS@SNAP` or `@SNAP`, a snapshot of the same file system.
+    pub from: Option<String>,
+    /// With `from`: a substream for every snapshot between the source and the target
+    /// (`send -I`), not one from the source straight to the target (`-i`).
+    pub intermediates: bool,
+    /// Carry the file system's local properties in BEGIN (`send -p`).
+    pub properties: bool,
+    /// Estimate only: walk as a send would, read no data block, write nothing.
+    pub dry_run: bool,
+}
+
+/// What a send did (or, dry, would do).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendReport {
+    /// The substreams, as (from, to) snapshot names (from empty for a full one).
+    pub substreams: Vec<(String, String)>,
+    pub records: u64,
+    /// Data blocks sent in WRITE records.
+    pub blocks: u64,
+    /// Bytes of the stream.
+    pub bytes: u64,
+}
+
+/// Send snapshot `to` (`POOL/FS@SNAP`) to `out`, full or incremental as `options` say.
+/// `progress` is told the stream's length so far every few hundred records.
+pub fn send(
+    pool: &Pool,
+    to: &str,
+    options: &SendOptions,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<SendReport, SendError> {
+    let (file_system, _) = to.split_once('@').ok_or_else(|| {
+        SendError::Refused(format!("cannot send {to:?}: name a snapshot, FS@SNAP"))
+    })?;
+    let to_info = pool.snapshot_info(to)?;
+    let mut pairs: Vec<(Option<SnapshotInfo>, SnapshotInfo)> = Vec::new();
+    match &options.from {
+        None => pairs.push((None, to_info)),
+        Some(from) => {
+            let from_full = match from.strip_prefix('@') {
+                Some(short) => format!("{file_system}@{short}"),
+                None => from.clone(),
+            };
+            if from_full.split_once('@').map(|(fs, _)| fs) != Some(file_system) {
+                return Err(SendError::Refused(format!(
+                    "cannot send {to} from {from_full}: the source must be a snapshot of {file_system}"
+                )));
+            }
+            let from_info = pool.snapshot_info(&from_full)?;
+            if from_info.creation_txg >= to_info.creation_txg {
+                return Err(SendError::Refused(format!(
+                    "cannot send {to} from {from_full}: the source is not older than the target"
+                )));
+            }
+            if options.intermediates {
+                let mut chain: Vec<SnapshotInfo> = pool
+                    .core
+                    .snapshots_of(file_system)?
+                    .into_iter()
+                    .filter(|snapshot| {
+                        snapshot.creation_txg >= from_info.creation_txg
+                            && snapshot.creation_txg <= to_info.creation_txg
+                    })
+                    .collect();
+                chain.sort_by_key(|snapshot| snapshot.creation_txg);
+                for pair in chain.windows(2) {
+                    pairs.push((Some(pair[0].clone()), pair[1].clone()));
+                }
+            } else {
+                pairs.push((Some(from_info), to_info));
+            }
+        }
+    }
+    let properties = if options.properties {
+        pool.properties(file_system)?
+            .into_iter()
+            .filter(|value| value.source == PropertySource::Local)
+            .map(|value| (value.property, value.value))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut sender = Sender {
+        io: pool.core.io.clone(),
+        writer: StreamWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
+        from_txg: 0,
+        dry_run: options.dry_run,
+        estimate: 0,
+        report: SendReport::default(),
+        pending_free_objects: None,
+        pending_free: None,
+        progress,
+    };
+    for (from, to) in pairs {
+        sender.substream(pool, from.as_ref(), &to, &properties)?;
+    }
+    sender.writer.flush()?;
+    let mut report = sender.report;
+    report.bytes = if options.dry_run {
+        sender.estimate
+    } else {
+        sender.writer.bytes()
+    };
+    Ok(report)
+}
+
+struct Sender<'a, W: Write> {
+    io: Arc<BlockIo>,
+    writer: StreamWriter<W>,
+    /// Blocks born at or before this txg are the receiver's already.
+    from_txg: u64,
+    dry_run: bool,
+    /// Bytes a dry run would have written.
+    estimate: u64,
+    report: SendReport,
+    /// FREEOBJECTS and FREE records not yet written, so that adjacent ones coalesce.
+    pending_free_objects: Option<(u64, u64)>,
+    pending_free: Option<(u64, u64, u64)>,
+    progress: &'a mut dyn FnMut(u64),
+}
+
+impl<W: Write> Sender<'_, W> {
+    fn substream(
+        &mut self,
+        pool: &Pool,
+        from: Option<&SnapshotInfo>,
+        to: &SnapshotInfo,
+        properties: &[(String, String)],
+    ) -> Result<(), SendError> {
+        self.from_txg = from.map_or(0, |from| from.creation_txg);
+        let objset = pool.snapshot_objset(&to.name)?;
+        self.emit(&Record::Begin(Box::new(Begin {
+            version: STREAM_VERSION,
+            features: FEATURE_SPILL,
+            flags: 0,
+            from_guid: from.map_or(0, |from| from.guid),
+            to_guid: to.guid,
+            creation_time: to.creation_time,
+            to_txg: to.creation_txg,
+            from_txg: self.from_txg,
+            names: BeginNames {
+                to_name: to.name.clone(),
+                from_name: from.map(|from| from.name.clone()).unwrap_or_default(),
+                properties: properties.to_vec(),
+            },
+        })))?;
+        let header = ObjsetHeader::decode(&self.io.read(&objset.synced_root())?)?;
+        let meta = header.meta_dnode;
+        let per_block = (meta.data_block_size as u64 / DNODE_SIZE as u64).max(1);
+        let io = self.io.clone();
+        walk_changed::<SendError>(&io, &meta, self.from_txg, &mut |blkid, span, bp| {
+            if bp.is_hole() {
+                // Objects freed since the source (a full stream's receiver has none).
+                if self.from_txg > 0 {
+                    let first = blkid.saturating_mul(per_block).max(1);
+                    let end = blkid.saturating_add(span).saturating_mul(per_block);
+                    self.free_objects(first, end.saturating_sub(first))?;
+                }
+                return Ok(());
+            }
+            let block = io.read(bp)?;
+            for slot in 0..per_block {
+                let object = blkid * per_block + slot;
+                let start = slot as usize * DNODE_SIZE;
+                let raw = block
+                    .get(start..start + DNODE_SIZE)
+                    .ok_or_else(|| ObjectError::Corrupt("short dnode block".into()))?;
+                if object == 0 {
+                    continue;
+                }
+                let dnode = DnodePhys::decode(raw)?;
+                if dnode.is_free() {
+                    if self.from_txg > 0 {
+                        self.free_objects(object, 1)?;
+                    }
+                    continue;
+                }
+                self.object(object, &dnode)?;
+            }
+            Ok(())
+        })?;
+        self.flush_frees()?;
+        self.emit(&Record::End { to_guid: to.guid })?;
+        self.report.substreams.push((
+            from.map(|from| from.name.clone()).unwrap_or_default(),
+            to.name.clone(),
+        ));
+        Ok(())
+    }
+
+    /// One object: OBJECT, SPILL, the changed blocks in offset order (holes as FREE), and
+    /// a FREE of everything past its last block.
+    fn object(&mut self, object: u64, dnode: &DnodePhys) -> Result<(), SendError> {
+        self.emit(&Record::Object(Box::new(ObjectRecord {
+            object,
+            object_type: dnode.object_type,
+            bonus_type: dnode.bonus_type,
+            checksum: dnode.checksum,
+            compression: dnode.compression,
+            copies: dnode.copies,
+            indirect_block_shift: dnode.indirect_block_shift,
+            data_block_size: dnode.data_block_size,
+            generation: dnode.generation.0,
+            max_blkid: dnode.max_blkid,
+            has_spill: dnode.spill.is_some(),
+            bonus: dnode.bonus.clone(),
+        })))?;
+        if let Some(spill) = &dnode.spill {
+            let data = if self.dry_run {
+                vec![0; spill.size_logical as usize]
+            } else {
+                self.io.read(spill)?.to_vec()
+            };
+            self.emit(&Record::Spill { object, data })?;
+        }
+        let block_size = dnode.data_block_size as u64;
+        let end = (dnode.max_blkid + 1).saturating_mul(block_size);
+        let io = self.io.clone();
+        walk_changed::<SendError>(&io, dnode, self.from_txg, &mut |blkid, span, bp| {
+            let offset = blkid.saturating_mul(block_size);
+            if bp.is_hole() {
+                // Holes past the last block are the final FREE's.
+                if self.from_txg > 0 && offset < end {
+                    let length = span.saturating_mul(block_size).min(end - offset);
+                    self.free(object, offset, length)?;
+                }
+                return Ok(());
+            }
+            self.data(object, offset, bp)
+        })?;
+        if self.from_txg > 0 {
+            self.free(object, end, u64::MAX)?;
+        }
+        Ok(())
+    }
+
+    fn data(&mut self, object: u64, offset: u64, bp: &BlockPtr) -> Result<(), SendError> {
+        self.flush_frees()?;
+        self.report.blocks += 1;
+        self.report.records += 1;
+        let logical = bp.size_logical as u64;
+        if self.dry_run {
+            self.estimate += super::stream::HEADER_SIZE as u64 + logical;
+            return Ok(());
+        }
+        let data = self.io.read(bp)?;
+        self.writer
+            .write_data(object, offset, logical, Compression::Off, &data)?;
+        self.tick();
+        Ok(())
+    }
+
+    fn free_objects(&mut self, first: u64, count: u64) -> Result<(), SendError> {
+        if count == 0 {
+            return Ok(());
+        }
+        if let Some((pending_first, pending_count)) = &mut self.pending_free_objects {
+            if *pending_first + *pending_count == first {
+                *pending_count += count;
+                return Ok(());
+            }
+        }
+        self.flush_frees()?;
+        self.pending_free_objects = Some((first, count));
+        Ok(())
+    }
+
+    fn free(&mut self, object: u64, offset: u64, length: u64) -> Result<(), SendError> {
+        if let Some((pending_object, pending_offset, pending_length)) = &mut self.pending_free {
+            if *pending_object == object && pending_offset.saturating_add(*pending_length) == offset
+            {
+                *pending_length = pending_length.saturating_add(length);
+                return Ok(());
+            }
+        }
+        self.flush_frees()?;
+        self.pending_free = Some((object, offset, length));
+        Ok(())
+    }
+
+    fn flush_frees(&mut self) -> Result<(), SendError> {
+        if let Some((first, count)) = self.pending_free_objects.take() {
+            self.emit_now(&Record::FreeObjects { first, count })?;
+        }
+        if let Some((object, offset, length)) = self.pending_free.take() {
+            self.emit_now(&Record::Free {
+                object,
+                offset,
+                length,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Write a record (after any pending frees).
+    fn emit(&mut self, record: &Record) -> Result<(), SendError> {
+        self.flush_frees()?;
+        self.emit_now(record)
+    }
+
+    fn emit_now(&mut self, record: &Record) -> Result<(), SendError> {
+        self.report.records += 1;
+        if self.dry_run {
+            self.estimate += super::stream::HEADER_SIZE as u64
+                + match record {
+                    Record::Begin(_) => 256,
+                    Record::Object(object) => object.bonus.len() as u64,
+                    Record::Spill { data, .. } => data.len() as u64,
+                    _ => 0,
+                };
+            return Ok(());
+        }
+        self.writer.write(record)?;
+        self.tick();
+        Ok(())
+    }
+
+    fn tick(&mut self) {
+        if self.report.records.is_multiple_of(256) {
+            (self.progress)(self.writer.bytes());
+        }
+    }
+}
+
+/// Visit, in block order, every level-0 block and every hole of `dnode`'s tree born after
+/// `min_birth`, with the first block id it covers and how many blocks that is; subtrees born
+/// at or before `min_birth` are skipped whole (nothing under them is newer). Holes carry the
+/// txg that made them (a free, or the growth of the tree past never-written blocks); a hole
+/// born at txg 0 was never anything.
+fn walk_changed<E: From<ObjectError>>(
+    io: &BlockIo,
+    dnode: &DnodePhys,
+    min_birth: u64,
+    visit: &mut dyn FnMut(u64, u64, &BlockPtr) -> Result<(), E>,
+) -> Result<(), E> {
+    fn walk<E: From<ObjectError>>(
+        io: &BlockIo,
+        bp: &BlockPtr,
+        first: u64,
+        fanout: u64,
+        min_birth: u64,
+        visit: &mut dyn FnMut(u64, u64, &BlockPtr) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if bp.birth_logical.0 <= min_birth {
+            return Ok(());
+        }
+        let span = fanout.saturating_pow(u32::from(bp.level));
+        if bp.is_hole() || bp.level == 0 {
+            return visit(first, span, bp);
+        }
+        let child_span = fanout.saturating_pow(u32::from(bp.level - 1));
+        for (index, child) in read_indirect(io, bp, fanout)?.iter().enumerate() {
+            if child.birth_logical > bp.birth_logical {
+                return Err(ObjectError::Corrupt(format!(
+                    "child born in txg {} under a parent born in txg {}",
+                    child.birth_logical, bp.birth_logical
+                ))
+                .into());
+            }
+            let child_first = (index as u64)
+                .checked_mul(child_span)
+                .and_then(|offset| offset.checked_add(first))
+                .ok_or_else(|| ObjectError::Corrupt("block id out of range".into()))?;
+            walk(io, child, child_first, fanout, min_birth, visit)?;
+        }
+        Ok(())
+    }
+    if dnode.is_free() {
+        return Ok(());
+    }
+    if dnode.blkptr.level + 1 != dnode.levels {
+        return Err(
+            ObjectError::Corrupt("dnode root level does not match its level count".into()).into(),
+        );
+    }
+    walk(io, &dnode.blkptr, 0, dnode.fanout(), min_birth, visit)
+}

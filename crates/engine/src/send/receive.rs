@@ -1,0 +1,567 @@
+//! Applying a stream: a reader thread that verifies records, a writer (the caller's thread)
+//! that applies them with batched writes (see the module documentation of [`super`]).
+
+use std::io::Read;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+use crate::block::blkptr::Compression;
+use crate::block::compress;
+use crate::object::{ObjectError, ObjectProps, ObjectSet};
+use crate::pool::Pool;
+use crate::txg::TxgManager;
+use crate::types::ObjectId;
+
+use super::stream::{Begin, ObjectRecord, Record, StreamReader, FEATURES_KNOWN, STREAM_VERSION};
+use super::SendError;
+
+/// How a receive goes.
+#[derive(Clone, Debug)]
+pub struct ReceiveOptions {
+    /// Roll the target back to the stream's source first, discarding changes and newer
+    /// snapshots (`receive -F`).
+    pub force: bool,
+    /// Logical bytes of WRITE records to one object applied in one transaction (OpenZFS's
+    /// `zfs_recv_write_batch_size`); a record larger than it is a batch of its own. 0 or a
+    /// size below one record: one record per transaction.
+    pub batch_bytes: u64,
+    /// Records the reader may get ahead of the writer.
+    pub queue_records: usize,
+}
+
+impl Default for ReceiveOptions {
+    fn default() -> Self {
+        ReceiveOptions {
+            force: false,
+            batch_bytes: 1 << 20,
+            queue_records: 256,
+        }
+    }
+}
+
+/// What a receive did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveReport {
+    /// The snapshots received, full names, in order.
+    pub snapshots: Vec<String>,
+    pub records: u64,
+    /// Data blocks written from WRITE records.
+    pub blocks: u64,
+    /// Bytes of the stream.
+    pub bytes: u64,
+    /// Transactions that applied WRITE records (batching makes them fewer than `blocks`).
+    pub write_transactions: u64,
+}
+
+/// Receive the stream in `input` into `target` (`POOL/FS`, or `POOL/FS@SNAP` to name the
+/// snapshot of a single substream).
+pub fn receive(
+    pool: &Pool,
+    target: &str,
+    input: &mut (dyn Read + Send),
+    options: &ReceiveOptions,
+) -> Result<ReceiveReport, SendError> {
+    let (file_system, snapshot_name) = match target.split_once('@') {
+        Some((file_system, name)) => (file_system, Some(name)),
+        None => (target, None),
+    };
+    pool.core.relative_name(file_system)?;
+    let (sender, queue) = sync_channel::<Item>(options.queue_records.max(1));
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut reader = StreamReader::new(input);
+            loop {
+                let item = reader.next_record().map(|record| (record, reader.bytes()));
+                let stop = item.is_err();
+                if sender.send(item).is_err() || stop {
+                    return;
+                }
+            }
+        });
+        let mut source = Source {
+            queue: &queue,
+            bytes: 0,
+            records: 0,
+        };
+        let mut report = ReceiveReport::default();
+        let result = receive_substreams(
+            pool,
+            file_system,
+            snapshot_name,
+            &mut source,
+            options,
+            &mut report,
+        );
+        report.bytes = source.bytes;
+        report.records = source.records;
+        // Dropping the queue stops the reader at its next record.
+        drop(queue);
+        result.map(|()| report)
+    })
+}
+
+/// A record and the stream's length up to its end, or why there is none.
+type Item = Result<(Record, u64), SendError>;
+
+/// The writer's end of the reader's queue.
+struct Source<'a> {
+    queue: &'a Receiver<Item>,
+    bytes: u64,
+    records: u64,
+}
+
+impl Source<'_> {
+    fn next(&mut self) -> Result<Record, SendError> {
+        self.next_or_end()?
+            .ok_or(SendError::Truncated { at: self.bytes })
+    }
+
+    /// The next record, or None if the input ended exactly here.
+    fn next_or_end(&mut self) -> Result<Option<Record>, SendError> {
+        match self.queue.recv() {
+            Ok(Ok((record, bytes))) => {
+                self.bytes = bytes;
+                self.records += 1;
+                Ok(Some(record))
+            }
+            Ok(Err(SendError::Truncated { at })) if at == self.bytes => Ok(None),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+fn receive_substreams(
+    pool: &Pool,
+    file_system: &str,
+    snapshot_name: Option<&str>,
+    source: &mut Source<'_>,
+    options: &ReceiveOptions,
+    report: &mut ReceiveReport,
+) -> Result<(), SendError> {
+    let mut record = source.next()?;
+    loop {
+        let Record::Begin(begin) = record else {
+            return Err(SendError::BadStream {
+                at: source.bytes,
+                what: format!("expected BEGIN, found {:?}", record.record_type()),
+            });
+        };
+        if let (Some(name), false) = (snapshot_name, report.snapshots.is_empty()) {
+            return Err(SendError::Refused(format!(
+                "cannot receive several snapshots into {file_system}@{name}: name the file system only"
+            )));
+        }
+        let snapshot = substream(
+            pool,
+            file_system,
+            snapshot_name,
+            &begin,
+            source,
+            options,
+            report,
+        )?;
+        report.snapshots.push(snapshot);
+        match source.next_or_end()? {
+            Some(next) => record = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// How to leave the target as it was if a substream fails.
+enum Undo {
+    Destroy,
+    Rollback(String),
+}
+
+/// Receive one substream (BEGIN already read) into `file_system`; returns the snapshot.
+fn substream(
+    pool: &Pool,
+    file_system: &str,
+    snapshot_name: Option<&str>,
+    begin: &Begin,
+    source: &mut Source<'_>,
+    options: &ReceiveOptions,
+    report: &mut ReceiveReport,
+) -> Result<String, SendError> {
+    if begin.version != STREAM_VERSION {
+        return Err(SendError::Refused(format!(
+            "cannot receive: the stream is version {}, this build reads version {STREAM_VERSION}",
+            begin.version
+        )));
+    }
+    if begin.features & !FEATURES_KNOWN != 0 {
+        return Err(SendError::Refused(format!(
+            "cannot receive: the stream needs features {:#x} this build does not have",
+            begin.features & !FEATURES_KNOWN
+        )));
+    }
+    let name = match snapshot_name {
+        Some(name) => name.to_string(),
+        None => begin
+            .names
+            .to_name
+            .split_once('@')
+            .map(|(_, name)| name.to_string())
+            .filter(|name| !name.is_empty())
+            .ok_or_else(|| SendError::BadStream {
+                at: source.bytes,
+                what: format!("BEGIN names no snapshot: {:?}", begin.names.to_name),
+            })?,
+    };
+    let snapshot = format!("{file_system}@{name}");
+    let undo = prepare_target(pool, file_system, begin, options)?;
+    if pool.snapshot_info(&snapshot).is_ok() {
+        undo_receive(pool, file_system, &undo);
+        return Err(SendError::Refused(format!(
+            "cannot receive {snapshot}: it exists"
+        )));
+    }
+    let result = apply_records(pool, file_system, begin, source, options, report).and_then(|()| {
+        pool.sync()?;
+        pool.create_received_snapshot(&snapshot, begin.to_guid, begin.creation_time)?;
+        for (property, value) in &begin.names.properties {
+            pool.set_property(file_system, property, Some(value))?;
+        }
+        Ok(())
+    });
+    if let Err(error) = result {
+        undo_receive(pool, file_system, &undo);
+        return Err(error);
+    }
+    log::info!(
+        "received {snapshot} ({} records, {} bytes so far)",
+        source.records,
+        source.bytes
+    );
+    Ok(snapshot)
+}
+
+/// Make `file_system` ready for the substream: a new file system for a full stream; for an
+/// incremental one, the target at the stream's source (rolled back to it with `force`).
+fn prepare_target(
+    pool: &Pool,
+    file_system: &str,
+    begin: &Begin,
+    options: &ReceiveOptions,
+) -> Result<Undo, SendError> {
+    if begin.from_guid == 0 {
+        if pool.has_dataset(file_system) {
+            return Err(SendError::Refused(format!(
+                "cannot receive a full stream into {file_system}: it exists \
+                 (receive into a new name, or send incrementally from a snapshot it has)"
+            )));
+        }
+        pool.create_dataset_for_receive(file_system)?;
+        return Ok(Undo::Destroy);
+    }
+    if !pool.has_dataset(file_system) {
+        return Err(SendError::Refused(format!(
+            "cannot receive an incremental stream into {file_system}: it does not exist"
+        )));
+    }
+    let mut snapshots = pool.core.snapshots_of(file_system)?;
+    snapshots.sort_by_key(|snapshot| snapshot.creation_txg);
+    let Some(from) = snapshots
+        .iter()
+        .find(|snapshot| snapshot.guid == begin.from_guid)
+    else {
+        return Err(SendError::Refused(format!(
+            "cannot receive into {file_system}: it has no snapshot matching the stream's source \
+             {} (guid {:#x})",
+            begin.names.from_name, begin.from_guid
+        )));
+    };
+    let newest = snapshots.last().expect("one was found");
+    let modified = pool
+        .datasets()
+        .into_iter()
+        .find(|dataset| dataset.name == file_system)
+        .is_some_and(|dataset| dataset.written > 0);
+    if newest.guid != from.guid || modified {
+        if !options.force {
+            return Err(SendError::Refused(if newest.guid != from.guid {
+                format!(
+                    "cannot receive into {file_system}: it has snapshots newer than {} \
+                     (-F rolls back to it and destroys them)",
+                    from.name
+                )
+            } else {
+                format!(
+                    "cannot receive into {file_system}: it was modified since {} \
+                     (-F rolls the changes back)",
+                    from.name
+                )
+            }));
+        }
+        pool.rollback(&from.name, true)?;
+    }
+    Ok(Undo::Rollback(from.name.clone()))
+}
+
+fn undo_receive(pool: &Pool, file_system: &str, undo: &Undo) {
+    let result = match undo {
+        Undo::Destroy => pool.destroy_dataset(file_system, false).map(|_| ()),
+        Undo::Rollback(snapshot) => pool.rollback(snapshot, true).map(|_| ()),
+    };
+    if let Err(error) = result {
+        log::error!("after a failed receive into {file_system}, could not undo it: {error}");
+    }
+}
+
+/// Apply records up to and including END.
+fn apply_records(
+    pool: &Pool,
+    file_system: &str,
+    begin: &Begin,
+    source: &mut Source<'_>,
+    options: &ReceiveOptions,
+    report: &mut ReceiveReport,
+) -> Result<(), SendError> {
+    let mut writer = Writer {
+        objset: pool.dataset_objset(file_system)?,
+        txgs: pool.core.txgs.clone(),
+        batch: Vec::new(),
+        batch_bytes: 0,
+        batch_limit: options.batch_bytes,
+        current: None,
+        last_end: 0,
+        next_object: 1,
+        report,
+    };
+    loop {
+        let at = source.bytes;
+        let record = source.next()?;
+        let bad = |what: String| SendError::BadStream { at, what };
+        match record {
+            Record::End { to_guid } => {
+                writer.flush()?;
+                if to_guid != begin.to_guid {
+                    return Err(bad(format!(
+                        "END for guid {to_guid:#x} in a stream of guid {:#x}",
+                        begin.to_guid
+                    )));
+                }
+                return Ok(());
+            }
+            Record::Begin(_) => return Err(bad("BEGIN inside a substream".into())),
+            Record::Object(object) => writer
+                .object(&object)
+                .map_err(|error| at_record(error, at))?,
+            Record::FreeObjects { first, count } => writer.free_objects(first, count, at)?,
+            Record::Write {
+                object,
+                offset,
+                logical_size,
+                compression,
+                data,
+            } => {
+                writer.check_position(object, offset, at)?;
+                let data = if compression == Compression::Off {
+                    data
+                } else {
+                    compress::decompress(compression, &data, logical_size as usize)
+                        .map_err(|error| bad(format!("WRITE of object {object}: {error}")))?
+                };
+                writer.write(object, offset, data)?;
+            }
+            Record::Spill { object, data } => {
+                writer.check_position(object, writer.last_end, at)?;
+                writer.flush()?;
+                writer
+                    .in_tx(|objset, tx| objset.set_spill(tx, ObjectId(object), Some(data)))
+                    .map_err(|error| at_record(error, at))?;
+            }
+            Record::Free {
+                object,
+                offset,
+                length,
+            } => {
+                writer.check_position(object, offset, at)?;
+                writer.flush()?;
+                writer.free(object, offset, length)?;
+            }
+        }
+    }
+}
+
+/// An error applying the record at byte `at`, said so.
+fn at_record(error: SendError, at: u64) -> SendError {
+    match error {
+        SendError::Object(ObjectError::Invalid(what)) => SendError::BadStream { at, what },
+        other => other,
+    }
+}
+
+/// Applies records to the target's object set.
+struct Writer<'a> {
+    objset: Arc<ObjectSet>,
+    txgs: Arc<TxgManager>,
+    /// WRITE records of `current` waiting for one transaction: (offset, logical bytes).
+    batch: Vec<(u64, Vec<u8>)>,
+    batch_bytes: u64,
+    batch_limit: u64,
+    /// The object of the last OBJECT record: the one WRITE, SPILL and FREE records address.
+    current: Option<u64>,
+    /// Where the last WRITE or FREE of `current` ended: the next may not start before it.
+    last_end: u64,
+    /// Objects below this have had their record (OBJECT or FREEOBJECTS).
+    next_object: u64,
+    report: &'a mut ReceiveReport,
+}
+
+impl Writer<'_> {
+    fn in_tx(
+        &self,
+        change: impl FnOnce(&ObjectSet, &crate::object::Tx) -> Result<(), ObjectError>,
+    ) -> Result<(), SendError> {
+        let hold = self.txgs.assign()?;
+        change(&self.objset, &hold.tx())?;
+        Ok(())
+    }
+
+    /// WRITE, SPILL and FREE records address the current object, in offset order.
+    fn check_position(&self, object: u64, offset: u64, at: u64) -> Result<(), SendError> {
+        if self.current != Some(object) {
+            return Err(SendError::BadStream {
+                at,
+                what: format!(
+                    "a record for object {object} outside its OBJECT record (current object {:?})",
+                    self.current
+                ),
+            });
+        }
+        if offset < self.last_end {
+            return Err(SendError::BadStream {
+                at,
+                what: format!(
+                    "object {object}: a record at offset {offset} behind the previous one \
+                     (which ended at {})",
+                    self.last_end
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn object(&mut self, record: &ObjectRecord) -> Result<(), SendError> {
+        self.flush()?;
+        if record.object < self.next_object {
+            return Err(SendError::Object(ObjectError::Invalid(format!(
+                "OBJECT {} after object {}: objects must come in increasing order",
+                record.object,
+                self.next_object - 1
+            ))));
+        }
+        self.current = Some(record.object);
+        self.last_end = 0;
+        self.next_object = record.object + 1;
+        let object = ObjectId(record.object);
+        let props = ObjectProps {
+            object_type: record.object_type,
+            data_block_size: record.data_block_size,
+            indirect_block_shift: record.indirect_block_shift,
+            checksum: record.checksum,
+            compression: record.compression,
+            copies: record.copies,
+        };
+        let existing = match self.objset.info(object) {
+            Ok(info) => Some(info),
+            Err(ObjectError::NoSuchObject(_)) => None,
+            Err(error) => return Err(error.into()),
+        };
+        self.in_tx(|objset, tx| {
+            match existing {
+                Some(info)
+                    if info.object_type == record.object_type
+                        && info.data_block_size == record.data_block_size =>
+                {
+                    // The same object, changed: its bonus buffer and spill block follow.
+                    if !record.has_spill && objset.has_spill(object)? {
+                        objset.set_spill(tx, object, None)?;
+                    }
+                    objset.set_bonus(tx, object, record.bonus_type, &record.bonus)
+                }
+                Some(_) => {
+                    objset.remove_object(tx, object)?;
+                    objset.create_object_at(tx, object, props, record.bonus_type, &record.bonus)
+                }
+                None => {
+                    objset.create_object_at(tx, object, props, record.bonus_type, &record.bonus)
+                }
+            }
+        })
+    }
+
+    fn free_objects(&mut self, first: u64, count: u64, at: u64) -> Result<(), SendError> {
+        self.flush()?;
+        if first < self.next_object || first == 0 {
+            return Err(SendError::BadStream {
+                at,
+                what: format!(
+                    "FREEOBJECTS from {first} after object {}",
+                    self.next_object - 1
+                ),
+            });
+        }
+        let end = first.saturating_add(count);
+        let bound = end.min(self.objset.object_number_bound());
+        for object in (first..bound).map(ObjectId) {
+            if self.objset.exists(object) {
+                self.in_tx(|objset, tx| objset.remove_object(tx, object))?;
+            }
+        }
+        self.current = None;
+        self.next_object = end;
+        Ok(())
+    }
+
+    fn write(&mut self, object: u64, offset: u64, data: Vec<u8>) -> Result<(), SendError> {
+        let length = data.len() as u64;
+        if let Some((first, _)) = self.batch.first() {
+            if offset >= first.saturating_add(self.batch_limit) {
+                self.flush()?;
+            }
+        }
+        self.last_end = offset + length;
+        self.batch_bytes += length;
+        self.batch.push((offset, data));
+        self.report.blocks += 1;
+        if self.batch_bytes >= self.batch_limit {
+            self.flush()?;
+        }
+        let _ = object;
+        Ok(())
+    }
+
+    /// Apply the batched WRITE records in one transaction.
+    fn flush(&mut self) -> Result<(), SendError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let object = ObjectId(self.current.expect("writes follow their OBJECT"));
+        let batch = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
+        self.report.write_transactions += 1;
+        self.in_tx(|objset, tx| {
+            for (offset, data) in &batch {
+                objset.write(tx, object, *offset, data)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn free(&mut self, object: u64, offset: u64, length: u64) -> Result<(), SendError> {
+        let id = ObjectId(object);
+        if length == u64::MAX {
+            // To the end: in chunks of bounded txgs, as a truncation is.
+            self.objset.free_long_range(&self.txgs, id, offset)?;
+            self.last_end = u64::MAX;
+        } else {
+            self.in_tx(|objset, tx| objset.free_range(tx, id, offset, length))?;
+            self.last_end = offset.saturating_add(length);
+        }
+        Ok(())
+    }
+}

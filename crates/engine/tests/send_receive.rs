@@ -1,0 +1,496 @@
+//! Send and receive on real pools (issue 13): full and incremental streams (`-i` and `-I`)
+//! round trip file by file (contents, holes, truncations, modes, owners, hard links,
+//! symlinks, xattrs in the bonus buffer, the spill block and the xattr directory; empty,
+//! 1-byte and 16 MiB files), received snapshots keep the sender's guid so that the next
+//! incremental stream finds its source; damaged, truncated and future-version streams are
+//! refused with the target as it was; WRITE records are batched. Every test ends with
+//! `check` clean on both pools.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use tarn::fs::{FileKind, FileSystem, SetAttr};
+use tarn::pool::Pool;
+use tarn::send::stream::{Record, StreamReader, StreamWriter};
+use tarn::send::{receive, send, ReceiveOptions, SendError, SendOptions};
+
+use common::*;
+
+/// What a file looks like to a user: kind, mode, owner, links, size, contents (a hash),
+/// symlink target and xattrs.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    kind: FileKind,
+    perm: u16,
+    uid: u32,
+    gid: u32,
+    nlink: u64,
+    size: u64,
+    data: blake3::Hash,
+    target: Vec<u8>,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Every path of `fs` with what it looks like; hard links appear under each name.
+fn tree(fs: &FileSystem) -> BTreeMap<String, Seen> {
+    let mut out = BTreeMap::new();
+    walk(fs, fs.root(), String::new(), &mut out);
+    out
+}
+
+fn walk(fs: &FileSystem, dir: u64, prefix: String, out: &mut BTreeMap<String, Seen>) {
+    let mut cookie = 0;
+    loop {
+        let entries = fs.readdir(dir, cookie, 256).unwrap();
+        let Some(last) = entries.last() else { break };
+        cookie = last.next_cookie;
+        for entry in entries {
+            if entry.name == b"." || entry.name == b".." {
+                continue;
+            }
+            let path = format!("{prefix}/{}", String::from_utf8_lossy(&entry.name));
+            let attr = fs.getattr(entry.ino).unwrap();
+            let data = if attr.kind == FileKind::Regular {
+                let mut hasher = blake3::Hasher::new();
+                let mut offset = 0;
+                while offset < attr.size {
+                    let chunk = fs.read(entry.ino, offset, 1 << 20).unwrap();
+                    assert!(!chunk.is_empty());
+                    hasher.update(&chunk);
+                    offset += chunk.len() as u64;
+                }
+                hasher.finalize()
+            } else {
+                blake3::hash(b"")
+            };
+            let target = if attr.kind == FileKind::Symlink {
+                fs.readlink(entry.ino).unwrap()
+            } else {
+                Vec::new()
+            };
+            let xattrs = fs
+                .listxattr(entry.ino)
+                .unwrap()
+                .into_iter()
+                .map(|name| {
+                    let value = fs.getxattr(entry.ino, &name).unwrap();
+                    (name, value)
+                })
+                .collect();
+            out.insert(
+                path.clone(),
+                Seen {
+                    kind: attr.kind,
+                    perm: attr.perm,
+                    uid: attr.uid,
+                    gid: attr.gid,
+                    nlink: attr.nlink,
+                    size: attr.size,
+                    data,
+                    target,
+                    xattrs,
+                },
+            );
+            if attr.kind == FileKind::Directory {
+                walk(fs, entry.ino, path, out);
+            }
+        }
+    }
+}
+
+fn snapshot_tree(pool: &Pool, name: &str) -> BTreeMap<String, Seen> {
+    tree(&pool.snapshot_file_system(name).unwrap())
+}
+
+fn send_to_vec(pool: &Pool, to: &str, from: Option<&str>, intermediates: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let report = send(
+        pool,
+        to,
+        &SendOptions {
+            from: from.map(str::to_string),
+            intermediates,
+            ..SendOptions::default()
+        },
+        &mut out,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(report.bytes, out.len() as u64);
+    out
+}
+
+fn receive_from(pool: &Pool, target: &str, stream: &[u8]) -> Result<Vec<String>, SendError> {
+    let mut input: &[u8] = stream;
+    receive(pool, target, &mut input, &ReceiveOptions::default()).map(|report| report.snapshots)
+}
+
+/// A pool of 512 MiB (two copies of the 16 MiB file and their snapshots fit).
+fn roomy_pool(dir: &std::path::Path, name: &str) -> Pool {
+    Pool::create(tarn::pool::CreateOptions {
+        name: name.into(),
+        vdevs: single(dir, &format!("{name}0")),
+        create_size: Some(512 << 20),
+        force: false,
+        tunables: tiny(),
+        wrap_device: None,
+        disabled_features: Vec::new(),
+    })
+    .unwrap()
+}
+
+/// The stream with every record passed through `edit`, checksums recomputed.
+fn rewrite(stream: &[u8], mut edit: impl FnMut(&mut Record)) -> Vec<u8> {
+    let mut reader = StreamReader::new(stream);
+    let mut writer = StreamWriter::new(Vec::new());
+    loop {
+        let mut record = reader.next_record().unwrap();
+        let end = matches!(record, Record::End { .. });
+        edit(&mut record);
+        writer.write(&record).unwrap();
+        if end {
+            return writer.into_inner();
+        }
+    }
+}
+
+fn lookup(fs: &FileSystem, path: &str) -> u64 {
+    let mut ino = fs.root();
+    for name in path.split('/').filter(|name| !name.is_empty()) {
+        ino = fs.lookup(ino, name.as_bytes()).unwrap().ino;
+    }
+    ino
+}
+
+/// A file system with every kind of thing a stream carries.
+fn populate(fs: &FileSystem) {
+    let root = fs.root();
+    let docs = fs.mkdir(root, b"docs", 0o750, 1000, 100).unwrap().ino;
+    let empty = fs.create(docs, b"empty", 0o600, 1000, 100).unwrap().ino;
+    let _ = empty;
+    let one = fs.create(docs, b"one", 0o644, 0, 0).unwrap().ino;
+    fs.write(one, 0, b"x").unwrap();
+    let big = fs.create(root, b"big", 0o644, 0, 0).unwrap().ino;
+    fs.write(big, 0, &pattern(1, 16 << 20)).unwrap();
+    let sparse = fs.create(root, b"sparse", 0o644, 0, 0).unwrap().ino;
+    fs.write(sparse, 0, &pattern(2, 5000)).unwrap();
+    fs.write(sparse, 3 << 20, &pattern(3, 7000)).unwrap();
+    fs.link(one, root, b"one-link").unwrap();
+    fs.symlink(root, b"short", b"docs/one", 0, 0).unwrap();
+    fs.symlink(root, b"long", &vec![b'l'; 900], 0, 0).unwrap();
+    fs.setxattr(one, b"user.small", b"in the bonus", 0).unwrap();
+    for index in 0..8u64 {
+        fs.setxattr(
+            docs,
+            format!("user.s{index}").as_bytes(),
+            &pattern(index, 600),
+            0,
+        )
+        .unwrap();
+    }
+    fs.setxattr(big, b"user.large", &pattern(9, 65536), 0)
+        .unwrap();
+    let deep = fs.mkdir(docs, b"deep", 0o755, 0, 0).unwrap().ino;
+    for index in 0..300 {
+        let file = fs
+            .create(deep, format!("f{index:03}").as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(file, 0, &pattern(index, (index as usize * 37) % 9000))
+            .unwrap();
+    }
+}
+
+/// Changes an incremental stream must carry.
+fn change(fs: &FileSystem) {
+    let root = fs.root();
+    let big = lookup(fs, "big");
+    fs.write(big, 5 << 20, &pattern(20, 100_000)).unwrap();
+    fs.setattr(
+        big,
+        SetAttr {
+            size: Some(12 << 20),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let sparse = lookup(fs, "sparse");
+    fs.fallocate(
+        sparse,
+        0,
+        4096,
+        tarn::fs::FALLOC_FL_PUNCH_HOLE | tarn::fs::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    let docs = lookup(fs, "docs");
+    fs.unlink(docs, b"one").unwrap();
+    fs.rename(root, b"short", docs, b"moved", 0).unwrap();
+    let deep = lookup(fs, "docs/deep");
+    for index in (0..300).step_by(3) {
+        fs.unlink(deep, format!("f{index:03}").as_bytes()).unwrap();
+    }
+    fs.removexattr(docs, b"user.s3").unwrap();
+    fs.setxattr(docs, b"user.new", &pattern(30, 2000), 0)
+        .unwrap();
+    fs.setattr(
+        docs,
+        SetAttr {
+            mode: Some(0o700),
+            uid: Some(7),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let fresh = fs.create(root, b"fresh", 0o640, 3, 4).unwrap().ino;
+    fs.write(fresh, 0, &pattern(31, 200_000)).unwrap();
+}
+
+#[test]
+fn full_and_incremental_streams_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "src");
+    let fs = pool.file_system().unwrap();
+    populate(&fs);
+    pool.create_snapshots(&["src@a".to_string()], false)
+        .unwrap();
+    change(&fs);
+    pool.create_snapshots(&["src@b".to_string()], false)
+        .unwrap();
+    let fresh = lookup(&fs, "fresh");
+    fs.write(fresh, 0, b"third").unwrap();
+    pool.create_snapshots(&["src@c".to_string()], false)
+        .unwrap();
+
+    let other = tempfile::tempdir().unwrap();
+    let target = roomy_pool(other.path(), "dst");
+    let full = send_to_vec(&pool, "src@a", None, false);
+    assert_eq!(
+        receive_from(&target, "dst/copy", &full).unwrap(),
+        ["dst/copy@a"]
+    );
+    assert_eq!(
+        snapshot_tree(&target, "dst/copy@a"),
+        snapshot_tree(&pool, "src@a")
+    );
+    let guid = |pool: &Pool, name: &str| pool.snapshot_info(name).unwrap().guid;
+    assert_eq!(guid(&target, "dst/copy@a"), guid(&pool, "src@a"));
+
+    let incremental = send_to_vec(&pool, "src@b", Some("@a"), false);
+    assert!(
+        incremental.len() < full.len() / 2,
+        "an incremental stream carries what changed"
+    );
+    assert_eq!(
+        receive_from(&target, "dst/copy", &incremental).unwrap(),
+        ["dst/copy@b"]
+    );
+    assert_eq!(
+        snapshot_tree(&target, "dst/copy@b"),
+        snapshot_tree(&pool, "src@b")
+    );
+    // The head is the received snapshot, and mounts as a file system.
+    let copy = target.open_file_system("dst/copy").unwrap();
+    assert_eq!(tree(&copy), snapshot_tree(&pool, "src@b"));
+    drop(copy);
+
+    // -I: every snapshot from a to c, into a second copy that has a.
+    let mut input: &[u8] = &full;
+    receive(
+        &target,
+        "dst/second",
+        &mut input,
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    let chain = send_to_vec(&pool, "src@c", Some("src@a"), true);
+    assert_eq!(
+        receive_from(&target, "dst/second", &chain).unwrap(),
+        ["dst/second@b", "dst/second@c"]
+    );
+    for name in ["b", "c"] {
+        assert_eq!(
+            snapshot_tree(&target, &format!("dst/second@{name}")),
+            snapshot_tree(&pool, &format!("src@{name}"))
+        );
+    }
+    assert_clean(&pool);
+    assert_clean(&target);
+    target.export().unwrap();
+    pool.export().unwrap();
+}
+
+#[test]
+fn bad_streams_are_refused_and_leave_the_target_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "bad");
+    let fs = pool.file_system().unwrap();
+    populate(&fs);
+    pool.create_snapshots(&["bad@a".to_string()], false)
+        .unwrap();
+    change(&fs);
+    pool.create_snapshots(&["bad@b".to_string()], false)
+        .unwrap();
+    let full = send_to_vec(&pool, "bad@a", None, false);
+    let incremental = send_to_vec(&pool, "bad@b", Some("@a"), false);
+
+    // A full stream damaged in the middle, truncated, or from the future: no file system is
+    // left behind.
+    let mut damaged = full.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x40;
+    let future = rewrite(&full, |record| {
+        if let Record::Begin(begin) = record {
+            begin.version = 2;
+        }
+    });
+    for (what, stream) in [
+        ("damaged", &damaged[..]),
+        ("truncated", &full[..full.len() - 200]),
+        ("future", &future[..]),
+        ("empty", &[][..]),
+    ] {
+        let error = receive_from(&pool, "bad/copy", stream).unwrap_err();
+        assert!(!error.to_string().is_empty(), "{what}");
+        assert!(
+            !pool.has_dataset("bad/copy"),
+            "{what}: the partial file system is gone"
+        );
+    }
+    let error = receive_from(&pool, "bad/copy", &future)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("version 2"), "{error}");
+    // Records out of order, with valid checksums: refused as well.
+    let mut records = Vec::new();
+    rewrite(&full, |record| records.push(record.clone()));
+    let object_of = |record: &Record| match record {
+        Record::Write { object, .. } => Some(*object),
+        _ => None,
+    };
+    let first = (0..records.len() - 1)
+        .find(|&at| {
+            object_of(&records[at]).is_some()
+                && object_of(&records[at]) == object_of(&records[at + 1])
+        })
+        .expect("two writes to one object");
+    records.swap(first, first + 1);
+    let mut writer = StreamWriter::new(Vec::new());
+    for record in &records {
+        writer.write(record).unwrap();
+    }
+    let error = receive_from(&pool, "bad/copy", &writer.into_inner())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("behind"), "{error}");
+    assert!(!pool.has_dataset("bad/copy"));
+
+    // An incremental stream damaged part-way: the target is rolled back to its snapshot.
+    receive_from(&pool, "bad/copy", &full).unwrap();
+    let before = tree(&pool.open_file_system("bad/copy").unwrap());
+    let mut damaged = incremental.clone();
+    let late = damaged.len() * 3 / 4;
+    damaged[late] ^= 1;
+    assert!(receive_from(&pool, "bad/copy", &damaged).is_err());
+    assert_eq!(tree(&pool.open_file_system("bad/copy").unwrap()), before);
+    assert!(pool.snapshot_info("bad/copy@b").is_err());
+    // A full stream into an existing file system, an incremental one without its source.
+    assert!(receive_from(&pool, "bad/copy", &full)
+        .unwrap_err()
+        .to_string()
+        .contains("exists"));
+    assert!(receive_from(&pool, "bad/none", &incremental).is_err());
+    // The intact incremental stream still applies.
+    receive_from(&pool, "bad/copy", &incremental).unwrap();
+    assert_eq!(
+        snapshot_tree(&pool, "bad/copy@b"),
+        snapshot_tree(&pool, "bad@b")
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+#[test]
+fn a_modified_target_needs_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "mf");
+    let fs = pool.file_system().unwrap();
+    populate(&fs);
+    pool.create_snapshots(&["mf@a".to_string()], false).unwrap();
+    change(&fs);
+    pool.create_snapshots(&["mf@b".to_string()], false).unwrap();
+    let full = send_to_vec(&pool, "mf@a", None, false);
+    let incremental = send_to_vec(&pool, "mf@b", Some("@a"), false);
+    receive_from(&pool, "mf/copy", &full).unwrap();
+    let copy = pool.open_file_system("mf/copy").unwrap();
+    copy.create(copy.root(), b"local-change", 0o644, 0, 0)
+        .unwrap();
+    drop(copy);
+    pool.sync().unwrap();
+    let error = receive_from(&pool, "mf/copy", &incremental)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("modified"), "{error}");
+    let mut input: &[u8] = &incremental;
+    receive(
+        &pool,
+        "mf/copy",
+        &mut input,
+        &ReceiveOptions {
+            force: true,
+            ..ReceiveOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        snapshot_tree(&pool, "mf/copy@b"),
+        snapshot_tree(&pool, "mf@b")
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+#[test]
+fn writes_are_batched_into_few_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "wb");
+    pool.create_dataset("wb/src", &[("recordsize".into(), "8K".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("wb/src").unwrap();
+    let file = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(file, 0, &pattern(5, 4 << 20)).unwrap();
+    drop(fs);
+    pool.create_snapshots(&["wb/src@s".to_string()], false)
+        .unwrap();
+    let stream = send_to_vec(&pool, "wb/src@s", None, false);
+    let mut batched: &[u8] = &stream;
+    let report = receive(
+        &pool,
+        "wb/batched",
+        &mut batched,
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    assert!(report.blocks >= 512, "{report:?}");
+    assert!(
+        report.write_transactions * 64 <= report.blocks,
+        "1 MiB batches of 8 KiB records: {report:?}"
+    );
+    let mut single_records: &[u8] = &stream;
+    let unbatched = receive(
+        &pool,
+        "wb/single",
+        &mut single_records,
+        &ReceiveOptions {
+            batch_bytes: 0,
+            ..ReceiveOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(unbatched.write_transactions, unbatched.blocks);
+    for name in ["wb/batched@s", "wb/single@s"] {
+        assert_eq!(snapshot_tree(&pool, name), snapshot_tree(&pool, "wb/src@s"));
+    }
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
