@@ -48,25 +48,44 @@ fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
     let mut writer = stream
         .try_clone()
         .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
-    let mut line = serde_json::to_vec(request).expect("a request serializes");
-    line.push(b'\n');
-    writer
-        .write_all(&line)
-        .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
-    let mut answer = Vec::new();
-    BufReader::new(stream)
-        .take(MAX_LINE_BYTES + 1)
-        .read_until(b'\n', &mut answer)
-        .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
-    if answer.is_empty() {
-        return Err(Unanswered::NoAnswer("connection closed".into()));
-    }
-    let response: Response = serde_json::from_slice(&answer)
-        .map_err(|error| Unanswered::NoAnswer(format!("unreadable response: {error}")))?;
+    write_request(&mut writer, request).map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
+    let response = read_response(&mut BufReader::new(stream)).map_err(Unanswered::NoAnswer)?;
     if response.retry {
         return Err(Unanswered::NoAnswer("the daemon is stopping".into()));
     }
     Ok(response)
+}
+
+/// Write `request` as one line.
+pub fn write_request(writer: &mut impl Write, request: &Request) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(request).expect("a request serializes");
+    line.push(b'\n');
+    writer.write_all(&line)?;
+    writer.flush()
+}
+
+/// Read one response line.
+pub fn read_response(reader: &mut impl BufRead) -> Result<Response, String> {
+    let mut answer = Vec::new();
+    reader
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', &mut answer)
+        .map_err(|error| error.to_string())?;
+    if answer.is_empty() {
+        return Err("connection closed".into());
+    }
+    serde_json::from_slice(&answer).map_err(|error| format!("unreadable response: {error}"))
+}
+
+/// A connection to the running daemon for a request that carries a stream (`send`,
+/// `receive`): no daemon is started, since one that was not running holds no pool.
+pub fn connect_for_stream(socket: &Path) -> Result<UnixStream, Failure> {
+    UnixStream::connect(socket).map_err(|_| {
+        Failure(format!(
+            "no tarn daemon runs on {}: import the pool first (tarn pool import)",
+            socket.display()
+        ))
+    })
 }
 
 /// How long a command waits for a stopping daemon to go before it gives up.

@@ -79,7 +79,7 @@ use clap::{Args, Parser, Subcommand};
 use error::{Failure, Status};
 use format::ListFormat;
 use verbs::pool::ImportFlags;
-use verbs::{dataset, inspect, iostat, pool, stat};
+use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
 #[derive(Parser)]
 #[command(
@@ -201,6 +201,43 @@ enum Command {
     /// Promote a clone: its origin's snapshots up to the origin move to it, and the origin's
     /// file system becomes its clone: tarn promote CLONE
     Promote { name: String },
+    /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
+    /// snapshot of the same file system (-i), with every snapshot between (-I).
+    Send {
+        /// Incremental from this snapshot (FS@SNAP or @SNAP).
+        #[arg(short = 'i', conflicts_with = "intermediates_from")]
+        from: Option<String>,
+        /// Incremental from this snapshot, with every snapshot in between.
+        #[arg(short = 'I')]
+        intermediates_from: Option<String>,
+        /// Carry the file system's local properties.
+        #[arg(short = 'p')]
+        properties: bool,
+        /// Estimate the stream's size only (with -v, print it).
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Say what is sent, and show progress on a terminal.
+        #[arg(short = 'v')]
+        verbose: bool,
+        snapshot: String,
+    },
+    /// Read a replication stream from stdin into a file system: a full stream makes a new one,
+    /// an incremental stream applies to the snapshot it came from.
+    #[command(alias = "recv")]
+    Receive {
+        /// Roll the target back to the stream's source first (discarding changes and newer
+        /// snapshots).
+        #[arg(short = 'F')]
+        force: bool,
+        /// Do not mount a newly received file system.
+        #[arg(short = 'u')]
+        no_mount: bool,
+        /// Say what was received, and show progress on a terminal.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// FS, or FS@SNAP to name the received snapshot.
+        target: String,
+    },
     /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
     Rollback {
         /// Destroy snapshots newer than the one named.
@@ -559,6 +596,30 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             name,
         } => dataset::clone(socket, &properties, snapshot, name),
         Command::Promote { name } => dataset::promote(socket, name),
+        Command::Send {
+            from,
+            intermediates_from,
+            properties,
+            dry_run,
+            verbose,
+            snapshot,
+        } => replication::send(
+            socket,
+            replication::SendArgs {
+                snapshot,
+                intermediates: intermediates_from.is_some(),
+                from: from.or(intermediates_from),
+                properties,
+                dry_run,
+                verbose,
+            },
+        ),
+        Command::Receive {
+            force,
+            no_mount,
+            verbose,
+            target,
+        } => replication::receive(socket, target, force, no_mount, verbose),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Object { dataset, target }) => {

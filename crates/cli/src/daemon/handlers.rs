@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
 use super::{datasets, inspect, pool, snapshots};
+use crate::error::Failure;
 use crate::protocol::Request;
 
 pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
@@ -62,5 +63,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::Rollback { .. }
         | Request::Rename { .. }
         | Request::DebugDataset { .. } => snapshots::handle(daemon, request),
+        Request::Send { .. } | Request::Receive { .. } => Err(Reply::Failed(Failure(
+            "internal error: send and receive are served with their connection's stream".into(),
+        ))),
     }
 }

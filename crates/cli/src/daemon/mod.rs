@@ -69,6 +69,7 @@ mod mounts;
 mod pool;
 mod snapdir;
 mod snapshots;
+mod streams;
 
 use log::{error, info, warn};
 
@@ -391,6 +392,11 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                     warn!("{message}");
                     Response::failure(STATUS_BAD_REQUEST, &message)
                 }
+                Ok(request) if request.carries_stream() => {
+                    answer_with(daemon, request, |daemon, request| {
+                        streams::handle(daemon, request, &mut reader, &mut writer)
+                    })
+                }
                 Ok(request) => answer(daemon, request),
             },
         };
@@ -409,6 +415,15 @@ fn send(writer: &mut UnixStream, response: &Response) -> std::io::Result<()> {
 
 /// Run one request with its output captured; never panics.
 fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
+    answer_with(daemon, request, dispatch)
+}
+
+/// Run one request through `run` with its output captured; never panics.
+fn answer_with(
+    daemon: &Arc<Daemon>,
+    request: Request,
+    run: impl FnOnce(&Arc<Daemon>, Request) -> Result<Answer, Reply>,
+) -> Response {
     {
         let mut state = lock(&daemon.state);
         if state.stopping {
@@ -428,7 +443,7 @@ fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
             | Request::PoolDestroy { .. }
     );
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        output::capture(|| dispatch(daemon, request))
+        output::capture(|| run(daemon, request))
     }));
     let response = match outcome {
         Ok((Ok(Answer { status, data }), captured)) => Response {

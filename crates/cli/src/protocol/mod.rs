@@ -45,6 +45,9 @@
 //! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
+//! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
+//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
+//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ...}, size_bytes, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, allocations}]}`, oldest first |
@@ -61,6 +64,7 @@
 //! a new daemon if the verb needs one). `data` carries the
 //! structured rows that `pool list` and `pool status` merge with pools found on disk.
 
+pub mod frames;
 pub mod rows;
 
 use std::path::{Path, PathBuf};
@@ -243,6 +247,23 @@ pub enum Request {
     /// file system or an object number.
     #[serde(rename = "debug object")]
     DebugObject { dataset: String, target: String },
+    /// Send a snapshot: the stream follows as frames, then the response.
+    #[serde(rename = "send")]
+    Send {
+        snapshot: String,
+        from: Option<String>,
+        intermediates: bool,
+        properties: bool,
+        dry_run: bool,
+    },
+    /// Receive the stream that follows this request as frames.
+    #[serde(rename = "receive")]
+    Receive {
+        target: String,
+        force: bool,
+        no_mount: bool,
+        verbose: bool,
+    },
     /// Properties (names, or `all`) of datasets.
     #[serde(rename = "get")]
     Get {
@@ -275,6 +296,11 @@ pub enum Request {
 }
 
 impl Request {
+    /// Whether a byte stream travels with this request ([`frames`]).
+    pub fn carries_stream(&self) -> bool {
+        matches!(self, Request::Send { .. } | Request::Receive { .. })
+    }
+
     /// The verb as it appears on the wire, for the daemon's log.
     pub fn verb(&self) -> &'static str {
         match self {
@@ -311,6 +337,8 @@ impl Request {
             Request::Rename { .. } => "rename",
             Request::DebugDataset { .. } => "debug dataset",
             Request::DebugObject { .. } => "debug object",
+            Request::Send { .. } => "send",
+            Request::Receive { .. } => "receive",
         }
     }
 }

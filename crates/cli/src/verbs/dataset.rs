@@ -56,7 +56,7 @@ pub fn parse_settings(settings: &[String]) -> Result<Vec<(String, String)>, Fail
 }
 
 /// A dataset name as the user gave it, checked for the obvious mistakes before asking.
-fn check_name(name: &str) -> Result<(), Failure> {
+pub(crate) fn check_name(name: &str) -> Result<(), Failure> {
     if name.is_empty()
         || name.starts_with('/')
         || name.ends_with('/')

@@ -6,6 +6,7 @@ pub mod dataset;
 pub mod inspect;
 pub mod iostat;
 pub mod pool;
+pub mod replication;
 pub mod stat;
 
 use std::path::Path;

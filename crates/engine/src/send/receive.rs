@@ -149,7 +149,7 @@ fn receive_substreams(
         };
         if let (Some(name), false) = (snapshot_name, report.snapshots.is_empty()) {
             return Err(SendError::Refused(format!(
-                "cannot receive several snapshots into {file_system}@{name}: name the file system only"
+                "several snapshots cannot all be {file_system}@{name}: name the file system only"
             )));
         }
         let snapshot = substream(
@@ -187,13 +187,13 @@ fn substream(
 ) -> Result<String, SendError> {
     if begin.version != STREAM_VERSION {
         return Err(SendError::Refused(format!(
-            "cannot receive: the stream is version {}, this build reads version {STREAM_VERSION}",
+            "the stream is version {}, this build reads version {STREAM_VERSION}",
             begin.version
         )));
     }
     if begin.features & !FEATURES_KNOWN != 0 {
         return Err(SendError::Refused(format!(
-            "cannot receive: the stream needs features {:#x} this build does not have",
+            "the stream needs features {:#x} this build does not have",
             begin.features & !FEATURES_KNOWN
         )));
     }
@@ -214,9 +214,7 @@ fn substream(
     let undo = prepare_target(pool, file_system, begin, options)?;
     if pool.snapshot_info(&snapshot).is_ok() {
         undo_receive(pool, file_system, &undo);
-        return Err(SendError::Refused(format!(
-            "cannot receive {snapshot}: it exists"
-        )));
+        return Err(SendError::Refused(format!("{snapshot} exists")));
     }
     let result = apply_records(pool, file_system, begin, source, options, report).and_then(|()| {
         pool.sync()?;
@@ -249,7 +247,7 @@ fn prepare_target(
     if begin.from_guid == 0 {
         if pool.has_dataset(file_system) {
             return Err(SendError::Refused(format!(
-                "cannot receive a full stream into {file_system}: it exists \
+                "{file_system} exists, and a full stream makes a new file system \
                  (receive into a new name, or send incrementally from a snapshot it has)"
             )));
         }
@@ -258,7 +256,7 @@ fn prepare_target(
     }
     if !pool.has_dataset(file_system) {
         return Err(SendError::Refused(format!(
-            "cannot receive an incremental stream into {file_system}: it does not exist"
+            "{file_system} does not exist, and an incremental stream applies to a snapshot of it"
         )));
     }
     let mut snapshots = pool.core.snapshots_of(file_system)?;
@@ -268,8 +266,7 @@ fn prepare_target(
         .find(|snapshot| snapshot.guid == begin.from_guid)
     else {
         return Err(SendError::Refused(format!(
-            "cannot receive into {file_system}: it has no snapshot matching the stream's source \
-             {} (guid {:#x})",
+            "{file_system} has no snapshot matching the stream's source {} (guid {:#x})",
             begin.names.from_name, begin.from_guid
         )));
     };
@@ -283,14 +280,14 @@ fn prepare_target(
         if !options.force {
             return Err(SendError::Refused(if newest.guid != from.guid {
                 format!(
-                    "cannot receive into {file_system}: it has snapshots newer than {} \
-                     (-F rolls back to it and destroys them)",
+                    "{file_system} has snapshots newer than {} (-F rolls back to it and destroys \
+                     them)",
                     from.name
                 )
             } else {
                 format!(
-                    "cannot receive into {file_system}: it was modified since {} \
-                     (-F rolls the changes back)",
+                    "{file_system} was modified since {} (-F rolls the changes back; reading \
+                     files changes their access times unless atime=off)",
                     from.name
                 )
             }));

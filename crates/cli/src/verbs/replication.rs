@@ -1,0 +1,149 @@
+//! `tarn send` and `tarn receive`: the CLI copies the stream between its stdout or stdin and
+//! the daemon's socket (as frames, `protocol::frames`), showing progress on a terminal, and
+//! prints the daemon's answer. A stream is never written to or read from a terminal.
+
+use std::io::{BufReader, IsTerminal, Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::dataset::check_name;
+use super::forward;
+use crate::client;
+use crate::error::{Failure, Status};
+use crate::format::human_bytes;
+use crate::protocol::frames::{FrameReader, FrameWriter};
+use crate::protocol::Request;
+
+/// What `tarn send` was asked.
+pub struct SendArgs {
+    pub snapshot: String,
+    /// `-i SNAP` or `-I SNAP`.
+    pub from: Option<String>,
+    pub intermediates: bool,
+    pub properties: bool,
+    pub dry_run: bool,
+    pub verbose: bool,
+}
+
+/// `tarn send [-i|-I SNAP] [-p] [-n] [-v] FS@SNAP`.
+pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
+    check_name(&args.snapshot)?;
+    if !args.snapshot.contains('@') {
+        return Err(Failure(format!(
+            "cannot send {:?}: name a snapshot, FS@SNAP",
+            args.snapshot
+        )));
+    }
+    if !args.dry_run && std::io::stdout().is_terminal() {
+        return Err(Failure(
+            "refusing to write a stream to a terminal: redirect it to a file or a pipe".into(),
+        ));
+    }
+    let stream = client::connect_for_stream(socket)?;
+    let mut writer = stream
+        .try_clone()
+        .map_err(|error| Failure(format!("socket: {error}")))?;
+    client::write_request(
+        &mut writer,
+        &Request::Send {
+            snapshot: args.snapshot.clone(),
+            from: args.from,
+            intermediates: args.intermediates,
+            properties: args.properties,
+            dry_run: args.dry_run,
+        },
+    )
+    .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
+    let mut frames = FrameReader::new(&mut reader);
+    let mut stdout = std::io::stdout().lock();
+    let copied = copy_with_progress(&mut frames, &mut stdout, "sent", args.verbose);
+    let copied = copied.and_then(|bytes| stdout.flush().map(|()| bytes));
+    let bytes = copied.map_err(|error| Failure(format!("cannot write the stream: {error}")))?;
+    let response = client::read_response(&mut reader)
+        .map_err(|why| Failure(format!("the daemon did not answer the send: {why}")))?;
+    if args.verbose && response.status == 0 && !args.dry_run {
+        eprintln!("sent {} ({bytes} bytes)", human_bytes(bytes));
+    }
+    Ok(forward(response))
+}
+
+/// `tarn receive [-F] [-u] [-v] FS[@SNAP]`.
+pub fn receive(
+    socket: &Path,
+    target: String,
+    force: bool,
+    no_mount: bool,
+    verbose: bool,
+) -> Result<Status, Failure> {
+    check_name(&target)?;
+    if std::io::stdin().is_terminal() {
+        return Err(Failure(
+            "refusing to read a stream from a terminal: redirect one from a file or a pipe".into(),
+        ));
+    }
+    let stream = client::connect_for_stream(socket)?;
+    let mut writer = stream
+        .try_clone()
+        .map_err(|error| Failure(format!("socket: {error}")))?;
+    client::write_request(
+        &mut writer,
+        &Request::Receive {
+            target,
+            force,
+            no_mount,
+            verbose,
+        },
+    )
+    .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;
+    let mut frames = FrameWriter::new(std::io::BufWriter::with_capacity(1 << 20, writer));
+    let mut stdin = std::io::stdin().lock();
+    // A failure to read stdin still ends the frames: the daemon then finds the stream cut
+    // short and undoes the receive.
+    let copied = copy_with_progress(&mut stdin, &mut frames, "received", verbose);
+    frames
+        .finish()
+        .map_err(|error| Failure(format!("cannot pass the stream to the daemon: {error}")))?;
+    copied.map_err(|error| Failure(format!("cannot read the stream: {error}")))?;
+    let response = client::read_response(&mut BufReader::new(stream))
+        .map_err(|why| Failure(format!("the daemon did not answer the receive: {why}")))?;
+    Ok(forward(response))
+}
+
+/// Copy `input` to `output`, showing bytes and rate on stderr every half second when it is a
+/// terminal and `verbose`; returns the bytes copied.
+fn copy_with_progress(
+    input: &mut dyn Read,
+    output: &mut dyn Write,
+    verb: &str,
+    verbose: bool,
+) -> std::io::Result<u64> {
+    let show = verbose && std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut shown_at = started;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let read = match input.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        output.write_all(&buffer[..read])?;
+        total += read as u64;
+        if show && shown_at.elapsed() >= Duration::from_millis(500) {
+            shown_at = Instant::now();
+            let rate = total as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            eprint!(
+                "\r{verb} {:>8}  {:>8}/s ",
+                human_bytes(total),
+                human_bytes(rate as u64)
+            );
+        }
+    }
+    if show && shown_at != started {
+        eprintln!();
+    }
+    Ok(total)
+}
