@@ -213,6 +213,9 @@ enum Command {
         /// Carry the file system's local properties.
         #[arg(short = 'p')]
         properties: bool,
+        /// Send compressed blocks as they are stored (the receiver stores them as they come).
+        #[arg(short = 'c')]
+        compressed: bool,
         /// Estimate the stream's size only (with -v, print it).
         #[arg(short = 'n')]
         dry_run: bool,
@@ -599,6 +602,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Send {
             from,
             intermediates_from,
+            compressed,
             properties,
             dry_run,
             verbose,
@@ -612,6 +616,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 properties,
                 dry_run,
                 verbose,
+                compressed,
             },
         ),
         Command::Receive {

@@ -104,8 +104,7 @@ fn snapshot_tree(pool: &Pool, name: &str) -> BTreeMap<String, Seen> {
 }
 
 fn send_to_vec(pool: &Pool, to: &str, from: Option<&str>, intermediates: bool) -> Vec<u8> {
-    let mut out = Vec::new();
-    let report = send(
+    send_with(
         pool,
         to,
         &SendOptions {
@@ -113,10 +112,12 @@ fn send_to_vec(pool: &Pool, to: &str, from: Option<&str>, intermediates: bool) -
             intermediates,
             ..SendOptions::default()
         },
-        &mut out,
-        &mut |_| {},
     )
-    .unwrap();
+}
+
+fn send_with(pool: &Pool, to: &str, options: &SendOptions) -> Vec<u8> {
+    let mut out = Vec::new();
+    let report = send(pool, to, options, &mut out, &mut |_| {}).unwrap();
     assert_eq!(report.bytes, out.len() as u64);
     out
 }
@@ -173,6 +174,9 @@ fn populate(fs: &FileSystem) {
     fs.write(one, 0, b"x").unwrap();
     let big = fs.create(root, b"big", 0o644, 0, 0).unwrap().ino;
     fs.write(big, 0, &pattern(1, 16 << 20)).unwrap();
+    let text = fs.create(root, b"text", 0o644, 0, 0).unwrap().ino;
+    let line = b"a line of text that compresses well, repeated many times over\n";
+    fs.write(text, 0, &line.repeat(40_000)).unwrap();
     let sparse = fs.create(root, b"sparse", 0o644, 0, 0).unwrap().ino;
     fs.write(sparse, 0, &pattern(2, 5000)).unwrap();
     fs.write(sparse, 3 << 20, &pattern(3, 7000)).unwrap();
@@ -314,6 +318,68 @@ fn full_and_incremental_streams_round_trip() {
             snapshot_tree(&pool, &format!("src@{name}"))
         );
     }
+    // -c: compressed blocks travel as stored, and are stored as received.
+    let compressed = send_with(
+        &pool,
+        "src@c",
+        &SendOptions {
+            compressed: true,
+            ..SendOptions::default()
+        },
+    );
+    let plain = send_to_vec(&pool, "src@c", None, false);
+    assert!(
+        compressed.len() + (256 << 10) < plain.len(),
+        "compressed {} plain {}",
+        compressed.len(),
+        plain.len()
+    );
+    let estimate = send(
+        &pool,
+        "src@c",
+        &SendOptions {
+            compressed: true,
+            dry_run: true,
+            ..SendOptions::default()
+        },
+        &mut std::io::sink(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let error = estimate.bytes.abs_diff(compressed.len() as u64);
+    assert!(
+        error * 20 < compressed.len() as u64,
+        "estimate {} for {}",
+        estimate.bytes,
+        compressed.len()
+    );
+    receive_from(&target, "dst/third", &compressed).unwrap();
+    assert_eq!(
+        snapshot_tree(&target, "dst/third@c"),
+        snapshot_tree(&pool, "src@c")
+    );
+    let text_blocks = |pool: &Pool, name: &str| {
+        let fs = pool.snapshot_file_system(name).unwrap();
+        let ino = lookup(&fs, "text");
+        let dnode = fs
+            .objset()
+            .synced_dnode(tarn::types::ObjectId(ino))
+            .unwrap();
+        let mut stored = Vec::new();
+        tarn::object::tree::visit_tree_blocks(&pool.core.io, &dnode, &mut |_, bp| {
+            if bp.level == 0 {
+                stored.push((bp.compression, bp.size_physical, bp.checksum));
+            }
+            Ok(())
+        })
+        .unwrap();
+        stored
+    };
+    assert_eq!(
+        text_blocks(&target, "dst/third@c"),
+        text_blocks(&pool, "src@c"),
+        "the same compressed bytes, stored as sent"
+    );
     assert_clean(&pool);
     assert_clean(&target);
     target.export().unwrap();

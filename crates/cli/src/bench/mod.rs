@@ -12,6 +12,8 @@
 //! - `clone-destroy`: destroy of a sparse clone of a 1, 4 and 16 GiB origin with livelists,
 //!   without (tree walk), and beside btrfs's subvolume delete; and the write-time cost of
 //!   livelists (see `clone_destroy`).
+//! - `receive`: a full stream sent to a file and received with and without write batching,
+//!   beside `btrfs send | btrfs receive` of the same files (see `receive`).
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
 //!   (the baseline without priority) in the async class beside it (see `iosched`).
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
@@ -34,6 +36,7 @@ use std::time::Instant;
 mod clone_destroy;
 mod frag;
 mod iosched;
+mod receive;
 mod snapshot;
 mod sync;
 mod timeseries;
@@ -63,6 +66,10 @@ pub enum BenchCommand {
     /// (recordsize 8K), a clone with --overwrites scattered 8 KiB overwrites, export and
     /// import, destroy until freeing is 0; and random overwrites in a clone, livelists on/off.
     CloneDestroy(clone_destroy::CloneDestroyBench),
+    /// Send and receive of a full stream (text-like data, lz4) at each record size: receive
+    /// with 1 MiB write batches beside one record per transaction (blocks/s, MB/s, CPU per
+    /// block), and beside btrfs send | receive of the same files on a loop device.
+    Receive(receive::ReceiveBench),
     /// p50/p99 of 4 KiB sync-class writes through the vdev queue alone and beside an engine
     /// sequential write, beside the same writes in the async class (no priority).
     Iosched {
@@ -514,6 +521,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
+        BenchCommand::Receive(bench) => receive::run(bench),
         BenchCommand::Iosched {
             dir,
             vdev_size,

@@ -33,6 +33,7 @@ pub(super) fn handle(
             intermediates,
             properties,
             dry_run,
+            compressed,
         } => {
             let pool = daemon.pool_of_dataset(&snapshot);
             let mut frames = FrameWriter::new(&mut *writer);
@@ -42,6 +43,7 @@ pub(super) fn handle(
                     intermediates,
                     properties,
                     dry_run,
+                    compressed,
                 };
                 tarn::send::send(&pool, &snapshot, &options, &mut frames, &mut |_| {})
                     .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")).into())

@@ -46,7 +46,7 @@
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
-//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
+//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
 //! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ...}, size_bytes, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
@@ -255,6 +255,9 @@ pub enum Request {
         intermediates: bool,
         properties: bool,
         dry_run: bool,
+        /// Blocks as stored (`-c`).
+        #[serde(default)]
+        compressed: bool,
     },
     /// Receive the stream that follows this request as frames.
     #[serde(rename = "receive")]

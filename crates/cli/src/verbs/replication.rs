@@ -23,9 +23,11 @@ pub struct SendArgs {
     pub properties: bool,
     pub dry_run: bool,
     pub verbose: bool,
+    /// Blocks as stored (`-c`).
+    pub compressed: bool,
 }
 
-/// `tarn send [-i|-I SNAP] [-p] [-n] [-v] FS@SNAP`.
+/// `tarn send [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`.
 pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     check_name(&args.snapshot)?;
     if !args.snapshot.contains('@') {
@@ -51,6 +53,7 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
             intermediates: args.intermediates,
             properties: args.properties,
             dry_run: args.dry_run,
+            compressed: args.compressed,
         },
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;

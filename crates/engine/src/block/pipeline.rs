@@ -178,7 +178,7 @@ impl BlockIo {
         old: Option<&BlockPtr>,
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
-        self.write_inner(data, None, props, fill_count, at, old, storage)
+        self.write_inner(data, None, None, props, fill_count, at, old, storage)
     }
 
     /// As [`BlockIo::write`] for a buffer the caller shares: the cache keeps the same buffer
@@ -192,7 +192,35 @@ impl BlockIo {
         old: Option<&BlockPtr>,
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
-        self.write_inner(data, Some(data), props, fill_count, at, old, storage)
+        self.write_inner(data, Some(data), None, props, fill_count, at, old, storage)
+    }
+
+    /// As [`BlockIo::write_shared`] for a block that arrives compressed (a compressed receive):
+    /// `stored` is its payload compressed with its kind (as [`BlockIo::read_physical`] returns
+    /// it, zero padding allowed), stored as it is instead of compressing `data` again. The
+    /// caller has checked that the payload decompresses to `data`. A payload that saves no
+    /// allocation unit is stored uncompressed, as a compressed write would be.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_precompressed(
+        &self,
+        data: &Arc<Vec<u8>>,
+        stored: (Compression, &[u8]),
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        self.write_inner(
+            data,
+            Some(data),
+            Some(stored),
+            props,
+            fill_count,
+            at,
+            old,
+            storage,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -200,6 +228,7 @@ impl BlockIo {
         &self,
         data: &[u8],
         shared: Option<&Arc<Vec<u8>>>,
+        precompressed: Option<(Compression, &[u8])>,
         props: &WriteProps,
         fill_count: u64,
         at: SyncPoint,
@@ -215,10 +244,10 @@ impl BlockIo {
         {
             return Ok(bp);
         }
-        let compression = if at.pass >= self.tunables.sync_pass_dont_compress {
-            Compression::Off
-        } else {
-            props.compression
+        let compression = match precompressed {
+            _ if at.pass >= self.tunables.sync_pass_dont_compress => Compression::Off,
+            Some((kind, _)) => kind,
+            None => props.compression,
         };
         // A compressed payload is self-delimiting (compress.rs), so its physical size can be
         // rounded up to the pool's allocation unit with zero padding: the size then changes
@@ -227,7 +256,10 @@ impl BlockIo {
         // that does not fit in fewer units than the logical size is not worth storing
         // compressed; embedding (below) looks at the unpadded payload.
         let unit = 1u64 << self.alloc_unit_shift;
-        let payload = compress::compress(compression, data);
+        let payload = match precompressed {
+            Some((_, stored)) if compression != Compression::Off => Some(stored.to_vec()),
+            _ => compress::compress(compression, data),
+        };
         let embeddable = props.level == 0
             && props.object_type == ObjectType::PlainFile
             && self.embedded_data.load(Ordering::Relaxed);

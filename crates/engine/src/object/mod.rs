@@ -187,6 +187,8 @@ struct ObjectDirty {
     /// Block ranges freed in this txg, applied before `blocks`.
     frees: Vec<(u64, u64)>,
     blocks: BTreeMap<u64, Arc<Vec<u8>>>,
+    /// Blocks of `blocks` that arrived compressed (a compressed receive): stored as given.
+    stored: BTreeMap<u64, (Compression, Arc<Vec<u8>>)>,
     /// Highest block id written in this txg, and whether a free ran to the end of the object.
     truncated_to: Option<u64>,
 }
@@ -954,6 +956,39 @@ impl ObjectSet {
         Ok(())
     }
 
+    /// Write data block `blkid` whole in `tx` from a block that arrived compressed (a
+    /// compressed receive): `data` is its contents, `payload` the same compressed with
+    /// `compression` (checked by the caller to decompress to `data`), which the sync stores as
+    /// it is rather than compressing `data` again. Admitted as [`ObjectSet::write`] is.
+    pub fn write_precompressed(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        blkid: u64,
+        data: Vec<u8>,
+        compression: Compression,
+        payload: Vec<u8>,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        let block_size = dnode.data_block_size as u64;
+        if data.len() as u64 != block_size || payload.is_empty() {
+            return Err(ObjectError::Invalid(format!(
+                "compressed block of {} bytes ({} stored) for block size {block_size}",
+                data.len(),
+                payload.len()
+            )));
+        }
+        let reservation = self.reservation.lock().clone();
+        if let Some(reservation) = reservation {
+            let offset = blkid.saturating_mul(block_size);
+            let metadata = self.indirect_estimate(tx.txg, object, offset, block_size)?;
+            reservation.reserve(tx, block_size, metadata)?;
+        }
+        let _writer = self.lock_object(object);
+        self.dirty_block_stored(tx, object, blkid, data, Some((compression, payload)));
+        Ok(())
+    }
+
     /// Replace data block `blkid` whole (the key/value object and space maps write whole blocks).
     pub fn write_block(
         &self,
@@ -989,10 +1024,25 @@ impl ObjectSet {
     }
 
     fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
+        self.dirty_block_stored(tx, object, blkid, block, None);
+    }
+
+    fn dirty_block_stored(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        blkid: u64,
+        block: Vec<u8>,
+        stored: Option<(Compression, Vec<u8>)>,
+    ) {
         let bytes = block.len() as u64;
         let replaced = {
             let mut state = self.state.lock();
             let record = state.record(tx.txg, object);
+            match stored {
+                Some((kind, payload)) => record.stored.insert(blkid, (kind, Arc::new(payload))),
+                None => record.stored.remove(&blkid),
+            };
             record.blocks.insert(blkid, Arc::new(block)).is_some()
         };
         if !replaced {
@@ -1051,6 +1101,9 @@ impl ObjectSet {
             let record = state.record(tx.txg, object);
             record
                 .blocks
+                .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
+            record
+                .stored
                 .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
             record.frees.push((first_whole, end_whole));
             if end_whole == u64::MAX {

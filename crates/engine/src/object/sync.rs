@@ -173,7 +173,7 @@ impl ObjectSet {
             tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
         }
         for (&blkid, data) in &record.blocks {
-            tree.write_block(blkid, data)?;
+            tree.write_block(blkid, data, record.stored.get(&blkid))?;
             tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
         }
         tree.finish()

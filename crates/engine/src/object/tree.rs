@@ -290,8 +290,14 @@ impl<'a> TreeSync<'a> {
         Ok(())
     }
 
-    /// Write data block `blkid`.
-    pub fn write_block(&mut self, blkid: u64, data: &Arc<Vec<u8>>) -> Result<(), ObjectError> {
+    /// Write data block `blkid`; `stored`, if given, is its compressed payload to store as it
+    /// is ([`BlockIo::write_precompressed`]).
+    pub fn write_block(
+        &mut self,
+        blkid: u64,
+        data: &Arc<Vec<u8>>,
+        stored: Option<&(Compression, Arc<Vec<u8>>)>,
+    ) -> Result<(), ObjectError> {
         self.grow_to(blkid)?;
         let old = if self.dnode.levels == 1 {
             self.dnode.blkptr.clone()
@@ -300,9 +306,21 @@ impl<'a> TreeSync<'a> {
         };
         // Shared, not copied: the dirty record's buffer is immutable, so the write queue and
         // the cache can keep it as it is.
-        let bp =
-            self.io
-                .write_shared(data, &self.props(0), 1, self.at, Some(&old), self.storage)?;
+        let bp = match stored {
+            Some((compression, payload)) => self.io.write_precompressed(
+                data,
+                (*compression, payload),
+                &self.props(0),
+                1,
+                self.at,
+                Some(&old),
+                self.storage,
+            )?,
+            None => {
+                self.io
+                    .write_shared(data, &self.props(0), 1, self.at, Some(&old), self.storage)?
+            }
+        };
         if !rewritten_in_place(&old, &bp) {
             self.kill(&old)?;
             self.born(&bp);

@@ -14,7 +14,8 @@ use crate::pool::snapshots::SnapshotInfo;
 use crate::pool::Pool;
 
 use super::stream::{
-    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_SPILL, STREAM_VERSION,
+    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_COMPRESSED, FEATURE_SPILL,
+    STREAM_VERSION,
 };
 use super::SendError;
 
@@ -30,6 +31,9 @@ pub struct SendOptions {
     pub properties: bool,
     /// Estimate only: walk as a send would, read no data block, write nothing.
     pub dry_run: bool,
+    /// Send compressed blocks as they are stored (`send -c`): no decompression here, no
+    /// compression on the receiver.
+    pub compressed: bool,
 }
 
 /// What a send did (or, dry, would do).
@@ -105,6 +109,7 @@ pub fn send(
         Vec::new()
     };
     let mut sender = Sender {
+        compressed: options.compressed,
         io: pool.core.io.clone(),
         writer: StreamWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
         from_txg: 0,
@@ -129,6 +134,8 @@ pub fn send(
 }
 
 struct Sender<'a, W: Write> {
+    /// Compressed blocks go as stored (`send -c`).
+    compressed: bool,
     io: Arc<BlockIo>,
     writer: StreamWriter<W>,
     /// Blocks born at or before this txg are the receiver's already.
@@ -155,7 +162,11 @@ impl<W: Write> Sender<'_, W> {
         let objset = pool.snapshot_objset(&to.name)?;
         self.emit(&Record::Begin(Box::new(Begin {
             version: STREAM_VERSION,
-            features: FEATURE_SPILL,
+            features: if self.compressed {
+                FEATURE_SPILL | FEATURE_COMPRESSED
+            } else {
+                FEATURE_SPILL
+            },
             flags: 0,
             from_guid: from.map_or(0, |from| from.guid),
             to_guid: to.guid,
@@ -263,13 +274,26 @@ impl<W: Write> Sender<'_, W> {
         self.report.blocks += 1;
         self.report.records += 1;
         let logical = bp.size_logical as u64;
+        let as_stored = self.compressed && bp.compression != Compression::Off && !bp.embedded;
         if self.dry_run {
-            self.estimate += super::stream::HEADER_SIZE as u64 + logical;
+            let payload = if as_stored {
+                bp.size_physical as u64
+            } else {
+                logical
+            };
+            self.estimate += super::stream::HEADER_SIZE as u64 + payload;
             return Ok(());
         }
-        let data = self.io.read(bp)?;
-        self.writer
-            .write_data(object, offset, logical, Compression::Off, &data)?;
+        if as_stored {
+            // Read past the cache, as stored: a send must not evict the working set.
+            let stored = self.io.read_physical(bp, true)?;
+            self.writer
+                .write_data(object, offset, logical, bp.compression, &stored)?;
+        } else {
+            let data = self.io.read(bp)?;
+            self.writer
+                .write_data(object, offset, logical, Compression::Off, &data)?;
+        }
         self.tick();
         Ok(())
     }

@@ -320,6 +320,7 @@ fn apply_records(
         objset: pool.dataset_objset(file_system)?,
         txgs: pool.core.txgs.clone(),
         batch: Vec::new(),
+        block_size: 0,
         batch_bytes: 0,
         batch_limit: options.batch_bytes,
         current: None,
@@ -355,13 +356,19 @@ fn apply_records(
                 data,
             } => {
                 writer.check_position(object, offset, at)?;
-                let data = if compression == Compression::Off {
-                    data
+                let block = if compression == Compression::Off {
+                    ReceivedBlock { data, stored: None }
                 } else {
-                    compress::decompress(compression, &data, logical_size as usize)
-                        .map_err(|error| bad(format!("WRITE of object {object}: {error}")))?
+                    // Checked here, so that what is stored as received is known to read back.
+                    let logical =
+                        compress::decompress(compression, &data, logical_size as usize)
+                            .map_err(|error| bad(format!("WRITE of object {object}: {error}")))?;
+                    ReceivedBlock {
+                        data: logical,
+                        stored: Some((compression, data)),
+                    }
                 };
-                writer.write(object, offset, data)?;
+                writer.write(offset, block)?;
             }
             Record::Spill { object, data } => {
                 writer.check_position(object, writer.last_end, at)?;
@@ -391,12 +398,20 @@ fn at_record(error: SendError, at: u64) -> SendError {
     }
 }
 
+/// A WRITE record's block: its logical bytes, and its payload as stored if it came compressed.
+struct ReceivedBlock {
+    data: Vec<u8>,
+    stored: Option<(Compression, Vec<u8>)>,
+}
+
 /// Applies records to the target's object set.
 struct Writer<'a> {
     objset: Arc<ObjectSet>,
     txgs: Arc<TxgManager>,
-    /// WRITE records of `current` waiting for one transaction: (offset, logical bytes).
-    batch: Vec<(u64, Vec<u8>)>,
+    /// WRITE records of `current` waiting for one transaction, by offset.
+    batch: Vec<(u64, ReceivedBlock)>,
+    /// The data block size of `current`.
+    block_size: u64,
     batch_bytes: u64,
     batch_limit: u64,
     /// The object of the last OBJECT record: the one WRITE, SPILL and FREE records address.
@@ -488,7 +503,9 @@ impl Writer<'_> {
                     objset.create_object_at(tx, object, props, record.bonus_type, &record.bonus)
                 }
             }
-        })
+        })?;
+        self.block_size = u64::from(record.data_block_size);
+        Ok(())
     }
 
     fn free_objects(&mut self, first: u64, count: u64, at: u64) -> Result<(), SendError> {
@@ -514,8 +531,8 @@ impl Writer<'_> {
         Ok(())
     }
 
-    fn write(&mut self, object: u64, offset: u64, data: Vec<u8>) -> Result<(), SendError> {
-        let length = data.len() as u64;
+    fn write(&mut self, offset: u64, block: ReceivedBlock) -> Result<(), SendError> {
+        let length = block.data.len() as u64;
         if let Some((first, _)) = self.batch.first() {
             if offset >= first.saturating_add(self.batch_limit) {
                 self.flush()?;
@@ -523,12 +540,11 @@ impl Writer<'_> {
         }
         self.last_end = offset + length;
         self.batch_bytes += length;
-        self.batch.push((offset, data));
+        self.batch.push((offset, block));
         self.report.blocks += 1;
         if self.batch_bytes >= self.batch_limit {
             self.flush()?;
         }
-        let _ = object;
         Ok(())
     }
 
@@ -541,9 +557,24 @@ impl Writer<'_> {
         let batch = std::mem::take(&mut self.batch);
         self.batch_bytes = 0;
         self.report.write_transactions += 1;
+        let block_size = self.block_size.max(1);
         self.in_tx(|objset, tx| {
-            for (offset, data) in &batch {
-                objset.write(tx, object, *offset, data)?;
+            for (offset, block) in batch {
+                match block.stored {
+                    Some((compression, payload))
+                        if offset % block_size == 0 && block.data.len() as u64 == block_size =>
+                    {
+                        objset.write_precompressed(
+                            tx,
+                            object,
+                            offset / block_size,
+                            block.data,
+                            compression,
+                            payload,
+                        )?;
+                    }
+                    _ => objset.write(tx, object, offset, &block.data)?,
+                }
             }
             Ok(())
         })

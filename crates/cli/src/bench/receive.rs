@@ -1,0 +1,471 @@
+//! `tarn bench receive`: how fast a full stream is sent and received (issue 13), in-process on
+//! a pool on a sparse file, beside `btrfs send | btrfs receive` of the same files on a loop
+//! device in the same directory.
+//!
+//! For each record size: files of text-like data (lz4 keeps about 45% of it) are written to a
+//! file system with that recordsize and lz4, snapshotted, and sent to a file; the file is then
+//! received into a new file system with write batching (1 MiB) and without (one record per
+//! transaction, the same code path otherwise). Each receive is timed to the end of its final
+//! sync, with the process's CPU time (user + system) over the blocks received. The btrfs half
+//! writes the same files into a subvolume, snapshots it read-only, and times `btrfs send -f`
+//! and `btrfs receive -f` (with a final `sync`).
+//!
+//! It is a benchmark, not a test: it asserts nothing, and prints each figure with its baseline
+//! and the ratio.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use tarn::fs::FileSystem;
+use tarn::pool::Pool;
+use tarn::send::{ReceiveOptions, SendOptions};
+use tarn::tunables::Tunables;
+
+use super::sync::run_command;
+use super::{create_bench_pool, print_comparisons, BenchDirLock, Comparison};
+use crate::error::Failure;
+use crate::format::parse_size;
+
+#[derive(Args)]
+pub struct ReceiveBench {
+    /// Directory for the vdev, the streams and the btrfs image (sparse files).
+    #[arg(long, default_value = "/var/tmp/tarn-bench")]
+    dir: PathBuf,
+    /// Bytes of file data sent (per record size).
+    #[arg(long, default_value = "1G")]
+    size: String,
+    /// Record sizes to measure.
+    #[arg(long, value_delimiter = ',', default_value = "8K,128K")]
+    recordsizes: Vec<String>,
+    /// Skip btrfs even if mkfs.btrfs is available.
+    #[arg(long)]
+    no_btrfs: bool,
+    /// JSON output.
+    #[arg(short = 'j')]
+    json: bool,
+}
+
+const FILES: u64 = 16;
+
+fn progress(message: &str) {
+    if std::io::stderr().is_terminal() {
+        eprintln!("bench receive: {message}");
+    }
+}
+
+fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
+    Failure(format!("{what}: {error}"))
+}
+
+/// Text-like bytes: words of a fixed vocabulary in a pseudo-random order (lz4 keeps about
+/// 45% of them), different for every `seed`.
+fn text(length: usize, seed: u64) -> Vec<u8> {
+    const WORDS: [&str; 32] = [
+        "the",
+        "storage",
+        "pool",
+        "block",
+        "pointer",
+        "checksum",
+        "snapshot",
+        "clone",
+        "dataset",
+        "metaslab",
+        "allocation",
+        "transaction",
+        "group",
+        "commit",
+        "of",
+        "and",
+        "copy",
+        "on",
+        "write",
+        "file",
+        "system",
+        "record",
+        "receive",
+        "stream",
+        "send",
+        "incremental",
+        "bookmark",
+        "spill",
+        "dnode",
+        "indirect",
+        "level",
+        "birth",
+    ];
+    let noise = crate::format::pseudo_random(length / 2 + 16, seed);
+    let mut out = Vec::with_capacity(length + 16);
+    let mut index = 0;
+    while out.len() < length {
+        let pick = noise[index % noise.len()];
+        index += 1;
+        out.extend_from_slice(WORDS[(pick % 32) as usize].as_bytes());
+        // Now and then a number, so that records differ.
+        if pick >= 224 {
+            out.extend_from_slice(format!(" {}", noise[(index * 7) % noise.len()]).as_bytes());
+        }
+        out.push(if pick % 13 == 0 { b'\n' } else { b' ' });
+    }
+    out.truncate(length);
+    out
+}
+
+/// The files every run writes: (name, seed, length).
+fn files(size: u64) -> Vec<(String, u64, u64)> {
+    (0..FILES)
+        .map(|index| (format!("file-{index:02}"), index + 1, size / FILES))
+        .collect()
+}
+
+struct Received {
+    seconds: f64,
+    blocks: u64,
+    cpu_seconds: f64,
+    write_transactions: u64,
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+fn receive_once(
+    pool: &Pool,
+    stream: &Path,
+    target: &str,
+    batch_bytes: u64,
+) -> Result<Received, Failure> {
+    let mut input = std::io::BufReader::with_capacity(
+        4 << 20,
+        std::fs::File::open(stream).map_err(|e| io_failure(stream.display(), e))?,
+    );
+    let cpu = cpu_seconds();
+    let started = Instant::now();
+    let report = tarn::send::receive(
+        pool,
+        target,
+        &mut input,
+        &ReceiveOptions {
+            batch_bytes,
+            ..ReceiveOptions::default()
+        },
+    )
+    .map_err(|error| Failure(format!("receive into {target}: {error}")))?;
+    pool.sync()?;
+    Ok(Received {
+        seconds: started.elapsed().as_secs_f64(),
+        blocks: report.blocks,
+        cpu_seconds: cpu_seconds() - cpu,
+        write_transactions: report.write_transactions,
+    })
+}
+
+/// What the tarn half measured for one record size.
+struct TarnRun {
+    send_seconds: f64,
+    stream_bytes: u64,
+    compressed_stream_bytes: u64,
+    batched: Received,
+    single: Received,
+    compressed: Received,
+}
+
+/// Send `snapshot` of `pool` to the file `stream`; returns (seconds, stream bytes).
+fn send_to_file(
+    pool: &Pool,
+    snapshot: &str,
+    stream: &Path,
+    compressed: bool,
+) -> Result<(f64, u64), Failure> {
+    let started = Instant::now();
+    let mut out = std::io::BufWriter::with_capacity(
+        4 << 20,
+        std::fs::File::create(stream).map_err(|e| io_failure(stream.display(), e))?,
+    );
+    let report = tarn::send::send(
+        pool,
+        snapshot,
+        &SendOptions {
+            compressed,
+            ..SendOptions::default()
+        },
+        &mut out,
+        &mut |_| {},
+    )
+    .map_err(|error| Failure(format!("send: {error}")))?;
+    let file = out
+        .into_inner()
+        .map_err(|e| Failure(format!("{}: {e}", stream.display())))?;
+    file.sync_all()
+        .map_err(|e| io_failure(stream.display(), e))?;
+    Ok((started.elapsed().as_secs_f64(), report.bytes))
+}
+
+/// The tarn half for one record size.
+fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> {
+    let vdev = dir.join("bench-receive-vdev0.img");
+    let stream = dir.join("bench-receive.stream");
+    let tunables = Tunables::from_env().map_err(Failure)?;
+    let pool = create_bench_pool("benchrecv", &vdev, size * 4 + (2 << 30), &tunables)?;
+    let result = (|| {
+        pool.create_dataset(
+            "benchrecv/src",
+            &[
+                ("recordsize".into(), recordsize.to_string()),
+                ("compression".into(), "lz4".into()),
+            ],
+            false,
+        )?;
+        let fs: FileSystem = pool.open_file_system("benchrecv/src")?;
+        for (name, seed, length) in files(size) {
+            let ino = fs
+                .create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+                .map_err(|e| Failure(e.to_string()))?
+                .ino;
+            let chunk = text(1 << 20, seed);
+            let mut written = 0;
+            while written < length {
+                let take = (length - written).min(chunk.len() as u64) as usize;
+                fs.write(ino, written, &chunk[..take])
+                    .map_err(|e| Failure(e.to_string()))?;
+                written += take as u64;
+            }
+        }
+        drop(fs);
+        pool.create_snapshots(&["benchrecv/src@s".to_string()], false)?;
+        let label = human(recordsize);
+        progress(&format!("{label}: send -c to a file"));
+        let (_, compressed_stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, true)?;
+        progress(&format!("{label}: receive of the -c stream"));
+        let compressed = receive_once(&pool, &stream, "benchrecv/compressed", 1 << 20)?;
+        pool.destroy_dataset("benchrecv/compressed", true)?;
+        progress(&format!("{label}: send to a file"));
+        let (send_seconds, stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, false)?;
+        progress(&format!("{label}: receive, batched"));
+        let batched = receive_once(&pool, &stream, "benchrecv/batched", 1 << 20)?;
+        pool.destroy_dataset("benchrecv/batched", true)?;
+        progress(&format!("{label}: receive, one record per transaction"));
+        let single = receive_once(&pool, &stream, "benchrecv/single", 0)?;
+        Ok::<_, Failure>(TarnRun {
+            send_seconds,
+            stream_bytes,
+            compressed_stream_bytes,
+            batched,
+            single,
+            compressed,
+        })
+    })();
+    pool.destroy()?;
+    let _ = std::fs::remove_file(&vdev);
+    let _ = std::fs::remove_file(&stream);
+    result
+}
+
+/// The btrfs half: (send seconds, receive seconds).
+fn btrfs_run(dir: &Path, size: u64) -> Result<(f64, f64), Failure> {
+    let image = dir.join("bench-receive-btrfs.img");
+    let mountpoint = dir.join("mnt-receive-btrfs");
+    let stream = dir.join("bench-receive-btrfs.stream");
+    let _ = std::fs::remove_file(&image);
+    let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
+    file.set_len(size * 3 + (2 << 30))
+        .map_err(|e| io_failure(image.display(), e))?;
+    drop(file);
+    let device = run_command(
+        "losetup",
+        &["--find", "--show", &image.display().to_string()],
+    )?;
+    let mount_text = mountpoint.display().to_string();
+    let result = (|| {
+        run_command("mkfs.btrfs", &["-q", "-f", &device])?;
+        std::fs::create_dir_all(&mountpoint).map_err(|e| io_failure(&mount_text, e))?;
+        run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
+        let result = (|| {
+            let volume = mountpoint.join("vol");
+            let snapshot = mountpoint.join("snap");
+            let received = mountpoint.join("received");
+            run_command(
+                "btrfs",
+                &["subvolume", "create", &volume.display().to_string()],
+            )?;
+            for (name, seed, length) in files(size) {
+                let path = volume.join(name);
+                let chunk = text(1 << 20, seed);
+                let mut file =
+                    std::fs::File::create(&path).map_err(|e| io_failure(path.display(), e))?;
+                let mut written = 0;
+                while written < length {
+                    let take = (length - written).min(chunk.len() as u64) as usize;
+                    std::io::Write::write_all(&mut file, &chunk[..take])
+                        .map_err(|e| io_failure(path.display(), e))?;
+                    written += take as u64;
+                }
+            }
+            run_command("sync", &[])?;
+            run_command(
+                "btrfs",
+                &[
+                    "subvolume",
+                    "snapshot",
+                    "-r",
+                    &volume.display().to_string(),
+                    &snapshot.display().to_string(),
+                ],
+            )?;
+            std::fs::create_dir_all(&received).map_err(|e| io_failure(received.display(), e))?;
+            let started = Instant::now();
+            run_command(
+                "btrfs",
+                &[
+                    "send",
+                    "-q",
+                    "-f",
+                    &stream.display().to_string(),
+                    &snapshot.display().to_string(),
+                ],
+            )?;
+            run_command("sync", &[])?;
+            let send = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            run_command(
+                "btrfs",
+                &[
+                    "receive",
+                    "-q",
+                    "-f",
+                    &stream.display().to_string(),
+                    &received.display().to_string(),
+                ],
+            )?;
+            run_command("sync", &[])?;
+            Ok::<_, Failure>((send, started.elapsed().as_secs_f64()))
+        })();
+        let _ = run_command("umount", &[&mount_text]);
+        result
+    })();
+    let _ = run_command("losetup", &["-d", &device]);
+    let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_file(&stream);
+    let _ = std::fs::remove_dir(&mountpoint);
+    result
+}
+
+fn human(bytes: u64) -> String {
+    crate::format::human_bytes(bytes)
+}
+
+fn btrfs_available() -> bool {
+    std::process::Command::new("mkfs.btrfs")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+        && std::fs::metadata("/dev/loop-control").is_ok()
+}
+
+pub fn run(bench: ReceiveBench) -> Result<(), Failure> {
+    std::fs::create_dir_all(&bench.dir)
+        .map_err(|e| Failure(format!("{}: {e}", bench.dir.display())))?;
+    let _lock = BenchDirLock::take(&bench.dir)?;
+    let size = parse_size(&bench.size)?;
+    if size < 16 << 20 {
+        return Err(Failure(format!(
+            "size {} is too small (at least 16M)",
+            bench.size
+        )));
+    }
+    let btrfs = !bench.no_btrfs && btrfs_available();
+    let mut rows = Vec::new();
+    for text_size in &bench.recordsizes {
+        let recordsize = parse_size(text_size)?;
+        if !(4096..=(1 << 20)).contains(&recordsize) || !recordsize.is_power_of_two() {
+            return Err(Failure(format!(
+                "recordsize {text_size}: a power of two, 4K to 1M"
+            )));
+        }
+        let label = human(recordsize);
+        let run = tarn_run(&bench.dir, size, recordsize)?;
+        let (batched, single) = (&run.batched, &run.single);
+        let per_second = |received: &Received| received.blocks as f64 / received.seconds;
+        rows.push(Comparison {
+            what: format!(
+                "receive {label} records, send -c stream of {} (blocks/s)",
+                human(run.compressed_stream_bytes)
+            ),
+            tarn: per_second(&run.compressed),
+            baseline_what: "plain stream, batched (blocks/s)".into(),
+            baseline: per_second(batched),
+        });
+        rows.push(Comparison {
+            what: format!("receive {label} records, send -c stream, CPU microseconds per block"),
+            tarn: run.compressed.cpu_seconds * 1e6 / run.compressed.blocks.max(1) as f64,
+            baseline_what: "plain stream, batched".into(),
+            baseline: batched.cpu_seconds * 1e6 / batched.blocks.max(1) as f64,
+        });
+        rows.push(Comparison {
+            what: format!("receive {label} records, 1 MiB batches (blocks/s)"),
+            tarn: per_second(batched),
+            baseline_what: "one record per transaction (blocks/s)".into(),
+            baseline: per_second(single),
+        });
+        rows.push(Comparison {
+            what: format!("receive {label} records, batched (MB/s of file data)"),
+            tarn: size as f64 / 1e6 / batched.seconds,
+            baseline_what: "one record per transaction (MB/s)".into(),
+            baseline: size as f64 / 1e6 / single.seconds,
+        });
+        rows.push(Comparison {
+            what: format!(
+                "receive {label} records, CPU microseconds per block ({} write transactions)",
+                batched.write_transactions
+            ),
+            tarn: batched.cpu_seconds * 1e6 / batched.blocks.max(1) as f64,
+            baseline_what: format!(
+                "one record per transaction ({} transactions)",
+                single.write_transactions
+            ),
+            baseline: single.cpu_seconds * 1e6 / single.blocks.max(1) as f64,
+        });
+        let btrfs_times = if btrfs {
+            progress(&format!("{label}: btrfs send and receive"));
+            Some(btrfs_run(&bench.dir, size)?)
+        } else {
+            None
+        };
+        if let Some((btrfs_send, btrfs_receive)) = btrfs_times {
+            let blocks = (size / recordsize) as f64;
+            rows.push(Comparison {
+                what: format!("receive {label} records, send -c stream (blocks/s)"),
+                tarn: per_second(&run.compressed),
+                baseline_what: "btrfs receive -f of the same files (blocks/s)".into(),
+                baseline: blocks / btrfs_receive,
+            });
+            rows.push(Comparison {
+                what: format!("receive {label} records, plain stream, batched (blocks/s)"),
+                tarn: per_second(batched),
+                baseline_what:
+                    "btrfs receive -f of the same files (4K blocks counted as the record size)"
+                        .into(),
+                baseline: blocks / btrfs_receive,
+            });
+            rows.push(Comparison {
+                what: format!(
+                    "send {label} records to a file (MB/s of file data; stream {})",
+                    human(run.stream_bytes)
+                ),
+                tarn: size as f64 / 1e6 / run.send_seconds,
+                baseline_what: "btrfs send -f (MB/s)".into(),
+                baseline: size as f64 / 1e6 / btrfs_send,
+            });
+        }
+    }
+    if !btrfs {
+        progress("btrfs skipped (needs mkfs.btrfs and loop devices, or --no-btrfs was given)");
+    }
+    print_comparisons(&rows, ("tarn", "baseline_value"), bench.json, "receive")
+}
