@@ -201,10 +201,13 @@ enum Command {
     /// Promote a clone: its origin's snapshots up to the origin move to it, and the origin's
     /// file system becomes its clone: tarn promote CLONE
     Promote { name: String },
+    /// Bookmark a snapshot: FS#NAME keeps its guid and txg, a source for incremental sends
+    /// after the snapshot is gone: tarn bookmark FS@SNAP FS#NAME (tarn destroy FS#NAME).
+    Bookmark { snapshot: String, bookmark: String },
     /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
     /// snapshot of the same file system (-i), with every snapshot between (-I).
     Send {
-        /// Incremental from this snapshot (FS@SNAP or @SNAP).
+        /// Incremental from this snapshot (FS@SNAP or @SNAP) or bookmark (FS#NAME or #NAME).
         #[arg(short = 'i', conflicts_with = "intermediates_from")]
         from: Option<String>,
         /// Incremental from this snapshot, with every snapshot in between.
@@ -599,6 +602,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             name,
         } => dataset::clone(socket, &properties, snapshot, name),
         Command::Promote { name } => dataset::promote(socket, name),
+        Command::Bookmark { snapshot, bookmark } => {
+            dataset::bookmark(socket, Some(snapshot), bookmark)
+        }
         Command::Send {
             from,
             intermediates_from,

@@ -664,5 +664,5 @@ pub fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, 
 
 /// The pool a dataset name belongs to (`tank/a/b` -> `tank`).
 pub fn pool_of(dataset: &str) -> &str {
-    dataset.split(['/', '@']).next().unwrap_or(dataset)
+    dataset.split(['/', '@', '#']).next().unwrap_or(dataset)
 }

@@ -560,3 +560,66 @@ fn writes_are_batched_into_few_transactions() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+#[test]
+fn a_bookmark_stands_in_for_a_destroyed_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "bm");
+    pool.create_dataset("bm/src", &[], false).unwrap();
+    let fs = pool.open_file_system("bm/src").unwrap();
+    populate(&fs);
+    pool.create_snapshots(&["bm/src@a".to_string()], false)
+        .unwrap();
+    let full = send_to_vec(&pool, "bm/src@a", None, false);
+    receive_from(&pool, "bm/copy", &full).unwrap();
+    pool.create_bookmark("bm/src@a", "bm/src#a").unwrap();
+    assert!(
+        pool.create_bookmark("bm/src@a", "bm/src#a").is_err(),
+        "exists"
+    );
+    assert!(
+        pool.create_bookmark("bm/src@a", "bm/copy#a").is_err(),
+        "another file system"
+    );
+    let bookmark = pool.bookmark_info("bm/src#a").unwrap();
+    assert_eq!(bookmark.guid, pool.snapshot_info("bm/src@a").unwrap().guid);
+    change(&fs);
+    drop(fs);
+    pool.create_snapshots(&["bm/src@b".to_string()], false)
+        .unwrap();
+    pool.destroy_snapshots("bm/src@a", false).unwrap();
+    let incremental = send_to_vec(&pool, "bm/src@b", Some("#a"), false);
+    receive_from(&pool, "bm/copy", &incremental).unwrap();
+    assert_eq!(
+        snapshot_tree(&pool, "bm/copy@b"),
+        snapshot_tree(&pool, "bm/src@b")
+    );
+    // Bookmarks survive export and import, and go with their file system.
+    pool.export().unwrap();
+    let pool = Pool::import(
+        "bm",
+        tarn::pool::ImportOptions::new(dirs(dir.path()), tiny()),
+    )
+    .unwrap()
+    .0;
+    assert_eq!(
+        pool.bookmarks_of("bm/src")
+            .unwrap()
+            .into_iter()
+            .map(|info| info.name)
+            .collect::<Vec<_>>(),
+        ["bm/src#a"]
+    );
+    pool.create_bookmark("bm/src@b", "bm/src#b").unwrap();
+    pool.destroy_bookmark("bm/src#a").unwrap();
+    assert!(pool.bookmark_info("bm/src#a").is_err());
+    assert_clean(&pool);
+    pool.destroy_dataset("bm/src", true).unwrap();
+    pool.create_dataset("bm/src", &[], false).unwrap();
+    assert!(
+        pool.bookmarks_of("bm/src").unwrap().is_empty(),
+        "a new file system of the name has none"
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

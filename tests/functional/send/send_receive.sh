@@ -3,7 +3,8 @@
 # one (-i) and a chain (-I) into a second copy; the mounted copies match their source file by
 # file (contents, modes, owners, hard links, symlinks, sparse files, xattrs) as diff -r and
 # getfattr see them; received snapshots keep their guid; send -n -v estimates; a stream saved
-# to a file receives the same; check is clean.
+# to a file receives the same; a bookmark is the source of an incremental stream after its
+# snapshot is destroyed; check is clean.
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
 require_snapshot_verbs
@@ -74,5 +75,16 @@ log_must tarn list -H -t snapshot -o name -r "$TESTPOOL/second"
 stdout_has "$TESTPOOL/second@b"
 stdout_has "$TESTPOOL/second@c"
 log_must diff -r --no-dereference "$mnt" "$ALTROOT/$TESTPOOL/second"
+
+# A bookmark stands in for a destroyed snapshot as the source of an incremental stream.
+log_must tarn bookmark "$src@c" "$src#c"
+log_mustnot_msg "exists" tarn bookmark "$src@c" "$src#c"
+echo fourth >"$mnt/fourth"
+log_must tarn snapshot "$src@d"
+log_must tarn destroy "$src@c"
+tarn send -i "#c" "$src@d" | tarn receive -F "$TESTPOOL/second" || log_fail "send -i from a bookmark"
+assert_eq "$(cat "$ALTROOT/$TESTPOOL/second/fourth")" fourth "received from a bookmark"
+log_must tarn destroy "$src#c"
+log_mustnot tarn destroy "$src#c"
 verify_pool "$TESTPOOL"
 log_pass

@@ -62,7 +62,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::DestroySnapshots { .. }
         | Request::Rollback { .. }
         | Request::Rename { .. }
-        | Request::DebugDataset { .. } => snapshots::handle(daemon, request),
+        | Request::DebugDataset { .. }
+        | Request::Bookmark { .. } => snapshots::handle(daemon, request),
         Request::Send { .. } | Request::Receive { .. } => Err(Reply::Failed(Failure(
             "internal error: send and receive are served with their connection's stream".into(),
         ))),

@@ -464,6 +464,21 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             out!("renamed {name} to {renamed}");
             Answer::done()
         }
+        Request::Bookmark { snapshot, bookmark } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&bookmark)?;
+            match snapshot {
+                Some(snapshot) => {
+                    pool.create_bookmark(&snapshot, &bookmark)?;
+                    out!("bookmarked {snapshot} as {bookmark}");
+                }
+                None => {
+                    pool.destroy_bookmark(&bookmark)?;
+                    out!("destroyed {bookmark}");
+                }
+            }
+            Answer::done()
+        }
         Request::DebugDataset { name } => {
             let pool = daemon.pool_of_dataset(&name)?;
             out!("{}", debug_dataset(&pool, &name)?.trim_end());

@@ -46,6 +46,7 @@
 //! | `rename` | `name`, `new_name` (snapshots within their file system) |
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
+//! | `bookmark` | `snapshot` (`FS@SNAP`, or null to destroy), `bookmark` (`FS#NAME`) |
 //! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
 //! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
@@ -247,6 +248,12 @@ pub enum Request {
     /// file system or an object number.
     #[serde(rename = "debug object")]
     DebugObject { dataset: String, target: String },
+    /// Bookmark a snapshot (`bookmark` is `FS#NAME`), or destroy a bookmark (`snapshot` null).
+    #[serde(rename = "bookmark")]
+    Bookmark {
+        snapshot: Option<String>,
+        bookmark: String,
+    },
     /// Send a snapshot: the stream follows as frames, then the response.
     #[serde(rename = "send")]
     Send {
@@ -340,6 +347,7 @@ impl Request {
             Request::Rename { .. } => "rename",
             Request::DebugDataset { .. } => "debug dataset",
             Request::DebugObject { .. } => "debug object",
+            Request::Bookmark { .. } => "bookmark",
             Request::Send { .. } => "send",
             Request::Receive { .. } => "receive",
         }

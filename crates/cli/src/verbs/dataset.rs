@@ -105,6 +105,9 @@ pub fn destroy(
     name: String,
 ) -> Result<u8, Failure> {
     check_name(&name)?;
+    if name.contains('#') {
+        return bookmark(socket, None, name);
+    }
     if name.contains('@') {
         return Ok(forward(&ask(
             socket,
@@ -421,6 +424,29 @@ pub fn debug_object(socket: &Path, dataset: String, target: String) -> Result<u8
         socket,
         Some(&dataset.clone()),
         &Request::DebugObject { dataset, target },
+    )?))
+}
+
+/// `tarn bookmark FS@SNAP FS#NAME`, or (`snapshot` None) `tarn destroy FS#NAME`.
+pub fn bookmark(socket: &Path, snapshot: Option<String>, bookmark: String) -> Result<u8, Failure> {
+    check_name(&bookmark)?;
+    if !bookmark.contains('#') || bookmark.contains('@') {
+        return Err(Failure(format!(
+            "invalid bookmark name {bookmark:?}: expected FILESYSTEM#NAME"
+        )));
+    }
+    if let Some(snapshot) = &snapshot {
+        check_name(snapshot)?;
+        if !snapshot.contains('@') {
+            return Err(Failure(format!(
+                "cannot bookmark {snapshot:?}: name a snapshot, FS@SNAP"
+            )));
+        }
+    }
+    Ok(forward(&ask(
+        socket,
+        Some(&bookmark.clone()),
+        &Request::Bookmark { snapshot, bookmark },
     )?))
 }
 

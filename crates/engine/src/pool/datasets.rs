@@ -530,6 +530,7 @@ impl PoolCore {
             None => self.enqueue_destroy(dataset, txg)?,
         }
         dataset.detach_objset();
+        self.sync_destroy_bookmarks(dataset.object, None, &tx)?;
         let dir = dataset.dir();
         let parent_dir = DatasetDirPhys::decode(&self.mos.bonus(dir.parent_dir_object)?)
             .map_err(|error| PoolError::Corrupt(format!("parent directory record: {error}")))?;

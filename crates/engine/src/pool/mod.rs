@@ -77,6 +77,7 @@
 //! object sets (their own locks) and the txg layer's holds.
 
 mod admission;
+pub mod bookmarks;
 pub use admission::PoolFreer;
 use admission::{MosLifecycle, PoolReservation};
 pub mod background_free;
@@ -542,7 +543,7 @@ pub fn lookup_mos_directory(
         .map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
 }
 
-fn kv_set_u64(
+pub(super) fn kv_set_u64(
     objset: &ObjectSet,
     tx: &Tx,
     object: ObjectId,
@@ -555,7 +556,11 @@ fn kv_set_u64(
         .map_err(|error| PoolError::Corrupt(format!("key/value object {object}: {error}")))
 }
 
-fn kv_create(objset: &ObjectSet, tx: &Tx, tunables: &Tunables) -> Result<ObjectId, PoolError> {
+pub(super) fn kv_create(
+    objset: &ObjectSet,
+    tx: &Tx,
+    tunables: &Tunables,
+) -> Result<ObjectId, PoolError> {
     let block_size = tunables.dnode_block_size.max(4096);
     Ok(crate::object::adapters::create_kv_object(
         objset,

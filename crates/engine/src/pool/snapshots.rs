@@ -80,6 +80,16 @@ pub(super) enum NamespaceTask {
         head: Arc<Dataset>,
         snapshot: Arc<Snapshot>,
     },
+    /// A bookmark of a head: guid, creation txg and time of its snapshot.
+    Bookmark {
+        head: Arc<Dataset>,
+        name: String,
+        values: [u64; 3],
+    },
+    DestroyBookmark {
+        head: ObjectId,
+        name: String,
+    },
     Rollback {
         head: Arc<Dataset>,
     },
@@ -298,6 +308,12 @@ impl PoolCore {
                 } => self.sync_create_snapshot(head, name, *received, &tx)?,
                 NamespaceTask::Destroy { head, snapshot } => {
                     self.sync_destroy_snapshot(head, snapshot, &tx)?
+                }
+                NamespaceTask::Bookmark { head, name, values } => {
+                    self.sync_create_bookmark(head, name, *values, &tx)?
+                }
+                NamespaceTask::DestroyBookmark { head, name } => {
+                    self.sync_destroy_bookmarks(*head, Some(name), &tx)?
                 }
                 NamespaceTask::Rollback { head } => self.sync_rollback(head, &tx)?,
                 NamespaceTask::Rename {

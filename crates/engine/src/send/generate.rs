@@ -22,7 +22,8 @@ use super::SendError;
 /// What to send besides the snapshot itself.
 #[derive(Clone, Debug, Default)]
 pub struct SendOptions {
-    /// Incremental source: `POOL/FS@SNAP` or `@SNAP`, a snapshot of the same file system.
+    /// Incremental source: `POOL/FS@SNAP` or `@SNAP`, a snapshot of the same file system, or
+    /// `POOL/FS#BOOKMARK` or `#BOOKMARK`, a bookmark of it.
     pub from: Option<String>,
     /// With `from`: a substream for every snapshot between the source and the target
     /// (`send -I`), not one from the source straight to the target (`-i`).
@@ -61,20 +62,37 @@ pub fn send(
         SendError::Refused(format!("cannot send {to:?}: name a snapshot, FS@SNAP"))
     })?;
     let to_info = pool.snapshot_info(to)?;
-    let mut pairs: Vec<(Option<SnapshotInfo>, SnapshotInfo)> = Vec::new();
+    let mut pairs: Vec<(Option<Source>, SnapshotInfo)> = Vec::new();
     match &options.from {
         None => pairs.push((None, to_info)),
         Some(from) => {
-            let from_full = match from.strip_prefix('@') {
-                Some(short) => format!("{file_system}@{short}"),
-                None => from.clone(),
+            let from_full = match from.chars().next() {
+                Some('@' | '#') => format!("{file_system}{from}"),
+                _ => from.clone(),
             };
-            if from_full.split_once('@').map(|(fs, _)| fs) != Some(file_system) {
+            let source_fs = from_full.split(['@', '#']).next().unwrap_or_default();
+            if source_fs != file_system || !from_full.contains(['@', '#']) {
                 return Err(SendError::Refused(format!(
-                    "cannot send {to} from {from_full}: the source must be a snapshot of {file_system}"
+                    "cannot send {to} from {from_full}: the source must be a snapshot or bookmark \
+                     of {file_system}"
                 )));
             }
-            let from_info = pool.snapshot_info(&from_full)?;
+            let from_info = if from_full.contains('#') {
+                if options.intermediates {
+                    return Err(SendError::Refused(format!(
+                        "cannot send every snapshot from {from_full}: a bookmark is not a \
+                         snapshot (-I needs one; use -i)"
+                    )));
+                }
+                let bookmark = pool.bookmark_info(&from_full)?;
+                Source {
+                    name: bookmark.name,
+                    guid: bookmark.guid,
+                    creation_txg: bookmark.creation_txg,
+                }
+            } else {
+                Source::from(&pool.snapshot_info(&from_full)?)
+            };
             if from_info.creation_txg >= to_info.creation_txg {
                 return Err(SendError::Refused(format!(
                     "cannot send {to} from {from_full}: the source is not older than the target"
@@ -92,7 +110,7 @@ pub fn send(
                     .collect();
                 chain.sort_by_key(|snapshot| snapshot.creation_txg);
                 for pair in chain.windows(2) {
-                    pairs.push((Some(pair[0].clone()), pair[1].clone()));
+                    pairs.push((Some(Source::from(&pair[0])), pair[1].clone()));
                 }
             } else {
                 pairs.push((Some(from_info), to_info));
@@ -133,6 +151,23 @@ pub fn send(
     Ok(report)
 }
 
+/// The source of an incremental stream: a snapshot or a bookmark.
+struct Source {
+    name: String,
+    guid: u64,
+    creation_txg: u64,
+}
+
+impl From<&SnapshotInfo> for Source {
+    fn from(snapshot: &SnapshotInfo) -> Source {
+        Source {
+            name: snapshot.name.clone(),
+            guid: snapshot.guid,
+            creation_txg: snapshot.creation_txg,
+        }
+    }
+}
+
 struct Sender<'a, W: Write> {
     /// Compressed blocks go as stored (`send -c`).
     compressed: bool,
@@ -154,7 +189,7 @@ impl<W: Write> Sender<'_, W> {
     fn substream(
         &mut self,
         pool: &Pool,
-        from: Option<&SnapshotInfo>,
+        from: Option<&Source>,
         to: &SnapshotInfo,
         properties: &[(String, String)],
     ) -> Result<(), SendError> {
