@@ -107,7 +107,7 @@ fn text(length: usize, seed: u64) -> Vec<u8> {
         if pick >= 224 {
             out.extend_from_slice(format!(" {}", noise[(index * 7) % noise.len()]).as_bytes());
         }
-        out.push(if pick % 13 == 0 { b'\n' } else { b' ' });
+        out.push(if pick.is_multiple_of(13) { b'\n' } else { b' ' });
     }
     out.truncate(length);
     out
