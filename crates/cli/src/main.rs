@@ -219,6 +219,10 @@ enum Command {
         /// Send compressed blocks as they are stored (the receiver stores them as they come).
         #[arg(short = 'c')]
         compressed: bool,
+        /// The file system's whole tree: every descendant with the snapshot, with every
+        /// snapshot up to it and their local properties.
+        #[arg(short = 'R')]
+        recursive: bool,
         /// Estimate the stream's size only (with -v, print it).
         #[arg(short = 'n')]
         dry_run: bool,
@@ -241,6 +245,12 @@ enum Command {
         /// Say what was received, and show progress on a terminal.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Set a property on the received file systems (prop=value, repeatable).
+        #[arg(short = 'o')]
+        set: Vec<String>,
+        /// Do not take this property from the stream (repeatable).
+        #[arg(short = 'x')]
+        exclude: Vec<String>,
         /// FS, or FS@SNAP to name the received snapshot.
         target: String,
     },
@@ -609,6 +619,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             from,
             intermediates_from,
             compressed,
+            recursive,
             properties,
             dry_run,
             verbose,
@@ -623,14 +634,27 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 dry_run,
                 verbose,
                 compressed,
+                recursive,
             },
         ),
         Command::Receive {
             force,
             no_mount,
             verbose,
+            set,
+            exclude,
             target,
-        } => replication::receive(socket, target, force, no_mount, verbose),
+        } => replication::receive(
+            socket,
+            replication::ReceiveArgs {
+                target,
+                force,
+                no_mount,
+                verbose,
+                set,
+                exclude,
+            },
+        ),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Object { dataset, target }) => {

@@ -623,3 +623,82 @@ fn a_bookmark_stands_in_for_a_destroyed_snapshot() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+#[test]
+fn a_tree_of_file_systems_round_trips_with_its_snapshots_and_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "tr");
+    pool.create_dataset("tr/src", &[], false).unwrap();
+    pool.create_dataset("tr/src/a", &[("compression".into(), "zstd".into())], false)
+        .unwrap();
+    pool.create_dataset("tr/src/a/b", &[("recordsize".into(), "16K".into())], false)
+        .unwrap();
+    for (index, name) in ["tr/src", "tr/src/a", "tr/src/a/b"].iter().enumerate() {
+        let fs = pool.open_file_system(name).unwrap();
+        let file = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+        fs.write(file, 0, &pattern(index as u64, 300_000)).unwrap();
+    }
+    pool.create_snapshots(&["tr/src@1".to_string()], true)
+        .unwrap();
+    let fs = pool.open_file_system("tr/src/a").unwrap();
+    let file = lookup(&fs, "f");
+    fs.write(file, 1000, b"changed").unwrap();
+    drop(fs);
+    pool.create_snapshots(&["tr/src@2".to_string()], true)
+        .unwrap();
+    let recursive = |from: Option<&str>| SendOptions {
+        recursive: true,
+        from: from.map(str::to_string),
+        ..SendOptions::default()
+    };
+    let stream = send_with(&pool, "tr/src@2", &recursive(None));
+    let received = receive_from(&pool, "tr/dst", &stream).unwrap();
+    assert_eq!(
+        received,
+        [
+            "tr/dst@1",
+            "tr/dst@2",
+            "tr/dst/a@1",
+            "tr/dst/a@2",
+            "tr/dst/a/b@1",
+            "tr/dst/a/b@2"
+        ]
+    );
+    for (source, copy) in [
+        ("tr/src", "tr/dst"),
+        ("tr/src/a", "tr/dst/a"),
+        ("tr/src/a/b", "tr/dst/a/b"),
+    ] {
+        for snapshot in ["1", "2"] {
+            assert_eq!(
+                snapshot_tree(&pool, &format!("{copy}@{snapshot}")),
+                snapshot_tree(&pool, &format!("{source}@{snapshot}")),
+                "{copy}@{snapshot}"
+            );
+        }
+    }
+    let property = |name: &str, property: tarn::dataset::props::Property| {
+        pool.property(name, property).unwrap().0
+    };
+    use tarn::dataset::props::Property;
+    assert_eq!(property("tr/dst/a", Property::Compression), "zstd");
+    assert_eq!(
+        property("tr/dst/a/b", Property::Recordsize),
+        (16 << 10).to_string()
+    );
+    // An incremental tree stream, with a file system new since the source (sent whole).
+    pool.create_dataset("tr/src/new", &[], false).unwrap();
+    pool.create_snapshots(&["tr/src@3".to_string()], true)
+        .unwrap();
+    let incremental = send_with(&pool, "tr/src@3", &recursive(Some("@2")));
+    assert_eq!(
+        receive_from(&pool, "tr/dst", &incremental).unwrap(),
+        ["tr/dst@3", "tr/dst/a@3", "tr/dst/a/b@3", "tr/dst/new@3"]
+    );
+    assert_eq!(
+        snapshot_tree(&pool, "tr/dst/new@3"),
+        snapshot_tree(&pool, "tr/src/new@3")
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

@@ -34,6 +34,7 @@ pub(super) fn handle(
             properties,
             dry_run,
             compressed,
+            recursive,
         } => {
             let pool = daemon.pool_of_dataset(&snapshot);
             let mut frames = FrameWriter::new(&mut *writer);
@@ -44,6 +45,7 @@ pub(super) fn handle(
                     properties,
                     dry_run,
                     compressed,
+                    recursive,
                 };
                 tarn::send::send(&pool, &snapshot, &options, &mut frames, &mut |_| {})
                     .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")).into())
@@ -78,9 +80,17 @@ pub(super) fn handle(
             force,
             no_mount,
             verbose,
+            set,
+            exclude,
         } => {
             let mut frames = FrameReader::new(&mut *reader);
-            let received = receive(daemon, &target, force, no_mount, &mut frames);
+            let options = ReceiveOptions {
+                force,
+                set,
+                exclude,
+                ..ReceiveOptions::default()
+            };
+            let received = receive(daemon, &target, &options, no_mount, &mut frames);
             // The client sends the whole stream before it reads the response: take the rest.
             if !frames.ended() {
                 let _ = frames.drain();
@@ -119,27 +129,26 @@ pub(super) fn handle(
 fn receive(
     daemon: &Arc<Daemon>,
     target: &str,
-    force: bool,
+    options: &ReceiveOptions,
     no_mount: bool,
     frames: &mut FrameReader<&mut BufReader<UnixStream>>,
 ) -> Result<tarn::send::ReceiveReport, Reply> {
     let _guard = lock(&daemon.lifecycle);
     let pool = daemon.pool_of_dataset(target)?;
     let file_system = filesystem_of(target);
-    let options = ReceiveOptions {
-        force,
-        ..ReceiveOptions::default()
-    };
-    let result = tarn::send::receive(&pool, target, frames, &options);
+    let result = tarn::send::receive(&pool, target, frames, options);
     // Whatever happened (a rollback undoes a failed incremental receive), a mount of the
-    // target must not show what it cached before.
-    if daemon.mounts.mountpoint_of(file_system).is_some() {
-        daemon.mounts.after_rollback(file_system);
-        daemon.mounts.snapshots_changed(file_system);
+    // target or below it (`send -R`) must not show what it cached before.
+    for (mounted, _) in daemon.mounts.list() {
+        if mounted == file_system || mounted.starts_with(&format!("{file_system}/")) {
+            daemon.mounts.after_rollback(&mounted);
+            daemon.mounts.snapshots_changed(&mounted);
+        }
     }
     let report =
         result.map_err(|error| Failure(format!("cannot receive into {target}: {error}")))?;
-    if !no_mount && daemon.mounts.mountpoint_of(file_system).is_none() {
+    if !no_mount {
+        // New file systems of the tree; those mounted already are left as they are.
         for (name, failure) in daemon.mounts.mount_all(&pool, Some(file_system)) {
             log::warn!("received {name} but cannot mount it: {}", failure.0);
         }

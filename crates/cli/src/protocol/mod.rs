@@ -47,8 +47,8 @@
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
 //! | `bookmark` | `snapshot` (`FS@SNAP`, or null to destroy), `bookmark` (`FS#NAME`) |
-//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
-//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
+//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`, `recursive`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
+//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`, `set` ([[name, value]]), `exclude` (names): the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ...}, size_bytes, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, allocations}]}`, oldest first |
@@ -265,6 +265,9 @@ pub enum Request {
         /// Blocks as stored (`-c`).
         #[serde(default)]
         compressed: bool,
+        /// The file system's tree (`-R`).
+        #[serde(default)]
+        recursive: bool,
     },
     /// Receive the stream that follows this request as frames.
     #[serde(rename = "receive")]
@@ -273,6 +276,12 @@ pub enum Request {
         force: bool,
         no_mount: bool,
         verbose: bool,
+        /// Properties to set (`-o`), as (name, value).
+        #[serde(default)]
+        set: Vec<(String, String)>,
+        /// Properties of the stream not to set (`-x`).
+        #[serde(default)]
+        exclude: Vec<String>,
     },
     /// Properties (names, or `all`) of datasets.
     #[serde(rename = "get")]

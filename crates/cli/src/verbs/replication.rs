@@ -25,9 +25,11 @@ pub struct SendArgs {
     pub verbose: bool,
     /// Blocks as stored (`-c`).
     pub compressed: bool,
+    /// The tree below the file system too (`-R`).
+    pub recursive: bool,
 }
 
-/// `tarn send [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`.
+/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`.
 pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     check_name(&args.snapshot)?;
     if !args.snapshot.contains('@') {
@@ -54,6 +56,7 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
             properties: args.properties,
             dry_run: args.dry_run,
             compressed: args.compressed,
+            recursive: args.recursive,
         },
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;
@@ -71,15 +74,38 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     Ok(forward(response))
 }
 
-/// `tarn receive [-F] [-u] [-v] FS[@SNAP]`.
-pub fn receive(
-    socket: &Path,
-    target: String,
-    force: bool,
-    no_mount: bool,
-    verbose: bool,
-) -> Result<Status, Failure> {
+/// What `tarn receive` was asked.
+pub struct ReceiveArgs {
+    pub target: String,
+    pub force: bool,
+    pub no_mount: bool,
+    pub verbose: bool,
+    /// `-o prop=value`, unparsed.
+    pub set: Vec<String>,
+    /// `-x prop`.
+    pub exclude: Vec<String>,
+}
+
+/// `tarn receive [-F] [-u] [-v] [-o prop=val] [-x prop] FS[@SNAP]`.
+pub fn receive(socket: &Path, args: ReceiveArgs) -> Result<Status, Failure> {
+    let ReceiveArgs {
+        target,
+        force,
+        no_mount,
+        verbose,
+        set,
+        exclude,
+    } = args;
     check_name(&target)?;
+    let set = set
+        .iter()
+        .map(|setting| {
+            setting
+                .split_once('=')
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .ok_or_else(|| Failure(format!("-o {setting:?}: expected property=value")))
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
     if std::io::stdin().is_terminal() {
         return Err(Failure(
             "refusing to read a stream from a terminal: redirect one from a file or a pipe".into(),
@@ -96,6 +122,8 @@ pub fn receive(
             force,
             no_mount,
             verbose,
+            set,
+            exclude,
         },
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;

@@ -15,7 +15,7 @@ use crate::pool::Pool;
 
 use super::stream::{
     Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_COMPRESSED, FEATURE_SPILL,
-    STREAM_VERSION,
+    FLAG_RECURSIVE, STREAM_VERSION,
 };
 use super::SendError;
 
@@ -35,6 +35,10 @@ pub struct SendOptions {
     /// Send compressed blocks as they are stored (`send -c`): no decompression here, no
     /// compression on the receiver.
     pub compressed: bool,
+    /// The file system and every descendant with the snapshot, each with its properties and
+    /// every snapshot up to the one named (`send -R`); the receiver recreates the tree below
+    /// its target.
+    pub recursive: bool,
 }
 
 /// What a send did (or, dry, would do).
@@ -58,76 +62,71 @@ pub fn send(
     out: &mut dyn Write,
     progress: &mut dyn FnMut(u64),
 ) -> Result<SendReport, SendError> {
-    let (file_system, _) = to.split_once('@').ok_or_else(|| {
+    let (file_system, snapshot) = to.split_once('@').ok_or_else(|| {
         SendError::Refused(format!("cannot send {to:?}: name a snapshot, FS@SNAP"))
     })?;
-    let to_info = pool.snapshot_info(to)?;
-    let mut pairs: Vec<(Option<Source>, SnapshotInfo)> = Vec::new();
-    match &options.from {
-        None => pairs.push((None, to_info)),
-        Some(from) => {
-            let from_full = match from.chars().next() {
-                Some('@' | '#') => format!("{file_system}{from}"),
-                _ => from.clone(),
-            };
-            let source_fs = from_full.split(['@', '#']).next().unwrap_or_default();
-            if source_fs != file_system || !from_full.contains(['@', '#']) {
-                return Err(SendError::Refused(format!(
-                    "cannot send {to} from {from_full}: the source must be a snapshot or bookmark \
-                     of {file_system}"
-                )));
+    // (source, target, the target file system's properties) for each substream, in order.
+    let mut plan: Vec<(Option<Source>, SnapshotInfo, Vec<(String, String)>)> = Vec::new();
+    let members: Vec<String> = if options.recursive {
+        let mut members: Vec<String> = pool
+            .datasets()
+            .into_iter()
+            .map(|dataset| dataset.name)
+            .filter(|name| name == file_system || name.starts_with(&format!("{file_system}/")))
+            .collect();
+        members.sort();
+        members
+    } else {
+        vec![file_system.to_string()]
+    };
+    for member in &members {
+        let member_to = format!("{member}@{snapshot}");
+        let to_info = match pool.snapshot_info(&member_to) {
+            Ok(info) => info,
+            // A descendant made after the snapshot has none of its own: nothing to send.
+            Err(_) if member != file_system => continue,
+            Err(error) => return Err(error.into()),
+        };
+        let properties = if options.properties || options.recursive {
+            local_properties(pool, member)?
+        } else {
+            Vec::new()
+        };
+        // A member of a tree has the same source as the top, `@A` or `#A` of its own; one
+        // made since has none and is sent whole.
+        let from = options.from.as_deref().and_then(|from| {
+            if !options.recursive {
+                return Some(from.to_string());
             }
-            let from_info = if from_full.contains('#') {
-                if options.intermediates {
-                    return Err(SendError::Refused(format!(
-                        "cannot send every snapshot from {from_full}: a bookmark is not a \
-                         snapshot (-I needs one; use -i)"
-                    )));
-                }
-                let bookmark = pool.bookmark_info(&from_full)?;
-                Source {
-                    name: bookmark.name,
-                    guid: bookmark.guid,
-                    creation_txg: bookmark.creation_txg,
-                }
+            let short = from.find(['@', '#']).map_or(from, |at| &from[at..]);
+            let own = format!("{member}{short}");
+            let exists = if short.starts_with('#') {
+                pool.bookmark_info(&own).is_ok()
             } else {
-                Source::from(&pool.snapshot_info(&from_full)?)
+                pool.snapshot_info(&own).is_ok()
             };
-            if from_info.creation_txg >= to_info.creation_txg {
-                return Err(SendError::Refused(format!(
-                    "cannot send {to} from {from_full}: the source is not older than the target"
-                )));
-            }
-            if options.intermediates {
-                let mut chain: Vec<SnapshotInfo> = pool
-                    .core
-                    .snapshots_of(file_system)?
-                    .into_iter()
-                    .filter(|snapshot| {
-                        snapshot.creation_txg >= from_info.creation_txg
-                            && snapshot.creation_txg <= to_info.creation_txg
-                    })
-                    .collect();
-                chain.sort_by_key(|snapshot| snapshot.creation_txg);
+            (exists || member == file_system).then(|| short.to_string())
+        });
+        let pairs = match from {
+            Some(from) => incremental_pairs(pool, member, &to_info, &from, options.intermediates)?,
+            // Every snapshot up to the target: a full stream of the oldest, then each next.
+            None if options.recursive => {
+                let chain = snapshot_chain(pool, member, 0, to_info.creation_txg)?;
+                let mut pairs = vec![(None, chain[0].clone())];
                 for pair in chain.windows(2) {
                     pairs.push((Some(Source::from(&pair[0])), pair[1].clone()));
                 }
-            } else {
-                pairs.push((Some(from_info), to_info));
+                pairs
             }
+            None => vec![(None, to_info)],
+        };
+        for (from, to) in pairs {
+            plan.push((from, to, properties.clone()));
         }
     }
-    let properties = if options.properties {
-        pool.properties(file_system)?
-            .into_iter()
-            .filter(|value| value.source == PropertySource::Local)
-            .map(|value| (value.property, value.value))
-            .collect()
-    } else {
-        Vec::new()
-    };
     let mut sender = Sender {
         compressed: options.compressed,
+        top: options.recursive.then(|| file_system.to_string()),
         io: pool.core.io.clone(),
         writer: StreamWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
         from_txg: 0,
@@ -138,7 +137,7 @@ pub fn send(
         pending_free: None,
         progress,
     };
-    for (from, to) in pairs {
+    for (from, to, properties) in plan {
         sender.substream(pool, from.as_ref(), &to, &properties)?;
     }
     sender.writer.flush()?;
@@ -149,6 +148,87 @@ pub fn send(
         sender.writer.bytes()
     };
     Ok(report)
+}
+
+/// The local properties of `file_system`, as (name, value).
+fn local_properties(pool: &Pool, file_system: &str) -> Result<Vec<(String, String)>, SendError> {
+    Ok(pool
+        .properties(file_system)?
+        .into_iter()
+        .filter(|value| value.source == PropertySource::Local)
+        .map(|value| (value.property, value.value))
+        .collect())
+}
+
+/// The snapshots of `file_system` created in txgs `from..=to`, oldest first.
+fn snapshot_chain(
+    pool: &Pool,
+    file_system: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<SnapshotInfo>, SendError> {
+    let mut chain: Vec<SnapshotInfo> = pool
+        .core
+        .snapshots_of(file_system)?
+        .into_iter()
+        .filter(|snapshot| (from..=to).contains(&snapshot.creation_txg))
+        .collect();
+    chain.sort_by_key(|snapshot| snapshot.creation_txg);
+    Ok(chain)
+}
+
+/// The substreams of an incremental send of `to` (a snapshot of `file_system`) from `from`
+/// (`FS@SNAP`, `@SNAP`, `FS#BOOKMARK` or `#BOOKMARK`); with `intermediates`, one per snapshot
+/// between.
+fn incremental_pairs(
+    pool: &Pool,
+    file_system: &str,
+    to: &SnapshotInfo,
+    from: &str,
+    intermediates: bool,
+) -> Result<Vec<(Option<Source>, SnapshotInfo)>, SendError> {
+    let from_full = match from.chars().next() {
+        Some('@' | '#') => format!("{file_system}{from}"),
+        _ => from.to_string(),
+    };
+    let source_fs = from_full.split(['@', '#']).next().unwrap_or_default();
+    if source_fs != file_system || !from_full.contains(['@', '#']) {
+        return Err(SendError::Refused(format!(
+            "cannot send {} from {from_full}: the source must be a snapshot or bookmark of \
+             {file_system}",
+            to.name
+        )));
+    }
+    let source = if from_full.contains('#') {
+        if intermediates {
+            return Err(SendError::Refused(format!(
+                "cannot send every snapshot from {from_full}: a bookmark is not a snapshot \
+                 (-I needs one; use -i)"
+            )));
+        }
+        let bookmark = pool.bookmark_info(&from_full)?;
+        Source {
+            name: bookmark.name,
+            guid: bookmark.guid,
+            creation_txg: bookmark.creation_txg,
+        }
+    } else {
+        Source::from(&pool.snapshot_info(&from_full)?)
+    };
+    if source.creation_txg >= to.creation_txg {
+        return Err(SendError::Refused(format!(
+            "cannot send {} from {from_full}: the source is not older than the target",
+            to.name
+        )));
+    }
+    if !intermediates {
+        return Ok(vec![(Some(source), to.clone())]);
+    }
+    let chain = snapshot_chain(pool, file_system, source.creation_txg, to.creation_txg)?;
+    Ok(chain
+        .windows(2)
+        .map(|pair| (Some(Source::from(&pair[0])), pair[1].clone()))
+        .collect())
 }
 
 /// The source of an incremental stream: a snapshot or a bookmark.
@@ -171,6 +251,9 @@ impl From<&SnapshotInfo> for Source {
 struct Sender<'a, W: Write> {
     /// Compressed blocks go as stored (`send -c`).
     compressed: bool,
+    /// With `send -R`, the file system whose tree is sent: names below it map to the
+    /// receiver's target.
+    top: Option<String>,
     io: Arc<BlockIo>,
     writer: StreamWriter<W>,
     /// Blocks born at or before this txg are the receiver's already.
@@ -202,7 +285,11 @@ impl<W: Write> Sender<'_, W> {
             } else {
                 FEATURE_SPILL
             },
-            flags: 0,
+            flags: if self.top.is_some() {
+                FLAG_RECURSIVE
+            } else {
+                0
+            },
             from_guid: from.map_or(0, |from| from.guid),
             to_guid: to.guid,
             creation_time: to.creation_time,
@@ -212,6 +299,7 @@ impl<W: Write> Sender<'_, W> {
                 to_name: to.name.clone(),
                 from_name: from.map(|from| from.name.clone()).unwrap_or_default(),
                 properties: properties.to_vec(),
+                top: self.top.clone().unwrap_or_default(),
             },
         })))?;
         let header = ObjsetHeader::decode(&self.io.read(&objset.synced_root())?)?;

@@ -12,7 +12,10 @@ use crate::pool::Pool;
 use crate::txg::TxgManager;
 use crate::types::ObjectId;
 
-use super::stream::{Begin, ObjectRecord, Record, StreamReader, FEATURES_KNOWN, STREAM_VERSION};
+use super::stream::{
+    Begin, ObjectRecord, Record, StreamReader, FEATURES_KNOWN, FLAGS_KNOWN, FLAG_RECURSIVE,
+    STREAM_VERSION,
+};
 use super::SendError;
 
 /// How a receive goes.
@@ -27,6 +30,10 @@ pub struct ReceiveOptions {
     pub batch_bytes: u64,
     /// Records the reader may get ahead of the writer.
     pub queue_records: usize,
+    /// Properties of the stream not to set (`receive -x`).
+    pub exclude: Vec<String>,
+    /// Properties to set on every received file system, over the stream's (`receive -o`).
+    pub set: Vec<(String, String)>,
 }
 
 impl Default for ReceiveOptions {
@@ -35,6 +42,8 @@ impl Default for ReceiveOptions {
             force: false,
             batch_bytes: 1 << 20,
             queue_records: 256,
+            exclude: Vec::new(),
+            set: Vec::new(),
         }
     }
 }
@@ -152,9 +161,10 @@ fn receive_substreams(
                 "several snapshots cannot all be {file_system}@{name}: name the file system only"
             )));
         }
+        let target = target_of(file_system, &begin, source.bytes)?;
         let snapshot = substream(
             pool,
-            file_system,
+            &target,
             snapshot_name,
             &begin,
             source,
@@ -167,6 +177,28 @@ fn receive_substreams(
             None => return Ok(()),
         }
     }
+}
+
+/// Where a substream goes: `file_system`, or for a member of a tree (`send -R`) the same place
+/// below `file_system` as the member has below the tree's root.
+fn target_of(file_system: &str, begin: &Begin, at: u64) -> Result<String, SendError> {
+    if begin.flags & FLAG_RECURSIVE == 0 {
+        return Ok(file_system.to_string());
+    }
+    let member = begin
+        .names
+        .to_name
+        .split_once('@')
+        .map_or(begin.names.to_name.as_str(), |(member, _)| member);
+    let top = begin.names.top.as_str();
+    let below = member
+        .strip_prefix(top)
+        .filter(|rest| !top.is_empty() && (rest.is_empty() || rest.starts_with('/')))
+        .ok_or_else(|| SendError::BadStream {
+            at,
+            what: format!("{member} is not within the tree {top:?} the stream sends"),
+        })?;
+    Ok(format!("{file_system}{below}"))
 }
 
 /// How to leave the target as it was if a substream fails.
@@ -189,6 +221,12 @@ fn substream(
         return Err(SendError::Refused(format!(
             "the stream is version {}, this build reads version {STREAM_VERSION}",
             begin.version
+        )));
+    }
+    if begin.flags & !FLAGS_KNOWN != 0 {
+        return Err(SendError::Refused(format!(
+            "the stream has flags {:#x} this build does not know",
+            begin.flags & !FLAGS_KNOWN
         )));
     }
     if begin.features & !FEATURES_KNOWN != 0 {
@@ -219,7 +257,11 @@ fn substream(
     let result = apply_records(pool, file_system, begin, source, options, report).and_then(|()| {
         pool.sync()?;
         pool.create_received_snapshot(&snapshot, begin.to_guid, begin.creation_time)?;
-        for (property, value) in &begin.names.properties {
+        let streamed = begin.names.properties.iter().filter(|(property, _)| {
+            !options.exclude.contains(property)
+                && !options.set.iter().any(|(set, _)| set == property)
+        });
+        for (property, value) in streamed.chain(options.set.iter()) {
             pool.set_property(file_system, property, Some(value))?;
         }
         Ok(())

@@ -52,6 +52,10 @@ pub const FEATURE_SPILL: u64 = 1 << 0;
 pub const FEATURE_COMPRESSED: u64 = 1 << 1;
 /// Every feature this build can apply; a stream with any other is refused.
 pub const FEATURES_KNOWN: u64 = FEATURE_SPILL | FEATURE_COMPRESSED;
+/// BEGIN flag: one file system of a tree (`send -R`); `BeginNames::top` is the tree's root.
+pub const FLAG_RECURSIVE: u64 = 1 << 0;
+/// Every BEGIN flag this build knows; a stream with any other is refused.
+pub const FLAGS_KNOWN: u64 = FLAG_RECURSIVE;
 
 pub const HEADER_SIZE: usize = 128;
 const FIELDS: usize = 11;
@@ -109,6 +113,9 @@ pub struct BeginNames {
     /// The sent file system's local properties (name, value).
     #[serde(default)]
     pub properties: Vec<(String, String)>,
+    /// With `FLAG_RECURSIVE`, the root of the tree sent (`POOL/FS`).
+    #[serde(default)]
+    pub top: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -597,6 +604,7 @@ mod tests {
                     to_name: "tank/fs@a".into(),
                     from_name: String::new(),
                     properties: vec![("compression".into(), "zstd".into())],
+                    top: String::new(),
                 },
             })),
             Record::Object(Box::new(ObjectRecord {
