@@ -65,8 +65,7 @@ pub fn send(
     let (file_system, snapshot) = to.split_once('@').ok_or_else(|| {
         SendError::Refused(format!("cannot send {to:?}: name a snapshot, FS@SNAP"))
     })?;
-    // (source, target, the target file system's properties) for each substream, in order.
-    let mut plan: Vec<(Option<Source>, SnapshotInfo, Vec<(String, String)>)> = Vec::new();
+    let mut plan: Vec<Substream> = Vec::new();
     let members: Vec<String> = if options.recursive {
         let mut members: Vec<String> = pool
             .datasets()
@@ -230,6 +229,10 @@ fn incremental_pairs(
         .map(|pair| (Some(Source::from(&pair[0])), pair[1].clone()))
         .collect())
 }
+
+/// One substream to send: its source (none for a full one), its target, and the target file
+/// system's properties.
+type Substream = (Option<Source>, SnapshotInfo, Vec<(String, String)>);
 
 /// The source of an incremental stream: a snapshot or a bookmark.
 struct Source {
