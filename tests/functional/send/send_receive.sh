@@ -79,6 +79,8 @@ log_must diff -r --no-dereference "$mnt" "$ALTROOT/$TESTPOOL/second"
 # A bookmark stands in for a destroyed snapshot as the source of an incremental stream.
 log_must tarn bookmark "$src@c" "$src#c"
 log_mustnot_msg "exists" tarn bookmark "$src@c" "$src#c"
+log_must tarn list -H -t bookmark -o name,guid "$src"
+stdout_has "$src#c	$(get_prop guid "$src@c")"
 echo fourth >"$mnt/fourth"
 log_must tarn snapshot "$src@d"
 log_must tarn destroy "$src@c"

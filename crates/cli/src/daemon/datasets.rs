@@ -77,8 +77,9 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
 }
 
 /// `tarn list`: every dataset of every pool, or `name` (and with `recursive` its
-/// descendants), of the `types` wanted (`filesystem`, `snapshot`, `all`; none: file
-/// systems). A file system's snapshots follow it, oldest first, before its children.
+/// descendants), of the `types` wanted (`filesystem`, `snapshot`, `bookmark`, `all`; none:
+/// file systems). A file system's snapshots follow it, oldest first, then its bookmarks, before
+/// its children.
 pub fn list(
     pools: &[Arc<Pool>],
     mounts: &Mounts,
@@ -130,6 +131,11 @@ pub fn list(
                     .filter(|snapshot| super::snapshots::filesystem_of(&snapshot.name) == info.name)
                 {
                     rows.push(super::snapshots::row(pool, snapshot)?);
+                }
+                if wants("bookmark") {
+                    for bookmark in pool.bookmarks_of(&info.name)? {
+                        rows.push(super::snapshots::bookmark_row(&bookmark));
+                    }
                 }
             }
         }

@@ -70,6 +70,39 @@ pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
     })
 }
 
+/// A bookmark's row in `tarn list -t bookmark`: its name, guid, txg and creation time.
+pub fn bookmark_row(info: &tarn::pool::bookmarks::BookmarkInfo) -> DatasetRow {
+    DatasetRow {
+        name: info.name.clone(),
+        used: 0,
+        avail: 0,
+        refer: 0,
+        mountpoint: "-".into(),
+        creation: info.creation_time,
+        compressratio: 1.0,
+        refcompressratio: 1.0,
+        mounted: false,
+        recordsize: 0,
+        compression: "-".into(),
+        checksum: "-".into(),
+        copies: 0,
+        atime: "-".into(),
+        readonly: "-".into(),
+        canmount: "-".into(),
+        kind: "bookmark".into(),
+        written: 0,
+        usedbydataset: 0,
+        usedbysnapshots: 0,
+        usedbychildren: 0,
+        guid: info.guid,
+        createtxg: info.creation_txg,
+        origin: "-".into(),
+        snapdir: "-".into(),
+        xattr: "-".into(),
+        acltype: "-".into(),
+    }
+}
+
 /// `tarn get` of a snapshot: its statistics; settable properties come from its file system.
 pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<PropertyRow>, Failure> {
     let info = pool.snapshot_info(name)?;

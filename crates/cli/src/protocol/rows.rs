@@ -160,7 +160,7 @@ pub struct DatasetRow {
     pub atime: String,
     pub readonly: String,
     pub canmount: String,
-    /// `filesystem` or `snapshot`.
+    /// `filesystem`, `snapshot` or `bookmark`.
     #[serde(default = "filesystem")]
     pub kind: String,
     #[serde(default)]

@@ -189,9 +189,9 @@ pub fn list(
     name: Option<String>,
 ) -> Result<u8, Failure> {
     for kind in types.iter().flatten() {
-        if !["filesystem", "snapshot", "all"].contains(&kind.as_str()) {
+        if !["filesystem", "snapshot", "bookmark", "all"].contains(&kind.as_str()) {
             return Err(Failure(format!(
-                "invalid type {kind:?}: expected filesystem, snapshot or all"
+                "invalid type {kind:?}: expected filesystem, snapshot, bookmark or all"
             )));
         }
     }
