@@ -702,3 +702,41 @@ fn a_tree_of_file_systems_round_trips_with_its_snapshots_and_properties() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// A full receive stopped by a crash (here: a file system made for a receive and never given
+/// its snapshot, then the pool exported without one) is destroyed at the next import, with a
+/// line in the import report; a finished receive is kept.
+#[test]
+fn a_partial_receive_left_by_a_crash_is_destroyed_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "pr");
+    let fs = pool.file_system().unwrap();
+    populate(&fs);
+    drop(fs);
+    pool.create_snapshots(&["pr@a".to_string()], false).unwrap();
+    let full = send_to_vec(&pool, "pr@a", None, false);
+    receive_from(&pool, "pr/done", &full).unwrap();
+    pool.create_dataset_for_receive("pr/partial").unwrap();
+    pool.export().unwrap();
+    let (pool, report) = Pool::import(
+        "pr",
+        tarn::pool::ImportOptions::new(dirs(dir.path()), tiny()),
+    )
+    .unwrap();
+    assert!(!pool.has_dataset("pr/partial"));
+    assert!(
+        report
+            .damaged
+            .iter()
+            .any(|line| line.contains("pr/partial")),
+        "{:?}",
+        report.damaged
+    );
+    assert!(pool.has_dataset("pr/done"));
+    assert_eq!(
+        snapshot_tree(&pool, "pr/done@a"),
+        snapshot_tree(&pool, "pr@a")
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

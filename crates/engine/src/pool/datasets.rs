@@ -478,8 +478,15 @@ impl PoolCore {
         let parent = self.dataset_by_relative(parent_of(relative))?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
-        let (dir_object, dir, dataset_object, phys) =
+        let (dir_object, dir, dataset_object, mut phys) =
             create_dataset_records(&self.mos, &tx, &self.tunables, parent.dir_object)?;
+        if !format {
+            // Filled by a receive: inconsistent until its snapshot is taken; a crash before
+            // that leaves it for import to destroy.
+            phys.flags |= crate::dataset::phys::DS_FLAG_INCONSISTENT;
+            self.mos
+                .set_bonus(&tx, dataset_object, ObjectType::Dataset, &phys.encode())?;
+        }
         {
             let object = parent.dir().children_object;
             let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
@@ -927,6 +934,31 @@ impl Pool {
         drop(_namespace);
         self.sync()?;
         Ok(())
+    }
+
+    /// Destroy every file system a receive created and did not finish (still flagged
+    /// inconsistent: a crash stopped it); returns their names. Failures are logged.
+    pub fn destroy_partial_receives(&self) -> Vec<String> {
+        let partial: Vec<String> = self
+            .core
+            .dataset_list()
+            .into_iter()
+            .filter(|(_, dataset)| {
+                dataset.phys().flags & crate::dataset::phys::DS_FLAG_INCONSISTENT != 0
+            })
+            .map(|(_, dataset)| dataset.name())
+            .collect();
+        let mut destroyed = Vec::new();
+        for name in partial {
+            match self.destroy_dataset(&name, true) {
+                Ok(_) => {
+                    log::warn!("destroyed {name}: a receive stopped by a crash left it part-way");
+                    destroyed.push(name);
+                }
+                Err(error) => log::error!("cannot destroy the partial receive {name}: {error}"),
+            }
+        }
+        destroyed
     }
 
     /// Destroy a file system. `recursive` destroys its descendants first; without it, a

@@ -30,6 +30,22 @@ impl Pool {
 
     /// Import the pool named (or with the guid) `target` from `dirs`.
     pub fn import(target: &str, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+        let readonly = options.readonly;
+        let (pool, mut report) = Pool::import_pool(target, options)?;
+        if !readonly {
+            for name in pool.destroy_partial_receives() {
+                report.damaged.push(format!(
+                    "{name}: a receive stopped by a crash left it part-way; destroyed"
+                ));
+            }
+        }
+        Ok((pool, report))
+    }
+
+    fn import_pool(
+        target: &str,
+        options: ImportOptions,
+    ) -> Result<(Pool, ImportReport), PoolError> {
         // A new name obeys the same rule as a created pool's, checked before anything is read.
         if let Some(new_name) = &options.new_name {
             validate_pool_name(new_name)?;

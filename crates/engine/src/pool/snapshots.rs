@@ -385,6 +385,10 @@ impl PoolCore {
                 .map_err(kv_object_error(names_object))?;
         }
         let phys = head.update_phys(|phys| {
+            if received.is_some() {
+                // A received file system is whole once its snapshot is taken.
+                phys.flags &= !crate::dataset::phys::DS_FLAG_INCONSISTENT;
+            }
             phys.prev_snapshot_object = object;
             phys.prev_snapshot_txg = tx.txg;
             phys.unique_bytes = 0;
