@@ -117,6 +117,9 @@ pub enum ObjectType {
     BlockPtrList = 10,
     /// The pool's queue of block trees being destroyed in the background.
     BpTree = 11,
+    /// An intent-log block (zil/): self-checksummed, its pointer's checksum field holds the
+    /// seed (object-set guid, block sequence number), not a checksum.
+    IntentLog = 12,
 }
 
 /// A data virtual address: where one copy of a block lives.
@@ -435,7 +438,7 @@ impl From<ObjectType> for u8 {
 
 impl ObjectType {
     /// Every object type, in on-disk value order.
-    pub const ALL: [ObjectType; 12] = [
+    pub const ALL: [ObjectType; 13] = [
         ObjectType::None,
         ObjectType::Objset,
         ObjectType::Dnode,
@@ -448,6 +451,7 @@ impl ObjectType {
         ObjectType::Dataset,
         ObjectType::BlockPtrList,
         ObjectType::BpTree,
+        ObjectType::IntentLog,
     ];
 }
 

@@ -83,6 +83,7 @@
 //! large files again in chunks.
 
 pub mod acl;
+mod intent;
 mod nodes;
 pub mod phys;
 pub mod ranges;
@@ -90,6 +91,7 @@ mod rename;
 mod unlinked;
 pub mod xattr;
 
+use intent::setattr_mask_of;
 use unlinked::Dropped;
 
 use std::collections::{BTreeMap, HashMap};
@@ -105,6 +107,7 @@ use crate::object::prefetch::{PrefetchStats, Prefetcher};
 use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
+use crate::zil::Zil;
 use phys::{
     DirEntryValue, Znode, FS_VERSION, INLINE_TARGET_MAX, MASTER_KEY_ROOT, MASTER_KEY_UNLINKED_SET,
     MASTER_KEY_VERSION, MASTER_NODE_OBJECT, MODE_PERMISSION_MASK, MODE_TYPE_MASK,
@@ -354,6 +357,10 @@ pub struct FileSystem {
     prefetch: Prefetcher,
     /// A snapshot's file system: every change is refused (EROFS).
     read_only: bool,
+    /// The intent log ([`intent`]): None for a snapshot's or a set without one.
+    zil: Option<Arc<Zil>>,
+    /// Per inode, the newest txg of a change the log does not record: an fsync waits for it.
+    unlogged: Mutex<HashMap<u64, crate::types::Txg>>,
 }
 
 /// Znodes loaded before a transaction, changed in memory and written back together.
@@ -542,6 +549,7 @@ impl FileSystem {
         }
         let config = FsConfig::for_objset(&objset);
         let prefetch = Prefetcher::new(&objset);
+        let zil = objset.log();
         let fs = FileSystem {
             objset,
             txgs,
@@ -555,13 +563,17 @@ impl FileSystem {
             atime_updates: AtomicBool::new(!read_only),
             prefetch,
             read_only,
+            zil: if read_only { None } else { zil },
+            unlogged: Mutex::new(HashMap::new()),
         };
         let root_znode = fs.znode(root)?;
         if root_znode.kind() != FileKind::Directory {
             return Err(FsError::Corrupt(format!("root {root} is not a directory")));
         }
         if !read_only {
+            fs.replay_log()?;
             fs.drain_unlinked()?;
+            fs.start_log()?;
         }
         Ok(fs)
     }
@@ -659,7 +671,15 @@ impl FileSystem {
         Ok(znode)
     }
 
+    /// Store a znode changed by an operation the intent log does not record: an fsync of
+    /// the inode then waits for this txg.
     fn put_znode(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
+        self.note_unlogged(tx.txg, ino);
+        self.put_znode_logged(tx, ino, znode)
+    }
+
+    /// Store a znode changed by an operation whose log record the caller makes.
+    fn put_znode_logged(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
         self.objset
             .set_bonus(tx, ObjectId(ino), ObjectType::None, &znode.encode())?;
         Ok(())
@@ -845,6 +865,7 @@ impl FileSystem {
             }
         }
         let now = Timestamp::now();
+        let acl_rewritten = acl.is_some();
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         if let Some(size) = changes.size {
@@ -883,8 +904,14 @@ impl FileSystem {
             znode.mtime = mtime;
         }
         znode.ctime = now;
-        self.put_znode(&tx, ino, &znode)?;
+        if acl_rewritten {
+            self.put_znode(&tx, ino, &znode)?;
+        } else {
+            self.put_znode_logged(&tx, ino, &znode)?;
+            self.log_setattr(&tx, ino, &znode, setattr_mask_of(&changes))?;
+        }
         drop(hold);
+        self.sync_always(ino)?;
         self.attr_of(ino, &znode)
     }
 
@@ -1094,8 +1121,17 @@ impl FileSystem {
         }
         znode.mtime = now;
         znode.ctime = now;
-        self.put_znode(&tx, ino, &znode)?;
+        self.put_znode_logged(&tx, ino, &znode)?;
+        self.log_change(
+            &tx,
+            ino,
+            crate::zil::Change::Write {
+                offset,
+                length: data.len() as u64,
+            },
+        )?;
         drop(hold);
+        self.sync_always(ino)?;
         Ok(data.len())
     }
 

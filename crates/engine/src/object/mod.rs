@@ -76,6 +76,8 @@ use crate::space::storage::SpaceStorage;
 pub use crate::txg::Tx;
 use crate::txg::TxgManager;
 use crate::types::{ObjectId, Txg};
+use crate::zil::format::LogHeader;
+use crate::zil::Zil;
 use phys::{DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE};
 use tree::TreeSync;
 
@@ -189,10 +191,15 @@ struct ObjectDirty {
 #[derive(Default)]
 struct TxgDirty {
     objects: BTreeMap<ObjectId, ObjectDirty>,
+    /// The intent log allocated or freed in this txg: the header must be written even if no
+    /// object changed (zil/).
+    log: bool,
 }
 
 struct SyncingState {
     txg: Txg,
+    /// The log header this txg's header carries (asked of the log once, in the first pass).
+    log_header: LogHeader,
     meta_dnode: DnodePhys,
     dnodes: BTreeMap<ObjectId, DnodePhys>,
     root: Option<BlockPtr>,
@@ -200,6 +207,8 @@ struct SyncingState {
 
 struct State {
     synced_root: BlockPtr,
+    /// The log header of the synced root.
+    synced_log_header: LogHeader,
     synced_meta_dnode: DnodePhys,
     syncing: Option<SyncingState>,
     dirty: BTreeMap<Txg, TxgDirty>,
@@ -249,6 +258,9 @@ pub struct ObjectSet {
     /// a rollback closes it (exclusive) so that no change is half applied across
     /// [`ObjectSet::reset_to`].
     gate: parking_lot::RwLock<()>,
+    /// The file system's intent log, once attached (zil/): asked for the log header in each
+    /// sync.
+    log: Mutex<Option<Arc<Zil>>>,
     state: Mutex<State>,
 }
 
@@ -317,7 +329,15 @@ impl ObjectSet {
             bonus: Vec::new(),
         };
         let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
-        let os = ObjectSet::from_parts(io, kind, lifecycle, copies, synced_root, meta_dnode);
+        let os = ObjectSet::from_parts(
+            io,
+            kind,
+            lifecycle,
+            copies,
+            synced_root,
+            meta_dnode,
+            LogHeader::default(),
+        );
         // Make the set dirty so that its first sync writes a header even if nothing else changes.
         os.state.lock().dirty.entry(txg).or_default();
         os
@@ -343,6 +363,7 @@ impl ObjectSet {
             copies,
             root.clone(),
             header.meta_dnode,
+            header.log,
         ))
     }
 
@@ -353,6 +374,7 @@ impl ObjectSet {
         copies: u8,
         synced_root: BlockPtr,
         mut meta_dnode: DnodePhys,
+        log_header: LogHeader,
     ) -> ObjectSet {
         let copies = copies.clamp(1, COPIES_MAX);
         meta_dnode.copies = copies;
@@ -367,8 +389,10 @@ impl ObjectSet {
             reservation: Mutex::new(None),
             object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
             gate: parking_lot::RwLock::new(()),
+            log: Mutex::new(None),
             state: Mutex::new(State {
                 synced_root,
+                synced_log_header: log_header,
                 synced_meta_dnode: meta_dnode,
                 syncing: None,
                 dirty: BTreeMap::new(),
@@ -1022,7 +1046,7 @@ impl ObjectSet {
         state
             .dirty
             .get(&txg)
-            .is_some_and(|dirty| !dirty.objects.is_empty() || never_written)
+            .is_some_and(|dirty| !dirty.objects.is_empty() || dirty.log || never_written)
     }
 
     /// Bytes of data waiting in txg `txg` (for dirty-data accounting).
@@ -1076,6 +1100,7 @@ impl ObjectSet {
     pub fn reset_to(&self, root: &BlockPtr) -> Result<(), ObjectError> {
         let header = ObjsetHeader::decode(&self.io.read(root)?)?;
         let mut meta_dnode = header.meta_dnode;
+        let log = self.log.lock().clone();
         let mut state = self.state.lock();
         meta_dnode.copies = state.synced_meta_dnode.copies;
         state.dirty.clear();
@@ -1092,8 +1117,50 @@ impl ObjectSet {
                 state.synced_meta_dnode = meta_dnode;
             }
         }
+        state.synced_log_header = header.log;
         state.view_generation += 1;
+        drop(state);
+        // The log described the discarded changes: drop it and write an empty header from the
+        // next txg on (docs/design.md §10 names the window before that header).
+        if let Some(log) = log {
+            let txg = self.state.lock().syncing.as_ref().map(|s| s.txg);
+            if let Some(txg) = txg {
+                log.discard(txg)?;
+                self.state
+                    .lock()
+                    .dirty
+                    .entry(Txg(txg.0 + 1))
+                    .or_default()
+                    .log = true;
+            }
+        }
         Ok(())
+    }
+
+    /// Attach the file system's intent log: from now on each sync asks it for the log header.
+    pub fn attach_log(&self, log: Arc<Zil>) {
+        *self.log.lock() = Some(log);
+    }
+
+    /// The attached intent log, if any.
+    pub fn log(&self) -> Option<Arc<Zil>> {
+        self.log.lock().clone()
+    }
+
+    /// The log header of the synced root.
+    pub fn synced_log_header(&self) -> LogHeader {
+        self.state.lock().synced_log_header.clone()
+    }
+
+    /// Open context, under a hold on `txg`: the intent log allocated in `txg`, so the txg
+    /// must sync this set's header (and the allocation) even if nothing else changed.
+    pub fn dirty_log(&self, txg: Txg) {
+        let mut state = self.state.lock();
+        assert!(
+            txg > state.last_synced,
+            "log change joins txg {txg}, already synced"
+        );
+        state.dirty.entry(txg).or_default().log = true;
     }
 
     /// After the txg's last pass: install the tree written by this txg's passes as the synced one.
@@ -1113,6 +1180,7 @@ impl ObjectSet {
             if let Some(root) = syncing.root {
                 state.synced_root = root;
                 state.synced_meta_dnode = syncing.meta_dnode;
+                state.synced_log_header = syncing.log_header;
             }
         }
     }

@@ -684,6 +684,14 @@ impl PoolCore {
             io: self.io.clone(),
             txgs: self.txgs.clone(),
         }));
+        if objset.log().is_none() && !self.readonly {
+            objset.attach_log(Arc::new(crate::zil::Zil::new(
+                self.io.clone(),
+                self.mos.clone(),
+                self.txgs.clone(),
+                dataset.phys().guid.0,
+            )));
+        }
     }
 }
 
