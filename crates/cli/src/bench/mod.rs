@@ -323,13 +323,8 @@ fn mount_tarn(dir: &Path, size: u64, vdev_size: u64) -> Result<Pair, Failure> {
 pub(crate) fn mount_pool(pool: &Pool, mountpoint: &Path) -> Result<MountHandle, Failure> {
     tarn_fuse::mountpoint::prepare(mountpoint).map_err(Failure)?;
     let fs = Arc::new(pool.file_system()?);
-    tarn_fuse::mount(
-        fs,
-        pool.core.txgs.clone(),
-        mountpoint,
-        &MountOptions::new("tarn:benchmount"),
-    )
-    .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))
+    tarn_fuse::mount(fs, mountpoint, &MountOptions::new("tarn:benchmount"))
+        .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))
 }
 
 pub(crate) fn unmount(handle: &mut MountHandle) -> Result<(), Failure> {

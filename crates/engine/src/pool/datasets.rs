@@ -1150,6 +1150,8 @@ impl Pool {
         fs.set_config(self.core.fs_config(relative, fs.config())?);
         let (atime, _) = self.core.property(relative, Property::Atime)?;
         fs.set_atime_updates(atime == "on");
+        let (sync, _) = self.core.property(relative, Property::Sync)?;
+        fs.set_sync_mode(crate::zil::SyncMode::parse(&sync).unwrap_or_default());
         Ok(())
     }
 }

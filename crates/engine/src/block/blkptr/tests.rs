@@ -235,7 +235,7 @@ fn enum_bytes_round_trip() {
     }
     assert!(ChecksumType::try_from(0).is_err());
     assert!(Compression::try_from(3).is_err());
-    assert!(ObjectType::try_from(12).is_err());
+    assert!(ObjectType::try_from(13).is_err());
 }
 
 #[test]
