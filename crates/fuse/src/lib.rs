@@ -493,7 +493,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.unlink(parent, bytes(name));
-        if result.is_ok() {}
         self.reply_empty(reply, result, "unlink");
     }
 
@@ -503,7 +502,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.rmdir(parent, bytes(name));
-        if result.is_ok() {}
         self.reply_empty(reply, result, "rmdir");
     }
 
@@ -560,7 +558,6 @@ impl Filesystem for TarnFuse {
             req.uid(),
             req.gid(),
         );
-        if result.is_ok() {}
         self.reply_empty(reply, result, "rename");
     }
 
@@ -577,7 +574,6 @@ impl Filesystem for TarnFuse {
             let ino = self.head(ino)?;
             let newparent = self.head_parent_for_new(newparent, newname)?;
             let result = self.fs.link(ino, newparent, bytes(newname));
-            if result.is_ok() {}
             self.head_entry(result, "link")
         });
         self.reply_entry(reply, result);
@@ -782,7 +778,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.setxattr(ino, bytes(name), value, flags as u32);
-        if result.is_ok() {}
         self.reply_empty(reply, result, "setxattr");
     }
 
@@ -823,7 +818,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.removexattr(ino, bytes(name));
-        if result.is_ok() {}
         self.reply_empty(reply, result, "removexattr");
     }
 
@@ -842,7 +836,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.fallocate(ino, offset, length, mode as u32);
-        if result.is_ok() {}
         self.reply_empty(reply, result, "fallocate");
     }
 
