@@ -14,6 +14,9 @@
 //!   livelists (see `clone_destroy`).
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
 //!   (the baseline without priority) in the async class beside it (see `iosched`).
+//! - `fsync`: 4 KiB write + fsync through a mount with the intent log (rate, p99), beside the
+//!   host's file system, a txg sync per write (the path before the log) and sync=disabled;
+//!   sqlite3 in WAL mode and a sync=always sequential write (see `fsync`).
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
 //!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
 //! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
@@ -33,6 +36,7 @@ use std::time::Instant;
 
 mod clone_destroy;
 mod frag;
+mod fsync;
 mod iosched;
 mod snapshot;
 mod sync;
@@ -59,6 +63,11 @@ pub enum BenchCommand {
     /// through a FUSE mount of a new pool, beside the same calls on the host's file system
     /// (ext4 on most hosts) in the same directory. Needs root and /dev/fuse.
     Xattr(xattr::XattrBench),
+    /// 4 KiB write + fsync through a FUSE mount (the intent log): rate and p99 beside the
+    /// host's file system, a txg sync per write and sync=disabled; sqlite3 WAL transactions
+    /// at synchronous=FULL and NORMAL; a sync=always sequential write. Needs root and
+    /// /dev/fuse.
+    Fsync(fsync::FsyncBench),
     /// Clone destroy with and without livelists, beside btrfs: an origin of each --sizes size
     /// (recordsize 8K), a clone with --overwrites scattered 8 KiB overwrites, export and
     /// import, destroy until freeing is 0; and random overwrites in a clone, livelists on/off.
@@ -508,6 +517,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
+        BenchCommand::Fsync(bench) => fsync::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Iosched {
             dir,
