@@ -207,6 +207,9 @@ impl FileSystem {
                 }
             }
         }
+        zil.stats
+            .replayed
+            .fetch_add(applied as u64, std::sync::atomic::Ordering::Relaxed);
         self.txgs.wait_synced(None)?;
         zil.finish_replay(&self.objset)
             .map_err(|error| FsError::Engine(error.to_string()))?;

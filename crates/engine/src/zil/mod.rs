@@ -165,6 +165,8 @@ pub struct ZilStats {
     pub records: AtomicU64,
     /// fsyncs that waited for a txg instead (a change the log does not record, or an error).
     pub txg_waits: AtomicU64,
+    /// Records applied by replay at open.
+    pub replayed: AtomicU64,
 }
 
 /// The intent log of one file system.
