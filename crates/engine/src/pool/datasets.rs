@@ -526,6 +526,9 @@ impl PoolCore {
             Some(livelist) => self.queue_livelist_destroy(livelist, &tx)?,
             None => self.enqueue_destroy(dataset, txg)?,
         }
+        if let Some(log) = dataset.try_objset().and_then(|objset| objset.log()) {
+            log.destroy(txg)?;
+        }
         dataset.detach_objset();
         let dir = dataset.dir();
         let parent_dir = DatasetDirPhys::decode(&self.mos.bonus(dir.parent_dir_object)?)

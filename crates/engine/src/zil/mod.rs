@@ -56,7 +56,7 @@ use crate::object::{ObjectError, ObjectSet};
 use crate::txg::TxgManager;
 use crate::types::Txg;
 use format::{
-    LogHeader, LogTime, Record, RecordBody, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT,
+    LogHeader, Record, RecordBody, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT,
     WRITE_RECORD_FIXED,
 };
 
@@ -630,11 +630,45 @@ impl Zil {
         Ok(())
     }
 
-    /// Time of a record from a file-system timestamp's parts.
-    pub fn time(seconds: i64, nanoseconds: u32) -> LogTime {
-        LogTime {
-            seconds,
-            nanoseconds,
+    /// Syncing context of txg `txg`, the file system is destroyed: give back every log block
+    /// (its chain, its tail, blocks waiting to be freed, a claimed chain never replayed). A
+    /// block whose allocation is recorded in `txg` or earlier is freed; one allocated in a
+    /// later txg, not synced yet, is unallocated.
+    pub fn destroy(&self, txg: Txg) -> Result<(), ObjectError> {
+        let entries: Vec<(BlockPtr, Txg)> = {
+            let mut state = self.state.lock();
+            state.pending.clear();
+            state.by_object.clear();
+            let mut entries: Vec<(BlockPtr, Txg)> = state
+                .blocks
+                .drain(..)
+                .map(|block| {
+                    let birth = block.bp.birth_logical;
+                    (block.bp, birth)
+                })
+                .collect();
+            if let Some(tail) = state.tail.take() {
+                let birth = tail.birth_logical;
+                entries.push((tail, birth));
+            }
+            entries.append(&mut state.to_free);
+            if let Some(replay) = state.replay.take() {
+                entries.extend(replay.blocks);
+            }
+            entries
+        };
+        for (bp, allocated) in entries {
+            if allocated <= txg {
+                self.io.free(&bp, txg)?;
+            } else {
+                for dva in bp.copies() {
+                    self.io
+                        .space
+                        .unalloc(dva.vdev, dva.offset, dva.size_allocated, allocated)
+                        .map_err(|error| ObjectError::Pipeline(error.into()))?;
+                }
+            }
         }
+        Ok(())
     }
 }
