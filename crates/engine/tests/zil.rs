@@ -244,3 +244,36 @@ fn power_cuts_lose_no_fsynced_write() {
     pool.sync().unwrap();
     check_clean(&pool, "final");
 }
+
+/// A rollback discards the log: a crash right after it must not replay, onto the rolled-back
+/// tree, records the snapshot's log header leads to (that header is what the rollback's txg
+/// commits). Fails without the dataset's log floor.
+#[test]
+fn a_crash_after_rollback_replays_nothing_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, &pattern(1, 5000)).unwrap();
+    pool.sync().unwrap();
+    let name = format!("{POOL}@before");
+    pool.create_snapshots(std::slice::from_ref(&name), false)
+        .unwrap();
+    // Logged after the snapshot: lands in the block the snapshot's header names as the
+    // chain's first.
+    fs.write(ino, 0, &pattern(2, 9000)).unwrap();
+    fs.fsync(ino).unwrap();
+    drop(fs);
+    pool.rollback(&name, false).unwrap();
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(
+        read_all(&fs, ino) == pattern(1, 5000),
+        "the rolled-back file holds a discarded write"
+    );
+    pool.sync().unwrap();
+    check_clean(&pool, "after a crash right after rollback");
+}

@@ -17,7 +17,14 @@ use crate::zil::{chain, format};
 
 impl Walker<'_> {
     /// Count the log chain of a head dataset whose object-set root is `root`.
-    pub(super) fn walk_log(&mut self, name: &str, guid: u64, root: &BlockPtr, synced: Txg) {
+    pub(super) fn walk_log(
+        &mut self,
+        name: &str,
+        guid: u64,
+        log_floor: Txg,
+        root: &BlockPtr,
+        synced: Txg,
+    ) {
         if root.is_hole() {
             return;
         }
@@ -31,7 +38,7 @@ impl Walker<'_> {
             // walk_objset reports an unreadable header.
             Err(_) => return,
         };
-        if header.is_empty() {
+        if header.is_empty() || crate::zil::claim::is_stale(&header, log_floor) {
             return;
         }
         let walked = chain::walk(self.io, guid, &header.first);

@@ -434,6 +434,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         walker.walk_log(
             &format!("dataset {object}"),
             phys.guid.0,
+            phys.log_floor,
             &phys.root,
             core.txgs.last_synced(),
         );

@@ -1095,9 +1095,10 @@ impl ObjectSet {
         self.gate.write()
     }
 
-    /// Syncing context (a rollback): make `root` the tree this txg commits, discarding every
-    /// change not yet synced (of this txg and of open ones). The caller holds the gate closed.
-    pub fn reset_to(&self, root: &BlockPtr) -> Result<(), ObjectError> {
+    /// Syncing context of txg `txg` (a rollback): make `root` the tree this txg commits,
+    /// discarding every change not yet synced (of this txg and of open ones), and the intent
+    /// log. The caller holds the gate closed.
+    pub fn reset_to(&self, root: &BlockPtr, txg: Txg) -> Result<(), ObjectError> {
         let header = ObjsetHeader::decode(&self.io.read(root)?)?;
         let mut meta_dnode = header.meta_dnode;
         let log = self.log.lock().clone();
@@ -1111,6 +1112,7 @@ impl ObjectSet {
                 syncing.root = Some(root.clone());
                 syncing.meta_dnode = meta_dnode;
                 syncing.dnodes.clear();
+                syncing.log_header = header.log.clone();
             }
             None => {
                 state.synced_root = root.clone();
@@ -1120,19 +1122,17 @@ impl ObjectSet {
         state.synced_log_header = header.log;
         state.view_generation += 1;
         drop(state);
-        // The log described the discarded changes: drop it and write an empty header from the
-        // next txg on (docs/design.md §10 names the window before that header).
+        // The log described the discarded changes: drop it (its blocks are given back in this
+        // txg; the dataset's log floor marks the header this txg commits as stale) and write an
+        // empty header in the next txg.
         if let Some(log) = log {
-            let txg = self.state.lock().syncing.as_ref().map(|s| s.txg);
-            if let Some(txg) = txg {
-                log.discard(txg)?;
-                self.state
-                    .lock()
-                    .dirty
-                    .entry(Txg(txg.0 + 1))
-                    .or_default()
-                    .log = true;
-            }
+            log.discard(txg)?;
+            self.state
+                .lock()
+                .dirty
+                .entry(Txg(txg.0 + 1))
+                .or_default()
+                .log = true;
         }
         Ok(())
     }

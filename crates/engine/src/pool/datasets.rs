@@ -743,6 +743,7 @@ pub(super) fn create_dataset_records(
         user_holds_object: ObjectId(0),
         snapshot_props_object: ObjectId(0),
         livelist_object: ObjectId(0),
+        log_floor: Txg(0),
     };
     let dataset_object = mos.create_object(
         tx,

@@ -483,6 +483,7 @@ impl PoolCore {
                 &self.mos,
                 &objset,
                 zil.guid(),
+                dataset.phys().log_floor,
                 first_txg,
                 synced,
             ) {

@@ -42,6 +42,7 @@ pub fn claim(
     mos: &ObjectSet,
     objset: &ObjectSet,
     guid: u64,
+    log_floor: Txg,
     first_txg: Txg,
     synced: Txg,
 ) -> Result<Option<(PendingReplay, ClaimReport)>, String> {
@@ -49,7 +50,14 @@ pub fn claim(
     if header.is_empty() {
         return Ok(None);
     }
-    let mut walked = chain::walk(io, guid, &header.first);
+    let mut walked = if is_stale(&header, log_floor) {
+        WalkedChain {
+            end: "a chain a rollback discarded".into(),
+            ..WalkedChain::default()
+        }
+    } else {
+        chain::walk(io, guid, &header.first)
+    };
     let mut report = ClaimReport {
         blocks: walked.blocks.len(),
         ..ClaimReport::default()
@@ -101,6 +109,12 @@ pub fn claim(
     let replay = pending_replay(header, walked, guid, synced);
     report.records = replay.records.len();
     Ok(Some((replay, report)))
+}
+
+/// Whether the header's chain is one a rollback discarded: the rollback's txg committed the
+/// snapshot's header, whose chain started at or before the dataset's log floor.
+pub fn is_stale(header: &LogHeader, log_floor: Txg) -> bool {
+    log_floor.0 != 0 && !header.first.is_hole() && header.first.birth_logical <= log_floor
 }
 
 fn pending_replay(header: LogHeader, walked: WalkedChain, guid: u64, synced: Txg) -> PendingReplay {

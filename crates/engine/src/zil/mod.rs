@@ -608,26 +608,11 @@ impl Zil {
         Ok(header)
     }
 
-    /// Syncing context (rollback): the chain describes changes that are gone. Drop every
-    /// record and free every block once it may be freed; the header becomes empty.
-    pub fn discard(&self, _txg: Txg) -> Result<(), ObjectError> {
-        let mut state = self.state.lock();
-        state.pending.clear();
-        state.by_object.clear();
-        let old: Vec<(BlockPtr, Txg)> = state
-            .blocks
-            .drain(..)
-            .map(|block| {
-                let from = block.bp.birth_logical;
-                (block.bp, from)
-            })
-            .collect();
-        state.to_free.extend(old);
-        if let Some(tail) = state.tail.take() {
-            let from = tail.birth_logical;
-            state.to_free.push((tail, from));
-        }
-        Ok(())
+    /// Syncing context of txg `txg` (rollback): the chain describes changes that are gone.
+    /// Drop every record and give back every block now, as [`Zil::destroy`]; the dataset's
+    /// log floor makes the snapshot's header (which the rollback commits) name no chain.
+    pub fn discard(&self, txg: Txg) -> Result<(), ObjectError> {
+        self.destroy(txg)
     }
 
     /// Syncing context of txg `txg`, the file system is destroyed: give back every log block
