@@ -58,6 +58,7 @@
 
 pub mod adapters;
 pub mod bpobj;
+mod intent;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
@@ -1135,32 +1136,6 @@ impl ObjectSet {
                 .log = true;
         }
         Ok(())
-    }
-
-    /// Attach the file system's intent log: from now on each sync asks it for the log header.
-    pub fn attach_log(&self, log: Arc<Zil>) {
-        *self.log.lock() = Some(log);
-    }
-
-    /// The attached intent log, if any.
-    pub fn log(&self) -> Option<Arc<Zil>> {
-        self.log.lock().clone()
-    }
-
-    /// The log header of the synced root.
-    pub fn synced_log_header(&self) -> LogHeader {
-        self.state.lock().synced_log_header.clone()
-    }
-
-    /// Open context, under a hold on `txg`: the intent log allocated in `txg`, so the txg
-    /// must sync this set's header (and the allocation) even if nothing else changed.
-    pub fn dirty_log(&self, txg: Txg) {
-        let mut state = self.state.lock();
-        assert!(
-            txg > state.last_synced,
-            "log change joins txg {txg}, already synced"
-        );
-        state.dirty.entry(txg).or_default().log = true;
     }
 
     /// After the txg's last pass: install the tree written by this txg's passes as the synced one.
