@@ -128,11 +128,12 @@ pub fn walk(io: &BlockIo, guid: u64, first: &BlockPtr) -> WalkedChain {
     }
 }
 
-/// Write an encoded block to every copy of `bp` in the `sync_write` class (no flush).
+/// Write the start of an encoded block (at least its used bytes) to every copy of `bp` in the
+/// `sync_write` class, padded to the sector (no flush).
 pub fn write_block(io: &BlockIo, bp: &BlockPtr, block: &[u8]) -> Result<(), String> {
     for dva in bp.copies() {
         let length = padded_length(io, dva.vdev, block.len() as u64);
-        if !dva_in_range(io, dva, length) {
+        if block.len() as u64 > bp.size_logical as u64 || !dva_in_range(io, dva, length) {
             return Err(format!("log block copy outside its vdev: {dva:?}"));
         }
         let top = io.vdevs.top(dva.vdev).expect("checked above");

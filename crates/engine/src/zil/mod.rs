@@ -533,11 +533,14 @@ impl Zil {
                     });
                     state.tail = Some(next);
                 }
-                chain::write_block(&self.io, &current, &block).map_err(ZilError::Io)?;
+                // Only the used bytes (padded to the sector) are written, as OpenZFS does: the
+                // checksum covers them alone, and whatever lies after them is never read.
+                let used = &block[..BLOCK_HEADER_SIZE + encoded.len()];
+                chain::write_block(&self.io, &current, used).map_err(ZilError::Io)?;
                 self.stats.blocks.fetch_add(1, Ordering::Relaxed);
                 self.stats
                     .bytes
-                    .fetch_add(block.len() as u64, Ordering::Relaxed);
+                    .fetch_add(used.len() as u64, Ordering::Relaxed);
                 written.push(current);
             }
             chain::flush(&self.io, &written).map_err(ZilError::Io)
