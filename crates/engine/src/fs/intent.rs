@@ -3,12 +3,13 @@
 //!
 //! # Theory
 //! `write` and `setattr` (without an ACL rewrite) make log records: a write's range, a
-//! setattr's resulting attribute values. Every other change of an inode (create, link,
-//! unlink, rename, xattrs, fallocate, copy_range, the first write of a new file's znode is no
-//! exception) goes through [`FileSystem::put_znode`], which notes the txg in `unlogged`: an fsync
-//! of that inode first waits for that txg to sync, then commits the log records newer than it.
-//! So an fsync always makes the file's contents and attributes, and the directory operations
-//! that made its name, durable, the slow way for what the log does not record yet.
+//! setattr's resulting attribute values (`copy_range` writes through `write`). Every other
+//! change of an inode (create, link, unlink, rename, xattrs, fallocate) goes through
+//! [`FileSystem::put_znode`], which notes the txg in the log's unlogged table (shared by every
+//! handle on the set): an fsync of that inode first waits for that txg to sync, then commits
+//! the log records newer than it. So an fsync always makes the file's contents and
+//! attributes, and the directory operations that made its name, durable: the slow way for what
+//! the log does not record yet.
 //!
 //! Replay runs in [`FileSystem::open`], before anything else changes the file system: each
 //! record whose txg the claim did not find synced is applied through `write` / `setattr` to the
@@ -19,9 +20,6 @@ use super::*;
 use crate::types::Txg;
 use crate::zil::format::{setattr_mask, LogTime, Record, RecordBody};
 use crate::zil::{Change, SyncMode};
-
-/// Entries kept in `unlogged` before synced ones are pruned.
-const UNLOGGED_PRUNE: usize = 4096;
 
 fn log_time(time: Timestamp) -> LogTime {
     LogTime {
@@ -82,24 +80,20 @@ impl FileSystem {
     }
 
     pub(super) fn note_unlogged(&self, txg: Txg, ino: u64) {
-        let mut unlogged = self.unlogged.lock();
-        if unlogged.len() > UNLOGGED_PRUNE {
-            let synced = self.txgs.last_synced();
-            unlogged.retain(|_, newest| *newest > synced);
+        if let Some(zil) = &self.zil {
+            zil.note_unlogged(txg, ino, self.txgs.last_synced());
         }
-        let newest = unlogged.entry(ino).or_insert(txg);
-        *newest = (*newest).max(txg);
     }
 
-    /// Record a change of `ino` in the log (or, without a log, note it as unlogged).
+    /// Record a change of `ino` in the log (without a log, fsync waits for a txg anyway).
     pub(super) fn log_change(&self, tx: &Tx, ino: u64, change: Change) -> Result<()> {
-        match &self.zil {
-            Some(zil) if zil.mode() != SyncMode::Disabled => {
-                let generation = self.objset.info(ObjectId(ino))?.generation.0;
-                zil.log(tx.txg, ino, generation, change);
-            }
-            Some(_) => {}
-            None => self.note_unlogged(tx.txg, ino),
+        if let Some(zil) = self
+            .zil
+            .as_ref()
+            .filter(|zil| zil.mode() != SyncMode::Disabled)
+        {
+            let generation = self.objset.info(ObjectId(ino))?.generation.0;
+            zil.log(tx.txg, ino, generation, change);
         }
         Ok(())
     }
@@ -139,18 +133,23 @@ impl FileSystem {
         if self.read_only || self.sync_mode() == SyncMode::Disabled {
             return Ok(());
         }
-        let unlogged = self.unlogged.lock().get(&ino).copied();
-        if let Some(txg) = unlogged.filter(|txg| *txg > self.txgs.last_synced()) {
-            if let Some(zil) = &self.zil {
-                zil.stats
-                    .txg_waits
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            self.txgs.wait_synced(Some(txg))?;
-        }
         let Some(zil) = &self.zil else {
+            // No log: on a read-only pool nothing changes; otherwise whatever changed is in
+            // the open txg at most.
+            if self.objset.io().is_writable() {
+                self.txgs.wait_synced(None)?;
+            }
             return Ok(());
         };
+        if let Some(txg) = zil
+            .unlogged(ino)
+            .filter(|txg| *txg > self.txgs.last_synced())
+        {
+            zil.stats
+                .txg_waits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.txgs.wait_synced(Some(txg))?;
+        }
         let read = |object: u64, generation: u64, offset: u64, length: usize| {
             self.read_for_log(object, generation, offset, length)
         };

@@ -359,8 +359,6 @@ pub struct FileSystem {
     read_only: bool,
     /// The intent log ([`intent`]): None for a snapshot's or a set without one.
     zil: Option<Arc<Zil>>,
-    /// Per inode, the newest txg of a change the log does not record: an fsync waits for it.
-    unlogged: Mutex<HashMap<u64, crate::types::Txg>>,
 }
 
 /// Znodes loaded before a transaction, changed in memory and written back together.
@@ -564,7 +562,6 @@ impl FileSystem {
             prefetch,
             read_only,
             zil: if read_only { None } else { zil },
-            unlogged: Mutex::new(HashMap::new()),
         };
         let root_znode = fs.znode(root)?;
         if root_znode.kind() != FileKind::Directory {

@@ -152,6 +152,9 @@ struct State {
     /// Blocks to free, each in the sync of the given txg or a later one.
     to_free: Vec<(BlockPtr, Txg)>,
     replay: Option<PendingReplay>,
+    /// Per inode, the newest txg of a change the log does not record (an fsync waits for it).
+    /// Kept here, not in a `FileSystem`, so that every handle on the set sees it.
+    unlogged: HashMap<u64, Txg>,
     /// Size of the last commit, which sizes the next tail.
     last_commit_bytes: usize,
 }
@@ -188,6 +191,8 @@ fn round_block(bytes: usize) -> usize {
     (bytes.next_multiple_of(BLOCK_SIZE_UNIT)).clamp(BLOCK_SIZE_UNIT, BLOCK_SIZE_MAX)
 }
 
+/// Entries kept in the unlogged table before synced ones are pruned.
+const UNLOGGED_PRUNE: usize = 4096;
 /// Size of the first block of a chain.
 const FIRST_BLOCK_SIZE: usize = 32 << 10;
 /// Largest write record data (so that a record and a few others fit one block).
@@ -240,6 +245,22 @@ impl Zil {
             },
         );
         state.by_object.entry(object).or_default().insert(seq);
+    }
+
+    /// Note a change of `object` in `txg` that the log does not record (pruning entries of
+    /// txgs up to `synced` when the table is large).
+    pub fn note_unlogged(&self, txg: Txg, object: u64, synced: Txg) {
+        let mut state = self.state.lock();
+        if state.unlogged.len() > UNLOGGED_PRUNE {
+            state.unlogged.retain(|_, newest| *newest > synced);
+        }
+        let newest = state.unlogged.entry(object).or_insert(txg);
+        *newest = (*newest).max(txg);
+    }
+
+    /// The newest txg of a change of `object` the log does not record.
+    pub fn unlogged(&self, object: u64) -> Option<Txg> {
+        self.state.lock().unlogged.get(&object).copied()
     }
 
     /// Whether `object` has records not yet committed.
