@@ -372,3 +372,41 @@ fn sync_disabled_and_always() {
     pool.sync().unwrap();
     check_clean(&pool, "after sync=always");
 }
+
+/// A large write then fsync waits for its txg instead of copying megabytes through the log,
+/// and is durable.
+#[test]
+fn a_large_write_then_fsync_goes_by_txg() {
+    use std::sync::atomic::Ordering;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let zil = fs.intent_log().unwrap().clone();
+    let waits = zil.stats.txg_waits.load(Ordering::Relaxed);
+    let mut expect = Vec::new();
+    for index in 0..12u64 {
+        let data = pattern(index, 1 << 20);
+        fs.write(ino, index << 20, &data).unwrap();
+        expect.extend_from_slice(&data);
+    }
+    fs.fsync(ino).unwrap();
+    // Either the writes' txgs synced meanwhile (the dirty data pushes them) or the fsync
+    // waited for one; at most one commit's worth (8 MiB) ever goes through the log.
+    let logged = zil.stats.bytes.load(Ordering::Relaxed);
+    assert!(logged <= 9 << 20, "{logged} bytes went through the log");
+    assert!(zil.stats.txg_waits.load(Ordering::Relaxed) <= waits + 1);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(
+        read_all(&fs, ino) == expect,
+        "the large fsynced write is not whole"
+    );
+    pool.sync().unwrap();
+    check_clean(&pool, "after a large fsync");
+}

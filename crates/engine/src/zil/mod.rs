@@ -191,6 +191,9 @@ fn round_block(bytes: usize) -> usize {
     (bytes.next_multiple_of(BLOCK_SIZE_UNIT)).clamp(BLOCK_SIZE_UNIT, BLOCK_SIZE_MAX)
 }
 
+/// A commit whose writes add up to more than this waits for their txg instead of copying
+/// them into the log (OpenZFS would log them WR_INDIRECT, which tarn does not have yet).
+const COMMIT_WRITE_BYTES_MAX: u64 = 8 << 20;
 /// Entries kept in the unlogged table before synced ones are pruned.
 const UNLOGGED_PRUNE: usize = 4096;
 /// Size of the first block of a chain.
@@ -396,6 +399,26 @@ impl Zil {
                 .collect()
         };
         if itxs.is_empty() {
+            return Ok(());
+        }
+        // Much written data (a large file, then fsync) goes the txg's way: the log has no
+        // WR_INDIRECT yet, and copying it all through the log would hold it in memory and write
+        // it twice. The txg makes every itx of the batch durable (and obsolete).
+        let write_bytes: u64 = itxs
+            .iter()
+            .map(|(_, itx)| match itx.change {
+                Change::Write { length, .. } => length,
+                Change::Setattr(_) => 0,
+            })
+            .sum();
+        if write_bytes > COMMIT_WRITE_BYTES_MAX {
+            let newest = itxs
+                .iter()
+                .map(|(_, itx)| itx.txg)
+                .max()
+                .expect("not empty");
+            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+            self.txgs.wait_synced(Some(newest))?;
             return Ok(());
         }
         match self.write_itxs(objset, &itxs, read) {
