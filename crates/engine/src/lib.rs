@@ -12,6 +12,7 @@
 //! | [`txg`]     | open/quiescing/syncing state machine, holds, dirty accounting, throttle    |
 //! | [`object`]  | object sets, dnodes, indirect trees, dirty records, key/value objects      |
 //! | [`dataset`] | dataset records and directories, `block_born` / `block_kill`, accounting   |
+//! | [`zil`]     | the intent log: log blocks, records, commit for fsync, claim and replay   |
 //! | [`fs`]      | POSIX file systems on object sets: znodes, directories, rename, unlinked set |
 //! | [`pool`]    | create, import, export, config, uberblocks, the sync driver                |
 //! | [`check`]   | whole-pool verification: block pointers against space maps                 |
@@ -32,3 +33,4 @@ pub mod send;
 pub mod space;
 pub mod txg;
 pub mod vdev;
+pub mod zil;

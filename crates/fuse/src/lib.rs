@@ -79,18 +79,16 @@
 //! beyond the numbering's limits EOVERFLOW.
 //!
 //! # Durability
-//! `fsync` and `fdatasync` return once the data is on disk: the adapter remembers, per inode,
-//! the newest txg that may hold a change of it (the open txg when the change returned, an
-//! upper bound), and waits with [`TxgManager::wait_synced`] for that txg, which kicks a sync at
-//! once. Concurrent fsyncs wait for the same sync; an inode whose changes are all synced
-//! returns at once. `fsyncdir` waits for the newest change of any directory entry.
+//! `fsync`, `fdatasync` and `fsyncdir` call [`FileSystem::fsync`]: the intent log commits the
+//! inode's logged changes (one log write and one flush, shared by concurrent fsyncs), and a
+//! change the log does not record makes it wait for that change's txg. A write through a
+//! descriptor opened with `O_SYNC` or `O_DSYNC` is committed the same way before it returns.
 //! `flush` (close) does not sync, as on other file systems.
 //!
 //! # Threads
 //! The session runs [`MountOptions::threads`] worker threads, each reading requests from its
 //! own clone of the `/dev/fuse` descriptor; every handler calls the engine directly and
-//! replies. The adapter holds no lock of its own while it calls the engine (the dirty-txg
-//! table's mutex is taken only around map updates). The pool's sync thread must never call
+//! replies. The adapter holds no lock of its own while it calls the engine. The pool's sync thread must never call
 //! into FUSE, or wait for anything a FUSE request could hold: a request blocked on the write
 //! throttle waits for that sync, so a sync that waited on FUSE would deadlock. In particular,
 //! nothing that runs in syncing context may stat, open or unmount a path on a tarn mount.
@@ -109,12 +107,11 @@ pub mod null;
 mod route;
 pub mod snapdir;
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -125,10 +122,7 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
     SessionACL, TimeOrNow, WriteFlags,
 };
-use parking_lot::Mutex;
 use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp};
-use tarn::txg::TxgManager;
-use tarn::types::Txg;
 
 use kernel_cache::KernelCache;
 pub use mount::{
@@ -147,8 +141,6 @@ pub const WRITE_BYTES_MAX: u32 = 1 << 20;
 pub const READAHEAD_BYTES: u32 = 1 << 20;
 /// Entries asked of the engine per readdir request (the reply buffer usually fills first).
 const READDIR_BATCH: usize = 256;
-/// The dirty-txg table is pruned of synced entries when it grows past this.
-const DIRTY_TABLE_PRUNE: usize = 4096;
 
 /// Map an engine error to errno (see the table in the crate documentation).
 pub fn errno_of(error: &FsError) -> Errno {
@@ -175,12 +167,7 @@ pub fn errno_of(error: &FsError) -> Errno {
 /// The `fuser::Filesystem` over a tarn file system.
 pub struct TarnFuse {
     fs: Arc<FileSystem>,
-    txgs: Arc<TxgManager>,
     root: u64,
-    /// Per inode, a txg at or after the newest one holding a change of it.
-    dirty: Mutex<HashMap<u64, u64>>,
-    /// The newest txg holding a change of any directory.
-    dirty_directories: AtomicU64,
     name: String,
     shared: Arc<Shared>,
 }
@@ -195,14 +182,13 @@ struct Shared {
 
 impl TarnFuse {
     /// An adapter over `fs` without snapshots (`.zfs/snapshot` is empty).
-    pub fn new(fs: Arc<FileSystem>, txgs: Arc<TxgManager>, name: String) -> TarnFuse {
-        TarnFuse::with_snapshots(fs, txgs, name, Arc::new(NoSnapshots), false)
+    pub fn new(fs: Arc<FileSystem>, name: String) -> TarnFuse {
+        TarnFuse::with_snapshots(fs, name, Arc::new(NoSnapshots), false)
     }
 
     /// An adapter over `fs` showing the snapshots of `snapshots` under `.zfs/snapshot`.
     pub fn with_snapshots(
         fs: Arc<FileSystem>,
-        txgs: Arc<TxgManager>,
         name: String,
         snapshots: Arc<dyn SnapshotSource>,
         snapdir_visible: bool,
@@ -210,10 +196,7 @@ impl TarnFuse {
         let root = fs.root();
         TarnFuse {
             fs,
-            txgs,
             root,
-            dirty: Mutex::new(HashMap::new()),
-            dirty_directories: AtomicU64::new(0),
             shared: Arc::new(Shared {
                 snapshots: SnapshotTable::new(snapshots),
                 snapdir_visible: AtomicBool::new(snapdir_visible),
@@ -231,39 +214,11 @@ impl TarnFuse {
         errno_of(&error)
     }
 
-    /// Note that `inodes` changed in a txg no later than the open one.
-    fn changed(&self, inodes: &[u64]) {
-        let txg = self.txgs.open_txg().0;
-        let mut dirty = self.dirty.lock();
-        if dirty.len() > DIRTY_TABLE_PRUNE {
-            let synced = self.txgs.last_synced().0;
-            dirty.retain(|_, newest| *newest > synced);
-        }
-        for &ino in inodes {
-            let newest = dirty.entry(ino).or_insert(0);
-            *newest = (*newest).max(txg);
-        }
-    }
-
-    /// Note a change of directory entries (for fsyncdir), and of the inodes involved.
-    fn changed_directories(&self, inodes: &[u64]) {
-        self.dirty_directories
-            .fetch_max(self.txgs.open_txg().0, Ordering::AcqRel);
-        self.changed(inodes);
-    }
-
-    /// Wait until txg `txg` is on disk (at once if it is).
-    fn wait_synced(&self, txg: u64) -> Result<(), Errno> {
-        if txg == 0 || self.txgs.last_synced().0 >= txg {
-            return Ok(());
-        }
-        self.txgs
-            .wait_synced(Some(Txg(txg)))
-            .map(|_| ())
-            .map_err(|error| {
-                log::error!("tarn fuse {}: fsync: {error}", self.name);
-                Errno::EIO
-            })
+    /// fsync of a head inode (the engine's, see the module documentation).
+    fn fsync_inode(&self, object: u64) -> Result<(), Errno> {
+        self.fs
+            .fsync(object)
+            .map_err(|error| self.fail("fsync", error))
     }
 
     /// Reply with an entry, counting the kernel's new reference to it.
@@ -461,10 +416,7 @@ impl Filesystem for TarnFuse {
             .fs
             .setattr(ino, changes)
             .map_err(|error| self.fail("setattr", error))
-            .and_then(|attr| {
-                self.changed(&[ino]);
-                self.fuse_attr(&Node::Head(ino), &attr)
-            });
+            .and_then(|attr| self.fuse_attr(&Node::Head(ino), &attr));
         match result {
             Ok((attr, _)) => reply.attr(&TTL, &attr),
             Err(errno) => reply.error(errno),
@@ -505,9 +457,6 @@ impl Filesystem for TarnFuse {
                 req.uid(),
                 req.gid(),
             );
-            if let Ok(attr) = &result {
-                self.changed_directories(&[parent, attr.ino]);
-            }
             self.head_entry(result, "mknod")
         });
         self.reply_entry(reply, result);
@@ -533,9 +482,6 @@ impl Filesystem for TarnFuse {
                 req.uid(),
                 req.gid(),
             );
-            if let Ok(attr) = &result {
-                self.changed_directories(&[parent, attr.ino]);
-            }
             self.head_entry(result, "mkdir")
         });
         self.reply_entry(reply, result);
@@ -547,9 +493,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.unlink(parent, bytes(name));
-        if result.is_ok() {
-            self.changed_directories(&[parent]);
-        }
         self.reply_empty(reply, result, "unlink");
     }
 
@@ -559,9 +502,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.rmdir(parent, bytes(name));
-        if result.is_ok() {
-            self.changed_directories(&[parent]);
-        }
         self.reply_empty(reply, result, "rmdir");
     }
 
@@ -584,9 +524,6 @@ impl Filesystem for TarnFuse {
                     req.uid(),
                     req.gid(),
                 );
-                if let Ok(attr) = &result {
-                    self.changed_directories(&[parent, attr.ino]);
-                }
                 self.head_entry(result, "symlink")
             });
         self.reply_entry(reply, result);
@@ -621,9 +558,6 @@ impl Filesystem for TarnFuse {
             req.uid(),
             req.gid(),
         );
-        if result.is_ok() {
-            self.changed_directories(&[parent, newparent]);
-        }
         self.reply_empty(reply, result, "rename");
     }
 
@@ -640,9 +574,6 @@ impl Filesystem for TarnFuse {
             let ino = self.head(ino)?;
             let newparent = self.head_parent_for_new(newparent, newname)?;
             let result = self.fs.link(ino, newparent, bytes(newname));
-            if result.is_ok() {
-                self.changed_directories(&[ino, newparent]);
-            }
             self.head_entry(result, "link")
         });
         self.reply_entry(reply, result);
@@ -708,7 +639,7 @@ impl Filesystem for TarnFuse {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
@@ -718,7 +649,12 @@ impl Filesystem for TarnFuse {
         };
         match self.fs.write(ino, offset, data) {
             Ok(written) => {
-                self.changed(&[ino]);
+                // O_SYNC includes O_DSYNC's bit.
+                if flags.0 & libc::O_DSYNC != 0 {
+                    if let Err(errno) = self.fsync_inode(ino) {
+                        return reply.error(errno);
+                    }
+                }
                 reply.written(written as u32);
             }
             Err(error) => reply.error(self.fail("write", error)),
@@ -769,12 +705,12 @@ impl Filesystem for TarnFuse {
         reply: ReplyEmpty,
     ) {
         // Nothing below `.zfs` is ever dirty.
-        let newest = match self.resolve(ino) {
-            Ok(Node::Head(object)) => self.dirty.lock().get(&object).copied().unwrap_or(0),
-            Ok(_) => 0,
-            Err(errno) => return reply.error(errno),
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.fsync_inode(object),
+            Ok(_) => Ok(()),
+            Err(errno) => Err(errno),
         };
-        match self.wait_synced(newest) {
+        match result {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
@@ -807,12 +743,17 @@ impl Filesystem for TarnFuse {
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.wait_synced(self.dirty_directories.load(Ordering::Acquire)) {
+        let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) => self.fsync_inode(object),
+            Ok(_) => Ok(()),
+            Err(errno) => Err(errno),
+        };
+        match result {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }
@@ -837,9 +778,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.setxattr(ino, bytes(name), value, flags as u32);
-        if result.is_ok() {
-            self.changed(&[ino]);
-        }
         self.reply_empty(reply, result, "setxattr");
     }
 
@@ -880,9 +818,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.removexattr(ino, bytes(name));
-        if result.is_ok() {
-            self.changed(&[ino]);
-        }
         self.reply_empty(reply, result, "removexattr");
     }
 
@@ -901,9 +836,6 @@ impl Filesystem for TarnFuse {
             Err(errno) => return reply.error(errno),
         };
         let result = self.fs.fallocate(ino, offset, length, mode as u32);
-        if result.is_ok() {
-            self.changed(&[ino]);
-        }
         self.reply_empty(reply, result, "fallocate");
     }
 
@@ -975,7 +907,6 @@ impl Filesystem for TarnFuse {
         };
         match result {
             Ok(copied) => {
-                self.changed(&[target]);
                 reply.written(copied as u32);
             }
             Err(error) => reply.error(self.fail("copy_file_range", error)),
@@ -1020,10 +951,7 @@ impl Filesystem for TarnFuse {
                     req.uid(),
                     req.gid(),
                 )
-                .and_then(|attr| {
-                    self.changed_directories(&[parent, attr.ino]);
-                    self.fs.open_inode(attr.ino)
-                })
+                .and_then(|attr| self.fs.open_inode(attr.ino))
                 .map_err(|error| self.fail("create", error))
                 .and_then(|attr| self.fuse_attr(&Node::Head(attr.ino), &attr))
         });

@@ -143,11 +143,10 @@ pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
 /// Mount `fs` at `mountpoint` and serve it from background threads (`.zfs/snapshot` empty).
 pub fn mount(
     fs: Arc<FileSystem>,
-    txgs: Arc<TxgManager>,
     mountpoint: &Path,
     options: &MountOptions,
 ) -> io::Result<MountHandle> {
-    mount_with_snapshots(fs, txgs, Arc::new(NoSnapshots), mountpoint, options)
+    mount_with_snapshots(fs, Arc::new(NoSnapshots), mountpoint, options)
 }
 
 /// Mount `fs` at `mountpoint` with `snapshots` under `.zfs/snapshot`, and serve it from
@@ -155,14 +154,12 @@ pub fn mount(
 /// behind its back (rollback, snapshot destroy and rename, the snapdir property).
 pub fn mount_with_snapshots(
     fs: Arc<FileSystem>,
-    txgs: Arc<TxgManager>,
     snapshots: Arc<dyn SnapshotSource>,
     mountpoint: &Path,
     options: &MountOptions,
 ) -> io::Result<MountHandle> {
     let adapter = TarnFuse::with_snapshots(
         fs,
-        txgs,
         options.fsname.clone(),
         snapshots,
         options.snapdir_visible,

@@ -91,7 +91,6 @@ impl Fixture {
         });
         let handle = mount_with_snapshots(
             fs,
-            pool.core.txgs.clone(),
             source,
             &self.mountpoint,
             &MountOptions::new(format!("tarn:{POOL}")),

@@ -3,7 +3,7 @@
 # source local; bad values are refused and change nothing.
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
-log_assert "set/get of recordsize, compression, checksum, copies, atime, readonly, canmount"
+log_assert "set/get of recordsize, compression, checksum, copies, atime, readonly, canmount, sync"
 trap destroy_all_pools EXIT
 
 default_setup
@@ -37,10 +37,16 @@ for value in noauto off on; do
 	log_must tarn set canmount=$value "$fs"
 	assert_prop "$fs" canmount $value local
 done
+# sync (the intent log): standard by default, then each value on the mounted file system.
+assert_prop "$fs" sync standard default
+for value in always disabled standard; do
+	log_must tarn set sync=$value "$fs"
+	assert_prop "$fs" sync $value local
+done
 
 # Refused values leave the property as it was.
 for bad in copies=0 copies=4 copies=x recordsize=3K recordsize=2M recordsize=0 compression=gzip-99 \
-	compression=bogus checksum=md5 atime=maybe readonly=2 canmount=sometimes mountpoint=relative \
+	compression=bogus checksum=md5 atime=maybe readonly=2 canmount=sometimes mountpoint=relative sync=sometimes \
 	nosuchprop=1 used=5 novalue; do
 	log_mustnot tarn set "$bad" "$fs"
 done

@@ -16,6 +16,9 @@
 //!   beside `btrfs send | btrfs receive` of the same files (see `receive`).
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
 //!   (the baseline without priority) in the async class beside it (see `iosched`).
+//! - `fsync`: 4 KiB write + fsync through a mount with the intent log (rate, p99), beside the
+//!   host's file system, a txg sync per write (the path before the log) and sync=disabled;
+//!   sqlite3 in WAL mode and a sync=always sequential write (see `fsync`).
 //! - `sync`: what a txg's sync costs on three workloads through a mount, from the pool's txg
 //!   history, and one 4 KiB write + fsync beside btrfs on a loop device (see `sync`).
 //! - `mount`: sequential write and read through a FUSE mount of a tarn pool, beside a null FUSE
@@ -35,6 +38,7 @@ use std::time::Instant;
 
 mod clone_destroy;
 mod frag;
+mod fsync;
 mod iosched;
 mod receive;
 mod snapshot;
@@ -62,6 +66,11 @@ pub enum BenchCommand {
     /// through a FUSE mount of a new pool, beside the same calls on the host's file system
     /// (ext4 on most hosts) in the same directory. Needs root and /dev/fuse.
     Xattr(xattr::XattrBench),
+    /// 4 KiB write + fsync through a FUSE mount (the intent log): rate and p99 beside the
+    /// host's file system, a txg sync per write and sync=disabled; sqlite3 WAL transactions
+    /// at synchronous=FULL and NORMAL; a sync=always sequential write. Needs root and
+    /// /dev/fuse.
+    Fsync(fsync::FsyncBench),
     /// Clone destroy with and without livelists, beside btrfs: an origin of each --sizes size
     /// (recordsize 8K), a clone with --overwrites scattered 8 KiB overwrites, export and
     /// import, destroy until freeing is 0; and random overwrites in a clone, livelists on/off.
@@ -330,13 +339,8 @@ fn mount_tarn(dir: &Path, size: u64, vdev_size: u64) -> Result<Pair, Failure> {
 pub(crate) fn mount_pool(pool: &Pool, mountpoint: &Path) -> Result<MountHandle, Failure> {
     tarn_fuse::mountpoint::prepare(mountpoint).map_err(Failure)?;
     let fs = Arc::new(pool.file_system()?);
-    tarn_fuse::mount(
-        fs,
-        pool.core.txgs.clone(),
-        mountpoint,
-        &MountOptions::new("tarn:benchmount"),
-    )
-    .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))
+    tarn_fuse::mount(fs, mountpoint, &MountOptions::new("tarn:benchmount"))
+        .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))
 }
 
 pub(crate) fn unmount(handle: &mut MountHandle) -> Result<(), Failure> {
@@ -520,6 +524,7 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
     match command {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
+        BenchCommand::Fsync(bench) => fsync::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),
         BenchCommand::Iosched {

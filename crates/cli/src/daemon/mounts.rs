@@ -134,7 +134,6 @@ impl Mounts {
         options.snapdir_visible = snapdir_visible(pool, dataset)?;
         let handle = tarn_fuse::mount_with_snapshots(
             fs.clone(),
-            pool.core.txgs.clone(),
             Arc::new(PoolSnapshots::new(pool, dataset)),
             target,
             &options,

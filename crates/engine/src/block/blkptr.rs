@@ -119,6 +119,9 @@ pub enum ObjectType {
     BpTree = 11,
     /// A dnode's spill block: system attributes that overflow its bonus buffer.
     Spill = 12,
+    /// An intent-log block (zil/): self-checksummed, its pointer's checksum field holds the
+    /// seed (object-set guid, block sequence number), not a checksum.
+    IntentLog = 13,
 }
 
 /// A data virtual address: where one copy of a block lives.
@@ -437,7 +440,7 @@ impl From<ObjectType> for u8 {
 
 impl ObjectType {
     /// Every object type, in on-disk value order.
-    pub const ALL: [ObjectType; 13] = [
+    pub const ALL: [ObjectType; 14] = [
         ObjectType::None,
         ObjectType::Objset,
         ObjectType::Dnode,
@@ -451,6 +454,7 @@ impl ObjectType {
         ObjectType::BlockPtrList,
         ObjectType::BpTree,
         ObjectType::Spill,
+        ObjectType::IntentLog,
     ];
 }
 

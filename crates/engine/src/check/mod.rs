@@ -20,6 +20,7 @@
 //! imported read-only, or a test's pool right after a sync).
 
 mod chains;
+mod logs;
 
 use std::collections::BTreeMap;
 
@@ -427,6 +428,16 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
                 .errors
                 .push(format!("dataset record {object}: {error}")),
         }
+    }
+    // Intent logs of the heads: allocated, referenced by no tree (check/logs.rs).
+    for (object, phys) in &heads {
+        walker.walk_log(
+            &format!("dataset {object}"),
+            phys.guid.0,
+            phys.log_floor,
+            &phys.root,
+            core.txgs.last_synced(),
+        );
     }
     // Origins before their clones: a clone's deadlists hold blocks its origin's chain claims.
     let mut chains = BTreeMap::new();

@@ -30,7 +30,9 @@
 //!   256  8  user holds object (snapshots: key/value, tag -> time; 0 = none)
 //!   264  8  snapshot properties object (key/value; 0 = none)
 //!   272  8  livelist object (clone heads: allocations and frees since the clone; 0 = none)
-//!   280 40  reserved (0)
+//!   280  8  log floor txg (heads: a log chain whose first block was born at or before it is
+//!           stale, the one a rollback in that txg discarded; 0 = none; zil/claim.rs)
+//!   288 32  reserved (0)
 //!
 //! Dataset directory record (256 bytes, bonus of a MOS object of type DatasetDir; version 1
 //! was the first 128):
@@ -107,6 +109,8 @@ pub struct DatasetPhys {
     pub user_holds_object: ObjectId,
     pub snapshot_props_object: ObjectId,
     pub livelist_object: ObjectId,
+    /// A log chain whose first block was born at or before this txg is stale (a rollback).
+    pub log_floor: Txg,
 }
 
 impl DatasetPhys {
@@ -132,6 +136,7 @@ impl DatasetPhys {
         put_u64(&mut out, 256, self.user_holds_object.0);
         put_u64(&mut out, 264, self.snapshot_props_object.0);
         put_u64(&mut out, 272, self.livelist_object.0);
+        put_u64(&mut out, 280, self.log_floor.0);
         out
     }
 
@@ -142,7 +147,7 @@ impl DatasetPhys {
                 format!("dataset record of {} bytes", bytes.len()),
             ));
         }
-        if bytes[280..].iter().any(|&byte| byte != 0) {
+        if bytes[288..].iter().any(|&byte| byte != 0) {
             return Err(BlockError::corrupt(
                 "dataset record",
                 "reserved bytes are not zero",
@@ -176,6 +181,7 @@ impl DatasetPhys {
             user_holds_object: ObjectId(u64_at(bytes, 256)),
             snapshot_props_object: ObjectId(u64_at(bytes, 264)),
             livelist_object: ObjectId(u64_at(bytes, 272)),
+            log_floor: Txg(u64_at(bytes, 280)),
         })
     }
 
@@ -328,6 +334,7 @@ mod tests {
             user_holds_object: ObjectId(12),
             snapshot_props_object: ObjectId(13),
             livelist_object: ObjectId(14),
+            log_floor: Txg(15),
         };
         assert_eq!(DatasetPhys::decode(&dataset.encode()).unwrap(), dataset);
         let dir = DatasetDirPhys {

@@ -65,6 +65,10 @@ pub enum Property {
     /// enforced by the kernel). Takes effect at the next mount, which `set` does. See
     /// `fs::acl`.
     Acltype,
+    /// When changes reach stable storage (OpenZFS's): `standard` (fsync and O_SYNC commit the
+    /// intent log), `always` (every change is committed before it returns), `disabled` (fsync
+    /// returns at once; changes wait for their txg). See `zil`.
+    Sync,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -88,7 +92,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 11] = [
+    pub const ALL: [Property; 12] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -100,6 +104,7 @@ impl Property {
         Property::Snapdir,
         Property::Xattr,
         Property::Acltype,
+        Property::Sync,
     ];
 
     pub fn name(self) -> &'static str {
@@ -115,6 +120,7 @@ impl Property {
             Property::Snapdir => "snapdir",
             Property::Xattr => "xattr",
             Property::Acltype => "acltype",
+            Property::Sync => "sync",
         }
     }
 
@@ -149,6 +155,7 @@ impl Property {
             Property::Snapdir => "hidden".into(),
             Property::Xattr => "sa".into(),
             Property::Acltype => "off".into(),
+            Property::Sync => "standard".into(),
         }
     }
 
@@ -231,6 +238,7 @@ impl Property {
                 "posixacl" => Ok("posix".into()),
                 _ => one_of(&["off", "posix"]),
             },
+            Property::Sync => one_of(&["standard", "always", "disabled"]),
         }
     }
 }

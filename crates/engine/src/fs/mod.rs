@@ -83,6 +83,7 @@
 //! large files again in chunks.
 
 pub mod acl;
+mod intent;
 mod nodes;
 pub mod phys;
 pub mod ranges;
@@ -90,6 +91,7 @@ mod rename;
 mod unlinked;
 pub mod xattr;
 
+use intent::setattr_mask_of;
 use unlinked::Dropped;
 
 use std::collections::{BTreeMap, HashMap};
@@ -105,6 +107,7 @@ use crate::object::prefetch::{PrefetchStats, Prefetcher};
 use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
+use crate::zil::Zil;
 use phys::{
     DirEntryValue, SpillXattrs, Znode, FS_VERSION, INLINE_TARGET_MAX, MASTER_KEY_ROOT,
     MASTER_KEY_UNLINKED_SET, MASTER_KEY_VERSION, MASTER_NODE_OBJECT, MODE_PERMISSION_MASK,
@@ -354,6 +357,8 @@ pub struct FileSystem {
     prefetch: Prefetcher,
     /// A snapshot's file system: every change is refused (EROFS).
     read_only: bool,
+    /// The intent log ([`intent`]): None for a snapshot's or a set without one.
+    zil: Option<Arc<Zil>>,
 }
 
 /// Znodes loaded before a transaction, changed in memory and written back together.
@@ -543,6 +548,7 @@ impl FileSystem {
         }
         let config = FsConfig::for_objset(&objset);
         let prefetch = Prefetcher::new(&objset);
+        let zil = objset.log();
         let fs = FileSystem {
             objset,
             txgs,
@@ -556,13 +562,16 @@ impl FileSystem {
             atime_updates: AtomicBool::new(!read_only),
             prefetch,
             read_only,
+            zil: if read_only { None } else { zil },
         };
         let root_znode = fs.znode(root)?;
         if root_znode.kind() != FileKind::Directory {
             return Err(FsError::Corrupt(format!("root {root} is not a directory")));
         }
         if !read_only {
+            fs.replay_log()?;
             fs.drain_unlinked()?;
+            fs.start_log()?;
         }
         Ok(fs)
     }
@@ -660,9 +669,16 @@ impl FileSystem {
         Ok(znode)
     }
 
-    /// Write `znode` back as the bonus buffer of `ino`, with its spill block if the xattr code
-    /// changed it ([`FileSystem::put_znode_and_spill`]).
+    /// Store a znode changed by an operation the intent log does not record: an fsync of
+    /// the inode then waits for this txg.
     fn put_znode(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
+        self.note_unlogged(tx.txg, ino);
+        self.put_znode_logged(tx, ino, znode)
+    }
+
+    /// Store a znode changed by an operation whose log record the caller makes, with its
+    /// spill block if the xattr code changed it ([`FileSystem::put_znode_and_spill`]).
+    fn put_znode_logged(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
         if let SpillXattrs::Read(spilled) = &znode.spill {
             return self.put_znode_and_spill(tx, ino, znode, spilled);
         }
@@ -851,6 +867,7 @@ impl FileSystem {
             }
         }
         let now = Timestamp::now();
+        let acl_rewritten = acl.is_some();
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         if let Some(size) = changes.size {
@@ -889,8 +906,14 @@ impl FileSystem {
             znode.mtime = mtime;
         }
         znode.ctime = now;
-        self.put_znode(&tx, ino, &znode)?;
+        if acl_rewritten {
+            self.put_znode(&tx, ino, &znode)?;
+        } else {
+            self.put_znode_logged(&tx, ino, &znode)?;
+            self.log_setattr(&tx, ino, &znode, setattr_mask_of(&changes))?;
+        }
         drop(hold);
+        self.sync_always(ino)?;
         self.attr_of(ino, &znode)
     }
 
@@ -1100,8 +1123,17 @@ impl FileSystem {
         }
         znode.mtime = now;
         znode.ctime = now;
-        self.put_znode(&tx, ino, &znode)?;
+        self.put_znode_logged(&tx, ino, &znode)?;
+        self.log_change(
+            &tx,
+            ino,
+            crate::zil::Change::Write {
+                offset,
+                length: data.len() as u64,
+            },
+        )?;
         drop(hold);
+        self.sync_always(ino)?;
         Ok(data.len())
     }
 

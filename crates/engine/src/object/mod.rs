@@ -58,6 +58,7 @@
 
 pub mod adapters;
 pub mod bpobj;
+mod intent;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
@@ -76,6 +77,8 @@ use crate::space::storage::SpaceStorage;
 pub use crate::txg::Tx;
 use crate::txg::TxgManager;
 use crate::types::{ObjectId, Txg};
+use crate::zil::format::LogHeader;
+use crate::zil::Zil;
 use phys::{
     bonus_size_max, DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE,
     SPILL_SIZE_MAX, SPILL_SIZE_MIN,
@@ -196,10 +199,15 @@ struct ObjectDirty {
 #[derive(Default)]
 struct TxgDirty {
     objects: BTreeMap<ObjectId, ObjectDirty>,
+    /// The intent log allocated or freed in this txg: the header must be written even if no
+    /// object changed (zil/).
+    log: bool,
 }
 
 struct SyncingState {
     txg: Txg,
+    /// The log header this txg's header carries (asked of the log once, in the first pass).
+    log_header: LogHeader,
     meta_dnode: DnodePhys,
     dnodes: BTreeMap<ObjectId, DnodePhys>,
     root: Option<BlockPtr>,
@@ -207,6 +215,8 @@ struct SyncingState {
 
 struct State {
     synced_root: BlockPtr,
+    /// The log header of the synced root.
+    synced_log_header: LogHeader,
     synced_meta_dnode: DnodePhys,
     syncing: Option<SyncingState>,
     dirty: BTreeMap<Txg, TxgDirty>,
@@ -256,6 +266,9 @@ pub struct ObjectSet {
     /// a rollback closes it (exclusive) so that no change is half applied across
     /// [`ObjectSet::reset_to`].
     gate: parking_lot::RwLock<()>,
+    /// The file system's intent log, once attached (zil/): asked for the log header in each
+    /// sync.
+    log: Mutex<Option<Arc<Zil>>>,
     state: Mutex<State>,
 }
 
@@ -331,7 +344,15 @@ impl ObjectSet {
             spill: None,
         };
         let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
-        let os = ObjectSet::from_parts(io, kind, lifecycle, copies, synced_root, meta_dnode);
+        let os = ObjectSet::from_parts(
+            io,
+            kind,
+            lifecycle,
+            copies,
+            synced_root,
+            meta_dnode,
+            LogHeader::default(),
+        );
         // Make the set dirty so that its first sync writes a header even if nothing else changes.
         os.state.lock().dirty.entry(txg).or_default();
         os
@@ -357,6 +378,7 @@ impl ObjectSet {
             copies,
             root.clone(),
             header.meta_dnode,
+            header.log,
         ))
     }
 
@@ -367,6 +389,7 @@ impl ObjectSet {
         copies: u8,
         synced_root: BlockPtr,
         mut meta_dnode: DnodePhys,
+        log_header: LogHeader,
     ) -> ObjectSet {
         let copies = copies.clamp(1, COPIES_MAX);
         meta_dnode.copies = copies;
@@ -381,8 +404,10 @@ impl ObjectSet {
             reservation: Mutex::new(None),
             object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
             gate: parking_lot::RwLock::new(()),
+            log: Mutex::new(None),
             state: Mutex::new(State {
                 synced_root,
+                synced_log_header: log_header,
                 synced_meta_dnode: meta_dnode,
                 syncing: None,
                 dirty: BTreeMap::new(),
@@ -1172,7 +1197,7 @@ impl ObjectSet {
         state
             .dirty
             .get(&txg)
-            .is_some_and(|dirty| !dirty.objects.is_empty() || never_written)
+            .is_some_and(|dirty| !dirty.objects.is_empty() || dirty.log || never_written)
     }
 
     /// Bytes of data waiting in txg `txg` (for dirty-data accounting).
@@ -1221,11 +1246,13 @@ impl ObjectSet {
         self.gate.write()
     }
 
-    /// Syncing context (a rollback): make `root` the tree this txg commits, discarding every
-    /// change not yet synced (of this txg and of open ones). The caller holds the gate closed.
-    pub fn reset_to(&self, root: &BlockPtr) -> Result<(), ObjectError> {
+    /// Syncing context of txg `txg` (a rollback): make `root` the tree this txg commits,
+    /// discarding every change not yet synced (of this txg and of open ones), and the intent
+    /// log. The caller holds the gate closed.
+    pub fn reset_to(&self, root: &BlockPtr, txg: Txg) -> Result<(), ObjectError> {
         let header = ObjsetHeader::decode(&self.io.read(root)?)?;
         let mut meta_dnode = header.meta_dnode;
+        let log = self.log.lock().clone();
         let mut state = self.state.lock();
         meta_dnode.copies = state.synced_meta_dnode.copies;
         state.dirty.clear();
@@ -1236,13 +1263,28 @@ impl ObjectSet {
                 syncing.root = Some(root.clone());
                 syncing.meta_dnode = meta_dnode;
                 syncing.dnodes.clear();
+                syncing.log_header = header.log.clone();
             }
             None => {
                 state.synced_root = root.clone();
                 state.synced_meta_dnode = meta_dnode;
             }
         }
+        state.synced_log_header = header.log;
         state.view_generation += 1;
+        drop(state);
+        // The log described the discarded changes: drop it (its blocks are given back in this
+        // txg; the dataset's log floor marks the header this txg commits as stale) and write an
+        // empty header in the next txg.
+        if let Some(log) = log {
+            log.discard(txg)?;
+            self.state
+                .lock()
+                .dirty
+                .entry(Txg(txg.0 + 1))
+                .or_default()
+                .log = true;
+        }
         Ok(())
     }
 
@@ -1263,6 +1305,7 @@ impl ObjectSet {
             if let Some(root) = syncing.root {
                 state.synced_root = root;
                 state.synced_meta_dnode = syncing.meta_dnode;
+                state.synced_log_header = syncing.log_header;
             }
         }
     }

@@ -30,7 +30,7 @@
 //!   0    512   meta-dnode (object 0: its data blocks are the arrays of dnodes)
 //!   512    8   object-set type (1 = MOS, 2 = file system)
 //!   520    8   flags (reserved, 0)
-//!   528  192   intent-log (ZIL) header, reserved for the ZIL (zeros)
+//!   528  192   intent-log (ZIL) header (zil/format.rs; zeros: no log)
 //!   720  304   reserved (0)
 //! ```
 
@@ -38,6 +38,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE,
 };
 use crate::types::Txg;
+use crate::zil::format::LogHeader;
 
 pub const DNODE_SIZE: usize = 512;
 pub const DNODE_BONUS_SIZE_MAX: usize = 320;
@@ -281,6 +282,8 @@ impl DnodePhys {
 pub struct ObjsetHeader {
     pub meta_dnode: DnodePhys,
     pub kind: ObjsetKind,
+    /// The intent-log header (zil/format.rs; empty for the MOS and a log-less file system).
+    pub log: LogHeader,
 }
 
 impl ObjsetHeader {
@@ -288,6 +291,7 @@ impl ObjsetHeader {
         let mut out = vec![0u8; OBJSET_HEADER_SIZE];
         out[..DNODE_SIZE].copy_from_slice(&self.meta_dnode.encode());
         out[512..520].copy_from_slice(&(self.kind as u64).to_le_bytes());
+        out[OBJSET_ZIL_HEADER].copy_from_slice(&self.log.encode());
         out
     }
 
@@ -305,16 +309,12 @@ impl ObjsetHeader {
                 "object-set header: meta-dnode has the wrong type",
             ));
         }
-        // The intent-log header and reserved bytes must be empty. This is where import's claim
-        // step stands until the ZIL exists: an object set carrying a log (from a newer build)
-        // is refused rather than opened with its log silently ignored.
-        if bytes[OBJSET_ZIL_HEADER].iter().any(|&byte| byte != 0) {
-            return Err(BlockError::Corrupt {
+        let log =
+            LogHeader::decode(&bytes[OBJSET_ZIL_HEADER]).map_err(|error| BlockError::Corrupt {
                 structure: "object-set header",
                 byte_offset: OBJSET_ZIL_HEADER.start,
-                what: "the intent-log (ZIL) header is not empty, and this build cannot claim or replay a log".into(),
-            });
-        }
+                what: error.to_string(),
+            })?;
         if bytes[520..528]
             .iter()
             .chain(&bytes[OBJSET_ZIL_HEADER.end..])
@@ -335,7 +335,11 @@ impl ObjsetHeader {
                 ))
             }
         };
-        Ok(ObjsetHeader { meta_dnode, kind })
+        Ok(ObjsetHeader {
+            meta_dnode,
+            kind,
+            log,
+        })
     }
 }
 
@@ -438,6 +442,7 @@ mod tests {
         let header = ObjsetHeader {
             meta_dnode: meta,
             kind: ObjsetKind::FileSystem,
+            log: LogHeader::default(),
         };
         assert_eq!(ObjsetHeader::decode(&header.encode()).unwrap(), header);
         let mut bad = header.encode();
@@ -446,7 +451,7 @@ mod tests {
         let mut with_log = header.encode();
         with_log[OBJSET_ZIL_HEADER.start + 8] = 1;
         let error = ObjsetHeader::decode(&with_log).unwrap_err().to_string();
-        assert!(error.contains("intent-log"), "{error}");
+        assert!(error.contains("intent log"), "{error}");
         assert!(
             ObjsetHeader::decode(&[0u8; OBJSET_HEADER_SIZE]).is_err(),
             "a zero header has no meta-dnode"

@@ -11,22 +11,25 @@ impl ObjectSet {
         at: SyncPoint,
         storage: &dyn SpaceStorage,
     ) -> Result<Option<BlockPtr>, ObjectError> {
-        let pending: BTreeMap<ObjectId, ObjectDirty> = {
+        let (pending, starting): (BTreeMap<ObjectId, ObjectDirty>, bool) = {
             let mut state = self.state.lock();
             let Some(dirty) = state.dirty.get(&at.txg) else {
                 return Ok(None);
             };
             let first_write = state.synced_root.is_hole();
-            if dirty.objects.is_empty() && !(first_write && state.syncing.is_none()) {
+            if dirty.objects.is_empty() && !dirty.log && !(first_write && state.syncing.is_none()) {
                 return Ok(None);
             }
             let pending = dirty.objects.clone();
-            if state.syncing.is_none() {
+            let starting = state.syncing.is_none();
+            if starting {
+                let log_header = state.synced_log_header.clone();
                 let mut meta_dnode = state.synced_meta_dnode.clone();
                 // A changed `copies` setting reaches the dnode blocks written from now on.
                 meta_dnode.copies = self.copies();
                 state.syncing = Some(SyncingState {
                     txg: at.txg,
+                    log_header,
                     meta_dnode,
                     dnodes: BTreeMap::new(),
                     root: None,
@@ -37,8 +40,18 @@ impl ObjectSet {
                 Some(at.txg),
                 "object set synced out of txg order"
             );
-            pending
+            (pending, starting)
         };
+        // Once per txg, the log says what its header is now (freeing the blocks this txg
+        // makes obsolete).
+        if let Some(log) = self.log.lock().clone() {
+            if starting {
+                let header = log.sync(at.txg)?;
+                if let Some(syncing) = self.state.lock().syncing.as_mut() {
+                    syncing.log_header = header;
+                }
+            }
+        }
 
         let mut changed: BTreeMap<ObjectId, DnodePhys> = BTreeMap::new();
         for (object, record) in &pending {
@@ -90,9 +103,18 @@ impl ObjectSet {
             meta_record.blocks.insert(blkid, Arc::new(block));
         }
         let meta = self.sync_object(meta, &meta_record, at, storage)?;
+        let log_header = self
+            .state
+            .lock()
+            .syncing
+            .as_ref()
+            .expect("syncing")
+            .log_header
+            .clone();
         let header = ObjsetHeader {
             meta_dnode: meta.clone(),
             kind: self.kind,
+            log: log_header,
         }
         .encode();
         let old_root = {
@@ -128,6 +150,7 @@ impl ObjectSet {
             for object in pending.keys() {
                 dirty.objects.remove(object);
             }
+            dirty.log = false;
         }
         state.view_generation += 1;
         Ok(Some(root))

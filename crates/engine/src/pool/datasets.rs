@@ -536,6 +536,9 @@ impl PoolCore {
             Some(livelist) => self.queue_livelist_destroy(livelist, &tx)?,
             None => self.enqueue_destroy(dataset, txg)?,
         }
+        if let Some(log) = dataset.try_objset().and_then(|objset| objset.log()) {
+            log.destroy(txg)?;
+        }
         dataset.detach_objset();
         self.sync_destroy_bookmarks(dataset.object, None, &tx)?;
         let dir = dataset.dir();
@@ -695,6 +698,14 @@ impl PoolCore {
             io: self.io.clone(),
             txgs: self.txgs.clone(),
         }));
+        if objset.log().is_none() && !self.readonly {
+            objset.attach_log(Arc::new(crate::zil::Zil::new(
+                self.io.clone(),
+                self.mos.clone(),
+                self.txgs.clone(),
+                dataset.phys().guid.0,
+            )));
+        }
     }
 }
 
@@ -743,6 +754,7 @@ pub(super) fn create_dataset_records(
         user_holds_object: ObjectId(0),
         snapshot_props_object: ObjectId(0),
         livelist_object: ObjectId(0),
+        log_floor: Txg(0),
     };
     let dataset_object = mos.create_object(
         tx,
@@ -1202,6 +1214,8 @@ impl Pool {
         fs.set_config(self.core.fs_config(relative, fs.config())?);
         let (atime, _) = self.core.property(relative, Property::Atime)?;
         fs.set_atime_updates(atime == "on");
+        let (sync, _) = self.core.property(relative, Property::Sync)?;
+        fs.set_sync_mode(crate::zil::SyncMode::parse(&sync).unwrap_or_default());
         Ok(())
     }
 }

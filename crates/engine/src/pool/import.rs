@@ -456,6 +456,10 @@ impl Pool {
             }
         }
         core.load_background_frees()?;
+        if !options.readonly {
+            // Before anything allocates: the log blocks written after this uberblock.
+            core.claim_logs(uberblock.txg, &mut damaged);
+        }
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),
@@ -474,5 +478,45 @@ impl Pool {
             pool.sync()?;
         }
         Ok((pool, damaged))
+    }
+}
+
+impl PoolCore {
+    /// Claim every file system's intent log (zil/claim.rs) in the import's first txg, before
+    /// anything allocates, and leave its replay to the file system's open. A log that cannot
+    /// be claimed is reported and left alone (its file system replays nothing).
+    fn claim_logs(&self, synced: Txg, damaged: &mut Vec<String>) {
+        let first_txg = self.txgs.open_txg();
+        for (name, dataset) in self.dataset_list() {
+            let Some(objset) = dataset.try_objset() else {
+                continue;
+            };
+            let Some(zil) = objset.log() else {
+                continue;
+            };
+            match crate::zil::claim::claim(
+                &self.io,
+                &self.mos,
+                &objset,
+                zil.guid(),
+                dataset.phys().log_floor,
+                first_txg,
+                synced,
+            ) {
+                Ok(Some((replay, report))) => {
+                    log::info!(
+                        "pool {}: dataset {name:?}: intent log of {} blocks ({} claimed), {} records to replay; chain end: {}",
+                        self.name,
+                        report.blocks,
+                        report.claimed,
+                        report.records,
+                        report.end
+                    );
+                    zil.set_pending_replay(replay);
+                }
+                Ok(None) => {}
+                Err(error) => damaged.push(format!("dataset {name}: intent log: {error}")),
+            }
+        }
     }
 }

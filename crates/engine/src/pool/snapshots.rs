@@ -355,6 +355,7 @@ impl PoolCore {
             user_holds_object: ObjectId(0),
             snapshot_props_object: ObjectId(0),
             livelist_object: ObjectId(0),
+            log_floor: Txg(0),
             ..head_phys.clone()
         };
         let object = self.mos.create_object(
@@ -562,6 +563,8 @@ impl PoolCore {
         head.with_deadlist(|current| *current = deadlist);
         head.update_phys(|phys| {
             phys.root = target.root.clone();
+            // The snapshot's header names the log chain of its time: stale from now on.
+            phys.log_floor = tx.txg;
             phys.referenced_bytes = target.referenced_bytes;
             phys.compressed_bytes = target.compressed_bytes;
             phys.uncompressed_bytes = target.uncompressed_bytes;
@@ -572,7 +575,7 @@ impl PoolCore {
         // describes it.
         head.drop_livelist(&store, tx)?;
         self.write_dataset_record(tx, head.object, &head.phys())?;
-        objset.reset_to(&target.root)?;
+        objset.reset_to(&target.root, tx.txg)?;
         Ok(())
     }
 

@@ -472,6 +472,25 @@ impl Metaslab {
         Ok(())
     }
 
+    /// Claim `[offset, offset + size)` in txg `txg`: an intent-log block written after the
+    /// last synced txg, which the allocator must not hand out again (OpenZFS
+    /// metaslab_claim). The metaslab must be loaded; `Ok(false)` if the range is not free
+    /// (then it is not claimed: the block is not what the log says).
+    pub fn claim(&mut self, offset: u64, size: u64, txg: Txg) -> Result<bool, SpaceError> {
+        let allocatable = self
+            .allocatable
+            .as_mut()
+            .expect("claim in an unloaded metaslab");
+        if !allocatable.contains(offset, size) {
+            return Ok(false);
+        }
+        allocatable.remove(offset, size);
+        self.allocating[txg.slot()].add(offset, size);
+        self.allocated_bytes += size;
+        self.check_accounting();
+        Ok(true)
+    }
+
     /// Undo an allocation made in txg `txg` that has not been synced: straight back to
     /// `allocatable`, no deferral (nothing on disk ever pointed at it).
     pub fn unalloc(&mut self, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {

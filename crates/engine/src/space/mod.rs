@@ -803,6 +803,37 @@ impl SpaceManager {
         })
     }
 
+    /// Claim a block's range in txg `txg` (an intent-log block born after the last synced
+    /// txg, found at import): loads its metaslab, then takes the range out of the free space.
+    /// `Ok(false)` if the range is not free.
+    pub fn claim(
+        &self,
+        vdev: VdevId,
+        offset: u64,
+        size: u64,
+        txg: Txg,
+        storage: &dyn SpaceStorage,
+    ) -> Result<bool, SpaceError> {
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        self.with_group(vdev, |group| {
+            let metaslab = group.metaslab_for(offset, size)?;
+            let was_loaded = metaslab.is_loaded();
+            let claimed = self.counters.track(metaslab, |metaslab| {
+                metaslab.load(storage, last_synced)?;
+                metaslab.claim(offset, size, txg)
+            })?;
+            if !was_loaded {
+                self.stats.loaded();
+                self.loaded_memory
+                    .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+            }
+            Ok(claimed)
+        })
+    }
+
     /// Undo an allocation made in syncing txg `txg` that has not been synced yet.
     pub fn unalloc(
         &self,

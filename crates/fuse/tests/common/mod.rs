@@ -51,13 +51,8 @@ impl Fixture {
         }));
         let mountpoint = dir.path().join("mnt");
         fs::create_dir(&mountpoint).unwrap();
-        let handle = mount(
-            fs,
-            pool.core.txgs.clone(),
-            &mountpoint,
-            &MountOptions::new(format!("tarn:{name}")),
-        )
-        .expect("mount");
+        let handle =
+            mount(fs, &mountpoint, &MountOptions::new(format!("tarn:{name}"))).expect("mount");
         Some(Fixture {
             _dir: dir,
             mountpoint,

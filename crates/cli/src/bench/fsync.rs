@@ -1,0 +1,305 @@
+//! `tarn bench fsync`: what an fsync costs through a FUSE mount with the intent log (issue 19),
+//! beside baselines measured in the same run.
+//!
+//! - **4 KiB write + fsync loop**: appends of 4 KiB to one file, each followed by fsync;
+//!   fsyncs per second and p99 latency. Beside: the same loop on a file of the host's file
+//!   system in `--dir`; the same loop on the mount with each fsync replaced by a wait for a txg
+//!   sync (what tarn's fsync did before the intent log); and with `sync=disabled` (no
+//!   durability: the cost of FUSE and the write path alone).
+//! - **sqlite3 in WAL mode** (if the `sqlite3` binary is on PATH): `--transactions`
+//!   single-row inserts, each its own transaction, at `synchronous=FULL` and `NORMAL`, on the
+//!   mount beside the host's file system.
+//! - **`sync=always` sequential write**: 64 MiB in 128 KiB writes on the mount beside
+//!   `sync=standard` (no fsync).
+//!
+//! Needs root and /dev/fuse. It asserts nothing; every figure is printed beside its baseline
+//! with the ratio.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use tarn::tunables::Tunables;
+use tarn::zil::SyncMode;
+use tarn_fuse::MountOptions;
+
+use super::{create_bench_pool, print_comparisons, unmount, BenchDirLock, Comparison};
+use crate::error::Failure;
+use crate::format::parse_size;
+
+#[derive(Args)]
+pub struct FsyncBench {
+    /// Directory for the pool's vdev (a sparse file), the mountpoint and the host baseline.
+    #[arg(long, default_value = "/var/tmp/tarn-bench")]
+    dir: PathBuf,
+    /// Size of the pool's single vdev.
+    #[arg(long, default_value = "2G")]
+    vdev_size: String,
+    /// 4 KiB write + fsync iterations per loop.
+    #[arg(long, default_value_t = 2000)]
+    fsyncs: u64,
+    /// sqlite3 transactions per run.
+    #[arg(long, default_value_t = 2000)]
+    transactions: u64,
+    /// JSON output.
+    #[arg(short = 'j')]
+    json: bool,
+}
+
+const POOL_NAME: &str = "benchfsync";
+const BLOCK: usize = 4096;
+
+fn progress(message: &str) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprintln!("bench fsync: {message}");
+    }
+}
+
+fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
+    Failure(format!("{what}: {error}"))
+}
+
+/// Rate (per second) and p99 latency (milliseconds) of a loop.
+struct LoopFigures {
+    per_second: f64,
+    p99_ms: f64,
+}
+
+/// `count` appends of 4 KiB to a new file at `path`, each followed by `durable`.
+fn write_loop(
+    path: &Path,
+    count: u64,
+    mut durable: impl FnMut(&File) -> Result<(), Failure>,
+) -> Result<LoopFigures, Failure> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| io_failure(path.display(), e))?;
+    let block = crate::format::pseudo_random(BLOCK, 0x5eed);
+    let mut latencies = Vec::with_capacity(count as usize);
+    let started = Instant::now();
+    for index in 0..count {
+        let one = Instant::now();
+        file.write_all_at(&block, index * BLOCK as u64)
+            .map_err(|e| io_failure("write", e))?;
+        durable(&file)?;
+        latencies.push(one.elapsed().as_secs_f64());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    latencies.sort_by(f64::total_cmp);
+    let p99 = latencies[((latencies.len() * 99) / 100).min(latencies.len() - 1)];
+    Ok(LoopFigures {
+        per_second: count as f64 / seconds,
+        p99_ms: p99 * 1000.0,
+    })
+}
+
+fn fsync(file: &File) -> Result<(), Failure> {
+    file.sync_all().map_err(|e| io_failure("fsync", e))
+}
+
+/// Seconds for `transactions` single-row inserts in WAL mode at `synchronous`, in `dir`.
+fn sqlite(dir: &Path, transactions: u64, synchronous: &str) -> Result<f64, Failure> {
+    let database = dir.join("bench-fsync.sqlite");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", database.display()));
+    }
+    let mut script = format!(
+        "PRAGMA journal_mode=WAL;\nPRAGMA synchronous={synchronous};\nCREATE TABLE t(x);\n"
+    );
+    for _ in 0..transactions {
+        script.push_str("INSERT INTO t VALUES(randomblob(100));\n");
+    }
+    let started = Instant::now();
+    let mut child = Command::new("sqlite3")
+        .arg(&database)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| io_failure("sqlite3", e))?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(script.as_bytes())
+            .map_err(|e| io_failure("sqlite3 stdin", e))?;
+    }
+    let status = child.wait().map_err(|e| io_failure("sqlite3", e))?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(Failure(format!("sqlite3 failed: {status}")));
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", database.display()));
+    }
+    Ok(seconds)
+}
+
+/// MiB/s of a 64 MiB sequential write in 128 KiB writes (no fsync) at `path`.
+fn sequential(path: &Path) -> Result<f64, Failure> {
+    let file = File::create(path).map_err(|e| io_failure(path.display(), e))?;
+    let block = crate::format::pseudo_random(128 << 10, 0xabc);
+    let total = 64u64 << 20;
+    let started = Instant::now();
+    let mut at = 0u64;
+    while at < total {
+        file.write_all_at(&block, at)
+            .map_err(|e| io_failure("write", e))?;
+        at += block.len() as u64;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    Ok(total as f64 / (1 << 20) as f64 / seconds)
+}
+
+pub fn run(bench: FsyncBench) -> Result<(), Failure> {
+    if bench.fsyncs == 0 {
+        return Err(Failure("--fsyncs must be at least 1".into()));
+    }
+    let vdev_size = parse_size(&bench.vdev_size)?;
+    std::fs::create_dir_all(&bench.dir)
+        .map_err(|e| Failure(format!("{}: {e}", bench.dir.display())))?;
+    let dir = std::fs::canonicalize(&bench.dir)
+        .map_err(|e| Failure(format!("{}: {e}", bench.dir.display())))?;
+    let _lock = BenchDirLock::take(&dir)?;
+    let tunables = Tunables::from_env().map_err(Failure)?;
+    let vdev = dir.join("bench-fsync-vdev0.img");
+    let mountpoint = dir.join("mnt-fsync");
+    let pool = create_bench_pool(POOL_NAME, &vdev, vdev_size, &tunables)?;
+    let result = (|| {
+        tarn_fuse::mountpoint::prepare(&mountpoint).map_err(Failure)?;
+        let fs = Arc::new(pool.file_system()?);
+        let mut handle = tarn_fuse::mount(
+            fs.clone(),
+            &mountpoint,
+            &MountOptions::new("tarn:benchfsync"),
+        )
+        .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))?;
+        let rows = measure(&bench, &dir, &mountpoint, &pool, &fs);
+        unmount(&mut handle)?;
+        let log = fs.intent_log().map_or_else(String::new, |zil| {
+            let stats = &zil.stats;
+            let load = |counter: &std::sync::atomic::AtomicU64| {
+                counter.load(std::sync::atomic::Ordering::Relaxed)
+            };
+            format!(
+                "intent log: {} commits, {} log blocks, {} bytes, {} records, {} fsyncs that waited for a txg",
+                load(&stats.commits),
+                load(&stats.blocks),
+                load(&stats.bytes),
+                load(&stats.records),
+                load(&stats.txg_waits)
+            )
+        });
+        Ok::<_, Failure>((rows?, log))
+    })();
+    pool.destroy()?;
+    let _ = std::fs::remove_file(&vdev);
+    let _ = std::fs::remove_dir(&mountpoint);
+    let (rows, log) = result?;
+    print_comparisons(&rows, ("tarn", "baseline_value"), bench.json, "fsync")?;
+    if !bench.json {
+        out!("{log}");
+    }
+    Ok(())
+}
+
+fn measure(
+    bench: &FsyncBench,
+    dir: &Path,
+    mountpoint: &Path,
+    pool: &tarn::pool::Pool,
+    fs: &tarn::fs::FileSystem,
+) -> Result<Vec<Comparison>, Failure> {
+    let count = bench.fsyncs;
+    let mut rows = Vec::new();
+    progress("4 KiB write + fsync on the host file system");
+    let host = write_loop(&dir.join("bench-fsync-host.dat"), count, fsync)?;
+    progress("4 KiB write + fsync on tarn (intent log)");
+    let tarn = write_loop(&mountpoint.join("loop.dat"), count, fsync)?;
+    progress("4 KiB write + a txg sync on tarn (the path before the intent log)");
+    let txg_count = count.min(300);
+    let txg = write_loop(&mountpoint.join("loop-txg.dat"), txg_count, |_| {
+        pool.core
+            .txgs
+            .wait_synced(None)
+            .map(|_| ())
+            .map_err(|e| Failure(e.to_string()))
+    })?;
+    progress("4 KiB write + fsync on tarn with sync=disabled");
+    fs.set_sync_mode(SyncMode::Disabled);
+    let disabled = write_loop(&mountpoint.join("loop-off.dat"), count, fsync)?;
+    fs.set_sync_mode(SyncMode::Standard);
+    let host_fs = format!("host file system ({})", dir.display());
+    rows.push(Comparison {
+        what: format!("4 KiB write+fsync, fsyncs/s ({count})"),
+        tarn: tarn.per_second,
+        baseline_what: host_fs.clone(),
+        baseline: host.per_second,
+    });
+    rows.push(Comparison {
+        what: "4 KiB write+fsync, p99 ms".into(),
+        tarn: tarn.p99_ms,
+        baseline_what: host_fs.clone(),
+        baseline: host.p99_ms,
+    });
+    rows.push(Comparison {
+        what: "4 KiB write+fsync, fsyncs/s".into(),
+        tarn: tarn.per_second,
+        baseline_what: format!("tarn, a txg sync per write (before the log; {txg_count})"),
+        baseline: txg.per_second,
+    });
+    rows.push(Comparison {
+        what: "4 KiB write+fsync, p99 ms".into(),
+        tarn: tarn.p99_ms,
+        baseline_what: "tarn, a txg sync per write (before the log)".into(),
+        baseline: txg.p99_ms,
+    });
+    rows.push(Comparison {
+        what: "4 KiB write+fsync, fsyncs/s".into(),
+        tarn: tarn.per_second,
+        baseline_what: "tarn sync=disabled (no durability)".into(),
+        baseline: disabled.per_second,
+    });
+    if Command::new("sqlite3").arg("-version").output().is_ok() {
+        for synchronous in ["FULL", "NORMAL"] {
+            progress(&format!("sqlite3 WAL synchronous={synchronous}"));
+            let host = sqlite(dir, bench.transactions, synchronous)?;
+            let tarn = sqlite(mountpoint, bench.transactions, synchronous)?;
+            rows.push(Comparison {
+                what: format!(
+                    "sqlite3 WAL synchronous={synchronous}, {} transactions, s",
+                    bench.transactions
+                ),
+                tarn,
+                baseline_what: host_fs.clone(),
+                baseline: host,
+            });
+        }
+    } else {
+        progress("no sqlite3 on PATH: the sqlite rows are left out");
+    }
+    progress("sequential write, sync=always and sync=standard");
+    fs.set_sync_mode(SyncMode::Always);
+    let always = sequential(&mountpoint.join("seq-always.dat"))?;
+    fs.set_sync_mode(SyncMode::Standard);
+    let standard = sequential(&mountpoint.join("seq-standard.dat"))?;
+    rows.push(Comparison {
+        what: "sequential write 128 KiB, sync=always, MiB/s".into(),
+        tarn: always,
+        baseline_what: "tarn sync=standard".into(),
+        baseline: standard,
+    });
+    Ok(rows)
+}

@@ -1,0 +1,39 @@
+//! The object set's side of the intent log (zil/): the log attached to a file system's set,
+//! the log header its syncs write, and dirtying a txg for the log's allocations.
+//!
+//! # Theory
+//! The log header lives in the object-set header, which only a sync writes; the log itself
+//! changes in open context. So the set keeps the synced header, asks the attached log for the
+//! header at the start of each txg's sync (`sync.rs`), and lets the log mark a txg dirty when
+//! it allocates in it, so that txg syncs the header and the space maps even if no object
+//! changed.
+
+use super::*;
+
+impl ObjectSet {
+    /// Attach the file system's intent log: from now on each sync asks it for the log header.
+    pub fn attach_log(&self, log: Arc<Zil>) {
+        *self.log.lock() = Some(log);
+    }
+
+    /// The attached intent log, if any.
+    pub fn log(&self) -> Option<Arc<Zil>> {
+        self.log.lock().clone()
+    }
+
+    /// The log header of the synced root.
+    pub fn synced_log_header(&self) -> LogHeader {
+        self.state.lock().synced_log_header.clone()
+    }
+
+    /// Open context, under a hold on `txg`: the intent log allocated in `txg`, so the txg
+    /// must sync this set's header (and the allocation) even if nothing else changed.
+    pub fn dirty_log(&self, txg: Txg) {
+        let mut state = self.state.lock();
+        assert!(
+            txg > state.last_synced,
+            "log change joins txg {txg}, already synced"
+        );
+        state.dirty.entry(txg).or_default().log = true;
+    }
+}

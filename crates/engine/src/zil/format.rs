@@ -1,0 +1,661 @@
+//! On-disk format of the intent log (OpenZFS zil.h): the log header kept in the object-set
+//! header, the log block (a self-checksummed chain link) and the records inside it.
+//!
+//! # Theory
+//! A log block is written once, before anything points to it durably except the previous
+//! block's `next` field, which was written knowing only where the block would go. So a block
+//! cannot be verified by a checksum in its parent, as every other block is; it carries its own
+//! (fletcher4 of the used bytes with the checksum field zeroed) and the pointer that leads to it
+//! carries the *seed*: the object set's guid and the block's sequence number, both repeated in
+//! the block. A block that is missing, torn, stale (an older block once written at the same
+//! place) or of another object set fails one of these and ends the chain there. Decoding never
+//! panics: anything malformed is a [`LogFormatError`], which the reader treats as the chain end.
+//!
+//! # Byte layouts (little-endian)
+//! Log header, 192 bytes at offset 528 of the object-set header (docs/design.md §2.4a):
+//!
+//! | offset | size | field |
+//! | --- | --- | --- |
+//! | 0 | 128 | first log block pointer (a hole: no log) |
+//! | 128 | 8 | claim txg: the first txg of the import that claimed the chain (0: unclaimed) |
+//! | 136 | 8 | claimed-through txg: records of this txg or older are already in the tree |
+//! | 144 | 48 | reserved, zero |
+//!
+//! Log block, `size_logical` bytes (a multiple of 4 KiB, at most 128 KiB):
+//!
+//! | offset | size | field |
+//! | --- | --- | --- |
+//! | 0 | 8 | magic `TARNZIL1` |
+//! | 8 | 8 | object-set (dataset) guid |
+//! | 16 | 8 | chain id: random, new for each chain (so a stale block of an earlier chain at the same place, with the same sequence number, does not continue this one; OpenZFS's zc_word guids) |
+//! | 24 | 8 | block sequence number (the first block of a chain has 1) |
+//! | 32 | 4 | bytes used (header and records), 208..=block size |
+//! | 36 | 4 | flags: bit 0, the commit continues in the next block (replay applies a commit's records only once its last block is read); other bits zero |
+//! | 40 | 128 | next block pointer (allocated before this block was written) |
+//! | 168 | 32 | fletcher4 of bytes `0..used` with this field zeroed |
+//! | 200 | 8 | reserved, zero |
+//! | 208 | used − 208 | records, back to back |
+//!
+//! A log block pointer's checksum field holds the seed: words 0, 1 and 3 (little-endian u64)
+//! are the object-set guid, the chain id and the sequence number, word 2 is zero.
+//!
+//! Record, 8-byte aligned, common part 40 bytes:
+//!
+//! | offset | size | field |
+//! | --- | --- | --- |
+//! | 0 | 2 | type: 1 write, 2 setattr |
+//! | 2 | 2 | reserved, zero |
+//! | 4 | 4 | record length in bytes, a multiple of 8, ≥ 40 |
+//! | 8 | 8 | record sequence number (increasing within a chain) |
+//! | 16 | 8 | txg the change belongs to |
+//! | 24 | 8 | object (inode) number |
+//! | 32 | 8 | object generation (the txg that created it) |
+//!
+//! Write (WR_IMMEDIATE): 40 `offset` u64, 48 `length` u64, 56 the data, zero-padded to 8.
+//! Setattr: 40 mask u32 (bit 0 mode, 1 uid, 2 gid, 3 size, 4 atime, 5 mtime), 44 mode u32,
+//! 48 uid u32, 52 gid u32, 56 size u64, 64 atime (i64 seconds, u32 nanoseconds, 4 zero),
+//! 80 mtime (same): 96 bytes.
+
+use crate::block::blkptr::ChecksumType;
+use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
+use crate::block::checksum::{self};
+use crate::types::Txg;
+
+/// Size of the log header inside the object-set header.
+pub const LOG_HEADER_SIZE: usize = 192;
+/// Size of a log block's header.
+pub const BLOCK_HEADER_SIZE: usize = 208;
+/// Magic of a log block.
+pub const BLOCK_MAGIC: [u8; 8] = *b"TARNZIL1";
+/// Size of the part every record starts with.
+pub const RECORD_COMMON_SIZE: usize = 40;
+/// Size of a setattr record.
+pub const SETATTR_RECORD_SIZE: usize = 96;
+/// Size of a write record's fixed part (data follows).
+pub const WRITE_RECORD_FIXED: usize = 56;
+/// Largest log block (OpenZFS ZIL_MAX_BLKSZ).
+pub const BLOCK_SIZE_MAX: usize = 128 << 10;
+/// Log block sizes are multiples of this.
+pub const BLOCK_SIZE_UNIT: usize = 4 << 10;
+
+const RECORD_WRITE: u16 = 1;
+const RECORD_SETATTR: u16 = 2;
+
+/// Something in a log header, block or record that cannot be what it claims.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("intent log: {0}")]
+pub struct LogFormatError(pub String);
+
+fn bad<T>(what: impl Into<String>) -> Result<T, LogFormatError> {
+    Err(LogFormatError(what.into()))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
+    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
+    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// The log header of an object set, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogHeader {
+    /// The first block of the chain; a hole when there is no log.
+    pub first: BlockPtr,
+    /// First txg of the import that claimed the chain; 0 while unclaimed.
+    pub claim_txg: Txg,
+    /// Records of this txg or older are already in the tree (set at claim).
+    pub claimed_through: Txg,
+}
+
+impl Default for LogHeader {
+    fn default() -> LogHeader {
+        LogHeader {
+            first: BlockPtr::hole(Txg(0), ObjectType::IntentLog, 0),
+            claim_txg: Txg(0),
+            claimed_through: Txg(0),
+        }
+    }
+}
+
+impl LogHeader {
+    /// Whether there is no chain at all (all 192 bytes encode as zero).
+    pub fn is_empty(&self) -> bool {
+        self.first.is_hole() && self.claim_txg.0 == 0 && self.claimed_through.0 == 0
+    }
+
+    pub fn encode(&self) -> [u8; LOG_HEADER_SIZE] {
+        let mut out = [0u8; LOG_HEADER_SIZE];
+        if !self.is_empty() {
+            self.first.encode_into(&mut out[..BLKPTR_SIZE]);
+        }
+        put_u64(&mut out, 128, self.claim_txg.0);
+        put_u64(&mut out, 136, self.claimed_through.0);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<LogHeader, LogFormatError> {
+        if bytes.len() != LOG_HEADER_SIZE {
+            return bad(format!("log header of {} bytes", bytes.len()));
+        }
+        if bytes.iter().all(|&byte| byte == 0) {
+            return Ok(LogHeader::default());
+        }
+        if bytes[144..].iter().any(|&byte| byte != 0) {
+            return bad("log header: reserved bytes are not zero");
+        }
+        let first = if bytes[..BLKPTR_SIZE].iter().all(|&byte| byte == 0) {
+            BlockPtr::hole(Txg(0), ObjectType::IntentLog, 0)
+        } else {
+            let first = BlockPtr::decode(&bytes[..BLKPTR_SIZE])
+                .map_err(|error| LogFormatError(format!("log header: first block: {error}")))?;
+            check_log_pointer(&first)?;
+            first
+        };
+        Ok(LogHeader {
+            first,
+            claim_txg: Txg(u64_at(bytes, 128)),
+            claimed_through: Txg(u64_at(bytes, 136)),
+        })
+    }
+}
+
+/// A log block pointer must be a plain (not gang, not embedded) uncompressed level-0 block of
+/// type `IntentLog` whose size is a multiple of 4 KiB up to 128 KiB.
+pub fn check_log_pointer(bp: &BlockPtr) -> Result<(), LogFormatError> {
+    if bp.is_hole() {
+        return Ok(());
+    }
+    let size = bp.size_logical as usize;
+    if bp.object_type != ObjectType::IntentLog
+        || bp.level != 0
+        || bp.embedded
+        || bp.is_gang()
+        || bp.size_physical != bp.size_logical
+        || size == 0
+        || size > BLOCK_SIZE_MAX
+        || !size.is_multiple_of(BLOCK_SIZE_UNIT)
+    {
+        return bad(format!("not a log block pointer: {bp}"));
+    }
+    Ok(())
+}
+
+/// Who a log block belongs to and where in its chain: the seed its pointer carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seed {
+    pub guid: u64,
+    pub chain: u64,
+    pub sequence: u64,
+}
+
+impl Seed {
+    pub fn encode(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        put_u64(&mut out, 0, self.guid);
+        put_u64(&mut out, 8, self.chain);
+        put_u64(&mut out, 24, self.sequence);
+        out
+    }
+
+    /// The seed of a log block pointer.
+    pub fn of(bp: &BlockPtr) -> Seed {
+        Seed {
+            guid: u64_at(&bp.checksum, 0),
+            chain: u64_at(&bp.checksum, 8),
+            sequence: u64_at(&bp.checksum, 24),
+        }
+    }
+
+    /// The seed of the block after this one.
+    pub fn next(self) -> Seed {
+        Seed {
+            sequence: self.sequence + 1,
+            ..self
+        }
+    }
+}
+
+/// What a log block decodes to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogBlock {
+    pub sequence: u64,
+    /// The commit that wrote this block continues in the next one.
+    pub continues: bool,
+    pub next: BlockPtr,
+    pub records: Vec<Record>,
+}
+
+fn block_checksum(block: &[u8], used: usize) -> [u8; 32] {
+    let mut copy = block[..used].to_vec();
+    copy[168..200].fill(0);
+    checksum::compute(ChecksumType::Fletcher4, &copy)
+}
+
+/// Encode a log block of `size` bytes holding `records` (already encoded, back to back).
+pub fn encode_block(
+    size: usize,
+    seed: Seed,
+    next: &BlockPtr,
+    records: &[u8],
+    continues: bool,
+) -> Vec<u8> {
+    let used = BLOCK_HEADER_SIZE + records.len();
+    assert!(used <= size, "log block of {size} bytes cannot hold {used}");
+    let mut block = vec![0u8; size];
+    block[0..8].copy_from_slice(&BLOCK_MAGIC);
+    put_u64(&mut block, 8, seed.guid);
+    put_u64(&mut block, 16, seed.chain);
+    put_u64(&mut block, 24, seed.sequence);
+    put_u32(&mut block, 32, used as u32);
+    put_u32(&mut block, 36, u32::from(continues));
+    next.encode_into(&mut block[40..40 + BLKPTR_SIZE]);
+    block[BLOCK_HEADER_SIZE..used].copy_from_slice(records);
+    let sum = block_checksum(&block, used);
+    block[168..200].copy_from_slice(&sum);
+    block
+}
+
+/// Verify and decode a log block read from where a pointer seeded `expected` said it would be.
+/// Every failure is a chain end.
+pub fn decode_block(block: &[u8], expected: Seed) -> Result<LogBlock, LogFormatError> {
+    if block.len() < BLOCK_HEADER_SIZE {
+        return bad(format!("log block of {} bytes", block.len()));
+    }
+    if block[0..8] != BLOCK_MAGIC {
+        return bad("log block: bad magic");
+    }
+    let found = Seed {
+        guid: u64_at(block, 8),
+        chain: u64_at(block, 16),
+        sequence: u64_at(block, 24),
+    };
+    if found != expected {
+        return bad(format!("log block {found:?}, expected {expected:?}"));
+    }
+    let sequence = found.sequence;
+    let used = u32_at(block, 32) as usize;
+    let flags = u32_at(block, 36);
+    if used < BLOCK_HEADER_SIZE || used > block.len() || flags > 1 || block[200..208] != [0u8; 8] {
+        return bad(format!("log block: {used} bytes used of {}", block.len()));
+    }
+    if block_checksum(block, used)[..] != block[168..200] {
+        return bad(format!("log block sequence {sequence}: checksum mismatch"));
+    }
+    let next = BlockPtr::decode(&block[40..40 + BLKPTR_SIZE])
+        .map_err(|error| LogFormatError(format!("log block next pointer: {error}")))?;
+    check_log_pointer(&next)?;
+    let records = decode_records(&block[BLOCK_HEADER_SIZE..used])?;
+    Ok(LogBlock {
+        sequence,
+        continues: flags & 1 != 0,
+        next,
+        records,
+    })
+}
+
+/// Which attributes a setattr record sets.
+pub mod setattr_mask {
+    pub const MODE: u32 = 1;
+    pub const UID: u32 = 2;
+    pub const GID: u32 = 4;
+    pub const SIZE: u32 = 8;
+    pub const ATIME: u32 = 16;
+    pub const MTIME: u32 = 32;
+    pub const ALL: u32 = 63;
+}
+
+/// A time in a record: seconds and nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogTime {
+    pub seconds: i64,
+    pub nanoseconds: u32,
+}
+
+/// What a record says happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordBody {
+    /// `data` was written at `offset` (WR_IMMEDIATE: the bytes are in the record).
+    Write { offset: u64, data: Vec<u8> },
+    /// Attributes set (those in `mask`); a size is a truncate or extend.
+    Setattr {
+        mask: u32,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        size: u64,
+        atime: LogTime,
+        mtime: LogTime,
+    },
+}
+
+/// One log record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub sequence: u64,
+    pub txg: Txg,
+    pub object: u64,
+    pub generation: u64,
+    pub body: RecordBody,
+}
+
+/// Encoded size of a write record carrying `data_len` bytes.
+pub fn write_record_size(data_len: usize) -> usize {
+    (WRITE_RECORD_FIXED + data_len).next_multiple_of(8)
+}
+
+fn put_time(out: &mut [u8], at: usize, time: LogTime) {
+    out[at..at + 8].copy_from_slice(&time.seconds.to_le_bytes());
+    put_u32(out, at + 8, time.nanoseconds);
+}
+
+fn time_at(bytes: &[u8], at: usize) -> Result<LogTime, LogFormatError> {
+    let seconds = i64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let nanoseconds = u32_at(bytes, at + 8);
+    if nanoseconds >= 1_000_000_000 || u32_at(bytes, at + 12) != 0 {
+        return bad(format!("record time with {nanoseconds} nanoseconds"));
+    }
+    Ok(LogTime {
+        seconds,
+        nanoseconds,
+    })
+}
+
+impl Record {
+    /// Encoded size in bytes.
+    pub fn encoded_size(&self) -> usize {
+        match &self.body {
+            RecordBody::Write { data, .. } => write_record_size(data.len()),
+            RecordBody::Setattr { .. } => SETATTR_RECORD_SIZE,
+        }
+    }
+
+    /// Append the encoded record to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let size = self.encoded_size();
+        out.resize(start + size, 0);
+        let bytes = &mut out[start..];
+        let kind = match self.body {
+            RecordBody::Write { .. } => RECORD_WRITE,
+            RecordBody::Setattr { .. } => RECORD_SETATTR,
+        };
+        bytes[0..2].copy_from_slice(&kind.to_le_bytes());
+        put_u32(bytes, 4, size as u32);
+        put_u64(bytes, 8, self.sequence);
+        put_u64(bytes, 16, self.txg.0);
+        put_u64(bytes, 24, self.object);
+        put_u64(bytes, 32, self.generation);
+        match &self.body {
+            RecordBody::Write { offset, data } => {
+                put_u64(bytes, 40, *offset);
+                put_u64(bytes, 48, data.len() as u64);
+                bytes[56..56 + data.len()].copy_from_slice(data);
+            }
+            RecordBody::Setattr {
+                mask,
+                mode,
+                uid,
+                gid,
+                size,
+                atime,
+                mtime,
+            } => {
+                put_u32(bytes, 40, *mask);
+                put_u32(bytes, 44, *mode);
+                put_u32(bytes, 48, *uid);
+                put_u32(bytes, 52, *gid);
+                put_u64(bytes, 56, *size);
+                put_time(bytes, 64, *atime);
+                put_time(bytes, 80, *mtime);
+            }
+        }
+    }
+}
+
+/// Decode the records of a block's used area. Anything malformed is an error.
+pub fn decode_records(mut bytes: &[u8]) -> Result<Vec<Record>, LogFormatError> {
+    let mut records = Vec::new();
+    let mut last_sequence = 0u64;
+    while !bytes.is_empty() {
+        if bytes.len() < RECORD_COMMON_SIZE {
+            return bad(format!("{} stray bytes after the last record", bytes.len()));
+        }
+        let kind = u16::from_le_bytes([bytes[0], bytes[1]]);
+        let length = u32_at(bytes, 4) as usize;
+        if bytes[2..4] != [0, 0]
+            || length < RECORD_COMMON_SIZE
+            || !length.is_multiple_of(8)
+            || length > bytes.len()
+        {
+            return bad(format!("record of type {kind} and length {length}"));
+        }
+        let raw = &bytes[..length];
+        let sequence = u64_at(raw, 8);
+        if sequence <= last_sequence {
+            return bad(format!("record sequence {sequence} after {last_sequence}"));
+        }
+        last_sequence = sequence;
+        let body = match kind {
+            RECORD_WRITE => {
+                if length < WRITE_RECORD_FIXED {
+                    return bad(format!("write record of {length} bytes"));
+                }
+                let offset = u64_at(raw, 40);
+                let data_len = u64_at(raw, 48);
+                if data_len == 0
+                    || write_record_size(data_len.min(u32::MAX as u64) as usize) != length
+                    || offset
+                        .checked_add(data_len)
+                        .is_none_or(|end| end > i64::MAX as u64)
+                {
+                    return bad(format!(
+                        "write record of {length} bytes: {data_len} bytes at {offset}"
+                    ));
+                }
+                let data_len = data_len as usize;
+                if raw[56 + data_len..].iter().any(|&byte| byte != 0) {
+                    return bad("write record: padding is not zero");
+                }
+                RecordBody::Write {
+                    offset,
+                    data: raw[56..56 + data_len].to_vec(),
+                }
+            }
+            RECORD_SETATTR => {
+                if length != SETATTR_RECORD_SIZE {
+                    return bad(format!("setattr record of {length} bytes"));
+                }
+                let mask = u32_at(raw, 40);
+                if mask & !setattr_mask::ALL != 0 || mask == 0 {
+                    return bad(format!("setattr record mask {mask:#x}"));
+                }
+                RecordBody::Setattr {
+                    mask,
+                    mode: u32_at(raw, 44),
+                    uid: u32_at(raw, 48),
+                    gid: u32_at(raw, 52),
+                    size: u64_at(raw, 56),
+                    atime: time_at(raw, 64)?,
+                    mtime: time_at(raw, 80)?,
+                }
+            }
+            other => return bad(format!("record type {other}")),
+        };
+        records.push(Record {
+            sequence,
+            txg: Txg(u64_at(raw, 16)),
+            object: u64_at(raw, 24),
+            generation: u64_at(raw, 32),
+            body,
+        });
+        bytes = &bytes[length..];
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::blkptr::{Compression, Dva};
+    use proptest::prelude::*;
+
+    fn seed(sequence: u64) -> Seed {
+        Seed {
+            guid: 42,
+            chain: 77,
+            sequence,
+        }
+    }
+
+    fn log_bp(sequence: u64) -> BlockPtr {
+        let mut bp = BlockPtr::hole(Txg(7), ObjectType::IntentLog, 0);
+        bp.dvas[0] = Dva {
+            vdev: crate::types::VdevId(0),
+            offset: 1 << 20,
+            size_allocated: 8192,
+            gang: false,
+        };
+        bp.size_logical = 8192;
+        bp.size_physical = 8192;
+        bp.compression = Compression::Off;
+        bp.fill_count = 1;
+        bp.checksum = seed(sequence).encode();
+        bp
+    }
+
+    fn write(sequence: u64, data: Vec<u8>) -> Record {
+        Record {
+            sequence,
+            txg: Txg(9),
+            object: 5,
+            generation: 3,
+            body: RecordBody::Write { offset: 100, data },
+        }
+    }
+
+    #[test]
+    fn block_round_trip_and_chain_end_on_damage() {
+        let records = [
+            write(1, b"hello".to_vec()),
+            Record {
+                sequence: 2,
+                txg: Txg(10),
+                object: 5,
+                generation: 3,
+                body: RecordBody::Setattr {
+                    mask: setattr_mask::SIZE | setattr_mask::MTIME,
+                    mode: 0,
+                    uid: 0,
+                    gid: 0,
+                    size: 3,
+                    atime: LogTime::default(),
+                    mtime: LogTime {
+                        seconds: -5,
+                        nanoseconds: 7,
+                    },
+                },
+            },
+        ];
+        let mut encoded = Vec::new();
+        for record in &records {
+            record.encode_into(&mut encoded);
+        }
+        let block = encode_block(8192, seed(3), &log_bp(4), &encoded, true);
+        assert!(decode_block(&block, seed(3)).unwrap().continues);
+        let decoded = decode_block(&block, seed(3)).unwrap();
+        assert_eq!(decoded.records, records);
+        assert_eq!(decoded.next, log_bp(4));
+        let other_set = Seed {
+            guid: 43,
+            ..seed(3)
+        };
+        assert!(
+            decode_block(&block, other_set).is_err(),
+            "another object set's block"
+        );
+        let other_chain = Seed {
+            chain: 78,
+            ..seed(3)
+        };
+        assert!(
+            decode_block(&block, other_chain).is_err(),
+            "an earlier chain's block"
+        );
+        assert!(decode_block(&block, seed(4)).is_err(), "a stale block");
+        let mut torn = block.clone();
+        torn[200] ^= 1;
+        assert!(decode_block(&torn, seed(3)).is_err(), "a torn block");
+    }
+
+    #[test]
+    fn header_round_trip() {
+        assert_eq!(LogHeader::default().encode(), [0u8; LOG_HEADER_SIZE]);
+        let header = LogHeader {
+            first: log_bp(1),
+            claim_txg: Txg(12),
+            claimed_through: Txg(11),
+        };
+        assert_eq!(LogHeader::decode(&header.encode()).unwrap(), header);
+        let mut bad_reserved = header.encode();
+        bad_reserved[150] = 1;
+        assert!(LogHeader::decode(&bad_reserved).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn record_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = decode_records(&bytes);
+        }
+
+        #[test]
+        fn block_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
+            let _ = decode_block(&bytes, seed(1));
+        }
+
+        #[test]
+        fn records_round_trip(
+            writes in proptest::collection::vec(
+                (any::<u64>(), proptest::collection::vec(any::<u8>(), 1..100)), 1..8)
+        ) {
+            let records: Vec<Record> = writes
+                .into_iter()
+                .enumerate()
+                .map(|(index, (offset, data))| Record {
+                    sequence: index as u64 + 1,
+                    txg: Txg(offset % 1000),
+                    object: offset % 77,
+                    generation: 1,
+                    body: RecordBody::Write { offset: offset % (1 << 40), data },
+                })
+                .collect();
+            let mut encoded = Vec::new();
+            for record in &records {
+                record.encode_into(&mut encoded);
+            }
+            prop_assert_eq!(decode_records(&encoded).unwrap(), records);
+        }
+
+        #[test]
+        fn flipped_byte_in_a_record_is_an_error_or_a_record(
+            data in proptest::collection::vec(any::<u8>(), 1..64),
+            at in 0usize..120,
+            flip in 1u8..=255,
+        ) {
+            let mut encoded = Vec::new();
+            write(1, data).encode_into(&mut encoded);
+            let at = at % encoded.len();
+            encoded[at] ^= flip;
+            let _ = decode_records(&encoded);
+        }
+    }
+}

@@ -1,0 +1,706 @@
+//! The intent log (ZIL): fsync in one log write and one flush, not a txg (OpenZFS zil.c).
+//!
+//! # Theory
+//! A txg sync writes a whole tree and an uberblock; waiting for one costs tens of
+//! milliseconds. The intent log records, in open context, what each change did (an *itx*: a
+//! write of a range, a setattr), and an fsync writes only the records of the file it names into
+//! a chain of log blocks and flushes: one sync-class write and one cache flush. Once the txg a
+//! record belongs to has synced, the record is obsolete, and its log block is freed in the
+//! sync of a txg that makes all of its records obsolete.
+//!
+//! The chain starts at the log header in the object-set header (format.rs). Each block holds
+//! the pointer of the next one, allocated before the block is written, so a commit writes
+//! blocks whose place is already named and no header needs rewriting; a walk stops at the first
+//! block that does not verify. The first block of a chain is named by the header only once the
+//! txg that allocated it syncs: a commit before then waits for that txg (OpenZFS zil_create).
+//!
+//! Allocation happens in open context under a txg hold (OpenZFS zio_alloc_zil): the
+//! allocation joins the held txg, which therefore syncs this set's header and space maps even
+//! if nothing else changed ([`ObjectSet::dirty_log`]). A commit keeps its hold until its blocks
+//! are written and flushed, so a txg whose space maps record a log block's allocation never
+//! commits before the block is on disk, except for the *tail*: the one allocated block the
+//! chain's last block names, not written yet. At import ([`claim`]) a tail whose allocation
+//! synced is freed; one whose allocation did not sync was never allocated.
+//!
+//! # Crash behaviour
+//! A power cut loses writes not flushed: a torn or missing log block ends the chain there, and
+//! only records of commits that returned are guaranteed. At import every log block written
+//! after the last synced txg is *claimed* (its space taken from the allocator, in the first txg
+//! of the import, with the header recording the claim) before anything else allocates; then
+//! the file system's open replays the records whose txg is newer than the one the header says
+//! was synced at claim time, in order. Records are absolute (bytes at an offset, attribute
+//! values), so replaying a prefix twice gives the same result: a crash during replay is safe,
+//! the chain stays claimed and is replayed again. Once the replayed changes have synced, the
+//! chain is freed and the header points at a new one.
+//!
+//! # Locking
+//! `state` (a short mutex) guards the itx lists and the chain; `commit_lock` serialises
+//! writers, and a commit takes the records of every file whose fsync is waiting for the lock
+//! (`wanted`), so concurrent fsyncs share log blocks and a flush. Never taken under a txg hold
+//! of the caller; the sync hook ([`Zil::sync`]) takes only `state`.
+
+pub mod chain;
+pub mod claim;
+pub mod format;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::block::blkptr::{BlockPtr, Dva, ObjectType};
+use crate::block::pipeline::BlockIo;
+use crate::object::adapters::MosSpaceStorage;
+use crate::object::{ObjectError, ObjectSet};
+use crate::txg::TxgManager;
+use crate::types::Txg;
+use format::{
+    LogHeader, Record, RecordBody, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT,
+    WRITE_RECORD_FIXED,
+};
+
+/// The `sync` property (OpenZFS's): when changes reach stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// fsync and O_SYNC commit the log; other changes wait for their txg.
+    #[default]
+    Standard,
+    /// Every change is committed before it returns.
+    Always,
+    /// fsync returns at once; changes reach disk with their txg.
+    Disabled,
+}
+
+impl SyncMode {
+    pub fn parse(value: &str) -> Option<SyncMode> {
+        match value {
+            "standard" => Some(SyncMode::Standard),
+            "always" => Some(SyncMode::Always),
+            "disabled" => Some(SyncMode::Disabled),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMode::Standard => "standard",
+            SyncMode::Always => "always",
+            SyncMode::Disabled => "disabled",
+        }
+    }
+}
+
+/// Why a commit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ZilError {
+    #[error("intent log: {0}")]
+    Io(String),
+    #[error(transparent)]
+    Txg(#[from] crate::txg::TxgError),
+}
+
+/// A change waiting in memory to be committed (OpenZFS itx_t).
+#[derive(Clone, Debug)]
+struct Itx {
+    txg: Txg,
+    object: u64,
+    generation: u64,
+    change: Change,
+}
+
+/// What an itx records. A write's bytes are read from the file when it is committed
+/// (OpenZFS WR_NEED_COPY): they are its newest, which replay in order makes right.
+#[derive(Clone, Debug)]
+pub enum Change {
+    Write { offset: u64, length: u64 },
+    Setattr(RecordBody),
+}
+
+/// A block of the live chain.
+#[derive(Clone, Debug)]
+struct ChainBlock {
+    bp: BlockPtr,
+    /// Newest txg of its records: obsolete once that txg has synced.
+    max_txg: Txg,
+    /// Written and flushed.
+    durable: bool,
+}
+
+/// A claimed chain waiting for (or in) replay.
+#[derive(Clone, Debug)]
+pub struct PendingReplay {
+    pub header: LogHeader,
+    pub records: Vec<Record>,
+    /// Blocks to free once the replayed changes have synced, each from the txg given.
+    pub blocks: Vec<(BlockPtr, Txg)>,
+}
+
+#[derive(Default)]
+struct State {
+    mode: SyncMode,
+    next_itx: u64,
+    pending: BTreeMap<u64, Itx>,
+    by_object: HashMap<u64, BTreeSet<u64>>,
+    wanted: HashSet<u64>,
+    next_record: u64,
+    blocks: VecDeque<ChainBlock>,
+    /// The allocated, unwritten block the chain continues with.
+    tail: Option<BlockPtr>,
+    /// The header naming this chain is on disk once this txg has synced.
+    head_txg: Txg,
+    /// Blocks to free, each in the sync of the given txg or a later one.
+    to_free: Vec<(BlockPtr, Txg)>,
+    replay: Option<PendingReplay>,
+    /// Per inode, the newest txg of a change the log does not record (an fsync waits for it).
+    /// Kept here, not in a `FileSystem`, so that every handle on the set sees it.
+    unlogged: HashMap<u64, Txg>,
+    /// Size of the last commit, which sizes the next tail.
+    last_commit_bytes: usize,
+}
+
+/// Counters of one log.
+#[derive(Debug, Default)]
+pub struct ZilStats {
+    pub commits: AtomicU64,
+    pub blocks: AtomicU64,
+    pub bytes: AtomicU64,
+    pub records: AtomicU64,
+    /// fsyncs that waited for a txg instead (a change the log does not record, or an error).
+    pub txg_waits: AtomicU64,
+    /// Records applied by replay at open.
+    pub replayed: AtomicU64,
+}
+
+/// The intent log of one file system.
+pub struct Zil {
+    io: Arc<BlockIo>,
+    mos: Arc<ObjectSet>,
+    txgs: Arc<TxgManager>,
+    guid: u64,
+    state: Mutex<State>,
+    commit_lock: Mutex<()>,
+    pub stats: ZilStats,
+}
+
+/// How a file's current bytes are read for a write record: `None` if the object is gone or
+/// is not the same file.
+pub type ReadRange<'a> = &'a dyn Fn(u64, u64, u64, usize) -> Option<Vec<u8>>;
+
+fn round_block(bytes: usize) -> usize {
+    (bytes.next_multiple_of(BLOCK_SIZE_UNIT)).clamp(BLOCK_SIZE_UNIT, BLOCK_SIZE_MAX)
+}
+
+/// A commit whose writes add up to more than this waits for their txg instead of copying
+/// them into the log (OpenZFS would log them WR_INDIRECT, which tarn does not have yet).
+const COMMIT_WRITE_BYTES_MAX: u64 = 8 << 20;
+/// Entries kept in the unlogged table before synced ones are pruned.
+const UNLOGGED_PRUNE: usize = 4096;
+/// Size of the first block of a chain.
+const FIRST_BLOCK_SIZE: usize = 32 << 10;
+/// Largest write record data (so that a record and a few others fit one block).
+const WRITE_CHUNK_MAX: usize = 64 << 10;
+
+impl Zil {
+    pub fn new(io: Arc<BlockIo>, mos: Arc<ObjectSet>, txgs: Arc<TxgManager>, guid: u64) -> Zil {
+        Zil {
+            io,
+            mos,
+            txgs,
+            guid,
+            state: Mutex::new(State {
+                next_record: 1,
+                ..State::default()
+            }),
+            commit_lock: Mutex::new(()),
+            stats: ZilStats::default(),
+        }
+    }
+
+    pub fn guid(&self) -> u64 {
+        self.guid
+    }
+
+    pub fn mode(&self) -> SyncMode {
+        self.state.lock().mode
+    }
+
+    pub fn set_mode(&self, mode: SyncMode) {
+        self.state.lock().mode = mode;
+    }
+
+    /// Record a change of `object` in `txg` (the caller holds `txg`). Nothing is recorded
+    /// while a claimed chain waits for replay, or with `sync=disabled`.
+    pub fn log(&self, txg: Txg, object: u64, generation: u64, change: Change) {
+        let mut state = self.state.lock();
+        if state.replay.is_some() || state.mode == SyncMode::Disabled {
+            return;
+        }
+        let seq = state.next_itx;
+        state.next_itx += 1;
+        state.pending.insert(
+            seq,
+            Itx {
+                txg,
+                object,
+                generation,
+                change,
+            },
+        );
+        state.by_object.entry(object).or_default().insert(seq);
+    }
+
+    /// Note a change of `object` in `txg` that the log does not record (pruning entries of
+    /// txgs up to `synced` when the table is large).
+    pub fn note_unlogged(&self, txg: Txg, object: u64, synced: Txg) {
+        let mut state = self.state.lock();
+        if state.unlogged.len() > UNLOGGED_PRUNE {
+            state.unlogged.retain(|_, newest| *newest > synced);
+        }
+        let newest = state.unlogged.entry(object).or_insert(txg);
+        *newest = (*newest).max(txg);
+    }
+
+    /// The newest txg of a change of `object` the log does not record.
+    pub fn unlogged(&self, object: u64) -> Option<Txg> {
+        self.state.lock().unlogged.get(&object).copied()
+    }
+
+    /// Whether `object` has records not yet committed.
+    pub fn has_pending(&self, object: u64) -> bool {
+        self.state
+            .lock()
+            .by_object
+            .get(&object)
+            .is_some_and(|seqs| !seqs.is_empty())
+    }
+
+    /// A claimed chain waiting for replay, taken (the caller replays it, then calls
+    /// [`Zil::finish_replay`]).
+    pub fn pending_replay(&self) -> Option<PendingReplay> {
+        self.state.lock().replay.clone()
+    }
+
+    /// Set at import by [`claim`].
+    pub fn set_pending_replay(&self, replay: PendingReplay) {
+        self.state.lock().replay = Some(replay);
+    }
+
+    /// The replayed changes have synced: free the old chain in the next sync, with a header
+    /// naming the new chain (or none). `objset` is dirtied so that sync happens.
+    pub fn finish_replay(&self, objset: &ObjectSet) -> Result<(), ZilError> {
+        let hold = self.txgs.assign()?;
+        {
+            let mut state = self.state.lock();
+            if let Some(replay) = state.replay.take() {
+                state.to_free.extend(replay.blocks);
+            }
+        }
+        objset.dirty_log(hold.txg());
+        Ok(())
+    }
+
+    /// Start a chain if there is none, so that the first fsync finds its header on disk.
+    pub fn start(&self, objset: &ObjectSet) -> Result<(), ZilError> {
+        let _commit = self.commit_lock.lock();
+        self.ensure_chain(objset)
+    }
+
+    fn ensure_chain(&self, objset: &ObjectSet) -> Result<(), ZilError> {
+        {
+            let state = self.state.lock();
+            if state.tail.is_some() || state.replay.is_some() {
+                return Ok(());
+            }
+        }
+        let hold = self.txgs.assign()?;
+        let txg = hold.txg();
+        let seed = format::Seed {
+            guid: self.guid,
+            chain: crate::types::Guid::random().0,
+            sequence: 1,
+        };
+        let tail = self.allocate(objset, txg, FIRST_BLOCK_SIZE, seed)?;
+        let mut state = self.state.lock();
+        state.tail = Some(tail);
+        state.head_txg = txg;
+        Ok(())
+    }
+
+    /// Allocate a log block of `size` bytes in `txg` (held by the caller) for `seed`.
+    fn allocate(
+        &self,
+        objset: &ObjectSet,
+        txg: Txg,
+        size: usize,
+        seed: format::Seed,
+    ) -> Result<BlockPtr, ZilError> {
+        let allocated = (size as u64).next_multiple_of(1 << self.io.ashift);
+        let storage = MosSpaceStorage { mos: &self.mos };
+        let (vdev, offset) = self
+            .io
+            .space
+            .allocate(allocated, txg, &[], &storage)
+            .map_err(|error| ZilError::Io(format!("allocating a log block: {error}")))?;
+        objset.dirty_log(txg);
+        let dva = Dva {
+            vdev,
+            offset,
+            size_allocated: allocated,
+            gang: false,
+        };
+        Ok(chain::log_pointer(dva, size as u32, txg, seed))
+    }
+
+    /// Commit every record of `object` (and of the files whose fsync waits meanwhile): when
+    /// this returns, they survive a power cut. `read` reads a file's current bytes.
+    pub fn commit(
+        &self,
+        objset: &ObjectSet,
+        object: u64,
+        read: ReadRange<'_>,
+    ) -> Result<(), ZilError> {
+        let target = {
+            let mut state = self.state.lock();
+            if state.mode == SyncMode::Disabled || state.replay.is_some() {
+                return Ok(());
+            }
+            match state.by_object.get(&object).and_then(|seqs| seqs.last()) {
+                None => return Ok(()),
+                Some(&last) => {
+                    state.wanted.insert(object);
+                    last
+                }
+            }
+        };
+        let _commit = self.commit_lock.lock();
+        let itxs: Vec<(u64, Itx)> = {
+            let mut state = self.state.lock();
+            let served = state
+                .by_object
+                .get(&object)
+                .and_then(|seqs| seqs.first())
+                .is_none_or(|&first| first > target);
+            if served {
+                return Ok(());
+            }
+            let mut objects: Vec<u64> = state.wanted.drain().collect();
+            objects.push(object);
+            objects.sort_unstable();
+            objects.dedup();
+            let mut seqs: Vec<u64> = objects
+                .iter()
+                .filter_map(|object| state.by_object.get(object))
+                .flat_map(|seqs| seqs.iter().copied())
+                .collect();
+            seqs.sort_unstable();
+            seqs.iter()
+                .filter_map(|seq| state.pending.get(seq).map(|itx| (*seq, itx.clone())))
+                .collect()
+        };
+        if itxs.is_empty() {
+            return Ok(());
+        }
+        // Much written data (a large file, then fsync) goes the txg's way: the log has no
+        // WR_INDIRECT yet, and copying it all through the log would hold it in memory and write
+        // it twice. The txg makes every itx of the batch durable (and obsolete).
+        let write_bytes: u64 = itxs
+            .iter()
+            .map(|(_, itx)| match itx.change {
+                Change::Write { length, .. } => length,
+                Change::Setattr(_) => 0,
+            })
+            .sum();
+        if write_bytes > COMMIT_WRITE_BYTES_MAX {
+            let newest = itxs
+                .iter()
+                .map(|(_, itx)| itx.txg)
+                .max()
+                .expect("not empty");
+            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+            self.txgs.wait_synced(Some(newest))?;
+            return Ok(());
+        }
+        match self.write_itxs(objset, &itxs, read) {
+            Ok(()) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(error) => {
+                // The chain may now end at a block that failed: make everything durable the
+                // slow way, then start a new chain (the old one is freed once obsolete).
+                log::error!("intent log commit failed, waiting for a txg instead: {error}");
+                self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+                self.txgs.wait_synced(None)?;
+                let mut state = self.state.lock();
+                let open = self.txgs.open_txg();
+                let tail = state.tail.take();
+                let old: Vec<(BlockPtr, Txg)> = state
+                    .blocks
+                    .drain(..)
+                    .map(|block| (block.bp, open))
+                    .chain(tail.map(|bp| (bp, open)))
+                    .collect();
+                state.to_free.extend(old);
+                for (seq, itx) in &itxs {
+                    Self::forget(&mut state, *seq, itx.object);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn forget(state: &mut State, seq: u64, object: u64) {
+        state.pending.remove(&seq);
+        if let Some(seqs) = state.by_object.get_mut(&object) {
+            seqs.remove(&seq);
+            if seqs.is_empty() {
+                state.by_object.remove(&object);
+            }
+        }
+    }
+
+    /// Records for `itxs`: write data read now, split into chunks.
+    fn records(&self, itxs: &[(u64, Itx)], read: ReadRange<'_>) -> Vec<Record> {
+        let mut records = Vec::new();
+        for (_, itx) in itxs {
+            match &itx.change {
+                Change::Write { offset, length } => {
+                    let mut at = *offset;
+                    let end = offset.saturating_add(*length);
+                    while at < end {
+                        let chunk = ((end - at) as usize).min(WRITE_CHUNK_MAX);
+                        let Some(data) = read(itx.object, itx.generation, at, chunk) else {
+                            break;
+                        };
+                        if data.is_empty() {
+                            break;
+                        }
+                        let got = data.len() as u64;
+                        records.push(Record {
+                            sequence: 0,
+                            txg: itx.txg,
+                            object: itx.object,
+                            generation: itx.generation,
+                            body: RecordBody::Write { offset: at, data },
+                        });
+                        at += got;
+                    }
+                }
+                Change::Setattr(body) => records.push(Record {
+                    sequence: 0,
+                    txg: itx.txg,
+                    object: itx.object,
+                    generation: itx.generation,
+                    body: body.clone(),
+                }),
+            }
+        }
+        records
+    }
+
+    fn write_itxs(
+        &self,
+        objset: &ObjectSet,
+        itxs: &[(u64, Itx)],
+        read: ReadRange<'_>,
+    ) -> Result<(), ZilError> {
+        self.ensure_chain(objset)?;
+        let head_txg = self.state.lock().head_txg;
+        if head_txg > self.txgs.last_synced() {
+            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+            self.txgs.wait_synced(Some(head_txg))?;
+        }
+        let mut queue: VecDeque<Record> = self.records(itxs, read).into();
+        let total: usize = queue.iter().map(Record::encoded_size).sum();
+        // The hold keeps the txg of this commit's allocations from syncing before its blocks
+        // are on disk (module documentation).
+        let hold = self.txgs.assign()?;
+        let txg = hold.txg();
+        let mut written: Vec<BlockPtr> = Vec::new();
+        let result = (|| -> Result<(), ZilError> {
+            while !queue.is_empty() {
+                let current = self.state.lock().tail.clone().expect("chain started");
+                let size = current.size_logical as usize;
+                let mut encoded: Vec<u8> = Vec::new();
+                let mut max_txg = Txg(0);
+                let mut state = self.state.lock();
+                while let Some(mut record) = queue.pop_front() {
+                    let room = size - BLOCK_HEADER_SIZE - encoded.len();
+                    if record.encoded_size() > room {
+                        let split_at = match &record.body {
+                            RecordBody::Write { data, .. } if room >= WRITE_RECORD_FIXED + 512 => {
+                                ((room - WRITE_RECORD_FIXED) & !7).min(data.len() - 1)
+                            }
+                            _ => 0,
+                        };
+                        if split_at == 0 {
+                            assert!(
+                                !encoded.is_empty(),
+                                "a record larger than an empty log block"
+                            );
+                            queue.push_front(record);
+                            break;
+                        }
+                        if let RecordBody::Write { offset, data } = &mut record.body {
+                            let rest = data.split_off(split_at);
+                            queue.push_front(Record {
+                                body: RecordBody::Write {
+                                    offset: *offset + split_at as u64,
+                                    data: rest,
+                                },
+                                ..record.clone()
+                            });
+                        }
+                    }
+                    record.sequence = state.next_record;
+                    state.next_record += 1;
+                    max_txg = max_txg.max(record.txg);
+                    record.encode_into(&mut encoded);
+                }
+                drop(state);
+                let remaining: usize = queue.iter().map(Record::encoded_size).sum();
+                let next_size = if remaining > 0 {
+                    round_block(remaining + BLOCK_HEADER_SIZE)
+                } else {
+                    round_block(total.max(self.state.lock().last_commit_bytes) + BLOCK_HEADER_SIZE)
+                };
+                let seed = format::Seed::of(&current);
+                let next = self.allocate(objset, txg, next_size, seed.next())?;
+                let block = format::encode_block(size, seed, &next, &encoded, !queue.is_empty());
+                {
+                    let mut state = self.state.lock();
+                    state.blocks.push_back(ChainBlock {
+                        bp: current.clone(),
+                        max_txg,
+                        durable: false,
+                    });
+                    state.tail = Some(next);
+                }
+                // Only the used bytes (padded to the sector) are written, as OpenZFS does: the
+                // checksum covers them alone, and whatever lies after them is never read.
+                let used = &block[..BLOCK_HEADER_SIZE + encoded.len()];
+                chain::write_block(&self.io, &current, used).map_err(ZilError::Io)?;
+                self.stats.blocks.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .bytes
+                    .fetch_add(used.len() as u64, Ordering::Relaxed);
+                written.push(current);
+            }
+            chain::flush(&self.io, &written).map_err(ZilError::Io)
+        })();
+        drop(hold);
+        result?;
+        let mut state = self.state.lock();
+        state.last_commit_bytes = total;
+        for block in state.blocks.iter_mut() {
+            if written.contains(&block.bp) {
+                block.durable = true;
+            }
+        }
+        self.stats
+            .records
+            .fetch_add(itxs.len() as u64, Ordering::Relaxed);
+        for (seq, itx) in itxs {
+            Self::forget(&mut state, *seq, itx.object);
+        }
+        Ok(())
+    }
+
+    /// Syncing context, first pass of txg `txg` for this set: drop records the txg makes
+    /// obsolete, free the blocks holding only such records, and say what the header is.
+    pub fn sync(&self, txg: Txg) -> Result<LogHeader, ObjectError> {
+        let mut frees: Vec<BlockPtr> = Vec::new();
+        let header = {
+            let mut state = self.state.lock();
+            let obsolete: Vec<(u64, u64)> = state
+                .pending
+                .iter()
+                .filter(|(_, itx)| itx.txg <= txg)
+                .map(|(seq, itx)| (*seq, itx.object))
+                .collect();
+            for (seq, object) in obsolete {
+                Self::forget(&mut state, seq, object);
+            }
+            let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.to_free)
+                .into_iter()
+                .partition(|(bp, from)| *from <= txg && bp.birth_logical <= txg);
+            state.to_free = later;
+            frees.extend(now.into_iter().map(|(bp, _)| bp));
+            if let Some(replay) = &state.replay {
+                replay.header.clone()
+            } else {
+                while state.blocks.front().is_some_and(|block| {
+                    block.durable && block.max_txg <= txg && block.bp.birth_logical <= txg
+                }) {
+                    let block = state.blocks.pop_front().expect("checked");
+                    frees.push(block.bp);
+                }
+                let first = state
+                    .blocks
+                    .front()
+                    .map(|block| block.bp.clone())
+                    .or_else(|| state.tail.clone())
+                    .unwrap_or_else(|| BlockPtr::hole(Txg(0), ObjectType::IntentLog, 0));
+                LogHeader {
+                    first,
+                    claim_txg: Txg(0),
+                    claimed_through: Txg(0),
+                }
+            }
+        };
+        for bp in frees {
+            self.io.free(&bp, txg)?;
+        }
+        Ok(header)
+    }
+
+    /// Syncing context of txg `txg` (rollback): the chain describes changes that are gone.
+    /// Drop every record and give back every block now, as [`Zil::destroy`]; the dataset's
+    /// log floor makes the snapshot's header (which the rollback commits) name no chain.
+    pub fn discard(&self, txg: Txg) -> Result<(), ObjectError> {
+        self.destroy(txg)
+    }
+
+    /// Syncing context of txg `txg`, the file system is destroyed: give back every log block
+    /// (its chain, its tail, blocks waiting to be freed, a claimed chain never replayed). A
+    /// block whose allocation is recorded in `txg` or earlier is freed; one allocated in a
+    /// later txg, not synced yet, is unallocated.
+    pub fn destroy(&self, txg: Txg) -> Result<(), ObjectError> {
+        let entries: Vec<(BlockPtr, Txg)> = {
+            let mut state = self.state.lock();
+            state.pending.clear();
+            state.by_object.clear();
+            let mut entries: Vec<(BlockPtr, Txg)> = state
+                .blocks
+                .drain(..)
+                .map(|block| {
+                    let birth = block.bp.birth_logical;
+                    (block.bp, birth)
+                })
+                .collect();
+            if let Some(tail) = state.tail.take() {
+                let birth = tail.birth_logical;
+                entries.push((tail, birth));
+            }
+            entries.append(&mut state.to_free);
+            if let Some(replay) = state.replay.take() {
+                entries.extend(replay.blocks);
+            }
+            entries
+        };
+        for (bp, allocated) in entries {
+            if allocated <= txg {
+                self.io.free(&bp, txg)?;
+            } else {
+                for dva in bp.copies() {
+                    self.io
+                        .space
+                        .unalloc(dva.vdev, dva.offset, dva.size_allocated, allocated)
+                        .map_err(|error| ObjectError::Pipeline(error.into()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,415 @@
+//! The intent log: fsync without a txg, and what survives a crash (zil/, fs/intent.rs).
+//!
+//! Each test keeps txg syncs paused while it writes and fsyncs, so only the log can carry the
+//! changes across the crash (dropping a pool without export), and the import's claim and the
+//! file system's replay must bring them back; `check` must be clean afterwards (claimed log
+//! blocks freed, nothing leaked).
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use tarn::check::check_pool;
+use tarn::fs::{FileSystem, SetAttr};
+use tarn::pool::{DeviceWrapper, ImportOptions, Pool};
+use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
+
+use common::*;
+
+const POOL: &str = "zil";
+
+fn open_fs(pool: &Pool) -> FileSystem {
+    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
+}
+
+fn new_pool(dir: &Path) -> Pool {
+    create_pool(dir, POOL, single(dir, "vdev.img"), tiny())
+}
+
+fn check_clean(pool: &Pool, what: &str) {
+    let report = check_pool(pool, false).expect("check runs");
+    assert!(
+        report.is_clean(),
+        "{what}: check found problems: {report:#?}"
+    );
+}
+
+fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as usize).unwrap()
+}
+
+#[test]
+fn fsynced_writes_survive_a_crash_without_a_txg() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let root = fs.root();
+    let a = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
+    let b = fs.create(root, b"b", 0o644, 0, 0).unwrap().ino;
+    let c = fs.create(root, b"c", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let synced = pool.core.txgs.last_synced();
+
+    let pause = pool.core.txgs.pause_syncs();
+    let mut expect_a = Vec::new();
+    for index in 0..50u64 {
+        let data = pattern(index, 4096);
+        fs.write(a, index * 4096, &data).unwrap();
+        expect_a.extend_from_slice(&data);
+        fs.fsync(a).unwrap();
+    }
+    // A large write, split over several records and blocks.
+    let big = pattern(999, 300_000);
+    fs.write(b, 10, &big).unwrap();
+    fs.fsync(b).unwrap();
+    // A truncate and a chmod, logged as setattr.
+    fs.setattr(
+        a,
+        SetAttr {
+            size: Some(100_000),
+            mode: Some(0o600),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    fs.fsync(a).unwrap();
+    expect_a.truncate(100_000);
+    // Written but never fsynced: may or may not survive, never half.
+    fs.write(c, 0, &pattern(5, 8192)).unwrap();
+    assert_eq!(
+        pool.core.txgs.last_synced(),
+        synced,
+        "an fsync waited for a txg"
+    );
+    drop(pause);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+
+    let pool = import(dir.path(), POOL, tiny());
+    // Claimed, not replayed yet (no file system opened): check counts the chain's blocks.
+    pool.sync().unwrap();
+    check_clean(&pool, "with a claimed log not yet replayed");
+    let fs = open_fs(&pool);
+    assert_eq!(read_all(&fs, a), expect_a);
+    assert_eq!(fs.getattr(a).unwrap().perm, 0o600);
+    let mut expect_b = vec![0u8; 10];
+    expect_b.extend_from_slice(&big);
+    assert_eq!(read_all(&fs, b), expect_b);
+    let c_now = read_all(&fs, c);
+    assert!(c_now.is_empty() || c_now == pattern(5, 8192));
+    pool.sync().unwrap();
+    check_clean(&pool, "after replay");
+    // A second crash right after replay replays nothing twice wrongly.
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert_eq!(read_all(&fs, a), expect_a);
+    assert_eq!(read_all(&fs, b), expect_b);
+    pool.sync().unwrap();
+    check_clean(&pool, "after a second import");
+    drop(fs);
+    pool.export().unwrap();
+}
+
+#[test]
+fn concurrent_fsyncs_share_log_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = Arc::new(open_fs(&pool));
+    let root = fs.root();
+    let files: Vec<u64> = (0..4)
+        .map(|index| {
+            fs.create(root, format!("f{index}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        })
+        .collect();
+    pool.sync().unwrap();
+    let pause = pool.core.txgs.pause_syncs();
+    let threads: Vec<_> = files
+        .iter()
+        .map(|&ino| {
+            let fs = fs.clone();
+            std::thread::spawn(move || {
+                for index in 0..40u64 {
+                    fs.write(ino, index * 4096, &pattern(ino + index, 4096))
+                        .unwrap();
+                    fs.fsync(ino).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let zil = fs.intent_log().unwrap();
+    let commits = zil.stats.commits.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(commits <= 160, "{commits} commits for 160 fsyncs");
+    drop(pause);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    for &ino in &files {
+        let data = read_all(&fs, ino);
+        assert_eq!(data.len(), 40 * 4096);
+        for index in 0..40u64 {
+            let at = (index * 4096) as usize;
+            assert_eq!(data[at..at + 4096], pattern(ino + index, 4096)[..]);
+        }
+    }
+    pool.sync().unwrap();
+    check_clean(&pool, "after replay");
+}
+
+fn wrapper(plan: &Arc<FaultPlan>) -> DeviceWrapper {
+    let plan = plan.clone();
+    Arc::new(move |_path: &Path, device: Arc<dyn BlockDevice>| {
+        Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
+    })
+}
+
+/// The power-cut model: the log's flush is what makes an fsync durable. Every round imports
+/// through a fault plan, writes and fsyncs with txg syncs paused, then the power fails at a
+/// random write or flush (or right after the last fsync); what was fsynced must be there after
+/// the next import, and `check` must be clean. Fails if the commit's flush is removed.
+#[test]
+fn power_cuts_lose_no_fsynced_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    {
+        let fs = open_fs(&pool);
+        let root = fs.root();
+        fs.create(root, b"log", 0o644, 0, 0).unwrap();
+    }
+    pool.export().unwrap();
+    // The acknowledged contents of the file.
+    let mut durable: Vec<u8> = Vec::new();
+    for seed in 0..40u64 {
+        let what = format!("seed {seed}");
+        let plan = FaultPlan::new();
+        plan.set_power_cut(seed);
+        let mut options = ImportOptions::new(dirs(dir.path()), tiny());
+        options.wrap_device = Some(wrapper(&plan));
+        let (pool, _) = Pool::import(POOL, options).unwrap();
+        let fs = open_fs(&pool);
+        let ino = fs.lookup(fs.root(), b"log").unwrap().ino;
+        let now = read_all(&fs, ino);
+        assert!(
+            now.len() >= durable.len() && now[..durable.len()] == durable[..],
+            "{what}: fsynced bytes lost ({} bytes now, {} acknowledged)",
+            now.len(),
+            durable.len()
+        );
+        durable = now;
+        pool.sync().unwrap();
+        check_clean(&pool, &what);
+        let pause = pool.core.txgs.pause_syncs();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let cut_at_end = rng.gen_bool(0.5);
+        if !cut_at_end {
+            plan.stop_at_write(plan.write_count() + rng.gen_range(0..12));
+        }
+        for _ in 0..rng.gen_range(1..8) {
+            let length = rng.gen_range(1..20_000);
+            let data = pattern(seed * 1000 + durable.len() as u64, length);
+            let offset = durable.len() as u64;
+            if fs.write(ino, offset, &data).is_err() || plan.is_stopped() {
+                break;
+            }
+            if fs.fsync(ino).is_err() || plan.is_stopped() {
+                break;
+            }
+            durable.extend_from_slice(&data);
+        }
+        plan.stop_now();
+        drop(pause);
+        drop(fs);
+        pool.core.txgs.suspend("power cut".into());
+        drop(pool);
+    }
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    let ino = fs.lookup(fs.root(), b"log").unwrap().ino;
+    let now = read_all(&fs, ino);
+    assert!(now.len() >= durable.len() && now[..durable.len()] == durable[..]);
+    assert!(
+        durable.len() > 20_000,
+        "too little was acknowledged to test anything"
+    );
+    pool.sync().unwrap();
+    check_clean(&pool, "final");
+}
+
+/// A rollback discards the log: a crash right after it must not replay, onto the rolled-back
+/// tree, records the snapshot's log header leads to (that header is what the rollback's txg
+/// commits). Fails without the dataset's log floor.
+#[test]
+fn a_crash_after_rollback_replays_nothing_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, &pattern(1, 5000)).unwrap();
+    pool.sync().unwrap();
+    let name = format!("{POOL}@before");
+    pool.create_snapshots(std::slice::from_ref(&name), false)
+        .unwrap();
+    // Logged after the snapshot: lands in the block the snapshot's header names as the
+    // chain's first.
+    fs.write(ino, 0, &pattern(2, 9000)).unwrap();
+    fs.fsync(ino).unwrap();
+    drop(fs);
+    pool.rollback(&name, false).unwrap();
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(
+        read_all(&fs, ino) == pattern(1, 5000),
+        "the rolled-back file holds a discarded write"
+    );
+    pool.sync().unwrap();
+    check_clean(&pool, "after a crash right after rollback");
+}
+
+/// A damaged log block ends the chain there: the import and replay succeed with the commits
+/// before it, nothing panics, `check` is clean (the damaged block and the ones after it are
+/// given back or were never allocated).
+#[test]
+fn a_damaged_log_block_ends_the_chain_cleanly() {
+    use std::os::unix::fs::FileExt;
+    use tarn::vdev::label::VDEV_LABEL_START_SIZE;
+    use tarn::zil::chain;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let pause = pool.core.txgs.pause_syncs();
+    // Three commits: three blocks in the chain.
+    for index in 0..3u64 {
+        fs.write(ino, index * 4096, &pattern(index, 4096)).unwrap();
+        fs.fsync(ino).unwrap();
+    }
+    let header = pool.root_objset().synced_log_header();
+    let guid = fs.intent_log().unwrap().guid();
+    let walked = chain::walk(&pool.core.io, guid, &header.first);
+    assert_eq!(walked.blocks.len(), 3, "{}", walked.end);
+    // Damage the second block's records.
+    let second = walked.blocks[1].0.dvas[0];
+    drop(pause);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+    let device = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("vdev.img"))
+        .unwrap();
+    device
+        .write_all_at(&[0xa5; 64], VDEV_LABEL_START_SIZE + second.offset + 300)
+        .unwrap();
+    device.sync_all().unwrap();
+    drop(device);
+
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    // The first commit is replayed, the rest ended with the damaged block.
+    let data = read_all(&fs, ino);
+    assert_eq!(data, pattern(0, 4096));
+    pool.sync().unwrap();
+    check_clean(&pool, "after a damaged log block");
+}
+
+/// The sync property: `disabled` makes fsync write nothing (what was not synced is lost at a
+/// crash); `always` commits every write before it returns, with no fsync at all.
+#[test]
+fn sync_disabled_and_always() {
+    use std::sync::atomic::Ordering;
+    use tarn::zil::SyncMode;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let zil = fs.intent_log().unwrap().clone();
+    let pause = pool.core.txgs.pause_syncs();
+
+    fs.set_sync_mode(SyncMode::Disabled);
+    fs.write(ino, 0, &pattern(1, 4096)).unwrap();
+    fs.fsync(ino).unwrap();
+    assert_eq!(
+        zil.stats.blocks.load(Ordering::Relaxed),
+        0,
+        "sync=disabled wrote the log"
+    );
+
+    fs.set_sync_mode(SyncMode::Always);
+    fs.write(ino, 4096, &pattern(2, 4096)).unwrap();
+    assert!(
+        zil.stats.blocks.load(Ordering::Relaxed) > 0,
+        "sync=always did not commit"
+    );
+    drop(pause);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    // The sync=always write is there; the sync=disabled one before it was never logged.
+    let data = read_all(&fs, ino);
+    assert_eq!(data.len(), 8192);
+    assert!(data[..4096].iter().all(|&byte| byte == 0));
+    assert!(data[4096..] == pattern(2, 4096)[..]);
+    pool.sync().unwrap();
+    check_clean(&pool, "after sync=always");
+}
+
+/// A large write then fsync waits for its txg instead of copying megabytes through the log,
+/// and is durable.
+#[test]
+fn a_large_write_then_fsync_goes_by_txg() {
+    use std::sync::atomic::Ordering;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let zil = fs.intent_log().unwrap().clone();
+    let waits = zil.stats.txg_waits.load(Ordering::Relaxed);
+    let mut expect = Vec::new();
+    for index in 0..12u64 {
+        let data = pattern(index, 1 << 20);
+        fs.write(ino, index << 20, &data).unwrap();
+        expect.extend_from_slice(&data);
+    }
+    fs.fsync(ino).unwrap();
+    // Either the writes' txgs synced meanwhile (the dirty data pushes them) or the fsync
+    // waited for one; at most one commit's worth (8 MiB) ever goes through the log.
+    let logged = zil.stats.bytes.load(Ordering::Relaxed);
+    assert!(logged <= 9 << 20, "{logged} bytes went through the log");
+    assert!(zil.stats.txg_waits.load(Ordering::Relaxed) <= waits + 1);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(
+        read_all(&fs, ino) == expect,
+        "the large fsynced write is not whole"
+    );
+    pool.sync().unwrap();
+    check_clean(&pool, "after a large fsync");
+}
