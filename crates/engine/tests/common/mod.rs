@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tree;
+
 use std::path::{Path, PathBuf};
 
 use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
