@@ -5,7 +5,7 @@
 //! A stream is a sequence of records ([`stream`]): BEGIN, then the objects of the snapshot's
 //! object set in object order, each as an OBJECT record (its dnode's settings and bonus
 //! buffer), its SPILL block, and its data as WRITE and FREE records in offset order; objects
-//! that went away as FREEOBJECTS; then END. Every record carries the running BLAKE3 of the
+//! that went away as FREEOBJECTS; then END. Every record carries a chained BLAKE3 checksum of the
 //! stream before it, so a receiver verifies each record before applying it. Several substreams
 //! (BEGIN..END) may follow each other (`send -I`). The stream describes the object layer, not
 //! the file system: znodes, directories, xattr directories and spill blocks travel as the

@@ -1,4 +1,4 @@
-//! The replication stream's records: their byte layout, the running checksum, and a reader
+//! The replication stream's records: their byte layout, the chained checksum, and a reader
 //! that trusts nothing it reads.
 //!
 //! ```text
@@ -7,9 +7,10 @@
 //!   2    2  reserved, 0
 //!   4    4  payload length
 //!   8   88  eleven u64 fields (LE), by type (below); unused ones 0
-//!   96  32  running checksum: BLAKE3 of every byte of the stream before this field
-//!           (earlier records whole, their checksums and payloads included, and this
-//!           header's first 96 bytes)
+//!   96  32  chained checksum: BLAKE3 of the previous record's checksum (none for the
+//!           first record), the previous record's payload and this header's first 96 bytes;
+//!           so it covers every byte of the stream before it, and the reader checks a
+//!           header before it reads the payload that header describes
 //!
 //! Fields:
 //!   BEGIN        magic, version, features, flags, from guid, to guid, creation time,
@@ -404,7 +405,7 @@ impl Record {
     }
 }
 
-/// Writes records with their running checksum.
+/// Writes records with their chained checksum.
 pub struct StreamWriter<W: Write> {
     out: W,
     hasher: blake3::Hasher,
@@ -471,6 +472,8 @@ impl<W: Write> StreamWriter<W> {
         self.hasher.update(&header[..CHECKSUM_AT]);
         let running = self.hasher.finalize();
         header[CHECKSUM_AT..].copy_from_slice(running.as_bytes());
+        // A chain, not one hash of the whole stream: each checksum finalizes a small tree.
+        self.hasher = blake3::Hasher::new();
         self.hasher.update(running.as_bytes());
         self.hasher.update(payload);
         self.out.write_all(&header).map_err(SendError::Output)?;
@@ -542,6 +545,7 @@ impl<R: Read> StreamReader<R> {
                 self.records
             )));
         }
+        self.hasher = blake3::Hasher::new();
         self.hasher.update(running.as_bytes());
         let mut payload = vec![0u8; length];
         read_full(&mut self.input, &mut payload).map_err(|error| match error {
