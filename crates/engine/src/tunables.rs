@@ -132,6 +132,9 @@ tunables! {
     /// another (zfs_livelist_max_entries); frees of older blocks still go to their birth's
     /// sub-list. Also about the most entries condensing holds in memory.
     livelist_max_entries: u64 = 500_000,
+    /// Logical bytes of WRITE records to one object that a receive applies in one transaction
+    /// (zfs_recv_write_batch_size); at most 32 MiB. A record larger than it is a batch alone.
+    recv_write_batch_size: u64 = 1 << 20,
     /// A clone's livelist is dropped (destroy then walks the tree) once the clone shares less
     /// than this percent of its referenced bytes with its origin
     /// (zfs_livelist_min_percent_shared).
@@ -281,6 +284,10 @@ impl Tunables {
         check(
             self.livelist_max_entries >= 1,
             "livelist_max_entries must be >= 1",
+        )?;
+        check(
+            self.recv_write_batch_size <= 32 << 20,
+            "recv_write_batch_size must be at most 32 MiB",
         )?;
         check(
             self.livelist_min_percent_shared <= 100,

@@ -461,7 +461,7 @@ fn writes_are_batched_into_few_transactions() {
         "wb/single",
         &mut single_records,
         &ReceiveOptions {
-            batch_bytes: 0,
+            batch_bytes: Some(0),
             ..ReceiveOptions::default()
         },
     )

@@ -152,7 +152,7 @@ fn receive_once(
         target,
         &mut input,
         &ReceiveOptions {
-            batch_bytes,
+            batch_bytes: Some(batch_bytes),
             ..ReceiveOptions::default()
         },
     )

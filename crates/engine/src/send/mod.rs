@@ -25,8 +25,8 @@
 //! A reader thread parses and verifies records and hands them over a bounded queue to the
 //! writer (the caller's thread), which applies them in open context through ordinary
 //! transactions: OBJECT creates or updates the object at the same number, WRITE records to
-//! nearby offsets of one object are batched into one transaction (`recv_write_batch_bytes`,
-//! 1 MiB as OpenZFS's `zfs_recv_write_batch_size`), FREE and FREEOBJECTS free, and END syncs
+//! nearby offsets of one object are batched into one transaction (the tunable
+//! `recv_write_batch_size`, 1 MiB as OpenZFS's), FREE and FREEOBJECTS free, and END syncs
 //! and takes the snapshot with the sender's guid and creation time, so that the next
 //! incremental stream finds its source by guid. Records must not go backwards in (object,
 //! offset); the first error stops the receive and is the one reported.

@@ -24,10 +24,11 @@ pub struct ReceiveOptions {
     /// Roll the target back to the stream's source first, discarding changes and newer
     /// snapshots (`receive -F`).
     pub force: bool,
-    /// Logical bytes of WRITE records to one object applied in one transaction (OpenZFS's
-    /// `zfs_recv_write_batch_size`); a record larger than it is a batch of its own. 0 or a
-    /// size below one record: one record per transaction.
-    pub batch_bytes: u64,
+    /// Logical bytes of WRITE records to one object applied in one transaction; a record
+    /// larger than it is a batch of its own; 0 or a size below one record: one record per
+    /// transaction. None: the pool's `recv_write_batch_size` tunable (1 MiB, as OpenZFS's
+    /// `zfs_recv_write_batch_size`).
+    pub batch_bytes: Option<u64>,
     /// Records the reader may get ahead of the writer.
     pub queue_records: usize,
     /// Properties of the stream not to set (`receive -x`).
@@ -40,7 +41,7 @@ impl Default for ReceiveOptions {
     fn default() -> Self {
         ReceiveOptions {
             force: false,
-            batch_bytes: 1 << 20,
+            batch_bytes: None,
             queue_records: 256,
             exclude: Vec::new(),
             set: Vec::new(),
@@ -364,7 +365,9 @@ fn apply_records(
         batch: Vec::new(),
         block_size: 0,
         batch_bytes: 0,
-        batch_limit: options.batch_bytes,
+        batch_limit: options
+            .batch_bytes
+            .unwrap_or(pool.core.io.tunables.recv_write_batch_size),
         current: None,
         last_end: 0,
         next_object: 1,
