@@ -192,6 +192,13 @@ impl Pool {
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         let space = Arc::new(SpaceManager::new(tunables.clone()));
+        if !options
+            .disabled_features
+            .iter()
+            .any(|disabled| disabled == "log_spacemap")
+        {
+            space.enable_log();
+        }
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
             space.clone(),

@@ -330,6 +330,9 @@ impl Pool {
         found_uberblocks: &[Uberblock],
     ) -> Result<(Pool, Vec<String>), PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
+        if config.features.contains_key(LOG_SPACEMAP_FEATURE) {
+            space.enable_log();
+        }
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
             space.clone(),
@@ -377,6 +380,11 @@ impl Pool {
                     &storage,
                 )?;
             }
+            // Import order (docs/design.md §5b): the log space map is replayed into the
+            // metaslabs' unflushed trees before anything can allocate.
+            let log_directory =
+                lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, LOG_SPACEMAP_KEY)?.map(ObjectId);
+            space.open_log(log_directory, &storage, uberblock.txg)?;
             space.set_last_synced_txg(uberblock.txg);
         }
         let name = options

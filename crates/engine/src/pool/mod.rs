@@ -157,13 +157,31 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "livelist",
         needed_to_read: true,
     },
+    // Needed to read: a build without it would take the metaslabs' own maps for the whole
+    // truth and allocate space the log says is in use.
+    Feature {
+        name: LOG_SPACEMAP_FEATURE,
+        short_name: "log_spacemap",
+        needed_to_read: true,
+    },
 ];
+
+/// The log space map feature (`space/log.rs`): metaslab changes go to one pool-wide log per
+/// txg and reach each metaslab's own map when it is flushed.
+pub const LOG_SPACEMAP_FEATURE: &str = "com.tarn:log_spacemap";
+
+/// MOS directory key naming the log space map directory (docs/design.md §2.6a).
+pub const LOG_SPACEMAP_KEY: &str = "log_spacemap";
 
 /// The livelist feature (`dataset/livelist.rs`): clones made while it is enabled keep one.
 pub const LIVELIST_FEATURE: &str = "com.tarn:livelist";
 
 /// Features this build can read. A pool needing any other feature to be read is refused.
-pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &["com.tarn:embedded_data", LIVELIST_FEATURE];
+pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &[
+    "com.tarn:embedded_data",
+    LIVELIST_FEATURE,
+    LOG_SPACEMAP_FEATURE,
+];
 
 /// Errors of the pool layer: what went wrong and, where it helps, what to do.
 #[derive(Debug, thiserror::Error)]
@@ -657,6 +675,10 @@ impl Pool {
     }
 
     fn finish(self, state: PoolState) -> Result<(), PoolError> {
+        if !self.core.readonly {
+            // Export leaves (almost) no log to replay: the last txg flushes every metaslab.
+            self.core.io.space.request_flush_all();
+        }
         self.stop()?;
         if !self.core.readonly {
             self.core.config.lock().state = state;

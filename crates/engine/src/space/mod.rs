@@ -92,6 +92,7 @@
 
 pub mod btree;
 mod counters;
+pub mod log;
 pub mod metaslab;
 pub mod range_tree;
 pub mod space_map;
@@ -188,6 +189,11 @@ pub struct MetaslabStats {
     pub condensed: u64,
     /// Last txg the allocator chose this metaslab (0: not since import).
     pub selected_txg: u64,
+    /// Txg since which the log space map may hold changes not in the map (0: none ever).
+    pub unflushed_txg: u64,
+    /// Bytes allocated and freed since the last flush (log space map only).
+    pub unflushed_allocated_bytes: u64,
+    pub unflushed_freed_bytes: u64,
 }
 
 /// Space of one top-level vdev, for `tarn pool list` and `tarn debug metaslabs`.
@@ -458,6 +464,8 @@ struct CountingStorage<'a> {
     inner: &'a dyn SpaceStorage,
     stats: &'a SpaceStatsCollector,
     block_size: u64,
+    /// Writes the log space map's objects (counted in `log_writes` too).
+    log: bool,
 }
 
 impl SpaceStorage for CountingStorage<'_> {
@@ -477,8 +485,13 @@ impl SpaceStorage for CountingStorage<'_> {
         data: &[u8],
         txg: Txg,
     ) -> Result<(), StorageError> {
-        self.stats
-            .spacemap_write(object.0, offset, data.len() as u64, self.block_size);
+        if self.log {
+            self.stats
+                .log_write(object.0, offset, data.len() as u64, self.block_size);
+        } else {
+            self.stats
+                .spacemap_write(object.0, offset, data.len() as u64, self.block_size);
+        }
         self.inner.write(object, offset, data, txg)
     }
     fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
@@ -532,6 +545,9 @@ pub struct SpaceManager {
     /// Bytes of loaded free trees, pool-wide (exact after each `sync_done`, kept current by
     /// loads and unloads in between).
     loaded_memory: AtomicU64,
+    /// The log space map, when the pool has the feature ([`log`]). Taken by the sync thread
+    /// for a whole pass, before any group lock; never taken while holding a group lock.
+    log: Mutex<Option<log::LogState>>,
 }
 
 impl SpaceManager {
@@ -548,6 +564,7 @@ impl SpaceManager {
             counters: SpaceCounters::default(),
             stats: SpaceStatsCollector::default(),
             loaded_memory: AtomicU64::new(0),
+            log: Mutex::new(None),
         }
     }
 
@@ -589,7 +606,7 @@ impl SpaceManager {
                 "{asize} bytes make {ms_count} metaslabs of 2^{ms_shift}"
             )));
         }
-        let block_size = self.tunables.metaslab_sm_blksz;
+        let block_size = self.metaslab_map_block_size();
         let mut metaslabs = Vec::with_capacity(ms_count as usize);
         let mut ids = vec![0u8; ms_count as usize * 8];
         if let Some(array) = ms_array {
@@ -829,9 +846,16 @@ impl SpaceManager {
         let counting = CountingStorage {
             inner: storage,
             stats: &self.stats,
-            block_size: self.tunables.metaslab_sm_blksz as u64,
+            block_size: self.metaslab_map_block_size() as u64,
+            log: false,
         };
-        let result = self.sync_counted(txg, sync_pass, &counting);
+        let log_counting = CountingStorage {
+            inner: storage,
+            stats: &self.stats,
+            block_size: self.tunables.log_sm_blksz as u64,
+            log: true,
+        };
+        let result = self.sync_counted(txg, sync_pass, &counting, &log_counting);
         self.stats.end_pass();
         result
     }
@@ -841,12 +865,21 @@ impl SpaceManager {
         txg: Txg,
         sync_pass: u32,
         storage: &dyn SpaceStorage,
+        log_storage: &dyn SpaceStorage,
     ) -> Result<bool, SpaceError> {
+        let mut log = self.log.lock();
         let groups = self.groups.read();
         let mut wrote = false;
+        if let (Some(log), 1) = (log.as_mut(), sync_pass) {
+            let mut locked: Vec<_> = groups.iter().map(|group| group.lock()).collect();
+            self.flush_metaslabs(log, &mut locked, txg, storage, log_storage)?;
+        }
         for group in groups.iter() {
             let mut group = group.lock();
-            if sync_pass == 1 {
+            if let Some(log) = log.as_mut() {
+                wrote |= self.sync_group_to_log(log, &mut group, txg, sync_pass, log_storage)?;
+                wrote |= self.write_unflushed_txgs(log, &mut group, txg, storage)?;
+            } else if sync_pass == 1 {
                 let mut active: Vec<usize> = group
                     .active
                     .iter()
@@ -859,7 +892,7 @@ impl SpaceManager {
                     wrote |= group.metaslabs[index].prepare_sync(storage, txg)?;
                 }
             }
-            for metaslab in group.metaslabs.iter_mut() {
+            for metaslab in group.metaslabs.iter_mut().filter(|_| log.is_none()) {
                 let condensed = metaslab.condense_count;
                 wrote |= self.counters.track(metaslab, |metaslab| {
                     metaslab.sync(storage, txg, sync_pass, &self.tunables)
@@ -894,6 +927,9 @@ impl SpaceManager {
                 group.metaslabs[id as usize].map_created = false;
             }
             wrote = true;
+        }
+        if let Some(log) = log.as_mut() {
+            wrote |= self.finish_log_pass(log, txg, storage, log_storage)?;
         }
         Ok(wrote)
     }
@@ -1054,6 +1090,9 @@ impl SpaceManager {
                         tree_histogram: metaslab.tree_histogram().map(<[u64]>::to_vec),
                         condensed: metaslab.condense_count,
                         selected_txg: metaslab.selected_txg,
+                        unflushed_txg: metaslab.unflushed.txg,
+                        unflushed_allocated_bytes: metaslab.unflushed.allocs.space(),
+                        unflushed_freed_bytes: metaslab.unflushed.frees.space(),
                     })
                     .collect();
                 let free_bytes: u64 = metaslabs.iter().map(|row| row.free_bytes).sum();
@@ -1116,7 +1155,10 @@ impl SpaceManager {
         totals
     }
 
-    /// What the on-disk space maps say is allocated, per vdev (for `tarn check`).
+    /// What the on-disk space maps, with the log space map's unflushed changes applied, say is
+    /// allocated, per vdev (for `tarn check`). The unflushed changes are the ones replayed from
+    /// the logs at import plus those logged since, so between syncs they are what the logs on
+    /// disk hold.
     pub fn allocated_from_space_maps(
         &self,
         storage: &dyn SpaceStorage,
@@ -1130,7 +1172,8 @@ impl SpaceManager {
                 let Some(map) = metaslab.space_map() else {
                     continue;
                 };
-                let free = map.load_free_tree(storage, map.length_bytes())?;
+                let mut free = map.load_free_tree(storage, map.length_bytes())?;
+                metaslab.apply_unflushed(&mut free)?;
                 let mut cursor = metaslab.start;
                 for segment in free.iter() {
                     if segment.start > cursor {
@@ -1148,5 +1191,7 @@ impl SpaceManager {
     }
 }
 
+#[cfg(test)]
+mod log_tests;
 #[cfg(test)]
 mod tests;
