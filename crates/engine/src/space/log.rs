@@ -533,7 +533,10 @@ impl SpaceManager {
             }
             let map = SpaceMap::open_log(storage, object, block_size)?;
             map.replay(storage, map.length_bytes(), |entry| {
-                replay_log_entry(&mut locked, &entry, Txg(txg), last_synced, object)
+                let metaslab = log_entry_metaslab(&mut locked, &entry, Txg(txg), object)?;
+                self.counters.track(metaslab, |metaslab| {
+                    metaslab.replay_log_entry(&entry, Txg(txg), last_synced)
+                })
             })?;
             log.logs.insert(txg, LogMap { map });
         }
@@ -788,14 +791,13 @@ impl SpaceManager {
     }
 }
 
-/// Apply one entry of the log of `log_txg` at import (see [`Metaslab::replay_log_entry`]).
-fn replay_log_entry(
-    groups: &mut [parking_lot::MutexGuard<'_, Group>],
+/// The metaslab an entry of the log of `log_txg` belongs to, validated (entries come from disk).
+fn log_entry_metaslab<'a>(
+    groups: &'a mut [parking_lot::MutexGuard<'_, Group>],
     entry: &SpaceMapEntry,
     log_txg: Txg,
-    last_synced: Txg,
     object: ObjectId,
-) -> Result<(), SpaceError> {
+) -> Result<&'a mut Metaslab, SpaceError> {
     let where_ = || format!("log space map object {object} of txg {log_txg}");
     let Some(vdev) = entry.vdev else {
         return Err(SpaceError::corrupt(
@@ -809,8 +811,7 @@ fn replay_log_entry(
             where_(),
         ));
     };
-    let metaslab: &mut Metaslab = group.metaslab_for(entry.start, entry.size)?;
-    metaslab.replay_log_entry(entry, log_txg, last_synced)
+    group.metaslab_for(entry.start, entry.size)
 }
 
 #[cfg(test)]

@@ -1169,10 +1169,12 @@ impl SpaceManager {
             let group = group.lock();
             let mut allocated = RangeTree::new();
             for metaslab in &group.metaslabs {
-                let Some(map) = metaslab.space_map() else {
-                    continue;
+                let mut free = match metaslab.space_map() {
+                    Some(map) => map.load_free_tree(storage, map.length_bytes())?,
+                    None if metaslab.unflushed.is_empty() => continue,
+                    // Never flushed: all free in the map, the log has the rest.
+                    None => RangeTree::with_range(metaslab.start, metaslab.size),
                 };
-                let mut free = map.load_free_tree(storage, map.length_bytes())?;
                 metaslab.apply_unflushed(&mut free)?;
                 let mut cursor = metaslab.start;
                 for segment in free.iter() {
