@@ -357,7 +357,10 @@ fn metaslab_tree_figures(
 pub fn debug_logs(pool: &Pool, name: &str, json: bool) -> Result<(), Failure> {
     let Some(log) = pool.core.io.space.log_stats() else {
         if json {
-            out!("{}", serde_json::json!({"pool": name, "log_spacemap": null}));
+            out!(
+                "{}",
+                serde_json::json!({"pool": name, "log_spacemap": null})
+            );
         } else {
             out!("pool {name} does not use the log space map (feature@log_spacemap disabled)");
         }
@@ -382,22 +385,43 @@ pub fn debug_logs(pool: &Pool, name: &str, json: bool) -> Result<(), Failure> {
         format::human_bytes(log.memory_limit),
         log.oldest_unflushed_txg
     );
-    out!("  {:>10} {:>8} {:>10} {:>7} {:>10}", "txg", "object", "length", "blocks", "metaslabs");
+    out!(
+        "  {:>10} {:>8} {:>10} {:>7} {:>10}",
+        "txg",
+        "object",
+        "length",
+        "blocks",
+        "metaslabs"
+    );
     for entry in &log.logs {
         out!(
             "  {:>10} {:>8} {:>10} {:>7} {:>10}",
-            entry.txg, entry.object, entry.length_bytes, entry.blocks, entry.metaslabs
+            entry.txg,
+            entry.object,
+            entry.length_bytes,
+            entry.blocks,
+            entry.metaslabs
         );
     }
     out!("summary:");
     out!(
         "  {:>10} {:>10} {:>5} {:>7} {:>10} {:>6}",
-        "first txg", "last txg", "txgs", "blocks", "metaslabs", "dirty"
+        "first txg",
+        "last txg",
+        "txgs",
+        "blocks",
+        "metaslabs",
+        "dirty"
     );
     for row in &log.summary {
         out!(
             "  {:>10} {:>10} {:>5} {:>7} {:>10} {:>6}",
-            row.start_txg, row.end_txg, row.txg_count, row.blocks, row.metaslabs, row.metaslabs_dirty
+            row.start_txg,
+            row.end_txg,
+            row.txg_count,
+            row.blocks,
+            row.metaslabs,
+            row.metaslabs_dirty
         );
     }
     Ok(())

@@ -114,8 +114,13 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
     let mut phases: Vec<Vec<PhaseSummary>> = Vec::new();
     let mut result = Ok(());
     for (mode, log_spacemap) in LOG_SPACEMAP_MODES {
-        let pool =
-            create_bench_pool_with_log("benchfrag", &vdev, bench.vdev_size, &tunables, log_spacemap)?;
+        let pool = create_bench_pool_with_log(
+            "benchfrag",
+            &vdev,
+            bench.vdev_size,
+            &tunables,
+            log_spacemap,
+        )?;
         let mut summaries = Vec::new();
         result = run_on_pool(&pool, &dir, &bench, mode, &mut rows, &mut summaries);
         let _ = pool.destroy();
@@ -185,7 +190,9 @@ pub(super) fn log_comparisons(phases: &[Vec<PhaseSummary>]) -> Vec<Comparison> {
                 (|phase: &PhaseSummary| phase.spacemap_writes_per_txg) as fn(&PhaseSummary) -> f64,
             ),
             ("write IOPS", |phase: &PhaseSummary| phase.iops),
-            ("sync ms median", |phase: &PhaseSummary| phase.sync_ms_median),
+            ("sync ms median", |phase: &PhaseSummary| {
+                phase.sync_ms_median
+            }),
         ] {
             rows.push(Comparison {
                 what: format!("{} {figure}", with_log.what),

@@ -49,7 +49,11 @@ fn reopen_with_log(
     }
     reopened.open_log(manager.log_directory(), storage, last_synced)?;
     reopened.set_last_synced_txg(last_synced);
-    assert_eq!(reopened.counters(), reopened.totals(), "counters after replay");
+    assert_eq!(
+        reopened.counters(),
+        reopened.totals(),
+        "counters after replay"
+    );
     Ok(reopened)
 }
 
