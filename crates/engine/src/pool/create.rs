@@ -208,7 +208,7 @@ impl Pool {
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
             staged: Mutex::new(Vec::new()),
-            deferred_from_pass: tunables.sync_pass_deferred_free,
+            deferred_from_pass: PoolFreer::deferred_from_pass(&tunables, space.log_enabled()),
         });
         let txg = TXG_INITIAL;
         let mos = Arc::new(ObjectSet::create(
