@@ -181,6 +181,13 @@ fn a_pool_without_the_feature_writes_each_metaslab_map() {
     let tunables = tiny();
     let pool = create(dir.path(), &tunables, vec!["log_spacemap".into()]);
     assert!(!pool.core.io.space.log_enabled());
+    // Turning it on later would need every map rewritten: refused, the pool unchanged.
+    match pool.set_pool_property("feature@log_spacemap", "enabled") {
+        Err(tarn::pool::PoolError::BadProperty(why)) => {
+            assert!(why.contains("when the pool is created"), "{why}")
+        }
+        other => panic!("enabling the log later: {other:?}"),
+    }
     let objset = pool.root_objset();
     let objects: Vec<ObjectId> = (0..8)
         .map(|_| create_file(&pool, &objset, 4096, Compression::Off))
