@@ -645,19 +645,21 @@ impl SpaceManager {
             if !metaslab.is_dirty(txg) {
                 continue;
             }
-            if !log.logs.contains_key(&txg.0) {
-                let map = SpaceMap::create(
-                    log_storage,
-                    0,
-                    u64::MAX,
-                    LOG_SPACE_MAP_SHIFT,
-                    self.tunables.log_sm_blksz,
-                    txg,
-                )?;
-                log.logs.insert(txg.0, LogMap { map });
-                log.directory_dirty = true;
-            }
-            let map = &mut log.logs.get_mut(&txg.0).expect("created above").map;
+            let map = match log.logs.entry(txg.0) {
+                std::collections::btree_map::Entry::Occupied(entry) => &mut entry.into_mut().map,
+                std::collections::btree_map::Entry::Vacant(entry) => {
+                    let map = SpaceMap::create(
+                        log_storage,
+                        0,
+                        u64::MAX,
+                        LOG_SPACE_MAP_SHIFT,
+                        self.tunables.log_sm_blksz,
+                        txg,
+                    )?;
+                    log.directory_dirty = true;
+                    &mut entry.insert(LogMap { map }).map
+                }
+            };
             wrote |= self.counters.track(metaslab, |metaslab| {
                 metaslab.sync_to_log(log_storage, map, vdev, txg, sync_pass)
             })?;

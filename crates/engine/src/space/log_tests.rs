@@ -302,7 +302,7 @@ proptest! {
             }
             if step % 7 == 6 {
                 sync_txg(&manager, &storage, Txg(txg));
-                if txg % reopen_every == 0 {
+                if txg.is_multiple_of(reopen_every) {
                     let reopened = reopen_with_log(&manager, &storage, &vdevs, &tunables, Txg(txg)).unwrap();
                     prop_assert_eq!(
                         reopened.allocated_from_space_maps(&storage).unwrap(),
