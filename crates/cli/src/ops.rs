@@ -322,29 +322,20 @@ fn print_histogram(title: &str, classes: &[(u32, u64)]) {
 fn metaslab_tree_figures(
     pool: &Pool,
     ms: &tarn::space::MetaslabStats,
-    ashift: u32,
+    vdev: tarn::types::VdevId,
 ) -> Result<(Option<u64>, Vec<u64>, &'static str), Failure> {
     if let Some(histogram) = &ms.tree_histogram {
         return Ok((ms.largest_free_segment, histogram.clone(), "loaded"));
     }
-    let tree = if ms.space_map_object.0 == 0 {
-        tarn::space::RangeTree::with_range(ms.start, ms.size)
-    } else {
-        let storage = tarn::object::adapters::MosSpaceStorage {
-            mos: &pool.core.mos,
-        };
-        let map = tarn::space::SpaceMap::open(
-            &storage,
-            ms.space_map_object,
-            ms.start,
-            ms.size,
-            ashift,
-            pool.core.io.tunables.metaslab_sm_blksz,
-        )
-        .map_err(|e| Failure(e.to_string()))?;
-        map.load_free_tree(&storage, map.header.length_bytes)
-            .map_err(|e| Failure(e.to_string()))?
+    let storage = tarn::object::adapters::MosSpaceStorage {
+        mos: &pool.core.mos,
     };
+    let tree = pool
+        .core
+        .io
+        .space
+        .metaslab_free_tree(vdev, ms.id, &storage)
+        .map_err(|e| Failure(e.to_string()))?;
     Ok((
         tree.largest_segment().map(|segment| segment.size()),
         tree.histogram().to_vec(),
@@ -449,8 +440,7 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                         serde_json::json!(histogram_classes(&ms.histogram, vdev.ashift));
                 }
                 if level >= 3 {
-                    let (largest, histogram, source) =
-                        metaslab_tree_figures(pool, ms, vdev.ashift)?;
+                    let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.vdev)?;
                     row["largest_free_segment"] = serde_json::json!(largest);
                     row["tree_histogram"] = serde_json::json!(histogram_classes(&histogram, 0));
                     row["tree_source"] = serde_json::json!(source);
@@ -521,7 +511,7 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                 );
             }
             if level >= 3 {
-                let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.ashift)?;
+                let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.vdev)?;
                 print_histogram(
                     &format!(
                         "in-memory histogram ({source}), largest free segment {}:",
@@ -667,7 +657,7 @@ pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Resu
         ms.start,
         ms.size,
         vdev_stats.ashift,
-        pool.core.io.tunables.metaslab_sm_blksz,
+        pool.core.io.space.metaslab_map_block_size(),
     )
     .map_err(|e| Failure(e.to_string()))?;
     out!(

@@ -431,8 +431,8 @@ impl SpaceManager {
         self.log.lock().is_some()
     }
 
-    /// Block size of new metaslab maps.
-    pub(super) fn metaslab_map_block_size(&self) -> u32 {
+    /// Block size of this pool's metaslab maps (`metaslab_sm_blksz_with_log` with the log).
+    pub fn metaslab_map_block_size(&self) -> u32 {
         if self.log_enabled() {
             self.tunables.metaslab_sm_blksz_with_log
         } else {
@@ -450,6 +450,30 @@ impl SpaceManager {
     /// Does the next txg have a flush to do that no dirty data announces?
     pub fn flush_all_pending(&self) -> bool {
         self.log.lock().as_ref().is_some_and(|log| log.flush_all)
+    }
+
+    /// The free space of metaslab `id` of `vdev` as its map and the log's unflushed changes say
+    /// (for inspection of an unloaded metaslab: `tarn debug metaslabs -mmm`).
+    pub fn metaslab_free_tree(
+        &self,
+        vdev: VdevId,
+        id: u64,
+        storage: &dyn SpaceStorage,
+    ) -> Result<RangeTree, SpaceError> {
+        self.with_group(vdev, |group| {
+            let Some(metaslab) = group.metaslabs.get(id as usize) else {
+                return Err(SpaceError::corrupt(
+                    format!("no metaslab {id}"),
+                    format!("vdev {vdev}"),
+                ));
+            };
+            let mut free = match metaslab.space_map() {
+                Some(map) => map.load_free_tree(storage, map.length_bytes())?,
+                None => RangeTree::with_range(metaslab.start, metaslab.size),
+            };
+            metaslab.apply_unflushed(&mut free)?;
+            Ok(free)
+        })
     }
 
     /// The log directory object, once a sync has created it.
