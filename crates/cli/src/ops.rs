@@ -318,7 +318,8 @@ fn print_histogram(title: &str, classes: &[(u32, u64)]) {
 }
 
 /// Largest free segment and in-memory histogram of one metaslab: the loaded tree's, or else
-/// the space map replayed into a scratch tree (the metaslab is not loaded by looking).
+/// the space map replayed into a scratch tree with the log's unflushed changes applied (the
+/// metaslab is not loaded by looking).
 fn metaslab_tree_figures(
     pool: &Pool,
     ms: &tarn::space::MetaslabStats,
