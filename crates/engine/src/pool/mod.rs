@@ -646,6 +646,17 @@ impl Pool {
         Ok(self.core.txgs.wait_synced(None)?)
     }
 
+    /// Flush every metaslab's unflushed changes from the log space map to its own map in the
+    /// next txg, as export does, and wait for it: afterwards only that txg's own log remains.
+    /// For measurements of allocated space that should not count how many logs happen to be
+    /// kept. Without the feature, a plain sync.
+    pub fn flush_log_space_map(&self) -> Result<Txg, PoolError> {
+        if !self.core.readonly {
+            self.core.io.space.request_flush_all();
+        }
+        self.sync()
+    }
+
     /// Stop the sync thread after it has written everything dirty.
     fn stop(&self) -> Result<(), PoolError> {
         if let Some(handle) = self.sync_thread.lock().take() {
