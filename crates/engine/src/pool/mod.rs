@@ -10,8 +10,9 @@
 //! Labels (four per leaf: config and uberblock ring) belong to the vdev layer; the uberblock
 //! format is in [`uberblock`]. MOS object 1 is the *object directory*, a key/value object mapping
 //! names to MOS objects: `root_dataset` (the root dataset directory), `deferred_frees` (the list
-//! of blocks freed in late sync passes, freed for real in the next txg). Metaslab arrays and
-//! space maps are MOS objects too; each top-level vdev's metaslab array id is in the config.
+//! of blocks freed in late sync passes, freed for real in the next txg), `ms_array/<vdev>` (each
+//! top-level vdev's metaslab array) and, with the log space map, `log_spacemap` (its directory,
+//! docs/design.md §2.6a). Metaslab arrays, space maps and logs are MOS objects too.
 //!
 //! # Commit protocol (one txg)
 //! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
@@ -62,7 +63,8 @@
 //! labels valid, which the vdev layer reads.
 //!
 //! # Import
-//! Scan the named directories for leaves whose labels name the pool; take the newest config;
+//! The order of the steps is in docs/design.md §5b (the log space map is replayed before
+//! anything can allocate). Scan the named directories for leaves whose labels name the pool; take the newest config;
 //! open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
 //! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest

@@ -19,6 +19,9 @@
 //!   object id per metaslab at offset `metaslab_id * 8`; 0 means "no map yet: all free". Maps are
 //!   created lazily at a metaslab's first sync; the array itself at the vdev's first sync that
 //!   creates a map.
+//! - With the log space map (pool feature `com.tarn:log_spacemap`, [`log`]): one pool-wide log
+//!   per txg, a per-vdev array of each metaslab's unflushed txg, and a log directory; metaslab
+//!   maps then have blocks of `metaslab_sm_blksz_with_log` and are appended only when flushed.
 //!
 //! # Invariants
 //!
@@ -71,7 +74,13 @@
 //!   metaslabs. Each allocation records the segments it examined, whether it waited for a
 //!   load, and its time ([`stats`]).
 //! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
-//! - `sync(txg, pass)`: in pass 1, copy the last block of every active metaslab's map even if
+//! - `sync(txg, pass)` with the log space map ([`log`]): in pass 1, flush the metaslabs the
+//!   log summary's estimate asks for (their unflushed changes to their own maps) and free the
+//!   logs no metaslab needs; in every pass, append each dirty metaslab's batches to the txg's
+//!   log (two-word entries with the vdev id) and to its unflushed trees, then write the changed
+//!   unflushed-txg array entries, the log's header and the log directory. Cost: the log's
+//!   blocks, the flushed maps' tails, an array block, instead of a block per dirty metaslab.
+//! - `sync(txg, pass)` without the log: in pass 1, copy the last block of every active metaslab's map even if
 //!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
 //!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
 //!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
