@@ -661,6 +661,7 @@ impl SpaceManager {
         group: &mut Group,
         txg: Txg,
         sync_pass: u32,
+        storage: &dyn SpaceStorage,
         log_storage: &dyn SpaceStorage,
     ) -> Result<bool, SpaceError> {
         let mut wrote = false;
@@ -685,7 +686,7 @@ impl SpaceManager {
                 }
             };
             wrote |= self.counters.track(metaslab, |metaslab| {
-                metaslab.sync_to_log(log_storage, map, vdev, txg, sync_pass)
+                metaslab.sync_to_log(storage, log_storage, map, vdev, txg, sync_pass)
             })?;
             log.appended = true;
         }

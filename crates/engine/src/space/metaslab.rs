@@ -690,11 +690,14 @@ impl Metaslab {
     }
 
     /// With the log space map: append this txg's allocations and frees to `log` (the pool-wide
-    /// log of `txg`, two-word entries carrying `vdev`) instead of this metaslab's map, and
-    /// record them as unflushed. Returns whether anything was written.
+    /// log of `txg`, two-word entries carrying `vdev`, through `log_storage`) instead of this
+    /// metaslab's map, and record them as unflushed; the map (created through `storage` at the
+    /// first sync) only has its header's histogram rewritten. Returns whether anything was
+    /// written.
     pub fn sync_to_log(
         &mut self,
         storage: &dyn SpaceStorage,
+        log_storage: &dyn SpaceStorage,
         log: &mut SpaceMap,
         vdev: u32,
         txg: Txg,
@@ -703,9 +706,22 @@ impl Metaslab {
         if !self.is_dirty(txg) {
             return Ok(false);
         }
+        // The map exists from the first sync, as without the log: its header's histogram is
+        // what an unloaded metaslab is weighed and its fragmentation measured by.
+        if self.space_map.is_none() {
+            self.space_map = Some(SpaceMap::create(
+                storage,
+                self.start,
+                self.size,
+                self.ashift,
+                self.block_size,
+                txg,
+            )?);
+            self.map_created = true;
+        }
         let slot = txg.slot();
         log.append_with_vdev(
-            storage,
+            log_storage,
             &self.allocating[slot],
             SpaceMapAction::Alloc,
             txg,
@@ -713,7 +729,7 @@ impl Metaslab {
             Some(vdev),
         )?;
         log.append_with_vdev(
-            storage,
+            log_storage,
             &self.freeing,
             SpaceMapAction::Free,
             txg,
@@ -739,6 +755,13 @@ impl Metaslab {
         if self.unflushed.txg == 0 {
             self.unflushed.txg = txg.0;
             self.unflushed.txg_dirty = true;
+        }
+        // The header keeps the map's length and allocated bytes; its histogram includes the
+        // unflushed changes (as OpenZFS's does), so weights and fragmentation stay current.
+        if let Some(histogram) = self.fresh_histogram(&self.freeing) {
+            let map = self.space_map.as_mut().expect("created above");
+            map.header.histogram = histogram;
+            map.write_header(storage, txg)?;
         }
         self.finish_sync(txg, sync_pass);
         Ok(true)
@@ -801,7 +824,9 @@ impl Metaslab {
                 map.append_stamped(storage, recent, SpaceMapAction::Free, *freed_txg, txg, 1)?;
             }
         }
-        if let Some(histogram) = self.fresh_histogram(&self.unflushed.frees) {
+        // The histogram already counts the unflushed frees (each logging sync adds its frees);
+        // a loaded metaslab's is recomputed.
+        if let Some(histogram) = self.fresh_histogram(&self.empty_tree()) {
             self.space_map
                 .as_mut()
                 .expect("created above")

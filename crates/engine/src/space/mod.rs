@@ -842,7 +842,8 @@ impl SpaceManager {
         for group in groups.iter() {
             let mut group = group.lock();
             if let Some(log) = log.as_mut() {
-                wrote |= self.sync_group_to_log(log, &mut group, txg, sync_pass, log_storage)?;
+                wrote |=
+                    self.sync_group_to_log(log, &mut group, txg, sync_pass, storage, log_storage)?;
                 wrote |= self.write_unflushed_txgs(log, &mut group, txg, storage)?;
             } else if sync_pass == 1 {
                 let mut active: Vec<usize> = group
