@@ -113,13 +113,15 @@ impl SpaceManager {
     }
 
     /// What the on-disk space maps, with the log space map's unflushed changes applied, say is
-    /// allocated, per vdev (for `tarn check`). The unflushed changes are the ones replayed from
-    /// the logs at import plus those logged since, so between syncs they are what the logs on
-    /// disk hold.
+    /// allocated, per vdev (for `tarn check`). The unflushed changes in memory are first held
+    /// to a fresh replay of the logs on disk ([`SpaceManager::verify_log_on_disk`]), so between
+    /// syncs this is what an import would see.
     pub fn allocated_from_space_maps(
         &self,
         storage: &dyn SpaceStorage,
     ) -> Result<BTreeMap<VdevId, RangeTree>, SpaceError> {
+        // The unflushed changes applied below are memory's: first hold them to the logs on disk.
+        self.verify_log_on_disk(storage)?;
         let groups = self.groups.read();
         let mut result = BTreeMap::new();
         for group in groups.iter() {

@@ -509,22 +509,7 @@ impl SpaceManager {
         let Some(directory) = directory else {
             return Ok(());
         };
-        let header_len = LogDirectoryPhys::encoded_len(0, 0);
-        let mut head = vec![0u8; header_len];
-        storage.read(directory, 0, &mut head)?;
-        let count = |index: usize| {
-            u64::from_le_bytes(head[index * 8..index * 8 + 8].try_into().expect("8 bytes"))
-        };
-        let pairs = count(1).saturating_add(count(2));
-        if pairs > 1 << 24 {
-            return Err(SpaceError::corrupt(
-                format!("{pairs} entries"),
-                format!("log space map directory object {directory}"),
-            ));
-        }
-        let mut bytes = vec![0u8; header_len + pairs as usize * 16];
-        storage.read(directory, 0, &mut bytes)?;
-        let phys = LogDirectoryPhys::decode(&bytes, directory)?;
+        let phys = read_log_directory(storage, directory)?;
         let groups = self.groups.read();
         let mut locked: Vec<_> = groups.iter().map(|group| group.lock()).collect();
         for (&vdev, &array) in &phys.arrays {
@@ -534,16 +519,8 @@ impl SpaceManager {
                     format!("log space map directory object {directory}"),
                 ));
             };
-            let mut txgs = vec![0u8; group.metaslabs.len() * 8];
-            storage.read(array, 0, &mut txgs)?;
-            for (metaslab, bytes) in group.metaslabs.iter_mut().zip(txgs.chunks_exact(8)) {
-                let txg = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-                if txg > last_synced.0 {
-                    return Err(SpaceError::corrupt(
-                        format!("metaslab {} unflushed since txg {txg}, after the last synced txg {last_synced}", metaslab.id),
-                        format!("unflushed-txg array object {array} of vdev {vdev}"),
-                    ));
-                }
+            let txgs = read_unflushed_txgs(storage, array, group, last_synced)?;
+            for (metaslab, txg) in group.metaslabs.iter_mut().zip(txgs) {
                 metaslab.unflushed.txg = txg;
             }
         }
@@ -815,6 +792,146 @@ impl SpaceManager {
             memory_limit: self.tunables.unflushed_max_mem_amt,
             oldest_unflushed_txg: candidates.first().map_or(0, |candidate| candidate.0),
         })
+    }
+}
+
+/// Read and decode the log directory (untrusted: counts are bounded before reading).
+fn read_log_directory(
+    storage: &dyn SpaceStorage,
+    directory: ObjectId,
+) -> Result<LogDirectoryPhys, SpaceError> {
+    let header_len = LogDirectoryPhys::encoded_len(0, 0);
+    let mut head = vec![0u8; header_len];
+    storage.read(directory, 0, &mut head)?;
+    let count = |index: usize| {
+        u64::from_le_bytes(head[index * 8..index * 8 + 8].try_into().expect("8 bytes"))
+    };
+    let pairs = count(1).saturating_add(count(2));
+    if pairs > 1 << 24 {
+        return Err(SpaceError::corrupt(
+            format!("{pairs} entries"),
+            format!("log space map directory object {directory}"),
+        ));
+    }
+    let mut bytes = vec![0u8; header_len + pairs as usize * 16];
+    storage.read(directory, 0, &mut bytes)?;
+    LogDirectoryPhys::decode(&bytes, directory)
+}
+
+/// Read a vdev's unflushed-txg array: one txg per metaslab of `group`, none after
+/// `last_synced`.
+fn read_unflushed_txgs(
+    storage: &dyn SpaceStorage,
+    array: ObjectId,
+    group: &Group,
+    last_synced: Txg,
+) -> Result<Vec<u64>, SpaceError> {
+    let mut bytes = vec![0u8; group.metaslabs.len() * 8];
+    storage.read(array, 0, &mut bytes)?;
+    let txgs: Vec<u64> = bytes
+        .chunks_exact(8)
+        .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")))
+        .collect();
+    if let Some((id, txg)) = txgs
+        .iter()
+        .enumerate()
+        .find(|(_, &txg)| txg > last_synced.0)
+    {
+        return Err(SpaceError::corrupt(
+            format!(
+                "metaslab {id} unflushed since txg {txg}, after the last synced txg {last_synced}"
+            ),
+            format!("unflushed-txg array object {array} of vdev {}", group.vdev),
+        ));
+    }
+    Ok(txgs)
+}
+
+impl SpaceManager {
+    /// `tarn check`: replay the logs on disk, as an import would, into fresh unflushed trees
+    /// and compare them with each metaslab's in memory (which the space accounting of
+    /// [`SpaceManager::allocated_from_space_maps`] applies). A difference is corruption: the
+    /// logs would not bring back what the pool now believes. Call between syncs.
+    pub fn verify_log_on_disk(&self, storage: &dyn SpaceStorage) -> Result<(), SpaceError> {
+        let guard = self.log.lock();
+        let Some(log) = guard.as_ref() else {
+            return Ok(());
+        };
+        let Some(directory) = log.directory else {
+            return Ok(());
+        };
+        let phys = read_log_directory(storage, directory)?;
+        let groups = self.groups.read();
+        let mut locked: Vec<_> = groups.iter().map(|group| group.lock()).collect();
+        let mut replayed: BTreeMap<(u32, u64), Unflushed> = BTreeMap::new();
+        let mut txgs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (&vdev, &array) in &phys.arrays {
+            let Some(group) = locked.iter().find(|group| group.vdev.0 == vdev) else {
+                return Err(SpaceError::corrupt(
+                    format!("unflushed-txg array of vdev {vdev}, which the pool does not have"),
+                    format!("log space map directory object {directory}"),
+                ));
+            };
+            txgs.insert(
+                vdev,
+                read_unflushed_txgs(storage, array, group, Txg(u64::MAX))?,
+            );
+        }
+        for (&log_txg, &object) in &phys.logs {
+            let map = SpaceMap::open_log(storage, object, self.tunables.log_sm_blksz)?;
+            map.replay(storage, map.length_bytes(), |entry| {
+                let metaslab = log_entry_metaslab(&mut locked, &entry, Txg(log_txg), object)?;
+                let vdev = entry.vdev.expect("checked by log_entry_metaslab");
+                let unflushed_txg = txgs
+                    .get(&vdev)
+                    .and_then(|txgs| txgs.get(metaslab.id as usize))
+                    .copied()
+                    .unwrap_or(0);
+                if log_txg < unflushed_txg {
+                    return Ok(());
+                }
+                let (start, size, ashift) = (metaslab.start, metaslab.size, metaslab.ashift);
+                replayed
+                    .entry((vdev, metaslab.id))
+                    .or_insert_with(|| Unflushed::new(start, size, ashift))
+                    .record(entry.action, entry.start, entry.size)
+                    .map_err(|error| {
+                        SpaceError::corrupt(
+                            format!(
+                                "{:?} of [{:#x}, {:#x}): {error}",
+                                entry.action,
+                                entry.start,
+                                entry.start + entry.size
+                            ),
+                            format!("log space map object {object} of txg {log_txg}"),
+                        )
+                    })
+            })?;
+        }
+        for group in &locked {
+            for metaslab in &group.metaslabs {
+                let same = match replayed.get(&(group.vdev.0, metaslab.id)) {
+                    Some(disk) => {
+                        disk.allocs.iter().eq(metaslab.unflushed.allocs.iter())
+                            && disk.frees.iter().eq(metaslab.unflushed.frees.iter())
+                    }
+                    None => metaslab.unflushed.is_empty(),
+                };
+                if !same {
+                    return Err(SpaceError::corrupt(
+                        format!(
+                            "the logs on disk replay to {} bytes allocated and {} freed unflushed, memory holds {} and {}",
+                            replayed.get(&(group.vdev.0, metaslab.id)).map_or(0, |disk| disk.allocs.space()),
+                            replayed.get(&(group.vdev.0, metaslab.id)).map_or(0, |disk| disk.frees.space()),
+                            metaslab.unflushed.allocs.space(),
+                            metaslab.unflushed.frees.space()
+                        ),
+                        format!("vdev {} metaslab {}", group.vdev, metaslab.id),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

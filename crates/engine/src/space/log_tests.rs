@@ -252,6 +252,40 @@ fn the_log_writes_far_fewer_space_map_blocks() {
     );
 }
 
+/// `check`'s view of the log comes from the disk: a log entry changed on disk (here: a FREE
+/// run turned into an ALLOC) no longer replays to what memory holds, and is reported.
+#[test]
+fn check_replays_the_logs_from_disk() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let vdevs = [(0, 2 * MEBIBYTE)];
+    let manager = manager_with_log(&storage, &vdevs, &tunables, true);
+    let mut blocks = Vec::new();
+    for _ in 0..16 {
+        blocks.push(manager.allocate(4096, Txg(4), &[], &storage).unwrap());
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    for &(vdev, offset) in &blocks[..4] {
+        manager.free(vdev, offset, 4096, Txg(5)).unwrap();
+    }
+    sync_txg(&manager, &storage, Txg(5));
+    manager.verify_log_on_disk(&storage).unwrap();
+    let log = manager.log_stats().unwrap();
+    let newest = log.logs.last().unwrap();
+    assert_eq!(newest.txg, 5);
+    // Flip the action bit (63 of the second word) of the log's last two-word entry.
+    let object = ObjectId(newest.object);
+    let offset = newest.length_bytes - 8;
+    let mut word = [0u8; 8];
+    storage.read(object, offset, &mut word).unwrap();
+    let flipped = u64::from_le_bytes(word) ^ (1 << 63);
+    storage.poke(object, offset as usize, &flipped.to_le_bytes());
+    assert!(matches!(
+        manager.verify_log_on_disk(&storage),
+        Err(SpaceError::Corrupt { .. })
+    ));
+}
+
 #[test]
 fn a_log_entry_for_a_missing_vdev_is_corruption() {
     let storage = MemoryStorage::default();
