@@ -194,18 +194,18 @@ impl LogDirectoryPhys {
             return Err(corrupt(format!("version {} unknown", word(0)?)));
         }
         let (vdevs, logs) = (word(1)?, word(2)?);
-        let words_needed = vdevs
+        // Checked before the loops below trust the counts.
+        let fits = vdevs
             .checked_add(logs)
             .and_then(|pairs| pairs.checked_mul(2))
             .and_then(|words| words.checked_add(3))
-            .filter(|&words| words <= (bytes.len() / 8) as u64)
-            .ok_or_else(|| {
-                corrupt(format!(
-                    "{vdevs} arrays and {logs} logs do not fit {} bytes",
-                    bytes.len()
-                ))
-            })?;
-        let _ = words_needed;
+            .is_some_and(|words| words <= (bytes.len() / 8) as u64);
+        if !fits {
+            return Err(corrupt(format!(
+                "{vdevs} arrays and {logs} logs do not fit {} bytes",
+                bytes.len()
+            )));
+        }
         let mut phys = LogDirectoryPhys::default();
         let mut index = 3usize;
         for _ in 0..vdevs {
