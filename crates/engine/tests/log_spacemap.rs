@@ -23,6 +23,7 @@ use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
 use common::*;
 
 const POOL: &str = "logsm";
+const CHILD_ENV: &str = "TARN_LOGSM_CHILD_DIR";
 
 /// Tiny, but with flushing limits far enough away that the log spans many txgs.
 fn long_log() -> Tunables {
@@ -132,6 +133,71 @@ fn power_cuts_with_a_log_of_many_txgs_replay_clean() {
     );
     let pool = import(dir.path(), POOL, tunables.clone());
     assert!(log_count(&pool) > 1, "import found no logs to replay");
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+/// The child of the kill -9 test: import, churn a txg at a time until killed.
+#[test]
+fn kill9_child_entry() {
+    // Runs only when the parent test re-executes this binary as the child.
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let pool = import(&dir, POOL, long_log());
+    let objects: Vec<ObjectId> = std::fs::read_to_string(dir.join("objects"))
+        .unwrap()
+        .split_whitespace()
+        .map(|id| ObjectId(id.parse().unwrap()))
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(std::process::id() as u64);
+    loop {
+        churn(&pool, &objects, &mut rng);
+        pool.sync().unwrap();
+    }
+}
+
+/// kill -9 of a process writing to a pool whose log spans many txgs (limits raised): each
+/// import replays the logs, `check` (which replays them again from disk) is clean, and the
+/// logs kept across the kills grow well past a handful.
+#[test]
+fn kill9_with_a_log_of_many_txgs_replays_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let tunables = long_log();
+    let pool = create(dir.path(), &tunables, Vec::new());
+    let objset = pool.root_objset();
+    let objects: Vec<ObjectId> = (0..24)
+        .map(|_| create_file(&pool, &objset, 4096, Compression::Off))
+        .collect();
+    drop(objset);
+    pool.export().unwrap();
+    let ids: Vec<String> = objects.iter().map(|object| object.0.to_string()).collect();
+    std::fs::write(dir.path().join("objects"), ids.join(" ")).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+    let mut most_logs = 0;
+    for round in 0..10 {
+        run_child_then_kill(
+            "kill9_child_entry",
+            &[(CHILD_ENV, dir.path().display().to_string())],
+            std::time::Duration::from_millis(rng.gen_range(200..900)),
+        );
+        // Read-only first: what the crash left, before an import's own txg changes it.
+        let mut options = ImportOptions::new(dirs(dir.path()), tunables.clone());
+        options.readonly = true;
+        let (pool, report) = Pool::import(POOL, options)
+            .unwrap_or_else(|error| panic!("round {round}: import after kill -9: {error}"));
+        most_logs = most_logs.max(log_count(&pool));
+        let check = check_pool(&pool, false).expect("check runs");
+        assert!(
+            check.is_clean(),
+            "round {round} (txg {}): check found problems: {check:#?}",
+            report.txg
+        );
+        drop(pool);
+    }
+    assert!(most_logs >= 10, "at most {most_logs} logs were replayed");
+    let pool = import(dir.path(), POOL, tunables);
     assert_clean(&pool);
     pool.export().unwrap();
 }
