@@ -69,7 +69,7 @@
 use super::metaslab::Metaslab;
 use super::range_tree::{RangeError, RangeTree};
 use super::space_map::{SpaceMap, SpaceMapAction, SpaceMapEntry, LOG_SPACE_MAP_SHIFT};
-use super::storage::SpaceStorage;
+use super::storage::{SpaceStorage, StorageError};
 use super::{Group, SpaceError, SpaceManager};
 use crate::tunables::Tunables;
 use crate::types::{ObjectId, Txg, VdevId};
@@ -236,6 +236,88 @@ impl LogDirectoryPhys {
     /// Bytes the encoding of a directory of `arrays` vdevs and `logs` logs takes.
     fn encoded_len(arrays: usize, logs: usize) -> usize {
         (3 + 2 * (arrays + logs)) * 8
+    }
+}
+
+/// The storage the txg's log is written through during one pass. Every dirty metaslab appends
+/// its batches to the same log block, hundreds of small sequential writes into one 128 KiB
+/// block, each of which the object layer would copy the block for; this collects consecutive
+/// appends and writes them once, at [`AppendBuffer::flush`] (end of the pass). Anything else
+/// passes through (after flushing what is collected, so the order of writes is kept).
+pub(super) struct AppendBuffer<'a> {
+    inner: &'a dyn SpaceStorage,
+    /// (object, offset of the first byte, bytes, txg) not yet written.
+    pending: parking_lot::Mutex<Option<(ObjectId, u64, Vec<u8>, Txg)>>,
+}
+
+impl<'a> AppendBuffer<'a> {
+    pub(super) fn new(inner: &'a dyn SpaceStorage) -> AppendBuffer<'a> {
+        AppendBuffer {
+            inner,
+            pending: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// Write what is collected. Returns whether anything was.
+    pub(super) fn flush(&self) -> Result<bool, StorageError> {
+        match self.pending.lock().take() {
+            Some((object, offset, bytes, txg)) => {
+                self.inner.write(object, offset, &bytes, txg)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+impl SpaceStorage for AppendBuffer<'_> {
+    fn create_object(&self, block_size: u32, txg: Txg) -> Result<ObjectId, StorageError> {
+        self.flush()?;
+        self.inner.create_object(block_size, txg)
+    }
+    fn free_object(&self, object: ObjectId, txg: Txg) -> Result<(), StorageError> {
+        self.flush()?;
+        self.inner.free_object(object, txg)
+    }
+    fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        self.flush()?;
+        self.inner.read(object, offset, buf)
+    }
+    fn write(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        txg: Txg,
+    ) -> Result<(), StorageError> {
+        let mut pending = self.pending.lock();
+        if let Some((pending_object, start, bytes, pending_txg)) = pending.as_mut() {
+            if *pending_object == object
+                && *pending_txg == txg
+                && *start + bytes.len() as u64 == offset
+            {
+                bytes.extend_from_slice(data);
+                return Ok(());
+            }
+        }
+        let previous = pending.replace((object, offset, data.to_vec(), txg));
+        drop(pending);
+        if let Some((object, offset, bytes, txg)) = previous {
+            self.inner.write(object, offset, &bytes, txg)?;
+        }
+        Ok(())
+    }
+    fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
+        self.flush()?;
+        self.inner.truncate(object, length, txg)
+    }
+    fn read_bonus(&self, object: ObjectId) -> Result<Vec<u8>, StorageError> {
+        self.flush()?;
+        self.inner.read_bonus(object)
+    }
+    fn write_bonus(&self, object: ObjectId, bonus: &[u8], txg: Txg) -> Result<(), StorageError> {
+        self.flush()?;
+        self.inner.write_bonus(object, bonus, txg)
     }
 }
 

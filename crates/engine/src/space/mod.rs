@@ -820,7 +820,10 @@ impl SpaceManager {
             block_size: self.tunables.log_sm_blksz as u64,
             log: true,
         };
-        let result = self.sync_counted(txg, sync_pass, &counting, &log_counting);
+        let log_appends = log::AppendBuffer::new(&log_counting);
+        let result = self
+            .sync_counted(txg, sync_pass, &counting, &log_appends)
+            .and_then(|wrote| Ok(wrote | log_appends.flush()?));
         self.stats.end_pass();
         result
     }
