@@ -246,9 +246,11 @@ impl LogDirectoryPhys {
 /// passes through (after flushing what is collected, so the order of writes is kept).
 pub(super) struct AppendBuffer<'a> {
     inner: &'a dyn SpaceStorage,
-    /// (object, offset of the first byte, bytes, txg) not yet written.
-    pending: parking_lot::Mutex<Option<(ObjectId, u64, Vec<u8>, Txg)>>,
+    pending: parking_lot::Mutex<Option<PendingAppend>>,
 }
+
+/// Bytes collected by [`AppendBuffer`]: (object, offset of the first byte, bytes, txg).
+type PendingAppend = (ObjectId, u64, Vec<u8>, Txg);
 
 impl<'a> AppendBuffer<'a> {
     pub(super) fn new(inner: &'a dyn SpaceStorage) -> AppendBuffer<'a> {
