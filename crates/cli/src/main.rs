@@ -459,6 +459,15 @@ enum DebugCommand {
         level: u8,
         pool: String,
     },
+    /// The log space maps: each log's txg, length, blocks and metaslabs, the log summary
+    /// and the flushing limits (zdb -m's log section).
+    Logs {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        #[arg(short = 'j')]
+        json: bool,
+        pool: String,
+    },
     /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
     Dataset { name: String },
     /// One object's dnode, spill block and every block pointer under it (zdb -ddddd), as of
@@ -666,6 +675,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             level,
             pool,
         }) => inspect::debug_metaslabs(socket, dirs, json, level, pool),
+        Command::Debug(DebugCommand::Logs { dirs, json, pool }) => {
+            inspect::debug_logs(socket, dirs, json, pool)
+        }
         Command::Debug(DebugCommand::Map { dirs, output, pool }) => {
             inspect::debug_map(socket, dirs, output, pool)
         }

@@ -111,7 +111,7 @@ pub fn render(pools: &[PoolMetrics]) -> String {
         }
     }
     // The newest committed txg (tarn stat txgs).
-    let txg: [Metric<TxgHistoryRow>; 9] = [
+    let txg: [Metric<TxgHistoryRow>; 11] = [
         ("txg", "the newest committed txg", |r| r.txg),
         ("dirty_bytes", "dirty bytes it carried into its sync", |r| {
             r.dirty_bytes
@@ -134,6 +134,14 @@ pub fn render(pools: &[PoolMetrics]) -> String {
         ),
         ("gang_blocks", "blocks it wrote as gangs", |r| {
             r.space.gang_blocks
+        }),
+        (
+            "log_writes",
+            "of the space-map block writes, the log space map's",
+            |r| r.space.log_writes,
+        ),
+        ("ms_flushed", "metaslabs flushed from the log", |r| {
+            r.space.ms_flushed
         }),
     ];
     for (field, help, value) in txg {

@@ -318,38 +318,105 @@ fn print_histogram(title: &str, classes: &[(u32, u64)]) {
 }
 
 /// Largest free segment and in-memory histogram of one metaslab: the loaded tree's, or else
-/// the space map replayed into a scratch tree (the metaslab is not loaded by looking).
+/// the space map replayed into a scratch tree with the log's unflushed changes applied (the
+/// metaslab is not loaded by looking).
 fn metaslab_tree_figures(
     pool: &Pool,
     ms: &tarn::space::MetaslabStats,
-    ashift: u32,
+    vdev: tarn::types::VdevId,
 ) -> Result<(Option<u64>, Vec<u64>, &'static str), Failure> {
     if let Some(histogram) = &ms.tree_histogram {
         return Ok((ms.largest_free_segment, histogram.clone(), "loaded"));
     }
-    let tree = if ms.space_map_object.0 == 0 {
-        tarn::space::RangeTree::with_range(ms.start, ms.size)
-    } else {
-        let storage = tarn::object::adapters::MosSpaceStorage {
-            mos: &pool.core.mos,
-        };
-        let map = tarn::space::SpaceMap::open(
-            &storage,
-            ms.space_map_object,
-            ms.start,
-            ms.size,
-            ashift,
-            pool.core.io.tunables.metaslab_sm_blksz,
-        )
-        .map_err(|e| Failure(e.to_string()))?;
-        map.load_free_tree(&storage, map.header.length_bytes)
-            .map_err(|e| Failure(e.to_string()))?
+    let storage = tarn::object::adapters::MosSpaceStorage {
+        mos: &pool.core.mos,
     };
+    let tree = pool
+        .core
+        .io
+        .space
+        .metaslab_free_tree(vdev, ms.id, &storage)
+        .map_err(|e| Failure(e.to_string()))?;
     Ok((
         tree.largest_segment().map(|segment| segment.size()),
         tree.histogram().to_vec(),
         "from the space map",
     ))
+}
+
+/// `tarn debug logs`, as `zdb -m`'s log section: every log space map with its txg, length,
+/// blocks and the metaslabs whose unflushed txg it is, then the summary and the limits.
+pub fn debug_logs(pool: &Pool, name: &str, json: bool) -> Result<(), Failure> {
+    let Some(log) = pool.core.io.space.log_stats() else {
+        if json {
+            out!(
+                "{}",
+                serde_json::json!({"pool": name, "log_spacemap": null})
+            );
+        } else {
+            out!("pool {name} does not use the log space map (feature@log_spacemap disabled)");
+        }
+        return Ok(());
+    };
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"pool": name, "log_spacemap": log}))
+                .expect("json")
+        );
+        return Ok(());
+    }
+    out!(
+        "log space map of {name}: directory object {}, {} logs, {} blocks of a limit of {}, {} metaslabs with unflushed changes taking {} (limit {}), oldest unflushed txg {}",
+        log.directory_object,
+        log.logs.len(),
+        log.blocks,
+        log.block_limit,
+        log.metaslabs_unflushed,
+        format::human_bytes(log.memory_bytes),
+        format::human_bytes(log.memory_limit),
+        log.oldest_unflushed_txg
+    );
+    out!(
+        "  {:>10} {:>8} {:>10} {:>7} {:>10}",
+        "txg",
+        "object",
+        "length",
+        "blocks",
+        "metaslabs"
+    );
+    for entry in &log.logs {
+        out!(
+            "  {:>10} {:>8} {:>10} {:>7} {:>10}",
+            entry.txg,
+            entry.object,
+            entry.length_bytes,
+            entry.blocks,
+            entry.metaslabs
+        );
+    }
+    out!("summary:");
+    out!(
+        "  {:>10} {:>10} {:>5} {:>7} {:>10} {:>6}",
+        "first txg",
+        "last txg",
+        "txgs",
+        "blocks",
+        "metaslabs",
+        "dirty"
+    );
+    for row in &log.summary {
+        out!(
+            "  {:>10} {:>10} {:>5} {:>7} {:>10} {:>6}",
+            row.start_txg,
+            row.end_txg,
+            row.txg_count,
+            row.blocks,
+            row.metaslabs,
+            row.metaslabs_dirty
+        );
+    }
+    Ok(())
 }
 
 /// `tarn debug metaslabs [-m|-mm|-mmm]`, as `zdb -m`: level 1 the per-metaslab table; 2 adds
@@ -366,14 +433,15 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                     "id": ms.id, "offset": ms.start, "size": ms.size, "spacemap": ms.space_map_object.0,
                     "spacemap_length": ms.space_map_length_bytes, "allocated": ms.allocated_bytes, "free": ms.free_bytes,
                     "fragmentation": ms.fragmentation_percent, "loaded": ms.loaded, "condensed": ms.condensed,
+                    "unflushed_txg": ms.unflushed_txg, "unflushed_allocated": ms.unflushed_allocated_bytes,
+                    "unflushed_freed": ms.unflushed_freed_bytes,
                 });
                 if level >= 2 {
                     row["histogram"] =
                         serde_json::json!(histogram_classes(&ms.histogram, vdev.ashift));
                 }
                 if level >= 3 {
-                    let (largest, histogram, source) =
-                        metaslab_tree_figures(pool, ms, vdev.ashift)?;
+                    let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.vdev)?;
                     row["largest_free_segment"] = serde_json::json!(largest);
                     row["tree_histogram"] = serde_json::json!(histogram_classes(&histogram, 0));
                     row["tree_source"] = serde_json::json!(source);
@@ -404,7 +472,7 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                 .map_or("-".to_string(), |f| format!("{f}%"))
         );
         out!(
-            "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5} {:>6}",
+            "  {:>6} {:>14} {:>8} {:>10} {:>10} {:>10} {:>5} {:>6} {:>9}",
             "ms",
             "offset",
             "spacemap",
@@ -412,11 +480,12 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
             "allocated",
             "free",
             "frag",
-            "loaded"
+            "loaded",
+            "unflushed"
         );
         for ms in &vdev.metaslabs {
             out!(
-                "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5} {:>6}",
+                "  {:>6} {:>#14x} {:>8} {:>10} {:>10} {:>10} {:>5} {:>6} {:>9}",
                 ms.id,
                 ms.start,
                 ms.space_map_object.0,
@@ -425,7 +494,12 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                 format::human_bytes(ms.free_bytes),
                 ms.fragmentation_percent
                     .map_or("-".to_string(), |f| format!("{f}%")),
-                if ms.loaded { "yes" } else { "no" }
+                if ms.loaded { "yes" } else { "no" },
+                // The txg since which the log may hold changes not in the map; "-" without.
+                match ms.unflushed_txg {
+                    0 => "-".to_string(),
+                    txg => txg.to_string(),
+                }
             );
             if level >= 2 {
                 print_histogram(
@@ -438,7 +512,7 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                 );
             }
             if level >= 3 {
-                let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.ashift)?;
+                let (largest, histogram, source) = metaslab_tree_figures(pool, ms, vdev.vdev)?;
                 print_histogram(
                     &format!(
                         "in-memory histogram ({source}), largest free segment {}:",
@@ -584,7 +658,7 @@ pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Resu
         ms.start,
         ms.size,
         vdev_stats.ashift,
-        pool.core.io.tunables.metaslab_sm_blksz,
+        pool.core.io.space.metaslab_map_block_size(),
     )
     .map_err(|e| Failure(e.to_string()))?;
     out!(

@@ -36,6 +36,8 @@ const COLUMNS: &[&str] = &[
     "alloc_load_waits",
     "alloc_p999_ns",
     "gang_blocks",
+    "log_writes",
+    "ms_flushed",
 ];
 
 struct Fixture {

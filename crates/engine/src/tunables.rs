@@ -89,6 +89,30 @@ tunables! {
     vdev_max_ms_shift: u32 = 34,
     /// Space-map data block size for metaslab maps (zfs_metaslab_sm_blksz_no_log).
     metaslab_sm_blksz: u32 = 16 << 10,
+    /// Space-map data block size for metaslab maps of a pool with the log space map, whose maps
+    /// are appended only when a metaslab is flushed (zfs_metaslab_sm_blksz_with_log).
+    metaslab_sm_blksz_with_log: u32 = 128 << 10,
+    /// Data block size of the log space maps (zfs_log_sm_blksz, a constant in OpenZFS).
+    log_sm_blksz: u32 = 128 << 10,
+    /// Log blocks allowed per dirty metaslab, in percent, for the log's block limit
+    /// (zfs_unflushed_log_block_pct).
+    unflushed_log_block_pct: u64 = 400,
+    /// Least block limit of the log space maps (zfs_unflushed_log_block_min).
+    unflushed_log_block_min: u64 = 1000,
+    /// Greatest block limit of the log space maps (zfs_unflushed_log_block_max).
+    unflushed_log_block_max: u64 = 131_072,
+    /// Txgs a metaslab may stay unflushed, which also bounds the logs replayed at import
+    /// (zfs_unflushed_log_txg_max).
+    unflushed_log_txg_max: u64 = 1000,
+    /// Bytes of unflushed changes in memory above which metaslabs are flushed regardless of
+    /// the estimate (zfs_unflushed_max_mem_amt; OpenZFS also caps it at 0.1% of RAM).
+    unflushed_max_mem_amt: u64 = 1 << 30,
+    /// Rows of the log summary the flush estimate walks (zfs_max_logsm_summary_length).
+    max_logsm_summary_length: u64 = 10,
+    /// Least metaslabs flushed per txg while any is dirty (zfs_min_metaslabs_to_flush).
+    min_metaslabs_to_flush: u64 = 1,
+    /// Logs whose block counts make the incoming-rate estimate (zfs_max_log_walking).
+    max_log_walking: u64 = 5,
     /// Condense a space map when it is this percent of its optimal size (zfs_metaslab_condense_pct).
     metaslab_condense_pct: u64 = 200,
     /// Below this largest free segment, dynamic fit goes straight to best fit (metaslab_df_alloc_threshold).
@@ -254,6 +278,12 @@ impl Tunables {
             vdev_default_ms_shift: 20,
             vdev_min_ms_shift: 20,
             metaslab_sm_blksz: 4 << 10,
+            metaslab_sm_blksz_with_log: 4 << 10,
+            log_sm_blksz: 4 << 10,
+            unflushed_log_block_min: 16,
+            unflushed_log_block_max: 256,
+            unflushed_log_txg_max: 32,
+            unflushed_max_mem_amt: 64 << 10,
             metaslab_aliquot: 64 << 10,
             metaslab_unload_delay: 8,
             indirect_block_shift: 10,
@@ -318,6 +348,39 @@ impl Tunables {
             self.metaslab_sm_blksz.is_power_of_two()
                 && (4096..=(128 << 10)).contains(&self.metaslab_sm_blksz),
             "metaslab_sm_blksz must be a power of two from 4096 to 131072",
+        )?;
+        for (name, size) in [
+            (
+                "metaslab_sm_blksz_with_log",
+                self.metaslab_sm_blksz_with_log,
+            ),
+            ("log_sm_blksz", self.log_sm_blksz),
+        ] {
+            check(
+                size.is_power_of_two() && (4096..=(128 << 10)).contains(&size),
+                &format!("{name} must be a power of two from 4096 to 131072"),
+            )?;
+        }
+        check(
+            self.unflushed_log_block_min >= 1
+                && self.unflushed_log_block_min <= self.unflushed_log_block_max,
+            "unflushed_log_block_min must be >= 1 and <= unflushed_log_block_max",
+        )?;
+        check(
+            self.unflushed_log_block_pct >= 100,
+            "unflushed_log_block_pct must be >= 100",
+        )?;
+        check(
+            self.unflushed_log_txg_max >= 2,
+            "unflushed_log_txg_max must be >= 2",
+        )?;
+        check(
+            (1..=1000).contains(&self.max_logsm_summary_length),
+            "max_logsm_summary_length must be 1..=1000",
+        )?;
+        check(
+            self.min_metaslabs_to_flush >= 1 && self.max_log_walking >= 1,
+            "min_metaslabs_to_flush and max_log_walking must be >= 1",
         )?;
         check(
             self.vdev_min_ms_shift >= 16 && self.vdev_min_ms_shift <= self.vdev_max_ms_shift,

@@ -25,6 +25,16 @@ log_must tarn debug metaslabs -j -mmm "$TESTPOOL"
 grep -q '"largest_free_segment"' "$LAST_STDOUT" || log_fail "no largest_free_segment in -j"
 grep -q '"tree_histogram"' "$LAST_STDOUT" || log_fail "no tree_histogram in -j"
 
+# debug logs (the log space map, on by default): the logs with their txgs and blocks, the
+# summary; the metaslab table has an unflushed column.
+log_must tarn debug logs "$TESTPOOL"
+stdout_has "log space map of $TESTPOOL"
+stdout_has "summary:"
+log_must tarn debug logs -j "$TESTPOOL"
+grep -q '"block_limit"' "$LAST_STDOUT" || log_fail "no block_limit in debug logs -j"
+log_must tarn debug metaslabs "$TESTPOOL"
+stdout_has "unflushed"
+
 # debug map draws one cell per metaslab; PNG is refused with a clear message.
 log_must tarn debug map -o "$SCRATCH/map.svg" "$TESTPOOL"
 grep -q '<svg' "$SCRATCH/map.svg" || log_fail "no SVG written"
@@ -36,5 +46,7 @@ log_must tarn pool export "$TESTPOOL"
 log_must tarn debug metaslabs -mmm -d "$VDEV_DIR" "$TESTPOOL"
 stdout_has "in-memory histogram (from the space map)"
 log_must tarn debug map -d "$VDEV_DIR" -o "$SCRATCH/map-exported.svg" "$TESTPOOL"
+log_must tarn debug logs -d "$VDEV_DIR" "$TESTPOOL"
+stdout_has "log space map of $TESTPOOL"
 grep -q '<svg' "$SCRATCH/map-exported.svg" || log_fail "no SVG written for the exported pool"
 log_pass

@@ -21,4 +21,16 @@ else
 fi
 log_must sh -c "head -c 100 /dev/urandom > '$ALTROOT/$TESTPOOL/tiny'"
 verify_pool "$TESTPOOL"
+destroy_all_pools
+
+# The log space map is on by default; -o feature@log_spacemap=disabled makes a pool without it,
+# and it cannot be turned on later.
+create_pool "$TESTPOOL" -o feature@log_spacemap=disabled "$(vdev f)"
+log_must tarn pool get feature@log_spacemap "$TESTPOOL"
+stdout_has "disabled"
+log_mustnot_msg "when the pool is created" tarn pool set feature@log_spacemap=enabled "$TESTPOOL"
+log_must tarn debug logs "$TESTPOOL"
+stdout_has "does not use the log space map"
+log_must sh -c "head -c 100000 /dev/urandom > '$ALTROOT/$TESTPOOL/data'"
+verify_pool "$TESTPOOL"
 log_pass

@@ -10,6 +10,11 @@
 //! fragmentation at the end of the phase. The baseline is the same overwrites (same count,
 //! offsets and bytes) as `pwrite`s on a plain file of the same size in the same directory,
 //! followed by one `fsync`, as tarn's phase ends with a sync: the ratio is tarn's rate over it.
+//!
+//! The whole run is made twice, on a pool with the log space map and on one without
+//! (`feature@log_spacemap=disabled`), each vdev cut into at least 200 metaslabs
+//! (`with_bench_metaslabs`), and a second table sets the log's space-map block writes per txg,
+//! write IOPS and median sync time beside the figures without it (issue 15, part 6).
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -17,7 +22,10 @@ use std::time::Instant;
 
 use tarn::tunables::Tunables;
 
-use super::{create_bench_pool, median, ratio_cell, BenchDirLock};
+use super::{
+    comparisons_json, create_bench_pool_with_log, median, print_comparisons, ratio_cell,
+    with_bench_metaslabs, BenchDirLock, Comparison, LOG_SPACEMAP_MODES,
+};
 use crate::error::Failure;
 use crate::format::{print_table, pseudo_random, Cell, ListFormat};
 
@@ -36,6 +44,7 @@ const FILE_SIZE: u64 = 1 << 20;
 
 fn columns() -> Vec<&'static str> {
     let mut columns = vec![
+        "log",
         "fill",
         "tarn_iops",
         "file_iops",
@@ -98,18 +107,36 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
     if std::env::var("TARN_TUNABLE_txg_timeout").is_err() {
         tunables.txg_timeout = 1;
     }
+    let tunables = with_bench_metaslabs(tunables, bench.vdev_size);
     let vdev = dir.join("bench-frag-vdev0.img");
-    let pool = create_bench_pool("benchfrag", &vdev, bench.vdev_size, &tunables)?;
     let mut rows = Vec::new();
-    let result = run_on_pool(&pool, &dir, &bench, &mut rows);
-    let _ = pool.destroy();
-    let _ = std::fs::remove_file(&vdev);
+    // Per pool (log on, then off): per fill, the figures the comparison sets side by side.
+    let mut phases: Vec<Vec<PhaseSummary>> = Vec::new();
+    let mut result = Ok(());
+    for (mode, log_spacemap) in LOG_SPACEMAP_MODES {
+        let pool = create_bench_pool_with_log(
+            "benchfrag",
+            &vdev,
+            bench.vdev_size,
+            &tunables,
+            log_spacemap,
+        )?;
+        let mut summaries = Vec::new();
+        result = run_on_pool(&pool, &dir, &bench, mode, &mut rows, &mut summaries);
+        let _ = pool.destroy();
+        let _ = std::fs::remove_file(&vdev);
+        phases.push(summaries);
+        if result.is_err() {
+            break;
+        }
+    }
     if let Err(error) = &result {
         err!("frag: stopped: {}", error.0);
         if rows.is_empty() {
             return result;
         }
     }
+    let comparisons = log_comparisons(&phases);
     if bench.json {
         let rows: Vec<serde_json::Value> = rows
             .iter()
@@ -124,19 +151,67 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
             .collect();
         out!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "frag": rows })).expect("json")
+            serde_json::to_string_pretty(&serde_json::json!({
+                "frag": rows,
+                "log_spacemap": comparisons_json(&comparisons),
+            }))
+            .expect("json")
         );
         return result;
     }
     print_table(&columns(), &rows, &ListFormat::default(), "frag").map_err(Failure)?;
+    if !comparisons.is_empty() {
+        out!("");
+        out!("log space map on (tarn) against off (baseline), same workload, same run:");
+        print_comparisons(&comparisons, ("log_on", "log_off"), false, "log_spacemap")?;
+    }
     result
+}
+
+/// What the log space map comparison takes from one phase.
+pub(super) struct PhaseSummary {
+    pub(super) what: String,
+    pub(super) iops: f64,
+    pub(super) spacemap_writes_per_txg: f64,
+    pub(super) sync_ms_median: f64,
+}
+
+/// The comparison rows: per phase, space-map writes per txg, write IOPS and median sync time
+/// with the log (first pool) beside without it (second pool).
+pub(super) fn log_comparisons(phases: &[Vec<PhaseSummary>]) -> Vec<Comparison> {
+    let [on, off] = phases else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for (with_log, without) in on.iter().zip(off) {
+        for (figure, pick) in [
+            (
+                "spacemap_writes/txg",
+                (|phase: &PhaseSummary| phase.spacemap_writes_per_txg) as fn(&PhaseSummary) -> f64,
+            ),
+            ("write IOPS", |phase: &PhaseSummary| phase.iops),
+            ("sync ms median", |phase: &PhaseSummary| {
+                phase.sync_ms_median
+            }),
+        ] {
+            rows.push(Comparison {
+                what: format!("{} {figure}", with_log.what),
+                tarn: pick(with_log),
+                baseline_what: "log off".into(),
+                baseline: pick(without),
+            });
+        }
+    }
+    rows
 }
 
 fn run_on_pool(
     pool: &tarn::pool::Pool,
     dir: &std::path::Path,
     bench: &FragBench,
+    mode: &str,
     rows: &mut Vec<Vec<Cell>>,
+    summaries: &mut Vec<PhaseSummary>,
 ) -> Result<(), Failure> {
     let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
     pool.create_dataset(
@@ -223,7 +298,14 @@ fn run_on_pool(
         let file_seconds = baseline(dir, files.len() as u64 * FILE_SIZE, &plan, &data)?;
         let tarn_iops = plan.len() as f64 / tarn_seconds;
         let file_iops = plan.len() as f64 / file_seconds;
+        summaries.push(PhaseSummary {
+            what: format!("{fill}%"),
+            iops: tarn_iops,
+            spacemap_writes_per_txg: figures.spacemap_writes_per_txg(),
+            sync_ms_median: figures.sync_ms_median(),
+        });
         rows.push(vec![
+            Cell::text(mode.to_string()),
             Cell::text(format!("{fill}%")),
             number(tarn_iops, 0),
             number(file_iops, 0),
@@ -246,6 +328,10 @@ pub(super) struct PhaseFigures {
     alloc_p999_ns: u64,
     sync_ms_median: f64,
     passes_max: u32,
+    txgs: u64,
+    spacemap_writes: u64,
+    log_writes: u64,
+    ms_flushed: u64,
 }
 
 /// The columns [`PhaseFigures::cells`] fills, in order.
@@ -255,6 +341,9 @@ pub(super) const PHASE_COLUMNS: &[&str] = &[
     "alloc_p999_us",
     "sync_ms_median",
     "passes_max",
+    "sm_writes_per_txg",
+    "log_writes_per_txg",
+    "ms_flushed_per_txg",
 ];
 
 impl PhaseFigures {
@@ -284,7 +373,25 @@ impl PhaseFigures {
                 median(history.iter().map(|row| row.sync_ns as f64 / 1e6).collect())
             },
             passes_max: history.iter().map(|row| row.passes).max().unwrap_or(0),
+            txgs: history.len() as u64,
+            spacemap_writes: history.iter().map(|row| row.space.spacemap_writes).sum(),
+            log_writes: history.iter().map(|row| row.space.log_writes).sum(),
+            ms_flushed: history.iter().map(|row| row.space.ms_flushed).sum(),
         }
+    }
+
+    /// `total` per synced txg of the phase.
+    fn per_txg(&self, total: u64) -> f64 {
+        total as f64 / self.txgs.max(1) as f64
+    }
+
+    /// Space-map block writes per synced txg (every copy), the figure the log space map cuts.
+    pub(super) fn spacemap_writes_per_txg(&self) -> f64 {
+        self.per_txg(self.spacemap_writes)
+    }
+
+    pub(super) fn sync_ms_median(&self) -> f64 {
+        self.sync_ms_median
     }
 
     pub(super) fn cells(&self) -> Vec<Cell> {
@@ -301,6 +408,9 @@ impl PhaseFigures {
             number(self.alloc_p999_ns as f64 / 1e3, 1),
             number(self.sync_ms_median, 2),
             number(self.passes_max as f64, 0),
+            number(self.spacemap_writes_per_txg(), 1),
+            number(self.per_txg(self.log_writes), 1),
+            number(self.per_txg(self.ms_flushed), 1),
         ]
     }
 }

@@ -291,6 +291,17 @@ pub(crate) fn create_bench_pool(
     vdev_size: u64,
     tunables: &Tunables,
 ) -> Result<Pool, Failure> {
+    create_bench_pool_with_log(name, vdev, vdev_size, tunables, true)
+}
+
+/// As [`create_bench_pool`], with the log space map (`feature@log_spacemap`) on or off.
+pub(crate) fn create_bench_pool_with_log(
+    name: &str,
+    vdev: &Path,
+    vdev_size: u64,
+    tunables: &Tunables,
+    log_spacemap: bool,
+) -> Result<Pool, Failure> {
     let _ = std::fs::remove_file(vdev);
     Ok(Pool::create(CreateOptions {
         name: name.into(),
@@ -299,8 +310,51 @@ pub(crate) fn create_bench_pool(
         force: true,
         tunables: tunables.clone(),
         wrap_device: None,
-        disabled_features: Vec::new(),
+        disabled_features: if log_spacemap {
+            Vec::new()
+        } else {
+            vec!["log_spacemap".into()]
+        },
     })?)
+}
+
+/// The two pools the allocator benchmarks (`bench frag`, `bench timeseries`) run in the same
+/// run: with the log space map and without it, the baseline of the comparison.
+pub(crate) const LOG_SPACEMAP_MODES: [(&str, bool); 2] = [("on", true), ("off", false)];
+
+/// Least metaslabs per vdev the allocator benchmarks want (the "at least 200", where
+/// OpenZFS's space-map write problem shows).
+pub(crate) const BENCH_METASLABS_MIN: u64 = 200;
+
+/// `tunables` with the metaslab shift fixed so that a vdev of `vdev_size` bytes has at least
+/// [`BENCH_METASLABS_MIN`] metaslabs (unless `TARN_TUNABLE_vdev_max_ms_shift` or
+/// `TARN_TUNABLE_vdev_min_ms_shift` says otherwise). Small vdevs would otherwise get 16.
+pub(crate) fn with_bench_metaslabs(mut tunables: Tunables, vdev_size: u64) -> Tunables {
+    if std::env::var("TARN_TUNABLE_vdev_max_ms_shift").is_ok()
+        || std::env::var("TARN_TUNABLE_vdev_min_ms_shift").is_ok()
+    {
+        return tunables;
+    }
+    // Labels and the boot area take a little: aim at 1% above the minimum.
+    let per_metaslab = vdev_size / (BENCH_METASLABS_MIN + BENCH_METASLABS_MIN / 100 + 1);
+    let shift = (63 - per_metaslab.max(1).leading_zeros()).max(16);
+    if shift <= tunables.vdev_max_ms_shift {
+        tunables.vdev_min_ms_shift = shift;
+        tunables.vdev_max_ms_shift = shift;
+    }
+    tunables
+}
+
+/// Rows of [`print_comparisons`] as JSON values, for benchmarks that print one JSON document.
+pub(crate) fn comparisons_json(rows: &[Comparison]) -> serde_json::Value {
+    rows.iter()
+        .map(|row| {
+            serde_json::json!({
+                "workload": row.what, "tarn": row.tarn, "baseline": row.baseline_what,
+                "baseline_value": row.baseline, "ratio": row.tarn / row.baseline.max(1e-9),
+            })
+        })
+        .collect()
 }
 
 /// The tarn half of `bench mount`: a pool on a sparse vdev in `dir`, its root file system

@@ -9,6 +9,9 @@
 //! pool's fragmentation after every interval. The baseline is the same appends to plain files
 //! in the same directory (without the sleeps), then one `fsync` per file; tarn's rate counts
 //! busy time too (the appends and the final sync); the ratio is tarn's rate over the baseline's.
+//!
+//! The run is made on a pool with the log space map and on one without, each vdev cut into at
+//! least 200 metaslabs, and a second table compares the two (as `bench frag`, issue 15).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,8 +19,13 @@ use std::time::{Duration, Instant};
 
 use tarn::tunables::Tunables;
 
-use super::frag::{latency_cells, number, PhaseFigures, PHASE_COLUMNS};
-use super::{create_bench_pool, ratio_cell, BenchDirLock};
+use super::frag::{
+    latency_cells, log_comparisons, number, PhaseFigures, PhaseSummary, PHASE_COLUMNS,
+};
+use super::{
+    comparisons_json, create_bench_pool_with_log, print_comparisons, ratio_cell,
+    with_bench_metaslabs, BenchDirLock, LOG_SPACEMAP_MODES,
+};
 use crate::error::Failure;
 use crate::format::{print_table, Cell, ListFormat};
 
@@ -35,6 +43,7 @@ const APPEND: usize = 32;
 
 fn columns() -> Vec<&'static str> {
     let mut columns = vec![
+        "log",
         "appends",
         "tarn_iops",
         "file_iops",
@@ -74,56 +83,90 @@ pub fn run(bench: TimeseriesBench) -> Result<(), Failure> {
     if std::env::var("TARN_TUNABLE_txg_timeout").is_err() {
         tunables.txg_timeout = 1;
     }
+    let tunables = with_bench_metaslabs(tunables, bench.vdev_size);
     let vdev = dir.join("bench-timeseries-vdev0.img");
-    let pool = create_bench_pool("benchts", &vdev, bench.vdev_size, &tunables)?;
-    let result = run_on_pool(&pool, &bench);
-    let _ = pool.destroy();
-    let _ = std::fs::remove_file(&vdev);
-    let (mut row, fragmentation, appends) = result?;
     let file_seconds = baseline(&dir, &bench)?;
-    let tarn_iops = row.0;
-    let file_iops = appends as f64 / file_seconds;
-    let mut cells = vec![
-        number(appends as f64, 0),
-        number(tarn_iops, 0),
-        number(file_iops, 0),
-        ratio_cell(tarn_iops / file_iops),
-    ];
-    cells.append(&mut row.1);
-    cells.push(Cell::percent(fragmentation.last().copied().flatten()));
+    let mut rows = Vec::new();
+    let mut phases = Vec::new();
+    let mut fragmentation_by_mode = serde_json::Map::new();
+    let mut over_time_lines = Vec::new();
+    // The same run on a pool with the log space map and on one without (the comparison).
+    for (mode, log_spacemap) in LOG_SPACEMAP_MODES {
+        let pool =
+            create_bench_pool_with_log("benchts", &vdev, bench.vdev_size, &tunables, log_spacemap)?;
+        let result = run_on_pool(&pool, &bench);
+        let _ = pool.destroy();
+        let _ = std::fs::remove_file(&vdev);
+        let (mut row, fragmentation, appends, figures) = result?;
+        let tarn_iops = row.0;
+        let file_iops = appends as f64 / file_seconds;
+        phases.push(vec![PhaseSummary {
+            what: "appends".into(),
+            iops: tarn_iops,
+            spacemap_writes_per_txg: figures.spacemap_writes_per_txg(),
+            sync_ms_median: figures.sync_ms_median(),
+        }]);
+        let mut cells = vec![
+            Cell::text(mode.to_string()),
+            number(appends as f64, 0),
+            number(tarn_iops, 0),
+            number(file_iops, 0),
+            ratio_cell(tarn_iops / file_iops),
+        ];
+        cells.append(&mut row.1);
+        cells.push(Cell::percent(fragmentation.last().copied().flatten()));
+        rows.push(cells);
+        let over_time: Vec<String> = fragmentation
+            .iter()
+            .map(|percent| percent.map_or("-".to_string(), |percent| format!("{percent}%")))
+            .collect();
+        over_time_lines.push(format!(
+            "fragmentation after each interval (log {mode}): {}",
+            over_time.join(" ")
+        ));
+        fragmentation_by_mode.insert(mode.to_string(), serde_json::json!(fragmentation));
+    }
+    let comparisons = log_comparisons(&phases);
     let columns = columns();
     if bench.json {
-        let summary: serde_json::Map<String, serde_json::Value> = columns
+        let summaries: Vec<serde_json::Value> = rows
             .iter()
-            .zip(&cells)
-            .map(|(column, cell)| (column.to_string(), cell.json.clone()))
+            .map(|cells| {
+                columns
+                    .iter()
+                    .zip(cells)
+                    .map(|(column, cell)| (column.to_string(), cell.json.clone()))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            })
             .collect();
         out!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
-                "timeseries": summary,
-                "fragmentation_over_time": fragmentation,
+                "timeseries": summaries,
+                "fragmentation_over_time": fragmentation_by_mode,
+                "log_spacemap": comparisons_json(&comparisons),
             }))
             .expect("json")
         );
         return Ok(());
     }
-    print_table(&columns, &[cells], &ListFormat::default(), "timeseries").map_err(Failure)?;
-    let over_time: Vec<String> = fragmentation
-        .iter()
-        .map(|percent| percent.map_or("-".to_string(), |percent| format!("{percent}%")))
-        .collect();
-    out!("fragmentation after each interval: {}", over_time.join(" "));
-    Ok(())
+    print_table(&columns, &rows, &ListFormat::default(), "timeseries").map_err(Failure)?;
+    for line in over_time_lines {
+        out!("{line}");
+    }
+    out!("");
+    out!("log space map on (tarn) against off (baseline), same workload, same run:");
+    print_comparisons(&comparisons, ("log_on", "log_off"), false, "log_spacemap")
 }
 
 /// Run the appends; returns (tarn appends per second, latency and phase cells), the pool's
-/// fragmentation after each interval, and the number of appends.
+/// fragmentation after each interval, the number of appends, and the phase's figures.
 #[allow(clippy::type_complexity)]
 fn run_on_pool(
     pool: &tarn::pool::Pool,
     bench: &TimeseriesBench,
-) -> Result<((f64, Vec<Cell>), Vec<Option<u64>>, u64), Failure> {
+) -> Result<((f64, Vec<Cell>), Vec<Option<u64>>, u64, PhaseFigures), Failure> {
     let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
     pool.create_dataset(
         "benchts/d",
@@ -183,8 +226,14 @@ fn run_on_pool(
     let appends = latencies.len() as u64;
     latencies.sort_unstable();
     let mut cells = latency_cells(&latencies);
-    cells.extend(PhaseFigures::since(pool, first_txg).cells());
-    Ok(((appends as f64 / seconds, cells), fragmentation, appends))
+    let figures = PhaseFigures::since(pool, first_txg);
+    cells.extend(figures.cells());
+    Ok((
+        (appends as f64 / seconds, cells),
+        fragmentation,
+        appends,
+        figures,
+    ))
 }
 
 /// Seconds for the same appends to plain files in `dir` (same intervals, no sleeping), then

@@ -43,6 +43,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::PoolStatus { .. } => pool::handle(daemon, request),
         Request::Check { .. }
         | Request::DebugMetaslabs { .. }
+        | Request::DebugLogs { .. }
         | Request::DebugSpacemap { .. }
         | Request::DebugMap { .. }
         | Request::StatTxgs { .. }

@@ -30,6 +30,11 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             ops::debug_metaslabs(&held, &pool, json, level)?;
             Answer::done()
         }
+        Request::DebugLogs { pool, json } => {
+            let held = daemon.held(&pool)?;
+            ops::debug_logs(&held, &pool, json)?;
+            Answer::done()
+        }
         Request::StatTxgs { pool } => {
             let held = daemon.held(&pool)?;
             Ok(Answer {

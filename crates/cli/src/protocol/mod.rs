@@ -35,6 +35,7 @@
 //! | `check` | `pool`, `repair` |
 //! | `debug map` | `pool`, `output` (absolute path of the .svg to write) |
 //! | `debug metaslabs` | `pool`, `json`, `level` (1-3: `-m`, `-mm`, `-mmm`; default 1) |
+//! | `debug logs` | `pool`, `json`: the log space maps, summary and limits (`tarn::space::log::LogSpaceStats`) |
 //! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
 //! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
 //! | `clone` | `snapshot` (`FS@SNAP`), `name`, `properties` |
@@ -51,7 +52,7 @@
 //! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`, `set` ([[name, value]]), `exclude` (names): the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ...}, size_bytes, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
-//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, allocations}]}`, oldest first |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations}]}`, oldest first |
 //!
 //! # Response
 //! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,
@@ -169,6 +170,8 @@ pub enum Request {
         #[serde(default)]
         level: u8,
     },
+    #[serde(rename = "debug logs")]
+    DebugLogs { pool: String, json: bool },
     #[serde(rename = "debug map")]
     DebugMap { pool: String, output: PathBuf },
     #[serde(rename = "debug spacemap")]
@@ -336,6 +339,7 @@ impl Request {
             Request::PoolSet { .. } => "pool set",
             Request::Check { .. } => "check",
             Request::DebugMetaslabs { .. } => "debug metaslabs",
+            Request::DebugLogs { .. } => "debug logs",
             Request::DebugSpacemap { .. } => "debug spacemap",
             Request::DebugMap { .. } => "debug map",
             Request::StatTxgs { .. } => "stat txgs",

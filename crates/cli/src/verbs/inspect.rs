@@ -48,6 +48,25 @@ pub fn debug_metaslabs(
     Ok(0)
 }
 
+pub fn debug_logs(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    json: bool,
+    name: String,
+) -> Result<Status, Failure> {
+    let request = Request::DebugLogs {
+        pool: name.clone(),
+        json,
+    };
+    if let Some(status) = ask_holder(socket, &request)? {
+        return Ok(status);
+    }
+    let pool = open_named(&dirs, &name, true)?;
+    ops::debug_logs(&pool, &name, json)?;
+    pool.export()?;
+    Ok(0)
+}
+
 pub fn debug_map(
     socket: &Path,
     dirs: Vec<PathBuf>,

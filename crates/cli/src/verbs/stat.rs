@@ -231,6 +231,8 @@ pub const TXG_COLUMNS: &[&str] = &[
     "alloc_load_waits",
     "alloc_p999_ns",
     "gang_blocks",
+    "log_writes",
+    "ms_flushed",
 ];
 
 /// A duration in nanoseconds, human form: 850ns, 12.5us, 3.20ms, 1.25s.
@@ -314,6 +316,8 @@ pub fn txg_cells(row: &TxgHistoryRow) -> Vec<Cell> {
         count_cell(row.space.alloc_load_waits),
         ns_cell(row.space.alloc_p999_ns),
         count_cell(row.space.gang_blocks),
+        count_cell(row.space.log_writes),
+        count_cell(row.space.ms_flushed),
     ]
 }
 
@@ -675,6 +679,8 @@ mod tests {
                 alloc_p999_ns: 13,
                 allocations: 100,
                 gang_blocks: 14,
+                log_writes: 15,
+                ms_flushed: 16,
             },
         };
         let cells = txg_cells(&row);
@@ -705,7 +711,9 @@ mod tests {
                 "11",
                 "12",
                 "13",
-                "14"
+                "14",
+                "15",
+                "16"
             ]
         );
         assert_eq!(cells[1].human, "01:01:01.001");

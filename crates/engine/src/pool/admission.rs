@@ -12,6 +12,20 @@ pub struct PoolFreer {
     pub(super) deferred_from_pass: u32,
 }
 
+impl PoolFreer {
+    /// The pass from which frees are staged for the next txg: `sync_pass_deferred_free`, or
+    /// never with the log space map, where a late free costs an entry in the txg's log (whose
+    /// block later passes rewrite in place) instead of a metaslab map block (OpenZFS stops
+    /// deferring then too, reference §5.2).
+    pub(super) fn deferred_from_pass(tunables: &Tunables, log_spacemap: bool) -> u32 {
+        if log_spacemap {
+            u32::MAX
+        } else {
+            tunables.sync_pass_deferred_free
+        }
+    }
+}
+
 impl BlockFreer for PoolFreer {
     fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
         if bp.is_hole() || bp.embedded {

@@ -192,6 +192,13 @@ impl Pool {
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         let space = Arc::new(SpaceManager::new(tunables.clone()));
+        if !options
+            .disabled_features
+            .iter()
+            .any(|disabled| disabled == "log_spacemap")
+        {
+            space.enable_log();
+        }
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
             space.clone(),
@@ -201,7 +208,7 @@ impl Pool {
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
             staged: Mutex::new(Vec::new()),
-            deferred_from_pass: tunables.sync_pass_deferred_free,
+            deferred_from_pass: PoolFreer::deferred_from_pass(&tunables, space.log_enabled()),
         });
         let txg = TXG_INITIAL;
         let mos = Arc::new(ObjectSet::create(

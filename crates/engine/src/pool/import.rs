@@ -346,6 +346,9 @@ impl Pool {
         found_uberblocks: &[Uberblock],
     ) -> Result<(Pool, Vec<String>), PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
+        if config.features.contains_key(LOG_SPACEMAP_FEATURE) {
+            space.enable_log();
+        }
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
             space.clone(),
@@ -357,7 +360,7 @@ impl Pool {
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
             staged: Mutex::new(Vec::new()),
-            deferred_from_pass: tunables.sync_pass_deferred_free,
+            deferred_from_pass: PoolFreer::deferred_from_pass(tunables, space.log_enabled()),
         });
         let mos = Arc::new(ObjectSet::open(
             io.clone(),
@@ -393,6 +396,11 @@ impl Pool {
                     &storage,
                 )?;
             }
+            // Import order (docs/design.md §5b): the log space map is replayed into the
+            // metaslabs' unflushed trees before anything can allocate.
+            let log_directory =
+                lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, LOG_SPACEMAP_KEY)?.map(ObjectId);
+            space.open_log(log_directory, &storage, uberblock.txg)?;
             space.set_last_synced_txg(uberblock.txg);
         }
         let name = options

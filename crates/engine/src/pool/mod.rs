@@ -10,8 +10,9 @@
 //! Labels (four per leaf: config and uberblock ring) belong to the vdev layer; the uberblock
 //! format is in [`uberblock`]. MOS object 1 is the *object directory*, a key/value object mapping
 //! names to MOS objects: `root_dataset` (the root dataset directory), `deferred_frees` (the list
-//! of blocks freed in late sync passes, freed for real in the next txg). Metaslab arrays and
-//! space maps are MOS objects too; each top-level vdev's metaslab array id is in the config.
+//! of blocks freed in late sync passes, freed for real in the next txg), `ms_array/<vdev>` (each
+//! top-level vdev's metaslab array) and, with the log space map, `log_spacemap` (its directory,
+//! docs/design.md §2.6a). Metaslab arrays, space maps and logs are MOS objects too.
 //!
 //! # Commit protocol (one txg)
 //! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
@@ -62,7 +63,8 @@
 //! labels valid, which the vdev layer reads.
 //!
 //! # Import
-//! Scan the named directories for leaves whose labels name the pool; take the newest config;
+//! The order of the steps is in docs/design.md §5b (the log space map is replayed before
+//! anything can allocate). Scan the named directories for leaves whose labels name the pool; take the newest config;
 //! open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
 //! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest
@@ -158,13 +160,31 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "livelist",
         needed_to_read: true,
     },
+    // Needed to read: a build without it would take the metaslabs' own maps for the whole
+    // truth and allocate space the log says is in use.
+    Feature {
+        name: LOG_SPACEMAP_FEATURE,
+        short_name: "log_spacemap",
+        needed_to_read: true,
+    },
 ];
+
+/// The log space map feature (`space/log.rs`): metaslab changes go to one pool-wide log per
+/// txg and reach each metaslab's own map when it is flushed.
+pub const LOG_SPACEMAP_FEATURE: &str = "com.tarn:log_spacemap";
+
+/// MOS directory key naming the log space map directory (docs/design.md §2.6a).
+pub const LOG_SPACEMAP_KEY: &str = "log_spacemap";
 
 /// The livelist feature (`dataset/livelist.rs`): clones made while it is enabled keep one.
 pub const LIVELIST_FEATURE: &str = "com.tarn:livelist";
 
 /// Features this build can read. A pool needing any other feature to be read is refused.
-pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &["com.tarn:embedded_data", LIVELIST_FEATURE];
+pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &[
+    "com.tarn:embedded_data",
+    LIVELIST_FEATURE,
+    LOG_SPACEMAP_FEATURE,
+];
 
 /// Errors of the pool layer: what went wrong and, where it helps, what to do.
 #[derive(Debug, thiserror::Error)]
@@ -633,6 +653,17 @@ impl Pool {
         Ok(self.core.txgs.wait_synced(None)?)
     }
 
+    /// Flush every metaslab's unflushed changes from the log space map to its own map in the
+    /// next txg, as export does, and wait for it: afterwards only that txg's own log remains.
+    /// For measurements of allocated space that should not count how many logs happen to be
+    /// kept. Without the feature, a plain sync.
+    pub fn flush_log_space_map(&self) -> Result<Txg, PoolError> {
+        if !self.core.readonly {
+            self.core.io.space.request_flush_all();
+        }
+        self.sync()
+    }
+
     /// Stop the sync thread after it has written everything dirty.
     fn stop(&self) -> Result<(), PoolError> {
         if let Some(handle) = self.sync_thread.lock().take() {
@@ -662,6 +693,10 @@ impl Pool {
     }
 
     fn finish(self, state: PoolState) -> Result<(), PoolError> {
+        if !self.core.readonly {
+            // Export leaves (almost) no log to replay: the last txg flushes every metaslab.
+            self.core.io.space.request_flush_all();
+        }
         self.stop()?;
         if !self.core.readonly {
             self.core.config.lock().state = state;

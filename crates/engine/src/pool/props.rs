@@ -5,7 +5,7 @@
 //! `feature@NAME=enabled` (a feature disabled at create is enabled; features are never
 //! disabled again). `readonly`, `altroot` and `guid` are fixed for an import.
 
-use super::{Pool, PoolError, FEATURES_KNOWN};
+use super::{Pool, PoolError, FEATURES_KNOWN, LOG_SPACEMAP_FEATURE};
 
 /// A property's value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,6 +174,14 @@ impl Pool {
                 let mut config = self.core.config.lock();
                 if config.features.contains_key(feature.name) {
                     return Ok(());
+                }
+                if feature.name == LOG_SPACEMAP_FEATURE {
+                    // The metaslab maps of a pool without the log have blocks of
+                    // `metaslab_sm_blksz` and no unflushed-txg arrays: switching would need
+                    // every map rewritten, which tarn does not do.
+                    return Err(PoolError::BadProperty(
+                        "feature@log_spacemap can only be chosen when the pool is created".into(),
+                    ));
                 }
                 config.features.insert(feature.name.to_string(), 1);
                 if feature.needed_to_read {

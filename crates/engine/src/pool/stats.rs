@@ -88,6 +88,7 @@ impl PoolCore {
         let mut io = self.io_sample().since(&before);
         io.space = self.io.space.take_txg_stats();
         io.space.spacemap_writes *= super::MOS_COPIES as u64;
+        io.space.log_writes *= super::MOS_COPIES as u64;
         self.txgs.record_sync_io(txg, io);
         result
     }

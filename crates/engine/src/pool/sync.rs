@@ -30,7 +30,8 @@ impl PoolCore {
             && destroys.is_empty()
             && !self.has_snapshot_tasks(txg)
             && !self.config.lock().dirty
-            && !self.background_work_pending();
+            && !self.background_work_pending()
+            && !self.io.space.flush_all_pending();
         // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
         // space maps and the MOS, whose late passes defer frees again, so carrying it on an
         // otherwise idle pool would never end. The next txg with changes carries it out.
@@ -96,6 +97,15 @@ impl PoolCore {
             let at = SyncPoint { txg, pass };
             self.io.space.sync(txg, pass, &storage)?;
             self.record_metaslab_arrays(txg)?;
+            if let Some(directory) = self.io.space.take_created_log_directory() {
+                kv_set_u64(
+                    &self.mos,
+                    &Tx::syncing(txg),
+                    MOS_OBJECT_DIRECTORY,
+                    LOG_SPACEMAP_KEY,
+                    directory.0,
+                )?;
+            }
             self.mos.sync(at, &storage)?;
             self.persist_staged_frees(txg)?;
             if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) {

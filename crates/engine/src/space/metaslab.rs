@@ -19,10 +19,11 @@
 //! `allocatable` at `sync_done(t + 2)`, so space freed in txg T is never reallocated before
 //! T + 2 (DESIGN §3 invariant 3); sync-context allocations see it from txg T + 3.
 
+use super::log::Unflushed;
 use super::range_tree::{RangeTree, SIZE_INDEX_MIN_SHIFT};
 use super::space_map::{
     apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction,
-    SPACE_MAP_HISTOGRAM_SIZE,
+    SpaceMapEntry, SPACE_MAP_HISTOGRAM_SIZE,
 };
 use super::storage::SpaceStorage;
 use super::SpaceError;
@@ -80,6 +81,8 @@ pub struct Metaslab {
     /// at least this. The map header's histogram alone would understate it: it counts freed
     /// ranges as they were freed, not merged with their free neighbours.
     max_size_unloaded: u64,
+    /// Changes logged in the log space map and not yet in `space_map` (space/log.rs).
+    pub(crate) unflushed: Unflushed,
 }
 
 impl Metaslab {
@@ -104,6 +107,7 @@ impl Metaslab {
             selected_txg: 0,
             condense_count: 0,
             max_size_unloaded: 0,
+            unflushed: Unflushed::new(start, size, ashift),
         }
     }
 
@@ -232,6 +236,14 @@ impl Metaslab {
                 }
                 Ok(())
             })?;
+        }
+        // Then the changes of the log space map not yet flushed to the map; space they
+        // allocate is no longer a recent free.
+        self.apply_unflushed(&mut free)?;
+        for segment in self.unflushed.allocs.iter() {
+            for tree in recent.values_mut() {
+                tree.remove_overlap(segment.start, segment.size());
+            }
         }
         for (txg, tree) in recent {
             let target = if txg > last_synced.0 {
@@ -633,21 +645,44 @@ impl Metaslab {
             sync_pass,
         )?;
         map.append(storage, &self.freeing, SpaceMapAction::Free, txg, sync_pass)?;
+        if let Some(histogram) = self.fresh_histogram(&self.freeing) {
+            self.space_map
+                .as_mut()
+                .expect("created above")
+                .header
+                .histogram = histogram;
+        }
+        self.space_map
+            .as_ref()
+            .expect("created above")
+            .write_header(storage, txg)?;
+        self.finish_sync(txg, sync_pass);
+        Ok(true)
+    }
+
+    /// The map header's histogram after this sync: recomputed from the loaded trees
+    /// (allocatable, freed, defer), or the header's own when unloaded, plus `freed_now` (frees
+    /// the map records in this sync, which become free space). None without a map.
+    fn fresh_histogram(&self, freed_now: &RangeTree) -> Option<[u64; SPACE_MAP_HISTOGRAM_SIZE]> {
+        let map = self.space_map.as_ref()?;
+        let mut histogram = map.header.histogram;
         if let Some(allocatable) = &self.allocatable {
-            map.header.histogram = [0; SPACE_MAP_HISTOGRAM_SIZE];
+            histogram = [0; SPACE_MAP_HISTOGRAM_SIZE];
             for tree in [allocatable, &self.freed]
                 .into_iter()
                 .chain(self.defer.iter())
             {
-                histogram_add_into(&mut map.header.histogram, tree.histogram(), self.ashift);
+                histogram_add_into(&mut histogram, tree.histogram(), self.ashift);
             }
         }
-        histogram_add_into(
-            &mut map.header.histogram,
-            self.freeing.histogram(),
-            self.ashift,
-        );
-        map.write_header(storage, txg)?;
+        histogram_add_into(&mut histogram, freed_now.histogram(), self.ashift);
+        Some(histogram)
+    }
+
+    /// The end of a sync of `txg`, however its changes were written: this txg's allocations
+    /// are synced and its frees move on to `freed`.
+    fn finish_sync(&mut self, txg: Txg, sync_pass: u32) {
+        let slot = txg.slot();
         self.allocating[slot].clear();
         if sync_pass == 1 {
             assert!(self.freed.is_empty(), "freed must be empty at pass 1");
@@ -657,16 +692,252 @@ impl Metaslab {
             let freeing = std::mem::replace(&mut self.freeing, empty);
             freeing.walk(&mut self.freed);
         }
-        // The map now holds everything except unsynced allocations of other txgs.
+        // The map and the unflushed changes now hold everything except unsynced allocations of
+        // other txgs.
         let unsynced: u64 = self.allocating.iter().map(RangeTree::space).sum();
         debug_assert_eq!(
-            map.allocated_bytes() as u64 + unsynced,
-            self.allocated_bytes,
+            self.space_map
+                .as_ref()
+                .map_or(0, |map| map.allocated_bytes() as i128)
+                + self.unflushed.allocated_delta()
+                + unsynced as i128,
+            self.allocated_bytes as i128,
             "metaslab {}: map and memory disagree",
             self.id
         );
         self.check_accounting();
+    }
+
+    /// With the log space map: append this txg's allocations and frees to `log` (the pool-wide
+    /// log of `txg`, two-word entries carrying `vdev`, through `log_storage`) instead of this
+    /// metaslab's map, and record them as unflushed; the map (created through `storage` at the
+    /// first sync) only has its header's histogram rewritten. Returns whether anything was
+    /// written.
+    pub fn sync_to_log(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        log_storage: &dyn SpaceStorage,
+        log: &mut SpaceMap,
+        vdev: u32,
+        txg: Txg,
+        sync_pass: u32,
+    ) -> Result<bool, SpaceError> {
+        if !self.is_dirty(txg) {
+            return Ok(false);
+        }
+        // The map exists from the first sync, as without the log: its header's histogram is
+        // what an unloaded metaslab is weighed and its fragmentation measured by.
+        if self.space_map.is_none() {
+            self.space_map = Some(SpaceMap::create(
+                storage,
+                self.start,
+                self.size,
+                self.ashift,
+                self.block_size,
+                txg,
+            )?);
+            self.map_created = true;
+        }
+        let slot = txg.slot();
+        log.append_with_vdev(
+            log_storage,
+            &self.allocating[slot],
+            SpaceMapAction::Alloc,
+            txg,
+            sync_pass,
+            Some(vdev),
+        )?;
+        log.append_with_vdev(
+            log_storage,
+            &self.freeing,
+            SpaceMapAction::Free,
+            txg,
+            sync_pass,
+            Some(vdev),
+        )?;
+        for (tree, action) in [
+            (&self.allocating[slot], SpaceMapAction::Alloc),
+            (&self.freeing, SpaceMapAction::Free),
+        ] {
+            for segment in tree.iter() {
+                if let Err(error) = self.unflushed.record(action, segment.start, segment.size()) {
+                    return Err(SpaceError::corrupt(
+                        format!(
+                            "{action:?} of [{:#x}, {:#x}) against the unflushed changes: {error}",
+                            segment.start, segment.end
+                        ),
+                        format!("metaslab {} at {:#x}", self.id, self.start),
+                    ));
+                }
+            }
+        }
+        if self.unflushed.txg == 0 {
+            self.unflushed.txg = txg.0;
+            self.unflushed.txg_dirty = true;
+        }
+        // The header keeps the map's length and allocated bytes; its histogram includes the
+        // unflushed changes (as OpenZFS's does), so weights and fragmentation stay current.
+        if let Some(histogram) = self.fresh_histogram(&self.freeing) {
+            let map = self.space_map.as_mut().expect("created above");
+            map.header.histogram = histogram;
+            map.write_header(storage, txg)?;
+        }
+        self.finish_sync(txg, sync_pass);
         Ok(true)
+    }
+
+    /// With the log space map, pass 1 of `txg` before its changes are logged: append the
+    /// unflushed changes to this metaslab's own map (creating it on first use; condensing
+    /// instead when loaded and worthwhile, which writes the whole state), update the header,
+    /// and start over with `unflushed_txg = txg`.
+    pub fn flush(
+        &mut self,
+        storage: &dyn SpaceStorage,
+        txg: Txg,
+        tunables: &Tunables,
+    ) -> Result<(), SpaceError> {
+        if self.space_map.is_none() {
+            self.space_map = Some(SpaceMap::create(
+                storage,
+                self.start,
+                self.size,
+                self.ashift,
+                self.block_size,
+                txg,
+            )?);
+            self.map_created = true;
+        }
+        if self.should_condense(tunables) {
+            self.condense(storage, txg, 1)?;
+        } else {
+            // Frees still in a defer tree are stamped with the txg that freed them, the rest
+            // as old, so that a later load defers exactly what is still deferred (as
+            // condensing stamps them).
+            let mut older = self.unflushed.frees.clone();
+            let mut by_age = Vec::with_capacity(TXG_DEFER_SIZE);
+            for age in 1..=TXG_DEFER_SIZE as u64 {
+                let freed_txg = Txg(txg.0.saturating_sub(age).max(1));
+                let mut recent = self.empty_tree();
+                for deferred in self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize].iter() {
+                    for segment in older.overlapping(deferred.start, deferred.end) {
+                        let start = segment.start.max(deferred.start);
+                        recent.add(start, segment.end.min(deferred.end) - start);
+                    }
+                }
+                for segment in recent.iter() {
+                    older.remove(segment.start, segment.size());
+                }
+                by_age.push((freed_txg, recent));
+            }
+            let old = Txg(txg.0.saturating_sub(TXG_DEFER_SIZE as u64 + 1).max(1));
+            let map = self.space_map.as_mut().expect("created above");
+            map.append(
+                storage,
+                &self.unflushed.allocs,
+                SpaceMapAction::Alloc,
+                txg,
+                1,
+            )?;
+            map.append_stamped(storage, &older, SpaceMapAction::Free, old, txg, 1)?;
+            for (freed_txg, recent) in &by_age {
+                map.append_stamped(storage, recent, SpaceMapAction::Free, *freed_txg, txg, 1)?;
+            }
+        }
+        // The histogram already counts the unflushed frees (each logging sync adds its frees);
+        // a loaded metaslab's is recomputed.
+        if let Some(histogram) = self.fresh_histogram(&self.empty_tree()) {
+            self.space_map
+                .as_mut()
+                .expect("created above")
+                .header
+                .histogram = histogram;
+        }
+        self.space_map
+            .as_ref()
+            .expect("created above")
+            .write_header(storage, txg)?;
+        self.unflushed.clear();
+        self.unflushed.txg = txg.0;
+        self.unflushed.txg_dirty = true;
+        Ok(())
+    }
+
+    /// Import: apply one entry of the log of `log_txg` if this metaslab was not flushed after
+    /// it. Frees of the last two synced txgs go to the defer trees as well, as a map's do at
+    /// load (invariant 3 across import).
+    pub fn replay_log_entry(
+        &mut self,
+        entry: &SpaceMapEntry,
+        log_txg: Txg,
+        last_synced: Txg,
+    ) -> Result<(), SpaceError> {
+        if log_txg.0 < self.unflushed.txg {
+            return Ok(());
+        }
+        if let Err(error) = self.unflushed.record(entry.action, entry.start, entry.size) {
+            return Err(self.corrupt(format!(
+                "log of txg {log_txg}: {:?} of [{:#x}, {:#x}): {error}",
+                entry.action,
+                entry.start,
+                entry.start + entry.size
+            )));
+        }
+        match entry.action {
+            SpaceMapAction::Free if log_txg.0 + TXG_DEFER_SIZE as u64 > last_synced.0 => {
+                self.defer[(log_txg.0 % TXG_DEFER_SIZE as u64) as usize]
+                    .add_missing(entry.start, entry.size);
+            }
+            SpaceMapAction::Free => {}
+            SpaceMapAction::Alloc => {
+                for tree in &mut self.defer {
+                    tree.remove_overlap(entry.start, entry.size);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply the unflushed changes to `free`, a free tree replayed from this metaslab's map
+    /// (`tarn check`). A change that does not fit the map is corruption.
+    pub fn apply_unflushed(&self, free: &mut RangeTree) -> Result<(), SpaceError> {
+        for (tree, action) in [
+            (&self.unflushed.frees, SpaceMapAction::Free),
+            (&self.unflushed.allocs, SpaceMapAction::Alloc),
+        ] {
+            for segment in tree.iter() {
+                let result = match action {
+                    SpaceMapAction::Free => free.try_add(segment.start, segment.size()),
+                    SpaceMapAction::Alloc => free.try_remove(segment.start, segment.size()),
+                };
+                if let Err(error) = result {
+                    return Err(self.corrupt(format!(
+                        "unflushed {action:?} of [{:#x}, {:#x}) does not fit the space map: {error}",
+                        segment.start, segment.end
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Import, after every log is replayed: allocated bytes = map + unflushed changes.
+    pub fn finish_log_replay(&mut self) -> Result<(), SpaceError> {
+        let map_allocated = self
+            .space_map
+            .as_ref()
+            .map_or(0, |map| map.allocated_bytes() as i128);
+        let allocated = map_allocated + self.unflushed.allocated_delta();
+        let deferred = self.deferred_bytes() as i128;
+        if allocated < 0 || allocated + deferred > self.size as i128 {
+            return Err(self.corrupt(format!(
+                "space map ({map_allocated} bytes allocated) and log ({} net) leave {allocated} allocated and {deferred} deferred of {}",
+                self.unflushed.allocated_delta(),
+                self.size
+            )));
+        }
+        self.allocated_bytes = allocated as u64;
+        self.check_accounting();
+        Ok(())
     }
 
     /// Pass 1 of txg `txg`, for a metaslab the allocator keeps active but that nothing has

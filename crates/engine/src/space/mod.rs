@@ -19,6 +19,9 @@
 //!   object id per metaslab at offset `metaslab_id * 8`; 0 means "no map yet: all free". Maps are
 //!   created lazily at a metaslab's first sync; the array itself at the vdev's first sync that
 //!   creates a map.
+//! - With the log space map (pool feature `com.tarn:log_spacemap`, [`log`]): one pool-wide log
+//!   per txg, a per-vdev array of each metaslab's unflushed txg, and a log directory; metaslab
+//!   maps then have blocks of `metaslab_sm_blksz_with_log` and are appended only when flushed.
 //!
 //! # Invariants
 //!
@@ -71,7 +74,13 @@
 //!   metaslabs. Each allocation records the segments it examined, whether it waited for a
 //!   load, and its time ([`stats`]).
 //! - `free` / `unalloc`: into `freeing`, or straight back for an unsynced allocation.
-//! - `sync(txg, pass)`: in pass 1, copy the last block of every active metaslab's map even if
+//! - `sync(txg, pass)` with the log space map ([`log`]): in pass 1, flush the metaslabs the
+//!   log summary's estimate asks for (their unflushed changes to their own maps) and free the
+//!   logs no metaslab needs; in every pass, append each dirty metaslab's batches to the txg's
+//!   log (two-word entries with the vdev id) and to its unflushed trees, then write the changed
+//!   unflushed-txg array entries, the log's header and the log directory. Cost: the log's
+//!   blocks, the flushed maps' tails, an array block, instead of a block per dirty metaslab.
+//! - `sync(txg, pass)` without the log: in pass 1, copy the last block of every active metaslab's map even if
 //!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
 //!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
 //!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
@@ -92,6 +101,8 @@
 
 pub mod btree;
 mod counters;
+mod inspect;
+pub mod log;
 pub mod metaslab;
 pub mod range_tree;
 pub mod space_map;
@@ -100,6 +111,7 @@ pub mod storage;
 
 use counters::SpaceCounters;
 pub use counters::SpaceTotals;
+pub use inspect::{MetaslabStats, VdevSpaceStats};
 pub use metaslab::Metaslab;
 pub use range_tree::{RangeTree, Segment};
 pub use space_map::{SpaceMap, SpaceMapAction, SpaceMapEntry, SpaceMapHeader};
@@ -108,7 +120,6 @@ use crate::tunables::Tunables;
 use crate::types::{ObjectId, Txg, VdevId, SPA_MINBLOCKSHIFT};
 use parking_lot::{Mutex, RwLock};
 use stats::{SpaceStatsCollector, SpaceTxgStats};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use storage::{SpaceStorage, StorageError};
@@ -164,46 +175,6 @@ pub fn metaslab_geometry(asize: u64, tunables: &Tunables) -> (u32, u64) {
         }
     }
     (shift, asize >> shift)
-}
-
-/// Per-metaslab row of [`VdevSpaceStats`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MetaslabStats {
-    pub id: u64,
-    pub start: u64,
-    pub size: u64,
-    pub space_map_object: ObjectId,
-    pub space_map_length_bytes: u64,
-    pub allocated_bytes: u64,
-    pub free_bytes: u64,
-    pub deferred_bytes: u64,
-    pub fragmentation_percent: Option<u64>,
-    pub loaded: bool,
-    pub histogram: [u64; space_map::SPACE_MAP_HISTOGRAM_SIZE],
-    /// Largest free segment, when loaded.
-    pub largest_free_segment: Option<u64>,
-    /// The loaded free tree's exact histogram (64 absolute power-of-two buckets), when loaded.
-    pub tree_histogram: Option<Vec<u64>>,
-    /// Times the map was condensed since import.
-    pub condensed: u64,
-    /// Last txg the allocator chose this metaslab (0: not since import).
-    pub selected_txg: u64,
-}
-
-/// Space of one top-level vdev, for `tarn pool list` and `tarn debug metaslabs`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VdevSpaceStats {
-    pub vdev: VdevId,
-    /// Bytes covered by metaslabs (`ms_count << ms_shift`).
-    pub size: u64,
-    pub allocated_bytes: u64,
-    pub free_bytes: u64,
-    pub deferred_bytes: u64,
-    /// Metaslab fragmentation averaged by free space; `None` when nothing is free.
-    pub fragmentation_percent: Option<u64>,
-    pub ms_shift: u32,
-    pub ashift: u32,
-    pub metaslabs: Vec<MetaslabStats>,
 }
 
 /// Metaslabs of one top-level vdev.
@@ -458,6 +429,8 @@ struct CountingStorage<'a> {
     inner: &'a dyn SpaceStorage,
     stats: &'a SpaceStatsCollector,
     block_size: u64,
+    /// Writes the log space map's objects (counted in `log_writes` too).
+    log: bool,
 }
 
 impl SpaceStorage for CountingStorage<'_> {
@@ -477,8 +450,13 @@ impl SpaceStorage for CountingStorage<'_> {
         data: &[u8],
         txg: Txg,
     ) -> Result<(), StorageError> {
-        self.stats
-            .spacemap_write(object.0, offset, data.len() as u64, self.block_size);
+        if self.log {
+            self.stats
+                .log_write(object.0, offset, data.len() as u64, self.block_size);
+        } else {
+            self.stats
+                .spacemap_write(object.0, offset, data.len() as u64, self.block_size);
+        }
         self.inner.write(object, offset, data, txg)
     }
     fn truncate(&self, object: ObjectId, length: u64, txg: Txg) -> Result<(), StorageError> {
@@ -532,6 +510,9 @@ pub struct SpaceManager {
     /// Bytes of loaded free trees, pool-wide (exact after each `sync_done`, kept current by
     /// loads and unloads in between).
     loaded_memory: AtomicU64,
+    /// The log space map, when the pool has the feature ([`log`]). Taken by the sync thread
+    /// for a whole pass, before any group lock; never taken while holding a group lock.
+    log: Mutex<Option<log::LogState>>,
 }
 
 impl SpaceManager {
@@ -548,6 +529,7 @@ impl SpaceManager {
             counters: SpaceCounters::default(),
             stats: SpaceStatsCollector::default(),
             loaded_memory: AtomicU64::new(0),
+            log: Mutex::new(None),
         }
     }
 
@@ -589,7 +571,7 @@ impl SpaceManager {
                 "{asize} bytes make {ms_count} metaslabs of 2^{ms_shift}"
             )));
         }
-        let block_size = self.tunables.metaslab_sm_blksz;
+        let block_size = self.metaslab_map_block_size();
         let mut metaslabs = Vec::with_capacity(ms_count as usize);
         let mut ids = vec![0u8; ms_count as usize * 8];
         if let Some(array) = ms_array {
@@ -860,9 +842,19 @@ impl SpaceManager {
         let counting = CountingStorage {
             inner: storage,
             stats: &self.stats,
-            block_size: self.tunables.metaslab_sm_blksz as u64,
+            block_size: self.metaslab_map_block_size() as u64,
+            log: false,
         };
-        let result = self.sync_counted(txg, sync_pass, &counting);
+        let log_counting = CountingStorage {
+            inner: storage,
+            stats: &self.stats,
+            block_size: self.tunables.log_sm_blksz as u64,
+            log: true,
+        };
+        let log_appends = log::AppendBuffer::new(&log_counting);
+        let result = self
+            .sync_counted(txg, sync_pass, &counting, &log_appends)
+            .and_then(|wrote| Ok(wrote | log_appends.flush()?));
         self.stats.end_pass();
         result
     }
@@ -872,12 +864,22 @@ impl SpaceManager {
         txg: Txg,
         sync_pass: u32,
         storage: &dyn SpaceStorage,
+        log_storage: &dyn SpaceStorage,
     ) -> Result<bool, SpaceError> {
+        let mut log = self.log.lock();
         let groups = self.groups.read();
         let mut wrote = false;
+        if let (Some(log), 1) = (log.as_mut(), sync_pass) {
+            let mut locked: Vec<_> = groups.iter().map(|group| group.lock()).collect();
+            self.flush_metaslabs(log, &mut locked, txg, storage, log_storage)?;
+        }
         for group in groups.iter() {
             let mut group = group.lock();
-            if sync_pass == 1 {
+            if let Some(log) = log.as_mut() {
+                wrote |=
+                    self.sync_group_to_log(log, &mut group, txg, sync_pass, storage, log_storage)?;
+                wrote |= self.write_unflushed_txgs(log, &mut group, txg, storage)?;
+            } else if sync_pass == 1 {
                 let mut active: Vec<usize> = group
                     .active
                     .iter()
@@ -890,7 +892,7 @@ impl SpaceManager {
                     wrote |= group.metaslabs[index].prepare_sync(storage, txg)?;
                 }
             }
-            for metaslab in group.metaslabs.iter_mut() {
+            for metaslab in group.metaslabs.iter_mut().filter(|_| log.is_none()) {
                 let condensed = metaslab.condense_count;
                 wrote |= self.counters.track(metaslab, |metaslab| {
                     metaslab.sync(storage, txg, sync_pass, &self.tunables)
@@ -925,6 +927,9 @@ impl SpaceManager {
                 group.metaslabs[id as usize].map_created = false;
             }
             wrote = true;
+        }
+        if let Some(log) = log.as_mut() {
+            wrote |= self.finish_log_pass(log, txg, storage, log_storage)?;
         }
         Ok(wrote)
     }
@@ -1057,59 +1062,6 @@ impl SpaceManager {
         self.loaded_memory.load(Ordering::Relaxed)
     }
 
-    /// A snapshot of every vdev's space.
-    pub fn stats(&self) -> Vec<VdevSpaceStats> {
-        let groups = self.groups.read();
-        groups
-            .iter()
-            .map(|group| {
-                let group = group.lock();
-                let metaslabs: Vec<MetaslabStats> = group
-                    .metaslabs
-                    .iter()
-                    .map(|metaslab| MetaslabStats {
-                        id: metaslab.id,
-                        start: metaslab.start,
-                        size: metaslab.size,
-                        space_map_object: metaslab.space_map_object(),
-                        space_map_length_bytes: metaslab
-                            .space_map()
-                            .map_or(0, SpaceMap::length_bytes),
-                        allocated_bytes: metaslab.allocated_bytes(),
-                        free_bytes: metaslab.free_bytes(),
-                        deferred_bytes: metaslab.deferred_bytes(),
-                        fragmentation_percent: Some(metaslab.fragmentation()),
-                        loaded: metaslab.is_loaded(),
-                        histogram: metaslab.histogram(),
-                        largest_free_segment: metaslab.largest_free_segment(),
-                        tree_histogram: metaslab.tree_histogram().map(<[u64]>::to_vec),
-                        condensed: metaslab.condense_count,
-                        selected_txg: metaslab.selected_txg,
-                    })
-                    .collect();
-                let free_bytes: u64 = metaslabs.iter().map(|row| row.free_bytes).sum();
-                let weighted: u128 = metaslabs
-                    .iter()
-                    .map(|row| {
-                        row.free_bytes as u128 * row.fragmentation_percent.unwrap_or(0) as u128
-                    })
-                    .sum();
-                VdevSpaceStats {
-                    vdev: group.vdev,
-                    size: group.covered_size(),
-                    allocated_bytes: metaslabs.iter().map(|row| row.allocated_bytes).sum(),
-                    free_bytes,
-                    deferred_bytes: metaslabs.iter().map(|row| row.deferred_bytes).sum(),
-                    fragmentation_percent: (free_bytes > 0)
-                        .then(|| (weighted / free_bytes as u128) as u64),
-                    ms_shift: group.ms_shift,
-                    ashift: group.ashift,
-                    metaslabs,
-                }
-            })
-            .collect()
-    }
-
     /// Pool-wide space totals from the counters: no lock, no scan; never waits for the sync
     /// thread (write admission reads this). Equal to [`SpaceManager::totals`] whenever no
     /// operation is in progress.
@@ -1146,38 +1098,9 @@ impl SpaceManager {
         }
         totals
     }
-
-    /// What the on-disk space maps say is allocated, per vdev (for `tarn check`).
-    pub fn allocated_from_space_maps(
-        &self,
-        storage: &dyn SpaceStorage,
-    ) -> Result<BTreeMap<VdevId, RangeTree>, SpaceError> {
-        let groups = self.groups.read();
-        let mut result = BTreeMap::new();
-        for group in groups.iter() {
-            let group = group.lock();
-            let mut allocated = RangeTree::new();
-            for metaslab in &group.metaslabs {
-                let Some(map) = metaslab.space_map() else {
-                    continue;
-                };
-                let free = map.load_free_tree(storage, map.length_bytes())?;
-                let mut cursor = metaslab.start;
-                for segment in free.iter() {
-                    if segment.start > cursor {
-                        allocated.add(cursor, segment.start - cursor);
-                    }
-                    cursor = segment.end;
-                }
-                if cursor < metaslab.start + metaslab.size {
-                    allocated.add(cursor, metaslab.start + metaslab.size - cursor);
-                }
-            }
-            result.insert(group.vdev, allocated);
-        }
-        Ok(result)
-    }
 }
 
+#[cfg(test)]
+mod log_tests;
 #[cfg(test)]
 mod tests;

@@ -600,7 +600,7 @@ impl RangeTree {
     }
 
     /// Segments overlapping `[start, end)`, unclipped, in offset order.
-    fn overlapping(&self, start: u64, end: u64) -> Vec<Segment> {
+    pub(crate) fn overlapping(&self, start: u64, end: u64) -> Vec<Segment> {
         if start >= end {
             return Vec::new();
         }

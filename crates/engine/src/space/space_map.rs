@@ -56,6 +56,8 @@ pub const ONE_WORD_RUN_MAX: u64 = 1 << 15;
 pub const ONE_WORD_OFFSET_LIMIT: u64 = 1 << 47;
 /// Longest run in a two-word entry, in units.
 pub const TWO_WORD_RUN_MAX: u64 = 1 << 36;
+/// Unit shift of the log space maps: 512-byte units, whatever each vdev's ashift.
+pub const LOG_SPACE_MAP_SHIFT: u32 = 9;
 /// Largest vdev id a two-word entry can carry.
 pub const VDEV_ID_MAX: u32 = (1 << 24) - 1;
 const TXG_MAX: u64 = (1 << 50) - 1;
@@ -395,6 +397,38 @@ impl SpaceMap {
             block_size,
             header,
         })
+    }
+
+    /// Open a log space map (docs/design.md §2.6a): the region is every byte of every vdev,
+    /// `[0, u64::MAX)`, in units of [`LOG_SPACE_MAP_SHIFT`]; its header's net allocated bytes
+    /// mix every metaslab of the pool and are not checked.
+    pub fn open_log(
+        storage: &dyn SpaceStorage,
+        object: ObjectId,
+        block_size: u32,
+    ) -> Result<SpaceMap, SpaceError> {
+        let header = SpaceMapHeader::decode(&storage.read_bonus(object)?, object)?;
+        if header.shift != LOG_SPACE_MAP_SHIFT {
+            return Err(SpaceError::corrupt(
+                format!(
+                    "log space map with shift {} (must be {LOG_SPACE_MAP_SHIFT})",
+                    header.shift
+                ),
+                format!("log space map object {object} header"),
+            ));
+        }
+        Ok(SpaceMap {
+            object,
+            start: 0,
+            size: u64::MAX,
+            block_size,
+            header,
+        })
+    }
+
+    /// Blocks of data the map's entries take.
+    pub fn blocks(&self) -> u64 {
+        self.header.length_bytes.div_ceil(self.block_size as u64)
     }
 
     pub fn length_bytes(&self) -> u64 {

@@ -9,6 +9,8 @@
 //!   first-fit walk plus one for a best-fit lookup).
 //! - `alloc_load_waits`: allocations that had to load a metaslab's space map first.
 //! - `alloc_p999_ns`: 99.9th percentile of the wall-clock time of one allocation.
+//! - `log_writes`: of `spacemap_writes`, the blocks of the log space map (`log.rs`).
+//! - `ms_flushed`: metaslabs whose unflushed changes went from the log to their own maps.
 //! - `gang_blocks`: blocks written as gangs because no free segment held them whole (or
 //!   forced by `metaslab_force_ganging`), counted by the block layer (block/gang.rs).
 //!
@@ -33,6 +35,12 @@ pub struct SpaceTxgStats {
     pub alloc_p999_ns: u64,
     #[serde(default)]
     pub gang_blocks: u64,
+    /// Of `spacemap_writes`, the blocks of the log space map (space/log.rs).
+    #[serde(default)]
+    pub log_writes: u64,
+    /// Metaslabs flushed from the log to their own maps.
+    #[serde(default)]
+    pub ms_flushed: u64,
     /// Allocations made (not a column: the denominator of the others).
     pub allocations: u64,
 }
@@ -111,10 +119,14 @@ pub struct SpaceStatsCollector {
     allocations: AtomicU64,
     spacemap_blocks: AtomicU64,
     gang_blocks: AtomicU64,
+    flushed: AtomicU64,
+    log_blocks: AtomicU64,
     segments: LogHistogram,
     latency_ns: LogHistogram,
     /// (object, block) pairs written in the current sync pass.
     pass_blocks: Mutex<BTreeSet<(u64, u64)>>,
+    /// Of those, the log space map's.
+    pass_log_blocks: Mutex<BTreeSet<(u64, u64)>>,
 }
 
 impl SpaceStatsCollector {
@@ -126,6 +138,9 @@ impl SpaceStatsCollector {
     }
     pub fn gang_block(&self) {
         self.gang_blocks.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn flushed(&self) {
+        self.flushed.fetch_add(1, Ordering::Relaxed);
     }
     pub fn unloaded(&self) {
         self.unloaded.fetch_add(1, Ordering::Relaxed);
@@ -152,12 +167,28 @@ impl SpaceStatsCollector {
         }
     }
 
+    /// A write to a log space map: counted in `spacemap_writes` and in `log_writes`.
+    pub fn log_write(&self, object: u64, offset: u64, length: u64, block_size: u64) {
+        if length == 0 {
+            return;
+        }
+        self.spacemap_write(object, offset, length, block_size);
+        let mut blocks = self.pass_log_blocks.lock();
+        for block in offset / block_size..=(offset + length - 1) / block_size {
+            blocks.insert((object, block));
+        }
+    }
+
     /// End of a sync pass: count the distinct blocks it wrote.
     pub fn end_pass(&self) {
         let mut blocks = self.pass_blocks.lock();
         self.spacemap_blocks
             .fetch_add(blocks.len() as u64, Ordering::Relaxed);
         blocks.clear();
+        let mut log_blocks = self.pass_log_blocks.lock();
+        self.log_blocks
+            .fetch_add(log_blocks.len() as u64, Ordering::Relaxed);
+        log_blocks.clear();
     }
 
     /// Read and reset; `spacemap_writes` is in blocks (one copy each).
@@ -173,6 +204,8 @@ impl SpaceStatsCollector {
             alloc_p999_ns: self.latency_ns.take_quantile(0.999),
             allocations: self.allocations.swap(0, Ordering::Relaxed),
             gang_blocks: self.gang_blocks.swap(0, Ordering::Relaxed),
+            log_writes: self.log_blocks.swap(0, Ordering::Relaxed),
+            ms_flushed: self.flushed.swap(0, Ordering::Relaxed),
         }
     }
 }

@@ -4,7 +4,7 @@ use super::space_map::tests::MemoryStorage;
 use super::*;
 use proptest::prelude::*;
 
-const MEBIBYTE: u64 = 1 << 20;
+pub(super) const MEBIBYTE: u64 = 1 << 20;
 
 fn manager_with(storage: &MemoryStorage, vdevs: &[(u32, u64)]) -> SpaceManager {
     let tunables = Tunables::tiny();
@@ -19,7 +19,7 @@ fn manager_with(storage: &MemoryStorage, vdevs: &[(u32, u64)]) -> SpaceManager {
 }
 
 /// Sync `txg` to convergence (pass 2 must write nothing new) and finish it.
-fn sync_txg(manager: &SpaceManager, storage: &MemoryStorage, txg: Txg) {
+pub(super) fn sync_txg(manager: &SpaceManager, storage: &MemoryStorage, txg: Txg) {
     manager.sync(txg, 1, storage).unwrap();
     assert!(!manager.is_dirty(txg));
     assert!(
@@ -54,7 +54,7 @@ fn reopen(
     reopened
 }
 
-fn check_stats_add_up(manager: &SpaceManager) {
+pub(super) fn check_stats_add_up(manager: &SpaceManager) {
     for vdev in manager.stats() {
         assert_eq!(
             vdev.allocated_bytes + vdev.free_bytes + vdev.deferred_bytes,

@@ -142,3 +142,10 @@ pub fn wait_for_file(path: &Path, limit: std::time::Duration) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
+
+/// Allocated bytes after the log space map is flushed (`Pool::flush_log_space_map`): without
+/// it, the logs kept at that moment (a few blocks per txg of the last ones) would count.
+pub fn allocated_settled(pool: &Pool) -> u64 {
+    pool.flush_log_space_map().expect("flush the log space map");
+    pool.core.io.space.totals().allocated
+}

@@ -1,0 +1,354 @@
+//! Space-manager tests with the log space map ([`super::log`]) over an in-memory storage:
+//! replay at reopen, cancelling, deferral across reopen, the flushing limits under the tiny
+//! configuration, and the block writes the log saves.
+
+use super::space_map::tests::MemoryStorage;
+use super::tests::{check_stats_add_up, sync_txg, MEBIBYTE};
+use super::*;
+use proptest::prelude::*;
+
+fn manager_with_log(
+    storage: &MemoryStorage,
+    vdevs: &[(u32, u64)],
+    tunables: &Tunables,
+    log: bool,
+) -> SpaceManager {
+    let manager = SpaceManager::new(tunables.clone());
+    if log {
+        manager.enable_log();
+    }
+    for &(vdev, asize) in vdevs {
+        let (ms_shift, _) = metaslab_geometry(asize, tunables);
+        manager
+            .add_vdev(VdevId(vdev), asize, ms_shift, 9, None, storage)
+            .unwrap();
+    }
+    manager
+}
+
+/// What an import does: open the arrays, then replay the logs.
+fn reopen_with_log(
+    manager: &SpaceManager,
+    storage: &MemoryStorage,
+    vdevs: &[(u32, u64)],
+    tunables: &Tunables,
+    last_synced: Txg,
+) -> Result<SpaceManager, SpaceError> {
+    let reopened = SpaceManager::new(tunables.clone());
+    reopened.enable_log();
+    for &(vdev, asize) in vdevs {
+        let (ms_shift, _) = metaslab_geometry(asize, tunables);
+        reopened.add_vdev(
+            VdevId(vdev),
+            asize,
+            ms_shift,
+            9,
+            manager.ms_array(VdevId(vdev)),
+            storage,
+        )?;
+    }
+    reopened.open_log(manager.log_directory(), storage, last_synced)?;
+    reopened.set_last_synced_txg(last_synced);
+    assert_eq!(
+        reopened.counters(),
+        reopened.totals(),
+        "counters after replay"
+    );
+    Ok(reopened)
+}
+
+fn allocated_per_metaslab(manager: &SpaceManager) -> Vec<u64> {
+    manager
+        .stats()
+        .iter()
+        .flat_map(|vdev| vdev.metaslabs.iter().map(|row| row.allocated_bytes))
+        .collect()
+}
+
+#[test]
+fn reopen_replays_the_log_and_keeps_recent_frees_deferred() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let vdevs = [(0, 2 * MEBIBYTE)];
+    let manager = manager_with_log(&storage, &vdevs, &tunables, true);
+    let mut blocks = Vec::new();
+    while let Ok(block) = manager.allocate(32 << 10, Txg(4), &[], &storage) {
+        blocks.push(block);
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    let frees = [(Txg(5), 0usize), (Txg(7), 10), (Txg(8), 20), (Txg(8), 21)];
+    for txg in 5..=8u64 {
+        for (free_txg, index) in frees {
+            if free_txg == Txg(txg) {
+                let (vdev, offset) = blocks[index];
+                manager.free(vdev, offset, 32 << 10, Txg(txg)).unwrap();
+            }
+        }
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    let log = manager.log_stats().unwrap();
+    assert!(!log.logs.is_empty(), "nothing logged");
+    assert!(log.metaslabs_unflushed > 0, "everything flushed already");
+    let before = manager.allocated_from_space_maps(&storage).unwrap();
+    let reopened = reopen_with_log(&manager, &storage, &vdevs, &tunables, Txg(8)).unwrap();
+    assert_eq!(
+        reopened.allocated_from_space_maps(&storage).unwrap(),
+        before
+    );
+    assert_eq!(
+        allocated_per_metaslab(&reopened),
+        allocated_per_metaslab(&manager)
+    );
+    assert_eq!(
+        reopened.allocate(32 << 10, Txg(9), &[], &storage).unwrap(),
+        blocks[0]
+    );
+    assert!(matches!(
+        reopened.allocate(512, Txg(9), &[], &storage),
+        Err(SpaceError::NoSpace { .. })
+    ));
+    assert_eq!(reopened.stats()[0].deferred_bytes, 3 * (32 << 10));
+    check_stats_add_up(&reopened);
+    sync_txg(&reopened, &storage, Txg(9));
+    assert_eq!(
+        reopened.allocate(32 << 10, Txg(10), &[], &storage).unwrap(),
+        blocks[10]
+    );
+}
+
+#[test]
+fn flush_all_leaves_only_the_last_log() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let vdevs = [(0, 8 * MEBIBYTE)];
+    let manager = manager_with_log(&storage, &vdevs, &tunables, true);
+    let mut live = Vec::new();
+    while let Ok(block) = manager.allocate(4096, Txg(4), &[], &storage) {
+        live.push(block);
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    for txg in 5..20u64 {
+        // One free in each metaslab per txg: more dirty metaslabs than the estimate flushes.
+        for metaslab in 0..8 {
+            let (vdev, offset) = live.remove(metaslab * 200 + 7);
+            manager.free(vdev, offset, 4096, Txg(txg)).unwrap();
+        }
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    assert!(manager.log_stats().unwrap().logs.len() > 1);
+    manager.request_flush_all();
+    assert!(manager.flush_all_pending());
+    let (vdev, offset) = live.pop().unwrap();
+    manager.free(vdev, offset, 4096, Txg(20)).unwrap();
+    sync_txg(&manager, &storage, Txg(20));
+    let log = manager.log_stats().unwrap();
+    assert_eq!(
+        log.logs.iter().map(|log| log.txg).collect::<Vec<_>>(),
+        vec![20]
+    );
+    assert_eq!(
+        log.metaslabs_unflushed, 1,
+        "only txg 20's free is unflushed"
+    );
+    let reopened = reopen_with_log(&manager, &storage, &vdevs, &tunables, Txg(20)).unwrap();
+    assert_eq!(
+        reopened.allocated_from_space_maps(&storage).unwrap(),
+        manager.allocated_from_space_maps(&storage).unwrap()
+    );
+}
+
+/// The flushing limits under the tiny configuration (32 txgs, 16..256 blocks, 64 KiB of
+/// memory): a workload touching every metaslab every txg for 200 txgs never lets a metaslab go
+/// unflushed longer than the txg limit, keeps the log's blocks near their limit, and frees
+/// old logs.
+#[test]
+fn flushing_keeps_the_log_within_its_limits() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let vdevs = [(0, 32 * MEBIBYTE), (1, 32 * MEBIBYTE)];
+    let manager = manager_with_log(&storage, &vdevs, &tunables, true);
+    let mut live: Vec<(VdevId, u64)> = Vec::new();
+    let mut flushed = 0;
+    let mut seed = 7u64;
+    for txg in 4..204u64 {
+        for _ in 0..64 {
+            live.push(manager.allocate(4096, Txg(txg), &[], &storage).unwrap());
+        }
+        for _ in 0..48 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let index = (seed >> 33) as usize % live.len();
+            let (vdev, offset) = live.swap_remove(index);
+            manager.free(vdev, offset, 4096, Txg(txg)).unwrap();
+        }
+        sync_txg(&manager, &storage, Txg(txg));
+        flushed += manager.take_txg_stats().ms_flushed;
+        let log = manager.log_stats().unwrap();
+        assert!(
+            log.oldest_unflushed_txg + tunables.unflushed_log_txg_max >= txg,
+            "txg {txg}: a metaslab unflushed since {}",
+            log.oldest_unflushed_txg
+        );
+        assert!(log.logs.len() as u64 <= tunables.unflushed_log_txg_max + 1);
+        assert!(log.summary.len() as u64 <= tunables.max_logsm_summary_length);
+        assert!(
+            log.memory_bytes <= 2 * tunables.unflushed_max_mem_amt,
+            "txg {txg}: {} bytes unflushed",
+            log.memory_bytes
+        );
+        check_stats_add_up(&manager);
+    }
+    assert!(flushed > 100, "{flushed} flushes");
+    let reopened = reopen_with_log(&manager, &storage, &vdevs, &tunables, Txg(203)).unwrap();
+    assert_eq!(
+        reopened.allocated_from_space_maps(&storage).unwrap(),
+        manager.allocated_from_space_maps(&storage).unwrap()
+    );
+    assert_eq!(
+        allocated_per_metaslab(&reopened),
+        allocated_per_metaslab(&manager)
+    );
+}
+
+/// Frees scattered over every metaslab, as on a fragmented pool: with the log a txg writes a
+/// handful of blocks, without it one or more per metaslab.
+#[test]
+fn the_log_writes_far_fewer_space_map_blocks() {
+    let mut writes = Vec::new();
+    for log in [false, true] {
+        let storage = MemoryStorage::default();
+        let tunables = Tunables::tiny();
+        let vdevs = [(0, 64 * MEBIBYTE)];
+        let manager = manager_with_log(&storage, &vdevs, &tunables, log);
+        let mut live = Vec::new();
+        while let Ok(block) = manager.allocate(64 << 10, Txg(4), &[], &storage) {
+            live.push(block);
+        }
+        sync_txg(&manager, &storage, Txg(4));
+        let _ = manager.take_txg_stats();
+        let mut total = 0;
+        assert_eq!(live.len(), 1024);
+        for txg in 5..45u64 {
+            // One 4 KiB free in each of the 64 metaslabs, never the same piece twice.
+            let step = txg as usize - 5;
+            for metaslab in 0..64 {
+                let (vdev, offset) = live[metaslab * 16 + step / 16];
+                let piece = (step % 16) as u64;
+                manager
+                    .free(vdev, offset + (piece << 12), 4096, Txg(txg))
+                    .unwrap();
+            }
+            sync_txg(&manager, &storage, Txg(txg));
+            total += manager.take_txg_stats().spacemap_writes;
+        }
+        writes.push(total);
+    }
+    assert!(
+        writes[1] * 4 < writes[0],
+        "without the log {} blocks, with it {}",
+        writes[0],
+        writes[1]
+    );
+}
+
+/// `check`'s view of the log comes from the disk: a log entry changed on disk (here: a FREE
+/// run turned into an ALLOC) no longer replays to what memory holds, and is reported.
+#[test]
+fn check_replays_the_logs_from_disk() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let vdevs = [(0, 2 * MEBIBYTE)];
+    let manager = manager_with_log(&storage, &vdevs, &tunables, true);
+    let mut blocks = Vec::new();
+    for _ in 0..16 {
+        blocks.push(manager.allocate(4096, Txg(4), &[], &storage).unwrap());
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    for &(vdev, offset) in &blocks[..4] {
+        manager.free(vdev, offset, 4096, Txg(5)).unwrap();
+    }
+    sync_txg(&manager, &storage, Txg(5));
+    manager.verify_log_on_disk(&storage).unwrap();
+    let log = manager.log_stats().unwrap();
+    let newest = log.logs.last().unwrap();
+    assert_eq!(newest.txg, 5);
+    // Flip the action bit (63 of the second word) of the log's last two-word entry.
+    let object = ObjectId(newest.object);
+    let offset = newest.length_bytes - 8;
+    let mut word = [0u8; 8];
+    storage.read(object, offset, &mut word).unwrap();
+    let flipped = u64::from_le_bytes(word) ^ (1 << 63);
+    storage.poke(object, offset as usize, &flipped.to_le_bytes());
+    assert!(matches!(
+        manager.verify_log_on_disk(&storage),
+        Err(SpaceError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn a_log_entry_for_a_missing_vdev_is_corruption() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables::tiny();
+    let vdevs = [(0, 2 * MEBIBYTE), (1, 2 * MEBIBYTE)];
+    let manager = manager_with_log(&storage, &vdevs, &tunables, true);
+    for _ in 0..64 {
+        manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    let result = reopen_with_log(&manager, &storage, &vdevs[..1], &tunables, Txg(4));
+    assert!(
+        matches!(result, Err(SpaceError::Corrupt { .. })),
+        "{:?}",
+        result.err()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Random allocations and frees over many txgs, reopened (log replay) at random points:
+    /// the reopened manager sees the same allocated space per metaslab and the same on-disk
+    /// allocation set as the running one, and neither reallocates a recent free.
+    #[test]
+    fn random_operations_survive_replay(
+        operations in proptest::collection::vec((0u8..3, 1u64..16, any::<u16>()), 1..400),
+        reopen_every in 3u64..20,
+    ) {
+        let storage = MemoryStorage::default();
+        let tunables = Tunables::tiny();
+        let vdevs = [(0, 4 * MEBIBYTE), (1, 4 * MEBIBYTE)];
+        let mut manager = manager_with_log(&storage, &vdevs, &tunables, true);
+        let mut live: Vec<(VdevId, u64, u64)> = Vec::new();
+        let mut txg = 4u64;
+        for (step, (kind, sectors, pick)) in operations.into_iter().enumerate() {
+            match kind {
+                0 | 1 => {
+                    let size = sectors << 9;
+                    if let Ok((vdev, offset)) = manager.allocate(size, Txg(txg), &[], &storage) {
+                        live.push((vdev, offset, size));
+                    }
+                }
+                _ if !live.is_empty() => {
+                    let (vdev, offset, size) = live.swap_remove(pick as usize % live.len());
+                    manager.free(vdev, offset, size, Txg(txg)).unwrap();
+                }
+                _ => {}
+            }
+            if step % 7 == 6 {
+                sync_txg(&manager, &storage, Txg(txg));
+                if txg.is_multiple_of(reopen_every) {
+                    let reopened = reopen_with_log(&manager, &storage, &vdevs, &tunables, Txg(txg)).unwrap();
+                    prop_assert_eq!(
+                        reopened.allocated_from_space_maps(&storage).unwrap(),
+                        manager.allocated_from_space_maps(&storage).unwrap()
+                    );
+                    prop_assert_eq!(allocated_per_metaslab(&reopened), allocated_per_metaslab(&manager));
+                    manager = reopened;
+                }
+                txg += 1;
+            }
+        }
+        let live_bytes: u64 = live.iter().map(|&(_, _, size)| size).sum();
+        prop_assert_eq!(manager.totals().allocated, live_bytes);
+    }
+}
