@@ -613,10 +613,13 @@ impl Zil {
         let mut frees: Vec<BlockPtr> = Vec::new();
         let header = {
             let mut state = self.state.lock();
+            // Records of this txg stay until a later sync: `txg` is not on disk until its
+            // uberblock is, and an fsync meanwhile must still commit them (it would otherwise
+            // find nothing to do and return before the data is durable).
             let obsolete: Vec<(u64, u64)> = state
                 .pending
                 .iter()
-                .filter(|(_, itx)| itx.txg <= txg)
+                .filter(|(_, itx)| itx.txg < txg)
                 .map(|(seq, itx)| (*seq, itx.object))
                 .collect();
             for (seq, object) in obsolete {
