@@ -413,3 +413,58 @@ fn a_large_write_then_fsync_goes_by_txg() {
     pool.sync().unwrap();
     check_clean(&pool, "after a large fsync");
 }
+
+/// An fsync while the txg holding its write is syncing (after the log's part of that sync ran,
+/// before the txg's uberblock is on disk) must still commit the write to the log: a power cut
+/// then must not lose it. Before the fix the log dropped the txg's records at the start of its
+/// sync, the fsync found nothing to commit and returned, and the write was lost.
+#[test]
+fn an_fsync_during_its_txgs_sync_still_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    {
+        let fs = open_fs(&pool);
+        let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+        fs.write(ino, 0, &pattern(1, 64 << 10)).unwrap();
+    }
+    pool.export().unwrap();
+    let plan = FaultPlan::new();
+    plan.set_power_cut(7);
+    let mut options = ImportOptions::new(dirs(dir.path()), tiny());
+    options.wrap_device = Some(wrapper(&plan));
+    let (pool, _) = Pool::import(POOL, options).unwrap();
+    let pool = Arc::new(pool);
+    let fs = open_fs(&pool);
+    let ino = fs.lookup(fs.root(), b"f").unwrap().ino;
+    let newer = pattern(2, 64 << 10);
+    fs.write(ino, 0, &newer).unwrap();
+    // A slow disk keeps the txg's sync going for a long while.
+    plan.set_io_delay(std::time::Duration::from_millis(20));
+    let syncer = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            let _ = pool.sync();
+        })
+    };
+    // Wait until the file system's object set (and so the log's sync hook) has been written
+    // in this txg's sync.
+    let started = std::time::Instant::now();
+    while pool.root_objset().syncing_root().is_none() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    fs.fsync(ino).unwrap();
+    // The power fails before the txg's uberblock.
+    plan.stop_now();
+    syncer.join().unwrap();
+    drop(fs);
+    pool.core.txgs.suspend("power cut".into());
+    drop(pool);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    let ino = fs.lookup(fs.root(), b"f").unwrap().ino;
+    assert!(read_all(&fs, ino) == newer, "the fsynced write was lost");
+    drop(fs);
+    pool.sync().unwrap();
+    check_clean(&pool, "after replay");
+}
