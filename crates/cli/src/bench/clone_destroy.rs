@@ -32,6 +32,7 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use super::sync::run_command;
+use super::{btrfs_available, io_failure, on_btrfs};
 use super::{print_comparisons, BenchDirLock, Comparison};
 use crate::error::Failure;
 use crate::format::parse_size;
@@ -69,10 +70,6 @@ fn progress(message: &str) {
 
 fn fs_failure(error: tarn::fs::FsError) -> Failure {
     Failure(error.to_string())
-}
-
-fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
-    Failure(format!("{what}: {error}"))
 }
 
 /// The record indices of `count` scattered overwrites in a file of `records` records.
@@ -255,23 +252,9 @@ fn write_cost(dir: &Path, origin: u64, ops: u64, livelist: bool) -> Result<f64, 
 
 /// The btrfs half for one size: seconds of `subvolume delete -C` plus `subvolume sync`.
 fn btrfs_destroy(dir: &Path, origin: u64, overwrites: u64) -> Result<f64, Failure> {
-    let image = dir.join("bench-clone-btrfs.img");
-    let mountpoint = dir.join("mnt-clone-btrfs");
-    let _ = std::fs::remove_file(&image);
-    let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
-    file.set_len(vdev_size(origin))
-        .map_err(|e| io_failure(image.display(), e))?;
-    drop(file);
-    let device = run_command(
-        "losetup",
-        &["--find", "--show", &image.display().to_string()],
-    )?;
-    let mount_text = mountpoint.display().to_string();
-    let result = (|| {
-        run_command("mkfs.btrfs", &["-q", "-f", &device])?;
-        std::fs::create_dir_all(&mountpoint).map_err(|e| io_failure(&mount_text, e))?;
-        run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
-        let result = (|| {
+    on_btrfs(dir, "clone", vdev_size(origin), |mountpoint, device| {
+        let mount_text = mountpoint.display().to_string();
+        {
             let volume = mountpoint.join("vol");
             let snapshot = mountpoint.join("snap");
             run_command(
@@ -314,42 +297,16 @@ fn btrfs_destroy(dir: &Path, origin: u64, overwrites: u64) -> Result<f64, Failur
             // Cold: unmount, drop the page cache, mount again.
             run_command("umount", &[&mount_text])?;
             let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
-            run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
+            run_command("mount", &["-t", "btrfs", device, &mount_text])?;
             let started = Instant::now();
             run_command(
                 "btrfs",
                 &["subvolume", "delete", "-C", &snapshot.display().to_string()],
             )?;
             run_command("btrfs", &["subvolume", "sync", &mount_text])?;
-            Ok::<_, Failure>(started.elapsed().as_secs_f64())
-        })();
-        let _ = run_command("umount", &[&mount_text]);
-        result
-    })();
-    let _ = run_command("losetup", &["-d", &device]);
-    let _ = std::fs::remove_file(&image);
-    let _ = std::fs::remove_dir(&mountpoint);
-    result
-}
-
-fn btrfs_available() -> bool {
-    std::process::Command::new("mkfs.btrfs")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success())
-        && nix_is_root()
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(2).map(|uid| uid == "0"))
-        })
-        .unwrap_or(false)
+            Ok(started.elapsed().as_secs_f64())
+        }
+    })
 }
 
 pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {

@@ -27,6 +27,7 @@ use tarn::tunables::Tunables;
 use tarn::zil::SyncMode;
 use tarn_fuse::MountOptions;
 
+use super::io_failure;
 use super::{create_bench_pool, print_comparisons, unmount, BenchDirLock, Comparison};
 use crate::error::Failure;
 use crate::format::parse_size;
@@ -58,10 +59,6 @@ fn progress(message: &str) {
     if std::io::stderr().is_terminal() {
         eprintln!("bench fsync: {message}");
     }
-}
-
-fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
-    Failure(format!("{what}: {error}"))
 }
 
 /// Rate (per second) and p99 latency (milliseconds) of a loop.

@@ -736,6 +736,63 @@ pub fn run(command: BenchCommand) -> Result<(), Failure> {
     }
 }
 
+pub(crate) fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
+    Failure(format!("{what}: {error}"))
+}
+
+/// Whether btrfs can be measured here: mkfs.btrfs runs, and this process is root (loop
+/// devices and mounts).
+pub(crate) fn btrfs_available() -> bool {
+    Command::new("mkfs.btrfs")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+        && std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find(|line| line.starts_with("Uid:"))
+                    .and_then(|line| line.split_whitespace().nth(2).map(|uid| uid == "0"))
+            })
+            .unwrap_or(false)
+}
+
+/// Run `work` on a fresh btrfs on a loop device over a sparse image `dir/bench-NAME-btrfs.img`
+/// of `size` bytes, mounted at `dir/mnt-NAME-btrfs`; `work` gets the mountpoint and the
+/// device. Everything is unmounted, detached and removed afterwards, whatever happened.
+pub(crate) fn on_btrfs<T>(
+    dir: &Path,
+    name: &str,
+    size: u64,
+    work: impl FnOnce(&Path, &str) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let image = dir.join(format!("bench-{name}-btrfs.img"));
+    let mountpoint = dir.join(format!("mnt-{name}-btrfs"));
+    let _ = std::fs::remove_file(&image);
+    let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
+    file.set_len(size)
+        .map_err(|e| io_failure(image.display(), e))?;
+    drop(file);
+    let device = sync::run_command(
+        "losetup",
+        &["--find", "--show", &image.display().to_string()],
+    )?;
+    let mount_text = mountpoint.display().to_string();
+    let result = (|| {
+        sync::run_command("mkfs.btrfs", &["-q", "-f", &device])?;
+        std::fs::create_dir_all(&mountpoint).map_err(|e| io_failure(&mount_text, e))?;
+        sync::run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
+        let result = work(&mountpoint, &device);
+        let _ = sync::run_command("umount", &[&mount_text]);
+        result
+    })();
+    let _ = sync::run_command("losetup", &["-d", &device]);
+    let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_dir(&mountpoint);
+    result
+}
+
 /// One line of a benchmark that compares tarn with a baseline measured in the same run.
 pub(crate) struct Comparison {
     pub what: String,

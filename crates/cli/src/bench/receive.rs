@@ -24,6 +24,7 @@ use tarn::send::{ReceiveOptions, SendOptions};
 use tarn::tunables::Tunables;
 
 use super::sync::run_command;
+use super::{btrfs_available, io_failure, on_btrfs};
 use super::{create_bench_pool, print_comparisons, BenchDirLock, Comparison};
 use crate::error::Failure;
 use crate::format::parse_size;
@@ -53,10 +54,6 @@ fn progress(message: &str) {
     if std::io::stderr().is_terminal() {
         eprintln!("bench receive: {message}");
     }
-}
-
-fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
-    Failure(format!("{what}: {error}"))
 }
 
 /// Text-like bytes: words of a fixed vocabulary in a pseudo-random order (lz4 keeps about
@@ -269,103 +266,73 @@ fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> 
 
 /// The btrfs half: (send seconds, receive seconds).
 fn btrfs_run(dir: &Path, size: u64) -> Result<(f64, f64), Failure> {
-    let image = dir.join("bench-receive-btrfs.img");
-    let mountpoint = dir.join("mnt-receive-btrfs");
     let stream = dir.join("bench-receive-btrfs.stream");
-    let _ = std::fs::remove_file(&image);
-    let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
-    file.set_len(size * 3 + (2 << 30))
-        .map_err(|e| io_failure(image.display(), e))?;
-    drop(file);
-    let device = run_command(
-        "losetup",
-        &["--find", "--show", &image.display().to_string()],
-    )?;
-    let mount_text = mountpoint.display().to_string();
-    let result = (|| {
-        run_command("mkfs.btrfs", &["-q", "-f", &device])?;
-        std::fs::create_dir_all(&mountpoint).map_err(|e| io_failure(&mount_text, e))?;
-        run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
-        let result = (|| {
-            let volume = mountpoint.join("vol");
-            let snapshot = mountpoint.join("snap");
-            let received = mountpoint.join("received");
-            run_command(
-                "btrfs",
-                &["subvolume", "create", &volume.display().to_string()],
-            )?;
-            for (name, seed, length) in files(size) {
-                let path = volume.join(name);
-                let chunk = text(1 << 20, seed);
-                let mut file =
-                    std::fs::File::create(&path).map_err(|e| io_failure(path.display(), e))?;
-                let mut written = 0;
-                while written < length {
-                    let take = (length - written).min(chunk.len() as u64) as usize;
-                    std::io::Write::write_all(&mut file, &chunk[..take])
-                        .map_err(|e| io_failure(path.display(), e))?;
-                    written += take as u64;
-                }
+    let result = on_btrfs(dir, "receive", size * 3 + (2 << 30), |mountpoint, _| {
+        let volume = mountpoint.join("vol");
+        let snapshot = mountpoint.join("snap");
+        let received = mountpoint.join("received");
+        run_command(
+            "btrfs",
+            &["subvolume", "create", &volume.display().to_string()],
+        )?;
+        for (name, seed, length) in files(size) {
+            let path = volume.join(name);
+            let chunk = text(1 << 20, seed);
+            let mut file =
+                std::fs::File::create(&path).map_err(|e| io_failure(path.display(), e))?;
+            let mut written = 0;
+            while written < length {
+                let take = (length - written).min(chunk.len() as u64) as usize;
+                std::io::Write::write_all(&mut file, &chunk[..take])
+                    .map_err(|e| io_failure(path.display(), e))?;
+                written += take as u64;
             }
-            run_command("sync", &[])?;
-            run_command(
-                "btrfs",
-                &[
-                    "subvolume",
-                    "snapshot",
-                    "-r",
-                    &volume.display().to_string(),
-                    &snapshot.display().to_string(),
-                ],
-            )?;
-            std::fs::create_dir_all(&received).map_err(|e| io_failure(received.display(), e))?;
-            let started = Instant::now();
-            run_command(
-                "btrfs",
-                &[
-                    "send",
-                    "-q",
-                    "-f",
-                    &stream.display().to_string(),
-                    &snapshot.display().to_string(),
-                ],
-            )?;
-            run_command("sync", &[])?;
-            let send = started.elapsed().as_secs_f64();
-            let started = Instant::now();
-            run_command(
-                "btrfs",
-                &[
-                    "receive",
-                    "-q",
-                    "-f",
-                    &stream.display().to_string(),
-                    &received.display().to_string(),
-                ],
-            )?;
-            run_command("sync", &[])?;
-            Ok::<_, Failure>((send, started.elapsed().as_secs_f64()))
-        })();
-        let _ = run_command("umount", &[&mount_text]);
-        result
-    })();
-    let _ = run_command("losetup", &["-d", &device]);
-    let _ = std::fs::remove_file(&image);
+        }
+        run_command("sync", &[])?;
+        run_command(
+            "btrfs",
+            &[
+                "subvolume",
+                "snapshot",
+                "-r",
+                &volume.display().to_string(),
+                &snapshot.display().to_string(),
+            ],
+        )?;
+        std::fs::create_dir_all(&received).map_err(|e| io_failure(received.display(), e))?;
+        let started = Instant::now();
+        run_command(
+            "btrfs",
+            &[
+                "send",
+                "-q",
+                "-f",
+                &stream.display().to_string(),
+                &snapshot.display().to_string(),
+            ],
+        )?;
+        run_command("sync", &[])?;
+        let send = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        run_command(
+            "btrfs",
+            &[
+                "receive",
+                "-q",
+                "-f",
+                &stream.display().to_string(),
+                &received.display().to_string(),
+            ],
+        )?;
+        run_command("sync", &[])?;
+        Ok::<_, Failure>((send, started.elapsed().as_secs_f64()))
+    });
     let _ = std::fs::remove_file(&stream);
-    let _ = std::fs::remove_dir(&mountpoint);
     result
 }
 
 fn human(bytes: u64) -> String {
     crate::format::human_bytes(bytes)
-}
-
-fn btrfs_available() -> bool {
-    std::process::Command::new("mkfs.btrfs")
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| output.status.success())
-        && std::fs::metadata("/dev/loop-control").is_ok()
 }
 
 pub fn run(bench: ReceiveBench) -> Result<(), Failure> {

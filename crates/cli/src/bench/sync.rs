@@ -36,6 +36,7 @@ use tarn::tunables::Tunables;
 use tarn::txg::{TxgHistoryRow, TxgState};
 use tarn::types::Txg;
 
+use super::io_failure;
 use super::{create_bench_pool, median, mount_pool, ratio_cell, unmount, BenchDirLock};
 use crate::error::Failure;
 use crate::format::{pseudo_random, Cell, ListFormat};
@@ -54,10 +55,6 @@ pub struct SyncBench {
 
 const POOL_NAME: &str = "benchsync";
 const BLOCK: u64 = 4096;
-
-fn io_failure(what: impl std::fmt::Display, error: std::io::Error) -> Failure {
-    Failure(format!("{what}: {error}"))
-}
 
 /// Flush the kernel's writeback cache of the mount into tarn.
 fn syncfs(mountpoint: &Path) -> Result<(), Failure> {

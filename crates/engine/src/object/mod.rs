@@ -57,12 +57,15 @@
 //! pool's lifetime yet, and each dnode records the txg it was allocated in as its generation.
 
 pub mod adapters;
+mod bonus;
 pub mod bpobj;
+mod free;
 mod intent;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
 mod sync;
+mod synced;
 pub mod traverse;
 pub mod tree;
 
@@ -649,113 +652,6 @@ impl ObjectSet {
         Ok(())
     }
 
-    pub fn bonus(&self, object: ObjectId) -> Result<Vec<u8>, ObjectError> {
-        Ok(self.existing_dnode(object)?.bonus)
-    }
-
-    pub fn set_bonus(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        bonus_type: ObjectType,
-        bonus: &[u8],
-    ) -> Result<(), ObjectError> {
-        self.existing_dnode(object)?;
-        if bonus.len() > bonus_size_max(self.has_spill(object)?) {
-            return Err(ObjectError::BonusTooLarge(bonus.len()));
-        }
-        let mut state = self.state.lock();
-        let record = state.record(tx.txg, object);
-        record.bonus = Some((bonus_type, bonus.to_vec()));
-        drop(state);
-        self.note_metadata_change(tx);
-        Ok(())
-    }
-
-    /// Where the current spill block of `object` is, without reading the disk.
-    fn spill_source(&self, object: ObjectId) -> Result<SpillSource, ObjectError> {
-        {
-            let state = self.state.lock();
-            for dirty in state.dirty.values().rev() {
-                if let Some(record) = dirty.objects.get(&object) {
-                    if let Some(spill) = &record.spill {
-                        return Ok(SpillSource::Dirty(spill.clone()));
-                    }
-                    if record.removed || record.create.is_some() {
-                        return Ok(SpillSource::Dirty(None));
-                    }
-                }
-            }
-        }
-        Ok(SpillSource::Tree(self.tree_dnode(object)?.spill))
-    }
-
-    /// Whether `object` has a spill block (changes not yet synced included).
-    pub fn has_spill(&self, object: ObjectId) -> Result<bool, ObjectError> {
-        Ok(match self.spill_source(object)? {
-            SpillSource::Dirty(spill) => spill.is_some(),
-            SpillSource::Tree(spill) => spill.is_some(),
-        })
-    }
-
-    /// The contents of `object`'s spill block, None if it has none.
-    pub fn spill(&self, object: ObjectId) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
-        self.existing_dnode(object)?;
-        match self.spill_source(object)? {
-            SpillSource::Dirty(spill) => Ok(spill),
-            SpillSource::Tree(None) => Ok(None),
-            SpillSource::Tree(Some(bp)) => {
-                let data = self.io.read(&bp)?;
-                if data.len() != bp.size_logical as usize {
-                    return Err(ObjectError::Corrupt(format!(
-                        "object {object}: spill block of {} bytes, its pointer says {}",
-                        data.len(),
-                        bp.size_logical
-                    )));
-                }
-                Ok(Some(data))
-            }
-        }
-    }
-
-    /// Give `object` a spill block holding `spill` (None: remove it) in `tx`. The contents
-    /// are the layer above's: 512 bytes to 128 KiB, a multiple of 512, not all zeros. While
-    /// an object has a spill block its bonus buffer holds at most
-    /// [`phys::DNODE_BONUS_SIZE_MAX_WITH_SPILL`] bytes: shrink the bonus before adding a spill
-    /// block, remove the spill block before growing the bonus.
-    pub fn set_spill(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        spill: Option<Vec<u8>>,
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        if let Some(spill) = &spill {
-            if !(SPILL_SIZE_MIN..=SPILL_SIZE_MAX).contains(&spill.len())
-                || !spill.len().is_multiple_of(SPILL_SIZE_MIN)
-                || spill.iter().all(|&byte| byte == 0)
-            {
-                return Err(ObjectError::Invalid(format!(
-                    "spill block of {} bytes",
-                    spill.len()
-                )));
-            }
-            if dnode.bonus.len() > bonus_size_max(true) {
-                return Err(ObjectError::BonusTooLarge(dnode.bonus.len()));
-            }
-        }
-        let bytes = spill.as_ref().map_or(0, |spill| spill.len() as u64);
-        let mut state = self.state.lock();
-        let record = state.record(tx.txg, object);
-        record.spill = Some(spill.map(Arc::new));
-        drop(state);
-        self.note_metadata_change(tx);
-        if let Some(manager) = self.dirty_accounting.lock().as_ref() {
-            manager.add_dirty(tx.txg, bytes);
-        }
-        Ok(())
-    }
-
     /// Where the current contents of data block `blkid` are, without reading the disk.
     fn read_block_source(&self, object: ObjectId, blkid: u64) -> Result<BlockSource, ObjectError> {
         {
@@ -1077,119 +973,6 @@ impl ObjectSet {
         }
     }
 
-    /// Free `length` bytes at `offset` (`u64::MAX` length: to the end). Whole blocks inside the
-    /// range become holes; partly covered blocks at either end are zeroed in place.
-    pub fn free_range(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        offset: u64,
-        length: u64,
-    ) -> Result<(), ObjectError> {
-        let _writer = self.lock_object(object);
-        self.free_range_locked(tx, object, offset, length)
-    }
-
-    /// [`ObjectSet::free_range`] for a caller already holding the object's writer lock.
-    pub(crate) fn free_range_locked(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        offset: u64,
-        length: u64,
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        let block_size = dnode.data_block_size as u64;
-        let end = offset.saturating_add(length);
-        let first_whole = offset.div_ceil(block_size);
-        let end_whole = if end == u64::MAX {
-            u64::MAX
-        } else {
-            end / block_size
-        };
-        // Zero the partial head and tail blocks.
-        if !offset.is_multiple_of(block_size) {
-            let head_end = (first_whole * block_size).min(end);
-            self.write_locked(tx, object, offset, &vec![0u8; (head_end - offset) as usize])?;
-        }
-        if end != u64::MAX && !end.is_multiple_of(block_size) && end / block_size >= first_whole {
-            let tail_start = (end / block_size) * block_size;
-            self.write_locked(
-                tx,
-                object,
-                tail_start,
-                &vec![0u8; (end - tail_start) as usize],
-            )?;
-        }
-        if first_whole < end_whole {
-            let mut state = self.state.lock();
-            let record = state.record(tx.txg, object);
-            record
-                .blocks
-                .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
-            record
-                .stored
-                .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
-            record.frees.push((first_whole, end_whole));
-            if end_whole == u64::MAX {
-                let last = first_whole.saturating_sub(1);
-                record.truncated_to = Some(record.truncated_to.map_or(last, |t| t.min(last)));
-            }
-        }
-        self.note_metadata_change(tx);
-        Ok(())
-    }
-
-    /// Free `object`'s data from `offset` to its end in chunks (OpenZFS dmu_free_long_range):
-    /// each chunk of at most `delete_blocks` blocks (DMU_MAX_DELETEBLKCNT), aligned to whole chunks and
-    /// taken from the end backwards, is freed in a transaction of its own, and a txg takes
-    /// chunks only while the indirect blocks they dirty stay within
-    /// `per_txg_dirty_frees_percent` of `dirty_data_max` ([`TxgManager::charge_long_free`]);
-    /// past that the caller waits for the txg to sync. So deleting or truncating a huge object
-    /// never makes one giant txg. The object's size is not changed: a crash part-way leaves
-    /// holes (zeros) at the end, never old data. Call with no transaction held.
-    pub fn free_long_range(
-        &self,
-        txgs: &Arc<TxgManager>,
-        object: ObjectId,
-        offset: u64,
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        let block_size = dnode.data_block_size as u64;
-        let first_block = offset.div_ceil(block_size);
-        let indirect_size = 1u64 << dnode.indirect_block_shift;
-        let fanout = dnode.fanout();
-        let chunk_blocks = self.io.tunables.delete_blocks.max(1);
-        let mut end_block = dnode.max_blkid + 1;
-        while end_block > first_block {
-            let start_block = first_block.max((end_block - 1) / chunk_blocks * chunk_blocks);
-            let cost = (end_block - start_block).div_ceil(fanout) * indirect_size;
-            let hold = loop {
-                let hold = txgs.assign()?;
-                if txgs.charge_long_free(hold.txg(), cost) {
-                    break hold;
-                }
-                let txg = hold.txg();
-                drop(hold);
-                txgs.wait_synced(Some(txg))?;
-            };
-            self.free_range(
-                &hold.tx(),
-                object,
-                start_block * block_size,
-                (end_block - start_block) * block_size,
-            )?;
-            drop(hold);
-            end_block = start_block;
-        }
-        if !offset.is_multiple_of(block_size) && offset < (dnode.max_blkid + 1) * block_size {
-            let hold = txgs.assign()?;
-            let length = (first_block * block_size).min(u64::MAX - offset) - offset;
-            self.free_range(&hold.tx(), object, offset, length)?;
-        }
-        Ok(())
-    }
-
     /// Whether txg `txg` has changes not yet written by a sync pass.
     pub fn is_dirty(&self, txg: Txg) -> bool {
         let state = self.state.lock();
@@ -1308,70 +1091,6 @@ impl ObjectSet {
                 state.synced_log_header = syncing.log_header;
             }
         }
-    }
-
-    /// Every allocated object number in the synced tree (for `check` and `debug`).
-    pub fn synced_objects(&self) -> Result<Vec<(ObjectId, DnodePhys)>, ObjectError> {
-        let meta = self.synced_meta_dnode();
-        let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
-        let mut objects = Vec::new();
-        for blkid in 0..=meta.max_blkid {
-            let bp = tree::lookup_block(&self.io, &meta, blkid)?;
-            if bp.is_hole() {
-                continue;
-            }
-            let data = self.io.read(&bp)?;
-            for slot in 0..per_block {
-                let object = ObjectId(blkid * per_block + slot);
-                if object.0 == 0 {
-                    continue;
-                }
-                let start = slot as usize * DNODE_SIZE;
-                let dnode = DnodePhys::decode(
-                    data.get(start..start + DNODE_SIZE)
-                        .ok_or_else(|| ObjectError::Corrupt("short dnode block".into()))?,
-                )?;
-                if !dnode.is_free() {
-                    objects.push((object, dnode));
-                }
-            }
-        }
-        Ok(objects)
-    }
-
-    /// The dnode of `object` in the synced tree (for `debug object`); a free dnode if the
-    /// synced tree has no such object.
-    pub fn synced_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
-        self.dnode_from_meta(&self.synced_meta_dnode(), object)
-    }
-
-    /// One more than the highest object number ever allocated (changes not yet synced
-    /// included): no object exists at or above it.
-    pub fn object_number_bound(&self) -> u64 {
-        self.state.lock().next_object
-    }
-
-    /// Number of dnode slots per meta-dnode block.
-    pub fn dnode_slots_per_block(&self) -> u64 {
-        self.dnodes_per_block()
-    }
-
-    /// Visit every block pointer of the synced tree: the root (object-set header), the
-    /// meta-dnode's tree and every object's tree (destroy frees them all through this).
-    pub fn visit_synced_blocks(
-        &self,
-        visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
-    ) -> Result<(), ObjectError> {
-        let root = self.synced_root();
-        if root.is_hole() {
-            return Ok(());
-        }
-        visit(&root)?;
-        tree::visit_tree(&self.io, &self.synced_meta_dnode(), visit)?;
-        for (_, dnode) in self.synced_objects()? {
-            tree::visit_tree(&self.io, &dnode, visit)?;
-        }
-        Ok(())
     }
 }
 
