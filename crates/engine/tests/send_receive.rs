@@ -364,15 +364,34 @@ fn bad_streams_are_refused_and_leave_the_target_as_it_was() {
     assert!(error.contains("behind"), "{error}");
     assert!(!pool.has_dataset("bad/copy"));
 
-    // An incremental stream damaged part-way: the target is rolled back to its snapshot.
+    // An incremental stream damaged part-way: it was applied to the hidden clone, which goes;
+    // the target never changed (its figures and its tree are as they were).
     receive_from(&pool, "bad/copy", &full).unwrap();
+    // Reading the tree below would otherwise change access times, a modification.
+    pool.set_property("bad/copy", "atime", Some("off")).unwrap();
     let before = tree(&pool.open_file_system("bad/copy").unwrap());
+    let figures = |pool: &Pool| {
+        let info = pool
+            .datasets()
+            .into_iter()
+            .find(|info| info.name == "bad/copy")
+            .unwrap();
+        (info.referenced, info.snapshot_count)
+    };
+    let figures_before = figures(&pool);
     let mut damaged = incremental.clone();
     let late = damaged.len() * 3 / 4;
     damaged[late] ^= 1;
     assert!(receive_from(&pool, "bad/copy", &damaged).is_err());
     assert_eq!(tree(&pool.open_file_system("bad/copy").unwrap()), before);
+    assert_eq!(figures(&pool), figures_before);
+    pool.sync().unwrap();
+    assert!(!pool.modified_since_newest_snapshot("bad/copy").unwrap());
     assert!(pool.snapshot_info("bad/copy@b").is_err());
+    assert!(
+        !pool.has_dataset("bad/copy/%recv"),
+        "the hidden clone is gone"
+    );
     // A full stream into an existing file system, an incremental one without its source.
     assert!(receive_from(&pool, "bad/copy", &full)
         .unwrap_err()

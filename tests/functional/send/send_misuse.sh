@@ -46,6 +46,10 @@ size=$(stat -c %s "$SCRATCH/incr.bad")
 printf '\xff\xff\xff\xff' | dd of="$SCRATCH/incr.bad" bs=1 seek=$((size - 8)) conv=notrunc status=none
 log_mustnot tarn receive -F "$TESTPOOL/copy" <"$SCRATCH/incr.bad"
 [ -e "$ALTROOT/$TESTPOOL/copy/more" ] && log_fail "a failed receive left its changes"
+# It was applied to the hidden clone FS/%recv, so even -F left the target's own change.
+[ -e "$ALTROOT/$TESTPOOL/copy/local" ] || log_fail "a failed receive -F rolled the target back"
+tarn list -H -o name -r "$TESTPOOL" | grep -q '%' && log_fail "the hidden clone is listed"
+log_mustnot_msg "reserved" tarn create "$TESTPOOL/copy/%recv"
 log_must tarn receive -F "$TESTPOOL/copy" <"$SCRATCH/incr"
 [ -e "$ALTROOT/$TESTPOOL/copy/more" ] || log_fail "the incremental receive did not apply"
 [ -e "$ALTROOT/$TESTPOOL/copy/local" ] && log_fail "-F kept the local change"

@@ -280,6 +280,9 @@ pub fn checksum_of(value: &str) -> ChecksumType {
 /// Validate one component of a dataset name: ZFS's alphabet (letters, digits, `_ - : .`),
 /// not empty, not `.` or `..`.
 pub fn validate_name_component(component: &str) -> Result<(), String> {
+    if component == RECEIVE_CLONE_NAME {
+        return Ok(());
+    }
     if component.is_empty() {
         return Err("a dataset name has an empty component".into());
     }
@@ -295,6 +298,17 @@ pub fn validate_name_component(component: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The last component of the hidden clone an incremental receive fills (`FS/%recv`, as
+/// OpenZFS's): found by name, never listed, mounted or made by a user.
+pub const RECEIVE_CLONE_NAME: &str = "%recv";
+
+/// Whether a relative dataset name is, or lies below, a hidden receive clone.
+pub fn is_hidden_dataset(relative: &str) -> bool {
+    relative
+        .split('/')
+        .any(|component| component == RECEIVE_CLONE_NAME)
 }
 
 /// The longest dataset name, in bytes (ZFS_MAX_DATASET_NAME_LEN - 1).

@@ -1053,14 +1053,17 @@ impl ObjectSet {
                 state.synced_meta_dnode = meta_dnode;
             }
         }
+        let stale_header = !header.log.is_empty();
         state.synced_log_header = header.log;
         state.view_generation += 1;
         drop(state);
         // The log described the discarded changes: drop it (its blocks are given back in this
-        // txg; the dataset's log floor marks the header this txg commits as stale) and write an
-        // empty header in the next txg.
-        if let Some(log) = log {
+        // txg; the dataset's log floor marks the header this txg commits as stale) and, if the
+        // new root's header names a chain, write an empty header in the next txg.
+        if let Some(log) = &log {
             log.discard(txg)?;
+        }
+        if log.is_some() && stale_header {
             self.state
                 .lock()
                 .dirty

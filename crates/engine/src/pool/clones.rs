@@ -50,6 +50,7 @@ impl PoolCore {
         snapshot: &Arc<Snapshot>,
         relative: &str,
         properties: &[(crate::dataset::props::Property, String)],
+        for_receive: bool,
         tx: &Tx,
     ) -> Result<(), PoolError> {
         use super::datasets::{create_dataset_records, leaf_of, parent_of};
@@ -72,6 +73,9 @@ impl PoolCore {
         phys.compressed_bytes = origin.compressed_bytes;
         phys.uncompressed_bytes = origin.uncompressed_bytes;
         phys.unique_bytes = 0;
+        if for_receive {
+            phys.flags |= crate::dataset::phys::DS_FLAG_INCONSISTENT;
+        }
         phys.deadlist_object = deadlist.save(&store, tx)?;
         let livelist = self.create_livelist(origin.creation_txg, tx)?;
         phys.livelist_object = livelist
@@ -377,7 +381,7 @@ impl Pool {
         let properties = Pool::parse_properties(settings)?;
         let _namespace = core.namespace.lock();
         let (_, origin) = core.snapshot_by_name(snapshot)?;
-        let relative = core.relative_name(new).map_err(|error| match error {
+        let relative = core.new_relative_name(new).map_err(|error| match error {
             PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
                 "cannot clone {snapshot} as {new}: a clone is in the same pool as its origin"
             )),
@@ -393,6 +397,7 @@ impl Pool {
             snapshot: origin,
             relative: relative.to_string(),
             properties,
+            for_receive: false,
         }])?;
         Ok(new.to_string())
     }

@@ -184,6 +184,22 @@ impl PoolCore {
         Ok(relative)
     }
 
+    /// The relative name of a dataset a user is creating or renaming to: validated, and
+    /// never a hidden receive clone's.
+    pub(super) fn new_relative_name<'a>(&self, full: &'a str) -> Result<&'a str, PoolError> {
+        let relative = self.relative_name(full)?;
+        if crate::dataset::props::is_hidden_dataset(relative) {
+            return Err(PoolError::BadDatasetName(
+                full.into(),
+                format!(
+                    "{:?} is reserved for the hidden clone of a receive",
+                    crate::dataset::props::RECEIVE_CLONE_NAME
+                ),
+            ));
+        }
+        Ok(relative)
+    }
+
     /// Every dataset of the pool, the root first, parents before children.
     pub fn dataset_list(&self) -> Vec<(String, Arc<Dataset>)> {
         self.datasets
@@ -890,7 +906,7 @@ impl Pool {
     ) -> Result<Vec<String>, PoolError> {
         self.writable()?;
         let core = &self.core;
-        let relative = core.relative_name(full_name)?.to_string();
+        let relative = core.new_relative_name(full_name)?.to_string();
         if relative.is_empty() {
             return Err(PoolError::DatasetExists(full_name.into()));
         }
@@ -996,6 +1012,7 @@ impl Pool {
         let core = &self.core;
         let available = core.available_bytes();
         let mut list = core.dataset_list();
+        list.retain(|(relative, _)| !crate::dataset::props::is_hidden_dataset(relative));
         // Children right after their parent (`a`, `a/b`, `a-x`), as zfs list orders them.
         list.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
         let own: Vec<OwnSpace> = list

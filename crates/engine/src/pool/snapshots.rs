@@ -64,6 +64,14 @@ pub(super) enum NamespaceTask {
         snapshot: Arc<Snapshot>,
         relative: String,
         properties: Vec<(crate::dataset::props::Property, String)>,
+        /// A receive's hidden clone: flagged inconsistent until the receive ends.
+        for_receive: bool,
+    },
+    /// The end of an incremental receive: the head takes the hidden clone's contents and the
+    /// clone the head's (see `pool/receiving.rs`).
+    CloneSwap {
+        head: Arc<Dataset>,
+        clone: Arc<Dataset>,
     },
     RenameDataset {
         dataset: Arc<Dataset>,
@@ -297,7 +305,11 @@ impl PoolCore {
                     snapshot,
                     relative,
                     properties,
-                } => self.sync_create_clone(snapshot, relative, properties, &tx)?,
+                    for_receive,
+                } => self.sync_create_clone(snapshot, relative, properties, *for_receive, &tx)?,
+                NamespaceTask::CloneSwap { head, clone } => {
+                    self.sync_clone_swap(head, clone, &tx)?
+                }
                 NamespaceTask::RenameDataset { dataset, old, new } => {
                     self.sync_rename_dataset(dataset, old, new, &tx)?
                 }
@@ -992,7 +1004,7 @@ impl Pool {
                 "cannot rename {old}: it is the pool's root file system (import the pool under another name instead)"
             )));
         }
-        let new_relative = core.relative_name(new).map_err(|error| match error {
+        let new_relative = core.new_relative_name(new).map_err(|error| match error {
             PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
                 "cannot rename {old} to {new}: a file system stays in its pool"
             )),

@@ -202,10 +202,14 @@ fn target_of(file_system: &str, begin: &Begin, at: u64) -> Result<String, SendEr
     Ok(format!("{file_system}{below}"))
 }
 
-/// How to leave the target as it was if a substream fails.
-enum Undo {
-    Destroy,
-    Rollback(String),
+/// Where a substream's records go and how it ends.
+struct Prepared {
+    /// The file system the records are applied to: the target itself for a full stream, its
+    /// hidden clone (`FS/%recv`) for an incremental one.
+    write_into: String,
+    /// For an incremental stream, the short name of its source snapshot (the hidden clone's
+    /// origin), to swap the clone in at the end.
+    from: Option<String>,
 }
 
 /// Receive one substream (BEGIN already read) into `file_system`; returns the snapshot.
@@ -250,25 +254,44 @@ fn substream(
             })?,
     };
     let snapshot = format!("{file_system}@{name}");
-    let undo = prepare_target(pool, file_system, begin, options)?;
     if pool.snapshot_info(&snapshot).is_ok() {
-        undo_receive(pool, file_system, &undo);
         return Err(SendError::Refused(format!("{snapshot} exists")));
     }
-    let result = apply_records(pool, file_system, begin, source, options, report).and_then(|()| {
-        pool.sync()?;
-        pool.create_received_snapshot(&snapshot, begin.to_guid, begin.creation_time)?;
-        let streamed = begin.names.properties.iter().filter(|(property, _)| {
-            !options.exclude.contains(property)
-                && !options.set.iter().any(|(set, _)| set == property)
+    let prepared = prepare_target(pool, file_system, begin, options)?;
+    let result = apply_records(pool, &prepared.write_into, begin, source, options, report)
+        .and_then(|()| {
+            pool.sync()?;
+            match &prepared.from {
+                None => {
+                    pool.create_received_snapshot(&snapshot, begin.to_guid, begin.creation_time)?
+                }
+                Some(from) => pool.finish_receive_clone(
+                    file_system,
+                    from,
+                    &name,
+                    (begin.to_guid, begin.creation_time),
+                    options.force,
+                )?,
+            }
+            let streamed = begin.names.properties.iter().filter(|(property, _)| {
+                !options.exclude.contains(property)
+                    && !options.set.iter().any(|(set, _)| set == property)
+            });
+            for (property, value) in streamed.chain(options.set.iter()) {
+                pool.set_property(file_system, property, Some(value))?;
+            }
+            Ok(())
         });
-        for (property, value) in streamed.chain(options.set.iter()) {
-            pool.set_property(file_system, property, Some(value))?;
-        }
-        Ok(())
-    });
     if let Err(error) = result {
-        undo_receive(pool, file_system, &undo);
+        // A new file system, or the hidden clone, goes; the target stays as it was.
+        if pool.has_dataset(&prepared.write_into) {
+            if let Err(undo) = pool.destroy_dataset(&prepared.write_into, true) {
+                log::error!(
+                    "after a failed receive into {file_system}, could not destroy {}: {undo}",
+                    prepared.write_into
+                );
+            }
+        }
         return Err(error);
     }
     log::info!(
@@ -279,14 +302,16 @@ fn substream(
     Ok(snapshot)
 }
 
-/// Make `file_system` ready for the substream: a new file system for a full stream; for an
-/// incremental one, the target at the stream's source (rolled back to it with `force`).
+/// Make a place for the substream: a new file system for a full stream; for an incremental
+/// one, the hidden clone of the target's snapshot the stream starts from, which must be the
+/// target's newest with no change since (unless `force`: the target is then rolled back when
+/// the receive ends, not before, so that a failed receive leaves it as it was).
 fn prepare_target(
     pool: &Pool,
     file_system: &str,
     begin: &Begin,
     options: &ReceiveOptions,
-) -> Result<Undo, SendError> {
+) -> Result<Prepared, SendError> {
     if begin.from_guid == 0 {
         if pool.has_dataset(file_system) {
             return Err(SendError::Refused(format!(
@@ -295,7 +320,10 @@ fn prepare_target(
             )));
         }
         pool.create_dataset_for_receive(file_system)?;
-        return Ok(Undo::Destroy);
+        return Ok(Prepared {
+            write_into: file_system.to_string(),
+            from: None,
+        });
     }
     if !pool.has_dataset(file_system) {
         return Err(SendError::Refused(format!(
@@ -314,40 +342,32 @@ fn prepare_target(
         )));
     };
     let newest = snapshots.last().expect("one was found");
-    let modified = pool
-        .datasets()
-        .into_iter()
-        .find(|dataset| dataset.name == file_system)
-        .is_some_and(|dataset| dataset.written > 0);
-    if newest.guid != from.guid || modified {
-        if !options.force {
-            return Err(SendError::Refused(if newest.guid != from.guid {
-                format!(
-                    "{file_system} has snapshots newer than {} (-F rolls back to it and destroys \
-                     them)",
-                    from.name
-                )
-            } else {
-                format!(
-                    "{file_system} was modified since {} (-F rolls the changes back; reading \
-                     files changes their access times unless atime=off)",
-                    from.name
-                )
-            }));
-        }
-        pool.rollback(&from.name, true)?;
+    pool.sync()?;
+    let modified = pool.modified_since_newest_snapshot(file_system)?;
+    if (newest.guid != from.guid || modified) && !options.force {
+        return Err(SendError::Refused(if newest.guid != from.guid {
+            format!(
+                "{file_system} has snapshots newer than {} (-F rolls back to it and destroys \
+                 them)",
+                from.name
+            )
+        } else {
+            format!(
+                "{file_system} was modified since {} (-F rolls the changes back; reading \
+                 files changes their access times unless atime=off)",
+                from.name
+            )
+        }));
     }
-    Ok(Undo::Rollback(from.name.clone()))
-}
-
-fn undo_receive(pool: &Pool, file_system: &str, undo: &Undo) {
-    let result = match undo {
-        Undo::Destroy => pool.destroy_dataset(file_system, false).map(|_| ()),
-        Undo::Rollback(snapshot) => pool.rollback(snapshot, true).map(|_| ()),
-    };
-    if let Err(error) = result {
-        log::error!("after a failed receive into {file_system}, could not undo it: {error}");
-    }
+    let clone = pool.create_receive_clone(&from.name)?;
+    let short = from
+        .name
+        .split_once('@')
+        .map_or(from.name.as_str(), |(_, name)| name);
+    Ok(Prepared {
+        write_into: clone,
+        from: Some(short.to_string()),
+    })
 }
 
 /// Apply records up to and including END.
