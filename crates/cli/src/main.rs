@@ -229,7 +229,12 @@ enum Command {
         /// Say what is sent, and show progress on a terminal.
         #[arg(short = 'v')]
         verbose: bool,
-        snapshot: String,
+        /// Continue an interrupted `receive -s` from the target's receive_resume_token.
+        #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "snapshot"])]
+        resume_token: Option<String>,
+        /// FS@SNAP (not with -t).
+        #[arg(required_unless_present = "resume_token")]
+        snapshot: Option<String>,
     },
     /// Read a replication stream from stdin into a file system: a full stream makes a new one,
     /// an incremental stream applies to the snapshot it came from.
@@ -251,6 +256,13 @@ enum Command {
         /// Do not take this property from the stream (repeatable).
         #[arg(short = 'x')]
         exclude: Vec<String>,
+        /// Keep what a receive that stops part-way applied, for `send -t` to continue (the
+        /// target's receive_resume_token).
+        #[arg(short = 's')]
+        resumable: bool,
+        /// Abandon the partial receive into the target (no stream is read).
+        #[arg(short = 'A', conflicts_with_all = ["force", "resumable", "set", "exclude"])]
+        abort: bool,
         /// FS, or FS@SNAP to name the received snapshot.
         target: String,
     },
@@ -632,11 +644,13 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             properties,
             dry_run,
             verbose,
+            resume_token,
             snapshot,
         } => replication::send(
             socket,
             replication::SendArgs {
-                snapshot,
+                snapshot: snapshot.unwrap_or_default(),
+                resume_token,
                 intermediates: intermediates_from.is_some(),
                 from: from.or(intermediates_from),
                 properties,
@@ -652,18 +666,27 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             verbose,
             set,
             exclude,
+            resumable,
+            abort,
             target,
-        } => replication::receive(
-            socket,
-            replication::ReceiveArgs {
-                target,
-                force,
-                no_mount,
-                verbose,
-                set,
-                exclude,
-            },
-        ),
+        } => {
+            if abort {
+                replication::abort_receive(socket, target)
+            } else {
+                replication::receive(
+                    socket,
+                    replication::ReceiveArgs {
+                        target,
+                        force,
+                        no_mount,
+                        verbose,
+                        set,
+                        exclude,
+                        resumable,
+                    },
+                )
+            }
+        }
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Object { dataset, target }) => {

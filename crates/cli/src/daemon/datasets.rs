@@ -210,6 +210,12 @@ pub fn get(
             "usedbyrefreservation" => bytes(0),
             "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
             "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
+            "receive_resume_token" => {
+                let token = tarn::send::resume_token(pool, name)
+                    .map_err(|error| Failure(format!("{name}: receive_resume_token: {error}")))?
+                    .unwrap_or_else(|| "-".into());
+                statistic(token.clone(), token)
+            }
             "mounted" => {
                 let mounted = if mounts.mountpoint_of(name).is_some() {
                     "yes"

@@ -64,7 +64,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::Rollback { .. }
         | Request::Rename { .. }
         | Request::DebugDataset { .. }
-        | Request::Bookmark { .. } => snapshots::handle(daemon, request),
+        | Request::Bookmark { .. }
+        | Request::ReceiveAbort { .. } => snapshots::handle(daemon, request),
         Request::Send { .. } | Request::Receive { .. } => Err(Reply::Failed(Failure(
             "internal error: send and receive are served with their connection's stream".into(),
         ))),

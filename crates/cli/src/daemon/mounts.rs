@@ -200,8 +200,10 @@ impl Mounts {
     pub fn mount_all(&self, pool: &Pool, within: Option<&str>) -> Vec<(String, Failure)> {
         let mut failures = Vec::new();
         for info in pool.datasets() {
+            // A partial receive kept for resuming is no file system yet.
             if within.is_some_and(|ancestor| !is_within(&info.name, ancestor))
                 || self.mountpoint_of(&info.name).is_some()
+                || pool.is_inconsistent(&info.name).unwrap_or(false)
             {
                 continue;
             }

@@ -173,7 +173,8 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
             | "usedbysnapshots"
             | "usedbychildren"
             | "usedbyrefreservation"
-            | "origin" => statistic("-".into(), "-".into()),
+            | "origin"
+            | "receive_resume_token" => statistic("-".into(), "-".into()),
             other => {
                 let property = Property::from_name(other).ok_or_else(|| {
                     Failure(format!("unknown property {other:?} of snapshot {name}"))
@@ -395,6 +396,18 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             Ok(Answer {
                 status: u8::from(!failures.is_empty()),
                 data: serde_json::json!({ "created": [created] }),
+            })
+        }
+        Request::ReceiveAbort { target } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&target)?;
+            let destroyed = tarn::send::abort_receive(&pool, &target).map_err(|error| {
+                Failure(format!("cannot abort the receive into {target}: {error}"))
+            })?;
+            out!("destroyed {destroyed}, the partial receive into {target}");
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "destroyed": destroyed }),
             })
         }
         Request::Promote { name } => {

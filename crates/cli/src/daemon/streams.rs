@@ -35,17 +35,25 @@ pub(super) fn handle(
             dry_run,
             compressed,
             recursive,
+            resume_token,
         } => {
-            let pool = daemon.pool_of_dataset(&snapshot);
             let mut frames = FrameWriter::new(&mut *writer);
-            let sent = pool.map_err(Reply::from).and_then(|pool| {
-                let options = SendOptions {
-                    from,
-                    intermediates,
-                    properties,
-                    dry_run,
-                    compressed,
-                    recursive,
+            let sent = stream_pool(daemon, &snapshot, resume_token.as_deref()).and_then(|pool| {
+                let (snapshot, options) = match &resume_token {
+                    Some(token) => tarn::send::resume_send_options(&pool, token)
+                        .map_err(|error| Failure(format!("cannot resume the send: {error}")))?,
+                    None => (
+                        snapshot.clone(),
+                        SendOptions {
+                            from,
+                            intermediates,
+                            properties,
+                            dry_run,
+                            compressed,
+                            recursive,
+                            resume_at: None,
+                        },
+                    ),
                 };
                 tarn::send::send(&pool, &snapshot, &options, &mut frames, &mut |_| {})
                     .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")).into())
@@ -82,12 +90,14 @@ pub(super) fn handle(
             verbose,
             set,
             exclude,
+            resumable,
         } => {
             let mut frames = FrameReader::new(&mut *reader);
             let options = ReceiveOptions {
                 force,
                 set,
                 exclude,
+                resumable,
                 ..ReceiveOptions::default()
             };
             let received = receive(daemon, &target, &options, no_mount, &mut frames);
@@ -123,6 +133,22 @@ pub(super) fn handle(
             "internal error: {} carries no stream",
             other.verb()
         )))),
+    }
+}
+
+/// The pool a send reads: the snapshot's, or for `send -t` the one the token names.
+fn stream_pool(
+    daemon: &Arc<Daemon>,
+    snapshot: &str,
+    resume_token: Option<&str>,
+) -> Result<Arc<tarn::pool::Pool>, Reply> {
+    match resume_token {
+        None => Ok(daemon.pool_of_dataset(snapshot)?),
+        Some(token) => {
+            let token = tarn::send::resume::ResumeToken::decode(token)
+                .map_err(|error| Failure(format!("cannot resume the send: {error}")))?;
+            Ok(daemon.pool_of_dataset(&token.stream.to_name)?)
+        }
     }
 }
 

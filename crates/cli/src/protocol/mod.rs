@@ -48,8 +48,9 @@
 //! | `debug dataset` | `name`: the record and deadlist as text |
 //! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
 //! | `bookmark` | `snapshot` (`FS@SNAP`, or null to destroy), `bookmark` (`FS#NAME`) |
-//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`, `recursive`: the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
-//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`, `set` ([[name, value]]), `exclude` (names): the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
+//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`, `recursive`, `resume_token` (or null; then `snapshot` is ignored): the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
+//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`, `set` ([[name, value]]), `exclude` (names), `resumable`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
+//! | `receive abort` | `target` (FS): its partial receive is destroyed; `data = {"destroyed": name}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ...}, size_bytes, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations}]}`, oldest first |
@@ -271,6 +272,9 @@ pub enum Request {
         /// The file system's tree (`-R`).
         #[serde(default)]
         recursive: bool,
+        /// Continue an interrupted receive from its `receive_resume_token` (`-t`).
+        #[serde(default)]
+        resume_token: Option<String>,
     },
     /// Receive the stream that follows this request as frames.
     #[serde(rename = "receive")]
@@ -285,7 +289,13 @@ pub enum Request {
         /// Properties of the stream not to set (`-x`).
         #[serde(default)]
         exclude: Vec<String>,
+        /// Keep a partial receive for resuming (`-s`).
+        #[serde(default)]
+        resumable: bool,
     },
+    /// Abandon the partial receive into a file system (`receive -A`).
+    #[serde(rename = "receive abort")]
+    ReceiveAbort { target: String },
     /// Properties (names, or `all`) of datasets.
     #[serde(rename = "get")]
     Get {
@@ -363,6 +373,7 @@ impl Request {
             Request::Bookmark { .. } => "bookmark",
             Request::Send { .. } => "send",
             Request::Receive { .. } => "receive",
+            Request::ReceiveAbort { .. } => "receive abort",
         }
     }
 }

@@ -15,7 +15,11 @@ use crate::protocol::{Request, Response};
 
 /// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
 /// nothing to act on.
-fn ask(socket: &Path, dataset: Option<&str>, request: &Request) -> Result<Response, Failure> {
+pub(super) fn ask(
+    socket: &Path,
+    dataset: Option<&str>,
+    request: &Request,
+) -> Result<Response, Failure> {
     client::ask_if_running(socket, request)?.ok_or_else(|| {
         let pool = dataset.map(pool_of);
         Failure(match pool {

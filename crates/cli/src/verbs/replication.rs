@@ -27,12 +27,16 @@ pub struct SendArgs {
     pub compressed: bool,
     /// The tree below the file system too (`-R`).
     pub recursive: bool,
+    /// `-t TOKEN`: continue an interrupted receive (then `snapshot` is empty).
+    pub resume_token: Option<String>,
 }
 
-/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`.
+/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`, or `tarn send [-v] -t TOKEN`.
 pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
-    check_name(&args.snapshot)?;
-    if !args.snapshot.contains('@') {
+    if args.resume_token.is_none() {
+        check_name(&args.snapshot)?;
+    }
+    if args.resume_token.is_none() && !args.snapshot.contains('@') {
         return Err(Failure(format!(
             "cannot send {:?}: name a snapshot, FS@SNAP",
             args.snapshot
@@ -57,6 +61,7 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
             dry_run: args.dry_run,
             compressed: args.compressed,
             recursive: args.recursive,
+            resume_token: args.resume_token,
         },
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;
@@ -84,6 +89,19 @@ pub struct ReceiveArgs {
     pub set: Vec<String>,
     /// `-x prop`.
     pub exclude: Vec<String>,
+    /// `-s`: keep a partial receive for resuming.
+    pub resumable: bool,
+}
+
+/// `tarn receive -A FS`: abandon the partial receive into FS.
+pub fn abort_receive(socket: &Path, target: String) -> Result<Status, Failure> {
+    check_name(&target)?;
+    let dataset = target.clone();
+    Ok(forward(super::dataset::ask(
+        socket,
+        Some(&dataset),
+        &Request::ReceiveAbort { target },
+    )?))
 }
 
 /// `tarn receive [-F] [-u] [-v] [-o prop=val] [-x prop] FS[@SNAP]`.
@@ -95,6 +113,7 @@ pub fn receive(socket: &Path, args: ReceiveArgs) -> Result<Status, Failure> {
         verbose,
         set,
         exclude,
+        resumable,
     } = args;
     check_name(&target)?;
     let set = set
@@ -124,6 +143,7 @@ pub fn receive(socket: &Path, args: ReceiveArgs) -> Result<Status, Failure> {
             verbose,
             set,
             exclude,
+            resumable,
         },
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;

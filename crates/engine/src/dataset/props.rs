@@ -89,6 +89,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
     "usedbyrefreservation",
     "guid",
     "createtxg",
+    "receive_resume_token",
 ];
 
 impl Property {

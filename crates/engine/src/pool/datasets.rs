@@ -557,6 +557,7 @@ impl PoolCore {
         }
         dataset.detach_objset();
         self.sync_destroy_bookmarks(dataset.object, None, &tx)?;
+        self.sync_forget_receive(dataset.object, &tx)?;
         let dir = dataset.dir();
         let parent_dir = DatasetDirPhys::decode(&self.mos.bonus(dir.parent_dir_object)?)
             .map_err(|error| PoolError::Corrupt(format!("parent directory record: {error}")))?;

@@ -89,7 +89,7 @@ pub mod datasets;
 mod import;
 pub mod livelists;
 pub mod props;
-mod receiving;
+pub mod receiving;
 pub mod snapshots;
 mod stats;
 mod sync;

@@ -14,19 +14,55 @@
 //! untouched; a crash at any point leaves either the old FS with a partial clone (destroyed at
 //! import) or the new FS with its snapshot and the swapped-out clone (likewise destroyed).
 //! Livelists of both are dropped at the swap: they describe trees the datasets no longer hold.
+//!
+//! # Resumable receives (`receive -s`)
+//! A receive that may be resumed notes, under each transaction's hold, the stream position it
+//! has applied up to (object, offset: every record before it is in); the first note of a txg
+//! queues a namespace task that, in that txg's sync, writes the newest position noted for it
+//! into the MOS key/value object named by the MOS directory entry `receive_resume`: key, the
+//! receiving dataset's record object in decimal; value, object u64, offset u64 (little-endian),
+//! then the stream's description (opaque here: `send/resume.rs`). Data and position thus
+//! commit in the same txg, so after any crash the position names exactly what is on disk. A
+//! dataset with a position is not destroyed at import as a partial receive; the entry goes
+//! when the receive ends or is aborted, and with the dataset.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::dataset::phys::DatasetPhys;
 use crate::dataset::props::RECEIVE_CLONE_NAME;
 use crate::dataset::Dataset;
+use crate::object::adapters::{kv_object_error, KvObject};
 use crate::object::phys::ObjsetHeader;
-use crate::object::Tx;
-use crate::types::Guid;
+use crate::object::{kv, Tx};
+use crate::types::{Guid, ObjectId, Txg};
 
 use super::datasets::parent_of;
 use super::snapshots::NamespaceTask;
-use super::{Pool, PoolCore, PoolError};
+use super::{
+    kv_create, kv_set_u64, lookup_mos_directory, Pool, PoolCore, PoolError, MOS_OBJECT_DIRECTORY,
+};
+
+/// The MOS directory entry naming the resumable receives' positions.
+pub const RECEIVE_RESUME_KEY: &str = "receive_resume";
+
+/// A resumable receive's position (see the module documentation).
+pub struct ResumeTracker {
+    dataset: Arc<Dataset>,
+    description: Vec<u8>,
+    /// Positions noted, by the txg of the transaction that applied up to them.
+    positions: Mutex<BTreeMap<Txg, (u64, u64)>>,
+}
+
+/// A resumable receive's saved state: the position and the stream's description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResumeState {
+    pub object: u64,
+    pub offset: u64,
+    pub description: Vec<u8>,
+}
 
 impl Pool {
     /// Create the dataset `full_name` with an empty object set, not formatted as a file
@@ -64,6 +100,8 @@ impl Pool {
                 dataset.phys().flags & crate::dataset::phys::DS_FLAG_INCONSISTENT != 0
             })
             .map(|(_, dataset)| dataset.name())
+            // A resumable receive's is kept for `send -t` (or `receive -A`).
+            .filter(|name| !matches!(self.receive_resume_state(name), Ok(Some(_))))
             .collect();
         let mut destroyed = Vec::new();
         for name in partial {
@@ -76,6 +114,88 @@ impl Pool {
             }
         }
         destroyed
+    }
+
+    /// Whether `full_name` is flagged inconsistent: a receive into it has not finished.
+    pub fn is_inconsistent(&self, full_name: &str) -> Result<bool, PoolError> {
+        let core = &self.core;
+        let dataset = core.dataset_by_relative(core.relative_name(full_name)?)?;
+        Ok(dataset.phys().flags & crate::dataset::phys::DS_FLAG_INCONSISTENT != 0)
+    }
+
+    /// Start noting the position of a resumable receive into `full_name` (the file system the
+    /// records are applied to); `description` is kept with each position.
+    pub fn track_receive(
+        &self,
+        full_name: &str,
+        description: Vec<u8>,
+    ) -> Result<Arc<ResumeTracker>, PoolError> {
+        let core = &self.core;
+        Ok(Arc::new(ResumeTracker {
+            dataset: core.available_dataset(core.relative_name(full_name)?)?,
+            description,
+            positions: Mutex::new(BTreeMap::new()),
+        }))
+    }
+
+    /// Note, while holding `txg`, that a tracked receive has applied every record before
+    /// (object, offset) in transactions of txgs up to `txg`.
+    pub fn note_receive_position(
+        &self,
+        tracker: &Arc<ResumeTracker>,
+        txg: Txg,
+        (object, offset): (u64, u64),
+    ) {
+        let first_of_txg = tracker
+            .positions
+            .lock()
+            .insert(txg, (object, offset))
+            .is_none();
+        if first_of_txg {
+            self.core.queue_snapshot_task(
+                txg,
+                NamespaceTask::ReceivePosition {
+                    tracker: tracker.clone(),
+                },
+            );
+        }
+    }
+
+    /// The saved state of a resumable receive into `full_name`, if there is one.
+    pub fn receive_resume_state(&self, full_name: &str) -> Result<Option<ResumeState>, PoolError> {
+        let core = &self.core;
+        let dataset = core.dataset_by_relative(core.relative_name(full_name)?)?;
+        let Some(object) = core.receive_resume_object()? else {
+            return Ok(None);
+        };
+        let handle = KvObject::new(&core.mos, object, None)?;
+        let Some(value) = kv::lookup(&handle, dataset.object.0.to_string().as_bytes())
+            .map_err(kv_object_error(object))?
+        else {
+            return Ok(None);
+        };
+        if value.len() < 16 {
+            return Err(PoolError::Corrupt(format!(
+                "receive position of {full_name}: {} bytes",
+                value.len()
+            )));
+        }
+        let word = |at: usize| u64::from_le_bytes(value[at..at + 8].try_into().expect("8"));
+        Ok(Some(ResumeState {
+            object: word(0),
+            offset: word(8),
+            description: value[16..].to_vec(),
+        }))
+    }
+
+    /// A resumable receive into `full_name` ended (or was abandoned): forget its position.
+    /// Durable on return.
+    pub fn forget_receive(&self, full_name: &str) -> Result<(), PoolError> {
+        let core = &self.core;
+        let dataset = core.dataset_by_relative(core.relative_name(full_name)?)?;
+        core.run_tasks(vec![NamespaceTask::ForgetReceive {
+            dataset: dataset.object,
+        }])
     }
 
     /// Whether the file system `full_name` changed since its newest snapshot (true without
@@ -185,6 +305,68 @@ impl Pool {
 }
 
 impl PoolCore {
+    fn receive_resume_object(&self) -> Result<Option<ObjectId>, PoolError> {
+        Ok(
+            lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, RECEIVE_RESUME_KEY)?
+                .map(ObjectId),
+        )
+    }
+
+    /// Syncing context: write the newest position `tracker` noted for this txg or earlier.
+    pub(super) fn sync_receive_position(
+        &self,
+        tracker: &ResumeTracker,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let newest = {
+            let mut positions = tracker.positions.lock();
+            let later = positions.split_off(&Txg(tx.txg.0 + 1));
+            let newest = positions.values().next_back().copied();
+            *positions = later;
+            newest
+        };
+        let Some((object, offset)) = newest else {
+            return Ok(());
+        };
+        let kv_object = match self.receive_resume_object()? {
+            Some(existing) => existing,
+            None => {
+                let created = kv_create(&self.mos, tx, &self.tunables)?;
+                kv_set_u64(
+                    &self.mos,
+                    tx,
+                    MOS_OBJECT_DIRECTORY,
+                    RECEIVE_RESUME_KEY,
+                    created.0,
+                )?;
+                created
+            }
+        };
+        let mut value = Vec::with_capacity(16 + tracker.description.len());
+        value.extend_from_slice(&object.to_le_bytes());
+        value.extend_from_slice(&offset.to_le_bytes());
+        value.extend_from_slice(&tracker.description);
+        let mut handle = KvObject::new(&self.mos, kv_object, Some(*tx))?;
+        kv::upsert(
+            &mut handle,
+            tracker.dataset.object.0.to_string().as_bytes(),
+            &value,
+        )
+        .map_err(kv_object_error(kv_object))?;
+        Ok(())
+    }
+
+    /// Syncing context: drop the position of a receive into `dataset` (its record object).
+    pub(super) fn sync_forget_receive(&self, dataset: ObjectId, tx: &Tx) -> Result<(), PoolError> {
+        let Some(kv_object) = self.receive_resume_object()? else {
+            return Ok(());
+        };
+        let mut handle = KvObject::new(&self.mos, kv_object, Some(*tx))?;
+        kv::remove(&mut handle, dataset.0.to_string().as_bytes())
+            .map_err(kv_object_error(kv_object))?;
+        Ok(())
+    }
+
     /// Whether `head` changed since its newest snapshot, as OpenZFS's
     /// dsl_dataset_modified_since_snap decides: its tree is younger than the snapshot and
     /// differs from it in more than the intent-log header (which opening a file system for

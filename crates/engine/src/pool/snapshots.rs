@@ -67,6 +67,14 @@ pub(super) enum NamespaceTask {
         /// A receive's hidden clone: flagged inconsistent until the receive ends.
         for_receive: bool,
     },
+    /// A resumable receive's position as of this txg (`pool/receiving.rs`).
+    ReceivePosition {
+        tracker: Arc<super::receiving::ResumeTracker>,
+    },
+    /// A resumable receive ended: its position goes.
+    ForgetReceive {
+        dataset: ObjectId,
+    },
     /// The end of an incremental receive: the head takes the hidden clone's contents and the
     /// clone the head's (see `pool/receiving.rs`).
     CloneSwap {
@@ -309,6 +317,12 @@ impl PoolCore {
                 } => self.sync_create_clone(snapshot, relative, properties, *for_receive, &tx)?,
                 NamespaceTask::CloneSwap { head, clone } => {
                     self.sync_clone_swap(head, clone, &tx)?
+                }
+                NamespaceTask::ReceivePosition { tracker } => {
+                    self.sync_receive_position(tracker, &tx)?
+                }
+                NamespaceTask::ForgetReceive { dataset } => {
+                    self.sync_forget_receive(*dataset, &tx)?
                 }
                 NamespaceTask::RenameDataset { dataset, old, new } => {
                     self.sync_rename_dataset(dataset, old, new, &tx)?

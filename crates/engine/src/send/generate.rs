@@ -14,8 +14,8 @@ use crate::pool::snapshots::SnapshotInfo;
 use crate::pool::Pool;
 
 use super::stream::{
-    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_COMPRESSED, FEATURE_SPILL,
-    FLAG_RECURSIVE, STREAM_VERSION,
+    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_COMPRESSED, FEATURE_RESUMING,
+    FEATURE_SPILL, FLAG_RECURSIVE, STREAM_VERSION,
 };
 use super::SendError;
 
@@ -39,6 +39,9 @@ pub struct SendOptions {
     /// every snapshot up to the one named (`send -R`); the receiver recreates the tree below
     /// its target.
     pub recursive: bool,
+    /// Continue an interrupted receive (`send -t`): start at (object, offset), leaving out
+    /// every record before it (see `send/resume.rs`). Not with `recursive` or `intermediates`.
+    pub resume_at: Option<(u64, u64)>,
 }
 
 /// What a send did (or, dry, would do).
@@ -65,6 +68,11 @@ pub fn send(
     let (file_system, snapshot) = to.split_once('@').ok_or_else(|| {
         SendError::Refused(format!("cannot send {to:?}: name a snapshot, FS@SNAP"))
     })?;
+    if options.resume_at.is_some() && (options.recursive || options.intermediates) {
+        return Err(SendError::Refused(
+            "a resumed send continues one snapshot's stream: not with -R or -I".into(),
+        ));
+    }
     let mut plan: Vec<Substream> = Vec::new();
     let members: Vec<String> = if options.recursive {
         let mut members: Vec<String> = pool
@@ -134,6 +142,7 @@ pub fn send(
         report: SendReport::default(),
         pending_free_objects: None,
         pending_free: None,
+        resume_at: options.resume_at,
         progress,
     };
     for (from, to, properties) in plan {
@@ -268,6 +277,8 @@ struct Sender<'a, W: Write> {
     /// FREEOBJECTS and FREE records not yet written, so that adjacent ones coalesce.
     pending_free_objects: Option<(u64, u64)>,
     pending_free: Option<(u64, u64, u64)>,
+    /// Records before this (object, offset) are left out (`send -t`).
+    resume_at: Option<(u64, u64)>,
     progress: &'a mut dyn FnMut(u64),
 }
 
@@ -281,13 +292,17 @@ impl<W: Write> Sender<'_, W> {
     ) -> Result<(), SendError> {
         self.from_txg = from.map_or(0, |from| from.creation_txg);
         let objset = pool.snapshot_objset(&to.name)?;
+        let (resume_object, resume_offset) = self.resume_at.unwrap_or((0, 0));
+        let mut features = FEATURE_SPILL;
+        if self.compressed {
+            features |= FEATURE_COMPRESSED;
+        }
+        if self.resume_at.is_some() {
+            features |= FEATURE_RESUMING;
+        }
         self.emit(&Record::Begin(Box::new(Begin {
             version: STREAM_VERSION,
-            features: if self.compressed {
-                FEATURE_SPILL | FEATURE_COMPRESSED
-            } else {
-                FEATURE_SPILL
-            },
+            features,
             flags: if self.top.is_some() {
                 FLAG_RECURSIVE
             } else {
@@ -303,6 +318,8 @@ impl<W: Write> Sender<'_, W> {
                 from_name: from.map(|from| from.name.clone()).unwrap_or_default(),
                 properties: properties.to_vec(),
                 top: self.top.clone().unwrap_or_default(),
+                resume_object,
+                resume_offset,
             },
         })))?;
         let header = ObjsetHeader::decode(&self.io.read(&objset.synced_root())?)?;
@@ -310,10 +327,14 @@ impl<W: Write> Sender<'_, W> {
         let per_block = (meta.data_block_size as u64 / DNODE_SIZE as u64).max(1);
         let io = self.io.clone();
         walk_changed::<SendError>(&io, &meta, self.from_txg, &mut |blkid, span, bp| {
+            // A resumed stream leaves out the objects before its start.
+            if blkid.saturating_add(span).saturating_mul(per_block) <= resume_object {
+                return Ok(());
+            }
             if bp.is_hole() {
                 // Objects freed since the source (a full stream's receiver has none).
                 if self.from_txg > 0 {
-                    let first = blkid.saturating_mul(per_block).max(1);
+                    let first = blkid.saturating_mul(per_block).max(1).max(resume_object);
                     let end = blkid.saturating_add(span).saturating_mul(per_block);
                     self.free_objects(first, end.saturating_sub(first))?;
                 }
@@ -322,6 +343,9 @@ impl<W: Write> Sender<'_, W> {
             let block = io.read(bp)?;
             for slot in 0..per_block {
                 let object = blkid * per_block + slot;
+                if object < resume_object {
+                    continue;
+                }
                 let start = slot as usize * DNODE_SIZE;
                 let raw = block
                     .get(start..start + DNODE_SIZE)
@@ -376,21 +400,34 @@ impl<W: Write> Sender<'_, W> {
         }
         let block_size = dnode.data_block_size as u64;
         let end = (dnode.max_blkid + 1).saturating_mul(block_size);
+        // A resumed stream starts this object's records at the receiver's position.
+        let skip_below = match self.resume_at {
+            Some((resume_object, resume_offset)) if resume_object == object => resume_offset,
+            _ => 0,
+        };
         let io = self.io.clone();
         walk_changed::<SendError>(&io, dnode, self.from_txg, &mut |blkid, span, bp| {
             let offset = blkid.saturating_mul(block_size);
+            let length = span.saturating_mul(block_size);
+            if offset.saturating_add(length) <= skip_below {
+                return Ok(());
+            }
             if bp.is_hole() {
                 // Holes past the last block are the final FREE's.
-                if self.from_txg > 0 && offset < end {
-                    let length = span.saturating_mul(block_size).min(end - offset);
-                    self.free(object, offset, length)?;
+                let start = offset.max(skip_below);
+                if self.from_txg > 0 && start < end {
+                    let length = offset.saturating_add(length).min(end) - start;
+                    self.free(object, start, length)?;
                 }
+                return Ok(());
+            }
+            if offset < skip_below {
                 return Ok(());
             }
             self.data(object, offset, bp)
         })?;
         if self.from_txg > 0 {
-            self.free(object, end, u64::MAX)?;
+            self.free(object, end.max(skip_below), u64::MAX)?;
         }
         Ok(())
     }

@@ -44,6 +44,7 @@
 
 pub mod generate;
 pub mod receive;
+pub mod resume;
 pub mod stream;
 
 use crate::object::ObjectError;
@@ -51,6 +52,7 @@ use crate::pool::PoolError;
 
 pub use generate::{send, SendOptions, SendReport};
 pub use receive::{receive, ReceiveOptions, ReceiveReport};
+pub use resume::{abort_receive, resume_send_options, resume_token};
 
 /// Why a send or receive failed.
 #[derive(Debug, thiserror::Error)]

@@ -12,9 +12,12 @@ use crate::pool::Pool;
 use crate::txg::TxgManager;
 use crate::types::ObjectId;
 
+use crate::pool::receiving::ResumeTracker;
+
+use super::resume::{resume_target, StreamDescription};
 use super::stream::{
-    Begin, ObjectRecord, Record, StreamReader, FEATURES_KNOWN, FLAGS_KNOWN, FLAG_RECURSIVE,
-    STREAM_VERSION,
+    Begin, ObjectRecord, Record, StreamReader, FEATURES_KNOWN, FEATURE_RESUMING, FLAGS_KNOWN,
+    FLAG_RECURSIVE, STREAM_VERSION,
 };
 use super::SendError;
 
@@ -35,6 +38,9 @@ pub struct ReceiveOptions {
     pub exclude: Vec<String>,
     /// Properties to set on every received file system, over the stream's (`receive -o`).
     pub set: Vec<(String, String)>,
+    /// Keep what was applied if the receive stops part-way, with its position, so that
+    /// `send -t` can continue it (`receive -s`; see `send/resume.rs`).
+    pub resumable: bool,
 }
 
 impl Default for ReceiveOptions {
@@ -45,6 +51,7 @@ impl Default for ReceiveOptions {
             queue_records: 256,
             exclude: Vec::new(),
             set: Vec::new(),
+            resumable: false,
         }
     }
 }
@@ -210,6 +217,10 @@ struct Prepared {
     /// For an incremental stream, the short name of its source snapshot (the hidden clone's
     /// origin), to swap the clone in at the end.
     from: Option<String>,
+    /// Where the records start: (0, 0), or a resumed receive's position.
+    start: (u64, u64),
+    /// The stream continues a partial receive (`send -t`).
+    resumed: bool,
 }
 
 /// Receive one substream (BEGIN already read) into `file_system`; returns the snapshot.
@@ -257,32 +268,63 @@ fn substream(
     if pool.snapshot_info(&snapshot).is_ok() {
         return Err(SendError::Refused(format!("{snapshot} exists")));
     }
-    let prepared = prepare_target(pool, file_system, begin, options)?;
-    let result = apply_records(pool, &prepared.write_into, begin, source, options, report)
-        .and_then(|()| {
-            pool.sync()?;
-            match &prepared.from {
-                None => {
-                    pool.create_received_snapshot(&snapshot, begin.to_guid, begin.creation_time)?
-                }
-                Some(from) => pool.finish_receive_clone(
-                    file_system,
-                    from,
-                    &name,
-                    (begin.to_guid, begin.creation_time),
-                    options.force,
-                )?,
-            }
-            let streamed = begin.names.properties.iter().filter(|(property, _)| {
-                !options.exclude.contains(property)
-                    && !options.set.iter().any(|(set, _)| set == property)
-            });
-            for (property, value) in streamed.chain(options.set.iter()) {
-                pool.set_property(file_system, property, Some(value))?;
-            }
-            Ok(())
+    let prepared = if begin.features & FEATURE_RESUMING != 0 {
+        prepare_resume(pool, file_system, begin)?
+    } else {
+        prepare_target(pool, file_system, begin, options)?
+    };
+    let tracker = if options.resumable || prepared.resumed {
+        Some(pool.track_receive(&prepared.write_into, StreamDescription::of(begin).encode())?)
+    } else {
+        None
+    };
+    let result = apply_records(
+        pool,
+        &prepared,
+        tracker.as_ref(),
+        begin,
+        source,
+        options,
+        report,
+    )
+    .and_then(|()| {
+        pool.sync()?;
+        match &prepared.from {
+            None => pool.create_received_snapshot(&snapshot, begin.to_guid, begin.creation_time)?,
+            Some(from) => pool.finish_receive_clone(
+                file_system,
+                from,
+                &name,
+                (begin.to_guid, begin.creation_time),
+                options.force,
+            )?,
+        }
+        let streamed = begin.names.properties.iter().filter(|(property, _)| {
+            !options.exclude.contains(property)
+                && !options.set.iter().any(|(set, _)| set == property)
         });
+        for (property, value) in streamed.chain(options.set.iter()) {
+            pool.set_property(file_system, property, Some(value))?;
+        }
+        if tracker.is_some() && prepared.from.is_none() {
+            // (The hidden clone of an incremental receive took its position with it.)
+            pool.forget_receive(file_system)?;
+        }
+        Ok(())
+    });
     if let Err(error) = result {
+        if tracker.is_some() && pool.has_dataset(&prepared.write_into) {
+            // Kept for `send -t`: what was applied reaches disk with its position.
+            match pool.sync() {
+                Ok(_) => log::warn!(
+                    "the receive into {file_system} stopped part-way ({error}); what it \
+                     applied is kept: resume it with the receive_resume_token of \
+                     {file_system}, or abandon it with receive -A"
+                ),
+                Err(sync) => log::error!("cannot keep the partial receive: {sync}"),
+            }
+            return Err(error);
+        }
         // A new file system, or the hidden clone, goes; the target stays as it was.
         if pool.has_dataset(&prepared.write_into) {
             if let Err(undo) = pool.destroy_dataset(&prepared.write_into, true) {
@@ -302,6 +344,38 @@ fn substream(
     Ok(snapshot)
 }
 
+/// Continue a partial receive into `file_system` (a stream with `FEATURE_RESUMING`).
+fn prepare_resume(pool: &Pool, file_system: &str, begin: &Begin) -> Result<Prepared, SendError> {
+    let write_into = resume_target(pool, file_system, begin)?;
+    let from = match begin.from_guid {
+        0 => None,
+        guid => Some(
+            pool.core
+                .snapshots_of(file_system)?
+                .into_iter()
+                .find(|snapshot| snapshot.guid == guid)
+                .and_then(|snapshot| {
+                    snapshot
+                        .name
+                        .split_once('@')
+                        .map(|(_, name)| name.to_string())
+                })
+                .ok_or_else(|| {
+                    SendError::Refused(format!(
+                        "{file_system} no longer has the stream's source {}",
+                        begin.names.from_name
+                    ))
+                })?,
+        ),
+    };
+    Ok(Prepared {
+        write_into,
+        from,
+        start: (begin.names.resume_object, begin.names.resume_offset),
+        resumed: true,
+    })
+}
+
 /// Make a place for the substream: a new file system for a full stream; for an incremental
 /// one, the hidden clone of the target's snapshot the stream starts from, which must be the
 /// target's newest with no change since (unless `force`: the target is then rolled back when
@@ -312,6 +386,7 @@ fn prepare_target(
     begin: &Begin,
     options: &ReceiveOptions,
 ) -> Result<Prepared, SendError> {
+    super::resume::refuse_if_partial(pool, file_system)?;
     if begin.from_guid == 0 {
         if pool.has_dataset(file_system) {
             return Err(SendError::Refused(format!(
@@ -323,6 +398,8 @@ fn prepare_target(
         return Ok(Prepared {
             write_into: file_system.to_string(),
             from: None,
+            start: (0, 0),
+            resumed: false,
         });
     }
     if !pool.has_dataset(file_system) {
@@ -367,20 +444,25 @@ fn prepare_target(
     Ok(Prepared {
         write_into: clone,
         from: Some(short.to_string()),
+        start: (0, 0),
+        resumed: false,
     })
 }
 
 /// Apply records up to and including END.
 fn apply_records(
     pool: &Pool,
-    file_system: &str,
+    prepared: &Prepared,
+    tracker: Option<&Arc<ResumeTracker>>,
     begin: &Begin,
     source: &mut Source<'_>,
     options: &ReceiveOptions,
     report: &mut ReceiveReport,
 ) -> Result<(), SendError> {
     let mut writer = Writer {
-        objset: pool.dataset_objset(file_system)?,
+        objset: pool.dataset_objset(&prepared.write_into)?,
+        resume: tracker.map(|tracker| (pool, tracker.clone())),
+        position: prepared.start,
         txgs: pool.core.txgs.clone(),
         batch: Vec::new(),
         block_size: 0,
@@ -390,9 +472,10 @@ fn apply_records(
             .unwrap_or(pool.core.io.tunables.recv_write_batch_size),
         current: None,
         last_end: 0,
-        next_object: 1,
+        next_object: prepared.start.0.max(1),
         report,
     };
+    writer.note_position()?;
     loop {
         let at = source.bytes;
         let record = source.next()?;
@@ -472,6 +555,10 @@ struct ReceivedBlock {
 /// Applies records to the target's object set.
 struct Writer<'a> {
     objset: Arc<ObjectSet>,
+    /// A resumable receive's position keeper.
+    resume: Option<(&'a Pool, Arc<ResumeTracker>)>,
+    /// Every record before (object, offset) is applied once the current transaction is.
+    position: (u64, u64),
     txgs: Arc<TxgManager>,
     /// WRITE records of `current` waiting for one transaction, by offset.
     batch: Vec<(u64, ReceivedBlock)>,
@@ -495,6 +582,18 @@ impl Writer<'_> {
     ) -> Result<(), SendError> {
         let hold = self.txgs.assign()?;
         change(&self.objset, &hold.tx())?;
+        if let Some((pool, tracker)) = &self.resume {
+            pool.note_receive_position(tracker, hold.txg(), self.position);
+        }
+        Ok(())
+    }
+
+    /// Note the position in the open txg (after changes that took their own transactions).
+    fn note_position(&self) -> Result<(), SendError> {
+        if let Some((pool, tracker)) = &self.resume {
+            let hold = self.txgs.assign()?;
+            pool.note_receive_position(tracker, hold.txg(), self.position);
+        }
         Ok(())
     }
 
@@ -534,6 +633,7 @@ impl Writer<'_> {
         self.current = Some(record.object);
         self.last_end = 0;
         self.next_object = record.object + 1;
+        self.position = (record.object, 0);
         let object = ObjectId(record.object);
         let props = ObjectProps {
             object_type: record.object_type,
@@ -593,7 +693,8 @@ impl Writer<'_> {
         }
         self.current = None;
         self.next_object = end;
-        Ok(())
+        self.position = (end, 0);
+        self.note_position()
     }
 
     fn write(&mut self, offset: u64, block: ReceivedBlock) -> Result<(), SendError> {
@@ -623,6 +724,7 @@ impl Writer<'_> {
         self.batch_bytes = 0;
         self.report.write_transactions += 1;
         let block_size = self.block_size.max(1);
+        self.position = (object.0, self.last_end);
         self.in_tx(|objset, tx| {
             for (offset, block) in batch {
                 match block.stored {
@@ -651,10 +753,13 @@ impl Writer<'_> {
             // To the end: in chunks of bounded txgs, as a truncation is.
             self.objset.free_long_range(&self.txgs, id, offset)?;
             self.last_end = u64::MAX;
+            // Nothing of this object follows.
+            self.position = (object + 1, 0);
+            self.note_position()
         } else {
-            self.in_tx(|objset, tx| objset.free_range(tx, id, offset, length))?;
             self.last_end = offset.saturating_add(length);
+            self.position = (object, self.last_end);
+            self.in_tx(|objset, tx| objset.free_range(tx, id, offset, length))
         }
-        Ok(())
     }
 }

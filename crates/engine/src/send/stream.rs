@@ -51,8 +51,11 @@ pub const STREAM_VERSION: u64 = 1;
 pub const FEATURE_SPILL: u64 = 1 << 0;
 /// Feature: WRITE records may carry blocks compressed as stored (`send -c`).
 pub const FEATURE_COMPRESSED: u64 = 1 << 1;
+/// Feature: the stream continues an interrupted receive (`send -t`) from the position in
+/// `BeginNames::resume_object`/`resume_offset`: records before it are left out.
+pub const FEATURE_RESUMING: u64 = 1 << 2;
 /// Every feature this build can apply; a stream with any other is refused.
-pub const FEATURES_KNOWN: u64 = FEATURE_SPILL | FEATURE_COMPRESSED;
+pub const FEATURES_KNOWN: u64 = FEATURE_SPILL | FEATURE_COMPRESSED | FEATURE_RESUMING;
 /// BEGIN flag: one file system of a tree (`send -R`); `BeginNames::top` is the tree's root.
 pub const FLAG_RECURSIVE: u64 = 1 << 0;
 /// Every BEGIN flag this build knows; a stream with any other is refused.
@@ -117,6 +120,12 @@ pub struct BeginNames {
     /// With `FLAG_RECURSIVE`, the root of the tree sent (`POOL/FS`).
     #[serde(default)]
     pub top: String,
+    /// With `FEATURE_RESUMING`, where the stream starts: OBJECT `resume_object` (sent again),
+    /// then its records from `resume_offset`, then every later object.
+    #[serde(default)]
+    pub resume_object: u64,
+    #[serde(default)]
+    pub resume_offset: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -609,6 +618,8 @@ mod tests {
                     from_name: String::new(),
                     properties: vec![("compression".into(), "zstd".into())],
                     top: String::new(),
+                    resume_object: 9,
+                    resume_offset: 1 << 17,
                 },
             })),
             Record::Object(Box::new(ObjectRecord {
