@@ -246,6 +246,10 @@ tunables! {
     /// block layer asynchronously); bounds how many of the active I/Os really run at once. Two
     /// of them are kept for sync reads and writes.
     vdev_issue_threads: u32 = 16,
+    /// Asynchronous writes the sync thread queues before it wakes an issue thread for them
+    /// (tarn's own, as a block layer's plug: a burst costs a wake-up per batch and adjacent
+    /// writes aggregate); 0 wakes one per write.
+    vdev_plug_batch: u32 = 64,
 }
 
 impl Tunables {
@@ -464,6 +468,10 @@ impl Tunables {
         check(
             (1..=100_000).contains(&self.vdev_max_active),
             "vdev_max_active must be 1..=100000",
+        )?;
+        check(
+            self.vdev_plug_batch <= 4096,
+            "vdev_plug_batch must be at most 4096 (0 turns plugging off)",
         )?;
         check(
             self.vdev_aggregation_limit <= 16 << 20,

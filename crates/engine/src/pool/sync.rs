@@ -50,6 +50,8 @@ impl PoolCore {
         let storage = self.storage();
         let tx = Tx::syncing(txg);
         let first = SyncPoint { txg, pass: 1 };
+        // The txg's writes go to the queues in batches (vdev/queue.rs, plugging).
+        let _plug = crate::vdev::queue::Plug::new();
 
         self.free_deferred(txg)?;
         let mut changed = !destroys.is_empty();
