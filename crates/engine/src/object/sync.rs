@@ -1,7 +1,24 @@
 //! Object-set sync (OpenZFS dmu_objset_sync): every object dirty in the txg written through its
 //! block tree, then the meta-dnode's dnode blocks and the object-set header, in each sync pass.
+//!
+//! Compression of the data blocks is the costliest step of a pass and needs nothing but the
+//! block: before the trees are walked (which allocate and write in order, one thread), the
+//! pass compresses its data blocks on a few threads at once (as OpenZFS's zio write issue
+//! taskqs do), and each is then written as a precompressed block. A block that does not
+//! compress is marked so, and stored as it is.
+
+use std::collections::HashMap;
 
 use super::*;
+
+/// Data blocks a pass must have before it compresses them on several threads.
+const PARALLEL_COMPRESS_MIN_BLOCKS: usize = 8;
+/// Most threads a pass compresses on (the sync thread and helpers).
+const PARALLEL_COMPRESS_THREADS_MAX: usize = 4;
+
+/// Payloads compressed ahead of the tree walk, by (object, block id): as
+/// `ObjectDirty::stored`; `Compression::Off` with no bytes means "does not compress".
+type Precompressed = HashMap<(ObjectId, u64), (Compression, Arc<Vec<u8>>)>;
 
 impl ObjectSet {
     /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root
@@ -53,10 +70,14 @@ impl ObjectSet {
             }
         }
 
+        let mut bases = Vec::with_capacity(pending.len());
+        for object in pending.keys() {
+            bases.push(self.tree_dnode(*object)?);
+        }
+        let precompressed = self.precompress(&pending, &bases, at);
         let mut changed: BTreeMap<ObjectId, DnodePhys> = BTreeMap::new();
-        for (object, record) in &pending {
-            let base = self.tree_dnode(*object)?;
-            let dnode = self.sync_object(base, record, at, storage)?;
+        for ((object, record), base) in pending.iter().zip(bases) {
+            let dnode = self.sync_object(*object, base, record, &precompressed, at, storage)?;
             changed.insert(*object, dnode.clone());
             let mut state = self.state.lock();
             state
@@ -102,7 +123,14 @@ impl ObjectSet {
             }
             meta_record.blocks.insert(blkid, Arc::new(block));
         }
-        let meta = self.sync_object(meta, &meta_record, at, storage)?;
+        let meta = self.sync_object(
+            ObjectId(0),
+            meta,
+            &meta_record,
+            &Precompressed::new(),
+            at,
+            storage,
+        )?;
         let log_header = self
             .state
             .lock()
@@ -156,10 +184,72 @@ impl ObjectSet {
         Ok(Some(root))
     }
 
+    /// Compress the pass's data blocks on several threads (see the module documentation);
+    /// nothing when there are few, or the pass no longer compresses.
+    fn precompress(
+        &self,
+        pending: &BTreeMap<ObjectId, ObjectDirty>,
+        bases: &[DnodePhys],
+        at: SyncPoint,
+    ) -> Precompressed {
+        if at.pass >= self.io.tunables.sync_pass_dont_compress {
+            return Precompressed::new();
+        }
+        let mut work: Vec<((ObjectId, u64), Compression, &Arc<Vec<u8>>)> = Vec::new();
+        for ((object, record), base) in pending.iter().zip(bases) {
+            let compression = match &record.create {
+                Some(created) => created.compression,
+                None if record.removed => continue,
+                None => base.compression,
+            };
+            if compression == Compression::Off {
+                continue;
+            }
+            for (&blkid, data) in &record.blocks {
+                if !record.stored.contains_key(&blkid) {
+                    work.push(((*object, blkid), compression, data));
+                }
+            }
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(PARALLEL_COMPRESS_THREADS_MAX);
+        if work.len() < PARALLEL_COMPRESS_MIN_BLOCKS || threads < 2 {
+            return Precompressed::new();
+        }
+        let compress_share = |share: &[((ObjectId, u64), Compression, &Arc<Vec<u8>>)]| {
+            share
+                .iter()
+                .map(|(key, compression, data)| {
+                    let stored = match crate::block::compress::compress(*compression, data) {
+                        Some(payload) => (*compression, Arc::new(payload)),
+                        None => (Compression::Off, Arc::new(Vec::new())),
+                    };
+                    (*key, stored)
+                })
+                .collect::<Vec<_>>()
+        };
+        let share = work.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let mut chunks = work.chunks(share);
+            let mine = chunks.next().expect("work is not empty");
+            let helpers: Vec<_> = chunks
+                .map(|chunk| scope.spawn(move || compress_share(chunk)))
+                .collect();
+            let mut out: Precompressed = compress_share(mine).into_iter().collect();
+            for helper in helpers {
+                out.extend(helper.join().expect("a compression thread panicked"));
+            }
+            out
+        })
+    }
+
     fn sync_object(
         &self,
+        object: ObjectId,
         base: DnodePhys,
         record: &ObjectDirty,
+        precompressed: &Precompressed,
         at: SyncPoint,
         storage: &dyn SpaceStorage,
     ) -> Result<DnodePhys, ObjectError> {
@@ -196,7 +286,11 @@ impl ObjectSet {
             tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
         }
         for (&blkid, data) in &record.blocks {
-            tree.write_block(blkid, data, record.stored.get(&blkid))?;
+            let stored = record
+                .stored
+                .get(&blkid)
+                .or_else(|| precompressed.get(&(object, blkid)));
+            tree.write_block(blkid, data, stored)?;
             tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
         }
         tree.finish()
