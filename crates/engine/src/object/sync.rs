@@ -20,6 +20,9 @@ const PARALLEL_COMPRESS_THREADS_MAX: usize = 4;
 /// `ObjectDirty::stored`; `Compression::Off` with no bytes means "does not compress".
 type Precompressed = HashMap<(ObjectId, u64), (Compression, Arc<Vec<u8>>)>;
 
+/// A block to compress ahead: (object, block id), the object's compression, its bytes.
+type CompressWork<'a> = ((ObjectId, u64), Compression, &'a Arc<Vec<u8>>);
+
 impl ObjectSet {
     /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root
     /// pointer, or None if nothing was pending.
@@ -195,7 +198,7 @@ impl ObjectSet {
         if at.pass >= self.io.tunables.sync_pass_dont_compress {
             return Precompressed::new();
         }
-        let mut work: Vec<((ObjectId, u64), Compression, &Arc<Vec<u8>>)> = Vec::new();
+        let mut work: Vec<CompressWork> = Vec::new();
         for ((object, record), base) in pending.iter().zip(bases) {
             let compression = match &record.create {
                 Some(created) => created.compression,
@@ -217,7 +220,7 @@ impl ObjectSet {
         if work.len() < PARALLEL_COMPRESS_MIN_BLOCKS || threads < 2 {
             return Precompressed::new();
         }
-        let compress_share = |share: &[((ObjectId, u64), Compression, &Arc<Vec<u8>>)]| {
+        let compress_share = |share: &[CompressWork]| {
             share
                 .iter()
                 .map(|(key, compression, data)| {
