@@ -702,7 +702,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             Ok(0)
         }
         Command::Bench(command) => {
-            bench::run(command)?;
+            bench::run(command, socket)?;
             Ok(0)
         }
     }
