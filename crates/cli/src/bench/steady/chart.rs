@@ -214,24 +214,34 @@ fn draw_table(
     };
     area.draw(&Text::new(heading, (16, 8), font.clone()))?;
     let format = |value: Option<f64>| value.map_or("-".into(), |value| format!("{value:.3}"));
-    let header = format!(
-        "{:<14}{:>12}{:>12}{:>12}{:>9}{:>10}{:>8}",
-        "metric", "mean", "min", "max", "steady", "steady%", "failed"
-    );
-    area.draw(&Text::new(header, (16, 8 + line as i32 + 6), font.clone()))?;
-    for (index, row) in rows.iter().enumerate() {
-        let text = format!(
-            "{:<14}{:>12}{:>12}{:>12}{:>9}{:>10.0}{:>8}",
-            row.name,
+    // One text per cell at fixed x positions: SVG collapses runs of spaces.
+    let columns: [(i32, &str); 7] = [
+        (16, "metric"),
+        (180, "mean"),
+        (290, "min"),
+        (400, "max"),
+        (510, "steady"),
+        (590, "steady%"),
+        (670, "failed"),
+    ];
+    let mut cells: Vec<Vec<String>> =
+        vec![columns.iter().map(|(_, name)| name.to_string()).collect()];
+    cells.extend(rows.iter().map(|row| {
+        vec![
+            row.name.clone(),
             format(row.mean),
             format(row.min),
             format(row.max),
-            if row.steady_last { "yes" } else { "no" },
-            row.steady_share_pct,
-            row.failed
-        );
-        let y = 8 + (line as i32) * (index as i32 + 2) + 6;
-        area.draw(&Text::new(text, (16, y), font.clone()))?;
+            if row.steady_last { "yes" } else { "no" }.into(),
+            format!("{:.0}", row.steady_share_pct),
+            row.failed.to_string(),
+        ]
+    }));
+    for (line_index, line_cells) in cells.iter().enumerate() {
+        let y = 8 + (line as i32) * (line_index as i32 + 1) + 6;
+        for ((x, _), text) in columns.iter().zip(line_cells) {
+            area.draw(&Text::new(text.clone(), (*x, y), font.clone()))?;
+        }
     }
     Ok(())
 }

@@ -384,7 +384,7 @@ fn run_phases(
             measurement.samples,
             measurement.ads_cached_pct,
         );
-        interval_start = started.elapsed().as_secs_f64();
+        interval_start = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
         let index = verdicts.len();
         phases.push(if measuring_from.is_some() {
             "measuring"
@@ -473,8 +473,13 @@ fn run_phases(
     }
     if let Some(path) = &args.chart {
         let title = format!(
-            "tarn bench run: {:?} bs={} iodepth={} numjobs={} on {}",
-            job.rw, job.bs, job.iodepth, job.numjobs, source_name
+            "tarn bench run: {} bs={} iodepth={} numjobs={} size={} on {}",
+            json!(job.rw).as_str().unwrap_or_default(),
+            crate::format::human_bytes(job.bs),
+            job.iodepth,
+            job.numjobs,
+            crate::format::human_bytes(job.size),
+            source_name
         );
         chart::write(path, &chart::svg(&title, &verdicts, steady_at, &rows)?)?;
     }

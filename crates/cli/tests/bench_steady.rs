@@ -1,0 +1,154 @@
+//! `tarn bench run` end to end (issue 18): a random-write workload on a tarn pool on a sparse
+//! file (opened in-process, no FUSE) sampled every second with a 5-interval window reaches
+//! steady state, measures, writes its JSON record and its chart, and leaves nothing behind;
+//! the record replays through `tarn bench steady` to the same decision; CSV replays; bad
+//! replay files and bad options are clear errors, not panics.
+
+use std::process::Command;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+
+fn tarn(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(TARN).args(args).output().unwrap();
+    let run = (
+        output.status.code().expect("tarn was killed by a signal"),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert_ne!(run.0, 101, "tarn panicked: {run:?}");
+    run
+}
+
+#[test]
+fn a_run_on_a_tarn_pool_reaches_steady_state_and_charts_it() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("run.json");
+    let chart = out.path().join("run.svg");
+    let (code, stdout, stderr) = tarn(&[
+        "bench",
+        "run",
+        "--engine",
+        dir.path().to_str().unwrap(),
+        "--vdev-size",
+        "256M",
+        "--size",
+        "16M",
+        "--rw",
+        "randwrite",
+        "--interval",
+        "1",
+        "--window",
+        "5",
+        "--measure",
+        "2",
+        "--max-time",
+        "40",
+        "--json",
+        json.to_str().unwrap(),
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("steady at interval"), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(record["interval_s"], 1.0);
+    assert_eq!(record["window"], 5);
+    assert_eq!(record["ending"], "measured");
+    let steady_at = record["steady_at"].as_u64().expect("a steady interval") as usize;
+    let intervals = record["intervals"].as_array().unwrap();
+    // Never before the window is full; the first steady interval is steady, none before it.
+    assert!(steady_at >= 4, "{steady_at}");
+    assert_eq!(intervals[steady_at]["steady"], true);
+    assert!(intervals[..steady_at].iter().all(|i| i["steady"] == false));
+    // Measured after it: at least the two seconds asked for.
+    assert!(intervals.len() >= steady_at + 3, "{}", intervals.len());
+    assert_eq!(intervals.last().unwrap()["phase"], "measuring");
+    // No L2ARC in tarn: its three metrics are absent, the other seven present, 4 of 7 needed.
+    let metrics = intervals[steady_at]["metrics"].as_object().unwrap();
+    assert_eq!(metrics.len(), 7, "{metrics:?}");
+    assert!(!metrics.contains_key("l2_size_pct"));
+    assert_eq!(intervals[steady_at]["required"], 4);
+    assert!(intervals[steady_at]["steady_count"].as_u64().unwrap() >= 4);
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("arc_size_pct") && svg.contains("steady at"));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .filter(|name| name != ".tarn-bench.lock")
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+
+    // The record replays to the same decision, with the recorded window.
+    let (code, replayed, stderr) =
+        tarn(&["bench", "steady", "--replay", json.to_str().unwrap(), "-j"]);
+    assert_eq!(code, 0, "{stderr}");
+    let replayed: serde_json::Value = serde_json::from_str(&replayed).unwrap();
+    assert_eq!(replayed["steady_at"], record["steady_at"]);
+    assert_eq!(replayed["window"], 5);
+    let (code, table, _) = tarn(&["bench", "steady", "--replay", json.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        table.contains(&format!("steady at interval {steady_at}")),
+        "{table}"
+    );
+}
+
+#[test]
+fn csv_replays_and_bad_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("series.csv");
+    let mut text = String::from("t,pool_kops,pool_mibps,pool_lat_ms,arc_hit_pct\n");
+    for index in 0..8 {
+        // Ramping for four intervals, then flat.
+        let kops = if index < 4 { 1.0 + index as f64 } else { 5.0 };
+        text.push_str(&format!("{},{kops},{},2.0,99\n", index * 15, kops * 4.0));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let (code, stdout, stderr) = tarn(&[
+        "bench",
+        "steady",
+        "--replay",
+        csv.to_str().unwrap(),
+        "--window",
+        "3",
+        "-j",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let record: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // The window (3) is flat first at interval 6 (4, 5, 6); four present metrics, all needed.
+    assert_eq!(record["steady_at"], 6);
+    assert_eq!(record["intervals"][6]["required"], 4);
+
+    for (contents, expected) in [
+        ("t,pool_kopz\n1,2\n", "unknown column \"pool_kopz\""),
+        ("{\"intervals\": 3}", "no \"intervals\" array"),
+        ("", "empty"),
+    ] {
+        let bad = dir.path().join("bad.csv");
+        std::fs::write(&bad, contents).unwrap();
+        let (code, _, stderr) = tarn(&["bench", "steady", "--replay", bad.to_str().unwrap()]);
+        assert_ne!(code, 0);
+        assert!(
+            stderr.contains("bad.csv") && stderr.contains(expected),
+            "{stderr}"
+        );
+    }
+    let (code, _, stderr) = tarn(&["bench", "steady", "--replay", "/nonexistent/series.csv"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("/nonexistent/series.csv"), "{stderr}");
+    let (code, _, stderr) = tarn(&[
+        "bench",
+        "steady",
+        "--replay",
+        csv.to_str().unwrap(),
+        "--window",
+        "1",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--window must be at least 2"), "{stderr}");
+    let (code, _, stderr) = tarn(&["bench", "run", "--interval", "1"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--directory"), "{stderr}");
+}
