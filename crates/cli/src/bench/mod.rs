@@ -63,7 +63,7 @@ pub enum BenchCommand {
     /// A workload (fio-like job options) on a directory or an in-process pool, sampled every
     /// --interval seconds until the ARC and pool metrics are steady (SNIA rule per metric,
     /// K of N over the array), then measured; JSON record and chart.
-    Run(steady::RunArgs),
+    Run(Box<steady::RunArgs>),
     /// The steady-state detector on a recorded series (the JSON of bench run, or CSV).
     Steady(steady::SteadyArgs),
     /// Snapshot cost: snapshot of a file system with --files files beside a txg with one small
@@ -584,7 +584,7 @@ fn bench_mount_locked(
 
 pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
     match command {
-        BenchCommand::Run(args) => steady::run(args, socket),
+        BenchCommand::Run(args) => steady::run(*args, socket),
         BenchCommand::Steady(args) => steady::replay(args),
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),

@@ -133,8 +133,7 @@ impl PoolRates {
 pub fn parse_zpool_iostat(text: &str, pool: &str) -> Result<PoolRates, String> {
     let line = text
         .lines()
-        .filter(|line| line.split('\t').next().map(str::trim) == Some(pool))
-        .last()
+        .rfind(|line| line.split('\t').next().map(str::trim) == Some(pool))
         .ok_or_else(|| format!("zpool iostat printed no line for pool {pool:?}"))?;
     let fields: Vec<&str> = line.split('\t').map(str::trim).collect();
     if fields.len() < 9 {
