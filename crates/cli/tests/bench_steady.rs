@@ -152,3 +152,79 @@ fn csv_replays_and_bad_files_are_clear_errors() {
     assert_ne!(code, 0);
     assert!(stderr.contains("--directory"), "{stderr}");
 }
+
+/// An OpenZFS host, faked: `zpool` and `sysctl` are scripts on PATH that print the recorded
+/// outputs of OpenZFS 2.2 (the fixtures of the parsers' unit tests), and arcstats is a file.
+/// The ARC counters do not move, so arc_hit_pct fails (no accesses) and, flagged, counts
+/// steady for two intervals only; the other six present metrics are flat: steady once the
+/// window of 5 is full. No L2ARC in the recording: its metrics are absent.
+#[test]
+fn an_openzfs_host_is_read_through_arcstats_and_zpool_iostat() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bench/steady/fixtures");
+    let bin = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = |name: &str, body: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = bin.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // zpool list -H -o name POOL; zpool iostat -l -H -p POOL INTERVAL 2.
+    script(
+        "zpool",
+        &format!(
+            "case \"$1\" in list) echo \"$5\";; iostat) sleep \"$6\"; cat {fixtures}/zpool-iostat-2.2.txt;; *) exit 1;; esac"
+        ),
+    );
+    script(
+        "sysctl",
+        &format!("cat {fixtures}/arcstats-freebsd-2.2.txt"),
+    );
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    for arcstats in [format!("{fixtures}/arcstats-2.2.txt"), "sysctl".to_string()] {
+        let json = work.path().join("openzfs.json");
+        let output = Command::new(TARN)
+            .env("PATH", &path)
+            .args(["bench", "run", "--directory", work.path().to_str().unwrap()])
+            .args(["--openzfs", "tank", "--arcstats", &arcstats, "--size", "1M"])
+            .args([
+                "--interval",
+                "1",
+                "--window",
+                "5",
+                "--measure",
+                "1",
+                "--max-time",
+                "30",
+            ])
+            .args(["--json", json.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{arcstats}: {stderr}");
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(record["source"], "OpenZFS pool tank");
+        assert_eq!(record["steady_at"], 4, "{arcstats}");
+        let interval = &record["intervals"][4];
+        let metrics = interval["metrics"].as_object().unwrap();
+        assert_eq!(metrics.len(), 7);
+        assert_eq!(metrics["pool_kops"]["value"], 4.0);
+        assert_eq!(metrics["pool_mibps"]["value"], 64.0);
+        assert_eq!(metrics["pool_lat_ms"]["value"], 1.25);
+        assert_eq!(metrics["arc_size_pct"]["value"], 50.0);
+        assert_eq!(metrics["arc_hit_pct"]["value"], serde_json::Value::Null);
+        assert_eq!(metrics["arc_hit_pct"]["steady"], false);
+        assert!(metrics["arc_hit_pct"]["flag"]
+            .as_str()
+            .unwrap()
+            .contains("no ARC accesses"));
+        assert_eq!(interval["steady_count"], 6);
+        // The workload's files are removed afterwards.
+        assert!(!work.path().join("tarn-bench-job.0").exists());
+    }
+}
