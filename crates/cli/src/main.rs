@@ -34,7 +34,8 @@
 //!   pool, inspect, datasets   the daemon side of each family
 //!   held       the daemon's state, the pools it holds, the answer types
 //!   mounts     mounted file systems
-//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries)
+//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries),
+//!              the steady-state harness (steady: bench run, bench steady)
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```

@@ -11,7 +11,7 @@
 //! per I/O, so that compression cannot shrink them. The load runs until told to stop; it counts
 //! operations and bytes, which the harness reports beside the pool's own figures.
 //!
-//! Preconditioning (optional) writes every job's file sequentially once, in whole blocks,
+//! Preconditioning (optional) writes every job's file sequentially once, in 1 MiB writes,
 //! before the load starts: the SNIA PTS's first phase, so that reads find data and overwrites
 //! find allocated blocks.
 //!
@@ -198,14 +198,23 @@ pub fn job_files(job: &Job, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Bytes per write of the preconditioning phase (at least one block): large sequential
+/// writes, as the SNIA PTS preconditions with, and few enough that a FUSE mount keeps up.
+const PRECONDITION_CHUNK: u64 = 1 << 20;
+
 /// Write every job's file once, sequentially (the preconditioning phase).
 pub fn precondition(job: &Job, stores: &Stores) -> Result<(), Failure> {
-    let block = crate::format::pseudo_random(job.bs as usize, 0x5eed);
+    let chunk = PRECONDITION_CHUNK.max(job.bs) / job.bs * job.bs;
+    let data = crate::format::pseudo_random(chunk as usize, 0x5eed);
+    let length = job.blocks() * job.bs;
     for store in &stores.0 {
-        for index in 0..job.blocks() {
+        let mut offset = 0;
+        while offset < length {
+            let size = chunk.min(length - offset) as usize;
             store
-                .write(index * job.bs, &block)
+                .write(offset, &data[..size])
                 .map_err(|e| Failure(format!("preconditioning: {e}")))?;
+            offset += size as u64;
         }
     }
     Ok(())
