@@ -228,3 +228,63 @@ fn an_openzfs_host_is_read_through_arcstats_and_zpool_iostat() {
         assert!(!work.path().join("tarn-bench-job.0").exists());
     }
 }
+
+/// The named workloads (issue 18, part 1) reuse bench timeseries, frag, clone-destroy and
+/// receive on an in-process pool; each runs as a fixed-duration run (`--runtime`, which never
+/// stops early and records every interval) and does work; on a directory they are refused.
+#[test]
+fn named_workloads_run_for_a_fixed_duration() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    for workload in ["timeseries", "frag", "clone-churn", "receive"] {
+        let json = out.path().join(format!("{workload}.json"));
+        let (code, stdout, stderr) = tarn(&[
+            "bench",
+            "run",
+            "--engine",
+            dir.path().to_str().unwrap(),
+            "--vdev-size",
+            "512M",
+            "--size",
+            "4M",
+            "--workload",
+            workload,
+            "--fill",
+            "20",
+            "--interval",
+            "1",
+            "--window",
+            "2",
+            "--runtime",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{workload}: {stdout}\n{stderr}");
+        let record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(record["ending"], "fixed runtime", "{workload}");
+        assert_eq!(record["workload"]["name"], workload);
+        assert_eq!(
+            record["intervals"].as_array().unwrap().len(),
+            3,
+            "{workload}"
+        );
+        assert!(
+            record["workload_iops"].as_f64().unwrap() > 0.0,
+            "{workload}"
+        );
+    }
+    let (code, _, stderr) = tarn(&[
+        "bench",
+        "run",
+        "--directory",
+        "/tmp",
+        "--pool",
+        "x",
+        "--workload",
+        "frag",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--engine"), "{stderr}");
+}

@@ -42,7 +42,7 @@ use serde_json::json;
 use self::detector::{Detector, IntervalVerdict, Thresholds, METRICS};
 use self::metrics::CacheConfig;
 use self::sources::{ArcstatsFrom, Sampler, Source};
-use self::workload::{Job, Pattern, Target};
+use self::workload::{Job, Pattern, Target, Workload};
 use crate::error::Failure;
 use crate::format::{parse_size, print_table, Cell, ListFormat};
 
@@ -107,6 +107,13 @@ impl DetectorArgs {
 /// `tarn bench run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    /// The workload: the fio-like job of the options below, or a named benchmark's workload
+    /// (timeseries, frag, clone-churn, receive; these need --engine).
+    #[arg(long, value_enum, default_value = "job")]
+    pub workload: Workload,
+    /// The frag workload fills the pool to this % before its overwrites.
+    #[arg(long, default_value_t = 50)]
+    pub fill: u64,
     /// Access pattern (fio's --rw).
     #[arg(long, value_enum, default_value = "randwrite")]
     pub rw: Pattern,
@@ -261,10 +268,26 @@ pub fn run(args: RunArgs, socket: &Path) -> Result<(), Failure> {
         size: parse_size(&args.size)?,
     };
     job.check()?;
+    if args.workload != Workload::Job && args.engine.is_none() {
+        return Err(Failure(format!(
+            "the {} workload runs on an in-process pool: give --engine DIR",
+            json!(args.workload).as_str().unwrap_or_default()
+        )));
+    }
+    if args.fill == 0 || args.fill >= 100 {
+        return Err(Failure(
+            "--fill must be a percentage between 1 and 99".into(),
+        ));
+    }
     let config = CacheConfig {
         l2arc_capacity: optional_size(&args.l2arc_size)?,
         l2arc_write_max_per_second: optional_size(&args.l2arc_write_max)?.map(|rate| rate as f64),
-        active_data_set: Some(job.active_data_set()),
+        active_data_set: match args.workload {
+            Workload::Job => Some(job.active_data_set()),
+            // The frag workload's data set is whatever the fill took: not known here.
+            Workload::Frag => None,
+            _ => Some(job.size),
+        },
     };
     if let Some(dir) = &args.engine {
         std::fs::create_dir_all(dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
@@ -351,9 +374,23 @@ fn run_phases(
     source: Source,
     config: CacheConfig,
     thresholds: Thresholds,
-    (interval, max_time, runtime, measure): (Duration, Duration, Option<Duration>, Duration),
+    timing: Timing,
 ) -> Result<(), Failure> {
     let progress = Progress::new();
+    match (args.workload, target) {
+        (Workload::Job, _) => {}
+        (named, Target::Engine(pool, _)) => {
+            progress.show("setting up the workload");
+            let scratch = args.engine.as_deref().unwrap_or(Path::new("."));
+            let load = workload::start_named(named, pool, job, args.fill, scratch)?;
+            let result = sample(args, job, source, config, thresholds, timing, load);
+            let _ = std::fs::remove_file(scratch.join("bench-run.stream"));
+            return result;
+        }
+        (_, Target::Directory(_)) => {
+            return Err(Failure("the named workloads need --engine DIR".into()))
+        }
+    }
     let stores = workload::open(job, target)?;
     if args.precondition {
         progress.show(&format!(
@@ -367,9 +404,32 @@ fn run_phases(
             started.elapsed().as_secs_f64()
         ));
     }
-    let mut sampler = Sampler::start(source, config)?;
-    let source_name = sampler.source().describe();
     let load = workload::start(job, &stores);
+    sample(args, job, source, config, thresholds, timing, load)
+}
+
+/// Interval, give-up time, fixed runtime (if any) and measurement phase of a run.
+type Timing = (Duration, Duration, Option<Duration>, Duration);
+
+/// Sample the running `load` interval by interval until the run ends, then report.
+fn sample(
+    args: &RunArgs,
+    job: &Job,
+    source: Source,
+    config: CacheConfig,
+    thresholds: Thresholds,
+    (interval, max_time, runtime, measure): Timing,
+    load: workload::Load,
+) -> Result<(), Failure> {
+    let progress = Progress::new();
+    let mut sampler = match Sampler::start(source, config) {
+        Ok(sampler) => sampler,
+        Err(error) => {
+            let _ = load.stop();
+            return Err(error);
+        }
+    };
+    let source_name = sampler.source().describe();
     let started = Instant::now();
     let mut detector = Detector::new(thresholds.clone());
     let mut verdicts: Vec<IntervalVerdict> = Vec::new();
@@ -447,7 +507,7 @@ fn run_phases(
         "window": thresholds.window,
         "thresholds": thresholds,
         "source": source_name,
-        "workload": job,
+        "workload": json!({"name": args.workload, "job": job, "fill_pct": args.fill}),
         "precondition": args.precondition,
         "ending": match ending {
             Ending::Measured => "measured",
@@ -474,7 +534,12 @@ fn run_phases(
     if let Some(path) = &args.chart {
         let title = format!(
             "tarn bench run: {} bs={} iodepth={} numjobs={} size={} on {}",
-            json!(job.rw).as_str().unwrap_or_default(),
+            match args.workload {
+                Workload::Job => json!(job.rw),
+                named => json!(named),
+            }
+            .as_str()
+            .unwrap_or_default(),
             crate::format::human_bytes(job.bs),
             job.iodepth,
             job.numjobs,

@@ -11,6 +11,15 @@
 //! per I/O, so that compression cannot shrink them. The load runs until told to stop; it counts
 //! operations and bytes, which the harness reports beside the pool's own figures.
 //!
+//! The named workloads run on an in-process pool only and reuse the benchmarks that define
+//! them: `timeseries` (bench timeseries: many files each taking a 32-byte append per round,
+//! recordsize 8K, compression on), `frag` (bench frag: the pool filled to `--fill`% with 1 MiB
+//! files of 8 KiB records, then random 8 KiB overwrites), `clone-churn` (bench clone-destroy:
+//! an origin of `--size`, then clone, scattered 8 KiB overwrites in it, destroy, again and
+//! again) and `receive` (bench receive: text-like files of `--size` sent once to a stream file,
+//! received again and again, each copy destroyed). One thread runs each; its operations are
+//! writes (appends, overwrites) or received blocks.
+//!
 //! Preconditioning (optional) writes every job's file sequentially once, in 1 MiB writes,
 //! before the load starts: the SNIA PTS's first phase, so that reads find data and overwrites
 //! find allocated blocks.
@@ -300,6 +309,127 @@ fn run_thread(
         counters.ops.fetch_add(1, Ordering::Relaxed);
         counters.bytes.fetch_add(job.bs, Ordering::Relaxed);
     }
+}
+
+/// A workload: the fio-like job, or one of the named benchmarks' workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    Job,
+    Timeseries,
+    Frag,
+    CloneChurn,
+    Receive,
+}
+
+/// Set up named workload `workload` on `pool` (files, fill, origin or stream: before the
+/// sampling starts) and start it. `scratch` holds the receive workload's stream file.
+pub fn start_named(
+    workload: Workload,
+    pool: &Arc<Pool>,
+    job: &Job,
+    fill_pct: u64,
+    scratch: &Path,
+) -> Result<Load, Failure> {
+    use crate::bench::{clone_destroy, frag, receive, timeseries};
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(LoadCounters::default());
+    let pool = pool.clone();
+    let name = pool.name().to_string();
+    type Step = Box<dyn FnMut(u64) -> Result<(u64, u64), Failure> + Send>;
+    // Each step does one round of the workload and returns (operations, bytes).
+    let step: Step = match workload {
+        Workload::Job => return Err(Failure("the job workload is not a named one".into())),
+        Workload::Timeseries => {
+            let files = (job.size / frag::RECORD).clamp(1, 100_000);
+            let (fs, inodes) = timeseries::create_series(&pool, files)?;
+            Box::new(move |round| {
+                for (file, ino) in inodes.iter().enumerate() {
+                    timeseries::append(&fs, *ino, file as u64, round)?;
+                }
+                Ok((inodes.len() as u64, inodes.len() as u64 * 32))
+            })
+        }
+        Workload::Frag => {
+            let fs = frag::create_file_system(&pool)?;
+            let data = crate::format::pseudo_random((frag::FILE_SIZE + frag::RECORD) as usize, 14);
+            let mut files = Vec::new();
+            frag::fill_to(&pool, &fs, fill_pct, &mut files, &data)?;
+            let mut offsets = frag::Offsets(0x9e37_79b9_7f4a_7c15);
+            const PER_ROUND: u64 = 256;
+            Box::new(move |_| {
+                for _ in 0..PER_ROUND {
+                    let file = files[offsets.next(files.len() as u64) as usize];
+                    let offset = offsets.next(frag::FILE_SIZE / frag::RECORD) * frag::RECORD;
+                    let at = offsets.next(64) as usize * 8;
+                    fs.write(file, offset, &data[at..at + frag::RECORD as usize])
+                        .map_err(|error| Failure(error.to_string()))?;
+                }
+                Ok((PER_ROUND, PER_ROUND * frag::RECORD))
+            })
+        }
+        Workload::CloneChurn => {
+            let origin = (job.size / clone_destroy::RECORD).max(1) * clone_destroy::RECORD;
+            clone_destroy::origin_and_clones(&pool, origin, 0)?;
+            let pool = pool.clone();
+            const OVERWRITES: u64 = 256;
+            Box::new(move |round| {
+                let clone = format!("{name}/churn{round}");
+                pool.create_clone(&format!("{name}/fs@origin"), &clone, &[])?;
+                let fs = pool.open_file_system(&clone)?;
+                clone_destroy::overwrite(
+                    &pool,
+                    &fs,
+                    origin / clone_destroy::RECORD,
+                    OVERWRITES,
+                    0x5ca7 + round,
+                )?;
+                drop(fs);
+                pool.destroy_dataset(&clone, false)?;
+                Ok((OVERWRITES, OVERWRITES * clone_destroy::RECORD))
+            })
+        }
+        Workload::Receive => {
+            let snapshot = receive::write_source(&pool, job.size, 128 << 10)?;
+            let stream = scratch.join("bench-run.stream");
+            receive::send_to_file(&pool, &snapshot, &stream, false)?;
+            let pool = pool.clone();
+            Box::new(move |round| {
+                let target = format!("{name}/recv{round}");
+                let received = receive::receive_once(&pool, &stream, &target, 1 << 20);
+                let destroyed = pool.destroy_dataset(&target, true);
+                let received = received?;
+                destroyed?;
+                Ok((received.blocks, 0))
+            })
+        }
+    };
+    let thread = {
+        let (stop, counters) = (stop.clone(), counters.clone());
+        let mut step = step;
+        std::thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(Ordering::Relaxed) {
+                match step(round) {
+                    Ok((ops, bytes)) => {
+                        counters.ops.fetch_add(ops, Ordering::Relaxed);
+                        counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    Err(error) => {
+                        let mut first = counters.error.lock().unwrap_or_else(|e| e.into_inner());
+                        first.get_or_insert(error.0);
+                        return;
+                    }
+                }
+                round += 1;
+            }
+        })
+    };
+    Ok(Load {
+        stop,
+        threads: vec![thread],
+        counters,
+    })
 }
 
 impl Load {
