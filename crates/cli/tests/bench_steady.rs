@@ -153,6 +153,37 @@ fn csv_replays_and_bad_files_are_clear_errors() {
     assert!(stderr.contains("--directory"), "{stderr}");
 }
 
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bench/steady/fixtures");
+
+/// A directory of scripts standing in for an OpenZFS host's `zpool` (list; iostat, which
+/// sleeps the interval and prints OpenZFS 2.2's recorded output) and FreeBSD's `sysctl`, and
+/// the PATH that finds them first.
+fn fake_openzfs_host() -> (tempfile::TempDir, String) {
+    let bin = tempfile::tempdir().unwrap();
+    let script = |name: &str, body: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = bin.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script(
+        "zpool",
+        &format!(
+            "case \"$1\" in list) echo \"$5\";; iostat) sleep \"$6\"; cat {FIXTURES}/zpool-iostat-2.2.txt;; *) exit 1;; esac"
+        ),
+    );
+    script(
+        "sysctl",
+        &format!("cat {FIXTURES}/arcstats-freebsd-2.2.txt"),
+    );
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    (bin, path)
+}
+
 /// An OpenZFS host, faked: `zpool` and `sysctl` are scripts on PATH that print the recorded
 /// outputs of OpenZFS 2.2 (the fixtures of the parsers' unit tests), and arcstats is a file.
 /// The ARC counters do not move, so arc_hit_pct fails (no accesses) and, flagged, counts
@@ -160,32 +191,9 @@ fn csv_replays_and_bad_files_are_clear_errors() {
 /// window of 5 is full. No L2ARC in the recording: its metrics are absent.
 #[test]
 fn an_openzfs_host_is_read_through_arcstats_and_zpool_iostat() {
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bench/steady/fixtures");
-    let bin = tempfile::tempdir().unwrap();
+    let (_bin, path) = fake_openzfs_host();
     let work = tempfile::tempdir().unwrap();
-    let script = |name: &str, body: &str| {
-        use std::os::unix::fs::PermissionsExt;
-        let path = bin.path().join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    };
-    // zpool list -H -o name POOL; zpool iostat -l -H -p POOL INTERVAL 2.
-    script(
-        "zpool",
-        &format!(
-            "case \"$1\" in list) echo \"$5\";; iostat) sleep \"$6\"; cat {fixtures}/zpool-iostat-2.2.txt;; *) exit 1;; esac"
-        ),
-    );
-    script(
-        "sysctl",
-        &format!("cat {fixtures}/arcstats-freebsd-2.2.txt"),
-    );
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap()
-    );
-    for arcstats in [format!("{fixtures}/arcstats-2.2.txt"), "sysctl".to_string()] {
+    for arcstats in [format!("{FIXTURES}/arcstats-2.2.txt"), "sysctl".to_string()] {
         let json = work.path().join("openzfs.json");
         let output = Command::new(TARN)
             .env("PATH", &path)
@@ -287,4 +295,59 @@ fn named_workloads_run_for_a_fixed_duration() {
     ]);
     assert_ne!(code, 0);
     assert!(stderr.contains("--engine"), "{stderr}");
+}
+
+/// With fio installed, `--fio-steadystate` runs the job with fio as the load and records what
+/// fio's own --steadystate decided beside the harness's decision (here the harness, judging
+/// flat recorded counters, is steady once its window of 5 is full and measures 2 s more; fio
+/// needs 5 s of steady IOPS and is interrupted, or stopped its job first).
+#[test]
+fn fio_steadystate_is_reported_beside_the_harness() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("fio is not installed: skipped");
+        return;
+    }
+    let (_bin, path) = fake_openzfs_host();
+    let work = tempfile::tempdir().unwrap();
+    let json = work.path().join("fio.json");
+    let data = work.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let output = Command::new(TARN)
+        .env("PATH", &path)
+        .args(["bench", "run", "--directory", data.to_str().unwrap()])
+        .args([
+            "--openzfs",
+            "tank",
+            "--arcstats",
+            &format!("{FIXTURES}/arcstats-2.2.txt"),
+        ])
+        .args(["--size", "8M", "--fio-steadystate", "iops:20%"])
+        .args([
+            "--interval",
+            "1",
+            "--window",
+            "5",
+            "--measure",
+            "2",
+            "--max-time",
+            "30",
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("fio --steadystate=iops:20%: "), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let fio = &record["fio"];
+    assert_eq!(fio["criterion"], "iops:20%");
+    assert!(fio["attained"].is_boolean());
+    assert!(fio["iops"].as_f64().unwrap() > 0.0, "{fio}");
+    assert!(fio["runtime_s"].as_f64().unwrap() > 0.0, "{fio}");
+    assert!(!data.join("tarn-bench-job.0").exists());
 }

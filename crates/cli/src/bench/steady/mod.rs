@@ -26,6 +26,7 @@
 
 pub mod chart;
 pub mod detector;
+pub mod fio;
 pub mod metrics;
 pub mod record;
 pub mod sources;
@@ -183,6 +184,10 @@ pub struct RunArgs {
     /// Print the record as JSON instead of the summary.
     #[arg(short = 'j')]
     pub print_json: bool,
+    /// Run the job with fio instead, with fio's own steady-state detection (e.g. iops:20% or
+    /// iops_slope:10%) over one window, and report what fio decided beside the harness.
+    #[arg(long, value_name = "CRITERION", conflicts_with = "engine")]
+    pub fio_steadystate: Option<String>,
     /// Keep the workload's files in --directory afterwards.
     #[arg(long)]
     pub keep_files: bool,
@@ -244,6 +249,8 @@ enum Ending {
     Measured,
     GaveUp,
     FixedRuntime,
+    /// fio (the load of --fio-steadystate) ended by itself, its steady state reached.
+    FioStopped,
 }
 
 pub fn run(args: RunArgs, socket: &Path) -> Result<(), Failure> {
@@ -382,7 +389,8 @@ fn run_phases(
         (named, Target::Engine(pool, _)) => {
             progress.show("setting up the workload");
             let scratch = args.engine.as_deref().unwrap_or(Path::new("."));
-            let load = workload::start_named(named, pool, job, args.fill, scratch)?;
+            let load =
+                Running::Threads(workload::start_named(named, pool, job, args.fill, scratch)?);
             let result = sample(args, job, source, config, thresholds, timing, load);
             let _ = std::fs::remove_file(scratch.join("bench-run.stream"));
             return result;
@@ -404,8 +412,54 @@ fn run_phases(
             started.elapsed().as_secs_f64()
         ));
     }
-    let load = workload::start(job, &stores);
+    let load = match &args.fio_steadystate {
+        None => Running::Threads(workload::start(job, &stores)),
+        Some(criterion) => {
+            let Target::Directory(dir) = target else {
+                return Err(Failure("--fio-steadystate needs --directory".into()));
+            };
+            let report =
+                std::env::temp_dir().join(format!("tarn-bench-fio-{}.json", std::process::id()));
+            let window = timing.0 * thresholds.window as u32;
+            Running::Fio(fio::start(job, dir, criterion, window, timing.1, &report)?)
+        }
+    };
     sample(args, job, source, config, thresholds, timing, load)
+}
+
+/// The load of a run: the harness's own threads, or fio.
+enum Running {
+    Threads(workload::Load),
+    Fio(fio::FioLoad),
+}
+
+impl Running {
+    /// Why the load cannot go on: an I/O error of the threads.
+    fn failed(&self) -> Option<String> {
+        match self {
+            Running::Threads(load) => load.failed(),
+            Running::Fio(_) => None,
+        }
+    }
+
+    /// Whether fio ended by itself.
+    fn ended(&mut self) -> bool {
+        match self {
+            Running::Threads(_) => false,
+            Running::Fio(fio) => fio.ended(),
+        }
+    }
+
+    /// Stop; the threads' operation count, or fio's verdict.
+    fn stop(self) -> Result<(u64, Option<fio::FioVerdict>), Failure> {
+        match self {
+            Running::Threads(load) => {
+                let ops = load.counters.ops.load(std::sync::atomic::Ordering::Relaxed);
+                load.stop().map(|()| (ops, None))
+            }
+            Running::Fio(fio) => fio.stop().map(|verdict| (0, Some(verdict))),
+        }
+    }
 }
 
 /// Interval, give-up time, fixed runtime (if any) and measurement phase of a run.
@@ -419,7 +473,7 @@ fn sample(
     config: CacheConfig,
     thresholds: Thresholds,
     (interval, max_time, runtime, measure): Timing,
-    load: workload::Load,
+    mut load: Running,
 ) -> Result<(), Failure> {
     let progress = Progress::new();
     let mut sampler = match Sampler::start(source, config) {
@@ -469,6 +523,9 @@ fn sample(
             let _ = load.stop();
             return Err(Failure(format!("the workload failed: {error}")));
         }
+        if load.ended() {
+            break Ending::FioStopped;
+        }
         let elapsed = started.elapsed();
         if let Some(runtime) = runtime {
             if elapsed + Duration::from_millis(1) >= runtime {
@@ -492,9 +549,11 @@ fn sample(
             _ => {}
         }
     };
-    let load_ops = load.counters.ops.load(std::sync::atomic::Ordering::Relaxed);
     let load_seconds = started.elapsed().as_secs_f64();
-    load.stop()?;
+    let (mut load_ops, fio_verdict) = load.stop()?;
+    if let Some(verdict) = &fio_verdict {
+        load_ops = (verdict.iops * verdict.runtime_s) as u64;
+    }
     progress.say("");
     let steady_at = detector.steady_at();
     let summary_from = match (ending, measuring_from) {
@@ -513,7 +572,9 @@ fn sample(
             Ending::Measured => "measured",
             Ending::GaveUp => "gave up: not steady within --max-time",
             Ending::FixedRuntime => "fixed runtime",
+            Ending::FioStopped => "fio stopped at its own steady state",
         },
+        "fio": fio_verdict,
         "steady_at": steady_at,
         "steady_at_s": steady_at.map(|index| verdicts[index].t + interval.as_secs_f64()),
         "measurement_from": (ending == Ending::Measured).then_some(summary_from),
@@ -564,6 +625,19 @@ fn sample(
             (None, _) => "never steady".into(),
         };
         out!("{source_name}: {outcome}");
+        if let Some(verdict) = &fio_verdict {
+            out!(
+                "fio --steadystate={}: {} after {:.0} s of its job ({:.0} IOPS)",
+                verdict.criterion,
+                if verdict.attained {
+                    "steady (fio stopped its job)"
+                } else {
+                    "not steady"
+                },
+                verdict.runtime_s,
+                verdict.iops
+            );
+        }
         out!(
             "workload: {:.0} IOPS over {load_seconds:.0} s; figures below over {}",
             load_ops as f64 / load_seconds.max(1e-9),
