@@ -93,6 +93,25 @@ fn a_run_on_a_tarn_pool_reaches_steady_state_and_charts_it() {
         table.contains(&format!("steady at interval {steady_at}")),
         "{table}"
     );
+
+    // A PNG chart of the replay, where rsvg-convert is installed (scripts/install-deps.sh).
+    if Command::new("rsvg-convert")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let png = out.path().join("replay.png");
+        let (code, _, stderr) = tarn(&[
+            "bench",
+            "steady",
+            "--replay",
+            json.to_str().unwrap(),
+            "--chart",
+            png.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    }
 }
 
 #[test]
