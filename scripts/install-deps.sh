@@ -3,10 +3,11 @@
 # (fio and btrfs-progs for benchmark baselines, `tarn bench sync` running btrfs on a loop
 # device; fuse3 for the file system, which mounts through FUSE; git, rsync, sqlite3 and the
 # rest for the tests that run real tools on a mount, crates/cli/tests/tools.rs; attr and acl
-# for the xattr functional tests and scripts/posix-conformance.sh)
+# for the xattr functional tests and scripts/posix-conformance.sh;
+# librsvg2-bin for PNG charts of `tarn bench run`, converted from SVG by rsvg-convert)
 # and the Rust toolchain pinned in rust-toolchain.toml. Safe to run again.
 set -euo pipefail
-packages=(fio btrfs-progs fuse3 libfuse3-dev pkg-config git rsync sqlite3 tar diffutils coreutils attr acl)
+packages=(fio librsvg2-bin btrfs-progs fuse3 libfuse3-dev pkg-config git rsync sqlite3 tar diffutils coreutils attr acl)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

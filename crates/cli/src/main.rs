@@ -34,7 +34,8 @@
 //!   pool, inspect, datasets   the daemon side of each family
 //!   held       the daemon's state, the pools it holds, the answer types
 //!   mounts     mounted file systems
-//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries)
+//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries),
+//!              the steady-state harness (steady: bench run, bench steady)
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```
@@ -725,7 +726,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             Ok(0)
         }
         Command::Bench(command) => {
-            bench::run(command)?;
+            bench::run(command, socket)?;
             Ok(0)
         }
     }

@@ -60,7 +60,7 @@ pub struct CloneDestroyBench {
 }
 
 const POOL: &str = "benchclone";
-const RECORD: u64 = 8192;
+pub(super) const RECORD: u64 = 8192;
 
 fn progress(message: &str) {
     if std::io::stderr().is_terminal() {
@@ -117,16 +117,17 @@ const CLONES: u64 = 3;
 
 /// The origin file system with one file of `origin` bytes, its snapshot and clones
 /// `clone0`..`clone{count - 1}`.
-fn origin_and_clones(pool: &Pool, origin: u64, count: u64) -> Result<(), Failure> {
+pub(super) fn origin_and_clones(pool: &Pool, origin: u64, count: u64) -> Result<(), Failure> {
+    let pool_name = pool.name();
     pool.create_dataset(
-        &format!("{POOL}/fs"),
+        &format!("{pool_name}/fs"),
         &[
             ("recordsize".into(), RECORD.to_string()),
             ("compression".into(), "off".into()),
         ],
         false,
     )?;
-    let fs = pool.open_file_system(&format!("{POOL}/fs"))?;
+    let fs = pool.open_file_system(&format!("{pool_name}/fs"))?;
     let ino = fs
         .create(fs.root(), b"big", 0o644, 0, 0)
         .map_err(fs_failure)?
@@ -141,18 +142,18 @@ fn origin_and_clones(pool: &Pool, origin: u64, count: u64) -> Result<(), Failure
     }
     drop(fs);
     pool.sync()?;
-    pool.create_snapshots(&[format!("{POOL}/fs@origin")], false)?;
+    pool.create_snapshots(&[format!("{pool_name}/fs@origin")], false)?;
     for index in 0..count {
         pool.create_clone(
-            &format!("{POOL}/fs@origin"),
-            &format!("{POOL}/clone{index}"),
+            &format!("{pool_name}/fs@origin"),
+            &format!("{pool_name}/clone{index}"),
             &[],
         )?;
     }
     Ok(())
 }
 
-fn overwrite(
+pub(super) fn overwrite(
     pool: &Pool,
     fs: &FileSystem,
     records: u64,

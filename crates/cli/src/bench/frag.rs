@@ -39,8 +39,8 @@ pub struct FragBench {
     pub json: bool,
 }
 
-const RECORD: u64 = 8 << 10;
-const FILE_SIZE: u64 = 1 << 20;
+pub(super) const RECORD: u64 = 8 << 10;
+pub(super) const FILE_SIZE: u64 = 1 << 20;
 
 fn columns() -> Vec<&'static str> {
     let mut columns = vec![
@@ -87,10 +87,10 @@ fn quantile_us(sorted_ns: &[u64], fraction: f64) -> f64 {
 }
 
 /// A small deterministic generator (xorshift) for offsets.
-struct Offsets(u64);
+pub(super) struct Offsets(pub(super) u64);
 
 impl Offsets {
-    fn next(&mut self, below: u64) -> u64 {
+    pub(super) fn next(&mut self, below: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -205,6 +205,70 @@ pub(super) fn log_comparisons(phases: &[Vec<PhaseSummary>]) -> Vec<Comparison> {
     rows
 }
 
+/// The benchmark's file system: recordsize 8K, compression off.
+pub(super) fn create_file_system(pool: &tarn::pool::Pool) -> Result<tarn::fs::FileSystem, Failure> {
+    let name = format!("{}/d", pool.name());
+    pool.create_dataset(
+        &name,
+        &[
+            ("recordsize".into(), "8K".into()),
+            ("compression".into(), "off".into()),
+        ],
+        false,
+    )?;
+    pool.open_file_system(&name)
+        .map_err(|error| Failure(error.to_string()))
+}
+
+/// Add 1 MiB files of 8 KiB records (bytes from `data`) to `files` until the pool is `fill`%
+/// allocated.
+pub(super) fn fill_to(
+    pool: &tarn::pool::Pool,
+    fs: &tarn::fs::FileSystem,
+    fill: u64,
+    files: &mut Vec<u64>,
+    data: &[u8],
+) -> Result<(), Failure> {
+    let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
+    // Fill with 1 MiB files of 8 KiB records up to `fill`% allocated.
+    loop {
+        let space = pool.space()?;
+        if space.allocated * 100 >= space.size * fill {
+            break;
+        }
+        if space.allocated + pool_slop(space.size) + 2 * FILE_SIZE >= space.size {
+            return Err(Failure(format!(
+                "a pool of {} bytes cannot be filled to {fill}% (slop space is held back): \
+                 use a larger --vdev-size",
+                space.size
+            )));
+        }
+        let attr = fs
+            .create(
+                fs.root(),
+                format!("f{}", files.len()).as_bytes(),
+                0o644,
+                0,
+                0,
+            )
+            .map_err(|e| failure(&e))?;
+        for record in 0..FILE_SIZE / RECORD {
+            let at = (record * 977 % 64) as usize * 8;
+            fs.write(attr.ino, record * RECORD, &data[at..at + RECORD as usize])
+                .map_err(|e| failure(&e))?;
+        }
+        files.push(attr.ino);
+        if files.len().is_multiple_of(16) {
+            // Sync now and then, so that one txg of the fill holds little dirty data.
+            pool.sync()?;
+        }
+        if files.len().is_multiple_of(256) {
+            err!("frag: filling to {fill}%: {} files", files.len());
+        }
+    }
+    Ok(())
+}
+
 fn run_on_pool(
     pool: &tarn::pool::Pool,
     dir: &std::path::Path,
@@ -214,57 +278,12 @@ fn run_on_pool(
     summaries: &mut Vec<PhaseSummary>,
 ) -> Result<(), Failure> {
     let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
-    pool.create_dataset(
-        "benchfrag/d",
-        &[
-            ("recordsize".into(), "8K".into()),
-            ("compression".into(), "off".into()),
-        ],
-        false,
-    )?;
-    let fs = pool
-        .open_file_system("benchfrag/d")
-        .map_err(|e| failure(&e))?;
+    let fs = create_file_system(pool)?;
     let data = pseudo_random((FILE_SIZE + RECORD) as usize, 14);
     let mut files: Vec<u64> = Vec::new();
     let mut offsets = Offsets(0x9e37_79b9_7f4a_7c15);
     for &fill in &bench.fills {
-        // Fill with 1 MiB files of 8 KiB records up to `fill`% allocated.
-        loop {
-            let space = pool.space()?;
-            if space.allocated * 100 >= space.size * fill {
-                break;
-            }
-            if space.allocated + pool_slop(space.size) + 2 * FILE_SIZE >= space.size {
-                return Err(Failure(format!(
-                    "a pool of {} bytes cannot be filled to {fill}% (slop space is held back): \
-                     use a larger --vdev-size",
-                    space.size
-                )));
-            }
-            let attr = fs
-                .create(
-                    fs.root(),
-                    format!("f{}", files.len()).as_bytes(),
-                    0o644,
-                    0,
-                    0,
-                )
-                .map_err(|e| failure(&e))?;
-            for record in 0..FILE_SIZE / RECORD {
-                let at = (record * 977 % 64) as usize * 8;
-                fs.write(attr.ino, record * RECORD, &data[at..at + RECORD as usize])
-                    .map_err(|e| failure(&e))?;
-            }
-            files.push(attr.ino);
-            if files.len().is_multiple_of(16) {
-                // Sync now and then, so that one txg of the fill holds little dirty data.
-                pool.sync()?;
-            }
-            if files.len().is_multiple_of(256) {
-                err!("frag: filling to {fill}%: {} files", files.len());
-            }
-        }
+        fill_to(pool, &fs, fill, &mut files, &data)?;
         pool.sync()?;
         // The open txg when the phase starts is the first one the overwrites land in.
         let first_txg = pool.txg_history().last().map_or(0, |row| row.txg);

@@ -1,5 +1,6 @@
 //! `tarn bench`: benchmarks that print tarn's figure beside a baseline from the same run.
 //!
+//! - `run` and `steady`: the harness with array-level steady-state detection (see `steady`).
 //! - `frag`: the allocator on a pool filled to 50, 75 and 90% under random 8 KiB overwrites,
 //!   beside the same overwrites on a plain file (see `frag`).
 //! - `timeseries`: many files taking 32-byte appends every interval (recordsize 8K,
@@ -42,6 +43,7 @@ mod fsync;
 mod iosched;
 mod receive;
 mod snapshot;
+pub mod steady;
 mod sync;
 mod timeseries;
 mod xattr;
@@ -58,6 +60,12 @@ use crate::format::{parse_size, print_table, Cell, ListFormat};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// A workload (fio-like job options) on a directory or an in-process pool, sampled every
+    /// --interval seconds until the ARC and pool metrics are steady (SNIA rule per metric,
+    /// K of N over the array), then measured; JSON record and chart.
+    Run(Box<steady::RunArgs>),
+    /// The steady-state detector on a recorded series (the JSON of bench run, or CSV).
+    Steady(steady::SteadyArgs),
     /// Snapshot cost: snapshot of a file system with --files files beside a txg with one small
     /// change; destroy of a snapshot whose deadlist holds --blocks 4 KiB blocks beside freeing
     /// the same blocks with no snapshot. In-process, on a sparse file in --dir.
@@ -574,8 +582,10 @@ fn bench_mount_locked(
     print_table(MOUNT_COLUMNS, &rows, &format, "workloads").map_err(Failure)
 }
 
-pub fn run(command: BenchCommand) -> Result<(), Failure> {
+pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
     match command {
+        BenchCommand::Run(args) => steady::run(*args, socket),
+        BenchCommand::Steady(args) => steady::replay(args),
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::Fsync(bench) => fsync::run(bench),

@@ -117,9 +117,9 @@ fn files(size: u64) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-struct Received {
-    seconds: f64,
-    blocks: u64,
+pub(super) struct Received {
+    pub(super) seconds: f64,
+    pub(super) blocks: u64,
     cpu_seconds: f64,
     write_transactions: u64,
 }
@@ -132,7 +132,7 @@ fn cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-fn receive_once(
+pub(super) fn receive_once(
     pool: &Pool,
     stream: &Path,
     target: &str,
@@ -174,7 +174,7 @@ struct TarnRun {
 }
 
 /// Send `snapshot` of `pool` to the file `stream`; returns (seconds, stream bytes).
-fn send_to_file(
+pub(super) fn send_to_file(
     pool: &Pool,
     snapshot: &str,
     stream: &Path,
@@ -204,6 +204,39 @@ fn send_to_file(
     Ok((started.elapsed().as_secs_f64(), report.bytes))
 }
 
+/// The source file system `POOL/src` of `size` bytes of text-like files (recordsize
+/// `recordsize`, lz4) and its snapshot `POOL/src@s`, whose name is returned.
+pub(super) fn write_source(pool: &Pool, size: u64, recordsize: u64) -> Result<String, Failure> {
+    let source = format!("{}/src", pool.name());
+    pool.create_dataset(
+        &source,
+        &[
+            ("recordsize".into(), recordsize.to_string()),
+            ("compression".into(), "lz4".into()),
+        ],
+        false,
+    )?;
+    let fs: FileSystem = pool.open_file_system(&source)?;
+    for (name, seed, length) in files(size) {
+        let ino = fs
+            .create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+            .map_err(|e| Failure(e.to_string()))?
+            .ino;
+        let chunk = text(1 << 20, seed);
+        let mut written = 0;
+        while written < length {
+            let take = (length - written).min(chunk.len() as u64) as usize;
+            fs.write(ino, written, &chunk[..take])
+                .map_err(|e| Failure(e.to_string()))?;
+            written += take as u64;
+        }
+    }
+    drop(fs);
+    let snapshot = format!("{source}@s");
+    pool.create_snapshots(std::slice::from_ref(&snapshot), false)?;
+    Ok(snapshot)
+}
+
 /// The tarn half for one record size.
 fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> {
     let vdev = dir.join("bench-receive-vdev0.img");
@@ -211,31 +244,7 @@ fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> 
     let tunables = Tunables::from_env().map_err(Failure)?;
     let pool = create_bench_pool("benchrecv", &vdev, size * 4 + (2 << 30), &tunables)?;
     let result = (|| {
-        pool.create_dataset(
-            "benchrecv/src",
-            &[
-                ("recordsize".into(), recordsize.to_string()),
-                ("compression".into(), "lz4".into()),
-            ],
-            false,
-        )?;
-        let fs: FileSystem = pool.open_file_system("benchrecv/src")?;
-        for (name, seed, length) in files(size) {
-            let ino = fs
-                .create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                .map_err(|e| Failure(e.to_string()))?
-                .ino;
-            let chunk = text(1 << 20, seed);
-            let mut written = 0;
-            while written < length {
-                let take = (length - written).min(chunk.len() as u64) as usize;
-                fs.write(ino, written, &chunk[..take])
-                    .map_err(|e| Failure(e.to_string()))?;
-                written += take as u64;
-            }
-        }
-        drop(fs);
-        pool.create_snapshots(&["benchrecv/src@s".to_string()], false)?;
+        write_source(&pool, size, recordsize)?;
         let label = human(recordsize);
         progress(&format!("{label}: send -c to a file"));
         let (_, compressed_stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, true)?;

@@ -71,6 +71,45 @@ fn sample(file: u64, interval: u64) -> [u8; APPEND] {
     line
 }
 
+/// The time-series file system (recordsize 8K, compression on) with `files` empty files
+/// `series0`.. and their inode numbers.
+pub(super) fn create_series(
+    pool: &tarn::pool::Pool,
+    files: u64,
+) -> Result<(tarn::fs::FileSystem, Vec<u64>), Failure> {
+    let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
+    let name = format!("{}/d", pool.name());
+    pool.create_dataset(
+        &name,
+        &[
+            ("recordsize".into(), "8K".into()),
+            ("compression".into(), "on".into()),
+        ],
+        false,
+    )?;
+    let fs = pool.open_file_system(&name).map_err(|e| failure(&e))?;
+    let mut inodes = Vec::new();
+    for file in 0..files {
+        let attr = fs
+            .create(fs.root(), format!("series{file}").as_bytes(), 0o644, 0, 0)
+            .map_err(|e| failure(&e))?;
+        inodes.push(attr.ino);
+    }
+    Ok((fs, inodes))
+}
+
+/// File `file`'s append of `interval` (its 32-byte sample at the end of the file).
+pub(super) fn append(
+    fs: &tarn::fs::FileSystem,
+    ino: u64,
+    file: u64,
+    interval: u64,
+) -> Result<(), Failure> {
+    fs.write(ino, interval * APPEND as u64, &sample(file, interval))
+        .map(|_| ())
+        .map_err(|error| Failure(error.to_string()))
+}
+
 pub fn run(bench: TimeseriesBench) -> Result<(), Failure> {
     let io = |what: &str, error: std::io::Error| Failure(format!("{what}: {error}"));
     if bench.files == 0 || bench.intervals == 0 {
@@ -167,25 +206,7 @@ fn run_on_pool(
     pool: &tarn::pool::Pool,
     bench: &TimeseriesBench,
 ) -> Result<((f64, Vec<Cell>), Vec<Option<u64>>, u64, PhaseFigures), Failure> {
-    let failure = |error: &dyn std::fmt::Display| Failure(error.to_string());
-    pool.create_dataset(
-        "benchts/d",
-        &[
-            ("recordsize".into(), "8K".into()),
-            ("compression".into(), "on".into()),
-        ],
-        false,
-    )?;
-    let fs = pool
-        .open_file_system("benchts/d")
-        .map_err(|e| failure(&e))?;
-    let mut files = Vec::new();
-    for file in 0..bench.files {
-        let attr = fs
-            .create(fs.root(), format!("series{file}").as_bytes(), 0o644, 0, 0)
-            .map_err(|e| failure(&e))?;
-        files.push(attr.ino);
-    }
+    let (fs, files) = create_series(pool, bench.files)?;
     pool.sync()?;
     let first_txg = pool.txg_history().last().map_or(0, |row| row.txg);
     let mut latencies = Vec::new();
@@ -194,12 +215,7 @@ fn run_on_pool(
         let interval_started = Instant::now();
         for (file, &ino) in files.iter().enumerate() {
             let write_started = Instant::now();
-            fs.write(
-                ino,
-                interval * APPEND as u64,
-                &sample(file as u64, interval),
-            )
-            .map_err(|e| failure(&e))?;
+            append(&fs, ino, file as u64, interval)?;
             latencies.push(write_started.elapsed().as_nanos() as u64);
         }
         fragmentation.push(pool.space()?.fragmentation);
