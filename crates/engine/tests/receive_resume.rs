@@ -227,6 +227,34 @@ fn full_stream_file(dir: &Path) -> PathBuf {
     dir.join("full.stream")
 }
 
+fn halfway_marker(dir: &Path) -> PathBuf {
+    dir.join("halfway")
+}
+
+/// A stream read in 64 KiB pieces, slowly after its middle (where it leaves a marker): the
+/// parent kills the child while a receive is part-way, whatever the machine's load.
+struct MarkedStream {
+    bytes: Vec<u8>,
+    at: usize,
+    marker: PathBuf,
+}
+
+impl std::io::Read for MarkedStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let half = self.bytes.len() / 2;
+        if self.at >= half {
+            if !self.marker.exists() {
+                std::fs::write(&self.marker, b"")?;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let length = buf.len().min(64 << 10).min(self.bytes.len() - self.at);
+        buf[..length].copy_from_slice(&self.bytes[self.at..self.at + length]);
+        self.at += length;
+        Ok(length)
+    }
+}
+
 /// The child: receive the full stream resumably, resuming what an earlier round left, and
 /// start again once it is whole.
 fn child_main(dir: PathBuf) {
@@ -248,7 +276,12 @@ fn child_main(dir: PathBuf) {
             }
             std::fs::read(full_stream_file(&dir)).unwrap()
         };
-        receive_bytes(&pool, "rk/copy", &bytes, &resumable()).unwrap();
+        let mut input = MarkedStream {
+            bytes,
+            at: 0,
+            marker: halfway_marker(&dir),
+        };
+        receive(&pool, "rk/copy", &mut input, &resumable()).unwrap();
     }
 }
 
@@ -273,11 +306,14 @@ fn kill9_during_resumable_receives_then_resume_after_import() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(19);
     let mut resumed = 0;
     for round in 0..ROUNDS {
-        run_child_then_kill(
+        let _ = std::fs::remove_file(halfway_marker(&dir_path));
+        let child = spawn_child(
             "resume_child_entry",
             &[(CHILD_ENV, dir_path.display().to_string())],
-            Duration::from_millis(rng.gen_range(150..900)),
         );
+        wait_for_file(&halfway_marker(&dir_path), Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(rng.gen_range(30..300)));
+        kill_child(child);
         let pool = import(&dir_path, "rk", tiny());
         assert_clean(&pool);
         if pool.has_dataset("rk/copy") && pool.is_inconsistent("rk/copy").unwrap() {
@@ -300,5 +336,8 @@ fn kill9_during_resumable_receives_then_resume_after_import() {
         pool.export().unwrap();
     }
     eprintln!("{resumed} of {ROUNDS} kills left a partial receive that resumed");
-    assert!(resumed > 0, "no kill landed inside a receive");
+    assert!(
+        resumed >= ROUNDS / 2,
+        "only {resumed} of {ROUNDS} kills after a receive's middle left a partial receive"
+    );
 }
