@@ -92,6 +92,7 @@ mod unlinked;
 pub mod xattr;
 
 use intent::setattr_mask_of;
+use nodes::NodeOrigin;
 use unlinked::Dropped;
 
 use std::collections::{BTreeMap, HashMap};
@@ -697,10 +698,19 @@ impl FileSystem {
         Ok(Staged { znodes })
     }
 
+    /// Store the staged znodes but those `removed`, for an operation the log does not record.
     fn write_staged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
+        for &ino in staged.znodes.keys() {
+            self.note_unlogged(tx.txg, ino);
+        }
+        self.write_staged_logged(tx, staged, removed)
+    }
+
+    /// [`FileSystem::write_staged`] for an operation whose log record the caller makes.
+    fn write_staged_logged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
         for (&ino, znode) in &staged.znodes {
             if !removed.contains(&ino) {
-                self.put_znode(tx, ino, znode)?;
+                self.put_znode_logged(tx, ino, znode)?;
             }
         }
         Ok(())

@@ -42,6 +42,7 @@
 pub mod chain;
 pub mod claim;
 pub mod format;
+pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,10 +56,8 @@ use crate::object::adapters::MosSpaceStorage;
 use crate::object::{ObjectError, ObjectSet};
 use crate::txg::TxgManager;
 use crate::types::Txg;
-use format::{
-    LogHeader, Record, RecordBody, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT,
-    WRITE_RECORD_FIXED,
-};
+use format::{LogHeader, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT};
+use record::{Record, RecordBody, WRITE_RECORD_FIXED};
 
 /// The `sync` property (OpenZFS's): when changes reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -106,15 +105,30 @@ struct Itx {
     txg: Txg,
     object: u64,
     generation: u64,
+    /// Other objects whose fsync needs this record (the directories a namespace change
+    /// touched, a rename's replaced target).
+    related: Vec<u64>,
     change: Change,
 }
 
+impl Itx {
+    /// Every object this itx is filed under: its own, then the related ones.
+    fn objects(&self) -> impl Iterator<Item = u64> + '_ {
+        std::iter::once(self.object).chain(self.related.iter().copied())
+    }
+
+    fn is_namespace(&self) -> bool {
+        matches!(&self.change, Change::Record(body) if body.is_namespace())
+    }
+}
+
 /// What an itx records. A write's bytes are read from the file when it is committed
-/// (OpenZFS WR_NEED_COPY): they are its newest, which replay in order makes right.
+/// (OpenZFS WR_NEED_COPY): they are its newest, which replay in order makes right. Every
+/// other change is recorded whole when it is made.
 #[derive(Clone, Debug)]
 pub enum Change {
     Write { offset: u64, length: u64 },
-    Setattr(RecordBody),
+    Record(RecordBody),
 }
 
 /// A block of the live chain.
@@ -232,6 +246,19 @@ impl Zil {
     /// Record a change of `object` in `txg` (the caller holds `txg`). Nothing is recorded
     /// while a claimed chain waits for replay, or with `sync=disabled`.
     pub fn log(&self, txg: Txg, object: u64, generation: u64, change: Change) {
+        self.log_related(txg, object, generation, &[], change);
+    }
+
+    /// [`Zil::log`] for a change that the fsync of each of `related` needs as well (a
+    /// namespace change: the directories it touched).
+    pub fn log_related(
+        &self,
+        txg: Txg,
+        object: u64,
+        generation: u64,
+        related: &[u64],
+        change: Change,
+    ) {
         let mut state = self.state.lock();
         if state.replay.is_some() || state.mode == SyncMode::Disabled {
             return;
@@ -244,10 +271,13 @@ impl Zil {
                 txg,
                 object,
                 generation,
+                related: related.iter().copied().filter(|&o| o != object).collect(),
                 change,
             },
         );
-        state.by_object.entry(object).or_default().insert(seq);
+        for object in std::iter::once(object).chain(related.iter().copied()) {
+            state.by_object.entry(object).or_default().insert(seq);
+        }
     }
 
     /// Note a change of `object` in `txg` that the log does not record (pruning entries of
@@ -388,18 +418,43 @@ impl Zil {
             objects.push(object);
             objects.sort_unstable();
             objects.dedup();
-            let mut seqs: Vec<u64> = objects
+            let mut seqs: BTreeSet<u64> = objects
                 .iter()
                 .filter_map(|object| state.by_object.get(object))
                 .flat_map(|seqs| seqs.iter().copied())
                 .collect();
-            seqs.sort_unstable();
+            // Every namespace record up to the newest one taken goes too, in order: a file's
+            // name may hang on directories that other records made or moved (OpenZFS commits
+            // a set's namespace itxs the same way, all up to the fsync's).
+            if let Some(&newest) = seqs.last() {
+                seqs.extend(
+                    state
+                        .pending
+                        .range(..newest)
+                        .filter(|(_, itx)| itx.is_namespace())
+                        .map(|(seq, _)| *seq),
+                );
+            }
             seqs.iter()
                 .filter_map(|seq| state.pending.get(seq).map(|itx| (*seq, itx.clone())))
                 .collect()
         };
         if itxs.is_empty() {
             return Ok(());
+        }
+        // A record may depend on a change the log does not record (a rename with a whiteout,
+        // a fallocate, an ACL rewrite) of an object it names: that change's txg must be on
+        // disk before the record is, or replay would apply the record without it.
+        let dependency = {
+            let state = self.state.lock();
+            itxs.iter()
+                .flat_map(|(_, itx)| itx.objects())
+                .filter_map(|object| state.unlogged.get(&object).copied())
+                .max()
+        };
+        if let Some(txg) = dependency.filter(|txg| *txg > self.txgs.last_synced()) {
+            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+            self.txgs.wait_synced(Some(txg))?;
         }
         // Much written data (a large file, then fsync) goes the txg's way: the log has no
         // WR_INDIRECT yet, and copying it all through the log would hold it in memory and write
@@ -408,7 +463,7 @@ impl Zil {
             .iter()
             .map(|(_, itx)| match itx.change {
                 Change::Write { length, .. } => length,
-                Change::Setattr(_) => 0,
+                Change::Record(_) => 0,
             })
             .sum();
         if write_bytes > COMMIT_WRITE_BYTES_MAX {
@@ -442,20 +497,24 @@ impl Zil {
                     .chain(tail.map(|bp| (bp, open)))
                     .collect();
                 state.to_free.extend(old);
-                for (seq, itx) in &itxs {
-                    Self::forget(&mut state, *seq, itx.object);
+                for (seq, _) in &itxs {
+                    Self::forget(&mut state, *seq);
                 }
                 Ok(())
             }
         }
     }
 
-    fn forget(state: &mut State, seq: u64, object: u64) {
-        state.pending.remove(&seq);
-        if let Some(seqs) = state.by_object.get_mut(&object) {
-            seqs.remove(&seq);
-            if seqs.is_empty() {
-                state.by_object.remove(&object);
+    fn forget(state: &mut State, seq: u64) {
+        let Some(itx) = state.pending.remove(&seq) else {
+            return;
+        };
+        for object in itx.objects() {
+            if let Some(seqs) = state.by_object.get_mut(&object) {
+                seqs.remove(&seq);
+                if seqs.is_empty() {
+                    state.by_object.remove(&object);
+                }
             }
         }
     }
@@ -487,7 +546,7 @@ impl Zil {
                         at += got;
                     }
                 }
-                Change::Setattr(body) => records.push(Record {
+                Change::Record(body) => records.push(Record {
                     sequence: 0,
                     txg: itx.txg,
                     object: itx.object,
@@ -535,9 +594,11 @@ impl Zil {
                             _ => 0,
                         };
                         if split_at == 0 {
+                            // It goes in the next block, sized for it (a record that does
+                            // not fit this block even empty leaves it empty).
                             assert!(
-                                !encoded.is_empty(),
-                                "a record larger than an empty log block"
+                                record.encoded_size() <= BLOCK_SIZE_MAX - BLOCK_HEADER_SIZE,
+                                "a record larger than the largest log block"
                             );
                             queue.push_front(record);
                             break;
@@ -601,8 +662,8 @@ impl Zil {
         self.stats
             .records
             .fetch_add(itxs.len() as u64, Ordering::Relaxed);
-        for (seq, itx) in itxs {
-            Self::forget(&mut state, *seq, itx.object);
+        for (seq, _) in itxs {
+            Self::forget(&mut state, *seq);
         }
         Ok(())
     }
@@ -616,14 +677,14 @@ impl Zil {
             // Records of this txg stay until a later sync: `txg` is not on disk until its
             // uberblock is, and an fsync meanwhile must still commit them (it would otherwise
             // find nothing to do and return before the data is durable).
-            let obsolete: Vec<(u64, u64)> = state
+            let obsolete: Vec<u64> = state
                 .pending
                 .iter()
                 .filter(|(_, itx)| itx.txg < txg)
-                .map(|(seq, itx)| (*seq, itx.object))
+                .map(|(seq, _)| *seq)
                 .collect();
-            for (seq, object) in obsolete {
-                Self::forget(&mut state, seq, object);
+            for seq in obsolete {
+                Self::forget(&mut state, seq);
             }
             let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.to_free)
                 .into_iter()
