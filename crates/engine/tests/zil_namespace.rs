@@ -170,16 +170,38 @@ fn namespace_changes_survive_a_crash_without_a_txg() {
     assert!(fs.getxattr(file, b"user.gone").is_err());
     assert_eq!(fs.getattr(inner).unwrap().kind, FileKind::Directory);
     assert!(fs.getattr(short).is_err());
-    pool.sync().unwrap();
-    check_clean(&pool, "after replay");
 
-    // A second crash right after replay changes nothing.
+    // A crash right after replay, before the sync that frees the replayed chain: the next
+    // import replays the whole chain again over its own results, which must change nothing.
+    crash(pool, fs);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    let replayed_again = fs
+        .intent_log()
+        .unwrap()
+        .stats
+        .replayed
+        .load(Ordering::Relaxed);
+    assert!(
+        replayed_again > 0,
+        "the chain was not replayed a second time"
+    );
+    let mut again = names(&fs);
+    again.remove(&late_entry);
+    assert_eq!(again, expected_without_late, "names after replaying twice");
+    assert_eq!(read_all(&fs, file), b"contents of file");
+    assert_eq!(fs.getxattr(file, b"user.colour").unwrap(), b"blue");
+    assert_eq!(fs.getattr(file).unwrap().nlink, 1);
+    pool.sync().unwrap();
+    check_clean(&pool, "after replaying twice");
+
+    // A third import, the chain freed: nothing to replay.
     crash(pool, fs);
     let pool = import(dir.path(), POOL, tiny());
     let fs = open_fs(&pool);
     let mut again = names(&fs);
     again.remove(&late_entry);
-    assert_eq!(again, expected_without_late, "names after a second import");
+    assert_eq!(again, expected_without_late, "names after a third import");
     // New objects after replay do not reuse the replayed numbers.
     let fresh = fs.create(root, b"fresh", 0o644, 0, 0).unwrap().ino;
     assert!(fresh > in_inner && fresh > late);
@@ -313,7 +335,9 @@ fn contents(fs: &FileSystem, state: &Names) -> BTreeMap<u64, Vec<u8>> {
 /// after the last fsync (unflushed writes lost), round after round on one pool: every fsync
 /// that returned is there, the names are those after some change no older than the last
 /// fsynced one (the log replays a prefix of the namespace changes, in order), no file is half
-/// written, `check` is clean.
+/// written, `check` is clean. In a third of the rounds the power fails first during the
+/// import and replay, so the next replay starts over on a tree with part of the records
+/// applied.
 #[test]
 fn power_cuts_during_namespace_changes_lose_no_fsync() {
     let dir = tempfile::tempdir().unwrap();
@@ -327,8 +351,39 @@ fn power_cuts_during_namespace_changes_lose_no_fsync() {
         plan.set_power_cut(seed);
         let mut options = ImportOptions::new(dirs(dir.path()), tiny());
         options.wrap_device = Some(wrapper(&plan));
-        let (pool, _) = Pool::import(POOL, options).unwrap();
-        let fs = open_fs(&pool);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let cut_in_replay = previous.is_some() && rng.gen_bool(0.33);
+        if cut_in_replay {
+            plan.stop_at_write(rng.gen_range(0..60));
+        }
+        let (pool, _) = match Pool::import(POOL, options) {
+            Ok(imported) => imported,
+            Err(error) if plan.is_stopped() => {
+                eprintln!("{what}: import failed after the power cut: {error}");
+                continue;
+            }
+            Err(error) => panic!("{what}: import: {error}"),
+        };
+        let fs = match FileSystem::open(pool.root_objset(), pool.core.txgs.clone()) {
+            Ok(fs) => fs,
+            Err(error) if plan.is_stopped() => {
+                eprintln!("{what}: open failed after the power cut: {error}");
+                pool.core.txgs.suspend("power cut".into());
+                continue;
+            }
+            Err(error) => panic!("{what}: open: {error}"),
+        };
+        if cut_in_replay {
+            // The power failed during (or after) the import and replay, or will at the
+            // next write: crash now; the next round replays again.
+            eprintln!(
+                "{what}: power cut at write {} of the import and replay",
+                plan.write_count()
+            );
+            plan.stop_now();
+            crash(pool, fs);
+            continue;
+        }
         replayed += fs
             .intent_log()
             .unwrap()
@@ -350,7 +405,6 @@ fn power_cuts_during_namespace_changes_lose_no_fsync() {
             durable_state: 0,
         };
         let pause = pool.core.txgs.pause_syncs();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         if rng.gen_bool(0.6) {
             plan.stop_at_write(plan.write_count() + rng.gen_range(0..40));
         }
