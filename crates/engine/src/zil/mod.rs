@@ -176,14 +176,56 @@ struct State {
 /// Counters of one log.
 #[derive(Debug, Default)]
 pub struct ZilStats {
+    /// fsyncs (and O_SYNC writes, `sync=always` changes) that asked for a commit.
+    pub commit_requests: AtomicU64,
+    /// Commits that wrote log blocks (one may serve several requests).
     pub commits: AtomicU64,
     pub blocks: AtomicU64,
     pub bytes: AtomicU64,
+    /// itxs committed.
     pub records: AtomicU64,
+    /// Write records committed and the bytes of data they carried (read from the file at
+    /// commit: OpenZFS's WR_NEED_COPY).
+    pub write_records: AtomicU64,
+    pub write_bytes: AtomicU64,
+    /// Namespace and xattr records committed.
+    pub namespace_records: AtomicU64,
     /// fsyncs that waited for a txg instead (a change the log does not record, or an error).
     pub txg_waits: AtomicU64,
     /// Records applied by replay at open.
     pub replayed: AtomicU64,
+}
+
+impl ZilStats {
+    /// The counters as OpenZFS's zil kstat names them (`/proc/spl/kstat/zfs/zil`), then
+    /// tarn's own: (name, whether it counts bytes, value). tarn has no WR_INDIRECT and no
+    /// WR_COPIED (a write's bytes are read at commit) nor separate log devices, so those
+    /// counters stay zero.
+    pub fn kstat(&self) -> Vec<(&'static str, bool, u64)> {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        vec![
+            ("zil_commit_count", false, load(&self.commit_requests)),
+            ("zil_commit_writer_count", false, load(&self.commits)),
+            ("zil_itx_count", false, load(&self.records)),
+            ("zil_itx_indirect_count", false, 0),
+            ("zil_itx_indirect_bytes", true, 0),
+            ("zil_itx_copied_count", false, 0),
+            ("zil_itx_copied_bytes", true, 0),
+            ("zil_itx_needcopy_count", false, load(&self.write_records)),
+            ("zil_itx_needcopy_bytes", true, load(&self.write_bytes)),
+            ("zil_itx_metaslab_normal_count", false, load(&self.blocks)),
+            ("zil_itx_metaslab_normal_bytes", true, load(&self.bytes)),
+            ("zil_itx_metaslab_slog_count", false, 0),
+            ("zil_itx_metaslab_slog_bytes", true, 0),
+            (
+                "zil_itx_namespace_count",
+                false,
+                load(&self.namespace_records),
+            ),
+            ("zil_commit_txg_wait_count", false, load(&self.txg_waits)),
+            ("zil_replay_count", false, load(&self.replayed)),
+        ]
+    }
 }
 
 /// The intent log of one file system.
@@ -395,6 +437,7 @@ impl Zil {
             if state.mode == SyncMode::Disabled || state.replay.is_some() {
                 return Ok(());
             }
+            self.stats.commit_requests.fetch_add(1, Ordering::Relaxed);
             match state.by_object.get(&object).and_then(|seqs| seqs.last()) {
                 None => return Ok(()),
                 Some(&last) => {
@@ -616,6 +659,18 @@ impl Zil {
                     }
                     record.sequence = state.next_record;
                     state.next_record += 1;
+                    match &record.body {
+                        RecordBody::Write { data, .. } => {
+                            self.stats.write_records.fetch_add(1, Ordering::Relaxed);
+                            self.stats
+                                .write_bytes
+                                .fetch_add(data.len() as u64, Ordering::Relaxed);
+                        }
+                        RecordBody::Setattr { .. } => {}
+                        _ => {
+                            self.stats.namespace_records.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                     max_txg = max_txg.max(record.txg);
                     record.encode_into(&mut encoded);
                 }
