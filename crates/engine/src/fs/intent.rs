@@ -129,6 +129,29 @@ impl FileSystem {
         }
     }
 
+    /// Store the staged znodes but those `removed`, for an operation the log does not record.
+    pub(super) fn write_staged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
+        for &ino in staged.znodes.keys() {
+            self.note_unlogged(tx.txg, ino);
+        }
+        self.write_staged_logged(tx, staged, removed)
+    }
+
+    /// [`FileSystem::write_staged`] for an operation whose log record the caller makes.
+    pub(super) fn write_staged_logged(
+        &self,
+        tx: &Tx,
+        staged: &Staged,
+        removed: &[u64],
+    ) -> Result<()> {
+        for (&ino, znode) in &staged.znodes {
+            if !removed.contains(&ino) {
+                self.put_znode_logged(tx, ino, znode)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The generation of `ino` (for a record made after it is gone).
     pub(super) fn generation_of(&self, ino: u64) -> Result<u64> {
         Ok(self.objset.info(ObjectId(ino))?.generation.0)

@@ -698,24 +698,6 @@ impl FileSystem {
         Ok(Staged { znodes })
     }
 
-    /// Store the staged znodes but those `removed`, for an operation the log does not record.
-    fn write_staged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
-        for &ino in staged.znodes.keys() {
-            self.note_unlogged(tx.txg, ino);
-        }
-        self.write_staged_logged(tx, staged, removed)
-    }
-
-    /// [`FileSystem::write_staged`] for an operation whose log record the caller makes.
-    fn write_staged_logged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
-        for (&ino, znode) in &staged.znodes {
-            if !removed.contains(&ino) {
-                self.put_znode_logged(tx, ino, znode)?;
-            }
-        }
-        Ok(())
-    }
-
     fn dir_lookup(&self, dir: u64, name: &[u8]) -> Result<Option<DirEntryValue>> {
         let value = {
             let handle = KvObject::new(&self.objset, ObjectId(dir), None)?;
