@@ -3,8 +3,12 @@
 //! # Theory
 //! A txg sync writes a whole tree and an uberblock; waiting for one costs tens of
 //! milliseconds. The intent log records, in open context, what each change did (an *itx*: a
-//! write of a range, a setattr), and an fsync writes only the records of the file it names into
-//! a chain of log blocks and flushes: one sync-class write and one cache flush. Once the txg a
+//! write of a range, a setattr, a create, remove, link or rename, an xattr change; record.rs),
+//! and an fsync writes only the records of the file it names, plus every namespace record of
+//! the set up to its newest one (a name may hang on other directory changes; OpenZFS commits
+//! namespace itxs the same way), into a chain of log blocks and flushes: one sync-class write
+//! and one cache flush. A namespace itx is filed under its object and the directories it
+//! touched, so the fsync of a directory takes it too. Once the txg a
 //! record belongs to has synced, the record is obsolete, and its log block is freed in the
 //! sync of a txg that makes all of its records obsolete.
 //!
@@ -29,9 +33,16 @@
 //! of the import, with the header recording the claim) before anything else allocates; then
 //! the file system's open replays the records whose txg is newer than the one the header says
 //! was synced at claim time, in order. Records are absolute (bytes at an offset, attribute
-//! values), so replaying a prefix twice gives the same result: a crash during replay is safe,
-//! the chain stays claimed and is replayed again. Once the replayed changes have synced, the
+//! values) or say what they found (a namespace record names the object its name referred to),
+//! so replaying a prefix twice gives the same result (fs/intent.rs): a crash during replay is
+//! safe, the chain stays claimed and is replayed again. Once the replayed changes have synced, the
 //! chain is freed and the header points at a new one.
+//!
+//! # Cost
+//! A commit writes its blocks (one for the usual fsync) and flushes each vdev written once; it
+//! scans the pending itxs older than its newest one for namespace records (at most a few txgs'
+//! worth, since synced itxs are dropped), and waits for a txg only for an unlogged change of an
+//! object its records name, a chain whose header has not synced, or more than 8 MiB of writes.
 //!
 //! # Locking
 //! `state` (a short mutex) guards the itx lists and the chain; `commit_lock` serialises
