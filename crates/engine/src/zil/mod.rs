@@ -40,8 +40,8 @@
 //!
 //! # Cost
 //! A commit writes its blocks (one for the usual fsync) and flushes each vdev written once; it
-//! scans the pending itxs older than its newest one for namespace records (at most a few txgs'
-//! worth, since synced itxs are dropped), and waits for a txg only for an unlogged change of an
+//! takes the pending namespace itxs older than its newest one from their own index (no scan of
+//! the other itxs), and waits for a txg only for an unlogged change of an
 //! object its records name, a chain whose header has not synced, or more than 8 MiB of writes.
 //!
 //! # Locking
@@ -167,6 +167,8 @@ struct State {
     next_itx: u64,
     pending: BTreeMap<u64, Itx>,
     by_object: HashMap<u64, BTreeSet<u64>>,
+    /// The pending namespace itxs, which every commit takes up to its newest itx.
+    namespace: BTreeSet<u64>,
     wanted: HashSet<u64>,
     next_record: u64,
     blocks: VecDeque<ChainBlock>,
@@ -318,16 +320,17 @@ impl Zil {
         }
         let seq = state.next_itx;
         state.next_itx += 1;
-        state.pending.insert(
-            seq,
-            Itx {
-                txg,
-                object,
-                generation,
-                related: related.iter().copied().filter(|&o| o != object).collect(),
-                change,
-            },
-        );
+        let itx = Itx {
+            txg,
+            object,
+            generation,
+            related: related.iter().copied().filter(|&o| o != object).collect(),
+            change,
+        };
+        if itx.is_namespace() {
+            state.namespace.insert(seq);
+        }
+        state.pending.insert(seq, itx);
         for object in std::iter::once(object).chain(related.iter().copied()) {
             state.by_object.entry(object).or_default().insert(seq);
         }
@@ -481,13 +484,7 @@ impl Zil {
             // name may hang on directories that other records made or moved (OpenZFS commits
             // a set's namespace itxs the same way, all up to the fsync's).
             if let Some(&newest) = seqs.last() {
-                seqs.extend(
-                    state
-                        .pending
-                        .range(..newest)
-                        .filter(|(_, itx)| itx.is_namespace())
-                        .map(|(seq, _)| *seq),
-                );
+                seqs.extend(state.namespace.range(..newest).copied());
             }
             seqs.iter()
                 .filter_map(|seq| state.pending.get(seq).map(|itx| (*seq, itx.clone())))
@@ -563,6 +560,7 @@ impl Zil {
         let Some(itx) = state.pending.remove(&seq) else {
             return;
         };
+        state.namespace.remove(&seq);
         for object in itx.objects() {
             if let Some(seqs) = state.by_object.get_mut(&object) {
                 seqs.remove(&seq);
@@ -801,6 +799,7 @@ impl Zil {
             let mut state = self.state.lock();
             state.pending.clear();
             state.by_object.clear();
+            state.namespace.clear();
             let mut entries: Vec<(BlockPtr, Txg)> = state
                 .blocks
                 .drain(..)
