@@ -1,10 +1,13 @@
 //! kill -9 of a process in an fsync loop (zil/): a child appends fixed-size chunks to a few
 //! files, fsyncing each append and reporting the file's length after every fsync that returned,
-//! with a rename now and then (a change the log does not record, so that fsync waits for its
-//! txg); it is killed with SIGKILL at a random moment, ten times in a row on one pool. After
-//! each kill the parent imports the pool (claim), opens the file system (replay) and checks
-//! that every file is at least as long as the child last reported, holds the right bytes
-//! everywhere, and ends on a chunk boundary (no append half there); `check` must be clean.
+//! with a create and a rename now and then; between appends it also makes, renames, links and
+//! unlinks small files in a directory, fsyncing each (the namespace records of the log) and
+//! journaling each one before and after. It is killed with SIGKILL at a random moment, ten times
+//! in a row on one pool. After each kill the parent imports the pool (claim), opens the file
+//! system (replay) and checks that every file is at least as long as the child last reported,
+//! holds the right bytes everywhere, and ends on a chunk boundary (no append half there); that
+//! every name whose change was acknowledged names the object it did, with its contents, unless
+//! the change in flight at the kill touched it; `check` must be clean.
 
 mod common;
 
@@ -22,6 +25,8 @@ const FILES: u64 = 3;
 const ROUNDS: usize = 10;
 const CHILD_ENV: &str = "TARN_ZIL_KILL9_CHILD_DIR";
 const POOL: &str = "zilkill";
+/// The directory of the namespace work.
+const NAMES_DIR: &[u8] = b"d";
 
 fn chunk(file: u64) -> u64 {
     3000 + file * 1111
@@ -41,6 +46,11 @@ fn name(file: u64) -> String {
     format!("f{file}")
 }
 
+fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as usize).unwrap()
+}
+
 fn open_fs(pool: &tarn::pool::Pool) -> FileSystem {
     FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).unwrap()
 }
@@ -54,9 +64,18 @@ fn child_main(dir: PathBuf) {
         .create(true)
         .open(dir.join("fsynced"))
         .unwrap();
+    let mut journal = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("names"))
+        .unwrap();
+    let names_dir = fs.lookup(root, NAMES_DIR).unwrap().ino;
+    let mut live: Vec<(String, u64)> = Vec::new();
     std::fs::write(dir.join("started"), b"").unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(std::process::id() as u64);
+    let tag = std::process::id();
     for step in 0u64.. {
+        namespace_step(&fs, names_dir, &mut journal, &mut live, &mut rng, tag, step);
         let file = rng.gen_range(0..FILES);
         let ino = fs.lookup(root, name(file).as_bytes()).unwrap().ino;
         let length = fs.getattr(ino).unwrap().size;
@@ -79,6 +98,101 @@ fn child_main(dir: PathBuf) {
             fs.rename(root, from, root, to, 0).unwrap();
         }
     }
+}
+
+/// One namespace change in `dir` with its fsync, journaled as `? OP NAME` before and
+/// `OP NAME INO` once the fsync returned: C create (with contents), R rename (`R OLD NEW INO`),
+/// L link, U unlink.
+fn namespace_step(
+    fs: &FileSystem,
+    dir: u64,
+    journal: &mut std::fs::File,
+    live: &mut Vec<(String, u64)>,
+    rng: &mut rand::rngs::StdRng,
+    tag: u32,
+    step: u64,
+) {
+    let mut say = |line: String| journal.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let new_name = format!("n{tag}-{step}");
+    match rng.gen_range(0..4) {
+        1 if !live.is_empty() => {
+            let (old, ino) = live.swap_remove(rng.gen_range(0..live.len()));
+            say(format!("? R {old} {new_name}"));
+            fs.rename(dir, old.as_bytes(), dir, new_name.as_bytes(), 0)
+                .unwrap();
+            fs.fsync(dir).unwrap();
+            say(format!("R {old} {new_name} {ino}"));
+            live.push((new_name, ino));
+        }
+        2 if !live.is_empty() => {
+            let (_, ino) = live[rng.gen_range(0..live.len())].clone();
+            say(format!("? L {new_name}"));
+            fs.link(ino, dir, new_name.as_bytes()).unwrap();
+            fs.fsync(ino).unwrap();
+            say(format!("L {new_name} {ino}"));
+            live.push((new_name, ino));
+        }
+        3 if live.len() > 4 => {
+            let (old, ino) = live.swap_remove(rng.gen_range(0..live.len()));
+            say(format!("? U {old}"));
+            fs.unlink(dir, old.as_bytes()).unwrap();
+            fs.fsync(dir).unwrap();
+            say(format!("U {old} {ino}"));
+        }
+        _ => {
+            say(format!("? C {new_name}"));
+            let ino = fs
+                .create(dir, new_name.as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino;
+            fs.write(ino, 0, contents(ino).as_bytes()).unwrap();
+            fs.fsync(ino).unwrap();
+            say(format!("C {new_name} {ino}"));
+            live.push((new_name, ino));
+        }
+    }
+}
+
+fn contents(ino: u64) -> String {
+    format!("contents of object {ino}")
+}
+
+/// The names the journal says were acknowledged (name to object), and the names a change in
+/// flight at a kill (this round's or an earlier one's) may have touched.
+fn journaled(dir: &Path) -> (BTreeMap<String, u64>, Vec<String>) {
+    let mut names = BTreeMap::new();
+    let mut in_flight: Vec<String> = Vec::new();
+    let mut uncertain: Vec<String> = Vec::new();
+    let text = std::fs::read_to_string(dir.join("names")).unwrap_or_default();
+    for line in text.split_inclusive('\n') {
+        let Some(line) = line.strip_suffix('\n') else {
+            continue;
+        };
+        let words: Vec<&str> = line.split(' ').collect();
+        match words.as_slice() {
+            ["?", _, touched @ ..] => {
+                // A change announced and never acknowledged was cut by a kill.
+                uncertain.append(&mut in_flight);
+                in_flight = touched.iter().map(|word| word.to_string()).collect();
+            }
+            ["C" | "L", name, ino] => {
+                names.insert(name.to_string(), ino.parse().unwrap());
+                in_flight.clear();
+            }
+            ["R", old, new, ino] => {
+                names.remove(*old);
+                names.insert(new.to_string(), ino.parse().unwrap());
+                in_flight.clear();
+            }
+            ["U", old, _] => {
+                names.remove(*old);
+                in_flight.clear();
+            }
+            _ => panic!("journal line {line:?}"),
+        }
+    }
+    uncertain.append(&mut in_flight);
+    (names, uncertain)
 }
 
 #[test]
@@ -121,11 +235,13 @@ fn kill9_during_fsync_loops_loses_no_fsynced_append() {
             fs.create(fs.root(), name(file).as_bytes(), 0o644, 0, 0)
                 .unwrap();
         }
+        fs.mkdir(fs.root(), NAMES_DIR, 0o755, 0, 0).unwrap();
         drop(fs);
         pool.export().unwrap();
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(19);
     let mut total_reported = 0;
+    let mut total_names = 0;
     let mut replayed = 0;
     for round in 0..ROUNDS {
         let _ = std::fs::remove_file(dir_path.join("started"));
@@ -166,6 +282,25 @@ fn kill9_during_fsync_loops_loses_no_fsynced_append() {
                 "round {round}: file {file} holds wrong bytes"
             );
         }
+        let (names, in_flight) = journaled(&dir_path);
+        let names_dir = fs.lookup(fs.root(), NAMES_DIR).unwrap().ino;
+        for (name, ino) in &names {
+            if in_flight.contains(name) {
+                continue;
+            }
+            let found = fs.lookup(names_dir, name.as_bytes()).map(|attr| attr.ino);
+            assert_eq!(
+                found.ok(),
+                Some(*ino),
+                "round {round}: acknowledged name {name}"
+            );
+            assert_eq!(
+                read_all(&fs, *ino),
+                contents(*ino).as_bytes(),
+                "round {round}: contents of {name}"
+            );
+        }
+        total_names = names.len();
         pool.sync().unwrap();
         let report = tarn::check::check_pool(&pool, false).unwrap();
         assert!(report.is_clean(), "round {round}: {report:#?}");
@@ -174,5 +309,6 @@ fn kill9_during_fsync_loops_loses_no_fsynced_append() {
     }
     assert!(total_reported > 0, "the child never reported an fsync");
     assert!(replayed > 0, "no round replayed a log record");
+    assert!(total_names > 5, "only {total_names} names acknowledged");
     println!("{replayed} records replayed over {ROUNDS} rounds");
 }

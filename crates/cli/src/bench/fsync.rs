@@ -6,6 +6,11 @@
 //!   system in `--dir`; the same loop on the mount with each fsync replaced by a wait for a txg
 //!   sync (what tarn's fsync did before the intent log); and with `sync=disabled` (no
 //!   durability: the cost of FUSE and the write path alone).
+//! - **create + fsync, rename + fsync loop**: in a fresh directory, a new file with 4 KiB
+//!   written, then fsync of the file; then a rename of it, then fsync of the directory (the
+//!   namespace records of the log). Per second and p99 for each half, beside the host's file
+//!   system and the same loop with each fsync replaced by a wait for a txg sync (what such an
+//!   fsync cost before namespace records).
 //! - **sqlite3 in WAL mode** (if the `sqlite3` binary is on PATH): `--transactions`
 //!   single-row inserts, each its own transaction, at `synchronous=FULL` and `NORMAL`, on the
 //!   mount beside the host's file system.
@@ -93,12 +98,56 @@ fn write_loop(
     let seconds = started.elapsed().as_secs_f64();
     drop(file);
     let _ = std::fs::remove_file(path);
+    Ok(figures(latencies, seconds))
+}
+
+fn figures(mut latencies: Vec<f64>, seconds: f64) -> LoopFigures {
     latencies.sort_by(f64::total_cmp);
     let p99 = latencies[((latencies.len() * 99) / 100).min(latencies.len() - 1)];
-    Ok(LoopFigures {
-        per_second: count as f64 / seconds,
+    LoopFigures {
+        per_second: latencies.len() as f64 / seconds,
         p99_ms: p99 * 1000.0,
-    })
+    }
+}
+
+/// `count` rounds in a new directory `path`: create a file, write 4 KiB, `durable` on it;
+/// then rename it and `durable` on the directory. Figures of the creates and of the renames.
+fn namespace_loop(
+    path: &Path,
+    count: u64,
+    mut durable: impl FnMut(&File) -> Result<(), Failure>,
+) -> Result<(LoopFigures, LoopFigures), Failure> {
+    std::fs::create_dir_all(path).map_err(|e| io_failure(path.display(), e))?;
+    let directory = File::open(path).map_err(|e| io_failure(path.display(), e))?;
+    durable(&directory)?;
+    let block = crate::format::pseudo_random(BLOCK, 0x5eed);
+    let (mut creates, mut renames) = (Vec::new(), Vec::new());
+    let (mut create_seconds, mut rename_seconds) = (0.0, 0.0);
+    for index in 0..count {
+        let created = path.join(format!("f{index}"));
+        let one = Instant::now();
+        let file = File::create(&created).map_err(|e| io_failure(created.display(), e))?;
+        file.write_all_at(&block, 0)
+            .map_err(|e| io_failure("write", e))?;
+        durable(&file)?;
+        let elapsed = one.elapsed().as_secs_f64();
+        creates.push(elapsed);
+        create_seconds += elapsed;
+        drop(file);
+        let one = Instant::now();
+        std::fs::rename(&created, path.join(format!("g{index}")))
+            .map_err(|e| io_failure("rename", e))?;
+        durable(&directory)?;
+        let elapsed = one.elapsed().as_secs_f64();
+        renames.push(elapsed);
+        rename_seconds += elapsed;
+    }
+    drop(directory);
+    let _ = std::fs::remove_dir_all(path);
+    Ok((
+        figures(creates, create_seconds),
+        figures(renames, rename_seconds),
+    ))
 }
 
 fn fsync(file: &File) -> Result<(), Failure> {
@@ -227,13 +276,14 @@ fn measure(
     let tarn = write_loop(&mountpoint.join("loop.dat"), count, fsync)?;
     progress("4 KiB write + a txg sync on tarn (the path before the intent log)");
     let txg_count = count.min(300);
-    let txg = write_loop(&mountpoint.join("loop-txg.dat"), txg_count, |_| {
+    let wait_for_txg = |_: &File| {
         pool.core
             .txgs
             .wait_synced(None)
             .map(|_| ())
             .map_err(|e| Failure(e.to_string()))
-    })?;
+    };
+    let txg = write_loop(&mountpoint.join("loop-txg.dat"), txg_count, wait_for_txg)?;
     progress("4 KiB write + fsync on tarn with sync=disabled");
     fs.set_sync_mode(SyncMode::Disabled);
     let disabled = write_loop(&mountpoint.join("loop-off.dat"), count, fsync)?;
@@ -269,6 +319,53 @@ fn measure(
         baseline_what: "tarn sync=disabled (no durability)".into(),
         baseline: disabled.per_second,
     });
+    let namespace_count = count.min(1000);
+    progress("create + fsync, rename + fsync on the host file system");
+    let host_namespace = namespace_loop(&dir.join("bench-fsync-names"), namespace_count, fsync)?;
+    progress("create + fsync, rename + fsync on tarn (namespace records)");
+    let tarn_namespace = namespace_loop(&mountpoint.join("names"), namespace_count, fsync)?;
+    progress("create + a txg sync, rename + a txg sync on tarn (before namespace records)");
+    let txg_namespace_count = namespace_count.min(150);
+    let txg_namespace = namespace_loop(
+        &mountpoint.join("names-txg"),
+        txg_namespace_count,
+        wait_for_txg,
+    )?;
+    for (what, tarn, host, txg) in [
+        (
+            "create+4 KiB write+fsync",
+            &tarn_namespace.0,
+            &host_namespace.0,
+            &txg_namespace.0,
+        ),
+        (
+            "rename+fsync of the directory",
+            &tarn_namespace.1,
+            &host_namespace.1,
+            &txg_namespace.1,
+        ),
+    ] {
+        rows.push(Comparison {
+            what: format!("{what}, per s ({namespace_count})"),
+            tarn: tarn.per_second,
+            baseline_what: host_fs.clone(),
+            baseline: host.per_second,
+        });
+        rows.push(Comparison {
+            what: format!("{what}, p99 ms"),
+            tarn: tarn.p99_ms,
+            baseline_what: host_fs.clone(),
+            baseline: host.p99_ms,
+        });
+        rows.push(Comparison {
+            what: format!("{what}, per s"),
+            tarn: tarn.per_second,
+            baseline_what: format!(
+                "tarn, a txg sync per fsync (before namespace records; {txg_namespace_count})"
+            ),
+            baseline: txg.per_second,
+        });
+    }
     if Command::new("sqlite3").arg("-version").output().is_ok() {
         for synchronous in ["FULL", "NORMAL"] {
             progress(&format!("sqlite3 WAL synchronous={synchronous}"));

@@ -48,6 +48,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::DebugMap { .. }
         | Request::StatTxgs { .. }
         | Request::StatArc { .. }
+        | Request::StatZil { .. }
         | Request::PoolIostat { .. }
         | Request::DebugObject { .. } => inspect::handle(daemon, request),
         Request::Create { .. }

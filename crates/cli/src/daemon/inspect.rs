@@ -49,6 +49,35 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "arc": held.arc_stats() }),
             })
         }
+        Request::StatZil { pool } => {
+            daemon.held(&pool)?;
+            // Summed over the pool's mounted file systems (each has its own log).
+            let mut counters: Vec<(&'static str, bool, u64)> = Vec::new();
+            for fs in daemon.mounts.file_systems_within(&pool) {
+                let Some(zil) = fs.intent_log() else {
+                    continue;
+                };
+                let fields = zil.stats.kstat();
+                if counters.is_empty() {
+                    counters = fields;
+                } else {
+                    for (sum, (_, _, value)) in counters.iter_mut().zip(fields) {
+                        sum.2 += value;
+                    }
+                }
+            }
+            if counters.is_empty() {
+                counters = tarn::zil::ZilStats::default().kstat();
+            }
+            let fields: Vec<serde_json::Value> = counters
+                .into_iter()
+                .map(|(name, bytes, value)| serde_json::json!([name, bytes, value]))
+                .collect();
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "zil": fields }),
+            })
+        }
         Request::PoolIostat { pool } => {
             let held: Vec<(String, Arc<tarn::pool::Pool>)> = match pool {
                 Some(name) => vec![(name.clone(), daemon.held(&name)?)],

@@ -243,6 +243,15 @@ impl Mounts {
             .map(|(name, _)| name.clone())
     }
 
+    /// The mounted file systems of `ancestor` and below it (a pool's: its name).
+    pub fn file_systems_within(&self, ancestor: &str) -> Vec<Arc<FileSystem>> {
+        lock(&self.table)
+            .iter()
+            .filter(|(name, _)| is_within(name, ancestor))
+            .map(|(_, mounted)| mounted.fs.clone())
+            .collect()
+    }
+
     /// Every mount: (dataset, mountpoint), by dataset name.
     pub fn list(&self) -> Vec<(String, PathBuf)> {
         lock(&self.table)

@@ -187,6 +187,9 @@ pub enum Request {
     /// The ARC counters of an imported pool (`tarn stat arc`).
     #[serde(rename = "stat arc")]
     StatArc { pool: String },
+    /// The intent-log counters of an imported pool's mounted file systems (`tarn stat zil`).
+    #[serde(rename = "stat zil")]
+    StatZil { pool: String },
     /// The vdev I/O counters of one imported pool, or of every one (`tarn pool iostat`,
     /// `tarn stat vdev_queue`).
     #[serde(rename = "pool iostat")]
@@ -354,6 +357,7 @@ impl Request {
             Request::DebugMap { .. } => "debug map",
             Request::StatTxgs { .. } => "stat txgs",
             Request::StatArc { .. } => "stat arc",
+            Request::StatZil { .. } => "stat zil",
             Request::PoolIostat { .. } => "pool iostat",
             Request::Create { .. } => "create",
             Request::Destroy { .. } => "destroy",

@@ -12,6 +12,9 @@
 //!   interval.
 //!
 //! tarn keeps one ARC per pool (OpenZFS one per host), so the counters are the pool's.
+//!
+//! `tarn stat zil` prints the intent log's counters (OpenZFS's zil kstat) the same way
+//! ([`print_kstat`]), summed over the pool's mounted file systems.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -81,16 +84,58 @@ pub fn fields(stats: &BlockCacheStats, memory_available: u64) -> Vec<Field> {
 }
 
 /// The kstat text of `fields`, as /proc/spl/kstat/zfs/arcstats prints it.
-pub fn kstat_text(fields: &[Field], now_ns: u64) -> String {
+pub fn kstat_text<N: AsRef<str>>(fields: &[(N, bool, u64)], now_ns: u64) -> String {
     let mut text = format!(
         "13 1 0x01 {} {} {now_ns} {now_ns}\nname                            type data\n",
         fields.len(),
         fields.len() * 40
     );
     for (name, _, value) in fields {
-        text.push_str(&format!("{name:<32}4    {value}\n"));
+        text.push_str(&format!("{:<32}4    {value}\n", name.as_ref()));
     }
     text
+}
+
+/// Print a kstat's `fields` (name, whether a size, value) as `tarn stat TABLE` does without
+/// INTERVAL: `-p` as the kstat file, `-j` as one JSON object under `table`, else an aligned
+/// NAME VALUE table with sizes in human form.
+pub fn print_kstat<N: AsRef<str>>(
+    fields: &[(N, bool, u64)],
+    format: ListFormat,
+    table: &str,
+) -> Result<(), Failure> {
+    if format.exact && !format.json && format.fields.is_none() {
+        out!("{}", kstat_text(fields, unix_ns()).trim_end());
+        return Ok(());
+    }
+    if format.json {
+        let object: serde_json::Map<String, serde_json::Value> = fields
+            .iter()
+            .map(|(name, _, value)| (name.as_ref().to_string(), serde_json::Value::from(*value)))
+            .collect();
+        let mut document = serde_json::Map::new();
+        document.insert(table.to_string(), serde_json::Value::Object(object));
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::Value::Object(document)).expect("json")
+        );
+        return Ok(());
+    }
+    let rows: Vec<Vec<Cell>> = fields
+        .iter()
+        .map(|(name, bytes, value)| {
+            vec![
+                Cell::text(name.as_ref()),
+                if *bytes {
+                    byte_cell(*value)
+                } else {
+                    count_cell(*value)
+                },
+            ]
+        })
+        .collect();
+    let mut reporter = Reporter::new(&["name", "value"], format)?;
+    reporter.report(&rows, table)
 }
 
 /// MemAvailable of the host, in bytes (0 when /proc/meminfo cannot be read).
@@ -156,6 +201,20 @@ pub fn arcstat_cells(
     ]
 }
 
+/// `tarn stat zil [POOL]`: the intent-log counters (OpenZFS's zil kstat), summed over the
+/// pool's mounted file systems, printed as the ARC's are without INTERVAL.
+pub fn run_zil(socket: &Path, format: ListFormat, pool: &str) -> Result<(), Failure> {
+    let fields: Vec<(String, bool, u64)> = fetch(
+        socket,
+        pool,
+        &Request::StatZil {
+            pool: pool.to_string(),
+        },
+        "zil",
+    )?;
+    print_kstat(&fields, format, "zil")
+}
+
 fn fetch_arc(socket: &Path, pool: &str) -> Result<BlockCacheStats, Failure> {
     fetch(
         socket,
@@ -183,37 +242,7 @@ pub fn run(
     let (interval, reports) = repeat(interval, count)?;
     let Some(interval) = interval else {
         let stats = fetch_arc(socket, pool)?;
-        let fields = fields(&stats, memory_available());
-        if format.exact && !format.json && format.fields.is_none() {
-            out!("{}", kstat_text(&fields, unix_ns()).trim_end());
-            return Ok(());
-        }
-        if format.json {
-            let object: serde_json::Map<String, serde_json::Value> = fields
-                .iter()
-                .map(|(name, _, value)| (name.to_string(), serde_json::Value::from(*value)))
-                .collect();
-            out!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({ "arc": object })).expect("json")
-            );
-            return Ok(());
-        }
-        let rows: Vec<Vec<Cell>> = fields
-            .iter()
-            .map(|(name, bytes, value)| {
-                vec![
-                    Cell::text(*name),
-                    if *bytes {
-                        byte_cell(*value)
-                    } else {
-                        count_cell(*value)
-                    },
-                ]
-            })
-            .collect();
-        let mut reporter = Reporter::new(&["name", "value"], format)?;
-        return reporter.report(&rows, "arc");
+        return print_kstat(&fields(&stats, memory_available()), format, "arc");
     };
     let mut reporter = Reporter::new(ARCSTAT_COLUMNS, format)?;
     let mut earlier = fetch_arc(socket, pool)?;

@@ -98,6 +98,13 @@ pub enum StatCommand {
         #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
         words: Vec<String>,
     },
+    /// The intent log's counters, summed over the pool's mounted file systems (OpenZFS's zil
+    /// kstat; `-p` prints `name type data` lines as /proc/spl/kstat/zfs/zil does):
+    /// tarn stat zil [-H] [-p] [-j] [POOL]
+    Zil {
+        /// A pool the daemon holds (default: its only pool).
+        pool: Option<String>,
+    },
 }
 
 /// The columns of `tarn stat vdev_queue`: one row per leaf and class.
@@ -602,7 +609,7 @@ pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
     }
     let Some(table) = command.table else {
         return Err(Failure(
-            "name a table (txgs, vdev_queue, arc) or give --prometheus".into(),
+            "name a table (txgs, vdev_queue, arc, zil) or give --prometheus".into(),
         ));
     };
     match table {
@@ -620,6 +627,10 @@ pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
             let (pool, interval, count) = parse_words(&words)?;
             let pool = resolve_pool(socket, pool)?;
             super::arcstat::run(socket, format, &pool, interval, count)
+        }
+        StatCommand::Zil { pool } => {
+            let pool = resolve_pool(socket, pool)?;
+            super::arcstat::run_zil(socket, format, &pool)
         }
     }
 }

@@ -2,33 +2,49 @@
 //! which changes make records, what an fsync commits, and replay at open.
 //!
 //! # Theory
-//! `write` and `setattr` (without an ACL rewrite) make log records: a write's range, a
-//! setattr's resulting attribute values (`copy_range` writes through `write`). Every other
-//! change of an inode (create, link, unlink, rename, xattrs, fallocate) goes through
-//! [`FileSystem::put_znode`], which notes the txg in the log's unlogged table (shared by every
-//! handle on the set): an fsync of that inode first waits for that txg to sync, then commits
-//! the log records newer than it. So an fsync always makes the file's contents and
-//! attributes, and the directory operations that made its name, durable: the slow way for what
-//! the log does not record yet.
+//! These changes make log records: `write` (its range), `setattr` without an ACL rewrite (the
+//! resulting attribute values), the namespace changes `create` / `mkdir` / `mknod` /
+//! `symlink`, `link`, `unlink` / `rmdir` and `rename` (without RENAME_WHITEOUT), and xattr set
+//! and remove (`copy_range` writes through `write`). A namespace record is filed under the
+//! object it names and under the directories it touched, so the fsync of any of them commits
+//! it; and a commit takes every namespace record of the set up to its newest record, in order
+//! (zil/mod.rs), so a file's name never depends on a directory change left out. Every other
+//! change of an inode (fallocate, a chmod that rewrites an ACL, a rename with a whiteout)
+//! goes through [`FileSystem::put_znode`], which notes the txg in the log's unlogged table
+//! (shared by every handle on the set): a commit whose records name that inode first waits for
+//! that txg to sync. So an fsync always makes the file's contents and attributes, and the
+//! directory operations that made its name, durable: through the log, or the slow way for
+//! what the log does not record.
 //!
-//! Replay runs in [`FileSystem::open`], before anything else changes the file system: each
-//! record whose txg the claim did not find synced is applied through `write` / `setattr` to the
-//! object it names, if that object still exists with the generation the record carries (an
-//! object the crash took away, or a different object under the number, is skipped).
+//! Replay runs in [`FileSystem::open`], before anything else changes the file system, on the
+//! tree as synced through the header's claimed-through txg *T*: each record of a later txg is
+//! applied through the same operation (`write`, `setattr`, `make_node` at the record's object
+//! number, `link`, `remove_entry`, `rename`, `setxattr`), in order. A record applies to its
+//! object only if that is the same object: with the generation it carries when that is *T* or
+//! older, or, for an object born after *T*, one made by replay (a generation after *T*: within
+//! a chain's life an object number is never reused, so the number identifies it). A namespace
+//! record applies only if its name still says what it said before the change: a create whose
+//! object exists, a remove or rename whose old name no longer names the record's object, a
+//! link whose name is taken, are skipped. Each operation is one transaction, so a crash during
+//! replay leaves a prefix of the records applied, and replaying again from the start skips
+//! that prefix's changes that still stand and redoes the rest in the same order: it converges
+//! on the same tree. Objects replay makes without a record of their own (an xattr directory)
+//! are numbered above every object a record names, so they never take a number a later
+//! create needs.
 
 use super::*;
 use crate::types::Txg;
-use crate::zil::format::{setattr_mask, LogTime, Record, RecordBody};
+use crate::zil::record::{setattr_mask, LogTime, Record, RecordBody, RENAME_FLAGS_LOGGED};
 use crate::zil::{Change, SyncMode};
 
-fn log_time(time: Timestamp) -> LogTime {
+pub(super) fn log_time(time: Timestamp) -> LogTime {
     LogTime {
         seconds: time.seconds,
         nanoseconds: time.nanoseconds,
     }
 }
 
-fn fs_time(time: LogTime) -> Timestamp {
+pub(super) fn fs_time(time: LogTime) -> Timestamp {
     Timestamp {
         seconds: time.seconds,
         nanoseconds: time.nanoseconds,
@@ -98,6 +114,55 @@ impl FileSystem {
         Ok(())
     }
 
+    /// Record a change of `ino` (generation `generation`) that the fsync of each of
+    /// `related` needs as well: a namespace change, an xattr change. The caller holds `tx`.
+    pub(super) fn log_record(
+        &self,
+        tx: &Tx,
+        ino: u64,
+        generation: u64,
+        related: &[u64],
+        body: RecordBody,
+    ) {
+        if let Some(zil) = &self.zil {
+            zil.log_related(tx.txg, ino, generation, related, Change::Record(body));
+        }
+    }
+
+    /// Store the staged znodes but those `removed`, for an operation the log does not record.
+    pub(super) fn write_staged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
+        for &ino in staged.znodes.keys() {
+            self.note_unlogged(tx.txg, ino);
+        }
+        self.write_staged_logged(tx, staged, removed)
+    }
+
+    /// [`FileSystem::write_staged`] for an operation whose log record the caller makes.
+    pub(super) fn write_staged_logged(
+        &self,
+        tx: &Tx,
+        staged: &Staged,
+        removed: &[u64],
+    ) -> Result<()> {
+        for (&ino, znode) in &staged.znodes {
+            if !removed.contains(&ino) {
+                self.put_znode_logged(tx, ino, znode)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The generation of `ino` (for a record made after it is gone).
+    pub(super) fn generation_of(&self, ino: u64) -> Result<u64> {
+        Ok(self.objset.info(ObjectId(ino))?.generation.0)
+    }
+
+    /// Whether a rename with `flags` is recorded (a whiteout makes an object of its own, which
+    /// the log does not record: such a rename waits for its txg).
+    pub(super) fn rename_is_logged(flags: u32) -> bool {
+        flags & !RENAME_FLAGS_LOGGED == 0
+    }
+
     /// Record the attributes in `mask` as `znode` now has them.
     pub(super) fn log_setattr(&self, tx: &Tx, ino: u64, znode: &Znode, mask: u32) -> Result<()> {
         if mask == 0 {
@@ -106,7 +171,7 @@ impl FileSystem {
         self.log_change(
             tx,
             ino,
-            Change::Setattr(RecordBody::Setattr {
+            Change::Record(RecordBody::Setattr {
                 mask,
                 mode: znode.mode & MODE_PERMISSION_MASK,
                 uid: znode.uid,
@@ -192,8 +257,13 @@ impl FileSystem {
         };
         let mut applied = 0usize;
         let mut skipped = 0usize;
+        if let Some(highest) = replay.records.iter().map(|record| record.object).max() {
+            self.objset
+                .reserve_object_numbers(highest.saturating_add(1));
+        }
+        let synced = replay.header.claimed_through;
         for record in &replay.records {
-            match self.replay_record(record) {
+            match self.replay_record(record, synced) {
                 Ok(true) => applied += 1,
                 Ok(false) => skipped += 1,
                 Err(error) => {
@@ -216,21 +286,64 @@ impl FileSystem {
         Ok(())
     }
 
-    fn replay_record(&self, record: &Record) -> Result<bool> {
-        let info = match self.objset.info(ObjectId(record.object)) {
+    /// Whether `object` is the object a record of generation `generation` names, on a tree
+    /// synced through `synced` plus the records replayed so far (module documentation).
+    fn is_recorded_object(&self, object: u64, generation: u64, synced: Txg) -> Result<bool> {
+        let info = match self.objset.info(ObjectId(object)) {
             Ok(info) => info,
             Err(ObjectError::NoSuchObject(_)) => return Ok(false),
             Err(error) => return Err(error.into()),
         };
-        if info.generation.0 != record.generation {
+        Ok(info.generation.0 == generation || (generation > synced.0 && info.generation > synced))
+    }
+
+    /// Whether `name` in `dir` names `object` now.
+    fn names(&self, dir: u64, name: &[u8], object: u64) -> Result<bool> {
+        if self.directory(dir).is_err() {
+            return Ok(false);
+        }
+        Ok(self
+            .dir_lookup(dir, name)?
+            .is_some_and(|entry| entry.object == object))
+    }
+
+    /// Apply one record; false if it does not apply (already there, or its object is gone).
+    fn replay_record(&self, record: &Record, synced: Txg) -> Result<bool> {
+        let object = record.object;
+        if let RecordBody::Create {
+            dir,
+            name,
+            mode,
+            umask,
+            uid,
+            gid,
+            rdev,
+            time,
+            target,
+        } = &record.body
+        {
+            return self.replay_create(
+                record,
+                *dir,
+                name,
+                *mode,
+                *umask,
+                (*uid, *gid),
+                *rdev,
+                *time,
+                target,
+                synced,
+            );
+        }
+        if !self.is_recorded_object(object, record.generation, synced)? {
             return Ok(false);
         }
         match &record.body {
             RecordBody::Write { offset, data } => {
-                if self.znode(record.object)?.kind() != FileKind::Regular {
+                if self.znode(object)?.kind() != FileKind::Regular {
                     return Ok(false);
                 }
-                self.write(record.object, *offset, data)?;
+                self.write(object, *offset, data)?;
             }
             RecordBody::Setattr {
                 mask,
@@ -243,7 +356,7 @@ impl FileSystem {
             } => {
                 let set = |bit: u32| mask & bit != 0;
                 self.setattr(
-                    record.object,
+                    object,
                     SetAttr {
                         mode: set(setattr_mask::MODE).then_some(*mode),
                         uid: set(setattr_mask::UID).then_some(*uid),
@@ -254,7 +367,85 @@ impl FileSystem {
                     },
                 )?;
             }
+            RecordBody::Create { .. } => unreachable!("handled above"),
+            RecordBody::Remove {
+                dir,
+                name,
+                directory,
+            } => {
+                if !self.names(*dir, name, object)? {
+                    return Ok(false);
+                }
+                self.remove_entry(*dir, name, *directory)?;
+            }
+            RecordBody::Link { dir, name } => {
+                if self.directory(*dir).is_err() || self.dir_lookup(*dir, name)?.is_some() {
+                    return Ok(false);
+                }
+                self.link(object, *dir, name)?;
+            }
+            RecordBody::Rename {
+                olddir,
+                oldname,
+                newdir,
+                newname,
+                flags,
+            } => {
+                if !self.names(*olddir, oldname, object)? {
+                    return Ok(false);
+                }
+                self.rename(*olddir, oldname, *newdir, newname, *flags)?;
+            }
+            RecordBody::Xattr { name, value } => match value {
+                Some(value) => self.setxattr(object, name, value, 0)?,
+                None => match self.removexattr(object, name) {
+                    Ok(()) => {}
+                    Err(FsError::NoData) => return Ok(false),
+                    Err(error) => return Err(error),
+                },
+            },
         }
+        Ok(true)
+    }
+
+    /// Replay a create: make the node at the record's object number, unless replay made it
+    /// already (a crash during an earlier replay) or its name is taken.
+    #[allow(clippy::too_many_arguments)]
+    fn replay_create(
+        &self,
+        record: &Record,
+        dir: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        (uid, gid): (u32, u32),
+        rdev: u64,
+        time: LogTime,
+        target: &[u8],
+        synced: Txg,
+    ) -> Result<bool> {
+        match self.objset.info(ObjectId(record.object)) {
+            Ok(info) if info.generation > synced => return Ok(false),
+            Ok(info) => {
+                return Err(FsError::Corrupt(format!(
+                    "object {} is in use by an object of generation {}, older than the log",
+                    record.object, info.generation
+                )))
+            }
+            Err(ObjectError::NoSuchObject(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
+        if self.directory(dir).is_err() || self.dir_lookup(dir, name)?.is_some() {
+            return Ok(false);
+        }
+        let kind = FileKind::from_mode(mode)
+            .ok_or_else(|| FsError::Corrupt(format!("create record mode {mode:#o}")))?;
+        let target = (kind == FileKind::Symlink).then_some(target);
+        let origin = NodeOrigin::Replayed {
+            object: record.object,
+            time: fs_time(time),
+        };
+        self.make_node(dir, name, kind, mode, umask, uid, gid, rdev, target, origin)?;
         Ok(true)
     }
 

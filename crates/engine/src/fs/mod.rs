@@ -92,6 +92,7 @@ mod unlinked;
 pub mod xattr;
 
 use intent::setattr_mask_of;
+use nodes::NodeOrigin;
 use unlinked::Dropped;
 
 use std::collections::{BTreeMap, HashMap};
@@ -695,15 +696,6 @@ impl FileSystem {
             }
         }
         Ok(Staged { znodes })
-    }
-
-    fn write_staged(&self, tx: &Tx, staged: &Staged, removed: &[u64]) -> Result<()> {
-        for (&ino, znode) in &staged.znodes {
-            if !removed.contains(&ino) {
-                self.put_znode(tx, ino, znode)?;
-            }
-        }
-        Ok(())
     }
 
     fn dir_lookup(&self, dir: u64, name: &[u8]) -> Result<Option<DirEntryValue>> {

@@ -1,19 +1,52 @@
 //! Making and removing names: create, mkdir, mknod, symlink (short targets inline in the
 //! znode, long ones in the object's data), link, unlink and rmdir, with the default-ACL
 //! inheritance and umask of a new node, and the removal that parks a still-open file in the
-//! unlinked set.
+//! unlinked set. Each of these makes an intent-log record (fs/intent.rs).
 
+use super::intent::log_time;
 use super::*;
+use crate::zil::record::RecordBody;
+
+/// Where a new node's object number and birth time come from.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum NodeOrigin {
+    /// A new node: the next object number, the time now.
+    New,
+    /// A node the intent log's replay makes again, as its record says.
+    Replayed { object: u64, time: Timestamp },
+}
 
 impl FileSystem {
     /// Create a regular file. `mode` holds permission bits (type bits, if any, must say
     /// regular file).
     pub fn create(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(dir, name, FileKind::Regular, mode, 0, uid, gid, 0, None)
+        self.make_node(
+            dir,
+            name,
+            FileKind::Regular,
+            mode,
+            0,
+            uid,
+            gid,
+            0,
+            None,
+            NodeOrigin::New,
+        )
     }
 
     pub fn mkdir(&self, dir: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(dir, name, FileKind::Directory, mode, 0, uid, gid, 0, None)
+        self.make_node(
+            dir,
+            name,
+            FileKind::Directory,
+            mode,
+            0,
+            uid,
+            gid,
+            0,
+            None,
+            NodeOrigin::New,
+        )
     }
 
     /// Create a fifo, socket, character or block device (metadata only) or a regular file,
@@ -33,7 +66,18 @@ impl FileSystem {
             FileKind::Directory | FileKind::Symlink => {
                 Err(FsError::Invalid(format!("mknod cannot make a {kind:?}")))
             }
-            _ => self.make_node(dir, name, kind, mode, 0, uid, gid, rdev, None),
+            _ => self.make_node(
+                dir,
+                name,
+                kind,
+                mode,
+                0,
+                uid,
+                gid,
+                rdev,
+                None,
+                NodeOrigin::New,
+            ),
         }
     }
 
@@ -61,6 +105,7 @@ impl FileSystem {
             gid,
             0,
             Some(target),
+            NodeOrigin::New,
         )
     }
 
@@ -82,7 +127,18 @@ impl FileSystem {
         let kind = FileKind::from_mode(mode)
             .filter(|&kind| kind != FileKind::Symlink)
             .ok_or_else(|| FsError::Invalid(format!("create mode {mode:#o}")))?;
-        self.make_node(dir, name, kind, mode, umask, uid, gid, rdev, None)
+        self.make_node(
+            dir,
+            name,
+            kind,
+            mode,
+            umask,
+            uid,
+            gid,
+            rdev,
+            None,
+            NodeOrigin::New,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -97,6 +153,7 @@ impl FileSystem {
         gid: u32,
         rdev: u64,
         target: Option<&[u8]>,
+        origin: NodeOrigin,
     ) -> Result<Attr> {
         let _gate = self.change()?;
         check_new_name(name)?;
@@ -111,8 +168,12 @@ impl FileSystem {
         if self.dir_lookup(dir, name)?.is_some() {
             return Err(FsError::Exists);
         }
+        let requested_mode = kind.mode_bits() | (mode & MODE_PERMISSION_MASK);
         let (mode, inherited) = self.inherit_acls(dir, &parent, kind, mode, umask)?;
-        let now = Timestamp::now();
+        let now = match origin {
+            NodeOrigin::New => Timestamp::now(),
+            NodeOrigin::Replayed { time, .. } => time,
+        };
         let (inline_target, long_target) = match target {
             Some(target) if target.len() <= INLINE_TARGET_MAX => (target.to_vec(), None),
             Some(target) => (Vec::new(), Some(target)),
@@ -143,9 +204,22 @@ impl FileSystem {
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         // Data first: a write refused for lack of space leaves nothing half made.
-        let object = self
-            .objset
-            .create_object(&tx, self.props_for(kind), ObjectType::None, &[])?;
+        let props = self.props_for(kind);
+        let object = match origin {
+            NodeOrigin::New => self
+                .objset
+                .create_object(&tx, props, ObjectType::None, &[])?,
+            NodeOrigin::Replayed { object, .. } => {
+                self.objset.create_object_at(
+                    &tx,
+                    ObjectId(object),
+                    props,
+                    ObjectType::None,
+                    &[],
+                )?;
+                ObjectId(object)
+            }
+        };
         let ino = object.0;
         if let Some(target) = long_target {
             if let Err(error) = self.objset.write(&tx, object, 0, target) {
@@ -162,7 +236,7 @@ impl FileSystem {
         for (name, value) in inherited {
             self.store_xattr(tx, ino, &mut znode, name, &value, None)?;
         }
-        self.put_znode(&tx, ino, &znode)?;
+        self.put_znode_logged(&tx, ino, &znode)?;
         self.dir_insert(tx, dir, name, DirEntryValue { object: ino, kind })?;
         parent.size += 1;
         if kind == FileKind::Directory {
@@ -170,8 +244,27 @@ impl FileSystem {
         }
         parent.mtime = now;
         parent.ctime = now;
-        self.put_znode(&tx, dir, &parent)?;
+        self.put_znode_logged(&tx, dir, &parent)?;
+        // The object was born in this txg: that is its generation.
+        self.log_record(
+            &tx,
+            ino,
+            tx.txg.0,
+            &[dir],
+            RecordBody::Create {
+                dir,
+                name: name.to_vec(),
+                mode: requested_mode,
+                umask,
+                uid,
+                gid,
+                rdev,
+                time: log_time(now),
+                target: target.unwrap_or_default().to_vec(),
+            },
+        );
         drop(hold);
+        self.sync_always(ino)?;
         self.attr_of(ino, &znode)
     }
 
@@ -214,6 +307,7 @@ impl FileSystem {
             return Err(FsError::Exists);
         }
         let now = Timestamp::now();
+        let generation = self.generation_of(ino)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         self.dir_insert(tx, newdir, newname, DirEntryValue { object: ino, kind })?;
@@ -224,8 +318,19 @@ impl FileSystem {
         directory.size += 1;
         directory.mtime = now;
         directory.ctime = now;
-        self.write_staged(&tx, &staged, &[])?;
+        self.write_staged_logged(&tx, &staged, &[])?;
+        self.log_record(
+            &tx,
+            ino,
+            generation,
+            &[newdir],
+            RecordBody::Link {
+                dir: newdir,
+                name: newname.to_vec(),
+            },
+        );
         drop(hold);
+        self.sync_always(ino)?;
         let znode = staged.get(ino).clone();
         self.attr_of(ino, &znode)
     }
@@ -272,6 +377,7 @@ impl FileSystem {
             return Err(FsError::Busy("the root directory".into()));
         }
         let now = Timestamp::now();
+        let generation = self.generation_of(child)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         self.dir_remove(tx, dir, name)?;
@@ -296,12 +402,24 @@ impl FileSystem {
             }
             *staged.get(child) = znode;
         }
-        self.write_staged(&tx, &staged, &removed)?;
+        self.write_staged_logged(&tx, &staged, &removed)?;
+        self.log_record(
+            &tx,
+            child,
+            generation,
+            &[dir],
+            RecordBody::Remove {
+                dir,
+                name: name.to_vec(),
+                directory,
+            },
+        );
         drop(hold);
         drop(guards);
         if let Some(ino) = large {
             self.remove_parked(ino)?;
         }
+        self.sync_always(dir)?;
         Ok(())
     }
 }

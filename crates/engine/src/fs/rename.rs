@@ -6,6 +6,7 @@
 
 use super::unlinked::Dropped;
 use super::*;
+use crate::zil::record::RecordBody;
 
 impl FileSystem {
     /// Whether `ancestor` is `dir` or one of its ancestors (walking parent pointers).
@@ -139,6 +140,7 @@ impl FileSystem {
             }
         }
         let now = Timestamp::now();
+        let generation = self.generation_of(source.object)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         let mut removed = Vec::new();
@@ -202,13 +204,31 @@ impl FileSystem {
             znode.mtime = now;
             znode.ctime = now;
         }
-        self.write_staged(&tx, &staged, &removed)?;
+        if Self::rename_is_logged(flags) {
+            self.write_staged_logged(&tx, &staged, &removed)?;
+            self.log_record(
+                &tx,
+                source.object,
+                generation,
+                &inodes,
+                RecordBody::Rename {
+                    olddir,
+                    oldname: oldname.to_vec(),
+                    newdir,
+                    newname: newname.to_vec(),
+                    flags,
+                },
+            );
+        } else {
+            self.write_staged(&tx, &staged, &removed)?;
+        }
         drop(hold);
         drop(guards);
         drop(rename_guard);
         if let Some(ino) = large {
             self.remove_parked(ino)?;
         }
+        self.sync_always(source.object)?;
         Ok(())
     }
 

@@ -62,6 +62,7 @@ use super::phys::{
 };
 use super::*;
 use crate::object::phys::DNODE_BONUS_SIZE_MAX;
+use crate::zil::record::RecordBody;
 
 pub use super::phys::XATTR_VALUE_LEN_MAX;
 
@@ -259,6 +260,7 @@ impl FileSystem {
                 return Err(FsError::NoSpace);
             }
         }
+        let generation = self.generation_of(ino)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         match acl {
@@ -276,8 +278,19 @@ impl FileSystem {
             _ => self.store_xattr(tx, ino, &mut znode, name, value, found)?,
         }
         znode.ctime = Timestamp::now();
-        self.put_znode(&tx, ino, &znode)?;
+        self.put_znode_logged(&tx, ino, &znode)?;
+        self.log_record(
+            &tx,
+            ino,
+            generation,
+            &[],
+            RecordBody::Xattr {
+                name: name.to_vec(),
+                value: Some(value.to_vec()),
+            },
+        );
         drop(hold);
+        self.sync_always(ino)?;
         Ok(())
     }
 
@@ -290,12 +303,24 @@ impl FileSystem {
         let found = self
             .find_xattr(ino, &mut znode, name)?
             .ok_or(FsError::NoData)?;
+        let generation = self.generation_of(ino)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         self.drop_xattr(tx, ino, &mut znode, name, found)?;
         znode.ctime = Timestamp::now();
-        self.put_znode(&tx, ino, &znode)?;
+        self.put_znode_logged(&tx, ino, &znode)?;
+        self.log_record(
+            &tx,
+            ino,
+            generation,
+            &[],
+            RecordBody::Xattr {
+                name: name.to_vec(),
+                value: None,
+            },
+        );
         drop(hold);
+        self.sync_always(ino)?;
         Ok(())
     }
 

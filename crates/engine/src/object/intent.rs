@@ -36,4 +36,11 @@ impl ObjectSet {
         );
         state.dirty.entry(txg).or_default().log = true;
     }
+
+    /// Objects created from now on without a chosen number get one of `floor` or above
+    /// (replay of the intent log keeps the numbers its records name free).
+    pub fn reserve_object_numbers(&self, floor: u64) {
+        let mut state = self.state.lock();
+        state.next_object = state.next_object.max(floor);
+    }
 }

@@ -39,27 +39,14 @@
 //! A log block pointer's checksum field holds the seed: words 0, 1 and 3 (little-endian u64)
 //! are the object-set guid, the chain id and the sequence number, word 2 is zero.
 //!
-//! Record, 8-byte aligned, common part 40 bytes:
-//!
-//! | offset | size | field |
-//! | --- | --- | --- |
-//! | 0 | 2 | type: 1 write, 2 setattr |
-//! | 2 | 2 | reserved, zero |
-//! | 4 | 4 | record length in bytes, a multiple of 8, ≥ 40 |
-//! | 8 | 8 | record sequence number (increasing within a chain) |
-//! | 16 | 8 | txg the change belongs to |
-//! | 24 | 8 | object (inode) number |
-//! | 32 | 8 | object generation (the txg that created it) |
-//!
-//! Write (WR_IMMEDIATE): 40 `offset` u64, 48 `length` u64, 56 the data, zero-padded to 8.
-//! Setattr: 40 mask u32 (bit 0 mode, 1 uid, 2 gid, 3 size, 4 atime, 5 mtime), 44 mode u32,
-//! 48 uid u32, 52 gid u32, 56 size u64, 64 atime (i64 seconds, u32 nanoseconds, 4 zero),
-//! 80 mtime (same): 96 bytes.
+//! The records inside a block are laid out in [`super::record`].
 
 use crate::block::blkptr::ChecksumType;
 use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
 use crate::block::checksum::{self};
 use crate::types::Txg;
+
+use super::record::{decode_records, Record};
 
 /// Size of the log header inside the object-set header.
 pub const LOG_HEADER_SIZE: usize = 192;
@@ -67,42 +54,33 @@ pub const LOG_HEADER_SIZE: usize = 192;
 pub const BLOCK_HEADER_SIZE: usize = 208;
 /// Magic of a log block.
 pub const BLOCK_MAGIC: [u8; 8] = *b"TARNZIL1";
-/// Size of the part every record starts with.
-pub const RECORD_COMMON_SIZE: usize = 40;
-/// Size of a setattr record.
-pub const SETATTR_RECORD_SIZE: usize = 96;
-/// Size of a write record's fixed part (data follows).
-pub const WRITE_RECORD_FIXED: usize = 56;
 /// Largest log block (OpenZFS ZIL_MAX_BLKSZ).
 pub const BLOCK_SIZE_MAX: usize = 128 << 10;
 /// Log block sizes are multiples of this.
 pub const BLOCK_SIZE_UNIT: usize = 4 << 10;
-
-const RECORD_WRITE: u16 = 1;
-const RECORD_SETATTR: u16 = 2;
 
 /// Something in a log header, block or record that cannot be what it claims.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("intent log: {0}")]
 pub struct LogFormatError(pub String);
 
-fn bad<T>(what: impl Into<String>) -> Result<T, LogFormatError> {
+pub(super) fn bad<T>(what: impl Into<String>) -> Result<T, LogFormatError> {
     Err(LogFormatError(what.into()))
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
+pub(super) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
-fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
+pub(super) fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
     bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
 }
 
-fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
+pub(super) fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
     bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
 }
 
@@ -303,208 +281,9 @@ pub fn decode_block(block: &[u8], expected: Seed) -> Result<LogBlock, LogFormatE
     })
 }
 
-/// Which attributes a setattr record sets.
-pub mod setattr_mask {
-    pub const MODE: u32 = 1;
-    pub const UID: u32 = 2;
-    pub const GID: u32 = 4;
-    pub const SIZE: u32 = 8;
-    pub const ATIME: u32 = 16;
-    pub const MTIME: u32 = 32;
-    pub const ALL: u32 = 63;
-}
-
-/// A time in a record: seconds and nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LogTime {
-    pub seconds: i64,
-    pub nanoseconds: u32,
-}
-
-/// What a record says happened.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RecordBody {
-    /// `data` was written at `offset` (WR_IMMEDIATE: the bytes are in the record).
-    Write { offset: u64, data: Vec<u8> },
-    /// Attributes set (those in `mask`); a size is a truncate or extend.
-    Setattr {
-        mask: u32,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        size: u64,
-        atime: LogTime,
-        mtime: LogTime,
-    },
-}
-
-/// One log record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    pub sequence: u64,
-    pub txg: Txg,
-    pub object: u64,
-    pub generation: u64,
-    pub body: RecordBody,
-}
-
-/// Encoded size of a write record carrying `data_len` bytes.
-pub fn write_record_size(data_len: usize) -> usize {
-    (WRITE_RECORD_FIXED + data_len).next_multiple_of(8)
-}
-
-fn put_time(out: &mut [u8], at: usize, time: LogTime) {
-    out[at..at + 8].copy_from_slice(&time.seconds.to_le_bytes());
-    put_u32(out, at + 8, time.nanoseconds);
-}
-
-fn time_at(bytes: &[u8], at: usize) -> Result<LogTime, LogFormatError> {
-    let seconds = i64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let nanoseconds = u32_at(bytes, at + 8);
-    if nanoseconds >= 1_000_000_000 || u32_at(bytes, at + 12) != 0 {
-        return bad(format!("record time with {nanoseconds} nanoseconds"));
-    }
-    Ok(LogTime {
-        seconds,
-        nanoseconds,
-    })
-}
-
-impl Record {
-    /// Encoded size in bytes.
-    pub fn encoded_size(&self) -> usize {
-        match &self.body {
-            RecordBody::Write { data, .. } => write_record_size(data.len()),
-            RecordBody::Setattr { .. } => SETATTR_RECORD_SIZE,
-        }
-    }
-
-    /// Append the encoded record to `out`.
-    pub fn encode_into(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        let size = self.encoded_size();
-        out.resize(start + size, 0);
-        let bytes = &mut out[start..];
-        let kind = match self.body {
-            RecordBody::Write { .. } => RECORD_WRITE,
-            RecordBody::Setattr { .. } => RECORD_SETATTR,
-        };
-        bytes[0..2].copy_from_slice(&kind.to_le_bytes());
-        put_u32(bytes, 4, size as u32);
-        put_u64(bytes, 8, self.sequence);
-        put_u64(bytes, 16, self.txg.0);
-        put_u64(bytes, 24, self.object);
-        put_u64(bytes, 32, self.generation);
-        match &self.body {
-            RecordBody::Write { offset, data } => {
-                put_u64(bytes, 40, *offset);
-                put_u64(bytes, 48, data.len() as u64);
-                bytes[56..56 + data.len()].copy_from_slice(data);
-            }
-            RecordBody::Setattr {
-                mask,
-                mode,
-                uid,
-                gid,
-                size,
-                atime,
-                mtime,
-            } => {
-                put_u32(bytes, 40, *mask);
-                put_u32(bytes, 44, *mode);
-                put_u32(bytes, 48, *uid);
-                put_u32(bytes, 52, *gid);
-                put_u64(bytes, 56, *size);
-                put_time(bytes, 64, *atime);
-                put_time(bytes, 80, *mtime);
-            }
-        }
-    }
-}
-
-/// Decode the records of a block's used area. Anything malformed is an error.
-pub fn decode_records(mut bytes: &[u8]) -> Result<Vec<Record>, LogFormatError> {
-    let mut records = Vec::new();
-    let mut last_sequence = 0u64;
-    while !bytes.is_empty() {
-        if bytes.len() < RECORD_COMMON_SIZE {
-            return bad(format!("{} stray bytes after the last record", bytes.len()));
-        }
-        let kind = u16::from_le_bytes([bytes[0], bytes[1]]);
-        let length = u32_at(bytes, 4) as usize;
-        if bytes[2..4] != [0, 0]
-            || length < RECORD_COMMON_SIZE
-            || !length.is_multiple_of(8)
-            || length > bytes.len()
-        {
-            return bad(format!("record of type {kind} and length {length}"));
-        }
-        let raw = &bytes[..length];
-        let sequence = u64_at(raw, 8);
-        if sequence <= last_sequence {
-            return bad(format!("record sequence {sequence} after {last_sequence}"));
-        }
-        last_sequence = sequence;
-        let body = match kind {
-            RECORD_WRITE => {
-                if length < WRITE_RECORD_FIXED {
-                    return bad(format!("write record of {length} bytes"));
-                }
-                let offset = u64_at(raw, 40);
-                let data_len = u64_at(raw, 48);
-                if data_len == 0
-                    || write_record_size(data_len.min(u32::MAX as u64) as usize) != length
-                    || offset
-                        .checked_add(data_len)
-                        .is_none_or(|end| end > i64::MAX as u64)
-                {
-                    return bad(format!(
-                        "write record of {length} bytes: {data_len} bytes at {offset}"
-                    ));
-                }
-                let data_len = data_len as usize;
-                if raw[56 + data_len..].iter().any(|&byte| byte != 0) {
-                    return bad("write record: padding is not zero");
-                }
-                RecordBody::Write {
-                    offset,
-                    data: raw[56..56 + data_len].to_vec(),
-                }
-            }
-            RECORD_SETATTR => {
-                if length != SETATTR_RECORD_SIZE {
-                    return bad(format!("setattr record of {length} bytes"));
-                }
-                let mask = u32_at(raw, 40);
-                if mask & !setattr_mask::ALL != 0 || mask == 0 {
-                    return bad(format!("setattr record mask {mask:#x}"));
-                }
-                RecordBody::Setattr {
-                    mask,
-                    mode: u32_at(raw, 44),
-                    uid: u32_at(raw, 48),
-                    gid: u32_at(raw, 52),
-                    size: u64_at(raw, 56),
-                    atime: time_at(raw, 64)?,
-                    mtime: time_at(raw, 80)?,
-                }
-            }
-            other => return bad(format!("record type {other}")),
-        };
-        records.push(Record {
-            sequence,
-            txg: Txg(u64_at(raw, 16)),
-            object: u64_at(raw, 24),
-            generation: u64_at(raw, 32),
-            body,
-        });
-        bytes = &bytes[length..];
-    }
-    Ok(records)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::record::{setattr_mask, LogTime, RecordBody};
     use super::*;
     use crate::block::blkptr::{Compression, Dva};
     use proptest::prelude::*;
@@ -613,49 +392,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn record_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-            let _ = decode_records(&bytes);
-        }
-
-        #[test]
         fn block_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
             let _ = decode_block(&bytes, seed(1));
-        }
-
-        #[test]
-        fn records_round_trip(
-            writes in proptest::collection::vec(
-                (any::<u64>(), proptest::collection::vec(any::<u8>(), 1..100)), 1..8)
-        ) {
-            let records: Vec<Record> = writes
-                .into_iter()
-                .enumerate()
-                .map(|(index, (offset, data))| Record {
-                    sequence: index as u64 + 1,
-                    txg: Txg(offset % 1000),
-                    object: offset % 77,
-                    generation: 1,
-                    body: RecordBody::Write { offset: offset % (1 << 40), data },
-                })
-                .collect();
-            let mut encoded = Vec::new();
-            for record in &records {
-                record.encode_into(&mut encoded);
-            }
-            prop_assert_eq!(decode_records(&encoded).unwrap(), records);
-        }
-
-        #[test]
-        fn flipped_byte_in_a_record_is_an_error_or_a_record(
-            data in proptest::collection::vec(any::<u8>(), 1..64),
-            at in 0usize..120,
-            flip in 1u8..=255,
-        ) {
-            let mut encoded = Vec::new();
-            write(1, data).encode_into(&mut encoded);
-            let at = at % encoded.len();
-            encoded[at] ^= flip;
-            let _ = decode_records(&encoded);
         }
     }
 }

@@ -3,8 +3,12 @@
 //! # Theory
 //! A txg sync writes a whole tree and an uberblock; waiting for one costs tens of
 //! milliseconds. The intent log records, in open context, what each change did (an *itx*: a
-//! write of a range, a setattr), and an fsync writes only the records of the file it names into
-//! a chain of log blocks and flushes: one sync-class write and one cache flush. Once the txg a
+//! write of a range, a setattr, a create, remove, link or rename, an xattr change; record.rs),
+//! and an fsync writes only the records of the file it names, plus every namespace record of
+//! the set up to its newest one (a name may hang on other directory changes; OpenZFS commits
+//! namespace itxs the same way), into a chain of log blocks and flushes: one sync-class write
+//! and one cache flush. A namespace itx is filed under its object and the directories it
+//! touched, so the fsync of a directory takes it too. Once the txg a
 //! record belongs to has synced, the record is obsolete, and its log block is freed in the
 //! sync of a txg that makes all of its records obsolete.
 //!
@@ -29,9 +33,16 @@
 //! of the import, with the header recording the claim) before anything else allocates; then
 //! the file system's open replays the records whose txg is newer than the one the header says
 //! was synced at claim time, in order. Records are absolute (bytes at an offset, attribute
-//! values), so replaying a prefix twice gives the same result: a crash during replay is safe,
-//! the chain stays claimed and is replayed again. Once the replayed changes have synced, the
+//! values) or say what they found (a namespace record names the object its name referred to),
+//! so replaying a prefix twice gives the same result (fs/intent.rs): a crash during replay is
+//! safe, the chain stays claimed and is replayed again. Once the replayed changes have synced, the
 //! chain is freed and the header points at a new one.
+//!
+//! # Cost
+//! A commit writes its blocks (one for the usual fsync) and flushes each vdev written once; it
+//! takes the pending namespace itxs older than its newest one from their own index (no scan of
+//! the other itxs), and waits for a txg only for an unlogged change of an
+//! object its records name, a chain whose header has not synced, or more than 8 MiB of writes.
 //!
 //! # Locking
 //! `state` (a short mutex) guards the itx lists and the chain; `commit_lock` serialises
@@ -42,6 +53,7 @@
 pub mod chain;
 pub mod claim;
 pub mod format;
+pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,10 +67,8 @@ use crate::object::adapters::MosSpaceStorage;
 use crate::object::{ObjectError, ObjectSet};
 use crate::txg::TxgManager;
 use crate::types::Txg;
-use format::{
-    LogHeader, Record, RecordBody, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT,
-    WRITE_RECORD_FIXED,
-};
+use format::{LogHeader, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT};
+use record::{Record, RecordBody, WRITE_RECORD_FIXED};
 
 /// The `sync` property (OpenZFS's): when changes reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -106,15 +116,30 @@ struct Itx {
     txg: Txg,
     object: u64,
     generation: u64,
+    /// Other objects whose fsync needs this record (the directories a namespace change
+    /// touched, a rename's replaced target).
+    related: Vec<u64>,
     change: Change,
 }
 
+impl Itx {
+    /// Every object this itx is filed under: its own, then the related ones.
+    fn objects(&self) -> impl Iterator<Item = u64> + '_ {
+        std::iter::once(self.object).chain(self.related.iter().copied())
+    }
+
+    fn is_namespace(&self) -> bool {
+        matches!(&self.change, Change::Record(body) if body.is_namespace())
+    }
+}
+
 /// What an itx records. A write's bytes are read from the file when it is committed
-/// (OpenZFS WR_NEED_COPY): they are its newest, which replay in order makes right.
+/// (OpenZFS WR_NEED_COPY): they are its newest, which replay in order makes right. Every
+/// other change is recorded whole when it is made.
 #[derive(Clone, Debug)]
 pub enum Change {
     Write { offset: u64, length: u64 },
-    Setattr(RecordBody),
+    Record(RecordBody),
 }
 
 /// A block of the live chain.
@@ -142,6 +167,8 @@ struct State {
     next_itx: u64,
     pending: BTreeMap<u64, Itx>,
     by_object: HashMap<u64, BTreeSet<u64>>,
+    /// The pending namespace itxs, which every commit takes up to its newest itx.
+    namespace: BTreeSet<u64>,
     wanted: HashSet<u64>,
     next_record: u64,
     blocks: VecDeque<ChainBlock>,
@@ -162,14 +189,56 @@ struct State {
 /// Counters of one log.
 #[derive(Debug, Default)]
 pub struct ZilStats {
+    /// fsyncs (and O_SYNC writes, `sync=always` changes) that asked for a commit.
+    pub commit_requests: AtomicU64,
+    /// Commits that wrote log blocks (one may serve several requests).
     pub commits: AtomicU64,
     pub blocks: AtomicU64,
     pub bytes: AtomicU64,
+    /// itxs committed.
     pub records: AtomicU64,
+    /// Write records committed and the bytes of data they carried (read from the file at
+    /// commit: OpenZFS's WR_NEED_COPY).
+    pub write_records: AtomicU64,
+    pub write_bytes: AtomicU64,
+    /// Namespace and xattr records committed.
+    pub namespace_records: AtomicU64,
     /// fsyncs that waited for a txg instead (a change the log does not record, or an error).
     pub txg_waits: AtomicU64,
     /// Records applied by replay at open.
     pub replayed: AtomicU64,
+}
+
+impl ZilStats {
+    /// The counters as OpenZFS's zil kstat names them (`/proc/spl/kstat/zfs/zil`), then
+    /// tarn's own: (name, whether it counts bytes, value). tarn has no WR_INDIRECT and no
+    /// WR_COPIED (a write's bytes are read at commit) nor separate log devices, so those
+    /// counters stay zero.
+    pub fn kstat(&self) -> Vec<(&'static str, bool, u64)> {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        vec![
+            ("zil_commit_count", false, load(&self.commit_requests)),
+            ("zil_commit_writer_count", false, load(&self.commits)),
+            ("zil_itx_count", false, load(&self.records)),
+            ("zil_itx_indirect_count", false, 0),
+            ("zil_itx_indirect_bytes", true, 0),
+            ("zil_itx_copied_count", false, 0),
+            ("zil_itx_copied_bytes", true, 0),
+            ("zil_itx_needcopy_count", false, load(&self.write_records)),
+            ("zil_itx_needcopy_bytes", true, load(&self.write_bytes)),
+            ("zil_itx_metaslab_normal_count", false, load(&self.blocks)),
+            ("zil_itx_metaslab_normal_bytes", true, load(&self.bytes)),
+            ("zil_itx_metaslab_slog_count", false, 0),
+            ("zil_itx_metaslab_slog_bytes", true, 0),
+            (
+                "zil_itx_namespace_count",
+                false,
+                load(&self.namespace_records),
+            ),
+            ("zil_commit_txg_wait_count", false, load(&self.txg_waits)),
+            ("zil_replay_count", false, load(&self.replayed)),
+        ]
+    }
 }
 
 /// The intent log of one file system.
@@ -232,22 +301,39 @@ impl Zil {
     /// Record a change of `object` in `txg` (the caller holds `txg`). Nothing is recorded
     /// while a claimed chain waits for replay, or with `sync=disabled`.
     pub fn log(&self, txg: Txg, object: u64, generation: u64, change: Change) {
+        self.log_related(txg, object, generation, &[], change);
+    }
+
+    /// [`Zil::log`] for a change that the fsync of each of `related` needs as well (a
+    /// namespace change: the directories it touched).
+    pub fn log_related(
+        &self,
+        txg: Txg,
+        object: u64,
+        generation: u64,
+        related: &[u64],
+        change: Change,
+    ) {
         let mut state = self.state.lock();
         if state.replay.is_some() || state.mode == SyncMode::Disabled {
             return;
         }
         let seq = state.next_itx;
         state.next_itx += 1;
-        state.pending.insert(
-            seq,
-            Itx {
-                txg,
-                object,
-                generation,
-                change,
-            },
-        );
-        state.by_object.entry(object).or_default().insert(seq);
+        let itx = Itx {
+            txg,
+            object,
+            generation,
+            related: related.iter().copied().filter(|&o| o != object).collect(),
+            change,
+        };
+        if itx.is_namespace() {
+            state.namespace.insert(seq);
+        }
+        state.pending.insert(seq, itx);
+        for object in std::iter::once(object).chain(related.iter().copied()) {
+            state.by_object.entry(object).or_default().insert(seq);
+        }
     }
 
     /// Note a change of `object` in `txg` that the log does not record (pruning entries of
@@ -365,6 +451,7 @@ impl Zil {
             if state.mode == SyncMode::Disabled || state.replay.is_some() {
                 return Ok(());
             }
+            self.stats.commit_requests.fetch_add(1, Ordering::Relaxed);
             match state.by_object.get(&object).and_then(|seqs| seqs.last()) {
                 None => return Ok(()),
                 Some(&last) => {
@@ -388,18 +475,37 @@ impl Zil {
             objects.push(object);
             objects.sort_unstable();
             objects.dedup();
-            let mut seqs: Vec<u64> = objects
+            let mut seqs: BTreeSet<u64> = objects
                 .iter()
                 .filter_map(|object| state.by_object.get(object))
                 .flat_map(|seqs| seqs.iter().copied())
                 .collect();
-            seqs.sort_unstable();
+            // Every namespace record up to the newest one taken goes too, in order: a file's
+            // name may hang on directories that other records made or moved (OpenZFS commits
+            // a set's namespace itxs the same way, all up to the fsync's).
+            if let Some(&newest) = seqs.last() {
+                seqs.extend(state.namespace.range(..newest).copied());
+            }
             seqs.iter()
                 .filter_map(|seq| state.pending.get(seq).map(|itx| (*seq, itx.clone())))
                 .collect()
         };
         if itxs.is_empty() {
             return Ok(());
+        }
+        // A record may depend on a change the log does not record (a rename with a whiteout,
+        // a fallocate, an ACL rewrite) of an object it names: that change's txg must be on
+        // disk before the record is, or replay would apply the record without it.
+        let dependency = {
+            let state = self.state.lock();
+            itxs.iter()
+                .flat_map(|(_, itx)| itx.objects())
+                .filter_map(|object| state.unlogged.get(&object).copied())
+                .max()
+        };
+        if let Some(txg) = dependency.filter(|txg| *txg > self.txgs.last_synced()) {
+            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+            self.txgs.wait_synced(Some(txg))?;
         }
         // Much written data (a large file, then fsync) goes the txg's way: the log has no
         // WR_INDIRECT yet, and copying it all through the log would hold it in memory and write
@@ -408,7 +514,7 @@ impl Zil {
             .iter()
             .map(|(_, itx)| match itx.change {
                 Change::Write { length, .. } => length,
-                Change::Setattr(_) => 0,
+                Change::Record(_) => 0,
             })
             .sum();
         if write_bytes > COMMIT_WRITE_BYTES_MAX {
@@ -442,20 +548,25 @@ impl Zil {
                     .chain(tail.map(|bp| (bp, open)))
                     .collect();
                 state.to_free.extend(old);
-                for (seq, itx) in &itxs {
-                    Self::forget(&mut state, *seq, itx.object);
+                for (seq, _) in &itxs {
+                    Self::forget(&mut state, *seq);
                 }
                 Ok(())
             }
         }
     }
 
-    fn forget(state: &mut State, seq: u64, object: u64) {
-        state.pending.remove(&seq);
-        if let Some(seqs) = state.by_object.get_mut(&object) {
-            seqs.remove(&seq);
-            if seqs.is_empty() {
-                state.by_object.remove(&object);
+    fn forget(state: &mut State, seq: u64) {
+        let Some(itx) = state.pending.remove(&seq) else {
+            return;
+        };
+        state.namespace.remove(&seq);
+        for object in itx.objects() {
+            if let Some(seqs) = state.by_object.get_mut(&object) {
+                seqs.remove(&seq);
+                if seqs.is_empty() {
+                    state.by_object.remove(&object);
+                }
             }
         }
     }
@@ -487,7 +598,7 @@ impl Zil {
                         at += got;
                     }
                 }
-                Change::Setattr(body) => records.push(Record {
+                Change::Record(body) => records.push(Record {
                     sequence: 0,
                     txg: itx.txg,
                     object: itx.object,
@@ -535,9 +646,11 @@ impl Zil {
                             _ => 0,
                         };
                         if split_at == 0 {
+                            // It goes in the next block, sized for it (a record that does
+                            // not fit this block even empty leaves it empty).
                             assert!(
-                                !encoded.is_empty(),
-                                "a record larger than an empty log block"
+                                record.encoded_size() <= BLOCK_SIZE_MAX - BLOCK_HEADER_SIZE,
+                                "a record larger than the largest log block"
                             );
                             queue.push_front(record);
                             break;
@@ -555,6 +668,18 @@ impl Zil {
                     }
                     record.sequence = state.next_record;
                     state.next_record += 1;
+                    match &record.body {
+                        RecordBody::Write { data, .. } => {
+                            self.stats.write_records.fetch_add(1, Ordering::Relaxed);
+                            self.stats
+                                .write_bytes
+                                .fetch_add(data.len() as u64, Ordering::Relaxed);
+                        }
+                        RecordBody::Setattr { .. } => {}
+                        _ => {
+                            self.stats.namespace_records.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                     max_txg = max_txg.max(record.txg);
                     record.encode_into(&mut encoded);
                 }
@@ -601,8 +726,8 @@ impl Zil {
         self.stats
             .records
             .fetch_add(itxs.len() as u64, Ordering::Relaxed);
-        for (seq, itx) in itxs {
-            Self::forget(&mut state, *seq, itx.object);
+        for (seq, _) in itxs {
+            Self::forget(&mut state, *seq);
         }
         Ok(())
     }
@@ -616,14 +741,14 @@ impl Zil {
             // Records of this txg stay until a later sync: `txg` is not on disk until its
             // uberblock is, and an fsync meanwhile must still commit them (it would otherwise
             // find nothing to do and return before the data is durable).
-            let obsolete: Vec<(u64, u64)> = state
+            let obsolete: Vec<u64> = state
                 .pending
                 .iter()
                 .filter(|(_, itx)| itx.txg < txg)
-                .map(|(seq, itx)| (*seq, itx.object))
+                .map(|(seq, _)| *seq)
                 .collect();
-            for (seq, object) in obsolete {
-                Self::forget(&mut state, seq, object);
+            for seq in obsolete {
+                Self::forget(&mut state, seq);
             }
             let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.to_free)
                 .into_iter()
@@ -674,6 +799,7 @@ impl Zil {
             let mut state = self.state.lock();
             state.pending.clear();
             state.by_object.clear();
+            state.namespace.clear();
             let mut entries: Vec<(BlockPtr, Txg)> = state
                 .blocks
                 .drain(..)
