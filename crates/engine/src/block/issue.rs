@@ -125,7 +125,7 @@ impl WriteQueue {
             if in_flight.buffers.contains_key(&key) {
                 // The write waited for may be held by this thread's plug.
                 drop(in_flight);
-                crate::vdev::queue::kick_plugged();
+                crate::vdev::plug::kick_plugged();
                 in_flight = self.shared.in_flight.lock();
             }
             while in_flight.buffers.contains_key(&key) {
@@ -183,7 +183,7 @@ impl WriteQueue {
     /// Wait until every submitted write has finished; the errors of writes that reached no
     /// device since the last call, if any.
     pub fn wait(&self) -> Result<(), Vec<String>> {
-        crate::vdev::queue::kick_plugged();
+        crate::vdev::plug::kick_plugged();
         let mut in_flight = self.shared.in_flight.lock();
         while in_flight.count > 0 {
             self.shared.drained.wait(&mut in_flight);

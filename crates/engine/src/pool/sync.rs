@@ -51,7 +51,7 @@ impl PoolCore {
         let tx = Tx::syncing(txg);
         let first = SyncPoint { txg, pass: 1 };
         // The txg's writes go to the queues in batches (vdev/queue.rs, plugging).
-        let _plug = crate::vdev::queue::Plug::new();
+        let _plug = crate::vdev::plug::Plug::new();
 
         self.free_deferred(txg)?;
         let mut changed = !destroys.is_empty();

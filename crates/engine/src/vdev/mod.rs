@@ -106,6 +106,7 @@
 pub mod fault;
 pub mod io;
 pub mod label;
+pub mod plug;
 pub mod queue;
 pub mod scan;
 pub mod stats;

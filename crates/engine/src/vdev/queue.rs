@@ -53,16 +53,8 @@
 //! Cost per request: one lock round trip to queue it, one to issue it (shared by the requests
 //! of an aggregate), one to retire it, plus a handful of relaxed atomic additions.
 //!
-//! # Plugging
-//!
-//! A thread that submits a burst of asynchronous writes (the sync thread writing a txg) holds
-//! a [`Plug`], as a block layer's plug: its asynchronous requests wait in their queues
-//! without waking a worker until `vdev_plug_batch` (64) of them are held, the thread submits a
-//! blocking request or waits for writes ([`kick_plugged`]), or the plug ends. A burst then
-//! costs one wake-up per batch instead of one per request, and adjacent requests are pending
-//! together, so they aggregate; without it, a device faster than the submitter gets one
-//! 8 KiB write and one wake-up per block. Requests are only held while the queue has a
-//! worker; every held request is issued by the next kick at the latest.
+//! The sync thread plugs its asynchronous writes so that a burst costs a wake-up per batch
+//! and adjacent writes aggregate: see [`super::plug`].
 //!
 //! # Failure and shutdown
 //!
@@ -71,7 +63,6 @@
 //! it (as the device saw one write; the fault layer numbers writes as issued). Dropping the
 //! queue lets the workers drain every pending request, then joins them.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,6 +71,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
+
+use super::plug::{hold_plugged, kick_plugged, thread_is_plugged};
 use serde::{Deserialize, Serialize};
 
 use super::stats::LeafStats;
@@ -352,7 +345,7 @@ struct Request {
     done: Completion,
 }
 
-struct State {
+pub(super) struct State {
     /// Pending requests per class, keyed by (offset, sequence) for offset-ordered classes and
     /// by (sequence, offset) for first-come-first-served ones.
     pending: [BTreeMap<(u64, u64), Request>; IO_CLASSES],
@@ -363,113 +356,20 @@ struct State {
     sequence: u64,
     limits: QueueLimits,
     workers: u32,
-    idle_workers: u32,
+    pub(super) idle_workers: u32,
     /// Wake-ups sent to idle workers and not yet taken up.
-    wakeups: u32,
+    pub(super) wakeups: u32,
     shutdown: bool,
 }
 
-struct Inner {
+pub(super) struct Inner {
     device: Arc<dyn BlockDevice>,
     stats: Arc<LeafStats>,
-    state: Mutex<State>,
-    work: Condvar,
+    pub(super) state: Mutex<State>,
+    pub(super) work: Condvar,
     dirty: Mutex<Option<DirtyProbe>>,
     /// Requests submitted and not yet completed (for tests and shutdown).
     outstanding: AtomicU64,
-}
-
-/// A thread's plug: the queues holding its requests that no worker was woken for.
-struct Plugged {
-    depth: u32,
-    queues: Vec<Arc<Inner>>,
-    held: usize,
-}
-
-thread_local! {
-    static PLUGGED: RefCell<Option<Plugged>> = const { RefCell::new(None) };
-}
-
-/// While alive, this thread's asynchronous requests are held back from the workers (see
-/// the module documentation). Nests; the outermost end kicks what is held.
-pub struct Plug(());
-
-impl Plug {
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> Plug {
-        PLUGGED.with(|plugged| {
-            let mut plugged = plugged.borrow_mut();
-            match plugged.as_mut() {
-                Some(plugged) => plugged.depth += 1,
-                None => {
-                    *plugged = Some(Plugged {
-                        depth: 1,
-                        queues: Vec::new(),
-                        held: 0,
-                    })
-                }
-            }
-        });
-        Plug(())
-    }
-}
-
-impl Drop for Plug {
-    fn drop(&mut self) {
-        kick_plugged();
-        PLUGGED.with(|plugged| {
-            let mut plugged = plugged.borrow_mut();
-            if let Some(state) = plugged.as_mut() {
-                state.depth -= 1;
-                if state.depth == 0 {
-                    *plugged = None;
-                }
-            }
-        });
-    }
-}
-
-/// Wake workers for every request this thread's plug holds (before the thread waits for any
-/// I/O: a held request might be what it waits for).
-pub fn kick_plugged() {
-    let queues = PLUGGED.with(|plugged| {
-        plugged
-            .borrow_mut()
-            .as_mut()
-            .map(|plugged| {
-                plugged.held = 0;
-                std::mem::take(&mut plugged.queues)
-            })
-            .unwrap_or_default()
-    });
-    for inner in queues {
-        let dirty = async_write_max(&inner);
-        let mut state = inner.state.lock();
-        if state.idle_workers > state.wakeups && class_to_issue(&state, dirty).is_some() {
-            state.wakeups += 1;
-            inner.work.notify_one();
-        }
-    }
-}
-
-/// Note that `inner` holds a request of this thread's plug; kick at a full batch.
-fn hold_plugged(inner: &Arc<Inner>, batch: u32) {
-    let full = PLUGGED.with(|plugged| {
-        let mut plugged = plugged.borrow_mut();
-        let plugged = plugged.as_mut().expect("checked plugged before holding");
-        if !plugged.queues.iter().any(|queue| Arc::ptr_eq(queue, inner)) {
-            plugged.queues.push(inner.clone());
-        }
-        plugged.held += 1;
-        plugged.held >= batch as usize
-    });
-    if full {
-        kick_plugged();
-    }
-}
-
-fn thread_is_plugged() -> bool {
-    PLUGGED.with(|plugged| plugged.borrow().is_some())
 }
 
 /// The I/O scheduler of one leaf. See the module documentation.
@@ -754,13 +654,13 @@ fn publish_depth(inner: &Inner, state: &State, class: IoClass) {
 }
 
 /// The async write maximum now (asks the pool's dirty probe outside the queue's lock).
-fn async_write_max(inner: &Inner) -> Option<(u64, u64)> {
+pub(super) fn async_write_max(inner: &Inner) -> Option<(u64, u64)> {
     let probe = inner.dirty.lock().clone();
     probe.map(|probe| probe())
 }
 
 /// The class to issue from next, if any may (`vdev_queue_class_to_issue`).
-fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option<IoClass> {
+pub(super) fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option<IoClass> {
     let limits = &state.limits;
     if state.active_total >= limits.max_active_total.max(1) {
         return None;
@@ -975,6 +875,7 @@ fn execute(inner: &Inner, mut batch: Vec<Request>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vdev::plug::Plug;
     use crate::vdev::{FaultPlan, FaultyDevice, FileDevice};
     use std::time::Duration;
 
