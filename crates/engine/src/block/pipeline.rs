@@ -41,7 +41,7 @@ use crate::block::blkptr::{
 };
 use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
-use crate::cache::{BlockCache, BlockKey, BlockKind};
+use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceManager;
 use crate::tunables::Tunables;
@@ -505,6 +505,18 @@ impl BlockIo {
 
     /// Read a block's logical contents (cached), verifying and self-healing as described above.
     pub fn read(&self, bp: &BlockPtr) -> Result<Arc<Vec<u8>>, PipelineError> {
+        self.read_cached(bp, CachePolicy::All)
+    }
+
+    /// [`BlockIo::read`], keeping what it read from disk in the cache only if `policy` admits
+    /// the block's kind (a block found in the cache is used whatever the policy). Scrub-like
+    /// readers (send) pass [`CachePolicy::Metadata`], so that a whole dataset read once does
+    /// not evict the working set.
+    pub fn read_cached(
+        &self,
+        bp: &BlockPtr,
+        policy: CachePolicy,
+    ) -> Result<Arc<Vec<u8>>, PipelineError> {
         if bp.is_hole() {
             return Ok(Arc::new(vec![0u8; bp.size_logical as usize]));
         }
@@ -539,7 +551,7 @@ impl BlockIo {
                 compress::decompress(bp.compression, &physical, bp.size_logical as usize)?
             },
         );
-        if let Some(key) = key {
+        if let Some(key) = key.filter(|_| policy.admits(kind)) {
             self.cache.insert(key, data.clone(), kind);
         }
         Ok(data)

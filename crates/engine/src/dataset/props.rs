@@ -73,6 +73,13 @@ pub enum Property {
     /// blocks, large ones written in place and their pointer logged) or `throughput` (every
     /// write written in place). See `zil`.
     Logbias,
+    /// What reads of the dataset's blocks leave in the ARC (OpenZFS's): `all`, `metadata`
+    /// (data blocks are read past it, as a send reads), or `none` (tarn: as `metadata`; its
+    /// dnode and indirect blocks are cached all the same). See `cache::CachePolicy`.
+    Primarycache,
+    /// What the L2ARC may hold of the dataset: `all`, `metadata`, `none`. Kept and inherited;
+    /// tarn has no L2ARC yet, so it has no effect.
+    Secondarycache,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -97,7 +104,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 13] = [
+    pub const ALL: [Property; 15] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -111,6 +118,8 @@ impl Property {
         Property::Acltype,
         Property::Sync,
         Property::Logbias,
+        Property::Primarycache,
+        Property::Secondarycache,
     ];
 
     pub fn name(self) -> &'static str {
@@ -128,6 +137,8 @@ impl Property {
             Property::Acltype => "acltype",
             Property::Sync => "sync",
             Property::Logbias => "logbias",
+            Property::Primarycache => "primarycache",
+            Property::Secondarycache => "secondarycache",
         }
     }
 
@@ -164,6 +175,7 @@ impl Property {
             Property::Acltype => "off".into(),
             Property::Sync => "standard".into(),
             Property::Logbias => "latency".into(),
+            Property::Primarycache | Property::Secondarycache => "all".into(),
         }
     }
 
@@ -248,6 +260,9 @@ impl Property {
             },
             Property::Sync => one_of(&["standard", "always", "disabled"]),
             Property::Logbias => one_of(&["latency", "throughput"]),
+            Property::Primarycache | Property::Secondarycache => {
+                one_of(&["all", "metadata", "none"])
+            }
         }
     }
 }

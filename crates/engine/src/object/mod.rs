@@ -288,6 +288,8 @@ pub struct ObjectSet {
     /// The file system's intent log, once attached (zil/): asked for the log header in each
     /// sync.
     log: Mutex<Option<Arc<Zil>>>,
+    /// Which of its data blocks a read leaves in the cache (the `primarycache` property).
+    primarycache: crate::cache::SharedCachePolicy,
     state: Mutex<State>,
 }
 
@@ -424,6 +426,7 @@ impl ObjectSet {
             object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
             gate: parking_lot::RwLock::new(()),
             log: Mutex::new(None),
+            primarycache: crate::cache::SharedCachePolicy::default(),
             state: Mutex::new(State {
                 synced_root,
                 synced_log_header: log_header,
@@ -457,6 +460,17 @@ impl ObjectSet {
             .syncing
             .as_ref()
             .and_then(|syncing| syncing.root.clone())
+    }
+
+    /// What reads of this set's data blocks leave in the cache (`primarycache`).
+    pub fn primarycache(&self) -> crate::cache::CachePolicy {
+        self.primarycache.get()
+    }
+
+    /// Change what reads of this set's data blocks leave in the cache (the dataset's
+    /// `primarycache` property).
+    pub fn set_primarycache(&self, policy: crate::cache::CachePolicy) {
+        self.primarycache.set(policy);
     }
 
     /// The `copies` setting this set's own metadata (dnode blocks, header) is written for.
@@ -711,7 +725,7 @@ impl ObjectSet {
                 if bp.is_hole() {
                     return Ok(Arc::new(vec![0; block_size]));
                 }
-                let data = self.io.read(&bp)?;
+                let data = self.io.read_cached(&bp, self.primarycache())?;
                 if data.len() != block_size {
                     return Err(ObjectError::Corrupt(format!(
                         "object {object} block {blkid}: {} bytes, block size {block_size}",
@@ -741,7 +755,7 @@ impl ObjectSet {
                 if bp.is_hole() {
                     return Ok(None);
                 }
-                Ok(Some(self.io.read(&bp)?))
+                Ok(Some(self.io.read_cached(&bp, self.primarycache())?))
             }
         }
     }
