@@ -9,9 +9,8 @@
 //! `fs.root()`, and the object `fs.root()` is reported to FUSE as 1. Every other number passes
 //! unchanged. Entry replies carry the object's generation (its creation txg), so the kernel
 //! never confuses a reused object number with the inode it cached. Attribute and entry TTLs
-//! are [`TTL`]; what changes the file system behind the kernel's back (a rollback, a snapshot
-//! destroyed or renamed) is invalidated explicitly (below), and the short TTL bounds the harm
-//! of any mistake. `open`/`create` call [`FileSystem::open_inode`] and
+//! are [`TTL`] (30 s); what changes the file system behind the kernel's back (a rollback, a
+//! receive, a snapshot destroyed or renamed) is invalidated explicitly (below). `open`/`create` call [`FileSystem::open_inode`] and
 //! `release` calls [`FileSystem::release`], so a file unlinked while open keeps its data until
 //! the last close (the unlinked set). Permissions are checked by the kernel
 //! (`default_permissions`), so there is no `access`; with `acltype=posix` the mount also
@@ -132,8 +131,12 @@ pub use mount::{
 use route::Node;
 use snapdir::{InodeKind, NoSnapshots, SnapshotSource, SnapshotTable, SNAPSHOT_DIR_INO};
 
-/// How long the kernel may cache attributes and entries.
-pub const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache attributes and entries. Long, so that a `stat` of a file
+/// seen in the last half minute (git status, make) is no round trip to the daemon: every
+/// change of the file system goes through this mount (whose replies update the kernel's
+/// cache) except those invalidated explicitly (rollback, receive, snapshots; module
+/// documentation).
+pub const TTL: Duration = Duration::from_secs(30);
 /// Largest write the kernel sends in one request.
 pub const WRITE_BYTES_MAX: u32 = 1 << 20;
 /// Readahead of a mount: a sequential reader is sent read requests this large (with max_pages
