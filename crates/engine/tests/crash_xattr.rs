@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use tarn::fs::{FileSystem, FsError};
-use tarn::pool::Pool;
+use tarn::fs::FsError;
 
 use common::*;
 
@@ -39,10 +38,6 @@ fn xattrs_of(generation: u64) -> Vec<(&'static str, Vec<u8>)> {
         ("user.gen", generation.to_le_bytes().to_vec()),
         ("user.value", pattern(generation, length)),
     ]
-}
-
-fn open_fs(pool: &Pool) -> FileSystem {
-    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).unwrap()
 }
 
 /// The child: import, then write generations forever, reporting each one after its sync.

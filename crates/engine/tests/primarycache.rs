@@ -15,10 +15,6 @@ use common::*;
 const POOL: &str = "pcache";
 const FILE_BYTES: usize = 4 << 20;
 
-fn open_fs(pool: &Pool) -> FileSystem {
-    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
-}
-
 /// A pool whose ARC can hold the file several times over.
 fn roomy_cache() -> Tunables {
     Tunables {

@@ -11,8 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
-use tarn::check::check_pool;
-use tarn::fs::{FileSystem, SetAttr};
+use tarn::fs::SetAttr;
 use tarn::pool::{DeviceWrapper, ImportOptions, Pool};
 use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
 use tarn::zil::Logbias;
@@ -21,25 +20,8 @@ use common::*;
 
 const POOL: &str = "zil";
 
-fn open_fs(pool: &Pool) -> FileSystem {
-    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
-}
-
 fn new_pool(dir: &Path) -> Pool {
     create_pool(dir, POOL, single(dir, "vdev.img"), tiny())
-}
-
-fn check_clean(pool: &Pool, what: &str) {
-    let report = check_pool(pool, false).expect("check runs");
-    assert!(
-        report.is_clean(),
-        "{what}: check found problems: {report:#?}"
-    );
-}
-
-fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
-    let size = fs.getattr(ino).unwrap().size;
-    fs.read(ino, 0, size as usize).unwrap()
 }
 
 #[test]

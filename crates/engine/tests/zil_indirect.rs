@@ -13,7 +13,6 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tarn::check::check_pool;
 use tarn::fs::{FileSystem, SetAttr};
 use tarn::pool::Pool;
 use tarn::zil::{Logbias, ZilStats};
@@ -22,25 +21,8 @@ use common::*;
 
 const POOL: &str = "zilind";
 
-fn open_fs(pool: &Pool) -> FileSystem {
-    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
-}
-
 fn new_pool(dir: &Path) -> Pool {
     create_pool(dir, POOL, single(dir, "vdev.img"), tiny())
-}
-
-fn check_clean(pool: &Pool, what: &str) {
-    let report = check_pool(pool, false).expect("check runs");
-    assert!(
-        report.is_clean(),
-        "{what}: check found problems: {report:#?}"
-    );
-}
-
-fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
-    let size = fs.getattr(ino).unwrap().size;
-    fs.read(ino, 0, size as usize).unwrap()
 }
 
 fn crash(pool: Pool, fs: FileSystem) {

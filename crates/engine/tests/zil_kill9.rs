@@ -46,15 +46,6 @@ fn name(file: u64) -> String {
     format!("f{file}")
 }
 
-fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
-    let size = fs.getattr(ino).unwrap().size;
-    fs.read(ino, 0, size as usize).unwrap()
-}
-
-fn open_fs(pool: &tarn::pool::Pool) -> FileSystem {
-    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).unwrap()
-}
-
 fn child_main(dir: PathBuf) {
     let pool = import(&dir, POOL, tiny());
     let fs = open_fs(&pool);

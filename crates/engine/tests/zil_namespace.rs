@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
-use tarn::check::check_pool;
 use tarn::fs::{FileKind, FileSystem};
 use tarn::pool::{DeviceWrapper, ImportOptions, Pool};
 use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
@@ -22,23 +21,6 @@ use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
 use common::*;
 
 const POOL: &str = "zilns";
-
-fn open_fs(pool: &Pool) -> FileSystem {
-    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
-}
-
-fn check_clean(pool: &Pool, what: &str) {
-    let report = check_pool(pool, false).expect("check runs");
-    assert!(
-        report.is_clean(),
-        "{what}: check found problems: {report:#?}"
-    );
-}
-
-fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
-    let size = fs.getattr(ino).unwrap().size;
-    fs.read(ino, 0, size as usize).unwrap()
-}
 
 fn crash(pool: Pool, fs: FileSystem) {
     drop(fs);

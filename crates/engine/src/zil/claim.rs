@@ -70,25 +70,14 @@ pub fn claim(
             if bp.birth_logical <= synced {
                 continue;
             }
-            for dva in bp.copies() {
-                let claimed = io
-                    .space
-                    .claim(
-                        dva.vdev,
-                        dva.offset,
-                        dva.size_allocated,
-                        first_txg,
-                        &storage,
-                    )
-                    .map_err(|error| format!("claiming log block {bp}: {error}"))?;
-                if !claimed {
-                    // Not free: not a block this log wrote after the sync. End the chain
-                    // before it (the copies claimed so far stay allocated until freed with
-                    // the chain below).
-                    log::warn!("intent log: block {bp} is not free at claim; the chain ends there");
-                    keep = index;
-                    break 'blocks;
-                }
+            let claimed = claim_copies(io, &storage, bp, first_txg, "log block")?;
+            if claimed < bp.copies().count() {
+                // Not free: not a block this log wrote after the sync. End the chain before
+                // it (the copies claimed so far stay allocated until freed with the chain
+                // below).
+                log::warn!("intent log: block {bp} is not free at claim; the chain ends there");
+                keep = index;
+                break 'blocks;
             }
             report.claimed += 1;
         }
@@ -144,30 +133,14 @@ fn claim_written_in_place(
 ) -> Result<(), String> {
     let storage = MosSpaceStorage { mos };
     for bp in written_in_place(&replay.records) {
-        let mut claimed: Vec<_> = Vec::new();
-        for dva in bp.copies() {
-            let free = io
-                .space
-                .claim(
-                    dva.vdev,
-                    dva.offset,
-                    dva.size_allocated,
-                    first_txg,
-                    &storage,
-                )
-                .map_err(|error| format!("claiming data block {bp}: {error}"))?;
-            if !free {
-                break;
-            }
-            claimed.push(*dva);
-        }
-        if claimed.len() == bp.copies().count() {
+        let claimed = claim_copies(io, &storage, &bp, first_txg, "data block")?;
+        if claimed == bp.copies().count() {
             replay.blocks.push((bp, first_txg));
             report.claimed += 1;
             continue;
         }
         log::warn!("intent log: data block {bp} is not free at claim; replay stops before it");
-        for dva in claimed {
+        for dva in bp.copies().take(claimed) {
             io.space
                 .unalloc(dva.vdev, dva.offset, dva.size_allocated, first_txg)
                 .map_err(|error| format!("giving back data block {bp}: {error}"))?;
@@ -183,6 +156,29 @@ fn claim_written_in_place(
         break;
     }
     Ok(())
+}
+
+/// Claim the copies of `bp` in `first_txg`, in order, up to the first that is not free;
+/// returns how many were claimed.
+fn claim_copies(
+    io: &BlockIo,
+    storage: &MosSpaceStorage,
+    bp: &BlockPtr,
+    first_txg: Txg,
+    what: &str,
+) -> Result<usize, String> {
+    let mut claimed = 0;
+    for dva in bp.copies() {
+        let free = io
+            .space
+            .claim(dva.vdev, dva.offset, dva.size_allocated, first_txg, storage)
+            .map_err(|error| format!("claiming {what} {bp}: {error}"))?;
+        if !free {
+            break;
+        }
+        claimed += 1;
+    }
+    Ok(claimed)
 }
 
 /// Whether the header's chain is one a rollback discarded: the rollback's txg committed the

@@ -149,3 +149,23 @@ pub fn allocated_settled(pool: &Pool) -> u64 {
     pool.flush_log_space_map().expect("flush the log space map");
     pool.core.io.space.totals().allocated
 }
+
+/// The pool's root file system, opened in-process (replaying its intent log if it has one).
+pub fn open_fs(pool: &Pool) -> tarn::fs::FileSystem {
+    tarn::fs::FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
+}
+
+/// `check` of the pool must find nothing wrong (`what` names the moment in the message).
+pub fn check_clean(pool: &Pool, what: &str) {
+    let report = check_pool(pool, false).expect("check runs");
+    assert!(
+        report.is_clean(),
+        "{what}: check found problems: {report:#?}"
+    );
+}
+
+/// The whole contents of file `ino`.
+pub fn read_all(fs: &tarn::fs::FileSystem, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as usize).unwrap()
+}
