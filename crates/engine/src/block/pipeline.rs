@@ -512,7 +512,9 @@ impl BlockIo {
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
-            for child in 0..top.child_count() {
+            // Children that may hold a stale copy (the block's birth is in their dirty time
+            // log) or take no I/O are tried last.
+            for child in crate::vdev::dtl::read_order(top, bp.birth_physical.0) {
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
                 if self.read_copy(top, child, dva, &mut buffer).is_err() {
                     bad.push((*dva, child));
@@ -562,6 +564,10 @@ impl BlockIo {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
             for child in 0..top.child_count() {
+                // An offline or missing child is not read: it is not a bad copy.
+                if !top.children[child].is_usable() {
+                    continue;
+                }
                 report.copies += 1;
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
                 let ok = self.read_copy(top, child, dva, &mut buffer).is_ok() && {
