@@ -71,6 +71,7 @@ mod ops;
 mod output;
 mod protocol;
 mod quickstart;
+mod scan_report;
 mod verbs;
 
 use std::path::{Path, PathBuf};
@@ -418,10 +419,25 @@ enum PoolCommand {
     },
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
     Set { setting: String, pool: String },
-    /// Wait until background activity ends: tarn pool wait [-t free] POOL
+    /// Scrub a pool: read every copy of every block and repair bad ones, in the background:
+    /// tarn pool scrub [-s|-p] POOL
+    Scrub {
+        /// Stop (cancel) the scrub or resilver in progress.
+        #[arg(short = 's')]
+        stop: bool,
+        /// Pause the scrub in progress; `tarn pool scrub POOL` resumes it.
+        #[arg(short = 'p')]
+        pause: bool,
+        pool: String,
+    },
+    /// Bring devices back online; a resilver copies what they missed: tarn pool online POOL DEVICE...
+    Online { pool: String, devices: Vec<String> },
+    /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
+    Offline { pool: String, devices: Vec<String> },
+    /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
-        /// Activities to wait for (comma-separated): free; scrub and resilver are not supported
-        /// yet. Default: every supported activity.
+        /// Activities to wait for (comma-separated): free, scrub, resilver. Default: every
+        /// supported activity.
         #[arg(short = 't', value_delimiter = ',')]
         activities: Vec<String>,
         pool: String,
@@ -587,6 +603,15 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             } => pool::get(socket, list.format(), properties, pool),
             PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
+            PoolCommand::Scrub { stop, pause, pool } => {
+                verbs::scrub::scrub(socket, stop, pause, pool)
+            }
+            PoolCommand::Online { pool, devices } => {
+                verbs::scrub::device(socket, "online", pool, devices)
+            }
+            PoolCommand::Offline { pool, devices } => {
+                verbs::scrub::device(socket, "offline", pool, devices)
+            }
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
         Command::Check {

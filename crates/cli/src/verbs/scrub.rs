@@ -1,0 +1,112 @@
+//! Scrub, resilver and device verbs: `pool scrub [-s|-p] POOL`, `pool online|offline POOL
+//! DEVICE...`, and `pool wait -t scrub|resilver POOL`. Each needs the pool imported (in the
+//! daemon), as zpool's do; the scan itself runs in the daemon's sync thread.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use super::forward;
+use crate::client;
+use crate::error::{Failure, Status};
+use crate::format::human_bytes;
+use crate::protocol::{Request, Response};
+
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+fn ask_imported(
+    socket: &Path,
+    pool: &str,
+    verb: &str,
+    request: &Request,
+) -> Result<Response, Failure> {
+    match client::ask_if_running(socket, request)? {
+        None => Err(Failure(format!(
+            "cannot {verb} '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",
+            socket.display()
+        ))),
+        Some(response) if response.not_imported => Err(Failure(format!(
+            "cannot {verb} '{pool}': no such pool (not imported); import it with tarn pool import {pool}"
+        ))),
+        Some(response) => Ok(response),
+    }
+}
+
+/// `pool scrub [-s|-p] POOL`.
+pub fn scrub(socket: &Path, stop: bool, pause: bool, pool: String) -> Result<Status, Failure> {
+    let action = match (stop, pause) {
+        (true, true) => return Err(Failure("-s and -p cannot be given together".into())),
+        (true, false) => "stop",
+        (false, true) => "pause",
+        (false, false) => "start",
+    };
+    let request = Request::PoolScrub {
+        pool: pool.clone(),
+        action: action.into(),
+    };
+    Ok(forward(ask_imported(socket, &pool, "scrub", &request)?))
+}
+
+/// `pool online|offline POOL DEVICE...`.
+pub fn device(
+    socket: &Path,
+    action: &str,
+    pool: String,
+    devices: Vec<String>,
+) -> Result<Status, Failure> {
+    if devices.is_empty() {
+        return Err(Failure(format!(
+            "missing device name: tarn pool {action} POOL DEVICE..."
+        )));
+    }
+    let request = Request::PoolDevice {
+        pool: pool.clone(),
+        action: action.into(),
+        devices,
+    };
+    Ok(forward(ask_imported(socket, &pool, action, &request)?))
+}
+
+/// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs,
+/// showing progress on a terminal.
+pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Failure> {
+    let progress = std::io::stderr().is_terminal();
+    let mut shown = false;
+    loop {
+        let request = Request::PoolScanStatus {
+            pool: pool.to_string(),
+        };
+        let response = ask_imported(socket, pool, "wait for", &request)?;
+        if response.status != 0 {
+            return Ok(forward(response));
+        }
+        let scan = &response.data["scan"];
+        let running = scan["function"] == function && scan["state"] == "scanning";
+        if !running {
+            break;
+        }
+        if progress {
+            let examined = scan["examined"].as_u64().unwrap_or(0);
+            let total = scan["to_examine"]
+                .as_u64()
+                .unwrap_or(0)
+                .max(examined)
+                .max(1);
+            let mut stderr = std::io::stderr();
+            let _ = write!(
+                stderr,
+                "\r{pool}: {function} {:>8} of {:>8} ({:.1}%) ",
+                human_bytes(examined),
+                human_bytes(total),
+                examined as f64 * 100.0 / total as f64
+            );
+            let _ = stderr.flush();
+            shown = true;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    if shown {
+        let _ = writeln!(std::io::stderr(), "\r{pool}: {function} done{:40}", "");
+    }
+    Ok(0)
+}
