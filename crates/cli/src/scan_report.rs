@@ -8,7 +8,17 @@ use tarn::pool::scan::{ScanFunction, ScanState, ScanStatus};
 use tarn::pool::Pool;
 use tarn::vdev::Leaf;
 
-use crate::format::{human_bytes, utc_time};
+use crate::format::utc_time;
+
+/// Bytes as zpool prints them in `scan:` lines: `0B`, `512B`, `160K`, `1.17G`.
+fn human_bytes(bytes: u64) -> String {
+    let text = crate::format::human_bytes(bytes);
+    if bytes < 1024 {
+        format!("{text}B")
+    } else {
+        text
+    }
+}
 
 /// `H:MM:SS` (zpool's time to go and scan duration).
 fn duration(seconds: u64) -> String {
@@ -229,5 +239,8 @@ mod tests {
         );
         let text = scan_lines(&status(ScanState::Canceled, ScanFunction::Scrub, false));
         assert!(text.starts_with("  scan: scrub canceled on"), "{text}");
+        let mut clean = status(ScanState::Finished, ScanFunction::Scrub, false);
+        clean.phys.repaired = 0;
+        assert!(scan_lines(&clean).starts_with("  scan: scrub repaired 0B in"));
     }
 }

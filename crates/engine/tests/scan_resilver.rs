@@ -263,6 +263,9 @@ fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirro
     assert_eq!(resilver.state, ScanState::Finished);
     assert_eq!((resilver.errors, resilver.unrepaired), (0, 0));
     assert!(resilver.repaired > 0, "{resilver:?}");
+    assert!(resilver.copies_bad > 0, "{resilver:?}");
+    // Stale copies on a side that missed their txgs are not checksum errors.
+    assert_eq!(leaf_checksum_errors(&pool, 1), 0);
     // Only what was missed: the older files' blocks are skipped by birth.
     assert!(
         resilver.examined < resilver.to_examine / 2,

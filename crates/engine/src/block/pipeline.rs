@@ -525,7 +525,9 @@ impl BlockIo {
                     good = Some(buffer);
                     break;
                 }
-                top.record_checksum_error(child);
+                if !top.children[child].dtl.contains(bp.birth_physical.0) {
+                    top.record_checksum_error(child);
+                }
                 bad.push((*dva, child));
             }
             if good.is_some() {
@@ -577,7 +579,11 @@ impl BlockIo {
                 if ok {
                     good.get_or_insert(buffer);
                 } else {
-                    top.record_checksum_error(child);
+                    // A stale copy on a child that missed the block's txg (its DTL says so)
+                    // is expected until resilvered, not a checksum error.
+                    if !top.children[child].dtl.contains(bp.birth_physical.0) {
+                        top.record_checksum_error(child);
+                    }
                     report.bad += 1;
                     bad.push((*dva, child));
                 }

@@ -99,9 +99,11 @@ impl Pool {
                 leaf.dtl.ranges()
             );
         }
-        let txg = self.sync()?;
+        self.sync()?;
         self.core.queue_resilver_if_logs();
-        Ok(txg)
+        // The next txg starts the resilver: wait for it, so that `pool status` and
+        // `pool wait -t resilver` right after see it.
+        self.sync()
     }
 
     fn refuse_readonly(&self, what: &str) -> Result<(), PoolError> {

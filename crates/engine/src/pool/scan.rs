@@ -543,6 +543,9 @@ impl PoolCore {
         let Some(mut phys) = phys else {
             return Ok(());
         };
+        // Published before the round, so that `pool status` shows a scan that was just started
+        // while its first round runs.
+        *self.scan.phys.lock() = Some(phys.clone());
         if phys.state == ScanState::Scanning && !phys.paused {
             if self.scan.pass.lock().is_none() {
                 *self.scan.pass.lock() = Some((Instant::now(), phys.examined));
