@@ -36,7 +36,7 @@ fn wrapper(plans: Arc<parking_lot::Mutex<Plans>>) -> tarn::pool::DeviceWrapper {
         let plan = plans
             .lock()
             .entry(path.to_path_buf())
-            .or_insert_with(FaultPlan::new)
+            .or_default()
             .clone();
         Arc::new(FaultyDevice::new(device, plan)) as Arc<dyn BlockDevice>
     })
