@@ -230,7 +230,9 @@ fn pool_wait_free_returns_once_a_destroyed_file_system_is_freed() {
     t.run(&["pool", "wait", "tank"]).success();
 
     // No scan in progress: waiting for one returns at once, quietly.
-    let scrub = t.run(&["pool", "wait", "-t", "scrub,resilver", "tank"]).success();
+    let scrub = t
+        .run(&["pool", "wait", "-t", "scrub,resilver", "tank"])
+        .success();
     assert_eq!(scrub.stdout, "", "pool wait is quiet: {scrub}");
     t.run(&["pool", "wait", "-t", "trim", "tank"])
         .failure(&["trim", "not supported yet"]);

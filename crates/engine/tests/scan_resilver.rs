@@ -33,11 +33,7 @@ type Plans = BTreeMap<PathBuf, Arc<FaultPlan>>;
 /// A wrapper giving each leaf path its own fault plan (made on first open, kept across imports).
 fn wrapper(plans: Arc<parking_lot::Mutex<Plans>>) -> tarn::pool::DeviceWrapper {
     Arc::new(move |path: &Path, device: Arc<dyn BlockDevice>| {
-        let plan = plans
-            .lock()
-            .entry(path.to_path_buf())
-            .or_default()
-            .clone();
+        let plan = plans.lock().entry(path.to_path_buf()).or_default().clone();
         Arc::new(FaultyDevice::new(device, plan)) as Arc<dyn BlockDevice>
     })
 }
@@ -520,7 +516,10 @@ fn scrub_runs_while_the_pool_writes_and_frees() {
     let scrub = pool.core.scan_status().unwrap().phys;
     eprintln!("scrub finished after {rounds} rounds of writes and frees: {scrub:?}");
     assert_eq!(scrub.state, ScanState::Finished);
-    assert!(rounds >= 3, "the scrub ran beside only {rounds} rounds of writes");
+    assert!(
+        rounds >= 3,
+        "the scrub ran beside only {rounds} rounds of writes"
+    );
     assert_eq!(
         (scrub.errors, scrub.copies_bad, scrub.unrepaired),
         (0, 0, 0),

@@ -6,6 +6,8 @@
 //! - `timeseries`: many files taking 32-byte appends every interval (recordsize 8K,
 //!   compression on), beside the same appends to plain files (see `timeseries`).
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
+//! - `scrub`: scrub throughput of a sequentially filled mirror (cold) beside fio's sequential
+//!   read of its vdev files, and a resilver's time and I/O beside what it missed (see `scan`).
 //! - `xattr`: small xattrs set and read back through a FUSE mount, beside the host's file
 //!   system (see `xattr`).
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
@@ -42,6 +44,7 @@ mod frag;
 mod fsync;
 mod iosched;
 mod receive;
+mod scan;
 mod snapshot;
 pub mod steady;
 mod sync;
@@ -174,6 +177,29 @@ pub enum BenchCommand {
         /// Skip the fio baseline.
         #[arg(long)]
         no_fio: bool,
+    },
+    /// Scrub of a sequentially filled two-way mirror with a cold cache beside fio's sequential
+    /// read of the same vdev files; then the resilver of a side that was offline while
+    /// --missed bytes were written (time, bytes read and written). Needs root (drop_caches).
+    Scrub {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Bytes written before the scrub.
+        #[arg(long, default_value = "2G")]
+        size: String,
+        /// Bytes written while one side is offline (what the resilver copies).
+        #[arg(long, default_value = "512M")]
+        missed: String,
+        /// Size of each vdev (sparse files).
+        #[arg(long, default_value = "4G")]
+        vdev_size: String,
+        /// Skip the fio baseline.
+        #[arg(long)]
+        no_fio: bool,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
     },
     /// Sequential write and read (fio, bs=1M) through a FUSE mount of a new pool, beside a null
     /// FUSE file system with the same mount settings and beside fio --direct=1 on a file in the
@@ -673,6 +699,21 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
             out!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
             Ok(())
         }
+        BenchCommand::Scrub {
+            dir,
+            size,
+            missed,
+            vdev_size,
+            no_fio,
+            json,
+        } => scan::run(scan::ScrubBench {
+            dir,
+            size: parse_size(&size)?,
+            missed: parse_size(&missed)?,
+            vdev_size: parse_size(&vdev_size)?,
+            no_fio,
+            json,
+        }),
         BenchCommand::Sync {
             dir,
             vdev_size,

@@ -25,7 +25,10 @@
 //! The scan runs in the sync thread, in pass 1 after the background frees: the trees it walks
 //! (the last synced txg's) stay valid for the whole sync, since nothing freed in this txg is
 //! reallocated before two more commit (invariant 3). Its reads go through the scrub I/O class
-//! of the vdev queues (`vdev_scrub_max_active`), so the pool's own reads overtake them.
+//! of the vdev queues (`vdev_scrub_max_active`), so the pool's own reads overtake them. The walk
+//! collects up to 64 data blocks (with the indirect blocks it finishes on the way), then
+//! [`SCAN_READERS`] threads read and verify them, so that the devices see several reads at once;
+//! the bookmark moves past them only when all are done.
 //!
 //! # Throttle
 //! A txg scans for `scrub_min_time_ms` (`resilver_min_time_ms` for a resilver) and then stops
@@ -54,6 +57,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::block::pipeline::{CopyReport, PipelineError};
 use crate::dataset::phys::DatasetPhys;
 use crate::object::traverse::{walk_post_order, Bookmark, WalkEnd};
 use crate::object::{ObjectError, Tx};
@@ -70,8 +74,11 @@ const SCAN_MAGIC: u32 = 0x5343_414e; // "SCAN"
 const SCAN_VERSION: u16 = 1;
 /// Cursor object set of a scan whose walks are all done.
 const CURSOR_DONE: u64 = u64::MAX;
-/// Data blocks one walk call visits before the throttle is consulted again.
+/// Data blocks one walk call visits before the throttle is consulted again (and before their
+/// reads are issued, [`SCAN_READERS`] at a time).
 const WALK_CHUNK_BLOCKS: u64 = 64;
+/// Threads that read and verify a batch of blocks at once.
+const SCAN_READERS: usize = 4;
 
 /// What a scan is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -675,25 +682,10 @@ impl PoolCore {
                 }
                 let mut budget = WALK_CHUNK_BLOCKS.min(blocks_left);
                 let before = budget;
+                let mut batch: Vec<BlockPtr> = Vec::new();
                 let mut visit = |bp: &BlockPtr| -> Result<(), ObjectError> {
-                    if bp.is_hole() || bp.embedded || bp.birth_physical > max_txg {
-                        return Ok(());
-                    }
-                    examined_blocks += 1;
-                    phys.examined += bp.size_allocated();
-                    match self.io.verify_all_copies(bp, repair) {
-                        Ok(copies) => {
-                            let per_copy =
-                                bp.size_allocated() / (bp.copies().count().max(1) as u64);
-                            phys.issued += copies.copies * per_copy;
-                            phys.copies_bad += copies.bad;
-                            phys.repaired += copies.repaired * per_copy;
-                            phys.unrepaired += copies.bad.saturating_sub(copies.repaired);
-                        }
-                        Err(error) => {
-                            phys.errors += 1;
-                            log::error!("pool {}: scan: {bp}: {error}", self.name);
-                        }
+                    if !(bp.is_hole() || bp.embedded || bp.birth_physical > max_txg) {
+                        batch.push(bp.clone());
                     }
                     Ok(())
                 };
@@ -706,6 +698,9 @@ impl PoolCore {
                     &mut visit,
                 );
                 blocks_left = blocks_left.saturating_sub(before - budget.min(before));
+                // Every block the walk passed is read and verified before the bookmark moves.
+                examined_blocks += batch.len() as u64;
+                self.verify_batch(&batch, repair, phys);
                 match end {
                     Ok(WalkEnd::Done) => break,
                     Ok(WalkEnd::Paused(bookmark)) => phys.cursor = bookmark,
@@ -725,6 +720,87 @@ impl PoolCore {
         }
         phys.cursor_objset = CURSOR_DONE;
         Ok(())
+    }
+
+    /// Read and verify every copy of each block of `batch` with [`SCAN_READERS`] threads, so
+    /// that the devices see several reads at once (the walk itself reads one block at a time),
+    /// and add the outcome to `phys`.
+    fn verify_batch(&self, batch: &[BlockPtr], repair: bool, phys: &mut ScanPhys) {
+        let function = phys.function;
+        let next = AtomicU64::new(0);
+        let totals = Mutex::new(phys.clone());
+        let work = || loop {
+            let index = next.fetch_add(1, Ordering::Relaxed) as usize;
+            let Some(bp) = batch.get(index) else {
+                return;
+            };
+            let outcome = match function {
+                ScanFunction::Resilver if !bp.is_gang() => self.resilver_block(bp),
+                _ => self.io.verify_all_copies(bp, repair),
+            };
+            let mut totals = totals.lock();
+            totals.examined += bp.size_allocated();
+            match outcome {
+                Ok(copies) => {
+                    let per_copy = bp.size_allocated() / (bp.copies().count().max(1) as u64);
+                    totals.issued += copies.copies * per_copy;
+                    totals.copies_bad += copies.bad;
+                    totals.repaired += copies.repaired * per_copy;
+                    totals.unrepaired += copies.bad.saturating_sub(copies.repaired);
+                }
+                Err(error) => {
+                    totals.errors += 1;
+                    log::error!("pool {}: scan: {bp}: {error}", self.name);
+                }
+            }
+        };
+        let readers = SCAN_READERS.min(batch.len());
+        if readers <= 1 {
+            work();
+        } else {
+            std::thread::scope(|scope| {
+                for _ in 0..readers {
+                    scope.spawn(work);
+                }
+            });
+        }
+        *phys = totals.into_inner();
+    }
+
+    /// Resilver one block (not a gang): read one good copy, verified, from a child that did
+    /// not miss its txg, and write it to every usable child whose DTL holds the block's birth,
+    /// without reading those (their copies are stale or missing). So a resilver reads and
+    /// writes about what was missed (OpenZFS's resilver writes DTL children the same way).
+    fn resilver_block(&self, bp: &BlockPtr) -> Result<CopyReport, PipelineError> {
+        let birth = bp.birth_physical.0;
+        let mut report = CopyReport::default();
+        let stale: Vec<(&crate::block::blkptr::Dva, usize)> = bp
+            .copies()
+            .filter_map(|dva| self.io.vdevs.top(dva.vdev).map(|top| (dva, top)))
+            .flat_map(|(dva, top)| {
+                (0..top.child_count())
+                    .filter(|&child| {
+                        let leaf = &top.children[child];
+                        leaf.is_usable() && leaf.dtl.contains(birth)
+                    })
+                    .map(move |child| (dva, child))
+            })
+            .collect();
+        // One copy read (the pipeline tries children that did not miss the txg first).
+        let physical = self.io.read_physical(bp, false)?;
+        report.copies = 1;
+        for (dva, child) in stale {
+            report.bad += 1;
+            let Some(top) = self.io.vdevs.top(dva.vdev) else {
+                continue;
+            };
+            let mut padded = physical.clone();
+            padded.resize(dva.size_allocated as usize, 0);
+            if top.write_child(child, dva.offset, &padded).is_ok() {
+                report.repaired += 1;
+            }
+        }
+        Ok(report)
     }
 
     fn finish_scan(&self, phys: &mut ScanPhys) {
