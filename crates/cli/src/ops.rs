@@ -242,7 +242,15 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
         vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
     }
     let offline = pool.core.io.vdevs.leaves().any(|leaf| leaf.is_offline());
-    if offline {
+    let faulted = pool
+        .core
+        .io
+        .vdevs
+        .leaves()
+        .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
+    if faulted {
+        text.push_str("\nstatus: one or more devices failed writes and missed data; the pool continues without them.\naction: repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.\n");
+    } else if offline {
         text.push_str("\nstatus: one or more devices were taken offline by the administrator; the pool continues without them.\naction: bring them back with 'tarn pool online POOL DEVICE' (a resilver copies what they missed).\n");
     } else if health != tarn::vdev::VdevHealth::Online {
         text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");

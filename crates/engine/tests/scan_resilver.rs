@@ -274,6 +274,7 @@ fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirro
         "DTL after resilver: {:?}",
         pool.core.io.vdevs.tops[0].children[1].dtl.ranges()
     );
+    assert_eq!(pool.core.io.vdevs.health().as_str(), "ONLINE");
     assert_clean(&pool);
     pool.export().unwrap();
 
@@ -319,6 +320,9 @@ fn side_failing_writes_is_resilvered_after_online() {
         |mirror, pool| {
             // The side failed its writes until now; `pool online` retries the resilver that
             // the import started (and that could not write to it).
+            let side_b = &pool.core.io.vdevs.tops[0].children[1];
+            assert_eq!(side_b.health().as_str(), "FAULTED");
+            assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
             mirror.plan("b.img").clear();
             pool.online("b.img").unwrap();
         },

@@ -853,6 +853,8 @@ pub enum VdevHealth {
     Degraded,
     /// Taken offline by the administrator (`pool offline`).
     Offline,
+    /// Present, but its writes failed: it missed txgs that no resilver has copied yet.
+    Faulted,
     /// Not usable: missing, or every child missing.
     Unavail,
 }
@@ -863,6 +865,7 @@ impl VdevHealth {
             VdevHealth::Online => "ONLINE",
             VdevHealth::Degraded => "DEGRADED",
             VdevHealth::Offline => "OFFLINE",
+            VdevHealth::Faulted => "FAULTED",
             VdevHealth::Unavail => "UNAVAIL",
         }
     }
@@ -874,6 +877,8 @@ impl Leaf {
             VdevHealth::Unavail
         } else if self.is_offline() {
             VdevHealth::Offline
+        } else if !self.dtl.is_empty() && self.stats.snapshot().write_errors > 0 {
+            VdevHealth::Faulted
         } else {
             VdevHealth::Online
         }
@@ -885,7 +890,7 @@ impl TopVdev {
         let unusable = self
             .children
             .iter()
-            .filter(|leaf| !leaf.is_usable())
+            .filter(|leaf| leaf.health() != VdevHealth::Online)
             .count();
         match unusable {
             0 => VdevHealth::Online,
