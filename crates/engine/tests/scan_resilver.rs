@@ -144,6 +144,26 @@ fn leaf_checksum_errors(pool: &Pool, child: usize) -> u64 {
         .checksum_errors
 }
 
+/// Import the pool (side b must have no missed txgs left) with every read of side a failing:
+/// the files must read right from side b alone.
+fn assert_side_b_alone_reads(mirror: &Mirror, file_sets: &[&[(ObjectId, u64)]]) {
+    let pool = mirror.import(tiny());
+    // Nothing left to resilver, as persisted.
+    assert!(pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
+    assert!(pool
+        .core
+        .scan_status()
+        .is_none_or(|status| status.phys.state != ScanState::Scanning));
+    mirror
+        .plan("a.img")
+        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
+    for files in file_sets {
+        assert_files_read_right(&pool, files);
+    }
+    mirror.plan("a.img").clear_read_faults();
+    pool.export().unwrap();
+}
+
 fn wait_scan(pool: &Pool, function: ScanFunction) -> tarn::pool::scan::ScanPhys {
     pool.core.wait_scan(function).unwrap();
     pool.sync().unwrap();
@@ -226,13 +246,7 @@ fn scrub_repairs_random_damage_on_one_side_of_a_mirror() {
     pool.export().unwrap();
 
     // Side b alone now holds every block: a read of a is made to fail.
-    let pool = mirror.import(tiny());
-    mirror
-        .plan("a.img")
-        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
-    assert_files_read_right(&pool, &files);
-    mirror.plan("a.img").clear_read_faults();
-    pool.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&files]);
 }
 
 /// Resilver after `break_side` made side b miss the writes of `files_missed`.
@@ -279,15 +293,7 @@ fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirro
     pool.export().unwrap();
 
     // Side b alone holds every block, old and new.
-    let pool = mirror.import(tiny());
-    assert!(pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
-    mirror
-        .plan("a.img")
-        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
-    assert_files_read_right(&pool, &before);
-    assert_files_read_right(&pool, &missed);
-    mirror.plan("a.img").clear_read_faults();
-    pool.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&before, &missed]);
 }
 
 #[test]
@@ -572,12 +578,5 @@ fn side_missing_at_import_is_resilvered_when_it_returns() {
     assert_clean(&pool);
     pool.export().unwrap();
 
-    let pool = mirror.import(tiny());
-    mirror
-        .plan("a.img")
-        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
-    assert_files_read_right(&pool, &before);
-    assert_files_read_right(&pool, &missed);
-    mirror.plan("a.img").clear_read_faults();
-    pool.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&before, &missed]);
 }

@@ -3,6 +3,7 @@
 # still in progress, resumed from its persisted position (the side's missed txgs kept), and
 # finishes; the side then holds everything.
 . "$STF_SUITE/include/libtest.sh"
+. "$STF_SUITE/scrub/scan_lib.sh"
 log_assert "a resilver interrupted by kill -9 resumes after import"
 
 create_pool rkilled -O recordsize=4K -O compression=off mirror "$(vdev rk-a)" "$(vdev rk-b)"
@@ -17,17 +18,7 @@ log_must tarn daemon --stop
 export TARN_TUNABLE_scan_blocks_per_txg_max=2 TARN_TUNABLE_txg_timeout=1
 import_pool rkilled
 log_must tarn pool online rkilled "$(vdev rk-b)"
-examined() {
-	tarn pool status -j rkilled | python3 -c 'import json,sys; s=json.load(sys.stdin)["pools"][0]["scan"]; print(s["examined"] if s and s["function"] == "resilver" and s["state"] == "scanning" else -1)'
-}
-wait_for 60 '[ "$(examined)" -gt 0 ]' || log_fail "the resilver made no progress"
-log_must tarn pool sync rkilled
-before=$(examined)
-kill_daemon
-import_pool rkilled
-after=$(examined)
-log_note "examined before the kill: $before, after import: $after"
-[ "$after" -ge "$before" ] || log_fail "the resilver restarted from $after (it had examined $before)"
+kill_during_scan rkilled resilver
 log_must tarn pool status rkilled
 stdout_has "scan: resilver in progress"
 stdout_has "(resilvering)"

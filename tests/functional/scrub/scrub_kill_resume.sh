@@ -2,6 +2,7 @@
 # Kill -9 the daemon during a slow scrub (a few blocks per txg): after import the scrub is
 # still in progress, resumed from its persisted position, and finishes clean.
 . "$STF_SUITE/include/libtest.sh"
+. "$STF_SUITE/scrub/scan_lib.sh"
 log_assert "a scrub interrupted by kill -9 resumes after import"
 
 create_pool killed -O recordsize=4K mirror "$(vdev k-a)" "$(vdev k-b)"
@@ -13,17 +14,7 @@ log_must tarn daemon --stop
 export TARN_TUNABLE_scan_blocks_per_txg_max=2 TARN_TUNABLE_txg_timeout=1
 import_pool killed
 log_must tarn pool scrub killed
-examined() {
-	tarn pool status -j killed | python3 -c 'import json,sys; s=json.load(sys.stdin)["pools"][0]["scan"]; print(s["examined"] if s and s["state"] == "scanning" else -1)'
-}
-wait_for 60 '[ "$(examined)" -gt 0 ]' || log_fail "the scrub made no progress"
-log_must tarn pool sync killed
-before=$(examined)
-kill_daemon
-import_pool killed
-after=$(examined)
-log_note "examined before the kill: $before, after import: $after"
-[ "$after" -ge "$before" ] || log_fail "the scrub restarted from $after (it had examined $before)"
+kill_during_scan killed scrub
 log_must tarn pool status killed
 stdout_has "scan: scrub in progress"
 

@@ -255,6 +255,44 @@ pub enum BenchCommand {
     },
 }
 
+/// Write `bytes` (rounded up to whole MiB) of incompressible data, seeded by `seed`, into a
+/// new file of the root object set in 1 MiB records, compression off; returns the bytes
+/// written. The caller syncs.
+pub(crate) fn write_sequential(
+    pool: &Pool,
+    tunables: &Tunables,
+    bytes: u64,
+    seed: u64,
+) -> Result<u64, Failure> {
+    let objset = pool.root_objset();
+    let buffer = crate::format::pseudo_random(64 << 20, seed);
+    let record = 1usize << 20;
+    let object = {
+        let hold = pool.assign()?;
+        let props = ObjectProps {
+            object_type: ObjectType::PlainFile,
+            data_block_size: record as u32,
+            indirect_block_shift: tunables.indirect_block_shift as u8,
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Off,
+            copies: 1,
+        };
+        objset
+            .create_object(&hold.tx(), props, ObjectType::None, &[])
+            .map_err(|e| Failure(e.to_string()))?
+    };
+    let mut written = 0u64;
+    while written < bytes {
+        let hold = pool.assign()?;
+        let at = (written as usize) % buffer.len();
+        objset
+            .write(&hold.tx(), object, written, &buffer[at..at + record])
+            .map_err(|e| Failure(e.to_string()))?;
+        written += record as u64;
+    }
+    Ok(written)
+}
+
 fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / seconds
 }
@@ -649,33 +687,8 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
             let mut tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
             tunables.recordsize = 1 << 20;
             let pool = create_bench_pool("bench", &vdev, vdev_size, &tunables)?;
-            let objset = pool.root_objset();
-            let buffer = crate::format::pseudo_random(64 << 20, 0x9e37_79b9_7f4a_7c15);
-            let record = 1usize << 20;
             let started = Instant::now();
-            let object = {
-                let hold = pool.assign()?;
-                let props = ObjectProps {
-                    object_type: ObjectType::PlainFile,
-                    data_block_size: record as u32,
-                    indirect_block_shift: tunables.indirect_block_shift as u8,
-                    checksum: ChecksumType::Fletcher4,
-                    compression: Compression::Off,
-                    copies: 1,
-                };
-                objset
-                    .create_object(&hold.tx(), props, ObjectType::None, &[])
-                    .map_err(|e| Failure(e.to_string()))?
-            };
-            let mut written = 0u64;
-            while written < size {
-                let hold = pool.assign()?;
-                let at = (written as usize) % buffer.len();
-                objset
-                    .write(&hold.tx(), object, written, &buffer[at..at + record])
-                    .map_err(|e| Failure(e.to_string()))?;
-                written += record as u64;
-            }
+            let written = write_sequential(&pool, &tunables, size, 0x9e37_79b9_7f4a_7c15)?;
             pool.sync()?;
             let seconds = started.elapsed().as_secs_f64();
             let tarn_rate = mib_per_second(written, seconds);

@@ -13,13 +13,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
-use tarn::object::ObjectProps;
 use tarn::pool::scan::{ScanFunction, ScanState};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
-use super::{drop_caches, fio, mib_per_second, BenchDirLock};
+use super::{drop_caches, fio, mib_per_second, write_sequential, BenchDirLock};
 use crate::error::Failure;
 
 pub struct ScrubBench {
@@ -41,34 +39,9 @@ fn import(dir: &Path, tunables: &Tunables) -> Result<Pool, Failure> {
     .0)
 }
 
-/// Write `bytes` of incompressible data into a new file of the root object set, 1 MiB records.
+/// Write `bytes` of incompressible data into a new file (1 MiB records) and sync.
 fn fill(pool: &Pool, tunables: &Tunables, bytes: u64, seed: u64) -> Result<(), Failure> {
-    let objset = pool.root_objset();
-    let record = 1usize << 20;
-    let buffer = crate::format::pseudo_random(64 << 20, seed);
-    let object = {
-        let hold = pool.assign()?;
-        let props = ObjectProps {
-            object_type: ObjectType::PlainFile,
-            data_block_size: record as u32,
-            indirect_block_shift: tunables.indirect_block_shift as u8,
-            checksum: ChecksumType::Fletcher4,
-            compression: Compression::Off,
-            copies: 1,
-        };
-        objset
-            .create_object(&hold.tx(), props, ObjectType::None, &[])
-            .map_err(|e| Failure(e.to_string()))?
-    };
-    let mut written = 0u64;
-    while written < bytes {
-        let hold = pool.assign()?;
-        let at = (written as usize) % (buffer.len() - record);
-        objset
-            .write(&hold.tx(), object, written, &buffer[at..at + record])
-            .map_err(|e| Failure(e.to_string()))?;
-        written += record as u64;
-    }
+    write_sequential(pool, tunables, bytes, seed)?;
     pool.sync()?;
     Ok(())
 }

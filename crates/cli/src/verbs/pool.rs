@@ -402,7 +402,11 @@ pub fn print_status(entries: &[StatusEntry], json: bool) {
 
 /// Ask the daemon about a pool it must hold (pool properties live in imported pools only, as
 /// with zpool get/set/wait).
-fn ask_imported(socket: &Path, pool: &str, request: &Request) -> Result<Response, Failure> {
+pub(super) fn ask_imported(
+    socket: &Path,
+    pool: &str,
+    request: &Request,
+) -> Result<Response, Failure> {
     match client::ask_if_running(socket, request)? {
         None => Err(Failure(format!(
             "cannot open '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",

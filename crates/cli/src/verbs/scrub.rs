@@ -7,30 +7,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::forward;
-use crate::client;
+use super::pool::ask_imported;
 use crate::error::{Failure, Status};
 use crate::format::human_bytes;
-use crate::protocol::{Request, Response};
+use crate::protocol::Request;
 
 const WAIT_POLL: Duration = Duration::from_millis(100);
-
-fn ask_imported(
-    socket: &Path,
-    pool: &str,
-    verb: &str,
-    request: &Request,
-) -> Result<Response, Failure> {
-    match client::ask_if_running(socket, request)? {
-        None => Err(Failure(format!(
-            "cannot {verb} '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",
-            socket.display()
-        ))),
-        Some(response) if response.not_imported => Err(Failure(format!(
-            "cannot {verb} '{pool}': no such pool (not imported); import it with tarn pool import {pool}"
-        ))),
-        Some(response) => Ok(response),
-    }
-}
 
 /// `pool scrub [-s|-p] POOL`.
 pub fn scrub(socket: &Path, stop: bool, pause: bool, pool: String) -> Result<Status, Failure> {
@@ -44,7 +26,7 @@ pub fn scrub(socket: &Path, stop: bool, pause: bool, pool: String) -> Result<Sta
         pool: pool.clone(),
         action: action.into(),
     };
-    Ok(forward(ask_imported(socket, &pool, "scrub", &request)?))
+    Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
 /// `pool online|offline POOL DEVICE...`.
@@ -64,7 +46,7 @@ pub fn device(
         action: action.into(),
         devices,
     };
-    Ok(forward(ask_imported(socket, &pool, action, &request)?))
+    Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
 /// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs,
@@ -76,7 +58,7 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
         let request = Request::PoolScanStatus {
             pool: pool.to_string(),
         };
-        let response = ask_imported(socket, pool, "wait for", &request)?;
+        let response = ask_imported(socket, pool, &request)?;
         if response.status != 0 {
             return Ok(forward(response));
         }
