@@ -580,3 +580,40 @@ fn side_missing_at_import_is_resilvered_when_it_returns() {
 
     assert_side_b_alone_reads(&mirror, &[&before, &missed]);
 }
+
+/// A block damaged on both sides has no good copy: the scrub finishes, counts it as an error
+/// (never panics, never rewrites it), the pool goes on, and no scan starts again by itself.
+#[test]
+fn scrub_counts_a_block_with_no_good_copy_and_stops() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(tiny());
+    let files = write_files(&pool, 40, 4);
+    let extents = data_extents(&pool, &files[..1]);
+    pool.export().unwrap();
+    let (offset, _) = extents[0];
+    for side in ["a.img", "b.img"] {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(mirror.path(side))
+            .unwrap();
+        file.write_all_at(&[0xA5; 64], VDEV_LABEL_START_SIZE + offset)
+            .unwrap();
+    }
+    let pool = mirror.import(tiny());
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    assert_eq!(scrub.state, ScanState::Finished);
+    assert_eq!(scrub.errors, 1, "{scrub:?}");
+    assert_eq!(
+        scrub.copies_bad, 0,
+        "a block with no good copy is counted once, as an error"
+    );
+    // The other files still read right; the damaged one fails with an error.
+    assert_files_read_right(&pool, &files[1..]);
+    let mut data = vec![0u8; FILE_BYTES];
+    assert!(pool.root_objset().read(files[0].0, 0, &mut data).is_err());
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+    assert!(!pool.core.scan_active(), "no scan restarts by itself");
+    pool.export().unwrap();
+}

@@ -517,6 +517,7 @@ impl PoolCore {
         let requests = std::mem::take(&mut *self.scan.requests.lock());
         let mut phys = self.scan.phys.lock().clone();
         let mut changed = false;
+        let mut just_finished = false;
         for request in requests {
             changed = true;
             match request {
@@ -566,6 +567,7 @@ impl PoolCore {
             changed = true;
             if phys.cursor_objset == CURSOR_DONE {
                 self.finish_scan(&mut phys);
+                just_finished = true;
             }
         }
         if changed {
@@ -573,10 +575,10 @@ impl PoolCore {
         }
         // A leaf that missed txgs during the scan (or came back meanwhile) is resilvered next;
         // the resilver is queued before the finished state is published, so that a waiter
-        // never sees neither. Not after a scan that could not rewrite some copies: the leaf is
-        // failing, and resilvering it again and again would only load the pool; `pool online`
-        // retries.
-        if phys.state != ScanState::Scanning && phys.unrepaired == 0 {
+        // never sees neither. Not after a scan that could not rewrite some copies (the leaf is
+        // failing) or found blocks with no good copy (a later scan would find them again):
+        // resilvering again and again would only load the pool; `pool online` retries.
+        if just_finished && phys.unrepaired == 0 && phys.errors == 0 {
             self.queue_resilver_if_logs();
         }
         *self.scan.phys.lock() = Some(phys);
