@@ -434,6 +434,21 @@ enum PoolCommand {
     Online { pool: String, devices: Vec<String> },
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
     Offline { pool: String, devices: Vec<String> },
+    /// Not supported yet: attach a device to a mirror (zpool attach).
+    Attach {
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
+    /// Not supported yet: detach a device from a mirror (zpool detach).
+    Detach {
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
+    /// Not supported yet: replace a device (zpool replace).
+    Replace {
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
     /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
         /// Activities to wait for (comma-separated): free, scrub, resilver. Default: every
@@ -612,6 +627,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Offline { pool, devices } => {
                 verbs::scrub::device(socket, "offline", pool, devices)
             }
+            PoolCommand::Attach { .. } => verbs::scrub::not_yet("attach"),
+            PoolCommand::Detach { .. } => verbs::scrub::not_yet("detach"),
+            PoolCommand::Replace { .. } => verbs::scrub::not_yet("replace"),
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
         Command::Check {
