@@ -36,8 +36,9 @@
 //! for background frees, so a scan uses roughly the share of the disk that those times give it
 //! against the pool's writes. `scan_blocks_per_txg_max` (unlimited by default) caps the blocks
 //! per txg and lets the scan ride the txg timer instead: a slow, predictable scan for tests.
-//! Sorting the reads into on-disk order (OpenZFS's sequential scrub) is not done: blocks are
-//! read in tree order.
+//! Reads are sorted into on-disk order only within one walk chunk (64 data blocks and the
+//! indirect blocks finished with them); OpenZFS's sequential scrub, which gathers a large part
+//! of the tree in memory (`zfs_scan_vdev_limit`) and issues it in offset order, is not done.
 //!
 //! # Persistent state (MOS directory key `scan`)
 //! One MOS object whose first [`SCAN_PHYS_SIZE`] bytes are [`ScanPhys`] (layout in
@@ -700,7 +701,9 @@ impl PoolCore {
                     &mut visit,
                 );
                 blocks_left = blocks_left.saturating_sub(before - budget.min(before));
-                // Every block the walk passed is read and verified before the bookmark moves.
+                // Every block the walk passed is read and verified before the bookmark moves,
+                // in on-disk order within the batch (a window of one walk chunk).
+                batch.sort_by_key(|bp| bp.copies().next().map(|dva| (dva.vdev, dva.offset)));
                 examined_blocks += batch.len() as u64;
                 self.verify_batch(&batch, repair, phys);
                 match end {
