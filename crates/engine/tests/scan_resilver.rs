@@ -274,6 +274,10 @@ fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirro
     assert_eq!((resilver.errors, resilver.unrepaired), (0, 0));
     assert!(resilver.repaired > 0, "{resilver:?}");
     assert!(resilver.copies_bad > 0, "{resilver:?}");
+    eprintln!(
+        "side b missed txgs {dtl:?}: resilver found {} stale copies, rewrote all ({} bytes), {} unrepaired",
+        resilver.copies_bad, resilver.repaired, resilver.unrepaired
+    );
     // Stale copies on a side that missed their txgs are not checksum errors.
     assert_eq!(leaf_checksum_errors(&pool, 1), 0);
     // Only what was missed: the older files' blocks are skipped by birth.
