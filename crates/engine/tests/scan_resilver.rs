@@ -409,6 +409,19 @@ fn scan_killed(function: ScanFunction) {
         .unwrap();
     assert!(examined_before_kill > 0);
 
+    // A read-only import shows the scan in progress and does not carry it on.
+    let mut options = ImportOptions::new(vec![mirror.dir.path().to_path_buf()], tiny());
+    options.readonly = true;
+    options.wrap_device = Some(wrapper(mirror.plans.clone()));
+    let readonly = Pool::import(POOL, options).unwrap().0;
+    let shown = readonly.core.scan_status().expect("persisted").phys;
+    assert_eq!(shown.state, ScanState::Scanning);
+    assert!(!readonly.core.scan_active());
+    assert!(readonly.core.request_scrub().is_err());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(readonly.core.scan_status().unwrap().phys, shown);
+    readonly.export().unwrap();
+
     // A slow scan again, so that the resumed state is seen before it finishes.
     let mut slow = tiny();
     slow.scan_blocks_per_txg_max = 1;

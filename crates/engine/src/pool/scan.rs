@@ -347,8 +347,12 @@ impl PoolCore {
         Ok(())
     }
 
-    /// Whether a scan is running (not paused): it keeps the sync thread busy.
+    /// Whether a scan is running (not paused): it keeps the sync thread busy. Never on a
+    /// read-only pool, which shows a persisted scan but does not carry it on.
     pub fn scan_active(&self) -> bool {
+        if self.readonly {
+            return false;
+        }
         let running = self
             .scan
             .phys
