@@ -116,10 +116,15 @@ impl PoolCore {
             self.sync_dtls(txg, pass)?;
             self.mos.sync(at, &storage)?;
             self.persist_staged_frees(txg)?;
-            // A DTL that changed in this pass (a child missed one of its writes) is persisted
-            // by one more pass, so that the txg commits knowing what the child missed.
-            if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) && !self.dtls_dirty() {
-                break;
+            if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) {
+                // A child's misses are known only once its writes have completed: wait for
+                // them (the commit would anyway). A DTL that changed (a child missed one of
+                // this txg's writes) is persisted by one more pass, so that the txg commits
+                // knowing what the child missed (vdev/dtl.rs).
+                self.io.wait_writes()?;
+                if !self.dtls_dirty() {
+                    break;
+                }
             }
             pass += 1;
             if pass > self.tunables.sync_pass_max {
