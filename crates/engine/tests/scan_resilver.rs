@@ -692,3 +692,66 @@ fn dtl_survives_power_cuts_during_sync() {
         assert_side_b_alone_reads(&mirror, &[&first, &second]);
     }
 }
+
+/// What the DTL and the scan cost a txg. On a healthy mirror: nothing (no DTL object is ever
+/// created, no scan state). With a side offline: the DTL is rewritten in the txgs that write,
+/// at the price of at most one extra sync pass each (the pass that persists it), and the pool
+/// state stays small (one space-map run for a contiguous outage).
+#[test]
+fn dtl_cost_per_txg() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(tiny());
+    write_files(&pool, 1, 4);
+    let passes_healthy: Vec<u32> = pool
+        .core
+        .txgs
+        .history()
+        .iter()
+        .map(|row| row.passes)
+        .collect();
+    for leaf in pool.core.io.vdevs.leaves() {
+        let key = tarn::pool::dtl::dtl_key(leaf.guid);
+        let object = tarn::pool::lookup_mos_directory(
+            &pool.core.mos,
+            tarn::pool::MOS_OBJECT_DIRECTORY,
+            &key,
+        )
+        .unwrap();
+        assert_eq!(object, None, "a healthy leaf has no DTL object");
+    }
+    assert!(pool.core.scan_status().is_none());
+
+    pool.offline("b.img").unwrap();
+    let before = pool.core.txgs.history().len();
+    for round in 0..6 {
+        write_files(&pool, 100 + round, 1);
+    }
+    let history = pool.core.txgs.history();
+    let healthy_max = passes_healthy.iter().copied().max().unwrap_or(1);
+    let offline_txgs: Vec<_> = history
+        .iter()
+        .skip(before)
+        .filter(|row| row.passes > 0)
+        .collect();
+    assert!(
+        offline_txgs.len() >= 6,
+        "{} txgs recorded",
+        offline_txgs.len()
+    );
+    assert!(!passes_healthy.is_empty());
+    for row in offline_txgs {
+        assert!(
+            row.passes <= healthy_max + 1,
+            "txg {} took {} passes with a side offline (healthy: at most {healthy_max})",
+            row.txg,
+            row.passes
+        );
+    }
+    let ranges = pool.core.io.vdevs.tops[0].children[1].dtl.ranges();
+    assert_eq!(
+        ranges.len(),
+        1,
+        "one contiguous outage, one range: {ranges:?}"
+    );
+    pool.export().unwrap();
+}
