@@ -519,11 +519,13 @@ impl PoolCore {
         if self.readonly {
             return Ok(());
         }
-        let requests = std::mem::take(&mut *self.scan.requests.lock());
+        // The requests stay queued until their outcome is published below, so that a waiter
+        // never sees neither the request nor the scan it started.
+        let requests = self.scan.requests.lock().clone();
         let mut phys = self.scan.phys.lock().clone();
         let mut changed = false;
         let mut just_finished = false;
-        for request in requests {
+        for &request in &requests {
             changed = true;
             match request {
                 ScanRequest::Start(function) => {
@@ -554,11 +556,13 @@ impl PoolCore {
             }
         }
         let Some(mut phys) = phys else {
+            self.scan.requests.lock().drain(..requests.len());
             return Ok(());
         };
         // Published before the round, so that `pool status` shows a scan that was just started
         // while its first round runs.
         *self.scan.phys.lock() = Some(phys.clone());
+        self.scan.requests.lock().drain(..requests.len());
         if phys.state == ScanState::Scanning && !phys.paused {
             if self.scan.pass.lock().is_none() {
                 *self.scan.pass.lock() = Some((Instant::now(), phys.examined));
