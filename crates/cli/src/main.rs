@@ -428,6 +428,9 @@ enum PoolCommand {
         /// Pause the scrub in progress; `tarn pool scrub POOL` resumes it.
         #[arg(short = 'p')]
         pause: bool,
+        /// Wait until the scrub has finished (as `tarn pool wait -t scrub POOL`).
+        #[arg(short = 'w')]
+        wait: bool,
         pool: String,
     },
     /// Bring devices back online; a resilver copies what they missed: tarn pool online POOL DEVICE...
@@ -618,9 +621,12 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             } => pool::get(socket, list.format(), properties, pool),
             PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
-            PoolCommand::Scrub { stop, pause, pool } => {
-                verbs::scrub::scrub(socket, stop, pause, pool)
-            }
+            PoolCommand::Scrub {
+                stop,
+                pause,
+                wait,
+                pool,
+            } => verbs::scrub::scrub(socket, stop, pause, wait, pool),
             PoolCommand::Online { pool, devices } => {
                 verbs::scrub::device(socket, "online", pool, devices)
             }

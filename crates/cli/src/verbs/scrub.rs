@@ -14,19 +14,34 @@ use crate::protocol::Request;
 
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
-/// `pool scrub [-s|-p] POOL`.
-pub fn scrub(socket: &Path, stop: bool, pause: bool, pool: String) -> Result<Status, Failure> {
-    let action = match (stop, pause) {
-        (true, true) => return Err(Failure("-s and -p cannot be given together".into())),
-        (true, false) => "stop",
-        (false, true) => "pause",
-        (false, false) => "start",
+/// `pool scrub [-s|-p|-w] POOL`.
+pub fn scrub(
+    socket: &Path,
+    stop: bool,
+    pause: bool,
+    wait: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let action = match (stop, pause, wait) {
+        (true, true, _) => return Err(Failure("-s and -p cannot be given together".into())),
+        (true, _, true) | (_, true, true) => {
+            return Err(Failure(
+                "-w waits for a scrub to finish: not with -s or -p".into(),
+            ))
+        }
+        (true, false, _) => "stop",
+        (false, true, _) => "pause",
+        (false, false, _) => "start",
     };
     let request = Request::PoolScrub {
         pool: pool.clone(),
         action: action.into(),
     };
-    Ok(forward(ask_imported(socket, &pool, &request)?))
+    let status = forward(ask_imported(socket, &pool, &request)?);
+    if status != 0 || !wait {
+        return Ok(status);
+    }
+    wait_scan(socket, "scrub", &pool)
 }
 
 /// `pool online|offline POOL DEVICE...`.
