@@ -665,6 +665,8 @@ impl PoolCore {
         txg: Txg,
         sync_started: Instant,
     ) -> Result<(), PoolError> {
+        // The walk's own reads (indirect and dnode blocks) are scrub I/O too.
+        let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
         let min_time = Duration::from_millis(match phys.function {
             ScanFunction::Scrub => self.tunables.scrub_min_time_ms,
             ScanFunction::Resilver => self.tunables.resilver_min_time_ms,
@@ -787,6 +789,7 @@ impl PoolCore {
     fn resilver_block(&self, bp: &BlockPtr) -> Result<CopyReport, PipelineError> {
         let birth = bp.birth_physical.0;
         let mut report = CopyReport::default();
+        let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
         let stale: Vec<(&crate::block::blkptr::Dva, usize)> = bp
             .copies()
             .filter_map(|dva| self.io.vdevs.top(dva.vdev).map(|top| (dva, top)))
