@@ -4,7 +4,8 @@
 //!
 //! Names follow node_exporter's ZFS collector where it has one, so that existing dashboards
 //! work: the arcstats fields as `node_zfs_arc_<field>` and a pool's I/O counters as
-//! `node_zfs_zpool_{nread,nwritten,reads,writes}` (label `zpool`). tarn's own tables use a
+//! `node_zfs_zpool_{nread,nwritten,reads,writes}` (label `zpool`), the intent log's kstat as
+//! `node_zfs_zil_<field>` (`node_zfs_zil_zil_commit_count`, ...). tarn's own tables use a
 //! `tarn_` prefix: the newest committed txg's row of `tarn stat txgs` (`tarn_txg_*`) and the
 //! vdev queues of `tarn stat vdev_queue` (`tarn_vdev_queue_*`, labels `zpool`, `vdev`,
 //! `class`). tarn keeps one ARC per pool, so the ARC families carry the `zpool` label too.
@@ -30,6 +31,8 @@ pub struct PoolMetrics {
     pub arc: BlockCacheStats,
     pub iostat: PoolIostat,
     pub txgs: Vec<TxgHistoryRow>,
+    /// The intent-log counters (`tarn stat zil`): kstat name, whether bytes, value.
+    pub zil: Vec<(String, bool, u64)>,
 }
 
 /// A metric family being written: its samples, after its `# TYPE` line.
@@ -108,6 +111,22 @@ pub fn render(pools: &[PoolMetrics]) -> String {
         let mut samples = family(&mut out, &name, "unknown", help);
         for pool in pools {
             samples.sample(&name, &[("zpool", &pool.name)], value(&pool.iostat.root));
+        }
+    }
+    // The intent log, as node_exporter reads /proc/spl/kstat/zfs/zil (one kstat per host
+    // there; per pool here).
+    for (index, (field, bytes, _)) in tarn::zil::ZilStats::default().kstat().iter().enumerate() {
+        let name = format!("node_zfs_zil_{field}");
+        let help = if *bytes {
+            format!("zil {field}, bytes")
+        } else {
+            format!("zil {field}")
+        };
+        let mut samples = family(&mut out, &name, "unknown", &help);
+        for pool in pools {
+            if let Some((_, _, value)) = pool.zil.get(index).filter(|(name, _, _)| name == field) {
+                samples.sample(&name, &[("zpool", &pool.name)], *value);
+            }
         }
     }
     // The newest committed txg (tarn stat txgs).
@@ -314,6 +333,11 @@ mod tests {
                 },
             },
             txgs: Vec::new(),
+            zil: tarn::zil::ZilStats::default()
+                .kstat()
+                .into_iter()
+                .map(|(name, bytes, _)| (name.to_string(), bytes, 7))
+                .collect(),
         }
     }
 
@@ -324,6 +348,8 @@ mod tests {
         assert!(text.contains("node_zfs_arc_hits{zpool=\"tank\"} 42\n"));
         assert!(text.contains("node_zfs_arc_size{zpool=\"tank\"} 4096\n"));
         assert!(text.contains("# TYPE node_zfs_zpool_nread unknown\n"));
+        assert!(text.contains("node_zfs_zil_zil_commit_count{zpool=\"tank\"} 7\n"));
+        assert!(text.contains("node_zfs_zil_zil_itx_indirect_bytes{zpool=\"tank\"} 7\n"));
         assert!(text.contains(
             "tarn_vdev_queue_pending{zpool=\"tank\",vdev=\"/dev/a\",class=\"sync_read\"} 0\n"
         ));

@@ -9,7 +9,8 @@ log_must tarn stat --prometheus
 text="$LAST_STDOUT"
 tail -1 "$text" | grep -qx '# EOF' || log_fail "the text does not end with # EOF"
 for family in node_zfs_arc_hits node_zfs_arc_size node_zfs_arc_c_max node_zfs_zpool_nread \
-	node_zfs_zpool_writes tarn_txg_sync_ns tarn_vdev_queue_pending; do
+	node_zfs_zpool_writes node_zfs_zil_zil_commit_count node_zfs_zil_zil_itx_indirect_bytes \
+	tarn_txg_sync_ns tarn_vdev_queue_pending; do
 	grep -q "^# TYPE $family " "$text" || log_fail "family $family not declared"
 done
 grep -Eq "^node_zfs_arc_hits\{zpool=\"$TESTPOOL\"\} [0-9]+$" "$text" || log_fail "no arc hits sample for $TESTPOOL"

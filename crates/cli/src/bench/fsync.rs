@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use clap::Args;
 use tarn::tunables::Tunables;
-use tarn::zil::SyncMode;
+use tarn::zil::{Logbias, SyncMode};
 use tarn_fuse::MountOptions;
 
 use super::io_failure;
@@ -191,11 +191,11 @@ fn sqlite(dir: &Path, transactions: u64, synchronous: &str) -> Result<f64, Failu
     Ok(seconds)
 }
 
-/// MiB/s of a 64 MiB sequential write in 128 KiB writes (no fsync) at `path`.
-fn sequential(path: &Path) -> Result<f64, Failure> {
+/// MiB/s of a sequential write of `total` bytes in writes of `write_size` (no fsync) at
+/// `path`.
+fn sequential(path: &Path, write_size: usize, total: u64) -> Result<f64, Failure> {
     let file = File::create(path).map_err(|e| io_failure(path.display(), e))?;
-    let block = crate::format::pseudo_random(128 << 10, 0xabc);
-    let total = 64u64 << 20;
+    let block = crate::format::pseudo_random(write_size, 0xabc);
     let started = Instant::now();
     let mut at = 0u64;
     while at < total {
@@ -385,15 +385,41 @@ fn measure(
         progress("no sqlite3 on PATH: the sqlite rows are left out");
     }
     progress("sequential write, sync=always and sync=standard");
+    let zil = fs.intent_log().cloned();
+    let log_bytes = || {
+        zil.as_ref().map_or(0, |zil| {
+            zil.stats.bytes.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    };
     fs.set_sync_mode(SyncMode::Always);
-    let always = sequential(&mountpoint.join("seq-always.dat"))?;
+    let before = log_bytes();
+    let always = sequential(&mountpoint.join("seq-always.dat"), 128 << 10, 64 << 20)?;
+    let logged_always = log_bytes() - before;
     fs.set_sync_mode(SyncMode::Standard);
-    let standard = sequential(&mountpoint.join("seq-standard.dat"))?;
+    let standard = sequential(&mountpoint.join("seq-standard.dat"), 128 << 10, 64 << 20)?;
     rows.push(Comparison {
-        what: "sequential write 128 KiB, sync=always, MiB/s".into(),
+        what: "sequential write 128 KiB, sync=always (written in place), MiB/s".into(),
         tarn: always,
         baseline_what: "tarn sync=standard".into(),
         baseline: standard,
+    });
+    progress(&format!(
+        "sync=always 128 KiB: {:.2} MiB of log blocks for 64 MiB written in place",
+        logged_always as f64 / (1 << 20) as f64
+    ));
+    // Writes below zil_immediate_write_sz: copied into log blocks (logbias=latency) or
+    // written in place (logbias=throughput).
+    fs.set_sync_mode(SyncMode::Always);
+    let copied = sequential(&mountpoint.join("seq-copied.dat"), 16 << 10, 16 << 20)?;
+    fs.set_logbias(Logbias::Throughput);
+    let in_place = sequential(&mountpoint.join("seq-in-place.dat"), 16 << 10, 16 << 20)?;
+    fs.set_logbias(Logbias::Latency);
+    fs.set_sync_mode(SyncMode::Standard);
+    rows.push(Comparison {
+        what: "sequential write 16 KiB, sync=always, logbias=throughput (in place), MiB/s".into(),
+        tarn: in_place,
+        baseline_what: "tarn logbias=latency (copied into the log)".into(),
+        baseline: copied,
     });
     Ok(rows)
 }

@@ -49,6 +49,7 @@ mod snapshot;
 pub mod steady;
 mod sync;
 mod timeseries;
+mod workloads;
 mod xattr;
 
 use clap::Subcommand;
@@ -82,6 +83,10 @@ pub enum BenchCommand {
     /// at synchronous=FULL and NORMAL; a sync=always sequential write. Needs root and
     /// /dev/fuse.
     Fsync(fsync::FsyncBench),
+    /// Everyday per-file work through a FUSE mount: untar of a generated source tree, git add
+    /// and commit, git status, 4 KiB random buffered writes (fio), rm -rf; beside btrfs on a
+    /// loop device and the host's file system in the same run. Needs root and /dev/fuse.
+    Workloads(workloads::WorkloadsBench),
     /// Clone destroy with and without livelists, beside btrfs: an origin of each --sizes size
     /// (recordsize 8K), a clone with --overwrites scattered 8 KiB overwrites, export and
     /// import, destroy until freeing is 0; and random overwrites in a clone, livelists on/off.
@@ -653,6 +658,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::Fsync(bench) => fsync::run(bench),
+        BenchCommand::Workloads(bench) => workloads::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),
         BenchCommand::Iosched {

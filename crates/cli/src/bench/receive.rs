@@ -58,7 +58,7 @@ fn progress(message: &str) {
 
 /// Text-like bytes: words of a fixed vocabulary in a pseudo-random order (lz4 keeps about
 /// 45% of them), different for every `seed`.
-fn text(length: usize, seed: u64) -> Vec<u8> {
+pub(super) fn text(length: usize, seed: u64) -> Vec<u8> {
     const WORDS: [&str; 32] = [
         "the",
         "storage",

@@ -51,25 +51,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         }
         Request::StatZil { pool } => {
             daemon.held(&pool)?;
-            // Summed over the pool's mounted file systems (each has its own log).
-            let mut counters: Vec<(&'static str, bool, u64)> = Vec::new();
-            for fs in daemon.mounts.file_systems_within(&pool) {
-                let Some(zil) = fs.intent_log() else {
-                    continue;
-                };
-                let fields = zil.stats.kstat();
-                if counters.is_empty() {
-                    counters = fields;
-                } else {
-                    for (sum, (_, _, value)) in counters.iter_mut().zip(fields) {
-                        sum.2 += value;
-                    }
-                }
-            }
-            if counters.is_empty() {
-                counters = tarn::zil::ZilStats::default().kstat();
-            }
-            let fields: Vec<serde_json::Value> = counters
+            let fields: Vec<serde_json::Value> = zil_counters(daemon, &pool)
                 .into_iter()
                 .map(|(name, bytes, value)| serde_json::json!([name, bytes, value]))
                 .collect();
@@ -205,4 +187,18 @@ fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Fail
     })
     .map_err(failed)?;
     Ok(text)
+}
+
+/// The intent-log counters of `pool` as OpenZFS's zil kstat names them, summed over its
+/// mounted file systems (each has its own log; an unmounted one has no counters).
+pub(super) fn zil_counters(daemon: &Daemon, pool: &str) -> Vec<(&'static str, bool, u64)> {
+    let mut counters = tarn::zil::ZilStats::default().kstat();
+    for fs in daemon.mounts.file_systems_within(pool) {
+        if let Some(zil) = fs.intent_log() {
+            for (sum, (_, _, value)) in counters.iter_mut().zip(zil.stats.kstat()) {
+                sum.2 += value;
+            }
+        }
+    }
+    counters
 }

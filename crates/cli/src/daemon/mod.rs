@@ -144,12 +144,16 @@ pub fn init_logging(level: Option<&str>) {
 }
 
 /// What `tarn daemon --metrics` exports about `pool`.
-fn pool_metrics(pool: &tarn::pool::Pool) -> crate::metrics::PoolMetrics {
+fn pool_metrics(daemon: &Daemon, pool: &tarn::pool::Pool) -> crate::metrics::PoolMetrics {
     crate::metrics::PoolMetrics {
         name: pool.name().to_string(),
         arc: pool.arc_stats(),
         iostat: pool.iostat(),
         txgs: pool.txg_history(),
+        zil: inspect::zil_counters(daemon, pool.name())
+            .into_iter()
+            .map(|(name, bytes, value)| (name.to_string(), bytes, value))
+            .collect(),
     }
 }
 
@@ -218,7 +222,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
             daemon
                 .pools()
                 .iter()
-                .map(|pool| pool_metrics(pool))
+                .map(|pool| pool_metrics(daemon, pool))
                 .collect()
         })
         .map_err(Failure)?;

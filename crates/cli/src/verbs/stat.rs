@@ -587,6 +587,12 @@ fn prometheus(socket: &Path) -> Result<(), Failure> {
                 &Request::StatTxgs { pool: pool.clone() },
                 "txgs",
             )?,
+            zil: fetch(
+                socket,
+                &pool,
+                &Request::StatZil { pool: pool.clone() },
+                "zil",
+            )?,
             iostat: super::iostat::fetch(socket, Some(&pool))?
                 .into_iter()
                 .next()

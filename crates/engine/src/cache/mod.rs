@@ -114,6 +114,63 @@ impl BlockKind {
     }
 }
 
+/// What a read may leave in the cache (the `primarycache` property, OpenZFS's): every block,
+/// only metadata, or nothing it did not find there already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    #[default]
+    All,
+    Metadata,
+    None,
+}
+
+impl CachePolicy {
+    pub fn parse(value: &str) -> Option<CachePolicy> {
+        match value {
+            "all" => Some(CachePolicy::All),
+            "metadata" => Some(CachePolicy::Metadata),
+            "none" => Some(CachePolicy::None),
+            _ => None,
+        }
+    }
+
+    /// Whether a block of `kind` read under this policy is kept.
+    pub fn admits(self, kind: BlockKind) -> bool {
+        match self {
+            CachePolicy::All => true,
+            CachePolicy::Metadata => kind == BlockKind::Metadata,
+            CachePolicy::None => false,
+        }
+    }
+
+    fn to_u8(self) -> u8 {
+        self as u8
+    }
+
+    fn from_u8(value: u8) -> CachePolicy {
+        match value {
+            1 => CachePolicy::Metadata,
+            2 => CachePolicy::None,
+            _ => CachePolicy::All,
+        }
+    }
+}
+
+/// A [`CachePolicy`] that can change while readers use it (a property set).
+#[derive(Debug, Default)]
+pub struct SharedCachePolicy(std::sync::atomic::AtomicU8);
+
+impl SharedCachePolicy {
+    pub fn get(&self) -> CachePolicy {
+        CachePolicy::from_u8(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    pub fn set(&self, policy: CachePolicy) {
+        self.0
+            .store(policy.to_u8(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Event counters of a shard (summed over shards in [`BlockCacheStats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CacheCounters {

@@ -69,6 +69,17 @@ pub enum Property {
     /// intent log), `always` (every change is committed before it returns), `disabled` (fsync
     /// returns at once; changes wait for their txg). See `zil`.
     Sync,
+    /// How the intent log commits writes (OpenZFS's): `latency` (small writes copied into log
+    /// blocks, large ones written in place and their pointer logged) or `throughput` (every
+    /// write written in place). See `zil`.
+    Logbias,
+    /// What reads of the dataset's blocks leave in the ARC (OpenZFS's): `all`, `metadata`
+    /// (data blocks are read past it, as a send reads), or `none` (tarn: as `metadata`; its
+    /// dnode and indirect blocks are cached all the same). See `cache::CachePolicy`.
+    Primarycache,
+    /// What the L2ARC may hold of the dataset: `all`, `metadata`, `none`. Kept and inherited;
+    /// tarn has no L2ARC yet, so it has no effect.
+    Secondarycache,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -93,7 +104,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 12] = [
+    pub const ALL: [Property; 15] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -106,6 +117,9 @@ impl Property {
         Property::Xattr,
         Property::Acltype,
         Property::Sync,
+        Property::Logbias,
+        Property::Primarycache,
+        Property::Secondarycache,
     ];
 
     pub fn name(self) -> &'static str {
@@ -122,6 +136,9 @@ impl Property {
             Property::Xattr => "xattr",
             Property::Acltype => "acltype",
             Property::Sync => "sync",
+            Property::Logbias => "logbias",
+            Property::Primarycache => "primarycache",
+            Property::Secondarycache => "secondarycache",
         }
     }
 
@@ -157,6 +174,8 @@ impl Property {
             Property::Xattr => "sa".into(),
             Property::Acltype => "off".into(),
             Property::Sync => "standard".into(),
+            Property::Logbias => "latency".into(),
+            Property::Primarycache | Property::Secondarycache => "all".into(),
         }
     }
 
@@ -240,6 +259,10 @@ impl Property {
                 _ => one_of(&["off", "posix"]),
             },
             Property::Sync => one_of(&["standard", "always", "disabled"]),
+            Property::Logbias => one_of(&["latency", "throughput"]),
+            Property::Primarycache | Property::Secondarycache => {
+                one_of(&["all", "metadata", "none"])
+            }
         }
     }
 }

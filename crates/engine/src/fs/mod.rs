@@ -622,6 +622,12 @@ impl FileSystem {
         self.atime_updates.store(enabled, Ordering::Relaxed);
     }
 
+    /// Change what reads of this file system's data leave in the cache (the dataset's
+    /// `primarycache` property).
+    pub fn set_primarycache(&self, policy: crate::cache::CachePolicy) {
+        self.objset.set_primarycache(policy);
+    }
+
     // ---------------------------------------------------------------------------------------
     // Helpers.
 
@@ -989,13 +995,16 @@ impl FileSystem {
         }
         let blocks =
             offset / block_size as u64..(offset + data.len() as u64).div_ceil(block_size as u64);
-        self.prefetch.access(
-            object,
-            blocks.clone(),
-            block_size as u64,
-            info.max_blkid.saturating_add(1),
-        );
-        self.prefetch.claim(object, blocks);
+        // Read-ahead would only fill a cache that does not keep this set's data.
+        if self.objset.primarycache() == crate::cache::CachePolicy::All {
+            self.prefetch.access(
+                object,
+                blocks.clone(),
+                block_size as u64,
+                info.max_blkid.saturating_add(1),
+            );
+            self.prefetch.claim(object, blocks);
+        }
         let first_block_end = (offset / block_size as u64 + 1) * block_size as u64;
         let head = ((first_block_end - offset) as usize).min(data.len());
         if head == data.len() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, Compression};
 use crate::block::pipeline::BlockIo;
+use crate::cache::CachePolicy;
 use crate::dataset::props::PropertySource;
 use crate::object::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
 use crate::object::tree::read_indirect;
@@ -453,7 +454,8 @@ impl<W: Write> Sender<'_, W> {
             self.writer
                 .write_data(object, offset, logical, bp.compression, &stored)?;
         } else {
-            let data = self.io.read(bp)?;
+            // Past the cache too: a send must not evict the working set.
+            let data = self.io.read_cached(bp, CachePolicy::Metadata)?;
             self.writer
                 .write_data(object, offset, logical, Compression::Off, &data)?;
         }
