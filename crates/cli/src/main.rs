@@ -71,6 +71,7 @@ mod ops;
 mod output;
 mod protocol;
 mod quickstart;
+mod scan_report;
 mod verbs;
 
 use std::path::{Path, PathBuf};
@@ -418,10 +419,43 @@ enum PoolCommand {
     },
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
     Set { setting: String, pool: String },
-    /// Wait until background activity ends: tarn pool wait [-t free] POOL
+    /// Scrub a pool: read every copy of every block and repair bad ones, in the background:
+    /// tarn pool scrub [-s|-p] POOL
+    Scrub {
+        /// Stop (cancel) the scrub or resilver in progress.
+        #[arg(short = 's')]
+        stop: bool,
+        /// Pause the scrub in progress; `tarn pool scrub POOL` resumes it.
+        #[arg(short = 'p')]
+        pause: bool,
+        /// Wait until the scrub has finished (as `tarn pool wait -t scrub POOL`).
+        #[arg(short = 'w')]
+        wait: bool,
+        pool: String,
+    },
+    /// Bring devices back online; a resilver copies what they missed: tarn pool online POOL DEVICE...
+    Online { pool: String, devices: Vec<String> },
+    /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
+    Offline { pool: String, devices: Vec<String> },
+    /// Not supported yet: attach a device to a mirror (zpool attach).
+    Attach {
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
+    /// Not supported yet: detach a device from a mirror (zpool detach).
+    Detach {
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
+    /// Not supported yet: replace a device (zpool replace).
+    Replace {
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        arguments: Vec<String>,
+    },
+    /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
-        /// Activities to wait for (comma-separated): free; scrub and resilver are not supported
-        /// yet. Default: every supported activity.
+        /// Activities to wait for (comma-separated): free, scrub, resilver. Default: every
+        /// supported activity.
         #[arg(short = 't', value_delimiter = ',')]
         activities: Vec<String>,
         pool: String,
@@ -587,6 +621,21 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             } => pool::get(socket, list.format(), properties, pool),
             PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
+            PoolCommand::Scrub {
+                stop,
+                pause,
+                wait,
+                pool,
+            } => verbs::scrub::scrub(socket, stop, pause, wait, pool),
+            PoolCommand::Online { pool, devices } => {
+                verbs::scrub::device(socket, "online", pool, devices)
+            }
+            PoolCommand::Offline { pool, devices } => {
+                verbs::scrub::device(socket, "offline", pool, devices)
+            }
+            PoolCommand::Attach { .. } => verbs::scrub::not_yet("attach"),
+            PoolCommand::Detach { .. } => verbs::scrub::not_yet("detach"),
+            PoolCommand::Replace { .. } => verbs::scrub::not_yet("replace"),
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
         Command::Check {

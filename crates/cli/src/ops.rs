@@ -201,10 +201,11 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
         .saturating_add(2)
         .max(32);
     let mut text = format!(
-        "  pool: {}\n state: {}\n   txg: {}\nconfig:\n\n\t{:<width$}STATE     READ WRITE CKSUM\n\t{:<width$}{}\n",
+        "  pool: {}\n state: {}\n   txg: {}\n{}config:\n\n\t{:<width$}STATE     READ WRITE CKSUM\n\t{:<width$}{}\n",
         name,
         health.as_str(),
         pool.last_synced_txg(),
+        crate::scan_report::scan_text(pool),
         "NAME",
         name,
         health.as_str()
@@ -225,20 +226,33 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
             let indent = if kind.is_empty() { "  " } else { "    " };
             let label = format!("{indent}{}", leaf.path.display());
             text.push_str(&format!(
-                "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}\n",
+                "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}{}\n",
                 leaf.health().as_str(),
                 stats.read_errors,
                 stats.write_errors,
-                stats.checksum_errors
+                stats.checksum_errors,
+                crate::scan_report::leaf_note(pool, leaf)
             ));
             children.push(serde_json::json!({
                 "path": leaf.path.display().to_string(), "state": leaf.health().as_str(),
                 "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
+                "scan": crate::scan_report::leaf_json(pool, leaf),
             }));
         }
         vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
     }
-    if health != tarn::vdev::VdevHealth::Online {
+    let offline = pool.core.io.vdevs.leaves().any(|leaf| leaf.is_offline());
+    let faulted = pool
+        .core
+        .io
+        .vdevs
+        .leaves()
+        .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
+    if faulted {
+        text.push_str("\nstatus: one or more devices failed writes and missed data; the pool continues without them.\naction: repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.\n");
+    } else if offline {
+        text.push_str("\nstatus: one or more devices were taken offline by the administrator; the pool continues without them.\naction: bring them back with 'tarn pool online POOL DEVICE' (a resilver copies what they missed).\n");
+    } else if health != tarn::vdev::VdevHealth::Online {
         text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
     }
     text.push_str("\nerrors: No known data errors\n");
@@ -246,7 +260,7 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}),
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs}),
     }
 }
 

@@ -152,6 +152,15 @@ tunables! {
     /// Most data blocks one txg frees in the background (zfs_async_block_max_blocks, which
     /// was zfs_free_max_blocks); unlimited by default.
     async_block_max_blocks: u64 = u64::MAX,
+    /// Least time a txg spends scrubbing, in milliseconds, before the scan pauses until the
+    /// next txg (zfs_scrub_min_time_ms).
+    scrub_min_time_ms: u64 = 750,
+    /// Least time a txg spends resilvering, in milliseconds (zfs_resilver_min_time_ms).
+    resilver_min_time_ms: u64 = 3000,
+    /// Most blocks one txg scans (tarn's; unlimited by default). When limited, the scan no
+    /// longer keeps the sync thread syncing back to back and advances once per txg timeout: a
+    /// slow, predictable scan for tests that interrupt one.
+    scan_blocks_per_txg_max: u64 = u64::MAX,
     /// Most entries a clone's newest livelist sub-list takes before the next txg starts
     /// another (zfs_livelist_max_entries); frees of older blocks still go to their birth's
     /// sub-list. Also about the most entries condensing holds in memory.
@@ -338,6 +347,10 @@ impl Tunables {
         check(
             self.async_block_max_blocks >= 1,
             "async_block_max_blocks must be >= 1",
+        )?;
+        check(
+            self.scan_blocks_per_txg_max >= 1,
+            "scan_blocks_per_txg_max must be >= 1",
         )?;
         check(
             (9..=16).contains(&self.vdev_ashift),

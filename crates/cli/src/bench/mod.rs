@@ -6,6 +6,8 @@
 //! - `timeseries`: many files taking 32-byte appends every interval (recordsize 8K,
 //!   compression on), beside the same appends to plain files (see `timeseries`).
 //! - `seqwrite`: the engine alone (no FUSE) against fio on the raw disk.
+//! - `scrub`: scrub throughput of a sequentially filled mirror (cold) beside fio's sequential
+//!   read of its vdev files, and a resilver's time and I/O beside what it missed (see `scan`).
 //! - `xattr`: small xattrs set and read back through a FUSE mount, beside the host's file
 //!   system (see `xattr`).
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
@@ -42,6 +44,7 @@ mod frag;
 mod fsync;
 mod iosched;
 mod receive;
+mod scan;
 mod snapshot;
 pub mod steady;
 mod sync;
@@ -180,6 +183,29 @@ pub enum BenchCommand {
         #[arg(long)]
         no_fio: bool,
     },
+    /// Scrub of a sequentially filled two-way mirror with a cold cache beside fio's sequential
+    /// read of the same vdev files; then the resilver of a side that was offline while
+    /// --missed bytes were written (time, bytes read and written). Needs root (drop_caches).
+    Scrub {
+        /// Directory on the disk to measure.
+        #[arg(long, default_value = "/var/tmp/tarn-bench")]
+        dir: PathBuf,
+        /// Bytes written before the scrub.
+        #[arg(long, default_value = "2G")]
+        size: String,
+        /// Bytes written while one side is offline (what the resilver copies).
+        #[arg(long, default_value = "512M")]
+        missed: String,
+        /// Size of each vdev (sparse files).
+        #[arg(long, default_value = "4G")]
+        vdev_size: String,
+        /// Skip the fio baseline.
+        #[arg(long)]
+        no_fio: bool,
+        /// JSON output.
+        #[arg(short = 'j')]
+        json: bool,
+    },
     /// Sequential write and read (fio, bs=1M) through a FUSE mount of a new pool, beside a null
     /// FUSE file system with the same mount settings and beside fio --direct=1 on a file in the
     /// same directory. Reads follow export, import and a drop of the page cache. Needs root
@@ -232,6 +258,44 @@ pub enum BenchCommand {
         #[arg(short = 'j')]
         json: bool,
     },
+}
+
+/// Write `bytes` (rounded up to whole MiB) of incompressible data, seeded by `seed`, into a
+/// new file of the root object set in 1 MiB records, compression off; returns the bytes
+/// written. The caller syncs.
+pub(crate) fn write_sequential(
+    pool: &Pool,
+    tunables: &Tunables,
+    bytes: u64,
+    seed: u64,
+) -> Result<u64, Failure> {
+    let objset = pool.root_objset();
+    let buffer = crate::format::pseudo_random(64 << 20, seed);
+    let record = 1usize << 20;
+    let object = {
+        let hold = pool.assign()?;
+        let props = ObjectProps {
+            object_type: ObjectType::PlainFile,
+            data_block_size: record as u32,
+            indirect_block_shift: tunables.indirect_block_shift as u8,
+            checksum: ChecksumType::Fletcher4,
+            compression: Compression::Off,
+            copies: 1,
+        };
+        objset
+            .create_object(&hold.tx(), props, ObjectType::None, &[])
+            .map_err(|e| Failure(e.to_string()))?
+    };
+    let mut written = 0u64;
+    while written < bytes {
+        let hold = pool.assign()?;
+        let at = (written as usize) % buffer.len();
+        objset
+            .write(&hold.tx(), object, written, &buffer[at..at + record])
+            .map_err(|e| Failure(e.to_string()))?;
+        written += record as u64;
+    }
+    Ok(written)
 }
 
 fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
@@ -629,33 +693,8 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
             let mut tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
             tunables.recordsize = 1 << 20;
             let pool = create_bench_pool("bench", &vdev, vdev_size, &tunables)?;
-            let objset = pool.root_objset();
-            let buffer = crate::format::pseudo_random(64 << 20, 0x9e37_79b9_7f4a_7c15);
-            let record = 1usize << 20;
             let started = Instant::now();
-            let object = {
-                let hold = pool.assign()?;
-                let props = ObjectProps {
-                    object_type: ObjectType::PlainFile,
-                    data_block_size: record as u32,
-                    indirect_block_shift: tunables.indirect_block_shift as u8,
-                    checksum: ChecksumType::Fletcher4,
-                    compression: Compression::Off,
-                    copies: 1,
-                };
-                objset
-                    .create_object(&hold.tx(), props, ObjectType::None, &[])
-                    .map_err(|e| Failure(e.to_string()))?
-            };
-            let mut written = 0u64;
-            while written < size {
-                let hold = pool.assign()?;
-                let at = (written as usize) % buffer.len();
-                objset
-                    .write(&hold.tx(), object, written, &buffer[at..at + record])
-                    .map_err(|e| Failure(e.to_string()))?;
-                written += record as u64;
-            }
+            let written = write_sequential(&pool, &tunables, size, 0x9e37_79b9_7f4a_7c15)?;
             pool.sync()?;
             let seconds = started.elapsed().as_secs_f64();
             let tarn_rate = mib_per_second(written, seconds);
@@ -679,6 +718,21 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
             out!("ratio tarn/fio: {:.2}", tarn_rate / fio_rate);
             Ok(())
         }
+        BenchCommand::Scrub {
+            dir,
+            size,
+            missed,
+            vdev_size,
+            no_fio,
+            json,
+        } => scan::run(scan::ScrubBench {
+            dir,
+            size: parse_size(&size)?,
+            missed: parse_size(&missed)?,
+            vdev_size: parse_size(&vdev_size)?,
+            no_fio,
+            json,
+        }),
         BenchCommand::Sync {
             dir,
             vdev_size,

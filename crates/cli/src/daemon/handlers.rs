@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, inspect, pool, snapshots};
+use super::{datasets, inspect, pool, scan, snapshots};
 use crate::error::Failure;
 use crate::protocol::Request;
 
@@ -41,6 +41,9 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::PoolGet { .. }
         | Request::PoolSet { .. }
         | Request::PoolStatus { .. } => pool::handle(daemon, request),
+        Request::PoolScrub { .. } | Request::PoolScanStatus { .. } | Request::PoolDevice { .. } => {
+            scan::handle(daemon, request)
+        }
         Request::Check { .. }
         | Request::DebugMetaslabs { .. }
         | Request::DebugLogs { .. }

@@ -67,6 +67,7 @@ mod held;
 mod inspect;
 mod mounts;
 mod pool;
+mod scan;
 mod snapdir;
 mod snapshots;
 mod streams;

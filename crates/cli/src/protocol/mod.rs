@@ -149,6 +149,19 @@ pub enum Request {
     PoolList { pool: Option<String> },
     #[serde(rename = "pool status")]
     PoolStatus { pool: Option<String> },
+    /// `pool scrub [-s|-p]`: `action` is start, stop or pause.
+    #[serde(rename = "pool scrub")]
+    PoolScrub { pool: String, action: String },
+    /// The scan state of a pool (`pool wait -t scrub|resilver` polls it).
+    #[serde(rename = "pool scan status")]
+    PoolScanStatus { pool: String },
+    /// `pool online|offline POOL DEVICE...`: `action` is online or offline.
+    #[serde(rename = "pool device")]
+    PoolDevice {
+        pool: String,
+        action: String,
+        devices: Vec<String>,
+    },
     /// Pool properties: `properties` names them (`all` among them: every one).
     #[serde(rename = "pool get")]
     PoolGet {
@@ -348,6 +361,9 @@ impl Request {
             Request::PoolSync { .. } => "pool sync",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
+            Request::PoolScrub { .. } => "pool scrub",
+            Request::PoolScanStatus { .. } => "pool scan status",
+            Request::PoolDevice { .. } => "pool device",
             Request::PoolGet { .. } => "pool get",
             Request::PoolSet { .. } => "pool set",
             Request::Check { .. } => "check",
@@ -452,6 +468,18 @@ mod tests {
                 rewind: true,
             },
             Request::PoolSync { pool: None },
+            Request::PoolScrub {
+                pool: "tank".into(),
+                action: "pause".into(),
+            },
+            Request::PoolScanStatus {
+                pool: "tank".into(),
+            },
+            Request::PoolDevice {
+                pool: "tank".into(),
+                action: "offline".into(),
+                devices: vec!["/b".into()],
+            },
             Request::PoolGet {
                 pool: "tank".into(),
                 properties: vec!["all".into()],

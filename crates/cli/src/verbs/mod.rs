@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod iostat;
 pub mod pool;
 pub mod replication;
+pub mod scrub;
 pub mod stat;
 
 use std::path::Path;

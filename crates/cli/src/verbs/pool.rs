@@ -402,7 +402,11 @@ pub fn print_status(entries: &[StatusEntry], json: bool) {
 
 /// Ask the daemon about a pool it must hold (pool properties live in imported pools only, as
 /// with zpool get/set/wait).
-fn ask_imported(socket: &Path, pool: &str, request: &Request) -> Result<Response, Failure> {
+pub(super) fn ask_imported(
+    socket: &Path,
+    pool: &str,
+    request: &Request,
+) -> Result<Response, Failure> {
     match client::ask_if_running(socket, request)? {
         None => Err(Failure(format!(
             "cannot open '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",
@@ -476,18 +480,30 @@ const WAIT_POLL: Duration = Duration::from_millis(100);
 pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Status, Failure> {
     for activity in &activities {
         match activity.as_str() {
-            "free" => {}
-            "scrub" | "resilver" | "initialize" | "replace" | "remove" | "trim" | "discard" => {
+            "free" | "scrub" | "resilver" => {}
+            "initialize" | "replace" | "remove" | "trim" | "discard" => {
                 return Err(Failure(format!(
-                    "cannot wait for {activity} on '{pool}': not supported yet (tarn pool wait knows only -t free)"
+                    "cannot wait for {activity} on '{pool}': not supported yet (tarn pool wait knows free, scrub and resilver)"
                 )))
             }
             other => {
                 return Err(Failure(format!(
-                    "invalid activity {other:?}: expected free (scrub and resilver are not supported yet)"
+                    "invalid activity {other:?}: expected free, scrub or resilver"
                 )))
             }
         }
+    }
+    // Scans first (`verbs/scrub.rs`), then frees; no -t: every activity.
+    for function in ["resilver", "scrub"] {
+        if activities.is_empty() || activities.iter().any(|activity| activity == function) {
+            let status = super::scrub::wait_scan(socket, function, &pool)?;
+            if status != 0 {
+                return Ok(status);
+            }
+        }
+    }
+    if !activities.is_empty() && !activities.iter().any(|activity| activity == "free") {
+        return Ok(0);
     }
     let progress = std::io::stderr().is_terminal();
     let mut shown = false;

@@ -569,7 +569,9 @@ impl BlockIo {
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
-            for child in 0..top.child_count() {
+            // Children that may hold a stale copy (the block's birth is in their dirty time
+            // log) or take no I/O are tried last.
+            for child in crate::vdev::dtl::read_order(top, bp.birth_physical.0) {
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
                 if self.read_copy(top, child, dva, &mut buffer).is_err() {
                     bad.push((*dva, child));
@@ -580,7 +582,9 @@ impl BlockIo {
                     good = Some(buffer);
                     break;
                 }
-                top.record_checksum_error(child);
+                if !top.children[child].dtl.contains(bp.birth_physical.0) {
+                    top.record_checksum_error(child);
+                }
                 bad.push((*dva, child));
             }
             if good.is_some() {
@@ -619,6 +623,10 @@ impl BlockIo {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
             for child in 0..top.child_count() {
+                // An offline or missing child is not read: it is not a bad copy.
+                if !top.children[child].is_usable() {
+                    continue;
+                }
                 report.copies += 1;
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
                 let ok = self.read_copy(top, child, dva, &mut buffer).is_ok() && {
@@ -628,7 +636,11 @@ impl BlockIo {
                 if ok {
                     good.get_or_insert(buffer);
                 } else {
-                    top.record_checksum_error(child);
+                    // A stale copy on a child that missed the block's txg (its DTL says so)
+                    // is expected until resilvered, not a checksum error.
+                    if !top.children[child].dtl.contains(bp.birth_physical.0) {
+                        top.record_checksum_error(child);
+                    }
                     report.bad += 1;
                     bad.push((*dva, child));
                 }

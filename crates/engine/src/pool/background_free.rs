@@ -118,7 +118,8 @@ impl PoolCore {
     pub(super) fn set_background_work(&self, pending: bool) {
         self.background_frees_pending
             .store(pending, Ordering::Release);
-        self.txgs.set_background_work(pending);
+        // A scan in progress keeps the sync thread busy too (`scan.rs`).
+        self.update_scan_work();
     }
 
     /// Whether queued frees remain (they keep the sync thread running).

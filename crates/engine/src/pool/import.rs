@@ -441,6 +441,7 @@ impl Pool {
             livelists_set_aside: Mutex::new(Vec::new()),
             livelist_freeing: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
+            scan: Default::default(),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,
                 features: config.features.clone(),
@@ -464,6 +465,8 @@ impl Pool {
             }
         }
         core.load_background_frees()?;
+        core.load_dtls()?;
+        core.load_scan()?;
         if !options.readonly {
             // Before anything allocates: the log blocks written after this uberblock.
             core.claim_logs(uberblock.txg, &mut damaged);

@@ -86,10 +86,13 @@ pub mod background_free;
 mod clones;
 mod create;
 pub mod datasets;
+mod devices;
+pub mod dtl;
 mod import;
 pub mod livelists;
 pub mod props;
 pub mod receiving;
+pub mod scan;
 pub mod snapshots;
 mod stats;
 mod sync;
@@ -500,6 +503,8 @@ pub struct PoolCore {
     /// syncing context so that open context never reads lists the sync thread is removing.
     livelist_freeing: AtomicU64,
     background_frees_pending: std::sync::atomic::AtomicBool,
+    /// Scrub and resilver (see [`scan`]).
+    scan: scan::Scanner,
     config: Mutex<ConfigState>,
     tunables: Tunables,
 }

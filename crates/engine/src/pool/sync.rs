@@ -15,6 +15,8 @@ impl PoolCore {
     /// uberblock alone).
     pub fn sync_txg(&self, txg: Txg) -> Result<u32, PoolError> {
         let sync_started = std::time::Instant::now();
+        // A child that misses a write from now on logs this txg in its DTL (vdev/dtl.rs).
+        self.io.vdevs.set_syncing_txg(txg.0);
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
@@ -31,6 +33,8 @@ impl PoolCore {
             && !self.has_snapshot_tasks(txg)
             && !self.config.lock().dirty
             && !self.background_work_pending()
+            && !self.scan_active()
+            && !self.dtls_dirty()
             && !self.io.space.flush_all_pending();
         // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
         // space maps and the MOS, whose late passes defer frees again, so carrying it on an
@@ -90,6 +94,7 @@ impl PoolCore {
             self.sync_destroy(dataset, txg)?;
         }
         self.free_in_background(txg, sync_started)?;
+        self.scan_sync(txg, sync_started)?;
         if changed {
             self.sync_directory_totals(txg)?;
         }
@@ -108,10 +113,18 @@ impl PoolCore {
                     directory.0,
                 )?;
             }
+            self.sync_dtls(txg, pass)?;
             self.mos.sync(at, &storage)?;
             self.persist_staged_frees(txg)?;
             if !self.mos.is_dirty(txg) && !self.io.space.is_dirty(txg) {
-                break;
+                // A child's misses are known only once its writes have completed: wait for
+                // them (the commit would anyway). A DTL that changed (a child missed one of
+                // this txg's writes) is persisted by one more pass, so that the txg commits
+                // knowing what the child missed (vdev/dtl.rs).
+                self.io.wait_writes()?;
+                if !self.dtls_dirty() {
+                    break;
+                }
             }
             pass += 1;
             if pass > self.tunables.sync_pass_max {
@@ -153,7 +166,7 @@ impl PoolCore {
     /// Work that no dirty data announces: space freed in the last two committed txgs (it is
     /// released by the next two commits). The deferred-free list is not: see `sync_txg`.
     pub(super) fn has_pending_work(&self) -> bool {
-        self.io.space.totals().deferred > 0
+        self.io.space.totals().deferred > 0 || self.scan_active()
     }
 
     /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
@@ -251,7 +264,8 @@ impl PoolCore {
         let mut written = 0;
         let mut last_error = None;
         for top in &self.io.vdevs.tops {
-            for leaf in &top.children {
+            // An offline leaf takes no I/O (vdev/dtl.rs); its labels stay as they were.
+            for leaf in top.children.iter().filter(|leaf| !leaf.is_offline()) {
                 let config = self.label_config(txg, top.guid, leaf.guid);
                 let labels = which.labels().len() as u64;
                 self.io
@@ -331,7 +345,7 @@ impl PoolCore {
         let mut last_error = None;
         for top in &self.io.vdevs.tops {
             let slot = txg.0 % label::uberblock_slot_count(top.ashift);
-            for leaf in &top.children {
+            for leaf in top.children.iter().filter(|leaf| !leaf.is_offline()) {
                 let copies = label::VDEV_LABELS as u64;
                 self.io
                     .record_device_writes(copies, copies * label::uberblock_slot_size(top.ashift));

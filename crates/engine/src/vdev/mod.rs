@@ -99,10 +99,12 @@
 //! holds older uberblocks to fall back to.
 //!
 //! A mirror write that reached at least one child succeeds; each child that missed it counts
-//! a write error and records the missed range ([`Leaf::missed_writes`]), the basis of resilver.
+//! a write error and logs the syncing txg in its dirty time log ([`dtl`]), the basis of
+//! resilver.
 //! A write that reached no child returns [`VdevError::NoChildWritten`], upon which the pool
 //! suspends (fail-stop).
 
+pub mod dtl;
 pub mod fault;
 pub mod io;
 pub mod label;
@@ -112,6 +114,7 @@ pub mod scan;
 pub mod stats;
 pub mod tree;
 
+pub use dtl::DirtyTimeLog;
 pub use fault::{FaultPlan, FaultyDevice, PowerCutOutcome, ReadFaultKind};
 pub use io::{AlignedBuffer, BlockDevice, FileDevice, MissingDevice};
 pub use label::{
@@ -126,7 +129,7 @@ pub use stats::{
     ClassSnapshot, KindSnapshot, LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS,
     SIZE_HISTOGRAM_BUCKETS,
 };
-pub use tree::{Leaf, MissedWrite, TopVdev, VdevHealth, VdevTree};
+pub use tree::{Leaf, TopVdev, VdevHealth, VdevTree};
 
 use std::path::PathBuf;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::dtl::DirtyTimeLog;
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
 use super::queue::{write_each, Completion, DirtyProbe, IoClass, QueueLimits, VdevQueue};
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
@@ -13,14 +14,6 @@ use crate::types::{Guid, ObjectId, VdevId, SPA_MINBLOCKSHIFT};
 
 /// Largest sector shift a top-level vdev may have (64 KiB sectors).
 pub const VDEV_MAX_ASHIFT: u32 = 16;
-
-/// A range of the data area that a leaf missed (its write failed while a sibling took it):
-/// the basis of resilver. Offsets are relative to the data area, like DVA offsets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MissedWrite {
-    pub offset: u64,
-    pub length: u64,
-}
 
 /// One leaf device of a top-level vdev.
 pub struct Leaf {
@@ -30,8 +23,8 @@ pub struct Leaf {
     pub stats: Arc<LeafStats>,
     /// The leaf's I/O scheduler: every data-area read and write goes through it.
     pub queue: VdevQueue,
-    /// Taken only on the error path.
-    missed_writes: Arc<Mutex<Vec<MissedWrite>>>,
+    /// The txgs this leaf missed, and whether it is offline (see [`super::dtl`]).
+    pub dtl: Arc<DirtyTimeLog>,
 }
 
 impl std::fmt::Debug for Leaf {
@@ -54,7 +47,7 @@ impl Leaf {
             queue: VdevQueue::new(device.clone(), stats.clone()),
             device,
             stats,
-            missed_writes: Arc::new(Mutex::new(Vec::new())),
+            dtl: Arc::new(DirtyTimeLog::new()),
         }
     }
 
@@ -63,36 +56,20 @@ impl Leaf {
         leaf_allocatable_bytes(self.device.size_bytes())
     }
 
-    /// The writes this leaf missed so far, in order.
-    pub fn missed_writes(&self) -> Vec<MissedWrite> {
-        self.missed_writes.lock().clone()
+    /// Whether the leaf was taken offline (`pool offline`): it takes no I/O.
+    pub fn is_offline(&self) -> bool {
+        self.dtl.is_offline()
     }
 
-    /// Take (and forget) the missed writes, for a resilver that is about to repair them.
-    pub fn take_missed_writes(&self) -> Vec<MissedWrite> {
-        std::mem::take(&mut *self.missed_writes.lock())
+    /// Whether I/O may be sent to this leaf: present and not offline.
+    pub fn is_usable(&self) -> bool {
+        !self.dtl.is_offline() && !self.device.is_missing()
     }
 }
 
-fn record_missed_write(missed_writes: &Mutex<Vec<MissedWrite>>, offset: u64, length: u64) {
-    let mut missed = missed_writes.lock();
-    if missed.len() >= MISSED_WRITES_MAX {
-        // Past this many ranges a resilver would rewrite everything anyway: keep one range
-        // covering the whole data area instead of growing without bound.
-        *missed = vec![MissedWrite {
-            offset: 0,
-            length: u64::MAX,
-        }];
-        return;
-    }
-    if missed.first().is_some_and(|range| range.length == u64::MAX) {
-        return;
-    }
-    missed.push(MissedWrite { offset, length });
+fn offline_error(leaf: &Leaf) -> std::io::Error {
+    std::io::Error::other(format!("{} is offline", leaf.path.display()))
 }
-
-/// Missed-write ranges kept per leaf before they collapse into "everything".
-const MISSED_WRITES_MAX: usize = 4096;
 
 /// A top-level vdev: one leaf, or a mirror of leaves. Block pointers address its data area.
 #[derive(Debug)]
@@ -109,6 +86,8 @@ pub struct TopVdev {
     /// [`TopVdev::metaslab_array`] and [`TopVdev::set_metaslab_array`].
     pub ms_array: AtomicU64,
     pub children: Vec<Leaf>,
+    /// The txg the sync thread is writing: a child that misses a write logs it in its DTL.
+    write_txg: AtomicU64,
 }
 
 impl TopVdev {
@@ -166,6 +145,7 @@ impl TopVdev {
             ms_shift,
             ms_array: AtomicU64::new(ms_array.0),
             children,
+            write_txg: AtomicU64::new(0),
         })
     }
 
@@ -226,6 +206,11 @@ impl TopVdev {
         }
     }
 
+    /// The txg missed writes are logged against (see [`super::dtl`]); at least 1.
+    pub fn write_txg(&self) -> u64 {
+        self.write_txg.load(Ordering::Acquire).max(1)
+    }
+
     pub fn metaslab_array(&self) -> ObjectId {
         ObjectId(self.ms_array.load(Ordering::Acquire))
     }
@@ -271,11 +256,21 @@ impl TopVdev {
     pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let queues: Vec<&VdevQueue> = self.children.iter().map(|child| &child.queue).collect();
+        let usable: Vec<&Leaf> = self.children.iter().filter(|c| !c.is_offline()).collect();
+        let queues: Vec<&VdevQueue> = usable.iter().map(|child| &child.queue).collect();
         let results = write_each(&queues, class, device_offset, data);
-        let outcome = MirrorWrite::new(self.id, offset, data.len() as u64, self.children.len());
-        for (child, result) in self.children.iter().zip(results) {
+        let outcome = MirrorWrite::new(
+            self.id,
+            offset,
+            data.len() as u64,
+            self.children.len(),
+            self.write_txg(),
+        );
+        for (child, result) in usable.into_iter().zip(results) {
             outcome.child_done(child, result);
+        }
+        for child in self.children.iter().filter(|c| c.is_offline()) {
+            outcome.child_done(child, Err(offline_error(child)));
         }
         outcome.finish()
     }
@@ -297,19 +292,28 @@ impl TopVdev {
             offset,
             data.len() as u64,
             self.children.len(),
+            self.write_txg(),
         ));
         let done: Arc<Mutex<Option<WriteDone>>> = Arc::new(Mutex::new(Some(Box::new(done))));
         for child in &self.children {
             let outcome = outcome.clone();
             let done = done.clone();
-            let missed_writes = child.missed_writes.clone();
+            let dtl = child.dtl.clone();
             let device = child.device.clone();
+            if child.is_offline() {
+                if outcome.child_result(&dtl, &*device, Err(offline_error(child))) {
+                    if let Some(done) = done.lock().take() {
+                        done(outcome.finish());
+                    }
+                }
+                continue;
+            }
             child.queue.write_shared(
                 class,
                 device_offset,
                 data.clone(),
                 Completion::new(move |result| {
-                    let last = outcome.child_result(&missed_writes, &*device, result);
+                    let last = outcome.child_result(&dtl, &*device, result);
                     if last {
                         if let Some(done) = done.lock().take() {
                             done(outcome.finish());
@@ -332,7 +336,11 @@ impl TopVdev {
         self.assert_range(offset, data.len());
         let leaf = &self.children[child];
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let result = leaf.queue.write(IoClass::AsyncWrite, device_offset, data);
+        let result = if leaf.is_offline() {
+            Err(offline_error(leaf))
+        } else {
+            leaf.queue.write(IoClass::AsyncWrite, device_offset, data)
+        };
         result.map_err(|source| {
             VdevError::io(
                 &*leaf.device,
@@ -361,7 +369,11 @@ impl TopVdev {
         self.assert_range(offset, buf.len());
         let leaf = &self.children[child];
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let result = leaf.queue.read(class, device_offset, buf);
+        let result = if leaf.is_offline() {
+            Err(offline_error(leaf))
+        } else {
+            leaf.queue.read(class, device_offset, buf)
+        };
         result.map_err(|source| {
             VdevError::io(
                 &*leaf.device,
@@ -378,7 +390,7 @@ impl TopVdev {
     pub fn flush(&self) -> Result<(), VdevError> {
         let mut flushed = 0usize;
         let mut first_error = None;
-        for child in &self.children {
+        for child in self.children.iter().filter(|child| !child.is_offline()) {
             match child.device.flush() {
                 Ok(()) => flushed += 1,
                 Err(source) => {
@@ -415,17 +427,19 @@ struct MirrorWrite {
     top: VdevId,
     offset: u64,
     length: u64,
+    txg: u64,
     remaining: AtomicU64,
     written: AtomicU64,
     first_error: Mutex<Option<String>>,
 }
 
 impl MirrorWrite {
-    fn new(top: VdevId, offset: u64, length: u64, children: usize) -> MirrorWrite {
+    fn new(top: VdevId, offset: u64, length: u64, children: usize, txg: u64) -> MirrorWrite {
         MirrorWrite {
             top,
             offset,
             length,
+            txg,
             remaining: AtomicU64::new(children as u64),
             written: AtomicU64::new(0),
             first_error: Mutex::new(None),
@@ -433,13 +447,13 @@ impl MirrorWrite {
     }
 
     fn child_done(&self, child: &Leaf, result: std::io::Result<()>) {
-        self.child_result(&child.missed_writes, &*child.device, result);
+        self.child_result(&child.dtl, &*child.device, result);
     }
 
     /// Record one child's result; true when it was the last child.
     fn child_result(
         &self,
-        missed_writes: &Mutex<Vec<MissedWrite>>,
+        dtl: &DirtyTimeLog,
         device: &dyn BlockDevice,
         result: std::io::Result<()>,
     ) -> bool {
@@ -448,7 +462,7 @@ impl MirrorWrite {
                 self.written.fetch_add(1, Ordering::AcqRel);
             }
             Err(source) => {
-                record_missed_write(missed_writes, self.offset, self.length);
+                dtl.record(self.txg);
                 let error = VdevError::io(
                     device,
                     "write",
@@ -525,6 +539,24 @@ impl VdevTree {
         for leaf in self.leaves() {
             leaf.queue.configure(limits, dirty.clone());
         }
+    }
+
+    /// Set the txg the sync thread is writing, against which every child that misses a write
+    /// logs it (see [`super::dtl`]).
+    pub fn set_syncing_txg(&self, txg: u64) {
+        for top in &self.tops {
+            top.write_txg.store(txg, Ordering::Release);
+        }
+    }
+
+    /// The leaf with this guid, with its top-level vdev.
+    pub fn leaf_by_guid(&self, guid: Guid) -> Option<(&Arc<TopVdev>, usize)> {
+        self.tops.iter().find_map(|top| {
+            top.children
+                .iter()
+                .position(|leaf| leaf.guid == guid)
+                .map(|index| (top, index))
+        })
     }
 
     /// Every leaf of every top-level vdev.
@@ -631,17 +663,45 @@ mod tests {
         let failed = setup.top.children[1].stats.snapshot();
         assert_eq!(failed.write_errors, 1);
         assert_eq!(failed.write_ops, 0);
-        assert_eq!(
-            setup.top.children[1].missed_writes(),
-            vec![MissedWrite {
-                offset: 8192,
-                length: 4096
-            }]
-        );
-        assert!(setup.top.children[0].missed_writes().is_empty());
+        // Nothing has set a syncing txg: the write is logged against txg 1.
+        assert_eq!(setup.top.children[1].dtl.ranges(), vec![(1, 2)]);
+        assert!(setup.top.children[0].dtl.is_empty());
         assert_eq!(setup.top.children[0].stats.snapshot().write_ops, 1);
-        assert_eq!(setup.top.children[1].take_missed_writes().len(), 1);
-        assert!(setup.top.children[1].missed_writes().is_empty());
+    }
+
+    #[test]
+    fn offline_child_takes_no_io_and_logs_the_syncing_txg() {
+        let setup = mirror(2);
+        let tree = VdevTree::new(vec![Arc::new(setup.top)]);
+        let top = &tree.tops[0];
+        tree.set_syncing_txg(42);
+        top.children[1].dtl.set_offline(true);
+        assert_eq!(top.health(), VdevHealth::Degraded);
+        top.write(IoClass::AsyncWrite, 0, &[3u8; 4096]).unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        top.write_async(
+            IoClass::AsyncWrite,
+            4096,
+            Arc::new(vec![4u8; 4096]),
+            move |result| sender.send(result.is_ok()).unwrap(),
+        );
+        assert!(receiver.recv().unwrap());
+        let offline = top.children[1].stats.snapshot();
+        assert_eq!((offline.write_ops, offline.write_errors), (0, 0));
+        assert_eq!(top.children[1].dtl.ranges(), vec![(42, 43)]);
+        let mut buffer = vec![0u8; 4096];
+        assert!(top
+            .read_child(IoClass::SyncRead, 1, 0, &mut buffer)
+            .is_err());
+        assert_eq!(top.children[1].stats.snapshot().read_ops, 0);
+        assert!(top.write_child(1, 0, &buffer).is_err());
+        top.flush().unwrap();
+        assert_eq!(top.children[1].stats.snapshot().write_errors, 0);
+        assert_eq!(top.children[0].stats.snapshot().write_ops, 2);
+        assert!(tree
+            .leaf_by_guid(Guid(101))
+            .is_some_and(|(_, index)| index == 1));
+        assert!(tree.leaf_by_guid(Guid(5)).is_none());
     }
 
     #[test]
@@ -785,12 +845,16 @@ mod tests {
     }
 }
 
-/// The state `pool status` shows for a vdev (zpool's ONLINE / DEGRADED / UNAVAIL).
+/// The state `pool status` shows for a vdev (zpool's ONLINE / DEGRADED / OFFLINE / UNAVAIL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum VdevHealth {
     Online,
-    /// Some children are missing, but every block still has a reachable copy.
+    /// Some children are missing or offline, but every block still has a reachable copy.
     Degraded,
+    /// Taken offline by the administrator (`pool offline`).
+    Offline,
+    /// Present, but its writes failed: it missed txgs that no resilver has copied yet.
+    Faulted,
     /// Not usable: missing, or every child missing.
     Unavail,
 }
@@ -800,6 +864,8 @@ impl VdevHealth {
         match self {
             VdevHealth::Online => "ONLINE",
             VdevHealth::Degraded => "DEGRADED",
+            VdevHealth::Offline => "OFFLINE",
+            VdevHealth::Faulted => "FAULTED",
             VdevHealth::Unavail => "UNAVAIL",
         }
     }
@@ -809,6 +875,10 @@ impl Leaf {
     pub fn health(&self) -> VdevHealth {
         if self.device.is_missing() {
             VdevHealth::Unavail
+        } else if self.is_offline() {
+            VdevHealth::Offline
+        } else if !self.dtl.is_empty() && self.stats.snapshot().write_errors > 0 {
+            VdevHealth::Faulted
         } else {
             VdevHealth::Online
         }
@@ -817,12 +887,12 @@ impl Leaf {
 
 impl TopVdev {
     pub fn health(&self) -> VdevHealth {
-        let missing = self
+        let unusable = self
             .children
             .iter()
-            .filter(|leaf| leaf.device.is_missing())
+            .filter(|leaf| leaf.health() != VdevHealth::Online)
             .count();
-        match missing {
+        match unusable {
             0 => VdevHealth::Online,
             all if all == self.children.len() => VdevHealth::Unavail,
             _ => VdevHealth::Degraded,
@@ -831,7 +901,8 @@ impl TopVdev {
 }
 
 impl VdevTree {
-    /// The pool's health: the worst of its top-level vdevs.
+    /// The pool's health: the worst of its top-level vdevs (an offline leaf makes its
+    /// top-level vdev, and so the pool, DEGRADED).
     pub fn health(&self) -> VdevHealth {
         self.tops
             .iter()

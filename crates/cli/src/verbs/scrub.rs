@@ -1,0 +1,116 @@
+//! Scrub, resilver and device verbs: `pool scrub [-s|-p] POOL`, `pool online|offline POOL
+//! DEVICE...`, and `pool wait -t scrub|resilver POOL`. Each needs the pool imported (in the
+//! daemon), as zpool's do; the scan itself runs in the daemon's sync thread.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use super::forward;
+use super::pool::ask_imported;
+use crate::error::{Failure, Status};
+use crate::format::human_bytes;
+use crate::protocol::Request;
+
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// `pool scrub [-s|-p|-w] POOL`.
+pub fn scrub(
+    socket: &Path,
+    stop: bool,
+    pause: bool,
+    wait: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let action = match (stop, pause, wait) {
+        (true, true, _) => return Err(Failure("-s and -p cannot be given together".into())),
+        (true, _, true) | (_, true, true) => {
+            return Err(Failure(
+                "-w waits for a scrub to finish: not with -s or -p".into(),
+            ))
+        }
+        (true, false, _) => "stop",
+        (false, true, _) => "pause",
+        (false, false, _) => "start",
+    };
+    let request = Request::PoolScrub {
+        pool: pool.clone(),
+        action: action.into(),
+    };
+    let status = forward(ask_imported(socket, &pool, &request)?);
+    if status != 0 || !wait {
+        return Ok(status);
+    }
+    wait_scan(socket, "scrub", &pool)
+}
+
+/// `pool online|offline POOL DEVICE...`.
+pub fn device(
+    socket: &Path,
+    action: &str,
+    pool: String,
+    devices: Vec<String>,
+) -> Result<Status, Failure> {
+    if devices.is_empty() {
+        return Err(Failure(format!(
+            "missing device name: tarn pool {action} POOL DEVICE..."
+        )));
+    }
+    let request = Request::PoolDevice {
+        pool: pool.clone(),
+        action: action.into(),
+        devices,
+    };
+    Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// `pool attach|detach|replace`: refused with what to do instead.
+pub fn not_yet(verb: &str) -> Result<Status, Failure> {
+    Err(Failure(format!(
+        "tarn pool {verb} is not supported yet: the vdev tree of a pool cannot change while it is imported. To take a mirror side out and bring it back, use tarn pool offline POOL DEVICE and tarn pool online POOL DEVICE (a resilver copies what it missed)"
+    )))
+}
+
+/// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs,
+/// showing progress on a terminal.
+pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Failure> {
+    let progress = std::io::stderr().is_terminal();
+    let mut shown = false;
+    loop {
+        let request = Request::PoolScanStatus {
+            pool: pool.to_string(),
+        };
+        let response = ask_imported(socket, pool, &request)?;
+        if response.status != 0 {
+            return Ok(forward(response));
+        }
+        let scan = &response.data["scan"];
+        let running = scan["function"] == function && scan["state"] == "scanning";
+        if !running {
+            break;
+        }
+        if progress {
+            let examined = scan["examined"].as_u64().unwrap_or(0);
+            let total = scan["to_examine"]
+                .as_u64()
+                .unwrap_or(0)
+                .max(examined)
+                .max(1);
+            let mut stderr = std::io::stderr();
+            let _ = write!(
+                stderr,
+                "\r{pool}: {function} {:>8} of {:>8} ({:.1}%) ",
+                human_bytes(examined),
+                human_bytes(total),
+                examined as f64 * 100.0 / total as f64
+            );
+            let _ = stderr.flush();
+            shown = true;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    if shown {
+        let _ = writeln!(std::io::stderr(), "\r{pool}: {function} done{:40}", "");
+    }
+    Ok(0)
+}

@@ -1,0 +1,118 @@
+//! Device management of an imported pool: taking a leaf offline and bringing it back
+//! (`zpool offline`, `zpool online`).
+//!
+//! An offline leaf takes no I/O (vdev/dtl.rs): every write of a mirror it belongs to is logged
+//! in its dirty time log instead, and the fact that it is offline is persisted with that log
+//! (pool/dtl.rs), so it stays offline across export and import. A leaf may be taken offline
+//! only while another child of its top-level vdev is usable: a pool never takes a leaf offline
+//! if that would leave data without a copy (zpool's "no valid replicas"). Bringing it online
+//! starts a resilver of the txgs it missed (pool/scan.rs).
+//!
+//! Both wait for the txg that records the change, so a crash after the command returns keeps it.
+
+use crate::types::{Guid, Txg};
+
+use super::{Pool, PoolError};
+
+impl Pool {
+    /// The leaf named `name`: its guid (decimal), its path, or its file name.
+    pub fn find_leaf(&self, name: &str) -> Result<(usize, usize), PoolError> {
+        let tree = &self.core.io.vdevs;
+        let guid = name.parse::<u64>().ok().map(Guid);
+        let mut found = Vec::new();
+        for (top_index, top) in tree.tops.iter().enumerate() {
+            for (child, leaf) in top.children.iter().enumerate() {
+                let path_matches = leaf.path.as_os_str() == name
+                    || leaf
+                        .path
+                        .file_name()
+                        .is_some_and(|file_name| file_name == name);
+                if Some(leaf.guid) == guid || path_matches {
+                    found.push((top_index, child));
+                }
+            }
+        }
+        match found[..] {
+            [one] => Ok(one),
+            [] => Err(PoolError::BadVdevSpec(format!(
+                "pool {} has no device named {name:?} (give its path, file name or guid, as `tarn pool status` shows)",
+                self.core.name
+            ))),
+            _ => Err(PoolError::BadVdevSpec(format!(
+                "{name:?} names more than one device of pool {}: give the full path",
+                self.core.name
+            ))),
+        }
+    }
+
+    /// Take the leaf `name` offline (`pool offline`).
+    pub fn offline(&self, name: &str) -> Result<Txg, PoolError> {
+        self.refuse_readonly("offline")?;
+        let (top_index, child) = self.find_leaf(name)?;
+        let top = &self.core.io.vdevs.tops[top_index];
+        let leaf = &top.children[child];
+        if leaf.is_offline() {
+            return self.sync();
+        }
+        let others_usable = top
+            .children
+            .iter()
+            .enumerate()
+            .any(|(index, other)| index != child && other.is_usable());
+        if !others_usable {
+            return Err(PoolError::BadVdevSpec(format!(
+                "cannot offline {}: no valid replicas (it holds the only usable copy of top-level vdev {})",
+                leaf.path.display(),
+                top.id
+            )));
+        }
+        self.core.note_leaf_unusable(leaf.guid);
+        leaf.dtl.set_offline(true);
+        leaf.dtl.mark_dirty();
+        log::info!(
+            "pool {}: {} taken offline",
+            self.core.name,
+            leaf.path.display()
+        );
+        self.core.txgs.kick();
+        self.sync()
+    }
+
+    /// Bring the leaf `name` back online (`pool online`); a resilver of what it missed starts.
+    pub fn online(&self, name: &str) -> Result<Txg, PoolError> {
+        self.refuse_readonly("online")?;
+        let (top_index, child) = self.find_leaf(name)?;
+        let leaf = &self.core.io.vdevs.tops[top_index].children[child];
+        if leaf.device.is_missing() {
+            return Err(PoolError::BadVdevSpec(format!(
+                "cannot online {}: the device was not found at import; export the pool and import it with the device present",
+                leaf.path.display()
+            )));
+        }
+        if leaf.is_offline() {
+            leaf.dtl.set_offline(false);
+            leaf.dtl.mark_dirty();
+            log::info!(
+                "pool {}: {} back online, missed txgs {:?}",
+                self.core.name,
+                leaf.path.display(),
+                leaf.dtl.ranges()
+            );
+        }
+        self.sync()?;
+        self.core.queue_resilver_if_logs();
+        // The next txg starts the resilver: wait for it, so that `pool status` and
+        // `pool wait -t resilver` right after see it.
+        self.sync()
+    }
+
+    fn refuse_readonly(&self, what: &str) -> Result<(), PoolError> {
+        if self.core.readonly {
+            return Err(PoolError::BadVdevSpec(format!(
+                "pool {} is imported read-only: cannot {what} a device",
+                self.core.name
+            )));
+        }
+        Ok(())
+    }
+}

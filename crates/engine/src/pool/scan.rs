@@ -1,0 +1,913 @@
+//! Scrub and resilver: background scans of every block tree while the pool keeps syncing
+//! (OpenZFS `dsl_scan.c`).
+//!
+//! # What a scan does
+//! A scrub reads every copy (every DVA, every mirror child) of every block born up to the txg
+//! the scan started in, verifies each against its checksum and rewrites bad copies from a good
+//! one. A resilver does the same for the blocks born in the txgs some leaf missed (the union of
+//! the leaves' dirty time logs, [`crate::vdev::dtl`]): subtrees born before the first missed txg
+//! are skipped whole, so a resilver costs what was missed, not the pool's size. Blocks born
+//! after the scan started are skipped: they were written to every usable child.
+//!
+//! # Order and bookmark
+//! The object sets are scanned one after another: the MOS first, then every dataset (heads and
+//! snapshots) in MOS object order, each with the resumable post-order walk of
+//! [`crate::object::traverse`]. A dataset's walk skips blocks born at or before its previous
+//! snapshot's txg (a clone's: its origin's): the older snapshot's walk reads those. The
+//! position is (object set, object, block id) and is persisted, with the counters, in the
+//! txg that advanced it. Each walk is synchronous (every block read is verified before the
+//! bookmark passes it), so the bookmark advances only over I/O that has been issued and
+//! completed. A resumed scan re-reads the tree of the current txg from the bookmark on: a block
+//! freed meanwhile is simply not in it, a block written meanwhile is born after the scan's
+//! last txg and skipped.
+//!
+//! # Context
+//! The scan runs in the sync thread, in pass 1 after the background frees: the trees it walks
+//! (the last synced txg's) stay valid for the whole sync, since nothing freed in this txg is
+//! reallocated before two more commit (invariant 3). Its reads go through the scrub I/O class
+//! of the vdev queues (`vdev_scrub_max_active`), so the pool's own reads overtake them. The walk
+//! collects up to 64 data blocks (with the indirect blocks it finishes on the way), then
+//! [`SCAN_READERS`] threads read and verify them, so that the devices see several reads at once;
+//! the bookmark moves past them only when all are done.
+//!
+//! # Throttle
+//! A txg scans for `scrub_min_time_ms` (`resilver_min_time_ms` for a resilver) and then stops
+//! until the next; while a scan is active the sync thread syncs txgs back to back, as it does
+//! for background frees, so a scan uses roughly the share of the disk that those times give it
+//! against the pool's writes. `scan_blocks_per_txg_max` (unlimited by default) caps the blocks
+//! per txg and lets the scan ride the txg timer instead: a slow, predictable scan for tests.
+//! Reads are sorted into on-disk order only within one walk chunk (64 data blocks and the
+//! indirect blocks finished with them); OpenZFS's sequential scrub, which gathers a large part
+//! of the tree in memory (`zfs_scan_vdev_limit`) and issues it in offset order, is not done.
+//!
+//! # Persistent state (MOS directory key `scan`)
+//! One MOS object whose first [`SCAN_PHYS_SIZE`] bytes are [`ScanPhys`] (layout in
+//! docs/design.md, "Scans"). Export, import and kill -9 resume from it: the import sees a
+//! scan in state `scanning` and the next txg carries on. A resilver found necessary at import
+//! (a leaf with a non-empty DTL) replaces a scrub in progress, as in OpenZFS.
+//!
+//! # Cost
+//! Per txg while a scan runs: the blocks read in the time budget (every copy of each), the
+//! indirect blocks on the path back to the bookmark, one 128-byte state rewrite in the MOS.
+//! Memory: the walk's path (one indirect block per level), whatever the pool's size.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::block::pipeline::{CopyReport, PipelineError};
+use crate::dataset::phys::DatasetPhys;
+use crate::object::traverse::{walk_post_order, Bookmark, WalkEnd};
+use crate::object::{ObjectError, Tx};
+use crate::space::storage::SpaceStorage;
+use crate::types::{Guid, ObjectId, Txg};
+
+use super::{kv_set_u64, lookup_mos_directory, PoolCore, PoolError, MOS_OBJECT_DIRECTORY};
+
+/// The MOS directory key of the scan state object.
+pub const SCAN_KEY: &str = "scan";
+/// Bytes of an encoded [`ScanPhys`].
+pub const SCAN_PHYS_SIZE: usize = 128;
+const SCAN_MAGIC: u32 = 0x5343_414e; // "SCAN"
+const SCAN_VERSION: u16 = 1;
+/// Cursor object set of a scan whose walks are all done.
+const CURSOR_DONE: u64 = u64::MAX;
+/// Data blocks one walk call visits before the throttle is consulted again (and before their
+/// reads are issued, [`SCAN_READERS`] at a time).
+const WALK_CHUNK_BLOCKS: u64 = 64;
+/// Threads that read and verify a batch of blocks at once.
+const SCAN_READERS: usize = 4;
+
+/// What a scan is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanFunction {
+    Scrub,
+    Resilver,
+}
+
+impl ScanFunction {
+    fn code(self) -> u8 {
+        match self {
+            ScanFunction::Scrub => 1,
+            ScanFunction::Resilver => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<ScanFunction> {
+        match code {
+            1 => Some(ScanFunction::Scrub),
+            2 => Some(ScanFunction::Resilver),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanFunction::Scrub => "scrub",
+            ScanFunction::Resilver => "resilver",
+        }
+    }
+}
+
+/// Where a scan stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanState {
+    Scanning,
+    Finished,
+    Canceled,
+}
+
+impl ScanState {
+    fn code(self) -> u8 {
+        match self {
+            ScanState::Scanning => 1,
+            ScanState::Finished => 2,
+            ScanState::Canceled => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<ScanState> {
+        match code {
+            1 => Some(ScanState::Scanning),
+            2 => Some(ScanState::Finished),
+            3 => Some(ScanState::Canceled),
+            _ => None,
+        }
+    }
+}
+
+/// The persisted scan state.
+///
+/// ```text
+///  offset  size  field
+///       0     4  magic            u32  "SCAN" (0x5343414e)
+///       4     2  version          u16  1
+///       6     1  function         u8   1 scrub, 2 resilver
+///       7     1  state            u8   1 scanning, 2 finished, 3 canceled
+///       8     1  paused           u8   0 or 1
+///       9     7  padding               zero
+///      16     8  min_txg          u64  blocks born at or before it are skipped
+///      24     8  max_txg          u64  blocks born after it are skipped
+///      32     8  start_time       u64  seconds since the epoch
+///      40     8  end_time         u64  seconds since the epoch, 0 while scanning
+///      48     8  to_examine       u64  bytes allocated in the pool when the scan started
+///      56     8  examined         u64  allocated bytes of the blocks scanned
+///      64     8  issued           u64  bytes read (every copy)
+///      72     8  repaired         u64  bytes rewritten
+///      80     8  errors           u64  blocks with no good copy
+///      88     8  cursor_objset    u64  0 the MOS, else a dataset's MOS object; u64::MAX done
+///      96     8  cursor_object    u64  bookmark: next object
+///     104     8  cursor_blkid     u64  bookmark: next block id
+///     112     8  copies_bad       u64  copies that failed their checksum or could not be read
+///     120     8  unrepaired       u64  bad copies that could not be rewritten
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanPhys {
+    pub function: ScanFunction,
+    pub state: ScanState,
+    pub paused: bool,
+    pub min_txg: Txg,
+    pub max_txg: Txg,
+    pub start_time: u64,
+    pub end_time: u64,
+    pub to_examine: u64,
+    pub examined: u64,
+    pub issued: u64,
+    pub repaired: u64,
+    pub errors: u64,
+    pub cursor_objset: u64,
+    pub cursor: Bookmark,
+    pub copies_bad: u64,
+    pub unrepaired: u64,
+}
+
+const _: () = assert!(SCAN_PHYS_SIZE == 128);
+
+impl ScanPhys {
+    pub fn encode(&self) -> [u8; SCAN_PHYS_SIZE] {
+        let mut bytes = [0u8; SCAN_PHYS_SIZE];
+        bytes[0..4].copy_from_slice(&SCAN_MAGIC.to_le_bytes());
+        bytes[4..6].copy_from_slice(&SCAN_VERSION.to_le_bytes());
+        bytes[6] = self.function.code();
+        bytes[7] = self.state.code();
+        bytes[8] = self.paused as u8;
+        let words = [
+            self.min_txg.0,
+            self.max_txg.0,
+            self.start_time,
+            self.end_time,
+            self.to_examine,
+            self.examined,
+            self.issued,
+            self.repaired,
+            self.errors,
+            self.cursor_objset,
+            self.cursor.object,
+            self.cursor.blkid,
+            self.copies_bad,
+            self.unrepaired,
+        ];
+        for (index, word) in words.iter().enumerate() {
+            let at = 16 + 8 * index;
+            bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+        }
+        bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ScanPhys, PoolError> {
+        let corrupt = |what: String| PoolError::Corrupt(format!("scan state: {what}"));
+        if bytes.len() < SCAN_PHYS_SIZE {
+            return Err(corrupt(format!("{} bytes", bytes.len())));
+        }
+        let magic = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
+        let version = u16::from_le_bytes(bytes[4..6].try_into().expect("2 bytes"));
+        if magic != SCAN_MAGIC || version != SCAN_VERSION {
+            return Err(corrupt(format!("magic {magic:#x} version {version}")));
+        }
+        let function = ScanFunction::from_code(bytes[6])
+            .ok_or_else(|| corrupt(format!("function {}", bytes[6])))?;
+        let state =
+            ScanState::from_code(bytes[7]).ok_or_else(|| corrupt(format!("state {}", bytes[7])))?;
+        if bytes[8] > 1 {
+            return Err(corrupt(format!("paused flag {}", bytes[8])));
+        }
+        let word = |index: usize| {
+            let at = 16 + 8 * index;
+            u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+        };
+        Ok(ScanPhys {
+            function,
+            state,
+            paused: bytes[8] == 1,
+            min_txg: Txg(word(0)),
+            max_txg: Txg(word(1)),
+            start_time: word(2),
+            end_time: word(3),
+            to_examine: word(4),
+            examined: word(5),
+            issued: word(6),
+            repaired: word(7),
+            errors: word(8),
+            cursor_objset: word(9),
+            cursor: Bookmark {
+                object: word(10),
+                blkid: word(11),
+            },
+            copies_bad: word(12),
+            unrepaired: word(13),
+        })
+    }
+}
+
+/// A change to the scan asked for in open context and carried out by the next sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ScanRequest {
+    Start(ScanFunction),
+    Cancel,
+    Pause,
+    Resume,
+}
+
+/// The scan's in-memory side (one per open pool).
+#[derive(Debug, Default)]
+pub struct Scanner {
+    /// The MOS object holding the state, 0 until the first scan.
+    object: AtomicU64,
+    /// The state as of the last sync (None: the pool has never been scanned).
+    phys: Mutex<Option<ScanPhys>>,
+    requests: Mutex<Vec<ScanRequest>>,
+    /// Leaves that were unusable (offline, missing) at some point of the running scan: their
+    /// DTLs are not cleared by it.
+    unusable_during_scan: Mutex<HashSet<Guid>>,
+    /// When this process started or resumed the scan, and the bytes examined then (rate).
+    pass: Mutex<Option<(Instant, u64)>>,
+}
+
+/// What `pool status` shows of a scan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanStatus {
+    pub phys: ScanPhys,
+    /// Bytes examined per second since this process started (or resumed) the scan.
+    pub rate_bytes_per_second: u64,
+    /// Seconds left at that rate, if known.
+    pub eta_seconds: Option<u64>,
+}
+
+/// Errors of scan requests.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScanRequestError {
+    #[error("pool {0} is read-only: it cannot be scrubbed")]
+    ReadOnly(String),
+    #[error("pool {0} is currently resilvering; a scrub would be ignored until it finishes")]
+    Resilvering(String),
+    #[error("pool {0} is already scrubbing; use `tarn pool scrub -s {0}` to cancel it")]
+    AlreadyScrubbing(String),
+    #[error("pool {0} has no scrub or resilver in progress")]
+    NothingToStop(String),
+    #[error("pool {0} has no scrub in progress to pause")]
+    NothingToPause(String),
+}
+
+fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|duration| duration.as_secs())
+        .unwrap_or(0)
+}
+
+impl PoolCore {
+    /// At import: the persisted scan state; a scan in progress resumes with the next txg, and
+    /// a leaf with missed txgs makes a resilver start (replacing a scrub in progress).
+    pub(super) fn load_scan(&self) -> Result<(), PoolError> {
+        if let Some(object) = lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, SCAN_KEY)? {
+            self.scan.object.store(object, Ordering::Release);
+            let mut bytes = vec![0u8; SCAN_PHYS_SIZE];
+            self.storage()
+                .read(ObjectId(object), 0, &mut bytes)
+                .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
+            let phys = ScanPhys::decode(&bytes)?;
+            if phys.state == ScanState::Scanning {
+                log::info!(
+                    "pool {}: {} in progress resumes from its bookmark ({} of {} bytes examined)",
+                    self.name,
+                    phys.function.as_str(),
+                    phys.examined,
+                    phys.to_examine
+                );
+            }
+            *self.scan.phys.lock() = Some(phys);
+        }
+        if !self.readonly {
+            self.resilver_if_needed();
+        }
+        self.update_scan_work();
+        Ok(())
+    }
+
+    /// Whether a scan is running (not paused): it keeps the sync thread busy. Never on a
+    /// read-only pool, which shows a persisted scan but does not carry it on.
+    pub fn scan_active(&self) -> bool {
+        if self.readonly {
+            return false;
+        }
+        let running = self
+            .scan
+            .phys
+            .lock()
+            .as_ref()
+            .is_some_and(|phys| phys.state == ScanState::Scanning && !phys.paused);
+        running || !self.scan.requests.lock().is_empty()
+    }
+
+    /// Keep the sync thread syncing back to back while a scan runs (unless the scan is
+    /// throttled per txg by `scan_blocks_per_txg_max`).
+    pub(super) fn update_scan_work(&self) {
+        let frees = self.background_work_pending();
+        let scan = self.scan_active() && self.tunables.scan_blocks_per_txg_max == u64::MAX;
+        self.txgs.set_background_work(frees || scan);
+        if self.scan_active() {
+            self.txgs.set_pending_work(true);
+        }
+    }
+
+    /// The scan's state for `pool status`; None if the pool was never scanned.
+    pub fn scan_status(&self) -> Option<ScanStatus> {
+        let phys = self.scan.phys.lock().clone()?;
+        let (rate, eta) = match *self.scan.pass.lock() {
+            Some((started, examined_then)) if phys.state == ScanState::Scanning => {
+                let seconds = started.elapsed().as_secs_f64().max(0.001);
+                let rate = (phys.examined.saturating_sub(examined_then) as f64 / seconds) as u64;
+                let left = phys.to_examine.saturating_sub(phys.examined);
+                (rate, (rate > 0).then(|| left / rate))
+            }
+            _ => (0, None),
+        };
+        Some(ScanStatus {
+            phys,
+            rate_bytes_per_second: rate,
+            eta_seconds: eta,
+        })
+    }
+
+    /// Ask for a scrub (`pool scrub`); a paused scrub resumes. Carried out by the next sync.
+    pub fn request_scrub(&self) -> Result<(), ScanRequestError> {
+        if self.readonly {
+            return Err(ScanRequestError::ReadOnly(self.name.clone()));
+        }
+        let current = self.scan.phys.lock().clone();
+        let request = match current {
+            Some(phys) if phys.state == ScanState::Scanning => match phys.function {
+                ScanFunction::Resilver => {
+                    return Err(ScanRequestError::Resilvering(self.name.clone()))
+                }
+                ScanFunction::Scrub if phys.paused => ScanRequest::Resume,
+                ScanFunction::Scrub => {
+                    return Err(ScanRequestError::AlreadyScrubbing(self.name.clone()))
+                }
+            },
+            _ => ScanRequest::Start(ScanFunction::Scrub),
+        };
+        self.push_scan_request(request);
+        Ok(())
+    }
+
+    /// Cancel the scrub or resilver in progress (`pool scrub -s`).
+    pub fn request_scan_cancel(&self) -> Result<(), ScanRequestError> {
+        let scanning = self
+            .scan
+            .phys
+            .lock()
+            .as_ref()
+            .is_some_and(|phys| phys.state == ScanState::Scanning);
+        if !scanning {
+            return Err(ScanRequestError::NothingToStop(self.name.clone()));
+        }
+        self.push_scan_request(ScanRequest::Cancel);
+        Ok(())
+    }
+
+    /// Pause the scrub in progress (`pool scrub -p`); `pool scrub` resumes it.
+    pub fn request_scan_pause(&self) -> Result<(), ScanRequestError> {
+        let scrubbing = self.scan.phys.lock().as_ref().is_some_and(|phys| {
+            phys.state == ScanState::Scanning && phys.function == ScanFunction::Scrub
+        });
+        if !scrubbing {
+            return Err(ScanRequestError::NothingToPause(self.name.clone()));
+        }
+        self.push_scan_request(ScanRequest::Pause);
+        Ok(())
+    }
+
+    fn push_scan_request(&self, request: ScanRequest) {
+        self.scan.requests.lock().push(request);
+        self.update_scan_work();
+        self.txgs.kick();
+    }
+
+    /// Start a resilver if some usable leaf has missed txgs (after `pool online`, at import,
+    /// after a scan that could not clear every log).
+    pub fn resilver_if_needed(&self) {
+        let running = self.scan.phys.lock().as_ref().is_some_and(|phys| {
+            phys.state == ScanState::Scanning && phys.function == ScanFunction::Resilver
+        });
+        if !running {
+            self.queue_resilver_if_logs();
+        }
+    }
+
+    /// Queue a resilver if some usable leaf has missed txgs and none is queued yet; one in
+    /// progress restarts (a leaf that just came back is included from the start).
+    pub fn queue_resilver_if_logs(&self) {
+        let needed = self
+            .io
+            .vdevs
+            .leaves()
+            .any(|leaf| leaf.is_usable() && !leaf.dtl.is_empty());
+        let queued = self
+            .scan
+            .requests
+            .lock()
+            .contains(&ScanRequest::Start(ScanFunction::Resilver));
+        if needed && !queued {
+            self.push_scan_request(ScanRequest::Start(ScanFunction::Resilver));
+        }
+    }
+
+    /// Note that a leaf became unusable: the running scan must not clear its log.
+    pub fn note_leaf_unusable(&self, guid: Guid) {
+        self.scan.unusable_during_scan.lock().insert(guid);
+    }
+
+    /// Wait until no scan of `function` is in progress (`pool wait -t scrub|resilver`).
+    pub fn wait_scan(&self, function: ScanFunction) -> Result<(), PoolError> {
+        loop {
+            let busy =
+                self.scan.phys.lock().as_ref().is_some_and(|phys| {
+                    phys.state == ScanState::Scanning && phys.function == function
+                }) || self
+                    .scan
+                    .requests
+                    .lock()
+                    .contains(&ScanRequest::Start(function));
+            if !busy {
+                return Ok(());
+            }
+            if self.txgs.is_shutting_down() {
+                return Err(PoolError::Corrupt(format!(
+                    "pool {} was exported while waiting for a {}",
+                    self.name,
+                    function.as_str()
+                )));
+            }
+            if let Some(failure) = self.txgs.failure() {
+                return Err(PoolError::Corrupt(format!(
+                    "pool {}: syncing failed while waiting for a {}: {failure}",
+                    self.name,
+                    function.as_str()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Syncing context, pass 1: apply the requests, then one bounded round of the scan, and
+    /// persist its state.
+    pub(super) fn scan_sync(&self, txg: Txg, sync_started: Instant) -> Result<(), PoolError> {
+        if self.readonly {
+            return Ok(());
+        }
+        // The requests stay queued until their outcome is published below, so that a waiter
+        // never sees neither the request nor the scan it started.
+        let requests = self.scan.requests.lock().clone();
+        let mut phys = self.scan.phys.lock().clone();
+        let mut changed = false;
+        let mut just_finished = false;
+        for &request in &requests {
+            changed = true;
+            match request {
+                ScanRequest::Start(function) => {
+                    phys = Some(self.new_scan(function, txg));
+                    *self.scan.pass.lock() = Some((Instant::now(), 0));
+                    self.scan.unusable_during_scan.lock().clear();
+                    log::info!(
+                        "pool {}: {} started in txg {txg}",
+                        self.name,
+                        function.as_str()
+                    );
+                }
+                ScanRequest::Cancel => {
+                    if let Some(phys) = phys.as_mut().filter(|p| p.state == ScanState::Scanning) {
+                        phys.state = ScanState::Canceled;
+                        phys.end_time = now_seconds();
+                        log::info!("pool {}: {} canceled", self.name, phys.function.as_str());
+                    }
+                }
+                ScanRequest::Pause | ScanRequest::Resume => {
+                    if let Some(phys) = phys.as_mut().filter(|p| p.state == ScanState::Scanning) {
+                        phys.paused = request == ScanRequest::Pause;
+                        if !phys.paused {
+                            *self.scan.pass.lock() = Some((Instant::now(), phys.examined));
+                        }
+                    }
+                }
+            }
+        }
+        let Some(mut phys) = phys else {
+            self.scan.requests.lock().drain(..requests.len());
+            return Ok(());
+        };
+        // Published before the round, so that `pool status` shows a scan that was just started
+        // while its first round runs.
+        *self.scan.phys.lock() = Some(phys.clone());
+        self.scan.requests.lock().drain(..requests.len());
+        if phys.state == ScanState::Scanning && !phys.paused {
+            if self.scan.pass.lock().is_none() {
+                *self.scan.pass.lock() = Some((Instant::now(), phys.examined));
+            }
+            for leaf in self.io.vdevs.leaves() {
+                if !leaf.is_usable() {
+                    self.note_leaf_unusable(leaf.guid);
+                }
+            }
+            self.scan_round(&mut phys, txg, sync_started)?;
+            changed = true;
+            if phys.cursor_objset == CURSOR_DONE {
+                self.finish_scan(&mut phys);
+                just_finished = true;
+            }
+        }
+        if changed {
+            self.persist_scan(&phys, txg)?;
+        }
+        // A leaf that missed txgs during the scan (or came back meanwhile) is resilvered next;
+        // the resilver is queued before the finished state is published, so that a waiter
+        // never sees neither. Not after a scan that could not rewrite some copies (the leaf is
+        // failing) or found blocks with no good copy (a later scan would find them again):
+        // resilvering again and again would only load the pool; `pool online` retries.
+        if just_finished && phys.unrepaired == 0 && phys.errors == 0 {
+            self.queue_resilver_if_logs();
+        }
+        *self.scan.phys.lock() = Some(phys);
+        self.update_scan_work();
+        Ok(())
+    }
+
+    fn new_scan(&self, function: ScanFunction, txg: Txg) -> ScanPhys {
+        let min_txg = match function {
+            ScanFunction::Scrub => Txg(0),
+            ScanFunction::Resilver => Txg(self
+                .io
+                .vdevs
+                .leaves()
+                .filter_map(|leaf| leaf.dtl.bounds())
+                .map(|(first, _)| first)
+                .min()
+                .unwrap_or(1)
+                .saturating_sub(1)),
+        };
+        ScanPhys {
+            function,
+            state: ScanState::Scanning,
+            paused: false,
+            min_txg,
+            // The trees walked are the last synced txg's: everything born in this txg or later
+            // reached every usable child.
+            max_txg: Txg(txg.0.saturating_sub(1)),
+            start_time: now_seconds(),
+            end_time: 0,
+            to_examine: self.io.space.totals().allocated,
+            examined: 0,
+            issued: 0,
+            repaired: 0,
+            errors: 0,
+            cursor_objset: 0,
+            cursor: Bookmark::default(),
+            copies_bad: 0,
+            unrepaired: 0,
+        }
+    }
+
+    /// The object sets still to scan from `cursor_objset` on, as (key, root, min birth).
+    fn objsets_from(
+        &self,
+        cursor: u64,
+        min_txg: Txg,
+    ) -> Result<Vec<(u64, BlockPtr, Txg)>, PoolError> {
+        let mut found = Vec::new();
+        if cursor == 0 {
+            found.push((0, self.mos.synced_root(), min_txg));
+        }
+        for (object, dnode) in self.mos.synced_objects()? {
+            if dnode.object_type != ObjectType::Dataset || object.0 < cursor.max(1) {
+                continue;
+            }
+            match DatasetPhys::decode(&dnode.bonus) {
+                Ok(phys) => {
+                    let min_birth = Txg(phys.prev_snapshot_txg.0.max(min_txg.0));
+                    found.push((object.0, phys.root.clone(), min_birth));
+                }
+                Err(error) => log::error!(
+                    "pool {}: scan skips dataset record {object}: {error}",
+                    self.name
+                ),
+            }
+        }
+        Ok(found)
+    }
+
+    /// Scan until the throttle says stop or every object set is done.
+    fn scan_round(
+        &self,
+        phys: &mut ScanPhys,
+        txg: Txg,
+        sync_started: Instant,
+    ) -> Result<(), PoolError> {
+        // The walk's own reads (indirect and dnode blocks) are scrub I/O too.
+        let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
+        let min_time = Duration::from_millis(match phys.function {
+            ScanFunction::Scrub => self.tunables.scrub_min_time_ms,
+            ScanFunction::Resilver => self.tunables.resilver_min_time_ms,
+        });
+        let mut blocks_left = self.tunables.scan_blocks_per_txg_max;
+        let should_pause = |blocks_left: u64| {
+            blocks_left == 0 || sync_started.elapsed() >= min_time || self.txgs.is_shutting_down()
+        };
+        let repair = self.io.is_writable();
+        let max_txg = phys.max_txg;
+        let objsets = self.objsets_from(phys.cursor_objset, phys.min_txg)?;
+        let mut examined_blocks = 0u64;
+        for (key, root, min_birth) in objsets {
+            if key != phys.cursor_objset {
+                phys.cursor_objset = key;
+                phys.cursor = Bookmark::default();
+            }
+            loop {
+                if should_pause(blocks_left) {
+                    log::debug!(
+                        "pool {}: txg {txg}: scanned {examined_blocks} blocks, paused at object set {key} {:?}",
+                        self.name,
+                        phys.cursor
+                    );
+                    return Ok(());
+                }
+                let mut budget = WALK_CHUNK_BLOCKS.min(blocks_left);
+                let before = budget;
+                let mut batch: Vec<BlockPtr> = Vec::new();
+                let mut visit = |bp: &BlockPtr| -> Result<(), ObjectError> {
+                    if !(bp.is_hole() || bp.embedded || bp.birth_physical > max_txg) {
+                        batch.push(bp.clone());
+                    }
+                    Ok(())
+                };
+                let end = walk_post_order(
+                    &self.io,
+                    &root,
+                    min_birth,
+                    phys.cursor,
+                    &mut budget,
+                    &mut visit,
+                );
+                blocks_left = blocks_left.saturating_sub(before - budget.min(before));
+                // Every block the walk passed is read and verified before the bookmark moves,
+                // in on-disk order within the batch (a window of one walk chunk).
+                batch.sort_by_key(|bp| bp.copies().next().map(|dva| (dva.vdev, dva.offset)));
+                examined_blocks += batch.len() as u64;
+                self.verify_batch(&batch, repair, phys);
+                match end {
+                    Ok(WalkEnd::Done) => break,
+                    Ok(WalkEnd::Paused(bookmark)) => phys.cursor = bookmark,
+                    Err(error) => {
+                        // A tree that cannot be walked (an unreadable indirect block): count
+                        // it and go on with the next object set.
+                        phys.errors += 1;
+                        log::error!(
+                            "pool {}: scan of object set {key} stopped at {:?}: {error}",
+                            self.name,
+                            phys.cursor
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        phys.cursor_objset = CURSOR_DONE;
+        Ok(())
+    }
+
+    /// Read and verify every copy of each block of `batch` with [`SCAN_READERS`] threads, so
+    /// that the devices see several reads at once (the walk itself reads one block at a time),
+    /// and add the outcome to `phys`.
+    fn verify_batch(&self, batch: &[BlockPtr], repair: bool, phys: &mut ScanPhys) {
+        let function = phys.function;
+        let next = AtomicU64::new(0);
+        let totals = Mutex::new(phys.clone());
+        let work = || loop {
+            let index = next.fetch_add(1, Ordering::Relaxed) as usize;
+            let Some(bp) = batch.get(index) else {
+                return;
+            };
+            let outcome = match function {
+                ScanFunction::Resilver if !bp.is_gang() => self.resilver_block(bp),
+                _ => self.io.verify_all_copies(bp, repair),
+            };
+            let mut totals = totals.lock();
+            totals.examined += bp.size_allocated();
+            match outcome {
+                Ok(copies) => {
+                    let per_copy = bp.size_allocated() / (bp.copies().count().max(1) as u64);
+                    totals.issued += copies.copies * per_copy;
+                    totals.copies_bad += copies.bad;
+                    totals.repaired += copies.repaired * per_copy;
+                    totals.unrepaired += copies.bad.saturating_sub(copies.repaired);
+                }
+                Err(error) => {
+                    totals.errors += 1;
+                    log::error!("pool {}: scan: {bp}: {error}", self.name);
+                }
+            }
+        };
+        let readers = SCAN_READERS.min(batch.len());
+        if readers <= 1 {
+            work();
+        } else {
+            std::thread::scope(|scope| {
+                for _ in 0..readers {
+                    scope.spawn(work);
+                }
+            });
+        }
+        *phys = totals.into_inner();
+    }
+
+    /// Resilver one block (not a gang): read one good copy, verified, from a child that did
+    /// not miss its txg, and write it to every usable child whose DTL holds the block's birth,
+    /// without reading those (their copies are stale or missing). So a resilver reads and
+    /// writes about what was missed (OpenZFS's resilver writes DTL children the same way).
+    fn resilver_block(&self, bp: &BlockPtr) -> Result<CopyReport, PipelineError> {
+        let birth = bp.birth_physical.0;
+        let mut report = CopyReport::default();
+        let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
+        let stale: Vec<(&crate::block::blkptr::Dva, usize)> = bp
+            .copies()
+            .filter_map(|dva| self.io.vdevs.top(dva.vdev).map(|top| (dva, top)))
+            .flat_map(|(dva, top)| {
+                (0..top.child_count())
+                    .filter(|&child| {
+                        let leaf = &top.children[child];
+                        leaf.is_usable() && leaf.dtl.contains(birth)
+                    })
+                    .map(move |child| (dva, child))
+            })
+            .collect();
+        // One copy read (the pipeline tries children that did not miss the txg first).
+        let physical = self.io.read_physical(bp, false)?;
+        report.copies = 1;
+        for (dva, child) in stale {
+            report.bad += 1;
+            let Some(top) = self.io.vdevs.top(dva.vdev) else {
+                continue;
+            };
+            let mut padded = physical.clone();
+            padded.resize(dva.size_allocated as usize, 0);
+            if top.write_child(child, dva.offset, &padded).is_ok() {
+                report.repaired += 1;
+            }
+        }
+        Ok(report)
+    }
+
+    fn finish_scan(&self, phys: &mut ScanPhys) {
+        phys.state = ScanState::Finished;
+        phys.end_time = now_seconds();
+        *self.scan.pass.lock() = None;
+        // Every block born up to max_txg was read on every usable child and each bad copy
+        // rewritten (a scrub as much as a resilver): the logs of the leaves that stayed usable
+        // are clean up to there.
+        if phys.unrepaired == 0 && phys.errors == 0 {
+            let unusable = self.scan.unusable_during_scan.lock().clone();
+            for leaf in self.io.vdevs.leaves() {
+                if leaf.is_usable() && !unusable.contains(&leaf.guid) {
+                    leaf.dtl.remove_before(phys.max_txg.0.saturating_add(1));
+                }
+            }
+        }
+        log::info!(
+            "pool {}: {} finished: {} bytes examined, {} repaired, {} errors",
+            self.name,
+            phys.function.as_str(),
+            phys.examined,
+            phys.repaired,
+            phys.errors
+        );
+    }
+
+    fn persist_scan(&self, phys: &ScanPhys, txg: Txg) -> Result<(), PoolError> {
+        let storage = self.storage();
+        let object = match self.scan.object.load(Ordering::Acquire) {
+            0 => {
+                let object = storage
+                    .create_object(4096, txg)
+                    .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
+                kv_set_u64(
+                    &self.mos,
+                    &Tx::syncing(txg),
+                    MOS_OBJECT_DIRECTORY,
+                    SCAN_KEY,
+                    object.0,
+                )?;
+                self.scan.object.store(object.0, Ordering::Release);
+                object
+            }
+            object => ObjectId(object),
+        };
+        storage
+            .write(object, 0, &phys.encode(), txg)
+            .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_phys_round_trips_and_rejects_garbage() {
+        let phys = ScanPhys {
+            function: ScanFunction::Resilver,
+            state: ScanState::Scanning,
+            paused: true,
+            min_txg: Txg(4),
+            max_txg: Txg(90),
+            start_time: 1_700_000_000,
+            end_time: 0,
+            to_examine: 1 << 30,
+            examined: 12345,
+            issued: 24690,
+            repaired: 4096,
+            errors: 1,
+            cursor_objset: 77,
+            cursor: Bookmark {
+                object: 9,
+                blkid: 1000,
+            },
+            copies_bad: 3,
+            unrepaired: 2,
+        };
+        let bytes = phys.encode();
+        assert_eq!(ScanPhys::decode(&bytes).unwrap(), phys);
+        let mut bad = bytes;
+        bad[0] ^= 1;
+        assert!(ScanPhys::decode(&bad).is_err());
+        let mut bad = bytes;
+        bad[6] = 9;
+        assert!(ScanPhys::decode(&bad).is_err());
+        let mut bad = bytes;
+        bad[8] = 2;
+        assert!(ScanPhys::decode(&bad).is_err());
+        assert!(ScanPhys::decode(&bytes[..100]).is_err());
+    }
+}
