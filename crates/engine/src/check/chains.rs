@@ -64,6 +64,8 @@ pub(super) fn verify_chain(
     listed: &mut HashSet<(crate::types::VdevId, u64)>,
 ) -> Result<Chain, PoolError> {
     let (origin_object, origin_txg) = origin_of(core, &head);
+    // Unreadable blocks of the chain go into the error log under its head (errlog.rs).
+    walker.head_dataset = Some(head_object);
     let mut error = |what: String| {
         walker
             .report

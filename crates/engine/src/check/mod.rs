@@ -49,6 +49,11 @@ pub struct CheckReport {
     pub copies_repaired: u64,
     /// Blocks none of whose copies verify.
     pub blocks_unreadable: Vec<String>,
+    /// Of those, the ones in a file system's objects: (head dataset record object, object,
+    /// physical birth txg), for the pool's error log.
+    pub objects_unreadable: Vec<(ObjectId, ObjectId, u64)>,
+    /// Per leaf (by path): copies that failed to read or verify, as counted against it.
+    pub device_errors: Vec<(String, u64)>,
     /// (vdev, offset, size) allocated in the space maps but referenced by nothing.
     pub leaks: Vec<(VdevId, u64, u64)>,
     /// (vdev, offset, size) referenced but free in the space maps.
@@ -74,6 +79,10 @@ struct Walker<'a> {
     repair: bool,
     referenced: BTreeMap<VdevId, RangeTree>,
     report: CheckReport,
+    /// The head dataset whose chain is being walked (None for the MOS and queues).
+    head_dataset: Option<ObjectId>,
+    /// The object whose tree is being walked.
+    current_object: Option<ObjectId>,
 }
 
 impl Walker<'_> {
@@ -94,10 +103,29 @@ impl Walker<'_> {
                 self.report.copies_bad += copies.bad;
                 self.report.copies_repaired += copies.repaired;
             }
-            Err(error) => self
-                .report
-                .blocks_unreadable
-                .push(format!("{what}: {error}")),
+            Err(error) => {
+                // Every copy of the block failed: count them as bad copies, so that the totals
+                // agree with the unreadable blocks listed.
+                let copies: u64 = bp
+                    .copies()
+                    .map(|dva| {
+                        self.io
+                            .vdevs
+                            .top(dva.vdev)
+                            .map_or(1, |top| top.child_count() as u64)
+                    })
+                    .sum();
+                self.report.copies_verified += copies;
+                self.report.copies_bad += copies;
+                if let (Some(dataset), Some(object)) = (self.head_dataset, self.current_object) {
+                    self.report
+                        .objects_unreadable
+                        .push((dataset, object, bp.birth_physical.0));
+                }
+                self.report
+                    .blocks_unreadable
+                    .push(format!("{what}: {error}"))
+            }
         }
     }
 
@@ -185,11 +213,13 @@ impl Walker<'_> {
         for (object, dnode) in objset.synced_objects()? {
             let mut object_allocated = 0u64;
             let what = format!("{name} object {object}");
+            self.current_object = Some(object);
             let result = visit_tree(self.io, &dnode, &mut |bp| {
                 object_allocated += if bp.embedded { 0 } else { bp.size_allocated() };
                 take(self, bp, &what);
                 Ok(())
             });
+            self.current_object = None;
             if let Err(error) = result {
                 self.report
                     .errors
@@ -407,8 +437,12 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         repair: repair && io.is_writable(),
         referenced: BTreeMap::new(),
         report: CheckReport::default(),
+        head_dataset: None,
+        current_object: None,
     };
     walker.report.txg = core.txgs.last_synced().0;
+    let errors_before = leaf_errors(core);
+    core.errlog_verification_begins();
 
     let mos_root = core.mos.synced_root();
     walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None, None)?;
@@ -503,6 +537,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             .errors
             .push(format!("background destroy queue: {error}"));
     }
+    walker.head_dataset = None;
     for bp in &pending {
         walker.visit(bp, "background destroy");
     }
@@ -538,6 +573,27 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     let storage = MosSpaceStorage { mos: &core.mos };
     let on_disk = core.io.space.allocated_from_space_maps(&storage)?;
     let mut report = walker.report;
+    report.device_errors = leaf_errors(core)
+        .into_iter()
+        .zip(errors_before)
+        .map(|((path, after), (_, before))| (path, after.saturating_sub(before)))
+        .collect();
+    core.errlog_verification_ends(
+        report
+            .objects_unreadable
+            .iter()
+            .map(|(dataset, object, birth)| {
+                (
+                    crate::pool::errlog::ErrorBookmark {
+                        dataset: *dataset,
+                        object: *object,
+                        blkid: crate::pool::errlog::BLKID_UNKNOWN,
+                    },
+                    *birth,
+                )
+            })
+            .collect(),
+    );
     for top in &core.io.vdevs.tops {
         let referenced = walker.referenced.remove(&top.id).unwrap_or_default();
         let allocated = on_disk.get(&top.id).cloned().unwrap_or_default();
@@ -561,6 +617,24 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         );
     }
     Ok(report)
+}
+
+/// Every leaf's path with its read and checksum error counts so far (check reports the
+/// difference its own reads made).
+fn leaf_errors(core: &crate::pool::PoolCore) -> Vec<(String, u64)> {
+    core.io
+        .vdevs
+        .tops
+        .iter()
+        .flat_map(|top| &top.children)
+        .map(|leaf| {
+            let stats = leaf.stats.snapshot();
+            (
+                leaf.path.display().to_string(),
+                stats.read_errors + stats.checksum_errors,
+            )
+        })
+        .collect()
 }
 
 /// Check only reads: an object set opened for checking never syncs.

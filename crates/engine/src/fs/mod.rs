@@ -85,6 +85,7 @@
 pub mod acl;
 mod intent;
 mod nodes;
+mod path;
 pub mod phys;
 pub mod ranges;
 mod rename;

@@ -64,6 +64,7 @@ mod intent;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
+pub mod read_errors;
 mod sync;
 mod synced;
 pub mod traverse;
@@ -272,6 +273,8 @@ pub struct ObjectSet {
     /// The file system's intent log, once attached (zil/): asked for the log header in each
     /// sync.
     log: Mutex<Option<Arc<Zil>>>,
+    /// Data blocks found with no good copy, for the pool's error log (`read_errors.rs`).
+    read_errors: read_errors::ReadErrors,
     state: Mutex<State>,
 }
 
@@ -408,6 +411,7 @@ impl ObjectSet {
             object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
             gate: parking_lot::RwLock::new(()),
             log: Mutex::new(None),
+            read_errors: Default::default(),
             state: Mutex::new(State {
                 synced_root,
                 synced_log_header: log_header,
@@ -687,11 +691,17 @@ impl ObjectSet {
                 if tree_dnode.is_free() {
                     return Ok(Arc::new(vec![0; block_size]));
                 }
-                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)?;
+                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
+                    .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
                 if bp.is_hole() {
                     return Ok(Arc::new(vec![0; block_size]));
                 }
-                let data = self.io.read(&bp)?;
+                let data = self.io.read(&bp).map_err(|error| {
+                    let error = ObjectError::from(error);
+                    let birth = bp.birth_physical.0;
+                    self.read_errors.note(object, blkid, birth, &error);
+                    error
+                })?;
                 if data.len() != block_size {
                     return Err(ObjectError::Corrupt(format!(
                         "object {object} block {blkid}: {} bytes, block size {block_size}",
@@ -717,11 +727,16 @@ impl ObjectSet {
                 if tree_dnode.is_free() {
                     return Ok(None);
                 }
-                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)?;
+                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
+                    .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
                 if bp.is_hole() {
                     return Ok(None);
                 }
-                Ok(Some(self.io.read(&bp)?))
+                let read = self.io.read(&bp).map_err(ObjectError::from);
+                let birth = bp.birth_physical.0;
+                Ok(Some(read.inspect_err(|error| {
+                    self.read_errors.note(object, blkid, birth, error)
+                })?))
             }
         }
     }

@@ -448,6 +448,8 @@ impl Pool {
                 dirty: !options.readonly,
             }),
             tunables: tunables.clone(),
+            errlog: Default::default(),
+            history: Default::default(),
         });
         core.install_dirty_probe();
         core.attach_open_context(&core.root);
@@ -464,6 +466,9 @@ impl Pool {
             }
         }
         core.load_background_frees()?;
+        if let Err(error) = core.load_errlog() {
+            damaged.push(format!("error log: {error}"));
+        }
         if !options.readonly {
             // Before anything allocates: the log blocks written after this uberblock.
             core.claim_logs(uberblock.txg, &mut damaged);

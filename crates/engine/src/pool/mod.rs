@@ -86,6 +86,8 @@ pub mod background_free;
 mod clones;
 mod create;
 pub mod datasets;
+pub mod errlog;
+pub mod history;
 mod import;
 pub mod livelists;
 pub mod props;
@@ -502,6 +504,10 @@ pub struct PoolCore {
     background_frees_pending: std::sync::atomic::AtomicBool,
     config: Mutex<ConfigState>,
     tunables: Tunables,
+    /// Blocks with no good copy ([`errlog`]).
+    errlog: errlog::ErrorLog,
+    /// History records waiting for the next sync ([`history`]).
+    history: history::History,
 }
 
 /// An open (imported) pool, running in this process.
@@ -613,6 +619,7 @@ impl Pool {
                     },
                     move |txg| {
                         check_core.mos.is_dirty(txg)
+                            || check_core.records_pending()
                             || check_core.dataset_list().iter().any(|(_, dataset)| {
                                 dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
                             })

@@ -31,6 +31,7 @@ impl PoolCore {
             && !self.has_snapshot_tasks(txg)
             && !self.config.lock().dirty
             && !self.background_work_pending()
+            && !self.records_pending()
             && !self.io.space.flush_all_pending();
         // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
         // space maps and the MOS, whose late passes defer frees again, so carrying it on an
@@ -54,6 +55,9 @@ impl PoolCore {
         let _plug = crate::vdev::plug::Plug::new();
 
         self.free_deferred(txg)?;
+        // The error log and the history (errlog.rs, history.rs).
+        self.sync_errlog(txg)?;
+        self.sync_history(txg)?;
         let mut changed = !destroys.is_empty();
         let deadlists = self.deadlist_store();
         for (_, dataset) in &datasets {
