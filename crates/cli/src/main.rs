@@ -71,6 +71,7 @@ mod ops;
 mod output;
 mod protocol;
 mod quickstart;
+mod records;
 mod verbs;
 
 use std::path::{Path, PathBuf};
@@ -435,7 +436,24 @@ enum PoolCommand {
         dirs: Vec<PathBuf>,
         #[arg(short = 'j')]
         json: bool,
+        /// Name the files with permanent errors (damaged blocks with no good copy).
+        #[arg(short = 'v')]
+        verbose: bool,
         pool: Option<String>,
+    },
+    /// Every command that changed the pool, oldest first: tarn pool history [-l] POOL
+    History {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        /// Also say who ran each command, on which host, in which txg.
+        #[arg(short = 'l')]
+        long: bool,
+        pool: String,
+    },
+    /// Reset error counts (of one device) and forget the error log: tarn pool clear POOL [DEV]
+    Clear {
+        pool: String,
+        device: Option<String>,
     },
 }
 
@@ -579,7 +597,16 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Destroy { dirs, force, pool } => pool::destroy(socket, dirs, force, pool),
             PoolCommand::Sync { pool } => pool::sync(socket, pool),
             PoolCommand::List { dirs, list, pool } => pool::list(socket, dirs, list.format(), pool),
-            PoolCommand::Status { dirs, json, pool } => pool::status(socket, dirs, json, pool),
+            PoolCommand::Status {
+                dirs,
+                json,
+                verbose,
+                pool,
+            } => pool::status(socket, dirs, json, verbose, pool),
+            PoolCommand::History { dirs, long, pool } => {
+                verbs::pool_records::history(socket, dirs, long, pool)
+            }
+            PoolCommand::Clear { pool, device } => verbs::pool_records::clear(socket, pool, device),
             PoolCommand::Get {
                 list,
                 properties,

@@ -181,7 +181,7 @@ pub fn set_pool_property(pool: &Pool, property: &str, value: &str) -> Result<(),
     }
 }
 
-pub fn status_entry(pool: &Pool) -> StatusEntry {
+pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
     let name = pool.name();
     let mut vdevs = Vec::new();
     let health = pool.core.io.vdevs.health();
@@ -241,12 +241,14 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
     if health != tarn::vdev::VdevHealth::Online {
         text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
     }
-    text.push_str("\nerrors: No known data errors\n");
+    let (errors, errors_json) = crate::records::errors_section(pool, verbose);
+    text.push('\n');
+    text.push_str(&errors);
     StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs}),
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "vdevs": vdevs, "errors": errors_json}),
     }
 }
 
@@ -264,6 +266,19 @@ pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
         report.copies_bad,
         report.copies_repaired
     );
+    if !report.blocks_unreadable.is_empty() {
+        out!(
+            "  unrecoverable blocks: {} (no copy verifies; listed below and in the error log, see 'tarn pool status -v')",
+            report.blocks_unreadable.len()
+        );
+    }
+    for (path, errors) in report
+        .device_errors
+        .iter()
+        .filter(|(_, errors)| *errors > 0)
+    {
+        out!("  device {path}: {errors} bad copies (read or checksum errors)");
+    }
     for block in &report.blocks_unreadable {
         out!("  UNREADABLE: {block}");
     }
@@ -280,12 +295,22 @@ pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
         out!("  ERROR: {error}");
     }
     let clean = report.is_clean();
+    let unrepaired = report.copies_bad.saturating_sub(report.copies_repaired);
     out!(
         "{}",
-        if clean {
-            "no errors found"
+        if !clean {
+            "ERRORS FOUND".to_string()
+        } else if report.copies_bad == 0 {
+            "no errors found".to_string()
+        } else if unrepaired == 0 {
+            format!(
+                "no errors found ({} bad copies repaired)",
+                report.copies_repaired
+            )
         } else {
-            "ERRORS FOUND"
+            format!(
+                "no unrecoverable errors, but {unrepaired} bad copies were not repaired (check -n or a read-only pool): run 'tarn check' to repair them"
+            )
         }
     );
     Ok(clean)

@@ -14,6 +14,7 @@ use std::path::Path;
 use tarn::check::check_pool;
 use tarn::fs::FileSystem;
 use tarn::object::tree::visit_tree;
+use tarn::pool::errlog::BLKID_UNKNOWN;
 use tarn::pool::Pool;
 use tarn::types::ObjectId;
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
@@ -174,9 +175,10 @@ fn check_logs_unreadable_blocks_and_a_clean_check_clears_them() {
     assert!(report.is_clean(), "{report:#?}");
     assert!(pool.core.error_entries().is_empty());
 
-    // pool clear empties the log even while the block is still bad.
+    // An entry naming the object but no block stays while the object exists; pool clear
+    // empties the log.
     pool.core
-        .record_unreadable(pool.core.root.object, ObjectId(ino), 0, 0);
+        .record_unreadable(pool.core.root.object, ObjectId(ino), BLKID_UNKNOWN, 0);
     assert_eq!(pool.core.error_entries().len(), 1);
     pool.core.clear_errlog();
     assert!(pool.core.error_entries().is_empty());

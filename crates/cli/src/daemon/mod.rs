@@ -64,6 +64,7 @@ use tarn::tunables::Tunables;
 mod datasets;
 mod handlers;
 mod held;
+mod history;
 mod inspect;
 mod mounts;
 mod pool;
@@ -366,6 +367,7 @@ fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
 /// Answer the requests of one connection, one line each, until it closes.
 fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
     let _ = stream.set_nonblocking(false);
+    let peer = history::peer(&stream);
     let Ok(writer) = stream.try_clone() else {
         return;
     };
@@ -392,12 +394,21 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                     warn!("{message}");
                     Response::failure(STATUS_BAD_REQUEST, &message)
                 }
-                Ok(request) if request.carries_stream() => {
-                    answer_with(daemon, request, |daemon, request| {
-                        streams::handle(daemon, request, &mut reader, &mut writer)
-                    })
+                Ok(request) => {
+                    // The pool history records every change that succeeds (history.rs).
+                    let record = history::PendingRecord::of(&request, peer);
+                    let response = if request.carries_stream() {
+                        answer_with(daemon, request, |daemon, request| {
+                            streams::handle(daemon, request, &mut reader, &mut writer)
+                        })
+                    } else {
+                        answer(daemon, request)
+                    };
+                    if let (0, Some(record)) = (response.status, record) {
+                        record.record(daemon);
+                    }
+                    response
                 }
-                Ok(request) => answer(daemon, request),
             },
         };
         if send(&mut writer, &response).is_err() {

@@ -172,17 +172,30 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             ops::set_pool_property(&held, &property, &value)?;
             Answer::done()
         }
-        Request::PoolStatus { pool } => {
+        Request::PoolStatus { pool, verbose } => {
             let entries: Vec<StatusEntry> = daemon
                 .pools()
                 .iter()
                 .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
-                .map(|p| ops::status_entry(p))
+                .map(|p| ops::status_entry(p, verbose))
                 .collect();
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "pools": entries }),
             })
+        }
+        Request::PoolHistory { pool } => {
+            let held = daemon.held(&pool)?;
+            let rows = crate::records::history_rows(&held)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "history": rows }),
+            })
+        }
+        Request::PoolClear { pool, device } => {
+            let held = daemon.held(&pool)?;
+            held.core.clear_errors(device.as_deref())?;
+            Answer::done()
         }
         other => Err(Reply::Failed(Failure(format!(
             "internal error: {} is not a pool request",

@@ -29,7 +29,9 @@
 //! | `pool destroy` | `pool`, `force` (as export) |
 //! | `pool sync` | `pool` (or null: every pool) |
 //! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health, freeing}]}` |
-//! | `pool status` | `pool` (or null): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool status` | `pool` (or null), `verbose` (`-v`: name damaged files): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool history` | `pool`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`, oldest first |
+//! | `pool clear` | `pool`, `device` (a leaf's path, or null: every leaf and the error log) |
 //! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
 //! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
@@ -148,7 +150,22 @@ pub enum Request {
     #[serde(rename = "pool list")]
     PoolList { pool: Option<String> },
     #[serde(rename = "pool status")]
-    PoolStatus { pool: Option<String> },
+    PoolStatus {
+        pool: Option<String>,
+        /// `-v`: name the files with permanent errors.
+        #[serde(default)]
+        verbose: bool,
+    },
+    /// `pool history`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`.
+    #[serde(rename = "pool history")]
+    PoolHistory { pool: String },
+    /// `pool clear POOL [DEV]`: reset error counts (of one leaf, named by path), forget the
+    /// error log (the whole pool only), resume a pool suspended by failed writes.
+    #[serde(rename = "pool clear")]
+    PoolClear {
+        pool: String,
+        device: Option<String>,
+    },
     /// Pool properties: `properties` names them (`all` among them: every one).
     #[serde(rename = "pool get")]
     PoolGet {
@@ -348,6 +365,8 @@ impl Request {
             Request::PoolSync { .. } => "pool sync",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
+            Request::PoolHistory { .. } => "pool history",
+            Request::PoolClear { .. } => "pool clear",
             Request::PoolGet { .. } => "pool get",
             Request::PoolSet { .. } => "pool set",
             Request::Check { .. } => "check",

@@ -350,9 +350,13 @@ pub fn status(
     socket: &Path,
     dirs: Vec<PathBuf>,
     json: bool,
+    verbose: bool,
     name: Option<String>,
 ) -> Result<Status, Failure> {
-    let request = Request::PoolStatus { pool: name.clone() };
+    let request = Request::PoolStatus {
+        pool: name.clone(),
+        verbose,
+    };
     let daemon = client::ask_if_running(socket, &request)?;
     let daemon_running = daemon.is_some();
     let mut entries: Vec<StatusEntry> = match daemon {
@@ -370,7 +374,7 @@ pub fn status(
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            entries.push(ops::status_entry(&pool));
+            entries.push(ops::status_entry(&pool, verbose));
             pool.export()?;
         }
     }

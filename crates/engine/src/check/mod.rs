@@ -50,8 +50,9 @@ pub struct CheckReport {
     /// Blocks none of whose copies verify.
     pub blocks_unreadable: Vec<String>,
     /// Of those, the ones in a file system's objects: (head dataset record object, object,
-    /// physical birth txg), for the pool's error log.
-    pub objects_unreadable: Vec<(ObjectId, ObjectId, u64)>,
+    /// first data block the unreadable block covers, physical birth txg of a data block's
+    /// pointer or 0 for an indirect block), for the pool's error log.
+    pub objects_unreadable: Vec<(ObjectId, ObjectId, u64, u64)>,
     /// Per leaf (by path): copies that failed to read or verify, as counted against it.
     pub device_errors: Vec<(String, u64)>,
     /// (vdev, offset, size) allocated in the space maps but referenced by nothing.
@@ -81,8 +82,6 @@ struct Walker<'a> {
     report: CheckReport,
     /// The head dataset whose chain is being walked (None for the MOS and queues).
     head_dataset: Option<ObjectId>,
-    /// The object whose tree is being walked.
-    current_object: Option<ObjectId>,
 }
 
 impl Walker<'_> {
@@ -117,16 +116,35 @@ impl Walker<'_> {
                     .sum();
                 self.report.copies_verified += copies;
                 self.report.copies_bad += copies;
-                if let (Some(dataset), Some(object)) = (self.head_dataset, self.current_object) {
-                    self.report
-                        .objects_unreadable
-                        .push((dataset, object, bp.birth_physical.0));
-                }
                 self.report
                     .blocks_unreadable
                     .push(format!("{what}: {error}"))
             }
         }
+    }
+
+    /// For the error log: the data blocks of `object` that cannot be read, by block number,
+    /// with the birth of their pointer (0 when an indirect block above them is what fails).
+    /// Only for an object of a file system's chain (`head_dataset` set).
+    fn note_unreadable_blocks(&mut self, object: ObjectId, dnode: &crate::object::phys::DnodePhys) {
+        let Some(dataset) = self.head_dataset else {
+            return;
+        };
+        let io = self.io;
+        let mut found = Vec::new();
+        let _ = crate::object::tree::visit_tree_blocks(io, dnode, &mut |first_blkid, bp| {
+            if bp.is_hole() || bp.embedded || io.read_physical(bp, false).is_ok() {
+                return Ok(());
+            }
+            let birth = if bp.level == 0 {
+                bp.birth_physical.0
+            } else {
+                0
+            };
+            found.push((dataset, object, first_blkid, birth));
+            Ok(())
+        });
+        self.report.objects_unreadable.extend(found);
     }
 
     /// Count a block's copies as allocated, reporting any that is claimed twice.
@@ -211,15 +229,19 @@ impl Walker<'_> {
                 .push(format!("{name}: meta-dnode tree: {error}"));
         }
         for (object, dnode) in objset.synced_objects()? {
+            let unreadable_before = self.report.blocks_unreadable.len();
             let mut object_allocated = 0u64;
             let what = format!("{name} object {object}");
-            self.current_object = Some(object);
             let result = visit_tree(self.io, &dnode, &mut |bp| {
                 object_allocated += if bp.embedded { 0 } else { bp.size_allocated() };
                 take(self, bp, &what);
                 Ok(())
             });
-            self.current_object = None;
+            // The error log wants the block numbers of unreadable data: walk the tree again
+            // for them only if this object had any (rare).
+            if self.report.blocks_unreadable.len() > unreadable_before {
+                self.note_unreadable_blocks(object, &dnode);
+            }
             if let Err(error) = result {
                 self.report
                     .errors
@@ -438,7 +460,6 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         referenced: BTreeMap::new(),
         report: CheckReport::default(),
         head_dataset: None,
-        current_object: None,
     };
     walker.report.txg = core.txgs.last_synced().0;
     let errors_before = leaf_errors(core);
@@ -582,12 +603,12 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         report
             .objects_unreadable
             .iter()
-            .map(|(dataset, object, birth)| {
+            .map(|(dataset, object, blkid, birth)| {
                 (
                     crate::pool::errlog::ErrorBookmark {
                         dataset: *dataset,
                         object: *object,
-                        blkid: crate::pool::errlog::BLKID_UNKNOWN,
+                        blkid: *blkid,
                     },
                     *birth,
                 )

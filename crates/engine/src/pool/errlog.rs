@@ -10,8 +10,8 @@
 //! as `<dataset>:<0xobject>` as zpool does.
 //!
 //! # Lifecycle of an entry
-//! - Added by a failed read, or by `check` (with block number [`BLKID_UNKNOWN`] when `check`
-//!   knows the object but not the block number).
+//! - Added by a failed read, or by `check` ([`BLKID_UNKNOWN`] is for an entry that names an
+//!   object but no block; it drops out only when the object is gone).
 //! - Dropped when its block is no longer referenced: the object is gone, the block became a
 //!   hole, or the block pointer's birth txg differs from the one that failed (the file was
 //!   rewritten). This is decided each time the list is read ([`PoolCore::error_entries`]),
@@ -278,6 +278,44 @@ impl PoolCore {
         }
     }
 
+    /// `pool clear [DEV]`: reset the error counts of every leaf, or of the one whose path (or
+    /// file name) is `device`; without a device, forget the error log too. A pool suspended by
+    /// a failed sync stays suspended: that is reported, not retried (see docs/design.md §2.20).
+    pub fn clear_errors(&self, device: Option<&str>) -> Result<(), PoolError> {
+        let leaves: Vec<_> = self
+            .io
+            .vdevs
+            .tops
+            .iter()
+            .flat_map(|top| &top.children)
+            .filter(|leaf| {
+                device.is_none_or(|device| {
+                    leaf.path == std::path::Path::new(device)
+                        || leaf.path.file_name() == Some(std::ffi::OsStr::new(device))
+                })
+            })
+            .collect();
+        if let (Some(device), true) = (device, leaves.is_empty()) {
+            return Err(PoolError::Refused(format!(
+                "no such device in pool {}: {device}",
+                self.name
+            )));
+        }
+        for leaf in leaves {
+            leaf.stats.clear_errors();
+        }
+        if device.is_none() {
+            self.clear_errlog();
+        }
+        if let Some(why) = self.txgs.failure() {
+            return Err(PoolError::Refused(format!(
+                "error counts cleared, but pool {} stays suspended (a txg failed to sync: {why}); retrying the failed sync is not supported: export and re-import the pool",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
     /// The current entries, those whose block is no longer referenced dropped (and removed from
     /// the on-disk list at the next sync), each with its dataset name and path when known.
     pub fn error_entries(&self) -> Vec<ErrorEntry> {
@@ -378,7 +416,8 @@ fn is_stale(objset: &crate::object::ObjectSet, bookmark: &ErrorBookmark, birth: 
     }
     match objset.block_now(bookmark.object, bookmark.blkid) {
         Ok(BlockNow::Gone) | Ok(BlockNow::Hole) => true,
-        Ok(BlockNow::Born(now)) => birth != 0 && now != birth,
+        // Birth 0: an indirect block above it failed; readable again means rewritten.
+        Ok(BlockNow::Born(now)) => birth == 0 || now != birth,
         Ok(BlockNow::Unreadable) | Err(_) => false,
     }
 }

@@ -281,8 +281,15 @@ impl PoolCore {
         Ok(())
     }
 
-    /// Every record in the ring, oldest first (records not yet synced are not included).
+    /// Every record in the ring, oldest first, then the records waiting for the next sync
+    /// (with txg 0).
     pub fn history(&self) -> Result<Vec<HistoryRecord>, PoolError> {
+        let mut records = self.synced_history()?;
+        records.extend(self.history.pending.lock().iter().cloned());
+        Ok(records)
+    }
+
+    fn synced_history(&self) -> Result<Vec<HistoryRecord>, PoolError> {
         let Some(object) = self.history_object()? else {
             return Ok(Vec::new());
         };
