@@ -118,12 +118,15 @@ impl Pool {
                     .join(", "),
             });
         }
-        // Map leaf guid -> path from what the scan found.
-        let mut paths_by_guid: BTreeMap<u64, PathBuf> = BTreeMap::new();
-        for found_leaf in crate::vdev::scan::scan_dirs(&options.dirs) {
-            if found_leaf.config.pool_guid == config.pool_guid {
-                paths_by_guid.insert(found_leaf.config.leaf_guid, found_leaf.path);
-            }
+        // Map leaf guid -> path from what the scan found; copies of one leaf are told apart
+        // by their labels or refused (leaf_choice.rs).
+        let (paths_by_guid, copies_passed_over) = super::leaf_choice::choose_leaves(
+            &config.name,
+            config.pool_guid,
+            crate::vdev::scan::scan_dirs(&options.dirs),
+        )?;
+        for warning in &copies_passed_over {
+            log::warn!("{warning}");
         }
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
@@ -226,7 +229,7 @@ impl Pool {
                 ImportReport {
                     txg: uberblock.txg,
                     skipped: Vec::new(),
-                    damaged,
+                    damaged: [copies_passed_over.clone(), damaged].concat(),
                     seconds_discarded: seconds_before(&uberblock),
                 },
             ));
@@ -249,7 +252,7 @@ impl Pool {
                         ImportReport {
                             txg: uberblock.txg,
                             skipped,
-                            damaged,
+                            damaged: [copies_passed_over.clone(), damaged].concat(),
                             seconds_discarded: seconds_before(&uberblock),
                         },
                     ))

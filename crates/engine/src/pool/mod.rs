@@ -89,6 +89,7 @@ pub mod datasets;
 pub mod errlog;
 pub mod history;
 mod import;
+mod leaf_choice;
 pub mod livelists;
 pub mod props;
 pub mod receiving;
