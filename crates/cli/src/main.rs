@@ -62,6 +62,7 @@ macro_rules! err {
 }
 
 mod bench;
+mod cachefile;
 mod client;
 mod daemon;
 mod error;
@@ -381,6 +382,9 @@ enum PoolCommand {
         /// With -F: only say which txg a rewind would open and how much it would discard.
         #[arg(short = 'n', requires = "rewind")]
         dry_run: bool,
+        /// Import every pool the cache file remembers (what the systemd unit runs at boot).
+        #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
+        all: bool,
         pool: Option<String>,
         new_name: Option<String>,
     },
@@ -567,6 +571,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 pool,
                 vdevs,
             ),
+            PoolCommand::Import { all: true, .. } => verbs::pool_cache::import_all(socket),
             PoolCommand::Import {
                 dirs,
                 force: _,
@@ -575,6 +580,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 altroot,
                 rewind,
                 dry_run,
+                all: _,
                 pool,
                 new_name,
             } => match (dry_run, pool) {

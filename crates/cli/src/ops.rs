@@ -175,7 +175,7 @@ pub fn set_pool_property(pool: &Pool, property: &str, value: &str) -> Result<(),
             "property 'readonly' can only be set at import time (tarn pool import -o readonly=on)".into(),
         )),
         "cachefile" => Err(Failure(
-            "property 'cachefile' can only be set at import or creation time (and tarn keeps no cache file yet)".into(),
+            "property 'cachefile' belongs to the daemon holding the pool: import the pool, then set it (or give -o cachefile= to pool create or import)".into(),
         )),
         _ => Ok(pool.set_pool_property(property, value)?),
     }

@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 
 use tarn::tunables::Tunables;
 
+mod cache;
 mod datasets;
 mod handlers;
 mod held;
@@ -212,6 +213,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         lifecycle: Mutex::new(()),
         tunables,
         socket: socket.clone(),
+        caches: cache::PoolCaches::new(&socket),
     });
     if let Some(addr) = metrics {
         let bound = crate::metrics::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
@@ -224,6 +226,8 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         .map_err(Failure)?;
         info!("serving metrics at http://{bound}/metrics");
     }
+    // The pools this daemon's cache file remembers come back before the first request.
+    cache::import_at_start(&daemon);
     serve(&daemon, &listener);
 
     // Stop: no new connections, refuse new requests, let the ones in flight finish.

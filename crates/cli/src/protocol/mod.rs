@@ -24,7 +24,7 @@
 //! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...]}` |
 //! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
 //! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features`, `altroot` (absolute, or null), `mountpoint` (absolute path, `none`, `legacy`, or null for `/POOL`) |
-//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null) |
+//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null), `rewind`, `cachefile` (absolute path, `none`, or null for the default) |
 //! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
 //! | `pool destroy` | `pool`, `force` (as export) |
 //! | `pool sync` | `pool` (or null: every pool) |
@@ -127,6 +127,9 @@ pub enum Request {
         /// Properties of the root file system (`-O`).
         #[serde(default)]
         properties: Vec<(String, String)>,
+        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
+        #[serde(default)]
+        cachefile: Option<String>,
     },
     #[serde(rename = "pool import")]
     PoolImport {
@@ -140,6 +143,9 @@ pub enum Request {
         /// `-F`: rewind further than the automatic fallback when needed.
         #[serde(default)]
         rewind: bool,
+        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
+        #[serde(default)]
+        cachefile: Option<String>,
     },
     #[serde(rename = "pool export")]
     PoolExport { pool: String, force: bool },

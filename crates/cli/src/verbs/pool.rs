@@ -9,6 +9,7 @@ use tarn::pool::{parse_vdev_specs, validate_pool_name, Pool};
 use tarn::vdev::label::PoolState;
 
 use super::{ask_holder, forward, property_list};
+use crate::cachefile;
 use crate::client;
 use crate::error::{Failure, Status};
 use crate::format::{human_bytes, Cell};
@@ -47,15 +48,20 @@ pub fn create(
     let fs_properties = super::dataset::parse_settings(&fs_properties)?;
     Pool::parse_properties(&fs_properties)?;
     let mut disabled_features = Vec::new();
+    let mut cachefile = None;
     for property in &properties {
         let (key, value) = property.split_once('=').ok_or_else(|| {
             Failure(format!(
                 "invalid property {property:?}: expected prop=value"
             ))
         })?;
+        if key == "cachefile" {
+            cachefile = Some(cachefile_value(value));
+            continue;
+        }
         let Some(feature) = key.strip_prefix("feature@") else {
             return Err(Failure(format!(
-                "unknown pool property {key:?} (pool properties: feature@NAME=enabled|disabled)"
+                "unknown pool property {key:?} (pool properties: cachefile=PATH|none, feature@NAME=enabled|disabled)"
             )));
         };
         match value {
@@ -97,24 +103,39 @@ pub fn create(
         altroot: altroot.as_deref().map(absolute),
         mountpoint,
         properties: fs_properties,
+        cachefile,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
 
-fn parse_import_options(options: &[String]) -> Result<bool, Failure> {
+/// `-o cachefile=VALUE`: `none`, or a path made absolute here (the daemon does not share our
+/// working directory); empty means the default.
+fn cachefile_value(value: &str) -> String {
+    match value {
+        "" | "none" => value.to_string(),
+        path => absolute(Path::new(path)).display().to_string(),
+    }
+}
+
+/// `pool import -o`: readonly=on|off and cachefile=PATH|none.
+fn parse_import_options(options: &[String]) -> Result<(bool, Option<String>), Failure> {
     let mut readonly = false;
+    let mut cachefile = None;
     for option in options {
         match option.as_str() {
             "readonly=on" => readonly = true,
             "readonly=off" => readonly = false,
+            other if other.starts_with("cachefile=") => {
+                cachefile = Some(cachefile_value(&other["cachefile=".len()..]));
+            }
             other => {
                 return Err(Failure(format!(
-                    "unknown import option {other:?} (known: readonly=on|off)"
+                    "unknown import option {other:?} (known: readonly=on|off, cachefile=PATH|none)"
                 )))
             }
         }
     }
-    Ok(readonly)
+    Ok((readonly, cachefile))
 }
 
 /// Guids of the pools the daemon holds (empty when no daemon runs).
@@ -179,7 +200,14 @@ pub fn import(
         altroot,
         rewind,
     } = flags;
-    let readonly = parse_import_options(&options)?;
+    let (readonly, cachefile) = parse_import_options(&options)?;
+    // Without -d: /dev/disk/by-id and the directories the cache file names, never the
+    // current directory (a pool's vdev files are not where the user happens to stand).
+    let dirs = if dirs.is_empty() {
+        cachefile::import_scan_dirs(&cachefile::default_path(socket))
+    } else {
+        dirs
+    };
     let Some(name) = pool else {
         let held: BTreeSet<u64> = daemon_rows(socket, None)?
             .unwrap_or_default()
@@ -195,8 +223,13 @@ pub fn import(
             out!("no pools available to import");
         }
         for pool in found {
+            let status = match pool.state {
+                PoolState::Exported => "exported cleanly; imports as it is",
+                PoolState::Destroyed => "destroyed; its vdevs can be reused (import -D to list only)",
+                _ => "not exported: imported by another process, or its holder died (it imports without -f once nobody holds it)",
+            };
             out!(
-                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n",
+                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n status: {status}\n vdevs: {}\n",
                 pool.name,
                 pool.guid,
                 pool.state,
@@ -217,6 +250,7 @@ pub fn import(
         readonly,
         altroot: altroot.as_deref().map(absolute),
         rewind,
+        cachefile,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
