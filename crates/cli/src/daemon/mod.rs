@@ -63,6 +63,7 @@ use tarn::tunables::Tunables;
 
 mod cache;
 mod datasets;
+mod failmode;
 mod handlers;
 mod held;
 mod history;
@@ -228,6 +229,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
     }
     // The pools this daemon's cache file remembers come back before the first request.
     cache::import_at_start(&daemon);
+    failmode::watch(&daemon);
     serve(&daemon, &listener);
 
     // Stop: no new connections, refuse new requests, let the ones in flight finish.

@@ -289,7 +289,8 @@ fn imported_at_start(
         && new_name.is_none();
     if same {
         out!(
-            "pool {name} is imported (from the cache file {} when the daemon started)",
+            "imported pool {name} at txg {} (from the cache file {} when the daemon started)",
+            held.last_synced_txg(),
             daemon.caches.default.display()
         );
         return Ok(Some(Answer::done()));

@@ -320,6 +320,7 @@ impl Pool {
             tunables,
             errlog: Default::default(),
             history: Default::default(),
+            failmode: Default::default(),
         });
         core.install_dirty_probe();
         // The creating txg is synced right here, before any other transaction can exist.

@@ -228,10 +228,10 @@ impl PoolCore {
             })
     }
 
-    /// Whether the error log or the history has something for the next sync (a reason to
-    /// sync a txg with no other change).
+    /// Whether the error log, the history or failmode has something for the next sync (a
+    /// reason to sync a txg with no other change).
     pub(super) fn records_pending(&self) -> bool {
-        self.errlog_dirty() || self.history_pending()
+        self.errlog_dirty() || self.history_pending() || self.failmode_dirty()
     }
 
     /// Record an unreadable block found by `check` (by dataset record object and object).

@@ -453,6 +453,7 @@ impl Pool {
             tunables: tunables.clone(),
             errlog: Default::default(),
             history: Default::default(),
+            failmode: Default::default(),
         });
         core.install_dirty_probe();
         core.attach_open_context(&core.root);
@@ -471,6 +472,9 @@ impl Pool {
         core.load_background_frees()?;
         if let Err(error) = core.load_errlog() {
             damaged.push(format!("error log: {error}"));
+        }
+        if let Err(error) = core.load_failmode() {
+            damaged.push(format!("failmode: {error}"));
         }
         if !options.readonly {
             // Before anything allocates: the log blocks written after this uberblock.

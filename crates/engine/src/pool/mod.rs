@@ -87,6 +87,7 @@ mod clones;
 mod create;
 pub mod datasets;
 pub mod errlog;
+pub mod failmode;
 pub mod history;
 mod import;
 mod leaf_choice;
@@ -509,6 +510,8 @@ pub struct PoolCore {
     errlog: errlog::ErrorLog,
     /// History records waiting for the next sync ([`history`]).
     history: history::History,
+    /// The `failmode` property ([`failmode`]).
+    failmode: failmode::FailModeState,
 }
 
 /// An open (imported) pool, running in this process.

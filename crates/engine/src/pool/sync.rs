@@ -55,9 +55,10 @@ impl PoolCore {
         let _plug = crate::vdev::plug::Plug::new();
 
         self.free_deferred(txg)?;
-        // The error log and the history (errlog.rs, history.rs).
+        // The error log, the history and failmode (errlog.rs, history.rs, failmode.rs).
         self.sync_errlog(txg)?;
         self.sync_history(txg)?;
+        self.sync_failmode(txg)?;
         let mut changed = !destroys.is_empty();
         let deadlists = self.deadlist_store();
         for (_, dataset) in &datasets {
