@@ -467,6 +467,7 @@ mod tests {
                 altroot: Some(PathBuf::from("/alt")),
                 mountpoint: Some("none".into()),
                 properties: vec![("atime".into(), "off".into())],
+                cachefile: Some("none".into()),
             },
             Request::PoolImport {
                 pool: "tank".into(),
@@ -475,6 +476,18 @@ mod tests {
                 readonly: true,
                 altroot: None,
                 rewind: true,
+                cachefile: None,
+            },
+            Request::PoolStatus {
+                pool: Some("tank".into()),
+                verbose: true,
+            },
+            Request::PoolHistory {
+                pool: "tank".into(),
+            },
+            Request::PoolClear {
+                pool: "tank".into(),
+                device: Some("/d/a.img".into()),
             },
             Request::PoolSync { pool: None },
             Request::PoolGet {
