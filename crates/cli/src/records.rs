@@ -2,7 +2,6 @@
 //! `pool status` (the error log, `tarn::pool::errlog`) and `pool history` (the history ring,
 //! `tarn::pool::history`), in zpool's words. Used by the daemon and by in-process runs alike.
 
-use serde::{Deserialize, Serialize};
 use tarn::pool::Pool;
 
 /// The `errors:` section of `pool status` and its JSON: with `verbose`, every damaged file by
@@ -37,31 +36,11 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value)
     (text, json)
 }
 
-/// One history record on the wire.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct HistoryRow {
-    pub time_seconds: u64,
-    pub uid: u32,
-    pub txg: u64,
-    pub user: String,
-    pub host: String,
-    pub command: String,
-}
+/// One history record on the wire: the engine's record as it is.
+pub type HistoryRow = tarn::pool::history::HistoryRecord;
 
 pub fn history_rows(pool: &Pool) -> Result<Vec<HistoryRow>, tarn::pool::PoolError> {
-    Ok(pool
-        .core
-        .history()?
-        .into_iter()
-        .map(|record| HistoryRow {
-            time_seconds: record.time_seconds,
-            uid: record.uid,
-            txg: record.txg,
-            user: record.user,
-            host: record.host,
-            command: record.command,
-        })
-        .collect())
+    pool.core.history()
 }
 
 /// `pool history` as zpool prints it: a heading, then one line a command, the time first

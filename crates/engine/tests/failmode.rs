@@ -12,17 +12,14 @@ use std::sync::Arc;
 use tarn::block::blkptr::Compression;
 use tarn::pool::failmode::FailMode;
 use tarn::pool::{CreateOptions, Pool};
-use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice};
+use tarn::vdev::FaultPlan;
 
 use common::*;
 
 const POOL: &str = "failing";
 
 fn faulty_pool(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
-    let wrap: tarn::pool::DeviceWrapper =
-        Arc::new(move |_path: &Path, device: Arc<dyn BlockDevice>| {
-            Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
-        });
+    let wrap = fault_wrapper(plan);
     Pool::create(CreateOptions {
         name: POOL.into(),
         vdevs: single(dir, "vdev.img"),
@@ -93,11 +90,7 @@ fn failmode_is_kept_in_the_pool_and_a_suspended_pool_says_so() {
 
 /// The pool of the test imported again through the fault layer.
 fn faulty_pool_reopened(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
-    let wrap: tarn::pool::DeviceWrapper =
-        Arc::new(move |_path: &Path, device: Arc<dyn BlockDevice>| {
-            Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
-        });
     let mut options = tarn::pool::ImportOptions::new(dirs(dir), tiny());
-    options.wrap_device = Some(wrap);
+    options.wrap_device = Some(fault_wrapper(plan));
     Pool::import(POOL, options).unwrap().0
 }

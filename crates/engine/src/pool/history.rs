@@ -62,8 +62,8 @@ const HISTORY_VERSION: u64 = 1;
 const HISTORY_HEADER_SIZE: usize = 32;
 const RECORD_FIXED_SIZE: usize = 4 + 8 + 4 + 8;
 
-/// One history record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One history record (also what the daemon sends for `pool history`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HistoryRecord {
     pub time_seconds: u64,
     pub uid: u32,

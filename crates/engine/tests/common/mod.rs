@@ -149,3 +149,13 @@ pub fn allocated_settled(pool: &Pool) -> u64 {
     pool.flush_log_space_map().expect("flush the log space map");
     pool.core.io.space.totals().allocated
 }
+
+/// A device wrapper putting every device of a pool behind the fault layer, under `plan`.
+pub fn fault_wrapper(plan: std::sync::Arc<tarn::vdev::FaultPlan>) -> tarn::pool::DeviceWrapper {
+    std::sync::Arc::new(
+        move |_path: &Path, device: std::sync::Arc<dyn tarn::vdev::BlockDevice>| {
+            std::sync::Arc::new(tarn::vdev::FaultyDevice::new(device, plan.clone()))
+                as std::sync::Arc<dyn tarn::vdev::BlockDevice>
+        },
+    )
+}
