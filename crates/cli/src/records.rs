@@ -16,7 +16,16 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value)
     // Several damaged blocks of one file (or a read's entry and check's) name it once.
     names.sort();
     names.dedup();
-    let text = if names.is_empty() {
+    // A pool suspended by a failed sync says so just before its errors (zpool's "status: One
+    // or more devices are faulted in response to IO failures").
+    let suspended = pool.core.txgs.failure().map(|why| {
+        format!(
+            "status: the pool is suspended: a txg could not be written ({why}); writes fail, reads go on (failmode={}).\naction: make the devices work again, then export and re-import the pool.\n",
+            pool.core.failmode().as_str()
+        )
+    });
+    let mut text = suspended.clone().unwrap_or_default();
+    text += &if names.is_empty() {
         "errors: No known data errors\n".to_string()
     } else if verbose {
         let mut text =
@@ -32,7 +41,7 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value)
             if names.len() == 1 { "" } else { "s" }
         )
     };
-    let json = serde_json::json!({"count": names.len(), "files": if verbose { names } else { Vec::new() }});
+    let json = serde_json::json!({"count": names.len(), "files": if verbose { names } else { Vec::new() }, "suspended": suspended.is_some()});
     (text, json)
 }
 
