@@ -26,6 +26,7 @@ log_must tarn pool export neighbour
 log_must tarn pool import
 stdout_has "pool: neighbour"
 stdout_lacks "pool: herepool"
+stdout_has "already imported by the tarn daemon on $TARN_SOCKET: herepool"
 log_must tarn pool import -R "$ALTROOT" neighbour
 pool_is_imported neighbour || log_fail "neighbour was not imported without -d"
 log_must tarn pool destroy neighbour

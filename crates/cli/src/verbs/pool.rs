@@ -214,13 +214,21 @@ pub fn import(
             .iter()
             .map(|row| row.guid)
             .collect();
-        let found: Vec<_> = Pool::scan(&dirs_or_default(&dirs))
+        let (imported, found): (Vec<_>, Vec<_>) = Pool::scan(&dirs_or_default(&dirs))
             .into_iter()
             .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
-            .filter(|pool| !held.contains(&pool.guid.0))
-            .collect();
+            .partition(|pool| held.contains(&pool.guid.0));
         if found.is_empty() {
             out!("no pools available to import");
+        }
+        // Imported pools are not importable, but say why they are not listed.
+        for pool in &imported {
+            out!(
+                "already imported by the tarn daemon on {}: {} (id {})",
+                socket.display(),
+                pool.name,
+                pool.guid
+            );
         }
         for pool in found {
             let status = match pool.state {
