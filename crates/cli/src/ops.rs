@@ -272,12 +272,17 @@ pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
             report.blocks_unreadable.len()
         );
     }
-    for (path, errors) in report
-        .device_errors
-        .iter()
-        .filter(|(_, errors)| *errors > 0)
-    {
-        out!("  device {path}: {errors} bad copies (read or checksum errors)");
+    for device in report.devices.iter().filter(|device| device.bad > 0) {
+        let repaired = device.repaired.map_or_else(
+            || "repairs not counted".to_string(),
+            |n| format!("{n} repaired"),
+        );
+        out!(
+            "  device {}: {} bad copies ({repaired}, {} unrecoverable)",
+            device.path,
+            device.bad,
+            device.unrecoverable
+        );
     }
     for block in &report.blocks_unreadable {
         out!("  UNREADABLE: {block}");

@@ -164,6 +164,12 @@ fn check_logs_unreadable_blocks_and_a_clean_check_clears_them() {
     pool.sync().unwrap();
     let report = check_pool(&pool, true).unwrap();
     assert_eq!(report.blocks_unreadable.len(), 1, "{report:#?}");
+    // The totals and the device agree with the unreadable block: its one copy is bad and
+    // unrecoverable, on the pool's only device.
+    assert!(report.copies_bad >= 1, "{report:#?}");
+    assert_eq!(report.devices.len(), 1);
+    assert_eq!(report.devices[0].unrecoverable, 1, "{report:#?}");
+    assert!(report.devices[0].bad >= 1, "{report:#?}");
     assert_eq!(names(&pool), vec![format!("{POOL}:/bad")]);
 
     // Rewritten, the block is good again; a check confirms and the log empties.

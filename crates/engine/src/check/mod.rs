@@ -53,8 +53,8 @@ pub struct CheckReport {
     /// first data block the unreadable block covers, physical birth txg of a data block's
     /// pointer or 0 for an indirect block), for the pool's error log.
     pub objects_unreadable: Vec<(ObjectId, ObjectId, u64, u64)>,
-    /// Per leaf (by path): copies that failed to read or verify, as counted against it.
-    pub device_errors: Vec<(String, u64)>,
+    /// Per leaf: copies that failed to read or verify, repaired, and unrecoverable.
+    pub devices: Vec<DeviceReport>,
     /// (vdev, offset, size) allocated in the space maps but referenced by nothing.
     pub leaks: Vec<(VdevId, u64, u64)>,
     /// (vdev, offset, size) referenced but free in the space maps.
@@ -63,6 +63,18 @@ pub struct CheckReport {
     pub double_allocations: Vec<String>,
     /// Other inconsistencies (accounting, structure).
     pub errors: Vec<String>,
+}
+
+/// One leaf's share of a check: its bad copies (read or checksum errors counted against it
+/// while the check ran, so an online check also counts what other reads found meanwhile), how
+/// many of them were repaired, and how many belonged to blocks with no good copy at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceReport {
+    pub path: String,
+    pub bad: u64,
+    /// None when repairs failed somewhere and cannot be told apart by device.
+    pub repaired: Option<u64>,
+    pub unrecoverable: u64,
 }
 
 impl CheckReport {
@@ -82,6 +94,8 @@ struct Walker<'a> {
     report: CheckReport,
     /// The head dataset whose chain is being walked (None for the MOS and queues).
     head_dataset: Option<ObjectId>,
+    /// Copies of unreadable blocks, by leaf path.
+    unrecoverable_by_leaf: BTreeMap<String, u64>,
 }
 
 impl Walker<'_> {
@@ -116,6 +130,16 @@ impl Walker<'_> {
                     .sum();
                 self.report.copies_verified += copies;
                 self.report.copies_bad += copies;
+                for dva in bp.copies() {
+                    if let Some(top) = self.io.vdevs.top(dva.vdev) {
+                        for leaf in &top.children {
+                            *self
+                                .unrecoverable_by_leaf
+                                .entry(leaf.path.display().to_string())
+                                .or_default() += 1;
+                        }
+                    }
+                }
                 self.report
                     .blocks_unreadable
                     .push(format!("{what}: {error}"))
@@ -460,6 +484,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         referenced: BTreeMap::new(),
         report: CheckReport::default(),
         head_dataset: None,
+        unrecoverable_by_leaf: BTreeMap::new(),
     };
     walker.report.txg = core.txgs.last_synced().0;
     let errors_before = leaf_errors(core);
@@ -594,11 +619,12 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     let storage = MosSpaceStorage { mos: &core.mos };
     let on_disk = core.io.space.allocated_from_space_maps(&storage)?;
     let mut report = walker.report;
-    report.device_errors = leaf_errors(core)
-        .into_iter()
-        .zip(errors_before)
-        .map(|((path, after), (_, before))| (path, after.saturating_sub(before)))
-        .collect();
+    report.devices = device_reports(
+        &report,
+        leaf_errors(core),
+        errors_before,
+        &walker.unrecoverable_by_leaf,
+    );
     core.errlog_verification_ends(
         report
             .objects_unreadable
@@ -638,6 +664,39 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         );
     }
     Ok(report)
+}
+
+/// Per leaf: bad copies (its error counts' growth during the check), unrecoverable ones, and
+/// repaired ones. Repairs are not counted by leaf; when every bad copy of a readable block was
+/// repaired, each leaf's repaired count is its bad copies less its unrecoverable ones.
+fn device_reports(
+    report: &CheckReport,
+    after: Vec<(String, u64)>,
+    before: Vec<(String, u64)>,
+    unrecoverable_by_leaf: &BTreeMap<String, u64>,
+) -> Vec<DeviceReport> {
+    let unrecoverable_total: u64 = unrecoverable_by_leaf.values().sum();
+    let all_repaired =
+        report.copies_repaired == report.copies_bad.saturating_sub(unrecoverable_total);
+    after
+        .into_iter()
+        .zip(before)
+        .map(|((path, after), (_, before))| {
+            let bad = after.saturating_sub(before);
+            let unrecoverable = unrecoverable_by_leaf.get(&path).copied().unwrap_or(0);
+            let repaired = if report.copies_repaired == 0 {
+                Some(0)
+            } else {
+                all_repaired.then(|| bad.saturating_sub(unrecoverable))
+            };
+            DeviceReport {
+                repaired,
+                path,
+                bad,
+                unrecoverable,
+            }
+        })
+        .collect()
 }
 
 /// Every leaf's path with its read and checksum error counts so far (check reports the
