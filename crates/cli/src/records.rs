@@ -7,15 +7,16 @@ use tarn::pool::Pool;
 /// The `errors:` section of `pool status` and its JSON: with `verbose`, every damaged file by
 /// name (zpool status -v), else their count.
 pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value) {
+    // Several damaged blocks of one file (or a read's entry and check's) name it once.
+    let mut seen = std::collections::BTreeSet::new();
     let mut names: Vec<String> = pool
         .core
-        .error_entries()
+        .error_entries_with(verbose)
         .iter()
+        .filter(|entry| seen.insert((entry.bookmark.dataset, entry.bookmark.object)))
         .map(|entry| entry.display_name())
         .collect();
-    // Several damaged blocks of one file (or a read's entry and check's) name it once.
     names.sort();
-    names.dedup();
     // A pool suspended by a failed sync says so just before its errors (zpool's "status: One
     // or more devices are faulted in response to IO failures").
     let suspended = pool.core.txgs.failure().map(|why| {

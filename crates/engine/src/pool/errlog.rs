@@ -317,8 +317,14 @@ impl PoolCore {
     }
 
     /// The current entries, those whose block is no longer referenced dropped (and removed from
-    /// the on-disk list at the next sync), each with its dataset name and path when known.
+    /// the on-disk list at the next sync), each with its dataset name and its path when known.
     pub fn error_entries(&self) -> Vec<ErrorEntry> {
+        self.error_entries_with(true)
+    }
+
+    /// As [`PoolCore::error_entries`]; `with_paths` false skips the path lookups (a walk up
+    /// the parent pointers and a directory scan per level, per entry), for counting.
+    pub fn error_entries_with(&self, with_paths: bool) -> Vec<ErrorEntry> {
         self.collect_read_errors();
         let entries: Vec<(ErrorBookmark, u64)> = self
             .errlog
@@ -331,6 +337,8 @@ impl PoolCore {
         let datasets = self.dataset_list();
         let mut stale = Vec::new();
         let mut shown = Vec::new();
+        // One read-only file system per dataset named, opened at its first entry.
+        let mut file_systems: BTreeMap<ObjectId, Option<crate::fs::FileSystem>> = BTreeMap::new();
         for (bookmark, birth) in entries {
             let dataset = datasets
                 .iter()
@@ -348,13 +356,16 @@ impl PoolCore {
                     continue;
                 }
             }
-            let path = objset.and_then(|objset| {
-                crate::fs::FileSystem::open_read_only(objset, self.txgs.clone())
-                    .ok()?
-                    .path_of(bookmark.object.0)
-                    .ok()
-                    .flatten()
-            });
+            let path = match objset {
+                Some(objset) if with_paths => file_systems
+                    .entry(bookmark.dataset)
+                    .or_insert_with(|| {
+                        crate::fs::FileSystem::open_read_only(objset, self.txgs.clone()).ok()
+                    })
+                    .as_ref()
+                    .and_then(|fs| fs.path_of(bookmark.object.0).ok().flatten()),
+                _ => None,
+            };
             shown.push(ErrorEntry {
                 bookmark,
                 dataset_name: Some(dataset.name()),
@@ -370,11 +381,6 @@ impl PoolCore {
             }
         }
         shown
-    }
-
-    /// The number of entries (not checked for staleness: `error_entries` does that).
-    pub fn error_count(&self) -> usize {
-        self.error_entries().len()
     }
 
     /// Syncing context, pass 1: write the list if it changed (see the module documentation).
