@@ -174,6 +174,10 @@ tunables! {
     /// transaction each, parked in the unlinked set meanwhile (zfs_delete_blocks; the chunk is
     /// OpenZFS's DMU_MAX_DELETEBLKCNT, the same 20480).
     delete_blocks: u64 = 20_480,
+    /// Writes of at least this many bytes are committed to the intent log by writing their
+    /// blocks in place and logging the pointers (WR_INDIRECT) rather than copying the data
+    /// into log blocks (zfs_immediate_write_sz).
+    zil_immediate_write_sz: u64 = 32 << 10,
     /// Sync passes after which a txg that has not converged fails (the pool suspends).
     sync_pass_max: u32 = 100,
     /// Indirect block shift for new objects, 128 KiB (DN_MAX_INDBLKSHIFT).

@@ -18,7 +18,8 @@
 //! # Operations
 //! [`pipeline::BlockIo`] writes (compress, checksum, allocate, issue every copy) and reads
 //! (read, verify, decompress, try another copy, self-heal). It runs in syncing context for
-//! writes and in any context for reads; it holds no lock across I/O.
+//! writes and in any context for reads; it holds no lock across I/O. [`prewrite`] writes a data
+//! block in open context for the intent log (OpenZFS dmu_sync).
 
 pub mod blkptr;
 pub mod checksum;
@@ -26,5 +27,6 @@ pub mod compress;
 pub mod gang;
 pub mod issue;
 pub mod pipeline;
+pub mod prewrite;
 
 pub use blkptr::BlockError;

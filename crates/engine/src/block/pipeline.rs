@@ -48,6 +48,20 @@ use crate::tunables::Tunables;
 use crate::types::{Txg, VdevId};
 use crate::vdev::VdevTree;
 
+/// A block [`BlockIo::encode`]d for writing.
+pub(super) enum Encoded {
+    /// It needs no space: a hole (all zeros) or a block embedded in its pointer.
+    Done(BlockPtr),
+    /// Its pointer (every field but the DVAs) and the bytes each copy gets, padded to whole
+    /// sectors.
+    Physical {
+        bp: BlockPtr,
+        padded: Arc<Vec<u8>>,
+        size_physical: usize,
+        size_allocated: u64,
+    },
+}
+
 /// How a block is to be written.
 #[derive(Clone, Copy, Debug)]
 pub struct WriteProps {
@@ -223,8 +237,10 @@ impl BlockIo {
         )
     }
 
+    /// Everything a write does before it places the block: zero detection, compression,
+    /// embedding, checksum, padding to whole sectors. `at` gives the birth txg and pass.
     #[allow(clippy::too_many_arguments)]
-    fn write_inner(
+    pub(super) fn encode(
         &self,
         data: &[u8],
         shared: Option<&Arc<Vec<u8>>>,
@@ -233,8 +249,7 @@ impl BlockIo {
         fill_count: u64,
         at: SyncPoint,
         old: Option<&BlockPtr>,
-        storage: &dyn SpaceStorage,
-    ) -> Result<BlockPtr, PipelineError> {
+    ) -> Encoded {
         assert!(!data.is_empty() && data.len() as u64 <= crate::types::SPA_MAXBLOCKSIZE);
         let size_logical = data.len() as u32;
         let mut bp = BlockPtr::hole(at.txg, props.object_type, props.level);
@@ -242,7 +257,7 @@ impl BlockIo {
             && props.compression != Compression::Off
             && data.iter().all(|&byte| byte == 0)
         {
-            return Ok(bp);
+            return Encoded::Done(bp);
         }
         let compression = match precompressed {
             _ if at.pass >= self.tunables.sync_pass_dont_compress => Compression::Off,
@@ -273,7 +288,7 @@ impl BlockIo {
                 bp.birth_physical = at.txg;
                 bp.embedded = true;
                 bp.embedded_payload = payload;
-                return Ok(bp);
+                return Encoded::Done(bp);
             }
             Some(mut payload) if round_up(payload.len() as u64, unit) < size_logical as u64 => {
                 // A block born in this txg that a later pass rewrites keeps its physical size
@@ -321,9 +336,39 @@ impl BlockIo {
             }
         };
 
+        Encoded::Physical {
+            bp,
+            padded,
+            size_physical,
+            size_allocated,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_inner(
+        &self,
+        data: &[u8],
+        shared: Option<&Arc<Vec<u8>>>,
+        precompressed: Option<(Compression, &[u8])>,
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        let (mut bp, padded, size_physical, size_allocated) =
+            match self.encode(data, shared, precompressed, props, fill_count, at, old) {
+                Encoded::Done(bp) => return Ok(bp),
+                Encoded::Physical {
+                    bp,
+                    padded,
+                    size_physical,
+                    size_allocated,
+                } => (bp, padded, size_physical, size_allocated),
+            };
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let rewrite = old.filter(|old| {
-            self.may_rewrite(old, at, size_logical)
+            self.may_rewrite(old, at, bp.size_logical)
                 && old.size_physical as usize == size_physical
                 && old.copies().count() == copies
                 && (old.is_gang() || old.copies().all(|dva| dva.size_allocated == size_allocated))

@@ -6,14 +6,15 @@
 //! ([`crate::zil::chain::walk`]), a block counts as allocated in the synced space maps when its
 //! allocation synced: born in a synced txg, or claimed (the header's claim txg synced). The
 //! trailing pointer (the tail: allocated, never written) counts when born in a synced txg and
-//! before any claim. Blocks of a log are not verified against a checksum in their pointer (its
+//! before any claim. Data blocks written in place (WR_INDIRECT) for records still to replay
+//! count once the header's claim has synced. Blocks of a log are not verified against a checksum in their pointer (its
 //! checksum field is a seed); the walk verifies each one's own.
 
 use super::Walker;
 use crate::block::blkptr::BlockPtr;
 use crate::object::phys::ObjsetHeader;
 use crate::types::Txg;
-use crate::zil::{chain, format};
+use crate::zil::{chain, claim, format};
 
 impl Walker<'_> {
     /// Count the log chain of a head dataset whose object-set root is `root`.
@@ -38,7 +39,7 @@ impl Walker<'_> {
             // walk_objset reports an unreadable header.
             Err(_) => return,
         };
-        if header.is_empty() || crate::zil::claim::is_stale(&header, log_floor) {
+        if header.is_empty() || claim::is_stale(&header, log_floor) {
             return;
         }
         let walked = chain::walk(self.io, guid, &header.first);
@@ -47,6 +48,13 @@ impl Walker<'_> {
         for (bp, _) in &walked.blocks {
             if bp.birth_logical <= synced || claimed {
                 self.count_log_block(bp, &format!("{name} intent log"));
+            }
+        }
+        // Data blocks written in place for records still to replay were claimed with them.
+        if claimed {
+            let replay = claim::pending_replay(header.clone(), walked.clone(), guid, synced, true);
+            for bp in claim::written_in_place(&replay.records) {
+                self.count_log_block(&bp, &format!("{name} intent log data written in place"));
             }
         }
         if let Some(trailing) = walked.trailing {

@@ -69,6 +69,10 @@ pub enum Property {
     /// intent log), `always` (every change is committed before it returns), `disabled` (fsync
     /// returns at once; changes wait for their txg). See `zil`.
     Sync,
+    /// How the intent log commits writes (OpenZFS's): `latency` (small writes copied into log
+    /// blocks, large ones written in place and their pointer logged) or `throughput` (every
+    /// write written in place). See `zil`.
+    Logbias,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -93,7 +97,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 12] = [
+    pub const ALL: [Property; 13] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -106,6 +110,7 @@ impl Property {
         Property::Xattr,
         Property::Acltype,
         Property::Sync,
+        Property::Logbias,
     ];
 
     pub fn name(self) -> &'static str {
@@ -122,6 +127,7 @@ impl Property {
             Property::Xattr => "xattr",
             Property::Acltype => "acltype",
             Property::Sync => "sync",
+            Property::Logbias => "logbias",
         }
     }
 
@@ -157,6 +163,7 @@ impl Property {
             Property::Xattr => "sa".into(),
             Property::Acltype => "off".into(),
             Property::Sync => "standard".into(),
+            Property::Logbias => "latency".into(),
         }
     }
 
@@ -240,6 +247,7 @@ impl Property {
                 _ => one_of(&["off", "posix"]),
             },
             Property::Sync => one_of(&["standard", "always", "disabled"]),
+            Property::Logbias => one_of(&["latency", "throughput"]),
         }
     }
 }

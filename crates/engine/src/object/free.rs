@@ -57,6 +57,13 @@ impl ObjectSet {
             record
                 .stored
                 .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
+            let freed_ahead = record
+                .overrides
+                .extract_if(first_whole..end_whole, |_, _| true)
+                .map(|(_, bp)| bp)
+                .collect::<Vec<_>>();
+            state.unoverride(tx.txg, freed_ahead);
+            let record = state.record(tx.txg, object);
             record.frees.push((first_whole, end_whole));
             if end_whole == u64::MAX {
                 let last = first_whole.saturating_sub(1);

@@ -64,6 +64,7 @@ mod intent;
 pub mod kv;
 pub mod phys;
 pub mod prefetch;
+mod prewrite;
 pub mod read_errors;
 mod sync;
 mod synced;
@@ -198,6 +199,9 @@ struct ObjectDirty {
     stored: BTreeMap<u64, (Compression, Arc<Vec<u8>>)>,
     /// Highest block id written in this txg, and whether a free ran to the end of the object.
     truncated_to: Option<u64>,
+    /// Blocks of `blocks` already written by the intent log (prewrite.rs): the sync adopts
+    /// these pointers instead of writing the blocks.
+    overrides: BTreeMap<u64, BlockPtr>,
 }
 
 #[derive(Default)]
@@ -206,6 +210,9 @@ struct TxgDirty {
     /// The intent log allocated or freed in this txg: the header must be written even if no
     /// object changed (zil/).
     log: bool,
+    /// Blocks written ahead for the intent log whose contents changed again before the sync
+    /// (prewrite.rs): allocated in this txg, freed in its sync.
+    unadopted: Vec<BlockPtr>,
 }
 
 struct SyncingState {
@@ -234,6 +241,15 @@ struct State {
 }
 
 impl State {
+    /// Blocks written ahead for the intent log in `txg` that will not be adopted: freed in
+    /// the sync of `txg` (prewrite.rs).
+    fn unoverride(&mut self, txg: Txg, blocks: impl IntoIterator<Item = BlockPtr>) {
+        let mut blocks = blocks.into_iter().peekable();
+        if blocks.peek().is_some() {
+            self.dirty.entry(txg).or_default().unadopted.extend(blocks);
+        }
+    }
+
     /// The dirty record of `object` in `txg`, which must not have finished syncing.
     fn record(&mut self, txg: Txg, object: ObjectId) -> &mut ObjectDirty {
         assert!(
@@ -647,10 +663,14 @@ impl ObjectSet {
         self.existing_dnode(object)?;
         let mut state = self.state.lock();
         let record = state.record(tx.txg, object);
-        *record = ObjectDirty {
-            removed: true,
-            ..ObjectDirty::default()
-        };
+        let old = std::mem::replace(
+            record,
+            ObjectDirty {
+                removed: true,
+                ..ObjectDirty::default()
+            },
+        );
+        state.unoverride(tx.txg, old.overrides.into_values());
         drop(state);
         self.note_metadata_change(tx);
         Ok(())
@@ -979,7 +999,10 @@ impl ObjectSet {
                 Some((kind, payload)) => record.stored.insert(blkid, (kind, Arc::new(payload))),
                 None => record.stored.remove(&blkid),
             };
-            record.blocks.insert(blkid, Arc::new(block)).is_some()
+            let replaced = record.blocks.insert(blkid, Arc::new(block)).is_some();
+            let written_ahead = record.overrides.remove(&blkid);
+            state.unoverride(tx.txg, written_ahead);
+            replaced
         };
         if !replaced {
             if let Some(manager) = self.dirty_accounting.lock().as_ref() {
@@ -1053,6 +1076,7 @@ impl ObjectSet {
         let log = self.log.lock().clone();
         let mut state = self.state.lock();
         meta_dnode.copies = state.synced_meta_dnode.copies;
+        let written_ahead = Self::take_written_ahead(&mut state);
         state.dirty.clear();
         let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;
         state.next_object = ((meta_dnode.max_blkid + 1) * dnodes_per_block).max(1);
@@ -1072,6 +1096,9 @@ impl ObjectSet {
         state.synced_log_header = header.log;
         state.view_generation += 1;
         drop(state);
+        for (bp, allocated) in written_ahead {
+            self.io.give_back(&bp, allocated, Some(txg))?;
+        }
         // The log described the discarded changes: drop it (its blocks are given back in this
         // txg; the dataset's log floor marks the header this txg commits as stale) and, if the
         // new root's header names a chain, write an empty header in the next txg.

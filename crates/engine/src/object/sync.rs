@@ -62,6 +62,9 @@ impl ObjectSet {
             );
             (pending, starting)
         };
+        if starting {
+            self.free_unadopted(at.txg)?;
+        }
         // Once per txg, the log says what its header is now (freeing the blocks this txg
         // makes obsolete).
         if let Some(log) = self.log.lock().clone() {
@@ -209,7 +212,7 @@ impl ObjectSet {
                 continue;
             }
             for (&blkid, data) in &record.blocks {
-                if !record.stored.contains_key(&blkid) {
+                if !record.stored.contains_key(&blkid) && !record.overrides.contains_key(&blkid) {
                     work.push(((*object, blkid), compression, data));
                 }
             }
@@ -289,6 +292,11 @@ impl ObjectSet {
             tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
         }
         for (&blkid, data) in &record.blocks {
+            if let Some(bp) = record.overrides.get(&blkid) {
+                tree.adopt_block(blkid, bp)?;
+                tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
+                continue;
+            }
             let stored = record
                 .stored
                 .get(&blkid)

@@ -77,6 +77,26 @@ pub(crate) fn rewritten_in_place(old: &BlockPtr, new: &BlockPtr) -> bool {
     !old.is_hole() && !old.embedded && !new.is_hole() && !new.embedded && old.dvas == new.dvas
 }
 
+/// How the blocks of the object `dnode` describes are written at `level`.
+pub(crate) fn block_props(dnode: &DnodePhys, level: u8) -> WriteProps {
+    WriteProps {
+        checksum: dnode.checksum,
+        // Indirect blocks are always compressed (lz4), whatever the object's setting, as
+        // OpenZFS compresses metadata: a partly filled one is mostly zeros, and each is
+        // rewritten whenever a block beneath it changes.
+        compression: if level > 0 {
+            Compression::Lz4
+        } else {
+            dnode.compression
+        },
+        // One rule for every block: file data gets the dataset's copies, metadata (indirect
+        // blocks, dnode blocks, key/value objects, ...) one more.
+        copies: super::write_copies(dnode.object_type, level, dnode.copies),
+        object_type: dnode.object_type,
+        level,
+    }
+}
+
 /// Number of data blocks below one block pointer at `level`.
 fn span(fanout: u64, level: u8) -> u64 {
     fanout.saturating_pow(level as u32)
@@ -101,22 +121,7 @@ impl<'a> TreeSync<'a> {
     }
 
     fn props(&self, level: u8) -> WriteProps {
-        WriteProps {
-            checksum: self.dnode.checksum,
-            // Indirect blocks are always compressed (lz4), whatever the object's setting, as
-            // OpenZFS compresses metadata: a partly filled one is mostly zeros, and each is
-            // rewritten whenever a block beneath it changes.
-            compression: if level > 0 {
-                Compression::Lz4
-            } else {
-                self.dnode.compression
-            },
-            // One rule for every block: file data gets the dataset's copies, metadata (indirect
-            // blocks, dnode blocks, key/value objects, ...) one more.
-            copies: super::write_copies(self.dnode.object_type, level, self.dnode.copies),
-            object_type: self.dnode.object_type,
-            level,
-        }
+        block_props(&self.dnode, level)
     }
 
     fn root_level(&self) -> u8 {
@@ -299,11 +304,7 @@ impl<'a> TreeSync<'a> {
         stored: Option<&(Compression, Arc<Vec<u8>>)>,
     ) -> Result<(), ObjectError> {
         self.grow_to(blkid)?;
-        let old = if self.dnode.levels == 1 {
-            self.dnode.blkptr.clone()
-        } else {
-            self.pointer_to(0, blkid)?
-        };
+        let old = self.data_pointer(blkid)?;
         // Shared, not copied: the dirty record's buffer is immutable, so the write queue and
         // the cache can keep it as it is.
         let bp = match stored {
@@ -326,6 +327,25 @@ impl<'a> TreeSync<'a> {
             self.born(&bp);
         }
         self.set_pointer(0, blkid, bp)
+    }
+
+    /// The pointer currently addressing data block `blkid` (the tree has grown to it).
+    fn data_pointer(&mut self, blkid: u64) -> Result<BlockPtr, ObjectError> {
+        if self.dnode.levels == 1 {
+            Ok(self.dnode.blkptr.clone())
+        } else {
+            self.pointer_to(0, blkid)
+        }
+    }
+
+    /// Make `bp`, written ahead of the sync for the intent log (block/prewrite.rs), data block
+    /// `blkid`: it enters the tree as a block the sync wrote would.
+    pub fn adopt_block(&mut self, blkid: u64, bp: &BlockPtr) -> Result<(), ObjectError> {
+        self.grow_to(blkid)?;
+        let old = self.data_pointer(blkid)?;
+        self.kill(&old)?;
+        self.born(bp);
+        self.set_pointer(0, blkid, bp.clone())
     }
 
     /// Replace the dnode's spill block with `data` (None: remove it). The spill is metadata

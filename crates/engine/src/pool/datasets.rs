@@ -1185,6 +1185,8 @@ impl Pool {
         fs.set_atime_updates(atime == "on");
         let (sync, _) = self.core.property(relative, Property::Sync)?;
         fs.set_sync_mode(crate::zil::SyncMode::parse(&sync).unwrap_or_default());
+        let (logbias, _) = self.core.property(relative, Property::Logbias)?;
+        fs.set_logbias(crate::zil::Logbias::parse(&logbias).unwrap_or_default());
         Ok(())
     }
 }

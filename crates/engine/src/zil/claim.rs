@@ -22,6 +22,7 @@ use crate::types::Txg;
 
 use super::chain::{self, WalkedChain};
 use super::format::{self, LogHeader};
+use super::record::{Record, RecordBody};
 use super::PendingReplay;
 
 /// What claiming found, for `tarn import`'s log and the tests.
@@ -103,12 +104,85 @@ pub fn claim(
             claimed_through: objset.synced_root().birth_logical,
         };
         objset.dirty_log(first_txg);
+        report.blocks = walked.blocks.len();
+        report.end = walked.end.clone();
+        let mut replay = pending_replay(header, walked, guid, synced, false);
+        claim_written_in_place(io, mos, &mut replay, first_txg, &mut report)?;
+        report.records = replay.records.len();
+        return Ok(Some((replay, report)));
     }
     report.blocks = walked.blocks.len();
     report.end = walked.end.clone();
-    let replay = pending_replay(header, walked, guid, synced);
+    let replay = pending_replay(header, walked, guid, synced, true);
     report.records = replay.records.len();
     Ok(Some((replay, report)))
+}
+
+/// The data blocks that the records to replay name, written in place at commit
+/// (WR_INDIRECT), each once. They were born in the records' txgs, which did not sync: claim
+/// takes them from the allocator, and they are freed with the chain after replay.
+pub fn written_in_place(records: &[Record]) -> Vec<BlockPtr> {
+    let mut seen = std::collections::HashSet::new();
+    records
+        .iter()
+        .filter_map(|record| match &record.body {
+            RecordBody::WriteIndirect { bp, .. } if seen.insert(bp.dvas) => Some(bp.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Claim the blocks [`written_in_place`] by the records of `replay` in `first_txg`. One that
+/// is not free was not written by this log after the sync (a damaged record): replay stops
+/// before the first record naming it.
+fn claim_written_in_place(
+    io: &BlockIo,
+    mos: &ObjectSet,
+    replay: &mut PendingReplay,
+    first_txg: Txg,
+    report: &mut ClaimReport,
+) -> Result<(), String> {
+    let storage = MosSpaceStorage { mos };
+    for bp in written_in_place(&replay.records) {
+        let mut claimed: Vec<_> = Vec::new();
+        for dva in bp.copies() {
+            let free = io
+                .space
+                .claim(
+                    dva.vdev,
+                    dva.offset,
+                    dva.size_allocated,
+                    first_txg,
+                    &storage,
+                )
+                .map_err(|error| format!("claiming data block {bp}: {error}"))?;
+            if !free {
+                break;
+            }
+            claimed.push(*dva);
+        }
+        if claimed.len() == bp.copies().count() {
+            replay.blocks.push((bp, first_txg));
+            report.claimed += 1;
+            continue;
+        }
+        log::warn!("intent log: data block {bp} is not free at claim; replay stops before it");
+        for dva in claimed {
+            io.space
+                .unalloc(dva.vdev, dva.offset, dva.size_allocated, first_txg)
+                .map_err(|error| format!("giving back data block {bp}: {error}"))?;
+        }
+        let first_naming = replay.records.iter().position(|record| {
+            matches!(&record.body, RecordBody::WriteIndirect { bp: named, .. } if named.dvas == bp.dvas)
+        });
+        // The blocks claimed so far are first named before it, so the kept records name
+        // them all; the ones not looked at yet are named by no kept record.
+        replay
+            .records
+            .truncate(first_naming.unwrap_or(replay.records.len()));
+        break;
+    }
+    Ok(())
 }
 
 /// Whether the header's chain is one a rollback discarded: the rollback's txg committed the
@@ -117,7 +191,15 @@ pub fn is_stale(header: &LogHeader, log_floor: Txg) -> bool {
     log_floor.0 != 0 && !header.first.is_hole() && header.first.birth_logical <= log_floor
 }
 
-fn pending_replay(header: LogHeader, walked: WalkedChain, guid: u64, synced: Txg) -> PendingReplay {
+/// What replaying the walked chain of a claimed `header` applies and frees (`claimed_before`:
+/// the claim was made by an earlier import, with the blocks written in place).
+pub(crate) fn pending_replay(
+    header: LogHeader,
+    walked: WalkedChain,
+    guid: u64,
+    synced: Txg,
+    claimed_before: bool,
+) -> PendingReplay {
     let claim_txg = header.claim_txg;
     let mut blocks: Vec<(BlockPtr, Txg)> = Vec::new();
     let mut records = Vec::new();
@@ -142,6 +224,15 @@ fn pending_replay(header: LogHeader, walked: WalkedChain, guid: u64, synced: Txg
         if seed_guid == guid && allocated && format::check_log_pointer(&trailing).is_ok() {
             blocks.push((trailing, claim_txg));
         }
+    }
+    // A header claimed by an earlier import: the blocks written in place were claimed with
+    // it (on a first claim, `claim_written_in_place` adds them as it claims them).
+    if claimed_before {
+        blocks.extend(
+            written_in_place(&records)
+                .into_iter()
+                .map(|bp| (bp, claim_txg)),
+        );
     }
     PendingReplay {
         header,

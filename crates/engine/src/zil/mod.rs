@@ -12,6 +12,16 @@
 //! record belongs to has synced, the record is obsolete, and its log block is freed in the
 //! sync of a txg that makes all of its records obsolete.
 //!
+//! A write's data reaches the log one of two ways (OpenZFS's write states). Copied
+//! (WR_NEED_COPY): the bytes are read from the file at commit and go into the records. In place
+//! (WR_INDIRECT): for a write of at least `zil_immediate_write_sz` (32 KiB), or any write under
+//! `logbias=throughput`, whose txg is the one the commit holds open, each block it touches is
+//! written now to the place it will have in the tree (block/prewrite.rs) and the record holds
+//! the block pointer; the txg's sync adopts the block instead of writing it again
+//! (object/prewrite.rs), so the data is written once. Writes of an older txg (quiescing or
+//! syncing: its blocks can no longer be adopted) are copied, up to 8 MiB a commit; past that
+//! the commit waits for their txg instead.
+//!
 //! The chain starts at the log header in the object-set header (format.rs). Each block holds
 //! the pointer of the next one, allocated before the block is written, so a commit writes
 //! blocks whose place is already named and no header needs rewriting; a walk stops at the first
@@ -36,13 +46,17 @@
 //! values) or say what they found (a namespace record names the object its name referred to),
 //! so replaying a prefix twice gives the same result (fs/intent.rs): a crash during replay is
 //! safe, the chain stays claimed and is replayed again. Once the replayed changes have synced, the
-//! chain is freed and the header points at a new one.
+//! chain is freed and the header points at a new one. Data blocks written in place for records
+//! of unsynced txgs are claimed with the chain, read back (checksum verified) by replay, and
+//! freed with it; one that a power cut lost fails its checksum and its record is skipped (its
+//! commit never returned).
 //!
 //! # Cost
-//! A commit writes its blocks (one for the usual fsync) and flushes each vdev written once; it
-//! takes the pending namespace itxs older than its newest one from their own index (no scan of
-//! the other itxs), and waits for a txg only for an unlogged change of an
-//! object its records name, a chain whose header has not synced, or more than 8 MiB of writes.
+//! A commit writes its blocks (one for the usual fsync), and the data blocks of its in-place
+//! writes, and flushes each vdev written once; it takes the pending namespace itxs older than
+//! its newest one from their own index (no scan of the other itxs), and waits for a txg only
+//! for an unlogged change of an object its records name, a chain whose header has not synced,
+//! or more than 8 MiB of writes to copy.
 //!
 //! # Locking
 //! `state` (a short mutex) guards the itx lists and the chain; `commit_lock` serialises
@@ -97,6 +111,27 @@ impl SyncMode {
             SyncMode::Standard => "standard",
             SyncMode::Always => "always",
             SyncMode::Disabled => "disabled",
+        }
+    }
+}
+
+/// The `logbias` property (OpenZFS's): how writes reach the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Logbias {
+    /// Writes shorter than `zil_immediate_write_sz` are copied into log blocks; longer ones
+    /// are written in place and their pointers logged.
+    #[default]
+    Latency,
+    /// Every write is written in place and its pointer logged: data is written once.
+    Throughput,
+}
+
+impl Logbias {
+    pub fn parse(value: &str) -> Option<Logbias> {
+        match value {
+            "latency" => Some(Logbias::Latency),
+            "throughput" => Some(Logbias::Throughput),
+            _ => None,
         }
     }
 }
@@ -164,6 +199,7 @@ pub struct PendingReplay {
 #[derive(Default)]
 struct State {
     mode: SyncMode,
+    logbias: Logbias,
     next_itx: u64,
     pending: BTreeMap<u64, Itx>,
     by_object: HashMap<u64, BTreeSet<u64>>,
@@ -201,6 +237,10 @@ pub struct ZilStats {
     /// commit: OpenZFS's WR_NEED_COPY).
     pub write_records: AtomicU64,
     pub write_bytes: AtomicU64,
+    /// Write records whose data was written in place and only its pointer logged
+    /// (WR_INDIRECT), and the bytes of the file they cover.
+    pub indirect_records: AtomicU64,
+    pub indirect_bytes: AtomicU64,
     /// Namespace and xattr records committed.
     pub namespace_records: AtomicU64,
     /// fsyncs that waited for a txg instead (a change the log does not record, or an error).
@@ -211,17 +251,20 @@ pub struct ZilStats {
 
 impl ZilStats {
     /// The counters as OpenZFS's zil kstat names them (`/proc/spl/kstat/zfs/zil`), then
-    /// tarn's own: (name, whether it counts bytes, value). tarn has no WR_INDIRECT and no
-    /// WR_COPIED (a write's bytes are read at commit) nor separate log devices, so those
-    /// counters stay zero.
+    /// tarn's own: (name, whether it counts bytes, value). tarn has no WR_COPIED (a write's
+    /// bytes are read at commit) nor separate log devices, so those counters stay zero.
     pub fn kstat(&self) -> Vec<(&'static str, bool, u64)> {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         vec![
             ("zil_commit_count", false, load(&self.commit_requests)),
             ("zil_commit_writer_count", false, load(&self.commits)),
             ("zil_itx_count", false, load(&self.records)),
-            ("zil_itx_indirect_count", false, 0),
-            ("zil_itx_indirect_bytes", true, 0),
+            (
+                "zil_itx_indirect_count",
+                false,
+                load(&self.indirect_records),
+            ),
+            ("zil_itx_indirect_bytes", true, load(&self.indirect_bytes)),
             ("zil_itx_copied_count", false, 0),
             ("zil_itx_copied_bytes", true, 0),
             ("zil_itx_needcopy_count", false, load(&self.write_records)),
@@ -260,9 +303,34 @@ fn round_block(bytes: usize) -> usize {
     (bytes.next_multiple_of(BLOCK_SIZE_UNIT)).clamp(BLOCK_SIZE_UNIT, BLOCK_SIZE_MAX)
 }
 
-/// A commit whose writes add up to more than this waits for their txg instead of copying
-/// them into the log (OpenZFS would log them WR_INDIRECT, which tarn does not have yet).
-const COMMIT_WRITE_BYTES_MAX: u64 = 8 << 20;
+/// Write records for bytes `start..end` of `itx`'s file as they are now (WR_NEED_COPY), in
+/// chunks; fewer if the file is shorter or gone.
+fn copy_range(itx: &Itx, start: u64, end: u64, read: ReadRange<'_>, records: &mut Vec<Record>) {
+    let mut at = start;
+    while at < end {
+        let chunk = ((end - at) as usize).min(WRITE_CHUNK_MAX);
+        let Some(data) = read(itx.object, itx.generation, at, chunk) else {
+            break;
+        };
+        if data.is_empty() {
+            break;
+        }
+        let got = data.len() as u64;
+        records.push(Record {
+            sequence: 0,
+            txg: itx.txg,
+            object: itx.object,
+            generation: itx.generation,
+            body: RecordBody::Write { offset: at, data },
+        });
+        at += got;
+    }
+}
+
+/// A commit whose writes to copy into log blocks (those not written in place) add up to more
+/// than this waits for their txg instead: copying them all would hold them in memory and
+/// write them twice.
+const COMMIT_COPY_BYTES_MAX: u64 = 8 << 20;
 /// Entries kept in the unlogged table before synced ones are pruned.
 const UNLOGGED_PRUNE: usize = 4096;
 /// Size of the first block of a chain.
@@ -296,6 +364,10 @@ impl Zil {
 
     pub fn set_mode(&self, mode: SyncMode) {
         self.state.lock().mode = mode;
+    }
+
+    pub fn set_logbias(&self, logbias: Logbias) {
+        self.state.lock().logbias = logbias;
     }
 
     /// Record a change of `object` in `txg` (the caller holds `txg`). Nothing is recorded
@@ -507,26 +579,6 @@ impl Zil {
             self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
             self.txgs.wait_synced(Some(txg))?;
         }
-        // Much written data (a large file, then fsync) goes the txg's way: the log has no
-        // WR_INDIRECT yet, and copying it all through the log would hold it in memory and write
-        // it twice. The txg makes every itx of the batch durable (and obsolete).
-        let write_bytes: u64 = itxs
-            .iter()
-            .map(|(_, itx)| match itx.change {
-                Change::Write { length, .. } => length,
-                Change::Record(_) => 0,
-            })
-            .sum();
-        if write_bytes > COMMIT_WRITE_BYTES_MAX {
-            let newest = itxs
-                .iter()
-                .map(|(_, itx)| itx.txg)
-                .max()
-                .expect("not empty");
-            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
-            self.txgs.wait_synced(Some(newest))?;
-            return Ok(());
-        }
         match self.write_itxs(objset, &itxs, read) {
             Ok(()) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
@@ -571,43 +623,86 @@ impl Zil {
         }
     }
 
-    /// Records for `itxs`: write data read now, split into chunks.
-    fn records(&self, itxs: &[(u64, Itx)], read: ReadRange<'_>) -> Vec<Record> {
+    /// Whether `itx` is logged by writing its blocks in place (WR_INDIRECT) in a commit that
+    /// holds txg `held` open: a write of its txg (an older txg takes no more changes, so its
+    /// blocks can no longer be adopted), large enough or under `logbias=throughput`.
+    fn written_in_place(&self, itx: &Itx, held: Txg, logbias: Logbias) -> bool {
+        match itx.change {
+            Change::Write { length, .. } => {
+                itx.txg == held
+                    && (logbias == Logbias::Throughput
+                        || length >= self.io.tunables.zil_immediate_write_sz)
+            }
+            Change::Record(_) => false,
+        }
+    }
+
+    /// Records for `itxs` in a commit holding txg `held`: large writes of `held` written in
+    /// place (their pointers in the records, the pointers also returned for the flush), other
+    /// write data read now, split into chunks.
+    fn records(
+        &self,
+        objset: &ObjectSet,
+        itxs: &[(u64, Itx)],
+        read: ReadRange<'_>,
+        held: Txg,
+    ) -> Result<(Vec<Record>, Vec<BlockPtr>), ZilError> {
+        let logbias = self.state.lock().logbias;
+        let storage = MosSpaceStorage { mos: &self.mos };
         let mut records = Vec::new();
+        let mut in_place = Vec::new();
         for (_, itx) in itxs {
+            let record = |body| Record {
+                sequence: 0,
+                txg: itx.txg,
+                object: itx.object,
+                generation: itx.generation,
+                body,
+            };
             match &itx.change {
-                Change::Write { offset, length } => {
-                    let mut at = *offset;
+                Change::Write { offset, length } if self.written_in_place(itx, held, logbias) => {
+                    let object = crate::types::ObjectId(itx.object);
+                    let Ok(info) = objset.info(object) else {
+                        continue;
+                    };
+                    let block_size = info.data_block_size as u64;
                     let end = offset.saturating_add(*length);
+                    let mut at = *offset;
                     while at < end {
-                        let chunk = ((end - at) as usize).min(WRITE_CHUNK_MAX);
-                        let Some(data) = read(itx.object, itx.generation, at, chunk) else {
-                            break;
-                        };
-                        if data.is_empty() {
-                            break;
+                        let blkid = at / block_size;
+                        let block_start = blkid * block_size;
+                        let piece_end = end.min(block_start + block_size);
+                        let written = objset
+                            .prewrite_block(held, object, itx.generation, blkid, &storage)
+                            .map_err(|error| ZilError::Io(format!("writing in place: {error}")))?;
+                        match written {
+                            Some(bp) => {
+                                records.push(record(RecordBody::WriteIndirect {
+                                    offset: at,
+                                    length: piece_end - at,
+                                    block_offset: at - block_start,
+                                    bp: bp.clone(),
+                                }));
+                                in_place.push(bp);
+                            }
+                            // Not dirty as a block of its own (freed since, a hole, embedded):
+                            // its current bytes go into the log.
+                            None => copy_range(itx, at, piece_end, read, &mut records),
                         }
-                        let got = data.len() as u64;
-                        records.push(Record {
-                            sequence: 0,
-                            txg: itx.txg,
-                            object: itx.object,
-                            generation: itx.generation,
-                            body: RecordBody::Write { offset: at, data },
-                        });
-                        at += got;
+                        at = piece_end;
                     }
                 }
-                Change::Record(body) => records.push(Record {
-                    sequence: 0,
-                    txg: itx.txg,
-                    object: itx.object,
-                    generation: itx.generation,
-                    body: body.clone(),
-                }),
+                Change::Write { offset, length } => copy_range(
+                    itx,
+                    *offset,
+                    offset.saturating_add(*length),
+                    read,
+                    &mut records,
+                ),
+                Change::Record(body) => records.push(record(body.clone())),
             }
         }
-        records
+        Ok((records, in_place))
     }
 
     fn write_itxs(
@@ -622,12 +717,38 @@ impl Zil {
             self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
             self.txgs.wait_synced(Some(head_txg))?;
         }
-        let mut queue: VecDeque<Record> = self.records(itxs, read).into();
-        let total: usize = queue.iter().map(Record::encoded_size).sum();
         // The hold keeps the txg of this commit's allocations from syncing before its blocks
-        // are on disk (module documentation).
-        let hold = self.txgs.assign()?;
+        // are on disk (module documentation), and the blocks of its writes from syncing
+        // before they are written in place. Writes copied into log blocks are bounded: past
+        // `COMMIT_COPY_BYTES_MAX` (writes of a txg that no longer takes changes), the commit
+        // waits for that txg instead, which makes them durable and obsolete.
+        let mut live: Vec<(u64, Itx)> = itxs.to_vec();
+        let hold = loop {
+            let hold = self.txgs.assign()?;
+            let logbias = self.state.lock().logbias;
+            let copied = live.iter().filter_map(|(_, itx)| match itx.change {
+                Change::Write { length, .. }
+                    if !self.written_in_place(itx, hold.txg(), logbias) =>
+                {
+                    Some((length, itx.txg))
+                }
+                _ => None,
+            });
+            let (bytes, newest) = copied.fold((0u64, Txg(0)), |(bytes, newest), (length, txg)| {
+                (bytes + length, newest.max(txg))
+            });
+            if bytes <= COMMIT_COPY_BYTES_MAX {
+                break hold;
+            }
+            drop(hold);
+            self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
+            self.txgs.wait_synced(Some(newest))?;
+            live.retain(|(_, itx)| itx.txg > newest);
+        };
         let txg = hold.txg();
+        let (records, in_place) = self.records(objset, &live, read, txg)?;
+        let mut queue: VecDeque<Record> = records.into();
+        let total: usize = queue.iter().map(Record::encoded_size).sum();
         let mut written: Vec<BlockPtr> = Vec::new();
         let result = (|| -> Result<(), ZilError> {
             while !queue.is_empty() {
@@ -675,6 +796,12 @@ impl Zil {
                                 .write_bytes
                                 .fetch_add(data.len() as u64, Ordering::Relaxed);
                         }
+                        RecordBody::WriteIndirect { length, .. } => {
+                            self.stats.indirect_records.fetch_add(1, Ordering::Relaxed);
+                            self.stats
+                                .indirect_bytes
+                                .fetch_add(*length, Ordering::Relaxed);
+                        }
                         RecordBody::Setattr { .. } => {}
                         _ => {
                             self.stats.namespace_records.fetch_add(1, Ordering::Relaxed);
@@ -712,7 +839,8 @@ impl Zil {
                     .fetch_add(used.len() as u64, Ordering::Relaxed);
                 written.push(current);
             }
-            chain::flush(&self.io, &written).map_err(ZilError::Io)
+            let flushed: Vec<BlockPtr> = written.iter().chain(&in_place).cloned().collect();
+            chain::flush(&self.io, &flushed).map_err(ZilError::Io)
         })();
         drop(hold);
         result?;
@@ -819,16 +947,7 @@ impl Zil {
             entries
         };
         for (bp, allocated) in entries {
-            if allocated <= txg {
-                self.io.free(&bp, txg)?;
-            } else {
-                for dva in bp.copies() {
-                    self.io
-                        .space
-                        .unalloc(dva.vdev, dva.offset, dva.size_allocated, allocated)
-                        .map_err(|error| ObjectError::Pipeline(error.into()))?;
-                }
-            }
+            self.io.give_back(&bp, allocated, Some(txg))?;
         }
         Ok(())
     }

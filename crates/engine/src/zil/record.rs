@@ -17,7 +17,7 @@
 //!
 //! | offset | size | field |
 //! | --- | --- | --- |
-//! | 0 | 2 | type: 1 write, 2 setattr, 3 create, 4 remove, 5 link, 6 rename, 7 xattr |
+//! | 0 | 2 | type: 1 write, 2 setattr, 3 create, 4 remove, 5 link, 6 rename, 7 xattr, 8 write-indirect |
 //! | 2 | 2 | reserved, zero |
 //! | 4 | 4 | record length in bytes, a multiple of 8, ≥ 40 |
 //! | 8 | 8 | record sequence number (increasing within a chain) |
@@ -27,6 +27,9 @@
 //!
 //! Then, by type (variable parts back to back, the record zero-padded to a multiple of 8):
 //! - write (WR_IMMEDIATE): 40 `offset` u64, 48 `length` u64, 56 the data.
+//! - write-indirect (WR_INDIRECT): 40 `offset` u64, 48 `length` u64, 56 offset of the bytes in
+//!   the block u64, 64 the block pointer (128 bytes): 192 bytes. The block is a level-0 data
+//!   block, neither a hole, embedded nor a gang; the bytes lie within it.
 //! - setattr: 40 mask u32 (bit 0 mode, 1 uid, 2 gid, 3 size, 4 atime, 5 mtime), 44 mode u32,
 //!   48 uid u32, 52 gid u32, 56 size u64, 64 atime (i64 seconds, u32 nanoseconds, 4 zero),
 //!   80 mtime (same): 96 bytes.
@@ -44,6 +47,7 @@
 //! - xattr (TX_SETSAXATTR): 40 name length u16, 42 removed u8 (0 or 1), 43 zero, 44 value
 //!   length u32, 48 name, then value (none when removed). `object` is the file.
 
+use crate::block::blkptr::{BlockPtr, BLKPTR_SIZE};
 use crate::types::Txg;
 
 use super::format::{bad, put_u32, put_u64, u32_at, u64_at, LogFormatError};
@@ -70,12 +74,15 @@ const RECORD_REMOVE: u16 = 4;
 const RECORD_LINK: u16 = 5;
 const RECORD_RENAME: u16 = 6;
 const RECORD_XATTR: u16 = 7;
+const RECORD_WRITE_INDIRECT: u16 = 8;
 
 const CREATE_FIXED: usize = 96;
 const REMOVE_FIXED: usize = 56;
 const LINK_FIXED: usize = 56;
 const RENAME_FIXED: usize = 64;
 const XATTR_FIXED: usize = 48;
+/// A write-indirect record: the common part, offset, length, offset in the block, pointer.
+const WRITE_INDIRECT_SIZE: usize = 64 + BLKPTR_SIZE;
 
 /// Which attributes a setattr record sets.
 pub mod setattr_mask {
@@ -100,6 +107,15 @@ pub struct LogTime {
 pub enum RecordBody {
     /// `data` was written at `offset` (WR_IMMEDIATE: the bytes are in the record).
     Write { offset: u64, data: Vec<u8> },
+    /// `length` bytes were written at `offset`, and are bytes `block_offset..` of the data
+    /// block `bp` names, written to its final place at commit (WR_INDIRECT): replay reads
+    /// them from there; the txg's sync adopts the block instead of writing it again.
+    WriteIndirect {
+        offset: u64,
+        length: u64,
+        block_offset: u64,
+        bp: BlockPtr,
+    },
     /// Attributes set (those in `mask`); a size is a truncate or extend.
     Setattr {
         mask: u32,
@@ -258,6 +274,7 @@ impl Record {
     pub fn encoded_size(&self) -> usize {
         let used = match &self.body {
             RecordBody::Write { data, .. } => WRITE_RECORD_FIXED + data.len(),
+            RecordBody::WriteIndirect { .. } => WRITE_INDIRECT_SIZE,
             RecordBody::Setattr { .. } => SETATTR_RECORD_SIZE,
             RecordBody::Create { name, target, .. } => CREATE_FIXED + name.len() + target.len(),
             RecordBody::Remove { name, .. } => REMOVE_FIXED + name.len(),
@@ -281,6 +298,7 @@ impl Record {
         let bytes = &mut out[start..];
         let kind = match self.body {
             RecordBody::Write { .. } => RECORD_WRITE,
+            RecordBody::WriteIndirect { .. } => RECORD_WRITE_INDIRECT,
             RecordBody::Setattr { .. } => RECORD_SETATTR,
             RecordBody::Create { .. } => RECORD_CREATE,
             RecordBody::Remove { .. } => RECORD_REMOVE,
@@ -299,6 +317,17 @@ impl Record {
                 put_parts(bytes, WRITE_RECORD_FIXED, &[data]);
                 put_u64(bytes, 40, *offset);
                 put_u64(bytes, 48, data.len() as u64);
+            }
+            RecordBody::WriteIndirect {
+                offset,
+                length,
+                block_offset,
+                bp,
+            } => {
+                put_u64(bytes, 40, *offset);
+                put_u64(bytes, 48, *length);
+                put_u64(bytes, 56, *block_offset);
+                bp.encode_into(&mut bytes[64..64 + BLKPTR_SIZE]);
             }
             RecordBody::Setattr {
                 mask,
@@ -400,6 +429,38 @@ fn decode_write(raw: &[u8]) -> Result<RecordBody, LogFormatError> {
     Ok(RecordBody::Write {
         offset,
         data: data[0].to_vec(),
+    })
+}
+
+fn decode_write_indirect(raw: &[u8]) -> Result<RecordBody, LogFormatError> {
+    if raw.len() != WRITE_INDIRECT_SIZE {
+        return bad(format!("write-indirect record of {} bytes", raw.len()));
+    }
+    let offset = u64_at(raw, 40);
+    let length = u64_at(raw, 48);
+    let block_offset = u64_at(raw, 56);
+    let bp = BlockPtr::decode(&raw[64..64 + BLKPTR_SIZE])
+        .map_err(|error| LogFormatError(format!("write-indirect record: {error}")))?;
+    let block_size = bp.size_logical as u64;
+    let fits = length > 0
+        && block_offset
+            .checked_add(length)
+            .is_some_and(|end| end <= block_size)
+        && offset
+            .checked_add(length)
+            .is_some_and(|end| end <= i64::MAX as u64)
+        && offset >= block_offset
+        && (offset - block_offset).is_multiple_of(block_size.max(1));
+    if !fits || bp.is_hole() || bp.embedded || bp.is_gang() || bp.level != 0 {
+        return bad(format!(
+            "write-indirect record: {length} bytes at {offset}, {block_offset} into {bp}"
+        ));
+    }
+    Ok(RecordBody::WriteIndirect {
+        offset,
+        length,
+        block_offset,
+        bp,
     })
 }
 
@@ -545,6 +606,7 @@ pub fn decode_records(mut bytes: &[u8]) -> Result<Vec<Record>, LogFormatError> {
             RECORD_LINK => decode_link(raw)?,
             RECORD_RENAME => decode_rename(raw)?,
             RECORD_XATTR => decode_xattr(raw)?,
+            RECORD_WRITE_INDIRECT => decode_write_indirect(raw)?,
             other => return bad(format!("record type {other}")),
         };
         records.push(Record {
@@ -575,8 +637,38 @@ mod tests {
         })
     }
 
+    fn write_indirect() -> impl Strategy<Value = RecordBody> {
+        (0u64..1 << 30, 0u64..8192, 1u64..=8192, any::<u64>()).prop_map(
+            |(blkid, block_offset, length, checksum)| {
+                use crate::block::blkptr::{Dva, ObjectType};
+                let size = 8192u64;
+                let length = length.min(size - block_offset).max(1);
+                let block_offset = block_offset.min(size - length);
+                let mut bp = BlockPtr::hole(Txg(9), ObjectType::PlainFile, 0);
+                bp.dvas[0] = Dva {
+                    vdev: crate::types::VdevId(0),
+                    offset: blkid * 512,
+                    size_allocated: size,
+                    gang: false,
+                };
+                bp.size_logical = size as u32;
+                bp.size_physical = size as u32;
+                bp.fill_count = 1;
+                bp.birth_physical = Txg(9);
+                bp.checksum[..8].copy_from_slice(&checksum.to_le_bytes());
+                RecordBody::WriteIndirect {
+                    offset: blkid * size + block_offset,
+                    length,
+                    block_offset,
+                    bp,
+                }
+            },
+        )
+    }
+
     fn body() -> impl Strategy<Value = RecordBody> {
         prop_oneof![
+            write_indirect(),
             (
                 0u64..1 << 40,
                 proptest::collection::vec(any::<u8>(), 1..100)

@@ -1,0 +1,255 @@
+//! Writes committed in place (WR_INDIRECT): a large write's fsync writes its blocks where they
+//! will stay and logs only their pointers; the txg's sync adopts them instead of writing the
+//! data again; a crash before that sync replays them from their pointers (block/prewrite.rs,
+//! object/prewrite.rs, zil/).
+//!
+//! Each crash drops the pool without export while txg syncs are paused, so only the log can
+//! carry the fsynced changes; `check` must be clean before replay (the claimed blocks are
+//! counted) and after it (nothing leaked, nothing freed twice).
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tarn::check::check_pool;
+use tarn::fs::{FileSystem, SetAttr};
+use tarn::pool::Pool;
+use tarn::zil::{Logbias, ZilStats};
+
+use common::*;
+
+const POOL: &str = "zilind";
+
+fn open_fs(pool: &Pool) -> FileSystem {
+    FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
+}
+
+fn new_pool(dir: &Path) -> Pool {
+    create_pool(dir, POOL, single(dir, "vdev.img"), tiny())
+}
+
+fn check_clean(pool: &Pool, what: &str) {
+    let report = check_pool(pool, false).expect("check runs");
+    assert!(
+        report.is_clean(),
+        "{what}: check found problems: {report:#?}"
+    );
+}
+
+fn read_all(fs: &FileSystem, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as usize).unwrap()
+}
+
+fn crash(pool: Pool, fs: FileSystem) {
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+}
+
+fn counter(stats: &ZilStats, pick: fn(&ZilStats) -> &std::sync::atomic::AtomicU64) -> u64 {
+    pick(stats).load(Ordering::Relaxed)
+}
+
+/// A 4 MiB write and its fsync: every block written in place, only pointers in the log, no
+/// txg; after a crash the claim counts the blocks, replay brings the data back, and the blocks
+/// are freed with the chain. A second crash after replay changes nothing.
+#[test]
+fn large_fsynced_writes_are_logged_by_pointer_and_survive_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+    let small = fs.create(fs.root(), b"small", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let synced = pool.core.txgs.last_synced();
+    let zil = fs.intent_log().unwrap().clone();
+
+    let pause = pool.core.txgs.pause_syncs();
+    let mut expect = Vec::new();
+    // Unaligned pieces, so that records start and end inside blocks.
+    for index in 0..32u64 {
+        let data = pattern(index, 131_000);
+        fs.write(ino, expect.len() as u64, &data).unwrap();
+        expect.extend_from_slice(&data);
+    }
+    fs.fsync(ino).unwrap();
+    // A small write next to it still goes into the log by value.
+    fs.write(small, 0, &pattern(77, 3000)).unwrap();
+    fs.fsync(small).unwrap();
+    assert_eq!(
+        pool.core.txgs.last_synced(),
+        synced,
+        "an fsync waited for a txg"
+    );
+    let indirect = counter(&zil.stats, |s| &s.indirect_records);
+    let indirect_bytes = counter(&zil.stats, |s| &s.indirect_bytes);
+    assert!(indirect >= 32, "{indirect} records written in place");
+    assert_eq!(indirect_bytes, expect.len() as u64);
+    assert_eq!(counter(&zil.stats, |s| &s.write_records), 1);
+    let logged = counter(&zil.stats, |s| &s.bytes);
+    // Pointers only: about 200 bytes a block, against 4 MiB if the data were copied.
+    assert!(
+        logged < indirect * 256 + (16 << 10),
+        "{logged} bytes of log blocks for 4 MiB in {indirect} records written in place"
+    );
+    drop(pause);
+    crash(pool, fs);
+
+    let pool = import(dir.path(), POOL, tiny());
+    pool.sync().unwrap();
+    check_clean(&pool, "with a claimed log not yet replayed");
+    let fs = open_fs(&pool);
+    assert!(read_all(&fs, ino) == expect, "the fsynced data is not back");
+    assert_eq!(read_all(&fs, small), pattern(77, 3000));
+    pool.sync().unwrap();
+    check_clean(&pool, "after replay");
+    crash(pool, fs);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(read_all(&fs, ino) == expect);
+    pool.sync().unwrap();
+    check_clean(&pool, "after a second import");
+    drop(fs);
+    pool.export().unwrap();
+}
+
+/// The sync of a txg whose blocks were written in place adopts them: the data is written
+/// once, by the commit, and the sync writes only metadata.
+#[test]
+fn the_sync_adopts_blocks_written_in_place_instead_of_writing_them_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let data = pattern(5, 8 << 20);
+    let pause = pool.core.txgs.pause_syncs();
+    fs.write(ino, 0, &data).unwrap();
+    fs.fsync(ino).unwrap();
+    drop(pause);
+    let before = pool.core.io.write_counters();
+    pool.sync().unwrap();
+    let synced = pool.core.io.write_counters().since(&before);
+    assert!(
+        synced.bytes < 1 << 20,
+        "the sync wrote {} bytes after 8 MiB were written in place",
+        synced.bytes
+    );
+    // And without the log's help the same sync writes the data.
+    let other = fs.create(fs.root(), b"g", 0o644, 0, 0).unwrap().ino;
+    fs.write(other, 0, &data).unwrap();
+    let before = pool.core.io.write_counters();
+    pool.sync().unwrap();
+    let plain = pool.core.io.write_counters().since(&before);
+    assert!(plain.bytes >= 8 << 20, "{} bytes", plain.bytes);
+    check_clean(&pool, "after adoption");
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(read_all(&fs, ino) == data);
+    assert!(read_all(&fs, other) == data);
+    check_clean(&pool, "after import");
+}
+
+/// A block written in place and then changed again in the same txg is not adopted: the sync
+/// writes the newer contents and frees the block written ahead (no leak). A crash before the
+/// sync replays the contents that were fsynced, and a later truncate and fsync win.
+#[test]
+fn blocks_changed_after_their_commit_are_freed_and_replay_stays_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    let gone = fs.create(fs.root(), b"gone", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+
+    // Rewritten without an fsync, then synced: the first version's blocks are freed.
+    let pause = pool.core.txgs.pause_syncs();
+    fs.write(ino, 0, &pattern(1, 256 << 10)).unwrap();
+    fs.fsync(ino).unwrap();
+    fs.write(ino, 0, &pattern(2, 256 << 10)).unwrap();
+    // Written in place, then the file is removed in the same txg.
+    fs.write(gone, 0, &pattern(3, 200 << 10)).unwrap();
+    fs.fsync(gone).unwrap();
+    fs.unlink(fs.root(), b"gone").unwrap();
+    drop(pause);
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+    check_clean(&pool, "after blocks written ahead were not adopted");
+    assert!(read_all(&fs, ino) == pattern(2, 256 << 10));
+    // The read updated the access time, a change the log does not record: let it sync, or
+    // the next fsync would wait for it (with syncs paused, forever).
+    pool.sync().unwrap();
+
+    // Crash with a commit whose block changed afterwards: the fsynced version comes back.
+    let pause = pool.core.txgs.pause_syncs();
+    fs.write(ino, 0, &pattern(4, 256 << 10)).unwrap();
+    fs.fsync(ino).unwrap();
+    fs.write(ino, 0, &pattern(5, 256 << 10)).unwrap();
+    drop(pause);
+    crash(pool, fs);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert!(read_all(&fs, ino) == pattern(4, 256 << 10));
+    pool.sync().unwrap();
+    check_clean(&pool, "after replaying a block changed after its commit");
+
+    // Written in place, truncated, written small, fsynced: replay ends with the small file.
+    let pause = pool.core.txgs.pause_syncs();
+    fs.write(ino, 0, &pattern(6, 512 << 10)).unwrap();
+    fs.fsync(ino).unwrap();
+    fs.setattr(
+        ino,
+        SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    fs.write(ino, 0, &pattern(7, 4096)).unwrap();
+    fs.fsync(ino).unwrap();
+    drop(pause);
+    crash(pool, fs);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    assert_eq!(read_all(&fs, ino), pattern(7, 4096));
+    pool.sync().unwrap();
+    check_clean(
+        &pool,
+        "after replaying a truncate over blocks written in place",
+    );
+}
+
+/// `logbias=throughput` writes even small writes in place; `latency` copies them.
+#[test]
+fn logbias_throughput_writes_small_writes_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = Arc::new(open_fs(&pool));
+    let ino = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let zil = fs.intent_log().unwrap().clone();
+    let pause = pool.core.txgs.pause_syncs();
+    fs.write(ino, 0, &pattern(1, 4096)).unwrap();
+    fs.fsync(ino).unwrap();
+    assert_eq!(counter(&zil.stats, |s| &s.indirect_records), 0);
+    fs.set_logbias(Logbias::Throughput);
+    fs.write(ino, 4096, &pattern(2, 4096)).unwrap();
+    fs.fsync(ino).unwrap();
+    assert_eq!(counter(&zil.stats, |s| &s.indirect_records), 1);
+    assert_eq!(counter(&zil.stats, |s| &s.write_records), 1);
+    drop(pause);
+    let fs = Arc::try_unwrap(fs).ok().unwrap();
+    crash(pool, fs);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    let mut expect = pattern(1, 4096);
+    expect.extend_from_slice(&pattern(2, 4096));
+    assert_eq!(read_all(&fs, ino), expect);
+    pool.sync().unwrap();
+    check_clean(&pool, "after replay");
+}
