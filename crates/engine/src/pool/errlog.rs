@@ -35,13 +35,15 @@
 //! changed; then one object rewritten (entries × 32 bytes or so).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::block::blkptr::ObjectType;
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::read_errors::BlockNow;
-use crate::object::Tx;
+use crate::object::{ObjectSet, Tx};
 use crate::types::{ObjectId, Txg};
 
 use super::{kv_create, kv_set_u64, lookup_mos_directory, PoolCore, PoolError};
@@ -192,23 +194,20 @@ impl PoolCore {
         Ok(())
     }
 
-    /// Take over the read errors every dataset's object set has noted.
+    /// Take over the read errors every dataset's object set, and every opened snapshot's
+    /// (`.zfs/snapshot`), has noted.
     pub(super) fn collect_read_errors(&self) {
-        for (_, dataset) in self.dataset_list() {
-            let Some(objset) = dataset.try_objset() else {
-                continue;
-            };
+        for (dataset_name, objset, dataset) in self.object_sets_with_names() {
             for error in objset.read_errors().take() {
                 log::warn!(
-                    "pool {}: dataset {}: object {} block {} has no good copy",
+                    "pool {}: dataset {dataset_name}: object {} block {} has no good copy",
                     self.name,
-                    dataset.name(),
                     error.object,
                     error.blkid
                 );
                 self.errlog.add(
                     ErrorBookmark {
-                        dataset: dataset.object,
+                        dataset,
                         object: error.object,
                         blkid: error.blkid,
                     },
@@ -218,14 +217,32 @@ impl PoolCore {
         }
     }
 
+    /// Every open object set of a file system or snapshot: (full name, object set, record
+    /// object).
+    fn object_sets_with_names(&self) -> Vec<(String, Arc<ObjectSet>, ObjectId)> {
+        let mut sets = Vec::new();
+        for (_, dataset) in self.dataset_list() {
+            let name = dataset.name();
+            for snapshot in dataset.snapshots() {
+                if let Some(objset) = snapshot.opened_objset() {
+                    let full = format!("{name}@{}", snapshot.short_name());
+                    sets.push((full, objset, snapshot.object));
+                }
+            }
+            if let Some(objset) = dataset.try_objset() {
+                sets.push((name, objset, dataset.object));
+            }
+        }
+        sets
+    }
+
     /// Whether the error log has changes to sync (or notes to take over).
     pub(super) fn errlog_dirty(&self) -> bool {
         self.errlog.state.lock().dirty
-            || self.dataset_list().iter().any(|(_, dataset)| {
-                dataset
-                    .try_objset()
-                    .is_some_and(|objset| !objset.read_errors().is_empty())
-            })
+            || self
+                .object_sets_with_names()
+                .iter()
+                .any(|(_, objset, _)| !objset.read_errors().is_empty())
     }
 
     /// Whether the error log, the history or failmode has something for the next sync (a
@@ -334,41 +351,49 @@ impl PoolCore {
             .iter()
             .map(|(bookmark, birth)| (*bookmark, *birth))
             .collect();
-        let datasets = self.dataset_list();
+        // Heads and opened snapshots by record object: (full name, object set).
+        let datasets: BTreeMap<ObjectId, (String, Arc<ObjectSet>)> = self
+            .object_sets_with_names()
+            .into_iter()
+            .map(|(name, objset, object)| (object, (name, objset)))
+            .collect();
         let mut stale = Vec::new();
         let mut shown = Vec::new();
         // One read-only file system per dataset named, opened at its first entry.
         let mut file_systems: BTreeMap<ObjectId, Option<crate::fs::FileSystem>> = BTreeMap::new();
         for (bookmark, birth) in entries {
-            let dataset = datasets
-                .iter()
-                .find(|(_, dataset)| dataset.object == bookmark.dataset)
-                .map(|(_, dataset)| dataset.clone());
-            let Some(dataset) = dataset else {
-                // A destroyed dataset: its blocks are no longer referenced.
-                stale.push(bookmark);
+            let Some((dataset_name, objset)) = datasets.get(&bookmark.dataset).cloned() else {
+                // A destroyed dataset, or a snapshot nobody has opened since the import (its
+                // entry is named by object number, and kept: a snapshot never changes).
+                if self.record_is_gone(bookmark.dataset) {
+                    stale.push(bookmark);
+                } else {
+                    shown.push(ErrorEntry {
+                        bookmark,
+                        dataset_name: None,
+                        path: None,
+                    });
+                }
                 continue;
             };
-            let objset = dataset.try_objset();
-            if let Some(objset) = &objset {
-                if is_stale(objset, &bookmark, birth) {
-                    stale.push(bookmark);
-                    continue;
-                }
+            if is_stale(&objset, &bookmark, birth) {
+                stale.push(bookmark);
+                continue;
             }
-            let path = match objset {
-                Some(objset) if with_paths => file_systems
+            let path = if with_paths {
+                file_systems
                     .entry(bookmark.dataset)
                     .or_insert_with(|| {
                         crate::fs::FileSystem::open_read_only(objset, self.txgs.clone()).ok()
                     })
                     .as_ref()
-                    .and_then(|fs| fs.path_of(bookmark.object.0).ok().flatten()),
-                _ => None,
+                    .and_then(|fs| fs.path_of(bookmark.object.0).ok().flatten())
+            } else {
+                None
             };
             shown.push(ErrorEntry {
                 bookmark,
-                dataset_name: Some(dataset.name()),
+                dataset_name: Some(dataset_name),
                 path,
             });
         }
@@ -412,6 +437,13 @@ impl PoolCore {
         }
         self.errlog.state.lock().object = object;
         Ok(())
+    }
+}
+
+impl PoolCore {
+    /// Whether the dataset or snapshot record `object` no longer exists in the MOS.
+    fn record_is_gone(&self, object: ObjectId) -> bool {
+        !matches!(self.mos.info(object), Ok(info) if info.object_type == ObjectType::Dataset)
     }
 }
 
