@@ -362,9 +362,13 @@ impl PoolCore {
         // One read-only file system per dataset named, opened at its first entry.
         let mut file_systems: BTreeMap<ObjectId, Option<crate::fs::FileSystem>> = BTreeMap::new();
         for (bookmark, birth) in entries {
-            let Some((dataset_name, objset)) = datasets.get(&bookmark.dataset).cloned() else {
-                // A destroyed dataset, or a snapshot nobody has opened since the import (its
-                // entry is named by object number, and kept: a snapshot never changes).
+            let found = datasets
+                .get(&bookmark.dataset)
+                .cloned()
+                .or_else(|| self.open_snapshot_by_object(bookmark.dataset));
+            let Some((dataset_name, objset)) = found else {
+                // A destroyed dataset, or a snapshot that cannot be opened (its entry is named
+                // by object number, and kept: a snapshot never changes).
                 if self.record_is_gone(bookmark.dataset) {
                     stale.push(bookmark);
                 } else {
@@ -441,6 +445,21 @@ impl PoolCore {
 }
 
 impl PoolCore {
+    /// The snapshot whose record is `object`, opened: (full name, object set).
+    fn open_snapshot_by_object(&self, object: ObjectId) -> Option<(String, Arc<ObjectSet>)> {
+        self.dataset_list().into_iter().find_map(|(_, dataset)| {
+            let snapshot = dataset
+                .snapshots()
+                .into_iter()
+                .find(|snapshot| snapshot.object == object)?;
+            let objset = snapshot.objset(&self.io).ok()?;
+            Some((
+                format!("{}@{}", dataset.name(), snapshot.short_name()),
+                objset,
+            ))
+        })
+    }
+
     /// Whether the dataset or snapshot record `object` no longer exists in the MOS.
     fn record_is_gone(&self, object: ObjectId) -> bool {
         !matches!(self.mos.info(object), Ok(info) if info.object_type == ObjectType::Dataset)
