@@ -227,6 +227,11 @@ fn damage_only_a_snapshot_holds_is_named_under_the_snapshot() {
     pool.export().unwrap();
     let pool = import(dir.path(), POOL, tiny());
     assert_eq!(names(&pool), vec![format!("{POOL}@s1:/kept")]);
+    // check finds the block while walking the snapshot and, since the head no longer holds
+    // it, keeps it under the snapshot.
+    let report = check_pool(&pool, true).unwrap();
+    assert_eq!(report.blocks_unreadable.len(), 1, "{report:#?}");
+    assert_eq!(names(&pool), vec![format!("{POOL}@s1:/kept")]);
     pool.destroy_snapshots(&format!("{POOL}@s1"), false)
         .unwrap();
     pool.sync().unwrap();

@@ -94,6 +94,10 @@ struct Walker<'a> {
     report: CheckReport,
     /// The head dataset whose chain is being walked (None for the MOS and queues).
     head_dataset: Option<ObjectId>,
+    /// The head's open object set, to tell whether a block a snapshot holds is the head's too.
+    head_objset: Option<std::sync::Arc<ObjectSet>>,
+    /// The record (snapshot or head) whose tree is being walked.
+    walked_record: Option<ObjectId>,
     /// Copies of unreadable blocks, by leaf path.
     unrecoverable_by_leaf: BTreeMap<String, u64>,
 }
@@ -149,10 +153,30 @@ impl Walker<'_> {
 
     /// For the error log: the data blocks of `object` that cannot be read, by block number,
     /// with the birth of their pointer (0 when an indirect block above them is what fails).
-    /// Only for an object of a file system's chain (`head_dataset` set).
+    /// Only for an object of a file system's chain (`head_dataset` set). A data block found
+    /// while walking a snapshot goes under the snapshot unless the head still holds the same
+    /// block, where it goes under the head (as a read of the live file would put it).
     fn note_unreadable_blocks(&mut self, object: ObjectId, dnode: &crate::object::phys::DnodePhys) {
-        let Some(dataset) = self.head_dataset else {
+        let Some(head) = self.head_dataset else {
             return;
+        };
+        let walked = self.walked_record.unwrap_or(head);
+        let head_objset = self.head_objset.clone();
+        let owner = |blkid: u64, birth: u64| {
+            if walked == head || birth == 0 {
+                return head;
+            }
+            let in_head = head_objset.as_ref().is_some_and(|objset| {
+                matches!(
+                    objset.block_now(object, blkid),
+                    Ok(crate::object::read_errors::BlockNow::Born(now)) if now == birth
+                )
+            });
+            if in_head {
+                head
+            } else {
+                walked
+            }
         };
         let io = self.io;
         let mut found = Vec::new();
@@ -165,7 +189,7 @@ impl Walker<'_> {
             } else {
                 0
             };
-            found.push((dataset, object, first_blkid, birth));
+            found.push((owner(first_blkid, birth), object, first_blkid, birth));
             Ok(())
         });
         self.report.objects_unreadable.extend(found);
@@ -484,6 +508,8 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         referenced: BTreeMap::new(),
         report: CheckReport::default(),
         head_dataset: None,
+        head_objset: None,
+        walked_record: None,
         unrecoverable_by_leaf: BTreeMap::new(),
     };
     walker.report.txg = core.txgs.last_synced().0;
@@ -584,6 +610,8 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             .push(format!("background destroy queue: {error}"));
     }
     walker.head_dataset = None;
+    walker.head_objset = None;
+    walker.walked_record = None;
     for bp in &pending {
         walker.visit(bp, "background destroy");
     }
