@@ -20,6 +20,7 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value)
     // A pool suspended by a failed sync says so just before its errors (zpool's "status: One
     // or more devices are faulted in response to IO failures").
     let suspended = pool.core.txgs.failure().map(|why| {
+        let why = tarn::pool::failmode::short_reason(&why);
         format!(
             "status: the pool is suspended: a txg could not be written ({why}); writes fail, reads go on (failmode={}).\naction: make the devices work again, then export and re-import the pool.\n",
             pool.core.failmode().as_str()

@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use log::error;
-use tarn::pool::failmode::FailMode;
+use tarn::pool::failmode::{short_reason, FailMode};
 
 use super::held::Daemon;
 
@@ -57,7 +57,7 @@ pub(super) fn watch(daemon: &Arc<Daemon>) {
                                     "pool {} is suspended (failmode={}): {}; writes fail with EIO, reads go on; export and re-import it once its devices work",
                                     pool.name(),
                                     mode.as_str(),
-                                    failure.unwrap_or_default()
+                                    short_reason(&failure.unwrap_or_default())
                                 );
                             }
                         }
@@ -65,7 +65,7 @@ pub(super) fn watch(daemon: &Arc<Daemon>) {
                             error!(
                                 "pool {} is suspended and its failmode is panic: {}; the tarn daemon exits now without exporting",
                                 pool.name(),
-                                failure.unwrap_or_default()
+                                short_reason(&failure.unwrap_or_default())
                             );
                             log::logger().flush();
                             std::process::exit(FAILMODE_PANIC_EXIT);

@@ -70,6 +70,20 @@ pub struct FailModeState {
     dirty: AtomicBool,
 }
 
+/// A suspension's reason for one line of status or log: the first error of a failed sync
+/// (which joins one message per write that reached no device) and how many followed.
+pub fn short_reason(why: &str) -> String {
+    let mut parts = why.split("; ");
+    let first = parts.next().unwrap_or_default();
+    let more = parts.count();
+    let first: String = first.chars().take(300).collect();
+    if more == 0 {
+        first
+    } else {
+        format!("{first}; and {more} more")
+    }
+}
+
 impl PoolCore {
     pub fn failmode(&self) -> FailMode {
         FailMode::from_code(self.failmode.code.load(Ordering::Acquire) as u64)
@@ -139,5 +153,12 @@ mod tests {
         }
         assert_eq!(FailMode::parse("halt"), None);
         assert_eq!(FailMode::from_code(3), None);
+    }
+
+    #[test]
+    fn long_reasons_are_cut_to_their_first_error() {
+        assert_eq!(short_reason("a"), "a");
+        assert_eq!(short_reason("x: a; b; c"), "x: a; and 2 more");
+        assert_eq!(short_reason(&"y".repeat(1000)).len(), 300);
     }
 }
