@@ -32,8 +32,15 @@ fn copies_of_one_vdev_are_never_combined() {
     pool.export().unwrap();
     std::fs::copy(a.join("vdev.img"), b.join("vdev.img")).unwrap();
 
-    // Identical copies: refused, both named.
+    // The listing shows the pool once and names the copies.
     let both = vec![a.clone(), b.clone()];
+    let found = Pool::scan(&both);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].copies_found,
+        vec![vec![a.join("vdev.img"), b.join("vdev.img")]]
+    );
+    // Identical copies: refused, both named.
     let error = Pool::import(POOL, ImportOptions::new(both.clone(), tiny()))
         .err()
         .expect("identical copies must not import")

@@ -248,6 +248,16 @@ pub fn import(
                     .collect::<Vec<_>>()
                     .join(" ")
             );
+            for copies in &pool.copies_found {
+                out!(
+                    "warning: {} carry the same vdev: copies of one device; import opens the one with the newest label, or refuses if they cannot be told apart\n",
+                    copies
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                );
+            }
         }
         return Ok(0);
     };

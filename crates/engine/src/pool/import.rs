@@ -7,8 +7,13 @@ impl Pool {
     /// List the pools whose vdevs are in `dirs`.
     pub fn scan(dirs: &[PathBuf]) -> Vec<FoundPool> {
         let mut pools: BTreeMap<u64, FoundPool> = BTreeMap::new();
+        let mut by_leaf: BTreeMap<(u64, u64), Vec<PathBuf>> = BTreeMap::new();
         for found in crate::vdev::scan::scan_dirs(dirs) {
             let config = found.config;
+            by_leaf
+                .entry((config.pool_guid, config.leaf_guid))
+                .or_default()
+                .push(found.path.clone());
             let entry = pools.entry(config.pool_guid).or_insert_with(|| FoundPool {
                 name: config.name.clone(),
                 guid: Guid(config.pool_guid),
@@ -16,6 +21,7 @@ impl Pool {
                 txg: config.txg,
                 config: config.clone(),
                 leaves_found: Vec::new(),
+                copies_found: Vec::new(),
             });
             if config.txg > entry.txg {
                 entry.txg = config.txg;
@@ -24,6 +30,11 @@ impl Pool {
                 entry.config = config.clone();
             }
             entry.leaves_found.push(found.path);
+        }
+        for ((pool_guid, _), paths) in by_leaf {
+            if let (Some(pool), true) = (pools.get_mut(&pool_guid), paths.len() > 1) {
+                pool.copies_found.push(paths);
+            }
         }
         pools.into_values().collect()
     }

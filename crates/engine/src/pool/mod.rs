@@ -429,6 +429,9 @@ pub struct FoundPool {
     pub txg: u64,
     pub config: LabelConfig,
     pub leaves_found: Vec<PathBuf>,
+    /// Devices found carrying the same leaf (copies of one vdev image), each group with two
+    /// or more paths; import tells them apart by label txg or refuses (`leaf_choice.rs`).
+    pub copies_found: Vec<Vec<PathBuf>>,
 }
 
 /// What the pool layer tells about the uberblock it opened.
