@@ -56,6 +56,9 @@ fn failmode_is_kept_in_the_pool_and_a_suspended_pool_says_so() {
 
     let pool = import(dir.path(), POOL, tiny());
     assert_eq!(failmode_property(&pool), ("panic".to_string(), "local"));
+    // Set back to the default value, it is still a local setting.
+    pool.set_pool_property("failmode", "wait").unwrap();
+    assert_eq!(failmode_property(&pool), ("wait".to_string(), "local"));
     pool.set_pool_property("failmode", "continue").unwrap();
     pool.export().unwrap();
     let pool = import(dir.path(), POOL, tiny());

@@ -68,6 +68,8 @@ impl FailMode {
 pub struct FailModeState {
     code: AtomicU8,
     dirty: AtomicBool,
+    /// Set on this pool (`pool set`, or found in the MOS), as opposed to the default.
+    set: AtomicBool,
 }
 
 /// A suspension's reason for one line of status or log: the first error of a failed sync
@@ -92,7 +94,7 @@ impl PoolCore {
 
     /// Whether the property was set on this pool (else it is the default).
     pub fn failmode_is_set(&self) -> bool {
-        self.failmode() != FailMode::Wait
+        self.failmode.set.load(Ordering::Acquire)
     }
 
     /// `pool set failmode=VALUE` (persisted by the next sync).
@@ -106,6 +108,7 @@ impl PoolCore {
             return Err(PoolError::ReadOnly);
         }
         self.failmode.code.store(mode.code(), Ordering::Release);
+        self.failmode.set.store(true, Ordering::Release);
         self.failmode.dirty.store(true, Ordering::Release);
         Ok(())
     }
@@ -121,6 +124,7 @@ impl PoolCore {
                 PoolError::Corrupt(format!("failmode {code} in the MOS directory"))
             })?;
             self.failmode.code.store(mode.code(), Ordering::Release);
+            self.failmode.set.store(true, Ordering::Release);
         }
         Ok(())
     }
