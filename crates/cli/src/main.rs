@@ -62,6 +62,7 @@ macro_rules! err {
 }
 
 mod bench;
+mod cachefile;
 mod client;
 mod daemon;
 mod error;
@@ -71,6 +72,7 @@ mod ops;
 mod output;
 mod protocol;
 mod quickstart;
+mod records;
 mod scan_report;
 mod verbs;
 
@@ -381,6 +383,9 @@ enum PoolCommand {
         /// With -F: only say which txg a rewind would open and how much it would discard.
         #[arg(short = 'n', requires = "rewind")]
         dry_run: bool,
+        /// Import every pool the cache file remembers (what the systemd unit runs at boot).
+        #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
+        all: bool,
         pool: Option<String>,
         new_name: Option<String>,
     },
@@ -469,7 +474,24 @@ enum PoolCommand {
         dirs: Vec<PathBuf>,
         #[arg(short = 'j')]
         json: bool,
+        /// Name the files with permanent errors (damaged blocks with no good copy).
+        #[arg(short = 'v')]
+        verbose: bool,
         pool: Option<String>,
+    },
+    /// Every command that changed the pool, oldest first: tarn pool history [-l] POOL
+    History {
+        #[arg(short = 'd', long = "dir")]
+        dirs: Vec<PathBuf>,
+        /// Also say who ran each command, on which host, in which txg.
+        #[arg(short = 'l')]
+        long: bool,
+        pool: String,
+    },
+    /// Reset error counts (of one device) and forget the error log: tarn pool clear POOL [DEV]
+    Clear {
+        pool: String,
+        device: Option<String>,
     },
 }
 
@@ -583,6 +605,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 pool,
                 vdevs,
             ),
+            PoolCommand::Import { all: true, .. } => verbs::pool_cache::import_all(socket),
             PoolCommand::Import {
                 dirs,
                 force: _,
@@ -591,6 +614,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 altroot,
                 rewind,
                 dry_run,
+                all: _,
                 pool,
                 new_name,
             } => match (dry_run, pool) {
@@ -613,7 +637,16 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Destroy { dirs, force, pool } => pool::destroy(socket, dirs, force, pool),
             PoolCommand::Sync { pool } => pool::sync(socket, pool),
             PoolCommand::List { dirs, list, pool } => pool::list(socket, dirs, list.format(), pool),
-            PoolCommand::Status { dirs, json, pool } => pool::status(socket, dirs, json, pool),
+            PoolCommand::Status {
+                dirs,
+                json,
+                verbose,
+                pool,
+            } => pool::status(socket, dirs, json, verbose, pool),
+            PoolCommand::History { dirs, long, pool } => {
+                verbs::pool_records::history(socket, dirs, long, pool)
+            }
+            PoolCommand::Clear { pool, device } => verbs::pool_records::clear(socket, pool, device),
             PoolCommand::Get {
                 list,
                 properties,

@@ -175,13 +175,13 @@ pub fn set_pool_property(pool: &Pool, property: &str, value: &str) -> Result<(),
             "property 'readonly' can only be set at import time (tarn pool import -o readonly=on)".into(),
         )),
         "cachefile" => Err(Failure(
-            "property 'cachefile' can only be set at import or creation time (and tarn keeps no cache file yet)".into(),
+            "property 'cachefile' belongs to the daemon holding the pool: import the pool, then set it (or give -o cachefile= to pool create or import)".into(),
         )),
         _ => Ok(pool.set_pool_property(property, value)?),
     }
 }
 
-pub fn status_entry(pool: &Pool) -> StatusEntry {
+pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
     let name = pool.name();
     let mut vdevs = Vec::new();
     let health = pool.core.io.vdevs.health();
@@ -255,12 +255,14 @@ pub fn status_entry(pool: &Pool) -> StatusEntry {
     } else if health != tarn::vdev::VdevHealth::Online {
         text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
     }
-    text.push_str("\nerrors: No known data errors\n");
+    let (errors, errors_json) = crate::records::errors_section(pool, verbose);
+    text.push('\n');
+    text.push_str(&errors);
     StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs}),
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "errors": errors_json}),
     }
 }
 
@@ -278,6 +280,24 @@ pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
         report.copies_bad,
         report.copies_repaired
     );
+    if !report.blocks_unreadable.is_empty() {
+        out!(
+            "  unrecoverable blocks: {} (no copy verifies; listed below and in the error log, see 'tarn pool status -v')",
+            report.blocks_unreadable.len()
+        );
+    }
+    for device in report.devices.iter().filter(|device| device.bad > 0) {
+        let repaired = device.repaired.map_or_else(
+            || "repairs not counted".to_string(),
+            |n| format!("{n} repaired"),
+        );
+        out!(
+            "  device {}: {} bad copies ({repaired}, {} unrecoverable)",
+            device.path,
+            device.bad,
+            device.unrecoverable
+        );
+    }
     for block in &report.blocks_unreadable {
         out!("  UNREADABLE: {block}");
     }
@@ -294,12 +314,22 @@ pub fn check(pool: &Pool, name: &str, repair: bool) -> Result<bool, Failure> {
         out!("  ERROR: {error}");
     }
     let clean = report.is_clean();
+    let unrepaired = report.copies_bad.saturating_sub(report.copies_repaired);
     out!(
         "{}",
-        if clean {
-            "no errors found"
+        if !clean {
+            "ERRORS FOUND".to_string()
+        } else if report.copies_bad == 0 {
+            "no errors found".to_string()
+        } else if unrepaired == 0 {
+            format!(
+                "no errors found ({} bad copies repaired)",
+                report.copies_repaired
+            )
         } else {
-            "ERRORS FOUND"
+            format!(
+                "no unrecoverable errors, but {unrepaired} bad copies were not repaired (check -n or a read-only pool): run 'tarn check' to repair them"
+            )
         }
     );
     Ok(clean)

@@ -181,8 +181,12 @@ fn pool_set_enables_features_and_refuses_import_time_properties() {
         .failure(&["'readonly' can only be set at import time"]);
     t.run(&["pool", "set", "altroot=/mnt", "tank"])
         .failure(&["'altroot' can only be set during pool creation or import"]);
-    t.run(&["pool", "set", "cachefile=/etc/tarn.cache", "tank"])
-        .failure(&["'cachefile' can only be set"]);
+    // cachefile can be set (as zpool's): `none` stops recording the pool; a relative path is
+    // refused.
+    t.run(&["pool", "set", "cachefile=none", "tank"]).success();
+    assert_eq!(value(&t, "cachefile", "tank"), "none");
+    t.run(&["pool", "set", "cachefile=relative.cache", "tank"])
+        .failure(&["invalid cachefile"]);
     t.run(&["pool", "set", "size=1G", "tank"])
         .failure(&["read-only"]);
     t.run(&["pool", "set", "bogus", "tank"])

@@ -19,9 +19,16 @@ log_must tarn check -n -d "$VDEV_DIR" "$TESTPOOL"
 bad=$(sed -n 's/.*(\([0-9]*\) bad, \([0-9]*\) repaired).*/\1/p' "$LAST_STDOUT")
 [ "${bad:-0}" -gt 0 ] || log_fail "check -n found no bad copy"
 stdout_has "(${bad} bad, 0 repaired)"
+# The damaged side is named with its count, the good side not; nothing claims "no errors"
+# while bad copies remain (issue 21: it said "no errors found" without naming the device).
+stdout_has "device $(vdev "$TESTPOOL-a"): ${bad} bad copies (0 repaired, 0 unrecoverable)"
+stdout_lacks "device $(vdev "$TESTPOOL-b")"
+stdout_has "${bad} bad copies were not repaired"
+stdout_lacks "no errors found"
 
 log_must tarn check -d "$VDEV_DIR" "$TESTPOOL"
 stdout_has "(${bad} bad, ${bad} repaired)"
+stdout_has "device $(vdev "$TESTPOOL-a"): ${bad} bad copies (${bad} repaired, 0 unrecoverable)"
 assert_eq "$(markers "$(vdev "$TESTPOOL-a")")" 512 "marked pieces on side a after repair"
 assert_eq "$(markers "$(vdev "$TESTPOOL-b")")" 512 "marked pieces on side b after repair"
 log_must tarn check -d "$VDEV_DIR" "$TESTPOOL"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pool set: feature@NAME=enabled is accepted (and idempotent); the properties fixed for an
-# import (readonly, altroot, cachefile) and the read-only figures are refused with a message
+# import (readonly, altroot) and the read-only figures are refused with a message
 # saying when they can be set; nothing changes.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "pool set feature@NAME=enabled; import-time and read-only properties refused"
@@ -15,7 +15,6 @@ log_mustnot_msg "only be set to 'enabled'" tarn pool set feature@embedded_data=d
 log_mustnot_msg "unknown feature" tarn pool set feature@bogus=enabled "$TESTPOOL"
 log_mustnot_msg "can only be set at import time" tarn pool set readonly=on "$TESTPOOL"
 log_mustnot_msg "can only be set during pool creation or import" tarn pool set altroot=/mnt "$TESTPOOL"
-log_mustnot_msg "can only be set" tarn pool set cachefile=none "$TESTPOOL"
 log_mustnot_msg "read-only" tarn pool set size=1G "$TESTPOOL"
 log_mustnot_msg "PROP=VALUE" tarn pool set readonly "$TESTPOOL"
 log_must tarn pool get -H -o value readonly,altroot "$TESTPOOL"

@@ -40,7 +40,9 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::PoolList { .. }
         | Request::PoolGet { .. }
         | Request::PoolSet { .. }
-        | Request::PoolStatus { .. } => pool::handle(daemon, request),
+        | Request::PoolStatus { .. }
+        | Request::PoolHistory { .. }
+        | Request::PoolClear { .. } => pool::handle(daemon, request),
         Request::PoolScrub { .. } | Request::PoolScanStatus { .. } | Request::PoolDevice { .. } => {
             scan::handle(daemon, request)
         }

@@ -38,6 +38,8 @@ pub(super) struct Daemon {
     pub(super) lifecycle: Mutex<()>,
     pub(super) tunables: Tunables,
     pub(super) socket: PathBuf,
+    /// The held pools' cache files (cache.rs).
+    pub(super) caches: super::cache::PoolCaches,
 }
 
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

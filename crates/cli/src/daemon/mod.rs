@@ -61,9 +61,12 @@ use std::time::{Duration, Instant};
 
 use tarn::tunables::Tunables;
 
+mod cache;
 mod datasets;
+mod failmode;
 mod handlers;
 mod held;
+mod history;
 mod inspect;
 mod mounts;
 mod pool;
@@ -216,6 +219,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         lifecycle: Mutex::new(()),
         tunables,
         socket: socket.clone(),
+        caches: cache::PoolCaches::new(&socket),
     });
     if let Some(addr) = metrics {
         let bound = crate::metrics::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
@@ -228,6 +232,9 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         .map_err(Failure)?;
         info!("serving metrics at http://{bound}/metrics");
     }
+    // The pools this daemon's cache file remembers come back before the first request.
+    cache::import_at_start(&daemon);
+    failmode::watch(&daemon);
     serve(&daemon, &listener);
 
     // Stop: no new connections, refuse new requests, let the ones in flight finish.
@@ -371,6 +378,7 @@ fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
 /// Answer the requests of one connection, one line each, until it closes.
 fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
     let _ = stream.set_nonblocking(false);
+    let peer = history::peer(&stream);
     let Ok(writer) = stream.try_clone() else {
         return;
     };
@@ -397,12 +405,21 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                     warn!("{message}");
                     Response::failure(STATUS_BAD_REQUEST, &message)
                 }
-                Ok(request) if request.carries_stream() => {
-                    answer_with(daemon, request, |daemon, request| {
-                        streams::handle(daemon, request, &mut reader, &mut writer)
-                    })
+                Ok(request) => {
+                    // The pool history records every change that succeeds (history.rs).
+                    let record = history::PendingRecord::of(&request, peer);
+                    let response = if request.carries_stream() {
+                        answer_with(daemon, request, |daemon, request| {
+                            streams::handle(daemon, request, &mut reader, &mut writer)
+                        })
+                    } else {
+                        answer(daemon, request)
+                    };
+                    if let (0, Some(record)) = (response.status, record) {
+                        record.record(daemon);
+                    }
+                    response
                 }
-                Ok(request) => answer(daemon, request),
             },
         };
         if send(&mut writer, &response).is_err() {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tarn::pool::{parse_vdev_specs, ImportOptions, Pool};
 use tarn_fuse::mountpoint;
 
+use super::cache;
 use super::held::{lock, matches_target, Answer, Daemon, Reply};
 
 use crate::error::Failure;
@@ -27,7 +28,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             altroot,
             mountpoint,
             properties,
+            cachefile,
         } => {
+            let cachefile = cache::parse_setting(cachefile.as_deref().unwrap_or(""))?;
             let _guard = lock(&daemon.lifecycle);
             daemon.refuse_taken_name(&name)?;
             let target =
@@ -70,6 +73,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 pool.destroy()?;
                 return Err(failure.into());
             }
+            cache::remember(daemon, &pool, cachefile);
             daemon.insert(pool);
             Answer::done()
         }
@@ -80,8 +84,20 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             readonly,
             altroot,
             rewind,
+            cachefile,
         } => {
+            let cachefile = cache::parse_setting(cachefile.as_deref().unwrap_or(""))?;
             let _guard = lock(&daemon.lifecycle);
+            if let Some(done) = imported_at_start(
+                daemon,
+                &pool,
+                readonly,
+                altroot.as_deref(),
+                rewind,
+                &new_name,
+            )? {
+                return done;
+            }
             if daemon.pool(&pool).is_some() && new_name.is_none() {
                 return Err(Failure(format!("pool {pool:?} is already imported")).into());
             }
@@ -106,11 +122,13 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             }
             let name = opened.name().to_string();
             if readonly {
-                out!("pool {name} is imported read-only: its file systems are not mounted");
-            } else if let Err(failure) = daemon.mount_pool(&opened, altroot) {
+                out!("pool {name} is imported read-only: its file systems mount read-only");
+            }
+            if let Err(failure) = daemon.mount_pool(&opened, altroot) {
                 opened.export()?;
                 return Err(failure.into());
             }
+            cache::remember(daemon, &opened, cachefile);
             daemon.insert(opened);
             Answer::done()
         }
@@ -118,7 +136,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             let _guard = lock(&daemon.lifecycle);
             let released = daemon.release(&pool, force)?;
             let name = released.name().to_string();
+            let guid = released.core.guid.0;
             released.export()?;
+            cache::forget(daemon, &name, guid);
             out!("exported pool {name}");
             Answer::done()
         }
@@ -126,7 +146,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             let _guard = lock(&daemon.lifecycle);
             let released = daemon.release(&pool, force)?;
             let name = released.name().to_string();
+            let guid = released.core.guid.0;
             released.destroy()?;
+            cache::forget(daemon, &name, guid);
             out!("destroyed pool {name}");
             Answer::done()
         }
@@ -156,7 +178,12 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         Request::PoolGet { pool, properties } => {
             let held = daemon.held(&pool)?;
             let altroot = daemon.mounts.altroot(held.name());
-            let rows = ops::pool_properties(&held, &properties, altroot.as_deref())?;
+            let mut rows = ops::pool_properties(&held, &properties, altroot.as_deref())?;
+            let (cachefile, source) = daemon.caches.property(held.name());
+            for row in rows.iter_mut().filter(|row| row.property == "cachefile") {
+                row.value = crate::protocol::rows::PoolPropertyValue::Text(cachefile.clone());
+                row.source = source.into();
+            }
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "properties": rows }),
@@ -169,20 +196,37 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         } => {
             let _guard = lock(&daemon.lifecycle);
             let held = daemon.held(&pool)?;
-            ops::set_pool_property(&held, &property, &value)?;
+            if property == "cachefile" {
+                cache::set(daemon, &held, &value)?;
+            } else {
+                ops::set_pool_property(&held, &property, &value)?;
+            }
             Answer::done()
         }
-        Request::PoolStatus { pool } => {
+        Request::PoolStatus { pool, verbose } => {
             let entries: Vec<StatusEntry> = daemon
                 .pools()
                 .iter()
                 .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
-                .map(|p| ops::status_entry(p))
+                .map(|p| ops::status_entry(p, verbose))
                 .collect();
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "pools": entries }),
             })
+        }
+        Request::PoolHistory { pool } => {
+            let held = daemon.held(&pool)?;
+            let rows = crate::records::history_rows(&held)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "history": rows }),
+            })
+        }
+        Request::PoolClear { pool, device } => {
+            let held = daemon.held(&pool)?;
+            held.core.clear_errors(device.as_deref())?;
+            Answer::done()
         }
         other => Err(Reply::Failed(Failure(format!(
             "internal error: {} is not a pool request",
@@ -218,4 +262,40 @@ fn requested_root_mountpoint(
         None => path,
         Some(root) => root.join(path.strip_prefix("/").unwrap_or(&path)),
     }))
+}
+
+/// `pool import` of a pool this daemon imported from its cache file when it started (a kill
+/// or reboot, then the user imports as before): with the same options it is done already;
+/// with others (read-only, another altroot, a rewind, a new name) the pool is exported first
+/// and the import goes ahead as asked. None: not such a pool.
+fn imported_at_start(
+    daemon: &Arc<Daemon>,
+    target: &str,
+    readonly: bool,
+    altroot: Option<&Path>,
+    rewind: bool,
+    new_name: &Option<String>,
+) -> Result<Option<Result<Answer, Reply>>, Reply> {
+    let Some(held) = daemon.pool(target) else {
+        return Ok(None);
+    };
+    let name = held.name().to_string();
+    if !daemon.caches.take_imported_at_start(&name) {
+        return Ok(None);
+    }
+    let same = held.core.readonly == readonly
+        && daemon.mounts.altroot(&name).as_deref() == altroot
+        && !rewind
+        && new_name.is_none();
+    if same {
+        out!(
+            "imported pool {name} at txg {} (from the cache file {} when the daemon started)",
+            held.last_synced_txg(),
+            daemon.caches.default.display()
+        );
+        return Ok(Some(Answer::done()));
+    }
+    drop(held);
+    daemon.release(&name, false)?.export()?;
+    Ok(None)
 }

@@ -24,12 +24,14 @@
 //! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...]}` |
 //! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
 //! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features`, `altroot` (absolute, or null), `mountpoint` (absolute path, `none`, `legacy`, or null for `/POOL`) |
-//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null) |
+//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null), `rewind`, `cachefile` (absolute path, `none`, or null for the default) |
 //! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
 //! | `pool destroy` | `pool`, `force` (as export) |
 //! | `pool sync` | `pool` (or null: every pool) |
 //! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health, freeing}]}` |
-//! | `pool status` | `pool` (or null): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool status` | `pool` (or null), `verbose` (`-v`: name damaged files): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool history` | `pool`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`, oldest first |
+//! | `pool clear` | `pool`, `device` (a leaf's path, or null: every leaf and the error log) |
 //! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
 //! | `pool set` | `pool`, `property`, `value` |
 //! | `check` | `pool`, `repair` |
@@ -125,6 +127,9 @@ pub enum Request {
         /// Properties of the root file system (`-O`).
         #[serde(default)]
         properties: Vec<(String, String)>,
+        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
+        #[serde(default)]
+        cachefile: Option<String>,
     },
     #[serde(rename = "pool import")]
     PoolImport {
@@ -138,6 +143,9 @@ pub enum Request {
         /// `-F`: rewind further than the automatic fallback when needed.
         #[serde(default)]
         rewind: bool,
+        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
+        #[serde(default)]
+        cachefile: Option<String>,
     },
     #[serde(rename = "pool export")]
     PoolExport { pool: String, force: bool },
@@ -148,7 +156,22 @@ pub enum Request {
     #[serde(rename = "pool list")]
     PoolList { pool: Option<String> },
     #[serde(rename = "pool status")]
-    PoolStatus { pool: Option<String> },
+    PoolStatus {
+        pool: Option<String>,
+        /// `-v`: name the files with permanent errors.
+        #[serde(default)]
+        verbose: bool,
+    },
+    /// `pool history`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`.
+    #[serde(rename = "pool history")]
+    PoolHistory { pool: String },
+    /// `pool clear POOL [DEV]`: reset error counts (of one leaf, named by path), forget the
+    /// error log (the whole pool only), resume a pool suspended by failed writes.
+    #[serde(rename = "pool clear")]
+    PoolClear {
+        pool: String,
+        device: Option<String>,
+    },
     /// `pool scrub [-s|-p]`: `action` is start, stop or pause.
     #[serde(rename = "pool scrub")]
     PoolScrub { pool: String, action: String },
@@ -364,6 +387,8 @@ impl Request {
             Request::PoolScrub { .. } => "pool scrub",
             Request::PoolScanStatus { .. } => "pool scan status",
             Request::PoolDevice { .. } => "pool device",
+            Request::PoolHistory { .. } => "pool history",
+            Request::PoolClear { .. } => "pool clear",
             Request::PoolGet { .. } => "pool get",
             Request::PoolSet { .. } => "pool set",
             Request::Check { .. } => "check",
@@ -458,6 +483,7 @@ mod tests {
                 altroot: Some(PathBuf::from("/alt")),
                 mountpoint: Some("none".into()),
                 properties: vec![("atime".into(), "off".into())],
+                cachefile: Some("none".into()),
             },
             Request::PoolImport {
                 pool: "tank".into(),
@@ -466,6 +492,18 @@ mod tests {
                 readonly: true,
                 altroot: None,
                 rewind: true,
+                cachefile: None,
+            },
+            Request::PoolStatus {
+                pool: Some("tank".into()),
+                verbose: true,
+            },
+            Request::PoolHistory {
+                pool: "tank".into(),
+            },
+            Request::PoolClear {
+                pool: "tank".into(),
+                device: Some("/d/a.img".into()),
             },
             Request::PoolSync { pool: None },
             Request::PoolScrub {

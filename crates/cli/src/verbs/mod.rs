@@ -6,6 +6,8 @@ pub mod dataset;
 pub mod inspect;
 pub mod iostat;
 pub mod pool;
+pub mod pool_cache;
+pub mod pool_records;
 pub mod replication;
 pub mod scrub;
 pub mod stat;

@@ -9,6 +9,7 @@ use tarn::pool::{parse_vdev_specs, validate_pool_name, Pool};
 use tarn::vdev::label::PoolState;
 
 use super::{ask_holder, forward, property_list};
+use crate::cachefile;
 use crate::client;
 use crate::error::{Failure, Status};
 use crate::format::{human_bytes, Cell};
@@ -47,15 +48,20 @@ pub fn create(
     let fs_properties = super::dataset::parse_settings(&fs_properties)?;
     Pool::parse_properties(&fs_properties)?;
     let mut disabled_features = Vec::new();
+    let mut cachefile = None;
     for property in &properties {
         let (key, value) = property.split_once('=').ok_or_else(|| {
             Failure(format!(
                 "invalid property {property:?}: expected prop=value"
             ))
         })?;
+        if key == "cachefile" {
+            cachefile = Some(cachefile_value(value));
+            continue;
+        }
         let Some(feature) = key.strip_prefix("feature@") else {
             return Err(Failure(format!(
-                "unknown pool property {key:?} (pool properties: feature@NAME=enabled|disabled)"
+                "unknown pool property {key:?} (pool properties: cachefile=PATH|none, feature@NAME=enabled|disabled)"
             )));
         };
         match value {
@@ -97,24 +103,39 @@ pub fn create(
         altroot: altroot.as_deref().map(absolute),
         mountpoint,
         properties: fs_properties,
+        cachefile,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
 
-fn parse_import_options(options: &[String]) -> Result<bool, Failure> {
+/// `-o cachefile=VALUE`: `none`, or a path made absolute here (the daemon does not share our
+/// working directory); empty means the default.
+fn cachefile_value(value: &str) -> String {
+    match value {
+        "" | "none" => value.to_string(),
+        path => absolute(Path::new(path)).display().to_string(),
+    }
+}
+
+/// `pool import -o`: readonly=on|off and cachefile=PATH|none.
+fn parse_import_options(options: &[String]) -> Result<(bool, Option<String>), Failure> {
     let mut readonly = false;
+    let mut cachefile = None;
     for option in options {
         match option.as_str() {
             "readonly=on" => readonly = true,
             "readonly=off" => readonly = false,
+            other if other.starts_with("cachefile=") => {
+                cachefile = Some(cachefile_value(&other["cachefile=".len()..]));
+            }
             other => {
                 return Err(Failure(format!(
-                    "unknown import option {other:?} (known: readonly=on|off)"
+                    "unknown import option {other:?} (known: readonly=on|off, cachefile=PATH|none)"
                 )))
             }
         }
     }
-    Ok(readonly)
+    Ok((readonly, cachefile))
 }
 
 /// Guids of the pools the daemon holds (empty when no daemon runs).
@@ -179,24 +200,44 @@ pub fn import(
         altroot,
         rewind,
     } = flags;
-    let readonly = parse_import_options(&options)?;
+    let (readonly, cachefile) = parse_import_options(&options)?;
+    // Without -d: /dev/disk/by-id and the directories the cache file names, never the
+    // current directory (a pool's vdev files are not where the user happens to stand).
+    let dirs = if dirs.is_empty() {
+        cachefile::import_scan_dirs(&cachefile::default_path(socket))
+    } else {
+        dirs
+    };
     let Some(name) = pool else {
         let held: BTreeSet<u64> = daemon_rows(socket, None)?
             .unwrap_or_default()
             .iter()
             .map(|row| row.guid)
             .collect();
-        let found: Vec<_> = Pool::scan(&dirs_or_default(&dirs))
+        let (imported, found): (Vec<_>, Vec<_>) = Pool::scan(&dirs_or_default(&dirs))
             .into_iter()
             .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
-            .filter(|pool| !held.contains(&pool.guid.0))
-            .collect();
+            .partition(|pool| held.contains(&pool.guid.0));
         if found.is_empty() {
             out!("no pools available to import");
         }
-        for pool in found {
+        // Imported pools are not importable, but say why they are not listed.
+        for pool in &imported {
             out!(
-                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n vdevs: {}\n",
+                "already imported by the tarn daemon on {}: {} (id {})",
+                socket.display(),
+                pool.name,
+                pool.guid
+            );
+        }
+        for pool in found {
+            let status = match pool.state {
+                PoolState::Exported => "exported cleanly; imports as it is",
+                PoolState::Destroyed => "destroyed; its vdevs can be reused (import -D to list only)",
+                _ => "not exported: imported by another process, or its holder died (it imports without -f once nobody holds it)",
+            };
+            out!(
+                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n status: {status}\n vdevs: {}\n",
                 pool.name,
                 pool.guid,
                 pool.state,
@@ -207,6 +248,16 @@ pub fn import(
                     .collect::<Vec<_>>()
                     .join(" ")
             );
+            for copies in &pool.copies_found {
+                out!(
+                    "warning: {} carry the same vdev: copies of one device; import opens the one with the newest label, or refuses if they cannot be told apart\n",
+                    copies
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                );
+            }
         }
         return Ok(0);
     };
@@ -217,6 +268,7 @@ pub fn import(
         readonly,
         altroot: altroot.as_deref().map(absolute),
         rewind,
+        cachefile,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }
@@ -350,9 +402,13 @@ pub fn status(
     socket: &Path,
     dirs: Vec<PathBuf>,
     json: bool,
+    verbose: bool,
     name: Option<String>,
 ) -> Result<Status, Failure> {
-    let request = Request::PoolStatus { pool: name.clone() };
+    let request = Request::PoolStatus {
+        pool: name.clone(),
+        verbose,
+    };
     let daemon = client::ask_if_running(socket, &request)?;
     let daemon_running = daemon.is_some();
     let mut entries: Vec<StatusEntry> = match daemon {
@@ -370,7 +426,7 @@ pub fn status(
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            entries.push(ops::status_entry(&pool));
+            entries.push(ops::status_entry(&pool, verbose));
             pool.export()?;
         }
     }

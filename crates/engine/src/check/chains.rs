@@ -64,6 +64,14 @@ pub(super) fn verify_chain(
     listed: &mut HashSet<(crate::types::VdevId, u64)>,
 ) -> Result<Chain, PoolError> {
     let (origin_object, origin_txg) = origin_of(core, &head);
+    // Unreadable blocks of the chain go into the error log under its head, or under the
+    // snapshot that alone holds them (errlog.rs).
+    walker.head_dataset = Some(head_object);
+    walker.head_objset = core
+        .dataset_list()
+        .into_iter()
+        .find(|(_, dataset)| dataset.object == head_object)
+        .and_then(|(_, dataset)| dataset.try_objset());
     let mut error = |what: String| {
         walker
             .report
@@ -136,6 +144,7 @@ pub(super) fn verify_chain(
     let mut previous_referenced = origin_referenced;
     for index in 0..chain.len() {
         let (object, phys) = &chain[index];
+        walker.walked_record = Some(*object);
         let name = if index == last {
             format!("dataset {object}")
         } else {

@@ -49,6 +49,12 @@ pub struct CheckReport {
     pub copies_repaired: u64,
     /// Blocks none of whose copies verify.
     pub blocks_unreadable: Vec<String>,
+    /// Of those, the ones in a file system's objects: (head dataset record object, object,
+    /// first data block the unreadable block covers, physical birth txg of a data block's
+    /// pointer or 0 for an indirect block), for the pool's error log.
+    pub objects_unreadable: Vec<(ObjectId, ObjectId, u64, u64)>,
+    /// Per leaf: copies that failed to read or verify, repaired, and unrecoverable.
+    pub devices: Vec<DeviceReport>,
     /// (vdev, offset, size) allocated in the space maps but referenced by nothing.
     pub leaks: Vec<(VdevId, u64, u64)>,
     /// (vdev, offset, size) referenced but free in the space maps.
@@ -57,6 +63,18 @@ pub struct CheckReport {
     pub double_allocations: Vec<String>,
     /// Other inconsistencies (accounting, structure).
     pub errors: Vec<String>,
+}
+
+/// One leaf's share of a check: its bad copies (read or checksum errors counted against it
+/// while the check ran, so an online check also counts what other reads found meanwhile), how
+/// many of them were repaired, and how many belonged to blocks with no good copy at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceReport {
+    pub path: String,
+    pub bad: u64,
+    /// None when repairs failed somewhere and cannot be told apart by device.
+    pub repaired: Option<u64>,
+    pub unrecoverable: u64,
 }
 
 impl CheckReport {
@@ -74,6 +92,14 @@ struct Walker<'a> {
     repair: bool,
     referenced: BTreeMap<VdevId, RangeTree>,
     report: CheckReport,
+    /// The head dataset whose chain is being walked (None for the MOS and queues).
+    head_dataset: Option<ObjectId>,
+    /// The head's open object set, to tell whether a block a snapshot holds is the head's too.
+    head_objset: Option<std::sync::Arc<ObjectSet>>,
+    /// The record (snapshot or head) whose tree is being walked.
+    walked_record: Option<ObjectId>,
+    /// Copies of unreadable blocks, by leaf path.
+    unrecoverable_by_leaf: BTreeMap<String, u64>,
 }
 
 impl Walker<'_> {
@@ -94,11 +120,79 @@ impl Walker<'_> {
                 self.report.copies_bad += copies.bad;
                 self.report.copies_repaired += copies.repaired;
             }
-            Err(error) => self
-                .report
-                .blocks_unreadable
-                .push(format!("{what}: {error}")),
+            Err(error) => {
+                // Every copy of the block failed: count them as bad copies, so that the totals
+                // agree with the unreadable blocks listed.
+                let copies: u64 = bp
+                    .copies()
+                    .map(|dva| {
+                        self.io
+                            .vdevs
+                            .top(dva.vdev)
+                            .map_or(1, |top| top.child_count() as u64)
+                    })
+                    .sum();
+                self.report.copies_verified += copies;
+                self.report.copies_bad += copies;
+                for dva in bp.copies() {
+                    if let Some(top) = self.io.vdevs.top(dva.vdev) {
+                        for leaf in &top.children {
+                            *self
+                                .unrecoverable_by_leaf
+                                .entry(leaf.path.display().to_string())
+                                .or_default() += 1;
+                        }
+                    }
+                }
+                self.report
+                    .blocks_unreadable
+                    .push(format!("{what}: {error}"))
+            }
         }
+    }
+
+    /// For the error log: the data blocks of `object` that cannot be read, by block number,
+    /// with the birth of their pointer (0 when an indirect block above them is what fails).
+    /// Only for an object of a file system's chain (`head_dataset` set). A data block found
+    /// while walking a snapshot goes under the snapshot unless the head still holds the same
+    /// block, where it goes under the head (as a read of the live file would put it).
+    fn note_unreadable_blocks(&mut self, object: ObjectId, dnode: &crate::object::phys::DnodePhys) {
+        let Some(head) = self.head_dataset else {
+            return;
+        };
+        let walked = self.walked_record.unwrap_or(head);
+        let head_objset = self.head_objset.clone();
+        let owner = |blkid: u64, birth: u64| {
+            if walked == head || birth == 0 {
+                return head;
+            }
+            let in_head = head_objset.as_ref().is_some_and(|objset| {
+                matches!(
+                    objset.block_now(object, blkid),
+                    Ok(crate::object::read_errors::BlockNow::Born(now)) if now == birth
+                )
+            });
+            if in_head {
+                head
+            } else {
+                walked
+            }
+        };
+        let io = self.io;
+        let mut found = Vec::new();
+        let _ = crate::object::tree::visit_tree_blocks(io, dnode, &mut |first_blkid, bp| {
+            if bp.is_hole() || bp.embedded || io.read_physical(bp, false).is_ok() {
+                return Ok(());
+            }
+            let birth = if bp.level == 0 {
+                bp.birth_physical.0
+            } else {
+                0
+            };
+            found.push((owner(first_blkid, birth), object, first_blkid, birth));
+            Ok(())
+        });
+        self.report.objects_unreadable.extend(found);
     }
 
     /// Count a block's copies as allocated, reporting any that is claimed twice.
@@ -183,6 +277,7 @@ impl Walker<'_> {
                 .push(format!("{name}: meta-dnode tree: {error}"));
         }
         for (object, dnode) in objset.synced_objects()? {
+            let unreadable_before = self.report.blocks_unreadable.len();
             let mut object_allocated = 0u64;
             let what = format!("{name} object {object}");
             let result = visit_tree(self.io, &dnode, &mut |bp| {
@@ -190,6 +285,11 @@ impl Walker<'_> {
                 take(self, bp, &what);
                 Ok(())
             });
+            // The error log wants the block numbers of unreadable data: walk the tree again
+            // for them only if this object had any (rare).
+            if self.report.blocks_unreadable.len() > unreadable_before {
+                self.note_unreadable_blocks(object, &dnode);
+            }
             if let Err(error) = result {
                 self.report
                     .errors
@@ -407,8 +507,14 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         repair: repair && io.is_writable(),
         referenced: BTreeMap::new(),
         report: CheckReport::default(),
+        head_dataset: None,
+        head_objset: None,
+        walked_record: None,
+        unrecoverable_by_leaf: BTreeMap::new(),
     };
     walker.report.txg = core.txgs.last_synced().0;
+    let errors_before = leaf_errors(core);
+    core.errlog_verification_begins();
 
     let mos_root = core.mos.synced_root();
     walker.walk_objset(&mos_root, &core.mos, "MOS", Txg(0), None, None)?;
@@ -503,6 +609,9 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             .errors
             .push(format!("background destroy queue: {error}"));
     }
+    walker.head_dataset = None;
+    walker.head_objset = None;
+    walker.walked_record = None;
     for bp in &pending {
         walker.visit(bp, "background destroy");
     }
@@ -538,6 +647,28 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
     let storage = MosSpaceStorage { mos: &core.mos };
     let on_disk = core.io.space.allocated_from_space_maps(&storage)?;
     let mut report = walker.report;
+    report.devices = device_reports(
+        &report,
+        leaf_errors(core),
+        errors_before,
+        &walker.unrecoverable_by_leaf,
+    );
+    core.errlog_verification_ends(
+        report
+            .objects_unreadable
+            .iter()
+            .map(|(dataset, object, blkid, birth)| {
+                (
+                    crate::pool::errlog::ErrorBookmark {
+                        dataset: *dataset,
+                        object: *object,
+                        blkid: *blkid,
+                    },
+                    *birth,
+                )
+            })
+            .collect(),
+    );
     for top in &core.io.vdevs.tops {
         let referenced = walker.referenced.remove(&top.id).unwrap_or_default();
         let allocated = on_disk.get(&top.id).cloned().unwrap_or_default();
@@ -561,6 +692,57 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
         );
     }
     Ok(report)
+}
+
+/// Per leaf: bad copies (its error counts' growth during the check), unrecoverable ones, and
+/// repaired ones. Repairs are not counted by leaf; when every bad copy of a readable block was
+/// repaired, each leaf's repaired count is its bad copies less its unrecoverable ones.
+fn device_reports(
+    report: &CheckReport,
+    after: Vec<(String, u64)>,
+    before: Vec<(String, u64)>,
+    unrecoverable_by_leaf: &BTreeMap<String, u64>,
+) -> Vec<DeviceReport> {
+    let unrecoverable_total: u64 = unrecoverable_by_leaf.values().sum();
+    let all_repaired =
+        report.copies_repaired == report.copies_bad.saturating_sub(unrecoverable_total);
+    after
+        .into_iter()
+        .zip(before)
+        .map(|((path, after), (_, before))| {
+            let bad = after.saturating_sub(before);
+            let unrecoverable = unrecoverable_by_leaf.get(&path).copied().unwrap_or(0);
+            let repaired = if report.copies_repaired == 0 {
+                Some(0)
+            } else {
+                all_repaired.then(|| bad.saturating_sub(unrecoverable))
+            };
+            DeviceReport {
+                repaired,
+                path,
+                bad,
+                unrecoverable,
+            }
+        })
+        .collect()
+}
+
+/// Every leaf's path with its read and checksum error counts so far (check reports the
+/// difference its own reads made).
+fn leaf_errors(core: &crate::pool::PoolCore) -> Vec<(String, u64)> {
+    core.io
+        .vdevs
+        .tops
+        .iter()
+        .flat_map(|top| &top.children)
+        .map(|leaf| {
+            let stats = leaf.stats.snapshot();
+            (
+                leaf.path.display().to_string(),
+                stats.read_errors + stats.checksum_errors,
+            )
+        })
+        .collect()
 }
 
 /// Check only reads: an object set opened for checking never syncs.

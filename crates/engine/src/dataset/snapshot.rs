@@ -125,6 +125,12 @@ impl Snapshot {
         phys.unique_bytes
     }
 
+    /// The snapshot's object set if something has opened it (the error log drains its read
+    /// errors without opening every snapshot).
+    pub fn opened_objset(&self) -> Option<Arc<ObjectSet>> {
+        self.objset.lock().clone()
+    }
+
     /// The snapshot's object set, opened read-only on first use.
     pub fn objset(&self, io: &Arc<BlockIo>) -> Result<Arc<ObjectSet>, ObjectError> {
         let mut slot = self.objset.lock();

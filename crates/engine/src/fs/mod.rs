@@ -85,6 +85,7 @@
 pub mod acl;
 mod intent;
 mod nodes;
+mod path;
 pub mod phys;
 pub mod ranges;
 mod rename;
@@ -976,7 +977,13 @@ impl FileSystem {
         if length > 0 {
             self.read_blocks(ino, offset, &mut data)?;
         }
-        self.touch_atime(ino, &znode)?;
+        // On a pool suspended by a failed sync (failmode continue or wait) reads go on: the
+        // atime update it cannot write is dropped, not turned into a failed read.
+        if let Err(error) = self.touch_atime(ino, &znode) {
+            if self.txgs.failure().is_none() {
+                return Err(error);
+            }
+        }
         Ok(data)
     }
 

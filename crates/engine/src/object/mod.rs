@@ -65,6 +65,7 @@ pub mod kv;
 pub mod phys;
 pub mod prefetch;
 mod prewrite;
+pub mod read_errors;
 mod sync;
 mod synced;
 pub mod traverse;
@@ -290,6 +291,8 @@ pub struct ObjectSet {
     log: Mutex<Option<Arc<Zil>>>,
     /// Which of its data blocks a read leaves in the cache (the `primarycache` property).
     primarycache: crate::cache::SharedCachePolicy,
+    /// Data blocks found with no good copy, for the pool's error log (`read_errors.rs`).
+    read_errors: read_errors::ReadErrors,
     state: Mutex<State>,
 }
 
@@ -427,6 +430,7 @@ impl ObjectSet {
             gate: parking_lot::RwLock::new(()),
             log: Mutex::new(None),
             primarycache: crate::cache::SharedCachePolicy::default(),
+            read_errors: Default::default(),
             state: Mutex::new(State {
                 synced_root,
                 synced_log_header: log_header,
@@ -721,11 +725,20 @@ impl ObjectSet {
                 if tree_dnode.is_free() {
                     return Ok(Arc::new(vec![0; block_size]));
                 }
-                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)?;
+                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
+                    .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
                 if bp.is_hole() {
                     return Ok(Arc::new(vec![0; block_size]));
                 }
-                let data = self.io.read_cached(&bp, self.primarycache())?;
+                let data = self
+                    .io
+                    .read_cached(&bp, self.primarycache())
+                    .map_err(|error| {
+                        let error = ObjectError::from(error);
+                        let birth = bp.birth_physical.0;
+                        self.read_errors.note(object, blkid, birth, &error);
+                        error
+                    })?;
                 if data.len() != block_size {
                     return Err(ObjectError::Corrupt(format!(
                         "object {object} block {blkid}: {} bytes, block size {block_size}",
@@ -751,11 +764,19 @@ impl ObjectSet {
                 if tree_dnode.is_free() {
                     return Ok(None);
                 }
-                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)?;
+                let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
+                    .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
                 if bp.is_hole() {
                     return Ok(None);
                 }
-                Ok(Some(self.io.read_cached(&bp, self.primarycache())?))
+                let read = self
+                    .io
+                    .read_cached(&bp, self.primarycache())
+                    .map_err(ObjectError::from);
+                let birth = bp.birth_physical.0;
+                Ok(Some(read.inspect_err(|error| {
+                    self.read_errors.note(object, blkid, birth, error)
+                })?))
             }
         }
     }

@@ -319,6 +319,9 @@ impl Pool {
                 dirty: true,
             }),
             tunables,
+            errlog: Default::default(),
+            history: Default::default(),
+            failmode: Default::default(),
         });
         core.install_dirty_probe();
         // The creating txg is synced right here, before any other transaction can exist.

@@ -7,8 +7,13 @@ impl Pool {
     /// List the pools whose vdevs are in `dirs`.
     pub fn scan(dirs: &[PathBuf]) -> Vec<FoundPool> {
         let mut pools: BTreeMap<u64, FoundPool> = BTreeMap::new();
+        let mut by_leaf: BTreeMap<(u64, u64), Vec<PathBuf>> = BTreeMap::new();
         for found in crate::vdev::scan::scan_dirs(dirs) {
             let config = found.config;
+            by_leaf
+                .entry((config.pool_guid, config.leaf_guid))
+                .or_default()
+                .push(found.path.clone());
             let entry = pools.entry(config.pool_guid).or_insert_with(|| FoundPool {
                 name: config.name.clone(),
                 guid: Guid(config.pool_guid),
@@ -16,6 +21,7 @@ impl Pool {
                 txg: config.txg,
                 config: config.clone(),
                 leaves_found: Vec::new(),
+                copies_found: Vec::new(),
             });
             if config.txg > entry.txg {
                 entry.txg = config.txg;
@@ -24,6 +30,11 @@ impl Pool {
                 entry.config = config.clone();
             }
             entry.leaves_found.push(found.path);
+        }
+        for ((pool_guid, _), paths) in by_leaf {
+            if let (Some(pool), true) = (pools.get_mut(&pool_guid), paths.len() > 1) {
+                pool.copies_found.push(paths);
+            }
         }
         pools.into_values().collect()
     }
@@ -118,12 +129,15 @@ impl Pool {
                     .join(", "),
             });
         }
-        // Map leaf guid -> path from what the scan found.
-        let mut paths_by_guid: BTreeMap<u64, PathBuf> = BTreeMap::new();
-        for found_leaf in crate::vdev::scan::scan_dirs(&options.dirs) {
-            if found_leaf.config.pool_guid == config.pool_guid {
-                paths_by_guid.insert(found_leaf.config.leaf_guid, found_leaf.path);
-            }
+        // Map leaf guid -> path from what the scan found; copies of one leaf are told apart
+        // by their labels or refused (leaf_choice.rs).
+        let (paths_by_guid, copies_passed_over) = super::leaf_choice::choose_leaves(
+            &config.name,
+            config.pool_guid,
+            crate::vdev::scan::scan_dirs(&options.dirs),
+        )?;
+        for warning in &copies_passed_over {
+            log::warn!("{warning}");
         }
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
@@ -226,7 +240,7 @@ impl Pool {
                 ImportReport {
                     txg: uberblock.txg,
                     skipped: Vec::new(),
-                    damaged,
+                    damaged: [copies_passed_over.clone(), damaged].concat(),
                     seconds_discarded: seconds_before(&uberblock),
                 },
             ));
@@ -249,7 +263,7 @@ impl Pool {
                         ImportReport {
                             txg: uberblock.txg,
                             skipped,
-                            damaged,
+                            damaged: [copies_passed_over.clone(), damaged].concat(),
                             seconds_discarded: seconds_before(&uberblock),
                         },
                     ))
@@ -449,6 +463,9 @@ impl Pool {
                 dirty: !options.readonly,
             }),
             tunables: tunables.clone(),
+            errlog: Default::default(),
+            history: Default::default(),
+            failmode: Default::default(),
         });
         core.install_dirty_probe();
         core.attach_open_context(&core.root);
@@ -467,6 +484,12 @@ impl Pool {
         core.load_background_frees()?;
         core.load_dtls()?;
         core.load_scan()?;
+        if let Err(error) = core.load_errlog() {
+            damaged.push(format!("error log: {error}"));
+        }
+        if let Err(error) = core.load_failmode() {
+            damaged.push(format!("failmode: {error}"));
+        }
         if !options.readonly {
             // Before anything allocates: the log blocks written after this uberblock.
             core.claim_logs(uberblock.txg, &mut damaged);

@@ -88,7 +88,11 @@ mod create;
 pub mod datasets;
 mod devices;
 pub mod dtl;
+pub mod errlog;
+pub mod failmode;
+pub mod history;
 mod import;
+mod leaf_choice;
 pub mod livelists;
 pub mod props;
 pub mod receiving;
@@ -428,6 +432,9 @@ pub struct FoundPool {
     pub txg: u64,
     pub config: LabelConfig,
     pub leaves_found: Vec<PathBuf>,
+    /// Devices found carrying the same leaf (copies of one vdev image), each group with two
+    /// or more paths; import tells them apart by label txg or refuses (`leaf_choice.rs`).
+    pub copies_found: Vec<Vec<PathBuf>>,
 }
 
 /// What the pool layer tells about the uberblock it opened.
@@ -507,6 +514,12 @@ pub struct PoolCore {
     scan: scan::Scanner,
     config: Mutex<ConfigState>,
     tunables: Tunables,
+    /// Blocks with no good copy ([`errlog`]).
+    errlog: errlog::ErrorLog,
+    /// History records waiting for the next sync ([`history`]).
+    history: history::History,
+    /// The `failmode` property ([`failmode`]).
+    failmode: failmode::FailModeState,
 }
 
 /// An open (imported) pool, running in this process.
@@ -618,6 +631,7 @@ impl Pool {
                     },
                     move |txg| {
                         check_core.mos.is_dirty(txg)
+                            || check_core.records_pending()
                             || check_core.dataset_list().iter().any(|(_, dataset)| {
                                 dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
                             })

@@ -3,7 +3,7 @@
 //!
 //! Values are exact (bytes, percents); formatting is the caller's. Settable here:
 //! `feature@NAME=enabled` (a feature disabled at create is enabled; features are never
-//! disabled again). `readonly`, `altroot` and `guid` are fixed for an import.
+//! disabled again) and `failmode` (`failmode.rs`). `readonly`, `altroot` and `guid` are fixed for an import.
 
 use super::{Pool, PoolError, FEATURES_KNOWN, LOG_SPACEMAP_FEATURE};
 
@@ -101,6 +101,15 @@ impl Pool {
                 "readonly",
                 PoolValue::Text(if self.core.readonly { "on" } else { "off" }.into()),
             ),
+            PoolProperty {
+                name: "failmode".into(),
+                value: PoolValue::Text(self.core.failmode().as_str().into()),
+                source: if self.core.failmode_is_set() {
+                    "local"
+                } else {
+                    "default"
+                },
+            },
         ];
         let config = self.core.config.lock();
         for feature in FEATURES_KNOWN {
@@ -148,6 +157,11 @@ impl Pool {
     /// Set a pool property (see the module documentation for what can be set). Durable on
     /// return.
     pub fn set_pool_property(&self, name: &str, value: &str) -> Result<(), PoolError> {
+        if name == "failmode" {
+            self.core.set_failmode(value)?;
+            self.sync()?;
+            return Ok(());
+        }
         if let Some(short) = name.strip_prefix("feature@") {
             let Some(feature) = FEATURES_KNOWN
                 .iter()
@@ -200,7 +214,7 @@ impl Pool {
             format!("pool property {name:?} is read-only")
         } else {
             format!(
-                "no pool property {name:?}; settable: feature@NAME=enabled (read-only: {})",
+                "no pool property {name:?}; settable: failmode=wait|continue|panic, feature@NAME=enabled (read-only: {})",
                 POOL_PROPERTIES.join(", ")
             )
         }))

@@ -35,6 +35,7 @@ impl PoolCore {
             && !self.background_work_pending()
             && !self.scan_active()
             && !self.dtls_dirty()
+            && !self.records_pending()
             && !self.io.space.flush_all_pending();
         // The deferred-free list alone is no reason to sync: as in OpenZFS, freeing it dirties
         // space maps and the MOS, whose late passes defer frees again, so carrying it on an
@@ -58,6 +59,10 @@ impl PoolCore {
         let _plug = crate::vdev::plug::Plug::new();
 
         self.free_deferred(txg)?;
+        // The error log, the history and failmode (errlog.rs, history.rs, failmode.rs).
+        self.sync_errlog(txg)?;
+        self.sync_history(txg)?;
+        self.sync_failmode(txg)?;
         let mut changed = !destroys.is_empty();
         let deadlists = self.deadlist_store();
         for (_, dataset) in &datasets {

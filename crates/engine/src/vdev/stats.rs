@@ -213,6 +213,14 @@ impl LeafStats {
         self.checksum_errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Reset the read, write and checksum error counts (`pool clear`).
+    pub fn clear_errors(&self) {
+        for kind in [IoKind::Read, IoKind::Write] {
+            self.kinds[kind.index()].errors.store(0, Ordering::Relaxed);
+        }
+        self.checksum_errors.store(0, Ordering::Relaxed);
+    }
+
     /// Copy every counter into a plain struct for printing or differencing.
     pub fn snapshot(&self) -> LeafStatsSnapshot {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);

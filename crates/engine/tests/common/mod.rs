@@ -169,3 +169,13 @@ pub fn read_all(fs: &tarn::fs::FileSystem, ino: u64) -> Vec<u8> {
     let size = fs.getattr(ino).unwrap().size;
     fs.read(ino, 0, size as usize).unwrap()
 }
+
+/// A device wrapper putting every device of a pool behind the fault layer, under `plan`.
+pub fn fault_wrapper(plan: std::sync::Arc<tarn::vdev::FaultPlan>) -> tarn::pool::DeviceWrapper {
+    std::sync::Arc::new(
+        move |_path: &Path, device: std::sync::Arc<dyn tarn::vdev::BlockDevice>| {
+            std::sync::Arc::new(tarn::vdev::FaultyDevice::new(device, plan.clone()))
+                as std::sync::Arc<dyn tarn::vdev::BlockDevice>
+        },
+    )
+}

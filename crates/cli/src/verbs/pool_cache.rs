@@ -1,0 +1,58 @@
+//! `tarn pool import -a`: import every pool the cache file remembers (`crate::cachefile`), as
+//! the shipped systemd unit does at boot. A daemon imports its cache file's pools when it
+//! starts, so this starts the daemon if none runs and then asks for each remembered pool that
+//! is still not imported (one whose disks came late, or a daemon that was already running).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::forward;
+use crate::cachefile;
+use crate::client;
+use crate::error::{Failure, Status};
+use crate::protocol::Request;
+
+pub fn import_all(socket: &Path) -> Result<Status, Failure> {
+    let path = cachefile::default_path(socket);
+    let file = cachefile::read(&path).map_err(Failure)?;
+    if file.pools.is_empty() {
+        out!("no pools in the cache file {}", path.display());
+        return Ok(0);
+    }
+    let response = client::ask_starting(socket, &Request::Ping)?;
+    let held: BTreeSet<String> = response.data["pools"]
+        .as_array()
+        .map(|pools| {
+            pools
+                .iter()
+                .filter_map(|name| name.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut status = 0;
+    for pool in file.pools {
+        if held.contains(&pool.name) {
+            out!("pool {} is imported", pool.name);
+            continue;
+        }
+        let request = Request::PoolImport {
+            pool: pool.guid.to_string(),
+            new_name: None,
+            dirs: pool.dirs(),
+            readonly: pool.readonly,
+            altroot: pool.altroot.clone(),
+            rewind: false,
+            cachefile: None,
+        };
+        let answer = forward(client::ask_starting(socket, &request)?);
+        if answer != 0 {
+            err!(
+                "pool {} (in the cache file {}) could not be imported",
+                pool.name,
+                path.display()
+            );
+            status = answer;
+        }
+    }
+    Ok(status)
+}

@@ -1,0 +1,53 @@
+//! `tarn pool history` and `tarn pool clear`: the verbs over what a pool records about itself
+//! (its history ring and error log; `crate::records` formats them).
+
+use std::path::{Path, PathBuf};
+
+use super::{ask_holder, forward};
+use crate::client;
+use crate::error::{Failure, Status};
+use crate::ops::open_named;
+use crate::protocol::Request;
+use crate::records::{self, HistoryRow};
+
+/// `pool history [-l] POOL`: from the daemon if it holds the pool, else read from the
+/// exported pool in this process (read-only).
+pub fn history(
+    socket: &Path,
+    dirs: Vec<PathBuf>,
+    long: bool,
+    pool: String,
+) -> Result<Status, Failure> {
+    let request = Request::PoolHistory { pool: pool.clone() };
+    let rows: Vec<HistoryRow> = match client::ask_if_running(socket, &request)? {
+        Some(response) if !response.not_imported => {
+            if response.status != 0 {
+                return Ok(forward(response));
+            }
+            serde_json::from_value(response.data["history"].clone())
+                .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?
+        }
+        _ => {
+            let opened = open_named(&dirs, &pool, true)?;
+            let rows = records::history_rows(&opened);
+            opened.export()?;
+            rows?
+        }
+    };
+    out!("{}", records::history_text(&pool, &rows, long).trim_end());
+    Ok(0)
+}
+
+/// `pool clear POOL [DEV]`: only for an imported pool (error counts live in memory).
+pub fn clear(socket: &Path, pool: String, device: Option<String>) -> Result<Status, Failure> {
+    let request = Request::PoolClear {
+        pool: pool.clone(),
+        device,
+    };
+    match ask_holder(socket, &request)? {
+        Some(status) => Ok(status),
+        None => Err(Failure(format!(
+            "cannot clear '{pool}': no such pool imported; import it with tarn pool import {pool}"
+        ))),
+    }
+}

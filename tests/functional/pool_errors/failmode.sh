@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# failmode (issue 21): a pool whose writes reach no device suspends. Its vdev lives on a small
+# tmpfs that is then filled, so the sparse vdev's new blocks fail with ENOSPC. With
+# failmode=continue the daemon keeps serving: status says the pool is suspended, writes fail,
+# reads go on. With failmode=panic the daemon logs why and exits with status 70 at once.
+. "$STF_SUITE/include/libtest.sh"
+log_assert "failmode continue keeps serving a suspended pool; panic ends the daemon"
+small="$SCRATCH/small"
+cleanup_failmode() {
+	destroy_all_pools
+	umount -l "$small" 2>/dev/null
+}
+trap cleanup_failmode EXIT
+mkdir -p "$small"
+mount -t tmpfs -o size=48m tmpfs "$small" || log_unsupported "cannot mount a tmpfs"
+
+suspend_pool() {
+	local pool=$1
+	create_pool "$pool" "$small/$pool.img"
+	log_must tarn pool set failmode="$2" "$pool"
+	log_must dd if=/dev/urandom of="$ALTROOT/$pool/before" bs=64k count=4 status=none
+	log_must tarn pool sync "$pool"
+	# Fill the tmpfs: the vdev's unwritten (sparse) blocks can no longer be allocated.
+	dd if=/dev/zero of="$small/fill.$pool" bs=1M status=none 2>/dev/null
+	dd if=/dev/urandom of="$ALTROOT/$pool/after" bs=1M count=8 status=none 2>/dev/null
+	_run_logged tarn pool sync "$pool"
+}
+
+suspend_pool contpool continue
+[ "$LAST_STATUS" -ne 0 ] || log_fail "the sync of a pool whose writes fail succeeded"
+log_must tarn pool status contpool
+stdout_has "status: the pool is suspended"
+stdout_has "failmode=continue"
+cat "$ALTROOT/contpool/before" >/dev/null || log_fail "reads stopped on a suspended pool"
+pid=$(daemon_pid)
+kill -0 "$pid" || log_fail "the daemon died under failmode=continue"
+# The suspended pool cannot be exported cleanly; force it out of the way.
+tarn pool export -f contpool >/dev/null 2>&1
+rm -f "$small"/*
+
+suspend_pool panicpool panic
+pid=$(daemon_pid)
+wait_for 20 "! kill -0 $pid 2>/dev/null" || log_fail "the daemon did not exit under failmode=panic"
+grep -q "its failmode is panic" "$TARN_SOCKET.log" || log_fail "no log line says why the daemon exited"
+unmount_stale
+log_pass
