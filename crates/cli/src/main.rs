@@ -442,20 +442,25 @@ enum PoolCommand {
     Online { pool: String, devices: Vec<String> },
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
     Offline { pool: String, devices: Vec<String> },
-    /// Not supported yet: attach a device to a mirror (zpool attach).
+    /// Not supported yet: attach NEW_DEVICE beside DEVICE as a mirror (zpool attach).
     Attach {
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        arguments: Vec<String>,
+        /// Use the new device even if it seems in use.
+        #[arg(short = 'f')]
+        force: bool,
+        pool: String,
+        device: String,
+        new_device: String,
     },
     /// Not supported yet: detach a device from a mirror (zpool detach).
-    Detach {
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        arguments: Vec<String>,
-    },
-    /// Not supported yet: replace a device (zpool replace).
+    Detach { pool: String, device: String },
+    /// Not supported yet: replace DEVICE by NEW_DEVICE (zpool replace).
     Replace {
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        arguments: Vec<String>,
+        /// Use the new device even if it seems in use.
+        #[arg(short = 'f')]
+        force: bool,
+        pool: String,
+        device: String,
+        new_device: Option<String>,
     },
     /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
