@@ -65,6 +65,24 @@ fn primarycache_decides_what_reads_keep_and_send_keeps_no_data() {
     fs.set_primarycache(CachePolicy::All);
     assert!(cold_read(&pool, &fs, ino) >= FILE_BYTES as u64 / 2);
 
+    // What a sync writes is kept only as the policy admits, too.
+    let written = fs.create(fs.root(), b"g", 0o644, 0, 0).unwrap().ino;
+    for (policy, at_least, below) in [
+        (CachePolicy::Metadata, 0, 64 << 10),
+        (CachePolicy::All, FILE_BYTES as u64 / 2, u64::MAX),
+    ] {
+        fs.set_primarycache(policy);
+        pool.core.io.cache.clear();
+        fs.write(written, 0, &pattern(4, FILE_BYTES)).unwrap();
+        pool.sync().unwrap();
+        let kept = data_cached(&pool);
+        assert!(
+            kept >= at_least && kept < below,
+            "primarycache={policy:?}: a sync of {FILE_BYTES} bytes left {kept} bytes of data"
+        );
+    }
+    fs.set_primarycache(CachePolicy::All);
+
     // A full send reads every block once, past the cache.
     pool.create_snapshots(&[format!("{POOL}@s")], false)
         .unwrap();

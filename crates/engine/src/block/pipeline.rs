@@ -70,6 +70,8 @@ pub struct WriteProps {
     pub copies: u8,
     pub object_type: ObjectType,
     pub level: u8,
+    /// Whether the cache keeps the written block (the object set's `primarycache`).
+    pub cache: CachePolicy,
 }
 
 /// Where the write pipeline is in the sync of a txg.
@@ -415,8 +417,14 @@ impl BlockIo {
             }
         }
         if let Some(key) = BlockKey::of(&bp) {
-            let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-            self.cache.insert(key, contents, BlockKind::of(&bp));
+            if props.cache.admits(BlockKind::of(&bp)) {
+                let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
+                self.cache.insert(key, contents, BlockKind::of(&bp));
+            } else {
+                // An earlier pass may have cached this block's older contents (rewritten in
+                // place now): not kept means not kept stale either.
+                self.cache.remove(&key);
+            }
         }
         Ok(bp)
     }

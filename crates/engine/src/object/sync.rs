@@ -165,6 +165,7 @@ impl ObjectSet {
             copies: write_copies(ObjectType::Objset, 0, self.copies()),
             object_type: ObjectType::Objset,
             level: 0,
+            cache: crate::cache::CachePolicy::All,
         };
         let root = self
             .io
@@ -282,6 +283,7 @@ impl ObjectSet {
             base.bonus = bonus.clone();
         }
         let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
+        tree.cache = self.primarycache();
         if let Some(spill) = &record.spill {
             tree.set_spill(spill.as_ref())?;
         }

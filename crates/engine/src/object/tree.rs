@@ -35,6 +35,8 @@ pub(crate) struct TreeSync<'a> {
     storage: &'a dyn SpaceStorage,
     at: SyncPoint,
     indirects: BTreeMap<(u8, u64), Indirect>,
+    /// What the cache keeps of the blocks written (the object set's `primarycache`).
+    pub cache: crate::cache::CachePolicy,
 }
 
 /// Read an indirect block's pointers, validating that each child is one level down.
@@ -94,6 +96,7 @@ pub(crate) fn block_props(dnode: &DnodePhys, level: u8) -> WriteProps {
         copies: super::write_copies(dnode.object_type, level, dnode.copies),
         object_type: dnode.object_type,
         level,
+        cache: crate::cache::CachePolicy::All,
     }
 }
 
@@ -117,11 +120,15 @@ impl<'a> TreeSync<'a> {
             storage,
             at,
             indirects: BTreeMap::new(),
+            cache: crate::cache::CachePolicy::All,
         }
     }
 
     fn props(&self, level: u8) -> WriteProps {
-        block_props(&self.dnode, level)
+        WriteProps {
+            cache: self.cache,
+            ..block_props(&self.dnode, level)
+        }
     }
 
     fn root_level(&self) -> u8 {
