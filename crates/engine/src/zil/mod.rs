@@ -579,7 +579,8 @@ impl Zil {
             self.stats.txg_waits.fetch_add(1, Ordering::Relaxed);
             self.txgs.wait_synced(Some(txg))?;
         }
-        match self.write_itxs(objset, &itxs, read) {
+        let seqs: Vec<u64> = itxs.iter().map(|(seq, _)| *seq).collect();
+        match self.write_itxs(objset, &seqs, itxs, read) {
             Ok(()) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
                 Ok(())
@@ -600,7 +601,7 @@ impl Zil {
                     .chain(tail.map(|bp| (bp, open)))
                     .collect();
                 state.to_free.extend(old);
-                for (seq, _) in &itxs {
+                for seq in &seqs {
                     Self::forget(&mut state, *seq);
                 }
                 Ok(())
@@ -705,10 +706,12 @@ impl Zil {
         Ok((records, in_place))
     }
 
+    /// Write `itxs` (their sequence numbers `seqs`, forgotten once they are durable).
     fn write_itxs(
         &self,
         objset: &ObjectSet,
-        itxs: &[(u64, Itx)],
+        seqs: &[u64],
+        itxs: Vec<(u64, Itx)>,
         read: ReadRange<'_>,
     ) -> Result<(), ZilError> {
         self.ensure_chain(objset)?;
@@ -722,7 +725,7 @@ impl Zil {
         // before they are written in place. Writes copied into log blocks are bounded: past
         // `COMMIT_COPY_BYTES_MAX` (writes of a txg that no longer takes changes), the commit
         // waits for that txg instead, which makes them durable and obsolete.
-        let mut live: Vec<(u64, Itx)> = itxs.to_vec();
+        let mut live = itxs;
         let hold = loop {
             let hold = self.txgs.assign()?;
             let logbias = self.state.lock().logbias;
@@ -853,8 +856,8 @@ impl Zil {
         }
         self.stats
             .records
-            .fetch_add(itxs.len() as u64, Ordering::Relaxed);
-        for (seq, _) in itxs {
+            .fetch_add(seqs.len() as u64, Ordering::Relaxed);
+        for seq in seqs {
             Self::forget(&mut state, *seq);
         }
         Ok(())
