@@ -191,7 +191,7 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         .core
         .io
         .vdevs
-        .tops
+        .tops()
         .iter()
         .flat_map(|top| &top.children)
         .map(|leaf| leaf.path.display().to_string().len() + 4)
@@ -210,7 +210,7 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         name,
         health.as_str()
     );
-    for top in &pool.core.io.vdevs.tops {
+    for top in pool.core.io.vdevs.tops().iter() {
         let kind = if top.children.len() > 1 {
             format!("mirror-{}", top.id)
         } else {

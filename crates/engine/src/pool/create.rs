@@ -222,7 +222,7 @@ impl Pool {
         ));
         {
             let storage = MosSpaceStorage { mos: &mos };
-            for top in &vdevs.tops {
+            for top in vdevs.tops().iter() {
                 space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, None, &storage)?;
             }
         }

@@ -20,7 +20,7 @@ impl Pool {
         let tree = &self.core.io.vdevs;
         let guid = name.parse::<u64>().ok().map(Guid);
         let mut found = Vec::new();
-        for (top_index, top) in tree.tops.iter().enumerate() {
+        for (top_index, top) in tree.tops().iter().enumerate() {
             for (child, leaf) in top.children.iter().enumerate() {
                 let path_matches = leaf.path.as_os_str() == name
                     || leaf
@@ -49,7 +49,7 @@ impl Pool {
     pub fn offline(&self, name: &str) -> Result<Txg, PoolError> {
         self.refuse_readonly("offline")?;
         let (top_index, child) = self.find_leaf(name)?;
-        let top = &self.core.io.vdevs.tops[top_index];
+        let top = &self.core.io.vdevs.tops()[top_index];
         let leaf = &top.children[child];
         if leaf.is_offline() {
             return self.sync();
@@ -82,7 +82,7 @@ impl Pool {
     pub fn online(&self, name: &str) -> Result<Txg, PoolError> {
         self.refuse_readonly("online")?;
         let (top_index, child) = self.find_leaf(name)?;
-        let leaf = &self.core.io.vdevs.tops[top_index].children[child];
+        let leaf = &self.core.io.vdevs.tops()[top_index].children[child];
         if leaf.device.is_missing() {
             return Err(PoolError::BadVdevSpec(format!(
                 "cannot online {}: the device was not found at import; export the pool and import it with the device present",

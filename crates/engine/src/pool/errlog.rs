@@ -302,9 +302,7 @@ impl PoolCore {
         let leaves: Vec<_> = self
             .io
             .vdevs
-            .tops
-            .iter()
-            .flat_map(|top| &top.children)
+            .leaves()
             .filter(|leaf| {
                 device.is_none_or(|device| {
                     leaf.path == std::path::Path::new(device)

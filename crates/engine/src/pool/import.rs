@@ -394,7 +394,7 @@ impl Pool {
             .map_err(|e| PoolError::Corrupt(e.to_string()))?;
         {
             let storage = MosSpaceStorage { mos: &mos };
-            for top in &vdevs.tops {
+            for top in vdevs.tops().iter() {
                 // The MOS of this uberblock, not the (possibly newer) label config, says which
                 // metaslab array exists.
                 let array =

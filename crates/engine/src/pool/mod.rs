@@ -735,7 +735,7 @@ impl Pool {
     /// pool's object sets are still alive.
     fn release_devices(&self) {
         self.core.io.set_writable(false);
-        for top in &self.core.io.vdevs.tops {
+        for top in self.core.io.vdevs.tops().iter() {
             for leaf in &top.children {
                 leaf.device.release();
             }
@@ -755,7 +755,7 @@ impl Pool {
         self.core
             .io
             .vdevs
-            .tops
+            .tops()
             .iter()
             .flat_map(|top| top.children.iter().map(|leaf| leaf.path.clone()))
             .collect()
