@@ -79,6 +79,7 @@
 //! object sets (their own locks) and the txg layer's holds.
 
 mod admission;
+mod attach;
 pub mod bookmarks;
 pub use admission::PoolFreer;
 use admission::{MosLifecycle, PoolReservation};
@@ -101,6 +102,7 @@ pub mod snapshots;
 mod stats;
 mod sync;
 pub mod uberblock;
+mod vdev_change;
 
 pub use stats::{PoolIostat, VdevIostat};
 
@@ -520,6 +522,8 @@ pub struct PoolCore {
     history: history::History,
     /// The `failmode` property ([`failmode`]).
     failmode: failmode::FailModeState,
+    /// Device changes waiting for the next txg ([`vdev_change`]).
+    vdev_changes: vdev_change::VdevChanges,
 }
 
 /// An open (imported) pool, running in this process.

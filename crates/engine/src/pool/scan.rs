@@ -589,6 +589,8 @@ impl PoolCore {
         // resilvering again and again would only load the pool; `pool online` retries.
         if just_finished && phys.unrepaired == 0 && phys.errors == 0 {
             self.queue_resilver_if_logs();
+            // A replacement that is now whole takes its old leaf's place (vdev_change.rs).
+            self.finish_replacements();
         }
         *self.scan.phys.lock() = Some(phys);
         self.update_scan_work();

@@ -17,6 +17,9 @@ impl PoolCore {
         let sync_started = std::time::Instant::now();
         // A child that misses a write from now on logs this txg in its DTL (vdev/dtl.rs).
         self.io.vdevs.set_syncing_txg(txg.0);
+        // Device changes take effect here, before anything of this txg is written
+        // (vdev_change.rs); they dirty the config, so this txg commits them.
+        self.apply_vdev_changes(txg)?;
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
@@ -149,6 +152,7 @@ impl PoolCore {
             .syncing_root()
             .unwrap_or_else(|| self.mos.synced_root());
         self.commit(txg, &mos_root)?;
+        self.vdev_changes_committed();
 
         self.finish_txg(txg, &datasets);
         Ok(pass)
