@@ -66,6 +66,11 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::PoolCreate { name, .. } => name.clone(),
         Request::PoolImport { pool, new_name, .. } => new_name.clone().unwrap_or(pool.clone()),
         Request::PoolSet { pool, .. } | Request::PoolClear { pool, .. } => pool.clone(),
+        Request::PoolDevice { pool, .. }
+        | Request::PoolAttach { pool, .. }
+        | Request::PoolDetach { pool, .. }
+        | Request::PoolReplace { pool, .. } => pool.clone(),
+        Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
         Request::Check { pool, repair: true } => pool.clone(),
         Request::Create { name, .. }
         | Request::Destroy { name, .. }

@@ -104,6 +104,7 @@ mod sync;
 pub mod uberblock;
 mod vdev_change;
 
+pub use attach::AddedVdev;
 pub use stats::{PoolIostat, VdevIostat};
 
 use std::collections::BTreeMap;
