@@ -296,7 +296,15 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         .vdevs
         .leaves()
         .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
-    if faulted {
+    let removed = pool
+        .core
+        .io
+        .vdevs
+        .leaves()
+        .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Removed);
+    if removed {
+        text.push_str("\nstatus: one or more devices went away while the pool was imported; the pool continues without them.\naction: put the device back and run 'tarn pool online POOL DEVICE', or replace it with 'tarn pool replace POOL DEVICE NEW_DEVICE'.\n");
+    } else if faulted {
         text.push_str("\nstatus: one or more devices failed writes and missed data; the pool continues without them.\naction: repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.\n");
     } else if offline {
         text.push_str("\nstatus: one or more devices were taken offline by the administrator; the pool continues without them.\naction: bring them back with 'tarn pool online POOL DEVICE' (a resilver copies what they missed).\n");

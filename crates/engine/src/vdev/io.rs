@@ -32,6 +32,12 @@ pub trait BlockDevice: Send + Sync {
     fn is_missing(&self) -> bool {
         false
     }
+    /// True when the device went away while it was open (zpool's REMOVED): a file leaf whose
+    /// file was unlinked, or a device the fault layer removed. Asked by `pool status`, not per
+    /// I/O: I/O to a gone device fails by itself and is logged in the leaf's DTL.
+    fn is_removed(&self) -> bool {
+        false
+    }
 }
 
 /// The stand-in for a leaf that import could not find: it keeps the vdev tree's shape (a
@@ -279,6 +285,13 @@ impl BlockDevice for FileDevice {
 
     fn describe(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn is_removed(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.file
+            .metadata()
+            .is_ok_and(|metadata| metadata.is_file() && metadata.nlink() == 0)
     }
 
     fn release(&self) {

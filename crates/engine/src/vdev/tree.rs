@@ -1,4 +1,26 @@
 //! The in-memory vdev tree: top-level vdevs (single leaf or mirror) and their leaves.
+//!
+//! # Overview
+//! A [`TopVdev`] maps a block I/O of its data area onto its children: a mirror writes every
+//! child and reads one (`block/pipeline.rs` picks which, by dirty time log). A child that
+//! misses a write logs the syncing txg in its DTL ([`super::dtl`]).
+//!
+//! # Changing the tree while the pool is open
+//! A `TopVdev`'s children never change: `pool attach|detach|replace|add`
+//! (`pool/vdev_change.rs`) build the next *generation* of a vdev ([`TopVdev::with_children`]:
+//! the same id, guid and geometry, sharing the leaves, the metaslab array id and the syncing
+//! txg through `Arc`s) or new vdevs, and [`VdevTree::install`] swaps the list of top-level
+//! vdevs under a write lock. Readers take a snapshot ([`VdevTree::tops`], [`VdevTree::top`],
+//! [`VdevTree::leaves`]: `Arc` clones under a read lock held for nanoseconds) and use child
+//! indices of that snapshot only, so one block I/O sees one tree from its first child to its
+//! last, and an old generation (with its devices) lives until the last I/O holding it ends.
+//! Only the sync thread installs, at the start of a txg, so syncing context (passes, scans,
+//! labels, uberblock) sees one tree per txg; the config that changed is written into every
+//! leaf's labels by that txg's commit (docs/design.md §2.14c).
+//!
+//! # Cost
+//! One read-lock acquisition and an `Arc` clone per lookup of a top-level vdev; nothing per
+//! txg while the tree does not change.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -834,6 +856,68 @@ mod tests {
     }
 
     #[test]
+    fn removed_child_shows_removed_and_logs_what_it_misses() {
+        let setup = mirror(2);
+        let tree = VdevTree::new(vec![Arc::new(setup.top)]);
+        tree.set_syncing_txg(9);
+        let tops = tree.tops();
+        assert_eq!(tops[0].children[1].health(), VdevHealth::Online);
+        setup.plans[1].set_removed(true);
+        assert_eq!(tops[0].children[1].health(), VdevHealth::Removed);
+        assert_eq!(tops[0].health(), VdevHealth::Degraded);
+        tops[0].write(IoClass::AsyncWrite, 0, &[1u8; 4096]).unwrap();
+        assert_eq!(tops[0].children[1].dtl.ranges(), vec![(9, 10)]);
+        setup.plans[1].set_removed(false);
+        assert_ne!(tops[0].children[1].health(), VdevHealth::Removed);
+    }
+
+    #[test]
+    fn unlinked_file_leaf_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone");
+        let device = FileDevice::create_sparse(&path, 64 << 20).unwrap();
+        assert!(!device.is_removed());
+        std::fs::remove_file(&path).unwrap();
+        assert!(device.is_removed());
+    }
+
+    #[test]
+    fn install_swaps_generations_and_old_snapshots_keep_their_children() {
+        let setup = mirror(2);
+        let top = Arc::new(setup.top);
+        let tree = VdevTree::new(vec![top.clone()]);
+        tree.set_syncing_txg(5);
+        let before = tree.tops();
+        let first = top.children[0].clone();
+        // Detach the second child: the next generation is a single leaf.
+        let next = top
+            .with_children(TopVdevKind::Leaf, vec![first.clone()])
+            .unwrap();
+        assert!(top
+            .with_children(TopVdevKind::Leaf, top.children.clone())
+            .is_err());
+        tree.install(vec![Arc::new(next)]);
+        assert_eq!(
+            before[0].children.len(),
+            2,
+            "a snapshot changed under its reader"
+        );
+        let after = tree.tops();
+        assert_eq!(after[0].children.len(), 1);
+        assert!(Arc::ptr_eq(&after[0].children[0], &first));
+        assert_eq!(tree.guid_sum(), 7 + 100);
+        assert_eq!(tree.to_config()[0].kind, TopVdevKind::Leaf);
+        // The generations share the metaslab array id and the syncing txg.
+        after[0].set_metaslab_array(ObjectId(77));
+        assert_eq!(before[0].metaslab_array(), ObjectId(77));
+        tree.set_syncing_txg(6);
+        assert_eq!(before[0].write_txg(), 6);
+        assert!(tree
+            .top(VdevId(0))
+            .is_some_and(|top| top.child_count() == 1));
+    }
+
+    #[test]
     fn mirror_write_with_all_children_failing_is_an_error() {
         let setup = mirror(2);
         setup.plans[0].fail_writes_from(0);
@@ -984,6 +1068,9 @@ pub enum VdevHealth {
     Offline,
     /// Present, but its writes failed: it missed txgs that no resilver has copied yet.
     Faulted,
+    /// The device went away while the pool was open (its file was removed, or the fault
+    /// layer says so); what it misses is logged in its DTL like any failed write.
+    Removed,
     /// Not usable: missing, or every child missing.
     Unavail,
 }
@@ -995,6 +1082,7 @@ impl VdevHealth {
             VdevHealth::Degraded => "DEGRADED",
             VdevHealth::Offline => "OFFLINE",
             VdevHealth::Faulted => "FAULTED",
+            VdevHealth::Removed => "REMOVED",
             VdevHealth::Unavail => "UNAVAIL",
         }
     }
@@ -1006,6 +1094,8 @@ impl Leaf {
             VdevHealth::Unavail
         } else if self.is_offline() {
             VdevHealth::Offline
+        } else if self.device.is_removed() {
+            VdevHealth::Removed
         } else if !self.dtl.is_empty() && self.stats.snapshot().write_errors > 0 {
             VdevHealth::Faulted
         } else {
