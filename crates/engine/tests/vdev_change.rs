@@ -441,3 +441,59 @@ fn readers_during_attach_and_detach_always_read_right() {
     assert_files_read_right(&pool, &files, "after the changes");
     assert_clean(&pool);
 }
+
+/// A mirror side whose device goes away while the pool is open shows REMOVED (the pool
+/// DEGRADED), its missed txgs are logged, and once it is back `pool online` resilvers it.
+#[test]
+fn removed_side_is_shown_and_resilvered_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.img");
+    let b = dir.path().join("b.img");
+    let plan_b = FaultPlan::new();
+    let wrapper: tarn::pool::DeviceWrapper = {
+        let plan_b = plan_b.clone();
+        Arc::new(
+            move |path: &Path, device: Arc<dyn tarn::vdev::BlockDevice>| {
+                let plan = if path.ends_with("b.img") {
+                    plan_b.clone()
+                } else {
+                    FaultPlan::new()
+                };
+                Arc::new(tarn::vdev::FaultyDevice::new(device, plan))
+                    as Arc<dyn tarn::vdev::BlockDevice>
+            },
+        )
+    };
+    let pool = Pool::create(tarn::pool::CreateOptions {
+        name: POOL.into(),
+        vdevs: vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])],
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: tiny(),
+        wrap_device: Some(wrapper),
+        disabled_features: Vec::new(),
+    })
+    .unwrap();
+    let before = write_files(&pool, 900, 3);
+    plan_b.set_removed(true);
+    let missed = write_files(&pool, 950, 3);
+    let side_b = pool.core.io.vdevs.tops()[0].children[1].clone();
+    assert_eq!(side_b.health().as_str(), "REMOVED");
+    assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
+    assert!(
+        !side_b.dtl.is_empty(),
+        "the removed side's misses were not logged"
+    );
+    plan_b.set_removed(false);
+    pool.online("b.img").unwrap();
+    pool.core.wait_scan(ScanFunction::Resilver).unwrap();
+    assert!(side_b.dtl.is_empty(), "{:?}", side_b.dtl.ranges());
+    assert_eq!(side_b.health().as_str(), "ONLINE");
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let away = tempfile::tempdir().unwrap();
+    std::fs::rename(&a, away.path().join("a.img")).unwrap();
+    let pool = import_from(dir.path());
+    assert_files_read_right(&pool, &before, "b alone, written before the removal");
+    assert_files_read_right(&pool, &missed, "b alone, written while it was removed");
+}
