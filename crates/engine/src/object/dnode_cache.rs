@@ -16,10 +16,12 @@
 //! If an installation happened in between, its decoded copy may predate it: each installation
 //! bumps an epoch, and an insert made under an older epoch is dropped.
 //!
-//! The cache is bounded by the `dnode_cache_entries` tunable (0 turns it off); when full, an
-//! arbitrary entry makes room. An entry is one decoded dnode (about 600 bytes with its bonus).
+//! The cache is bounded by the `dnode_cache_entries` tunable (0 turns it off); when full, the
+//! oldest entry makes room (first in, first out: a queue of object numbers in insertion order,
+//! where numbers forgotten meanwhile are skipped, compacted when it grows to twice the bound).
+//! An entry is one decoded dnode (about 600 bytes with its bonus).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::phys::{DnodePhys, DNODE_SIZE};
@@ -80,6 +82,8 @@ impl ObjectSet {
 /// Decoded dnodes of the tree; see the module documentation.
 pub(super) struct DnodeCache {
     entries: HashMap<ObjectId, Arc<DnodePhys>>,
+    /// Object numbers in insertion order (some possibly forgotten since): eviction order.
+    order: VecDeque<ObjectId>,
     capacity: usize,
     /// Bumped whenever entries may have gone stale; inserts from an older epoch are dropped.
     epoch: u64,
@@ -89,6 +93,7 @@ impl DnodeCache {
     pub(super) fn new(capacity: u64) -> DnodeCache {
         DnodeCache {
             entries: HashMap::new(),
+            order: VecDeque::new(),
             capacity: usize::try_from(capacity).unwrap_or(usize::MAX),
             epoch: 0,
         }
@@ -108,12 +113,26 @@ impl DnodeCache {
         if self.capacity == 0 || epoch != self.epoch {
             return;
         }
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(&object) {
-            if let Some(&victim) = self.entries.keys().next() {
-                self.entries.remove(&victim);
+        if self
+            .entries
+            .insert(object, Arc::new(dnode.clone()))
+            .is_some()
+        {
+            return;
+        }
+        self.order.push_back(object);
+        while self.entries.len() > self.capacity {
+            match self.order.pop_front() {
+                Some(oldest) => {
+                    self.entries.remove(&oldest);
+                }
+                None => break,
             }
         }
-        self.entries.insert(object, Arc::new(dnode.clone()));
+        if self.order.len() > 2 * self.capacity.max(1) {
+            let entries = &self.entries;
+            self.order.retain(|object| entries.contains_key(object));
+        }
     }
 
     /// The sync installed a tree that rewrote `objects`' dnodes.
@@ -128,6 +147,7 @@ impl DnodeCache {
     pub(super) fn clear(&mut self) {
         self.epoch += 1;
         self.entries.clear();
+        self.order.clear();
     }
 
     #[cfg(test)]
@@ -178,7 +198,15 @@ mod tests {
             cache.insert(ObjectId(object), &dnode(object), cache.epoch());
         }
         assert_eq!(cache.len(), 4);
-        assert!(cache.get(ObjectId(100)).is_some());
+        // The four newest stay.
+        assert!((97..=100).all(|object| cache.get(ObjectId(object)).is_some()));
+        // Forgotten numbers are skipped in the queue; it stays bounded.
+        for object in 101..=1000 {
+            cache.insert(ObjectId(object), &dnode(object), cache.epoch());
+            cache.forget([ObjectId(object - 1)]);
+        }
+        assert!(cache.order.len() <= 8);
+        assert!(cache.get(ObjectId(1000)).is_some());
         let mut off = DnodeCache::new(0);
         off.insert(ObjectId(1), &dnode(1), off.epoch());
         assert_eq!(off.len(), 0);
