@@ -111,7 +111,8 @@ pub fn run(bench: FilesBench) -> Result<(), Failure> {
     let host = host_rates(&bench, file_size)?;
 
     let mut rows = Vec::new();
-    let named: [(&str, fn(&Rates) -> f64); 4] = [
+    type Figure = fn(&Rates) -> f64;
+    let named: [(&str, Figure); 4] = [
         ("create + 100-byte write, files/s", |r| r.create),
         ("lookup + stat, files/s", |r| r.stat),
         ("4 KiB random overwrite, IOPS", |r| r.overwrite),
