@@ -770,6 +770,28 @@ impl ObjectSet {
         }
     }
 
+    /// Whether every data block in `blkids` can be read without device I/O for its data
+    /// (written in a txg not yet synced, a hole, or cached); indirect blocks may be read to
+    /// find out.
+    pub fn blocks_in_memory(
+        &self,
+        object: ObjectId,
+        blkids: std::ops::Range<u64>,
+    ) -> Result<bool, ObjectError> {
+        for blkid in blkids {
+            if let BlockSource::Tree(tree_dnode) = self.read_block_source(object, blkid)? {
+                if !tree_dnode.is_free()
+                    && !self
+                        .io
+                        .is_in_memory(&tree::lookup_block(&self.io, &tree_dnode, blkid)?)
+                {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Read bytes at `offset`; holes and bytes past the last block read as zeros.
     pub fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
         let block_size = self.existing_dnode(object)?.data_block_size as u64;
