@@ -260,15 +260,11 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
             for (position, leaf) in shown.into_iter().enumerate() {
                 let stats = leaf.stats.snapshot();
                 // The old side of an in-place replace has the new one's path: zpool adds /old.
-                let old_suffix = if pair.is_some() && position == 0 {
-                    let new = &top.children[pair.expect("pair").1];
-                    if new.path == leaf.path {
+                let old_suffix = match pair {
+                    Some(&(_, new)) if position == 0 && top.children[new].path == leaf.path => {
                         "/old"
-                    } else {
-                        ""
                     }
-                } else {
-                    ""
+                    _ => "",
                 };
                 let label = format!("{}{}{old_suffix}", "  ".repeat(depth), leaf.path.display());
                 text.push_str(&format!(

@@ -260,7 +260,7 @@ fn refusals_leave_the_pool_as_it_was() {
     let files = write_files(&pool, 7, 4);
     let shape = tree_shape(&pool);
     fn refused<T: std::fmt::Debug>(result: Result<T, PoolError>, expected: &str) {
-        let error = result.err().expect("refused");
+        let error = result.expect_err("refused");
         assert!(
             error.to_string().contains(expected),
             "expected {expected:?} in {error}"

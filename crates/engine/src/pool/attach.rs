@@ -240,10 +240,10 @@ impl Pool {
             .map(|top| top.ashift)
             .max()
             .unwrap_or(self.core.tunables.vdev_ashift);
-        let mut next_id = tops.iter().map(|top| top.id.0 + 1).max().unwrap_or(0);
+        let first_id = tops.iter().map(|top| top.id.0 + 1).max().unwrap_or(0);
         let mut added = Vec::new();
         let mut new_tops = Vec::new();
-        for spec in specs {
+        for (id, spec) in (first_id..).zip(specs) {
             let mut leaves = Vec::new();
             for path in spec.paths() {
                 leaves.push(self.open_leaf_device(&path, dry_run)?);
@@ -266,7 +266,7 @@ impl Pool {
                 VdevSpec::Leaf(_) => TopVdevKind::Leaf,
             };
             let top = TopVdev::new(
-                VdevId(next_id),
+                VdevId(id),
                 Guid::random(),
                 kind,
                 ashift,
@@ -286,7 +286,6 @@ impl Pool {
                 asize: top.asize,
             });
             new_tops.push(Arc::new(top));
-            next_id += 1;
         }
         if dry_run {
             return Ok(added);
