@@ -458,9 +458,15 @@ impl BlockIo {
     /// Wait for every write issued so far to finish (the barrier before the vdevs are flushed
     /// and the uberblock written). Fails if any write reached no device.
     pub fn wait_writes(&self) -> Result<(), PipelineError> {
-        self.writes
-            .wait()
-            .map_err(|errors| PipelineError::WriteFailed(errors.join("; ")))
+        self.writes.wait().map_err(|errors| {
+            // The first few say what failed; thousands of them would only bury it.
+            const SHOWN: usize = 3;
+            let mut text = errors[..errors.len().min(SHOWN)].join("; ");
+            if errors.len() > SHOWN {
+                text.push_str(&format!("; and {} more", errors.len() - SHOWN));
+            }
+            PipelineError::WriteFailed(text)
+        })
     }
 
     /// Read one copy from one mirror child into `buffer`: from the in-flight write if there is
