@@ -251,7 +251,7 @@ fn resume_suspended(
     device: Option<&str>,
 ) -> Result<Answer, Reply> {
     let _guard = lock(&daemon.lifecycle);
-    let (name, dirs, altroot) = {
+    let (name, dirs, altroot, why) = {
         let held = daemon.held(target)?;
         let mut dirs: Vec<PathBuf> = held
             .vdev_paths()
@@ -262,9 +262,9 @@ fn resume_suspended(
         dirs.dedup();
         let name = held.name().to_string();
         let altroot = daemon.mounts.altroot(&name);
-        (name, dirs, altroot)
+        let why = held.core.txgs.failure().unwrap_or_default();
+        (name, dirs, altroot, why)
     };
-    let why = daemon.held(target)?.core.txgs.failure().unwrap_or_default();
     log::warn!("pool {name}: suspended ({why}); pool clear reopens it from its last committed txg");
     let released = daemon.release(target, true)?;
     // Export cannot write a suspended pool's labels: it stops the sync thread and the drop
