@@ -333,6 +333,30 @@ fn file_attr(attr: &Attr, ino: u64) -> FileAttr {
     }
 }
 
+/// The attributes answered for a regular file the engine has freed (unlinked, closed) when the
+/// kernel writes its times back: no links, no data, the times it sent.
+fn gone_file_attr(ino: INodeNo, mtime: Option<TimeOrNow>, ctime: Option<SystemTime>) -> FileAttr {
+    let mtime = mtime.map_or(UNIX_EPOCH, |time| system_time(time_or_now(time)));
+    let ctime = ctime.unwrap_or(mtime);
+    FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: mtime,
+        mtime,
+        ctime,
+        crtime: ctime,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 fn system_time(time: Timestamp) -> SystemTime {
     if time.seconds >= 0 {
         UNIX_EPOCH + Duration::new(time.seconds as u64, time.nanoseconds)
@@ -417,17 +441,6 @@ impl Filesystem for TarnFuse {
         // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
         // inheritance), and without one applying it twice changes nothing.
         let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
-        // The kernel's page cache holds writes and sends them in large batches, and owns the
-        // size and times of a file it caches (module documentation, "The kernel's caches").
-        if config
-            .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
-            .is_err()
-        {
-            log::warn!(
-                "tarn fuse {}: the kernel offers no writeback cache; every write is a request",
-                self.name
-            );
-        }
         // Attributes with the names of a listing (readdir.rs), when the kernel wants them.
         let _ = config
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
@@ -469,7 +482,7 @@ impl Filesystem for TarnFuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -477,10 +490,18 @@ impl Filesystem for TarnFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let fuse_ino = ino;
         let ino = match self.head(ino) {
             Ok(ino) => ino,
             Err(errno) => return reply.error(errno),
         };
+        // Only the writeback cache sends a ctime, and only for a regular file: its own times,
+        // written back with the inode, possibly after the file was unlinked and closed (GNU
+        // tar's placeholders), when the engine has freed it. Those times have nowhere to go;
+        // failing would record a write-back error that a later syncfs(2) of the whole mount
+        // reports (ENOENT).
+        let times_only = ctime.is_some() && mode.is_none() && uid.is_none() && gid.is_none();
+        let times_only = times_only && size.is_none();
         let changes = SetAttr {
             mode,
             uid,
@@ -489,11 +510,14 @@ impl Filesystem for TarnFuse {
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
         };
-        let result = self
-            .fs
-            .setattr(ino, changes)
-            .map_err(|error| self.fail("setattr", error))
-            .and_then(|attr| self.fuse_attr(&Node::Head(ino), &attr));
+        let result = match self.fs.setattr(ino, changes) {
+            Err(FsError::NotFound) if times_only => {
+                return reply.attr(&TTL, &gone_file_attr(fuse_ino, mtime, ctime));
+            }
+            result => result
+                .map_err(|error| self.fail("setattr", error))
+                .and_then(|attr| self.fuse_attr(&Node::Head(ino), &attr)),
+        };
         match result {
             Ok((attr, _)) => reply.attr(&TTL, &attr),
             Err(errno) => reply.error(errno),

@@ -70,6 +70,14 @@ pub fn configure_kernel(config: &mut KernelConfig) {
     let _ = config.set_max_write(WRITE_BYTES_MAX);
     // Lookups and readdirs in one directory may run in parallel: the engine locks.
     let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+    // The kernel's page cache holds writes and sends them in large batches, and owns the size
+    // and times of a file it caches (crate documentation, "The kernel's caches").
+    if config
+        .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+        .is_err()
+    {
+        log::warn!("tarn fuse: the kernel offers no writeback cache; every write is a request");
+    }
     // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
     // afterwards (see `raise_readahead`).
     if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {
