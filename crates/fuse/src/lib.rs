@@ -44,7 +44,9 @@
 //! An open tells the kernel to keep the file's cached pages (`FOPEN_KEEP_CACHE`) when the file
 //! is unchanged since its last open (`kernel_cache.rs`, content versions); otherwise the
 //! kernel drops them and reads again. Listings answer `readdirplus` (`readdir.rs`), so a
-//! listing also caches each entry and its attributes for [`TTL`]. A change made behind the
+//! listing also caches each entry and its attributes for [`TTL`], and the kernel keeps each
+//! directory's listing (`FOPEN_CACHE_DIR` with `FOPEN_KEEP_CACHE`) until the directory
+//! changes through the mount or its pages are invalidated. A change made behind the
 //! kernel's back (rollback, receive) is invalidated below.
 //!
 //! # Snapshots: `.zfs/snapshot`
@@ -828,9 +830,14 @@ impl Filesystem for TarnFuse {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.getattr_node(ino) {
-            Ok(attr) if attr.kind == FileType::Directory => {
-                reply.opened(FileHandle(0), FopenFlags::empty())
-            }
+            // The kernel keeps the listing in the directory's page cache (FOPEN_CACHE_DIR) and
+            // across opens (KEEP_CACHE): every change through this mount moves the kernel's
+            // version of the directory, which drops it, and every change behind its back
+            // invalidates the directory's pages (module documentation).
+            Ok(attr) if attr.kind == FileType::Directory => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(errno) => reply.error(errno),
         }

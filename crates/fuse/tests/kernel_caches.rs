@@ -315,7 +315,7 @@ fn pages_kept_only_for_unchanged_files() {
 
 /// Guards readdirplus: `ls -l` of 1000 files gives each its own size (entries carry
 /// attributes; a mix-up of entries and attributes, or a stale size, shows), again after the
-/// sizes change, and after a remount.
+/// sizes change, and after a remount; and the kernel's cached listing follows a rename.
 #[test]
 fn listing_a_thousand_files_with_attributes() {
     let Some(mut fixture) = Fixture::new("readdirplus") else {
@@ -348,6 +348,21 @@ fn listing_a_thousand_files_with_attributes() {
         file.write_all(b"0123456789").unwrap();
     }
     expect(10);
+    // The kernel keeps the listing (FOPEN_CACHE_DIR); a change through the mount drops it.
+    let names = |dir: &Path| {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    fs::rename(dir.join("f0000"), dir.join("g0000")).unwrap();
+    let listed = names(&dir);
+    assert!(listed.contains(&"g0000".to_string()) && !listed.contains(&"f0000".to_string()));
+    fs::rename(dir.join("g0000"), dir.join("f0000")).unwrap();
+    assert_eq!(names(&dir).len(), 1000);
+    assert!(names(&dir).contains(&"f0000".to_string()));
     // Entries and attributes served again after they expire from the kernel (a second listing
     // within the TTL is served from the kernel's cache).
     std::thread::sleep(Duration::from_millis(10));
