@@ -193,6 +193,10 @@ tunables! {
     indirect_block_shift: u32 = 17,
     /// Data block size of the meta-dnode (dnodes per block = this / 512).
     dnode_block_size: u32 = 16 << 10,
+    /// Dnodes each object set keeps decoded (OpenZFS's dnode handles): a lookup, stat or
+    /// write of a file decodes its dnode from the meta-dnode's block once, not on every use.
+    /// 0 turns the cache off.
+    dnode_cache_entries: u64 = 16_384,
     /// Default recordsize for file systems.
     recordsize: u32 = 128 << 10,
     /// The ARC's ceiling and starting target in bytes (zfs_arc_max; see cache/pressure.rs for

@@ -299,6 +299,49 @@ fn full_and_incremental_streams_round_trip() {
     pool.export().unwrap();
 }
 
+/// A `send -c` stream whose compressed block does not decompress (its checksums recomputed,
+/// so only the payload is wrong) is refused at that record, naming it, and leaves nothing:
+/// a block stored as received must read back.
+#[test]
+fn a_compressed_block_that_does_not_decompress_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "lz");
+    let fs = pool.file_system().unwrap();
+    populate(&fs);
+    pool.create_snapshots(&["lz@a".to_string()], false).unwrap();
+    let compressed = send_with(
+        &pool,
+        "lz@a",
+        &SendOptions {
+            compressed: true,
+            ..SendOptions::default()
+        },
+    );
+    let mut damaged_one = false;
+    let damaged = rewrite(&compressed, |record| {
+        if let Record::Write {
+            compression, data, ..
+        } = record
+        {
+            if *compression != tarn::block::blkptr::Compression::Off && !damaged_one {
+                damaged_one = true;
+                // Past the payload header: the compressed stream itself (a cut would only
+                // remove zero padding).
+                let end = data.len().min(40);
+                data[8..end].fill(0xff);
+            }
+        }
+    });
+    assert!(damaged_one, "the stream has a compressed block");
+    let error = receive_from(&pool, "lz/copy", &damaged)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("WRITE of object"), "{error}");
+    assert!(!pool.has_dataset("lz/copy"));
+    receive_from(&pool, "lz/copy", &compressed).unwrap();
+    check_clean(&pool, "after the refused stream and a good one");
+}
+
 #[test]
 fn bad_streams_are_refused_and_leave_the_target_as_it_was() {
     let dir = tempfile::tempdir().unwrap();

@@ -101,6 +101,42 @@ fn write_loop(
     Ok(figures(latencies, seconds))
 }
 
+/// Run `work` while another thread writes `path` sequentially in 1 MiB writes (wrapping at
+/// 1 GiB, never synced: the txg's bulk writes the intent log's writes must overtake).
+fn beside_sequential_writer<T>(
+    path: &Path,
+    work: impl FnOnce() -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| io_failure(path.display(), e))?;
+    let chunk = crate::format::pseudo_random(1 << 20, 0xb05e);
+    let result = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut offset = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                file.write_all_at(&chunk, offset)
+                    .map_err(|e| io_failure(path.display(), e))?;
+                offset = (offset + chunk.len() as u64) % (1 << 30);
+            }
+            Ok::<(), Failure>(())
+        });
+        let result = work();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(Failure("the sequential writer panicked".into())));
+        result.and_then(|value| written.map(|()| value))
+    });
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    result
+}
+
 fn figures(mut latencies: Vec<f64>, seconds: f64) -> LoopFigures {
     latencies.sort_by(f64::total_cmp);
     let p99 = latencies[((latencies.len() * 99) / 100).min(latencies.len() - 1)];
@@ -274,6 +310,10 @@ fn measure(
     let host = write_loop(&dir.join("bench-fsync-host.dat"), count, fsync)?;
     progress("4 KiB write + fsync on tarn (intent log)");
     let tarn = write_loop(&mountpoint.join("loop.dat"), count, fsync)?;
+    progress("4 KiB write + fsync on tarn beside a sequential writer");
+    let busy = beside_sequential_writer(&mountpoint.join("background.dat"), || {
+        write_loop(&mountpoint.join("loop-busy.dat"), count, fsync)
+    })?;
     progress("4 KiB write + a txg sync on tarn (the path before the intent log)");
     let txg_count = count.min(300);
     let wait_for_txg = |_: &File| {
@@ -300,6 +340,18 @@ fn measure(
         tarn: tarn.p99_ms,
         baseline_what: host_fs.clone(),
         baseline: host.p99_ms,
+    });
+    rows.push(Comparison {
+        what: "4 KiB write+fsync beside a sequential writer, p99 ms".into(),
+        tarn: busy.p99_ms,
+        baseline_what: "tarn, the same loop alone".into(),
+        baseline: tarn.p99_ms,
+    });
+    rows.push(Comparison {
+        what: "4 KiB write+fsync beside a sequential writer, fsyncs/s".into(),
+        tarn: busy.per_second,
+        baseline_what: "tarn, the same loop alone".into(),
+        baseline: tarn.per_second,
     });
     rows.push(Comparison {
         what: "4 KiB write+fsync, fsyncs/s".into(),

@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod clone_destroy;
+mod files;
 mod frag;
 mod fsync;
 mod iosched;
@@ -87,6 +88,10 @@ pub enum BenchCommand {
     /// and commit, git status, 4 KiB random buffered writes (fio), rm -rf; beside btrfs on a
     /// loop device and the host's file system in the same run. Needs root and /dev/fuse.
     Workloads(workloads::WorkloadsBench),
+    /// Per-file work in the engine, in-process: create, lookup + stat, 4 KiB random overwrites
+    /// and unlink, with the dnode cache on and off, beside the host's file system in the same
+    /// directory (operations per second).
+    Files(files::FilesBench),
     /// Clone destroy with and without livelists, beside btrfs: an origin of each --sizes size
     /// (recordsize 8K), a clone with --overwrites scattered 8 KiB overwrites, export and
     /// import, destroy until freeing is 0; and random overwrites in a clone, livelists on/off.
@@ -656,6 +661,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::Run(args) => steady::run(*args, socket),
         BenchCommand::Steady(args) => steady::replay(args),
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
+        BenchCommand::Files(bench) => files::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::Fsync(bench) => fsync::run(bench),
         BenchCommand::Workloads(bench) => workloads::run(bench),

@@ -512,6 +512,11 @@ impl BlockIo {
     }
 
     /// Read a block's logical contents (cached), verifying and self-healing as described above.
+    /// Whether reading `bp` needs no device I/O: a hole, an embedded block, or cached.
+    pub fn is_in_memory(&self, bp: &BlockPtr) -> bool {
+        bp.is_hole() || bp.embedded || BlockKey::of(bp).is_some_and(|key| self.cache.contains(&key))
+    }
+
     pub fn read(&self, bp: &BlockPtr) -> Result<Arc<Vec<u8>>, PipelineError> {
         self.read_cached(bp, CachePolicy::All)
     }

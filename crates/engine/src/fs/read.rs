@@ -35,9 +35,11 @@ impl FileSystem {
         Ok(data)
     }
 
-    /// Fill `data` from `offset` of file `ino`. A read spanning several blocks reads them on
-    /// up to [`READ_THREADS_MAX`] threads: each block not in the cache is a synchronous device
-    /// read, and a device serves several at once much faster than one after the other.
+    /// Fill `data` from `offset` of file `ino`. A read spanning several blocks of which some
+    /// are not in memory reads them on up to [`READ_THREADS_MAX`] threads: each such block is
+    /// a synchronous device read, and a device serves several at once much faster than one
+    /// after the other. When all are in memory (the prefetcher read them ahead, or they were
+    /// just written) the read is done on the calling thread, with no threads to start.
     ///
     /// The prefetcher sees every read first: a sequential reader finds the blocks it asks for
     /// already in the cache, read ahead by the prefetch workers.
@@ -58,11 +60,11 @@ impl FileSystem {
                 block_size as u64,
                 info.max_blkid.saturating_add(1),
             );
-            self.prefetch.claim(object, blocks);
+            self.prefetch.claim(object, blocks.clone());
         }
         let first_block_end = (offset / block_size as u64 + 1) * block_size as u64;
         let head = ((first_block_end - offset) as usize).min(data.len());
-        if head == data.len() {
+        if head == data.len() || self.objset.blocks_in_memory(object, blocks)? {
             return Ok(self.objset.read(object, offset, data)?);
         }
         // Pieces that each stay within one block.

@@ -1,6 +1,8 @@
 //! Adapters that let lower-level code see objects of an object set through narrow traits:
 //! the space layer's [`SpaceStorage`] on the MOS, and the key/value code's [`KvBlocks`].
 
+use std::sync::Arc;
+
 use super::kv::{KvBlocks, KvError};
 use super::{ObjectProps, ObjectSet, Tx};
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
@@ -118,10 +120,9 @@ impl KvBlocks for KvObject<'_> {
         self.block_size
     }
 
-    fn read_block(&self, blkid: u64) -> Result<Option<Vec<u8>>, KvError> {
+    fn read_block(&self, blkid: u64) -> Result<Option<Arc<Vec<u8>>>, KvError> {
         self.objset
             .read_block_if_present(self.object, blkid)
-            .map(|block| block.map(|data| data.as_ref().clone()))
             .map_err(kv_error)
     }
 

@@ -59,6 +59,7 @@
 pub mod adapters;
 mod bonus;
 pub mod bpobj;
+mod dnode_cache;
 mod free;
 mod intent;
 pub mod kv;
@@ -70,6 +71,7 @@ mod sync;
 mod synced;
 pub mod traverse;
 pub mod tree;
+mod write;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -238,6 +240,8 @@ struct State {
     /// reader that combined a tree read with the dirty records can tell if the two views came
     /// from different sides of that moment (and retry).
     view_generation: u64,
+    /// Decoded dnodes of the tree (dnode_cache.rs).
+    dnode_cache: dnode_cache::DnodeCache,
 }
 
 impl State {
@@ -419,6 +423,7 @@ impl ObjectSet {
         meta_dnode.copies = copies;
         let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;
         let next_object = ((meta_dnode.max_blkid + 1) * dnodes_per_block).max(1);
+        let dnode_cache = dnode_cache::DnodeCache::new(io.tunables.dnode_cache_entries);
         ObjectSet {
             io,
             kind,
@@ -440,6 +445,7 @@ impl ObjectSet {
                 next_object,
                 last_synced: Txg(0),
                 view_generation: 0,
+                dnode_cache,
             }),
         }
     }
@@ -498,47 +504,6 @@ impl ObjectSet {
 
     fn dnodes_per_block(&self) -> u64 {
         self.state.lock().synced_meta_dnode.data_block_size as u64 / DNODE_SIZE as u64
-    }
-
-    /// The dnode of `object` as the tree being synced (or else the synced tree) describes it.
-    fn tree_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
-        let meta = {
-            let state = self.state.lock();
-            if let Some(syncing) = &state.syncing {
-                if let Some(dnode) = syncing.dnodes.get(&object) {
-                    return Ok(dnode.clone());
-                }
-                syncing.meta_dnode.clone()
-            } else {
-                state.synced_meta_dnode.clone()
-            }
-        };
-        self.dnode_from_meta(&meta, object)
-    }
-
-    fn dnode_from_meta(
-        &self,
-        meta: &DnodePhys,
-        object: ObjectId,
-    ) -> Result<DnodePhys, ObjectError> {
-        let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
-        let blkid = object.0 / per_block;
-        if blkid > meta.max_blkid {
-            return Ok(DnodePhys::free());
-        }
-        let bp = tree::lookup_block(&self.io, meta, blkid)?;
-        if bp.is_hole() {
-            return Ok(DnodePhys::free());
-        }
-        let data = self.io.read(&bp)?;
-        let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
-        if data.len() < slot + DNODE_SIZE {
-            return Err(ObjectError::Corrupt(format!(
-                "dnode block {blkid} of {} bytes",
-                data.len()
-            )));
-        }
-        Ok(DnodePhys::decode(&data[slot..slot + DNODE_SIZE])?)
     }
 
     /// The dnode of `object` including changes not yet synced (tree fields reflect the tree).
@@ -717,7 +682,17 @@ impl ObjectSet {
     /// The contents of data block `blkid` (exactly the object's block size; holes are zeros).
     pub fn read_block(&self, object: ObjectId, blkid: u64) -> Result<Arc<Vec<u8>>, ObjectError> {
         let dnode = self.existing_dnode(object)?;
-        let block_size = dnode.data_block_size as usize;
+        self.read_block_sized(object, blkid, dnode.data_block_size as usize)
+    }
+
+    /// [`ObjectSet::read_block`] of an object the caller knows exists, with blocks of
+    /// `block_size` bytes.
+    pub(super) fn read_block_sized(
+        &self,
+        object: ObjectId,
+        blkid: u64,
+        block_size: usize,
+    ) -> Result<Arc<Vec<u8>>, ObjectError> {
         match self.read_block_source(object, blkid)? {
             BlockSource::Data(data) => Ok(data),
             BlockSource::Zeros => Ok(Arc::new(vec![0; block_size])),
@@ -795,6 +770,28 @@ impl ObjectSet {
         }
     }
 
+    /// Whether every data block in `blkids` can be read without device I/O for its data
+    /// (written in a txg not yet synced, a hole, or cached); indirect blocks may be read to
+    /// find out.
+    pub fn blocks_in_memory(
+        &self,
+        object: ObjectId,
+        blkids: std::ops::Range<u64>,
+    ) -> Result<bool, ObjectError> {
+        for blkid in blkids {
+            if let BlockSource::Tree(tree_dnode) = self.read_block_source(object, blkid)? {
+                if !tree_dnode.is_free()
+                    && !self
+                        .io
+                        .is_in_memory(&tree::lookup_block(&self.io, &tree_dnode, blkid)?)
+                {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Read bytes at `offset`; holes and bytes past the last block read as zeros.
     pub fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
         let block_size = self.existing_dnode(object)?.data_block_size as u64;
@@ -822,7 +819,9 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         let reservation = self.reservation.lock().clone();
         if let Some(reservation) = reservation {
-            let metadata = self.indirect_estimate(tx.txg, object, offset, data.len() as u64)?;
+            let dnode = self.existing_dnode(object)?;
+            let metadata =
+                self.indirect_estimate_for(&dnode, tx.txg, object, offset, data.len() as u64);
             reservation.reserve(tx, data.len() as u64, metadata)?;
         }
         let _writer = self.lock_object(object);
@@ -851,6 +850,21 @@ impl ObjectSet {
             return Ok(0);
         }
         let dnode = self.existing_dnode(object)?;
+        Ok(self.indirect_estimate_for(&dnode, txg, object, offset, length))
+    }
+
+    /// [`ObjectSet::indirect_estimate`] for an object whose dnode the caller has.
+    fn indirect_estimate_for(
+        &self,
+        dnode: &DnodePhys,
+        txg: Txg,
+        object: ObjectId,
+        offset: u64,
+        length: u64,
+    ) -> u64 {
+        if length == 0 {
+            return 0;
+        }
         let block_size = (dnode.data_block_size as u64).max(1);
         let fanout = dnode.fanout().max(1);
         let first = offset / block_size;
@@ -876,7 +890,7 @@ impl ObjectSet {
         drop(state);
         let copies = write_copies(dnode.object_type, 1, dnode.copies) as u64;
         let levels_above = (dnode.levels.max(2) - 1) as u64;
-        Ok(parent_bytes * copies * levels_above)
+        parent_bytes * copies * levels_above
     }
 
     /// Admit new data through `reservation` from now on (the pool does this for datasets).
@@ -899,37 +913,6 @@ impl ObjectSet {
             table: self.object_locks.clone(),
             guard: Some(guard),
         }
-    }
-
-    fn write_locked(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        let block_size = dnode.data_block_size as u64;
-        if offset.checked_add(data.len() as u64).is_none() {
-            return Err(ObjectError::Invalid("write past the largest offset".into()));
-        }
-        let mut done = 0usize;
-        while done < data.len() {
-            let position = offset + done as u64;
-            let blkid = position / block_size;
-            let within = (position % block_size) as usize;
-            let chunk = (block_size as usize - within).min(data.len() - done);
-            let block = if chunk == block_size as usize {
-                data[done..done + chunk].to_vec()
-            } else {
-                let mut block = self.read_block(object, blkid)?.as_ref().clone();
-                block[within..within + chunk].copy_from_slice(&data[done..done + chunk]);
-                block
-            };
-            self.dirty_block(tx, object, blkid, block);
-            done += chunk;
-        }
-        Ok(())
     }
 
     /// Write data block `blkid` whole in `tx` from a block that arrived compressed (a
@@ -996,38 +979,6 @@ impl ObjectSet {
     fn note_metadata_change(&self, tx: &Tx) {
         if let Some(manager) = self.dirty_accounting.lock().as_ref() {
             manager.add_dirty(tx.txg, DNODE_SIZE as u64);
-        }
-    }
-
-    fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
-        self.dirty_block_stored(tx, object, blkid, block, None);
-    }
-
-    fn dirty_block_stored(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        blkid: u64,
-        block: Vec<u8>,
-        stored: Option<(Compression, Vec<u8>)>,
-    ) {
-        let bytes = block.len() as u64;
-        let replaced = {
-            let mut state = self.state.lock();
-            let record = state.record(tx.txg, object);
-            match stored {
-                Some((kind, payload)) => record.stored.insert(blkid, (kind, Arc::new(payload))),
-                None => record.stored.remove(&blkid),
-            };
-            let replaced = record.blocks.insert(blkid, Arc::new(block)).is_some();
-            let written_ahead = record.overrides.remove(&blkid);
-            state.unoverride(tx.txg, written_ahead);
-            replaced
-        };
-        if !replaced {
-            if let Some(manager) = self.dirty_accounting.lock().as_ref() {
-                manager.add_dirty(tx.txg, bytes);
-            }
         }
     }
 
@@ -1115,6 +1066,7 @@ impl ObjectSet {
         let stale_header = !header.log.is_empty();
         state.synced_log_header = header.log;
         state.view_generation += 1;
+        state.dnode_cache.clear();
         drop(state);
         for (bp, allocated) in written_ahead {
             self.io.give_back(&bp, allocated, Some(txg))?;
@@ -1150,6 +1102,7 @@ impl ObjectSet {
         state.view_generation += 1;
         if let Some(syncing) = state.syncing.take() {
             assert_eq!(syncing.txg, txg);
+            state.dnode_cache.forget(syncing.dnodes.keys().copied());
             if let Some(root) = syncing.root {
                 state.synced_root = root;
                 state.synced_meta_dnode = syncing.meta_dnode;

@@ -88,7 +88,11 @@ pub fn receive(
         scope.spawn(move || {
             let mut reader = StreamReader::new(input);
             loop {
-                let item = reader.next_record().map(|record| (record, reader.bytes()));
+                let at = reader.bytes();
+                let item = reader.next_record().and_then(|record| {
+                    let logical = decompressed(&record, at)?;
+                    Ok((record, logical, reader.bytes()))
+                });
                 let stop = item.is_err();
                 if sender.send(item).is_err() || stop {
                     return;
@@ -99,6 +103,7 @@ pub fn receive(
             queue: &queue,
             bytes: 0,
             records: 0,
+            logical: None,
         };
         let mut report = ReceiveReport::default();
         let result = receive_substreams(
@@ -117,14 +122,40 @@ pub fn receive(
     })
 }
 
-/// A record and the stream's length up to its end, or why there is none.
-type Item = Result<(Record, u64), SendError>;
+/// A record, the logical bytes of a compressed WRITE record's block, and the stream's length
+/// up to its end; or why there is none.
+type Item = Result<(Record, Option<Vec<u8>>, u64), SendError>;
+
+/// The logical bytes of a compressed WRITE record's block, decompressed by the reader thread
+/// (beside the writer, not in its way), so that what is stored as received is known to read
+/// back; None for any other record.
+fn decompressed(record: &Record, at: u64) -> Result<Option<Vec<u8>>, SendError> {
+    match record {
+        Record::Write {
+            object,
+            logical_size,
+            compression,
+            data,
+            ..
+        } if *compression != Compression::Off => {
+            compress::decompress(*compression, data, *logical_size as usize)
+                .map(Some)
+                .map_err(|error| SendError::BadStream {
+                    at,
+                    what: format!("WRITE of object {object}: {error}"),
+                })
+        }
+        _ => Ok(None),
+    }
+}
 
 /// The writer's end of the reader's queue.
 struct Source<'a> {
     queue: &'a Receiver<Item>,
     bytes: u64,
     records: u64,
+    /// The decompressed block of the last record, if it was a compressed WRITE.
+    logical: Option<Vec<u8>>,
 }
 
 impl Source<'_> {
@@ -136,8 +167,9 @@ impl Source<'_> {
     /// The next record, or None if the input ended exactly here.
     fn next_or_end(&mut self) -> Result<Option<Record>, SendError> {
         match self.queue.recv() {
-            Ok(Ok((record, bytes))) => {
+            Ok(Ok((record, logical, bytes))) => {
                 self.bytes = bytes;
+                self.logical = logical;
                 self.records += 1;
                 Ok(Some(record))
             }
@@ -499,22 +531,18 @@ fn apply_records(
             Record::Write {
                 object,
                 offset,
-                logical_size,
+                logical_size: _,
                 compression,
                 data,
             } => {
                 writer.check_position(object, offset, at)?;
-                let block = if compression == Compression::Off {
-                    ReceivedBlock { data, stored: None }
-                } else {
-                    // Checked here, so that what is stored as received is known to read back.
-                    let logical =
-                        compress::decompress(compression, &data, logical_size as usize)
-                            .map_err(|error| bad(format!("WRITE of object {object}: {error}")))?;
-                    ReceivedBlock {
+                let block = match source.logical.take() {
+                    None if compression == Compression::Off => ReceivedBlock { data, stored: None },
+                    None => return Err(bad(format!("WRITE of object {object}: not decompressed"))),
+                    Some(logical) => ReceivedBlock {
                         data: logical,
                         stored: Some((compression, data)),
-                    }
+                    },
                 };
                 writer.write(offset, block)?;
             }

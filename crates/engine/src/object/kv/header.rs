@@ -25,6 +25,8 @@
 //! pointer-table block, each an array of `block_size / 8` leaf block ids (u64 LE). Entry `i`
 //! is the leaf owning hashes whose top T bits equal `i`.
 
+use std::sync::Arc;
+
 use super::{KvError, Result, TABLE_DEPTH_MAX};
 
 pub(super) const HEADER_MAGIC: [u8; 4] = *b"TKVH";
@@ -56,7 +58,8 @@ pub(super) struct Header {
 #[derive(Clone, Debug)]
 pub(super) struct HeaderBlock {
     pub header: Header,
-    pub raw: Vec<u8>,
+    /// Shared with the block as read until the first change (copy on write).
+    pub raw: Arc<Vec<u8>>,
 }
 
 fn le_u64(raw: &[u8], offset: usize) -> u64 {
@@ -86,14 +89,15 @@ impl HeaderBlock {
                 next_block: first_leaf + 1,
                 leaf_count: 1,
             },
-            raw: vec![0; block_size],
+            raw: Arc::new(vec![0; block_size]),
         };
         block.embedded_set(0, first_leaf);
         block
     }
 
     /// Decode and validate block 0.
-    pub fn decode(raw: Vec<u8>, block_size: usize) -> Result<HeaderBlock> {
+    pub fn decode(raw: impl Into<Arc<Vec<u8>>>, block_size: usize) -> Result<HeaderBlock> {
+        let raw: Arc<Vec<u8>> = raw.into();
         let corrupt = |what: String| KvError::Corrupt {
             what,
             block: HEADER_BLOCK,
@@ -177,7 +181,7 @@ impl HeaderBlock {
     /// The block's bytes with the fields brought up to date.
     pub fn encode(&mut self) -> &[u8] {
         let header = &self.header;
-        let raw = &mut self.raw;
+        let raw = Arc::make_mut(&mut self.raw);
         raw[0..4].copy_from_slice(&HEADER_MAGIC);
         raw[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         raw[8..16].copy_from_slice(&header.salt.to_le_bytes());
@@ -206,13 +210,13 @@ impl HeaderBlock {
 
     pub fn embedded_set(&mut self, index: u64, blkid: u64) {
         let offset = self.embedded_offset(index);
-        self.raw[offset..offset + 8].copy_from_slice(&blkid.to_le_bytes());
+        Arc::make_mut(&mut self.raw)[offset..offset + 8].copy_from_slice(&blkid.to_le_bytes());
     }
 
     /// Zero the embedded table area (after the table moves to its own blocks).
     pub fn embedded_clear(&mut self) {
         let half = self.raw.len() / 2;
-        self.raw[half..].fill(0);
+        Arc::make_mut(&mut self.raw)[half..].fill(0);
     }
 }
 

@@ -26,6 +26,8 @@
 //! lengths within limits, heap bytes inside the heap), so that after [`Leaf::decode`] every accessor
 //! indexes only in-bounds bytes; a panic in an accessor would be a programmer error.
 
+use std::sync::Arc;
+
 use super::{
     cookie_hash, KvError, Result, CD_BITS, CD_MAX, COOKIE_END, COOKIE_FIRST, HASH_BITS,
     KEY_LEN_MAX, TABLE_DEPTH_MAX, VALUE_LEN_MAX,
@@ -63,7 +65,8 @@ pub(super) struct Leaf {
     pub prefix: u64,
     count: usize,
     heap_start: usize,
-    raw: Vec<u8>,
+    /// Shared with the block as read until the first change (copy on write).
+    raw: Arc<Vec<u8>>,
 }
 
 /// Result of searching a leaf for a key.
@@ -102,12 +105,13 @@ impl Leaf {
             prefix,
             count: 0,
             heap_start: block_size,
-            raw: vec![0; block_size],
+            raw: Arc::new(vec![0; block_size]),
         }
     }
 
     /// Decode and validate a leaf read from block `blkid`.
-    pub fn decode(blkid: u64, raw: Vec<u8>, block_size: usize) -> Result<Leaf> {
+    pub fn decode(blkid: u64, raw: impl Into<Arc<Vec<u8>>>, block_size: usize) -> Result<Leaf> {
+        let raw: Arc<Vec<u8>> = raw.into();
         let corrupt = |what: String| KvError::Corrupt { what, block: blkid };
         if raw.len() != block_size {
             return Err(corrupt(format!(
@@ -188,17 +192,23 @@ impl Leaf {
     }
 
     /// The block's bytes with the header fields brought up to date.
+    /// The block's bytes for a change: copied first if still shared with the block as read.
+    fn raw_mut(&mut self) -> &mut Vec<u8> {
+        Arc::make_mut(&mut self.raw)
+    }
+
     pub fn encode(&mut self) -> &[u8] {
-        self.raw[0..4].copy_from_slice(&LEAF_MAGIC);
-        self.raw[OFFSET_DEPTH] = u8::try_from(self.depth).expect("depth fits a byte");
-        self.raw[5..8].fill(0);
-        self.raw[OFFSET_PREFIX..OFFSET_PREFIX + 8].copy_from_slice(&self.prefix.to_le_bytes());
+        self.raw_mut()[0..4].copy_from_slice(&LEAF_MAGIC);
+        self.raw_mut()[OFFSET_DEPTH] = u8::try_from(self.depth).expect("depth fits a byte");
+        self.raw_mut()[5..8].fill(0);
+        let prefix = self.prefix.to_le_bytes();
+        self.raw_mut()[OFFSET_PREFIX..OFFSET_PREFIX + 8].copy_from_slice(&prefix);
         let count = u32::try_from(self.count).expect("count fits u32");
-        self.raw[OFFSET_COUNT..OFFSET_COUNT + 4].copy_from_slice(&count.to_le_bytes());
+        self.raw_mut()[OFFSET_COUNT..OFFSET_COUNT + 4].copy_from_slice(&count.to_le_bytes());
         let heap_start = u32::try_from(self.heap_start).expect("heap start fits u32");
-        self.raw[OFFSET_HEAP_START..OFFSET_HEAP_START + 4]
+        self.raw_mut()[OFFSET_HEAP_START..OFFSET_HEAP_START + 4]
             .copy_from_slice(&heap_start.to_le_bytes());
-        self.raw[24..32].fill(0);
+        self.raw_mut()[24..32].fill(0);
         &self.raw
     }
 
@@ -272,7 +282,7 @@ impl Leaf {
         let slot = self.slot(index);
         assert_eq!(slot.value_len, value.len());
         let start = slot.offset + slot.key_len;
-        self.raw[start..start + value.len()].copy_from_slice(value);
+        self.raw_mut()[start..start + value.len()].copy_from_slice(value);
     }
 
     /// Remove slot `index`; its heap bytes become garbage (reclaimed by compaction).
@@ -280,8 +290,9 @@ impl Leaf {
         let slot = self.slot(index);
         let base = LEAF_HEADER_SIZE + index * SLOT_SIZE;
         let slots_end = LEAF_HEADER_SIZE + self.count * SLOT_SIZE;
-        self.raw.copy_within(base + SLOT_SIZE..slots_end, base);
-        self.raw[slots_end - SLOT_SIZE..slots_end].fill(0);
+        self.raw_mut()
+            .copy_within(base + SLOT_SIZE..slots_end, base);
+        self.raw_mut()[slots_end - SLOT_SIZE..slots_end].fill(0);
         self.count -= 1;
         if self.count == 0 {
             self.heap_start = self.raw.len();
@@ -321,10 +332,11 @@ impl Leaf {
         }
         self.heap_start -= entry_len;
         let offset = self.heap_start;
-        self.raw[offset..offset + key.len()].copy_from_slice(key);
-        self.raw[offset + key.len()..offset + entry_len].copy_from_slice(value);
+        self.raw_mut()[offset..offset + key.len()].copy_from_slice(key);
+        self.raw_mut()[offset + key.len()..offset + entry_len].copy_from_slice(value);
         let base = LEAF_HEADER_SIZE + index * SLOT_SIZE;
-        self.raw.copy_within(base..slots_end, base + SLOT_SIZE);
+        self.raw_mut()
+            .copy_within(base..slots_end, base + SLOT_SIZE);
         self.write_slot(index, cookie, offset, key.len(), value.len());
         self.count += 1;
         true
@@ -339,13 +351,13 @@ impl Leaf {
         value_len: usize,
     ) {
         let base = LEAF_HEADER_SIZE + index * SLOT_SIZE;
-        self.raw[base..base + 8].copy_from_slice(&cookie.to_le_bytes());
+        self.raw_mut()[base..base + 8].copy_from_slice(&cookie.to_le_bytes());
         let offset = u32::try_from(offset).expect("offset fits u32");
-        self.raw[base + 8..base + 12].copy_from_slice(&offset.to_le_bytes());
+        self.raw_mut()[base + 8..base + 12].copy_from_slice(&offset.to_le_bytes());
         let key_len = u16::try_from(key_len).expect("key length fits u16");
-        self.raw[base + 12..base + 14].copy_from_slice(&key_len.to_le_bytes());
+        self.raw_mut()[base + 12..base + 14].copy_from_slice(&key_len.to_le_bytes());
         let value_len = u16::try_from(value_len).expect("value length fits u16");
-        self.raw[base + 14..base + 16].copy_from_slice(&value_len.to_le_bytes());
+        self.raw_mut()[base + 14..base + 16].copy_from_slice(&value_len.to_le_bytes());
     }
 
     /// Append an entry whose cookie is greater than every present one (used by split and

@@ -97,6 +97,8 @@ mod leaf;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use header::{embedded_capacity, HeaderBlock, HEADER_BLOCK};
 use leaf::{hash_prefix, Found, Leaf};
 
@@ -127,8 +129,9 @@ const _: () = assert!(TABLE_DEPTH_MAX <= HASH_BITS);
 pub trait KvBlocks {
     /// The object's data block size in bytes (a power of two, 4 KiB to 128 KiB).
     fn block_size(&self) -> usize;
-    /// Read block `blkid`; None if it is a hole (never written or freed).
-    fn read_block(&self, blkid: u64) -> Result<Option<Vec<u8>>, KvError>;
+    /// Read block `blkid`; None if it is a hole (never written or freed). The block is shared
+    /// with the cache or the dirty records, not copied.
+    fn read_block(&self, blkid: u64) -> Result<Option<Arc<Vec<u8>>>, KvError>;
     /// Replace block `blkid` with `data` (exactly block_size bytes).
     fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), KvError>;
     /// Turn block `blkid` into a hole.
@@ -228,7 +231,7 @@ fn write_leaf(blocks: &mut dyn KvBlocks, leaf: &mut Leaf) -> Result<()> {
 }
 
 /// Read a pointer-table block (external table), validated for size.
-fn read_table_block(blocks: &dyn KvBlocks, blkid: u64) -> Result<Vec<u8>> {
+fn read_table_block(blocks: &dyn KvBlocks, blkid: u64) -> Result<Arc<Vec<u8>>> {
     let raw = blocks.read_block(blkid)?.ok_or(KvError::Corrupt {
         what: "pointer-table block is a hole".into(),
         block: blkid,
@@ -307,8 +310,9 @@ fn table_set_range(
         let (table_block, position) = table_position(header, block_size, index);
         let mut raw = read_table_block(blocks, table_block)?;
         let in_block = ((block_size / 8 - position) as u64).min(end - index);
+        let table: &mut Vec<u8> = Arc::make_mut(&mut raw);
         for offset in 0..in_block as usize {
-            set_table_entry(&mut raw, position + offset, blkid);
+            set_table_entry(table, position + offset, blkid);
         }
         blocks.write_block(table_block, &raw)?;
         index += in_block;

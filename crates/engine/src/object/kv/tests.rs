@@ -40,9 +40,9 @@ impl KvBlocks for MemBlocks {
     fn block_size(&self) -> usize {
         self.block_size
     }
-    fn read_block(&self, blkid: u64) -> Result<Option<Vec<u8>>> {
+    fn read_block(&self, blkid: u64) -> Result<Option<std::sync::Arc<Vec<u8>>>> {
         self.reads.set(self.reads.get() + 1);
-        Ok(self.map.get(&blkid).cloned())
+        Ok(self.map.get(&blkid).cloned().map(std::sync::Arc::new))
     }
     fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<()> {
         assert_eq!(data.len(), self.block_size, "writes are whole blocks");
