@@ -442,25 +442,46 @@ enum PoolCommand {
     Online { pool: String, devices: Vec<String> },
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
     Offline { pool: String, devices: Vec<String> },
-    /// Not supported yet: attach NEW_DEVICE beside DEVICE as a mirror (zpool attach).
+    /// Attach NEW_DEVICE beside DEVICE as a mirror side; it is resilvered:
+    /// tarn pool attach [-f] [-w] POOL DEVICE NEW_DEVICE
     Attach {
         /// Use the new device even if it seems in use.
         #[arg(short = 'f')]
         force: bool,
+        /// Wait until the new side is resilvered.
+        #[arg(short = 'w')]
+        wait: bool,
         pool: String,
         device: String,
         new_device: String,
     },
-    /// Not supported yet: detach a device from a mirror (zpool detach).
+    /// Detach a device from a mirror: tarn pool detach POOL DEVICE
     Detach { pool: String, device: String },
-    /// Not supported yet: replace DEVICE by NEW_DEVICE (zpool replace).
+    /// Replace DEVICE by NEW_DEVICE (or by a new device at DEVICE's path); DEVICE is detached
+    /// once the new one is resilvered: tarn pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]
     Replace {
         /// Use the new device even if it seems in use.
         #[arg(short = 'f')]
         force: bool,
+        /// Wait until the replace has finished (resilvered, old device detached).
+        #[arg(short = 'w')]
+        wait: bool,
         pool: String,
         device: String,
         new_device: Option<String>,
+    },
+    /// Add top-level vdevs to a pool: tarn pool add [-n] [-f] POOL VDEV...
+    /// (VDEV: PATH... | mirror PATH PATH...)
+    Add {
+        /// Add even when the new vdev's replication differs from the pool's.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Show what would be added, change nothing.
+        #[arg(short = 'n')]
+        dry_run: bool,
+        pool: String,
+        #[arg(required = true, num_args = 1..)]
+        vdevs: Vec<String>,
     },
     /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
@@ -671,9 +692,27 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Offline { pool, devices } => {
                 verbs::scrub::device(socket, "offline", pool, devices)
             }
-            PoolCommand::Attach { .. } => verbs::scrub::not_yet("attach"),
-            PoolCommand::Detach { .. } => verbs::scrub::not_yet("detach"),
-            PoolCommand::Replace { .. } => verbs::scrub::not_yet("replace"),
+            PoolCommand::Attach {
+                force,
+                wait,
+                pool,
+                device,
+                new_device,
+            } => verbs::devices::attach(socket, force, wait, pool, device, new_device),
+            PoolCommand::Detach { pool, device } => verbs::devices::detach(socket, pool, device),
+            PoolCommand::Replace {
+                force,
+                wait,
+                pool,
+                device,
+                new_device,
+            } => verbs::devices::replace(socket, force, wait, pool, device, new_device),
+            PoolCommand::Add {
+                force,
+                dry_run,
+                pool,
+                vdevs,
+            } => verbs::devices::add(socket, force, dry_run, pool, vdevs),
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
         Command::Check {

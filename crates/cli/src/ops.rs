@@ -191,10 +191,8 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         .core
         .io
         .vdevs
-        .tops
-        .iter()
-        .flat_map(|top| &top.children)
-        .map(|leaf| leaf.path.display().to_string().len() + 4)
+        .leaves()
+        .map(|leaf| leaf.path.display().to_string().len() + 10)
         .chain([name.len()])
         .max()
         .unwrap_or(0)
@@ -210,8 +208,22 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         name,
         health.as_str()
     );
-    for top in &pool.core.io.vdevs.tops {
-        let kind = if top.children.len() > 1 {
+    for top in pool.core.io.vdevs.tops().iter() {
+        // A replacement and the leaf it replaces show as `replacing-N` (N: the old leaf's
+        // child index), as zpool shows them; a top-level vdev that is only that pair shows
+        // the pair at the top.
+        let pairs: Vec<(usize, usize)> = top
+            .children
+            .iter()
+            .enumerate()
+            .filter_map(|(new, leaf)| {
+                let old = leaf.replaces()?;
+                let old = top.children.iter().position(|other| other.guid == old)?;
+                Some((old, new))
+            })
+            .collect();
+        let only_a_pair = top.children.len() == 2 && pairs.len() == 1;
+        let kind = if top.children.len() > 1 && !only_a_pair {
             format!("mirror-{}", top.id)
         } else {
             String::new()
@@ -221,23 +233,55 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
             text.push_str(&format!("\t{label:<width$}{}\n", top.health().as_str()));
         }
         let mut children = Vec::new();
-        for leaf in &top.children {
-            let stats = leaf.stats.snapshot();
-            let indent = if kind.is_empty() { "  " } else { "    " };
-            let label = format!("{indent}{}", leaf.path.display());
-            text.push_str(&format!(
-                "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}{}\n",
-                leaf.health().as_str(),
-                stats.read_errors,
-                stats.write_errors,
-                stats.checksum_errors,
-                crate::scan_report::leaf_note(pool, leaf)
-            ));
-            children.push(serde_json::json!({
-                "path": leaf.path.display().to_string(), "state": leaf.health().as_str(),
-                "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
-                "scan": crate::scan_report::leaf_json(pool, leaf),
-            }));
+        for (index, leaf) in top.children.iter().enumerate() {
+            if pairs.iter().any(|&(_, new)| new == index) {
+                continue;
+            }
+            let pair = pairs.iter().find(|&&(old, _)| old == index);
+            let mut depth = if kind.is_empty() { 1 } else { 2 };
+            if let Some(&(old, new)) = pair {
+                let replacement = &top.children[new];
+                let state = if leaf.health() == tarn::vdev::VdevHealth::Online
+                    && replacement.health() == tarn::vdev::VdevHealth::Online
+                    && replacement.dtl.is_empty()
+                {
+                    "ONLINE"
+                } else {
+                    "DEGRADED"
+                };
+                let label = format!("{}replacing-{old}", "  ".repeat(depth));
+                text.push_str(&format!("\t{label:<width$}{state}\n"));
+                depth += 1;
+            }
+            let shown: Vec<&tarn::vdev::Leaf> = match pair {
+                Some(&(_, new)) => vec![leaf, &top.children[new]],
+                None => vec![leaf],
+            };
+            for (position, leaf) in shown.into_iter().enumerate() {
+                let stats = leaf.stats.snapshot();
+                // The old side of an in-place replace has the new one's path: zpool adds /old.
+                let old_suffix = match pair {
+                    Some(&(_, new)) if position == 0 && top.children[new].path == leaf.path => {
+                        "/old"
+                    }
+                    _ => "",
+                };
+                let label = format!("{}{}{old_suffix}", "  ".repeat(depth), leaf.path.display());
+                text.push_str(&format!(
+                    "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}{}\n",
+                    leaf.health().as_str(),
+                    stats.read_errors,
+                    stats.write_errors,
+                    stats.checksum_errors,
+                    crate::scan_report::leaf_note(pool, leaf)
+                ));
+                children.push(serde_json::json!({
+                    "path": leaf.path.display().to_string(), "guid": leaf.guid.0, "state": leaf.health().as_str(),
+                    "replacing": leaf.replaces().map(|guid| guid.0),
+                    "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
+                    "scan": crate::scan_report::leaf_json(pool, leaf),
+                }));
+            }
         }
         vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
     }
@@ -248,7 +292,15 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         .vdevs
         .leaves()
         .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
-    if faulted {
+    let removed = pool
+        .core
+        .io
+        .vdevs
+        .leaves()
+        .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Removed);
+    if removed {
+        text.push_str("\nstatus: one or more devices went away while the pool was imported; the pool continues without them.\naction: put the device back and run 'tarn pool online POOL DEVICE', or replace it with 'tarn pool replace POOL DEVICE NEW_DEVICE'.\n");
+    } else if faulted {
         text.push_str("\nstatus: one or more devices failed writes and missed data; the pool continues without them.\naction: repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.\n");
     } else if offline {
         text.push_str("\nstatus: one or more devices were taken offline by the administrator; the pool continues without them.\naction: bring them back with 'tarn pool online POOL DEVICE' (a resilver copies what they missed).\n");

@@ -329,7 +329,7 @@ fn labels_newer_than_the_uberblock_still_import() {
         .core
         .io
         .vdevs
-        .tops
+        .tops()
         .iter()
         .map(|top| top.metaslab_array().0)
         .collect();
@@ -357,7 +357,7 @@ fn labels_newer_than_the_uberblock_still_import() {
         .core
         .io
         .vdevs
-        .tops
+        .tops()
         .iter()
         .map(|top| top.metaslab_array().0)
         .collect();
@@ -371,7 +371,7 @@ fn labels_newer_than_the_uberblock_still_import() {
         .core
         .io
         .vdevs
-        .tops
+        .tops()
         .iter()
         .flat_map(|top| {
             top.children

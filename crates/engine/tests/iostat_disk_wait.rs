@@ -65,7 +65,7 @@ fn injected_device_delay_shows_in_disk_wait() {
     }
     pool.sync().unwrap();
     // Reads of the data area, in the sync read class, as the block pipeline issues them.
-    let top = pool.core.io.vdevs.tops[0].clone();
+    let top = pool.core.io.vdevs.tops()[0].clone();
     let mut buffer = vec![0u8; 4096];
     for block in 0..5u64 {
         top.read_child(IoClass::SyncRead, 0, block * 4096, &mut buffer)

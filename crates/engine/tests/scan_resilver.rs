@@ -138,7 +138,7 @@ fn xorshift(state: &mut u64) -> u64 {
 }
 
 fn leaf_checksum_errors(pool: &Pool, child: usize) -> u64 {
-    pool.core.io.vdevs.tops[0].children[child]
+    pool.core.io.vdevs.tops()[0].children[child]
         .stats
         .snapshot()
         .checksum_errors
@@ -149,7 +149,7 @@ fn leaf_checksum_errors(pool: &Pool, child: usize) -> u64 {
 fn assert_side_b_alone_reads(mirror: &Mirror, file_sets: &[&[(ObjectId, u64)]]) {
     let pool = mirror.import(tiny());
     // Nothing left to resilver, as persisted.
-    assert!(pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
     assert!(pool
         .core
         .scan_status()
@@ -256,13 +256,13 @@ fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirro
     let before = write_files(&pool, 1, 20);
     break_side(&mirror, &pool);
     let missed = write_files(&pool, 500, 8);
-    let dtl = pool.core.io.vdevs.tops[0].children[1].dtl.ranges();
+    let dtl = pool.core.io.vdevs.tops()[0].children[1].dtl.ranges();
     assert!(!dtl.is_empty(), "side b logged no missed txg");
-    assert!(pool.core.io.vdevs.tops[0].children[0].dtl.is_empty());
+    assert!(pool.core.io.vdevs.tops()[0].children[0].dtl.is_empty());
     // The log survives export and import.
     pool.export().unwrap();
     let pool = mirror.import(tiny());
-    let reloaded = pool.core.io.vdevs.tops[0].children[1].dtl.ranges();
+    let reloaded = pool.core.io.vdevs.tops()[0].children[1].dtl.ranges();
     assert!(
         reloaded.first().map(|range| range.0) <= dtl.first().map(|range| range.0)
             && !reloaded.is_empty(),
@@ -288,9 +288,9 @@ fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirro
         resilver.to_examine
     );
     assert!(
-        pool.core.io.vdevs.tops[0].children[1].dtl.is_empty(),
+        pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty(),
         "DTL after resilver: {:?}",
-        pool.core.io.vdevs.tops[0].children[1].dtl.ranges()
+        pool.core.io.vdevs.tops()[0].children[1].dtl.ranges()
     );
     assert_eq!(pool.core.io.vdevs.health().as_str(), "ONLINE");
     assert_clean(&pool);
@@ -307,7 +307,7 @@ fn offline_side_is_resilvered_when_back_online() {
             pool.offline("b.img").unwrap();
             assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
             assert_eq!(
-                pool.core.io.vdevs.tops[0].children[1].health().as_str(),
+                pool.core.io.vdevs.tops()[0].children[1].health().as_str(),
                 "OFFLINE"
             );
             // The last usable side cannot go.
@@ -315,7 +315,7 @@ fn offline_side_is_resilvered_when_back_online() {
         },
         |_, pool| {
             // Still offline after the import, and nothing resilvers it yet.
-            assert!(pool.core.io.vdevs.tops[0].children[1].is_offline());
+            assert!(pool.core.io.vdevs.tops()[0].children[1].is_offline());
             assert!(pool.core.scan_status().is_none());
             pool.online("b.img").unwrap();
             assert_eq!(pool.core.io.vdevs.health().as_str(), "ONLINE");
@@ -330,7 +330,7 @@ fn side_failing_writes_is_resilvered_after_online() {
         |mirror, pool| {
             // The side failed its writes until now; `pool online` retries the resilver that
             // the import started (and that could not write to it).
-            let side_b = &pool.core.io.vdevs.tops[0].children[1];
+            let side_b = &pool.core.io.vdevs.tops()[0].children[1];
             assert_eq!(side_b.health().as_str(), "FAULTED");
             assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
             mirror.plan("b.img").clear();
@@ -446,7 +446,7 @@ fn scan_killed(function: ScanFunction) {
     assert_eq!(finished.state, ScanState::Finished);
     assert_eq!((finished.errors, finished.unrepaired), (0, 0));
     assert!(finished.examined > resumed.examined);
-    assert!(pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
     assert_clean(&pool);
     pool.export().unwrap();
 }
@@ -578,11 +578,11 @@ fn side_missing_at_import_is_resilvered_when_it_returns() {
 
     let pool = mirror.import(tiny());
     assert_eq!(
-        pool.core.io.vdevs.tops[0].children[1].health().as_str(),
+        pool.core.io.vdevs.tops()[0].children[1].health().as_str(),
         "UNAVAIL"
     );
     let missed = write_files(&pool, 700, 8);
-    assert!(!pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
+    assert!(!pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
     pool.export().unwrap();
 
     std::fs::rename(away.join("b.img"), mirror.path("b.img")).unwrap();
@@ -590,7 +590,7 @@ fn side_missing_at_import_is_resilvered_when_it_returns() {
     let resilver = wait_scan(&pool, ScanFunction::Resilver);
     assert_eq!(resilver.state, ScanState::Finished);
     assert!(resilver.repaired > 0, "{resilver:?}");
-    assert!(pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
     assert_eq!(pool.core.io.vdevs.health().as_str(), "ONLINE");
     assert_clean(&pool);
     pool.export().unwrap();
@@ -686,7 +686,7 @@ fn dtl_survives_power_cuts_during_sync() {
             (0, 0),
             "lost_from {lost_from}: {resilver:?}"
         );
-        assert!(pool.core.io.vdevs.tops[0].children[1].dtl.is_empty());
+        assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
         assert_clean(&pool);
         pool.export().unwrap();
         assert_side_b_alone_reads(&mirror, &[&first, &second]);
@@ -749,7 +749,7 @@ fn dtl_cost_per_txg() {
     }
     // Every txg that wrote while b was offline is in its log, as few ranges (txgs that wrote
     // nothing, an uberblock alone, leave gaps).
-    let dtl = &pool.core.io.vdevs.tops[0].children[1].dtl;
+    let dtl = &pool.core.io.vdevs.tops()[0].children[1].dtl;
     for row in history.iter().skip(before).filter(|row| row.passes > 0) {
         assert!(
             dtl.contains(row.txg),

@@ -34,13 +34,14 @@ impl MountOptions {
         }
     }
 
-    /// One worker thread per CPU, at least 2 (a request blocked on the write throttle must not
-    /// stall every other) and at most 8.
+    /// Two worker threads per CPU, at least 4 and at most 16. Workers block: a write waiting
+    /// out the write throttle holds its thread, and with as many workers as bulk writers an
+    /// fsync, a stat or a read would wait in the kernel's queue behind sleeping writes.
     pub fn threads_default() -> usize {
         std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(4)
-            .clamp(2, 8)
+            .map(|n| n.get() * 2)
+            .unwrap_or(8)
+            .clamp(4, 16)
     }
 }
 

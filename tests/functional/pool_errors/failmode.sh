@@ -2,7 +2,10 @@
 # failmode (issue 21): a pool whose writes reach no device suspends. Its vdev lives on a small
 # tmpfs that is then filled, so the sparse vdev's new blocks fail with ENOSPC. With
 # failmode=continue the daemon keeps serving: status says the pool is suspended, writes fail,
-# reads go on. With failmode=panic the daemon logs why and exits with status 70 at once.
+# reads go on. Once the tmpfs has room again, pool clear retries the sync from scratch: the
+# pool is reopened from its last committed txg with its intent log replayed, so a file written
+# with fsync before the failure is whole, and it takes writes again. With failmode=panic the
+# daemon logs why and exits with status 70 at once.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "failmode continue keeps serving a suspended pool; panic ends the daemon"
 small="$SCRATCH/small"
@@ -29,6 +32,9 @@ suspend_pool() {
 	log_must tarn pool set failmode="$2" "$pool"
 	log_must dd if=/dev/urandom of="$ALTROOT/$pool/before" bs=64k count=4 status=none
 	log_must tarn pool sync "$pool"
+	# Durable through the intent log only: the txg that carries it will fail.
+	log_must dd if=/dev/urandom of="$SCRATCH/synced.$pool" bs=4k count=16 status=none
+	log_must dd if="$SCRATCH/synced.$pool" of="$ALTROOT/$pool/synced" bs=4k conv=fsync status=none
 	# Fill the tmpfs: the vdev's unwritten (sparse) blocks can no longer be allocated.
 	dd if=/dev/zero of="$small/fill.$pool" bs=1M status=none 2>/dev/null
 	dd if=/dev/urandom of="$ALTROOT/$pool/after" bs=1M count=8 status=none 2>/dev/null
@@ -43,8 +49,19 @@ stdout_has "failmode=continue"
 cat "$ALTROOT/contpool/before" >/dev/null || log_fail "reads stopped on a suspended pool"
 pid=$(daemon_pid)
 kill -0 "$pid" || log_fail "the daemon died under failmode=continue"
-# The suspended pool cannot be exported cleanly; force it out of the way.
-tarn pool export -f contpool >/dev/null 2>&1
+
+# Room again: pool clear reopens the pool and it serves writes; the fsynced file is whole.
+rm -f "$small/fill.contpool"
+log_must tarn pool clear contpool
+stdout_has "pool contpool resumed"
+log_must tarn pool status contpool
+stdout_lacks "suspended"
+cmp "$SCRATCH/synced.contpool" "$ALTROOT/contpool/synced" || log_fail "the fsynced file changed across the resume"
+[ "$(stat -c %s "$ALTROOT/contpool/before")" -eq $((4 * 65536)) ] || log_fail "the synced file is not whole"
+log_must dd if=/dev/urandom of="$ALTROOT/contpool/resumed" bs=64k count=2 status=none
+log_must tarn pool sync contpool
+verify_pool contpool
+log_must tarn pool export contpool
 rm -f "$small"/*
 
 suspend_pool panicpool panic

@@ -12,9 +12,7 @@ log_mustnot_msg "not with -s or -p" tarn pool scrub -w -s misused
 log_mustnot_msg "has no device named" tarn pool offline misused /no/such/device
 log_mustnot_msg "no valid replicas" tarn pool offline misused "$(vdev mu-a)"
 log_mustnot_msg "missing device name" tarn pool online misused
-log_mustnot_msg "not supported yet" tarn pool attach misused "$(vdev mu-a)" "$(vdev mu-b)"
-log_mustnot_msg "not supported yet" tarn pool detach misused "$(vdev mu-a)"
-log_mustnot_msg "not supported yet" tarn pool replace misused "$(vdev mu-a)" "$(vdev mu-b)"
+log_mustnot_msg "only a side of a mirror" tarn pool detach misused "$(vdev mu-a)"
 # A scrub on a single vdev works (it can count, not repair); -w returns once it is done.
 log_must tarn pool scrub -w misused
 log_must tarn pool status misused

@@ -180,7 +180,7 @@ fn measure(
     file_size: u64,
     tunables: &tarn::tunables::Tunables,
 ) -> Result<Vec<Vec<Cell>>, Failure> {
-    let top = pool.core.io.vdevs.tops[0].clone();
+    let top = pool.core.io.vdevs.tops()[0].clone();
     if top.asize < REGION_BYTES * 8 {
         return Err(Failure(
             "--vdev-size is too small for this benchmark".into(),

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, inspect, pool, scan, snapshots};
+use super::{datasets, devices, inspect, pool, scan, snapshots};
 use crate::error::Failure;
 use crate::protocol::Request;
 
@@ -46,6 +46,10 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         Request::PoolScrub { .. } | Request::PoolScanStatus { .. } | Request::PoolDevice { .. } => {
             scan::handle(daemon, request)
         }
+        Request::PoolAttach { .. }
+        | Request::PoolDetach { .. }
+        | Request::PoolReplace { .. }
+        | Request::PoolAdd { .. } => devices::handle(daemon, request),
         Request::Check { .. }
         | Request::DebugMetaslabs { .. }
         | Request::DebugLogs { .. }

@@ -66,6 +66,11 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::PoolCreate { name, .. } => name.clone(),
         Request::PoolImport { pool, new_name, .. } => new_name.clone().unwrap_or(pool.clone()),
         Request::PoolSet { pool, .. } | Request::PoolClear { pool, .. } => pool.clone(),
+        Request::PoolDevice { pool, .. }
+        | Request::PoolAttach { pool, .. }
+        | Request::PoolDetach { pool, .. }
+        | Request::PoolReplace { pool, .. } => pool.clone(),
+        Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
         Request::Check { pool, repair: true } => pool.clone(),
         Request::Create { name, .. }
         | Request::Destroy { name, .. }
@@ -150,6 +155,21 @@ mod tests {
             }),
             None
         );
+        let attach = Request::PoolAttach {
+            pool: "tank".into(),
+            device: "a.img".into(),
+            new_device: "/d/b.img".into(),
+            force: false,
+        };
+        assert_eq!(changed_pool(&attach).as_deref(), Some("tank"));
+        let add = |dry_run| Request::PoolAdd {
+            pool: "tank".into(),
+            vdevs: vec!["/d/c.img".into()],
+            force: false,
+            dry_run,
+        };
+        assert_eq!(changed_pool(&add(false)).as_deref(), Some("tank"));
+        assert_eq!(changed_pool(&add(true)), None);
         let record = PendingRecord::of(&create, None).unwrap();
         assert_eq!(record.command, "tarn create tank");
         assert_eq!(record.uid, 0);

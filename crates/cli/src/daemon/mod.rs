@@ -63,6 +63,7 @@ use tarn::tunables::Tunables;
 
 mod cache;
 mod datasets;
+mod devices;
 mod failmode;
 mod handlers;
 mod held;

@@ -226,6 +226,10 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         }
         Request::PoolClear { pool, device } => {
             let held = daemon.held(&pool)?;
+            if held.core.txgs.failure().is_some() && !held.core.readonly {
+                drop(held);
+                return resume_suspended(daemon, &pool, device.as_deref());
+            }
             held.core.clear_errors(device.as_deref())?;
             Answer::done()
         }
@@ -234,6 +238,62 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             other.verb()
         )))),
     }
+}
+
+/// `pool clear` of a pool suspended by a failed sync: the sync is retried from scratch. The
+/// pool is closed as a crash would close it (what its unsynced txgs held in memory is lost;
+/// it was never promised durable) and imported again from its last committed txg, which claims
+/// and replays the intent logs, so every change an fsync returned for is kept; its file
+/// systems mount again where they were, its error counts are cleared. Open files on its mounts
+/// go stale. If the devices still fail, the next sync suspends it again.
+fn resume_suspended(
+    daemon: &Arc<Daemon>,
+    target: &str,
+    device: Option<&str>,
+) -> Result<Answer, Reply> {
+    let _guard = lock(&daemon.lifecycle);
+    let (name, dirs, altroot) = {
+        let held = daemon.held(target)?;
+        let mut dirs: Vec<PathBuf> = held
+            .vdev_paths()
+            .iter()
+            .filter_map(|path| path.parent().map(Path::to_path_buf))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        let name = held.name().to_string();
+        let altroot = daemon.mounts.altroot(&name);
+        (name, dirs, altroot)
+    };
+    let why = daemon
+        .held(target)?
+        .core
+        .txgs
+        .failure()
+        .unwrap_or_default();
+    log::warn!("pool {name}: suspended ({why}); pool clear reopens it from its last committed txg");
+    let released = daemon.release(target, true)?;
+    // Export cannot write a suspended pool's labels: it stops the sync thread and the drop
+    // releases the devices, as after a crash.
+    if let Err(error) = released.export() {
+        log::info!("pool {name}: closed while suspended: {error}");
+    }
+    let opened = ops::import(&name, ImportOptions::new(dirs, daemon.tunables.clone()))
+        .map_err(|failure| {
+            Failure(format!(
+                "pool {name} was closed to retry its failed sync, but it could not be opened again: {}; import it with tarn pool import {name}",
+                failure.0
+            ))
+        })?;
+    opened.core.clear_errors(device)?;
+    if let Err(failure) = daemon.mount_pool(&opened, altroot) {
+        opened.export()?;
+        return Err(failure.into());
+    }
+    let txg = opened.last_synced_txg();
+    daemon.insert(opened);
+    out!("pool {name} resumed: reopened from txg {txg}, intent logs replayed");
+    Answer::done()
 }
 
 /// The root mountpoint requested by `pool create -m`, validated, with altroot applied; None

@@ -185,6 +185,35 @@ pub enum Request {
         action: String,
         devices: Vec<String>,
     },
+    /// `pool attach [-f] POOL DEVICE NEW_DEVICE` (NEW_DEVICE an absolute path).
+    #[serde(rename = "pool attach")]
+    PoolAttach {
+        pool: String,
+        device: String,
+        new_device: String,
+        force: bool,
+    },
+    /// `pool detach POOL DEVICE`.
+    #[serde(rename = "pool detach")]
+    PoolDetach { pool: String, device: String },
+    /// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`: without NEW_DEVICE, a new device at
+    /// DEVICE's own path; `wait` answers once the old device is detached.
+    #[serde(rename = "pool replace")]
+    PoolReplace {
+        pool: String,
+        device: String,
+        new_device: Option<String>,
+        force: bool,
+        wait: bool,
+    },
+    /// `pool add [-n] [-f] POOL VDEV_SPEC...` (paths absolute).
+    #[serde(rename = "pool add")]
+    PoolAdd {
+        pool: String,
+        vdevs: Vec<String>,
+        force: bool,
+        dry_run: bool,
+    },
     /// Pool properties: `properties` names them (`all` among them: every one).
     #[serde(rename = "pool get")]
     PoolGet {
@@ -387,6 +416,10 @@ impl Request {
             Request::PoolScrub { .. } => "pool scrub",
             Request::PoolScanStatus { .. } => "pool scan status",
             Request::PoolDevice { .. } => "pool device",
+            Request::PoolAttach { .. } => "pool attach",
+            Request::PoolDetach { .. } => "pool detach",
+            Request::PoolReplace { .. } => "pool replace",
+            Request::PoolAdd { .. } => "pool add",
             Request::PoolHistory { .. } => "pool history",
             Request::PoolClear { .. } => "pool clear",
             Request::PoolGet { .. } => "pool get",
@@ -517,6 +550,29 @@ mod tests {
                 pool: "tank".into(),
                 action: "offline".into(),
                 devices: vec!["/b".into()],
+            },
+            Request::PoolAttach {
+                pool: "tank".into(),
+                device: "a.img".into(),
+                new_device: "/d/b.img".into(),
+                force: true,
+            },
+            Request::PoolDetach {
+                pool: "tank".into(),
+                device: "/d/a.img".into(),
+            },
+            Request::PoolReplace {
+                pool: "tank".into(),
+                device: "a.img".into(),
+                new_device: None,
+                force: false,
+                wait: true,
+            },
+            Request::PoolAdd {
+                pool: "tank".into(),
+                vdevs: vec!["mirror".into(), "/d/c".into(), "/d/e".into()],
+                force: false,
+                dry_run: true,
             },
             Request::PoolGet {
                 pool: "tank".into(),

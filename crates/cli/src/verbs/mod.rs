@@ -3,6 +3,7 @@
 
 pub mod arcstat;
 pub mod dataset;
+pub mod devices;
 pub mod inspect;
 pub mod iostat;
 pub mod pool;

@@ -64,13 +64,6 @@ pub fn device(
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
-/// `pool attach|detach|replace`: refused with what to do instead.
-pub fn not_yet(verb: &str) -> Result<Status, Failure> {
-    Err(Failure(format!(
-        "tarn pool {verb} is not supported yet: the vdev tree of a pool cannot change while it is imported. To take a mirror side out and bring it back, use tarn pool offline POOL DEVICE and tarn pool online POOL DEVICE (a resilver copies what it missed)"
-    )))
-}
-
 /// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs,
 /// showing progress on a terminal.
 pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Failure> {

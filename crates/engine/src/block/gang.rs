@@ -52,7 +52,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, Compression, Dva, BLKPTR_SIZE, DVAS_MAX, DVA_ALLOCATED_UNIT,
 };
 use crate::block::checksum;
-use crate::block::pipeline::{BlockIo, CopyReport, PipelineError, SyncPoint};
+use crate::block::pipeline::{BadCopy, BlockIo, CopyReport, PipelineError, SyncPoint};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceError;
 use crate::types::{Txg, VdevId};
@@ -221,7 +221,7 @@ impl GangHeader {
 /// mirror child), and how many copies were read.
 struct HeaderCopies {
     header: GangHeader,
-    bad: Vec<(Dva, usize)>,
+    bad: Vec<BadCopy>,
     read: u64,
 }
 
@@ -537,7 +537,7 @@ impl BlockIo {
         bp: &BlockPtr,
         every: bool,
     ) -> Result<HeaderCopies, PipelineError> {
-        let mut bad: Vec<(Dva, usize)> = Vec::new();
+        let mut bad: Vec<BadCopy> = Vec::new();
         let mut good = None;
         let mut read = 0;
         let mut last_error = None;
@@ -554,7 +554,7 @@ impl BlockIo {
                     }
                     Err(error) => {
                         top.record_checksum_error(child);
-                        bad.push((*dva, child));
+                        bad.push((*dva, top.clone(), child));
                         last_error = Some(error);
                     }
                 }
@@ -614,16 +614,14 @@ impl BlockIo {
         Ok(header)
     }
 
-    fn repair_headers(&self, header: &GangHeader, bad: &[(Dva, usize)]) -> u64 {
+    fn repair_headers(&self, header: &GangHeader, bad: &[BadCopy]) -> u64 {
         let mut repaired = 0;
-        for (dva, child) in bad {
-            if let Some(top) = self.vdevs.top(dva.vdev) {
-                if top
-                    .write_child(*child, dva.offset, &header.encode(dva.vdev, dva.offset))
-                    .is_ok()
-                {
-                    repaired += 1;
-                }
+        for (dva, top, child) in bad {
+            if top
+                .write_child(*child, dva.offset, &header.encode(dva.vdev, dva.offset))
+                .is_ok()
+            {
+                repaired += 1;
             }
         }
         repaired

@@ -46,7 +46,11 @@ use crate::space::storage::SpaceStorage;
 use crate::space::SpaceManager;
 use crate::tunables::Tunables;
 use crate::types::{Txg, VdevId};
-use crate::vdev::VdevTree;
+use crate::vdev::{TopVdev, VdevTree};
+
+/// A copy that failed to read or verify: its DVA, the generation of its top-level vdev that
+/// was read (child indices are of that generation; see `vdev::tree`), and the child.
+pub(crate) type BadCopy = (Dva, Arc<TopVdev>, usize);
 
 /// A block [`BlockIo::encode`]d for writing.
 pub(super) enum Encoded {
@@ -137,8 +141,8 @@ impl BlockIo {
         tunables: Tunables,
         writable: bool,
     ) -> BlockIo {
-        let ashift = vdevs.tops.iter().map(|top| top.ashift).max().unwrap_or(9);
-        let alloc_unit_shift = vdevs.tops.iter().map(|top| top.ashift).min().unwrap_or(9);
+        let ashift = vdevs.tops().iter().map(|top| top.ashift).max().unwrap_or(9);
+        let alloc_unit_shift = vdevs.tops().iter().map(|top| top.ashift).min().unwrap_or(9);
         vdevs.configure_queues(crate::vdev::QueueLimits::from_tunables(&tunables), None);
         let writes = WriteQueue::new(vdevs.clone());
         let cache = Arc::new(BlockCache::with_limits(
@@ -454,9 +458,15 @@ impl BlockIo {
     /// Wait for every write issued so far to finish (the barrier before the vdevs are flushed
     /// and the uberblock written). Fails if any write reached no device.
     pub fn wait_writes(&self) -> Result<(), PipelineError> {
-        self.writes
-            .wait()
-            .map_err(|errors| PipelineError::WriteFailed(errors.join("; ")))
+        self.writes.wait().map_err(|errors| {
+            // The first few say what failed; thousands of them would only bury it.
+            const SHOWN: usize = 3;
+            let mut text = errors[..errors.len().min(SHOWN)].join("; ");
+            if errors.len() > SHOWN {
+                text.push_str(&format!("; and {} more", errors.len() - SHOWN));
+            }
+            PipelineError::WriteFailed(text)
+        })
     }
 
     /// Read one copy from one mirror child into `buffer`: from the in-flight write if there is
@@ -577,17 +587,17 @@ impl BlockIo {
         if bp.is_gang() {
             return self.read_gang_physical(bp, repair);
         }
-        let mut bad: Vec<(Dva, usize)> = Vec::new();
+        let mut bad: Vec<BadCopy> = Vec::new();
         let mut good: Option<Vec<u8>> = None;
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
             // Children that may hold a stale copy (the block's birth is in their dirty time
             // log) or take no I/O are tried last.
-            for child in crate::vdev::dtl::read_order(top, bp.birth_physical.0) {
+            for child in crate::vdev::dtl::read_order(&top, bp.birth_physical.0) {
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
-                if self.read_copy(top, child, dva, &mut buffer).is_err() {
-                    bad.push((*dva, child));
+                if self.read_copy(&top, child, dva, &mut buffer).is_err() {
+                    bad.push((*dva, top.clone(), child));
                     continue;
                 }
                 buffer.truncate(bp.size_physical as usize);
@@ -598,7 +608,7 @@ impl BlockIo {
                 if !top.children[child].dtl.contains(bp.birth_physical.0) {
                     top.record_checksum_error(child);
                 }
-                bad.push((*dva, child));
+                bad.push((*dva, top.clone(), child));
             }
             if good.is_some() {
                 break;
@@ -630,7 +640,7 @@ impl BlockIo {
         if bp.is_gang() {
             return self.verify_gang(bp, repair);
         }
-        let mut bad: Vec<(Dva, usize)> = Vec::new();
+        let mut bad: Vec<BadCopy> = Vec::new();
         let mut good: Option<Vec<u8>> = None;
         for dva in bp.copies() {
             self.validate_dva(dva)?;
@@ -642,7 +652,7 @@ impl BlockIo {
                 }
                 report.copies += 1;
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
-                let ok = self.read_copy(top, child, dva, &mut buffer).is_ok() && {
+                let ok = self.read_copy(&top, child, dva, &mut buffer).is_ok() && {
                     buffer.truncate(bp.size_physical as usize);
                     checksum::compute(bp.checksum_type, &buffer) == bp.checksum
                 };
@@ -655,7 +665,7 @@ impl BlockIo {
                         top.record_checksum_error(child);
                     }
                     report.bad += 1;
-                    bad.push((*dva, child));
+                    bad.push((*dva, top.clone(), child));
                 }
             }
         }
@@ -670,15 +680,13 @@ impl BlockIo {
         Ok(report)
     }
 
-    fn repair(&self, physical: &[u8], bad: &[(Dva, usize)]) -> u64 {
+    fn repair(&self, physical: &[u8], bad: &[BadCopy]) -> u64 {
         let mut repaired = 0;
-        for (dva, child) in bad {
+        for (dva, top, child) in bad {
             let mut padded = physical.to_vec();
             padded.resize(dva.size_allocated as usize, 0);
-            if let Some(top) = self.vdevs.top(dva.vdev) {
-                if top.write_child(*child, dva.offset, &padded).is_ok() {
-                    repaired += 1;
-                }
+            if top.write_child(*child, dva.offset, &padded).is_ok() {
+                repaired += 1;
             }
         }
         repaired

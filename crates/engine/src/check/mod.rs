@@ -669,7 +669,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             })
             .collect(),
     );
-    for top in &core.io.vdevs.tops {
+    for top in core.io.vdevs.tops().iter() {
         let referenced = walker.referenced.remove(&top.id).unwrap_or_default();
         let allocated = on_disk.get(&top.id).cloned().unwrap_or_default();
         let mut leaked = allocated.clone();
@@ -732,7 +732,7 @@ fn device_reports(
 fn leaf_errors(core: &crate::pool::PoolCore) -> Vec<(String, u64)> {
     core.io
         .vdevs
-        .tops
+        .tops()
         .iter()
         .flat_map(|top| &top.children)
         .map(|leaf| {

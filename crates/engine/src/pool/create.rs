@@ -9,7 +9,7 @@ type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
 
 /// The path a device will be known by: canonical for an existing file, the canonical parent
 /// plus the file name for one still to be created. Two spellings of one file compare equal.
-fn device_identity(path: &Path) -> PathBuf {
+pub(super) fn device_identity(path: &Path) -> PathBuf {
     if let Ok(canonical) = std::fs::canonicalize(path) {
         return canonical;
     }
@@ -51,43 +51,54 @@ fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
                 identity.display()
             )));
         }
-        if !path.exists() {
-            match options.create_size {
-                Some(size) if size < label::VDEV_MIN_DEVICE_SIZE => {
-                    return Err(PoolError::BadVdevSpec(format!(
-                        "-s {size} is too small: a vdev needs at least {} bytes",
-                        label::VDEV_MIN_DEVICE_SIZE
-                    )))
-                }
-                Some(_) => continue,
-                None => {
-                    return Err(PoolError::BadVdevSpec(format!(
-                        "{} does not exist (use -s SIZE to create it as a sparse file)",
-                        path.display()
-                    )))
-                }
+        check_new_device(&path, options.force, options.create_size)?;
+    }
+    Ok(())
+}
+
+/// Check one device for a new vdev (pool create, attach, replace, add): it exists (or will be
+/// created with `create_size`), is large enough, and belongs to no other pool unless `force`.
+pub(super) fn check_new_device(
+    path: &Path,
+    force: bool,
+    create_size: Option<u64>,
+) -> Result<(), PoolError> {
+    if !path.exists() {
+        match create_size {
+            Some(size) if size < label::VDEV_MIN_DEVICE_SIZE => {
+                return Err(PoolError::BadVdevSpec(format!(
+                    "-s {size} is too small: a vdev needs at least {} bytes",
+                    label::VDEV_MIN_DEVICE_SIZE
+                )))
+            }
+            Some(_) => return Ok(()),
+            None => {
+                return Err(PoolError::BadVdevSpec(format!(
+                    "{} does not exist (use -s SIZE to create it as a sparse file)",
+                    path.display()
+                )))
             }
         }
-        let device = FileDevice::open_unlocked_readonly(&path)?;
-        if device.size_bytes() < label::VDEV_MIN_DEVICE_SIZE {
-            return Err(PoolError::BadVdevSpec(format!(
-                "{} is too small: {} bytes, a vdev needs at least {} bytes",
-                path.display(),
-                device.size_bytes(),
-                label::VDEV_MIN_DEVICE_SIZE
-            )));
-        }
-        if !options.force {
-            for index in 0..4 {
-                if let Ok(Some(existing)) = label::read_label(&device, index) {
-                    if existing.state != PoolState::Destroyed {
-                        return Err(PoolError::BadVdevSpec(format!(
-                            "{} is part of pool {:?} ({:?}); use -f to overwrite it",
-                            path.display(),
-                            existing.name,
-                            existing.state
-                        )));
-                    }
+    }
+    let device = FileDevice::open_unlocked_readonly(path)?;
+    if device.size_bytes() < label::VDEV_MIN_DEVICE_SIZE {
+        return Err(PoolError::BadVdevSpec(format!(
+            "{} is too small: {} bytes, a vdev needs at least {} bytes",
+            path.display(),
+            device.size_bytes(),
+            label::VDEV_MIN_DEVICE_SIZE
+        )));
+    }
+    if !force {
+        for index in 0..4 {
+            if let Ok(Some(existing)) = label::read_label(&device, index) {
+                if existing.state != PoolState::Destroyed {
+                    return Err(PoolError::BadVdevSpec(format!(
+                        "{} is part of pool {:?} ({:?}); use -f to overwrite it",
+                        path.display(),
+                        existing.name,
+                        existing.state
+                    )));
                 }
             }
         }
@@ -222,7 +233,7 @@ impl Pool {
         ));
         {
             let storage = MosSpaceStorage { mos: &mos };
-            for top in &vdevs.tops {
+            for top in vdevs.tops().iter() {
                 space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, None, &storage)?;
             }
         }
@@ -322,6 +333,7 @@ impl Pool {
             errlog: Default::default(),
             history: Default::default(),
             failmode: Default::default(),
+            vdev_changes: vdev_change::VdevChanges::with_wrapper(options.wrap_device.clone()),
         });
         core.install_dirty_probe();
         // The creating txg is synced right here, before any other transaction can exist.

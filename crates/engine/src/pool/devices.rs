@@ -10,17 +10,20 @@
 //!
 //! Both wait for the txg that records the change, so a crash after the command returns keeps it.
 
+use std::sync::Arc;
+
 use crate::types::{Guid, Txg};
+use crate::vdev::TopVdev;
 
 use super::{Pool, PoolError};
 
 impl Pool {
-    /// The leaf named `name`: its guid (decimal), its path, or its file name.
-    pub fn find_leaf(&self, name: &str) -> Result<(usize, usize), PoolError> {
-        let tree = &self.core.io.vdevs;
+    /// The leaf named `name`: its guid (decimal), its path, or its file name, with the
+    /// snapshot of its top-level vdev that the child index refers to.
+    pub fn find_leaf(&self, name: &str) -> Result<(Arc<TopVdev>, usize), PoolError> {
         let guid = name.parse::<u64>().ok().map(Guid);
         let mut found = Vec::new();
-        for (top_index, top) in tree.tops.iter().enumerate() {
+        for top in self.core.io.vdevs.tops().iter() {
             for (child, leaf) in top.children.iter().enumerate() {
                 let path_matches = leaf.path.as_os_str() == name
                     || leaf
@@ -28,18 +31,18 @@ impl Pool {
                         .file_name()
                         .is_some_and(|file_name| file_name == name);
                 if Some(leaf.guid) == guid || path_matches {
-                    found.push((top_index, child));
+                    found.push((top.clone(), child));
                 }
             }
         }
-        match found[..] {
-            [one] => Ok(one),
-            [] => Err(PoolError::BadVdevSpec(format!(
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => Err(PoolError::BadVdevSpec(format!(
                 "pool {} has no device named {name:?} (give its path, file name or guid, as `tarn pool status` shows)",
                 self.core.name
             ))),
             _ => Err(PoolError::BadVdevSpec(format!(
-                "{name:?} names more than one device of pool {}: give the full path",
+                "{name:?} names more than one device of pool {}: give the full path or the guid (`tarn pool status -j` lists guids)",
                 self.core.name
             ))),
         }
@@ -48,8 +51,7 @@ impl Pool {
     /// Take the leaf `name` offline (`pool offline`).
     pub fn offline(&self, name: &str) -> Result<Txg, PoolError> {
         self.refuse_readonly("offline")?;
-        let (top_index, child) = self.find_leaf(name)?;
-        let top = &self.core.io.vdevs.tops[top_index];
+        let (top, child) = self.find_leaf(name)?;
         let leaf = &top.children[child];
         if leaf.is_offline() {
             return self.sync();
@@ -81,8 +83,8 @@ impl Pool {
     /// Bring the leaf `name` back online (`pool online`); a resilver of what it missed starts.
     pub fn online(&self, name: &str) -> Result<Txg, PoolError> {
         self.refuse_readonly("online")?;
-        let (top_index, child) = self.find_leaf(name)?;
-        let leaf = &self.core.io.vdevs.tops[top_index].children[child];
+        let (top, child) = self.find_leaf(name)?;
+        let leaf = &top.children[child];
         if leaf.device.is_missing() {
             return Err(PoolError::BadVdevSpec(format!(
                 "cannot online {}: the device was not found at import; export the pool and import it with the device present",
@@ -106,7 +108,7 @@ impl Pool {
         self.sync()
     }
 
-    fn refuse_readonly(&self, what: &str) -> Result<(), PoolError> {
+    pub(super) fn refuse_readonly(&self, what: &str) -> Result<(), PoolError> {
         if self.core.readonly {
             return Err(PoolError::BadVdevSpec(format!(
                 "pool {} is imported read-only: cannot {what} a device",

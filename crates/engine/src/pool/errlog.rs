@@ -297,14 +297,13 @@ impl PoolCore {
 
     /// `pool clear [DEV]`: reset the error counts of every leaf, or of the one whose path (or
     /// file name) is `device`; without a device, forget the error log too. A pool suspended by
-    /// a failed sync stays suspended: that is reported, not retried (see docs/design.md §2.20).
+    /// a failed sync stays suspended here, and that is reported: the daemon's `pool clear`
+    /// retries by closing and importing the pool again (docs/design.md §2.20).
     pub fn clear_errors(&self, device: Option<&str>) -> Result<(), PoolError> {
         let leaves: Vec<_> = self
             .io
             .vdevs
-            .tops
-            .iter()
-            .flat_map(|top| &top.children)
+            .leaves()
             .filter(|leaf| {
                 device.is_none_or(|device| {
                     leaf.path == std::path::Path::new(device)
@@ -326,7 +325,7 @@ impl PoolCore {
         }
         if let Some(why) = self.txgs.failure() {
             return Err(PoolError::Refused(format!(
-                "error counts cleared, but pool {} stays suspended (a txg failed to sync: {why}); retrying the failed sync is not supported: export and re-import the pool",
+                "error counts cleared, but pool {} stays suspended (a txg failed to sync: {why}); export and import the pool to retry (the daemon's pool clear does that)",
                 self.name
             )));
         }

@@ -7,10 +7,12 @@
 //! and reads go on. `panic` makes the holder of the pool stop at once: the daemon logs why and
 //! exits without exporting (`cli/src/daemon/failmode.rs`), as OpenZFS panics the host, so that
 //! a cluster manager or an init system can fail over. `continue` is the behaviour above. `wait`
-//! is OpenZFS's default, where I/O blocks until `zpool clear` resumes the pool; tarn cannot
-//! resume a suspended pool (the failed txg's partial state is not replayed), so `wait` behaves
-//! as `continue` until it can: writes fail with EIO and `pool clear` says the pool stays
-//! suspended. The property is kept so that scripts and the default match OpenZFS.
+//! is OpenZFS's default, where I/O blocks until `zpool clear` resumes the pool; tarn does not
+//! block: `wait` behaves as `continue` (writes fail with EIO). The daemon's `pool clear`
+//! resumes a suspended pool by retrying from scratch: it closes the pool as a crash would and
+//! imports it again from its last committed txg, replaying the intent log, so what an fsync
+//! returned for is kept (cli/src/daemon/pool.rs). The property is kept so that scripts and the
+//! default match OpenZFS.
 //!
 //! # On disk
 //! MOS directory key `"failmode"` → u64: 0 wait, 1 continue, 2 panic; absent: wait. Written in

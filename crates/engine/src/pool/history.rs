@@ -231,7 +231,7 @@ impl PoolCore {
         let (object, mut header) = match self.history_object()? {
             Some(object) => (object, RingHeader::decode(&self.mos.bonus(object)?)?),
             None => {
-                let size: u64 = self.io.vdevs.tops.iter().map(|top| top.asize).sum();
+                let size: u64 = self.io.vdevs.tops().iter().map(|top| top.asize).sum();
                 let capacity = (size / 1000).clamp(HISTORY_CAPACITY_MIN, HISTORY_CAPACITY_MAX);
                 let header = RingHeader {
                     capacity,

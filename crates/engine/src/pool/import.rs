@@ -139,6 +139,10 @@ impl Pool {
         for warning in &copies_passed_over {
             log::warn!("{warning}");
         }
+        // A device change cut short by a crash leaves labels ahead of every uberblock: take
+        // the config the newest uberblock was written with (vdev_change.rs).
+        let leaf_paths: Vec<PathBuf> = paths_by_guid.values().cloned().collect();
+        let config = vdev_change::choose_config(&config, &leaf_paths);
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
         for top_config in &config.vdev_tree {
@@ -165,7 +169,9 @@ impl Pool {
                     device.as_ref(),
                     top_config.ashift,
                 ));
-                leaves.push(Leaf::new(Guid(leaf_config.guid), path.clone(), device));
+                let leaf = Leaf::new(Guid(leaf_config.guid), path.clone(), device);
+                leaf.set_replaces(Some(Guid(leaf_config.replaces)).filter(|guid| guid.0 != 0));
+                leaves.push(leaf);
             }
             if leaves.iter().all(|leaf| leaf.device.is_missing()) {
                 return Err(PoolError::MissingVdev {
@@ -195,13 +201,7 @@ impl Pool {
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         // The guid sum covers every vdev of the config, found or not: compute it from the config.
-        let guid_sum = config.vdev_tree.iter().fold(0u64, |sum, top| {
-            top.children
-                .iter()
-                .fold(sum.wrapping_add(top.guid), |sum, leaf| {
-                    sum.wrapping_add(leaf.guid)
-                })
-        });
+        let guid_sum = vdev_change::config_guid_sum(&config.vdev_tree);
         let mut uberblocks: Vec<Uberblock> = uberblock_slots
             .iter()
             .filter_map(|slot| Uberblock::decode(slot).ok().flatten())
@@ -394,7 +394,7 @@ impl Pool {
             .map_err(|e| PoolError::Corrupt(e.to_string()))?;
         {
             let storage = MosSpaceStorage { mos: &mos };
-            for top in &vdevs.tops {
+            for top in vdevs.tops().iter() {
                 // The MOS of this uberblock, not the (possibly newer) label config, says which
                 // metaslab array exists.
                 let array =
@@ -466,6 +466,7 @@ impl Pool {
             errlog: Default::default(),
             history: Default::default(),
             failmode: Default::default(),
+            vdev_changes: vdev_change::VdevChanges::with_wrapper(options.wrap_device.clone()),
         });
         core.install_dirty_probe();
         core.attach_open_context(&core.root);

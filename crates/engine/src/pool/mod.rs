@@ -79,6 +79,7 @@
 //! object sets (their own locks) and the txg layer's holds.
 
 mod admission;
+mod attach;
 pub mod bookmarks;
 pub use admission::PoolFreer;
 use admission::{MosLifecycle, PoolReservation};
@@ -101,7 +102,9 @@ pub mod snapshots;
 mod stats;
 mod sync;
 pub mod uberblock;
+mod vdev_change;
 
+pub use attach::AddedVdev;
 pub use stats::{PoolIostat, VdevIostat};
 
 use std::collections::BTreeMap;
@@ -520,6 +523,8 @@ pub struct PoolCore {
     history: history::History,
     /// The `failmode` property ([`failmode`]).
     failmode: failmode::FailModeState,
+    /// Device changes waiting for the next txg ([`vdev_change`]).
+    vdev_changes: vdev_change::VdevChanges,
 }
 
 /// An open (imported) pool, running in this process.
@@ -735,7 +740,7 @@ impl Pool {
     /// pool's object sets are still alive.
     fn release_devices(&self) {
         self.core.io.set_writable(false);
-        for top in &self.core.io.vdevs.tops {
+        for top in self.core.io.vdevs.tops().iter() {
             for leaf in &top.children {
                 leaf.device.release();
             }
@@ -755,7 +760,7 @@ impl Pool {
         self.core
             .io
             .vdevs
-            .tops
+            .tops()
             .iter()
             .flat_map(|top| top.children.iter().map(|leaf| leaf.path.clone()))
             .collect()

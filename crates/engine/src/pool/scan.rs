@@ -589,6 +589,8 @@ impl PoolCore {
         // resilvering again and again would only load the pool; `pool online` retries.
         if just_finished && phys.unrepaired == 0 && phys.errors == 0 {
             self.queue_resilver_if_logs();
+            // A replacement that is now whole takes its old leaf's place (vdev_change.rs).
+            self.finish_replacements();
         }
         *self.scan.phys.lock() = Some(phys);
         self.update_scan_work();
@@ -790,6 +792,7 @@ impl PoolCore {
         let birth = bp.birth_physical.0;
         let mut report = CopyReport::default();
         let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
+        // Syncing context: the tree does not change under the scan (vdev::tree).
         let stale: Vec<(&crate::block::blkptr::Dva, usize)> = bp
             .copies()
             .filter_map(|dva| self.io.vdevs.top(dva.vdev).map(|top| (dva, top)))
@@ -800,6 +803,7 @@ impl PoolCore {
                         leaf.is_usable() && leaf.dtl.contains(birth)
                     })
                     .map(move |child| (dva, child))
+                    .collect::<Vec<_>>()
             })
             .collect();
         // One copy read (the pipeline tries children that did not miss the txg first).

@@ -69,7 +69,7 @@ impl PoolCore {
             pool_writes: self.io.write_counters(),
             ..IoSample::default()
         };
-        for top in &self.io.vdevs.tops {
+        for top in self.io.vdevs.tops().iter() {
             for leaf in &top.children {
                 let stats = leaf.stats.snapshot();
                 sample.read_ops += stats.read_ops;
@@ -161,7 +161,7 @@ impl Pool {
             stats: LeafStatsSnapshot::default(),
             children: Vec::new(),
         };
-        for top in &vdevs.tops {
+        for top in vdevs.tops().iter() {
             let (size, allocated) = space
                 .iter()
                 .find(|vdev| vdev.vdev == top.id)

@@ -17,6 +17,9 @@ impl PoolCore {
         let sync_started = std::time::Instant::now();
         // A child that misses a write from now on logs this txg in its DTL (vdev/dtl.rs).
         self.io.vdevs.set_syncing_txg(txg.0);
+        // Device changes take effect here, before anything of this txg is written
+        // (vdev_change.rs); they dirty the config, so this txg commits them.
+        self.apply_vdev_changes(txg)?;
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
@@ -149,6 +152,7 @@ impl PoolCore {
             .syncing_root()
             .unwrap_or_else(|| self.mos.synced_root());
         self.commit(txg, &mos_root)?;
+        self.vdev_changes_committed();
 
         self.finish_txg(txg, &datasets);
         Ok(pass)
@@ -179,7 +183,7 @@ impl PoolCore {
     /// may be a txg ahead after a crash between the even labels and the uberblock. A new array
     /// also makes the labels stale.
     pub(super) fn record_metaslab_arrays(&self, txg: Txg) -> Result<(), PoolError> {
-        for top in &self.io.vdevs.tops {
+        for top in self.io.vdevs.tops().iter() {
             if let Some(array) = self.io.space.ms_array(top.id) {
                 if top.metaslab_array() != array {
                     let key = metaslab_array_key(top.id);
@@ -268,7 +272,7 @@ impl PoolCore {
     pub(super) fn write_labels(&self, txg: Txg, which: LabelSet) -> Result<(), PoolError> {
         let mut written = 0;
         let mut last_error = None;
-        for top in &self.io.vdevs.tops {
+        for top in self.io.vdevs.tops().iter() {
             // An offline leaf takes no I/O (vdev/dtl.rs); its labels stay as they were.
             for leaf in top.children.iter().filter(|leaf| !leaf.is_offline()) {
                 let config = self.label_config(txg, top.guid, leaf.guid);
@@ -307,7 +311,7 @@ impl PoolCore {
         if abandoned.is_empty() {
             return Ok(());
         }
-        for top in &self.io.vdevs.tops {
+        for top in self.io.vdevs.tops().iter() {
             let slots = label::uberblock_slot_count(top.ashift);
             let empty = vec![0u8; label::uberblock_slot_size(top.ashift) as usize];
             for leaf in &top.children {
@@ -348,7 +352,7 @@ impl PoolCore {
         let bytes = uberblock.encode();
         let mut written = 0;
         let mut last_error = None;
-        for top in &self.io.vdevs.tops {
+        for top in self.io.vdevs.tops().iter() {
             let slot = txg.0 % label::uberblock_slot_count(top.ashift);
             for leaf in top.children.iter().filter(|leaf| !leaf.is_offline()) {
                 let copies = label::VDEV_LABELS as u64;

@@ -366,6 +366,27 @@ impl TxgManager {
         }
     }
 
+    /// Join the open txg without waiting out the write throttle (OpenZFS's TXG_NOTHROTTLE):
+    /// for the intent log's commits, which dirty nothing but their log header. The writes an
+    /// fsync commits were throttled when they were made; delaying the commit as well would
+    /// make a synchronous writer beside a bulk writer pay for the bulk writer's dirty data
+    /// twice.
+    pub fn assign_nothrottle(self: &Arc<Self>) -> Result<TxHold, TxgError> {
+        let mut inner = self.inner.lock();
+        if let Some(error) = &inner.failed {
+            return Err(TxgError::Suspended(error.clone()));
+        }
+        if inner.shutting_down {
+            return Err(TxgError::ShuttingDown);
+        }
+        let txg = inner.open;
+        inner.holds[txg.slot()] += 1;
+        Ok(TxHold {
+            manager: self.clone(),
+            tx: Tx { txg },
+        })
+    }
+
     /// Account `bytes` of new dirty data to `txg` (object sets call this as blocks are dirtied).
     pub fn add_dirty(&self, txg: Txg, bytes: u64) {
         let mut inner = self.inner.lock();

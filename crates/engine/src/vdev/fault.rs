@@ -90,6 +90,8 @@ pub struct FaultPlan {
     power_cut_outcome: Mutex<PowerCutOutcome>,
     /// Nanoseconds every read and write sleeps before reaching the device (0: none).
     io_delay_ns: AtomicU64,
+    /// The device is gone ([`FaultPlan::set_removed`]).
+    removed: AtomicBool,
 }
 
 /// What a power cut did to the unflushed writes of every device of a plan.
@@ -184,11 +186,24 @@ impl Default for FaultPlan {
             caches: Mutex::new(Vec::new()),
             power_cut_outcome: Mutex::new(PowerCutOutcome::default()),
             io_delay_ns: AtomicU64::new(0),
+            removed: AtomicBool::new(false),
         }
     }
 }
 
 impl FaultPlan {
+    /// Make the device disappear (`removed`) or come back: while removed, every I/O fails with
+    /// ENXIO and the leaf shows as REMOVED.
+    pub fn set_removed(&self, removed: bool) {
+        self.removed.store(removed, Ordering::SeqCst);
+    }
+
+    fn removed_error(&self) -> Option<io::Error> {
+        self.removed
+            .load(Ordering::SeqCst)
+            .then(|| io::Error::from_raw_os_error(libc::ENXIO))
+    }
+
     /// A new transparent plan.
     pub fn new() -> Arc<FaultPlan> {
         Arc::new(FaultPlan::default())
@@ -442,9 +457,16 @@ impl BlockDevice for FaultyDevice {
         self.inner.release();
     }
 
+    fn is_removed(&self) -> bool {
+        self.plan.removed.load(Ordering::SeqCst) || self.inner.is_removed()
+    }
+
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.plan.reads.fetch_add(1, Ordering::SeqCst);
         self.plan.delay_io();
+        if let Some(error) = self.plan.removed_error() {
+            return Err(error);
+        }
         let faults: Vec<ReadFault> = if self.plan.has_read_faults.load(Ordering::SeqCst) {
             let end = offset.saturating_add(buf.len() as u64);
             self.plan
@@ -474,6 +496,9 @@ impl BlockDevice for FaultyDevice {
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.plan.delay_io();
+        if let Some(error) = self.plan.removed_error() {
+            return Err(error);
+        }
         match self.decide_write(data.len()) {
             WriteDecision::Pass => self.write_through(offset, data),
             WriteDecision::Fail => Err(injected_eio()),
@@ -490,6 +515,9 @@ impl BlockDevice for FaultyDevice {
     }
 
     fn flush(&self) -> io::Result<()> {
+        if let Some(error) = self.plan.removed_error() {
+            return Err(error);
+        }
         let n = self.plan.flushes.fetch_add(1, Ordering::SeqCst);
         if self.plan.stop_at_flush.load(Ordering::SeqCst) == n {
             self.plan.stop();

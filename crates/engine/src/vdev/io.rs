@@ -20,6 +20,13 @@ pub trait BlockDevice: Send + Sync {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Make every write that returned before this call durable.
     fn flush(&self) -> io::Result<()>;
+    /// Write all of `data` at `offset`, durable when this returns, without making other
+    /// writes durable as [`BlockDevice::flush`] would: the intent log's writes must not wait
+    /// for a syncing txg's buffered writes to reach the disk. By default a write and a flush.
+    fn write_durable_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write_at(offset, data)?;
+        self.flush()
+    }
     /// The device's size in bytes.
     fn size_bytes(&self) -> u64;
     /// A human-readable name, normally the path, used in every error message.
@@ -30,6 +37,12 @@ pub trait BlockDevice: Send + Sync {
     fn release(&self) {}
     /// True for the stand-in of a device that was not found at import ([`MissingDevice`]).
     fn is_missing(&self) -> bool {
+        false
+    }
+    /// True when the device went away while it was open (zpool's REMOVED): a file leaf whose
+    /// file was unlinked, or a device the fault layer removed. Asked by `pool status`, not per
+    /// I/O: I/O to a gone device fails by itself and is logged in the leaf's DTL.
+    fn is_removed(&self) -> bool {
         false
     }
 }
@@ -99,6 +112,11 @@ pub struct FileDevice {
     /// writes and reads (they skip the page cache, as fio --direct=1 does). None where the file system
     /// refuses O_DIRECT (tmpfs) or for read-only opens.
     direct: Option<File>,
+    /// A third descriptor opened with O_DIRECT | O_DSYNC, for durable writes
+    /// ([`BlockDevice::write_durable_at`]): each is on stable storage when it returns (a FUA
+    /// write or a flush of its own range), while `fdatasync` would write back every dirty
+    /// page of the file first. None where `direct` is None.
+    durable: Option<File>,
     path: PathBuf,
     size_bytes: u64,
     writable: bool,
@@ -143,7 +161,8 @@ impl FileDevice {
             size_bytes,
             writable: true,
             released: std::sync::atomic::AtomicBool::new(false),
-            direct: open_direct(path),
+            direct: open_direct(path, 0),
+            durable: open_direct(path, libc::O_DSYNC),
         })
     }
 
@@ -179,7 +198,8 @@ impl FileDevice {
             size_bytes,
             writable: true,
             released: std::sync::atomic::AtomicBool::new(false),
-            direct: open_direct(path),
+            direct: open_direct(path, 0),
+            durable: open_direct(path, libc::O_DSYNC),
         })
     }
 
@@ -204,6 +224,7 @@ impl FileDevice {
             writable: false,
             released: std::sync::atomic::AtomicBool::new(false),
             direct: None,
+            durable: None,
         })
     }
 
@@ -273,12 +294,34 @@ impl BlockDevice for FileDevice {
         self.file.sync_data()
     }
 
+    fn write_durable_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        if let Some(durable) = &self.durable {
+            if self.writable
+                && !self.released.load(std::sync::atomic::Ordering::Acquire)
+                && offset.is_multiple_of(DIRECT_IO_ALIGNMENT as u64)
+                && data.len().is_multiple_of(DIRECT_IO_ALIGNMENT)
+            {
+                self.check_range(offset, data.len())?;
+                return write_direct(durable, offset, data);
+            }
+        }
+        self.write_at(offset, data)?;
+        self.flush()
+    }
+
     fn size_bytes(&self) -> u64 {
         self.size_bytes
     }
 
     fn describe(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn is_removed(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.file
+            .metadata()
+            .is_ok_and(|metadata| metadata.is_file() && metadata.nlink() == 0)
     }
 
     fn release(&self) {
@@ -301,11 +344,11 @@ const DIRECT_IO_ALIGNMENT: usize = 4096;
 /// and large data writes gain most from skipping it.
 const DIRECT_IO_MIN_BYTES: usize = 64 << 10;
 
-fn open_direct(path: &Path) -> Option<File> {
+fn open_direct(path: &Path, flags: libc::c_int) -> Option<File> {
     OpenOptions::new()
         .read(true)
         .write(true)
-        .custom_flags(libc::O_DIRECT)
+        .custom_flags(libc::O_DIRECT | flags)
         .open(path)
         .ok()
 }
@@ -563,6 +606,32 @@ mod tests {
         assert!(device.write_at(8192, &[1u8]).is_err());
         // The file did not grow.
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+    }
+
+    /// Durable writes, aligned (the O_DSYNC direct descriptor) or not (a write and a flush),
+    /// read back through the buffered descriptor; past the end or after release, errors.
+    #[test]
+    fn durable_writes_read_back_and_are_refused_where_writes_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leaf0");
+        let device = FileDevice::create_sparse(&path, 64 << 10).unwrap();
+        device.write_at(8192, &[3u8; 4096]).unwrap();
+        device.write_durable_at(8192, &[5u8; 8192]).unwrap();
+        device.write_durable_at(100, &[6u8; 50]).unwrap();
+        let mut buf = vec![0u8; 8192];
+        device.read_at(8192, &mut buf).unwrap();
+        assert!(
+            buf.iter().all(|&byte| byte == 5),
+            "the buffered page was not stale"
+        );
+        let mut small = [0u8; 50];
+        device.read_at(100, &mut small).unwrap();
+        assert_eq!(small, [6u8; 50]);
+        assert!(device.write_durable_at(60 << 10, &[1u8; 8192]).is_err());
+        device.release();
+        assert!(device.write_durable_at(0, &[1u8; 4096]).is_err());
+        let reader = FileDevice::open_unlocked_readonly(&path).unwrap();
+        assert!(reader.write_durable_at(0, &[1u8; 4096]).is_err());
     }
 
     #[test]

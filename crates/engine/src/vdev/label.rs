@@ -137,6 +137,10 @@ pub enum TopVdevKind {
 pub struct LeafConfig {
     pub guid: u64,
     pub path: String,
+    /// While a `pool replace` runs: the guid of the leaf this one replaces (0: none). Labels
+    /// written before device changes existed lack it (read as 0).
+    #[serde(default)]
+    pub replaces: u64,
 }
 
 /// One top-level vdev in the config.
@@ -466,10 +470,12 @@ pub(crate) mod tests {
                     LeafConfig {
                         guid: 12,
                         path: "/tmp/a".to_string(),
+                        replaces: 0,
                     },
                     LeafConfig {
                         guid: 13,
                         path: "/tmp/b".to_string(),
+                        replaces: 12,
                     },
                 ],
             }],
@@ -663,7 +669,11 @@ pub(crate) mod tests {
     }
 
     fn arbitrary_config() -> impl Strategy<Value = LabelConfig> {
-        let leaf = (any::<u64>(), ".{0,20}").prop_map(|(guid, path)| LeafConfig { guid, path });
+        let leaf = (any::<u64>(), ".{0,20}").prop_map(|(guid, path)| LeafConfig {
+            guid,
+            path,
+            replaces: 0,
+        });
         let top = (
             any::<u32>(),
             any::<u64>(),

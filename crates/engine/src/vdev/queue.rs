@@ -4,7 +4,8 @@
 //!
 //! Every data-area read and write of a leaf goes through its [`VdevQueue`]. A request carries
 //! a priority *class* ([`IoClass`]): sync read (a reader waits for it in open context), sync
-//! write (the intent log, later), async read (prefetch), async write (the txg's sync), scrub
+//! write (the intent log: durable when it completes, `BlockDevice::write_durable_at`, so the
+//! log needs no flush of the whole device), async read (prefetch), async write (the txg's sync), scrub
 //! (check and scrub reads), trim and rebuild. The queue keeps one pending set per class and
 //! issues requests from a small pool of worker threads per leaf, so that no caller performs
 //! device I/O itself while holding a lock: a synchronous caller submits and sleeps until its
@@ -787,11 +788,19 @@ fn execute(inner: &Inner, mut batch: Vec<Request>) {
     let length: usize = batch.iter().map(|request| request.length).sum();
     let issued_at = Instant::now();
     let device = &*inner.device;
+    // Sync-class writes (the intent log's) are durable when they complete.
+    let write = |offset: u64, data: &[u8]| {
+        if class == IoClass::SyncWrite {
+            device.write_durable_at(offset, data)
+        } else {
+            device.write_at(offset, data)
+        }
+    };
     let result = if batch.len() == 1 {
         let request = &mut batch[0];
         match kind {
             IoKind::Read => device.read_at(offset, request.buffer.as_mut_slice()),
-            IoKind::Write => device.write_at(offset, request.buffer.as_slice()),
+            IoKind::Write => write(offset, request.buffer.as_slice()),
         }
     } else {
         AGGREGATE.with(|staging| {
@@ -818,7 +827,7 @@ fn execute(inner: &Inner, mut batch: Vec<Request>) {
                         merged[at..at + request.length].copy_from_slice(request.buffer.as_slice());
                         at += request.length;
                     }
-                    device.write_at(offset, merged)
+                    write(offset, merged)
                 }
             }
         })

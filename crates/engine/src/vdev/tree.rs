@@ -1,10 +1,32 @@
 //! The in-memory vdev tree: top-level vdevs (single leaf or mirror) and their leaves.
+//!
+//! # Overview
+//! A [`TopVdev`] maps a block I/O of its data area onto its children: a mirror writes every
+//! child and reads one (`block/pipeline.rs` picks which, by dirty time log). A child that
+//! misses a write logs the syncing txg in its DTL ([`super::dtl`]).
+//!
+//! # Changing the tree while the pool is open
+//! A `TopVdev`'s children never change: `pool attach|detach|replace|add`
+//! (`pool/vdev_change.rs`) build the next *generation* of a vdev ([`TopVdev::with_children`]:
+//! the same id, guid and geometry, sharing the leaves, the metaslab array id and the syncing
+//! txg through `Arc`s) or new vdevs, and [`VdevTree::install`] swaps the list of top-level
+//! vdevs under a write lock. Readers take a snapshot ([`VdevTree::tops`], [`VdevTree::top`],
+//! [`VdevTree::leaves`]: `Arc` clones under a read lock held for nanoseconds) and use child
+//! indices of that snapshot only, so one block I/O sees one tree from its first child to its
+//! last, and an old generation (with its devices) lives until the last I/O holding it ends.
+//! Only the sync thread installs, at the start of a txg, so syncing context (passes, scans,
+//! labels, uberblock) sees one tree per txg; the config that changed is written into every
+//! leaf's labels by that txg's commit (docs/design.md §2.14c).
+//!
+//! # Cost
+//! One read-lock acquisition and an `Arc` clone per lookup of a top-level vdev; nothing per
+//! txg while the tree does not change.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::dtl::DirtyTimeLog;
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
@@ -25,6 +47,9 @@ pub struct Leaf {
     pub queue: VdevQueue,
     /// The txgs this leaf missed, and whether it is offline (see [`super::dtl`]).
     pub dtl: Arc<DirtyTimeLog>,
+    /// The guid of the leaf this one replaces (`pool replace`), 0 if none: the old leaf is
+    /// detached once this one's resilver has finished.
+    replaces: AtomicU64,
 }
 
 impl std::fmt::Debug for Leaf {
@@ -48,7 +73,22 @@ impl Leaf {
             device,
             stats,
             dtl: Arc::new(DirtyTimeLog::new()),
+            replaces: AtomicU64::new(0),
         }
+    }
+
+    /// The leaf this one replaces while a `pool replace` is in progress.
+    pub fn replaces(&self) -> Option<Guid> {
+        match self.replaces.load(Ordering::Acquire) {
+            0 => None,
+            guid => Some(Guid(guid)),
+        }
+    }
+
+    /// Mark this leaf as the replacement of `old` (or not, with `None`).
+    pub fn set_replaces(&self, old: Option<Guid>) {
+        self.replaces
+            .store(old.map_or(0, |guid| guid.0), Ordering::Release);
     }
 
     /// Bytes of this leaf's data area.
@@ -83,11 +123,15 @@ pub struct TopVdev {
     pub asize: u64,
     pub ms_shift: u32,
     /// Object id of the metaslab array in the MOS; 0 until created. Use
-    /// [`TopVdev::metaslab_array`] and [`TopVdev::set_metaslab_array`].
-    pub ms_array: AtomicU64,
-    pub children: Vec<Leaf>,
+    /// [`TopVdev::metaslab_array`] and [`TopVdev::set_metaslab_array`]. Shared by every
+    /// generation of this vdev (see [`VdevTree::install`]).
+    pub ms_array: Arc<AtomicU64>,
+    /// The children of this generation of the vdev: fixed for its life. A changed set of
+    /// children is a new generation ([`TopVdev::with_children`]) installed in the tree.
+    pub children: Vec<Arc<Leaf>>,
     /// The txg the sync thread is writing: a child that misses a write logs it in its DTL.
-    write_txg: AtomicU64,
+    /// Shared by every generation of this vdev.
+    write_txg: Arc<AtomicU64>,
 }
 
 impl TopVdev {
@@ -103,6 +147,51 @@ impl TopVdev {
         ms_shift: u32,
         ms_array: ObjectId,
         children: Vec<Leaf>,
+    ) -> Result<TopVdev, VdevError> {
+        TopVdev::build(
+            id,
+            guid,
+            kind,
+            ashift,
+            asize,
+            ms_shift,
+            Arc::new(AtomicU64::new(ms_array.0)),
+            Arc::new(AtomicU64::new(0)),
+            children.into_iter().map(Arc::new).collect(),
+        )
+    }
+
+    /// The next generation of this vdev: the same vdev (id, guid, geometry, metaslab array,
+    /// syncing txg) with `children` of `kind`, checked as [`TopVdev::new`] checks a config.
+    pub fn with_children(
+        &self,
+        kind: TopVdevKind,
+        children: Vec<Arc<Leaf>>,
+    ) -> Result<TopVdev, VdevError> {
+        TopVdev::build(
+            self.id,
+            self.guid,
+            kind,
+            self.ashift,
+            self.asize,
+            self.ms_shift,
+            self.ms_array.clone(),
+            self.write_txg.clone(),
+            children,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        id: VdevId,
+        guid: Guid,
+        kind: TopVdevKind,
+        ashift: u32,
+        asize: u64,
+        ms_shift: u32,
+        ms_array: Arc<AtomicU64>,
+        write_txg: Arc<AtomicU64>,
+        children: Vec<Arc<Leaf>>,
     ) -> Result<TopVdev, VdevError> {
         let invalid = |what: String| Err(VdevError::InvalidConfig { top: id, what });
         match (kind, children.len()) {
@@ -143,9 +232,9 @@ impl TopVdev {
             ashift,
             asize,
             ms_shift,
-            ms_array: AtomicU64::new(ms_array.0),
+            ms_array,
             children,
-            write_txg: AtomicU64::new(0),
+            write_txg,
         })
     }
 
@@ -157,11 +246,9 @@ impl TopVdev {
         let mut children = Vec::with_capacity(config.children.len());
         for child in &config.children {
             let device = open(child)?;
-            children.push(Leaf::new(
-                Guid(child.guid),
-                PathBuf::from(&child.path),
-                device,
-            ));
+            let leaf = Leaf::new(Guid(child.guid), PathBuf::from(&child.path), device);
+            leaf.set_replaces(Some(Guid(child.replaces)).filter(|guid| guid.0 != 0));
+            children.push(leaf);
         }
         TopVdev::new(
             VdevId(config.id),
@@ -201,6 +288,7 @@ impl TopVdev {
                 .map(|leaf| LeafConfig {
                     guid: leaf.guid.0,
                     path: leaf.path.display().to_string(),
+                    replaces: leaf.replaces().map_or(0, |guid| guid.0),
                 })
                 .collect(),
         }
@@ -256,7 +344,7 @@ impl TopVdev {
     pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
-        let usable: Vec<&Leaf> = self.children.iter().filter(|c| !c.is_offline()).collect();
+        let usable: Vec<&Arc<Leaf>> = self.children.iter().filter(|c| !c.is_offline()).collect();
         let queues: Vec<&VdevQueue> = usable.iter().map(|child| &child.queue).collect();
         let results = write_each(&queues, class, device_offset, data);
         let outcome = MirrorWrite::new(
@@ -490,12 +578,37 @@ impl MirrorWrite {
 }
 
 /// All top-level vdevs of a pool.
-#[derive(Debug)]
+///
+/// The set of top-level vdevs, and each one's children, can change while the pool is open
+/// (`pool attach|detach|replace|add`, pool/vdev_change.rs). A [`TopVdev`] never changes its
+/// children: a change builds the next generation of the vdev ([`TopVdev::with_children`], which
+/// shares the leaves, the metaslab array and the syncing txg with the old one) or a new vdev,
+/// and [`VdevTree::install`] swaps the whole list under a write lock. Readers take a snapshot
+/// ([`VdevTree::tops`], [`VdevTree::top`]: an `Arc` clone under a read lock held for
+/// nanoseconds) and use child indices of that snapshot only, so a block in flight sees one
+/// consistent tree from its first child to its last; an old generation lives on, its devices
+/// open, until the last I/O holding it finishes. Only the sync thread installs, at the start
+/// of a txg, so everything in syncing context (the sync passes, the scan, labels and the
+/// uberblock) sees one tree for the whole txg.
 pub struct VdevTree {
-    pub tops: Vec<Arc<TopVdev>>,
+    tops: RwLock<Arc<Vec<Arc<TopVdev>>>>,
+    /// The queue limits and dirty probe last applied ([`VdevTree::configure_queues`]): leaves
+    /// installed later get them too.
+    queue_setup: Mutex<Option<(QueueLimits, Option<DirtyProbe>)>>,
+    /// The txg the sync thread is writing (given to vdevs installed later).
+    syncing_txg: AtomicU64,
     /// When the tree was opened (pool created or imported): the leaves' counters start here,
     /// and `iostat`'s first report covers the time since.
     pub opened_at: std::time::Instant,
+}
+
+impl std::fmt::Debug for VdevTree {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("VdevTree")
+            .field("tops", &self.tops())
+            .finish()
+    }
 }
 
 impl Default for VdevTree {
@@ -504,27 +617,57 @@ impl Default for VdevTree {
     }
 }
 
+fn assert_unique_ids(tops: &[Arc<TopVdev>]) {
+    let mut ids: Vec<VdevId> = tops.iter().map(|top| top.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), tops.len(), "duplicate top-level vdev ids");
+}
+
 impl VdevTree {
     pub fn new(tops: Vec<Arc<TopVdev>>) -> VdevTree {
-        let mut ids: Vec<VdevId> = tops.iter().map(|top| top.id).collect();
-        ids.sort();
-        ids.dedup();
-        assert_eq!(ids.len(), tops.len(), "duplicate top-level vdev ids");
+        assert_unique_ids(&tops);
         VdevTree {
-            tops,
+            tops: RwLock::new(Arc::new(tops)),
+            queue_setup: Mutex::new(None),
+            syncing_txg: AtomicU64::new(0),
             opened_at: std::time::Instant::now(),
         }
     }
 
+    /// A snapshot of the top-level vdevs, in id order of creation. It stays valid (and its
+    /// devices open) however the tree changes meanwhile.
+    pub fn tops(&self) -> Arc<Vec<Arc<TopVdev>>> {
+        self.tops.read().clone()
+    }
+
+    /// Replace the top-level vdevs by `tops` (the next generation of the tree). Leaves new to
+    /// the tree get the queue setup, and new vdevs the syncing txg. Called by the sync thread
+    /// only, at the start of a txg (pool/vdev_change.rs).
+    pub fn install(&self, tops: Vec<Arc<TopVdev>>) {
+        assert_unique_ids(&tops);
+        let txg = self.syncing_txg.load(Ordering::Acquire);
+        let setup = self.queue_setup.lock().clone();
+        for top in &tops {
+            top.write_txg.store(txg, Ordering::Release);
+            if let Some((limits, dirty)) = &setup {
+                for leaf in &top.children {
+                    leaf.queue.configure(*limits, dirty.clone());
+                }
+            }
+        }
+        *self.tops.write() = Arc::new(tops);
+    }
+
     /// The top-level vdev with this id (ids are never reused, so not an index).
-    pub fn top(&self, id: VdevId) -> Option<&Arc<TopVdev>> {
-        self.tops.iter().find(|top| top.id == id)
+    pub fn top(&self, id: VdevId) -> Option<Arc<TopVdev>> {
+        self.tops.read().iter().find(|top| top.id == id).cloned()
     }
 
     /// Wrapping sum of the guids of every vdev, top-level and leaf; the uberblock carries it
     /// so that import notices a missing or foreign device.
     pub fn guid_sum(&self) -> u64 {
-        self.tops.iter().fold(0u64, |sum, top| {
+        self.tops().iter().fold(0u64, |sum, top| {
             top.children
                 .iter()
                 .fold(sum.wrapping_add(top.guid.0), |sum, leaf| {
@@ -534,40 +677,47 @@ impl VdevTree {
     }
 
     /// Apply the scheduling limits (from the pool's tunables) and the pool's dirty-data probe
-    /// to every leaf's queue.
+    /// to every leaf's queue, and to leaves installed later.
     pub fn configure_queues(&self, limits: QueueLimits, dirty: Option<DirtyProbe>) {
         for leaf in self.leaves() {
             leaf.queue.configure(limits, dirty.clone());
         }
+        *self.queue_setup.lock() = Some((limits, dirty));
     }
 
     /// Set the txg the sync thread is writing, against which every child that misses a write
     /// logs it (see [`super::dtl`]).
     pub fn set_syncing_txg(&self, txg: u64) {
-        for top in &self.tops {
+        self.syncing_txg.store(txg, Ordering::Release);
+        for top in self.tops().iter() {
             top.write_txg.store(txg, Ordering::Release);
         }
     }
 
-    /// The leaf with this guid, with its top-level vdev.
-    pub fn leaf_by_guid(&self, guid: Guid) -> Option<(&Arc<TopVdev>, usize)> {
-        self.tops.iter().find_map(|top| {
+    /// The leaf with this guid, with (a snapshot of) its top-level vdev.
+    pub fn leaf_by_guid(&self, guid: Guid) -> Option<(Arc<TopVdev>, usize)> {
+        self.tops().iter().find_map(|top| {
             top.children
                 .iter()
                 .position(|leaf| leaf.guid == guid)
-                .map(|index| (top, index))
+                .map(|index| (top.clone(), index))
         })
     }
 
-    /// Every leaf of every top-level vdev.
-    pub fn leaves(&self) -> impl Iterator<Item = &Leaf> {
-        self.tops.iter().flat_map(|top| top.children.iter())
+    /// Every leaf of every top-level vdev (of one snapshot of the tree).
+    pub fn leaves(&self) -> impl Iterator<Item = Arc<Leaf>> {
+        let leaves: Vec<Arc<Leaf>> = self
+            .tops()
+            .iter()
+            .flat_map(|top| top.children.iter().cloned())
+            .collect();
+        leaves.into_iter()
     }
 
     /// Flush every top-level vdev; all are attempted and the first failure is returned.
     pub fn flush_all(&self) -> Result<(), VdevError> {
         let mut first_error = None;
-        for top in &self.tops {
+        for top in self.tops().iter() {
             if let Err(error) = top.flush() {
                 first_error.get_or_insert(error);
             }
@@ -580,7 +730,7 @@ impl VdevTree {
 
     /// The `vdev_tree` of a label config.
     pub fn to_config(&self) -> Vec<TopVdevConfig> {
-        self.tops.iter().map(|top| top.to_config()).collect()
+        self.tops().iter().map(|top| top.to_config()).collect()
     }
 }
 
@@ -673,7 +823,8 @@ mod tests {
     fn offline_child_takes_no_io_and_logs_the_syncing_txg() {
         let setup = mirror(2);
         let tree = VdevTree::new(vec![Arc::new(setup.top)]);
-        let top = &tree.tops[0];
+        let tops = tree.tops();
+        let top = &tops[0];
         tree.set_syncing_txg(42);
         top.children[1].dtl.set_offline(true);
         assert_eq!(top.health(), VdevHealth::Degraded);
@@ -702,6 +853,68 @@ mod tests {
             .leaf_by_guid(Guid(101))
             .is_some_and(|(_, index)| index == 1));
         assert!(tree.leaf_by_guid(Guid(5)).is_none());
+    }
+
+    #[test]
+    fn removed_child_shows_removed_and_logs_what_it_misses() {
+        let setup = mirror(2);
+        let tree = VdevTree::new(vec![Arc::new(setup.top)]);
+        tree.set_syncing_txg(9);
+        let tops = tree.tops();
+        assert_eq!(tops[0].children[1].health(), VdevHealth::Online);
+        setup.plans[1].set_removed(true);
+        assert_eq!(tops[0].children[1].health(), VdevHealth::Removed);
+        assert_eq!(tops[0].health(), VdevHealth::Degraded);
+        tops[0].write(IoClass::AsyncWrite, 0, &[1u8; 4096]).unwrap();
+        assert_eq!(tops[0].children[1].dtl.ranges(), vec![(9, 10)]);
+        setup.plans[1].set_removed(false);
+        assert_ne!(tops[0].children[1].health(), VdevHealth::Removed);
+    }
+
+    #[test]
+    fn unlinked_file_leaf_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone");
+        let device = FileDevice::create_sparse(&path, 64 << 20).unwrap();
+        assert!(!device.is_removed());
+        std::fs::remove_file(&path).unwrap();
+        assert!(device.is_removed());
+    }
+
+    #[test]
+    fn install_swaps_generations_and_old_snapshots_keep_their_children() {
+        let setup = mirror(2);
+        let top = Arc::new(setup.top);
+        let tree = VdevTree::new(vec![top.clone()]);
+        tree.set_syncing_txg(5);
+        let before = tree.tops();
+        let first = top.children[0].clone();
+        // Detach the second child: the next generation is a single leaf.
+        let next = top
+            .with_children(TopVdevKind::Leaf, vec![first.clone()])
+            .unwrap();
+        assert!(top
+            .with_children(TopVdevKind::Leaf, top.children.clone())
+            .is_err());
+        tree.install(vec![Arc::new(next)]);
+        assert_eq!(
+            before[0].children.len(),
+            2,
+            "a snapshot changed under its reader"
+        );
+        let after = tree.tops();
+        assert_eq!(after[0].children.len(), 1);
+        assert!(Arc::ptr_eq(&after[0].children[0], &first));
+        assert_eq!(tree.guid_sum(), 7 + 100);
+        assert_eq!(tree.to_config()[0].kind, TopVdevKind::Leaf);
+        // The generations share the metaslab array id and the syncing txg.
+        after[0].set_metaslab_array(ObjectId(77));
+        assert_eq!(before[0].metaslab_array(), ObjectId(77));
+        tree.set_syncing_txg(6);
+        assert_eq!(before[0].write_txg(), 6);
+        assert!(tree
+            .top(VdevId(0))
+            .is_some_and(|top| top.child_count() == 1));
     }
 
     #[test]
@@ -855,6 +1068,9 @@ pub enum VdevHealth {
     Offline,
     /// Present, but its writes failed: it missed txgs that no resilver has copied yet.
     Faulted,
+    /// The device went away while the pool was open (its file was removed, or the fault
+    /// layer says so); what it misses is logged in its DTL like any failed write.
+    Removed,
     /// Not usable: missing, or every child missing.
     Unavail,
 }
@@ -866,6 +1082,7 @@ impl VdevHealth {
             VdevHealth::Degraded => "DEGRADED",
             VdevHealth::Offline => "OFFLINE",
             VdevHealth::Faulted => "FAULTED",
+            VdevHealth::Removed => "REMOVED",
             VdevHealth::Unavail => "UNAVAIL",
         }
     }
@@ -877,6 +1094,8 @@ impl Leaf {
             VdevHealth::Unavail
         } else if self.is_offline() {
             VdevHealth::Offline
+        } else if self.device.is_removed() {
+            VdevHealth::Removed
         } else if !self.dtl.is_empty() && self.stats.snapshot().write_errors > 0 {
             VdevHealth::Faulted
         } else {
@@ -904,7 +1123,7 @@ impl VdevTree {
     /// The pool's health: the worst of its top-level vdevs (an offline leaf makes its
     /// top-level vdev, and so the pool, DEGRADED).
     pub fn health(&self) -> VdevHealth {
-        self.tops
+        self.tops()
             .iter()
             .map(|top| top.health())
             .max()

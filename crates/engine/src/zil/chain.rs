@@ -4,8 +4,9 @@
 //! A log block is read and written whole, around the block pipeline: its pointer's checksum
 //! field is a seed, not a checksum, so [`BlockIo::read`] could not verify it, and it must not
 //! enter the cache. Writes go to every copy in the `sync_write` class of the vdev queues, so
-//! they overtake the async writes of a syncing txg; the caller flushes the vdevs written before
-//! anyone is told the records are durable. A walk follows `next` pointers from the header's
+//! they overtake the async writes of a syncing txg, and are durable when they complete (the
+//! queue writes that class with `BlockDevice::write_durable_at`), before anyone is told the
+//! records are durable. A walk follows `next` pointers from the header's
 //! first block and stops at the first block that is unreadable or fails
 //! [`format::decode_block`]: the chain's end, reported with the pointer that did not verify
 //! (the *trailing* pointer: a block allocated but never written, or written and lost).
@@ -129,7 +130,7 @@ pub fn walk(io: &BlockIo, guid: u64, first: &BlockPtr) -> WalkedChain {
 }
 
 /// Write the start of an encoded block (at least its used bytes) to every copy of `bp` in the
-/// `sync_write` class, padded to the sector (no flush).
+/// `sync_write` class, padded to the sector: durable when it returns.
 pub fn write_block(io: &BlockIo, bp: &BlockPtr, block: &[u8]) -> Result<(), String> {
     for dva in bp.copies() {
         let length = padded_length(io, dva.vdev, block.len() as u64);
@@ -141,22 +142,6 @@ pub fn write_block(io: &BlockIo, bp: &BlockPtr, block: &[u8]) -> Result<(), Stri
         padded.resize(length as usize, 0);
         top.write(IoClass::SyncWrite, dva.offset, &padded)
             .map_err(|error| error.to_string())?;
-    }
-    Ok(())
-}
-
-/// Flush every top-level vdev holding a copy of one of `bps`.
-pub fn flush(io: &BlockIo, bps: &[BlockPtr]) -> Result<(), String> {
-    let mut vdevs: Vec<VdevId> = bps
-        .iter()
-        .flat_map(|bp| bp.copies().map(|dva| dva.vdev))
-        .collect();
-    vdevs.sort_unstable();
-    vdevs.dedup();
-    for vdev in vdevs {
-        if let Some(top) = io.vdevs.top(vdev) {
-            top.flush().map_err(|error| error.to_string())?;
-        }
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The intent log (ZIL): fsync in one log write and one flush, not a txg (OpenZFS zil.c).
+//! The intent log (ZIL): fsync in one durable log write, not a txg (OpenZFS zil.c).
 //!
 //! # Theory
 //! A txg sync writes a whole tree and an uberblock; waiting for one costs tens of
@@ -6,8 +6,10 @@
 //! write of a range, a setattr, a create, remove, link or rename, an xattr change; record.rs),
 //! and an fsync writes only the records of the file it names, plus every namespace record of
 //! the set up to its newest one (a name may hang on other directory changes; OpenZFS commits
-//! namespace itxs the same way), into a chain of log blocks and flushes: one sync-class write
-//! and one cache flush. A namespace itx is filed under its object and the directories it
+//! namespace itxs the same way), into a chain of log blocks: one sync-class write, durable
+//! when it completes (O_DSYNC direct I/O on a file vdev, `BlockDevice::write_durable_at`), so
+//! no flush of the whole device, which would first write back a syncing txg's buffered
+//! writes. A namespace itx is filed under its object and the directories it
 //! touched, so the fsync of a directory takes it too. Once the txg a
 //! record belongs to has synced, the record is obsolete, and its log block is freed in the
 //! sync of a txg that makes all of its records obsolete.
@@ -31,13 +33,13 @@
 //! Allocation happens in open context under a txg hold (OpenZFS zio_alloc_zil): the
 //! allocation joins the held txg, which therefore syncs this set's header and space maps even
 //! if nothing else changed ([`ObjectSet::dirty_log`]). A commit keeps its hold until its blocks
-//! are written and flushed, so a txg whose space maps record a log block's allocation never
+//! durably written, so a txg whose space maps record a log block's allocation never
 //! commits before the block is on disk, except for the *tail*: the one allocated block the
 //! chain's last block names, not written yet. At import ([`claim`]) a tail whose allocation
 //! synced is freed; one whose allocation did not sync was never allocated.
 //!
 //! # Crash behaviour
-//! A power cut loses writes not flushed: a torn or missing log block ends the chain there, and
+//! A power cut loses writes not durable: a torn or missing log block ends the chain there, and
 //! only records of commits that returned are guaranteed. At import every log block written
 //! after the last synced txg is *claimed* (its space taken from the allocator, in the first txg
 //! of the import, with the header recording the claim) before anything else allocates; then
@@ -53,7 +55,7 @@
 //!
 //! # Cost
 //! A commit writes its blocks (one for the usual fsync), and the data blocks of its in-place
-//! writes, and flushes each vdev written once; it takes the pending namespace itxs older than
+//! writes, each durable when it completes (no device flush); it takes the pending namespace itxs older than
 //! its newest one from their own index (no scan of the other itxs), and waits for a txg only
 //! for an unlogged change of an object its records name, a chain whose header has not synced,
 //! or more than 8 MiB of writes to copy.
@@ -61,7 +63,7 @@
 //! # Locking
 //! `state` (a short mutex) guards the itx lists and the chain; `commit_lock` serialises
 //! writers, and a commit takes the records of every file whose fsync is waiting for the lock
-//! (`wanted`), so concurrent fsyncs share log blocks and a flush. Never taken under a txg hold
+//! (`wanted`), so concurrent fsyncs share log blocks. Never taken under a txg hold
 //! of the caller; the sync hook ([`Zil::sync`]) takes only `state`.
 
 pub mod chain;
@@ -471,7 +473,7 @@ impl Zil {
                 return Ok(());
             }
         }
-        let hold = self.txgs.assign()?;
+        let hold = self.txgs.assign_nothrottle()?;
         let txg = hold.txg();
         let seed = format::Seed {
             guid: self.guid,
@@ -727,7 +729,7 @@ impl Zil {
         // waits for that txg instead, which makes them durable and obsolete.
         let mut live = itxs;
         let hold = loop {
-            let hold = self.txgs.assign()?;
+            let hold = self.txgs.assign_nothrottle()?;
             let logbias = self.state.lock().logbias;
             let copied = live.iter().filter_map(|(_, itx)| match itx.change {
                 Change::Write { length, .. }
@@ -749,7 +751,7 @@ impl Zil {
             live.retain(|(_, itx)| itx.txg > newest);
         };
         let txg = hold.txg();
-        let (records, in_place) = self.records(objset, &live, read, txg)?;
+        let (records, _written_in_place) = self.records(objset, &live, read, txg)?;
         let mut queue: VecDeque<Record> = records.into();
         let total: usize = queue.iter().map(Record::encoded_size).sum();
         let mut written: Vec<BlockPtr> = Vec::new();
@@ -842,8 +844,9 @@ impl Zil {
                     .fetch_add(used.len() as u64, Ordering::Relaxed);
                 written.push(current);
             }
-            let flushed: Vec<BlockPtr> = written.iter().chain(&in_place).cloned().collect();
-            chain::flush(&self.io, &flushed).map_err(ZilError::Io)
+            // Sync-class writes are durable when they complete (vdev/queue.rs): the log
+            // blocks and the blocks written in place need no flush of their vdevs.
+            Ok(())
         })();
         drop(hold);
         result?;

@@ -1,0 +1,142 @@
+//! Verbs that change a pool's vdev tree: `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`,
+//! `pool detach POOL DEVICE`, `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]` and
+//! `pool add [-n] [-f] POOL VDEV_SPEC...`, as zpool's. The pool must be imported (in the
+//! daemon); new device paths are made absolute here, since the daemon does not share our
+//! working directory.
+
+use std::path::Path;
+
+use tarn::pool::parse_vdev_specs;
+
+use super::forward;
+use super::pool::ask_imported;
+use super::scrub::wait_scan;
+use crate::error::{Failure, Status};
+use crate::format::human_bytes;
+use crate::ops::absolute;
+use crate::protocol::Request;
+
+/// A device of the pool as the user named it: a path (made absolute), a file name or a guid.
+fn existing_device(name: &str) -> String {
+    if name.contains('/') {
+        absolute(Path::new(name)).display().to_string()
+    } else {
+        name.to_string()
+    }
+}
+
+fn new_device(path: &str) -> String {
+    absolute(Path::new(path)).display().to_string()
+}
+
+/// `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`.
+pub fn attach(
+    socket: &Path,
+    force: bool,
+    wait: bool,
+    pool: String,
+    device: String,
+    new: String,
+) -> Result<Status, Failure> {
+    let request = Request::PoolAttach {
+        pool: pool.clone(),
+        device: existing_device(&device),
+        new_device: new_device(&new),
+        force,
+    };
+    let status = forward(ask_imported(socket, &pool, &request)?);
+    if status != 0 || !wait {
+        return Ok(status);
+    }
+    wait_scan(socket, "resilver", &pool)
+}
+
+/// `pool detach POOL DEVICE`.
+pub fn detach(socket: &Path, pool: String, device: String) -> Result<Status, Failure> {
+    let request = Request::PoolDetach {
+        pool: pool.clone(),
+        device: existing_device(&device),
+    };
+    Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`.
+pub fn replace(
+    socket: &Path,
+    force: bool,
+    wait: bool,
+    pool: String,
+    device: String,
+    new: Option<String>,
+) -> Result<Status, Failure> {
+    let request = Request::PoolReplace {
+        pool: pool.clone(),
+        device: existing_device(&device),
+        new_device: new.as_deref().map(new_device),
+        force,
+        wait,
+    };
+    Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// `pool add [-n] [-f] POOL VDEV_SPEC...`.
+pub fn add(
+    socket: &Path,
+    force: bool,
+    dry_run: bool,
+    pool: String,
+    vdevs: Vec<String>,
+) -> Result<Status, Failure> {
+    if vdevs.is_empty() {
+        return Err(Failure(
+            "missing vdev specification: tarn pool add [-n] [-f] POOL VDEV...".into(),
+        ));
+    }
+    let vdevs: Vec<String> = vdevs
+        .iter()
+        .map(|word| match word.as_str() {
+            "mirror" | "raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "log" | "cache"
+            | "special" | "dedup" => word.clone(),
+            path => new_device(path),
+        })
+        .collect();
+    // Spelling mistakes are reported before the daemon is asked.
+    parse_vdev_specs(&vdevs).map_err(|error| Failure(format!("cannot add to {pool}: {error}")))?;
+    let request = Request::PoolAdd {
+        pool: pool.clone(),
+        vdevs,
+        force,
+        dry_run,
+    };
+    let response = ask_imported(socket, &pool, &request)?;
+    if response.status != 0 {
+        return Ok(forward(response));
+    }
+    if dry_run {
+        println!("would update '{pool}' to add the following vdevs:");
+    }
+    for vdev in response.data["vdevs"].as_array().into_iter().flatten() {
+        let paths: Vec<&str> = vdev["paths"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|path| path.as_str())
+            .collect();
+        if dry_run {
+            let kind = vdev["type"].as_str().unwrap_or("disk");
+            if kind == "mirror" {
+                println!("\t  mirror-{}", vdev["id"]);
+                for path in paths {
+                    println!("\t    {path}");
+                }
+            } else {
+                println!("\t  {}", paths.join(" "));
+            }
+            println!(
+                "\t  ({} usable)",
+                human_bytes(vdev["size"].as_u64().unwrap_or(0))
+            );
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,342 @@
+//! Changing the vdev tree of an imported pool (OpenZFS `spa_vdev_attach`, `spa_vdev_detach`,
+//! `spa_vdev_add` and the config sync of `spa_sync`): the mechanism under `pool attach`,
+//! `detach`, `replace` and `add` (their checks are in `attach.rs`).
+//!
+//! # Overview
+//! A request is checked in open context, then queued here as a [`VdevChange`]. The sync thread
+//! applies the queue at the start of the next txg, before anything of that txg is written
+//! ([`PoolCore::apply_vdev_changes`]): it builds the next generation of each changed top-level
+//! vdev (or the new ones) and installs it in the [`crate::vdev::VdevTree`], which swaps its list
+//! of top-level vdevs under a lock. Readers and I/O in flight hold the generation they started
+//! with (an `Arc`), so no block ever sees half a change; everything in syncing context (passes,
+//! scan, labels, uberblock) sees the new tree for the whole txg. The change marks the config
+//! dirty, so this txg's commit writes it into the labels of every leaf of the new tree (new
+//! leaves get all four labels and the uberblock ring), and the uberblock carries the new guid
+//! sum. The requester waits for that txg to sync: the change is durable when it returns.
+//!
+//! - Attach: the new leaf joins the top-level vdev (a single leaf becomes a mirror). Its DTL
+//!   covers txgs `[1, T + 1)` for the applying txg `T` (persisted in the same txg,
+//!   `pool/dtl.rs`), so reads try it last and the resilver (`pool/scan.rs`) copies every block
+//!   born before `T` to it alone; the sync thread writes everything born from `T` on to it.
+//!   A replacement carries `replaces = old guid` in its leaf config; once a resilver leaves it
+//!   with an empty DTL, the old leaf is detached by itself ([`PoolCore::finish_replacements`]).
+//! - Detach: the leaf leaves the top-level vdev (a mirror of two becomes a single leaf). Once
+//!   the txg has committed, the four config areas of its labels are zeroed, so no scan takes it
+//!   for a member of the pool ([`PoolCore::vdev_changes_committed`]).
+//! - Add: new top-level vdevs are installed and their metaslab groups added to the space
+//!   manager in the same txg, which creates their metaslab arrays (`ms_array/<vdev>`).
+//!
+//! # Crash behaviour
+//! The commit writes the even labels (new config, label txg `T`), then the uberblock of `T`
+//! (new guid sum), then the odd labels. A crash before the uberblock leaves even labels ahead
+//! of every uberblock: import ([`choose_config`]) reads all four labels of every device of the
+//! pool and takes the newest config whose guid sum is the newest uberblock's, which is the old
+//! config from the odd labels; a new leaf named only by the abandoned config is not opened.
+//! After the uberblock, the new config matches the newest uberblock. So an import sees the old
+//! tree or the new one, never a mix; blocks written to a new vdev in an uncommitted txg are
+//! unreachable and their space free. A detached leaf whose labels were not yet zeroed names an
+//! older config than its pool's and is not part of the newest one.
+//!
+//! # Cost
+//! Nothing per txg while no change is queued (one lock and an empty check). A change costs one
+//! txg with label writes on every leaf; import reads the four config areas of each leaf.
+
+use std::collections::BTreeSet;
+
+use crate::vdev::label::{LabelConfig, TopVdevConfig};
+use crate::vdev::{Leaf, TopVdev};
+
+use super::*;
+
+/// One queued change of the vdev tree, applied by the sync thread at the start of a txg.
+pub(super) enum VdevChange {
+    /// Add `leaf` as a child of top-level vdev `top` (as the replacement of the leaf it
+    /// `replaces()`, if any).
+    Attach { top: VdevId, leaf: Arc<Leaf> },
+    /// Remove the leaf with this guid from its mirror.
+    Detach { leaf: Guid },
+    /// Add these top-level vdevs.
+    Add { tops: Vec<Arc<TopVdev>> },
+}
+
+/// The pool's queue of vdev changes and what a committed change still has to do.
+#[derive(Default)]
+pub(super) struct VdevChanges {
+    pending: Mutex<Vec<VdevChange>>,
+    /// Leaves detached by the txg being synced: their labels are cleared once it commits.
+    detached: Mutex<Vec<Arc<Leaf>>>,
+    /// Serializes device requests from their checks until their txg has synced.
+    pub(super) request: Mutex<()>,
+    /// Wraps devices opened for new leaves as the pool's own were (the fault layer in tests).
+    pub(super) wrapper: Mutex<Option<DeviceWrapper>>,
+}
+
+impl VdevChanges {
+    pub(super) fn with_wrapper(wrapper: Option<DeviceWrapper>) -> VdevChanges {
+        VdevChanges {
+            wrapper: Mutex::new(wrapper),
+            ..VdevChanges::default()
+        }
+    }
+}
+
+/// The guid sum a config's tree gives the uberblock (as [`crate::vdev::VdevTree::guid_sum`]).
+pub(super) fn config_guid_sum(tree: &[TopVdevConfig]) -> u64 {
+    tree.iter().fold(0u64, |sum, top| {
+        top.children
+            .iter()
+            .fold(sum.wrapping_add(top.guid), |sum, leaf| {
+                sum.wrapping_add(leaf.guid)
+            })
+    })
+}
+
+/// The config to import: the newest label config (of any of the four labels of any device of
+/// the pool) whose guid sum is that of the newest uberblock on those devices. Normally the
+/// newest config; after a crash between the even labels and the uberblock of a txg that
+/// changed the tree, the config before the change. See the module documentation.
+pub(super) fn choose_config(newest: &LabelConfig, paths: &[PathBuf]) -> LabelConfig {
+    let mut configs: Vec<LabelConfig> = vec![newest.clone()];
+    let mut devices = Vec::new();
+    for path in paths {
+        let Ok(device) = FileDevice::open_unlocked_readonly(path) else {
+            continue;
+        };
+        for index in 0..label::VDEV_LABELS {
+            if let Ok(Some(config)) = label::read_label(&device, index) {
+                let known = configs
+                    .iter()
+                    .any(|known| known.txg == config.txg && known.vdev_tree == config.vdev_tree);
+                if config.pool_guid == newest.pool_guid && !known {
+                    configs.push(config);
+                }
+            }
+        }
+        devices.push(device);
+    }
+    configs.sort_by_key(|config| std::cmp::Reverse(config.txg));
+    let sums: BTreeSet<u64> = configs
+        .iter()
+        .map(|config| config_guid_sum(&config.vdev_tree))
+        .collect();
+    let ashifts: BTreeSet<u32> = configs
+        .iter()
+        .flat_map(|config| config.vdev_tree.iter().map(|top| top.ashift))
+        .collect();
+    let newest_uberblock = devices
+        .iter()
+        .flat_map(|device| {
+            ashifts
+                .iter()
+                .flat_map(|&ashift| label::read_uberblock_slots(device, ashift))
+        })
+        .filter_map(|slot| Uberblock::decode(&slot).ok().flatten())
+        .filter(|uberblock| sums.contains(&uberblock.guid_sum))
+        .max_by_key(|uberblock| (uberblock.txg, uberblock.timestamp));
+    let Some(uberblock) = newest_uberblock else {
+        return newest.clone();
+    };
+    let chosen = configs
+        .into_iter()
+        .find(|config| config_guid_sum(&config.vdev_tree) == uberblock.guid_sum)
+        .unwrap_or_else(|| newest.clone());
+    if chosen.txg != newest.txg {
+        log::warn!(
+            "pool {}: the config of txg {} was never committed (a device change was cut short); importing with the config of txg {}",
+            newest.name,
+            newest.txg,
+            chosen.txg
+        );
+    }
+    chosen
+}
+
+/// Zero the four labels of `device` (config and uberblock ring) and flush: a detached leaf, or
+/// a device about to become a leaf (stale uberblocks of an earlier life must not stay in its
+/// ring).
+pub(super) fn clear_labels(device: &dyn BlockDevice) -> std::io::Result<()> {
+    let zeros = vec![0u8; label::VDEV_LABEL_SIZE as usize];
+    let size = device.size_bytes();
+    for index in 0..label::VDEV_LABELS {
+        device.write_at(label::label_offset(index, size), &zeros)?;
+    }
+    device.flush()
+}
+
+impl PoolCore {
+    /// Queue a change for the next txg and wake the sync thread.
+    pub(super) fn queue_vdev_change(&self, change: VdevChange) {
+        self.vdev_changes.pending.lock().push(change);
+        self.txgs.kick();
+    }
+
+    /// Syncing context, before anything of `txg` is written: install every queued change in
+    /// the tree. A change that no longer fits the tree (a race with another change) is dropped
+    /// with a warning; the requester sees the tree unchanged.
+    pub(super) fn apply_vdev_changes(&self, txg: Txg) -> Result<(), PoolError> {
+        let changes: Vec<VdevChange> = std::mem::take(&mut *self.vdev_changes.pending.lock());
+        if changes.is_empty() || self.readonly {
+            return Ok(());
+        }
+        for change in changes {
+            let mut tops: Vec<Arc<TopVdev>> = self.io.vdevs.tops().iter().cloned().collect();
+            match change {
+                VdevChange::Attach { top, leaf } => {
+                    let Some(index) = tops.iter().position(|candidate| candidate.id == top) else {
+                        log::warn!("pool {}: attach to vdev {top}: no such vdev", self.name);
+                        continue;
+                    };
+                    let mut children = tops[index].children.clone();
+                    children.push(leaf.clone());
+                    let next = tops[index].with_children(TopVdevKind::Mirror, children)?;
+                    // Every txg before this one is missing on the new leaf; from this one on
+                    // the sync thread writes to it.
+                    leaf.dtl.add_range(1, txg.0 + 1);
+                    leaf.dtl.mark_dirty();
+                    tops[index] = Arc::new(next);
+                    log::info!(
+                        "pool {}: {} attached to vdev {top} in txg {txg}{}",
+                        self.name,
+                        leaf.path.display(),
+                        leaf.replaces()
+                            .map(|old| format!(" (replacing {old})"))
+                            .unwrap_or_default()
+                    );
+                }
+                VdevChange::Detach { leaf: guid } => {
+                    let found = tops.iter().enumerate().find_map(|(index, top)| {
+                        top.children
+                            .iter()
+                            .position(|leaf| leaf.guid == guid)
+                            .map(|child| (index, child))
+                    });
+                    let Some((index, child)) = found else {
+                        log::warn!("pool {}: detach {guid}: no such device", self.name);
+                        continue;
+                    };
+                    let mut children = tops[index].children.clone();
+                    if children.len() < 2 {
+                        log::warn!("pool {}: detach {guid}: not a mirror side", self.name);
+                        continue;
+                    }
+                    let removed = children.remove(child);
+                    for other in &children {
+                        if other.replaces() == Some(guid) {
+                            other.set_replaces(None);
+                        }
+                    }
+                    let kind = match children.len() {
+                        1 => TopVdevKind::Leaf,
+                        _ => TopVdevKind::Mirror,
+                    };
+                    tops[index] = Arc::new(tops[index].with_children(kind, children)?);
+                    log::info!(
+                        "pool {}: {} detached from vdev {} in txg {txg}",
+                        self.name,
+                        removed.path.display(),
+                        tops[index].id
+                    );
+                    self.vdev_changes.detached.lock().push(removed);
+                }
+                VdevChange::Add { tops: added } => {
+                    let storage = self.storage();
+                    for top in added {
+                        if tops.iter().any(|existing| existing.id == top.id) {
+                            log::warn!("pool {}: add vdev {}: id in use", self.name, top.id);
+                            continue;
+                        }
+                        self.io.space.add_vdev(
+                            top.id,
+                            top.asize,
+                            top.ms_shift,
+                            top.ashift,
+                            None,
+                            &storage,
+                        )?;
+                        log::info!(
+                            "pool {}: vdev {} added in txg {txg} ({} bytes)",
+                            self.name,
+                            top.id,
+                            top.asize
+                        );
+                        tops.push(top);
+                    }
+                }
+            }
+            self.io.vdevs.install(tops);
+        }
+        self.config.lock().dirty = true;
+        Ok(())
+    }
+
+    /// After the commit of a txg: clear the labels of the leaves it detached, so that scans
+    /// no longer take them for members of the pool.
+    pub(super) fn vdev_changes_committed(&self) {
+        let detached = std::mem::take(&mut *self.vdev_changes.detached.lock());
+        for leaf in detached {
+            if leaf.device.is_missing() {
+                continue;
+            }
+            if let Err(error) = clear_labels(leaf.device.as_ref()) {
+                log::warn!(
+                    "pool {}: could not clear the labels of detached {}: {error}",
+                    self.name,
+                    leaf.path.display()
+                );
+            }
+        }
+    }
+
+    /// After a scan: every replacement whose log is now empty has its old leaf detached in the
+    /// next txg (`pool replace` finishes by itself).
+    pub(super) fn finish_replacements(&self) {
+        for leaf in self.io.vdevs.leaves() {
+            if let Some(old) = leaf.replaces() {
+                if leaf.is_usable() && leaf.dtl.is_empty() {
+                    log::info!(
+                        "pool {}: {} is resilvered: detaching the device it replaces ({old})",
+                        self.name,
+                        leaf.path.display()
+                    );
+                    self.queue_vdev_change(VdevChange::Detach { leaf: old });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vdev::label::LeafConfig;
+
+    fn top(guid: u64, leaves: &[u64]) -> TopVdevConfig {
+        TopVdevConfig {
+            id: 0,
+            guid,
+            kind: TopVdevKind::Mirror,
+            ashift: 12,
+            asize: 1 << 20,
+            ms_shift: 20,
+            ms_array: 0,
+            children: leaves
+                .iter()
+                .map(|&guid| LeafConfig {
+                    guid,
+                    path: String::new(),
+                    replaces: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn guid_sum_of_a_config_counts_every_vdev_and_wraps() {
+        assert_eq!(config_guid_sum(&[top(7, &[100, 101])]), 208);
+        assert_eq!(config_guid_sum(&[top(u64::MAX, &[2])]), 1);
+        // Attaching a leaf changes the sum; detaching it again restores it.
+        let before = config_guid_sum(&[top(7, &[100])]);
+        assert_ne!(before, config_guid_sum(&[top(7, &[100, 55])]));
+        assert_eq!(before, 107);
+    }
+}
