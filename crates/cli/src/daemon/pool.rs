@@ -265,12 +265,7 @@ fn resume_suspended(
         let altroot = daemon.mounts.altroot(&name);
         (name, dirs, altroot)
     };
-    let why = daemon
-        .held(target)?
-        .core
-        .txgs
-        .failure()
-        .unwrap_or_default();
+    let why = daemon.held(target)?.core.txgs.failure().unwrap_or_default();
     log::warn!("pool {name}: suspended ({why}); pool clear reopens it from its last committed txg");
     let released = daemon.release(target, true)?;
     // Export cannot write a suspended pool's labels: it stops the sync thread and the drop
