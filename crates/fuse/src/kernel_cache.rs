@@ -6,6 +6,18 @@
 //!   for every entry reply (lookup, create, mkdir, mknod, symlink, link), decremented by
 //!   `forget`. Only an inode the kernel holds can have cached attributes or pages, so these are
 //!   exactly the inodes to invalidate. The root (1) is always held.
+//! - *Content versions*: for each held inode opened since the kernel took it, the engine's
+//!   [`ContentVersion`] of the file at its last open. An open that finds the same version
+//!   again tells the kernel to keep the file's cached pages (FOPEN_KEEP_CACHE); any other open
+//!   has the kernel drop them first. A version is the file's generation, size, mtime and ctime:
+//!   every change of the data through the engine changes the ctime (and a rollback restores
+//!   an older one), so an unchanged version means unchanged data. Changes through this mount
+//!   keep the kernel's pages right by themselves (they are the kernel's own pages); they change
+//!   the version too, which costs one extra read of the file after it was written, never a
+//!   stale one. The version is dropped with the inode when the kernel forgets it.
+//! - *Writers*: for each held inode, its open files that may write. Only while it has some can
+//!   the kernel hold dirty pages of it (every close writes them back), which is when `lseek`
+//!   (SEEK_DATA, SEEK_HOLE) has the kernel write them back before asking the engine.
 //! - *Recent entries*: every (directory, name) a lookup or creation was asked for in the last
 //!   [`RECENT`] (twice the entry TTL). Older entries have expired in the kernel, which asks
 //!   again (a revalidating lookup, recorded anew) before using them, so only recent ones need
@@ -45,6 +57,35 @@ pub const RECENT: Duration = Duration::from_secs(2 * crate::TTL.as_secs());
 /// the last pruning left).
 const PRUNE_AT_LEAST: usize = 1024;
 
+/// What identifies a file's contents at an open (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentVersion {
+    generation: u64,
+    size: u64,
+    mtime: (i64, u32),
+    ctime: (i64, u32),
+}
+
+impl ContentVersion {
+    pub fn of(attr: &tarn::fs::Attr) -> ContentVersion {
+        ContentVersion {
+            generation: attr.generation,
+            size: attr.size,
+            mtime: (attr.mtime.seconds, attr.mtime.nanoseconds),
+            ctime: (attr.ctime.seconds, attr.ctime.nanoseconds),
+        }
+    }
+}
+
+/// An inode the kernel holds: its lookup count, its version at its last open, and how many of
+/// its open files may write.
+#[derive(Default)]
+struct Held {
+    lookups: u64,
+    opened: Option<ContentVersion>,
+    writers: u64,
+}
+
 #[derive(Default)]
 struct RecentShard {
     entries: HashMap<(u64, Box<[u8]>), Instant>,
@@ -53,7 +94,7 @@ struct RecentShard {
 
 /// The kernel's view of one mount (see the module documentation).
 pub struct KernelCache {
-    known: Vec<Mutex<HashMap<u64, u64>>>,
+    known: Vec<Mutex<HashMap<u64, Held>>>,
     recent: Vec<Mutex<RecentShard>>,
     notifier: OnceLock<Notifier>,
     name: String,
@@ -95,15 +136,49 @@ impl KernelCache {
 
     /// An entry reply for `ino` is being sent: the kernel's lookup count grows by one.
     pub fn inode_handed_out(&self, ino: u64) {
-        *self.known[shard(ino)].lock().entry(ino).or_insert(0) += 1;
+        self.known[shard(ino)]
+            .lock()
+            .entry(ino)
+            .or_default()
+            .lookups += 1;
+    }
+
+    /// `ino` is being opened (for writing if `writable`) and the engine's file is at
+    /// `version`: record both, and say whether the kernel may keep the pages it cached (the
+    /// inode is held and was last opened at the same version).
+    pub fn opened(&self, ino: u64, version: ContentVersion, writable: bool) -> bool {
+        let mut known = self.known[shard(ino)].lock();
+        match known.get_mut(&ino) {
+            Some(held) => {
+                held.writers += writable as u64;
+                held.opened.replace(version) == Some(version)
+            }
+            None => false,
+        }
+    }
+
+    /// An open file of `ino` that could write was released.
+    pub fn released_writer(&self, ino: u64) {
+        if let Some(held) = self.known[shard(ino)].lock().get_mut(&ino) {
+            held.writers = held.writers.saturating_sub(1);
+        }
+    }
+
+    /// Whether `ino` is open for writing, so that the kernel may hold dirty pages of it (a
+    /// close writes them back; a shared writable mapping keeps its file open).
+    pub fn has_writers(&self, ino: u64) -> bool {
+        self.known[shard(ino)]
+            .lock()
+            .get(&ino)
+            .is_some_and(|held| held.writers > 0)
     }
 
     /// The kernel forgot `count` lookups of `ino`.
     pub fn forget(&self, ino: u64, count: u64) {
         let mut known = self.known[shard(ino)].lock();
         if let Some(held) = known.get_mut(&ino) {
-            *held = held.saturating_sub(count);
-            if *held == 0 {
+            held.lookups = held.lookups.saturating_sub(count);
+            if held.lookups == 0 {
                 known.remove(&ino);
             }
         }
@@ -207,6 +282,60 @@ mod tests {
         assert_eq!(some.len(), 3 * PRUNE_AT_LEAST / 5);
         // Without a notifier (not mounted) nothing is sent.
         assert_eq!(cache.invalidate(&[1, 2], &all), 0);
+    }
+
+    #[test]
+    fn pages_are_kept_only_for_an_unchanged_version() {
+        let cache = KernelCache::new("test".into());
+        let mut attr = tarn::fs::Attr {
+            ino: 7,
+            generation: 3,
+            size: 10,
+            blocks: 1,
+            atime: tarn::fs::Timestamp::default(),
+            mtime: tarn::fs::Timestamp::default(),
+            ctime: tarn::fs::Timestamp::default(),
+            crtime: tarn::fs::Timestamp::default(),
+            kind: tarn::fs::FileKind::Regular,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+        };
+        // Not held by the kernel: nothing to keep.
+        assert!(!cache.opened(7, ContentVersion::of(&attr), false));
+        cache.inode_handed_out(7);
+        assert!(
+            !cache.opened(7, ContentVersion::of(&attr), false),
+            "first open"
+        );
+        assert!(
+            cache.opened(7, ContentVersion::of(&attr), true),
+            "unchanged"
+        );
+        assert!(cache.has_writers(7));
+        attr.ctime.nanoseconds += 1;
+        assert!(
+            !cache.opened(7, ContentVersion::of(&attr), false),
+            "changed ctime"
+        );
+        assert!(cache.opened(7, ContentVersion::of(&attr), false));
+        attr.size += 1;
+        assert!(
+            !cache.opened(7, ContentVersion::of(&attr), false),
+            "changed size"
+        );
+        cache.released_writer(7);
+        assert!(!cache.has_writers(7));
+        // Forgotten: the version goes with the inode.
+        cache.forget(7, 1);
+        cache.inode_handed_out(7);
+        assert!(
+            !cache.opened(7, ContentVersion::of(&attr), false),
+            "after forget"
+        );
     }
 
     fn sorted(mut values: Vec<u64>) -> Vec<u64> {

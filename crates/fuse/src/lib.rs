@@ -18,8 +18,36 @@
 //! xattrs. Every mount negotiates `FUSE_DONT_MASK`: the umask travels with each create and
 //! the engine applies it unless a default ACL is inherited. Xattr replies follow the FUSE size
 //! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
-//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No `direct_io`: the page cache serves
-//! reads and shared mmap works (git, sqlite).
+//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No
+//! `direct_io`: the page cache serves reads and shared mmap works (git, sqlite).
+//!
+//! # The kernel's caches, and who owns size and mtime
+//! Every mount negotiates `FUSE_WRITEBACK_CACHE`: write(2) fills the kernel's page cache and
+//! returns; the kernel writes dirty pages back in large requests (up to [`WRITE_BYTES_MAX`])
+//! when it wants, and always before a `flush` (every close), an `fsync`, a truncate, an open
+//! that drops the cache, and an invalidation. While the kernel caches a regular file's inode it
+//! owns the file's size, mtime and ctime: it extends the size on a write past the end, stamps
+//! the times itself and sends them with a `setattr` (mtime, ctime) when it writes the inode
+//! back, and it ignores the size and times of every attribute reply for that inode (Linux
+//! `fuse_get_cache_mask`), so a `getattr` answered from the engine before the pages arrive
+//! cannot shrink a file the kernel has grown. The engine catches up when the pages and the
+//! `setattr` arrive; what the kernel has not written back is not in the engine yet (a
+//! snapshot, a `tarn pool sync` or a kill of the daemon does not see it, which is why the
+//! daemon has the kernel write a mount's pages back first: [`MountControl::write_back`]).
+//! Truncation is a `setattr` with a size, which the kernel sends after writing back and
+//! dropping the pages past it. `O_APPEND` is the kernel's: it appends at its own size under the
+//! inode lock, so appenders in several processes of one mount never overlap. With the writeback
+//! cache the kernel may read a page of a file opened write-only (to fill a partial page); the
+//! adapter never checks an open's access mode for reads, so that works. A shared mmap's dirty
+//! pages are written back like any others (msync, fsync, close of the mapping).
+//!
+//! An open tells the kernel to keep the file's cached pages (`FOPEN_KEEP_CACHE`) when the file
+//! is unchanged since its last open (`kernel_cache.rs`, content versions); otherwise the
+//! kernel drops them and reads again. Listings answer `readdirplus` (`readdir.rs`), so a
+//! listing also caches each entry and its attributes for [`TTL`], and the kernel keeps each
+//! directory's listing (`FOPEN_CACHE_DIR` with `FOPEN_KEEP_CACHE`) until the directory
+//! changes through the mount or its pages are invalidated. A change made behind the
+//! kernel's back (rollback, receive) is invalidated below.
 //!
 //! # Snapshots: `.zfs/snapshot`
 //! Every mount has `.zfs/snapshot/NAME`, each snapshot's root, read-only, in the same mount
@@ -38,10 +66,17 @@
 //! it handed out in the last two TTLs (`kernel_cache.rs`). [`MountControl::rolled_back`] (after a
 //! rollback of the mounted file system, whose object set the engine resets in place) has the
 //! kernel drop the attributes and every cached page of each held head inode, and each recent
-//! entry, through fuser's `Notifier`; paths then show the snapshot's state at once. A file held
-//! open across a rollback reads the snapshot's contents from then on if it existed in the
-//! snapshot (its pages are dropped, mmaps included); if it did not, its reads and writes fail
-//! with ENOENT (its object is gone). An object number the rollback freed is handed out again
+//! entry, through fuser's `Notifier`; paths then show the snapshot's state at once. Under the
+//! writeback cache the kernel keeps its own size of a cached regular file whatever the engine
+//! says, so every rollback also changes the generation the kernel is given for each regular
+//! file (`route::rollback_generation`): the next lookup of a name marks the kernel's old inode
+//! bad and builds a fresh one from the engine. A regular file held open across a rollback
+//! therefore fails with EIO from the next lookup of its name on (as an NFS handle goes stale),
+//! never showing the old size or pages; until then its reads give the snapshot's contents (its
+//! pages are dropped, mmaps included) and fail with ENOENT if it did not exist in the snapshot.
+//! The daemon has the kernel write the mount's dirty pages back before it rolls back
+//! ([`MountControl::write_back`]), so a write(2) that returned before the rollback started
+//! does not land after it. An object number the rollback freed is handed out again
 //! to a later file with a new generation; FUSE requests carry no generation, but the entry
 //! reply of that creation makes the kernel mark the old inode bad, so a handle still open on
 //! the old file gets EIO, never the new file's data (all creations in the head go through
@@ -78,11 +113,14 @@
 //! beyond the numbering's limits EOVERFLOW.
 //!
 //! # Durability
-//! `fsync`, `fdatasync` and `fsyncdir` call [`FileSystem::fsync`]: the intent log commits the
+//! The kernel writes a file's dirty pages back (and its times, as a `setattr`) before it sends
+//! `fsync` or `fdatasync`; both then call [`FileSystem::fsync`], as does `fsyncdir`: the intent
+//! log commits the
 //! inode's logged changes (one log write and one flush, shared by concurrent fsyncs), and a
 //! change the log does not record makes it wait for that change's txg. A write through a
 //! descriptor opened with `O_SYNC` or `O_DSYNC` is committed the same way before it returns.
-//! `flush` (close) does not sync, as on other file systems.
+//! `flush` (close) does not sync, as on other file systems (the kernel has written the pages
+//! back to the engine by then, so the next txg holds them).
 //!
 //! # Threads
 //! The session runs [`MountOptions::threads`] worker threads, each reading requests from its
@@ -103,6 +141,7 @@ mod kernel_cache;
 mod mount;
 pub mod mountpoint;
 pub mod null;
+mod readdir;
 mod route;
 pub mod snapdir;
 
@@ -110,7 +149,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -118,16 +157,17 @@ use fuser::{
     BackgroundSession, Config, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
     Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption,
     OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    SessionACL, TimeOrNow, WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp};
 
-use kernel_cache::KernelCache;
+use kernel_cache::{ContentVersion, KernelCache};
 pub use mount::{
     allow_other_possible, configure_kernel, mount, mount_filesystem, mount_with_snapshots,
     Invalidated, MountControl, MountHandle, MountOptions,
 };
+use readdir::PlusListing;
 use route::Node;
 use snapdir::{InodeKind, NoSnapshots, SnapshotSource, SnapshotTable, SNAPSHOT_DIR_INO};
 
@@ -181,6 +221,11 @@ struct Shared {
     snapshots: SnapshotTable,
     snapdir_visible: AtomicBool,
     kernel: KernelCache,
+    /// Rollbacks (and receives) of the mounted file system so far: part of the generations of
+    /// its regular files (`route::rollback_generation`).
+    rollbacks: AtomicU64,
+    /// Where the mount is (set once mounted): lseek writes it back.
+    mountpoint: std::sync::OnceLock<PathBuf>,
 }
 
 impl TarnFuse {
@@ -204,6 +249,8 @@ impl TarnFuse {
                 snapshots: SnapshotTable::new(snapshots),
                 snapdir_visible: AtomicBool::new(snapdir_visible),
                 kernel: KernelCache::new(name.clone()),
+                rollbacks: AtomicU64::new(0),
+                mountpoint: std::sync::OnceLock::new(),
             }),
             name,
         }
@@ -245,6 +292,21 @@ impl TarnFuse {
         self.fuse_attr(&Node::Head(attr.ino), &attr)
     }
 
+    /// The open flags of FUSE inode `ino` opened (for writing if `writable`) at the engine's
+    /// `attr`: keep the kernel's cached pages if the file is unchanged since its last open
+    /// (`kernel_cache.rs`).
+    fn open_flags(&self, ino: INodeNo, attr: &Attr, writable: bool) -> FopenFlags {
+        if self
+            .shared
+            .kernel
+            .opened(ino.0, ContentVersion::of(attr), writable)
+        {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
     fn reply_empty(&self, reply: ReplyEmpty, result: Result<(), FsError>, operation: &str) {
         match result {
             Ok(()) => reply.ok(),
@@ -269,6 +331,30 @@ fn file_attr(attr: &Attr, ino: u64) -> FileAttr {
         gid: attr.gid,
         rdev: attr.rdev as u32,
         blksize: attr.blksize,
+        flags: 0,
+    }
+}
+
+/// The attributes answered for a regular file the engine has freed (unlinked, closed) when the
+/// kernel writes its times back: no links, no data, the times it sent.
+fn gone_file_attr(ino: INodeNo, mtime: Option<TimeOrNow>, ctime: Option<SystemTime>) -> FileAttr {
+    let mtime = mtime.map_or(UNIX_EPOCH, |time| system_time(time_or_now(time)));
+    let ctime = ctime.unwrap_or(mtime);
+    FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: mtime,
+        mtime,
+        ctime,
+        crtime: ctime,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
         flags: 0,
     }
 }
@@ -357,6 +443,9 @@ impl Filesystem for TarnFuse {
         // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
         // inheritance), and without one applying it twice changes nothing.
         let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+        // Attributes with the names of a listing (readdir.rs), when the kernel wants them.
+        let _ = config
+            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         // acltype=posix: the kernel enforces the ACLs the engine keeps (this implies
         // default_permissions, which every mount has anyway).
         if self.fs.config().acl_posix && config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err()
@@ -395,7 +484,7 @@ impl Filesystem for TarnFuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -403,10 +492,18 @@ impl Filesystem for TarnFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let fuse_ino = ino;
         let ino = match self.head(ino) {
             Ok(ino) => ino,
             Err(errno) => return reply.error(errno),
         };
+        // Only the writeback cache sends a ctime, and only for a regular file: its own times,
+        // written back with the inode, possibly after the file was unlinked and closed (GNU
+        // tar's placeholders), when the engine has freed it. Those times have nowhere to go;
+        // failing would record a write-back error that a later syncfs(2) of the whole mount
+        // reports (ENOENT).
+        let times_only = ctime.is_some() && mode.is_none() && uid.is_none() && gid.is_none();
+        let times_only = times_only && size.is_none();
         let changes = SetAttr {
             mode,
             uid,
@@ -415,11 +512,14 @@ impl Filesystem for TarnFuse {
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
         };
-        let result = self
-            .fs
-            .setattr(ino, changes)
-            .map_err(|error| self.fail("setattr", error))
-            .and_then(|attr| self.fuse_attr(&Node::Head(ino), &attr));
+        let result = match self.fs.setattr(ino, changes) {
+            Err(FsError::NotFound) if times_only => {
+                return reply.attr(&TTL, &gone_file_attr(fuse_ino, mtime, ctime));
+            }
+            result => result
+                .map_err(|error| self.fail("setattr", error))
+                .and_then(|attr| self.fuse_attr(&Node::Head(ino), &attr)),
+        };
         match result {
             Ok((attr, _)) => reply.attr(&TTL, &attr),
             Err(errno) => reply.error(errno),
@@ -587,7 +687,6 @@ impl Filesystem for TarnFuse {
             Ok(Node::Head(object)) => self
                 .fs
                 .open_inode(object)
-                .map(|_| ())
                 .map_err(|error| self.fail("open", error)),
             // A snapshot is read-only; its files are not counted open (nothing is unlinked in
             // it), so `release` has nothing to undo.
@@ -598,7 +697,6 @@ impl Filesystem for TarnFuse {
                     snapshot
                         .fs
                         .getattr(object)
-                        .map(|_| ())
                         .map_err(|error| self.fail("open", error))
                 }
             }
@@ -606,7 +704,10 @@ impl Filesystem for TarnFuse {
             Err(errno) => Err(errno),
         };
         match result {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(attr) => {
+                let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
+                reply.opened(FileHandle(0), self.open_flags(ino, &attr, writable))
+            }
             Err(errno) => reply.error(errno),
         }
     }
@@ -641,7 +742,7 @@ impl Filesystem for TarnFuse {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -652,8 +753,13 @@ impl Filesystem for TarnFuse {
         };
         match self.fs.write(ino, offset, data) {
             Ok(written) => {
-                // O_SYNC includes O_DSYNC's bit.
-                if flags.0 & libc::O_DSYNC != 0 {
+                // O_SYNC includes O_DSYNC's bit. A write from the kernel's page cache
+                // (FUSE_WRITE_CACHE) carries the flags of whichever open file it was written
+                // back through: a synchronous write(2) through the cache is followed by the
+                // kernel's own FSYNC, so only direct writes commit here.
+                if flags.0 & libc::O_DSYNC != 0
+                    && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)
+                {
                     if let Err(errno) = self.fsync_inode(ino) {
                         return reply.error(errno);
                     }
@@ -680,7 +786,7 @@ impl Filesystem for TarnFuse {
         _req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
@@ -690,6 +796,9 @@ impl Filesystem for TarnFuse {
         match snapdir::decode(ino.0) {
             InodeKind::Head(_) => match self.resolve(ino) {
                 Ok(Node::Head(object)) => {
+                    if flags.acc_mode() != OpenAccMode::O_RDONLY {
+                        self.shared.kernel.released_writer(ino.0);
+                    }
                     let result = self.fs.release(object);
                     self.reply_empty(reply, result, "release");
                 }
@@ -721,9 +830,14 @@ impl Filesystem for TarnFuse {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.getattr_node(ino) {
-            Ok(attr) if attr.kind == FileType::Directory => {
-                reply.opened(FileHandle(0), FopenFlags::empty())
-            }
+            // The kernel keeps the listing in the directory's page cache (FOPEN_CACHE_DIR) and
+            // across opens (KEEP_CACHE): every change through this mount moves the kernel's
+            // version of the directory, which drops it, and every change behind its back
+            // invalidates the directory's pages (module documentation).
+            Ok(attr) if attr.kind == FileType::Directory => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Ok(_) => reply.error(Errno::ENOTDIR),
             Err(errno) => reply.error(errno),
         }
@@ -740,6 +854,21 @@ impl Filesystem for TarnFuse {
         match self.readdir_node(ino, offset, &mut reply) {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let mut listing = PlusListing::new(reply);
+        match self.readdir_node(ino, offset, &mut listing) {
+            Ok(()) => listing.send(self),
+            Err(errno) => listing.fail(errno),
         }
     }
 
@@ -842,10 +971,12 @@ impl Filesystem for TarnFuse {
         self.reply_empty(reply, result, "fallocate");
     }
 
-    /// Only SEEK_DATA and SEEK_HOLE reach the file system; the kernel does the rest. Without
-    /// the writeback cache every write(2) reached the engine before it returned, so the
-    /// engine's answer covers it (pages dirtied through a shared mmap and not yet written back
-    /// are the exception, as on every FUSE file system).
+    /// Only SEEK_DATA and SEEK_HOLE reach the file system; the kernel does the rest, and it
+    /// sends FUSE_LSEEK without writing back the file's dirty pages first. The engine's answer
+    /// is exact when the file has no writer (every close wrote its pages back); otherwise a
+    /// thread of its own has the kernel write the mount back first and then answers, so that
+    /// no page the kernel holds is reported as a hole (a request handler must never wait for
+    /// the kernel, which needs the handlers to take the pages).
     fn lseek(
         &self,
         _req: &Request,
@@ -864,6 +995,30 @@ impl Filesystem for TarnFuse {
             return reply.error(Errno::ENXIO);
         };
         let result = match self.resolve(ino) {
+            Ok(Node::Head(object)) if self.shared.kernel.has_writers(ino.0) => {
+                let fs = self.fs.clone();
+                let mountpoint = self.shared.mountpoint.get().cloned();
+                let name = self.name.clone();
+                let answer = move || {
+                    if let Some(mountpoint) = mountpoint {
+                        if let Err(error) = mount::write_back_mount(&mountpoint) {
+                            log::warn!("tarn fuse {name}: lseek: {error}");
+                        }
+                    }
+                    match fs.seek(object, offset, target) {
+                        Ok(found) => reply.offset(found as i64),
+                        Err(error) => reply.error(errno_of(&error)),
+                    }
+                };
+                if let Err(error) = std::thread::Builder::new()
+                    .name("tarn-fuse-lseek".into())
+                    .spawn(answer)
+                {
+                    // The reply went with the closure; dropped unanswered, fuser sends EIO.
+                    log::error!("tarn fuse {}: lseek: no thread: {error}", self.name);
+                }
+                return;
+            }
             Ok(Node::Head(object)) => self.fs.seek(object, offset, target),
             Ok(Node::Snapshot(snapshot, object)) => snapshot.fs.seek(object, offset, target),
             Ok(Node::ZfsDir | Node::SnapshotDir) => return reply.error(Errno::EISDIR),
@@ -939,7 +1094,7 @@ impl Filesystem for TarnFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         self.shared.kernel.entry_asked(parent.0, bytes(name));
@@ -956,18 +1111,14 @@ impl Filesystem for TarnFuse {
                 )
                 .and_then(|attr| self.fs.open_inode(attr.ino))
                 .map_err(|error| self.fail("create", error))
-                .and_then(|attr| self.fuse_attr(&Node::Head(attr.ino), &attr))
+                .and_then(|attr| Ok((self.fuse_attr(&Node::Head(attr.ino), &attr)?, attr)))
         });
         match created {
-            Ok((attr, generation)) => {
+            Ok(((attr, generation), engine_attr)) => {
                 self.shared.kernel.inode_handed_out(attr.ino.0);
-                reply.created(
-                    &TTL,
-                    &attr,
-                    Generation(generation),
-                    FileHandle(0),
-                    FopenFlags::empty(),
-                )
+                let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+                let flags = self.open_flags(attr.ino, &engine_attr, writable);
+                reply.created(&TTL, &attr, Generation(generation), FileHandle(0), flags)
             }
             Err(errno) => reply.error(errno),
         }

@@ -71,6 +71,14 @@ pub fn configure_kernel(config: &mut KernelConfig) {
     let _ = config.set_max_write(WRITE_BYTES_MAX);
     // Lookups and readdirs in one directory may run in parallel: the engine locks.
     let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+    // The kernel's page cache holds writes and sends them in large batches, and owns the size
+    // and times of a file it caches (crate documentation, "The kernel's caches").
+    if config
+        .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+        .is_err()
+    {
+        log::warn!("tarn fuse: the kernel offers no writeback cache; every write is a request");
+    }
     // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
     // afterwards (see `raise_readahead`).
     if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {
@@ -170,7 +178,11 @@ pub fn mount_with_snapshots(
     if let Some(session) = &handle.session {
         shared.kernel.set_notifier(session.notifier());
     }
-    handle.control = Some(MountControl { shared });
+    let _ = shared.mountpoint.set(mountpoint.to_path_buf());
+    handle.control = Some(MountControl {
+        shared,
+        mountpoint: mountpoint.to_path_buf(),
+    });
     Ok(handle)
 }
 
@@ -180,7 +192,45 @@ pub fn mount_with_snapshots(
 #[derive(Clone)]
 pub struct MountControl {
     shared: Arc<Shared>,
+    mountpoint: PathBuf,
 }
+
+/// Have the kernel write back every dirty page of the FUSE mount at `mountpoint` (and the
+/// times of the files it caches, as setattrs) and wait until the file system has them
+/// (syncfs(2); for FUSE it sends no request of its own). Gives up waiting after
+/// [`WRITE_BACK_PATIENCE`]
+/// (a mount whose requests cannot be served, such as a suspended pool's): the write-back
+/// goes on in a thread of its own.
+pub(crate) fn write_back_mount(mountpoint: &Path) -> io::Result<()> {
+    let (done, wait) = std::sync::mpsc::channel();
+    let path = mountpoint.to_path_buf();
+    // Even the open waits for the mount's daemon.
+    std::thread::Builder::new()
+        .name("tarn-fuse-syncfs".into())
+        .spawn(move || {
+            let result = std::fs::File::open(&path).and_then(|directory| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: syncfs on a descriptor this thread owns until the call returns.
+                match unsafe { libc::syncfs(directory.as_raw_fd()) } {
+                    0 => Ok(()),
+                    _ => Err(io::Error::last_os_error()),
+                }
+            });
+            let _ = done.send(result);
+        })?;
+    wait.recv_timeout(WRITE_BACK_PATIENCE).unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the kernel's write-back to {} is still running",
+                mountpoint.display()
+            ),
+        ))
+    })
+}
+
+/// How long a write-back of a mount may take before its caller goes on without it.
+const WRITE_BACK_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What an invalidation did, for logs and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -235,6 +285,9 @@ impl MountControl {
     /// the kernel drop every cached attribute, page and name of the head, then do what
     /// [`MountControl::snapshots_changed`] does (a rollback may destroy later snapshots).
     pub fn rolled_back(&self) -> Result<Invalidated, FsError> {
+        // First, so that a lookup the kernel makes after an invalidation below sees a new
+        // generation for every regular file.
+        self.shared.rollbacks.fetch_add(1, Ordering::Relaxed);
         let mut inodes = self
             .shared
             .kernel
@@ -250,6 +303,15 @@ impl MountControl {
         let mut snapshots = self.snapshots_changed()?;
         snapshots.notifications += head;
         Ok(snapshots)
+    }
+
+    /// Have the kernel write the mount's dirty pages back to the file system and wait for it,
+    /// so that the engine holds every write(2) that has returned (the writeback cache keeps
+    /// them in the kernel otherwise, module documentation of the crate). Call before a
+    /// snapshot, a rollback, a receive into the mounted file system or a pool sync that must
+    /// include them; never from a FUSE request handler of the same mount.
+    pub fn write_back(&self) -> io::Result<()> {
+        write_back_mount(&self.mountpoint)
     }
 
     /// Records of the snapshots this mount has open (for tests).
@@ -277,6 +339,16 @@ impl MountHandle {
             return Ok(());
         };
         let connection = mountpoint::fuse_connection(&self.mountpoint);
+        if lazy && connection.is_some() {
+            // Aborting the connection drops the kernel's dirty pages: write them back first
+            // (a plain unmount does that itself).
+            if let Err(error) = write_back_mount(&self.mountpoint) {
+                log::warn!(
+                    "tarn fuse: writing back {} before a lazy unmount: {error}",
+                    self.mountpoint.display()
+                );
+            }
+        }
         if let Err(error) = mountpoint::unmount_path(&self.mountpoint, lazy) {
             if connection.is_some() {
                 self.session = Some(session);

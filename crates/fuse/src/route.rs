@@ -1,21 +1,31 @@
 //! Request routing: which file system a FUSE inode number belongs to (the head, the control
-//! directories `.zfs` and `.zfs/snapshot`, or an opened snapshot), the attributes and listings
-//! of the control directories, and the rules for what may change where. The numbering is in
-//! [`crate::snapdir`]; the request handlers in `lib.rs` call these.
+//! directories `.zfs` and `.zfs/snapshot`, or an opened snapshot), the attributes of the control
+//! directories, and the rules for what may change where. The numbering is in
+//! [`crate::snapdir`], listings in `readdir.rs`; the request handlers in `lib.rs` call these.
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use fuser::{Errno, FileAttr, FileType, INodeNo, ReplyDirectory};
+use fuser::{Errno, FileAttr, INodeNo};
 use tarn::fs::{Attr, FileKind, Timestamp};
-use tarn::object::kv::COOKIE_FIRST;
 
 use crate::snapdir::{
     self, InodeKind, OpenSnapshot, SNAPSHOT_DIR_INO, SNAPSHOT_DIR_NAME, ZFS_DIR_INO, ZFS_DIR_NAME,
 };
-use crate::{bytes, file_attr, file_type, TarnFuse, READDIR_BATCH};
+use crate::{bytes, file_attr, TarnFuse};
+
+/// The generation the kernel is given for a regular file of the head whose engine generation is
+/// `generation`, after `rollbacks` rollbacks (or receives) of the mount. The kernel owns the
+/// size of a regular file it caches under the writeback cache and never takes it from an
+/// attribute reply, so after a rollback it would keep the size it had; a new generation makes
+/// its next lookup mark the cached inode bad and start a fresh one from the engine's attributes
+/// (Linux `fuse_stale_inode`). The kernel compares only the low 32 bits, so the rollback count
+/// moves those (by an odd step: 2^32 rollbacks before it repeats).
+pub(crate) fn rollback_generation(generation: u64, rollbacks: u64) -> u64 {
+    let low = (generation as u32).wrapping_add((rollbacks as u32).wrapping_mul(0x9e37_79b9));
+    (generation & !0xffff_ffff) | low as u64
+}
 
 /// What a FUSE inode number names, resolved.
 pub(crate) enum Node {
@@ -26,12 +36,6 @@ pub(crate) enum Node {
     /// An object of an opened snapshot.
     Snapshot(Arc<OpenSnapshot>, u64),
 }
-
-/// The readdir offset after the root's `..`, where `.zfs` is listed when visible; the entry
-/// after it continues at the engine's first stored entry ([`COOKIE_FIRST`]), which the engine
-/// also starts at from this offset.
-const ZFS_ENTRY_OFFSET: u64 = 2;
-const _: () = assert!(COOKIE_FIRST > ZFS_ENTRY_OFFSET);
 
 impl TarnFuse {
     /// What FUSE inode `ino` names. ESTALE for a snapshot that is gone and for numbers this
@@ -110,6 +114,10 @@ impl TarnFuse {
         let ino = self.fuse_ino_in(node, attr.ino)?;
         let generation = match node {
             Node::Snapshot(snapshot, _) => snapshot.generation(attr.generation),
+            _ if attr.kind == FileKind::Regular => rollback_generation(
+                attr.generation,
+                self.shared.rollbacks.load(Ordering::Relaxed),
+            ),
             _ => attr.generation,
         };
         Ok((file_attr(attr, ino), generation))
@@ -212,127 +220,19 @@ impl TarnFuse {
     }
 
     pub(crate) fn getattr_node(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
+        Ok(self.entry_of(ino)?.0)
+    }
+
+    /// The attributes and generation of inode `ino`, as an entry reply gives them.
+    pub(crate) fn entry_of(&self, ino: INodeNo) -> Result<(FileAttr, u64), Errno> {
         let node = self.resolve(ino)?;
         let attr = match &node {
-            Node::ZfsDir | Node::SnapshotDir => return self.control_attr(&node),
+            Node::ZfsDir | Node::SnapshotDir => return Ok((self.control_attr(&node)?, 0)),
             Node::Head(object) => self.fs.getattr(*object),
             Node::Snapshot(snapshot, object) => snapshot.fs.getattr(*object),
         }
         .map_err(|error| self.fail("getattr", error))?;
-        Ok(self.fuse_attr(&node, &attr)?.0)
-    }
-
-    /// Add entries of `dir` from `offset` to `reply` until it is full or the directory ends.
-    pub(crate) fn readdir_node(
-        &self,
-        ino: INodeNo,
-        offset: u64,
-        reply: &mut ReplyDirectory,
-    ) -> Result<(), Errno> {
-        let node = self.resolve(ino)?;
-        let (fs, dir) = match &node {
-            Node::ZfsDir => {
-                let entries = [
-                    (ZFS_DIR_INO, &b"."[..]),
-                    (INodeNo::ROOT.0, &b".."[..]),
-                    (SNAPSHOT_DIR_INO, SNAPSHOT_DIR_NAME),
-                ];
-                add_fixed_entries(reply, offset, &entries);
-                return Ok(());
-            }
-            Node::SnapshotDir => return self.readdir_snapshots(offset, reply),
-            Node::Head(dir) => (&self.fs, *dir),
-            Node::Snapshot(snapshot, dir) => (&snapshot.fs, *dir),
-        };
-        let at_root = matches!(node, Node::Head(dir) if dir == self.root);
-        let show_zfs = at_root && self.shared.snapdir_visible.load(Ordering::Relaxed);
-        let snapshot_root =
-            matches!(&node, Node::Snapshot(snapshot, dir) if *dir == snapshot.fs.root());
-        let mut cookie = offset;
-        loop {
-            if show_zfs && cookie == ZFS_ENTRY_OFFSET {
-                if reply.add(
-                    INodeNo(ZFS_DIR_INO),
-                    COOKIE_FIRST,
-                    FileType::Directory,
-                    OsStr::from_bytes(ZFS_DIR_NAME),
-                ) {
-                    return Ok(());
-                }
-                cookie = COOKIE_FIRST;
-            }
-            // Stop after `..` when `.zfs` comes next.
-            let batch = if show_zfs && cookie < ZFS_ENTRY_OFFSET {
-                (ZFS_ENTRY_OFFSET - cookie) as usize
-            } else {
-                READDIR_BATCH
-            };
-            let entries = fs
-                .readdir(dir, cookie, batch)
-                .map_err(|error| self.fail("readdir", error))?;
-            if entries.is_empty() {
-                return Ok(());
-            }
-            for entry in entries {
-                let next = entry.next_cookie;
-                if at_root && entry.name == ZFS_DIR_NAME {
-                    // Shadowed by the control directory.
-                    cookie = next;
-                    continue;
-                }
-                let ino = if snapshot_root && entry.name == b".." {
-                    SNAPSHOT_DIR_INO
-                } else {
-                    self.fuse_ino_in(&node, entry.ino)?
-                };
-                if reply.add(
-                    INodeNo(ino),
-                    next,
-                    file_type(entry.kind),
-                    OsStr::from_bytes(&entry.name),
-                ) {
-                    return Ok(());
-                }
-                cookie = next;
-            }
-        }
-    }
-
-    /// `.zfs/snapshot`: `.`, `..`, then the snapshots by record number (stable offsets while
-    /// snapshots come and go: an entry's offset is its record plus 2).
-    pub(crate) fn readdir_snapshots(
-        &self,
-        offset: u64,
-        reply: &mut ReplyDirectory,
-    ) -> Result<(), Errno> {
-        let fixed = [(SNAPSHOT_DIR_INO, &b"."[..]), (ZFS_DIR_INO, &b".."[..])];
-        if add_fixed_entries(reply, offset, &fixed) {
-            return Ok(());
-        }
-        let mut listed = self
-            .shared
-            .snapshots
-            .list()
-            .map_err(|error| self.fail("readdir", error))?;
-        listed.sort_by_key(|info| info.object);
-        for info in listed {
-            let next = info.object.saturating_add(2);
-            if next <= offset {
-                continue;
-            }
-            let Ok(ino) = snapdir::snapshot_root_ino(info.object) else {
-                continue;
-            };
-            if reply.add(
-                INodeNo(ino),
-                next,
-                FileType::Directory,
-                OsStr::new(snapdir::short_name(&info.name)),
-            ) {
-                return Ok(());
-            }
-        }
-        Ok(())
+        self.fuse_attr(&node, &attr)
     }
 
     /// Renames and links stay within one file system: between the head and a snapshot, or two
@@ -349,22 +249,4 @@ impl TarnFuse {
             _ => Err(Errno::EROFS),
         }
     }
-}
-
-/// Add `entries` (inode, name; offsets 1, 2, ...) from `offset`; true if the reply is full.
-fn add_fixed_entries(reply: &mut ReplyDirectory, offset: u64, entries: &[(u64, &[u8])]) -> bool {
-    for (index, (ino, name)) in entries.iter().enumerate() {
-        let next = index as u64 + 1;
-        if next > offset
-            && reply.add(
-                INodeNo(*ino),
-                next,
-                FileType::Directory,
-                OsStr::from_bytes(name),
-            )
-        {
-            return true;
-        }
-    }
-    false
 }

@@ -12,8 +12,9 @@
 //!   in IOPS;
 //! - **rm -rf** of the tree, then durable.
 //!
-//! "Durable" is `sync -f` on btrfs and the host file system, and a txg sync of the pool on
-//! tarn (FUSE never sees sync(2); a tarn figure includes it, as the others include `sync`).
+//! "Durable" is `sync -f` on btrfs and the host file system, and on tarn `sync -f` (which has
+//! the kernel write back the pages its writeback cache holds) then a txg sync of the pool
+//! (FUSE never sees sync(2) itself; a tarn figure includes both, as the others include `sync`).
 //! The tarn vdev and the btrfs image are preallocated (`fallocate`), not sparse. Every figure
 //! is printed beside each baseline with the ratio (seconds: lower is better; IOPS: higher).
 //! Needs root, /dev/fuse, tar, git and fio (a missing tool leaves its rows out); asserts
@@ -254,7 +255,11 @@ fn on_tarn(dir: &Path, bench: &WorkloadsBench, tarball: &Path) -> Result<Figures
         let fs = Arc::new(pool.file_system()?);
         let mut handle = tarn_fuse::mount(fs, &mountpoint, &MountOptions::new("tarn:workloads"))
             .map_err(|e| Failure(format!("cannot mount at {}: {e}", mountpoint.display())))?;
-        let durable = || pool.sync().map(|_| ()).map_err(Failure::from);
+        // The kernel's writeback cache first, then a txg sync.
+        let durable = || {
+            sync_fs(&mountpoint)?;
+            pool.sync().map(|_| ()).map_err(Failure::from)
+        };
         let figures = run_workloads(&mountpoint, tarball, bench, &durable);
         unmount(&mut handle)?;
         figures

@@ -16,7 +16,8 @@
 //! # Changes behind a mount's back
 //! `snapdir` applies at once (`.zfs` appears in or leaves the root's listing). A rollback
 //! resets a mounted file system in place, and destroying or renaming snapshots changes what
-//! `.zfs/snapshot` holds: the daemon's handlers call [`Mounts::after_rollback`] and
+//! `.zfs/snapshot` holds: the daemon's handlers call [`Mounts::write_back`] before (the kernel's
+//! writeback cache holds writes that have returned) and [`Mounts::after_rollback`] and
 //! [`Mounts::snapshots_changed`] afterwards, which drop what the adapter and the kernel cached
 //! (`tarn_fuse::MountControl`). Both only log what fails: the change itself is done and
 //! durable by then.
@@ -185,6 +186,18 @@ impl Mounts {
             match control.snapshots_changed() {
                 Ok(done) => log::debug!("{name}: snapshots changed: {done:?}"),
                 Err(error) => log::warn!("{name}: cannot refresh .zfs/snapshot: {error}"),
+            }
+        }
+    }
+
+    /// Call before a snapshot, rollback, receive or pool sync of `dataset` or below: each
+    /// mount there has the kernel write its dirty pages back (the writeback cache holds
+    /// write(2)s that have returned), so the engine has them first. Failures are logged: the
+    /// operation goes on with what the engine has.
+    pub fn write_back(&self, dataset: &str) {
+        for (name, control) in self.controls(|name| is_within(name, dataset)) {
+            if let Err(error) = control.write_back() {
+                log::warn!("{name}: cannot write back the kernel's cached writes: {error}");
             }
         }
     }

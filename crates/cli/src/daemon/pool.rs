@@ -158,6 +158,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 None => daemon.pools(),
             };
             for pool in pools {
+                daemon.mounts.write_back(pool.name());
                 let txg = pool.sync()?;
                 out!("synced pool {} at txg {txg}", pool.name());
             }

@@ -375,6 +375,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 ))
                 .into());
             }
+            for name in &names {
+                daemon.mounts.write_back(filesystem_of(name));
+            }
             let created = pool.create_snapshots(&names, recursive)?;
             for name in &created {
                 daemon.mounts.snapshots_changed(filesystem_of(name));
@@ -475,6 +478,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 ))
                 .into());
             }
+            daemon.mounts.write_back(filesystem_of(&name));
             let destroyed = pool.rollback(&name, destroy_later)?;
             for snapshot in &destroyed {
                 daemon.mounts.snapshots_changed(filesystem_of(snapshot));

@@ -162,6 +162,7 @@ fn receive(
     let _guard = lock(&daemon.lifecycle);
     let pool = daemon.pool_of_dataset(target)?;
     let file_system = filesystem_of(target);
+    daemon.mounts.write_back(file_system);
     let result = tarn::send::receive(&pool, target, frames, options);
     // Whatever happened (a rollback undoes a failed incremental receive), a mount of the
     // target or below it (`send -R`) must not show what it cached before.

@@ -38,21 +38,9 @@ impl Fixture {
             disabled_features: Vec::new(),
         })
         .expect("create pool");
-        let fs = Arc::new(pool.file_system().expect("file system"));
-        let io = pool.core.io.clone();
-        fs.set_space_source(Arc::new(move || {
-            let stats = io.space.stats();
-            let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
-            let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
-            SpaceFigures {
-                size_bytes,
-                available_bytes: size_bytes.saturating_sub(allocated),
-            }
-        }));
         let mountpoint = dir.path().join("mnt");
         fs::create_dir(&mountpoint).unwrap();
-        let handle =
-            mount(fs, &mountpoint, &MountOptions::new(format!("tarn:{name}"))).expect("mount");
+        let handle = mount_root(&pool, &mountpoint, name);
         Some(Fixture {
             _dir: dir,
             mountpoint,
@@ -65,25 +53,53 @@ impl Fixture {
         self.mountpoint.join(relative)
     }
 
-    /// Unmount, check the pool and export it. A plain unmount may see EBUSY for a moment
-    /// after the test's last close on a loaded machine (the kernel drops the file's last
-    /// reference asynchronously); it is retried for up to 5 s, never made lazy.
+    /// Unmount (plainly: the kernel writes its cached pages back first) and mount the root
+    /// file system again from the engine, so that nothing the kernel cached survives.
+    pub fn remount(&mut self) {
+        unmount_patiently(self.handle.take().unwrap());
+        let pool = self.pool.as_ref().unwrap();
+        self.handle = Some(mount_root(pool, &self.mountpoint, "remounted"));
+    }
+
+    /// Unmount (see `unmount_patiently`), check the pool and export it.
     pub fn finish(mut self) {
-        let mut handle = self.handle.take().unwrap();
-        let mut attempts = 0;
-        while let Err(error) = handle.unmount(false) {
-            attempts += 1;
-            assert!(
-                error.raw_os_error() == Some(libc::EBUSY) && attempts < 50,
-                "unmount: {error}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        unmount_patiently(self.handle.take().unwrap());
         let pool = self.pool.take().unwrap();
         pool.sync().unwrap();
         let report = check_pool(&pool, false).expect("check runs");
         assert!(report.is_clean(), "check found problems: {report:#?}");
         pool.export().expect("export");
+    }
+}
+
+/// Mount the root file system of `pool` at `mountpoint`.
+fn mount_root(pool: &Pool, mountpoint: &Path, name: &str) -> MountHandle {
+    let fs = Arc::new(pool.file_system().expect("file system"));
+    let io = pool.core.io.clone();
+    fs.set_space_source(Arc::new(move || {
+        let stats = io.space.stats();
+        let size_bytes: u64 = stats.iter().map(|v| v.size).sum();
+        let allocated: u64 = stats.iter().map(|v| v.allocated_bytes).sum();
+        SpaceFigures {
+            size_bytes,
+            available_bytes: size_bytes.saturating_sub(allocated),
+        }
+    }));
+    mount(fs, mountpoint, &MountOptions::new(format!("tarn:{name}"))).expect("mount")
+}
+
+/// A plain unmount may see EBUSY for a moment after the test's last close on a loaded machine
+/// (the kernel drops the file's last reference asynchronously); it is retried for up to 5 s,
+/// never made lazy.
+fn unmount_patiently(mut handle: MountHandle) {
+    let mut attempts = 0;
+    while let Err(error) = handle.unmount(false) {
+        attempts += 1;
+        assert!(
+            error.raw_os_error() == Some(libc::EBUSY) && attempts < 50,
+            "unmount: {error}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 
