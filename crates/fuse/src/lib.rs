@@ -997,12 +997,17 @@ impl Filesystem for TarnFuse {
         let result = match self.resolve(ino) {
             Ok(Node::Head(object)) if self.shared.kernel.has_writers(ino.0) => {
                 let fs = self.fs.clone();
-                let mountpoint = self.shared.mountpoint.get().cloned();
+                let shared = self.shared.clone();
                 let name = self.name.clone();
                 let answer = move || {
-                    if let Some(mountpoint) = mountpoint {
-                        if let Err(error) = mount::write_back_mount(&mountpoint) {
-                            log::warn!("tarn fuse {name}: lseek: {error}");
+                    // Dropping the inode's pages makes the kernel write its dirty ones back
+                    // and wait for them (it launders each page), which syncfs may not do on
+                    // recent kernels; syncfs stays the fallback if the notification fails.
+                    if shared.kernel.invalidate(&[ino.0], &[]) == 0 {
+                        if let Some(mountpoint) = shared.mountpoint.get() {
+                            if let Err(error) = mount::write_back_mount(mountpoint) {
+                                log::warn!("tarn fuse {name}: lseek: {error}");
+                            }
                         }
                     }
                     match fs.seek(object, offset, target) {
