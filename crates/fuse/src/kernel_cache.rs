@@ -173,6 +173,21 @@ impl KernelCache {
             .is_some_and(|held| held.writers > 0)
     }
 
+    /// The inodes the kernel holds that are open for writing.
+    pub fn known_inodes_with_writers(&self) -> Vec<u64> {
+        self.known
+            .iter()
+            .flat_map(|shard| {
+                shard
+                    .lock()
+                    .iter()
+                    .filter(|(_, held)| held.writers > 0)
+                    .map(|(ino, _)| *ino)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// The kernel forgot `count` lookups of `ino`.
     pub fn forget(&self, ino: u64, count: u64) {
         let mut known = self.known[shard(ino)].lock();

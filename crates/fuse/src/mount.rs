@@ -202,21 +202,31 @@ pub struct MountControl {
 /// (a mount whose requests cannot be served, such as a suspended pool's): the write-back
 /// goes on in a thread of its own.
 pub(crate) fn write_back_mount(mountpoint: &Path) -> io::Result<()> {
-    let (done, wait) = std::sync::mpsc::channel();
     let path = mountpoint.to_path_buf();
     // Even the open waits for the mount's daemon.
+    with_patience(mountpoint, move || {
+        std::fs::File::open(&path).and_then(|directory| {
+            use std::os::fd::AsRawFd;
+            // SAFETY: syncfs on a descriptor this thread owns until the call returns.
+            match unsafe { libc::syncfs(directory.as_raw_fd()) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
+        })
+    })
+}
+
+/// Run `work`, which waits for the kernel's write-back of the mount at `mountpoint`, in a
+/// thread of its own, and wait for it at most [`WRITE_BACK_PATIENCE`].
+fn with_patience(
+    mountpoint: &Path,
+    work: impl FnOnce() -> io::Result<()> + Send + 'static,
+) -> io::Result<()> {
+    let (done, wait) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("tarn-fuse-syncfs".into())
         .spawn(move || {
-            let result = std::fs::File::open(&path).and_then(|directory| {
-                use std::os::fd::AsRawFd;
-                // SAFETY: syncfs on a descriptor this thread owns until the call returns.
-                match unsafe { libc::syncfs(directory.as_raw_fd()) } {
-                    0 => Ok(()),
-                    _ => Err(io::Error::last_os_error()),
-                }
-            });
-            let _ = done.send(result);
+            let _ = done.send(work());
         })?;
     wait.recv_timeout(WRITE_BACK_PATIENCE).unwrap_or_else(|_| {
         Err(io::Error::new(
@@ -310,8 +320,22 @@ impl MountControl {
     /// them in the kernel otherwise, module documentation of the crate). Call before a
     /// snapshot, a rollback, a receive into the mounted file system or a pool sync that must
     /// include them; never from a FUSE request handler of the same mount.
+    ///
+    /// syncfs starts the write-back of every file; on kernels that do not wait for a FUSE
+    /// mount's write-back in syncfs, dropping the pages of each file open for writing (the only
+    /// files that can have dirty pages: a close writes them back) makes the kernel write them
+    /// and wait, page by page. Both give up after [`WRITE_BACK_PATIENCE`].
     pub fn write_back(&self) -> io::Result<()> {
-        write_back_mount(&self.mountpoint)
+        write_back_mount(&self.mountpoint)?;
+        let writers = self.shared.kernel.known_inodes_with_writers();
+        if writers.is_empty() {
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        with_patience(&self.mountpoint, move || {
+            shared.kernel.invalidate(&writers, &[]);
+            Ok(())
+        })
     }
 
     /// Records of the snapshots this mount has open (for tests).
