@@ -26,7 +26,9 @@
 //! synced, then at the last synced tree. Disk reads happen without the object set's lock (a
 //! writer holds only its object's writer lock across the read-modify-write). Blocks freed in a
 //! sync are not reallocated for two more txgs (DESIGN.md §3 invariant 3), so a reader that took
-//! a tree root just before a sync installed a new one still reads valid blocks.
+//! a tree root just before a sync installed a new one still reads valid blocks. The dnodes of
+//! the tree are kept decoded in a bounded cache (`dnode_cache.rs`), forgotten when a sync
+//! installs a tree that rewrote them or a rollback replaces the tree.
 //!
 //! # Syncing
 //! [`ObjectSet::sync`] runs in syncing context for one sync pass: it takes every pending record

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::{Compression, ObjectError, ObjectId, ObjectSet, Tx};
 
 impl ObjectSet {
+    /// Write bytes at `offset` in `tx`, the object's writer lock held by the caller.
     pub(super) fn write_locked(
         &self,
         tx: &Tx,
