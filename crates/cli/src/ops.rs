@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use tarn::check::check_pool;
 use tarn::pool::props::PoolValue;
-use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevLayout};
 use tarn::tunables::Tunables;
 
 use crate::error::Failure;
@@ -16,7 +16,7 @@ use crate::protocol::rows::{PoolPropertyRow, PoolPropertyValue, PoolRow, StatusE
 /// Create a pool and say so; the caller decides whether it stays open.
 pub fn create(
     name: String,
-    vdevs: Vec<VdevSpec>,
+    layout: VdevLayout,
     create_size: Option<u64>,
     force: bool,
     disabled_features: Vec<String>,
@@ -24,7 +24,9 @@ pub fn create(
 ) -> Result<Pool, Failure> {
     let pool = Pool::create(CreateOptions {
         name: name.clone(),
-        vdevs,
+        vdevs: layout.data,
+        log: layout.log,
+        cache: layout.cache,
         create_size,
         force,
         tunables,

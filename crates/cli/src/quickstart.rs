@@ -734,6 +734,8 @@ fn engine_demo(dir: &Path, disks: &[PathBuf]) -> Result<(), Failure> {
     let tunables = tarn::tunables::Tunables::from_env().map_err(Failure)?;
     let pool = Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Mirror(disks.to_vec())],
         create_size: Some(1 << 30),
         force: true,

@@ -45,6 +45,8 @@ fn pool_on_a_loop_device() {
 
     let pool = Pool::create(CreateOptions {
         name: "loop".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Leaf(device.0.clone().into())],
         create_size: None,
         force: true,

@@ -203,6 +203,8 @@ fn power_cuts(tunables: Tunables, block_size: u32, rounds: u64) {
     let dir = tempfile::tempdir().unwrap();
     let pool = Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir.path(), "vdev.img"),
         create_size: Some(VDEV_SIZE),
         force: false,

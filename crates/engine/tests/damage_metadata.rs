@@ -113,6 +113,8 @@ fn listing(pool: &Pool) -> Result<Vec<(String, BTreeSet<String>)>, String> {
 fn build(dir: &Path) -> Vec<(String, BTreeSet<String>)> {
     let pool = Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir, "vdev.img"),
         create_size: Some(VDEV_BYTES),
         force: false,

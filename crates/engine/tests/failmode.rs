@@ -22,6 +22,8 @@ fn faulty_pool(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
     let wrap = fault_wrapper(plan);
     Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir, "vdev.img"),
         create_size: Some(VDEV_SIZE),
         force: false,

@@ -24,6 +24,8 @@ fn faulty_pool(dir: &Path, plan: Arc<FaultPlan>) -> Pool {
         });
     Pool::create(CreateOptions {
         name: "faulty".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir, "vdev.img"),
         create_size: Some(VDEV_SIZE),
         force: false,
@@ -255,6 +257,8 @@ fn bad_input_gives_clear_errors() {
     pool.export().unwrap();
     let result = Pool::create(CreateOptions {
         name: "second".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Leaf(other.clone())],
         create_size: None,
         force: false,

@@ -54,6 +54,8 @@ fn hundred_thousand_entries_in_one_directory() {
     let dir = tempfile::tempdir().unwrap();
     let pool = Pool::create(CreateOptions {
         name: "fsbig".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir.path(), "d0"),
         create_size: Some(1 << 30),
         force: false,

@@ -25,6 +25,8 @@ fn slow_pool(plan: Arc<FaultPlan>, vdevs: Vec<VdevSpec>) -> Pool {
         });
     Pool::create(CreateOptions {
         name: "slow".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs,
         create_size: Some(VDEV_SIZE),
         force: false,

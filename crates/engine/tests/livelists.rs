@@ -18,6 +18,8 @@ use tarn::tunables::Tunables;
 fn pool_with(dir: &std::path::Path, tunables: Tunables, disabled: &[&str]) -> Pool {
     Pool::create(CreateOptions {
         name: "tank".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir, "v0"),
         create_size: Some(VDEV_SIZE),
         force: false,

@@ -39,6 +39,8 @@ fn long_log() -> Tunables {
 fn create(dir: &Path, tunables: &Tunables, disabled: Vec<String>) -> Pool {
     Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir, "vdev.img"),
         create_size: Some(VDEV_SIZE),
         force: false,

@@ -83,6 +83,8 @@ fn features_report_their_state_and_can_be_enabled() {
     let dir = tempfile::tempdir().unwrap();
     let pool = Pool::create(CreateOptions {
         name: "tank".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir.path(), "v0"),
         create_size: Some(VDEV_SIZE),
         force: false,

@@ -62,6 +62,8 @@ impl Mirror {
     fn create(&self, tunables: Tunables) -> Pool {
         Pool::create(CreateOptions {
             name: POOL.into(),
+            log: Vec::new(),
+            cache: Vec::new(),
             vdevs: vec![VdevSpec::Mirror(vec![
                 self.path("a.img"),
                 self.path("b.img"),

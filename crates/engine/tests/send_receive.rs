@@ -44,6 +44,8 @@ fn receive_from(pool: &Pool, target: &str, stream: &[u8]) -> Result<Vec<String>,
 fn roomy_pool(dir: &std::path::Path, name: &str) -> Pool {
     Pool::create(tarn::pool::CreateOptions {
         name: name.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir, &format!("{name}0")),
         create_size: Some(512 << 20),
         force: false,

@@ -121,6 +121,8 @@ impl Counted {
             });
         let pool = Pool::create(CreateOptions {
             name: "conv".into(),
+            log: Vec::new(),
+            cache: Vec::new(),
             vdevs: single(dir, "a.img"),
             create_size: Some(VDEV_SIZE),
             force: false,

@@ -17,7 +17,7 @@ use common::*;
 use tarn::block::blkptr::Compression;
 use tarn::object::tree::visit_tree;
 use tarn::pool::scan::ScanFunction;
-use tarn::pool::{ImportOptions, Pool, PoolError, VdevSpec};
+use tarn::pool::{ImportOptions, Pool, PoolError, VdevLayout, VdevSpec};
 use tarn::types::{ObjectId, VdevId};
 use tarn::vdev::label::read_newest_label;
 use tarn::vdev::{FaultPlan, FileDevice};
@@ -209,14 +209,16 @@ fn added_vdev_takes_allocations_and_survives_import() {
     let b = sparse(&dir.path().join("b.img"), VDEV_SIZE);
     let size_before = pool.core.io.space.totals().size;
 
-    let planned = pool.add(&[VdevSpec::Leaf(b.clone())], false, true).unwrap();
+    let planned = pool
+        .add(&data_layout(vec![VdevSpec::Leaf(b.clone())]), false, true)
+        .unwrap();
     assert_eq!(planned.len(), 1);
     assert_eq!(planned[0].id, VdevId(1));
     assert_eq!(pool.core.io.vdevs.tops().len(), 1, "-n changed the pool");
     assert!(!has_label(&b), "-n wrote a label");
 
     let added = pool
-        .add(&[VdevSpec::Leaf(b.clone())], false, false)
+        .add(&data_layout(vec![VdevSpec::Leaf(b.clone())]), false, false)
         .unwrap();
     assert_eq!(added[0].paths, vec![b.clone()]);
     assert_eq!(pool.core.io.vdevs.tops().len(), 2);
@@ -288,12 +290,12 @@ fn refusals_leave_the_pool_as_it_was() {
     // Mismatched replication, and a member added again.
     let c = sparse(&dir.path().join("c.img"), VDEV_SIZE);
     refused(
-        pool.add(&[VdevSpec::Leaf(c.clone())], false, false),
+        pool.add(&data_layout(vec![VdevSpec::Leaf(c.clone())]), false, false),
         "mismatched replication",
     );
     refused(
         pool.add(
-            &[VdevSpec::Mirror(vec![a.clone(), c.clone()])],
+            &data_layout(vec![VdevSpec::Mirror(vec![a.clone(), c.clone()])]),
             false,
             false,
         ),
@@ -334,6 +336,8 @@ fn attach_cut_by_power_failure(
     let plan = FaultPlan::new();
     let mut options = tarn::pool::CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: single(dir.path(), "a.img"),
         create_size: Some(VDEV_SIZE),
         force: false,
@@ -466,6 +470,8 @@ fn removed_side_is_shown_and_resilvered_when_it_returns() {
     };
     let pool = Pool::create(tarn::pool::CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])],
         create_size: Some(VDEV_SIZE),
         force: false,
@@ -496,4 +502,12 @@ fn removed_side_is_shown_and_resilvered_when_it_returns() {
     let pool = import_from(dir.path());
     assert_files_read_right(&pool, &before, "b alone, written before the removal");
     assert_files_read_right(&pool, &missed, "b alone, written while it was removed");
+}
+
+/// A `pool add` of data vdevs only.
+fn data_layout(data: Vec<VdevSpec>) -> VdevLayout {
+    VdevLayout {
+        data,
+        ..VdevLayout::default()
+    }
 }

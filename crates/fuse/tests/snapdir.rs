@@ -60,6 +60,8 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::create(CreateOptions {
             name: POOL.into(),
+            log: Vec::new(),
+            cache: Vec::new(),
             vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
             create_size: Some(256 << 20),
             force: false,

@@ -93,6 +93,8 @@ fn create(dir: &Path, origin: u64, livelist: bool) -> Result<Pool, Failure> {
     let tunables = Tunables::from_env().map_err(Failure)?;
     Ok(Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Leaf(vdev)],
         create_size: Some(vdev_size(origin)),
         force: true,

@@ -154,6 +154,8 @@ pub fn run(bench: IoschedBench) -> Result<(), Failure> {
         let _ = std::fs::remove_file(&vdev);
         tarn::pool::Pool::create(tarn::pool::CreateOptions {
             name: "benchiosched".into(),
+            log: Vec::new(),
+            cache: Vec::new(),
             vdevs: vec![tarn::pool::VdevSpec::Leaf(vdev.clone())],
             create_size: Some(vdev_size),
             force: true,

@@ -387,6 +387,8 @@ pub(crate) fn create_bench_pool_with_log(
     let _ = std::fs::remove_file(vdev);
     Ok(Pool::create(CreateOptions {
         name: name.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Leaf(vdev.to_path_buf())],
         create_size: Some(vdev_size),
         force: true,

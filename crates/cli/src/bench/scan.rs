@@ -93,6 +93,8 @@ fn run_in(bench: &ScrubBench, work: &Path) -> Result<(), Failure> {
     let vdevs = [work.join("a.img"), work.join("b.img")];
     let pool = Pool::create(CreateOptions {
         name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Mirror(vdevs.to_vec())],
         create_size: Some(bench.vdev_size),
         force: true,

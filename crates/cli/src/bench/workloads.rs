@@ -243,6 +243,8 @@ fn on_tarn(dir: &Path, bench: &WorkloadsBench, tarball: &Path) -> Result<Figures
     preallocate(&vdev, parse_size(&bench.vdev_size)?)?;
     let pool = Pool::create(CreateOptions {
         name: POOL_NAME.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs: vec![VdevSpec::Leaf(vdev.clone())],
         create_size: None,
         force: true,

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tarn::pool::parse_vdev_specs;
+use tarn::pool::parse_vdev_layout;
 
 use super::held::{Answer, Daemon, Reply};
 use crate::error::Failure;
@@ -78,10 +78,10 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             dry_run,
         } => {
             let held = daemon.held(&pool)?;
-            let specs = parse_vdev_specs(&vdevs)
+            let layout = parse_vdev_layout(&vdevs)
                 .map_err(|error| failed(format!("cannot add to {pool}: {error}")))?;
             let added = held
-                .add(&specs, force, dry_run)
+                .add(&layout, force, dry_run)
                 .map_err(|error| failed(format!("cannot add to {pool}: {error}")))?;
             let vdevs: Vec<serde_json::Value> = added
                 .iter()

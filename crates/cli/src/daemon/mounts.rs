@@ -412,6 +412,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::create(CreateOptions {
             name: "hooks".into(),
+            log: Vec::new(),
+            cache: Vec::new(),
             vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
             create_size: Some(256 << 20),
             force: false,

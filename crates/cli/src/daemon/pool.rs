@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tarn::pool::{parse_vdev_specs, ImportOptions, Pool};
+use tarn::pool::{parse_vdev_layout, ImportOptions, Pool, VDEV_KEYWORDS};
 use tarn_fuse::mountpoint;
 
 use super::cache;
@@ -41,19 +41,18 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                     .map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
             }
             Pool::parse_properties(&properties)?;
-            if let Some(relative) = vdevs
-                .iter()
-                .find(|word| word.as_str() != "mirror" && !Path::new(word).is_absolute())
-            {
+            if let Some(relative) = vdevs.iter().find(|word| {
+                !VDEV_KEYWORDS.contains(&word.as_str()) && !Path::new(word).is_absolute()
+            }) {
                 return Err(Failure(format!(
                     "bad request: vdev path {relative:?} is not absolute"
                 ))
                 .into());
             }
-            let specs = parse_vdev_specs(&vdevs)?;
+            let layout = parse_vdev_layout(&vdevs)?;
             let pool = ops::create(
                 name.clone(),
-                specs,
+                layout,
                 size_bytes,
                 force,
                 disabled_features,

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use tarn::pool::parse_vdev_specs;
+use tarn::pool::{parse_vdev_layout, VDEV_KEYWORDS};
 
 use super::forward;
 use super::pool::ask_imported;
@@ -94,14 +94,16 @@ pub fn add(
     }
     let vdevs: Vec<String> = vdevs
         .iter()
-        .map(|word| match word.as_str() {
-            "mirror" | "raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "log" | "cache"
-            | "special" | "dedup" => word.clone(),
-            path => new_device(path),
+        .map(|word| {
+            if VDEV_KEYWORDS.contains(&word.as_str()) {
+                word.clone()
+            } else {
+                new_device(word)
+            }
         })
         .collect();
     // Spelling mistakes are reported before the daemon is asked.
-    parse_vdev_specs(&vdevs).map_err(|error| Failure(format!("cannot add to {pool}: {error}")))?;
+    parse_vdev_layout(&vdevs).map_err(|error| Failure(format!("cannot add to {pool}: {error}")))?;
     let request = Request::PoolAdd {
         pool: pool.clone(),
         vdevs,

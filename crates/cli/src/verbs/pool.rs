@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tarn::pool::{parse_vdev_specs, validate_pool_name, Pool};
+use tarn::pool::{parse_vdev_layout, validate_pool_name, Pool, VDEV_KEYWORDS};
 use tarn::vdev::label::PoolState;
 
 use super::{ask_holder, forward, property_list};
@@ -78,14 +78,10 @@ pub fn create(
     validate_pool_name(&name)?;
     // Paths become absolute here (the daemon does not share our working directory); the
     // keywords stay as they are.
-    let keywords = [
-        "mirror", "raidz", "raidz1", "raidz2", "raidz3", "spare", "log", "cache", "special",
-        "dedup",
-    ];
     let vdevs: Vec<String> = vdevs
         .iter()
         .map(|word| {
-            if keywords.contains(&word.as_str()) {
+            if VDEV_KEYWORDS.contains(&word.as_str()) {
                 word.clone()
             } else {
                 absolute(Path::new(word)).display().to_string()
@@ -93,7 +89,7 @@ pub fn create(
         })
         .collect();
     // Spelling mistakes are reported without starting a daemon.
-    parse_vdev_specs(&vdevs)?;
+    parse_vdev_layout(&vdevs)?;
     let request = Request::PoolCreate {
         name,
         vdevs,

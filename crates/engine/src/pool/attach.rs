@@ -210,14 +210,25 @@ impl Pool {
     /// report what would be added.
     pub fn add(
         &self,
-        specs: &[VdevSpec],
+        layout: &VdevLayout,
         force: bool,
         dry_run: bool,
     ) -> Result<Vec<AddedVdev>, PoolError> {
         self.refuse_readonly("add")?;
-        if specs.is_empty() {
+        if layout.is_empty() {
             return Err(PoolError::BadVdevSpec("no devices given".into()));
         }
+        if !layout.log.is_empty() {
+            return Err(PoolError::BadVdevSpec(
+                "log vdevs are not supported yet".into(),
+            ));
+        }
+        if !layout.cache.is_empty() {
+            return Err(PoolError::BadVdevSpec(
+                "cache devices are not supported yet".into(),
+            ));
+        }
+        let specs = &layout.data[..];
         let _request = self.core.vdev_changes.request.lock();
         let tops = self.core.io.vdevs.tops();
         let mut seen = std::collections::BTreeSet::new();

@@ -42,8 +42,29 @@ impl Drop for CreatedFiles {
 /// Check every device of a new pool before anything is created or written: no device named
 /// twice (under any spelling), each large enough, none belonging to another pool unless forced.
 fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
+    if options.vdevs.is_empty() {
+        return Err(PoolError::BadVdevSpec(
+            "a pool needs at least one data vdev besides its log and cache devices".into(),
+        ));
+    }
+    if !options.log.is_empty() {
+        return Err(PoolError::BadVdevSpec(
+            "log vdevs are not supported yet".into(),
+        ));
+    }
+    if !options.cache.is_empty() {
+        return Err(PoolError::BadVdevSpec(
+            "cache devices are not supported yet".into(),
+        ));
+    }
     let mut seen = std::collections::BTreeSet::new();
-    for path in options.vdevs.iter().flat_map(VdevSpec::paths) {
+    let all_paths = options
+        .vdevs
+        .iter()
+        .chain(&options.log)
+        .flat_map(VdevSpec::paths)
+        .chain(options.cache.iter().cloned());
+    for path in all_paths {
         let identity = device_identity(&path);
         if !seen.insert(identity.clone()) {
             return Err(PoolError::BadVdevSpec(format!(

@@ -103,6 +103,9 @@ mod stats;
 mod sync;
 pub mod uberblock;
 mod vdev_change;
+mod vdev_spec;
+
+pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 
 pub use attach::AddedVdev;
 pub use stats::{PoolIostat, VdevIostat};
@@ -254,74 +257,6 @@ pub enum PoolError {
     Refused(String),
 }
 
-/// How to lay out the vdevs of a new pool.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum VdevSpec {
-    Leaf(PathBuf),
-    Mirror(Vec<PathBuf>),
-}
-
-impl VdevSpec {
-    pub fn paths(&self) -> Vec<PathBuf> {
-        match self {
-            VdevSpec::Leaf(path) => vec![path.clone()],
-            VdevSpec::Mirror(paths) => paths.clone(),
-        }
-    }
-}
-
-/// Parse `PATH... | mirror PATH PATH...` groups into vdev specs.
-pub fn parse_vdev_specs(words: &[String]) -> Result<Vec<VdevSpec>, PoolError> {
-    let mut specs = Vec::new();
-    let mut index = 0;
-    while index < words.len() {
-        match words[index].as_str() {
-            "mirror" => {
-                let mut children = Vec::new();
-                index += 1;
-                while index < words.len()
-                    && !matches!(
-                        words[index].as_str(),
-                        "mirror" | "raidz" | "raidz1" | "raidz2" | "raidz3"
-                    )
-                {
-                    children.push(PathBuf::from(&words[index]));
-                    index += 1;
-                }
-                if children.len() < 2 {
-                    return Err(PoolError::BadVdevSpec(
-                        "a mirror needs at least two devices".into(),
-                    ));
-                }
-                specs.push(VdevSpec::Mirror(children));
-            }
-            kind @ ("raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "log" | "cache"
-            | "special" | "dedup") => {
-                return Err(PoolError::BadVdevSpec(format!(
-                    "{kind} vdevs are not supported yet"
-                )));
-            }
-            path => {
-                specs.push(VdevSpec::Leaf(PathBuf::from(path)));
-                index += 1;
-            }
-        }
-    }
-    if specs.is_empty() {
-        return Err(PoolError::BadVdevSpec("no devices given".into()));
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for path in specs.iter().flat_map(VdevSpec::paths) {
-        if !seen.insert(path.clone()) {
-            return Err(PoolError::BadVdevSpec(format!(
-                "{} is named twice",
-                path.display()
-            )));
-        }
-    }
-    Ok(specs)
-}
-
 /// Check a pool name against the rules of CLI.md.
 pub fn validate_pool_name(name: &str) -> Result<(), PoolError> {
     let reserved = [
@@ -350,7 +285,12 @@ pub type DeviceWrapper =
 #[derive(Clone)]
 pub struct CreateOptions {
     pub name: String,
+    /// Data vdevs: at least one.
     pub vdevs: Vec<VdevSpec>,
+    /// Log vdevs (`pool create ... log DEV`): the intent log allocates there.
+    pub log: Vec<VdevSpec>,
+    /// Cache devices (`pool create ... cache DEV`): the L2ARC.
+    pub cache: Vec<PathBuf>,
     /// Create missing device files as sparse files of this size.
     pub create_size: Option<u64>,
     /// Overwrite devices that already carry a tarn label.

@@ -23,6 +23,8 @@ pub fn tiny() -> Tunables {
 pub fn create_pool(_dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
     Pool::create(CreateOptions {
         name: name.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
         vdevs,
         create_size: Some(VDEV_SIZE),
         force: false,

@@ -30,6 +30,8 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let pool = Pool::create(CreateOptions {
             name: name.into(),
+            log: Vec::new(),
+            cache: Vec::new(),
             vdevs: vec![VdevSpec::Leaf(dir.path().join("disk0"))],
             create_size: Some(512 << 20),
             force: false,
