@@ -383,6 +383,9 @@ enum PoolCommand {
         /// With -F: only say which txg a rewind would open and how much it would discard.
         #[arg(short = 'n', requires = "rewind")]
         dry_run: bool,
+        /// Import even if a log device is missing: the intent-log records on it are lost.
+        #[arg(short = 'm')]
+        missing_log: bool,
         /// Import every pool the cache file remembers (what the systemd unit runs at boot).
         #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
         all: bool,
@@ -640,6 +643,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 altroot,
                 rewind,
                 dry_run,
+                missing_log,
                 all: _,
                 pool,
                 new_name,
@@ -654,6 +658,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                         options,
                         altroot,
                         rewind,
+                        missing_log,
                     },
                     pool,
                     new_name,

@@ -210,7 +210,16 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         name,
         health.as_str()
     );
-    for top in pool.core.io.vdevs.tops().iter() {
+    // Data vdevs, then log vdevs under a `logs` line, as zpool shows them.
+    let tops = pool.core.io.vdevs.tops();
+    let ordered =
+        (tops.iter().filter(|top| !top.is_log())).chain(tops.iter().filter(|top| top.is_log()));
+    let mut logs_line_printed = false;
+    for top in ordered {
+        if top.is_log() && !logs_line_printed {
+            text.push_str("\tlogs\n");
+            logs_line_printed = true;
+        }
         // A replacement and the leaf it replaces show as `replacing-N` (N: the old leaf's
         // child index), as zpool shows them; a top-level vdev that is only that pair shows
         // the pair at the top.
@@ -285,7 +294,7 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
                 }));
             }
         }
-        vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "state": top.health().as_str(), "children": children}));
+        vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "class": top.class.as_str(), "state": top.health().as_str(), "children": children}));
     }
     let offline = pool.core.io.vdevs.leaves().any(|leaf| leaf.is_offline());
     let faulted = pool
@@ -826,6 +835,7 @@ pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions,
         wrap_device: None,
         rewind: false,
         rewind_to: None,
+        missing_log: false,
     })
 }
 

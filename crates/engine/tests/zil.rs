@@ -165,7 +165,15 @@ fn wrapper(plan: &Arc<FaultPlan>) -> DeviceWrapper {
 /// the next import, and `check` must be clean. Fails if the commit's flush is removed.
 #[test]
 fn power_cuts_lose_no_fsynced_write() {
-    power_cut_rounds(Logbias::Latency, 20_000);
+    power_cut_rounds(Logbias::Latency, 20_000, false);
+}
+
+/// The same with the log on a separate log device (`pool create ... log DEV`), where every
+/// write is copied into log blocks, up to 100 KB a write; the power cut hits the log device
+/// and the data vdev alike.
+#[test]
+fn power_cuts_lose_no_fsynced_write_on_a_log_device() {
+    power_cut_rounds(Logbias::Latency, 100_000, true);
 }
 
 /// The same with every write written in place and only its pointer logged (WR_INDIRECT): a
@@ -174,12 +182,27 @@ fn power_cuts_lose_no_fsynced_write() {
 /// exactly once (`check` after every round).
 #[test]
 fn power_cuts_lose_no_fsynced_write_written_in_place() {
-    power_cut_rounds(Logbias::Throughput, 40_000);
+    power_cut_rounds(Logbias::Throughput, 40_000, false);
 }
 
-fn power_cut_rounds(logbias: Logbias, write_max: usize) {
+fn power_cut_rounds(logbias: Logbias, write_max: usize, log_device: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let pool = new_pool(dir.path());
+    let pool = if log_device {
+        Pool::create(tarn::pool::CreateOptions {
+            name: POOL.into(),
+            vdevs: single(dir.path(), "vdev.img"),
+            log: single(dir.path(), "log.img"),
+            cache: Vec::new(),
+            create_size: Some(VDEV_SIZE),
+            force: false,
+            tunables: tiny(),
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .unwrap()
+    } else {
+        new_pool(dir.path())
+    };
     {
         let fs = open_fs(&pool);
         let root = fs.root();

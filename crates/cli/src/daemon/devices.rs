@@ -89,6 +89,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                     serde_json::json!({
                         "id": vdev.id.0,
                         "type": vdev.kind,
+                        "class": vdev.class.as_str(),
                         "size": vdev.asize,
                         "paths": vdev.paths.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
                     })

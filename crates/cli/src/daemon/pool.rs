@@ -84,6 +84,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             altroot,
             rewind,
             cachefile,
+            missing_log,
         } => {
             let cachefile = cache::parse_setting(cachefile.as_deref().unwrap_or(""))?;
             let _guard = lock(&daemon.lifecycle);
@@ -114,6 +115,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             options.readonly = readonly;
             options.new_name = new_name;
             options.rewind = rewind;
+            options.missing_log = missing_log;
             let opened = ops::import(&pool, options)?;
             if let Err(failure) = daemon.refuse_taken_name(opened.name()) {
                 opened.export()?;

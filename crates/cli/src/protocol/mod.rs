@@ -146,6 +146,9 @@ pub enum Request {
         /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
         #[serde(default)]
         cachefile: Option<String>,
+        /// `-m`: import even if a log vdev is missing (its records are lost).
+        #[serde(default)]
+        missing_log: bool,
     },
     #[serde(rename = "pool export")]
     PoolExport { pool: String, force: bool },
@@ -526,6 +529,7 @@ mod tests {
                 altroot: None,
                 rewind: true,
                 cachefile: None,
+                missing_log: true,
             },
             Request::PoolStatus {
                 pool: Some("tank".into()),

@@ -117,7 +117,12 @@ pub fn add(
     if dry_run {
         println!("would update '{pool}' to add the following vdevs:");
     }
+    let mut logs_header_printed = false;
     for vdev in response.data["vdevs"].as_array().into_iter().flatten() {
+        if dry_run && vdev["class"] == "log" && !logs_header_printed {
+            println!("\tlogs");
+            logs_header_printed = true;
+        }
         let paths: Vec<&str> = vdev["paths"]
             .as_array()
             .into_iter()

@@ -181,6 +181,7 @@ pub struct ImportFlags {
     pub options: Vec<String>,
     pub altroot: Option<PathBuf>,
     pub rewind: bool,
+    pub missing_log: bool,
 }
 
 pub fn import(
@@ -195,6 +196,7 @@ pub fn import(
         options,
         altroot,
         rewind,
+        missing_log,
     } = flags;
     let (readonly, cachefile) = parse_import_options(&options)?;
     // Without -d: /dev/disk/by-id and the directories the cache file names, never the
@@ -265,6 +267,7 @@ pub fn import(
         altroot: altroot.as_deref().map(absolute),
         rewind,
         cachefile,
+        missing_log,
     };
     Ok(forward(client::ask_starting(socket, &request)?))
 }

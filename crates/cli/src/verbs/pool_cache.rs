@@ -43,6 +43,7 @@ pub fn import_all(socket: &Path) -> Result<Status, Failure> {
             altroot: pool.altroot.clone(),
             rewind: false,
             cachefile: None,
+            missing_log: false,
         };
         let answer = forward(client::ask_starting(socket, &request)?);
         if answer != 0 {

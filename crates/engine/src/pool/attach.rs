@@ -30,6 +30,8 @@ pub struct AddedVdev {
     pub kind: &'static str,
     pub paths: Vec<PathBuf>,
     pub asize: u64,
+    /// `Log` for a log vdev.
+    pub class: AllocClass,
 }
 
 impl Pool {
@@ -218,21 +220,19 @@ impl Pool {
         if layout.is_empty() {
             return Err(PoolError::BadVdevSpec("no devices given".into()));
         }
-        if !layout.log.is_empty() {
-            return Err(PoolError::BadVdevSpec(
-                "log vdevs are not supported yet".into(),
-            ));
-        }
         if !layout.cache.is_empty() {
             return Err(PoolError::BadVdevSpec(
                 "cache devices are not supported yet".into(),
             ));
         }
-        let specs = &layout.data[..];
+        let specs: Vec<(&VdevSpec, AllocClass)> = (layout.data.iter())
+            .map(|spec| (spec, AllocClass::Normal))
+            .chain(layout.log.iter().map(|spec| (spec, AllocClass::Log)))
+            .collect();
         let _request = self.core.vdev_changes.request.lock();
         let tops = self.core.io.vdevs.tops();
         let mut seen = std::collections::BTreeSet::new();
-        for path in specs.iter().flat_map(VdevSpec::paths) {
+        for path in specs.iter().flat_map(|(spec, _)| spec.paths()) {
             let identity = device_identity(&path);
             if !seen.insert(identity.clone()) {
                 return Err(PoolError::BadVdevSpec(format!(
@@ -244,7 +244,17 @@ impl Pool {
             check_new_device(&path, force, None)?;
         }
         if !force {
-            refuse_mismatched_replication(&tops, specs)?;
+            for class in [AllocClass::Normal, AllocClass::Log] {
+                let class_tops: Vec<Arc<TopVdev>> = (tops.iter())
+                    .filter(|top| top.class == class)
+                    .cloned()
+                    .collect();
+                let class_specs: Vec<&VdevSpec> = (specs.iter())
+                    .filter(|(_, spec_class)| *spec_class == class)
+                    .map(|(spec, _)| *spec)
+                    .collect();
+                refuse_mismatched_replication(&class_tops, &class_specs, class)?;
+            }
         }
         let ashift = tops
             .iter()
@@ -254,7 +264,7 @@ impl Pool {
         let first_id = tops.iter().map(|top| top.id.0 + 1).max().unwrap_or(0);
         let mut added = Vec::new();
         let mut new_tops = Vec::new();
-        for (id, spec) in (first_id..).zip(specs) {
+        for (id, (spec, class)) in (first_id..).zip(specs) {
             let mut leaves = Vec::new();
             for path in spec.paths() {
                 leaves.push(self.open_leaf_device(&path, dry_run)?);
@@ -285,7 +295,8 @@ impl Pool {
                 ms_shift,
                 ObjectId(0),
                 leaves,
-            )?;
+            )?
+            .in_class(class);
             added.push(AddedVdev {
                 id: top.id,
                 kind: if kind == TopVdevKind::Mirror {
@@ -293,6 +304,7 @@ impl Pool {
                 } else {
                     "disk"
                 },
+                class,
                 paths: top.children.iter().map(|leaf| leaf.path.clone()).collect(),
                 asize: top.asize,
             });
@@ -386,7 +398,8 @@ impl Pool {
 /// unless forced.
 fn refuse_mismatched_replication(
     tops: &[Arc<TopVdev>],
-    specs: &[VdevSpec],
+    specs: &[&VdevSpec],
+    class: AllocClass,
 ) -> Result<(), PoolError> {
     let describe = |width: usize| match width {
         1 => "a single device".to_string(),
@@ -399,7 +412,8 @@ fn refuse_mismatched_replication(
         let width = spec.paths().len();
         if width != pool_width {
             return Err(PoolError::Refused(format!(
-                "mismatched replication level: the pool uses {} and the new vdev is {}; use -f to add it anyway",
+                "mismatched replication level: the pool's {} vdevs use {} and the new vdev is {}; use -f to add it anyway",
+                if class == AllocClass::Log { "log" } else { "data" },
                 describe(pool_width),
                 describe(width)
             )));

@@ -47,11 +47,6 @@ fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
             "a pool needs at least one data vdev besides its log and cache devices".into(),
         ));
     }
-    if !options.log.is_empty() {
-        return Err(PoolError::BadVdevSpec(
-            "log vdevs are not supported yet".into(),
-        ));
-    }
     if !options.cache.is_empty() {
         return Err(PoolError::BadVdevSpec(
             "cache devices are not supported yet".into(),
@@ -127,13 +122,20 @@ pub(super) fn check_new_device(
     Ok(())
 }
 
+/// The top-level vdevs of a new pool with their classes: data vdevs first, then log vdevs.
+fn new_pool_specs(options: &CreateOptions) -> Vec<(&VdevSpec, AllocClass)> {
+    let data = options.vdevs.iter().map(|spec| (spec, AllocClass::Normal));
+    let log = options.log.iter().map(|spec| (spec, AllocClass::Log));
+    data.chain(log).collect()
+}
+
 /// Open (creating sparse files where asked) every device of a new pool, already validated.
 fn open_new_devices(
     options: &CreateOptions,
     created: &mut CreatedFiles,
 ) -> Result<Vec<DeviceGroup>, PoolError> {
     let mut groups = Vec::new();
-    for spec in &options.vdevs {
+    for (spec, _) in new_pool_specs(options) {
         let mut group = Vec::new();
         for path in spec.paths() {
             let device: Arc<dyn BlockDevice> = match (path.exists(), options.create_size) {
@@ -187,8 +189,10 @@ impl Pool {
         };
         let groups = open_new_devices(&options, &mut created)?;
         let mut tops = Vec::new();
+        let specs = new_pool_specs(&options);
         for (index, group) in groups.into_iter().enumerate() {
-            let is_mirror = matches!(options.vdevs[index], VdevSpec::Mirror(_));
+            let (spec, class) = specs[index];
+            let is_mirror = matches!(spec, VdevSpec::Mirror(_));
             let smallest = group
                 .iter()
                 .map(|(_, device)| device.size_bytes())
@@ -211,16 +215,19 @@ impl Pool {
             } else {
                 TopVdevKind::Leaf
             };
-            tops.push(Arc::new(TopVdev::new(
-                VdevId(index as u32),
-                Guid::random(),
-                kind,
-                tunables.vdev_ashift,
-                asize,
-                ms_shift,
-                ObjectId(0),
-                leaves,
-            )?));
+            tops.push(Arc::new(
+                TopVdev::new(
+                    VdevId(index as u32),
+                    Guid::random(),
+                    kind,
+                    tunables.vdev_ashift,
+                    asize,
+                    ms_shift,
+                    ObjectId(0),
+                    leaves,
+                )?
+                .in_class(class),
+            ));
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         let space = Arc::new(SpaceManager::new(tunables.clone()));
@@ -255,7 +262,15 @@ impl Pool {
         {
             let storage = MosSpaceStorage { mos: &mos };
             for top in vdevs.tops().iter() {
-                space.add_vdev(top.id, top.asize, top.ms_shift, top.ashift, None, &storage)?;
+                space.add_vdev(
+                    top.id,
+                    top.class,
+                    top.asize,
+                    top.ms_shift,
+                    top.ashift,
+                    None,
+                    &storage,
+                )?;
             }
         }
         let tx = Tx::syncing(txg);

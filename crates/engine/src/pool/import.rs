@@ -173,7 +173,25 @@ impl Pool {
                 leaf.set_replaces(Some(Guid(leaf_config.replaces)).filter(|guid| guid.0 != 0));
                 leaves.push(leaf);
             }
-            if leaves.iter().all(|leaf| leaf.device.is_missing()) {
+            let all_missing = leaves.iter().all(|leaf| leaf.device.is_missing());
+            if all_missing && top_config.class == AllocClass::Log {
+                if !options.missing_log {
+                    return Err(PoolError::MissingLogVdev {
+                        name: config.name.clone(),
+                        what: top_config
+                            .children
+                            .iter()
+                            .map(|c| c.path.clone())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                }
+                log::warn!(
+                    "pool {}: log vdev {} is missing; imported with -m, its intent-log records are lost",
+                    config.name,
+                    top_config.id
+                );
+            } else if all_missing {
                 return Err(PoolError::MissingVdev {
                     name: config.name.clone(),
                     what: format!(
@@ -188,16 +206,19 @@ impl Pool {
                     ),
                 });
             }
-            tops.push(Arc::new(TopVdev::new(
-                VdevId(top_config.id),
-                Guid(top_config.guid),
-                top_config.kind,
-                top_config.ashift,
-                top_config.asize,
-                top_config.ms_shift,
-                ObjectId(top_config.ms_array),
-                leaves,
-            )?));
+            tops.push(Arc::new(
+                TopVdev::new(
+                    VdevId(top_config.id),
+                    Guid(top_config.guid),
+                    top_config.kind,
+                    top_config.ashift,
+                    top_config.asize,
+                    top_config.ms_shift,
+                    ObjectId(top_config.ms_array),
+                    leaves,
+                )?
+                .in_class(top_config.class),
+            ));
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         // The guid sum covers every vdev of the config, found or not: compute it from the config.
@@ -403,12 +424,16 @@ impl Pool {
                 top.set_metaslab_array(array);
                 space.add_vdev(
                     top.id,
+                    top.class,
                     top.asize,
                     top.ms_shift,
                     top.ashift,
                     (array.0 != 0).then_some(array),
                     &storage,
                 )?;
+                if top.is_log() && top.children.iter().all(|leaf| leaf.device.is_missing()) {
+                    space.set_allocatable(top.id, false);
+                }
             }
             // Import order (docs/design.md §5b): the log space map is replayed into the
             // metaslabs' unflushed trees before anything can allocate.

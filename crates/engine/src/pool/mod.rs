@@ -127,7 +127,7 @@ use crate::object::adapters::{KvObject, MosSpaceStorage};
 use crate::object::bpobj::{BpObj, BpObjEntry, ObjectSetBpStore};
 use crate::object::phys::ObjsetKind;
 use crate::object::{kv, BlockLifecycle, ObjectError, ObjectProps, ObjectSet, Tx};
-use crate::space::{SpaceError, SpaceManager};
+use crate::space::{AllocClass, SpaceError, SpaceManager};
 use crate::tunables::Tunables;
 use crate::txg::{TxgError, TxgManager};
 use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
@@ -225,6 +225,8 @@ pub enum PoolError {
     Ambiguous(String),
     #[error("pool {name:?} is missing vdev {what}; it cannot be opened")]
     MissingVdev { name: String, what: String },
+    #[error("pool {name:?} is missing its log device {what}: the intent-log records on it (changes fsync returned for since the last txg) would be lost; put the device back, or import with -m to discard them")]
+    MissingLogVdev { name: String, what: String },
     #[error("pool {0:?} cannot be opened: no uberblock could be read ({1})")]
     NoUsableUberblock(String, String),
     #[error("pool {name:?} needs features this build does not support: {features}")]
@@ -318,6 +320,10 @@ pub struct ImportOptions {
     /// Open exactly the uberblock of this txg (what `-F` does once a tree has checked clean,
     /// with freshly opened devices). None in normal use.
     pub rewind_to: Option<Txg>,
+    /// `pool import -m`: import even when a log vdev is missing entirely. Its intent-log
+    /// blocks cannot be read, so changes that fsync returned for since the last txg may be
+    /// lost; without `-m` such an import is refused.
+    pub missing_log: bool,
 }
 
 impl ImportOptions {
@@ -330,6 +336,7 @@ impl ImportOptions {
             wrap_device: None,
             rewind: false,
             rewind_to: None,
+            missing_log: false,
         }
     }
 }

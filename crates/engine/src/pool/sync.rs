@@ -44,7 +44,7 @@ impl PoolCore {
         // space maps and the MOS, whose late passes defer frees again, so carrying it on an
         // otherwise idle pool would never end. The next txg with changes carries it out.
         if nothing_to_do {
-            if self.io.space.totals().deferred == 0 {
+            if self.io.space.deferred_bytes() == 0 {
                 self.txgs.set_pending_work(false);
                 return Ok(0);
             }
@@ -175,7 +175,7 @@ impl PoolCore {
     /// Work that no dirty data announces: space freed in the last two committed txgs (it is
     /// released by the next two commits). The deferred-free list is not: see `sync_txg`.
     pub(super) fn has_pending_work(&self) -> bool {
-        self.io.space.totals().deferred > 0 || self.scan_active()
+        self.io.space.deferred_bytes() > 0 || self.scan_active()
     }
 
     /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that

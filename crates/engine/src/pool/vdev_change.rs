@@ -247,6 +247,7 @@ impl PoolCore {
                         }
                         self.io.space.add_vdev(
                             top.id,
+                            top.class,
                             top.asize,
                             top.ms_shift,
                             top.ashift,
@@ -327,6 +328,7 @@ mod tests {
                     replaces: 0,
                 })
                 .collect(),
+            class: crate::space::AllocClass::Normal,
         }
     }
 

@@ -619,7 +619,7 @@ impl SpaceManager {
             let map = SpaceMap::open_log(storage, object, block_size)?;
             map.replay(storage, map.length_bytes(), |entry| {
                 let metaslab = log_entry_metaslab(&mut locked, &entry, Txg(txg), object)?;
-                self.counters.track(metaslab, |metaslab| {
+                self.track(metaslab, |metaslab| {
                     metaslab.replay_log_entry(&entry, Txg(txg), last_synced)
                 })
             })?;
@@ -627,8 +627,7 @@ impl SpaceManager {
         }
         for group in locked.iter_mut() {
             for metaslab in group.metaslabs.iter_mut() {
-                self.counters
-                    .track(metaslab, |metaslab| metaslab.finish_log_replay())?;
+                self.track(metaslab, |metaslab| metaslab.finish_log_replay())?;
             }
         }
         log.directory = Some(directory);
@@ -681,8 +680,7 @@ impl SpaceManager {
             if dirty {
                 memory = memory.saturating_sub(metaslab.unflushed.memory_bytes());
                 let condensed = metaslab.condense_count;
-                self.counters
-                    .track(metaslab, |metaslab| metaslab.flush(storage, txg, tunables))?;
+                self.track(metaslab, |metaslab| metaslab.flush(storage, txg, tunables))?;
                 if metaslab.condense_count != condensed {
                     self.stats.condensed();
                 }
@@ -746,7 +744,7 @@ impl SpaceManager {
                     &mut entry.insert(LogMap { map }).map
                 }
             };
-            wrote |= self.counters.track(metaslab, |metaslab| {
+            wrote |= self.track(metaslab, |metaslab| {
                 metaslab.sync_to_log(storage, log_storage, map, vdev, txg, sync_pass)
             })?;
             log.appended = true;

@@ -20,7 +20,15 @@ fn manager_with_log(
     for &(vdev, asize) in vdevs {
         let (ms_shift, _) = metaslab_geometry(asize, tunables);
         manager
-            .add_vdev(VdevId(vdev), asize, ms_shift, 9, None, storage)
+            .add_vdev(
+                VdevId(vdev),
+                AllocClass::Normal,
+                asize,
+                ms_shift,
+                9,
+                None,
+                storage,
+            )
             .unwrap();
     }
     manager
@@ -40,6 +48,7 @@ fn reopen_with_log(
         let (ms_shift, _) = metaslab_geometry(asize, tunables);
         reopened.add_vdev(
             VdevId(vdev),
+            AllocClass::Normal,
             asize,
             ms_shift,
             9,

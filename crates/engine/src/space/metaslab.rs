@@ -83,6 +83,8 @@ pub struct Metaslab {
     max_size_unloaded: u64,
     /// Changes logged in the log space map and not yet in `space_map` (space/log.rs).
     pub(crate) unflushed: Unflushed,
+    /// The class of the vdev this metaslab belongs to: which pool-wide counters it feeds.
+    pub(crate) class: super::AllocClass,
 }
 
 impl Metaslab {
@@ -108,6 +110,7 @@ impl Metaslab {
             condense_count: 0,
             max_size_unloaded: 0,
             unflushed: Unflushed::new(start, size, ashift),
+            class: super::AllocClass::Normal,
         }
     }
 

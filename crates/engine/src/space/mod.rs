@@ -180,6 +180,12 @@ pub fn metaslab_geometry(asize: u64, tunables: &Tunables) -> (u32, u64) {
 /// Metaslabs of one top-level vdev.
 struct Group {
     vdev: VdevId,
+    /// Which allocations may come here: [`SpaceManager::allocate`] takes only `Normal` groups,
+    /// [`SpaceManager::allocate_log`] prefers `Log` ones.
+    class: AllocClass,
+    /// False while the vdev takes no new allocations (a log vdev being removed, or one whose
+    /// devices are all missing); frees and claims still reach it.
+    allocatable: bool,
     ms_shift: u32,
     ashift: u32,
     ms_array: Option<ObjectId>,
@@ -253,7 +259,7 @@ impl Group {
         let manager = context.manager;
         let metaslab = &mut self.metaslabs[index];
         let was_loaded = metaslab.is_loaded();
-        let (offset, examined) = manager.counters.track(metaslab, |metaslab| {
+        let (offset, examined) = manager.track(metaslab, |metaslab| {
             metaslab.load(context.storage, context.last_synced)?;
             Ok::<_, SpaceError>(metaslab.allocate_counted(size, context.txg, &manager.tunables))
         })?;
@@ -470,6 +476,35 @@ impl SpaceStorage for CountingStorage<'_> {
     }
 }
 
+/// The metaslab class of a top-level vdev (OpenZFS's normal and log classes): what may be
+/// allocated there. Stored in the vdev's config (`class`, §2.1), `Normal` when absent.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum AllocClass {
+    /// File data and metadata; the pool's size and free space are this class's.
+    #[default]
+    Normal,
+    /// Intent-log blocks only (a separate log device, `pool add POOL log DEV`).
+    Log,
+}
+
+impl AllocClass {
+    fn index(self) -> usize {
+        match self {
+            AllocClass::Normal => 0,
+            AllocClass::Log => 1,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllocClass::Normal => "normal",
+            AllocClass::Log => "log",
+        }
+    }
+}
+
 struct Rotor {
     /// Index into the group list.
     index: usize,
@@ -493,7 +528,13 @@ impl Rotor {
         if free_total == 0 {
             return aliquot;
         }
-        let scaled = aliquot as u128 * free as u128 * self.space.len() as u128 / free_total;
+        let groups = self
+            .space
+            .iter()
+            .filter(|&&(_, size)| size > 0)
+            .count()
+            .max(1);
+        let scaled = aliquot as u128 * free as u128 * groups as u128 / free_total;
         (scaled.min(u64::MAX as u128) as u64).clamp(aliquot / 4, aliquot.saturating_mul(4))
     }
 }
@@ -504,7 +545,13 @@ pub struct SpaceManager {
     groups: RwLock<Vec<Mutex<Group>>>,
     rotor: Mutex<Rotor>,
     last_synced: Mutex<Option<Txg>>,
-    counters: SpaceCounters,
+    /// Space counters of each class, indexed by [`AllocClass::index`].
+    counters: [SpaceCounters; 2],
+    /// Where the next intent-log allocation starts among the log groups.
+    log_rotor: std::sync::atomic::AtomicUsize,
+    /// Log groups that take allocations (kept by `add_vdev` and `set_allocatable`), so that
+    /// a commit asks [`SpaceManager::has_log_vdevs`] without a lock.
+    allocatable_log_groups: std::sync::atomic::AtomicUsize,
     /// Per-txg figures for `tarn stat txgs`.
     stats: SpaceStatsCollector,
     /// Bytes of loaded free trees, pool-wide (exact after each `sync_done`, kept current by
@@ -526,7 +573,9 @@ impl SpaceManager {
                 space: Vec::new(),
             }),
             last_synced: Mutex::new(None),
-            counters: SpaceCounters::default(),
+            counters: Default::default(),
+            log_rotor: Default::default(),
+            allocatable_log_groups: Default::default(),
             stats: SpaceStatsCollector::default(),
             loaded_memory: AtomicU64::new(0),
             log: Mutex::new(None),
@@ -537,6 +586,40 @@ impl SpaceManager {
         &self.tunables
     }
 
+    /// Run `operation` on `metaslab`, adding what it changed to its class's counters.
+    fn track<T>(&self, metaslab: &mut Metaslab, operation: impl FnOnce(&mut Metaslab) -> T) -> T {
+        self.counters[metaslab.class.index()].track(metaslab, operation)
+    }
+
+    /// Whether `vdev` takes new allocations (`false`: a log vdev being removed or whose
+    /// devices are missing). Frees and claims reach it either way.
+    pub fn set_allocatable(&self, vdev: VdevId, allocatable: bool) {
+        let groups = self.groups.read();
+        for group in groups.iter() {
+            let mut group = group.lock();
+            if group.vdev == vdev {
+                group.allocatable = allocatable;
+            }
+        }
+        self.count_allocatable_log_groups(&groups);
+    }
+
+    fn count_allocatable_log_groups(&self, groups: &[Mutex<Group>]) {
+        let count = groups
+            .iter()
+            .filter(|group| {
+                let group = group.lock();
+                group.class == AllocClass::Log && group.allocatable
+            })
+            .count();
+        self.allocatable_log_groups.store(count, Ordering::Release);
+    }
+
+    /// Whether the pool has a log vdev that takes allocations (no lock).
+    pub fn has_log_vdevs(&self) -> bool {
+        self.allocatable_log_groups.load(Ordering::Acquire) > 0
+    }
+
     /// Tell the manager the last synced txg (at import, before the first allocation). Without
     /// it, an allocation in txg T assumes T − 1.
     pub fn set_last_synced_txg(&self, txg: Txg) {
@@ -545,9 +628,11 @@ impl SpaceManager {
 
     /// Add a top-level vdev: a new one (`ms_array` None, all free) or an existing one whose
     /// metaslab array is read now, with each space map's header (trees load on demand).
+    #[allow(clippy::too_many_arguments)]
     pub fn add_vdev(
         &self,
         vdev: VdevId,
+        class: AllocClass,
         asize: u64,
         ms_shift: u32,
         ashift: u32,
@@ -584,7 +669,7 @@ impl SpaceManager {
                     .expect("8 bytes"),
             );
             let start = id << ms_shift;
-            metaslabs.push(if object == 0 {
+            let mut metaslab = if object == 0 {
                 Metaslab::new(id, start, 1 << ms_shift, ashift, block_size)
             } else {
                 Metaslab::open(
@@ -596,30 +681,36 @@ impl SpaceManager {
                     block_size,
                     ObjectId(object),
                 )?
-            });
+            };
+            metaslab.class = class;
+            metaslabs.push(metaslab);
         }
         let mut groups = self.groups.write();
         if groups.iter().any(|group| group.lock().vdev == vdev) {
             return Err(invalid("already added".into()));
         }
         let group_size = metaslabs.len() as u64 * (1u64 << ms_shift);
-        self.counters.size.fetch_add(group_size, Ordering::Relaxed);
+        let counters = &self.counters[class.index()];
+        counters.size.fetch_add(group_size, Ordering::Relaxed);
         for metaslab in &metaslabs {
-            self.counters
+            counters
                 .allocated
                 .fetch_add(metaslab.allocated_bytes(), Ordering::Relaxed);
-            self.counters
+            counters
                 .deferred
                 .fetch_add(metaslab.deferred_bytes(), Ordering::Relaxed);
         }
         groups.push(Mutex::new(Group {
             vdev,
+            class,
+            allocatable: true,
             ms_shift,
             ashift,
             ms_array,
             metaslabs,
             active: [None; ACTIVE_SLOTS],
         }));
+        self.count_allocatable_log_groups(&groups);
         Ok(())
     }
 
@@ -668,6 +759,60 @@ impl SpaceManager {
         result
     }
 
+    /// Allocate an intent-log block of `size_allocated` bytes in open txg `txg` (OpenZFS
+    /// `zio_alloc_zil`): on a log vdev if the pool has one that takes allocations and has room
+    /// (successive blocks rotate over the log vdevs), else in the normal class.
+    pub fn allocate_log(
+        &self,
+        size_allocated: u64,
+        txg: Txg,
+        storage: &dyn SpaceStorage,
+    ) -> Result<(VdevId, u64), SpaceError> {
+        assert!(size_allocated > 0, "zero-size allocation");
+        let started = Instant::now();
+        let last_synced = self
+            .last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let mut context = AllocContext {
+            manager: self,
+            storage,
+            txg,
+            last_synced,
+            segments_examined: 0,
+            load_wait: false,
+        };
+        let placed = {
+            let groups = self.groups.read();
+            let count = groups.len();
+            let start = self.log_rotor.fetch_add(1, Ordering::Relaxed);
+            let mut placed = None;
+            for step in 0..count {
+                let mut group = groups[(start + step) % count].lock();
+                if group.class != AllocClass::Log || !group.allocatable {
+                    continue;
+                }
+                if !size_allocated.is_multiple_of(1u64 << group.ashift) {
+                    continue;
+                }
+                if let Some(offset) = group.allocate(size_allocated, 0, &[], &mut context)? {
+                    placed = Some((group.vdev, offset));
+                    break;
+                }
+            }
+            placed
+        };
+        self.stats.allocation(
+            context.segments_examined,
+            context.load_wait,
+            started.elapsed().as_nanos() as u64,
+        );
+        match placed {
+            Some(placed) => Ok(placed),
+            None => self.allocate(size_allocated, txg, &[], storage),
+        }
+    }
+
     fn allocate_in(
         &self,
         size_allocated: u64,
@@ -702,6 +847,9 @@ impl SpaceManager {
             for step in 0..count {
                 let index = (start + step) % count;
                 let mut group = groups[index].lock();
+                if group.class != AllocClass::Normal || !group.allocatable {
+                    continue;
+                }
                 let vdev = group.vdev;
                 let holds_copy = avoid.iter().any(|(avoid_vdev, _)| *avoid_vdev == vdev);
                 let avoid_metaslabs: Vec<usize> = match pass {
@@ -780,8 +928,7 @@ impl SpaceManager {
     pub fn free(&self, vdev: VdevId, offset: u64, size: u64, txg: Txg) -> Result<(), SpaceError> {
         self.with_group(vdev, |group| {
             let metaslab = group.metaslab_for(offset, size)?;
-            self.counters
-                .track(metaslab, |metaslab| metaslab.free(offset, size, txg))
+            self.track(metaslab, |metaslab| metaslab.free(offset, size, txg))
         })
     }
 
@@ -803,7 +950,7 @@ impl SpaceManager {
         self.with_group(vdev, |group| {
             let metaslab = group.metaslab_for(offset, size)?;
             let was_loaded = metaslab.is_loaded();
-            let claimed = self.counters.track(metaslab, |metaslab| {
+            let claimed = self.track(metaslab, |metaslab| {
                 metaslab.load(storage, last_synced)?;
                 metaslab.claim(offset, size, txg)
             })?;
@@ -826,8 +973,7 @@ impl SpaceManager {
     ) -> Result<(), SpaceError> {
         self.with_group(vdev, |group| {
             let metaslab = group.metaslab_for(offset, size)?;
-            self.counters
-                .track(metaslab, |metaslab| metaslab.unalloc(offset, size, txg))
+            self.track(metaslab, |metaslab| metaslab.unalloc(offset, size, txg))
         })
     }
 
@@ -894,7 +1040,7 @@ impl SpaceManager {
             }
             for metaslab in group.metaslabs.iter_mut().filter(|_| log.is_none()) {
                 let condensed = metaslab.condense_count;
-                wrote |= self.counters.track(metaslab, |metaslab| {
+                wrote |= self.track(metaslab, |metaslab| {
                     metaslab.sync(storage, txg, sync_pass, &self.tunables)
                 })?;
                 if metaslab.condense_count != condensed {
@@ -957,18 +1103,20 @@ impl SpaceManager {
         let mut space = Vec::with_capacity(groups.len());
         for (group_index, group) in groups.iter().enumerate() {
             let mut group = group.lock();
+            // Log groups take no share of the normal class's rotor.
+            let normal = group.class == AllocClass::Normal;
             space.push((
                 group
                     .metaslabs
                     .iter()
+                    .filter(|_| normal)
                     .map(Metaslab::free_bytes)
                     .sum::<u64>(),
-                group.covered_size(),
+                if normal { group.covered_size() } else { 0 },
             ));
             for index in 0..group.metaslabs.len() {
                 let metaslab = &mut group.metaslabs[index];
-                self.counters
-                    .track(metaslab, |metaslab| metaslab.sync_done(txg));
+                self.track(metaslab, |metaslab| metaslab.sync_done(txg));
                 if !metaslab.is_loaded() {
                     continue;
                 }
@@ -1036,8 +1184,7 @@ impl SpaceManager {
                 break;
             }
             let metaslab = &mut group.metaslabs[index];
-            self.counters
-                .track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
+            self.track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
             metaslab.selected_txg = txg.0;
             self.stats.loaded();
             self.loaded_memory
@@ -1066,7 +1213,16 @@ impl SpaceManager {
     /// thread (write admission reads this). Equal to [`SpaceManager::totals`] whenever no
     /// operation is in progress.
     pub fn counters(&self) -> SpaceTotals {
-        self.counters.totals()
+        self.counters[AllocClass::Normal.index()].totals()
+    }
+
+    /// Bytes freed in the last two txgs and not yet allocatable, in every class (the sync
+    /// driver runs txgs until they are back). From the counters: no lock.
+    pub fn deferred_bytes(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|counters| counters.totals().deferred)
+            .sum()
     }
 
     /// Run `work` while holding the lock of `vdev`'s metaslab group, as the sync thread does
@@ -1082,13 +1238,22 @@ impl SpaceManager {
         work()
     }
 
-    /// Pool-wide space totals, summed over every metaslab under the group locks (exact; waits
-    /// for a group's sync to finish). Admission uses [`SpaceManager::counters`] instead.
+    /// Space totals of the normal class (the pool's size and free space: log vdevs are not
+    /// counted, as zpool does not), summed over every metaslab under the group locks (exact;
+    /// waits for a group's sync to finish). Admission uses [`SpaceManager::counters`] instead.
     pub fn totals(&self) -> SpaceTotals {
+        self.class_totals(AllocClass::Normal)
+    }
+
+    /// Space totals of the vdevs of `class`, as [`SpaceManager::totals`].
+    pub fn class_totals(&self, class: AllocClass) -> SpaceTotals {
         let groups = self.groups.read();
         let mut totals = SpaceTotals::default();
         for group in groups.iter() {
             let group = group.lock();
+            if group.class != class {
+                continue;
+            }
             totals.size += group.covered_size();
             for metaslab in &group.metaslabs {
                 totals.allocated += metaslab.allocated_bytes();

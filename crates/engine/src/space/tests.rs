@@ -12,7 +12,15 @@ fn manager_with(storage: &MemoryStorage, vdevs: &[(u32, u64)]) -> SpaceManager {
     for &(vdev, asize) in vdevs {
         let (ms_shift, _) = metaslab_geometry(asize, &tunables);
         manager
-            .add_vdev(VdevId(vdev), asize, ms_shift, 9, None, storage)
+            .add_vdev(
+                VdevId(vdev),
+                AllocClass::Normal,
+                asize,
+                ms_shift,
+                9,
+                None,
+                storage,
+            )
             .unwrap();
     }
     manager
@@ -42,6 +50,7 @@ fn reopen(
         reopened
             .add_vdev(
                 VdevId(vdev),
+                AllocClass::Normal,
                 asize,
                 ms_shift,
                 9,
@@ -462,6 +471,7 @@ fn corrupted_space_map_entries_are_reported_at_load() {
     let fresh = SpaceManager::new(Tunables::tiny());
     let result = fresh.add_vdev(
         VdevId(0),
+        AllocClass::Normal,
         2 * MEBIBYTE,
         20,
         9,
@@ -717,7 +727,15 @@ fn manager_with_tunables(storage: &MemoryStorage, asize: u64, tunables: Tunables
     let manager = SpaceManager::new(tunables.clone());
     let (ms_shift, _) = metaslab_geometry(asize, &tunables);
     manager
-        .add_vdev(VdevId(0), asize, ms_shift, 9, None, storage)
+        .add_vdev(
+            VdevId(0),
+            AllocClass::Normal,
+            asize,
+            ms_shift,
+            9,
+            None,
+            storage,
+        )
         .unwrap();
     manager
 }

@@ -35,6 +35,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::space::AllocClass;
 use serde::{Deserialize, Serialize};
 
 use super::{BlockDevice, VdevError};
@@ -156,6 +157,10 @@ pub struct TopVdevConfig {
     /// Object id of the metaslab array in the MOS (0 before the first sync creates it).
     pub ms_array: u64,
     pub children: Vec<LeafConfig>,
+    /// What is allocated on this vdev: `Normal` (data and metadata) or `Log` (intent-log
+    /// blocks only). Labels written before log vdevs existed lack it (read as `Normal`).
+    #[serde(default)]
+    pub class: AllocClass,
 }
 
 /// The pool config stored in every label (OpenZFS's label nvlist).
@@ -478,6 +483,7 @@ pub(crate) mod tests {
                         replaces: 12,
                     },
                 ],
+                class: AllocClass::Normal,
             }],
             features_for_read: vec!["org.tarn:spacemap_v2".to_string()],
             features: BTreeMap::from([("org.tarn:spacemap_v2".to_string(), 1)]),
@@ -677,7 +683,10 @@ pub(crate) mod tests {
         let top = (
             any::<u32>(),
             any::<u64>(),
-            prop_oneof![Just(TopVdevKind::Leaf), Just(TopVdevKind::Mirror)],
+            (
+                prop_oneof![Just(TopVdevKind::Leaf), Just(TopVdevKind::Mirror)],
+                prop_oneof![Just(AllocClass::Normal), Just(AllocClass::Log)],
+            ),
             any::<u32>(),
             any::<u64>(),
             any::<u32>(),
@@ -685,15 +694,18 @@ pub(crate) mod tests {
             prop::collection::vec(leaf, 0..4),
         )
             .prop_map(
-                |(id, guid, kind, ashift, asize, ms_shift, ms_array, children)| TopVdevConfig {
-                    id,
-                    guid,
-                    kind,
-                    ashift,
-                    asize,
-                    ms_shift,
-                    ms_array,
-                    children,
+                |(id, guid, (kind, class), ashift, asize, ms_shift, ms_array, children)| {
+                    TopVdevConfig {
+                        id,
+                        guid,
+                        kind,
+                        ashift,
+                        asize,
+                        ms_shift,
+                        ms_array,
+                        children,
+                        class,
+                    }
                 },
             );
         (

@@ -32,6 +32,7 @@ use super::dtl::DirtyTimeLog;
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
 use super::queue::{write_each, Completion, DirtyProbe, IoClass, QueueLimits, VdevQueue};
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
+use crate::space::AllocClass;
 use crate::types::{Guid, ObjectId, VdevId, SPA_MINBLOCKSHIFT};
 
 /// Largest sector shift a top-level vdev may have (64 KiB sectors).
@@ -132,6 +133,8 @@ pub struct TopVdev {
     /// The txg the sync thread is writing: a child that misses a write logs it in its DTL.
     /// Shared by every generation of this vdev.
     write_txg: Arc<AtomicU64>,
+    /// What the allocator may put here: `Log` for a separate intent-log vdev.
+    pub class: AllocClass,
 }
 
 impl TopVdev {
@@ -179,6 +182,7 @@ impl TopVdev {
             self.write_txg.clone(),
             children,
         )
+        .map(|top| top.in_class(self.class))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -235,7 +239,19 @@ impl TopVdev {
             ms_array,
             children,
             write_txg,
+            class: AllocClass::Normal,
         })
+    }
+
+    /// This vdev in allocation class `class` (new vdevs are `Normal`).
+    pub fn in_class(mut self, class: AllocClass) -> TopVdev {
+        self.class = class;
+        self
+    }
+
+    /// Whether this is a separate intent-log vdev.
+    pub fn is_log(&self) -> bool {
+        self.class == AllocClass::Log
     }
 
     /// Build a top-level vdev from its config, opening each child with `open`.
@@ -260,6 +276,7 @@ impl TopVdev {
             ObjectId(config.ms_array),
             children,
         )
+        .map(|top| top.in_class(config.class))
     }
 
     /// The largest sector-aligned `asize` that fits every one of `devices`.
@@ -291,6 +308,7 @@ impl TopVdev {
                     replaces: leaf.replaces().map_or(0, |guid| guid.0),
                 })
                 .collect(),
+            class: self.class,
         }
     }
 
@@ -718,8 +736,17 @@ impl VdevTree {
     pub fn flush_all(&self) -> Result<(), VdevError> {
         let mut first_error = None;
         for top in self.tops().iter() {
-            if let Err(error) = top.flush() {
-                first_error.get_or_insert(error);
+            match top.flush() {
+                Ok(()) => {}
+                // A log vdev holds no block of any txg (its log blocks are durable when their
+                // write completes), only its labels: a failed flush there, as with its devices
+                // missing after `import -m`, costs no txg.
+                Err(error) if top.is_log() => {
+                    log::debug!("flush of log vdev {}: {error}", top.id)
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
             }
         }
         match first_error {
@@ -1121,11 +1148,16 @@ impl TopVdev {
 
 impl VdevTree {
     /// The pool's health: the worst of its top-level vdevs (an offline leaf makes its
-    /// top-level vdev, and so the pool, DEGRADED).
+    /// top-level vdev, and so the pool, DEGRADED). A log vdev makes it DEGRADED at worst:
+    /// without it, intent-log blocks go to the data vdevs.
     pub fn health(&self) -> VdevHealth {
         self.tops()
             .iter()
-            .map(|top| top.health())
+            .map(|top| match top.health() {
+                VdevHealth::Online => VdevHealth::Online,
+                _ if top.is_log() => VdevHealth::Degraded,
+                health => health,
+            })
             .max()
             .unwrap_or(VdevHealth::Online)
     }

@@ -497,11 +497,15 @@ impl Zil {
     ) -> Result<BlockPtr, ZilError> {
         let allocated = (size as u64).next_multiple_of(1 << self.io.ashift);
         let storage = MosSpaceStorage { mos: &self.mos };
-        let (vdev, offset) = self
-            .io
-            .space
-            .allocate(allocated, txg, &[], &storage)
-            .map_err(|error| ZilError::Io(format!("allocating a log block: {error}")))?;
+        // Log vdevs serve latency: under `logbias=throughput` the chain stays in the normal
+        // class and leaves the log devices to the sets that want them.
+        let placed = if self.state.lock().logbias == Logbias::Throughput {
+            self.io.space.allocate(allocated, txg, &[], &storage)
+        } else {
+            self.io.space.allocate_log(allocated, txg, &storage)
+        };
+        let (vdev, offset) =
+            placed.map_err(|error| ZilError::Io(format!("allocating a log block: {error}")))?;
         objset.dirty_log(txg);
         let dva = Dva {
             vdev,
@@ -628,13 +632,16 @@ impl Zil {
 
     /// Whether `itx` is logged by writing its blocks in place (WR_INDIRECT) in a commit that
     /// holds txg `held` open: a write of its txg (an older txg takes no more changes, so its
-    /// blocks can no longer be adopted), large enough or under `logbias=throughput`.
+    /// blocks can no longer be adopted), under `logbias=throughput`, or large enough while the
+    /// pool has no log vdev (with one, the fast log device takes the copy, as OpenZFS's
+    /// `zfs_log_write` decides with `spa_has_slogs`).
     fn written_in_place(&self, itx: &Itx, held: Txg, logbias: Logbias) -> bool {
         match itx.change {
             Change::Write { length, .. } => {
                 itx.txg == held
                     && (logbias == Logbias::Throughput
-                        || length >= self.io.tunables.zil_immediate_write_sz)
+                        || (length >= self.io.tunables.zil_immediate_write_sz
+                            && !self.io.space.has_log_vdevs()))
             }
             Change::Record(_) => false,
         }
