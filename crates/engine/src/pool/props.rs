@@ -56,7 +56,10 @@ pub const POOL_PROPERTIES: &[&str] = &[
 impl Pool {
     /// Size, allocation, free space, freeing, fragmentation and capacity, from the space manager.
     pub fn space(&self) -> Result<PoolSpace, PoolError> {
-        let stats = self.core.io.space.stats();
+        // The pool's space is its normal class's: log vdevs hold only intent-log blocks
+        // (zpool leaves them out of SIZE and FREE too).
+        let mut stats = self.core.io.space.stats();
+        stats.retain(|vdev| vdev.class == crate::space::AllocClass::Normal);
         let size: u64 = stats.iter().map(|vdev| vdev.size).sum();
         let allocated: u64 = stats.iter().map(|vdev| vdev.allocated_bytes).sum();
         let free_weight: u128 = stats.iter().map(|vdev| vdev.free_bytes as u128).sum();

@@ -43,6 +43,8 @@ pub struct MetaslabStats {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VdevSpaceStats {
     pub vdev: VdevId,
+    /// `Log` for a separate log vdev (not part of the pool's size).
+    pub class: super::AllocClass,
     /// Bytes covered by metaslabs (`ms_count << ms_shift`).
     pub size: u64,
     pub allocated_bytes: u64,
@@ -98,6 +100,7 @@ impl SpaceManager {
                     .sum();
                 VdevSpaceStats {
                     vdev: group.vdev,
+                    class: group.class,
                     size: group.covered_size(),
                     allocated_bytes: metaslabs.iter().map(|row| row.allocated_bytes).sum(),
                     free_bytes,
