@@ -231,8 +231,12 @@ pub struct ZilStats {
     pub commit_requests: AtomicU64,
     /// Commits that wrote log blocks (one may serve several requests).
     pub commits: AtomicU64,
+    /// Log blocks written (and their bytes) in the normal class.
     pub blocks: AtomicU64,
     pub bytes: AtomicU64,
+    /// Log blocks written (and their bytes) on a log vdev.
+    pub slog_blocks: AtomicU64,
+    pub slog_bytes: AtomicU64,
     /// itxs committed.
     pub records: AtomicU64,
     /// Write records committed and the bytes of data they carried (read from the file at
@@ -254,7 +258,7 @@ pub struct ZilStats {
 impl ZilStats {
     /// The counters as OpenZFS's zil kstat names them (`/proc/spl/kstat/zfs/zil`), then
     /// tarn's own: (name, whether it counts bytes, value). tarn has no WR_COPIED (a write's
-    /// bytes are read at commit) nor separate log devices, so those counters stay zero.
+    /// bytes are read at commit), so those counters stay zero.
     pub fn kstat(&self) -> Vec<(&'static str, bool, u64)> {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         vec![
@@ -273,8 +277,12 @@ impl ZilStats {
             ("zil_itx_needcopy_bytes", true, load(&self.write_bytes)),
             ("zil_itx_metaslab_normal_count", false, load(&self.blocks)),
             ("zil_itx_metaslab_normal_bytes", true, load(&self.bytes)),
-            ("zil_itx_metaslab_slog_count", false, 0),
-            ("zil_itx_metaslab_slog_bytes", true, 0),
+            (
+                "zil_itx_metaslab_slog_count",
+                false,
+                load(&self.slog_blocks),
+            ),
+            ("zil_itx_metaslab_slog_bytes", true, load(&self.slog_bytes)),
             (
                 "zil_itx_namespace_count",
                 false,
@@ -845,10 +853,15 @@ impl Zil {
                 // checksum covers them alone, and whatever lies after them is never read.
                 let used = &block[..BLOCK_HEADER_SIZE + encoded.len()];
                 chain::write_block(&self.io, &current, used).map_err(ZilError::Io)?;
-                self.stats.blocks.fetch_add(1, Ordering::Relaxed);
-                self.stats
-                    .bytes
-                    .fetch_add(used.len() as u64, Ordering::Relaxed);
+                let on_log_vdev =
+                    (self.io.vdevs.top(current.dvas[0].vdev)).is_some_and(|top| top.is_log());
+                let (blocks, bytes) = if on_log_vdev {
+                    (&self.stats.slog_blocks, &self.stats.slog_bytes)
+                } else {
+                    (&self.stats.blocks, &self.stats.bytes)
+                };
+                blocks.fetch_add(1, Ordering::Relaxed);
+                bytes.fetch_add(used.len() as u64, Ordering::Relaxed);
                 written.push(current);
             }
             // Sync-class writes are durable when they complete (vdev/queue.rs): the log
