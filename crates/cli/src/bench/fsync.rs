@@ -17,6 +17,10 @@
 //! - **`sync=always` sequential write**: 64 MiB in 128 KiB writes on the mount beside
 //!   `sync=standard` (no fsync).
 //!
+//! - **btrfs on a loop device** (root, `mkfs.btrfs` on PATH, not `--no-btrfs`): the 4 KiB
+//!   write + fsync loop, sqlite3 and a 128 KiB O_DSYNC sequential write there, each beside
+//!   tarn's figure of the same run.
+//!
 //! `--log-device PATH` puts the intent log on a separate log vdev (`pool add POOL log PATH`; a
 //! file there is made sparse, 1 GiB, if missing), e.g. a file on tmpfs standing in for a fast
 //! device: run it with and without to compare.
@@ -36,7 +40,7 @@ use tarn::tunables::Tunables;
 use tarn::zil::{Logbias, SyncMode};
 use tarn_fuse::MountOptions;
 
-use super::io_failure;
+use super::{btrfs_available, io_failure, on_btrfs};
 use super::{create_bench_pool, print_comparisons, unmount, BenchDirLock, Comparison};
 use crate::error::Failure;
 use crate::format::parse_size;
@@ -58,6 +62,9 @@ pub struct FsyncBench {
     /// A separate log device for the pool (a file is created sparse, 1 GiB, if missing).
     #[arg(long)]
     log_device: Option<PathBuf>,
+    /// Skip the btrfs baseline even if mkfs.btrfs is available.
+    #[arg(long)]
+    no_btrfs: bool,
     /// JSON output.
     #[arg(short = 'j')]
     json: bool,
@@ -236,8 +243,17 @@ fn sqlite(dir: &Path, transactions: u64, synchronous: &str) -> Result<f64, Failu
 
 /// MiB/s of a sequential write of `total` bytes in writes of `write_size` (no fsync) at
 /// `path`.
-fn sequential(path: &Path, write_size: usize, total: u64) -> Result<f64, Failure> {
-    let file = File::create(path).map_err(|e| io_failure(path.display(), e))?;
+/// MiB/s of `total` bytes written to a new file in `write_size` writes (each durable when
+/// it returns with `dsync`: O_DSYNC).
+fn sequential(path: &Path, write_size: usize, total: u64, dsync: bool) -> Result<f64, Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(if dsync { libc::O_DSYNC } else { 0 })
+        .open(path)
+        .map_err(|e| io_failure(path.display(), e))?;
     let block = crate::format::pseudo_random(write_size, 0xabc);
     let started = Instant::now();
     let mut at = 0u64;
@@ -444,11 +460,13 @@ fn measure(
             baseline: txg.per_second,
         });
     }
+    let mut tarn_sqlite = Vec::new();
     if Command::new("sqlite3").arg("-version").output().is_ok() {
         for synchronous in ["FULL", "NORMAL"] {
             progress(&format!("sqlite3 WAL synchronous={synchronous}"));
             let host = sqlite(dir, bench.transactions, synchronous)?;
             let tarn = sqlite(mountpoint, bench.transactions, synchronous)?;
+            tarn_sqlite.push((synchronous, tarn));
             rows.push(Comparison {
                 what: format!(
                     "sqlite3 WAL synchronous={synchronous}, {} transactions, s",
@@ -471,10 +489,20 @@ fn measure(
     };
     fs.set_sync_mode(SyncMode::Always);
     let before = log_bytes();
-    let always = sequential(&mountpoint.join("seq-always.dat"), 128 << 10, 64 << 20)?;
+    let always = sequential(
+        &mountpoint.join("seq-always.dat"),
+        128 << 10,
+        64 << 20,
+        false,
+    )?;
     let logged_always = log_bytes() - before;
     fs.set_sync_mode(SyncMode::Standard);
-    let standard = sequential(&mountpoint.join("seq-standard.dat"), 128 << 10, 64 << 20)?;
+    let standard = sequential(
+        &mountpoint.join("seq-standard.dat"),
+        128 << 10,
+        64 << 20,
+        false,
+    )?;
     rows.push(Comparison {
         what: "sequential write 128 KiB, sync=always (written in place), MiB/s".into(),
         tarn: always,
@@ -488,9 +516,19 @@ fn measure(
     // Writes below zil_immediate_write_sz: copied into log blocks (logbias=latency) or
     // written in place (logbias=throughput).
     fs.set_sync_mode(SyncMode::Always);
-    let copied = sequential(&mountpoint.join("seq-copied.dat"), 16 << 10, 16 << 20)?;
+    let copied = sequential(
+        &mountpoint.join("seq-copied.dat"),
+        16 << 10,
+        16 << 20,
+        false,
+    )?;
     fs.set_logbias(Logbias::Throughput);
-    let in_place = sequential(&mountpoint.join("seq-in-place.dat"), 16 << 10, 16 << 20)?;
+    let in_place = sequential(
+        &mountpoint.join("seq-in-place.dat"),
+        16 << 10,
+        16 << 20,
+        false,
+    )?;
     fs.set_logbias(Logbias::Latency);
     fs.set_sync_mode(SyncMode::Standard);
     rows.push(Comparison {
@@ -499,5 +537,59 @@ fn measure(
         baseline_what: "tarn logbias=latency (copied into the log)".into(),
         baseline: copied,
     });
+    if !bench.no_btrfs && btrfs_available() {
+        progress("the same on btrfs on a loop device");
+        rows.extend(btrfs_rows(bench, dir, &tarn, &tarn_sqlite, always)?);
+    } else {
+        progress("no btrfs baseline (--no-btrfs, or no mkfs.btrfs or not root)");
+    }
     Ok(rows)
+}
+
+/// The 4 KiB write + fsync loop, sqlite3 and the O_DSYNC sequential write on btrfs on a loop
+/// device (the peer), beside tarn's figures of the same run.
+fn btrfs_rows(
+    bench: &FsyncBench,
+    dir: &Path,
+    tarn: &LoopFigures,
+    tarn_sqlite: &[(&str, f64)],
+    tarn_always: f64,
+) -> Result<Vec<Comparison>, Failure> {
+    let btrfs = "btrfs on a loop device";
+    on_btrfs(dir, "fsync", 4 << 30, |mountpoint, _| {
+        let mut rows = Vec::new();
+        let figures = write_loop(&mountpoint.join("loop.dat"), bench.fsyncs, fsync)?;
+        rows.push(Comparison {
+            what: format!("4 KiB write+fsync, fsyncs/s ({})", bench.fsyncs),
+            tarn: tarn.per_second,
+            baseline_what: btrfs.into(),
+            baseline: figures.per_second,
+        });
+        rows.push(Comparison {
+            what: "4 KiB write+fsync, p99 ms".into(),
+            tarn: tarn.p99_ms,
+            baseline_what: btrfs.into(),
+            baseline: figures.p99_ms,
+        });
+        for &(synchronous, tarn) in tarn_sqlite {
+            let baseline = sqlite(mountpoint, bench.transactions, synchronous)?;
+            rows.push(Comparison {
+                what: format!(
+                    "sqlite3 WAL synchronous={synchronous}, {} transactions, s",
+                    bench.transactions
+                ),
+                tarn,
+                baseline_what: btrfs.into(),
+                baseline,
+            });
+        }
+        let dsync = sequential(&mountpoint.join("seq.dat"), 128 << 10, 64 << 20, true)?;
+        rows.push(Comparison {
+            what: "sequential write 128 KiB, sync=always (btrfs: O_DSYNC), MiB/s".into(),
+            tarn: tarn_always,
+            baseline_what: btrfs.into(),
+            baseline: dsync,
+        });
+        Ok(rows)
+    })
 }
