@@ -39,6 +39,7 @@ impl Pool {
     /// top-level vdev; a resilver of the new side starts. Returns the txg that made the change.
     pub fn attach(&self, device: &str, new_path: &Path, force: bool) -> Result<Txg, PoolError> {
         self.attach_leaf(device, new_path, force, false)
+            .map(|(txg, _)| txg)
     }
 
     /// `pool replace POOL DEVICE [NEW_DEVICE]`: attach `new_path` (or a new device at
@@ -54,14 +55,10 @@ impl Pool {
         let old = top.children[child].guid;
         let in_place = top.children[child].path.clone();
         let new_path = new_path.unwrap_or(&in_place);
-        self.attach_leaf(&old.0.to_string(), new_path, force, true)?;
-        self.core
-            .io
-            .vdevs
-            .leaves()
-            .find(|leaf| leaf.replaces() == Some(old))
-            .map(|leaf| leaf.guid)
-            .ok_or_else(|| PoolError::Refused(format!("replace of {device}: the change was lost")))
+        // The new leaf's guid, not a search for the leaf that replaces `old`: on a small pool
+        // the resilver may already have finished and detached `old` when this returns.
+        self.attach_leaf(&old.0.to_string(), new_path, force, true)
+            .map(|(_, guid)| guid)
     }
 
     /// Wait until the leaf with guid `new` has replaced the one it replaces (its resilver has
@@ -103,7 +100,7 @@ impl Pool {
         new_path: &Path,
         force: bool,
         replacing: bool,
-    ) -> Result<Txg, PoolError> {
+    ) -> Result<(Txg, Guid), PoolError> {
         let verb = if replacing { "replace" } else { "attach" };
         self.refuse_readonly(verb)?;
         let _request = self.core.vdev_changes.request.lock();
@@ -167,7 +164,7 @@ impl Pool {
         // and `pool wait -t resilver` right after see it.
         self.core.queue_resilver_if_logs();
         self.sync()?;
-        Ok(txg)
+        Ok((txg, guid))
     }
 
     /// `pool detach POOL DEVICE`: remove a side of a mirror. Its labels are cleared once the
