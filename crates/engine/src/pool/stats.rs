@@ -97,7 +97,9 @@ impl PoolCore {
 impl Pool {
     /// The ARC's counters and sizes (`tarn stat arc`).
     pub fn arc_stats(&self) -> crate::cache::BlockCacheStats {
-        self.core.io.cache.stats()
+        let mut stats = self.core.io.cache.stats();
+        stats.l2 = self.core.io.l2arc.stats();
+        stats
     }
 
     /// The recent txgs, oldest first: at most `txg_history` rows, the open txg last (what

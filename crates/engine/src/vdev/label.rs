@@ -175,6 +175,30 @@ pub struct LabelConfig {
     pub vdev_tree: Vec<TopVdevConfig>,
     pub features_for_read: Vec<String>,
     pub features: BTreeMap<String, u64>,
+    /// The pool's cache devices (L2ARC, `pool/l2cache.rs`), or that this label is a cache
+    /// device's; absent in labels written before cache devices existed.
+    #[serde(default)]
+    pub l2cache: L2cacheConfig,
+}
+
+/// The cache-device part of a label (one field of [`LabelConfig`], so that labels without it
+/// read as "no cache devices, not a cache device").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct L2cacheConfig {
+    /// The pool's cache devices (in a data leaf's label).
+    #[serde(default)]
+    pub devices: Vec<CacheDeviceConfig>,
+    /// This label is a cache device's (`leaf_guid` is the device's guid, `vdev_tree` empty):
+    /// import scans never take it for a data leaf, and `pool create`/`add` refuse it without -f.
+    #[serde(default)]
+    pub is_cache_device: bool,
+}
+
+/// One cache device in the pool config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheDeviceConfig {
+    pub guid: u64,
+    pub path: String,
 }
 
 /// Which labels [`write_labels`] writes.
@@ -481,6 +505,13 @@ pub(crate) mod tests {
             }],
             features_for_read: vec!["org.tarn:spacemap_v2".to_string()],
             features: BTreeMap::from([("org.tarn:spacemap_v2".to_string(), 1)]),
+            l2cache: L2cacheConfig {
+                devices: vec![CacheDeviceConfig {
+                    guid: 99,
+                    path: "/tmp/cache".to_string(),
+                }],
+                is_cache_device: false,
+            },
         }
     }
 
@@ -736,6 +767,7 @@ pub(crate) mod tests {
                     vdev_tree,
                     features_for_read,
                     features,
+                    l2cache: L2cacheConfig::default(),
                 },
             )
     }
