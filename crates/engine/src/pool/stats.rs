@@ -202,6 +202,38 @@ impl Pool {
             root.allocated_bytes = root.allocated_bytes.map(|sum| sum + allocated);
             root.children.push(line);
         }
+        // Cache devices (not in the pool's totals), under a `cache` line as zpool shows them.
+        let cache: Vec<VdevIostat> = self
+            .core
+            .io
+            .l2arc
+            .devices()
+            .iter()
+            .map(|device| VdevIostat {
+                name: device.path.display().to_string(),
+                size_bytes: Some(device.ring_size()),
+                allocated_bytes: Some(
+                    device
+                        .ring
+                        .lock()
+                        .slots
+                        .iter()
+                        .map(|slot| slot.size as u64)
+                        .sum(),
+                ),
+                stats: device.leaf.stats.snapshot(),
+                children: Vec::new(),
+            })
+            .collect();
+        if !cache.is_empty() {
+            root.children.push(VdevIostat {
+                name: "cache".into(),
+                size_bytes: None,
+                allocated_bytes: None,
+                stats: LeafStatsSnapshot::default(),
+                children: cache,
+            });
+        }
         PoolIostat {
             elapsed_ns: vdevs.opened_at.elapsed().as_nanos() as u64,
             root,
