@@ -706,9 +706,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 new_device,
             } => verbs::devices::attach(socket, force, wait, pool, device, new_device),
             PoolCommand::Detach { pool, device } => verbs::devices::detach(socket, pool, device),
-            PoolCommand::Remove { pool, devices } => {
-                verbs::devices::remove(socket, pool, devices)
-            }
+            PoolCommand::Remove { pool, devices } => verbs::devices::remove(socket, pool, devices),
             PoolCommand::Replace {
                 force,
                 wait,

@@ -69,7 +69,10 @@ pub fn remove(socket: &Path, pool: String, devices: Vec<String>) -> Result<Statu
     }
     let request = Request::PoolRemove {
         pool: pool.clone(),
-        devices: devices.iter().map(|device| existing_device(device)).collect(),
+        devices: devices
+            .iter()
+            .map(|device| existing_device(device))
+            .collect(),
     };
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
