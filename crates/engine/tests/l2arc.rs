@@ -69,7 +69,7 @@ fn l2(pool: &Pool) -> L2Stats {
 fn contents() -> Vec<u8> {
     let mut data = pattern(7, FILE_BYTES);
     for (index, chunk) in data.chunks_mut(8192).enumerate() {
-        if index % 2 == 0 {
+        if index.is_multiple_of(2) {
             chunk.fill((index % 251) as u8);
         }
     }

@@ -392,7 +392,7 @@ mod tests {
             size_logical: 8192,
             l2_offset: (4 << 20) + index * 4096,
             compression: 1,
-            kind: if index % 2 == 0 {
+            kind: if index.is_multiple_of(2) {
                 BlockKind::Data
             } else {
                 BlockKind::Metadata
