@@ -539,6 +539,27 @@ pub(crate) mod tests {
         assert_eq!(uberblock_slot_count(16), 16);
     }
 
+    /// Labels written before cache devices existed have no `l2cache` field: they must read as
+    /// "no cache devices, not a cache device", or every older pool would fail to import.
+    #[test]
+    fn a_label_without_l2cache_reads_as_no_cache_devices() {
+        let config = sample_config(5);
+        let mut value = ciborium::Value::serialized(&config).unwrap();
+        let ciborium::Value::Map(entries) = &mut value else {
+            panic!("a config is a map");
+        };
+        let before = entries.len();
+        entries.retain(|(key, _)| key.as_text() != Some("l2cache"));
+        assert_eq!(entries.len(), before - 1);
+        let mut payload = Vec::new();
+        ciborium::into_writer(&value, &mut payload).unwrap();
+        let decoded = decode_config_area(&area_with_payload(&payload))
+            .unwrap()
+            .unwrap();
+        assert_eq!(decoded.l2cache, L2cacheConfig::default());
+        assert_eq!(decoded.vdev_tree, config.vdev_tree);
+    }
+
     #[test]
     fn label_round_trip_on_a_sparse_file() {
         let (_dir, dev) = device(64 << 20);
