@@ -460,6 +460,12 @@ enum PoolCommand {
     },
     /// Detach a device from a mirror: tarn pool detach POOL DEVICE
     Detach { pool: String, device: String },
+    /// Remove devices from a pool (cache devices, for now): tarn pool remove POOL DEVICE...
+    Remove {
+        pool: String,
+        #[arg(required = true)]
+        devices: Vec<String>,
+    },
     /// Replace DEVICE by NEW_DEVICE (or by a new device at DEVICE's path); DEVICE is detached
     /// once the new one is resilvered: tarn pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]
     Replace {
@@ -705,6 +711,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 new_device,
             } => verbs::devices::attach(socket, force, wait, pool, device, new_device),
             PoolCommand::Detach { pool, device } => verbs::devices::detach(socket, pool, device),
+            PoolCommand::Remove { pool, devices } => verbs::devices::remove(socket, pool, devices),
             PoolCommand::Replace {
                 force,
                 wait,

@@ -296,6 +296,9 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         }
         vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "class": top.class.as_str(), "state": top.health().as_str(), "children": children}));
     }
+    // The L2ARC's devices after the data vdevs (and after a `logs` section), as zpool shows them.
+    let (cache_text, cache_json) = cache_section(pool, width);
+    text.push_str(&cache_text);
     let offline = pool.core.io.vdevs.leaves().any(|leaf| leaf.is_offline());
     let faulted = pool
         .core
@@ -325,8 +328,35 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "errors": errors_json}),
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "cache": cache_json, "errors": errors_json}),
     }
+}
+
+/// The `cache` section of `pool status`: one line per cache device (ONLINE, or UNAVAIL when it
+/// was missing at import), with its error counts; empty without cache devices.
+fn cache_section(pool: &Pool, width: usize) -> (String, Vec<serde_json::Value>) {
+    let devices = pool.cache_devices();
+    if devices.is_empty() {
+        return (String::new(), Vec::new());
+    }
+    let mut text = format!("\t{:<width$}\n", "cache");
+    let mut json = Vec::new();
+    for device in devices {
+        let stats = device.leaf.stats.snapshot();
+        let label = format!("  {}", device.path.display());
+        text.push_str(&format!(
+            "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}\n",
+            device.health().as_str(),
+            stats.read_errors,
+            stats.write_errors,
+            stats.checksum_errors
+        ));
+        json.push(serde_json::json!({
+            "path": device.path.display().to_string(), "guid": device.guid.0, "state": device.health().as_str(),
+            "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
+        }));
+    }
+    (text, json)
 }
 
 /// Sync, then verify the whole pool; Ok(false) when the check found errors.

@@ -207,6 +207,29 @@ tunables! {
     arc_min: u64 = 0,
     /// Free memory the ARC leaves the host, in bytes (zfs_arc_sys_free; 0: 1/32 of memory).
     arc_sys_free: u64 = 0,
+    /// Most bytes the L2ARC feed writes to a cache device per feed (l2arc_write_max).
+    l2arc_write_max: u64 = 8 << 20,
+    /// Bytes the feed may write on top of l2arc_write_max while the ARC has never evicted
+    /// (l2arc_write_boost: the cache is still warming).
+    l2arc_write_boost: u64 = 8 << 20,
+    /// How far up the ARC's lists the feed looks for candidates, as a multiple of its write
+    /// budget (l2arc_headroom; 0: the whole lists).
+    l2arc_headroom: u64 = 8,
+    /// 1: blocks read by prefetch and not yet used are not written to the L2ARC
+    /// (l2arc_noprefetch).
+    l2arc_noprefetch: u32 = 1,
+    /// Seconds between feeds (l2arc_feed_secs).
+    l2arc_feed_secs: u64 = 1,
+    /// Least milliseconds between feeds when the previous one wrote its whole budget and
+    /// l2arc_feed_again is 1 (l2arc_feed_min_ms).
+    l2arc_feed_min_ms: u64 = 200,
+    /// 1: feed again sooner after a feed that wrote its whole budget (l2arc_feed_again).
+    l2arc_feed_again: u32 = 1,
+    /// 1: rebuild the L2ARC's headers from its log blocks at import (l2arc_rebuild_enabled).
+    l2arc_rebuild_enabled: u32 = 1,
+    /// Most memory the rebuilt L2ARC headers may take, in percent of arc_max
+    /// (l2arc_meta_percent).
+    l2arc_meta_percent: u64 = 33,
     /// 1 turns predictive prefetch of sequentially read file data off, 0 leaves it on
     /// (zfs_prefetch_disable).
     zfs_prefetch_disable: u32 = 0,
@@ -508,6 +531,15 @@ impl Tunables {
         check(
             (1..=1024).contains(&self.vdev_issue_threads),
             "vdev_issue_threads must be 1..=1024",
+        )?;
+        check(
+            (1 << 20..=1 << 30).contains(&self.l2arc_write_max)
+                && self.l2arc_write_boost <= 1 << 30,
+            "l2arc_write_max must be 1 MiB..=1 GiB and l2arc_write_boost at most 1 GiB",
+        )?;
+        check(
+            self.l2arc_meta_percent <= 100 && self.l2arc_feed_secs <= 3600,
+            "l2arc_meta_percent must be at most 100 and l2arc_feed_secs at most 3600",
         )?;
         Ok(())
     }

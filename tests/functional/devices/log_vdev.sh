@@ -27,6 +27,7 @@ head -c 32M /dev/urandom >"$SCRATCH/big"
 log_must cp "$SCRATCH/big" "$ALTROOT/slog/big"
 log_must tarn pool sync slog
 log_must tarn pool iostat -v -p slog
+stdout_has "logs"
 log_alloc=$(awk -v dev="$(vdev sl-log)" '$1 == dev { print $2 }' "$LAST_STDOUT")
 [ "$log_alloc" -lt $((4 << 20)) ] || log_fail "$log_alloc bytes allocated on the log device after 32 MiB of data"
 
@@ -40,6 +41,7 @@ log_must tarn pool add slog log "$(vdev sl-log2)"
 log_must tarn pool status slog
 stdout_has "$(vdev sl-log2)"
 log_mustnot_msg "log requires at least one device" tarn pool add slog log
+log_mustnot_msg "log devices cannot be removed yet" tarn pool remove slog "$(vdev sl-log2)"
 
 # Export, lose the first log device: import is refused, then -m imports without it.
 log_must tarn pool export slog

@@ -17,6 +17,8 @@
 //!   livelists (see `clone_destroy`).
 //! - `receive`: a full stream sent to a file and received with and without write batching,
 //!   beside `btrfs send | btrfs receive` of the same files (see `receive`).
+//! - `l2arc`: random reads of a working set 2-3 times the ARC on a slow data disk, with the
+//!   cache device and after removing it (L2 on/off), and the feed's write rate (see `l2arc`).
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
 //!   (the baseline without priority) in the async class beside it (see `iosched`).
 //! - `fsync`: 4 KiB write + fsync through a mount with the intent log (rate, p99), beside the
@@ -44,6 +46,7 @@ mod files;
 mod frag;
 mod fsync;
 mod iosched;
+mod l2arc;
 mod receive;
 mod scan;
 mod snapshot;
@@ -100,6 +103,9 @@ pub enum BenchCommand {
     /// with 1 MiB write batches beside one record per transaction (blocks/s, MB/s, CPU per
     /// block), and beside btrfs send | receive of the same files on a loop device.
     Receive(receive::ReceiveBench),
+    /// Random 8K-128K reads of a working set larger than the ARC on a slow data disk, with a
+    /// cache device (L2ARC) and without it, and the L2ARC feed's write rate.
+    L2arc(l2arc::L2arcBench),
     /// p50/p99 of 4 KiB sync-class writes through the vdev queue alone and beside an engine
     /// sequential write, beside the same writes in the async class (no priority).
     Iosched {
@@ -669,6 +675,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::Workloads(bench) => workloads::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),
+        BenchCommand::L2arc(bench) => l2arc::run(bench),
         BenchCommand::Iosched {
             dir,
             vdev_size,

@@ -46,6 +46,21 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txg": txg.0 }),
             })
         }
+        Request::PoolRemove { pool, devices } => {
+            let held = daemon.held(&pool)?;
+            let mut txg = 0;
+            for device in &devices {
+                txg = held
+                    .remove(device)
+                    .map_err(|error| failed(format!("cannot remove {device}: {error}")))?
+                    .0;
+                log::info!("pool {pool}: {device} removed in txg {txg}");
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "txg": txg }),
+            })
+        }
         Request::PoolReplace {
             pool,
             device,

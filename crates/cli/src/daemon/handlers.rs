@@ -48,6 +48,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         }
         Request::PoolAttach { .. }
         | Request::PoolDetach { .. }
+        | Request::PoolRemove { .. }
         | Request::PoolReplace { .. }
         | Request::PoolAdd { .. } => devices::handle(daemon, request),
         Request::Check { .. }

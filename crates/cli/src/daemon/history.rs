@@ -69,6 +69,7 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::PoolDevice { pool, .. }
         | Request::PoolAttach { pool, .. }
         | Request::PoolDetach { pool, .. }
+        | Request::PoolRemove { pool, .. }
         | Request::PoolReplace { pool, .. } => pool.clone(),
         Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
         Request::Check { pool, repair: true } => pool.clone(),

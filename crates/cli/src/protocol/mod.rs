@@ -199,6 +199,9 @@ pub enum Request {
     /// `pool detach POOL DEVICE`.
     #[serde(rename = "pool detach")]
     PoolDetach { pool: String, device: String },
+    /// `pool remove POOL DEVICE...`: remove cache devices (the only kind removable for now).
+    #[serde(rename = "pool remove")]
+    PoolRemove { pool: String, devices: Vec<String> },
     /// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`: without NEW_DEVICE, a new device at
     /// DEVICE's own path; `wait` answers once the old device is detached.
     #[serde(rename = "pool replace")]
@@ -421,6 +424,7 @@ impl Request {
             Request::PoolDevice { .. } => "pool device",
             Request::PoolAttach { .. } => "pool attach",
             Request::PoolDetach { .. } => "pool detach",
+            Request::PoolRemove { .. } => "pool remove",
             Request::PoolReplace { .. } => "pool replace",
             Request::PoolAdd { .. } => "pool add",
             Request::PoolHistory { .. } => "pool history",
@@ -564,6 +568,10 @@ mod tests {
             Request::PoolDetach {
                 pool: "tank".into(),
                 device: "/d/a.img".into(),
+            },
+            Request::PoolRemove {
+                pool: "tank".into(),
+                devices: vec!["/d/cache.img".into()],
             },
             Request::PoolReplace {
                 pool: "tank".into(),

@@ -81,6 +81,9 @@ pub fn fields(stats: &BlockCacheStats, memory_available: u64) -> Vec<Field> {
         ("shrinks", false, stats.shrinks),
         ("memory_available_bytes", true, memory_available),
     ]
+    .into_iter()
+    .chain(stats.l2.fields())
+    .collect()
 }
 
 /// The kstat text of `fields`, as /proc/spl/kstat/zfs/arcstats prints it.

@@ -60,6 +60,23 @@ pub fn detach(socket: &Path, pool: String, device: String) -> Result<Status, Fai
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
+/// `pool remove POOL DEVICE...`: cache devices only, for now (the engine says so for others).
+pub fn remove(socket: &Path, pool: String, devices: Vec<String>) -> Result<Status, Failure> {
+    if devices.is_empty() {
+        return Err(Failure(
+            "missing device: tarn pool remove POOL DEVICE...".into(),
+        ));
+    }
+    let request = Request::PoolRemove {
+        pool: pool.clone(),
+        devices: devices
+            .iter()
+            .map(|device| existing_device(device))
+            .collect(),
+    };
+    Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
 /// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`.
 pub fn replace(
     socket: &Path,
@@ -131,7 +148,10 @@ pub fn add(
             .collect();
         if dry_run {
             let kind = vdev["type"].as_str().unwrap_or("disk");
-            if kind == "mirror" {
+            if kind == "cache" {
+                println!("\tcache");
+                println!("\t  {}", paths.join(" "));
+            } else if kind == "mirror" {
                 println!("\t  mirror-{}", vdev["id"]);
                 for path in paths {
                     println!("\t    {path}");

@@ -111,6 +111,8 @@ pub struct BlockIo {
     pub vdevs: Arc<VdevTree>,
     pub space: Arc<SpaceManager>,
     pub cache: Arc<BlockCache>,
+    /// The L2ARC on the pool's cache devices (`cache::l2arc`), asked on an ARC miss.
+    pub l2arc: Arc<crate::cache::l2arc::L2Arc>,
     pub tunables: Tunables,
     /// Sector shift used to round allocations (the largest ashift of the pool's vdevs), so
     /// that one allocated size fits every top-level vdev a copy may land on.
@@ -151,7 +153,9 @@ impl BlockIo {
             crate::cache::monotonic_clock(),
         ));
         cache.start_reaper(tunables.arc_sys_free);
+        let l2arc = Arc::new(crate::cache::l2arc::L2Arc::new(cache.clone(), &tunables));
         BlockIo {
+            l2arc,
             cache,
             vdevs,
             space,
@@ -421,9 +425,14 @@ impl BlockIo {
             }
         }
         if let Some(key) = BlockKey::of(&bp) {
-            if props.cache.admits(BlockKind::of(&bp)) {
+            let kind = BlockKind::of(&bp);
+            if props.cache.admits(kind) {
                 let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-                self.cache.insert(key, contents, BlockKind::of(&bp));
+                let l2 = crate::cache::l2arc::secondary_policy()
+                    .admits(kind)
+                    .then(|| crate::cache::l2arc::L2Info::of(&bp, None))
+                    .flatten();
+                self.cache.insert_l2(key, contents, kind, l2);
             } else {
                 // An earlier pass may have cached this block's older contents (rewritten in
                 // place now): not kept means not kept stale either.
@@ -492,6 +501,7 @@ impl BlockIo {
     pub fn free(&self, bp: &BlockPtr, txg: Txg) -> Result<(), PipelineError> {
         if let Some(key) = BlockKey::of(bp) {
             self.cache.remove(&key);
+            self.l2arc.remove(&key);
         }
         for (vdev, offset, size) in self.allocated_extents(bp)? {
             self.space.free(vdev, offset, size, txg)?;
@@ -565,7 +575,18 @@ impl BlockIo {
         if let Some(data) = key.as_ref().and_then(|key| self.cache.get(key, kind)) {
             return Ok(data);
         }
-        let physical = self.read_physical(bp, true)?;
+        let from_l2 = key
+            .as_ref()
+            .filter(|_| !bp.is_gang())
+            .and_then(|key| self.l2arc.read(key, bp));
+        let physical = match from_l2 {
+            Some(physical) => physical,
+            None => self.read_physical(bp, true)?,
+        };
+        let l2 = crate::cache::l2arc::secondary_policy()
+            .admits(kind)
+            .then(|| crate::cache::l2arc::L2Info::of(bp, Some(&physical)))
+            .flatten();
         // An uncompressed block's verified bytes are its contents: keep them, do not copy.
         let data = Arc::new(
             if bp.compression == Compression::Off && physical.len() == bp.size_logical as usize {
@@ -575,7 +596,7 @@ impl BlockIo {
             },
         );
         if let Some(key) = key.filter(|_| policy.admits(kind)) {
-            self.cache.insert(key, data.clone(), kind);
+            self.cache.insert_l2(key, data.clone(), kind, l2);
         }
         Ok(data)
     }

@@ -32,6 +32,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::l2arc::L2Info;
 use super::{BlockKey, BlockKind, CacheCounters};
 
 /// A block in the MRU is promoted to the MFU only when used again at least this long after its
@@ -82,6 +83,8 @@ struct Entry {
     accessed: u64,
     /// Read by prefetch and not yet by a demand read.
     prefetched: bool,
+    /// What the L2ARC feed needs, when the block may go there (`secondarycache`).
+    l2: Option<L2Info>,
 }
 
 /// One shard: its entries, its eight lists and its targets.
@@ -215,6 +218,7 @@ impl Shard {
         contents: Arc<Vec<u8>>,
         access: Access,
         now: u64,
+        l2: Option<L2Info>,
     ) -> bool {
         let size = contents.len() as u64;
         let previous = self.unlink(&key);
@@ -247,6 +251,7 @@ impl Shard {
                 generation: 0,
                 accessed: now,
                 prefetched: access.prefetch && state == State::Mru,
+                l2,
             },
         );
         self.counters.inserted += 1;
@@ -301,6 +306,7 @@ impl Shard {
             let victim = self.victim(state, kind, now);
             let mut entry = self.unlink(&victim).expect("listed");
             entry.contents = None;
+            entry.l2 = None;
             entry.state = state.ghost();
             entry.prefetched = false;
             self.link(victim, entry);
@@ -341,6 +347,38 @@ impl Shard {
         }
         self.counters.evict_skip += skipped;
         chosen.or(first).expect("the chosen list is not empty")
+    }
+
+    /// The L2ARC feed's candidates: from the oldest end of MFU metadata, MRU metadata, MFU data
+    /// and MRU data (OpenZFS `l2arc_get_list` order), entries carrying [`L2Info`] and, with
+    /// `noprefetch`, not read by prefetch only; each list scanned up to `headroom` bytes.
+    pub fn l2_candidates(
+        &self,
+        headroom: u64,
+        noprefetch: bool,
+        out: &mut Vec<(BlockKey, Arc<Vec<u8>>, L2Info, BlockKind)>,
+    ) {
+        for (state, kind) in [
+            (State::Mfu, BlockKind::Metadata),
+            (State::Mru, BlockKind::Metadata),
+            (State::Mfu, BlockKind::Data),
+            (State::Mru, BlockKind::Data),
+        ] {
+            let mut scanned = 0;
+            for key in self.lists[list_index(state, kind)].values() {
+                if scanned >= headroom {
+                    break;
+                }
+                let entry = &self.entries[key];
+                scanned += entry.size;
+                if noprefetch && entry.prefetched {
+                    continue;
+                }
+                if let (Some(info), Some(contents)) = (entry.l2, &entry.contents) {
+                    out.push((*key, contents.clone(), info, kind));
+                }
+            }
+        }
     }
 
     /// Drop `key` (freed or rewritten): live or ghost.

@@ -55,6 +55,7 @@
 //! Nothing to recover: the cache holds only copies of verified, durable-or-syncing blocks.
 
 pub mod arc;
+pub mod l2arc;
 pub mod pressure;
 
 use std::hash::{BuildHasher, Hasher};
@@ -277,6 +278,9 @@ pub struct BlockCacheStats {
     /// Times memory pressure shrank the target.
     #[serde(default)]
     pub shrinks: u64,
+    /// The L2ARC's counters (filled by the pool, `Pool::arc_stats`).
+    #[serde(default)]
+    pub l2: l2arc::L2Stats,
 }
 
 /// Where the cache's time comes from: the monotonic clock, or a logical one (tests).
@@ -411,10 +415,45 @@ impl BlockCache {
     /// Caches `contents` (a block's logical bytes) under `key`, replacing any previous entry.
     /// Returns false, caching nothing, when `contents` alone is larger than a shard's target.
     pub fn insert(&self, key: BlockKey, contents: Arc<Vec<u8>>, kind: BlockKind) -> bool {
+        self.insert_l2(key, contents, kind, None)
+    }
+
+    /// [`BlockCache::insert`], marking the block as one the L2ARC may hold (`l2`: what its
+    /// feed needs of the block pointer).
+    pub fn insert_l2(
+        &self,
+        key: BlockKey,
+        contents: Arc<Vec<u8>>,
+        kind: BlockKind,
+        l2: Option<l2arc::L2Info>,
+    ) -> bool {
         let now = (self.clock)();
         self.shard(&key)
             .lock()
-            .insert(key, contents, access(kind), now)
+            .insert(key, contents, access(kind), now, l2)
+    }
+
+    /// The L2ARC feed's candidates from every shard (see [`arc::Shard::l2_candidates`]);
+    /// `headroom` bytes scanned per list, shared among the shards.
+    pub fn l2_candidates(
+        &self,
+        headroom: u64,
+        noprefetch: bool,
+    ) -> Vec<(BlockKey, Arc<Vec<u8>>, l2arc::L2Info, BlockKind)> {
+        let per_shard = headroom.div_ceil(self.shards.len() as u64);
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            shard.lock().l2_candidates(per_shard, noprefetch, &mut out);
+        }
+        out
+    }
+
+    /// Whether the cache has evicted since it was made (OpenZFS `arc_warm`): until then the
+    /// L2ARC feed may write `l2arc_write_boost` more.
+    pub fn is_warm(&self) -> bool {
+        self.shards
+            .iter()
+            .any(|shard| shard.lock().counters.evicted > 0)
     }
 
     /// Drops `key`'s entry (the block was freed or rewritten), returning its contents.

@@ -119,10 +119,10 @@ fn a_prefetched_block_survives_until_read_and_its_first_read_is_its_first_use() 
         kind: BlockKind::Data,
         prefetch: true,
     };
-    shard.insert(key(0), buffer(400, 0), prefetch, 0);
+    shard.insert(key(0), buffer(400, 0), prefetch, 0, None);
     // Two demand blocks push the cache over: the prefetched block is passed over.
-    shard.insert(key(1), buffer(400, 1), DATA, 10);
-    shard.insert(key(2), buffer(400, 2), DATA, 20);
+    shard.insert(key(1), buffer(400, 1), DATA, 10, None);
+    shard.insert(key(2), buffer(400, 2), DATA, 20, None);
     shard.check();
     assert!(
         shard.contains(&key(0)),
@@ -156,7 +156,7 @@ fn bookkeeping_holds_under_random_operations() {
         match rng.gen_range(0..5) {
             0 | 1 => {
                 let size = rng.gen_range(1..3_000);
-                assert!(shard.insert(key(offset), buffer(size, offset as u8), access, now));
+                assert!(shard.insert(key(offset), buffer(size, offset as u8), access, now, None));
             }
             2 | 3 => {
                 if let Some(contents) = shard.get(&key(offset), access, now) {
@@ -258,7 +258,7 @@ fn replay(trace: &[u64], capacity: u64, measure_from: usize) -> (f64, f64) {
         let now = index as u64 * TICK;
         let hit = shard.get(&key(block), DATA, now).is_some();
         if !hit {
-            shard.insert(key(block), buffer(BLOCK as usize, 0), DATA, now);
+            shard.insert(key(block), buffer(BLOCK as usize, 0), DATA, now, None);
         }
         let lru_hit = lru.access(block, BLOCK);
         if index >= measure_from {

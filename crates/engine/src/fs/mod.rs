@@ -630,6 +630,12 @@ impl FileSystem {
         self.objset.set_primarycache(policy);
     }
 
+    /// Change which of this file system's blocks may go to the L2ARC (the `secondarycache`
+    /// property).
+    pub fn set_secondarycache(&self, policy: crate::cache::CachePolicy) {
+        self.objset.set_secondarycache(policy);
+    }
+
     // ---------------------------------------------------------------------------------------
     // Helpers.
 

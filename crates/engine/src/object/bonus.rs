@@ -56,6 +56,7 @@ impl ObjectSet {
 
     /// The contents of `object`'s spill block, None if it has none.
     pub fn spill(&self, object: ObjectId) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
+        let _l2 = self.l2_scope();
         self.existing_dnode(object)?;
         match self.spill_source(object)? {
             SpillSource::Dirty(spill) => Ok(spill),

@@ -63,6 +63,7 @@ impl ObjectSet {
         if blkid > meta.max_blkid {
             return Ok(DnodePhys::free());
         }
+        let _l2 = self.l2_scope();
         let bp = tree::lookup_block(&self.io, meta, blkid)?;
         if bp.is_hole() {
             return Ok(DnodePhys::free());

@@ -297,6 +297,8 @@ pub struct ObjectSet {
     log: Mutex<Option<Arc<Zil>>>,
     /// Which of its data blocks a read leaves in the cache (the `primarycache` property).
     primarycache: crate::cache::SharedCachePolicy,
+    /// Which of its blocks may go to the L2ARC (the `secondarycache` property).
+    secondarycache: crate::cache::SharedCachePolicy,
     /// Data blocks found with no good copy, for the pool's error log (`read_errors.rs`).
     read_errors: read_errors::ReadErrors,
     state: Mutex<State>,
@@ -437,6 +439,7 @@ impl ObjectSet {
             gate: parking_lot::RwLock::new(()),
             log: Mutex::new(None),
             primarycache: crate::cache::SharedCachePolicy::default(),
+            secondarycache: crate::cache::SharedCachePolicy::default(),
             read_errors: Default::default(),
             state: Mutex::new(State {
                 synced_root,
@@ -483,6 +486,23 @@ impl ObjectSet {
     /// `primarycache` property).
     pub fn set_primarycache(&self, policy: crate::cache::CachePolicy) {
         self.primarycache.set(policy);
+    }
+
+    /// Which of this set's blocks may go to the L2ARC (`secondarycache`).
+    pub fn secondarycache(&self) -> crate::cache::CachePolicy {
+        self.secondarycache.get()
+    }
+
+    /// Change which of this set's blocks may go to the L2ARC (the dataset's `secondarycache`
+    /// property); blocks already there stay until evicted.
+    pub fn set_secondarycache(&self, policy: crate::cache::CachePolicy) {
+        self.secondarycache.set(policy);
+    }
+
+    /// Reads and writes of this set's blocks on the calling thread carry its
+    /// `secondarycache` while the returned scope lives.
+    pub(crate) fn l2_scope(&self) -> crate::cache::l2arc::SecondaryScope {
+        crate::cache::l2arc::SecondaryScope::new(self.secondarycache())
     }
 
     /// The `copies` setting this set's own metadata (dnode blocks, header) is written for.
@@ -695,6 +715,7 @@ impl ObjectSet {
         blkid: u64,
         block_size: usize,
     ) -> Result<Arc<Vec<u8>>, ObjectError> {
+        let _l2 = self.l2_scope();
         match self.read_block_source(object, blkid)? {
             BlockSource::Data(data) => Ok(data),
             BlockSource::Zeros => Ok(Arc::new(vec![0; block_size])),
@@ -733,6 +754,7 @@ impl ObjectSet {
         object: ObjectId,
         blkid: u64,
     ) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
+        let _l2 = self.l2_scope();
         self.existing_dnode(object)?;
         match self.read_block_source(object, blkid)? {
             BlockSource::Data(data) => Ok(Some(data)),

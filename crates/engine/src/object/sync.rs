@@ -31,6 +31,7 @@ impl ObjectSet {
         at: SyncPoint,
         storage: &dyn SpaceStorage,
     ) -> Result<Option<BlockPtr>, ObjectError> {
+        let _l2 = self.l2_scope();
         let (pending, starting): (BTreeMap<ObjectId, ObjectDirty>, bool) = {
             let mut state = self.state.lock();
             let Some(dirty) = state.dirty.get(&at.txg) else {

@@ -217,11 +217,6 @@ impl Pool {
         if layout.is_empty() {
             return Err(PoolError::BadVdevSpec("no devices given".into()));
         }
-        if !layout.cache.is_empty() {
-            return Err(PoolError::BadVdevSpec(
-                "cache devices are not supported yet".into(),
-            ));
-        }
         let specs: Vec<(&VdevSpec, AllocClass)> = (layout.data.iter())
             .map(|spec| (spec, AllocClass::Normal))
             .chain(layout.log.iter().map(|spec| (spec, AllocClass::Log)))
@@ -229,6 +224,16 @@ impl Pool {
         let _request = self.core.vdev_changes.request.lock();
         let tops = self.core.io.vdevs.tops();
         let mut seen = std::collections::BTreeSet::new();
+        for path in &layout.cache {
+            let identity = device_identity(path);
+            if !seen.insert(identity.clone()) {
+                return Err(PoolError::BadVdevSpec(format!(
+                    "{} is named twice",
+                    identity.display()
+                )));
+            }
+            self.refuse_member(&identity)?;
+        }
         for path in specs.iter().flat_map(|(spec, _)| spec.paths()) {
             let identity = device_identity(&path);
             if !seen.insert(identity.clone()) {
@@ -308,11 +313,15 @@ impl Pool {
             new_tops.push(Arc::new(top));
         }
         if dry_run {
+            added.extend(self.add_cache_devices(&layout.cache, force, true)?);
             return Ok(added);
         }
         let ids: Vec<VdevId> = new_tops.iter().map(|top| top.id).collect();
-        self.core
-            .queue_vdev_change(VdevChange::Add { tops: new_tops });
+        if !new_tops.is_empty() {
+            self.core
+                .queue_vdev_change(VdevChange::Add { tops: new_tops });
+        }
+        added.extend(self.add_cache_devices(&layout.cache, force, false)?);
         self.sync()?;
         if ids.iter().any(|id| self.core.io.vdevs.top(*id).is_none()) {
             return Err(PoolError::Refused(
@@ -324,6 +333,18 @@ impl Pool {
 
     /// Refuse a device that already is a leaf of this pool.
     fn refuse_member(&self, identity: &Path) -> Result<(), PoolError> {
+        if let Some(device) = self
+            .cache_devices()
+            .into_iter()
+            .find(|device| device.path == identity)
+        {
+            return Err(PoolError::Refused(format!(
+                "{} is already a cache device of pool {} (guid {})",
+                identity.display(),
+                self.core.name,
+                device.guid
+            )));
+        }
         if let Some(leaf) = self
             .core
             .io

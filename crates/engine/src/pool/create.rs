@@ -47,11 +47,6 @@ fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
             "a pool needs at least one data vdev besides its log and cache devices".into(),
         ));
     }
-    if !options.cache.is_empty() {
-        return Err(PoolError::BadVdevSpec(
-            "cache devices are not supported yet".into(),
-        ));
-    }
     let mut seen = std::collections::BTreeSet::new();
     let all_paths = options
         .vdevs
@@ -108,6 +103,13 @@ pub(super) fn check_new_device(
     if !force {
         for index in 0..4 {
             if let Ok(Some(existing)) = label::read_label(&device, index) {
+                if existing.l2cache.is_cache_device && existing.state != PoolState::Destroyed {
+                    return Err(PoolError::BadVdevSpec(format!(
+                        "{} is a cache device of pool {:?}; use -f to overwrite it",
+                        path.display(),
+                        existing.name
+                    )));
+                }
                 if existing.state != PoolState::Destroyed {
                     return Err(PoolError::BadVdevSpec(format!(
                         "{} is part of pool {:?} ({:?}); use -f to overwrite it",
@@ -188,6 +190,18 @@ impl Pool {
             keep: false,
         };
         let groups = open_new_devices(&options, &mut created)?;
+        let mut cache_devices = Vec::new();
+        for path in &options.cache {
+            if !path.exists() && options.create_size.is_some() {
+                created.paths.push(path.clone());
+            }
+            cache_devices.push(super::l2cache::open_cache_path(
+                path,
+                options.create_size,
+                options.wrap_device.as_ref(),
+                false,
+            )?);
+        }
         let mut tops = Vec::new();
         let specs = new_pool_specs(&options);
         for (index, group) in groups.into_iter().enumerate() {
@@ -337,9 +351,16 @@ impl Pool {
             }
         }
         io.set_embedded_data(features.contains_key("com.tarn:embedded_data"));
+        let pool_guid = Guid::random();
+        io.l2arc.set_pool_guid(pool_guid);
+        for (path, device) in cache_devices {
+            let device =
+                super::l2cache::prepare_cache_device(&options.name, pool_guid, txg, path, device)?;
+            io.l2arc.add_device(device);
+        }
         let core = Arc::new(PoolCore {
             name: options.name.clone(),
-            guid: Guid::random(),
+            guid: pool_guid,
             io,
             mos,
             txgs: TxgManager::new(Txg(txg.0 - 1), tunables.clone()),

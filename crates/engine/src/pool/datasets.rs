@@ -1189,6 +1189,10 @@ impl Pool {
         fs.set_logbias(crate::zil::Logbias::parse(&logbias).unwrap_or_default());
         let (primarycache, _) = self.core.property(relative, Property::Primarycache)?;
         fs.set_primarycache(crate::cache::CachePolicy::parse(&primarycache).unwrap_or_default());
+        let (secondarycache, _) = self.core.property(relative, Property::Secondarycache)?;
+        fs.set_secondarycache(
+            crate::cache::CachePolicy::parse(&secondarycache).unwrap_or_default(),
+        );
         Ok(())
     }
 }

@@ -391,6 +391,9 @@ impl Pool {
             !options.readonly,
         ));
         io.cache.clear();
+        io.l2arc.set_pool_guid(found.guid);
+        io.l2arc.set_synced_txg(uberblock.txg.0);
+        io.l2arc.set_writable(!options.readonly);
         io.set_embedded_data(config.features.contains_key("com.tarn:embedded_data"));
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
@@ -530,6 +533,15 @@ impl Pool {
             // an abandoned uberblock (newer by number) for the newest.
             pool.core
                 .invalidate_uberblocks_after(uberblock.txg, found_uberblocks)?;
+        }
+        // Cache devices last: one that is missing or unreadable never fails the import.
+        for device in super::l2cache::open_cache_devices(
+            config,
+            &options.dirs,
+            options.wrap_device.as_ref(),
+            options.readonly,
+        ) {
+            pool.core.io.l2arc.add_device(device);
         }
         pool.start_sync_thread();
         if !options.readonly {

@@ -97,7 +97,9 @@ impl PoolCore {
 impl Pool {
     /// The ARC's counters and sizes (`tarn stat arc`).
     pub fn arc_stats(&self) -> crate::cache::BlockCacheStats {
-        self.core.io.cache.stats()
+        let mut stats = self.core.io.cache.stats();
+        stats.l2 = self.core.io.l2arc.stats();
+        stats
     }
 
     /// The recent txgs, oldest first: at most `txg_history` rows, the open txg last (what
@@ -161,6 +163,7 @@ impl Pool {
             stats: LeafStatsSnapshot::default(),
             children: Vec::new(),
         };
+        let mut logs = Vec::new();
         for top in vdevs.tops().iter() {
             let (size, allocated) = space
                 .iter()
@@ -196,9 +199,56 @@ impl Pool {
                 },
             };
             root.stats.add(&line.stats);
+            if top.is_log() {
+                // Log vdevs are not in the pool's capacity (as `pool list`), only its I/O.
+                logs.push(line);
+                continue;
+            }
             root.size_bytes = root.size_bytes.map(|sum| sum + size);
             root.allocated_bytes = root.allocated_bytes.map(|sum| sum + allocated);
             root.children.push(line);
+        }
+        // Log vdevs under a `logs` line, as zpool shows them.
+        if !logs.is_empty() {
+            root.children.push(VdevIostat {
+                name: "logs".into(),
+                size_bytes: None,
+                allocated_bytes: None,
+                stats: LeafStatsSnapshot::default(),
+                children: logs,
+            });
+        }
+        // Cache devices (not in the pool's totals), under a `cache` line as zpool shows them.
+        let cache: Vec<VdevIostat> = self
+            .core
+            .io
+            .l2arc
+            .devices()
+            .iter()
+            .map(|device| VdevIostat {
+                name: device.path.display().to_string(),
+                size_bytes: Some(device.ring_size()),
+                allocated_bytes: Some(
+                    device
+                        .ring
+                        .lock()
+                        .slots
+                        .iter()
+                        .map(|slot| slot.size as u64)
+                        .sum(),
+                ),
+                stats: device.leaf.stats.snapshot(),
+                children: Vec::new(),
+            })
+            .collect();
+        if !cache.is_empty() {
+            root.children.push(VdevIostat {
+                name: "cache".into(),
+                size_bytes: None,
+                allocated_bytes: None,
+                stats: LeafStatsSnapshot::default(),
+                children: cache,
+            });
         }
         PoolIostat {
             elapsed_ns: vdevs.opened_at.elapsed().as_nanos() as u64,

@@ -162,6 +162,7 @@ impl PoolCore {
     /// txg layer whether work without dirty data remains (freed space that the next committed
     /// txgs will release), which the txg timer carries.
     pub(super) fn finish_txg(&self, txg: Txg, datasets: &[(String, Arc<Dataset>)]) {
+        self.io.l2arc.set_synced_txg(txg.0);
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
         for (_, dataset) in datasets {
@@ -265,6 +266,10 @@ impl PoolCore {
             vdev_tree: self.io.vdevs.to_config(),
             features_for_read: config.features_for_read.clone(),
             features: config.features.clone(),
+            l2cache: crate::vdev::label::L2cacheConfig {
+                devices: self.cache_device_configs(),
+                is_cache_device: false,
+            },
         }
     }
 

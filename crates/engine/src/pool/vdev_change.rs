@@ -57,6 +57,12 @@ pub(super) enum VdevChange {
     Detach { leaf: Guid },
     /// Add these top-level vdevs.
     Add { tops: Vec<Arc<TopVdev>> },
+    /// Add a cache device (prepared, `l2cache.rs`) to the L2ARC's list.
+    AddCache {
+        device: Arc<crate::cache::l2arc::L2Device>,
+    },
+    /// Remove the cache device with this guid.
+    RemoveCache { guid: Guid },
 }
 
 /// The pool's queue of vdev changes and what a committed change still has to do.
@@ -65,6 +71,8 @@ pub(super) struct VdevChanges {
     pending: Mutex<Vec<VdevChange>>,
     /// Leaves detached by the txg being synced: their labels are cleared once it commits.
     detached: Mutex<Vec<Arc<Leaf>>>,
+    /// Cache devices removed by the txg being synced: their labels are cleared once it commits.
+    removed_cache: Mutex<Vec<Arc<crate::cache::l2arc::L2Device>>>,
     /// Serializes device requests from their checks until their txg has synced.
     pub(super) request: Mutex<()>,
     /// Wraps devices opened for new leaves as the pool's own were (the fault layer in tests).
@@ -181,6 +189,16 @@ impl PoolCore {
         for change in changes {
             let mut tops: Vec<Arc<TopVdev>> = self.io.vdevs.tops().iter().cloned().collect();
             match change {
+                VdevChange::AddCache { device } => {
+                    self.apply_cache_add(device, txg);
+                    continue;
+                }
+                VdevChange::RemoveCache { guid } => {
+                    if let Some(removed) = self.apply_cache_remove(guid, txg) {
+                        self.vdev_changes.removed_cache.lock().push(removed);
+                    }
+                    continue;
+                }
                 VdevChange::Attach { top, leaf } => {
                     let Some(index) = tops.iter().position(|candidate| candidate.id == top) else {
                         log::warn!("pool {}: attach to vdev {top}: no such vdev", self.name);
@@ -273,6 +291,9 @@ impl PoolCore {
     /// After the commit of a txg: clear the labels of the leaves it detached, so that scans
     /// no longer take them for members of the pool.
     pub(super) fn vdev_changes_committed(&self) {
+        for device in std::mem::take(&mut *self.vdev_changes.removed_cache.lock()) {
+            super::l2cache::cache_device_removed(&self.name, &device);
+        }
         let detached = std::mem::take(&mut *self.vdev_changes.detached.lock());
         for leaf in detached {
             if leaf.device.is_missing() {

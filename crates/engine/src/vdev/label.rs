@@ -180,6 +180,30 @@ pub struct LabelConfig {
     pub vdev_tree: Vec<TopVdevConfig>,
     pub features_for_read: Vec<String>,
     pub features: BTreeMap<String, u64>,
+    /// The pool's cache devices (L2ARC, `pool/l2cache.rs`), or that this label is a cache
+    /// device's; absent in labels written before cache devices existed.
+    #[serde(default)]
+    pub l2cache: L2cacheConfig,
+}
+
+/// The cache-device part of a label (one field of [`LabelConfig`], so that labels without it
+/// read as "no cache devices, not a cache device").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct L2cacheConfig {
+    /// The pool's cache devices (in a data leaf's label).
+    #[serde(default)]
+    pub devices: Vec<CacheDeviceConfig>,
+    /// This label is a cache device's (`leaf_guid` is the device's guid, `vdev_tree` empty):
+    /// import scans never take it for a data leaf, and `pool create`/`add` refuse it without -f.
+    #[serde(default)]
+    pub is_cache_device: bool,
+}
+
+/// One cache device in the pool config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheDeviceConfig {
+    pub guid: u64,
+    pub path: String,
 }
 
 /// Which labels [`write_labels`] writes.
@@ -487,6 +511,13 @@ pub(crate) mod tests {
             }],
             features_for_read: vec!["org.tarn:spacemap_v2".to_string()],
             features: BTreeMap::from([("org.tarn:spacemap_v2".to_string(), 1)]),
+            l2cache: L2cacheConfig {
+                devices: vec![CacheDeviceConfig {
+                    guid: 99,
+                    path: "/tmp/cache".to_string(),
+                }],
+                is_cache_device: false,
+            },
         }
     }
 
@@ -512,6 +543,27 @@ pub(crate) mod tests {
         assert_eq!(uberblock_slot_count(9), 128);
         assert_eq!(uberblock_slot_count(12), 32);
         assert_eq!(uberblock_slot_count(16), 16);
+    }
+
+    /// Labels written before cache devices existed have no `l2cache` field: they must read as
+    /// "no cache devices, not a cache device", or every older pool would fail to import.
+    #[test]
+    fn a_label_without_l2cache_reads_as_no_cache_devices() {
+        let config = sample_config(5);
+        let mut value = ciborium::Value::serialized(&config).unwrap();
+        let ciborium::Value::Map(entries) = &mut value else {
+            panic!("a config is a map");
+        };
+        let before = entries.len();
+        entries.retain(|(key, _)| key.as_text() != Some("l2cache"));
+        assert_eq!(entries.len(), before - 1);
+        let mut payload = Vec::new();
+        ciborium::into_writer(&value, &mut payload).unwrap();
+        let decoded = decode_config_area(&area_with_payload(&payload))
+            .unwrap()
+            .unwrap();
+        assert_eq!(decoded.l2cache, L2cacheConfig::default());
+        assert_eq!(decoded.vdev_tree, config.vdev_tree);
     }
 
     #[test]
@@ -748,6 +800,7 @@ pub(crate) mod tests {
                     vdev_tree,
                     features_for_read,
                     features,
+                    l2cache: L2cacheConfig::default(),
                 },
             )
     }

@@ -58,6 +58,10 @@ fn inspect(path: PathBuf) -> Option<FoundLeaf> {
         return None;
     }
     let (_, config) = read_newest_label(&device).ok()??;
+    // A cache device is no data leaf (its pool finds it through its config's l2cache list).
+    if config.l2cache.is_cache_device {
+        return None;
+    }
     // The ring's slot size depends on the ashift of this leaf's top-level vdev.
     let ashift = config
         .vdev_tree

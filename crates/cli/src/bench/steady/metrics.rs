@@ -246,8 +246,10 @@ pub fn measure(
         share(hits, accesses, "no ARC accesses in the interval"),
     ];
     if l2arc {
+        // tarn publishes its cache devices' capacity (l2_dev_size); OpenZFS does not.
         let capacity = config
             .l2arc_capacity
+            .or_else(|| now.get("l2_dev_size").copied().filter(|size| *size > 0))
             .map(|capacity| capacity as f64)
             .ok_or_else(|| "L2ARC capacity unknown (give --l2arc-size)".to_string());
         let write_max = config
