@@ -8,9 +8,10 @@
 //! FREE runs in a MOS object, whose header (in the object's bonus buffer) keeps the log length,
 //! the net allocated bytes and a 32-bucket free-segment histogram. In memory, a loaded metaslab
 //! replays its log into a [`RangeTree`] of free segments (`allocatable`); unloaded metaslabs are
-//! ranked from their header histogram alone. The [`SpaceManager`] is the metaslab class: one
-//! group per top-level vdev, a rotor across groups, and per group an active metaslab for first
-//! copies and one for each extra copy on that vdev (OpenZFS `mg_primaries`/`mg_secondaries`).
+//! ranked from their header histogram alone. The [`SpaceManager`] holds the metaslab classes
+//! ([`class`]: normal, and log for separate log vdevs): one group per top-level vdev, a rotor
+//! across the normal groups, and per group an active metaslab for first copies and one for each
+//! extra copy on that vdev (OpenZFS `mg_primaries`/`mg_secondaries`).
 //!
 //! # On-disk structures
 //!
@@ -100,6 +101,7 @@
 //! again at load, so the txgs that import may rewind to still find their blocks intact.
 
 pub mod btree;
+mod class;
 mod counters;
 mod inspect;
 pub mod log;
@@ -109,6 +111,7 @@ pub mod space_map;
 pub mod stats;
 pub mod storage;
 
+pub use class::AllocClass;
 use counters::SpaceCounters;
 pub use counters::SpaceTotals;
 pub use inspect::{MetaslabStats, VdevSpaceStats};
@@ -476,35 +479,6 @@ impl SpaceStorage for CountingStorage<'_> {
     }
 }
 
-/// The metaslab class of a top-level vdev (OpenZFS's normal and log classes): what may be
-/// allocated there. Stored in the vdev's config (`class`, §2.1), `Normal` when absent.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub enum AllocClass {
-    /// File data and metadata; the pool's size and free space are this class's.
-    #[default]
-    Normal,
-    /// Intent-log blocks only (a separate log device, `pool add POOL log DEV`).
-    Log,
-}
-
-impl AllocClass {
-    fn index(self) -> usize {
-        match self {
-            AllocClass::Normal => 0,
-            AllocClass::Log => 1,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AllocClass::Normal => "normal",
-            AllocClass::Log => "log",
-        }
-    }
-}
-
 struct Rotor {
     /// Index into the group list.
     index: usize,
@@ -589,35 +563,6 @@ impl SpaceManager {
     /// Run `operation` on `metaslab`, adding what it changed to its class's counters.
     fn track<T>(&self, metaslab: &mut Metaslab, operation: impl FnOnce(&mut Metaslab) -> T) -> T {
         self.counters[metaslab.class.index()].track(metaslab, operation)
-    }
-
-    /// Whether `vdev` takes new allocations (`false`: a log vdev being removed or whose
-    /// devices are missing). Frees and claims reach it either way.
-    pub fn set_allocatable(&self, vdev: VdevId, allocatable: bool) {
-        let groups = self.groups.read();
-        for group in groups.iter() {
-            let mut group = group.lock();
-            if group.vdev == vdev {
-                group.allocatable = allocatable;
-            }
-        }
-        self.count_allocatable_log_groups(&groups);
-    }
-
-    fn count_allocatable_log_groups(&self, groups: &[Mutex<Group>]) {
-        let count = groups
-            .iter()
-            .filter(|group| {
-                let group = group.lock();
-                group.class == AllocClass::Log && group.allocatable
-            })
-            .count();
-        self.allocatable_log_groups.store(count, Ordering::Release);
-    }
-
-    /// Whether the pool has a log vdev that takes allocations (no lock).
-    pub fn has_log_vdevs(&self) -> bool {
-        self.allocatable_log_groups.load(Ordering::Acquire) > 0
     }
 
     /// Tell the manager the last synced txg (at import, before the first allocation). Without
@@ -757,60 +702,6 @@ impl SpaceManager {
             started.elapsed().as_nanos() as u64,
         );
         result
-    }
-
-    /// Allocate an intent-log block of `size_allocated` bytes in open txg `txg` (OpenZFS
-    /// `zio_alloc_zil`): on a log vdev if the pool has one that takes allocations and has room
-    /// (successive blocks rotate over the log vdevs), else in the normal class.
-    pub fn allocate_log(
-        &self,
-        size_allocated: u64,
-        txg: Txg,
-        storage: &dyn SpaceStorage,
-    ) -> Result<(VdevId, u64), SpaceError> {
-        assert!(size_allocated > 0, "zero-size allocation");
-        let started = Instant::now();
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
-        let mut context = AllocContext {
-            manager: self,
-            storage,
-            txg,
-            last_synced,
-            segments_examined: 0,
-            load_wait: false,
-        };
-        let placed = {
-            let groups = self.groups.read();
-            let count = groups.len();
-            let start = self.log_rotor.fetch_add(1, Ordering::Relaxed);
-            let mut placed = None;
-            for step in 0..count {
-                let mut group = groups[(start + step) % count].lock();
-                if group.class != AllocClass::Log || !group.allocatable {
-                    continue;
-                }
-                if !size_allocated.is_multiple_of(1u64 << group.ashift) {
-                    continue;
-                }
-                if let Some(offset) = group.allocate(size_allocated, 0, &[], &mut context)? {
-                    placed = Some((group.vdev, offset));
-                    break;
-                }
-            }
-            placed
-        };
-        self.stats.allocation(
-            context.segments_examined,
-            context.load_wait,
-            started.elapsed().as_nanos() as u64,
-        );
-        match placed {
-            Some(placed) => Ok(placed),
-            None => self.allocate(size_allocated, txg, &[], storage),
-        }
     }
 
     fn allocate_in(
@@ -1214,15 +1105,6 @@ impl SpaceManager {
     /// operation is in progress.
     pub fn counters(&self) -> SpaceTotals {
         self.counters[AllocClass::Normal.index()].totals()
-    }
-
-    /// Bytes freed in the last two txgs and not yet allocatable, in every class (the sync
-    /// driver runs txgs until they are back). From the counters: no lock.
-    pub fn deferred_bytes(&self) -> u64 {
-        self.counters
-            .iter()
-            .map(|counters| counters.totals().deferred)
-            .sum()
     }
 
     /// Run `work` while holding the lock of `vdev`'s metaslab group, as the sync thread does
