@@ -243,6 +243,123 @@ impl BlockIo {
         )
     }
 
+    /// Write a data block that arrived compressed and was kept only as its payload (a
+    /// compressed receive, `object::DirtyBlock::Stored`): `payload` is compressed with
+    /// `compression` (zero padding allowed) and decompresses to `size_logical` bytes, which
+    /// the caller has checked. The payload is stored as it is, shared with the write queue
+    /// when it already fills its sectors; the block's bytes are never made unless the payload
+    /// cannot be stored as it is (a pass that no longer compresses, or a payload that saves no
+    /// allocation unit), and the cache does not keep it (as OpenZFS's lightweight receive
+    /// writes bypass the ARC). No zero detection: a sender with compression on sends holes,
+    /// not compressed zeros.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_stored(
+        &self,
+        payload: &Arc<Vec<u8>>,
+        compression: Compression,
+        size_logical: u32,
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        let unit = 1u64 << self.alloc_unit_shift;
+        let as_stored = compression != Compression::Off
+            && at.pass < self.tunables.sync_pass_dont_compress
+            && !payload.is_empty()
+            && round_up(payload.len() as u64, unit) < u64::from(size_logical);
+        if !as_stored {
+            let data = Arc::new(compress::decompress(
+                compression,
+                payload,
+                size_logical as usize,
+            )?);
+            return self.write_precompressed(
+                &data,
+                (compression, payload),
+                props,
+                fill_count,
+                at,
+                old,
+                storage,
+            );
+        }
+        let encoded = self.encode_stored(
+            payload,
+            compression,
+            size_logical,
+            props,
+            fill_count,
+            at,
+            old,
+        );
+        let bp = self.place(encoded, props, at, old, storage)?;
+        if let Some(key) = BlockKey::of(&bp) {
+            self.cache.remove(&key);
+        }
+        Ok(bp)
+    }
+
+    /// [`BlockIo::encode`] of a payload stored as it is ([`BlockIo::write_stored`], which has
+    /// checked that it saves an allocation unit): embedding, physical size, checksum, padding.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_stored(
+        &self,
+        payload: &Arc<Vec<u8>>,
+        compression: Compression,
+        size_logical: u32,
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+    ) -> Encoded {
+        let mut bp = BlockPtr::hole(at.txg, props.object_type, props.level);
+        bp.size_logical = size_logical;
+        bp.compression = compression;
+        bp.checksum_type = props.checksum;
+        bp.fill_count = fill_count;
+        bp.birth_physical = at.txg;
+        let embeddable = props.level == 0
+            && props.object_type == ObjectType::PlainFile
+            && self.embedded_data.load(Ordering::Relaxed);
+        if embeddable && payload.len() <= EMBEDDED_PAYLOAD_MAX {
+            bp.size_physical = payload.len() as u32;
+            bp.embedded = true;
+            bp.embedded_payload = payload.as_ref().clone();
+            return Encoded::Done(bp);
+        }
+        // As `encode`: a block born in this txg rewritten by a later pass keeps its size.
+        let unit = 1u64 << self.alloc_unit_shift;
+        let keep = old
+            .filter(|old| {
+                old.compression != Compression::Off && self.may_rewrite(old, at, size_logical)
+            })
+            .map(|old| old.size_physical as usize)
+            .filter(|&keep| keep >= payload.len() && keep < size_logical as usize);
+        let size_physical = keep.unwrap_or(round_up(payload.len() as u64, unit) as usize);
+        let size_allocated = round_up(size_physical as u64, 1u64 << self.ashift);
+        bp.size_physical = size_physical as u32;
+        let padded = if payload.len() as u64 == size_allocated && size_physical == payload.len() {
+            // Already what goes to disk: shared, not copied.
+            bp.checksum = checksum::compute(props.checksum, payload);
+            payload.clone()
+        } else {
+            let mut bytes = Vec::with_capacity(size_allocated as usize);
+            bytes.extend_from_slice(&payload[..payload.len().min(size_physical)]);
+            bytes.resize(size_physical, 0);
+            bp.checksum = checksum::compute(props.checksum, &bytes);
+            bytes.resize(size_allocated as usize, 0);
+            Arc::new(bytes)
+        };
+        Encoded::Physical {
+            bp,
+            padded,
+            size_physical,
+            size_allocated,
+        }
+    }
+
     /// Everything a write does before it places the block: zero detection, compression,
     /// embedding, checksum, padding to whole sectors. `at` gives the birth txg and pass.
     #[allow(clippy::too_many_arguments)]
@@ -362,16 +479,39 @@ impl BlockIo {
         old: Option<&BlockPtr>,
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
-        let (mut bp, padded, size_physical, size_allocated) =
-            match self.encode(data, shared, precompressed, props, fill_count, at, old) {
-                Encoded::Done(bp) => return Ok(bp),
-                Encoded::Physical {
-                    bp,
-                    padded,
-                    size_physical,
-                    size_allocated,
-                } => (bp, padded, size_physical, size_allocated),
-            };
+        let encoded = self.encode(data, shared, precompressed, props, fill_count, at, old);
+        let bp = self.place(encoded, props, at, old, storage)?;
+        if let Some(key) = BlockKey::of(&bp) {
+            if props.cache.admits(BlockKind::of(&bp)) {
+                let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
+                self.cache.insert(key, contents, BlockKind::of(&bp));
+            } else {
+                // An earlier pass may have cached this block's older contents (rewritten in
+                // place now): not kept means not kept stale either.
+                self.cache.remove(&key);
+            }
+        }
+        Ok(bp)
+    }
+
+    /// Allocate (or rewrite in place) and issue an encoded block; its pointer.
+    fn place(
+        &self,
+        encoded: Encoded,
+        props: &WriteProps,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        let (mut bp, padded, size_physical, size_allocated) = match encoded {
+            Encoded::Done(bp) => return Ok(bp),
+            Encoded::Physical {
+                bp,
+                padded,
+                size_physical,
+                size_allocated,
+            } => (bp, padded, size_physical, size_allocated),
+        };
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let rewrite = old.filter(|old| {
             self.may_rewrite(old, at, bp.size_logical)
@@ -418,16 +558,6 @@ impl BlockIo {
                     }
                 }
                 Err(error) => return Err(error),
-            }
-        }
-        if let Some(key) = BlockKey::of(&bp) {
-            if props.cache.admits(BlockKind::of(&bp)) {
-                let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-                self.cache.insert(key, contents, BlockKind::of(&bp));
-            } else {
-                // An earlier pass may have cached this block's older contents (rewritten in
-                // place now): not kept means not kept stale either.
-                self.cache.remove(&key);
             }
         }
         Ok(bp)

@@ -127,7 +127,9 @@ impl ObjectSet {
                 let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
                 block[slot..slot + DNODE_SIZE].copy_from_slice(&dnode.encode());
             }
-            meta_record.blocks.insert(blkid, Arc::new(block));
+            meta_record
+                .blocks
+                .insert(blkid, DirtyBlock::Data(Arc::new(block)));
         }
         let meta = self.sync_object(
             ObjectId(0),
@@ -212,9 +214,11 @@ impl ObjectSet {
             if compression == Compression::Off {
                 continue;
             }
-            for (&blkid, data) in &record.blocks {
-                if !record.stored.contains_key(&blkid) && !record.overrides.contains_key(&blkid) {
-                    work.push(((*object, blkid), compression, data));
+            for (&blkid, block) in &record.blocks {
+                if let DirtyBlock::Data(data) = block {
+                    if !record.overrides.contains_key(&blkid) {
+                        work.push(((*object, blkid), compression, data));
+                    }
                 }
             }
         }
@@ -293,17 +297,22 @@ impl ObjectSet {
         if let Some(truncated) = record.truncated_to {
             tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
         }
-        for (&blkid, data) in &record.blocks {
+        for (&blkid, block) in &record.blocks {
             if let Some(bp) = record.overrides.get(&blkid) {
                 tree.adopt_block(blkid, bp)?;
                 tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
                 continue;
             }
-            let stored = record
-                .stored
-                .get(&blkid)
-                .or_else(|| precompressed.get(&(object, blkid)));
-            tree.write_block(blkid, data, stored)?;
+            match block {
+                DirtyBlock::Data(data) => {
+                    tree.write_block(blkid, data, precompressed.get(&(object, blkid)))?
+                }
+                DirtyBlock::Stored {
+                    compression,
+                    payload,
+                    size_logical,
+                } => tree.write_stored(blkid, *compression, payload, *size_logical)?,
+            }
             tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
         }
         tree.finish()

@@ -336,6 +336,34 @@ impl<'a> TreeSync<'a> {
         self.set_pointer(0, blkid, bp)
     }
 
+    /// Write data block `blkid` from its payload alone (`DirtyBlock::Stored`, a compressed
+    /// receive): stored as it is ([`BlockIo::write_stored`]).
+    pub fn write_stored(
+        &mut self,
+        blkid: u64,
+        compression: Compression,
+        payload: &Arc<Vec<u8>>,
+        size_logical: u32,
+    ) -> Result<(), ObjectError> {
+        self.grow_to(blkid)?;
+        let old = self.data_pointer(blkid)?;
+        let bp = self.io.write_stored(
+            payload,
+            compression,
+            size_logical,
+            &self.props(0),
+            1,
+            self.at,
+            Some(&old),
+            self.storage,
+        )?;
+        if !rewritten_in_place(&old, &bp) {
+            self.kill(&old)?;
+            self.born(&bp);
+        }
+        self.set_pointer(0, blkid, bp)
+    }
+
     /// The pointer currently addressing data block `blkid` (the tree has grown to it).
     fn data_pointer(&mut self, blkid: u64) -> Result<BlockPtr, ObjectError> {
         if self.dnode.levels == 1 {
