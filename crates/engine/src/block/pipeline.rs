@@ -215,32 +215,71 @@ impl BlockIo {
         self.write_inner(data, Some(data), None, props, fill_count, at, old, storage)
     }
 
-    /// As [`BlockIo::write_shared`] for a block that arrives compressed (a compressed receive):
-    /// `stored` is its payload compressed with its kind (as [`BlockIo::read_physical`] returns
-    /// it, zero padding allowed), stored as it is instead of compressing `data` again. The
-    /// caller has checked that the payload decompresses to `data`. A payload that saves no
-    /// allocation unit is stored uncompressed, as a compressed write would be.
+    /// As [`BlockIo::write_shared`] for a block already compressed (by the sync's
+    /// compression threads): `stored` is its payload compressed with its kind (as
+    /// [`BlockIo::read_physical`] returns it, zero padding allowed), stored as it is instead of
+    /// compressing `data` again, and shared with the write queue, not copied, when it already
+    /// fills its sectors. The caller has checked that the payload decompresses to `data`. A
+    /// payload that saves no allocation unit is stored uncompressed, as a compressed write
+    /// would be; zeros are a hole.
     #[allow(clippy::too_many_arguments)]
     pub fn write_precompressed(
         &self,
         data: &Arc<Vec<u8>>,
-        stored: (Compression, &[u8]),
+        stored: (Compression, &Arc<Vec<u8>>),
         props: &WriteProps,
         fill_count: u64,
         at: SyncPoint,
         old: Option<&BlockPtr>,
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
-        self.write_inner(
-            data,
-            Some(data),
-            Some(stored),
+        let (compression, payload) = stored;
+        let unit = 1u64 << self.alloc_unit_shift;
+        let zeros = props.level == 0
+            && props.compression != Compression::Off
+            && data.iter().all(|&byte| byte == 0);
+        let as_stored = compression != Compression::Off
+            && at.pass < self.tunables.sync_pass_dont_compress
+            && !payload.is_empty()
+            && round_up(payload.len() as u64, unit) < data.len() as u64
+            && !zeros;
+        if !as_stored {
+            return self.write_inner(
+                data,
+                Some(data),
+                Some((compression, payload.as_slice())),
+                props,
+                fill_count,
+                at,
+                old,
+                storage,
+            );
+        }
+        let encoded = self.encode_stored(
+            payload,
+            compression,
+            data.len() as u32,
             props,
             fill_count,
             at,
             old,
-            storage,
-        )
+        );
+        let bp = self.place(encoded, props, at, old, storage)?;
+        self.cache_written(&bp, data, props);
+        Ok(bp)
+    }
+
+    /// Keep a written block's contents in the cache if its policy admits it.
+    fn cache_written(&self, bp: &BlockPtr, contents: &Arc<Vec<u8>>, props: &WriteProps) {
+        if let Some(key) = BlockKey::of(bp) {
+            if props.cache.admits(BlockKind::of(bp)) {
+                self.cache.insert(key, contents.clone(), BlockKind::of(bp));
+            } else {
+                // An earlier pass may have cached this block's older contents (rewritten in
+                // place now): not kept means not kept stale either.
+                self.cache.remove(&key);
+            }
+        }
     }
 
     /// Write a data block that arrived compressed and was kept only as its payload (a
@@ -481,16 +520,14 @@ impl BlockIo {
     ) -> Result<BlockPtr, PipelineError> {
         let encoded = self.encode(data, shared, precompressed, props, fill_count, at, old);
         let bp = self.place(encoded, props, at, old, storage)?;
-        if let Some(key) = BlockKey::of(&bp) {
-            if props.cache.admits(BlockKind::of(&bp)) {
-                let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-                self.cache.insert(key, contents, BlockKind::of(&bp));
-            } else {
-                // An earlier pass may have cached this block's older contents (rewritten in
-                // place now): not kept means not kept stale either.
-                self.cache.remove(&key);
-            }
-        }
+        let admitted = BlockKey::of(&bp).is_some() && props.cache.admits(BlockKind::of(&bp));
+        let contents = match shared {
+            Some(shared) => shared.clone(),
+            // Copied only if the cache keeps it.
+            None if admitted => Arc::new(data.to_vec()),
+            None => Arc::new(Vec::new()),
+        };
+        self.cache_written(&bp, &contents, props);
         Ok(bp)
     }
 

@@ -211,6 +211,10 @@ struct ObjectDirty {
 enum DirtyBlock {
     /// Its bytes.
     Data(Arc<Vec<u8>>),
+    /// Its bytes, written whole by a receive ([`ObjectSet::write_blocks`]): as `Data`, but the
+    /// sync does not keep it in the cache (as OpenZFS's lightweight receive writes bypass the
+    /// ARC: a stream's blocks are seldom read soon, and caching them costs memory and time).
+    Received(Arc<Vec<u8>>),
     /// A block that arrived compressed (a compressed receive), kept only as its payload (which
     /// the writer checked decompresses to `size_logical` bytes): the sync stores the payload
     /// as it is ([`BlockIo::write_stored`]), and a read before then decompresses it. Holding
@@ -225,7 +229,7 @@ enum DirtyBlock {
 impl DirtyBlock {
     fn size_logical(&self) -> u64 {
         match self {
-            DirtyBlock::Data(data) => data.len() as u64,
+            DirtyBlock::Data(data) | DirtyBlock::Received(data) => data.len() as u64,
             DirtyBlock::Stored { size_logical, .. } => u64::from(*size_logical),
         }
     }
@@ -233,7 +237,7 @@ impl DirtyBlock {
     /// The block's bytes (decompressed from a stored payload).
     fn contents(&self) -> Result<Arc<Vec<u8>>, ObjectError> {
         match self {
-            DirtyBlock::Data(data) => Ok(data.clone()),
+            DirtyBlock::Data(data) | DirtyBlock::Received(data) => Ok(data.clone()),
             DirtyBlock::Stored {
                 compression,
                 payload,

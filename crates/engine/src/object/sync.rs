@@ -215,7 +215,7 @@ impl ObjectSet {
                 continue;
             }
             for (&blkid, block) in &record.blocks {
-                if let DirtyBlock::Data(data) = block {
+                if let DirtyBlock::Data(data) | DirtyBlock::Received(data) = block {
                     if !record.overrides.contains_key(&blkid) {
                         work.push(((*object, blkid), compression, data));
                     }
@@ -228,12 +228,20 @@ impl ObjectSet {
         if work.len() < PARALLEL_COMPRESS_MIN_BLOCKS || threads < 2 {
             return Precompressed::new();
         }
+        // A payload too long to embed is padded to the allocation unit here (as the write
+        // would pad it), so that the write shares it with the write queue instead of copying.
+        let unit = 1usize << self.io.alloc_unit_shift;
         let compress_share = |share: &[CompressWork]| {
             share
                 .iter()
                 .map(|(key, compression, data)| {
                     let stored = match crate::block::compress::compress(*compression, data) {
-                        Some(payload) => (*compression, Arc::new(payload)),
+                        Some(mut payload) => {
+                            if payload.len() > crate::block::blkptr::EMBEDDED_PAYLOAD_MAX {
+                                payload.resize(payload.len().next_multiple_of(unit), 0);
+                            }
+                            (*compression, Arc::new(payload))
+                        }
                         None => (Compression::Off, Arc::new(Vec::new())),
                     };
                     (*key, stored)
@@ -305,7 +313,10 @@ impl ObjectSet {
             }
             match block {
                 DirtyBlock::Data(data) => {
-                    tree.write_block(blkid, data, precompressed.get(&(object, blkid)))?
+                    tree.write_block(blkid, data, precompressed.get(&(object, blkid)), true)?
+                }
+                DirtyBlock::Received(data) => {
+                    tree.write_block(blkid, data, precompressed.get(&(object, blkid)), false)?
                 }
                 DirtyBlock::Stored {
                     compression,

@@ -78,7 +78,7 @@ impl ObjectSet {
         let Some(block) = record.blocks.get_mut(&blkid) else {
             return Ok(false);
         };
-        if let DirtyBlock::Stored { .. } = block {
+        if !matches!(block, DirtyBlock::Data(_)) {
             *block = DirtyBlock::Data(block.contents()?);
         }
         let DirtyBlock::Data(data) = block else {
@@ -127,7 +127,7 @@ impl ObjectSet {
         for (blkid, block) in blocks {
             let block = match block {
                 WholeBlock::Data(data) if data.len() == block_size as usize => {
-                    DirtyBlock::Data(Arc::new(data))
+                    DirtyBlock::Received(Arc::new(data))
                 }
                 WholeBlock::Stored {
                     compression,
