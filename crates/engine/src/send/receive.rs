@@ -119,22 +119,18 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// A record and the stream's length up to its end; or why there is none.
 type Item = Result<(Record, u64), SendError>;
 
-/// The reader thread: parse and verify records (the stream's chained checksum, and that a
-/// compressed WRITE record's block decompresses to its logical size) and hand them to the writer in chunks, a chunk ending early at END so
-/// that a substream is never held back waiting for the next one. Stops after the first error
+/// The reader thread: parse and verify records (the stream's chained checksum) and hand them
+/// to the writer in chunks, a chunk ending early at END so that a substream is never held
+/// back waiting for the next one. Stops after the first error
 /// (handed over as the chunk's last item) or when the writer is gone.
 fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
     let mut reader = StreamReader::new(input);
-    let mut scratch = Vec::new();
     loop {
         let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
         let mut payload_bytes = 0;
         let stop = loop {
             let at = reader.bytes();
-            let item = reader.next_record().and_then(|record| {
-                check_decompresses(&record, at, &mut scratch)?;
-                Ok((record, reader.bytes()))
-            });
+            let item = reader.next_record().map(|record| (record, reader.bytes()));
             let (stop, end) = match &item {
                 Err(_) => (true, true),
                 Ok((record, bytes)) => {
@@ -156,7 +152,8 @@ fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
 /// Check that a compressed WRITE record's block decompresses to its logical size
 /// ([`compress::check_decompresses`]: an lz4 stream is walked, not decompressed; zstd is
 /// decompressed into `scratch`, kept for the next record), so that what is stored as received
-/// is known to read back; nothing for any other record.
+/// is known to read back; nothing for any other record. The writer checks each record before
+/// it applies it (the reader's thread, with the stream checksum to compute, is the busier).
 fn check_decompresses(record: &Record, at: u64, scratch: &mut Vec<u8>) -> Result<(), SendError> {
     match record {
         Record::Write {
@@ -543,6 +540,7 @@ fn apply_records(
             .unwrap_or(pool.core.io.tunables.recv_write_batch_size),
         current: None,
         last_end: 0,
+        scratch: Vec::new(),
         next_object: prepared.start.0.max(1),
         report,
     };
@@ -550,6 +548,7 @@ fn apply_records(
     loop {
         let at = source.bytes;
         let record = source.next()?;
+        check_decompresses(&record, at, &mut writer.scratch)?;
         let bad = |what: String| SendError::BadStream { at, what };
         match record {
             Record::End { to_guid } => {
@@ -638,6 +637,8 @@ struct Writer<'a> {
     current: Option<u64>,
     /// Where the last WRITE or FREE of `current` ended: the next may not start before it.
     last_end: u64,
+    /// The buffer a zstd block is decompressed into to check it.
+    scratch: Vec<u8>,
     /// Objects below this have had their record (OBJECT or FREEOBJECTS).
     next_object: u64,
     report: &'a mut ReceiveReport,
