@@ -117,10 +117,12 @@ impl ObjectSet {
         object: ObjectId,
         blocks: Vec<(u64, WholeBlock)>,
     ) -> Result<(), ObjectError> {
-        let (Some((first, _)), Some((last, _))) = (blocks.first(), blocks.last()) else {
+        let (Some(first), Some(last)) = (
+            blocks.iter().map(|(blkid, _)| *blkid).min(),
+            blocks.iter().map(|(blkid, _)| *blkid).max(),
+        ) else {
             return Ok(());
         };
-        let (first, last) = (*first, *last);
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size;
         let mut dirty = Vec::with_capacity(blocks.len());
@@ -146,7 +148,7 @@ impl ObjectSet {
                     )))
                 }
             };
-            if blkid.checked_mul(u64::from(block_size)).is_none() {
+            if (blkid + 1).checked_mul(u64::from(block_size)).is_none() {
                 return Err(ObjectError::Invalid("write past the largest offset".into()));
             }
             dirty.push((blkid, block));
