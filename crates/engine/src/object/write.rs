@@ -148,7 +148,10 @@ impl ObjectSet {
                     )))
                 }
             };
-            if (blkid + 1).checked_mul(u64::from(block_size)).is_none() {
+            let end = blkid
+                .checked_add(1)
+                .and_then(|blocks| blocks.checked_mul(u64::from(block_size)));
+            if end.is_none() {
                 return Err(ObjectError::Invalid("write past the largest offset".into()));
             }
             dirty.push((blkid, block));
