@@ -15,8 +15,10 @@
 //! # Dirty records and txgs
 //! Changes are made in *open context* under a transaction (a [`Tx`] names the open txg it was
 //! assigned to) and kept in memory as per-txg dirty records: for each object, the whole new
-//! contents of each written data block, the ranges of blocks freed, a new bonus buffer, and
-//! whether the object was created or removed in that txg. Nothing on disk changes until the txg
+//! contents of each written data block (a block a compressed receive wrote: only its payload as
+//! stored, decompressed if read before its sync; see `DirtyBlock`), the ranges of blocks freed,
+//! a new bonus buffer, and whether the object was created or removed in that txg. Nothing on
+//! disk changes until the txg
 //! syncs, so writes land in txg N+1 while N syncs: the records of N are frozen once N is
 //! quiesced, and writers only touch the open txg's records.
 //!
