@@ -6,7 +6,10 @@
 //! file system with that recordsize and lz4, snapshotted, and sent to a file; the file is then
 //! received into a new file system with write batching (1 MiB) and without (one record per
 //! transaction, the same code path otherwise). Each receive is timed to the end of its final
-//! sync, with the process's CPU time (user + system) over the blocks received. The btrfs half
+//! sync, with the process's CPU time (user + system) over the blocks received; each received
+//! copy is destroyed, and its blocks freed, before the next receive starts, and an untimed
+//! receive first warms the process's heap (the first receive pays a page fault for every
+//! buffer it holds, and would lose to whichever came second). The btrfs half
 //! writes the same files into a subvolume, snapshots it read-only, and times `btrfs send -f`
 //! and `btrfs receive -f` (with a final `sync`).
 //!
@@ -237,6 +240,18 @@ pub(super) fn write_source(pool: &Pool, size: u64, recordsize: u64) -> Result<St
     Ok(snapshot)
 }
 
+/// Destroy a received file system and sync until its blocks are freed, so that the frees of
+/// one receive's copy are not done (and timed) inside the next receive.
+fn destroy_settled(pool: &Pool, name: &str) -> Result<(), Failure> {
+    pool.destroy_dataset(name, true)?;
+    loop {
+        pool.sync()?;
+        if pool.core.freeing_bytes()? == 0 && !pool.core.background_work_pending() {
+            return Ok(());
+        }
+    }
+}
+
 /// The tarn half for one record size.
 fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> {
     let vdev = dir.join("bench-receive-vdev0.img");
@@ -246,18 +261,24 @@ fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> 
     let result = (|| {
         write_source(&pool, size, recordsize)?;
         let label = human(recordsize);
+        progress(&format!("{label}: send to a file"));
+        let (send_seconds, stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, false)?;
+        // The process's first receive grows its heap (every buffer of the dirty data is a
+        // page fault the later ones reuse): untimed, so that the order of the timed receives
+        // does not decide the comparison.
+        progress(&format!("{label}: receive, warm-up"));
+        receive_once(&pool, &stream, "benchrecv/warm-up", 1 << 20)?;
+        destroy_settled(&pool, "benchrecv/warm-up")?;
+        progress(&format!("{label}: receive, batched"));
+        let batched = receive_once(&pool, &stream, "benchrecv/batched", 1 << 20)?;
+        destroy_settled(&pool, "benchrecv/batched")?;
+        progress(&format!("{label}: receive, one record per transaction"));
+        let single = receive_once(&pool, &stream, "benchrecv/single", 0)?;
+        destroy_settled(&pool, "benchrecv/single")?;
         progress(&format!("{label}: send -c to a file"));
         let (_, compressed_stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, true)?;
         progress(&format!("{label}: receive of the -c stream"));
         let compressed = receive_once(&pool, &stream, "benchrecv/compressed", 1 << 20)?;
-        pool.destroy_dataset("benchrecv/compressed", true)?;
-        progress(&format!("{label}: send to a file"));
-        let (send_seconds, stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, false)?;
-        progress(&format!("{label}: receive, batched"));
-        let batched = receive_once(&pool, &stream, "benchrecv/batched", 1 << 20)?;
-        pool.destroy_dataset("benchrecv/batched", true)?;
-        progress(&format!("{label}: receive, one record per transaction"));
-        let single = receive_once(&pool, &stream, "benchrecv/single", 0)?;
         Ok::<_, Failure>(TarnRun {
             send_seconds,
             stream_bytes,

@@ -165,37 +165,40 @@ pub fn decompress(
     data: &[u8],
     size_logical: usize,
 ) -> Result<Vec<u8>, BlockError> {
-    if size_logical as u64 > SPA_MAXBLOCKSIZE {
-        return Err(decompress_error(
-            kind,
-            format!("logical size {size_logical:#x} exceeds the largest block size"),
-        ));
+    check_logical_size(kind, size_logical)?;
+    if kind == Compression::Off {
+        check_uncompressed(data, size_logical)?;
+        return Ok(data.to_vec());
     }
-    // The output is allocated only for the kinds that need it: an uncompressed block is copied.
-    let mut output;
+    let mut output = vec![0u8; size_logical];
+    decompress_into(kind, data, &mut output)?;
+    Ok(output)
+}
+
+/// As [`decompress`], into `output`, which must be exactly the logical size: for a caller
+/// that only checks that a payload decompresses (a compressed receive) and reuses one buffer
+/// for every block, so that the check costs no allocation.
+pub fn decompress_into(
+    kind: Compression,
+    data: &[u8],
+    output: &mut [u8],
+) -> Result<(), BlockError> {
+    let size_logical = output.len();
+    check_logical_size(kind, size_logical)?;
     let written = match kind {
         Compression::Off => {
-            if data.len() != size_logical {
-                return Err(decompress_error(
-                    kind,
-                    format!(
-                        "uncompressed block has {} bytes, expected {size_logical}",
-                        data.len()
-                    ),
-                ));
-            }
-            return Ok(data.to_vec());
+            check_uncompressed(data, size_logical)?;
+            output.copy_from_slice(data);
+            size_logical
         }
         Compression::Lz4 => {
             let stream = payload_stream(kind, data)?;
-            output = vec![0u8; size_logical];
-            lz4_flex::block::decompress_into(stream, &mut output)
+            lz4_flex::block::decompress_into(stream, output)
                 .map_err(|error| decompress_error(kind, error.to_string()))?
         }
         Compression::Zstd { .. } => {
             let stream = payload_stream(kind, data)?;
-            output = vec![0u8; size_logical];
-            zstd::bulk::decompress_to_buffer(stream, &mut output)
+            zstd::bulk::decompress_to_buffer(stream, output)
                 .map_err(|error| decompress_error(kind, error.to_string()))?
         }
     };
@@ -205,7 +208,127 @@ pub fn decompress(
             format!("decompressed to {written} bytes, expected {size_logical}"),
         ));
     }
-    Ok(output)
+    Ok(())
+}
+
+/// Whether the payload `data` of `kind` decompresses to exactly `size_logical` bytes, as
+/// [`decompress`] would find, at less cost where the format allows: an lz4 stream is walked
+/// sequence by sequence with every check its decoder makes (each literal run and match within
+/// the input and the output, each match offset non-zero and within what is already produced,
+/// the stream ending with a literal run exactly at the logical size) without copying a byte;
+/// zstd is decompressed into `scratch` (kept by the caller for the next block). For a receiver
+/// that stores a compressed block as it arrived and must know it reads back (a test holds the
+/// walk to the decoder's verdict on random and damaged streams).
+pub fn check_decompresses(
+    kind: Compression,
+    data: &[u8],
+    size_logical: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<(), BlockError> {
+    check_logical_size(kind, size_logical)?;
+    match kind {
+        Compression::Off => check_uncompressed(data, size_logical),
+        Compression::Lz4 => {
+            let stream = payload_stream(kind, data)?;
+            let produced =
+                lz4_walk(stream, size_logical).map_err(|what| decompress_error(kind, what))?;
+            if produced != size_logical {
+                return Err(decompress_error(
+                    kind,
+                    format!("decompresses to {produced} bytes, expected {size_logical}"),
+                ));
+            }
+            Ok(())
+        }
+        Compression::Zstd { .. } => {
+            scratch.resize(size_logical, 0);
+            decompress_into(kind, data, scratch)
+        }
+    }
+}
+
+/// The bytes an lz4 block stream decompresses to, into at most `capacity` bytes, found by
+/// walking its sequences (token; literal length, extended by bytes while they are 255; the
+/// literals; then, unless the stream ends there, a two-byte offset and the match length,
+/// extended the same way) with the checks of lz4_flex's safe decoder, in which a stream is
+/// good exactly when every sequence passes them.
+fn lz4_walk(stream: &[u8], capacity: usize) -> Result<usize, String> {
+    fn extension(stream: &[u8], at: &mut usize) -> Result<usize, String> {
+        let mut length = 0usize;
+        loop {
+            let byte = *stream.get(*at).ok_or("the stream ends inside a length")?;
+            *at += 1;
+            length += usize::from(byte);
+            if byte != 0xff {
+                return Ok(length);
+            }
+        }
+    }
+    let mut at = 0usize;
+    let mut produced = 0usize;
+    loop {
+        let token = *stream.get(at).ok_or("the stream ends before a token")?;
+        at += 1;
+        let mut literals = usize::from(token >> 4);
+        if literals == 15 {
+            literals += extension(stream, &mut at)?;
+        }
+        if literals > stream.len() - at {
+            return Err(format!("{literals} literals run past the stream"));
+        }
+        if literals > capacity - produced {
+            return Err(format!("{literals} literals run past {capacity} bytes"));
+        }
+        at += literals;
+        produced += literals;
+        if at >= stream.len() {
+            return Ok(produced);
+        }
+        let offset = stream
+            .get(at..at + 2)
+            .map(|bytes| usize::from(u16::from_le_bytes([bytes[0], bytes[1]])))
+            .ok_or("the stream ends inside a match offset")?;
+        at += 2;
+        if offset == 0 {
+            return Err("a match at offset 0".into());
+        }
+        let mut length = 4 + usize::from(token & 0xf);
+        if length == 19 {
+            length += extension(stream, &mut at)?;
+        }
+        if length > capacity - produced {
+            return Err(format!(
+                "a match of {length} bytes runs past {capacity} bytes"
+            ));
+        }
+        if offset > produced {
+            return Err(format!("a match at offset {offset} after {produced} bytes"));
+        }
+        produced += length;
+    }
+}
+
+fn check_logical_size(kind: Compression, size_logical: usize) -> Result<(), BlockError> {
+    if size_logical as u64 > SPA_MAXBLOCKSIZE {
+        return Err(decompress_error(
+            kind,
+            format!("logical size {size_logical:#x} exceeds the largest block size"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_uncompressed(data: &[u8], size_logical: usize) -> Result<(), BlockError> {
+    if data.len() != size_logical {
+        return Err(decompress_error(
+            Compression::Off,
+            format!(
+                "uncompressed block has {} bytes, expected {size_logical}",
+                data.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -355,7 +478,78 @@ mod tests {
         bytes
     }
 
+    /// The lz4 walk of `check_decompresses` must agree with the decoder on every stream: a
+    /// payload it passed but the decoder refused would be stored and never read back.
+    fn walk_agrees(payload: &[u8], size_logical: usize) -> Result<(), TestCaseError> {
+        let walked = check_decompresses(Compression::Lz4, payload, size_logical, &mut Vec::new());
+        let decoded = decompress(Compression::Lz4, payload, size_logical);
+        prop_assert_eq!(
+            walked.is_ok(),
+            decoded.is_ok(),
+            "{:?} / {:?}",
+            walked,
+            decoded.err()
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_lz4_walk_passes_what_compresses() {
+        for size in [1usize, 15, 16, 100, 4096, 8192, 128 << 10] {
+            let data = compressible(size);
+            if let Some(payload) = compress(Compression::Lz4, &data) {
+                check_decompresses(Compression::Lz4, &payload, size, &mut Vec::new()).unwrap();
+                assert!(
+                    check_decompresses(Compression::Lz4, &payload, size + 1, &mut Vec::new())
+                        .is_err()
+                );
+                assert!(
+                    check_decompresses(Compression::Lz4, &payload, size - 1, &mut Vec::new())
+                        .is_err()
+                );
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn the_lz4_walk_agrees_with_the_decoder_on_damaged_streams(
+            seed in 0u64..1000,
+            size in 1usize..20_000,
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            cut in any::<usize>(),
+            lie in -3i64..3,
+        ) {
+            let data: Vec<u8> = (0..size)
+                .map(|index| ((index as u64 * seed / 7 + index as u64 / 33) % 23) as u8)
+                .collect();
+            let Some(mut payload) = compress(Compression::Lz4, &data) else {
+                return Ok(());
+            };
+            for (at, value) in flips {
+                let at = LZ4_HEADER_SIZE + at % (payload.len() - LZ4_HEADER_SIZE);
+                payload[at] ^= value;
+            }
+            if cut % 3 == 0 {
+                let keep = LZ4_HEADER_SIZE + cut % (payload.len() - LZ4_HEADER_SIZE);
+                payload.truncate(keep);
+                let length = (payload.len() - LZ4_HEADER_SIZE) as u32;
+                payload[..4].copy_from_slice(&length.to_le_bytes());
+            }
+            let claimed = (size as i64 + lie).max(0) as usize;
+            walk_agrees(&payload, claimed)?;
+        }
+
+        #[test]
+        fn the_lz4_walk_agrees_with_the_decoder_on_random_streams(
+            stream in proptest::collection::vec(any::<u8>(), 0..300),
+            size in 0usize..2000,
+        ) {
+            let mut payload = (stream.len() as u32).to_le_bytes().to_vec();
+            payload.extend_from_slice(&stream);
+            walk_agrees(&payload, size)?;
+        }
+
         #[test]
         fn round_trip(
             chunks in proptest::collection::vec((any::<u8>(), 1usize..200), 1..200),

@@ -219,32 +219,194 @@ impl BlockIo {
         self.write_inner(data, Some(data), None, props, fill_count, at, old, storage)
     }
 
-    /// As [`BlockIo::write_shared`] for a block that arrives compressed (a compressed receive):
-    /// `stored` is its payload compressed with its kind (as [`BlockIo::read_physical`] returns
-    /// it, zero padding allowed), stored as it is instead of compressing `data` again. The
-    /// caller has checked that the payload decompresses to `data`. A payload that saves no
-    /// allocation unit is stored uncompressed, as a compressed write would be.
+    /// As [`BlockIo::write_shared`] for a block already compressed (by the sync's
+    /// compression threads): `stored` is its payload compressed with its kind (as
+    /// [`BlockIo::read_physical`] returns it, zero padding allowed), stored as it is instead of
+    /// compressing `data` again, and shared with the write queue, not copied, when it already
+    /// fills its sectors. The caller has checked that the payload decompresses to `data`. A
+    /// payload that saves no allocation unit is stored uncompressed, as a compressed write
+    /// would be; zeros are a hole.
     #[allow(clippy::too_many_arguments)]
     pub fn write_precompressed(
         &self,
         data: &Arc<Vec<u8>>,
-        stored: (Compression, &[u8]),
+        stored: (Compression, &Arc<Vec<u8>>),
         props: &WriteProps,
         fill_count: u64,
         at: SyncPoint,
         old: Option<&BlockPtr>,
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
-        self.write_inner(
-            data,
-            Some(data),
-            Some(stored),
+        let (compression, payload) = stored;
+        let unit = 1u64 << self.alloc_unit_shift;
+        let zeros = props.level == 0
+            && props.compression != Compression::Off
+            && data.iter().all(|&byte| byte == 0);
+        let as_stored = compression != Compression::Off
+            && at.pass < self.tunables.sync_pass_dont_compress
+            && !payload.is_empty()
+            && round_up(payload.len() as u64, unit) < data.len() as u64
+            && !zeros;
+        if !as_stored {
+            return self.write_inner(
+                data,
+                Some(data),
+                Some((compression, payload.as_slice())),
+                props,
+                fill_count,
+                at,
+                old,
+                storage,
+            );
+        }
+        let encoded = self.encode_stored(
+            payload,
+            compression,
+            data.len() as u32,
             props,
             fill_count,
             at,
             old,
-            storage,
-        )
+        );
+        let bp = self.place(encoded, props, at, old, storage)?;
+        self.cache_written(&bp, data, props);
+        Ok(bp)
+    }
+
+    /// Keep a written block's contents in the cache if its policy admits it.
+    fn cache_written(&self, bp: &BlockPtr, contents: &Arc<Vec<u8>>, props: &WriteProps) {
+        if let Some(key) = BlockKey::of(bp) {
+            let kind = BlockKind::of(bp);
+            if props.cache.admits(kind) {
+                // What the L2ARC feed needs of the pointer, when `secondarycache` admits it.
+                let l2 = crate::cache::l2arc::secondary_policy()
+                    .admits(kind)
+                    .then(|| crate::cache::l2arc::L2Info::of(bp, None))
+                    .flatten();
+                self.cache.insert_l2(key, contents.clone(), kind, l2);
+            } else {
+                // An earlier pass may have cached this block's older contents (rewritten in
+                // place now): not kept means not kept stale either.
+                self.cache.remove(&key);
+            }
+        }
+    }
+
+    /// Write a data block that arrived compressed and was kept only as its payload (a
+    /// compressed receive, `object::DirtyBlock::Stored`): `payload` is compressed with
+    /// `compression` (zero padding allowed) and decompresses to `size_logical` bytes, which
+    /// the caller has checked. The payload is stored as it is, shared with the write queue
+    /// when it already fills its sectors; the block's bytes are never made unless the payload
+    /// cannot be stored as it is (a pass that no longer compresses, or a payload that saves no
+    /// allocation unit), and the cache does not keep it (as OpenZFS's lightweight receive
+    /// writes bypass the ARC). No zero detection: a sender with compression on sends holes,
+    /// not compressed zeros.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_stored(
+        &self,
+        payload: &Arc<Vec<u8>>,
+        compression: Compression,
+        size_logical: u32,
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        let unit = 1u64 << self.alloc_unit_shift;
+        let as_stored = compression != Compression::Off
+            && at.pass < self.tunables.sync_pass_dont_compress
+            && !payload.is_empty()
+            && round_up(payload.len() as u64, unit) < u64::from(size_logical);
+        if !as_stored {
+            let data = Arc::new(compress::decompress(
+                compression,
+                payload,
+                size_logical as usize,
+            )?);
+            return self.write_precompressed(
+                &data,
+                (compression, payload),
+                props,
+                fill_count,
+                at,
+                old,
+                storage,
+            );
+        }
+        let encoded = self.encode_stored(
+            payload,
+            compression,
+            size_logical,
+            props,
+            fill_count,
+            at,
+            old,
+        );
+        let bp = self.place(encoded, props, at, old, storage)?;
+        if let Some(key) = BlockKey::of(&bp) {
+            self.cache.remove(&key);
+        }
+        Ok(bp)
+    }
+
+    /// [`BlockIo::encode`] of a payload stored as it is ([`BlockIo::write_stored`], which has
+    /// checked that it saves an allocation unit): embedding, physical size, checksum, padding.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_stored(
+        &self,
+        payload: &Arc<Vec<u8>>,
+        compression: Compression,
+        size_logical: u32,
+        props: &WriteProps,
+        fill_count: u64,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+    ) -> Encoded {
+        let mut bp = BlockPtr::hole(at.txg, props.object_type, props.level);
+        bp.size_logical = size_logical;
+        bp.compression = compression;
+        bp.checksum_type = props.checksum;
+        bp.fill_count = fill_count;
+        bp.birth_physical = at.txg;
+        let embeddable = props.level == 0
+            && props.object_type == ObjectType::PlainFile
+            && self.embedded_data.load(Ordering::Relaxed);
+        if embeddable && payload.len() <= EMBEDDED_PAYLOAD_MAX {
+            bp.size_physical = payload.len() as u32;
+            bp.embedded = true;
+            bp.embedded_payload = payload.as_ref().clone();
+            return Encoded::Done(bp);
+        }
+        // As `encode`: a block born in this txg rewritten by a later pass keeps its size.
+        let unit = 1u64 << self.alloc_unit_shift;
+        let keep = old
+            .filter(|old| {
+                old.compression != Compression::Off && self.may_rewrite(old, at, size_logical)
+            })
+            .map(|old| old.size_physical as usize)
+            .filter(|&keep| keep >= payload.len() && keep < size_logical as usize);
+        let size_physical = keep.unwrap_or(round_up(payload.len() as u64, unit) as usize);
+        let size_allocated = round_up(size_physical as u64, 1u64 << self.ashift);
+        bp.size_physical = size_physical as u32;
+        let padded = if payload.len() as u64 == size_allocated && size_physical == payload.len() {
+            // Already what goes to disk: shared, not copied.
+            bp.checksum = checksum::compute(props.checksum, payload);
+            payload.clone()
+        } else {
+            let mut bytes = Vec::with_capacity(size_allocated as usize);
+            bytes.extend_from_slice(&payload[..payload.len().min(size_physical)]);
+            bytes.resize(size_physical, 0);
+            bp.checksum = checksum::compute(props.checksum, &bytes);
+            bytes.resize(size_allocated as usize, 0);
+            Arc::new(bytes)
+        };
+        Encoded::Physical {
+            bp,
+            padded,
+            size_physical,
+            size_allocated,
+        }
     }
 
     /// Everything a write does before it places the block: zero detection, compression,
@@ -366,16 +528,37 @@ impl BlockIo {
         old: Option<&BlockPtr>,
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
-        let (mut bp, padded, size_physical, size_allocated) =
-            match self.encode(data, shared, precompressed, props, fill_count, at, old) {
-                Encoded::Done(bp) => return Ok(bp),
-                Encoded::Physical {
-                    bp,
-                    padded,
-                    size_physical,
-                    size_allocated,
-                } => (bp, padded, size_physical, size_allocated),
-            };
+        let encoded = self.encode(data, shared, precompressed, props, fill_count, at, old);
+        let bp = self.place(encoded, props, at, old, storage)?;
+        let admitted = BlockKey::of(&bp).is_some() && props.cache.admits(BlockKind::of(&bp));
+        let contents = match shared {
+            Some(shared) => shared.clone(),
+            // Copied only if the cache keeps it.
+            None if admitted => Arc::new(data.to_vec()),
+            None => Arc::new(Vec::new()),
+        };
+        self.cache_written(&bp, &contents, props);
+        Ok(bp)
+    }
+
+    /// Allocate (or rewrite in place) and issue an encoded block; its pointer.
+    fn place(
+        &self,
+        encoded: Encoded,
+        props: &WriteProps,
+        at: SyncPoint,
+        old: Option<&BlockPtr>,
+        storage: &dyn SpaceStorage,
+    ) -> Result<BlockPtr, PipelineError> {
+        let (mut bp, padded, size_physical, size_allocated) = match encoded {
+            Encoded::Done(bp) => return Ok(bp),
+            Encoded::Physical {
+                bp,
+                padded,
+                size_physical,
+                size_allocated,
+            } => (bp, padded, size_physical, size_allocated),
+        };
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let rewrite = old.filter(|old| {
             self.may_rewrite(old, at, bp.size_logical)
@@ -422,21 +605,6 @@ impl BlockIo {
                     }
                 }
                 Err(error) => return Err(error),
-            }
-        }
-        if let Some(key) = BlockKey::of(&bp) {
-            let kind = BlockKind::of(&bp);
-            if props.cache.admits(kind) {
-                let contents = shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-                let l2 = crate::cache::l2arc::secondary_policy()
-                    .admits(kind)
-                    .then(|| crate::cache::l2arc::L2Info::of(&bp, None))
-                    .flatten();
-                self.cache.insert_l2(key, contents, kind, l2);
-            } else {
-                // An earlier pass may have cached this block's older contents (rewritten in
-                // place now): not kept means not kept stale either.
-                self.cache.remove(&key);
             }
         }
         Ok(bp)

@@ -54,9 +54,6 @@ impl ObjectSet {
             record
                 .blocks
                 .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
-            record
-                .stored
-                .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
             let freed_ahead = record
                 .overrides
                 .extract_if(first_whole..end_whole, |_, _| true)

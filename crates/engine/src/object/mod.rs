@@ -15,8 +15,10 @@
 //! # Dirty records and txgs
 //! Changes are made in *open context* under a transaction (a [`Tx`] names the open txg it was
 //! assigned to) and kept in memory as per-txg dirty records: for each object, the whole new
-//! contents of each written data block, the ranges of blocks freed, a new bonus buffer, and
-//! whether the object was created or removed in that txg. Nothing on disk changes until the txg
+//! contents of each written data block (a block a compressed receive wrote: only its payload as
+//! stored, decompressed if read before its sync; see `DirtyBlock`), the ranges of blocks freed,
+//! a new bonus buffer, and whether the object was created or removed in that txg. Nothing on
+//! disk changes until the txg
 //! syncs, so writes land in txg N+1 while N syncs: the records of N are frozen once N is
 //! quiesced, and writers only touch the open txg's records.
 //!
@@ -198,14 +200,70 @@ struct ObjectDirty {
     spill: Option<Option<Arc<Vec<u8>>>>,
     /// Block ranges freed in this txg, applied before `blocks`.
     frees: Vec<(u64, u64)>,
-    blocks: BTreeMap<u64, Arc<Vec<u8>>>,
-    /// Blocks of `blocks` that arrived compressed (a compressed receive): stored as given.
-    stored: BTreeMap<u64, (Compression, Arc<Vec<u8>>)>,
+    blocks: BTreeMap<u64, DirtyBlock>,
     /// Highest block id written in this txg, and whether a free ran to the end of the object.
     truncated_to: Option<u64>,
     /// Blocks of `blocks` already written by the intent log (prewrite.rs): the sync adopts
     /// these pointers instead of writing the blocks.
     overrides: BTreeMap<u64, BlockPtr>,
+}
+
+/// A data block written in a txg not yet synced.
+#[derive(Clone)]
+enum DirtyBlock {
+    /// Its bytes.
+    Data(Arc<Vec<u8>>),
+    /// Its bytes, written whole by a receive ([`ObjectSet::write_blocks`]): as `Data`, but the
+    /// sync does not keep it in the cache (as OpenZFS's lightweight receive writes bypass the
+    /// ARC: a stream's blocks are seldom read soon, and caching them costs memory and time).
+    Received(Arc<Vec<u8>>),
+    /// A block that arrived compressed (a compressed receive), kept only as its payload (which
+    /// the writer checked decompresses to `size_logical` bytes): the sync stores the payload
+    /// as it is ([`BlockIo::write_stored`]), and a read before then decompresses it. Holding
+    /// no decompressed copy is what makes such a write cost one buffer, the one received.
+    Stored {
+        compression: Compression,
+        payload: Arc<Vec<u8>>,
+        size_logical: u32,
+    },
+}
+
+impl DirtyBlock {
+    fn size_logical(&self) -> u64 {
+        match self {
+            DirtyBlock::Data(data) | DirtyBlock::Received(data) => data.len() as u64,
+            DirtyBlock::Stored { size_logical, .. } => u64::from(*size_logical),
+        }
+    }
+
+    /// The block's bytes (decompressed from a stored payload).
+    fn contents(&self) -> Result<Arc<Vec<u8>>, ObjectError> {
+        match self {
+            DirtyBlock::Data(data) | DirtyBlock::Received(data) => Ok(data.clone()),
+            DirtyBlock::Stored {
+                compression,
+                payload,
+                size_logical,
+            } => Ok(Arc::new(crate::block::compress::decompress(
+                *compression,
+                payload,
+                *size_logical as usize,
+            )?)),
+        }
+    }
+}
+
+/// A whole data block for [`ObjectSet::write_blocks`].
+pub enum WholeBlock {
+    /// Its bytes, exactly the object's block size.
+    Data(Vec<u8>),
+    /// The block compressed with `compression`, as stored (a payload, zero padding allowed),
+    /// which the caller has checked decompresses to the object's block size (a compressed
+    /// receive): stored as it is, never decompressed unless read before its txg syncs.
+    Stored {
+        compression: Compression,
+        payload: Vec<u8>,
+    },
 }
 
 #[derive(Default)]
@@ -679,24 +737,32 @@ impl ObjectSet {
 
     /// Where the current contents of data block `blkid` are, without reading the disk.
     fn read_block_source(&self, object: ObjectId, blkid: u64) -> Result<BlockSource, ObjectError> {
-        {
+        let dirty_block = {
             let state = self.state.lock();
-            for dirty in state.dirty.values().rev() {
-                if let Some(record) = dirty.objects.get(&object) {
-                    if let Some(data) = record.blocks.get(&blkid) {
-                        return Ok(BlockSource::Data(data.clone()));
-                    }
-                    if record.removed
+            state
+                .dirty
+                .values()
+                .rev()
+                .filter_map(|dirty| dirty.objects.get(&object))
+                .find_map(|record| {
+                    let zeros = record.removed
                         || record.create.is_some()
                         || record
                             .frees
                             .iter()
-                            .any(|&(start, end)| start <= blkid && blkid < end)
-                    {
-                        return Ok(BlockSource::Zeros);
+                            .any(|&(start, end)| start <= blkid && blkid < end);
+                    match record.blocks.get(&blkid) {
+                        Some(block) => Some(Some(block.clone())),
+                        None if zeros => Some(None),
+                        None => None,
                     }
-                }
-            }
+                })
+        };
+        match dirty_block {
+            // Decompressed (a stored payload) outside the object set's lock.
+            Some(Some(block)) => return Ok(BlockSource::Data(block.contents()?)),
+            Some(None) => return Ok(BlockSource::Zeros),
+            None => {}
         }
         Ok(BlockSource::Tree(Box::new(self.tree_dnode(object)?)))
     }
@@ -939,39 +1005,6 @@ impl ObjectSet {
         }
     }
 
-    /// Write data block `blkid` whole in `tx` from a block that arrived compressed (a
-    /// compressed receive): `data` is its contents, `payload` the same compressed with
-    /// `compression` (checked by the caller to decompress to `data`), which the sync stores as
-    /// it is rather than compressing `data` again. Admitted as [`ObjectSet::write`] is.
-    pub fn write_precompressed(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        blkid: u64,
-        data: Vec<u8>,
-        compression: Compression,
-        payload: Vec<u8>,
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        let block_size = dnode.data_block_size as u64;
-        if data.len() as u64 != block_size || payload.is_empty() {
-            return Err(ObjectError::Invalid(format!(
-                "compressed block of {} bytes ({} stored) for block size {block_size}",
-                data.len(),
-                payload.len()
-            )));
-        }
-        let reservation = self.reservation.lock().clone();
-        if let Some(reservation) = reservation {
-            let offset = blkid.saturating_mul(block_size);
-            let metadata = self.indirect_estimate(tx.txg, object, offset, block_size)?;
-            reservation.reserve(tx, block_size, metadata)?;
-        }
-        let _writer = self.lock_object(object);
-        self.dirty_block_stored(tx, object, blkid, data, Some((compression, payload)));
-        Ok(())
-    }
-
     /// Replace data block `blkid` whole (the key/value object and space maps write whole blocks).
     pub fn write_block(
         &self,
@@ -988,7 +1021,7 @@ impl ObjectSet {
                 dnode.data_block_size
             )));
         }
-        self.dirty_block(tx, object, blkid, block);
+        self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
         Ok(())
     }
 
@@ -1027,7 +1060,7 @@ impl ObjectSet {
                     record
                         .blocks
                         .values()
-                        .map(|block| block.len() as u64)
+                        .map(DirtyBlock::size_logical)
                         .sum::<u64>()
                 })
                 .sum()
@@ -1045,7 +1078,7 @@ impl ObjectSet {
                 record
                     .blocks
                     .values()
-                    .map(|block| block.len() as u64)
+                    .map(DirtyBlock::size_logical)
                     .sum::<u64>()
             })
             .sum()

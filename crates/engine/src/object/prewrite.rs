@@ -45,8 +45,9 @@ impl ObjectSet {
                 .get(&txg)
                 .and_then(|dirty| dirty.objects.get(&object));
             match record {
-                Some(record) if !syncing && !record.stored.contains_key(&blkid) => {
-                    let Some(data) = record.blocks.get(&blkid) else {
+                Some(record) if !syncing => {
+                    // A stored payload (a compressed receive) is not written ahead.
+                    let Some(DirtyBlock::Data(data)) = record.blocks.get(&blkid) else {
                         return Ok(None);
                     };
                     // Written ahead already, by an earlier commit, as it is now.
@@ -69,10 +70,9 @@ impl ObjectSet {
             .and_then(|dirty| dirty.objects.get_mut(&object));
         match record {
             Some(record)
-                if record
-                    .blocks
-                    .get(&blkid)
-                    .is_some_and(|now| Arc::ptr_eq(now, &data)) =>
+                if record.blocks.get(&blkid).is_some_and(
+                    |now| matches!(now, DirtyBlock::Data(now) if Arc::ptr_eq(now, &data)),
+                ) =>
             {
                 record.overrides.insert(blkid, bp.clone());
             }

@@ -128,7 +128,9 @@ impl ObjectSet {
                 let slot = ((object.0 % per_block) as usize) * DNODE_SIZE;
                 block[slot..slot + DNODE_SIZE].copy_from_slice(&dnode.encode());
             }
-            meta_record.blocks.insert(blkid, Arc::new(block));
+            meta_record
+                .blocks
+                .insert(blkid, DirtyBlock::Data(Arc::new(block)));
         }
         let meta = self.sync_object(
             ObjectId(0),
@@ -213,9 +215,11 @@ impl ObjectSet {
             if compression == Compression::Off {
                 continue;
             }
-            for (&blkid, data) in &record.blocks {
-                if !record.stored.contains_key(&blkid) && !record.overrides.contains_key(&blkid) {
-                    work.push(((*object, blkid), compression, data));
+            for (&blkid, block) in &record.blocks {
+                if let DirtyBlock::Data(data) | DirtyBlock::Received(data) = block {
+                    if !record.overrides.contains_key(&blkid) {
+                        work.push(((*object, blkid), compression, data));
+                    }
                 }
             }
         }
@@ -225,12 +229,20 @@ impl ObjectSet {
         if work.len() < PARALLEL_COMPRESS_MIN_BLOCKS || threads < 2 {
             return Precompressed::new();
         }
+        // A payload too long to embed is padded to the allocation unit here (as the write
+        // would pad it), so that the write shares it with the write queue instead of copying.
+        let unit = 1usize << self.io.alloc_unit_shift;
         let compress_share = |share: &[CompressWork]| {
             share
                 .iter()
                 .map(|(key, compression, data)| {
                     let stored = match crate::block::compress::compress(*compression, data) {
-                        Some(payload) => (*compression, Arc::new(payload)),
+                        Some(mut payload) => {
+                            if payload.len() > crate::block::blkptr::EMBEDDED_PAYLOAD_MAX {
+                                payload.resize(payload.len().next_multiple_of(unit), 0);
+                            }
+                            (*compression, Arc::new(payload))
+                        }
                         None => (Compression::Off, Arc::new(Vec::new())),
                     };
                     (*key, stored)
@@ -294,17 +306,25 @@ impl ObjectSet {
         if let Some(truncated) = record.truncated_to {
             tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
         }
-        for (&blkid, data) in &record.blocks {
+        for (&blkid, block) in &record.blocks {
             if let Some(bp) = record.overrides.get(&blkid) {
                 tree.adopt_block(blkid, bp)?;
                 tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
                 continue;
             }
-            let stored = record
-                .stored
-                .get(&blkid)
-                .or_else(|| precompressed.get(&(object, blkid)));
-            tree.write_block(blkid, data, stored)?;
+            match block {
+                DirtyBlock::Data(data) => {
+                    tree.write_block(blkid, data, precompressed.get(&(object, blkid)), true)?
+                }
+                DirtyBlock::Received(data) => {
+                    tree.write_block(blkid, data, precompressed.get(&(object, blkid)), false)?
+                }
+                DirtyBlock::Stored {
+                    compression,
+                    payload,
+                    size_logical,
+                } => tree.write_stored(blkid, *compression, payload, *size_logical)?,
+            }
             tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
         }
         tree.finish()

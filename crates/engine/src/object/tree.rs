@@ -303,32 +303,69 @@ impl<'a> TreeSync<'a> {
     }
 
     /// Write data block `blkid`; `stored`, if given, is its compressed payload to store as it
-    /// is ([`BlockIo::write_precompressed`]).
+    /// is ([`BlockIo::write_precompressed`]); `cached`: whether the cache may keep it (as the
+    /// object set's `primarycache` says), else it does not (a received block).
     pub fn write_block(
         &mut self,
         blkid: u64,
         data: &Arc<Vec<u8>>,
         stored: Option<&(Compression, Arc<Vec<u8>>)>,
+        cached: bool,
     ) -> Result<(), ObjectError> {
         self.grow_to(blkid)?;
         let old = self.data_pointer(blkid)?;
+        let props = WriteProps {
+            cache: if cached {
+                self.cache
+            } else {
+                crate::cache::CachePolicy::None
+            },
+            ..self.props(0)
+        };
         // Shared, not copied: the dirty record's buffer is immutable, so the write queue and
         // the cache can keep it as it is.
         let bp = match stored {
             Some((compression, payload)) => self.io.write_precompressed(
                 data,
                 (*compression, payload),
-                &self.props(0),
+                &props,
                 1,
                 self.at,
                 Some(&old),
                 self.storage,
             )?,
-            None => {
-                self.io
-                    .write_shared(data, &self.props(0), 1, self.at, Some(&old), self.storage)?
-            }
+            None => self
+                .io
+                .write_shared(data, &props, 1, self.at, Some(&old), self.storage)?,
         };
+        if !rewritten_in_place(&old, &bp) {
+            self.kill(&old)?;
+            self.born(&bp);
+        }
+        self.set_pointer(0, blkid, bp)
+    }
+
+    /// Write data block `blkid` from its payload alone (`DirtyBlock::Stored`, a compressed
+    /// receive): stored as it is ([`BlockIo::write_stored`]).
+    pub fn write_stored(
+        &mut self,
+        blkid: u64,
+        compression: Compression,
+        payload: &Arc<Vec<u8>>,
+        size_logical: u32,
+    ) -> Result<(), ObjectError> {
+        self.grow_to(blkid)?;
+        let old = self.data_pointer(blkid)?;
+        let bp = self.io.write_stored(
+            payload,
+            compression,
+            size_logical,
+            &self.props(0),
+            1,
+            self.at,
+            Some(&old),
+            self.storage,
+        )?;
         if !rewritten_in_place(&old, &bp) {
             self.kill(&old)?;
             self.born(&bp);

@@ -3,10 +3,16 @@
 //! txgs"). A partial write of a block the open txg already holds is patched in place; any
 //! other partial write reads the block first (under the object's writer lock, not the object
 //! set's lock) and dirties the whole new copy.
+//!
+//! Cost: [`ObjectSet::write`] takes, per call, the dnode, the admission reservation, the
+//! object's writer lock, the object set's lock per block and the txg manager's lock per new
+//! block, and copies each whole block once into its dirty record. [`ObjectSet::write_blocks`]
+//! (a receive's batch of whole blocks of one object) takes each of those once per call and
+//! copies nothing: the buffers it is given become the dirty records.
 
 use std::sync::Arc;
 
-use super::{Compression, ObjectError, ObjectId, ObjectSet, Tx};
+use super::{DirtyBlock, ObjectError, ObjectId, ObjectSet, Tx, WholeBlock};
 
 impl ObjectSet {
     /// Write bytes at `offset` in `tx`, the object's writer lock held by the caller.
@@ -30,14 +36,19 @@ impl ObjectSet {
             let chunk = (block_size as usize - within).min(data.len() - done);
             let bytes = &data[done..done + chunk];
             if chunk == block_size as usize {
-                self.dirty_block(tx, object, blkid, bytes.to_vec());
-            } else if !self.patch_dirty_block(tx, object, blkid, within, bytes) {
+                self.dirty_block(
+                    tx,
+                    object,
+                    blkid,
+                    DirtyBlock::Data(Arc::new(bytes.to_vec())),
+                );
+            } else if !self.patch_dirty_block(tx, object, blkid, within, bytes)? {
                 let mut block = self
                     .read_block_sized(object, blkid, block_size as usize)?
                     .as_ref()
                     .clone();
                 block[within..within + chunk].copy_from_slice(bytes);
-                self.dirty_block(tx, object, blkid, block);
+                self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
             }
             done += chunk;
         }
@@ -46,7 +57,8 @@ impl ObjectSet {
 
     /// Write `bytes` at `within` into data block `blkid` if `tx`'s txg already holds a new
     /// copy of that block: in place, without reading or copying the whole block (a reader's
-    /// clone is left alone: the copy is then made here). False if the txg has no such copy.
+    /// clone is left alone: the copy is then made here; a stored payload is decompressed
+    /// first). False if the txg has no such copy.
     fn patch_dirty_block(
         &self,
         tx: &Tx,
@@ -54,46 +66,36 @@ impl ObjectSet {
         blkid: u64,
         within: usize,
         bytes: &[u8],
-    ) -> bool {
+    ) -> Result<bool, ObjectError> {
         let mut state = self.state.lock();
         let Some(record) = state
             .dirty
             .get_mut(&tx.txg)
             .and_then(|dirty| dirty.objects.get_mut(&object))
         else {
-            return false;
+            return Ok(false);
         };
         let Some(block) = record.blocks.get_mut(&blkid) else {
-            return false;
+            return Ok(false);
         };
-        Arc::make_mut(block)[within..within + bytes.len()].copy_from_slice(bytes);
-        record.stored.remove(&blkid);
+        if !matches!(block, DirtyBlock::Data(_)) {
+            *block = DirtyBlock::Data(block.contents()?);
+        }
+        let DirtyBlock::Data(data) = block else {
+            unreachable!("made plain above");
+        };
+        Arc::make_mut(data)[within..within + bytes.len()].copy_from_slice(bytes);
         let written_ahead = record.overrides.remove(&blkid);
         state.unoverride(tx.txg, written_ahead);
-        true
+        Ok(true)
     }
 
-    pub(super) fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: Vec<u8>) {
-        self.dirty_block_stored(tx, object, blkid, block, None);
-    }
-
-    pub(super) fn dirty_block_stored(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        blkid: u64,
-        block: Vec<u8>,
-        stored: Option<(Compression, Vec<u8>)>,
-    ) {
-        let bytes = block.len() as u64;
+    pub(super) fn dirty_block(&self, tx: &Tx, object: ObjectId, blkid: u64, block: DirtyBlock) {
+        let bytes = block.size_logical();
         let replaced = {
             let mut state = self.state.lock();
             let record = state.record(tx.txg, object);
-            match stored {
-                Some((kind, payload)) => record.stored.insert(blkid, (kind, Arc::new(payload))),
-                None => record.stored.remove(&blkid),
-            };
-            let replaced = record.blocks.insert(blkid, Arc::new(block)).is_some();
+            let replaced = record.blocks.insert(blkid, block).is_some();
             let written_ahead = record.overrides.remove(&blkid);
             state.unoverride(tx.txg, written_ahead);
             replaced
@@ -103,5 +105,85 @@ impl ObjectSet {
                 manager.add_dirty(tx.txg, bytes);
             }
         }
+    }
+
+    /// Write whole data blocks of `object` in `tx`, by block id (a receive's batch): admitted
+    /// as [`ObjectSet::write`] is, for the range they span, with the dnode, the reservation,
+    /// the object's writer lock, the object set's lock and the dirty-data accounting each
+    /// taken once for all of them, and their buffers kept as they are.
+    pub fn write_blocks(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        blocks: Vec<(u64, WholeBlock)>,
+    ) -> Result<(), ObjectError> {
+        let (Some(first), Some(last)) = (
+            blocks.iter().map(|(blkid, _)| *blkid).min(),
+            blocks.iter().map(|(blkid, _)| *blkid).max(),
+        ) else {
+            return Ok(());
+        };
+        let dnode = self.existing_dnode(object)?;
+        let block_size = dnode.data_block_size;
+        let mut dirty = Vec::with_capacity(blocks.len());
+        for (blkid, block) in blocks {
+            let block = match block {
+                WholeBlock::Data(data) if data.len() == block_size as usize => {
+                    DirtyBlock::Received(Arc::new(data))
+                }
+                WholeBlock::Stored {
+                    compression,
+                    payload,
+                } if !payload.is_empty() && compression != super::Compression::Off => {
+                    DirtyBlock::Stored {
+                        compression,
+                        payload: Arc::new(payload),
+                        size_logical: block_size,
+                    }
+                }
+                _ => {
+                    return Err(ObjectError::Invalid(format!(
+                        "block {blkid} of object {object} is not a whole block of {block_size} \
+                         bytes"
+                    )))
+                }
+            };
+            let end = blkid
+                .checked_add(1)
+                .and_then(|blocks| blocks.checked_mul(u64::from(block_size)));
+            if end.is_none() {
+                return Err(ObjectError::Invalid("write past the largest offset".into()));
+            }
+            dirty.push((blkid, block));
+        }
+        let reservation = self.reservation.lock().clone();
+        if let Some(reservation) = reservation {
+            let offset = first * u64::from(block_size);
+            let length = (last.saturating_sub(first) + 1).saturating_mul(u64::from(block_size));
+            let metadata = self.indirect_estimate_for(&dnode, tx.txg, object, offset, length);
+            let bytes = dirty.len() as u64 * u64::from(block_size);
+            reservation.reserve(tx, bytes, metadata)?;
+        }
+        let _writer = self.lock_object(object);
+        let mut added = 0u64;
+        {
+            let mut state = self.state.lock();
+            let mut written_ahead = Vec::new();
+            let record = state.record(tx.txg, object);
+            for (blkid, block) in dirty {
+                let bytes = block.size_logical();
+                if record.blocks.insert(blkid, block).is_none() {
+                    added += bytes;
+                }
+                written_ahead.extend(record.overrides.remove(&blkid));
+            }
+            state.unoverride(tx.txg, written_ahead);
+        }
+        if added > 0 {
+            if let Some(manager) = self.dirty_accounting.lock().as_ref() {
+                manager.add_dirty(tx.txg, added);
+            }
+        }
+        Ok(())
     }
 }

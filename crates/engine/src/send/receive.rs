@@ -1,13 +1,43 @@
 //! Applying a stream: a reader thread that verifies records, a writer (the caller's thread)
 //! that applies them with batched writes (see the module documentation of [`super`]).
+//!
+//! # The pipeline and what a record costs
+//! Three threads carry a WRITE record (OpenZFS `dmu_recv.c` has the same split):
+//! - the *reader* reads the header and the payload (into one buffer, the one that becomes the
+//!   dirty block), and checks the chained BLAKE3 checksum of the stream: every record is
+//!   verified before anything trusts it. It hands records to the writer over a bounded queue
+//!   in chunks of up to [`CHUNK_RECORDS`] records or [`CHUNK_BYTES`] of payload (a chunk ends
+//!   at END), so the writer is woken once per chunk: a wake-up per record cost as much as
+//!   the record's other work.
+//! - the *writer* enforces the stream's order, checks that a compressed block decompresses to
+//!   its logical size (`compress::check_decompresses`: an lz4 stream is walked sequence by
+//!   sequence with its decoder's checks, not decoded; zstd is decoded into one reused buffer),
+//!   and gathers WRITE records of one object within `recv_write_batch_size` bytes into one
+//!   transaction. A batch's whole blocks go to [`ObjectSet::write_blocks`] in one call: one
+//!   dnode look-up, one admission for the range, one object lock, one dirty-record lock, one
+//!   dirty-data report, and the received buffers become the dirty records (no copy). A
+//!   record that is not one whole block goes through `ObjectSet::write`.
+//! - the *sync thread* writes the blocks in the txg's sync. A `send -c` block is kept as its
+//!   payload only (`DirtyBlock::Stored`: never decompressed unless read before its sync) and
+//!   stored as it arrived, the payload itself handed to the write queue when it fills its
+//!   sectors (`BlockIo::write_stored`): what it costs there is the block pointer's checksum
+//!   over the payload, the allocation and the I/O. A plain block is compressed by the sync's
+//!   compression threads and written from that payload, also without a copy. Received
+//!   blocks are not kept in the cache (`DirtyBlock::Received`), as OpenZFS's lightweight
+//!   receive writes bypass the ARC.
+//!
+//! So a `-c` record costs one allocation (its payload), one copy out of the input buffer, the
+//! stream checksum over it, the decompression check, the block checksum and the write; a
+//! plain record adds the compression (which dominates). Measured on a 2-core VM beside other
+//! builds (`tarn bench receive`, 8 KiB records of text, lz4): see docs/design.md §2.17.
 
 use std::io::Read;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use crate::block::blkptr::Compression;
 use crate::block::compress;
-use crate::object::{ObjectError, ObjectProps, ObjectSet};
+use crate::object::{ObjectError, ObjectProps, ObjectSet, WholeBlock};
 use crate::pool::Pool;
 use crate::txg::TxgManager;
 use crate::types::ObjectId;
@@ -83,27 +113,15 @@ pub fn receive(
         None => (target, None),
     };
     pool.core.relative_name(file_system)?;
-    let (sender, queue) = sync_channel::<Item>(options.queue_records.max(1));
+    let chunks = options.queue_records.div_ceil(CHUNK_RECORDS).max(1);
+    let (sender, queue) = sync_channel::<Vec<Item>>(chunks);
     std::thread::scope(|scope| {
-        scope.spawn(move || {
-            let mut reader = StreamReader::new(input);
-            loop {
-                let at = reader.bytes();
-                let item = reader.next_record().and_then(|record| {
-                    let logical = decompressed(&record, at)?;
-                    Ok((record, logical, reader.bytes()))
-                });
-                let stop = item.is_err();
-                if sender.send(item).is_err() || stop {
-                    return;
-                }
-            }
-        });
+        scope.spawn(move || read_records(input, &sender));
         let mut source = Source {
             queue: &queue,
+            chunk: Vec::new().into_iter(),
             bytes: 0,
             records: 0,
-            logical: None,
         };
         let mut report = ReceiveReport::default();
         let result = receive_substreams(
@@ -116,20 +134,57 @@ pub fn receive(
         );
         report.bytes = source.bytes;
         report.records = source.records;
-        // Dropping the queue stops the reader at its next record.
+        // Dropping the queue stops the reader at its next chunk.
         drop(queue);
         result.map(|()| report)
     })
 }
 
-/// A record, the logical bytes of a compressed WRITE record's block, and the stream's length
-/// up to its end; or why there is none.
-type Item = Result<(Record, Option<Vec<u8>>, u64), SendError>;
+/// Most records the reader hands over at once: the writer is woken once per chunk, not once
+/// per record (a wake-up costs more than a small record's checks).
+const CHUNK_RECORDS: usize = 64;
+/// Most payload bytes in one chunk.
+const CHUNK_BYTES: usize = 1 << 20;
 
-/// The logical bytes of a compressed WRITE record's block, decompressed by the reader thread
-/// (beside the writer, not in its way), so that what is stored as received is known to read
-/// back; None for any other record.
-fn decompressed(record: &Record, at: u64) -> Result<Option<Vec<u8>>, SendError> {
+/// A record and the stream's length up to its end; or why there is none.
+type Item = Result<(Record, u64), SendError>;
+
+/// The reader thread: parse and verify records (the stream's chained checksum) and hand them
+/// to the writer in chunks, a chunk ending early at END so that a substream is never held
+/// back waiting for the next one. Stops after the first error
+/// (handed over as the chunk's last item) or when the writer is gone.
+fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
+    let mut reader = StreamReader::new(input);
+    loop {
+        let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
+        let mut payload_bytes = 0;
+        let stop = loop {
+            let at = reader.bytes();
+            let item = reader.next_record().map(|record| (record, reader.bytes()));
+            let (stop, end) = match &item {
+                Err(_) => (true, true),
+                Ok((record, bytes)) => {
+                    payload_bytes += (*bytes - at) as usize;
+                    (false, matches!(record, Record::End { .. }))
+                }
+            };
+            chunk.push(item);
+            if end || chunk.len() >= CHUNK_RECORDS || payload_bytes >= CHUNK_BYTES {
+                break stop;
+            }
+        };
+        if sender.send(chunk).is_err() || stop {
+            return;
+        }
+    }
+}
+
+/// Check that a compressed WRITE record's block decompresses to its logical size
+/// ([`compress::check_decompresses`]: an lz4 stream is walked, not decompressed; zstd is
+/// decompressed into `scratch`, kept for the next record), so that what is stored as received
+/// is known to read back; nothing for any other record. The writer checks each record before
+/// it applies it (the reader's thread, with the stream checksum to compute, is the busier).
+fn check_decompresses(record: &Record, at: u64, scratch: &mut Vec<u8>) -> Result<(), SendError> {
     match record {
         Record::Write {
             object,
@@ -138,24 +193,24 @@ fn decompressed(record: &Record, at: u64) -> Result<Option<Vec<u8>>, SendError> 
             data,
             ..
         } if *compression != Compression::Off => {
-            compress::decompress(*compression, data, *logical_size as usize)
-                .map(Some)
+            // (The stream reader bounds the logical size by the largest block.)
+            compress::check_decompresses(*compression, data, *logical_size as usize, scratch)
                 .map_err(|error| SendError::BadStream {
                     at,
                     what: format!("WRITE of object {object}: {error}"),
                 })
         }
-        _ => Ok(None),
+        _ => Ok(()),
     }
 }
 
 /// The writer's end of the reader's queue.
 struct Source<'a> {
-    queue: &'a Receiver<Item>,
+    queue: &'a Receiver<Vec<Item>>,
+    /// The rest of the chunk being applied.
+    chunk: std::vec::IntoIter<Item>,
     bytes: u64,
     records: u64,
-    /// The decompressed block of the last record, if it was a compressed WRITE.
-    logical: Option<Vec<u8>>,
 }
 
 impl Source<'_> {
@@ -166,16 +221,27 @@ impl Source<'_> {
 
     /// The next record, or None if the input ended exactly here.
     fn next_or_end(&mut self) -> Result<Option<Record>, SendError> {
-        match self.queue.recv() {
-            Ok(Ok((record, logical, bytes))) => {
+        let item = match self.chunk.next() {
+            Some(item) => item,
+            None => match self.queue.recv() {
+                Ok(chunk) => {
+                    self.chunk = chunk.into_iter();
+                    match self.chunk.next() {
+                        Some(item) => item,
+                        None => return Ok(None),
+                    }
+                }
+                Err(_) => return Ok(None),
+            },
+        };
+        match item {
+            Ok((record, bytes)) => {
                 self.bytes = bytes;
-                self.logical = logical;
                 self.records += 1;
                 Ok(Some(record))
             }
-            Ok(Err(SendError::Truncated { at })) if at == self.bytes => Ok(None),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Ok(None),
+            Err(SendError::Truncated { at }) if at == self.bytes => Ok(None),
+            Err(error) => Err(error),
         }
     }
 }
@@ -504,6 +570,7 @@ fn apply_records(
             .unwrap_or(pool.core.io.tunables.recv_write_batch_size),
         current: None,
         last_end: 0,
+        scratch: Vec::new(),
         next_object: prepared.start.0.max(1),
         report,
     };
@@ -511,6 +578,7 @@ fn apply_records(
     loop {
         let at = source.bytes;
         let record = source.next()?;
+        check_decompresses(&record, at, &mut writer.scratch)?;
         let bad = |what: String| SendError::BadStream { at, what };
         match record {
             Record::End { to_guid } => {
@@ -531,20 +599,19 @@ fn apply_records(
             Record::Write {
                 object,
                 offset,
-                logical_size: _,
+                logical_size,
                 compression,
                 data,
             } => {
                 writer.check_position(object, offset, at)?;
-                let block = match source.logical.take() {
-                    None if compression == Compression::Off => ReceivedBlock { data, stored: None },
-                    None => return Err(bad(format!("WRITE of object {object}: not decompressed"))),
-                    Some(logical) => ReceivedBlock {
-                        data: logical,
-                        stored: Some((compression, data)),
+                writer.write(
+                    offset,
+                    ReceivedBlock {
+                        logical_size,
+                        compression,
+                        data,
                     },
-                };
-                writer.write(offset, block)?;
+                )?;
             }
             Record::Spill { object, data } => {
                 writer.check_position(object, writer.last_end, at)?;
@@ -574,10 +641,12 @@ fn at_record(error: SendError, at: u64) -> SendError {
     }
 }
 
-/// A WRITE record's block: its logical bytes, and its payload as stored if it came compressed.
+/// A WRITE record's block: its logical bytes, or (`compression` not off) its payload as
+/// stored, which the reader checked decompresses to `logical_size` bytes.
 struct ReceivedBlock {
+    logical_size: u64,
+    compression: Compression,
     data: Vec<u8>,
-    stored: Option<(Compression, Vec<u8>)>,
 }
 
 /// Applies records to the target's object set.
@@ -598,6 +667,8 @@ struct Writer<'a> {
     current: Option<u64>,
     /// Where the last WRITE or FREE of `current` ended: the next may not start before it.
     last_end: u64,
+    /// The buffer a zstd block is decompressed into to check it.
+    scratch: Vec<u8>,
     /// Objects below this have had their record (OBJECT or FREEOBJECTS).
     next_object: u64,
     report: &'a mut ReceiveReport,
@@ -726,7 +797,7 @@ impl Writer<'_> {
     }
 
     fn write(&mut self, offset: u64, block: ReceivedBlock) -> Result<(), SendError> {
-        let length = block.data.len() as u64;
+        let length = block.logical_size;
         if let Some((first, _)) = self.batch.first() {
             if offset >= first.saturating_add(self.batch_limit) {
                 self.flush()?;
@@ -753,22 +824,38 @@ impl Writer<'_> {
         self.report.write_transactions += 1;
         let block_size = self.block_size.max(1);
         self.position = (object.0, self.last_end);
+        // Whole blocks go in together, as received (the buffers become the dirty records);
+        // a record that is not one whole block (a block size change, a short tail) is
+        // written by offset, decompressed first if it came compressed.
+        let mut whole = Vec::with_capacity(batch.len());
+        let mut partial = Vec::new();
+        for (offset, block) in batch {
+            if offset % block_size == 0 && block.logical_size == block_size {
+                let contents = match block.compression {
+                    Compression::Off => WholeBlock::Data(block.data),
+                    compression => WholeBlock::Stored {
+                        compression,
+                        payload: block.data,
+                    },
+                };
+                whole.push((offset / block_size, contents));
+            } else {
+                partial.push((offset, block));
+            }
+        }
         self.in_tx(|objset, tx| {
-            for (offset, block) in batch {
-                match block.stored {
-                    Some((compression, payload))
-                        if offset % block_size == 0 && block.data.len() as u64 == block_size =>
-                    {
-                        objset.write_precompressed(
-                            tx,
-                            object,
-                            offset / block_size,
-                            block.data,
+            objset.write_blocks(tx, object, whole)?;
+            for (offset, block) in partial {
+                match block.compression {
+                    Compression::Off => objset.write(tx, object, offset, &block.data)?,
+                    compression => {
+                        let data = compress::decompress(
                             compression,
-                            payload,
+                            &block.data,
+                            block.logical_size as usize,
                         )?;
+                        objset.write(tx, object, offset, &data)?
                     }
-                    _ => objset.write(tx, object, offset, &block.data)?,
                 }
             }
             Ok(())
