@@ -8,7 +8,7 @@
 //! | [`vdev`]    | leaf devices behind a fault-injectable I/O trait, mirrors, labels, uberblock ring, flock |
 //! | [`space`]   | range trees, space maps, metaslabs, the allocator, deferred frees          |
 //! | [`block`]   | block pointers, checksums, compression, the read/write pipeline            |
-//! | [`cache`]   | block cache keyed by block identity (the ARC replaces its implementation)   |
+//! | [`cache`]   | the ARC keyed by block identity, and the persistent L2ARC on cache devices |
 //! | [`txg`]     | open/quiescing/syncing state machine, holds, dirty accounting, throttle    |
 //! | [`object`]  | object sets, dnodes, indirect trees, dirty records, key/value objects      |
 //! | [`dataset`] | dataset records and directories, `block_born` / `block_kill`, accounting   |

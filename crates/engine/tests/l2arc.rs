@@ -380,3 +380,84 @@ fn cache_devices_are_added_and_removed_and_do_not_touch_the_pool() {
     let scanned = Pool::scan(&[dir.path().to_path_buf()]);
     assert_eq!(scanned.len(), 1, "a cache device is never found as a pool");
 }
+
+/// The ring wraps (more is fed than the device holds), and an interrupted feed is simulated by
+/// overwriting what a feed may write past the hand the device header names: the rebuild must
+/// take nothing from there (no checksum error afterwards), and what it takes must be right.
+#[test]
+fn a_wrapped_ring_rebuilds_and_ignores_what_an_interrupted_feed_overwrote() {
+    // A 64 MiB cache device (a ring of about 59.5 MiB) and more than that to feed.
+    const BIG: usize = 72 << 20;
+    let tunables = Tunables {
+        l2arc_write_max: 4 << 20,
+        l2arc_write_boost: 0,
+        ..tunables()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, size) in [("data.img", 256u64 << 20), ("cache.img", 64 << 20)] {
+        std::fs::File::create(dir.path().join(name))
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+    }
+    let pool = create(dir.path(), tunables.clone());
+    pool.set_property(POOL, "compression", Some("off")).unwrap();
+    let fs = pool.open_file_system(POOL).unwrap();
+    let ino = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+    let data = pattern(11, BIG);
+    for offset in (0..BIG).step_by(4 << 20) {
+        fs.write(ino, offset as u64, &data[offset..offset + (4 << 20)])
+            .unwrap();
+    }
+    pool.sync().unwrap();
+    pool.core.io.cache.clear();
+    for offset in (0..BIG).step_by(CHUNK) {
+        let read = fs.read(ino, offset as u64, CHUNK).unwrap();
+        assert!(read[..] == data[offset..offset + CHUNK]);
+        pool.core.io.l2arc.feed();
+    }
+    let fed = l2(&pool);
+    assert_eq!(fed.l2_writes_error + fed.l2_cksum_bad, 0, "{fed:?}");
+    drop(fs);
+    pool.export().unwrap();
+    let header = device_header(dir.path());
+    assert!(header.lap >= 1, "the ring did not wrap: {header:?}");
+    assert_eq!(header.feed_max, tunables.l2arc_write_max + 2 * 45056);
+    // What an interrupted feed could have overwritten past the hand.
+    let end = (header.hand + header.feed_max).min(header.ring_end);
+    scribble(
+        &cache_path(dir.path()),
+        header.hand,
+        (end - header.hand) as usize,
+    );
+
+    let (pool, _) = Pool::import(
+        POOL,
+        ImportOptions::new(vec![dir.path().to_path_buf()], tunables),
+    )
+    .expect("import");
+    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    let rebuilt = l2(&pool);
+    assert_eq!(rebuilt.l2_rebuild_success, 1, "{rebuilt:?}");
+    assert!(rebuilt.l2_rebuild_bufs > 0);
+    let fs = pool.open_file_system(POOL).unwrap();
+    let ino = fs.lookup(fs.root(), b"big").unwrap().ino;
+    pool.core.io.cache.clear();
+    let before = l2(&pool);
+    for offset in (0..BIG).step_by(4 << 20) {
+        let read = fs.read(ino, offset as u64, 4 << 20).unwrap();
+        assert!(
+            read[..] == data[offset..offset + (4 << 20)],
+            "wrong at {offset}"
+        );
+    }
+    let after = l2(&pool);
+    assert!(after.l2_hits > before.l2_hits, "{after:?}");
+    assert_eq!(
+        after.l2_cksum_bad, 0,
+        "a rebuilt header pointed at overwritten bytes: {after:?}"
+    );
+    check_clean(&pool, "after a wrapped rebuild");
+    drop(fs);
+    pool.export().unwrap();
+}
