@@ -82,6 +82,9 @@ impl SpaceManager {
         storage: &dyn SpaceStorage,
     ) -> Result<(VdevId, u64), SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
+        if !self.has_log_vdevs() {
+            return self.allocate(size_allocated, txg, &[], storage);
+        }
         let started = Instant::now();
         let last_synced = self
             .last_synced
@@ -115,13 +118,15 @@ impl SpaceManager {
             }
             placed
         };
-        self.stats.allocation(
-            context.segments_examined,
-            context.load_wait,
-            started.elapsed().as_nanos() as u64,
-        );
         match placed {
-            Some(placed) => Ok(placed),
+            Some(placed) => {
+                self.stats.allocation(
+                    context.segments_examined,
+                    context.load_wait,
+                    started.elapsed().as_nanos() as u64,
+                );
+                Ok(placed)
+            }
             None => self.allocate(size_allocated, txg, &[], storage),
         }
     }
