@@ -86,18 +86,7 @@ impl SpaceManager {
             return self.allocate(size_allocated, txg, &[], storage);
         }
         let started = Instant::now();
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
-        let mut context = AllocContext {
-            manager: self,
-            storage,
-            txg,
-            last_synced,
-            segments_examined: 0,
-            load_wait: false,
-        };
+        let mut context = AllocContext::new(self, storage, txg);
         let placed = {
             let groups = self.groups.read();
             let count = groups.len();
@@ -120,11 +109,7 @@ impl SpaceManager {
         };
         match placed {
             Some(placed) => {
-                self.stats.allocation(
-                    context.segments_examined,
-                    context.load_wait,
-                    started.elapsed().as_nanos() as u64,
-                );
+                context.record(started);
                 Ok(placed)
             }
             None => self.allocate(size_allocated, txg, &[], storage),

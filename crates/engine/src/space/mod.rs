@@ -431,6 +431,28 @@ struct AllocContext<'a> {
     load_wait: bool,
 }
 
+impl<'a> AllocContext<'a> {
+    fn new(manager: &'a SpaceManager, storage: &'a dyn SpaceStorage, txg: Txg) -> Self {
+        AllocContext {
+            manager,
+            storage,
+            txg,
+            last_synced: manager.last_synced_before(txg),
+            segments_examined: 0,
+            load_wait: false,
+        }
+    }
+
+    /// Count one allocation that started at `started` in the space layer's figures.
+    fn record(&self, started: Instant) {
+        self.manager.stats.allocation(
+            self.segments_examined,
+            self.load_wait,
+            started.elapsed().as_nanos() as u64,
+        );
+    }
+}
+
 /// The storage the space maps are written through during a sync, counting the data blocks
 /// each pass writes (`spacemap_writes`). Every object the space layer writes (space maps and
 /// metaslab arrays) has blocks of `metaslab_sm_blksz`.
@@ -565,6 +587,13 @@ impl SpaceManager {
         self.counters[metaslab.class.index()].track(metaslab, operation)
     }
 
+    /// The last synced txg as of an operation in `txg` (`txg − 1` until import has said).
+    fn last_synced_before(&self, txg: Txg) -> Txg {
+        self.last_synced
+            .lock()
+            .unwrap_or(Txg(txg.0.saturating_sub(1)))
+    }
+
     /// Tell the manager the last synced txg (at import, before the first allocation). Without
     /// it, an allocation in txg T assumes T − 1.
     pub fn set_last_synced_txg(&self, txg: Txg) {
@@ -683,24 +712,9 @@ impl SpaceManager {
     ) -> Result<(VdevId, u64), SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
         let started = Instant::now();
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
-        let mut context = AllocContext {
-            manager: self,
-            storage,
-            txg,
-            last_synced,
-            segments_examined: 0,
-            load_wait: false,
-        };
+        let mut context = AllocContext::new(self, storage, txg);
         let result = self.allocate_in(size_allocated, avoid, &mut context);
-        self.stats.allocation(
-            context.segments_examined,
-            context.load_wait,
-            started.elapsed().as_nanos() as u64,
-        );
+        context.record(started);
         result
     }
 
@@ -834,10 +848,7 @@ impl SpaceManager {
         txg: Txg,
         storage: &dyn SpaceStorage,
     ) -> Result<bool, SpaceError> {
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let last_synced = self.last_synced_before(txg);
         self.with_group(vdev, |group| {
             let metaslab = group.metaslab_for(offset, size)?;
             let was_loaded = metaslab.is_loaded();
@@ -1063,10 +1074,7 @@ impl SpaceManager {
             .filter(|&(weight, _)| weight > 0)
             .collect();
         candidates.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
-        let last_synced = self
-            .last_synced
-            .lock()
-            .unwrap_or(Txg(txg.0.saturating_sub(1)));
+        let last_synced = self.last_synced_before(txg);
         for (_, index) in candidates
             .into_iter()
             .take(self.tunables.metaslab_preload_limit as usize)
