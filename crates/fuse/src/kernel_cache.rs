@@ -256,6 +256,16 @@ impl KernelCache {
         sent
     }
 
+    /// Invalidate the cached attributes of `ino` only (no pages: safe while the kernel holds
+    /// the inode's lock or pages for the request being served).
+    pub fn invalidate_attributes(&self, ino: u64) {
+        if let Some(notifier) = self.notifier.get() {
+            if let Err(error) = notifier.inval_inode(INodeNo(ino), -1, 0) {
+                self.gave_up(0, "an inode's attributes", error);
+            }
+        }
+    }
+
     fn gave_up(&self, sent: usize, what: &str, error: std::io::Error) -> usize {
         log::warn!(
             "tarn fuse {}: cannot invalidate {what} in the kernel's cache ({error}); the mount \

@@ -16,7 +16,14 @@
 //! (`default_permissions`), so there is no `access`; with `acltype=posix` the mount also
 //! negotiates `FUSE_POSIX_ACL` and the kernel enforces the POSIX ACLs the engine keeps as
 //! xattrs. Every mount negotiates `FUSE_DONT_MASK`: the umask travels with each create and
-//! the engine applies it unless a default ACL is inherited. Xattr replies follow the FUSE size
+//! the engine applies it unless a default ACL is inherited. Every mount negotiates
+//! `FUSE_HANDLE_KILLPRIV_V2`: the adapter, not the kernel, clears setuid and setgid (setgid
+//! only with group execute, as the VFS does) on a write the kernel marks
+//! `FUSE_WRITE_KILL_SUIDGID`, on a truncate by a caller other than root (the kernel's
+//! `FATTR_KILL_SUIDGID` there means "no CAP_FSETID", a bit fuser does not pass on; uid 0
+//! stands for it) and on a chown of anything but a directory. In return the kernel stops
+//! asking for `security.capability` before every write(2) (a GETXATTR round trip per write,
+//! most of a small write's cost: `SB_NOSEC`); it still removes that xattr itself. Xattr replies follow the FUSE size
 //! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
 //! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No
 //! `direct_io`: the page cache serves reads and shared mmap works (git, sqlite).
@@ -437,12 +444,83 @@ impl TarnFuse {
     }
 }
 
+/// `perm` without setuid, and without setgid if group execute is set (a setgid file without
+/// group execute is a mandatory-locking candidate, which the VFS leaves alone too); None if
+/// nothing changes.
+fn perm_without_privileges(perm: u32) -> Option<u32> {
+    let mut killed = perm & !libc::S_ISUID;
+    if killed & libc::S_IXGRP != 0 {
+        killed &= !libc::S_ISGID;
+    }
+    (killed != perm).then_some(killed)
+}
+
+impl TarnFuse {
+    /// Clear setuid and setgid of head object `ino` (FUSE inode `fuse_ino`) if it has them
+    /// (FUSE_HANDLE_KILLPRIV_V2), and have the kernel forget the mode it caches (it keeps it
+    /// otherwise, though it asked for the change).
+    fn kill_privileges(&self, fuse_ino: INodeNo, ino: u64) -> Result<(), Errno> {
+        let attr = self
+            .fs
+            .getattr(ino)
+            .map_err(|error| self.fail("getattr", error))?;
+        if let Some(mode) = perm_without_privileges(attr.perm as u32) {
+            let changes = SetAttr {
+                mode: Some(mode),
+                ..SetAttr::default()
+            };
+            self.fs
+                .setattr(ino, changes)
+                .map_err(|error| self.fail("setattr", error))?;
+            self.shared.kernel.invalidate_attributes(fuse_ino.0);
+        }
+        Ok(())
+    }
+
+    /// The mode a setattr of head object `ino` sets, with setuid and setgid cleared where
+    /// FUSE_HANDLE_KILLPRIV_V2 leaves that to the file system: a truncate by a caller other
+    /// than root, a chown of anything but a directory.
+    fn mode_after_setattr(
+        &self,
+        ino: u64,
+        mode: Option<u32>,
+        caller: u32,
+        size: Option<u64>,
+        owner: Option<u32>,
+    ) -> Result<Option<u32>, Errno> {
+        if (size.is_none() || caller == 0) && owner.is_none() {
+            return Ok(mode);
+        }
+        let attr = match self.fs.getattr(ino) {
+            Ok(attr) => attr,
+            // The setattr itself reports a missing file.
+            Err(_) => return Ok(mode),
+        };
+        if attr.kind == FileKind::Directory {
+            return Ok(mode);
+        }
+        let perm = mode.map_or(attr.perm as u32, |mode| mode & 0o7777);
+        Ok(perm_without_privileges(perm).or(mode))
+    }
+}
+
 impl Filesystem for TarnFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         configure_kernel(config);
         // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
         // inheritance), and without one applying it twice changes nothing.
         let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+        // The adapter clears setuid and setgid itself (`kill_privileges`), so the kernel need
+        // not look for security.capability before each write.
+        if config
+            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_err()
+        {
+            log::info!(
+                "tarn fuse {}: the kernel does not offer FUSE_HANDLE_KILLPRIV_V2",
+                self.name
+            );
+        }
         // Attributes with the names of a listing (readdir.rs), when the kernel wants them.
         let _ = config
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
@@ -476,7 +554,7 @@ impl Filesystem for TarnFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -504,6 +582,10 @@ impl Filesystem for TarnFuse {
         // reports (ENOENT).
         let times_only = ctime.is_some() && mode.is_none() && uid.is_none() && gid.is_none();
         let times_only = times_only && size.is_none();
+        let mode = match self.mode_after_setattr(ino, mode, req.uid(), size, uid.or(gid)) {
+            Ok(mode) => mode,
+            Err(errno) => return reply.error(errno),
+        };
         let changes = SetAttr {
             mode,
             uid,
@@ -747,10 +829,16 @@ impl Filesystem for TarnFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let fuse_ino = ino;
         let ino = match self.head(ino) {
             Ok(ino) => ino,
             Err(errno) => return reply.error(errno),
         };
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(errno) = self.kill_privileges(fuse_ino, ino) {
+                return reply.error(errno);
+            }
+        }
         match self.fs.write(ino, offset, data) {
             Ok(written) => {
                 // O_SYNC includes O_DSYNC's bit. A write from the kernel's page cache

@@ -322,3 +322,81 @@ fn busy_mount_refuses_plain_unmount() {
     assert!(tarn_fuse::mountpoint::mount_at(&fixture.mountpoint).is_none());
     fixture.finish();
 }
+
+/// Guards FUSE_HANDLE_KILLPRIV_V2: the kernel leaves clearing setuid and setgid to the file
+/// system, which must do it as the VFS would (a write or truncate by a caller without
+/// CAP_FSETID, a chown of anything but a directory; setgid only with group execute), and the
+/// kernel must not keep showing the old mode.
+#[test]
+fn writes_truncates_and_chowns_clear_setuid_and_setgid() {
+    use std::os::unix::process::CommandExt;
+    let Some(mut fixture) = Fixture::new("killpriv") else {
+        return;
+    };
+    // Let an unprivileged user reach the mount.
+    let parent = fixture.mountpoint.parent().unwrap().to_path_buf();
+    fs::set_permissions(&parent, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&fixture.mountpoint, fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |script: &str| {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{script} failed as nobody");
+    };
+    let mode_of = |path: &Path| fs::metadata(path).unwrap().mode() & 0o7777;
+    let make = |name: &str, mode: u32| {
+        let path = fixture.path(name);
+        fs::write(&path, b"start\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(mode_of(&path), mode);
+        path
+    };
+    let written = make("written", 0o6777);
+    as_nobody(&format!("echo more >> '{}'", written.display()));
+    assert_eq!(mode_of(&written), 0o777, "a write by nobody keeps setuid");
+    let sgid_only = make("sgid-no-exec", 0o2767);
+    as_nobody(&format!("echo more >> '{}'", sgid_only.display()));
+    assert_eq!(
+        mode_of(&sgid_only),
+        0o2767,
+        "setgid without group execute stays"
+    );
+    let by_root = make("by-root", 0o6777);
+    let mut file = OpenOptions::new().append(true).open(&by_root).unwrap();
+    file.write_all(b"root\n").unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    assert_eq!(mode_of(&by_root), 0o6777, "root (CAP_FSETID) keeps them");
+    let truncated = make("truncated", 0o6777);
+    as_nobody(&format!("truncate -s 1 '{}'", truncated.display()));
+    assert_eq!(
+        mode_of(&truncated),
+        0o777,
+        "a truncate by nobody keeps setuid"
+    );
+    let chowned = make("chowned", 0o6775);
+    std::os::unix::fs::chown(&chowned, Some(65534), None).unwrap();
+    assert_eq!(mode_of(&chowned), 0o775, "a chown keeps setuid");
+    let directory = fixture.path("directory");
+    fs::create_dir(&directory).unwrap();
+    fs::set_permissions(&directory, fs::Permissions::from_mode(0o6777)).unwrap();
+    std::os::unix::fs::chown(&directory, Some(65534), None).unwrap();
+    assert_eq!(
+        mode_of(&directory),
+        0o6777,
+        "a directory's chown keeps them"
+    );
+    // The engine agrees with what the kernel showed.
+    fixture.remount();
+    assert_eq!(mode_of(&written), 0o777);
+    assert_eq!(mode_of(&sgid_only), 0o2767);
+    assert_eq!(mode_of(&by_root), 0o6777);
+    assert_eq!(mode_of(&truncated), 0o777);
+    assert_eq!(mode_of(&chowned), 0o775);
+    assert_eq!(fs::read(&written).unwrap(), b"start\nmore\n");
+    fixture.finish();
+}

@@ -248,7 +248,10 @@ impl Drop for TxHold {
         let slot = self.tx.txg.slot();
         assert!(inner.holds[slot] > 0);
         inner.holds[slot] -= 1;
-        if inner.holds[slot] == 0 {
+        // Only a quiescing txg's holds are waited for (`wait_quiesced`): the last hold of the
+        // open txg going away wakes nobody, so that a write or a log commit does not wake the
+        // sync thread each time.
+        if inner.holds[slot] == 0 && inner.open != self.tx.txg {
             self.manager.changed.notify_all();
         }
     }

@@ -7,9 +7,12 @@
 //! write (the intent log: durable when it completes, `BlockDevice::write_durable_at`, so the
 //! log needs no flush of the whole device), async read (prefetch), async write (the txg's sync), scrub
 //! (check and scrub reads), trim and rebuild. The queue keeps one pending set per class and
-//! issues requests from a small pool of worker threads per leaf, so that no caller performs
-//! device I/O itself while holding a lock: a synchronous caller submits and sleeps until its
-//! request completes, an asynchronous one (the write issue queue) submits and is called back.
+//! issues requests from a small pool of worker threads per leaf: a synchronous caller submits
+//! and sleeps until its request completes, an asynchronous one (the write issue queue) submits
+//! and is called back. One exception, as in OpenZFS's `vdev_queue_io`: a sync read or sync
+//! write that the limits let through at once, with nothing of its class ahead of it, is issued
+//! by its caller, who would only have slept meanwhile; it counts as active like any other,
+//! and the caller is spared two thread wake-ups.
 //!
 //! # Choosing what to issue (`vdev_queue_class_to_issue`)
 //!
@@ -444,12 +447,28 @@ pub fn write_each(
 ) -> Vec<io::Result<()>> {
     kick_plugged();
     let latches: Vec<Arc<Latch>> = queues.iter().map(|_| Latch::new()).collect();
-    for (queue, latch) in queues.iter().zip(&latches) {
+    let mut issue_here = None;
+    for (index, (queue, latch)) in queues.iter().zip(&latches).enumerate() {
         let buffer = Buffer::Borrowed(RawBuffer {
             pointer: data.as_ptr() as *mut u8,
             length: data.len(),
         });
-        queue.submit(class, IoKind::Write, offset, buffer, latch.completion());
+        // The last copy may be written by this thread (see `submit_and_wait`); the others go
+        // to their leaves' workers first, so that the copies are written in parallel.
+        let last = index + 1 == queues.len();
+        if let Some(batch) = queue.submit_inner(
+            class,
+            IoKind::Write,
+            offset,
+            buffer,
+            latch.completion(),
+            last,
+        ) {
+            issue_here = Some((queue, batch));
+        }
+    }
+    if let Some((queue, batch)) = issue_here {
+        queue.execute_here(batch);
     }
     // `data` is borrowed until every completion has run: wait for all of them.
     latches.iter().map(|latch| latch.wait()).collect()
@@ -504,28 +523,21 @@ impl VdevQueue {
     /// Read `buf.len()` bytes at absolute device offset `offset` in class `class`, waiting for
     /// the read to complete.
     pub fn read(&self, class: IoClass, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        kick_plugged();
-        let latch = Latch::new();
         let buffer = Buffer::Borrowed(RawBuffer {
             pointer: buf.as_mut_ptr(),
             length: buf.len(),
         });
-        self.submit(class, IoKind::Read, offset, buffer, latch.completion());
-        // The buffer is borrowed until the completion has run: wait for it unconditionally.
-        latch.wait()
+        self.submit_and_wait(class, IoKind::Read, offset, buffer)
     }
 
     /// Write `data` at absolute device offset `offset` in class `class`, waiting for the write
     /// to complete.
     pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> io::Result<()> {
-        kick_plugged();
-        let latch = Latch::new();
         let buffer = Buffer::Borrowed(RawBuffer {
             pointer: data.as_ptr() as *mut u8,
             length: data.len(),
         });
-        self.submit(class, IoKind::Write, offset, buffer, latch.completion());
-        latch.wait()
+        self.submit_and_wait(class, IoKind::Write, offset, buffer)
     }
 
     /// Queue a write of shared bytes; `done` runs on a worker thread when it completes.
@@ -533,7 +545,63 @@ impl VdevQueue {
         self.submit(class, IoKind::Write, offset, Buffer::Shared(data), done);
     }
 
+    /// Submit a request whose caller waits for it, and wait. A request of a first-come,
+    /// first-served class (sync read, sync write) that the limits let through at once, with
+    /// nothing of its class ahead of it, is issued on the calling thread, as OpenZFS's
+    /// `vdev_queue_io` hands such a zio back to its caller: it is counted active like any
+    /// other (so the limits hold), and the caller, who would sleep until a worker finished it,
+    /// is spared two thread wake-ups (an fsync's log write is mostly such round trips on a
+    /// fast device). Requests of the other classes always go to the workers, which aggregate
+    /// them.
+    fn submit_and_wait(
+        &self,
+        class: IoClass,
+        kind: IoKind,
+        offset: u64,
+        buffer: Buffer,
+    ) -> io::Result<()> {
+        kick_plugged();
+        let latch = Latch::new();
+        if let Some(batch) =
+            self.submit_inner(class, kind, offset, buffer, latch.completion(), true)
+        {
+            self.execute_here(batch);
+        }
+        // The buffer is borrowed until the completion has run: wait for it unconditionally.
+        latch.wait()
+    }
+
+    /// Perform on this thread a request [`VdevQueue::submit_inner`] handed back.
+    fn execute_here(&self, batch: Vec<Request>) {
+        execute(&self.inner, batch);
+        // Requests that this one's slot held back were left to a worker finishing an I/O,
+        // and none did: hand them to one.
+        let dirty = async_write_max(&self.inner);
+        let spawn = {
+            let mut state = self.inner.state.lock();
+            class_to_issue(&state, dirty).is_some() && wake_worker(&self.inner, &mut state)
+        };
+        if spawn {
+            self.spawn_worker();
+        }
+    }
+
     fn submit(&self, class: IoClass, kind: IoKind, offset: u64, buffer: Buffer, done: Completion) {
+        let issue_here = self.submit_inner(class, kind, offset, buffer, done, false);
+        debug_assert!(issue_here.is_none());
+    }
+
+    /// Queue a request; with `may_issue_here`, return it (marked active) instead when the
+    /// caller may issue it itself (see [`VdevQueue::submit_and_wait`]).
+    fn submit_inner(
+        &self,
+        class: IoClass,
+        kind: IoKind,
+        offset: u64,
+        buffer: Buffer,
+        done: Completion,
+        may_issue_here: bool,
+    ) -> Option<Vec<Request>> {
         let length = match &buffer {
             Buffer::Borrowed(raw) => raw.length,
             Buffer::Shared(data) => data.len(),
@@ -561,6 +629,14 @@ impl VdevQueue {
                 (offset, state.sequence)
             };
             state.pending[class.index()].insert(key, request);
+            if may_issue_here
+                && class.is_fifo()
+                && class_to_issue(&state, dirty) == Some(class)
+                && state.pending[class.index()].keys().next() == Some(&key)
+            {
+                // `take_next` takes the class's first request: this one.
+                return take_next(&self.inner, &mut state, dirty);
+            }
             publish_depth(&self.inner, &state, class);
             // A request its class's limits hold back waits for a worker to finish one: waking
             // another would only put it back to sleep (and a burst of writes would cost a
@@ -570,15 +646,8 @@ impl VdevQueue {
             } else if pluggable && state.workers > 0 && state.limits.plug_batch > 0 {
                 held = Some(state.limits.plug_batch);
                 false
-            } else if state.idle_workers > state.wakeups {
-                state.wakeups += 1;
-                self.inner.work.notify_one();
-                false
-            } else if state.workers < state.limits.threads.max(1) && !state.shutdown {
-                state.workers += 1;
-                true
             } else {
-                false
+                wake_worker(&self.inner, &mut state)
             }
         };
         if let Some(batch) = held {
@@ -587,6 +656,7 @@ impl VdevQueue {
         if spawn {
             self.spawn_worker();
         }
+        None
     }
 
     fn spawn_worker(&self) {
@@ -611,6 +681,21 @@ impl VdevQueue {
                 }
             }
         }
+    }
+}
+
+/// Wake an idle worker for a request that may be issued now; true if none is idle and a new
+/// one must be started (the caller does, outside the lock).
+fn wake_worker(inner: &Inner, state: &mut State) -> bool {
+    if state.idle_workers > state.wakeups {
+        state.wakeups += 1;
+        inner.work.notify_one();
+        false
+    } else if state.workers < state.limits.threads.max(1) && !state.shutdown {
+        state.workers += 1;
+        true
+    } else {
+        false
     }
 }
 
@@ -1018,6 +1103,59 @@ mod tests {
         for (index, chunk) in buf.chunks(8 << 10).enumerate() {
             assert!(chunk.iter().all(|&byte| byte == index as u8));
         }
+    }
+
+    #[test]
+    fn a_sync_request_on_an_idle_queue_is_issued_by_its_caller() {
+        let (_dir, _plan, stats, queue) = leaf(8 << 20);
+        queue.write(IoClass::SyncWrite, 4096, &[7u8; 4096]).unwrap();
+        let mut back = vec![0u8; 4096];
+        queue.read(IoClass::SyncRead, 4096, &mut back).unwrap();
+        assert_eq!(back, vec![7u8; 4096]);
+        // No worker was needed, and both were counted as any request is.
+        assert!(queue.workers.lock().is_empty());
+        let snapshot = stats.snapshot();
+        assert_eq!(snapshot.class(IoClass::SyncWrite).requests, 1);
+        assert_eq!(snapshot.class(IoClass::SyncRead).requests, 1);
+        // An async request still goes to a worker.
+        let latch = Latch::new();
+        queue.write_shared(
+            IoClass::AsyncWrite,
+            0,
+            Arc::new(vec![1u8; 4096]),
+            latch.completion(),
+        );
+        latch.wait().unwrap();
+        assert_eq!(queue.workers.lock().len(), 1);
+    }
+
+    #[test]
+    fn a_sync_request_held_back_by_a_callers_slot_still_completes() {
+        // One sync write at a time. While a caller issues its own (slowly), a second one
+        // queues behind it; when the first finishes, no worker is there to notice the free
+        // slot and nobody submits again: the second must still be handed to a worker.
+        let (_dir, plan, _stats, queue) = leaf(8 << 20);
+        let mut limits = QueueLimits::default();
+        limits.min_active[IoClass::SyncWrite.index()] = 1;
+        limits.max_active[IoClass::SyncWrite.index()] = 1;
+        queue.configure(limits, None);
+        plan.set_io_delay(Duration::from_millis(300));
+        let queue = Arc::new(queue);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        for index in 0..2u64 {
+            let queue = queue.clone();
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                let result = queue.write(IoClass::SyncWrite, index * 4096, &[1u8; 4096]);
+                let _ = sender.send(result.is_ok());
+            });
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for _ in 0..2 {
+            let done = receiver.recv_timeout(Duration::from_secs(10));
+            assert_eq!(done, Ok(true), "a queued sync write never completed");
+        }
+        assert_eq!(queue.outstanding(), 0);
     }
 
     #[test]
