@@ -23,7 +23,9 @@
 //! `FATTR_KILL_SUIDGID` there means "no CAP_FSETID", a bit fuser does not pass on; uid 0
 //! stands for it) and on a chown of anything but a directory. In return the kernel stops
 //! asking for `security.capability` before every write(2) (a GETXATTR round trip per write,
-//! most of a small write's cost: `SB_NOSEC`); it still removes that xattr itself. Xattr replies follow the FUSE size
+//! most of a small write's cost: `SB_NOSEC`); it still removes that xattr itself. A file
+//! opened for writing while `sync=always` is opened for direct I/O, so that each write reaches
+//! the engine (and its commit) before write(2) returns. Xattr replies follow the FUSE size
 //! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
 //! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No
 //! `direct_io`: the page cache serves reads and shared mmap works (git, sqlite).
@@ -168,6 +170,7 @@ use fuser::{
     ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp};
+use tarn::zil::SyncMode;
 
 use kernel_cache::{ContentVersion, KernelCache};
 pub use mount::{
@@ -303,11 +306,17 @@ impl TarnFuse {
     /// `attr`: keep the kernel's cached pages if the file is unchanged since its last open
     /// (`kernel_cache.rs`).
     fn open_flags(&self, ino: INodeNo, attr: &Attr, writable: bool) -> FopenFlags {
-        if self
+        let keep_cache = self
             .shared
             .kernel
-            .opened(ino.0, ContentVersion::of(attr), writable)
-        {
+            .opened(ino.0, ContentVersion::of(attr), writable);
+        // sync=always: every write(2) must be durable when it returns, so it must reach the
+        // engine, not the page cache: the file is opened for direct I/O (shared mmap still
+        // works: FUSE_DIRECT_IO_ALLOW_MMAP).
+        if writable && self.fs.sync_mode() == SyncMode::Always {
+            return FopenFlags::FOPEN_DIRECT_IO;
+        }
+        if keep_cache {
             FopenFlags::FOPEN_KEEP_CACHE
         } else {
             FopenFlags::empty()
@@ -521,6 +530,8 @@ impl Filesystem for TarnFuse {
                 self.name
             );
         }
+        // Files opened for direct I/O (sync=always) may still be mapped shared.
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         // Attributes with the names of a listing (readdir.rs), when the kernel wants them.
         let _ = config
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);

@@ -292,6 +292,46 @@ fn fsync_commits_the_intent_log() {
     fixture.finish();
 }
 
+/// Guards sync=always under the writeback cache: a write(2) to a file opened while it is set
+/// must be committed before it returns, not left in the kernel's page cache (the file is
+/// opened for direct I/O), and a shared mapping of such a file still works.
+#[test]
+fn sync_always_commits_each_write_before_it_returns() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(fixture) = Fixture::new("syncalways") else {
+        return;
+    };
+    let pool = fixture.pool.as_ref().unwrap();
+    let zil = pool
+        .root_objset()
+        .log()
+        .expect("the mounted file system's intent log");
+    zil.set_mode(tarn::zil::SyncMode::Always);
+    let mut file = File::create(fixture.path("always")).unwrap();
+    let logged = || zil.stats.write_bytes.load(Relaxed) + zil.stats.indirect_bytes.load(Relaxed);
+    let before = logged();
+    for chunk in pattern(64 << 10, 9).chunks(16 << 10) {
+        file.write_all(chunk).unwrap();
+    }
+    // No fsync, no close: each write was committed as it returned.
+    assert_eq!(
+        logged(),
+        before + (64 << 10),
+        "writes sat in the page cache"
+    );
+    drop(file);
+    let output = run(&format!(
+        "python3 -c \"import mmap,os; f=os.open('{}', os.O_RDWR); m=mmap.mmap(f, 4096); m[0:5]=b'HELLO'; m.flush(); print(bytes(m[0:5]).decode())\"",
+        fixture.path("always").display()
+    ));
+    assert_eq!(output.trim(), "HELLO");
+    zil.set_mode(tarn::zil::SyncMode::Standard);
+    let mut expected = pattern(64 << 10, 9);
+    expected[..5].copy_from_slice(b"HELLO");
+    assert_eq!(fs::read(fixture.path("always")).unwrap(), expected);
+    fixture.finish();
+}
+
 #[test]
 fn busy_mount_refuses_plain_unmount() {
     let Some(mut fixture) = Fixture::new("busy") else {

@@ -358,14 +358,20 @@ fn measure(
     })?;
     progress("4 KiB write + a txg sync on tarn (the path before the intent log)");
     let txg_count = count.min(300);
-    let wait_for_txg = |_: &File| {
+    // The kernel's page cache holds the write until an fsync: the fsync (log commits off)
+    // brings it to the engine, then the loop waits for a txg to sync it.
+    let wait_for_txg = |file: &File| {
+        fsync(file)?;
         pool.core
             .txgs
             .wait_synced(None)
             .map(|_| ())
             .map_err(|e| Failure(e.to_string()))
     };
-    let txg = write_loop(&mountpoint.join("loop-txg.dat"), txg_count, wait_for_txg)?;
+    fs.set_sync_mode(SyncMode::Disabled);
+    let txg = write_loop(&mountpoint.join("loop-txg.dat"), txg_count, wait_for_txg);
+    fs.set_sync_mode(SyncMode::Standard);
+    let txg = txg?;
     progress("4 KiB write + fsync on tarn with sync=disabled");
     fs.set_sync_mode(SyncMode::Disabled);
     let disabled = write_loop(&mountpoint.join("loop-off.dat"), count, fsync)?;

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tarn::dataset::props::Property;
 use tarn::fs::FileSystem;
 use tarn::pool::Pool;
+use tarn::zil::SyncMode;
 use tarn_fuse::{mountpoint, MountControl, MountHandle, MountOptions};
 
 use super::snapdir::PoolSnapshots;
@@ -347,6 +348,17 @@ impl Mounts {
                 pool.apply_properties(&name, &fs)?;
                 if let Some(control) = control {
                     control.set_snapdir_visible(snapdir_visible(pool, &name)?);
+                    // sync=always: files opened from now on bypass the kernel's page cache
+                    // (the adapter's `open_flags`); what the kernel holds already is written
+                    // back and synced now.
+                    if property == Property::Sync && fs.sync_mode() == SyncMode::Always {
+                        if let Err(error) = control.write_back() {
+                            log::warn!(
+                                "{name}: cannot write the mount's cached pages back: {error}"
+                            );
+                        }
+                        pool.sync()?;
+                    }
                 }
             }
             return Ok(());
