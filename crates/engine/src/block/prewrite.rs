@@ -6,12 +6,14 @@
 //! tree, and the log records only its pointer (WR_INDIRECT, zil/). The sync of the block's
 //! txg then *adopts* that pointer instead of writing the block again (object/prewrite.rs).
 //!
-//! [`BlockIo::write_now`] encodes the block exactly as the sync would (same compression,
-//! checksum, copies, birth txg), allocates it in the block's txg (which the caller holds
-//! open, so that the txg cannot sync before the block is on disk and the space maps of that
-//! txg record the allocation), and writes every copy in the `sync_write` class without a
-//! flush: the log commit flushes once for its data and log blocks together. No gang blocks
-//! (a pool too full to place the block whole makes the caller copy the data into the log).
+//! [`BlockIo::prepare_write_now`] encodes the block exactly as the sync would (same
+//! compression, checksum, copies, birth txg) and allocates it in the block's txg (which the
+//! caller holds open, so that the txg cannot sync before the block is on disk and the space
+//! maps of that txg record the allocation); [`BlockIo::write_prepared`] writes every copy of a
+//! commit's blocks in the `sync_write` class at once (each durable when it completes, no
+//! flush), so that a commit of several blocks costs about one device round trip, not one per
+//! block. No gang blocks (a pool too full to place the block whole makes the caller copy the
+//! data into the log).
 //!
 //! A block written ahead and then not adopted (the file changed again in the same txg) is
 //! given back by [`BlockIo::give_back`]: freed in the sync of a txg that recorded its
@@ -30,17 +32,25 @@ use crate::space::storage::SpaceStorage;
 use crate::types::Txg;
 use crate::vdev::IoClass;
 
+/// A block [`BlockIo::prepare_write_now`] encoded and allocated, to be written by
+/// [`BlockIo::write_prepared`].
+pub struct PreparedWrite {
+    pub bp: BlockPtr,
+    txg: Txg,
+    padded: Arc<Vec<u8>>,
+}
+
 impl BlockIo {
-    /// Write data block `data` now, born in `txg` (held open by the caller), as the sync of
-    /// `txg` would write it. `None` if the block needs no space (a hole or an embedded block:
-    /// the caller logs its bytes instead). The block is not flushed.
-    pub fn write_now(
+    /// Encode data block `data`, born in `txg` (held open by the caller), as the sync of `txg`
+    /// would write it, and allocate its copies. `None` if the block needs no space (a hole or
+    /// an embedded block: the caller logs its bytes instead).
+    pub fn prepare_write_now(
         &self,
         data: &Arc<Vec<u8>>,
         props: &WriteProps,
         txg: Txg,
         storage: &dyn SpaceStorage,
-    ) -> Result<Option<BlockPtr>, PipelineError> {
+    ) -> Result<Option<PreparedWrite>, PipelineError> {
         if !self.is_writable() {
             return Err(PipelineError::WriteFailed("the pool is read-only".into()));
         }
@@ -58,21 +68,78 @@ impl BlockIo {
         let copies = (props.copies as usize).clamp(1, DVAS_MAX);
         let dvas = self.allocate_copies(size_allocated, copies, txg, true, storage)?;
         bp.dvas[..dvas.len()].copy_from_slice(&dvas);
-        for dva in bp.copies() {
-            let written = self
-                .vdevs
-                .top(dva.vdev)
-                .ok_or_else(|| PipelineError::WriteFailed(format!("no vdev {}", dva.vdev)))
-                .and_then(|top| {
-                    top.write(IoClass::SyncWrite, dva.offset, &padded)
-                        .map_err(|error| PipelineError::WriteFailed(error.to_string()))
-                });
-            if let Err(error) = written {
-                self.give_back(&bp, txg, None)?;
-                return Err(error);
+        Ok(Some(PreparedWrite { bp, txg, padded }))
+    }
+
+    /// Write every copy of every block of `writes` in the `sync_write` class (each durable
+    /// when it completes; no flush), all at once, so that the device and the host's journal
+    /// take them together: every copy but the last goes to the vdev queues, the last is
+    /// written by this thread (usually issued by it: vdev/queue.rs), then the rest are waited
+    /// for. One result per block; a block that failed is given back.
+    pub fn write_prepared(&self, writes: &[&PreparedWrite]) -> Vec<Result<(), PipelineError>> {
+        let copies: Vec<(usize, &crate::block::blkptr::Dva)> = writes
+            .iter()
+            .enumerate()
+            .flat_map(|(index, write)| write.bp.copies().map(move |dva| (index, dva)))
+            .collect();
+        let failures: Arc<parking_lot::Mutex<Vec<Option<String>>>> =
+            Arc::new(parking_lot::Mutex::new(vec![None; writes.len()]));
+        let outstanding = Arc::new((parking_lot::Mutex::new(0usize), parking_lot::Condvar::new()));
+        let fail =
+            |failures: &parking_lot::Mutex<Vec<Option<String>>>, index: usize, error: String| {
+                failures.lock()[index].get_or_insert(error);
+            };
+        for (position, &(index, dva)) in copies.iter().enumerate() {
+            let write = writes[index];
+            let Some(top) = self.vdevs.top(dva.vdev) else {
+                fail(&failures, index, format!("no vdev {}", dva.vdev));
+                continue;
+            };
+            if position + 1 == copies.len() {
+                if let Err(error) = top.write(IoClass::SyncWrite, dva.offset, &write.padded) {
+                    fail(&failures, index, error.to_string());
+                }
+                continue;
+            }
+            *outstanding.0.lock() += 1;
+            let failures = failures.clone();
+            let outstanding = outstanding.clone();
+            top.write_async(
+                IoClass::SyncWrite,
+                dva.offset,
+                write.padded.clone(),
+                move |result| {
+                    if let Err(error) = result {
+                        fail(&failures, index, error.to_string());
+                    }
+                    let (count, done) = &*outstanding;
+                    let mut count = count.lock();
+                    *count -= 1;
+                    if *count == 0 {
+                        done.notify_all();
+                    }
+                },
+            );
+        }
+        {
+            let (count, done) = &*outstanding;
+            let mut count = count.lock();
+            while *count > 0 {
+                done.wait(&mut count);
             }
         }
-        Ok(Some(bp))
+        let failures = std::mem::take(&mut *failures.lock());
+        writes
+            .iter()
+            .zip(failures)
+            .map(|(write, failure)| match failure {
+                None => Ok(()),
+                Some(error) => {
+                    self.give_back(&write.bp, write.txg, None)?;
+                    Err(PipelineError::WriteFailed(error))
+                }
+            })
+            .collect()
     }
 
     /// Give back a block allocated in txg `allocated` and referenced by no tree: freed in the

@@ -70,6 +70,7 @@ pub mod kv;
 pub mod phys;
 pub mod prefetch;
 mod prewrite;
+pub use prewrite::{PreparedPrewrite, Prewrite};
 pub mod read_errors;
 mod sync;
 mod synced;

@@ -3,7 +3,8 @@
 //!
 //! # Theory
 //! A log commit of a large write writes the dirty block where it will stay
-//! ([`ObjectSet::prewrite_block`], through [`BlockIo::write_now`]) and records an *override*
+//! ([`ObjectSet::prepare_prewrite`] and [`ObjectSet::finish_prewrites`], through
+//! [`BlockIo::write_prepared`], every block of a commit at once) and records an *override*
 //! in the block's dirty record: the sync of that txg puts the pointer into the tree instead of
 //! writing the block (`sync_object`). The override holds only while the dirty record still
 //! has the contents that were written: a later write of the block in the same txg, a free
@@ -19,23 +20,46 @@
 
 use super::*;
 use crate::block::blkptr::BlockPtr;
+use crate::block::prewrite::PreparedWrite;
+
+/// What [`ObjectSet::prepare_prewrite`] found for a block.
+pub enum Prewrite {
+    /// Nothing to write ahead: the log takes the block's bytes instead.
+    NotDirty,
+    /// Written ahead already by an earlier commit, as it is now.
+    Written(BlockPtr),
+    /// Ready to be written by [`ObjectSet::finish_prewrites`].
+    Prepared(PreparedPrewrite),
+}
+
+/// A block encoded and allocated for writing ahead, with what adopting it needs.
+pub struct PreparedPrewrite {
+    txg: Txg,
+    object: ObjectId,
+    blkid: u64,
+    /// The dirty contents that were encoded (adopted only if still the block's).
+    data: Arc<Vec<u8>>,
+    write: PreparedWrite,
+}
 
 impl ObjectSet {
-    /// Write data block `blkid` of `object` (generation `generation`) as it stands dirty in
-    /// `txg`, which the caller holds, and have the sync of `txg` adopt it. Returns the pointer
-    /// written, or `None` if the block is not dirty in `txg` as a plain block of
-    /// that object (nothing to write ahead), or needs no space (a hole or embedded block).
-    pub fn prewrite_block(
+    /// Prepare the write ahead of data block `blkid` of `object` (generation `generation`) as
+    /// it stands dirty in `txg`, which the caller holds: encoded and allocated, to be written
+    /// with the commit's other blocks by [`ObjectSet::finish_prewrites`], which has the sync of
+    /// `txg` adopt it. [`Prewrite::NotDirty`] if the block is not dirty in `txg` as a plain
+    /// block of that object (nothing to write ahead) or needs no space (a hole or embedded
+    /// block); [`Prewrite::Written`] if an earlier commit wrote it ahead as it is now.
+    pub fn prepare_prewrite(
         &self,
         txg: Txg,
         object: ObjectId,
         generation: u64,
         blkid: u64,
         storage: &dyn SpaceStorage,
-    ) -> Result<Option<BlockPtr>, ObjectError> {
+    ) -> Result<Prewrite, ObjectError> {
         let dnode = self.current_dnode(object)?;
         if dnode.is_free() || dnode.generation.0 != generation {
-            return Ok(None);
+            return Ok(Prewrite::NotDirty);
         }
         let data = {
             let state = self.state.lock();
@@ -48,39 +72,74 @@ impl ObjectSet {
                 Some(record) if !syncing => {
                     // A stored payload (a compressed receive) is not written ahead.
                     let Some(DirtyBlock::Data(data)) = record.blocks.get(&blkid) else {
-                        return Ok(None);
+                        return Ok(Prewrite::NotDirty);
                     };
                     // Written ahead already, by an earlier commit, as it is now.
                     if let Some(bp) = record.overrides.get(&blkid) {
-                        return Ok(Some(bp.clone()));
+                        return Ok(Prewrite::Written(bp.clone()));
                     }
                     data.clone()
                 }
-                _ => return Ok(None),
+                _ => return Ok(Prewrite::NotDirty),
             }
         };
         let props = tree::block_props(&dnode, 0);
-        let Some(bp) = self.io.write_now(&data, &props, txg, storage)? else {
-            return Ok(None);
-        };
+        Ok(
+            match self.io.prepare_write_now(&data, &props, txg, storage)? {
+                Some(write) => Prewrite::Prepared(PreparedPrewrite {
+                    txg,
+                    object,
+                    blkid,
+                    data,
+                    write,
+                }),
+                None => Prewrite::NotDirty,
+            },
+        )
+    }
+
+    /// Write the blocks `prepared` all at once (`BlockIo::write_prepared`) and have the sync
+    /// of their txg adopt each that was written: one result per block, its pointer or why it
+    /// failed (a failed block is given back and not adopted).
+    pub fn finish_prewrites(
+        &self,
+        prepared: Vec<PreparedPrewrite>,
+    ) -> Vec<Result<BlockPtr, ObjectError>> {
+        let writes: Vec<&PreparedWrite> = prepared.iter().map(|p| &p.write).collect();
+        let results = self.io.write_prepared(&writes);
         let mut state = self.state.lock();
-        let record = state
-            .dirty
-            .get_mut(&txg)
-            .and_then(|dirty| dirty.objects.get_mut(&object));
-        match record {
-            Some(record)
-                if record.blocks.get(&blkid).is_some_and(
-                    |now| matches!(now, DirtyBlock::Data(now) if Arc::ptr_eq(now, &data)),
-                ) =>
-            {
-                record.overrides.insert(blkid, bp.clone());
-            }
-            // Changed meanwhile: the block holds what the file had when it was read, still
-            // valid for the log record that will name it; the sync frees it.
-            _ => state.unoverride(txg, [bp.clone()]),
-        }
-        Ok(Some(bp))
+        prepared
+            .into_iter()
+            .zip(results)
+            .map(|(prewrite, result)| {
+                result?;
+                let PreparedPrewrite {
+                    txg,
+                    object,
+                    blkid,
+                    data,
+                    write,
+                } = prewrite;
+                let bp = write.bp;
+                let record = state
+                    .dirty
+                    .get_mut(&txg)
+                    .and_then(|dirty| dirty.objects.get_mut(&object));
+                match record {
+                    Some(record)
+                        if record.blocks.get(&blkid).is_some_and(
+                            |now| matches!(now, DirtyBlock::Data(now) if Arc::ptr_eq(now, &data)),
+                        ) =>
+                    {
+                        record.overrides.insert(blkid, bp.clone());
+                    }
+                    // Changed meanwhile: the block holds what the file had when it was read,
+                    // still valid for the log record that will name it; the sync frees it.
+                    _ => state.unoverride(txg, [bp.clone()]),
+                }
+                Ok(bp)
+            })
+            .collect()
     }
 
     /// Syncing context, first pass of `txg`: free the blocks written ahead in `txg` that the

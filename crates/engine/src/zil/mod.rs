@@ -80,7 +80,7 @@ use parking_lot::Mutex;
 use crate::block::blkptr::{BlockPtr, Dva, ObjectType};
 use crate::block::pipeline::BlockIo;
 use crate::object::adapters::MosSpaceStorage;
-use crate::object::{ObjectError, ObjectSet};
+use crate::object::{ObjectError, ObjectSet, Prewrite};
 use crate::txg::TxgManager;
 use crate::types::Txg;
 use format::{LogHeader, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT};
@@ -656,7 +656,7 @@ impl Zil {
     }
 
     /// Records for `itxs` in a commit holding txg `held`: large writes of `held` written in
-    /// place (their pointers in the records, the pointers also returned for the flush), other
+    /// place (their pointers in the records, every block of the commit written at once), other
     /// write data read now, split into chunks.
     fn records(
         &self,
@@ -664,19 +664,33 @@ impl Zil {
         itxs: &[(u64, Itx)],
         read: ReadRange<'_>,
         held: Txg,
-    ) -> Result<(Vec<Record>, Vec<BlockPtr>), ZilError> {
+    ) -> Result<Vec<Record>, ZilError> {
+        /// A record, or one waiting for the pointer of a block written in place.
+        enum Slot {
+            Ready(Record),
+            InPlace {
+                /// Index of its itx in `itxs`.
+                itx: usize,
+                offset: u64,
+                length: u64,
+                block_offset: u64,
+                prepared: usize,
+            },
+        }
         let logbias = self.state.lock().logbias;
         let storage = MosSpaceStorage { mos: &self.mos };
-        let mut records = Vec::new();
-        let mut in_place = Vec::new();
-        for (_, itx) in itxs {
-            let record = |body| Record {
-                sequence: 0,
-                txg: itx.txg,
-                object: itx.object,
-                generation: itx.generation,
-                body,
-            };
+        let mut slots = Vec::new();
+        let mut prepared = Vec::new();
+        let mut preparing: HashMap<(u64, u64, u64), usize> = HashMap::new();
+        let mut copied = Vec::new();
+        let record = |itx: &Itx, body| Record {
+            sequence: 0,
+            txg: itx.txg,
+            object: itx.object,
+            generation: itx.generation,
+            body,
+        };
+        for (index, (_, itx)) in itxs.iter().enumerate() {
             match &itx.change {
                 Change::Write { offset, length } if self.written_in_place(itx, held, logbias) => {
                     let object = crate::types::ObjectId(itx.object);
@@ -690,37 +704,98 @@ impl Zil {
                         let blkid = at / block_size;
                         let block_start = blkid * block_size;
                         let piece_end = end.min(block_start + block_size);
-                        let written = objset
-                            .prewrite_block(held, object, itx.generation, blkid, &storage)
-                            .map_err(|error| ZilError::Io(format!("writing in place: {error}")))?;
-                        match written {
-                            Some(bp) => {
-                                records.push(record(RecordBody::WriteIndirect {
+                        let indirect = |bp| {
+                            record(
+                                itx,
+                                RecordBody::WriteIndirect {
                                     offset: at,
                                     length: piece_end - at,
                                     block_offset: at - block_start,
-                                    bp: bp.clone(),
-                                }));
-                                in_place.push(bp);
+                                    bp,
+                                },
+                            )
+                        };
+                        // A block that two writes of this commit touch is written once.
+                        if let Some(&index_prepared) =
+                            preparing.get(&(itx.object, itx.generation, blkid))
+                        {
+                            slots.push(Slot::InPlace {
+                                itx: index,
+                                offset: at,
+                                length: piece_end - at,
+                                block_offset: at - block_start,
+                                prepared: index_prepared,
+                            });
+                            at = piece_end;
+                            continue;
+                        }
+                        let prewrite = objset
+                            .prepare_prewrite(held, object, itx.generation, blkid, &storage)
+                            .map_err(|error| ZilError::Io(format!("writing in place: {error}")))?;
+                        match prewrite {
+                            Prewrite::Prepared(block) => {
+                                slots.push(Slot::InPlace {
+                                    itx: index,
+                                    offset: at,
+                                    length: piece_end - at,
+                                    block_offset: at - block_start,
+                                    prepared: prepared.len(),
+                                });
+                                preparing
+                                    .insert((itx.object, itx.generation, blkid), prepared.len());
+                                prepared.push(block);
                             }
+                            Prewrite::Written(bp) => slots.push(Slot::Ready(indirect(bp))),
                             // Not dirty as a block of its own (freed since, a hole, embedded):
                             // its current bytes go into the log.
-                            None => copy_range(itx, at, piece_end, read, &mut records),
+                            Prewrite::NotDirty => {
+                                copy_range(itx, at, piece_end, read, &mut copied);
+                                slots.extend(copied.drain(..).map(Slot::Ready));
+                            }
                         }
                         at = piece_end;
                     }
                 }
-                Change::Write { offset, length } => copy_range(
-                    itx,
-                    *offset,
-                    offset.saturating_add(*length),
-                    read,
-                    &mut records,
-                ),
-                Change::Record(body) => records.push(record(body.clone())),
+                Change::Write { offset, length } => {
+                    copy_range(
+                        itx,
+                        *offset,
+                        offset.saturating_add(*length),
+                        read,
+                        &mut copied,
+                    );
+                    slots.extend(copied.drain(..).map(Slot::Ready));
+                }
+                Change::Record(body) => slots.push(Slot::Ready(record(itx, body.clone()))),
             }
         }
-        Ok((records, in_place))
+        // Every block is written (or given back) before the first failure is reported.
+        let written: Vec<BlockPtr> = objset
+            .finish_prewrites(prepared)
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(|error| ZilError::Io(format!("writing in place: {error}")))?;
+        Ok(slots
+            .into_iter()
+            .map(|slot| match slot {
+                Slot::Ready(record) => record,
+                Slot::InPlace {
+                    itx,
+                    offset,
+                    length,
+                    block_offset,
+                    prepared,
+                } => record(
+                    &itxs[itx].1,
+                    RecordBody::WriteIndirect {
+                        offset,
+                        length,
+                        block_offset,
+                        bp: written[prepared].clone(),
+                    },
+                ),
+            })
+            .collect())
     }
 
     /// Write `itxs` (their sequence numbers `seqs`, forgotten once they are durable).
@@ -766,7 +841,7 @@ impl Zil {
             live.retain(|(_, itx)| itx.txg > newest);
         };
         let txg = hold.txg();
-        let (records, _written_in_place) = self.records(objset, &live, read, txg)?;
+        let records = self.records(objset, &live, read, txg)?;
         let mut queue: VecDeque<Record> = records.into();
         let total: usize = queue.iter().map(Record::encoded_size).sum();
         let mut written: Vec<BlockPtr> = Vec::new();
