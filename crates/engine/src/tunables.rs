@@ -282,6 +282,21 @@ tunables! {
     /// Largest I/O that adjacent queued requests are aggregated into, in bytes
     /// (zfs_vdev_aggregation_limit).
     vdev_aggregation_limit: u64 = 1 << 20,
+    /// Most async (txg) writes active on a leaf while its sync writes are pending, active or
+    /// completed within vdev_sync_write_window_us; caps vdev_async_write_min_active too (tarn's
+    /// own: a file or virtual disk serves its writes in order, so a sync write waits for every
+    /// byte issued before it). 0 turns the cap off.
+    vdev_async_write_sync_max_active: u32 = 1,
+    /// How long after a sync write completes the leaf still caps its async writes, in
+    /// microseconds (tarn's own; covers the gap to the next write of an O_DSYNC stream).
+    vdev_sync_write_window_us: u64 = 5000,
+    /// Largest aggregated async write while the cap beside sync writes applies, in bytes (as
+    /// zfs_vdev_aggregation_limit_non_rotating, which OpenZFS uses for file vdevs).
+    vdev_aggregation_limit_sync: u64 = 128 << 10,
+    /// A sync write its class may issue at once is executed by the thread that waits for it
+    /// rather than handed to an issue thread (tarn's own: saves two thread wake-ups, which
+    /// cost up to a scheduler tick each on a busy host).
+    vdev_sync_write_inline: bool = true,
     /// Threads per leaf that issue its queued I/O (tarn's own: OpenZFS issues to the kernel's
     /// block layer asynchronously); bounds how many of the active I/Os really run at once. Two
     /// of them are kept for sync reads and writes.
@@ -520,6 +535,15 @@ impl Tunables {
         check(
             self.vdev_aggregation_limit <= 16 << 20,
             "vdev_aggregation_limit must be at most 16777216 (0 turns aggregation off)",
+        )?;
+        check(
+            (4096..=16 << 20).contains(&self.vdev_aggregation_limit_sync)
+                && self.vdev_aggregation_limit_sync.is_multiple_of(4096)
+                && self.vdev_sync_write_window_us <= 10_000_000
+                && self.vdev_async_write_sync_max_active <= self.vdev_max_active,
+            "vdev_aggregation_limit_sync must be a multiple of 4096 up to 16777216, \
+             vdev_sync_write_window_us \
+             at most 10000000 and vdev_async_write_sync_max_active at most vdev_max_active",
         )?;
         check(
             self.vdev_async_write_active_min_dirty_percent

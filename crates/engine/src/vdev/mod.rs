@@ -65,7 +65,8 @@
 //! write, scrub, trim, rebuild) with minimum and maximum active counts, the async write
 //! maximum scaled by the pool's dirty data, aggregation of adjacent requests up to
 //! `vdev_aggregation_limit`, and a few issue threads per leaf, so that callers never do device
-//! I/O themselves. Each request's queue and device time is recorded in the leaf's
+//! I/O themselves (but a sync write that may go at once, which its caller waits for anyway;
+//! and async writes are capped beside recent sync writes: [`limits`]). Each request's queue and device time is recorded in the leaf's
 //! [`LeafStats`] ([`stats`]) for `tarn pool iostat`. Labels and uberblocks are written
 //! straight to the devices by the commit, after the queues have drained (they are ordered by
 //! flushes, not by the scheduler).
@@ -108,6 +109,7 @@ pub mod dtl;
 pub mod fault;
 pub mod io;
 pub mod label;
+pub mod limits;
 pub mod plug;
 pub mod queue;
 pub mod scan;

@@ -7,12 +7,9 @@
 //! write (the intent log: durable when it completes, `BlockDevice::write_durable_at`, so the
 //! log needs no flush of the whole device), async read (prefetch), async write (the txg's sync), scrub
 //! (check and scrub reads), trim and rebuild. The queue keeps one pending set per class and
-//! issues requests from a small pool of worker threads per leaf: a synchronous caller submits
-//! and sleeps until its request completes, an asynchronous one (the write issue queue) submits
-//! and is called back. One exception, as in OpenZFS's `vdev_queue_io`: a sync read or sync
-//! write that the limits let through at once, with nothing of its class ahead of it, is issued
-//! by its caller, who would only have slept meanwhile; it counts as active like any other,
-//! and the caller is spared two thread wake-ups.
+//! issues requests from a small pool of worker threads per leaf (one exception, sync writes
+//! that may go at once, below): a synchronous caller submits and sleeps until its request
+//! completes, an asynchronous one (the write issue queue) submits and is called back.
 //!
 //! # Choosing what to issue (`vdev_queue_class_to_issue`)
 //!
@@ -28,6 +25,16 @@
 //! minimum below `vdev_async_write_active_min_dirty_percent` of `dirty_data_max`, the maximum
 //! above `vdev_async_write_active_max_dirty_percent`, linear between, so that a txg with
 //! little to write leaves the device to readers and a full one drains at full speed.
+//!
+//! While the leaf's sync writes are pending, active or recent (`vdev_sync_write_window_us`),
+//! async writes are capped at `vdev_async_write_sync_max_active` (1) active I/Os, written in
+//! pieces of at most `vdev_aggregation_limit_sync` (128 KiB): a file or virtual disk serves
+//! writes in order, so a sync write waits for every byte issued before it (see
+//! [`super::limits`] for the rule and why it is sound). A sync write that may be issued at
+//! once (nothing of its class queued, under its limits) is executed by the thread that waits
+//! for it (`vdev_sync_write_inline`): that thread would only sleep meanwhile, and the two
+//! wake-ups of a hand-off to a worker cost up to a scheduler tick each on a busy host. When
+//! it finishes, it hands whatever its slot held back to a worker.
 //!
 //! Within a class, sync reads and sync writes are issued first come, first served (a sync
 //! caller waits for exactly its request). The other classes are issued in offset order,
@@ -79,9 +86,9 @@ use parking_lot::{Condvar, Mutex};
 use super::plug::{hold_plugged, kick_plugged, thread_is_plugged};
 use serde::{Deserialize, Serialize};
 
+pub use super::limits::QueueLimits;
 use super::stats::LeafStats;
 use super::{AlignedBuffer, BlockDevice};
-use crate::tunables::Tunables;
 
 /// Number of I/O classes.
 pub const IO_CLASSES: usize = 7;
@@ -153,83 +160,6 @@ impl IoKind {
             IoKind::Read => 0,
             IoKind::Write => 1,
         }
-    }
-}
-
-/// The scheduling limits of a leaf's queue, from the tunables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueLimits {
-    pub min_active: [u32; IO_CLASSES],
-    pub max_active: [u32; IO_CLASSES],
-    /// Most active I/Os of all classes together (`vdev_max_active`).
-    pub max_active_total: u32,
-    /// Largest aggregated I/O in bytes (`vdev_aggregation_limit`).
-    pub aggregation_limit: u64,
-    /// Dirty-data percentages between which the async write maximum grows.
-    pub async_write_min_dirty_percent: u64,
-    pub async_write_max_dirty_percent: u64,
-    /// Worker threads per leaf (`vdev_issue_threads`).
-    pub threads: u32,
-    /// Asynchronous requests a plugged thread holds before it wakes workers
-    /// (`vdev_plug_batch`; 0: none are held).
-    pub plug_batch: u32,
-}
-
-impl QueueLimits {
-    pub fn from_tunables(tunables: &Tunables) -> QueueLimits {
-        let t = tunables;
-        QueueLimits {
-            min_active: [
-                t.vdev_sync_read_min_active,
-                t.vdev_sync_write_min_active,
-                t.vdev_async_read_min_active,
-                t.vdev_async_write_min_active,
-                t.vdev_scrub_min_active,
-                t.vdev_trim_min_active,
-                t.vdev_rebuild_min_active,
-            ],
-            max_active: [
-                t.vdev_sync_read_max_active,
-                t.vdev_sync_write_max_active,
-                t.vdev_async_read_max_active,
-                t.vdev_async_write_max_active,
-                t.vdev_scrub_max_active,
-                t.vdev_trim_max_active,
-                t.vdev_rebuild_max_active,
-            ],
-            max_active_total: t.vdev_max_active,
-            aggregation_limit: t.vdev_aggregation_limit,
-            async_write_min_dirty_percent: t.vdev_async_write_active_min_dirty_percent,
-            async_write_max_dirty_percent: t.vdev_async_write_active_max_dirty_percent,
-            threads: t.vdev_issue_threads,
-            plug_batch: t.vdev_plug_batch,
-        }
-    }
-
-    /// The async write maximum for `dirty` bytes of dirty data out of `dirty_max`
-    /// (`vdev_queue_max_async_writes`).
-    pub fn async_write_max_active(&self, dirty: u64, dirty_max: u64) -> u32 {
-        let class = IoClass::AsyncWrite.index();
-        let (low, high) = (self.min_active[class], self.max_active[class]);
-        let min_bytes =
-            (dirty_max as u128 * self.async_write_min_dirty_percent as u128 / 100) as u64;
-        let max_bytes =
-            (dirty_max as u128 * self.async_write_max_dirty_percent as u128 / 100) as u64;
-        if dirty <= min_bytes || high <= low {
-            return low;
-        }
-        if dirty >= max_bytes {
-            return high;
-        }
-        let scaled = (dirty - min_bytes) as u128 * (high - low) as u128
-            / (max_bytes - min_bytes).max(1) as u128;
-        low + scaled as u32
-    }
-}
-
-impl Default for QueueLimits {
-    fn default() -> Self {
-        QueueLimits::from_tunables(&Tunables::default())
     }
 }
 
@@ -357,6 +287,9 @@ pub(super) struct State {
     active_total: u32,
     /// End of the last I/O issued (where the elevator continues).
     last_offset: u64,
+    /// When the last sync write completed (for the async write cap beside sync writes,
+    /// [`QueueLimits::async_write_limits`]).
+    sync_write_done_at: Option<Instant>,
     sequence: u64,
     limits: QueueLimits,
     workers: u32,
@@ -447,28 +380,21 @@ pub fn write_each(
 ) -> Vec<io::Result<()>> {
     kick_plugged();
     let latches: Vec<Arc<Latch>> = queues.iter().map(|_| Latch::new()).collect();
-    let mut issue_here = None;
     for (index, (queue, latch)) in queues.iter().zip(&latches).enumerate() {
         let buffer = Buffer::Borrowed(RawBuffer {
             pointer: data.as_ptr() as *mut u8,
             length: data.len(),
         });
-        // The last copy may be written by this thread (see `submit_and_wait`); the others go
-        // to their leaves' workers first, so that the copies are written in parallel.
-        let last = index + 1 == queues.len();
-        if let Some(batch) = queue.submit_inner(
+        // The others are under way on their leaves' workers: the caller may do the last.
+        let run_here = index + 1 == queues.len();
+        queue.submit_or_run(
             class,
             IoKind::Write,
             offset,
             buffer,
             latch.completion(),
-            last,
-        ) {
-            issue_here = Some((queue, batch));
-        }
-    }
-    if let Some((queue, batch)) = issue_here {
-        queue.execute_here(batch);
+            run_here,
+        );
     }
     // `data` is borrowed until every completion has run: wait for all of them.
     latches.iter().map(|latch| latch.wait()).collect()
@@ -493,6 +419,7 @@ impl VdevQueue {
                     active: [0; IO_CLASSES],
                     active_total: 0,
                     last_offset: 0,
+                    sync_write_done_at: None,
                     sequence: 0,
                     limits: QueueLimits::default(),
                     workers: 0,
@@ -523,21 +450,35 @@ impl VdevQueue {
     /// Read `buf.len()` bytes at absolute device offset `offset` in class `class`, waiting for
     /// the read to complete.
     pub fn read(&self, class: IoClass, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        kick_plugged();
+        let latch = Latch::new();
         let buffer = Buffer::Borrowed(RawBuffer {
             pointer: buf.as_mut_ptr(),
             length: buf.len(),
         });
-        self.submit_and_wait(class, IoKind::Read, offset, buffer)
+        self.submit(class, IoKind::Read, offset, buffer, latch.completion());
+        // The buffer is borrowed until the completion has run: wait for it unconditionally.
+        latch.wait()
     }
 
     /// Write `data` at absolute device offset `offset` in class `class`, waiting for the write
     /// to complete.
     pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> io::Result<()> {
+        kick_plugged();
+        let latch = Latch::new();
         let buffer = Buffer::Borrowed(RawBuffer {
             pointer: data.as_ptr() as *mut u8,
             length: data.len(),
         });
-        self.submit_and_wait(class, IoKind::Write, offset, buffer)
+        self.submit_or_run(
+            class,
+            IoKind::Write,
+            offset,
+            buffer,
+            latch.completion(),
+            true,
+        );
+        latch.wait()
     }
 
     /// Queue a write of shared bytes; `done` runs on a worker thread when it completes.
@@ -545,63 +486,22 @@ impl VdevQueue {
         self.submit(class, IoKind::Write, offset, Buffer::Shared(data), done);
     }
 
-    /// Submit a request whose caller waits for it, and wait. A request of a first-come,
-    /// first-served class (sync read, sync write) that the limits let through at once, with
-    /// nothing of its class ahead of it, is issued on the calling thread, as OpenZFS's
-    /// `vdev_queue_io` hands such a zio back to its caller: it is counted active like any
-    /// other (so the limits hold), and the caller, who would sleep until a worker finished it,
-    /// is spared two thread wake-ups (an fsync's log write is mostly such round trips on a
-    /// fast device). Requests of the other classes always go to the workers, which aggregate
-    /// them.
-    fn submit_and_wait(
-        &self,
-        class: IoClass,
-        kind: IoKind,
-        offset: u64,
-        buffer: Buffer,
-    ) -> io::Result<()> {
-        kick_plugged();
-        let latch = Latch::new();
-        if let Some(batch) =
-            self.submit_inner(class, kind, offset, buffer, latch.completion(), true)
-        {
-            self.execute_here(batch);
-        }
-        // The buffer is borrowed until the completion has run: wait for it unconditionally.
-        latch.wait()
-    }
-
-    /// Perform on this thread a request [`VdevQueue::submit_inner`] handed back.
-    fn execute_here(&self, batch: Vec<Request>) {
-        execute(&self.inner, batch);
-        // Requests that this one's slot held back were left to a worker finishing an I/O,
-        // and none did: hand them to one.
-        let dirty = async_write_max(&self.inner);
-        let spawn = {
-            let mut state = self.inner.state.lock();
-            class_to_issue(&state, dirty).is_some() && wake_worker(&self.inner, &mut state)
-        };
-        if spawn {
-            self.spawn_worker();
-        }
-    }
-
     fn submit(&self, class: IoClass, kind: IoKind, offset: u64, buffer: Buffer, done: Completion) {
-        let issue_here = self.submit_inner(class, kind, offset, buffer, done, false);
-        debug_assert!(issue_here.is_none());
+        self.submit_or_run(class, kind, offset, buffer, done, false);
     }
 
-    /// Queue a request; with `may_issue_here`, return it (marked active) instead when the
-    /// caller may issue it itself (see [`VdevQueue::submit_and_wait`]).
-    fn submit_inner(
+    /// Queue a request; with `run_here`, a sync write that may be issued at once (the first
+    /// of its class, under its limits) is executed by the calling thread, which would
+    /// otherwise sleep until a worker had done it (see the module documentation).
+    fn submit_or_run(
         &self,
         class: IoClass,
         kind: IoKind,
         offset: u64,
         buffer: Buffer,
         done: Completion,
-        may_issue_here: bool,
-    ) -> Option<Vec<Request>> {
+        run_here: bool,
+    ) {
         let length = match &buffer {
             Buffer::Borrowed(raw) => raw.length,
             Buffer::Shared(data) => data.len(),
@@ -629,15 +529,30 @@ impl VdevQueue {
                 (offset, state.sequence)
             };
             state.pending[class.index()].insert(key, request);
-            if may_issue_here
-                && class.is_fifo()
-                && class_to_issue(&state, dirty) == Some(class)
-                && state.pending[class.index()].keys().next() == Some(&key)
-            {
-                // `take_next` takes the class's first request: this one.
-                return take_next(&self.inner, &mut state, dirty);
-            }
             publish_depth(&self.inner, &state, class);
+            if run_here
+                && class == IoClass::SyncWrite
+                && state.limits.sync_write_inline
+                && state.pending[class.index()].len() == 1
+                && class_to_issue(&state, dirty) == Some(class)
+            {
+                let batch = take_next(&self.inner, &mut state, dirty);
+                drop(state);
+                if let Some(batch) = batch {
+                    execute(&self.inner, batch);
+                }
+                // Requests that this one's slot held back were left to a worker finishing an
+                // I/O, and none did: hand them to one.
+                let dirty = async_write_max(&self.inner);
+                let spawn = {
+                    let mut state = self.inner.state.lock();
+                    class_to_issue(&state, dirty).is_some() && wake_worker(&self.inner, &mut state)
+                };
+                if spawn {
+                    self.spawn_worker();
+                }
+                return;
+            }
             // A request its class's limits hold back waits for a worker to finish one: waking
             // another would only put it back to sleep (and a burst of writes would cost a
             // wake-up each, never aggregating).
@@ -656,7 +571,6 @@ impl VdevQueue {
         if spawn {
             self.spawn_worker();
         }
-        None
     }
 
     fn spawn_worker(&self) {
@@ -751,12 +665,17 @@ pub(super) fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option
     if state.active_total >= limits.max_active_total.max(1) {
         return None;
     }
+    let async_write = limits.async_write_limits(dirty, sync_writes_recent(state));
+    let min_active = |class: IoClass| -> u32 {
+        if class == IoClass::AsyncWrite {
+            async_write.0
+        } else {
+            limits.min_active[class.index()]
+        }
+    };
     let max_active = |class: IoClass| -> u32 {
         if class == IoClass::AsyncWrite {
-            match dirty {
-                Some((dirty, dirty_max)) => limits.async_write_max_active(dirty, dirty_max),
-                None => limits.min_active[class.index()],
-            }
+            async_write.1
         } else {
             limits.max_active[class.index()]
         }
@@ -774,9 +693,7 @@ pub(super) fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option
     };
     IoClass::ALL
         .into_iter()
-        .find(|&class| {
-            has_pending(class) && state.active[class.index()] < limits.min_active[class.index()]
-        })
+        .find(|&class| has_pending(class) && state.active[class.index()] < min_active(class))
         .or_else(|| {
             IoClass::ALL.into_iter().find(|&class| {
                 has_pending(class) && state.active[class.index()] < max_active(class)
@@ -784,9 +701,34 @@ pub(super) fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option
         })
 }
 
+/// Whether the leaf's sync writes are pending, active, or completed within
+/// `vdev_sync_write_window_us` (the async write cap beside them applies; see [`QueueLimits`]).
+fn sync_writes_recent(state: &State) -> bool {
+    let class = IoClass::SyncWrite.index();
+    if state.limits.async_write_sync_max_active == 0 {
+        return false;
+    }
+    state.active[class] > 0
+        || !state.pending[class].is_empty()
+        || state.sync_write_done_at.is_some_and(|at| {
+            at.elapsed().as_nanos() < u128::from(state.limits.sync_write_window_ns)
+        })
+}
+
+/// One device I/O to perform: a request or an aggregate.
+struct Batch {
+    requests: Vec<Request>,
+    /// Largest piece written by one device call: a write longer than this is written piece
+    /// by piece (async writes beside recent sync writes, see [`QueueLimits`]).
+    piece: usize,
+}
+
 /// Take the next device I/O (one request, or an aggregate) and mark it active.
-fn take_next(inner: &Inner, state: &mut State, dirty: Option<(u64, u64)>) -> Option<Vec<Request>> {
+fn take_next(inner: &Inner, state: &mut State, dirty: Option<(u64, u64)>) -> Option<Batch> {
     let class = class_to_issue(state, dirty)?;
+    let recent = sync_writes_recent(state);
+    let limit = state.limits.aggregation_limit_for(class, recent);
+    let piece = state.limits.write_piece_for(class, recent);
     let pending = &mut state.pending[class.index()];
     let first_key = if class.is_fifo() {
         *pending.keys().next()?
@@ -803,7 +745,6 @@ fn take_next(inner: &Inner, state: &mut State, dirty: Option<(u64, u64)>) -> Opt
     let kind = first.kind;
     let mut batch = vec![first];
     if !class.is_fifo() {
-        let limit = state.limits.aggregation_limit;
         loop {
             let next = pending
                 .range((end, 0)..(end, u64::MAX))
@@ -824,7 +765,10 @@ fn take_next(inner: &Inner, state: &mut State, dirty: Option<(u64, u64)>) -> Opt
     state.active[class.index()] += 1;
     state.active_total += 1;
     publish_depth(inner, state, class);
-    Some(batch)
+    Some(Batch {
+        requests: batch,
+        piece: usize::try_from(piece).unwrap_or(usize::MAX),
+    })
 }
 
 fn worker(inner: Arc<Inner>) {
@@ -840,7 +784,7 @@ fn worker(inner: Arc<Inner>) {
                         state.wakeups += 1;
                         inner.work.notify_one();
                     }
-                    break batch;
+                    break Some(batch);
                 }
                 if state.shutdown && state.pending.iter().all(BTreeMap::is_empty) {
                     state.workers -= 1;
@@ -854,32 +798,40 @@ fn worker(inner: Arc<Inner>) {
                 state.wakeups = state.wakeups.saturating_sub(1);
                 // Limits and dirty data may have changed while asleep.
                 if !state.shutdown {
-                    break Vec::new();
+                    break None;
                 }
             }
         };
-        if batch.is_empty() {
-            continue;
+        if let Some(batch) = batch {
+            execute(&inner, batch);
         }
-        execute(&inner, batch);
     }
 }
 
 /// Perform one device I/O (a request or an aggregate), record it, retire it, complete it.
-fn execute(inner: &Inner, mut batch: Vec<Request>) {
+fn execute(inner: &Inner, batch: Batch) {
+    let Batch {
+        requests: mut batch,
+        piece,
+    } = batch;
     let class = batch[0].class;
     let kind = batch[0].kind;
     let offset = batch[0].offset;
     let length: usize = batch.iter().map(|request| request.length).sum();
     let issued_at = Instant::now();
     let device = &*inner.device;
-    // Sync-class writes (the intent log's) are durable when they complete.
+    // Sync-class writes (the intent log's) are durable when they complete; a write longer
+    // than `piece` is written in pieces, one after the other.
     let write = |offset: u64, data: &[u8]| {
         if class == IoClass::SyncWrite {
-            device.write_durable_at(offset, data)
-        } else {
-            device.write_at(offset, data)
+            return device.write_durable_at(offset, data);
         }
+        let mut at = 0;
+        for part in data.chunks(piece) {
+            device.write_at(offset + at, part)?;
+            at += part.len() as u64;
+        }
+        Ok(())
     };
     let result = if batch.len() == 1 {
         let request = &mut batch[0];
@@ -946,6 +898,9 @@ fn execute(inner: &Inner, mut batch: Vec<Request>) {
         let mut state = inner.state.lock();
         state.active[class.index()] -= 1;
         state.active_total -= 1;
+        if class == IoClass::SyncWrite {
+            state.sync_write_done_at = Some(completed_at);
+        }
         publish_depth(inner, &state, class);
         if state.shutdown {
             // Draining: a slot came free for workers asleep behind a class limit.
@@ -967,299 +922,4 @@ fn execute(inner: &Inner, mut batch: Vec<Request>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::vdev::plug::Plug;
-    use crate::vdev::{FaultPlan, FaultyDevice, FileDevice};
-    use std::time::Duration;
-
-    fn leaf(size: u64) -> (tempfile::TempDir, Arc<FaultPlan>, Arc<LeafStats>, VdevQueue) {
-        let dir = tempfile::tempdir().unwrap();
-        let file: Arc<dyn BlockDevice> =
-            Arc::new(FileDevice::create_sparse(&dir.path().join("leaf"), size).unwrap());
-        let plan = FaultPlan::new();
-        let device: Arc<dyn BlockDevice> = Arc::new(FaultyDevice::new(file, plan.clone()));
-        let stats = Arc::new(LeafStats::new());
-        let queue = VdevQueue::new(device, stats.clone());
-        (dir, plan, stats, queue)
-    }
-
-    #[test]
-    fn read_class_scopes_nest_and_restore() {
-        assert_eq!(read_class(), IoClass::SyncRead);
-        {
-            let _scrub = ReadClassScope::new(IoClass::Scrub);
-            assert_eq!(read_class(), IoClass::Scrub);
-            {
-                let _prefetch = ReadClassScope::new(IoClass::AsyncRead);
-                assert_eq!(read_class(), IoClass::AsyncRead);
-            }
-            assert_eq!(read_class(), IoClass::Scrub);
-        }
-        assert_eq!(read_class(), IoClass::SyncRead);
-    }
-
-    #[test]
-    fn async_write_maximum_follows_dirty_data() {
-        let limits = QueueLimits::default();
-        assert_eq!(limits.async_write_max_active(0, 1000), 2);
-        assert_eq!(limits.async_write_max_active(300, 1000), 2);
-        assert_eq!(limits.async_write_max_active(450, 1000), 6);
-        assert_eq!(limits.async_write_max_active(600, 1000), 10);
-        assert_eq!(limits.async_write_max_active(u64::MAX, u64::MAX), 10);
-        assert_eq!(limits.async_write_max_active(5, 0), 10);
-    }
-
-    #[test]
-    fn reads_and_writes_round_trip_and_are_counted() {
-        let (_dir, _plan, stats, queue) = leaf(1 << 20);
-        queue.write(IoClass::SyncWrite, 4096, &[7u8; 4096]).unwrap();
-        let mut buf = vec![0u8; 4096];
-        queue.read(IoClass::SyncRead, 4096, &mut buf).unwrap();
-        assert_eq!(buf, vec![7u8; 4096]);
-        assert!(queue.read(IoClass::SyncRead, 1 << 20, &mut buf).is_err());
-        let snapshot = stats.snapshot();
-        assert_eq!(snapshot.write_ops, 1);
-        assert_eq!(snapshot.read_ops, 1);
-        assert_eq!(snapshot.read_errors, 1);
-        assert_eq!(snapshot.read.requests, 2);
-        assert_eq!(snapshot.class(IoClass::SyncWrite).requests, 1);
-        assert_eq!(snapshot.class(IoClass::SyncRead).pending, 0);
-        assert_eq!(queue.outstanding(), 0);
-    }
-
-    #[test]
-    fn adjacent_async_writes_aggregate_up_to_the_limit() {
-        let (_dir, plan, stats, queue) = leaf(8 << 20);
-        // Hold the device so that the requests pile up behind the first.
-        plan.set_io_delay(Duration::from_millis(30));
-        let data: Vec<Arc<Vec<u8>>> = (0..24u8).map(|i| Arc::new(vec![i; 128 << 10])).collect();
-        let latches: Vec<Arc<Latch>> = data.iter().map(|_| Latch::new()).collect();
-        for (index, (bytes, latch)) in data.iter().zip(&latches).enumerate() {
-            queue.write_shared(
-                IoClass::AsyncWrite,
-                (index as u64) << 17,
-                bytes.clone(),
-                latch.completion(),
-            );
-        }
-        for latch in &latches {
-            latch.wait().unwrap();
-        }
-        plan.set_io_delay(Duration::ZERO);
-        let snapshot = stats.snapshot();
-        assert_eq!(snapshot.write_bytes, 24 << 17);
-        assert!(
-            snapshot.write_ops <= 6,
-            "24 writes of 128 KiB took {} device writes",
-            snapshot.write_ops
-        );
-        let class = snapshot.class(IoClass::AsyncWrite);
-        assert!(class.aggregated_histogram[20] >= 1, "{class:?}");
-        assert_eq!(class.aggregated_histogram[21..].iter().sum::<u64>(), 0);
-        let mut buf = vec![0u8; 24 << 17];
-        queue.read(IoClass::SyncRead, 0, &mut buf).unwrap();
-        for (index, chunk) in buf.chunks(128 << 10).enumerate() {
-            assert!(chunk.iter().all(|&byte| byte == index as u8));
-        }
-    }
-
-    #[test]
-    fn a_plugged_burst_of_small_writes_aggregates_on_a_fast_device() {
-        let (_dir, _plan, stats, queue) = leaf(8 << 20);
-        // A first write starts a worker (requests are held only while the queue has one).
-        queue.write(IoClass::AsyncWrite, 0, &[1; 4096]).unwrap();
-        let before = stats.snapshot();
-        let data: Vec<Arc<Vec<u8>>> = (0..200u8).map(|i| Arc::new(vec![i; 8 << 10])).collect();
-        let latches: Vec<Arc<Latch>> = data.iter().map(|_| Latch::new()).collect();
-        {
-            let _plug = Plug::new();
-            for (index, (bytes, latch)) in data.iter().zip(&latches).enumerate() {
-                queue.write_shared(
-                    IoClass::AsyncWrite,
-                    (1 << 20) + ((index as u64) << 13),
-                    bytes.clone(),
-                    latch.completion(),
-                );
-            }
-            // A blocking request of the plugged thread kicks what is held first: no wait on
-            // a held request, whatever it depends on.
-            let mut first = vec![0u8; 8 << 10];
-            queue.read(IoClass::SyncRead, 1 << 20, &mut first).unwrap();
-        }
-        for latch in &latches {
-            latch.wait().unwrap();
-        }
-        let after = stats.snapshot();
-        let ops = after.write_ops - before.write_ops;
-        assert_eq!(after.write_bytes - before.write_bytes, 200 << 13);
-        // Without the plug a device faster than the submitter sees about one write per block.
-        assert!(
-            ops <= 200 / 8,
-            "200 plugged writes of 8 KiB took {ops} device writes"
-        );
-        let mut buf = vec![0u8; 200 << 13];
-        queue.read(IoClass::SyncRead, 1 << 20, &mut buf).unwrap();
-        for (index, chunk) in buf.chunks(8 << 10).enumerate() {
-            assert!(chunk.iter().all(|&byte| byte == index as u8));
-        }
-    }
-
-    #[test]
-    fn a_sync_request_on_an_idle_queue_is_issued_by_its_caller() {
-        let (_dir, _plan, stats, queue) = leaf(8 << 20);
-        queue.write(IoClass::SyncWrite, 4096, &[7u8; 4096]).unwrap();
-        let mut back = vec![0u8; 4096];
-        queue.read(IoClass::SyncRead, 4096, &mut back).unwrap();
-        assert_eq!(back, vec![7u8; 4096]);
-        // No worker was needed, and both were counted as any request is.
-        assert!(queue.workers.lock().is_empty());
-        let snapshot = stats.snapshot();
-        assert_eq!(snapshot.class(IoClass::SyncWrite).requests, 1);
-        assert_eq!(snapshot.class(IoClass::SyncRead).requests, 1);
-        // An async request still goes to a worker.
-        let latch = Latch::new();
-        queue.write_shared(
-            IoClass::AsyncWrite,
-            0,
-            Arc::new(vec![1u8; 4096]),
-            latch.completion(),
-        );
-        latch.wait().unwrap();
-        assert_eq!(queue.workers.lock().len(), 1);
-    }
-
-    #[test]
-    fn a_sync_request_held_back_by_a_callers_slot_still_completes() {
-        // One sync write at a time. While a caller issues its own (slowly), a second one
-        // queues behind it; when the first finishes, no worker is there to notice the free
-        // slot and nobody submits again: the second must still be handed to a worker.
-        let (_dir, plan, _stats, queue) = leaf(8 << 20);
-        let mut limits = QueueLimits::default();
-        limits.min_active[IoClass::SyncWrite.index()] = 1;
-        limits.max_active[IoClass::SyncWrite.index()] = 1;
-        queue.configure(limits, None);
-        plan.set_io_delay(Duration::from_millis(300));
-        let queue = Arc::new(queue);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        for index in 0..2u64 {
-            let queue = queue.clone();
-            let sender = sender.clone();
-            std::thread::spawn(move || {
-                let result = queue.write(IoClass::SyncWrite, index * 4096, &[1u8; 4096]);
-                let _ = sender.send(result.is_ok());
-            });
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        for _ in 0..2 {
-            let done = receiver.recv_timeout(Duration::from_secs(10));
-            assert_eq!(done, Ok(true), "a queued sync write never completed");
-        }
-        assert_eq!(queue.outstanding(), 0);
-    }
-
-    #[test]
-    fn a_sync_write_overtakes_queued_async_writes() {
-        // The regression this guards: before the scheduler, a sync write queued behind a
-        // txg's bulk writes waited for all of them.
-        let (_dir, plan, stats, queue) = leaf(64 << 20);
-        plan.set_io_delay(Duration::from_millis(20));
-        // Scattered writes that cannot aggregate: 40 of them, 2 active at a time, 20 ms each
-        // take about 400 ms.
-        let latches: Vec<Arc<Latch>> = (0..40).map(|_| Latch::new()).collect();
-        for (index, latch) in latches.iter().enumerate() {
-            queue.write_shared(
-                IoClass::AsyncWrite,
-                (index as u64) << 20,
-                Arc::new(vec![1u8; 4096]),
-                latch.completion(),
-            );
-        }
-        let started = Instant::now();
-        queue
-            .write(IoClass::SyncWrite, 63 << 20, &[2u8; 4096])
-            .unwrap();
-        let sync_latency = started.elapsed();
-        assert!(
-            sync_latency < Duration::from_millis(150),
-            "the sync write took {sync_latency:?} behind 40 async writes"
-        );
-        for latch in &latches {
-            latch.wait().unwrap();
-        }
-        let snapshot = stats.snapshot();
-        assert!(snapshot.class(IoClass::AsyncWrite).queue_wait_ns() > 50_000_000);
-        assert!(snapshot.class(IoClass::SyncWrite).queue_wait_ns() < 50_000_000);
-    }
-
-    #[test]
-    fn a_failed_aggregated_read_fails_only_the_bad_request() {
-        let (_dir, plan, _stats, queue) = leaf(8 << 20);
-        // One async read at a time, so that the four adjacent reads queue and aggregate.
-        let mut limits = QueueLimits::default();
-        limits.max_active[IoClass::AsyncRead.index()] = 1;
-        queue.configure(limits, None);
-        plan.add_read_fault(
-            (1 << 20) + 4096..(1 << 20) + 4097,
-            crate::vdev::ReadFaultKind::Fail,
-        );
-        plan.set_io_delay(Duration::from_millis(20));
-        let results = Arc::new(Mutex::new(Vec::new()));
-        let mut buffers: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 4096]).collect();
-        let latches: Vec<Arc<Latch>> = (0..4).map(|_| Latch::new()).collect();
-        // A first read holds the device while the four adjacent ones queue up.
-        let mut first = vec![0u8; 4096];
-        let raw_first = Buffer::Borrowed(RawBuffer {
-            pointer: first.as_mut_ptr(),
-            length: 4096,
-        });
-        let first_latch = Latch::new();
-        queue.submit(
-            IoClass::AsyncRead,
-            IoKind::Read,
-            0,
-            raw_first,
-            first_latch.completion(),
-        );
-        for (index, (buffer, latch)) in buffers.iter_mut().zip(&latches).enumerate() {
-            let raw = Buffer::Borrowed(RawBuffer {
-                pointer: buffer.as_mut_ptr(),
-                length: 4096,
-            });
-            queue.submit(
-                IoClass::AsyncRead,
-                IoKind::Read,
-                (1 << 20) + (index as u64) * 4096,
-                raw,
-                latch.completion(),
-            );
-        }
-        first_latch.wait().unwrap();
-        for latch in &latches {
-            results.lock().push(latch.wait().is_ok());
-        }
-        assert_eq!(*results.lock(), vec![true, false, true, true]);
-    }
-
-    #[test]
-    fn dropping_the_queue_drains_pending_requests() {
-        let (_dir, plan, stats, queue) = leaf(8 << 20);
-        plan.set_io_delay(Duration::from_millis(5));
-        let completed = Arc::new(AtomicU64::new(0));
-        for index in 0..16u64 {
-            let completed = completed.clone();
-            queue.write_shared(
-                IoClass::AsyncWrite,
-                index << 16,
-                Arc::new(vec![3u8; 4096]),
-                Completion::new(move |result| {
-                    assert!(result.is_ok());
-                    completed.fetch_add(1, Ordering::SeqCst);
-                }),
-            );
-        }
-        drop(queue);
-        assert_eq!(completed.load(Ordering::SeqCst), 16);
-        assert_eq!(stats.snapshot().write.requests, 16);
-    }
-}
+mod tests;
