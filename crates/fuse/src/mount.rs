@@ -34,14 +34,17 @@ impl MountOptions {
         }
     }
 
-    /// Two worker threads per CPU, at least 4 and at most 16. Workers block: a write waiting
-    /// out the write throttle holds its thread, and with as many workers as bulk writers an
-    /// fsync, a stat or a read would wait in the kernel's queue behind sleeping writes.
+    /// Four worker threads per CPU, at least 16 and at most 64. Workers block: a write
+    /// waiting out the write throttle holds its thread, and a bulk writer's writeback keeps
+    /// many such writes in flight, so with few workers an fsync, a stat or a read waits in the
+    /// kernel's queue behind sleeping writes. With 4 workers (2 CPUs) a 4 KiB write + fsync
+    /// beside a sequential writer had a p99 of 126-132 ms; with 16, 32-40 ms. A sleeping
+    /// worker costs its stack and request buffer only.
     pub fn threads_default() -> usize {
         std::thread::available_parallelism()
-            .map(|n| n.get() * 2)
-            .unwrap_or(8)
-            .clamp(4, 16)
+            .map(|n| n.get() * 4)
+            .unwrap_or(16)
+            .clamp(16, 64)
     }
 }
 
