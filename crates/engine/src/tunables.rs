@@ -212,8 +212,11 @@ tunables! {
     compressed_arc_enabled: u32 = 1,
     /// Most bytes of decompressed copies the ARC keeps beside compressed metadata blocks (hot
     /// indirect, key/value and dnode blocks are then not decompressed on every hit), in percent
-    /// of its target; 0: none (tarn's; OpenZFS's dbuf cache plays this part).
+    /// of its target; 0: none (tarn's; OpenZFS's dbuf_metadata_cache plays this part).
     arc_meta_decoded_percent: u64 = 10,
+    /// The same for compressed data blocks (a hot record is then not decompressed on every
+    /// small read of it); 0: none (tarn's; OpenZFS's dbuf_cache, 1/32 of the ARC).
+    arc_data_decoded_percent: u64 = 3,
     /// Most bytes the L2ARC feed writes to a cache device per feed (l2arc_write_max).
     l2arc_write_max: u64 = 8 << 20,
     /// Bytes the feed may write on top of l2arc_write_max while the ARC has never evicted
@@ -382,8 +385,8 @@ impl Tunables {
             "compressed_arc_enabled must be 0 or 1",
         )?;
         check(
-            self.arc_meta_decoded_percent <= 100,
-            "arc_meta_decoded_percent must be 0..=100",
+            self.arc_meta_decoded_percent <= 100 && self.arc_data_decoded_percent <= 100,
+            "arc_meta_decoded_percent and arc_data_decoded_percent must be 0..=100",
         )?;
         check(
             self.livelist_max_entries >= 1,

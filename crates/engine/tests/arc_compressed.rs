@@ -34,7 +34,14 @@ fn tunables(compressed_arc: bool) -> Tunables {
 /// lines different throughout.
 fn compressible(size: usize) -> Vec<u8> {
     let words: [&[u8]; 8] = [
-        b"block ", b"pointer ", b"the ", b"checksum ", b"of ", b"arc ", b"txg ", b"dva ",
+        b"block ",
+        b"pointer ",
+        b"the ",
+        b"checksum ",
+        b"of ",
+        b"arc ",
+        b"txg ",
+        b"dva ",
     ];
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut out = Vec::with_capacity(size + 128);
@@ -84,8 +91,14 @@ fn data_misses(before: &BlockCacheStats, after: &BlockCacheStats) -> u64 {
 }
 
 fn assert_consistent(stats: &BlockCacheStats) {
-    assert!(stats.compressed_size <= stats.uncompressed_size, "{stats:?}");
-    assert_eq!(stats.size_bytes, stats.compressed_size + stats.overhead_size);
+    assert!(
+        stats.compressed_size <= stats.uncompressed_size,
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.size_bytes,
+        stats.compressed_size + stats.overhead_size
+    );
     assert_eq!(stats.size_bytes, stats.data_size + stats.metadata_size);
     assert!(stats.size_bytes <= stats.c_max);
 }

@@ -162,7 +162,8 @@ impl BlockIo {
             tunables.arc_max,
             crate::cache::monotonic_clock(),
         ));
-        cache.set_decoded_percent(tunables.arc_meta_decoded_percent);
+        cache.set_decoded_percent(BlockKind::Data, tunables.arc_data_decoded_percent);
+        cache.set_decoded_percent(BlockKind::Metadata, tunables.arc_meta_decoded_percent);
         cache.start_reaper(tunables.arc_sys_free);
         let l2arc = Arc::new(crate::cache::l2arc::L2Arc::new(cache.clone(), &tunables));
         BlockIo {
@@ -288,7 +289,7 @@ impl BlockIo {
     /// Keep a written block in the cache if its policy admits it: its contents are `data`
     /// (`shared`, when the caller shares them), `stored` the bytes written (at least its
     /// physical size; shared with the write queue). A compressed block is kept as stored when
-    /// `compressed_arc_enabled` (no copy of the contents, but for metadata: see
+    /// `compressed_arc_enabled` (with its contents as a decoded copy: see
     /// [`BlockCache::insert_block`]).
     fn cache_written(
         &self,
@@ -324,7 +325,11 @@ impl BlockIo {
                     },
                     None => CachedBlock::logical(contents()),
                 };
-                let decoded = (block.is_compressed() && kind == BlockKind::Metadata).then(contents);
+                // Its contents as a decoded copy (kept while its kind's share allows): copied
+                // for metadata only, data's only when shared.
+                let decoded = (block.is_compressed()
+                    && (kind == BlockKind::Metadata || shared.is_some()))
+                .then(contents);
                 self.cache.insert_block(key, block, decoded, kind, l2);
             } else {
                 // An earlier pass may have cached this block's older contents (rewritten in

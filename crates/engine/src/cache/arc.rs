@@ -26,11 +26,12 @@
 //! An entry keeps a [`CachedBlock`]: the block's bytes as stored (compressed) or its logical
 //! bytes, and its size in the lists is the bytes kept (OpenZFS's compressed ARC, which counts
 //! `psize`). A hit on a compressed entry hands out the stored bytes for the caller to
-//! decompress ([`Hit::Compressed`]), outside the lock. A compressed *metadata* entry may also
-//! hold a decompressed copy (`decoded`, OpenZFS's `overhead_size`: the arc_bufs the dbuf
-//! layer keeps of hot metadata), so that a hot indirect or key/value block is not
-//! decompressed on every hit. Decoded copies are kept in their own least-recently-used order
-//! within `decoded_percent` of the target and count towards the live bytes.
+//! decompress ([`Hit::Compressed`]), outside the lock. A compressed entry may also hold a
+//! decompressed copy (`decoded`, OpenZFS's `overhead_size`: the arc_bufs its dbuf caches keep
+//! of hot blocks), so that a hot indirect, key/value or data block is not decompressed on
+//! every hit. Decoded copies are kept in a least-recently-used order per kind, within
+//! `decoded_percent[kind]` of the target (metadata's share larger: it is read on nearly every
+//! operation), and count towards the live bytes.
 //!
 //! # Cost
 //! Every operation is O(log n) in the shard (a hash map for entries, one ordered map per list
@@ -85,7 +86,7 @@ fn list_index(state: State, kind: BlockKind) -> usize {
 struct Entry {
     /// `None` in a ghost list.
     block: Option<CachedBlock>,
-    /// A decompressed copy of a compressed metadata block, listed in `Shard::decoded` under
+    /// A decompressed copy of a compressed block, listed in `Shard::decoded[kind]` under
     /// `decoded_generation`.
     decoded: Option<Arc<Vec<u8>>>,
     decoded_generation: u64,
@@ -110,14 +111,15 @@ pub struct Shard {
     /// Bytes per (state, kind).
     sizes: [u64; 8],
     generation: u64,
-    /// Entries holding a decoded copy: generation of its last use → key, oldest first.
-    decoded: BTreeMap<u64, BlockKey>,
-    /// Bytes of the decoded copies (`overhead_size`).
-    pub overhead: u64,
+    /// Per kind, entries holding a decoded copy: generation of its last use → key, oldest
+    /// first.
+    decoded: [BTreeMap<u64, BlockKey>; 2],
+    /// Bytes of the decoded copies per kind (summed: `overhead_size`).
+    pub overhead: [u64; 2],
     /// Logical bytes of the live entries (`uncompressed_size`).
     pub uncompressed: u64,
-    /// Most bytes of decoded copies, in percent of `c`.
-    pub decoded_percent: u64,
+    /// Most bytes of decoded copies per kind, in percent of `c`.
+    pub decoded_percent: [u64; 2],
     /// Target live bytes.
     pub c: u64,
     /// Target bytes of the MRU.
@@ -148,8 +150,8 @@ impl Shard {
             lists: Default::default(),
             sizes: [0; 8],
             generation: 0,
-            decoded: BTreeMap::new(),
-            overhead: 0,
+            decoded: Default::default(),
+            overhead: [0; 2],
             uncompressed: 0,
             decoded_percent: super::DECODED_PERCENT_DEFAULT,
             c,
@@ -170,7 +172,12 @@ impl Shard {
 
     /// Live bytes: the bytes kept by MRU and MFU entries and their decoded copies.
     pub fn live(&self) -> u64 {
-        self.stored() + self.overhead
+        self.stored() + self.overhead()
+    }
+
+    /// Bytes of the decoded copies.
+    pub fn overhead(&self) -> u64 {
+        self.overhead[0] + self.overhead[1]
     }
 
     /// Bytes kept by MRU and MFU entries (`compressed_size`).
@@ -178,9 +185,10 @@ impl Shard {
         self.size_of(State::Mru) + self.size_of(State::Mfu)
     }
 
-    /// Most bytes decoded copies may take.
-    fn decoded_max(&self) -> u64 {
-        self.c / 100 * self.decoded_percent + self.c % 100 * self.decoded_percent / 100
+    /// Most bytes decoded copies of `kind` may take.
+    fn decoded_max(&self, kind: BlockKind) -> u64 {
+        let percent = self.decoded_percent[kind as usize];
+        self.c / 100 * percent + self.c % 100 * percent / 100
     }
 
     pub fn live_entries(&self) -> u64 {
@@ -209,22 +217,22 @@ impl Shard {
     /// Drop `entry`'s decoded copy (the entry is being dropped, evicted or replaced).
     fn forget_decoded(&mut self, entry: &mut Entry) {
         if let Some(decoded) = entry.decoded.take() {
-            self.decoded.remove(&entry.decoded_generation);
-            self.overhead -= decoded.len() as u64;
+            self.decoded[entry.kind as usize].remove(&entry.decoded_generation);
+            self.overhead[entry.kind as usize] -= decoded.len() as u64;
         }
     }
 
-    /// Give `key`'s live, compressed metadata entry (whose stored bytes are `bytes`, so that a
-    /// replaced entry is not given another block's copy) the decompressed copy `decoded`, if
-    /// it fits within `decoded_percent` of the target; the oldest copies make room.
+    /// Give `key`'s live, compressed entry (whose stored bytes are `bytes`, so that a replaced
+    /// entry is not given another block's copy) the decompressed copy `decoded`, if it fits
+    /// within its kind's share of the target; the oldest copies of that kind make room.
     fn attach_decoded(&mut self, key: &BlockKey, bytes: &Arc<Vec<u8>>, decoded: Arc<Vec<u8>>) {
-        let max = self.decoded_max();
         let size = decoded.len() as u64;
         let Some(entry) = self.entries.get(key) else {
             return;
         };
-        let fits = entry.kind == BlockKind::Metadata
-            && entry.decoded.is_none()
+        let kind = entry.kind;
+        let max = self.decoded_max(kind);
+        let fits = entry.decoded.is_none()
             && size <= max
             && entry.block.as_ref().is_some_and(|block| {
                 block.is_compressed()
@@ -239,19 +247,21 @@ impl Shard {
         let entry = self.entries.get_mut(key).expect("present");
         entry.decoded = Some(decoded);
         entry.decoded_generation = generation;
-        self.decoded.insert(generation, *key);
-        self.overhead += size;
-        self.trim_decoded(max);
+        self.decoded[kind as usize].insert(generation, *key);
+        self.overhead[kind as usize] += size;
+        self.trim_decoded(kind);
     }
 
-    /// Drop the least recently used decoded copies until they take at most `max` bytes.
-    fn trim_decoded(&mut self, max: u64) {
-        while self.overhead > max {
-            let Some((_, key)) = self.decoded.pop_first() else {
+    /// Drop the least recently used decoded copies of `kind` until they are within its share.
+    fn trim_decoded(&mut self, kind: BlockKind) {
+        let max = self.decoded_max(kind);
+        let index = kind as usize;
+        while self.overhead[index] > max {
+            let Some((_, key)) = self.decoded[index].pop_first() else {
                 break;
             };
             if let Some(decoded) = self.entries.get_mut(&key).and_then(|e| e.decoded.take()) {
-                self.overhead -= decoded.len() as u64;
+                self.overhead[index] -= decoded.len() as u64;
             }
         }
     }
@@ -297,10 +307,11 @@ impl Shard {
                 let hit = match (&entry.decoded, &entry.block) {
                     (Some(decoded), _) => {
                         // The decoded copy is used: it becomes the newest.
-                        self.decoded.remove(&entry.decoded_generation);
+                        let list = &mut self.decoded[entry.kind as usize];
+                        list.remove(&entry.decoded_generation);
                         self.generation += 1;
                         entry.decoded_generation = self.generation;
-                        self.decoded.insert(self.generation, *key);
+                        list.insert(self.generation, *key);
                         Hit::Contents(decoded.clone())
                     }
                     (None, Some(block)) if block.is_compressed() => {
@@ -329,8 +340,7 @@ impl Shard {
     }
 
     /// After a hit handed out `bytes` to decompress: keep the decompressed copy `decoded` with
-    /// the entry if it is metadata and the copies' budget allows (see the module
-    /// documentation).
+    /// the entry if its kind's share allows (see the module documentation).
     pub fn keep_decoded(
         &mut self,
         key: &BlockKey,
@@ -343,7 +353,7 @@ impl Shard {
     }
 
     /// Cache `block` under `key` after a read (or a write), with `decoded`, its contents, when
-    /// the caller has them (kept for compressed metadata within the copies' budget); returns
+    /// the caller has them (kept for a compressed block within its kind's share); returns
     /// false, caching nothing, when the block is larger than the shard's target.
     pub fn insert(
         &mut self,
@@ -432,7 +442,8 @@ impl Shard {
     /// Trim the decoded copies to their budget, evict until the live bytes are within `c`,
     /// then trim the ghost lists.
     fn evict(&mut self, now: u64) {
-        self.trim_decoded(self.decoded_max());
+        self.trim_decoded(BlockKind::Data);
+        self.trim_decoded(BlockKind::Metadata);
         while self.live() > self.c {
             let mru = self.size_of(State::Mru);
             let listed = |shard: &Shard, state| {
@@ -448,7 +459,8 @@ impl Shard {
             } else {
                 State::Mfu
             };
-            let metadata = self.kind_size(BlockKind::Metadata) + self.overhead;
+            let metadata =
+                self.kind_size(BlockKind::Metadata) + self.overhead[BlockKind::Metadata as usize];
             let has = |kind| !self.lists[list_index(state, kind)].is_empty();
             let kind =
                 if (metadata > self.meta && has(BlockKind::Metadata)) || !has(BlockKind::Data) {
@@ -557,8 +569,8 @@ impl Shard {
         self.entries.clear();
         self.lists = Default::default();
         self.sizes = [0; 8];
-        self.decoded.clear();
-        self.overhead = 0;
+        self.decoded = Default::default();
+        self.overhead = [0; 2];
         self.uncompressed = 0;
     }
 
@@ -566,7 +578,7 @@ impl Shard {
     #[cfg(test)]
     pub fn check(&self) {
         let mut sizes = [0u64; 8];
-        let (mut overhead, mut uncompressed, mut decoded) = (0, 0, 0);
+        let (mut overhead, mut uncompressed, mut decoded) = ([0u64; 2], 0, [0usize; 2]);
         for (key, entry) in &self.entries {
             let index = list_index(entry.state, entry.kind);
             sizes[index] += entry.size;
@@ -577,17 +589,22 @@ impl Shard {
                 uncompressed += u64::from(block.size_logical);
             }
             if let Some(copy) = &entry.decoded {
-                assert_eq!(self.decoded.get(&entry.decoded_generation), Some(key));
-                assert_eq!(entry.kind, BlockKind::Metadata);
+                let index = entry.kind as usize;
+                assert_eq!(
+                    self.decoded[index].get(&entry.decoded_generation),
+                    Some(key)
+                );
                 assert!(entry.block.as_ref().is_some_and(CachedBlock::is_compressed));
-                overhead += copy.len() as u64;
-                decoded += 1;
+                overhead[index] += copy.len() as u64;
+                decoded[index] += 1;
             }
         }
         assert_eq!(sizes, self.sizes);
         assert_eq!((overhead, uncompressed), (self.overhead, self.uncompressed));
-        assert_eq!(decoded, self.decoded.len());
-        assert!(self.overhead <= self.decoded_max());
+        assert_eq!(decoded, [self.decoded[0].len(), self.decoded[1].len()]);
+        for kind in [BlockKind::Data, BlockKind::Metadata] {
+            assert!(self.overhead[kind as usize] <= self.decoded_max(kind));
+        }
         assert_eq!(
             self.entries.len(),
             self.lists.iter().map(BTreeMap::len).sum::<usize>()

@@ -19,11 +19,13 @@
 //! the L2ARC feed writes them as they are. Its size in the cache is the stored bytes
 //! (`compressed_size`; `uncompressed_size` is the logical bytes of the same entries). A hit
 //! decompresses into a new buffer for the caller, outside the shard's lock. Hot metadata
-//! (indirect blocks, key/value blocks, dnode blocks) is read on nearly every operation, so a
-//! compressed metadata entry also keeps its decompressed copy while it is among the most
-//! recently used within `arc_meta_decoded_percent` of the target (`overhead_size`, counted in
-//! the cache's size, as OpenZFS counts the arc_bufs its dbuf layer holds). Uncompressed blocks
-//! are kept once, as their contents.
+//! (indirect blocks, key/value blocks, dnode blocks) is read on nearly every operation, and a
+//! small read of a large record decompresses the whole record, so a compressed entry also
+//! keeps its decompressed copy while it is among the most recently used of its kind within
+//! `arc_meta_decoded_percent` (10) or `arc_data_decoded_percent` (3) of the target
+//! (`overhead_size`, counted in the cache's size, as OpenZFS counts the arc_bufs its dbuf
+//! caches hold: `dbuf_metadata_cache` and `dbuf_cache`, 1/64 and 1/32 of the target).
+//! Uncompressed blocks are kept once, as their contents.
 //!
 //! # Identity
 //!
@@ -82,9 +84,9 @@ use crate::types::{Txg, VdevId};
 
 use arc::{Access, Hit, Shard, State};
 
-/// Decoded copies of compressed metadata a cache keeps by default, in percent of its target
-/// (tunable `arc_meta_decoded_percent`).
-pub const DECODED_PERCENT_DEFAULT: u64 = 10;
+/// Decoded copies of compressed blocks a cache keeps by default, per kind (data, metadata), in
+/// percent of its target (tunables `arc_data_decoded_percent`, `arc_meta_decoded_percent`).
+pub const DECODED_PERCENT_DEFAULT: [u64; 2] = [3, 10];
 
 /// A block as the cache keeps it: its stored bytes, compressed with `compression` (the bytes
 /// the block pointer's checksum covers, zero padding included), or with `compression` Off its
@@ -407,13 +409,13 @@ impl BlockCache {
         self.shards.iter().map(|shard| shard.lock().c).sum()
     }
 
-    /// Set how much of the target decoded copies of compressed metadata may take, in percent
-    /// (`arc_meta_decoded_percent`; 0 keeps none).
-    pub fn set_decoded_percent(&self, percent: u64) {
+    /// Set how much of the target decoded copies of compressed blocks of `kind` may take, in
+    /// percent (`arc_data_decoded_percent`, `arc_meta_decoded_percent`; 0 keeps none).
+    pub fn set_decoded_percent(&self, kind: BlockKind, percent: u64) {
         let now = (self.clock)();
         for shard in &self.shards {
             let mut shard = shard.lock();
-            shard.decoded_percent = percent.min(100);
+            shard.decoded_percent[kind as usize] = percent.min(100);
             let c = shard.c;
             shard.set_target(c, now);
         }
@@ -498,12 +500,10 @@ impl BlockCache {
         };
         match block.contents() {
             Ok(contents) => {
-                if kind == BlockKind::Metadata {
-                    let now = (self.clock)();
-                    self.shard(key)
-                        .lock()
-                        .keep_decoded(key, &block.bytes, contents.clone(), now);
-                }
+                let now = (self.clock)();
+                self.shard(key)
+                    .lock()
+                    .keep_decoded(key, &block.bytes, contents.clone(), now);
                 Some(contents)
             }
             Err(error) => {
@@ -523,8 +523,8 @@ impl BlockCache {
     }
 
     /// Caches `block` under `key`, replacing any previous entry; `decoded` is its contents
-    /// when the caller has them (a compressed metadata block keeps them while the decoded
-    /// copies' budget allows), `l2` marks the block as one the L2ARC may hold (what its feed
+    /// when the caller has them (a compressed block keeps them while its kind's share of
+    /// decoded copies allows), `l2` marks the block as one the L2ARC may hold (what its feed
     /// needs of the block pointer). Returns false, caching nothing, when the block's bytes
     /// alone are more than a shard's target.
     pub fn insert_block(
@@ -536,7 +536,7 @@ impl BlockCache {
         l2: Option<l2arc::L2Info>,
     ) -> bool {
         let now = (self.clock)();
-        let decoded = decoded.filter(|_| kind == BlockKind::Metadata && block.is_compressed());
+        let decoded = decoded.filter(|_| block.is_compressed());
         self.shard(&key)
             .lock()
             .insert(key, block, decoded, access(kind), now, l2)
@@ -597,9 +597,9 @@ impl BlockCache {
             stats.size_bytes += shard.live();
             stats.compressed_size += shard.stored();
             stats.uncompressed_size += shard.uncompressed;
-            stats.overhead_size += shard.overhead;
-            // Decoded copies are of metadata only.
-            stats.metadata_size += shard.overhead;
+            stats.overhead_size += shard.overhead();
+            stats.data_size += shard.overhead[BlockKind::Data as usize];
+            stats.metadata_size += shard.overhead[BlockKind::Metadata as usize];
             stats.entries += shard.live_entries();
             stats.c += shard.c;
             stats.p += shard.p;

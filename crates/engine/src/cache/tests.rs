@@ -203,7 +203,7 @@ fn bookkeeping_holds_under_random_operations() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut shard = Shard::new(10_000);
-    shard.decoded_percent = 20;
+    shard.decoded_percent = [20, 20];
     let mut now = 0u64;
     for _ in 0..20_000 {
         now += rng.gen_range(0..20_000_000);
@@ -487,7 +487,7 @@ fn key_of_uses_first_dva_and_physical_birth() {
 #[test]
 fn compressed_entries_return_their_contents_and_count_their_stored_bytes() {
     let cache = BlockCache::new(1 << 20);
-    cache.set_decoded_percent(0);
+    cache.set_decoded_percent(BlockKind::Data, 0);
     let data = compressible(16 << 10, 1);
     let block = stored_block(&data);
     assert!(block.is_compressed());
@@ -551,23 +551,25 @@ fn hot_compressed_metadata_keeps_a_bounded_decoded_copy() {
         assert!(Arc::ptr_eq(&first, &again));
     }
     assert_eq!(cache.stats().counters.decompressed, 10);
-    // With the budget at 0 the copies are dropped at once.
-    cache.set_decoded_percent(0);
+    // With the share at 0 the copies are dropped at once.
+    cache.set_decoded_percent(BlockKind::Metadata, 0);
     let stats = cache.stats();
     assert_eq!(stats.overhead_size, 0);
     assert_eq!(stats.size_bytes, stats.compressed_size);
-    // A data block never keeps one.
-    cache.set_decoded_percent(50);
+    // Data has a share of its own: none, then room for one copy.
+    cache.set_decoded_percent(BlockKind::Data, 0);
     let data = compressible(16 << 10, 99);
-    cache.insert_block(
-        key(50),
-        stored_block(&data),
-        Some(data.clone()),
-        BlockKind::Data,
-        None,
-    );
+    let block = stored_block(&data);
+    cache.insert_block(key(50), block, Some(data.clone()), BlockKind::Data, None);
     cache.get(&key(50), BlockKind::Data).unwrap();
     assert_eq!(cache.stats().overhead_size, 0);
+    cache.set_decoded_percent(BlockKind::Data, 2);
+    cache.get(&key(50), BlockKind::Data).unwrap();
+    let stats = cache.stats();
+    assert_eq!(stats.overhead_size, 16 << 10);
+    assert_eq!(stats.size_bytes, stats.data_size + stats.metadata_size);
+    cache.remove(&key(50)).unwrap();
+    cache.set_decoded_percent(BlockKind::Metadata, 50);
     // A metadata block inserted with its contents keeps them.
     cache.insert_block(
         key(51),
