@@ -3,7 +3,8 @@
 //!
 //! One in-process pool (lz4, recordsize 128K, no prefetch, `arc_max` = `arc_min` =
 //! `--arc-max`) holding a text-like file of `--working-set` bytes (larger than the ARC as
-//! contents, smaller as stored), `--files` small text files of 4 KiB and a 16 MiB hot file.
+//! contents, smaller as stored), `--files` small text files of 4 KiB (each one 128 KiB record:
+//! tarn's files have one block size) and a 16 MiB hot file.
 //! Written once, then imported once per configuration:
 //!
 //! - *compressed*: the default (compressed ARC, decoded copies of the most recently used
@@ -13,16 +14,18 @@
 //! - *contents*: `compressed_arc_enabled` = 0, the ARC before it kept blocks compressed (the
 //!   baseline of every ratio).
 //!
-//! Each configuration runs three workloads, each after one untimed pass that warms the ARC:
+//! Each configuration runs four workloads, each for `--seconds` after one untimed pass that
+//! warms the ARC:
 //!
-//! 1. *working set*: random 16 KiB reads of the big file for `--seconds`, every data vdev I/O
-//!    delayed by `--device-delay-us` (a disk): the hit ratio decides the rate;
-//! 2. *small files*: lookup + stat + read of each small file in turn (key/value, dnode and
-//!    data hits), for `--seconds`;
-//! 3. *hot reads*: random 4 KiB reads of the hot file (indirect and 128 KiB data hits).
+//! 1. *working set*: random 16 KiB reads of the big file, every data vdev I/O delayed by
+//!    `--device-delay-us` (a disk): the hit ratio decides the rate;
+//! 2. *metadata*: lookup + stat of every small file in turn (key/value and dnode blocks; the
+//!    dnode cache is smaller than `--files`);
+//! 3. *small files*: lookup + stat + 4 KiB read of each of the first `--hot-files` files;
+//! 4. *hot file*: random 4 KiB reads of the hot file (indirect blocks and 128 KiB records).
 //!
-//! Workloads 2 and 3 fit in the ARC either way: they measure the cost of a hit (decompressing
-//! the stored bytes) on the read path. It prints operations/s, the demand hit ratio, the
+//! Workloads 2 to 4 fit in the ARC in every configuration: they measure the cost of a hit
+//! (decompressing the stored bytes) on the read path. It prints operations/s, the demand hit ratio, the
 //! decompressions per operation and the ARC's stored and logical bytes, with the ratio of each
 //! rate to the same workload under *contents*.
 
@@ -53,9 +56,12 @@ pub struct ArcBench {
     /// it once compressed (lz4 stores this text in about 45%).
     #[arg(long, default_value = "96M")]
     working_set: String,
-    /// Small files of the small-file workload.
+    /// Small files created (all looked up in the metadata workload).
     #[arg(long, default_value_t = 20_000)]
     files: u64,
+    /// Small files read in the small-file workload (each takes 128 KiB of the ARC as contents).
+    #[arg(long, default_value_t = 300)]
+    hot_files: u64,
     /// Microseconds every data vdev I/O is delayed by in the working-set workload.
     #[arg(long, default_value_t = 2000)]
     device_delay_us: u64,
@@ -92,6 +98,7 @@ const CONFIGS: &[(&str, u32, bool)] = &[
 
 const WORKLOADS: &[&str] = &[
     "working set, 16K random reads (slow disk)",
+    "metadata, lookup + stat",
     "small files, lookup + stat + 4K read",
     "hot file, 4K random reads",
 ];
@@ -127,9 +134,11 @@ impl Measured {
 pub fn run(bench: ArcBench) -> Result<(), Failure> {
     let arc_max = parse_size(&bench.arc_max)?;
     let size = parse_size(&bench.working_set)?;
-    if size < 4 << 20 || arc_max < 16 << 20 || bench.seconds <= 0.0 {
+    if size < 4 << 20 || arc_max < 16 << 20 || bench.seconds <= 0.0 || bench.files == 0 {
         return Err(Failure(
-            "--working-set must be at least 4M, --arc-max at least 16M, --seconds above 0".into(),
+            "--working-set must be at least 4M, --arc-max at least 16M, --seconds above 0, \
+             --files at least 1"
+                .into(),
         ));
     }
     std::fs::create_dir_all(&bench.dir)
@@ -244,27 +253,35 @@ fn measure(
         fs.read(big, offset, 16384).map(drop).map_err(fail)
     });
     plan.set_io_delay(Duration::ZERO);
-    // 2. Small files, warmed by one pass.
-    let small = |index: u64| -> Result<(), Failure> {
+    // 2. and 3. Small files, each warmed by one pass.
+    let small = |index: u64, read: bool| -> Result<(), Failure> {
         let ino = lookup(&small_name(index)).map_err(fail)?;
         fs.getattr(ino).map_err(fail)?;
-        fs.read(ino, 0, SMALL_BYTES).map(drop).map_err(fail)
+        if read {
+            fs.read(ino, 0, SMALL_BYTES).map_err(fail)?;
+        }
+        Ok(())
     };
-    for index in 0..bench.files {
-        small(index)?;
-    }
-    let mut next = 0u64;
-    let files = timed(pool, seconds, || {
-        next = (next + 1) % bench.files.max(1);
-        small(next)
-    });
-    // 3. Hot 4 KiB reads, warmed by one pass.
+    let cycle = |count: u64, read: bool| -> Result<Measured, Failure> {
+        let count = count.clamp(1, bench.files.max(1));
+        for index in 0..count {
+            small(index, read)?;
+        }
+        let mut next = 0u64;
+        timed(pool, seconds, || {
+            next = (next + 1) % count;
+            small(next, read)
+        })
+    };
+    let metadata = cycle(bench.files, false);
+    let files = cycle(bench.hot_files, true);
+    // 4. Hot 4 KiB reads, warmed by one pass.
     read_all(&fs, hot, HOT_BYTES)?;
     let hot_reads = timed(pool, seconds, || {
         let offset = random.next() % (HOT_BYTES / 4096) * 4096;
         fs.read(hot, offset, 4096).map(drop).map_err(fail)
     });
-    Ok(vec![working?, files?, hot_reads?])
+    Ok(vec![working?, metadata?, files?, hot_reads?])
 }
 
 fn read_all(fs: &FileSystem, ino: u64, size: u64) -> Result<(), Failure> {
