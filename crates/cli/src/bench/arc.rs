@@ -60,7 +60,7 @@ pub struct ArcBench {
     #[arg(long, default_value_t = 20_000)]
     files: u64,
     /// Small files read in the small-file workload (each takes 128 KiB of the ARC as contents).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 150)]
     hot_files: u64,
     /// Microseconds every data vdev I/O is delayed by in the working-set workload.
     #[arg(long, default_value_t = 2000)]
