@@ -69,6 +69,7 @@ impl L2Arc {
                     }
                     this.rebuild_pending();
                     wrote_all = this.feed() >= this.tunables.write_max;
+                    this.purge_faulted();
                 }
             });
         match spawned {
@@ -175,6 +176,7 @@ impl L2Arc {
                         self.counters
                             .l2_writes_error
                             .fetch_add(1, Ordering::Relaxed);
+                        self.io_error(device, false);
                         return written;
                     }
                 }
@@ -195,6 +197,7 @@ impl L2Arc {
             self.counters
                 .l2_writes_error
                 .fetch_add(1, Ordering::Relaxed);
+            self.io_error(device, false);
         }
         written
     }
@@ -238,6 +241,7 @@ impl L2Arc {
             self.counters
                 .l2_writes_error
                 .fetch_add(1, Ordering::Relaxed);
+            self.io_error(device, false);
             return 0;
         }
         self.counters.l2_writes_done.fetch_add(1, Ordering::Relaxed);

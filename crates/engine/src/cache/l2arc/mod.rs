@@ -406,6 +406,12 @@ impl L2Arc {
         };
         let mut ring = device.ring.lock();
         ring.removed = true;
+        self.drop_ring_headers(&mut ring, guid);
+        Some(device.clone())
+    }
+
+    /// Drop every header of the buffers in `ring` (device `guid`) and forget its slots.
+    fn drop_ring_headers(&self, ring: &mut device::Ring, guid: Guid) {
         let mut headers = self.headers.lock();
         for slot in ring.slots.drain(..) {
             if !slot.is_log && headers.get(&slot.key).is_some_and(|h| h.device == guid) {
@@ -417,7 +423,34 @@ impl L2Arc {
             .l2_log_blk_count
             .fetch_sub(ring.log_blocks_valid, Ordering::Relaxed);
         ring.log_blocks_valid = 0;
-        Some(device.clone())
+    }
+
+    /// Count an I/O error of `device` (no ring or header lock held by the caller when
+    /// `purge`); the error that faults it is logged and, with `purge`, the device's headers
+    /// are dropped at once (else by the feed thread's next round).
+    pub(super) fn io_error(&self, device: &L2Device, purge: bool) {
+        if device.note_io_error(std::time::Instant::now()) {
+            log::warn!(
+                "l2arc: cache device {} faulted after {} I/O errors within {} s; it is no longer \
+                 read or written (pool clear brings it back)",
+                device.path.display(),
+                device::FAULT_IO_N,
+                device::FAULT_IO_T.as_secs()
+            );
+        }
+        if purge {
+            self.purge_faulted();
+        }
+    }
+
+    /// Drop the headers of devices faulted since the last call (no ring or header lock held).
+    pub(super) fn purge_faulted(&self) {
+        for device in self.devices() {
+            if device.is_faulted() && !device.purged.swap(true, Ordering::AcqRel) {
+                let mut ring = device.ring.lock();
+                self.drop_ring_headers(&mut ring, device.guid);
+            }
+        }
     }
 
     fn device(&self, guid: Guid) -> Option<Arc<L2Device>> {
@@ -522,6 +555,7 @@ impl L2Arc {
             );
             self.counters.l2_io_error.fetch_add(1, Ordering::Relaxed);
             self.drop_header(key, &header);
+            self.io_error(&device, true);
             self.counters.l2_misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
