@@ -30,33 +30,13 @@ fn tunables(compressed_arc: bool) -> Tunables {
     }
 }
 
-/// `size` bytes that lz4 stores in about a third: each 64-byte line of words twice, the
-/// lines different throughout.
+/// `size` bytes that lz4 stores in about a third: 16 random bytes then 48 zeros, over and
+/// over.
 fn compressible(size: usize) -> Vec<u8> {
-    let words: [&[u8]; 8] = [
-        b"block ",
-        b"pointer ",
-        b"the ",
-        b"checksum ",
-        b"of ",
-        b"arc ",
-        b"txg ",
-        b"dva ",
-    ];
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut out = Vec::with_capacity(size + 128);
-    while out.len() < size {
-        let mut line = Vec::with_capacity(64);
-        while line.len() < 63 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            line.extend_from_slice(words[(state % 8) as usize]);
-        }
-        line.truncate(63);
-        line.push(b'\n');
-        out.extend_from_slice(&line);
-        out.extend_from_slice(&line);
+    let mut out = Vec::with_capacity(size + 64);
+    for chunk in pattern(3, size / 4 + 16).chunks(16) {
+        out.extend_from_slice(chunk);
+        out.extend_from_slice(&[0u8; 48]);
     }
     out.truncate(size);
     out

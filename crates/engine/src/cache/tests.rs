@@ -60,7 +60,7 @@ fn compressible(size: usize, seed: u64) -> Arc<Vec<u8>> {
         state ^= state >> 7;
         state ^= state << 17;
         out.extend_from_slice(words[(state % 8) as usize]);
-        if state % 5 == 0 {
+        if state.is_multiple_of(5) {
             out.extend_from_slice(format!("{} ", state % 1000).as_bytes());
         }
     }
