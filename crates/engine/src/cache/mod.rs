@@ -327,7 +327,7 @@ pub struct BlockCacheStats {
     /// Logical bytes of the live entries (`uncompressed_size`).
     #[serde(default)]
     pub uncompressed_size: u64,
-    /// Bytes of the decompressed copies kept beside compressed metadata (`overhead_size`).
+    /// Bytes of the decompressed copies kept beside compressed blocks (`overhead_size`).
     #[serde(default)]
     pub overhead_size: u64,
     /// Live entries.
