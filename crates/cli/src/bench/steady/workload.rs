@@ -100,7 +100,7 @@ impl Job {
         if self.bs == 0 || self.bs > 16 << 20 {
             return Err(Failure("--bs must be between 1 byte and 16M".into()));
         }
-        if self.direct && self.bs % DIRECT_ALIGNMENT as u64 != 0 {
+        if self.direct && !self.bs.is_multiple_of(DIRECT_ALIGNMENT as u64) {
             return Err(Failure(format!(
                 "--direct needs --bs a multiple of {}",
                 crate::format::human_bytes(DIRECT_ALIGNMENT as u64)
