@@ -207,6 +207,16 @@ tunables! {
     arc_min: u64 = 0,
     /// Free memory the ARC leaves the host, in bytes (zfs_arc_sys_free; 0: 1/32 of memory).
     arc_sys_free: u64 = 0,
+    /// 1: the ARC keeps compressed blocks as stored and decompresses on a hit; 0: it keeps
+    /// their decompressed contents (zfs_compressed_arc_enabled).
+    compressed_arc_enabled: u32 = 1,
+    /// Most bytes of decompressed copies the ARC keeps beside compressed metadata blocks (hot
+    /// indirect, key/value and dnode blocks are then not decompressed on every hit), in percent
+    /// of its target; 0: none (tarn's; OpenZFS's dbuf_metadata_cache plays this part).
+    arc_meta_decoded_percent: u64 = 10,
+    /// The same for compressed data blocks (a hot record is then not decompressed on every
+    /// small read of it); 0: none (tarn's; OpenZFS's dbuf_cache, 1/32 of the ARC).
+    arc_data_decoded_percent: u64 = 3,
     /// Most bytes the L2ARC feed writes to a cache device per feed (l2arc_write_max).
     l2arc_write_max: u64 = 8 << 20,
     /// Bytes the feed may write on top of l2arc_write_max while the ARC has never evicted
@@ -370,6 +380,14 @@ impl Tunables {
             "indirect_block_shift must be 10..=17",
         )?;
         check(self.delete_blocks >= 1, "delete_blocks must be >= 1")?;
+        check(
+            self.compressed_arc_enabled <= 1,
+            "compressed_arc_enabled must be 0 or 1",
+        )?;
+        check(
+            self.arc_meta_decoded_percent <= 100 && self.arc_data_decoded_percent <= 100,
+            "arc_meta_decoded_percent and arc_data_decoded_percent must be 0..=100",
+        )?;
         check(
             self.livelist_max_entries >= 1,
             "livelist_max_entries must be >= 1",

@@ -461,3 +461,80 @@ fn a_wrapped_ring_rebuilds_and_ignores_what_an_interrupted_feed_overwrote() {
     drop(fs);
     pool.export().unwrap();
 }
+
+#[test]
+fn a_cache_device_failing_its_reads_is_faulted_and_pool_clear_brings_it_back() {
+    use std::sync::Arc;
+    use tarn::cache::l2arc::device::FAULT_IO_N;
+    use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice, ReadFaultKind};
+
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let cache = cache_path(dir.path());
+    let wrap: tarn::pool::DeviceWrapper = {
+        let (plan, cache) = (plan.clone(), cache.clone());
+        Arc::new(move |path: &Path, device: Arc<dyn BlockDevice>| {
+            if path == cache {
+                Arc::new(FaultyDevice::new(device, plan.clone())) as Arc<dyn BlockDevice>
+            } else {
+                device
+            }
+        })
+    };
+    let pool = Pool::create(CreateOptions {
+        name: POOL.into(),
+        vdevs: vec![VdevSpec::Leaf(dir.path().join("data.img"))],
+        log: Vec::new(),
+        cache: vec![cache.clone()],
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: tunables(),
+        wrap_device: Some(wrap),
+        disabled_features: Vec::new(),
+    })
+    .unwrap();
+    let fs = pool.open_file_system(POOL).unwrap();
+    let ino = write_file(&pool, &fs);
+    read_feeding(&pool, &fs, ino);
+    read_feeding(&pool, &fs, ino);
+    assert!(l2(&pool).l2_size >= FILE_BYTES as u64 / 2);
+
+    // Every read of the cache device fails: the reads go to the pool, and the tenth error
+    // faults the device, whose headers are dropped at once.
+    plan.add_read_fault(0..u64::MAX, ReadFaultKind::Fail);
+    let before = l2(&pool);
+    cold_read(&pool, &fs, ino);
+    let faulted = l2(&pool);
+    // Reads in flight (prefetch) when the device is faulted may add a few errors.
+    let errors = faulted.l2_io_error - before.l2_io_error;
+    assert!(
+        (FAULT_IO_N as u64..FAULT_IO_N as u64 + 8).contains(&errors),
+        "{errors} errors: {faulted:?}"
+    );
+    assert_eq!(faulted.l2_hits, before.l2_hits);
+    assert_eq!(
+        (faulted.l2_ndev, faulted.l2_size, faulted.l2_asize),
+        (0, 0, 0)
+    );
+    let device = &pool.cache_devices()[0];
+    assert_eq!(device.health(), CacheDeviceHealth::Faulted);
+    assert_eq!(device.leaf.stats.snapshot().read_errors, errors);
+    // Nothing more is read or written while it is faulted.
+    let reads = plan.read_count();
+    let writes = plan.write_count();
+    read_feeding(&pool, &fs, ino);
+    assert_eq!((plan.read_count(), plan.write_count()), (reads, writes));
+
+    // pool clear: the device is used again (fed from its hand on).
+    plan.clear_read_faults();
+    pool.core.clear_errors(None).unwrap();
+    assert_eq!(device.health(), CacheDeviceHealth::Online);
+    assert_eq!(device.leaf.stats.snapshot().read_errors, 0);
+    read_feeding(&pool, &fs, ino);
+    let again = l2(&pool);
+    assert_eq!(again.l2_ndev, 1);
+    assert!(again.l2_size > 0, "{again:?}");
+    cold_read(&pool, &fs, ino);
+    assert!(l2(&pool).l2_hits > again.l2_hits);
+    check_clean(&pool, "after the cache device's fault");
+}

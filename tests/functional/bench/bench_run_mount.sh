@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# bench run on a tarn mount (issue 18): a mixed random read/write job on the default pool's
-# mount, sampled every second from the daemon's ARC table and iostat with a window of 5,
-# reaches steady state, measures, writes its JSON record (every interval, the ten metrics'
-# names, the L2ARC ones absent) and its SVG chart, removes its files, and replays through
-# bench steady to the same first steady interval.
+# bench run on a tarn mount (issue 18): a random read job with O_DIRECT (so that every read
+# reaches the daemon and its ARC, not the kernel's page cache) on the default pool's mount,
+# preconditioned and synced first, sampled every second from the daemon's ARC table and iostat
+# with a window of 5, reaches steady state, measures, writes its JSON record (every interval,
+# the ten metrics' names, the L2ARC ones absent) and its SVG chart, removes its files, and
+# replays through bench steady to the same first steady interval. (A buffered job would sit in
+# the page cache until the kernel writes it back 30 s later, in one or two bursts: its verdict
+# would depend on when those fall.)
 . "$STF_SUITE/include/libtest.sh"
 log_assert "bench run reaches steady state on a tarn mount and charts it"
 
 mnt="$ALTROOT/$TESTPOOL"
-log_must tarn bench run --directory "$mnt" --pool "$TESTPOOL" --rw randrw --bs 4K --size 8M \
-	--precondition --interval 1 --window 5 --measure 1 --max-time 45 \
+log_must tarn bench run --directory "$mnt" --pool "$TESTPOOL" --rw randread --bs 4K --size 8M --direct \
+	--precondition --interval 1 --window 5 --measure 1 --max-time 30 \
 	--json "$SCRATCH/run.json" --chart "$SCRATCH/run.svg"
 stdout_has "tarn pool $TESTPOOL: steady at interval"
 grep -Eq '"steady_at": [0-9]+' "$SCRATCH/run.json" || log_fail "no steady_at in the record"

@@ -2,7 +2,8 @@
 # stat arc on a pool with a cache device: the l2_* fields (arcstats names) are printed (-p, -j
 # and Prometheus as node_zfs_arc_l2_*); the feed writes what a read left in the ARC
 # (l2_write_bytes, l2_size grow); after export and import the L2ARC is rebuilt from the
-# device (l2_rebuild_bufs) and a cold read hits it (l2_hits) with the right data.
+# device (l2_rebuild_bufs) and a cold read hits it (l2_hits) with the right data; stat arc
+# INTERVAL -o prints arcstat's L2ARC columns.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "stat arc shows the L2ARC's counters and the L2ARC survives export/import"
 
@@ -58,6 +59,13 @@ assert_eq "$(digest "$file")" "$want" "file read after import"
 log_must tarn stat arc -p l2stat
 [ "$(field l2_hits)" -gt "$hits_before" ] || log_fail "the cold read did not hit the L2ARC ($hits_before -> $(field l2_hits))"
 assert_eq "$(field l2_cksum_bad)" 0 "l2_cksum_bad"
+
+# arcstat's L2ARC columns, picked with -o (arcstat -f).
+log_must tarn stat arc -p -o time,l2read,l2hit%,l2miss%,l2size,l2asize l2stat 0.2 1
+header=$(head -1 "$LAST_STDOUT" | tr -s ' ' | sed 's/^ //')
+assert_eq "$header" "TIME L2READ L2HIT% L2MISS% L2SIZE L2ASIZE" "arcstat L2 header"
+l2size=$(tail -1 "$LAST_STDOUT" | awk '{ print $5 }')
+[ "$l2size" -gt 0 ] || log_fail "l2size column is $l2size"
 verify_pool l2stat
 log_must tarn pool destroy l2stat
 log_pass

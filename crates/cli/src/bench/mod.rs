@@ -17,6 +17,9 @@
 //!   livelists (see `clone_destroy`).
 //! - `receive`: a full stream sent to a file and received with and without write batching,
 //!   beside `btrfs send | btrfs receive` of the same files (see `receive`).
+//! - `arc`: the compressed ARC beside the ARC keeping contents: a working set larger than the
+//!   ARC as contents but not as stored on a slow disk, and the cost of a hit on small-file and
+//!   hot-read workloads (see `arc`).
 //! - `l2arc`: random reads of a working set 2-3 times the ARC on a slow data disk, with the
 //!   cache device and after removing it (L2 on/off), and the feed's write rate (see `l2arc`).
 //! - `iosched`: p99 latency of 4 KiB sync-class writes alone, beside a sequential write, and
@@ -41,6 +44,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod arc;
 mod clone_destroy;
 mod files;
 mod frag;
@@ -106,6 +110,10 @@ pub enum BenchCommand {
     /// Random 8K-128K reads of a working set larger than the ARC on a slow data disk, with a
     /// cache device (L2ARC) and without it, and the L2ARC feed's write rate.
     L2arc(l2arc::L2arcBench),
+    /// The compressed ARC beside the ARC keeping contents (compressed_arc_enabled=0): random
+    /// reads of a compressible working set larger than the ARC but not once compressed, on a
+    /// slow disk; and the cost of a hit (decompression) on small files and hot 4K reads.
+    Arc(arc::ArcBench),
     /// p50/p99 of 4 KiB sync-class writes through the vdev queue alone and beside an engine
     /// sequential write, beside the same writes in the async class (no priority).
     Iosched {
@@ -676,6 +684,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),
         BenchCommand::L2arc(bench) => l2arc::run(bench),
+        BenchCommand::Arc(bench) => arc::run(bench),
         BenchCommand::Iosched {
             dir,
             vdev_size,

@@ -9,7 +9,9 @@
 //! - With INTERVAL: one line per interval with arcstat's default columns (OpenZFS 2.2 and
 //!   later): `time read ddread ddh% dmread dmh% pread ph% size c avail`, rates per second over
 //!   the interval; `avail` is the host's MemAvailable. The first line comes after the first
-//!   interval.
+//!   interval. `-o` picks columns among those and arcstat's L2ARC columns (`l2hits l2miss
+//!   l2read l2hit% l2miss% l2asize l2size l2bytes l2wbytes l2data l2meta`, which arcstat
+//!   prints only when asked with `-f`, as here with `-o`).
 //!
 //! tarn keeps one ARC per pool (OpenZFS one per host), so the counters are the pool's.
 //!
@@ -64,11 +66,15 @@ pub fn fields(stats: &BlockCacheStats, memory_available: u64) -> Vec<Field> {
         ("inserted", false, counters.inserted),
         ("removed", false, counters.removed),
         ("refused", false, counters.refused),
+        ("decompressed", false, counters.decompressed),
         ("p", true, stats.p),
         ("c", true, stats.c),
         ("c_min", true, stats.c_min),
         ("c_max", true, stats.c_max),
         ("size", true, stats.size_bytes),
+        ("compressed_size", true, stats.compressed_size),
+        ("uncompressed_size", true, stats.uncompressed_size),
+        ("overhead_size", true, stats.overhead_size),
         ("data_size", true, stats.data_size),
         ("metadata_size", true, stats.metadata_size),
         ("meta", true, stats.meta),
@@ -159,10 +165,16 @@ pub fn memory_available() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
-/// The columns of `tarn stat arc INTERVAL`: arcstat's default set.
+/// The columns `tarn stat arc INTERVAL` can print (`-o`): arcstat's default set, then its L2ARC
+/// columns (arcstat's names and meanings).
 pub const ARCSTAT_COLUMNS: &[&str] = &[
     "time", "read", "ddread", "ddh%", "dmread", "dmh%", "pread", "ph%", "size", "c", "avail",
+    "l2hits", "l2miss", "l2read", "l2hit%", "l2miss%", "l2asize", "l2size", "l2bytes", "l2wbytes",
+    "l2data", "l2meta",
 ];
+
+/// The columns printed without `-o`: arcstat's default set.
+pub const ARCSTAT_DEFAULT_COLUMNS: usize = 11;
 
 /// One arcstat line for the change from `earlier` to `now` over `seconds`.
 pub fn arcstat_cells(
@@ -189,6 +201,10 @@ pub fn arcstat_cells(
     let ddread = demand_data(b) - demand_data(a);
     let dmread = demand_meta(b) - demand_meta(a);
     let pread = prefetch(b) - prefetch(a);
+    let (l2a, l2b) = (&earlier.l2, &now.l2);
+    let l2hits = l2b.l2_hits - l2a.l2_hits;
+    let l2read = l2hits + (l2b.l2_misses - l2a.l2_misses);
+    let byte_rate = |bytes: u64| byte_cell((bytes as f64 / seconds.max(1e-9)).round() as u64);
     vec![
         Cell::text(time),
         rate((b.hits + b.misses) - (a.hits + a.misses)),
@@ -201,6 +217,17 @@ pub fn arcstat_cells(
         byte_cell(now.size_bytes),
         byte_cell(now.c),
         byte_cell(avail),
+        rate(l2hits),
+        rate(l2read - l2hits),
+        rate(l2read),
+        percent(l2hits, l2read),
+        percent(l2read - l2hits, l2read),
+        byte_cell(l2b.l2_asize),
+        byte_cell(l2b.l2_size),
+        byte_rate(l2b.l2_read_bytes - l2a.l2_read_bytes),
+        byte_rate(l2b.l2_write_bytes - l2a.l2_write_bytes),
+        byte_cell(l2b.l2_bufc_data_asize),
+        byte_cell(l2b.l2_bufc_metadata_asize),
     ]
 }
 
@@ -246,6 +273,13 @@ pub fn run(
     let Some(interval) = interval else {
         let stats = fetch_arc(socket, pool)?;
         return print_kstat(&fields(&stats, memory_available()), format, "arc");
+    };
+    let format = ListFormat {
+        fields: format.fields.clone().or_else(|| {
+            let defaults = &ARCSTAT_COLUMNS[..ARCSTAT_DEFAULT_COLUMNS];
+            Some(defaults.iter().map(|column| column.to_string()).collect())
+        }),
+        ..format
     };
     let mut reporter = Reporter::new(ARCSTAT_COLUMNS, format)?;
     let mut earlier = fetch_arc(socket, pool)?;
@@ -321,11 +355,21 @@ mod tests {
         now.counters.demand_data_hits = 30;
         now.counters.demand_data_misses = 10;
         now.c = 1 << 20;
+        now.l2.l2_hits = 6;
+        now.l2.l2_misses = 2;
+        now.l2.l2_read_bytes = 8192;
+        now.l2.l2_size = 1 << 20;
+        now.l2.l2_asize = 1 << 19;
+        now.l2.l2_bufc_data_asize = 1 << 18;
         let cells = arcstat_cells(&earlier, &now, 2.0, 0, "00:00:01");
         let exact: Vec<&str> = cells.iter().map(|cell| cell.exact.as_str()).collect();
         assert_eq!(
-            exact,
+            exact[..ARCSTAT_DEFAULT_COLUMNS],
             ["00:00:01", "20", "20", "75", "0", "-", "0", "-", "0", "1048576", "0"]
+        );
+        assert_eq!(
+            exact[ARCSTAT_DEFAULT_COLUMNS..],
+            ["3", "1", "4", "75", "25", "524288", "1048576", "4096", "0", "262144", "0"]
         );
         assert_eq!(cells.len(), ARCSTAT_COLUMNS.len());
     }

@@ -92,7 +92,9 @@ pub enum StatCommand {
     },
     /// The ARC's counters (OpenZFS's arcstats kstat; `-p` prints `name type data` lines as
     /// /proc/spl/kstat/zfs/arcstats does); with INTERVAL, one line per interval with arcstat's
-    /// default columns: tarn stat arc [-H] [-p] [-j] [POOL] [INTERVAL [COUNT]]
+    /// default columns, or with `-o` any of those and arcstat's L2ARC columns (l2hits l2miss
+    /// l2read l2hit% l2miss% l2asize l2size l2bytes l2wbytes l2data l2meta):
+    /// tarn stat arc [-H] [-p] [-j] [-o ...] [POOL] [INTERVAL [COUNT]]
     Arc {
         /// [POOL] [INTERVAL [COUNT]]: as for txgs.
         #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]

@@ -41,7 +41,7 @@ use crate::block::blkptr::{
 };
 use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
-use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy};
+use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy, CachedBlock};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceManager;
 use crate::tunables::Tunables;
@@ -64,6 +64,16 @@ pub(super) enum Encoded {
         size_physical: usize,
         size_allocated: u64,
     },
+}
+
+impl Encoded {
+    /// The bytes the block's copies get (shared), if it needs space.
+    fn stored(&self) -> Option<Arc<Vec<u8>>> {
+        match self {
+            Encoded::Done(_) => None,
+            Encoded::Physical { padded, .. } => Some(padded.clone()),
+        }
+    }
 }
 
 /// How a block is to be written.
@@ -152,6 +162,8 @@ impl BlockIo {
             tunables.arc_max,
             crate::cache::monotonic_clock(),
         ));
+        cache.set_decoded_percent(BlockKind::Data, tunables.arc_data_decoded_percent);
+        cache.set_decoded_percent(BlockKind::Metadata, tunables.arc_meta_decoded_percent);
         cache.start_reaper(tunables.arc_sys_free);
         let l2arc = Arc::new(crate::cache::l2arc::L2Arc::new(cache.clone(), &tunables));
         BlockIo {
@@ -268,13 +280,25 @@ impl BlockIo {
             at,
             old,
         );
+        let stored = encoded.stored();
         let bp = self.place(encoded, props, at, old, storage)?;
-        self.cache_written(&bp, data, props);
+        self.cache_written(&bp, data, Some(data), stored.as_ref(), props);
         Ok(bp)
     }
 
-    /// Keep a written block's contents in the cache if its policy admits it.
-    fn cache_written(&self, bp: &BlockPtr, contents: &Arc<Vec<u8>>, props: &WriteProps) {
+    /// Keep a written block in the cache if its policy admits it: its contents are `data`
+    /// (`shared`, when the caller shares them), `stored` the bytes written (at least its
+    /// physical size; shared with the write queue). A compressed block is kept as stored when
+    /// `compressed_arc_enabled` (with its contents as a decoded copy: see
+    /// [`BlockCache::insert_block`]).
+    fn cache_written(
+        &self,
+        bp: &BlockPtr,
+        data: &[u8],
+        shared: Option<&Arc<Vec<u8>>>,
+        stored: Option<&Arc<Vec<u8>>>,
+        props: &WriteProps,
+    ) {
         if let Some(key) = BlockKey::of(bp) {
             let kind = BlockKind::of(bp);
             if props.cache.admits(kind) {
@@ -283,7 +307,30 @@ impl BlockIo {
                     .admits(kind)
                     .then(|| crate::cache::l2arc::L2Info::of(bp, None))
                     .flatten();
-                self.cache.insert_l2(key, contents.clone(), kind, l2);
+                let contents = || shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
+                let size_physical = bp.size_physical as usize;
+                let block = match stored.filter(|stored| {
+                    self.compressed_arc()
+                        && bp.compression != Compression::Off
+                        && stored.len() >= size_physical
+                }) {
+                    Some(stored) => CachedBlock {
+                        bytes: if stored.len() == size_physical {
+                            stored.clone()
+                        } else {
+                            Arc::new(stored[..size_physical].to_vec())
+                        },
+                        compression: bp.compression,
+                        size_logical: bp.size_logical,
+                    },
+                    None => CachedBlock::logical(contents()),
+                };
+                // Its contents as a decoded copy (kept while its kind's share allows): copied
+                // for metadata only, data's only when shared.
+                let decoded = (block.is_compressed()
+                    && (kind == BlockKind::Metadata || shared.is_some()))
+                .then(contents);
+                self.cache.insert_block(key, block, decoded, kind, l2);
             } else {
                 // An earlier pass may have cached this block's older contents (rewritten in
                 // place now): not kept means not kept stale either.
@@ -529,15 +576,9 @@ impl BlockIo {
         storage: &dyn SpaceStorage,
     ) -> Result<BlockPtr, PipelineError> {
         let encoded = self.encode(data, shared, precompressed, props, fill_count, at, old);
+        let stored = encoded.stored();
         let bp = self.place(encoded, props, at, old, storage)?;
-        let admitted = BlockKey::of(&bp).is_some() && props.cache.admits(BlockKind::of(&bp));
-        let contents = match shared {
-            Some(shared) => shared.clone(),
-            // Copied only if the cache keeps it.
-            None if admitted => Arc::new(data.to_vec()),
-            None => Arc::new(Vec::new()),
-        };
-        self.cache_written(&bp, &contents, props);
+        self.cache_written(&bp, data, shared, stored.as_ref(), props);
         Ok(bp)
     }
 
@@ -755,18 +796,47 @@ impl BlockIo {
             .admits(kind)
             .then(|| crate::cache::l2arc::L2Info::of(bp, Some(&physical)))
             .flatten();
-        // An uncompressed block's verified bytes are its contents: keep them, do not copy.
-        let data = Arc::new(
-            if bp.compression == Compression::Off && physical.len() == bp.size_logical as usize {
-                physical
-            } else {
-                compress::decompress(bp.compression, &physical, bp.size_logical as usize)?
-            },
-        );
+        let (block, data) = self.cached_form(bp, physical)?;
         if let Some(key) = key.filter(|_| policy.admits(kind)) {
-            self.cache.insert_l2(key, data.clone(), kind, l2);
+            self.cache
+                .insert_block(key, block, Some(data.clone()), kind, l2);
         }
         Ok(data)
+    }
+
+    /// Whether the cache keeps compressed blocks as stored (`compressed_arc_enabled`).
+    fn compressed_arc(&self) -> bool {
+        self.tunables.compressed_arc_enabled != 0
+    }
+
+    /// What the cache keeps of a block whose verified physical bytes are `physical` (the
+    /// stored bytes themselves, with the compressed ARC), and the block's contents.
+    fn cached_form(
+        &self,
+        bp: &BlockPtr,
+        physical: Vec<u8>,
+    ) -> Result<(CachedBlock, Arc<Vec<u8>>), PipelineError> {
+        let size_logical = bp.size_logical as usize;
+        if bp.compression == Compression::Off && physical.len() == size_logical {
+            // An uncompressed block's verified bytes are its contents: kept, not copied.
+            let data = Arc::new(physical);
+            return Ok((CachedBlock::logical(data.clone()), data));
+        }
+        let data = Arc::new(compress::decompress(
+            bp.compression,
+            &physical,
+            size_logical,
+        )?);
+        let block = if self.compressed_arc() && bp.compression != Compression::Off {
+            CachedBlock {
+                bytes: Arc::new(physical),
+                compression: bp.compression,
+                size_logical: bp.size_logical,
+            }
+        } else {
+            CachedBlock::logical(data.clone())
+        };
+        Ok((block, data))
     }
 
     /// Read and verify a block's physical (stored, possibly compressed) bytes: the raw read used

@@ -22,6 +22,17 @@
 //! counted as its first use (it stays in the MRU), and for [`PREFETCH_MIN_NS`] after it was
 //! read eviction passes it over, so that the reader it was fetched for finds it.
 //!
+//! # Compressed entries
+//! An entry keeps a [`CachedBlock`]: the block's bytes as stored (compressed) or its logical
+//! bytes, and its size in the lists is the bytes kept (OpenZFS's compressed ARC, which counts
+//! `psize`). A hit on a compressed entry hands out the stored bytes for the caller to
+//! decompress ([`Hit::Compressed`]), outside the lock. A compressed entry may also hold a
+//! decompressed copy (`decoded`, OpenZFS's `overhead_size`: the arc_bufs its dbuf caches keep
+//! of hot blocks), so that a hot indirect, key/value or data block is not decompressed on
+//! every hit. Decoded copies are kept in a least-recently-used order per kind, within
+//! `decoded_percent[kind]` of the target (metadata's share larger: it is read on nearly every
+//! operation), and count towards the live bytes.
+//!
 //! # Cost
 //! Every operation is O(log n) in the shard (a hash map for entries, one ordered map per list
 //! keyed by a generation number); ghost lists are bounded so that live and ghost bytes together
@@ -33,7 +44,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::l2arc::L2Info;
-use super::{BlockKey, BlockKind, CacheCounters};
+use super::{BlockKey, BlockKind, CacheCounters, CachedBlock};
 
 /// A block in the MRU is promoted to the MFU only when used again at least this long after its
 /// first use (OpenZFS ARC_MINTIME, about 62 ms).
@@ -74,7 +85,12 @@ fn list_index(state: State, kind: BlockKind) -> usize {
 
 struct Entry {
     /// `None` in a ghost list.
-    contents: Option<Arc<Vec<u8>>>,
+    block: Option<CachedBlock>,
+    /// A decompressed copy of a compressed block, listed in `Shard::decoded[kind]` under
+    /// `decoded_generation`.
+    decoded: Option<Arc<Vec<u8>>>,
+    decoded_generation: u64,
+    /// Bytes kept (`block`'s; in a ghost list, what they were).
     size: u64,
     state: State,
     kind: BlockKind,
@@ -95,6 +111,15 @@ pub struct Shard {
     /// Bytes per (state, kind).
     sizes: [u64; 8],
     generation: u64,
+    /// Per kind, entries holding a decoded copy: generation of its last use → key, oldest
+    /// first.
+    decoded: [BTreeMap<u64, BlockKey>; 2],
+    /// Bytes of the decoded copies per kind (summed: `overhead_size`).
+    pub overhead: [u64; 2],
+    /// Logical bytes of the live entries (`uncompressed_size`).
+    pub uncompressed: u64,
+    /// Most bytes of decoded copies per kind, in percent of `c`.
+    pub decoded_percent: [u64; 2],
     /// Target live bytes.
     pub c: u64,
     /// Target bytes of the MRU.
@@ -102,6 +127,13 @@ pub struct Shard {
     /// Target bytes of metadata.
     pub meta: u64,
     pub counters: CacheCounters,
+}
+
+/// What a hit hands out: the block's contents, or its stored bytes to decompress.
+#[derive(Clone, Debug)]
+pub enum Hit {
+    Contents(Arc<Vec<u8>>),
+    Compressed(CachedBlock),
 }
 
 /// Whether a read is on demand or by prefetch, and of what kind of block.
@@ -118,6 +150,10 @@ impl Shard {
             lists: Default::default(),
             sizes: [0; 8],
             generation: 0,
+            decoded: Default::default(),
+            overhead: [0; 2],
+            uncompressed: 0,
+            decoded_percent: super::DECODED_PERCENT_DEFAULT,
             c,
             p: c / 2,
             meta: c / 2,
@@ -134,9 +170,25 @@ impl Shard {
         self.sizes[list_index(State::Mru, kind)] + self.sizes[list_index(State::Mfu, kind)]
     }
 
-    /// Live bytes (MRU and MFU).
+    /// Live bytes: the bytes kept by MRU and MFU entries and their decoded copies.
     pub fn live(&self) -> u64 {
+        self.stored() + self.overhead()
+    }
+
+    /// Bytes of the decoded copies.
+    pub fn overhead(&self) -> u64 {
+        self.overhead[0] + self.overhead[1]
+    }
+
+    /// Bytes kept by MRU and MFU entries (`compressed_size`).
+    pub fn stored(&self) -> u64 {
         self.size_of(State::Mru) + self.size_of(State::Mfu)
+    }
+
+    /// Most bytes decoded copies of `kind` may take.
+    fn decoded_max(&self, kind: BlockKind) -> u64 {
+        let percent = self.decoded_percent[kind as usize];
+        self.c / 100 * percent + self.c % 100 * percent / 100
     }
 
     pub fn live_entries(&self) -> u64 {
@@ -149,12 +201,69 @@ impl Shard {
         self.sizes[list_index(state, kind)]
     }
 
+    /// Take `key`'s entry out of its list (its decoded copy, if any, stays listed: see
+    /// [`Shard::forget_decoded`]).
     fn unlink(&mut self, key: &BlockKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
         let index = list_index(entry.state, entry.kind);
         self.lists[index].remove(&entry.generation);
         self.sizes[index] -= entry.size;
+        if let Some(block) = &entry.block {
+            self.uncompressed -= u64::from(block.size_logical);
+        }
         Some(entry)
+    }
+
+    /// Drop `entry`'s decoded copy (the entry is being dropped, evicted or replaced).
+    fn forget_decoded(&mut self, entry: &mut Entry) {
+        if let Some(decoded) = entry.decoded.take() {
+            self.decoded[entry.kind as usize].remove(&entry.decoded_generation);
+            self.overhead[entry.kind as usize] -= decoded.len() as u64;
+        }
+    }
+
+    /// Give `key`'s live, compressed entry (whose stored bytes are `bytes`, so that a replaced
+    /// entry is not given another block's copy) the decompressed copy `decoded`, if it fits
+    /// within its kind's share of the target; the oldest copies of that kind make room.
+    fn attach_decoded(&mut self, key: &BlockKey, bytes: &Arc<Vec<u8>>, decoded: Arc<Vec<u8>>) {
+        let size = decoded.len() as u64;
+        let Some(entry) = self.entries.get(key) else {
+            return;
+        };
+        let kind = entry.kind;
+        let max = self.decoded_max(kind);
+        let fits = entry.decoded.is_none()
+            && size <= max
+            && entry.block.as_ref().is_some_and(|block| {
+                block.is_compressed()
+                    && Arc::ptr_eq(&block.bytes, bytes)
+                    && u64::from(block.size_logical) == size
+            });
+        if !fits {
+            return;
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        let entry = self.entries.get_mut(key).expect("present");
+        entry.decoded = Some(decoded);
+        entry.decoded_generation = generation;
+        self.decoded[kind as usize].insert(generation, *key);
+        self.overhead[kind as usize] += size;
+        self.trim_decoded(kind);
+    }
+
+    /// Drop the least recently used decoded copies of `kind` until they are within its share.
+    fn trim_decoded(&mut self, kind: BlockKind) {
+        let max = self.decoded_max(kind);
+        let index = kind as usize;
+        while self.overhead[index] > max {
+            let Some((_, key)) = self.decoded[index].pop_first() else {
+                break;
+            };
+            if let Some(decoded) = self.entries.get_mut(&key).and_then(|e| e.decoded.take()) {
+                self.overhead[index] -= decoded.len() as u64;
+            }
+        }
     }
 
     /// Put `entry` at the head (newest end) of its state's list.
@@ -164,11 +273,15 @@ impl Shard {
         let index = list_index(entry.state, entry.kind);
         self.lists[index].insert(entry.generation, key);
         self.sizes[index] += entry.size;
+        if let Some(block) = &entry.block {
+            self.uncompressed += u64::from(block.size_logical);
+        }
         self.entries.insert(key, entry);
     }
 
-    /// A read of `key`: the contents on a hit, moving the block as ARC does.
-    pub fn get(&mut self, key: &BlockKey, access: Access, now: u64) -> Option<Arc<Vec<u8>>> {
+    /// A read of `key`: on a hit, the contents or the stored bytes to decompress, moving the
+    /// block as ARC does.
+    pub fn get(&mut self, key: &BlockKey, access: Access, now: u64) -> Option<Hit> {
         let Some(entry) = self.entries.get(key) else {
             self.counters.miss(access);
             return None;
@@ -191,7 +304,23 @@ impl Shard {
                     self.counters.mfu_hits += 1;
                 }
                 let mut entry = self.unlink(key).expect("present");
-                let contents = entry.contents.clone();
+                let hit = match (&entry.decoded, &entry.block) {
+                    (Some(decoded), _) => {
+                        // The decoded copy is used: it becomes the newest.
+                        let list = &mut self.decoded[entry.kind as usize];
+                        list.remove(&entry.decoded_generation);
+                        self.generation += 1;
+                        entry.decoded_generation = self.generation;
+                        list.insert(self.generation, *key);
+                        Hit::Contents(decoded.clone())
+                    }
+                    (None, Some(block)) if block.is_compressed() => {
+                        self.counters.decompressed += 1;
+                        Hit::Compressed(block.clone())
+                    }
+                    (None, Some(block)) => Hit::Contents(block.bytes.clone()),
+                    (None, None) => unreachable!("a live entry has its block"),
+                };
                 if entry.prefetched && !access.prefetch {
                     // The first demand read of a prefetched block is its first use.
                     entry.prefetched = false;
@@ -205,23 +334,41 @@ impl Shard {
                     entry.accessed = now;
                 }
                 self.link(*key, entry);
-                contents
+                Some(hit)
             }
         }
     }
 
-    /// Cache `contents` under `key` after a read (or a write); returns false, caching nothing,
-    /// when the block is larger than the shard's target.
+    /// After a hit handed out `bytes` to decompress: keep the decompressed copy `decoded` with
+    /// the entry if its kind's share allows (see the module documentation).
+    pub fn keep_decoded(
+        &mut self,
+        key: &BlockKey,
+        bytes: &Arc<Vec<u8>>,
+        decoded: Arc<Vec<u8>>,
+        now: u64,
+    ) {
+        self.attach_decoded(key, bytes, decoded);
+        self.evict(now);
+    }
+
+    /// Cache `block` under `key` after a read (or a write), with `decoded`, its contents, when
+    /// the caller has them (kept for a compressed block within its kind's share); returns
+    /// false, caching nothing, when the block is larger than the shard's target.
     pub fn insert(
         &mut self,
         key: BlockKey,
-        contents: Arc<Vec<u8>>,
+        block: CachedBlock,
+        decoded: Option<Arc<Vec<u8>>>,
         access: Access,
         now: u64,
         l2: Option<L2Info>,
     ) -> bool {
-        let size = contents.len() as u64;
-        let previous = self.unlink(&key);
+        let size = block.bytes.len() as u64;
+        let mut previous = self.unlink(&key);
+        if let Some(previous) = previous.as_mut() {
+            self.forget_decoded(previous);
+        }
         if size > self.c {
             self.counters.refused += 1;
             if previous
@@ -241,10 +388,13 @@ impl Shard {
             Some(previous) => previous.state,
             None => State::Mru,
         };
+        let bytes = block.bytes.clone();
         self.link(
             key,
             Entry {
-                contents: Some(contents),
+                block: Some(block),
+                decoded: None,
+                decoded_generation: 0,
                 size,
                 state,
                 kind: access.kind,
@@ -255,6 +405,9 @@ impl Shard {
             },
         );
         self.counters.inserted += 1;
+        if let Some(decoded) = decoded {
+            self.attach_decoded(&key, &bytes, decoded);
+        }
         self.evict(now);
         true
     }
@@ -286,17 +439,29 @@ impl Shard {
         };
     }
 
-    /// Evict until the live bytes are within `c`, then trim the ghost lists.
+    /// Trim the decoded copies to their budget, evict until the live bytes are within `c`,
+    /// then trim the ghost lists.
     fn evict(&mut self, now: u64) {
+        self.trim_decoded(BlockKind::Data);
+        self.trim_decoded(BlockKind::Metadata);
         while self.live() > self.c {
-            let (mru, mfu) = (self.size_of(State::Mru), self.size_of(State::Mfu));
-            let state = if (mru > self.p && mru > 0) || mfu == 0 {
+            let mru = self.size_of(State::Mru);
+            let listed = |shard: &Shard, state| {
+                [BlockKind::Data, BlockKind::Metadata]
+                    .iter()
+                    .any(|&kind| !shard.lists[list_index(state, kind)].is_empty())
+            };
+            if !listed(self, State::Mru) && !listed(self, State::Mfu) {
+                break;
+            }
+            let state = if (mru > self.p && listed(self, State::Mru)) || !listed(self, State::Mfu) {
                 State::Mru
             } else {
                 State::Mfu
             };
-            let metadata = self.kind_size(BlockKind::Metadata);
-            let has = |kind| self.sizes[list_index(state, kind)] > 0;
+            let metadata =
+                self.kind_size(BlockKind::Metadata) + self.overhead[BlockKind::Metadata as usize];
+            let has = |kind| !self.lists[list_index(state, kind)].is_empty();
             let kind =
                 if (metadata > self.meta && has(BlockKind::Metadata)) || !has(BlockKind::Data) {
                     BlockKind::Metadata
@@ -305,7 +470,8 @@ impl Shard {
                 };
             let victim = self.victim(state, kind, now);
             let mut entry = self.unlink(&victim).expect("listed");
-            entry.contents = None;
+            self.forget_decoded(&mut entry);
+            entry.block = None;
             entry.l2 = None;
             entry.state = state.ghost();
             entry.prefetched = false;
@@ -356,7 +522,7 @@ impl Shard {
         &self,
         headroom: u64,
         noprefetch: bool,
-        out: &mut Vec<(BlockKey, Arc<Vec<u8>>, L2Info, BlockKind)>,
+        out: &mut Vec<(BlockKey, CachedBlock, L2Info, BlockKind)>,
     ) {
         for (state, kind) in [
             (State::Mfu, BlockKind::Metadata),
@@ -374,20 +540,21 @@ impl Shard {
                 if noprefetch && entry.prefetched {
                     continue;
                 }
-                if let (Some(info), Some(contents)) = (entry.l2, &entry.contents) {
-                    out.push((*key, contents.clone(), info, kind));
+                if let (Some(info), Some(block)) = (entry.l2, &entry.block) {
+                    out.push((*key, block.clone(), info, kind));
                 }
             }
         }
     }
 
     /// Drop `key` (freed or rewritten): live or ghost.
-    pub fn remove(&mut self, key: &BlockKey) -> Option<Arc<Vec<u8>>> {
-        let entry = self.unlink(key)?;
-        if entry.contents.is_some() {
+    pub fn remove(&mut self, key: &BlockKey) -> Option<CachedBlock> {
+        let mut entry = self.unlink(key)?;
+        self.forget_decoded(&mut entry);
+        if entry.block.is_some() {
             self.counters.removed += 1;
         }
-        entry.contents
+        entry.block
     }
 
     pub fn contains(&self, key: &BlockKey) -> bool {
@@ -402,19 +569,42 @@ impl Shard {
         self.entries.clear();
         self.lists = Default::default();
         self.sizes = [0; 8];
+        self.decoded = Default::default();
+        self.overhead = [0; 2];
+        self.uncompressed = 0;
     }
 
     /// Check the bookkeeping (tests).
     #[cfg(test)]
     pub fn check(&self) {
         let mut sizes = [0u64; 8];
+        let (mut overhead, mut uncompressed, mut decoded) = ([0u64; 2], 0, [0usize; 2]);
         for (key, entry) in &self.entries {
             let index = list_index(entry.state, entry.kind);
             sizes[index] += entry.size;
             assert_eq!(self.lists[index].get(&entry.generation), Some(key));
-            assert_eq!(entry.contents.is_none(), entry.state.is_ghost());
+            assert_eq!(entry.block.is_none(), entry.state.is_ghost());
+            if let Some(block) = &entry.block {
+                assert_eq!(block.bytes.len() as u64, entry.size);
+                uncompressed += u64::from(block.size_logical);
+            }
+            if let Some(copy) = &entry.decoded {
+                let index = entry.kind as usize;
+                assert_eq!(
+                    self.decoded[index].get(&entry.decoded_generation),
+                    Some(key)
+                );
+                assert!(entry.block.as_ref().is_some_and(CachedBlock::is_compressed));
+                overhead[index] += copy.len() as u64;
+                decoded[index] += 1;
+            }
         }
         assert_eq!(sizes, self.sizes);
+        assert_eq!((overhead, uncompressed), (self.overhead, self.uncompressed));
+        assert_eq!(decoded, [self.decoded[0].len(), self.decoded[1].len()]);
+        for kind in [BlockKind::Data, BlockKind::Metadata] {
+            assert!(self.overhead[kind as usize] <= self.decoded_max(kind));
+        }
         assert_eq!(
             self.entries.len(),
             self.lists.iter().map(BTreeMap::len).sum::<usize>()

@@ -1,5 +1,5 @@
-//! Cache layer: the ARC, a bounded adaptive cache of decompressed block contents, keyed by
-//! block identity (OpenZFS arc.c).
+//! Cache layer: the ARC, a bounded adaptive cache of blocks kept as stored (compressed), keyed
+//! by block identity (OpenZFS arc.c).
 //!
 //! # Overview
 //!
@@ -10,6 +10,22 @@
 //! metadata, adapting the MRU share and the metadata share from ghost hits; blocks read by
 //! prefetch are protected briefly; an MRU block is promoted only when reused after
 //! `ARC_MINTIME`.
+//!
+//! # Compressed ARC
+//!
+//! As OpenZFS with `zfs_compressed_arc_enabled` = 1 (tunable `compressed_arc_enabled`), a
+//! compressed block is kept as its stored bytes, the ones its block pointer's checksum covers
+//! ([`CachedBlock`]), so the cache holds as many blocks as the pool's compression allows and
+//! the L2ARC feed writes them as they are. Its size in the cache is the stored bytes
+//! (`compressed_size`; `uncompressed_size` is the logical bytes of the same entries). A hit
+//! decompresses into a new buffer for the caller, outside the shard's lock. Hot metadata
+//! (indirect blocks, key/value blocks, dnode blocks) is read on nearly every operation, and a
+//! small read of a large record decompresses the whole record, so a compressed entry also
+//! keeps its decompressed copy while it is among the most recently used of its kind within
+//! `arc_meta_decoded_percent` (10) or `arc_data_decoded_percent` (3) of the target
+//! (`overhead_size`, counted in the cache's size, as OpenZFS counts the arc_bufs its dbuf
+//! caches hold: `dbuf_metadata_cache` and `dbuf_cache`, 1/64 and 1/32 of the target).
+//! Uncompressed blocks are kept once, as their contents.
 //!
 //! # Identity
 //!
@@ -63,10 +79,52 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::block::blkptr::BlockPtr;
+use crate::block::blkptr::{BlockError, BlockPtr, Compression};
 use crate::types::{Txg, VdevId};
 
-use arc::{Access, Shard, State};
+use arc::{Access, Hit, Shard, State};
+
+/// Decoded copies of compressed blocks a cache keeps by default, per kind (data, metadata), in
+/// percent of its target (tunables `arc_data_decoded_percent`, `arc_meta_decoded_percent`).
+pub const DECODED_PERCENT_DEFAULT: [u64; 2] = [3, 10];
+
+/// A block as the cache keeps it: its stored bytes, compressed with `compression` (the bytes
+/// the block pointer's checksum covers, zero padding included), or with `compression` Off its
+/// contents.
+#[derive(Clone, Debug)]
+pub struct CachedBlock {
+    pub bytes: Arc<Vec<u8>>,
+    pub compression: Compression,
+    pub size_logical: u32,
+}
+
+impl CachedBlock {
+    /// A block kept as its contents.
+    pub fn logical(contents: Arc<Vec<u8>>) -> CachedBlock {
+        CachedBlock {
+            size_logical: contents.len() as u32,
+            bytes: contents,
+            compression: Compression::Off,
+        }
+    }
+
+    pub fn is_compressed(&self) -> bool {
+        self.compression != Compression::Off
+    }
+
+    /// The block's contents (decompressed into a new buffer when kept compressed).
+    pub fn contents(&self) -> Result<Arc<Vec<u8>>, BlockError> {
+        if !self.is_compressed() {
+            return Ok(self.bytes.clone());
+        }
+        crate::block::compress::decompress(
+            self.compression,
+            &self.bytes,
+            self.size_logical as usize,
+        )
+        .map(Arc::new)
+    }
+}
 
 /// Most shards a cache is split into.
 pub const SHARDS_MAX: u64 = 16;
@@ -199,6 +257,9 @@ pub struct CacheCounters {
     pub removed: u64,
     /// `insert` calls refused because the buffer alone exceeds a shard's target.
     pub refused: u64,
+    /// Hits that decompressed the stored bytes (no decoded copy was kept).
+    #[serde(default)]
+    pub decompressed: u64,
 }
 
 impl CacheCounters {
@@ -248,7 +309,8 @@ impl CacheCounters {
             evicted,
             evict_skip,
             removed,
-            refused
+            refused,
+            decompressed
         );
     }
 }
@@ -257,8 +319,17 @@ impl CacheCounters {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BlockCacheStats {
     pub counters: CacheCounters,
-    /// Live bytes (`size`).
+    /// Live bytes (`size`): `compressed_size` + `overhead_size`.
     pub size_bytes: u64,
+    /// Bytes the live entries keep, compressed when stored so (`compressed_size`).
+    #[serde(default)]
+    pub compressed_size: u64,
+    /// Logical bytes of the live entries (`uncompressed_size`).
+    #[serde(default)]
+    pub uncompressed_size: u64,
+    /// Bytes of the decompressed copies kept beside compressed blocks (`overhead_size`).
+    #[serde(default)]
+    pub overhead_size: u64,
     /// Live entries.
     pub entries: u64,
     /// Target size (`c`), its floor and ceiling (`c_min`, `c_max`).
@@ -338,6 +409,18 @@ impl BlockCache {
         self.shards.iter().map(|shard| shard.lock().c).sum()
     }
 
+    /// Set how much of the target decoded copies of compressed blocks of `kind` may take, in
+    /// percent (`arc_data_decoded_percent`, `arc_meta_decoded_percent`; 0 keeps none).
+    pub fn set_decoded_percent(&self, kind: BlockKind, percent: u64) {
+        let now = (self.clock)();
+        for shard in &self.shards {
+            let mut shard = shard.lock();
+            shard.decoded_percent[kind as usize] = percent.min(100);
+            let c = shard.c;
+            shard.set_target(c, now);
+        }
+    }
+
     /// Set the target `c` (clamped to [`c_min`, `c_max`]) and evict down to it at once.
     pub fn set_target(&self, c: u64) {
         let c = c.clamp(self.c_min, self.c_max);
@@ -406,31 +489,57 @@ impl BlockCache {
     }
 
     /// The cached contents of `key` for a demand read of a block of `kind` (a prefetch when
-    /// the calling thread is a prefetch worker: its read class is async read).
+    /// the calling thread is a prefetch worker: its read class is async read); a compressed
+    /// entry is decompressed here, outside the shard's lock.
     pub fn get(&self, key: &BlockKey, kind: BlockKind) -> Option<Arc<Vec<u8>>> {
         let now = (self.clock)();
-        self.shard(key).lock().get(key, access(kind), now)
+        let hit = self.shard(key).lock().get(key, access(kind), now)?;
+        let block = match hit {
+            Hit::Contents(contents) => return Some(contents),
+            Hit::Compressed(block) => block,
+        };
+        match block.contents() {
+            Ok(contents) => {
+                let now = (self.clock)();
+                self.shard(key)
+                    .lock()
+                    .keep_decoded(key, &block.bytes, contents.clone(), now);
+                Some(contents)
+            }
+            Err(error) => {
+                // Verified bytes that do not decompress: drop them, the caller reads the pool
+                // (and reports the error if the block is damaged on disk too).
+                log::warn!("arc: cached block at {key:?} does not decompress: {error}");
+                self.remove(key);
+                None
+            }
+        }
     }
 
     /// Caches `contents` (a block's logical bytes) under `key`, replacing any previous entry.
     /// Returns false, caching nothing, when `contents` alone is larger than a shard's target.
     pub fn insert(&self, key: BlockKey, contents: Arc<Vec<u8>>, kind: BlockKind) -> bool {
-        self.insert_l2(key, contents, kind, None)
+        self.insert_block(key, CachedBlock::logical(contents), None, kind, None)
     }
 
-    /// [`BlockCache::insert`], marking the block as one the L2ARC may hold (`l2`: what its
-    /// feed needs of the block pointer).
-    pub fn insert_l2(
+    /// Caches `block` under `key`, replacing any previous entry; `decoded` is its contents
+    /// when the caller has them (a compressed block keeps them while its kind's share of
+    /// decoded copies allows), `l2` marks the block as one the L2ARC may hold (what its feed
+    /// needs of the block pointer). Returns false, caching nothing, when the block's bytes
+    /// alone are more than a shard's target.
+    pub fn insert_block(
         &self,
         key: BlockKey,
-        contents: Arc<Vec<u8>>,
+        block: CachedBlock,
+        decoded: Option<Arc<Vec<u8>>>,
         kind: BlockKind,
         l2: Option<l2arc::L2Info>,
     ) -> bool {
         let now = (self.clock)();
+        let decoded = decoded.filter(|_| block.is_compressed());
         self.shard(&key)
             .lock()
-            .insert(key, contents, access(kind), now, l2)
+            .insert(key, block, decoded, access(kind), now, l2)
     }
 
     /// The L2ARC feed's candidates from every shard (see [`arc::Shard::l2_candidates`]);
@@ -439,7 +548,7 @@ impl BlockCache {
         &self,
         headroom: u64,
         noprefetch: bool,
-    ) -> Vec<(BlockKey, Arc<Vec<u8>>, l2arc::L2Info, BlockKind)> {
+    ) -> Vec<(BlockKey, CachedBlock, l2arc::L2Info, BlockKind)> {
         let per_shard = headroom.div_ceil(self.shards.len() as u64);
         let mut out = Vec::new();
         for shard in &self.shards {
@@ -456,8 +565,8 @@ impl BlockCache {
             .any(|shard| shard.lock().counters.evicted > 0)
     }
 
-    /// Drops `key`'s entry (the block was freed or rewritten), returning its contents.
-    pub fn remove(&self, key: &BlockKey) -> Option<Arc<Vec<u8>>> {
+    /// Drops `key`'s entry (the block was freed or rewritten), returning what it kept.
+    pub fn remove(&self, key: &BlockKey) -> Option<CachedBlock> {
         self.shard(key).lock().remove(key)
     }
 
@@ -486,6 +595,11 @@ impl BlockCache {
             let shard = shard.lock();
             stats.counters.add(&shard.counters);
             stats.size_bytes += shard.live();
+            stats.compressed_size += shard.stored();
+            stats.uncompressed_size += shard.uncompressed;
+            stats.overhead_size += shard.overhead();
+            stats.data_size += shard.overhead[BlockKind::Data as usize];
+            stats.metadata_size += shard.overhead[BlockKind::Metadata as usize];
             stats.entries += shard.live_entries();
             stats.c += shard.c;
             stats.p += shard.p;

@@ -21,6 +21,61 @@ fn buffer(size: usize, fill: u8) -> Arc<Vec<u8>> {
     Arc::new(vec![fill; size])
 }
 
+fn logical_block(contents: Arc<Vec<u8>>) -> CachedBlock {
+    CachedBlock::logical(contents)
+}
+
+/// `contents` kept as stored: compressed with lz4 and padded to 512 bytes, as a block
+/// pointer's physical bytes are (kept as contents when lz4 saves nothing).
+fn stored_block(contents: &Arc<Vec<u8>>) -> CachedBlock {
+    match crate::block::compress::compress(Compression::Lz4, contents) {
+        Some(mut payload) if payload.len().next_multiple_of(512) < contents.len() => {
+            payload.resize(payload.len().next_multiple_of(512), 0);
+            CachedBlock {
+                bytes: Arc::new(payload),
+                compression: Compression::Lz4,
+                size_logical: contents.len() as u32,
+            }
+        }
+        _ => CachedBlock::logical(contents.clone()),
+    }
+}
+
+/// Text-like contents of `size` bytes that lz4 stores in about half, different for each `seed`.
+fn compressible(size: usize, seed: u64) -> Arc<Vec<u8>> {
+    let words: [&[u8]; 8] = [
+        b"block ",
+        b"pointer ",
+        b"the ",
+        b"checksum ",
+        b"of ",
+        b"arc ",
+        b"txg ",
+        b"\n",
+    ];
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(size + 16);
+    while out.len() < size {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(words[(state % 8) as usize]);
+        if state.is_multiple_of(5) {
+            out.extend_from_slice(format!("{} ", state % 1000).as_bytes());
+        }
+    }
+    out.truncate(size);
+    Arc::new(out)
+}
+
+/// The contents a shard's hit hands out (decompressed if need be).
+fn contents(hit: arc::Hit) -> Arc<Vec<u8>> {
+    match hit {
+        arc::Hit::Contents(contents) => contents,
+        arc::Hit::Compressed(block) => block.contents().unwrap(),
+    }
+}
+
 const DATA: Access = Access {
     kind: BlockKind::Data,
     prefetch: false,
@@ -47,7 +102,7 @@ fn counters_count() {
     // Replacing an entry counts as an insertion and updates the size.
     cache.insert(key(2), buffer(30, 2), BlockKind::Metadata);
     assert!(cache.get(&key(2), BlockKind::Metadata).is_some());
-    assert_eq!(cache.remove(&key(1)).unwrap().len(), 10);
+    assert_eq!(cache.remove(&key(1)).unwrap().bytes.len(), 10);
     assert!(cache.remove(&key(1)).is_none());
     assert!(
         !cache.insert(key(3), buffer(1001, 3), BlockKind::Data),
@@ -119,10 +174,17 @@ fn a_prefetched_block_survives_until_read_and_its_first_read_is_its_first_use() 
         kind: BlockKind::Data,
         prefetch: true,
     };
-    shard.insert(key(0), buffer(400, 0), prefetch, 0, None);
+    shard.insert(
+        key(0),
+        logical_block(buffer(400, 0)),
+        None,
+        prefetch,
+        0,
+        None,
+    );
     // Two demand blocks push the cache over: the prefetched block is passed over.
-    shard.insert(key(1), buffer(400, 1), DATA, 10, None);
-    shard.insert(key(2), buffer(400, 2), DATA, 20, None);
+    shard.insert(key(1), logical_block(buffer(400, 1)), None, DATA, 10, None);
+    shard.insert(key(2), logical_block(buffer(400, 2)), None, DATA, 20, None);
     shard.check();
     assert!(
         shard.contains(&key(0)),
@@ -141,6 +203,7 @@ fn bookkeeping_holds_under_random_operations() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut shard = Shard::new(10_000);
+    shard.decoded_percent = [20, 20];
     let mut now = 0u64;
     for _ in 0..20_000 {
         now += rng.gen_range(0..20_000_000);
@@ -156,11 +219,25 @@ fn bookkeeping_holds_under_random_operations() {
         match rng.gen_range(0..5) {
             0 | 1 => {
                 let size = rng.gen_range(1..3_000);
-                assert!(shard.insert(key(offset), buffer(size, offset as u8), access, now, None));
+                let data = buffer(size, offset as u8);
+                let (block, decoded) = if rng.gen_bool(0.5) {
+                    (stored_block(&data), Some(data))
+                } else {
+                    (logical_block(data), None)
+                };
+                assert!(shard.insert(key(offset), block, decoded, access, now, None));
             }
             2 | 3 => {
-                if let Some(contents) = shard.get(&key(offset), access, now) {
-                    assert!(contents.iter().all(|&byte| byte == offset as u8));
+                if let Some(hit) = shard.get(&key(offset), access, now) {
+                    let bytes = match &hit {
+                        arc::Hit::Compressed(block) => Some(block.bytes.clone()),
+                        arc::Hit::Contents(_) => None,
+                    };
+                    let data = contents(hit);
+                    assert!(data.iter().all(|&byte| byte == offset as u8));
+                    if let Some(bytes) = bytes {
+                        shard.keep_decoded(&key(offset), &bytes, data, now);
+                    }
                 }
             }
             _ => {
@@ -177,6 +254,7 @@ fn bookkeeping_holds_under_random_operations() {
     );
     assert!(counters.mru_ghost_hits > 0 && counters.mfu_ghost_hits > 0);
     assert!(counters.hits > 0 && counters.misses > 0);
+    assert!(counters.decompressed > 0, "no hit decompressed");
 }
 
 #[test]
@@ -258,7 +336,14 @@ fn replay(trace: &[u64], capacity: u64, measure_from: usize) -> (f64, f64) {
         let now = index as u64 * TICK;
         let hit = shard.get(&key(block), DATA, now).is_some();
         if !hit {
-            shard.insert(key(block), buffer(BLOCK as usize, 0), DATA, now, None);
+            shard.insert(
+                key(block),
+                logical_block(buffer(BLOCK as usize, 0)),
+                None,
+                DATA,
+                now,
+                None,
+            );
         }
         let lru_hit = lru.access(block, BLOCK);
         if index >= measure_from {
@@ -397,4 +482,152 @@ fn key_of_uses_first_dva_and_physical_birth() {
     embedded.embedded_payload = vec![1, 2, 3, 4];
     embedded.compression = Compression::Lz4;
     assert_eq!(BlockKey::of(&embedded), None);
+}
+
+#[test]
+fn compressed_entries_return_their_contents_and_count_their_stored_bytes() {
+    let cache = BlockCache::new(1 << 20);
+    cache.set_decoded_percent(BlockKind::Data, 0);
+    let data = compressible(16 << 10, 1);
+    let block = stored_block(&data);
+    assert!(block.is_compressed());
+    let stored = block.bytes.len() as u64;
+    assert!(
+        stored * 3 < data.len() as u64 * 2,
+        "{stored} of {}",
+        data.len()
+    );
+    assert!(cache.insert_block(key(1), block, Some(data.clone()), BlockKind::Data, None));
+    let plain = compressible(4 << 10, 2);
+    cache.insert(key(2), plain.clone(), BlockKind::Data);
+    for _ in 0..3 {
+        assert_eq!(cache.get(&key(1), BlockKind::Data).unwrap(), data);
+        let hit = cache.get(&key(2), BlockKind::Data).unwrap();
+        assert!(
+            Arc::ptr_eq(&hit, &plain),
+            "an uncompressed entry is shared, not copied"
+        );
+    }
+    let stats = cache.stats();
+    assert_eq!(stats.compressed_size, stored + 4096);
+    assert_eq!(stats.uncompressed_size, (16 << 10) + 4096);
+    assert_eq!(stats.overhead_size, 0);
+    assert_eq!(stats.size_bytes, stats.compressed_size);
+    assert_eq!(stats.size_bytes, stats.data_size + stats.metadata_size);
+    assert_eq!(stats.counters.decompressed, 3);
+    assert_eq!(stats.counters.hits, 6);
+}
+
+#[test]
+fn hot_compressed_metadata_keeps_a_bounded_decoded_copy() {
+    // One shard of 1 MiB; decoded copies within 10% of it (104,857 bytes): six 16 KiB copies.
+    let cache = BlockCache::new(1 << 20);
+    let blocks: Vec<Arc<Vec<u8>>> = (0..10).map(|i| compressible(16 << 10, i)).collect();
+    for (index, data) in blocks.iter().enumerate() {
+        let block = stored_block(data);
+        assert!(block.is_compressed());
+        cache.insert_block(key(index as u64), block, None, BlockKind::Metadata, None);
+    }
+    assert_eq!(cache.stats().overhead_size, 0, "no copy given, none kept");
+    // The first read of each decompresses and keeps a copy; the oldest copies give way.
+    for (index, data) in blocks.iter().enumerate() {
+        assert_eq!(
+            cache.get(&key(index as u64), BlockKind::Metadata).unwrap(),
+            *data
+        );
+    }
+    let stats = cache.stats();
+    assert_eq!(stats.counters.decompressed, 10);
+    assert_eq!(stats.overhead_size, 6 * (16 << 10));
+    assert_eq!(
+        stats.size_bytes,
+        stats.compressed_size + stats.overhead_size
+    );
+    assert_eq!(stats.metadata_size, stats.size_bytes);
+    // The six most recent are served from their copies: shared, not decompressed again.
+    for index in 4..10 {
+        let first = cache.get(&key(index), BlockKind::Metadata).unwrap();
+        let again = cache.get(&key(index), BlockKind::Metadata).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+    }
+    assert_eq!(cache.stats().counters.decompressed, 10);
+    // With the share at 0 the copies are dropped at once.
+    cache.set_decoded_percent(BlockKind::Metadata, 0);
+    let stats = cache.stats();
+    assert_eq!(stats.overhead_size, 0);
+    assert_eq!(stats.size_bytes, stats.compressed_size);
+    // Data has a share of its own: none, then room for one copy.
+    cache.set_decoded_percent(BlockKind::Data, 0);
+    let data = compressible(16 << 10, 99);
+    let block = stored_block(&data);
+    cache.insert_block(key(50), block, Some(data.clone()), BlockKind::Data, None);
+    cache.get(&key(50), BlockKind::Data).unwrap();
+    assert_eq!(cache.stats().overhead_size, 0);
+    cache.set_decoded_percent(BlockKind::Data, 2);
+    cache.get(&key(50), BlockKind::Data).unwrap();
+    let stats = cache.stats();
+    assert_eq!(stats.overhead_size, 16 << 10);
+    assert_eq!(stats.size_bytes, stats.data_size + stats.metadata_size);
+    cache.remove(&key(50)).unwrap();
+    cache.set_decoded_percent(BlockKind::Metadata, 50);
+    // A metadata block inserted with its contents keeps them.
+    cache.insert_block(
+        key(51),
+        stored_block(&data),
+        Some(data.clone()),
+        BlockKind::Metadata,
+        None,
+    );
+    assert_eq!(cache.stats().overhead_size, 16 << 10);
+    // Removing it drops the copy with it.
+    cache.remove(&key(51)).unwrap();
+    assert_eq!(cache.stats().overhead_size, 0);
+}
+
+#[test]
+fn eviction_goes_by_compressed_size() {
+    // 40 blocks of 16 KiB that lz4 stores in about half: 640 KiB of contents, about 320 KiB
+    // stored. A 512 KiB cache keeps all of them compressed, not as contents.
+    let run = |compressed: bool| {
+        let (cache, now) = logical(512 << 10);
+        let blocks: Vec<Arc<Vec<u8>>> = (0..40).map(|i| compressible(16 << 10, i)).collect();
+        let mut hits = 0;
+        for round in 0..4u64 {
+            for (index, data) in blocks.iter().enumerate() {
+                now.store(
+                    round * 100 * ARC_MINTIME_NS + index as u64,
+                    Ordering::Relaxed,
+                );
+                match cache.get(&key(index as u64), BlockKind::Data) {
+                    Some(got) => {
+                        assert_eq!(&got, data);
+                        hits += 1;
+                    }
+                    None => {
+                        let block = if compressed {
+                            stored_block(data)
+                        } else {
+                            logical_block(data.clone())
+                        };
+                        cache.insert_block(key(index as u64), block, None, BlockKind::Data, None);
+                    }
+                }
+            }
+        }
+        let stats = cache.stats();
+        assert!(stats.size_bytes <= 512 << 10);
+        assert!(stats.compressed_size <= stats.uncompressed_size);
+        if !compressed {
+            assert_eq!(stats.compressed_size, stats.uncompressed_size);
+        }
+        (hits, stats)
+    };
+    let (hits, stats) = run(true);
+    assert_eq!(hits, 120, "every read after the first round hits");
+    assert_eq!(stats.entries, 40);
+    assert_eq!(stats.counters.evicted, 0);
+    assert!(stats.uncompressed_size > 512 << 10 && stats.compressed_size < 400 << 10);
+    let (hits, stats) = run(false);
+    assert!(hits < 60, "a loop larger than the cache: {hits} hits");
+    assert!(stats.counters.evicted > 0);
 }

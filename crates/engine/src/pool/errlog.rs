@@ -295,23 +295,32 @@ impl PoolCore {
         }
     }
 
-    /// `pool clear [DEV]`: reset the error counts of every leaf, or of the one whose path (or
-    /// file name) is `device`; without a device, forget the error log too. A pool suspended by
+    /// `pool clear [DEV]`: reset the error counts of every leaf and cache device (a faulted
+    /// cache device is used again), or of the one whose path (or file name) is `device`;
+    /// without a device, forget the error log too. A pool suspended by
     /// a failed sync stays suspended here, and that is reported: the daemon's `pool clear`
     /// retries by closing and importing the pool again (docs/design.md §2.20).
     pub fn clear_errors(&self, device: Option<&str>) -> Result<(), PoolError> {
-        let leaves: Vec<_> = self
-            .io
-            .vdevs
-            .leaves()
-            .filter(|leaf| {
-                device.is_none_or(|device| {
-                    leaf.path == std::path::Path::new(device)
-                        || leaf.path.file_name() == Some(std::ffi::OsStr::new(device))
-                })
+        let named = |path: &std::path::Path| {
+            device.is_none_or(|device| {
+                path == std::path::Path::new(device)
+                    || path.file_name() == Some(std::ffi::OsStr::new(device))
             })
+        };
+        let leaves: Vec<_> = self.io.vdevs.leaves().filter(|l| named(&l.path)).collect();
+        // Cache devices too: their counts, and a fault from repeated I/O errors.
+        let caches: Vec<_> = self
+            .io
+            .l2arc
+            .devices()
+            .into_iter()
+            .filter(|cache| named(&cache.path))
             .collect();
-        if let (Some(device), true) = (device, leaves.is_empty()) {
+        for cache in &caches {
+            cache.leaf.stats.clear_errors();
+            cache.clear_fault();
+        }
+        if let (Some(device), true) = (device, leaves.is_empty() && caches.is_empty()) {
             return Err(PoolError::Refused(format!(
                 "no such device in pool {}: {device}",
                 self.name

@@ -72,6 +72,7 @@ pub fn start(
         .arg(format!("--iodepth={}", job.iodepth))
         .arg(format!("--numjobs={}", job.numjobs))
         .arg(format!("--size={}", job.size))
+        .arg(format!("--direct={}", u8::from(job.direct)))
         .arg(format!("--runtime={}", max_time.as_secs().max(1)))
         .arg(format!("--steadystate={criterion}"))
         .arg(format!("--ss_dur={}", window.as_secs().max(1)))

@@ -133,6 +133,11 @@ pub struct RunArgs {
     /// Bytes per job; the active data set is --size times --numjobs.
     #[arg(long, default_value = "256M")]
     pub size: String,
+    /// Open the job's files with O_DIRECT (fio's --direct=1), so that the I/O reaches the
+    /// file system under test instead of the page cache; --bs a multiple of 4K. No effect
+    /// with --engine, which has no page cache.
+    #[arg(long)]
+    pub direct: bool,
     /// Run the workload on files in this directory (a tarn mount, any file system).
     #[arg(long, conflicts_with = "engine")]
     pub directory: Option<PathBuf>,
@@ -273,6 +278,7 @@ pub fn run(args: RunArgs, socket: &Path) -> Result<(), Failure> {
         iodepth: args.iodepth,
         numjobs: args.numjobs,
         size: parse_size(&args.size)?,
+        direct: args.direct,
     };
     job.check()?;
     if args.workload != Workload::Job && args.engine.is_none() {
@@ -407,6 +413,7 @@ fn run_phases(
         ));
         let started = Instant::now();
         workload::precondition(job, &stores)?;
+        source.sync_pool()?;
         progress.say(&format!(
             "preconditioned in {:.1} s",
             started.elapsed().as_secs_f64()

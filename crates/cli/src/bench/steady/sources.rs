@@ -59,6 +59,46 @@ impl Source {
         }
     }
 
+    /// Make everything written so far durable in the pool: a txg sync, after the daemon has
+    /// had the kernel write back its mounts' cached pages. Called after preconditioning, so
+    /// that the measured load does not start with the preconditioning's writes still dirty
+    /// (they would reach the pool, and the ARC, a txg or a writeback interval later).
+    pub fn sync_pool(&self) -> Result<(), Failure> {
+        match self {
+            Source::TarnDaemon { socket, pool } => {
+                let request = crate::protocol::Request::PoolSync {
+                    pool: Some(pool.clone()),
+                };
+                let response = crate::client::ask_if_running(socket, &request)?
+                    .ok_or_else(|| Failure(format!("no tarn daemon on {}", socket.display())))?;
+                if response.status != 0 {
+                    return Err(Failure(format!(
+                        "cannot sync pool {pool}: {}",
+                        response.stderr.trim()
+                    )));
+                }
+                Ok(())
+            }
+            Source::TarnEngine(pool) => pool
+                .sync()
+                .map(|_| ())
+                .map_err(|error| Failure(format!("cannot sync pool {}: {error}", pool.name()))),
+            Source::OpenZfs { pool, .. } => {
+                let output = Command::new("zpool")
+                    .args(["sync", pool])
+                    .output()
+                    .map_err(|error| Failure(format!("zpool sync {pool}: {error}")))?;
+                if !output.status.success() {
+                    return Err(Failure(format!(
+                        "zpool sync {pool}: {}",
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+
     fn read_arcstats(&self) -> Result<Arcstats, String> {
         let from_tarn = |stats: &tarn::cache::BlockCacheStats| -> Arcstats {
             arcstat::fields(stats, arcstat::memory_available())

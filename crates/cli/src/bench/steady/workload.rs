@@ -22,13 +22,19 @@
 //!
 //! Preconditioning (optional) writes every job's file sequentially once, in 1 MiB writes,
 //! before the load starts: the SNIA PTS's first phase, so that reads find data and overwrites
-//! find allocated blocks.
+//! find allocated blocks. Each file is then fsynced and the pool synced (`Source::sync_pool`),
+//! so that the measured phase does not start with the preconditioning's writes still to reach
+//! the pool a writeback interval later.
+//!
+//! `--direct` opens the files with O_DIRECT (fio's `--direct=1`), through 4 KiB-aligned
+//! buffers: on a mount, the load then reaches the file system under test rather than stopping
+//! in the kernel's page cache.
 //!
 //! Cost: one `pread`/`pwrite` (or one engine transaction) per I/O; no locks between threads
 //! besides two atomic counters.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,6 +87,8 @@ pub struct Job {
     pub numjobs: usize,
     /// Bytes per job; the active data set is `size * numjobs`.
     pub size: u64,
+    /// Files opened with O_DIRECT (fio's `--direct=1`): the I/O bypasses the page cache.
+    pub direct: bool,
 }
 
 impl Job {
@@ -91,6 +99,12 @@ impl Job {
     pub fn check(&self) -> Result<(), Failure> {
         if self.bs == 0 || self.bs > 16 << 20 {
             return Err(Failure("--bs must be between 1 byte and 16M".into()));
+        }
+        if self.direct && !self.bs.is_multiple_of(DIRECT_ALIGNMENT as u64) {
+            return Err(Failure(format!(
+                "--direct needs --bs a multiple of {}",
+                crate::format::human_bytes(DIRECT_ALIGNMENT as u64)
+            )));
         }
         if self.size < self.bs {
             return Err(Failure("--size must hold at least one block (--bs)".into()));
@@ -105,6 +119,42 @@ impl Job {
 
     fn blocks(&self) -> u64 {
         self.size / self.bs
+    }
+}
+
+/// Alignment of buffers, offsets and sizes that O_DIRECT needs on every Linux file system.
+const DIRECT_ALIGNMENT: usize = 4096;
+
+/// A buffer whose start is aligned for O_DIRECT (plain `Vec`s are not).
+struct AlignedBuffer {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuffer {
+    fn zeroed(len: usize) -> AlignedBuffer {
+        let storage = vec![0u8; len + DIRECT_ALIGNMENT];
+        let start = storage.as_ptr().align_offset(DIRECT_ALIGNMENT);
+        AlignedBuffer {
+            storage,
+            start,
+            len,
+        }
+    }
+
+    fn copied_from(data: &[u8]) -> AlignedBuffer {
+        let mut buffer = AlignedBuffer::zeroed(data.len());
+        buffer.as_mut_slice().copy_from_slice(data);
+        buffer
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
     }
 }
 
@@ -134,6 +184,15 @@ impl Store {
                     .write(&hold.tx(), *object, offset, data)
                     .map_err(|e| e.to_string())
             }
+        }
+    }
+
+    /// Make the store's writes durable (fsync; the engine's objects are synced with their
+    /// pool, by the caller).
+    fn flush(&self) -> Result<(), String> {
+        match self {
+            Store::File(file) => file.sync_all().map_err(|e| e.to_string()),
+            Store::Object(..) => Ok(()),
         }
     }
 
@@ -176,6 +235,7 @@ fn open_stores(job: &Job, target: &Target) -> Result<Vec<Store>, Failure> {
                     .write(true)
                     .create(true)
                     .truncate(false)
+                    .custom_flags(if job.direct { libc::O_DIRECT } else { 0 })
                     .open(&path)
                     .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
                 Ok(Store::File(Arc::new(file)))
@@ -211,20 +271,23 @@ pub fn job_files(job: &Job, dir: &Path) -> Vec<PathBuf> {
 /// writes, as the SNIA PTS preconditions with, and few enough that a FUSE mount keeps up.
 const PRECONDITION_CHUNK: u64 = 1 << 20;
 
-/// Write every job's file once, sequentially (the preconditioning phase).
+/// Write every job's file once, sequentially, and fsync it (the preconditioning phase).
 pub fn precondition(job: &Job, stores: &Stores) -> Result<(), Failure> {
     let chunk = PRECONDITION_CHUNK.max(job.bs) / job.bs * job.bs;
-    let data = crate::format::pseudo_random(chunk as usize, 0x5eed);
+    let data = AlignedBuffer::copied_from(&crate::format::pseudo_random(chunk as usize, 0x5eed));
     let length = job.blocks() * job.bs;
     for store in &stores.0 {
         let mut offset = 0;
         while offset < length {
             let size = chunk.min(length - offset) as usize;
             store
-                .write(offset, &data[..size])
+                .write(offset, &data.as_slice()[..size])
                 .map_err(|e| Failure(format!("preconditioning: {e}")))?;
             offset += size as u64;
         }
+        store
+            .flush()
+            .map_err(|e| Failure(format!("preconditioning: {e}")))?;
     }
     Ok(())
 }
@@ -283,7 +346,9 @@ fn run_thread(
     let read_percent = job.rw.read_percent(job.rwmixread) as u64;
     // Enough pseudo-random bytes that each write can start somewhere else in them.
     let source = crate::format::pseudo_random((job.bs as usize) * 2, seed);
-    let mut buffer = vec![0u8; job.bs as usize];
+    // Aligned for O_DIRECT; each write copies its bytes from `source` into `written`.
+    let mut buffer = AlignedBuffer::zeroed(job.bs as usize);
+    let mut written = AlignedBuffer::zeroed(job.bs as usize);
     let mut next_block = blocks * thread_index as u64 / job.iodepth as u64;
     while !stop.load(Ordering::Relaxed) {
         let block = if job.rw.random() {
@@ -295,10 +360,12 @@ fn run_thread(
         };
         let offset = block * job.bs;
         let result = if random.next() % 100 < read_percent {
-            store.read(offset, &mut buffer)
+            store.read(offset, buffer.as_mut_slice())
         } else {
             let start = (random.next() % job.bs) as usize;
-            store.write(offset, &source[start..start + job.bs as usize])
+            let bytes = written.as_mut_slice();
+            bytes.copy_from_slice(&source[start..start + job.bs as usize]);
+            store.write(offset, bytes)
         };
         if let Err(error) = result {
             let mut first = counters.error.lock().unwrap_or_else(|e| e.into_inner());
@@ -467,27 +534,40 @@ mod tests {
 
     #[test]
     fn a_job_on_a_directory_reads_and_writes_within_its_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let job = Job {
-            rw: Pattern::Randrw,
-            rwmixread: 50,
-            bs: 4096,
-            iodepth: 2,
-            numjobs: 2,
-            size: 1 << 20,
-        };
-        job.check().map_err(|e| e.0).unwrap();
-        let stores = open(&job, &Target::Directory(dir.path().into()))
-            .map_err(|e| e.0)
-            .unwrap();
-        precondition(&job, &stores).map_err(|e| e.0).unwrap();
-        let load = start(&job, &stores);
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let ops = load.counters.ops.load(Ordering::Relaxed);
-        load.stop().map_err(|e| e.0).unwrap();
-        assert!(ops > 0);
-        for file in job_files(&job, dir.path()) {
-            assert_eq!(std::fs::metadata(&file).unwrap().len(), 1 << 20);
+        // Buffered and O_DIRECT (whose unaligned buffers or sizes would fail with EINVAL).
+        for direct in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let job = Job {
+                rw: Pattern::Randrw,
+                rwmixread: 50,
+                bs: 4096,
+                iodepth: 2,
+                numjobs: 2,
+                size: 1 << 20,
+                direct,
+            };
+            job.check().map_err(|e| e.0).unwrap();
+            let stores = open(&job, &Target::Directory(dir.path().into()))
+                .map_err(|e| e.0)
+                .unwrap();
+            for store in &stores.0 {
+                let Store::File(file) = store else {
+                    panic!("a directory's job has files")
+                };
+                // SAFETY: fcntl(F_GETFL) on a descriptor this test owns.
+                let flags =
+                    unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&**file), libc::F_GETFL) };
+                assert_eq!(flags & libc::O_DIRECT != 0, direct);
+            }
+            precondition(&job, &stores).map_err(|e| e.0).unwrap();
+            let load = start(&job, &stores);
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let ops = load.counters.ops.load(Ordering::Relaxed);
+            load.stop().map_err(|e| e.0).unwrap();
+            assert!(ops > 0, "direct {direct}");
+            for file in job_files(&job, dir.path()) {
+                assert_eq!(std::fs::metadata(&file).unwrap().len(), 1 << 20);
+            }
         }
     }
 
@@ -500,10 +580,18 @@ mod tests {
             iodepth: 1,
             numjobs: 1,
             size: 1 << 20,
+            direct: false,
         };
         assert!(job.check().is_err());
         assert!(Job {
             bs: 2 << 20,
+            ..job.clone()
+        }
+        .check()
+        .is_err());
+        assert!(Job {
+            bs: 6144,
+            direct: true,
             ..job.clone()
         }
         .check()

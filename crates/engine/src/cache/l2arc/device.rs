@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -35,10 +36,18 @@ pub struct Slot {
     pub is_log: bool,
 }
 
+/// I/O errors within [`FAULT_IO_T`] that fault a cache device (ZED's `io_n`, 10 in 600 s: the
+/// rule OpenZFS's fault agent applies to every leaf, cache devices included).
+pub const FAULT_IO_N: usize = 10;
+pub const FAULT_IO_T: Duration = Duration::from_secs(600);
+
 /// A cache device's health as `pool status` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheDeviceHealth {
     Online,
+    /// [`FAULT_IO_N`] I/O errors within [`FAULT_IO_T`]: no longer read or written until
+    /// `pool clear`.
+    Faulted,
     /// Missing or unreadable at import: not used.
     Unavail,
 }
@@ -47,6 +56,7 @@ impl CacheDeviceHealth {
     pub fn as_str(self) -> &'static str {
         match self {
             CacheDeviceHealth::Online => "ONLINE",
+            CacheDeviceHealth::Faulted => "FAULTED",
             CacheDeviceHealth::Unavail => "UNAVAIL",
         }
     }
@@ -205,6 +215,12 @@ pub struct L2Device {
     pub ring: Mutex<Ring>,
     /// Added at import: the feed thread rebuilds its headers before feeding it.
     rebuild_pending: AtomicBool,
+    /// Faulted by repeated I/O errors (see [`FAULT_IO_N`]).
+    faulted: AtomicBool,
+    /// Set once the headers of a faulted device have been dropped.
+    pub(super) purged: AtomicBool,
+    /// When its recent I/O errors happened (at most [`FAULT_IO_N`]).
+    io_errors: Mutex<VecDeque<Instant>>,
 }
 
 impl L2Device {
@@ -217,20 +233,54 @@ impl L2Device {
             leaf,
             ring: Mutex::new(Ring::empty(size)),
             rebuild_pending: AtomicBool::new(rebuild),
+            faulted: AtomicBool::new(false),
+            purged: AtomicBool::new(false),
+            io_errors: Mutex::new(VecDeque::new()),
         }
     }
 
-    /// Usable: present at import (a missing device is listed but never read or written).
+    /// Usable: present at import (a missing device is listed but never read or written) and
+    /// not faulted.
     pub fn is_usable(&self) -> bool {
-        !self.leaf.device.is_missing()
+        !self.leaf.device.is_missing() && !self.is_faulted()
+    }
+
+    pub fn is_faulted(&self) -> bool {
+        self.faulted.load(Ordering::Acquire)
     }
 
     pub fn health(&self) -> CacheDeviceHealth {
-        if self.is_usable() {
-            CacheDeviceHealth::Online
-        } else {
+        if self.leaf.device.is_missing() {
             CacheDeviceHealth::Unavail
+        } else if self.is_faulted() {
+            CacheDeviceHealth::Faulted
+        } else {
+            CacheDeviceHealth::Online
         }
+    }
+
+    /// Count an I/O error of this device at `now`; true when it faults the device (the
+    /// [`FAULT_IO_N`]th within [`FAULT_IO_T`]).
+    pub fn note_io_error(&self, now: Instant) -> bool {
+        let mut errors = self.io_errors.lock();
+        while errors
+            .front()
+            .is_some_and(|&then| now.saturating_duration_since(then) > FAULT_IO_T)
+        {
+            errors.pop_front();
+        }
+        errors.push_back(now);
+        if errors.len() > FAULT_IO_N {
+            errors.pop_front();
+        }
+        errors.len() >= FAULT_IO_N && !self.faulted.swap(true, Ordering::AcqRel)
+    }
+
+    /// `pool clear`: forget the errors and use the device again (it is fed from its hand on).
+    pub fn clear_fault(&self) {
+        self.io_errors.lock().clear();
+        self.faulted.store(false, Ordering::Release);
+        self.purged.store(false, Ordering::Release);
     }
 
     pub fn needs_rebuild(&self) -> bool {

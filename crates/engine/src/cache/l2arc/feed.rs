@@ -6,7 +6,9 @@
 //!
 //! 1. Budget: `l2arc_write_max`, plus `l2arc_write_boost` while the ARC has never evicted.
 //! 2. Candidates from the ARC's list tails (`l2arc_headroom` × budget bytes scanned per list):
-//!    not yet cached here, born in a synced txg, whose physical bytes (recompressed) verify.
+//!    not yet cached here, born in a synced txg. Their physical bytes are the ARC's stored
+//!    bytes as they are (the compressed ARC), or, for a compressed block the ARC keeps
+//!    decompressed (`compressed_arc_enabled` = 0), its contents recompressed and verified.
 //! 3. Under the device's ring lock: for each buffer, drop what the hand will overwrite, place it
 //!    at the hand. When the ring's end is near, the pending buffers and their log block are
 //!    written, the hand wraps to a new lap and the device header is written and flushed before
@@ -67,6 +69,7 @@ impl L2Arc {
                     }
                     this.rebuild_pending();
                     wrote_all = this.feed() >= this.tunables.write_max;
+                    this.purge_faulted();
                 }
             });
         match spawned {
@@ -108,8 +111,7 @@ impl L2Arc {
         let ring_size = device.ring_size();
         let mut chosen = Vec::new();
         let mut total = 0u64;
-        for (key, contents, info, kind) in
-            self.cache.l2_candidates(headroom, self.tunables.noprefetch)
+        for (key, block, info, kind) in self.cache.l2_candidates(headroom, self.tunables.noprefetch)
         {
             let size = format::sector_round(info.size_physical as u64);
             if key.birth.0 > synced
@@ -119,7 +121,7 @@ impl L2Arc {
             {
                 continue;
             }
-            let Some(physical) = info.physical(&contents) else {
+            let Some(physical) = info.physical(&block) else {
                 self.counters
                     .l2_feed_mismatch
                     .fetch_add(1, Ordering::Relaxed);
@@ -130,7 +132,7 @@ impl L2Arc {
                 LogEntry {
                     key,
                     size_physical: info.size_physical,
-                    size_logical: contents.len() as u32,
+                    size_logical: block.size_logical,
                     l2_offset: 0,
                     compression: u8::from(info.compression),
                     kind,
@@ -145,7 +147,7 @@ impl L2Arc {
     }
 
     /// Place `buffers` at the device's hand and write them with their log blocks.
-    fn write_buffers(&self, device: &L2Device, buffers: Vec<(LogEntry, Vec<u8>)>) -> u64 {
+    fn write_buffers(&self, device: &L2Device, buffers: Vec<(LogEntry, Arc<Vec<u8>>)>) -> u64 {
         let mut ring = device.ring.lock();
         if ring.removed {
             return 0;
@@ -157,6 +159,7 @@ impl L2Arc {
             entries: Vec::new(),
         };
         for (mut entry, physical) in buffers {
+            let physical = &physical[..entry.size_physical as usize];
             let size = format::sector_round(physical.len() as u64);
             let full = batch.entries.len() == format::LOG_ENTRIES_MAX;
             if ring.hand + size + format::LOG_BLOCK_MAX > ring.end || full {
@@ -173,6 +176,7 @@ impl L2Arc {
                         self.counters
                             .l2_writes_error
                             .fetch_add(1, Ordering::Relaxed);
+                        self.io_error(device, false);
                         return written;
                     }
                 }
@@ -184,7 +188,7 @@ impl L2Arc {
             ring.hand += size;
             let at = batch.bytes.len();
             batch.bytes.resize(at + size as usize, 0);
-            batch.bytes[at..at + physical.len()].copy_from_slice(&physical);
+            batch.bytes[at..at + physical.len()].copy_from_slice(physical);
             batch.entries.push(entry);
         }
         written += self.commit(device, &mut ring, &mut batch);
@@ -193,6 +197,7 @@ impl L2Arc {
             self.counters
                 .l2_writes_error
                 .fetch_add(1, Ordering::Relaxed);
+            self.io_error(device, false);
         }
         written
     }
@@ -236,6 +241,7 @@ impl L2Arc {
             self.counters
                 .l2_writes_error
                 .fetch_add(1, Ordering::Relaxed);
+            self.io_error(device, false);
             return 0;
         }
         self.counters.l2_writes_done.fetch_add(1, Ordering::Relaxed);

@@ -22,18 +22,18 @@
 //!
 //! # Stored as on disk
 //!
-//! The ARC holds decompressed contents; the L2ARC holds the block's *physical* bytes (compressed
-//! as the pool stores them), so it holds as many blocks as the pool's compression allows and a
-//! read is verified by the block pointer's own checksum. The feed recompresses the ARC's
-//! contents with the block pointer's compression (and zstd level, from the payload header) and
-//! pads them to its physical size; the result is kept only if its checksum equals the block
-//! pointer's (lz4 and zstd are deterministic for one library version; a block whose bytes do
-//! not come back, e.g. one received precompressed by another build, is skipped and counted in
-//! `l2_feed_mismatch`). The alternative, keeping the physical bytes beside the logical ones in
-//! the ARC, would double the memory of every compressed block for the benefit of the few the
-//! feed writes. What the feed needs of the block pointer (compression, checksum type and value,
-//! physical size: [`L2Info`], 40 bytes) is kept in the ARC entry when the block is cached under
-//! a `secondarycache` policy that admits it.
+//! The L2ARC holds the block's *physical* bytes (compressed as the pool stores them), so it
+//! holds as many blocks as the pool's compression allows and a read is verified by the block
+//! pointer's own checksum. The compressed ARC keeps exactly those bytes, so the feed writes
+//! them as they are and an L2 hit goes into the ARC as stored. Only when the ARC keeps
+//! contents (`compressed_arc_enabled` = 0, as OpenZFS's `l2arc_apply_transforms` then does)
+//! does the feed recompress them with the block pointer's compression (and zstd level, from
+//! the payload header), pad them to the physical size and keep the result only if its
+//! checksum equals the block pointer's (a block whose bytes do not come back, e.g. one
+//! received precompressed by another build, is skipped and counted in `l2_feed_mismatch`).
+//! What the feed needs of the block pointer (compression, checksum type and value, physical
+//! size: [`L2Info`], 40 bytes) is kept in the ARC entry when the block is cached under a
+//! `secondarycache` policy that admits it.
 //!
 //! # Eligibility
 //!
@@ -73,7 +73,8 @@
 //! # Cost
 //!
 //! Per ARC miss with cache devices: one hash lookup under `headers`. Per feed (1 s): one scan of
-//! at most `l2arc_headroom` × the write budget of list tails, recompression of what is written,
+//! at most `l2arc_headroom` × the write budget of list tails, a copy of what is written into
+//! the write buffer (recompression only with the compressed ARC off),
 //! one device write of the buffers and their log block, one flush, one header write. Per freed
 //! block: one hash removal.
 
@@ -91,15 +92,15 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::block::blkptr::{BlockPtr, ChecksumType, Compression};
 use crate::block::{checksum, compress};
-use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy};
+use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy, CachedBlock};
 use crate::tunables::Tunables;
 use crate::types::Guid;
 use crate::vdev::IoClass;
 
 pub use device::{CacheDeviceHealth, L2Device};
 
-/// What the feed needs of a block's pointer to write its physical bytes from the ARC's
-/// logical ones, kept in the ARC entry of an eligible block.
+/// What the feed needs of a block's pointer to write its physical bytes from what the ARC
+/// keeps, kept in the ARC entry of an eligible block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct L2Info {
     /// With the zstd level the block was written with.
@@ -131,18 +132,24 @@ impl L2Info {
         })
     }
 
-    /// The block's physical bytes rebuilt from its logical `contents`, or None when they do not
-    /// verify against the block pointer's checksum.
-    pub fn physical(&self, contents: &[u8]) -> Option<Vec<u8>> {
-        let mut payload = match self.compression {
-            Compression::Off => contents.to_vec(),
-            compression => compress::compress(compression, contents)?,
-        };
+    /// The block's physical bytes (at least `size_physical` of them) from what the ARC keeps
+    /// of it: its stored bytes, shared as they are (they are the ones the block pointer's
+    /// checksum was verified or computed against), or a compressed block's contents (the ARC
+    /// keeps contents when `compressed_arc_enabled` is 0) recompressed, padded and verified:
+    /// None when they do not verify.
+    pub fn physical(&self, block: &CachedBlock) -> Option<Arc<Vec<u8>>> {
+        let size = self.size_physical as usize;
+        if block.is_compressed() || self.compression == Compression::Off {
+            return (block.bytes.len() >= size).then(|| block.bytes.clone());
+        }
+        let contents = &block.bytes;
+        let mut payload = compress::compress(self.compression, contents)?;
         if payload.len() > self.size_physical as usize {
             return None;
         }
-        payload.resize(self.size_physical as usize, 0);
-        (checksum::compute(self.checksum_type, &payload) == self.checksum).then_some(payload)
+        payload.resize(size, 0);
+        (checksum::compute(self.checksum_type, &payload) == self.checksum)
+            .then(|| Arc::new(payload))
     }
 }
 
@@ -399,6 +406,12 @@ impl L2Arc {
         };
         let mut ring = device.ring.lock();
         ring.removed = true;
+        self.drop_ring_headers(&mut ring, guid);
+        Some(device.clone())
+    }
+
+    /// Drop every header of the buffers in `ring` (device `guid`) and forget its slots.
+    fn drop_ring_headers(&self, ring: &mut device::Ring, guid: Guid) {
         let mut headers = self.headers.lock();
         for slot in ring.slots.drain(..) {
             if !slot.is_log && headers.get(&slot.key).is_some_and(|h| h.device == guid) {
@@ -410,7 +423,34 @@ impl L2Arc {
             .l2_log_blk_count
             .fetch_sub(ring.log_blocks_valid, Ordering::Relaxed);
         ring.log_blocks_valid = 0;
-        Some(device.clone())
+    }
+
+    /// Count an I/O error of `device` (no ring or header lock held by the caller when
+    /// `purge`); the error that faults it is logged and, with `purge`, the device's headers
+    /// are dropped at once (else by the feed thread's next round).
+    pub(super) fn io_error(&self, device: &L2Device, purge: bool) {
+        if device.note_io_error(std::time::Instant::now()) {
+            log::warn!(
+                "l2arc: cache device {} faulted after {} I/O errors within {} s; it is no longer \
+                 read or written (pool clear brings it back)",
+                device.path.display(),
+                device::FAULT_IO_N,
+                device::FAULT_IO_T.as_secs()
+            );
+        }
+        if purge {
+            self.purge_faulted();
+        }
+    }
+
+    /// Drop the headers of devices faulted since the last call (no ring or header lock held).
+    pub(super) fn purge_faulted(&self) {
+        for device in self.devices() {
+            if device.is_faulted() && !device.purged.swap(true, Ordering::AcqRel) {
+                let mut ring = device.ring.lock();
+                self.drop_ring_headers(&mut ring, device.guid);
+            }
+        }
     }
 
     fn device(&self, guid: Guid) -> Option<Arc<L2Device>> {
@@ -515,6 +555,7 @@ impl L2Arc {
             );
             self.counters.l2_io_error.fetch_add(1, Ordering::Relaxed);
             self.drop_header(key, &header);
+            self.io_error(&device, true);
             self.counters.l2_misses.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -645,7 +686,7 @@ mod tests {
     }
 
     #[test]
-    fn physical_bytes_are_rebuilt_only_when_they_verify() {
+    fn physical_bytes_are_shared_when_stored_and_rebuilt_only_when_they_verify() {
         let contents: Vec<u8> = (0..8192u32).map(|i| (i % 7) as u8).collect();
         for compression in [
             Compression::Off,
@@ -664,10 +705,26 @@ mod tests {
                 checksum: checksum::compute(ChecksumType::Fletcher4, &payload),
                 size_physical,
             };
-            assert_eq!(info.physical(&contents), Some(payload.clone()));
+            // The ARC keeps contents (compressed ARC off, or an uncompressed block).
+            let logical = CachedBlock::logical(Arc::new(contents.clone()));
+            assert_eq!(info.physical(&logical).as_deref(), Some(&payload));
             let mut other = contents.clone();
             other[100] ^= 1;
-            assert_eq!(info.physical(&other), None);
+            let other = CachedBlock::logical(Arc::new(other));
+            assert_eq!(
+                info.physical(&other).is_some(),
+                compression == Compression::Off
+            );
+            // The ARC keeps the stored bytes: the very buffer is written, nothing recompressed.
+            if compression != Compression::Off {
+                let stored = CachedBlock {
+                    bytes: Arc::new(payload.clone()),
+                    compression,
+                    size_logical: 8192,
+                };
+                let physical = info.physical(&stored).unwrap();
+                assert!(Arc::ptr_eq(&physical, &stored.bytes));
+            }
         }
     }
 }

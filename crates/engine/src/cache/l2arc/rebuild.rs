@@ -60,6 +60,7 @@ impl L2Arc {
                 self.counters
                     .l2_rebuild_io_errors
                     .fetch_add(1, Ordering::Relaxed);
+                self.io_error(device, false);
                 return;
             }
             Ok(bytes) => DeviceHeader::decode(&bytes),
@@ -119,6 +120,7 @@ impl L2Arc {
                 self.counters
                     .l2_rebuild_io_errors
                     .fetch_add(1, Ordering::Relaxed);
+                self.io_error(device, false);
             }
             Some(Stop::BadBlock) => {
                 self.counters
