@@ -28,6 +28,11 @@
 //! (decompressing the stored bytes) on the read path. It prints operations/s, the demand hit ratio, the
 //! decompressions per operation and the ARC's stored and logical bytes, with the ratio of each
 //! rate to the same workload under *contents*.
+//!
+//! Last, what the arcstats counters cost on the read path: hits of `BlockCache::get` alone
+//! (4 KiB blocks, all cached, one thread), with the counters updated and with them off
+//! (`BlockCache::set_read_counters`), alternated over four rounds (each going first in two);
+//! the ratio is to *off*.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -81,7 +86,7 @@ const COLUMNS: &[&str] = &[
     "decompress_per_op",
     "arc_stored",
     "arc_logical",
-    "vs_contents",
+    "vs_baseline",
 ];
 
 const POOL: &str = "bencharc";
@@ -189,7 +194,8 @@ pub fn run(bench: ArcBench) -> Result<(), Failure> {
         Ok(results)
     });
     let _ = std::fs::remove_file(&vdev);
-    let rows = table(&result?);
+    let mut rows = table(&result?);
+    rows.extend(counter_rows(bench.seconds));
     let format = ListFormat {
         json: bench.json,
         ..ListFormat::default()
@@ -315,6 +321,72 @@ fn timed(
 
 /// One row per workload and configuration, each rate beside the baseline's (the last
 /// configuration) on the same workload.
+/// Hits per second of `BlockCache::get` with the read counters on and off (see the module
+/// documentation), as two rows, the second the baseline.
+fn counter_rows(seconds: f64) -> Vec<Vec<Cell>> {
+    use tarn::cache::{BlockCache, BlockKey, BlockKind};
+    const BLOCKS: u64 = 4096;
+    let cache = BlockCache::new(64 << 20);
+    let keys: Vec<BlockKey> = (0..BLOCKS)
+        .map(|index| BlockKey {
+            vdev: tarn::types::VdevId(0),
+            offset: index << 12,
+            birth: tarn::types::Txg(4),
+        })
+        .collect();
+    for key in &keys {
+        cache.insert(*key, Arc::new(vec![7u8; 4096]), BlockKind::Data);
+    }
+    let mut random = Random(0x5eed);
+    let mut rates = [0.0f64; 2];
+    let round = Duration::from_secs_f64(seconds / 4.0);
+    for round_index in 0..4 {
+        // Which goes first alternates, so that neither gains from going first.
+        let order = if round_index % 2 == 0 {
+            [(0, true), (1, false)]
+        } else {
+            [(1, false), (0, true)]
+        };
+        for (slot, on) in order {
+            cache.set_read_counters(on);
+            let start = Instant::now();
+            let mut hits = 0u64;
+            while start.elapsed() < round {
+                for _ in 0..1024 {
+                    let key = &keys[(random.next() % BLOCKS) as usize];
+                    hits += u64::from(cache.get(key, BlockKind::Data).is_some());
+                }
+            }
+            rates[slot] += hits as f64 / start.elapsed().as_secs_f64() / 4.0;
+        }
+    }
+    cache.set_read_counters(true);
+    let stats = cache.stats();
+    [("counters on", rates[0]), ("counters off", rates[1])]
+        .into_iter()
+        .map(|(name, rate)| {
+            vec![
+                Cell::text("ARC hits alone, 4K blocks (BlockCache::get)"),
+                Cell::text(name),
+                Cell {
+                    exact: format!("{rate:.1}"),
+                    human: format!("{rate:.0}"),
+                    json: serde_json::json!(rate),
+                },
+                Cell::percent(Some(100)),
+                Cell {
+                    exact: "0.000".into(),
+                    human: "0.00".into(),
+                    json: serde_json::json!(0.0),
+                },
+                crate::verbs::stat::byte_cell(stats.compressed_size),
+                crate::verbs::stat::byte_cell(stats.uncompressed_size),
+                ratio_cell(rate / rates[1].max(1e-9)),
+            ]
+        })
+        .collect()
+}
+
 fn table(results: &[Vec<Measured>]) -> Vec<Vec<Cell>> {
     let baseline = results.last().expect("configurations");
     let mut rows = Vec::new();

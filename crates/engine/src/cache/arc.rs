@@ -127,6 +127,9 @@ pub struct Shard {
     /// Target bytes of metadata.
     pub meta: u64,
     pub counters: CacheCounters,
+    /// Whether reads update `counters` (hits, misses, MRU/MFU and ghost hits, decompressions);
+    /// off only to measure what counting costs on the read path (`tarn bench arc`).
+    pub count_reads: bool,
 }
 
 /// What a hit hands out: the block's contents, or its stored bytes to decompress.
@@ -158,6 +161,7 @@ impl Shard {
             p: c / 2,
             meta: c / 2,
             counters: CacheCounters::default(),
+            count_reads: true,
         }
     }
 
@@ -282,26 +286,33 @@ impl Shard {
     /// A read of `key`: on a hit, the contents or the stored bytes to decompress, moving the
     /// block as ARC does.
     pub fn get(&mut self, key: &BlockKey, access: Access, now: u64) -> Option<Hit> {
+        let count = self.count_reads;
         let Some(entry) = self.entries.get(key) else {
-            self.counters.miss(access);
+            if count {
+                self.counters.miss(access);
+            }
             return None;
         };
         match entry.state {
             State::MruGhost | State::MfuGhost => {
-                if entry.state == State::MruGhost {
-                    self.counters.mru_ghost_hits += 1;
-                } else {
-                    self.counters.mfu_ghost_hits += 1;
+                if count {
+                    if entry.state == State::MruGhost {
+                        self.counters.mru_ghost_hits += 1;
+                    } else {
+                        self.counters.mfu_ghost_hits += 1;
+                    }
+                    self.counters.miss(access);
                 }
-                self.counters.miss(access);
                 None
             }
             state => {
-                self.counters.hit(access);
-                if state == State::Mru {
-                    self.counters.mru_hits += 1;
-                } else {
-                    self.counters.mfu_hits += 1;
+                if count {
+                    self.counters.hit(access);
+                    if state == State::Mru {
+                        self.counters.mru_hits += 1;
+                    } else {
+                        self.counters.mfu_hits += 1;
+                    }
                 }
                 let mut entry = self.unlink(key).expect("present");
                 let hit = match (&entry.decoded, &entry.block) {
@@ -315,7 +326,9 @@ impl Shard {
                         Hit::Contents(decoded.clone())
                     }
                     (None, Some(block)) if block.is_compressed() => {
-                        self.counters.decompressed += 1;
+                        if count {
+                            self.counters.decompressed += 1;
+                        }
                         Hit::Compressed(block.clone())
                     }
                     (None, Some(block)) => Hit::Contents(block.bytes.clone()),

@@ -421,6 +421,14 @@ impl BlockCache {
         }
     }
 
+    /// Whether reads update the counters (on by default); off only to measure what counting
+    /// costs on the read path (`tarn bench arc`), since every tool reading arcstats needs them.
+    pub fn set_read_counters(&self, on: bool) {
+        for shard in &self.shards {
+            shard.lock().count_reads = on;
+        }
+    }
+
     /// Set the target `c` (clamped to [`c_min`, `c_max`]) and evict down to it at once.
     pub fn set_target(&self, c: u64) {
         let c = c.clamp(self.c_min, self.c_max);

@@ -128,6 +128,8 @@ pub const SYMLINK_TARGET_MAX: usize = 4096;
 pub const IO_BYTES_MAX: usize = 64 << 20;
 /// Largest file size (offsets travel as i64).
 pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
+/// Block size of a new file's object (OpenZFS's SPA_MINBLOCKSIZE), grown by its writes.
+pub const FILE_BLOCK_SIZE_FIRST: u32 = 512;
 /// `rename` flag: fail with [`FsError::Exists`] if the target exists (Linux's value).
 pub const RENAME_NOREPLACE: u32 = 1;
 /// `rename` flag: swap the two entries, both of which must exist (Linux's value).
@@ -312,7 +314,9 @@ pub struct StatFs {
 /// Object properties used for new inodes.
 #[derive(Clone, Copy, Debug)]
 pub struct FsConfig {
-    /// Data block size of regular files and long symlinks (the recordsize).
+    /// Largest data block size of regular files and long symlinks (the recordsize): a file
+    /// starts with one block of 512 bytes that grows with it up to this size, after which it
+    /// has blocks of this size (`FileSystem::write_file_data`).
     pub file_block_size: u32,
     pub directory_block_size: u32,
     pub indirect_block_shift: u8,
@@ -768,8 +772,30 @@ impl FileSystem {
             uid: znode.uid,
             gid: znode.gid,
             rdev: znode.rdev,
-            blksize: info.data_block_size,
+            // A file whose single block still grows prefers I/O of the recordsize, not of
+            // its current block (OpenZFS reports the block, 512 bytes for a tiny file).
+            blksize: if kind == FileKind::Regular {
+                info.data_block_size.max(self.config().file_block_size)
+            } else {
+                info.data_block_size
+            },
         })
+    }
+
+    /// Write `data` at `offset` of file (or long symlink) `ino`'s object: its single block grows
+    /// with the file up to the recordsize, as OpenZFS's `zfs_write` grows `z_blksz`, so that a
+    /// file of a few KiB is stored, cached, compressed and checksummed as a block of a few KiB
+    /// rather than as a whole record.
+    pub(crate) fn write_file_data(
+        &self,
+        tx: &Tx,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> std::result::Result<(), ObjectError> {
+        let record = self.config().file_block_size;
+        self.objset
+            .write_growing(tx, ObjectId(ino), offset, data, record)
     }
 
     fn props_for(&self, kind: FileKind) -> ObjectProps {
@@ -777,7 +803,8 @@ impl FileSystem {
         let (object_type, data_block_size) = if kind == FileKind::Directory {
             (ObjectType::KeyValue, config.directory_block_size)
         } else {
-            (ObjectType::PlainFile, config.file_block_size)
+            // Grown by the writes, up to the recordsize (`write_file_data`).
+            (ObjectType::PlainFile, FILE_BLOCK_SIZE_FIRST)
         };
         ObjectProps {
             object_type,
@@ -994,7 +1021,7 @@ impl FileSystem {
             if data.is_empty() {
                 break hold;
             }
-            match self.objset.write(&tx, ObjectId(ino), offset, data) {
+            match self.write_file_data(&tx, ino, offset, data) {
                 Ok(()) => break hold,
                 // The space admission counts the dirty data of our own txg, which cannot
                 // sync while we hold it: let it go, wait for it to reach disk (its estimate

@@ -222,7 +222,7 @@ impl FileSystem {
         };
         let ino = object.0;
         if let Some(target) = long_target {
-            if let Err(error) = self.objset.write(&tx, object, 0, target) {
+            if let Err(error) = self.write_file_data(&tx, object.0, 0, target) {
                 // Refused before anything was written (no space): take the object back.
                 self.objset.remove_object(&tx, object)?;
                 return Err(error.into());

@@ -378,8 +378,7 @@ impl FileSystem {
         {
             // A symlink target that leaves no room for the directory pointer moves to the
             // object's data, where readlink finds targets that are not inline.
-            self.objset
-                .write(&tx, ObjectId(ino), 0, &znode.inline_target)?;
+            self.write_file_data(&tx, ino, 0, &znode.inline_target)?;
             znode.inline_target.clear();
         }
         let entry = self.write_dir_value(tx, value)?;

@@ -77,6 +77,7 @@ mod synced;
 pub mod traverse;
 pub mod tree;
 mod write;
+use write::grown_block_size;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -204,6 +205,9 @@ struct ObjectDirty {
     blocks: BTreeMap<u64, DirtyBlock>,
     /// Highest block id written in this txg, and whether a free ran to the end of the object.
     truncated_to: Option<u64>,
+    /// The data block size the object grew to in this txg (write.rs, `grow_block_locked`):
+    /// only while it has at most one block, which this record then holds at the new size.
+    block_size: Option<u32>,
     /// Blocks of `blocks` already written by the intent log (prewrite.rs): the sync adopts
     /// these pointers instead of writing the blocks.
     overrides: BTreeMap<u64, BlockPtr>,
@@ -614,6 +618,9 @@ impl ObjectSet {
                 if let Some(truncated) = record.truncated_to {
                     dnode.max_blkid = dnode.max_blkid.min(truncated);
                 }
+                if let Some(size) = record.block_size {
+                    dnode.data_block_size = size;
+                }
                 if let Some((&last, _)) = record.blocks.last_key_value() {
                     dnode.max_blkid = dnode.max_blkid.max(last);
                 }
@@ -804,7 +811,11 @@ impl ObjectSet {
                         self.read_errors.note(object, blkid, birth, &error);
                         error
                     })?;
-                if data.len() != block_size {
+                // A reader that took the block size before a writer grew the object's single
+                // block and a sync wrote it (write.rs) finds the grown block: not damage.
+                if data.len() != block_size
+                    && data.len() != self.existing_dnode(object)?.data_block_size as usize
+                {
                     return Err(ObjectError::Corrupt(format!(
                         "object {object} block {blkid}: {} bytes, block size {block_size}",
                         data.len()
@@ -908,14 +919,42 @@ impl ObjectSet {
         offset: u64,
         data: &[u8],
     ) -> Result<(), ObjectError> {
+        self.write_growing(tx, object, offset, data, 0)
+    }
+
+    /// [`ObjectSet::write`] to an object whose single block grows with it up to
+    /// `block_size_max` bytes (a file and its `recordsize`), as OpenZFS's `zfs_write` grows a
+    /// file's block (`zfs_grow_blocksize`): while the object has at most one block, smaller
+    /// than `block_size_max`, a write ending past that block first grows it to the write's
+    /// end rounded up to 512 bytes, at most `block_size_max` (write.rs). A small file thus
+    /// has one block of about its size rather than a whole record, and a file past one record
+    /// has records. With `block_size_max` 0 nothing grows.
+    pub fn write_growing(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        block_size_max: u32,
+    ) -> Result<(), ObjectError> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| ObjectError::Invalid("write past the largest offset".into()))?;
         let reservation = self.reservation.lock().clone();
         if let Some(reservation) = reservation {
-            let dnode = self.existing_dnode(object)?;
+            let mut dnode = self.existing_dnode(object)?;
+            // Estimated with the block size the write will grow the object to.
+            if let Some(size) = grown_block_size(&dnode, end, block_size_max) {
+                dnode.data_block_size = size;
+            }
             let metadata =
                 self.indirect_estimate_for(&dnode, tx.txg, object, offset, data.len() as u64);
             reservation.reserve(tx, data.len() as u64, metadata)?;
         }
         let _writer = self.lock_object(object);
+        if !data.is_empty() {
+            self.grow_block_locked(tx, object, end, block_size_max)?;
+        }
         self.write_locked(tx, object, offset, data)
     }
 

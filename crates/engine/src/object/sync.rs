@@ -306,6 +306,10 @@ impl ObjectSet {
         if let Some(truncated) = record.truncated_to {
             tree.dnode.max_blkid = tree.dnode.max_blkid.min(truncated);
         }
+        if let Some(size) = record.block_size {
+            // Grown in this txg, whose record holds the single block at the new size.
+            tree.dnode.data_block_size = size;
+        }
         for (&blkid, block) in &record.blocks {
             if let Some(bp) = record.overrides.get(&blkid) {
                 tree.adopt_block(blkid, bp)?;

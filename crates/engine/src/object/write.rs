@@ -12,7 +12,23 @@
 
 use std::sync::Arc;
 
+use super::phys::DnodePhys;
 use super::{DirtyBlock, ObjectError, ObjectId, ObjectSet, Tx, WholeBlock};
+
+/// The block size a write ending at `end` grows `dnode`'s object to (see
+/// [`ObjectSet::write_growing`]), or None if it does not grow: it has more than one block, the
+/// write ends within its block, or the block is already `block_size_max` or larger.
+pub(super) fn grown_block_size(dnode: &DnodePhys, end: u64, block_size_max: u32) -> Option<u32> {
+    let current = u64::from(dnode.data_block_size);
+    if dnode.max_blkid > 0 || end <= current || current >= u64::from(block_size_max) {
+        return None;
+    }
+    Some(
+        end.next_multiple_of(512)
+            .min(u64::from(block_size_max))
+            .min(crate::types::SPA_MAXBLOCKSIZE) as u32,
+    )
+}
 
 impl ObjectSet {
     /// Write bytes at `offset` in `tx`, the object's writer lock held by the caller.
@@ -51,6 +67,49 @@ impl ObjectSet {
                 self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
             }
             done += chunk;
+        }
+        Ok(())
+    }
+
+    /// Grow the single block of `object` so that it holds `end` bytes, when the object has at
+    /// most one block and its block size is below `block_size_max` (OpenZFS's
+    /// `dnode_set_blksz`): the new size is `end` rounded up to 512 bytes, at most
+    /// `block_size_max`. Block 0, if it holds data, is dirtied at the new size in the same
+    /// change that records the size, zero-extended, so that no reader ever finds the block
+    /// and the size disagreeing. The caller holds the object's writer lock.
+    pub(super) fn grow_block_locked(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        end: u64,
+        block_size_max: u32,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        let Some(size) = grown_block_size(&dnode, end, block_size_max) else {
+            return Ok(());
+        };
+        let size = size as usize;
+        // Read outside the object set's lock; the writer lock keeps block 0 as it is.
+        let grown = self.read_block_if_present(object, 0)?.map(|old| {
+            let mut grown = Vec::with_capacity(size);
+            grown.extend_from_slice(&old[..old.len().min(size)]);
+            grown.resize(size, 0);
+            DirtyBlock::Data(Arc::new(grown))
+        });
+        let added = {
+            let mut state = self.state.lock();
+            let record = state.record(tx.txg, object);
+            record.block_size = Some(size as u32);
+            let Some(grown) = grown else {
+                return Ok(());
+            };
+            let replaced = record.blocks.insert(0, grown);
+            let written_ahead = record.overrides.remove(&0);
+            state.unoverride(tx.txg, written_ahead);
+            size as u64 - replaced.map_or(0, |old| old.size_logical())
+        };
+        if let Some(manager) = self.dirty_accounting.lock().as_ref() {
+            manager.add_dirty(tx.txg, added);
         }
         Ok(())
     }
