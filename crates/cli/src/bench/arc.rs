@@ -3,8 +3,8 @@
 //!
 //! One in-process pool (lz4, recordsize 128K, no prefetch, `arc_max` = `arc_min` =
 //! `--arc-max`) holding a text-like file of `--working-set` bytes (larger than the ARC as
-//! contents, smaller as stored), `--files` small text files of 4 KiB (each one 128 KiB record:
-//! tarn's files have one block size) and a 16 MiB hot file.
+//! contents, smaller as stored), `--files` small text files of 4 KiB (each one 4 KiB block: a
+//! file's single block grows with it up to the recordsize) and a 16 MiB hot file.
 //! Written once, then imported once per configuration:
 //!
 //! - *compressed*: the default (compressed ARC, decoded copies of the most recently used
@@ -64,7 +64,7 @@ pub struct ArcBench {
     /// Small files created (all looked up in the metadata workload).
     #[arg(long, default_value_t = 20_000)]
     files: u64,
-    /// Small files read in the small-file workload (each takes 128 KiB of the ARC as contents).
+    /// Small files read in the small-file workload.
     #[arg(long, default_value_t = 150)]
     hot_files: u64,
     /// Microseconds every data vdev I/O is delayed by in the working-set workload.
