@@ -150,6 +150,13 @@ fn l2arc_serves_survives_import_and_never_returns_bad_data() {
     );
     assert!(warm.l2_hdr_size > 0 && warm.l2_hdr_size <= 112 * (warm.l2_size / 4096));
     assert_eq!(warm.l2_ndev, 1);
+    // The buffers' bytes split by list as by kind; the file's blocks were read once (MRU).
+    assert_eq!(
+        warm.l2_mru_asize + warm.l2_mfu_asize,
+        warm.l2_bufc_data_asize + warm.l2_bufc_metadata_asize,
+        "{warm:?}"
+    );
+    assert!(warm.l2_mru_asize > 0, "{warm:?}");
 
     // Reads now hit the L2ARC.
     cold_read(&pool, &fs, ino);
@@ -175,6 +182,13 @@ fn l2arc_serves_survives_import_and_never_returns_bad_data() {
     );
     // The feed runs right after the rebuild (the import's own reads): it can only add.
     assert!(rebuilt.l2_size >= rebuilt.l2_rebuild_size);
+    // Each buffer's list came back from its log entry.
+    assert_eq!(
+        rebuilt.l2_mru_asize + rebuilt.l2_mfu_asize,
+        rebuilt.l2_bufc_data_asize + rebuilt.l2_bufc_metadata_asize,
+        "{rebuilt:?}"
+    );
+    assert!(rebuilt.l2_mru_asize > 0, "{rebuilt:?}");
     let fs = pool.open_file_system(POOL).unwrap();
     let ino = lookup(&fs);
     let before = l2(&pool).l2_hits;

@@ -10,7 +10,8 @@
 //!   later): `time read ddread ddh% dmread dmh% pread ph% size c avail`, rates per second over
 //!   the interval; `avail` is the host's MemAvailable. The first line comes after the first
 //!   interval. `-o` picks columns among those and arcstat's L2ARC columns (`l2hits l2miss
-//!   l2read l2hit% l2miss% l2asize l2size l2bytes l2wbytes l2data l2meta`, which arcstat
+//!   l2read l2hit% l2miss% l2asize l2size l2bytes l2wbytes l2pref l2mfu l2mru l2data l2meta`
+//!   and their `%` forms, of `l2asize`), which arcstat
 //!   prints only when asked with `-f`, as here with `-o`).
 //!
 //! tarn keeps one ARC per pool (OpenZFS one per host), so the counters are the pool's.
@@ -170,7 +171,8 @@ pub fn memory_available() -> u64 {
 pub const ARCSTAT_COLUMNS: &[&str] = &[
     "time", "read", "ddread", "ddh%", "dmread", "dmh%", "pread", "ph%", "size", "c", "avail",
     "l2hits", "l2miss", "l2read", "l2hit%", "l2miss%", "l2asize", "l2size", "l2bytes", "l2wbytes",
-    "l2data", "l2meta",
+    "l2pref", "l2mfu", "l2mru", "l2data", "l2meta", "l2pref%", "l2mfu%", "l2mru%", "l2data%",
+    "l2meta%",
 ];
 
 /// The columns printed without `-o`: arcstat's default set.
@@ -226,8 +228,16 @@ pub fn arcstat_cells(
         byte_cell(l2b.l2_size),
         byte_rate(l2b.l2_read_bytes - l2a.l2_read_bytes),
         byte_rate(l2b.l2_write_bytes - l2a.l2_write_bytes),
+        byte_cell(l2b.l2_prefetch_asize),
+        byte_cell(l2b.l2_mfu_asize),
+        byte_cell(l2b.l2_mru_asize),
         byte_cell(l2b.l2_bufc_data_asize),
         byte_cell(l2b.l2_bufc_metadata_asize),
+        percent(l2b.l2_prefetch_asize, l2b.l2_asize),
+        percent(l2b.l2_mfu_asize, l2b.l2_asize),
+        percent(l2b.l2_mru_asize, l2b.l2_asize),
+        percent(l2b.l2_bufc_data_asize, l2b.l2_asize),
+        percent(l2b.l2_bufc_metadata_asize, l2b.l2_asize),
     ]
 }
 
@@ -361,6 +371,10 @@ mod tests {
         now.l2.l2_size = 1 << 20;
         now.l2.l2_asize = 1 << 19;
         now.l2.l2_bufc_data_asize = 1 << 18;
+        now.l2.l2_bufc_metadata_asize = 1 << 18;
+        now.l2.l2_mfu_asize = 1 << 17;
+        now.l2.l2_mru_asize = 3 << 17;
+        now.l2.l2_prefetch_asize = 1 << 16;
         let cells = arcstat_cells(&earlier, &now, 2.0, 0, "00:00:01");
         let exact: Vec<&str> = cells.iter().map(|cell| cell.exact.as_str()).collect();
         assert_eq!(
@@ -369,7 +383,10 @@ mod tests {
         );
         assert_eq!(
             exact[ARCSTAT_DEFAULT_COLUMNS..],
-            ["3", "1", "4", "75", "25", "524288", "1048576", "4096", "0", "262144", "0"]
+            [
+                "3", "1", "4", "75", "25", "524288", "1048576", "4096", "0", "65536", "131072",
+                "393216", "262144", "262144", "12", "25", "75", "50", "50"
+            ]
         );
         assert_eq!(cells.len(), ARCSTAT_COLUMNS.len());
     }

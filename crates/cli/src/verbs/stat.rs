@@ -93,7 +93,8 @@ pub enum StatCommand {
     /// The ARC's counters (OpenZFS's arcstats kstat; `-p` prints `name type data` lines as
     /// /proc/spl/kstat/zfs/arcstats does); with INTERVAL, one line per interval with arcstat's
     /// default columns, or with `-o` any of those and arcstat's L2ARC columns (l2hits l2miss
-    /// l2read l2hit% l2miss% l2asize l2size l2bytes l2wbytes l2data l2meta):
+    /// l2read l2hit% l2miss% l2asize l2size l2bytes l2wbytes l2pref l2mfu l2mru l2data l2meta and
+    /// l2pref% l2mfu% l2mru% l2data% l2meta%):
     /// tarn stat arc [-H] [-p] [-j] [-o ...] [POOL] [INTERVAL [COUNT]]
     Arc {
         /// [POOL] [INTERVAL [COUNT]]: as for txgs.

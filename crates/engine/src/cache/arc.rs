@@ -43,7 +43,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::l2arc::L2Info;
+use super::l2arc::{L2Info, L2Origin};
 use super::{BlockKey, BlockKind, CacheCounters, CachedBlock};
 
 /// A block in the MRU is promoted to the MFU only when used again at least this long after its
@@ -535,7 +535,7 @@ impl Shard {
         &self,
         headroom: u64,
         noprefetch: bool,
-        out: &mut Vec<(BlockKey, CachedBlock, L2Info, BlockKind)>,
+        out: &mut Vec<(BlockKey, CachedBlock, L2Info, L2Origin)>,
     ) {
         for (state, kind) in [
             (State::Mfu, BlockKind::Metadata),
@@ -554,7 +554,12 @@ impl Shard {
                     continue;
                 }
                 if let (Some(info), Some(block)) = (entry.l2, &entry.block) {
-                    out.push((*key, block.clone(), info, kind));
+                    let origin = L2Origin {
+                        kind,
+                        mfu: state == State::Mfu,
+                        prefetch: entry.prefetched,
+                    };
+                    out.push((*key, block.clone(), info, origin));
                 }
             }
         }

@@ -556,7 +556,7 @@ impl BlockCache {
         &self,
         headroom: u64,
         noprefetch: bool,
-    ) -> Vec<(BlockKey, CachedBlock, l2arc::L2Info, BlockKind)> {
+    ) -> Vec<(BlockKey, CachedBlock, l2arc::L2Info, l2arc::L2Origin)> {
         let per_shard = headroom.div_ceil(self.shards.len() as u64);
         let mut out = Vec::new();
         for shard in &self.shards {

@@ -349,15 +349,10 @@ mod tests {
             l2_offset: ring.hand,
             compression: 0,
             kind: BlockKind::Data,
+            mfu: n % 2 == 1,
+            prefetch: n % 3 == 0,
         };
-        let header = L2Header {
-            device: Guid(1),
-            offset: ring.hand,
-            size_physical: size as u32,
-            size_logical: size as u32,
-            compression: 0,
-            kind: BlockKind::Data,
-        };
+        let header = L2Header::of(&entry, Guid(1));
         l2arc.headers.lock().insert(key(n), header);
         l2arc.count(&header);
         ring.push_buffer(&entry, size);

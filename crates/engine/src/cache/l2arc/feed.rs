@@ -111,7 +111,8 @@ impl L2Arc {
         let ring_size = device.ring_size();
         let mut chosen = Vec::new();
         let mut total = 0u64;
-        for (key, block, info, kind) in self.cache.l2_candidates(headroom, self.tunables.noprefetch)
+        for (key, block, info, origin) in
+            self.cache.l2_candidates(headroom, self.tunables.noprefetch)
         {
             let size = format::sector_round(info.size_physical as u64);
             if key.birth.0 > synced
@@ -135,7 +136,9 @@ impl L2Arc {
                     size_logical: block.size_logical,
                     l2_offset: 0,
                     compression: u8::from(info.compression),
-                    kind,
+                    kind: origin.kind,
+                    mfu: origin.mfu,
+                    prefetch: origin.prefetch,
                 },
                 physical,
             ));
@@ -260,14 +263,7 @@ impl L2Arc {
         };
         let mut headers = self.headers.lock();
         for entry in &block.entries {
-            let header = L2Header {
-                device: device.guid,
-                offset: entry.l2_offset,
-                size_physical: entry.size_physical,
-                size_logical: entry.size_logical,
-                compression: entry.compression,
-                kind: entry.kind,
-            };
+            let header = L2Header::of(entry, device.guid);
             if let Some(previous) = headers.insert(entry.key, header) {
                 self.uncount(&previous);
             }

@@ -53,7 +53,8 @@
 //! Log entry (40 bytes): `vdev` u32, `size_physical` u32, `offset` u64 (the first DVA's),
 //! `birth` u64 (physical birth txg): the block's [`BlockKey`]; `l2_offset` u64 (device byte of
 //! the buffer), `size_logical` u32, `compression` u8 (the block pointer's code), `kind` u8
-//! (0 data, 1 metadata), reserved u16.
+//! (0 data, 1 metadata), `origin` u8 (bit 0: fed from the MFU, else the MRU; bit 1: read only
+//! by a prefetch when fed; other bits 0, as written before the field existed), reserved u8.
 
 use crate::cache::{BlockKey, BlockKind};
 use crate::types::{Txg, VdevId};
@@ -247,7 +248,14 @@ pub struct LogEntry {
     /// The block pointer's compression code (`u8::from(Compression)`).
     pub compression: u8,
     pub kind: BlockKind,
+    /// Which ARC list the buffer was fed from, and whether only a prefetch had read it.
+    pub mfu: bool,
+    pub prefetch: bool,
 }
+
+/// Bits of a log entry's `origin` byte.
+const ORIGIN_MFU: u8 = 1;
+const ORIGIN_PREFETCH: u8 = 2;
 
 /// A log block: the buffers written since the previous one, and a pointer to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,6 +288,7 @@ impl LogBlock {
             out[32..36].copy_from_slice(&entry.size_logical.to_le_bytes());
             out[36] = entry.compression;
             out[37] = entry.kind as u8;
+            out[38] = u8::from(entry.mfu) * ORIGIN_MFU + u8::from(entry.prefetch) * ORIGIN_PREFETCH;
         }
         let checksum = log_block_checksum(&bytes[..length]);
         bytes[88..120].copy_from_slice(&checksum);
@@ -326,6 +335,10 @@ impl LogBlock {
                 1 => BlockKind::Metadata,
                 other => return Err(corrupt(WHAT, format!("entry {index}: kind {other}"))),
             };
+            let origin = entry[38];
+            if origin & !(ORIGIN_MFU | ORIGIN_PREFETCH) != 0 {
+                return Err(corrupt(WHAT, format!("entry {index}: origin {origin:#x}")));
+            }
             entries.push(LogEntry {
                 key: BlockKey {
                     vdev: VdevId(u32_at(entry, 0)),
@@ -337,6 +350,8 @@ impl LogBlock {
                 size_logical: u32_at(entry, 32),
                 compression: entry[36],
                 kind,
+                mfu: origin & ORIGIN_MFU != 0,
+                prefetch: origin & ORIGIN_PREFETCH != 0,
             });
         }
         Ok(LogBlock {
@@ -392,6 +407,8 @@ mod tests {
             size_logical: 8192,
             l2_offset: (4 << 20) + index * 4096,
             compression: 1,
+            mfu: index % 3 == 1,
+            prefetch: index % 5 == 2,
             kind: if index.is_multiple_of(2) {
                 BlockKind::Data
             } else {

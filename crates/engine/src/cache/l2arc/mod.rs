@@ -191,9 +191,26 @@ pub struct L2Header {
     pub size_logical: u32,
     pub compression: u8,
     pub kind: BlockKind,
+    /// Fed from the MFU (else the MRU), and read only by a prefetch then.
+    pub mfu: bool,
+    pub prefetch: bool,
 }
 
 impl L2Header {
+    /// The header of the buffer `entry` describes on device `device`.
+    pub fn of(entry: &format::LogEntry, device: Guid) -> L2Header {
+        L2Header {
+            device,
+            offset: entry.l2_offset,
+            size_physical: entry.size_physical,
+            size_logical: entry.size_logical,
+            compression: entry.compression,
+            kind: entry.kind,
+            mfu: entry.mfu,
+            prefetch: entry.prefetch,
+        }
+    }
+
     /// Bytes the buffer takes on the device.
     pub fn size_allocated(&self) -> u64 {
         format::sector_round(self.size_physical as u64)
@@ -300,6 +317,10 @@ l2_counters!(
     /// Device bytes of cached data blocks and of cached metadata blocks.
     l2_bufc_data_asize,
     l2_bufc_metadata_asize,
+    /// Device bytes of buffers fed from the MRU, from the MFU, and read only by a prefetch.
+    l2_mru_asize,
+    l2_mfu_asize,
+    l2_prefetch_asize,
     /// Memory of the headers.
     l2_hdr_size,
     l2_log_blk_writes,
@@ -320,6 +341,16 @@ l2_counters!(
     /// Total capacity of the rings of the devices in use.
     l2_dev_size,
 );
+
+/// Where a feed candidate sits in the ARC: its kind, its list (MFU or MRU) and whether only
+/// a prefetch has read it (OpenZFS keeps the list in `b_l2hdr.b_arcs_state` and persists it
+/// in log entries, for `l2_mru_asize`, `l2_mfu_asize` and `l2_prefetch_asize`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct L2Origin {
+    pub kind: BlockKind,
+    pub mfu: bool,
+    pub prefetch: bool,
+}
 
 /// The pool's L2ARC: see the module documentation.
 pub struct L2Arc {
@@ -461,33 +492,39 @@ impl L2Arc {
             .cloned()
     }
 
-    fn kind_counter(&self, header: &L2Header) -> &AtomicU64 {
-        match header.kind {
+    /// The per-kind and per-origin counters of allocated bytes `header` counts in.
+    fn asize_counters(&self, header: &L2Header) -> impl Iterator<Item = &AtomicU64> {
+        let kind = match header.kind {
             BlockKind::Data => &self.counters.l2_bufc_data_asize,
             BlockKind::Metadata => &self.counters.l2_bufc_metadata_asize,
-        }
+        };
+        let list = if header.mfu {
+            &self.counters.l2_mfu_asize
+        } else {
+            &self.counters.l2_mru_asize
+        };
+        let prefetch = header.prefetch.then_some(&self.counters.l2_prefetch_asize);
+        [&self.counters.l2_asize, kind, list]
+            .into_iter()
+            .chain(prefetch)
     }
 
     fn count(&self, header: &L2Header) {
         self.counters
             .l2_size
             .fetch_add(header.size_logical as u64, Ordering::Relaxed);
-        self.counters
-            .l2_asize
-            .fetch_add(header.size_allocated(), Ordering::Relaxed);
-        self.kind_counter(header)
-            .fetch_add(header.size_allocated(), Ordering::Relaxed);
+        for counter in self.asize_counters(header) {
+            counter.fetch_add(header.size_allocated(), Ordering::Relaxed);
+        }
     }
 
     fn uncount(&self, header: &L2Header) {
         self.counters
             .l2_size
             .fetch_sub(header.size_logical as u64, Ordering::Relaxed);
-        self.counters
-            .l2_asize
-            .fetch_sub(header.size_allocated(), Ordering::Relaxed);
-        self.kind_counter(header)
-            .fetch_sub(header.size_allocated(), Ordering::Relaxed);
+        for counter in self.asize_counters(header) {
+            counter.fetch_sub(header.size_allocated(), Ordering::Relaxed);
+        }
     }
 
     /// Whether `key` is cached on a device.

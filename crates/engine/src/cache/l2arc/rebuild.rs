@@ -232,14 +232,7 @@ impl L2Arc {
                 .l2_rebuild_log_blks
                 .fetch_add(1, Ordering::Relaxed);
             for entry in block.entries.iter().rev() {
-                let header = L2Header {
-                    device: device.guid,
-                    offset: entry.l2_offset,
-                    size_physical: entry.size_physical,
-                    size_logical: entry.size_logical,
-                    compression: entry.compression,
-                    kind: entry.kind,
-                };
+                let header = L2Header::of(entry, device.guid);
                 if entry.size_physical == 0
                     || headers.contains_key(&entry.key)
                     || !ring.is_intact(
