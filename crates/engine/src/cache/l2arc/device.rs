@@ -350,7 +350,7 @@ mod tests {
             compression: 0,
             kind: BlockKind::Data,
             mfu: n % 2 == 1,
-            prefetch: n % 3 == 0,
+            prefetch: n.is_multiple_of(3),
         };
         let header = L2Header::of(&entry, Guid(1));
         l2arc.headers.lock().insert(key(n), header);
