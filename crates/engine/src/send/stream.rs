@@ -580,13 +580,18 @@ impl<R: Read> StreamReader<R> {
                 self.records
             )));
         }
-        let mut payload = vec![0u8; length];
-        read_full(&mut self.input, &mut payload).map_err(|error| match error {
-            ReadFailure::Eof => SendError::Truncated {
+        // Read into the payload's spare capacity (`read_to_end` through `take` neither
+        // zeroes it first nor grows it: the limit ends the read at exactly `length`).
+        let mut payload = Vec::with_capacity(length);
+        let read = (&mut self.input)
+            .take(length as u64)
+            .read_to_end(&mut payload)
+            .map_err(SendError::Input)?;
+        if read < length {
+            return Err(SendError::Truncated {
                 at: at + HEADER_SIZE as u64,
-            },
-            ReadFailure::Io(error) => SendError::Input(error),
-        })?;
+            });
+        }
         self.chain.payload(&payload);
         self.bytes += (HEADER_SIZE + length) as u64;
         self.records += 1;
@@ -745,6 +750,15 @@ mod tests {
         let bytes = encode(&records);
         for cut in [1, HEADER_SIZE, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        // A cut inside a payload is a truncation at the payload (not a clean end of input
+        // between records), however little of the payload came.
+        for short in [0, 1] {
+            let cut = HEADER_SIZE + short;
+            match StreamReader::new(&bytes[..cut]).next_record() {
+                Err(SendError::Truncated { at }) => assert_eq!(at, HEADER_SIZE as u64),
+                other => panic!("cut at {cut}: {other:?}"),
+            }
         }
         // Two records' bytes swapped: each still has a valid layout, but the running
         // checksum breaks.
