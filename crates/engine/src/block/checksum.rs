@@ -15,9 +15,9 @@ use sha2::{Digest, Sha256};
 
 use super::blkptr::{BlockError, ChecksumType};
 
-/// The fletcher4 accumulators over `data`, before serialisation.
-/// Fletcher-4 over little-endian u32 words, one word at a time: the definition. The fast path
-/// below must agree with it for every input (a property test checks that).
+/// Fletcher-4 over little-endian u32 words, one word at a time, from the accumulators `start`:
+/// the definition. The fast path below must agree with it for every input (a property test
+/// checks that).
 fn fletcher4_scalar(data: &[u8], start: [u64; 4]) -> [u64; 4] {
     let [mut a, mut b, mut c, mut d] = start;
     let mut step = |word: u32| {
@@ -39,64 +39,116 @@ fn fletcher4_scalar(data: &[u8], start: [u64; 4]) -> [u64; 4] {
     [a, b, c, d]
 }
 
-/// Independent accumulator lanes of the fast path (word i goes to lane i % LANES).
-const LANES: usize = 8;
-
-/// Fletcher-4 computed in [`LANES`] interleaved lanes, which the CPU can run in parallel (the
-/// scalar form is one long dependency chain), then combined exactly. With m counting the words
-/// a lane has left after a given word (m = M - k for its k-th of M words), lane j's sums are
-/// A = Σx, B = Σm·x, C = ΣT2(m)·x, D = ΣT3(m)·x, where T2 and T3 are the triangular and
-/// tetrahedral numbers. A word's distance from the end of the whole stream is n = L·m − j, and
-/// expanding T2(n) and T3(n) in T1..T3 of m gives the integer coefficients below, so the
-/// combination is exact in wrapping (mod 2^64) arithmetic, as the scalar form is.
+/// The fletcher4 accumulators of `data`: the AVX2 lanes below where the CPU has AVX2 (found
+/// at run time), else the scalar definition. Measured on 8 KiB in cache: scalar about
+/// 1.5 µs, AVX2 lanes about 0.55 µs (an earlier portable 8-lane loop was twice as slow as
+/// scalar: the compiler kept its lanes in memory).
 fn fletcher4_words(data: &[u8]) -> [u64; 4] {
-    let lane_words = data.len() / 4 / LANES;
-    let (lanes_part, rest) = data.split_at(lane_words * LANES * 4);
-    let mut a = [0u64; LANES];
-    let mut b = [0u64; LANES];
-    let mut c = [0u64; LANES];
-    let mut d = [0u64; LANES];
-    for chunk in lanes_part.chunks_exact(LANES * 4) {
-        for lane in 0..LANES {
-            let at = lane * 4;
-            let word = u32::from_le_bytes([chunk[at], chunk[at + 1], chunk[at + 2], chunk[at + 3]]);
-            a[lane] = a[lane].wrapping_add(u64::from(word));
-            b[lane] = b[lane].wrapping_add(a[lane]);
-            c[lane] = c[lane].wrapping_add(b[lane]);
-            d[lane] = d[lane].wrapping_add(c[lane]);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, the only target feature the function enables.
+        return unsafe { lanes::fletcher4_avx2(data) };
+    }
+    fletcher4_scalar(data, [0; 4])
+}
+
+#[cfg(target_arch = "x86_64")]
+mod lanes {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi64, _mm256_cvtepu32_epi64, _mm256_setzero_si256,
+        _mm256_storeu_si256, _mm_loadu_si128,
+    };
+
+    /// Independent accumulator lanes (word i goes to lane i % LANES): two AVX2 registers of
+    /// four u64 each.
+    const LANES: usize = 8;
+
+    /// Fletcher-4 computed in [`LANES`] interleaved lanes, which the CPU runs in parallel
+    /// (the scalar form is one long dependency chain), then combined exactly. With m counting
+    /// the words a lane has left after a given word (m = M - k for its k-th of M words), lane
+    /// j's sums are A = Σx, B = Σm·x, C = ΣT2(m)·x, D = ΣT3(m)·x, where T2 and T3 are the
+    /// triangular and tetrahedral numbers. A word's distance from the end of the whole stream
+    /// is n = L·m − j, and expanding T2(n) and T3(n) in T1..T3 of m gives the integer
+    /// coefficients below, so the combination is exact in wrapping (mod 2^64) arithmetic, as
+    /// the scalar form is. Words after the last whole group of [`LANES`] go through the
+    /// scalar form from the combined sums.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn fletcher4_avx2(data: &[u8]) -> [u64; 4] {
+        let lane_words = data.len() / 4 / LANES;
+        let (lanes_part, rest) = data.split_at(lane_words * LANES * 4);
+        let zero = _mm256_setzero_si256();
+        let (mut a0, mut b0, mut c0, mut d0) = (zero, zero, zero, zero);
+        let (mut a1, mut b1, mut c1, mut d1) = (zero, zero, zero, zero);
+        for chunk in lanes_part.chunks_exact(LANES * 4) {
+            // SAFETY: the chunk is 32 bytes; the two unaligned 16-byte loads stay inside it.
+            let (w0, w1) = unsafe {
+                (
+                    _mm256_cvtepu32_epi64(_mm_loadu_si128(chunk.as_ptr().cast::<__m128i>())),
+                    _mm256_cvtepu32_epi64(_mm_loadu_si128(
+                        chunk.as_ptr().add(16).cast::<__m128i>(),
+                    )),
+                )
+            };
+            a0 = _mm256_add_epi64(a0, w0);
+            b0 = _mm256_add_epi64(b0, a0);
+            c0 = _mm256_add_epi64(c0, b0);
+            d0 = _mm256_add_epi64(d0, c0);
+            a1 = _mm256_add_epi64(a1, w1);
+            b1 = _mm256_add_epi64(b1, a1);
+            c1 = _mm256_add_epi64(c1, b1);
+            d1 = _mm256_add_epi64(d1, c1);
         }
+        let mut sums = [[0u64; LANES]; 4];
+        for (lanes, (low, high)) in sums
+            .iter_mut()
+            .zip([(a0, a1), (b0, b1), (c0, c1), (d0, d1)])
+        {
+            // SAFETY: each store writes four u64 into its half of an 8-u64 array.
+            unsafe {
+                _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), low);
+                _mm256_storeu_si256(lanes.as_mut_ptr().add(4).cast::<__m256i>(), high);
+            }
+        }
+        super::fletcher4_scalar(rest, combine(sums))
     }
-    let l = LANES as i64;
-    let coefficient = |value: i64| value as u64;
-    let mut sums = [0u64; 4];
-    for lane in 0..LANES {
-        let j = lane as i64;
-        let terms_b = [(coefficient(l), b[lane]), (coefficient(-j), a[lane])];
-        let terms_c = [
-            (coefficient(l * l), c[lane]),
-            (coefficient(-l * (l + 2 * j - 1) / 2), b[lane]),
-            (coefficient(j * (j - 1) / 2), a[lane]),
-        ];
-        let terms_d = [
-            (coefficient(l * l * l), d[lane]),
-            (coefficient(-l * l * (l + j - 1)), c[lane]),
-            (
-                coefficient(l * (l * l + 3 * l * j - 3 * l + 3 * j * j - 6 * j + 2) / 6),
-                b[lane],
-            ),
-            (coefficient(-j * (j - 1) * (j - 2) / 6), a[lane]),
-        ];
-        let dot = |terms: &[(u64, u64)]| {
-            terms
-                .iter()
-                .fold(0u64, |sum, (k, v)| sum.wrapping_add(k.wrapping_mul(*v)))
-        };
-        sums[0] = sums[0].wrapping_add(a[lane]);
-        sums[1] = sums[1].wrapping_add(dot(&terms_b));
-        sums[2] = sums[2].wrapping_add(dot(&terms_c));
-        sums[3] = sums[3].wrapping_add(dot(&terms_d));
+
+    /// The whole stream's accumulators from the lanes' (see [`fletcher4_avx2`]).
+    fn combine([a, b, c, d]: [[u64; LANES]; 4]) -> [u64; 4] {
+        let l = LANES as i64;
+        let coefficient = |value: i64| value as u64;
+        let mut sums = [0u64; 4];
+        for lane in 0..LANES {
+            let j = lane as i64;
+            let terms_b = [(coefficient(l), b[lane]), (coefficient(-j), a[lane])];
+            let terms_c = [
+                (coefficient(l * l), c[lane]),
+                (coefficient(-l * (l + 2 * j - 1) / 2), b[lane]),
+                (coefficient(j * (j - 1) / 2), a[lane]),
+            ];
+            let terms_d = [
+                (coefficient(l * l * l), d[lane]),
+                (coefficient(-l * l * (l + j - 1)), c[lane]),
+                (
+                    coefficient(l * (l * l + 3 * l * j - 3 * l + 3 * j * j - 6 * j + 2) / 6),
+                    b[lane],
+                ),
+                (coefficient(-j * (j - 1) * (j - 2) / 6), a[lane]),
+            ];
+            let dot = |terms: &[(u64, u64)]| {
+                terms
+                    .iter()
+                    .fold(0u64, |sum, (k, v)| sum.wrapping_add(k.wrapping_mul(*v)))
+            };
+            sums[0] = sums[0].wrapping_add(a[lane]);
+            sums[1] = sums[1].wrapping_add(dot(&terms_b));
+            sums[2] = sums[2].wrapping_add(dot(&terms_c));
+            sums[3] = sums[3].wrapping_add(dot(&terms_d));
+        }
+        sums
     }
-    fletcher4_scalar(rest, sums)
 }
 
 /// The 32-byte checksum of `data` under `kind`.
