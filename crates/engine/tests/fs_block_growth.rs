@@ -9,7 +9,6 @@ mod common;
 
 use std::sync::Arc;
 
-use tarn::fs::FileSystem;
 use tarn::pool::Pool;
 use tarn::tunables::Tunables;
 use tarn::types::ObjectId;
@@ -25,9 +24,8 @@ fn tunables() -> Tunables {
     }
 }
 
-/// (data block size, highest block id) of file `ino`'s object.
-fn blocks(fs: &FileSystem, pool: &Pool, ino: u64) -> (u32, u64) {
-    let _ = fs;
+/// (data block size, highest block id) of file `ino`'s object in the pool's root file system.
+fn blocks(pool: &Pool, ino: u64) -> (u32, u64) {
     let info = pool.root_objset().info(ObjectId(ino)).unwrap();
     (info.data_block_size, info.max_blkid)
 }
@@ -39,7 +37,7 @@ fn a_small_file_has_one_block_of_its_size_that_grows_to_the_recordsize() {
     let fs = pool.file_system().unwrap();
     let root = fs.root();
     let ino = fs.create(root, b"f", 0o644, 0, 0).unwrap().ino;
-    assert_eq!(blocks(&fs, &pool, ino), (512, 0), "a new file");
+    assert_eq!(blocks(&pool, ino), (512, 0), "a new file");
     let mut model = Vec::new();
     // (offset, length, block size after the write, highest block id after it)
     let steps: [(u64, usize, u32, u64); 6] = [
@@ -58,7 +56,7 @@ fn a_small_file_has_one_block_of_its_size_that_grows_to_the_recordsize() {
             model.resize(end, 0);
         }
         model[offset as usize..end].copy_from_slice(&data);
-        assert_eq!(blocks(&fs, &pool, ino), (size, max_blkid), "step {step}");
+        assert_eq!(blocks(&pool, ino), (size, max_blkid), "step {step}");
         assert_eq!(read_all(&fs, ino), model, "step {step}, before its sync");
         if step % 2 == 1 {
             pool.sync().unwrap();
@@ -69,20 +67,20 @@ fn a_small_file_has_one_block_of_its_size_that_grows_to_the_recordsize() {
     let small = fs.create(root, b"small", 0o644, 0, 0).unwrap().ino;
     fs.write(small, 0, b"tiny").unwrap();
     assert_eq!(fs.getattr(small).unwrap().blksize, RECORD);
-    assert_eq!(blocks(&fs, &pool, small), (512, 0));
+    assert_eq!(blocks(&pool, small), (512, 0));
     // A write far into a new file: records from the start.
     let sparse = fs.create(root, b"sparse", 0o644, 0, 0).unwrap().ino;
     fs.write(sparse, 10 * RECORD as u64 + 7, b"far").unwrap();
-    assert_eq!(blocks(&fs, &pool, sparse), (RECORD, 10));
+    assert_eq!(blocks(&pool, sparse), (RECORD, 10));
     drop(fs);
     pool.export().unwrap();
 
     let pool = import(dir.path(), "bg", tunables());
     let fs = pool.file_system().unwrap();
     assert_eq!(read_all(&fs, ino), model, "after re-import");
-    assert_eq!(blocks(&fs, &pool, ino), (RECORD, 3));
+    assert_eq!(blocks(&pool, ino), (RECORD, 3));
     assert_eq!(fs.read(small, 0, 4).unwrap(), b"tiny");
-    assert_eq!(blocks(&fs, &pool, small), (512, 0));
+    assert_eq!(blocks(&pool, small), (512, 0));
     let far = fs.read(sparse, 10 * RECORD as u64, 10).unwrap();
     assert_eq!(&far[7..], b"far");
     assert!(far[..7].iter().all(|&b| b == 0));
@@ -119,7 +117,7 @@ fn a_snapshot_keeps_the_block_its_file_had_and_a_raised_recordsize_lets_it_grow_
     let mut head = first.clone();
     head.extend_from_slice(&more);
     assert_eq!(read_all(&fs, ino), head);
-    assert_eq!(blocks(&fs, &pool, ino), (RECORD, 3));
+    assert_eq!(blocks(&pool, ino), (RECORD, 3));
     drop(snapshot);
 
     // A file still in one block grows up to a recordsize raised after it was made; one with
@@ -130,11 +128,11 @@ fn a_snapshot_keeps_the_block_its_file_had_and_a_raised_recordsize_lets_it_grow_
     pool.set_property("bs", "recordsize", Some("64K")).unwrap();
     let fs = pool.file_system().unwrap();
     fs.write(single, 3000, &pattern(10, 40_000)).unwrap();
-    assert_eq!(blocks(&fs, &pool, single), (43_008, 0));
+    assert_eq!(blocks(&pool, single), (43_008, 0));
     fs.write(single, 43_000, &pattern(11, 40_000)).unwrap();
-    assert_eq!(blocks(&fs, &pool, single), (64 << 10, 1));
+    assert_eq!(blocks(&pool, single), (64 << 10, 1));
     fs.write(ino, 10 * RECORD as u64, b"x").unwrap();
-    assert_eq!(blocks(&fs, &pool, ino), (RECORD, 10));
+    assert_eq!(blocks(&pool, ino), (RECORD, 10));
     drop(fs);
     pool.sync().unwrap();
     check_clean(&pool, "after snapshots and a recordsize change");
@@ -232,7 +230,7 @@ fn appends_to_many_small_files_beside_syncs_and_readers_match_a_model() {
     for (inos, models) in files.iter().zip(&models) {
         for (&ino, model) in inos.iter().zip(models) {
             assert_eq!(&read_all(&fs, ino), model);
-            assert_eq!(blocks(&fs, &pool, ino).0, RECORD);
+            assert_eq!(blocks(&pool, ino).0, RECORD);
         }
     }
     drop(fs);
