@@ -77,7 +77,6 @@ mod synced;
 pub mod traverse;
 pub mod tree;
 mod write;
-use write::grown_block_size;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -908,54 +907,6 @@ impl ObjectSet {
             done += chunk;
         }
         Ok(())
-    }
-
-    /// Write bytes at `offset` in `tx`. Partly covered blocks are read first, under the object's
-    /// writer lock but not the object set's lock.
-    pub fn write(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<(), ObjectError> {
-        self.write_growing(tx, object, offset, data, 0)
-    }
-
-    /// [`ObjectSet::write`] to an object whose single block grows with it up to
-    /// `block_size_max` bytes (a file and its `recordsize`), as OpenZFS's `zfs_write` grows a
-    /// file's block (`zfs_grow_blocksize`): while the object has at most one block, smaller
-    /// than `block_size_max`, a write ending past that block first grows it to the write's
-    /// end rounded up to 512 bytes, at most `block_size_max` (write.rs). A small file thus
-    /// has one block of about its size rather than a whole record, and a file past one record
-    /// has records. With `block_size_max` 0 nothing grows.
-    pub fn write_growing(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        offset: u64,
-        data: &[u8],
-        block_size_max: u32,
-    ) -> Result<(), ObjectError> {
-        let end = offset
-            .checked_add(data.len() as u64)
-            .ok_or_else(|| ObjectError::Invalid("write past the largest offset".into()))?;
-        let reservation = self.reservation.lock().clone();
-        if let Some(reservation) = reservation {
-            let mut dnode = self.existing_dnode(object)?;
-            // Estimated with the block size the write will grow the object to.
-            if let Some(size) = grown_block_size(&dnode, end, block_size_max) {
-                dnode.data_block_size = size;
-            }
-            let metadata =
-                self.indirect_estimate_for(&dnode, tx.txg, object, offset, data.len() as u64);
-            reservation.reserve(tx, data.len() as u64, metadata)?;
-        }
-        let _writer = self.lock_object(object);
-        if !data.is_empty() {
-            self.grow_block_locked(tx, object, end, block_size_max)?;
-        }
-        self.write_locked(tx, object, offset, data)
     }
 
     /// Bytes of indirect blocks a write of `length` bytes at `offset` will make the sync of
