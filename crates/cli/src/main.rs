@@ -85,6 +85,11 @@ use format::ListFormat;
 use verbs::pool::ImportFlags;
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
+/// Large buffers aligned for the vdevs' direct I/O, so that block reads and writes need no
+/// staging copy (`tarn::vdev::alloc`).
+#[global_allocator]
+static ALLOCATOR: tarn::vdev::DirectIoAllocator = tarn::vdev::DirectIoAllocator;
+
 #[derive(Parser)]
 #[command(
     name = "tarn",

@@ -307,6 +307,9 @@ tunables! {
     /// rather than handed to an issue thread (tarn's own: saves two thread wake-ups, which
     /// cost up to a scheduler tick each on a busy host).
     vdev_sync_write_inline: bool = true,
+    /// A read its class may issue at once is executed by the thread that waits for it (tarn's
+    /// own, as `vdev_sync_write_inline`: every read has a caller waiting for it).
+    vdev_read_inline: bool = true,
     /// Threads per leaf that issue its queued I/O (tarn's own: OpenZFS issues to the kernel's
     /// block layer asynchronously); bounds how many of the active I/Os really run at once. Two
     /// of them are kept for sync reads and writes.

@@ -1,6 +1,7 @@
 //! Predictive prefetch through the file system on a real pool: a sequential reader, after an
 //! export and import (so nothing is cached), gets the right bytes while prefetch workers read
-//! ahead of it; random reads and `zfs_prefetch_disable=1` issue no prefetch. `check` is clean
+//! ahead of it; random reads and `zfs_prefetch_disable=1` issue no prefetch; a cold read of
+//! several blocks has the workers read all but its first. `check` is clean
 //! afterwards.
 
 mod common;
@@ -87,5 +88,29 @@ fn prefetch_can_be_turned_off() {
     assert!(read == pattern(11, FILE_BYTES));
     assert_eq!(fs.prefetch_stats().blocks_queued, 0);
     drop(fs);
+    pool.export().unwrap();
+}
+
+#[test]
+fn a_cold_read_of_several_blocks_is_shared_with_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, ino) = pool_with_file(dir.path(), "pfwide", tiny());
+    let fs = pool.file_system().expect("open fs");
+    let data = pattern(11, FILE_BYTES);
+    // Two 256 KiB reads over 4 KiB records, far apart: neither continues a stream, and each
+    // hands its 63 blocks after the first to the workers.
+    for offset in [1usize << 20, 64 << 10] {
+        let got = fs.read(ino, offset as u64, 256 << 10).unwrap();
+        assert!(got[..] == data[offset..offset + (256 << 10)], "at {offset}");
+    }
+    let stats = fs.prefetch_stats();
+    assert_eq!(stats.blocks_for_readers, 2 * 63, "{stats:?}");
+    assert_eq!(stats.blocks_queued, 0, "{stats:?}");
+    // Read again, now from memory: nothing more is handed over.
+    let got = fs.read(ino, 64 << 10, 256 << 10).unwrap();
+    assert!(got[..] == data[64 << 10..320 << 10]);
+    assert_eq!(fs.prefetch_stats().blocks_for_readers, 2 * 63);
+    drop(fs);
+    assert_clean(&pool);
     pool.export().unwrap();
 }

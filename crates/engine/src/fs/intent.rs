@@ -247,9 +247,9 @@ impl FileSystem {
             return None;
         }
         let length = (length as u64).min(znode.size.saturating_sub(offset)) as usize;
-        let mut data = vec![0u8; length];
+        let mut data = Vec::new();
         if length > 0 {
-            self.read_blocks(object, offset, &mut data).ok()?;
+            self.read_blocks(object, offset, length, &mut data).ok()?;
         }
         Some(data)
     }

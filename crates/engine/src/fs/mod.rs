@@ -146,8 +146,6 @@ const INODE_LOCK_STRIPES: usize = 1024;
 const RELATIME_SECONDS: i64 = 24 * 60 * 60;
 /// Block size of directory key/value objects.
 const DIRECTORY_BLOCK_SIZE: u32 = 16 << 10;
-/// Threads reading the blocks of one large read in parallel.
-const READ_THREADS_MAX: usize = 4;
 /// Unlinked-set entries removed per transaction when draining.
 const DRAIN_BATCH: usize = 256;
 

@@ -1,9 +1,8 @@
 //! Reading files: [`FileSystem::read`], the multi-block read behind it (prefetch first, then
-//! blocks on a few threads) and the relatime update of the access time.
+//! blocks read by the prefetch workers beside the reader) and the relatime update of the
+//! access time.
 
 use std::sync::atomic::Ordering;
-
-use parking_lot::Mutex;
 
 use super::*;
 
@@ -21,9 +20,9 @@ impl FileSystem {
         }
         let available = znode.size.saturating_sub(offset);
         let length = (length as u64).min(available) as usize;
-        let mut data = vec![0u8; length];
+        let mut data = Vec::new();
         if length > 0 {
-            self.read_blocks(ino, offset, &mut data)?;
+            self.read_blocks(ino, offset, length, &mut data)?;
         }
         // On a pool suspended by a failed sync (failmode continue or wait) reads go on: the
         // atime update it cannot write is dropped, not turned into a failed read.
@@ -35,72 +34,66 @@ impl FileSystem {
         Ok(data)
     }
 
-    /// Fill `data` from `offset` of file `ino`. A read spanning several blocks of which some
-    /// are not in memory reads them on up to [`READ_THREADS_MAX`] threads: each such block is
-    /// a synchronous device read, and a device serves several at once much faster than one
-    /// after the other. When all are in memory (the prefetcher read them ahead, or they were
-    /// just written) the read is done on the calling thread, with no threads to start.
+    /// Append `length` bytes at `offset` of file `ino` to `data`. A read spanning several blocks of which some
+    /// are not in memory has the prefetch workers read all but the first, as demand reads,
+    /// while this thread reads the first, then takes each next block in turn: each such block
+    /// is a synchronous device read, and a device serves several at once much faster than one
+    /// after the other ([`Prefetcher::read_for_reader`]; no threads are started per read).
+    /// When all are in memory (the prefetcher read them ahead, or they were just written) the
+    /// read is a copy on the calling thread.
     ///
     /// The prefetcher sees every read first: a sequential reader finds the blocks it asks for
-    /// already in the cache, read ahead by the prefetch workers.
-    pub(super) fn read_blocks(&self, ino: u64, offset: u64, data: &mut [u8]) -> Result<()> {
+    /// already in the cache, read ahead by the prefetch workers. Where the cache does not keep
+    /// this file system's data (`primarycache`), blocks are read one after the other here.
+    pub(super) fn read_blocks(
+        &self,
+        ino: u64,
+        offset: u64,
+        length: usize,
+        data: &mut Vec<u8>,
+    ) -> Result<()> {
         let object = ObjectId(ino);
         let info = self.objset.info(object)?;
-        let block_size = info.data_block_size as usize;
+        let block_size = info.data_block_size as u64;
         if block_size == 0 {
             return Err(FsError::Corrupt(format!("file {ino} has block size 0")));
         }
-        let blocks =
-            offset / block_size as u64..(offset + data.len() as u64).div_ceil(block_size as u64);
+        let blocks = offset / block_size..(offset + length as u64).div_ceil(block_size);
+        data.reserve(length);
         // Read-ahead would only fill a cache that does not keep this set's data.
-        if self.objset.primarycache() == crate::cache::CachePolicy::All {
+        let cached = self.objset.primarycache() == crate::cache::CachePolicy::All;
+        if cached {
             self.prefetch.access(
                 object,
                 blocks.clone(),
-                block_size as u64,
+                block_size,
                 info.max_blkid.saturating_add(1),
             );
-            self.prefetch.claim(object, blocks.clone());
         }
-        let first_block_end = (offset / block_size as u64 + 1) * block_size as u64;
-        let head = ((first_block_end - offset) as usize).min(data.len());
-        if head == data.len() || self.objset.blocks_in_memory(object, blocks)? {
-            return Ok(self.objset.read(object, offset, data)?);
-        }
-        // Pieces that each stay within one block.
-        let (first, rest) = data.split_at_mut(head);
-        let mut pieces: Vec<(u64, &mut [u8])> = vec![(offset, first)];
-        let mut at = first_block_end;
-        for chunk in rest.chunks_mut(block_size) {
-            let length = chunk.len() as u64;
-            pieces.push((at, chunk));
-            at += length;
-        }
-        let threads = pieces.len().min(READ_THREADS_MAX);
-        let queue = Mutex::new(pieces);
-        let failure: Mutex<Option<ObjectError>> = Mutex::new(None);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    // Take pieces from the front, so that the device sees ascending offsets.
-                    let piece = {
-                        let mut queue = queue.lock();
-                        if queue.is_empty() || failure.lock().is_some() {
-                            return;
-                        }
-                        queue.remove(0)
-                    };
-                    if let Err(error) = self.objset.read(object, piece.0, piece.1) {
-                        failure.lock().get_or_insert(error);
-                        return;
-                    }
-                });
+        let helped = cached
+            && blocks.end - blocks.start > 1
+            && !self.objset.blocks_in_memory(object, blocks.clone())?
+            && self
+                .prefetch
+                .read_for_reader(object, blocks.start + 1..blocks.end);
+        if !helped {
+            if cached {
+                self.prefetch.claim(object, blocks);
             }
-        });
-        match failure.into_inner() {
-            Some(error) => Err(error.into()),
-            None => Ok(()),
+            return Ok(self.objset.read_append(object, offset, length, data)?);
         }
+        // Block by block: claim each (take it back from the queue if no worker has started
+        // it, or wait for the worker reading it), then copy it out, or read it here.
+        let end = offset + length as u64;
+        let mut at = offset;
+        while at < end {
+            let blkid = at / block_size;
+            let piece = ((blkid + 1) * block_size).min(end) - at;
+            self.prefetch.claim(object, blkid..blkid + 1);
+            self.objset.read_append(object, at, piece as usize, data)?;
+            at += piece;
+        }
+        Ok(())
     }
 
     /// The prefetcher's counters (zfetchstats).

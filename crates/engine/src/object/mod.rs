@@ -895,15 +895,43 @@ impl ObjectSet {
 
     /// Read bytes at `offset`; holes and bytes past the last block read as zeros.
     pub fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
+        let mut done = 0usize;
+        self.read_pieces(object, offset, buf.len(), |piece| {
+            buf[done..done + piece.len()].copy_from_slice(piece);
+            done += piece.len();
+        })
+    }
+
+    /// [`ObjectSet::read`] of `length` bytes appended to `out`, which is not zeroed first (a
+    /// read through a mount returns a buffer of up to 1 MiB that the blocks fill entirely).
+    pub fn read_append(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        length: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ObjectError> {
+        out.reserve(length);
+        self.read_pieces(object, offset, length, |piece| out.extend_from_slice(piece))
+    }
+
+    /// Hand `sink` the bytes of `length` at `offset`, in order, a piece per block.
+    fn read_pieces(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        length: usize,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<(), ObjectError> {
         let block_size = self.existing_dnode(object)?.data_block_size as u64;
         let mut done = 0usize;
-        while done < buf.len() {
+        while done < length {
             let position = offset + done as u64;
             let blkid = position / block_size;
             let within = (position % block_size) as usize;
-            let chunk = (block_size as usize - within).min(buf.len() - done);
+            let chunk = (block_size as usize - within).min(length - done);
             let block = self.read_block(object, blkid)?;
-            buf[done..done + chunk].copy_from_slice(&block[within..within + chunk]);
+            sink(&block[within..within + chunk]);
             done += chunk;
         }
         Ok(())

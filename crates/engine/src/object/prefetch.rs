@@ -34,6 +34,13 @@
 //! takes them off the queue and waits for those a worker is reading right now, so that no block
 //! is read from the device twice at once ([`Prefetcher::claim`]).
 //!
+//! The same workers serve a reader of several blocks that are not in memory (a 1 MiB read
+//! through a mount over 128 KiB records): [`Prefetcher::read_for_reader`] puts all but the
+//! first at the front of the queue, marked as demand reads (the sync read class, counted as
+//! demand by the cache), and the reader reads the first itself, then claims each next one in
+//! turn. The blocks are read in parallel without the reader starting threads of its own (it
+//! used to start up to four per read).
+//!
 //! # Locking
 //!
 //! The stream table and the queue each have a mutex held only for in-memory work; no lock is
@@ -119,6 +126,8 @@ pub struct PrefetchStats {
     pub blocks_claimed: u64,
     /// Blocks a worker read.
     pub blocks_read: u64,
+    /// Blocks a reader of several blocks handed to the workers ([`Prefetcher::read_for_reader`]).
+    pub blocks_for_readers: u64,
 }
 
 /// Sequential stream detection: see the module documentation. Pure bookkeeping, no I/O.
@@ -248,9 +257,16 @@ impl StreamTable {
 
 type BlockId = (ObjectId, u64);
 
+/// A block waiting for a worker: prefetched, or wanted now by a reader (`demand`).
+#[derive(Clone, Copy)]
+struct Queued {
+    block: BlockId,
+    demand: bool,
+}
+
 #[derive(Default)]
 struct Queue {
-    waiting: VecDeque<BlockId>,
+    waiting: VecDeque<Queued>,
     /// Blocks a worker is reading now.
     reading: HashSet<BlockId>,
     stopping: bool,
@@ -306,7 +322,10 @@ impl Prefetcher {
                 queue.stats.blocks_dropped += 1;
                 continue;
             }
-            queue.waiting.push_back((object, blkid));
+            queue.waiting.push_back(Queued {
+                block: (object, blkid),
+                demand: false,
+            });
             queue.stats.blocks_queued += 1;
         }
         drop(queue);
@@ -324,7 +343,7 @@ impl Prefetcher {
         let before = queue.waiting.len();
         queue
             .waiting
-            .retain(|(queued, blkid)| *queued != object || !blocks.contains(blkid));
+            .retain(|queued| queued.block.0 != object || !blocks.contains(&queued.block.1));
         queue.stats.blocks_claimed += (before - queue.waiting.len()) as u64;
         while queue
             .reading
@@ -333,6 +352,37 @@ impl Prefetcher {
         {
             self.shared.done.wait(&mut queue);
         }
+    }
+
+    /// Have the workers read `blocks` of `object` now, ahead of every prefetch, as demand
+    /// reads: the caller reads the block before them itself, then [`Prefetcher::claim`]s each
+    /// of these in turn (reading any a worker has not started). False when there are no
+    /// workers (the caller reads them all itself).
+    pub fn read_for_reader(&self, object: ObjectId, blocks: Range<u64>) -> bool {
+        if blocks.is_empty() {
+            return true;
+        }
+        self.start_workers();
+        if self.workers.lock().is_empty() {
+            return false;
+        }
+        let mut queue = self.shared.queue.lock();
+        queue
+            .waiting
+            .retain(|queued| queued.block.0 != object || !blocks.contains(&queued.block.1));
+        for blkid in blocks.rev() {
+            if queue.reading.contains(&(object, blkid)) {
+                continue;
+            }
+            queue.waiting.push_front(Queued {
+                block: (object, blkid),
+                demand: true,
+            });
+            queue.stats.blocks_for_readers += 1;
+        }
+        drop(queue);
+        self.shared.work.notify_all();
+        true
     }
 
     /// A snapshot of the counters.
@@ -378,22 +428,26 @@ impl Drop for Prefetcher {
 }
 
 fn worker(shared: &Shared, objset: &Weak<ObjectSet>) {
-    // Nobody waits for a prefetched block yet: its reads yield to readers' sync reads.
-    let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::AsyncRead);
     loop {
-        let block = {
+        let Queued { block, demand } = {
             let mut queue = shared.queue.lock();
             loop {
                 if queue.stopping {
                     return;
                 }
-                if let Some(block) = queue.waiting.pop_front() {
-                    queue.reading.insert(block);
-                    break block;
+                if let Some(queued) = queue.waiting.pop_front() {
+                    queue.reading.insert(queued.block);
+                    break queued;
                 }
                 shared.work.wait(&mut queue);
             }
         };
+        // Nobody waits for a prefetched block yet: its reads yield to readers' sync reads.
+        let _class = crate::vdev::queue::ReadClassScope::new(if demand {
+            crate::vdev::IoClass::SyncRead
+        } else {
+            crate::vdev::IoClass::AsyncRead
+        });
         if let Some(objset) = objset.upgrade() {
             // The result is in the cache now; an error is the reader's to meet and report.
             let _ = objset.read_block_if_present(block.0, block.1);

@@ -339,7 +339,7 @@ impl BlockDevice for FileDevice {
 }
 
 /// Alignment of offsets, lengths and buffers for O_DIRECT writes.
-const DIRECT_IO_ALIGNMENT: usize = 4096;
+pub(crate) const DIRECT_IO_ALIGNMENT: usize = 4096;
 /// Writes smaller than this go through the page cache: small metadata writes are cheap there,
 /// and large data writes gain most from skipping it.
 const DIRECT_IO_MIN_BYTES: usize = 64 << 10;

@@ -66,6 +66,9 @@ pub struct QueueLimits {
     /// Whether a sync write that may be issued at once runs on its caller's thread
     /// (`vdev_sync_write_inline`).
     pub sync_write_inline: bool,
+    /// Whether a read that may be issued at once runs on its caller's thread
+    /// (`vdev_read_inline`).
+    pub read_inline: bool,
 }
 
 impl QueueLimits {
@@ -100,6 +103,7 @@ impl QueueLimits {
             sync_write_window_ns: t.vdev_sync_write_window_us.saturating_mul(1000),
             aggregation_limit_sync: t.vdev_aggregation_limit_sync,
             sync_write_inline: t.vdev_sync_write_inline,
+            read_inline: t.vdev_read_inline,
         }
     }
 

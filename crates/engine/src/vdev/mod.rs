@@ -105,6 +105,7 @@
 //! A write that reached no child returns [`VdevError::NoChildWritten`], upon which the pool
 //! suspends (fail-stop).
 
+pub mod alloc;
 pub mod dtl;
 pub mod fault;
 pub mod io;
@@ -116,6 +117,7 @@ pub mod scan;
 pub mod stats;
 pub mod tree;
 
+pub use alloc::DirectIoAllocator;
 pub use dtl::DirtyTimeLog;
 pub use fault::{FaultPlan, FaultyDevice, PowerCutOutcome, ReadFaultKind};
 pub use io::{AlignedBuffer, BlockDevice, FileDevice, MissingDevice};

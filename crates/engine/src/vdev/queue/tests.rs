@@ -272,6 +272,7 @@ struct GateDevice {
     most_in_flight: AtomicU64,
     pieces: Mutex<Vec<usize>>,
     durable_threads: Mutex<Vec<String>>,
+    read_threads: Mutex<Vec<String>>,
 }
 
 impl GateDevice {
@@ -284,6 +285,7 @@ impl GateDevice {
             most_in_flight: AtomicU64::new(0),
             pieces: Mutex::new(Vec::new()),
             durable_threads: Mutex::new(Vec::new()),
+            read_threads: Mutex::new(Vec::new()),
         })
     }
 
@@ -313,6 +315,8 @@ impl GateDevice {
 
 impl BlockDevice for GateDevice {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        self.read_threads.lock().push(name);
         let start = offset as usize;
         buf.copy_from_slice(&self.data.lock()[start..start + buf.len()]);
         Ok(())
@@ -469,6 +473,33 @@ fn a_sync_write_runs_on_its_callers_thread_unless_told_otherwise() {
         let snapshot = stats.snapshot();
         assert_eq!(snapshot.class(IoClass::SyncWrite).requests, 1);
         assert_eq!(snapshot.write_ops, 1);
+        assert_eq!(queue.outstanding(), 0);
+    }
+}
+
+#[test]
+fn a_read_runs_on_its_callers_thread_unless_told_otherwise() {
+    for inline in [true, false] {
+        let limits = QueueLimits {
+            read_inline: inline,
+            ..QueueLimits::default()
+        };
+        let (device, stats, queue) = gated_leaf(limits);
+        device.open_gate();
+        for class in [IoClass::SyncRead, IoClass::AsyncRead, IoClass::Scrub] {
+            let mut buf = [7u8; 4096];
+            queue.read(class, 8192, &mut buf).unwrap();
+            assert_eq!(buf, [0u8; 4096]);
+        }
+        let threads = device.read_threads.lock().clone();
+        assert_eq!(threads.len(), 3);
+        for thread in &threads {
+            assert_eq!(thread.starts_with("tarn-vdev-iss"), !inline, "{threads:?}");
+        }
+        let snapshot = stats.snapshot();
+        for class in [IoClass::SyncRead, IoClass::AsyncRead, IoClass::Scrub] {
+            assert_eq!(snapshot.class(class).requests, 1, "{class:?}");
+        }
         assert_eq!(queue.outstanding(), 0);
     }
 }
