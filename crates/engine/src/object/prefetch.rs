@@ -273,6 +273,16 @@ struct Queue {
     stats: PrefetchStats,
 }
 
+impl Queue {
+    /// Remove the waiting entries of `blocks` of `object`; how many there were.
+    fn take_back(&mut self, object: ObjectId, blocks: &Range<u64>) -> u64 {
+        let before = self.waiting.len();
+        self.waiting
+            .retain(|queued| queued.block.0 != object || !blocks.contains(&queued.block.1));
+        (before - self.waiting.len()) as u64
+    }
+}
+
 struct Shared {
     queue: Mutex<Queue>,
     /// Signalled when work is queued or the prefetcher stops.
@@ -340,11 +350,7 @@ impl Prefetcher {
         if queue.waiting.is_empty() && queue.reading.is_empty() {
             return;
         }
-        let before = queue.waiting.len();
-        queue
-            .waiting
-            .retain(|queued| queued.block.0 != object || !blocks.contains(&queued.block.1));
-        queue.stats.blocks_claimed += (before - queue.waiting.len()) as u64;
+        queue.stats.blocks_claimed += queue.take_back(object, &blocks);
         while queue
             .reading
             .iter()
@@ -367,9 +373,7 @@ impl Prefetcher {
             return false;
         }
         let mut queue = self.shared.queue.lock();
-        queue
-            .waiting
-            .retain(|queued| queued.block.0 != object || !blocks.contains(&queued.block.1));
+        queue.take_back(object, &blocks);
         for blkid in blocks.rev() {
             if queue.reading.contains(&(object, blkid)) {
                 continue;
