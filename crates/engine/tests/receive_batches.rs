@@ -11,7 +11,7 @@
 
 mod common;
 
-use tarn::block::blkptr::Compression;
+use tarn::block::blkptr::{ChecksumType, Compression};
 use tarn::block::compress;
 use tarn::object::WholeBlock;
 use tarn::pool::Pool;
@@ -218,11 +218,16 @@ fn blocks_kept_as_payloads_read_patch_and_sync() {
         let mut whole = Vec::new();
         for (index, block) in blocks.iter().enumerate() {
             let payload = compress::compress(Compression::Lz4, block).unwrap();
+            // All but the first with their fletcher4 checksum given (the block's is derived from
+            // it, and must verify when read back from disk below).
+            let fletcher4 = (index > 0)
+                .then(|| tarn::block::checksum::compute(ChecksumType::Fletcher4, &payload));
             whole.push((
                 1 + index as u64,
                 WholeBlock::Stored {
                     compression: Compression::Lz4,
                     payload,
+                    fletcher4,
                 },
             ));
         }

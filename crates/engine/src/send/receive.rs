@@ -123,6 +123,7 @@ pub fn receive(
             chunk: Vec::new().into_iter(),
             bytes: 0,
             records: 0,
+            fletcher4: None,
         };
         let mut report = ReceiveReport::default();
         let result = receive_substreams(
@@ -147,13 +148,14 @@ const CHUNK_RECORDS: usize = 64;
 /// Most payload bytes in one chunk.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// A record and the stream's length up to its end; or why there is none.
-type Item = Result<(Record, u64), SendError>;
+/// A record, the stream's length up to its end and its payload's fletcher4 checksum if the
+/// stream's chain computed it; or why there is none.
+type Item = Result<(Record, u64, Option<[u8; 32]>), SendError>;
 
 /// The reader thread: parse and verify records (the stream's chained checksum, and that a
-/// compressed block decompresses) and hand them to the writer in chunks, a chunk ending early at END so that a substream is never held
-/// back waiting for the next one. Stops after the first error
-/// (handed over as the chunk's last item) or when the writer is gone.
+/// compressed block decompresses) and hand them to the writer in chunks, a chunk ending early
+/// at END so that a substream is never held back waiting for the next one. Stops after the
+/// first error (handed over as the chunk's last item) or when the writer is gone.
 fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
     let mut reader = StreamReader::new(input);
     let mut scratch = Vec::new();
@@ -164,11 +166,11 @@ fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
             let at = reader.bytes();
             let item = reader.next_record().and_then(|record| {
                 check_decompresses(&record, at, &mut scratch)?;
-                Ok((record, reader.bytes()))
+                Ok((record, reader.bytes(), reader.payload_fletcher4()))
             });
             let (stop, end) = match &item {
                 Err(_) => (true, true),
-                Ok((record, bytes)) => {
+                Ok((record, bytes, _)) => {
                     payload_bytes += (*bytes - at) as usize;
                     (false, matches!(record, Record::End { .. }))
                 }
@@ -217,6 +219,8 @@ struct Source<'a> {
     chunk: std::vec::IntoIter<Item>,
     bytes: u64,
     records: u64,
+    /// The fletcher4 checksum of the last record's payload, if the stream gave it.
+    fletcher4: Option<[u8; 32]>,
 }
 
 impl Source<'_> {
@@ -241,8 +245,9 @@ impl Source<'_> {
             },
         };
         match item {
-            Ok((record, bytes)) => {
+            Ok((record, bytes, fletcher4)) => {
                 self.bytes = bytes;
+                self.fletcher4 = fletcher4;
                 self.records += 1;
                 Ok(Some(record))
             }
@@ -616,6 +621,7 @@ fn apply_records(
                         logical_size,
                         compression,
                         data,
+                        fletcher4: source.fletcher4,
                     },
                 )?;
             }
@@ -653,6 +659,9 @@ struct ReceivedBlock {
     logical_size: u64,
     compression: Compression,
     data: Vec<u8>,
+    /// The fletcher4 checksum of `data`, if the stream's chain computed it: the sync derives
+    /// a stored block's checksum from it rather than reading the payload again.
+    fletcher4: Option<[u8; 32]>,
 }
 
 /// Applies records to the target's object set.
@@ -863,6 +872,7 @@ impl Writer<'_> {
                     compression => WholeBlock::Stored {
                         compression,
                         payload: block.data,
+                        fletcher4: block.fletcher4,
                     },
                 };
                 whole.push((offset / block_size, contents));

@@ -443,6 +443,8 @@ struct Chain {
     input: Vec<u8>,
     /// Payloads enter as their digest ([`FEATURE_PAYLOAD_DIGEST`] of the last BEGIN).
     digest: bool,
+    /// The digest of the last payload, if it entered so.
+    last_digest: Option<[u8; 32]>,
 }
 
 impl Chain {
@@ -465,10 +467,12 @@ impl Chain {
     /// The payload of the record whose checksum was the last one.
     fn payload(&mut self, payload: &[u8]) {
         if self.digest {
-            self.input
-                .extend_from_slice(&checksum::compute(ChecksumType::Fletcher4, payload));
+            let digest = checksum::compute(ChecksumType::Fletcher4, payload);
+            self.input.extend_from_slice(&digest);
+            self.last_digest = Some(digest);
         } else {
             self.input.extend_from_slice(payload);
+            self.last_digest = None;
         }
     }
 }
@@ -579,6 +583,15 @@ impl<R: Read> StreamReader<R> {
     /// Bytes read so far.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The fletcher4 checksum of the last record's payload, if the stream's chain took it
+    /// (`FEATURE_PAYLOAD_DIGEST`): that record's checksum does not cover it yet (the next
+    /// header's does), but it is exactly the bytes handed out, so a receive may store it as
+    /// the block's checksum. It is checked: a damaged payload breaks the chain at the next
+    /// header, and the receive fails then.
+    pub fn payload_fletcher4(&self) -> Option<[u8; 32]> {
+        self.chain.last_digest
     }
 
     /// The next record, checked; [`SendError::Truncated`] at the end of the input.
