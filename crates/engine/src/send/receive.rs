@@ -4,32 +4,36 @@
 //! # The pipeline and what a record costs
 //! Three threads carry a WRITE record (OpenZFS `dmu_recv.c` has the same split):
 //! - the *reader* reads the header and the payload (into one buffer, the one that becomes the
-//!   dirty block), and checks the chained BLAKE3 checksum of the stream: every record is
+//!   dirty block), checks the chained BLAKE3 checksum of the stream (over each payload's
+//!   fletcher4 digest with `FEATURE_PAYLOAD_DIGEST`, the digest then kept as the stored
+//!   block's checksum), and checks that a compressed block decompresses to its logical size
+//!   (`compress::check_decompresses`: an lz4 stream is walked sequence by sequence with its
+//!   decoder's checks, not decoded; zstd is decoded into one reused buffer): every record is
 //!   verified before anything trusts it. It hands records to the writer over a bounded queue
 //!   in chunks of up to [`CHUNK_RECORDS`] records or [`CHUNK_BYTES`] of payload (a chunk ends
 //!   at END), so the writer is woken once per chunk: a wake-up per record cost as much as
 //!   the record's other work.
-//! - the *writer* enforces the stream's order, checks that a compressed block decompresses to
-//!   its logical size (`compress::check_decompresses`: an lz4 stream is walked sequence by
-//!   sequence with its decoder's checks, not decoded; zstd is decoded into one reused buffer),
-//!   and gathers WRITE records of one object within `recv_write_batch_size` bytes into one
+//! - the *writer* enforces the stream's order and gathers WRITE records of one object within
+//!   `recv_write_batch_size` bytes into one
 //!   transaction. A batch's whole blocks go to [`ObjectSet::write_blocks`] in one call: one
 //!   dnode look-up, one admission for the range, one object lock, one dirty-record lock, one
 //!   dirty-data report, and the received buffers become the dirty records (no copy). A
-//!   record that is not one whole block goes through `ObjectSet::write`.
+//!   record that is not one whole block goes through `ObjectSet::write`. Every sixteenth of
+//!   the dirty data that starts a sync by itself, it asks for a sync ([`TxgManager::kick`]),
+//!   so that the sync thread works beside it from the start and END waits for a small txg.
 //! - the *sync thread* writes the blocks in the txg's sync. A `send -c` block is kept as its
 //!   payload only (`DirtyBlock::Stored`: never decompressed unless read before its sync) and
 //!   stored as it arrived, the payload itself handed to the write queue when it fills its
-//!   sectors (`BlockIo::write_stored`): what it costs there is the block pointer's checksum
-//!   over the payload, the allocation and the I/O. A plain block is compressed by the sync's
+//!   sectors (`BlockIo::write_stored`): what it costs there is the allocation and the I/O,
+//!   and the block pointer's checksum over the payload unless the stream's digest gave it. A plain block is compressed by the sync's
 //!   compression threads and written from that payload, also without a copy. Received
 //!   blocks are not kept in the cache (`DirtyBlock::Received`), as OpenZFS's lightweight
 //!   receive writes bypass the ARC.
 //!
-//! So a `-c` record costs one allocation (its payload), one copy out of the input buffer and
-//! one into the stream checksum's buffer (`stream.rs` `Chain`), the stream checksum over it,
-//! the decompression check, the block checksum and the write; a plain record adds the
-//! compression (which dominates). Measured on a 2-core VM beside other
+//! So a `-c` record costs one allocation (its payload), one copy out of the input buffer,
+//! its fletcher4 digest and BLAKE3 over 160 bytes (the stream checksum, `stream.rs` `Chain`),
+//! the decompression check and the write; a plain record adds the compression (which
+//! dominates). Measured on a 2-core VM beside other
 //! builds (`tarn bench receive`, 8 KiB records of text, lz4): see docs/design.md §2.17.
 
 use std::io::Read;
