@@ -275,3 +275,57 @@ fn blocks_kept_as_payloads_read_patch_and_sync() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// A receive asks for a sync every `recv_sync_share`-th of the dirty-data trigger, so the
+/// sync runs beside it: with the trigger out of reach (the whole of `dirty_data_max`) and no
+/// timer, a 16 MiB receive syncs txgs on the way with a share of 64 (a sync asked for each
+/// 1 MiB; those asked for while one runs make one sync after it, so how many depends on
+/// the speeds), and only those that creating the target and the failure at the cut take
+/// with a share of 0.
+#[test]
+fn a_receive_asks_for_syncs_on_the_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = roomy_pool(dir.path(), "sy");
+    let fs = source.file_system().unwrap();
+    let file = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(file, 0, &text(1, 16 << 20)).unwrap();
+    drop(fs);
+    source
+        .create_snapshots(&["sy@s".to_string()], false)
+        .unwrap();
+    let stream = send_stream(&source, "sy@s", None, true);
+    let syncs_during_receive = |share: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(tarn::pool::CreateOptions {
+            name: "sz".into(),
+            log: Vec::new(),
+            cache: Vec::new(),
+            vdevs: single(dir.path(), "sz0"),
+            create_size: Some(512 << 20),
+            force: false,
+            tunables: tarn::tunables::Tunables {
+                dirty_data_max: 64 << 20,
+                dirty_data_sync_percent: 100,
+                delay_min_dirty_percent: 99,
+                txg_timeout: 3600,
+                recv_sync_share: share,
+                ..tiny()
+            },
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .unwrap();
+        let before = pool.core.txgs.stats().syncs;
+        // Stop at the first sync END asks for: count the syncs of the records alone.
+        let mut input: &[u8] = &stream[..stream.len() - 128];
+        let error = receive(&pool, "sz/copy", &mut input, &ReceiveOptions::default());
+        assert!(error.is_err(), "the stream was cut before END");
+        let syncs = pool.core.txgs.stats().syncs - before;
+        pool.export().unwrap();
+        syncs
+    };
+    let asked = syncs_during_receive(64);
+    let not_asked = syncs_during_receive(0);
+    assert!(asked > not_asked, "{asked} against {not_asked}");
+    source.export().unwrap();
+}

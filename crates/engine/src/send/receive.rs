@@ -695,12 +695,10 @@ struct Writer<'a> {
     report: &'a mut ReceiveReport,
 }
 
-/// The share of the dirty-data sync trigger a receive writes between the syncs it asks for.
-const RECEIVE_SYNC_SHARE: u64 = 16;
-
-/// How much a receive writes between the syncs it asks for: a sixteenth of the dirty data that
-/// starts a sync by itself (`dirty_data_sync_percent` of `dirty_data_max`: 12.8 MiB by
-/// default), at least 1 MiB. Left to the dirty-data trigger alone, the first sync of a
+/// How much a receive writes between the syncs it asks for: the `recv_sync_share` tunable's
+/// share (a sixteenth) of the dirty data that starts a sync by itself
+/// (`dirty_data_sync_percent` of `dirty_data_max`: 12.8 MiB by default), at least 1 MiB;
+/// never with a share of 0. Left to the dirty-data trigger alone, the first sync of a
 /// receive started only after 205 MiB (the reader and writer ran with the sync thread idle),
 /// and at END the receive waited for the sync of everything since the last one with nothing
 /// running beside it: about a third of a 512 MiB `-c` receive's time, one core idle.
@@ -709,8 +707,12 @@ const RECEIVE_SYNC_SHARE: u64 = 16;
 /// small txg. A txg's own cost (space maps, the MOS, the uberblock) is small beside the
 /// ~1,600 blocks of 8 KiB each one carries.
 fn sync_every(tunables: &crate::tunables::Tunables) -> u64 {
-    (tunables.dirty_data_max * tunables.dirty_data_sync_percent / 100 / RECEIVE_SYNC_SHARE)
-        .max(1 << 20)
+    match tunables.recv_sync_share {
+        0 => u64::MAX,
+        share => {
+            (tunables.dirty_data_max * tunables.dirty_data_sync_percent / 100 / share).max(1 << 20)
+        }
+    }
 }
 
 impl Writer<'_> {
