@@ -22,6 +22,10 @@ use common::tree::snapshot_tree;
 use common::*;
 
 fn roomy_pool(dir: &std::path::Path, name: &str) -> Pool {
+    roomy_pool_with(dir, name, tiny())
+}
+
+fn roomy_pool_with(dir: &std::path::Path, name: &str, tunables: tarn::tunables::Tunables) -> Pool {
     Pool::create(tarn::pool::CreateOptions {
         name: name.into(),
         log: Vec::new(),
@@ -29,7 +33,7 @@ fn roomy_pool(dir: &std::path::Path, name: &str) -> Pool {
         vdevs: single(dir, &format!("{name}0")),
         create_size: Some(512 << 20),
         force: false,
-        tunables: tiny(),
+        tunables,
         wrap_device: None,
         disabled_features: Vec::new(),
     })
@@ -296,14 +300,10 @@ fn a_receive_asks_for_syncs_on_the_way() {
     let stream = send_stream(&source, "sy@s", None, true);
     let syncs_during_receive = |share: u64| {
         let dir = tempfile::tempdir().unwrap();
-        let pool = Pool::create(tarn::pool::CreateOptions {
-            name: "sz".into(),
-            log: Vec::new(),
-            cache: Vec::new(),
-            vdevs: single(dir.path(), "sz0"),
-            create_size: Some(512 << 20),
-            force: false,
-            tunables: tarn::tunables::Tunables {
+        let pool = roomy_pool_with(
+            dir.path(),
+            "sz",
+            tarn::tunables::Tunables {
                 dirty_data_max: 64 << 20,
                 dirty_data_sync_percent: 100,
                 delay_min_dirty_percent: 99,
@@ -311,10 +311,7 @@ fn a_receive_asks_for_syncs_on_the_way() {
                 recv_sync_share: share,
                 ..tiny()
             },
-            wrap_device: None,
-            disabled_features: Vec::new(),
-        })
-        .unwrap();
+        );
         let before = pool.core.txgs.stats().syncs;
         // Stop at the first sync END asks for: count the syncs of the records alone.
         let mut input: &[u8] = &stream[..stream.len() - 128];
