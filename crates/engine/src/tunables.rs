@@ -168,6 +168,10 @@ tunables! {
     /// Logical bytes of WRITE records to one object that a receive applies in one transaction
     /// (zfs_recv_write_batch_size); at most 32 MiB. A record larger than it is a batch alone.
     recv_write_batch_size: u64 = 1 << 20,
+    /// A receive asks for a txg sync each time it has written this share (1/n) of the dirty
+    /// data that starts a sync by itself (dirty_data_max × dirty_data_sync_percent / 100), at
+    /// least 1 MiB, so that the sync runs beside it (tarn's own; send/receive.rs). 0: never.
+    recv_sync_share: u64 = 16,
     /// A clone's livelist is dropped (destroy then walks the tree) once the clone shares less
     /// than this percent of its referenced bytes with its origin
     /// (zfs_livelist_min_percent_shared).

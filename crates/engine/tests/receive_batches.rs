@@ -11,7 +11,7 @@
 
 mod common;
 
-use tarn::block::blkptr::Compression;
+use tarn::block::blkptr::{ChecksumType, Compression};
 use tarn::block::compress;
 use tarn::object::WholeBlock;
 use tarn::pool::Pool;
@@ -22,6 +22,10 @@ use common::tree::snapshot_tree;
 use common::*;
 
 fn roomy_pool(dir: &std::path::Path, name: &str) -> Pool {
+    roomy_pool_with(dir, name, tiny())
+}
+
+fn roomy_pool_with(dir: &std::path::Path, name: &str, tunables: tarn::tunables::Tunables) -> Pool {
     Pool::create(tarn::pool::CreateOptions {
         name: name.into(),
         log: Vec::new(),
@@ -29,7 +33,7 @@ fn roomy_pool(dir: &std::path::Path, name: &str) -> Pool {
         vdevs: single(dir, &format!("{name}0")),
         create_size: Some(512 << 20),
         force: false,
-        tunables: tiny(),
+        tunables,
         wrap_device: None,
         disabled_features: Vec::new(),
     })
@@ -218,11 +222,16 @@ fn blocks_kept_as_payloads_read_patch_and_sync() {
         let mut whole = Vec::new();
         for (index, block) in blocks.iter().enumerate() {
             let payload = compress::compress(Compression::Lz4, block).unwrap();
+            // All but the first with their fletcher4 checksum given (the block's is derived from
+            // it, and must verify when read back from disk below).
+            let fletcher4 = (index > 0)
+                .then(|| tarn::block::checksum::compute(ChecksumType::Fletcher4, &payload));
             whole.push((
                 1 + index as u64,
                 WholeBlock::Stored {
                     compression: Compression::Lz4,
                     payload,
+                    fletcher4,
                 },
             ));
         }
@@ -269,4 +278,51 @@ fn blocks_kept_as_payloads_read_patch_and_sync() {
     drop(fs);
     assert_clean(&pool);
     pool.export().unwrap();
+}
+
+/// A receive asks for a sync every `recv_sync_share`-th of the dirty-data trigger, so the
+/// sync runs beside it: with the trigger out of reach (the whole of `dirty_data_max`) and no
+/// timer, a 16 MiB receive syncs txgs on the way with a share of 64 (a sync asked for each
+/// 1 MiB; those asked for while one runs make one sync after it, so how many depends on
+/// the speeds), and only those that creating the target and the failure at the cut take
+/// with a share of 0.
+#[test]
+fn a_receive_asks_for_syncs_on_the_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = roomy_pool(dir.path(), "sy");
+    let fs = source.file_system().unwrap();
+    let file = fs.create(fs.root(), b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(file, 0, &text(1, 16 << 20)).unwrap();
+    drop(fs);
+    source
+        .create_snapshots(&["sy@s".to_string()], false)
+        .unwrap();
+    let stream = send_stream(&source, "sy@s", None, true);
+    let syncs_during_receive = |share: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = roomy_pool_with(
+            dir.path(),
+            "sz",
+            tarn::tunables::Tunables {
+                dirty_data_max: 64 << 20,
+                dirty_data_sync_percent: 100,
+                delay_min_dirty_percent: 99,
+                txg_timeout: 3600,
+                recv_sync_share: share,
+                ..tiny()
+            },
+        );
+        let before = pool.core.txgs.stats().syncs;
+        // Stop at the first sync END asks for: count the syncs of the records alone.
+        let mut input: &[u8] = &stream[..stream.len() - 128];
+        let error = receive(&pool, "sz/copy", &mut input, &ReceiveOptions::default());
+        assert!(error.is_err(), "the stream was cut before END");
+        let syncs = pool.core.txgs.stats().syncs - before;
+        pool.export().unwrap();
+        syncs
+    };
+    let asked = syncs_during_receive(64);
+    let not_asked = syncs_during_receive(0);
+    assert!(asked > not_asked, "{asked} against {not_asked}");
+    source.export().unwrap();
 }

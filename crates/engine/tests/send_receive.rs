@@ -10,7 +10,7 @@ mod common;
 
 use tarn::fs::{FileSystem, SetAttr};
 use tarn::pool::Pool;
-use tarn::send::stream::{Record, StreamReader, StreamWriter};
+use tarn::send::stream::{Record, StreamReader, StreamWriter, FEATURE_PAYLOAD_DIGEST};
 use tarn::send::{receive, send, ReceiveOptions, SendError, SendOptions};
 
 use common::tree::{snapshot_tree, tree};
@@ -294,6 +294,52 @@ fn full_and_incremental_streams_round_trip() {
         text_blocks(&target, "dst/third@c"),
         text_blocks(&pool, "src@c"),
         "the same compressed bytes, stored as sent"
+    );
+    // Streams from before the payload digest (payloads hashed whole into the chain) still
+    // receive, full and -I; the default stream carries the feature, and differs only in
+    // its checksums.
+    let features = |stream: &[u8]| match StreamReader::new(stream).next_record().unwrap() {
+        Record::Begin(begin) => begin.features,
+        other => panic!("{other:?}"),
+    };
+    let whole = |compressed: bool, from: Option<&str>| SendOptions {
+        compressed,
+        from: from.map(str::to_string),
+        intermediates: from.is_some(),
+        whole_payload_chain: true,
+        ..SendOptions::default()
+    };
+    let old_compressed = send_with(&pool, "src@c", &whole(true, None));
+    assert_eq!(
+        features(&compressed) & FEATURE_PAYLOAD_DIGEST,
+        FEATURE_PAYLOAD_DIGEST
+    );
+    assert_eq!(features(&old_compressed) & FEATURE_PAYLOAD_DIGEST, 0);
+    assert_eq!(old_compressed.len(), compressed.len());
+    assert_ne!(old_compressed, compressed);
+    receive_from(&target, "dst/fourth", &old_compressed).unwrap();
+    assert_eq!(
+        snapshot_tree(&target, "dst/fourth@c"),
+        snapshot_tree(&pool, "src@c")
+    );
+    receive_from(
+        &target,
+        "dst/fifth",
+        &send_with(&pool, "src@a", &whole(false, None)),
+    )
+    .unwrap();
+    assert_eq!(
+        receive_from(
+            &target,
+            "dst/fifth",
+            &send_with(&pool, "src@c", &whole(false, Some("@a")))
+        )
+        .unwrap(),
+        ["dst/fifth@b", "dst/fifth@c"]
+    );
+    assert_eq!(
+        snapshot_tree(&target, "dst/fifth@c"),
+        snapshot_tree(&pool, "src@c")
     );
     assert_clean(&pool);
     assert_clean(&target);

@@ -52,6 +52,7 @@ pub(super) fn handle(
                             compressed,
                             recursive,
                             resume_at: None,
+                            whole_payload_chain: false,
                         },
                     ),
                 };

@@ -166,6 +166,49 @@ pub fn compute(kind: ChecksumType, data: &[u8]) -> [u8; 32] {
     }
 }
 
+/// The fletcher4 checksum of `data` followed by zero bytes up to `padded_len`, from
+/// `checksum`, the fletcher4 checksum of `data` alone (`data_len` bytes), without reading the
+/// data: a zero word adds nothing to `a` and each later sum grows by the one before it, so
+/// after `k` zero words `b += k·a`, `c += k·b + T2(k)·a`, `d += k·c + T2(k)·b + T3(k)·a`
+/// (T2, T3 the triangular and tetrahedral numbers), exact in wrapping arithmetic as the sums
+/// are. A partial last word of `data` was already padded with zeros, as the padded bytes
+/// pad it. None if `padded_len` is not a whole number of words at or past `data_len`'s.
+/// (A compressed receive stores a payload whose fletcher4 the stream checked, padded to its
+/// sectors: `BlockIo::write_stored` takes its checksum from here.)
+pub fn fletcher4_zero_extended(
+    checksum: &[u8; 32],
+    data_len: usize,
+    padded_len: usize,
+) -> Option<[u8; 32]> {
+    let words = data_len.div_ceil(4);
+    if !padded_len.is_multiple_of(4) || padded_len / 4 < words {
+        return None;
+    }
+    let k = (padded_len / 4 - words) as u128;
+    let t2 = (k * (k + 1) / 2) as u64;
+    let t3 = (k * (k + 1) * (k + 2) / 6) as u64;
+    let k = k as u64;
+    let mut sums = [0u64; 4];
+    for (sum, bytes) in sums.iter_mut().zip(checksum.chunks_exact(8)) {
+        *sum = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+    }
+    let [a, b, c, d] = sums;
+    let extended = [
+        a,
+        b.wrapping_add(k.wrapping_mul(a)),
+        c.wrapping_add(k.wrapping_mul(b))
+            .wrapping_add(t2.wrapping_mul(a)),
+        d.wrapping_add(k.wrapping_mul(c))
+            .wrapping_add(t2.wrapping_mul(b))
+            .wrapping_add(t3.wrapping_mul(a)),
+    ];
+    let mut out = [0u8; 32];
+    for (slot, word) in out.chunks_exact_mut(8).zip(extended) {
+        slot.copy_from_slice(&word.to_le_bytes());
+    }
+    Some(out)
+}
+
 /// Whether `data` has checksum `expected` under `kind`.
 pub fn verify(kind: ChecksumType, data: &[u8], expected: &[u8; 32]) -> bool {
     compute(kind, data) == *expected
@@ -232,6 +275,47 @@ mod tests {
         assert_eq!(
             words_of(compute(ChecksumType::Fletcher4, &short)),
             [6, 7, 8, 9]
+        );
+    }
+
+    proptest! {
+        /// Extending a checksum with zero words gives the checksum of the padded bytes, for
+        /// every length and padding (including a partial last word, and large values that
+        /// wrap).
+        #[test]
+        fn fletcher4_zero_extension_equals_the_padded_checksum(
+            data in proptest::collection::vec(any::<u8>(), 0..3000),
+            extra in 0usize..5000,
+            high in any::<bool>(),
+        ) {
+            let data: Vec<u8> = if high { data.iter().map(|b| b | 0xf0).collect() } else { data };
+            let padded_len = data.len().div_ceil(4) * 4 + extra / 4 * 4;
+            let mut padded = data.clone();
+            padded.resize(padded_len, 0);
+            let checksum = compute(ChecksumType::Fletcher4, &data);
+            prop_assert_eq!(
+                fletcher4_zero_extended(&checksum, data.len(), padded_len),
+                Some(compute(ChecksumType::Fletcher4, &padded))
+            );
+            // Shorter than the data, or not whole words: not given.
+            if !data.is_empty() {
+                prop_assert_eq!(fletcher4_zero_extended(&checksum, data.len(), data.len().div_ceil(4) * 4 - 4), None);
+            }
+            prop_assert_eq!(fletcher4_zero_extended(&checksum, data.len(), padded_len + 1), None);
+        }
+    }
+
+    #[test]
+    fn fletcher4_zero_extension_of_many_words_wraps() {
+        // 16 MiB of 0xff then 16 MiB of zeros: k large enough that T3(k) overflows u64 before
+        // the reduction (checked against the definition).
+        let data = vec![0xffu8; 1 << 20];
+        let mut padded = data.clone();
+        padded.resize(16 << 20, 0);
+        let checksum = compute(ChecksumType::Fletcher4, &data);
+        assert_eq!(
+            fletcher4_zero_extended(&checksum, data.len(), padded.len()),
+            Some(compute(ChecksumType::Fletcher4, &padded))
         );
     }
 

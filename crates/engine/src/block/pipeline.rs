@@ -272,7 +272,7 @@ impl BlockIo {
             );
         }
         let encoded = self.encode_stored(
-            payload,
+            (payload, None),
             compression,
             data.len() as u32,
             props,
@@ -347,11 +347,13 @@ impl BlockIo {
     /// cannot be stored as it is (a pass that no longer compresses, or a payload that saves no
     /// allocation unit), and the cache does not keep it (as OpenZFS's lightweight receive
     /// writes bypass the ARC). No zero detection: a sender with compression on sends holes,
-    /// not compressed zeros.
+    /// not compressed zeros. With the payload comes its fletcher4 checksum if the caller
+    /// has it (a stream's payload digest): a fletcher4 block's checksum is then derived from
+    /// it ([`checksum::fletcher4_zero_extended`]) rather than computed over the bytes.
     #[allow(clippy::too_many_arguments)]
     pub fn write_stored(
         &self,
-        payload: &Arc<Vec<u8>>,
+        (payload, fletcher4): (&Arc<Vec<u8>>, Option<&[u8; 32]>),
         compression: Compression,
         size_logical: u32,
         props: &WriteProps,
@@ -382,7 +384,7 @@ impl BlockIo {
             );
         }
         let encoded = self.encode_stored(
-            payload,
+            (payload, fletcher4),
             compression,
             size_logical,
             props,
@@ -402,7 +404,7 @@ impl BlockIo {
     #[allow(clippy::too_many_arguments)]
     fn encode_stored(
         &self,
-        payload: &Arc<Vec<u8>>,
+        (payload, fletcher4): (&Arc<Vec<u8>>, Option<&[u8; 32]>),
         compression: Compression,
         size_logical: u32,
         props: &WriteProps,
@@ -436,15 +438,23 @@ impl BlockIo {
         let size_physical = keep.unwrap_or(round_up(payload.len() as u64, unit) as usize);
         let size_allocated = round_up(size_physical as u64, 1u64 << self.ashift);
         bp.size_physical = size_physical as u32;
+        // The checksum covers the payload and its zero padding to the physical size.
+        let known = match (props.checksum, fletcher4) {
+            (ChecksumType::Fletcher4, Some(sum)) => {
+                checksum::fletcher4_zero_extended(sum, payload.len(), size_physical)
+            }
+            _ => None,
+        };
+        let sum = |bytes: &[u8]| known.unwrap_or_else(|| checksum::compute(props.checksum, bytes));
         let padded = if payload.len() as u64 == size_allocated && size_physical == payload.len() {
             // Already what goes to disk: shared, not copied.
-            bp.checksum = checksum::compute(props.checksum, payload);
+            bp.checksum = sum(payload);
             payload.clone()
         } else {
             let mut bytes = Vec::with_capacity(size_allocated as usize);
             bytes.extend_from_slice(&payload[..payload.len().min(size_physical)]);
             bytes.resize(size_physical, 0);
-            bp.checksum = checksum::compute(props.checksum, &bytes);
+            bp.checksum = sum(&bytes);
             bytes.resize(size_allocated as usize, 0);
             Arc::new(bytes)
         };

@@ -229,6 +229,9 @@ enum DirtyBlock {
         compression: Compression,
         payload: Arc<Vec<u8>>,
         size_logical: u32,
+        /// The payload's fletcher4 checksum if the receive has it (the stream's payload
+        /// digest): the sync derives the block's from it rather than reading the payload.
+        fletcher4: Option<[u8; 32]>,
     },
 }
 
@@ -248,6 +251,7 @@ impl DirtyBlock {
                 compression,
                 payload,
                 size_logical,
+                ..
             } => Ok(Arc::new(crate::block::compress::decompress(
                 *compression,
                 payload,
@@ -267,6 +271,9 @@ pub enum WholeBlock {
     Stored {
         compression: Compression,
         payload: Vec<u8>,
+        /// The payload's fletcher4 checksum, if known (see `DirtyBlock::Stored`); it must be
+        /// that of these bytes.
+        fletcher4: Option<[u8; 32]>,
     },
 }
 

@@ -327,7 +327,14 @@ impl ObjectSet {
                     compression,
                     payload,
                     size_logical,
-                } => tree.write_stored(blkid, *compression, payload, *size_logical)?,
+                    fletcher4,
+                } => tree.write_stored(
+                    blkid,
+                    *compression,
+                    payload,
+                    *size_logical,
+                    fletcher4.as_ref(),
+                )?,
             }
             tree.dnode.max_blkid = tree.dnode.max_blkid.max(blkid);
         }

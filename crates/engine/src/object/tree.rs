@@ -353,11 +353,12 @@ impl<'a> TreeSync<'a> {
         compression: Compression,
         payload: &Arc<Vec<u8>>,
         size_logical: u32,
+        fletcher4: Option<&[u8; 32]>,
     ) -> Result<(), ObjectError> {
         self.grow_to(blkid)?;
         let old = self.data_pointer(blkid)?;
         let bp = self.io.write_stored(
-            payload,
+            (payload, fletcher4),
             compression,
             size_logical,
             &self.props(0),

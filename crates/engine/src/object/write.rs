@@ -241,11 +241,13 @@ impl ObjectSet {
                 WholeBlock::Stored {
                     compression,
                     payload,
+                    fletcher4,
                 } if !payload.is_empty() && compression != super::Compression::Off => {
                     DirtyBlock::Stored {
                         compression,
                         payload: Arc::new(payload),
                         size_logical: block_size,
+                        fletcher4,
                     }
                 }
                 _ => {

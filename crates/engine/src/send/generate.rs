@@ -15,8 +15,8 @@ use crate::pool::snapshots::SnapshotInfo;
 use crate::pool::Pool;
 
 use super::stream::{
-    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_COMPRESSED, FEATURE_RESUMING,
-    FEATURE_SPILL, FLAG_RECURSIVE, STREAM_VERSION,
+    Begin, BeginNames, ObjectRecord, Record, StreamWriter, FEATURE_COMPRESSED,
+    FEATURE_PAYLOAD_DIGEST, FEATURE_RESUMING, FEATURE_SPILL, FLAG_RECURSIVE, STREAM_VERSION,
 };
 use super::SendError;
 
@@ -43,6 +43,10 @@ pub struct SendOptions {
     /// Continue an interrupted receive (`send -t`): start at (object, offset), leaving out
     /// every record before it (see `send/resume.rs`). Not with `recursive` or `intermediates`.
     pub resume_at: Option<(u64, u64)>,
+    /// Hash payloads whole into the stream's chained checksum, as streams did before
+    /// `FEATURE_PAYLOAD_DIGEST` (for a receiver that predates it); by default each payload
+    /// enters the chain as its fletcher4 digest (docs/design.md §2.17).
+    pub whole_payload_chain: bool,
 }
 
 /// What a send did (or, dry, would do).
@@ -134,6 +138,7 @@ pub fn send(
     }
     let mut sender = Sender {
         compressed: options.compressed,
+        whole_payload_chain: options.whole_payload_chain,
         top: options.recursive.then(|| file_system.to_string()),
         io: pool.core.io.clone(),
         writer: StreamWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
@@ -264,6 +269,8 @@ impl From<&SnapshotInfo> for Source {
 struct Sender<'a, W: Write> {
     /// Compressed blocks go as stored (`send -c`).
     compressed: bool,
+    /// Payloads are hashed whole into the chain (no `FEATURE_PAYLOAD_DIGEST`).
+    whole_payload_chain: bool,
     /// With `send -R`, the file system whose tree is sent: names below it map to the
     /// receiver's target.
     top: Option<String>,
@@ -295,6 +302,9 @@ impl<W: Write> Sender<'_, W> {
         let objset = pool.snapshot_objset(&to.name)?;
         let (resume_object, resume_offset) = self.resume_at.unwrap_or((0, 0));
         let mut features = FEATURE_SPILL;
+        if !self.whole_payload_chain {
+            features |= FEATURE_PAYLOAD_DIGEST;
+        }
         if self.compressed {
             features |= FEATURE_COMPRESSED;
         }

@@ -4,32 +4,36 @@
 //! # The pipeline and what a record costs
 //! Three threads carry a WRITE record (OpenZFS `dmu_recv.c` has the same split):
 //! - the *reader* reads the header and the payload (into one buffer, the one that becomes the
-//!   dirty block), and checks the chained BLAKE3 checksum of the stream: every record is
+//!   dirty block), checks the chained BLAKE3 checksum of the stream (over each payload's
+//!   fletcher4 digest with `FEATURE_PAYLOAD_DIGEST`, the digest then kept as the stored
+//!   block's checksum), and checks that a compressed block decompresses to its logical size
+//!   (`compress::check_decompresses`: an lz4 stream is walked sequence by sequence with its
+//!   decoder's checks, not decoded; zstd is decoded into one reused buffer): every record is
 //!   verified before anything trusts it. It hands records to the writer over a bounded queue
 //!   in chunks of up to [`CHUNK_RECORDS`] records or [`CHUNK_BYTES`] of payload (a chunk ends
 //!   at END), so the writer is woken once per chunk: a wake-up per record cost as much as
 //!   the record's other work.
-//! - the *writer* enforces the stream's order, checks that a compressed block decompresses to
-//!   its logical size (`compress::check_decompresses`: an lz4 stream is walked sequence by
-//!   sequence with its decoder's checks, not decoded; zstd is decoded into one reused buffer),
-//!   and gathers WRITE records of one object within `recv_write_batch_size` bytes into one
+//! - the *writer* enforces the stream's order and gathers WRITE records of one object within
+//!   `recv_write_batch_size` bytes into one
 //!   transaction. A batch's whole blocks go to [`ObjectSet::write_blocks`] in one call: one
 //!   dnode look-up, one admission for the range, one object lock, one dirty-record lock, one
 //!   dirty-data report, and the received buffers become the dirty records (no copy). A
-//!   record that is not one whole block goes through `ObjectSet::write`.
+//!   record that is not one whole block goes through `ObjectSet::write`. Every sixteenth of
+//!   the dirty data that starts a sync by itself, it asks for a sync ([`TxgManager::kick`]),
+//!   so that the sync thread works beside it from the start and END waits for a small txg.
 //! - the *sync thread* writes the blocks in the txg's sync. A `send -c` block is kept as its
 //!   payload only (`DirtyBlock::Stored`: never decompressed unless read before its sync) and
 //!   stored as it arrived, the payload itself handed to the write queue when it fills its
-//!   sectors (`BlockIo::write_stored`): what it costs there is the block pointer's checksum
-//!   over the payload, the allocation and the I/O. A plain block is compressed by the sync's
+//!   sectors (`BlockIo::write_stored`): what it costs there is the allocation and the I/O,
+//!   and the block pointer's checksum over the payload unless the stream's digest gave it. A plain block is compressed by the sync's
 //!   compression threads and written from that payload, also without a copy. Received
 //!   blocks are not kept in the cache (`DirtyBlock::Received`), as OpenZFS's lightweight
 //!   receive writes bypass the ARC.
 //!
-//! So a `-c` record costs one allocation (its payload), one copy out of the input buffer and
-//! one into the stream checksum's buffer (`stream.rs` `Chain`), the stream checksum over it,
-//! the decompression check, the block checksum and the write; a plain record adds the
-//! compression (which dominates). Measured on a 2-core VM beside other
+//! So a `-c` record costs one allocation (its payload), one copy out of the input buffer,
+//! its fletcher4 digest and BLAKE3 over 160 bytes (the stream checksum, `stream.rs` `Chain`),
+//! the decompression check and the write; a plain record adds the compression (which
+//! dominates). Measured on a 2-core VM beside other
 //! builds (`tarn bench receive`, 8 KiB records of text, lz4): see docs/design.md §2.17.
 
 use std::io::Read;
@@ -123,6 +127,7 @@ pub fn receive(
             chunk: Vec::new().into_iter(),
             bytes: 0,
             records: 0,
+            fletcher4: None,
         };
         let mut report = ReceiveReport::default();
         let result = receive_substreams(
@@ -147,24 +152,29 @@ const CHUNK_RECORDS: usize = 64;
 /// Most payload bytes in one chunk.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// A record and the stream's length up to its end; or why there is none.
-type Item = Result<(Record, u64), SendError>;
+/// A record, the stream's length up to its end and its payload's fletcher4 checksum if the
+/// stream's chain computed it; or why there is none.
+type Item = Result<(Record, u64, Option<[u8; 32]>), SendError>;
 
-/// The reader thread: parse and verify records (the stream's chained checksum) and hand them
-/// to the writer in chunks, a chunk ending early at END so that a substream is never held
-/// back waiting for the next one. Stops after the first error
-/// (handed over as the chunk's last item) or when the writer is gone.
+/// The reader thread: parse and verify records (the stream's chained checksum, and that a
+/// compressed block decompresses) and hand them to the writer in chunks, a chunk ending early
+/// at END so that a substream is never held back waiting for the next one. Stops after the
+/// first error (handed over as the chunk's last item) or when the writer is gone.
 fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
     let mut reader = StreamReader::new(input);
+    let mut scratch = Vec::new();
     loop {
         let mut chunk = Vec::with_capacity(CHUNK_RECORDS);
         let mut payload_bytes = 0;
         let stop = loop {
             let at = reader.bytes();
-            let item = reader.next_record().map(|record| (record, reader.bytes()));
+            let item = reader.next_record().and_then(|record| {
+                check_decompresses(&record, at, &mut scratch)?;
+                Ok((record, reader.bytes(), reader.payload_fletcher4()))
+            });
             let (stop, end) = match &item {
                 Err(_) => (true, true),
-                Ok((record, bytes)) => {
+                Ok((record, bytes, _)) => {
                     payload_bytes += (*bytes - at) as usize;
                     (false, matches!(record, Record::End { .. }))
                 }
@@ -183,8 +193,9 @@ fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
 /// Check that a compressed WRITE record's block decompresses to its logical size
 /// ([`compress::check_decompresses`]: an lz4 stream is walked, not decompressed; zstd is
 /// decompressed into `scratch`, kept for the next record), so that what is stored as received
-/// is known to read back; nothing for any other record. The writer checks each record before
-/// it applies it (the reader's thread, with the stream checksum to compute, is the busier).
+/// is known to read back; nothing for any other record. The reader checks each record before
+/// it hands it over: the writer, which takes the transactions and waits for the txgs, is
+/// the busier thread (it did this walk until session 13: about 60% of its time on `-c`).
 fn check_decompresses(record: &Record, at: u64, scratch: &mut Vec<u8>) -> Result<(), SendError> {
     match record {
         Record::Write {
@@ -212,6 +223,8 @@ struct Source<'a> {
     chunk: std::vec::IntoIter<Item>,
     bytes: u64,
     records: u64,
+    /// The fletcher4 checksum of the last record's payload, if the stream gave it.
+    fletcher4: Option<[u8; 32]>,
 }
 
 impl Source<'_> {
@@ -236,8 +249,9 @@ impl Source<'_> {
             },
         };
         match item {
-            Ok((record, bytes)) => {
+            Ok((record, bytes, fletcher4)) => {
                 self.bytes = bytes;
+                self.fletcher4 = fletcher4;
                 self.records += 1;
                 Ok(Some(record))
             }
@@ -571,7 +585,8 @@ fn apply_records(
             .unwrap_or(pool.core.io.tunables.recv_write_batch_size),
         current: None,
         last_end: 0,
-        scratch: Vec::new(),
+        dirtied: 0,
+        sync_every: sync_every(&pool.core.io.tunables),
         next_object: prepared.start.0.max(1),
         report,
     };
@@ -579,7 +594,6 @@ fn apply_records(
     loop {
         let at = source.bytes;
         let record = source.next()?;
-        check_decompresses(&record, at, &mut writer.scratch)?;
         let bad = |what: String| SendError::BadStream { at, what };
         match record {
             Record::End { to_guid } => {
@@ -611,6 +625,7 @@ fn apply_records(
                         logical_size,
                         compression,
                         data,
+                        fletcher4: source.fletcher4,
                     },
                 )?;
             }
@@ -648,6 +663,9 @@ struct ReceivedBlock {
     logical_size: u64,
     compression: Compression,
     data: Vec<u8>,
+    /// The fletcher4 checksum of `data`, if the stream's chain computed it: the sync derives
+    /// a stored block's checksum from it rather than reading the payload again.
+    fletcher4: Option<[u8; 32]>,
 }
 
 /// Applies records to the target's object set.
@@ -668,11 +686,33 @@ struct Writer<'a> {
     current: Option<u64>,
     /// Where the last WRITE or FREE of `current` ended: the next may not start before it.
     last_end: u64,
-    /// The buffer a zstd block is decompressed into to check it.
-    scratch: Vec<u8>,
+    /// Logical bytes of WRITE records applied since the writer last asked for a sync.
+    dirtied: u64,
+    /// Ask for a sync each time `dirtied` reaches this ([`sync_every`]).
+    sync_every: u64,
     /// Objects below this have had their record (OBJECT or FREEOBJECTS).
     next_object: u64,
     report: &'a mut ReceiveReport,
+}
+
+/// How much a receive writes between the syncs it asks for: the `recv_sync_share` tunable's
+/// share (a sixteenth) of the dirty data that starts a sync by itself
+/// (`dirty_data_sync_percent` of `dirty_data_max`: 12.8 MiB by default), at least 1 MiB;
+/// never with a share of 0. Left to the dirty-data trigger alone, the first sync of a
+/// receive started only after 205 MiB (the reader and writer ran with the sync thread idle),
+/// and at END the receive waited for the sync of everything since the last one with nothing
+/// running beside it: about a third of a 512 MiB `-c` receive's time, one core idle.
+/// Asked for early and often, the sync runs beside the reader and writer (a sync asked for
+/// while one runs starts when it ends, with what came meanwhile), and END waits for one
+/// small txg. A txg's own cost (space maps, the MOS, the uberblock) is small beside the
+/// ~1,600 blocks of 8 KiB each one carries.
+fn sync_every(tunables: &crate::tunables::Tunables) -> u64 {
+    match tunables.recv_sync_share {
+        0 => u64::MAX,
+        share => {
+            (tunables.dirty_data_max * tunables.dirty_data_sync_percent / 100 / share).max(1 << 20)
+        }
+    }
 }
 
 impl Writer<'_> {
@@ -821,6 +861,7 @@ impl Writer<'_> {
         }
         let object = ObjectId(self.current.expect("writes follow their OBJECT"));
         let batch = std::mem::take(&mut self.batch);
+        self.dirtied += self.batch_bytes;
         self.batch_bytes = 0;
         self.report.write_transactions += 1;
         let block_size = self.block_size.max(1);
@@ -837,6 +878,7 @@ impl Writer<'_> {
                     compression => WholeBlock::Stored {
                         compression,
                         payload: block.data,
+                        fletcher4: block.fletcher4,
                     },
                 };
                 whole.push((offset / block_size, contents));
@@ -860,7 +902,12 @@ impl Writer<'_> {
                 }
             }
             Ok(())
-        })
+        })?;
+        if self.dirtied >= self.sync_every {
+            self.dirtied = 0;
+            self.txgs.kick();
+        }
+        Ok(())
     }
 
     fn free(&mut self, object: u64, offset: u64, length: u64) -> Result<(), SendError> {

@@ -8,9 +8,10 @@
 //!   4    4  payload length
 //!   8   88  eleven u64 fields (LE), by type (below); unused ones 0
 //!   96  32  chained checksum: BLAKE3 of the previous record's checksum (none for the
-//!           first record), the previous record's payload and this header's first 96 bytes;
-//!           so it covers every byte of the stream before it, and the reader checks a
-//!           header before it reads the payload that header describes
+//!           first record), the previous record's payload (with FEATURE_PAYLOAD_DIGEST: its
+//!           32-byte fletcher4 digest) and this header's first 96 bytes; so it covers every
+//!           byte of the stream before it, and the reader checks a header before it reads
+//!           the payload that header describes
 //!
 //! Fields:
 //!   BEGIN        magic, version, features, flags, from guid, to guid, creation time,
@@ -38,6 +39,7 @@ use std::io::{Read, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
+use crate::block::checksum;
 use crate::object::phys::{compression_code, compression_from_code, DNODE_BONUS_SIZE_MAX};
 use crate::types::SPA_MAXBLOCKSIZE;
 
@@ -54,8 +56,12 @@ pub const FEATURE_COMPRESSED: u64 = 1 << 1;
 /// Feature: the stream continues an interrupted receive (`send -t`) from the position in
 /// `BeginNames::resume_object`/`resume_offset`: records before it are left out.
 pub const FEATURE_RESUMING: u64 = 1 << 2;
+/// Feature: from this BEGIN's payload on (to the next BEGIN), the chained checksum takes
+/// each payload as its 32-byte fletcher4 digest rather than its bytes (see [`Chain`]).
+pub const FEATURE_PAYLOAD_DIGEST: u64 = 1 << 3;
 /// Every feature this build can apply; a stream with any other is refused.
-pub const FEATURES_KNOWN: u64 = FEATURE_SPILL | FEATURE_COMPRESSED | FEATURE_RESUMING;
+pub const FEATURES_KNOWN: u64 =
+    FEATURE_SPILL | FEATURE_COMPRESSED | FEATURE_RESUMING | FEATURE_PAYLOAD_DIGEST;
 /// BEGIN flag: one file system of a tree (`send -R`); `BeginNames::top` is the tree's root.
 pub const FLAG_RECURSIVE: u64 = 1 << 0;
 /// Every BEGIN flag this build knows; a stream with any other is refused.
@@ -419,6 +425,14 @@ impl Record {
 /// are added to give the next checksum. A chain, not one hash of the whole stream: each
 /// checksum hashes a small input.
 ///
+/// With [`FEATURE_PAYLOAD_DIGEST`] (set by a BEGIN's features, from that BEGIN's own payload
+/// to the next BEGIN) a payload enters the input as its fletcher4 digest (32 bytes, as
+/// [`checksum::compute`] gives a block's), not as its bytes: BLAKE3 then hashes 160 bytes a
+/// record whatever its size, and the payload costs one fletcher4 pass (about 0.3 µs for
+/// 4 KiB with AVX2, against about 3.5 µs of BLAKE3 for 8 KiB). Damage to a payload changes
+/// its digest (as surely as OpenZFS's fletcher4 stream checksum catches it) and so breaks
+/// the chain at the next header; headers, lengths and order stay under BLAKE3.
+///
 /// The input is kept in one buffer and hashed in one call rather than fed to a
 /// `blake3::Hasher` piece by piece: BLAKE3 hashes its 1 KiB chunks several at a time only in
 /// power-of-two groups at aligned positions of the input, and a payload that starts 32 bytes
@@ -427,6 +441,10 @@ impl Record {
 #[derive(Default)]
 struct Chain {
     input: Vec<u8>,
+    /// Payloads enter as their digest ([`FEATURE_PAYLOAD_DIGEST`] of the last BEGIN).
+    digest: bool,
+    /// The digest of the last payload, if it entered so.
+    last_digest: Option<[u8; 32]>,
 }
 
 impl Chain {
@@ -440,9 +458,22 @@ impl Chain {
         checksum
     }
 
+    /// A BEGIN record's header (checked) declares `features`: they say how its payload and
+    /// every later one up to the next BEGIN enter the chain.
+    fn begin(&mut self, features: u64) {
+        self.digest = features & FEATURE_PAYLOAD_DIGEST != 0;
+    }
+
     /// The payload of the record whose checksum was the last one.
     fn payload(&mut self, payload: &[u8]) {
-        self.input.extend_from_slice(payload);
+        if self.digest {
+            let digest = checksum::compute(ChecksumType::Fletcher4, payload);
+            self.input.extend_from_slice(&digest);
+            self.last_digest = Some(digest);
+        } else {
+            self.input.extend_from_slice(payload);
+            self.last_digest = None;
+        }
     }
 }
 
@@ -512,6 +543,9 @@ impl<W: Write> StreamWriter<W> {
         }
         let checksum = self.chain.checksum(&header[..CHECKSUM_AT]);
         header[CHECKSUM_AT..].copy_from_slice(&checksum);
+        if kind == RecordType::Begin {
+            self.chain.begin(fields[2]);
+        }
         self.chain.payload(payload);
         self.out.write_all(&header).map_err(SendError::Output)?;
         self.out.write_all(payload).map_err(SendError::Output)?;
@@ -551,6 +585,15 @@ impl<R: Read> StreamReader<R> {
         self.bytes
     }
 
+    /// The fletcher4 checksum of the last record's payload, if the stream's chain took it
+    /// (`FEATURE_PAYLOAD_DIGEST`): that record's checksum does not cover it yet (the next
+    /// header's does), but it is exactly the bytes handed out, so a receive may store it as
+    /// the block's checksum. It is checked: a damaged payload breaks the chain at the next
+    /// header, and the receive fails then.
+    pub fn payload_fletcher4(&self) -> Option<[u8; 32]> {
+        self.chain.last_digest
+    }
+
     /// The next record, checked; [`SendError::Truncated`] at the end of the input.
     pub fn next_record(&mut self) -> Result<Record, SendError> {
         let at = self.bytes;
@@ -580,6 +623,18 @@ impl<R: Read> StreamReader<R> {
                 self.records
             )));
         }
+        let mut fields = [0u64; FIELDS];
+        for (index, field) in fields.iter_mut().enumerate() {
+            *field = u64::from_le_bytes(
+                header[8 + index * 8..16 + index * 8]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
+        }
+        if kind == RecordType::Begin {
+            // The header is checked: its features say how the payloads enter the chain.
+            self.chain.begin(fields[2]);
+        }
         // Read into the payload's spare capacity (`read_to_end` through `take` neither
         // zeroes it first nor grows it: the limit ends the read at exactly `length`).
         let mut payload = Vec::with_capacity(length);
@@ -595,14 +650,6 @@ impl<R: Read> StreamReader<R> {
         self.chain.payload(&payload);
         self.bytes += (HEADER_SIZE + length) as u64;
         self.records += 1;
-        let mut fields = [0u64; FIELDS];
-        for (index, field) in fields.iter_mut().enumerate() {
-            *field = u64::from_le_bytes(
-                header[8 + index * 8..16 + index * 8]
-                    .try_into()
-                    .expect("8 bytes"),
-            );
-        }
         Record::decode(kind, fields, payload).map_err(bad)
     }
 }
@@ -633,22 +680,29 @@ mod tests {
 
     proptest! {
         /// The chain hashes one buffer; its checksums are what feeding BLAKE3 the previous
-        /// checksum, the payload and the next header piece by piece gives (the format's
-        /// definition), for payloads of every size around BLAKE3's 1 KiB chunks.
+        /// checksum, the payload (or, with the digest feature, its fletcher4 digest) and the
+        /// next header piece by piece gives (the format's definition), for payloads of every
+        /// size around BLAKE3's 1 KiB chunks.
         #[test]
         fn chain_checksums_equal_the_piecewise_definition(
             payloads in proptest::collection::vec(
                 proptest::collection::vec(any::<u8>(), 0..9000), 1..5),
             header in proptest::collection::vec(any::<u8>(), CHECKSUM_AT),
+            digest in any::<bool>(),
         ) {
             let mut chain = Chain::default();
+            chain.begin(if digest { FEATURE_PAYLOAD_DIGEST } else { 0 });
             // The previous record's checksum and payload.
             let mut previous: Option<([u8; 32], &Vec<u8>)> = None;
             for payload in &payloads {
                 let mut hasher = blake3::Hasher::new();
                 if let Some((checksum, payload)) = previous {
                     hasher.update(&checksum);
-                    hasher.update(payload);
+                    if digest {
+                        hasher.update(&checksum::compute(ChecksumType::Fletcher4, payload));
+                    } else {
+                        hasher.update(payload);
+                    }
                 }
                 hasher.update(&header);
                 let checksum = chain.checksum(&header);
@@ -657,6 +711,23 @@ mod tests {
                 previous = Some((checksum, payload));
             }
         }
+    }
+
+    /// Every kind of record, in a stream whose BEGIN has `features`.
+    fn sample_with(features: u64) -> Vec<Record> {
+        let mut records = sample();
+        if let Record::Begin(begin) = &mut records[0] {
+            begin.features = features;
+        }
+        records
+    }
+
+    /// The sample in both ways of chaining payloads.
+    fn samples() -> [Vec<Record>; 2] {
+        [
+            sample_with(FEATURE_SPILL),
+            sample_with(FEATURE_SPILL | FEATURE_PAYLOAD_DIGEST),
+        ]
     }
 
     fn sample() -> Vec<Record> {
@@ -740,14 +811,98 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let records = sample();
-        assert_eq!(decode(&encode(&records)).unwrap(), records);
+        for records in samples() {
+            assert_eq!(decode(&encode(&records)).unwrap(), records);
+        }
+    }
+
+    /// The digest feature changes what the chain hashes from BEGIN's payload on (and only
+    /// that): the BEGIN header's checksum is the same, every later one differs. A stream
+    /// may switch at each BEGIN: substreams with and without it back to back read.
+    #[test]
+    fn the_digest_feature_takes_effect_at_its_begin() {
+        let [whole, digest] = samples().map(|records| encode(&records));
+        assert_eq!(whole.len(), digest.len());
+        let checksums = |bytes: &[u8]| {
+            let mut at = 0;
+            let mut checksums = Vec::new();
+            while at < bytes.len() {
+                checksums.push(bytes[at + CHECKSUM_AT..at + HEADER_SIZE].to_vec());
+                let length = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+                at += HEADER_SIZE + length as usize;
+            }
+            checksums
+        };
+        let (whole_sums, digest_sums) = (checksums(&whole), checksums(&digest));
+        assert_eq!(whole_sums.len(), sample().len());
+        // BEGIN's header differs in its features field, so its checksum does too; from the
+        // second record on, the chains differ also because the payloads entered differently.
+        assert!(whole_sums
+            .iter()
+            .zip(&digest_sums)
+            .all(|(whole, digest)| whole != digest));
+        // (BEGIN declares the digest, but the payloads after its own are hashed whole: the
+        // first header to cover one, record 2's, is refused.)
+        let mut writer = StreamWriter::new(Vec::new());
+        let records = &samples()[1];
+        writer.write(&records[0]).unwrap();
+        writer.chain.digest = false;
+        for record in &records[1..] {
+            writer.write(record).unwrap();
+        }
+        let error = decode(&writer.into_inner()).unwrap_err().to_string();
+        assert!(error.contains("checksum mismatch in record 2"), "{error}");
+        // Substreams of both kinds, back to back.
+        let mut both = encode(&[samples()[1].clone(), samples()[0].clone()].concat());
+        let records = decode_all(&both).unwrap();
+        assert_eq!(records.len(), 2 * sample().len());
+        // And damage in the second substream's payloads is still caught.
+        let spill = both.len() - digest.len() / 2;
+        both[spill] ^= 1;
+        assert!(decode_all(&both).is_err());
+    }
+
+    /// Records up to the end of input (several substreams).
+    fn decode_all(bytes: &[u8]) -> Result<Vec<Record>, SendError> {
+        let mut reader = StreamReader::new(bytes);
+        let mut records = Vec::new();
+        while reader.bytes() < bytes.len() as u64 {
+            records.push(reader.next_record()?);
+        }
+        Ok(records)
     }
 
     #[test]
     fn truncated_reordered_and_spliced_streams_are_refused() {
-        let records = sample();
-        let bytes = encode(&records);
+        for records in samples() {
+            refused_when_truncated_or_reordered(&records);
+        }
+    }
+
+    /// A damaged payload byte is caught at the next record's header, in both ways of chaining
+    /// payloads, at that header's offset.
+    #[test]
+    fn a_damaged_payload_is_caught_at_the_next_header() {
+        for records in samples() {
+            let bytes = encode(&records);
+            let at = |count: usize| encode(&records[..count]).len();
+            // Every byte of the WRITE record's payload (record 4).
+            for offset in (at(4) + HEADER_SIZE..at(5)).step_by(97) {
+                let mut damaged = bytes.clone();
+                damaged[offset] ^= 0x40;
+                match decode(&damaged) {
+                    Err(SendError::BadStream { at: where_, what }) => {
+                        assert_eq!(where_, at(5) as u64);
+                        assert!(what.contains("checksum"), "{what}");
+                    }
+                    other => panic!("payload byte {offset}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    fn refused_when_truncated_or_reordered(records: &[Record]) {
+        let bytes = encode(records);
         for cut in [1, HEADER_SIZE, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
@@ -796,8 +951,8 @@ mod tests {
         }
 
         #[test]
-        fn any_flipped_byte_is_caught(at in 0usize..10_000, bit in 0u8..8) {
-            let bytes = encode(&sample());
+        fn any_flipped_byte_is_caught(at in 0usize..10_000, bit in 0u8..8, digest in any::<bool>()) {
+            let bytes = encode(&samples()[usize::from(digest)]);
             let at = at % bytes.len();
             let mut damaged = bytes.clone();
             damaged[at] ^= 1 << bit;
