@@ -5,7 +5,8 @@
 //! size (as ZFS does); otherwise [`compress`] returns `None` and the block is written with
 //! compression off, `size_physical == size_logical`. zstd writes into a buffer of exactly the
 //! largest acceptable size, so a block that does not compress well fails fast; lz4 needs room
-//! for its worst case and is checked afterwards.
+//! for its worst case and is checked afterwards. Both write into a per-thread scratch buffer,
+//! and the payload is copied out at its own size (see [`compress_for_unit`]).
 //!
 //! # Payload layout (docs/design.md §3)
 //! A compressed block's physical bytes are a *payload*: a small header that gives the exact
@@ -53,57 +54,91 @@ pub fn compressed_size_max(size_logical: usize) -> usize {
     (size_logical - size_logical / 8).min(size_logical.saturating_sub(1))
 }
 
+/// Largest compression scratch buffer a thread keeps between calls: lz4's worst case for the
+/// largest block; anything larger compresses into a buffer of its own.
+const SCRATCH_KEEP_MAX: usize = lz4_flex::block::get_maximum_output_size(SPA_MAXBLOCKSIZE as usize);
+
+thread_local! {
+    /// The calling thread's room for a compressor's worst case, reused from block to block.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Compresses `data` with `kind` into a self-delimiting payload (header and stream, no
 /// padding). Returns `None` when `kind` is off, when `data` is empty, or when the payload would
 /// not save at least an eighth of the size; the caller then stores the block uncompressed.
 ///
+/// The payload's capacity is its length rounded up to a multiple of `unit`, so that a caller
+/// that pads it to whole allocation units does not reallocate it. Compressors need room for
+/// their worst case, which for a block that compresses well is many times the payload; that
+/// room is a per-thread scratch buffer and the payload is copied out of it. A cached block
+/// (the compressed ARC) therefore holds no more memory than the ARC counts for it.
+///
 /// Panics on a zstd level above [`ZSTD_LEVEL_MAX`]: levels are validated where they are set
 /// (dataset properties), so a bad one here is a bug. Level 0 means [`ZSTD_LEVEL_DEFAULT`].
-pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
+pub fn compress_for_unit(kind: Compression, data: &[u8], unit: usize) -> Option<Vec<u8>> {
     let limit = compressed_size_max(data.len());
     let header = header_size(kind);
-    if limit <= header {
+    if limit <= header || kind == Compression::Off {
         return None;
     }
-    let mut output;
-    let written = match kind {
-        Compression::Off => return None,
-        Compression::Lz4 => {
-            // lz4_flex insists on room for the worst case before it starts, so compress fully
-            // and compare afterwards. `compress_prepend_size` allocates that room without
-            // zeroing it and leaves four bytes in front (the logical size), which become the
-            // header: no copy of the stream.
-            output = lz4_flex::block::compress_prepend_size(data);
-            let stream_length = output.len() - LZ4_HEADER_SIZE;
-            output[..LZ4_HEADER_SIZE].copy_from_slice(&(stream_length as u32).to_le_bytes());
-            output.len()
-        }
+    // lz4_flex insists on room for the worst case before it starts, so it compresses fully
+    // and is compared afterwards; zstd stops with an error as soon as the output would exceed
+    // the limit: that is "not worth it".
+    let room = match kind {
+        Compression::Lz4 => lz4_flex::block::get_maximum_output_size(data.len()),
+        _ => limit - header,
+    };
+    // The level a zstd payload is written with (its header's fifth byte).
+    let zstd_level = match kind {
         Compression::Zstd { level } => {
             assert!(
                 level <= ZSTD_LEVEL_MAX,
                 "zstd level {level} above {ZSTD_LEVEL_MAX}"
             );
-            let level = if level == 0 {
+            Some(if level == 0 {
                 ZSTD_LEVEL_DEFAULT
             } else {
                 level
-            };
-            // zstd stops with an error as soon as the output would exceed the limit: that
-            // is "not worth it".
-            output = vec![0u8; limit];
-            let written =
-                zstd::bulk::compress_to_buffer(data, &mut output[header..], i32::from(level))
-                    .ok()?;
-            output[..4].copy_from_slice(&(written as u32).to_le_bytes());
-            output[4] = level;
-            header + written
+            })
+        }
+        _ => None,
+    };
+    let stream_into = |scratch: &mut [u8]| -> Option<usize> {
+        match zstd_level {
+            None => lz4_flex::block::compress_into(data, scratch).ok(),
+            Some(level) => zstd::bulk::compress_to_buffer(data, scratch, i32::from(level)).ok(),
         }
     };
-    if written > limit {
-        return None;
+    let payload_from = |scratch: &[u8], written: usize| -> Option<Vec<u8>> {
+        let length = header + written;
+        if length > limit {
+            return None;
+        }
+        let mut payload = Vec::with_capacity(length.next_multiple_of(unit.max(1)));
+        payload.extend_from_slice(&(written as u32).to_le_bytes());
+        if let Some(level) = zstd_level {
+            payload.extend_from_slice(&[level, 0, 0, 0]);
+        }
+        payload.extend_from_slice(&scratch[..written]);
+        Some(payload)
+    };
+    if room > SCRATCH_KEEP_MAX {
+        let mut scratch = vec![0u8; room];
+        let written = stream_into(&mut scratch)?;
+        return payload_from(&scratch, written);
     }
-    output.truncate(written);
-    Some(output)
+    SCRATCH.with_borrow_mut(|scratch| {
+        if scratch.len() < room {
+            scratch.resize(room, 0);
+        }
+        let written = stream_into(&mut scratch[..room])?;
+        payload_from(scratch, written)
+    })
+}
+
+/// [`compress_for_unit`] with the payload's capacity exactly its length.
+pub fn compress(kind: Compression, data: &[u8]) -> Option<Vec<u8>> {
+    compress_for_unit(kind, data, 1)
 }
 
 fn decompress_error(compression: Compression, what: String) -> BlockError {
@@ -353,6 +388,43 @@ mod tests {
         assert_eq!(compress(Compression::Off, &data), None);
         assert_eq!(decompress(Compression::Off, &data, 4096).unwrap(), data);
         assert!(decompress(Compression::Off, &data, 4095).is_err());
+    }
+
+    #[test]
+    fn a_payload_holds_no_more_memory_than_its_length_rounded_to_the_unit() {
+        // lz4 needs room for its worst case (more than the block): a payload that kept that
+        // room would hold 30 times what the ARC counts for a block that compresses well.
+        let data = compressible(128 << 10);
+        for kind in COMPRESSORS {
+            let exact = compress(kind, &data).expect("repetitive data compresses");
+            assert!(exact.len() < 8 << 10, "{kind:?}: {} bytes", exact.len());
+            assert_eq!(exact.capacity(), exact.len(), "{kind:?}");
+            let mut padded = compress_for_unit(kind, &data, 4096).unwrap();
+            assert_eq!(
+                padded, exact,
+                "{kind:?}: the unit changes only the capacity"
+            );
+            assert_eq!(
+                padded.capacity(),
+                exact.len().next_multiple_of(4096),
+                "{kind:?}"
+            );
+            let capacity = padded.capacity();
+            padded.resize(capacity, 0);
+            assert_eq!(
+                padded.capacity(),
+                capacity,
+                "{kind:?}: padding does not reallocate"
+            );
+            assert_eq!(decompress(kind, &padded, data.len()).unwrap(), data);
+        }
+        // The largest block fits the per-thread scratch buffer.
+        let large = compressible(SPA_MAXBLOCKSIZE as usize);
+        for kind in COMPRESSORS {
+            let payload = compress(kind, &large).expect("repetitive data compresses");
+            assert_eq!(payload.capacity(), payload.len(), "{kind:?}");
+            assert_eq!(decompress(kind, &payload, large.len()).unwrap(), large);
+        }
     }
 
     #[test]

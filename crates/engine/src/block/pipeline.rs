@@ -41,7 +41,7 @@ use crate::block::blkptr::{
 };
 use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
-use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy, CachedBlock};
+use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy, CachedBlock, ReadFor};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceManager;
 use crate::tunables::Tunables;
@@ -502,7 +502,7 @@ impl BlockIo {
         let unit = 1u64 << self.alloc_unit_shift;
         let payload = match precompressed {
             Some((_, stored)) if compression != Compression::Off => Some(stored.to_vec()),
-            _ => compress::compress(compression, data),
+            _ => compress::compress_for_unit(compression, data, unit as usize),
         };
         let embeddable = props.level == 0
             && props.object_type == ObjectType::PlainFile
@@ -769,6 +769,18 @@ impl BlockIo {
         bp: &BlockPtr,
         policy: CachePolicy,
     ) -> Result<Arc<Vec<u8>>, PipelineError> {
+        self.read_cached_for(bp, policy, ReadFor::Use)
+    }
+
+    /// [`BlockIo::read_cached`] for `purpose` (see [`ReadFor`]): a read for a rewrite keeps no
+    /// decompressed copy in the cache, so the caller holds the only reference to the contents
+    /// of a compressed block.
+    pub fn read_cached_for(
+        &self,
+        bp: &BlockPtr,
+        policy: CachePolicy,
+        purpose: ReadFor,
+    ) -> Result<Arc<Vec<u8>>, PipelineError> {
         if bp.is_hole() {
             return Ok(Arc::new(vec![0u8; bp.size_logical as usize]));
         }
@@ -791,7 +803,10 @@ impl BlockIo {
         }
         let key = BlockKey::of(bp);
         let kind = BlockKind::of(bp);
-        if let Some(data) = key.as_ref().and_then(|key| self.cache.get(key, kind)) {
+        if let Some(data) = key
+            .as_ref()
+            .and_then(|key| self.cache.get_for(key, kind, purpose))
+        {
             return Ok(data);
         }
         let from_l2 = key
@@ -808,8 +823,8 @@ impl BlockIo {
             .flatten();
         let (block, data) = self.cached_form(bp, physical)?;
         if let Some(key) = key.filter(|_| policy.admits(kind)) {
-            self.cache
-                .insert_block(key, block, Some(data.clone()), kind, l2);
+            let decoded = (purpose == ReadFor::Use).then(|| data.clone());
+            self.cache.insert_block(key, block, decoded, kind, l2);
         }
         Ok(data)
     }

@@ -126,6 +126,20 @@ impl CachedBlock {
     }
 }
 
+/// What a block is read for, which decides whether the cache keeps the decompressed copy of a
+/// compressed block that the read makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFor {
+    /// To use the bytes as they are: the decompressed copy is kept (within its kind's share)
+    /// so that a hot block is not decompressed on every hit.
+    Use,
+    /// To change them and dirty the result as a new block (a read-modify-write): a kept copy
+    /// would be stale as soon as the new block is written, so none is kept, and the caller
+    /// changes the bytes it was handed without copying them (OpenZFS's `arc_release` in
+    /// `dbuf_dirty`).
+    Rewrite,
+}
+
 /// Most shards a cache is split into.
 pub const SHARDS_MAX: u64 = 16;
 /// Least target bytes per shard at the floor `c_min` (so that a shard shrunk as far as it goes
@@ -500,6 +514,17 @@ impl BlockCache {
     /// the calling thread is a prefetch worker: its read class is async read); a compressed
     /// entry is decompressed here, outside the shard's lock.
     pub fn get(&self, key: &BlockKey, kind: BlockKind) -> Option<Arc<Vec<u8>>> {
+        self.get_for(key, kind, ReadFor::Use)
+    }
+
+    /// [`BlockCache::get`] for `purpose`: a read for [`ReadFor::Rewrite`] keeps no
+    /// decompressed copy, so that the caller holds the only reference to what it decompressed.
+    pub fn get_for(
+        &self,
+        key: &BlockKey,
+        kind: BlockKind,
+        purpose: ReadFor,
+    ) -> Option<Arc<Vec<u8>>> {
         let now = (self.clock)();
         let hit = self.shard(key).lock().get(key, access(kind), now)?;
         let block = match hit {
@@ -507,6 +532,7 @@ impl BlockCache {
             Hit::Compressed(block) => block,
         };
         match block.contents() {
+            Ok(contents) if purpose == ReadFor::Rewrite => Some(contents),
             Ok(contents) => {
                 let now = (self.clock)();
                 self.shard(key)

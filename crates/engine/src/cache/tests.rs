@@ -41,6 +41,37 @@ fn stored_block(contents: &Arc<Vec<u8>>) -> CachedBlock {
     }
 }
 
+#[test]
+fn a_read_for_a_rewrite_keeps_no_decoded_copy_and_hands_out_the_only_reference() {
+    let (cache, _) = logical(64 << 20);
+    let data = compressible(128 << 10, 3);
+    let block = stored_block(&data);
+    assert!(block.is_compressed());
+    assert!(cache.insert_block(key(1), block, None, BlockKind::Data, None));
+    let mut rewritten = cache
+        .get_for(&key(1), BlockKind::Data, ReadFor::Rewrite)
+        .unwrap();
+    assert_eq!(rewritten, data);
+    assert!(
+        Arc::get_mut(&mut rewritten).is_some(),
+        "the caller may change the contents without copying them"
+    );
+    assert_eq!(cache.stats().overhead_size, 0);
+    // A read to use the bytes keeps the decompressed copy, and shares it.
+    let used = cache.get(&key(1), BlockKind::Data).unwrap();
+    assert_eq!(used, data);
+    assert_eq!(cache.stats().overhead_size, 128 << 10);
+    let mut again = cache
+        .get_for(&key(1), BlockKind::Data, ReadFor::Rewrite)
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&again, &used),
+        "a kept copy is handed out as it is"
+    );
+    assert!(Arc::get_mut(&mut again).is_none());
+    assert_eq!(cache.stats().counters.decompressed, 2);
+}
+
 /// Text-like contents of `size` bytes that lz4 stores in about half, different for each `seed`.
 fn compressible(size: usize, seed: u64) -> Arc<Vec<u8>> {
     let words: [&[u8]; 8] = [

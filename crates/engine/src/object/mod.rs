@@ -85,6 +85,7 @@ use parking_lot::Mutex;
 
 use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, ObjectType};
 use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint, WriteProps};
+use crate::cache::ReadFor;
 use crate::space::storage::SpaceStorage;
 pub use crate::txg::Tx;
 use crate::txg::TxgManager;
@@ -784,16 +785,18 @@ impl ObjectSet {
     /// The contents of data block `blkid` (exactly the object's block size; holes are zeros).
     pub fn read_block(&self, object: ObjectId, blkid: u64) -> Result<Arc<Vec<u8>>, ObjectError> {
         let dnode = self.existing_dnode(object)?;
-        self.read_block_sized(object, blkid, dnode.data_block_size as usize)
+        self.read_block_sized(object, blkid, dnode.data_block_size as usize, ReadFor::Use)
     }
 
     /// [`ObjectSet::read_block`] of an object the caller knows exists, with blocks of
-    /// `block_size` bytes.
+    /// `block_size` bytes, read for `purpose` (a read-modify-write reads for
+    /// [`ReadFor::Rewrite`], and usually holds the only reference to what it gets).
     pub(super) fn read_block_sized(
         &self,
         object: ObjectId,
         blkid: u64,
         block_size: usize,
+        purpose: ReadFor,
     ) -> Result<Arc<Vec<u8>>, ObjectError> {
         let _l2 = self.l2_scope();
         match self.read_block_source(object, blkid)? {
@@ -810,7 +813,7 @@ impl ObjectSet {
                 }
                 let data = self
                     .io
-                    .read_cached(&bp, self.primarycache())
+                    .read_cached_for(&bp, self.primarycache(), purpose)
                     .map_err(|error| {
                         let error = ObjectError::from(error);
                         let birth = bp.birth_physical.0;

@@ -9,6 +9,8 @@
 
 use std::collections::HashMap;
 
+use crate::block::compress::compress_for_unit;
+
 use super::*;
 
 /// Data blocks a pass must have before it compresses them on several threads.
@@ -236,7 +238,7 @@ impl ObjectSet {
             share
                 .iter()
                 .map(|(key, compression, data)| {
-                    let stored = match crate::block::compress::compress(*compression, data) {
+                    let stored = match compress_for_unit(*compression, data, unit) {
                         Some(mut payload) => {
                             if payload.len() > crate::block::blkptr::EMBEDDED_PAYLOAD_MAX {
                                 payload.resize(payload.len().next_multiple_of(unit), 0);

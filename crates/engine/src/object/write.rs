@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::phys::DnodePhys;
-use super::{DirtyBlock, ObjectError, ObjectId, ObjectSet, Tx, WholeBlock};
+use super::{DirtyBlock, ObjectError, ObjectId, ObjectSet, ReadFor, Tx, WholeBlock};
 
 /// The block size a write ending at `end` grows `dnode`'s object to (see
 /// [`ObjectSet::write_growing`]), or None if it does not grow: it has more than one block, the
@@ -107,10 +107,9 @@ impl ObjectSet {
                     DirtyBlock::Data(Arc::new(bytes.to_vec())),
                 );
             } else if !self.patch_dirty_block(tx, object, blkid, within, bytes)? {
-                let mut block = self
-                    .read_block_sized(object, blkid, block_size as usize)?
-                    .as_ref()
-                    .clone();
+                let old =
+                    self.read_block_sized(object, blkid, block_size as usize, ReadFor::Rewrite)?;
+                let mut block = Arc::unwrap_or_clone(old);
                 block[within..within + chunk].copy_from_slice(bytes);
                 self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
             }
