@@ -5,7 +5,8 @@
 //! For each record size: files of text-like data (lz4 keeps about 45% of it) are written to a
 //! file system with that recordsize and lz4, snapshotted, and sent to a file; the file is then
 //! received into a new file system with write batching (1 MiB) and without (one record per
-//! transaction, the same code path otherwise). Each receive is timed to the end of its final
+//! transaction, the same code path otherwise), then sent again with `-c` and received both
+//! ways too. Each receive is timed to the end of its final
 //! sync, with the process's CPU time (user + system) over the blocks received; each received
 //! copy is destroyed, and its blocks freed, before the next receive starts, and an untimed
 //! receive first warms the process's heap (the first receive pays a page fault for every
@@ -174,6 +175,7 @@ struct TarnRun {
     batched: Received,
     single: Received,
     compressed: Received,
+    compressed_single: Received,
 }
 
 /// Send `snapshot` of `pool` to the file `stream`; returns (seconds, stream bytes).
@@ -279,6 +281,11 @@ fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> 
         let (_, compressed_stream_bytes) = send_to_file(&pool, "benchrecv/src@s", &stream, true)?;
         progress(&format!("{label}: receive of the -c stream"));
         let compressed = receive_once(&pool, &stream, "benchrecv/compressed", 1 << 20)?;
+        destroy_settled(&pool, "benchrecv/compressed")?;
+        progress(&format!(
+            "{label}: receive of the -c stream, one record per transaction"
+        ));
+        let compressed_single = receive_once(&pool, &stream, "benchrecv/compressed-single", 0)?;
         Ok::<_, Failure>(TarnRun {
             send_seconds,
             stream_bytes,
@@ -286,6 +293,7 @@ fn tarn_run(dir: &Path, size: u64, recordsize: u64) -> Result<TarnRun, Failure> 
             batched,
             single,
             compressed,
+            compressed_single,
         })
     })();
     pool.destroy()?;
@@ -409,6 +417,12 @@ pub fn run(bench: ReceiveBench) -> Result<(), Failure> {
             tarn: per_second(batched),
             baseline_what: "one record per transaction (blocks/s)".into(),
             baseline: per_second(single),
+        });
+        rows.push(Comparison {
+            what: format!("receive {label} records, send -c stream, 1 MiB batches (blocks/s)"),
+            tarn: per_second(&run.compressed),
+            baseline_what: "one record per transaction (blocks/s)".into(),
+            baseline: per_second(&run.compressed_single),
         });
         rows.push(Comparison {
             what: format!("receive {label} records, batched (MB/s of file data)"),
