@@ -8,54 +8,16 @@
 
 mod common;
 
-use std::os::unix::fs::FileExt;
-use std::path::Path;
-
 use tarn::check::check_pool;
 use tarn::fs::FileSystem;
-use tarn::object::tree::visit_tree;
 use tarn::pool::errlog::BLKID_UNKNOWN;
 use tarn::pool::Pool;
 use tarn::types::ObjectId;
-use tarn::vdev::label::VDEV_LABEL_START_SIZE;
 
 use common::*;
 
 const POOL: &str = "errlog";
 const FILE_BYTES: usize = 64 << 10;
-
-/// The on-disk extent (file offset, bytes) of the only copy of data block `blkid` of `ino`.
-fn data_block_extent(pool: &Pool, ino: u64, blkid: usize) -> (u64, u64) {
-    let objset = pool.root_objset();
-    let (_, dnode) = objset
-        .synced_objects()
-        .unwrap()
-        .into_iter()
-        .find(|(object, _)| *object == ObjectId(ino))
-        .expect("the file's dnode is synced");
-    let mut data_blocks = Vec::new();
-    visit_tree(&pool.core.io, &dnode, &mut |bp| {
-        if bp.level == 0 && !bp.is_hole() && !bp.embedded {
-            data_blocks.push(bp.clone());
-        }
-        Ok(())
-    })
-    .unwrap();
-    let bp = &data_blocks[blkid];
-    let dvas: Vec<_> = bp.copies().collect();
-    assert_eq!(dvas.len(), 1, "file data has one copy");
-    (
-        VDEV_LABEL_START_SIZE + dvas[0].offset,
-        dvas[0].size_allocated,
-    )
-}
-
-fn damage(path: &Path, (offset, size): (u64, u64)) {
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    file.write_all_at(&vec![0x5a; size as usize], offset)
-        .unwrap();
-    file.sync_all().unwrap();
-}
 
 fn names(pool: &Pool) -> Vec<String> {
     let mut names: Vec<String> = pool

@@ -1,8 +1,8 @@
 //! Predictive prefetch through the file system on a real pool: a sequential reader, after an
 //! export and import (so nothing is cached), gets the right bytes while prefetch workers read
 //! ahead of it; random reads and `zfs_prefetch_disable=1` issue no prefetch; a cold read of
-//! several blocks has the workers read all but its first. `check` is clean
-//! afterwards.
+//! several blocks has the workers read all but its first, and a damaged block under such a read
+//! is an error, not wrong bytes. `check` is clean afterwards.
 
 mod common;
 
@@ -112,5 +112,51 @@ fn a_cold_read_of_several_blocks_is_shared_with_the_workers() {
     assert_eq!(fs.prefetch_stats().blocks_for_readers, 2 * 63);
     drop(fs);
     assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+/// The only copy of one block inside a cold read of several blocks is damaged. The worker that
+/// reads it for the reader fails and drops it; the reader, claiming it, reads it itself, meets
+/// the same damage and reports it. The blocks around it read right, the error log names the
+/// file, and the workers go on serving later reads.
+#[test]
+fn a_damaged_block_under_a_cold_read_of_several_blocks_is_an_error_not_wrong_bytes() {
+    const BLOCK: usize = 4 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, ino) = pool_with_file(dir.path(), "pfdamage", tiny());
+    // Block 40 lies inside a 256 KiB read of blocks 16 to 79, and is not its first.
+    let victim = 40;
+    let extent = data_block_extent(&pool, ino, victim);
+    pool.export().unwrap();
+    damage(&dir.path().join("v0"), extent);
+    let pool = import(dir.path(), "pfdamage", tiny());
+    let fs = pool.file_system().expect("open fs");
+    let data = pattern(11, FILE_BYTES);
+
+    let error = fs
+        .read(ino, (16 * BLOCK) as u64, 256 << 10)
+        .expect_err("a read over the damaged block fails");
+    assert!(
+        error.to_string().contains("checksum"),
+        "the error says what is wrong: {error}"
+    );
+    assert_eq!(fs.prefetch_stats().blocks_for_readers, 63);
+    // The blocks on either side read right.
+    let before = fs.read(ino, (16 * BLOCK) as u64, 24 * BLOCK).unwrap();
+    assert!(before[..] == data[16 * BLOCK..40 * BLOCK]);
+    let after = fs.read(ino, (41 * BLOCK) as u64, 39 * BLOCK).unwrap();
+    assert!(after[..] == data[41 * BLOCK..80 * BLOCK]);
+    // A read that starts at the damaged block (the reader's own first block) fails too.
+    assert!(fs.read(ino, (victim * BLOCK) as u64, 64 << 10).is_err());
+    assert!(
+        !pool.core.error_entries().is_empty(),
+        "the error log names the file"
+    );
+    // Another cold read of several blocks still goes through the workers, and is right.
+    let handed = fs.prefetch_stats().blocks_for_readers;
+    let elsewhere = fs.read(ino, 1 << 20, 256 << 10).unwrap();
+    assert!(elsewhere[..] == data[1 << 20..(1 << 20) + (256 << 10)]);
+    assert_eq!(fs.prefetch_stats().blocks_for_readers, handed + 63);
+    drop(fs);
     pool.export().unwrap();
 }

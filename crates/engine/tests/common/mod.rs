@@ -181,3 +181,38 @@ pub fn fault_wrapper(plan: std::sync::Arc<tarn::vdev::FaultPlan>) -> tarn::pool:
         },
     )
 }
+
+/// The on-disk extent (file offset, bytes) of the only copy of data block `blkid` of `ino`.
+pub fn data_block_extent(pool: &Pool, ino: u64, blkid: usize) -> (u64, u64) {
+    let objset = pool.root_objset();
+    let (_, dnode) = objset
+        .synced_objects()
+        .unwrap()
+        .into_iter()
+        .find(|(object, _)| *object == ObjectId(ino))
+        .expect("the file's dnode is synced");
+    let mut data_blocks = Vec::new();
+    tarn::object::tree::visit_tree(&pool.core.io, &dnode, &mut |bp| {
+        if bp.level == 0 && !bp.is_hole() && !bp.embedded {
+            data_blocks.push(bp.clone());
+        }
+        Ok(())
+    })
+    .unwrap();
+    let bp = &data_blocks[blkid];
+    let dvas: Vec<_> = bp.copies().collect();
+    assert_eq!(dvas.len(), 1, "file data has one copy");
+    (
+        tarn::vdev::label::VDEV_LABEL_START_SIZE + dvas[0].offset,
+        dvas[0].size_allocated,
+    )
+}
+
+/// Overwrite the on-disk extent `(offset, size)` of the vdev file `path` with a constant byte.
+pub fn damage(path: &Path, (offset, size): (u64, u64)) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(&vec![0x5a; size as usize], offset)
+        .unwrap();
+    file.sync_all().unwrap();
+}
