@@ -480,9 +480,12 @@ impl LogState {
     }
 }
 
-/// Every metaslab as (group index, metaslab index, unflushed txg, dirty), for the flush walk.
+/// Every metaslab as (unflushed txg, group index, metaslab index, dirty), for the flush walk
+/// of `flush_txg`: dirty when a flush has something to write ([`Metaslab::needs_flush`]).
+/// Without a flush txg (inspection), dirty when it has unflushed changes.
 fn unflushed_metaslabs(
     groups: &[parking_lot::MutexGuard<'_, Group>],
+    flush_txg: Option<Txg>,
 ) -> Vec<(u64, usize, usize, bool)> {
     let mut all = Vec::new();
     for (group_index, group) in groups.iter().enumerate() {
@@ -492,7 +495,10 @@ fn unflushed_metaslabs(
                     metaslab.unflushed.txg,
                     group_index,
                     index,
-                    !metaslab.unflushed.is_empty(),
+                    match flush_txg {
+                        Some(txg) => metaslab.needs_flush(txg),
+                        None => !metaslab.unflushed.is_empty(),
+                    },
                 ));
             }
         }
@@ -647,7 +653,7 @@ impl SpaceManager {
         log_storage: &dyn SpaceStorage,
     ) -> Result<(), SpaceError> {
         let tunables = &self.tunables;
-        let candidates = unflushed_metaslabs(groups);
+        let candidates = unflushed_metaslabs(groups, Some(txg));
         let dirty_count = candidates.iter().filter(|candidate| candidate.3).count() as u64;
         let block_limit = LogState::block_limit(dirty_count, tunables);
         let flush_all = std::mem::take(&mut log.flush_all);
@@ -838,7 +844,7 @@ impl SpaceManager {
         let log = log.as_ref()?;
         let groups = self.groups.read();
         let locked: Vec<_> = groups.iter().map(|group| group.lock()).collect();
-        let candidates = unflushed_metaslabs(&locked);
+        let candidates = unflushed_metaslabs(&locked, None);
         let dirty_count = candidates.iter().filter(|candidate| candidate.3).count() as u64;
         let block_limit = LogState::block_limit(dirty_count, &self.tunables);
         let by_txg: Vec<(u64, bool)> = candidates

@@ -63,7 +63,7 @@ pub struct Metaslab {
     allocating: [RangeTree; TXG_SIZE],
     freeing: RangeTree,
     freed: RangeTree,
-    defer: [RangeTree; TXG_DEFER_SIZE],
+    pub(super) defer: [RangeTree; TXG_DEFER_SIZE],
     /// Bytes allocated and not freed, including unsynced allocations.
     allocated_bytes: u64,
     /// First-fit cursor per power-of-two alignment class.
@@ -813,6 +813,7 @@ impl Metaslab {
         if self.should_condense(tunables) {
             self.condense(storage, txg, 1)?;
         } else {
+            let cancelled = self.cancelled_frees(txg);
             // Frees still in a defer tree are stamped with the txg that freed them, the rest
             // as old, so that a later load defers exactly what is still deferred (as
             // condensing stamps them).
@@ -841,8 +842,12 @@ impl Metaslab {
                 txg,
                 1,
             )?;
+            // A cancelled free is free in the map: ALLOC it, then FREE it with its txg below.
+            for (_, tree) in &cancelled {
+                map.append(storage, tree, SpaceMapAction::Alloc, txg, 1)?;
+            }
             map.append_stamped(storage, &older, SpaceMapAction::Free, old, txg, 1)?;
-            for (freed_txg, recent) in &by_age {
+            for (freed_txg, recent) in by_age.iter().chain(&cancelled) {
                 map.append_stamped(storage, recent, SpaceMapAction::Free, *freed_txg, txg, 1)?;
             }
         }
@@ -863,6 +868,63 @@ impl Metaslab {
         self.unflushed.txg = txg.0;
         self.unflushed.txg_dirty = true;
         Ok(())
+    }
+
+    /// The deferred frees that a flush in pass 1 of `txg` must write although no unflushed tree
+    /// holds them: space allocated and freed again since the last flush, whose free cancelled
+    /// the unflushed allocation ([`Unflushed::record`]). The map shows such space free, and
+    /// only the logs of the allocation and the free say that a tree of the last two txgs still
+    /// points at it; once the flush moves `unflushed_txg` past those logs, an import would hand
+    /// the space out at once (invariant 3). Returned per txg that freed it: the defer trees of
+    /// the last two synced txgs, less the unflushed frees, for the txgs at or after
+    /// `unflushed_txg` (older frees were written by the flush that set it).
+    fn cancelled_frees(&self, txg: Txg) -> Vec<(Txg, RangeTree)> {
+        let mut cancelled = Vec::new();
+        for freed_txg in self.recent_free_txgs(txg) {
+            let mut tree = self.empty_tree();
+            for deferred in self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize].iter() {
+                tree.add(deferred.start, deferred.size());
+                for segment in self
+                    .unflushed
+                    .frees
+                    .overlapping(deferred.start, deferred.end)
+                {
+                    let start = segment.start.max(deferred.start);
+                    tree.remove(start, segment.end.min(deferred.end) - start);
+                }
+            }
+            if !tree.is_empty() {
+                cancelled.push((freed_txg, tree));
+            }
+        }
+        cancelled
+    }
+
+    /// The synced txgs whose frees a flush in pass 1 of `txg` may find in the defer trees
+    /// without an older flush having written them: the last two, from `unflushed_txg` on.
+    fn recent_free_txgs(&self, txg: Txg) -> impl Iterator<Item = Txg> + '_ {
+        (1..=TXG_DEFER_SIZE as u64)
+            .map(move |age| txg.0.saturating_sub(age))
+            .filter(|&freed_txg| freed_txg != 0 && freed_txg >= self.unflushed.txg)
+            .map(Txg)
+    }
+
+    /// Must a flush in pass 1 of `txg` write anything? Unflushed changes, or frees that
+    /// cancelled an unflushed allocation and are still deferred ([`Metaslab::cancelled_frees`]):
+    /// a metaslab with only those is not clean, or the walk would move its `unflushed_txg`
+    /// past the logs that record them.
+    pub fn needs_flush(&self, txg: Txg) -> bool {
+        !self.unflushed.is_empty()
+            || self.recent_free_txgs(txg).any(|freed_txg| {
+                self.defer[(freed_txg.0 % TXG_DEFER_SIZE as u64) as usize]
+                    .iter()
+                    .any(|deferred| {
+                        !self
+                            .unflushed
+                            .frees
+                            .contains(deferred.start, deferred.size())
+                    })
+            })
     }
 
     /// Import: apply one entry of the log of `log_txg` if this metaslab was not flushed after
