@@ -400,22 +400,13 @@ impl Group {
                 return Ok(Some(offset));
             }
         }
-        // Try hard (OpenZFS before ganging): an unloaded metaslab's weight comes from its map
-        // header, whose histogram counts freed ranges unmerged, so it may hide a segment that
-        // fits. Load every unloaded metaslab with enough free bytes and look.
-        for index in 0..self.metaslabs.len() {
-            let metaslab = &self.metaslabs[index];
-            if avoid_metaslabs.contains(&index)
-                || metaslab.is_loaded()
-                || metaslab.free_bytes() < size
-            {
-                continue;
-            }
-            if let Some(offset) = self.load_and_allocate(index, size, context)? {
-                self.active[slot] = Some((index, self.metaslabs[index].weight() >> 54));
-                return Ok(Some(offset));
-            }
-        }
+        // Nothing else is loaded to look: a metaslab whose weight says the block cannot fit is
+        // not loaded even when its free bytes would allow it (OpenZFS metaslab_should_allocate
+        // applies under try-hard too). A failing request, and each halving of gang planning
+        // after it, would otherwise load every such metaslab, inside the sync thread. An
+        // unloaded metaslab's weight can understate its largest free segment (its header counts
+        // frees of an unloaded metaslab unmerged); the largest segment remembered at unload
+        // covers the usual case, and a gang block the rest.
         Ok(None)
     }
 }

@@ -870,8 +870,8 @@ fn rotation_is_weighted_by_free_space() {
 /// with their neighbours: frees of alternate blocks in two txgs leave a 128 KiB free run that
 /// the header shows as 4 KiB pieces. Once idle unloading arrived, a metaslab unloaded in that
 /// state looked unable to take a 64 KiB block, and a pool at 70% failed a sync with "no space
-/// for a 131072-byte block" (bench frag). The largest segment is now remembered at unload, and
-/// the allocator tries every metaslab with enough free bytes before giving up.
+/// for a 131072-byte block" (bench frag). The largest segment is now remembered at unload
+/// (OpenZFS `ms_max_size`), and the weight test takes it into account.
 #[test]
 fn unloaded_metaslab_with_merged_frees_still_takes_large_blocks() {
     let storage = MemoryStorage::default();
@@ -901,6 +901,50 @@ fn unloaded_metaslab_with_merged_frees_still_takes_large_blocks() {
     let txg = Txg(7 + delay + 4);
     let (_, offset) = manager.allocate(128 << 10, txg, &[], &storage).unwrap();
     assert_eq!(offset, 64 << 10);
+    sync_txg(&manager, &storage, txg);
+    check_stats_add_up(&manager);
+}
+
+/// Regression (issue 33, hole 2): when no candidate fit, the allocator "tried hard" by loading
+/// every unloaded metaslab with enough free bytes, whatever its weight said: one failing 8 KiB
+/// request loaded all 16 metaslabs of a pool whose free space was all in 4 KiB pieces, and
+/// gang planning repeated that at every halving, inside the sync thread. The weight test now
+/// applies to every metaslab, so such a request fails without a load.
+#[test]
+fn a_failing_request_loads_no_metaslab_its_weight_rules_out() {
+    let storage = MemoryStorage::default();
+    let manager = manager_with(&storage, &[(0, 16 * MEBIBYTE)]);
+    let mut blocks = Vec::new();
+    while let Ok(block) = manager.allocate(4096, Txg(4), &[], &storage) {
+        blocks.push(block);
+    }
+    sync_txg(&manager, &storage, Txg(4));
+    // Every other 4 KiB block goes: free space everywhere, but no two pieces adjacent.
+    for (vdev, offset) in &blocks {
+        if (offset >> 12) % 2 == 0 {
+            manager.free(*vdev, *offset, 4096, Txg(5)).unwrap();
+        }
+    }
+    sync_txg(&manager, &storage, Txg(5));
+    let delay = manager.tunables().metaslab_unload_delay;
+    for txg in 6..6 + delay + 4 {
+        sync_txg(&manager, &storage, Txg(txg));
+    }
+    assert!(loaded_metaslabs(&manager).is_empty(), "not unloaded");
+    let metaslabs = manager.stats()[0].metaslabs.len();
+    assert!(metaslabs >= 16, "{metaslabs} metaslabs");
+    let txg = Txg(6 + delay + 4);
+    let _ = manager.take_txg_stats();
+    for _ in 0..3 {
+        assert!(matches!(
+            manager.allocate(8192, txg, &[], &storage),
+            Err(SpaceError::NoSpace { .. })
+        ));
+    }
+    let loads = manager.take_txg_stats().ms_loaded;
+    assert_eq!(loads, 0, "failing requests loaded {loads} metaslabs");
+    // A request that fits still succeeds.
+    manager.allocate(4096, txg, &[], &storage).unwrap();
     sync_txg(&manager, &storage, txg);
     check_stats_add_up(&manager);
 }
