@@ -416,6 +416,13 @@ enum PoolCommand {
     /// Force a txg sync of one imported pool, or of all of them.
     Sync { pool: Option<String> },
     /// List pools with their size and use.
+    ///
+    /// FRAG weighs each metaslab's free space by the size of its free segments with OpenZFS's
+    /// table (512 B: 100% ... 512 MiB and more: 0%). For metaslabs under 1 GiB, which cannot
+    /// hold a 512 MiB segment, the table is stretched so that a segment of half the metaslab
+    /// reads 0% (an untouched small pool reads 0, not 7-12%); such a pool's FRAG is therefore
+    /// lower than zpool would print for the same free segments. Pools with 1 GiB metaslabs and
+    /// larger read as zpool does.
     List {
         #[arg(short = 'd', long = "dir")]
         dirs: Vec<PathBuf>,

@@ -180,8 +180,13 @@ fn l2arc_serves_survives_import_and_never_returns_bad_data() {
         rebuilt.l2_rebuild_size >= FILE_BYTES as u64 / 2,
         "{rebuilt:?}"
     );
-    // The feed runs right after the rebuild (the import's own reads): it can only add.
-    assert!(rebuilt.l2_size >= rebuilt.l2_rebuild_size);
+    // Not `l2_size >= l2_rebuild_size`, which failed now and then under load: the import's
+    // own syncs free MOS blocks, and a freed block's header leaves the L2ARC (`L2Arc::remove`)
+    // when the rebuild restored it before the free, while a free that comes first finds
+    // nothing to drop and the rebuild restores the stale header after it. Both orders are
+    // right (a stale header is only ever a miss: reads verify against the block pointer). The
+    // file's blocks are never freed, so whichever order ran, they are all still there.
+    assert!(rebuilt.l2_size >= FILE_BYTES as u64 / 2, "{rebuilt:?}");
     // Each buffer's list came back from its log entry.
     assert_eq!(
         rebuilt.l2_mru_asize + rebuilt.l2_mfu_asize,

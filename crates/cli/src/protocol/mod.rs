@@ -55,7 +55,7 @@
 //! | `receive abort` | `target` (FS): its partial receive is destroyed; `data = {"destroyed": name}` |
 //! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
 //! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ..., decompressed}, size_bytes, compressed_size, uncompressed_size, overhead_size, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
-//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations}]}`, oldest first |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations, spacemap_headers}]}`, oldest first |
 //!
 //! # Response
 //! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,

@@ -701,6 +701,7 @@ mod tests {
                 gang_blocks: 14,
                 log_writes: 15,
                 ms_flushed: 16,
+                spacemap_headers: 17,
             },
         };
         let cells = txg_cells(&row);

@@ -68,8 +68,6 @@ pub struct Metaslab {
     allocated_bytes: u64,
     /// First-fit cursor per power-of-two alignment class.
     cursors: [u64; 64],
-    /// Rewrite the map at the next pass-1 sync regardless of its length.
-    pub condense_wanted: bool,
     /// The map object was created by the last sync and its id is not yet in the metaslab array.
     pub(crate) map_created: bool,
     /// Last txg in which the allocator chose this metaslab (for idle and LRU unloading).
@@ -104,7 +102,6 @@ impl Metaslab {
             defer: empty_trees(start, size, ashift),
             allocated_bytes: 0,
             cursors: [start; 64],
-            condense_wanted: false,
             map_created: false,
             selected_txg: 0,
             condense_count: 0,
@@ -541,7 +538,7 @@ impl Metaslab {
         if map.length_bytes() == 0 {
             return false;
         }
-        if allocatable.segment_count() == 0 || self.condense_wanted {
+        if allocatable.segment_count() == 0 {
             return true;
         }
         let optimal = estimate_optimal_size(allocatable.histogram(), self.ashift, self.block_size);
@@ -605,7 +602,6 @@ impl Metaslab {
                 sync_pass,
             )?;
         }
-        self.condense_wanted = false;
         self.condense_count += 1;
         Ok(())
     }

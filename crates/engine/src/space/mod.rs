@@ -488,6 +488,7 @@ impl SpaceStorage for CountingStorage<'_> {
         self.inner.read_bonus(object)
     }
     fn write_bonus(&self, object: ObjectId, bonus: &[u8], txg: Txg) -> Result<(), StorageError> {
+        self.stats.header_write(object.0);
         self.inner.write_bonus(object, bonus, txg)
     }
 }
