@@ -152,6 +152,11 @@ tunables! {
     /// Most data blocks one txg frees in the background (zfs_async_block_max_blocks, which
     /// was zfs_free_max_blocks); unlimited by default.
     async_block_max_blocks: u64 = u64::MAX,
+    /// What a free does with a gang block none of whose header copies can be read
+    /// (zfs_free_leak_on_eio): false sets the block aside on the pool's stalled-free list (its
+    /// space stays allocated and counted in `freeing`, and the free is retried at the next
+    /// import); true leaks its space for good and counts it in the pool property `leaked`.
+    free_leak_on_eio: bool = false,
     /// Least time a txg spends scrubbing, in milliseconds, before the scan pauses until the
     /// next txg (zfs_scrub_min_time_ms).
     scrub_min_time_ms: u64 = 750,

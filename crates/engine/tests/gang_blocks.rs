@@ -2,13 +2,16 @@
 //! segment holds them whole. Ganging is forced with `metaslab_force_ganging`; the tests check
 //! that ganged data reads back (cached and cold), survives export and import, that overwriting
 //! and deleting it gives every piece and header back, that `check` claims and verifies every
-//! piece, and that a damaged header or piece copy is repaired from another copy.
+//! piece, and that a damaged header or piece copy is repaired from another copy. Crafted gang
+//! trees (a cycle through alternating header copies) are a clean error for every walk.
 
 mod common;
 
 use std::os::unix::fs::FileExt;
 
-use tarn::block::blkptr::{BlockPtr, Compression};
+use tarn::block::blkptr::{BlockPtr, Compression, Dva, DVAS_MAX};
+use tarn::block::gang::{GangHeader, GANG_HEADER_SIZE};
+use tarn::object::ObjectSet;
 use tarn::pool::Pool;
 use tarn::tunables::Tunables;
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
@@ -25,8 +28,12 @@ fn forcing(pct: u64) -> Tunables {
 }
 
 fn gang_pointers(pool: &Pool) -> Vec<BlockPtr> {
+    gangs_in(&pool.root_objset())
+}
+
+fn gangs_in(objset: &ObjectSet) -> Vec<BlockPtr> {
     let mut found = Vec::new();
-    pool.root_objset()
+    objset
         .visit_synced_blocks(&mut |bp| {
             if bp.is_gang() {
                 found.push(bp.clone());
@@ -311,4 +318,138 @@ fn free_space_in_small_pieces_turns_large_blocks_into_gangs() {
     assert_eq!(back, pattern(99, length));
     assert_clean(&pool);
     pool.export().unwrap();
+}
+
+/// Write `bytes` at `offset` of the vdev's data area in the image `path` (the pool exported).
+fn overwrite(path: &std::path::Path, offset: u64, bytes: &[u8]) {
+    let image = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    image
+        .write_all_at(bytes, VDEV_LABEL_START_SIZE + offset)
+        .unwrap();
+    image.sync_all().unwrap();
+}
+
+/// A pool with file system `NAME/fs` (two copies, 128 KiB records, ganging forced) holding one
+/// file of one record, written as a two-copy gang; returns the pool, the file and the gang.
+fn pool_with_a_gang_file(dir: &std::path::Path, name: &str) -> (Pool, u64, BlockPtr) {
+    let pool = create_pool(dir, name, single(dir, "a.img"), forcing(100));
+    pool.create_dataset(
+        &format!("{name}/fs"),
+        &[
+            ("compression".into(), "off".into()),
+            ("copies".into(), "2".into()),
+            ("recordsize".into(), "128K".into()),
+        ],
+        false,
+    )
+    .unwrap();
+    let ino = {
+        let fs = pool.open_file_system(&format!("{name}/fs")).unwrap();
+        let attr = fs.create(fs.root(), b"ganged", 0o644, 0, 0).unwrap();
+        fs.write(attr.ino, 0, &pattern(13, RECORD as usize))
+            .unwrap();
+        attr.ino
+    };
+    pool.sync().unwrap();
+    let objset = pool.dataset_objset(&format!("{name}/fs")).unwrap();
+    let gang = gangs_in(&objset)
+        .into_iter()
+        .find(|bp| bp.level == 0 && bp.size_physical == RECORD && bp.copies().count() == 2)
+        .expect("the file's record is a two-copy gang");
+    (pool, ino, gang)
+}
+
+/// Guards against unbounded recursion over gang trees read from disk: reads, `check`, scrub and
+/// frees walked a gang's pieces with no depth bound, so a crafted tree whose walk never ends
+/// overflowed the stack and killed the process. The tree here is a cycle that the accounting
+/// check alone does not catch: header H (the block's first header copy) has one piece, a gang
+/// whose first copy is header K; K's one piece is a gang whose first copy is garbage and whose
+/// second copy is H again, read through H's second copy index, whose accounting is consistent.
+/// Decoding now refuses a gang piece in a header at the deepest level (`GANG_DEPTH_MAX`), so
+/// the read fails with a corruption error (EIO through FUSE), `check` reports the block, and
+/// listing its extents for a free fails instead of recursing, so a destroy of it ends.
+#[test]
+fn a_cyclic_gang_tree_is_a_clean_error_not_a_stack_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, ino, gang) = pool_with_a_gang_file(dir.path(), "cycle");
+    let extents = pool.core.io.allocated_extents(&gang).unwrap();
+    // Two header copies, then the copies of each piece in order.
+    assert!(extents.len() >= 6, "{extents:?}");
+    let (vdev, h_offset, _) = extents[0];
+    let (_, k_offset, k_size) = extents[2];
+    let (_, spare_offset, _) = extents[3];
+    let (_, garbage_offset, _) = extents[4];
+    assert!(k_size >= GANG_HEADER_SIZE as u64);
+    let top = gang.dvas[0].size_allocated;
+    let header = GANG_HEADER_SIZE as u64;
+    let gang_dva = |offset: u64, size_allocated: u64| Dva {
+        vdev,
+        offset,
+        size_allocated,
+        gang: true,
+    };
+    // Every header's allocation plus its piece's equals the DVA that leads to it, for the
+    // copy index it is read through: H via index 0 (the block), K via index 0, H via index 1.
+    let mut to_k = gang.clone();
+    to_k.dvas = [Dva::default(); DVAS_MAX];
+    to_k.dvas[0] = gang_dva(k_offset, top - header);
+    to_k.dvas[1] = gang_dva(spare_offset, header);
+    let mut back_to_h = gang.clone();
+    back_to_h.dvas = [Dva::default(); DVAS_MAX];
+    back_to_h.dvas[0] = gang_dva(garbage_offset, top - 2 * header);
+    back_to_h.dvas[1] = gang_dva(h_offset, 2 * header);
+    let h = GangHeader {
+        header_allocated: header,
+        birth: gang.birth_physical,
+        children: vec![to_k],
+    };
+    let k = GangHeader {
+        header_allocated: header,
+        birth: gang.birth_physical,
+        children: vec![back_to_h],
+    };
+    pool.export().unwrap();
+    let image = dir.path().join("a.img");
+    overwrite(&image, h_offset, &h.encode(vdev, h_offset));
+    overwrite(&image, k_offset, &k.encode(vdev, k_offset));
+
+    let pool = import(dir.path(), "cycle", forcing(100));
+    {
+        let fs = pool.open_file_system("cycle/fs").unwrap();
+        let error = fs.read(ino, 0, RECORD as usize).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                tarn::fs::FsError::Engine(_) | tarn::fs::FsError::Corrupt(_)
+            ),
+            "a damaged block is EIO through FUSE: {error:?}"
+        );
+        assert!(
+            error.to_string().contains("deepest level"),
+            "the read names the bound: {error}"
+        );
+    }
+    // The walk every free uses fails the same way instead of recursing.
+    let error = pool.core.io.allocated_extents(&gang).unwrap_err();
+    assert!(error.to_string().contains("deepest level"), "{error}");
+    // Check (and scrub, which verifies every copy the same way) reports the block.
+    let report = tarn::check::check_pool(&pool, false).unwrap();
+    assert!(!report.is_clean(), "{report:#?}");
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|error| error.contains("deepest level")),
+        "{report:#?}"
+    );
+    // Destroying the file system frees the block through the same walk, which now ends (what
+    // becomes of a block whose pieces cannot be listed is the free paths' business).
+    let started = std::time::Instant::now();
+    let _ = pool.destroy_dataset("cycle/fs", false);
+    while pool.core.background_work_pending() && pool.sync().is_ok() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the destroy of a cyclic gang tree never ended"
+        );
+    }
 }

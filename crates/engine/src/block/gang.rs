@@ -9,7 +9,9 @@
 //! [`GANG_CHILDREN_MAX`] *children*, each holding a consecutive piece of the block's physical
 //! bytes. A child is an ordinary block (compression off, the parent's checksum algorithm, type
 //! and level) with its own copies, and may itself be a gang when even the pieces do not fit
-//! (at most [`GANG_DEPTH_MAX`] levels). Every copy of the header lists the same children; a
+//! (at most [`GANG_DEPTH_MAX`] levels of headers: the writer never goes deeper, and decoding
+//! refuses a gang piece in a header of the deepest level, so that every walk of a gang tree is
+//! bounded whatever the disk holds). Every copy of the header lists the same children; a
 //! block with `copies` = n has n header copies and children with up to n copies each.
 //!
 //! The parent's checksum still covers the whole physical block: a read gathers the header,
@@ -113,15 +115,30 @@ impl GangHeader {
         bytes
     }
 
-    /// Decode the header copy read from `(vdev, offset)` for `parent`. Never panics: anything
-    /// inconsistent (magic, version, checksum, counts, children that are not plain pieces of
-    /// the parent, pieces too short for the parent) is a corrupt-block error.
+    /// Decode the header copy read from `(vdev, offset)` for `parent`, a header at `depth`
+    /// (1 for a block's own header, 2 for the header of one of its pieces, and so on). Never
+    /// panics: anything inconsistent (magic, version, checksum, counts, children that are not
+    /// plain pieces of the parent, pieces too short for the parent, a piece that is a gang
+    /// below the deepest header level [`GANG_DEPTH_MAX`]) is a corrupt-block error.
+    ///
+    /// The depth bound is what keeps every walk of a gang tree finite: the accounting check
+    /// (each header's allocation plus its pieces' must equal its DVA's) rules out a header that
+    /// is its own piece through one copy index, but not a cycle that alternates copies (a piece
+    /// whose first copy is bad and whose second names an ancestor header), nor a chain as deep
+    /// as the block's allocation allows. Crafted disk contents of either kind would otherwise
+    /// recurse until the stack overflows.
     pub fn decode(
         bytes: &[u8],
         vdev: VdevId,
         offset: u64,
         parent: &BlockPtr,
+        depth: u32,
     ) -> Result<GangHeader, BlockError> {
+        if !(1..=GANG_DEPTH_MAX).contains(&depth) {
+            return Err(corrupt(format!(
+                "a gang header at level {depth} (1..={GANG_DEPTH_MAX})"
+            )));
+        }
         if bytes.len() < GANG_HEADER_SIZE {
             return Err(corrupt(format!(
                 "{} bytes, expected {GANG_HEADER_SIZE}",
@@ -188,6 +205,12 @@ impl GangHeader {
             {
                 return Err(corrupt(format!(
                     "child {index} is not a piece of its parent: {child}"
+                )));
+            }
+            if child.is_gang() && depth == GANG_DEPTH_MAX {
+                return Err(corrupt(format!(
+                    "child {index} is a gang below the deepest level of gang headers \
+                     ({GANG_DEPTH_MAX}): {child}"
                 )));
             }
             physical += child.size_physical as u64;
@@ -475,7 +498,18 @@ impl BlockIo {
         padded: &[u8],
         template: &BlockPtr,
     ) -> Result<[Dva; DVAS_MAX], PipelineError> {
-        let header = self.read_gang_header(old, false)?;
+        self.rewrite_gang_at(old, padded, template, 1)
+    }
+
+    /// [`BlockIo::rewrite_gang`] of a gang whose header is at `depth`.
+    fn rewrite_gang_at(
+        &self,
+        old: &BlockPtr,
+        padded: &[u8],
+        template: &BlockPtr,
+        depth: u32,
+    ) -> Result<[Dva; DVAS_MAX], PipelineError> {
+        let header = self.read_gang_header(old, false, depth)?;
         let mut children = Vec::with_capacity(header.children.len());
         let mut start = 0usize;
         for old_child in &header.children {
@@ -487,7 +521,7 @@ impl BlockIo {
             let mut child = old_child.clone();
             child.checksum = checksum::compute(template.checksum_type, bytes);
             if old_child.is_gang() {
-                child.dvas = self.rewrite_gang(old_child, bytes, &child)?;
+                child.dvas = self.rewrite_gang_at(old_child, bytes, &child, depth + 1)?;
             } else {
                 let shared = Arc::new(bytes.to_vec());
                 for dva in child.copies() {
@@ -515,14 +549,16 @@ impl BlockIo {
         Ok(old.dvas)
     }
 
-    /// Read a gang's header: the first copy (DVA, then mirror child) that verifies; with
-    /// `repair`, copies that did not are rewritten (re-encoded for their own location).
-    pub(super) fn read_gang_header(
+    /// Read a gang's header, at `depth` of its gang tree: the first copy (DVA, then mirror
+    /// child) that verifies; with `repair`, copies that did not are rewritten (re-encoded for
+    /// their own location).
+    fn read_gang_header(
         &self,
         bp: &BlockPtr,
         repair: bool,
+        depth: u32,
     ) -> Result<GangHeader, PipelineError> {
-        let copies = self.read_header_copies(bp, false)?;
+        let copies = self.read_header_copies(bp, false, depth)?;
         if repair && self.is_writable() {
             self.repair_headers(&copies.header, &copies.bad);
         }
@@ -536,6 +572,7 @@ impl BlockIo {
         &self,
         bp: &BlockPtr,
         every: bool,
+        depth: u32,
     ) -> Result<HeaderCopies, PipelineError> {
         let mut bad: Vec<BadCopy> = Vec::new();
         let mut good = None;
@@ -545,7 +582,7 @@ impl BlockIo {
             let (top, child_count) = self.header_location(dva)?;
             for child in 0..child_count {
                 read += 1;
-                match self.read_header_copy(&top, child, dva, bp, index) {
+                match self.read_header_copy(&top, child, dva, bp, index, depth) {
                     Ok(header) => {
                         good.get_or_insert(header);
                         if !every {
@@ -589,6 +626,7 @@ impl BlockIo {
         dva: &Dva,
         bp: &BlockPtr,
         index: usize,
+        depth: u32,
     ) -> Result<GangHeader, PipelineError> {
         let mut buffer = vec![0u8; GANG_HEADER_SIZE];
         let header_dva = Dva {
@@ -599,7 +637,7 @@ impl BlockIo {
             .map_err(|error| PipelineError::NoGoodCopy {
                 bp: format!("gang header <{}:{:#x}>: {error}", dva.vdev, dva.offset),
             })?;
-        let header = GangHeader::decode(&buffer, dva.vdev, dva.offset, bp)?;
+        let header = GangHeader::decode(&buffer, dva.vdev, dva.offset, bp, depth)?;
         let accounted = header.copy_allocated(index);
         if accounted != dva.size_allocated {
             return Err(BlockError::corrupt(
@@ -634,10 +672,25 @@ impl BlockIo {
         bp: &BlockPtr,
         repair: bool,
     ) -> Result<Vec<u8>, PipelineError> {
-        let header = self.read_gang_header(bp, repair)?;
+        self.read_gang_physical_at(bp, repair, 1)
+    }
+
+    /// [`BlockIo::read_gang_physical`] of a gang whose header is at `depth`.
+    fn read_gang_physical_at(
+        &self,
+        bp: &BlockPtr,
+        repair: bool,
+        depth: u32,
+    ) -> Result<Vec<u8>, PipelineError> {
+        let header = self.read_gang_header(bp, repair, depth)?;
         let mut physical = Vec::with_capacity(bp.size_physical as usize);
         for child in &header.children {
-            physical.extend_from_slice(&self.read_physical(child, repair)?);
+            let piece = if child.is_gang() {
+                self.read_gang_physical_at(child, repair, depth + 1)?
+            } else {
+                self.read_physical(child, repair)?
+            };
+            physical.extend_from_slice(&piece);
         }
         physical.truncate(bp.size_physical as usize);
         if checksum::compute(bp.checksum_type, &physical) != bp.checksum {
@@ -655,7 +708,17 @@ impl BlockIo {
         bp: &BlockPtr,
         repair: bool,
     ) -> Result<CopyReport, PipelineError> {
-        let copies = self.read_header_copies(bp, true)?;
+        self.verify_gang_at(bp, repair, 1)
+    }
+
+    /// [`BlockIo::verify_gang`] of a gang whose header is at `depth`.
+    fn verify_gang_at(
+        &self,
+        bp: &BlockPtr,
+        repair: bool,
+        depth: u32,
+    ) -> Result<CopyReport, PipelineError> {
+        let copies = self.read_header_copies(bp, true, depth)?;
         let mut report = CopyReport {
             copies: copies.read,
             bad: copies.bad.len() as u64,
@@ -666,12 +729,16 @@ impl BlockIo {
         }
         let header = copies.header;
         for child in &header.children {
-            let piece = self.verify_all_copies(child, repair)?;
+            let piece = if child.is_gang() {
+                self.verify_gang_at(child, repair, depth + 1)?
+            } else {
+                self.verify_all_copies(child, repair)?
+            };
             report.copies += piece.copies;
             report.bad += piece.bad;
             report.repaired += piece.repaired;
         }
-        self.read_gang_physical(bp, false)?;
+        self.read_gang_physical_at(bp, false, depth)?;
         Ok(report)
     }
 
@@ -683,14 +750,16 @@ impl BlockIo {
         bp: &BlockPtr,
     ) -> Result<Vec<(VdevId, u64, u64)>, PipelineError> {
         let mut extents = Vec::new();
-        self.collect_extents(bp, &mut extents)?;
+        self.collect_extents(bp, &mut extents, 1)?;
         Ok(extents)
     }
 
+    /// Extents of `bp`, a block whose gang header (if it is a gang) is at `depth`.
     fn collect_extents(
         &self,
         bp: &BlockPtr,
         out: &mut Vec<(VdevId, u64, u64)>,
+        depth: u32,
     ) -> Result<(), PipelineError> {
         if !bp.is_gang() {
             out.extend(
@@ -699,12 +768,12 @@ impl BlockIo {
             );
             return Ok(());
         }
-        let header = self.read_gang_header(bp, false)?;
+        let header = self.read_gang_header(bp, false, depth)?;
         for dva in bp.copies() {
             out.push((dva.vdev, dva.offset, header.header_allocated));
         }
         for child in &header.children {
-            self.collect_extents(child, out)?;
+            self.collect_extents(child, out, depth + 1)?;
         }
         Ok(())
     }
@@ -752,18 +821,18 @@ mod tests {
     fn header_round_trips_and_is_bound_to_its_location() {
         let header = header(&[8192, 8192, 4096]);
         let bytes = header.encode(VdevId(0), 0x10000);
-        let decoded = GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(20000)).unwrap();
+        let decoded = GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(20000), 1).unwrap();
         assert_eq!(decoded, header);
         assert_eq!(decoded.copy_allocated(0), 4096 + 8192 + 8192 + 4096);
         // The same bytes read from another place are not this header.
-        assert!(GangHeader::decode(&bytes, VdevId(0), 0x20000, &parent(20000)).is_err());
-        assert!(GangHeader::decode(&bytes, VdevId(1), 0x10000, &parent(20000)).is_err());
+        assert!(GangHeader::decode(&bytes, VdevId(0), 0x20000, &parent(20000), 1).is_err());
+        assert!(GangHeader::decode(&bytes, VdevId(1), 0x10000, &parent(20000), 1).is_err());
         // Pieces shorter than the block, or another birth, are refused.
-        assert!(GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(30000)).is_err());
+        assert!(GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(30000), 1).is_err());
         let mut other_birth = parent(20000);
         other_birth.birth_physical = Txg(10);
         other_birth.birth_logical = Txg(10);
-        assert!(GangHeader::decode(&bytes, VdevId(0), 0x10000, &other_birth).is_err());
+        assert!(GangHeader::decode(&bytes, VdevId(0), 0x10000, &other_birth, 1).is_err());
     }
 
     #[test]
@@ -772,12 +841,35 @@ mod tests {
         let header = header(&pieces);
         let bytes = header.encode(VdevId(0), 0);
         assert_eq!(
-            GangHeader::decode(&bytes, VdevId(0), 0, &parent(4096 * 31))
+            GangHeader::decode(&bytes, VdevId(0), 0, &parent(4096 * 31), 1)
                 .unwrap()
                 .children
                 .len(),
             GANG_CHILDREN_MAX
         );
+    }
+
+    /// A piece that is itself a gang is accepted only above the deepest header level, so that
+    /// no walk of a gang tree, however crafted, goes deeper than [`GANG_DEPTH_MAX`] headers.
+    #[test]
+    fn a_gang_piece_is_refused_at_the_deepest_level() {
+        let mut nested = header(&[8192, 8192]);
+        nested.children[1].dvas[0].gang = true;
+        let bytes = nested.encode(VdevId(0), 0x10000);
+        for depth in 1..GANG_DEPTH_MAX {
+            assert!(GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(16384), depth).is_ok());
+        }
+        let error = GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(16384), GANG_DEPTH_MAX)
+            .unwrap_err();
+        assert!(error.to_string().contains("deepest level"), "{error}");
+        // Plain pieces are fine at every level; no header lies outside 1..=GANG_DEPTH_MAX.
+        let plain = header(&[8192, 8192]).encode(VdevId(0), 0x10000);
+        assert!(
+            GangHeader::decode(&plain, VdevId(0), 0x10000, &parent(16384), GANG_DEPTH_MAX).is_ok()
+        );
+        for depth in [0, GANG_DEPTH_MAX + 1] {
+            assert!(GangHeader::decode(&plain, VdevId(0), 0x10000, &parent(16384), depth).is_err());
+        }
     }
 
     proptest! {
@@ -791,12 +883,12 @@ mod tests {
                 bytes[at] ^= value | 1;
             }
             // Any change is caught (the checksum covers every byte) and nothing panics.
-            prop_assert!(GangHeader::decode(&bytes, VdevId(0), 0x4000, &parent(12000)).is_err());
+            prop_assert!(GangHeader::decode(&bytes, VdevId(0), 0x4000, &parent(12000), 1).is_err());
         }
 
         #[test]
         fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..5000)) {
-            let _ = GangHeader::decode(&bytes, VdevId(0), 0, &parent(4096));
+            let _ = GangHeader::decode(&bytes, VdevId(0), 0, &parent(4096), 1);
         }
     }
 }

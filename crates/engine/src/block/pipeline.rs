@@ -114,6 +114,11 @@ pub enum PipelineError {
         offset: u64,
         size: u64,
     },
+    /// A free of a gang block none of whose header copies can be read (or whose gang tree is
+    /// corrupt): its pieces cannot be listed, so nothing of the block was freed. What becomes of
+    /// it is the pool's choice (`pool/background_free.rs`, "Unreadable gang headers").
+    #[error("gang block {bp} cannot be freed: its pieces cannot be listed: {why}")]
+    GangUnreadable { bp: String, why: String },
 }
 
 /// The pool's block I/O: vdevs, allocator and cache, shared by every object set of the pool.
@@ -716,13 +721,21 @@ impl BlockIo {
     }
 
     /// Free every DVA of a block in syncing txg `txg` (for a gang, its headers and pieces,
-    /// read from the header). Holes and embedded blocks own no space.
+    /// read from the header). Holes and embedded blocks own no space. A gang whose pieces
+    /// cannot be listed is [`PipelineError::GangUnreadable`], with nothing freed: every extent
+    /// is listed before the first is freed.
     pub fn free(&self, bp: &BlockPtr, txg: Txg) -> Result<(), PipelineError> {
         if let Some(key) = BlockKey::of(bp) {
             self.cache.remove(&key);
             self.l2arc.remove(&key);
         }
-        for (vdev, offset, size) in self.allocated_extents(bp)? {
+        let extents =
+            self.allocated_extents(bp)
+                .map_err(|error| PipelineError::GangUnreadable {
+                    bp: format!("{bp}"),
+                    why: error.to_string(),
+                })?;
+        for (vdev, offset, size) in extents {
             self.space.free(vdev, offset, size, txg)?;
         }
         Ok(())

@@ -43,7 +43,11 @@
 //! A block of a queued tree that cannot be read stops that entry: it is flagged (its remaining
 //! space stays in `freeing`, as OpenZFS keeps it unless `zfs_free_leak_on_eio`), the error is
 //! reported to the caller, and the other entries go on. Later finished entries cannot advance
-//! `begin` past a flagged one; they are marked finished in place.
+//! `begin` past a flagged one; they are marked finished in place. A flagged entry is retried
+//! when the caller asks (once after each import): it resumes from its bookmark, which the
+//! failed chunk never moved. A gang block of the tree whose header cannot be read is not the
+//! walk's concern: the walk reads no data block, and the caller's `free` sets such a block
+//! aside (`pool/background_free.rs`) and lets the entry go on.
 
 use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
 use crate::block::pipeline::BlockIo;
@@ -181,6 +185,8 @@ pub struct FreeRound {
     pub failures: Vec<String>,
     /// Whether live (unfinished, not failed) entries remain.
     pub work_left: bool,
+    /// Whether the round stopped for the budget or the pause rule before the last entry.
+    pub paused: bool,
 }
 
 /// The queue, open on the MOS.
@@ -292,6 +298,17 @@ impl<'a> BpTree<'a> {
         Ok(false)
     }
 
+    /// Whether any entry was set aside after an unreadable block (to be retried).
+    pub fn has_failed_entries(&self) -> Result<bool, ObjectError> {
+        for index in self.header.begin..self.header.end {
+            let entry = self.entry(index)?;
+            if !entry.finished() && entry.failed {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Every block not yet freed, for `check`: the unvisited rest of each live or failed entry.
     pub fn visit_pending_blocks(
         &self,
@@ -318,12 +335,14 @@ impl<'a> BpTree<'a> {
 
     /// Free blocks of the queued trees in order, handing each to `free`, until `max_blocks`
     /// data blocks are freed or `should_pause` (asked every few thousand blocks) says stop.
+    /// With `retry_failed`, entries set aside after an unreadable block are tried again.
     /// Bookmarks, finished entries and the totals are saved in `tx`, with the frees.
     pub fn free_some(
         &mut self,
         io: &BlockIo,
         tx: &Tx,
         max_blocks: u64,
+        retry_failed: bool,
         free: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
         should_pause: &mut dyn FnMut() -> bool,
     ) -> Result<FreeRound, ObjectError> {
@@ -333,10 +352,11 @@ impl<'a> BpTree<'a> {
         let mut paused = false;
         while index < self.header.end && !paused {
             let mut entry = self.entry(index)?;
-            if entry.finished() || entry.failed {
+            if entry.finished() || (entry.failed && !retry_failed) {
                 index += 1;
                 continue;
             }
+            entry.failed = false;
             loop {
                 // A chunk's blocks are freed only once its walk succeeded, so a walk that stops
                 // at an unreadable block leaves the bookmark exact (memory: one chunk of
@@ -400,6 +420,7 @@ impl<'a> BpTree<'a> {
         }
         self.save_header(tx)?;
         round.work_left = self.has_live_entries()?;
+        round.paused = paused;
         Ok(round)
     }
 }

@@ -35,7 +35,16 @@ impl BlockFreer for PoolFreer {
             self.staged.lock().push(bp.clone());
             return Ok(());
         }
-        self.io.free(bp, at.txg).map_err(ObjectError::from)
+        match self.io.free(bp, at.txg) {
+            // A gang whose header cannot be read goes to the deferred-free list, whose turn in
+            // the next txg's pass 1 sets it aside in the MOS (background_free.rs): a free in
+            // the middle of a sync pass can neither fail the txg nor write the MOS itself.
+            Err(PipelineError::GangUnreadable { .. }) => {
+                self.staged.lock().push(bp.clone());
+                Ok(())
+            }
+            other => other.map_err(ObjectError::from),
+        }
     }
 }
 

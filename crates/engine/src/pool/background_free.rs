@@ -19,17 +19,45 @@
 //! Stop after `async_block_max_blocks` blocks (unlimited by default); or once the round has run for half the txg timeout; or for `free_min_time_ms` while
 //! someone is waiting for this txg or a later one or dirty data is building up; or when the pool shuts down.
 //!
+//! # Unreadable gang headers
+//! Freeing a gang block reads its header to list its pieces. When no copy of the header can be
+//! read (or the gang tree is corrupt, `block/gang.rs`), nothing of the block can be freed, and
+//! the free must not fail the txg: that would suspend the pool, and since the free is retried
+//! after every import, suspend it again each time. Every free path of the pool (this module's
+//! queues, the deferred-free list, destroyed clones' livelists, and frees in the txg sync
+//! itself, which `PoolFreer` stages onto the deferred-free list) hands such a block to
+//! [`PoolCore::set_aside_frees`] instead, in pass 1, and goes on with the rest:
+//!
+//! - by default (`free_leak_on_eio` false) the block pointer is appended to the *stalled-free
+//!   list* (MOS directory key `stalled_frees`, a block-pointer list like the free list). Its
+//!   space stays allocated and counted in `freeing`; the free is logged with the error and
+//!   retried once after each import (where a changed `free_leak_on_eio` also takes effect),
+//!   when a device that was missing may be back. The pool stays writable meanwhile.
+//! - with `free_leak_on_eio` the space is leaked for good: the block's allocated size is added
+//!   to the MOS directory entry `leaked` (the pool property `leaked`), which `check` subtracts
+//!   from the space it finds allocated but referenced by nothing.
+//!
+//! A destroy whose tree walk meets an unreadable indirect block sets that entry aside instead
+//! (`dataset/bptree.rs`, "Damage"); it is retried after import as well, and is not leaked by
+//! `free_leak_on_eio` (the walk cannot skip the unreadable subtree).
+//!
+//! OpenZFS differs: `zfs_free_leak_on_eio` governs only the traversal of a destroyed tree
+//! (`bptree_iterate` with `TRAVERSE_HARD`), while a free whose gang header cannot be read fails
+//! its zio, which has no `ZIO_FLAG_CANFAIL`, and so suspends the pool; it lowers the odds by
+//! writing two header copies even for `copies=1` blocks.
+//!
 //! # Cost
 //! Memory: one chunk of block pointers and one path of indirect blocks, whatever the dataset's
 //! size. Per txg: the blocks freed in one round, one entry and the header rewritten in the MOS.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::block::blkptr::{BlockPtr, Compression, ObjectType};
+use crate::block::pipeline::PipelineError;
 use crate::dataset::bptree::BpTree;
 use crate::dataset::Dataset;
-use crate::object::bpobj::{BpObj, BpSpace, ObjectSetBpStore};
+use crate::object::bpobj::{BpObj, BpObjEntry, BpSpace, ObjectSetBpStore};
 use crate::object::{ObjectError, Tx};
 use crate::types::{ObjectId, Txg};
 
@@ -40,8 +68,26 @@ use crate::pool::MOS_OBJECT_DIRECTORY;
 pub const BPTREE_KEY: &str = "bptree";
 /// The MOS directory key of the free list.
 pub const FREE_LIST_KEY: &str = "free_bpobj";
+/// The MOS directory key of the stalled-free list (see "Unreadable gang headers").
+pub const STALLED_FREES_KEY: &str = "stalled_frees";
+/// The MOS directory key of the bytes leaked by frees (the pool property `leaked`).
+pub const LEAKED_KEY: &str = "leaked";
 /// Free-list entries freed between two consultations of the pause rule.
 const FREE_LIST_CHUNK: u64 = 2048;
+
+/// Gang blocks a free could not list the pieces of, with the error: set aside in one pass and
+/// handed to [`PoolCore::set_aside_frees`] at its end.
+pub(super) type SetAside = Vec<(BlockPtr, String)>;
+
+/// The stalled-free list's state in memory.
+#[derive(Default)]
+pub(super) struct StalledFrees {
+    /// Its MOS object, 0 until first used.
+    object: AtomicU64,
+    /// Whether the next round retries what was set aside (the stalled-free list and destroy
+    /// entries that hit an unreadable block): set at import.
+    retry: AtomicBool,
+}
 
 impl PoolCore {
     /// The destroy queue's object, if the pool has one.
@@ -76,10 +122,23 @@ impl PoolCore {
     /// a crash resumes by itself).
     pub(super) fn load_background_frees(&self) -> Result<(), PoolError> {
         let mut pending = false;
+        // What earlier imports set aside is tried once more: a device may be back, and
+        // `free_leak_on_eio` may have changed.
+        let mut retry = false;
         if let Some(object) = lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, BPTREE_KEY)? {
             self.bptree_object.store(object, Ordering::Release);
-            pending |= BpTree::open(&self.mos, ObjectId(object))?.has_live_entries()?;
+            let queue = BpTree::open(&self.mos, ObjectId(object))?;
+            pending |= queue.has_live_entries()?;
+            retry |= queue.has_failed_entries()?;
         }
+        if let Some(object) =
+            lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, STALLED_FREES_KEY)?
+        {
+            self.stalled_frees.object.store(object, Ordering::Release);
+            retry |= !BpObj::open(&self.free_list_store(), ObjectId(object))?.is_empty();
+        }
+        self.stalled_frees.retry.store(retry, Ordering::Release);
+        pending |= retry;
         if let Some(object) = lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, FREE_LIST_KEY)?
         {
             self.free_list_object.store(object, Ordering::Release);
@@ -138,8 +197,145 @@ impl PoolCore {
                 .space()
                 .used_bytes;
         }
+        if let Some(object) = self.stalled_list_object() {
+            total += BpObj::open(&self.free_list_store(), object)?
+                .space()
+                .used_bytes;
+        }
         total += self.livelist_freeing_bytes();
         Ok(total)
+    }
+
+    /// The stalled-free list's object, if the pool has one.
+    fn stalled_list_object(&self) -> Option<ObjectId> {
+        match self.stalled_frees.object.load(Ordering::Acquire) {
+            0 => None,
+            object => Some(ObjectId(object)),
+        }
+    }
+
+    /// Bytes leaked by frees of gang blocks whose header could not be read, with
+    /// `free_leak_on_eio` (the pool property `leaked`).
+    pub fn leaked_bytes(&self) -> Result<u64, PoolError> {
+        Ok(lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, LEAKED_KEY)?.unwrap_or(0))
+    }
+
+    /// Bytes of gang blocks whose frees are stalled (part of `freeing`).
+    pub fn stalled_free_bytes(&self) -> Result<u64, PoolError> {
+        match self.stalled_list_object() {
+            Some(object) => Ok(BpObj::open(&self.free_list_store(), object)?
+                .space()
+                .used_bytes),
+            None => Ok(0),
+        }
+    }
+
+    /// Syncing context: free `bp` in `txg`; a gang whose pieces cannot be listed is added to
+    /// `aside` (nothing of it freed) instead of failing the sync.
+    pub(super) fn free_or_set_aside(
+        &self,
+        bp: &BlockPtr,
+        txg: Txg,
+        aside: &mut SetAside,
+    ) -> Result<(), PipelineError> {
+        match self.io.free(bp, txg) {
+            Err(error @ PipelineError::GangUnreadable { .. }) => {
+                aside.push((bp.clone(), error.to_string()));
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Syncing context, pass 1: what becomes of gang blocks whose frees could not list their
+    /// pieces (see "Unreadable gang headers"): with `free_leak_on_eio` their allocated space is
+    /// added to `leaked`, else they are appended to the stalled-free list.
+    pub(super) fn set_aside_frees(&self, tx: &Tx, aside: SetAside) -> Result<(), PoolError> {
+        if aside.is_empty() {
+            return Ok(());
+        }
+        if self.tunables.free_leak_on_eio {
+            let mut bytes = 0;
+            for (bp, why) in &aside {
+                log::error!(
+                    "pool {}: {why}; its {} bytes are leaked (free_leak_on_eio)",
+                    self.name,
+                    bp.size_allocated()
+                );
+                bytes += bp.size_allocated();
+            }
+            let leaked = self.leaked_bytes()?.saturating_add(bytes);
+            kv_set_u64(&self.mos, tx, MOS_OBJECT_DIRECTORY, LEAKED_KEY, leaked)?;
+            return Ok(());
+        }
+        for (bp, why) in &aside {
+            log::error!(
+                "pool {}: {why}; the free is stalled, its {} bytes stay in freeing until a retry at the next import frees them (or leaks them, with free_leak_on_eio)",
+                self.name,
+                bp.size_allocated()
+            );
+        }
+        let store = self.free_list_store();
+        let object = match self.stalled_list_object() {
+            Some(object) => object,
+            None => {
+                let object = BpObj::create(&store, tx)?;
+                kv_set_u64(
+                    &self.mos,
+                    tx,
+                    MOS_OBJECT_DIRECTORY,
+                    STALLED_FREES_KEY,
+                    object.0,
+                )?;
+                self.stalled_frees.object.store(object.0, Ordering::Release);
+                object
+            }
+        };
+        let entries: Vec<BpObjEntry> = aside
+            .into_iter()
+            .map(|(bp, _)| BpObjEntry::alloc(bp))
+            .collect();
+        BpObj::open(&store, object)?.append(tx, &entries)?;
+        Ok(())
+    }
+
+    /// Syncing context, pass 1, once after import: free what the stalled-free list holds, or
+    /// set it aside again.
+    fn retry_stalled_frees(&self, tx: &Tx, aside: &mut SetAside) -> Result<(), PoolError> {
+        let Some(object) = self.stalled_list_object() else {
+            return Ok(());
+        };
+        let store = self.free_list_store();
+        let mut list = BpObj::open(&store, object)?;
+        let mut stalled = Vec::new();
+        list.iterate(&mut |entry| {
+            stalled.push(entry.bp.clone());
+            Ok(())
+        })?;
+        list.clear(tx)?;
+        let before = aside.len();
+        for bp in &stalled {
+            self.free_or_set_aside(bp, tx.txg, aside)?;
+        }
+        log::info!(
+            "pool {}: retried {} stalled frees: {} freed",
+            self.name,
+            stalled.len(),
+            stalled.len() - (aside.len() - before)
+        );
+        Ok(())
+    }
+
+    /// Every block on the stalled-free list (for `check`: still allocated).
+    pub fn visit_stalled_frees(
+        &self,
+        visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+    ) -> Result<(), PoolError> {
+        let Some(object) = self.stalled_list_object() else {
+            return Ok(());
+        };
+        BpObj::open(&self.free_list_store(), object)?.iterate(&mut |entry| visit(&entry.bp))?;
+        Ok(())
     }
 
     /// Syncing context, pass 1: queue a destroyed dataset's tree for background freeing.
@@ -219,6 +415,11 @@ impl PoolCore {
         let mut freed_blocks = 0u64;
         let mut freed = BpSpace::default();
         let mut work_left = false;
+        let mut aside = SetAside::new();
+        let retry = self.stalled_frees.retry.swap(false, Ordering::AcqRel);
+        if retry {
+            self.retry_stalled_frees(&tx, &mut aside)?;
+        }
 
         if let Some(object) = self.free_list_object() {
             let store = self.free_list_store();
@@ -230,7 +431,8 @@ impl PoolCore {
                 let mut chunk = budget.min(FREE_LIST_CHUNK);
                 let before = chunk;
                 list.drain(&tx, &mut chunk, &mut |entry| {
-                    self.io.free(&entry.bp, txg).map_err(ObjectError::from)?;
+                    self.free_or_set_aside(&entry.bp, txg, &mut aside)
+                        .map_err(ObjectError::from)?;
                     freed.add(BpSpace::of(&entry.bp));
                     Ok(())
                 })?;
@@ -247,9 +449,18 @@ impl PoolCore {
                     &self.io,
                     &tx,
                     budget,
-                    &mut |bp: &BlockPtr| self.io.free(bp, txg).map_err(ObjectError::from),
+                    retry,
+                    &mut |bp: &BlockPtr| {
+                        self.free_or_set_aside(bp, txg, &mut aside)
+                            .map_err(ObjectError::from)
+                    },
                     &mut || should_pause(),
                 )?;
+                if round.paused && retry {
+                    // Entries past the pause are retried in the next round.
+                    self.stalled_frees.retry.store(true, Ordering::Release);
+                    work_left = true;
+                }
                 for failure in &round.failures {
                     log::error!(
                         "pool {}: background destroy set aside an entry it cannot read: {failure}",
@@ -261,8 +472,13 @@ impl PoolCore {
                 work_left |= round.work_left;
             } else {
                 work_left |= queue.has_live_entries()?;
+                if retry {
+                    self.stalled_frees.retry.store(true, Ordering::Release);
+                    work_left = true;
+                }
             }
         }
+        self.set_aside_frees(&tx, aside)?;
         // Destroyed clones' livelists: one sub-list per txg (`livelists.rs`).
         work_left |= self.free_livelists_in_background(txg)?;
         log::debug!(

@@ -379,6 +379,7 @@ impl Pool {
             livelists_set_aside: Mutex::new(Vec::new()),
             livelist_freeing: AtomicU64::new(0),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
+            stalled_frees: Default::default(),
             scan: Default::default(),
             config: Mutex::new(ConfigState {
                 state: PoolState::Active,

@@ -275,9 +275,11 @@ impl PoolCore {
             }
         };
         if let Some((key, entry)) = sub {
+            let mut aside = Vec::new();
             for bp in &live {
-                self.io.free(bp, txg).map_err(ObjectError::from)?;
+                self.free_or_set_aside(bp, txg, &mut aside)?;
             }
+            self.set_aside_frees(&tx, aside)?;
             let _ =
                 self.livelist_freeing
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |total| {

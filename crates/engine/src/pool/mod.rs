@@ -461,6 +461,8 @@ pub struct PoolCore {
     /// syncing context so that open context never reads lists the sync thread is removing.
     livelist_freeing: AtomicU64,
     background_frees_pending: std::sync::atomic::AtomicBool,
+    /// Frees of gang blocks whose header cannot be read (see [`background_free`]).
+    stalled_frees: background_free::StalledFrees,
     /// Scrub and resilver (see [`scan`]).
     scan: scan::Scanner,
     config: Mutex<ConfigState>,

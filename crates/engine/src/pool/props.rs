@@ -49,6 +49,7 @@ pub const POOL_PROPERTIES: &[&str] = &[
     "allocated",
     "free",
     "freeing",
+    "leaked",
     "fragmentation",
     "readonly",
 ];
@@ -99,6 +100,7 @@ impl Pool {
             fixed("allocated", PoolValue::Bytes(space.allocated)),
             fixed("free", PoolValue::Bytes(space.free)),
             fixed("freeing", PoolValue::Bytes(space.freeing)),
+            fixed("leaked", PoolValue::Bytes(self.core.leaked_bytes()?)),
             fixed("fragmentation", PoolValue::Percent(space.fragmentation)),
             fixed(
                 "readonly",

@@ -228,12 +228,15 @@ impl PoolCore {
         if list.is_empty() {
             return Ok(());
         }
+        // A gang whose header cannot be read (staged here by `PoolFreer`) is set aside, not
+        // left to fail this and every later txg (background_free.rs).
+        let mut aside = Vec::new();
         list.iterate(&mut |entry| {
-            self.io.free(&entry.bp, txg)?;
+            self.free_or_set_aside(&entry.bp, txg, &mut aside)?;
             Ok(())
         })?;
         list.clear(&Tx::syncing(txg))?;
-        Ok(())
+        self.set_aside_frees(&Tx::syncing(txg), aside)
     }
 
     /// Append frees staged by late sync passes to the on-disk deferred-free list, so that a
