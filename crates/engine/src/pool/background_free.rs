@@ -254,6 +254,24 @@ impl PoolCore {
         if aside.is_empty() {
             return Ok(());
         }
+        if !self
+            .config
+            .lock()
+            .features
+            .contains_key(super::STALLED_FREES_FEATURE)
+        {
+            // A pool made with `feature@stalled_frees=disabled` has nowhere to record them:
+            // the space is lost (check reports it), as `free_leak_on_eio` would lose it, but
+            // uncounted. The pool still does not suspend.
+            for (bp, why) in &aside {
+                log::error!(
+                    "pool {}: {why}; its {} bytes are leaked and not counted (the pool lacks feature@stalled_frees)",
+                    self.name,
+                    bp.size_allocated()
+                );
+            }
+            return Ok(());
+        }
         if self.tunables.free_leak_on_eio {
             let mut bytes = 0;
             for (bp, why) in &aside {

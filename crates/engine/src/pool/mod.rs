@@ -182,7 +182,17 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "log_spacemap",
         needed_to_read: true,
     },
+    Feature {
+        name: STALLED_FREES_FEATURE,
+        short_name: "stalled_frees",
+        needed_to_read: false,
+    },
 ];
+
+/// The stalled-free list and the `leaked` count (`pool/background_free.rs`, "Unreadable gang
+/// headers"): two MOS directory keys that a build without the feature ignores (the blocks on
+/// the list stay allocated and are never freed by it), so it is not needed to read.
+pub const STALLED_FREES_FEATURE: &str = "com.tarn:stalled_frees";
 
 /// The log space map feature (`space/log.rs`): metaslab changes go to one pool-wide log per
 /// txg and reach each metaslab's own map when it is flushed.
