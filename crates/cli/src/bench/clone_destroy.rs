@@ -1,17 +1,24 @@
 //! `tarn bench clone-destroy`: what destroying a sparse clone costs, with and without
-//! livelists, beside btrfs (issue 11).
+//! livelists, beside btrfs (issues 11 and 33).
 //!
 //! For each origin size N (`-s`, default 1G, 4G and 16G): a pool on a sparse file, a file
-//! system with recordsize 8K (compression off) holding one file of N bytes, a snapshot, a clone
-//! of it, `--overwrites` scattered 8 KiB overwrites in the clone, an export and import (cold
-//! caches), then the clone's destroy timed until `freeing` is 0 and a sync has completed (three
-//! clones of the origin, each with its own overwrites, destroyed one after the other: the
-//! median is reported). Once
-//! in a pool with `feature@livelist` (destroy frees the livelist's live entries) and once in a
-//! pool without it (destroy walks the clone's tree above the origin). With `mkfs.btrfs`
-//! available (and root), the same on btrfs on a loop device in the same directory: a
-//! subvolume, a writable snapshot, the overwrites in the snapshot, unmount and mount, then
-//! `btrfs subvolume delete -C` and `btrfs subvolume sync`.
+//! system with recordsize 8K (compression off) holding one file of N bytes, a snapshot, and
+//! clones of it, each given `--overwrites` scattered 8 KiB overwrites. Each clone's destroy is
+//! timed end to end: from the destroy until the space is back (`freeing` 0 and no background
+//! free pending, polled every [`POLL`]) and a sync has committed it. *Warm*: a clone destroyed
+//! right after its overwrites were synced. *Cold*: a clone destroyed right after an export, a
+//! drop of the page cache and an import (nothing of the pool cached). Three clones of each,
+//! the median reported, with its phases (the destroy's own txgs, the wait for the background
+//! free, the last sync). Once in a pool with `feature@livelist` (destroy frees the livelist's
+//! live entries) and once in a pool without it (destroy walks the clone's tree above the
+//! origin). With `mkfs.btrfs` available (and
+//! root), the same on btrfs on a loop device in the same directory: a subvolume, a writable
+//! snapshot per measurement with the overwrites, then `btrfs subvolume delete -C` (the delete
+//! committed), polling `btrfs subvolume list -d` every [`POLL`] until the cleaner has dropped
+//! the snapshot, and `btrfs filesystem sync` (its frees committed): warm right after the
+//! overwrites were synced, cold after an unmount, a drop of the page cache and a mount. Both
+//! sides are polled alike; `btrfs subvolume sync` is not used, because it sleeps a whole second
+//! between its checks and so measured its own poll (1.0 s whatever the size).
 //!
 //! Also the write-time cost of livelists: `--write-ops` random 8 KiB overwrites in a clone of
 //! the smallest origin, a sync every 256, feature on beside feature off (alternated twice, the
@@ -23,7 +30,7 @@
 use std::io::IsTerminal;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use tarn::fs::FileSystem;
@@ -174,16 +181,70 @@ pub(super) fn overwrite(
     Ok(())
 }
 
+/// How often both sides are asked whether a destroy's space is back.
+const POLL: Duration = Duration::from_millis(2);
+
+/// One timed destroy, end to end and by phase (seconds).
+#[derive(Clone, Copy)]
+struct Timed {
+    total: f64,
+    /// `destroy_dataset`: the sync of what the clone still had open, and the txg of the destroy.
+    destroy: f64,
+    /// Polling until the background free is done.
+    wait: f64,
+    /// The sync that commits the frees.
+    sync: f64,
+}
+
+/// The run of median total time among `runs`.
+fn median(mut runs: Vec<Timed>) -> Timed {
+    runs.sort_by(|a, b| a.total.total_cmp(&b.total));
+    runs[runs.len() / 2]
+}
+
 /// What the clone destroys of one size and mode measured.
 struct Destroyed {
-    /// Median seconds of [`CLONES`] clones.
-    seconds: f64,
+    /// The median of [`CLONES`] clones destroyed right after their overwrites.
+    warm: Timed,
+    /// The median of [`CLONES`] clones, each destroyed right after an export, a drop of the
+    /// page cache and an import.
+    cold: Timed,
     path: DestroyPath,
     /// A clone's own bytes (`usedbydataset`: its data and the indirect blocks it rewrote).
     own_bytes: u64,
 }
 
-/// Clone destroys in a fresh pool.
+/// The phases of `timed` in milliseconds, the first two named `first` and `second`.
+fn phases(timed: &Timed, first: &str, second: &str) -> String {
+    format!(
+        "{first} {:.0} + {second} {:.0} + sync {:.0} ms",
+        timed.destroy * 1e3,
+        timed.wait * 1e3,
+        timed.sync * 1e3
+    )
+}
+
+/// Destroy clone `name` and time it until its space is back, polled every [`POLL`], and a
+/// sync has committed that: what `tarn destroy`, `pool wait -t free` and `pool sync` do.
+fn timed_destroy(pool: &Pool, name: &str) -> Result<Timed, Failure> {
+    let started = Instant::now();
+    pool.destroy_dataset(name, false)?;
+    let destroyed = Instant::now();
+    while pool.core.freeing_bytes()? != 0 || pool.core.background_work_pending() {
+        std::thread::sleep(POLL);
+    }
+    let freed = Instant::now();
+    pool.sync()?;
+    let synced = Instant::now();
+    Ok(Timed {
+        total: (synced - started).as_secs_f64(),
+        destroy: (destroyed - started).as_secs_f64(),
+        wait: (freed - destroyed).as_secs_f64(),
+        sync: (synced - freed).as_secs_f64(),
+    })
+}
+
+/// Clone destroys in a fresh pool: [`CLONES`] warm, then [`CLONES`] cold.
 fn tarn_destroy(
     dir: &Path,
     origin: u64,
@@ -191,52 +252,63 @@ fn tarn_destroy(
     livelist: bool,
 ) -> Result<Destroyed, Failure> {
     let pool = create(dir, origin, livelist)?;
+    let clone_name = |index: u64| format!("{POOL}/clone{index}");
     let result = (|| {
-        origin_and_clones(&pool, origin, CLONES)?;
-        for index in 0..CLONES {
-            let clone = pool.open_file_system(&format!("{POOL}/clone{index}"))?;
+        origin_and_clones(&pool, origin, 2 * CLONES)?;
+        let mut warm = Vec::new();
+        for index in 0..2 * CLONES {
+            let clone = pool.open_file_system(&clone_name(index))?;
             overwrite(&pool, &clone, origin / RECORD, overwrites, 0x5ca7 + index)?;
+            drop(clone);
+            if index < CLONES {
+                warm.push(timed_destroy(&pool, &clone_name(index))?);
+            }
         }
-        Ok::<_, Failure>(())
+        Ok::<_, Failure>(median(warm))
     })();
-    if let Err(error) = result {
-        let _ = remove_pool(pool, dir);
-        return Err(error);
-    }
-    pool.export()?;
-    let tunables = Tunables::from_env().map_err(Failure)?;
-    let (pool, _) = Pool::import(POOL, ImportOptions::new(vec![dir.to_path_buf()], tunables))?;
-    let result = (|| {
-        let mut times = Vec::new();
-        let mut path = DestroyPath::Traversal;
-        let mut own_bytes = 0;
-        for index in 0..CLONES {
-            let name = format!("{POOL}/clone{index}");
+    let warm = match result {
+        Ok(warm) => warm,
+        Err(error) => {
+            let _ = remove_pool(pool, dir);
+            return Err(error);
+        }
+    };
+    // Cold: each clone destroyed right after an export and import.
+    let mut pool = pool;
+    let mut cold = Vec::new();
+    let mut path = DestroyPath::Traversal;
+    let mut own_bytes = 0;
+    for index in CLONES..2 * CLONES {
+        pool.export()?;
+        // As on the btrfs side: the vdev file's pages leave the page cache too.
+        let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
+        let tunables = Tunables::from_env().map_err(Failure)?;
+        pool = Pool::import(POOL, ImportOptions::new(vec![dir.to_path_buf()], tunables))?.0;
+        let name = clone_name(index);
+        let result = (|| {
             path = pool.destroy_path(&name)?;
             own_bytes = pool
                 .datasets()
                 .into_iter()
                 .find(|info| info.name == name)
                 .map_or(0, |info| info.used_by_dataset);
-            let started = Instant::now();
-            pool.destroy_dataset(&name, false)?;
-            loop {
-                pool.sync()?;
-                if pool.core.freeing_bytes()? == 0 && !pool.core.background_work_pending() {
-                    break;
-                }
+            timed_destroy(&pool, &name)
+        })();
+        match result {
+            Ok(seconds) => cold.push(seconds),
+            Err(error) => {
+                let _ = remove_pool(pool, dir);
+                return Err(error);
             }
-            times.push(started.elapsed().as_secs_f64());
         }
-        times.sort_by(f64::total_cmp);
-        Ok::<_, Failure>(Destroyed {
-            seconds: times[times.len() / 2],
-            path,
-            own_bytes,
-        })
-    })();
+    }
     remove_pool(pool, dir)?;
-    result
+    Ok(Destroyed {
+        warm,
+        cold: median(cold),
+        path,
+        own_bytes,
+    })
 }
 
 /// Random 8 KiB overwrites in a clone: operations per second.
@@ -253,29 +325,61 @@ fn write_cost(dir: &Path, origin: u64, ops: u64, livelist: bool) -> Result<f64, 
     result
 }
 
-/// The btrfs half for one size: seconds of `subvolume delete -C` plus `subvolume sync`.
-fn btrfs_destroy(dir: &Path, origin: u64, overwrites: u64) -> Result<f64, Failure> {
+/// What the btrfs snapshot deletes of one size measured: medians of [`CLONES`] each.
+struct BtrfsDestroyed {
+    warm: Timed,
+    cold: Timed,
+}
+
+/// Delete subvolume `snapshot` of the btrfs at `mountpoint` and time it until the cleaner has
+/// dropped it (`subvolume list -d` empty, polled every [`POLL`]) and a `filesystem sync` has
+/// committed that.
+fn btrfs_timed_delete(mountpoint: &str, snapshot: &Path) -> Result<Timed, Failure> {
+    let started = Instant::now();
+    run_command(
+        "btrfs",
+        &["subvolume", "delete", "-C", &snapshot.display().to_string()],
+    )?;
+    let destroyed = Instant::now();
+    while !run_command("btrfs", &["subvolume", "list", "-d", mountpoint])?.is_empty() {
+        std::thread::sleep(POLL);
+    }
+    let freed = Instant::now();
+    run_command("btrfs", &["filesystem", "sync", mountpoint])?;
+    let synced = Instant::now();
+    Ok(Timed {
+        total: (synced - started).as_secs_f64(),
+        destroy: (destroyed - started).as_secs_f64(),
+        wait: (freed - destroyed).as_secs_f64(),
+        sync: (synced - freed).as_secs_f64(),
+    })
+}
+
+/// The btrfs half for one size: snapshots of a subvolume holding the origin, each with the
+/// overwrites, deleted warm and cold.
+fn btrfs_destroy(dir: &Path, origin: u64, overwrites: u64) -> Result<BtrfsDestroyed, Failure> {
     on_btrfs(dir, "clone", vdev_size(origin), |mountpoint, device| {
         let mount_text = mountpoint.display().to_string();
-        {
-            let volume = mountpoint.join("vol");
-            let snapshot = mountpoint.join("snap");
-            run_command(
-                "btrfs",
-                &["subvolume", "create", &volume.display().to_string()],
-            )?;
-            let path = volume.join("big");
-            let file = std::fs::File::create(&path).map_err(|e| io_failure(path.display(), e))?;
-            let chunk = crate::format::pseudo_random(1 << 20, 0xc10e);
-            let mut written = 0u64;
-            while written < origin {
-                let length = (origin - written).min(chunk.len() as u64) as usize;
-                file.write_all_at(&chunk[..length], written)
-                    .map_err(|e| io_failure(path.display(), e))?;
-                written += length as u64;
-            }
-            file.sync_all().map_err(|e| io_failure(path.display(), e))?;
-            drop(file);
+        let volume = mountpoint.join("vol");
+        run_command(
+            "btrfs",
+            &["subvolume", "create", &volume.display().to_string()],
+        )?;
+        let path = volume.join("big");
+        let file = std::fs::File::create(&path).map_err(|e| io_failure(path.display(), e))?;
+        let chunk = crate::format::pseudo_random(1 << 20, 0xc10e);
+        let mut written = 0u64;
+        while written < origin {
+            let length = (origin - written).min(chunk.len() as u64) as usize;
+            file.write_all_at(&chunk[..length], written)
+                .map_err(|e| io_failure(path.display(), e))?;
+            written += length as u64;
+        }
+        file.sync_all().map_err(|e| io_failure(path.display(), e))?;
+        drop(file);
+        // A writable snapshot of the subvolume with the overwrites, synced.
+        let snapshot_with_overwrites = |index: u64| -> Result<PathBuf, Failure> {
+            let snapshot = mountpoint.join(format!("snap{index}"));
             run_command(
                 "btrfs",
                 &[
@@ -290,25 +394,37 @@ fn btrfs_destroy(dir: &Path, origin: u64, overwrites: u64) -> Result<f64, Failur
                 .write(true)
                 .open(&path)
                 .map_err(|e| io_failure(path.display(), e))?;
-            let block = crate::format::pseudo_random(RECORD as usize, 0x5ca7);
-            for record in scattered(origin / RECORD, overwrites, 0x5ca7) {
+            let block = crate::format::pseudo_random(RECORD as usize, 0x5ca7 + index);
+            for record in scattered(origin / RECORD, overwrites, 0x5ca7 + index) {
                 file.write_all_at(&block, record * RECORD)
                     .map_err(|e| io_failure(path.display(), e))?;
             }
             file.sync_all().map_err(|e| io_failure(path.display(), e))?;
-            drop(file);
+            run_command("btrfs", &["filesystem", "sync", &mount_text])?;
+            Ok(snapshot)
+        };
+        let mut warm = Vec::new();
+        let mut cold_snapshots = Vec::new();
+        for index in 0..2 * CLONES {
+            let snapshot = snapshot_with_overwrites(index)?;
+            if index < CLONES {
+                warm.push(btrfs_timed_delete(&mount_text, &snapshot)?);
+            } else {
+                cold_snapshots.push(snapshot);
+            }
+        }
+        let mut cold = Vec::new();
+        for snapshot in cold_snapshots {
             // Cold: unmount, drop the page cache, mount again.
             run_command("umount", &[&mount_text])?;
             let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
             run_command("mount", &["-t", "btrfs", device, &mount_text])?;
-            let started = Instant::now();
-            run_command(
-                "btrfs",
-                &["subvolume", "delete", "-C", &snapshot.display().to_string()],
-            )?;
-            run_command("btrfs", &["subvolume", "sync", &mount_text])?;
-            Ok(started.elapsed().as_secs_f64())
+            cold.push(btrfs_timed_delete(&mount_text, &snapshot)?);
         }
+        Ok(BtrfsDestroyed {
+            warm: median(warm),
+            cold: median(cold),
+        })
     })
 }
 
@@ -334,8 +450,8 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
         let with = tarn_destroy(&bench.dir, *size, bench.overwrites, true)?;
         progress(&format!("{label}: clone destroy without livelists"));
         let without = tarn_destroy(&bench.dir, *size, bench.overwrites, false)?;
-        livelist_times.push((label.clone(), with.seconds));
-        let btrfs_seconds = if btrfs {
+        livelist_times.push((label.clone(), with.cold.total));
+        let btrfs_times = if btrfs {
             progress(&format!("{label}: btrfs subvolume delete"));
             Some(btrfs_destroy(&bench.dir, *size, bench.overwrites)?)
         } else {
@@ -343,27 +459,44 @@ pub fn run(bench: CloneDestroyBench) -> Result<(), Failure> {
         };
         rows.push(Comparison {
             what: format!(
-                "clone destroy, {label} origin (clone owns {} MiB), feature@livelist (path: {})",
+                "clone destroy, {label} origin (clone owns {} MiB), feature@livelist (path: {}), cold",
                 with.own_bytes >> 20,
                 with.path.name()
             ),
-            tarn: with.seconds,
-            baseline_what: format!("no livelist (path: {})", without.path.name()),
-            baseline: without.seconds,
+            tarn: with.cold.total,
+            baseline_what: format!("no livelist (path: {}), cold", without.path.name()),
+            baseline: without.cold.total,
         });
-        if let Some(seconds) = btrfs_seconds {
-            rows.push(Comparison {
-                what: format!("clone destroy, {label} origin, feature@livelist"),
-                tarn: with.seconds,
-                baseline_what: format!("btrfs subvolume delete -C + sync, {label}"),
-                baseline: seconds,
-            });
+        rows.push(Comparison {
+            what: format!("clone destroy, {label} origin, feature@livelist, warm"),
+            tarn: with.warm.total,
+            baseline_what: "no livelist, warm".into(),
+            baseline: without.warm.total,
+        });
+        if let Some(btrfs) = btrfs_times {
+            for (state, tarn, btrfs) in [
+                ("cold", with.cold, btrfs.cold),
+                ("warm", with.warm, btrfs.warm),
+            ] {
+                rows.push(Comparison {
+                    what: format!(
+                        "clone destroy, {label} origin, feature@livelist, {state} ({})",
+                        phases(&tarn, "destroy", "free")
+                    ),
+                    tarn: tarn.total,
+                    baseline_what: format!(
+                        "btrfs subvolume delete -C, {label}, {state} ({})",
+                        phases(&btrfs, "delete", "cleaner")
+                    ),
+                    baseline: btrfs.total,
+                });
+            }
         }
     }
     if let Some((first_label, first)) = livelist_times.first().cloned() {
         for (label, seconds) in livelist_times.iter().skip(1) {
             rows.push(Comparison {
-                what: format!("livelist clone destroy, {label} origin"),
+                what: format!("livelist clone destroy, {label} origin, cold"),
                 tarn: *seconds,
                 baseline_what: format!("the same, {first_label} origin"),
                 baseline: first,

@@ -525,8 +525,13 @@ pub fn set(socket: &Path, setting: String, pool: String) -> Result<Status, Failu
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
-/// How often `pool wait` asks the daemon.
-const WAIT_POLL: Duration = Duration::from_millis(100);
+/// How often `pool wait -t free` asks the daemon: first after `WAIT_POLL_FIRST`, then twice as
+/// long each time, up to `WAIT_POLL_MAX`. The frees of most destroys end within a txg or two, a
+/// few milliseconds each, and a fixed 100 ms poll made every wait that did not find `freeing`
+/// at 0 at once last at least 100 ms, and overshoot a longer free by up to 100 ms. A free that
+/// lasts is asked about 50 times a second, one small request each.
+const WAIT_POLL_FIRST: Duration = Duration::from_millis(2);
+const WAIT_POLL_MAX: Duration = Duration::from_millis(20);
 
 /// `pool wait [-t ACTIVITY[,...]] POOL`: block until the activities have finished. Only `free`
 /// (background frees of destroyed datasets: the `freeing` property reaches 0) exists yet; with
@@ -562,6 +567,7 @@ pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Stat
     }
     let progress = std::io::stderr().is_terminal();
     let mut shown = false;
+    let mut poll = WAIT_POLL_FIRST;
     loop {
         let rows = match fetch_properties(socket, &pool, vec!["freeing".into()])? {
             Ok(rows) => rows,
@@ -588,7 +594,8 @@ pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Stat
             let _ = stderr.flush();
             shown = true;
         }
-        std::thread::sleep(WAIT_POLL);
+        std::thread::sleep(poll);
+        poll = (poll * 2).min(WAIT_POLL_MAX);
     }
     if shown {
         let _ = writeln!(std::io::stderr(), "\r{pool}: freed{:24}", "");

@@ -21,6 +21,20 @@
 //! in syncing context as a space map over txg units (shift 0, one ALLOC run per range) in the
 //! MOS, and loads it at import; the byte layout is in docs/design.md ("Dirty time logs").
 //!
+//! # Failed flushes
+//! A write that a child took is durable only once a flush issued after it succeeds. A flush
+//! that fails may have lost every write the child took since its last flush began (a device
+//! whose cache was dropped, a host whose page cache forgot the dirty pages), and a later flush
+//! that succeeds does not bring them back. So each leaf notes the oldest txg it took a write
+//! of since its last flush began ([`DirtyTimeLog::note_written`]); a flush takes that note
+//! ([`DirtyTimeLog::begin_flush`]), and if it fails the leaf logs every txg from the noted one
+//! to the syncing one, as if it had missed those writes ([`DirtyTimeLog::flush_failed`]). The
+//! commit protocol flushes after every txg's writes (pool/sync.rs), so a failed flush
+//! normally logs the syncing txg alone; a txg whose flush was skipped (the child was offline)
+//! or writes taken while a flush was in flight widen the range. OpenZFS ignores flush errors
+//! (`zio_flush` is issued `CANFAIL | DONT_PROPAGATE`); tarn treats one as the loss of the
+//! writes it should have made durable.
+//!
 //! # Offline
 //! An offline leaf takes no I/O at all: writes to it are missed (and logged), reads are not
 //! attempted, labels and uberblocks are not written to it. Bringing it online starts a resilver
@@ -32,7 +46,7 @@
 //! does not dirty the log again, which keeps sync passes converging).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -41,6 +55,9 @@ use parking_lot::Mutex;
 pub struct DirtyTimeLog {
     inner: Mutex<DtlInner>,
     offline: AtomicBool,
+    /// The oldest txg of a write this leaf took since its last flush began, 0 if none (see
+    /// "Failed flushes" above).
+    unflushed_first_txg: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +78,34 @@ impl DirtyTimeLog {
         let mut inner = self.inner.lock();
         if inner.add(txg, txg.saturating_add(1)) {
             inner.dirty = true;
+        }
+    }
+
+    /// Note that this leaf took a write of `txg`: it is durable only once a later flush
+    /// succeeds. One atomic load when a write of the same or an older txg is noted already.
+    pub fn note_written(&self, txg: u64) {
+        let _ =
+            self.unflushed_first_txg
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |first| {
+                    (first == 0 || txg < first).then_some(txg)
+                });
+    }
+
+    /// A flush of this leaf begins: take the oldest txg written since the last one began (0 if
+    /// none). Pass it to [`DirtyTimeLog::flush_failed`] if the flush fails; writes noted from
+    /// now on wait for the next flush.
+    pub fn begin_flush(&self) -> u64 {
+        self.unflushed_first_txg.swap(0, Ordering::AcqRel)
+    }
+
+    /// The flush that [`DirtyTimeLog::begin_flush`] returned `first` for failed while txg
+    /// `syncing` was being written: every write taken before it, and during it, may be lost.
+    /// Logs `[oldest of those, syncing]`; nothing if the leaf took no write meanwhile.
+    pub fn flush_failed(&self, first: u64, syncing: u64) {
+        let during = self.unflushed_first_txg.swap(0, Ordering::AcqRel);
+        let oldest = [first, during].into_iter().filter(|&txg| txg != 0).min();
+        if let Some(oldest) = oldest {
+            self.add_range(oldest, syncing.max(oldest).saturating_add(1));
         }
     }
 
@@ -253,6 +298,43 @@ mod tests {
         dtl.load(&[(1, 2), (2, 4), (7, 7)]);
         assert_eq!(dtl.ranges(), vec![(1, 4)]);
         assert!(!dtl.is_dirty());
+    }
+
+    #[test]
+    fn failed_flush_logs_the_txgs_written_since_the_last_flush_began() {
+        let dtl = DirtyTimeLog::new();
+        // A flush with nothing written since the last one loses nothing.
+        let first = dtl.begin_flush();
+        dtl.flush_failed(first, 4);
+        assert!(dtl.is_empty());
+        // Txg 5 written and flushed: a failed flush in txg 6 logs txg 6 alone.
+        dtl.note_written(5);
+        assert_eq!(dtl.begin_flush(), 5);
+        dtl.note_written(6);
+        dtl.note_written(6);
+        let first = dtl.begin_flush();
+        assert_eq!(first, 6);
+        dtl.flush_failed(first, 6);
+        assert_eq!(dtl.ranges(), vec![(6, 7)]);
+        assert!(dtl.take_dirty());
+        // Txgs 8 and 9 written with no flush between (8's was skipped), a write of 9 taken
+        // while 9's flush was in flight: the failed flush logs 8 and 9, and the write taken
+        // meanwhile is not left for the next flush to forget.
+        dtl.note_written(8);
+        dtl.note_written(9);
+        let first = dtl.begin_flush();
+        dtl.note_written(9);
+        dtl.flush_failed(first, 9);
+        assert_eq!(dtl.ranges(), vec![(6, 7), (8, 10)]);
+        assert_eq!(dtl.begin_flush(), 0);
+        // An older txg noted after a newer one (a write logged late) still counts.
+        dtl.note_written(12);
+        dtl.note_written(11);
+        let first = dtl.begin_flush();
+        assert_eq!(first, 11);
+        // A write taken during a flush that succeeds waits for the next flush.
+        dtl.note_written(12);
+        assert_eq!(dtl.begin_flush(), 12);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! # Overview
 //! A [`TopVdev`] maps a block I/O of its data area onto its children: a mirror writes every
 //! child and reads one (`block/pipeline.rs` picks which, by dirty time log). A child that
-//! misses a write logs the syncing txg in its DTL ([`super::dtl`]).
+//! misses a write logs the syncing txg in its DTL, and a child whose flush fails logs the txgs
+//! of the writes that flush should have made durable ([`super::dtl`]).
 //!
 //! # Changing the tree while the pool is open
 //! A `TopVdev`'s children never change: `pool attach|detach|replace|add`
@@ -491,16 +492,22 @@ impl TopVdev {
         })
     }
 
-    /// Flush every child. A child whose flush fails counts a write error (its recent writes
-    /// may not be durable); fails with [`VdevError::NoChildFlushed`] if no child flushed.
+    /// Flush every child. A child whose flush fails counts a write error and logs in its DTL
+    /// the txgs of the writes it took since its last flush began: they may not be durable, so
+    /// a resilver must copy them again (see [`super::dtl`], "Failed flushes"). Fails with
+    /// [`VdevError::NoChildFlushed`] if no child flushed.
     pub fn flush(&self) -> Result<(), VdevError> {
         let mut flushed = 0usize;
         let mut first_error = None;
         for child in self.children.iter().filter(|child| !child.is_offline()) {
+            let unflushed_first_txg = child.dtl.begin_flush();
             match child.device.flush() {
                 Ok(()) => flushed += 1,
                 Err(source) => {
                     child.stats.record_write_error();
+                    child
+                        .dtl
+                        .flush_failed(unflushed_first_txg, self.write_txg());
                     first_error.get_or_insert(VdevError::io(&*child.device, "flush", 0, 0, source));
                 }
             }
@@ -565,6 +572,7 @@ impl MirrorWrite {
     ) -> bool {
         match result {
             Ok(()) => {
+                dtl.note_written(self.txg);
                 self.written.fetch_add(1, Ordering::AcqRel);
             }
             Err(source) => {
@@ -969,6 +977,16 @@ mod tests {
         setup.plans[0].set_fail_flushes(true);
         setup.top.flush().unwrap();
         assert_eq!(setup.top.children[0].stats.snapshot().write_errors, 1);
+        // Nothing was written: the failed flush lost nothing.
+        assert!(setup.top.children[0].dtl.is_empty());
+        setup.top.write_txg.store(7, Ordering::Release);
+        setup
+            .top
+            .write(IoClass::AsyncWrite, 0, &[1u8; 4096])
+            .unwrap();
+        setup.top.flush().unwrap();
+        assert_eq!(setup.top.children[0].dtl.ranges(), vec![(7, 8)]);
+        assert!(setup.top.children[1].dtl.is_empty());
         setup.plans[1].set_fail_flushes(true);
         assert!(matches!(
             setup.top.flush(),
