@@ -174,9 +174,11 @@ impl PoolCore {
     }
 
     /// Work that no dirty data announces: space freed in the last two committed txgs (it is
-    /// released by the next two commits). The deferred-free list is not: see `sync_txg`.
+    /// released by the next two commits), a scan, and a DTL changed after the last pass (a
+    /// child's flush failed in the commit: the next txg persists it even on an idle pool).
+    /// The deferred-free list is not: see `sync_txg`.
     pub(super) fn has_pending_work(&self) -> bool {
-        self.io.space.deferred_bytes() > 0 || self.scan_active()
+        self.io.space.deferred_bytes() > 0 || self.scan_active() || self.dtls_dirty()
     }
 
     /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
