@@ -447,6 +447,30 @@ fn readers_during_attach_and_detach_always_read_right() {
     assert_clean(&pool);
 }
 
+/// Regression: a reader holding the vdev tree from before a detach (an I/O in flight) kept the
+/// detached device open, and with it the device's lock, so attaching the same device again
+/// right after the detach failed with "in use" (seen now and then under load in
+/// `readers_during_attach_and_detach_always_read_right`). A detached device is released when
+/// its detach commits, whoever still holds it.
+#[test]
+fn a_device_detached_while_a_reader_holds_it_can_be_attached_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), POOL, single(dir.path(), "a.img"), tiny());
+    let files = write_files(&pool, 520, 3);
+    let b = sparse(&dir.path().join("b.img"), VDEV_SIZE);
+    pool.attach("a.img", &b, true).unwrap();
+    pool.core.wait_scan(ScanFunction::Resilver).unwrap();
+    // What an I/O in flight holds: the tree, and through it side a's device.
+    let held = pool.core.io.vdevs.tops();
+    pool.detach("a.img").unwrap();
+    pool.attach("b.img", &dir.path().join("a.img"), true)
+        .unwrap();
+    pool.core.wait_scan(ScanFunction::Resilver).unwrap();
+    drop(held);
+    assert_files_read_right(&pool, &files, "after the attach");
+    assert_clean(&pool);
+}
+
 /// A mirror side whose device goes away while the pool is open shows REMOVED (the pool
 /// DEGRADED), its missed txgs are logged, and once it is back `pool online` resilvers it.
 #[test]

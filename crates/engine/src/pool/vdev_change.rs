@@ -289,7 +289,11 @@ impl PoolCore {
     }
 
     /// After the commit of a txg: clear the labels of the leaves it detached, so that scans
-    /// no longer take them for members of the pool.
+    /// no longer take them for members of the pool, and release them (their lock goes, and
+    /// later writes are refused). Releasing does not wait for the last reference: a reader
+    /// still holding the old vdev tree keeps the device open, and without the release its lock
+    /// made an attach of the same device right after the detach fail with "in use" (seen under
+    /// load in `vdev_change::readers_during_attach_and_detach_always_read_right`).
     pub(super) fn vdev_changes_committed(&self) {
         for device in std::mem::take(&mut *self.vdev_changes.removed_cache.lock()) {
             super::l2cache::cache_device_removed(&self.name, &device);
@@ -306,6 +310,7 @@ impl PoolCore {
                     leaf.path.display()
                 );
             }
+            leaf.device.release();
         }
     }
 
