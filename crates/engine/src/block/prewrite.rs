@@ -24,6 +24,7 @@
 //! import takes its space back from the allocator for the record that names it (zil/claim.rs),
 //! replay copies its data into the file, and the block is freed with the log.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use super::blkptr::{BlockPtr, DVAS_MAX};
@@ -31,6 +32,21 @@ use super::pipeline::{BlockIo, Encoded, PipelineError, SyncPoint, WriteProps};
 use crate::space::storage::SpaceStorage;
 use crate::types::Txg;
 use crate::vdev::IoClass;
+
+thread_local! {
+    /// Test hook, off: [`test_hook_write_in_place_not_durable`].
+    static NOT_DURABLE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Test hook, off unless a test sets it: [`BlockIo::write_prepared`] called by this thread
+/// writes in the `async_write` class, not durable when it completes, so that an fsync returns
+/// with its log block durable and the data it names possibly still in a volatile cache. It
+/// plants the intent-log ordering bug that tests/zil_indirect.rs shows the power-cut model
+/// catching. Per thread, so that tests running beside it are untouched.
+#[doc(hidden)]
+pub fn test_hook_write_in_place_not_durable(on: bool) {
+    NOT_DURABLE.set(on);
+}
 
 /// A block [`BlockIo::prepare_write_now`] encoded and allocated, to be written by
 /// [`BlockIo::write_prepared`].
@@ -85,6 +101,11 @@ impl BlockIo {
         let failures: Arc<parking_lot::Mutex<Vec<Option<String>>>> =
             Arc::new(parking_lot::Mutex::new(vec![None; writes.len()]));
         let outstanding = Arc::new((parking_lot::Mutex::new(0usize), parking_lot::Condvar::new()));
+        let class = if NOT_DURABLE.get() {
+            IoClass::AsyncWrite
+        } else {
+            IoClass::SyncWrite
+        };
         let fail =
             |failures: &parking_lot::Mutex<Vec<Option<String>>>, index: usize, error: String| {
                 failures.lock()[index].get_or_insert(error);
@@ -96,7 +117,7 @@ impl BlockIo {
                 continue;
             };
             if position + 1 == copies.len() {
-                if let Err(error) = top.write(IoClass::SyncWrite, dva.offset, &write.padded) {
+                if let Err(error) = top.write(class, dva.offset, &write.padded) {
                     fail(&failures, index, error.to_string());
                 }
                 continue;
@@ -104,22 +125,17 @@ impl BlockIo {
             *outstanding.0.lock() += 1;
             let failures = failures.clone();
             let outstanding = outstanding.clone();
-            top.write_async(
-                IoClass::SyncWrite,
-                dva.offset,
-                write.padded.clone(),
-                move |result| {
-                    if let Err(error) = result {
-                        fail(&failures, index, error.to_string());
-                    }
-                    let (count, done) = &*outstanding;
-                    let mut count = count.lock();
-                    *count -= 1;
-                    if *count == 0 {
-                        done.notify_all();
-                    }
-                },
-            );
+            top.write_async(class, dva.offset, write.padded.clone(), move |result| {
+                if let Err(error) = result {
+                    fail(&failures, index, error.to_string());
+                }
+                let (count, done) = &*outstanding;
+                let mut count = count.lock();
+                *count -= 1;
+                if *count == 0 {
+                    done.notify_all();
+                }
+            });
         }
         {
             let (count, done) = &*outstanding;

@@ -2,7 +2,10 @@
 //!
 //! A [`FaultyDevice`] forwards to an inner device under the control of a shared [`FaultPlan`]
 //! that a test can change at run time (it is an `Arc`, and every knob is an atomic or sits
-//! behind a mutex). Writes are numbered from 0 in the order they reach the wrapper; the plan can
+//! behind a mutex). Writes are numbered from 0 in the order they reach the wrapper, durable
+//! writes ([`BlockDevice::write_durable_at`], the intent log's) among them, and every write knob
+//! below applies to both kinds; a durable write is not a flush, so the flush knobs do not apply
+//! to it. The plan can
 //!
 //! - fail one write, or every write from some number on, with `EIO`;
 //! - *stop* at a write: that write and every later write and flush are dropped silently while
@@ -32,6 +35,15 @@
 //! The choices come from a seeded generator ([`FaultPlan::power_cut_seed`]), so a failure
 //! reproduces from the seed a test prints. Without the model, a stop keeps every write issued
 //! before it, in order: the gentler kill -9 case, where the kernel's page cache survives.
+//!
+//! A durable write is what an O_DSYNC or FUA write is on a disk: on stable storage when it
+//! returns, and nothing else with it. It never enters the cache, and the writes already there
+//! stay volatile (a flush of the whole device would make them durable: the model would then
+//! hide an intent-log commit that relies on data it never made durable). The bytes it
+//! overwrites are taken out of the cached writes that covered them, both what they wrote and
+//! what they replaced, so that neither the putting back nor the replay at a power cut can bring
+//! older bytes back over a durable write; a write issued after it over the same bytes is cached
+//! as any other, and the durable bytes are what it replaced.
 
 use std::io;
 use std::ops::Range;
@@ -102,11 +114,56 @@ pub struct PowerCutOutcome {
     pub torn: u64,
 }
 
-/// One write since the device's last flush: where, what it wrote, what it replaced.
+/// One write since the device's last flush: the extents of it that no later durable write has
+/// overwritten (one, unless a durable write cut it). A power cut keeps, drops or tears the
+/// write as a whole.
 struct PendingWrite {
+    extents: Vec<Extent>,
+}
+
+/// Bytes of a cached write: where, what the write put there, what it replaced.
+struct Extent {
     offset: u64,
     new: Vec<u8>,
     old: Vec<u8>,
+}
+
+impl Extent {
+    fn end(&self) -> u64 {
+        self.offset + self.new.len() as u64
+    }
+
+    /// The part of this extent from byte `from` to byte `to` of it.
+    fn part(&self, from: usize, to: usize) -> Extent {
+        Extent {
+            offset: self.offset + from as u64,
+            new: self.new[from..to].to_vec(),
+            old: self.old[from..to].to_vec(),
+        }
+    }
+}
+
+impl PendingWrite {
+    /// A durable write overwrote `range`: forget this write's bytes there. Returns whether
+    /// anything of the write is left.
+    fn overwritten(&mut self, range: &Range<u64>) -> bool {
+        let mut left = Vec::with_capacity(self.extents.len());
+        for extent in self.extents.drain(..) {
+            if extent.end() <= range.start || range.end <= extent.offset {
+                left.push(extent);
+                continue;
+            }
+            if extent.offset < range.start {
+                left.push(extent.part(0, (range.start - extent.offset) as usize));
+            }
+            if range.end < extent.end() {
+                let from = (range.end - extent.offset) as usize;
+                left.push(extent.part(from, extent.new.len()));
+            }
+        }
+        self.extents = left;
+        !self.extents.is_empty()
+    }
 }
 
 /// A device's volatile write cache: the writes since its last successful flush.
@@ -119,11 +176,12 @@ struct WriteCache {
 
 impl WriteCache {
     /// The power cut for this device: undo every unflushed write, newest first, then replay
-    /// them in a random order, each kept, dropped or torn.
+    /// them in a random order, each kept, dropped or torn. What the undo leaves is the device
+    /// as of its last flush with every durable write since (their bytes are in no extent).
     fn cut(&self, seed: u64, outcome: &mut PowerCutOutcome) {
         let mut pending = self.pending.lock();
-        for write in pending.iter().rev() {
-            let _ = self.inner.write_at(write.offset, &write.old);
+        for extent in pending.iter().rev().flat_map(|write| &write.extents) {
+            let _ = self.inner.write_at(extent.offset, &extent.old);
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(
             seed ^ self.index.wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -146,15 +204,19 @@ impl WriteCache {
             };
             match fate {
                 0 => {
-                    let _ = self.inner.write_at(write.offset, &write.new);
+                    for extent in &write.extents {
+                        let _ = self.inner.write_at(extent.offset, &extent.new);
+                    }
                     outcome.kept += 1;
                 }
                 1 => outcome.dropped += 1,
                 _ => {
-                    for (sector, bytes) in write.new.chunks(TEAR_SECTOR_SIZE).enumerate() {
-                        if rng.gen_bool(0.5) {
-                            let at = write.offset + (sector * TEAR_SECTOR_SIZE) as u64;
-                            let _ = self.inner.write_at(at, bytes);
+                    for extent in &write.extents {
+                        for (sector, bytes) in extent.new.chunks(TEAR_SECTOR_SIZE).enumerate() {
+                            if rng.gen_bool(0.5) {
+                                let at = extent.offset + (sector * TEAR_SECTOR_SIZE) as u64;
+                                let _ = self.inner.write_at(at, bytes);
+                            }
                         }
                     }
                     outcome.torn += 1;
@@ -389,26 +451,64 @@ impl FaultyDevice {
         FaultyDevice { inner, plan, cache }
     }
 
-    /// A write that passed the plan: straight to the device, remembered in the volatile cache
-    /// under the power-cut model. The cache lock orders it against a power cut: a write either
-    /// is pending when the power goes, or sees the device stopped and is lost.
-    fn write_through(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+    /// A write that passed the plan: straight to the device. Under the power-cut model an
+    /// ordinary write is remembered in the volatile cache, and a durable one takes the bytes it
+    /// overwrites out of the cached writes (module documentation). The cache lock orders it
+    /// against a power cut: a write either is done (cached or durable) when the power goes,
+    /// or sees the device stopped and is lost.
+    fn write_through(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
+        let write = |offset, data| {
+            if durable {
+                self.inner.write_durable_at(offset, data)
+            } else {
+                self.inner.write_at(offset, data)
+            }
+        };
         if !self.plan.power_cut.load(Ordering::SeqCst) {
-            return self.inner.write_at(offset, data);
+            return write(offset, data);
         }
         let mut pending = self.cache.pending.lock();
         if self.plan.is_stopped() {
             return Ok(());
         }
+        if durable {
+            write(offset, data)?;
+            let range = offset..offset + data.len() as u64;
+            pending.retain_mut(|cached| cached.overwritten(&range));
+            return Ok(());
+        }
         let mut old = vec![0u8; data.len()];
         self.inner.read_at(offset, &mut old)?;
-        self.inner.write_at(offset, data)?;
+        write(offset, data)?;
         pending.push(PendingWrite {
-            offset,
-            new: data.to_vec(),
-            old,
+            extents: vec![Extent {
+                offset,
+                new: data.to_vec(),
+                old,
+            }],
         });
         Ok(())
+    }
+
+    /// An ordinary or durable write, as the plan decides.
+    fn write(&self, offset: u64, data: &[u8], durable: bool) -> io::Result<()> {
+        self.plan.delay_io();
+        if let Some(error) = self.plan.removed_error() {
+            return Err(error);
+        }
+        match self.decide_write(data.len()) {
+            WriteDecision::Pass => self.write_through(offset, data, durable),
+            WriteDecision::Fail => Err(injected_eio()),
+            WriteDecision::Drop => Ok(()),
+            WriteDecision::Tear { bytes_kept } => {
+                // After the power cut (the tear point stopped the device): this write's prefix
+                // is what reached the media.
+                if bytes_kept > 0 {
+                    self.inner.write_at(offset, &data[..bytes_kept])?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The plan controlling this device.
@@ -495,23 +595,13 @@ impl BlockDevice for FaultyDevice {
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.plan.delay_io();
-        if let Some(error) = self.plan.removed_error() {
-            return Err(error);
-        }
-        match self.decide_write(data.len()) {
-            WriteDecision::Pass => self.write_through(offset, data),
-            WriteDecision::Fail => Err(injected_eio()),
-            WriteDecision::Drop => Ok(()),
-            WriteDecision::Tear { bytes_kept } => {
-                // After the power cut (the tear point stopped the device): this write's prefix
-                // is what reached the media.
-                if bytes_kept > 0 {
-                    self.inner.write_at(offset, &data[..bytes_kept])?;
-                }
-                Ok(())
-            }
-        }
+        self.write(offset, data, false)
+    }
+
+    /// Durable when it returns, and only this write: the writes before it stay as volatile as
+    /// they were (the default, a write and a flush, would make them all durable).
+    fn write_durable_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write(offset, data, true)
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -703,6 +793,126 @@ mod tests {
             (bytes, outcome),
             "a seed reproduces its power cut"
         );
+    }
+
+    /// A durable write makes only itself durable. The default `write_durable_at`, a write and
+    /// a flush, made every unflushed write before it durable too, so that a commit of the
+    /// intent log whose log block names data written without being made durable passed every
+    /// power-cut test.
+    #[test]
+    fn a_durable_write_leaves_the_unflushed_writes_before_it_volatile() {
+        let (_dir, file, device, plan) = setup();
+        plan.set_power_cut(7);
+        for sector in 0..64u64 {
+            device.write_at(sector * 1024, &[1u8; 1024]).unwrap();
+        }
+        device.write_durable_at(512 << 10, &[9u8; 4096]).unwrap();
+        assert_eq!(
+            plan.unflushed_writes(),
+            64,
+            "the durable write flushed the cache"
+        );
+        assert_eq!(plan.flush_count(), 0, "a durable write counted as a flush");
+        plan.stop_now();
+        let outcome = plan.power_cut_outcome();
+        assert_eq!(outcome.kept + outcome.dropped + outcome.torn, 64);
+        assert!(outcome.dropped + outcome.torn > 0, "{outcome:?}");
+        assert!(
+            read(&*file, 0, 64 * 1024) != vec![1u8; 64 * 1024],
+            "every unflushed write survived"
+        );
+        assert_eq!(read(&*file, 512 << 10, 4096), vec![9u8; 4096]);
+    }
+
+    /// Every 512-byte sector of `range` holds one of the `allowed` bytes throughout.
+    fn check_sectors(bytes: &[u8], range: Range<usize>, allowed: &[u8], seed: u64) {
+        for sector in range.step_by(512) {
+            let value = bytes[sector];
+            assert!(
+                allowed.contains(&value) && bytes[sector..sector + 512].iter().all(|&b| b == value),
+                "seed {seed}: sector at {sector} holds {value}, allowed {allowed:?}"
+            );
+        }
+    }
+
+    /// A durable write over bytes that unflushed writes covered stays, whatever the power cut
+    /// does with those writes: putting back what they replaced, or replaying them, must not
+    /// bring older bytes back over it. A write after it over the same bytes is volatile as any
+    /// other, with the durable bytes beneath it; a cached write the durable one overwrites
+    /// whole leaves the cache.
+    #[test]
+    fn durable_bytes_survive_every_power_cut() {
+        for seed in 0..64 {
+            let (_dir, file, device, plan) = setup();
+            device.write_at(0, &[5u8; 16 << 10]).unwrap();
+            device.flush().unwrap();
+            plan.set_power_cut(seed);
+            device.write_at(0, &[1u8; 4096]).unwrap();
+            device.write_at(1024, &[2u8; 2048]).unwrap();
+            // Cuts the first write in two and the second short.
+            device.write_durable_at(1536, &[3u8; 1024]).unwrap();
+            assert_eq!(plan.unflushed_writes(), 2);
+            device.write_at(2048, &[4u8; 1024]).unwrap();
+            device.write_at(8192, &[6u8; 512]).unwrap();
+            assert_eq!(plan.unflushed_writes(), 4);
+            device.write_durable_at(8192, &[7u8; 1024]).unwrap();
+            assert_eq!(
+                plan.unflushed_writes(),
+                3,
+                "an overwritten write stayed cached"
+            );
+            plan.stop_now();
+            let bytes = read(&*file, 0, 16 << 10);
+            check_sectors(&bytes, 0..1024, &[5, 1], seed);
+            check_sectors(&bytes, 1024..1536, &[5, 1, 2], seed);
+            check_sectors(&bytes, 1536..2048, &[3], seed);
+            check_sectors(&bytes, 2048..2560, &[3, 4], seed);
+            check_sectors(&bytes, 2560..3072, &[5, 1, 2, 4], seed);
+            check_sectors(&bytes, 3072..4096, &[5, 1], seed);
+            check_sectors(&bytes, 4096..8192, &[5], seed);
+            check_sectors(&bytes, 8192..9216, &[7], seed);
+            check_sectors(&bytes, 9216..16 << 10, &[5], seed);
+        }
+    }
+
+    /// The write knobs count durable writes and apply to them as to any write; a durable write
+    /// is no flush, so the flush knobs leave it alone.
+    #[test]
+    fn write_knobs_apply_to_durable_writes_and_flush_knobs_do_not() {
+        let (_dir, file, device, plan) = setup();
+        plan.fail_write(0);
+        plan.set_fail_flushes(true);
+        let error = device.write_durable_at(0, &[1u8; 512]).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EIO));
+        device.write_durable_at(512, &[2u8; 512]).unwrap();
+        assert_eq!((plan.write_count(), plan.flush_count()), (2, 0));
+        assert_eq!(read(&*file, 0, 1024)[..512], [0u8; 512]);
+        assert_eq!(read(&*file, 512, 512), vec![2u8; 512]);
+        plan.tear_write(2, 1);
+        device.write_durable_at(4096, &[3u8; 4 * 512]).unwrap();
+        assert!(plan.is_stopped());
+        let torn = read(&*file, 4096, 4 * 512);
+        assert_eq!(&torn[..512], &[3u8; 512][..]);
+        assert_eq!(&torn[512..], &[0u8; 3 * 512][..]);
+    }
+
+    /// A stop point at a durable write is the power cut: that write is lost, and the unflushed
+    /// writes before it are kept, dropped or torn.
+    #[test]
+    fn a_durable_write_can_be_the_stop_point_of_a_power_cut() {
+        let (_dir, file, device, plan) = setup();
+        plan.set_power_cut(3);
+        for sector in 0..16u64 {
+            device.write_at(sector * 512, &[1u8; 512]).unwrap();
+        }
+        plan.stop_at_write(16);
+        device.write_durable_at(64 << 10, &[2u8; 4096]).unwrap();
+        assert!(plan.is_stopped());
+        let outcome = plan.power_cut_outcome();
+        assert_eq!(outcome.kept + outcome.dropped + outcome.torn, 16);
+        device.write_durable_at(128 << 10, &[3u8; 4096]).unwrap();
+        assert_eq!(read(&*file, 64 << 10, 4096), vec![0u8; 4096]);
+        assert_eq!(read(&*file, 128 << 10, 4096), vec![0u8; 4096]);
     }
 
     #[test]

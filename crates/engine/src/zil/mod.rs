@@ -214,7 +214,8 @@ struct State {
     tail: Option<BlockPtr>,
     /// The header naming this chain is on disk once this txg has synced.
     head_txg: Txg,
-    /// Blocks to free, each in the sync of the given txg or a later one.
+    /// Blocks to free, each in the sync of the given txg or a later one (one whose space maps
+    /// record its allocation).
     to_free: Vec<(BlockPtr, Txg)>,
     replay: Option<PendingReplay>,
     /// Per inode, the newest txg of a change the log does not record (an fsync waits for it).
@@ -979,9 +980,13 @@ impl Zil {
             for seq in obsolete {
                 Self::forget(&mut state, seq);
             }
+            // `from` is a txg whose space maps record the block's allocation (for a claimed
+            // block, the claim's). Not its birth: a block claimed at import may be born in a
+            // txg the pool has not reached (empty txgs write no uberblock), and waiting for
+            // that txg leaked it meanwhile, and for good at an export before it.
             let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.to_free)
                 .into_iter()
-                .partition(|(bp, from)| *from <= txg && bp.birth_logical <= txg);
+                .partition(|(_, from)| *from <= txg);
             state.to_free = later;
             frees.extend(now.into_iter().map(|(bp, _)| bp));
             if let Some(replay) = &state.replay {
