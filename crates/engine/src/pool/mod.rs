@@ -187,7 +187,17 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "stalled_frees",
         needed_to_read: false,
     },
+    Feature {
+        name: SCAN_CATCH_UP_FEATURE,
+        short_name: "scan_catch_up",
+        needed_to_read: false,
+    },
 ];
+
+/// The scan state's extension (`pool/scan.rs`): the walks owed after snapshots destroyed
+/// under a scan, and the leaves unusable during it. A build without the feature reads only
+/// the state before it and resumes the scan as it did before the extension existed.
+pub const SCAN_CATCH_UP_FEATURE: &str = "com.tarn:scan_catch_up";
 
 /// The stalled-free list and the `leaked` count (`pool/background_free.rs`, "Unreadable gang
 /// headers"): two MOS directory keys that a build without the feature ignores (the blocks on

@@ -21,6 +21,25 @@
 //! freed meanwhile is simply not in it, a block written meanwhile is born after the scan's
 //! last txg and skipped.
 //!
+//! # The namespace changing under a scan (OpenZFS `dsl_scan_ds_destroyed` and friends)
+//! A dataset's walk covers the blocks born after its previous snapshot; the blocks of a
+//! snapshot's own interval are walked with the snapshot. When a snapshot S (previous snapshot
+//! P, next dataset N: a later snapshot or the head) is destroyed, the blocks born in
+//! `(P, S]` that N still holds become N's to cover, and N's walk now starts from P. If the
+//! scan has not reached N yet, N's walk simply starts from P when it gets there. If it has
+//! already walked N, or is walking it, and has not finished S, nobody would walk them: the
+//! scan records a *catch-up*, a walk of N's tree restricted to births in `(P, S]`, done after
+//! the regular walks (cursor object set [`CURSOR_CATCH_UP`]). A catch-up owed to a dataset
+//! that is destroyed in turn passes to its next dataset. A snapshot created during a scan
+//! needs nothing: MOS object numbers only grow, so the new snapshot comes after the cursor
+//! and is walked with its whole interval, and its head's walk starts from it. A rollback
+//! leaves the head with blocks born at or before its snapshot, which the snapshot's walk
+//! covers; an incremental receive's clone swap gives the head a tree whose blocks after the
+//! source snapshot belong to the received snapshot, a new object walked later.
+//! The catch-ups and the leaves that were unusable during the scan (whose DTLs its end must
+//! not clear) are persisted with the scan's state (pool feature `com.tarn:scan_catch_up`;
+//! without it, only in memory, as before).
+//!
 //! # Context
 //! The scan runs in the sync thread, in pass 1 after the background frees: the trees it walks
 //! (the last synced txg's) stay valid for the whole sync, since nothing freed in this txg is
@@ -75,6 +94,14 @@ const SCAN_MAGIC: u32 = 0x5343_414e; // "SCAN"
 const SCAN_VERSION: u16 = 1;
 /// Cursor object set of a scan whose walks are all done.
 const CURSOR_DONE: u64 = u64::MAX;
+/// Cursor object set of a scan whose regular walks are done and that walks its catch-ups
+/// (the first of the list, at the bookmark).
+const CURSOR_CATCH_UP: u64 = u64::MAX - 1;
+/// Catch-ups kept at most; one more sends the scan back to the start (every dataset walked
+/// again, which covers whatever the catch-ups would have).
+const CATCH_UPS_MAX: usize = 256;
+/// Version of the scan object's extension after [`ScanPhys`]: catch-ups and unusable leaves.
+const SCAN_EXTENSION_VERSION: u32 = 1;
 /// Data blocks one walk call visits before the throttle is consulted again (and before their
 /// reads are issued, [`SCAN_READERS`] at a time).
 const WALK_CHUNK_BLOCKS: u64 = 64;
@@ -262,6 +289,110 @@ impl ScanPhys {
     }
 }
 
+/// A walk the scan owes because a snapshot was destroyed under it (see "The namespace
+/// changing under a scan"): the blocks of dataset `objset` born in `(min_txg, max_txg]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CatchUp {
+    pub objset: u64,
+    pub min_txg: Txg,
+    pub max_txg: Txg,
+}
+
+/// The scan object's extension after the [`ScanPhys`] bytes, little-endian:
+///
+/// ```text
+///  offset  size  field
+///     128     4  version          u32  1
+///     132     4  catch-up count   u32  C <= CATCH_UPS_MAX
+///     136     4  unusable count   u32  U
+///     140     4  padding               zero
+///     144  24·C  catch-ups        (objset u64, min_txg u64, max_txg u64)
+///  +24·C   8·U   unusable leaves  guid u64
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanExtension {
+    pub catch_ups: Vec<CatchUp>,
+    pub unusable: Vec<Guid>,
+}
+
+impl ScanExtension {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes =
+            Vec::with_capacity(16 + 24 * self.catch_ups.len() + 8 * self.unusable.len());
+        bytes.extend_from_slice(&SCAN_EXTENSION_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&(self.catch_ups.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&(self.unusable.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&[0u8; 4]);
+        for catch_up in &self.catch_ups {
+            for word in [catch_up.objset, catch_up.min_txg.0, catch_up.max_txg.0] {
+                bytes.extend_from_slice(&word.to_le_bytes());
+            }
+        }
+        for guid in &self.unusable {
+            bytes.extend_from_slice(&guid.0.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// Decode `bytes` (what follows the [`ScanPhys`]; all zero or empty: no extension).
+    pub fn decode(bytes: &[u8]) -> Result<ScanExtension, PoolError> {
+        let corrupt = |what: String| PoolError::Corrupt(format!("scan state extension: {what}"));
+        if bytes.len() < 16 || bytes[..16].iter().all(|&byte| byte == 0) {
+            return Ok(ScanExtension::default());
+        }
+        let word32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let word64 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let version = word32(0);
+        if version != SCAN_EXTENSION_VERSION {
+            return Err(corrupt(format!("version {version}")));
+        }
+        let (catch_ups, unusable) = (word32(4) as usize, word32(8) as usize);
+        if catch_ups > CATCH_UPS_MAX || word32(12) != 0 {
+            return Err(corrupt(format!(
+                "{catch_ups} catch-ups, padding {:#x}",
+                word32(12)
+            )));
+        }
+        unusable
+            .checked_mul(8)
+            .and_then(|unusable| unusable.checked_add(16 + 24 * catch_ups))
+            .filter(|&needed| needed <= bytes.len())
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "{unusable} unusable leaves in {} bytes",
+                    bytes.len()
+                ))
+            })?;
+        let mut extension = ScanExtension::default();
+        for index in 0..catch_ups {
+            let at = 16 + 24 * index;
+            let catch_up = CatchUp {
+                objset: word64(at),
+                min_txg: Txg(word64(at + 8)),
+                max_txg: Txg(word64(at + 16)),
+            };
+            if catch_up.objset == 0 || catch_up.min_txg >= catch_up.max_txg {
+                return Err(corrupt(format!("catch-up {catch_up:?}")));
+            }
+            extension.catch_ups.push(catch_up);
+        }
+        let base = 16 + 24 * catch_ups;
+        extension.unusable = (0..unusable)
+            .map(|index| Guid(word64(base + 8 * index)))
+            .collect();
+        Ok(extension)
+    }
+}
+
+/// One round's walking state, shared by the regular walks and the catch-ups.
+struct ScanWalk<'a> {
+    txg: Txg,
+    repair: bool,
+    blocks_left: u64,
+    examined_blocks: u64,
+    should_pause: &'a dyn Fn(u64) -> bool,
+}
+
 /// A change to the scan asked for in open context and carried out by the next sync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ScanRequest {
@@ -282,6 +413,10 @@ pub struct Scanner {
     /// Leaves that were unusable (offline, missing) at some point of the running scan: their
     /// DTLs are not cleared by it.
     unusable_during_scan: Mutex<HashSet<Guid>>,
+    /// The walks namespace changes left owed (see "The namespace changing under a scan").
+    catch_ups: Mutex<Vec<CatchUp>>,
+    /// The catch-ups or the unusable leaves changed since the state was last persisted.
+    extension_dirty: std::sync::atomic::AtomicBool,
     /// When this process started or resumed the scan, and the bytes examined then (rate).
     pass: Mutex<Option<(Instant, u64)>>,
 }
@@ -329,6 +464,9 @@ impl PoolCore {
                 .read(ObjectId(object), 0, &mut bytes)
                 .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
             let phys = ScanPhys::decode(&bytes)?;
+            let extension = self.read_scan_extension(ObjectId(object))?;
+            *self.scan.catch_ups.lock() = extension.catch_ups;
+            *self.scan.unusable_during_scan.lock() = extension.unusable.into_iter().collect();
             if phys.state == ScanState::Scanning {
                 log::info!(
                     "pool {}: {} in progress resumes from its bookmark ({} of {} bytes examined)",
@@ -478,7 +616,86 @@ impl PoolCore {
 
     /// Note that a leaf became unusable: the running scan must not clear its log.
     pub fn note_leaf_unusable(&self, guid: Guid) {
-        self.scan.unusable_during_scan.lock().insert(guid);
+        if self.scan.unusable_during_scan.lock().insert(guid) {
+            self.scan.extension_dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// Syncing context: snapshot `destroyed` (created in `txg`, its previous snapshot's txg
+    /// `previous_txg`, the dataset after it `next`) is being destroyed. Owe a walk of what `next`
+    /// now holds of its interval if the scan has passed `next` but not finished `destroyed`,
+    /// and pass the catch-ups owed to `destroyed` on to `next` (see "The namespace changing
+    /// under a scan").
+    pub(super) fn scan_snapshot_destroyed(
+        &self,
+        destroyed: ObjectId,
+        previous_txg: Txg,
+        txg: Txg,
+        next: ObjectId,
+    ) {
+        let mut published = self.scan.phys.lock();
+        let Some(phys) = published
+            .as_mut()
+            .filter(|phys| phys.state == ScanState::Scanning)
+        else {
+            return;
+        };
+        let mut catch_ups = self.scan.catch_ups.lock();
+        let mut changed = false;
+        for (index, catch_up) in catch_ups.iter_mut().enumerate() {
+            if catch_up.objset == destroyed.0 {
+                catch_up.objset = next.0;
+                changed = true;
+                if index == 0 && phys.cursor_objset == CURSOR_CATCH_UP {
+                    // The bookmark was in the destroyed tree: start again in the next one.
+                    phys.cursor = Bookmark::default();
+                }
+            }
+        }
+        let cursor = phys.cursor_objset;
+        let regular = cursor != CURSOR_CATCH_UP && cursor != CURSOR_DONE;
+        // The regular walks have passed (or are in) `next` and not finished `destroyed`; once
+        // they are all done, `destroyed` was walked with its whole interval.
+        let owed = regular && next.0 <= cursor && destroyed.0 >= cursor;
+        if owed && previous_txg < txg {
+            changed = true;
+            let count = catch_ups.len();
+            // (Only during the regular walks: no catch-up is being walked, so widening one
+            // loses no part before a bookmark.)
+            match catch_ups
+                .iter_mut()
+                .find(|catch_up| catch_up.objset == next.0)
+            {
+                Some(catch_up) => {
+                    catch_up.min_txg = catch_up.min_txg.min(previous_txg);
+                    catch_up.max_txg = catch_up.max_txg.max(txg);
+                }
+                None if count < CATCH_UPS_MAX => catch_ups.push(CatchUp {
+                    objset: next.0,
+                    min_txg: previous_txg,
+                    max_txg: txg,
+                }),
+                None => {
+                    // Too many to keep: walk every dataset again from the start instead.
+                    log::info!(
+                        "pool {}: {} catch-ups owed: the scan walks every dataset again",
+                        self.name,
+                        catch_ups.len() + 1
+                    );
+                    catch_ups.clear();
+                    phys.cursor_objset = 0;
+                    phys.cursor = Bookmark::default();
+                }
+            }
+        }
+        if changed {
+            log::debug!(
+                "pool {}: snapshot {destroyed} destroyed under the scan (cursor {cursor}): catch-ups {:?}",
+                self.name,
+                *catch_ups
+            );
+            self.scan.extension_dirty.store(true, Ordering::Release);
+        }
     }
 
     /// Wait until no scan of `function` is in progress (`pool wait -t scrub|resilver`).
@@ -532,6 +749,8 @@ impl PoolCore {
                     phys = Some(self.new_scan(function, txg));
                     *self.scan.pass.lock() = Some((Instant::now(), 0));
                     self.scan.unusable_during_scan.lock().clear();
+                    self.scan.catch_ups.lock().clear();
+                    self.scan.extension_dirty.store(true, Ordering::Release);
                     log::info!(
                         "pool {}: {} started in txg {txg}",
                         self.name,
@@ -578,6 +797,9 @@ impl PoolCore {
                 self.finish_scan(&mut phys);
                 just_finished = true;
             }
+        }
+        if self.scan.extension_dirty.load(Ordering::Acquire) {
+            changed = true;
         }
         if changed {
             self.persist_scan(&phys, txg)?;
@@ -673,70 +895,134 @@ impl PoolCore {
             ScanFunction::Scrub => self.tunables.scrub_min_time_ms,
             ScanFunction::Resilver => self.tunables.resilver_min_time_ms,
         });
-        let mut blocks_left = self.tunables.scan_blocks_per_txg_max;
-        let should_pause = |blocks_left: u64| {
-            blocks_left == 0 || sync_started.elapsed() >= min_time || self.txgs.is_shutting_down()
-        };
         let repair = self.io.is_writable();
-        let max_txg = phys.max_txg;
-        let objsets = self.objsets_from(phys.cursor_objset, phys.min_txg)?;
-        let mut examined_blocks = 0u64;
+        let objsets = match phys.cursor_objset {
+            CURSOR_CATCH_UP | CURSOR_DONE => Vec::new(),
+            cursor => self.objsets_from(cursor, phys.min_txg)?,
+        };
+        let mut walk = ScanWalk {
+            txg,
+            repair,
+            blocks_left: self.tunables.scan_blocks_per_txg_max,
+            examined_blocks: 0,
+            should_pause: &|blocks_left: u64| {
+                blocks_left == 0
+                    || sync_started.elapsed() >= min_time
+                    || self.txgs.is_shutting_down()
+            },
+        };
         for (key, root, min_birth) in objsets {
             if key != phys.cursor_objset {
                 phys.cursor_objset = key;
                 phys.cursor = Bookmark::default();
             }
-            loop {
-                if should_pause(blocks_left) {
-                    log::debug!(
-                        "pool {}: txg {txg}: scanned {examined_blocks} blocks, paused at object set {key} {:?}",
-                        self.name,
-                        phys.cursor
-                    );
+            let max_txg = phys.max_txg;
+            if !self.walk_objset(phys, &mut walk, key, &root, min_birth, max_txg) {
+                return Ok(());
+            }
+        }
+        // Then the walks that snapshots destroyed under the scan left owed, oldest first.
+        loop {
+            let first = self.scan.catch_ups.lock().first().copied();
+            let Some(catch_up) = first else {
+                break;
+            };
+            if phys.cursor_objset != CURSOR_CATCH_UP {
+                phys.cursor_objset = CURSOR_CATCH_UP;
+                phys.cursor = Bookmark::default();
+            }
+            // The dataset's record as last synced: its tree is what the walk reads.
+            let dnode = self.mos.synced_dnode(ObjectId(catch_up.objset))?;
+            let root = (dnode.object_type == ObjectType::Dataset)
+                .then(|| DatasetPhys::decode(&dnode.bonus).ok())
+                .flatten()
+                .map(|record| record.root);
+            if let Some(root) = root {
+                let min_birth = catch_up.min_txg.max(phys.min_txg);
+                let max_birth = catch_up.max_txg.min(phys.max_txg);
+                if min_birth < max_birth
+                    && !self.walk_objset(
+                        phys,
+                        &mut walk,
+                        CURSOR_CATCH_UP,
+                        &root,
+                        min_birth,
+                        max_birth,
+                    )
+                {
                     return Ok(());
                 }
-                let mut budget = WALK_CHUNK_BLOCKS.min(blocks_left);
-                let before = budget;
-                let mut batch: Vec<BlockPtr> = Vec::new();
-                let mut visit = |bp: &BlockPtr| -> Result<(), ObjectError> {
-                    if !(bp.is_hole() || bp.embedded || bp.birth_physical > max_txg) {
-                        batch.push(bp.clone());
-                    }
-                    Ok(())
-                };
-                let end = walk_post_order(
-                    &self.io,
-                    &root,
-                    min_birth,
-                    phys.cursor,
-                    &mut budget,
-                    &mut visit,
-                );
-                blocks_left = blocks_left.saturating_sub(before - budget.min(before));
-                // Every block the walk passed is read and verified before the bookmark moves,
-                // in on-disk order within the batch (a window of one walk chunk).
-                batch.sort_by_key(|bp| bp.copies().next().map(|dva| (dva.vdev, dva.offset)));
-                examined_blocks += batch.len() as u64;
-                self.verify_batch(&batch, repair, phys);
-                match end {
-                    Ok(WalkEnd::Done) => break,
-                    Ok(WalkEnd::Paused(bookmark)) => phys.cursor = bookmark,
-                    Err(error) => {
-                        // A tree that cannot be walked (an unreadable indirect block): count
-                        // it and go on with the next object set.
-                        phys.errors += 1;
-                        log::error!(
-                            "pool {}: scan of object set {key} stopped at {:?}: {error}",
-                            self.name,
-                            phys.cursor
-                        );
-                        break;
-                    }
-                }
             }
+            self.scan.catch_ups.lock().retain(|owed| *owed != catch_up);
+            self.scan.extension_dirty.store(true, Ordering::Release);
+            phys.cursor = Bookmark::default();
         }
         phys.cursor_objset = CURSOR_DONE;
         Ok(())
+    }
+
+    /// Walk the tree `root` (object set `key` of the cursor) from the bookmark, verifying every
+    /// block born in `(min_birth, max_birth]`, until it is done (true) or the throttle says stop
+    /// (false, the bookmark in `phys`).
+    fn walk_objset(
+        &self,
+        phys: &mut ScanPhys,
+        walk: &mut ScanWalk<'_>,
+        key: u64,
+        root: &BlockPtr,
+        min_birth: Txg,
+        max_birth: Txg,
+    ) -> bool {
+        loop {
+            if (walk.should_pause)(walk.blocks_left) {
+                log::debug!(
+                    "pool {}: txg {}: scanned {} blocks, paused at object set {key} {:?}",
+                    self.name,
+                    walk.txg,
+                    walk.examined_blocks,
+                    phys.cursor
+                );
+                return false;
+            }
+            let mut budget = WALK_CHUNK_BLOCKS.min(walk.blocks_left);
+            let before = budget;
+            let mut batch: Vec<BlockPtr> = Vec::new();
+            let mut visit = |bp: &BlockPtr| -> Result<(), ObjectError> {
+                if !(bp.is_hole() || bp.embedded || bp.birth_physical > max_birth) {
+                    batch.push(bp.clone());
+                }
+                Ok(())
+            };
+            let end = walk_post_order(
+                &self.io,
+                root,
+                min_birth,
+                phys.cursor,
+                &mut budget,
+                &mut visit,
+            );
+            walk.blocks_left = walk.blocks_left.saturating_sub(before - budget.min(before));
+            // Every block the walk passed is read and verified before the bookmark moves,
+            // in on-disk order within the batch (a window of one walk chunk).
+            batch.sort_by_key(|bp| bp.copies().next().map(|dva| (dva.vdev, dva.offset)));
+            walk.examined_blocks += batch.len() as u64;
+            self.verify_batch(&batch, walk.repair, phys);
+            match end {
+                Ok(WalkEnd::Done) => return true,
+                Ok(WalkEnd::Paused(bookmark)) => phys.cursor = bookmark,
+                Err(error) => {
+                    // A tree that cannot be walked (an unreadable indirect block): count
+                    // it and go on with the next object set.
+                    phys.errors += 1;
+                    log::error!(
+                        "pool {}: scan of object set {key} stopped at {:?}: {error}",
+                        self.name,
+                        phys.cursor
+                    );
+                    return true;
+                }
+            }
+        }
     }
 
     /// Read and verify every copy of each block of `batch` with [`SCAN_READERS`] threads, so
@@ -870,7 +1156,52 @@ impl PoolCore {
         storage
             .write(object, 0, &phys.encode(), txg)
             .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
+        if self.scan.extension_dirty.swap(false, Ordering::AcqRel)
+            && self
+                .config
+                .lock()
+                .features
+                .contains_key(super::SCAN_CATCH_UP_FEATURE)
+        {
+            let mut unusable: Vec<Guid> = self
+                .scan
+                .unusable_during_scan
+                .lock()
+                .iter()
+                .copied()
+                .collect();
+            unusable.sort_unstable();
+            let extension = ScanExtension {
+                catch_ups: self.scan.catch_ups.lock().clone(),
+                unusable,
+            };
+            storage
+                .write(object, SCAN_PHYS_SIZE as u64, &extension.encode(), txg)
+                .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
+        }
         Ok(())
+    }
+
+    /// The extension after the scan state (empty in a pool that never wrote one).
+    fn read_scan_extension(&self, object: ObjectId) -> Result<ScanExtension, PoolError> {
+        let storage = self.storage();
+        let read = |offset: u64, length: usize| -> Result<Vec<u8>, PoolError> {
+            let mut bytes = vec![0u8; length];
+            storage
+                .read(object, offset, &mut bytes)
+                .map_err(|error| PoolError::Corrupt(format!("scan state: {error}")))?;
+            Ok(bytes)
+        };
+        let header = read(SCAN_PHYS_SIZE as u64, 16)?;
+        let counts =
+            |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+        // Bounded before anything is read: the unusable leaves are at most a pool's leaves.
+        let (catch_ups, unusable) = (counts(4) as usize, counts(8) as usize);
+        if catch_ups > CATCH_UPS_MAX || unusable > 1 << 16 {
+            return ScanExtension::decode(&header);
+        }
+        let length = 16 + 24 * catch_ups + 8 * unusable;
+        ScanExtension::decode(&read(SCAN_PHYS_SIZE as u64, length)?)
     }
 }
 
@@ -913,5 +1244,42 @@ mod tests {
         bad[8] = 2;
         assert!(ScanPhys::decode(&bad).is_err());
         assert!(ScanPhys::decode(&bytes[..100]).is_err());
+    }
+
+    #[test]
+    fn scan_extension_round_trips_and_rejects_garbage() {
+        let extension = ScanExtension {
+            catch_ups: vec![
+                CatchUp {
+                    objset: 70,
+                    min_txg: Txg(5),
+                    max_txg: Txg(9),
+                },
+                CatchUp {
+                    objset: 81,
+                    min_txg: Txg(0),
+                    max_txg: Txg(12),
+                },
+            ],
+            unusable: vec![Guid(3), Guid(u64::MAX)],
+        };
+        let bytes = extension.encode();
+        assert_eq!(bytes.len(), 16 + 2 * 24 + 2 * 8);
+        assert_eq!(ScanExtension::decode(&bytes).unwrap(), extension);
+        // An object written before the extension existed reads as none.
+        assert_eq!(
+            ScanExtension::decode(&[0u8; 16]).unwrap(),
+            ScanExtension::default()
+        );
+        assert_eq!(
+            ScanExtension::decode(&[]).unwrap(),
+            ScanExtension::default()
+        );
+        for (at, value) in [(0usize, 2u8), (4, 255), (8, 200), (12, 1), (16, 0), (24, 9)] {
+            let mut bad = bytes.clone();
+            bad[at] = value;
+            assert!(ScanExtension::decode(&bad).is_err(), "byte {at} = {value}");
+        }
+        assert!(ScanExtension::decode(&bytes[..bytes.len() - 1]).is_err());
     }
 }

@@ -465,6 +465,9 @@ impl PoolCore {
             before.map_or(ObjectId(0), |previous| previous.object),
             next.as_ref().map_or(head.object, |next| next.object),
         );
+        // A scan that has passed the next dataset must still walk what it now holds of this
+        // snapshot's interval (pool/scan.rs).
+        self.scan_snapshot_destroyed(snapshot.object, previous_txg, snapshot.txg(), next_object);
 
         let mut next_deadlist = match &next {
             Some(next) => next.deadlist(),

@@ -1,0 +1,258 @@
+//! Scrubs and resilvers while the namespace changes under them (issue 34, hole 1).
+//!
+//! The scan walks the MOS, then every dataset in MOS object order, each from its previous
+//! snapshot's txg. A snapshot destroyed after the scan has passed the dataset that follows it
+//! (its next snapshot, or the head) but before the scan reached it took with it the only walk
+//! of the blocks born between its previous snapshot and itself that the next one still holds:
+//! an interrupted scrub examined about half of what a full one did, and for a resilver, whose
+//! end clears every leaf's DTL, that is redundancy silently not restored. The tests run a slow
+//! scan (a few blocks a txg, syncs driven by the test), change the namespace at the worst
+//! moment, and count the bytes examined against a full scan of the same final state.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState};
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice, ReadFaultKind, VDEV_LABEL_START_SIZE};
+
+use common::*;
+
+const POOL: &str = "scanns";
+const FS: &str = "scanns/fs";
+
+fn slow() -> Tunables {
+    let mut tunables = tiny();
+    tunables.scan_blocks_per_txg_max = 16;
+    tunables
+}
+
+const FILES: [(&str, u64, usize); 3] = [
+    ("one", 1, 512 << 10),
+    ("two", 2, 2 << 20),
+    ("three", 3, 16 << 10),
+];
+
+fn write_file(pool: &Pool, name: &str, seed: u64, bytes: usize) {
+    let fs = pool.open_file_system(FS).unwrap();
+    let ino = fs
+        .create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.write(ino, 0, &pattern(seed, bytes)).unwrap();
+    drop(fs);
+    pool.sync().unwrap();
+}
+
+fn snapshot(pool: &Pool, name: &str) {
+    pool.create_snapshots(&[format!("{FS}@{name}")], false)
+        .unwrap();
+}
+
+fn object_of(pool: &Pool, name: &str) -> u64 {
+    pool.dataset_records(name).unwrap().object
+}
+
+/// A file system with `@s1` (512 KiB), `@s2` (2 MiB more) and a small file after it.
+fn pool_with_two_snapshots(dir: &Path) -> Pool {
+    let pool = create_pool(dir, POOL, single(dir, "a.img"), slow());
+    fill_with_two_snapshots(&pool);
+    pool
+}
+
+fn fill_with_two_snapshots(pool: &Pool) {
+    pool.create_dataset(
+        FS,
+        &[
+            ("compression".into(), "off".into()),
+            ("recordsize".into(), "16K".into()),
+        ],
+        false,
+    )
+    .unwrap();
+    let [one, two, three] = FILES;
+    write_file(pool, one.0, one.1, one.2);
+    snapshot(pool, "s1");
+    write_file(pool, two.0, two.1, two.2);
+    snapshot(pool, "s2");
+    write_file(pool, three.0, three.1, three.2);
+}
+
+/// Sync until no scan of `function` runs (the resilver an `online` queued), calling `between`
+/// after every sync with the scan's state.
+fn scan_driving(
+    pool: &Pool,
+    function: ScanFunction,
+    mut between: impl FnMut(&ScanPhys),
+) -> ScanPhys {
+    for _ in 0..100_000 {
+        pool.sync().unwrap();
+        let Some(status) = pool.core.scan_status() else {
+            continue;
+        };
+        let phys = status.phys;
+        if phys.function == function && phys.state != ScanState::Scanning {
+            assert_eq!(phys.state, ScanState::Finished);
+            return phys;
+        }
+        if phys.function == function {
+            between(&phys);
+        }
+    }
+    panic!("the {function:?} did not finish");
+}
+
+/// Destroy `@s2` the first time the scan stands after the head and before `@s2`.
+fn destroy_s2_between(pool: &Pool, destroyed: &mut bool, phys: &ScanPhys) {
+    let head = object_of(pool, FS);
+    if *destroyed {
+        return;
+    }
+    let s2 = object_of(pool, &format!("{FS}@s2"));
+    assert!(head < s2, "the head {head} is scanned before @s2 {s2}");
+    if phys.cursor_objset > head && phys.cursor_objset < s2 {
+        pool.destroy_snapshots(&format!("{FS}@s2"), false).unwrap();
+        *destroyed = true;
+    }
+}
+
+/// Start a scrub and sync until it finishes, calling `between` after every sync with the
+/// scan's state.
+fn scrub_driving(pool: &Pool, between: impl FnMut(&ScanPhys)) -> ScanPhys {
+    pool.core.request_scrub().unwrap();
+    scan_driving(pool, ScanFunction::Scrub, between)
+}
+
+/// Guards the walk of the blocks a destroyed snapshot shared with the dataset after it: the
+/// head has been walked (from `@s2`'s txg) and `@s2` not yet when `@s2` is destroyed; the
+/// 2 MiB born between `@s1` and `@s2` are the head's now, and must still be examined.
+#[test]
+fn a_scrub_visits_every_block_when_a_snapshot_goes_mid_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with_two_snapshots(dir.path());
+    let mut destroyed = false;
+    let interrupted = scrub_driving(&pool, |phys| {
+        destroy_s2_between(&pool, &mut destroyed, phys)
+    });
+    assert!(destroyed, "the scan never stood between the head and @s2");
+    assert_eq!(interrupted.errors, 0);
+    let full = scrub_driving(&pool, |_| {});
+    assert!(
+        interrupted.examined + full.examined / 10 >= full.examined,
+        "the interrupted scrub examined {} bytes, a full one {}",
+        interrupted.examined,
+        full.examined
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+/// The walk owed after such a destroy is kept with the scan's state: an export right after
+/// the destroy, and the scrub resumed by the import, still examine everything.
+#[test]
+fn a_walk_owed_to_a_destroyed_snapshot_survives_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with_two_snapshots(dir.path());
+    let mut destroyed = false;
+    pool.core.request_scrub().unwrap();
+    for _ in 0..100_000 {
+        pool.sync().unwrap();
+        let phys = pool.core.scan_status().unwrap().phys;
+        assert_eq!(
+            phys.state,
+            ScanState::Scanning,
+            "finished before the destroy"
+        );
+        destroy_s2_between(&pool, &mut destroyed, &phys);
+        if destroyed {
+            break;
+        }
+    }
+    pool.sync().unwrap();
+    pool.export().unwrap();
+    let pool = import(dir.path(), POOL, slow());
+    let interrupted = scan_driving(&pool, ScanFunction::Scrub, |_| {});
+    let full = scrub_driving(&pool, |_| {});
+    assert!(
+        interrupted.examined + full.examined / 10 >= full.examined,
+        "the resumed scrub examined {} bytes, a full one {}",
+        interrupted.examined,
+        full.examined
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+type Plans = BTreeMap<PathBuf, Arc<FaultPlan>>;
+
+/// A wrapper giving each leaf path its own fault plan (made on first open, kept across imports).
+fn wrapper(plans: Arc<parking_lot::Mutex<Plans>>) -> tarn::pool::DeviceWrapper {
+    Arc::new(move |path: &Path, device: Arc<dyn BlockDevice>| {
+        let plan = plans.lock().entry(path.to_path_buf()).or_default().clone();
+        Arc::new(FaultyDevice::new(device, plan)) as Arc<dyn BlockDevice>
+    })
+}
+
+/// The resilver's case, where a skipped block is redundancy silently not restored: side b is
+/// offline while everything is written, comes back, and `@s2` goes while the resilver stands
+/// between the head and it. The resilver's end clears b's DTL, so b alone must then hold
+/// every file (side a's reads all fail).
+#[test]
+fn a_resilver_restores_every_block_when_a_snapshot_goes_mid_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plans = Arc::new(parking_lot::Mutex::new(Plans::new()));
+    let pool = Pool::create(CreateOptions {
+        name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
+        vdevs: vec![VdevSpec::Mirror(vec![
+            dir.path().join("a.img"),
+            dir.path().join("b.img"),
+        ])],
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: slow(),
+        wrap_device: Some(wrapper(plans.clone())),
+        disabled_features: Vec::new(),
+    })
+    .unwrap();
+    pool.offline("b.img").unwrap();
+    fill_with_two_snapshots(&pool);
+    pool.online("b.img").unwrap();
+    let mut destroyed = false;
+    let resilver = scan_driving(&pool, ScanFunction::Resilver, |phys| {
+        destroy_s2_between(&pool, &mut destroyed, phys)
+    });
+    assert!(
+        destroyed,
+        "the resilver never stood between the head and @s2"
+    );
+    assert_eq!((resilver.errors, resilver.unrepaired), (0, 0));
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
+    pool.export().unwrap();
+
+    let mut options = ImportOptions::new(vec![dir.path().to_path_buf()], slow());
+    options.wrap_device = Some(wrapper(plans.clone()));
+    let pool = Pool::import(POOL, options).unwrap().0;
+    plans.lock()[&dir.path().join("a.img")]
+        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
+    pool.core.io.cache.clear();
+    let fs = pool.open_file_system(FS).unwrap();
+    for (name, seed, bytes) in FILES {
+        let ino = fs.lookup(fs.root(), name.as_bytes()).unwrap().ino;
+        let data = fs
+            .read(ino, 0, bytes)
+            .unwrap_or_else(|error| panic!("{name} does not read from side b alone: {error}"));
+        assert!(
+            data == pattern(seed, bytes),
+            "{name} reads back wrong from side b"
+        );
+    }
+    drop(fs);
+    plans.lock()[&dir.path().join("a.img")].clear_read_faults();
+    pool.export().unwrap();
+}
