@@ -108,8 +108,8 @@ pub enum ObjectError {
     Corrupt(String),
     #[error("no space left in the pool")]
     NoSpace,
-    #[error("object too large for its tree")]
-    TooLarge,
+    #[error("object too large for its tree: {0}")]
+    TooLarge(String),
     #[error("bonus buffer of {0} bytes is larger than {DNODE_BONUS_SIZE_MAX}")]
     BonusTooLarge(usize),
     #[error("invalid argument: {0}")]
@@ -149,6 +149,35 @@ pub fn write_copies(object_type: ObjectType, level: u8, copies: u8) -> u8 {
     } else {
         (copies + 1).min(COPIES_MAX)
     }
+}
+
+/// Whether data blocks `first..=last` of the object `dnode` describes lie within what its
+/// tree can address ([`phys::check_addressable`]): open context refuses a write past it, so
+/// that the sync never meets a block it cannot place.
+fn check_blocks_addressable(dnode: &DnodePhys, first: u64, last: u64) -> Result<(), ObjectError> {
+    let block_size = u64::from(dnode.data_block_size);
+    let range = first.checked_mul(block_size).and_then(|offset| {
+        let length = (last.checked_sub(first)?.checked_add(1)?).checked_mul(block_size)?;
+        Some((offset, length))
+    });
+    let Some((offset, length)) = range else {
+        return Err(ObjectError::TooLarge(format!(
+            "blocks {first}..={last} of {block_size} bytes end past the largest offset"
+        )));
+    };
+    check_range_addressable(dnode, offset, length)
+}
+
+/// Whether `length` bytes at `offset` of the object `dnode` describes lie within what its
+/// tree can address ([`phys::check_addressable`]).
+fn check_range_addressable(dnode: &DnodePhys, offset: u64, length: u64) -> Result<(), ObjectError> {
+    phys::check_addressable(
+        dnode.data_block_size,
+        dnode.indirect_block_shift,
+        offset,
+        length,
+    )
+    .map_err(ObjectError::TooLarge)
 }
 
 /// Admission of new data before it is dirtied: the pool refuses writes that could not be
@@ -656,6 +685,14 @@ impl ObjectSet {
         self.existing_dnode(object).is_ok()
     }
 
+    /// One more than the largest object number this object set can hold: its dnodes are the
+    /// meta-dnode's data, so an object's dnode must lie within what the meta-dnode's tree can
+    /// address ([`phys::addressable_bytes`]).
+    pub fn object_number_limit(&self) -> u64 {
+        let meta = self.synced_meta_dnode();
+        phys::addressable_bytes(meta.data_block_size, meta.indirect_block_shift) / DNODE_SIZE as u64
+    }
+
     /// Allocate a new object number and create the object in `tx`.
     pub fn create_object(
         &self,
@@ -687,12 +724,12 @@ impl ObjectSet {
             return Err(ObjectError::BonusTooLarge(bonus.len()));
         }
         let block_size = props.data_block_size;
-        if block_size < 512
-            || !block_size.is_multiple_of(512)
-            || block_size as u64 > crate::types::SPA_MAXBLOCKSIZE
-        {
-            return Err(ObjectError::Invalid(format!(
-                "data block size {block_size}"
+        phys::check_block_settings(block_size, props.indirect_block_shift)
+            .map_err(ObjectError::Invalid)?;
+        if object.0 >= self.object_number_limit() {
+            return Err(ObjectError::TooLarge(format!(
+                "object number {object} is past the {} this object set can hold",
+                self.object_number_limit()
             )));
         }
         if object.0 == 0 || !self.current_dnode(object)?.is_free() {
@@ -840,6 +877,7 @@ impl ObjectSet {
         block: Vec<u8>,
     ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
+        check_blocks_addressable(&dnode, blkid, blkid)?;
         if block.len() != dnode.data_block_size as usize {
             return Err(ObjectError::Invalid(format!(
                 "block of {} bytes for block size {}",

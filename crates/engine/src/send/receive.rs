@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use crate::block::blkptr::Compression;
 use crate::block::compress;
+use crate::object::phys::check_addressable;
 use crate::object::{ObjectError, ObjectProps, ObjectSet, WholeBlock};
 use crate::pool::Pool;
 use crate::txg::TxgManager;
@@ -579,6 +580,7 @@ fn apply_records(
         txgs: pool.core.txgs.clone(),
         batch: Vec::new(),
         block_size: 0,
+        indirect_block_shift: 0,
         batch_bytes: 0,
         batch_limit: options
             .batch_bytes
@@ -619,6 +621,13 @@ fn apply_records(
                 data,
             } => {
                 writer.check_position(object, offset, at)?;
+                writer
+                    .check_addressable(offset, logical_size)
+                    .map_err(|what| {
+                        bad(format!(
+                            "WRITE of object {object} at offset {offset}: {what}"
+                        ))
+                    })?;
                 writer.write(
                     offset,
                     ReceivedBlock {
@@ -642,6 +651,11 @@ fn apply_records(
                 length,
             } => {
                 writer.check_position(object, offset, at)?;
+                writer.check_free(offset, length).map_err(|what| {
+                    bad(format!(
+                        "FREE of object {object} at offset {offset}, length {length}: {what}"
+                    ))
+                })?;
                 writer.flush()?;
                 writer.free(object, offset, length)?;
             }
@@ -680,6 +694,8 @@ struct Writer<'a> {
     batch: Vec<(u64, ReceivedBlock)>,
     /// The data block size of `current`.
     block_size: u64,
+    /// The indirect block shift of `current`.
+    indirect_block_shift: u8,
     batch_bytes: u64,
     batch_limit: u64,
     /// The object of the last OBJECT record: the one WRITE, SPILL and FREE records address.
@@ -761,14 +777,57 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Whether `length` bytes at `offset` of the current object lie within what its tree can
+    /// address: the object layer's rule ([`check_addressable`]), checked when the record
+    /// arrives so that no record can make the sync fail (a sync failure suspends the pool).
+    fn check_addressable(&self, offset: u64, length: u64) -> Result<(), String> {
+        check_addressable(
+            self.block_size as u32,
+            self.indirect_block_shift,
+            offset,
+            length,
+        )
+    }
+
+    /// A FREE of the current object: whole blocks (the sender frees nothing else), to the end
+    /// (`u64::MAX`) or within what the object can address.
+    fn check_free(&self, offset: u64, length: u64) -> Result<(), String> {
+        let unaligned = |value: u64| !value.is_multiple_of(self.block_size.max(1));
+        if unaligned(offset) || (length != u64::MAX && unaligned(length)) {
+            return Err(format!("not whole blocks of {} bytes", self.block_size));
+        }
+        self.check_addressable(offset, if length == u64::MAX { 0 } else { length })
+    }
+
     fn object(&mut self, record: &ObjectRecord) -> Result<(), SendError> {
         self.flush()?;
+        let refuse = |what: String| {
+            Err(SendError::Object(ObjectError::Invalid(format!(
+                "OBJECT {}: {what}",
+                record.object
+            ))))
+        };
         if record.object < self.next_object {
-            return Err(SendError::Object(ObjectError::Invalid(format!(
-                "OBJECT {} after object {}: objects must come in increasing order",
-                record.object,
+            return refuse(format!(
+                "after object {}: objects must come in increasing order",
                 self.next_object - 1
-            ))));
+            ));
+        }
+        let limit = self.objset.object_number_limit();
+        if record.object >= limit {
+            return refuse(format!("past the {limit} objects the object set can hold"));
+        }
+        // (The stream reader checked the block size and indirect shift.) The object's last
+        // block must be one its tree can address.
+        let blocks = record.max_blkid.checked_add(1);
+        if let Err(what) = blocks
+            .and_then(|blocks| blocks.checked_mul(u64::from(record.data_block_size)))
+            .ok_or_else(|| format!("max block id {} past the largest offset", record.max_blkid))
+            .and_then(|end| {
+                check_addressable(record.data_block_size, record.indirect_block_shift, 0, end)
+            })
+        {
+            return refuse(what);
         }
         self.current = Some(record.object);
         self.last_end = 0;
@@ -810,6 +869,7 @@ impl Writer<'_> {
             }
         })?;
         self.block_size = u64::from(record.data_block_size);
+        self.indirect_block_shift = record.indirect_block_shift;
         Ok(())
     }
 
@@ -824,7 +884,12 @@ impl Writer<'_> {
                 ),
             });
         }
-        let end = first.saturating_add(count);
+        let Some(end) = first.checked_add(count) else {
+            return Err(SendError::BadStream {
+                at,
+                what: format!("FREEOBJECTS from {first}: count {count} ends past u64"),
+            });
+        };
         let bound = end.min(self.objset.object_number_bound());
         for object in (first..bound).map(ObjectId) {
             if self.objset.exists(object) {
