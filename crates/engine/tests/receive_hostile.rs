@@ -334,3 +334,256 @@ proptest::proptest! {
         pool.export().unwrap();
     }
 }
+
+/// The records of `stream` (one substream), decoded.
+fn records_of(stream: &[u8]) -> Vec<Record> {
+    let mut reader = StreamReader::new(stream);
+    let mut records = Vec::new();
+    loop {
+        let record = reader.next_record().unwrap();
+        let end = matches!(record, Record::End { .. });
+        records.push(record);
+        if end {
+            return records;
+        }
+    }
+}
+
+/// The incremental stream `records` with none of `file`'s records and `ours` in their place.
+fn splice(records: &[Record], file: u64, ours: &[Record]) -> Vec<u8> {
+    let is_ours = |record: &Record| match record {
+        Record::Object(object) => object.object == file,
+        Record::Write { object, .. }
+        | Record::Spill { object, .. }
+        | Record::Free { object, .. } => *object == file,
+        _ => false,
+    };
+    let after = |record: &Record| match record {
+        Record::Object(object) => object.object > file,
+        Record::FreeObjects { first, .. } => *first > file,
+        Record::End { .. } => true,
+        _ => false,
+    };
+    let mut writer = StreamWriter::new(Vec::new());
+    let mut inserted = false;
+    for record in records.iter().filter(|record| !is_ours(record)) {
+        if !inserted && after(record) {
+            for record in ours {
+                writer.write(record).unwrap();
+            }
+            inserted = true;
+        }
+        writer.write(record).unwrap();
+    }
+    writer.into_inner()
+}
+
+/// Issue 34, hole 4: the receiver ignored an OBJECT record's generation. An incremental
+/// stream whose OBJECT record names an object number the target has, with the same type and
+/// block size but a generation past the stream's source snapshot (the sender allocated the
+/// number again), left the old dnode in place: its indirect block size, checksum,
+/// compression, and its old blocks past those the stream wrote. The receiver must free the
+/// object and make it again with the record's settings. Fails on 28b9636 (the old shift and
+/// blocks stay).
+#[test]
+fn an_object_of_a_new_generation_is_made_again_with_its_settings() {
+    use tarn::block::blkptr::ChecksumType;
+    use tarn::types::ObjectId;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "hostile", single(dir.path(), "d0"), tiny());
+    let fs = open_fs(&pool);
+    let file = fs.create(fs.root(), b"file", 0o644, 0, 0).unwrap().ino;
+    fs.write(file, 0, &pattern(1, 3 * 4096)).unwrap();
+    drop(fs);
+    pool.create_snapshots(&["hostile@a".to_string()], false)
+        .unwrap();
+    pool.create_snapshots(&["hostile@b".to_string()], false)
+        .unwrap();
+    let send_to_vec = |to: &str, from: Option<&str>| {
+        let mut out = Vec::new();
+        let options = SendOptions {
+            from: from.map(str::to_string),
+            ..SendOptions::default()
+        };
+        send(&pool, to, &options, &mut out, &mut |_| {}).unwrap();
+        out
+    };
+    let full = send_to_vec("hostile@a", None);
+    let incremental = send_to_vec("hostile@b", Some("@a"));
+    receive_from(&pool, "hostile/copy", &full).unwrap();
+    pool.sync().unwrap();
+    let before = pool
+        .dataset_objset("hostile/copy")
+        .unwrap()
+        .synced_dnode(ObjectId(file))
+        .unwrap();
+    assert_eq!(before.max_blkid, 2, "the old object has three blocks");
+
+    // The file's OBJECT record from the full stream, as the sender would send the object
+    // had it freed the number and allocated it again after @a: a generation past @a, the
+    // same type and block size, other settings.
+    let template = records_of(&full)
+        .into_iter()
+        .find_map(|record| match record {
+            Record::Object(object) if object.object == file => Some(*object),
+            _ => None,
+        })
+        .unwrap();
+    let records = records_of(&incremental);
+    let Record::Begin(begin) = &records[0] else {
+        panic!("a BEGIN first")
+    };
+    let checksum = if template.checksum == ChecksumType::Sha256 {
+        ChecksumType::Blake3
+    } else {
+        ChecksumType::Sha256
+    };
+    let compression = if template.compression == Compression::Off {
+        Compression::Lz4
+    } else {
+        Compression::Off
+    };
+    assert_ne!(template.indirect_block_shift, 12);
+    let renewed = ObjectRecord {
+        generation: begin.to_txg,
+        indirect_block_shift: 12,
+        checksum,
+        compression,
+        copies: 2,
+        max_blkid: 0,
+        ..template.clone()
+    };
+    let block_size = u64::from(template.data_block_size);
+    let new_block = pattern(2, block_size as usize);
+    let ours = [
+        Record::Object(Box::new(renewed)),
+        write(file, 0, new_block.clone()),
+        free(file, block_size, u64::MAX),
+    ];
+    receive_from(&pool, "hostile/copy", &splice(&records, file, &ours)).unwrap();
+    pool.sync().unwrap();
+
+    let objset = pool.dataset_objset("hostile/copy").unwrap();
+    let dnode = objset.synced_dnode(ObjectId(file)).unwrap();
+    assert_eq!(
+        dnode.indirect_block_shift, 12,
+        "the record's indirect shift"
+    );
+    assert_eq!(dnode.checksum, checksum, "the record's checksum");
+    assert_eq!(dnode.compression, compression, "the record's compression");
+    assert_eq!(dnode.copies, 2, "the record's copies");
+    assert_eq!(dnode.max_blkid, 0, "the old object's blocks are gone");
+    assert!(dnode.generation.0 > before.generation.0, "a new object");
+    let copy = tarn::fs::FileSystem::open(objset, pool.core.txgs.clone()).unwrap();
+    let contents = read_all(&copy, file);
+    assert_eq!(&contents[..block_size as usize], &new_block[..]);
+    assert!(
+        contents[block_size as usize..]
+            .iter()
+            .all(|&byte| byte == 0),
+        "nothing of the old contents is left"
+    );
+    drop(copy);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+/// Hole 4's other half: an OBJECT record for the same object (a generation at or before the
+/// source snapshot) still carries settings, and the receiver applies them all (OpenZFS
+/// applies checksum and compression from every record); the contents stay. An indirect
+/// block size that cannot change (the object has indirect blocks) is refused, naming the
+/// record, and the pool stays writable.
+#[test]
+fn an_object_record_of_the_same_generation_applies_its_settings() {
+    use tarn::block::blkptr::ChecksumType;
+    use tarn::types::ObjectId;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "hostile", single(dir.path(), "d0"), tiny());
+    let fs = open_fs(&pool);
+    let file = fs.create(fs.root(), b"file", 0o644, 0, 0).unwrap().ino;
+    let contents = pattern(1, 40 * 4096);
+    fs.write(file, 0, &contents).unwrap();
+    drop(fs);
+    pool.create_snapshots(&["hostile@a".to_string()], false)
+        .unwrap();
+    pool.create_snapshots(&["hostile@b".to_string()], false)
+        .unwrap();
+    let send_to_vec = |to: &str, from: Option<&str>| {
+        let mut out = Vec::new();
+        let options = SendOptions {
+            from: from.map(str::to_string),
+            ..SendOptions::default()
+        };
+        send(&pool, to, &options, &mut out, &mut |_| {}).unwrap();
+        out
+    };
+    let full = send_to_vec("hostile@a", None);
+    let incremental = send_to_vec("hostile@b", Some("@a"));
+    receive_from(&pool, "hostile/copy", &full).unwrap();
+    let template = records_of(&full)
+        .into_iter()
+        .find_map(|record| match record {
+            Record::Object(object) if object.object == file => Some(*object),
+            _ => None,
+        })
+        .unwrap();
+    let records = records_of(&incremental);
+    let checksum = if template.checksum == ChecksumType::Sha256 {
+        ChecksumType::Blake3
+    } else {
+        ChecksumType::Sha256
+    };
+    let compression = if template.compression == Compression::Off {
+        Compression::Lz4
+    } else {
+        Compression::Off
+    };
+
+    // Another indirect block size for an object with indirect blocks: refused.
+    let reshaped = ObjectRecord {
+        indirect_block_shift: template.indirect_block_shift + 2,
+        ..template.clone()
+    };
+    let error = receive_from(
+        &pool,
+        "hostile/copy",
+        &splice(&records, file, &[Record::Object(Box::new(reshaped))]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains(&format!("OBJECT {file}")), "{error}");
+    assert!(!pool.has_dataset("hostile/copy/%recv"));
+
+    // Checksum, compression and copies: applied, the contents kept.
+    let changed = ObjectRecord {
+        checksum,
+        compression,
+        copies: 2,
+        ..template.clone()
+    };
+    receive_from(
+        &pool,
+        "hostile/copy",
+        &splice(&records, file, &[Record::Object(Box::new(changed))]),
+    )
+    .unwrap();
+    pool.sync().unwrap();
+    let objset = pool.dataset_objset("hostile/copy").unwrap();
+    let dnode = objset.synced_dnode(ObjectId(file)).unwrap();
+    assert_eq!(dnode.checksum, checksum);
+    assert_eq!(dnode.compression, compression);
+    assert_eq!(dnode.copies, 2);
+    assert_eq!(dnode.indirect_block_shift, template.indirect_block_shift);
+    let copy = tarn::fs::FileSystem::open(objset, pool.core.txgs.clone()).unwrap();
+    assert_eq!(read_all(&copy, file), contents);
+    drop(copy);
+    // The pool still takes writes.
+    let fs = open_fs(&pool);
+    let other = fs.create(fs.root(), b"other", 0o644, 0, 0).unwrap().ino;
+    fs.write(other, 0, &pattern(3, 10_000)).unwrap();
+    drop(fs);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

@@ -209,6 +209,25 @@ pub struct ObjectProps {
     pub copies: u8,
 }
 
+/// The settings of an existing object that may change: how its blocks are written from now
+/// on, and (only while it has no indirect block) the size of its indirect blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectSettings {
+    pub checksum: ChecksumType,
+    pub compression: Compression,
+    pub copies: u8,
+    pub indirect_block_shift: u8,
+}
+
+impl ObjectSettings {
+    fn apply(&self, dnode: &mut DnodePhys) {
+        dnode.checksum = self.checksum;
+        dnode.compression = self.compression;
+        dnode.copies = self.copies.clamp(1, 3);
+        dnode.indirect_block_shift = self.indirect_block_shift;
+    }
+}
+
 /// What a caller can learn about an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectInfo {
@@ -228,6 +247,8 @@ struct ObjectDirty {
     create: Option<DnodePhys>,
     removed: bool,
     bonus: Option<(ObjectType, Vec<u8>)>,
+    /// New settings for the object's blocks written from now on ([`ObjectSet::set_settings`]).
+    settings: Option<ObjectSettings>,
     /// A new spill block (`Some(None)`: the spill block removed).
     spill: Option<Option<Arc<Vec<u8>>>>,
     /// Block ranges freed in this txg, applied before `blocks`.
@@ -645,6 +666,9 @@ impl ObjectSet {
                     dnode.bonus_type = *bonus_type;
                     dnode.bonus = bonus.clone();
                 }
+                if let Some(settings) = &record.settings {
+                    settings.apply(&mut dnode);
+                }
                 if let Some(truncated) = record.truncated_to {
                     dnode.max_blkid = dnode.max_blkid.min(truncated);
                 }
@@ -758,6 +782,37 @@ impl ObjectSet {
             create: Some(dnode),
             ..ObjectDirty::default()
         };
+        drop(state);
+        self.note_metadata_change(tx);
+        Ok(())
+    }
+
+    /// Change `object`'s settings in `tx` (a receive applies those of every OBJECT record):
+    /// checksum, compression and copies apply to the blocks written from then on, as a
+    /// dataset property change does. The indirect block shift may change only while the
+    /// object has a single level and at most block 0, dirty blocks included (so that no
+    /// indirect block exists or will be written with the old size, and every block stays
+    /// addressable).
+    pub fn set_settings(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        settings: ObjectSettings,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        phys::check_block_settings(dnode.data_block_size, settings.indirect_block_shift)
+            .map_err(ObjectError::Invalid)?;
+        if settings.indirect_block_shift != dnode.indirect_block_shift
+            && (dnode.levels > 1 || dnode.max_blkid > 0)
+        {
+            return Err(ObjectError::Invalid(format!(
+                "object {object} has (or will have) indirect blocks of {} bytes; they cannot \
+                 change size",
+                1u64 << dnode.indirect_block_shift
+            )));
+        }
+        let mut state = self.state.lock();
+        state.record(tx.txg, object).settings = Some(settings);
         drop(state);
         self.note_metadata_change(tx);
         Ok(())
