@@ -203,7 +203,7 @@ impl From<ObjectError> for FsError {
             ObjectError::NoSuchObject(_) => FsError::NotFound,
             ObjectError::NoSpace => FsError::NoSpace,
             ObjectError::Corrupt(what) => FsError::Corrupt(what),
-            ObjectError::TooLarge => FsError::Invalid("file too large".into()),
+            ObjectError::TooLarge(_) => FsError::Invalid("file too large".into()),
             other => FsError::Engine(other.to_string()),
         }
     }

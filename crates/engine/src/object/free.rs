@@ -27,7 +27,17 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
-        let end = offset.saturating_add(length);
+        // Nothing lies past what the tree can address (writes stop there), so the range is
+        // clamped to it: a free there has nothing to do, and the blocks it would zero or
+        // free all have ids the sync can place.
+        let limit = phys::addressable_bytes(dnode.data_block_size, dnode.indirect_block_shift);
+        if offset >= limit {
+            return Ok(());
+        }
+        let end = match offset.saturating_add(length) {
+            u64::MAX => u64::MAX,
+            end => end.min(limit),
+        };
         let first_whole = offset.div_ceil(block_size);
         let end_whole = if end == u64::MAX {
             u64::MAX

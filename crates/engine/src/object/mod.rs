@@ -108,8 +108,8 @@ pub enum ObjectError {
     Corrupt(String),
     #[error("no space left in the pool")]
     NoSpace,
-    #[error("object too large for its tree")]
-    TooLarge,
+    #[error("object too large for its tree: {0}")]
+    TooLarge(String),
     #[error("bonus buffer of {0} bytes is larger than {DNODE_BONUS_SIZE_MAX}")]
     BonusTooLarge(usize),
     #[error("invalid argument: {0}")]
@@ -151,6 +151,35 @@ pub fn write_copies(object_type: ObjectType, level: u8, copies: u8) -> u8 {
     }
 }
 
+/// Whether data blocks `first..=last` of the object `dnode` describes lie within what its
+/// tree can address ([`phys::check_addressable`]): open context refuses a write past it, so
+/// that the sync never meets a block it cannot place.
+fn check_blocks_addressable(dnode: &DnodePhys, first: u64, last: u64) -> Result<(), ObjectError> {
+    let block_size = u64::from(dnode.data_block_size);
+    let range = first.checked_mul(block_size).and_then(|offset| {
+        let length = (last.checked_sub(first)?.checked_add(1)?).checked_mul(block_size)?;
+        Some((offset, length))
+    });
+    let Some((offset, length)) = range else {
+        return Err(ObjectError::TooLarge(format!(
+            "blocks {first}..={last} of {block_size} bytes end past the largest offset"
+        )));
+    };
+    check_range_addressable(dnode, offset, length)
+}
+
+/// Whether `length` bytes at `offset` of the object `dnode` describes lie within what its
+/// tree can address ([`phys::check_addressable`]).
+fn check_range_addressable(dnode: &DnodePhys, offset: u64, length: u64) -> Result<(), ObjectError> {
+    phys::check_addressable(
+        dnode.data_block_size,
+        dnode.indirect_block_shift,
+        offset,
+        length,
+    )
+    .map_err(ObjectError::TooLarge)
+}
+
 /// Admission of new data before it is dirtied: the pool refuses writes that could not be
 /// stored (ENOSPC) while frees and syncing still can proceed (OpenZFS's dsl_dir tempreserve).
 /// Called with `tx` held; it may wait for earlier txgs to sync (never for `tx`'s own).
@@ -180,6 +209,25 @@ pub struct ObjectProps {
     pub copies: u8,
 }
 
+/// The settings of an existing object that may change: how its blocks are written from now
+/// on, and (only while it has no indirect block) the size of its indirect blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectSettings {
+    pub checksum: ChecksumType,
+    pub compression: Compression,
+    pub copies: u8,
+    pub indirect_block_shift: u8,
+}
+
+impl ObjectSettings {
+    fn apply(&self, dnode: &mut DnodePhys) {
+        dnode.checksum = self.checksum;
+        dnode.compression = self.compression;
+        dnode.copies = self.copies.clamp(1, 3);
+        dnode.indirect_block_shift = self.indirect_block_shift;
+    }
+}
+
 /// What a caller can learn about an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectInfo {
@@ -199,6 +247,8 @@ struct ObjectDirty {
     create: Option<DnodePhys>,
     removed: bool,
     bonus: Option<(ObjectType, Vec<u8>)>,
+    /// New settings for the object's blocks written from now on ([`ObjectSet::set_settings`]).
+    settings: Option<ObjectSettings>,
     /// A new spill block (`Some(None)`: the spill block removed).
     spill: Option<Option<Arc<Vec<u8>>>>,
     /// Block ranges freed in this txg, applied before `blocks`.
@@ -616,6 +666,9 @@ impl ObjectSet {
                     dnode.bonus_type = *bonus_type;
                     dnode.bonus = bonus.clone();
                 }
+                if let Some(settings) = &record.settings {
+                    settings.apply(&mut dnode);
+                }
                 if let Some(truncated) = record.truncated_to {
                     dnode.max_blkid = dnode.max_blkid.min(truncated);
                 }
@@ -656,6 +709,14 @@ impl ObjectSet {
         self.existing_dnode(object).is_ok()
     }
 
+    /// One more than the largest object number this object set can hold: its dnodes are the
+    /// meta-dnode's data, so an object's dnode must lie within what the meta-dnode's tree can
+    /// address ([`phys::addressable_bytes`]).
+    pub fn object_number_limit(&self) -> u64 {
+        let meta = self.synced_meta_dnode();
+        phys::addressable_bytes(meta.data_block_size, meta.indirect_block_shift) / DNODE_SIZE as u64
+    }
+
     /// Allocate a new object number and create the object in `tx`.
     pub fn create_object(
         &self,
@@ -687,12 +748,12 @@ impl ObjectSet {
             return Err(ObjectError::BonusTooLarge(bonus.len()));
         }
         let block_size = props.data_block_size;
-        if block_size < 512
-            || !block_size.is_multiple_of(512)
-            || block_size as u64 > crate::types::SPA_MAXBLOCKSIZE
-        {
-            return Err(ObjectError::Invalid(format!(
-                "data block size {block_size}"
+        phys::check_block_settings(block_size, props.indirect_block_shift)
+            .map_err(ObjectError::Invalid)?;
+        if object.0 >= self.object_number_limit() {
+            return Err(ObjectError::TooLarge(format!(
+                "object number {object} is past the {} this object set can hold",
+                self.object_number_limit()
             )));
         }
         if object.0 == 0 || !self.current_dnode(object)?.is_free() {
@@ -721,6 +782,37 @@ impl ObjectSet {
             create: Some(dnode),
             ..ObjectDirty::default()
         };
+        drop(state);
+        self.note_metadata_change(tx);
+        Ok(())
+    }
+
+    /// Change `object`'s settings in `tx` (a receive applies those of every OBJECT record):
+    /// checksum, compression and copies apply to the blocks written from then on, as a
+    /// dataset property change does. The indirect block shift may change only while the
+    /// object has a single level and at most block 0, dirty blocks included (so that no
+    /// indirect block exists or will be written with the old size, and every block stays
+    /// addressable).
+    pub fn set_settings(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        settings: ObjectSettings,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        phys::check_block_settings(dnode.data_block_size, settings.indirect_block_shift)
+            .map_err(ObjectError::Invalid)?;
+        if settings.indirect_block_shift != dnode.indirect_block_shift
+            && (dnode.levels > 1 || dnode.max_blkid > 0)
+        {
+            return Err(ObjectError::Invalid(format!(
+                "object {object} has (or will have) indirect blocks of {} bytes; they cannot \
+                 change size",
+                1u64 << dnode.indirect_block_shift
+            )));
+        }
+        let mut state = self.state.lock();
+        state.record(tx.txg, object).settings = Some(settings);
         drop(state);
         self.note_metadata_change(tx);
         Ok(())
@@ -840,6 +932,7 @@ impl ObjectSet {
         block: Vec<u8>,
     ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
+        check_blocks_addressable(&dnode, blkid, blkid)?;
         if block.len() != dnode.data_block_size as usize {
             return Err(ObjectError::Invalid(format!(
                 "block of {} bytes for block size {}",

@@ -63,6 +63,76 @@ pub const OBJSET_ZIL_HEADER: std::ops::Range<usize> = 528..720;
 /// Deepest tree a dnode may describe; recursion over untrusted block pointers checks it.
 pub const LEVELS_MAX: u8 = 10;
 
+/// Smallest and largest indirect block shift (indirect blocks of 1 KiB to 128 KiB).
+pub const INDIRECT_BLOCK_SHIFT_MIN: u8 = 10;
+pub const INDIRECT_BLOCK_SHIFT_MAX: u8 = 17;
+
+/// Whether an object may have data blocks of `data_block_size` bytes (512 bytes to
+/// `SPA_MAXBLOCKSIZE`, in multiples of 512) and indirect blocks of `1 << indirect_block_shift`
+/// bytes: the one rule a dnode read from disk, a new object and a stream's OBJECT record are
+/// held to. Says what is wrong otherwise.
+pub fn check_block_settings(data_block_size: u32, indirect_block_shift: u8) -> Result<(), String> {
+    if !(INDIRECT_BLOCK_SHIFT_MIN..=INDIRECT_BLOCK_SHIFT_MAX).contains(&indirect_block_shift) {
+        return Err(format!("indirect block shift {indirect_block_shift}"));
+    }
+    if data_block_size < 512
+        || u64::from(data_block_size) > crate::types::SPA_MAXBLOCKSIZE
+        || !data_block_size.is_multiple_of(512)
+    {
+        return Err(format!("data block size {data_block_size}"));
+    }
+    Ok(())
+}
+
+/// Number of block pointers in an indirect block of `1 << indirect_block_shift` bytes.
+pub fn fanout(indirect_block_shift: u8) -> u64 {
+    1u64.checked_shl(u32::from(indirect_block_shift))
+        .unwrap_or(0)
+        / BLKPTR_SIZE as u64
+}
+
+/// Number of data blocks a tree of `levels` levels with `fanout` pointers per indirect block
+/// can address (saturating at `u64::MAX`).
+pub fn capacity_blocks(fanout: u64, levels: u8) -> u64 {
+    let mut capacity: u64 = 1;
+    for _ in 1..levels {
+        capacity = capacity.saturating_mul(fanout);
+    }
+    capacity
+}
+
+/// How many bytes of data an object with these settings can address: the data blocks of a
+/// tree of [`LEVELS_MAX`] levels (saturating at `u64::MAX`). The sync grows a tree level by
+/// level up to `LEVELS_MAX` and fails past it, so every change made in open context must stay
+/// below this: writes check it ([`check_addressable`]), frees clamp to it, and a receive
+/// checks each record against it when the record arrives.
+pub fn addressable_bytes(data_block_size: u32, indirect_block_shift: u8) -> u64 {
+    capacity_blocks(fanout(indirect_block_shift), LEVELS_MAX)
+        .saturating_mul(u64::from(data_block_size))
+}
+
+/// Whether `length` bytes at `offset` lie within what an object with these settings can
+/// address ([`addressable_bytes`]); says what is wrong otherwise.
+pub fn check_addressable(
+    data_block_size: u32,
+    indirect_block_shift: u8,
+    offset: u64,
+    length: u64,
+) -> Result<(), String> {
+    let limit = addressable_bytes(data_block_size, indirect_block_shift);
+    match offset.checked_add(length) {
+        Some(end) if end <= limit => Ok(()),
+        Some(end) => Err(format!(
+            "bytes {offset}..{end} are past the {limit} bytes an object of {data_block_size}-byte \
+             blocks and {}-byte indirect blocks can address",
+            1u64 << indirect_block_shift.min(63)
+        )),
+        None => Err(format!(
+            "{length} bytes at offset {offset} end past the largest offset"
+        )),
+    }
+}
+
 /// The kind of an object set, stored in its header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjsetKind {
@@ -148,16 +218,12 @@ impl DnodePhys {
 
     /// Number of block pointers in one indirect block.
     pub fn fanout(&self) -> u64 {
-        (1u64 << self.indirect_block_shift) / BLKPTR_SIZE as u64
+        fanout(self.indirect_block_shift)
     }
 
     /// Number of data blocks a tree of `levels` levels can address.
     pub fn capacity_blocks(&self, levels: u8) -> u64 {
-        let mut capacity: u64 = 1;
-        for _ in 1..levels {
-            capacity = capacity.saturating_mul(self.fanout());
-        }
-        capacity
+        capacity_blocks(self.fanout(), levels)
     }
 
     pub fn encode(&self) -> [u8; DNODE_SIZE] {
@@ -214,11 +280,6 @@ impl DnodePhys {
             ));
         }
         let indirect_block_shift = bytes[1];
-        if !(10..=17).contains(&indirect_block_shift) {
-            return Err(corrupt(format!(
-                "dnode indirect block shift {indirect_block_shift}"
-            )));
-        }
         let levels = bytes[2];
         if levels == 0 || levels > LEVELS_MAX {
             return Err(corrupt(format!("dnode levels {levels}")));
@@ -227,12 +288,8 @@ impl DnodePhys {
         let checksum = ChecksumType::try_from(bytes[5])?;
         let compression = compression_from_code(bytes[6], bytes[7])?;
         let data_block_size = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if data_block_size < 512
-            || data_block_size as u64 > crate::types::SPA_MAXBLOCKSIZE
-            || data_block_size % 512 != 0
-        {
-            return Err(corrupt(format!("dnode data block size {data_block_size}")));
-        }
+        check_block_settings(data_block_size, indirect_block_shift)
+            .map_err(|what| corrupt(format!("dnode {what}")))?;
         let has_spill = flags & DNODE_FLAG_SPILL != 0;
         let bonus_len = u16::from_le_bytes(bytes[12..14].try_into().unwrap()) as usize;
         if bonus_len > bonus_size_max(has_spill) {

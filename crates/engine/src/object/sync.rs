@@ -297,6 +297,9 @@ impl ObjectSet {
             base.bonus_type = *bonus_type;
             base.bonus = bonus.clone();
         }
+        if let Some(settings) = &record.settings {
+            settings.apply(&mut base);
+        }
         let mut tree = TreeSync::new(base, &self.io, self.lifecycle.as_ref(), storage, at);
         tree.cache = self.primarycache();
         if let Some(spill) = &record.spill {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::phys::DnodePhys;
+use super::phys::{DnodePhys, LEVELS_MAX};
 use super::{BlockLifecycle, ObjectError};
 use crate::block::blkptr::{BlockPtr, Compression, ObjectType, BLKPTR_SIZE};
 use crate::block::pipeline::{BlockIo, SyncPoint, WriteProps};
@@ -219,8 +219,10 @@ impl<'a> TreeSync<'a> {
     /// Add levels until block `blkid` is addressable.
     pub fn grow_to(&mut self, blkid: u64) -> Result<(), ObjectError> {
         while self.dnode.capacity_blocks(self.dnode.levels) <= blkid {
-            if self.dnode.levels >= super::phys::LEVELS_MAX {
-                return Err(ObjectError::TooLarge);
+            if self.dnode.levels >= LEVELS_MAX {
+                return Err(ObjectError::TooLarge(format!(
+                    "block {blkid} is past the {LEVELS_MAX} levels a tree may have"
+                )));
             }
             let old_root = self.dnode.blkptr.clone();
             let new_level = self.dnode.levels;

@@ -89,9 +89,7 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
-        if offset.checked_add(data.len() as u64).is_none() {
-            return Err(ObjectError::Invalid("write past the largest offset".into()));
-        }
+        super::check_range_addressable(&dnode, offset, data.len() as u64)?;
         let mut done = 0usize;
         while done < data.len() {
             let position = offset + done as u64;
@@ -256,14 +254,9 @@ impl ObjectSet {
                     )))
                 }
             };
-            let end = blkid
-                .checked_add(1)
-                .and_then(|blocks| blocks.checked_mul(u64::from(block_size)));
-            if end.is_none() {
-                return Err(ObjectError::Invalid("write past the largest offset".into()));
-            }
             dirty.push((blkid, block));
         }
+        super::check_blocks_addressable(&dnode, first, last)?;
         let reservation = self.reservation.lock().clone();
         if let Some(reservation) = reservation {
             let offset = first * u64::from(block_size);

@@ -42,7 +42,8 @@ use std::sync::Arc;
 
 use crate::block::blkptr::Compression;
 use crate::block::compress;
-use crate::object::{ObjectError, ObjectProps, ObjectSet, WholeBlock};
+use crate::object::phys::check_addressable;
+use crate::object::{ObjectError, ObjectInfo, ObjectProps, ObjectSet, ObjectSettings, WholeBlock};
 use crate::pool::Pool;
 use crate::txg::TxgManager;
 use crate::types::ObjectId;
@@ -334,6 +335,10 @@ struct Prepared {
     start: (u64, u64),
     /// The stream continues a partial receive (`send -t`).
     resumed: bool,
+    /// For an incremental stream, the txg in which this pool took the source snapshot (0 for
+    /// a full stream): an object whose generation is at most this came from the snapshot,
+    /// any later one was made by this receive.
+    from_txg: u64,
 }
 
 /// Receive one substream (BEGIN already read) into `file_system`; returns the snapshot.
@@ -460,32 +465,32 @@ fn substream(
 /// Continue a partial receive into `file_system` (a stream with `FEATURE_RESUMING`).
 fn prepare_resume(pool: &Pool, file_system: &str, begin: &Begin) -> Result<Prepared, SendError> {
     let write_into = resume_target(pool, file_system, begin)?;
-    let from = match begin.from_guid {
-        0 => None,
-        guid => Some(
-            pool.core
-                .snapshots_of(file_system)?
-                .into_iter()
-                .find(|snapshot| snapshot.guid == guid)
-                .and_then(|snapshot| {
-                    snapshot
-                        .name
-                        .split_once('@')
-                        .map(|(_, name)| name.to_string())
-                })
-                .ok_or_else(|| {
-                    SendError::Refused(format!(
-                        "{file_system} no longer has the stream's source {}",
-                        begin.names.from_name
-                    ))
-                })?,
-        ),
+    let (from, from_txg) = match begin.from_guid {
+        0 => (None, 0),
+        guid => pool
+            .core
+            .snapshots_of(file_system)?
+            .into_iter()
+            .find(|snapshot| snapshot.guid == guid)
+            .and_then(|snapshot| {
+                snapshot
+                    .name
+                    .split_once('@')
+                    .map(|(_, name)| (Some(name.to_string()), snapshot.creation_txg))
+            })
+            .ok_or_else(|| {
+                SendError::Refused(format!(
+                    "{file_system} no longer has the stream's source {}",
+                    begin.names.from_name
+                ))
+            })?,
     };
     Ok(Prepared {
         write_into,
         from,
         start: (begin.names.resume_object, begin.names.resume_offset),
         resumed: true,
+        from_txg,
     })
 }
 
@@ -513,6 +518,7 @@ fn prepare_target(
             from: None,
             start: (0, 0),
             resumed: false,
+            from_txg: 0,
         });
     }
     if !pool.has_dataset(file_system) {
@@ -559,6 +565,7 @@ fn prepare_target(
         from: Some(short.to_string()),
         start: (0, 0),
         resumed: false,
+        from_txg: from.creation_txg,
     })
 }
 
@@ -579,6 +586,7 @@ fn apply_records(
         txgs: pool.core.txgs.clone(),
         batch: Vec::new(),
         block_size: 0,
+        indirect_block_shift: 0,
         batch_bytes: 0,
         batch_limit: options
             .batch_bytes
@@ -588,6 +596,8 @@ fn apply_records(
         dirtied: 0,
         sync_every: sync_every(&pool.core.io.tunables),
         next_object: prepared.start.0.max(1),
+        source_txg: begin.from_txg,
+        target_txg: prepared.from_txg,
         report,
     };
     writer.note_position()?;
@@ -619,6 +629,13 @@ fn apply_records(
                 data,
             } => {
                 writer.check_position(object, offset, at)?;
+                writer
+                    .check_addressable(offset, logical_size)
+                    .map_err(|what| {
+                        bad(format!(
+                            "WRITE of object {object} at offset {offset}: {what}"
+                        ))
+                    })?;
                 writer.write(
                     offset,
                     ReceivedBlock {
@@ -642,6 +659,11 @@ fn apply_records(
                 length,
             } => {
                 writer.check_position(object, offset, at)?;
+                writer.check_free(offset, length).map_err(|what| {
+                    bad(format!(
+                        "FREE of object {object} at offset {offset}, length {length}: {what}"
+                    ))
+                })?;
                 writer.flush()?;
                 writer.free(object, offset, length)?;
             }
@@ -680,6 +702,8 @@ struct Writer<'a> {
     batch: Vec<(u64, ReceivedBlock)>,
     /// The data block size of `current`.
     block_size: u64,
+    /// The indirect block shift of `current`.
+    indirect_block_shift: u8,
     batch_bytes: u64,
     batch_limit: u64,
     /// The object of the last OBJECT record: the one WRITE, SPILL and FREE records address.
@@ -692,6 +716,11 @@ struct Writer<'a> {
     sync_every: u64,
     /// Objects below this have had their record (OBJECT or FREEOBJECTS).
     next_object: u64,
+    /// The sender's txg of the stream's source snapshot (BEGIN's from txg; 0 for a full
+    /// stream): an OBJECT record of a generation past it is an object allocated since.
+    source_txg: u64,
+    /// This pool's txg of the same snapshot ([`Prepared::from_txg`]).
+    target_txg: u64,
     report: &'a mut ReceiveReport,
 }
 
@@ -761,14 +790,57 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Whether `length` bytes at `offset` of the current object lie within what its tree can
+    /// address: the object layer's rule ([`check_addressable`]), checked when the record
+    /// arrives so that no record can make the sync fail (a sync failure suspends the pool).
+    fn check_addressable(&self, offset: u64, length: u64) -> Result<(), String> {
+        check_addressable(
+            self.block_size as u32,
+            self.indirect_block_shift,
+            offset,
+            length,
+        )
+    }
+
+    /// A FREE of the current object: whole blocks (the sender frees nothing else), to the end
+    /// (`u64::MAX`) or within what the object can address.
+    fn check_free(&self, offset: u64, length: u64) -> Result<(), String> {
+        let unaligned = |value: u64| !value.is_multiple_of(self.block_size.max(1));
+        if unaligned(offset) || (length != u64::MAX && unaligned(length)) {
+            return Err(format!("not whole blocks of {} bytes", self.block_size));
+        }
+        self.check_addressable(offset, if length == u64::MAX { 0 } else { length })
+    }
+
     fn object(&mut self, record: &ObjectRecord) -> Result<(), SendError> {
         self.flush()?;
+        let refuse = |what: String| {
+            Err(SendError::Object(ObjectError::Invalid(format!(
+                "OBJECT {}: {what}",
+                record.object
+            ))))
+        };
         if record.object < self.next_object {
-            return Err(SendError::Object(ObjectError::Invalid(format!(
-                "OBJECT {} after object {}: objects must come in increasing order",
-                record.object,
+            return refuse(format!(
+                "after object {}: objects must come in increasing order",
                 self.next_object - 1
-            ))));
+            ));
+        }
+        let limit = self.objset.object_number_limit();
+        if record.object >= limit {
+            return refuse(format!("past the {limit} objects the object set can hold"));
+        }
+        // (The stream reader checked the block size and indirect shift.) The object's last
+        // block must be one its tree can address.
+        let blocks = record.max_blkid.checked_add(1);
+        if let Err(what) = blocks
+            .and_then(|blocks| blocks.checked_mul(u64::from(record.data_block_size)))
+            .ok_or_else(|| format!("max block id {} past the largest offset", record.max_blkid))
+            .and_then(|end| {
+                check_addressable(record.data_block_size, record.indirect_block_shift, 0, end)
+            })
+        {
+            return refuse(what);
         }
         self.current = Some(record.object);
         self.last_end = 0;
@@ -788,13 +860,35 @@ impl Writer<'_> {
             Err(ObjectError::NoSuchObject(_)) => None,
             Err(error) => return Err(error.into()),
         };
+        // The object the receiver has is the one the record describes unless the sender
+        // allocated its number again since the source snapshot (a generation past the
+        // source's txg) while the receiver's came from that snapshot (a generation at most
+        // the snapshot's txg here; a later one was made by this receive, resumed). A new
+        // object is freed and made again, whatever its type and block size, so that nothing
+        // of the old one (contents, indirect block size, checksum, compression, copies)
+        // survives; so is one whose type or block size changed.
+        let reallocated = |info: &ObjectInfo| {
+            record.generation > self.source_txg && info.generation.0 <= self.target_txg
+        };
         self.in_tx(|objset, tx| {
             match existing {
                 Some(info)
                     if info.object_type == record.object_type
-                        && info.data_block_size == record.data_block_size =>
+                        && info.data_block_size == record.data_block_size
+                        && !reallocated(&info) =>
                 {
-                    // The same object, changed: its bonus buffer and spill block follow.
+                    // The same object, changed: its settings, bonus buffer and spill block
+                    // follow.
+                    objset.set_settings(
+                        tx,
+                        object,
+                        ObjectSettings {
+                            checksum: record.checksum,
+                            compression: record.compression,
+                            copies: record.copies,
+                            indirect_block_shift: record.indirect_block_shift,
+                        },
+                    )?;
                     if !record.has_spill && objset.has_spill(object)? {
                         objset.set_spill(tx, object, None)?;
                     }
@@ -808,8 +902,15 @@ impl Writer<'_> {
                     objset.create_object_at(tx, object, props, record.bonus_type, &record.bonus)
                 }
             }
+        })
+        .map_err(|error| match error {
+            SendError::Object(ObjectError::Invalid(what)) => SendError::Object(
+                ObjectError::Invalid(format!("OBJECT {}: {what}", record.object)),
+            ),
+            other => other,
         })?;
         self.block_size = u64::from(record.data_block_size);
+        self.indirect_block_shift = record.indirect_block_shift;
         Ok(())
     }
 
@@ -824,7 +925,12 @@ impl Writer<'_> {
                 ),
             });
         }
-        let end = first.saturating_add(count);
+        let Some(end) = first.checked_add(count) else {
+            return Err(SendError::BadStream {
+                at,
+                what: format!("FREEOBJECTS from {first}: count {count} ends past u64"),
+            });
+        };
         let bound = end.min(self.objset.object_number_bound());
         for object in (first..bound).map(ObjectId) {
             if self.objset.exists(object) {

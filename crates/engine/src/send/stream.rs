@@ -40,7 +40,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
 use crate::block::checksum;
-use crate::object::phys::{compression_code, compression_from_code, DNODE_BONUS_SIZE_MAX};
+use crate::object::phys::{
+    check_block_settings, compression_code, compression_from_code, DNODE_BONUS_SIZE_MAX,
+};
 use crate::types::SPA_MAXBLOCKSIZE;
 
 use super::SendError;
@@ -331,11 +333,8 @@ impl Record {
                 let data_block_size = u32::try_from(fields[2]).unwrap_or(0);
                 if object_type == ObjectType::None
                     || !(1..=3).contains(&copies)
-                    || !(10..=17).contains(&indirect_block_shift)
+                    || check_block_settings(data_block_size, indirect_block_shift).is_err()
                     || flags & !OBJECT_FLAG_SPILL != 0
-                    || data_block_size < 512
-                    || !data_block_size.is_multiple_of(512)
-                    || u64::from(data_block_size) > SPA_MAXBLOCKSIZE
                     || fields[0] == 0
                 {
                     return Err(format!(
@@ -406,8 +405,14 @@ impl Record {
                 }
             }
             RecordType::Free => {
-                if fields[2] == 0 {
-                    return Err(format!("FREE of object {}: no length", fields[0]));
+                // A length of u64::MAX means "to the end"; any other must end within u64.
+                if fields[2] == 0
+                    || (fields[2] != u64::MAX && fields[1].checked_add(fields[2]).is_none())
+                {
+                    return Err(format!(
+                        "FREE of object {} at offset {}: length {}",
+                        fields[0], fields[1], fields[2]
+                    ));
                 }
                 Record::Free {
                     object: fields[0],
