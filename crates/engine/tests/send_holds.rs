@@ -1,0 +1,178 @@
+//! A send holds the snapshots it reads. Without the hold, a snapshot could be destroyed while a
+//! send was reading it: its blocks went to the free list, were reused within seconds, and the
+//! send read whatever had been written there since (with repair on, charging checksum errors
+//! to healthy disks). These tests stop a send part-way, try every destroy that would free a
+//! snapshot it reads, and expect each to be refused with `DatasetBusy` naming the send, with
+//! nothing destroyed; the send then completes and its stream receives correctly into another
+//! pool, and once it has ended the destroys go through. Both pools end with `check` clean.
+
+mod common;
+
+use std::io::Write;
+use std::sync::mpsc;
+
+use tarn::fs::FileSystem;
+use tarn::pool::{Pool, PoolError};
+use tarn::send::{receive, send, ReceiveOptions, SendOptions};
+
+use common::tree::snapshot_tree;
+use common::*;
+
+/// A writer that, at its first write, tells `reached` and then waits for `go`: the send it
+/// is given stops part-way (its buffer full, its walk not done) until the test lets it on.
+struct Stalling {
+    out: Vec<u8>,
+    reached: Option<mpsc::Sender<()>>,
+    go: mpsc::Receiver<()>,
+}
+
+impl Write for Stalling {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Some(reached) = self.reached.take() {
+            reached.send(()).unwrap();
+            self.go.recv().unwrap();
+        }
+        self.out.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn write_file(fs: &FileSystem, name: &str, seed: u64, length: usize) {
+    let ino = fs
+        .create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    fs.write(ino, 0, &pattern(seed, length)).unwrap();
+}
+
+fn snapshot(pool: &Pool, name: &str) {
+    pool.create_snapshots(&[name.to_string()], false).unwrap();
+}
+
+/// `result` is a refusal naming `snapshot` as being sent.
+fn assert_busy<T: std::fmt::Debug>(result: Result<T, PoolError>, snapshot: &str) {
+    match result {
+        Err(PoolError::DatasetBusy(_, why)) => assert_eq!(
+            why,
+            format!("snapshot {snapshot} is being sent"),
+            "the refusal names the holder"
+        ),
+        other => panic!("expected DatasetBusy for {snapshot} being sent, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_snapshot_being_sent_cannot_be_destroyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = create_pool(dir.path(), "ho", single(dir.path(), "ho0"), tiny());
+    let target = create_pool(dir.path(), "tg", single(dir.path(), "tg0"), tiny());
+    source.create_dataset("ho/src", &[], false).unwrap();
+    let fs = source.open_file_system("ho/src").unwrap();
+    write_file(&fs, "old", 1, 1 << 20);
+    snapshot(&source, "ho/src@old");
+    write_file(&fs, "a", 2, 2 << 20);
+    snapshot(&source, "ho/src@a");
+    // More than the send's 1 MiB buffer, so that its first write comes before its end.
+    write_file(&fs, "b", 3, 6 << 20);
+    snapshot(&source, "ho/src@b");
+    let mut full = Vec::new();
+    send(
+        &source,
+        "ho/src@a",
+        &SendOptions::default(),
+        &mut full,
+        &mut |_| {},
+    )
+    .unwrap();
+    receive(
+        &target,
+        "tg/copy",
+        &mut &full[..],
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+
+    let (reached_sender, reached) = mpsc::channel();
+    let (go, go_receiver) = mpsc::channel();
+    // What the stalled send met; asserted once the send has been let on, so that a failed
+    // assertion cannot leave it waiting forever.
+    let mut refusals: Vec<(&str, Result<(), PoolError>)> = Vec::new();
+    let mut record = |expected: &'static str, result: Result<Vec<String>, PoolError>| {
+        refusals.push((expected, result.map(drop)));
+    };
+    let (sent, names, renames) = std::thread::scope(|scope| {
+        let sending = scope.spawn(|| {
+            let mut out = Stalling {
+                out: Vec::new(),
+                reached: Some(reached_sender),
+                go: go_receiver,
+            };
+            let options = SendOptions {
+                from: Some("@a".into()),
+                ..SendOptions::default()
+            };
+            send(&source, "ho/src@b", &options, &mut out, &mut |_| {}).map(|_| out.out)
+        });
+        reached.recv().unwrap();
+        // The snapshot sent, and the incremental stream's source, alone and with others.
+        record("ho/src@b", source.destroy_snapshots("ho/src@b", false));
+        record("ho/src@a", source.destroy_snapshots("ho/src@a", false));
+        record("ho/src@b", source.destroy_snapshots("ho/src@old,b", false));
+        record("ho/src@a", source.destroy_snapshots("ho/src@old%b", false));
+        record("ho/src@b", source.destroy_snapshots("ho@b", true));
+        // Its file system, and a rollback that would destroy it.
+        record(
+            "ho/src@a",
+            source.destroy_dataset("ho/src", true).map(|_| Vec::new()),
+        );
+        record("ho/src@a", source.rollback("ho/src@old", true));
+        // A held snapshot may be renamed (holds are by dataset, not name), as in OpenZFS.
+        let renamed = source.rename_snapshot("ho/src@b", "ho/src@c");
+        record("ho/src@c", source.destroy_snapshots("ho/src@c", false));
+        let renamed_back = source.rename_snapshot("ho/src@c", "ho/src@b");
+        let names: Vec<String> = source
+            .core
+            .snapshots_of("ho/src")
+            .map(|infos| infos.into_iter().map(|info| info.name).collect())
+            .unwrap_or_default();
+        // Churn that would reuse freed blocks, had anything been freed.
+        write_file(&fs, "churn", 4, 4 << 20);
+        source.sync().unwrap();
+        go.send(()).unwrap();
+        (sending.join().unwrap(), names, [renamed, renamed_back])
+    });
+    for (snapshot, result) in refusals {
+        assert_busy(result, snapshot);
+    }
+    for rename in renames {
+        rename.expect("a held snapshot may be renamed");
+    }
+    // A refused destroy of several destroyed none of them.
+    assert_eq!(names, ["ho/src@old", "ho/src@a", "ho/src@b"]);
+    let incremental = sent.expect("the send completes");
+    receive(
+        &target,
+        "tg/copy",
+        &mut &incremental[..],
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        snapshot_tree(&target, "tg/copy@b"),
+        snapshot_tree(&source, "ho/src@b")
+    );
+    // The send has ended: nothing holds the snapshots any more.
+    assert_eq!(
+        source.destroy_snapshots("ho/src@old%b", false).unwrap(),
+        ["ho/src@old", "ho/src@a", "ho/src@b"]
+    );
+    drop(fs);
+    assert_clean(&source);
+    assert_clean(&target);
+    source.export().unwrap();
+    target.export().unwrap();
+}
