@@ -1,10 +1,5 @@
-//! A send holds the snapshots it reads. Without the hold, a snapshot could be destroyed while a
-//! send was reading it: its blocks went to the free list, were reused within seconds, and the
-//! send read whatever had been written there since (with repair on, charging checksum errors
-//! to healthy disks). These tests stop a send part-way, try every destroy that would free a
-//! snapshot it reads, and expect each to be refused with `DatasetBusy` naming the send, with
-//! nothing destroyed; the send then completes and its stream receives correctly into another
-//! pool, and once it has ended the destroys go through. Both pools end with `check` clean.
+//! A send and the snapshots it reads: a send holds them, so no destroy frees their blocks under
+//! it, and its reads repair nothing. Every test ends with `check` clean.
 
 mod common;
 
@@ -65,6 +60,12 @@ fn assert_busy<T: std::fmt::Debug>(result: Result<T, PoolError>, snapshot: &str)
     }
 }
 
+/// A snapshot could be destroyed while a send was reading it: its blocks went to the free
+/// list, were reused within seconds, and the send read whatever had been written there since
+/// (with repair on, charging checksum errors to healthy disks). Here a send stops part-way;
+/// every destroy that would free a snapshot it reads is refused with `DatasetBusy` naming the
+/// send, with nothing destroyed; the send then completes and its stream receives correctly
+/// into another pool, and once it has ended the destroys go through.
 #[test]
 fn a_snapshot_being_sent_cannot_be_destroyed() {
     let dir = tempfile::tempdir().unwrap();
@@ -175,4 +176,74 @@ fn a_snapshot_being_sent_cannot_be_destroyed() {
     assert_clean(&target);
     source.export().unwrap();
     target.export().unwrap();
+}
+
+/// A send reads without repairing. A send's reads used to repair any bad copy they met from a
+/// good one; had the block been freed and reused under the send, that "repair" would have
+/// written stale bytes over a live block. Here one side of a mirror is damaged under a
+/// snapshot's blocks: the send reads the good side and completes, and leaves every bad copy
+/// as it found it (a scrub repairs them after).
+#[test]
+fn a_send_repairs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.img");
+    let b = dir.path().join("b.img");
+    let pool = create_pool(
+        dir.path(),
+        "mi",
+        vec![tarn::pool::VdevSpec::Mirror(vec![a.clone(), b])],
+        tiny(),
+    );
+    pool.create_dataset("mi/src", &[], false).unwrap();
+    let fs = pool.open_file_system("mi/src").unwrap();
+    write_file(&fs, "data", 5, 8 << 20);
+    drop(fs);
+    snapshot(&pool, "mi/src@s");
+    pool.export().unwrap();
+
+    // Scribble over the data area of one side of the mirror.
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
+        file.write_all_at(&pattern(99, 24 << 20), 4 << 20).unwrap();
+        file.sync_all().unwrap();
+    }
+    let pool = import(dir.path(), "mi", tiny());
+    // What a check that repairs nothing (its metadata reads too) counts, before the send and
+    // after; twice before, so that the count is known to be stable.
+    let bad_copies = || {
+        let _verify_only = tarn::block::pipeline::VerifyOnlyScope::new();
+        tarn::check::check_pool(&pool, false).unwrap().copies_bad
+    };
+    let before = bad_copies();
+    assert!(before > 0, "the damage was not noticed");
+    assert_eq!(bad_copies(), before, "check alone repairs nothing");
+    let mut stream = Vec::new();
+    send(
+        &pool,
+        "mi/src@s",
+        &SendOptions::default(),
+        &mut stream,
+        &mut |_| {},
+    )
+    .expect("the send reads the good side");
+    assert_eq!(bad_copies(), before, "the send repaired copies");
+    let target = create_pool(dir.path(), "tg", single(dir.path(), "tg0"), tiny());
+    receive(
+        &target,
+        "tg/copy",
+        &mut &stream[..],
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        snapshot_tree(&target, "tg/copy@s"),
+        snapshot_tree(&pool, "mi/src@s")
+    );
+    // A repairing check mends what the send left.
+    assert!(tarn::check::check_pool(&pool, true).unwrap().copies_bad > 0);
+    assert_eq!(bad_copies(), 0, "the repairing check mended every copy");
+    assert_clean(&target);
+    target.export().unwrap();
+    pool.export().unwrap();
 }

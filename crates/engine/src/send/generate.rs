@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, Compression};
-use crate::block::pipeline::BlockIo;
+use crate::block::pipeline::{BlockIo, VerifyOnlyScope};
 use crate::cache::CachePolicy;
 use crate::dataset::props::PropertySource;
 use crate::object::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
@@ -161,6 +161,12 @@ pub fn send(
             holds.insert(name.clone(), hold);
         }
     }
+    // The stream's reads verify and fail over, but repair nothing. The holds keep every block
+    // the send reads allocated; should one still read as a bad copy, it is reported as the
+    // send's error (or read from another copy), never rewritten: a block freed and reused reads
+    // as garbage that is not damage, and rewriting it from another copy would put stale bytes
+    // over a live block. Damage to a held snapshot is left for scrub to repair.
+    let _verify_only = VerifyOnlyScope::new();
     let mut sender = Sender {
         compressed: options.compressed,
         whole_payload_chain: options.whole_payload_chain,
