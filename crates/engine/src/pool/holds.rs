@@ -33,12 +33,15 @@ use super::{Pool, PoolCore, PoolError};
 pub enum Holder {
     /// A send reads it (the snapshot sent, or an incremental stream's source).
     Send,
+    /// `tarn debug object` reads it.
+    Debug,
 }
 
 impl Holder {
     fn describe(self) -> &'static str {
         match self {
             Holder::Send => "being sent",
+            Holder::Debug => "being read by tarn debug object",
         }
     }
 }
