@@ -48,6 +48,33 @@ fn snapshot(pool: &Pool, name: &str) {
     pool.create_snapshots(&[name.to_string()], false).unwrap();
 }
 
+/// Send `to` with `options`, stopped part-way while `during` runs (it must not panic: it
+/// returns what it saw, for the caller to assert once the send has been let on). Returns the
+/// send's stream (or error) and what `during` returned.
+fn stalled_send<T: Send>(
+    pool: &Pool,
+    to: &str,
+    options: &SendOptions,
+    during: impl FnOnce() -> T + Send,
+) -> (Result<Vec<u8>, tarn::send::SendError>, T) {
+    let (reached_sender, reached) = mpsc::channel();
+    let (go, go_receiver) = mpsc::channel();
+    std::thread::scope(|scope| {
+        let sending = scope.spawn(|| {
+            let mut out = Stalling {
+                out: Vec::new(),
+                reached: Some(reached_sender),
+                go: go_receiver,
+            };
+            send(pool, to, options, &mut out, &mut |_| {}).map(|_| out.out)
+        });
+        reached.recv().unwrap();
+        let seen = during();
+        go.send(()).unwrap();
+        (sending.join().unwrap(), seen)
+    })
+}
+
 /// `result` is a refusal naming `snapshot` as being sent.
 fn assert_busy<T: std::fmt::Debug>(result: Result<T, PoolError>, snapshot: &str) {
     match result {
@@ -97,28 +124,17 @@ fn a_snapshot_being_sent_cannot_be_destroyed() {
     )
     .unwrap();
 
-    let (reached_sender, reached) = mpsc::channel();
-    let (go, go_receiver) = mpsc::channel();
     // What the stalled send met; asserted once the send has been let on, so that a failed
     // assertion cannot leave it waiting forever.
     let mut refusals: Vec<(&str, Result<(), PoolError>)> = Vec::new();
-    let mut record = |expected: &'static str, result: Result<Vec<String>, PoolError>| {
-        refusals.push((expected, result.map(drop)));
+    let options = SendOptions {
+        from: Some("@a".into()),
+        ..SendOptions::default()
     };
-    let (sent, names, renames) = std::thread::scope(|scope| {
-        let sending = scope.spawn(|| {
-            let mut out = Stalling {
-                out: Vec::new(),
-                reached: Some(reached_sender),
-                go: go_receiver,
-            };
-            let options = SendOptions {
-                from: Some("@a".into()),
-                ..SendOptions::default()
-            };
-            send(&source, "ho/src@b", &options, &mut out, &mut |_| {}).map(|_| out.out)
-        });
-        reached.recv().unwrap();
+    let (sent, (names, renames)) = stalled_send(&source, "ho/src@b", &options, || {
+        let mut record = |expected: &'static str, result: Result<Vec<String>, PoolError>| {
+            refusals.push((expected, result.map(drop)));
+        };
         // The snapshot sent, and the incremental stream's source, alone and with others.
         record("ho/src@b", source.destroy_snapshots("ho/src@b", false));
         record("ho/src@a", source.destroy_snapshots("ho/src@a", false));
@@ -142,9 +158,8 @@ fn a_snapshot_being_sent_cannot_be_destroyed() {
             .unwrap_or_default();
         // Churn that would reuse freed blocks, had anything been freed.
         write_file(&fs, "churn", 4, 4 << 20);
-        source.sync().unwrap();
-        go.send(()).unwrap();
-        (sending.join().unwrap(), names, [renamed, renamed_back])
+        let _ = source.sync();
+        (names, [renamed, renamed_back])
     });
     for (snapshot, result) in refusals {
         assert_busy(result, snapshot);
@@ -176,6 +191,53 @@ fn a_snapshot_being_sent_cannot_be_destroyed() {
     assert_clean(&target);
     source.export().unwrap();
     target.export().unwrap();
+}
+
+/// With `-I` a send reads every snapshot between its source and its target, and with `-R`
+/// every snapshot of every file system of the tree up to the one named: each is held for the
+/// whole stream, not only the one being read when the destroy comes.
+#[test]
+fn every_snapshot_of_a_send_with_intermediates_or_descendants_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "ri", single(dir.path(), "ri0"), tiny());
+    pool.create_dataset("ri/src", &[], false).unwrap();
+    pool.create_dataset("ri/src/kid", &[], false).unwrap();
+    for (index, name) in ["1", "2", "3"].iter().enumerate() {
+        for file_system in ["ri/src", "ri/src/kid"] {
+            let fs = pool.open_file_system(file_system).unwrap();
+            write_file(&fs, name, index as u64, 2 << 20);
+        }
+        snapshot(&pool, &format!("ri/src@{name}"));
+        snapshot(&pool, &format!("ri/src/kid@{name}"));
+    }
+    let intermediates = SendOptions {
+        from: Some("@1".into()),
+        intermediates: true,
+        ..SendOptions::default()
+    };
+    let recursive = SendOptions {
+        recursive: true,
+        ..SendOptions::default()
+    };
+    for (options, held) in [
+        (&intermediates, ["ri/src@1", "ri/src@2", "ri/src@3"]),
+        (&recursive, ["ri/src/kid@1", "ri/src/kid@2", "ri/src/kid@3"]),
+    ] {
+        let (sent, refusals) = stalled_send(&pool, "ri/src@3", options, || {
+            held.map(|name| pool.destroy_snapshots(name, false))
+        });
+        for (result, name) in refusals.into_iter().zip(held) {
+            assert_busy(result, name);
+        }
+        sent.expect("the send completes");
+    }
+    assert_eq!(
+        pool.destroy_snapshots("ri/src@1%3", true).unwrap().len(),
+        6,
+        "the sends have ended: nothing holds the snapshots"
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
 }
 
 /// A send reads without repairing. A send's reads used to repair any bad copy they met from a
