@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use tarn::fs::FileSystem;
+use tarn::pool::holds::Holder;
 use tarn::pool::Pool;
 use tarn::types::ObjectId;
 
@@ -109,10 +110,15 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
 /// them, read from the last synced txg (the file system is opened read-only: nothing of the
 /// mounted one is touched).
 fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Failure> {
-    let objset = if dataset.contains('@') {
-        pool.snapshot_objset(dataset)?
+    // A snapshot is held while it is read, so that no destroy frees its blocks meanwhile.
+    let hold = if dataset.contains('@') {
+        Some(pool.long_hold(dataset, Holder::Debug)?)
     } else {
-        pool.dataset_objset(dataset)?
+        None
+    };
+    let objset = match &hold {
+        Some(hold) => pool.held_objset(hold)?,
+        None => pool.dataset_objset(dataset)?,
     };
     let fs = FileSystem::open_read_only(objset.clone(), pool.core.txgs.clone())
         .map_err(|error| Failure(format!("cannot open {dataset}: {error}")))?;

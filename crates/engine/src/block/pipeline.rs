@@ -23,7 +23,8 @@
 //! pointer, decompress. The first good copy wins; every copy that failed verification is counted
 //! against its leaf and, when the pool is writable, repaired in place with the good bytes (a
 //! byte-identical rewrite of a damaged copy, the one exception to invariant 1). A read that finds
-//! no good copy fails with a checksum error; bad data is never returned (invariant 2).
+//! no good copy fails with a checksum error; bad data is never returned (invariant 2). Reads of
+//! a thread inside a [`VerifyOnlyScope`] (a send's) repair nothing.
 //!
 //! Reads are issued in the calling thread's read class (`vdev::queue::read_class`: sync read
 //! in open context, async read on prefetch workers, scrub under check); copies verified by
@@ -881,6 +882,7 @@ impl BlockIo {
     /// by compressed send and the L2ARC, and by `check`. With `repair`, bad copies found on the
     /// way are rewritten from the good one when the pool is writable.
     pub fn read_physical(&self, bp: &BlockPtr, repair: bool) -> Result<Vec<u8>, PipelineError> {
+        let repair = repair && !verify_only();
         if bp.is_gang() {
             return self.read_gang_physical(bp, repair);
         }
@@ -987,6 +989,47 @@ impl BlockIo {
             }
         }
         repaired
+    }
+}
+
+thread_local! {
+    /// How many [`VerifyOnlyScope`]s of this thread are alive.
+    static VERIFY_ONLY: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether reads of this thread must repair nothing (a [`VerifyOnlyScope`] is alive).
+fn verify_only() -> bool {
+    VERIFY_ONLY.with(|scopes| scopes.get() > 0)
+}
+
+/// While alive, reads of this thread only verify: a bad copy is counted against its leaf and
+/// the read fails over to the next copy (or fails), but no copy is rewritten. For a reader
+/// whose blocks might have been freed under it (a send: see `send/generate.rs`): a freed and
+/// reused block reads as a checksum mismatch that is not damage, and a "repair" from another
+/// copy would write the old contents over a live block.
+pub struct VerifyOnlyScope {
+    /// Bound to its thread: the count it changes is the thread's.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl VerifyOnlyScope {
+    pub fn new() -> VerifyOnlyScope {
+        VERIFY_ONLY.with(|scopes| scopes.set(scopes.get() + 1));
+        VerifyOnlyScope {
+            _thread: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Default for VerifyOnlyScope {
+    fn default() -> Self {
+        VerifyOnlyScope::new()
+    }
+}
+
+impl Drop for VerifyOnlyScope {
+    fn drop(&mut self) {
+        VERIFY_ONLY.with(|scopes| scopes.set(scopes.get() - 1));
     }
 }
 

@@ -369,6 +369,7 @@ impl Pool {
             pending_destroys: Mutex::new(Vec::new()),
             snapshot_tasks: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
+            long_holds: Arc::default(),
             last_committed_txg: AtomicU64::new(0),
             readonly: false,
             freer,

@@ -844,6 +844,12 @@ impl PoolCore {
                     ),
                 ));
             }
+            for snapshot in head.snapshots() {
+                let snapshot_name = format!("{}@{}", head.name(), snapshot.short_name());
+                if let Some(why) = core.destroy_refusal(&snapshot_name, &snapshot) {
+                    return Err(PoolError::DatasetBusy(full_name.into(), why));
+                }
+            }
         }
         if !recursive {
             let head = core.dataset_by_relative(doomed.last().expect("the target"))?;

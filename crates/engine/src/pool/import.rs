@@ -473,6 +473,7 @@ impl Pool {
             pending_destroys: Mutex::new(Vec::new()),
             snapshot_tasks: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
+            long_holds: Arc::default(),
             last_committed_txg: AtomicU64::new(uberblock.txg.0),
             readonly: options.readonly,
             freer,

@@ -92,6 +92,7 @@ pub mod dtl;
 pub mod errlog;
 pub mod failmode;
 pub mod history;
+pub mod holds;
 mod import;
 mod l2cache;
 mod leaf_choice;
@@ -460,6 +461,8 @@ pub struct PoolCore {
     snapshot_tasks: Mutex<Vec<(Txg, snapshots::NamespaceTask)>>,
     /// Serializes changes to the dataset namespace and properties.
     namespace: Mutex<()>,
+    /// Readers' claims on snapshots that a destroy must not free ([`holds`]).
+    long_holds: Arc<holds::LongHolds>,
     /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
     /// which the labels name at export.
     last_committed_txg: AtomicU64,

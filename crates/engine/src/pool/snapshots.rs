@@ -944,6 +944,10 @@ impl Pool {
                     "it has dependent clones".into(),
                 ));
             }
+            // Every named snapshot is checked before any is destroyed: all or nothing.
+            if let Some(why) = core.destroy_refusal(name, &snapshot) {
+                return Err(PoolError::DatasetBusy(name.clone(), why));
+            }
             doomed.push((head, snapshot));
         }
         core.run_tasks(
@@ -988,6 +992,11 @@ impl Pool {
                 format!("{}@{}", head.name(), busy.short_name()),
                 "it has dependent clones".into(),
             ));
+        }
+        for (later, name) in later.iter().zip(&later_names) {
+            if let Some(why) = core.destroy_refusal(name, later) {
+                return Err(PoolError::DatasetBusy(name.clone(), why));
+            }
         }
         // No file-system change may be in flight across the reset (module documentation).
         let _gate = objset.close_gate();

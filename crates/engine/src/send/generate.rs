@@ -1,16 +1,18 @@
 //! Generating a stream: the walk of a snapshot's object set that skips what an incremental
 //! source already has (see the module documentation of [`super`]).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, Compression};
-use crate::block::pipeline::BlockIo;
+use crate::block::pipeline::{BlockIo, VerifyOnlyScope};
 use crate::cache::CachePolicy;
 use crate::dataset::props::PropertySource;
 use crate::object::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
 use crate::object::tree::read_indirect;
-use crate::object::ObjectError;
+use crate::object::{ObjectError, ObjectSet};
+use crate::pool::holds::{Holder, LongHold};
 use crate::pool::snapshots::SnapshotInfo;
 use crate::pool::Pool;
 
@@ -136,6 +138,35 @@ pub fn send(
             plan.push((from, to, properties.clone()));
         }
     }
+    // Every snapshot the stream reads is held until the stream ends, so that no destroy frees
+    // its blocks under the send (pool/holds.rs). The plan was made from names without the
+    // namespace lock: a snapshot destroyed and made again under the same name since is
+    // another snapshot, and refused.
+    let mut holds: BTreeMap<String, LongHold> = BTreeMap::new();
+    for (from, to, _) in &plan {
+        let from = from
+            .as_ref()
+            .filter(|from| from.name.contains('@'))
+            .map(|from| (&from.name, from.guid));
+        for (name, guid) in from.into_iter().chain([(&to.name, to.guid)]) {
+            if holds.contains_key(name) {
+                continue;
+            }
+            let hold = pool.long_hold(name, Holder::Send)?;
+            if hold.snapshot().phys().guid.0 != guid {
+                return Err(SendError::Refused(format!(
+                    "cannot send {name}: it was destroyed and made again as the send started"
+                )));
+            }
+            holds.insert(name.clone(), hold);
+        }
+    }
+    // The stream's reads verify and fail over, but repair nothing. The holds keep every block
+    // the send reads allocated; should one still read as a bad copy, it is reported as the
+    // send's error (or read from another copy), never rewritten: a block freed and reused reads
+    // as garbage that is not damage, and rewriting it from another copy would put stale bytes
+    // over a live block. Damage to a held snapshot is left for scrub to repair.
+    let _verify_only = VerifyOnlyScope::new();
     let mut sender = Sender {
         compressed: options.compressed,
         whole_payload_chain: options.whole_payload_chain,
@@ -152,7 +183,8 @@ pub fn send(
         progress,
     };
     for (from, to, properties) in plan {
-        sender.substream(pool, from.as_ref(), &to, &properties)?;
+        let objset = pool.held_objset(&holds[&to.name])?;
+        sender.substream(objset, from.as_ref(), &to, &properties)?;
     }
     sender.writer.flush()?;
     let mut report = sender.report;
@@ -293,13 +325,12 @@ struct Sender<'a, W: Write> {
 impl<W: Write> Sender<'_, W> {
     fn substream(
         &mut self,
-        pool: &Pool,
+        objset: Arc<ObjectSet>,
         from: Option<&Source>,
         to: &SnapshotInfo,
         properties: &[(String, String)],
     ) -> Result<(), SendError> {
         self.from_txg = from.map_or(0, |from| from.creation_txg);
-        let objset = pool.snapshot_objset(&to.name)?;
         let (resume_object, resume_offset) = self.resume_at.unwrap_or((0, 0));
         let mut features = FEATURE_SPILL;
         if !self.whole_payload_chain {

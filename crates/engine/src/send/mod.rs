@@ -19,7 +19,8 @@
 //! the size of the file system. A dnode block born after T has its every object sent (their
 //! OBJECT records are idempotent on the receiver); a hole born after T in an object's tree is
 //! a FREE, in the meta-dnode's tree a FREEOBJECTS. Blocks are read through the block layer (its
-//! checksums verified, bad copies repaired) and sent as their logical bytes.
+//! checksums verified, a bad copy failed over but not repaired) and sent as their logical
+//! bytes. A send holds every snapshot it reads (`pool/holds.rs`), so none is destroyed under it.
 //!
 //! # Receive ([`receive`])
 //! A reader thread parses and verifies records and hands them over a bounded queue to the
