@@ -256,3 +256,221 @@ fn a_resilver_restores_every_block_when_a_snapshot_goes_mid_scan() {
     plans.lock()[&dir.path().join("a.img")].clear_read_faults();
     pool.export().unwrap();
 }
+
+/// A reader fed in pieces from another thread: a stream that arrives over time.
+struct Arriving {
+    pieces: std::sync::mpsc::Receiver<Vec<u8>>,
+    current: Vec<u8>,
+    at: usize,
+}
+
+impl std::io::Read for Arriving {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.current.len() {
+            match self.pieces.recv() {
+                Ok(piece) => {
+                    self.current = piece;
+                    self.at = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let length = buf.len().min(self.current.len() - self.at);
+        buf[..length].copy_from_slice(&self.current[self.at..self.at + length]);
+        self.at += length;
+        Ok(length)
+    }
+}
+
+/// An incremental receive's clone swap while a scan runs. The hidden clone holds the received
+/// data before the scan starts (its blocks are the scan's to read); the stream's last bytes,
+/// whose end swaps the clone in and takes the received snapshot, arrive once the scan has
+/// passed the target's head. The stream ends with a file of 100 small records, so that what
+/// the receive's reader holds back until the end (a chunk of at most 64 records) is only that
+/// file's, a few KiB born after the scan started. Returns the scan's final state and the pool.
+fn scan_across_a_receive_clone_swap(
+    dir: &Path,
+    function: ScanFunction,
+) -> (ScanPhys, Pool, Arc<parking_lot::Mutex<Plans>>) {
+    use tarn::send::{receive, send, ReceiveOptions, SendOptions};
+    let plans = Arc::new(parking_lot::Mutex::new(Plans::new()));
+    let vdevs = match function {
+        ScanFunction::Scrub => single(dir, "a.img"),
+        ScanFunction::Resilver => {
+            vec![VdevSpec::Mirror(vec![dir.join("a.img"), dir.join("b.img")])]
+        }
+    };
+    let pool = Pool::create(CreateOptions {
+        name: POOL.into(),
+        log: Vec::new(),
+        cache: Vec::new(),
+        vdevs,
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: slow(),
+        wrap_device: Some(wrapper(plans.clone())),
+        disabled_features: Vec::new(),
+    })
+    .unwrap();
+    if function == ScanFunction::Resilver {
+        // Side b misses everything from here on; it comes back when the clone is filled.
+        pool.offline("b.img").unwrap();
+    }
+    let stream = |to: &str, from: Option<&str>| {
+        let mut out = Vec::new();
+        let options = SendOptions {
+            from: from.map(str::to_string),
+            ..SendOptions::default()
+        };
+        send(&pool, to, &options, &mut out, &mut |_| {}).unwrap();
+        out
+    };
+    pool.create_dataset(
+        "scanns/src",
+        &[
+            ("compression".into(), "off".into()),
+            ("recordsize".into(), "16K".into()),
+        ],
+        false,
+    )
+    .unwrap();
+    let create = |name: &str, seed: u64, bytes: usize| {
+        let src = pool.open_file_system("scanns/src").unwrap();
+        let ino = src
+            .create(src.root(), name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        src.write(ino, 0, &pattern(seed, bytes)).unwrap();
+    };
+    create("kept", 1, 512 << 10);
+    pool.create_snapshots(&["scanns/src@a".into()], false)
+        .unwrap();
+    create("new", 2, 2 << 20);
+    pool.set_property("scanns/src", "recordsize", Some("512"))
+        .unwrap();
+    create("tail", 3, 100 * 512);
+    pool.create_snapshots(&["scanns/src@b".into()], false)
+        .unwrap();
+    let full_stream = stream("scanns/src@a", None);
+    receive(
+        &pool,
+        "scanns/dst",
+        &mut &full_stream[..],
+        &ReceiveOptions::default(),
+    )
+    .unwrap();
+    let incremental = stream("scanns/src@b", Some("scanns/src@a"));
+    // Only the received copy matters: the source goes before the scan.
+    pool.destroy_dataset("scanns/src", true).unwrap();
+    let head = object_of(&pool, "scanns/dst");
+    let (feed, pieces) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    let cut = incremental.len() - 8;
+    let (phys, swapped) = std::thread::scope(|scope| {
+        let receiving = scope.spawn(|| {
+            let mut input = Arriving {
+                pieces,
+                current: Vec::new(),
+                at: 0,
+            };
+            receive(&pool, "scanns/dst", &mut input, &ReceiveOptions::default())
+        });
+        feed.send(incremental[..cut].to_vec()).unwrap();
+        // Everything but the held-back end is in the hidden clone, and on disk.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let filled = pool
+                .dataset_records("scanns/dst/%recv")
+                .is_ok_and(|records| records.phys.referenced_bytes >= (2 << 20) + (512 << 10));
+            if filled {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the clone never filled"
+            );
+            pool.sync().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        pool.sync().unwrap();
+        let mut rest = Some(incremental[cut..].to_vec());
+        let mut receiving = Some(receiving);
+        let mut feed = Some(feed);
+        match function {
+            ScanFunction::Scrub => pool.core.request_scrub().unwrap(),
+            ScanFunction::Resilver => {
+                pool.online("b.img").unwrap();
+            }
+        }
+        let phys = scan_driving(&pool, function, |phys| {
+            if phys.cursor_objset > head {
+                if let Some(rest) = rest.take() {
+                    let feed = feed.take().expect("fed once");
+                    feed.send(rest).unwrap();
+                    drop(feed);
+                    let receiving = receiving.take().expect("joined once");
+                    receiving.join().unwrap().unwrap();
+                }
+            }
+        });
+        (phys, rest.is_none())
+    });
+    assert!(swapped, "the scan never passed the target's head");
+    (phys, pool, plans)
+}
+
+const RECEIVED: [(&str, u64, usize); 3] = [
+    ("kept", 1, 512 << 10),
+    ("new", 2, 2 << 20),
+    ("tail", 3, 100 * 512),
+];
+
+fn assert_received_reads_right(pool: &Pool) {
+    pool.core.io.cache.clear();
+    let fs = pool.open_file_system("scanns/dst").unwrap();
+    for (name, seed, bytes) in RECEIVED {
+        let ino = fs.lookup(fs.root(), name.as_bytes()).unwrap().ino;
+        let data = fs
+            .read(ino, 0, bytes)
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert!(data == pattern(seed, bytes), "{name} reads back wrong");
+    }
+}
+
+/// The scrub across a clone swap examines at least what a full scrub of the final state does
+/// (3.20 MB against 2.83 MB here: the clone's blocks are read once in the clone and again in
+/// the received snapshot).
+#[test]
+fn a_scrub_visits_every_block_across_a_receive_clone_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (interrupted, pool, _) = scan_across_a_receive_clone_swap(dir.path(), ScanFunction::Scrub);
+    let full = scrub_driving(&pool, |_| {});
+    assert!(
+        interrupted.examined + full.examined / 10 >= full.examined,
+        "the interrupted scrub examined {} bytes, a full one {}",
+        interrupted.examined,
+        full.examined
+    );
+    assert_received_reads_right(&pool);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+/// The resilver across a clone swap leaves side b holding every received block: its DTL is
+/// cleared, and b alone reads the received file system back.
+#[test]
+fn a_resilver_restores_every_block_across_a_receive_clone_swap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (resilver, pool, plans) =
+        scan_across_a_receive_clone_swap(dir.path(), ScanFunction::Resilver);
+    assert_eq!((resilver.errors, resilver.unrepaired), (0, 0));
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
+    pool.export().unwrap();
+    let mut options = ImportOptions::new(vec![dir.path().to_path_buf()], slow());
+    options.wrap_device = Some(wrapper(plans.clone()));
+    let pool = Pool::import(POOL, options).unwrap().0;
+    plans.lock()[&dir.path().join("a.img")]
+        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
+    assert_received_reads_right(&pool);
+    plans.lock()[&dir.path().join("a.img")].clear_read_faults();
+    pool.export().unwrap();
+}
