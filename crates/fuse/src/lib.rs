@@ -114,6 +114,7 @@
 //! | `NotSupported` | EOPNOTSUPP |
 //! | `Range` | ERANGE |
 //! | `TooBig` | E2BIG |
+//! | `FileTooLarge` (a write past what the file's block tree addresses) | EFBIG |
 //! | `PastEnd` | ENXIO |
 //!
 //! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
@@ -214,6 +215,7 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::NotSupported => Errno::EOPNOTSUPP,
         FsError::Range => Errno::ERANGE,
         FsError::TooBig => Errno::E2BIG,
+        FsError::FileTooLarge(_) => Errno::EFBIG,
         FsError::PastEnd => Errno::ENXIO,
     }
 }

@@ -191,6 +191,9 @@ pub enum FsError {
     /// A value larger than the largest allowed (E2BIG).
     #[error("value too large")]
     TooBig,
+    /// A write or size past what the file's block tree can address (EFBIG).
+    #[error("file too large: {0}")]
+    FileTooLarge(String),
     /// An offset at or past the end of file, or no data after it (ENXIO, for SEEK_DATA and
     /// SEEK_HOLE).
     #[error("offset past the end of the file")]
@@ -203,7 +206,7 @@ impl From<ObjectError> for FsError {
             ObjectError::NoSuchObject(_) => FsError::NotFound,
             ObjectError::NoSpace => FsError::NoSpace,
             ObjectError::Corrupt(what) => FsError::Corrupt(what),
-            ObjectError::TooLarge(_) => FsError::Invalid("file too large".into()),
+            ObjectError::TooLarge(why) => FsError::FileTooLarge(why),
             other => FsError::Engine(other.to_string()),
         }
     }
