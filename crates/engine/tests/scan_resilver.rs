@@ -763,3 +763,107 @@ fn dtl_cost_per_txg() {
     assert!(dtl.ranges().len() <= 3, "{:?}", dtl.ranges());
     pool.export().unwrap();
 }
+
+/// Issue 35, hole 1: a mirror side that comes back blank (same path, no labels) was accepted by
+/// `online`, which resilvered only the txgs it had missed and reported the mirror ONLINE while
+/// the side held none of the older blocks (and, its labels never written, came back UNAVAIL at
+/// the next import). `online` must read the device's label again and refuse one that is
+/// missing or names another pool or another leaf, leaving the side OFFLINE; `replace` in place
+/// then resilvers it whole, after which it alone reads every file.
+#[test]
+fn blank_or_foreign_side_is_refused_by_online_and_replaced_whole() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(tiny());
+    let before = write_files(&pool, 1, 20);
+    pool.offline("b.img").unwrap();
+    let missed = write_files(&pool, 500, 8);
+
+    // Another pool's disk at b's path: refused, naming the other pool.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = Pool::create(CreateOptions {
+        name: "other".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
+        vdevs: vec![VdevSpec::Leaf(other_dir.path().join("c.img"))],
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: tiny(),
+        wrap_device: None,
+        disabled_features: Vec::new(),
+    })
+    .unwrap();
+    other.export().unwrap();
+    std::fs::copy(other_dir.path().join("c.img"), mirror.path("b.img")).unwrap();
+    let error = pool.online("b.img").unwrap_err().to_string();
+    assert!(
+        error.contains("another pool") && error.contains("invalid label"),
+        "{error}"
+    );
+
+    // The disk comes back wiped: same path and size, every byte zero.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mirror.path("b.img"))
+        .unwrap();
+    file.set_len(0).unwrap();
+    file.set_len(VDEV_SIZE).unwrap();
+    drop(file);
+    let error = pool.online("b.img").unwrap_err().to_string();
+    assert!(
+        error.contains("no label of this pool")
+            && error.contains("invalid label")
+            && error.contains(&format!("tarn pool replace {POOL} b.img")),
+        "{error}"
+    );
+    let side_b = &pool.core.io.vdevs.tops()[0].children[1];
+    assert_eq!(side_b.health().as_str(), "OFFLINE");
+    assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
+    assert!(pool.core.scan_status().is_none(), "no resilver may start");
+
+    // The pool keeps working on side a.
+    let after = write_files(&pool, 900, 4);
+    assert_files_read_right(&pool, &before);
+
+    // Replacing b in place resilvers every block onto the blank disk.
+    let new = pool.replace("b.img", None, false).unwrap();
+    pool.wait_replaced(new).unwrap();
+    assert_eq!(pool.core.io.vdevs.health().as_str(), "ONLINE");
+    let resilver = wait_scan(&pool, ScanFunction::Resilver);
+    assert_eq!((resilver.errors, resilver.unrepaired), (0, 0));
+    assert_clean(&pool);
+    pool.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&before, &missed, &after]);
+}
+
+/// Issue 35, hole 1, at import: a mirror side wiped while the pool was exported must not be
+/// taken as that leaf because a device sits at its path. Import matches devices to leaves by
+/// the (pool guid, leaf guid) of their labels, so the side is missing (the pool DEGRADED),
+/// `online` says to replace it, and `replace` in place resilvers it whole.
+#[test]
+fn blank_side_at_import_is_missing_not_taken_as_the_leaf() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(tiny());
+    let files = write_files(&pool, 1, 12);
+    pool.export().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mirror.path("b.img"))
+        .unwrap();
+    file.set_len(0).unwrap();
+    file.set_len(VDEV_SIZE).unwrap();
+    drop(file);
+    let pool = mirror.import(tiny());
+    assert!(pool.core.io.vdevs.tops()[0].children[1].device.is_missing());
+    assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
+    let error = pool.online("b.img").unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("tarn pool replace {POOL} b.img")),
+        "{error}"
+    );
+    let new = pool.replace("b.img", None, false).unwrap();
+    pool.wait_replaced(new).unwrap();
+    assert_eq!(pool.core.io.vdevs.health().as_str(), "ONLINE");
+    assert_clean(&pool);
+    pool.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&files]);
+}

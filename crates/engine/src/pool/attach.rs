@@ -139,6 +139,13 @@ impl Pool {
                     new_path.display()
                 )));
             }
+            // A disk that came back wiped at the path of an offline leaf (which `pool online`
+            // refuses) is the very file the leaf still holds open and locked. An offline leaf
+            // takes no I/O, and it is detached once the replacement is resilvered: give up its
+            // handle so that the new leaf can open the device.
+            if old.is_offline() {
+                old.device.release();
+            }
         }
         let leaf = self.open_new_leaf(new_path, force, top.asize, same_path)?;
         leaf.set_replaces(replacing.then_some(old.guid));

@@ -6,14 +6,18 @@
 //! (pool/dtl.rs), so it stays offline across export and import. A leaf may be taken offline
 //! only while another child of its top-level vdev is usable: a pool never takes a leaf offline
 //! if that would leave data without a copy (zpool's "no valid replicas"). Bringing it online
-//! starts a resilver of the txgs it missed (pool/scan.rs).
+//! starts a resilver of the txgs it missed (pool/scan.rs), and only after the device at the
+//! leaf's path has been read again and its label names this pool and this leaf: a disk that
+//! came back blank (or holding another pool or vdev) lacks every block, not just the missed
+//! txgs, and is refused ("invalid label") with `pool replace` given as the way to resilver it
+//! whole, as zpool leaves such a device UNAVAIL.
 //!
 //! Both wait for the txg that records the change, so a crash after the command returns keeps it.
 
 use std::sync::Arc;
 
 use crate::types::{Guid, Txg};
-use crate::vdev::TopVdev;
+use crate::vdev::{label, FileDevice, Leaf, TopVdev};
 
 use super::{Pool, PoolError};
 
@@ -87,10 +91,12 @@ impl Pool {
         let leaf = &top.children[child];
         if leaf.device.is_missing() {
             return Err(PoolError::BadVdevSpec(format!(
-                "cannot online {}: the device was not found at import; export the pool and import it with the device present",
-                leaf.path.display()
+                "cannot online {}: no device with this vdev's label was found at import; export the pool and import it with the device present, or if the device at the path is new or was wiped, use `tarn pool replace {} {name}` to resilver it whole",
+                leaf.path.display(),
+                self.core.name
             )));
         }
+        self.check_leaf_label(leaf, name)?;
         if leaf.is_offline() {
             leaf.dtl.set_offline(false);
             leaf.dtl.mark_dirty();
@@ -106,6 +112,42 @@ impl Pool {
         // The next txg starts the resilver: wait for it, so that `pool status` and
         // `pool wait -t resilver` right after see it.
         self.sync()
+    }
+
+    /// Refuse to bring `leaf` online unless the device now at its path carries a label of this
+    /// pool naming this leaf. The device is opened again by path, not read through the leaf's
+    /// open handle, so a disk swapped or recreated at the path while the leaf was away is the
+    /// one judged. Resilvering only the leaf's dirty time log onto a blank disk would report a
+    /// healthy mirror side that holds none of the older blocks (and whose missing labels make
+    /// it UNAVAIL at the next import).
+    fn check_leaf_label(&self, leaf: &Leaf, name: &str) -> Result<(), PoolError> {
+        let found = FileDevice::open_unlocked_readonly(&leaf.path)
+            .map_err(|error| error.to_string())
+            .and_then(|device| {
+                label::read_newest_label(&device).map_err(|error| error.to_string())
+            });
+        let problem = match found {
+            Ok(Some((_, config)))
+                if config.pool_guid == self.core.guid.0 && config.leaf_guid == leaf.guid.0 =>
+            {
+                return Ok(());
+            }
+            Ok(Some((_, config))) if config.pool_guid != self.core.guid.0 => format!(
+                "its label belongs to another pool ({:?}, guid {})",
+                config.name, config.pool_guid
+            ),
+            Ok(Some((_, config))) => format!(
+                "its label names another device of this pool (guid {}, not {})",
+                config.leaf_guid, leaf.guid.0
+            ),
+            Ok(None) => "it holds no label of this pool".to_string(),
+            Err(error) => format!("its label cannot be read ({error})"),
+        };
+        Err(PoolError::Refused(format!(
+            "cannot online {}: {problem} (invalid label): it lacks the pool's data; use `tarn pool replace {} {name}` to resilver it whole",
+            leaf.path.display(),
+            self.core.name
+        )))
     }
 
     pub(super) fn refuse_readonly(&self, what: &str) -> Result<(), PoolError> {
