@@ -140,8 +140,9 @@ enum Command {
         /// Dry run: print what would be destroyed.
         #[arg(short = 'n')]
         dry_run: bool,
-        /// Print what is destroyed, and for a clone whether its livelist or a walk of its
-        /// tree frees it (always printed).
+        /// Print what will be destroyed before destroying it ("will destroy NAME"; with -n,
+        /// "would destroy NAME"). Each file system destroyed, and for a clone whether its
+        /// livelist or a walk of its tree frees it, is printed always.
         #[arg(short = 'v')]
         verbose: bool,
         name: String,
@@ -753,9 +754,16 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             recursive,
             recursive_dependents,
             dry_run,
-            verbose: _,
+            verbose,
             name,
-        } => dataset::destroy(socket, recursive, recursive_dependents, dry_run, name),
+        } => dataset::destroy(
+            socket,
+            recursive,
+            recursive_dependents,
+            dry_run,
+            verbose,
+            name,
+        ),
         Command::List {
             recursive,
             types,

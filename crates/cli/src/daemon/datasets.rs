@@ -284,8 +284,14 @@ pub fn set(
     mounts.apply_change(pool, name, property)
 }
 
-/// `tarn destroy`: unmount (children first), then destroy.
-pub fn destroy(pool: &Pool, mounts: &Mounts, name: &str, recursive: bool) -> Result<(), Failure> {
+/// `tarn destroy`: plan (see [`Pool::destroy_plan`]), then with `dry_run` print the plan;
+/// otherwise unmount every file system in it and destroy them, in the plan's order.
+pub fn destroy(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    options: DestroyOptions,
+) -> Result<(), Failure> {
     if name == pool.name() {
         return Err(Failure(format!(
             "cannot destroy {name}: it is the pool's root file system; destroy the pool instead (tarn pool destroy {name})"
@@ -294,45 +300,52 @@ pub fn destroy(pool: &Pool, mounts: &Mounts, name: &str, recursive: bool) -> Res
     if !pool.has_dataset(name) {
         return Err(Failure(format!("dataset {name:?} does not exist")));
     }
-    let children: Vec<String> = pool
-        .datasets()
-        .into_iter()
-        .map(|info| info.name)
-        .filter(|other| {
-            other
-                .strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('/'))
-        })
-        .collect();
-    if !children.is_empty() && !recursive {
-        return Err(Failure(format!(
-            "cannot destroy {name}: it has children ({}); use -r to destroy them too",
-            children.join(", ")
-        )));
+    // Refused requests (children or snapshots without -r, outside clones without -R) leave
+    // the mounts alone.
+    let plan = pool.destroy_plan(name, options.recursive, options.dependents)?;
+    if options.dry_run || options.verbose {
+        let verb = if options.dry_run { "would" } else { "will" };
+        for doomed in &plan {
+            out!("{verb} destroy {doomed}");
+        }
     }
-    // Refused requests (snapshots without -r, clones without -R) leave the mounts alone.
-    pool.check_destroy(name, recursive)?;
-    mounts.unmount_within(name, false)?;
-    destroy_reporting(pool, name, recursive)
+    if options.dry_run {
+        return Ok(());
+    }
+    for doomed in plan.iter().filter(|doomed| !doomed.contains('@')) {
+        mounts.unmount_within(doomed, false)?;
+    }
+    destroy_reporting(pool, name, options.recursive, options.dependents)
+}
+
+/// How `tarn destroy` of a file system goes: `-r`, `-R`, `-n`, `-v`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DestroyOptions {
+    pub recursive: bool,
+    pub dependents: bool,
+    pub dry_run: bool,
+    pub verbose: bool,
 }
 
 /// Destroy `name` (unmounted, checked) and print each file system destroyed; for a clone, also
 /// which way its blocks are freed (`destroy -v`): its livelist's live entries, or a walk of its
 /// tree.
-pub fn destroy_reporting(pool: &Pool, name: &str, recursive: bool) -> Result<(), Failure> {
+pub fn destroy_reporting(
+    pool: &Pool,
+    name: &str,
+    recursive: bool,
+    dependents: bool,
+) -> Result<(), Failure> {
     let paths: Vec<(String, &'static str)> = pool
         .datasets()
         .into_iter()
-        .filter(|info| {
-            info.origin.is_some()
-                && (info.name == name || info.name.starts_with(&format!("{name}/")))
-        })
+        .filter(|info| info.origin.is_some())
         .filter_map(|info| {
             let path = pool.destroy_path(&info.name).ok()?;
             Some((info.name, path.name()))
         })
         .collect();
-    for destroyed in pool.destroy_dataset(name, recursive)? {
+    for destroyed in pool.destroy_datasets(name, recursive, dependents)? {
         match paths.iter().find(|(clone, _)| *clone == destroyed) {
             Some((_, path)) => out!("destroyed {destroyed} (clone; destroy path: {path})"),
             None => out!("destroyed {destroyed}"),
@@ -399,23 +412,18 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             name,
             recursive,
             dependents,
+            dry_run,
+            verbose,
         } => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
-            if dependents {
-                let within = |snapshot: &str| {
-                    let fs = super::snapshots::filesystem_of(snapshot);
-                    fs == name || fs.starts_with(&format!("{name}/"))
-                };
-                let snapshots: Vec<String> = pool
-                    .snapshots()
-                    .into_iter()
-                    .map(|info| info.name)
-                    .filter(|snapshot| within(snapshot))
-                    .collect();
-                super::snapshots::destroy_dependents(&pool, &daemon.mounts, &snapshots)?;
-            }
-            destroy(&pool, &daemon.mounts, &name, recursive)?;
+            let options = DestroyOptions {
+                recursive: recursive || dependents,
+                dependents,
+                dry_run,
+                verbose,
+            };
+            destroy(&pool, &daemon.mounts, &name, options)?;
             Answer::done()
         }
         Request::List {

@@ -73,8 +73,8 @@ fn changed_pool(request: &Request) -> Option<String> {
         | Request::PoolReplace { pool, .. } => pool.clone(),
         Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
         Request::Check { pool, repair: true } => pool.clone(),
+        Request::Destroy { name, dry_run, .. } if !dry_run => dataset(name),
         Request::Create { name, .. }
-        | Request::Destroy { name, .. }
         | Request::Promote { name }
         | Request::Rollback { name, .. }
         | Request::Rename { name, .. }

@@ -329,29 +329,32 @@ fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
     Ok(text)
 }
 
-/// `-R`: destroy every clone of `snapshots` (with their descendants, and the clones of theirs,
-/// depth first), each unmounted first.
+/// `-R`: destroy every clone of `snapshots` with the clone's own plan (its descendants and
+/// their clones, see `Pool::destroy_plan`), each unmounted first; with `dry_run`, print those
+/// plans ("would destroy NAME") instead, each name once.
 pub fn destroy_dependents(
     pool: &Pool,
     mounts: &super::mounts::Mounts,
     snapshots: &[String],
+    dry_run: bool,
 ) -> Result<(), Failure> {
+    let mut listed: Vec<String> = Vec::new();
     for snapshot in snapshots {
         for clone in pool.snapshot_info(snapshot)?.clones {
-            let within = |name: &str| {
-                let fs = filesystem_of(name);
-                fs == clone || fs.starts_with(&format!("{clone}/"))
-            };
-            let theirs: Vec<String> = pool
-                .snapshots()
-                .into_iter()
-                .map(|info| info.name)
-                .filter(|name| within(name))
-                .collect();
-            destroy_dependents(pool, mounts, &theirs)?;
-            pool.check_destroy(&clone, true)?;
-            mounts.unmount_within(&clone, false)?;
-            super::datasets::destroy_reporting(pool, &clone, true)?;
+            let plan = pool.destroy_plan(&clone, true, true)?;
+            if dry_run {
+                for name in plan {
+                    if !listed.contains(&name) {
+                        out!("would destroy {name}");
+                        listed.push(name);
+                    }
+                }
+                continue;
+            }
+            for file_system in plan.iter().filter(|name| !name.contains('@')) {
+                mounts.unmount_within(file_system, false)?;
+            }
+            super::datasets::destroy_reporting(pool, &clone, true, true)?;
         }
     }
     Ok(())
@@ -443,9 +446,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         } => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&spec)?;
-            if dependents && !dry_run {
+            if dependents {
                 let names = pool.snapshots_to_destroy(&spec, recursive)?;
-                destroy_dependents(&pool, &daemon.mounts, &names)?;
+                destroy_dependents(&pool, &daemon.mounts, &names, dry_run)?;
             }
             let destroyed = if dry_run {
                 let names = pool.snapshots_to_destroy(&spec, recursive)?;

@@ -280,6 +280,12 @@ pub enum Request {
         /// Destroy clones of its snapshots first (`-R`).
         #[serde(default)]
         dependents: bool,
+        /// Print what would be destroyed ("would destroy NAME") and destroy nothing (`-n`).
+        #[serde(default)]
+        dry_run: bool,
+        /// Print what will be destroyed ("will destroy NAME") before destroying it (`-v`).
+        #[serde(default)]
+        verbose: bool,
     },
     /// Datasets of every pool, or `name` (with `recursive`, and its descendants), of the
     /// `types` given (`filesystem`, `snapshot`; empty: file systems).

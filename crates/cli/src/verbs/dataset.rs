@@ -106,6 +106,7 @@ pub fn destroy(
     recursive: bool,
     dependents: bool,
     dry_run: bool,
+    verbose: bool,
     name: String,
 ) -> Result<u8, Failure> {
     check_name(&name)?;
@@ -124,22 +125,8 @@ pub fn destroy(
             },
         )?));
     }
-    if dry_run {
-        let mut names = list_rows(socket, Some(name.clone()), true, &[])?
-            .into_iter()
-            .map(|row| row.name)
-            .collect::<Vec<_>>();
-        if names.len() > 1 && !recursive {
-            return Err(Failure(format!(
-                "cannot destroy {name}: it has children; use -r to destroy them too"
-            )));
-        }
-        names.sort_by_key(|name| std::cmp::Reverse(name.matches('/').count()));
-        for name in names {
-            out!("would destroy {name}");
-        }
-        return Ok(0);
-    }
+    // The daemon plans both the dry run and the real run (one list, so they cannot
+    // disagree); -R implies -r.
     Ok(forward(&ask(
         socket,
         Some(&name.clone()),
@@ -147,6 +134,8 @@ pub fn destroy(
             name,
             recursive: recursive || dependents,
             dependents,
+            dry_run,
+            verbose,
         },
     )?))
 }

@@ -793,28 +793,28 @@ fn depth(relative: &str) -> usize {
 }
 
 impl PoolCore {
-    /// What destroying `full_name` (relative name `relative`) would destroy, children first,
-    /// or why it is refused: children or snapshots without `recursive`, snapshots with clones,
-    /// an unavailable dataset. Changes nothing. Call with the namespace lock held.
+    /// What destroying `full_name` (relative name `relative`) destroys, in the order it is
+    /// destroyed (relative names of file systems; each one's snapshots go with it), or why it
+    /// is refused: children or snapshots without `recursive`, snapshots with clones without
+    /// `dependents`, held snapshots, an unavailable dataset. With `dependents` (`-R`, which
+    /// implies `recursive`) the plan holds every clone of a snapshot it destroys, with the
+    /// clone's descendants and their clones in turn, each before the file system whose
+    /// snapshot it depends on. Changes nothing. Call with the namespace lock held. The dry run
+    /// and the real run both take their list from here, so they cannot disagree.
     fn destroy_plan(
         &self,
         full_name: &str,
         relative: &str,
         recursive: bool,
+        dependents: bool,
     ) -> Result<Vec<String>, PoolError> {
         let core = self;
-        let relative = relative.to_string();
-        core.dataset_by_relative(&relative)?;
-        let mut doomed: Vec<String> = core
-            .datasets
-            .read()
-            .keys()
-            .filter(|name| name.starts_with(&format!("{relative}/")))
-            .cloned()
-            .collect();
-        if !doomed.is_empty() && !recursive {
+        let recursive = recursive || dependents;
+        core.dataset_by_relative(relative)?;
+        let descendants = core.descendants_of(relative);
+        if !descendants.is_empty() && !recursive {
             let children: Vec<String> = core
-                .children_of(&relative)
+                .children_of(relative)
                 .iter()
                 .map(|name| core.full_name(name))
                 .collect();
@@ -826,33 +826,8 @@ impl PoolCore {
                 ),
             ));
         }
-        doomed.sort_by_key(|name| std::cmp::Reverse(depth(name)));
-        doomed.push(relative);
-        for name in &doomed {
-            let head = core.dataset_by_relative(name)?;
-            if let Some(busy) = head
-                .snapshots()
-                .iter()
-                .find(|snapshot| snapshot.phys().clone_count > 0)
-            {
-                return Err(PoolError::DatasetBusy(
-                    full_name.into(),
-                    format!(
-                        "snapshot {}@{} has dependent clones; destroy them first (destroy -R)",
-                        head.name(),
-                        busy.short_name()
-                    ),
-                ));
-            }
-            for snapshot in head.snapshots() {
-                let snapshot_name = format!("{}@{}", head.name(), snapshot.short_name());
-                if let Some(why) = core.destroy_refusal(&snapshot_name, &snapshot) {
-                    return Err(PoolError::DatasetBusy(full_name.into(), why));
-                }
-            }
-        }
         if !recursive {
-            let head = core.dataset_by_relative(doomed.last().expect("the target"))?;
+            let head = core.dataset_by_relative(relative)?;
             if let Some(first) = head.snapshots().first() {
                 return Err(PoolError::DatasetBusy(
                     full_name.into(),
@@ -865,12 +840,98 @@ impl PoolCore {
                 ));
             }
         }
+        let mut doomed = Vec::new();
+        let mut visiting = Vec::new();
+        core.plan_tree(relative, &mut doomed, &mut visiting)?;
+        if !dependents {
+            let tree: Vec<String> = descendants
+                .into_iter()
+                .chain(std::iter::once(relative.to_string()))
+                .collect();
+            let outside: Vec<String> = doomed
+                .iter()
+                .filter(|name| !tree.contains(name))
+                .map(|name| core.full_name(name))
+                .collect();
+            if !outside.is_empty() {
+                return Err(PoolError::Refused(format!(
+                    "cannot destroy {full_name}: filesystem has dependent clones; use -R to destroy the following datasets: {}",
+                    outside.join(", ")
+                )));
+            }
+        }
+        for name in &doomed {
+            let head = core.dataset_by_relative(name)?;
+            for snapshot in head.snapshots() {
+                let snapshot_name = format!("{}@{}", head.name(), snapshot.short_name());
+                if let Some(why) = core.destroy_refusal(&snapshot_name, &snapshot) {
+                    return Err(PoolError::DatasetBusy(full_name.into(), why));
+                }
+            }
+        }
         // Destroy frees a dataset's blocks by walking its tree, which an unavailable dataset
         // cannot do: refuse rather than leak.
         for name in &doomed {
             core.available_dataset(name)?;
         }
         Ok(doomed)
+    }
+
+    /// The relative name of a file system to destroy; the root dataset goes only with its pool.
+    fn destroy_target(&self, full_name: &str) -> Result<String, PoolError> {
+        let relative = self.relative_name(full_name)?.to_string();
+        if relative.is_empty() {
+            return Err(PoolError::BadProperty(format!(
+                "{full_name} is the pool's root dataset: destroy the pool instead (tarn pool destroy {full_name})"
+            )));
+        }
+        Ok(relative)
+    }
+
+    /// Append to `doomed` the file system `relative` after everything that must go before it:
+    /// its children (each with its own plan) and every clone of its snapshots (likewise), so a
+    /// snapshot is never destroyed while a clone still depends on it. A file system already
+    /// planned is not planned again; `visiting` holds the ones being planned, so a dependency
+    /// cycle (which clones and children cannot form) could not recurse forever.
+    fn plan_tree(
+        &self,
+        relative: &str,
+        doomed: &mut Vec<String>,
+        visiting: &mut Vec<String>,
+    ) -> Result<(), PoolError> {
+        if doomed
+            .iter()
+            .chain(visiting.iter())
+            .any(|name| name == relative)
+        {
+            return Ok(());
+        }
+        visiting.push(relative.to_string());
+        let head = self.dataset_by_relative(relative)?;
+        let origins: Vec<ObjectId> = head
+            .snapshots()
+            .iter()
+            .filter(|snapshot| snapshot.phys().clone_count > 0)
+            .map(|snapshot| snapshot.object)
+            .collect();
+        let mut clones: Vec<String> = if origins.is_empty() {
+            Vec::new()
+        } else {
+            self.dataset_list()
+                .into_iter()
+                .filter(|(_, dataset)| origins.contains(&dataset.dir().origin_snapshot_object))
+                .map(|(name, _)| name)
+                .collect()
+        };
+        clones.sort();
+        let mut children = self.children_of(relative);
+        children.sort();
+        for name in children.iter().chain(&clones) {
+            self.plan_tree(name, doomed, visiting)?;
+        }
+        visiting.pop();
+        doomed.push(relative.to_string());
+        Ok(())
     }
 }
 
@@ -947,41 +1008,57 @@ impl Pool {
         Ok(created)
     }
 
+    /// What [`Pool::destroy_datasets`] would destroy, in its order: full names, each file
+    /// system preceded by its snapshots (oldest first). Or why it is refused. Changes nothing:
+    /// `destroy -n` prints this list, and callers that unmount first check with it.
+    pub fn destroy_plan(
+        &self,
+        full_name: &str,
+        recursive: bool,
+        dependents: bool,
+    ) -> Result<Vec<String>, PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.destroy_target(full_name)?;
+        let _namespace = core.namespace.lock();
+        let mut names = Vec::new();
+        for name in core.destroy_plan(full_name, &relative, recursive, dependents)? {
+            let head = core.dataset_by_relative(&name)?;
+            for snapshot in head.snapshots() {
+                names.push(format!("{}@{}", head.name(), snapshot.short_name()));
+            }
+            names.push(head.name().clone());
+        }
+        Ok(names)
+    }
+
     /// Destroy a file system. `recursive` destroys its descendants first; without it, a
     /// dataset with children is refused. The root dataset is destroyed only with its pool.
     /// The caller must have unmounted it (and its descendants). Returns the full names
     /// destroyed, children first. Durable on return.
-    /// Check that destroying `full_name` would be accepted (see [`Pool::destroy_dataset`]),
-    /// without changing anything: for callers that unmount first.
-    pub fn check_destroy(&self, full_name: &str, recursive: bool) -> Result<(), PoolError> {
-        self.writable()?;
-        let core = &self.core;
-        let relative = core.relative_name(full_name)?.to_string();
-        if relative.is_empty() {
-            return Err(PoolError::BadProperty(format!(
-                "{full_name} is the pool's root dataset: destroy the pool instead (tarn pool destroy {full_name})"
-            )));
-        }
-        let _namespace = core.namespace.lock();
-        core.destroy_plan(full_name, &relative, recursive)
-            .map(|_| ())
-    }
-
     pub fn destroy_dataset(
         &self,
         full_name: &str,
         recursive: bool,
     ) -> Result<Vec<String>, PoolError> {
+        self.destroy_datasets(full_name, recursive, false)
+    }
+
+    /// Destroy what [`Pool::destroy_plan`] lists, in its order; `dependents` (`-R`, implying
+    /// `recursive`) includes the clones of every snapshot destroyed, wherever they are. The
+    /// caller must have unmounted them all. Returns the file systems destroyed. Durable on
+    /// return.
+    pub fn destroy_datasets(
+        &self,
+        full_name: &str,
+        recursive: bool,
+        dependents: bool,
+    ) -> Result<Vec<String>, PoolError> {
         self.writable()?;
         let core = &self.core;
-        let relative = core.relative_name(full_name)?.to_string();
-        if relative.is_empty() {
-            return Err(PoolError::BadProperty(format!(
-                "{full_name} is the pool's root dataset: destroy the pool instead (tarn pool destroy {full_name})"
-            )));
-        }
+        let relative = core.destroy_target(full_name)?;
         let namespace = core.namespace.lock();
-        let doomed = core.destroy_plan(full_name, &relative, recursive)?;
+        let doomed = core.destroy_plan(full_name, &relative, recursive, dependents)?;
         // Whatever the datasets still had in open txgs reaches disk first, so the sync that
         // destroys them sees their whole trees. The namespace stays locked throughout, so no
         // child can appear under a dataset being destroyed.
@@ -1002,11 +1079,18 @@ impl Pool {
                     },
                 );
             }
+            let clone = dataset.dir().origin_snapshot_object.0 != 0;
             core.pending_destroys
                 .lock()
                 .push((hold.txg(), dataset.clone()));
             drop(hold);
             destroyed.push(core.full_name(name));
+            // A clone's destroy releases its origin snapshot (the clone count drops) when its
+            // txg syncs; the origin's file system may be next in the plan, and its snapshots
+            // can go only once nothing depends on them.
+            if clone {
+                self.sync()?;
+            }
         }
         self.sync()?;
         drop(namespace);
