@@ -11,37 +11,14 @@ use std::os::unix::fs::FileExt;
 
 use tarn::block::blkptr::{BlockPtr, Compression, Dva, DVAS_MAX};
 use tarn::block::gang::{GangHeader, GANG_HEADER_SIZE};
-use tarn::object::ObjectSet;
 use tarn::pool::Pool;
-use tarn::tunables::Tunables;
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
 
+use common::gang::*;
 use common::*;
-
-const RECORD: u32 = 128 << 10;
-
-fn forcing(pct: u64) -> Tunables {
-    let mut tunables = tiny();
-    tunables.metaslab_force_ganging = 8 << 10;
-    tunables.metaslab_force_ganging_pct = pct;
-    tunables
-}
 
 fn gang_pointers(pool: &Pool) -> Vec<BlockPtr> {
     gangs_in(&pool.root_objset())
-}
-
-fn gangs_in(objset: &ObjectSet) -> Vec<BlockPtr> {
-    let mut found = Vec::new();
-    objset
-        .visit_synced_blocks(&mut |bp| {
-            if bp.is_gang() {
-                found.push(bp.clone());
-            }
-            Ok(())
-        })
-        .unwrap();
-    found
 }
 
 fn allocated(pool: &Pool) -> u64 {
@@ -318,45 +295,6 @@ fn free_space_in_small_pieces_turns_large_blocks_into_gangs() {
     assert_eq!(back, pattern(99, length));
     assert_clean(&pool);
     pool.export().unwrap();
-}
-
-/// Write `bytes` at `offset` of the vdev's data area in the image `path` (the pool exported).
-fn overwrite(path: &std::path::Path, offset: u64, bytes: &[u8]) {
-    let image = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    image
-        .write_all_at(bytes, VDEV_LABEL_START_SIZE + offset)
-        .unwrap();
-    image.sync_all().unwrap();
-}
-
-/// A pool with file system `NAME/fs` (two copies, 128 KiB records, ganging forced) holding one
-/// file of one record, written as a two-copy gang; returns the pool, the file and the gang.
-fn pool_with_a_gang_file(dir: &std::path::Path, name: &str) -> (Pool, u64, BlockPtr) {
-    let pool = create_pool(dir, name, single(dir, "a.img"), forcing(100));
-    pool.create_dataset(
-        &format!("{name}/fs"),
-        &[
-            ("compression".into(), "off".into()),
-            ("copies".into(), "2".into()),
-            ("recordsize".into(), "128K".into()),
-        ],
-        false,
-    )
-    .unwrap();
-    let ino = {
-        let fs = pool.open_file_system(&format!("{name}/fs")).unwrap();
-        let attr = fs.create(fs.root(), b"ganged", 0o644, 0, 0).unwrap();
-        fs.write(attr.ino, 0, &pattern(13, RECORD as usize))
-            .unwrap();
-        attr.ino
-    };
-    pool.sync().unwrap();
-    let objset = pool.dataset_objset(&format!("{name}/fs")).unwrap();
-    let gang = gangs_in(&objset)
-        .into_iter()
-        .find(|bp| bp.level == 0 && bp.size_physical == RECORD && bp.copies().count() == 2)
-        .expect("the file's record is a two-copy gang");
-    (pool, ino, gang)
 }
 
 /// Guards against unbounded recursion over gang trees read from disk: reads, `check`, scrub and

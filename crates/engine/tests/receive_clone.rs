@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::io::Read;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::sync_channel;
 
 use tarn::fs::FileSystem;
 use tarn::pool::Pool;
@@ -14,31 +13,6 @@ use tarn::send::{receive, send, ReceiveOptions, SendOptions};
 
 use common::tree::{snapshot_tree, tree};
 use common::*;
-
-/// A reader fed in pieces from another thread: a stream that arrives over time.
-struct Arriving {
-    pieces: Receiver<Vec<u8>>,
-    current: Vec<u8>,
-    at: usize,
-}
-
-impl Read for Arriving {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.current.len() {
-            match self.pieces.recv() {
-                Ok(piece) => {
-                    self.current = piece;
-                    self.at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let length = buf.len().min(self.current.len() - self.at);
-        buf[..length].copy_from_slice(&self.current[self.at..self.at + length]);
-        self.at += length;
-        Ok(length)
-    }
-}
 
 fn stream(pool: &Pool, to: &str, from: Option<&str>) -> Vec<u8> {
     let mut out = Vec::new();

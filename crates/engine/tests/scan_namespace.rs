@@ -11,14 +11,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
-use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice, ReadFaultKind, VDEV_LABEL_START_SIZE};
+use tarn::vdev::{ReadFaultKind, VDEV_LABEL_START_SIZE};
 
 use common::*;
 
@@ -187,16 +186,6 @@ fn a_walk_owed_to_a_destroyed_snapshot_survives_export() {
     pool.export().unwrap();
 }
 
-type Plans = BTreeMap<PathBuf, Arc<FaultPlan>>;
-
-/// A wrapper giving each leaf path its own fault plan (made on first open, kept across imports).
-fn wrapper(plans: Arc<parking_lot::Mutex<Plans>>) -> tarn::pool::DeviceWrapper {
-    Arc::new(move |path: &Path, device: Arc<dyn BlockDevice>| {
-        let plan = plans.lock().entry(path.to_path_buf()).or_default().clone();
-        Arc::new(FaultyDevice::new(device, plan)) as Arc<dyn BlockDevice>
-    })
-}
-
 /// The resilver's case, where a skipped block is redundancy silently not restored: side b is
 /// offline while everything is written, comes back, and `@s2` goes while the resilver stands
 /// between the head and it. The resilver's end clears b's DTL, so b alone must then hold
@@ -216,7 +205,7 @@ fn a_resilver_restores_every_block_when_a_snapshot_goes_mid_scan() {
         create_size: Some(VDEV_SIZE),
         force: false,
         tunables: slow(),
-        wrap_device: Some(wrapper(plans.clone())),
+        wrap_device: Some(per_path_fault_wrapper(plans.clone())),
         disabled_features: Vec::new(),
     })
     .unwrap();
@@ -236,7 +225,7 @@ fn a_resilver_restores_every_block_when_a_snapshot_goes_mid_scan() {
     pool.export().unwrap();
 
     let mut options = ImportOptions::new(vec![dir.path().to_path_buf()], slow());
-    options.wrap_device = Some(wrapper(plans.clone()));
+    options.wrap_device = Some(per_path_fault_wrapper(plans.clone()));
     let pool = Pool::import(POOL, options).unwrap().0;
     plans.lock()[&dir.path().join("a.img")]
         .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
@@ -255,31 +244,6 @@ fn a_resilver_restores_every_block_when_a_snapshot_goes_mid_scan() {
     drop(fs);
     plans.lock()[&dir.path().join("a.img")].clear_read_faults();
     pool.export().unwrap();
-}
-
-/// A reader fed in pieces from another thread: a stream that arrives over time.
-struct Arriving {
-    pieces: std::sync::mpsc::Receiver<Vec<u8>>,
-    current: Vec<u8>,
-    at: usize,
-}
-
-impl std::io::Read for Arriving {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.current.len() {
-            match self.pieces.recv() {
-                Ok(piece) => {
-                    self.current = piece;
-                    self.at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let length = buf.len().min(self.current.len() - self.at);
-        buf[..length].copy_from_slice(&self.current[self.at..self.at + length]);
-        self.at += length;
-        Ok(length)
-    }
 }
 
 /// An incremental receive's clone swap while a scan runs. The hidden clone holds the received
@@ -308,7 +272,7 @@ fn scan_across_a_receive_clone_swap(
         create_size: Some(VDEV_SIZE),
         force: false,
         tunables: slow(),
-        wrap_device: Some(wrapper(plans.clone())),
+        wrap_device: Some(per_path_fault_wrapper(plans.clone())),
         disabled_features: Vec::new(),
     })
     .unwrap();
@@ -466,7 +430,7 @@ fn a_resilver_restores_every_block_across_a_receive_clone_swap() {
     assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
     pool.export().unwrap();
     let mut options = ImportOptions::new(vec![dir.path().to_path_buf()], slow());
-    options.wrap_device = Some(wrapper(plans.clone()));
+    options.wrap_device = Some(per_path_fault_wrapper(plans.clone()));
     let pool = Pool::import(POOL, options).unwrap().0;
     plans.lock()[&dir.path().join("a.img")]
         .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,20 +22,10 @@ use tarn::pool::scan::{ScanFunction, ScanState};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 use tarn::types::ObjectId;
-use tarn::vdev::{BlockDevice, FaultPlan, FaultyDevice, ReadFaultKind, VDEV_LABEL_START_SIZE};
+use tarn::vdev::{FaultPlan, ReadFaultKind, VDEV_LABEL_START_SIZE};
 
 const POOL: &str = "scanned";
 const FILE_BYTES: usize = 256 << 10;
-
-type Plans = BTreeMap<PathBuf, Arc<FaultPlan>>;
-
-/// A wrapper giving each leaf path its own fault plan (made on first open, kept across imports).
-fn wrapper(plans: Arc<parking_lot::Mutex<Plans>>) -> tarn::pool::DeviceWrapper {
-    Arc::new(move |path: &Path, device: Arc<dyn BlockDevice>| {
-        let plan = plans.lock().entry(path.to_path_buf()).or_default().clone();
-        Arc::new(FaultyDevice::new(device, plan)) as Arc<dyn BlockDevice>
-    })
-}
 
 struct Mirror {
     dir: tempfile::TempDir,
@@ -71,7 +60,7 @@ impl Mirror {
             create_size: Some(VDEV_SIZE),
             force: false,
             tunables,
-            wrap_device: Some(wrapper(self.plans.clone())),
+            wrap_device: Some(per_path_fault_wrapper(self.plans.clone())),
             disabled_features: Vec::new(),
         })
         .unwrap()
@@ -79,7 +68,7 @@ impl Mirror {
 
     fn import(&self, tunables: Tunables) -> Pool {
         let mut options = ImportOptions::new(vec![self.dir.path().to_path_buf()], tunables);
-        options.wrap_device = Some(wrapper(self.plans.clone()));
+        options.wrap_device = Some(per_path_fault_wrapper(self.plans.clone()));
         Pool::import(POOL, options).unwrap().0
     }
 }
@@ -414,7 +403,7 @@ fn scan_killed(function: ScanFunction) {
     // A read-only import shows the scan in progress and does not carry it on.
     let mut options = ImportOptions::new(vec![mirror.dir.path().to_path_buf()], tiny());
     options.readonly = true;
-    options.wrap_device = Some(wrapper(mirror.plans.clone()));
+    options.wrap_device = Some(per_path_fault_wrapper(mirror.plans.clone()));
     let readonly = Pool::import(POOL, options).unwrap().0;
     let shown = readonly.core.scan_status().expect("persisted").phys;
     assert_eq!(shown.state, ScanState::Scanning);

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod gang;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
@@ -215,4 +216,56 @@ pub fn damage(path: &Path, (offset, size): (u64, u64)) {
     file.write_all_at(&vec![0x5a; size as usize], offset)
         .unwrap();
     file.sync_all().unwrap();
+}
+
+/// Leaf path to its own fault plan, for [`per_path_fault_wrapper`].
+pub type Plans = std::collections::BTreeMap<PathBuf, std::sync::Arc<tarn::vdev::FaultPlan>>;
+
+/// A wrapper giving each leaf path its own fault plan (made on first open, kept across imports).
+pub fn per_path_fault_wrapper(
+    plans: std::sync::Arc<parking_lot::Mutex<Plans>>,
+) -> tarn::pool::DeviceWrapper {
+    std::sync::Arc::new(
+        move |path: &Path, device: std::sync::Arc<dyn tarn::vdev::BlockDevice>| {
+            let plan = plans.lock().entry(path.to_path_buf()).or_default().clone();
+            std::sync::Arc::new(tarn::vdev::FaultyDevice::new(device, plan))
+                as std::sync::Arc<dyn tarn::vdev::BlockDevice>
+        },
+    )
+}
+
+/// A reader fed in pieces from another thread: a stream that arrives over time (a receive
+/// whose input stalls until the test sends the next piece; closing the sender is the end).
+pub struct Arriving {
+    pub pieces: std::sync::mpsc::Receiver<Vec<u8>>,
+    pub current: Vec<u8>,
+    pub at: usize,
+}
+
+impl Arriving {
+    pub fn new(pieces: std::sync::mpsc::Receiver<Vec<u8>>) -> Arriving {
+        Arriving {
+            pieces,
+            current: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl std::io::Read for Arriving {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.current.len() {
+            match self.pieces.recv() {
+                Ok(piece) => {
+                    self.current = piece;
+                    self.at = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let length = buf.len().min(self.current.len() - self.at);
+        buf[..length].copy_from_slice(&self.current[self.at..self.at + length]);
+        self.at += length;
+        Ok(length)
+    }
 }
