@@ -17,7 +17,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use tarn::block::blkptr::Compression;
 use tarn::object::tree::visit_tree;
 use tarn::pool::scan::{ScanFunction, ScanState};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
@@ -72,34 +71,6 @@ impl Mirror {
     }
 }
 
-fn write_files(pool: &Pool, seed: u64, count: u64) -> Vec<(ObjectId, u64)> {
-    let objset = pool.root_objset();
-    let mut files = Vec::new();
-    for index in 0..count {
-        let object = create_file(pool, &objset, 16 << 10, Compression::Off);
-        let hold = pool.assign().unwrap();
-        objset
-            .write(&hold.tx(), object, 0, &pattern(seed + index, FILE_BYTES))
-            .unwrap();
-        drop(hold);
-        files.push((object, seed + index));
-    }
-    pool.sync().unwrap();
-    files
-}
-
-fn assert_files_read_right(pool: &Pool, files: &[(ObjectId, u64)]) {
-    let objset = pool.root_objset();
-    for (object, seed) in files {
-        let mut data = vec![0u8; FILE_BYTES];
-        objset.read(*object, 0, &mut data).unwrap();
-        assert!(
-            data == pattern(*seed, FILE_BYTES),
-            "object {object} reads wrong"
-        );
-    }
-}
-
 /// The physical birth txg and data-area extent of every level-0 block of the files.
 fn data_blocks(pool: &Pool, files: &[(ObjectId, u64)]) -> Vec<(u64, u64, u64)> {
     let objset = pool.root_objset();
@@ -127,13 +98,13 @@ fn side_whose_flush_failed_logs_the_txg_and_is_resilvered() {
         plan_b: FaultPlan::new(),
     };
     let pool = mirror.create();
-    let before = write_files(&pool, 1, 12);
+    let before = write_files(&pool, 1, 12, FILE_BYTES);
     let side_b = pool.core.io.vdevs.tops()[0].children[1].clone();
     assert!(side_b.dtl.is_empty());
 
     // Side b takes every write of these txgs, but its flushes fail.
     mirror.plan_b.set_fail_flushes(true);
-    let unflushed = write_files(&pool, 500, 6);
+    let unflushed = write_files(&pool, 500, 6, FILE_BYTES);
     mirror.plan_b.set_fail_flushes(false);
     let blocks = data_blocks(&pool, &unflushed);
     let births: BTreeSet<u64> = blocks.iter().map(|&(birth, _, _)| birth).collect();
@@ -213,8 +184,8 @@ fn side_whose_flush_failed_logs_the_txg_and_is_resilvered() {
     mirror
         .plan_a
         .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
-    assert_files_read_right(&pool, &before);
-    assert_files_read_right(&pool, &unflushed);
+    assert_files_read_right(&pool, &before, FILE_BYTES, "read back");
+    assert_files_read_right(&pool, &unflushed, FILE_BYTES, "read back");
     mirror.plan_a.clear_read_faults();
     pool.export().unwrap();
 }

@@ -73,35 +73,6 @@ impl Mirror {
     }
 }
 
-/// Write `count` files of deterministic data starting at seed `seed`; returns their objects.
-fn write_files(pool: &Pool, seed: u64, count: u64) -> Vec<(ObjectId, u64)> {
-    let objset = pool.root_objset();
-    let mut files = Vec::new();
-    for index in 0..count {
-        let object = create_file(pool, &objset, 16 << 10, Compression::Off);
-        let hold = pool.assign().unwrap();
-        objset
-            .write(&hold.tx(), object, 0, &pattern(seed + index, FILE_BYTES))
-            .unwrap();
-        drop(hold);
-        files.push((object, seed + index));
-    }
-    pool.sync().unwrap();
-    files
-}
-
-fn assert_files_read_right(pool: &Pool, files: &[(ObjectId, u64)]) {
-    let objset = pool.root_objset();
-    for (object, seed) in files {
-        let mut data = vec![0u8; FILE_BYTES];
-        objset.read(*object, 0, &mut data).unwrap();
-        assert!(
-            data == pattern(*seed, FILE_BYTES),
-            "object {object} reads wrong"
-        );
-    }
-}
-
 /// Data-area (offset, size) of every level-0 block of the files.
 fn data_extents(pool: &Pool, files: &[(ObjectId, u64)]) -> Vec<(u64, u64)> {
     let objset = pool.root_objset();
@@ -149,7 +120,7 @@ fn assert_side_b_alone_reads(mirror: &Mirror, file_sets: &[&[(ObjectId, u64)]]) 
         .plan("a.img")
         .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
     for files in file_sets {
-        assert_files_read_right(&pool, files);
+        assert_files_read_right(&pool, files, FILE_BYTES, "read back");
     }
     mirror.plan("a.img").clear_read_faults();
     pool.export().unwrap();
@@ -165,7 +136,7 @@ fn wait_scan(pool: &Pool, function: ScanFunction) -> tarn::pool::scan::ScanPhys 
 fn scrub_repairs_random_damage_on_one_side_of_a_mirror() {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let files = write_files(&pool, 100, 24);
+    let files = write_files(&pool, 100, 24, FILE_BYTES);
     let extents = data_extents(&pool, &files);
     pool.export().unwrap();
 
@@ -198,7 +169,7 @@ fn scrub_repairs_random_damage_on_one_side_of_a_mirror() {
 
     // Every file reads right (from side a, or repaired from it on the way).
     let pool = mirror.import(tiny());
-    assert_files_read_right(&pool, &files);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "read back");
     // Reads take side a first: they may find some of the damage (and repair it), or none.
     let found_by_reads = leaf_checksum_errors(&pool, 1);
     assert_eq!(leaf_checksum_errors(&pool, 0), 0);
@@ -244,9 +215,9 @@ fn scrub_repairs_random_damage_on_one_side_of_a_mirror() {
 fn resilver_after(break_side: impl Fn(&Mirror, &Pool), heal_side: impl Fn(&Mirror, &Pool)) {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let before = write_files(&pool, 1, 20);
+    let before = write_files(&pool, 1, 20, FILE_BYTES);
     break_side(&mirror, &pool);
-    let missed = write_files(&pool, 500, 8);
+    let missed = write_files(&pool, 500, 8, FILE_BYTES);
     let dtl = pool.core.io.vdevs.tops()[0].children[1].dtl.ranges();
     assert!(!dtl.is_empty(), "side b logged no missed txg");
     assert!(pool.core.io.vdevs.tops()[0].children[0].dtl.is_empty());
@@ -376,10 +347,10 @@ fn scan_kill_child() {
 fn scan_killed(function: ScanFunction) {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let _before = write_files(&pool, 1, 12);
+    let _before = write_files(&pool, 1, 12, FILE_BYTES);
     if function == ScanFunction::Resilver {
         pool.offline("b.img").unwrap();
-        write_files(&pool, 300, 12);
+        write_files(&pool, 300, 12, FILE_BYTES);
     }
     pool.export().unwrap();
     let child = spawn_child(
@@ -459,7 +430,7 @@ fn scrub_pause_resume_and_cancel() {
     slow.scan_blocks_per_txg_max = 1;
     slow.txg_timeout = 1;
     let pool = mirror.create(slow);
-    write_files(&pool, 1, 4);
+    write_files(&pool, 1, 4, FILE_BYTES);
     assert!(
         pool.core.request_scan_cancel().is_err(),
         "nothing to cancel"
@@ -500,7 +471,7 @@ fn scrub_runs_while_the_pool_writes_and_frees() {
     let mut tunables = tiny();
     tunables.scan_blocks_per_txg_max = 16;
     let pool = mirror.create(tunables);
-    let mut files = write_files(&pool, 1, 16);
+    let mut files = write_files(&pool, 1, 16, FILE_BYTES);
     pool.core.request_scrub().unwrap();
     pool.sync().unwrap();
     let objset = pool.root_objset();
@@ -522,7 +493,7 @@ fn scrub_runs_while_the_pool_writes_and_frees() {
         let victim = files.remove(((rounds * 7) as usize) % files.len());
         objset.remove_object(&hold.tx(), victim.0).unwrap();
         drop(hold);
-        files.extend(write_files(&pool, 10_000 + rounds, 1));
+        files.extend(write_files(&pool, 10_000 + rounds, 1, FILE_BYTES));
         // The overwritten file's seed changed.
         for file in files.iter_mut() {
             if file.0 == object {
@@ -561,7 +532,7 @@ fn scrub_runs_while_the_pool_writes_and_frees() {
 fn side_missing_at_import_is_resilvered_when_it_returns() {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let before = write_files(&pool, 1, 8);
+    let before = write_files(&pool, 1, 8, FILE_BYTES);
     pool.export().unwrap();
     let away = mirror.dir.path().join("away");
     std::fs::create_dir(&away).unwrap();
@@ -572,7 +543,7 @@ fn side_missing_at_import_is_resilvered_when_it_returns() {
         pool.core.io.vdevs.tops()[0].children[1].health().as_str(),
         "UNAVAIL"
     );
-    let missed = write_files(&pool, 700, 8);
+    let missed = write_files(&pool, 700, 8, FILE_BYTES);
     assert!(!pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
     pool.export().unwrap();
 
@@ -595,7 +566,7 @@ fn side_missing_at_import_is_resilvered_when_it_returns() {
 fn scrub_counts_a_block_with_no_good_copy_and_stops() {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let files = write_files(&pool, 40, 4);
+    let files = write_files(&pool, 40, 4, FILE_BYTES);
     let extents = data_extents(&pool, &files[..1]);
     pool.export().unwrap();
     let (offset, _) = extents[0];
@@ -617,7 +588,7 @@ fn scrub_counts_a_block_with_no_good_copy_and_stops() {
         "a block with no good copy is counted once, as an error"
     );
     // The other files still read right; the damaged one fails with an error.
-    assert_files_read_right(&pool, &files[1..]);
+    assert_files_read_right(&pool, &files[1..], FILE_BYTES, "read back");
     let mut data = vec![0u8; FILE_BYTES];
     assert!(pool.root_objset().read(files[0].0, 0, &mut data).is_err());
     pool.sync().unwrap();
@@ -634,13 +605,13 @@ fn dtl_survives_power_cuts_during_sync() {
     for (round, lost_from) in [0u64, 3, 8, 20, 60].into_iter().enumerate() {
         let mirror = Mirror::new();
         let pool = mirror.create(tiny());
-        let first = write_files(&pool, 1, 4);
+        let first = write_files(&pool, 1, 4, FILE_BYTES);
         mirror
             .plan("b.img")
             .fail_writes_from(mirror.plan("b.img").write_count());
         // b fails slowly: its misses become known only as the txg's last writes complete.
         mirror.plan("b.img").set_io_delay(Duration::from_millis(5));
-        let second = write_files(&pool, 100, 4);
+        let second = write_files(&pool, 100, 4, FILE_BYTES);
         for side in ["a.img", "b.img"] {
             mirror.plan(side).set_power_cut(round as u64 * 7 + 1);
         }
@@ -692,7 +663,7 @@ fn dtl_survives_power_cuts_during_sync() {
 fn dtl_cost_per_txg() {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    write_files(&pool, 1, 4);
+    write_files(&pool, 1, 4, FILE_BYTES);
     let passes_healthy: Vec<u32> = pool
         .core
         .txgs
@@ -715,7 +686,7 @@ fn dtl_cost_per_txg() {
     pool.offline("b.img").unwrap();
     let before = pool.core.txgs.history().len();
     for round in 0..6 {
-        write_files(&pool, 100 + round, 1);
+        write_files(&pool, 100 + round, 1, FILE_BYTES);
     }
     let history = pool.core.txgs.history();
     let healthy_max = passes_healthy.iter().copied().max().unwrap_or(1);
@@ -763,9 +734,9 @@ fn dtl_cost_per_txg() {
 fn blank_or_foreign_side_is_refused_by_online_and_replaced_whole() {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let before = write_files(&pool, 1, 20);
+    let before = write_files(&pool, 1, 20, FILE_BYTES);
     pool.offline("b.img").unwrap();
-    let missed = write_files(&pool, 500, 8);
+    let missed = write_files(&pool, 500, 8, FILE_BYTES);
 
     // Another pool's disk at b's path: refused, naming the other pool.
     let other_dir = tempfile::tempdir().unwrap();
@@ -810,8 +781,8 @@ fn blank_or_foreign_side_is_refused_by_online_and_replaced_whole() {
     assert!(pool.core.scan_status().is_none(), "no resilver may start");
 
     // The pool keeps working on side a.
-    let after = write_files(&pool, 900, 4);
-    assert_files_read_right(&pool, &before);
+    let after = write_files(&pool, 900, 4, FILE_BYTES);
+    assert_files_read_right(&pool, &before, FILE_BYTES, "read back");
 
     // Replacing b in place resilvers every block onto the blank disk.
     let new = pool.replace("b.img", None, false).unwrap();
@@ -832,7 +803,7 @@ fn blank_or_foreign_side_is_refused_by_online_and_replaced_whole() {
 fn blank_side_at_import_is_missing_not_taken_as_the_leaf() {
     let mirror = Mirror::new();
     let pool = mirror.create(tiny());
-    let files = write_files(&pool, 1, 12);
+    let files = write_files(&pool, 1, 12, FILE_BYTES);
     pool.export().unwrap();
     let file = std::fs::OpenOptions::new()
         .write(true)

@@ -14,46 +14,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::*;
-use tarn::block::blkptr::Compression;
 use tarn::object::tree::visit_tree;
 use tarn::pool::scan::ScanFunction;
 use tarn::pool::{ImportOptions, Pool, PoolError, VdevLayout, VdevSpec};
-use tarn::types::{ObjectId, VdevId};
+use tarn::types::VdevId;
 use tarn::vdev::label::read_newest_label;
 use tarn::vdev::{FaultPlan, FileDevice};
 
 const POOL: &str = "changing";
 const FILE_BYTES: usize = 192 << 10;
-
-fn write_files(pool: &Pool, seed: u64, count: u64) -> Vec<(ObjectId, u64)> {
-    let objset = pool.root_objset();
-    let mut files = Vec::new();
-    for index in 0..count {
-        let object = create_file(pool, &objset, 16 << 10, Compression::Off);
-        let hold = pool.assign().unwrap();
-        objset
-            .write(&hold.tx(), object, 0, &pattern(seed + index, FILE_BYTES))
-            .unwrap();
-        drop(hold);
-        files.push((object, seed + index));
-    }
-    pool.sync().unwrap();
-    files
-}
-
-fn assert_files_read_right(pool: &Pool, files: &[(ObjectId, u64)], what: &str) {
-    let objset = pool.root_objset();
-    for (object, seed) in files {
-        let mut data = vec![0u8; FILE_BYTES];
-        objset
-            .read(*object, 0, &mut data)
-            .unwrap_or_else(|error| panic!("{what}: object {object}: {error}"));
-        assert!(
-            data == pattern(*seed, FILE_BYTES),
-            "{what}: object {object} reads wrong"
-        );
-    }
-}
 
 /// The leaf paths of every top-level vdev, in order.
 fn tree_shape(pool: &Pool) -> Vec<Vec<PathBuf>> {
@@ -86,7 +55,7 @@ fn attach_resilvers_the_new_side_and_detach_leaves_it_alone() {
     let dir = tempfile::tempdir().unwrap();
     let pool = create_pool(dir.path(), POOL, single(dir.path(), "a.img"), tiny());
     let a = std::fs::canonicalize(dir.path().join("a.img")).unwrap();
-    let files = write_files(&pool, 1, 12);
+    let files = write_files(&pool, 1, 12, FILE_BYTES);
     let b = sparse(&dir.path().join("b.img"), VDEV_SIZE);
     let guid_sum_before = pool.core.io.vdevs.guid_sum();
 
@@ -121,7 +90,7 @@ fn attach_resilvers_the_new_side_and_detach_leaves_it_alone() {
     // b alone is the pool now: a stays in the scanned directory and is not taken.
     let pool = import_from(dir.path());
     assert_eq!(tree_shape(&pool), vec![vec![b.clone()]]);
-    assert_files_read_right(&pool, &files, "b alone after import");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "b alone after import");
     assert_clean(&pool);
     pool.export().unwrap();
 }
@@ -137,7 +106,7 @@ fn replace_detaches_the_old_device_once_the_new_one_is_resilvered() {
         vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])],
         tiny(),
     );
-    let files = write_files(&pool, 100, 10);
+    let files = write_files(&pool, 100, 10, FILE_BYTES);
     let c = sparse(&dir.path().join("c.img"), VDEV_SIZE + (16 << 20));
     let new = pool.replace("b.img", Some(&c), false).unwrap();
     {
@@ -153,7 +122,7 @@ fn replace_detaches_the_old_device_once_the_new_one_is_resilvered() {
     let a = std::fs::canonicalize(&a).unwrap();
     assert_eq!(tree_shape(&pool), vec![vec![a.clone(), c.clone()]]);
     assert!(!has_label(&b), "the replaced device keeps its label");
-    let more = write_files(&pool, 200, 2);
+    let more = write_files(&pool, 200, 2, FILE_BYTES);
     pool.export().unwrap();
 
     // c alone holds everything: import without a.
@@ -161,8 +130,13 @@ fn replace_detaches_the_old_device_once_the_new_one_is_resilvered() {
     std::fs::rename(&a, away.path().join("a.img")).unwrap();
     let pool = import_from(dir.path());
     assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
-    assert_files_read_right(&pool, &files, "c alone");
-    assert_files_read_right(&pool, &more, "c alone, written after the replace");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "c alone");
+    assert_files_read_right(
+        &pool,
+        &more,
+        FILE_BYTES,
+        "c alone, written after the replace",
+    );
     drop(pool);
     std::fs::rename(away.path().join("a.img"), &a).unwrap();
     let pool = import_from(dir.path());
@@ -181,7 +155,7 @@ fn replace_in_place_after_the_disk_was_swapped() {
         vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])],
         tiny(),
     );
-    let files = write_files(&pool, 300, 6);
+    let files = write_files(&pool, 300, 6, FILE_BYTES);
     // The same device is still there: nothing to replace it with.
     let error = pool.replace("b.img", None, false).unwrap_err();
     assert!(error.to_string().contains("in place"), "{error}");
@@ -198,7 +172,7 @@ fn replace_in_place_after_the_disk_was_swapped() {
     std::fs::rename(&a, away.path().join("a.img")).unwrap();
     let pool = import_from(dir.path());
     assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
-    assert_files_read_right(&pool, &files, "the new b alone");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "the new b alone");
     pool.export().unwrap();
 }
 
@@ -206,7 +180,7 @@ fn replace_in_place_after_the_disk_was_swapped() {
 fn added_vdev_takes_allocations_and_survives_import() {
     let dir = tempfile::tempdir().unwrap();
     let pool = create_pool(dir.path(), POOL, single(dir.path(), "a.img"), tiny());
-    let early = write_files(&pool, 1, 4);
+    let early = write_files(&pool, 1, 4, FILE_BYTES);
     let b = sparse(&dir.path().join("b.img"), VDEV_SIZE);
     let size_before = pool.core.io.space.totals().size;
 
@@ -225,7 +199,7 @@ fn added_vdev_takes_allocations_and_survives_import() {
     assert_eq!(pool.core.io.vdevs.tops().len(), 2);
     assert!(pool.core.io.space.totals().size > size_before);
     assert!(has_label(&b));
-    let late = write_files(&pool, 50, 24);
+    let late = write_files(&pool, 50, 24, FILE_BYTES);
     let objset = pool.root_objset();
     let mut on_new = 0;
     for (object, _) in &late {
@@ -243,8 +217,8 @@ fn added_vdev_takes_allocations_and_survives_import() {
 
     let pool = import_from(dir.path());
     assert_eq!(pool.core.io.vdevs.tops().len(), 2);
-    assert_files_read_right(&pool, &early, "early files");
-    assert_files_read_right(&pool, &late, "files written after the add");
+    assert_files_read_right(&pool, &early, FILE_BYTES, "early files");
+    assert_files_read_right(&pool, &late, FILE_BYTES, "files written after the add");
     assert_clean(&pool);
     pool.export().unwrap();
 }
@@ -260,7 +234,7 @@ fn refusals_leave_the_pool_as_it_was() {
         vec![VdevSpec::Mirror(vec![a.clone(), b.clone()])],
         tiny(),
     );
-    let files = write_files(&pool, 7, 4);
+    let files = write_files(&pool, 7, 4, FILE_BYTES);
     let shape = tree_shape(&pool);
     fn refused<T: std::fmt::Debug>(result: Result<T, PoolError>, expected: &str) {
         let error = result.expect_err("refused");
@@ -304,7 +278,7 @@ fn refusals_leave_the_pool_as_it_was() {
     );
     // The last whole copy: b offline missed txgs, so a is the only complete side.
     pool.offline("b.img").unwrap();
-    write_files(&pool, 70, 1);
+    write_files(&pool, 70, 1, FILE_BYTES);
     refused(pool.detach("a.img"), "no valid replicas");
     pool.online("b.img").unwrap();
     pool.core.wait_scan(ScanFunction::Resilver).unwrap();
@@ -320,7 +294,7 @@ fn refusals_leave_the_pool_as_it_was() {
         has_label(&foreign),
         "a refused attach wrote to the foreign device"
     );
-    assert_files_read_right(&pool, &files, "after the refusals");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "after the refusals");
     assert_clean(&pool);
     pool.export().unwrap();
 }
@@ -348,7 +322,7 @@ fn attach_cut_by_power_failure(
     };
     options.tunables.txg_timeout = 60;
     let pool = Pool::create(options).unwrap();
-    let files = write_files(&pool, seed, 3);
+    let files = write_files(&pool, seed, 3, FILE_BYTES);
     let c = sparse(&dir.path().join("c.img"), VDEV_SIZE);
     plan.set_power_cut(seed);
     if let Some(flush) = stop_at_flush {
@@ -376,7 +350,7 @@ fn attach_cut_by_power_failure(
         2 => assert_eq!(shape[0], vec![a, c], "{what}"),
         _ => panic!("{what}: {shape:?}"),
     }
-    assert_files_read_right(&pool, &files, &what);
+    assert_files_read_right(&pool, &files, FILE_BYTES, &what);
     pool.core.wait_scan(ScanFunction::Resilver).unwrap();
     assert_clean(&pool);
     if leaves == 2 {
@@ -416,7 +390,7 @@ fn readers_during_attach_and_detach_always_read_right() {
         single(dir.path(), "a.img"),
         tiny(),
     ));
-    let files = write_files(&pool, 500, 6);
+    let files = write_files(&pool, 500, 6, FILE_BYTES);
     let b = sparse(&dir.path().join("b.img"), VDEV_SIZE);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
@@ -425,7 +399,7 @@ fn readers_during_attach_and_detach_always_read_right() {
             let mut rounds = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 pool.core.io.cache.clear();
-                assert_files_read_right(&pool, &files, "reader during the changes");
+                assert_files_read_right(&pool, &files, FILE_BYTES, "reader during the changes");
                 rounds += 1;
             }
             rounds
@@ -443,7 +417,7 @@ fn readers_during_attach_and_detach_always_read_right() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let rounds = reader.join().unwrap();
     assert!(rounds > 0);
-    assert_files_read_right(&pool, &files, "after the changes");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "after the changes");
     assert_clean(&pool);
 }
 
@@ -456,7 +430,7 @@ fn readers_during_attach_and_detach_always_read_right() {
 fn a_device_detached_while_a_reader_holds_it_can_be_attached_again() {
     let dir = tempfile::tempdir().unwrap();
     let pool = create_pool(dir.path(), POOL, single(dir.path(), "a.img"), tiny());
-    let files = write_files(&pool, 520, 3);
+    let files = write_files(&pool, 520, 3, FILE_BYTES);
     let b = sparse(&dir.path().join("b.img"), VDEV_SIZE);
     pool.attach("a.img", &b, true).unwrap();
     pool.core.wait_scan(ScanFunction::Resilver).unwrap();
@@ -467,7 +441,7 @@ fn a_device_detached_while_a_reader_holds_it_can_be_attached_again() {
         .unwrap();
     pool.core.wait_scan(ScanFunction::Resilver).unwrap();
     drop(held);
-    assert_files_read_right(&pool, &files, "after the attach");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "after the attach");
     assert_clean(&pool);
 }
 
@@ -505,9 +479,9 @@ fn removed_side_is_shown_and_resilvered_when_it_returns() {
         disabled_features: Vec::new(),
     })
     .unwrap();
-    let before = write_files(&pool, 900, 3);
+    let before = write_files(&pool, 900, 3, FILE_BYTES);
     plan_b.set_removed(true);
-    let missed = write_files(&pool, 950, 3);
+    let missed = write_files(&pool, 950, 3, FILE_BYTES);
     let side_b = pool.core.io.vdevs.tops()[0].children[1].clone();
     assert_eq!(side_b.health().as_str(), "REMOVED");
     assert_eq!(pool.core.io.vdevs.health().as_str(), "DEGRADED");
@@ -525,8 +499,18 @@ fn removed_side_is_shown_and_resilvered_when_it_returns() {
     let away = tempfile::tempdir().unwrap();
     std::fs::rename(&a, away.path().join("a.img")).unwrap();
     let pool = import_from(dir.path());
-    assert_files_read_right(&pool, &before, "b alone, written before the removal");
-    assert_files_read_right(&pool, &missed, "b alone, written while it was removed");
+    assert_files_read_right(
+        &pool,
+        &before,
+        FILE_BYTES,
+        "b alone, written before the removal",
+    );
+    assert_files_read_right(
+        &pool,
+        &missed,
+        FILE_BYTES,
+        "b alone, written while it was removed",
+    );
 }
 
 /// A `pool add` of data vdevs only.

@@ -269,3 +269,36 @@ impl std::io::Read for Arriving {
         Ok(length)
     }
 }
+
+/// Write `count` files of `bytes` deterministic bytes each (16 KiB blocks, no compression),
+/// seeds from `seed` on, in one txg each, then sync; returns (object, seed) per file.
+pub fn write_files(pool: &Pool, seed: u64, count: u64, bytes: usize) -> Vec<(ObjectId, u64)> {
+    let objset = pool.root_objset();
+    let mut files = Vec::new();
+    for index in 0..count {
+        let object = create_file(pool, &objset, 16 << 10, Compression::Off);
+        let hold = pool.assign().unwrap();
+        objset
+            .write(&hold.tx(), object, 0, &pattern(seed + index, bytes))
+            .unwrap();
+        drop(hold);
+        files.push((object, seed + index));
+    }
+    pool.sync().unwrap();
+    files
+}
+
+/// Every file [`write_files`] wrote reads back its bytes (`what` names the moment).
+pub fn assert_files_read_right(pool: &Pool, files: &[(ObjectId, u64)], bytes: usize, what: &str) {
+    let objset = pool.root_objset();
+    for (object, seed) in files {
+        let mut data = vec![0u8; bytes];
+        objset
+            .read(*object, 0, &mut data)
+            .unwrap_or_else(|error| panic!("{what}: object {object}: {error}"));
+        assert!(
+            data == pattern(*seed, bytes),
+            "{what}: object {object} reads wrong"
+        );
+    }
+}
