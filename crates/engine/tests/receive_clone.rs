@@ -9,20 +9,10 @@ use std::sync::mpsc::sync_channel;
 
 use tarn::fs::FileSystem;
 use tarn::pool::Pool;
-use tarn::send::{receive, send, ReceiveOptions, SendOptions};
+use tarn::send::{receive, ReceiveOptions};
 
 use common::tree::{snapshot_tree, tree};
 use common::*;
-
-fn stream(pool: &Pool, to: &str, from: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::new();
-    let options = SendOptions {
-        from: from.map(str::to_string),
-        ..SendOptions::default()
-    };
-    send(pool, to, &options, &mut out, &mut |_| {}).unwrap();
-    out
-}
 
 fn write_file(fs: &FileSystem, name: &str, seed: u64, length: usize) {
     let root = fs.root();
@@ -49,7 +39,7 @@ fn setup(dir: &std::path::Path, name: &str) -> (Pool, Vec<u8>) {
     pool.create_snapshots(&[format!("{name}/src@b")], false)
         .unwrap();
     drop(src);
-    let full = stream(&pool, &format!("{name}/src@a"), None);
+    let full = send_to_vec(&pool, &format!("{name}/src@a"), None);
     let mut input: &[u8] = &full;
     receive(
         &pool,
@@ -60,7 +50,7 @@ fn setup(dir: &std::path::Path, name: &str) -> (Pool, Vec<u8>) {
     .unwrap();
     pool.set_property(&format!("{name}/dst"), "atime", Some("off"))
         .unwrap();
-    let incremental = stream(
+    let incremental = send_to_vec(
         &pool,
         &format!("{name}/src@b"),
         Some(&format!("{name}/src@a")),

@@ -400,17 +400,8 @@ fn an_object_of_a_new_generation_is_made_again_with_its_settings() {
         .unwrap();
     pool.create_snapshots(&["hostile@b".to_string()], false)
         .unwrap();
-    let send_to_vec = |to: &str, from: Option<&str>| {
-        let mut out = Vec::new();
-        let options = SendOptions {
-            from: from.map(str::to_string),
-            ..SendOptions::default()
-        };
-        send(&pool, to, &options, &mut out, &mut |_| {}).unwrap();
-        out
-    };
-    let full = send_to_vec("hostile@a", None);
-    let incremental = send_to_vec("hostile@b", Some("@a"));
+    let full = send_to_vec(&pool, "hostile@a", None);
+    let incremental = send_to_vec(&pool, "hostile@b", Some("@a"));
     receive_from(&pool, "hostile/copy", &full).unwrap();
     pool.sync().unwrap();
     let before = pool
@@ -510,17 +501,8 @@ fn an_object_record_of_the_same_generation_applies_its_settings() {
         .unwrap();
     pool.create_snapshots(&["hostile@b".to_string()], false)
         .unwrap();
-    let send_to_vec = |to: &str, from: Option<&str>| {
-        let mut out = Vec::new();
-        let options = SendOptions {
-            from: from.map(str::to_string),
-            ..SendOptions::default()
-        };
-        send(&pool, to, &options, &mut out, &mut |_| {}).unwrap();
-        out
-    };
-    let full = send_to_vec("hostile@a", None);
-    let incremental = send_to_vec("hostile@b", Some("@a"));
+    let full = send_to_vec(&pool, "hostile@a", None);
+    let incremental = send_to_vec(&pool, "hostile@b", Some("@a"));
     receive_from(&pool, "hostile/copy", &full).unwrap();
     let template = records_of(&full)
         .into_iter()

@@ -256,7 +256,7 @@ fn scan_across_a_receive_clone_swap(
     dir: &Path,
     function: ScanFunction,
 ) -> (ScanPhys, Pool, Arc<parking_lot::Mutex<Plans>>) {
-    use tarn::send::{receive, send, ReceiveOptions, SendOptions};
+    use tarn::send::{receive, ReceiveOptions};
     let plans = Arc::new(parking_lot::Mutex::new(Plans::new()));
     let vdevs = match function {
         ScanFunction::Scrub => single(dir, "a.img"),
@@ -280,15 +280,6 @@ fn scan_across_a_receive_clone_swap(
         // Side b misses everything from here on; it comes back when the clone is filled.
         pool.offline("b.img").unwrap();
     }
-    let stream = |to: &str, from: Option<&str>| {
-        let mut out = Vec::new();
-        let options = SendOptions {
-            from: from.map(str::to_string),
-            ..SendOptions::default()
-        };
-        send(&pool, to, &options, &mut out, &mut |_| {}).unwrap();
-        out
-    };
     pool.create_dataset(
         "scanns/src",
         &[
@@ -315,7 +306,7 @@ fn scan_across_a_receive_clone_swap(
     create("tail", 3, 100 * 512);
     pool.create_snapshots(&["scanns/src@b".into()], false)
         .unwrap();
-    let full_stream = stream("scanns/src@a", None);
+    let full_stream = send_to_vec(&pool, "scanns/src@a", None);
     receive(
         &pool,
         "scanns/dst",
@@ -323,7 +314,7 @@ fn scan_across_a_receive_clone_swap(
         &ReceiveOptions::default(),
     )
     .unwrap();
-    let incremental = stream("scanns/src@b", Some("scanns/src@a"));
+    let incremental = send_to_vec(&pool, "scanns/src@b", Some("scanns/src@a"));
     // Only the received copy matters: the source goes before the scan.
     pool.destroy_dataset("scanns/src", true).unwrap();
     let head = object_of(&pool, "scanns/dst");

@@ -196,6 +196,18 @@ struct Timed {
     sync: f64,
 }
 
+impl Timed {
+    /// The phases between four instants: started, destroyed, freed, synced.
+    fn from_marks(started: Instant, destroyed: Instant, freed: Instant, synced: Instant) -> Timed {
+        Timed {
+            total: (synced - started).as_secs_f64(),
+            destroy: (destroyed - started).as_secs_f64(),
+            wait: (freed - destroyed).as_secs_f64(),
+            sync: (synced - freed).as_secs_f64(),
+        }
+    }
+}
+
 /// The run of median total time among `runs`.
 fn median(mut runs: Vec<Timed>) -> Timed {
     runs.sort_by(|a, b| a.total.total_cmp(&b.total));
@@ -236,12 +248,7 @@ fn timed_destroy(pool: &Pool, name: &str) -> Result<Timed, Failure> {
     let freed = Instant::now();
     pool.sync()?;
     let synced = Instant::now();
-    Ok(Timed {
-        total: (synced - started).as_secs_f64(),
-        destroy: (destroyed - started).as_secs_f64(),
-        wait: (freed - destroyed).as_secs_f64(),
-        sync: (synced - freed).as_secs_f64(),
-    })
+    Ok(Timed::from_marks(started, destroyed, freed, synced))
 }
 
 /// Clone destroys in a fresh pool: [`CLONES`] warm, then [`CLONES`] cold.
@@ -347,12 +354,7 @@ fn btrfs_timed_delete(mountpoint: &str, snapshot: &Path) -> Result<Timed, Failur
     let freed = Instant::now();
     run_command("btrfs", &["filesystem", "sync", mountpoint])?;
     let synced = Instant::now();
-    Ok(Timed {
-        total: (synced - started).as_secs_f64(),
-        destroy: (destroyed - started).as_secs_f64(),
-        wait: (freed - destroyed).as_secs_f64(),
-        sync: (synced - freed).as_secs_f64(),
-    })
+    Ok(Timed::from_marks(started, destroyed, freed, synced))
 }
 
 /// The btrfs half for one size: snapshots of a subvolume holding the origin, each with the

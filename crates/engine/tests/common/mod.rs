@@ -302,3 +302,14 @@ pub fn assert_files_read_right(pool: &Pool, files: &[(ObjectId, u64)], bytes: us
         );
     }
 }
+
+/// The replication stream of `to` (incremental from `from`), whole, in memory.
+pub fn send_to_vec(pool: &Pool, to: &str, from: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let options = tarn::send::SendOptions {
+        from: from.map(str::to_string),
+        ..tarn::send::SendOptions::default()
+    };
+    tarn::send::send(pool, to, &options, &mut out, &mut |_| {}).unwrap();
+    out
+}
