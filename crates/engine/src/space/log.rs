@@ -42,7 +42,10 @@
 //! unflushed_log_block_min, unflushed_log_block_max)` blocks and under
 //! `unflushed_log_txg_max` txgs at every point the summary covers. Metaslabs are walked
 //! oldest `unflushed_txg` first: a dirty one is flushed, a clean one only has its
-//! `unflushed_txg` moved to T (no map I/O). The walk goes on past the estimate while the
+//! `unflushed_txg` moved to T (no map I/O). A metaslab whose defer trees still hold frees that
+//! cancelled an unflushed allocation (allocated and freed since its last flush) is not clean:
+//! only the logs record those frees, so the flush writes them to the map stamped with the txg
+//! that freed them, and they stay deferred across import ([`Metaslab::needs_flush`]). The walk goes on past the estimate while the
 //! unflushed changes take more than `unflushed_max_mem_amt` bytes of memory or the oldest
 //! metaslab is `unflushed_log_txg_max` txgs behind. Export flushes every metaslab.
 //!
