@@ -313,7 +313,7 @@ pub fn destroy(
         return Ok(());
     }
     for doomed in plan.iter().filter(|doomed| !doomed.contains('@')) {
-        mounts.unmount_within(doomed, false)?;
+        mounts.unmount_within(pool, doomed, false)?;
     }
     destroy_reporting(pool, name, options.recursive, options.dependents)
 }
@@ -507,7 +507,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             match (target, all) {
                 (None, true) => {
                     for pool in daemon.pools() {
-                        daemon.mounts.unmount_within(pool.name(), force)?;
+                        daemon.mounts.unmount_within(&pool, pool.name(), force)?;
                     }
                 }
                 (Some(target), _) => {
@@ -516,7 +516,8 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                             "{target} is not a mounted tarn file system (give a dataset name or its mountpoint)"
                         ))
                     })?;
-                    daemon.mounts.unmount_within(&dataset, force)?;
+                    let pool = daemon.pool_of_dataset(&dataset)?;
+                    daemon.mounts.unmount_within(&pool, &dataset, force)?;
                 }
                 (None, false) => {
                     return Err(Failure(

@@ -146,7 +146,7 @@ impl Daemon {
         let Some(pool) = self.pool(target) else {
             return Ok(());
         };
-        self.mounts.unmount_within(pool.name(), force)?;
+        self.mounts.unmount_within(&pool, pool.name(), force)?;
         Ok(())
     }
 
@@ -187,7 +187,7 @@ impl Daemon {
             .into_iter()
             .find(|(name, _)| name == pool.name() && !root_unavailable)
         {
-            let _ = self.mounts.unmount_within(pool.name(), true);
+            let _ = self.mounts.unmount_within(pool, pool.name(), true);
             self.mounts.forget_pool(pool.name());
             return Err(failure);
         }

@@ -255,7 +255,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
     for pool in daemon.pools() {
         // What the unmounts print (outside any request) goes to the log, not to stdout.
         let (result, captured) =
-            output::capture(|| daemon.mounts.unmount_within(pool.name(), true));
+            output::capture(|| daemon.mounts.unmount_within(&pool, pool.name(), true));
         for line in captured.stdout.lines().chain(captured.stderr.lines()) {
             info!("{line}");
         }

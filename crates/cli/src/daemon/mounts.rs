@@ -220,7 +220,22 @@ impl Mounts {
     /// mounted yet, parents first. Returns the failures (each also printed); the others are
     /// mounted regardless.
     pub fn mount_all(&self, pool: &Pool, within: Option<&str>) -> Vec<(String, Failure)> {
+        self.mount_tree(pool, within, &[])
+    }
+
+    /// [`Mounts::mount_all`], and also the datasets named in `also` that mount only when asked
+    /// (canmount=noauto): after their tree was unmounted for a change, what was mounted comes
+    /// back. Mounts go in mountpoint order, so a parent's mount is in place before a child's
+    /// mountpoint directory is made inside it (a child mounted first would leave the parent's
+    /// mountpoint not empty).
+    fn mount_tree(
+        &self,
+        pool: &Pool,
+        within: Option<&str>,
+        also: &[String],
+    ) -> Vec<(String, Failure)> {
         let mut failures = Vec::new();
+        let mut wanted = Vec::new();
         for info in pool.datasets() {
             // A partial receive kept for resuming is no file system yet.
             if within.is_some_and(|ancestor| !is_within(&info.name, ancestor))
@@ -229,17 +244,23 @@ impl Mounts {
             {
                 continue;
             }
-            let result = match self.placement(pool, &info.name) {
-                Ok(Placement::At {
-                    path,
-                    automatic: true,
-                }) => self.mount(pool, &info.name, &path),
-                Ok(_) => Ok(()),
-                Err(failure) => Err(failure),
-            };
-            if let Err(failure) = result {
+            match self.placement(pool, &info.name) {
+                Ok(Placement::At { path, automatic }) if automatic || also.contains(&info.name) => {
+                    wanted.push((path, info.name))
+                }
+                Ok(_) => {}
+                Err(failure) => {
+                    err!("{}", failure.0);
+                    failures.push((info.name, failure));
+                }
+            }
+        }
+        // Paths compare component by component: a directory sorts before everything below it.
+        wanted.sort();
+        for (path, name) in wanted {
+            if let Err(failure) = self.mount(pool, &name, &path) {
                 err!("{}", failure.0);
-                failures.push((info.name, failure));
+                failures.push((name, failure));
             }
         }
         failures
@@ -282,22 +303,63 @@ impl Mounts {
             .collect()
     }
 
-    /// Unmount `dataset` and every mounted dataset below it, deepest mountpoint first. Plain
-    /// unmounts fail with EBUSY while in use; `force` unmounts lazily. Stops at the first
-    /// failure (that file system stays mounted and registered).
-    pub fn unmount_within(&self, ancestor: &str, force: bool) -> Result<Vec<String>, Failure> {
+    /// Unmount `dataset` and every mounted dataset below it, deepest mountpoint first, and
+    /// return their names. Plain unmounts fail with EBUSY while in use; `force` unmounts
+    /// lazily. All or nothing: when one fails, those unmounted before it are mounted again
+    /// where they were, so a refused destroy, rename or export leaves the tree as it found it.
+    pub fn unmount_within(
+        &self,
+        pool: &Pool,
+        ancestor: &str,
+        force: bool,
+    ) -> Result<Vec<String>, Failure> {
         let mut doomed: Vec<(String, PathBuf)> = self
             .list()
             .into_iter()
             .filter(|(name, _)| is_within(name, ancestor))
             .collect();
         doomed.sort_by_key(|(_, path)| std::cmp::Reverse(path.components().count()));
-        let mut done = Vec::new();
-        for (name, _) in doomed {
-            self.unmount(&name, force)?;
-            done.push(name);
+        let mut done: Vec<(String, PathBuf)> = Vec::new();
+        for (name, path) in doomed {
+            if let Err(failure) = self.unmount(&name, force) {
+                for (name, path) in done.iter().rev() {
+                    if let Err(again) = self.mount(pool, name, path) {
+                        err!("{}", again.0);
+                    }
+                }
+                return Err(failure);
+            }
+            done.push((name, path));
         }
-        Ok(done)
+        Ok(done.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// Unmount the tree at `ancestor` for a change that moves it (a rename, a new mountpoint)
+    /// or remounts it (readonly), make the change, and mount again below `after` (`ancestor`'s
+    /// name once the change is made: the new name of a rename) what was mounted (renamed by
+    /// `rename`) and what now mounts automatically, parents first. When the change fails, the
+    /// tree comes back as it was. Returns the change's result and the mounts that failed.
+    pub fn remount_tree<T>(
+        &self,
+        pool: &Pool,
+        ancestor: &str,
+        change: impl FnOnce() -> Result<T, Failure>,
+        after: &str,
+    ) -> Result<(T, Vec<(String, Failure)>), Failure> {
+        let was_mounted = self.unmount_within(pool, ancestor, false)?;
+        let result = change();
+        let (within, names): (&str, Vec<String>) = match &result {
+            Ok(_) => (
+                after,
+                was_mounted
+                    .iter()
+                    .map(|name| format!("{after}{}", &name[ancestor.len()..]))
+                    .collect(),
+            ),
+            Err(_) => (ancestor, was_mounted),
+        };
+        let failures = self.mount_tree(pool, Some(within), &names);
+        Ok((result?, failures))
     }
 
     /// Unmount one dataset.
@@ -363,25 +425,17 @@ impl Mounts {
             }
             return Ok(());
         }
-        let mut was_mounted = self.unmount_within(dataset, false)?;
-        was_mounted.sort();
+        // canmount=on or noauto leaves a mounted file system mounted and mounts nothing (as
+        // zfs: `mount -a` mounts what canmount=on asks for); only off unmounts.
+        if property == Property::Canmount && pool.property(dataset, Property::Canmount)?.0 != "off"
+        {
+            return Ok(());
+        }
         // What was mounted comes back where its properties now say (explicitly mounted
         // noauto file systems included); what was not mounted and now should be, mounts too.
-        let mut failures = Vec::new();
-        for name in &was_mounted {
-            if let Placement::At { path, .. } = self.placement(pool, name)? {
-                if let Err(failure) = self.mount(pool, name, &path) {
-                    failures.push(failure);
-                }
-            }
-        }
-        failures.extend(
-            self.mount_all(pool, Some(dataset))
-                .into_iter()
-                .map(|(_, failure)| failure),
-        );
+        let ((), failures) = self.remount_tree(pool, dataset, || Ok(()), dataset)?;
         match failures.into_iter().next() {
-            Some(failure) => Err(failure),
+            Some((_, failure)) => Err(failure),
             None => Ok(()),
         }
     }

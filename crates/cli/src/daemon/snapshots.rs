@@ -352,7 +352,7 @@ pub fn destroy_dependents(
                 continue;
             }
             for file_system in plan.iter().filter(|name| !name.contains('@')) {
-                mounts.unmount_within(file_system, false)?;
+                mounts.unmount_within(pool, file_system, false)?;
             }
             super::datasets::destroy_reporting(pool, &clone, true, true)?;
         }
@@ -500,12 +500,16 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                     ))
                     .into());
                 }
-                // Unmounted under the old name, mounted again where the new one says.
-                daemon.mounts.unmount_within(&name, false)?;
-                let renamed = pool.rename_dataset(&name, &new_name);
-                let target = renamed.as_deref().unwrap_or(&name).to_string();
-                let failures = daemon.mounts.mount_all(&pool, Some(&target));
-                let renamed = renamed?;
+                // Checked before anything is unmounted: a refused rename leaves every mount
+                // alone. Then the tree is unmounted under the old name and mounted again where
+                // the new one says, what was mounted explicitly (canmount=noauto) included.
+                pool.check_rename_dataset(&name, &new_name)?;
+                let (renamed, failures) = daemon.mounts.remount_tree(
+                    &pool,
+                    &name,
+                    || Ok(pool.rename_dataset(&name, &new_name)?),
+                    &new_name,
+                )?;
                 out!("renamed {name} to {renamed}");
                 return Ok(Answer {
                     status: u8::from(!failures.is_empty()),

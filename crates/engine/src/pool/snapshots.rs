@@ -167,6 +167,41 @@ fn split_snapshot_name(full: &str) -> Result<(&str, &str), PoolError> {
 }
 
 impl PoolCore {
+    /// The checks of a file system's rename from `old` to `new` (full names), made under the
+    /// namespace lock: the dataset, its relative name and the new relative name when the
+    /// rename may go ahead.
+    fn dataset_rename_plan(
+        &self,
+        old: &str,
+        new: &str,
+    ) -> Result<(Arc<Dataset>, String, String), PoolError> {
+        let old_relative = self.relative_name(old)?.to_string();
+        if old_relative.is_empty() {
+            return Err(PoolError::Refused(format!(
+                "cannot rename {old}: it is the pool's root file system (import the pool under another name instead)"
+            )));
+        }
+        let new_relative = self.new_relative_name(new).map_err(|error| match error {
+            PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
+                "cannot rename {old} to {new}: a file system stays in its pool"
+            )),
+            other => other,
+        })?;
+        if new_relative.is_empty() || self.datasets.read().contains_key(new_relative) {
+            return Err(PoolError::DatasetExists(new.into()));
+        }
+        if new_relative.starts_with(&format!("{old_relative}/")) {
+            return Err(PoolError::Refused(format!(
+                "cannot rename {old} to {new}: a file system cannot move below itself"
+            )));
+        }
+        let dataset = self.available_dataset(&old_relative)?;
+        let new_parent = new_relative.rfind('/').map_or("", |at| &new_relative[..at]);
+        self.available_dataset(new_parent)
+            .map_err(|_| PoolError::DatasetNotFound(self.full_name(new_parent)))?;
+        Ok((dataset, old_relative, new_relative.to_string()))
+    }
+
     pub fn deadlist_store(&self) -> DeadlistStore<'_> {
         DeadlistStore {
             mos: &self.mos,
@@ -1018,42 +1053,30 @@ impl Pool {
     }
 
     /// Rename a file system (and with it its descendants and snapshots) to `new`, anywhere in
-    /// the same pool under an existing parent. The caller unmounts it (and its descendants)
-    /// first and mounts them again after. Durable on return.
+    /// the same pool under an existing parent. The caller checks the rename with
+    /// [`Pool::check_rename_dataset`] first, then unmounts what moves (the file system and its
+    /// descendants) and mounts it again after. Durable on return.
     pub fn rename_dataset(&self, old: &str, new: &str) -> Result<String, PoolError> {
         self.writable()?;
         let core = &self.core;
         let _namespace = core.namespace.lock();
-        let old_relative = core.relative_name(old)?.to_string();
-        if old_relative.is_empty() {
-            return Err(PoolError::Refused(format!(
-                "cannot rename {old}: it is the pool's root file system (import the pool under another name instead)"
-            )));
-        }
-        let new_relative = core.new_relative_name(new).map_err(|error| match error {
-            PoolError::DatasetNotFound(_) => PoolError::Refused(format!(
-                "cannot rename {old} to {new}: a file system stays in its pool"
-            )),
-            other => other,
-        })?;
-        if new_relative.is_empty() || core.datasets.read().contains_key(new_relative) {
-            return Err(PoolError::DatasetExists(new.into()));
-        }
-        if new_relative.starts_with(&format!("{old_relative}/")) {
-            return Err(PoolError::Refused(format!(
-                "cannot rename {old} to {new}: a file system cannot move below itself"
-            )));
-        }
-        let dataset = core.available_dataset(&old_relative)?;
-        let new_parent = new_relative.rfind('/').map_or("", |at| &new_relative[..at]);
-        core.available_dataset(new_parent)
-            .map_err(|_| PoolError::DatasetNotFound(core.full_name(new_parent)))?;
+        let (dataset, old_relative, new_relative) = core.dataset_rename_plan(old, new)?;
         core.run_tasks(vec![NamespaceTask::RenameDataset {
             dataset,
             old: old_relative,
-            new: new_relative.to_string(),
+            new: new_relative,
         }])?;
         Ok(new.to_string())
+    }
+
+    /// Whether [`Pool::rename_dataset`] would accept renaming `old` to `new` now: the same
+    /// checks, nothing changed. A caller that must unmount before a rename asks this first,
+    /// so that a rename refused leaves every mount alone.
+    pub fn check_rename_dataset(&self, old: &str, new: &str) -> Result<(), PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let _namespace = core.namespace.lock();
+        core.dataset_rename_plan(old, new).map(|_| ())
     }
 
     /// Rename a snapshot within its file system (`FS@OLD` to `FS@NEW` or `NEW`).
