@@ -299,37 +299,91 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
     // The L2ARC's devices after the data vdevs (and after a `logs` section), as zpool shows them.
     let (cache_text, cache_json) = cache_section(pool, width);
     text.push_str(&cache_text);
-    let offline = pool.core.io.vdevs.leaves().any(|leaf| leaf.is_offline());
-    let faulted = pool
-        .core
-        .io
-        .vdevs
-        .leaves()
-        .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
-    let removed = pool
-        .core
-        .io
-        .vdevs
-        .leaves()
-        .any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Removed);
-    if removed {
-        text.push_str("\nstatus: one or more devices went away while the pool was imported; the pool continues without them.\naction: put the device back and run 'tarn pool online POOL DEVICE', or replace it with 'tarn pool replace POOL DEVICE NEW_DEVICE'.\n");
-    } else if faulted {
-        text.push_str("\nstatus: one or more devices failed writes and missed data; the pool continues without them.\naction: repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.\n");
-    } else if offline {
-        text.push_str("\nstatus: one or more devices were taken offline by the administrator; the pool continues without them.\naction: bring them back with 'tarn pool online POOL DEVICE' (a resilver copies what they missed).\n");
-    } else if health != tarn::vdev::VdevHealth::Online {
-        text.push_str("\nstatus: one or more devices could not be opened; the pool continues without them.\naction: put the missing device back where the config names it and import again, then run 'tarn check'.\n");
+    let (errors, errors_json, data_errors) = crate::records::errors_section(pool, verbose);
+    let problem = pool_problem(pool, data_errors);
+    if let Some(problem) = &problem {
+        text.push_str(&format!(
+            "\nstatus: {}\naction: {}\n",
+            problem.status, problem.action
+        ));
+        if let Some(see) = &problem.see {
+            text.push_str(&format!("   see: {see}\n"));
+        }
     }
-    let (errors, errors_json) = crate::records::errors_section(pool, verbose);
     text.push('\n');
     text.push_str(&errors);
+    let problem_json = problem.map(|problem| {
+        serde_json::json!({"reason": problem.reason, "status": problem.status, "action": problem.action, "see": problem.see})
+    });
     StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "cache": cache_json, "errors": errors_json}),
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "cache": cache_json, "errors": errors_json, "problem": problem_json}),
     }
+}
+
+/// The one problem `pool status` explains with its `status:` and `action:` lines (zpool's
+/// `zpool_get_status` reason): a short name for scripts, the two texts and a pointer.
+struct PoolProblem {
+    reason: &'static str,
+    status: String,
+    action: String,
+    see: Option<String>,
+}
+
+/// The most pressing problem of `pool` (`data_errors`: the error log names damaged data), in
+/// zpool's order: data errors, then devices gone, faulted or missing, then devices that
+/// counted errors, then devices taken offline. A suspended pool says so in its errors section.
+fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
+    let name = pool.name();
+    let leaves = || pool.core.io.vdevs.leaves();
+    let health = pool.core.io.vdevs.health();
+    let offline = leaves().any(|leaf| leaf.is_offline());
+    let faulted = leaves().any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
+    let removed = leaves().any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Removed);
+    // zpool's vdev_errors: any read, write or checksum error counted on a device, cache
+    // devices included, since the counts were last cleared.
+    let has_errors = |stats: tarn::vdev::stats::LeafStatsSnapshot| {
+        stats.read_errors + stats.write_errors + stats.checksum_errors > 0
+    };
+    let failing = leaves().any(|leaf| has_errors(leaf.stats.snapshot()))
+        || (pool.core.io.l2arc.devices().iter())
+            .any(|cache| has_errors(cache.leaf.stats.snapshot()));
+    let problem = |reason, status: &str, action: &str| PoolProblem {
+        reason,
+        status: status.to_string(),
+        action: action.to_string(),
+        see: None,
+    };
+    Some(if data_errors > 0 {
+        PoolProblem {
+            see: Some(format!(
+                "'tarn pool status -v {name}' names the damaged files; an entry goes once its file is rewritten or removed, or with 'tarn pool clear {name}'."
+            )),
+            ..problem(
+                "corrupt_data",
+                "one or more devices has experienced an error resulting in data corruption; applications may be affected.",
+                "restore the file in question if possible, otherwise restore the entire pool from backup.",
+            )
+        }
+    } else if removed {
+        problem("removed_device", "one or more devices went away while the pool was imported; the pool continues without them.", "put the device back and run 'tarn pool online POOL DEVICE', or replace it with 'tarn pool replace POOL DEVICE NEW_DEVICE'.")
+    } else if faulted {
+        problem("faulted_device", "one or more devices failed writes and missed data; the pool continues without them.", "repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.")
+    } else if health != tarn::vdev::VdevHealth::Online && !offline {
+        problem("missing_device", "one or more devices could not be opened; the pool continues without them.", "put the missing device back where the config names it and import again, then run 'tarn check'.")
+    } else if failing {
+        problem(
+            "failing_device",
+            "one or more devices has experienced an unrecoverable error; an attempt was made to correct the error; applications are unaffected.",
+            &format!("determine if the device needs to be replaced, and clear the errors using 'tarn pool clear {name}' or replace the device with 'tarn pool replace {name} DEVICE NEW_DEVICE'."),
+        )
+    } else if offline {
+        problem("offline_device", "one or more devices were taken offline by the administrator; the pool continues without them.", "bring them back with 'tarn pool online POOL DEVICE' (a resilver copies what they missed).")
+    } else {
+        return None;
+    })
 }
 
 /// The `cache` section of `pool status`: one line per cache device (ONLINE, or UNAVAIL when it

@@ -5,8 +5,8 @@
 use tarn::pool::Pool;
 
 /// The `errors:` section of `pool status` and its JSON: with `verbose`, every damaged file by
-/// name (zpool status -v), else their count.
-pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value) {
+/// name (zpool status -v), else their count; and that count.
+pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value, usize) {
     // Several damaged blocks of one file (or a read's entry and check's) name it once.
     let mut seen = std::collections::BTreeSet::new();
     let mut names: Vec<String> = pool
@@ -43,8 +43,9 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value)
             if names.len() == 1 { "" } else { "s" }
         )
     };
-    let json = serde_json::json!({"count": names.len(), "files": if verbose { names } else { Vec::new() }, "suspended": suspended.is_some()});
-    (text, json)
+    let count = names.len();
+    let json = serde_json::json!({"count": count, "files": if verbose { names } else { Vec::new() }, "suspended": suspended.is_some()});
+    (text, json, count)
 }
 
 /// One history record on the wire: the engine's record as it is.

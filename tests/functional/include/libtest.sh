@@ -190,25 +190,28 @@ require_python() {
 	command -v python3 >/dev/null 2>&1 || log_unsupported "python3 is not installed"
 }
 
-# write_marked_file PATH BLOCKS: BLOCKS x 4 KiB of incompressible data, each 4 KiB starting
-# with the marker TZTSMARK, so that a test can find the file's blocks inside a vdev file. The
-# data is made in $SCRATCH and copied in large writes, so that each record is written once
-# and no stale (freed) copy of it lingers in the vdev to be miscounted.
+# write_marked_file PATH BLOCKS [MARKER]: BLOCKS x 4 KiB of incompressible data, each 4 KiB
+# starting with the 8-character MARKER (default TZTSMARK), so that a test can find the file's
+# blocks inside a vdev file (a marker of its own per file finds one file's blocks). The data
+# is made in $SCRATCH and copied in large writes, so that each record is written once and no
+# stale (freed) copy of it lingers in the vdev to be miscounted.
 write_marked_file() {
-	local i staged="$SCRATCH/.marked.$$"
+	local i staged="$SCRATCH/.marked.$$" marker=${3:-TZTSMARK}
+	[ ${#marker} -eq 8 ] || log_fail "marker '$marker' is not 8 characters"
 	for ((i = 0; i < $2; i++)); do
-		printf 'TZTSMARK%08d' "$i"
+		printf '%s%08d' "$marker" "$i"
 		head -c 4080 /dev/urandom
 	done >"$staged"
 	dd if="$staged" of="$1" bs=1M status=none || log_fail "cannot write $1"
 	rm -f "$staged"
 }
 
-# damage_marked_blocks VDEV COUNT: overwrite the first COUNT marked 4 KiB pieces in VDEV with
-# random bytes (data blocks only: labels and metadata never hold the marker).
+# damage_marked_blocks VDEV COUNT [MARKER]: overwrite the first COUNT 4 KiB pieces marked with
+# MARKER (default TZTSMARK) in VDEV with random bytes (data blocks only: labels and metadata
+# never hold the marker).
 damage_marked_blocks() {
 	local offsets offset
-	offsets=$(grep -a -b -o TZTSMARK "$1" | head -n "$2" | cut -d: -f1)
+	offsets=$(grep -a -b -o "${3:-TZTSMARK}" "$1" | head -n "$2" | cut -d: -f1)
 	[ -n "$offsets" ] || log_fail "no marked block found in $1"
 	for offset in $offsets; do
 		dd if=/dev/urandom of="$1" bs=4096 count=1 seek="$offset" oflag=seek_bytes conv=notrunc status=none ||

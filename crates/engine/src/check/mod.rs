@@ -168,20 +168,14 @@ impl Walker<'_> {
         let walked = self.walked_record.unwrap_or(head);
         let head_objset = self.head_objset.clone();
         let owner = |blkid: u64, birth: u64| {
-            if walked == head || birth == 0 {
-                return head;
-            }
-            let in_head = head_objset.as_ref().is_some_and(|objset| {
-                matches!(
-                    objset.block_now(object, blkid),
-                    Ok(crate::object::read_errors::BlockNow::Born(now)) if now == birth
-                )
-            });
-            if in_head {
-                head
-            } else {
-                walked
-            }
+            crate::pool::errlog::error_owner(
+                walked,
+                head,
+                head_objset.as_deref(),
+                object,
+                blkid,
+                birth,
+            )
         };
         let io = self.io;
         let mut found = Vec::new();

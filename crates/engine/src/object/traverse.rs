@@ -87,6 +87,27 @@ pub enum WalkEnd {
     Paused(Bookmark),
 }
 
+/// Where a visited block sits in its object set (OpenZFS's `zbookmark_phys`, with the object
+/// set left to the caller and a block's id counted in level-0 blocks): what a scan needs to
+/// name a damaged block in the error log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockPosition {
+    /// A block of object `object`'s tree: a data block (`level` 0, block `first_blkid`) or an
+    /// indirect block whose first level-0 block below is `first_blkid`.
+    Object {
+        object: u64,
+        level: u8,
+        first_blkid: u64,
+    },
+    /// Object `object`'s spill block.
+    Spill { object: u64 },
+    /// A block of the meta-dnode's tree: a block of dnodes (`level` 0) or an indirect block
+    /// above them, its first level-0 block `first_blkid`.
+    Dnodes { level: u8, first_blkid: u64 },
+    /// The object-set header block.
+    Header,
+}
+
 /// Walk the tree under the object-set header `root` in post-order from `from`, visiting at most
 /// `*budget` data blocks (see the module documentation); `*budget` is decreased by the blocks
 /// visited.
@@ -97,6 +118,18 @@ pub fn walk_post_order(
     from: Bookmark,
     budget: &mut u64,
     visit: &mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+) -> Result<WalkEnd, ObjectError> {
+    walk_post_order_with_positions(io, root, min_birth, from, budget, &mut |bp, _| visit(bp))
+}
+
+/// As [`walk_post_order`], telling `visit` where each block sits.
+pub fn walk_post_order_with_positions(
+    io: &BlockIo,
+    root: &BlockPtr,
+    min_birth: Txg,
+    from: Bookmark,
+    budget: &mut u64,
+    visit: &mut dyn FnMut(&BlockPtr, BlockPosition) -> Result<(), ObjectError>,
 ) -> Result<WalkEnd, ObjectError> {
     if root.is_hole() || root.birth_logical <= min_birth {
         return Ok(WalkEnd::Done);
@@ -116,7 +149,7 @@ pub fn walk_post_order(
     let meta_from = from.object / walker.dnodes_per_block;
     let paused = walker.walk(&meta.blkptr, meta.fanout(), 0, meta_from, Leaf::Dnodes)?;
     if paused.is_none() {
-        walker.visit_block(root)?;
+        walker.visit_block(root, BlockPosition::Header)?;
     }
     *budget = walker.budget;
     Ok(paused.map_or(WalkEnd::Done, WalkEnd::Paused))
@@ -146,15 +179,15 @@ struct Walker<'a> {
     min_birth: Txg,
     from: Bookmark,
     budget: u64,
-    visit: &'a mut dyn FnMut(&BlockPtr) -> Result<(), ObjectError>,
+    visit: &'a mut dyn FnMut(&BlockPtr, BlockPosition) -> Result<(), ObjectError>,
     /// The object whose tree is being walked (for bookmarks).
     object: u64,
     dnodes_per_block: u64,
 }
 
 impl Walker<'_> {
-    fn visit_block(&mut self, bp: &BlockPtr) -> Result<(), ObjectError> {
-        (self.visit)(bp)?;
+    fn visit_block(&mut self, bp: &BlockPtr, position: BlockPosition) -> Result<(), ObjectError> {
+        (self.visit)(bp, position)?;
         self.budget = self.budget.saturating_sub(1);
         Ok(())
     }
@@ -207,8 +240,22 @@ impl Walker<'_> {
                 return Ok(paused);
             }
         }
-        self.visit_block(bp)?;
+        let position = self.position(leaf, bp.level, start);
+        self.visit_block(bp, position)?;
         Ok(None)
+    }
+
+    /// The position of a block at `level` of the tree being walked, its first level-0 block
+    /// `first_blkid`.
+    fn position(&self, leaf: Leaf, level: u8, first_blkid: u64) -> BlockPosition {
+        match leaf {
+            Leaf::Data => BlockPosition::Object {
+                object: self.object,
+                level,
+                first_blkid,
+            },
+            Leaf::Dnodes => BlockPosition::Dnodes { level, first_blkid },
+        }
     }
 
     /// A level-0 data block of `self.object`.
@@ -219,7 +266,7 @@ impl Walker<'_> {
                 blkid,
             }));
         }
-        self.visit_block(bp)?;
+        self.visit_block(bp, self.position(Leaf::Data, 0, blkid))?;
         Ok(None)
     }
 
@@ -257,11 +304,11 @@ impl Walker<'_> {
             // reaches it on resume, exactly once.
             if let Some(spill) = dnode.spill.as_ref() {
                 if spill.birth_logical > self.min_birth {
-                    self.visit_block(spill)?;
+                    self.visit_block(spill, BlockPosition::Spill { object })?;
                 }
             }
         }
-        self.visit_block(bp)?;
+        self.visit_block(bp, self.position(Leaf::Dnodes, 0, blkid))?;
         Ok(None)
     }
 }

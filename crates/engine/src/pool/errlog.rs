@@ -4,14 +4,17 @@
 //! # Overview
 //! A read that finds no verifying copy of a data block (or of an indirect block above it)
 //! fails with EIO, and its object set notes `(object, blkid, birth)` (`object/read_errors.rs`).
-//! The pool drains those notes into this log, adding the dataset, and `check` adds the objects
-//! whose blocks it found unreadable. `pool status` counts the entries; `pool status -v` names
+//! The pool drains those notes into this log, adding the dataset; a scrub or resilver adds
+//! each block it finds with no good copy the moment it finds it (by the walk's position in the
+//! tree, `PoolCore::record_scan_damage`), and `check` adds the objects whose blocks it found
+//! unreadable. `pool status` counts the entries; `pool status -v` names
 //! them by path ([`crate::fs::FileSystem::path_of`]) or, when the file has no path any more,
 //! as `<dataset>:<0xobject>` as zpool does.
 //!
 //! # Lifecycle of an entry
-//! - Added by a failed read, or by `check` ([`BLKID_UNKNOWN`] is for an entry that names an
-//!   object but no block; it drops out only when the object is gone).
+//! - Added by a failed read, by a scan, or by `check` ([`BLKID_UNKNOWN`] is for an entry that
+//!   names an object but no block, as a damaged spill block does; it drops out only when the
+//!   object is gone).
 //! - Dropped when its block is no longer referenced: the object is gone, the block became a
 //!   hole, or the block pointer's birth txg differs from the one that failed (the file was
 //!   rewritten). This is decided each time the list is read ([`PoolCore::error_entries`]),
@@ -21,6 +24,8 @@
 //!   log with what it found unreadable plus what reads noted while it ran: OpenZFS keeps the
 //!   last scrub's list and the current one and drops the older at the end of a scrub; here
 //!   the verification is one synchronous pass, so one list and a swap at its end do the same.
+//!   A finished scrub only adds: its walk of an object set stops at an indirect block it
+//!   cannot read, so it does not show that the blocks it did not reach are good.
 //!
 //! # On-disk format (docs/design.md §2.20)
 //! MOS directory entry `errlog` names a key/value object (16 KiB blocks). Each entry's key is
@@ -43,6 +48,7 @@ use crate::block::blkptr::ObjectType;
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::read_errors::BlockNow;
+use crate::object::traverse::BlockPosition;
 use crate::object::{ObjectSet, Tx};
 use crate::types::{ObjectId, Txg};
 
@@ -263,6 +269,62 @@ impl PoolCore {
         );
     }
 
+    /// Syncing context: a scan found no good copy of the block `bp` at `position` of dataset
+    /// record `walked`'s tree (a head's or a snapshot's): log it now, as OpenZFS's scrub does
+    /// from its read's completion (`spa_log_error` with the zio's bookmark), so that `pool status
+    /// -v` names the file as soon as the scan has read it; the sync that ends the scan (or the
+    /// next) writes the log. Blocks of the MOS and of the dnodes and header of an object set
+    /// name no file and are only counted by the scan.
+    pub(super) fn record_scan_damage(
+        &self,
+        walked: ObjectId,
+        position: BlockPosition,
+        bp: &crate::block::blkptr::BlockPtr,
+    ) {
+        let (object, blkid, birth) = match position {
+            BlockPosition::Object {
+                object,
+                level: 0,
+                first_blkid,
+            } => (object, first_blkid, bp.birth_physical.0),
+            // An indirect block: its data blocks' own pointers are unknown (birth 0).
+            BlockPosition::Object {
+                object,
+                first_blkid,
+                ..
+            } => (object, first_blkid, 0),
+            BlockPosition::Spill { object } => (object, BLKID_UNKNOWN, 0),
+            BlockPosition::Dnodes { .. } | BlockPosition::Header => return,
+        };
+        if walked.0 == 0 {
+            return;
+        }
+        let object = ObjectId(object);
+        // The head whose chain `walked` belongs to, and its object set.
+        let head = self.dataset_list().into_iter().find_map(|(_, dataset)| {
+            let ours = dataset.object == walked
+                || dataset
+                    .snapshots()
+                    .iter()
+                    .any(|snapshot| snapshot.object == walked);
+            ours.then(|| (dataset.object, dataset.try_objset()))
+        });
+        let dataset = match head {
+            Some((head, objset)) => {
+                error_owner(walked, head, objset.as_deref(), object, blkid, birth)
+            }
+            None => walked,
+        };
+        self.errlog.add(
+            ErrorBookmark {
+                dataset,
+                object,
+                blkid,
+            },
+            birth,
+        );
+    }
+
     /// A verification of the whole pool begins: notes from now on survive its end.
     pub fn errlog_verification_begins(&self) {
         self.errlog.state.lock().since_verification = Some(BTreeMap::new());
@@ -471,6 +533,32 @@ impl PoolCore {
     /// Whether the dataset or snapshot record `object` no longer exists in the MOS.
     fn record_is_gone(&self, object: ObjectId) -> bool {
         !matches!(self.mos.info(object), Ok(info) if info.object_type == ObjectType::Dataset)
+    }
+}
+
+/// The dataset under which an unreadable block found while walking dataset record `walked`
+/// (head `head` or one of its snapshots) is logged: the head when the walk was the head's, when
+/// the block's own pointer is unknown (`birth` 0: an indirect block above it failed), or when
+/// the head still holds the same block (as a read of the live file would log it); else the
+/// snapshot walked, the only one that names the damage.
+pub fn error_owner(
+    walked: ObjectId,
+    head: ObjectId,
+    head_objset: Option<&ObjectSet>,
+    object: ObjectId,
+    blkid: u64,
+    birth: u64,
+) -> ObjectId {
+    if walked == head || birth == 0 {
+        return head;
+    }
+    let in_head = head_objset.is_some_and(
+        |objset| matches!(objset.block_now(object, blkid), Ok(BlockNow::Born(now)) if now == birth),
+    );
+    if in_head {
+        head
+    } else {
+        walked
     }
 }
 

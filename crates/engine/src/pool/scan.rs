@@ -79,7 +79,7 @@ use parking_lot::Mutex;
 use crate::block::blkptr::{BlockPtr, ObjectType};
 use crate::block::pipeline::{CopyReport, PipelineError};
 use crate::dataset::phys::DatasetPhys;
-use crate::object::traverse::{walk_post_order, Bookmark, WalkEnd};
+use crate::object::traverse::{walk_post_order_with_positions, BlockPosition, Bookmark, WalkEnd};
 use crate::object::{ObjectError, Tx};
 use crate::space::storage::SpaceStorage;
 use crate::types::{Guid, ObjectId, Txg};
@@ -944,7 +944,7 @@ impl PoolCore {
                     && !self.walk_objset(
                         phys,
                         &mut walk,
-                        CURSOR_CATCH_UP,
+                        catch_up.objset,
                         &root,
                         min_birth,
                         max_birth,
@@ -961,9 +961,9 @@ impl PoolCore {
         Ok(())
     }
 
-    /// Walk the tree `root` (object set `key` of the cursor) from the bookmark, verifying every
-    /// block born in `(min_birth, max_birth]`, until it is done (true) or the throttle says stop
-    /// (false, the bookmark in `phys`).
+    /// Walk the tree `root` of object set `key` (0 the MOS, else a dataset record) from the
+    /// bookmark, verifying every block born in `(min_birth, max_birth]`, until it is done (true)
+    /// or the throttle says stop (false, the bookmark in `phys`).
     fn walk_objset(
         &self,
         phys: &mut ScanPhys,
@@ -986,14 +986,14 @@ impl PoolCore {
             }
             let mut budget = WALK_CHUNK_BLOCKS.min(walk.blocks_left);
             let before = budget;
-            let mut batch: Vec<BlockPtr> = Vec::new();
-            let mut visit = |bp: &BlockPtr| -> Result<(), ObjectError> {
+            let mut batch: Vec<(BlockPtr, BlockPosition)> = Vec::new();
+            let mut visit = |bp: &BlockPtr, position: BlockPosition| -> Result<(), ObjectError> {
                 if !(bp.is_hole() || bp.embedded || bp.birth_physical > max_birth) {
-                    batch.push(bp.clone());
+                    batch.push((bp.clone(), position));
                 }
                 Ok(())
             };
-            let end = walk_post_order(
+            let end = walk_post_order_with_positions(
                 &self.io,
                 root,
                 min_birth,
@@ -1004,9 +1004,9 @@ impl PoolCore {
             walk.blocks_left = walk.blocks_left.saturating_sub(before - budget.min(before));
             // Every block the walk passed is read and verified before the bookmark moves,
             // in on-disk order within the batch (a window of one walk chunk).
-            batch.sort_by_key(|bp| bp.copies().next().map(|dva| (dva.vdev, dva.offset)));
+            batch.sort_by_key(|(bp, _)| bp.copies().next().map(|dva| (dva.vdev, dva.offset)));
             walk.examined_blocks += batch.len() as u64;
-            self.verify_batch(&batch, walk.repair, phys);
+            self.verify_batch(key, &batch, walk.repair, phys);
             match end {
                 Ok(WalkEnd::Done) => return true,
                 Ok(WalkEnd::Paused(bookmark)) => phys.cursor = bookmark,
@@ -1025,16 +1025,23 @@ impl PoolCore {
         }
     }
 
-    /// Read and verify every copy of each block of `batch` with [`SCAN_READERS`] threads, so
-    /// that the devices see several reads at once (the walk itself reads one block at a time),
-    /// and add the outcome to `phys`.
-    fn verify_batch(&self, batch: &[BlockPtr], repair: bool, phys: &mut ScanPhys) {
+    /// Read and verify every copy of each block of `batch` (blocks of object set `key`, with
+    /// their positions) with [`SCAN_READERS`] threads, so that the devices see several reads at
+    /// once (the walk itself reads one block at a time), and add the outcome to `phys`; a block
+    /// with no good copy goes into the error log.
+    fn verify_batch(
+        &self,
+        key: u64,
+        batch: &[(BlockPtr, BlockPosition)],
+        repair: bool,
+        phys: &mut ScanPhys,
+    ) {
         let function = phys.function;
         let next = AtomicU64::new(0);
         let totals = Mutex::new(phys.clone());
         let work = || loop {
             let index = next.fetch_add(1, Ordering::Relaxed) as usize;
-            let Some(bp) = batch.get(index) else {
+            let Some((bp, position)) = batch.get(index) else {
                 return;
             };
             let outcome = match function {
@@ -1054,6 +1061,7 @@ impl PoolCore {
                 Err(error) => {
                     totals.errors += 1;
                     log::error!("pool {}: scan: {bp}: {error}", self.name);
+                    self.record_scan_damage(ObjectId(key), *position, bp);
                 }
             }
         };

@@ -62,8 +62,7 @@ impl PoolCore {
         let _plug = crate::vdev::plug::Plug::new();
 
         self.free_deferred(txg)?;
-        // The error log, the history and failmode (errlog.rs, history.rs, failmode.rs).
-        self.sync_errlog(txg)?;
+        // The history and failmode (history.rs, failmode.rs); the error log after the scan.
         self.sync_history(txg)?;
         self.sync_failmode(txg)?;
         let mut changed = !destroys.is_empty();
@@ -103,6 +102,10 @@ impl PoolCore {
         }
         self.free_in_background(txg, sync_started)?;
         self.scan_sync(txg, sync_started)?;
+        // The error log (errlog.rs) after the scan, so that the txg that records a scan's end
+        // also holds the damage it found: a crash cannot leave a finished scrub that counted
+        // errors with a log that lacks them.
+        self.sync_errlog(txg)?;
         if changed {
             self.sync_directory_totals(txg)?;
         }
