@@ -178,7 +178,7 @@ fn lifecycle_of_a_single_vdev_pool() {
     // Import: listing, then by name.
     assert_eq!(
         t.importable(),
-        vec![("tank".to_string(), "Exported".to_string())]
+        vec![("tank".to_string(), "ONLINE, exported".to_string())]
     );
     t.run(&["pool", "import", "-d", &d, "tank"])
         .success()
@@ -228,7 +228,7 @@ fn import_with_a_new_name() {
     t.export("newtank");
     assert_eq!(
         t.importable(),
-        vec![("newtank".to_string(), "Exported".to_string())]
+        vec![("newtank".to_string(), "ONLINE, exported".to_string())]
     );
     t.check_clean("newtank");
     assert!(
@@ -249,7 +249,7 @@ fn import_rewind_dry_run_then_rewind() {
         .stdout_has(&["tank", "no rewind needed"]);
     assert_eq!(
         t.importable(),
-        vec![("tank".to_string(), "Exported".to_string())],
+        vec![("tank".to_string(), "ONLINE, exported".to_string())],
         "-n imported the pool"
     );
     t.run(&["pool", "import", "-d", &d, "-n", "tank"])
@@ -409,7 +409,7 @@ fn assert_misuse(t: &Fixture, cases: &[(Vec<String>, Vec<&str>)]) {
     }
     assert_eq!(
         t.importable(),
-        vec![("tank".to_string(), "Exported".to_string())]
+        vec![("tank".to_string(), "ONLINE, exported".to_string())]
     );
     t.check_clean("tank");
 }
@@ -511,7 +511,7 @@ fn create_over_another_pools_device_needs_force() {
     t.export("other");
     assert_eq!(
         t.importable(),
-        vec![("other".to_string(), "Exported".to_string())]
+        vec![("other".to_string(), "ONLINE, exported".to_string())]
     );
     t.check_clean("other");
     t.run(&["check", "-d", &d, "tank"]).failure(&["tank"]);
@@ -548,7 +548,7 @@ fn create_on_a_device_below_the_minimum() {
     assert_eq!(std::fs::metadata(&small).unwrap().len(), 32 * MIB);
     assert_eq!(
         t.importable(),
-        vec![("tank".to_string(), "Exported".to_string())]
+        vec![("tank".to_string(), "ONLINE, exported".to_string())]
     );
     t.run(&["check", "-d", &d, "tank2"]).failure(&["tank2"]);
     t.check_clean("tank");
@@ -922,6 +922,6 @@ fn output_into_a_closed_pipe_does_not_panic() {
     }
     assert_eq!(
         t.importable(),
-        vec![("tank".to_string(), "Exported".to_string())]
+        vec![("tank".to_string(), "ONLINE, exported".to_string())]
     );
 }

@@ -193,19 +193,23 @@ impl Fixture {
             .stdout_has(&[&format!("created pool {name}")])
     }
 
-    /// Pools `pool import -d DIR` offers, with their state word.
+    /// Pools `pool import -d DIR` offers, each with its state word and whether it was
+    /// exported: "ONLINE, exported", or "ONLINE, not exported" when the listing says the pool
+    /// was not exported (its holder is alive or died without exporting).
     #[track_caller]
     fn importable(&self) -> Vec<(String, String)> {
         let run = self.run(&["pool", "import", "-d", &self.d()]).success();
-        let mut pools = Vec::new();
-        let mut name = None;
+        let mut pools: Vec<(String, String)> = Vec::new();
         for line in run.stdout.lines() {
             let line = line.trim();
             if let Some(rest) = line.strip_prefix("pool:") {
-                name = Some(rest.trim().to_string());
+                pools.push((rest.trim().to_string(), String::new()));
             } else if let Some(rest) = line.strip_prefix("state:") {
-                let state = rest.split_whitespace().next().unwrap_or("").to_string();
-                pools.push((name.take().expect("state after pool"), state));
+                let (_, state) = pools.last_mut().expect("state after pool");
+                *state = format!("{}, exported", rest.trim());
+            } else if line.starts_with("status: The pool was not exported") {
+                let (_, state) = pools.last_mut().expect("status after pool");
+                *state = state.replace(", exported", ", not exported");
             }
         }
         pools
@@ -321,7 +325,7 @@ fn create_starts_the_daemon_which_keeps_the_pool_until_export() {
     assert!(t.pid_file().is_none(), "pid file removed");
     assert_eq!(
         t.importable(),
-        vec![("tank".to_string(), "Exported".to_string())]
+        vec![("tank".to_string(), "ONLINE, exported".to_string())]
     );
     // With no daemon, read-only verbs work in-process and do not start one.
     let list = t.run(&["pool", "list", "-H", "-o", "name", "-d", &t.d()]);
@@ -420,8 +424,8 @@ fn sigterm_exports_every_pool_cleanly() {
     assert_eq!(
         pools,
         vec![
-            ("pond".to_string(), "Exported".to_string()),
-            ("tank".to_string(), "Exported".to_string())
+            ("pond".to_string(), "ONLINE, exported".to_string()),
+            ("tank".to_string(), "ONLINE, exported".to_string())
         ]
     );
     let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
@@ -503,7 +507,7 @@ fn one_daemon_per_socket_and_two_sockets_side_by_side() {
     assert!(!two.socket().exists());
     assert_eq!(
         two.importable(),
-        vec![("tank".to_string(), "Exported".to_string())]
+        vec![("tank".to_string(), "ONLINE, exported".to_string())]
     );
     two.run(&["daemon", "--stop"])
         .success()

@@ -133,7 +133,9 @@ fn sigterm_unmounts_and_exports() {
     let d = t.dir.path().display().to_string();
     let listing = t.run(&["pool", "import", "-d", &d]).success();
     assert!(
-        listing.stdout.contains("term") && listing.stdout.contains("Exported"),
+        listing.stdout.contains("pool: term")
+            && listing.stdout.contains("state: ONLINE")
+            && !listing.stdout.contains("not exported"),
         "{listing}"
     );
 }

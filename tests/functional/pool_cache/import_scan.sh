@@ -14,8 +14,9 @@ log_must tarn pool import
 stdout_lacks "pool: herepool"
 log_must tarn pool import -d "$SCRATCH/here"
 stdout_has "pool: herepool"
-stdout_has "state: Exported"
-stdout_has "status: exported cleanly"
+stdout_has "state: ONLINE"
+stdout_has "action: The pool can be imported using its name or numeric identifier."
+stdout_lacks "status:"
 cd / || log_fail "cd /"
 
 # A pool in the cache file: its directory is scanned without -d, and finds an exported
@@ -32,5 +33,5 @@ pool_is_imported neighbour || log_fail "neighbour was not imported without -d"
 log_must tarn pool destroy neighbour
 log_must tarn pool destroy herepool
 log_must tarn pool import -D -d "$SCRATCH/here"
-stdout_has "state: Destroyed"
+stdout_has "state: ONLINE (DESTROYED)"
 log_pass

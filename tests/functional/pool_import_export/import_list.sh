@@ -13,7 +13,9 @@ stdout_has "pool: first"
 stdout_has "pool: second"
 stdout_has "$(vdev second-a)"
 stdout_has "$(vdev second-b)"
-[ "$(grep -c 'state: Exported' "$LAST_STDOUT")" -eq 2 ] || log_fail "both pools should be Exported"
+[ "$(grep -c 'state: ONLINE$' "$LAST_STDOUT")" -eq 2 ] || log_fail "both pools should be ONLINE"
+[ "$(grep -c 'action: The pool can be imported using its name' "$LAST_STDOUT")" -eq 2 ] ||
+	log_fail "both pools should import by name"
 assert_eq "$(pool_names)" "" "pools after listing"
 
 mkdir "$SCRATCH/empty"

@@ -5,8 +5,13 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tarn::pool::{parse_vdev_layout, validate_pool_name, Pool, VDEV_KEYWORDS};
+use tarn::pool::{
+    parse_vdev_layout, validate_pool_name, FoundPool, Pool, TopImportState, VdevProblem,
+    VDEV_KEYWORDS,
+};
+use tarn::space::AllocClass;
 use tarn::vdev::label::PoolState;
+use tarn::vdev::VdevHealth;
 
 use super::{ask_holder, forward, property_list};
 use crate::cachefile;
@@ -176,6 +181,170 @@ pub fn import_dry_run(dirs: Vec<PathBuf>, pool: &str) -> Result<Status, Failure>
     Ok(0)
 }
 
+/// One found pool as `pool import` lists it, in the shape of zpool's: name, id, state, the
+/// status and action that say whether and how it imports, then the config, every vdev with
+/// its state (and why it is UNAVAIL) as importing it from the searched directories would
+/// find it (tarn::pool::ImportState).
+fn import_listing(pool: &FoundPool) -> String {
+    let state = pool.import_state();
+    let destroyed = pool.state == PoolState::Destroyed;
+    let mut text = format!(
+        "   pool: {}\n     id: {}\n  state: {}{}\n",
+        pool.name,
+        pool.guid,
+        state.health.as_str(),
+        if destroyed { " (DESTROYED)" } else { "" }
+    );
+    let missing = state
+        .leaves()
+        .any(|leaf| leaf.problem.is_some_and(VdevProblem::is_missing));
+    let bad_label = state
+        .leaves()
+        .any(|leaf| leaf.problem == Some(VdevProblem::InvalidLabel));
+    // Device problems first, as zpool: they decide whether the pool imports at all.
+    let status = if missing {
+        Some("One or more devices are missing from the system.")
+    } else if bad_label {
+        Some("One or more devices contain corrupted data.")
+    } else if pool.state == PoolState::Active {
+        Some("The pool was not exported: another process holds it, or the process that held it died.")
+    } else {
+        None
+    };
+    if let Some(status) = status {
+        text.push_str(&format!(" status: {status}\n"));
+    }
+    let action = match state.health {
+        _ if destroyed => "The pool was destroyed and cannot be imported; its devices can be reused.",
+        VdevHealth::Online if pool.state == PoolState::Active => {
+            "The pool can be imported using its name or numeric identifier once no other process holds it."
+        }
+        VdevHealth::Online => "The pool can be imported using its name or numeric identifier.",
+        VdevHealth::Degraded => {
+            "The pool can be imported despite missing or damaged devices. The fault tolerance of the pool may be compromised if imported."
+        }
+        _ if state.only_logs_unavailable() => {
+            "The pool cannot be imported without its log devices. Attach the missing devices and try again, or import with -m to discard the intent-log records on them."
+        }
+        _ if missing => "The pool cannot be imported. Attach the missing devices and try again.",
+        _ => "The pool cannot be imported due to damaged devices or data.",
+    };
+    text.push_str(&format!(" action: {action}\n config:\n\n"));
+    // (depth, name, state, why): the pool, its data vdevs, then its log vdevs under `logs`.
+    let mut rows: Vec<(usize, String, &str, Option<VdevProblem>)> =
+        vec![(0, pool.name.clone(), state.health.as_str(), state.problem)];
+    let data = state.tops.iter().filter(|top| top.class != AllocClass::Log);
+    let logs: Vec<&TopImportState> = state
+        .tops
+        .iter()
+        .filter(|top| top.class == AllocClass::Log)
+        .collect();
+    for top in data {
+        top_rows(top, &mut rows);
+    }
+    let mut headings = Vec::new();
+    if !logs.is_empty() {
+        headings.push(rows.len());
+        rows.push((0, "logs".into(), "", None));
+        for top in logs {
+            top_rows(top, &mut rows);
+        }
+    }
+    // zpool's NAME column: as wide as the widest name with its indent, at least 10.
+    let width = rows
+        .iter()
+        .map(|(depth, name, _, _)| depth + name.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    for (index, (depth, name, health, problem)) in rows.iter().enumerate() {
+        if headings.contains(&index) {
+            text.push_str(&format!("\t{name}\n"));
+            continue;
+        }
+        let why = problem.map_or(String::new(), |problem| format!("  {}", problem.as_str()));
+        text.push_str(&format!(
+            "\t{:depth$}{name:<pad$}  {health}{why}\n",
+            "",
+            pad = width - depth
+        ));
+    }
+    // Cache devices are never needed to import: named only, as zpool names them.
+    if !state.cache.is_empty() {
+        text.push_str("\tcache\n");
+        for path in &state.cache {
+            text.push_str(&format!("\t  {}\n", path.display()));
+        }
+    }
+    text
+}
+
+/// The rows of one top-level vdev in the import listing: `mirror-N` over its children, or its
+/// one leaf in its place; a leaf being replaced and its replacement under `replacing-N` (N:
+/// the old leaf's child index), as `pool status` shows them.
+fn top_rows<'a>(
+    top: &'a TopImportState,
+    rows: &mut Vec<(usize, String, &'a str, Option<VdevProblem>)>,
+) {
+    let pairs: Vec<(usize, usize)> = top
+        .children
+        .iter()
+        .enumerate()
+        .filter_map(|(new, leaf)| {
+            let old = leaf.replaces?;
+            let old = top.children.iter().position(|other| other.guid == old)?;
+            Some((old, new))
+        })
+        .collect();
+    let only_a_pair = top.children.len() == 2 && pairs.len() == 1;
+    let mut depth = 2;
+    if top.children.len() > 1 && !only_a_pair {
+        rows.push((
+            depth,
+            format!("mirror-{}", top.id),
+            top.health.as_str(),
+            top.problem,
+        ));
+        depth += 2;
+    }
+    for (index, leaf) in top.children.iter().enumerate() {
+        if pairs.iter().any(|&(_, new)| new == index) {
+            continue;
+        }
+        let shown = match pairs.iter().find(|&&(old, _)| old == index) {
+            Some(&(_, new)) => {
+                let pair = [leaf, &top.children[new]];
+                let online = pair
+                    .iter()
+                    .filter(|leaf| leaf.health == VdevHealth::Online)
+                    .count();
+                let health = match online {
+                    2 => VdevHealth::Online,
+                    1 => VdevHealth::Degraded,
+                    _ => VdevHealth::Unavail,
+                };
+                rows.push((
+                    depth,
+                    format!("replacing-{index}"),
+                    health.as_str(),
+                    (online == 0).then_some(VdevProblem::InsufficientReplicas),
+                ));
+                pair.to_vec()
+            }
+            None => vec![leaf],
+        };
+        let leaf_depth = if shown.len() > 1 { depth + 2 } else { depth };
+        for leaf in shown {
+            rows.push((
+                leaf_depth,
+                leaf.path.display().to_string(),
+                leaf.health.as_str(),
+                leaf.problem,
+            ));
+        }
+    }
+}
+
 /// `pool import` flags passed to the daemon.
 pub struct ImportFlags {
     pub options: Vec<String>,
@@ -212,7 +381,9 @@ pub fn import(
             .iter()
             .map(|row| row.guid)
             .collect();
-        let (imported, found): (Vec<_>, Vec<_>) = Pool::scan(&dirs_or_default(&dirs))
+        // Absolute, so that found devices are named as the config names missing ones.
+        let dirs: Vec<PathBuf> = dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect();
+        let (imported, found): (Vec<_>, Vec<_>) = Pool::scan(&dirs)
             .into_iter()
             .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
             .partition(|pool| held.contains(&pool.guid.0));
@@ -229,23 +400,7 @@ pub fn import(
             );
         }
         for pool in found {
-            let status = match pool.state {
-                PoolState::Exported => "exported cleanly; imports as it is",
-                PoolState::Destroyed => "destroyed; its vdevs can be reused (import -D to list only)",
-                _ => "not exported: imported by another process, or its holder died (it imports without -f once nobody holds it)",
-            };
-            out!(
-                "   pool: {}\n     id: {}\n  state: {:?} (txg {})\n status: {status}\n vdevs: {}\n",
-                pool.name,
-                pool.guid,
-                pool.state,
-                pool.txg,
-                pool.leaves_found
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+            out!("{}", import_listing(&pool));
             for copies in &pool.copies_found {
                 out!(
                     "warning: {} carry the same vdev: copies of one device; import opens the one with the newest label, or refuses if they cannot be told apart\n",

@@ -226,19 +226,23 @@ impl Fixture {
         created
     }
 
-    /// Names of the pools `tarn pool import -d DIR` lists, with their state word.
+    /// Names of the pools `tarn pool import -d DIR` lists, each with its state word and
+    /// whether it was exported: "ONLINE, exported", or "ONLINE, not exported" when the listing
+    /// says the pool was not exported (its holder is alive or died without exporting).
     #[track_caller]
     pub fn importable(&self) -> Vec<(String, String)> {
         let run = self.run(&["pool", "import", "-d", &self.d()]).success();
-        let mut pools = Vec::new();
-        let mut name = None;
+        let mut pools: Vec<(String, String)> = Vec::new();
         for line in run.stdout.lines() {
             let line = line.trim();
             if let Some(rest) = line.strip_prefix("pool:") {
-                name = Some(rest.trim().to_string());
+                pools.push((rest.trim().to_string(), String::new()));
             } else if let Some(rest) = line.strip_prefix("state:") {
-                let state = rest.split_whitespace().next().unwrap_or("").to_string();
-                pools.push((name.take().expect("state after pool"), state));
+                let (_, state) = pools.last_mut().expect("state after pool");
+                *state = format!("{}, exported", rest.trim());
+            } else if line.starts_with("status: The pool was not exported") {
+                let (_, state) = pools.last_mut().expect("status after pool");
+                *state = state.replace(", exported", ", not exported");
             }
         }
         pools

@@ -6,33 +6,37 @@ use super::*;
 impl Pool {
     /// List the pools whose vdevs are in `dirs`.
     pub fn scan(dirs: &[PathBuf]) -> Vec<FoundPool> {
-        let mut pools: BTreeMap<u64, FoundPool> = BTreeMap::new();
-        let mut by_leaf: BTreeMap<(u64, u64), Vec<PathBuf>> = BTreeMap::new();
+        let mut by_leaf: BTreeMap<(u64, u64), Vec<crate::vdev::FoundLeaf>> = BTreeMap::new();
         for found in crate::vdev::scan::scan_dirs(dirs) {
-            let config = found.config;
             by_leaf
-                .entry((config.pool_guid, config.leaf_guid))
+                .entry((found.config.pool_guid, found.config.leaf_guid))
                 .or_default()
-                .push(found.path.clone());
-            let entry = pools.entry(config.pool_guid).or_insert_with(|| FoundPool {
+                .push(found);
+        }
+        let mut pools: BTreeMap<u64, FoundPool> = BTreeMap::new();
+        for ((pool_guid, leaf_guid), mut copies) in by_leaf {
+            // scan_dirs sorts by path, so a group of copies is named in path order.
+            let paths: Vec<PathBuf> = copies.iter().map(|copy| copy.path.clone()).collect();
+            copies.sort_by(super::leaf_choice::newest_first);
+            let newest = &copies[0];
+            let config = &newest.config;
+            let pool = pools.entry(pool_guid).or_insert_with(|| FoundPool {
                 name: config.name.clone(),
-                guid: Guid(config.pool_guid),
+                guid: Guid(pool_guid),
                 state: config.state,
                 txg: config.txg,
                 config: config.clone(),
-                leaves_found: Vec::new(),
+                leaves: BTreeMap::new(),
                 copies_found: Vec::new(),
             });
-            if config.txg > entry.txg {
-                entry.txg = config.txg;
-                entry.state = config.state;
-                entry.name = config.name.clone();
-                entry.config = config.clone();
+            if config.txg > pool.txg {
+                pool.txg = config.txg;
+                pool.state = config.state;
+                pool.name = config.name.clone();
+                pool.config = config.clone();
             }
-            entry.leaves_found.push(found.path);
-        }
-        for ((pool_guid, _), paths) in by_leaf {
-            if let (Some(pool), true) = (pools.get_mut(&pool_guid), paths.len() > 1) {
+            pool.leaves.insert(leaf_guid, newest.path.clone());
+            if paths.len() > 1 {
                 pool.copies_found.push(paths);
             }
         }
@@ -143,6 +147,49 @@ impl Pool {
         // the config the newest uberblock was written with (vdev_change.rs).
         let leaf_paths: Vec<PathBuf> = paths_by_guid.values().cloned().collect();
         let config = vdev_change::choose_config(&config, &leaf_paths);
+        // A pool opens only with every top-level vdev: refuse before opening any device,
+        // naming each unusable one and why (import_state.rs).
+        let state = super::import_state::import_state(&config, &paths_by_guid);
+        let unavailable = |class: AllocClass| {
+            state
+                .tops
+                .iter()
+                .filter(|top| top.class == class && top.health == VdevHealth::Unavail)
+                .map(|top| {
+                    let leaves = top
+                        .children
+                        .iter()
+                        .map(|leaf| {
+                            let why = leaf.problem.map_or("ONLINE", |problem| problem.as_str());
+                            format!("{}: {why}", leaf.path.display())
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    format!("top-level vdev {} ({leaves})", top.id)
+                })
+                .collect::<Vec<_>>()
+        };
+        let data_unavailable = unavailable(AllocClass::Normal);
+        if !data_unavailable.is_empty() {
+            return Err(PoolError::MissingVdev {
+                name: config.name.clone(),
+                what: data_unavailable.join("; "),
+            });
+        }
+        let logs_unavailable = unavailable(AllocClass::Log);
+        if !logs_unavailable.is_empty() {
+            if !options.missing_log {
+                return Err(PoolError::MissingLogVdev {
+                    name: config.name.clone(),
+                    what: logs_unavailable.join("; "),
+                });
+            }
+            log::warn!(
+                "pool {}: missing log {}; imported with -m, its intent-log records are lost",
+                config.name,
+                logs_unavailable.join("; ")
+            );
+        }
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
         for top_config in &config.vdev_tree {
@@ -172,39 +219,6 @@ impl Pool {
                 let leaf = Leaf::new(Guid(leaf_config.guid), path.clone(), device);
                 leaf.set_replaces(Some(Guid(leaf_config.replaces)).filter(|guid| guid.0 != 0));
                 leaves.push(leaf);
-            }
-            let all_missing = leaves.iter().all(|leaf| leaf.device.is_missing());
-            if all_missing && top_config.class == AllocClass::Log {
-                if !options.missing_log {
-                    return Err(PoolError::MissingLogVdev {
-                        name: config.name.clone(),
-                        what: top_config
-                            .children
-                            .iter()
-                            .map(|c| c.path.clone())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    });
-                }
-                log::warn!(
-                    "pool {}: log vdev {} is missing; imported with -m, its intent-log records are lost",
-                    config.name,
-                    top_config.id
-                );
-            } else if all_missing {
-                return Err(PoolError::MissingVdev {
-                    name: config.name.clone(),
-                    what: format!(
-                        "{} (top-level vdev {})",
-                        top_config
-                            .children
-                            .iter()
-                            .map(|c| c.path.clone())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        top_config.id
-                    ),
-                });
             }
             tops.push(Arc::new(
                 TopVdev::new(

@@ -18,6 +18,12 @@ use crate::vdev::scan::FoundLeaf;
 
 use super::PoolError;
 
+/// The order in which copies of one leaf are preferred: the newest label txg first, then by
+/// path (the listing of `pool import` shows the copy that import opens).
+pub(super) fn newest_first(a: &FoundLeaf, b: &FoundLeaf) -> std::cmp::Ordering {
+    b.config.txg.cmp(&a.config.txg).then(a.path.cmp(&b.path))
+}
+
 /// The devices chosen for the leaves of pool `pool_guid`, by leaf guid, and a warning for
 /// every device passed over.
 pub(super) fn choose_leaves(
@@ -34,7 +40,7 @@ pub(super) fn choose_leaves(
     let mut chosen = BTreeMap::new();
     let mut warnings = Vec::new();
     for (guid, mut devices) in by_guid {
-        devices.sort_by(|a, b| b.config.txg.cmp(&a.config.txg).then(a.path.cmp(&b.path)));
+        devices.sort_by(newest_first);
         let newest = devices.remove(0);
         let tied: Vec<&FoundLeaf> = devices
             .iter()

@@ -65,7 +65,8 @@
 //! # Import
 //! The order of the steps is in docs/design.md §5b (the log space map is replayed before
 //! anything can allocate). Scan the named directories for leaves whose labels name the pool; take the newest config;
-//! open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
+//! refuse the pool if a top-level vdev has no usable leaf, naming why (`import_state.rs`, which
+//! also gives the `pool import` listing each vdev's state); open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
 //! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest
 //! ([`fallback_uberblocks`]) when the MOS of a newer one cannot be read. `-F`
@@ -94,6 +95,7 @@ pub mod failmode;
 pub mod history;
 pub mod holds;
 mod import;
+mod import_state;
 mod l2cache;
 mod leaf_choice;
 pub mod livelists;
@@ -110,6 +112,7 @@ mod vdev_spec;
 pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 
 pub use attach::AddedVdev;
+pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};
 
 use std::collections::BTreeMap;
@@ -134,7 +137,9 @@ use crate::tunables::Tunables;
 use crate::txg::{TxgError, TxgManager};
 use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
 use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
-use crate::vdev::{BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevTree};
+use crate::vdev::{
+    BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevHealth, VdevTree,
+};
 use uberblock::Uberblock;
 
 /// Version of the pool format (config, MOS layout and block payloads).
@@ -245,9 +250,9 @@ pub enum PoolError {
     Destroyed(String),
     #[error("more than one pool named {0:?} was found; import it by guid instead")]
     Ambiguous(String),
-    #[error("pool {name:?} is missing vdev {what}; it cannot be opened")]
+    #[error("pool {name:?} cannot be imported: missing {what}; a pool opens only with every top-level vdev: attach the missing devices and try again")]
     MissingVdev { name: String, what: String },
-    #[error("pool {name:?} is missing its log device {what}: the intent-log records on it (changes fsync returned for since the last txg) would be lost; put the device back, or import with -m to discard them")]
+    #[error("pool {name:?} is missing log {what}: the intent-log records on it (changes fsync returned for since the last txg) would be lost; put the device back, or import with -m to discard them")]
     MissingLogVdev { name: String, what: String },
     #[error("pool {0:?} cannot be opened: no uberblock could be read ({1})")]
     NoUsableUberblock(String, String),
@@ -402,8 +407,10 @@ pub struct FoundPool {
     pub guid: Guid,
     pub state: PoolState,
     pub txg: u64,
+    /// The config of the label with the highest txg among the pool's devices.
     pub config: LabelConfig,
-    pub leaves_found: Vec<PathBuf>,
+    /// The device found for each leaf guid; of copies, the one import opens (newest label).
+    pub leaves: BTreeMap<u64, PathBuf>,
     /// Devices found carrying the same leaf (copies of one vdev image), each group with two
     /// or more paths; import tells them apart by label txg or refuses (`leaf_choice.rs`).
     pub copies_found: Vec<Vec<PathBuf>>,

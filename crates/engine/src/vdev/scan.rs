@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::label::{read_newest_label, read_uberblock_slots, LabelConfig, VDEV_MIN_DEVICE_SIZE};
 use super::{BlockDevice, FileDevice};
@@ -34,16 +34,7 @@ pub fn scan_dirs(dirs: &[PathBuf]) -> Vec<FoundLeaf> {
             continue;
         };
         for entry in entries.flatten() {
-            let path = entry.path();
-            // fs::metadata follows symbolic links; the opened descriptor is checked again.
-            let Ok(metadata) = fs::metadata(&path) else {
-                continue;
-            };
-            let file_type = metadata.file_type();
-            if !(file_type.is_file() || file_type.is_block_device()) {
-                continue;
-            }
-            if let Some(leaf) = inspect(path) {
+            if let Some(leaf) = inspect(entry.path()) {
                 found.push(leaf);
             }
         }
@@ -52,12 +43,38 @@ pub fn scan_dirs(dirs: &[PathBuf]) -> Vec<FoundLeaf> {
     found
 }
 
-fn inspect(path: PathBuf) -> Option<FoundLeaf> {
-    let device = FileDevice::open_unlocked_readonly(&path).ok()?;
-    if device.size_bytes() < VDEV_MIN_DEVICE_SIZE {
-        return None;
+/// Why [`read_path_label`] found no label at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathProblem {
+    /// Nothing at the path can be opened as a device: it does not exist, is not a regular file
+    /// or block device, or cannot be read.
+    CannotOpen,
+    /// A device without a valid tarn label: never labelled, wiped, damaged in all four labels,
+    /// or too small to hold them.
+    NoValidLabel,
+}
+
+/// Open the device at `path` read-only, without the lock, and read its newest valid label.
+/// Only regular files and block devices are opened (fs::metadata follows symbolic links; the
+/// opened descriptor is checked again), so that a FIFO or character device is never read.
+pub fn read_path_label(path: &Path) -> Result<(FileDevice, LabelConfig), PathProblem> {
+    let metadata = fs::metadata(path).map_err(|_| PathProblem::CannotOpen)?;
+    let file_type = metadata.file_type();
+    if !(file_type.is_file() || file_type.is_block_device()) {
+        return Err(PathProblem::CannotOpen);
     }
-    let (_, config) = read_newest_label(&device).ok()??;
+    let device = FileDevice::open_unlocked_readonly(path).map_err(|_| PathProblem::CannotOpen)?;
+    if device.size_bytes() < VDEV_MIN_DEVICE_SIZE {
+        return Err(PathProblem::NoValidLabel);
+    }
+    match read_newest_label(&device) {
+        Ok(Some((_, config))) => Ok((device, config)),
+        Ok(None) | Err(_) => Err(PathProblem::NoValidLabel),
+    }
+}
+
+fn inspect(path: PathBuf) -> Option<FoundLeaf> {
+    let (device, config) = read_path_label(&path).ok()?;
     // A cache device is no data leaf (its pool finds it through its config's l2cache list).
     if config.l2cache.is_cache_device {
         return None;
