@@ -195,3 +195,76 @@ fn random_overwrites_on_a_full_pool_never_suspend_it() {
     drop(objset);
     pool.export().unwrap();
 }
+
+/// Space held back for a kernel cache's write-backs (`FileSystem::hold_back_for_write_backs`)
+/// is left alone by callers' writes and used by write-backs; a caller's write that fits only
+/// in part is cut (a short write) before it is refused; and after a lost write-back, a
+/// write-back that would start past the stored end is refused, so no hole covers lost bytes.
+/// These are what a FUSE mount's write(2) relies on to answer ENOSPC instead of losing
+/// write-backs (crates/fuse/src/write_space.rs).
+#[test]
+fn held_back_space_serves_write_backs_and_callers_get_short_writes() {
+    use tarn::fs::{FsError, WriteSource};
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "held", single(dir.path(), "a.img"), tiny());
+    let fs = pool.file_system().unwrap();
+    let held_bytes = 8u64 << 20;
+    let held = fs.hold_back_for_write_backs(held_bytes);
+    let chunk = 1usize << 20;
+    let caller = fs.create(fs.root(), b"caller", 0o644, 0, 0).unwrap().ino;
+    let mut written = 0u64;
+    // Callers fill the pool up to the held-back space; the last write may be short.
+    let mut short_writes = 0;
+    let refused = loop {
+        match fs.write(caller, written, &pattern(written, chunk)) {
+            Ok(length) => {
+                if length < chunk {
+                    short_writes += 1;
+                }
+                written += length as u64;
+            }
+            Err(error) => break error,
+        }
+        assert!(
+            written < 200 << 20,
+            "a 96 MiB pool accepted {written} bytes"
+        );
+    };
+    assert!(matches!(refused, FsError::NoSpace), "{refused}");
+    assert!(short_writes >= 1, "no short write before the refusal");
+    assert_eq!(fs.getattr(caller).unwrap().size, written);
+    assert!(!fs.write_fits(chunk as u64, WriteSource::Caller));
+    assert!(fs.write_fits(chunk as u64, WriteSource::WriteBack { after_loss: false }));
+
+    // Write-backs still find about the held-back space (counted twice, as dirty data is).
+    let cached = fs.create(fs.root(), b"cached", 0o644, 0, 0).unwrap().ino;
+    let mut stored = 0u64;
+    while stored < held_bytes / 2 - chunk as u64 {
+        let source = WriteSource::WriteBack { after_loss: false };
+        let length = fs
+            .write_from(cached, stored, &pattern(stored, chunk), source)
+            .unwrap_or_else(|error| panic!("write-back at {stored}: {error}"));
+        assert_eq!(length, chunk, "a write-back is never short");
+        stored += chunk as u64;
+    }
+
+    // After a loss, a write-back past the stored end is refused; one at the end is not.
+    let after_loss = WriteSource::WriteBack { after_loss: true };
+    let gap = fs.write_from(cached, stored + 4096, &pattern(0, 4096), after_loss);
+    assert!(matches!(gap, Err(FsError::NoSpace)), "{gap:?}");
+    assert_eq!(fs.getattr(cached).unwrap().size, stored);
+    fs.write_from(cached, stored, &pattern(stored, 4096), after_loss)
+        .unwrap();
+
+    // Released, the held-back space is the callers' again.
+    drop(held);
+    pool.sync().unwrap();
+    assert!(fs.write_fits(chunk as u64, WriteSource::Caller));
+    let mut data = vec![0u8; chunk];
+    fs.read(caller, 0, chunk).map(|read| data = read).unwrap();
+    assert_eq!(data, pattern(0, chunk));
+    drop(fs);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

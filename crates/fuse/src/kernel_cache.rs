@@ -188,15 +188,17 @@ impl KernelCache {
             .collect()
     }
 
-    /// The kernel forgot `count` lookups of `ino`.
-    pub fn forget(&self, ino: u64, count: u64) {
+    /// The kernel forgot `count` lookups of `ino`; true when it holds the inode no more.
+    pub fn forget(&self, ino: u64, count: u64) -> bool {
         let mut known = self.known[shard(ino)].lock();
         if let Some(held) = known.get_mut(&ino) {
             held.lookups = held.lookups.saturating_sub(count);
             if held.lookups == 0 {
                 known.remove(&ino);
+                return true;
             }
         }
+        false
     }
 
     /// The inodes the kernel holds that `wanted` selects.

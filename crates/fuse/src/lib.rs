@@ -25,9 +25,11 @@
 //! asking for `security.capability` before every write(2) (a GETXATTR round trip per write,
 //! most of a small write's cost: `SB_NOSEC`); it still removes that xattr itself. A file
 //! opened for writing while `sync=always` is opened for direct I/O, so that each write reaches
-//! the engine (and its commit) before write(2) returns. Xattr replies follow the FUSE size
+//! the engine (and its commit) before write(2) returns; so is one opened while the pool is
+//! nearly full, so that write(2) answers ENOSPC (or a short write) itself ([`write_space`],
+//! which also holds space back for what the cache has accepted). Xattr replies follow the FUSE size
 //! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
-//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. No
+//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. Otherwise no
 //! `direct_io`: the page cache serves reads and shared mmap works (git, sqlite).
 //!
 //! # The kernel's caches, and who owns size and mtime
@@ -155,6 +157,7 @@ mod privileges;
 mod readdir;
 mod route;
 pub mod snapdir;
+mod write_space;
 
 use std::ffi::OsStr;
 use std::io;
@@ -171,7 +174,7 @@ use fuser::{
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
-use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp};
+use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp, WriteSource};
 use tarn::zil::SyncMode;
 
 use kernel_cache::{ContentVersion, KernelCache};
@@ -182,6 +185,8 @@ pub use mount::{
 use readdir::PlusListing;
 use route::Node;
 use snapdir::{InodeKind, NoSnapshots, SnapshotSource, SnapshotTable, SNAPSHOT_DIR_INO};
+pub use write_space::DIRTY_MAX_LIMIT;
+use write_space::{WriteSpace, CACHED_WRITER};
 
 /// How long the kernel may cache attributes and entries. Long, so that a `stat` of a file
 /// seen in the last half minute (git status, make) is no round trip to the daemon: every
@@ -239,6 +244,8 @@ struct Shared {
     rollbacks: AtomicU64,
     /// Where the mount is (set once mounted): lseek writes it back.
     mountpoint: std::sync::OnceLock<PathBuf>,
+    /// Space for what write(2) has accepted ([`write_space`]).
+    space: WriteSpace,
 }
 
 impl TarnFuse {
@@ -255,6 +262,7 @@ impl TarnFuse {
         snapdir_visible: bool,
     ) -> TarnFuse {
         let root = fs.root();
+        let space = WriteSpace::new(fs.clone());
         TarnFuse {
             fs,
             root,
@@ -264,6 +272,7 @@ impl TarnFuse {
                 kernel: KernelCache::new(name.clone()),
                 rollbacks: AtomicU64::new(0),
                 mountpoint: std::sync::OnceLock::new(),
+                space,
             }),
             name,
         }
@@ -305,10 +314,11 @@ impl TarnFuse {
         self.fuse_attr(&Node::Head(attr.ino), &attr)
     }
 
-    /// The open flags of FUSE inode `ino` opened (for writing if `writable`) at the engine's
-    /// `attr`: keep the kernel's cached pages if the file is unchanged since its last open
-    /// (`kernel_cache.rs`).
-    fn open_flags(&self, ino: INodeNo, attr: &Attr, writable: bool) -> FopenFlags {
+    /// The file handle and open flags of FUSE inode `ino` opened (for writing if
+    /// `writable`) at the engine's `attr`: keep the kernel's cached pages if the file is
+    /// unchanged since its last open (`kernel_cache.rs`); direct I/O for writing when the
+    /// pool is nearly full ([`write_space`]) or sync=always.
+    fn open_flags(&self, ino: INodeNo, attr: &Attr, writable: bool) -> (FileHandle, FopenFlags) {
         let keep_cache = self
             .shared
             .kernel
@@ -316,13 +326,19 @@ impl TarnFuse {
         // sync=always: every write(2) must be durable when it returns, so it must reach the
         // engine, not the page cache: the file is opened for direct I/O (shared mmap still
         // works: FUSE_DIRECT_IO_ALLOW_MMAP).
-        if writable && self.fs.sync_mode() == SyncMode::Always {
-            return FopenFlags::FOPEN_DIRECT_IO;
+        if writable && (self.fs.sync_mode() == SyncMode::Always || !self.shared.space.open_cached())
+        {
+            return (FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
         }
-        if keep_cache {
-            FopenFlags::FOPEN_KEEP_CACHE
+        let handle = if writable {
+            CACHED_WRITER
         } else {
-            FopenFlags::empty()
+            FileHandle(0)
+        };
+        if keep_cache {
+            (handle, FopenFlags::FOPEN_KEEP_CACHE)
+        } else {
+            (handle, FopenFlags::empty())
         }
     }
 
@@ -496,10 +512,20 @@ impl Filesystem for TarnFuse {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.shared.kernel.forget(ino.0, nlookup);
+        if self.shared.kernel.forget(ino.0, nlookup) {
+            if let Ok(object) = self.head(ino) {
+                self.shared.space.forgotten(object);
+            }
+        }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        // Through a file opened for cached writing, while ordinary writes no longer fit: the
+        // kernel asks this before a write(2) into its cache, which is refused here
+        // (`write_space`).
+        if fh == Some(CACHED_WRITER) && self.shared.space.refuses_cached_writes() {
+            return reply.error(Errno::ENOSPC);
+        }
         match self.getattr_node(ino) {
             Ok(attr) => reply.attr(&TTL, &attr),
             Err(errno) => reply.error(errno),
@@ -536,6 +562,13 @@ impl Filesystem for TarnFuse {
         // reports (ENOENT).
         let times_only = ctime.is_some() && mode.is_none() && uid.is_none() && gid.is_none();
         let times_only = times_only && size.is_none();
+        // A file with a lost write-back is not extended over the lost bytes (`write_space`).
+        if let Some(size) = size {
+            let stored = self.fs.getattr(ino).map(|attr| attr.size).unwrap_or(0);
+            if !self.shared.space.resize_allowed(ino, size, stored) {
+                return reply.error(Errno::ENOSPC);
+            }
+        }
         let mode = match self.mode_after_setattr(ino, mode, req.uid(), size, uid.or(gid)) {
             Ok(mode) => mode,
             Err(errno) => return reply.error(errno),
@@ -742,7 +775,8 @@ impl Filesystem for TarnFuse {
         match result {
             Ok(attr) => {
                 let writable = flags.acc_mode() != OpenAccMode::O_RDONLY;
-                reply.opened(FileHandle(0), self.open_flags(ino, &attr, writable))
+                let (handle, flags) = self.open_flags(ino, &attr, writable);
+                reply.opened(handle, flags)
             }
             Err(errno) => reply.error(errno),
         }
@@ -793,7 +827,32 @@ impl Filesystem for TarnFuse {
                 return reply.error(errno);
             }
         }
-        match self.fs.write(ino, offset, data) {
+        // A write-back of the page cache (write(2) returned long ago) may use the space held
+        // back for it; a direct write is the caller's own (`write_space`).
+        let write_back = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        let source = if write_back {
+            self.shared.space.write_back_source(ino)
+        } else {
+            WriteSource::Caller
+        };
+        let result = self.fs.write_from(ino, offset, data, source);
+        if write_back {
+            // Lost, or stored only thanks to the held-back space: the kernel drops the
+            // inode's attributes, so that the next write(2) asks for them (getattr) and
+            // is refused there.
+            if let Err(error) = &result {
+                log::warn!(
+                    "tarn fuse {}: write-back of inode {ino} at {offset} ({} bytes) lost: {error}",
+                    self.name,
+                    data.len()
+                );
+                self.shared.space.write_back_lost(ino, offset);
+                self.shared.kernel.invalidate_attributes(fuse_ino.0);
+            } else if self.shared.space.may_be_short() {
+                self.shared.kernel.invalidate_attributes(fuse_ino.0);
+            }
+        }
+        match result {
             Ok(written) => {
                 // O_SYNC includes O_DSYNC's bit. A write from the kernel's page cache
                 // (FUSE_WRITE_CACHE) carries the flags of whichever open file it was written
@@ -827,12 +886,16 @@ impl Filesystem for TarnFuse {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The kernel wrote the file's pages back before it sent the release.
+        if fh == CACHED_WRITER {
+            self.shared.space.released_cached();
+        }
         // Only the head counts open files (see `open`); a snapshot's are not, and a release
         // for a snapshot that is gone has nothing to undo.
         match snapdir::decode(ino.0) {
@@ -1164,8 +1227,8 @@ impl Filesystem for TarnFuse {
             Ok(((attr, generation), engine_attr)) => {
                 self.shared.kernel.inode_handed_out(attr.ino.0);
                 let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
-                let flags = self.open_flags(attr.ino, &engine_attr, writable);
-                reply.created(&TTL, &attr, Generation(generation), FileHandle(0), flags)
+                let (handle, flags) = self.open_flags(attr.ino, &engine_attr, writable);
+                reply.created(&TTL, &attr, Generation(generation), handle, flags)
             }
             Err(errno) => reply.error(errno),
         }

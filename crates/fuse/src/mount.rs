@@ -20,6 +20,10 @@ pub struct MountOptions {
     /// List `.zfs` in the root directory (the dataset's snapdir property); changed while
     /// mounted with [`MountControl::set_snapdir_visible`].
     pub snapdir_visible: bool,
+    /// The most dirty bytes the kernel may cache for this mount (its backing device's
+    /// `max_bytes`, with `strict_limit`): see `write_space`. A tarn mount sets it from the
+    /// pool's size.
+    pub dirty_max: u64,
 }
 
 impl MountOptions {
@@ -31,6 +35,7 @@ impl MountOptions {
             allow_other: true,
             read_only: false,
             snapdir_visible: false,
+            dirty_max: crate::DIRTY_MAX_LIMIT,
         }
     }
 
@@ -83,20 +88,25 @@ pub fn configure_kernel(config: &mut KernelConfig) {
         log::warn!("tarn fuse: the kernel offers no writeback cache; every write is a request");
     }
     // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
-    // afterwards (see `raise_readahead`).
+    // afterwards (see `tune_backing_device`).
     if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {
         let _ = config.set_max_readahead(offered);
     }
 }
 
-/// Raise the readahead of the FUSE mount at `mountpoint` to [`READAHEAD_BYTES`] through its
-/// backing device's `read_ahead_kb`: at FUSE init the kernel offers only its default readahead
-/// (128 KiB), and sequential reads through FUSE go as fast as the requests are large. The
-/// statfs first waits for the FUSE init to finish, which would otherwise lower the value again;
-/// it is statfs, not stat, because a stat would leave the root's attributes cached, and a stat
-/// answered from that cache hides a dead mount from [`mountpoint::is_dead_fuse_mount`]. Not
-/// being able to (no sysfs, not root) only costs speed.
-fn raise_readahead(mountpoint: &Path) {
+/// Tune the backing device of the FUSE mount at `mountpoint` (`/sys/class/bdi/MAJ:MIN`):
+/// - readahead to [`READAHEAD_BYTES`] (`read_ahead_kb`): at FUSE init the kernel offers only its
+///   default readahead (128 KiB), and sequential reads through FUSE go as fast as the requests
+///   are large;
+/// - the kernel's dirty bytes to `dirty_max` (`strict_limit`, which FUSE sets by default, and
+///   `max_bytes`), the bound `write_space` holds space back for.
+///
+/// The statfs first waits for the FUSE init to finish, which would otherwise lower the
+/// readahead again; it is statfs, not stat, because a stat would leave the root's attributes
+/// cached, and a stat answered from that cache hides a dead mount from
+/// [`mountpoint::is_dead_fuse_mount`]. Not being able to (no sysfs, not root) costs speed, and
+/// leaves the kernel's own bound on dirty bytes (1% of its dirty limit), which is logged.
+fn tune_backing_device(mountpoint: &Path, dirty_max: u64) {
     let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else {
         return;
     };
@@ -108,11 +118,22 @@ fn raise_readahead(mountpoint: &Path) {
     let Some(entry) = mountpoint::mount_at(mountpoint) else {
         return;
     };
-    let path = format!(
-        "/sys/class/bdi/{}:{}/read_ahead_kb",
+    let device = format!(
+        "/sys/class/bdi/{}:{}",
         entry.device_major, entry.device_minor
     );
-    let _ = std::fs::write(path, (READAHEAD_BYTES >> 10).to_string());
+    let _ = std::fs::write(
+        format!("{device}/read_ahead_kb"),
+        (READAHEAD_BYTES >> 10).to_string(),
+    );
+    let limited = std::fs::write(format!("{device}/strict_limit"), "1")
+        .and_then(|()| std::fs::write(format!("{device}/max_bytes"), dirty_max.to_string()));
+    if let Err(error) = limited {
+        log::warn!(
+            "tarn fuse: cannot bound the dirty bytes of {} to {dirty_max} ({device}: {error})",
+            mountpoint.display()
+        );
+    }
 }
 
 /// Mount `filesystem` at `mountpoint` with tarn's mount options and serve it from background
@@ -144,7 +165,7 @@ pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
     let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
-    raise_readahead(mountpoint);
+    tune_backing_device(mountpoint, options.dirty_max);
     Ok(MountHandle {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
@@ -177,7 +198,11 @@ pub fn mount_with_snapshots(
         options.snapdir_visible,
     );
     let shared = adapter.shared.clone();
-    let mut handle = mount_filesystem(adapter, mountpoint, options)?;
+    let options = MountOptions {
+        dirty_max: shared.space.dirty_max(),
+        ..options.clone()
+    };
+    let mut handle = mount_filesystem(adapter, mountpoint, &options)?;
     if let Some(session) = &handle.session {
         shared.kernel.set_notifier(session.notifier());
     }

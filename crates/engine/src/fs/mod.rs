@@ -107,7 +107,7 @@ use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
 use crate::object::adapters::KvObject;
 use crate::object::kv::{self, KvError, COOKIE_END, COOKIE_FIRST};
 use crate::object::prefetch::{PrefetchStats, Prefetcher};
-use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
+use crate::object::{Admission, ObjectError, ObjectProps, ObjectSet, Tx, WriteReservation};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
 use crate::zil::Zil;
@@ -126,6 +126,35 @@ pub const NAME_LEN_MAX: usize = 255;
 pub const SYMLINK_TARGET_MAX: usize = 4096;
 /// Largest read or write in one call.
 pub const IO_BYTES_MAX: usize = 64 << 20;
+
+/// The smallest piece a caller's write is cut to when it does not fit whole (see
+/// [`FileSystem::write_from`]).
+pub const SHORT_WRITE_MIN: usize = 4096;
+
+/// Where a write comes from, which decides the space it may use (see
+/// [`FileSystem::write_from`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteSource {
+    /// A caller waiting for the answer (direct I/O, an engine call).
+    Caller,
+    /// The write-back of pages a kernel cache accepted earlier; `after_loss` once an
+    /// earlier write-back of the same file was lost.
+    WriteBack { after_loss: bool },
+}
+
+/// Space held back for write-backs while this lives ([`FileSystem::hold_back_for_write_backs`]).
+pub struct HeldBack {
+    reservation: Option<Arc<dyn WriteReservation>>,
+    bytes: u64,
+}
+
+impl Drop for HeldBack {
+    fn drop(&mut self) {
+        if let Some(reservation) = &self.reservation {
+            reservation.release_held_back(self.bytes);
+        }
+    }
+}
 /// Largest file size (offsets travel as i64).
 pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
 /// Block size of a new file's object (OpenZFS's SPA_MINBLOCKSIZE), grown by its writes.
@@ -794,9 +823,20 @@ impl FileSystem {
         offset: u64,
         data: &[u8],
     ) -> std::result::Result<(), ObjectError> {
+        self.write_file_data_as(tx, ino, offset, data, Admission::Ordinary)
+    }
+
+    fn write_file_data_as(
+        &self,
+        tx: &Tx,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        admission: Admission,
+    ) -> std::result::Result<(), ObjectError> {
         let record = self.config().file_block_size;
         self.objset
-            .write_growing(tx, ObjectId(ino), offset, data, record)
+            .write_growing_as(tx, ObjectId(ino), offset, data, record, admission)
     }
 
     fn props_for(&self, kind: FileKind) -> ObjectProps {
@@ -996,13 +1036,29 @@ impl FileSystem {
     }
 
     /// Write `data` at `offset` into a regular file, extending it as needed; returns the
-    /// number of bytes written.
+    /// number of bytes written ([`FileSystem::write_from`] for a caller that waits).
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_from(ino, offset, data, WriteSource::Caller)
+    }
+
+    /// [`FileSystem::write`] from `source`. A caller's write that does not fit whole is cut
+    /// to what fits, halving down to [`SHORT_WRITE_MIN`] bytes (a short write, as POSIX has
+    /// write(2) do when a device fills), and is refused with `NoSpace` only when not even that
+    /// fits. A write-back is all or nothing; after a lost one (`after_loss`) a write-back that
+    /// would start past the stored end of the file is refused, so that the file never
+    /// covers the lost bytes with a hole that reads as zeros.
+    pub fn write_from(
+        &self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        source: WriteSource,
+    ) -> Result<usize> {
         let _gate = self.change()?;
         if data.len() > IO_BYTES_MAX {
             return Err(FsError::Invalid(format!("write of {} bytes", data.len())));
         }
-        let end = offset
+        offset
             .checked_add(data.len() as u64)
             .filter(|&end| end <= FILE_SIZE_MAX)
             .ok_or_else(|| FsError::Invalid("write past the largest file size".into()))?;
@@ -1013,8 +1069,16 @@ impl FileSystem {
             FileKind::Directory => return Err(FsError::IsDir),
             kind => return Err(FsError::Invalid(format!("write to a {kind:?}"))),
         }
+        if source == (WriteSource::WriteBack { after_loss: true }) && offset > znode.size {
+            return Err(FsError::NoSpace);
+        }
+        let admission = match source {
+            WriteSource::Caller => Admission::Ordinary,
+            WriteSource::WriteBack { .. } => Admission::WriteBack,
+        };
         let now = Timestamp::now();
         let mut waited_for_sync = false;
+        let mut length = data.len();
         let hold = loop {
             let hold = self.txgs.assign()?;
             let tx = hold.tx();
@@ -1022,7 +1086,7 @@ impl FileSystem {
             if data.is_empty() {
                 break hold;
             }
-            match self.write_file_data(&tx, ino, offset, data) {
+            match self.write_file_data_as(&tx, ino, offset, &data[..length], admission) {
                 Ok(()) => break hold,
                 // The space admission counts the dirty data of our own txg, which cannot
                 // sync while we hold it: let it go, wait for it to reach disk (its estimate
@@ -1033,12 +1097,17 @@ impl FileSystem {
                     self.txgs.wait_synced(Some(tx.txg))?;
                     waited_for_sync = true;
                 }
+                Err(ObjectError::NoSpace)
+                    if source == WriteSource::Caller && length > SHORT_WRITE_MIN =>
+                {
+                    length = (length / 2).max(SHORT_WRITE_MIN);
+                }
                 Err(error) => return Err(error.into()),
             }
         };
         let tx = hold.tx();
-        if !data.is_empty() {
-            znode.size = znode.size.max(end);
+        if length > 0 {
+            znode.size = znode.size.max(offset + length as u64);
         }
         znode.mtime = now;
         znode.ctime = now;
@@ -1048,12 +1117,46 @@ impl FileSystem {
             ino,
             crate::zil::Change::Write {
                 offset,
-                length: data.len() as u64,
+                length: length as u64,
             },
         )?;
         drop(hold);
         self.sync_always(ino)?;
-        Ok(data.len())
+        Ok(length)
+    }
+
+    /// Would a write of `bytes` from `source` be admitted now (ignoring what waiting for
+    /// the syncing txgs would free)? Never waits.
+    pub fn write_fits(&self, bytes: u64, source: WriteSource) -> bool {
+        let admission = match source {
+            WriteSource::Caller => Admission::Ordinary,
+            WriteSource::WriteBack { .. } => Admission::WriteBack,
+        };
+        self.objset
+            .reservation()
+            .is_none_or(|reservation| reservation.fits(bytes, admission))
+    }
+
+    /// Would a caller's write of `bytes` be admitted, as [`FileSystem::write`] decides it:
+    /// when the quick look says no, the data in flight (counted twice until it is allocated)
+    /// is let sync first and the space looked at again. May wait for a txg sync.
+    pub fn caller_write_would_fit(&self, bytes: u64) -> Result<bool> {
+        if self.write_fits(bytes, WriteSource::Caller) {
+            return Ok(true);
+        }
+        self.txgs.wait_synced(None)?;
+        Ok(self.write_fits(bytes, WriteSource::Caller))
+    }
+
+    /// Hold `bytes` of the pool back from callers' writes for the write-backs of a kernel
+    /// cache, until the guard is dropped (see `object::WriteReservation`). Nothing is held
+    /// for a file system without space admission (a snapshot's, a test's bare object set).
+    pub fn hold_back_for_write_backs(&self, bytes: u64) -> HeldBack {
+        let reservation = self.objset.reservation();
+        if let Some(reservation) = &reservation {
+            reservation.hold_back(bytes);
+        }
+        HeldBack { reservation, bytes }
     }
 
     /// Space figures in units of [`STATFS_BLOCK_SIZE`], from the space source (zeros if

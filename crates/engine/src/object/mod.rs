@@ -186,8 +186,38 @@ fn check_range_addressable(dnode: &DnodePhys, offset: u64, length: u64) -> Resul
 /// `metadata` is what the write will add in indirect blocks beyond its data (see
 /// [`ObjectSet::indirect_estimate`]); an admitted write's metadata stays reserved until its
 /// txg has synced.
+///
+/// Space can be held back for write-backs ([`WriteReservation::hold_back`]): a FUSE mount
+/// whose kernel page cache holds writes that write(2) has already accepted keeps enough space
+/// for them, so that writing them back never fails for want of space. Ordinary writes leave
+/// that space alone; write-backs ([`Admission::WriteBack`]) may use it.
 pub trait WriteReservation: Send + Sync {
-    fn reserve(&self, tx: &Tx, bytes: u64, metadata: u64) -> Result<(), ObjectError>;
+    fn reserve(
+        &self,
+        tx: &Tx,
+        bytes: u64,
+        metadata: u64,
+        admission: Admission,
+    ) -> Result<(), ObjectError>;
+
+    /// Would a write of `bytes` be admitted now? Never waits.
+    fn fits(&self, bytes: u64, admission: Admission) -> bool;
+
+    /// Hold `bytes` back from ordinary writes until [`WriteReservation::release_held_back`].
+    fn hold_back(&self, bytes: u64);
+
+    fn release_held_back(&self, bytes: u64);
+}
+
+/// Which space a write may use (see [`WriteReservation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// A write whose caller is still waiting for its answer (write(2) through direct I/O, a
+    /// receive, an engine call): refused once only the held-back space is left.
+    Ordinary,
+    /// The write-back of pages a kernel cache accepted earlier: the caller was told its
+    /// write(2) succeeded, so this write may use the space held back for it.
+    WriteBack,
 }
 
 /// How blocks enter and leave an object set's trees. Owned by this layer, implemented above:
@@ -899,6 +929,11 @@ impl ObjectSet {
         let copies = write_copies(dnode.object_type, 1, dnode.copies) as u64;
         let levels_above = (dnode.levels.max(2) - 1) as u64;
         parent_bytes * copies * levels_above
+    }
+
+    /// The admission of this object set's writes, if the pool set one.
+    pub fn reservation(&self) -> Option<Arc<dyn WriteReservation>> {
+        self.reservation.lock().clone()
     }
 
     /// Admit new data through `reservation` from now on (the pool does this for datasets).

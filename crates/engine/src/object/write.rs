@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::phys::DnodePhys;
-use super::{DirtyBlock, ObjectError, ObjectId, ObjectSet, ReadFor, Tx, WholeBlock};
+use super::{Admission, DirtyBlock, ObjectError, ObjectId, ObjectSet, ReadFor, Tx, WholeBlock};
 
 /// The block size a write ending at `end` grows `dnode`'s object to (see
 /// [`ObjectSet::write_growing`]), or None if it does not grow: it has more than one block, the
@@ -58,6 +58,26 @@ impl ObjectSet {
         data: &[u8],
         block_size_max: u32,
     ) -> Result<(), ObjectError> {
+        self.write_growing_as(
+            tx,
+            object,
+            offset,
+            data,
+            block_size_max,
+            Admission::Ordinary,
+        )
+    }
+
+    /// [`ObjectSet::write_growing`] admitted as `admission` says.
+    pub fn write_growing_as(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        offset: u64,
+        data: &[u8],
+        block_size_max: u32,
+        admission: Admission,
+    ) -> Result<(), ObjectError> {
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or_else(|| ObjectError::Invalid("write past the largest offset".into()))?;
@@ -70,7 +90,7 @@ impl ObjectSet {
             }
             let metadata =
                 self.indirect_estimate_for(&dnode, tx.txg, object, offset, data.len() as u64);
-            reservation.reserve(tx, data.len() as u64, metadata)?;
+            reservation.reserve(tx, data.len() as u64, metadata, admission)?;
         }
         let _writer = self.lock_object(object);
         if !data.is_empty() {
@@ -263,7 +283,7 @@ impl ObjectSet {
             let length = (last.saturating_sub(first) + 1).saturating_mul(u64::from(block_size));
             let metadata = self.indirect_estimate_for(&dnode, tx.txg, object, offset, length);
             let bytes = dirty.len() as u64 * u64::from(block_size);
-            reservation.reserve(tx, bytes, metadata)?;
+            reservation.reserve(tx, bytes, metadata, Admission::Ordinary)?;
         }
         let _writer = self.lock_object(object);
         let mut added = 0u64;

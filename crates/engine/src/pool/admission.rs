@@ -3,6 +3,8 @@
 //! freer that frees at once or stages frees of late sync passes for the next txg, and the MOS's
 //! block lifecycle (a kill is a free).
 
+use crate::object::{Admission, WriteReservation};
+
 use super::*;
 
 /// Frees for the pool: now, or (in late sync passes) staged for the next txg.
@@ -68,38 +70,58 @@ impl BlockFreer for PoolFreer {
 pub(super) struct PoolReservation {
     pub(super) io: Arc<BlockIo>,
     pub(super) txgs: Arc<TxgManager>,
+    /// Space held back for write-backs of kernel caches (see [`WriteReservation`]), shared
+    /// by every dataset of the pool: `PoolCore::held_back`.
+    pub(super) held_back: Arc<AtomicU64>,
 }
 
 impl PoolReservation {
-    fn fits(&self, bytes: u64, metadata: u64) -> bool {
-        admission_fits(&self.io, &self.txgs, bytes, metadata)
+    fn fits(&self, bytes: u64, metadata: u64, admission: Admission) -> bool {
+        let held_back = match admission {
+            Admission::Ordinary => self.held_back.load(Ordering::Relaxed),
+            Admission::WriteBack => 0,
+        };
+        admission_fits(&self.io, &self.txgs, bytes, metadata, held_back)
     }
 }
 
 /// Would a write of `bytes` (and `metadata` bytes of indirect blocks) be admitted now (see
-/// [`PoolReservation`])? Takes no space-layer lock.
-fn admission_fits(io: &BlockIo, txgs: &TxgManager, bytes: u64, metadata: u64) -> bool {
+/// [`PoolReservation`]), leaving `held_back` bytes free? Takes no space-layer lock.
+fn admission_fits(
+    io: &BlockIo,
+    txgs: &TxgManager,
+    bytes: u64,
+    metadata: u64,
+    held_back: u64,
+) -> bool {
     let totals = io.space.counters();
     let (dirty, reserved) = txgs.dirty_and_reserved();
     let needed = dirty
         .saturating_add(bytes)
         .saturating_mul(2)
         .saturating_add(reserved)
-        .saturating_add(metadata);
+        .saturating_add(metadata)
+        .saturating_add(held_back);
     needed
         <= totals
             .free
             .saturating_sub(totals.slop(io.tunables.spa_min_slop))
 }
 
-impl crate::object::WriteReservation for PoolReservation {
-    fn reserve(&self, tx: &Tx, bytes: u64, metadata: u64) -> Result<(), ObjectError> {
-        let admitted = self.fits(bytes, metadata) || {
+impl WriteReservation for PoolReservation {
+    fn reserve(
+        &self,
+        tx: &Tx,
+        bytes: u64,
+        metadata: u64,
+        admission: Admission,
+    ) -> Result<(), ObjectError> {
+        let admitted = self.fits(bytes, metadata, admission) || {
             // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
             let previous = Txg(tx.txg.0.saturating_sub(1));
             self.txgs.last_synced() < previous && {
                 self.txgs.wait_synced(Some(previous))?;
-                self.fits(bytes, metadata)
+                self.fits(bytes, metadata, admission)
             }
         };
         if !admitted {
@@ -107,6 +129,23 @@ impl crate::object::WriteReservation for PoolReservation {
         }
         self.txgs.reserve_metadata(tx.txg, metadata);
         Ok(())
+    }
+
+    fn fits(&self, bytes: u64, admission: Admission) -> bool {
+        PoolReservation::fits(self, bytes, 0, admission)
+    }
+
+    fn hold_back(&self, bytes: u64) {
+        self.held_back.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn release_held_back(&self, bytes: u64) {
+        // Saturating: a release never takes more than was held.
+        let _ = self
+            .held_back
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                Some(held.saturating_sub(bytes))
+            });
     }
 }
 
@@ -127,6 +166,12 @@ impl PoolCore {
     /// Would a write of `bytes` into this pool's datasets be admitted now? The check writers
     /// make before they dirty data; it never waits for the sync thread.
     pub fn write_fits(&self, bytes: u64) -> bool {
-        admission_fits(&self.io, &self.txgs, bytes, 0)
+        admission_fits(
+            &self.io,
+            &self.txgs,
+            bytes,
+            0,
+            self.held_back.load(Ordering::Relaxed),
+        )
     }
 }

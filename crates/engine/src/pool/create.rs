@@ -370,6 +370,7 @@ impl Pool {
             snapshot_tasks: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
             long_holds: Arc::default(),
+            held_back: Arc::default(),
             last_committed_txg: AtomicU64::new(0),
             readonly: false,
             freer,

@@ -714,6 +714,7 @@ impl PoolCore {
         objset.set_reservation(Arc::new(super::PoolReservation {
             io: self.io.clone(),
             txgs: self.txgs.clone(),
+            held_back: self.held_back.clone(),
         }));
         if objset.log().is_none() && !self.readonly {
             objset.attach_log(Arc::new(crate::zil::Zil::new(

@@ -488,6 +488,7 @@ impl Pool {
             snapshot_tasks: Mutex::new(Vec::new()),
             namespace: Mutex::new(()),
             long_holds: Arc::default(),
+            held_back: Arc::default(),
             last_committed_txg: AtomicU64::new(uberblock.txg.0),
             readonly: options.readonly,
             freer,

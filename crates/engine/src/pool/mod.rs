@@ -470,6 +470,9 @@ pub struct PoolCore {
     namespace: Mutex<()>,
     /// Readers' claims on snapshots that a destroy must not free ([`holds`]).
     long_holds: Arc<holds::LongHolds>,
+    /// Space held back from ordinary writes for the write-backs of kernel caches (mounts
+    /// with files open for cached writing): `object::WriteReservation::hold_back`.
+    held_back: Arc<AtomicU64>,
     /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
     /// which the labels name at export.
     last_committed_txg: AtomicU64,

@@ -1,0 +1,183 @@
+//! Space for what write(2) has accepted: ENOSPC from write(2), not from a write-back.
+//!
+//! # The problem
+//! Under the writeback cache (crate documentation) write(2) copies into the kernel's page
+//! cache and returns; the engine sees the bytes only when the kernel writes the pages back.
+//! A write-back the engine refuses for want of space is lost: the kernel drops the pages,
+//! records the error for the next fsync or close, and keeps its own, larger file size.
+//!
+//! # What the adapter does
+//! - **The kernel's dirty bytes are bounded** per mount: its backing device gets
+//!   `strict_limit` and `max_bytes` = [`WriteSpace::dirty_max`] (mount.rs), so at most about
+//!   that much of the mount's data is ever accepted by write(2) and not yet written back.
+//! - **That space is held back** ([`FileSystem::hold_back_for_write_backs`]): while a file of
+//!   the mount is open for cached writing, [`held_back_for`] bytes (twice `dirty_max`, as
+//!   admission counts dirty data twice, and a quarter more for indirect blocks) are left free
+//!   by every ordinary write of the pool, and only write-backs may use them. A write-back
+//!   therefore finds its space.
+//! - **Near full, opens for writing get direct I/O** (`FOPEN_DIRECT_IO`; shared mmap still
+//!   works through `FUSE_DIRECT_IO_ALLOW_MMAP`): when less than the hold-back plus
+//!   `dirty_max` is free for ordinary writes, [`WriteSpace::open_cached`] says no and each
+//!   write(2) reaches the engine, which answers a short write when only part fits and ENOSPC
+//!   when nothing does. Far from full the cache comes back for new opens.
+//! - **A file opened for cached writing earlier** cannot change mode (the kernel fixes it at
+//!   open). Its file handle is [`CACHED_WRITER`]. Once ordinary writes no longer fit
+//!   ([`WriteSpace::refuses_cached_writes`]), each of its write-backs (stored, in the held-back space) has
+//!   the kernel drop the inode's attributes; the kernel's next write(2) on it then asks for
+//!   them (`fuse_cache_write_iter` updates size and mode first), and the adapter answers
+//!   that `getattr` with ENOSPC, which write(2) returns. A `stat`, `lseek(SEEK_END)` or read
+//!   past the end through such a handle gets ENOSPC too while the pool is that full.
+//! - **A lost write-back never leaves a hole**: should a write-back fail anyway (several
+//!   mounts' writers, more dirty data than the bound), the adapter remembers the inode
+//!   ([`WriteSpace::write_back_lost`]) until the kernel forgets it or a truncate cuts below
+//!   the loss; meanwhile a write-back that would start past the stored end and a truncate
+//!   that would extend the file are refused, so the file ends at its last stored byte and no
+//!   range the writer filled reads as zeros.
+//!
+//! # The bound
+//! A file opened for cached writing while the pool had room may have up to `dirty_max` bytes
+//! accepted by write(2) beyond what ordinary writes could store; they are written into the
+//! held-back space. Only when several such mounts exhaust the held-back space together can
+//! write-backs fail; then at most `dirty_max` per mount is accepted by write(2) and lost, and
+//! the error reaches the writer's next fsync or close.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fuser::FileHandle;
+use parking_lot::Mutex;
+use tarn::fs::{FileSystem, HeldBack, WriteSource};
+
+/// The file handle of a file opened for cached writing (any other open is handle 0).
+pub(crate) const CACHED_WRITER: FileHandle = FileHandle(1);
+
+/// The largest bound on a mount's dirty bytes in the kernel.
+pub const DIRTY_MAX_LIMIT: u64 = 32 << 20;
+/// The smallest: a write of [`crate::WRITE_BYTES_MAX`] must fit.
+const DIRTY_MAX_FLOOR: u64 = 1 << 20;
+
+/// The space held back for a mount whose kernel may hold `dirty_max` dirty bytes.
+pub(crate) fn held_back_for(dirty_max: u64) -> u64 {
+    dirty_max * 2 + dirty_max / 4
+}
+
+/// One mount's write admission (module documentation).
+pub(crate) struct WriteSpace {
+    fs: Arc<FileSystem>,
+    dirty_max: u64,
+    /// Files open for cached writing, and the space held back while there are any.
+    writers: Mutex<(u64, Option<HeldBack>)>,
+    /// Inodes with a lost write-back: the offset of the first lost byte.
+    lost: Mutex<HashMap<u64, u64>>,
+}
+
+impl WriteSpace {
+    /// The bound on the kernel's dirty bytes for a mount of `fs`: a sixty-fourth of the pool,
+    /// between 1 and 32 MiB, so that a small pool does not hold back most of itself.
+    pub(crate) fn dirty_max_for(fs: &FileSystem) -> u64 {
+        let size = fs
+            .statfs()
+            .map(|figures| figures.blocks.saturating_mul(u64::from(figures.block_size)))
+            .unwrap_or(0);
+        (size / 64).clamp(DIRTY_MAX_FLOOR, DIRTY_MAX_LIMIT)
+    }
+
+    pub(crate) fn new(fs: Arc<FileSystem>) -> WriteSpace {
+        let dirty_max = WriteSpace::dirty_max_for(&fs);
+        WriteSpace {
+            fs,
+            dirty_max,
+            writers: Mutex::new((0, None)),
+            lost: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn dirty_max(&self) -> u64 {
+        self.dirty_max
+    }
+
+    /// An open for writing: may it use the page cache? If so it counts as a cached writer
+    /// until [`WriteSpace::released_cached`].
+    pub(crate) fn open_cached(&self) -> bool {
+        let mut writers = self.writers.lock();
+        let to_hold = if writers.0 == 0 {
+            held_back_for(self.dirty_max)
+        } else {
+            0
+        };
+        if !self
+            .fs
+            .write_fits(to_hold + self.dirty_max, WriteSource::Caller)
+        {
+            return false;
+        }
+        writers.0 += 1;
+        if writers.1.is_none() {
+            writers.1 = Some(self.fs.hold_back_for_write_backs(to_hold));
+        }
+        true
+    }
+
+    /// A file opened for cached writing was released (the kernel wrote its pages back first).
+    pub(crate) fn released_cached(&self) {
+        let mut writers = self.writers.lock();
+        writers.0 = writers.0.saturating_sub(1);
+        if writers.0 == 0 {
+            writers.1 = None;
+        }
+    }
+
+    /// Whether ordinary writes of a full request may no longer fit, at a glance (data in
+    /// flight counts twice): after a write-back that says so, the kernel is made to ask
+    /// [`WriteSpace::refuses_cached_writes`] before the next write(2).
+    pub(crate) fn may_be_short(&self) -> bool {
+        !self
+            .fs
+            .write_fits(u64::from(crate::WRITE_BYTES_MAX), WriteSource::Caller)
+    }
+
+    /// Whether an ordinary write of a full request is refused, as the engine would decide
+    /// it (letting the data in flight sync first): a cached writer's next write(2) is then
+    /// refused.
+    pub(crate) fn refuses_cached_writes(&self) -> bool {
+        self.may_be_short()
+            && !self
+                .fs
+                .caller_write_would_fit(u64::from(crate::WRITE_BYTES_MAX))
+                .unwrap_or(false)
+    }
+
+    /// How a write-back of `ino` is to be admitted.
+    pub(crate) fn write_back_source(&self, ino: u64) -> WriteSource {
+        WriteSource::WriteBack {
+            after_loss: self.lost.lock().contains_key(&ino),
+        }
+    }
+
+    /// A write-back of `ino` at `offset` failed: its bytes are lost.
+    pub(crate) fn write_back_lost(&self, ino: u64, offset: u64) {
+        let mut lost = self.lost.lock();
+        let first = lost.entry(ino).or_insert(offset);
+        *first = (*first).min(offset);
+    }
+
+    /// May `ino` be truncated or extended to `size`, stored size `stored`? A file with a lost
+    /// write-back is not extended (that would cover the lost bytes with a hole); a truncate
+    /// below the loss ends it.
+    pub(crate) fn resize_allowed(&self, ino: u64, size: u64, stored: u64) -> bool {
+        let mut lost = self.lost.lock();
+        match lost.get(&ino) {
+            None => true,
+            Some(&first) if size <= first => {
+                lost.remove(&ino);
+                true
+            }
+            Some(_) => size <= stored,
+        }
+    }
+
+    /// The kernel no longer holds `ino`: its size comes from the engine again.
+    pub(crate) fn forgotten(&self, ino: u64) {
+        self.lost.lock().remove(&ino);
+    }
+}
