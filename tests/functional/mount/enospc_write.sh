@@ -45,18 +45,23 @@ make_room() {
 default_setup
 python3 "$helper" pattern-file "$SCRATCH/source" $((400 * MIB)) || log_fail "cannot make the source"
 
-# 1. A python write() loop, opened while the pool is empty (through the page cache).
+# 1. A python write() loop, opened while the pool is empty (through the page cache). Nothing
+# is refused early: it stores all that df said was available but the documented margin
+# (2.25 x dirty_max held back for the cache, dirty_max more before an open uses the cache;
+# dirty_max is a 64th of the pool, 4 MiB here), give or take a MiB.
+available=$(python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print(s.f_bavail*s.f_frsize)' "$mnt")
 python3 "$helper" write-loop "$mnt/loop" $MIB $((400 * MIB)) >"$SCRATCH/out" || log_fail "write-loop"
 log_note "write loop: $(cat "$SCRATCH/out")"
 expect_enospc_at write
 written=$(json written)
-[ "$written" -gt $((40 * MIB)) ] || log_fail "only $written bytes accepted before ENOSPC"
+[ "$written" -ge $((available - 14 * MIB)) ] ||
+	log_fail "only $written bytes accepted before ENOSPC; df said $available were available"
 reimport
 python3 "$helper" check-prefix "$mnt/loop" "$written" || log_fail "the write loop's file"
 
 # 2. Opened near full (direct I/O): short writes, then ENOSPC from write(2).
 truncate -s $((written - 8 * MIB)) "$mnt/loop"
-log_must tarn pool sync "$TESTPOOL"
+make_room
 python3 "$helper" write-loop "$mnt/near" $((MIB + 12345)) $((400 * MIB)) >"$SCRATCH/out" || log_fail "near-full write-loop"
 log_note "near full: $(cat "$SCRATCH/out")"
 expect_enospc_at write
@@ -103,7 +108,18 @@ assert_eq "$(json first call)" "msync" "the first failing call of the mapping"
 synced=$(json written)
 reimport
 python3 "$helper" check-mmap "$mnt/mapped" "$synced" || log_fail "the mapped file"
-make_room "$mnt/mapped"
+
+# 6. The same mapping opened near full (direct I/O, mapped through FUSE_DIRECT_IO_ALLOW_MMAP).
+truncate -s $((synced - 8 * MIB)) "$mnt/mapped"
+make_room
+python3 "$helper" mmap-loop "$mnt/mapped2" $((400 * MIB)) >"$SCRATCH/out" || log_fail "near-full mmap-loop"
+log_note "mmap near full: $(cat "$SCRATCH/out")"
+assert_eq "$(json first call)" "msync" "the first failing call of the near-full mapping"
+synced=$(json written)
+[ "$synced" -gt 0 ] || log_fail "nothing stored through the near-full mapping"
+reimport
+python3 "$helper" check-mmap "$mnt/mapped2" "$synced" || log_fail "the near-full mapped file"
+make_room "$mnt/mapped" "$mnt/mapped2"
 
 verify_pool "$TESTPOOL"
 log_pass
