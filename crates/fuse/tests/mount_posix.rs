@@ -440,3 +440,88 @@ fn writes_truncates_and_chowns_clear_setuid_and_setgid() {
     assert_eq!(fs::read(&written).unwrap(), b"start\nmore\n");
     fixture.finish();
 }
+
+/// A write-back that fails for want of space loses its bytes, and the file must not then grow
+/// over them: the kernel still believes in its larger size, so the writer's next append (at
+/// that size) would otherwise be stored past a hole that reads as zeros where the lost bytes
+/// were, and a truncate up would cover them too. Here the held-back space is used up behind
+/// the mount's back (write-backs into another dataset), so the mount's own write-back fails;
+/// then space comes back, and the append's write-back and the truncate up are refused, and
+/// the file the engine stores ends at its last stored byte.
+#[test]
+fn a_lost_write_back_never_leaves_a_hole() {
+    use std::os::unix::fs::FileExt;
+    use tarn::fs::{FsError, WriteSource};
+
+    let Some(fixture) = Fixture::new("lostwb") else {
+        return;
+    };
+    let pool = fixture.pool.as_ref().unwrap();
+    let path = fixture.path("file");
+    let chunk = 1usize << 20;
+    let mut file = File::create(&path).unwrap();
+    file.write_all(&pattern(4 * chunk, 1)).unwrap();
+    file.sync_all().unwrap();
+    let stored = 4 * chunk as u64;
+
+    // Fill every byte a write-back may use, from another dataset.
+    pool.create_dataset("lostwb/fill", &[], false).unwrap();
+    let filler = pool.open_file_system("lostwb/fill").unwrap();
+    let ino = filler
+        .create(filler.root(), b"fill", 0o644, 0, 0)
+        .unwrap()
+        .ino;
+    let write_back = WriteSource::WriteBack { after_loss: false };
+    let mut filled = 0u64;
+    loop {
+        match filler.write_from(ino, filled, &pattern(chunk, filled), write_back) {
+            Ok(length) => filled += length as u64,
+            Err(FsError::NoSpace) => break,
+            Err(error) => panic!("filling: {error}"),
+        }
+    }
+
+    // The mount's write-back fails: fsync reports it.
+    file.write_all(&pattern(chunk, 2)).unwrap();
+    let lost = file.sync_all();
+    assert!(lost.is_err(), "the write-back into a full pool was stored");
+
+    // Space comes back; the writer appends where the kernel thinks the file ends.
+    let empty = tarn::fs::SetAttr {
+        size: Some(0),
+        ..Default::default()
+    };
+    filler.setattr(ino, empty).unwrap();
+    for _ in 0..3 {
+        pool.sync().unwrap();
+    }
+    let _ = file.write_all(&pattern(chunk, 3));
+    assert!(
+        file.sync_all().is_err(),
+        "an append past the lost bytes was stored"
+    );
+    let extend = file.set_len(stored + 8 * chunk as u64);
+    assert!(
+        extend.is_err(),
+        "a truncate up over the lost bytes was allowed"
+    );
+    // Overwriting stored bytes is fine.
+    file.write_all_at(&pattern(4096, 4), 4096).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    drop(filler);
+
+    // What the engine stored, without the kernel's cache: a remount.
+    let mut fixture = fixture;
+    fixture.remount();
+    let data = fs::read(&path).unwrap();
+    assert_eq!(
+        data.len() as u64,
+        stored,
+        "the stored file ends at its last stored byte"
+    );
+    let mut want = pattern(4 * chunk, 1);
+    want[4096..8192].copy_from_slice(&pattern(4096, 4));
+    assert!(data == want, "the stored bytes changed");
+    fixture.finish();
+}
