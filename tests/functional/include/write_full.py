@@ -39,6 +39,17 @@ def failure(call, error):
     return {"call": call, "errno": errno.errorcode.get(error.errno, str(error.errno))}
 
 
+def sync_and_close(fd):
+    """fsync and close `fd`; the first of them that fails, or None."""
+    first = None
+    for call, action in (("fsync", lambda: os.fsync(fd)), ("close", lambda: os.close(fd))):
+        try:
+            action()
+        except OSError as error:
+            first = first or failure(call, error)
+    return first
+
+
 def write_loop(path, chunk, limit):
     """write(2) `chunk` bytes at a time until one fails or `limit` bytes; then fsync, close."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -52,11 +63,7 @@ def write_loop(path, chunk, limit):
         if n < chunk:
             short += 1
         written += n
-    for call, action in (("fsync", lambda: os.fsync(fd)), ("close", lambda: os.close(fd))):
-        try:
-            action()
-        except OSError as error:
-            first = first or failure(call, error)
+    first = first or sync_and_close(fd)
     print(json.dumps({"written": written, "first": first, "short": short}))
 
 
@@ -113,11 +120,7 @@ def append(path, writer):
             first = {"call": "write", "errno": f"short {n}"}
             break
         sequence += 1
-    for call, action in (("fsync", lambda: os.fsync(fd)), ("close", lambda: os.close(fd))):
-        try:
-            action()
-        except OSError as error:
-            first = first or failure(call, error)
+    first = first or sync_and_close(fd)
     print(json.dumps({"writer": writer, "records": sequence, "first": first}))
 
 
@@ -162,11 +165,7 @@ def mmap_loop(path, length):
         mapping.close()
     except OSError as error:
         first = first or failure("munmap", error)
-    for call, action in (("fsync", lambda: os.fsync(fd)), ("close", lambda: os.close(fd))):
-        try:
-            action()
-        except OSError as error:
-            first = first or failure(call, error)
+    first = first or sync_and_close(fd)
     print(json.dumps({"written": synced, "first": first}))
 
 

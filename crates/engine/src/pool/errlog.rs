@@ -315,14 +315,7 @@ impl PoolCore {
             }
             None => walked,
         };
-        self.errlog.add(
-            ErrorBookmark {
-                dataset,
-                object,
-                blkid,
-            },
-            birth,
-        );
+        self.record_unreadable(dataset, object, blkid, birth);
     }
 
     /// A verification of the whole pool begins: notes from now on survive its end.
