@@ -22,7 +22,7 @@ use tarn::pool::scan::{ScanFunction, ScanState};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 use tarn::types::ObjectId;
-use tarn::vdev::{FaultPlan, ReadFaultKind, VDEV_LABEL_START_SIZE};
+use tarn::vdev::{FaultPlan, ReadFaultKind, VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE};
 
 const POOL: &str = "scanned";
 const FILE_BYTES: usize = 256 << 10;
@@ -209,6 +209,179 @@ fn scrub_repairs_random_damage_on_one_side_of_a_mirror() {
 
     // Side b alone now holds every block: a read of a is made to fail.
     assert_side_b_alone_reads(&mirror, &[&files]);
+}
+
+/// A scrub's counts agree with what it did. The bug: the scan's walk reads the indirect and
+/// dnode blocks it descends through with ordinary self-healing reads, which take side a first;
+/// with side a wiped and the cache cold, those reads repaired the bad copies before the scan
+/// verified the blocks, so the leaf's CKSUM column counted copies that the scrub's bad copies
+/// and "repaired" bytes did not; and "issued" added every mirror child's copy while
+/// "examined" added the block once, so a scrub on a two-way mirror issued twice what it
+/// scanned. Here side a's whole data area is zeroed: one scrub must find and repair every bad
+/// copy (exactly the CKSUM growth), report their bytes, issue no more than it scanned, and
+/// leave nothing for check or a second scrub; side a then holds every block alone.
+#[test]
+fn one_scrub_repairs_a_wiped_side_and_counts_every_copy() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(tiny());
+    let files = write_files(&pool, 300, 48, FILE_BYTES);
+    pool.export().unwrap();
+    let device_size = std::fs::metadata(mirror.path("a.img")).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mirror.path("a.img"))
+        .unwrap();
+    // The data area only: the labels (and their uberblocks) stay.
+    let zeros = vec![0u8; 1 << 20];
+    let end = device_size - VDEV_LABEL_END_SIZE;
+    let mut offset = VDEV_LABEL_START_SIZE;
+    while offset < end {
+        let length = (end - offset).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..length], offset).unwrap();
+        offset += length as u64;
+    }
+    drop(file);
+
+    // A fresh import (cold cache); what the import and one sync read and repair on their own
+    // is not the scrub's: the CKSUM growth is measured from after them.
+    let pool = mirror.import(tiny());
+    pool.sync().unwrap();
+    let before = leaf_checksum_errors(&pool, 0);
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    let found = leaf_checksum_errors(&pool, 0) - before;
+    eprintln!("scrub: {scrub:?}; CKSUM of side a grew by {found}");
+    assert_eq!(scrub.state, ScanState::Finished);
+    assert_eq!(scrub.errors, 0, "{scrub:?}");
+    assert_eq!(scrub.unrepaired, 0, "{scrub:?}");
+    assert!(scrub.copies_bad > 0, "{scrub:?}");
+    assert_eq!(
+        scrub.copies_bad, found,
+        "every copy the leaf counted bad is one the scrub reports"
+    );
+    assert_eq!(leaf_checksum_errors(&pool, 1), 0);
+    // Every bad copy was rewritten: at least a sector each, at most its block's share.
+    assert!(scrub.repaired >= scrub.copies_bad * 512, "{scrub:?}");
+    assert!(scrub.repaired <= scrub.examined, "{scrub:?}");
+    assert!(scrub.issued <= scrub.examined, "issued {scrub:?}");
+    let report = check_pool(&pool, false).unwrap();
+    assert!(report.is_clean(), "{report:#?}");
+    assert_eq!(report.copies_bad, 0, "{report:#?}");
+
+    let cksum = leaf_checksum_errors(&pool, 0);
+    pool.core.request_scrub().unwrap();
+    let again = wait_scan(&pool, ScanFunction::Scrub);
+    assert_eq!(
+        (again.copies_bad, again.repaired, again.errors),
+        (0, 0, 0),
+        "a second scrub finds nothing: {again:?}"
+    );
+    assert!(again.issued <= again.examined, "{again:?}");
+    assert_eq!(leaf_checksum_errors(&pool, 0), cksum);
+    pool.export().unwrap();
+
+    // Side a alone holds every block: every read of side b fails.
+    let pool = mirror.import(tiny());
+    mirror
+        .plan("b.img")
+        .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "read from side a alone");
+    let report = check_pool(&pool, false).unwrap();
+    assert!(report.blocks_unreadable.is_empty(), "{report:#?}");
+    mirror.plan("b.img").clear_read_faults();
+    pool.export().unwrap();
+}
+
+/// A scrub with one mirror side offline, over gang blocks. The bug: the gang header reads
+/// (every copy, for a scrub) read the offline child too, counted a checksum error against it
+/// and a bad copy, and failed to rewrite it, so the scrub reported bad and unrepaired copies
+/// on a pool with no damage, and a side that is merely offline showed CKSUM errors. An
+/// offline child holds no copy to verify: the scrub must find nothing.
+#[test]
+fn scrub_with_a_side_offline_finds_no_bad_gang_header_copies() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(common::gang::forcing(100));
+    let files = write_files(&pool, 700, 8, FILE_BYTES);
+    assert!(
+        !common::gang::gangs_in(&pool.root_objset()).is_empty(),
+        "no gang block was written"
+    );
+    pool.offline("b.img").unwrap();
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    assert_eq!(scrub.state, ScanState::Finished);
+    assert_eq!(
+        (scrub.copies_bad, scrub.unrepaired, scrub.errors),
+        (0, 0, 0),
+        "{scrub:?}"
+    );
+    assert_eq!(
+        leaf_checksum_errors(&pool, 1),
+        0,
+        "CKSUM of the offline side"
+    );
+    assert_eq!(leaf_checksum_errors(&pool, 0), 0);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "read back with b offline");
+    pool.export().unwrap();
+}
+
+/// A bad copy of a gang header that cannot be rewritten is counted against its leaf once. The
+/// bug: verifying a gang (scrub, check) read every header and piece copy, repaired the bad
+/// ones, and then read the whole gang again through the ordinary read path, which tries side
+/// a first, to check its checksum: when the rewrite failed (or check -n rewrote nothing) the
+/// same bad copy was counted twice in the leaf's CKSUM column, and a scrub's bad copies were
+/// half of what the column said. The whole is now checked from the bytes already verified.
+#[test]
+fn a_bad_gang_header_copy_is_counted_once() {
+    let mirror = Mirror::new();
+    let pool = mirror.create(common::gang::forcing(100));
+    let files = write_files(&pool, 900, 4, FILE_BYTES);
+    let gangs = common::gang::gangs_in(&pool.root_objset());
+    assert!(!gangs.is_empty(), "no gang block was written");
+    pool.export().unwrap();
+    let damaged: Vec<u64> = gangs
+        .iter()
+        .take(3)
+        .map(|gang| gang.copies().next().unwrap().offset)
+        .collect();
+    for offset in &damaged {
+        common::gang::overwrite(&mirror.path("a.img"), *offset + 64, &[0x5A; 64]);
+    }
+    let damaged = damaged.len() as u64;
+    let pool = mirror.import(common::gang::forcing(100));
+    pool.sync().unwrap();
+
+    // Side a takes no write: the scrub finds every bad header copy and rewrites none.
+    let plan = mirror.plan("a.img");
+    plan.fail_writes_from(plan.write_count());
+    let before = leaf_checksum_errors(&pool, 0);
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    assert_eq!(
+        (scrub.copies_bad, scrub.unrepaired, scrub.errors),
+        (damaged, damaged, 0),
+        "{scrub:?}"
+    );
+    assert_eq!(
+        leaf_checksum_errors(&pool, 0) - before,
+        damaged,
+        "each bad copy is counted once: {scrub:?}"
+    );
+
+    // Side a writes again: the next scrub rewrites them, and the copies side a missed while
+    // its writes failed (stale, in its DTL: bad copies but no checksum errors).
+    plan.fail_writes_from(u64::MAX);
+    let before = leaf_checksum_errors(&pool, 0);
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    assert!(scrub.copies_bad >= damaged, "{scrub:?}");
+    assert_eq!((scrub.unrepaired, scrub.errors), (0, 0), "{scrub:?}");
+    assert_eq!(leaf_checksum_errors(&pool, 0) - before, damaged);
+    let report = check_pool(&pool, false).unwrap();
+    assert!(report.is_clean(), "{report:#?}");
+    assert_eq!(report.copies_bad, 0, "{report:#?}");
+    assert_files_read_right(&pool, &files, FILE_BYTES, "read back");
+    pool.export().unwrap();
 }
 
 /// Resilver after `break_side` made side b miss the writes of `files_missed`.

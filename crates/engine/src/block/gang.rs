@@ -54,7 +54,7 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, Compression, Dva, BLKPTR_SIZE, DVAS_MAX, DVA_ALLOCATED_UNIT,
 };
 use crate::block::checksum;
-use crate::block::pipeline::{BadCopy, BlockIo, CopyReport, PipelineError, SyncPoint};
+use crate::block::pipeline::{BadCopy, BlockIo, CopyReport, PipelineError, Repaired, SyncPoint};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceError;
 use crate::types::{Txg, VdevId};
@@ -559,8 +559,9 @@ impl BlockIo {
         depth: u32,
     ) -> Result<GangHeader, PipelineError> {
         let copies = self.read_header_copies(bp, false, depth)?;
-        if repair && self.is_writable() {
-            self.repair_headers(&copies.header, &copies.bad);
+        if repair && !copies.bad.is_empty() && self.is_writable() {
+            let repaired = self.repair_headers(&copies.header, &copies.bad);
+            self.note_heal(copies.bad.len() as u64, repaired);
         }
         Ok(copies.header)
     }
@@ -579,8 +580,15 @@ impl BlockIo {
         let mut read = 0;
         let mut last_error = None;
         'copies: for (index, dva) in bp.copies().enumerate() {
-            let (top, child_count) = self.header_location(dva)?;
-            for child in 0..child_count {
+            let top = self.header_location(dva)?;
+            // As for any block: children that may hold a stale copy are tried last, and an
+            // offline or missing child is not read at all (it holds no copy to verify or
+            // repair, and its failed read is no checksum error).
+            for child in crate::vdev::dtl::read_order(&top, bp.birth_physical.0) {
+                let leaf = &top.children[child];
+                if !leaf.is_usable() {
+                    continue;
+                }
                 read += 1;
                 match self.read_header_copy(&top, child, dva, bp, index, depth) {
                     Ok(header) => {
@@ -590,7 +598,11 @@ impl BlockIo {
                         }
                     }
                     Err(error) => {
-                        top.record_checksum_error(child);
+                        // A stale copy on a child that missed the block's txg is expected
+                        // until resilvered, not a checksum error.
+                        if !leaf.dtl.contains(bp.birth_physical.0) {
+                            top.record_checksum_error(child);
+                        }
                         bad.push((*dva, top.clone(), child));
                         last_error = Some(error);
                     }
@@ -605,18 +617,13 @@ impl BlockIo {
         Ok(HeaderCopies { header, bad, read })
     }
 
-    fn header_location(
-        &self,
-        dva: &Dva,
-    ) -> Result<(Arc<crate::vdev::TopVdev>, usize), PipelineError> {
+    fn header_location(&self, dva: &Dva) -> Result<Arc<crate::vdev::TopVdev>, PipelineError> {
         let header = Dva {
             size_allocated: GANG_HEADER_SIZE as u64,
             ..*dva
         };
         self.validate_dva(&header)?;
-        let top = self.vdevs.top(dva.vdev).expect("validated").clone();
-        let children = top.child_count();
-        Ok((top, children))
+        Ok(self.vdevs.top(dva.vdev).expect("validated").clone())
     }
 
     fn read_header_copy(
@@ -652,14 +659,14 @@ impl BlockIo {
         Ok(header)
     }
 
-    fn repair_headers(&self, header: &GangHeader, bad: &[BadCopy]) -> u64 {
-        let mut repaired = 0;
+    fn repair_headers(&self, header: &GangHeader, bad: &[BadCopy]) -> Repaired {
+        let mut repaired = Repaired::default();
         for (dva, top, child) in bad {
-            if top
-                .write_child(*child, dva.offset, &header.encode(dva.vdev, dva.offset))
-                .is_ok()
-            {
-                repaired += 1;
+            let encoded = header.encode(dva.vdev, dva.offset);
+            match top.write_child(*child, dva.offset, &encoded) {
+                Ok(()) => repaired.add(encoded.len() as u64),
+                // The leaf's queue counted the write error; the copy stays bad.
+                Err(error) => log::warn!("repair of a bad gang header copy failed: {error}"),
             }
         }
         repaired
@@ -702,12 +709,13 @@ impl BlockIo {
     }
 
     /// `verify_all_copies` of a gang: every copy of the header (every DVA, every mirror
-    /// child), every copy of every piece, then the whole against the parent's checksum.
+    /// child), every copy of every piece, then the whole (the pieces' verified bytes, not read
+    /// again: a bad copy is counted once) against the parent's checksum.
     pub(super) fn verify_gang(
         &self,
         bp: &BlockPtr,
         repair: bool,
-    ) -> Result<CopyReport, PipelineError> {
+    ) -> Result<(CopyReport, Vec<u8>), PipelineError> {
         self.verify_gang_at(bp, repair, 1)
     }
 
@@ -717,29 +725,39 @@ impl BlockIo {
         bp: &BlockPtr,
         repair: bool,
         depth: u32,
-    ) -> Result<CopyReport, PipelineError> {
+    ) -> Result<(CopyReport, Vec<u8>), PipelineError> {
         let copies = self.read_header_copies(bp, true, depth)?;
         let mut report = CopyReport {
             copies: copies.read,
             bad: copies.bad.len() as u64,
-            repaired: 0,
+            ..CopyReport::default()
         };
         if repair && !copies.bad.is_empty() && self.is_writable() {
-            report.repaired += self.repair_headers(&copies.header, &copies.bad);
+            let repaired = self.repair_headers(&copies.header, &copies.bad);
+            report.repaired += repaired.copies;
+            report.bytes_repaired += repaired.bytes;
         }
         let header = copies.header;
+        let mut physical = Vec::with_capacity(bp.size_physical as usize);
         for child in &header.children {
-            let piece = if child.is_gang() {
+            let (piece, bytes) = if child.is_gang() {
                 self.verify_gang_at(child, repair, depth + 1)?
             } else {
-                self.verify_all_copies(child, repair)?
+                self.verify_copies(child, repair)?
             };
             report.copies += piece.copies;
             report.bad += piece.bad;
             report.repaired += piece.repaired;
+            report.bytes_repaired += piece.bytes_repaired;
+            physical.extend_from_slice(&bytes);
         }
-        self.read_gang_physical_at(bp, false, depth)?;
-        Ok(report)
+        physical.truncate(bp.size_physical as usize);
+        if checksum::compute(bp.checksum_type, &physical) != bp.checksum {
+            return Err(PipelineError::NoGoodCopy {
+                bp: format!("{bp}"),
+            });
+        }
+        Ok((report, physical))
     }
 
     /// Every extent a block holds on disk: its DVAs, or for a gang every header copy and,

@@ -146,6 +146,8 @@ pub struct BlockIo {
     pub(super) gang_blocks: AtomicU64,
     /// Sequence choosing which eligible blocks `metaslab_force_ganging_pct` gangs.
     pub(super) gang_sequence: AtomicU64,
+    /// What self-healing reads found and rewrote since the pool was opened ([`HealCounts`]).
+    heals: [AtomicU64; 3],
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -185,7 +187,30 @@ impl BlockIo {
             embedded_data: AtomicBool::new(true),
             gang_blocks: AtomicU64::new(0),
             gang_sequence: AtomicU64::new(0),
+            heals: Default::default(),
         }
+    }
+
+    /// What self-healing reads ([`BlockIo::read`] and the other reads asked to repair) found
+    /// and rewrote since the pool was opened. [`BlockIo::verify_all_copies`] is not counted
+    /// here: its caller gets its own [`CopyReport`]. A scan adds the growth of these counts
+    /// to its own, since the repairs that its walk's reads make (of the indirect and dnode
+    /// blocks it descends through, before it verifies them) are repairs it made.
+    pub fn heal_counts(&self) -> HealCounts {
+        let [bad, repaired, bytes] = &self.heals;
+        HealCounts {
+            copies_bad: bad.load(Ordering::Relaxed),
+            copies_repaired: repaired.load(Ordering::Relaxed),
+            bytes_repaired: bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Count what a self-healing read found bad and what it rewrote.
+    pub(super) fn note_heal(&self, bad: u64, repaired: Repaired) {
+        let [bad_count, repaired_count, bytes] = &self.heals;
+        bad_count.fetch_add(bad, Ordering::Relaxed);
+        repaired_count.fetch_add(repaired.copies, Ordering::Relaxed);
+        bytes.fetch_add(repaired.bytes, Ordering::Relaxed);
     }
 
     /// Block copies written since the pool was opened (every copy counted, in-place rewrites
@@ -896,7 +921,11 @@ impl BlockIo {
             for child in crate::vdev::dtl::read_order(&top, bp.birth_physical.0) {
                 let mut buffer = vec![0u8; dva.size_allocated as usize];
                 if self.read_copy(&top, child, dva, &mut buffer).is_err() {
-                    bad.push((*dva, top.clone(), child));
+                    // An offline or missing child holds no copy to repair (as in
+                    // verify_all_copies): its failed read is no bad copy.
+                    if top.children[child].is_usable() {
+                        bad.push((*dva, top.clone(), child));
+                    }
                     continue;
                 }
                 buffer.truncate(bp.size_physical as usize);
@@ -919,7 +948,8 @@ impl BlockIo {
             });
         };
         if repair && !bad.is_empty() && self.is_writable() {
-            self.repair(&physical, &bad);
+            let repaired = self.repair(&physical, &bad);
+            self.note_heal(bad.len() as u64, repaired);
         }
         Ok(physical)
     }
@@ -931,10 +961,21 @@ impl BlockIo {
         bp: &BlockPtr,
         repair: bool,
     ) -> Result<CopyReport, PipelineError> {
-        let mut report = CopyReport::default();
         if bp.is_hole() || bp.embedded {
-            return Ok(report);
+            return Ok(CopyReport::default());
         }
+        self.verify_copies(bp, repair).map(|(report, _)| report)
+    }
+
+    /// [`BlockIo::verify_all_copies`] of an allocated block, with the verified physical bytes
+    /// (a gang's joins its pieces' without reading any copy again, so that a bad copy is
+    /// counted against its leaf once).
+    pub(super) fn verify_copies(
+        &self,
+        bp: &BlockPtr,
+        repair: bool,
+    ) -> Result<(CopyReport, Vec<u8>), PipelineError> {
+        let mut report = CopyReport::default();
         let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
         if bp.is_gang() {
             return self.verify_gang(bp, repair);
@@ -974,22 +1015,50 @@ impl BlockIo {
             });
         };
         if repair && !bad.is_empty() && self.is_writable() {
-            report.repaired = self.repair(&physical, &bad);
+            let repaired = self.repair(&physical, &bad);
+            report.repaired = repaired.copies;
+            report.bytes_repaired = repaired.bytes;
         }
-        Ok(report)
+        Ok((report, physical))
     }
 
-    fn repair(&self, physical: &[u8], bad: &[BadCopy]) -> u64 {
-        let mut repaired = 0;
+    fn repair(&self, physical: &[u8], bad: &[BadCopy]) -> Repaired {
+        let mut repaired = Repaired::default();
         for (dva, top, child) in bad {
             let mut padded = physical.to_vec();
             padded.resize(dva.size_allocated as usize, 0);
-            if top.write_child(*child, dva.offset, &padded).is_ok() {
-                repaired += 1;
+            match top.write_child(*child, dva.offset, &padded) {
+                Ok(()) => repaired.add(dva.size_allocated),
+                // The leaf's queue counted the write error; the copy stays bad.
+                Err(error) => log::warn!("repair of a bad copy failed: {error}"),
             }
         }
         repaired
     }
+}
+
+/// Copies rewritten by a repair, and their bytes on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Repaired {
+    pub copies: u64,
+    pub bytes: u64,
+}
+
+impl Repaired {
+    pub(crate) fn add(&mut self, bytes: u64) {
+        self.copies += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// What self-healing reads found and rewrote since the pool was opened
+/// ([`BlockIo::heal_counts`]): copies that failed to read or verify, copies rewritten, and the
+/// bytes rewritten.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HealCounts {
+    pub copies_bad: u64,
+    pub copies_repaired: u64,
+    pub bytes_repaired: u64,
 }
 
 thread_local! {
@@ -1039,6 +1108,8 @@ pub struct CopyReport {
     pub copies: u64,
     pub bad: u64,
     pub repaired: u64,
+    /// Bytes on disk of the copies repaired.
+    pub bytes_repaired: u64,
 }
 
 /// Device write counters (`tarn stat txgs`, `tarn bench sync`; see [`crate::block::issue`]).

@@ -59,6 +59,21 @@
 //! indirect blocks finished with them); OpenZFS's sequential scrub, which gathers a large part
 //! of the tree in memory (`zfs_scan_vdev_limit`) and issues it in offset order, is not done.
 //!
+//! # Counting (what `pool status` reports)
+//! `examined` (zpool's "scanned") and `issued` both add a block's allocated bytes (every DVA,
+//! one mirror child's worth) once, when its copies have been read and verified, however many
+//! copies that took: a scan reads a chunk right after walking it, so `issued` equals
+//! `examined` whenever the state is published, and never passes it (zpool's issued <=
+//! scanned). `copies_bad` counts every copy found bad, `repaired` the bytes on disk of every
+//! copy rewritten, `unrepaired` the bad copies whose rewrite failed (the leaf's queue counts
+//! the write error). The walk reads the indirect and dnode blocks it descends through with
+//! ordinary self-healing reads, which repair a bad copy on the child they try first before the
+//! scan verifies the block; so each round also adds the growth of the pool's self-heal counts
+//! ([`crate::block::pipeline::BlockIo::heal_counts`]) since the last round: as in OpenZFS,
+//! where "repaired" counts every repair write made while a scan runs, a repair made by a
+//! file's read during the scan is counted too. Without that, a leaf's CKSUM column grew by
+//! copies that no scan reported.
+//!
 //! # Persistent state (MOS directory key `scan`)
 //! One MOS object whose first [`SCAN_PHYS_SIZE`] bytes are [`ScanPhys`] (layout in
 //! docs/design.md, "Scans"). Export, import and kill -9 resume from it: the import sees a
@@ -77,7 +92,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::block::blkptr::{BlockPtr, ObjectType};
-use crate::block::pipeline::{CopyReport, PipelineError};
+use crate::block::pipeline::{CopyReport, HealCounts, PipelineError};
 use crate::dataset::phys::DatasetPhys;
 use crate::object::traverse::{walk_post_order_with_positions, BlockPosition, Bookmark, WalkEnd};
 use crate::object::{ObjectError, Tx};
@@ -182,8 +197,8 @@ impl ScanState {
 ///      40     8  end_time         u64  seconds since the epoch, 0 while scanning
 ///      48     8  to_examine       u64  bytes allocated in the pool when the scan started
 ///      56     8  examined         u64  allocated bytes of the blocks scanned
-///      64     8  issued           u64  bytes read (every copy)
-///      72     8  repaired         u64  bytes rewritten
+///      64     8  issued           u64  allocated bytes of the blocks read and verified
+///      72     8  repaired         u64  bytes rewritten (every repaired copy)
 ///      80     8  errors           u64  blocks with no good copy
 ///      88     8  cursor_objset    u64  0 the MOS, else a dataset's MOS object; u64::MAX done
 ///      96     8  cursor_object    u64  bookmark: next object
@@ -419,6 +434,9 @@ pub struct Scanner {
     extension_dirty: std::sync::atomic::AtomicBool,
     /// When this process started or resumed the scan, and the bytes examined then (rate).
     pass: Mutex<Option<(Instant, u64)>>,
+    /// The pool's self-heal counts ([`crate::block::pipeline::BlockIo::heal_counts`]) the
+    /// scan has taken into its own so far (see "Counting").
+    heals_counted: Mutex<HealCounts>,
 }
 
 /// What `pool status` shows of a scan.
@@ -478,6 +496,8 @@ impl PoolCore {
             }
             *self.scan.phys.lock() = Some(phys);
         }
+        // What the import's own reads repaired is no scan's work.
+        *self.scan.heals_counted.lock() = self.io.heal_counts();
         if !self.readonly {
             self.resilver_if_needed();
         }
@@ -748,6 +768,7 @@ impl PoolCore {
                 ScanRequest::Start(function) => {
                     phys = Some(self.new_scan(function, txg));
                     *self.scan.pass.lock() = Some((Instant::now(), 0));
+                    *self.scan.heals_counted.lock() = self.io.heal_counts();
                     self.scan.unusable_during_scan.lock().clear();
                     self.scan.catch_ups.lock().clear();
                     self.scan.extension_dirty.store(true, Ordering::Release);
@@ -769,6 +790,7 @@ impl PoolCore {
                         phys.paused = request == ScanRequest::Pause;
                         if !phys.paused {
                             *self.scan.pass.lock() = Some((Instant::now(), phys.examined));
+                            *self.scan.heals_counted.lock() = self.io.heal_counts();
                         }
                     }
                 }
@@ -792,6 +814,7 @@ impl PoolCore {
                 }
             }
             self.scan_round(&mut phys, txg, sync_started)?;
+            self.count_heals(&mut phys);
             changed = true;
             if phys.cursor_objset == CURSOR_DONE {
                 self.finish_scan(&mut phys);
@@ -817,6 +840,19 @@ impl PoolCore {
         *self.scan.phys.lock() = Some(phys);
         self.update_scan_work();
         Ok(())
+    }
+
+    /// Add to the scan's counts the copies that self-healing reads found bad and rewrote
+    /// since the last round (see "Counting").
+    fn count_heals(&self, phys: &mut ScanPhys) {
+        let now = self.io.heal_counts();
+        let mut counted = self.scan.heals_counted.lock();
+        let bad = now.copies_bad.saturating_sub(counted.copies_bad);
+        let repaired = now.copies_repaired.saturating_sub(counted.copies_repaired);
+        phys.copies_bad += bad;
+        phys.repaired += now.bytes_repaired.saturating_sub(counted.bytes_repaired);
+        phys.unrepaired += bad.saturating_sub(repaired);
+        *counted = now;
     }
 
     fn new_scan(&self, function: ScanFunction, txg: Txg) -> ScanPhys {
@@ -1049,13 +1085,14 @@ impl PoolCore {
                 _ => self.io.verify_all_copies(bp, repair),
             };
             let mut totals = totals.lock();
+            // Both count the block's allocated bytes once, however many copies were read:
+            // issued can never pass examined (see "Counting").
             totals.examined += bp.size_allocated();
+            totals.issued += bp.size_allocated();
             match outcome {
                 Ok(copies) => {
-                    let per_copy = bp.size_allocated() / (bp.copies().count().max(1) as u64);
-                    totals.issued += copies.copies * per_copy;
                     totals.copies_bad += copies.bad;
-                    totals.repaired += copies.repaired * per_copy;
+                    totals.repaired += copies.bytes_repaired;
                     totals.unrepaired += copies.bad.saturating_sub(copies.repaired);
                 }
                 Err(error) => {
@@ -1110,8 +1147,13 @@ impl PoolCore {
             };
             let mut padded = physical.clone();
             padded.resize(dva.size_allocated as usize, 0);
-            if top.write_child(child, dva.offset, &padded).is_ok() {
-                report.repaired += 1;
+            match top.write_child(child, dva.offset, &padded) {
+                Ok(()) => {
+                    report.repaired += 1;
+                    report.bytes_repaired += dva.size_allocated;
+                }
+                // The leaf's queue counted the write error; the leaf's log keeps the txg.
+                Err(error) => log::warn!("pool {}: resilver write failed: {error}", self.name),
             }
         }
         Ok(report)
