@@ -192,8 +192,8 @@ mod tests {
                 start_time: 1_700_000_000,
                 end_time: 1_700_000_065,
                 to_examine: 4 << 30,
-                examined: 1 << 30,
-                issued: 2 << 30,
+                examined: 2 << 30,
+                issued: 1 << 30,
                 repaired: 3 << 20,
                 errors: 0,
                 cursor_objset: 0,
@@ -214,11 +214,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("1G / 4G scanned at 100M/s, 2G issued"),
+            text.contains("2G / 4G scanned at 100M/s, 1G issued"),
             "{text}"
         );
         assert!(
-            text.contains("3M repaired, 25.00% done, 01:02:05 to go"),
+            text.contains("3M repaired, 50.00% done, 01:02:05 to go"),
             "{text}"
         );
         let text = scan_lines(&status(ScanState::Scanning, ScanFunction::Resilver, false));
