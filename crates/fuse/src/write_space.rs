@@ -27,7 +27,8 @@
 //!   them (`fuse_cache_write_iter` updates size and mode first), and the adapter answers
 //!   that `getattr` with ENOSPC, which write(2) returns. A `stat`, `lseek(SEEK_END)` or read
 //!   past the end through such a handle gets ENOSPC too while the pool is that full.
-//! - **A lost write-back never leaves a hole**: should a write-back fail anyway (several
+//! - **A lost write-back never leaves a hole**: write-backs of one file are stored in offset
+//!   order ([`WriteSpace::write_back_begins`]); should one fail anyway (several
 //!   mounts' writers, more dirty data than the bound), the adapter remembers the inode
 //!   ([`WriteSpace::write_back_lost`]) until the kernel forgets it or a truncate cuts below
 //!   the loss; meanwhile a write-back that would start past the stored end and a truncate
@@ -45,7 +46,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use fuser::FileHandle;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use tarn::fs::{FileSystem, HeldBack, WriteSource};
 
 /// The file handle of a file opened for cached writing (any other open is handle 0).
@@ -69,6 +70,32 @@ pub(crate) struct WriteSpace {
     writers: Mutex<(u64, Option<HeldBack>)>,
     /// Inodes with a lost write-back: the offset of the first lost byte.
     lost: Mutex<HashMap<u64, u64>>,
+    /// Write-backs being served, by inode: their offsets ([`WriteSpace::write_back_begins`]).
+    in_flight: Mutex<HashMap<u64, Vec<u64>>>,
+    /// Signalled when a write-back ends.
+    ended: Condvar,
+}
+
+/// A write-back being served ([`WriteSpace::write_back_begins`]); it ends when dropped.
+pub(crate) struct InFlight<'a> {
+    space: &'a WriteSpace,
+    ino: u64,
+    offset: u64,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.space.in_flight.lock();
+        if let Some(offsets) = in_flight.get_mut(&self.ino) {
+            if let Some(at) = offsets.iter().position(|&offset| offset == self.offset) {
+                offsets.swap_remove(at);
+            }
+            if offsets.is_empty() {
+                in_flight.remove(&self.ino);
+            }
+        }
+        self.space.ended.notify_all();
+    }
 }
 
 impl WriteSpace {
@@ -89,6 +116,8 @@ impl WriteSpace {
             dirty_max,
             writers: Mutex::new((0, None)),
             lost: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            ended: Condvar::new(),
         }
     }
 
@@ -145,6 +174,28 @@ impl WriteSpace {
                 .fs
                 .caller_write_would_fit(u64::from(crate::WRITE_BYTES_MAX))
                 .unwrap_or(false)
+    }
+
+    /// A write-back of `ino` at `offset` arrives: it waits until the write-backs of `ino` at
+    /// lower offsets that are being served have ended, so that the write-backs of one file
+    /// are stored in offset order (the kernel sends them so, and the engine serializes them
+    /// on the inode anyway). Otherwise a later range could be stored while an earlier one
+    /// fails, leaving a hole where the lost bytes were. Only a write-back that arrives in the
+    /// instant between another's read from the device and its call here escapes the order.
+    pub(crate) fn write_back_begins(&self, ino: u64, offset: u64) -> InFlight<'_> {
+        let mut in_flight = self.in_flight.lock();
+        while in_flight
+            .get(&ino)
+            .is_some_and(|offsets| offsets.iter().any(|&other| other < offset))
+        {
+            self.ended.wait(&mut in_flight);
+        }
+        in_flight.entry(ino).or_default().push(offset);
+        InFlight {
+            space: self,
+            ino,
+            offset,
+        }
     }
 
     /// How a write-back of `ino` is to be admitted.
