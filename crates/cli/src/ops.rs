@@ -310,6 +310,13 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
             text.push_str(&format!("   see: {see}\n"));
         }
     }
+    // Faults injected on purpose (`tarn inject`) explain errors that are not the disks'.
+    let injections = pool.core.injector.list().len();
+    if injections > 0 {
+        text.push_str(&format!(
+            "inject: {injections} fault injection(s) active: tarn inject lists them, tarn inject -c all clears them\n"
+        ));
+    }
     text.push('\n');
     text.push_str(&errors);
     let problem_json = problem.map(|problem| {
@@ -319,7 +326,7 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "cache": cache_json, "errors": errors_json, "problem": problem_json}),
+        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "cache": cache_json, "errors": errors_json, "problem": problem_json, "injections": injections}),
     }
 }
 

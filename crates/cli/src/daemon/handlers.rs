@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, devices, inspect, pool, scan, snapshots};
+use super::{datasets, devices, inject, inspect, pool, scan, snapshots};
 use crate::error::Failure;
 use crate::protocol::Request;
 
@@ -61,6 +61,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::StatZil { .. }
         | Request::PoolIostat { .. }
         | Request::DebugObject { .. } => inspect::handle(daemon, request),
+        Request::Inject { .. } => inject::handle(daemon, request),
         Request::Create { .. }
         | Request::Destroy { .. }
         | Request::List { .. }

@@ -68,6 +68,7 @@ mod failmode;
 mod handlers;
 mod held;
 mod history;
+mod inject;
 mod inspect;
 mod mounts;
 mod pool;

@@ -162,8 +162,10 @@ fn open_new_devices(
 
 impl Pool {
     /// Create a new pool and leave it imported in this process.
-    pub fn create(options: CreateOptions) -> Result<Pool, PoolError> {
+    pub fn create(mut options: CreateOptions) -> Result<Pool, PoolError> {
         validate_pool_name(&options.name)?;
+        let injector = Injector::new();
+        options.wrap_device = Some(injector.wrapper_over(options.wrap_device.take()));
         options
             .tunables
             .validate()
@@ -371,6 +373,7 @@ impl Pool {
             namespace: Mutex::new(()),
             long_holds: Arc::default(),
             held_back: Arc::default(),
+            injector,
             last_committed_txg: AtomicU64::new(0),
             readonly: false,
             freer,

@@ -95,8 +95,10 @@ impl Pool {
 
     fn open_found(
         found: FoundPool,
-        options: ImportOptions,
+        mut options: ImportOptions,
     ) -> Result<(Pool, ImportReport), PoolError> {
+        let injector = Injector::new();
+        options.wrap_device = Some(injector.wrapper_over(options.wrap_device.take()));
         options
             .tunables
             .validate()
@@ -269,6 +271,7 @@ impl Pool {
                 &options,
                 &tunables,
                 &uberblocks,
+                &injector,
             )?;
             return Ok((
                 pool,
@@ -291,6 +294,7 @@ impl Pool {
                 &options,
                 &tunables,
                 &uberblocks,
+                &injector,
             ) {
                 Ok((pool, damaged)) => {
                     return Ok((
@@ -385,6 +389,8 @@ impl Pool {
         })
     }
 
+    // The opening's inputs, each used once: a struct of them would only be unpacked here.
+    #[allow(clippy::too_many_arguments)]
     fn open_at(
         found: &FoundPool,
         config: &LabelConfig,
@@ -393,6 +399,7 @@ impl Pool {
         options: &ImportOptions,
         tunables: &Tunables,
         found_uberblocks: &[Uberblock],
+        injector: &Arc<Injector>,
     ) -> Result<(Pool, Vec<String>), PoolError> {
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         if config.features.contains_key(LOG_SPACEMAP_FEATURE) {
@@ -489,6 +496,7 @@ impl Pool {
             namespace: Mutex::new(()),
             long_holds: Arc::default(),
             held_back: Arc::default(),
+            injector: injector.clone(),
             last_committed_txg: AtomicU64::new(uberblock.txg.0),
             readonly: options.readonly,
             freer,

@@ -120,6 +120,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
@@ -136,6 +137,7 @@ use crate::space::{AllocClass, SpaceError, SpaceManager};
 use crate::tunables::Tunables;
 use crate::txg::{TxgError, TxgManager};
 use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
+use crate::vdev::inject::Injector;
 use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
 use crate::vdev::{
     BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevHealth, VdevTree,
@@ -473,6 +475,9 @@ pub struct PoolCore {
     /// Space held back from ordinary writes for the write-backs of kernel caches (mounts
     /// with files open for cached writing): `object::WriteReservation::hold_back`.
     held_back: Arc<AtomicU64>,
+    /// Faults injected at run time into this pool's devices (`tarn inject`); every device the
+    /// pool opens is under it.
+    pub injector: Arc<crate::vdev::inject::Injector>,
     /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
     /// which the labels name at export.
     last_committed_txg: AtomicU64,

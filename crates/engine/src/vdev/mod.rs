@@ -108,6 +108,7 @@
 pub mod alloc;
 pub mod dtl;
 pub mod fault;
+pub mod inject;
 pub mod io;
 pub mod label;
 pub mod limits;
