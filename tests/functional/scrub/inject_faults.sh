@@ -98,7 +98,34 @@ stderr_has "no injection $id"
 log_must tarn pool clear $pool
 log_must tarn pool wait -t resilver $pool
 
-# 5. Injections end with the pool's import.
+# 5. A resilver whose writes to the returning side fail now and then still converges.
+log_must tarn pool offline $pool "$(vdev i-a)"
+head -c 8M /dev/urandom >"$mnt/missed"
+missed=$(digest "$mnt/missed")
+log_must tarn pool sync $pool
+log_must tarn inject -d i-a.img -e io -T write -n 5 $pool
+log_must tarn pool online $pool "$(vdev i-a)"
+log_must tarn pool wait -t resilver $pool
+log_must tarn inject -c all $pool
+log_must tarn pool clear $pool
+log_must tarn pool scrub $pool
+log_must tarn pool wait -t scrub $pool
+verify_pool $pool
+
+# 6. Writes failing everywhere: the pool suspends (failmode=wait), reads go on, and once the
+# injection is cleared `pool clear` resumes it.
+log_must tarn inject -e io -T write $pool
+log_mustnot tarn pool sync $pool
+log_must tarn pool status $pool
+stdout_has "the pool is suspended"
+assert_eq "$(digest "$mnt/data")" "$want" "reads of a suspended pool"
+log_must tarn inject -c all
+log_must tarn pool clear $pool
+log_must tarn pool status $pool
+stdout_lacks "suspended"
+log_must tarn pool sync $pool
+
+# 7. Injections end with the pool's import.
 log_must tarn inject -d i-b.img -e delay -D 1 -T read -n 5 $pool
 log_must tarn pool export $pool
 import_pool $pool
@@ -106,5 +133,6 @@ log_must tarn inject
 stdout_has "no injections"
 assert_eq "$(digest "$mnt/data")" "$want" "the file after everything"
 assert_eq "$(digest "$mnt/late")" "$late" "the file written while side a failed"
+assert_eq "$(digest "$mnt/missed")" "$missed" "the file the resilver brought to side a"
 verify_pool $pool
 log_pass
