@@ -341,3 +341,47 @@ fn kill9_during_resumable_receives_then_resume_after_import() {
         "only {resumed} of {ROUNDS} kills after a receive's middle left a partial receive"
     );
 }
+
+/// A partial receive is continued only by the stream its token names: another snapshot's full
+/// stream, an incremental stream, or the right stream cut at a different place and sent from
+/// the start (not from the token's position) is refused, the partial receive stays resumable,
+/// and the stream `send -t` makes from the token still completes it.
+#[test]
+fn a_partial_receive_takes_only_the_stream_its_token_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "rt", single(dir.path(), "rt0"), tiny());
+    source(&pool, "rt");
+    let full_a = stream(&pool, "rt/src@a", &SendOptions::default());
+    let full_b = stream(&pool, "rt/src@b", &SendOptions::default());
+    let incremental = stream(
+        &pool,
+        "rt/src@b",
+        &SendOptions {
+            from: Some("rt/src@a".into()),
+            ..SendOptions::default()
+        },
+    );
+    assert!(receive_bytes(&pool, "rt/copy", &full_a[..full_a.len() / 2], &resumable()).is_err());
+    let token = resume_token(&pool, "rt/copy").unwrap().expect("a token");
+    for (what, wrong) in [
+        ("another snapshot's full stream", &full_b),
+        ("an incremental stream", &incremental),
+        ("the same stream from its start", &full_a),
+    ] {
+        let error = receive_bytes(&pool, "rt/copy", wrong, &resumable());
+        assert!(error.is_err(), "{what} was taken by a partial receive");
+        assert_eq!(
+            resume_token(&pool, "rt/copy").unwrap().as_deref(),
+            Some(token.as_str()),
+            "{what} changed the partial receive"
+        );
+    }
+    let resumed = resumed_stream(&pool, "rt/copy");
+    receive_bytes(&pool, "rt/copy", &resumed, &resumable()).expect("the token's stream");
+    assert_eq!(
+        tree(&pool.open_file_system("rt/copy").unwrap()),
+        snapshot_tree(&pool, "rt/src@a")
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
