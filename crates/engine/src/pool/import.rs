@@ -405,11 +405,14 @@ impl Pool {
         if config.features.contains_key(LOG_SPACEMAP_FEATURE) {
             space.enable_log();
         }
+        // Nothing is written while the pool loads, not even a repair from a good copy: a load
+        // that fails leaves the devices as they were (OpenZFS trusts a config only once it has
+        // loaded: spa_trust_config). Writes are enabled below, once every load has succeeded.
         let io = Arc::new(BlockIo::new(
             vdevs.clone(),
             space.clone(),
             tunables.clone(),
-            !options.readonly,
+            false,
         ));
         io.cache.clear();
         io.l2arc.set_pool_guid(found.guid);
@@ -545,6 +548,7 @@ impl Pool {
             damaged.push(format!("failmode: {error}"));
         }
         if !options.readonly {
+            core.io.set_writable(true);
             // Before anything allocates: the log blocks written after this uberblock.
             core.claim_logs(uberblock.txg, &mut damaged);
         }
