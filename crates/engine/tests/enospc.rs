@@ -217,7 +217,12 @@ fn held_back_space_serves_write_backs_and_callers_get_short_writes() {
     // Callers fill the pool up to the held-back space; the last write may be short.
     let mut short_writes = 0;
     let refused = loop {
-        match fs.write(caller, written, &pattern(written, chunk)) {
+        match fs.write_from(
+            caller,
+            written,
+            &pattern(written, chunk),
+            WriteSource::Direct,
+        ) {
             Ok(length) => {
                 if length < chunk {
                     short_writes += 1;

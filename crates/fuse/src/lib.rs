@@ -834,7 +834,7 @@ impl Filesystem for TarnFuse {
         let source = if write_back {
             self.shared.space.write_back_source(ino)
         } else {
-            WriteSource::Caller
+            WriteSource::Direct
         };
         let result = self.fs.write_from(ino, offset, data, source);
         if write_back {

@@ -135,11 +135,25 @@ pub const SHORT_WRITE_MIN: usize = 4096;
 /// [`FileSystem::write_from`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteSource {
-    /// A caller waiting for the answer (direct I/O, an engine call).
+    /// A caller waiting for the answer (an engine call, a replay, a receive): the write is
+    /// stored whole or refused.
     Caller,
+    /// A write(2) that reaches the engine before it returns (direct I/O): cut to what fits
+    /// when the pool is nearly full (a short write), as POSIX has write(2) do.
+    Direct,
     /// The write-back of pages a kernel cache accepted earlier; `after_loss` once an
     /// earlier write-back of the same file was lost.
     WriteBack { after_loss: bool },
+}
+
+impl WriteSource {
+    /// The space a write from here may use.
+    fn admission(self) -> Admission {
+        match self {
+            WriteSource::Caller | WriteSource::Direct => Admission::Ordinary,
+            WriteSource::WriteBack { .. } => Admission::WriteBack,
+        }
+    }
 }
 
 /// Space held back for write-backs while this lives ([`FileSystem::hold_back_for_write_backs`]).
@@ -1041,10 +1055,10 @@ impl FileSystem {
         self.write_from(ino, offset, data, WriteSource::Caller)
     }
 
-    /// [`FileSystem::write`] from `source`. A caller's write that does not fit whole is cut
-    /// to what fits, halving down to [`SHORT_WRITE_MIN`] bytes (a short write, as POSIX has
+    /// [`FileSystem::write`] from `source`. A direct write that does not fit whole is cut to
+    /// what fits, halving down to [`SHORT_WRITE_MIN`] bytes (a short write, as POSIX has
     /// write(2) do when a device fills), and is refused with `NoSpace` only when not even that
-    /// fits. A write-back is all or nothing; after a lost one (`after_loss`) a write-back that
+    /// fits. Other writes are all or nothing; after a lost write-back (`after_loss`) one that
     /// would start past the stored end of the file is refused, so that the file never
     /// covers the lost bytes with a hole that reads as zeros.
     pub fn write_from(
@@ -1072,10 +1086,7 @@ impl FileSystem {
         if source == (WriteSource::WriteBack { after_loss: true }) && offset > znode.size {
             return Err(FsError::NoSpace);
         }
-        let admission = match source {
-            WriteSource::Caller => Admission::Ordinary,
-            WriteSource::WriteBack { .. } => Admission::WriteBack,
-        };
+        let admission = source.admission();
         let now = Timestamp::now();
         let mut waited_for_sync = false;
         let mut length = data.len();
@@ -1098,7 +1109,7 @@ impl FileSystem {
                     waited_for_sync = true;
                 }
                 Err(ObjectError::NoSpace)
-                    if source == WriteSource::Caller && length > SHORT_WRITE_MIN =>
+                    if source == WriteSource::Direct && length > SHORT_WRITE_MIN =>
                 {
                     length = (length / 2).max(SHORT_WRITE_MIN);
                 }
@@ -1128,10 +1139,7 @@ impl FileSystem {
     /// Would a write of `bytes` from `source` be admitted now (ignoring what waiting for
     /// the syncing txgs would free)? Never waits.
     pub fn write_fits(&self, bytes: u64, source: WriteSource) -> bool {
-        let admission = match source {
-            WriteSource::Caller => Admission::Ordinary,
-            WriteSource::WriteBack { .. } => Admission::WriteBack,
-        };
+        let admission = source.admission();
         self.objset
             .reservation()
             .is_none_or(|reservation| reservation.fits(bytes, admission))
