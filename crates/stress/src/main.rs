@@ -8,26 +8,17 @@
 //! ```
 //! The first form runs one seed (a random one, printed, unless `--seed` names it) for the
 //! given time against a pool on sparse files in DIR, created there or re-imported: a parent
-//! process starts children that run `T` threads of random operations (see [`ops`]) on the
+//! process starts children that run `T` threads of random operations (see [`tarn_stress::ops`]) on the
 //! engine directly, in-process, and SIGKILL themselves at a moment the seed chooses; after
 //! each, the parent re-imports the pool, runs `check` and verifies every block and every
-//! fsync's promise (see [`oracle`]). `--replay` runs a seed on one thread, its children dying
+//! fsync's promise (see [`tarn_stress::oracle`]). `--replay` runs a seed on one thread, its children dying
 //! after a number of operations rather than a time, so the seed fixes the whole sequence of
 //! operations. `--loop` runs fresh seeds, each in its own directory under DIR, until the time
 //! is spent. A failure keeps the pool images, the journal, the log and the seed under
 //! `DIR/failures/SEED-rROUND/`; the program prints a summary line (operations, kills, imports,
 //! failures) and exits 1 on any failure, 2 on bad usage or a run that could not start.
 //!
-//! Modules, in the order a run uses them: [`ops`] (the operation table), [`runner`] (the
-//! parent and the loop), [`child`] (the worker process), [`tag`] (self-describing blocks),
-//! [`journal`] (what the child promised), [`oracle`] (the verification).
-
-mod child;
-mod journal;
-mod ops;
-mod oracle;
-mod runner;
-mod tag;
+//! The library ([`tarn_stress`]) holds the parts; this file only parses the command line.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -35,6 +26,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use tarn_stress::{child, runner};
 
 #[derive(Parser, Debug)]
 #[command(

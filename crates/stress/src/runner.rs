@@ -69,6 +69,10 @@ pub struct Summary {
     pub kills: u64,
     pub clean_ends: u64,
     pub imports: u64,
+    /// What the parent's verifications read: files, tagged blocks, promises.
+    pub files_verified: u64,
+    pub blocks_verified: u64,
+    pub promises_checked: u64,
     /// One line per failure, each naming where it was kept.
     pub failures: Vec<String>,
 }
@@ -80,18 +84,24 @@ impl Summary {
         self.kills += other.kills;
         self.clean_ends += other.clean_ends;
         self.imports += other.imports;
+        self.files_verified += other.files_verified;
+        self.blocks_verified += other.blocks_verified;
+        self.promises_checked += other.promises_checked;
         self.failures.extend(other.failures.iter().cloned());
     }
 
     pub fn line(&self) -> String {
         format!(
-            "{} operations ({} refused), {} kills, {} clean ends, {} imports, {} failures",
+            "{} operations ({} refused), {} kills, {} clean ends, {} imports, {} failures; verified {} files, {} tagged blocks, {} fsync promises",
             self.operations,
             self.refusals,
             self.kills,
             self.clean_ends,
             self.imports,
-            self.failures.len()
+            self.failures.len(),
+            self.files_verified,
+            self.blocks_verified,
+            self.promises_checked
         )
     }
 }
@@ -119,7 +129,10 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         pool_dir(dir).join("mirror-b.img"),
         pool_dir(dir).join("second.img"),
     ];
-    if vdevs.iter().all(|path| !path.exists()) {
+    let reimport = vdevs.iter().any(|path| path.exists());
+    if reimport {
+        log::info!("re-importing the pool in {}", dir.display());
+    } else {
         log::info!(
             "creating pool {POOL_NAME} in {} (ashift {ashift})",
             dir.display()
@@ -141,8 +154,6 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         .map_err(|error| format!("creating the pool: {error}"))?;
         pool.export()
             .map_err(|error| format!("exporting the new pool: {error}"))?;
-    } else {
-        log::info!("re-importing the pool in {}", dir.display());
     }
 
     let rounds_path = dir.join("rounds");
@@ -153,6 +164,15 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     let mut promises = Promises::default();
     promises.catch_up(&journal_path(dir))?;
     let mut summary = Summary::default();
+    // A pool found in place is verified before any child touches it: whatever happened to
+    // it since the last run (another program, a crash of this one) is judged first.
+    if reimport {
+        let problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
+        if !problems.is_empty() {
+            record_failure(options, round, &problems, &mut summary);
+            return Ok(summary);
+        }
+    }
     let end = Instant::now() + options.duration;
     while Instant::now() < end {
         round += 1;
@@ -181,24 +201,27 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         problems.extend(promises.failures.drain(..));
         keep_crashed_images(dir)?;
         if problems.is_empty() {
-            let (imported, verified) = import_check_verify(dir, &tunables, &promises, round);
-            summary.imports += u64::from(imported);
-            problems.extend(verified);
+            problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
         }
         std::fs::write(&rounds_path, format!("{round}\n"))
             .map_err(|error| format!("{}: {error}", rounds_path.display()))?;
         if !problems.is_empty() {
-            let kept = keep_failure(options, round, &problems);
-            summary.failures.push(format!(
-                "seed {} round {round}: {} (kept in {kept})",
-                options.seed,
-                problems.join("; ")
-            ));
+            record_failure(options, round, &problems, &mut summary);
             break;
         }
         log::info!("round {round}: verified");
     }
     Ok(summary)
+}
+
+/// Keep a failure's evidence and note it in the summary.
+fn record_failure(options: &RunOptions, round: u64, problems: &[String], summary: &mut Summary) {
+    let kept = keep_failure(options, round, problems);
+    summary.failures.push(format!(
+        "seed {} round {round}: {} (kept in {kept})",
+        options.seed,
+        problems.join("; ")
+    ));
 }
 
 /// How a child ended, when it ended as planned.
@@ -309,24 +332,38 @@ fn read_counts(dir: &Path) -> (u64, u64, u64) {
     }
 }
 
-/// Import, check, verify, check, export. Returns whether the import succeeded, and the
+/// Import, check, verify, check, export; adds what was done to `summary` and returns the
 /// problems found.
 fn import_check_verify(
     dir: &Path,
     tunables: &Tunables,
     promises: &Promises,
     round: u64,
-) -> (bool, Vec<String>) {
+    summary: &mut Summary,
+) -> Vec<String> {
     let options = ImportOptions::new(vec![pool_dir(dir)], tunables.clone());
     let pool = match Pool::import(POOL_NAME, options) {
         Ok((pool, _)) => pool,
-        Err(error) => return (false, vec![format!("round {round}: import: {error}")]),
+        Err(error) => return vec![format!("round {round}: import: {error}")],
     };
+    summary.imports += 1;
     let mut problems = Vec::new();
     check(&pool, "after import", &mut problems);
     if problems.is_empty() {
+        let verification = verify_pool(&pool, promises, round);
+        summary.files_verified += verification.files;
+        summary.blocks_verified += verification.blocks;
+        summary.promises_checked += verification.promises;
+        log::info!(
+            "round {round}: verified {} file systems and snapshots, {} files, {} tagged blocks, {} promises",
+            verification.trees,
+            verification.files,
+            verification.blocks,
+            verification.promises
+        );
         problems.extend(
-            verify_pool(&pool, promises, round)
+            verification
+                .problems
                 .into_iter()
                 .map(|problem| format!("round {round}: {problem}")),
         );
@@ -340,7 +377,7 @@ fn import_check_verify(
         // Leave the pool as the failure found it: no export, no further sync.
         pool.abandon();
     }
-    (true, problems)
+    problems
 }
 
 fn check(pool: &Pool, when: &str, problems: &mut Vec<String>) {
