@@ -198,7 +198,7 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         if let Err(why) = promises.catch_up(&journal_path(dir)) {
             problems.push(why);
         }
-        problems.extend(promises.failures.drain(..));
+        problems.append(&mut promises.failures);
         keep_crashed_images(dir)?;
         if problems.is_empty() {
             problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
