@@ -67,6 +67,9 @@ const WRITE_BLOCKS_MAX_SHIFT: u32 = 4;
 /// File systems (heads) the child keeps at least, and at most.
 pub const FILE_SYSTEMS_MIN: usize = 2;
 const FILE_SYSTEMS_MAX: usize = 6;
+/// Snapshots the pool keeps at most: snapshots are taken a little more often than they are
+/// destroyed, and without a bound a long run would fill the pool with them.
+const SNAPSHOTS_MAX: usize = 24;
 
 /// How the child's life ends.
 #[derive(Clone, Copy, Debug)]
@@ -542,6 +545,9 @@ impl Child {
         match op {
             Op::Snapshot => {
                 let slot = self.pick_slot(rng)?;
+                if pool.snapshots().len() >= SNAPSHOTS_MAX {
+                    return refused("enough snapshots");
+                }
                 let name = format!("{}@s{}", slot.name, self.unique_name());
                 pool.create_snapshots(&[name], false)?;
                 Ok(())

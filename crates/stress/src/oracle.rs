@@ -47,13 +47,17 @@ pub struct FileContents {
 }
 
 /// The file system's family, or None when it has no stamp (a file system created just
-/// before a crash, before its stamp was written: it holds no other file).
+/// before a crash, before its stamp was written: it holds no other file). A stamp file left
+/// empty (the crash came between its creation and its write) is no stamp either.
 pub fn read_stamp(fs: &FileSystem) -> Result<Option<u64>, FsError> {
     let attr = match fs.lookup(fs.root(), STAMP_NAME) {
         Ok(attr) => attr,
         Err(FsError::NotFound) => return Ok(None),
         Err(error) => return Err(error),
     };
+    if attr.size == 0 {
+        return Ok(None);
+    }
     let bytes = fs.read(attr.ino, 0, 8)?;
     let bytes: [u8; 8] = bytes
         .try_into()
@@ -63,7 +67,11 @@ pub fn read_stamp(fs: &FileSystem) -> Result<Option<u64>, FsError> {
 
 /// Write the stamp of a new file system and make it durable before anything else is made.
 pub fn write_stamp(fs: &FileSystem, family: u64) -> Result<(), FsError> {
-    let attr = fs.create(fs.root(), STAMP_NAME, 0o644, 0, 0)?;
+    let attr = match fs.lookup(fs.root(), STAMP_NAME) {
+        Ok(attr) => attr,
+        Err(FsError::NotFound) => fs.create(fs.root(), STAMP_NAME, 0o644, 0, 0)?,
+        Err(error) => return Err(error),
+    };
     fs.write(attr.ino, 0, &family.to_le_bytes())?;
     fs.fsync(attr.ino)
 }
