@@ -32,7 +32,7 @@
 //! a suspended pool), a tag that does not verify, or a panic, ends the child with
 //! [`EXIT_INCONSISTENT`] or [`EXIT_PANIC`], its pool left as it was for the parent to keep.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,13 +43,15 @@ use rand::{Rng, SeedableRng};
 use tarn::fs::{
     FileSystem, FsError, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_NOREPLACE,
 };
+use tarn::pool::scan::ScanFunction;
 use tarn::pool::{ImportOptions, Pool, PoolError};
 use tarn::tunables::Tunables;
+use tarn::types::Txg;
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
 use crate::oracle::{read_stamp, verify_file, write_stamp, XATTR_PREFIX};
-use crate::tag::{mix, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
+use crate::tag::{birth_of, mix, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
 
 /// The child found an inconsistency (also written to the journal as a `failure` record).
 pub const EXIT_INCONSISTENT: i32 = 3;
@@ -70,6 +72,16 @@ const FILE_SYSTEMS_MAX: usize = 6;
 /// Snapshots the pool keeps at most: snapshots are taken a little more often than they are
 /// destroyed, and without a bound a long run would fill the pool with them.
 const SNAPSHOTS_MAX: usize = 24;
+
+/// The file names of the mirror's sides start with this (the runner creates them).
+pub const MIRROR_PREFIX: &str = "mirror-";
+/// Resilvers [`heal_mirror`] starts before it gives up on making the mirror whole.
+const HEAL_RESILVERS_MAX: usize = 5;
+/// The file name of the pool's second top-level vdev (the runner creates it).
+pub const SECOND_VDEV: &str = "second.img";
+/// Appended to a mirror side's file name when it is replaced by a new file (and taken off
+/// again at the next replace).
+const REPLACED_SUFFIX: &str = ".new";
 
 /// How the child's life ends.
 #[derive(Clone, Copy, Debug)]
@@ -133,6 +145,7 @@ impl From<PoolError> for OpError {
             | PoolError::DatasetBusy(..)
             | PoolError::BadProperty(_)
             | PoolError::Refused(_)
+            | PoolError::BadVdevSpec(_)
             | PoolError::ReadOnly => OpError::Refused(error.to_string()),
             PoolError::Object(tarn::object::ObjectError::NoSpace) => {
                 OpError::Refused(error.to_string())
@@ -142,8 +155,42 @@ impl From<PoolError> for OpError {
     }
 }
 
+/// Every operation finds the pool open: export and import hold the pool lock throughout,
+/// and put the pool back even when they fail. Were it missing, every operation would be
+/// refused at once, forever: so it is the tool's failure.
+fn pool_missing() -> OpError {
+    OpError::Inconsistent("the tool's own error: the pool is not open".into())
+}
+
 fn refused<T>(why: &str) -> Result<T, OpError> {
     Err(OpError::Refused(why.to_string()))
+}
+
+/// The variants of an export and import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reimport {
+    Plain,
+    /// Import at the txg one or two before the newest (an explicit rewind).
+    Rewind,
+    /// Wipe a mirror side while exported; it is found blank at import and replaced.
+    WipeSide,
+}
+
+/// Make `path` a sparse file as large as `like` (a vdev of the pool), unless it exists.
+fn create_device_file(path: &Path, like: PathBuf) -> Result<(), OpError> {
+    let make = || -> std::io::Result<()> {
+        let size = std::fs::metadata(&like)?.len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        if file.metadata()?.len() < size {
+            file.set_len(size)?;
+        }
+        Ok(())
+    };
+    make().map_err(|error| OpError::Inconsistent(format!("{}: {error}", path.display())))
 }
 
 /// One file system the child works in.
@@ -165,6 +212,8 @@ struct Child {
     generation_counter: AtomicU64,
     /// Makes names of new snapshots and file systems unique within the round.
     name_counter: AtomicU64,
+    /// Held through each device operation: one at a time, each leaving the mirror whole.
+    devices: Mutex<()>,
     operations: AtomicU64,
     refusals: AtomicU64,
     imports: AtomicU64,
@@ -190,11 +239,20 @@ pub fn child_main(plan: ChildPlan) -> ! {
         chooser: OpChooser::new(),
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
+        devices: Mutex::new(()),
         operations: AtomicU64::new(0),
         refusals: AtomicU64::new(0),
         imports: AtomicU64::new(0),
         stop: AtomicBool::new(false),
     });
+    log::info!(
+        "round {}: child {} starts, seed {}, {} threads, {:?}",
+        plan.round,
+        std::process::id(),
+        plan.seed,
+        plan.threads,
+        plan.death
+    );
     let mut setup_rng = StdRng::seed_from_u64(mix(plan.seed ^ 0x5e7u64));
     if let Err(why) = child.setup(&mut setup_rng) {
         child.fail(&why);
@@ -232,31 +290,13 @@ pub fn child_main(plan: ChildPlan) -> ! {
 impl Child {
     /// Import the pool and open (or make) the file systems.
     fn setup(&self, rng: &mut StdRng) -> Result<(), String> {
-        let pool = self.import()?;
-        let mut slots = Vec::new();
-        for info in pool.datasets() {
-            if info.name == pool.name() {
-                continue;
-            }
-            let fs = pool
-                .open_file_system(&info.name)
-                .map_err(|error| format!("{}: cannot open: {error}", info.name))?;
-            let family = match read_stamp(&fs).map_err(|error| format!("{}: {error}", info.name))? {
-                Some(family) => family,
-                None => {
-                    let family = rng.gen::<u64>() | 1;
-                    write_stamp(&fs, family)
-                        .map_err(|error| format!("{}: stamping: {error}", info.name))?;
-                    family
-                }
-            };
-            slots.push(Arc::new(FileSystemSlot {
-                name: info.name,
-                family,
-                fs: RwLock::new(Some(fs)),
-            }));
+        let pool = self.import(None)?;
+        if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
+            heal_mirror(&pool, &self.plan.dir)
+        {
+            return Err(format!("bringing the mirror back whole: {why}"));
         }
-        *self.slots.lock() = slots;
+        *self.slots.lock() = open_file_systems(&pool, rng)?;
         *self.pool.write() = Some(pool);
         while self.slots.lock().len() < FILE_SYSTEMS_MIN {
             match self.create_file_system(rng) {
@@ -269,9 +309,11 @@ impl Child {
         Ok(())
     }
 
-    fn import(&self) -> Result<Pool, String> {
-        let options =
+    /// Import the pool, at the newest txg or at `rewind_to`.
+    fn import(&self, rewind_to: Option<Txg>) -> Result<Pool, String> {
+        let mut options =
             ImportOptions::new(vec![pool_dir(&self.plan.dir)], self.plan.tunables.clone());
+        options.rewind_to = rewind_to;
         let (pool, _) = Pool::import(&self.plan.pool_name, options)
             .map_err(|error| format!("import: {error}"))?;
         self.imports.fetch_add(1, Ordering::Relaxed);
@@ -367,7 +409,9 @@ impl Child {
             | Op::RemoveXattr
             | Op::Fsync
             | Op::ReadVerify => self.file_op(op, index, rng),
-            Op::ExportImport => self.export_import(),
+            Op::ExportImport => self.export_import(Reimport::Plain, rng),
+            Op::RewindImport => self.export_import(Reimport::Rewind, rng),
+            Op::MirrorWipeReappear => self.export_import(Reimport::WipeSide, rng),
             _ => self.pool_op(op, rng),
         }
     }
@@ -384,7 +428,7 @@ impl Child {
     fn file_op(&self, op: Op, index: usize, rng: &mut StdRng) -> OpResult {
         let pool_guard = self.pool.read();
         if pool_guard.is_none() {
-            return refused("the pool is exported");
+            return Err(pool_missing());
         }
         let slot = self.pick_slot(rng)?;
         let fs_guard = slot.fs.read();
@@ -503,7 +547,7 @@ impl Child {
                 let tag = Tag {
                     family: slot.family,
                     ino: attr.ino,
-                    ino_generation: attr.generation,
+                    birth: birth_of(&attr),
                     offset: XATTR_OFFSET,
                     generation: self.next_generation(),
                     round: self.plan.round,
@@ -525,7 +569,7 @@ impl Child {
                     &slot.name,
                     attr.ino,
                     &Promise {
-                        ino_generation: contents.ino_generation,
+                        birth: contents.birth,
                         size: contents.size,
                         generations: contents.generations,
                     },
@@ -540,7 +584,7 @@ impl Child {
     fn pool_op(&self, op: Op, rng: &mut StdRng) -> OpResult {
         let pool_guard = self.pool.read();
         let Some(pool) = pool_guard.as_ref() else {
-            return refused("the pool is exported");
+            return Err(pool_missing());
         };
         match op {
             Op::Snapshot => {
@@ -653,9 +697,24 @@ impl Child {
                 }
                 Ok(())
             }
-            Op::ScrubStart => scan_request(pool.core.request_scrub()),
-            Op::ScrubPause => scan_request(pool.core.request_scan_pause()),
-            Op::ScrubStop => scan_request(pool.core.request_scan_cancel()),
+            Op::DeviceOfflineOnline
+            | Op::MirrorWipeOnline
+            | Op::DeviceDetachAttach
+            | Op::DeviceReplace => self.device_op(op, pool, rng),
+            // Scan requests wait for a device operation to finish: a cancel or a pause
+            // reaches a resilver too, and a device operation must see its resilver through.
+            Op::ScrubStart => {
+                let _devices = self.devices.lock();
+                scan_request(pool.core.request_scrub())
+            }
+            Op::ScrubPause => {
+                let _devices = self.devices.lock();
+                scan_request(pool.core.request_scan_pause())
+            }
+            Op::ScrubStop => {
+                let _devices = self.devices.lock();
+                scan_request(pool.core.request_scan_cancel())
+            }
             _ => unreachable!("{op:?} is not implemented"),
         }
     }
@@ -690,7 +749,7 @@ impl Child {
     fn create_file_system(&self, rng: &mut StdRng) -> OpResult {
         let pool_guard = self.pool.read();
         let Some(pool) = pool_guard.as_ref() else {
-            return refused("the pool is exported");
+            return Err(pool_missing());
         };
         let name = format!("{}/ds{}", pool.name(), self.unique_name());
         pool.create_dataset(&name, &[], false)?;
@@ -701,27 +760,292 @@ impl Child {
         Ok(())
     }
 
-    /// Export and import again, every worker paused.
-    fn export_import(&self) -> OpResult {
+    /// Export and import again, every worker paused; see [`Reimport`] for the variants.
+    fn export_import(&self, how: Reimport, rng: &mut StdRng) -> OpResult {
         let mut pool_guard = self.pool.write();
         let Some(pool) = pool_guard.take() else {
-            return refused("the pool is exported");
+            return Err(pool_missing());
         };
-        let slots: Vec<Arc<FileSystemSlot>> = self.slots.lock().clone();
+        let wiped = match how {
+            Reimport::WipeSide => {
+                let sides = mirror_sides(&pool);
+                if sides.len() != 2 {
+                    *pool_guard = Some(pool);
+                    return refused("the mirror is not two sides");
+                }
+                Some(sides[rng.gen_range(0..2)].clone())
+            }
+            _ => None,
+        };
+        let slots: Vec<Arc<FileSystemSlot>> = std::mem::take(&mut *self.slots.lock());
         for slot in &slots {
             drop(slot.fs.write().take());
         }
         pool.export()
             .map_err(|error| OpError::Inconsistent(format!("export: {error}")))?;
-        let pool = self.import().map_err(OpError::Inconsistent)?;
-        for slot in &slots {
-            let fs = pool.open_file_system(&slot.name).map_err(|error| {
-                OpError::Inconsistent(format!("{} after import: {error}", slot.name))
-            })?;
-            *slot.fs.write() = Some(fs);
+        let mut rewind_to = None;
+        if how == Reimport::Rewind {
+            let found = Pool::scan(&[pool_dir(&self.plan.dir)]);
+            let Some(newest) = found.iter().find(|found| found.name == self.plan.pool_name) else {
+                return Err(OpError::Inconsistent(
+                    "the exported pool is not found".into(),
+                ));
+            };
+            let txgs = uberblock_txgs(newest);
+            let back = rng.gen_range(1..=2);
+            let Some(&target) = txgs.get(back) else {
+                return Err(OpError::Inconsistent(format!(
+                    "the exported pool's uberblock ring holds only txgs {txgs:?}"
+                )));
+            };
+            rewind_to = Some(Txg(target));
+            // A rewind takes back what the txgs after it held, fsynced or not.
+            self.journal.drop_everything();
         }
+        if let Some(side) = &wiped {
+            wipe_device(side)?;
+        }
+        let pool = match self.import(rewind_to) {
+            Ok(pool) => pool,
+            Err(why) => {
+                if let Some(slot) = slots.first() {
+                    log::debug!("before {}: {why}", slot.name);
+                }
+                return Err(OpError::Inconsistent(format!(
+                    "{how:?} import{}: {why}",
+                    rewind_to.map_or(String::new(), |txg| format!(" at txg {txg}"))
+                )));
+            }
+        };
+        let healed = match wiped {
+            Some(_) => heal_mirror(&pool, &self.plan.dir),
+            None => Ok(()),
+        };
+        let slots = open_file_systems(&pool, rng).map_err(OpError::Inconsistent)?;
+        *self.slots.lock() = slots;
         *pool_guard = Some(pool);
-        Ok(())
+        healed.map_err(|error| match error {
+            OpError::Refused(why) | OpError::Inconsistent(why) => {
+                OpError::Inconsistent(format!("healing the mirror after the import: {why}"))
+            }
+        })
+    }
+
+    /// Device operations on the mirror, one at a time; each ends by bringing the mirror
+    /// back whole and resilvered ([`heal_mirror`]), whether it succeeded or was refused part
+    /// way, so the next one never takes away the only good copy.
+    fn device_op(&self, op: Op, pool: &Pool, rng: &mut StdRng) -> OpResult {
+        let _devices = self.devices.lock();
+        let sides = mirror_sides(pool);
+        if sides.len() != 2 {
+            return refused("the mirror is not two sides");
+        }
+        let side = &sides[rng.gen_range(0..2)];
+        // The other workers write while the side is away: what the resilver must copy.
+        let away = Duration::from_millis(rng.gen_range(10..300));
+        let outcome = (|| -> OpResult {
+            match op {
+                Op::DeviceOfflineOnline => {
+                    pool.offline(side)?;
+                    std::thread::sleep(away);
+                    pool.online(side)?;
+                }
+                Op::MirrorWipeOnline => {
+                    pool.offline(side)?;
+                    wipe_device(side)?;
+                    std::thread::sleep(away);
+                    // `online` must refuse a blank side (its label is gone), and the heal
+                    // below replaces it in place. Were `online` to accept it, the side would
+                    // be resilvered only for the txgs it missed, and the oracle would find
+                    // the rest missing once reads come from that side alone.
+                    if pool.online(side).is_ok() {
+                        log::warn!("{side}: online accepted a wiped side");
+                    }
+                }
+                Op::DeviceDetachAttach => {
+                    let other = sides
+                        .iter()
+                        .find(|other| *other != side)
+                        .expect("two sides");
+                    pool.detach(side)?;
+                    std::thread::sleep(away);
+                    pool.attach(other, Path::new(side), true)?;
+                }
+                Op::DeviceReplace => {
+                    let new_path = replacement_path(side);
+                    create_device_file(&new_path, pool_dir(&self.plan.dir).join(SECOND_VDEV))?;
+                    let guid = pool.replace(side, Some(&new_path), true)?;
+                    pool.wait_replaced(guid)?;
+                }
+                _ => unreachable!("{op:?} is not a device operation"),
+            }
+            Ok(())
+        })();
+        heal_mirror(pool, &self.plan.dir)?;
+        outcome
+    }
+}
+
+/// Open every file system the tool made (all but the pool's root), re-stamping one whose
+/// stamp a crash prevented.
+fn open_file_systems(pool: &Pool, rng: &mut StdRng) -> Result<Vec<Arc<FileSystemSlot>>, String> {
+    let mut slots = Vec::new();
+    for info in pool.datasets() {
+        if info.name == pool.name() {
+            continue;
+        }
+        let fs = pool
+            .open_file_system(&info.name)
+            .map_err(|error| format!("{}: cannot open: {error}", info.name))?;
+        let family = match read_stamp(&fs).map_err(|error| format!("{}: {error}", info.name))? {
+            Some(family) => family,
+            None => {
+                let family = rng.gen::<u64>() | 1;
+                write_stamp(&fs, family)
+                    .map_err(|error| format!("{}: stamping: {error}", info.name))?;
+                family
+            }
+        };
+        slots.push(Arc::new(FileSystemSlot {
+            name: info.name,
+            family,
+            fs: RwLock::new(Some(fs)),
+        }));
+    }
+    Ok(slots)
+}
+
+/// The txgs of the valid uberblocks in the rings of an exported pool's devices, newest
+/// first, from the labels' txg down: what an explicit rewind may choose from (read as `zdb -u` would, since the pool
+/// layer offers no list of them).
+fn uberblock_txgs(found: &tarn::pool::FoundPool) -> Vec<u64> {
+    let mut txgs = Vec::new();
+    for top in &found.config.vdev_tree {
+        for leaf in &top.children {
+            let Some(path) = found.leaves.get(&leaf.guid) else {
+                continue;
+            };
+            let Ok(device) = tarn::vdev::FileDevice::open_unlocked_readonly(path) else {
+                continue;
+            };
+            for slot in tarn::vdev::label::read_uberblock_slots(&device, top.ashift) {
+                // Newer ones than the labels' txg are a timeline an earlier rewind abandoned.
+                match tarn::pool::uberblock::Uberblock::decode(&slot) {
+                    Ok(Some(uberblock)) if uberblock.txg.0 <= found.txg => {
+                        txgs.push(uberblock.txg.0)
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    txgs.sort_unstable_by(|a, b| b.cmp(a));
+    txgs.dedup();
+    txgs
+}
+
+/// The mirror's sides as the pool names them now (during a replace, three).
+fn mirror_sides(pool: &Pool) -> Vec<String> {
+    pool.vdev_paths()
+        .into_iter()
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(MIRROR_PREFIX))
+        })
+        .map(|path| path.display().to_string())
+        .collect()
+}
+
+/// The file names a mirror side may have: the two the runner creates, and the names a
+/// replace moves them to (see [`replacement_path`]).
+fn mirror_side_paths(dir: &Path) -> Vec<PathBuf> {
+    ["a.img", "b.img"]
+        .iter()
+        .flat_map(|name| {
+            let path = pool_dir(dir).join(format!("{MIRROR_PREFIX}{name}"));
+            let replaced = replacement_path(&path.display().to_string());
+            [path, replaced]
+        })
+        .collect()
+}
+
+/// Bring the mirror back to two whole sides, whatever came before (a side offline, wiped,
+/// half replaced, or detached with its attach refused, or a child killed in the middle of
+/// any of these), and wait for the resilver: each device operation starts from, and leaves,
+/// a whole mirror, so none takes away the only good copy. A side that `online` refuses (its
+/// label is gone) is replaced in place; a missing second side is attached anew.
+fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
+    let sides = mirror_sides(pool);
+    for side in &sides {
+        if let Err(error) = pool.online(side) {
+            log::info!("{side}: online refused ({error}); replacing it in place");
+            create_device_file(Path::new(side), pool_dir(dir).join(SECOND_VDEV))?;
+            let guid = pool.replace(side, None, true)?;
+            pool.wait_replaced(guid)?;
+        }
+    }
+    if let [only] = sides.as_slice() {
+        let free = mirror_side_paths(dir)
+            .into_iter()
+            .find(|path| !sides.contains(&path.display().to_string()))
+            .expect("four names for at most three sides");
+        log::info!(
+            "{only}: the mirror lost its other side; attaching {}",
+            free.display()
+        );
+        create_device_file(&free, pool_dir(dir).join(SECOND_VDEV))?;
+        pool.attach(only, &free, true)?;
+    }
+    // Whole means no side still misses txgs. A resilver that ended early (a scan cancel
+    // reaches resilvers too) leaves a side's dirty time log behind: start it again.
+    for _ in 0..HEAL_RESILVERS_MAX {
+        pool.core.wait_scan(ScanFunction::Resilver)?;
+        let missing: Vec<String> = (pool.core.io.vdevs.leaves())
+            .filter(|leaf| !leaf.dtl.is_empty())
+            .map(|leaf| leaf.path.display().to_string())
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        log::info!("{missing:?} still miss txgs after the resilver; resilvering again");
+        pool.core.resilver_if_needed();
+        pool.sync()?;
+    }
+    Err(OpError::Inconsistent(format!(
+        "the mirror is not whole after {HEAL_RESILVERS_MAX} resilvers"
+    )))
+}
+
+/// Zero a vdev file whole, labels and all, as a disk swapped for a blank one, keeping its
+/// size (a kill part-way leaves a partly blank disk, not a short one). The engine's own
+/// handle stays open: it reads the zeros from now on.
+fn wipe_device(path: &str) -> Result<(), OpError> {
+    use std::os::fd::AsRawFd;
+    let wipe = || -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        let size = file.metadata()?.len() as libc::off_t;
+        // SAFETY: fallocate(2) on a descriptor we own, with no pointers.
+        let result = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                size,
+            )
+        };
+        if result != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        file.sync_all()
+    };
+    wipe().map_err(|error| OpError::Inconsistent(format!("wiping {path}: {error}")))
+}
+
+/// The other name of a mirror side's file: a replace moves a side between the two.
+fn replacement_path(side: &str) -> PathBuf {
+    match side.strip_suffix(REPLACED_SUFFIX) {
+        Some(original) => PathBuf::from(original),
+        None => PathBuf::from(format!("{side}{REPLACED_SUFFIX}")),
     }
 }
 
@@ -760,7 +1084,7 @@ impl FileAt<'_> {
             let tag = Tag {
                 family: self.slot.family,
                 ino: attr.ino,
-                ino_generation: attr.generation,
+                birth: birth_of(&attr),
                 offset: block * TAG_BLOCK_SIZE as u64,
                 generation,
                 round: self.child.plan.round,

@@ -15,11 +15,12 @@
 //!
 //! # Records
 //! ```text
-//! fsync DATASET INO INO_GEN SIZE GEN,GEN,...   promise: file INO of DATASET (inode generation
-//!                                              INO_GEN) is at least SIZE bytes and block i
+//! fsync DATASET INO BIRTH SIZE GEN,GEN,...     promise: file INO of DATASET (born at BIRTH,
+//!                                              see `tag`) is at least SIZE bytes and block i
 //!                                              holds generation >= GEN_i (0: a hole, no promise)
 //! forget DATASET INO                           an operation that may shrink the file follows
 //! drop DATASET                                 a rollback or destroy of DATASET follows
+//! drop-all                                     a rewind import follows
 //! failure MESSAGE                              the child found an inconsistency while running
 //! ```
 //! Dataset names are the tool's own (`POOL/ds…`, `POOL/c…`) and contain no spaces.
@@ -34,7 +35,7 @@ use parking_lot::Mutex;
 /// What one fsync promised about one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Promise {
-    pub ino_generation: u64,
+    pub birth: u64,
     pub size: u64,
     /// Per tagged block: the generation it held at the fsync (0 for a hole).
     pub generations: Vec<u64>,
@@ -72,7 +73,7 @@ impl JournalWriter {
             .collect();
         self.append(format!(
             "fsync {dataset} {ino} {} {} {}",
-            promise.ino_generation,
+            promise.birth,
             promise.size,
             if generations.is_empty() {
                 "-".to_string()
@@ -88,6 +89,10 @@ impl JournalWriter {
 
     pub fn drop_dataset(&self, dataset: &str) {
         self.append(format!("drop {dataset}"));
+    }
+
+    pub fn drop_everything(&self) {
+        self.append("drop-all".to_string());
     }
 
     pub fn failure(&self, message: &str) {
@@ -142,7 +147,7 @@ impl Promises {
         let words: Vec<&str> = line.split(' ').collect();
         let number = |word: &str| word.parse::<u64>().map_err(|_| bad_record(line));
         match words.as_slice() {
-            ["fsync", dataset, ino, ino_generation, size, generations] => {
+            ["fsync", dataset, ino, birth, size, generations] => {
                 let generations = if *generations == "-" {
                     Vec::new()
                 } else {
@@ -154,7 +159,7 @@ impl Promises {
                 self.files.insert(
                     (dataset.to_string(), number(ino)?),
                     Promise {
-                        ino_generation: number(ino_generation)?,
+                        birth: number(birth)?,
                         size: number(size)?,
                         generations,
                     },
@@ -166,6 +171,7 @@ impl Promises {
             ["drop", dataset] => {
                 self.files.retain(|(name, _), _| name != dataset);
             }
+            ["drop-all"] => self.files.clear(),
             ["failure", ..] => self.failures.push(line["failure ".len()..].to_string()),
             _ => return Err(bad_record(line)),
         }
@@ -189,7 +195,7 @@ mod tests {
         let path = journal_path(&dir);
         let _ = std::fs::remove_file(&path);
         let promise = Promise {
-            ino_generation: 5,
+            birth: 5,
             size: 8192,
             generations: vec![0x1_0000_0001, 0],
         };

@@ -180,14 +180,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::ScrubStop, 1, true),
     row(Op::Resilver, 1, false),
     // Devices.
-    row(Op::DeviceOfflineOnline, 2, false),
-    row(Op::DeviceDetachAttach, 1, false),
-    row(Op::DeviceReplace, 1, false),
-    row(Op::MirrorWipeOnline, 1, false),
-    row(Op::MirrorWipeReappear, 1, false),
+    row(Op::DeviceOfflineOnline, 2, true),
+    row(Op::DeviceDetachAttach, 1, true),
+    row(Op::DeviceReplace, 1, true),
+    row(Op::MirrorWipeOnline, 1, true),
+    row(Op::MirrorWipeReappear, 1, true),
     // The pool as a whole.
     row(Op::ExportImport, 1, true),
-    row(Op::RewindImport, 1, false),
+    row(Op::RewindImport, 1, true),
     row(Op::NearFull, 1, false),
 ];
 

@@ -5,12 +5,12 @@
 //! 1. *Every block is a valid tag for its place* ([`verify_file`]): each [`TAG_BLOCK_SIZE`]
 //!    block of every regular file is either zeros (a hole, which a truncate, a punch, a
 //!    rollback or a crash may rightly leave) or a tagged block naming this file system's
-//!    family, this inode and its generation, and this offset, with a round no later than the
+//!    family, this inode and its birth time, and this offset, with a round no later than the
 //!    newest child's. Extended attributes the tool set are tagged the same way. This needs no
 //!    model at all, which is what makes it usable everywhere: in the child after each fsync
 //!    and on every `ReadVerify`, and in the parent on every head and every snapshot.
 //! 2. *Every fsynced file holds at least what its fsync promised* ([`check_promises`]): the
-//!    file still exists with the same inode generation, is at least as long, and each block
+//!    file still exists with the same birth time, is at least as long, and each block
 //!    that held generation `g` holds `g` or a newer one, unless the journal says that an
 //!    operation which may take the promise back was started since (see [`crate::journal`]).
 //!
@@ -28,7 +28,7 @@ use tarn::fs::{FileKind, FileSystem, FsError};
 use tarn::pool::Pool;
 
 use crate::journal::Promises;
-use crate::tag::{BlockState, Place, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
+use crate::tag::{birth_of, BlockState, Place, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
 
 /// The stamp file at the root of every file system the tool made.
 pub const STAMP_NAME: &[u8] = b".stamp";
@@ -40,7 +40,7 @@ const READ_CHUNK: usize = 1 << 20;
 /// What a verified file holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileContents {
-    pub ino_generation: u64,
+    pub birth: u64,
     pub size: u64,
     /// Per tagged block: its generation, or 0 for a hole.
     pub generations: Vec<u64>,
@@ -89,7 +89,7 @@ pub fn verify_file(
         .getattr(ino)
         .map_err(|error| format!("inode {ino}: getattr: {error}"))?;
     let mut contents = FileContents {
-        ino_generation: attr.generation,
+        birth: birth_of(&attr),
         size: attr.size,
         generations: Vec::new(),
     };
@@ -97,7 +97,7 @@ pub fn verify_file(
         let place = Place {
             family,
             ino,
-            ino_generation: attr.generation,
+            birth: birth_of(&attr),
             offset,
         };
         match Tag::verify(bytes, place) {
@@ -309,10 +309,10 @@ fn check_promises(
             ));
             continue;
         };
-        if found.ino_generation != promise.ino_generation {
+        if found.birth != promise.birth {
             problems.push(format!(
-                "{dataset}: inode {ino} was fsynced as generation {}, now holds generation {}",
-                promise.ino_generation, found.ino_generation
+                "{dataset}: inode {ino} was fsynced as the file born at {}, now holds one born at {}",
+                promise.birth, found.birth
             ));
             continue;
         }

@@ -32,7 +32,9 @@ use tarn::check::check_pool;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
-use crate::child::{counts_path, pool_dir, Death, EXIT_INCONSISTENT, EXIT_PANIC};
+use crate::child::{
+    counts_path, pool_dir, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
+};
 use crate::journal::{journal_path, Promises};
 use crate::oracle::verify_pool;
 use crate::tag::mix;
@@ -125,9 +127,9 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     let ashift = if seed_rng.gen_ratio(1, 4) { 9 } else { 12 };
     let tunables = tunables(ashift);
     let vdevs = [
-        pool_dir(dir).join("mirror-a.img"),
-        pool_dir(dir).join("mirror-b.img"),
-        pool_dir(dir).join("second.img"),
+        pool_dir(dir).join(format!("{MIRROR_PREFIX}a.img")),
+        pool_dir(dir).join(format!("{MIRROR_PREFIX}b.img")),
+        pool_dir(dir).join(SECOND_VDEV),
     ];
     let reimport = vdevs.iter().any(|path| path.exists());
     if reimport {

@@ -14,7 +14,7 @@
 //! ```text
 //!  0        8        16       24       32       40       48       56       64
 //!  +--------+--------+--------+--------+--------+--------+--------+--------+------ ... --+
-//!  | magic  | family |  ino   | ino gen| offset |  gen   | round  | header |  body        |
+//!  | magic  | family |  ino   | birth  | offset |  gen   | round  | header |  body        |
 //!  |        |        |        |        |        |        |        | check  |  (derived)   |
 //!  +--------+--------+--------+--------+--------+--------+--------+--------+------ ... --+
 //! ```
@@ -22,8 +22,12 @@
 //! - `family`: the stamp of the file system the file was created in (a random number kept
 //!   in the file `.stamp` at its root; a clone has its origin's, as ztest's objects keep their
 //!   objset id across clones);
-//! - `ino`, `ino gen`: the file's inode number and inode generation (its creation txg), which
-//!   together name one file for its whole life, even when the number is reused;
+//! - `ino`, `birth`: the file's inode number and creation time (crtime, in nanoseconds),
+//!   which together name one file for its whole life, even when the number is reused. Not
+//!   the inode generation: that is the txg that made the object, and the intent log's replay
+//!   makes a file it re-creates in its own txg (the record keeps its birth time), so a file
+//!   fsynced before a crash comes back with another generation. (OpenZFS's replay keeps the
+//!   logged generation; tarn's design documents that it does not.)
 //! - `offset`: the byte offset in the file (or [`XATTR_OFFSET`] for an extended attribute's
 //!   value);
 //! - `gen`: the write generation, unique and increasing across the whole run (round in the
@@ -45,7 +49,7 @@ pub const XATTR_OFFSET: u64 = u64::MAX;
 pub struct Tag {
     pub family: u64,
     pub ino: u64,
-    pub ino_generation: u64,
+    pub birth: u64,
     pub offset: u64,
     pub generation: u64,
     pub round: u64,
@@ -56,7 +60,7 @@ pub struct Tag {
 pub struct Place {
     pub family: u64,
     pub ino: u64,
-    pub ino_generation: u64,
+    pub birth: u64,
     pub offset: u64,
 }
 
@@ -67,6 +71,13 @@ pub enum BlockState {
     Hole,
     /// A valid tag for the place it was read from.
     Tagged(Tag),
+}
+
+/// A file's birth as a tag names it: its creation time in nanoseconds.
+pub fn birth_of(attr: &tarn::fs::Attr) -> u64 {
+    (attr.crtime.seconds as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(u64::from(attr.crtime.nanoseconds))
 }
 
 /// A 64-bit mix (splitmix64's finalizer): the body's generator and the header's check.
@@ -82,7 +93,7 @@ impl Tag {
             TAG_MAGIC,
             self.family,
             self.ino,
-            self.ino_generation,
+            self.birth,
             self.offset,
             self.generation,
             self.round,
@@ -138,7 +149,7 @@ impl Tag {
         let tag = Tag {
             family: field(1),
             ino: field(2),
-            ino_generation: field(3),
+            birth: field(3),
             offset: field(4),
             generation: field(5),
             round: field(6),
@@ -162,7 +173,7 @@ impl Tag {
             let named = Place {
                 family: tag.family,
                 ino: tag.ino,
-                ino_generation: tag.ino_generation,
+                birth: tag.birth,
                 offset: tag.offset,
             };
             if named != place {
@@ -184,7 +195,7 @@ mod tests {
         Tag {
             family: 7,
             ino: 42,
-            ino_generation: 9,
+            birth: 9,
             offset: 8192,
             generation: 0x1_0000_0005,
             round: 1,
@@ -195,7 +206,7 @@ mod tests {
         Place {
             family: 7,
             ino: 42,
-            ino_generation: 9,
+            birth: 9,
             offset: 8192,
         }
     }
@@ -210,7 +221,7 @@ mod tests {
         };
         assert!(Tag::verify(&block, elsewhere).is_err());
         let reused_number = Place {
-            ino_generation: 10,
+            birth: 10,
             ..place()
         };
         assert!(Tag::verify(&block, reused_number).is_err());
