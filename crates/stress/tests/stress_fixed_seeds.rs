@@ -68,7 +68,7 @@ fn fixed_seeds_run_without_inconsistency() {
         let run_dir = dir.path().join(format!("seed-{seed}"));
         let output = stress(&[
             "--duration",
-            "7",
+            "5",
             "--dir",
             run_dir.to_str().unwrap(),
             "--seed",
@@ -135,7 +135,7 @@ fn a_block_lost_after_its_fsync_is_reported() {
     let run_dir = dir.path().join("run");
     assert_clean_run(&stress(&[
         "--duration",
-        "3",
+        "2",
         "--dir",
         run_dir.to_str().unwrap(),
         "--seed",
