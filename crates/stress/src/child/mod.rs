@@ -7,7 +7,8 @@
 //! the child
 //! 1. imports the pool and opens every file system the tool made (re-stamping one whose stamp
 //!    a crash prevented: it holds nothing else), creating some if fewer than
-//!    [`FILE_SYSTEMS_MIN`] exist;
+//!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror whole again if the last child died in
+//!    the middle of a device operation;
 //! 2. runs `threads` workers; each draws operations from the table of [`crate::ops`] with its
 //!    own RNG, seeded from the round's seed and its index, so that a seed fixes each worker's
 //!    sequence of choices (with one worker, the whole run's);
@@ -24,6 +25,11 @@
 //! - each file system's lock: file operations hold it shared; a rollback or a destroy holds
 //!   it exclusively, so that no fsync is promised about a file while its file system is being
 //!   rolled back, and a destroy finds nothing open;
+//! - the devices lock: every device operation and every scan request holds it, so device
+//!   operations run one at a time and each sees its resilver through (a scan cancel also
+//!   ends a resilver); each starts from a whole mirror and leaves one ([`heal_mirror`]), so
+//!   none takes away the only complete copy, and the pool never loses data the oracle then
+//!   blames on the engine;
 //! - the registry of file systems (a plain mutex, held only to copy or change the list).
 //!
 //! # Outcomes
@@ -43,10 +49,16 @@ use rand::{Rng, SeedableRng};
 use tarn::fs::{
     FileSystem, FsError, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_NOREPLACE,
 };
-use tarn::pool::scan::ScanFunction;
 use tarn::pool::{ImportOptions, Pool, PoolError};
 use tarn::tunables::Tunables;
 use tarn::types::Txg;
+
+mod devices;
+
+use devices::{
+    create_device_file, heal_mirror, mirror_sides, replacement_path, uberblock_txgs, wipe_device,
+};
+pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
@@ -64,7 +76,7 @@ pub const EXIT_INTERNAL: i32 = 5;
 const FILES_PER_DIRECTORY: u64 = 8;
 /// The largest file the tool makes, in tagged blocks (256 KiB).
 const FILE_BLOCKS_MAX: u64 = 64;
-/// The most blocks one write covers (a power of two: see [`Child::write_blocks`]).
+/// The most blocks one write covers (a power of two: see [`FileAt::write_blocks`]).
 const WRITE_BLOCKS_MAX_SHIFT: u32 = 4;
 /// File systems (heads) the child keeps at least, and at most.
 pub const FILE_SYSTEMS_MIN: usize = 2;
@@ -72,16 +84,6 @@ const FILE_SYSTEMS_MAX: usize = 6;
 /// Snapshots the pool keeps at most: snapshots are taken a little more often than they are
 /// destroyed, and without a bound a long run would fill the pool with them.
 const SNAPSHOTS_MAX: usize = 24;
-
-/// The file names of the mirror's sides start with this (the runner creates them).
-pub const MIRROR_PREFIX: &str = "mirror-";
-/// Resilvers [`heal_mirror`] starts before it gives up on making the mirror whole.
-const HEAL_RESILVERS_MAX: usize = 5;
-/// The file name of the pool's second top-level vdev (the runner creates it).
-pub const SECOND_VDEV: &str = "second.img";
-/// Appended to a mirror side's file name when it is replaced by a new file (and taken off
-/// again at the next replace).
-const REPLACED_SUFFIX: &str = ".new";
 
 /// How the child's life ends.
 #[derive(Clone, Copy, Debug)]
@@ -174,23 +176,6 @@ enum Reimport {
     Rewind,
     /// Wipe a mirror side while exported; it is found blank at import and replaced.
     WipeSide,
-}
-
-/// Make `path` a sparse file as large as `like` (a vdev of the pool), unless it exists.
-fn create_device_file(path: &Path, like: PathBuf) -> Result<(), OpError> {
-    let make = || -> std::io::Result<()> {
-        let size = std::fs::metadata(&like)?.len();
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        if file.metadata()?.len() < size {
-            file.set_len(size)?;
-        }
-        Ok(())
-    };
-    make().map_err(|error| OpError::Inconsistent(format!("{}: {error}", path.display())))
 }
 
 /// One file system the child works in.
@@ -913,140 +898,6 @@ fn open_file_systems(pool: &Pool, rng: &mut StdRng) -> Result<Vec<Arc<FileSystem
         }));
     }
     Ok(slots)
-}
-
-/// The txgs of the valid uberblocks in the rings of an exported pool's devices, newest
-/// first, from the labels' txg down: what an explicit rewind may choose from (read as `zdb -u` would, since the pool
-/// layer offers no list of them).
-fn uberblock_txgs(found: &tarn::pool::FoundPool) -> Vec<u64> {
-    let mut txgs = Vec::new();
-    for top in &found.config.vdev_tree {
-        for leaf in &top.children {
-            let Some(path) = found.leaves.get(&leaf.guid) else {
-                continue;
-            };
-            let Ok(device) = tarn::vdev::FileDevice::open_unlocked_readonly(path) else {
-                continue;
-            };
-            for slot in tarn::vdev::label::read_uberblock_slots(&device, top.ashift) {
-                // Newer ones than the labels' txg are a timeline an earlier rewind abandoned.
-                match tarn::pool::uberblock::Uberblock::decode(&slot) {
-                    Ok(Some(uberblock)) if uberblock.txg.0 <= found.txg => {
-                        txgs.push(uberblock.txg.0)
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    txgs.sort_unstable_by(|a, b| b.cmp(a));
-    txgs.dedup();
-    txgs
-}
-
-/// The mirror's sides as the pool names them now (during a replace, three).
-fn mirror_sides(pool: &Pool) -> Vec<String> {
-    pool.vdev_paths()
-        .into_iter()
-        .filter(|path| {
-            path.file_name()
-                .is_some_and(|name| name.to_string_lossy().starts_with(MIRROR_PREFIX))
-        })
-        .map(|path| path.display().to_string())
-        .collect()
-}
-
-/// The file names a mirror side may have: the two the runner creates, and the names a
-/// replace moves them to (see [`replacement_path`]).
-fn mirror_side_paths(dir: &Path) -> Vec<PathBuf> {
-    ["a.img", "b.img"]
-        .iter()
-        .flat_map(|name| {
-            let path = pool_dir(dir).join(format!("{MIRROR_PREFIX}{name}"));
-            let replaced = replacement_path(&path.display().to_string());
-            [path, replaced]
-        })
-        .collect()
-}
-
-/// Bring the mirror back to two whole sides, whatever came before (a side offline, wiped,
-/// half replaced, or detached with its attach refused, or a child killed in the middle of
-/// any of these), and wait for the resilver: each device operation starts from, and leaves,
-/// a whole mirror, so none takes away the only good copy. A side that `online` refuses (its
-/// label is gone) is replaced in place; a missing second side is attached anew.
-fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
-    let sides = mirror_sides(pool);
-    for side in &sides {
-        if let Err(error) = pool.online(side) {
-            log::info!("{side}: online refused ({error}); replacing it in place");
-            create_device_file(Path::new(side), pool_dir(dir).join(SECOND_VDEV))?;
-            let guid = pool.replace(side, None, true)?;
-            pool.wait_replaced(guid)?;
-        }
-    }
-    if let [only] = sides.as_slice() {
-        let free = mirror_side_paths(dir)
-            .into_iter()
-            .find(|path| !sides.contains(&path.display().to_string()))
-            .expect("four names for at most three sides");
-        log::info!(
-            "{only}: the mirror lost its other side; attaching {}",
-            free.display()
-        );
-        create_device_file(&free, pool_dir(dir).join(SECOND_VDEV))?;
-        pool.attach(only, &free, true)?;
-    }
-    // Whole means no side still misses txgs. A resilver that ended early (a scan cancel
-    // reaches resilvers too) leaves a side's dirty time log behind: start it again.
-    for _ in 0..HEAL_RESILVERS_MAX {
-        pool.core.wait_scan(ScanFunction::Resilver)?;
-        let missing: Vec<String> = (pool.core.io.vdevs.leaves())
-            .filter(|leaf| !leaf.dtl.is_empty())
-            .map(|leaf| leaf.path.display().to_string())
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        log::info!("{missing:?} still miss txgs after the resilver; resilvering again");
-        pool.core.resilver_if_needed();
-        pool.sync()?;
-    }
-    Err(OpError::Inconsistent(format!(
-        "the mirror is not whole after {HEAL_RESILVERS_MAX} resilvers"
-    )))
-}
-
-/// Zero a vdev file whole, labels and all, as a disk swapped for a blank one, keeping its
-/// size (a kill part-way leaves a partly blank disk, not a short one). The engine's own
-/// handle stays open: it reads the zeros from now on.
-fn wipe_device(path: &str) -> Result<(), OpError> {
-    use std::os::fd::AsRawFd;
-    let wipe = || -> std::io::Result<()> {
-        let file = std::fs::OpenOptions::new().write(true).open(path)?;
-        let size = file.metadata()?.len() as libc::off_t;
-        // SAFETY: fallocate(2) on a descriptor we own, with no pointers.
-        let result = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                0,
-                size,
-            )
-        };
-        if result != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        file.sync_all()
-    };
-    wipe().map_err(|error| OpError::Inconsistent(format!("wiping {path}: {error}")))
-}
-
-/// The other name of a mirror side's file: a replace moves a side between the two.
-fn replacement_path(side: &str) -> PathBuf {
-    match side.strip_suffix(REPLACED_SUFFIX) {
-        Some(original) => PathBuf::from(original),
-        None => PathBuf::from(format!("{side}{REPLACED_SUFFIX}")),
-    }
 }
 
 fn scan_request(result: Result<(), tarn::pool::scan::ScanRequestError>) -> OpResult {
