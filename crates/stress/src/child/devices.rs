@@ -75,16 +75,43 @@ pub(super) fn uberblock_txgs(found: &tarn::pool::FoundPool) -> Vec<u64> {
     txgs
 }
 
-/// The mirror's sides as the pool names them now (during a replace, three).
-pub(super) fn mirror_sides(pool: &Pool) -> Vec<String> {
-    pool.vdev_paths()
-        .into_iter()
-        .filter(|path| {
-            path.file_name()
+/// One side of the mirror: the name the pool's device calls take (its guid, which stays
+/// unique while a replace in place gives two leaves one path) and its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Side {
+    pub name: String,
+    pub path: String,
+    /// The guid of the leaf this one is replacing, while the replace is in progress.
+    pub replaces: Option<u64>,
+}
+
+/// The mirror's sides as the pool has them now (during a replace, three).
+pub(super) fn mirror_sides(pool: &Pool) -> Vec<Side> {
+    pool.core
+        .io
+        .vdevs
+        .leaves()
+        .filter(|leaf| {
+            (leaf.path.file_name())
                 .is_some_and(|name| name.to_string_lossy().starts_with(MIRROR_PREFIX))
         })
-        .map(|path| path.display().to_string())
+        .map(|leaf| Side {
+            name: leaf.guid.0.to_string(),
+            path: leaf.path.display().to_string(),
+            replaces: leaf.replaces().map(|guid| guid.0),
+        })
         .collect()
+}
+
+/// The two sides of a whole mirror, with nothing being replaced; None otherwise.
+pub(super) fn two_sides(pool: &Pool) -> Option<[Side; 2]> {
+    let sides = mirror_sides(pool);
+    match sides.as_slice() {
+        [a, b] if a.path != b.path && a.replaces.is_none() && b.replaces.is_none() => {
+            Some([a.clone(), b.clone()])
+        }
+        _ => None,
+    }
 }
 
 /// The file names a mirror side may have: the two the runner creates, and the names a
@@ -106,26 +133,37 @@ fn mirror_side_paths(dir: &Path) -> Vec<PathBuf> {
 /// a whole mirror, so none takes away the only good copy. A side that `online` refuses (its
 /// label is gone) is replaced in place; a missing second side is attached anew.
 pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
+    // A replace a dead child left in progress is seen through first.
+    for side in mirror_sides(pool) {
+        if side.replaces.is_some() {
+            log::info!("{}: a replace in progress; waiting for it", side.path);
+            pool.wait_replaced(tarn::types::Guid(side.name.parse().expect("a guid")))?;
+        }
+    }
     let sides = mirror_sides(pool);
     for side in &sides {
-        if let Err(error) = pool.online(side) {
-            log::info!("{side}: online refused ({error}); replacing it in place");
-            create_device_file(Path::new(side), pool_dir(dir).join(SECOND_VDEV))?;
-            let guid = pool.replace(side, None, true)?;
+        if let Err(error) = pool.online(&side.name) {
+            log::info!(
+                "{}: online refused ({error}); replacing it in place",
+                side.path
+            );
+            create_device_file(Path::new(&side.path), pool_dir(dir).join(SECOND_VDEV))?;
+            let guid = pool.replace(&side.name, None, true)?;
             pool.wait_replaced(guid)?;
         }
     }
     if let [only] = sides.as_slice() {
         let free = mirror_side_paths(dir)
             .into_iter()
-            .find(|path| !sides.contains(&path.display().to_string()))
-            .expect("four names for at most three sides");
+            .find(|path| path.display().to_string() != only.path)
+            .expect("four names for one side");
         log::info!(
-            "{only}: the mirror lost its other side; attaching {}",
+            "{}: the mirror lost its other side; attaching {}",
+            only.path,
             free.display()
         );
         create_device_file(&free, pool_dir(dir).join(SECOND_VDEV))?;
-        pool.attach(only, &free, true)?;
+        pool.attach(&only.name, &free, true)?;
     }
     // Whole means no side still misses txgs. A resilver that ended early (a scan cancel
     // reaches resilvers too) leaves a side's dirty time log behind: start it again.
@@ -136,7 +174,7 @@ pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
             .map(|leaf| leaf.path.display().to_string())
             .collect();
         if missing.is_empty() {
-            return Ok(());
+            return scrub_finds_mirror_whole(pool);
         }
         log::info!("{missing:?} still miss txgs after the resilver; resilvering again");
         pool.core.resilver_if_needed();
@@ -178,4 +216,34 @@ pub(super) fn replacement_path(side: &str) -> PathBuf {
         Some(original) => PathBuf::from(original),
         None => PathBuf::from(format!("{side}{REPLACED_SUFFIX}")),
     }
+}
+
+/// Scrub the pool and require that no copy was bad: the resilver that [`heal_mirror`] saw
+/// through claimed to have made every side whole, and a side still missing a block then is
+/// the engine's failure, caught here at the operation that caused it rather than later,
+/// when the other side is taken away and the block reads from nowhere.
+fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
+    pool.core.wait_scan(ScanFunction::Scrub)?;
+    if let Err(error) = pool.core.request_scrub() {
+        return Err(OpError::Refused(format!("the checking scrub: {error}")));
+    }
+    pool.sync()?;
+    pool.core.wait_scan(ScanFunction::Scrub)?;
+    let Some(status) = pool.core.scan_status() else {
+        return Err(OpError::Refused("the checking scrub left no status".into()));
+    };
+    let phys = status.phys;
+    if phys.function != ScanFunction::Scrub {
+        return Err(OpError::Refused(format!(
+            "a {} ran instead of the checking scrub",
+            phys.function.as_str()
+        )));
+    }
+    if phys.copies_bad > 0 || phys.errors > 0 || phys.unrepaired > 0 {
+        return Err(OpError::Inconsistent(format!(
+            "after the resilver made the mirror whole, a scrub found {} bad copies ({} bytes repaired, {} unrepaired, {} errors)",
+            phys.copies_bad, phys.repaired, phys.unrepaired, phys.errors
+        )));
+    }
+    Ok(())
 }

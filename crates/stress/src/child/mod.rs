@@ -56,7 +56,7 @@ use tarn::types::Txg;
 mod devices;
 
 use devices::{
-    create_device_file, heal_mirror, mirror_sides, replacement_path, uberblock_txgs, wipe_device,
+    create_device_file, heal_mirror, replacement_path, two_sides, uberblock_txgs, wipe_device,
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 
@@ -753,12 +753,11 @@ impl Child {
         };
         let wiped = match how {
             Reimport::WipeSide => {
-                let sides = mirror_sides(&pool);
-                if sides.len() != 2 {
+                let Some(sides) = two_sides(&pool) else {
                     *pool_guard = Some(pool);
-                    return refused("the mirror is not two sides");
-                }
-                Some(sides[rng.gen_range(0..2)].clone())
+                    return refused("the mirror is not two whole sides");
+                };
+                Some(sides[rng.gen_range(0..2)].path.clone())
             }
             _ => None,
         };
@@ -821,45 +820,41 @@ impl Child {
     /// way, so the next one never takes away the only good copy.
     fn device_op(&self, op: Op, pool: &Pool, rng: &mut StdRng) -> OpResult {
         let _devices = self.devices.lock();
-        let sides = mirror_sides(pool);
-        if sides.len() != 2 {
-            return refused("the mirror is not two sides");
-        }
-        let side = &sides[rng.gen_range(0..2)];
+        let Some(sides) = two_sides(pool) else {
+            return refused("the mirror is not two whole sides");
+        };
+        let chosen = rng.gen_range(0..2);
+        let (side, other) = (&sides[chosen], &sides[1 - chosen]);
         // The other workers write while the side is away: what the resilver must copy.
         let away = Duration::from_millis(rng.gen_range(10..300));
         let outcome = (|| -> OpResult {
             match op {
                 Op::DeviceOfflineOnline => {
-                    pool.offline(side)?;
+                    pool.offline(&side.name)?;
                     std::thread::sleep(away);
-                    pool.online(side)?;
+                    pool.online(&side.name)?;
                 }
                 Op::MirrorWipeOnline => {
-                    pool.offline(side)?;
-                    wipe_device(side)?;
+                    pool.offline(&side.name)?;
+                    wipe_device(&side.path)?;
                     std::thread::sleep(away);
                     // `online` must refuse a blank side (its label is gone), and the heal
                     // below replaces it in place. Were `online` to accept it, the side would
                     // be resilvered only for the txgs it missed, and the oracle would find
                     // the rest missing once reads come from that side alone.
-                    if pool.online(side).is_ok() {
-                        log::warn!("{side}: online accepted a wiped side");
+                    if pool.online(&side.name).is_ok() {
+                        log::warn!("{}: online accepted a wiped side", side.path);
                     }
                 }
                 Op::DeviceDetachAttach => {
-                    let other = sides
-                        .iter()
-                        .find(|other| *other != side)
-                        .expect("two sides");
-                    pool.detach(side)?;
+                    pool.detach(&side.name)?;
                     std::thread::sleep(away);
-                    pool.attach(other, Path::new(side), true)?;
+                    pool.attach(&other.name, Path::new(&side.path), true)?;
                 }
                 Op::DeviceReplace => {
-                    let new_path = replacement_path(side);
+                    let new_path = replacement_path(&side.path);
                     create_device_file(&new_path, pool_dir(&self.plan.dir).join(SECOND_VDEV))?;
-                    let guid = pool.replace(side, Some(&new_path), true)?;
+                    let guid = pool.replace(&side.name, Some(&new_path), true)?;
                     pool.wait_replaced(guid)?;
                 }
                 _ => unreachable!("{op:?} is not a device operation"),
