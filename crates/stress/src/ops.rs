@@ -80,7 +80,8 @@ pub enum Op {
     CreateFileSystem,
     /// Rename a file system.
     RenameFileSystem,
-    /// Place and release a user hold on a snapshot, and try to destroy it while held.
+    /// Hold a snapshot (the long hold a send takes; user holds do not exist yet), try to
+    /// destroy it while held, read it back, and release it.
     Hold,
     /// Send a snapshot into the second pool and receive it there, whole.
     SendFull,
@@ -164,7 +165,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::DestroyFileSystem, 2, true),
     row(Op::CreateFileSystem, 2, true),
     row(Op::RenameFileSystem, 2, false),
-    row(Op::Hold, 3, false),
+    row(Op::Hold, 3, true),
     // Replication into the second pool.
     row(Op::SendFull, 2, false),
     row(Op::SendIncremental, 3, false),

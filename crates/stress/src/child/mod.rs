@@ -49,6 +49,7 @@ use rand::{Rng, SeedableRng};
 use tarn::fs::{
     FileSystem, FsError, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_NOREPLACE,
 };
+use tarn::pool::holds::Holder;
 use tarn::pool::{ImportOptions, Pool, PoolError};
 use tarn::tunables::Tunables;
 use tarn::types::Txg;
@@ -62,7 +63,7 @@ pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
-use crate::oracle::{read_stamp, verify_file, write_stamp, XATTR_PREFIX};
+use crate::oracle::{read_stamp, verify_file, verify_tree, write_stamp, XATTR_PREFIX};
 use crate::tag::{birth_of, mix, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
 
 /// The child found an inconsistency (also written to the journal as a `failure` record).
@@ -630,6 +631,25 @@ impl Child {
                 // The file system stays open, as a mount does: the engine resets it in place.
                 self.journal.drop_dataset(&slot.name);
                 pool.rollback(snapshot, true)?;
+                Ok(())
+            }
+            Op::Hold => {
+                // A long hold (as a send takes) on a snapshot: while it is held, a destroy
+                // must be refused, and the snapshot must read back whole.
+                let snapshot = self.pick_snapshot(pool, rng)?;
+                let hold = pool.long_hold(&snapshot, Holder::Send)?;
+                if let Ok(names) = pool.destroy_snapshots(&snapshot, false) {
+                    return Err(OpError::Inconsistent(format!(
+                        "{snapshot} was destroyed while held: {names:?}"
+                    )));
+                }
+                let fs = pool.snapshot_file_system(&snapshot)?;
+                let mut problems = Vec::new();
+                verify_tree(&fs, &snapshot, self.plan.round, &mut problems);
+                drop(hold);
+                if !problems.is_empty() {
+                    return Err(OpError::Inconsistent(problems.join("; ")));
+                }
                 Ok(())
             }
             Op::DestroySnapshot => {
