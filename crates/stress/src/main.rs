@@ -5,6 +5,7 @@
 //! tarn-stress --duration SECONDS --dir DIR [--seed N] [--threads T]
 //! tarn-stress --replay SEED --duration SECONDS --dir DIR
 //! tarn-stress --loop --duration SECONDS --dir DIR [--seed-duration SECONDS] [--threads T]
+//! any form: [--exclude OP,OP...]   leave operations out, to narrow a failure down
 //! ```
 //! The first form runs one seed (a random one, printed, unless `--seed` names it) for the
 //! given time against a pool on sparse files in DIR, created there or re-imported: a parent
@@ -26,7 +27,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use tarn_stress::{child, runner};
+use tarn_stress::{child, ops, runner};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -52,6 +53,10 @@ struct Args {
     /// With --loop: seconds given to each seed.
     #[arg(long, default_value_t = 60, requires = "loop_mode")]
     seed_duration: u64,
+    /// Leave these operations out (names from the table in ops.rs, comma-separated): a
+    /// diagnostic, to narrow a failure down to the operations it needs.
+    #[arg(long, value_name = "OP,...")]
+    exclude: Option<String>,
     /// Worker threads in each child.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
     threads: u64,
@@ -85,6 +90,13 @@ fn main() -> ExitCode {
     if let Some(round) = args.child_round {
         run_child(&args, round);
     }
+    let excluded = match excluded_operations(&args) {
+        Ok(excluded) => excluded,
+        Err(why) => {
+            eprintln!("tarn-stress: {why}");
+            return ExitCode::from(2);
+        }
+    };
     let duration = Duration::from_secs(args.duration.unwrap_or(0));
     let threads = args.threads as usize;
     let result = if args.loop_mode {
@@ -93,6 +105,7 @@ fn main() -> ExitCode {
             duration,
             Duration::from_secs(args.seed_duration.max(1)),
             threads,
+            &excluded,
         )
     } else {
         let seed = args
@@ -114,6 +127,7 @@ fn main() -> ExitCode {
             duration,
             replay: args.replay.is_some(),
             failures_dir: args.dir.clone(),
+            excluded,
         })
     };
     match result {
@@ -133,6 +147,15 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The operations `--exclude` names; an error if it names an unknown one or leaves none.
+fn excluded_operations(args: &Args) -> Result<Vec<ops::Op>, String> {
+    let excluded = ops::parse_op_list(args.exclude.as_deref().unwrap_or(""))?;
+    if !(ops::OPERATIONS.iter()).any(|spec| spec.implemented && !excluded.contains(&spec.op)) {
+        return Err("--exclude leaves no operation to run".into());
+    }
+    Ok(excluded)
 }
 
 /// The hidden child form: every internal flag must be there (the parent gives them all).
@@ -161,6 +184,10 @@ fn run_child(args: &Args, round: u64) -> ! {
             args.child_ashift
                 .unwrap_or_else(|| missing("--child-ashift")),
         ),
+        excluded: excluded_operations(args).unwrap_or_else(|why| {
+            eprintln!("tarn-stress: {why}");
+            std::process::exit(2)
+        }),
     };
     child::child_main(plan)
 }

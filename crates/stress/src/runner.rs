@@ -36,6 +36,7 @@ use crate::child::{
     counts_path, pool_dir, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
 };
 use crate::journal::{journal_path, Promises};
+use crate::ops::Op;
 use crate::oracle::verify_pool;
 use crate::tag::mix;
 
@@ -61,6 +62,8 @@ pub struct RunOptions {
     pub replay: bool,
     /// Where failures are kept (the run's directory, or the loop's).
     pub failures_dir: PathBuf,
+    /// Operations left out (`--exclude`, a diagnostic).
+    pub excluded: Vec<Op>,
 }
 
 /// What runs did, added up.
@@ -310,6 +313,14 @@ fn spawn_child(
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
+    if !options.excluded.is_empty() {
+        let names: Vec<String> = options
+            .excluded
+            .iter()
+            .map(|op| format!("{op:?}"))
+            .collect();
+        command.arg("--exclude").arg(names.join(","));
+    }
     match death {
         Death::AfterTime(after) => command
             .arg("--child-kill-ms")
@@ -441,13 +452,18 @@ fn keep_failure(options: &RunOptions, round: u64, problems: &[String]) -> String
         }
     }
     let text = format!(
-        "seed {seed}, round {round}, {threads} threads{replay}\n\
+        "seed {seed}, round {round}, {threads} threads{replay}{excluded}\n\
          replay: tarn-stress --replay {seed} --duration SECONDS --dir NEW_DIR\n\
          (a replay runs one worker; a failure that needs two threads' timing may not recur)\n\n\
          {problems}\n{notes}",
         seed = options.seed,
         threads = if options.replay { 1 } else { options.threads },
         replay = if options.replay { " (replay)" } else { "" },
+        excluded = if options.excluded.is_empty() {
+            String::new()
+        } else {
+            format!(", excluding {:?}", options.excluded)
+        },
         problems = problems.join("\n"),
         notes = notes.join("\n"),
     );
@@ -463,6 +479,7 @@ pub fn run_loop(
     duration: Duration,
     per_seed: Duration,
     threads: usize,
+    excluded: &[Op],
 ) -> Result<Summary, String> {
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let end = Instant::now() + duration;
@@ -477,6 +494,7 @@ pub fn run_loop(
             duration: per_seed.min(end.saturating_duration_since(Instant::now())),
             replay: false,
             failures_dir: dir.to_path_buf(),
+            excluded: excluded.to_vec(),
         };
         let summary = run(&options)?;
         println!("seed {seed}: {}", summary.line());

@@ -107,6 +107,8 @@ pub struct ChildPlan {
     pub run_for: Duration,
     pub death: Death,
     pub tunables: Tunables,
+    /// Operations left out (`--exclude`, a diagnostic).
+    pub excluded: Vec<Op>,
 }
 
 /// Where the child leaves its counts for the parent (overwritten; see [`Child::report`]).
@@ -222,7 +224,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
         pool: RwLock::new(None),
         slots: Mutex::new(Vec::new()),
         journal,
-        chooser: OpChooser::new(),
+        chooser: OpChooser::excluding(&plan.excluded),
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
         devices: Mutex::new(()),
