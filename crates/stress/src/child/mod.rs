@@ -302,10 +302,32 @@ impl Child {
         let mut options =
             ImportOptions::new(vec![pool_dir(&self.plan.dir)], self.plan.tunables.clone());
         options.rewind_to = rewind_to;
-        let (pool, _) = Pool::import(&self.plan.pool_name, options)
-            .map_err(|error| format!("import: {error}"))?;
+        let (pool, _) = Pool::import(&self.plan.pool_name, options).map_err(|error| {
+            format!(
+                "import{}: {error}",
+                rewind_to.map_or(String::new(), |txg| format!(" rewound to txg {txg}"))
+            )
+        })?;
         self.imports.fetch_add(1, Ordering::Relaxed);
         Ok(pool)
+    }
+
+    /// Import rewound to the first of `candidates` (txgs, newest first) whose uberblock
+    /// the pool layer takes. Ring entries written before a device change carry another
+    /// vdev guid sum and are not this pool's any more; they are passed over, as `import`
+    /// passes over them. Without any, a plain import (and the rewind is not counted).
+    fn import_rewound(&self, candidates: &[u64]) -> Result<Pool, String> {
+        for &txg in candidates {
+            match self.import(Some(Txg(txg))) {
+                Ok(pool) => return Ok(pool),
+                Err(why) if why.contains("no valid uberblock of txg") => {
+                    log::debug!("{why}; trying an older txg");
+                }
+                Err(why) => return Err(why),
+            }
+        }
+        log::info!("no uberblock among {candidates:?} opens: importing unrewound");
+        self.import(None)
     }
 
     /// Leave the counts for the parent: operations, refusals, imports.
@@ -789,7 +811,7 @@ impl Child {
         }
         pool.export()
             .map_err(|error| OpError::Inconsistent(format!("export: {error}")))?;
-        let mut rewind_to = None;
+        let mut rewind_candidates = None;
         if how == Reimport::Rewind {
             let found = Pool::scan(&[pool_dir(&self.plan.dir)]);
             let Some(newest) = found.iter().find(|found| found.name == self.plan.pool_name) else {
@@ -798,31 +820,19 @@ impl Child {
                 ));
             };
             let txgs = uberblock_txgs(newest);
-            let back = rng.gen_range(1..=2);
-            let Some(&target) = txgs.get(back) else {
-                return Err(OpError::Inconsistent(format!(
-                    "the exported pool's uberblock ring holds only txgs {txgs:?}"
-                )));
-            };
-            rewind_to = Some(Txg(target));
+            let back = rng.gen_range(1..=2).min(txgs.len());
+            rewind_candidates = Some(txgs[back..].iter().take(4).copied().collect::<Vec<u64>>());
             // A rewind takes back what the txgs after it held, fsynced or not.
             self.journal.drop_everything();
         }
         if let Some(side) = &wiped {
             wipe_device(side)?;
         }
-        let pool = match self.import(rewind_to) {
-            Ok(pool) => pool,
-            Err(why) => {
-                if let Some(slot) = slots.first() {
-                    log::debug!("before {}: {why}", slot.name);
-                }
-                return Err(OpError::Inconsistent(format!(
-                    "{how:?} import{}: {why}",
-                    rewind_to.map_or(String::new(), |txg| format!(" at txg {txg}"))
-                )));
-            }
+        let imported = match &rewind_candidates {
+            Some(candidates) => self.import_rewound(candidates),
+            None => self.import(None),
         };
+        let pool = imported.map_err(|why| OpError::Inconsistent(format!("{how:?}: {why}")))?;
         let healed = match wiped {
             Some(_) => heal_mirror(&pool, &self.plan.dir),
             None => Ok(()),
