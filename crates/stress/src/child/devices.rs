@@ -1,0 +1,249 @@
+//! The mirror's devices: what the device operations of [`super`] do to them, and how the
+//! child brings the mirror back whole.
+//!
+//! # Theory
+//! The pool is a two-way mirror (files `mirror-a.img` and `mirror-b.img`, or the names a
+//! replace moved them to) beside a second top-level vdev that is never touched (it has no
+//! redundancy). Device operations take a side away in every way the engine offers (offline,
+//! detach, replace, a wipe of the file, labels and all, while the pool runs or while it is
+//! exported) and bring it back. What makes this a test of the engine and not of luck is
+//! that the tool never takes away the only complete copy on its own: each operation starts
+//! from a whole mirror, and [`heal_mirror`] ends it with one, every side online, labelled and
+//! resilvered (no side's dirty time log left). So whatever the oracle then finds missing,
+//! the engine lost.
+
+use std::path::{Path, PathBuf};
+
+use tarn::pool::scan::ScanFunction;
+use tarn::pool::Pool;
+
+use super::{pool_dir, OpError};
+
+/// The file names of the mirror's sides start with this (the runner creates them).
+pub const MIRROR_PREFIX: &str = "mirror-";
+/// Resilvers [`heal_mirror`] starts before it gives up on making the mirror whole.
+const HEAL_RESILVERS_MAX: usize = 5;
+/// The file name of the pool's second top-level vdev (the runner creates it).
+pub const SECOND_VDEV: &str = "second.img";
+/// Appended to a mirror side's file name when it is replaced by a new file (and taken off
+/// again at the next replace).
+const REPLACED_SUFFIX: &str = ".new";
+
+/// Make `path` a sparse file as large as `like` (a vdev of the pool), unless it exists.
+pub(super) fn create_device_file(path: &Path, like: PathBuf) -> Result<(), OpError> {
+    let make = || -> std::io::Result<()> {
+        let size = std::fs::metadata(&like)?.len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        if file.metadata()?.len() < size {
+            file.set_len(size)?;
+        }
+        Ok(())
+    };
+    make().map_err(|error| OpError::Inconsistent(format!("{}: {error}", path.display())))
+}
+
+/// The txgs of the valid uberblocks in the rings of an exported pool's devices, newest
+/// first, from the labels' txg down: what an explicit rewind may choose from (read as `zdb -u` would, since the pool
+/// layer offers no list of them).
+pub(super) fn uberblock_txgs(found: &tarn::pool::FoundPool) -> Vec<u64> {
+    let mut txgs = Vec::new();
+    for top in &found.config.vdev_tree {
+        for leaf in &top.children {
+            let Some(path) = found.leaves.get(&leaf.guid) else {
+                continue;
+            };
+            let Ok(device) = tarn::vdev::FileDevice::open_unlocked_readonly(path) else {
+                continue;
+            };
+            for slot in tarn::vdev::label::read_uberblock_slots(&device, top.ashift) {
+                // Newer ones than the labels' txg are a timeline an earlier rewind abandoned.
+                match tarn::pool::uberblock::Uberblock::decode(&slot) {
+                    Ok(Some(uberblock)) if uberblock.txg.0 <= found.txg => {
+                        txgs.push(uberblock.txg.0)
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    txgs.sort_unstable_by(|a, b| b.cmp(a));
+    txgs.dedup();
+    txgs
+}
+
+/// One side of the mirror: the name the pool's device calls take (its guid, which stays
+/// unique while a replace in place gives two leaves one path) and its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Side {
+    pub name: String,
+    pub path: String,
+    /// The guid of the leaf this one is replacing, while the replace is in progress.
+    pub replaces: Option<u64>,
+}
+
+/// The mirror's sides as the pool has them now (during a replace, three).
+pub(super) fn mirror_sides(pool: &Pool) -> Vec<Side> {
+    pool.core
+        .io
+        .vdevs
+        .leaves()
+        .filter(|leaf| {
+            (leaf.path.file_name())
+                .is_some_and(|name| name.to_string_lossy().starts_with(MIRROR_PREFIX))
+        })
+        .map(|leaf| Side {
+            name: leaf.guid.0.to_string(),
+            path: leaf.path.display().to_string(),
+            replaces: leaf.replaces().map(|guid| guid.0),
+        })
+        .collect()
+}
+
+/// The two sides of a whole mirror, with nothing being replaced; None otherwise.
+pub(super) fn two_sides(pool: &Pool) -> Option<[Side; 2]> {
+    let sides = mirror_sides(pool);
+    match sides.as_slice() {
+        [a, b] if a.path != b.path && a.replaces.is_none() && b.replaces.is_none() => {
+            Some([a.clone(), b.clone()])
+        }
+        _ => None,
+    }
+}
+
+/// The file names a mirror side may have: the two the runner creates, and the names a
+/// replace moves them to (see [`replacement_path`]).
+fn mirror_side_paths(dir: &Path) -> Vec<PathBuf> {
+    ["a.img", "b.img"]
+        .iter()
+        .flat_map(|name| {
+            let path = pool_dir(dir).join(format!("{MIRROR_PREFIX}{name}"));
+            let replaced = replacement_path(&path.display().to_string());
+            [path, replaced]
+        })
+        .collect()
+}
+
+/// Bring the mirror back to two whole sides, whatever came before (a side offline, wiped,
+/// half replaced, or detached with its attach refused, or a child killed in the middle of
+/// any of these), and wait for the resilver: each device operation starts from, and leaves,
+/// a whole mirror, so none takes away the only good copy. A side that `online` refuses (its
+/// label is gone) is replaced in place; a missing second side is attached anew.
+pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
+    // A replace a dead child left in progress is seen through first.
+    for side in mirror_sides(pool) {
+        if side.replaces.is_some() {
+            log::info!("{}: a replace in progress; waiting for it", side.path);
+            pool.wait_replaced(tarn::types::Guid(side.name.parse().expect("a guid")))?;
+        }
+    }
+    let sides = mirror_sides(pool);
+    for side in &sides {
+        if let Err(error) = pool.online(&side.name) {
+            log::info!(
+                "{}: online refused ({error}); replacing it in place",
+                side.path
+            );
+            create_device_file(Path::new(&side.path), pool_dir(dir).join(SECOND_VDEV))?;
+            let guid = pool.replace(&side.name, None, true)?;
+            pool.wait_replaced(guid)?;
+        }
+    }
+    if let [only] = sides.as_slice() {
+        let free = mirror_side_paths(dir)
+            .into_iter()
+            .find(|path| path.display().to_string() != only.path)
+            .expect("four names for one side");
+        log::info!(
+            "{}: the mirror lost its other side; attaching {}",
+            only.path,
+            free.display()
+        );
+        create_device_file(&free, pool_dir(dir).join(SECOND_VDEV))?;
+        pool.attach(&only.name, &free, true)?;
+    }
+    // Whole means no side still misses txgs. A resilver that ended early (a scan cancel
+    // reaches resilvers too) leaves a side's dirty time log behind: start it again.
+    for _ in 0..HEAL_RESILVERS_MAX {
+        pool.core.wait_scan(ScanFunction::Resilver)?;
+        let missing: Vec<String> = (pool.core.io.vdevs.leaves())
+            .filter(|leaf| !leaf.dtl.is_empty())
+            .map(|leaf| leaf.path.display().to_string())
+            .collect();
+        if missing.is_empty() {
+            return scrub_finds_mirror_whole(pool);
+        }
+        log::info!("{missing:?} still miss txgs after the resilver; resilvering again");
+        pool.core.resilver_if_needed();
+        pool.sync()?;
+    }
+    Err(OpError::Inconsistent(format!(
+        "the mirror is not whole after {HEAL_RESILVERS_MAX} resilvers"
+    )))
+}
+
+/// Zero a vdev file whole, labels and all, as a disk swapped for a blank one, keeping its
+/// size (a kill part-way leaves a partly blank disk, not a short one). The engine's own
+/// handle stays open: it reads the zeros from now on.
+pub(super) fn wipe_device(path: &str) -> Result<(), OpError> {
+    use std::os::fd::AsRawFd;
+    let wipe = || -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        let size = file.metadata()?.len() as libc::off_t;
+        // SAFETY: fallocate(2) on a descriptor we own, with no pointers.
+        let result = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                size,
+            )
+        };
+        if result != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        file.sync_all()
+    };
+    wipe().map_err(|error| OpError::Inconsistent(format!("wiping {path}: {error}")))
+}
+
+/// The other name of a mirror side's file: a replace moves a side between the two.
+pub(super) fn replacement_path(side: &str) -> PathBuf {
+    match side.strip_suffix(REPLACED_SUFFIX) {
+        Some(original) => PathBuf::from(original),
+        None => PathBuf::from(format!("{side}{REPLACED_SUFFIX}")),
+    }
+}
+
+/// Scrub the pool and require that no copy was bad: the resilver that [`heal_mirror`] saw
+/// through claimed to have made every side whole, and a side still missing a block then is
+/// the engine's failure, caught here at the operation that caused it rather than later,
+/// when the other side is taken away and the block reads from nowhere.
+fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
+    pool.core.wait_scan(ScanFunction::Scrub)?;
+    if let Err(error) = pool.core.request_scrub() {
+        return Err(OpError::Refused(format!("the checking scrub: {error}")));
+    }
+    pool.sync()?;
+    pool.core.wait_scan(ScanFunction::Scrub)?;
+    let Some(status) = pool.core.scan_status() else {
+        return Err(OpError::Refused("the checking scrub left no status".into()));
+    };
+    let phys = status.phys;
+    if phys.function != ScanFunction::Scrub {
+        return Err(OpError::Refused(format!(
+            "a {} ran instead of the checking scrub",
+            phys.function.as_str()
+        )));
+    }
+    if phys.copies_bad > 0 || phys.errors > 0 || phys.unrepaired > 0 {
+        return Err(OpError::Inconsistent(format!(
+            "after the resilver made the mirror whole, a scrub found {} bad copies ({} bytes repaired, {} unrepaired, {} errors)",
+            phys.copies_bad, phys.repaired, phys.unrepaired, phys.errors
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! The operation table: every operation the stress tool knows, with its fixed weight.
+//!
+//! # Theory
+//! ztest finds bugs where two features meet: a scan racing a snapshot destroy, a send racing a
+//! destroy, an export while the log space map is being flushed. It does so by running every
+//! feature at once, at random, from several threads, with a weight per operation that says
+//! how often it is chosen. This table is that list for tarn. It names every operation the
+//! stress tool is meant to drive, whether or not the runner implements it yet, so that the mix
+//! is decided once, in one place, and not tuned afterwards towards a bug one already knows
+//! about: a weight is changed only for a reason that holds for every seed (an operation so
+//! slow that it starves the others, say), and such a change says why beside the weight.
+//!
+//! # How the table is used
+//! A worker thread draws an operation with probability `weight / total`, where the total is
+//! the sum of the weights of the operations the runner implements ([`OpSpec::implemented`]).
+//! Operations not implemented keep their weight here so that implementing one later changes
+//! only its flag, and the relative mix of the others stays what it was.
+//!
+//! Weights are relative. File operations dominate, as they do in ztest (its `ztest_dmu_*`
+//! and `ztest_zil_*` entries run every pass), because they create the data that the
+//! pool-level operations (snapshots, scrubs, exports) then have to preserve; the pool-level
+//! operations are rarer but not rare: a run of a few seconds sees each of them several times.
+//!
+//! # Kinds of operation
+//! - file data: writes of new blocks, overwrites, truncates (down and up), hole punches,
+//!   unlinks, renames (moving and replacing), extended attributes, and fsyncs (each an
+//!   intent-log commit);
+//! - datasets: snapshots, clones, promotes, rollbacks, destroys (snapshots, file systems,
+//!   clones), user holds, new file systems, property changes;
+//! - replication: full, incremental and resumed sends into a second pool;
+//! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
+//!   detached, attached and replaced; a mirror side wiped and brought back; export and import;
+//!   rewind imports; phases that run the pool near full.
+//!
+//! Crashes (SIGKILL of the child at a moment chosen by the seed) are not operations: the
+//! runner schedules them, outside this table.
+
+use rand::Rng;
+
+/// One operation the stress tool can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Write tagged blocks where the file has none yet (extending it or filling a hole).
+    Write,
+    /// Write tagged blocks over blocks the file already has.
+    Overwrite,
+    /// Set the file's size to a smaller whole number of blocks.
+    TruncateDown,
+    /// Set the file's size to a larger whole number of blocks (a hole at the end).
+    TruncateUp,
+    /// `fallocate(PUNCH_HOLE | KEEP_SIZE)` over whole blocks.
+    PunchHole,
+    /// Remove a file.
+    Unlink,
+    /// Rename a file to a free name in its directory.
+    RenameMove,
+    /// Rename a file over another one, which is replaced.
+    RenameReplace,
+    /// Set a tagged extended attribute.
+    SetXattr,
+    /// Remove an extended attribute.
+    RemoveXattr,
+    /// fsync a file: the intent-log commit; what it returns for is promised to survive.
+    Fsync,
+    /// Read a file back and verify every block against its tag (the oracle while running).
+    ReadVerify,
+    /// Take a snapshot of a file system.
+    Snapshot,
+    /// Clone a snapshot as a new file system.
+    Clone,
+    /// Promote a clone.
+    Promote,
+    /// Roll a file system back to one of its snapshots.
+    Rollback,
+    /// Destroy a snapshot.
+    DestroySnapshot,
+    /// Destroy a file system (a clone or a plain one) with its snapshots.
+    DestroyFileSystem,
+    /// Create a new file system.
+    CreateFileSystem,
+    /// Rename a file system.
+    RenameFileSystem,
+    /// Hold a snapshot (the long hold a send takes; user holds do not exist yet), try to
+    /// destroy it while held, read it back, and release it.
+    Hold,
+    /// Send a snapshot into the second pool and receive it there, whole.
+    SendFull,
+    /// Send the changes between two snapshots into the second pool.
+    SendIncremental,
+    /// Receive cut short, then resumed from its token.
+    SendResumed,
+    /// Change `compression` on a file system.
+    SetCompression,
+    /// Change `checksum` on a file system.
+    SetChecksum,
+    /// Change `recordsize` on a file system.
+    SetRecordsize,
+    /// Change `copies` on a file system.
+    SetCopies,
+    /// Start a scrub.
+    ScrubStart,
+    /// Pause the running scan.
+    ScrubPause,
+    /// Stop (cancel) the running scan.
+    ScrubStop,
+    /// Start a resilver (after a device came back).
+    Resilver,
+    /// Take a mirror side offline, then bring it online.
+    DeviceOfflineOnline,
+    /// Detach a mirror side, then attach it again (a resilver follows).
+    DeviceDetachAttach,
+    /// Replace a device with a new one.
+    DeviceReplace,
+    /// Wipe one mirror side, labels and all, then bring it back with `online`.
+    MirrorWipeOnline,
+    /// Wipe one mirror side, then let it reappear at the next import.
+    MirrorWipeReappear,
+    /// Export the pool and import it again, every thread paused around it.
+    ExportImport,
+    /// Export, then import rewound explicitly to the txg one or two before the last.
+    RewindImport,
+    /// Fill the pool near full for a while (ENOSPC and write admission), then free the space.
+    NearFull,
+}
+
+/// One row of the operation table.
+#[derive(Clone, Copy, Debug)]
+pub struct OpSpec {
+    pub op: Op,
+    /// Relative frequency; see the module documentation.
+    pub weight: u32,
+    /// Whether the runner implements the operation in this version.
+    pub implemented: bool,
+}
+
+const fn row(op: Op, weight: u32, implemented: bool) -> OpSpec {
+    OpSpec {
+        op,
+        weight,
+        implemented,
+    }
+}
+
+/// The operation table. Fixed before any tuning: see the module documentation.
+pub const OPERATIONS: &[OpSpec] = &[
+    // File data: most of the work, as in ztest.
+    row(Op::Write, 120, true),
+    row(Op::Overwrite, 100, true),
+    row(Op::TruncateDown, 20, true),
+    row(Op::TruncateUp, 10, true),
+    row(Op::PunchHole, 25, true),
+    row(Op::Unlink, 12, true),
+    row(Op::RenameMove, 10, true),
+    row(Op::RenameReplace, 8, true),
+    row(Op::SetXattr, 15, true),
+    row(Op::RemoveXattr, 5, true),
+    row(Op::Fsync, 40, true),
+    row(Op::ReadVerify, 40, true),
+    // Datasets.
+    row(Op::Snapshot, 8, true),
+    row(Op::Clone, 3, true),
+    row(Op::Promote, 2, true),
+    row(Op::Rollback, 3, true),
+    row(Op::DestroySnapshot, 6, true),
+    row(Op::DestroyFileSystem, 2, true),
+    row(Op::CreateFileSystem, 2, true),
+    row(Op::RenameFileSystem, 2, false),
+    row(Op::Hold, 3, true),
+    // Replication into the second pool.
+    row(Op::SendFull, 2, false),
+    row(Op::SendIncremental, 3, false),
+    row(Op::SendResumed, 2, false),
+    // Properties.
+    row(Op::SetCompression, 3, true),
+    row(Op::SetChecksum, 3, true),
+    row(Op::SetRecordsize, 3, true),
+    row(Op::SetCopies, 2, true),
+    // Scans.
+    row(Op::ScrubStart, 3, true),
+    row(Op::ScrubPause, 1, true),
+    row(Op::ScrubStop, 1, true),
+    row(Op::Resilver, 1, false),
+    // Devices.
+    row(Op::DeviceOfflineOnline, 2, true),
+    row(Op::DeviceDetachAttach, 1, true),
+    row(Op::DeviceReplace, 1, true),
+    row(Op::MirrorWipeOnline, 1, true),
+    row(Op::MirrorWipeReappear, 1, true),
+    // The pool as a whole.
+    row(Op::ExportImport, 1, true),
+    row(Op::RewindImport, 1, true),
+    row(Op::NearFull, 1, false),
+];
+
+/// Draws operations from the implemented rows of [`OPERATIONS`] by weight.
+pub struct OpChooser {
+    /// The implemented rows with their cumulative weights.
+    cumulative: Vec<(u32, Op)>,
+    total: u32,
+}
+
+impl Op {
+    /// The operation named as in the table (`MirrorWipeOnline`), ignoring case.
+    pub fn from_name(name: &str) -> Option<Op> {
+        OPERATIONS
+            .iter()
+            .map(|spec| spec.op)
+            .find(|op| format!("{op:?}").eq_ignore_ascii_case(name))
+    }
+}
+
+/// Parse a comma-separated list of operation names (`--exclude`).
+pub fn parse_op_list(list: &str) -> Result<Vec<Op>, String> {
+    list.split(',')
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            Op::from_name(name.trim()).ok_or_else(|| {
+                format!("unknown operation {name:?} (the names are those of the table in ops.rs)")
+            })
+        })
+        .collect()
+}
+
+impl OpChooser {
+    pub fn new() -> OpChooser {
+        OpChooser::excluding(&[])
+    }
+
+    /// The chooser without the operations `excluded`: a diagnostic, to narrow a failure down
+    /// to the operations it needs. The others keep their weights.
+    pub fn excluding(excluded: &[Op]) -> OpChooser {
+        let mut cumulative = Vec::new();
+        let mut total = 0;
+        for spec in
+            (OPERATIONS.iter()).filter(|spec| spec.implemented && !excluded.contains(&spec.op))
+        {
+            total += spec.weight;
+            cumulative.push((total, spec.op));
+        }
+        assert!(total > 0, "every implemented operation is excluded");
+        OpChooser { cumulative, total }
+    }
+
+    /// One operation, with probability proportional to its weight.
+    pub fn choose(&self, rng: &mut impl Rng) -> Op {
+        let point = rng.gen_range(0..self.total);
+        let index = self.cumulative.partition_point(|&(end, _)| end <= point);
+        self.cumulative[index].1
+    }
+}
+
+impl Default for OpChooser {
+    fn default() -> Self {
+        OpChooser::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn every_operation_is_listed_once() {
+        let mut seen = std::collections::HashSet::new();
+        for spec in OPERATIONS {
+            assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
+            assert!(spec.weight > 0, "{:?} has no weight", spec.op);
+        }
+        assert_eq!(seen.len(), 40);
+    }
+
+    #[test]
+    fn the_chooser_draws_only_implemented_operations_by_weight() {
+        let chooser = OpChooser::new();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..100_000 {
+            *counts.entry(chooser.choose(&mut rng)).or_insert(0u32) += 1;
+        }
+        for spec in OPERATIONS {
+            let count = counts.get(&spec.op).copied().unwrap_or(0);
+            if spec.implemented {
+                let expected = 100_000.0 * f64::from(spec.weight) / f64::from(chooser.total);
+                assert!(
+                    (f64::from(count) - expected).abs() < expected * 0.3 + 30.0,
+                    "{:?}: drawn {count} times, expected about {expected:.0}",
+                    spec.op
+                );
+            } else {
+                assert_eq!(count, 0, "{:?} is not implemented but was drawn", spec.op);
+            }
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! The parent: rounds of child, crash, import, check and verify; and the loop of fresh seeds.
+//!
+//! # Theory
+//! One run works in one directory: the pool's vdevs (`pool/`), the journal, the children's
+//! log (`child.log`) and the number of the last round (`rounds`), so that a run can stop and
+//! a later one re-import and go on. A round is one child (see [`crate::child`]): it is started
+//! with a seed derived from the run's seed and the round's number, and either SIGKILLs
+//! itself at the moment its plan says or, at the run's end, exports and exits. Then the
+//! parent
+//! 1. reads the journal's new records (the promises now in force, and any inconsistency the
+//!    child found itself);
+//! 2. copies the vdevs as the crash left them (`crashed/`), since the import changes them;
+//! 3. imports the pool, runs `check` (which must be clean), verifies every file, snapshot and
+//!    promise ([`crate::oracle::verify_pool`]), runs `check` again (the file systems' intent
+//!    logs have been replayed by then), and exports.
+//!
+//! Any inconsistency, a child that dies any other way than planned, or a child that outlives
+//! its deadline by [`HANG_GRACE`] (a hang is a finding too), stops the run: the vdevs as the
+//! crash left them and as the parent left them, the journal, the log and a note with the seed
+//! and the message go to `failures/SEED-rROUND/` under the run's directory (or the loop's).
+//!
+//! The seed also chooses the pool's ashift (12, or 9 one time in four) when the run creates
+//! the pool: a two-way mirror and a second top-level vdev, each 96 MiB sparse files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child as Process, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tarn::check::check_pool;
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+
+use crate::child::{
+    counts_path, pool_dir, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
+};
+use crate::journal::{journal_path, Promises};
+use crate::ops::Op;
+use crate::oracle::verify_pool;
+use crate::tag::mix;
+
+/// The pool's name.
+pub const POOL_NAME: &str = "stress";
+/// Bytes in each vdev file (sparse).
+const VDEV_SIZE: u64 = 96 << 20;
+/// How long past its deadline a child may run before the parent calls it hung.
+const HANG_GRACE: Duration = Duration::from_secs(120);
+/// The range of a threaded child's life before its SIGKILL.
+const LIFE_MS: std::ops::Range<u64> = 300..5000;
+/// The range of a replayed (one-worker) child's operations before its SIGKILL.
+const LIFE_OPERATIONS: std::ops::Range<u64> = 30..3000;
+
+/// What a run is asked to do.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub dir: PathBuf,
+    pub seed: u64,
+    pub threads: usize,
+    pub duration: Duration,
+    /// One worker, deaths counted in operations: the seed fixes the whole sequence.
+    pub replay: bool,
+    /// Where failures are kept (the run's directory, or the loop's).
+    pub failures_dir: PathBuf,
+    /// Operations left out (`--exclude`, a diagnostic).
+    pub excluded: Vec<Op>,
+}
+
+/// What runs did, added up.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub operations: u64,
+    pub refusals: u64,
+    pub kills: u64,
+    pub clean_ends: u64,
+    pub imports: u64,
+    /// What the parent's verifications read: files, tagged blocks, promises.
+    pub files_verified: u64,
+    pub blocks_verified: u64,
+    pub promises_checked: u64,
+    /// One line per failure, each naming where it was kept.
+    pub failures: Vec<String>,
+}
+
+impl Summary {
+    pub fn add(&mut self, other: &Summary) {
+        self.operations += other.operations;
+        self.refusals += other.refusals;
+        self.kills += other.kills;
+        self.clean_ends += other.clean_ends;
+        self.imports += other.imports;
+        self.files_verified += other.files_verified;
+        self.blocks_verified += other.blocks_verified;
+        self.promises_checked += other.promises_checked;
+        self.failures.extend(other.failures.iter().cloned());
+    }
+
+    pub fn line(&self) -> String {
+        format!(
+            "{} operations ({} refused), {} kills, {} clean ends, {} imports, {} failures; verified {} files, {} tagged blocks, {} fsync promises",
+            self.operations,
+            self.refusals,
+            self.kills,
+            self.clean_ends,
+            self.imports,
+            self.failures.len(),
+            self.files_verified,
+            self.blocks_verified,
+            self.promises_checked
+        )
+    }
+}
+
+/// The tunables of every pool the tool makes: the tiny test configuration, with the ashift
+/// the seed chose.
+pub fn tunables(ashift: u32) -> Tunables {
+    Tunables {
+        vdev_ashift: ashift,
+        ..Tunables::tiny()
+    }
+}
+
+/// One run: rounds until `duration` is spent or a failure. Errors are for a run that cannot
+/// start (a directory it cannot make, a pool it cannot create); failures are in the summary.
+pub fn run(options: &RunOptions) -> Result<Summary, String> {
+    let dir = &options.dir;
+    std::fs::create_dir_all(pool_dir(dir))
+        .map_err(|error| format!("{}: {error}", pool_dir(dir).display()))?;
+    let mut seed_rng = StdRng::seed_from_u64(options.seed);
+    let ashift = if seed_rng.gen_ratio(1, 4) { 9 } else { 12 };
+    let tunables = tunables(ashift);
+    let vdevs = [
+        pool_dir(dir).join(format!("{MIRROR_PREFIX}a.img")),
+        pool_dir(dir).join(format!("{MIRROR_PREFIX}b.img")),
+        pool_dir(dir).join(SECOND_VDEV),
+    ];
+    let reimport = vdevs.iter().any(|path| path.exists());
+    if reimport {
+        log::info!("re-importing the pool in {}", dir.display());
+    } else {
+        log::info!(
+            "creating pool {POOL_NAME} in {} (ashift {ashift})",
+            dir.display()
+        );
+        let pool = Pool::create(CreateOptions {
+            name: POOL_NAME.into(),
+            vdevs: vec![
+                VdevSpec::Mirror(vec![vdevs[0].clone(), vdevs[1].clone()]),
+                VdevSpec::Leaf(vdevs[2].clone()),
+            ],
+            log: Vec::new(),
+            cache: Vec::new(),
+            create_size: Some(VDEV_SIZE),
+            force: false,
+            tunables: tunables.clone(),
+            wrap_device: None,
+            disabled_features: Vec::new(),
+        })
+        .map_err(|error| format!("creating the pool: {error}"))?;
+        pool.export()
+            .map_err(|error| format!("exporting the new pool: {error}"))?;
+    }
+
+    let rounds_path = dir.join("rounds");
+    let mut round = std::fs::read_to_string(&rounds_path)
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let mut promises = Promises::default();
+    promises.catch_up(&journal_path(dir))?;
+    let mut summary = Summary::default();
+    // A pool found in place is verified before any child touches it: whatever happened to
+    // it since the last run (another program, a crash of this one) is judged first.
+    if reimport {
+        let problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
+        if !problems.is_empty() {
+            record_failure(options, round, &problems, &mut summary);
+            return Ok(summary);
+        }
+    }
+    let end = Instant::now() + options.duration;
+    while Instant::now() < end {
+        round += 1;
+        let round_seed = mix(options.seed ^ mix(round));
+        let mut round_rng = StdRng::seed_from_u64(round_seed);
+        let death = if options.replay {
+            Death::AfterOperations(round_rng.gen_range(LIFE_OPERATIONS))
+        } else {
+            Death::AfterTime(Duration::from_millis(round_rng.gen_range(LIFE_MS)))
+        };
+        let run_for = end.saturating_duration_since(Instant::now());
+        let outcome = run_round(options, round, round_seed, death, run_for, &tunables);
+        let counts = read_counts(dir);
+        summary.operations += counts.0;
+        summary.refusals += counts.1;
+        summary.imports += counts.2;
+        let mut problems = Vec::new();
+        match outcome {
+            Ok(Ended::Killed) => summary.kills += 1,
+            Ok(Ended::Clean) => summary.clean_ends += 1,
+            Err(why) => problems.push(why),
+        }
+        if let Err(why) = promises.catch_up(&journal_path(dir)) {
+            problems.push(why);
+        }
+        problems.append(&mut promises.failures);
+        keep_crashed_images(dir)?;
+        if problems.is_empty() {
+            problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
+        }
+        std::fs::write(&rounds_path, format!("{round}\n"))
+            .map_err(|error| format!("{}: {error}", rounds_path.display()))?;
+        if !problems.is_empty() {
+            record_failure(options, round, &problems, &mut summary);
+            break;
+        }
+        log::info!("round {round}: verified");
+    }
+    Ok(summary)
+}
+
+/// Keep a failure's evidence and note it in the summary.
+fn record_failure(options: &RunOptions, round: u64, problems: &[String], summary: &mut Summary) {
+    let kept = keep_failure(options, round, problems);
+    summary.failures.push(format!(
+        "seed {} round {round}: {} (kept in {kept})",
+        options.seed,
+        problems.join("; ")
+    ));
+}
+
+/// How a child ended, when it ended as planned.
+enum Ended {
+    Killed,
+    Clean,
+}
+
+fn run_round(
+    options: &RunOptions,
+    round: u64,
+    round_seed: u64,
+    death: Death,
+    run_for: Duration,
+    tunables: &Tunables,
+) -> Result<Ended, String> {
+    let dir = &options.dir;
+    let _ = std::fs::remove_file(counts_path(dir));
+    let mut process = spawn_child(options, round, round_seed, death, run_for, tunables)?;
+    let life = match death {
+        Death::AfterTime(after) => after.min(run_for),
+        Death::AfterOperations(_) => run_for,
+    };
+    let deadline = Instant::now() + life + HANG_GRACE;
+    let status = loop {
+        match process.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = process.kill();
+                let _ = process.wait();
+                return Err(format!(
+                    "round {round}: the child hung: still running {HANG_GRACE:?} after its deadline"
+                ));
+            }
+            Err(error) => return Err(format!("round {round}: waiting for the child: {error}")),
+        }
+    };
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => Ok(Ended::Clean),
+        (_, Some(libc::SIGKILL)) => Ok(Ended::Killed),
+        (Some(EXIT_INCONSISTENT), _) => Err(format!(
+            "round {round}: the child found an inconsistency (see the journal's failure record)"
+        )),
+        (Some(EXIT_PANIC), _) => Err(format!("round {round}: the child panicked (see child.log)")),
+        _ => Err(format!("round {round}: the child ended with {status}")),
+    }
+}
+
+fn spawn_child(
+    options: &RunOptions,
+    round: u64,
+    round_seed: u64,
+    death: Death,
+    run_for: Duration,
+    tunables: &Tunables,
+) -> Result<Process, String> {
+    let dir = &options.dir;
+    let log_path = dir.join("child.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|error| format!("{}: {error}", log_path.display()))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|error| format!("{}: {error}", log_path.display()))?;
+    let exe = std::env::current_exe().map_err(|error| format!("finding my own binary: {error}"))?;
+    let mut command = Command::new(exe);
+    command
+        .arg("--child-round")
+        .arg(round.to_string())
+        .arg("--dir")
+        .arg(dir)
+        .arg("--seed")
+        .arg(round_seed.to_string())
+        .arg("--threads")
+        .arg(if options.replay { 1 } else { options.threads }.to_string())
+        .arg("--child-run-ms")
+        .arg(run_for.as_millis().to_string())
+        .arg("--child-ashift")
+        .arg(tunables.vdev_ashift.to_string())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    if !options.excluded.is_empty() {
+        let names: Vec<String> = options
+            .excluded
+            .iter()
+            .map(|op| format!("{op:?}"))
+            .collect();
+        command.arg("--exclude").arg(names.join(","));
+    }
+    match death {
+        Death::AfterTime(after) => command
+            .arg("--child-kill-ms")
+            .arg(after.as_millis().to_string()),
+        Death::AfterOperations(count) => command.arg("--child-kill-ops").arg(count.to_string()),
+    };
+    command
+        .spawn()
+        .map_err(|error| format!("starting the child: {error}"))
+}
+
+/// The child's counts (operations, refusals, imports); zeros if it left none.
+fn read_counts(dir: &Path) -> (u64, u64, u64) {
+    let text = std::fs::read_to_string(counts_path(dir)).unwrap_or_default();
+    let numbers: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    match numbers.as_slice() {
+        [operations, refusals, imports] => (*operations, *refusals, *imports),
+        _ => (0, 0, 0),
+    }
+}
+
+/// Import, check, verify, check, export; adds what was done to `summary` and returns the
+/// problems found.
+fn import_check_verify(
+    dir: &Path,
+    tunables: &Tunables,
+    promises: &Promises,
+    round: u64,
+    summary: &mut Summary,
+) -> Vec<String> {
+    let options = ImportOptions::new(vec![pool_dir(dir)], tunables.clone());
+    let pool = match Pool::import(POOL_NAME, options) {
+        Ok((pool, _)) => pool,
+        Err(error) => return vec![format!("round {round}: import: {error}")],
+    };
+    summary.imports += 1;
+    let mut problems = Vec::new();
+    check(&pool, "after import", &mut problems);
+    if problems.is_empty() {
+        let verification = verify_pool(&pool, promises, round);
+        summary.files_verified += verification.files;
+        summary.blocks_verified += verification.blocks;
+        summary.promises_checked += verification.promises;
+        log::info!(
+            "round {round}: verified {} file systems and snapshots, {} files, {} tagged blocks, {} promises",
+            verification.trees,
+            verification.files,
+            verification.blocks,
+            verification.promises
+        );
+        problems.extend(
+            verification
+                .problems
+                .into_iter()
+                .map(|problem| format!("round {round}: {problem}")),
+        );
+        check(&pool, "after verifying", &mut problems);
+    }
+    if problems.is_empty() {
+        if let Err(error) = pool.export() {
+            problems.push(format!("round {round}: export after verifying: {error}"));
+        }
+    } else {
+        // Leave the pool as the failure found it: no export, no further sync.
+        pool.abandon();
+    }
+    problems
+}
+
+fn check(pool: &Pool, when: &str, problems: &mut Vec<String>) {
+    if let Err(error) = pool.sync() {
+        problems.push(format!("sync {when}: {error}"));
+        return;
+    }
+    match check_pool(pool, false) {
+        Ok(report) if report.is_clean() => {}
+        Ok(report) => problems.push(format!("check {when}: {report:?}")),
+        Err(error) => problems.push(format!("check {when}: {error}")),
+    }
+}
+
+/// Copy the vdevs as the crash left them to `crashed/`, sparse (the import changes them).
+fn keep_crashed_images(dir: &Path) -> Result<(), String> {
+    copy_sparse(&pool_dir(dir), &dir.join("crashed"))
+}
+
+fn copy_sparse(from: &Path, to: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(to);
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg("--sparse=always")
+        .arg(from)
+        .arg(to)
+        .status()
+        .map_err(|error| format!("cp: {error}"))?;
+    if !status.success() {
+        return Err(format!("cp {} {}: {status}", from.display(), to.display()));
+    }
+    Ok(())
+}
+
+/// Keep everything about a failure; returns where.
+fn keep_failure(options: &RunOptions, round: u64, problems: &[String]) -> String {
+    let target = options
+        .failures_dir
+        .join("failures")
+        .join(format!("{}-r{round}", options.seed));
+    let dir = &options.dir;
+    let mut notes = Vec::new();
+    if let Err(why) = std::fs::create_dir_all(&target) {
+        return format!("nowhere: {}: {why}", target.display());
+    }
+    for (from, to) in [
+        (dir.join("crashed"), target.join("crashed")),
+        (pool_dir(dir), target.join("pool")),
+    ] {
+        if from.exists() {
+            if let Err(why) = copy_sparse(&from, &to) {
+                notes.push(why);
+            }
+        }
+    }
+    for name in ["journal", "child.log", "rounds"] {
+        if let Err(why) = std::fs::copy(dir.join(name), target.join(name)) {
+            notes.push(format!("{name}: {why}"));
+        }
+    }
+    let text = format!(
+        "seed {seed}, round {round}, {threads} threads{replay}{excluded}\n\
+         replay: tarn-stress --replay {seed} --duration SECONDS --dir NEW_DIR\n\
+         (a replay runs one worker; a failure that needs two threads' timing may not recur)\n\n\
+         {problems}\n{notes}",
+        seed = options.seed,
+        threads = if options.replay { 1 } else { options.threads },
+        replay = if options.replay { " (replay)" } else { "" },
+        excluded = if options.excluded.is_empty() {
+            String::new()
+        } else {
+            format!(", excluding {:?}", options.excluded)
+        },
+        problems = problems.join("\n"),
+        notes = notes.join("\n"),
+    );
+    let _ = std::fs::write(target.join("failure.txt"), text);
+    target.display().to_string()
+}
+
+/// The loop: fresh seeds, each in its own directory under `dir`, each given `per_seed` (or
+/// what is left), until `duration` is spent. A seed's directory is removed when it passed;
+/// failures are kept under `dir/failures`.
+pub fn run_loop(
+    dir: &Path,
+    duration: Duration,
+    per_seed: Duration,
+    threads: usize,
+    excluded: &[Op],
+) -> Result<Summary, String> {
+    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    let end = Instant::now() + duration;
+    let mut total = Summary::default();
+    while Instant::now() + Duration::from_secs(1) < end {
+        let seed: u64 = rand::random::<u64>() >> 1;
+        let seed_dir = dir.join(format!("seed-{seed}"));
+        let options = RunOptions {
+            dir: seed_dir.clone(),
+            seed,
+            threads,
+            duration: per_seed.min(end.saturating_duration_since(Instant::now())),
+            replay: false,
+            failures_dir: dir.to_path_buf(),
+            excluded: excluded.to_vec(),
+        };
+        let summary = run(&options)?;
+        println!("seed {seed}: {}", summary.line());
+        for failure in &summary.failures {
+            println!("  FAILURE {failure}");
+        }
+        total.add(&summary);
+        let _ = std::fs::remove_dir_all(&seed_dir);
+    }
+    Ok(total)
+}

@@ -1,0 +1,210 @@
+//! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
+//! on one thread) must run with zero inconsistencies, through kills, imports and
+//! verifications; and the oracle must be able to fail: a pool changed behind the tool's back
+//! (a block punched out of a file whose fsync the journal recorded, a block copied to another
+//! offset) must be reported, kept under `failures/`, and end the run with status 1.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use tarn::pool::{ImportOptions, Pool};
+use tarn::tunables::Tunables;
+use tarn_stress::journal::{journal_path, Promises};
+use tarn_stress::oracle::verify_tree;
+use tarn_stress::runner::POOL_NAME;
+use tarn_stress::tag::TAG_BLOCK_SIZE;
+
+fn stress(args: &[&str]) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_tarn-stress"))
+        .args(args)
+        .output()
+        .expect("run tarn-stress");
+    eprintln!(
+        "tarn-stress {}:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The number before `word` in the summary line (`... 5 kills, ...`).
+fn count_before(stdout: &str, word: &str) -> u64 {
+    let summary = stdout
+        .lines()
+        .find(|line| line.contains(" operations ("))
+        .expect("a summary line");
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|candidate| candidate.trim_end_matches([',', ';']) == word)
+        .unwrap_or_else(|| panic!("no {word:?} in {summary:?}"));
+    words[at - 1].parse().expect("a count")
+}
+
+fn assert_clean_run(output: &Output) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the run failed: {stdout}");
+    assert_eq!(count_before(&stdout, "failures"), 0);
+    assert!(
+        count_before(&stdout, "operations") > 100,
+        "too few operations: {stdout}"
+    );
+    assert!(
+        count_before(&stdout, "kills") + count_before(&stdout, "clean") >= 1,
+        "no round ended: {stdout}"
+    );
+    assert!(
+        count_before(&stdout, "files") > 0,
+        "nothing verified: {stdout}"
+    );
+}
+
+#[test]
+fn fixed_seeds_run_without_inconsistency() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut kills = 0;
+    for seed in ["1", "2", "3"] {
+        let run_dir = dir.path().join(format!("seed-{seed}"));
+        let output = stress(&[
+            "--duration",
+            "5",
+            "--dir",
+            run_dir.to_str().unwrap(),
+            "--seed",
+            seed,
+            "--threads",
+            "2",
+        ]);
+        assert_clean_run(&output);
+        kills += count_before(&String::from_utf8_lossy(&output.stdout), "kills");
+    }
+    assert!(kills >= 3, "the fixed seeds killed only {kills} children");
+    let replay_dir = dir.path().join("replay");
+    let output = stress(&[
+        "--replay",
+        "4",
+        "--duration",
+        "3",
+        "--dir",
+        replay_dir.to_str().unwrap(),
+    ]);
+    assert_clean_run(&output);
+}
+
+fn import(dir: &Path) -> Pool {
+    let options = ImportOptions::new(vec![dir.join("pool")], Tunables::tiny());
+    Pool::import(POOL_NAME, options).expect("import").0
+}
+
+/// Run again on `dir` (which re-imports and verifies first): must fail saying `symptom`, and
+/// keep the failure.
+fn assert_run_fails_with(dir: &Path, symptom: &str) {
+    let output = stress(&[
+        "--duration",
+        "1",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--seed",
+        "99",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the run did not fail: {stdout}"
+    );
+    assert!(stdout.contains(symptom), "no {symptom:?} in {stdout}");
+    let kept: Vec<_> = std::fs::read_dir(dir.join("failures"))
+        .expect("a failures directory")
+        .collect();
+    assert_eq!(kept.len(), 1);
+    let kept = kept[0].as_ref().unwrap().path();
+    for name in ["failure.txt", "journal", "pool"] {
+        assert!(
+            kept.join(name).exists(),
+            "{name} not kept in {}",
+            kept.display()
+        );
+    }
+}
+
+#[test]
+fn a_block_lost_after_its_fsync_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_clean_run(&stress(&[
+        "--duration",
+        "2",
+        "--dir",
+        run_dir.to_str().unwrap(),
+        "--seed",
+        "11",
+    ]));
+    let mut promises = Promises::default();
+    promises.catch_up(&journal_path(&run_dir)).unwrap();
+    let ((dataset, ino), block) = promises
+        .files
+        .iter()
+        .find_map(|(key, promise)| {
+            let block = promise.generations.iter().position(|&g| g != 0)?;
+            Some((key.clone(), block))
+        })
+        .expect("the run fsynced some file with data");
+    let pool = import(&run_dir);
+    let fs = pool.open_file_system(&dataset).unwrap();
+    fs.fallocate(
+        ino,
+        (block * TAG_BLOCK_SIZE) as u64,
+        TAG_BLOCK_SIZE as u64,
+        tarn::fs::FALLOC_FL_PUNCH_HOLE | tarn::fs::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    drop(fs);
+    pool.export().unwrap();
+    assert_run_fails_with(&run_dir, "now a hole");
+}
+
+#[test]
+fn a_block_copied_to_another_offset_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    assert_clean_run(&stress(&[
+        "--duration",
+        "2",
+        "--dir",
+        run_dir.to_str().unwrap(),
+        "--seed",
+        "12",
+    ]));
+    let pool = import(&run_dir);
+    let mut moved = false;
+    for info in pool.datasets() {
+        if info.name == POOL_NAME {
+            continue;
+        }
+        let fs = pool.open_file_system(&info.name).unwrap();
+        let mut problems = Vec::new();
+        let files = verify_tree(&fs, &info.name, u64::MAX >> 32, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        let Some((&ino, _)) = files
+            .verified
+            .iter()
+            .find(|(_, contents)| contents.generations.iter().filter(|&&g| g != 0).count() >= 2)
+        else {
+            continue;
+        };
+        let first = fs.read(ino, 0, TAG_BLOCK_SIZE).unwrap();
+        let elsewhere = if first.iter().all(|&byte| byte == 0) {
+            continue;
+        } else {
+            TAG_BLOCK_SIZE as u64
+        };
+        fs.write(ino, elsewhere, &first).unwrap();
+        moved = true;
+        break;
+    }
+    assert!(moved, "the run left no file with two tagged blocks");
+    pool.export().unwrap();
+    assert_run_fails_with(&run_dir, "misplaced block");
+}
