@@ -487,3 +487,41 @@ proptest! {
         }
     }
 }
+
+// Fuzzers of the two on-disk decoders (docs/design.md §6, invariant 6; `crate::fuzz` says how
+// to run them long). Livelists store the same entries, with the FREE flag.
+proptest! {
+    #[test]
+    fn entry_decoder_on_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok(entry) = BpObjEntry::decode(&bytes) {
+            prop_assert_eq!(&entry.encode()[..], &bytes[..]);
+        }
+    }
+
+    #[test]
+    fn entry_decoder_on_mutated_entries_never_panics(
+        bp in crate::block::blkptr::tests::normal_strategy(),
+        free: bool,
+        mutations in crate::fuzz::mutations(),
+    ) {
+        let valid = BpObjEntry { bp, free }.encode().to_vec();
+        let bytes = crate::fuzz::mutate(valid, &mutations);
+        if let Ok(entry) = BpObjEntry::decode(&bytes) {
+            prop_assert_eq!(&entry.encode()[..], &bytes[..]);
+        }
+    }
+
+    #[test]
+    fn header_decoder_never_panics(
+        words in proptest::collection::vec(any::<u64>(), 8),
+        mutations in crate::fuzz::mutations(),
+    ) {
+        let valid: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+        let bytes = crate::fuzz::mutate(valid, &mutations);
+        if let Ok(header) = BpObjHeader::decode(&bytes) {
+            if !bytes.is_empty() {
+                prop_assert_eq!(&header.encode()[..], &bytes[..BPOBJ_HEADER_SIZE]);
+            }
+        }
+    }
+}
