@@ -4,14 +4,14 @@
 //! count.
 //!
 //! CI runs each fuzzer at proptest's default of 256 cases (or fewer where a test says so). For
-//! a long run, raise the case count through the environment, which proptest reads, and run
-//! the fuzzers alone in release mode:
+//! a long run, raise the case count through the environment, which proptest reads, and run the
+//! fuzzers alone (the test profile is optimized; the filters name the decoders' fuzzers):
 //!
 //! ```text
-//! PROPTEST_CASES=20000 cargo test --release -p tarn-engine --lib never_panic
+//! PROPTEST_CASES=1000000 cargo test -p tarn-engine --lib -- never_panic without_panic \
+//!     flipped_byte garbage_is_an_error truncated_record truncated_or_extended
+//! PROPTEST_CASES=1000000 cargo test -p tarn-engine --test receive_hostile
 //! ```
-//!
-//! (every fuzzer's name ends in `never_panics` or `never_panic`.)
 
 use proptest::prelude::*;
 use proptest::sample::Index;
