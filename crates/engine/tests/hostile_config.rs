@@ -11,7 +11,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use tarn::pool::{CreateOptions, ImportOptions, Pool, PoolError, VdevSpec};
-use tarn::vdev::label::{self, LabelConfig, LabelSet, VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE};
+use tarn::vdev::label::{
+    self, LabelConfig, LabelSet, TopVdevKind, VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE,
+};
 use tarn::vdev::{BlockDevice, FileDevice, VdevError};
 
 use common::*;
@@ -111,4 +113,40 @@ fn a_label_asking_for_millions_of_metaslabs_is_refused_at_import() {
     let pool = import(dir.path(), "crafted", tiny());
     assert_clean(&pool);
     pool.export().unwrap();
+}
+
+/// A config naming a mirror child that is not found, with a data area near 2^64 bytes (issue
+/// 38, part 2). Import built the missing child's stand-in device from the config's `asize`
+/// before checking it, and rounding that size up to whole labels overflowed: a panic (in a
+/// build with overflow checks) or a wrapped device size. Now the geometry check, which bounds
+/// `asize` by `space::ASIZE_MAX`, runs on each top-level vdev of the config before any of its
+/// leaves is opened or stood in for.
+#[test]
+fn a_missing_leaf_of_an_absurd_size_is_refused_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "crafted", single(dir.path(), "a.img"), tiny());
+    let path = pool.vdev_paths()[0].clone();
+    pool.export().unwrap();
+
+    let device = FileDevice::open(&path).unwrap();
+    let (_, mut config) = label::read_newest_label(&device).unwrap().unwrap();
+    device.release();
+    drop(device);
+    let top = &mut config.vdev_tree[0];
+    top.kind = TopVdevKind::Mirror;
+    top.asize = !0xffff;
+    top.ms_shift = 62;
+    let mut absent = top.children[0].clone();
+    absent.guid ^= 0x5555;
+    absent.path = dir.path().join("absent.img").display().to_string();
+    top.children.push(absent);
+    rewrite_labels(&path, &config);
+
+    let error = import_refused(dir.path());
+    let message = error.to_string();
+    assert!(
+        matches!(&error, PoolError::Vdev(VdevError::InvalidConfig { what, .. }) if what.contains("asize")),
+        "{error:?}"
+    );
+    assert!(message.contains("top-level vdev 0"), "{message}");
 }

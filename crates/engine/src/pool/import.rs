@@ -193,6 +193,16 @@ impl Pool {
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
         for top_config in &config.vdev_tree {
+            // The geometry first: a missing leaf's stand-in is sized from the config's `asize`.
+            crate::space::check_metaslab_geometry(
+                top_config.asize,
+                top_config.ms_shift,
+                top_config.ashift,
+            )
+            .map_err(|what| VdevError::InvalidConfig {
+                top: VdevId(top_config.id),
+                what,
+            })?;
             let mut leaves = Vec::new();
             for leaf_config in &top_config.children {
                 let Some(path) = paths_by_guid.get(&leaf_config.guid) else {

@@ -190,12 +190,22 @@ pub const METASLAB_COUNT_MAX: u64 = 1 << 17;
 /// `vdev_min_ms_shift` at or above it, so [`metaslab_geometry`] never makes smaller ones.
 pub const METASLAB_SHIFT_MIN: u32 = 16;
 
+/// The largest data area of a top-level vdev, 4 EiB: far beyond any device, and small enough
+/// that a device's size computed from it (labels and reserves added) cannot overflow.
+pub const ASIZE_MAX: u64 = 1 << 62;
+
 /// Check a top-level vdev's metaslab geometry as a config or caller describes it, before any
-/// metaslab is built: `ms_shift` within [`METASLAB_SHIFT_MIN`] and 63 and not below the sector
-/// shift, and `asize >> ms_shift` metaslabs, at least one and at most [`METASLAB_COUNT_MAX`].
-/// Returns the metaslab count, or what is wrong, naming the field. (That the metaslabs fit on
-/// the devices is checked where the devices are known, `TopVdev::new`.)
+/// metaslab is built or any device is sized from it: `asize` at most [`ASIZE_MAX`], `ms_shift`
+/// within [`METASLAB_SHIFT_MIN`] and 62 and not below the sector shift, and `asize >> ms_shift`
+/// metaslabs, at least one and at most [`METASLAB_COUNT_MAX`]. Returns the metaslab count, or
+/// what is wrong, naming the field. (That the metaslabs fit on the devices is checked where the
+/// devices are known, `TopVdev::new`.)
 pub fn check_metaslab_geometry(asize: u64, ms_shift: u32, ashift: u32) -> Result<u64, String> {
+    if asize > ASIZE_MAX {
+        return Err(format!(
+            "asize {asize} is over the limit of {ASIZE_MAX} bytes"
+        ));
+    }
     if ms_shift < ashift.max(METASLAB_SHIFT_MIN) || ms_shift >= 63 {
         return Err(format!(
             "metaslab shift {ms_shift} outside [{}, 62] for ashift {ashift}",
