@@ -150,3 +150,36 @@ fn a_missing_leaf_of_an_absurd_size_is_refused_at_import() {
     );
     assert!(message.contains("top-level vdev 0"), "{message}");
 }
+
+/// A config naming two top-level vdevs by the same id (issue 38, part 2). Import opened both
+/// and handed them to `VdevTree::new`, whose assertion of unique ids panicked. Now import
+/// refuses such a config with an error naming the id before it builds the vdev tree.
+#[test]
+fn top_level_vdevs_sharing_an_id_are_refused_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let vdevs = vec![
+        VdevSpec::Leaf(dir.path().join("a.img")),
+        VdevSpec::Leaf(dir.path().join("b.img")),
+    ];
+    let pool = create_pool(dir.path(), "crafted", vdevs, tiny());
+    let paths = pool.vdev_paths();
+    pool.export().unwrap();
+
+    // Each device's label names the device itself: rewrite each from its own.
+    for path in &paths {
+        let device = FileDevice::open(path).unwrap();
+        let (_, mut config) = label::read_newest_label(&device).unwrap().unwrap();
+        device.release();
+        drop(device);
+        assert_eq!(config.vdev_tree.len(), 2);
+        config.vdev_tree[1].id = config.vdev_tree[0].id;
+        rewrite_labels(path, &config);
+    }
+
+    let error = import_refused(dir.path());
+    let message = error.to_string();
+    assert!(
+        message.contains("top-level vdev 0") && message.contains("twice"),
+        "{error:?}"
+    );
+}

@@ -192,6 +192,17 @@ impl Pool {
         }
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
+        // The vdev tree asserts unique ids (every lookup is by id): a config is checked first.
+        let mut ids = std::collections::HashSet::new();
+        for top_config in &config.vdev_tree {
+            if !ids.insert(top_config.id) {
+                return Err(VdevError::InvalidConfig {
+                    top: VdevId(top_config.id),
+                    what: "the config names this top-level vdev twice".into(),
+                }
+                .into());
+            }
+        }
         for top_config in &config.vdev_tree {
             // The geometry first: a missing leaf's stand-in is sized from the config's `asize`.
             crate::space::check_metaslab_geometry(
