@@ -542,7 +542,12 @@ impl Pool {
             core.root.detach_objset();
             core.root.set_unavailable(format!("snapshots: {error}"));
         }
-        core.load_children("", &core.root.dir(), &mut damaged);
+        core.load_children(
+            "",
+            &core.root.dir(),
+            &mut damaged,
+            &mut std::collections::HashSet::from([core.root.dir_object]),
+        );
         for (_, dataset) in core.dataset_list() {
             if let Some(why) = dataset.unavailable() {
                 damaged.push(format!("dataset {} is unavailable: {why}", dataset.name()));
