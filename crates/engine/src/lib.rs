@@ -27,6 +27,8 @@ pub mod cache;
 pub mod check;
 pub mod dataset;
 pub mod fs;
+#[cfg(test)]
+mod fuzz;
 pub mod object;
 pub mod pool;
 pub mod send;

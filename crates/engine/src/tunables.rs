@@ -476,7 +476,8 @@ impl Tunables {
             "min_metaslabs_to_flush and max_log_walking must be >= 1",
         )?;
         check(
-            self.vdev_min_ms_shift >= 16 && self.vdev_min_ms_shift <= self.vdev_max_ms_shift,
+            self.vdev_min_ms_shift >= crate::space::METASLAB_SHIFT_MIN
+                && self.vdev_min_ms_shift <= self.vdev_max_ms_shift,
             "vdev_min_ms_shift must be >= 16 and <= vdev_max_ms_shift",
         )?;
         check(
@@ -486,6 +487,18 @@ impl Tunables {
         check(
             self.vdev_min_ms_count >= 1,
             "vdev_min_ms_count must be >= 1",
+        )?;
+        // Import refuses a vdev of more metaslabs than this (a bound on what a label can make
+        // it allocate), so no pool may be created with more.
+        check(
+            [
+                self.vdev_min_ms_count,
+                self.vdev_default_ms_count,
+                self.vdev_ms_count_limit,
+            ]
+            .iter()
+            .all(|&count| count <= crate::space::METASLAB_COUNT_MAX),
+            "vdev_min_ms_count, vdev_default_ms_count and vdev_ms_count_limit must be <= 131072",
         )?;
         check(
             self.sync_pass_rewrite >= 2,

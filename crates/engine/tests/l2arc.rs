@@ -560,3 +560,46 @@ fn a_cache_device_failing_its_reads_is_faulted_and_pool_clear_brings_it_back() {
     assert!(l2(&pool).l2_hits > again.l2_hits);
     check_clean(&pool, "after the cache device's fault");
 }
+
+/// A device header whose newest log pointer claims a block of almost 4 GiB, on a cache device
+/// large enough for that to lie inside its ring (issue 38, part 2). The rebuild allocated and
+/// read a buffer of the pointer's size before decoding the block could refute it: 4 GiB of
+/// memory for one crafted header. Now a pointer larger than `LOG_BLOCK_SIZE_MAX` ends the
+/// rebuild as a bad log block, before anything is allocated for it.
+#[test]
+fn a_log_pointer_claiming_gigabytes_ends_the_rebuild_without_allocating_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sparse cache device of 5 GiB, so that the ring can hold the crafted block.
+    std::fs::File::create(cache_path(dir.path()))
+        .unwrap()
+        .set_len(5 << 30)
+        .unwrap();
+    let pool = create(dir.path(), tunables());
+    let fs = pool.open_file_system(POOL).unwrap();
+    let ino = write_file(&pool, &fs);
+    read_feeding(&pool, &fs, ino);
+    drop(fs);
+    pool.export().unwrap();
+
+    let mut header = device_header(dir.path());
+    header.hand = header.ring_end;
+    header.newest.offset = header.ring_start;
+    header.newest.size = !0xfff;
+    header.newest.lap = header.lap;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cache_path(dir.path()))
+        .unwrap();
+    file.seek(SeekFrom::Start(4 << 20)).unwrap();
+    file.write_all(&header.encode()).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+
+    let pool = reimport(dir.path());
+    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    let stats = l2(&pool);
+    assert_eq!(stats.l2_rebuild_cksum_lb_errors, 1, "{stats:?}");
+    assert_eq!(stats.l2_rebuild_bufs, 0);
+    check_clean(&pool, "after a crafted log pointer");
+    pool.export().unwrap();
+}

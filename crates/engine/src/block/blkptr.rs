@@ -986,4 +986,4 @@ impl fmt::Display for BlockPtr {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -490,4 +490,44 @@ mod tests {
         wrong_type.root.object_type = ObjectType::PlainFile;
         assert!(BpTreeEntry::decode(&wrong_type.encode()).is_err());
     }
+
+    // Fuzzers of the header and entry decoders (docs/design.md §6, invariant 6; `crate::fuzz`
+    // says how to run them long).
+    proptest::proptest! {
+        #[test]
+        fn header_decoder_never_panics(
+            words in proptest::collection::vec(proptest::prelude::any::<u64>(), 6),
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let valid: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+            let bytes = crate::fuzz::mutate(valid, &mutations);
+            if let Ok(header) = BpTreeHeader::decode(&bytes) {
+                proptest::prop_assert_eq!(&header.encode()[..], &bytes[..BPTREE_HEADER_SIZE]);
+            }
+        }
+
+        #[test]
+        fn entry_decoder_never_panics(
+            root in crate::block::blkptr::tests::normal_strategy(),
+            min_birth: u64,
+            object: u64,
+            blkid: u64,
+            failed: bool,
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let mut root = root;
+            root.object_type = ObjectType::Objset;
+            root.level = 0;
+            let entry = BpTreeEntry {
+                root,
+                min_birth: Txg(min_birth),
+                bookmark: Bookmark { object, blkid },
+                failed,
+            };
+            let bytes = crate::fuzz::mutate(entry.encode().to_vec(), &mutations);
+            if let Ok(entry) = BpTreeEntry::decode(&bytes) {
+                proptest::prop_assert_eq!(&entry.encode()[..], &bytes[..]);
+            }
+        }
+    }
 }

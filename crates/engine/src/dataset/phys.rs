@@ -375,6 +375,51 @@ mod fuzz {
         }
 
         #[test]
+        fn mutated_dataset_records_never_panic(
+            words in proptest::collection::vec(any::<u64>(), 8),
+            snapshot: bool,
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let dataset = DatasetPhys {
+                dir_object: ObjectId(words[0]),
+                snapshot_names_object: ObjectId(words[1]),
+                creation_time: words[2],
+                creation_txg: Txg(words[3]),
+                referenced_bytes: words[4],
+                guid: Guid(words[5]),
+                flags: if snapshot { DS_FLAG_SNAPSHOT } else { 0 },
+                root: BlockPtr::hole(Txg(5), crate::block::blkptr::ObjectType::Objset, 0),
+                livelist_object: ObjectId(words[6]),
+                log_floor: Txg(words[7]),
+                prev_snapshot_object: ObjectId(0),
+                prev_snapshot_txg: Txg(0),
+                next_snapshot_object: ObjectId(0),
+                deadlist_object: ObjectId(0),
+                compressed_bytes: 0,
+                uncompressed_bytes: 0,
+                unique_bytes: 0,
+                clone_count: 0,
+                next_clones_object: ObjectId(0),
+                user_holds_object: ObjectId(0),
+                snapshot_props_object: ObjectId(0),
+            };
+            let bytes = crate::fuzz::mutate(dataset.encode().to_vec(), &mutations);
+            if let Ok(decoded) = DatasetPhys::decode(&bytes) {
+                prop_assert_eq!(DatasetPhys::decode(&decoded.encode()).unwrap(), decoded);
+            }
+            let dir = DatasetDirPhys {
+                head_dataset_object: ObjectId(words[0]),
+                children_object: ObjectId(words[1]),
+                used_bytes: words[4],
+                ..Default::default()
+            };
+            let bytes = crate::fuzz::mutate(dir.encode().to_vec(), &mutations);
+            if let Ok(decoded) = DatasetDirPhys::decode(&bytes) {
+                prop_assert_eq!(DatasetDirPhys::decode(&decoded.encode()).unwrap(), decoded);
+            }
+        }
+
+        #[test]
         fn dataset_dir_round_trips(values in proptest::collection::vec(any::<u64>(), 17)) {
             let dir = DatasetDirPhys {
                 head_dataset_object: ObjectId(values[0]),

@@ -56,6 +56,8 @@
 //! Lists are changed by one thread at a time for a given list (the sync thread for pool lists);
 //! the caller serializes. Changes go through the object set's transactions like any object.
 
+use std::collections::HashSet;
+
 use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
 use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::types::ObjectId;
@@ -546,13 +548,17 @@ impl<'a> BpObj<'a> {
         &self,
         visit: &mut dyn FnMut(&BpObjEntry) -> Result<(), ObjectError>,
     ) -> Result<(), ObjectError> {
-        self.iterate_at_depth(visit, 0)
+        self.iterate_at_depth(visit, 0, &mut HashSet::from([self.object]))
     }
 
+    /// As [`BpObj::iterate`]; `seen` holds every list entered so far. Sub-lists form a tree (a
+    /// merge hands a list over, never shares it), so a list met twice is damage: without the
+    /// check, lists that each name the next many times make a walk exponential in the depth.
     fn iterate_at_depth(
         &self,
         visit: &mut dyn FnMut(&BpObjEntry) -> Result<(), ObjectError>,
         depth: u32,
+        seen: &mut HashSet<ObjectId>,
     ) -> Result<(), ObjectError> {
         if depth > SUBLIST_DEPTH_MAX {
             return Err(corrupt(self.object, "sub-lists nested too deep"));
@@ -567,8 +573,15 @@ impl<'a> BpObj<'a> {
             first += count;
         }
         for index in 0..self.header.sublist_count {
-            let sub = BpObj::open(self.store, self.sublist_at(index)?)?;
-            sub.iterate_at_depth(visit, depth + 1)?;
+            let sublist = self.sublist_at(index)?;
+            if !seen.insert(sublist) {
+                return Err(corrupt(
+                    self.object,
+                    format!("sub-list {index} is list {sublist}, which the walk already entered"),
+                ));
+            }
+            let sub = BpObj::open(self.store, sublist)?;
+            sub.iterate_at_depth(visit, depth + 1, seen)?;
         }
         Ok(())
     }

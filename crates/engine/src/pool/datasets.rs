@@ -32,7 +32,7 @@
 //! `namespace` serializes create, destroy, set and inherit. The table (`datasets`) is a
 //! read-mostly map; the sync thread clones the list of datasets at the start of each txg.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, ObjectType};
@@ -252,11 +252,14 @@ impl PoolCore {
     /// Load every dataset below the root from the MOS (import). Nothing here fails the
     /// import: a child whose records or object set cannot be read is left unavailable or
     /// unlisted, and `damaged` says which and why, while the rest of the hierarchy loads.
+    /// `loaded` holds the directory objects loaded so far (the root's first): the hierarchy
+    /// is a tree, so a child naming one of them is damage, not a reason to recurse for ever.
     pub(super) fn load_children(
         &self,
         relative: &str,
         dir: &DatasetDirPhys,
         damaged: &mut Vec<String>,
+        loaded: &mut HashSet<ObjectId>,
     ) {
         let entries = match self.list_children(dir) {
             Ok(entries) => entries,
@@ -292,8 +295,16 @@ impl PoolCore {
             } else {
                 format!("{relative}/{name}")
             };
-            match self.open_dataset(&child, ObjectId(u64::from_le_bytes(value))) {
-                Ok(child_dir) => self.load_children(&child, &child_dir, damaged),
+            let child_object = ObjectId(u64::from_le_bytes(value));
+            if !loaded.insert(child_object) {
+                damaged.push(format!(
+                    "dataset {} names directory {child_object}, which is loaded already",
+                    self.full_name(&child)
+                ));
+                continue;
+            }
+            match self.open_dataset(&child, child_object) {
+                Ok(child_dir) => self.load_children(&child, &child_dir, damaged, loaded),
                 Err(error) => damaged.push(format!(
                     "dataset {} and its children cannot be loaded: {error}",
                     self.full_name(&child)

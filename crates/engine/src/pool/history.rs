@@ -367,4 +367,40 @@ mod tests {
         assert!(RingHeader::decode(&overfull.encode()).is_err());
         assert!(RingHeader::decode(&[1u8; 8]).is_err());
     }
+
+    // Fuzzers of the history object's decoders (docs/design.md §6, invariant 6;
+    // `crate::fuzz` says how to run them long).
+    proptest::proptest! {
+        #[test]
+        fn ring_header_decoder_never_panics(
+            words in proptest::collection::vec(proptest::prelude::any::<u64>(), 4),
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let mut valid: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+            valid[..8].copy_from_slice(&HISTORY_VERSION.to_le_bytes());
+            let bytes = crate::fuzz::mutate(valid, &mutations);
+            if let Ok(header) = RingHeader::decode(&bytes) {
+                proptest::prop_assert_eq!(&header.encode()[..], &bytes[..HISTORY_HEADER_SIZE]);
+            }
+        }
+
+        #[test]
+        fn record_decoder_never_panics(
+            user in "[a-z]{0,8}",
+            host in "[a-z]{0,8}",
+            command in ".{0,40}",
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let record = HistoryRecord {
+                time_seconds: 1,
+                uid: 2,
+                txg: 3,
+                user,
+                host,
+                command,
+            };
+            let bytes = crate::fuzz::mutate(record.encode()[4..].to_vec(), &mutations);
+            let _ = HistoryRecord::decode(&bytes);
+        }
+    }
 }

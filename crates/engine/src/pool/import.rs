@@ -194,7 +194,28 @@ impl Pool {
         }
         let mut tops = Vec::new();
         let mut uberblock_slots: Vec<Vec<u8>> = Vec::new();
+        // The vdev tree asserts unique ids (every lookup is by id): a config is checked first.
+        let mut ids = std::collections::HashSet::new();
         for top_config in &config.vdev_tree {
+            if !ids.insert(top_config.id) {
+                return Err(VdevError::InvalidConfig {
+                    top: VdevId(top_config.id),
+                    what: "the config names this top-level vdev twice".into(),
+                }
+                .into());
+            }
+        }
+        for top_config in &config.vdev_tree {
+            // The geometry first: a missing leaf's stand-in is sized from the config's `asize`.
+            crate::space::check_metaslab_geometry(
+                top_config.asize,
+                top_config.ms_shift,
+                top_config.ashift,
+            )
+            .map_err(|what| VdevError::InvalidConfig {
+                top: VdevId(top_config.id),
+                what,
+            })?;
             let mut leaves = Vec::new();
             for leaf_config in &top_config.children {
                 let Some(path) = paths_by_guid.get(&leaf_config.guid) else {
@@ -532,7 +553,12 @@ impl Pool {
             core.root.detach_objset();
             core.root.set_unavailable(format!("snapshots: {error}"));
         }
-        core.load_children("", &core.root.dir(), &mut damaged);
+        core.load_children(
+            "",
+            &core.root.dir(),
+            &mut damaged,
+            &mut std::collections::HashSet::from([core.root.dir_object]),
+        );
         for (_, dataset) in core.dataset_list() {
             if let Some(why) = dataset.unavailable() {
                 damaged.push(format!("dataset {} is unavailable: {why}", dataset.name()));

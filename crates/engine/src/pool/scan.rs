@@ -1332,4 +1332,58 @@ mod tests {
         }
         assert!(ScanExtension::decode(&bytes[..bytes.len() - 1]).is_err());
     }
+
+    // Fuzzers of the scan object's two decoders (docs/design.md §6, invariant 6; `crate::fuzz`
+    // says how to run them long).
+    proptest::proptest! {
+        #[test]
+        fn scan_phys_decoder_never_panics(
+            function in 0u8..4,
+            state in 0u8..4,
+            words in proptest::collection::vec(proptest::prelude::any::<u64>(), 14),
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let mut valid = vec![0u8; SCAN_PHYS_SIZE];
+            valid[0..4].copy_from_slice(&SCAN_MAGIC.to_le_bytes());
+            valid[4..6].copy_from_slice(&SCAN_VERSION.to_le_bytes());
+            valid[6] = function;
+            valid[7] = state;
+            for (index, word) in words.iter().enumerate() {
+                valid[16 + 8 * index..24 + 8 * index].copy_from_slice(&word.to_le_bytes());
+            }
+            let bytes = crate::fuzz::mutate(valid, &mutations);
+            if let Ok(phys) = ScanPhys::decode(&bytes) {
+                let encoded = phys.encode();
+                // Bytes 9..16 are padding the decoder does not read.
+                proptest::prop_assert_eq!(&encoded[..9], &bytes[..9]);
+                proptest::prop_assert_eq!(&encoded[16..], &bytes[16..SCAN_PHYS_SIZE]);
+            }
+        }
+
+        #[test]
+        fn scan_extension_decoder_never_panics(
+            catch_ups in proptest::collection::vec((1u64.., 0u64..1000, 1u64..1000), 0..6),
+            unusable in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..6),
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let extension = ScanExtension {
+                catch_ups: catch_ups
+                    .iter()
+                    .map(|&(objset, min, span)| CatchUp {
+                        objset,
+                        min_txg: Txg(min),
+                        max_txg: Txg(min + span),
+                    })
+                    .collect(),
+                unusable: unusable.into_iter().map(Guid).collect(),
+            };
+            let bytes = crate::fuzz::mutate(extension.encode(), &mutations);
+            if let Ok(decoded) = ScanExtension::decode(&bytes) {
+                if decoded != ScanExtension::default() {
+                    let encoded = decoded.encode();
+                    proptest::prop_assert_eq!(&encoded[..], &bytes[..encoded.len()]);
+                }
+            }
+        }
+    }
 }

@@ -129,5 +129,20 @@ mod tests {
         fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = Uberblock::decode(&bytes);
         }
+
+        #[test]
+        fn decoding_mutated_uberblocks_never_panics(mutations in crate::fuzz::mutations(), reseal: bool) {
+            let mut bytes = crate::fuzz::mutate(sample().encode().to_vec(), &mutations);
+            // Resealed, the damage reaches the fields behind the checksum.
+            if reseal && bytes.len() >= UBERBLOCK_SIZE {
+                let checksum = blake3::hash(&bytes[..CHECKSUMMED_BYTES]);
+                bytes[CHECKSUMMED_BYTES..UBERBLOCK_SIZE].copy_from_slice(checksum.as_bytes());
+            }
+            if let Ok(Some(uberblock)) = Uberblock::decode(&bytes) {
+                // What decodes encodes to the same fields (the reserved bytes 176..224 are
+                // covered by the checksum but not required to be zero, §2.2).
+                prop_assert_eq!(&uberblock.encode()[..176], &bytes[..176]);
+            }
+        }
     }
 }

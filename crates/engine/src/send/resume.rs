@@ -339,4 +339,24 @@ mod tests {
             let _ = ResumeToken::decode(&text);
         }
     }
+
+    // The saved receive's description is CBOR in a dataset's property; mutated, it is refused
+    // or decodes to something that encodes the same way (docs/design.md §6, invariant 6).
+    proptest::proptest! {
+        #[test]
+        fn stream_description_decoder_never_panics(mutations in crate::fuzz::mutations()) {
+            let bytes = crate::fuzz::mutate(token().stream.encode(), &mutations);
+            if let Ok(description) = StreamDescription::decode(&bytes) {
+                let again = StreamDescription::decode(&description.encode()).unwrap();
+                proptest::prop_assert_eq!(again, description);
+            }
+        }
+
+        #[test]
+        fn stream_description_decoder_on_arbitrary_bytes_never_panics(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
+            let _ = StreamDescription::decode(&bytes);
+        }
+    }
 }

@@ -180,6 +180,48 @@ pub fn metaslab_geometry(asize: u64, tunables: &Tunables) -> (u32, u64) {
     (shift, asize >> shift)
 }
 
+/// The most metaslabs one top-level vdev may have. Each costs memory from import on (its
+/// struct, trees and space-map state: kilobytes), so a count read from a label or the MOS is
+/// checked against this before anything is allocated per metaslab. [`metaslab_geometry`] never
+/// makes more: `Tunables::validate` keeps the count tunables at or below it.
+pub const METASLAB_COUNT_MAX: u64 = 1 << 17;
+
+/// The smallest metaslab shift a vdev may have (64 KiB metaslabs); `Tunables::validate` keeps
+/// `vdev_min_ms_shift` at or above it, so [`metaslab_geometry`] never makes smaller ones.
+pub const METASLAB_SHIFT_MIN: u32 = 16;
+
+/// The largest data area of a top-level vdev, 4 EiB: far beyond any device, and small enough
+/// that a device's size computed from it (labels and reserves added) cannot overflow.
+pub const ASIZE_MAX: u64 = 1 << 62;
+
+/// Check a top-level vdev's metaslab geometry as a config or caller describes it, before any
+/// metaslab is built or any device is sized from it: `asize` at most [`ASIZE_MAX`], `ms_shift`
+/// within [`METASLAB_SHIFT_MIN`] and 62 and not below the sector shift, and `asize >> ms_shift`
+/// metaslabs, at least one and at most [`METASLAB_COUNT_MAX`]. Returns the metaslab count, or
+/// what is wrong, naming the field. (That the metaslabs fit on the devices is checked where the
+/// devices are known, `TopVdev::new`.)
+pub fn check_metaslab_geometry(asize: u64, ms_shift: u32, ashift: u32) -> Result<u64, String> {
+    if asize > ASIZE_MAX {
+        return Err(format!(
+            "asize {asize} is over the limit of {ASIZE_MAX} bytes"
+        ));
+    }
+    if ms_shift < ashift.max(METASLAB_SHIFT_MIN) || ms_shift >= 63 {
+        return Err(format!(
+            "metaslab shift {ms_shift} outside [{}, 62] for ashift {ashift}",
+            ashift.max(METASLAB_SHIFT_MIN)
+        ));
+    }
+    let ms_count = asize >> ms_shift;
+    if ms_count == 0 || ms_count > METASLAB_COUNT_MAX {
+        return Err(format!(
+            "asize {asize} makes {ms_count} metaslabs of 2^{ms_shift} bytes; \
+             between 1 and {METASLAB_COUNT_MAX} are allowed"
+        ));
+    }
+    Ok(ms_count)
+}
+
 /// Metaslabs of one top-level vdev.
 struct Group {
     vdev: VdevId,
@@ -611,17 +653,8 @@ impl SpaceManager {
                 "ashift {ashift} outside [{SPA_MINBLOCKSHIFT}, 16]"
             )));
         }
-        if ms_shift < ashift || ms_shift >= 63 || ms_shift - ashift >= 47 {
-            return Err(invalid(format!(
-                "metaslab shift {ms_shift} impossible with ashift {ashift}"
-            )));
-        }
-        let ms_count = asize >> ms_shift;
-        if ms_count == 0 || ms_count > 1 << 24 {
-            return Err(invalid(format!(
-                "{asize} bytes make {ms_count} metaslabs of 2^{ms_shift}"
-            )));
-        }
+        // Checked before the per-metaslab vectors below are sized by the count.
+        let ms_count = check_metaslab_geometry(asize, ms_shift, ashift).map_err(invalid)?;
         let block_size = self.metaslab_map_block_size();
         let mut metaslabs = Vec::with_capacity(ms_count as usize);
         let mut ids = vec![0u8; ms_count as usize * 8];

@@ -1008,6 +1008,24 @@ pub(crate) mod tests {
         }
 
         #[test]
+        fn mutated_headers_never_panic(
+            length in 0u64..1 << 40,
+            allocated: i64,
+            shift in crate::types::SPA_MINBLOCKSHIFT..=24,
+            mutations in crate::fuzz::mutations(),
+        ) {
+            let header = SpaceMapHeader {
+                length_bytes: length * WORD_SIZE,
+                allocated_bytes: allocated,
+                ..SpaceMapHeader::new(shift)
+            };
+            let bytes = crate::fuzz::mutate(header.encode().to_vec(), &mutations);
+            if let Ok(decoded) = SpaceMapHeader::decode(&bytes, ObjectId(1)) {
+                prop_assert_eq!(&decoded.encode()[..], &bytes[..]);
+            }
+        }
+
+        #[test]
         fn append_then_replay_round_trips(
             segments in proptest::collection::vec((0u64..4096, 1u64..40000), 1..40),
             vdev in proptest::option::of(0u32..1000),

@@ -216,8 +216,10 @@ impl TopVdev {
                 "asize {asize} is not a positive multiple of the sector size"
             ));
         }
-        if ms_shift < ashift || ms_shift >= 64 {
-            return invalid(format!("ms_shift {ms_shift} for ashift {ashift}"));
+        // A config's metaslab geometry is refused here, before devices are read or any metaslab
+        // is built: a crafted label could otherwise ask import for millions of metaslabs.
+        if let Err(what) = crate::space::check_metaslab_geometry(asize, ms_shift, ashift) {
+            return invalid(what);
         }
         for child in &children {
             if child.allocatable_bytes() < asize {

@@ -291,7 +291,7 @@ fn sizes(compression: Compression, physical_max: u32) -> BoxedStrategy<(u32, u32
     }
 }
 
-fn normal_strategy() -> impl Strategy<Value = BlockPtr> {
+pub(crate) fn normal_strategy() -> impl Strategy<Value = BlockPtr> {
     (
         compression_strategy(),
         checksum_type_strategy(),

@@ -77,6 +77,11 @@ pub const LOG_ENTRY_SIZE: usize = 40;
 pub const LOG_ENTRIES_MAX: usize = 1022;
 /// Size of an encoded log pointer.
 pub const LOG_POINTER_SIZE: usize = 56;
+/// The largest log block on the device: [`LOG_ENTRIES_MAX`] entries, rounded to the sector. A
+/// pointer read from the device that claims more is damaged (checked before the block is read
+/// into memory of that size).
+pub const LOG_BLOCK_SIZE_MAX: u64 =
+    sector_round((LOG_BLOCK_HEADER + LOG_ENTRIES_MAX * LOG_ENTRY_SIZE) as u64);
 /// The ring's sector: buffers and log blocks start at multiples of it (so O_DIRECT works).
 pub const RING_SECTOR: u64 = 4096;
 /// The largest log block, padded to the sector.
@@ -92,7 +97,7 @@ const _: () = assert!(DEVICE_HEADER_ENCODED as u64 <= DEVICE_HEADER_SIZE);
 const _: () = assert!(LOG_BLOCK_MAX == 45056);
 
 /// Round `bytes` up to the ring's sector.
-pub fn sector_round(bytes: u64) -> u64 {
+pub const fn sector_round(bytes: u64) -> u64 {
     bytes.div_ceil(RING_SECTOR) * RING_SECTOR
 }
 

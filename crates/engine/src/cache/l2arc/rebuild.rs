@@ -167,6 +167,16 @@ impl L2Arc {
                 header.feed_max,
             )
         {
+            // The size is the pointer's word: bounded before it sizes the read.
+            if u64::from(pointer.size) > super::format::LOG_BLOCK_SIZE_MAX {
+                log::warn!(
+                    "l2arc: {}: log pointer at {:#x} claims {} bytes, more than a log block; rebuild ends there",
+                    device.path.display(),
+                    pointer.offset,
+                    pointer.size
+                );
+                return (found, Some(Stop::BadBlock));
+            }
             let mut bytes = vec![0u8; pointer.size as usize];
             if device
                 .leaf

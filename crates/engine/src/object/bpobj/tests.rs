@@ -394,6 +394,51 @@ fn destroy_removes_every_object_without_reading_entries() {
     assert!(store.largest_read.get() <= 8, "only sub-list ids were read");
 }
 
+/// Lists whose sub-list arrays each name the next list many times (issue 38, part 2): the depth
+/// limit alone let a walk enter `WIDTH^depth` lists, so sixteen small crafted objects made
+/// `iterate` run for ever. Sub-lists form a tree, so the walk now refuses a list it has already
+/// entered, naming the parent and the sub-list, after at most one entry per distinct list.
+#[test]
+fn a_list_named_twice_among_sub_lists_is_corruption_not_an_endless_walk() {
+    const WIDTH: u64 = 8;
+    let store = MemStore::new(512);
+    let mut next = BpObj::create(&store, &TX).unwrap();
+    BpObj::open(&store, next)
+        .unwrap()
+        .append(&TX, &entries(0..1))
+        .unwrap();
+    for _ in 0..SUBLIST_DEPTH_MAX {
+        let list = BpObj::create(&store, &TX).unwrap();
+        let array = store.create(&TX, ObjectType::ObjectArray, &[]).unwrap();
+        for index in 0..WIDTH {
+            store
+                .write(&TX, array, index * 8, &next.0.to_le_bytes())
+                .unwrap();
+        }
+        let header = BpObjHeader {
+            sublist_array: array.0,
+            sublist_count: WIDTH,
+            ..BpObjHeader::default()
+        };
+        store.set_header(&TX, list, &header.encode()).unwrap();
+        next = list;
+    }
+    let mut visited = 0u64;
+    let error = BpObj::open(&store, next)
+        .unwrap()
+        .iterate(&mut |_| {
+            visited += 1;
+            Ok(())
+        })
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, ObjectError::Corrupt(_)) && message.contains("already entered"),
+        "{message}"
+    );
+    assert_eq!(visited, 1, "the one entry, once");
+}
+
 #[test]
 fn damaged_lists_are_corruption_errors_not_panics() {
     let store = MemStore::new(512);
@@ -484,6 +529,44 @@ proptest! {
             let rest = collect(&list);
             prop_assert_eq!(list.space(), total(&rest));
             prop_assert_eq!(rest.len() as u64, added - drained);
+        }
+    }
+}
+
+// Fuzzers of the two on-disk decoders (docs/design.md §6, invariant 6; `crate::fuzz` says how
+// to run them long). Livelists store the same entries, with the FREE flag.
+proptest! {
+    #[test]
+    fn entry_decoder_on_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok(entry) = BpObjEntry::decode(&bytes) {
+            prop_assert_eq!(&entry.encode()[..], &bytes[..]);
+        }
+    }
+
+    #[test]
+    fn entry_decoder_on_mutated_entries_never_panics(
+        bp in crate::block::blkptr::tests::normal_strategy(),
+        free: bool,
+        mutations in crate::fuzz::mutations(),
+    ) {
+        let valid = BpObjEntry { bp, free }.encode().to_vec();
+        let bytes = crate::fuzz::mutate(valid, &mutations);
+        if let Ok(entry) = BpObjEntry::decode(&bytes) {
+            prop_assert_eq!(&entry.encode()[..], &bytes[..]);
+        }
+    }
+
+    #[test]
+    fn header_decoder_never_panics(
+        words in proptest::collection::vec(any::<u64>(), 8),
+        mutations in crate::fuzz::mutations(),
+    ) {
+        let valid: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+        let bytes = crate::fuzz::mutate(valid, &mutations);
+        if let Ok(header) = BpObjHeader::decode(&bytes) {
+            if !bytes.is_empty() {
+                prop_assert_eq!(&header.encode()[..], &bytes[..BPOBJ_HEADER_SIZE]);
+            }
         }
     }
 }
