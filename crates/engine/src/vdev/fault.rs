@@ -96,6 +96,9 @@ pub struct FaultPlan {
     power_cut: AtomicBool,
     /// Seed of the power cut's choices.
     power_cut_seed: AtomicU64,
+    /// The share of unflushed writes a power cut keeps whole, in millionths, or `u64::MAX`
+    /// to draw it per cut (see [`FaultPlan::set_power_cut_kept_share`]).
+    power_cut_kept_share: AtomicU64,
     /// The write caches of the devices under this plan (weak: a closed device is gone).
     caches: Mutex<Vec<Weak<WriteCache>>>,
     /// What the last power cut did: writes kept whole, dropped, torn.
@@ -178,7 +181,7 @@ impl WriteCache {
     /// The power cut for this device: undo every unflushed write, newest first, then replay
     /// them in a random order, each kept, dropped or torn. What the undo leaves is the device
     /// as of its last flush with every durable write since (their bytes are in no extent).
-    fn cut(&self, seed: u64, outcome: &mut PowerCutOutcome) {
+    fn cut(&self, seed: u64, kept_share: Option<f64>, outcome: &mut PowerCutOutcome) {
         let mut pending = self.pending.lock();
         for extent in pending.iter().rev().flat_map(|write| &write.extents) {
             let _ = self.inner.write_at(extent.offset, &extent.old);
@@ -192,7 +195,8 @@ impl WriteCache {
         }
         // How much of the cache reaches the media differs from cut to cut: from almost
         // nothing to almost everything. Of the rest, a quarter is torn.
-        let keep = rng.gen_range(0.05..0.95);
+        let drawn = rng.gen_range(0.05..0.95);
+        let keep = kept_share.unwrap_or(drawn);
         for index in order {
             let write = &pending[index];
             let fate = if rng.gen_bool(keep) {
@@ -245,6 +249,7 @@ impl Default for FaultPlan {
             read_faults: Mutex::new(Vec::new()),
             power_cut: AtomicBool::new(false),
             power_cut_seed: AtomicU64::new(0),
+            power_cut_kept_share: AtomicU64::new(u64::MAX),
             caches: Mutex::new(Vec::new()),
             power_cut_outcome: Mutex::new(PowerCutOutcome::default()),
             io_delay_ns: AtomicU64::new(0),
@@ -325,6 +330,15 @@ impl FaultPlan {
         self.power_cut.store(true, Ordering::SeqCst);
     }
 
+    /// Fix the share of unflushed writes a power cut keeps whole (0.0 to 1.0) instead of
+    /// drawing it per cut: a test that must see an unflushed write lost (a guard of the model
+    /// itself) cuts with 0.0, the worst case, and does not depend on the draw.
+    pub fn set_power_cut_kept_share(&self, share: f64) {
+        let millionths = (share.clamp(0.0, 1.0) * 1e6) as u64;
+        self.power_cut_kept_share
+            .store(millionths, Ordering::SeqCst);
+    }
+
     /// The seed of the power-cut model (print it so that a failure reproduces).
     pub fn power_cut_seed(&self) -> u64 {
         self.power_cut_seed.load(Ordering::SeqCst)
@@ -354,6 +368,10 @@ impl FaultPlan {
             return;
         }
         let seed = self.power_cut_seed();
+        let kept_share = match self.power_cut_kept_share.load(Ordering::SeqCst) {
+            u64::MAX => None,
+            millionths => Some(millionths as f64 / 1e6),
+        };
         let caches: Vec<Arc<WriteCache>> = self
             .caches
             .lock()
@@ -362,7 +380,7 @@ impl FaultPlan {
             .collect();
         let mut outcome = PowerCutOutcome::default();
         for cache in caches {
-            cache.cut(seed, &mut outcome);
+            cache.cut(seed, kept_share, &mut outcome);
         }
         *self.power_cut_outcome.lock() = outcome;
     }
