@@ -500,6 +500,18 @@ impl PoolCore {
         *self.scan.heals_counted.lock() = self.io.heal_counts();
         if !self.readonly {
             self.resilver_if_needed();
+            // A crash between a scan's end and the txg that detaches a finished
+            // replacement's old leaf leaves the replacement whole (its log empty) but
+            // pending, and no scan end would come to finish it: finish it now.
+            let scanning = self
+                .scan
+                .phys
+                .lock()
+                .as_ref()
+                .is_some_and(|phys| phys.state == ScanState::Scanning);
+            if !scanning {
+                self.finish_replacements();
+            }
         }
         self.update_scan_work();
         Ok(())
