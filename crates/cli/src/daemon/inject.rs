@@ -6,10 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tarn::fs::FileSystem;
 use tarn::object::tree::visit_tree_blocks;
 use tarn::pool::Pool;
-use tarn::types::ObjectId;
 use tarn::vdev::inject::{DeviceRange, InjectedFault, InjectedIo, Injection, InjectionStatus};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
 
@@ -307,29 +305,9 @@ fn object_ranges(
         )));
     };
     let objset = pool.dataset_objset(dataset)?;
-    let number = match target.parse::<u64>() {
-        Ok(number) => number,
-        Err(_) => {
-            let fs = FileSystem::open_read_only(objset.clone(), pool.core.txgs.clone())
-                .map_err(|error| Failure(format!("cannot open {dataset}: {error}")))?;
-            let mut ino = fs.root();
-            for name in target.split('/').filter(|name| !name.is_empty()) {
-                ino = fs
-                    .lookup(ino, name.as_bytes())
-                    .map_err(|error| Failure(format!("{dataset}: {target}: {error}")))?
-                    .ino;
-            }
-            ino
-        }
-    };
+    let (number, dnode) = super::inspect::synced_object(pool, &objset, dataset, target)?;
     let failed =
         |error: tarn::object::ObjectError| Failure(format!("{dataset}: object {number}: {error}"));
-    let dnode = objset.synced_dnode(ObjectId(number)).map_err(failed)?;
-    if dnode.is_free() || number == 0 {
-        return Err(Failure(format!(
-            "{dataset}: object {number} does not exist in the last synced txg (try tarn pool sync)"
-        )));
-    }
     let mut ranges = Vec::new();
     visit_tree_blocks(&pool.core.io, &dnode, &mut |_, bp| {
         if level.is_some_and(|level| bp.level != level) || bp.embedded {

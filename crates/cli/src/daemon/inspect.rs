@@ -105,6 +105,41 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
     }
 }
 
+/// The object `target` names in `dataset`'s object set `objset` (a path from the root, or an
+/// object number) and its dnode as of the last synced txg; an error if it does not exist
+/// there. Shared by `tarn debug object` and `tarn inject -o`.
+pub(super) fn synced_object(
+    pool: &Pool,
+    objset: &Arc<tarn::object::ObjectSet>,
+    dataset: &str,
+    target: &str,
+) -> Result<(u64, tarn::object::phys::DnodePhys), Failure> {
+    let object = match target.parse::<u64>() {
+        Ok(object) => object,
+        Err(_) => {
+            let fs = FileSystem::open_read_only(objset.clone(), pool.core.txgs.clone())
+                .map_err(|error| Failure(format!("cannot open {dataset}: {error}")))?;
+            let mut ino = fs.root();
+            for name in target.split('/').filter(|name| !name.is_empty()) {
+                ino = fs
+                    .lookup(ino, name.as_bytes())
+                    .map_err(|error| Failure(format!("{dataset}: {target}: {error}")))?
+                    .ino;
+            }
+            ino
+        }
+    };
+    let dnode = objset
+        .synced_dnode(ObjectId(object))
+        .map_err(|error| Failure(format!("{dataset}: object {object}: {error}")))?;
+    if dnode.is_free() || object == 0 {
+        return Err(Failure(format!(
+            "{dataset}: object {object} does not exist in the last synced txg (try tarn pool sync)"
+        )));
+    }
+    Ok((object, dnode))
+}
+
 /// `tarn debug object DATASET PATH|OBJECT`: the object's dnode, its spill block and every
 /// block pointer of its tree with the first data block each covers, as `zdb -ddddd` prints
 /// them, read from the last synced txg (the file system is opened read-only: nothing of the
@@ -120,29 +155,9 @@ fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Fail
         Some(hold) => pool.held_objset(hold)?,
         None => pool.dataset_objset(dataset)?,
     };
-    let fs = FileSystem::open_read_only(objset.clone(), pool.core.txgs.clone())
-        .map_err(|error| Failure(format!("cannot open {dataset}: {error}")))?;
-    let object = match target.parse::<u64>() {
-        Ok(object) => object,
-        Err(_) => {
-            let mut ino = fs.root();
-            for name in target.split('/').filter(|name| !name.is_empty()) {
-                ino = fs
-                    .lookup(ino, name.as_bytes())
-                    .map_err(|error| Failure(format!("{dataset}: {target}: {error}")))?
-                    .ino;
-            }
-            ino
-        }
-    };
+    let (object, dnode) = synced_object(pool, &objset, dataset, target)?;
     let failed =
         |error: tarn::object::ObjectError| Failure(format!("{dataset}: object {object}: {error}"));
-    let dnode = objset.synced_dnode(ObjectId(object)).map_err(failed)?;
-    if dnode.is_free() || object == 0 {
-        return Err(Failure(format!(
-            "{dataset}: object {object} does not exist in the last synced txg (try tarn pool sync)"
-        )));
-    }
     let mut text = String::new();
     let _ = writeln!(
         text,
