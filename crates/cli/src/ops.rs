@@ -278,16 +278,21 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
                     _ => "",
                 };
                 let label = format!("{}{}{old_suffix}", "  ".repeat(depth), leaf.path.display());
+                let absent = absent_leaf_problem(pool, leaf);
+                let note = match absent {
+                    Some(problem) => format!("  {}", problem.as_str()),
+                    None => crate::scan_report::leaf_note(pool, leaf),
+                };
                 text.push_str(&format!(
-                    "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}{}\n",
+                    "\t{label:<width$}{:<8} {:>4} {:>5} {:>5}{note}\n",
                     leaf.health().as_str(),
                     stats.read_errors,
                     stats.write_errors,
                     stats.checksum_errors,
-                    crate::scan_report::leaf_note(pool, leaf)
                 ));
                 children.push(serde_json::json!({
                     "path": leaf.path.display().to_string(), "guid": leaf.guid.0, "state": leaf.health().as_str(),
+                    "problem": absent.map(|problem| problem.as_str()),
                     "replacing": leaf.replaces().map(|guid| guid.0),
                     "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
                     "scan": crate::scan_report::leaf_json(pool, leaf),
@@ -378,6 +383,12 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
         problem("removed_device", "one or more devices went away while the pool was imported; the pool continues without them.", "put the device back and run 'tarn pool online POOL DEVICE', or replace it with 'tarn pool replace POOL DEVICE NEW_DEVICE'.")
     } else if faulted {
         problem("faulted_device", "one or more devices failed writes and missed data; the pool continues without them.", "repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.")
+    } else if leaves()
+        .any(|leaf| absent_leaf_problem(pool, &leaf) == Some(tarn::pool::VdevProblem::InvalidLabel))
+    {
+        // zpool's ZPOOL_STATUS_CORRUPT_LABEL_R: a disk is at the path but not as this pool's
+        // member (blank, wiped, or another pool's); importing again will not take it back.
+        problem("corrupt_label", "one or more devices could not be used because the label is missing or invalid; the pool continues without them.", &format!("replace the device in place with 'tarn pool replace {name} DEVICE' (a full resilver onto it), or put the pool's own device back at its path and import again."))
     } else if health != tarn::vdev::VdevHealth::Online && !offline {
         problem("missing_device", "one or more devices could not be opened; the pool continues without them.", "put the missing device back where the config names it and import again, then run 'tarn check'.")
     } else if failing {
@@ -391,6 +402,14 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
     } else {
         return None;
     })
+}
+
+/// Why a leaf that import did not find is still unusable (`None` for a leaf it opened), asked
+/// of the device at the leaf's path now, as zpool's `cannot open` and `corrupted data` notes.
+fn absent_leaf_problem(pool: &Pool, leaf: &tarn::vdev::Leaf) -> Option<tarn::pool::VdevProblem> {
+    leaf.device
+        .is_missing()
+        .then(|| tarn::pool::VdevProblem::of_absent_leaf(&leaf.path, pool.core.guid.0, leaf.guid.0))
 }
 
 /// The `cache` section of `pool status`: one line per cache device (ONLINE, or UNAVAIL when it

@@ -187,7 +187,7 @@ fn leaf_state(
         Some(path) => (path.clone(), None),
         None => {
             let path = PathBuf::from(&leaf.path);
-            let problem = why_unavailable(&path, pool_guid, leaf.guid);
+            let problem = VdevProblem::of_absent_leaf(&path, pool_guid, leaf.guid);
             (path, Some(problem))
         }
     };
@@ -204,17 +204,21 @@ fn leaf_state(
     }
 }
 
-/// Why the leaf `leaf_guid` of pool `pool_guid`, which no scanned device carries, is not at
-/// `path` either.
-fn why_unavailable(path: &Path, pool_guid: u64, leaf_guid: u64) -> VdevProblem {
-    match read_path_label(path) {
-        Err(PathProblem::CannotOpen) => VdevProblem::CannotOpen,
-        Err(PathProblem::NoValidLabel) => VdevProblem::InvalidLabel,
-        Ok((_, label)) if label.pool_guid == pool_guid && label.leaf_guid == leaf_guid => {
-            VdevProblem::NotSearched
+impl VdevProblem {
+    /// Why the leaf `leaf_guid` of pool `pool_guid`, which no scanned device carries (or
+    /// which an imported pool holds as missing), is not at `path` either. Read from the device
+    /// at `path` now: `pool status` asks again, so that it tells a disk still absent from one
+    /// that is back but blank (which only `pool replace` in place can take again).
+    pub fn of_absent_leaf(path: &Path, pool_guid: u64, leaf_guid: u64) -> VdevProblem {
+        match read_path_label(path) {
+            Err(PathProblem::CannotOpen) => VdevProblem::CannotOpen,
+            Err(PathProblem::NoValidLabel) => VdevProblem::InvalidLabel,
+            Ok((_, label)) if label.pool_guid == pool_guid && label.leaf_guid == leaf_guid => {
+                VdevProblem::NotSearched
+            }
+            // Another pool's device, or another vdev of this pool, now at this path.
+            Ok(_) => VdevProblem::InvalidLabel,
         }
-        // Another pool's device, or another vdev of this pool, now at this path.
-        Ok(_) => VdevProblem::InvalidLabel,
     }
 }
 
