@@ -312,3 +312,25 @@ impl Walker<'_> {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A walk's bookmark is read back from a scan's persisted state: any bytes decode to
+        /// a bookmark (16 bytes; a bookmark past the end of a tree only finds nothing to do)
+        /// or to an error naming the length, never a panic.
+        #[test]
+        fn bookmarks_decode_or_refuse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            match Bookmark::decode(&bytes) {
+                Ok(bookmark) => prop_assert_eq!(&bookmark.encode()[..], &bytes[..]),
+                Err(error) => {
+                    prop_assert_ne!(bytes.len(), BOOKMARK_SIZE);
+                    prop_assert!(error.to_string().contains("bookmark of"), "{}", error);
+                }
+            }
+        }
+    }
+}

@@ -571,6 +571,19 @@ fn is_stale(objset: &crate::object::ObjectSet, bookmark: &ErrorBookmark, birth: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// An error log key is read from the MOS: any bytes decode to an entry (24 bytes) or
+        /// to nothing, never a panic, and what decodes encodes back to the same bytes.
+        #[test]
+        fn error_bookmark_keys_never_panic(key in proptest::collection::vec(any::<u8>(), 0..64)) {
+            match ErrorBookmark::decode(&key) {
+                Some(bookmark) => prop_assert_eq!(&bookmark.encode()[..], &key[..]),
+                None => prop_assert_ne!(key.len(), ERRLOG_KEY_SIZE),
+            }
+        }
+    }
 
     #[test]
     fn bookmarks_round_trip_and_reject_bad_keys() {
