@@ -4,10 +4,12 @@
 //!
 //! Modules, in the order a run uses them: [`ops`] (the operation table), [`runner`] (the
 //! parent and the loop), [`child`] (the worker process), [`tag`] (self-describing blocks),
-//! [`journal`] (what the child promised), [`oracle`] (the verification).
+//! [`journal`] (what the child promised), [`oracle`] (the verification); [`mount`] runs the same kinds of
+//! operations through a FUSE mount of the daemon.
 
 pub mod child;
 pub mod journal;
+pub mod mount;
 pub mod ops;
 pub mod oracle;
 pub mod runner;

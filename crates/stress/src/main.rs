@@ -6,6 +6,7 @@
 //! tarn-stress --replay SEED --duration SECONDS --dir DIR
 //! tarn-stress --loop --duration SECONDS --dir DIR [--seed-duration SECONDS] [--threads T]
 //! any form: [--exclude OP,OP...]   leave operations out, to narrow a failure down
+//! tarn-stress --mount [--loop] --duration SECONDS --dir DIR [--seed N] [--threads T] [--tarn PATH]
 //! ```
 //! The first form runs one seed (a random one, printed, unless `--seed` names it) for the
 //! given time against a pool on sparse files in DIR, created there or re-imported: a parent
@@ -27,7 +28,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use tarn_stress::{child, ops, runner};
+use tarn_stress::{child, mount, ops, runner};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -57,6 +58,14 @@ struct Args {
     /// diagnostic, to narrow a failure down to the operations it needs.
     #[arg(long, value_name = "OP,...")]
     exclude: Option<String>,
+    /// Drive the file operations through a FUSE mount of the tarn daemon, which is the
+    /// process killed (see tarn_stress::mount); with --loop, fresh seeds of that.
+    #[arg(long, conflicts_with_all = ["replay", "exclude"])]
+    mount: bool,
+    /// With --mount: the tarn binary whose daemon serves the mount (default: the one beside
+    /// this program, else tarn on the PATH).
+    #[arg(long, value_name = "PATH", requires = "mount")]
+    tarn: Option<PathBuf>,
     /// Worker threads in each child.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
     threads: u64,
@@ -99,7 +108,27 @@ fn main() -> ExitCode {
     };
     let duration = Duration::from_secs(args.duration.unwrap_or(0));
     let threads = args.threads as usize;
-    let result = if args.loop_mode {
+    let tarn_binary = args.tarn.clone().unwrap_or_else(mount::default_tarn_binary);
+    let mount_options =
+        |seed: u64, dir: &std::path::Path, duration: Duration| mount::MountOptions {
+            dir: dir.to_path_buf(),
+            seed,
+            threads,
+            duration,
+            tarn: tarn_binary.clone(),
+        };
+    let result = if args.mount && args.loop_mode {
+        runner::loop_seeds(
+            &args.dir,
+            duration,
+            Duration::from_secs(args.seed_duration.max(1)),
+            |seed, dir, duration| mount::run_mount(&mount_options(seed, dir, duration)),
+        )
+    } else if args.mount {
+        let seed = args.seed.unwrap_or_else(|| rand::random::<u64>() >> 1);
+        println!("tarn-stress: seed {seed} (through a mount)");
+        mount::run_mount(&mount_options(seed, &args.dir, duration))
+    } else if args.loop_mode {
         runner::run_loop(
             &args.dir,
             duration,

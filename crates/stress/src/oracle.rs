@@ -34,6 +34,10 @@ use crate::tag::{birth_of, BlockState, Place, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET}
 pub const STAMP_NAME: &[u8] = b".stamp";
 /// The prefix of the extended attributes the tool sets (and verifies).
 pub const XATTR_PREFIX: &str = "user.stress.";
+/// The extended attribute that holds the birth of a file made through a mount, where the
+/// creation time cannot be read (see [`crate::mount`]); it does not start with
+/// [`XATTR_PREFIX`], so it is not taken for a tagged value.
+pub const BIRTH_XATTR: &str = "user.tarn-stress-birth";
 /// Bytes read per call when reading a file back.
 const READ_CHUNK: usize = 1 << 20;
 
@@ -88,8 +92,9 @@ pub fn verify_file(
     let attr = fs
         .getattr(ino)
         .map_err(|error| format!("inode {ino}: getattr: {error}"))?;
+    let birth = file_birth(fs, ino, &attr)?;
     let mut contents = FileContents {
-        birth: birth_of(&attr),
+        birth,
         size: attr.size,
         generations: Vec::new(),
     };
@@ -97,7 +102,7 @@ pub fn verify_file(
         let place = Place {
             family,
             ino,
-            birth: birth_of(&attr),
+            birth,
             offset,
         };
         match Tag::verify(bytes, place) {
@@ -154,6 +159,19 @@ pub fn verify_file(
         }
     }
     Ok(contents)
+}
+
+/// The birth a file's tags name: its [`BIRTH_XATTR`] when it has one (a file made through a
+/// mount), else its creation time.
+pub fn file_birth(fs: &FileSystem, ino: u64, attr: &tarn::fs::Attr) -> Result<u64, String> {
+    match fs.getxattr(ino, BIRTH_XATTR.as_bytes()) {
+        Ok(value) => value
+            .try_into()
+            .map(u64::from_le_bytes)
+            .map_err(|_| format!("inode {ino}: its birth xattr is not 8 bytes")),
+        Err(FsError::NoData) => Ok(birth_of(attr)),
+        Err(error) => Err(format!("inode {ino}: getxattr of its birth: {error}")),
+    }
 }
 
 /// The files of one tree, by inode number.

@@ -172,7 +172,14 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     // A pool found in place is verified before any child touches it: whatever happened to
     // it since the last run (another program, a crash of this one) is judged first.
     if reimport {
-        let problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
+        let problems = import_check_verify(
+            &pool_dir(dir),
+            POOL_NAME,
+            &tunables,
+            &promises,
+            round,
+            &mut summary,
+        );
         if !problems.is_empty() {
             record_failure(options, round, &problems, &mut summary);
             return Ok(summary);
@@ -206,7 +213,14 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         problems.append(&mut promises.failures);
         keep_crashed_images(dir)?;
         if problems.is_empty() {
-            problems = import_check_verify(dir, &tunables, &promises, round, &mut summary);
+            problems = import_check_verify(
+                &pool_dir(dir),
+                POOL_NAME,
+                &tunables,
+                &promises,
+                round,
+                &mut summary,
+            );
         }
         std::fs::write(&rounds_path, format!("{round}\n"))
             .map_err(|error| format!("{}: {error}", rounds_path.display()))?;
@@ -347,15 +361,18 @@ fn read_counts(dir: &Path) -> (u64, u64, u64) {
 
 /// Import, check, verify, check, export; adds what was done to `summary` and returns the
 /// problems found.
-fn import_check_verify(
-    dir: &Path,
+/// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
+/// `check` again and export; the inconsistencies found (the pool is left unexported then).
+pub(crate) fn import_check_verify(
+    vdevs: &Path,
+    name: &str,
     tunables: &Tunables,
     promises: &Promises,
     round: u64,
     summary: &mut Summary,
 ) -> Vec<String> {
-    let options = ImportOptions::new(vec![pool_dir(dir)], tunables.clone());
-    let pool = match Pool::import(POOL_NAME, options) {
+    let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
+    let pool = match Pool::import(name, options) {
         Ok((pool, _)) => pool,
         Err(error) => return vec![format!("round {round}: import: {error}")],
     };
@@ -393,6 +410,7 @@ fn import_check_verify(
     problems
 }
 
+/// Sync `pool` and run `check` on it; what is wrong goes to `problems`, prefixed with `when`.
 fn check(pool: &Pool, when: &str, problems: &mut Vec<String>) {
     if let Err(error) = pool.sync() {
         problems.push(format!("sync {when}: {error}"));
@@ -410,7 +428,7 @@ fn keep_crashed_images(dir: &Path) -> Result<(), String> {
     copy_sparse(&pool_dir(dir), &dir.join("crashed"))
 }
 
-fn copy_sparse(from: &Path, to: &Path) -> Result<(), String> {
+pub(crate) fn copy_sparse(from: &Path, to: &Path) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(to);
     let status = Command::new("cp")
         .arg("-r")
@@ -481,22 +499,39 @@ pub fn run_loop(
     threads: usize,
     excluded: &[Op],
 ) -> Result<Summary, String> {
+    loop_seeds(dir, duration, per_seed, |seed, seed_dir, duration| {
+        run(&RunOptions {
+            dir: seed_dir.to_path_buf(),
+            seed,
+            threads,
+            duration,
+            replay: false,
+            failures_dir: dir.to_path_buf(),
+            excluded: excluded.to_vec(),
+        })
+    })
+}
+
+/// Fresh seeds, each run by `run_seed(seed, its directory, its time)`, until `duration` is
+/// spent; a passed seed's directory is removed. The loop of [`run_loop`] and of the mount
+/// mode ([`crate::mount`]).
+pub fn loop_seeds(
+    dir: &Path,
+    duration: Duration,
+    per_seed: Duration,
+    run_seed: impl Fn(u64, &Path, Duration) -> Result<Summary, String>,
+) -> Result<Summary, String> {
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let end = Instant::now() + duration;
     let mut total = Summary::default();
     while Instant::now() + Duration::from_secs(1) < end {
         let seed: u64 = rand::random::<u64>() >> 1;
         let seed_dir = dir.join(format!("seed-{seed}"));
-        let options = RunOptions {
-            dir: seed_dir.clone(),
+        let summary = run_seed(
             seed,
-            threads,
-            duration: per_seed.min(end.saturating_duration_since(Instant::now())),
-            replay: false,
-            failures_dir: dir.to_path_buf(),
-            excluded: excluded.to_vec(),
-        };
-        let summary = run(&options)?;
+            &seed_dir,
+            per_seed.min(end.saturating_duration_since(Instant::now())),
+        )?;
         println!("seed {seed}: {}", summary.line());
         for failure in &summary.failures {
             println!("  FAILURE {failure}");
