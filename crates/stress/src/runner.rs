@@ -213,6 +213,9 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         problems.append(&mut promises.failures);
         keep_crashed_images(dir)?;
         if problems.is_empty() {
+            problems = check_rewind_targets(&pool_dir(dir), POOL_NAME, &tunables, round);
+        }
+        if problems.is_empty() {
             problems = import_check_verify(
                 &pool_dir(dir),
                 POOL_NAME,
@@ -361,6 +364,53 @@ fn read_counts(dir: &Path) -> (u64, u64, u64) {
 
 /// Import, check, verify, check, export; adds what was done to `summary` and returns the
 /// problems found.
+/// The rewind promise (`tarn::pool::fallback_uberblocks`): while a txg after the newest, N,
+/// is written, no block that the trees of N − 1 and N − 2 reference can be reused, so
+/// `import -F` (or an explicit rewind) may open either. Checked on the pool as the crash left
+/// it, before the import that replays its logs: each of N − 1 and N − 2 that has an
+/// uberblock is imported read-only and must `check` clean. A deferred free forgotten across an
+/// import shows here first (a block freed in N − 1 and reused in N leaves N − 1's tree pointing
+/// at overwritten data), which no check of the newest txg can see.
+pub(crate) fn check_rewind_targets(
+    vdevs: &Path,
+    name: &str,
+    tunables: &Tunables,
+    round: u64,
+) -> Vec<String> {
+    let options = |rewind_to: Option<tarn::types::Txg>| ImportOptions {
+        readonly: true,
+        rewind_to,
+        ..ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone())
+    };
+    let newest = match Pool::import(name, options(None)) {
+        Ok((pool, _)) => pool.last_synced_txg(),
+        Err(error) => return vec![format!("round {round}: read-only import: {error}")],
+    };
+    let mut problems = Vec::new();
+    for back in 1..=tarn::types::TXG_DEFER_SIZE as u64 {
+        let Some(target) = newest.0.checked_sub(back).map(tarn::types::Txg) else {
+            break;
+        };
+        match Pool::import(name, options(Some(target))) {
+            // An empty txg commits no uberblock: nothing to rewind to.
+            Err(tarn::pool::PoolError::NoUsableUberblock(..)) => {}
+            Err(error) => problems.push(format!(
+                "round {round}: rewind to txg {target} (newest {newest}): import: {error}"
+            )),
+            Ok((pool, _)) => match check_pool(&pool, false) {
+                Ok(report) if report.is_clean() => {}
+                Ok(report) => problems.push(format!(
+                    "round {round}: rewind to txg {target} (newest {newest}): check: {report:?}"
+                )),
+                Err(error) => problems.push(format!(
+                    "round {round}: rewind to txg {target} (newest {newest}): check: {error}"
+                )),
+            },
+        }
+    }
+    problems
+}
+
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
 /// `check` again and export; the inconsistencies found (the pool is left unexported then).
 pub(crate) fn import_check_verify(
