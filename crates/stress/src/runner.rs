@@ -48,6 +48,12 @@ const VDEV_SIZE: u64 = 96 << 20;
 const HANG_GRACE: Duration = Duration::from_secs(120);
 /// The range of a threaded child's life before its SIGKILL.
 const LIFE_MS: std::ops::Range<u64> = 300..5000;
+/// The range of a short life, which one round in [`SHORT_LIFE_ONE_IN`] gets: a child killed
+/// within the first txgs after its import, so that the rewind targets checked next
+/// ([`check_rewind_targets`]) are txgs before that import, where what the import mistook for
+/// free space (a deferred free it forgot) would have been overwritten.
+const SHORT_LIFE_MS: std::ops::Range<u64> = 20..300;
+const SHORT_LIFE_ONE_IN: u32 = 4;
 /// The range of a replayed (one-worker) child's operations before its SIGKILL.
 const LIFE_OPERATIONS: std::ops::Range<u64> = 30..3000;
 
@@ -192,6 +198,8 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         let mut round_rng = StdRng::seed_from_u64(round_seed);
         let death = if options.replay {
             Death::AfterOperations(round_rng.gen_range(LIFE_OPERATIONS))
+        } else if round_rng.gen_ratio(1, SHORT_LIFE_ONE_IN) {
+            Death::AfterTime(Duration::from_millis(round_rng.gen_range(SHORT_LIFE_MS)))
         } else {
             Death::AfterTime(Duration::from_millis(round_rng.gen_range(LIFE_MS)))
         };
@@ -398,7 +406,11 @@ pub(crate) fn check_rewind_targets(
                 "round {round}: rewind to txg {target} (newest {newest}): import: {error}"
             )),
             Ok((pool, _)) => match check_pool(&pool, false) {
-                Ok(report) if report.is_clean() => {}
+                Ok(report) if report.is_clean() => {
+                    log::info!(
+                        "round {round}: rewind to txg {target} (newest {newest}) checks clean"
+                    );
+                }
                 Ok(report) => problems.push(format!(
                     "round {round}: rewind to txg {target} (newest {newest}): check: {report:?}"
                 )),
