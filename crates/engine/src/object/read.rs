@@ -1,23 +1,74 @@
 //! Reading an object's data blocks (OpenZFS dmu_read and dbuf_read). A block is looked for
 //! where its newest contents are (`read_block_source`): the dirty copy of the newest txg not
-//! yet synced that changed it, zeros (freed, or the object created or removed, in such a txg),
-//! or else the object's block tree, whose block pointer is read through `BlockIo` and the ARC
+//! yet synced that changed it, zeros (freed, or the object created, in such a txg), or else
+//! the object's block tree, whose block pointer is read through `BlockIo` and the ARC
 //! with the object set's `primarycache` policy. A read for a read-modify-write says so
 //! (`ReadFor::Rewrite`), so that the cache keeps no decompressed copy that would be stale at
 //! once. Damage is noted in the read-error log before it is returned.
+//!
+//! The same look decides whether the object exists (see "Reading" in the documentation of
+//! [`super`]): a removed object is [`ObjectError::NoSuchObject`], never a hole or zeros.
+
+use std::cell::RefCell;
 
 use super::*;
 
-/// What [`ObjectSet::read_block_source`] found for one data block.
+/// A callback of [`test_hook_before_block_lookup`].
+type BlockLookupHook = Box<dyn FnMut(ObjectId, u64)>;
+
+thread_local! {
+    /// Test hook, off: [`test_hook_before_block_lookup`].
+    static BEFORE_BLOCK_LOOKUP: RefCell<Option<BlockLookupHook>> = const { RefCell::new(None) };
+}
+
+/// Test hook, off unless a test sets it: every data-block read made by this thread calls
+/// `hook` with the object and block id just before it looks for the block, so that a test can
+/// change the object set at that moment, as another thread could (tests/fs_concurrent.rs
+/// removes the directory being read there). Reads made by the hook itself do not call it.
+/// Per thread, so that tests running beside it are untouched; None turns it off.
+#[doc(hidden)]
+pub fn test_hook_before_block_lookup(hook: Option<BlockLookupHook>) {
+    BEFORE_BLOCK_LOOKUP.set(hook);
+}
+
+/// Run this thread's [`test_hook_before_block_lookup`], if set, taken out of its cell while it
+/// runs so that the reads it makes do not call it again.
+fn run_block_lookup_hook(object: ObjectId, blkid: u64) {
+    if let Some(mut hook) = BEFORE_BLOCK_LOOKUP.take() {
+        hook(object, blkid);
+        BEFORE_BLOCK_LOOKUP.with(|cell| {
+            cell.borrow_mut().get_or_insert(hook);
+        });
+    }
+}
+
+/// What [`ObjectSet::read_block_source`] found for one data block of an existing object.
 enum BlockSource {
     Data(Arc<Vec<u8>>),
     Zeros,
+    /// The tree's dnode of the object (not free).
     Tree(Box<DnodePhys>),
 }
 
+/// What the dirty records say of one data block, newest txg first.
+enum DirtySource {
+    Block(DirtyBlock),
+    Zeros,
+    Removed,
+}
+
 impl ObjectSet {
-    /// Where the current contents of data block `blkid` are, without reading the disk.
+    /// Where the current contents of data block `blkid` are, without reading the disk;
+    /// [`ObjectError::NoSuchObject`] if the object does not exist (see the module
+    /// documentation). The dirty records are looked at first, under the object set's lock;
+    /// the tree read after it is at least as new (a sync drops a record only once the tree
+    /// being synced holds it), so a free dnode there means the object was removed by then.
     fn read_block_source(&self, object: ObjectId, blkid: u64) -> Result<BlockSource, ObjectError> {
+        run_block_lookup_hook(object, blkid);
+        // Object 0 is the meta-dnode, whose blocks hold the dnodes: not an object of the set.
+        if object.0 == 0 {
+            return Err(ObjectError::NoSuchObject(object));
+        }
         let dirty_block = {
             let state = self.state.lock();
             state
@@ -26,26 +77,33 @@ impl ObjectSet {
                 .rev()
                 .filter_map(|dirty| dirty.objects.get(&object))
                 .find_map(|record| {
-                    let zeros = record.removed
-                        || record.create.is_some()
+                    if record.removed {
+                        return Some(DirtySource::Removed);
+                    }
+                    let zeros = record.create.is_some()
                         || record
                             .frees
                             .iter()
                             .any(|&(start, end)| start <= blkid && blkid < end);
                     match record.blocks.get(&blkid) {
-                        Some(block) => Some(Some(block.clone())),
-                        None if zeros => Some(None),
+                        Some(block) => Some(DirtySource::Block(block.clone())),
+                        None if zeros => Some(DirtySource::Zeros),
                         None => None,
                     }
                 })
         };
         match dirty_block {
             // Decompressed (a stored payload) outside the object set's lock.
-            Some(Some(block)) => return Ok(BlockSource::Data(block.contents()?)),
-            Some(None) => return Ok(BlockSource::Zeros),
+            Some(DirtySource::Block(block)) => return Ok(BlockSource::Data(block.contents()?)),
+            Some(DirtySource::Zeros) => return Ok(BlockSource::Zeros),
+            Some(DirtySource::Removed) => return Err(ObjectError::NoSuchObject(object)),
             None => {}
         }
-        Ok(BlockSource::Tree(Box::new(self.tree_dnode(object)?)))
+        let dnode = self.tree_dnode(object)?;
+        if dnode.is_free() {
+            return Err(ObjectError::NoSuchObject(object));
+        }
+        Ok(BlockSource::Tree(Box::new(dnode)))
     }
 
     /// The contents of data block `blkid` (exactly the object's block size; holes are zeros).
@@ -69,9 +127,6 @@ impl ObjectSet {
             BlockSource::Data(data) => Ok(data),
             BlockSource::Zeros => Ok(Arc::new(vec![0; block_size])),
             BlockSource::Tree(tree_dnode) => {
-                if tree_dnode.is_free() {
-                    return Ok(Arc::new(vec![0; block_size]));
-                }
                 let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
                     .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
                 if bp.is_hole() {
@@ -101,21 +156,18 @@ impl ObjectSet {
         }
     }
 
-    /// The contents of data block `blkid`, or None if it is a hole.
+    /// The contents of data block `blkid`, or None if it is a hole;
+    /// [`ObjectError::NoSuchObject`] if the object does not exist.
     pub fn read_block_if_present(
         &self,
         object: ObjectId,
         blkid: u64,
     ) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
         let _l2 = self.l2_scope();
-        self.existing_dnode(object)?;
         match self.read_block_source(object, blkid)? {
             BlockSource::Data(data) => Ok(Some(data)),
             BlockSource::Zeros => Ok(None),
             BlockSource::Tree(tree_dnode) => {
-                if tree_dnode.is_free() {
-                    return Ok(None);
-                }
                 let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
                     .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
                 if bp.is_hole() {
@@ -142,8 +194,9 @@ impl ObjectSet {
         match self.read_block_source(object, blkid)? {
             BlockSource::Data(_) => Ok(true),
             BlockSource::Zeros => Ok(false),
-            BlockSource::Tree(tree_dnode) => Ok(!tree_dnode.is_free()
-                && !tree::lookup_block(&self.io, &tree_dnode, blkid)?.is_hole()),
+            BlockSource::Tree(tree_dnode) => {
+                Ok(!tree::lookup_block(&self.io, &tree_dnode, blkid)?.is_hole())
+            }
         }
     }
 
@@ -157,10 +210,9 @@ impl ObjectSet {
     ) -> Result<bool, ObjectError> {
         for blkid in blkids {
             if let BlockSource::Tree(tree_dnode) = self.read_block_source(object, blkid)? {
-                if !tree_dnode.is_free()
-                    && !self
-                        .io
-                        .is_in_memory(&tree::lookup_block(&self.io, &tree_dnode, blkid)?)
+                if !self
+                    .io
+                    .is_in_memory(&tree::lookup_block(&self.io, &tree_dnode, blkid)?)
                 {
                     return Ok(false);
                 }
