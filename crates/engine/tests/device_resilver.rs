@@ -113,3 +113,93 @@ fn blocks_written_in_place_while_a_side_is_offline_are_resilvered() {
     check_clean(&pool, "after the scrub");
     Arc::into_inner(pool).unwrap().export().unwrap();
 }
+
+/// Bug (fixed by e35b162, tested here): a crash after the txg in which a replacement's
+/// resilver finished (the new leaf's log empty, the scan state "finished") and before the
+/// next txg, which detaches the old leaf, left the replace pending for good: the old leaf was
+/// detached only at a scan's end, no scan was left to end, and `wait_replaced` waited
+/// forever. Import must finish such a replace by itself.
+#[test]
+fn a_replace_left_pending_by_a_crash_after_its_resilver_finishes_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tunables = tiny();
+    // A resilver of several txgs, so that its end can be caught before the next txg.
+    tunables.scan_blocks_per_txg_max = 32;
+    let pool = create_pool(
+        dir.path(),
+        POOL,
+        vec![VdevSpec::Mirror(vec![
+            side(dir.path(), "a.img"),
+            side(dir.path(), "b.img"),
+        ])],
+        tunables.clone(),
+    );
+    let files = write_files(&pool, 7, 12, 64 << 10);
+    pool.sync().unwrap();
+    let size = std::fs::metadata(side(dir.path(), "b.img")).unwrap().len();
+    std::fs::File::create(side(dir.path(), "c.img"))
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let new = pool
+        .replace("b.img", Some(&side(dir.path(), "c.img")), true)
+        .unwrap();
+    // Stop the syncs as soon as the resilver is published finished (in the sync of its last
+    // txg, before that txg commits): the old leaf's detach, queued for the next txg, never
+    // commits.
+    let pause = loop {
+        let finished = pool
+            .core
+            .scan_status()
+            .is_some_and(|status| status.phys.state == ScanState::Finished);
+        if finished {
+            break pool.core.txgs.pause_syncs();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    };
+    let leaves = pool.core.io.vdevs.leaves().count();
+    pool.core.txgs.suspend("test crash".into());
+    drop(pause);
+    pool.abandon();
+    assert_eq!(
+        leaves, 3,
+        "the old leaf was detached before the crash: the state under test was not reached"
+    );
+
+    let pool = import(dir.path(), POOL, tunables);
+    let (top, child) = pool.core.io.vdevs.leaf_by_guid(new).unwrap();
+    assert_eq!(
+        top.children[child].dtl.ranges(),
+        Vec::<(u64, u64)>::new(),
+        "the new leaf's log must be empty after the finished resilver"
+    );
+    assert!(
+        pool.core
+            .scan_status()
+            .is_some_and(|status| status.phys.state == ScanState::Finished),
+        "the resilver's end must be persisted"
+    );
+    // Import queues the detach: a few txgs finish the replace.
+    for _ in 0..5 {
+        if pool.core.io.vdevs.leaves().count() == 2 {
+            break;
+        }
+        pool.sync().unwrap();
+    }
+    let paths: Vec<PathBuf> = pool
+        .core
+        .io
+        .vdevs
+        .leaves()
+        .map(|leaf| leaf.path.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        vec![side(dir.path(), "a.img"), side(dir.path(), "c.img")],
+        "the replace of b.img by c.img did not finish after the import"
+    );
+    pool.wait_replaced(new).unwrap();
+    assert_files_read_right(&pool, &files, 64 << 10, "after the replace");
+    check_clean(&pool, "after the replace");
+    pool.export().unwrap();
+}
