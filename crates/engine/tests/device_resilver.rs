@@ -203,3 +203,84 @@ fn a_replace_left_pending_by_a_crash_after_its_resilver_finishes_at_import() {
     check_clean(&pool, "after the replace");
     pool.export().unwrap();
 }
+
+/// Bug: a block written ahead of its sync for the intent log (a large fsynced write) in a txg
+/// opened before an attach or replace was installed, but synced after it, was written through
+/// the mirror as it was before the change, without the new side. The new side's DTL covered
+/// only the txgs up to the one that installed the change, so the resilver never copied the
+/// block there: the resilver reported success, a scrub right after repaired 1024 copies on
+/// the new side, and a replace would have detached the old side leaving one good copy.
+/// OpenZFS logs `[TXG_INITIAL, txg + TXG_CONCURRENT_STATES)` as missing on an attached leaf.
+#[test]
+fn blocks_written_in_place_while_a_side_is_attached_are_resilvered() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(new_mirror(dir.path()));
+    let fs = open_fs(&pool);
+    let ino = fs.create(fs.root(), b"big", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let new_side = side(dir.path(), "c.img");
+    let size = std::fs::metadata(side(dir.path(), "b.img")).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&new_side)
+        .unwrap();
+    file.set_len(size).unwrap();
+    // A mark in the new device's first label, which the attach zeroes just before it queues
+    // the change: seeing it gone tells that the change is queued.
+    std::os::unix::fs::FileExt::write_all_at(&file, &[0xa5; 4096], 16 << 10).unwrap();
+
+    // Txg `held` cannot sync while this hold lasts; a sync request makes it quiesce, and the
+    // next txg opens.
+    let hold = pool.assign().unwrap();
+    let held = pool.core.txgs.open_txg();
+    let syncer = {
+        let pool = pool.clone();
+        std::thread::spawn(move || pool.sync().unwrap())
+    };
+    while pool.core.txgs.open_txg() == held {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // Written in place in txg `held + 1`, through the mirror of a and b.
+    let data = pattern(5, 4 << 20);
+    fs.write(ino, 0, &data).unwrap();
+    fs.fsync(ino).unwrap();
+    // The attach is queued now and installed by the sync of `held`, before the blocks' txg.
+    let attacher = {
+        let pool = pool.clone();
+        let new_side = new_side.clone();
+        std::thread::spawn(move || pool.attach("b.img", &new_side, true).unwrap())
+    };
+    let mut mark = [0u8; 4096];
+    loop {
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut mark, 16 << 10).unwrap();
+        if mark.iter().all(|&byte| byte == 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    drop(hold);
+    syncer.join().unwrap();
+    attacher.join().unwrap();
+
+    let resilver = finished_scan(&pool, ScanFunction::Resilver);
+    assert_eq!(
+        (resilver.errors, resilver.unrepaired),
+        (0, 0),
+        "{resilver:?}"
+    );
+    let new_leaf = pool.core.io.vdevs.tops()[0].children[2].clone();
+    assert_eq!(new_leaf.path, new_side);
+    assert!(
+        new_leaf.dtl.is_empty(),
+        "DTL left: {:?}",
+        new_leaf.dtl.ranges()
+    );
+    assert_scrub_finds_nothing(&pool, "a write in place across an attach, resilver");
+    assert!(read_all(&fs, ino) == data);
+    drop(fs);
+    check_clean(&pool, "after the scrub");
+    Arc::into_inner(pool).unwrap().export().unwrap();
+}
