@@ -284,3 +284,95 @@ fn blocks_written_in_place_while_a_side_is_attached_are_resilvered() {
     check_clean(&pool, "after the scrub");
     Arc::into_inner(pool).unwrap().export().unwrap();
 }
+
+/// Bug: a side attached while a resilver was running was treated by that resilver's end as
+/// covered: the end cleared every usable leaf's DTL up to the scan's last txg, the new side's
+/// included, although the scan had walked most blocks before the side existed and never
+/// copied them there. The attach restarts the resilver, but a crash before the restart (or the
+/// old scan ending before it) let the old scan finish: the new side kept a log only from the
+/// old scan's last txg on, the next resilver skipped everything older, and a replace would
+/// have detached the old side with the new one missing most blocks. A side that joins during
+/// a scan is one the scan does not cover, as one that was offline during it.
+#[test]
+fn a_side_attached_during_a_resilver_is_not_cleared_by_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tunables = tiny();
+    // A resilver of several txgs (the cap makes each wait for the txg timer).
+    tunables.scan_blocks_per_txg_max = 8;
+    let pool = create_pool(
+        dir.path(),
+        POOL,
+        vec![VdevSpec::Mirror(vec![
+            side(dir.path(), "a.img"),
+            side(dir.path(), "b.img"),
+        ])],
+        tunables.clone(),
+    );
+    let before = write_files(&pool, 11, 6, 64 << 10);
+    pool.offline("b.img").unwrap();
+    let missed = write_files(&pool, 31, 12, 64 << 10);
+    pool.online("b.img").unwrap();
+    assert!(pool
+        .core
+        .scan_status()
+        .is_some_and(|status| status.phys.state == ScanState::Scanning));
+
+    // Attach c while that resilver runs, and crash as soon as the change's txg has committed,
+    // before the attach restarts the resilver.
+    let new_side = side(dir.path(), "c.img");
+    let size = std::fs::metadata(side(dir.path(), "b.img")).unwrap().len();
+    std::fs::File::create(&new_side)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let pool = Arc::new(pool);
+    let _attacher = {
+        let pool = pool.clone();
+        let new_side = new_side.clone();
+        // It fails once the crash suspends the pool.
+        std::thread::spawn(move || pool.attach("a.img", &new_side, true))
+    };
+    let pause = loop {
+        if pool.core.io.vdevs.leaves().count() == 3 {
+            break pool.core.txgs.pause_syncs();
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    };
+    let resilver = pool.core.scan_status().unwrap().phys;
+    assert_eq!(
+        (resilver.function, resilver.state),
+        (ScanFunction::Resilver, ScanState::Scanning),
+        "the resilver of b ended before c was attached: the state under test was not reached"
+    );
+    pool.core.txgs.suspend("test crash".into());
+    drop(pause);
+    // The attacher holds a reference until it sees the suspension.
+    while Arc::strong_count(&pool) > 1 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Arc::into_inner(pool).unwrap().abandon();
+
+    // The import resumes the resilver that was running (at full speed now); c must still get
+    // every block.
+    let pool = import(dir.path(), POOL, tiny());
+    for _ in 0..10 {
+        pool.core.wait_scan(ScanFunction::Resilver).unwrap();
+        pool.sync().unwrap();
+        if pool.core.io.vdevs.leaves().all(|leaf| leaf.dtl.is_empty()) {
+            break;
+        }
+    }
+    let logs: Vec<_> = pool
+        .core
+        .io
+        .vdevs
+        .leaves()
+        .map(|leaf| leaf.dtl.ranges())
+        .collect();
+    assert!(logs.iter().all(|log| log.is_empty()), "DTLs left: {logs:?}");
+    assert_scrub_finds_nothing(&pool, "an attach during a resilver, a crash, the import");
+    assert_files_read_right(&pool, &before, 64 << 10, "after the resilvers");
+    assert_files_read_right(&pool, &missed, 64 << 10, "after the resilvers");
+    check_clean(&pool, "after the scrub");
+    pool.export().unwrap();
+}

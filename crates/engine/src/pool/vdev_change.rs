@@ -218,6 +218,11 @@ impl PoolCore {
                     leaf.dtl
                         .add_range(1, txg.0 + crate::types::TXG_CONCURRENT_STATES as u64);
                     leaf.dtl.mark_dirty();
+                    // A scan running now walked part of the pool before the leaf existed:
+                    // its end must not clear the leaf's log, as for a leaf that was offline
+                    // during it. (The attach restarts a resilver, but a crash before the
+                    // restart resumes this scan at import, and the scan may end first.)
+                    self.note_leaf_unusable(leaf.guid);
                     tops[index] = Arc::new(next);
                     log::info!(
                         "pool {}: {} attached to vdev {top} in txg {txg}{}",
