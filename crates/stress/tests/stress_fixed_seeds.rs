@@ -60,14 +60,6 @@ fn assert_clean_run(output: &Output) {
     );
 }
 
-/// The device operations CI leaves out until the engine bugs the tool found with them are
-/// fixed (a replace cut short by a crash never finishes after import; a resilver after
-/// offline/online leaves copies that a scrub then repairs; a resilver after a wiped side is
-/// replaced in place ends with unrepaired blocks). `tarn-stress --loop` without `--exclude`
-/// finds them in minutes; the operation table itself is unchanged.
-const KNOWN_FAILING: &str =
-    "DeviceOfflineOnline,DeviceDetachAttach,DeviceReplace,MirrorWipeOnline,MirrorWipeReappear";
-
 #[test]
 fn fixed_seeds_run_without_inconsistency() {
     let dir = tempfile::tempdir().unwrap();
@@ -83,8 +75,6 @@ fn fixed_seeds_run_without_inconsistency() {
             seed,
             "--threads",
             "2",
-            "--exclude",
-            KNOWN_FAILING,
         ]);
         assert_clean_run(&output);
         kills += count_before(&String::from_utf8_lossy(&output.stdout), "kills");
@@ -98,8 +88,6 @@ fn fixed_seeds_run_without_inconsistency() {
         "3",
         "--dir",
         replay_dir.to_str().unwrap(),
-        "--exclude",
-        KNOWN_FAILING,
     ]);
     assert_clean_run(&output);
 }
@@ -119,8 +107,6 @@ fn assert_run_fails_with(dir: &Path, symptom: &str) {
         dir.to_str().unwrap(),
         "--seed",
         "99",
-        "--exclude",
-        KNOWN_FAILING,
     ]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
@@ -159,8 +145,6 @@ fn a_block_lost_after_its_fsync_is_reported() {
                 run_dir.to_str().unwrap(),
                 "--seed",
                 seed,
-                "--exclude",
-                KNOWN_FAILING,
             ]));
             let mut promises = Promises::default();
             promises.catch_up(&journal_path(&run_dir)).unwrap();
@@ -200,8 +184,6 @@ fn a_block_copied_to_another_offset_is_reported() {
                 run_dir.to_str().unwrap(),
                 "--seed",
                 seed,
-                "--exclude",
-                KNOWN_FAILING,
             ]));
             let pool = import(&run_dir);
             let moved = copy_a_tagged_block_elsewhere(&pool);

@@ -167,6 +167,10 @@ impl Pool {
             )));
         }
         drop(_request);
+        // The new leaf's log runs two txgs past the one that installed it (vdev_change.rs):
+        // let those sync first, so that one resilver covers the whole log.
+        let open_at_install = Txg(txg.0 + crate::types::TXG_CONCURRENT_STATES as u64 - 1);
+        self.core.txgs.wait_synced(Some(open_at_install))?;
         // The next txg starts the resilver of the new side: wait for it, so that `pool status`
         // and `pool wait -t resilver` right after see it.
         self.core.queue_resilver_if_logs();

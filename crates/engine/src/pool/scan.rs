@@ -36,8 +36,8 @@
 //! leaves the head with blocks born at or before its snapshot, which the snapshot's walk
 //! covers; an incremental receive's clone swap gives the head a tree whose blocks after the
 //! source snapshot belong to the received snapshot, a new object walked later.
-//! The catch-ups and the leaves that were unusable during the scan (whose DTLs its end must
-//! not clear) are persisted with the scan's state (pool feature `com.tarn:scan_catch_up`;
+//! The catch-ups and the leaves that were unusable during the scan or attached after it
+//! started (whose DTLs its end must not clear) are persisted with the scan's state (pool feature `com.tarn:scan_catch_up`;
 //! without it, only in memory, as before).
 //!
 //! # Context
@@ -425,8 +425,8 @@ pub struct Scanner {
     /// The state as of the last sync (None: the pool has never been scanned).
     phys: Mutex<Option<ScanPhys>>,
     requests: Mutex<Vec<ScanRequest>>,
-    /// Leaves that were unusable (offline, missing) at some point of the running scan: their
-    /// DTLs are not cleared by it.
+    /// Leaves that were unusable (offline, missing) at some point of the running scan, or were
+    /// attached after it started: their DTLs are not cleared by it.
     unusable_during_scan: Mutex<HashSet<Guid>>,
     /// The walks namespace changes left owed (see "The namespace changing under a scan").
     catch_ups: Mutex<Vec<CatchUp>>,

@@ -15,9 +15,13 @@
 //! sum. The requester waits for that txg to sync: the change is durable when it returns.
 //!
 //! - Attach: the new leaf joins the top-level vdev (a single leaf becomes a mirror). Its DTL
-//!   covers txgs `[1, T + 1)` for the applying txg `T` (persisted in the same txg,
-//!   `pool/dtl.rs`), so reads try it last and the resilver (`pool/scan.rs`) copies every block
-//!   born before `T` to it alone; the sync thread writes everything born from `T` on to it.
+//!   covers txgs `[1, T + TXG_CONCURRENT_STATES)` for the applying txg `T` (persisted in the
+//!   same txg, `pool/dtl.rs`), so reads try it last and the resilver (`pool/scan.rs`) copies
+//!   every block born before `T + 3` to it alone; the sync thread writes everything of `T` on
+//!   to it. The two txgs after `T` are in the log because they may be open while `T` syncs:
+//!   blocks of theirs written outside syncing context before the change was installed (blocks
+//!   written ahead for the intent log) went through the vdev without the new leaf. OpenZFS's
+//!   `spa_vdev_attach` logs `[TXG_INITIAL, txg + TXG_CONCURRENT_STATES)` the same way.
 //!   A replacement carries `replaces = old guid` in its leaf config; once a resilver leaves it
 //!   with an empty DTL, the old leaf is detached by itself ([`PoolCore::finish_replacements`]).
 //! - Detach: the leaf leaves the top-level vdev (a mirror of two becomes a single leaf). Once
@@ -207,10 +211,18 @@ impl PoolCore {
                     let mut children = tops[index].children.clone();
                     children.push(leaf.clone());
                     let next = tops[index].with_children(TopVdevKind::Mirror, children)?;
-                    // Every txg before this one is missing on the new leaf; from this one on
-                    // the sync thread writes to it.
-                    leaf.dtl.add_range(1, txg.0 + 1);
+                    // Every txg before this one is missing on the new leaf. From this one on
+                    // the sync thread writes to it, but the txgs open now (at most two after
+                    // this one) may hold blocks written ahead of their sync through the tree
+                    // before this change, without the new leaf: they are missing too.
+                    leaf.dtl
+                        .add_range(1, txg.0 + crate::types::TXG_CONCURRENT_STATES as u64);
                     leaf.dtl.mark_dirty();
+                    // A scan running now walked part of the pool before the leaf existed:
+                    // its end must not clear the leaf's log, as for a leaf that was offline
+                    // during it. (The attach restarts a resilver, but a crash before the
+                    // restart resumes this scan at import, and the scan may end first.)
+                    self.note_leaf_unusable(leaf.guid);
                     tops[index] = Arc::new(next);
                     log::info!(
                         "pool {}: {} attached to vdev {top} in txg {txg}{}",

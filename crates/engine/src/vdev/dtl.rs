@@ -11,10 +11,14 @@
 //! of 5-second txgs has one range.
 //!
 //! The txg a write belongs to is the one the sync thread is writing
-//! ([`super::VdevTree::set_syncing_txg`]). Writes outside syncing context (intent-log blocks,
-//! repairs) are recorded against that txg too; their blocks are not reached by a birth-txg
-//! walk anyway (the intent log is claimed and replayed at import, where a bad copy is read
-//! from the other child).
+//! ([`super::VdevTree::set_syncing_txg`]), except for writes made outside syncing context:
+//! blocks written ahead for the intent log and log blocks are born in an open txg, later than
+//! the syncing one, and are logged against their own txg
+//! ([`super::TopVdev::write_in_txg`]). Logged against the syncing txg, a side that came
+//! back before their txg synced would keep them stale with no record of it, and the
+//! resilver, which walks by birth txg, would skip them (OpenZFS logs a zio's own `io_txg`).
+//! A repair ([`super::TopVdev::write_child`]) logs nothing when it fails: the copy stays bad,
+//! and the next read or scrub of the block finds it again.
 //!
 //! # Persistence
 //! This module is the in-memory side. The pool layer (`pool/dtl.rs`) writes every changed DTL

@@ -360,21 +360,32 @@ impl TopVdev {
 
     /// Write `data` at `offset` of the data area on every child at once, in class `class`, and
     /// wait for them. Succeeds if at least one child took it; each child that failed counts a
-    /// write error and records the missed range. Fails with [`VdevError::NoChildWritten`] if
-    /// no child took it.
+    /// write error and logs the syncing txg as missed. Fails with [`VdevError::NoChildWritten`]
+    /// if no child took it. Syncing context; a write made outside it uses
+    /// [`TopVdev::write_in_txg`].
     pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> Result<(), VdevError> {
+        self.write_in_txg(class, offset, data, self.write_txg())
+    }
+
+    /// [`TopVdev::write`] of a block born in `txg`, which a child that misses the write logs
+    /// as missed. Writes made outside syncing context (blocks written ahead for the intent log,
+    /// log blocks) belong to an open txg, later than the one syncing: logged against the
+    /// syncing txg, a side that came back before their txg synced would have no record of
+    /// them, and a resilver, which copies blocks by birth txg, would leave them stale.
+    pub fn write_in_txg(
+        &self,
+        class: IoClass,
+        offset: u64,
+        data: &[u8],
+        txg: u64,
+    ) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let usable: Vec<&Arc<Leaf>> = self.children.iter().filter(|c| !c.is_offline()).collect();
         let queues: Vec<&VdevQueue> = usable.iter().map(|child| &child.queue).collect();
         let results = write_each(&queues, class, device_offset, data);
-        let outcome = MirrorWrite::new(
-            self.id,
-            offset,
-            data.len() as u64,
-            self.children.len(),
-            self.write_txg(),
-        );
+        let outcome =
+            MirrorWrite::new(self.id, offset, data.len() as u64, self.children.len(), txg);
         for (child, result) in usable.into_iter().zip(results) {
             outcome.child_done(child, result);
         }
@@ -394,6 +405,18 @@ impl TopVdev {
         data: Arc<Vec<u8>>,
         done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
     ) {
+        self.write_async_in_txg(class, offset, data, self.write_txg(), done)
+    }
+
+    /// [`TopVdev::write_async`] of a block born in `txg` (see [`TopVdev::write_in_txg`]).
+    pub fn write_async_in_txg(
+        &self,
+        class: IoClass,
+        offset: u64,
+        data: Arc<Vec<u8>>,
+        txg: u64,
+        done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
+    ) {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let outcome = Arc::new(MirrorWrite::new(
@@ -401,7 +424,7 @@ impl TopVdev {
             offset,
             data.len() as u64,
             self.children.len(),
-            self.write_txg(),
+            txg,
         ));
         let done: Arc<Mutex<Option<WriteDone>>> = Arc::new(Mutex::new(Some(Box::new(done))));
         for child in &self.children {

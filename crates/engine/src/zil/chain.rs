@@ -140,7 +140,7 @@ pub fn write_block(io: &BlockIo, bp: &BlockPtr, block: &[u8]) -> Result<(), Stri
         let top = io.vdevs.top(dva.vdev).expect("checked above");
         let mut padded = block.to_vec();
         padded.resize(length as usize, 0);
-        top.write(IoClass::SyncWrite, dva.offset, &padded)
+        top.write_in_txg(IoClass::SyncWrite, dva.offset, &padded, bp.birth_logical.0)
             .map_err(|error| error.to_string())?;
     }
     Ok(())
