@@ -376,3 +376,68 @@ fn a_side_attached_during_a_resilver_is_not_cleared_by_its_end() {
     check_clean(&pool, "after the scrub");
     pool.export().unwrap();
 }
+
+/// Bug (found by a stress exploration of wipe and replace in place): the detach that finishes
+/// a replace cleared the new leaf's `replaces` before it installed the tree without the old
+/// leaf, so `wait_replaced`, which returns when `replaces` is gone, could return while the old
+/// leaf was still in the tree, and the caller's next device operation found two leaves of
+/// that name. A thread watches the new leaf from the replace on: the moment it stops naming
+/// the old leaf, the old leaf must be gone from the tree.
+#[test]
+fn a_replacement_stops_naming_the_old_side_only_once_the_old_side_is_gone() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(new_mirror(dir.path()));
+    let fs = pool.file_system().unwrap();
+    let file = fs.create(fs.root(), b"data", 0o644, 0, 0).unwrap();
+    fs.write(file.ino, 0, &vec![7u8; 1 << 20]).unwrap();
+    pool.sync().unwrap();
+    let size = std::fs::metadata(side(dir.path(), "a.img")).unwrap().len();
+    for round in 0..6 {
+        let old_leaf = pool.core.io.vdevs.tops()[0].children[1].clone();
+        let (old, old_name) = (old_leaf.guid, old_leaf.path.display().to_string());
+        let new_path = side(dir.path(), &format!("r{round}.img"));
+        std::fs::File::create(&new_path)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        let new = pool.replace(&old_name, Some(&new_path), true).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (pool, done) = (pool.clone(), done.clone());
+            std::thread::spawn(move || -> Option<String> {
+                while !done.load(Ordering::SeqCst) {
+                    let Some((top, child)) = pool.core.io.vdevs.leaf_by_guid(new) else {
+                        return Some("the new leaf went away".into());
+                    };
+                    if top.children[child].replaces().is_none() {
+                        let leaves = pool.core.io.vdevs.leaves().map(|leaf| leaf.guid);
+                        return leaves.into_iter().any(|guid| guid == old).then(|| {
+                            format!("round {round}: the replacement names no old leaf, but {old:?} is still in the tree")
+                        });
+                    }
+                }
+                None
+            })
+        };
+        pool.wait_replaced(new).unwrap();
+        done.store(true, Ordering::SeqCst);
+        if let Some(problem) = watcher.join().unwrap() {
+            panic!("{problem}");
+        }
+        let paths: Vec<PathBuf> = pool
+            .core
+            .io
+            .vdevs
+            .leaves()
+            .map(|leaf| leaf.path.clone())
+            .collect();
+        assert_eq!(
+            paths.len(),
+            2,
+            "round {round}: after wait_replaced: {paths:?}"
+        );
+    }
+    assert_scrub_finds_nothing(&pool, "after the replaces");
+    assert_clean(&pool);
+}

@@ -192,6 +192,7 @@ impl PoolCore {
         }
         for change in changes {
             let mut tops: Vec<Arc<TopVdev>> = self.io.vdevs.tops().iter().cloned().collect();
+            let mut replacements_done: Vec<Arc<Leaf>> = Vec::new();
             match change {
                 VdevChange::AddCache { device } => {
                     self.apply_cache_add(device, txg);
@@ -250,11 +251,15 @@ impl PoolCore {
                         continue;
                     }
                     let removed = children.remove(child);
-                    for other in &children {
-                        if other.replaces() == Some(guid) {
-                            other.set_replaces(None);
-                        }
-                    }
+                    // The replacement stops naming the old leaf only once the tree without
+                    // it is installed: `wait_replaced` returns when `replaces` is gone, and
+                    // its caller must not find the old leaf still there.
+                    replacements_done.extend(
+                        children
+                            .iter()
+                            .filter(|other| other.replaces() == Some(guid))
+                            .cloned(),
+                    );
                     let kind = match children.len() {
                         1 => TopVdevKind::Leaf,
                         _ => TopVdevKind::Mirror,
@@ -295,6 +300,9 @@ impl PoolCore {
                 }
             }
             self.io.vdevs.install(tops);
+            for leaf in replacements_done {
+                leaf.set_replaces(None);
+            }
         }
         self.config.lock().dirty = true;
         Ok(())
