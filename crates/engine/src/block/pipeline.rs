@@ -147,7 +147,10 @@ pub struct BlockIo {
     /// Sequence choosing which eligible blocks `metaslab_force_ganging_pct` gangs.
     pub(super) gang_sequence: AtomicU64,
     /// What self-healing reads found and rewrote since the pool was opened ([`HealCounts`]).
-    heals: [AtomicU64; 3],
+    /// One lock, not three counters: a scan differences them between rounds, and a copy seen
+    /// bad before its repair was counted would be taken for one left unrepaired for good.
+    /// Taken only when a read found a bad copy and once per scan round.
+    heals: parking_lot::Mutex<HealCounts>,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -197,20 +200,15 @@ impl BlockIo {
     /// to its own, since the repairs that its walk's reads make (of the indirect and dnode
     /// blocks it descends through, before it verifies them) are repairs it made.
     pub fn heal_counts(&self) -> HealCounts {
-        let [bad, repaired, bytes] = &self.heals;
-        HealCounts {
-            copies_bad: bad.load(Ordering::Relaxed),
-            copies_repaired: repaired.load(Ordering::Relaxed),
-            bytes_repaired: bytes.load(Ordering::Relaxed),
-        }
+        *self.heals.lock()
     }
 
     /// Count what a self-healing read found bad and what it rewrote.
     pub(super) fn note_heal(&self, bad: u64, repaired: Repaired) {
-        let [bad_count, repaired_count, bytes] = &self.heals;
-        bad_count.fetch_add(bad, Ordering::Relaxed);
-        repaired_count.fetch_add(repaired.copies, Ordering::Relaxed);
-        bytes.fetch_add(repaired.bytes, Ordering::Relaxed);
+        let mut heals = self.heals.lock();
+        heals.copies_bad += bad;
+        heals.copies_repaired += repaired.copies;
+        heals.bytes_repaired += repaired.bytes;
     }
 
     /// Block copies written since the pool was opened (every copy counted, in-place rewrites
