@@ -94,7 +94,7 @@ pub fn scan_lines(status: &ScanStatus) -> String {
         (ScanState::Finished, _) => {
             let took = duration(phys.end_time.saturating_sub(phys.start_time));
             let on = utc_time(phys.end_time);
-            match phys.function {
+            let mut text = match phys.function {
                 ScanFunction::Scrub => format!(
                     "  scan: scrub repaired {} in {took} with {errors} errors on {on}\n",
                     human_bytes(phys.repaired)
@@ -103,7 +103,16 @@ pub fn scan_lines(status: &ScanStatus) -> String {
                     "  scan: resilvered {} in {took} with {errors} errors on {on}\n",
                     human_bytes(phys.repaired)
                 ),
+            };
+            // Errors count blocks with no good copy; a bad copy whose rewrite failed is not
+            // among them, yet it keeps a replace from finishing: say so.
+            if phys.unrepaired > 0 {
+                text.push_str(&format!(
+                    "\t{} bad copies found could not be rewritten (a device failed writes or went away)\n",
+                    phys.unrepaired
+                ));
             }
+            text
         }
         (ScanState::Canceled, _) => format!(
             "  scan: {function} canceled on {} ({} of {} examined, {} repaired)\n",
