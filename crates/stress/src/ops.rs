@@ -32,8 +32,9 @@
 //!   detached, attached and replaced; a mirror side wiped and brought back; export and import;
 //!   rewind imports; phases that run the pool near full.
 //!
-//! Crashes (SIGKILL of the child at a moment chosen by the seed) are not operations: the
-//! runner schedules them, outside this table.
+//! Crashes (SIGKILL of the child at a moment chosen by the seed, in some rounds after a power
+//! cut of the pool's devices) are not operations: the runner schedules them, outside this
+//! table.
 
 use rand::Rng;
 

@@ -1,6 +1,6 @@
 //! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
-//! on one thread) must run with zero inconsistencies, through kills, imports and
-//! verifications; and the oracle must be able to fail: a pool changed behind the tool's back
+//! on one thread) must run with zero inconsistencies, through kills, power cuts, imports and
+//! verifications, and the kinds of crash they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
 //! (a block punched out of a file whose fsync the journal recorded, a block copied to another
 //! offset) must be reported, kept under `failures/`, and end the run with status 1.
 
@@ -51,7 +51,10 @@ fn assert_clean_run(output: &Output) {
         "too few operations: {stdout}"
     );
     assert!(
-        count_before(&stdout, "kills") + count_before(&stdout, "clean") >= 1,
+        count_before(&stdout, "kills")
+            + count_before(&stdout, "power")
+            + count_before(&stdout, "clean")
+            >= 1,
         "no round ended: {stdout}"
     );
     assert!(
@@ -72,6 +75,7 @@ const KNOWN_FAILING: &str =
 fn fixed_seeds_run_without_inconsistency() {
     let dir = tempfile::tempdir().unwrap();
     let mut kills = 0;
+    let mut power_cuts = 0;
     for seed in ["1", "2", "3"] {
         let run_dir = dir.path().join(format!("seed-{seed}"));
         let output = stress(&[
@@ -87,9 +91,16 @@ fn fixed_seeds_run_without_inconsistency() {
             KNOWN_FAILING,
         ]);
         assert_clean_run(&output);
-        kills += count_before(&String::from_utf8_lossy(&output.stdout), "kills");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        kills += count_before(&stdout, "kills");
+        power_cuts += count_before(&stdout, "power");
     }
-    assert!(kills >= 3, "the fixed seeds killed only {kills} children");
+    assert!(
+        kills + power_cuts >= 3,
+        "the fixed seeds killed only {kills} children and cut the power of {power_cuts}"
+    );
+    // Each verified as any round is: every promise in force held after the cut.
+    assert!(power_cuts >= 1, "no fixed seed cut the power");
     let replay_dir = dir.path().join("replay");
     let output = stress(&[
         "--replay",

@@ -210,6 +210,20 @@ pub(super) fn wipe_device(path: &str) -> Result<(), OpError> {
     wipe().map_err(|error| OpError::Inconsistent(format!("wiping {path}: {error}")))
 }
 
+/// Flush the side's device before its file is wiped: the wipe is a disk swapped for a blank
+/// one, and the old disk's volatile cache goes with it. Under the power-cut model (see
+/// `super::power`) a cut would otherwise put back, over the blank disk, what the old disk's
+/// unflushed writes replaced. A side that is offline gets no writes between this and the wipe.
+pub(super) fn flush_before_wipe(pool: &Pool, side: &Side) -> Result<(), OpError> {
+    let leaf = (pool.core.io.vdevs.leaves()).find(|leaf| leaf.guid.0.to_string() == side.name);
+    if let Some(leaf) = leaf {
+        leaf.device
+            .flush()
+            .map_err(|error| OpError::Inconsistent(format!("flushing {}: {error}", side.path)))?;
+    }
+    Ok(())
+}
+
 /// The other name of a mirror side's file: a replace moves a side between the two.
 pub(super) fn replacement_path(side: &str) -> PathBuf {
     match side.strip_suffix(REPLACED_SUFFIX) {

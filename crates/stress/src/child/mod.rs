@@ -13,8 +13,9 @@
 //!    own RNG, seeded from the round's seed and its index, so that a seed fixes each worker's
 //!    sequence of choices (with one worker, the whole run's);
 //! 3. dies by SIGKILL at the moment its plan says (a time, or with one worker a number of
-//!    operations, so that a replay dies at the same point), or at its end exports the pool
-//!    and exits 0.
+//!    operations, so that a replay dies at the same point), in the rounds the plan says
+//!    after cutting the power of every device of the pool at once (see [`power`]: unflushed
+//!    writes are lost, torn or kept), or at its end exports the pool and exits 0.
 //!
 //! # Who touches what
 //! Worker `k` works only on the files of directory `tK` of each file system (files `f0` to
@@ -55,9 +56,11 @@ use tarn::tunables::Tunables;
 use tarn::types::Txg;
 
 mod devices;
+mod power;
 
 use devices::{
-    create_device_file, heal_mirror, replacement_path, two_sides, uberblock_txgs, wipe_device,
+    create_device_file, flush_before_wipe, heal_mirror, replacement_path, two_sides,
+    uberblock_txgs, wipe_device,
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 
@@ -99,6 +102,9 @@ pub enum Death {
 #[derive(Clone, Debug)]
 pub struct ChildPlan {
     pub dir: PathBuf,
+    /// Die by a power cut of the pool's devices, seeded so (see [`power`]), rather than by
+    /// a SIGKILL alone.
+    pub power_cut: Option<u64>,
     pub pool_name: String,
     pub round: u64,
     pub seed: u64,
@@ -196,6 +202,8 @@ struct Child {
     slots: Mutex<Vec<Arc<FileSystemSlot>>>,
     journal: JournalWriter,
     chooser: OpChooser,
+    /// The device model, in a round that ends in a power cut.
+    power: Option<power::PowerCut>,
     /// Low 32 bits of the next write generation (the round is the high 32).
     generation_counter: AtomicU64,
     /// Makes names of new snapshots and file systems unique within the round.
@@ -211,6 +219,10 @@ struct Child {
 /// The child's entry point; never returns.
 pub fn child_main(plan: ChildPlan) -> ! {
     std::panic::set_hook(Box::new(|info| {
+        if power::power_is_cut() {
+            eprintln!("tarn-stress child: after the power cut: panic: {info}");
+            sigkill_self();
+        }
         eprintln!("tarn-stress child: panic: {info}");
         std::process::exit(EXIT_PANIC);
     }));
@@ -225,6 +237,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
         slots: Mutex::new(Vec::new()),
         journal,
         chooser: OpChooser::excluding(&plan.excluded),
+        power: plan.power_cut.map(power::PowerCut::new),
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
         devices: Mutex::new(()),
@@ -302,6 +315,7 @@ impl Child {
         let mut options =
             ImportOptions::new(vec![pool_dir(&self.plan.dir)], self.plan.tunables.clone());
         options.rewind_to = rewind_to;
+        options.wrap_device = self.power.as_ref().map(power::PowerCut::wrapper);
         let (pool, _) = Pool::import(&self.plan.pool_name, options).map_err(|error| {
             format!(
                 "import{}: {error}",
@@ -341,18 +355,24 @@ impl Child {
         let _ = std::fs::write(counts_path(&self.plan.dir), text);
     }
 
-    /// The planned crash.
+    /// The planned crash: a SIGKILL, after a power cut if the plan says so.
     fn die(&self) -> ! {
         self.report();
-        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
+        if let Some(power) = &self.power {
+            let outcome = power.cut(&self.journal);
+            log::info!("round {}: {outcome}", self.plan.round);
+            eprintln!("tarn-stress child: round {}: {outcome}", self.plan.round);
         }
-        unreachable!("SIGKILL returned");
+        sigkill_self()
     }
 
-    /// An inconsistency: journal it, and end the child with the pool as it is.
+    /// An inconsistency: journal it, and end the child with the pool as it is. After a power
+    /// cut it is the cut's doing, not the engine's: the child dies as planned.
     fn fail(&self, why: &str) -> ! {
+        if power::power_is_cut() {
+            log::info!("after the power cut: {why}");
+            sigkill_self();
+        }
         log::error!("inconsistency: {why}");
         eprintln!("tarn-stress child: inconsistency: {why}");
         self.journal.failure(why);
@@ -868,6 +888,7 @@ impl Child {
                 }
                 Op::MirrorWipeOnline => {
                     pool.offline(&side.name)?;
+                    flush_before_wipe(pool, side)?;
                     wipe_device(&side.path)?;
                     std::thread::sleep(away);
                     // `online` must refuse a blank side (its label is gone), and the heal
@@ -896,6 +917,14 @@ impl Child {
         heal_mirror(pool, &self.plan.dir)?;
         outcome
     }
+}
+
+fn sigkill_self() -> ! {
+    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    unreachable!("SIGKILL returned");
 }
 
 /// Open every file system the tool made (all but the pool's root), re-stamping one whose
