@@ -117,7 +117,8 @@ impl BlockIo {
                 continue;
             };
             if position + 1 == copies.len() {
-                if let Err(error) = top.write(class, dva.offset, &write.padded) {
+                if let Err(error) = top.write_for_txg(class, dva.offset, &write.padded, write.txg.0)
+                {
                     fail(&failures, index, error.to_string());
                 }
                 continue;
@@ -125,7 +126,8 @@ impl BlockIo {
             *outstanding.0.lock() += 1;
             let failures = failures.clone();
             let outstanding = outstanding.clone();
-            top.write_async(class, dva.offset, write.padded.clone(), move |result| {
+            let (data, txg) = (write.padded.clone(), write.txg.0);
+            top.write_async_for_txg(class, dva.offset, data, txg, move |result| {
                 if let Err(error) = result {
                     fail(&failures, index, error.to_string());
                 }

@@ -11,10 +11,13 @@
 //! of 5-second txgs has one range.
 //!
 //! The txg a write belongs to is the one the sync thread is writing
-//! ([`super::VdevTree::set_syncing_txg`]). Writes outside syncing context (intent-log blocks,
-//! repairs) are recorded against that txg too; their blocks are not reached by a birth-txg
-//! walk anyway (the intent log is claimed and replayed at import, where a bad copy is read
-//! from the other child).
+//! ([`super::VdevTree::set_syncing_txg`]), except for a block written ahead of its txg's sync
+//! (an fsync's write in place, block/prewrite.rs): it belongs to the txg it is born in, later
+//! than the syncing one, and a child that misses it logs that txg, where a resilver's
+//! birth-txg walk finds it once the txg has adopted the block. Other writes outside syncing
+//! context (intent-log blocks, repairs) are recorded against the syncing txg; their blocks
+//! are not reached by a birth-txg walk anyway (the intent log is claimed and replayed at
+//! import, where a bad copy is read from the other child).
 //!
 //! # Persistence
 //! This module is the in-memory side. The pool layer (`pool/dtl.rs`) writes every changed DTL

@@ -363,18 +363,26 @@ impl TopVdev {
     /// write error and records the missed range. Fails with [`VdevError::NoChildWritten`] if
     /// no child took it.
     pub fn write(&self, class: IoClass, offset: u64, data: &[u8]) -> Result<(), VdevError> {
+        self.write_for_txg(class, offset, data, self.write_txg())
+    }
+
+    /// [`TopVdev::write`] of a block that belongs to `txg` rather than to the syncing txg (a
+    /// block written ahead of its txg's sync, born in `txg`): a child that misses it logs
+    /// `txg`, the txg a resilver looks for the block in.
+    pub fn write_for_txg(
+        &self,
+        class: IoClass,
+        offset: u64,
+        data: &[u8],
+        txg: u64,
+    ) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let usable: Vec<&Arc<Leaf>> = self.children.iter().filter(|c| !c.is_offline()).collect();
         let queues: Vec<&VdevQueue> = usable.iter().map(|child| &child.queue).collect();
         let results = write_each(&queues, class, device_offset, data);
-        let outcome = MirrorWrite::new(
-            self.id,
-            offset,
-            data.len() as u64,
-            self.children.len(),
-            self.write_txg(),
-        );
+        let outcome =
+            MirrorWrite::new(self.id, offset, data.len() as u64, self.children.len(), txg);
         for (child, result) in usable.into_iter().zip(results) {
             outcome.child_done(child, result);
         }
@@ -394,6 +402,19 @@ impl TopVdev {
         data: Arc<Vec<u8>>,
         done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
     ) {
+        self.write_async_for_txg(class, offset, data, self.write_txg(), done)
+    }
+
+    /// [`TopVdev::write_async`] of a block that belongs to `txg` (see
+    /// [`TopVdev::write_for_txg`]).
+    pub fn write_async_for_txg(
+        &self,
+        class: IoClass,
+        offset: u64,
+        data: Arc<Vec<u8>>,
+        txg: u64,
+        done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
+    ) {
         self.assert_range(offset, data.len());
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let outcome = Arc::new(MirrorWrite::new(
@@ -401,7 +422,7 @@ impl TopVdev {
             offset,
             data.len() as u64,
             self.children.len(),
-            self.write_txg(),
+            txg,
         ));
         let done: Arc<Mutex<Option<WriteDone>>> = Arc::new(Mutex::new(Some(Box::new(done))));
         for child in &self.children {
