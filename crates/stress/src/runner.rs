@@ -35,7 +35,8 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::child::{
-    counts_path, pool_dir, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
+    counts_path, pool_dir, read_fault_counts, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX,
+    SECOND_VDEV,
 };
 use crate::journal::{journal_path, Promises};
 use crate::ops::Op;
@@ -79,6 +80,11 @@ pub struct Summary {
     pub refusals: u64,
     pub kills: u64,
     pub power_cuts: u64,
+    /// Faults injected on one side of the mirror, the I/Os they hit, and the bad copies the
+    /// scrubs after them repaired.
+    pub faults_injected: u64,
+    pub fault_hits: u64,
+    pub fault_copies_repaired: u64,
     pub clean_ends: u64,
     pub imports: u64,
     /// What the parent's verifications read: files, tagged blocks, promises.
@@ -95,6 +101,9 @@ impl Summary {
         self.refusals += other.refusals;
         self.kills += other.kills;
         self.power_cuts += other.power_cuts;
+        self.faults_injected += other.faults_injected;
+        self.fault_hits += other.fault_hits;
+        self.fault_copies_repaired += other.fault_copies_repaired;
         self.clean_ends += other.clean_ends;
         self.imports += other.imports;
         self.files_verified += other.files_verified;
@@ -105,7 +114,7 @@ impl Summary {
 
     pub fn line(&self) -> String {
         format!(
-            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; verified {} files, {} tagged blocks, {} fsync promises",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); verified {} files, {} tagged blocks, {} fsync promises",
             self.operations,
             self.refusals,
             self.kills,
@@ -113,6 +122,9 @@ impl Summary {
             self.clean_ends,
             self.imports,
             self.failures.len(),
+            self.faults_injected,
+            self.fault_hits,
+            self.fault_copies_repaired,
             self.files_verified,
             self.blocks_verified,
             self.promises_checked
@@ -213,6 +225,10 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         summary.operations += counts.0;
         summary.refusals += counts.1;
         summary.imports += counts.2;
+        let [injected, hits, repaired] = read_fault_counts(dir);
+        summary.faults_injected += injected;
+        summary.fault_hits += hits;
+        summary.fault_copies_repaired += repaired;
         let mut problems = Vec::new();
         match outcome {
             Ok(Ended::Killed) if power_cut.is_some() => summary.power_cuts += 1,
@@ -268,6 +284,7 @@ fn run_round(
 ) -> Result<Ended, String> {
     let dir = &options.dir;
     let _ = std::fs::remove_file(counts_path(dir));
+    let _ = std::fs::remove_file(crate::child::fault_counts_path(dir));
     let mut process = spawn_child(options, round, round_seed, fate, run_for, tunables)?;
     let life = match fate.0 {
         Death::AfterTime(after) => after.min(run_for),

@@ -1,6 +1,7 @@
 //! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
 //! on one thread) must run with zero inconsistencies, through kills, power cuts, imports and
-//! verifications, and the kinds of crash they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
+//! verifications, with faults injected on one side of the mirror, and the power cuts and
+//! faults they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
 //! (a block punched out of a file whose fsync the journal recorded, a block copied to another
 //! offset) must be reported, kept under `failures/`, and end the run with status 1.
 
@@ -39,7 +40,10 @@ fn count_before(stdout: &str, word: &str) -> u64 {
         .iter()
         .position(|candidate| candidate.trim_end_matches([',', ';']) == word)
         .unwrap_or_else(|| panic!("no {word:?} in {summary:?}"));
-    words[at - 1].parse().expect("a count")
+    words[at - 1]
+        .trim_start_matches('(')
+        .parse()
+        .expect("a count")
 }
 
 fn assert_clean_run(output: &Output) {
@@ -76,6 +80,8 @@ fn fixed_seeds_run_without_inconsistency() {
     let dir = tempfile::tempdir().unwrap();
     let mut kills = 0;
     let mut power_cuts = 0;
+    let mut faults = 0;
+    let mut fault_hits = 0;
     for seed in ["1", "2", "3"] {
         let run_dir = dir.path().join(format!("seed-{seed}"));
         let output = stress(&[
@@ -94,6 +100,8 @@ fn fixed_seeds_run_without_inconsistency() {
         let stdout = String::from_utf8_lossy(&output.stdout);
         kills += count_before(&stdout, "kills");
         power_cuts += count_before(&stdout, "power");
+        faults += count_before(&stdout, "faults");
+        fault_hits += count_before(&stdout, "I/Os");
     }
     assert!(
         kills + power_cuts >= 3,
@@ -101,6 +109,12 @@ fn fixed_seeds_run_without_inconsistency() {
     );
     // Each verified as any round is: every promise in force held after the cut.
     assert!(power_cuts >= 1, "no fixed seed cut the power");
+    // Each injection was cleared, healed and scrubbed clean, and the reads through it
+    // verified, or the run would have failed.
+    assert!(
+        faults >= 1 && fault_hits >= 1,
+        "the fixed seeds injected {faults} faults, hitting {fault_hits} I/Os"
+    );
     let replay_dir = dir.path().join("replay");
     let output = stress(&[
         "--replay",

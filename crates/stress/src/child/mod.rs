@@ -56,6 +56,7 @@ use tarn::tunables::Tunables;
 use tarn::types::Txg;
 
 mod devices;
+mod faults;
 mod power;
 
 use devices::{
@@ -63,6 +64,7 @@ use devices::{
     uberblock_txgs, wipe_device,
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
+pub use faults::{fault_counts_path, read_fault_counts};
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
@@ -202,6 +204,8 @@ struct Child {
     slots: Mutex<Vec<Arc<FileSystemSlot>>>,
     journal: JournalWriter,
     chooser: OpChooser,
+    /// What the injected faults did.
+    faults: faults::FaultCounts,
     /// The device model, in a round that ends in a power cut.
     power: Option<power::PowerCut>,
     /// Low 32 bits of the next write generation (the round is the high 32).
@@ -237,6 +241,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
         slots: Mutex::new(Vec::new()),
         journal,
         chooser: OpChooser::excluding(&plan.excluded),
+        faults: faults::FaultCounts::default(),
         power: plan.power_cut.map(power::PowerCut::new),
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
@@ -292,6 +297,7 @@ impl Child {
     /// Import the pool and open (or make) the file systems.
     fn setup(&self, rng: &mut StdRng) -> Result<(), String> {
         let pool = self.import(None)?;
+        faults::repair_leftover_corruption(&pool, &self.plan.dir)?;
         if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
             heal_mirror(&pool, &self.plan.dir)
         {
@@ -353,6 +359,7 @@ impl Child {
             self.imports.load(Ordering::SeqCst)
         );
         let _ = std::fs::write(counts_path(&self.plan.dir), text);
+        self.faults.report(&self.plan.dir);
     }
 
     /// The planned crash: a SIGKILL, after a power cut if the plan says so.
@@ -413,7 +420,8 @@ impl Child {
         }
     }
 
-    /// No fault is injected, so a suspended pool (a write that reached no copy) is a bug.
+    /// Faults are injected on one side of the mirror at most, so a suspended pool (a write
+    /// that reached no copy) is a bug.
     fn check_not_suspended(&self) {
         let failure = self
             .pool
@@ -750,6 +758,7 @@ impl Child {
             | Op::MirrorWipeOnline
             | Op::DeviceDetachAttach
             | Op::DeviceReplace => self.device_op(op, pool, rng),
+            Op::InjectFault => self.inject_fault(pool, rng),
             // Scan requests wait for a device operation to finish: a cancel or a pause
             // reaches a resilver too, and a device operation must see its resilver through.
             Op::ScrubStart => {
