@@ -209,7 +209,13 @@ impl Child {
         }
         // Corruption written to the side is the scrub's to repair, before the heal's own
         // scrub, which must find the mirror whole; the heal runs whatever the scrub found.
-        let repair = (kind == FaultKind::WriteCorrupt).then(|| run_scrub(pool));
+        // A scrub visits the blocks born up to the txg it starts in, and a block an fsync
+        // wrote ahead of its txg (damaged before the clear) is born in the txg open now:
+        // that txg syncs first.
+        let repair = (kind == FaultKind::WriteCorrupt).then(|| {
+            pool.sync()?;
+            run_scrub(pool)
+        });
         heal_mirror(pool, &self.plan.dir)?;
         let repaired = match repair {
             Some(scrub) => {
