@@ -199,7 +199,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     // The pool as a whole.
     row(Op::ExportImport, 1, true),
     row(Op::RewindImport, 1, true),
-    row(Op::NearFull, 1, false),
+    row(Op::NearFull, 1, true),
 ];
 
 /// Draws operations from the implemented rows of [`OPERATIONS`] by weight.

@@ -35,8 +35,8 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::child::{
-    counts_path, pool_dir, read_fault_counts, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX,
-    SECOND_VDEV,
+    counts_path, pool_dir, read_fault_counts, read_space_counts, Death, EXIT_INCONSISTENT,
+    EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
 };
 use crate::journal::{journal_path, Promises};
 use crate::ops::Op;
@@ -85,6 +85,10 @@ pub struct Summary {
     pub faults_injected: u64,
     pub fault_hits: u64,
     pub fault_copies_repaired: u64,
+    /// Near-full phases, the bytes they filled, and the operations refused for space.
+    pub near_full_phases: u64,
+    pub bytes_filled: u64,
+    pub refused_for_space: u64,
     pub clean_ends: u64,
     pub imports: u64,
     /// What the parent's verifications read: files, tagged blocks, promises.
@@ -104,6 +108,9 @@ impl Summary {
         self.faults_injected += other.faults_injected;
         self.fault_hits += other.fault_hits;
         self.fault_copies_repaired += other.fault_copies_repaired;
+        self.near_full_phases += other.near_full_phases;
+        self.bytes_filled += other.bytes_filled;
+        self.refused_for_space += other.refused_for_space;
         self.clean_ends += other.clean_ends;
         self.imports += other.imports;
         self.files_verified += other.files_verified;
@@ -114,7 +121,7 @@ impl Summary {
 
     pub fn line(&self) -> String {
         format!(
-            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); verified {} files, {} tagged blocks, {} fsync promises",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises",
             self.operations,
             self.refusals,
             self.kills,
@@ -125,6 +132,9 @@ impl Summary {
             self.faults_injected,
             self.fault_hits,
             self.fault_copies_repaired,
+            self.near_full_phases,
+            self.bytes_filled >> 20,
+            self.refused_for_space,
             self.files_verified,
             self.blocks_verified,
             self.promises_checked
@@ -229,6 +239,10 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         summary.faults_injected += injected;
         summary.fault_hits += hits;
         summary.fault_copies_repaired += repaired;
+        let [phases, filled, for_space] = read_space_counts(dir);
+        summary.near_full_phases += phases;
+        summary.bytes_filled += filled;
+        summary.refused_for_space += for_space;
         let mut problems = Vec::new();
         match outcome {
             Ok(Ended::Killed) if power_cut.is_some() => summary.power_cuts += 1,
@@ -285,6 +299,7 @@ fn run_round(
     let dir = &options.dir;
     let _ = std::fs::remove_file(counts_path(dir));
     let _ = std::fs::remove_file(crate::child::fault_counts_path(dir));
+    let _ = std::fs::remove_file(crate::child::space_counts_path(dir));
     let mut process = spawn_child(options, round, round_seed, fate, run_for, tunables)?;
     let life = match fate.0 {
         Death::AfterTime(after) => after.min(run_for),

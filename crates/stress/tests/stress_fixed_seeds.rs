@@ -1,7 +1,7 @@
 //! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
 //! on one thread) must run with zero inconsistencies, through kills, power cuts, imports and
-//! verifications, with faults injected on one side of the mirror, and the power cuts and
-//! faults they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
+//! verifications, with faults injected on one side of the mirror and phases near full, and
+//! the power cuts, faults and phases they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
 //! (a block punched out of a file whose fsync the journal recorded, a block copied to another
 //! offset) must be reported, kept under `failures/`, and end the run with status 1.
 
@@ -82,6 +82,7 @@ fn fixed_seeds_run_without_inconsistency() {
     let mut power_cuts = 0;
     let mut faults = 0;
     let mut fault_hits = 0;
+    let mut near_full_phases = 0;
     for seed in ["1", "2", "3"] {
         let run_dir = dir.path().join(format!("seed-{seed}"));
         let output = stress(&[
@@ -102,6 +103,7 @@ fn fixed_seeds_run_without_inconsistency() {
         power_cuts += count_before(&stdout, "power");
         faults += count_before(&stdout, "faults");
         fault_hits += count_before(&stdout, "I/Os");
+        near_full_phases += count_before(&stdout, "near-full");
     }
     assert!(
         kills + power_cuts >= 3,
@@ -127,6 +129,11 @@ fn fixed_seeds_run_without_inconsistency() {
         KNOWN_FAILING,
     ]);
     assert_clean_run(&output);
+    near_full_phases += count_before(&String::from_utf8_lossy(&output.stdout), "near-full");
+    assert!(
+        near_full_phases >= 1,
+        "no fixed seed ran the pool near full"
+    );
 }
 
 fn import(dir: &Path) -> Pool {

@@ -8,7 +8,9 @@
 //! 1. imports the pool and opens every file system the tool made (re-stamping one whose stamp
 //!    a crash prevented: it holds nothing else), creating some if fewer than
 //!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror whole again if the last child died in
-//!    the middle of a device operation;
+//!    the middle of a device operation (first repairing by a scrub what it left of injected
+//!    write corruption, [`faults`]), and destroys the filler file system if it died in a
+//!    near-full phase ([`space`]);
 //! 2. runs `threads` workers; each draws operations from the table of [`crate::ops`] with its
 //!    own RNG, seeded from the round's seed and its index, so that a seed fixes each worker's
 //!    sequence of choices (with one worker, the whole run's);
@@ -26,16 +28,20 @@
 //! - each file system's lock: file operations hold it shared; a rollback or a destroy holds
 //!   it exclusively, so that no fsync is promised about a file while its file system is being
 //!   rolled back, and a destroy finds nothing open;
-//! - the devices lock: every device operation and every scan request holds it, so device
-//!   operations run one at a time and each sees its resilver through (a scan cancel also
-//!   ends a resilver); each starts from a whole mirror and leaves one ([`heal_mirror`]), so
-//!   none takes away the only complete copy, and the pool never loses data the oracle then
-//!   blames on the engine;
+//! - the devices lock: every device operation, fault injection ([`faults`]: faults go on one
+//!   side only) and scan request holds it, so device operations run one at a time and each
+//!   sees its resilver through (a scan cancel also ends a resilver); each starts from a whole
+//!   mirror and leaves one ([`heal_mirror`]), so none takes away the only complete copy, and
+//!   the pool never loses data the oracle then blames on the engine;
 //! - the registry of file systems (a plain mutex, held only to copy or change the list).
+//!
+//! The near-full phase ([`space`]) writes only into its own file system, which is not in the
+//! registry; one phase runs at a time.
 //!
 //! # Outcomes
 //! An operation the engine refuses (a name taken, a snapshot with clones, no space) is part
-//! of the game and is counted. An engine error that means damage (corruption, a failed sync,
+//! of the game and is counted (refusals for space apart, [`space`]: near full they are the
+//! expected answer). An engine error that means damage (corruption, a failed sync,
 //! a suspended pool), a tag that does not verify, or a panic, ends the child with
 //! [`EXIT_INCONSISTENT`] or [`EXIT_PANIC`], its pool left as it was for the parent to keep.
 
@@ -58,6 +64,7 @@ use tarn::types::Txg;
 mod devices;
 mod faults;
 mod power;
+mod space;
 
 use devices::{
     create_device_file, flush_before_wipe, heal_mirror, replacement_path, two_sides,
@@ -65,6 +72,7 @@ use devices::{
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 pub use faults::{fault_counts_path, read_fault_counts};
+pub use space::{read_space_counts, space_counts_path};
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
@@ -298,6 +306,7 @@ impl Child {
     fn setup(&self, rng: &mut StdRng) -> Result<(), String> {
         let pool = self.import(None)?;
         faults::repair_leftover_corruption(&pool, &self.plan.dir)?;
+        self.remove_leftover_filler(&pool)?;
         if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
             heal_mirror(&pool, &self.plan.dir)
         {
@@ -360,6 +369,7 @@ impl Child {
         );
         let _ = std::fs::write(counts_path(&self.plan.dir), text);
         self.faults.report(&self.plan.dir);
+        space::report(&self.plan.dir);
     }
 
     /// The planned crash: a SIGKILL, after a power cut if the plan says so.
@@ -406,6 +416,7 @@ impl Child {
                 Ok(()) => {}
                 Err(OpError::Refused(why)) => {
                     self.refusals.fetch_add(1, Ordering::Relaxed);
+                    space::note_refusal(&why);
                     log::debug!("worker {index}: {op:?} refused: {why}");
                     self.check_not_suspended();
                 }
@@ -759,6 +770,7 @@ impl Child {
             | Op::DeviceDetachAttach
             | Op::DeviceReplace => self.device_op(op, pool, rng),
             Op::InjectFault => self.inject_fault(pool, rng),
+            Op::NearFull => self.near_full(pool, rng),
             // Scan requests wait for a device operation to finish: a cancel or a pause
             // reaches a resilver too, and a device operation must see its resilver through.
             Op::ScrubStart => {
@@ -862,6 +874,8 @@ impl Child {
             None => self.import(None),
         };
         let pool = imported.map_err(|why| OpError::Inconsistent(format!("{how:?}: {why}")))?;
+        self.remove_leftover_filler(&pool)
+            .map_err(OpError::Inconsistent)?;
         let healed = match wiped {
             Some(_) => heal_mirror(&pool, &self.plan.dir),
             None => Ok(()),
