@@ -16,10 +16,11 @@
 //! - ENOSPC is an answer, not a failure: a refusal for space, by the filler or any other
 //!   worker, is counted ([`note_refusal`]), and the engine's other errors near full (a
 //!   suspended pool, a failed sync, corruption) are inconsistencies as always;
-//! - an fsync promises only what is there: the promise is made from the file read back after
-//!   the fsync returned, so a write refused or cut short is promised as what it left, and a
-//!   crash or a power cut during the phase (which the oracle then judges) shows whether the
-//!   fsync made that durable;
+//! - a write refused for space changes nothing (the file read back after the fsync holds
+//!   none of its blocks and is no longer than where it began), and an fsync promises only
+//!   what is there: the promise is made from the file read back after the fsync returned, so
+//!   a write cut short is promised as what it left, and a crash or a power cut during the
+//!   phase (which the oracle then judges) shows whether the fsync made that durable;
 //! - the space comes back: the destroy of the filler must succeed near full.
 //!
 //! The filler file system is not one of the child's slots: no other operation snapshots,
@@ -163,6 +164,8 @@ impl Child {
             }
             let attr = fs.create(fs.root(), format!("f{number}").as_bytes(), 0o644, 0, 0)?;
             number += 1;
+            // The write the engine refused whole (its generation, and where it began).
+            let mut refused_write = None;
             let mut full = false;
             let mut offset = 0u64;
             while offset < FILE_BYTES {
@@ -188,6 +191,7 @@ impl Child {
                         break;
                     }
                     Err(FsError::NoSpace) => {
+                        refused_write = Some((generation, offset));
                         full = true;
                         break;
                     }
@@ -217,6 +221,17 @@ impl Child {
             }
             let contents = verify_file(fs, family, attr.ino, self.plan.round)
                 .map_err(|why| OpError::Inconsistent(format!("{dataset}: {why}")))?;
+            // A write refused for space changes nothing: none of its blocks, and no size.
+            if let Some((generation, at)) = refused_write {
+                if contents.size > at || contents.generations.contains(&generation) {
+                    return Err(OpError::Inconsistent(format!(
+                        "{dataset}: inode {}: a write of {WRITE_BYTES} bytes at {at} was refused for space, yet the file is {} bytes and holds {} of its blocks",
+                        attr.ino,
+                        contents.size,
+                        contents.generations.iter().filter(|&&g| g == generation).count()
+                    )));
+                }
+            }
             self.journal.fsynced(
                 dataset,
                 attr.ino,
