@@ -9,7 +9,9 @@
 //! workers go on. Holding the devices lock (so no device operation takes the other side away,
 //! and the mirror is whole when it starts: see [`super::devices`]), it injects on ONE side,
 //! chosen by the seed, one of [`FaultKind`], on a share of the matching I/Os, for a number of
-//! them or until cleared, sleeps while the workers run into it, and clears it. Then:
+//! them or until cleared, drives I/O into it itself (a held snapshot read back from the
+//! devices and verified, or a sync: see [`Child::exercise`]), sleeps while the other workers
+//! run into it, and clears it. Then:
 //! - the pool must not be suspended (a write that reached one side reached a copy);
 //! - after silent corruption of writes, a scrub must find nothing it cannot repair
 //!   ([`run_scrub`]: no unrepaired copy, no error): the bad copies are repaired from the
@@ -35,7 +37,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -43,8 +45,11 @@ use tarn::pool::Pool;
 use tarn::vdev::inject::{InjectedFault, InjectedIo, Injection};
 use tarn::vdev::label::{VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE};
 
+use tarn::pool::holds::Holder;
+
 use super::devices::{heal_mirror, run_scrub, two_sides};
 use super::{refused, Child, OpError, OpResult};
+use crate::oracle::verify_tree;
 
 /// What one injection does to the side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +144,37 @@ pub(super) fn repair_leftover_corruption(pool: &Pool, dir: &Path) -> Result<(), 
 }
 
 impl Child {
+    /// Drive I/O into the injection, so that it fires even with one worker: reads of a held
+    /// snapshot from the devices (the cache emptied first), verified block by block, for the
+    /// read faults; a sync (the other workers' dirty data, the uberblocks) for the others.
+    /// A snapshot is read, not a head, because a head's files change under the reader.
+    fn exercise(&self, pool: &Pool, kind: FaultKind, rng: &mut StdRng) -> OpResult {
+        if !matches!(kind, FaultKind::ReadCorrupt | FaultKind::ReadError) {
+            pool.sync()?;
+            return Ok(());
+        }
+        let snapshot = match self.pick_snapshot(pool, rng) {
+            Ok(snapshot) => snapshot,
+            Err(OpError::Refused(_)) => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let Ok(hold) = pool.long_hold(&snapshot, Holder::Send) else {
+            return Ok(()); // Destroyed meanwhile.
+        };
+        pool.core.io.cache.clear();
+        let fs = pool.snapshot_file_system(&snapshot)?;
+        let mut problems = Vec::new();
+        verify_tree(&fs, &snapshot, self.plan.round, &mut problems);
+        drop(hold);
+        if !problems.is_empty() {
+            return Err(OpError::Inconsistent(format!(
+                "{kind:?} injected on one side: reading {snapshot}: {}",
+                problems.join("; ")
+            )));
+        }
+        Ok(())
+    }
+
     /// The operation: see the module documentation.
     pub(super) fn inject_fault(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
         let _devices = self.devices.lock();
@@ -195,13 +231,16 @@ impl Child {
         }
         let injector = &pool.core.injector;
         let id = injector.add(injection);
-        std::thread::sleep(active);
+        let deadline = Instant::now() + active;
+        let exercised = self.exercise(pool, kind, rng);
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         let hits = (injector.list().iter())
             .find(|status| status.id == id)
             .map_or(0, |status| status.hits);
         injector.clear(Some(id));
         self.faults.injected.fetch_add(1, Ordering::Relaxed);
         self.faults.hits.fetch_add(hits, Ordering::Relaxed);
+        exercised?;
         if let Some(why) = pool.core.txgs.failure() {
             return Err(OpError::Inconsistent(format!(
                 "{kind:?} injected on one side of the mirror ({hits} I/Os hit) suspended the pool: {why}"
