@@ -18,7 +18,8 @@
 //! operations. `--loop` runs fresh seeds, each in its own directory under DIR, until the time
 //! is spent. A failure keeps the pool images, the journal, the log and the seed under
 //! `DIR/failures/SEED-rROUND/`; the program prints a summary line (operations, kills, power
-//! cuts, imports, failures, injected faults, near-full phases) and exits 1 on any failure, 2 on bad usage or a run that could not start.
+//! cuts, imports, failures, injected faults, near-full phases) and exits 1 on any failure, 2
+//! on bad usage or a run that could not start.
 //!
 //! The library ([`tarn_stress`]) holds the parts; this file only parses the command line.
 

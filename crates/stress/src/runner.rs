@@ -12,9 +12,9 @@
 //!    child found itself);
 //! 2. copies the vdevs as the crash left them (`crashed/`), since the import changes them;
 //! 3. imports the pool from what survived, runs `check` (which must be clean), verifies every
-//!    file, snapshot and promise (after a power cut as after a kill: what an fsync promised
-//!    survives, whatever the cut dropped) ([`crate::oracle::verify_pool`]), runs `check` again (the file systems' intent
-//!    logs have been replayed by then), and exports.
+//!    file, snapshot and promise ([`crate::oracle::verify_pool`]; after a power cut as after a
+//!    kill: what an fsync promised survives, whatever the cut dropped), runs `check` again
+//!    (the file systems' intent logs have been replayed by then), and exports.
 //!
 //! Any inconsistency, a child that dies any other way than planned, or a child that outlives
 //! its deadline by [`HANG_GRACE`] (a hang is a finding too), stops the run: the vdevs as the
