@@ -10,8 +10,11 @@
 //! ends without a newline) and cuts off the file before the next child appends.
 //!
 //! The journal is not fsynced: the crashes this tool makes are SIGKILLs of the child process,
-//! after which the host's page cache still holds every line written. A power cut of the host
-//! is not among them.
+//! after which the host's page cache still holds every line written, and power cuts of the
+//! pool's devices only (the device model of `child::power`), not of the host. A child that
+//! cuts its devices' power seals its journal first ([`JournalWriter::seal`]): an fsync that
+//! returns after the cut (the stopped devices report success for every write they drop)
+//! promises nothing.
 //!
 //! # Records
 //! ```text
@@ -43,20 +46,30 @@ pub struct Promise {
 
 /// The child's side: appends records.
 pub struct JournalWriter {
-    file: Mutex<File>,
+    /// The file, and whether the journal is sealed (records are dropped from then on).
+    file: Mutex<(File, bool)>,
 }
 
 impl JournalWriter {
     pub fn open(path: &Path) -> std::io::Result<JournalWriter> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(JournalWriter {
-            file: Mutex::new(file),
+            file: Mutex::new((file, false)),
         })
+    }
+
+    /// Append no more records: what happens after this is not to be promised.
+    pub fn seal(&self) {
+        self.file.lock().1 = true;
     }
 
     fn append(&self, line: String) {
         debug_assert!(!line.contains('\n'));
-        let mut file = self.file.lock();
+        let mut guard = self.file.lock();
+        let (file, sealed) = &mut *guard;
+        if *sealed {
+            return;
+        }
         // One write(2) per record: see the module documentation. A journal that cannot be
         // written makes every later check meaningless, so it ends the child.
         if let Err(error) = file.write_all(format!("{line}\n").as_bytes()) {

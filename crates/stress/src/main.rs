@@ -11,14 +11,16 @@
 //! The first form runs one seed (a random one, printed, unless `--seed` names it) for the
 //! given time against a pool on sparse files in DIR, created there or re-imported: a parent
 //! process starts children that run `T` threads of random operations (see [`tarn_stress::ops`]) on the
-//! engine directly, in-process, and SIGKILL themselves at a moment the seed chooses; after
+//! engine directly, in-process, and SIGKILL themselves at a moment the seed chooses (in some
+//! rounds, as the seed chooses, after cutting the power of the pool's devices); after
 //! each, the parent re-imports the pool, runs `check` and verifies every block and every
 //! fsync's promise (see [`tarn_stress::oracle`]). `--replay` runs a seed on one thread, its children dying
 //! after a number of operations rather than a time, so the seed fixes the whole sequence of
 //! operations. `--loop` runs fresh seeds, each in its own directory under DIR, until the time
 //! is spent. A failure keeps the pool images, the journal, the log and the seed under
-//! `DIR/failures/SEED-rROUND/`; the program prints a summary line (operations, kills, imports,
-//! failures) and exits 1 on any failure, 2 on bad usage or a run that could not start.
+//! `DIR/failures/SEED-rROUND/`; the program prints a summary line (operations, kills, power
+//! cuts, imports, failures, injected faults, near-full phases) and exits 1 on any failure, 2
+//! on bad usage or a run that could not start.
 //!
 //! The library ([`tarn_stress`]) holds the parts; this file only parses the command line.
 
@@ -80,6 +82,9 @@ struct Args {
     child_kill_ops: Option<u64>,
     #[arg(long, hide = true)]
     child_ashift: Option<u32>,
+    /// Internal: the child dies by a power cut of its devices, with this seed.
+    #[arg(long, hide = true)]
+    child_power_cut: Option<u64>,
 }
 
 /// Log records to stderr, warnings and worse unless `RUST_LOG` says otherwise (env_logger's
@@ -200,6 +205,7 @@ fn run_child(args: &Args, round: u64) -> ! {
     };
     let plan = child::ChildPlan {
         dir: args.dir.clone(),
+        power_cut: args.child_power_cut,
         pool_name: runner::POOL_NAME.into(),
         round,
         seed: args.seed.unwrap_or_else(|| missing("--seed")),

@@ -29,11 +29,13 @@
 //!   clones), user holds, new file systems, property changes;
 //! - replication: full, incremental and resumed sends into a second pool;
 //! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
-//!   detached, attached and replaced; a mirror side wiped and brought back; export and import;
-//!   rewind imports; phases that run the pool near full.
+//!   detached, attached and replaced; a mirror side wiped and brought back; faults injected on
+//!   one side of the mirror; export and import; rewind imports; phases that run the pool near
+//!   full.
 //!
-//! Crashes (SIGKILL of the child at a moment chosen by the seed) are not operations: the
-//! runner schedules them, outside this table.
+//! Crashes (SIGKILL of the child at a moment chosen by the seed, in some rounds after a power
+//! cut of the pool's devices) are not operations: the runner schedules them, outside this
+//! table.
 
 use rand::Rng;
 
@@ -115,6 +117,10 @@ pub enum Op {
     MirrorWipeOnline,
     /// Wipe one mirror side, then let it reappear at the next import.
     MirrorWipeReappear,
+    /// Inject faults on one side of the mirror for a while (silent corruption of reads or of
+    /// writes, read or write errors, delays), clear them, and require that nothing showed:
+    /// no wrong or lost data, no suspended pool, a scrub that repairs every bad copy.
+    InjectFault,
     /// Export the pool and import it again, every thread paused around it.
     ExportImport,
     /// Export, then import rewound explicitly to the txg one or two before the last.
@@ -186,10 +192,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::DeviceReplace, 1, true),
     row(Op::MirrorWipeOnline, 1, true),
     row(Op::MirrorWipeReappear, 1, true),
+    // As often as the commonest device operation: like each of them it takes one side away
+    // (here by making it misbehave) and ends with a heal and a scrub, and it has five kinds
+    // of fault to cover where a device operation has one path.
+    row(Op::InjectFault, 2, true),
     // The pool as a whole.
     row(Op::ExportImport, 1, true),
     row(Op::RewindImport, 1, true),
-    row(Op::NearFull, 1, false),
+    row(Op::NearFull, 1, true),
 ];
 
 /// Draws operations from the implemented rows of [`OPERATIONS`] by weight.
@@ -267,7 +277,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 40);
+        assert_eq!(seen.len(), 41);
     }
 
     #[test]

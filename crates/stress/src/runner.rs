@@ -5,14 +5,16 @@
 //! log (`child.log`) and the number of the last round (`rounds`), so that a run can stop and
 //! a later one re-import and go on. A round is one child (see [`crate::child`]): it is started
 //! with a seed derived from the run's seed and the round's number, and either SIGKILLs
-//! itself at the moment its plan says or, at the run's end, exports and exits. Then the
-//! parent
+//! itself at the moment its plan says (in a third of the rounds, as the round's seed
+//! chooses, after a power cut of the pool's devices: [`crate::child`]'s `power` module) or,
+//! at the run's end, exports and exits. Then the parent
 //! 1. reads the journal's new records (the promises now in force, and any inconsistency the
 //!    child found itself);
 //! 2. copies the vdevs as the crash left them (`crashed/`), since the import changes them;
-//! 3. imports the pool, runs `check` (which must be clean), verifies every file, snapshot and
-//!    promise ([`crate::oracle::verify_pool`]), runs `check` again (the file systems' intent
-//!    logs have been replayed by then), and exports.
+//! 3. imports the pool from what survived, runs `check` (which must be clean), verifies every
+//!    file, snapshot and promise ([`crate::oracle::verify_pool`]; after a power cut as after a
+//!    kill: what an fsync promised survives, whatever the cut dropped), runs `check` again
+//!    (the file systems' intent logs have been replayed by then), and exports.
 //!
 //! Any inconsistency, a child that dies any other way than planned, or a child that outlives
 //! its deadline by [`HANG_GRACE`] (a hang is a finding too), stops the run: the vdevs as the
@@ -33,7 +35,8 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::child::{
-    counts_path, pool_dir, Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
+    counts_path, pool_dir, read_fault_counts, read_space_counts, Death, EXIT_INCONSISTENT,
+    EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
 };
 use crate::journal::{journal_path, Promises};
 use crate::ops::Op;
@@ -56,6 +59,10 @@ const SHORT_LIFE_MS: std::ops::Range<u64> = 20..300;
 const SHORT_LIFE_ONE_IN: u32 = 4;
 /// The range of a replayed (one-worker) child's operations before its SIGKILL.
 const LIFE_OPERATIONS: std::ops::Range<u64> = 30..3000;
+/// The share of rounds whose child dies by a power cut of the pool's devices rather than by
+/// a SIGKILL alone (in thirds): the stricter crash, and the one that tests the intent log's
+/// durability, but the plain kill reaches states it cannot (every write landed, none torn).
+const POWER_CUT_THIRDS: u32 = 1;
 
 /// What a run is asked to do.
 #[derive(Clone, Debug)]
@@ -78,6 +85,16 @@ pub struct Summary {
     pub operations: u64,
     pub refusals: u64,
     pub kills: u64,
+    pub power_cuts: u64,
+    /// Faults injected on one side of the mirror, the I/Os they hit, and the bad copies the
+    /// scrubs after them repaired.
+    pub faults_injected: u64,
+    pub fault_hits: u64,
+    pub fault_copies_repaired: u64,
+    /// Near-full phases, the bytes they filled, and the operations refused for space.
+    pub near_full_phases: u64,
+    pub bytes_filled: u64,
+    pub refused_for_space: u64,
     pub clean_ends: u64,
     pub imports: u64,
     /// What the parent's verifications read: files, tagged blocks, promises.
@@ -93,6 +110,13 @@ impl Summary {
         self.operations += other.operations;
         self.refusals += other.refusals;
         self.kills += other.kills;
+        self.power_cuts += other.power_cuts;
+        self.faults_injected += other.faults_injected;
+        self.fault_hits += other.fault_hits;
+        self.fault_copies_repaired += other.fault_copies_repaired;
+        self.near_full_phases += other.near_full_phases;
+        self.bytes_filled += other.bytes_filled;
+        self.refused_for_space += other.refused_for_space;
         self.clean_ends += other.clean_ends;
         self.imports += other.imports;
         self.files_verified += other.files_verified;
@@ -103,13 +127,20 @@ impl Summary {
 
     pub fn line(&self) -> String {
         format!(
-            "{} operations ({} refused), {} kills, {} clean ends, {} imports, {} failures; verified {} files, {} tagged blocks, {} fsync promises",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises",
             self.operations,
             self.refusals,
             self.kills,
+            self.power_cuts,
             self.clean_ends,
             self.imports,
             self.failures.len(),
+            self.faults_injected,
+            self.fault_hits,
+            self.fault_copies_repaired,
+            self.near_full_phases,
+            self.bytes_filled >> 20,
+            self.refused_for_space,
             self.files_verified,
             self.blocks_verified,
             self.promises_checked
@@ -203,14 +234,33 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         } else {
             Death::AfterTime(Duration::from_millis(round_rng.gen_range(LIFE_MS)))
         };
+        let power_cut = round_rng
+            .gen_ratio(POWER_CUT_THIRDS, 3)
+            .then(|| round_rng.gen::<u64>());
         let run_for = end.saturating_duration_since(Instant::now());
-        let outcome = run_round(options, round, round_seed, death, run_for, &tunables);
+        let outcome = run_round(
+            options,
+            round,
+            round_seed,
+            (death, power_cut),
+            run_for,
+            &tunables,
+        );
         let counts = read_counts(dir);
         summary.operations += counts.0;
         summary.refusals += counts.1;
         summary.imports += counts.2;
+        let [injected, hits, repaired] = read_fault_counts(dir);
+        summary.faults_injected += injected;
+        summary.fault_hits += hits;
+        summary.fault_copies_repaired += repaired;
+        let [phases, filled, for_space] = read_space_counts(dir);
+        summary.near_full_phases += phases;
+        summary.bytes_filled += filled;
+        summary.refused_for_space += for_space;
         let mut problems = Vec::new();
         match outcome {
+            Ok(Ended::Killed) if power_cut.is_some() => summary.power_cuts += 1,
             Ok(Ended::Killed) => summary.kills += 1,
             Ok(Ended::Clean) => summary.clean_ends += 1,
             Err(why) => problems.push(why),
@@ -260,18 +310,23 @@ enum Ended {
     Clean,
 }
 
+/// How the child is to die: when, and whether by a power cut (with its seed).
+type Fate = (Death, Option<u64>);
+
 fn run_round(
     options: &RunOptions,
     round: u64,
     round_seed: u64,
-    death: Death,
+    fate: Fate,
     run_for: Duration,
     tunables: &Tunables,
 ) -> Result<Ended, String> {
     let dir = &options.dir;
     let _ = std::fs::remove_file(counts_path(dir));
-    let mut process = spawn_child(options, round, round_seed, death, run_for, tunables)?;
-    let life = match death {
+    let _ = std::fs::remove_file(crate::child::fault_counts_path(dir));
+    let _ = std::fs::remove_file(crate::child::space_counts_path(dir));
+    let mut process = spawn_child(options, round, round_seed, fate, run_for, tunables)?;
+    let life = match fate.0 {
         Death::AfterTime(after) => after.min(run_for),
         Death::AfterOperations(_) => run_for,
     };
@@ -306,7 +361,7 @@ fn spawn_child(
     options: &RunOptions,
     round: u64,
     round_seed: u64,
-    death: Death,
+    (death, power_cut): Fate,
     run_for: Duration,
     tunables: &Tunables,
 ) -> Result<Process, String> {
@@ -345,6 +400,9 @@ fn spawn_child(
             .map(|op| format!("{op:?}"))
             .collect();
         command.arg("--exclude").arg(names.join(","));
+    }
+    if let Some(seed) = power_cut {
+        command.arg("--child-power-cut").arg(seed.to_string());
     }
     match death {
         Death::AfterTime(after) => command

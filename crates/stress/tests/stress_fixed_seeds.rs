@@ -1,6 +1,7 @@
 //! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
-//! on one thread) must run with zero inconsistencies, through kills, imports and
-//! verifications; and the oracle must be able to fail: a pool changed behind the tool's back
+//! on one thread) must run with zero inconsistencies, through kills, power cuts, imports and
+//! verifications, with faults injected on one side of the mirror and phases near full, and
+//! the power cuts, faults and phases they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
 //! (a block punched out of a file whose fsync the journal recorded, a block copied to another
 //! offset) must be reported, kept under `failures/`, and end the run with status 1.
 
@@ -39,7 +40,10 @@ fn count_before(stdout: &str, word: &str) -> u64 {
         .iter()
         .position(|candidate| candidate.trim_end_matches([',', ';']) == word)
         .unwrap_or_else(|| panic!("no {word:?} in {summary:?}"));
-    words[at - 1].parse().expect("a count")
+    words[at - 1]
+        .trim_start_matches('(')
+        .parse()
+        .expect("a count")
 }
 
 fn assert_clean_run(output: &Output) {
@@ -51,7 +55,10 @@ fn assert_clean_run(output: &Output) {
         "too few operations: {stdout}"
     );
     assert!(
-        count_before(&stdout, "kills") + count_before(&stdout, "clean") >= 1,
+        count_before(&stdout, "kills")
+            + count_before(&stdout, "power")
+            + count_before(&stdout, "clean")
+            >= 1,
         "no round ended: {stdout}"
     );
     assert!(
@@ -64,6 +71,10 @@ fn assert_clean_run(output: &Output) {
 fn fixed_seeds_run_without_inconsistency() {
     let dir = tempfile::tempdir().unwrap();
     let mut kills = 0;
+    let mut power_cuts = 0;
+    let mut faults = 0;
+    let mut fault_hits = 0;
+    let mut near_full_phases = 0;
     for seed in ["1", "2", "3"] {
         let run_dir = dir.path().join(format!("seed-{seed}"));
         let output = stress(&[
@@ -77,9 +88,25 @@ fn fixed_seeds_run_without_inconsistency() {
             "2",
         ]);
         assert_clean_run(&output);
-        kills += count_before(&String::from_utf8_lossy(&output.stdout), "kills");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        kills += count_before(&stdout, "kills");
+        power_cuts += count_before(&stdout, "power");
+        faults += count_before(&stdout, "faults");
+        fault_hits += count_before(&stdout, "I/Os");
+        near_full_phases += count_before(&stdout, "near-full");
     }
-    assert!(kills >= 3, "the fixed seeds killed only {kills} children");
+    assert!(
+        kills + power_cuts >= 3,
+        "the fixed seeds killed only {kills} children and cut the power of {power_cuts}"
+    );
+    // Each verified as any round is: every promise in force held after the cut.
+    assert!(power_cuts >= 1, "no fixed seed cut the power");
+    // Each injection was cleared, healed and scrubbed clean, and the reads through it
+    // verified, or the run would have failed.
+    assert!(
+        faults >= 1 && fault_hits >= 1,
+        "the fixed seeds injected {faults} faults, hitting {fault_hits} I/Os"
+    );
     let replay_dir = dir.path().join("replay");
     let output = stress(&[
         "--replay",
@@ -90,6 +117,11 @@ fn fixed_seeds_run_without_inconsistency() {
         replay_dir.to_str().unwrap(),
     ]);
     assert_clean_run(&output);
+    near_full_phases += count_before(&String::from_utf8_lossy(&output.stdout), "near-full");
+    assert!(
+        near_full_phases >= 1,
+        "no fixed seed ran the pool near full"
+    );
 }
 
 fn import(dir: &Path) -> Pool {

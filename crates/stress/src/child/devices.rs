@@ -210,6 +210,20 @@ pub(super) fn wipe_device(path: &str) -> Result<(), OpError> {
     wipe().map_err(|error| OpError::Inconsistent(format!("wiping {path}: {error}")))
 }
 
+/// Flush the side's device before its file is wiped: the wipe is a disk swapped for a blank
+/// one, and the old disk's volatile cache goes with it. Under the power-cut model (see
+/// `super::power`) a cut would otherwise put back, over the blank disk, what the old disk's
+/// unflushed writes replaced. A side that is offline gets no writes between this and the wipe.
+pub(super) fn flush_before_wipe(pool: &Pool, side: &Side) -> Result<(), OpError> {
+    let leaf = (pool.core.io.vdevs.leaves()).find(|leaf| leaf.guid.0.to_string() == side.name);
+    if let Some(leaf) = leaf {
+        leaf.device
+            .flush()
+            .map_err(|error| OpError::Inconsistent(format!("flushing {}: {error}", side.path)))?;
+    }
+    Ok(())
+}
+
 /// The other name of a mirror side's file: a replace moves a side between the two.
 pub(super) fn replacement_path(side: &str) -> PathBuf {
     match side.strip_suffix(REPLACED_SUFFIX) {
@@ -223,22 +237,7 @@ pub(super) fn replacement_path(side: &str) -> PathBuf {
 /// the engine's failure, caught here at the operation that caused it rather than later,
 /// when the other side is taken away and the block reads from nowhere.
 fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
-    pool.core.wait_scan(ScanFunction::Scrub)?;
-    if let Err(error) = pool.core.request_scrub() {
-        return Err(OpError::Refused(format!("the checking scrub: {error}")));
-    }
-    pool.sync()?;
-    pool.core.wait_scan(ScanFunction::Scrub)?;
-    let Some(status) = pool.core.scan_status() else {
-        return Err(OpError::Refused("the checking scrub left no status".into()));
-    };
-    let phys = status.phys;
-    if phys.function != ScanFunction::Scrub {
-        return Err(OpError::Refused(format!(
-            "a {} ran instead of the checking scrub",
-            phys.function.as_str()
-        )));
-    }
+    let phys = run_scrub(pool)?;
     if phys.copies_bad > 0 || phys.errors > 0 || phys.unrepaired > 0 {
         return Err(OpError::Inconsistent(format!(
             "after the resilver made the mirror whole, a scrub found {} bad copies ({} bytes repaired, {} unrepaired, {} errors)",
@@ -246,4 +245,25 @@ fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
         )));
     }
     Ok(())
+}
+
+/// Run one whole scrub (after any scan in progress) and return what it found.
+pub(super) fn run_scrub(pool: &Pool) -> Result<tarn::pool::scan::ScanPhys, OpError> {
+    pool.core.wait_scan(ScanFunction::Scrub)?;
+    if let Err(error) = pool.core.request_scrub() {
+        return Err(OpError::Refused(format!("the scrub: {error}")));
+    }
+    pool.sync()?;
+    pool.core.wait_scan(ScanFunction::Scrub)?;
+    let Some(status) = pool.core.scan_status() else {
+        return Err(OpError::Refused("the scrub left no status".into()));
+    };
+    let phys = status.phys;
+    if phys.function != ScanFunction::Scrub {
+        return Err(OpError::Refused(format!(
+            "a {} ran instead of the scrub",
+            phys.function.as_str()
+        )));
+    }
+    Ok(phys)
 }

@@ -8,13 +8,16 @@
 //! 1. imports the pool and opens every file system the tool made (re-stamping one whose stamp
 //!    a crash prevented: it holds nothing else), creating some if fewer than
 //!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror whole again if the last child died in
-//!    the middle of a device operation;
+//!    the middle of a device operation (first repairing by a scrub what it left of injected
+//!    write corruption, [`faults`]), and destroys the filler file system if it died in a
+//!    near-full phase ([`space`]);
 //! 2. runs `threads` workers; each draws operations from the table of [`crate::ops`] with its
 //!    own RNG, seeded from the round's seed and its index, so that a seed fixes each worker's
 //!    sequence of choices (with one worker, the whole run's);
 //! 3. dies by SIGKILL at the moment its plan says (a time, or with one worker a number of
-//!    operations, so that a replay dies at the same point), or at its end exports the pool
-//!    and exits 0.
+//!    operations, so that a replay dies at the same point), in the rounds the plan says
+//!    after cutting the power of every device of the pool at once (see [`power`]: unflushed
+//!    writes are lost, torn or kept), or at its end exports the pool and exits 0.
 //!
 //! # Who touches what
 //! Worker `k` works only on the files of directory `tK` of each file system (files `f0` to
@@ -25,16 +28,20 @@
 //! - each file system's lock: file operations hold it shared; a rollback or a destroy holds
 //!   it exclusively, so that no fsync is promised about a file while its file system is being
 //!   rolled back, and a destroy finds nothing open;
-//! - the devices lock: every device operation and every scan request holds it, so device
-//!   operations run one at a time and each sees its resilver through (a scan cancel also
-//!   ends a resilver); each starts from a whole mirror and leaves one ([`heal_mirror`]), so
-//!   none takes away the only complete copy, and the pool never loses data the oracle then
-//!   blames on the engine;
+//! - the devices lock: every device operation, fault injection ([`faults`]: faults go on one
+//!   side only) and scan request holds it, so device operations run one at a time and each
+//!   sees its resilver through (a scan cancel also ends a resilver); each starts from a whole
+//!   mirror and leaves one ([`heal_mirror`]), so none takes away the only complete copy, and
+//!   the pool never loses data the oracle then blames on the engine;
 //! - the registry of file systems (a plain mutex, held only to copy or change the list).
+//!
+//! The near-full phase ([`space`]) writes only into its own file system, which is not in the
+//! registry; one phase runs at a time.
 //!
 //! # Outcomes
 //! An operation the engine refuses (a name taken, a snapshot with clones, no space) is part
-//! of the game and is counted. An engine error that means damage (corruption, a failed sync,
+//! of the game and is counted (refusals for space apart, [`space`]: near full they are the
+//! expected answer). An engine error that means damage (corruption, a failed sync,
 //! a suspended pool), a tag that does not verify, or a panic, ends the child with
 //! [`EXIT_INCONSISTENT`] or [`EXIT_PANIC`], its pool left as it was for the parent to keep.
 
@@ -55,11 +62,17 @@ use tarn::tunables::Tunables;
 use tarn::types::Txg;
 
 mod devices;
+mod faults;
+mod power;
+mod space;
 
 use devices::{
-    create_device_file, heal_mirror, replacement_path, two_sides, uberblock_txgs, wipe_device,
+    create_device_file, flush_before_wipe, heal_mirror, replacement_path, two_sides,
+    uberblock_txgs, wipe_device,
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
+pub use faults::{fault_counts_path, read_fault_counts};
+pub use space::{read_space_counts, space_counts_path};
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
@@ -99,6 +112,9 @@ pub enum Death {
 #[derive(Clone, Debug)]
 pub struct ChildPlan {
     pub dir: PathBuf,
+    /// Die by a power cut of the pool's devices, seeded so (see [`power`]), rather than by
+    /// a SIGKILL alone.
+    pub power_cut: Option<u64>,
     pub pool_name: String,
     pub round: u64,
     pub seed: u64,
@@ -196,6 +212,10 @@ struct Child {
     slots: Mutex<Vec<Arc<FileSystemSlot>>>,
     journal: JournalWriter,
     chooser: OpChooser,
+    /// What the injected faults did.
+    faults: faults::FaultCounts,
+    /// The device model, in a round that ends in a power cut.
+    power: Option<power::PowerCut>,
     /// Low 32 bits of the next write generation (the round is the high 32).
     generation_counter: AtomicU64,
     /// Makes names of new snapshots and file systems unique within the round.
@@ -211,6 +231,10 @@ struct Child {
 /// The child's entry point; never returns.
 pub fn child_main(plan: ChildPlan) -> ! {
     std::panic::set_hook(Box::new(|info| {
+        if power::power_is_cut() {
+            eprintln!("tarn-stress child: after the power cut: panic: {info}");
+            sigkill_self();
+        }
         eprintln!("tarn-stress child: panic: {info}");
         std::process::exit(EXIT_PANIC);
     }));
@@ -225,6 +249,8 @@ pub fn child_main(plan: ChildPlan) -> ! {
         slots: Mutex::new(Vec::new()),
         journal,
         chooser: OpChooser::excluding(&plan.excluded),
+        faults: faults::FaultCounts::default(),
+        power: plan.power_cut.map(power::PowerCut::new),
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
         devices: Mutex::new(()),
@@ -279,6 +305,8 @@ impl Child {
     /// Import the pool and open (or make) the file systems.
     fn setup(&self, rng: &mut StdRng) -> Result<(), String> {
         let pool = self.import(None)?;
+        faults::repair_leftover_corruption(&pool, &self.plan.dir)?;
+        self.remove_leftover_filler(&pool)?;
         if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
             heal_mirror(&pool, &self.plan.dir)
         {
@@ -302,6 +330,7 @@ impl Child {
         let mut options =
             ImportOptions::new(vec![pool_dir(&self.plan.dir)], self.plan.tunables.clone());
         options.rewind_to = rewind_to;
+        options.wrap_device = self.power.as_ref().map(power::PowerCut::wrapper);
         let (pool, _) = Pool::import(&self.plan.pool_name, options).map_err(|error| {
             format!(
                 "import{}: {error}",
@@ -339,20 +368,28 @@ impl Child {
             self.imports.load(Ordering::SeqCst)
         );
         let _ = std::fs::write(counts_path(&self.plan.dir), text);
+        self.faults.report(&self.plan.dir);
+        space::report(&self.plan.dir);
     }
 
-    /// The planned crash.
+    /// The planned crash: a SIGKILL, after a power cut if the plan says so.
     fn die(&self) -> ! {
         self.report();
-        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
+        if let Some(power) = &self.power {
+            let outcome = power.cut(&self.journal);
+            log::info!("round {}: {outcome}", self.plan.round);
+            eprintln!("tarn-stress child: round {}: {outcome}", self.plan.round);
         }
-        unreachable!("SIGKILL returned");
+        sigkill_self()
     }
 
-    /// An inconsistency: journal it, and end the child with the pool as it is.
+    /// An inconsistency: journal it, and end the child with the pool as it is. After a power
+    /// cut it is the cut's doing, not the engine's: the child dies as planned.
     fn fail(&self, why: &str) -> ! {
+        if power::power_is_cut() {
+            log::info!("after the power cut: {why}");
+            sigkill_self();
+        }
         log::error!("inconsistency: {why}");
         eprintln!("tarn-stress child: inconsistency: {why}");
         self.journal.failure(why);
@@ -379,6 +416,7 @@ impl Child {
                 Ok(()) => {}
                 Err(OpError::Refused(why)) => {
                     self.refusals.fetch_add(1, Ordering::Relaxed);
+                    space::note_refusal(&why);
                     log::debug!("worker {index}: {op:?} refused: {why}");
                     self.check_not_suspended();
                 }
@@ -393,7 +431,8 @@ impl Child {
         }
     }
 
-    /// No fault is injected, so a suspended pool (a write that reached no copy) is a bug.
+    /// Faults are injected on one side of the mirror at most, so a suspended pool (a write
+    /// that reached no copy) is a bug.
     fn check_not_suspended(&self) {
         let failure = self
             .pool
@@ -730,6 +769,8 @@ impl Child {
             | Op::MirrorWipeOnline
             | Op::DeviceDetachAttach
             | Op::DeviceReplace => self.device_op(op, pool, rng),
+            Op::InjectFault => self.inject_fault(pool, rng),
+            Op::NearFull => self.near_full(pool, rng),
             // Scan requests wait for a device operation to finish: a cancel or a pause
             // reaches a resilver too, and a device operation must see its resilver through.
             Op::ScrubStart => {
@@ -833,6 +874,8 @@ impl Child {
             None => self.import(None),
         };
         let pool = imported.map_err(|why| OpError::Inconsistent(format!("{how:?}: {why}")))?;
+        self.remove_leftover_filler(&pool)
+            .map_err(OpError::Inconsistent)?;
         let healed = match wiped {
             Some(_) => heal_mirror(&pool, &self.plan.dir),
             None => Ok(()),
@@ -868,6 +911,7 @@ impl Child {
                 }
                 Op::MirrorWipeOnline => {
                     pool.offline(&side.name)?;
+                    flush_before_wipe(pool, side)?;
                     wipe_device(&side.path)?;
                     std::thread::sleep(away);
                     // `online` must refuse a blank side (its label is gone), and the heal
@@ -896,6 +940,14 @@ impl Child {
         heal_mirror(pool, &self.plan.dir)?;
         outcome
     }
+}
+
+fn sigkill_self() -> ! {
+    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    unreachable!("SIGKILL returned");
 }
 
 /// Open every file system the tool made (all but the pool's root), re-stamping one whose
