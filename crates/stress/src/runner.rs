@@ -283,6 +283,9 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
                 &mut summary,
             );
         }
+        if problems.is_empty() {
+            problems = check_reuse_after_import(&pool_dir(dir), POOL_NAME, &tunables, round);
+        }
         std::fs::write(&rounds_path, format!("{round}\n"))
             .map_err(|error| format!("{}: {error}", rounds_path.display()))?;
         if !problems.is_empty() {
@@ -479,6 +482,54 @@ pub(crate) fn check_rewind_targets(
         }
     }
     problems
+}
+
+/// Files the reuse probe ([`check_reuse_after_import`]) rewrites in the pool's root file
+/// system (which the oracle does not read), and their size.
+const REUSE_PROBE_FILES: u64 = 32;
+const REUSE_PROBE_FILE_BYTES: usize = 4096;
+
+/// The rewind promise across an import: space freed in the last txgs before an export stays
+/// deferred after the import, so the import's first txg cannot overwrite a block that the
+/// trees of the txgs before it still reference. The pool was just exported; it is imported,
+/// its first txg allocates (small files rewritten in its root file system), the pool is
+/// dropped as a crash would leave it, and every rewind target must `check` clean
+/// ([`check_rewind_targets`]). The next child imports that crashed pool as usual.
+fn check_reuse_after_import(
+    vdevs: &Path,
+    name: &str,
+    tunables: &Tunables,
+    round: u64,
+) -> Vec<String> {
+    let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
+    let pool = match Pool::import(name, options) {
+        Ok((pool, _)) => pool,
+        Err(error) => return vec![format!("round {round}: reuse probe: import: {error}")],
+    };
+    let written = (|| -> Result<(), String> {
+        let fs = pool.file_system().map_err(|error| error.to_string())?;
+        for index in 0..REUSE_PROBE_FILES {
+            let file_name = format!("reuse-probe-{index}");
+            let attr = match fs.lookup(fs.root(), file_name.as_bytes()) {
+                Ok(attr) => attr,
+                Err(tarn::fs::FsError::NotFound) => fs
+                    .create(fs.root(), file_name.as_bytes(), 0o644, 0, 0)
+                    .map_err(|error| error.to_string())?,
+                Err(error) => return Err(error.to_string()),
+            };
+            let bytes: Vec<u8> = (0..REUSE_PROBE_FILE_BYTES)
+                .map(|at| mix(round ^ mix(index ^ at as u64)) as u8)
+                .collect();
+            fs.write(attr.ino, 0, &bytes)
+                .map_err(|error| error.to_string())?;
+        }
+        pool.sync().map(|_| ()).map_err(|error| error.to_string())
+    })();
+    pool.abandon();
+    if let Err(why) = written {
+        return vec![format!("round {round}: reuse probe: writing: {why}")];
+    }
+    check_rewind_targets(vdevs, name, tunables, round)
 }
 
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
