@@ -164,12 +164,12 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::DestroySnapshot, 6, true),
     row(Op::DestroyFileSystem, 2, true),
     row(Op::CreateFileSystem, 2, true),
-    row(Op::RenameFileSystem, 2, false),
+    row(Op::RenameFileSystem, 2, true),
     row(Op::Hold, 3, true),
     // Replication into the second pool.
-    row(Op::SendFull, 2, false),
-    row(Op::SendIncremental, 3, false),
-    row(Op::SendResumed, 2, false),
+    row(Op::SendFull, 2, true),
+    row(Op::SendIncremental, 3, true),
+    row(Op::SendResumed, 2, true),
     // Properties.
     row(Op::SetCompression, 3, true),
     row(Op::SetChecksum, 3, true),

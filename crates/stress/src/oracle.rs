@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tarn::fs::{FileKind, FileSystem, FsError};
 use tarn::pool::Pool;
 
-use crate::journal::Promises;
+use crate::journal::{Promises, Sent};
 use crate::tag::{birth_of, BlockState, Place, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
 
 /// The stamp file at the root of every file system the tool made.
@@ -44,6 +44,9 @@ pub struct FileContents {
     pub size: u64,
     /// Per tagged block: its generation, or 0 for a hole.
     pub generations: Vec<u64>,
+    /// The tool's extended attributes: name, generation and length of the value (which with
+    /// the file's place fix every byte of it, as a block's generation does).
+    pub xattrs: Vec<(Vec<u8>, u64, usize)>,
 }
 
 /// The file system's family, or None when it has no stamp (a file system created just
@@ -92,6 +95,7 @@ pub fn verify_file(
         birth: birth_of(&attr),
         size: attr.size,
         generations: Vec::new(),
+        xattrs: Vec::new(),
     };
     let check_tag = |bytes: &[u8], offset: u64| -> Result<u64, String> {
         let place = Place {
@@ -146,23 +150,30 @@ pub fn verify_file(
                 String::from_utf8_lossy(&name)
             )
         })?;
-        if check_tag(&value, XATTR_OFFSET)? == 0 {
+        let generation = check_tag(&value, XATTR_OFFSET)?;
+        if generation == 0 {
             return Err(format!(
                 "inode {ino}: xattr {} is all zeros",
                 String::from_utf8_lossy(&name)
             ));
         }
+        contents.xattrs.push((name, generation, value.len()));
     }
+    contents.xattrs.sort();
     Ok(contents)
 }
 
 /// The files of one tree, by inode number.
 #[derive(Default)]
 pub struct TreeFiles {
+    /// The tree's stamp (0 without one).
+    pub family: u64,
     /// The files that verified, with their contents.
     pub verified: BTreeMap<u64, FileContents>,
     /// The files that did not (each already reported).
     pub damaged: BTreeSet<u64>,
+    /// Every regular file's path from the root (`/t0/f3`), with its inode number.
+    pub paths: BTreeMap<String, u64>,
 }
 
 /// Verify every regular file below the root of `fs`; returns the files found, and appends
@@ -175,6 +186,7 @@ pub fn verify_tree(
 ) -> TreeFiles {
     let mut verified = BTreeMap::new();
     let mut damaged = BTreeSet::new();
+    let mut paths = BTreeMap::new();
     let family = match read_stamp(fs) {
         Ok(stamp) => stamp.unwrap_or(0),
         Err(error) => {
@@ -205,6 +217,7 @@ pub fn verify_tree(
                     FileKind::Directory => directories.push((entry.ino, child_path)),
                     FileKind::Regular => match verify_file(fs, family, entry.ino, newest_round) {
                         Ok(contents) => {
+                            paths.insert(child_path, entry.ino);
                             verified.insert(entry.ino, contents);
                         }
                         Err(why) => {
@@ -219,7 +232,12 @@ pub fn verify_tree(
             }
         }
     }
-    TreeFiles { verified, damaged }
+    TreeFiles {
+        family,
+        verified,
+        damaged,
+        paths,
+    }
 }
 
 /// What [`verify_pool`] looked at, and what it found wrong.
@@ -237,20 +255,22 @@ pub struct Verification {
     pub promises: u64,
 }
 
+impl Verification {
+    /// Count a tree read.
+    fn count(&mut self, files: &TreeFiles) {
+        self.trees += 1;
+        self.files += files.verified.len() as u64;
+        self.blocks += (files.verified.values())
+            .flat_map(|contents| &contents.generations)
+            .filter(|&&generation| generation != 0)
+            .count() as u64;
+    }
+}
+
 /// The whole after-crash verification of an imported pool: every file system and snapshot
 /// the tool made, block by block, then every promise still in force.
 pub fn verify_pool(pool: &Pool, promises: &Promises, newest_round: u64) -> Verification {
     let mut verification = Verification::default();
-    let mut count = |files: &TreeFiles| {
-        verification.trees += 1;
-        verification.files += files.verified.len() as u64;
-        verification.blocks += files
-            .verified
-            .values()
-            .flat_map(|contents| &contents.generations)
-            .filter(|&&generation| generation != 0)
-            .count() as u64;
-    };
     let mut problems = Vec::new();
     for (name, why) in pool.unavailable_datasets() {
         problems.push(format!("{name}: unavailable after import: {why}"));
@@ -263,7 +283,7 @@ pub fn verify_pool(pool: &Pool, promises: &Promises, newest_round: u64) -> Verif
         match pool.open_file_system(&info.name) {
             Ok(fs) => {
                 let files = verify_tree(&fs, &info.name, newest_round, &mut problems);
-                count(&files);
+                verification.count(&files);
                 heads.insert(info.name, files);
             }
             Err(error) => problems.push(format!("{}: cannot open: {error}", info.name)),
@@ -271,7 +291,7 @@ pub fn verify_pool(pool: &Pool, promises: &Promises, newest_round: u64) -> Verif
     }
     for snapshot in pool.snapshots() {
         match pool.snapshot_file_system(&snapshot.name) {
-            Ok(fs) => count(&verify_tree(
+            Ok(fs) => verification.count(&verify_tree(
                 &fs,
                 &snapshot.name,
                 newest_round,
@@ -293,7 +313,11 @@ fn check_promises(
     problems: &mut Vec<String>,
 ) {
     for ((dataset, ino), promise) in &promises.files {
-        let Some(files) = heads.get(dataset) else {
+        // A rename a crash left unsettled: the file system may hold either name.
+        let files = heads
+            .get(dataset)
+            .or_else(|| (promises.other_names(dataset).iter()).find_map(|other| heads.get(other)));
+        let Some(files) = files else {
             problems.push(format!(
                 "{dataset}: gone, but inode {ino} in it was fsynced and no destroy was started"
             ));
@@ -332,4 +356,113 @@ fn check_promises(
             }
         }
     }
+}
+
+/// The digest of a verified tree: its stamp, and every file's path, inode number, birth,
+/// size, per-block generation and tool xattrs (name, generation, length). With the places
+/// the tags name, these fix every byte the tool wrote, so two trees of one digest hold the
+/// same files with the same bytes. 32 hex digits (the first 16 bytes of a BLAKE3 hash).
+pub fn tree_digest(files: &TreeFiles) -> String {
+    fn number(hasher: &mut blake3::Hasher, value: u64) {
+        hasher.update(&value.to_le_bytes());
+    }
+    fn bytes(hasher: &mut blake3::Hasher, value: &[u8]) {
+        number(hasher, value.len() as u64);
+        hasher.update(value);
+    }
+    let mut hasher = blake3::Hasher::new();
+    number(&mut hasher, files.family);
+    number(&mut hasher, files.paths.len() as u64);
+    for (path, &ino) in &files.paths {
+        // (Every path listed is of a file that verified.)
+        let Some(contents) = files.verified.get(&ino) else {
+            continue;
+        };
+        bytes(&mut hasher, path.as_bytes());
+        for value in [ino, contents.birth, contents.size] {
+            number(&mut hasher, value);
+        }
+        number(&mut hasher, contents.generations.len() as u64);
+        for &generation in &contents.generations {
+            number(&mut hasher, generation);
+        }
+        number(&mut hasher, contents.xattrs.len() as u64);
+        for (name, generation, length) in &contents.xattrs {
+            bytes(&mut hasher, name);
+            number(&mut hasher, *generation);
+            number(&mut hasher, *length as u64);
+        }
+    }
+    hasher.finalize().as_bytes()[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The after-crash verification of the second pool, into which the child sends: every
+/// received snapshot holds exactly what its source held when it was sent (its digest, as
+/// the `sent` record of its guid gives it), block by block; a file system that is not
+/// being received into is unchanged since its newest snapshot (nothing writes to a
+/// replica); and a receive left part-way by a crash was either destroyed at import or is
+/// kept with its resume token.
+pub fn verify_replica(pool: &Pool, promises: &Promises, newest_round: u64) -> Verification {
+    let mut verification = Verification::default();
+    let mut problems = Vec::new();
+    for (name, why) in pool.unavailable_datasets() {
+        problems.push(format!("{name}: unavailable after import: {why}"));
+    }
+    for snapshot in pool.snapshots() {
+        let Some(Sent { digest, name }) = promises.sent.get(&snapshot.guid) else {
+            problems.push(format!(
+                "{}: received, but no snapshot of its guid {:#x} was sent",
+                snapshot.name, snapshot.guid
+            ));
+            continue;
+        };
+        let fs = match pool.snapshot_file_system(&snapshot.name) {
+            Ok(fs) => fs,
+            Err(error) => {
+                problems.push(format!("{}: cannot open: {error}", snapshot.name));
+                continue;
+            }
+        };
+        let before = problems.len();
+        let files = verify_tree(&fs, &snapshot.name, newest_round, &mut problems);
+        verification.count(&files);
+        let found = tree_digest(&files);
+        if problems.len() == before && found != *digest {
+            problems.push(format!(
+                "{}: holds the tree of digest {found}, but its source {name} was sent with \
+                 digest {digest}",
+                snapshot.name
+            ));
+        }
+    }
+    for info in pool.datasets() {
+        if info.name == pool.name() {
+            continue;
+        }
+        match pool.is_inconsistent(&info.name) {
+            Ok(true) => match tarn::send::resume_token(pool, &info.name) {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!(
+                    "{}: a receive left it part-way, without a resume token, and the import \
+                     kept it",
+                    info.name
+                )),
+                Err(error) => problems.push(format!("{}: resume token: {error}", info.name)),
+            },
+            Ok(false) => match pool.modified_since_newest_snapshot(&info.name) {
+                Ok(false) => {}
+                Ok(true) => problems.push(format!(
+                    "{}: changed since its newest snapshot, but nothing writes to a replica",
+                    info.name
+                )),
+                Err(error) => problems.push(format!("{}: {error}", info.name)),
+            },
+            Err(error) => problems.push(format!("{}: {error}", info.name)),
+        }
+    }
+    verification.problems = problems;
+    verification
 }

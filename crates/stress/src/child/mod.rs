@@ -55,11 +55,13 @@ use tarn::tunables::Tunables;
 use tarn::types::Txg;
 
 mod devices;
+mod replication;
 
 use devices::{
     create_device_file, heal_mirror, replacement_path, two_sides, uberblock_txgs, wipe_device,
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
+pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};
 
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
@@ -202,6 +204,8 @@ struct Child {
     name_counter: AtomicU64,
     /// Held through each device operation: one at a time, each leaving the mirror whole.
     devices: Mutex<()>,
+    /// The second pool, which sends go into (see [`replication`]).
+    replica: replication::Replica,
     operations: AtomicU64,
     refusals: AtomicU64,
     imports: AtomicU64,
@@ -228,6 +232,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
         devices: Mutex::new(()),
+        replica: replication::Replica::default(),
         operations: AtomicU64::new(0),
         refusals: AtomicU64::new(0),
         imports: AtomicU64::new(0),
@@ -271,6 +276,9 @@ pub fn child_main(plan: ChildPlan) -> ! {
             child.fail(&format!("export at the end of the round: {error}"));
         }
     }
+    if let Err(why) = child.export_replica() {
+        child.fail(&why);
+    }
     child.report();
     std::process::exit(0)
 }
@@ -279,6 +287,7 @@ impl Child {
     /// Import the pool and open (or make) the file systems.
     fn setup(&self, rng: &mut StdRng) -> Result<(), String> {
         let pool = self.import(None)?;
+        self.import_replica()?;
         if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
             heal_mirror(&pool, &self.plan.dir)
         {
@@ -422,6 +431,8 @@ impl Child {
             Op::ExportImport => self.export_import(Reimport::Plain, rng),
             Op::RewindImport => self.export_import(Reimport::Rewind, rng),
             Op::MirrorWipeReappear => self.export_import(Reimport::WipeSide, rng),
+            Op::SendFull | Op::SendIncremental | Op::SendResumed => self.replicate(op, rng),
+            Op::RenameFileSystem => self.rename_file_system(rng),
             _ => self.pool_op(op, rng),
         }
     }
