@@ -367,4 +367,58 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn a_rename_moves_promises_and_accepts_either_name_until_settled() {
+        let dir = std::env::temp_dir().join(format!("tarn-stress-rename-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = journal_path(&dir);
+        let _ = std::fs::remove_file(&path);
+        let promise = Promise {
+            birth: 5,
+            size: 4096,
+            generations: vec![0x1_0000_0001],
+        };
+        let writer = JournalWriter::open(&path).unwrap();
+        writer.fsynced("p/a", 7, &promise);
+        writer.fsynced("p/a/child", 8, &promise);
+        writer.fsynced("p/ab", 9, &promise);
+        writer.rename("p/a", "p/b");
+        let mut promises = Promises::default();
+        promises.catch_up(&path).unwrap();
+        let keys: Vec<(String, u64)> = promises.files.keys().cloned().collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("p/ab".to_string(), 9),
+                ("p/b".to_string(), 7),
+                ("p/b/child".to_string(), 8)
+            ]
+        );
+        // The crash came before the engine's rename: the pool still says p/a.
+        assert_eq!(promises.other_names("p/b/child"), vec!["p/a/child"]);
+        assert!(promises.other_names("p/ab").is_empty());
+        promises
+            .settle_renames(&path, |name| name == "p/a" || name == "p/ab")
+            .unwrap();
+        promises.catch_up(&path).unwrap();
+        assert!(promises.renames.is_empty());
+        assert!(promises.files.contains_key(&("p/a/child".to_string(), 8)));
+        assert!(promises.files.contains_key(&("p/a".to_string(), 7)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn one_snapshot_sent_with_two_digests_is_a_failure() {
+        let mut promises = Promises::default();
+        promises.apply("sent 1f 00aa p/a@s1").unwrap();
+        promises.apply("sent 1f 00aa p/b@s1").unwrap();
+        promises.apply("received resumed 1f replica/r1").unwrap();
+        assert!(promises.failures.is_empty());
+        assert_eq!(promises.receives, [0, 0, 1]);
+        assert_eq!(promises.sent[&0x1f].name, "p/a@s1");
+        promises.apply("sent 1f 00bb p/a@s1").unwrap();
+        assert_eq!(promises.failures.len(), 1, "{:?}", promises.failures);
+        assert!(promises.apply("received sideways 1f replica/r1").is_err());
+    }
 }

@@ -466,3 +466,93 @@ pub fn verify_replica(pool: &Pool, promises: &Promises, newest_round: u64) -> Ve
     verification.problems = problems;
     verification
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Promise;
+
+    fn heads_with(dataset: &str, ino: u64, contents: FileContents) -> BTreeMap<String, TreeFiles> {
+        let mut files = TreeFiles::default();
+        files.paths.insert("/t0/f0".into(), ino);
+        files.verified.insert(ino, contents);
+        BTreeMap::from([(dataset.to_string(), files)])
+    }
+
+    #[test]
+    fn a_promise_follows_an_unsettled_rename_under_either_name() {
+        let contents = FileContents {
+            birth: 5,
+            size: 4096,
+            generations: vec![0x1_0000_0002],
+            xattrs: Vec::new(),
+        };
+        let mut promises = Promises::default();
+        promises.files.insert(
+            ("p/b".to_string(), 7),
+            Promise {
+                birth: 5,
+                size: 4096,
+                generations: vec![0x1_0000_0001],
+            },
+        );
+        let mut problems = Vec::new();
+        check_promises(
+            &heads_with("p/a", 7, contents.clone()),
+            &promises,
+            &mut problems,
+        );
+        assert_eq!(
+            problems.len(),
+            1,
+            "without the rename, p/b is gone: {problems:?}"
+        );
+        promises.renames.insert("p/b".into(), "p/a".into());
+        for name in ["p/a", "p/b"] {
+            let mut problems = Vec::new();
+            check_promises(
+                &heads_with(name, 7, contents.clone()),
+                &promises,
+                &mut problems,
+            );
+            assert!(problems.is_empty(), "{name}: {problems:?}");
+        }
+    }
+
+    #[test]
+    fn the_digest_sees_every_difference_the_tool_can_make() {
+        let contents = FileContents {
+            birth: 5,
+            size: 8192,
+            generations: vec![0x1_0000_0002, 0],
+            xattrs: vec![(b"user.stress.0".to_vec(), 0x1_0000_0003, 100)],
+        };
+        let digest = |files: &TreeFiles| tree_digest(files);
+        let base = heads_with("p/a", 7, contents.clone())
+            .remove("p/a")
+            .unwrap();
+        let same = heads_with("p/b", 7, contents.clone())
+            .remove("p/b")
+            .unwrap();
+        assert_eq!(digest(&base), digest(&same));
+        let changes: [fn(&mut TreeFiles); 7] = [
+            |files| files.family = 3,
+            |files| {
+                let ino = files.paths.remove("/t0/f0").unwrap();
+                files.paths.insert("/t0/f1".into(), ino);
+            },
+            |files| files.verified.get_mut(&7).unwrap().size = 4096,
+            |files| files.verified.get_mut(&7).unwrap().birth = 6,
+            |files| files.verified.get_mut(&7).unwrap().generations[1] = 0x1_0000_0004,
+            |files| files.verified.get_mut(&7).unwrap().xattrs[0].2 = 101,
+            |files| files.verified.get_mut(&7).unwrap().xattrs.clear(),
+        ];
+        for (index, change) in changes.iter().enumerate() {
+            let mut changed = heads_with("p/a", 7, contents.clone())
+                .remove("p/a")
+                .unwrap();
+            change(&mut changed);
+            assert_ne!(digest(&base), digest(&changed), "change {index}");
+        }
+    }
+}

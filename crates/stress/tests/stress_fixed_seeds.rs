@@ -1,8 +1,10 @@
 //! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
 //! on one thread) must run with zero inconsistencies, through kills, imports and
-//! verifications; and the oracle must be able to fail: a pool changed behind the tool's back
-//! (a block punched out of a file whose fsync the journal recorded, a block copied to another
-//! offset) must be reported, kept under `failures/`, and end the run with status 1.
+//! verifications; sends into the second pool must run and verify, of every kind; and the
+//! oracle must be able to fail: a pool changed behind the tool's back (a block punched out of
+//! a file whose fsync the journal recorded, a block copied to another offset, a received
+//! snapshot that is not what was sent) must be reported, kept under `failures/`, and end the
+//! run with status 1.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -10,6 +12,7 @@ use std::process::{Command, Output};
 use tarn::pool::{ImportOptions, Pool};
 use tarn::tunables::Tunables;
 use tarn_stress::journal::{journal_path, Promises};
+use tarn_stress::ops::OPERATIONS;
 use tarn_stress::oracle::verify_tree;
 use tarn_stress::runner::POOL_NAME;
 use tarn_stress::tag::TAG_BLOCK_SIZE;
@@ -102,6 +105,90 @@ fn fixed_seeds_run_without_inconsistency() {
         KNOWN_FAILING,
     ]);
     assert_clean_run(&output);
+}
+
+/// What a replication run keeps of the table: what makes data and snapshots, some of what
+/// changes them under a send, and the sends, so that sends are a fair share of a short run
+/// (with the whole table they are about one operation in a hundred).
+const REPLICATION_MIX: &[&str] = &[
+    "Overwrite",
+    "SetXattr",
+    "Snapshot",
+    "DestroySnapshot",
+    "Clone",
+    "RenameFileSystem",
+    "SendFull",
+    "SendIncremental",
+    "SendResumed",
+];
+
+/// The `--exclude` list that leaves only `kept`.
+fn all_but(kept: &[&str]) -> String {
+    let excluded: Vec<String> = OPERATIONS
+        .iter()
+        .filter(|spec| spec.implemented)
+        .map(|spec| format!("{:?}", spec.op))
+        .filter(|name| !kept.contains(&name.as_str()))
+        .collect();
+    excluded.join(",")
+}
+
+#[test]
+fn sends_of_every_kind_run_and_a_received_snapshot_unlike_its_source_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    // How many sends a few seconds of threads get done varies with the machine's load: seeds
+    // are run until every kind of receive has ended and verified at least once.
+    let kinds = ["full", "incremental", "resumed", "received"];
+    let mut counts = [0u64; 4];
+    let mut last_run = None;
+    for seed in ["7", "8", "9", "10"] {
+        let run_dir = dir.path().join(format!("run-{seed}"));
+        let output = stress(&[
+            "--duration",
+            "4",
+            "--dir",
+            run_dir.to_str().unwrap(),
+            "--seed",
+            seed,
+            "--exclude",
+            &all_but(REPLICATION_MIX),
+        ]);
+        assert_clean_run(&output);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        for (count, kind) in counts.iter_mut().zip(kinds) {
+            *count += count_before(&stdout, kind);
+        }
+        if count_before(&stdout, "received") > 0 {
+            last_run = Some(run_dir);
+        }
+        if counts.iter().all(|&count| count > 0) {
+            break;
+        }
+    }
+    for (count, kind) in counts.iter().zip(kinds) {
+        assert!(*count > 0, "none counted as {kind} in four runs");
+    }
+    let run_dir = last_run.expect("a run that left received snapshots");
+    // The journal's digests are what the parent holds received snapshots to: changed, every
+    // received snapshot is one its source never was.
+    let journal = journal_path(&run_dir);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let changed: Vec<String> = text
+        .lines()
+        .map(
+            |line| match line.split(' ').collect::<Vec<_>>().as_slice() {
+                ["sent", guid, digest, name] => {
+                    format!(
+                        "sent {guid} {} {name}",
+                        digest.chars().rev().collect::<String>()
+                    )
+                }
+                _ => line.to_string(),
+            },
+        )
+        .collect();
+    std::fs::write(&journal, changed.join("\n") + "\n").unwrap();
+    assert_run_fails_with(&run_dir, "was sent with digest");
 }
 
 fn import(dir: &Path) -> Pool {
