@@ -26,8 +26,10 @@
 //!   unlinks, renames (moving and replacing), extended attributes, and fsyncs (each an
 //!   intent-log commit);
 //! - datasets: snapshots, clones, promotes, rollbacks, destroys (snapshots, file systems,
-//!   clones), user holds, new file systems, property changes;
-//! - replication: full, incremental and resumed sends into a second pool;
+//!   clones), user holds, new file systems, renames of file systems, property changes;
+//! - replication: full, incremental and resumed sends into a second pool, each running
+//!   beside every other operation, with no lock of the tool's between the send and a destroy,
+//!   rollback, promote, rename or write of what it reads;
 //! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
 //!   detached, attached and replaced; a mirror side wiped and brought back; export and import;
 //!   rewind imports; phases that run the pool near full.

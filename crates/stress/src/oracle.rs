@@ -1,7 +1,8 @@
 //! The oracle: reading a file system back and judging every block by its tag.
 //!
 //! # Theory
-//! Two judgments, one used while running and both after a crash:
+//! Two judgments about the first pool, one used while running and both after a crash (a
+//! third, about the second pool, is below):
 //! 1. *Every block is a valid tag for its place* ([`verify_file`]): each [`TAG_BLOCK_SIZE`]
 //!    block of every regular file is either zeros (a hole, which a truncate, a punch, a
 //!    rollback or a crash may rightly leave) or a tagged block naming this file system's
@@ -13,6 +14,8 @@
 //!    file still exists with the same birth time, is at least as long, and each block
 //!    that held generation `g` holds `g` or a newer one, unless the journal says that an
 //!    operation which may take the promise back was started since (see [`crate::journal`]).
+//!    A rename the journal shows as started but not settled (a crash came between the record
+//!    and the engine's rename, or just after it) leaves the promises under either name.
 //!
 //! # The file-system stamp
 //! A tag names the file system its file was created in by a *family*: a random number the
@@ -20,7 +23,26 @@
 //! fsyncs before any other file is made there. A clone inherits the stamp with the rest of
 //! its origin's contents, so blocks shared with the origin verify in the clone too; a
 //! promote moves nothing. A block of one file system found in another (a different family)
-//! is misplaced.
+//! is misplaced. A rename changes no family: the stamp is inside the file system.
+//!
+//! # Received snapshots
+//! A stream carries a snapshot's objects as they are: the stamp, the inode numbers and the
+//! birth times arrive with the blocks, so a copy's tags verify against the copy's own stamp,
+//! which is its source's family. That says every block of the copy is a block of some file
+//! of the source's family; it does not say the copy is its source. So a third judgment:
+//! 3. *A received snapshot holds exactly what its source held* ([`verify_replica`]): before
+//!    a send starts, the child reads the source snapshot back (every tag verified, under a
+//!    short hold) and journals the digest of what it found ([`tree_digest`]: the stamp, and
+//!    each file's path, inode, birth, size, per-block generation and tool xattrs, which with
+//!    the places the tags name fix every byte) under the snapshot's guid, which every copy
+//!    keeps. The copy must verify block by block and have that digest. Since the record is
+//!    the journal's, not the source's, a copy whose source has since been destroyed, rolled
+//!    away by a rewind or renamed is judged the same way; and a guid journaled twice with two
+//!    digests (one snapshot that changed) is a failure of the first pool.
+//!
+//! A copy nothing receives into is also unchanged since its newest snapshot (nothing writes
+//! to a copy), and a receive a crash left part-way is either gone (destroyed at import, as
+//! the engine defines it) or kept with its resume token.
 
 use std::collections::{BTreeMap, BTreeSet};
 

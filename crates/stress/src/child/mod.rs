@@ -8,29 +8,40 @@
 //! 1. imports the pool and opens every file system the tool made (re-stamping one whose stamp
 //!    a crash prevented: it holds nothing else), creating some if fewer than
 //!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror whole again if the last child died in
-//!    the middle of a device operation;
+//!    the middle of a device operation; imports the second pool, which sends go into
+//!    (`replication.rs`);
 //! 2. runs `threads` workers; each draws operations from the table of [`crate::ops`] with its
 //!    own RNG, seeded from the round's seed and its index, so that a seed fixes each worker's
 //!    sequence of choices (with one worker, the whole run's);
 //! 3. dies by SIGKILL at the moment its plan says (a time, or with one worker a number of
-//!    operations, so that a replay dies at the same point), or at its end exports the pool
+//!    operations, so that a replay dies at the same point), or at its end exports both pools
 //!    and exits 0.
 //!
 //! # Who touches what
 //! Worker `k` works only on the files of directory `tK` of each file system (files `f0` to
 //! `f7`), so the operations on one file come from one thread in order, and a file read back
-//! after its own fsync shows exactly what that fsync covered. Three locks order the rest:
+//! after its own fsync shows exactly what that fsync covered. Locks order the rest:
 //! - the pool lock: every operation holds it shared; export and import hold it exclusively,
 //!   so every thread is paused around them;
-//! - each file system's lock: file operations hold it shared; a rollback or a destroy holds
-//!   it exclusively, so that no fsync is promised about a file while its file system is being
-//!   rolled back, and a destroy finds nothing open;
+//! - each file system's lock: file operations hold it shared; a rollback, a destroy or a
+//!   rename holds it exclusively, so that no fsync is promised about a file while its file
+//!   system is being rolled back or renamed, and a destroy or a rename finds nothing open (a
+//!   renamed file system gets a new registry entry; the old one is left empty, and an
+//!   operation that picked it is refused);
 //! - the devices lock: every device operation and every scan request holds it, so device
 //!   operations run one at a time and each sees its resilver through (a scan cancel also
 //!   ends a resilver); each starts from a whole mirror and leaves one ([`heal_mirror`]), so
 //!   none takes away the only complete copy, and the pool never loses data the oracle then
 //!   blames on the engine;
-//! - the registry of file systems (a plain mutex, held only to copy or change the list).
+//! - the registry of file systems (a plain mutex, held only to copy or change the list);
+//! - the second pool's lock, and its set of copies being received into: sends hold the
+//!   first pool's lock and the second's shared, and no lock of a file system (a send reads
+//!   snapshots, and only the engine's holds keep them while it does); one receive into a
+//!   copy at a time (`replication.rs`).
+//!
+//! Where more than one is held, the pool lock comes first, then the second pool's lock or a
+//! file system's or the devices lock (never two of these three); the registry and the set of
+//! copies come last and are held only briefly.
 //!
 //! # Outcomes
 //! An operation the engine refuses (a name taken, a snapshot with clones, no space) is part
