@@ -132,6 +132,18 @@ struct Transfer {
     expected: BTreeMap<u64, String>,
 }
 
+impl Transfer {
+    /// The kind of receive this was, once it ended whole: a stream planned to be cut that
+    /// ended before the cut (the dry run only estimates its length) was not resumed.
+    fn kind_received(&self) -> ReceiveKind {
+        match (self.kind, self.cut, &self.options.from) {
+            (ReceiveKind::Resumed, Some(_), None) => ReceiveKind::Full,
+            (ReceiveKind::Resumed, Some(_), Some(_)) => ReceiveKind::Incremental,
+            (kind, _, _) => kind,
+        }
+    }
+}
+
 /// How a transfer ended, when the engine accepted it.
 enum Transferred {
     /// Received whole: the snapshots made.
@@ -471,7 +483,8 @@ impl Child {
                      {digest}"
                 )));
             }
-            self.journal.received(transfer.kind, guid, &transfer.target);
+            self.journal
+                .received(transfer.kind_received(), guid, &transfer.target);
         }
         Ok(())
     }
