@@ -191,6 +191,88 @@ fn sends_of_every_kind_run_and_a_received_snapshot_unlike_its_source_is_reported
     assert_run_fails_with(&run_dir, "was sent with digest");
 }
 
+/// A run that fsynced a file with data, tried over `seeds` (how much a few seconds of threads
+/// get done varies with the machine's load): its directory and one promise's dataset.
+fn run_with_a_promise(dir: &Path, seeds: &[&str]) -> (std::path::PathBuf, String) {
+    seeds
+        .iter()
+        .find_map(|seed| {
+            let run_dir = dir.join(format!("run-{seed}"));
+            assert_clean_run(&stress(&[
+                "--duration",
+                "2",
+                "--dir",
+                run_dir.to_str().unwrap(),
+                "--seed",
+                seed,
+                "--exclude",
+                KNOWN_FAILING,
+            ]));
+            let mut promises = Promises::default();
+            promises.catch_up(&journal_path(&run_dir)).unwrap();
+            let (dataset, _) = promises.files.keys().next()?.clone();
+            Some((run_dir, dataset))
+        })
+        .expect("no run fsynced a file")
+}
+
+/// Run again on `dir` (which re-imports and verifies first): must pass.
+fn assert_run_passes(dir: &Path) {
+    let output = stress(&[
+        "--duration",
+        "1",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--seed",
+        "98",
+        "--exclude",
+        KNOWN_FAILING,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[test]
+fn a_rename_cut_by_a_crash_keeps_its_promises_under_either_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_dir, dataset) = run_with_a_promise(dir.path(), &["13", "23", "33", "43"]);
+    let journal = journal_path(&run_dir);
+    let append = |line: String| {
+        let mut text = std::fs::read_to_string(&journal).unwrap();
+        text.push_str(&line);
+        text.push('\n');
+        std::fs::write(&journal, text).unwrap();
+    };
+    // The crash came after the engine's rename: the pool has the new name.
+    let renamed = format!("{dataset}x");
+    let pool = import(&run_dir);
+    pool.rename_dataset(&dataset, &renamed).unwrap();
+    pool.export().unwrap();
+    append(format!("rename {dataset} {renamed}"));
+    assert_run_passes(&run_dir);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.contains(&format!("renamed {renamed}\n")),
+        "not settled"
+    );
+    // The crash came before it: the pool still has the old name.
+    let (dataset, _) = {
+        let mut promises = Promises::default();
+        promises.catch_up(&journal).unwrap();
+        promises.files.keys().next().expect("a promise").clone()
+    };
+    append(format!("rename {dataset} {dataset}y"));
+    assert_run_passes(&run_dir);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.contains(&format!("rename {dataset}y {dataset}\nrenamed {dataset}\n")),
+        "not settled back"
+    );
+}
+
 fn import(dir: &Path) -> Pool {
     let options = ImportOptions::new(vec![dir.join("pool")], Tunables::tiny());
     Pool::import(POOL_NAME, options).expect("import").0
