@@ -77,9 +77,10 @@ const REPLICAS_MAX: usize = 4;
 /// Snapshots a copy keeps at most: an incremental receive into it destroys its oldest first
 /// (never its newest, the base of the next incremental stream).
 const REPLICA_SNAPSHOTS_MAX: usize = 4;
-/// Bytes the send writes into the pipe at once, and pieces the pipe holds.
-const PIPE_CHUNK: usize = 64 << 10;
-const PIPE_CHUNKS: usize = 8;
+/// Bytes the send writes into the pipe at once, and pieces the pipe holds: small, so that a
+/// receive that pauses stops the send soon (the send's own buffer holds 1 MiB more).
+const PIPE_CHUNK: usize = 16 << 10;
+const PIPE_CHUNKS: usize = 4;
 
 /// Where the second pool's vdev lives in a run directory.
 pub fn replica_dir(dir: &Path) -> PathBuf {
@@ -128,6 +129,8 @@ struct Transfer {
     kind: ReceiveKind,
     /// End the receive's input after this many bytes.
     cut: Option<u64>,
+    /// Pause the receive's reading at this byte for this long (see [`slow_connection`]).
+    stall: Option<(u64, Duration)>,
     /// The digest each snapshot the stream may carry must have, by guid.
     expected: BTreeMap<u64, String>,
 }
@@ -242,6 +245,7 @@ impl Child {
                 target,
                 kind,
                 cut,
+                stall: slow_connection(rng),
                 expected,
             },
             rng,
@@ -343,6 +347,7 @@ impl Child {
                 target,
                 kind,
                 cut,
+                stall: slow_connection(rng),
                 expected,
             },
             rng,
@@ -392,6 +397,7 @@ impl Child {
                 target: target.to_string(),
                 kind: ReceiveKind::Resumed,
                 cut: None,
+                stall: slow_connection(rng),
                 expected,
             },
             rng,
@@ -531,6 +537,19 @@ fn copies(replica: &Pool) -> Vec<String> {
         .collect()
 }
 
+/// One time in two, a pause of the receive's reading at a byte within the first MiB: a slow
+/// connection. The send, its pipe full, waits part-way through its walk with its snapshots
+/// open, and the other workers go on meanwhile; without pauses a small file system's send is
+/// over before most other operations could reach it.
+fn slow_connection(rng: &mut StdRng) -> Option<(u64, Duration)> {
+    rng.gen_ratio(1, 2).then(|| {
+        (
+            rng.gen_range(0..1 << 20),
+            Duration::from_millis(rng.gen_range(10..300)),
+        )
+    })
+}
+
 /// Where to cut a stream: a byte within the length a dry run of it gives.
 fn cut_point(
     pool: &Pool,
@@ -559,6 +578,8 @@ fn transfer_stream(
         at: 0,
         left: transfer.cut,
         cut: false,
+        stall: transfer.stall,
+        read: 0,
     };
     let options = ReceiveOptions {
         resumable: transfer.kind == ReceiveKind::Resumed,
@@ -648,13 +669,17 @@ impl Write for PipeOutput {
     }
 }
 
-/// The receive's end of the pipe, which ends early (`cut`) after `left` bytes if given.
+/// The receive's end of the pipe, which ends early (`cut`) after `left` bytes if given, and
+/// pauses once at `stall`.
 struct PipeInput {
     queue: Receiver<Vec<u8>>,
     chunk: Vec<u8>,
     at: usize,
     left: Option<u64>,
     cut: bool,
+    stall: Option<(u64, Duration)>,
+    /// Bytes read so far.
+    read: u64,
 }
 
 impl Read for PipeInput {
@@ -662,6 +687,12 @@ impl Read for PipeInput {
         if self.left == Some(0) {
             self.cut = true;
             return Ok(0);
+        }
+        if let Some((at, pause)) = self.stall {
+            if self.read >= at {
+                std::thread::sleep(pause);
+                self.stall = None;
+            }
         }
         while self.at == self.chunk.len() {
             match self.queue.recv() {
@@ -680,6 +711,7 @@ impl Read for PipeInput {
         }
         out[..length].copy_from_slice(&self.chunk[self.at..self.at + length]);
         self.at += length;
+        self.read += length as u64;
         Ok(length)
     }
 }
