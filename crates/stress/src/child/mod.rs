@@ -700,8 +700,9 @@ impl Child {
             }
             Op::DestroySnapshot => {
                 let snapshot = self.pick_snapshot(pool, rng)?;
+                let sending = self.replica.sends_reading(&snapshot);
                 pool.destroy_snapshots(&snapshot, false)?;
-                Ok(())
+                sending.check(&snapshot)
             }
             Op::DestroyFileSystem => {
                 if self.slots.lock().len() <= FILE_SYSTEMS_MIN {

@@ -46,7 +46,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,7 +93,42 @@ pub(super) struct Replica {
     pool: RwLock<Option<Pool>>,
     /// The copies a worker is receiving into (or destroying, or trimming).
     busy: Mutex<BTreeSet<String>>,
+    /// The sends under way, by a number of their own.
+    sends: Mutex<BTreeMap<u64, Arc<SendUnderWay>>>,
+    next_send: AtomicU64,
 }
+
+/// A send under way, as destroys in the first pool see it (see [`Replica::sends_reading`]).
+struct SendUnderWay {
+    /// The snapshots it reads (the one sent, its source, the ones between).
+    snapshots: Vec<String>,
+    /// Set by the send's thread while it is inside `send`, which holds every snapshot it
+    /// reads from before its first write to after its last.
+    inside: AtomicBool,
+    /// The writes `send` has begun.
+    writes: AtomicU64,
+    /// Destroys of its snapshots that succeeded after its first write: the snapshot, and
+    /// the writes begun when the destroy returned.
+    destroyed: Mutex<Vec<(String, u64)>>,
+}
+
+impl SendUnderWay {
+    /// Once the send has returned: a destroy it saw succeed must have been refused if the
+    /// send wrote again after it (see [`Replica::sends_reading`]).
+    fn check_holds(&self) -> OpResult {
+        let writes = self.writes.load(Ordering::SeqCst);
+        match (self.destroyed.lock().iter()).find(|(_, at)| writes > *at) {
+            Some((snapshot, _)) => Err(OpError::Inconsistent(format!(
+                "{snapshot} was destroyed while a send of {:?}, which holds it, was under way",
+                self.snapshots
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The sends that held a snapshot when a destroy started (see [`Replica::sends_reading`]).
+pub(super) struct SendsReading(Vec<Arc<SendUnderWay>>);
 
 /// A copy claimed by one worker, released when dropped.
 struct Claim<'a> {
@@ -108,6 +143,24 @@ impl Drop for Claim<'_> {
 }
 
 impl Replica {
+    /// The sends that read snapshot `destroyed` and have begun writing as a destroy of it
+    /// starts: each took its holds before its first write, and keeps them until after its
+    /// last. So if one writes again after the destroy has returned, the whole destroy ran
+    /// under its hold and must have been refused ([`SendsReading::check`], and the send's own
+    /// check when it returns): the check of issue 35's fix (a send holds its snapshots) that
+    /// does not need the freed blocks to be reused to see it broken.
+    pub(super) fn sends_reading(&self, destroyed: &str) -> SendsReading {
+        let sends: Vec<Arc<SendUnderWay>> = (self.sends.lock().values())
+            .filter(|send| send.snapshots.iter().any(|snapshot| snapshot == destroyed))
+            .filter(|send| send.writes.load(Ordering::SeqCst) > 0)
+            .cloned()
+            .collect();
+        if !sends.is_empty() {
+            log::debug!("destroying {destroyed} while a send of it is part-way");
+        }
+        SendsReading(sends)
+    }
+
     fn claim(&self, name: &str) -> Result<Claim<'_>, OpError> {
         if !self.busy.lock().insert(name.to_string()) {
             return refused("another worker is receiving into that copy");
@@ -116,6 +169,18 @@ impl Replica {
             replica: self,
             name: name.to_string(),
         })
+    }
+}
+
+impl SendsReading {
+    /// After a destroy of `destroyed` succeeded: tell each send that had begun writing, which
+    /// judges when it returns.
+    pub(super) fn check(self, destroyed: &str) -> OpResult {
+        for send in self.0 {
+            let writes = send.writes.load(Ordering::SeqCst);
+            send.destroyed.lock().push((destroyed.to_string(), writes));
+        }
+        Ok(())
     }
 }
 
@@ -131,8 +196,8 @@ struct Transfer {
     cut: Option<u64>,
     /// Pause the receive's reading at this byte for this long (see [`slow_connection`]).
     stall: Option<(u64, Duration)>,
-    /// The digest each snapshot the stream may carry must have, by guid.
-    expected: BTreeMap<u64, String>,
+    /// The name and digest each snapshot the stream may carry must have, by guid.
+    expected: BTreeMap<u64, (String, String)>,
 }
 
 impl Transfer {
@@ -413,7 +478,7 @@ impl Child {
         transfer: Transfer,
         rng: &mut StdRng,
     ) -> OpResult {
-        match transfer_stream(pool, replica, &transfer)? {
+        match transfer_stream(pool, replica, &self.replica, &transfer)? {
             Transferred::Received(snapshots) => {
                 self.verify_received(replica, &transfer, &snapshots)
             }
@@ -435,7 +500,7 @@ impl Child {
         &self,
         pool: &Pool,
         snapshots: &[String],
-    ) -> Result<BTreeMap<u64, String>, OpError> {
+    ) -> Result<BTreeMap<u64, (String, String)>, OpError> {
         let mut digests = BTreeMap::new();
         for snapshot in snapshots {
             let hold = pool.long_hold(snapshot, Holder::Send)?;
@@ -450,7 +515,7 @@ impl Child {
             }
             let digest = tree_digest(&files);
             self.journal.sent(guid, &digest, snapshot);
-            digests.insert(guid, digest);
+            digests.insert(guid, (snapshot.clone(), digest));
         }
         Ok(digests)
     }
@@ -470,7 +535,7 @@ impl Child {
         }
         for snapshot in snapshots {
             let guid = replica.snapshot_info(snapshot)?.guid;
-            let Some(digest) = transfer.expected.get(&guid) else {
+            let Some((_, digest)) = transfer.expected.get(&guid) else {
                 return Err(OpError::Inconsistent(format!(
                     "{snapshot} (guid {guid:#x}) was received from {}, which was not to send it",
                     transfer.to
@@ -569,6 +634,34 @@ fn cut_point(
 fn transfer_stream(
     pool: &Pool,
     replica: &Pool,
+    sends: &Replica,
+    transfer: &Transfer,
+) -> Result<Transferred, OpError> {
+    let under_way = Arc::new(SendUnderWay {
+        snapshots: (transfer.expected.values())
+            .map(|(name, _)| name.clone())
+            .chain(transfer.options.from.iter().cloned())
+            .chain([transfer.to.clone()])
+            .filter(|name| name.contains('@'))
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect(),
+        inside: AtomicBool::new(false),
+        writes: AtomicU64::new(0),
+        destroyed: Mutex::new(Vec::new()),
+    });
+    let number = sends.next_send.fetch_add(1, Ordering::SeqCst);
+    sends.sends.lock().insert(number, under_way.clone());
+    let result = run_stream(pool, replica, &under_way, transfer);
+    sends.sends.lock().remove(&number);
+    under_way.check_holds()?;
+    result
+}
+
+fn run_stream(
+    pool: &Pool,
+    replica: &Pool,
+    under_way: &SendUnderWay,
     transfer: &Transfer,
 ) -> Result<Transferred, OpError> {
     let (sender, queue) = sync_channel::<Vec<u8>>(PIPE_CHUNKS);
@@ -587,8 +680,15 @@ fn transfer_stream(
     };
     std::thread::scope(|scope| {
         let sending = scope.spawn(move || -> Result<SendReport, SendError> {
-            let mut out = std::io::BufWriter::with_capacity(PIPE_CHUNK, PipeOutput(sender));
-            let report = send(pool, &transfer.to, &transfer.options, &mut out, &mut |_| {})?;
+            let output = PipeOutput {
+                queue: sender,
+                under_way,
+            };
+            let mut out = std::io::BufWriter::with_capacity(PIPE_CHUNK, output);
+            under_way.inside.store(true, Ordering::SeqCst);
+            let sent = send(pool, &transfer.to, &transfer.options, &mut out, &mut |_| {});
+            under_way.inside.store(false, Ordering::SeqCst);
+            let report = sent?;
             out.flush().map_err(SendError::Output)?;
             Ok(report)
         });
@@ -650,18 +750,28 @@ fn judge_error(error: SendError) -> OpError {
     }
 }
 
-/// The send's end of the pipe.
-struct PipeOutput(SyncSender<Vec<u8>>);
+/// The send's end of the pipe: at most [`PIPE_CHUNK`] bytes a write, so that a full pipe
+/// stops the send within its writes; it counts the writes begun inside `send` (see
+/// [`Replica::sends_reading`]).
+struct PipeOutput<'a> {
+    queue: SyncSender<Vec<u8>>,
+    under_way: &'a SendUnderWay,
+}
 
-impl Write for PipeOutput {
+impl Write for PipeOutput<'_> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.send(bytes.to_vec()).map_err(|_| {
+        // (Set and read on the send's own thread: a write inside `send` sees it set.)
+        if self.under_way.inside.load(Ordering::SeqCst) {
+            self.under_way.writes.fetch_add(1, Ordering::SeqCst);
+        }
+        let length = bytes.len().min(PIPE_CHUNK);
+        self.queue.send(bytes[..length].to_vec()).map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,
                 "the receive stopped reading",
             )
         })?;
-        Ok(bytes.len())
+        Ok(length)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
