@@ -16,12 +16,20 @@
 //! that the receive reads from as it goes, while the other workers write, snapshot,
 //! destroy, roll back, promote and rename in the first pool: the races a send must survive
 //! (issue 35's send reading blocks a destroy freed) are those, and only the engine's own
-//! holds stand between them. A receive is cut by ending its input at a byte the seed
-//! chooses (the send then fails writing, as over a cut connection); a resumable receive keeps
-//! what it applied, and is resumed with its token at once, later by another `SendResumed`,
-//! or after the next crash and import, unless the source is gone, when it is abandoned
-//! (`receive -A`). A receive that was not resumable and is cut by a crash is destroyed at
-//! the next import, as the engine defines it.
+//! holds stand between them. A send reading blocks freed under it shows only if they are
+//! reused before it reads them, which a roomy pool makes rare; so the tool also checks the
+//! hold itself: a send takes its holds before its first write and drops them after its last,
+//! so a destroy of a snapshot it reads that started after one of its writes and returned
+//! before another ran wholly under its hold, and must have been refused
+//! ([`Replica::sends_reading`]). Now and then the receive pauses (a slow connection), so that
+//! sends wait part-way with their snapshots open.
+//!
+//! A receive is cut by ending its input at a byte the seed chooses (the send then fails
+//! writing, as over a cut connection); a resumable receive keeps what it applied, and is
+//! resumed with its token at once, later by another `SendResumed`, or after the next crash
+//! and import, unless the source is gone, when it is abandoned (`receive -A`). A receive that
+//! was not resumable and is cut by a crash is destroyed at the next import, as the engine
+//! defines it.
 //!
 //! Now and then an incremental stream is sent from a base the copy does not have, or the
 //! base is destroyed while the send starts: the engine must refuse it, which counts as a
