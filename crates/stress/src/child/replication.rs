@@ -202,8 +202,8 @@ struct Transfer {
     kind: ReceiveKind,
     /// End the receive's input after this many bytes.
     cut: Option<u64>,
-    /// Pause the receive's reading at this byte for this long (see [`slow_connection`]).
-    stall: Option<(u64, Duration)>,
+    /// How fast the receive reads (see [`slow_connection`]).
+    connection: Connection,
     /// The name and digest each snapshot the stream may carry must have, by guid.
     expected: BTreeMap<u64, (String, String)>,
 }
@@ -318,7 +318,7 @@ impl Child {
                 target,
                 kind,
                 cut,
-                stall: slow_connection(rng),
+                connection: slow_connection(rng),
                 expected,
             },
             rng,
@@ -420,7 +420,7 @@ impl Child {
                 target,
                 kind,
                 cut,
-                stall: slow_connection(rng),
+                connection: slow_connection(rng),
                 expected,
             },
             rng,
@@ -470,7 +470,7 @@ impl Child {
                 target: target.to_string(),
                 kind: ReceiveKind::Resumed,
                 cut: None,
-                stall: slow_connection(rng),
+                connection: slow_connection(rng),
                 expected,
             },
             rng,
@@ -610,17 +610,32 @@ fn copies(replica: &Pool) -> Vec<String> {
         .collect()
 }
 
-/// One time in two, a pause of the receive's reading at a byte within the first MiB: a slow
-/// connection. The send, its pipe full, waits part-way through its walk with its snapshots
-/// open, and the other workers go on meanwhile; without pauses a small file system's send is
-/// over before most other operations could reach it.
-fn slow_connection(rng: &mut StdRng) -> Option<(u64, Duration)> {
-    rng.gen_ratio(1, 2).then(|| {
-        (
-            rng.gen_range(0..1 << 20),
-            Duration::from_millis(rng.gen_range(10..300)),
-        )
-    })
+/// How fast the receive reads the pipe.
+#[derive(Clone, Copy, Debug, Default)]
+struct Connection {
+    /// A pause at this byte, this long.
+    pause: Option<(u64, Duration)>,
+    /// A wait before each piece taken from the pipe.
+    per_piece: Duration,
+}
+
+/// One time in two a pause of the receive's reading at a byte within the first MiB, and one
+/// time in two a wait of a few milliseconds at each piece: a slow connection. The send, its
+/// pipe full, waits part-way with its snapshots open, and the other workers go on meanwhile;
+/// without it a small file system's send is over before most other operations could reach it.
+fn slow_connection(rng: &mut StdRng) -> Connection {
+    Connection {
+        pause: rng.gen_ratio(1, 2).then(|| {
+            (
+                rng.gen_range(0..1 << 20),
+                Duration::from_millis(rng.gen_range(10..300)),
+            )
+        }),
+        per_piece: match rng.gen_ratio(1, 2) {
+            true => Duration::from_millis(rng.gen_range(1..8)),
+            false => Duration::ZERO,
+        },
+    }
 }
 
 /// Where to cut a stream: a byte within the length a dry run of it gives.
@@ -679,7 +694,7 @@ fn run_stream(
         at: 0,
         left: transfer.cut,
         cut: false,
-        stall: transfer.stall,
+        connection: transfer.connection,
         read: 0,
     };
     let options = ReceiveOptions {
@@ -788,14 +803,14 @@ impl Write for PipeOutput<'_> {
 }
 
 /// The receive's end of the pipe, which ends early (`cut`) after `left` bytes if given, and
-/// pauses once at `stall`.
+/// reads as slowly as `connection` says.
 struct PipeInput {
     queue: Receiver<Vec<u8>>,
     chunk: Vec<u8>,
     at: usize,
     left: Option<u64>,
     cut: bool,
-    stall: Option<(u64, Duration)>,
+    connection: Connection,
     /// Bytes read so far.
     read: u64,
 }
@@ -806,13 +821,14 @@ impl Read for PipeInput {
             self.cut = true;
             return Ok(0);
         }
-        if let Some((at, pause)) = self.stall {
+        if let Some((at, pause)) = self.connection.pause {
             if self.read >= at {
                 std::thread::sleep(pause);
-                self.stall = None;
+                self.connection.pause = None;
             }
         }
         while self.at == self.chunk.len() {
+            std::thread::sleep(self.connection.per_piece);
             match self.queue.recv() {
                 Ok(chunk) => {
                     self.chunk = chunk;
