@@ -34,14 +34,15 @@
 //!   none takes away the only complete copy, and the pool never loses data the oracle then
 //!   blames on the engine;
 //! - the registry of file systems (a plain mutex, held only to copy or change the list);
-//! - the second pool's lock, and its set of copies being received into: sends hold the
-//!   first pool's lock and the second's shared, and no lock of a file system (a send reads
-//!   snapshots, and only the engine's holds keep them while it does); one receive into a
-//!   copy at a time (`replication.rs`).
+//! - the second pool's lock, its set of copies being received into, and its list of sends
+//!   under way: sends hold the first pool's lock and the second's shared, and no lock of a
+//!   file system (a send reads snapshots, and only the engine's holds keep them while it
+//!   does); one receive into a copy at a time; a snapshot destroy looks at the sends under
+//!   way to check their holds (`replication.rs`).
 //!
 //! Where more than one is held, the pool lock comes first, then the second pool's lock or a
-//! file system's or the devices lock (never two of these three); the registry and the set of
-//! copies come last and are held only briefly.
+//! file system's or the devices lock (never two of these three); the registry, the set of
+//! copies and the list of sends come last and are held only briefly.
 //!
 //! # Outcomes
 //! An operation the engine refuses (a name taken, a snapshot with clones, no space) is part
