@@ -26,8 +26,10 @@
 //!   unlinks, renames (moving and replacing), extended attributes, and fsyncs (each an
 //!   intent-log commit);
 //! - datasets: snapshots, clones, promotes, rollbacks, destroys (snapshots, file systems,
-//!   clones), user holds, new file systems, property changes;
-//! - replication: full, incremental and resumed sends into a second pool;
+//!   clones), user holds, new file systems, renames of file systems, property changes;
+//! - replication: full, incremental and resumed sends into a second pool, each running
+//!   beside every other operation, with no lock of the tool's between the send and a destroy,
+//!   rollback, promote, rename or write of what it reads;
 //! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
 //!   detached, attached and replaced; a mirror side wiped and brought back; faults injected on
 //!   one side of the mirror; export and import; rewind imports; phases that run the pool near
@@ -170,12 +172,12 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::DestroySnapshot, 6, true),
     row(Op::DestroyFileSystem, 2, true),
     row(Op::CreateFileSystem, 2, true),
-    row(Op::RenameFileSystem, 2, false),
+    row(Op::RenameFileSystem, 2, true),
     row(Op::Hold, 3, true),
     // Replication into the second pool.
-    row(Op::SendFull, 2, false),
-    row(Op::SendIncremental, 3, false),
-    row(Op::SendResumed, 2, false),
+    row(Op::SendFull, 2, true),
+    row(Op::SendIncremental, 3, true),
+    row(Op::SendResumed, 2, true),
     // Properties.
     row(Op::SetCompression, 3, true),
     row(Op::SetChecksum, 3, true),

@@ -35,18 +35,20 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::child::{
-    counts_path, pool_dir, read_fault_counts, read_space_counts, Death, EXIT_INCONSISTENT,
-    EXIT_PANIC, MIRROR_PREFIX, SECOND_VDEV,
+    counts_path, pool_dir, read_fault_counts, read_space_counts, replica_dir, Death,
+    EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV, SECOND_VDEV,
 };
 use crate::journal::{journal_path, Promises};
 use crate::ops::Op;
-use crate::oracle::verify_pool;
+use crate::oracle::{verify_pool, verify_replica};
 use crate::tag::mix;
 
 /// The pool's name.
 pub const POOL_NAME: &str = "stress";
 /// Bytes in each vdev file (sparse).
 const VDEV_SIZE: u64 = 96 << 20;
+/// Bytes in the second pool's vdev file (sparse): room for the copies the child keeps.
+const REPLICA_VDEV_SIZE: u64 = 128 << 20;
 /// How long past its deadline a child may run before the parent calls it hung.
 const HANG_GRACE: Duration = Duration::from_secs(120);
 /// The range of a threaded child's life before its SIGKILL.
@@ -101,6 +103,11 @@ pub struct Summary {
     pub files_verified: u64,
     pub blocks_verified: u64,
     pub promises_checked: u64,
+    /// Receives into the second pool that ended and verified in the children: full,
+    /// incremental, resumed after a cut.
+    pub receives: [u64; 3],
+    /// Received snapshots the parent's verifications read.
+    pub received_verified: u64,
     /// One line per failure, each naming where it was kept.
     pub failures: Vec<String>,
 }
@@ -122,12 +129,16 @@ impl Summary {
         self.files_verified += other.files_verified;
         self.blocks_verified += other.blocks_verified;
         self.promises_checked += other.promises_checked;
+        for (mine, theirs) in self.receives.iter_mut().zip(other.receives) {
+            *mine += theirs;
+        }
+        self.received_verified += other.received_verified;
         self.failures.extend(other.failures.iter().cloned());
     }
 
     pub fn line(&self) -> String {
         format!(
-            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots",
             self.operations,
             self.refusals,
             self.kills,
@@ -143,7 +154,11 @@ impl Summary {
             self.refused_for_space,
             self.files_verified,
             self.blocks_verified,
-            self.promises_checked
+            self.promises_checked,
+            self.receives[0],
+            self.receives[1],
+            self.receives[2],
+            self.received_verified
         )
     }
 }
@@ -197,6 +212,7 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         pool.export()
             .map_err(|error| format!("exporting the new pool: {error}"))?;
     }
+    create_replica_pool(dir, &tunables)?;
 
     let rounds_path = dir.join("rounds");
     let mut round = std::fs::read_to_string(&rounds_path)
@@ -205,18 +221,13 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         .unwrap_or(0);
     let mut promises = Promises::default();
     promises.catch_up(&journal_path(dir))?;
+    // Receives the journal already holds are an earlier run's.
+    let receives_before = promises.receives;
     let mut summary = Summary::default();
     // A pool found in place is verified before any child touches it: whatever happened to
     // it since the last run (another program, a crash of this one) is judged first.
     if reimport {
-        let problems = import_check_verify(
-            &pool_dir(dir),
-            POOL_NAME,
-            &tunables,
-            &promises,
-            round,
-            &mut summary,
-        );
+        let problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
         if !problems.is_empty() {
             record_failure(options, round, &problems, &mut summary);
             return Ok(summary);
@@ -269,19 +280,15 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
             problems.push(why);
         }
         problems.append(&mut promises.failures);
+        for (index, count) in summary.receives.iter_mut().enumerate() {
+            *count = promises.receives[index] - receives_before[index];
+        }
         keep_crashed_images(dir)?;
         if problems.is_empty() {
             problems = check_rewind_targets(&pool_dir(dir), POOL_NAME, &tunables, round);
         }
         if problems.is_empty() {
-            problems = import_check_verify(
-                &pool_dir(dir),
-                POOL_NAME,
-                &tunables,
-                &promises,
-                round,
-                &mut summary,
-            );
+            problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
         }
         if problems.is_empty() {
             problems = check_reuse_after_import(&pool_dir(dir), POOL_NAME, &tunables, round);
@@ -532,8 +539,33 @@ fn check_reuse_after_import(
     check_rewind_targets(vdevs, name, tunables, round)
 }
 
+/// The engine mode's verification after a round: the pool ([`import_check_verify`], settling
+/// the renames a crash left open by the names the pool holds), then the second pool.
+fn verify_both_pools(
+    dir: &Path,
+    tunables: &Tunables,
+    promises: &Promises,
+    round: u64,
+    summary: &mut Summary,
+) -> Vec<String> {
+    let problems = import_check_verify(
+        &pool_dir(dir),
+        POOL_NAME,
+        tunables,
+        promises,
+        round,
+        summary,
+        |pool| promises.settle_renames(&journal_path(dir), |name| pool.has_dataset(name)),
+    );
+    if !problems.is_empty() {
+        return problems;
+    }
+    import_check_verify_replica(dir, tunables, promises, round, summary)
+}
+
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
-/// `check` again and export; the inconsistencies found (the pool is left unexported then).
+/// `check` again, run `settle` on the verified pool, and export; the inconsistencies found
+/// (the pool is left unexported then).
 pub(crate) fn import_check_verify(
     vdevs: &Path,
     name: &str,
@@ -541,6 +573,7 @@ pub(crate) fn import_check_verify(
     promises: &Promises,
     round: u64,
     summary: &mut Summary,
+    settle: impl FnOnce(&Pool) -> Result<(), String>,
 ) -> Vec<String> {
     let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
     let pool = match Pool::import(name, options) {
@@ -571,6 +604,11 @@ pub(crate) fn import_check_verify(
         check(&pool, "after verifying", &mut problems);
     }
     if problems.is_empty() {
+        if let Err(why) = settle(&pool) {
+            problems.push(why);
+        }
+    }
+    if problems.is_empty() {
         if let Err(error) = pool.export() {
             problems.push(format!("round {round}: export after verifying: {error}"));
         }
@@ -579,6 +617,77 @@ pub(crate) fn import_check_verify(
         pool.abandon();
     }
     problems
+}
+
+/// The same for the second pool: import (which destroys a receive a crash stopped, unless
+/// it can be resumed), check, verify every received snapshot against what was sent, check,
+/// export.
+fn import_check_verify_replica(
+    dir: &Path,
+    tunables: &Tunables,
+    promises: &Promises,
+    round: u64,
+    summary: &mut Summary,
+) -> Vec<String> {
+    let options = ImportOptions::new(vec![replica_dir(dir)], tunables.clone());
+    let pool = match Pool::import(REPLICA_POOL_NAME, options) {
+        Ok((pool, _)) => pool,
+        Err(error) => return vec![format!("round {round}: import of the second pool: {error}")],
+    };
+    summary.imports += 1;
+    let mut problems = Vec::new();
+    check(&pool, "of the second pool after import", &mut problems);
+    if problems.is_empty() {
+        let verification = verify_replica(&pool, promises, round);
+        summary.files_verified += verification.files;
+        summary.blocks_verified += verification.blocks;
+        summary.received_verified += verification.trees;
+        log::info!(
+            "round {round}: verified {} received snapshots, {} files, {} tagged blocks",
+            verification.trees,
+            verification.files,
+            verification.blocks
+        );
+        problems.extend(
+            (verification.problems.into_iter())
+                .map(|problem| format!("round {round}: second pool: {problem}")),
+        );
+        check(&pool, "of the second pool after verifying", &mut problems);
+    }
+    if problems.is_empty() {
+        if let Err(error) = pool.export() {
+            problems.push(format!(
+                "round {round}: export of the second pool after verifying: {error}"
+            ));
+        }
+    } else {
+        pool.abandon();
+    }
+    problems
+}
+
+/// Create the second pool (a single sparse vdev in `replica/`), unless it is there.
+fn create_replica_pool(dir: &Path, tunables: &Tunables) -> Result<(), String> {
+    let vdev = replica_dir(dir).join(REPLICA_VDEV);
+    if vdev.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(replica_dir(dir))
+        .map_err(|error| format!("{}: {error}", replica_dir(dir).display()))?;
+    let pool = Pool::create(CreateOptions {
+        name: REPLICA_POOL_NAME.into(),
+        vdevs: vec![VdevSpec::Leaf(vdev)],
+        log: Vec::new(),
+        cache: Vec::new(),
+        create_size: Some(REPLICA_VDEV_SIZE),
+        force: false,
+        tunables: tunables.clone(),
+        wrap_device: None,
+        disabled_features: Vec::new(),
+    })
+    .map_err(|error| format!("creating the second pool: {error}"))?;
+    pool.export()
+        .map_err(|error| format!("exporting the new second pool: {error}"))
 }
 
 /// Sync `pool` and run `check` on it; what is wrong goes to `problems`, prefixed with `when`.
@@ -594,9 +703,11 @@ fn check(pool: &Pool, when: &str, problems: &mut Vec<String>) {
     }
 }
 
-/// Copy the vdevs as the crash left them to `crashed/`, sparse (the import changes them).
+/// Copy the vdevs as the crash left them to `crashed/` (and the second pool's to
+/// `crashed-replica/`), sparse (the import changes them).
 fn keep_crashed_images(dir: &Path) -> Result<(), String> {
-    copy_sparse(&pool_dir(dir), &dir.join("crashed"))
+    copy_sparse(&pool_dir(dir), &dir.join("crashed"))?;
+    copy_sparse(&replica_dir(dir), &dir.join("crashed-replica"))
 }
 
 pub(crate) fn copy_sparse(from: &Path, to: &Path) -> Result<(), String> {
@@ -628,6 +739,8 @@ fn keep_failure(options: &RunOptions, round: u64, problems: &[String]) -> String
     for (from, to) in [
         (dir.join("crashed"), target.join("crashed")),
         (pool_dir(dir), target.join("pool")),
+        (dir.join("crashed-replica"), target.join("crashed-replica")),
+        (replica_dir(dir), target.join("replica")),
     ] {
         if from.exists() {
             if let Err(why) = copy_sparse(&from, &to) {

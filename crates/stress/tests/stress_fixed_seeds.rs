@@ -1,9 +1,11 @@
 //! The stress tool end to end, as CI runs it: a fixed set of seeds (threaded, and one replayed
 //! on one thread) must run with zero inconsistencies, through kills, power cuts, imports and
 //! verifications, with faults injected on one side of the mirror and phases near full, and
-//! the power cuts, faults and phases they claim must have happened; and the oracle must be able to fail: a pool changed behind the tool's back
-//! (a block punched out of a file whose fsync the journal recorded, a block copied to another
-//! offset) must be reported, kept under `failures/`, and end the run with status 1.
+//! the power cuts, faults and phases they claim must have happened; sends into the second
+//! pool must run and verify, of every kind; and the oracle must be able to fail: a pool
+//! changed behind the tool's back (a block punched out of a file whose fsync the journal
+//! recorded, a block copied to another offset, a received snapshot that is not what was
+//! sent) must be reported, kept under `failures/`, and end the run with status 1.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -11,6 +13,7 @@ use std::process::{Command, Output};
 use tarn::pool::{ImportOptions, Pool};
 use tarn::tunables::Tunables;
 use tarn_stress::journal::{journal_path, Promises};
+use tarn_stress::ops::OPERATIONS;
 use tarn_stress::oracle::verify_tree;
 use tarn_stress::runner::POOL_NAME;
 use tarn_stress::tag::TAG_BLOCK_SIZE;
@@ -121,6 +124,168 @@ fn fixed_seeds_run_without_inconsistency() {
     assert!(
         near_full_phases >= 1,
         "no fixed seed ran the pool near full"
+    );
+}
+
+/// What a replication run keeps of the table: what makes data and snapshots, some of what
+/// changes them under a send, and the sends, so that sends are a fair share of a short run
+/// (with the whole table they are about one operation in a hundred).
+const REPLICATION_MIX: &[&str] = &[
+    "Overwrite",
+    "SetXattr",
+    "Snapshot",
+    "DestroySnapshot",
+    "Clone",
+    "RenameFileSystem",
+    "SendFull",
+    "SendIncremental",
+    "SendResumed",
+];
+
+/// The `--exclude` list that leaves only `kept`.
+fn all_but(kept: &[&str]) -> String {
+    let excluded: Vec<String> = OPERATIONS
+        .iter()
+        .filter(|spec| spec.implemented)
+        .map(|spec| format!("{:?}", spec.op))
+        .filter(|name| !kept.contains(&name.as_str()))
+        .collect();
+    excluded.join(",")
+}
+
+#[test]
+fn sends_of_every_kind_run_and_a_received_snapshot_unlike_its_source_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    // How many sends a few seconds of threads get done varies with the machine's load: seeds
+    // are run until every kind of receive has ended and verified at least once.
+    let kinds = ["full", "incremental", "resumed", "received"];
+    let mut counts = [0u64; 4];
+    let mut last_run = None;
+    for seed in ["7", "8", "9", "10"] {
+        let run_dir = dir.path().join(format!("run-{seed}"));
+        let output = stress(&[
+            "--duration",
+            "4",
+            "--dir",
+            run_dir.to_str().unwrap(),
+            "--seed",
+            seed,
+            "--exclude",
+            &all_but(REPLICATION_MIX),
+        ]);
+        assert_clean_run(&output);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        for (count, kind) in counts.iter_mut().zip(kinds) {
+            *count += count_before(&stdout, kind);
+        }
+        if count_before(&stdout, "received") > 0 {
+            last_run = Some(run_dir);
+        }
+        if counts.iter().all(|&count| count > 0) {
+            break;
+        }
+    }
+    for (count, kind) in counts.iter().zip(kinds) {
+        assert!(*count > 0, "none counted as {kind} in four runs");
+    }
+    let run_dir = last_run.expect("a run that left received snapshots");
+    // The journal's digests are what the parent holds received snapshots to: changed, every
+    // received snapshot is one its source never was.
+    let journal = journal_path(&run_dir);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let changed: Vec<String> = text
+        .lines()
+        .map(
+            |line| match line.split(' ').collect::<Vec<_>>().as_slice() {
+                ["sent", guid, digest, name] => {
+                    format!(
+                        "sent {guid} {} {name}",
+                        digest.chars().rev().collect::<String>()
+                    )
+                }
+                _ => line.to_string(),
+            },
+        )
+        .collect();
+    std::fs::write(&journal, changed.join("\n") + "\n").unwrap();
+    assert_run_fails_with(&run_dir, "was sent with digest");
+}
+
+/// A run that fsynced a file with data, tried over `seeds` (how much a few seconds of threads
+/// get done varies with the machine's load): its directory and one promise's dataset.
+fn run_with_a_promise(dir: &Path, seeds: &[&str]) -> (std::path::PathBuf, String) {
+    seeds
+        .iter()
+        .find_map(|seed| {
+            let run_dir = dir.join(format!("run-{seed}"));
+            assert_clean_run(&stress(&[
+                "--duration",
+                "2",
+                "--dir",
+                run_dir.to_str().unwrap(),
+                "--seed",
+                seed,
+            ]));
+            let mut promises = Promises::default();
+            promises.catch_up(&journal_path(&run_dir)).unwrap();
+            let (dataset, _) = promises.files.keys().next()?.clone();
+            Some((run_dir, dataset))
+        })
+        .expect("no run fsynced a file")
+}
+
+/// Run again on `dir` (which re-imports and verifies first): must pass.
+fn assert_run_passes(dir: &Path) {
+    let output = stress(&[
+        "--duration",
+        "1",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--seed",
+        "98",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[test]
+fn a_rename_cut_by_a_crash_keeps_its_promises_under_either_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_dir, dataset) = run_with_a_promise(dir.path(), &["13", "23", "33", "43"]);
+    let journal = journal_path(&run_dir);
+    let append = |line: String| {
+        let mut text = std::fs::read_to_string(&journal).unwrap();
+        text.push_str(&line);
+        text.push('\n');
+        std::fs::write(&journal, text).unwrap();
+    };
+    // The crash came after the engine's rename: the pool has the new name.
+    let renamed = format!("{dataset}x");
+    let pool = import(&run_dir);
+    pool.rename_dataset(&dataset, &renamed).unwrap();
+    pool.export().unwrap();
+    append(format!("rename {dataset} {renamed}"));
+    assert_run_passes(&run_dir);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.contains(&format!("renamed {renamed}\n")),
+        "not settled"
+    );
+    // The crash came before it: the pool still has the old name.
+    let (dataset, _) = {
+        let mut promises = Promises::default();
+        promises.catch_up(&journal).unwrap();
+        promises.files.keys().next().expect("a promise").clone()
+    };
+    append(format!("rename {dataset} {dataset}y"));
+    assert_run_passes(&run_dir);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.contains(&format!("rename {dataset}y {dataset}\nrenamed {dataset}\n")),
+        "not settled back"
     );
 }
 

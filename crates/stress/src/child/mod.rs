@@ -9,31 +9,43 @@
 //!    a crash prevented: it holds nothing else), creating some if fewer than
 //!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror whole again if the last child died in
 //!    the middle of a device operation (first repairing by a scrub what it left of injected
-//!    write corruption, [`faults`]), and destroys the filler file system if it died in a
-//!    near-full phase ([`space`]);
+//!    write corruption, [`faults`]), destroys the filler file system if it died in a
+//!    near-full phase ([`space`]), and imports the second pool, which sends go into
+//!    (`replication.rs`);
 //! 2. runs `threads` workers; each draws operations from the table of [`crate::ops`] with its
 //!    own RNG, seeded from the round's seed and its index, so that a seed fixes each worker's
 //!    sequence of choices (with one worker, the whole run's);
 //! 3. dies by SIGKILL at the moment its plan says (a time, or with one worker a number of
 //!    operations, so that a replay dies at the same point), in the rounds the plan says
 //!    after cutting the power of every device of the pool at once (see [`power`]: unflushed
-//!    writes are lost, torn or kept), or at its end exports the pool and exits 0.
+//!    writes are lost, torn or kept), or at its end exports both pools and exits 0.
 //!
 //! # Who touches what
 //! Worker `k` works only on the files of directory `tK` of each file system (files `f0` to
 //! `f7`), so the operations on one file come from one thread in order, and a file read back
-//! after its own fsync shows exactly what that fsync covered. Three locks order the rest:
+//! after its own fsync shows exactly what that fsync covered. Locks order the rest:
 //! - the pool lock: every operation holds it shared; export and import hold it exclusively,
 //!   so every thread is paused around them;
-//! - each file system's lock: file operations hold it shared; a rollback or a destroy holds
-//!   it exclusively, so that no fsync is promised about a file while its file system is being
-//!   rolled back, and a destroy finds nothing open;
+//! - each file system's lock: file operations hold it shared; a rollback, a destroy or a
+//!   rename holds it exclusively, so that no fsync is promised about a file while its file
+//!   system is being rolled back or renamed, and a destroy or a rename finds nothing open (a
+//!   renamed file system gets a new registry entry; the old one is left empty, and an
+//!   operation that picked it is refused);
 //! - the devices lock: every device operation, fault injection ([`faults`]: faults go on one
 //!   side only) and scan request holds it, so device operations run one at a time and each
 //!   sees its resilver through (a scan cancel also ends a resilver); each starts from a whole
 //!   mirror and leaves one ([`heal_mirror`]), so none takes away the only complete copy, and
 //!   the pool never loses data the oracle then blames on the engine;
-//! - the registry of file systems (a plain mutex, held only to copy or change the list).
+//! - the registry of file systems (a plain mutex, held only to copy or change the list);
+//! - the second pool's lock, its set of copies being received into, and its list of sends
+//!   under way: sends hold the first pool's lock and the second's shared, and no lock of a
+//!   file system (a send reads snapshots, and only the engine's holds keep them while it
+//!   does); one receive into a copy at a time; a snapshot destroy looks at the sends under
+//!   way to check their holds (`replication.rs`).
+//!
+//! Where more than one is held, the pool lock comes first, then the second pool's lock or a
+//! file system's or the devices lock (never two of these three); the registry, the set of
+//! copies and the list of sends come last and are held only briefly.
 //!
 //! The near-full phase ([`space`]) writes only into its own file system, which is not in the
 //! registry; one phase runs at a time.
@@ -64,6 +76,7 @@ use tarn::types::Txg;
 mod devices;
 mod faults;
 mod power;
+mod replication;
 mod space;
 
 use devices::{
@@ -72,6 +85,7 @@ use devices::{
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 pub use faults::{fault_counts_path, read_fault_counts};
+pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};
 pub use space::{read_space_counts, space_counts_path};
 
 use crate::journal::{JournalWriter, Promise};
@@ -222,6 +236,8 @@ struct Child {
     name_counter: AtomicU64,
     /// Held through each device operation: one at a time, each leaving the mirror whole.
     devices: Mutex<()>,
+    /// The second pool, which sends go into (see [`replication`]).
+    replica: replication::Replica,
     operations: AtomicU64,
     refusals: AtomicU64,
     imports: AtomicU64,
@@ -254,6 +270,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
         devices: Mutex::new(()),
+        replica: replication::Replica::default(),
         operations: AtomicU64::new(0),
         refusals: AtomicU64::new(0),
         imports: AtomicU64::new(0),
@@ -297,6 +314,9 @@ pub fn child_main(plan: ChildPlan) -> ! {
             child.fail(&format!("export at the end of the round: {error}"));
         }
     }
+    if let Err(why) = child.export_replica() {
+        child.fail(&why);
+    }
     child.report();
     std::process::exit(0)
 }
@@ -307,6 +327,7 @@ impl Child {
         let pool = self.import(None)?;
         faults::repair_leftover_corruption(&pool, &self.plan.dir)?;
         self.remove_leftover_filler(&pool)?;
+        self.import_replica()?;
         if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
             heal_mirror(&pool, &self.plan.dir)
         {
@@ -461,6 +482,8 @@ impl Child {
             Op::ExportImport => self.export_import(Reimport::Plain, rng),
             Op::RewindImport => self.export_import(Reimport::Rewind, rng),
             Op::MirrorWipeReappear => self.export_import(Reimport::WipeSide, rng),
+            Op::SendFull | Op::SendIncremental | Op::SendResumed => self.replicate(op, rng),
+            Op::RenameFileSystem => self.rename_file_system(rng),
             _ => self.pool_op(op, rng),
         }
     }
@@ -717,8 +740,9 @@ impl Child {
             }
             Op::DestroySnapshot => {
                 let snapshot = self.pick_snapshot(pool, rng)?;
+                let sending = self.replica.sends_reading(&snapshot);
                 pool.destroy_snapshots(&snapshot, false)?;
-                Ok(())
+                sending.check(&snapshot)
             }
             Op::DestroyFileSystem => {
                 if self.slots.lock().len() <= FILE_SYSTEMS_MIN {
