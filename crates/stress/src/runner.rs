@@ -498,21 +498,42 @@ const REUSE_PROBE_FILE_BYTES: usize = 4096;
 
 /// The rewind promise across an import: space freed in the last txgs before an export stays
 /// deferred after the import, so the import's first txg cannot overwrite a block that the
-/// trees of the txgs before it still reference. The pool was just exported; it is imported,
-/// its first txg allocates (small files rewritten in its root file system), the pool is
-/// dropped as a crash would leave it, and every rewind target must `check` clean
-/// ([`check_rewind_targets`]). The next child imports that crashed pool as usual.
+/// trees of the txgs before it still reference. Only the first txg can show it: once two
+/// txgs have synced after the export's txg E, the one tree that references what E freed,
+/// E − 1's, is no longer a rewind target. So the pool, just exported, is imported; unless the
+/// import synced a txg of its own, its first txg allocates (small files rewritten in the root
+/// file system); the pool is dropped as a crash would leave it after that one txg, and every
+/// rewind target must `check` clean ([`check_rewind_targets`]). The next child imports that
+/// crashed pool as usual.
 fn check_reuse_after_import(
     vdevs: &Path,
     name: &str,
     tunables: &Tunables,
     round: u64,
 ) -> Vec<String> {
+    let Some(exported) = Pool::scan(&[vdevs.to_path_buf()])
+        .into_iter()
+        .find(|found| found.name == name)
+        .map(|found| found.txg)
+    else {
+        return vec![format!(
+            "round {round}: reuse probe: the exported pool is not found"
+        )];
+    };
     let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
     let pool = match Pool::import(name, options) {
         Ok((pool, _)) => pool,
         Err(error) => return vec![format!("round {round}: reuse probe: import: {error}")],
     };
+    log::info!(
+        "round {round}: reuse probe: exported at txg {exported}, imported at {}",
+        pool.last_synced_txg()
+    );
+    if pool.last_synced_txg().0 > exported {
+        // The import's own first txg is the probe.
+        pool.abandon();
+        return check_rewind_targets(vdevs, name, tunables, round);
+    }
     let written = (|| -> Result<(), String> {
         let fs = pool.file_system().map_err(|error| error.to_string())?;
         for index in 0..REUSE_PROBE_FILES {
