@@ -536,20 +536,25 @@ fn check_reuse_after_import(
     }
     let written = (|| -> Result<(), String> {
         let fs = pool.file_system().map_err(|error| error.to_string())?;
-        for index in 0..REUSE_PROBE_FILES {
+        // A pool left near full (a child killed in a near-full phase leaves its filler for
+        // the next child to destroy) takes what it can: the probe allocates until refused.
+        let written = (0..REUSE_PROBE_FILES).try_for_each(|index| {
             let file_name = format!("reuse-probe-{index}");
             let attr = match fs.lookup(fs.root(), file_name.as_bytes()) {
                 Ok(attr) => attr,
-                Err(tarn::fs::FsError::NotFound) => fs
-                    .create(fs.root(), file_name.as_bytes(), 0o644, 0, 0)
-                    .map_err(|error| error.to_string())?,
-                Err(error) => return Err(error.to_string()),
+                Err(tarn::fs::FsError::NotFound) => {
+                    fs.create(fs.root(), file_name.as_bytes(), 0o644, 0, 0)?
+                }
+                Err(error) => return Err(error),
             };
             let bytes: Vec<u8> = (0..REUSE_PROBE_FILE_BYTES)
                 .map(|at| mix(round ^ mix(index ^ at as u64)) as u8)
                 .collect();
-            fs.write(attr.ino, 0, &bytes)
-                .map_err(|error| error.to_string())?;
+            fs.write(attr.ino, 0, &bytes).map(|_| ())
+        });
+        match written {
+            Ok(()) | Err(tarn::fs::FsError::NoSpace) => {}
+            Err(error) => return Err(error.to_string()),
         }
         pool.sync().map(|_| ()).map_err(|error| error.to_string())
     })();
