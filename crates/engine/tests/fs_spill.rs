@@ -298,3 +298,83 @@ fn a_bad_spill_copy_heals_and_a_lost_spill_block_fails_cleanly() {
     );
     pool.export().unwrap();
 }
+
+/// An object removed while its spill block is read is gone (`NoSuchObject`), never an object
+/// without a spill block. `ObjectSet::spill` checked that the object existed and then looked
+/// for the spill block in a second step: a removal in between, still in the dirty records or
+/// already synced, made it answer "no spill block", which the xattr code reports as
+/// `Corrupt("inode N: the znode names a spill block the object does not have")`. A getxattr
+/// can meet that: it reads the spill block under the inode's lock, but a large file's last
+/// unlink frees and removes the object after dropping that lock (`remove_parked`). The test
+/// hook removes the object at the moment of the look, with the removal synced or not;
+/// `has_spill` after it must say the same.
+#[test]
+fn a_spill_block_read_while_its_object_is_removed_is_not_found() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    use tarn::block::blkptr::{Compression, ObjectType};
+    use tarn::object::{test_hook_before_block_lookup, ObjectError, SPILL_BLKID};
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Arc::new(create_pool(
+        dir.path(),
+        "spgone",
+        single(dir.path(), "d0"),
+        tiny(),
+    ));
+    let objset = pool.root_objset();
+    let mut wrong = Vec::new();
+    for synced in [false, true] {
+        let object = create_file(&pool, &objset, 4096, Compression::Lz4);
+        {
+            let hold = pool.assign().unwrap();
+            objset
+                .set_bonus(&hold.tx(), object, ObjectType::None, b"znode")
+                .unwrap();
+            objset
+                .set_spill(&hold.tx(), object, Some(pattern(7, 1024)))
+                .unwrap();
+        }
+        pool.sync().unwrap();
+        assert_eq!(
+            objset.spill(object).unwrap().as_deref(),
+            Some(&pattern(7, 1024))
+        );
+        let removed = Rc::new(Cell::new(false));
+        let hook = {
+            let (pool, removed) = (pool.clone(), removed.clone());
+            move |looked: ObjectId, blkid: u64| {
+                if looked == object && blkid == SPILL_BLKID && !removed.replace(true) {
+                    let objset = pool.root_objset();
+                    let hold = pool.assign().unwrap();
+                    objset.remove_object(&hold.tx(), object).unwrap();
+                    drop(hold);
+                    if synced {
+                        pool.sync().unwrap();
+                    }
+                }
+            }
+        };
+        test_hook_before_block_lookup(Some(Box::new(hook)));
+        let spill = objset.spill(object);
+        test_hook_before_block_lookup(None);
+        assert!(
+            removed.get(),
+            "removal synced: {synced}: the object was not removed"
+        );
+        if !matches!(spill, Err(ObjectError::NoSuchObject(gone)) if gone == object) {
+            wrong.push(format!("removal synced: {synced}: {spill:?}"));
+        }
+        let has_spill = objset.has_spill(object);
+        if !matches!(has_spill, Err(ObjectError::NoSuchObject(_))) {
+            wrong.push(format!("removal synced: {synced}: has_spill {has_spill:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "spill looks not NoSuchObject: {wrong:#?}");
+    drop(objset);
+    let pool = Arc::into_inner(pool).expect("no other reference to the pool");
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

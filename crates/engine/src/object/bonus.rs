@@ -28,22 +28,41 @@ impl ObjectSet {
         Ok(())
     }
 
-    /// Where the current spill block of `object` is, without reading the disk.
+    /// Where the current spill block of `object` is, without reading the disk;
+    /// [`ObjectError::NoSuchObject`] if the object does not exist. The same look decides both
+    /// (see "Reading" in the documentation of [`super`]): removing an object takes no lock a
+    /// reader of its spill block holds, so an existence check made before the look could be
+    /// stale by then, and a removed object's spill block would read as none. The dirty records
+    /// are looked at first, under the object set's lock; the tree read after it is at least as
+    /// new (a sync drops a record only once the tree being synced holds it), so a free dnode
+    /// there means the object was removed by then.
     fn spill_source(&self, object: ObjectId) -> Result<SpillSource, ObjectError> {
+        read::run_block_lookup_hook(object, read::SPILL_BLKID);
+        // Object 0 is the meta-dnode: not an object of the set.
+        if object.0 == 0 {
+            return Err(ObjectError::NoSuchObject(object));
+        }
         {
             let state = self.state.lock();
             for dirty in state.dirty.values().rev() {
                 if let Some(record) = dirty.objects.get(&object) {
+                    if record.removed {
+                        return Err(ObjectError::NoSuchObject(object));
+                    }
                     if let Some(spill) = &record.spill {
                         return Ok(SpillSource::Dirty(spill.clone()));
                     }
-                    if record.removed || record.create.is_some() {
+                    if record.create.is_some() {
                         return Ok(SpillSource::Dirty(None));
                     }
                 }
             }
         }
-        Ok(SpillSource::Tree(self.tree_dnode(object)?.spill))
+        let dnode = self.tree_dnode(object)?;
+        if dnode.is_free() {
+            return Err(ObjectError::NoSuchObject(object));
+        }
+        Ok(SpillSource::Tree(dnode.spill))
     }
 
     /// Whether `object` has a spill block (changes not yet synced included).
@@ -54,10 +73,10 @@ impl ObjectSet {
         })
     }
 
-    /// The contents of `object`'s spill block, None if it has none.
+    /// The contents of `object`'s spill block, None if it has none;
+    /// [`ObjectError::NoSuchObject`] if the object does not exist.
     pub fn spill(&self, object: ObjectId) -> Result<Option<Arc<Vec<u8>>>, ObjectError> {
         let _l2 = self.l2_scope();
-        self.existing_dnode(object)?;
         match self.spill_source(object)? {
             SpillSource::Dirty(spill) => Ok(spill),
             SpillSource::Tree(None) => Ok(None),

@@ -28,13 +28,13 @@
 //! then at the last synced tree. Disk reads happen without the object set's lock (a writer holds
 //! only its object's writer lock across the read-modify-write). Removing an object takes no lock a
 //! reader holds (a directory is read while another thread removes it), so the same look decides
-//! whether the object exists: a block of a removed object, the removal still a dirty record or
-//! already in the tree, is [`ObjectError::NoSuchObject`], never a hole, whatever an existence check
-//! made before the look said. Blocks freed in a sync are not reallocated for two more txgs
-//! (DESIGN.md §3 invariant 3), so a reader that took a tree root just before a sync installed a new
-//! one still reads valid blocks. The dnodes of the tree are kept decoded in a bounded cache
-//! (`dnode_cache.rs`), forgotten when a sync installs a tree that rewrote them or a rollback
-//! replaces the tree.
+//! whether the object exists: a block or the spill block (`bonus.rs`) of a removed object, the
+//! removal still a dirty record or already in the tree, is [`ObjectError::NoSuchObject`], never a
+//! hole or "no spill block", whatever an existence check made before the look said. Blocks freed in
+//! a sync are not reallocated for two more txgs (DESIGN.md §3 invariant 3), so a reader that took a
+//! tree root just before a sync installed a new one still reads valid blocks. The dnodes of the
+//! tree are kept decoded in a bounded cache (`dnode_cache.rs`), forgotten when a sync installs a
+//! tree that rewrote them or a rollback replaces the tree.
 //!
 //! # Syncing
 //! [`ObjectSet::sync`] runs in syncing context for one sync pass: it takes every pending record
@@ -77,7 +77,7 @@ mod prewrite;
 mod read;
 pub use prewrite::{PreparedPrewrite, Prewrite};
 #[doc(hidden)]
-pub use read::test_hook_before_block_lookup;
+pub use read::{test_hook_before_block_lookup, SPILL_BLKID};
 pub mod read_errors;
 mod sync;
 mod synced;

@@ -21,11 +21,18 @@ thread_local! {
     static BEFORE_BLOCK_LOOKUP: RefCell<Option<BlockLookupHook>> = const { RefCell::new(None) };
 }
 
+/// The block id [`test_hook_before_block_lookup`] is called with for an object's spill block
+/// (OpenZFS's DMU_SPILL_BLKID): no data block has it, since no tree addresses 2^64 blocks.
+#[doc(hidden)]
+pub const SPILL_BLKID: u64 = u64::MAX;
+
 /// Test hook, off unless a test sets it: every data-block read made by this thread calls
-/// `hook` with the object and block id just before it looks for the block, so that a test can
-/// change the object set at that moment, as another thread could (tests/fs_concurrent.rs
-/// removes the directory being read there). Reads made by the hook itself do not call it.
-/// Per thread, so that tests running beside it are untouched; None turns it off.
+/// `hook` with the object and block id just before it looks for the block, and every look for
+/// a spill block (bonus.rs) with [`SPILL_BLKID`], so that a test can change the object set at
+/// that moment, as another thread could (tests/fs_concurrent.rs removes the directory being
+/// read there, tests/fs_spill.rs the object whose spill block is read). Reads made by the hook
+/// itself do not call it. Per thread, so that tests running beside it are untouched; None
+/// turns it off.
 #[doc(hidden)]
 pub fn test_hook_before_block_lookup(hook: Option<BlockLookupHook>) {
     BEFORE_BLOCK_LOOKUP.set(hook);
@@ -33,7 +40,7 @@ pub fn test_hook_before_block_lookup(hook: Option<BlockLookupHook>) {
 
 /// Run this thread's [`test_hook_before_block_lookup`], if set, taken out of its cell while it
 /// runs so that the reads it makes do not call it again.
-fn run_block_lookup_hook(object: ObjectId, blkid: u64) {
+pub(super) fn run_block_lookup_hook(object: ObjectId, blkid: u64) {
     if let Some(mut hook) = BEFORE_BLOCK_LOOKUP.take() {
         hook(object, blkid);
         BEFORE_BLOCK_LOOKUP.with(|cell| {
