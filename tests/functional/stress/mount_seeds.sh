@@ -31,6 +31,6 @@ run_seed() {
 	[ "$no_space" -gt 0 ] || [ "$1" != fixed ] || log_fail "no write met ENOSPC: $line"
 }
 
-run_seed fixed --seed 3 --duration 25
-run_seed fresh --duration 15
+run_seed fixed --seed 3 --duration 20
+run_seed fresh --duration 10
 log_pass
