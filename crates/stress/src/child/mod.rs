@@ -86,6 +86,7 @@ use devices::{
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 pub use faults::{fault_counts_path, read_fault_counts};
 pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};
+pub use space::FILLER;
 pub use space::{read_space_counts, space_counts_path};
 
 use crate::journal::{JournalWriter, Promise};
