@@ -565,8 +565,10 @@ fn check_reuse_after_import(
     check_rewind_targets(vdevs, name, tunables, round)
 }
 
-/// The engine mode's verification after a round: the pool ([`import_check_verify`], settling
-/// the renames a crash left open by the names the pool holds), then the second pool.
+/// The engine mode's verification after a round: the pool (settling the renames a crash left
+/// open by the names the pool holds), then the second pool, whose import destroys a receive
+/// a crash stopped unless it can be resumed, and whose every received snapshot is verified
+/// against what was sent.
 fn verify_both_pools(
     dir: &Path,
     tunables: &Tunables,
@@ -586,7 +588,28 @@ fn verify_both_pools(
     if !problems.is_empty() {
         return problems;
     }
-    import_check_verify_replica(dir, tunables, promises, round, summary)
+    import_check_export(
+        &replica_dir(dir),
+        REPLICA_POOL_NAME,
+        "the second pool ",
+        tunables,
+        round,
+        summary,
+        |pool, summary| {
+            let verification = verify_replica(pool, promises, round);
+            summary.files_verified += verification.files;
+            summary.blocks_verified += verification.blocks;
+            summary.received_verified += verification.trees;
+            log::info!(
+                "round {round}: verified {} received snapshots, {} files, {} tagged blocks",
+                verification.trees,
+                verification.files,
+                verification.blocks
+            );
+            verification.problems
+        },
+        |_| Ok(()),
+    )
 }
 
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
@@ -601,33 +624,67 @@ pub(crate) fn import_check_verify(
     summary: &mut Summary,
     settle: impl FnOnce(&Pool) -> Result<(), String>,
 ) -> Vec<String> {
+    import_check_export(
+        vdevs,
+        name,
+        "",
+        tunables,
+        round,
+        summary,
+        |pool, summary| {
+            let verification = verify_pool(pool, promises, round);
+            summary.files_verified += verification.files;
+            summary.blocks_verified += verification.blocks;
+            summary.promises_checked += verification.promises;
+            log::info!(
+                "round {round}: verified {} file systems and snapshots, {} files, {} tagged blocks, {} promises",
+                verification.trees,
+                verification.files,
+                verification.blocks,
+                verification.promises
+            );
+            verification.problems
+        },
+        settle,
+    )
+}
+
+/// The frame of every verification: import pool `name` from `vdevs`, `check` it, `verify` it
+/// (its problems are prefixed with the round and `which`, a name such as "the second pool "
+/// or ""), `check` again, `settle`, and export; a pool with any problem is left unexported.
+#[allow(clippy::too_many_arguments)]
+fn import_check_export(
+    vdevs: &Path,
+    name: &str,
+    which: &str,
+    tunables: &Tunables,
+    round: u64,
+    summary: &mut Summary,
+    verify: impl FnOnce(&Pool, &mut Summary) -> Vec<String>,
+    settle: impl FnOnce(&Pool) -> Result<(), String>,
+) -> Vec<String> {
     let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
     let pool = match Pool::import(name, options) {
         Ok((pool, _)) => pool,
-        Err(error) => return vec![format!("round {round}: import: {error}")],
+        Err(error) => return vec![format!("round {round}: import of {which}{name}: {error}")],
     };
     summary.imports += 1;
     let mut problems = Vec::new();
-    check(&pool, "after import", &mut problems);
+    check(
+        &pool,
+        &format!("of {which}{name} after import"),
+        &mut problems,
+    );
     if problems.is_empty() {
-        let verification = verify_pool(&pool, promises, round);
-        summary.files_verified += verification.files;
-        summary.blocks_verified += verification.blocks;
-        summary.promises_checked += verification.promises;
-        log::info!(
-            "round {round}: verified {} file systems and snapshots, {} files, {} tagged blocks, {} promises",
-            verification.trees,
-            verification.files,
-            verification.blocks,
-            verification.promises
-        );
         problems.extend(
-            verification
-                .problems
-                .into_iter()
-                .map(|problem| format!("round {round}: {problem}")),
+            (verify(&pool, summary).into_iter())
+                .map(|problem| format!("round {round}: {which}{problem}")),
         );
-        check(&pool, "after verifying", &mut problems);
+        check(
+            &pool,
+            &format!("of {which}{name} after verifying"),
+            &mut problems,
+        );
     }
     if problems.is_empty() {
         if let Err(why) = settle(&pool) {
@@ -636,57 +693,12 @@ pub(crate) fn import_check_verify(
     }
     if problems.is_empty() {
         if let Err(error) = pool.export() {
-            problems.push(format!("round {round}: export after verifying: {error}"));
-        }
-    } else {
-        // Leave the pool as the failure found it: no export, no further sync.
-        pool.abandon();
-    }
-    problems
-}
-
-/// The same for the second pool: import (which destroys a receive a crash stopped, unless
-/// it can be resumed), check, verify every received snapshot against what was sent, check,
-/// export.
-fn import_check_verify_replica(
-    dir: &Path,
-    tunables: &Tunables,
-    promises: &Promises,
-    round: u64,
-    summary: &mut Summary,
-) -> Vec<String> {
-    let options = ImportOptions::new(vec![replica_dir(dir)], tunables.clone());
-    let pool = match Pool::import(REPLICA_POOL_NAME, options) {
-        Ok((pool, _)) => pool,
-        Err(error) => return vec![format!("round {round}: import of the second pool: {error}")],
-    };
-    summary.imports += 1;
-    let mut problems = Vec::new();
-    check(&pool, "of the second pool after import", &mut problems);
-    if problems.is_empty() {
-        let verification = verify_replica(&pool, promises, round);
-        summary.files_verified += verification.files;
-        summary.blocks_verified += verification.blocks;
-        summary.received_verified += verification.trees;
-        log::info!(
-            "round {round}: verified {} received snapshots, {} files, {} tagged blocks",
-            verification.trees,
-            verification.files,
-            verification.blocks
-        );
-        problems.extend(
-            (verification.problems.into_iter())
-                .map(|problem| format!("round {round}: second pool: {problem}")),
-        );
-        check(&pool, "of the second pool after verifying", &mut problems);
-    }
-    if problems.is_empty() {
-        if let Err(error) = pool.export() {
             problems.push(format!(
-                "round {round}: export of the second pool after verifying: {error}"
+                "round {round}: export of {which}{name} after verifying: {error}"
             ));
         }
     } else {
+        // Leave the pool as the failure found it: no export, no further sync.
         pool.abandon();
     }
     problems
