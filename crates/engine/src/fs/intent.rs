@@ -472,12 +472,15 @@ impl FileSystem {
         Ok(true)
     }
 
-    /// Start the log's chain so that the first fsync finds its header on disk.
-    pub(super) fn start_log(&self) -> Result<()> {
+    /// Start the log's chain so that the first fsync finds its header on disk. Best effort:
+    /// a pool too full (or too fragmented) for a log block still opens its file systems, as
+    /// OpenZFS's do; the first commit tries again, and when it cannot allocate either it
+    /// waits for a txg sync instead (`Zil::commit`), so nothing an fsync promises is lost.
+    pub(super) fn start_log(&self) {
         if let Some(zil) = &self.zil {
-            zil.start(&self.objset)
-                .map_err(|error| FsError::Engine(error.to_string()))?;
+            if let Err(error) = zil.start(&self.objset) {
+                log::warn!("intent log not started, the first fsync starts it: {error}");
+            }
         }
-        Ok(())
     }
 }

@@ -622,7 +622,7 @@ impl FileSystem {
         if !read_only {
             fs.replay_log()?;
             fs.drain_unlinked()?;
-            fs.start_log()?;
+            fs.start_log();
         }
         Ok(fs)
     }

@@ -86,6 +86,20 @@ use crate::types::Txg;
 use format::{LogHeader, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT};
 use record::{Record, RecordBody, WRITE_RECORD_FIXED};
 
+thread_local! {
+    /// Test hook, off: [`test_hook_log_blocks_do_not_fit`].
+    static LOG_BLOCKS_DO_NOT_FIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Test hook, off unless a test sets it: every log block this thread allocates finds no
+/// space, as in a pool too full or too fragmented for one (whose free space a test cannot
+/// shape before the txg sync's own metadata fails first). Per thread, so that tests running
+/// beside it are untouched.
+#[doc(hidden)]
+pub fn test_hook_log_blocks_do_not_fit(on: bool) {
+    LOG_BLOCKS_DO_NOT_FIT.set(on);
+}
+
 /// The `sync` property (OpenZFS's): when changes reach stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SyncMode {
@@ -508,7 +522,11 @@ impl Zil {
         let storage = MosSpaceStorage { mos: &self.mos };
         // Log vdevs serve latency: under `logbias=throughput` the chain stays in the normal
         // class and leaves the log devices to the sets that want them.
-        let placed = if self.state.lock().logbias == Logbias::Throughput {
+        let placed = if LOG_BLOCKS_DO_NOT_FIT.get() {
+            Err(crate::space::SpaceError::NoSpace {
+                size_allocated: allocated,
+            })
+        } else if self.state.lock().logbias == Logbias::Throughput {
             self.io.space.allocate(allocated, txg, &[], &storage)
         } else {
             self.io.space.allocate_log(allocated, txg, &storage)
