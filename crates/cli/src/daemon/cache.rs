@@ -153,9 +153,7 @@ pub fn import_at_start(daemon: &Arc<Daemon>) {
             daemon.insert(pool);
             Ok(())
         });
-        for line in captured.stdout.lines().chain(captured.stderr.lines()) {
-            info!("{line}");
-        }
+        super::log_captured(&captured);
         match result {
             Ok(()) => {
                 info!(

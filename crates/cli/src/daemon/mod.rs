@@ -108,6 +108,18 @@ extern "C" fn on_stop_signal(_signal: libc::c_int) {
 /// unmount the daemon has already done lazily).
 const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
 
+/// Put what a verb run outside any request printed into the log: its stdout at info, its
+/// stderr (failures, such as a file system that did not mount) at warn, where a filter on
+/// warnings finds them.
+fn log_captured(captured: &output::Captured) {
+    for line in captured.stdout.lines() {
+        info!("{line}");
+    }
+    for line in captured.stderr.lines() {
+        warn!("{line}");
+    }
+}
+
 /// Install the daemon's logger: `log` records (the daemon's own and the engine's) to stderr,
 /// which is the daemon's log file (`SOCKET.log`) when the CLI started it. One line a record:
 /// UTC time to the millisecond, level, pid, the module for records from outside the daemon,
@@ -257,9 +269,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         // What the unmounts print (outside any request) goes to the log, not to stdout.
         let (result, captured) =
             output::capture(|| daemon.mounts.unmount_within(&pool, pool.name(), true));
-        for line in captured.stdout.lines().chain(captured.stderr.lines()) {
-            info!("{line}");
-        }
+        log_captured(&captured);
         if let Err(Failure(message)) = result {
             error!("unmount failed: {message}");
         }
