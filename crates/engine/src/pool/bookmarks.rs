@@ -156,6 +156,11 @@ impl Pool {
         let core = &self.core;
         let _namespace = core.namespace.lock();
         let head = core.available_dataset(core.relative_name(file_system)?)?;
+        core.check_space(
+            super::admission::SpaceCheck::Normal,
+            1,
+            &format!("create bookmark {bookmark}"),
+        )?;
         if core
             .bookmarks_of_head(head.object)?
             .iter()

@@ -331,6 +331,11 @@ impl Pool {
         let _namespace = core.namespace.lock();
         let relative = core.relative_name(name)?;
         let clone = core.available_dataset(relative)?;
+        core.check_space(
+            super::admission::SpaceCheck::Reserved,
+            1,
+            &format!("promote {name}"),
+        )?;
         let Some((origin_head, origin)) = core.origin_of(&clone) else {
             return Err(PoolError::Refused(format!(
                 "cannot promote {name}: not a cloned file system (it has no origin)"
@@ -393,6 +398,11 @@ impl Pool {
         let parent = super::datasets::parent_of(relative);
         core.available_dataset(parent)
             .map_err(|_| PoolError::DatasetNotFound(core.full_name(parent)))?;
+        core.check_space(
+            super::admission::SpaceCheck::Normal,
+            1,
+            &format!("clone {snapshot} as {new}"),
+        )?;
         core.run_tasks(vec![NamespaceTask::Clone {
             snapshot: origin,
             relative: relative.to_string(),

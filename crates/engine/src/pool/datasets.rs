@@ -1008,6 +1008,11 @@ impl Pool {
         if !missing.is_empty() && !create_parents {
             return Err(PoolError::DatasetNotFound(core.full_name(&missing[0])));
         }
+        core.check_space(
+            super::admission::SpaceCheck::Normal,
+            missing.len() + 1,
+            &format!("create {full_name}"),
+        )?;
         let mut created = Vec::new();
         for parent in missing.iter().rev() {
             core.create_dataset_in(parent, &[], true)?;
@@ -1233,6 +1238,11 @@ impl Pool {
         {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
+            core.check_space(
+                super::admission::SpaceCheck::Reserved,
+                1,
+                &format!("set {name} on {full_name}"),
+            )?;
             let hold = core.txgs.assign()?;
             core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
         }

@@ -286,6 +286,10 @@ pub enum PoolError {
     DatasetUnavailable(String, String),
     #[error("{0}")]
     Refused(String),
+    /// An administrative change refused because the pool's free space is down to the slop it
+    /// keeps for syncing (OpenZFS's ENOSPC from a sync task's space check).
+    #[error("cannot {0}: out of space; the pool keeps its last free space for syncing, so destroy snapshots, clones or files first")]
+    OutOfSpace(String),
 }
 
 /// Check a pool name against the rules of CLI.md.

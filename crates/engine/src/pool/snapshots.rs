@@ -175,6 +175,11 @@ impl PoolCore {
         old: &str,
         new: &str,
     ) -> Result<(Arc<Dataset>, String, String), PoolError> {
+        self.check_space(
+            super::admission::SpaceCheck::Reserved,
+            1,
+            &format!("rename {old} to {new}"),
+        )?;
         let old_relative = self.relative_name(old)?.to_string();
         if old_relative.is_empty() {
             return Err(PoolError::Refused(format!(
@@ -822,6 +827,11 @@ impl Pool {
                 planned.insert(snapshot_name, (head, name.to_string()));
             }
         }
+        core.check_space(
+            super::admission::SpaceCheck::Normal,
+            planned.len(),
+            &format!("create snapshot {}", names.join(", ")),
+        )?;
         core.run_tasks(
             planned
                 .values()
@@ -1100,6 +1110,11 @@ impl Pool {
         if head.snapshot(new_short).is_some() {
             return Err(PoolError::DatasetExists(new_full));
         }
+        core.check_space(
+            super::admission::SpaceCheck::Reserved,
+            1,
+            &format!("rename {old} to {new_full}"),
+        )?;
         core.run_tasks(vec![NamespaceTask::Rename {
             head,
             snapshot,

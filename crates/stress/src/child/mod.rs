@@ -181,6 +181,7 @@ impl From<PoolError> for OpError {
             | PoolError::DatasetBusy(..)
             | PoolError::BadProperty(_)
             | PoolError::Refused(_)
+            | PoolError::OutOfSpace(_)
             | PoolError::BadVdevSpec(_)
             | PoolError::ReadOnly => OpError::Refused(error.to_string()),
             PoolError::Object(tarn::object::ObjectError::NoSpace) => {
