@@ -121,6 +121,7 @@ fn main() -> ExitCode {
             threads,
             duration,
             tarn: tarn_binary.clone(),
+            failures_dir: args.dir.clone(),
         };
     let result = if args.mount && args.loop_mode {
         runner::loop_seeds(

@@ -98,6 +98,8 @@ pub struct MountOptions {
     pub duration: Duration,
     /// The `tarn` binary (its daemon serves the mount).
     pub tarn: PathBuf,
+    /// Where `failures/` goes: the loop's directory, which outlives each seed's `dir`.
+    pub failures_dir: PathBuf,
 }
 
 /// The `tarn` binary beside this one (`target/debug/tarn` beside `target/debug/tarn-stress`),
@@ -965,8 +967,8 @@ fn keep_failure(
     round: u64,
     problems: &[String],
 ) -> String {
-    let target = layout
-        .dir
+    let target = options
+        .failures_dir
         .join("failures")
         .join(format!("mount-{}-r{round}", options.seed));
     if let Err(why) = std::fs::create_dir_all(&target) {
