@@ -41,6 +41,8 @@ enum Unanswered {
     NoDaemon,
     /// The daemon took the connection but closed it without answering (it was exiting, or died).
     NoAnswer(String),
+    /// A daemon of another protocol version answered (the message says what to restart).
+    OtherBuild(String),
 }
 
 fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
@@ -49,23 +51,39 @@ fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
         .try_clone()
         .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
     write_request(&mut writer, request).map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
-    let response = read_response(&mut BufReader::new(stream)).map_err(Unanswered::NoAnswer)?;
+    let response =
+        read_response_of_any_build(&mut BufReader::new(stream)).map_err(Unanswered::NoAnswer)?;
     if response.retry {
         return Err(Unanswered::NoAnswer("the daemon is stopping".into()));
+    }
+    // A ping or a stop is answered by any build: whether a daemon runs, its pid, its end.
+    if !request.of_any_build() {
+        if let Some(why) = crate::protocol::response_mismatch(&response) {
+            return Err(Unanswered::OtherBuild(why));
+        }
     }
     Ok(response)
 }
 
 /// Write `request` as one line.
 pub fn write_request(writer: &mut impl Write, request: &Request) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(request).expect("a request serializes");
+    let mut line = crate::protocol::encode_request(request);
     line.push(b'\n');
     writer.write_all(&line)?;
     writer.flush()
 }
 
-/// Read one response line.
+/// Read one response line from a daemon of this build's protocol version.
 pub fn read_response(reader: &mut impl BufRead) -> Result<Response, String> {
+    let response = read_response_of_any_build(reader)?;
+    match crate::protocol::response_mismatch(&response) {
+        Some(why) => Err(why),
+        None => Ok(response),
+    }
+}
+
+/// Read one response line, whatever the protocol version of the daemon that wrote it.
+fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, String> {
     let mut answer = Vec::new();
     reader
         .take(MAX_LINE_BYTES + 1)
@@ -99,6 +117,7 @@ pub fn ask_if_running(socket: &Path, request: &Request) -> Result<Option<Respons
         match ask_once(socket, request) {
             Ok(response) => return Ok(Some(response)),
             Err(Unanswered::NoDaemon) => return Ok(None),
+            Err(Unanswered::OtherBuild(why)) => return Err(Failure(why)),
             Err(Unanswered::NoAnswer(why)) => {
                 if started.elapsed() > STOPPING_TIMEOUT {
                     return Err(no_answer(socket, &why));
@@ -131,6 +150,7 @@ pub fn ask_starting(socket: &Path, request: &Request) -> Result<Response, Failur
                 }
                 start_daemon(socket)?;
             }
+            Err(Unanswered::OtherBuild(why)) => return Err(Failure(why)),
             Err(Unanswered::NoAnswer(why)) => {
                 if started.elapsed() > STOPPING_TIMEOUT {
                     return Err(no_answer(socket, &why));

@@ -342,6 +342,8 @@ enum Command {
         #[arg(long, value_name = "ADDR", conflicts_with = "stop")]
         metrics: Option<std::net::SocketAddr>,
     },
+    /// This build's version and protocol version, and the running daemon's (none is started).
+    Version,
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
     /// Benchmarks.
@@ -624,6 +626,31 @@ enum DebugCommand {
     /// One object's dnode, spill block and every block pointer under it (zdb -ddddd), as of
     /// the last synced txg: TARGET is a path inside the file system or an object number.
     Object { dataset: String, target: String },
+}
+
+/// `tarn version`: this build's version and protocol version, then the running daemon's, asked
+/// with a `ping`, which every build answers.
+fn version_verb(socket: &Path) -> Result<Status, Failure> {
+    out!(
+        "tarn {} (protocol {})",
+        protocol::BUILD_VERSION,
+        protocol::PROTOCOL_VERSION
+    );
+    let Some(response) = client::ask_if_running(socket, &protocol::Request::Ping)? else {
+        out!("no tarn daemon running on {}", socket.display());
+        return Ok(0);
+    };
+    let data = &response.data;
+    let build = match (data["version"].as_str(), data["protocol"].as_u64()) {
+        (Some(version), Some(protocol)) => format!("tarn {version} (protocol {protocol})"),
+        _ => "a build from before protocol versions".to_string(),
+    };
+    out!(
+        "daemon {} on {}: {build}",
+        data["pid"].as_u64().unwrap_or(0),
+        socket.display()
+    );
+    Ok(0)
 }
 
 fn daemon_verb(
@@ -939,6 +966,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             log_level,
             metrics,
         } => daemon_verb(socket, foreground, stop, log_level.as_deref(), metrics),
+        Command::Version => version_verb(socket),
         Command::Quickstart { dir } => {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)

@@ -18,6 +18,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
                 "pid": std::process::id(),
                 "socket": daemon.socket.display().to_string(),
                 "pools": lock(&daemon.state).pools.keys().cloned().collect::<Vec<_>>(),
+                "version": crate::protocol::BUILD_VERSION,
+                "protocol": crate::protocol::PROTOCOL_VERSION,
             }),
         }),
         Request::Stop => {

@@ -407,7 +407,7 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
         }
         if line.len() as u64 > MAX_LINE_BYTES {
             let response = Response::failure(STATUS_BAD_REQUEST, "bad request: line too long");
-            let _ = send(&mut writer, &response);
+            let _ = send(&mut writer, response);
             return;
         }
         let response = match std::str::from_utf8(&line) {
@@ -434,14 +434,16 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                 }
             },
         };
-        if send(&mut writer, &response).is_err() {
+        if send(&mut writer, response).is_err() {
             return;
         }
     }
 }
 
-fn send(writer: &mut UnixStream, response: &Response) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(response).expect("a response serializes");
+/// Write `response` as one line, stamped with this build's protocol version.
+fn send(writer: &mut UnixStream, mut response: Response) -> std::io::Result<()> {
+    response.protocol = protocol::PROTOCOL_VERSION;
+    let mut line = serde_json::to_vec(&response).expect("a response serializes");
     line.push(b'\n');
     writer.write_all(&line)?;
     writer.flush()
@@ -484,9 +486,8 @@ fn answer_with(
             status,
             stdout: captured.stdout,
             stderr: captured.stderr,
-            not_imported: false,
-            retry: false,
             data,
+            ..Response::default()
         },
         Ok((Err(Reply::NotImported(pool)), _)) => Response::not_imported(&pool),
         Ok((Err(Reply::Failed(Failure(message))), captured)) => Response {

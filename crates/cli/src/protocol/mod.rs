@@ -12,8 +12,17 @@
 //! turn. A line longer than [`MAX_LINE_BYTES`] closes the connection; a line that is not a valid
 //! request gets an error response (status 2) and the connection stays usable.
 //!
+//! # Version
+//! Every request and every response carries `"protocol": N` ([`PROTOCOL_VERSION`], raised with
+//! any change to a request's or a response's shape). A daemon answers a request of another
+//! version (or of none: a build from before versions) with status 2 and a message naming both
+//! versions and what to restart; a CLI refuses a response of another version the same way.
+//! `ping` and `stop` go without a version and are answered whatever theirs
+//! ([`Request::of_any_build`]), so that any build can find out whether a daemon runs, which
+//! build it is (`data.version`, `data.protocol`) and its pid, and stop it.
+//!
 //! # Request
-//! `{"verb": "<verb>", "args": {...}}`, where `verb` is one of the names below and `args` holds
+//! `{"protocol": N, "verb": "<verb>", "args": {...}}`, where `verb` is one of the names below and `args` holds
 //! that verb's arguments, already resolved by the client so that they do not depend on the
 //! client's environment: paths are absolute, sizes are bytes, options are parsed. The client's
 //! `TARN_TUNABLE_*` variables are not sent: the daemon's tunables are fixed when it starts (the
@@ -21,7 +30,7 @@
 //!
 //! | verb | args |
 //! | --- | --- |
-//! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...]}` |
+//! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...], "version": "0.1.0", "protocol": N}` |
 //! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
 //! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features`, `altroot` (absolute, or null), `mountpoint` (absolute path, `none`, `legacy`, or null for `/POOL`) |
 //! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null), `rewind`, `cachefile` (absolute path, `none`, or null for the default) |
@@ -58,8 +67,8 @@
 //! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations, spacemap_headers}]}`, oldest first |
 //!
 //! # Response
-//! `{"status": N, "stdout": "...", "stderr": "...", "not_imported": bool, "retry": bool,
-//! "data": ...}`.
+//! `{"protocol": N, "status": N, "stdout": "...", "stderr": "...", "not_imported": bool,
+//! "retry": bool, "data": ...}`.
 //! `status` is the exit status the CLI exits with (0 success, 1 failure, 2 bad request);
 //! `stdout` and `stderr` are exactly what the verb printed, which the CLI prints unchanged, so a
 //! verb's output does not depend on where it ran. `not_imported` is true when the request names
@@ -102,6 +111,13 @@ pub const MAX_LINE_BYTES: u64 = 64 << 20;
 
 /// Exit status of a response to a request the daemon could not parse or does not know.
 pub const STATUS_BAD_REQUEST: u8 = 2;
+
+/// The protocol's version, carried by every request and response (module documentation,
+/// "Version"). Raise it with any change to a request's or a response's shape.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// This build's version, as `tarn --version` prints it.
+pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verb", content = "args", deny_unknown_fields)]
@@ -500,6 +516,9 @@ impl Request {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Response {
+    /// [`PROTOCOL_VERSION`] of the daemon that answered (0: a build from before versions).
+    #[serde(default)]
+    pub protocol: u32,
     pub status: u8,
     #[serde(default)]
     pub stdout: String,
@@ -535,9 +554,64 @@ impl Response {
     }
 }
 
-/// Parse one request line; the error is what the daemon answers.
+impl Request {
+    /// `ping` and `stop`: the same in every build, so sent without a version and answered by a
+    /// daemon of any build (module documentation, "Version").
+    pub fn of_any_build(&self) -> bool {
+        matches!(self, Request::Ping | Request::Stop)
+    }
+}
+
+/// One request as its line (without the newline): the request with [`PROTOCOL_VERSION`]
+/// (but for requests [`Request::of_any_build`], which older daemons read as they are).
+pub fn encode_request(request: &Request) -> Vec<u8> {
+    let mut value = serde_json::to_value(request).expect("a request serializes");
+    if let Some(fields) = value.as_object_mut().filter(|_| !request.of_any_build()) {
+        fields.insert("protocol".into(), PROTOCOL_VERSION.into());
+    }
+    serde_json::to_vec(&value).expect("a request serializes")
+}
+
+/// Parse one request line; the error is what the daemon answers. A request of another
+/// protocol version is refused, but for those [`Request::of_any_build`].
 pub fn parse_request(line: &str) -> Result<Request, String> {
-    serde_json::from_str(line).map_err(|error| format!("bad request: {error}"))
+    let bad = |error: serde_json::Error| format!("bad request: {error}");
+    let mut value: serde_json::Value = serde_json::from_str(line).map_err(bad)?;
+    let protocol = value
+        .as_object_mut()
+        .and_then(|fields| fields.remove("protocol"));
+    let request: Request = serde_json::from_value(value).map_err(bad)?;
+    let version = protocol.as_ref().and_then(serde_json::Value::as_u64);
+    if version == Some(u64::from(PROTOCOL_VERSION)) || request.of_any_build() {
+        return Ok(request);
+    }
+    let theirs = match (&protocol, version) {
+        (None, _) => "a build from before protocol versions".to_string(),
+        (Some(_), Some(version)) => format!("protocol {version}"),
+        (Some(other), None) => format!("protocol {other}"),
+    };
+    Err(format!(
+        "bad request: this command is a different build of tarn ({theirs}) from the daemon \
+         (tarn {BUILD_VERSION}, protocol {PROTOCOL_VERSION}, pid {}): stop the daemon (tarn \
+         daemon --stop, which exports its pools) and run the command again, which starts a \
+         daemon of the command's build",
+        std::process::id()
+    ))
+}
+
+/// Why the CLI refuses `response`: a daemon of another protocol version answered.
+pub fn response_mismatch(response: &Response) -> Option<String> {
+    (response.protocol != PROTOCOL_VERSION).then(|| {
+        let theirs = match response.protocol {
+            0 => "a build from before protocol versions".to_string(),
+            version => format!("protocol {version}"),
+        };
+        format!(
+            "the tarn daemon is a different build ({theirs}) from this command (tarn \
+             {BUILD_VERSION}, protocol {PROTOCOL_VERSION}): stop it (tarn daemon --stop, which \
+             exports its pools) and run the command again, which starts a daemon of this build"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -677,13 +751,48 @@ mod tests {
             },
         ];
         for request in requests {
-            let line = serde_json::to_string(&request).unwrap();
+            let line = String::from_utf8(encode_request(&request)).unwrap();
             assert!(!line.contains('\n'));
             let value: serde_json::Value = serde_json::from_str(&line).unwrap();
             assert_eq!(value["verb"], request.verb(), "{line}");
+            if !request.of_any_build() {
+                assert_eq!(value["protocol"], PROTOCOL_VERSION, "{line}");
+            }
             assert_eq!(parse_request(&line).unwrap(), request);
         }
         assert_eq!(parse_request(r#"{"verb":"ping"}"#).unwrap(), Request::Ping);
+    }
+
+    /// A request of another build is refused with a message that names both versions and what
+    /// to restart, not a bare "bad request"; `ping` is answered whatever its version.
+    #[test]
+    fn requests_of_another_protocol_version_are_refused_but_ping() {
+        let check = r#""verb":"check","args":{"pool":"t","repair":false}"#;
+        for (line, theirs) in [
+            (format!("{{{check}}}"), "before protocol versions"),
+            (format!(r#"{{"protocol":0,{check}}}"#), "protocol 0"),
+            (
+                format!(r#"{{"protocol":{},{check}}}"#, PROTOCOL_VERSION + 1),
+                "protocol 2",
+            ),
+            (format!(r#"{{"protocol":"x",{check}}}"#), "protocol \"x\""),
+        ] {
+            let error = parse_request(&line).unwrap_err();
+            assert!(error.starts_with("bad request"), "{error}");
+            assert!(error.contains(theirs), "{line}: {error}");
+            assert!(error.contains("tarn daemon --stop"), "{error}");
+        }
+        for line in [r#"{"verb":"ping"}"#, r#"{"protocol":99,"verb":"ping"}"#] {
+            assert_eq!(parse_request(line).unwrap(), Request::Ping);
+        }
+        assert_eq!(parse_request(r#"{"verb":"stop"}"#).unwrap(), Request::Stop);
+        assert_eq!(encode_request(&Request::Stop), br#"{"verb":"stop"}"#);
+        let mut response = Response::failure(1, "x");
+        assert!(response_mismatch(&response)
+            .unwrap()
+            .contains("before protocol versions"));
+        response.protocol = PROTOCOL_VERSION;
+        assert_eq!(response_mismatch(&response), None);
     }
 
     #[test]
@@ -697,6 +806,7 @@ mod tests {
             r#"{"verb":"check"}"#,
             r#"{"verb":"check","args":{"pool":7,"repair":true}}"#,
             r#"{"verb":"check","args":{"pool":"t","repair":true,"extra":1}}"#,
+            r#"{"protocol":1,"verb":"check","args":{"pool":"t","repair":true,"extra":1}}"#,
         ] {
             let error = parse_request(line).unwrap_err();
             assert!(error.starts_with("bad request"), "{line}: {error}");
