@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tarn::check::check_pool;
+use tarn::check::{check_pool, check_pool_and_references};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
@@ -491,6 +491,31 @@ pub(crate) fn check_rewind_targets(
     problems
 }
 
+/// Every extent the tree of `txg` references (its read-only import checked, without repairs),
+/// or none when `txg` has no uberblock (an empty txg commits none).
+fn references_of_txg(
+    vdevs: &Path,
+    name: &str,
+    tunables: &Tunables,
+    txg: u64,
+) -> Result<Vec<tarn::check::Extent>, String> {
+    let options = ImportOptions {
+        readonly: true,
+        rewind_to: Some(tarn::types::Txg(txg)),
+        ..ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone())
+    };
+    let pool = match Pool::import(name, options) {
+        Ok((pool, _)) => pool,
+        Err(tarn::pool::PoolError::NoUsableUberblock(..)) => return Ok(Vec::new()),
+        Err(error) => return Err(format!("read-only import at txg {txg}: {error}")),
+    };
+    match check_pool_and_references(&pool) {
+        Ok((report, references)) if report.is_clean() => Ok(references),
+        Ok((report, _)) => Err(format!("txg {txg}: check: {report:?}")),
+        Err(error) => Err(format!("txg {txg}: check: {error}")),
+    }
+}
+
 /// Files the reuse probe ([`check_reuse_after_import`]) rewrites in the pool's root file
 /// system (which the oracle does not read), and their size.
 const REUSE_PROBE_FILES: u64 = 32;
@@ -500,11 +525,17 @@ const REUSE_PROBE_FILE_BYTES: usize = 4096;
 /// deferred after the import, so the import's first txg cannot overwrite a block that the
 /// trees of the txgs before it still reference. Only the first txg can show it: once two
 /// txgs have synced after the export's txg E, the one tree that references what E freed,
-/// E − 1's, is no longer a rewind target. So the pool, just exported, is imported; unless the
-/// import synced a txg of its own, its first txg allocates (small files rewritten in the root
-/// file system); the pool is dropped as a crash would leave it after that one txg, and every
-/// rewind target must `check` clean ([`check_rewind_targets`]). The next child imports that
-/// crashed pool as usual.
+/// E − 1's, is no longer a rewind target. It is checked twice:
+/// - directly: every extent E − 1's tree references (read-only import and check) must not be
+///   allocatable in the pool imported at E ([`SpaceManager::is_allocatable`]), whether or not
+///   an allocation happens to land there;
+/// - by reuse: unless the import synced a txg of its own, its first txg allocates (small files
+///   rewritten in the root file system); the pool is dropped as a crash would leave it after
+///   that one txg, and every rewind target must `check` clean ([`check_rewind_targets`]).
+///
+/// The next child imports that crashed pool as usual.
+///
+/// [`SpaceManager::is_allocatable`]: tarn::space::SpaceManager::is_allocatable
 fn check_reuse_after_import(
     vdevs: &Path,
     name: &str,
@@ -520,15 +551,50 @@ fn check_reuse_after_import(
             "round {round}: reuse probe: the exported pool is not found"
         )];
     };
+    let kept = match references_of_txg(vdevs, name, tunables, exported.saturating_sub(1)) {
+        Ok(kept) => kept,
+        Err(why) => return vec![format!("round {round}: reuse probe: {why}")],
+    };
     let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
     let pool = match Pool::import(name, options) {
         Ok((pool, _)) => pool,
         Err(error) => return vec![format!("round {round}: reuse probe: import: {error}")],
     };
     log::info!(
-        "round {round}: reuse probe: exported at txg {exported}, imported at {}",
-        pool.last_synced_txg()
+        "round {round}: reuse probe: exported at txg {exported}, imported at {}; {} extents of txg {} kept",
+        pool.last_synced_txg(),
+        kept.len(),
+        exported.saturating_sub(1)
     );
+    if pool.last_synced_txg().0 == exported {
+        let storage = tarn::object::adapters::MosSpaceStorage {
+            mos: &pool.core.mos,
+        };
+        for &(vdev, offset, size) in &kept {
+            match pool
+                .core
+                .io
+                .space
+                .is_allocatable(vdev, offset, size, &storage)
+            {
+                Ok(false) => {}
+                Ok(true) => {
+                    pool.abandon();
+                    return vec![format!(
+                        "round {round}: the rewind promise: the tree of txg {} references \
+                         vdev {vdev} offset {offset:#x} size {size}, which is allocatable right \
+                         after the import at txg {exported}: a free of the last txgs before the \
+                         export was not kept deferred",
+                        exported - 1
+                    )];
+                }
+                Err(error) => {
+                    pool.abandon();
+                    return vec![format!("round {round}: reuse probe: space: {error}")];
+                }
+            }
+        }
+    }
     if pool.last_synced_txg().0 > exported {
         // The import's own first txg is the probe.
         pool.abandon();

@@ -37,6 +37,9 @@ use crate::pool::{Pool, MOS_OBJECT_DIRECTORY};
 use crate::space::range_tree::RangeTree;
 use crate::types::{ObjectId, Txg, VdevId};
 
+/// A referenced or allocated range: (top-level vdev, offset, size).
+pub type Extent = (VdevId, u64, u64);
+
 /// What a check found. `is_clean` is what the exit status of `tarn check` follows.
 #[derive(Clone, Debug, Default)]
 pub struct CheckReport {
@@ -495,6 +498,23 @@ fn check_dataset_tree(
 
 /// Check a pool. Run it with the pool idle (nothing being written).
 pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool::PoolError> {
+    check_pool_keeping_references(pool, repair, false).map(|(report, _)| report)
+}
+
+/// [`check_pool`] without repairs, and every extent the synced txg's trees reference, as
+/// (vdev, offset, size): what a rewind to this txg needs kept (`tarn-stress` checks that none
+/// of it is allocatable after the next import).
+pub fn check_pool_and_references(
+    pool: &Pool,
+) -> Result<(CheckReport, Vec<Extent>), crate::pool::PoolError> {
+    check_pool_keeping_references(pool, false, true)
+}
+
+fn check_pool_keeping_references(
+    pool: &Pool,
+    repair: bool,
+    keep_references: bool,
+) -> Result<(CheckReport, Vec<Extent>), crate::pool::PoolError> {
     let core = &pool.core;
     // Check exactly one synced txg: no sync may commit while the walk runs.
     let _paused = core.txgs.pause_syncs();
@@ -679,8 +699,16 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             })
             .collect(),
     );
+    let mut references = Vec::new();
     for top in core.io.vdevs.tops().iter() {
         let referenced = walker.referenced.remove(&top.id).unwrap_or_default();
+        if keep_references {
+            references.extend(
+                referenced
+                    .iter()
+                    .map(|segment| (top.id, segment.start, segment.size())),
+            );
+        }
         let allocated = on_disk.get(&top.id).cloned().unwrap_or_default();
         let mut leaked = allocated.clone();
         for segment in referenced.iter() {
@@ -711,7 +739,7 @@ pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool:
             "the pool property leaked says {leaked} bytes, but {unreferenced} bytes are allocated and referenced by nothing"
         ));
     }
-    Ok(report)
+    Ok((report, references))
 }
 
 /// Per leaf: bad copies (its error counts' growth during the check), unrecoverable ones, and

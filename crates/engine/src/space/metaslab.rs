@@ -148,6 +148,14 @@ impl Metaslab {
         self.allocatable.is_some()
     }
 
+    /// Whether a loaded metaslab could allocate any of `[offset, offset + size)` now (free,
+    /// not freeing and not deferred); false when not loaded.
+    pub fn allocatable_intersects(&self, offset: u64, size: u64) -> bool {
+        self.allocatable
+            .as_ref()
+            .is_some_and(|tree| tree.intersects(offset, size))
+    }
+
     pub fn allocated_bytes(&self) -> u64 {
         self.allocated_bytes
     }

@@ -890,6 +890,31 @@ impl SpaceManager {
         })
     }
 
+    /// Whether any of `[offset, offset + size)` on `vdev` could be allocated now: free, and
+    /// neither being freed nor deferred. Loads its metaslab, as an allocation there would.
+    /// Right after an import, no block that a rewind target's tree references may be
+    /// (the rewind promise, `tarn::pool::fallback_uberblocks`): `tarn-stress` asks this.
+    pub fn is_allocatable(
+        &self,
+        vdev: VdevId,
+        offset: u64,
+        size: u64,
+        storage: &dyn SpaceStorage,
+    ) -> Result<bool, SpaceError> {
+        let last_synced = self.last_synced.lock().unwrap_or_default();
+        self.with_group(vdev, |group| {
+            let metaslab = group.metaslab_for(offset, size)?;
+            let was_loaded = metaslab.is_loaded();
+            self.track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
+            if !was_loaded {
+                self.stats.loaded();
+                self.loaded_memory
+                    .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+            }
+            Ok(metaslab.allocatable_intersects(offset, size))
+        })
+    }
+
     /// Undo an allocation made in syncing txg `txg` that has not been synced yet.
     pub fn unalloc(
         &self,
