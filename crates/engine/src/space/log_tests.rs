@@ -221,6 +221,18 @@ fn a_free_that_cancels_an_unflushed_allocation_stays_deferred_across_reopen() {
             "{running:?}"
         );
         let reopened = reopen_with_log(&manager, &storage, &vdevs, &tunables, Txg(12)).unwrap();
+        assert!(
+            !reopened
+                .is_allocatable(vdev, offset, 4096, &storage)
+                .unwrap(),
+            "the block freed in txg 11 is allocatable after the reopen at txg 12"
+        );
+        assert!(
+            reopened
+                .is_allocatable(first_vdev, first_offset, 4096, &storage)
+                .unwrap(),
+            "the block freed in txg 10 is still held after the reopen at txg 12"
+        );
         assert_eq!(
             deferred_ranges(&reopened, &storage),
             running,
