@@ -227,7 +227,14 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     // A pool found in place is verified before any child touches it: whatever happened to
     // it since the last run (another program, a crash of this one) is judged first.
     if reimport {
-        let problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
+        let problems = verify_both_pools(
+            dir,
+            &tunables,
+            &promises,
+            &Kept::default(),
+            round,
+            &mut summary,
+        );
         if !problems.is_empty() {
             record_failure(options, round, &problems, &mut summary);
             return Ok(summary);
@@ -284,11 +291,12 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
             *count = promises.receives[index] - receives_before[index];
         }
         keep_crashed_images(dir)?;
+        let mut kept = Kept::default();
         if problems.is_empty() {
-            problems = check_rewind_targets(&pool_dir(dir), POOL_NAME, &tunables, round);
+            (problems, kept) = check_rewind_targets(&pool_dir(dir), POOL_NAME, &tunables, round);
         }
         if problems.is_empty() {
-            problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
+            problems = verify_both_pools(dir, &tunables, &promises, &kept, round, &mut summary);
         }
         if problems.is_empty() {
             problems = check_reuse_after_import(&pool_dir(dir), POOL_NAME, &tunables, round);
@@ -440,19 +448,74 @@ fn read_counts(dir: &Path) -> (u64, u64, u64) {
 
 /// Import, check, verify, check, export; adds what was done to `summary` and returns the
 /// problems found.
+/// What the tree of the txg before the newest references: none of it may be allocatable
+/// while the pool's last synced txg is at most two past it (the rewind promise below).
+#[derive(Default)]
+pub(crate) struct Kept {
+    /// The txg whose tree it is, and its extents; None when that txg has no uberblock.
+    tree: Option<(u64, Vec<tarn::check::Extent>)>,
+}
+
+impl Kept {
+    /// The rewind promise checked directly on `pool`, just imported: while its last synced
+    /// txg is at most two past the kept tree's, no extent that tree references may be
+    /// allocatable, whether or not an allocation happens to land there
+    /// ([`SpaceManager::is_allocatable`]). A deferred free forgotten across an import shows
+    /// here at once.
+    ///
+    /// [`SpaceManager::is_allocatable`]: tarn::space::SpaceManager::is_allocatable
+    pub(crate) fn problems(&self, pool: &Pool, round: u64) -> Vec<String> {
+        let Some((txg, extents)) = &self.tree else {
+            return Vec::new();
+        };
+        let imported = pool.last_synced_txg().0;
+        if imported > txg + tarn::types::TXG_DEFER_SIZE as u64 {
+            return Vec::new();
+        }
+        let storage = tarn::object::adapters::MosSpaceStorage {
+            mos: &pool.core.mos,
+        };
+        for &(vdev, offset, size) in extents {
+            match pool
+                .core
+                .io
+                .space
+                .is_allocatable(vdev, offset, size, &storage)
+            {
+                Ok(false) => {}
+                Ok(true) => {
+                    return vec![format!(
+                        "round {round}: the rewind promise: the tree of txg {txg} references \
+                         vdev {vdev} offset {offset:#x} size {size}, which is allocatable once \
+                         the pool is imported at txg {imported}: a free of the txgs after {txg} \
+                         was not kept deferred"
+                    )]
+                }
+                Err(error) => return vec![format!("round {round}: the rewind promise: {error}")],
+            }
+        }
+        log::info!(
+            "round {round}: the {} extents of txg {txg}'s tree are held at txg {imported}",
+            extents.len()
+        );
+        Vec::new()
+    }
+}
+
 /// The rewind promise (`tarn::pool::fallback_uberblocks`): while a txg after the newest, N,
 /// is written, no block that the trees of N − 1 and N − 2 reference can be reused, so
 /// `import -F` (or an explicit rewind) may open either. Checked on the pool as the crash left
 /// it, before the import that replays its logs: each of N − 1 and N − 2 that has an
 /// uberblock is imported read-only and must `check` clean. A deferred free forgotten across an
-/// import shows here first (a block freed in N − 1 and reused in N leaves N − 1's tree pointing
-/// at overwritten data), which no check of the newest txg can see.
+/// import shows here if the import's first txg reused the block (a block freed in N − 1 and
+/// reused in N leaves N − 1's tree pointing at overwritten data); what N − 1's tree references
+/// is returned, for [`Kept::problems`] to show it whether or not the block was reused.
 pub(crate) fn check_rewind_targets(
     vdevs: &Path,
     name: &str,
     tunables: &Tunables,
     round: u64,
-) -> Vec<String> {
+) -> (Vec<String>, Kept) {
     let options = |rewind_to: Option<tarn::types::Txg>| ImportOptions {
         readonly: true,
         rewind_to,
@@ -460,9 +523,15 @@ pub(crate) fn check_rewind_targets(
     };
     let newest = match Pool::import(name, options(None)) {
         Ok((pool, _)) => pool.last_synced_txg(),
-        Err(error) => return vec![format!("round {round}: read-only import: {error}")],
+        Err(error) => {
+            return (
+                vec![format!("round {round}: read-only import: {error}")],
+                Kept::default(),
+            )
+        }
     };
     let mut problems = Vec::new();
+    let mut kept = Kept::default();
     for back in 1..=tarn::types::TXG_DEFER_SIZE as u64 {
         let Some(target) = newest.0.checked_sub(back).map(tarn::types::Txg) else {
             break;
@@ -473,13 +542,16 @@ pub(crate) fn check_rewind_targets(
             Err(error) => problems.push(format!(
                 "round {round}: rewind to txg {target} (newest {newest}): import: {error}"
             )),
-            Ok((pool, _)) => match check_pool(&pool, false) {
-                Ok(report) if report.is_clean() => {
+            Ok((pool, _)) => match check_pool_and_references(&pool) {
+                Ok((report, references)) if report.is_clean() => {
                     log::info!(
                         "round {round}: rewind to txg {target} (newest {newest}) checks clean"
                     );
+                    if back == 1 {
+                        kept.tree = Some((target.0, references));
+                    }
                 }
-                Ok(report) => problems.push(format!(
+                Ok((report, _)) => problems.push(format!(
                     "round {round}: rewind to txg {target} (newest {newest}): check: {report:?}"
                 )),
                 Err(error) => problems.push(format!(
@@ -488,32 +560,7 @@ pub(crate) fn check_rewind_targets(
             },
         }
     }
-    problems
-}
-
-/// Every extent the tree of `txg` references (its read-only import checked, without repairs),
-/// or none when `txg` has no uberblock (an empty txg commits none).
-fn references_of_txg(
-    vdevs: &Path,
-    name: &str,
-    tunables: &Tunables,
-    txg: u64,
-) -> Result<Vec<tarn::check::Extent>, String> {
-    let options = ImportOptions {
-        readonly: true,
-        rewind_to: Some(tarn::types::Txg(txg)),
-        ..ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone())
-    };
-    let pool = match Pool::import(name, options) {
-        Ok((pool, _)) => pool,
-        Err(tarn::pool::PoolError::NoUsableUberblock(..)) => return Ok(Vec::new()),
-        Err(error) => return Err(format!("read-only import at txg {txg}: {error}")),
-    };
-    match check_pool_and_references(&pool) {
-        Ok((report, references)) if report.is_clean() => Ok(references),
-        Ok((report, _)) => Err(format!("txg {txg}: check: {report:?}")),
-        Err(error) => Err(format!("txg {txg}: check: {error}")),
-    }
+    (problems, kept)
 }
 
 /// Files the reuse probe ([`check_reuse_after_import`]) rewrites in the pool's root file
@@ -523,19 +570,16 @@ const REUSE_PROBE_FILE_BYTES: usize = 4096;
 
 /// The rewind promise across an import: space freed in the last txgs before an export stays
 /// deferred after the import, so the import's first txg cannot overwrite a block that the
-/// trees of the txgs before it still reference. Only the first txg can show it: once two
-/// txgs have synced after the export's txg E, the one tree that references what E freed,
+/// trees of the txgs before it still reference. Only the first txg can show it by reuse: once
+/// two txgs have synced after the export's txg E, the one tree that references what E freed,
 /// E − 1's, is no longer a rewind target. It is checked twice:
-/// - directly: every extent E − 1's tree references (read-only import and check) must not be
-///   allocatable in the pool imported at E ([`SpaceManager::is_allocatable`]), whether or not
-///   an allocation happens to land there;
+/// - directly: nothing E − 1's tree references may be allocatable once the pool is imported
+///   ([`Kept::problems`]);
 /// - by reuse: unless the import synced a txg of its own, its first txg allocates (small files
 ///   rewritten in the root file system); the pool is dropped as a crash would leave it after
 ///   that one txg, and every rewind target must `check` clean ([`check_rewind_targets`]).
 ///
 /// The next child imports that crashed pool as usual.
-///
-/// [`SpaceManager::is_allocatable`]: tarn::space::SpaceManager::is_allocatable
 fn check_reuse_after_import(
     vdevs: &Path,
     name: &str,
@@ -551,54 +595,28 @@ fn check_reuse_after_import(
             "round {round}: reuse probe: the exported pool is not found"
         )];
     };
-    let kept = match references_of_txg(vdevs, name, tunables, exported.saturating_sub(1)) {
-        Ok(kept) => kept,
-        Err(why) => return vec![format!("round {round}: reuse probe: {why}")],
-    };
+    let (problems, kept) = check_rewind_targets(vdevs, name, tunables, round);
+    if !problems.is_empty() {
+        return problems;
+    }
     let options = ImportOptions::new(vec![vdevs.to_path_buf()], tunables.clone());
     let pool = match Pool::import(name, options) {
         Ok((pool, _)) => pool,
         Err(error) => return vec![format!("round {round}: reuse probe: import: {error}")],
     };
     log::info!(
-        "round {round}: reuse probe: exported at txg {exported}, imported at {}; {} extents of txg {} kept",
-        pool.last_synced_txg(),
-        kept.len(),
-        exported.saturating_sub(1)
+        "round {round}: reuse probe: exported at txg {exported}, imported at {}",
+        pool.last_synced_txg()
     );
-    if pool.last_synced_txg().0 == exported {
-        let storage = tarn::object::adapters::MosSpaceStorage {
-            mos: &pool.core.mos,
-        };
-        for &(vdev, offset, size) in &kept {
-            match pool
-                .core
-                .io
-                .space
-                .is_allocatable(vdev, offset, size, &storage)
-            {
-                Ok(false) => {}
-                Ok(true) => {
-                    pool.abandon();
-                    return vec![format!(
-                        "round {round}: the rewind promise: the tree of txg {} references \
-                         vdev {vdev} offset {offset:#x} size {size}, which is allocatable right \
-                         after the import at txg {exported}: a free of the last txgs before the \
-                         export was not kept deferred",
-                        exported - 1
-                    )];
-                }
-                Err(error) => {
-                    pool.abandon();
-                    return vec![format!("round {round}: reuse probe: space: {error}")];
-                }
-            }
-        }
+    let problems = kept.problems(&pool, round);
+    if !problems.is_empty() {
+        pool.abandon();
+        return problems;
     }
     if pool.last_synced_txg().0 > exported {
         // The import's own first txg is the probe.
         pool.abandon();
-        return check_rewind_targets(vdevs, name, tunables, round);
+        return check_rewind_targets(vdevs, name, tunables, round).0;
     }
     let written = (|| -> Result<(), String> {
         let fs = pool.file_system().map_err(|error| error.to_string())?;
@@ -628,7 +646,7 @@ fn check_reuse_after_import(
     if let Err(why) = written {
         return vec![format!("round {round}: reuse probe: writing: {why}")];
     }
-    check_rewind_targets(vdevs, name, tunables, round)
+    check_rewind_targets(vdevs, name, tunables, round).0
 }
 
 /// The engine mode's verification after a round: the pool (settling the renames a crash left
@@ -639,6 +657,7 @@ fn verify_both_pools(
     dir: &Path,
     tunables: &Tunables,
     promises: &Promises,
+    kept: &Kept,
     round: u64,
     summary: &mut Summary,
 ) -> Vec<String> {
@@ -647,6 +666,7 @@ fn verify_both_pools(
         POOL_NAME,
         tunables,
         promises,
+        kept,
         round,
         summary,
         |pool| promises.settle_renames(&journal_path(dir), |name| pool.has_dataset(name)),
@@ -681,11 +701,13 @@ fn verify_both_pools(
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
 /// `check` again, run `settle` on the verified pool, and export; the inconsistencies found
 /// (the pool is left unexported then).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn import_check_verify(
     vdevs: &Path,
     name: &str,
     tunables: &Tunables,
     promises: &Promises,
+    kept: &Kept,
     round: u64,
     summary: &mut Summary,
     settle: impl FnOnce(&Pool) -> Result<(), String>,
@@ -698,6 +720,10 @@ pub(crate) fn import_check_verify(
         round,
         summary,
         |pool, summary| {
+            let problems = kept.problems(pool, round);
+            if !problems.is_empty() {
+                return problems;
+            }
             let verification = verify_pool(pool, promises, round);
             summary.files_verified += verification.files;
             summary.blocks_verified += verification.blocks;
