@@ -233,6 +233,12 @@ fn a_free_that_cancels_an_unflushed_allocation_stays_deferred_across_reopen() {
                 .unwrap(),
             "the block freed in txg 10 is still held after the reopen at txg 12"
         );
+        assert!(
+            reopened
+                .is_allocatable(vdev, 0, 2 * MEBIBYTE, &storage)
+                .unwrap(),
+            "a range over both metaslabs"
+        );
         assert_eq!(
             deferred_ranges(&reopened, &storage),
             running,

@@ -891,9 +891,10 @@ impl SpaceManager {
     }
 
     /// Whether any of `[offset, offset + size)` on `vdev` could be allocated now: free, and
-    /// neither being freed nor deferred. Loads its metaslab, as an allocation there would.
-    /// Right after an import, no block that a rewind target's tree references may be
-    /// (the rewind promise, `tarn::pool::fallback_uberblocks`): `tarn-stress` asks this.
+    /// neither being freed nor deferred. The range may span metaslabs (a run of referenced
+    /// blocks); each is loaded, as an allocation there would load it. Right after an import,
+    /// no block that a rewind target's tree references may be (the rewind promise,
+    /// `tarn::pool::fallback_uberblocks`): `tarn-stress` asks this.
     pub fn is_allocatable(
         &self,
         vdev: VdevId,
@@ -903,15 +904,25 @@ impl SpaceManager {
     ) -> Result<bool, SpaceError> {
         let last_synced = self.last_synced.lock().unwrap_or_default();
         self.with_group(vdev, |group| {
-            let metaslab = group.metaslab_for(offset, size)?;
-            let was_loaded = metaslab.is_loaded();
-            self.track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
-            if !was_loaded {
-                self.stats.loaded();
-                self.loaded_memory
-                    .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+            let end = offset.saturating_add(size);
+            let mut start = offset;
+            while start < end {
+                let metaslab_end = ((start >> group.ms_shift) + 1) << group.ms_shift;
+                let piece = end.min(metaslab_end) - start;
+                let metaslab = group.metaslab_for(start, piece)?;
+                let was_loaded = metaslab.is_loaded();
+                self.track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
+                if !was_loaded {
+                    self.stats.loaded();
+                    self.loaded_memory
+                        .fetch_add(metaslab.memory_bytes(), Ordering::Relaxed);
+                }
+                if metaslab.allocatable_intersects(start, piece) {
+                    return Ok(true);
+                }
+                start += piece;
             }
-            Ok(metaslab.allocatable_intersects(offset, size))
+            Ok(false)
         })
     }
 
