@@ -52,7 +52,7 @@ use tarn::tunables::Tunables;
 use crate::journal::{journal_path, JournalWriter, Promise, Promises};
 use crate::ops::{Op, OPERATIONS};
 use crate::oracle::{FileContents, BIRTH_XATTR, STAMP_NAME, XATTR_PREFIX};
-use crate::runner::{check_rewind_targets, copy_sparse, import_check_verify, Kept, Summary};
+use crate::runner::{check_rewind_targets, copy_sparse, import_check_verify, Summary};
 use crate::tag::{mix, BlockState, Place, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
 
 /// The pool's name in mount mode.
@@ -230,10 +230,9 @@ pub fn run_mount(options: &MountOptions) -> Result<Summary, String> {
         }
         problems.append(&mut promises.failures);
         copy_sparse(&layout.pool, &layout.dir.join("crashed"))?;
-        let mut kept = Kept::default();
         if problems.is_empty() {
-            (problems, kept) =
-                check_rewind_targets(&layout.pool, MOUNT_POOL_NAME, &Tunables::default(), round);
+            problems =
+                check_rewind_targets(&layout.pool, MOUNT_POOL_NAME, &Tunables::default(), round).0;
         }
         if problems.is_empty() {
             problems = import_check_verify(
@@ -241,7 +240,6 @@ pub fn run_mount(options: &MountOptions) -> Result<Summary, String> {
                 MOUNT_POOL_NAME,
                 &Tunables::default(),
                 &promises,
-                &kept,
                 round,
                 &mut summary,
                 |_| Ok(()),

@@ -227,14 +227,7 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     // A pool found in place is verified before any child touches it: whatever happened to
     // it since the last run (another program, a crash of this one) is judged first.
     if reimport {
-        let problems = verify_both_pools(
-            dir,
-            &tunables,
-            &promises,
-            &Kept::default(),
-            round,
-            &mut summary,
-        );
+        let problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
         if !problems.is_empty() {
             record_failure(options, round, &problems, &mut summary);
             return Ok(summary);
@@ -291,12 +284,11 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
             *count = promises.receives[index] - receives_before[index];
         }
         keep_crashed_images(dir)?;
-        let mut kept = Kept::default();
         if problems.is_empty() {
-            (problems, kept) = check_rewind_targets(&pool_dir(dir), POOL_NAME, &tunables, round);
+            problems = check_rewind_targets(&pool_dir(dir), POOL_NAME, &tunables, round).0;
         }
         if problems.is_empty() {
-            problems = verify_both_pools(dir, &tunables, &promises, &kept, round, &mut summary);
+            problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
         }
         if problems.is_empty() {
             problems = check_reuse_after_import(&pool_dir(dir), POOL_NAME, &tunables, round);
@@ -448,74 +440,60 @@ fn read_counts(dir: &Path) -> (u64, u64, u64) {
 
 /// Import, check, verify, check, export; adds what was done to `summary` and returns the
 /// problems found.
-/// What the tree of the txg before the newest references: none of it may be allocatable
-/// while the pool's last synced txg is at most two past it (the rewind promise below).
-#[derive(Default)]
-pub(crate) struct Kept {
-    /// The txg whose tree it is, and its extents; None when that txg has no uberblock.
-    tree: Option<(u64, Vec<tarn::check::Extent>)>,
-}
-
-impl Kept {
-    /// The rewind promise checked directly on `pool`, just imported: while its last synced
-    /// txg is at most two past the kept tree's, no extent that tree references may be
-    /// allocatable, whether or not an allocation happens to land there
-    /// ([`SpaceManager::is_allocatable`]). A deferred free forgotten across an import shows
-    /// here at once.
-    ///
-    /// [`SpaceManager::is_allocatable`]: tarn::space::SpaceManager::is_allocatable
-    pub(crate) fn problems(&self, pool: &Pool, round: u64) -> Vec<String> {
-        let Some((txg, extents)) = &self.tree else {
-            return Vec::new();
-        };
-        let imported = pool.last_synced_txg().0;
-        if imported > txg + tarn::types::TXG_DEFER_SIZE as u64 {
-            return Vec::new();
-        }
-        let storage = tarn::object::adapters::MosSpaceStorage {
-            mos: &pool.core.mos,
-        };
-        for &(vdev, offset, size) in extents {
-            match pool
-                .core
-                .io
-                .space
-                .is_allocatable(vdev, offset, size, &storage)
-            {
-                Ok(false) => {}
-                Ok(true) => {
-                    return vec![format!(
-                        "round {round}: the rewind promise: the tree of txg {txg} references \
-                         vdev {vdev} offset {offset:#x} size {size}, which is allocatable once \
-                         the pool is imported at txg {imported}: a free of the txgs after {txg} \
-                         was not kept deferred"
-                    )]
-                }
-                Err(error) => return vec![format!("round {round}: the rewind promise: {error}")],
-            }
-        }
-        log::info!(
-            "round {round}: the {} extents of txg {txg}'s tree are held at txg {imported}",
-            extents.len()
-        );
-        Vec::new()
+/// Whether `pool`, open at last synced txg S, holds every extent that the tree of `txg`
+/// references while S is at most two past `txg` (frees of txg F may be reused from txg F + 3
+/// on): none may be allocatable ([`SpaceManager::is_allocatable`]), whether or not an
+/// allocation happens to land there. A deferred free forgotten by the space maps or the log
+/// shows here at once.
+///
+/// [`SpaceManager::is_allocatable`]: tarn::space::SpaceManager::is_allocatable
+fn check_held(pool: &Pool, txg: u64, extents: &[tarn::check::Extent], round: u64) -> Vec<String> {
+    let synced = pool.last_synced_txg().0;
+    if synced > txg + tarn::types::TXG_DEFER_SIZE as u64 {
+        return Vec::new();
     }
+    let storage = tarn::object::adapters::MosSpaceStorage {
+        mos: &pool.core.mos,
+    };
+    for &(vdev, offset, size) in extents {
+        match pool
+            .core
+            .io
+            .space
+            .is_allocatable(vdev, offset, size, &storage)
+        {
+            Ok(false) => {}
+            Ok(true) => {
+                return vec![format!(
+                    "round {round}: the rewind promise: the tree of txg {txg} references vdev \
+                     {vdev} offset {offset:#x} size {size}, which is allocatable in the pool at \
+                     txg {synced}: a free of the txgs after {txg} was not kept deferred"
+                )]
+            }
+            Err(error) => return vec![format!("round {round}: the rewind promise: {error}")],
+        }
+    }
+    log::info!(
+        "round {round}: the {} extents of txg {txg}'s tree are held at txg {synced}",
+        extents.len()
+    );
+    Vec::new()
 }
 
 /// The rewind promise (`tarn::pool::fallback_uberblocks`): while a txg after the newest, N,
 /// is written, no block that the trees of N − 1 and N − 2 reference can be reused, so
 /// `import -F` (or an explicit rewind) may open either. Checked on the pool as the crash left
 /// it, before the import that replays its logs: each of N − 1 and N − 2 that has an
-/// uberblock is imported read-only and must `check` clean. A deferred free forgotten across an
-/// import shows here if the import's first txg reused the block (a block freed in N − 1 and
-/// reused in N leaves N − 1's tree pointing at overwritten data); what N − 1's tree references
-/// is returned, for [`Kept::problems`] to show it whether or not the block was reused.
+/// uberblock is imported read-only and must `check` clean, and the pool opened read-only at N
+/// must hold everything N − 1's tree references ([`check_held`]). Returns the problems, and
+/// what N − 1's tree references (for [`check_reuse_after_import`] to ask again after its
+/// import).
 pub(crate) fn check_rewind_targets(
     vdevs: &Path,
     name: &str,
     tunables: &Tunables,
     round: u64,
-) -> (Vec<String>, Kept) {
+) -> (Vec<String>, Option<(u64, Vec<tarn::check::Extent>)>) {
     let options = |rewind_to: Option<tarn::types::Txg>| ImportOptions {
         readonly: true,
         rewind_to,
@@ -526,12 +504,12 @@ pub(crate) fn check_rewind_targets(
         Err(error) => {
             return (
                 vec![format!("round {round}: read-only import: {error}")],
-                Kept::default(),
+                None,
             )
         }
     };
     let mut problems = Vec::new();
-    let mut kept = Kept::default();
+    let mut kept = None;
     for back in 1..=tarn::types::TXG_DEFER_SIZE as u64 {
         let Some(target) = newest.0.checked_sub(back).map(tarn::types::Txg) else {
             break;
@@ -548,7 +526,7 @@ pub(crate) fn check_rewind_targets(
                         "round {round}: rewind to txg {target} (newest {newest}) checks clean"
                     );
                     if back == 1 {
-                        kept.tree = Some((target.0, references));
+                        kept = Some((target.0, references));
                     }
                 }
                 Ok((report, _)) => problems.push(format!(
@@ -558,6 +536,12 @@ pub(crate) fn check_rewind_targets(
                     "round {round}: rewind to txg {target} (newest {newest}): check: {error}"
                 )),
             },
+        }
+    }
+    if let (true, Some((txg, extents))) = (problems.is_empty(), &kept) {
+        match Pool::import(name, options(None)) {
+            Ok((pool, _)) => problems.extend(check_held(&pool, *txg, extents, round)),
+            Err(error) => problems.push(format!("round {round}: read-only import: {error}")),
         }
     }
     (problems, kept)
@@ -573,8 +557,8 @@ const REUSE_PROBE_FILE_BYTES: usize = 4096;
 /// trees of the txgs before it still reference. Only the first txg can show it by reuse: once
 /// two txgs have synced after the export's txg E, the one tree that references what E freed,
 /// E − 1's, is no longer a rewind target. It is checked twice:
-/// - directly: nothing E − 1's tree references may be allocatable once the pool is imported
-///   ([`Kept::problems`]);
+/// - directly: nothing E − 1's tree references may be allocatable in the pool at E (read-only)
+///   nor once it is imported ([`check_held`]);
 /// - by reuse: unless the import synced a txg of its own, its first txg allocates (small files
 ///   rewritten in the root file system); the pool is dropped as a crash would leave it after
 ///   that one txg, and every rewind target must `check` clean ([`check_rewind_targets`]).
@@ -608,10 +592,12 @@ fn check_reuse_after_import(
         "round {round}: reuse probe: exported at txg {exported}, imported at {}",
         pool.last_synced_txg()
     );
-    let problems = kept.problems(&pool, round);
-    if !problems.is_empty() {
-        pool.abandon();
-        return problems;
+    if let Some((txg, extents)) = &kept {
+        let problems = check_held(&pool, *txg, extents, round);
+        if !problems.is_empty() {
+            pool.abandon();
+            return problems;
+        }
     }
     if pool.last_synced_txg().0 > exported {
         // The import's own first txg is the probe.
@@ -657,7 +643,6 @@ fn verify_both_pools(
     dir: &Path,
     tunables: &Tunables,
     promises: &Promises,
-    kept: &Kept,
     round: u64,
     summary: &mut Summary,
 ) -> Vec<String> {
@@ -666,7 +651,6 @@ fn verify_both_pools(
         POOL_NAME,
         tunables,
         promises,
-        kept,
         round,
         summary,
         |pool| promises.settle_renames(&journal_path(dir), |name| pool.has_dataset(name)),
@@ -701,13 +685,11 @@ fn verify_both_pools(
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
 /// `check` again, run `settle` on the verified pool, and export; the inconsistencies found
 /// (the pool is left unexported then).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn import_check_verify(
     vdevs: &Path,
     name: &str,
     tunables: &Tunables,
     promises: &Promises,
-    kept: &Kept,
     round: u64,
     summary: &mut Summary,
     settle: impl FnOnce(&Pool) -> Result<(), String>,
@@ -720,10 +702,6 @@ pub(crate) fn import_check_verify(
         round,
         summary,
         |pool, summary| {
-            let problems = kept.problems(pool, round);
-            if !problems.is_empty() {
-                return problems;
-            }
             let verification = verify_pool(pool, promises, round);
             summary.files_verified += verification.files;
             summary.blocks_verified += verification.blocks;
