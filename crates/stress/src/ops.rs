@@ -107,7 +107,8 @@ pub enum Op {
     ScrubPause,
     /// Stop (cancel) the running scan.
     ScrubStop,
-    /// Start a resilver (after a device came back).
+    /// Request a resilver (`pool resilver`): with nothing to resilver, while a resilver runs
+    /// (it restarts), and while a scrub runs (it gives way); the mirror is then made whole.
     Resilver,
     /// Take a mirror side offline, then bring it online.
     DeviceOfflineOnline,
@@ -187,7 +188,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::ScrubStart, 3, true),
     row(Op::ScrubPause, 1, true),
     row(Op::ScrubStop, 1, true),
-    row(Op::Resilver, 1, false),
+    row(Op::Resilver, 1, true),
     // Devices.
     row(Op::DeviceOfflineOnline, 2, true),
     row(Op::DeviceDetachAttach, 1, true),

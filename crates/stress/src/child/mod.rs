@@ -77,6 +77,7 @@ mod devices;
 mod faults;
 mod power;
 mod replication;
+mod resilver;
 mod space;
 
 use devices::{
@@ -810,6 +811,7 @@ impl Child {
                 let _devices = self.devices.lock();
                 scan_request(pool.core.request_scan_cancel())
             }
+            Op::Resilver => self.resilver(pool, rng),
             _ => unreachable!("{op:?} is not implemented"),
         }
     }
