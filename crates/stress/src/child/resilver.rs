@@ -15,10 +15,10 @@
 //! - **a resilver running**: one side is taken offline while the others write, brought back
 //!   (which starts a resilver), and the request is made one to three times at moments the
 //!   seed picks, each restarting it (or starting one if it had finished);
-//! - **a scrub running**: a scrub is started and one side's writes fail (the pool's injector)
-//!   while the others write, so the side misses txgs while it stays usable, and nothing
-//!   resilvers it until the request, which must cancel the scrub (if it still runs) for a
-//!   resilver.
+//! - **a scrub running**: a scrub is started (and one time in two paused at once, so that it
+//!   is still there) and one side's writes fail (the pool's injector) while the others write,
+//!   so the side misses txgs while it stays usable, and nothing resilvers it until the
+//!   request, which must cancel the scrub (if it still runs) for a resilver.
 //!
 //! Then [`heal_mirror`] waits for the resilver and requires every dirty time log empty and a
 //! scrub that finds no bad copy: a restart that lost part of what was missed fails there.
@@ -32,6 +32,7 @@ use tarn::pool::Pool;
 use tarn::vdev::inject::{InjectedFault, InjectedIo, Injection};
 
 use super::devices::{heal_mirror, two_sides};
+use super::outcomes;
 use super::{refused, Child, OpError, OpResult};
 
 /// The scan in progress (function), if any.
@@ -46,6 +47,12 @@ fn request(pool: &Pool) -> Result<ResilverRequest, OpError> {
         .request_resilver()
         .map_err(|error| OpError::Refused(error.to_string()))?;
     log::info!("resilver request: {outcome:?}");
+    outcomes::note(match outcome {
+        ResilverRequest::NotNeeded => "resilver requests not needed",
+        ResilverRequest::Started => "resilver requests starting one",
+        ResilverRequest::Restarted => "resilver requests restarting one",
+        ResilverRequest::ReplacesScrub => "resilver requests replacing a scrub",
+    });
     Ok(outcome)
 }
 
@@ -86,14 +93,22 @@ impl Child {
                     pool.offline(&side.name)?;
                     std::thread::sleep(away);
                     pool.online(&side.name)?;
+                    // The first at once: a small pool's resilver is over in milliseconds.
                     for _ in 0..rng.gen_range(1..=3) {
-                        std::thread::sleep(Duration::from_millis(rng.gen_range(0..100)));
                         request(pool)?;
+                        std::thread::sleep(Duration::from_millis(rng.gen_range(0..30)));
                     }
                 }
                 _ => {
                     if let Err(error) = pool.core.request_scrub() {
                         log::debug!("the scrub before the resilver request: {error}");
+                    }
+                    // A small pool's scrub is over in milliseconds: one time in two it is
+                    // paused at once, so that the request surely finds it in progress.
+                    if rng.gen_ratio(1, 2) {
+                        if let Err(error) = pool.core.request_scan_pause() {
+                            log::debug!("pausing the scrub before the resilver request: {error}");
+                        }
                     }
                     let injector = &pool.core.injector;
                     let id = injector.add(Injection {
