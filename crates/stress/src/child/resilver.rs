@@ -15,10 +15,10 @@
 //! - **a resilver running**: one side is taken offline while the others write, brought back
 //!   (which starts a resilver), and the request is made one to three times at moments the
 //!   seed picks, each restarting it (or starting one if it had finished);
-//! - **a scrub running**: a scrub is started (and one time in two paused at once, so that it
-//!   is still there) and one side's writes fail (the pool's injector) while the others write,
-//!   so the side misses txgs while it stays usable, and nothing resilvers it until the
-//!   request, which must cancel the scrub (if it still runs) for a resilver.
+//! - **a scrub running**: a scrub is started (and one time in two paused after its first
+//!   txg, so that it is still there) and one side's writes fail (the pool's injector) while
+//!   the others write, so the side misses txgs while it stays usable, and nothing resilvers
+//!   it until the request, which must cancel the scrub (if it still runs) for a resilver.
 //!
 //! Then [`heal_mirror`] waits for the resilver and requires every dirty time log empty and a
 //! scrub that finds no bad copy: a restart that lost part of what was missed fails there.
@@ -103,9 +103,11 @@ impl Child {
                     if let Err(error) = pool.core.request_scrub() {
                         log::debug!("the scrub before the resilver request: {error}");
                     }
-                    // A small pool's scrub is over in milliseconds: one time in two it is
-                    // paused at once, so that the request surely finds it in progress.
+                    // A small pool's scrub may be over within the txg that starts it: one time
+                    // in two it is paused once started (after that txg's round), so that the
+                    // request finds it in progress if it is still there.
                     if rng.gen_ratio(1, 2) {
+                        pool.sync()?;
                         if let Err(error) = pool.core.request_scan_pause() {
                             log::debug!("pausing the scrub before the resilver request: {error}");
                         }
