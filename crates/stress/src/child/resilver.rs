@@ -12,17 +12,23 @@
 //! meanwhile: see [`super`]), makes one of:
 //! - **nothing to resilver**: the mirror is whole; the request must change nothing, and a
 //!   scrub in progress must still be a scrub after the next sync;
-//! - **a resilver running**: one side is taken offline while the others write, brought back
-//!   (which starts a resilver), and the request is made one to three times at moments the
-//!   seed picks, each restarting it (or starting one if it had finished);
-//! - **a scrub running**: a scrub is started (and one time in two paused after its first
-//!   txg, so that it is still there) and one side's writes fail (the pool's injector) while
-//!   the others write, so the side misses txgs while it stays usable, and nothing resilvers
-//!   it until the request, which must cancel the scrub (if it still runs) for a resilver.
+//! - **a resilver running**: one side is taken offline while the others write and brought
+//!   back, which starts a resilver; while `online` syncs, a watcher makes the request each time
+//!   it sees the resilver in progress (one to three times), each restarting it from the
+//!   beginning;
+//! - **a scrub running**: one side's writes fail (the pool's injector) while the others write,
+//!   so the side misses txgs while it stays usable, and nothing resilvers it; a scrub is
+//!   started, and the watcher makes the request while the scrub's round is under way: the
+//!   scrub must give way, and the scan after the next txg must be a resilver.
+//!
+//! A small pool's scan is over within the txg that starts it, so a request made between two
+//! syncs would find it finished: the watcher makes it during the sync, when the scan's state
+//! (published before each round) says it is in progress.
 //!
 //! Then [`heal_mirror`] waits for the resilver and requires every dirty time log empty and a
 //! scrub that finds no bad copy: a restart that lost part of what was missed fails there.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -54,6 +60,41 @@ fn request(pool: &Pool) -> Result<ResilverRequest, OpError> {
         ResilverRequest::ReplacesScrub => "resilver requests replacing a scrub",
     });
     Ok(outcome)
+}
+
+/// Run `work` (which syncs) while a watcher makes a resilver request each time a scan of
+/// `function` shows in progress, up to `requests` times: a request made while the sync thread
+/// is in the middle of the scan's round (its state is published before the round). What
+/// the requests answered.
+fn during(
+    pool: &Pool,
+    function: ScanFunction,
+    requests: usize,
+    work: impl FnOnce() -> Result<(), tarn::pool::PoolError>,
+) -> Result<Vec<ResilverRequest>, OpError> {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| -> Result<Vec<ResilverRequest>, OpError> {
+            let mut made = Vec::new();
+            while made.len() < requests && !done.load(Ordering::SeqCst) {
+                if scanning(pool) == Some(function) {
+                    made.push(request(pool)?);
+                    // The restarted scan shows as in progress at once: let it start.
+                    std::thread::sleep(Duration::from_millis(2));
+                } else {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            Ok(made)
+        });
+        let worked = work();
+        done.store(true, Ordering::SeqCst);
+        let made = watcher
+            .join()
+            .expect("the resilver request's watcher panicked");
+        worked?;
+        made
+    })
 }
 
 impl Child {
@@ -92,26 +133,17 @@ impl Child {
                 1 => {
                     pool.offline(&side.name)?;
                     std::thread::sleep(away);
-                    pool.online(&side.name)?;
-                    // The first at once: a small pool's resilver is over in milliseconds.
-                    for _ in 0..rng.gen_range(1..=3) {
+                    // `online` runs the resilver in its own syncs: restart it from beside.
+                    let restarts = rng.gen_range(1..=3);
+                    let made = during(pool, ScanFunction::Resilver, restarts, || {
+                        pool.online(&side.name).map(|_| ())
+                    })?;
+                    if made.is_empty() {
                         request(pool)?;
-                        std::thread::sleep(Duration::from_millis(rng.gen_range(0..30)));
                     }
                 }
                 _ => {
-                    if let Err(error) = pool.core.request_scrub() {
-                        log::debug!("the scrub before the resilver request: {error}");
-                    }
-                    // A small pool's scrub may be over within the txg that starts it: one time
-                    // in two it is paused once started (after that txg's round), so that the
-                    // request finds it in progress if it is still there.
-                    if rng.gen_ratio(1, 2) {
-                        pool.sync()?;
-                        if let Err(error) = pool.core.request_scan_pause() {
-                            log::debug!("pausing the scrub before the resilver request: {error}");
-                        }
-                    }
+                    // The side misses txgs while it stays usable, and nothing resilvers it.
                     let injector = &pool.core.injector;
                     let id = injector.add(Injection {
                         device: Some(side.path.clone().into()),
@@ -133,15 +165,24 @@ impl Child {
                     }
                     // Errors reset, so that the side takes I/O again as a healthy one.
                     pool.core.clear_errors(Some(&side.path))?;
-                    let before = scanning(pool);
-                    let outcome = request(pool)?;
+                    if let Err(error) = pool.core.request_scrub() {
+                        log::debug!("the scrub before the resilver request: {error}");
+                    }
+                    let mut made =
+                        during(pool, ScanFunction::Scrub, 1, || pool.sync().map(|_| ()))?;
+                    if made.is_empty() {
+                        // The scrub ended first (and may have repaired the side itself).
+                        made.push(request(pool)?);
+                    }
+                    // Unless nothing needed it, the next txg starts the resilver.
                     pool.sync()?;
-                    if outcome == ResilverRequest::ReplacesScrub
-                        && scanning(pool) == Some(ScanFunction::Scrub)
+                    let function = pool.core.scan_status().map(|status| status.phys.function);
+                    if made != [ResilverRequest::NotNeeded]
+                        && function != Some(ScanFunction::Resilver)
                     {
                         return Err(OpError::Inconsistent(format!(
-                            "a resilver request replaced the scrub ({before:?}), and a scrub \
-                             still runs"
+                            "a side misses txgs and a resilver was requested, but the last \
+                             scan is a {function:?} (the request answered {made:?})"
                         )));
                     }
                 }
