@@ -490,6 +490,9 @@ enum PoolCommand {
         wait: bool,
         pool: String,
     },
+    /// Start a resilver of the devices that missed writes, or start the one in progress again
+    /// from the beginning (a scrub in progress gives way): tarn pool resilver POOL
+    Resilver { pool: String },
     /// Bring devices back online; a resilver copies what they missed: tarn pool online POOL DEVICE...
     Online { pool: String, devices: Vec<String> },
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
@@ -771,6 +774,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 wait,
                 pool,
             } => verbs::scrub::scrub(socket, stop, pause, wait, pool),
+            PoolCommand::Resilver { pool } => verbs::scrub::resilver(socket, pool),
             PoolCommand::Online { pool, devices } => {
                 verbs::scrub::device(socket, "online", pool, devices)
             }

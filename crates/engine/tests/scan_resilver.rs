@@ -1000,3 +1000,179 @@ fn blank_side_at_import_is_missing_not_taken_as_the_leaf() {
     pool.export().unwrap();
     assert_side_b_alone_reads(&mirror, &[&files]);
 }
+
+/// Make side b miss the writes of `count` new files while staying usable (its writes fail,
+/// then work again), as a disk that dropped writes for a while; the files are returned.
+fn side_b_misses_files(
+    mirror: &Mirror,
+    pool: &Pool,
+    seed: u64,
+    count: u64,
+) -> Vec<(ObjectId, u64)> {
+    let plan = mirror.plan("b.img");
+    plan.fail_writes_from(plan.write_count());
+    let files = write_files(pool, seed, count, FILE_BYTES);
+    pool.sync().unwrap();
+    plan.fail_writes_from(u64::MAX);
+    pool.core.clear_errors(None).unwrap();
+    let side_b = &pool.core.io.vdevs.tops()[0].children[1];
+    assert!(!side_b.dtl.is_empty(), "side b logged no missed txg");
+    assert!(side_b.is_usable(), "side b is {}", side_b.health().as_str());
+    files
+}
+
+fn scanning(pool: &Pool) -> Option<tarn::pool::scan::ScanPhys> {
+    let phys = pool.core.scan_status()?.phys;
+    (phys.state == ScanState::Scanning).then_some(phys)
+}
+
+/// `pool resilver` (OpenZFS `zpool resilver`) restarts the resilver in progress from the
+/// beginning, and a resilver restarted several times part-way, with the pool writing beside
+/// it, still converges: its end clears every dirty time log, a scrub after it finds no bad
+/// copy, `check` is clean, and side b alone then reads every file right.
+#[test]
+fn a_resilver_restarted_part_way_still_converges() {
+    use tarn::pool::scan::ResilverRequest;
+    let mirror = Mirror::new();
+    let mut slow = tiny();
+    slow.scan_blocks_per_txg_max = 4;
+    let pool = mirror.create(slow);
+    let before = write_files(&pool, 1, 8, FILE_BYTES);
+    let missed = side_b_misses_files(&mirror, &pool, 100, 16);
+    assert_eq!(pool.core.request_resilver(), Ok(ResilverRequest::Started));
+    pool.sync().unwrap();
+    let mut written = Vec::new();
+    for restart in 0..3u64 {
+        // Part-way: well past the first round, not finished.
+        let mut phys = scanning(&pool).expect("a resilver in progress");
+        let first = phys.examined;
+        while phys.examined < 2 * first + (64 << 10) {
+            written.extend(write_files(
+                &pool,
+                1000 + written.len() as u64,
+                1,
+                FILE_BYTES,
+            ));
+            pool.sync().unwrap();
+            phys = scanning(&pool).expect("the resilver ended before it was restarted");
+        }
+        assert_eq!(phys.function, ScanFunction::Resilver);
+        // More missed writes while it runs: the restart takes them too.
+        let more = side_b_misses_files(&mirror, &pool, 200 + restart * 10, 2);
+        written.extend(more);
+        assert_eq!(pool.core.request_resilver(), Ok(ResilverRequest::Restarted));
+        pool.sync().unwrap();
+        let restarted = scanning(&pool).expect("a resilver in progress after the restart");
+        assert_eq!(restarted.function, ScanFunction::Resilver);
+        eprintln!(
+            "restart {restart}: examined {} before, {} after",
+            phys.examined, restarted.examined
+        );
+        assert!(
+            restarted.examined < phys.examined,
+            "restart {restart} went on: {phys:?} then {restarted:?}"
+        );
+        assert!(restarted.max_txg > phys.max_txg, "{restarted:?}");
+    }
+    // The restarted resilver is persisted like any: after an import (at full speed) it goes
+    // on from its bookmark.
+    pool.export().unwrap();
+    let pool = mirror.import(tiny());
+    let resilver = wait_scan(&pool, ScanFunction::Resilver);
+    assert_eq!(resilver.function, ScanFunction::Resilver);
+    assert_eq!(resilver.state, ScanState::Finished);
+    assert_eq!(
+        (resilver.errors, resilver.unrepaired),
+        (0, 0),
+        "{resilver:?}"
+    );
+    for leaf in pool.core.io.vdevs.leaves() {
+        assert!(
+            leaf.dtl.is_empty(),
+            "{} still misses {:?}",
+            leaf.path.display(),
+            leaf.dtl.ranges()
+        );
+    }
+    assert_eq!(pool.core.request_resilver(), Ok(ResilverRequest::NotNeeded));
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    assert_eq!(scrub.state, ScanState::Finished);
+    assert_eq!(
+        (
+            scrub.copies_bad,
+            scrub.repaired,
+            scrub.unrepaired,
+            scrub.errors
+        ),
+        (0, 0, 0, 0),
+        "the scrub after the resilver: {scrub:?}"
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&before, &missed, &written]);
+}
+
+/// `pool resilver` with nothing to resilver changes nothing (a scrub in progress goes on), as
+/// OpenZFS's `spa_scan` returns at once when no writable leaf has a DTL; once a side misses
+/// writes it cancels the scrub in progress, paused or not, and resilvers; a read-only pool
+/// refuses it.
+#[test]
+fn a_resilver_request_takes_over_a_scrub_only_when_a_side_misses_writes() {
+    use tarn::pool::scan::{ResilverRequest, ScanRequestError};
+    let mirror = Mirror::new();
+    let mut slow = tiny();
+    slow.scan_blocks_per_txg_max = 1;
+    let pool = mirror.create(slow);
+    let before = write_files(&pool, 1, 8, FILE_BYTES);
+    assert_eq!(pool.core.request_resilver(), Ok(ResilverRequest::NotNeeded));
+    pool.sync().unwrap();
+    assert!(pool.core.scan_status().is_none(), "a scan started");
+
+    pool.core.request_scrub().unwrap();
+    pool.sync().unwrap();
+    assert_eq!(pool.core.request_resilver(), Ok(ResilverRequest::NotNeeded));
+    pool.sync().unwrap();
+    let scrub = scanning(&pool).expect("the scrub goes on");
+    assert_eq!(scrub.function, ScanFunction::Scrub);
+
+    // Paused, the scrub gives way all the same.
+    pool.core.request_scan_pause().unwrap();
+    pool.sync().unwrap();
+    let missed = side_b_misses_files(&mirror, &pool, 100, 8);
+    assert!(scanning(&pool).expect("the scrub is still there").paused);
+    assert_eq!(
+        pool.core.request_resilver(),
+        Ok(ResilverRequest::ReplacesScrub)
+    );
+    pool.sync().unwrap();
+    let resilver = scanning(&pool).expect("a resilver in progress");
+    assert_eq!(resilver.function, ScanFunction::Resilver);
+    assert!(!resilver.paused);
+    // The rest at full speed.
+    pool.export().unwrap();
+    let pool = mirror.import(tiny());
+    let resilver = wait_scan(&pool, ScanFunction::Resilver);
+    assert_eq!(
+        (resilver.errors, resilver.unrepaired),
+        (0, 0),
+        "{resilver:?}"
+    );
+    assert!(resilver.copies_bad > 0, "{resilver:?}");
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
+    pool.core.request_scrub().unwrap();
+    let scrub = wait_scan(&pool, ScanFunction::Scrub);
+    assert_eq!((scrub.copies_bad, scrub.errors), (0, 0), "{scrub:?}");
+    assert_clean(&pool);
+    pool.export().unwrap();
+
+    let mut options = ImportOptions::new(vec![mirror.dir.path().to_path_buf()], tiny());
+    options.readonly = true;
+    let (readonly, _) = Pool::import(POOL, options).unwrap();
+    assert_eq!(
+        readonly.core.request_resilver(),
+        Err(ScanRequestError::ReadOnlyResilver(POOL.into()))
+    );
+    readonly.export().unwrap();
+    assert_side_b_alone_reads(&mirror, &[&before, &missed]);
+}

@@ -35,8 +35,9 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::child::{
-    counts_path, pool_dir, read_fault_counts, read_space_counts, replica_dir, Death,
-    EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV, SECOND_VDEV,
+    counts_path, pool_dir, read_fault_counts, read_outcome_counts, read_space_counts, replica_dir,
+    Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV,
+    SECOND_VDEV,
 };
 use crate::journal::{journal_path, Promises};
 use crate::ops::Op;
@@ -108,6 +109,8 @@ pub struct Summary {
     pub receives: [u64; 3],
     /// Received snapshots the parent's verifications read.
     pub received_verified: u64,
+    /// What some operations met, by outcome (`child::outcomes`).
+    pub outcomes: std::collections::BTreeMap<String, u64>,
     /// One line per failure, each naming where it was kept.
     pub failures: Vec<String>,
 }
@@ -133,12 +136,18 @@ impl Summary {
             *mine += theirs;
         }
         self.received_verified += other.received_verified;
+        for (outcome, count) in &other.outcomes {
+            *self.outcomes.entry(outcome.clone()).or_insert(0) += count;
+        }
         self.failures.extend(other.failures.iter().cloned());
     }
 
     pub fn line(&self) -> String {
+        let outcomes: String = (self.outcomes.iter())
+            .map(|(outcome, count)| format!("; {outcome}: {count}"))
+            .collect();
         format!(
-            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots{outcomes}",
             self.operations,
             self.refusals,
             self.kills,
@@ -269,6 +278,9 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         summary.near_full_phases += phases;
         summary.bytes_filled += filled;
         summary.refused_for_space += for_space;
+        for (outcome, count) in read_outcome_counts(dir) {
+            *summary.outcomes.entry(outcome).or_insert(0) += count;
+        }
         let mut problems = Vec::new();
         match outcome {
             Ok(Ended::Killed) if power_cut.is_some() => summary.power_cuts += 1,
@@ -335,6 +347,7 @@ fn run_round(
     let _ = std::fs::remove_file(counts_path(dir));
     let _ = std::fs::remove_file(crate::child::fault_counts_path(dir));
     let _ = std::fs::remove_file(crate::child::space_counts_path(dir));
+    let _ = std::fs::remove_file(crate::child::outcome_counts_path(dir));
     let mut process = spawn_child(options, round, round_seed, fate, run_for, tunables)?;
     let life = match fate.0 {
         Death::AfterTime(after) => after.min(run_for),

@@ -45,9 +45,10 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::PoolStatus { .. }
         | Request::PoolHistory { .. }
         | Request::PoolClear { .. } => pool::handle(daemon, request),
-        Request::PoolScrub { .. } | Request::PoolScanStatus { .. } | Request::PoolDevice { .. } => {
-            scan::handle(daemon, request)
-        }
+        Request::PoolScrub { .. }
+        | Request::PoolResilver { .. }
+        | Request::PoolScanStatus { .. }
+        | Request::PoolDevice { .. } => scan::handle(daemon, request),
         Request::PoolAttach { .. }
         | Request::PoolDetach { .. }
         | Request::PoolRemove { .. }

@@ -1,7 +1,9 @@
-//! The daemon's scrub, resilver and device requests: `pool scrub [-s|-p]`, the scan state that
-//! `pool wait -t scrub|resilver` polls, and `pool online|offline`.
+//! The daemon's scrub, resilver and device requests: `pool scrub [-s|-p]`, `pool resilver`, the
+//! scan state that `pool wait -t scrub|resilver` polls, and `pool online|offline`.
 
 use std::sync::Arc;
+
+use tarn::pool::scan::ResilverRequest;
 
 use super::held::{Answer, Daemon, Reply};
 use crate::error::Failure;
@@ -28,6 +30,24 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             // right after shows the scan.
             held.sync()?;
             Answer::done()
+        }
+        Request::PoolResilver { pool } => {
+            let held = daemon.held(&pool)?;
+            let outcome = held.core.request_resilver().map_err(|error| {
+                Reply::Failed(Failure(format!("cannot resilver {pool}: {error}")))
+            })?;
+            let outcome = match outcome {
+                ResilverRequest::NotNeeded => "not needed",
+                ResilverRequest::Started => "started",
+                ResilverRequest::Restarted => "restarted",
+                ResilverRequest::ReplacesScrub => "replaces scrub",
+            };
+            // As for a scrub: `pool status` right after shows the resilver.
+            held.sync()?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "outcome": outcome }),
+            })
         }
         Request::PoolScanStatus { pool } => {
             let held = daemon.held(&pool)?;

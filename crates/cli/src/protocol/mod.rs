@@ -194,6 +194,9 @@ pub enum Request {
     /// `pool scrub [-s|-p]`: `action` is start, stop or pause.
     #[serde(rename = "pool scrub")]
     PoolScrub { pool: String, action: String },
+    /// `pool resilver`: start a resilver, or start the one in progress again.
+    #[serde(rename = "pool resilver")]
+    PoolResilver { pool: String },
     /// The scan state of a pool (`pool wait -t scrub|resilver` polls it).
     #[serde(rename = "pool scan status")]
     PoolScanStatus { pool: String },
@@ -471,6 +474,7 @@ impl Request {
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
             Request::PoolScrub { .. } => "pool scrub",
+            Request::PoolResilver { .. } => "pool resilver",
             Request::PoolScanStatus { .. } => "pool scan status",
             Request::PoolDevice { .. } => "pool device",
             Request::PoolAttach { .. } => "pool attach",
@@ -673,6 +677,9 @@ mod tests {
             Request::PoolScrub {
                 pool: "tank".into(),
                 action: "pause".into(),
+            },
+            Request::PoolResilver {
+                pool: "tank".into(),
             },
             Request::PoolScanStatus {
                 pool: "tank".into(),

@@ -1,5 +1,5 @@
-//! Scrub, resilver and device verbs: `pool scrub [-s|-p] POOL`, `pool online|offline POOL
-//! DEVICE...`, and `pool wait -t scrub|resilver POOL`. Each needs the pool imported (in the
+//! Scrub, resilver and device verbs: `pool scrub [-s|-p] POOL`, `pool resilver POOL`, `pool
+//! online|offline POOL DEVICE...`, and `pool wait -t scrub|resilver POOL`. Each needs the pool imported (in the
 //! daemon), as zpool's do; the scan itself runs in the daemon's sync thread.
 
 use std::io::{IsTerminal, Write};
@@ -42,6 +42,18 @@ pub fn scrub(
         return Ok(status);
     }
     wait_scan(socket, "scrub", &pool)
+}
+
+/// `pool resilver POOL`: start a resilver, or start the one in progress again from the
+/// beginning; a scrub in progress is canceled for it. With no device missing writes there is
+/// nothing to do: zpool then says nothing and succeeds; this says so, and succeeds.
+pub fn resilver(socket: &Path, pool: String) -> Result<Status, Failure> {
+    let request = Request::PoolResilver { pool: pool.clone() };
+    let response = ask_imported(socket, &pool, &request)?;
+    if response.status == 0 && response.data["outcome"] == "not needed" {
+        println!("pool {pool}: no device is missing writes: nothing to resilver");
+    }
+    Ok(forward(response))
 }
 
 /// `pool online|offline POOL DEVICE...`.

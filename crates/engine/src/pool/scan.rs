@@ -462,6 +462,22 @@ pub enum ScanRequestError {
     NothingToStop(String),
     #[error("pool {0} has no scrub in progress to pause")]
     NothingToPause(String),
+    #[error("pool {0} is read-only: it cannot be resilvered")]
+    ReadOnlyResilver(String),
+}
+
+/// What a resilver request (`pool resilver`, OpenZFS `zpool resilver`) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResilverRequest {
+    /// No scan was in progress: a resilver starts with the next txg.
+    Started,
+    /// The resilver in progress starts again from the beginning with the next txg, over
+    /// every leaf that misses txgs then.
+    Restarted,
+    /// The scrub in progress (running or paused) is canceled and a resilver takes its place.
+    ReplacesScrub,
+    /// No usable leaf misses a txg: nothing to resilver, nothing changed.
+    NotNeeded,
 }
 
 fn now_seconds() -> u64 {
@@ -611,6 +627,44 @@ impl PoolCore {
         Ok(())
     }
 
+    /// Start a resilver, or start the one in progress again from the beginning (`pool
+    /// resilver`). As OpenZFS's `spa_scan(POOL_SCAN_RESILVER)`: when no usable leaf misses a
+    /// txg there is nothing to do and nothing changes (a running scrub goes on); otherwise a
+    /// scrub in progress, paused or not, gives way to the resilver, as `dsl_scan_sync` ends
+    /// the scan it finds (`dsl_scan_done`, not complete) when a resilver restart is due.
+    /// tarn has no deferred resilvers (OpenZFS's `resilver_defer` feature, which this command
+    /// needs there): a leaf that misses txgs while a resilver runs is taken by the next one,
+    /// queued when it ends, and a restart takes it at once. Carried out by the next sync.
+    pub fn request_resilver(&self) -> Result<ResilverRequest, ScanRequestError> {
+        if self.readonly {
+            return Err(ScanRequestError::ReadOnlyResilver(self.name.clone()));
+        }
+        if !self.resilver_needed() {
+            return Ok(ResilverRequest::NotNeeded);
+        }
+        let current = self.scan.phys.lock().clone();
+        let outcome = match current {
+            Some(phys) if phys.state == ScanState::Scanning => match phys.function {
+                ScanFunction::Resilver => ResilverRequest::Restarted,
+                ScanFunction::Scrub => ResilverRequest::ReplacesScrub,
+            },
+            _ => ResilverRequest::Started,
+        };
+        // Every start makes a new scan from the beginning, so one queued already does what
+        // this one would.
+        let queued =
+            (self.scan.requests.lock()).contains(&ScanRequest::Start(ScanFunction::Resilver));
+        if !queued {
+            self.push_scan_request(ScanRequest::Start(ScanFunction::Resilver));
+        }
+        Ok(outcome)
+    }
+
+    /// Whether some usable leaf misses txgs (OpenZFS `vdev_resilver_needed`).
+    fn resilver_needed(&self) -> bool {
+        (self.io.vdevs.leaves()).any(|leaf| leaf.is_usable() && !leaf.dtl.is_empty())
+    }
+
     fn push_scan_request(&self, request: ScanRequest) {
         self.scan.requests.lock().push(request);
         self.update_scan_work();
@@ -631,11 +685,7 @@ impl PoolCore {
     /// Queue a resilver if some usable leaf has missed txgs and none is queued yet; one in
     /// progress restarts (a leaf that just came back is included from the start).
     pub fn queue_resilver_if_logs(&self) {
-        let needed = self
-            .io
-            .vdevs
-            .leaves()
-            .any(|leaf| leaf.is_usable() && !leaf.dtl.is_empty());
+        let needed = self.resilver_needed();
         let queued = self
             .scan
             .requests

@@ -249,6 +249,21 @@ fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
 
 /// Run one whole scrub (after any scan in progress) and return what it found.
 pub(super) fn run_scrub(pool: &Pool) -> Result<tarn::pool::scan::ScanPhys, OpError> {
+    // A scrub left paused (`ScrubPause`) is in progress until resumed: waited for as it is,
+    // it would never end.
+    let paused = (pool.core.scan_status()).is_some_and(|status| {
+        status.phys.state == tarn::pool::scan::ScanState::Scanning
+            && status.phys.function == ScanFunction::Scrub
+            && status.phys.paused
+    });
+    if paused {
+        if let Err(error) = pool.core.request_scrub() {
+            return Err(OpError::Refused(format!(
+                "resuming the paused scrub: {error}"
+            )));
+        }
+        pool.sync()?;
+    }
     pool.core.wait_scan(ScanFunction::Scrub)?;
     if let Err(error) = pool.core.request_scrub() {
         return Err(OpError::Refused(format!("the scrub: {error}")));

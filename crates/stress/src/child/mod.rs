@@ -75,8 +75,11 @@ use tarn::types::Txg;
 
 mod devices;
 mod faults;
+mod hostile;
+mod outcomes;
 mod power;
 mod replication;
+mod resilver;
 mod space;
 
 use devices::{
@@ -85,6 +88,7 @@ use devices::{
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
 pub use faults::{fault_counts_path, read_fault_counts};
+pub use outcomes::{outcome_counts_path, read_outcome_counts};
 pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};
 pub use space::FILLER;
 pub use space::{read_space_counts, space_counts_path};
@@ -393,6 +397,7 @@ impl Child {
         let _ = std::fs::write(counts_path(&self.plan.dir), text);
         self.faults.report(&self.plan.dir);
         space::report(&self.plan.dir);
+        outcomes::report(&self.plan.dir);
     }
 
     /// The planned crash: a SIGKILL, after a power cut if the plan says so.
@@ -484,7 +489,9 @@ impl Child {
             Op::ExportImport => self.export_import(Reimport::Plain, rng),
             Op::RewindImport => self.export_import(Reimport::Rewind, rng),
             Op::MirrorWipeReappear => self.export_import(Reimport::WipeSide, rng),
-            Op::SendFull | Op::SendIncremental | Op::SendResumed => self.replicate(op, rng),
+            Op::SendFull | Op::SendIncremental | Op::SendResumed | Op::HostileReceive => {
+                self.replicate(op, rng)
+            }
             Op::RenameFileSystem => self.rename_file_system(rng),
             _ => self.pool_op(op, rng),
         }
@@ -811,6 +818,7 @@ impl Child {
                 let _devices = self.devices.lock();
                 scan_request(pool.core.request_scan_cancel())
             }
+            Op::Resilver => self.resilver(pool, rng),
             _ => unreachable!("{op:?} is not implemented"),
         }
     }

@@ -81,7 +81,7 @@ pub const REPLICA_POOL_NAME: &str = "replica";
 /// The file name of the second pool's only vdev (the runner creates it).
 pub const REPLICA_VDEV: &str = "replica.img";
 /// Copies the second pool keeps at most: a full send beyond them destroys one first.
-const REPLICAS_MAX: usize = 4;
+pub(super) const REPLICAS_MAX: usize = 4;
 /// Snapshots a copy keeps at most: an incremental receive into it destroys its oldest first
 /// (never its newest, the base of the next incremental stream).
 const REPLICA_SNAPSHOTS_MAX: usize = 4;
@@ -139,7 +139,7 @@ impl SendUnderWay {
 pub(super) struct SendsReading(Vec<Arc<SendUnderWay>>);
 
 /// A copy claimed by one worker, released when dropped.
-struct Claim<'a> {
+pub(super) struct Claim<'a> {
     replica: &'a Replica,
     name: String,
 }
@@ -169,7 +169,7 @@ impl Replica {
         SendsReading(sends)
     }
 
-    fn claim(&self, name: &str) -> Result<Claim<'_>, OpError> {
+    pub(super) fn claim(&self, name: &str) -> Result<Claim<'_>, OpError> {
         if !self.busy.lock().insert(name.to_string()) {
             return refused("another worker is receiving into that copy");
         }
@@ -193,19 +193,19 @@ impl SendsReading {
 }
 
 /// One stream from the first pool into the second.
-struct Transfer {
+pub(super) struct Transfer {
     /// The snapshot sent (`POOL/FS@SNAP`).
-    to: String,
-    options: SendOptions,
+    pub(super) to: String,
+    pub(super) options: SendOptions,
     /// The copy received into (`replica/rN`).
-    target: String,
-    kind: ReceiveKind,
+    pub(super) target: String,
+    pub(super) kind: ReceiveKind,
     /// End the receive's input after this many bytes.
-    cut: Option<u64>,
+    pub(super) cut: Option<u64>,
     /// How fast the receive reads (see [`slow_connection`]).
-    connection: Connection,
+    pub(super) connection: Connection,
     /// The name and digest each snapshot the stream may carry must have, by guid.
-    expected: BTreeMap<u64, (String, String)>,
+    pub(super) expected: BTreeMap<u64, (String, String)>,
 }
 
 impl Transfer {
@@ -267,6 +267,7 @@ impl Child {
         };
         match op {
             Op::SendFull => self.send_full(pool, replica, false, rng),
+            Op::HostileReceive => self.hostile_receive(pool, replica, rng),
             Op::SendIncremental => self.send_incremental(pool, replica, false, rng),
             Op::SendResumed => {
                 if rng.gen_ratio(1, 2) {
@@ -448,7 +449,13 @@ impl Child {
 
     /// Resume the partial receive into `target` (claimed) with its token, or abandon it if
     /// its source is gone.
-    fn resume(&self, pool: &Pool, replica: &Pool, target: &str, rng: &mut StdRng) -> OpResult {
+    pub(super) fn resume(
+        &self,
+        pool: &Pool,
+        replica: &Pool,
+        target: &str,
+        rng: &mut StdRng,
+    ) -> OpResult {
         let Some(token) = resume_token(replica, target).map_err(judge_error)? else {
             return refused("the receive was cut before its first record was applied");
         };
@@ -504,7 +511,7 @@ impl Child {
     /// Read each snapshot of the first pool back under a short hold, verify it, and journal
     /// its digest before any stream of it starts; the digests by guid. A snapshot gone is a
     /// refusal.
-    fn digest_sources(
+    pub(super) fn digest_sources(
         &self,
         pool: &Pool,
         snapshots: &[String],
@@ -529,7 +536,7 @@ impl Child {
     }
 
     /// Read back every snapshot a receive made: each must hold its source's digest.
-    fn verify_received(
+    pub(super) fn verify_received(
         &self,
         replica: &Pool,
         transfer: &Transfer,
@@ -603,7 +610,7 @@ impl Child {
 }
 
 /// The copies in the second pool (its file systems but the root).
-fn copies(replica: &Pool) -> Vec<String> {
+pub(super) fn copies(replica: &Pool) -> Vec<String> {
     (replica.datasets().into_iter())
         .map(|info| info.name)
         .filter(|name| name != replica.name())
@@ -612,7 +619,7 @@ fn copies(replica: &Pool) -> Vec<String> {
 
 /// How fast the receive reads the pipe.
 #[derive(Clone, Copy, Debug, Default)]
-struct Connection {
+pub(super) struct Connection {
     /// A pause at this byte, this long.
     pause: Option<(u64, Duration)>,
     /// A wait before each piece taken from the pipe.
@@ -764,7 +771,7 @@ fn judge(
 
 /// An engine error of a send or receive: a refusal (a name, a snapshot gone, a busy
 /// snapshot, no space), or damage.
-fn judge_error(error: SendError) -> OpError {
+pub(super) fn judge_error(error: SendError) -> OpError {
     match error {
         SendError::Refused(why) => OpError::Refused(why),
         SendError::Pool(error) => error.into(),
