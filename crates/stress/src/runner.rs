@@ -498,15 +498,15 @@ fn check_held(pool: &Pool, txg: u64, extents: &[tarn::check::Extent], round: u64
 /// `import -F` (or an explicit rewind) may open either. Checked on the pool as the crash left
 /// it, before the import that replays its logs: each of N − 1 and N − 2 that has an
 /// uberblock is imported read-only and must `check` clean, and the pool opened read-only at N
-/// must hold everything N − 1's tree references ([`check_held`]). Returns the problems, and
-/// what N − 1's tree references (for [`check_reuse_after_import`] to ask again after its
-/// import).
+/// must hold everything their trees reference ([`check_held`]: what N freed, N − 1's tree
+/// still references; what N − 1 freed, N − 2's). Returns the problems, and the targets'
+/// references (for [`check_reuse_after_import`] to ask again after its import).
 pub(crate) fn check_rewind_targets(
     vdevs: &Path,
     name: &str,
     tunables: &Tunables,
     round: u64,
-) -> (Vec<String>, Option<(u64, Vec<tarn::check::Extent>)>) {
+) -> (Vec<String>, Vec<(u64, Vec<tarn::check::Extent>)>) {
     let options = |rewind_to: Option<tarn::types::Txg>| ImportOptions {
         readonly: true,
         rewind_to,
@@ -517,12 +517,12 @@ pub(crate) fn check_rewind_targets(
         Err(error) => {
             return (
                 vec![format!("round {round}: read-only import: {error}")],
-                None,
+                Vec::new(),
             )
         }
     };
     let mut problems = Vec::new();
-    let mut kept = None;
+    let mut kept = Vec::new();
     for back in 1..=tarn::types::TXG_DEFER_SIZE as u64 {
         let Some(target) = newest.0.checked_sub(back).map(tarn::types::Txg) else {
             break;
@@ -538,9 +538,7 @@ pub(crate) fn check_rewind_targets(
                     log::info!(
                         "round {round}: rewind to txg {target} (newest {newest}) checks clean"
                     );
-                    if back == 1 {
-                        kept = Some((target.0, references));
-                    }
+                    kept.push((target.0, references));
                 }
                 Ok((report, _)) => problems.push(format!(
                     "round {round}: rewind to txg {target} (newest {newest}): check: {report:?}"
@@ -551,9 +549,13 @@ pub(crate) fn check_rewind_targets(
             },
         }
     }
-    if let (true, Some((txg, extents))) = (problems.is_empty(), &kept) {
+    if problems.is_empty() && !kept.is_empty() {
         match Pool::import(name, options(None)) {
-            Ok((pool, _)) => problems.extend(check_held(&pool, *txg, extents, round)),
+            Ok((pool, _)) => {
+                for (txg, extents) in &kept {
+                    problems.extend(check_held(&pool, *txg, extents, round));
+                }
+            }
             Err(error) => problems.push(format!("round {round}: read-only import: {error}")),
         }
     }
@@ -570,8 +572,8 @@ const REUSE_PROBE_FILE_BYTES: usize = 4096;
 /// trees of the txgs before it still reference. Only the first txg can show it by reuse: once
 /// two txgs have synced after the export's txg E, the one tree that references what E freed,
 /// E − 1's, is no longer a rewind target. It is checked twice:
-/// - directly: nothing E − 1's tree references may be allocatable in the pool at E (read-only)
-///   nor once it is imported ([`check_held`]);
+/// - directly: nothing E − 1's or E − 2's tree references may be allocatable in the pool at E
+///   (read-only) nor once it is imported, while that is allowed ([`check_held`]);
 /// - by reuse: unless the import synced a txg of its own, its first txg allocates (small files
 ///   rewritten in the root file system); the pool is dropped as a crash would leave it after
 ///   that one txg, and every rewind target must `check` clean ([`check_rewind_targets`]).
@@ -605,7 +607,7 @@ fn check_reuse_after_import(
         "round {round}: reuse probe: exported at txg {exported}, imported at {}",
         pool.last_synced_txg()
     );
-    if let Some((txg, extents)) = &kept {
+    for (txg, extents) in &kept {
         let problems = check_held(&pool, *txg, extents, round);
         if !problems.is_empty() {
             pool.abandon();
