@@ -1,6 +1,7 @@
 //! Child datasets and properties against a real pool on sparse files: create (with parents),
 //! files in a child, properties and inheritance, export/import, destroy (space comes back,
-//! check stays clean), misuse, and a crash in the middle of creating and destroying.
+//! check stays clean), misuse, a crash in the middle of creating and destroying, and the
+//! directories' totals of the txg syncing while a destroy joins the next one.
 
 mod common;
 
@@ -288,4 +289,106 @@ fn check_reports_a_directory_whose_totals_do_not_add_up() {
         "{report:#?}"
     );
     pool.export().unwrap();
+}
+
+/// Wait (at most a minute) until `done` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Bug (stress seed 4150034562426241610, round 16): a destroy takes the dataset out of the
+/// table in open context, for txg N, while txg N − 1 may still be syncing; N − 1's sync
+/// recomputed the directories' totals from the table, so the parent's directory record of
+/// N − 1 left out the space of a child whose records and name that txg still holds. Nothing
+/// read the record before N rewrote it, but a rewind to N − 1 (`import -F`, and the stress
+/// tool's rewind check) found "directory says X bytes used, its dataset and children hold
+/// X + the child's". The test makes the interleaving with transaction holds: txg X (held)
+/// stalls the destroy's first sync, X + 1 holds a change and enough dirty bytes that the
+/// destroy's own transaction waits out the write throttle while X + 1 closes (so it joins
+/// X + 2), and X + 1 syncs only after the destroy has left the table; then the pool crashes
+/// and txg X + 1 is imported and checked.
+#[test]
+fn a_destroy_in_the_next_txg_leaves_the_syncing_txgs_totals_whole() {
+    use tarn::pool::ImportOptions;
+    use tarn::types::Txg;
+    let dir = tempfile::tempdir().unwrap();
+    let mut tunables = tiny();
+    // No sync but those the test asks for; a throttled transaction waits a whole second.
+    tunables.txg_timeout = 3600;
+    tunables.delay_scale = 1 << 40;
+    tunables.delay_max_ns = 1_000_000_000;
+    let pool = create_pool(
+        dir.path(),
+        "tank",
+        single(dir.path(), "v0"),
+        tunables.clone(),
+    );
+    pool.create_dataset("tank/doomed", &[], false).unwrap();
+    {
+        let fs = pool.open_file_system("tank/doomed").unwrap();
+        write_file(&fs, "f", &pattern(1, 200 << 10));
+    }
+    pool.create_dataset("tank/busy", &[], false).unwrap();
+    let busy = pool.open_file_system("tank/busy").unwrap();
+    pool.sync().unwrap();
+    let names = |pool: &Pool| -> Vec<String> {
+        pool.datasets().into_iter().map(|info| info.name).collect()
+    };
+    let txgs = pool.core.txgs.clone();
+
+    let hold_x = txgs.assign_nothrottle().unwrap();
+    let x = hold_x.txg();
+    std::thread::scope(|scope| {
+        let destroy = scope.spawn(|| pool.destroy_dataset("tank/doomed", false));
+        // The destroy's first sync closes X, and waits for it.
+        wait_until("the destroy's first sync closes txg X", || {
+            txgs.open_txg() > x
+        });
+        // X + 1 changes a file system, so that its sync recomputes the directories' totals.
+        write_file(&busy, "late", &pattern(2, 4 << 10));
+        let hold_next = txgs.assign_nothrottle().unwrap();
+        assert_eq!(hold_next.txg(), x.next());
+        hold_next.add_dirty(12 << 20);
+        drop(hold_x);
+        wait_until("the destroy takes tank/doomed out of the table", || {
+            !names(&pool).contains(&"tank/doomed".to_string())
+        });
+        // Hold the txg after X + 1 open, so that nothing after X + 1 syncs before the crash
+        // but, at most, that txg.
+        let hold_after = txgs.assign_nothrottle().unwrap();
+        assert_eq!(hold_after.txg(), Txg(x.0 + 2), "txg X + 1 has closed");
+        drop(hold_next);
+        wait_until("txg X + 1 is synced", || txgs.last_synced() > x);
+        txgs.suspend("the test crashes the pool after txg X + 1".into());
+        drop(hold_after);
+        // The destroy fails with the suspended pool, or returns if its txg made it.
+        let _ = destroy.join().unwrap();
+    });
+    drop(busy);
+    drop(pool);
+
+    let target = Txg(x.0 + 1);
+    let (pool, _) = Pool::import(
+        "tank",
+        ImportOptions {
+            readonly: true,
+            rewind_to: Some(target),
+            ..ImportOptions::new(dirs(dir.path()), tunables)
+        },
+    )
+    .unwrap();
+    assert!(
+        names(&pool).contains(&"tank/doomed".to_string()),
+        "txg {target} still holds tank/doomed (else the destroy joined it, and the test did \
+         not make the interleaving)"
+    );
+    let report = tarn::check::check_pool(&pool, false).unwrap();
+    assert!(report.is_clean(), "txg {target}: {report:#?}");
 }

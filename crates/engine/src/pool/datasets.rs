@@ -664,10 +664,28 @@ impl PoolCore {
         }
     }
 
+    /// The datasets whose records the MOS of `txg` holds, by relative name: the table, and
+    /// those a destroy took out of it for a later txg. A destroy leaves the table in open
+    /// context, while the txg before its own may still be syncing; that txg's MOS keeps the
+    /// dataset's records and its name among its parent's children, so its space belongs in
+    /// that txg's totals. (A dataset created for a later txg is in the table already, with
+    /// no space until its own txg syncs: it adds nothing.)
+    fn datasets_in_txg(&self, txg: Txg) -> Vec<(String, Arc<Dataset>)> {
+        let pending = self.pending_destroys.lock();
+        let mut datasets = self.dataset_list();
+        datasets.extend(
+            pending
+                .iter()
+                .filter(|(when, ..)| *when > txg)
+                .map(|(_, name, dataset)| (name.clone(), dataset.clone())),
+        );
+        datasets
+    }
+
     /// Recompute every directory's totals (its dataset, its snapshots and its descendants)
     /// and used breakdown, and rewrite the records that changed, in syncing context.
     pub(super) fn sync_directory_totals(&self, txg: Txg) -> Result<(), PoolError> {
-        let datasets = self.dataset_list();
+        let datasets = self.datasets_in_txg(txg);
         let mut totals: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
         let mut by_depth: Vec<&(String, Arc<Dataset>)> = datasets.iter().collect();
         by_depth.sort_by_key(|(name, _)| std::cmp::Reverse(depth(name)));
@@ -1083,9 +1101,14 @@ impl Pool {
         let mut destroyed = Vec::new();
         for name in &doomed {
             let hold = core.txgs.assign()?;
+            // The dataset leaves the table and joins the pending destroys at one moment, so
+            // that a sync in between (of a txg before `hold`'s) sees it in one or the other.
+            let mut pending = core.pending_destroys.lock();
             let Some(dataset) = core.datasets.write().remove(name) else {
                 continue;
             };
+            pending.push((hold.txg(), name.clone(), dataset.clone()));
+            drop(pending);
             // Its snapshots first, in the same txg: the tree is then the head's alone.
             for snapshot in dataset.snapshots() {
                 core.queue_snapshot_task(
@@ -1097,9 +1120,6 @@ impl Pool {
                 );
             }
             let clone = dataset.dir().origin_snapshot_object.0 != 0;
-            core.pending_destroys
-                .lock()
-                .push((hold.txg(), dataset.clone()));
             drop(hold);
             destroyed.push(core.full_name(name));
             // A clone's destroy releases its origin snapshot (the clone count drops) when its

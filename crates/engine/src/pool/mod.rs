@@ -468,8 +468,10 @@ pub struct PoolCore {
     pub root: Arc<Dataset>,
     /// Every dataset by relative name (see [`datasets`]).
     datasets: RwLock<BTreeMap<String, Arc<Dataset>>>,
-    /// Datasets to destroy in the sync of the given txg.
-    pending_destroys: Mutex<Vec<(Txg, Arc<Dataset>)>>,
+    /// Datasets to destroy in the sync of the given txg, with their relative names: out of
+    /// `datasets` already, their records still in the MOS of every txg before that one.
+    /// Taken before `datasets` when both are locked.
+    pending_destroys: Mutex<Vec<(Txg, String, Arc<Dataset>)>>,
     /// Snapshot changes to carry out in the sync of the given txg (see [`snapshots`]).
     snapshot_tasks: Mutex<Vec<(Txg, snapshots::NamespaceTask)>>,
     /// Serializes changes to the dataset namespace and properties.
@@ -778,7 +780,7 @@ impl Drop for Pool {
         for (_, dataset) in self.core.dataset_list() {
             dataset.detach_objset();
         }
-        for (_, dataset) in self.core.pending_destroys.lock().drain(..) {
+        for (_, _, dataset) in self.core.pending_destroys.lock().drain(..) {
             dataset.detach_objset();
         }
         self.release_devices();

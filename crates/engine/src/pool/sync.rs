@@ -24,9 +24,9 @@ impl PoolCore {
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
             let (now, later): (Vec<_>, Vec<_>) =
-                pending.drain(..).partition(|(when, _)| *when <= txg);
+                pending.drain(..).partition(|(when, ..)| *when <= txg);
             *pending = later;
-            now.into_iter().map(|(_, dataset)| dataset).collect()
+            now.into_iter().map(|(_, _, dataset)| dataset).collect()
         };
         let nothing_to_do = !self.mos.is_dirty(txg)
             && !datasets
