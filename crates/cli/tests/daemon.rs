@@ -525,8 +525,13 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
         (b"{\"verb\":\"check\"}\n", "bad request"),
         (b"{\"verb\":\"check\",\"args\":{\"pool\":1}}\n", "bad request"),
         (b"\xff\xfe\n", "bad request"),
+        // Well formed, but from a build before protocol versions.
         (
-            b"{\"verb\":\"pool create\",\"args\":{\"name\":\"x\",\"vdevs\":[\"relative.img\"],\"size_bytes\":null,\"force\":false,\"disabled_features\":[]}}\n",
+            b"{\"verb\":\"check\",\"args\":{\"pool\":\"tank\",\"repair\":false}}\n",
+            "different build",
+        ),
+        (
+            b"{\"protocol\":1,\"verb\":\"pool create\",\"args\":{\"name\":\"x\",\"vdevs\":[\"relative.img\"],\"size_bytes\":null,\"force\":false,\"disabled_features\":[]}}\n",
             "not absolute",
         ),
     ];
@@ -537,7 +542,9 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
         assert!(stderr.contains(needle), "{needle:?} in {response}");
     }
     // A verb on a pool the daemon does not hold says so.
-    let response = t.raw(b"{\"verb\":\"check\",\"args\":{\"pool\":\"nosuch\",\"repair\":false}}\n");
+    let response = t.raw(
+        b"{\"protocol\":1,\"verb\":\"check\",\"args\":{\"pool\":\"nosuch\",\"repair\":false}}\n",
+    );
     assert_eq!(response["not_imported"], true, "{response}");
     // Several requests on one connection, and a half-sent request, do not hurt.
     let mut stream = UnixStream::connect(t.socket()).unwrap();
