@@ -19,12 +19,15 @@
 //!    returning bad data would. Snapshots never change and, held, cannot be destroyed, so
 //!    none of their blocks is freed and reused while it is being damaged;
 //! 2. releases the holds, starts a whole scrub (born after every damaged block) and notes the
-//!    damage as pending ([`PendingDamage`]), and returns: the scrub runs as the seed paced it
-//!    while the other workers destroy, clone, promote, roll back and export as they would.
+//!    damage as pending ([`PendingDamage`]);
+//! 3. releases the devices lock and drives the scrub, paced as the seed chose, while the
+//!    other workers destroy, clone, promote, roll back and export as they would, then takes
+//!    the lock again to settle the damage.
 //!
-//! The damage is settled ([`Child::settle_damage`]) by whoever next takes the devices lock
-//! (every device operation, fault injection, scan request and damage starts so), and before
-//! a mirror side is wiped for an import: it drives the pending scrub to its end (or, if that
+//! The damage is settled ([`Child::settle_damage`]) by whoever first takes the devices lock
+//! (every device operation, fault injection, scan request and damage starts so, and the
+//! operation itself at its end), and before a mirror side is wiped for an import: it drives
+//! the pending scrub to its end (or, if that
 //! scrub did not finish, as when a rewind import went back before it, runs a whole one),
 //! which must leave no copy unrepaired and no error; then a second whole scrub must find no
 //! bad copy at all. Every damaged block was born before the first scrub started, so a bad

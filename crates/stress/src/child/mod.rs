@@ -812,8 +812,15 @@ impl Child {
             | Op::DeviceReplace => self.device_op(op, pool, rng),
             Op::InjectFault => self.inject_fault(pool, rng),
             Op::DamageMirrorSide => {
-                let _devices = self.lock_devices(pool)?;
-                self.damage_mirror_side(pool, rng)
+                {
+                    let _devices = self.lock_devices(pool)?;
+                    self.damage_mirror_side(pool, rng)?;
+                }
+                // The scrub after the damage runs while the other workers go on, without the
+                // devices lock (whoever takes it settles the damage first); then it is judged.
+                drive_scan(pool, ScanFunction::Scrub)?;
+                drop(self.lock_devices(pool)?);
+                Ok(())
             }
             Op::NearFull => self.near_full(pool, rng),
             // Scan requests wait for a device operation to finish: a cancel or a pause
