@@ -634,6 +634,78 @@ fn scrub_pause_resume_and_cancel() {
     pool.export().unwrap();
 }
 
+/// Guards the wait for a scan against a paused scrub. `wait_scan` (`pool wait -t scrub`, and
+/// how the stress tool and `pool replace` wait) waited while the scrub's state was scanning,
+/// paused or not; a paused scrub never ends by itself, so the waiter hung until someone
+/// resumed or cancelled it. tarn-stress with paced scans hung so: a child had paused a
+/// scrub, and the next child waited for it before its own scrub, at its start, forever ("the
+/// child hung: still running 120s after its deadline"). As in OpenZFS, where `zpool wait -t
+/// scrub` is done once the scrub is paused, a paused scrub is not waited for, whether it was
+/// paused before the wait began or during it.
+#[test]
+fn waiting_for_a_scrub_ends_when_the_scrub_is_paused() {
+    let mirror = Mirror::new();
+    let mut slow = tiny();
+    // A block a txg: the scrub runs for minutes, far longer than the waits below.
+    slow.scan_blocks_per_txg_max = 1;
+    let pool = mirror.create(slow);
+    write_files(&pool, 1, 4, FILE_BYTES);
+    pool.core.request_scrub().unwrap();
+    pool.sync().unwrap();
+    pool.core.request_scan_pause().unwrap();
+    pool.sync().unwrap();
+    assert!(pool.core.scan_status().unwrap().phys.paused);
+    ScrubWaiter::start(&pool).assert_ends(&pool, "a wait that began with the scrub paused");
+    // Resumed, the scrub is waited for again; paused during the wait, it is not.
+    pool.core.request_scrub().unwrap();
+    pool.sync().unwrap();
+    let running = pool.core.scan_status().unwrap().phys;
+    assert!(running.state == ScanState::Scanning && !running.paused);
+    let waiter = ScrubWaiter::start(&pool);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiter.thread.is_finished(),
+        "the wait ended while the scrub ran"
+    );
+    pool.core.request_scan_pause().unwrap();
+    pool.sync().unwrap();
+    waiter.assert_ends(&pool, "a wait during which the scrub was paused");
+    pool.core.request_scan_cancel().unwrap();
+    pool.sync().unwrap();
+    pool.export().unwrap();
+}
+
+/// `wait_scan(Scrub)` running on a thread of its own.
+struct ScrubWaiter {
+    done: std::sync::mpsc::Receiver<Result<(), tarn::pool::PoolError>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl ScrubWaiter {
+    fn start(pool: &Pool) -> ScrubWaiter {
+        let (sender, done) = std::sync::mpsc::channel();
+        let core = pool.core.clone();
+        let thread = std::thread::spawn(move || {
+            let _ = sender.send(core.wait_scan(ScanFunction::Scrub));
+        });
+        ScrubWaiter { done, thread }
+    }
+
+    /// The wait must end, without error, within 10 s. One still waiting then is let go by
+    /// cancelling the scrub, so that the test fails rather than hangs.
+    fn assert_ends(self, pool: &Pool, what: &str) {
+        let waited = self.done.recv_timeout(Duration::from_secs(10));
+        if waited.is_err() {
+            pool.core.request_scan_cancel().unwrap();
+            pool.sync().unwrap();
+        }
+        self.thread.join().unwrap();
+        waited
+            .unwrap_or_else(|_| panic!("{what}: still waiting for the paused scrub after 10 s"))
+            .unwrap();
+    }
+}
+
 /// A scrub while the pool keeps writing, overwriting and removing files (their blocks freed
 /// and reallocated under the scan): it finishes with no error and no bad copy, never reads a
 /// block that was freed and reused (that would be a false checksum error), and `check` is

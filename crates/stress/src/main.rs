@@ -82,6 +82,9 @@ struct Args {
     child_kill_ops: Option<u64>,
     #[arg(long, hide = true)]
     child_ashift: Option<u32>,
+    /// Internal: the scan pacing the seed chose (`scan_blocks_per_txg_max`).
+    #[arg(long, hide = true)]
+    child_scan_blocks: Option<u64>,
     /// Internal: the child dies by a power cut of its devices, with this seed.
     #[arg(long, hide = true)]
     child_power_cut: Option<u64>,
@@ -219,6 +222,8 @@ fn run_child(args: &Args, round: u64) -> ! {
         tunables: runner::tunables(
             args.child_ashift
                 .unwrap_or_else(|| missing("--child-ashift")),
+            args.child_scan_blocks
+                .unwrap_or_else(|| missing("--child-scan-blocks")),
         ),
         excluded: excluded_operations(args).unwrap_or_else(|why| {
             eprintln!("tarn-stress: {why}");

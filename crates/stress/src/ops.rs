@@ -33,7 +33,8 @@
 //!   rollback, promote, rename or write of what it reads;
 //! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
 //!   detached, attached and replaced; a mirror side wiped and brought back; faults injected on
-//!   one side of the mirror; export and import; rewind imports; phases that run the pool near
+//!   one side of the mirror; copies of old blocks damaged on one side, and the scrubs that
+//!   must repair them; export and import; rewind imports; phases that run the pool near
 //!   full.
 //!
 //! Crashes (SIGKILL of the child at a moment chosen by the seed, in some rounds after a power
@@ -129,6 +130,10 @@ pub enum Op {
     /// writes, read or write errors, delays), clear them, and require that nothing showed:
     /// no wrong or lost data, no suspended pool, a scrub that repairs every bad copy.
     InjectFault,
+    /// Damage the copies of some blocks of every snapshot on one side of the mirror behind
+    /// the engine's back (a disk returning bad data), then require a scrub to repair them all
+    /// and a second scrub to find nothing left: a scrub's coverage, judged.
+    DamageMirrorSide,
     /// Export the pool and import it again, every thread paused around it.
     ExportImport,
     /// Export, then import rewound explicitly to the txg one or two before the last.
@@ -208,6 +213,10 @@ pub const OPERATIONS: &[OpSpec] = &[
     // (here by making it misbehave) and ends with a heal and a scrub, and it has five kinds
     // of fault to cover where a device operation has one path.
     row(Op::InjectFault, 2, true),
+    // Added after the table was first committed (session 18), with the weight of the fault
+    // injection it complements: that one damages blocks written while it lasts, this one the
+    // old blocks of snapshots, which only a scrub visits. No other row was changed for it.
+    row(Op::DamageMirrorSide, 2, true),
     // The pool as a whole.
     row(Op::ExportImport, 1, true),
     row(Op::RewindImport, 1, true),
@@ -289,7 +298,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 42);
+        assert_eq!(seen.len(), 43);
     }
 
     #[test]

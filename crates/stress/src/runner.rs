@@ -22,7 +22,8 @@
 //! and the message go to `failures/SEED-rROUND/` under the run's directory (or the loop's).
 //!
 //! The seed also chooses the pool's ashift (12, or 9 one time in four) when the run creates
-//! the pool: a two-way mirror and a second top-level vdev, each 96 MiB sparse files.
+//! the pool (a two-way mirror and a second top-level vdev, each 96 MiB sparse files), and how
+//! its scans are paced ([`SCAN_PACING`]); the run prints both.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child as Process, Command, Stdio};
@@ -94,6 +95,9 @@ pub struct Summary {
     pub faults_injected: u64,
     pub fault_hits: u64,
     pub fault_copies_repaired: u64,
+    /// Copies of snapshots' blocks damaged on one side of the mirror (every one repaired by
+    /// the scrub after, or the run fails).
+    pub copies_damaged: u64,
     /// Near-full phases, the bytes they filled, and the operations refused for space.
     pub near_full_phases: u64,
     pub bytes_filled: u64,
@@ -124,6 +128,7 @@ impl Summary {
         self.faults_injected += other.faults_injected;
         self.fault_hits += other.fault_hits;
         self.fault_copies_repaired += other.fault_copies_repaired;
+        self.copies_damaged += other.copies_damaged;
         self.near_full_phases += other.near_full_phases;
         self.bytes_filled += other.bytes_filled;
         self.refused_for_space += other.refused_for_space;
@@ -147,7 +152,7 @@ impl Summary {
             .map(|(outcome, count)| format!("; {outcome}: {count}"))
             .collect();
         format!(
-            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots{outcomes}",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} damaged copies on one side; {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots{outcomes}",
             self.operations,
             self.refusals,
             self.kills,
@@ -158,6 +163,7 @@ impl Summary {
             self.faults_injected,
             self.fault_hits,
             self.fault_copies_repaired,
+            self.copies_damaged,
             self.near_full_phases,
             self.bytes_filled >> 20,
             self.refused_for_space,
@@ -173,11 +179,35 @@ impl Summary {
 }
 
 /// The tunables of every pool the tool makes: the tiny test configuration, with the ashift
-/// the seed chose.
-pub fn tunables(ashift: u32) -> Tunables {
+/// and the scan pacing (`scan_blocks_per_txg_max`, [`SCAN_PACING`]) the seed chose.
+pub fn tunables(ashift: u32, scan_blocks_per_txg_max: u64) -> Tunables {
     Tunables {
         vdev_ashift: ashift,
+        scan_blocks_per_txg_max,
         ..Tunables::tiny()
+    }
+}
+
+/// The scan pacings a paced seed chooses from, equally: the blocks a scan visits per txg at
+/// most. Unpaced (the engine's default, which one seed in [`UNPACED_ONE_IN`] keeps), a scrub
+/// of the tool's pool ends within the txg it starts in, so no snapshot destroy, pause or
+/// export ever meets a running scan, and a scan that skipped blocks is never caught. Paced,
+/// a scrub spans tens of txgs. The child drives the txgs of a scan it waits for
+/// (`child::devices::drive_scan`), so pacing costs syncs, not the time of the txg timer: the
+/// smaller the pacing, the more syncs, and the fewer operations a minute. Measured against
+/// scan vs snapshot destroy (issue 34, hole 1) with its fix reverted (session 18), 256 found
+/// it in one or two minutes, 512 and 1024 not in ten, and 128 cost more than 256 and did
+/// not find it sooner.
+pub const SCAN_PACING: [u64; 1] = [256];
+/// One seed in this many leaves its scans unpaced.
+pub const UNPACED_ONE_IN: u32 = 4;
+
+/// How a seed's scan pacing reads in its configuration line.
+pub fn describe_pacing(scan_blocks_per_txg_max: u64) -> String {
+    if scan_blocks_per_txg_max == u64::MAX {
+        "scans unpaced".into()
+    } else {
+        format!("scans paced at {scan_blocks_per_txg_max} blocks a txg")
     }
 }
 
@@ -189,7 +219,17 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         .map_err(|error| format!("{}: {error}", pool_dir(dir).display()))?;
     let mut seed_rng = StdRng::seed_from_u64(options.seed);
     let ashift = if seed_rng.gen_ratio(1, 4) { 9 } else { 12 };
-    let tunables = tunables(ashift);
+    let pacing = if seed_rng.gen_ratio(1, UNPACED_ONE_IN) {
+        u64::MAX
+    } else {
+        SCAN_PACING[seed_rng.gen_range(0..SCAN_PACING.len())]
+    };
+    let tunables = tunables(ashift, pacing);
+    println!(
+        "tarn-stress: seed {}: ashift {ashift}, {}",
+        options.seed,
+        describe_pacing(pacing)
+    );
     let vdevs = [
         pool_dir(dir).join(format!("{MIRROR_PREFIX}a.img")),
         pool_dir(dir).join(format!("{MIRROR_PREFIX}b.img")),
@@ -238,7 +278,7 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     if reimport {
         let problems = verify_both_pools(dir, &tunables, &promises, round, &mut summary);
         if !problems.is_empty() {
-            record_failure(options, round, &problems, &mut summary);
+            record_failure(options, &tunables, round, &problems, &mut summary);
             return Ok(summary);
         }
     }
@@ -270,10 +310,11 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         summary.operations += counts.0;
         summary.refusals += counts.1;
         summary.imports += counts.2;
-        let [injected, hits, repaired] = read_fault_counts(dir);
+        let [injected, hits, repaired, damaged] = read_fault_counts(dir);
         summary.faults_injected += injected;
         summary.fault_hits += hits;
         summary.fault_copies_repaired += repaired;
+        summary.copies_damaged += damaged;
         let [phases, filled, for_space] = read_space_counts(dir);
         summary.near_full_phases += phases;
         summary.bytes_filled += filled;
@@ -308,7 +349,7 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         std::fs::write(&rounds_path, format!("{round}\n"))
             .map_err(|error| format!("{}: {error}", rounds_path.display()))?;
         if !problems.is_empty() {
-            record_failure(options, round, &problems, &mut summary);
+            record_failure(options, &tunables, round, &problems, &mut summary);
             break;
         }
         log::info!("round {round}: verified");
@@ -317,8 +358,14 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
 }
 
 /// Keep a failure's evidence and note it in the summary.
-fn record_failure(options: &RunOptions, round: u64, problems: &[String], summary: &mut Summary) {
-    let kept = keep_failure(options, round, problems);
+fn record_failure(
+    options: &RunOptions,
+    tunables: &Tunables,
+    round: u64,
+    problems: &[String],
+    summary: &mut Summary,
+) {
+    let kept = keep_failure(options, tunables, round, problems);
     summary.failures.push(format!(
         "seed {} round {round}: {} (kept in {kept})",
         options.seed,
@@ -413,6 +460,8 @@ fn spawn_child(
         .arg(run_for.as_millis().to_string())
         .arg("--child-ashift")
         .arg(tunables.vdev_ashift.to_string())
+        .arg("--child-scan-blocks")
+        .arg(tunables.scan_blocks_per_txg_max.to_string())
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
@@ -849,7 +898,12 @@ pub(crate) fn copy_sparse(from: &Path, to: &Path) -> Result<(), String> {
 }
 
 /// Keep everything about a failure; returns where.
-fn keep_failure(options: &RunOptions, round: u64, problems: &[String]) -> String {
+fn keep_failure(
+    options: &RunOptions,
+    tunables: &Tunables,
+    round: u64,
+    problems: &[String],
+) -> String {
     let target = options
         .failures_dir
         .join("failures")
@@ -877,11 +931,13 @@ fn keep_failure(options: &RunOptions, round: u64, problems: &[String]) -> String
         }
     }
     let text = format!(
-        "seed {seed}, round {round}, {threads} threads{replay}{excluded}\n\
+        "seed {seed}, round {round}, {threads} threads{replay}{excluded}; ashift {ashift}, {pacing}\n\
          replay: tarn-stress --replay {seed} --duration SECONDS --dir NEW_DIR\n\
          (a replay runs one worker; a failure that needs two threads' timing may not recur)\n\n\
          {problems}\n{notes}",
         seed = options.seed,
+        ashift = tunables.vdev_ashift,
+        pacing = describe_pacing(tunables.scan_blocks_per_txg_max),
         threads = if options.replay { 1 } else { options.threads },
         replay = if options.replay { " (replay)" } else { "" },
         excluded = if options.excluded.is_empty() {

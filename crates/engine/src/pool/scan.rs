@@ -780,17 +780,20 @@ impl PoolCore {
         }
     }
 
-    /// Wait until no scan of `function` is in progress (`pool wait -t scrub|resilver`).
+    /// Wait until no scan of `function` is in progress (`pool wait -t scrub|resilver`). A
+    /// paused scrub is not in progress for this, as for OpenZFS's `zpool wait`: it does not
+    /// end by itself, so waiting for it would wait until someone resumed it. A scrub asked
+    /// to start or to resume is waited for.
     pub fn wait_scan(&self, function: ScanFunction) -> Result<(), PoolError> {
         loop {
-            let busy =
-                self.scan.phys.lock().as_ref().is_some_and(|phys| {
-                    phys.state == ScanState::Scanning && phys.function == function
-                }) || self
-                    .scan
-                    .requests
-                    .lock()
-                    .contains(&ScanRequest::Start(function));
+            let running = self.scan.phys.lock().as_ref().is_some_and(|phys| {
+                phys.state == ScanState::Scanning && phys.function == function && !phys.paused
+            });
+            let requested = self.scan.requests.lock().iter().any(|&request| {
+                request == ScanRequest::Start(function)
+                    || (request == ScanRequest::Resume && function == ScanFunction::Scrub)
+            });
+            let busy = running || requested;
             if !busy {
                 return Ok(());
             }

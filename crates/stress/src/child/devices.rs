@@ -14,15 +14,20 @@
 
 use std::path::{Path, PathBuf};
 
-use tarn::pool::scan::ScanFunction;
+use std::time::Duration;
+
+use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState};
 use tarn::pool::Pool;
 
-use super::{pool_dir, OpError};
+use super::{pool_dir, scan_request, OpError};
 
 /// The file names of the mirror's sides start with this (the runner creates them).
 pub const MIRROR_PREFIX: &str = "mirror-";
 /// Resilvers [`heal_mirror`] starts before it gives up on making the mirror whole.
 const HEAL_RESILVERS_MAX: usize = 5;
+/// The pause between the syncs that drive a scan ([`drive_scan`]): room for the other
+/// workers' operations, a snapshot destroy among them, between two rounds of the scan.
+const DRIVE_INTERVAL: Duration = Duration::from_millis(5);
 /// The file name of the pool's second top-level vdev (the runner creates it).
 pub const SECOND_VDEV: &str = "second.img";
 /// Appended to a mirror side's file name when it is replaced by a new file (and taken off
@@ -137,6 +142,7 @@ pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
     for side in mirror_sides(pool) {
         if side.replaces.is_some() {
             log::info!("{}: a replace in progress; waiting for it", side.path);
+            drive_scan(pool, ScanFunction::Resilver)?;
             pool.wait_replaced(tarn::types::Guid(side.name.parse().expect("a guid")))?;
         }
     }
@@ -149,6 +155,7 @@ pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
             );
             create_device_file(Path::new(&side.path), pool_dir(dir).join(SECOND_VDEV))?;
             let guid = pool.replace(&side.name, None, true)?;
+            drive_scan(pool, ScanFunction::Resilver)?;
             pool.wait_replaced(guid)?;
         }
     }
@@ -168,7 +175,7 @@ pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
     // Whole means no side still misses txgs. A resilver that ended early (a scan cancel
     // reaches resilvers too) leaves a side's dirty time log behind: start it again.
     for _ in 0..HEAL_RESILVERS_MAX {
-        pool.core.wait_scan(ScanFunction::Resilver)?;
+        drive_scan(pool, ScanFunction::Resilver)?;
         let missing: Vec<String> = (pool.core.io.vdevs.leaves())
             .filter(|leaf| !leaf.dtl.is_empty())
             .map(|leaf| leaf.path.display().to_string())
@@ -247,38 +254,61 @@ fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
     Ok(())
 }
 
-/// Run one whole scrub (after any scan in progress) and return what it found.
-pub(super) fn run_scrub(pool: &Pool) -> Result<tarn::pool::scan::ScanPhys, OpError> {
-    // A scrub left paused (`ScrubPause`) is in progress until resumed: waited for as it is,
-    // it would never end.
-    let paused = (pool.core.scan_status()).is_some_and(|status| {
-        status.phys.state == tarn::pool::scan::ScanState::Scanning
-            && status.phys.function == ScanFunction::Scrub
-            && status.phys.paused
-    });
-    if paused {
-        if let Err(error) = pool.core.request_scrub() {
-            return Err(OpError::Refused(format!(
-                "resuming the paused scrub: {error}"
-            )));
-        }
-        pool.sync()?;
-    }
-    pool.core.wait_scan(ScanFunction::Scrub)?;
+/// Run one whole scrub (after any scan in progress) and return what it found: a scrub that
+/// started after this call and finished, so that it visited every block born before.
+pub(super) fn run_scrub(pool: &Pool) -> Result<ScanPhys, OpError> {
+    drive_scan(pool, ScanFunction::Scrub)?;
+    cancel_paused_scrub(pool)?;
     if let Err(error) = pool.core.request_scrub() {
         return Err(OpError::Refused(format!("the scrub: {error}")));
     }
-    pool.sync()?;
-    pool.core.wait_scan(ScanFunction::Scrub)?;
-    let Some(status) = pool.core.scan_status() else {
+    drive_scan(pool, ScanFunction::Scrub)?;
+    let Some(phys) = scan_phys(pool) else {
         return Err(OpError::Refused("the scrub left no status".into()));
     };
-    let phys = status.phys;
-    if phys.function != ScanFunction::Scrub {
+    if phys.function != ScanFunction::Scrub || phys.state != ScanState::Finished {
         return Err(OpError::Refused(format!(
-            "a {} ran instead of the scrub",
-            phys.function.as_str()
+            "the scrub did not finish: the last scan is a {} {:?}",
+            phys.function.as_str(),
+            phys.state
         )));
     }
     Ok(phys)
+}
+
+/// Cancel a scrub paused by `ScrubPause`, so that a scrub requested next is a whole one: a
+/// paused scrub does not run (and is not waited for), a request would resume it, and a
+/// resumed scrub visits only what lies after its bookmark and was born before it started.
+pub(super) fn cancel_paused_scrub(pool: &Pool) -> Result<(), OpError> {
+    if scan_phys(pool).is_some_and(|phys| {
+        phys.function == ScanFunction::Scrub && phys.state == ScanState::Scanning && phys.paused
+    }) {
+        scan_request(pool.core.request_scan_cancel())?;
+        pool.sync()?;
+    }
+    Ok(())
+}
+
+/// The pool's last scan state, if it was ever scanned.
+pub(super) fn scan_phys(pool: &Pool) -> Option<ScanPhys> {
+    pool.core.scan_status().map(|status| status.phys)
+}
+
+/// Sync until no scan of `function` runs, a scan queued by a request included (the first
+/// sync starts it). A scan paced by `scan_blocks_per_txg_max` (the seed's choice: see
+/// `runner::SCAN_PACING`) would otherwise ride the txg timer, a second a txg, and the device
+/// operation waiting for it would hold the devices lock for tens of seconds; driven, it still
+/// spans tens of txgs, which is what pacing is for, and the other workers' operations land
+/// between them. A paused scrub does not run and is not waited for.
+pub(super) fn drive_scan(pool: &Pool, function: ScanFunction) -> Result<(), OpError> {
+    loop {
+        pool.sync()?;
+        let running = scan_phys(pool).is_some_and(|phys| {
+            phys.function == function && phys.state == ScanState::Scanning && !phys.paused
+        });
+        if !running {
+            return Ok(());
+        }
+        std::thread::sleep(DRIVE_INTERVAL);
+    }
 }

@@ -87,8 +87,11 @@ pub struct FaultCounts {
     injected: AtomicU64,
     /// I/Os they hit.
     hits: AtomicU64,
-    /// Bad copies the scrubs after them found (and repaired).
-    repaired: AtomicU64,
+    /// Bad copies the scrubs after them found (and repaired), and after the damage of
+    /// [`super::damage`].
+    pub(super) repaired: AtomicU64,
+    /// Copies damaged on one side by [`super::damage`].
+    pub(super) damaged: AtomicU64,
 }
 
 /// Where a child leaves its fault counts (overwritten; see [`FaultCounts::report`]).
@@ -97,26 +100,29 @@ pub fn fault_counts_path(dir: &std::path::Path) -> PathBuf {
 }
 
 impl FaultCounts {
-    /// Leave the counts for the parent: injections, I/Os hit, copies repaired.
+    /// Leave the counts for the parent: injections, I/Os hit, copies repaired, copies
+    /// damaged.
     pub fn report(&self, dir: &std::path::Path) {
         let text = format!(
-            "{} {} {}\n",
+            "{} {} {} {}\n",
             self.injected.load(Ordering::SeqCst),
             self.hits.load(Ordering::SeqCst),
-            self.repaired.load(Ordering::SeqCst)
+            self.repaired.load(Ordering::SeqCst),
+            self.damaged.load(Ordering::SeqCst)
         );
         let _ = std::fs::write(fault_counts_path(dir), text);
     }
 }
 
-/// The counts a child left (injections, I/Os hit, copies repaired); zeros if none.
-pub fn read_fault_counts(dir: &std::path::Path) -> [u64; 3] {
+/// The counts a child left (injections, I/Os hit, copies repaired, copies damaged); zeros
+/// if none.
+pub fn read_fault_counts(dir: &std::path::Path) -> [u64; 4] {
     let text = std::fs::read_to_string(fault_counts_path(dir)).unwrap_or_default();
     let numbers: Vec<u64> = text
         .split_whitespace()
         .filter_map(|word| word.parse().ok())
         .collect();
-    numbers.try_into().unwrap_or([0; 3])
+    numbers.try_into().unwrap_or([0; 4])
 }
 
 /// At a child's start: if the last child died between injecting silent corruption and its
@@ -177,7 +183,7 @@ impl Child {
 
     /// The operation: see the module documentation.
     pub(super) fn inject_fault(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
-        let _devices = self.devices.lock();
+        let _devices = self.lock_devices(pool)?;
         let Some(sides) = two_sides(pool) else {
             return refused("the mirror is not two whole sides");
         };

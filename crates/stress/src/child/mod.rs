@@ -32,10 +32,11 @@
 //!   renamed file system gets a new registry entry; the old one is left empty, and an
 //!   operation that picked it is refused);
 //! - the devices lock: every device operation, fault injection ([`faults`]: faults go on one
-//!   side only) and scan request holds it, so device operations run one at a time and each
-//!   sees its resilver through (a scan cancel also ends a resilver); each starts from a whole
-//!   mirror and leaves one ([`heal_mirror`]), so none takes away the only complete copy, and
-//!   the pool never loses data the oracle then blames on the engine;
+//!   side only), damage ([`damage`]) and scan request holds it, so device operations run one
+//!   at a time and each sees its resilver through (a scan cancel also ends a resilver); each
+//!   starts from a whole mirror and leaves one ([`heal_mirror`]), so none takes away the only
+//!   complete copy, and the pool never loses data the oracle then blames on the engine. It
+//!   is taken through [`Child::lock_devices`], which first settles damage left pending;
 //! - the registry of file systems (a plain mutex, held only to copy or change the list);
 //! - the second pool's lock, its set of copies being received into, and its list of sends
 //!   under way: sends hold the first pool's lock and the second's shared, and no lock of a
@@ -69,10 +70,12 @@ use tarn::fs::{
     FileSystem, FsError, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_NOREPLACE,
 };
 use tarn::pool::holds::Holder;
+use tarn::pool::scan::ScanFunction;
 use tarn::pool::{ImportOptions, Pool, PoolError};
 use tarn::tunables::Tunables;
 use tarn::types::Txg;
 
+mod damage;
 mod devices;
 mod faults;
 mod hostile;
@@ -83,7 +86,7 @@ mod resilver;
 mod space;
 
 use devices::{
-    create_device_file, flush_before_wipe, heal_mirror, replacement_path, two_sides,
+    create_device_file, drive_scan, flush_before_wipe, heal_mirror, replacement_path, two_sides,
     uberblock_txgs, wipe_device,
 };
 pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
@@ -241,7 +244,10 @@ struct Child {
     /// Makes names of new snapshots and file systems unique within the round.
     name_counter: AtomicU64,
     /// Held through each device operation: one at a time, each leaving the mirror whole.
+    /// Taken with [`Child::lock_devices`], which settles pending damage first.
     devices: Mutex<()>,
+    /// Copies damaged on one side whose scrub has not been judged yet ([`damage`]).
+    damage: Mutex<Option<damage::PendingDamage>>,
     /// The second pool, which sends go into (see [`replication`]).
     replica: replication::Replica,
     operations: AtomicU64,
@@ -276,6 +282,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
         generation_counter: AtomicU64::new(0),
         name_counter: AtomicU64::new(0),
         devices: Mutex::new(()),
+        damage: Mutex::new(None),
         replica: replication::Replica::default(),
         operations: AtomicU64::new(0),
         refusals: AtomicU64::new(0),
@@ -423,6 +430,15 @@ impl Child {
         self.journal.failure(why);
         self.report();
         std::process::exit(EXIT_INCONSISTENT)
+    }
+
+    /// Take the devices lock, and settle the damage a [`damage`] operation left pending:
+    /// whoever takes it next may take a side away or damage copies, which the judgment of the
+    /// scrub after the damage must not see.
+    fn lock_devices(&self, pool: &Pool) -> Result<parking_lot::MutexGuard<'_, ()>, OpError> {
+        let devices = self.devices.lock();
+        self.settle_damage(pool)?;
+        Ok(devices)
     }
 
     fn next_generation(&self) -> u64 {
@@ -803,19 +819,30 @@ impl Child {
             | Op::DeviceDetachAttach
             | Op::DeviceReplace => self.device_op(op, pool, rng),
             Op::InjectFault => self.inject_fault(pool, rng),
+            Op::DamageMirrorSide => {
+                {
+                    let _devices = self.lock_devices(pool)?;
+                    self.damage_mirror_side(pool, rng)?;
+                }
+                // The scrub after the damage runs while the other workers go on, without the
+                // devices lock (whoever takes it settles the damage first); then it is judged.
+                drive_scan(pool, ScanFunction::Scrub)?;
+                drop(self.lock_devices(pool)?);
+                Ok(())
+            }
             Op::NearFull => self.near_full(pool, rng),
             // Scan requests wait for a device operation to finish: a cancel or a pause
             // reaches a resilver too, and a device operation must see its resilver through.
             Op::ScrubStart => {
-                let _devices = self.devices.lock();
+                let _devices = self.lock_devices(pool)?;
                 scan_request(pool.core.request_scrub())
             }
             Op::ScrubPause => {
-                let _devices = self.devices.lock();
+                let _devices = self.lock_devices(pool)?;
                 scan_request(pool.core.request_scan_pause())
             }
             Op::ScrubStop => {
-                let _devices = self.devices.lock();
+                let _devices = self.lock_devices(pool)?;
                 scan_request(pool.core.request_scan_cancel())
             }
             Op::Resilver => self.resilver(pool, rng),
@@ -867,6 +894,10 @@ impl Child {
     /// Export and import again, every worker paused; see [`Reimport`] for the variants.
     fn export_import(&self, how: Reimport, rng: &mut StdRng) -> OpResult {
         let mut pool_guard = self.pool.write();
+        if let (Reimport::WipeSide, Some(pool)) = (how, pool_guard.as_ref()) {
+            // Damaged copies on the side kept would have no good copy once the other is wiped.
+            drop(self.lock_devices(pool)?);
+        }
         let Some(pool) = pool_guard.take() else {
             return Err(pool_missing());
         };
@@ -928,7 +959,7 @@ impl Child {
     /// back whole and resilvered ([`heal_mirror`]), whether it succeeded or was refused part
     /// way, so the next one never takes away the only good copy.
     fn device_op(&self, op: Op, pool: &Pool, rng: &mut StdRng) -> OpResult {
-        let _devices = self.devices.lock();
+        let _devices = self.lock_devices(pool)?;
         let Some(sides) = two_sides(pool) else {
             return refused("the mirror is not two whole sides");
         };
@@ -965,6 +996,7 @@ impl Child {
                     let new_path = replacement_path(&side.path);
                     create_device_file(&new_path, pool_dir(&self.plan.dir).join(SECOND_VDEV))?;
                     let guid = pool.replace(&side.name, Some(&new_path), true)?;
+                    drive_scan(pool, ScanFunction::Resilver)?;
                     pool.wait_replaced(guid)?;
                 }
                 _ => unreachable!("{op:?} is not a device operation"),

@@ -1,0 +1,260 @@
+//! Damaged sectors on one side of the mirror, and the scrub that must repair every one.
+//!
+//! # Theory
+//! A disk can return bad data without an error: the mirror's other side holds a good copy, and
+//! a scrub is what finds and rewrites every bad copy, whether or not anything reads it. Its
+//! promise is coverage: every block born before it started and still in the pool when it ends
+//! has been read on every side. A scan that skipped blocks (a snapshot destroyed under it that
+//! took the only walk of blocks its next dataset still holds, say) looks exactly like one that
+//! did not, unless some skipped block was bad. So [`crate::ops::Op::DamageMirrorSide`] makes bad copies
+//! where a scan has to look for them, and the scrub that follows is judged.
+//!
+//! The operation, holding the devices lock (so the mirror is whole and no device operation,
+//! fault injection or scan request runs meanwhile: [`super::devices`]),
+//! 1. takes a long hold on every snapshot of the pool, and damages the copies on ONE side,
+//!    chosen by the seed, of a few blocks of each snapshot's own interval (data and indirect
+//!    blocks of its files born after the snapshot before it, [`BLOCKS_PER_SNAPSHOT`]: the
+//!    blocks a scan visits with that snapshot, so that every snapshot's walk has bad copies
+//!    to find): bytes of the side's file are changed behind the engine's back, as a disk
+//!    returning bad data would. Snapshots never change and, held, cannot be destroyed, so
+//!    none of their blocks is freed and reused while it is being damaged;
+//! 2. releases the holds, starts a whole scrub (born after every damaged block) and notes the
+//!    damage as pending ([`PendingDamage`]);
+//! 3. releases the devices lock and drives the scrub, paced as the seed chose, while the
+//!    other workers destroy, clone, promote, roll back and export as they would, then takes
+//!    the lock again to settle the damage.
+//!
+//! The damage is settled ([`Child::settle_damage`]) by whoever first takes the devices lock
+//! (every device operation, fault injection, scan request and damage starts so, and the
+//! operation itself at its end), and before a mirror side is wiped for an import: it drives
+//! the pending scrub to its end (or, if that
+//! scrub did not finish, as when a rewind import went back before it, runs a whole one),
+//! which must leave no copy unrepaired and no error; then a second whole scrub must find no
+//! bad copy at all. Every damaged block was born before the first scrub started, so a bad
+//! copy the second one finds is a block still in the pool that the first one did not visit.
+//! Until then nothing can take a side away or damage copies (both need the devices lock or
+//! settle first), and a block freed between the damage and the first scrub's visit is in
+//! neither scrub's trees, so the second scrub's count is the first's misses exactly; a copy a
+//! reader repaired meanwhile is simply no longer bad.
+//!
+//! A child killed with damage pending leaves bad copies that no dirty time log names: the
+//! operation leaves the marker of injected corruption ([`CORRUPTION_MARKER`]) until the
+//! damage is settled, so the next child repairs them first ([`super::faults`]); and the
+//! settling syncs a few txgs after its last scrub, so that no rewind import reaches a txg in
+//! which a damaged block freed before the first scrub's visit is referenced again.
+
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use tarn::object::tree::visit_tree;
+use tarn::pool::holds::Holder;
+use tarn::pool::scan::{ScanFunction, ScanState};
+use tarn::pool::Pool;
+use tarn::types::{Guid, Txg};
+use tarn::vdev::label::VDEV_LABEL_START_SIZE;
+
+use super::devices::{cancel_paused_scrub, drive_scan, run_scrub, scan_phys, two_sides};
+use super::faults::CORRUPTION_MARKER;
+use super::{refused, Child, OpError, OpResult};
+
+/// Blocks of each snapshot's interval whose copy on the chosen side is damaged, at most.
+const BLOCKS_PER_SNAPSHOT: usize = 8;
+/// Bytes damaged at the start of each block, at most (within its checksummed bytes).
+const DAMAGE_BYTES_MAX: usize = 512;
+/// Syncs after the last scrub: more txgs than an explicit rewind goes back (see the module
+/// documentation).
+const SYNCS_AFTER: usize = 6;
+
+/// One copy to damage: the byte offset in the side's file, and how many bytes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Extent {
+    offset: u64,
+    bytes: u64,
+}
+
+/// Damage made by [`Child::damage_mirror_side`] and not yet settled.
+pub(super) struct PendingDamage {
+    /// The damaged side's file.
+    side: String,
+    copies: u64,
+    /// The pool's last synced txg once the damage was made: every damaged block was born in
+    /// it or before, and a scrub that started after it has `max_txg` at least this.
+    txg: Txg,
+}
+
+impl Child {
+    /// The operation: see the module documentation. The caller holds the devices lock, and
+    /// any damage made before has been settled.
+    pub(super) fn damage_mirror_side(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
+        let Some(sides) = two_sides(pool) else {
+            return refused("the mirror is not two whole sides");
+        };
+        let side = &sides[rng.gen_range(0..2)];
+        let guid = Guid(side.name.parse().expect("a side's name is its guid"));
+        let Some((mirror, _)) = pool.core.io.vdevs.leaf_by_guid(guid) else {
+            return refused("the side is gone");
+        };
+        let mut snapshots: Vec<String> = (pool.snapshots().into_iter())
+            .map(|info| info.name)
+            .collect();
+        snapshots.sort();
+        let mut extents = Vec::new();
+        let mut holds = Vec::new();
+        for snapshot in &snapshots {
+            // Destroyed since it was listed: nothing of it to damage.
+            let Ok(hold) = pool.long_hold(snapshot, Holder::Send) else {
+                continue;
+            };
+            holds.push(hold);
+            let previous = pool.dataset_records(snapshot)?.phys.prev_snapshot_txg;
+            let objset = pool.snapshot_objset(snapshot)?;
+            let mut candidates = Vec::new();
+            let objects = objset.synced_objects().map_err(engine_error)?;
+            for (_, dnode) in objects {
+                visit_tree(&pool.core.io, &dnode, &mut |bp| {
+                    if bp.embedded || bp.is_hole() || bp.is_gang() || bp.birth_logical <= previous {
+                        return Ok(());
+                    }
+                    for dva in bp.copies().filter(|dva| dva.vdev == mirror.id) {
+                        candidates.push(Extent {
+                            offset: VDEV_LABEL_START_SIZE + dva.offset,
+                            bytes: u64::from(bp.size_physical)
+                                .min(dva.size_allocated)
+                                .min(DAMAGE_BYTES_MAX as u64),
+                        });
+                    }
+                    Ok(())
+                })
+                .map_err(engine_error)?;
+            }
+            extents.extend(
+                candidates
+                    .choose_multiple(rng, BLOCKS_PER_SNAPSHOT)
+                    .copied(),
+            );
+        }
+        // A block shared by two snapshots is damaged once.
+        extents.sort();
+        extents.dedup();
+        let marker = self.plan.dir.join(CORRUPTION_MARKER);
+        std::fs::write(&marker, b"")
+            .map_err(|error| OpError::Inconsistent(format!("{}: {error}", marker.display())))?;
+        let copies = damage(&side.path, &extents, rng)?;
+        drop(holds);
+        self.faults.damaged.fetch_add(copies, Ordering::Relaxed);
+        log::info!(
+            "damaged {copies} copies on {} in {} snapshots",
+            side.path,
+            snapshots.len()
+        );
+        *self.damage.lock() = Some(PendingDamage {
+            side: side.path.clone(),
+            copies,
+            txg: pool.last_synced_txg(),
+        });
+        // The whole scrub that must repair them: one running now started before the damage.
+        drive_scan(pool, ScanFunction::Scrub)?;
+        cancel_paused_scrub(pool)?;
+        if let Err(error) = pool.core.request_scrub() {
+            // Settled with a scrub of its own, then.
+            log::info!("the scrub after the damage: {error}");
+        }
+        Ok(())
+    }
+
+    /// Judge the scrub after the pending damage, if any (see the module documentation). The
+    /// caller holds the devices lock, or the pool exclusively.
+    pub(super) fn settle_damage(&self, pool: &Pool) -> OpResult {
+        let Some(pending) = self.damage.lock().take() else {
+            return Ok(());
+        };
+        let settled = self.settle(pool, &pending);
+        if let Err(OpError::Refused(_)) = &settled {
+            // Still pending: a later holder of the devices lock settles it.
+            *self.damage.lock() = Some(pending);
+        }
+        settled
+    }
+
+    fn settle(&self, pool: &Pool, pending: &PendingDamage) -> OpResult {
+        drive_scan(pool, ScanFunction::Resilver)?;
+        drive_scan(pool, ScanFunction::Scrub)?;
+        let first = match scan_phys(pool) {
+            Some(phys)
+                if phys.function == ScanFunction::Scrub
+                    && phys.state == ScanState::Finished
+                    && phys.max_txg >= pending.txg =>
+            {
+                phys
+            }
+            _ => run_scrub(pool)?,
+        };
+        if first.unrepaired > 0 || first.errors > 0 {
+            return Err(OpError::Inconsistent(format!(
+                "settling an earlier DamageMirrorSide: {} copies damaged on {}, the other side whole: the scrub after found {} bad copies, {} unrepaired, {} errors",
+                pending.copies, pending.side, first.copies_bad, first.unrepaired, first.errors
+            )));
+        }
+        let second = run_scrub(pool)?;
+        if second.copies_bad > 0 || second.unrepaired > 0 || second.errors > 0 {
+            return Err(OpError::Inconsistent(format!(
+                "settling an earlier DamageMirrorSide: {} copies damaged on {} in txg {} or before; the scrub after (txgs {}..={} scanned) found {} bad copies and repaired them, and a second scrub found {} more ({} unrepaired, {} errors): the first scrub did not visit every block",
+                pending.copies,
+                pending.side,
+                pending.txg,
+                first.min_txg,
+                first.max_txg,
+                first.copies_bad,
+                second.copies_bad,
+                second.unrepaired,
+                second.errors
+            )));
+        }
+        for _ in 0..SYNCS_AFTER {
+            pool.sync()?;
+        }
+        let marker = self.plan.dir.join(CORRUPTION_MARKER);
+        std::fs::remove_file(&marker)
+            .map_err(|error| OpError::Inconsistent(format!("{}: {error}", marker.display())))?;
+        self.faults
+            .repaired
+            .fetch_add(first.copies_bad, Ordering::Relaxed);
+        log::info!(
+            "{} copies damaged on {}: the scrub after found {} bad, the second none",
+            pending.copies,
+            pending.side,
+            first.copies_bad
+        );
+        Ok(())
+    }
+}
+
+/// An engine error met while listing a held snapshot's blocks: damage, as any read error.
+fn engine_error(error: tarn::object::ObjectError) -> OpError {
+    tarn::pool::PoolError::Object(error).into()
+}
+
+/// Change the first bytes of each extent of the side's file (every byte flipped, so each
+/// copy is surely bad) and make it durable; the copies damaged.
+fn damage(path: &str, extents: &[Extent], rng: &mut StdRng) -> Result<u64, OpError> {
+    let io = |error: std::io::Error| OpError::Inconsistent(format!("damaging {path}: {error}"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    for extent in extents {
+        let length = rng.gen_range(1..=extent.bytes as usize);
+        let mut bytes = vec![0u8; length];
+        file.read_exact_at(&mut bytes, extent.offset).map_err(io)?;
+        for byte in &mut bytes {
+            *byte = !*byte;
+        }
+        file.write_all_at(&bytes, extent.offset).map_err(io)?;
+    }
+    file.sync_data().map_err(io)?;
+    Ok(extents.len() as u64)
+}
