@@ -76,8 +76,8 @@ pub fn device(
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
-/// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs,
-/// showing progress on a terminal.
+/// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs
+/// (a paused one does not), showing progress on a terminal.
 pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Failure> {
     let progress = std::io::stderr().is_terminal();
     let mut shown = false;
@@ -90,7 +90,10 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
             return Ok(forward(response));
         }
         let scan = &response.data["scan"];
-        let running = scan["function"] == function && scan["state"] == "scanning";
+        // A paused scrub does not end by itself: waiting ends, as zpool wait's does.
+        let running = scan["function"] == function
+            && scan["state"] == "scanning"
+            && scan["paused"] != true;
         if !running {
             break;
         }
