@@ -170,21 +170,30 @@ fn appends_to_many_small_files_beside_syncs_and_readers_match_a_model() {
             }
         })
     };
+    // The writers start once the reader runs: on a loaded machine they could otherwise finish
+    // before the reader's first look, which then saw nothing (a CI failure, now and then).
+    let reader_runs = Arc::new(std::sync::Barrier::new(2));
     let reader = {
         let (fs, done, files) = (fs.clone(), done.clone(), files.clone());
+        let reader_runs = reader_runs.clone();
         std::thread::spawn(move || {
             // What a read catches while files grow: checked against the final contents below
             // (appends never change bytes already written, so each read is a prefix of them).
+            reader_runs.wait();
             let mut seen = Vec::new();
-            while !done.load(std::sync::atomic::Ordering::Relaxed) && seen.len() < 3000 {
+            loop {
                 for &ino in files.iter().flatten() {
                     let size = fs.getattr(ino).unwrap().size;
                     seen.push((ino, fs.read(ino, 0, size as usize).unwrap()));
+                }
+                if done.load(std::sync::atomic::Ordering::Relaxed) || seen.len() >= 3000 {
+                    break;
                 }
             }
             seen
         })
     };
+    reader_runs.wait();
     let writers: Vec<_> = files
         .iter()
         .enumerate()
