@@ -91,9 +91,8 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
         }
         let scan = &response.data["scan"];
         // A paused scrub does not end by itself: waiting ends, as zpool wait's does.
-        let running = scan["function"] == function
-            && scan["state"] == "scanning"
-            && scan["paused"] != true;
+        let running =
+            scan["function"] == function && scan["state"] == "scanning" && scan["paused"] != true;
         if !running {
             break;
         }
