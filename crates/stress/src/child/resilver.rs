@@ -100,7 +100,7 @@ fn during(
 impl Child {
     /// The operation: see the module documentation.
     pub(super) fn resilver(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
-        let _devices = self.devices.lock();
+        let _devices = self.lock_devices(pool)?;
         let Some(sides) = two_sides(pool) else {
             return refused("the mirror is not two whole sides");
         };
