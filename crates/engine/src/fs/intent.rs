@@ -350,7 +350,7 @@ impl FileSystem {
                 if self.znode(object)?.kind() != FileKind::Regular {
                     return Ok(false);
                 }
-                self.write(object, *offset, data)?;
+                self.write_from(object, *offset, data, WriteSource::Replay)?;
             }
             RecordBody::WriteIndirect {
                 offset,
@@ -366,7 +366,8 @@ impl FileSystem {
                 // returned).
                 let block = self.objset.io().read(bp).map_err(ObjectError::from)?;
                 let start = *block_offset as usize;
-                self.write(object, *offset, &block[start..start + *length as usize])?;
+                let data = &block[start..start + *length as usize];
+                self.write_from(object, *offset, data, WriteSource::Replay)?;
             }
             RecordBody::Setattr {
                 mask,

@@ -144,6 +144,8 @@ pub enum WriteSource {
     /// The write-back of pages a kernel cache accepted earlier; `after_loss` once an
     /// earlier write-back of the same file was lost.
     WriteBack { after_loss: bool },
+    /// A write the intent log replays at import ([`Admission::Replay`]).
+    Replay,
 }
 
 impl WriteSource {
@@ -152,6 +154,7 @@ impl WriteSource {
         match self {
             WriteSource::Caller | WriteSource::Direct => Admission::Ordinary,
             WriteSource::WriteBack { .. } => Admission::WriteBack,
+            WriteSource::Replay => Admission::Replay,
         }
     }
 }

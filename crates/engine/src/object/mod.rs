@@ -224,6 +224,10 @@ pub enum Admission {
     /// The write-back of pages a kernel cache accepted earlier: the caller was told its
     /// write(2) succeeded, so this write may use the space held back for it.
     WriteBack,
+    /// A write the intent log replays at import: admitted before the crash and promised by
+    /// an fsync, so it may also use half of the slop (as OpenZFS lets recovery changes use
+    /// half of it, ZFS_SPACE_CHECK_RESERVED). Refused, it would lose what fsync promised.
+    Replay,
 }
 
 /// How blocks enter and leave an object set's trees. Owned by this layer, implemented above:

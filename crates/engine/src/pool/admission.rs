@@ -77,22 +77,33 @@ pub(super) struct PoolReservation {
 
 impl PoolReservation {
     fn fits(&self, bytes: u64, metadata: u64, admission: Admission) -> bool {
-        let held_back = match admission {
-            Admission::Ordinary => self.held_back.load(Ordering::Relaxed),
-            Admission::WriteBack => 0,
+        let (held_back, slop_kept) = match admission {
+            Admission::Ordinary => (self.held_back.load(Ordering::Relaxed), SlopKept::All),
+            Admission::WriteBack => (0, SlopKept::All),
+            Admission::Replay => (0, SlopKept::Half),
         };
-        admission_fits(&self.io, &self.txgs, bytes, metadata, held_back)
+        admission_fits(&self.io, &self.txgs, bytes, metadata, held_back, slop_kept)
     }
 }
 
+/// How much of the slop a write leaves alone.
+#[derive(Clone, Copy)]
+enum SlopKept {
+    All,
+    /// An intent-log replay's write ([`Admission::Replay`]).
+    Half,
+}
+
 /// Would a write of `bytes` (and `metadata` bytes of indirect blocks) be admitted now (see
-/// [`PoolReservation`]), leaving `held_back` bytes free? Takes no space-layer lock.
+/// [`PoolReservation`]), leaving `held_back` bytes and the slop (or half of it) free? Takes
+/// no space-layer lock.
 fn admission_fits(
     io: &BlockIo,
     txgs: &TxgManager,
     bytes: u64,
     metadata: u64,
     held_back: u64,
+    slop_kept: SlopKept,
 ) -> bool {
     let totals = io.space.counters();
     let (dirty, reserved) = txgs.dirty_and_reserved();
@@ -102,10 +113,12 @@ fn admission_fits(
         .saturating_add(reserved)
         .saturating_add(metadata)
         .saturating_add(held_back);
-    needed
-        <= totals
-            .free
-            .saturating_sub(totals.slop(io.tunables.spa_min_slop))
+    let slop = totals.slop(io.tunables.spa_min_slop);
+    let kept = match slop_kept {
+        SlopKept::All => slop,
+        SlopKept::Half => slop / 2,
+    };
+    needed <= totals.free.saturating_sub(kept)
 }
 
 impl WriteReservation for PoolReservation {
@@ -172,6 +185,7 @@ impl PoolCore {
             bytes,
             0,
             self.held_back.load(Ordering::Relaxed),
+            SlopKept::All,
         )
     }
 }
