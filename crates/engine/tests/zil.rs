@@ -691,3 +691,78 @@ fn an_fsynced_write_is_replayed_on_a_pool_down_to_its_slop() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// A record that cannot be replayed ends replay there, as OpenZFS's zil_replay does: the
+/// records before it are applied, it and every record after it are given up (and counted),
+/// and the log is done with, so the file system is in a state it had before the crash rather
+/// than one it never had. Before, the failed record was skipped and the records after it
+/// applied: a later write could land over a missing earlier one.
+#[test]
+fn a_record_that_fails_at_replay_ends_replay_with_the_records_before_it_applied() {
+    use std::sync::atomic::Ordering;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pool = new_pool(dir.path());
+    let fs = open_fs(&pool);
+    let root = fs.root();
+    let first = fs.create(root, b"first", 0o644, 0, 0).unwrap().ino;
+    let failing = fs.create(root, b"failing", 0o644, 0, 0).unwrap().ino;
+    let last = fs.create(root, b"last", 0o644, 0, 0).unwrap().ino;
+    fs.write(last, 0, &pattern(1, 8192)).unwrap();
+    pool.sync().unwrap();
+
+    let pause = pool.core.txgs.pause_syncs();
+    let first_data = pattern(2, 8192);
+    fs.write(first, 0, &first_data).unwrap();
+    fs.fsync(first).unwrap();
+    fs.write(failing, 0, &pattern(3, 8192)).unwrap();
+    fs.fsync(failing).unwrap();
+    // Over the synced data of `last`: applied after the failed record, it would be a state
+    // the file system never had.
+    fs.write(last, 0, &pattern(4, 4096)).unwrap();
+    fs.fsync(last).unwrap();
+    drop(pause);
+    drop(fs);
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+
+    let pool = import(dir.path(), POOL, tiny());
+    tarn::fs::test_hook_fail_replay_of(Some(failing));
+    let opened = pool.file_system();
+    tarn::fs::test_hook_fail_replay_of(None);
+    let fs = opened.expect("a failed record does not keep the file system from opening");
+    let stats = &fs.intent_log().unwrap().stats;
+    assert!(
+        stats.replayed.load(Ordering::Relaxed) >= 1,
+        "no record applied"
+    );
+    // The failed record and the ones after it (a write may make more than one record).
+    assert!(
+        stats.replay_abandoned.load(Ordering::Relaxed) >= 2,
+        "records given up: {}",
+        stats.replay_abandoned.load(Ordering::Relaxed)
+    );
+    assert!(
+        read_all(&fs, first) == first_data,
+        "a record before the failed one was lost"
+    );
+    assert!(read_all(&fs, failing).is_empty());
+    assert!(
+        read_all(&fs, last) == pattern(1, 8192),
+        "a record after the failed one was applied"
+    );
+    drop(fs);
+    pool.sync().unwrap();
+    check_clean(&pool, "after a replay that gave up");
+    // The log is done with: the next import replays nothing.
+    pool.core.txgs.suspend("test crash".into());
+    drop(pool);
+    let pool = import(dir.path(), POOL, tiny());
+    let fs = open_fs(&pool);
+    let stats = &fs.intent_log().unwrap().stats;
+    assert_eq!(stats.replayed.load(Ordering::Relaxed), 0);
+    assert!(read_all(&fs, last) == pattern(1, 8192));
+    drop(fs);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

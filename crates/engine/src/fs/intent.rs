@@ -28,7 +28,9 @@
 //! link whose name is taken, are skipped. Each operation is one transaction, so a crash during
 //! replay leaves a prefix of the records applied, and replaying again from the start skips
 //! that prefix's changes that still stand and redoes the rest in the same order: it converges
-//! on the same tree. Objects replay makes without a record of their own (an xattr directory)
+//! on the same tree. A record that fails (an in-place block a power cut lost, say) ends replay
+//! there, as OpenZFS's zil_replay stops at its first error: applying later records over a
+//! missing one could make a state the file system never had. Objects replay makes without a record of their own (an xattr directory)
 //! are numbered above every object a record names, so they never take a number a later
 //! create needs.
 
@@ -36,6 +38,23 @@ use super::*;
 use crate::types::Txg;
 use crate::zil::record::{setattr_mask, LogTime, Record, RecordBody, RENAME_FLAGS_LOGGED};
 use crate::zil::{Change, Logbias, SyncMode};
+
+thread_local! {
+    /// Test hook, off: [`test_hook_fail_replay_of`].
+    static REPLAY_FAILS_FOR: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Test hook, off unless a test sets it: replay on this thread fails the first record of
+/// `object` as a record that cannot be applied would (an unreadable in-place block, say).
+/// Per thread, so that tests running beside it are untouched.
+#[doc(hidden)]
+pub fn test_hook_fail_replay_of(object: Option<u64>) {
+    REPLAY_FAILS_FOR.set(object);
+}
+
+fn test_hook_replay_fails_for(object: u64) -> bool {
+    REPLAY_FAILS_FOR.get() == Some(object)
+}
 
 pub(super) fn log_time(time: Timestamp) -> LogTime {
     LogTime {
@@ -268,28 +287,50 @@ impl FileSystem {
             self.objset
                 .reserve_object_numbers(highest.saturating_add(1));
         }
+        let mut abandoned = 0usize;
         let synced = replay.header.claimed_through;
-        for record in &replay.records {
-            match self.replay_record(record, synced) {
+        for (index, record) in replay.records.iter().enumerate() {
+            let outcome = if test_hook_replay_fails_for(record.object) {
+                Err(FsError::Engine("replay failure injected by a test".into()))
+            } else {
+                self.replay_record(record, synced)
+            };
+            match outcome {
                 Ok(true) => applied += 1,
                 Ok(false) => skipped += 1,
                 Err(error) => {
-                    log::warn!(
-                        "intent log replay: record {} (object {}): {error}; skipped",
+                    // Stop here, as OpenZFS's zil_replay does: a record applied after one that
+                    // failed could make a state the file system never had (a later write over
+                    // an earlier one missing, a rename of a name never made); the records
+                    // before it are a state it had.
+                    abandoned = replay.records.len() - index;
+                    log::error!(
+                        "intent log replay: record {} (object {}) failed: {error}; it and the {} \
+                         records after it are not replayed, and what fsync promised for them is \
+                         lost",
                         record.sequence,
-                        record.object
+                        record.object,
+                        abandoned - 1
                     );
-                    skipped += 1;
+                    break;
                 }
             }
         }
         zil.stats
             .replayed
             .fetch_add(applied as u64, std::sync::atomic::Ordering::Relaxed);
+        zil.stats
+            .replay_abandoned
+            .fetch_add(abandoned as u64, std::sync::atomic::Ordering::Relaxed);
+        // A pool that cannot sync (suspended by I/O errors) fails the open here and keeps the
+        // log for the next import; only a record that failed on a working pool is given up.
         self.txgs.wait_synced(None)?;
         zil.finish_replay(&self.objset)
             .map_err(|error| FsError::Engine(error.to_string()))?;
-        log::info!("intent log replayed: {applied} records applied, {skipped} skipped");
+        log::info!(
+            "intent log replayed: {applied} records applied, {skipped} skipped as already \
+             there, {abandoned} not replayed"
+        );
         Ok(())
     }
 

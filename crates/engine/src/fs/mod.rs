@@ -94,6 +94,7 @@ mod unlinked;
 pub mod xattr;
 
 use intent::setattr_mask_of;
+pub use intent::test_hook_fail_replay_of;
 use nodes::NodeOrigin;
 use unlinked::Dropped;
 

@@ -268,6 +268,8 @@ pub struct ZilStats {
     pub txg_waits: AtomicU64,
     /// Records applied by replay at open.
     pub replayed: AtomicU64,
+    /// Records replay gave up: one that failed and every record after it.
+    pub replay_abandoned: AtomicU64,
 }
 
 impl ZilStats {
@@ -305,6 +307,11 @@ impl ZilStats {
             ),
             ("zil_commit_txg_wait_count", false, load(&self.txg_waits)),
             ("zil_replay_count", false, load(&self.replayed)),
+            (
+                "zil_replay_abandoned_count",
+                false,
+                load(&self.replay_abandoned),
+            ),
         ]
     }
 }
