@@ -166,6 +166,11 @@ tunables! {
     /// longer keeps the sync thread syncing back to back and advances once per txg timeout: a
     /// slow, predictable scan for tests that interrupt one.
     scan_blocks_per_txg_max: u64 = u64::MAX,
+    /// Record every block a scrub started in this process verifies (tarn's; off), so that a
+    /// test can check the scrub's promise directly: every block born before it started and
+    /// still in the pool when it ended was visited ([`crate::pool::scan::ScrubVisits`]).
+    /// Costs a set entry per block scanned.
+    scan_record_visits: bool = false,
     /// Most entries a clone's newest livelist sub-list takes before the next txg starts
     /// another (zfs_livelist_max_entries); frees of older blocks still go to their birth's
     /// sub-list. Also about the most entries condensing holds in memory.

@@ -27,7 +27,25 @@ const FS: &str = "scanns/fs";
 fn slow() -> Tunables {
     let mut tunables = tiny();
     tunables.scan_blocks_per_txg_max = 16;
+    tunables.scan_record_visits = true;
     tunables
+}
+
+/// The scrub's promise checked block by block: every block of the pool now born before the
+/// last scrub started was verified by it (`PoolCore::scrub_unvisited`).
+fn assert_every_block_visited(pool: &Pool) {
+    let visits = pool
+        .core
+        .take_scrub_visits()
+        .expect("the finished scrub's record of what it verified");
+    let (compared, missed) = pool.core.scrub_unvisited(&visits).unwrap();
+    assert!(compared > 0, "no block to compare");
+    assert!(
+        missed.is_empty(),
+        "the scrub skipped {} of {compared} blocks, e.g. {:?}",
+        missed.len(),
+        &missed[..missed.len().min(3)]
+    );
 }
 
 const FILES: [(&str, u64, usize); 3] = [
@@ -139,7 +157,9 @@ fn a_scrub_visits_every_block_when_a_snapshot_goes_mid_scan() {
     });
     assert!(destroyed, "the scan never stood between the head and @s2");
     assert_eq!(interrupted.errors, 0);
+    assert_every_block_visited(&pool);
     let full = scrub_driving(&pool, |_| {});
+    assert_every_block_visited(&pool);
     assert!(
         interrupted.examined + full.examined / 10 >= full.examined,
         "the interrupted scrub examined {} bytes, a full one {}",
