@@ -184,6 +184,8 @@ pub fn tunables(ashift: u32, scan_blocks_per_txg_max: u64) -> Tunables {
     Tunables {
         vdev_ashift: ashift,
         scan_blocks_per_txg_max,
+        // For the direct check of every scrub's coverage (`child::devices`).
+        scan_record_visits: true,
         ..Tunables::tiny()
     }
 }

@@ -56,7 +56,9 @@ use tarn::pool::Pool;
 use tarn::types::{Guid, Txg};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
 
-use super::devices::{cancel_paused_scrub, drive_scan, run_scrub, scan_phys, two_sides};
+use super::devices::{
+    cancel_paused_scrub, check_scrub_coverage, drive_scan, run_scrub, scan_phys, two_sides,
+};
 use super::faults::CORRUPTION_MARKER;
 use super::{refused, Child, OpError, OpResult};
 
@@ -192,6 +194,7 @@ impl Child {
             }
             _ => run_scrub(pool)?,
         };
+        check_scrub_coverage(pool)?;
         if first.unrepaired > 0 || first.errors > 0 {
             return Err(OpError::Inconsistent(format!(
                 "settling an earlier DamageMirrorSide: {} copies damaged on {}, the other side whole: the scrub after found {} bad copies, {} unrepaired, {} errors",
