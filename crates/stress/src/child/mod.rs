@@ -384,12 +384,12 @@ impl Child {
             match self.import(Some(Txg(txg))) {
                 Ok(pool) => return Ok(pool),
                 Err(why) if why.contains("no valid uberblock of txg") => {
-                    log::debug!("{why}; trying an older txg");
+                    log::warn!("{why}; trying an older txg");
                 }
                 Err(why) => return Err(why),
             }
         }
-        log::info!("no uberblock among {candidates:?} opens: importing unrewound");
+        log::warn!("no uberblock among {candidates:?} opens: importing unrewound");
         self.import(None)
     }
 
@@ -927,7 +927,19 @@ impl Child {
             };
             let txgs = uberblock_txgs(newest);
             let back = rng.gen_range(1..=2).min(txgs.len());
-            rewind_candidates = Some(txgs[back..].iter().take(4).copied().collect::<Vec<u64>>());
+            // Only txgs the rewind promise covers: the two before the newest. A candidate
+            // further back (tried when the nearer ones carry another guid sum) may reference
+            // blocks the txgs after it freed and reused, and a read-write import of it would
+            // build on them: the pool layer opens exactly the txg asked for, so the caller
+            // must stay inside the window (`import -F` checks a tree before going further).
+            let oldest_promised = newest
+                .txg
+                .saturating_sub(tarn::types::TXG_DEFER_SIZE as u64);
+            rewind_candidates = Some(
+                (txgs[back..].iter().copied())
+                    .filter(|txg| *txg >= oldest_promised)
+                    .collect::<Vec<u64>>(),
+            );
             // A rewind takes back what the txgs after it held, fsynced or not.
             self.journal.drop_everything();
         }
