@@ -74,9 +74,9 @@ pub struct CacheFile {
 /// The default cache file of the daemon on `socket` (see the module documentation).
 pub fn default_path(socket: &Path) -> PathBuf {
     if let Some(path) = std::env::var_os(CACHEFILE_ENV).filter(|value| !value.is_empty()) {
-        return crate::ops::absolute(Path::new(&path));
+        return tarn_protocol::absolute(Path::new(&path));
     }
-    if socket == Path::new(crate::client::DEFAULT_SOCKET) {
+    if socket == Path::new(tarn_protocol::client::DEFAULT_SOCKET) {
         PathBuf::from(CACHEFILE_SYSTEM)
     } else {
         let mut text = socket.as_os_str().to_owned();
@@ -236,7 +236,7 @@ mod tests {
             PathBuf::from("/tmp/x/tarn.sock.cache")
         );
         assert_eq!(
-            default_path(Path::new(crate::client::DEFAULT_SOCKET)),
+            default_path(Path::new(tarn_protocol::client::DEFAULT_SOCKET)),
             PathBuf::from(CACHEFILE_SYSTEM)
         );
     }

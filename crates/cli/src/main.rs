@@ -13,64 +13,49 @@
 //! The verb bodies that act on an open pool (`ops`) print through `out!`/`err!`, which the
 //! daemon captures, so a verb prints the same text wherever it ran.
 //!
-//! # Layout (layers from the leaves up; each imports only modules listed above it, except
-//! inside `daemon`, where each imports only those listed below it; no cycles)
+//! # Crates
+//! The command side is three crates beside the engine (`tarn`) and the FUSE layer
+//! (`tarn-fuse`); the compiler keeps them apart:
 //! ```text
-//! error        the Failure a user reads, and the exit Status
-//! format       sizes, percentages and the table printer (-H, -p, -o, -j)
-//! output       out!/err! and the daemon's per-request capture
-//! protocol     the wire protocol: Request, Response, the files beside the socket
-//!   rows       the rows both sides share (pool list/status, dataset list/get)
+//! tarn-protocol  what both sides of the socket share: the wire protocol (Request, Response,
+//!                frames, rows), the client, the kstat tables, the Prometheus renderer,
+//!                Failure, the table printer, out!/err!
+//! tarn-bench     tarn bench: the benchmarks (depends on tarn-protocol, never on this crate)
+//! tarn-cli       this crate, the `tarn` binary: clap, the verbs, the daemon, quickstart
+//! ```
+//! `tarn bench` is compiled in with the `bench` cargo feature (on by default).
+//!
+//! # Layout of this crate (from the leaves up)
+//! ```text
+//! records      what a pool records about itself (errors, history), as printed
+//! scan_report  the scan: lines of pool status
 //! ops          verb bodies on an open pool, wherever it is open (daemon or this process)
-//! client       finding, asking and starting the daemon
+//! cachefile    the cache file (pools to import after a reboot)
 //! verbs        the CLI side, one module per family:
-//!   pool       tarn pool ... (zpool)
-//!   dataset    tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
-//!   inspect    tarn check, tarn debug ... (zdb)
-//!   stat       tarn stat (kstat tables)
-//!   iostat     tarn pool iostat
+//!   pool, pool_cache, pool_records, devices, scrub   tarn pool ... (zpool)
+//!   dataset      tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
+//!   replication  tarn send|receive
+//!   inspect      tarn check, tarn debug ... (zdb)
+//!   inject       tarn inject (zinject)
+//!   stat, arcstat, iostat   tarn stat (kstat tables), tarn pool iostat
 //! daemon       the server: socket, lock, lifetime, log (mod), then:
 //!   handlers   dispatch of each request to its family
-//!   pool, inspect, datasets   the daemon side of each family
-//!   held       the daemon's state, the pools it holds, the answer types
-//!   mounts     mounted file systems
-//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries),
-//!              the steady-state harness (steady: bench run, bench steady)
+//!   pool, devices, scan, datasets, snapshots, streams, inspect, inject   the daemon side of each family
+//!   held, cache, history, failmode   the daemon's state, the pools it holds; the cache file;
+//!                                    pool history; the failmode watcher
+//!   mounts, snapdir   mounted file systems and their .zfs/snapshot
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```
-//! The client side (`client`, `verbs`) and `daemon` never import each other: they meet in
-//! `protocol` and share `ops`. Only `main` names both (`tarn daemon` runs the server).
+//! The client side (`verbs`) and `daemon` never import each other: they meet in
+//! `tarn_protocol` and share `ops`. Only `main` names both (`tarn daemon` runs the server).
 
-/// `println!` that never panics: output into a closed pipe (`tarn ... | head`) is dropped, so a
-/// command still finishes its work (and exports its pool) when nobody reads what it prints. In
-/// the daemon the line goes into the request's captured output instead.
-macro_rules! out {
-    () => {
-        $crate::output::write_stdout_line(format_args!(""))
-    };
-    ($($arg:tt)*) => {
-        $crate::output::write_stdout_line(format_args!($($arg)*))
-    };
-}
+#[macro_use]
+extern crate tarn_protocol;
 
-/// `eprintln!` that the daemon captures like `out!`.
-macro_rules! err {
-    ($($arg:tt)*) => {
-        $crate::output::write_stderr_line(format_args!($($arg)*))
-    };
-}
-
-mod bench;
 mod cachefile;
-mod client;
 mod daemon;
-mod error;
-mod format;
-mod metrics;
 mod ops;
-mod output;
-mod protocol;
 mod quickstart;
 mod records;
 mod scan_report;
@@ -80,8 +65,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use error::{Failure, Status};
-use format::ListFormat;
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::ListFormat;
 use verbs::pool::ImportFlags;
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
@@ -347,8 +333,9 @@ enum Command {
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
     /// Benchmarks.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(tarn_bench::BenchCommand),
 }
 
 #[derive(Args, Clone)]
@@ -636,10 +623,10 @@ enum DebugCommand {
 fn version_verb(socket: &Path) -> Result<Status, Failure> {
     out!(
         "tarn {} (protocol {})",
-        protocol::BUILD_VERSION,
-        protocol::PROTOCOL_VERSION
+        tarn_protocol::BUILD_VERSION,
+        tarn_protocol::PROTOCOL_VERSION
     );
-    let Some(response) = client::ask_if_running(socket, &protocol::Request::Ping)? else {
+    let Some(response) = client::ask_if_running(socket, &tarn_protocol::Request::Ping)? else {
         out!("no tarn daemon running on {}", socket.display());
         return Ok(0);
     };
@@ -685,7 +672,7 @@ fn daemon_verb(
     out!(
         "tarn daemon {pid} listening on {} (log: {})",
         socket.display(),
-        protocol::log_path(socket).display()
+        tarn_protocol::log_path(socket).display()
     );
     Ok(0)
 }
@@ -975,8 +962,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)
         }
+        #[cfg(feature = "bench")]
         Command::Bench(command) => {
-            bench::run(command, socket)?;
+            tarn_bench::run(command, socket)?;
             Ok(0)
         }
     }

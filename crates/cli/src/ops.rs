@@ -9,9 +9,9 @@ use tarn::pool::props::PoolValue;
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevLayout};
 use tarn::tunables::Tunables;
 
-use crate::error::Failure;
-use crate::format;
-use crate::protocol::rows::{PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry};
+use tarn_protocol::error::Failure;
+use tarn_protocol::format;
+use tarn_protocol::rows::{PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry};
 
 /// Create a pool and say so; the caller decides whether it stays open.
 pub fn create(
@@ -910,18 +910,6 @@ pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Resu
     })
     .map_err(|e| Failure(e.to_string()))?;
     Ok(())
-}
-
-/// Make a path absolute against this process's working directory (requests to the daemon
-/// carry only absolute paths: the daemon's working directory is `/`).
-pub fn absolute(path: &std::path::Path) -> PathBuf {
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
-    }
 }
 
 pub fn dirs_or_default(dirs: &[PathBuf]) -> Vec<PathBuf> {

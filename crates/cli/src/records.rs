@@ -64,7 +64,7 @@ pub fn history_text(pool: &str, rows: &[HistoryRow], long: bool) -> String {
         // format::utc_time gives `YYYY-MM-DD HH:MM`; zpool joins date and time with a dot.
         let time = format!(
             "{}:{:02}",
-            crate::format::utc_time(row.time_seconds).replacen(' ', ".", 1),
+            tarn_protocol::format::utc_time(row.time_seconds).replacen(' ', ".", 1),
             row.time_seconds % 60
         );
         text.push_str(&format!("{time} {}", row.command));

@@ -8,11 +8,11 @@ use tarn::pool::scan::{ScanFunction, ScanState, ScanStatus};
 use tarn::pool::Pool;
 use tarn::vdev::Leaf;
 
-use crate::format::utc_time;
+use tarn_protocol::format::utc_time;
 
 /// Bytes as zpool prints them in `scan:` lines: `0B`, `512B`, `160K`, `1.17G`.
 fn human_bytes(bytes: u64) -> String {
-    let text = crate::format::human_bytes(bytes);
+    let text = tarn_protocol::format::human_bytes(bytes);
     if bytes < 1024 {
         format!("{text}B")
     } else {

@@ -6,61 +6,16 @@
 //! also serializes the file's read-change-write. A cache file that cannot be written fails
 //! nothing: the pool is imported either way; the failure is logged and told to the user.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use log::{info, warn};
 use tarn::pool::{ImportOptions, Pool};
+use tarn_protocol::error::Failure;
 
 use super::held::{lock, Daemon};
 use crate::cachefile::{self, CachedPool};
-use crate::error::Failure;
 use crate::ops;
-
-/// The held pools' cache files.
-pub struct PoolCaches {
-    /// The default cache file (`cachefile::default_path` of the daemon's socket).
-    pub default: PathBuf,
-    /// Per held pool: its cache file, or None for `cachefile=none`. Absent means the default.
-    settings: Mutex<BTreeMap<String, Option<PathBuf>>>,
-    /// Pools this daemon imported from its cache file at start and no request has imported
-    /// since: an explicit `pool import` of one with the same options finds it done.
-    from_cache: Mutex<BTreeSet<String>>,
-}
-
-impl PoolCaches {
-    pub fn new(socket: &Path) -> PoolCaches {
-        PoolCaches {
-            default: cachefile::default_path(socket),
-            settings: Mutex::new(BTreeMap::new()),
-            from_cache: Mutex::new(BTreeSet::new()),
-        }
-    }
-
-    /// A pool's cache file (None: not recorded).
-    pub fn of(&self, pool: &str) -> Option<PathBuf> {
-        lock(&self.settings)
-            .get(pool)
-            .cloned()
-            .unwrap_or_else(|| Some(self.default.clone()))
-    }
-
-    /// The `cachefile` property's value and source for `pool get`: as zpool, `-` for the
-    /// default cache file.
-    pub fn property(&self, pool: &str) -> (String, &'static str) {
-        match lock(&self.settings).get(pool) {
-            None => ("-".into(), "default"),
-            Some(None) => ("none".into(), "local"),
-            Some(Some(path)) => (path.display().to_string(), "local"),
-        }
-    }
-
-    /// Whether `pool` was imported from the cache file at start and not asked for since.
-    pub fn take_imported_at_start(&self, pool: &str) -> bool {
-        lock(&self.from_cache).remove(pool)
-    }
-}
 
 /// Parse a `cachefile` value: `none`, or an absolute path (empty: the default).
 pub fn parse_setting(value: &str) -> Result<Option<Option<PathBuf>>, Failure> {
@@ -144,7 +99,7 @@ pub fn import_at_start(daemon: &Arc<Daemon>) {
         }
         let mut options = ImportOptions::new(cached.dirs(), daemon.tunables.clone());
         options.readonly = cached.readonly;
-        let (result, captured) = crate::output::capture(|| -> Result<(), Failure> {
+        let (result, captured) = tarn_protocol::output::capture(|| -> Result<(), Failure> {
             let pool = ops::import(&cached.guid.to_string(), options)?;
             if let Err(failure) = daemon.mount_pool(&pool, cached.altroot.clone()) {
                 pool.export()?;

@@ -1,6 +1,6 @@
 //! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
 //! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
-//! The rows they fill are in `protocol::rows`; the CLI side is `verbs::dataset`.
+//! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,14 +8,13 @@ use std::sync::Arc;
 use tarn::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
 use tarn::pool::datasets::DatasetInfo;
 use tarn::pool::Pool;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply};
 use super::mounts::{Mounts, Placement};
-
-use crate::error::Failure;
-use crate::format::{human_bytes, utc_time};
-use crate::protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
-use crate::protocol::Request;
 
 /// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
 fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tarn::pool::parse_vdev_layout;
+use tarn_protocol::error::Failure;
+use tarn_protocol::Request;
 
 use super::held::{Answer, Daemon, Reply};
-use crate::error::Failure;
-use crate::protocol::Request;
 
 fn failed(what: String) -> Reply {
     Reply::Failed(Failure(what))

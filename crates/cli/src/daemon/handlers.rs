@@ -5,10 +5,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use tarn_protocol::error::Failure;
+use tarn_protocol::Request;
+
 use super::held::{lock, Answer, Daemon, Reply, STOP};
 use super::{datasets, devices, inject, inspect, pool, scan, snapshots};
-use crate::error::Failure;
-use crate::protocol::Request;
 
 pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
     match request {
@@ -18,8 +19,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
                 "pid": std::process::id(),
                 "socket": daemon.socket.display().to_string(),
                 "pools": lock(&daemon.state).pools.keys().cloned().collect::<Vec<_>>(),
-                "version": crate::protocol::BUILD_VERSION,
-                "protocol": crate::protocol::PROTOCOL_VERSION,
+                "version": tarn_protocol::BUILD_VERSION,
+                "protocol": tarn_protocol::PROTOCOL_VERSION,
             }),
         }),
         Request::Stop => {

@@ -3,17 +3,18 @@
 //! dataset, taking it in and out, waiting until no request uses it; the stop flag; and the
 //! answer types every handler returns (`Answer`, or a `Reply` that is not one).
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tarn::pool::Pool;
 use tarn::tunables::Tunables;
+use tarn_protocol::error::Failure;
 
 use super::mounts::Mounts;
-use crate::error::Failure;
+use crate::cachefile;
 use crate::ops;
 
 /// Set by SIGTERM/SIGINT (and the `stop` request): export everything and exit.
@@ -39,7 +40,52 @@ pub(super) struct Daemon {
     pub(super) tunables: Tunables,
     pub(super) socket: PathBuf,
     /// The held pools' cache files (cache.rs).
-    pub(super) caches: super::cache::PoolCaches,
+    pub(super) caches: PoolCaches,
+}
+
+/// The held pools' cache files: the state behind the `cachefile` property (what is done with
+/// it is in cache.rs).
+pub struct PoolCaches {
+    /// The default cache file (`cachefile::default_path` of the daemon's socket).
+    pub default: PathBuf,
+    /// Per held pool: its cache file, or None for `cachefile=none`. Absent means the default.
+    pub(super) settings: Mutex<BTreeMap<String, Option<PathBuf>>>,
+    /// Pools this daemon imported from its cache file at start and no request has imported
+    /// since: an explicit `pool import` of one with the same options finds it done.
+    pub(super) from_cache: Mutex<BTreeSet<String>>,
+}
+
+impl PoolCaches {
+    pub fn new(socket: &Path) -> PoolCaches {
+        PoolCaches {
+            default: cachefile::default_path(socket),
+            settings: Mutex::new(BTreeMap::new()),
+            from_cache: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// A pool's cache file (None: not recorded).
+    pub fn of(&self, pool: &str) -> Option<PathBuf> {
+        lock(&self.settings)
+            .get(pool)
+            .cloned()
+            .unwrap_or_else(|| Some(self.default.clone()))
+    }
+
+    /// The `cachefile` property's value and source for `pool get`: as zpool, `-` for the
+    /// default cache file.
+    pub fn property(&self, pool: &str) -> (String, &'static str) {
+        match lock(&self.settings).get(pool) {
+            None => ("-".into(), "default"),
+            Some(None) => ("none".into(), "local"),
+            Some(Some(path)) => (path.display().to_string(), "local"),
+        }
+    }
+
+    /// Whether `pool` was imported from the cache file at start and not asked for since.
+    pub fn take_imported_at_start(&self, pool: &str) -> bool {
+        lock(&self.from_cache).remove(pool)
+    }
 }
 
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -13,8 +13,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
+use tarn_protocol::Request;
+
 use super::held::Daemon;
-use crate::protocol::Request;
 
 /// Who is on the other end of a connection.
 #[derive(Clone, Copy, Debug)]

@@ -10,10 +10,10 @@ use tarn::object::tree::visit_tree_blocks;
 use tarn::pool::Pool;
 use tarn::vdev::inject::{DeviceRange, InjectedFault, InjectedIo, Injection, InjectionStatus};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
+use tarn_protocol::error::Failure;
+use tarn_protocol::{InjectSpec, Request};
 
 use super::held::{Answer, Daemon, Reply};
-use crate::error::Failure;
-use crate::protocol::{InjectSpec, Request};
 
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
     let Request::Inject { pool, start, clear } = request else {

@@ -8,12 +8,12 @@ use tarn::fs::FileSystem;
 use tarn::pool::holds::Holder;
 use tarn::pool::Pool;
 use tarn::types::ObjectId;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::human_bytes;
+use tarn_protocol::Request;
 
 use super::held::{Answer, Daemon, Reply};
-use crate::error::Failure;
-use crate::format::human_bytes;
 use crate::ops;
-use crate::protocol::Request;
 
 /// An inspection request.
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {

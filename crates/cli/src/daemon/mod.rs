@@ -83,11 +83,10 @@ use handlers::dispatch;
 use held::{export_when_unused, lock, Answer, Daemon, Reply, State, STOP};
 use mounts::Mounts;
 
-use crate::error::Failure;
-use crate::format;
-use crate::ops;
-use crate::output;
-use crate::protocol::{
+use tarn_protocol::error::Failure;
+use tarn_protocol::format;
+use tarn_protocol::output;
+use tarn_protocol::{
     self, lock_path, pid_path, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST,
 };
 
@@ -161,8 +160,8 @@ pub fn init_logging(level: Option<&str>) {
 }
 
 /// What `tarn daemon --metrics` exports about `pool`.
-fn pool_metrics(daemon: &Daemon, pool: &tarn::pool::Pool) -> crate::metrics::PoolMetrics {
-    crate::metrics::PoolMetrics {
+fn pool_metrics(daemon: &Daemon, pool: &tarn::pool::Pool) -> tarn_protocol::metrics::PoolMetrics {
+    tarn_protocol::metrics::PoolMetrics {
         name: pool.name().to_string(),
         arc: pool.arc_stats(),
         iostat: pool.iostat(),
@@ -177,7 +176,7 @@ fn pool_metrics(daemon: &Daemon, pool: &tarn::pool::Pool) -> crate::metrics::Poo
 /// Run the daemon in this process until it is told to stop or has no pools left.
 pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> Result<(), Failure> {
     let tunables = Tunables::from_env().map_err(Failure)?;
-    let socket = ops::absolute(socket);
+    let socket = tarn_protocol::absolute(socket);
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
             Failure(format!(
@@ -233,17 +232,18 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         lifecycle: Mutex::new(()),
         tunables,
         socket: socket.clone(),
-        caches: cache::PoolCaches::new(&socket),
+        caches: held::PoolCaches::new(&socket),
     });
     if let Some(addr) = metrics {
-        let bound = crate::metrics::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
-            daemon
-                .pools()
-                .iter()
-                .map(|pool| pool_metrics(daemon, pool))
-                .collect()
-        })
-        .map_err(Failure)?;
+        let bound =
+            tarn_protocol::metrics::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
+                daemon
+                    .pools()
+                    .iter()
+                    .map(|pool| pool_metrics(daemon, pool))
+                    .collect()
+            })
+            .map_err(Failure)?;
         info!("serving metrics at http://{bound}/metrics");
     }
     // The pools this daemon's cache file remembers come back before the first request.
@@ -412,7 +412,7 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
         }
         let response = match std::str::from_utf8(&line) {
             Err(_) => Response::failure(STATUS_BAD_REQUEST, "bad request: not UTF-8"),
-            Ok(text) => match protocol::parse_request(text.trim_end()) {
+            Ok(text) => match tarn_protocol::parse_request(text.trim_end()) {
                 Err(message) => {
                     warn!("{message}");
                     Response::failure(STATUS_BAD_REQUEST, &message)
@@ -442,7 +442,7 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
 
 /// Write `response` as one line, stamped with this build's protocol version.
 fn send(writer: &mut UnixStream, mut response: Response) -> std::io::Result<()> {
-    response.protocol = protocol::PROTOCOL_VERSION;
+    response.protocol = tarn_protocol::PROTOCOL_VERSION;
     let mut line = serde_json::to_vec(&response).expect("a response serializes");
     line.push(b'\n');
     writer.write_all(&line)?;

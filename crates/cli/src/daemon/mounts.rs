@@ -35,9 +35,9 @@ use tarn::fs::FileSystem;
 use tarn::pool::Pool;
 use tarn::zil::SyncMode;
 use tarn_fuse::{mountpoint, MountControl, MountHandle, MountOptions};
+use tarn_protocol::error::Failure;
 
 use super::snapdir::PoolSnapshots;
-use crate::error::Failure;
 
 /// One mounted file system.
 struct Mounted {

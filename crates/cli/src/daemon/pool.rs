@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use tarn::pool::{parse_vdev_layout, ImportOptions, Pool, VDEV_KEYWORDS};
 use tarn_fuse::mountpoint;
+use tarn_protocol::error::Failure;
+use tarn_protocol::rows::{PoolRow, StatusEntry};
+use tarn_protocol::Request;
 
 use super::cache;
 use super::held::{lock, matches_target, Answer, Daemon, Reply};
 
-use crate::error::Failure;
 use crate::ops;
-use crate::protocol::rows::{PoolRow, StatusEntry};
-use crate::protocol::Request;
 
 /// A pool request.
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
@@ -183,7 +183,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             let mut rows = ops::pool_properties(&held, &properties, altroot.as_deref())?;
             let (cachefile, source) = daemon.caches.property(held.name());
             for row in rows.iter_mut().filter(|row| row.property == "cachefile") {
-                row.value = crate::protocol::rows::PoolPropertyValue::Text(cachefile.clone());
+                row.value = tarn_protocol::rows::PoolPropertyValue::Text(cachefile.clone());
                 row.source = source.into();
             }
             Ok(Answer {

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use tarn::pool::scan::ResilverRequest;
+use tarn_protocol::error::Failure;
+use tarn_protocol::Request;
 
 use super::held::{Answer, Daemon, Reply};
-use crate::error::Failure;
-use crate::protocol::Request;
 use crate::scan_report;
 
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {

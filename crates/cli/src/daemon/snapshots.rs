@@ -9,13 +9,12 @@ use std::sync::Arc;
 use tarn::dataset::props::{Property, PropertySource};
 use tarn::pool::snapshots::SnapshotInfo;
 use tarn::pool::Pool;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply};
-
-use crate::error::Failure;
-use crate::format::{human_bytes, utc_time};
-use crate::protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
-use crate::protocol::Request;
 
 /// The file system a snapshot belongs to (`tank/a@s` -> `tank/a`).
 pub fn filesystem_of(snapshot: &str) -> &str {

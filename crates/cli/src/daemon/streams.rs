@@ -1,5 +1,5 @@
 //! The daemon side of `tarn send` and `tarn receive`: the stream travels over the request's
-//! connection as frames (`protocol::frames`), written before the response (send) or read
+//! connection as frames (`tarn_protocol::frames`), written before the response (send) or read
 //! after the request (receive).
 //!
 //! A receive into a mounted file system leaves it mounted: the changes arrive as ordinary
@@ -12,13 +12,13 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
 use tarn::send::{ReceiveOptions, SendOptions};
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::human_bytes;
+use tarn_protocol::frames::{FrameReader, FrameWriter};
+use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply};
 use super::snapshots::filesystem_of;
-use crate::error::Failure;
-use crate::format::human_bytes;
-use crate::protocol::frames::{FrameReader, FrameWriter};
-use crate::protocol::Request;
 
 pub(super) fn handle(
     daemon: &Arc<Daemon>,

@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::{InjectSpec, Request};
+
 use super::forward;
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::protocol::{InjectSpec, Request};
 
 /// What `tarn inject` was asked: start (fields given with a pool), clear (`-c`), or list.
 pub struct InjectArgs {

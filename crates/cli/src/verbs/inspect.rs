@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::Request;
+
 use super::ask_holder;
-use crate::error::{Failure, Status};
 use crate::ops::{self, open_named};
-use crate::protocol::Request;
 
 pub fn check(
     socket: &Path,
@@ -73,7 +74,7 @@ pub fn debug_map(
     output: PathBuf,
     name: String,
 ) -> Result<Status, Failure> {
-    let output = ops::absolute(&output);
+    let output = tarn_protocol::absolute(&output);
     let request = Request::DebugMap {
         pool: name.clone(),
         output: output.clone(),

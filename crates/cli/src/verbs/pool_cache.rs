@@ -6,11 +6,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::Request;
+
 use super::forward;
 use crate::cachefile;
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::protocol::Request;
 
 pub fn import_all(socket: &Path) -> Result<Status, Failure> {
     let path = cachefile::default_path(socket);

@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::Request;
+
 use super::{ask_holder, forward};
-use crate::client;
-use crate::error::{Failure, Status};
 use crate::ops::open_named;
-use crate::protocol::Request;
 use crate::records::{self, HistoryRow};
 
 /// `pool history [-l] POOL`: from the daemon if it holds the pool, else read from the
