@@ -946,3 +946,30 @@ pub fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, 
 pub fn pool_of(dataset: &str) -> &str {
     dataset.split(['/', '@', '#']).next().unwrap_or(dataset)
 }
+
+/// Destroy `name` (unmounted, checked) and print each file system destroyed; for a clone, also
+/// which way its blocks are freed (`destroy -v`): its livelist's live entries, or a walk of its
+/// tree.
+pub fn destroy_reporting(
+    pool: &Pool,
+    name: &str,
+    recursive: bool,
+    dependents: bool,
+) -> Result<(), Failure> {
+    let paths: Vec<(String, &'static str)> = pool
+        .datasets()
+        .into_iter()
+        .filter(|info| info.origin.is_some())
+        .filter_map(|info| {
+            let path = pool.destroy_path(&info.name).ok()?;
+            Some((info.name, path.name()))
+        })
+        .collect();
+    for destroyed in pool.destroy_datasets(name, recursive, dependents)? {
+        match paths.iter().find(|(clone, _)| *clone == destroyed) {
+            Some((_, path)) => out!("destroyed {destroyed} (clone; destroy path: {path})"),
+            None => out!("destroyed {destroyed}"),
+        }
+    }
+    Ok(())
+}

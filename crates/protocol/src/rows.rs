@@ -12,8 +12,9 @@
 //! - `tarn mount -j`: `{"mounts": [{"name": "tank/a", "mountpoint": "/tank/a"}]}`.
 
 use serde::{Deserialize, Serialize};
+use tarn::dataset::props::{Property, PropertySource};
 
-use crate::format::{utc_time, Cell};
+use crate::format::{human_bytes, utc_time, Cell};
 
 /// One row of `pool list`, as the daemon sends it (exact numbers; the CLI formats).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -262,6 +263,27 @@ pub struct PropertyRow {
 }
 
 impl PropertyRow {
+    /// The `tarn get` row of a settable property's effective value (of a file system or a
+    /// snapshot): sizes in human form beside the exact value.
+    pub fn settable(
+        name: &str,
+        property: Property,
+        value: String,
+        source: PropertySource,
+    ) -> PropertyRow {
+        let human = match property {
+            Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
+            _ => value.clone(),
+        };
+        PropertyRow {
+            name: name.to_string(),
+            property: property.name().to_string(),
+            exact: value,
+            human,
+            source: source.to_string(),
+        }
+    }
+
     pub fn cells(&self) -> Vec<Cell> {
         vec![
             Cell::text(self.name.clone()),

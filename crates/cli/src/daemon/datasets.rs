@@ -236,32 +236,12 @@ pub fn get(
                 if property == Property::Mountpoint {
                     value = shown_mountpoint(pool, mounts, name)?;
                 }
-                settable_row(name, property, value, source)
+                PropertyRow::settable(name, property, value, source)
             }
         };
         rows.push(row);
     }
     Ok(rows)
-}
-
-/// The `tarn get` row of a settable property's effective value.
-pub(super) fn settable_row(
-    name: &str,
-    property: Property,
-    value: String,
-    source: PropertySource,
-) -> PropertyRow {
-    let human = match property {
-        Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
-        _ => value.clone(),
-    };
-    PropertyRow {
-        name: name.to_string(),
-        property: property.name().to_string(),
-        exact: value,
-        human,
-        source: source.to_string(),
-    }
 }
 
 /// `tarn set` and `tarn inherit` (value None).
@@ -314,7 +294,7 @@ pub fn destroy(
     for doomed in plan.iter().filter(|doomed| !doomed.contains('@')) {
         mounts.unmount_within(pool, doomed, false)?;
     }
-    destroy_reporting(pool, name, options.recursive, options.dependents)
+    crate::ops::destroy_reporting(pool, name, options.recursive, options.dependents)
 }
 
 /// How `tarn destroy` of a file system goes: `-r`, `-R`, `-n`, `-v`.
@@ -324,33 +304,6 @@ pub struct DestroyOptions {
     pub dependents: bool,
     pub dry_run: bool,
     pub verbose: bool,
-}
-
-/// Destroy `name` (unmounted, checked) and print each file system destroyed; for a clone, also
-/// which way its blocks are freed (`destroy -v`): its livelist's live entries, or a walk of its
-/// tree.
-pub fn destroy_reporting(
-    pool: &Pool,
-    name: &str,
-    recursive: bool,
-    dependents: bool,
-) -> Result<(), Failure> {
-    let paths: Vec<(String, &'static str)> = pool
-        .datasets()
-        .into_iter()
-        .filter(|info| info.origin.is_some())
-        .filter_map(|info| {
-            let path = pool.destroy_path(&info.name).ok()?;
-            Some((info.name, path.name()))
-        })
-        .collect();
-    for destroyed in pool.destroy_datasets(name, recursive, dependents)? {
-        match paths.iter().find(|(clone, _)| *clone == destroyed) {
-            Some((_, path)) => out!("destroyed {destroyed} (clone; destroy path: {path})"),
-            None => out!("destroyed {destroyed}"),
-        }
-    }
-    Ok(())
 }
 
 /// `tarn mount FS [MOUNTPOINT]`.

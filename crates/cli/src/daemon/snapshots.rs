@@ -183,7 +183,7 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
                     PropertySource::Default => PropertySource::Default,
                     _ => PropertySource::Inherited(filesystem_of(name).to_string()),
                 };
-                super::datasets::settable_row(name, property, value, source)
+                PropertyRow::settable(name, property, value, source)
             }
         };
         rows.push(row);
@@ -353,7 +353,7 @@ pub fn destroy_dependents(
             for file_system in plan.iter().filter(|name| !name.contains('@')) {
                 mounts.unmount_within(pool, file_system, false)?;
             }
-            super::datasets::destroy_reporting(pool, &clone, true, true)?;
+            crate::ops::destroy_reporting(pool, &clone, true, true)?;
         }
     }
     Ok(())
