@@ -49,6 +49,7 @@
 //! ```
 //! The client side (`verbs`) and `daemon` never import each other: they meet in
 //! `tarn_protocol` and share `ops`. Only `main` names both (`tarn daemon` runs the server).
+//! No module imports one that imports it back (`scripts/check-cycles.py`).
 
 #[macro_use]
 extern crate tarn_protocol;
