@@ -10,56 +10,45 @@
 //! `pool list` and `pool status` show the daemon's pools and, when no daemon runs or `-d` is
 //! given, the exported pools found on disk. Read-only verbs never start a daemon.
 //!
-//! The verb bodies that act on an open pool (`ops`) print through `out!`/`err!`, which the
+//! The verb bodies that act on an open pool (`tarn-ops`) print through `out!`/`err!`, which the
 //! daemon captures, so a verb prints the same text wherever it ran.
 //!
 //! # Crates
-//! The command side is three crates beside the engine (`tarn`) and the FUSE layer
-//! (`tarn-fuse`); the compiler keeps them apart:
+//! The command side is five crates beside the engine (`tarn`) and the FUSE layer
+//! (`tarn-fuse`); the compiler keeps them apart, each depending only on those above it:
 //! ```text
 //! tarn-protocol  what both sides of the socket share: the wire protocol (Request, Response,
 //!                frames, rows), the client, the kstat tables, the Prometheus renderer,
 //!                Failure, the table printer, out!/err!
-//! tarn-bench     tarn bench: the benchmarks (depends on tarn-protocol, never on this crate)
-//! tarn-cli       this crate, the `tarn` binary: clap, the verbs, the daemon, quickstart
+//! tarn-ops       verb bodies on an open pool, wherever it is open (daemon or this process);
+//!                the cache file, a pool's records, the scan lines of pool status
+//! tarn-daemon    the server (`tarn daemon`): the pools it holds, their mounts, the requests
+//! tarn-bench     tarn bench: the benchmarks (the client side only, never the CLI or daemon)
+//! tarn-cli       this crate, the `tarn` binary: clap, the verbs, quickstart
 //! ```
-//! `tarn bench` is compiled in with the `bench` cargo feature (on by default).
+//! The verbs (here) and the daemon never import each other: they meet in `tarn-protocol` and
+//! share `tarn-ops`. Only `main` names the daemon (`tarn daemon` runs the server). `tarn
+//! bench` is compiled in with the `bench` cargo feature (on by default).
 //!
-//! # Layout of this crate (from the leaves up)
+//! # Layout of this crate
 //! ```text
-//! records      what a pool records about itself (errors, history), as printed
-//! scan_report  the scan: lines of pool status
-//! ops          verb bodies on an open pool, wherever it is open (daemon or this process)
-//! cachefile    the cache file (pools to import after a reboot)
 //! verbs        the CLI side, one module per family:
 //!   pool, pool_cache, pool_records, devices, scrub   tarn pool ... (zpool)
 //!   dataset      tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
 //!   replication  tarn send|receive
 //!   inspect      tarn check, tarn debug ... (zdb)
 //!   inject       tarn inject (zinject)
+//!   report       reports at intervals (stat, arcstat, iostat)
 //!   stat, arcstat, iostat   tarn stat (kstat tables), tarn pool iostat
-//! daemon       the server: socket, lock, lifetime, log (mod), then:
-//!   handlers   dispatch of each request to its family
-//!   pool, devices, scan, datasets, snapshots, streams, inspect, inject   the daemon side of each family
-//!   held, cache, history, failmode   the daemon's state, the pools it holds; the cache file;
-//!                                    pool history; the failmode watcher
-//!   mounts, snapdir   mounted file systems and their .zfs/snapshot
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```
-//! The client side (`verbs`) and `daemon` never import each other: they meet in
-//! `tarn_protocol` and share `ops`. Only `main` names both (`tarn daemon` runs the server).
-//! No module imports one that imports it back (`scripts/check-cycles.py`).
+//! No module imports one that imports it back, in any crate (`scripts/check-cycles.py`).
 
 #[macro_use]
 extern crate tarn_protocol;
 
-mod cachefile;
-mod daemon;
-mod ops;
 mod quickstart;
-mod records;
-mod scan_report;
 mod verbs;
 
 use std::path::{Path, PathBuf};
@@ -659,8 +648,8 @@ fn daemon_verb(
         return Ok(0);
     }
     if foreground {
-        daemon::init_logging(log_level);
-        daemon::run_foreground(socket, metrics)?;
+        tarn_daemon::init_logging(log_level);
+        tarn_daemon::run_foreground(socket, metrics)?;
         return Ok(0);
     }
     if let Some(pid) = client::ping(socket) {
@@ -680,7 +669,7 @@ fn daemon_verb(
 
 fn run(cli: Cli) -> Result<Status, Failure> {
     // Every verb validates the environment's tunables first, pool or no pool.
-    ops::tunables()?;
+    tarn_ops::tunables()?;
     let socket = client::socket_path(cli.socket.as_deref());
     let socket = socket.as_path();
     match cli.command {

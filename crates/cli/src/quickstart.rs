@@ -794,7 +794,7 @@ fn engine_demo(dir: &Path, disks: &[PathBuf]) -> Result<(), Failure> {
 
     step(3, "scan the directory and import the pool again");
     out!("   tarn pool import -d {} {POOL}", dir.display());
-    let options = crate::ops::import_options(&[dir.to_path_buf()], false)?;
+    let options = tarn_ops::import_options(&[dir.to_path_buf()], false)?;
     let (pool, report) = Pool::import(POOL, options)?;
     out!(
         "   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).",

@@ -1,6 +1,6 @@
 //! `tarn create|destroy|list|get|set|inherit|mount|unmount` (zfs): the CLI side of the dataset
 //! verbs. Build the request, ask the daemon (which must be running: datasets live in imported
-//! pools), print the answer. The daemon side is `daemon::datasets`.
+//! pools), print the answer. The daemon side is `tarn_daemon`'s `datasets`.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,7 @@ use tarn_protocol::rows::{
 use tarn_protocol::{Request, Response};
 
 use super::property_list;
-use crate::ops::pool_of;
+use tarn_ops::pool_of;
 
 /// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
 /// nothing to act on.

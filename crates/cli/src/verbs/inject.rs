@@ -1,5 +1,5 @@
 //! `tarn inject` (zinject): faults injected into an imported pool's devices, served by the
-//! daemon that holds the pool (`daemon::inject`); root only.
+//! daemon that holds the pool (`tarn_daemon`'s `inject`); root only.
 
 use std::path::Path;
 

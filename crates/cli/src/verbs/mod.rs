@@ -1,5 +1,5 @@
 //! The CLI side of every verb, one module per family: build the request, ask the daemon when
-//! it holds the pool, otherwise run on the exported pool in this process (`ops`), and print.
+//! it holds the pool, otherwise run on the exported pool in this process (`tarn-ops`), and print.
 
 pub mod arcstat;
 pub mod dataset;

@@ -24,8 +24,8 @@ use tarn_protocol::rows::{
 use tarn_protocol::Request;
 
 use super::{ask_holder, ask_imported, forward, property_list};
-use crate::cachefile;
-use crate::ops::{self, dirs_or_default, import_options, open_named};
+use tarn_ops::cachefile;
+use tarn_ops::{dirs_or_default, import_options, open_named};
 
 /// Check `-m`: an absolute path, `none` or `legacy`.
 fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
@@ -525,7 +525,7 @@ pub fn list(
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            let mut row = ops::pool_row(&pool);
+            let mut row = tarn_ops::pool_row(&pool);
             row.name = candidate.name.clone();
             rows.push(row);
             pool.export()?;
@@ -581,7 +581,7 @@ pub fn status(
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            entries.push(ops::status_entry(&pool, verbose));
+            entries.push(tarn_ops::status_entry(&pool, verbose));
             pool.export()?;
         }
     }

@@ -14,8 +14,7 @@ use tarn::tunables::Tunables;
 use tarn_protocol::error::Failure;
 
 use super::mounts::Mounts;
-use crate::cachefile;
-use crate::ops;
+use tarn_ops::cachefile;
 
 /// Set by SIGTERM/SIGINT (and the `stop` request): export everything and exit.
 pub(super) static STOP: AtomicBool = AtomicBool::new(false);
@@ -210,7 +209,7 @@ impl Daemon {
 
     /// The imported pool holding dataset `name` (snapshots are refused here: not built yet).
     pub(super) fn pool_of_dataset(&self, name: &str) -> Result<Arc<Pool>, Failure> {
-        let pool = ops::pool_of(name);
+        let pool = tarn_ops::pool_of(name);
         self.pool(pool).ok_or_else(|| {
             Failure(format!(
                 "pool {pool:?} is not imported; import it with: tarn pool import {pool}"

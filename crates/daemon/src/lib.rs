@@ -1,12 +1,18 @@
+//! `tarn-daemon`: the server behind `tarn daemon`, as a library that the `tarn` binary runs
+//! ([`init_logging`], [`run_foreground`]). It holds the imported pools and answers the
+//! requests of `tarn-protocol` with the verb bodies of `tarn-ops`. It depends on the engine,
+//! the FUSE layer, `tarn-protocol` and `tarn-ops`; it must not depend on the CLI (clap, the
+//! verbs): the two sides meet only in the protocol.
+//!
 //! The tarn daemon: the one process that holds imported pools (DESIGN.md §5).
 //!
 //! # Overview
 //! `tarn daemon --foreground --socket PATH` runs the server in the calling process; without
-//! `--foreground` the CLI starts that command detached (see `client::start_daemon`). The CLI
+//! `--foreground` the CLI starts that command detached (see `tarn_protocol::client::start_daemon`). The CLI
 //! also starts it on first need (`pool create`, `pool import POOL`). The daemon embeds the
 //! engine: every imported pool is a [`Pool`] in this process, and each request is answered by
 //! the same verb code the CLI runs in-process, with its output captured (`output::capture`).
-//! The wire protocol is in `protocol`.
+//! The wire protocol is in `tarn-protocol`.
 //!
 //! # Files beside the socket
 //! `PATH.lock` is flocked for the daemon's whole life: a second daemon on the same socket finds
@@ -61,6 +67,9 @@ use std::time::{Duration, Instant};
 
 use tarn::tunables::Tunables;
 
+#[macro_use]
+extern crate tarn_protocol;
+
 mod cache;
 mod datasets;
 mod devices;
@@ -86,9 +95,7 @@ use mounts::Mounts;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format;
 use tarn_protocol::output;
-use tarn_protocol::{
-    self, lock_path, pid_path, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST,
-};
+use tarn_protocol::{lock_path, pid_path, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST};
 
 /// With no pools and nothing asked for this long, a daemon exits.
 pub const IDLE_EXIT: Duration = Duration::from_secs(30);

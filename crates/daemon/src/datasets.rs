@@ -1,6 +1,6 @@
 //! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
 //! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
-//! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset`.
+//! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset` in tarn-cli.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -93,7 +93,7 @@ pub fn list(
     if let Some(snapshot) = name.filter(|name| name.contains('@')) {
         let pool = pools
             .iter()
-            .find(|pool| pool.name() == crate::ops::pool_of(snapshot))
+            .find(|pool| pool.name() == tarn_ops::pool_of(snapshot))
             .ok_or_else(|| Failure(format!("dataset {snapshot:?} does not exist")))?;
         return Ok(vec![super::snapshots::row(
             pool,
@@ -294,7 +294,7 @@ pub fn destroy(
     for doomed in plan.iter().filter(|doomed| !doomed.contains('@')) {
         mounts.unmount_within(pool, doomed, false)?;
     }
-    crate::ops::destroy_reporting(pool, name, options.recursive, options.dependents)
+    tarn_ops::destroy_reporting(pool, name, options.recursive, options.dependents)
 }
 
 /// How `tarn destroy` of a file system goes: `-r`, `-R`, `-n`, `-v`.

@@ -353,7 +353,7 @@ pub fn destroy_dependents(
             for file_system in plan.iter().filter(|name| !name.contains('@')) {
                 mounts.unmount_within(pool, file_system, false)?;
             }
-            crate::ops::destroy_reporting(pool, &clone, true, true)?;
+            tarn_ops::destroy_reporting(pool, &clone, true, true)?;
         }
     }
     Ok(())
@@ -370,7 +370,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             let pool = daemon.pool_of_dataset(first)?;
             if let Some(other) = names
                 .iter()
-                .find(|name| crate::ops::pool_of(name) != pool.name())
+                .find(|name| tarn_ops::pool_of(name) != pool.name())
             {
                 return Err(Failure(format!(
                     "cannot snapshot {other}: snapshots taken together must be in one pool"

@@ -14,8 +14,6 @@ use tarn_protocol::Request;
 use super::cache;
 use super::held::{lock, matches_target, Answer, Daemon, Reply};
 
-use crate::ops;
-
 /// A pool request.
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
     match request {
@@ -50,7 +48,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 .into());
             }
             let layout = parse_vdev_layout(&vdevs)?;
-            let pool = ops::create(
+            let pool = tarn_ops::create(
                 name.clone(),
                 layout,
                 size_bytes,
@@ -116,7 +114,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             options.new_name = new_name;
             options.rewind = rewind;
             options.missing_log = missing_log;
-            let opened = ops::import(&pool, options)?;
+            let opened = tarn_ops::import(&pool, options)?;
             if let Err(failure) = daemon.refuse_taken_name(opened.name()) {
                 opened.export()?;
                 return Err(failure.into());
@@ -170,7 +168,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 .pools()
                 .iter()
                 .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
-                .map(|p| ops::pool_row(p))
+                .map(|p| tarn_ops::pool_row(p))
                 .collect();
             Ok(Answer {
                 status: 0,
@@ -180,7 +178,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         Request::PoolGet { pool, properties } => {
             let held = daemon.held(&pool)?;
             let altroot = daemon.mounts.altroot(held.name());
-            let mut rows = ops::pool_properties(&held, &properties, altroot.as_deref())?;
+            let mut rows = tarn_ops::pool_properties(&held, &properties, altroot.as_deref())?;
             let (cachefile, source) = daemon.caches.property(held.name());
             for row in rows.iter_mut().filter(|row| row.property == "cachefile") {
                 row.value = tarn_protocol::rows::PoolPropertyValue::Text(cachefile.clone());
@@ -201,7 +199,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             if property == "cachefile" {
                 cache::set(daemon, &held, &value)?;
             } else {
-                ops::set_pool_property(&held, &property, &value)?;
+                tarn_ops::set_pool_property(&held, &property, &value)?;
             }
             Answer::done()
         }
@@ -210,7 +208,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 .pools()
                 .iter()
                 .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
-                .map(|p| ops::status_entry(p, verbose))
+                .map(|p| tarn_ops::status_entry(p, verbose))
                 .collect();
             Ok(Answer {
                 status: 0,
@@ -219,7 +217,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         }
         Request::PoolHistory { pool } => {
             let held = daemon.held(&pool)?;
-            let rows = crate::records::history_rows(&held)?;
+            let rows = tarn_ops::records::history_rows(&held)?;
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "history": rows }),
@@ -274,7 +272,7 @@ fn resume_suspended(
     if let Err(error) = released.export() {
         log::info!("pool {name}: closed while suspended: {error}");
     }
-    let opened = ops::import(&name, ImportOptions::new(dirs, daemon.tunables.clone()))
+    let opened = tarn_ops::import(&name, ImportOptions::new(dirs, daemon.tunables.clone()))
         .map_err(|failure| {
             Failure(format!(
                 "pool {name} was closed to retry its failed sync, but it could not be opened again: {}; import it with tarn pool import {name}",

@@ -1,4 +1,4 @@
-//! The daemon's side of the cache file (`crate::cachefile`, which documents the file and when
+//! The daemon's side of the cache file (`tarn_ops::cachefile`, which documents the file and when
 //! it changes): each held pool's `cachefile` setting, keeping the file in step as pools come
 //! and go by request, and importing what the file lists when the daemon starts.
 //!
@@ -14,8 +14,7 @@ use tarn::pool::{ImportOptions, Pool};
 use tarn_protocol::error::Failure;
 
 use super::held::{lock, Daemon};
-use crate::cachefile::{self, CachedPool};
-use crate::ops;
+use tarn_ops::cachefile::{self, CachedPool};
 
 /// Parse a `cachefile` value: `none`, or an absolute path (empty: the default).
 pub fn parse_setting(value: &str) -> Result<Option<Option<PathBuf>>, Failure> {
@@ -100,7 +99,7 @@ pub fn import_at_start(daemon: &Arc<Daemon>) {
         let mut options = ImportOptions::new(cached.dirs(), daemon.tunables.clone());
         options.readonly = cached.readonly;
         let (result, captured) = tarn_protocol::output::capture(|| -> Result<(), Failure> {
-            let pool = ops::import(&cached.guid.to_string(), options)?;
+            let pool = tarn_ops::import(&cached.guid.to_string(), options)?;
             if let Err(failure) = daemon.mount_pool(&pool, cached.altroot.clone()) {
                 pool.export()?;
                 return Err(failure);

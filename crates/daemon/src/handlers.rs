@@ -1,5 +1,5 @@
 //! The daemon's request dispatch: `ping` and `stop` are answered here, every other request by
-//! its family (`daemon::pool`, `daemon::inspect`, `daemon::datasets`). Every line a handler
+//! its family (`pool`, `inspect`, `datasets`, ...). Every line a handler
 //! prints is captured into the response.
 
 use std::sync::atomic::Ordering;

@@ -1,6 +1,21 @@
+//! `tarn-ops`: the verb bodies that act on an open pool, which the CLI runs in its own process
+//! on an exported pool and the daemon runs on the pools it holds, so that a verb prints the same
+//! text wherever it ran; and what both sides read about pools: the cache file ([`cachefile`]),
+//! a pool's own records ([`records`]) and the scan lines of `pool status` ([`scan_report`]).
+//!
+//! It depends on the engine and `tarn-protocol` (for Failure, the rows and out!/err!); it must
+//! not depend on the CLI, its clap definitions or the daemon: both of those depend on it.
+//!
 //! What each verb does to an open pool, independent of where the pool is open: in this process
 //! (an exported pool opened for one command) or in the daemon (an imported pool). Everything is
 //! printed through `out!`/`err!`, so the daemon can capture it and the CLI print it unchanged.
+
+#[macro_use]
+extern crate tarn_protocol;
+
+pub mod cachefile;
+pub mod records;
+pub mod scan_report;
 
 use std::path::PathBuf;
 

@@ -13,14 +13,13 @@ use tarn_protocol::format::human_bytes;
 use tarn_protocol::Request;
 
 use super::held::{Answer, Daemon, Reply};
-use crate::ops;
 
 /// An inspection request.
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
     match request {
         Request::Check { pool, repair } => {
             let held = daemon.held(&pool)?;
-            let clean = ops::check(&held, &pool, repair)?;
+            let clean = tarn_ops::check(&held, &pool, repair)?;
             Ok(Answer {
                 status: if clean { 0 } else { 1 },
                 data: serde_json::Value::Null,
@@ -28,12 +27,12 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         }
         Request::DebugMetaslabs { pool, json, level } => {
             let held = daemon.held(&pool)?;
-            ops::debug_metaslabs(&held, &pool, json, level)?;
+            tarn_ops::debug_metaslabs(&held, &pool, json, level)?;
             Answer::done()
         }
         Request::DebugLogs { pool, json } => {
             let held = daemon.held(&pool)?;
-            ops::debug_logs(&held, &pool, json)?;
+            tarn_ops::debug_logs(&held, &pool, json)?;
             Answer::done()
         }
         Request::StatTxgs { pool } => {
@@ -81,7 +80,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
         }
         Request::DebugMap { pool, output } => {
             let held = daemon.held(&pool)?;
-            ops::debug_map(&held, &pool, &output)?;
+            tarn_ops::debug_map(&held, &pool, &output)?;
             Answer::done()
         }
         Request::DebugSpacemap {
@@ -90,7 +89,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             metaslab,
         } => {
             let held = daemon.held(&pool)?;
-            ops::debug_spacemap(&held, &pool, vdev, metaslab)?;
+            tarn_ops::debug_spacemap(&held, &pool, vdev, metaslab)?;
             Answer::done()
         }
         Request::DebugObject { dataset, target } => {

@@ -8,7 +8,7 @@ use tarn_protocol::error::Failure;
 use tarn_protocol::Request;
 
 use super::held::{Answer, Daemon, Reply};
-use crate::scan_report;
+use tarn_ops::scan_report;
 
 pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
     match request {
