@@ -10,7 +10,7 @@
 //! `tarn daemon --foreground --socket PATH` runs the server in the calling process; without
 //! `--foreground` the CLI starts that command detached (see `tarn_protocol::client::start_daemon`). The CLI
 //! also starts it on first need (`pool create`, `pool import POOL`). The daemon embeds the
-//! engine: every imported pool is a [`Pool`] in this process, and each request is answered by
+//! engine: every imported pool is a [`Pool`](tarn::pool::Pool) in this process, and each request is answered by
 //! the same verb code the CLI runs in-process, with its output captured (`output::capture`).
 //! The wire protocol is in `tarn-protocol`.
 //!
@@ -130,7 +130,7 @@ fn log_captured(captured: &output::Captured) {
 /// which is the daemon's log file (`SOCKET.log`) when the CLI started it. One line a record:
 /// UTC time to the millisecond, level, pid, the module for records from outside the daemon,
 /// then the message. The level comes from `level` (`tarn daemon --log-level`), else from
-/// `RUST_LOG` (env_logger's syntax: `debug`, `tarn=debug,info`, ...), else [`DEFAULT_LOG_FILTER`].
+/// `RUST_LOG` (env_logger's syntax: `debug`, `tarn=debug,info`, ...), else `DEFAULT_LOG_FILTER`.
 pub fn init_logging(level: Option<&str>) {
     let mut builder = env_logger::Builder::from_env(
         env_logger::Env::default().default_filter_or(DEFAULT_LOG_FILTER),

@@ -11,7 +11,7 @@
 //! - the kstat field tables ([`kstat`]) and the Prometheus / OpenMetrics renderer ([`metrics`]),
 //!   which name the counters the same way wherever they are printed or exported;
 //! - what every verb prints with: the user's [`error::Failure`], the table printer and size
-//!   forms ([`format`]), and `out!`/`err!` with the daemon's per-request capture ([`output`]).
+//!   forms ([`format`](mod@format)), and `out!`/`err!` with the daemon's per-request capture ([`output`]).
 //!
 //! # The wire protocol
 //! # Transport
