@@ -4,10 +4,11 @@
 # device; fuse3 for the file system, which mounts through FUSE; git, rsync, sqlite3 and the
 # rest for the tests that run real tools on a mount, crates/cli/tests/tools.rs; attr and acl
 # for the xattr functional tests and scripts/posix-conformance.sh;
-# librsvg2-bin for PNG charts of `tarn bench run`, converted from SVG by rsvg-convert)
+# librsvg2-bin for PNG charts of `tarn bench run`, converted from SVG by rsvg-convert;
+# python3 for scripts/check-cycles.py and scripts/posix-conformance.sh)
 # and the Rust toolchain pinned in rust-toolchain.toml. Safe to run again.
 set -euo pipefail
-packages=(fio librsvg2-bin btrfs-progs fuse3 libfuse3-dev pkg-config git rsync sqlite3 tar diffutils coreutils attr acl)
+packages=(fio librsvg2-bin btrfs-progs fuse3 libfuse3-dev pkg-config git rsync sqlite3 tar diffutils coreutils attr acl python3)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

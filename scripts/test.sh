@@ -12,6 +12,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== module cycles (scripts/check-cycles.py)"
+python3 scripts/check-cycles.py
 echo "== cargo test"
 log=$(mktemp)
 functional_log=$(mktemp)

@@ -10,78 +10,54 @@
 //! `pool list` and `pool status` show the daemon's pools and, when no daemon runs or `-d` is
 //! given, the exported pools found on disk. Read-only verbs never start a daemon.
 //!
-//! The verb bodies that act on an open pool (`ops`) print through `out!`/`err!`, which the
+//! The verb bodies that act on an open pool (`tarn-ops`) print through `out!`/`err!`, which the
 //! daemon captures, so a verb prints the same text wherever it ran.
 //!
-//! # Layout (layers from the leaves up; each imports only modules listed above it, except
-//! inside `daemon`, where each imports only those listed below it; no cycles)
+//! # Crates
+//! The command side is five crates beside the engine (`tarn`) and the FUSE layer
+//! (`tarn-fuse`); the compiler keeps them apart, each depending only on those above it:
 //! ```text
-//! error        the Failure a user reads, and the exit Status
-//! format       sizes, percentages and the table printer (-H, -p, -o, -j)
-//! output       out!/err! and the daemon's per-request capture
-//! protocol     the wire protocol: Request, Response, the files beside the socket
-//!   rows       the rows both sides share (pool list/status, dataset list/get)
-//! ops          verb bodies on an open pool, wherever it is open (daemon or this process)
-//! client       finding, asking and starting the daemon
+//! tarn-protocol  what both sides of the socket share: the wire protocol (Request, Response,
+//!                frames, rows), the client, the kstat tables, the Prometheus renderer,
+//!                Failure, the table printer, out!/err!
+//! tarn-ops       verb bodies on an open pool, wherever it is open (daemon or this process);
+//!                the cache file, a pool's records, the scan lines of pool status
+//! tarn-daemon    the server (`tarn daemon`): the pools it holds, their mounts, the requests
+//! tarn-bench     tarn bench: the benchmarks (the client side only, never the CLI or daemon)
+//! tarn-cli       this crate, the `tarn` binary: clap, the verbs, quickstart
+//! ```
+//! The verbs (here) and the daemon never import each other: they meet in `tarn-protocol` and
+//! share `tarn-ops`. Only `main` names the daemon (`tarn daemon` runs the server). `tarn
+//! bench` is compiled in with the `bench` cargo feature (on by default).
+//!
+//! # Layout of this crate
+//! ```text
 //! verbs        the CLI side, one module per family:
-//!   pool       tarn pool ... (zpool)
-//!   dataset    tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
-//!   inspect    tarn check, tarn debug ... (zdb)
-//!   stat       tarn stat (kstat tables)
-//!   iostat     tarn pool iostat
-//! daemon       the server: socket, lock, lifetime, log (mod), then:
-//!   handlers   dispatch of each request to its family
-//!   pool, inspect, datasets   the daemon side of each family
-//!   held       the daemon's state, the pools it holds, the answer types
-//!   mounts     mounted file systems
-//! bench        tarn bench (mod), the sync benchmark (sync), free space (frag, timeseries),
-//!              the steady-state harness (steady: bench run, bench steady)
+//!   pool, pool_cache, pool_records, devices, scrub   tarn pool ... (zpool)
+//!   dataset      tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
+//!   replication  tarn send|receive
+//!   inspect      tarn check, tarn debug ... (zdb)
+//!   inject       tarn inject (zinject)
+//!   report       reports at intervals (stat, arcstat, iostat)
+//!   stat, arcstat, iostat   tarn stat (kstat tables), tarn pool iostat
 //! quickstart   tarn quickstart
 //! main         clap definitions and dispatch only
 //! ```
-//! The client side (`client`, `verbs`) and `daemon` never import each other: they meet in
-//! `protocol` and share `ops`. Only `main` names both (`tarn daemon` runs the server).
+//! No module imports one that imports it back, in any crate (`scripts/check-cycles.py`).
 
-/// `println!` that never panics: output into a closed pipe (`tarn ... | head`) is dropped, so a
-/// command still finishes its work (and exports its pool) when nobody reads what it prints. In
-/// the daemon the line goes into the request's captured output instead.
-macro_rules! out {
-    () => {
-        $crate::output::write_stdout_line(format_args!(""))
-    };
-    ($($arg:tt)*) => {
-        $crate::output::write_stdout_line(format_args!($($arg)*))
-    };
-}
+#[macro_use]
+extern crate tarn_protocol;
 
-/// `eprintln!` that the daemon captures like `out!`.
-macro_rules! err {
-    ($($arg:tt)*) => {
-        $crate::output::write_stderr_line(format_args!($($arg)*))
-    };
-}
-
-mod bench;
-mod cachefile;
-mod client;
-mod daemon;
-mod error;
-mod format;
-mod metrics;
-mod ops;
-mod output;
-mod protocol;
 mod quickstart;
-mod records;
-mod scan_report;
 mod verbs;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use error::{Failure, Status};
-use format::ListFormat;
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::ListFormat;
 use verbs::pool::ImportFlags;
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
@@ -347,8 +323,9 @@ enum Command {
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
     /// Benchmarks.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(tarn_bench::BenchCommand),
 }
 
 #[derive(Args, Clone)]
@@ -636,10 +613,10 @@ enum DebugCommand {
 fn version_verb(socket: &Path) -> Result<Status, Failure> {
     out!(
         "tarn {} (protocol {})",
-        protocol::BUILD_VERSION,
-        protocol::PROTOCOL_VERSION
+        tarn_protocol::BUILD_VERSION,
+        tarn_protocol::PROTOCOL_VERSION
     );
-    let Some(response) = client::ask_if_running(socket, &protocol::Request::Ping)? else {
+    let Some(response) = client::ask_if_running(socket, &tarn_protocol::Request::Ping)? else {
         out!("no tarn daemon running on {}", socket.display());
         return Ok(0);
     };
@@ -671,8 +648,8 @@ fn daemon_verb(
         return Ok(0);
     }
     if foreground {
-        daemon::init_logging(log_level);
-        daemon::run_foreground(socket, metrics)?;
+        tarn_daemon::init_logging(log_level);
+        tarn_daemon::run_foreground(socket, metrics)?;
         return Ok(0);
     }
     if let Some(pid) = client::ping(socket) {
@@ -685,14 +662,14 @@ fn daemon_verb(
     out!(
         "tarn daemon {pid} listening on {} (log: {})",
         socket.display(),
-        protocol::log_path(socket).display()
+        tarn_protocol::log_path(socket).display()
     );
     Ok(0)
 }
 
 fn run(cli: Cli) -> Result<Status, Failure> {
     // Every verb validates the environment's tunables first, pool or no pool.
-    ops::tunables()?;
+    tarn_ops::tunables()?;
     let socket = client::socket_path(cli.socket.as_deref());
     let socket = socket.as_path();
     match cli.command {
@@ -975,8 +952,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)
         }
+        #[cfg(feature = "bench")]
         Command::Bench(command) => {
-            bench::run(command, socket)?;
+            tarn_bench::run(command, socket)?;
             Ok(0)
         }
     }

@@ -29,8 +29,8 @@ use tarn::pool::{CreateOptions, Pool, VdevSpec};
 use tarn::types::ObjectId;
 use tarn_fuse::mountpoint;
 
-use crate::error::Failure;
-use crate::format::{human_bytes, pseudo_random};
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{human_bytes, pseudo_random};
 
 const POOL: &str = "demo";
 const DISKS: [&str; 2] = ["disk0.img", "disk1.img"];
@@ -169,7 +169,7 @@ impl Demo {
 
     /// Undo an earlier run in this DIR: its pool exported, its mounts gone, its disks removed.
     fn clean_previous_run(&self) -> Result<(), Failure> {
-        if crate::client::ping(&self.socket).is_some() {
+        if tarn_protocol::client::ping(&self.socket).is_some() {
             say("A daemon from an earlier run still serves this directory: export its demo pool.");
             // -d DIR: if the daemon does not hold it, look for the pool here only.
             out!("$ tarn pool export -f -d {} {POOL}", self.dir.display());
@@ -183,9 +183,9 @@ impl Demo {
                     POOL.as_ref(),
                 ])
                 .output();
-            if crate::client::ping(&self.socket).is_some() {
+            if tarn_protocol::client::ping(&self.socket).is_some() {
                 out!("$ tarn daemon --stop");
-                crate::client::stop_daemon(&self.socket)?;
+                tarn_protocol::client::stop_daemon(&self.socket)?;
             }
         }
         for entry in mountpoint::mounts() {
@@ -363,7 +363,7 @@ impl Demo {
         )?;
 
         step(10, "export the pool and leave it on disk");
-        let daemon = crate::client::ping(&self.socket);
+        let daemon = tarn_protocol::client::ping(&self.socket);
         self.tarn(
             "Unmount and export; the daemon exits with no pool left.",
             &["pool".as_ref(), "export".as_ref(), POOL.as_ref()],
@@ -703,7 +703,7 @@ fn print_output(output: &std::process::Output) {
 /// Wait (a little) until process `pid` has exited.
 fn wait_gone(pid: u32) {
     let started = Instant::now();
-    while crate::client::process_alive(pid) && started.elapsed() < Duration::from_secs(30) {
+    while tarn_protocol::client::process_alive(pid) && started.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -794,7 +794,7 @@ fn engine_demo(dir: &Path, disks: &[PathBuf]) -> Result<(), Failure> {
 
     step(3, "scan the directory and import the pool again");
     out!("   tarn pool import -d {} {POOL}", dir.display());
-    let options = crate::ops::import_options(&[dir.to_path_buf()], false)?;
+    let options = tarn_ops::import_options(&[dir.to_path_buf()], false)?;
     let (pool, report) = Pool::import(POOL, options)?;
     out!(
         "   Found by its labels; opened at txg {} (the newest uberblock whose tree verifies).",

@@ -172,7 +172,7 @@ fn csv_replays_and_bad_files_are_clear_errors() {
     assert!(stderr.contains("--directory"), "{stderr}");
 }
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/bench/steady/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/src/steady/fixtures");
 
 /// A directory of scripts standing in for an OpenZFS host's `zpool` (list; iostat, which
 /// sleeps the interval and prints OpenZFS 2.2's recorded output) and FreeBSD's `sysctl`, and

@@ -23,88 +23,14 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tarn::cache::BlockCacheStats;
+use tarn_protocol::client;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{byte_cell, count_cell};
+use tarn_protocol::format::{Cell, ListFormat};
+use tarn_protocol::kstat::{fields, kstat_text, memory_available};
+use tarn_protocol::Request;
 
-use super::stat::{byte_cell, count_cell, fetch, repeat, Reporter};
-use crate::error::Failure;
-use crate::format::{Cell, ListFormat};
-use crate::protocol::Request;
-
-/// A field of the arcstats table: its name, whether it is a size in bytes, and its value.
-type Field = (&'static str, bool, u64);
-
-/// The arcstats fields, named as OpenZFS names them, in its order where it has them.
-pub fn fields(stats: &BlockCacheStats, memory_available: u64) -> Vec<Field> {
-    let counters = &stats.counters;
-    vec![
-        ("hits", false, counters.hits),
-        ("misses", false, counters.misses),
-        ("demand_data_hits", false, counters.demand_data_hits),
-        ("demand_data_misses", false, counters.demand_data_misses),
-        ("demand_metadata_hits", false, counters.demand_metadata_hits),
-        (
-            "demand_metadata_misses",
-            false,
-            counters.demand_metadata_misses,
-        ),
-        ("prefetch_data_hits", false, counters.prefetch_data_hits),
-        ("prefetch_data_misses", false, counters.prefetch_data_misses),
-        (
-            "prefetch_metadata_hits",
-            false,
-            counters.prefetch_metadata_hits,
-        ),
-        (
-            "prefetch_metadata_misses",
-            false,
-            counters.prefetch_metadata_misses,
-        ),
-        ("mru_hits", false, counters.mru_hits),
-        ("mru_ghost_hits", false, counters.mru_ghost_hits),
-        ("mfu_hits", false, counters.mfu_hits),
-        ("mfu_ghost_hits", false, counters.mfu_ghost_hits),
-        ("deleted", false, counters.evicted),
-        ("evict_skip", false, counters.evict_skip),
-        ("inserted", false, counters.inserted),
-        ("removed", false, counters.removed),
-        ("refused", false, counters.refused),
-        ("decompressed", false, counters.decompressed),
-        ("p", true, stats.p),
-        ("c", true, stats.c),
-        ("c_min", true, stats.c_min),
-        ("c_max", true, stats.c_max),
-        ("size", true, stats.size_bytes),
-        ("compressed_size", true, stats.compressed_size),
-        ("uncompressed_size", true, stats.uncompressed_size),
-        ("overhead_size", true, stats.overhead_size),
-        ("data_size", true, stats.data_size),
-        ("metadata_size", true, stats.metadata_size),
-        ("meta", true, stats.meta),
-        ("mru_size", true, stats.mru_size),
-        ("mru_ghost_size", true, stats.mru_ghost_size),
-        ("mfu_size", true, stats.mfu_size),
-        ("mfu_ghost_size", true, stats.mfu_ghost_size),
-        ("buffers", false, stats.entries),
-        ("shards", false, stats.shards),
-        ("shrinks", false, stats.shrinks),
-        ("memory_available_bytes", true, memory_available),
-    ]
-    .into_iter()
-    .chain(stats.l2.fields())
-    .collect()
-}
-
-/// The kstat text of `fields`, as /proc/spl/kstat/zfs/arcstats prints it.
-pub fn kstat_text<N: AsRef<str>>(fields: &[(N, bool, u64)], now_ns: u64) -> String {
-    let mut text = format!(
-        "13 1 0x01 {} {} {now_ns} {now_ns}\nname                            type data\n",
-        fields.len(),
-        fields.len() * 40
-    );
-    for (name, _, value) in fields {
-        text.push_str(&format!("{:<32}4    {value}\n", name.as_ref()));
-    }
-    text
-}
+use super::report::{repeat, Reporter};
 
 /// Print a kstat's `fields` (name, whether a size, value) as `tarn stat TABLE` does without
 /// INTERVAL: `-p` as the kstat file, `-j` as one JSON object under `table`, else an aligned
@@ -146,24 +72,6 @@ pub fn print_kstat<N: AsRef<str>>(
         .collect();
     let mut reporter = Reporter::new(&["name", "value"], format)?;
     reporter.report(&rows, table)
-}
-
-/// MemAvailable of the host, in bytes (0 when /proc/meminfo cannot be read).
-pub fn memory_available() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("MemAvailable:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-        })
-        .map_or(0, |kib| kib * 1024)
 }
 
 /// The columns `tarn stat arc INTERVAL` can print (`-o`): arcstat's default set, then its L2ARC
@@ -244,7 +152,7 @@ pub fn arcstat_cells(
 /// `tarn stat zil [POOL]`: the intent-log counters (OpenZFS's zil kstat), summed over the
 /// pool's mounted file systems, printed as the ARC's are without INTERVAL.
 pub fn run_zil(socket: &Path, format: ListFormat, pool: &str) -> Result<(), Failure> {
-    let fields: Vec<(String, bool, u64)> = fetch(
+    let fields: Vec<(String, bool, u64)> = client::fetch_table(
         socket,
         pool,
         &Request::StatZil {
@@ -256,7 +164,7 @@ pub fn run_zil(socket: &Path, format: ListFormat, pool: &str) -> Result<(), Fail
 }
 
 fn fetch_arc(socket: &Path, pool: &str) -> Result<BlockCacheStats, Failure> {
-    fetch(
+    client::fetch_table(
         socket,
         pool,
         &Request::StatArc {
@@ -329,32 +237,6 @@ fn chrono_free_time_of_day(unix_ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kstat_lines_parse_as_arcstats_parsers_read_them() {
-        let mut stats = BlockCacheStats::default();
-        stats.counters.hits = 7;
-        stats.size_bytes = 4096;
-        let text = kstat_text(&fields(&stats, 1 << 30), 123);
-        let mut lines = text.lines();
-        assert!(lines.next().unwrap().starts_with("13 1 0x01 "));
-        assert_eq!(
-            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
-            ["name", "type", "data"]
-        );
-        // node_exporter and arcstat split each line into name, type, value.
-        let parsed: Vec<(String, u64)> = lines
-            .map(|line| {
-                let words: Vec<&str> = line.split_whitespace().collect();
-                assert_eq!(words.len(), 3, "{line}");
-                assert_eq!(words[1], "4");
-                (words[0].to_string(), words[2].parse().unwrap())
-            })
-            .collect();
-        assert!(parsed.contains(&("hits".into(), 7)));
-        assert!(parsed.contains(&("size".into(), 4096)));
-        assert!(parsed.contains(&("memory_available_bytes".into(), 1 << 30)));
-    }
 
     #[test]
     fn arcstat_line_is_rates_and_hit_percentages() {

@@ -1,17 +1,20 @@
 //! `tarn create|destroy|list|get|set|inherit|mount|unmount` (zfs): the CLI side of the dataset
 //! verbs. Build the request, ask the daemon (which must be running: datasets live in imported
-//! pools), print the answer. The daemon side is `daemon::datasets`.
-use super::property_list;
+//! pools), print the answer. The daemon side is `tarn_daemon`'s `datasets`.
+
 use std::path::{Path, PathBuf};
 
-use crate::client;
-use crate::error::Failure;
-use crate::format::{print_table, Cell, ListFormat};
-use crate::ops::{absolute, pool_of};
-use crate::protocol::rows::{
+use tarn_protocol::absolute;
+use tarn_protocol::client;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{print_table, Cell, ListFormat};
+use tarn_protocol::rows::{
     DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS,
 };
-use crate::protocol::{Request, Response};
+use tarn_protocol::{Request, Response};
+
+use super::property_list;
+use tarn_ops::pool_of;
 
 /// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
 /// nothing to act on.
@@ -37,7 +40,7 @@ pub(super) fn ask(
 
 /// Print the daemon's output; its status.
 fn forward(response: &Response) -> u8 {
-    crate::output::print_raw(&response.stdout, &response.stderr);
+    tarn_protocol::output::print_raw(&response.stdout, &response.stderr);
     response.status
 }
 

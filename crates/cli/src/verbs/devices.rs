@@ -7,14 +7,13 @@
 use std::path::Path;
 
 use tarn::pool::{parse_vdev_layout, VDEV_KEYWORDS};
+use tarn_protocol::absolute;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::human_bytes;
+use tarn_protocol::Request;
 
-use super::forward;
-use super::pool::ask_imported;
 use super::scrub::wait_scan;
-use crate::error::{Failure, Status};
-use crate::format::human_bytes;
-use crate::ops::absolute;
-use crate::protocol::Request;
+use super::{ask_imported, forward};
 
 /// A device of the pool as the user named it: a path (made absolute), a file name or a guid.
 fn existing_device(name: &str) -> String {

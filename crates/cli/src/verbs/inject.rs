@@ -1,12 +1,13 @@
 //! `tarn inject` (zinject): faults injected into an imported pool's devices, served by the
-//! daemon that holds the pool (`daemon::inject`); root only.
+//! daemon that holds the pool (`tarn_daemon`'s `inject`); root only.
 
 use std::path::Path;
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::{InjectSpec, Request};
+
 use super::forward;
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::protocol::{InjectSpec, Request};
 
 /// What `tarn inject` was asked: start (fields given with a pool), clear (`-c`), or list.
 pub struct InjectArgs {

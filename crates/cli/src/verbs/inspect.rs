@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::Request;
+
 use super::ask_holder;
-use crate::error::{Failure, Status};
-use crate::ops::{self, open_named};
-use crate::protocol::Request;
+use tarn_ops::open_named;
 
 pub fn check(
     socket: &Path,
@@ -22,7 +23,7 @@ pub fn check(
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, no_repair)?;
-    let clean = ops::check(&pool, &name, !no_repair)?;
+    let clean = tarn_ops::check(&pool, &name, !no_repair)?;
     pool.export()?;
     Ok(if clean { 0 } else { 1 })
 }
@@ -43,7 +44,7 @@ pub fn debug_metaslabs(
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, true)?;
-    ops::debug_metaslabs(&pool, &name, json, level)?;
+    tarn_ops::debug_metaslabs(&pool, &name, json, level)?;
     pool.export()?;
     Ok(0)
 }
@@ -62,7 +63,7 @@ pub fn debug_logs(
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, true)?;
-    ops::debug_logs(&pool, &name, json)?;
+    tarn_ops::debug_logs(&pool, &name, json)?;
     pool.export()?;
     Ok(0)
 }
@@ -73,7 +74,7 @@ pub fn debug_map(
     output: PathBuf,
     name: String,
 ) -> Result<Status, Failure> {
-    let output = ops::absolute(&output);
+    let output = tarn_protocol::absolute(&output);
     let request = Request::DebugMap {
         pool: name.clone(),
         output: output.clone(),
@@ -82,7 +83,7 @@ pub fn debug_map(
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, true)?;
-    let result = ops::debug_map(&pool, &name, &output);
+    let result = tarn_ops::debug_map(&pool, &name, &output);
     pool.export()?;
     result.map(|()| 0)
 }
@@ -103,7 +104,7 @@ pub fn debug_spacemap(
         return Ok(status);
     }
     let pool = open_named(&dirs, &name, true)?;
-    let result = ops::debug_spacemap(&pool, &name, vdev, metaslab);
+    let result = tarn_ops::debug_spacemap(&pool, &name, vdev, metaslab);
     pool.export()?;
     result.map(|()| 0)
 }

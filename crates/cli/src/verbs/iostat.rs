@@ -35,10 +35,9 @@ use tarn::vdev::{
     ClassSnapshot, IoClass, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS, SIZE_HISTOGRAM_BUCKETS,
 };
 
-use crate::client;
-use crate::error::Failure;
-use crate::format::human_bytes;
-use crate::protocol::Request;
+use tarn_protocol::client;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::human_bytes;
 
 /// `tarn pool iostat` arguments.
 #[derive(Args, Debug)]
@@ -71,48 +70,6 @@ pub struct IostatArgs {
     /// every INTERVAL seconds, COUNT reports in all (default: until interrupted).
     #[arg(num_args = 0..=3, value_name = "POOL|INTERVAL|COUNT")]
     pub words: Vec<String>,
-}
-
-/// Ask the daemon for the counters of `pool` (or of every pool it holds), in name order.
-pub fn fetch(socket: &Path, pool: Option<&str>) -> Result<Vec<(String, PoolIostat)>, Failure> {
-    let request = Request::PoolIostat {
-        pool: pool.map(str::to_string),
-    };
-    let not_held = |pool: &str| {
-        Failure(format!(
-            "pool {pool:?} is not imported: iostat reads the counters of a pool the daemon holds \
-             (tarn pool import {pool})"
-        ))
-    };
-    let Some(response) = client::ask_if_running(socket, &request)? else {
-        return match pool {
-            Some(pool) => Err(not_held(pool)),
-            None => Err(Failure("no pools available (none is imported)".into())),
-        };
-    };
-    if response.not_imported {
-        return Err(not_held(pool.unwrap_or_default()));
-    }
-    if response.status != 0 {
-        return Err(Failure(format!(
-            "cannot read the I/O counters: {}",
-            response.stderr.trim().trim_start_matches("tarn: ")
-        )));
-    }
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        name: String,
-        iostat: PoolIostat,
-    }
-    let entries: Vec<Entry> = serde_json::from_value(response.data["pools"].clone())
-        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
-    if entries.is_empty() {
-        return Err(Failure("no pools available (none is imported)".into()));
-    }
-    Ok(entries
-        .into_iter()
-        .map(|entry| (entry.name, entry.iostat))
-        .collect())
 }
 
 /// The counters of `now` accumulated since `earlier`, vdev by vdev (vdevs are matched by
@@ -585,8 +542,8 @@ fn parse(args: &IostatArgs) -> Result<(Option<String>, Option<Duration>, u64), F
             "-w and -r print histograms and cannot be combined with -l or -q".into(),
         ));
     }
-    let (pool, interval, count) = super::stat::parse_words(&args.words)?;
-    let (interval, reports) = super::stat::repeat(interval, count)?;
+    let (pool, interval, count) = super::report::parse_words(&args.words)?;
+    let (interval, reports) = super::report::repeat(interval, count)?;
     Ok((pool, interval, reports))
 }
 
@@ -610,7 +567,7 @@ pub fn run(socket: &Path, args: IostatArgs) -> Result<(), Failure> {
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
         }
         tick += 1;
-        let now = fetch(socket, pool.as_deref())?;
+        let now = client::fetch_iostat(socket, pool.as_deref())?;
         if args.skip_first && previous.is_none() {
             previous = Some(now);
             continue;

@@ -12,19 +12,20 @@ use tarn::pool::{
 use tarn::space::AllocClass;
 use tarn::vdev::label::PoolState;
 use tarn::vdev::VdevHealth;
-
-use super::{ask_holder, forward, property_list};
-use crate::cachefile;
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::format::{human_bytes, Cell};
-use crate::format::{parse_size, print_table, ListFormat};
-use crate::ops::{self, absolute, dirs_or_default, import_options, open_named};
-use crate::protocol::rows::{
+use tarn_protocol::absolute;
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::{human_bytes, Cell};
+use tarn_protocol::format::{parse_size, print_table, ListFormat};
+use tarn_protocol::rows::{
     PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry, GET_COLUMNS, POOL_LIST_COLUMNS,
     POOL_LIST_DEFAULT_COLUMNS,
 };
-use crate::protocol::{Request, Response};
+use tarn_protocol::Request;
+
+use super::{ask_holder, ask_imported, forward, property_list};
+use tarn_ops::cachefile;
+use tarn_ops::{dirs_or_default, import_options, open_named};
 
 /// Check `-m`: an absolute path, `none` or `legacy`.
 fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
@@ -524,7 +525,7 @@ pub fn list(
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            let mut row = ops::pool_row(&pool);
+            let mut row = tarn_ops::pool_row(&pool);
             row.name = candidate.name.clone();
             rows.push(row);
             pool.export()?;
@@ -580,7 +581,7 @@ pub fn status(
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            entries.push(ops::status_entry(&pool, verbose));
+            entries.push(tarn_ops::status_entry(&pool, verbose));
             pool.export()?;
         }
     }
@@ -607,25 +608,6 @@ pub fn print_status(entries: &[StatusEntry], json: bool) {
         for entry in entries {
             out!("{}", entry.text);
         }
-    }
-}
-
-/// Ask the daemon about a pool it must hold (pool properties live in imported pools only, as
-/// with zpool get/set/wait).
-pub(super) fn ask_imported(
-    socket: &Path,
-    pool: &str,
-    request: &Request,
-) -> Result<Response, Failure> {
-    match client::ask_if_running(socket, request)? {
-        None => Err(Failure(format!(
-            "cannot open '{pool}': no such pool (no pools are imported: no tarn daemon on {}); import it with tarn pool import {pool}",
-            socket.display()
-        ))),
-        Some(response) if response.not_imported => Err(Failure(format!(
-            "cannot open '{pool}': no such pool (not imported); import it with tarn pool import {pool}"
-        ))),
-        Some(response) => Ok(response),
     }
 }
 

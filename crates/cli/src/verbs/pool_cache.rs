@@ -1,4 +1,4 @@
-//! `tarn pool import -a`: import every pool the cache file remembers (`crate::cachefile`), as
+//! `tarn pool import -a`: import every pool the cache file remembers (`tarn_ops::cachefile`), as
 //! the shipped systemd unit does at boot. A daemon imports its cache file's pools when it
 //! starts, so this starts the daemon if none runs and then asks for each remembered pool that
 //! is still not imported (one whose disks came late, or a daemon that was already running).
@@ -6,11 +6,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::Request;
+
 use super::forward;
-use crate::cachefile;
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::protocol::Request;
+use tarn_ops::cachefile;
 
 pub fn import_all(socket: &Path) -> Result<Status, Failure> {
     let path = cachefile::default_path(socket);

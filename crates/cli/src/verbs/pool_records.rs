@@ -1,14 +1,15 @@
 //! `tarn pool history` and `tarn pool clear`: the verbs over what a pool records about itself
-//! (its history ring and error log; `crate::records` formats them).
+//! (its history ring and error log; `tarn_ops::records` formats them).
 
 use std::path::{Path, PathBuf};
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::Request;
+
 use super::{ask_holder, forward};
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::ops::open_named;
-use crate::protocol::Request;
-use crate::records::{self, HistoryRow};
+use tarn_ops::open_named;
+use tarn_ops::records::{self, HistoryRow};
 
 /// `pool history [-l] POOL`: from the daemon if it holds the pool, else read from the
 /// exported pool in this process (read-only).

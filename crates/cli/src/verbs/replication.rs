@@ -1,18 +1,19 @@
 //! `tarn send` and `tarn receive`: the CLI copies the stream between its stdout or stdin and
-//! the daemon's socket (as frames, `protocol::frames`), showing progress on a terminal, and
+//! the daemon's socket (as frames, `tarn_protocol::frames`), showing progress on a terminal, and
 //! prints the daemon's answer. A stream is never written to or read from a terminal.
 
 use std::io::{BufReader, IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tarn_protocol::client;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::human_bytes;
+use tarn_protocol::frames::{FrameReader, FrameWriter};
+use tarn_protocol::Request;
+
 use super::dataset::check_name;
 use super::forward;
-use crate::client;
-use crate::error::{Failure, Status};
-use crate::format::human_bytes;
-use crate::protocol::frames::{FrameReader, FrameWriter};
-use crate::protocol::Request;
 
 /// What `tarn send` was asked.
 pub struct SendArgs {

@@ -6,11 +6,11 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use super::forward;
-use super::pool::ask_imported;
-use crate::error::{Failure, Status};
-use crate::format::human_bytes;
-use crate::protocol::Request;
+use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::human_bytes;
+use tarn_protocol::Request;
+
+use super::{ask_imported, forward};
 
 const WAIT_POLL: Duration = Duration::from_millis(100);
 

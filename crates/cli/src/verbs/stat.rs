@@ -18,15 +18,16 @@
 //! is one JSON document (`{"txgs": [...]}`).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use tarn::txg::{TxgHistoryRow, TxgState};
+use tarn_protocol::client;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{byte_cell, count_cell, Cell, ListFormat};
+use tarn_protocol::Request;
 
-use crate::client;
-use crate::error::Failure;
-use crate::format::{human_bytes, print_table, Cell, ListFormat};
-use crate::protocol::Request;
+use super::report::{parse_words, repeat, Reporter};
 
 /// Flags every stat table takes, before or after the table's name (`tarn stat -H txgs` and
 /// `tarn stat txgs -H` are the same).
@@ -180,7 +181,7 @@ fn vdev_queue(
             let due = started + interval.expect("repeats need an interval") * report as u32;
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
         }
-        let pools = super::iostat::fetch(socket, Some(pool))?;
+        let pools = client::fetch_iostat(socket, Some(pool))?;
         let cells: Vec<Vec<Cell>> = pools
             .iter()
             .flat_map(|(_, iostat)| vdev_queue_cells(iostat))
@@ -188,31 +189,6 @@ fn vdev_queue(
         reporter.report(&cells, "vdev_queue")?;
     }
     Ok(())
-}
-
-/// The interval and the number of reports of `[INTERVAL [COUNT]]`, checked.
-pub(crate) fn repeat(
-    interval: Option<f64>,
-    count: Option<u64>,
-) -> Result<(Option<Duration>, u64), Failure> {
-    let interval = match interval {
-        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
-            return Err(Failure(format!(
-                "invalid interval {seconds}: expected a positive number of seconds"
-            )))
-        }
-        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
-        None => None,
-    };
-    if count == Some(0) {
-        return Err(Failure("invalid count 0: expected at least 1".into()));
-    }
-    let reports = match (interval, count) {
-        (None, _) => 1,
-        (Some(_), Some(count)) => count,
-        (Some(_), None) => u64::MAX,
-    };
-    Ok((interval, reports))
 }
 
 /// The columns of `tarn stat txgs`: OpenZFS's txgs kstat in its order, then tarn's own.
@@ -259,14 +235,6 @@ fn human_ns(ns: u64) -> String {
     }
 }
 
-pub(crate) fn count_cell(value: u64) -> Cell {
-    Cell {
-        exact: value.to_string(),
-        human: value.to_string(),
-        json: serde_json::Value::from(value),
-    }
-}
-
 fn ns_cell(value: u64) -> Cell {
     Cell {
         exact: value.to_string(),
@@ -289,14 +257,6 @@ fn time_of_day_cell(unix_ns: u64) -> Cell {
             day % 60
         ),
         json: serde_json::Value::from(unix_ns),
-    }
-}
-
-pub(crate) fn byte_cell(value: u64) -> Cell {
-    Cell {
-        exact: value.to_string(),
-        human: human_bytes(value),
-        json: serde_json::Value::from(value),
     }
 }
 
@@ -331,132 +291,6 @@ pub fn txg_cells(row: &TxgHistoryRow) -> Vec<Cell> {
     ]
 }
 
-/// Ask the daemon that holds `pool` for one of its tables: `request` answers with the table
-/// under `key` in its data.
-pub(crate) fn fetch<T: serde::de::DeserializeOwned>(
-    socket: &Path,
-    pool: &str,
-    request: &Request,
-    key: &str,
-) -> Result<T, Failure> {
-    let not_held = || {
-        Failure(format!(
-            "pool {pool:?} is not imported: tarn stat reads the counters of a pool the daemon \
-             holds (tarn pool import {pool})"
-        ))
-    };
-    let Some(response) = client::ask_if_running(socket, request)? else {
-        return Err(not_held());
-    };
-    if response.not_imported {
-        return Err(not_held());
-    }
-    if response.status != 0 {
-        return Err(Failure(format!(
-            "cannot read the {key} counters of {pool}: {}",
-            response.stderr.trim().trim_start_matches("tarn: ")
-        )));
-    }
-    serde_json::from_value(response.data[key].clone())
-        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
-}
-
-/// Prints a table report by report: the header once, and (in the aligned form) the column
-/// widths of the first report kept for the later ones, so that they line up below it.
-pub(crate) struct Reporter {
-    columns: &'static [&'static str],
-    format: ListFormat,
-    selected: Vec<usize>,
-    widths: Option<Vec<usize>>,
-}
-
-impl Reporter {
-    pub(crate) fn new(
-        columns: &'static [&'static str],
-        format: ListFormat,
-    ) -> Result<Reporter, Failure> {
-        let selected = match &format.fields {
-            None => (0..columns.len()).collect(),
-            Some(fields) => fields
-                .iter()
-                .map(|field| {
-                    columns
-                        .iter()
-                        .position(|column| column == field)
-                        .ok_or_else(|| {
-                            Failure(format!(
-                                "invalid field {field:?}; valid fields are: {}",
-                                columns.join(", ")
-                            ))
-                        })
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        Ok(Reporter {
-            columns,
-            format,
-            selected,
-            widths: None,
-        })
-    }
-
-    pub(crate) fn report(&mut self, rows: &[Vec<Cell>], json_key: &str) -> Result<(), Failure> {
-        if self.format.json || self.format.no_header {
-            return print_table(self.columns, rows, &self.format, json_key).map_err(Failure);
-        }
-        let text = |cell: &Cell| {
-            if self.format.exact {
-                cell.exact.clone()
-            } else {
-                cell.human.clone()
-            }
-        };
-        let first = self.widths.is_none();
-        let widths = self.widths.get_or_insert_with(|| {
-            self.selected
-                .iter()
-                .map(|&index| self.columns[index].len())
-                .collect()
-        });
-        for row in rows {
-            for (position, &index) in self.selected.iter().enumerate() {
-                widths[position] = widths[position].max(text(&row[index]).len());
-            }
-        }
-        let line = |cells: Vec<String>| -> String {
-            cells
-                .iter()
-                .zip(widths.iter())
-                .map(|(cell, width)| format!("{cell:>width$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-        };
-        if first {
-            out!(
-                "{}",
-                line(
-                    self.selected
-                        .iter()
-                        .map(|&index| self.columns[index].to_uppercase())
-                        .collect()
-                )
-            );
-        }
-        for row in rows {
-            out!(
-                "{}",
-                line(
-                    self.selected
-                        .iter()
-                        .map(|&index| text(&row[index]))
-                        .collect()
-                )
-            );
-        }
-        Ok(())
-    }
-}
-
 /// `tarn stat txgs`.
 fn txgs(
     socket: &Path,
@@ -475,7 +309,7 @@ fn txgs(
             let due = started + interval.expect("repeats need an interval") * report as u32;
             std::thread::sleep(due.saturating_duration_since(Instant::now()));
         }
-        let history: Vec<TxgHistoryRow> = fetch(
+        let history: Vec<TxgHistoryRow> = client::fetch_table(
             socket,
             pool,
             &Request::StatTxgs {
@@ -507,49 +341,6 @@ fn txgs(
     Ok(())
 }
 
-/// The pool named (if any), the interval and the count.
-pub(crate) type StatWords = (Option<String>, Option<f64>, Option<u64>);
-
-/// `[POOL] [INTERVAL [COUNT]]`: the pool named (if the first word starts with a letter, as pool
-/// names do), the interval and the count.
-pub(crate) fn parse_words(words: &[String]) -> Result<StatWords, Failure> {
-    let mut rest = words;
-    let mut pool = None;
-    if let Some(first) = rest.first() {
-        if first.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            pool = Some(first.clone());
-            rest = &rest[1..];
-        }
-    }
-    if rest.len() > 2 {
-        return Err(Failure(format!(
-            "too many arguments: expected [POOL] [INTERVAL [COUNT]], got {}",
-            words.join(" ")
-        )));
-    }
-    let interval = rest
-        .first()
-        .map(|word| {
-            word.parse::<f64>().map_err(|_| {
-                Failure(format!(
-                    "invalid interval {word:?}: expected a positive number of seconds"
-                ))
-            })
-        })
-        .transpose()?;
-    let count = rest
-        .get(1)
-        .map(|word| {
-            word.parse::<u64>().map_err(|_| {
-                Failure(format!(
-                    "invalid count {word:?}: expected a whole number of reports"
-                ))
-            })
-        })
-        .transpose()?;
-    Ok((pool, interval, count))
-}
-
 /// The pool to report on: the one named, else the daemon's only pool.
 fn resolve_pool(socket: &Path, pool: Option<String>) -> Result<String, Failure> {
     if let Some(pool) = pool {
@@ -577,26 +368,26 @@ fn prometheus(socket: &Path) -> Result<(), Failure> {
         .unwrap_or_default();
     let mut metrics = Vec::new();
     for pool in pools {
-        metrics.push(crate::metrics::PoolMetrics {
-            arc: fetch(
+        metrics.push(tarn_protocol::metrics::PoolMetrics {
+            arc: client::fetch_table(
                 socket,
                 &pool,
                 &Request::StatArc { pool: pool.clone() },
                 "arc",
             )?,
-            txgs: fetch(
+            txgs: client::fetch_table(
                 socket,
                 &pool,
                 &Request::StatTxgs { pool: pool.clone() },
                 "txgs",
             )?,
-            zil: fetch(
+            zil: client::fetch_table(
                 socket,
                 &pool,
                 &Request::StatZil { pool: pool.clone() },
                 "zil",
             )?,
-            iostat: super::iostat::fetch(socket, Some(&pool))?
+            iostat: client::fetch_iostat(socket, Some(&pool))?
                 .into_iter()
                 .next()
                 .map(|(_, iostat)| iostat)
@@ -604,7 +395,7 @@ fn prometheus(socket: &Path) -> Result<(), Failure> {
             name: pool,
         });
     }
-    out!("{}", crate::metrics::render(&metrics).trim_end());
+    out!("{}", tarn_protocol::metrics::render(&metrics).trim_end());
     Ok(())
 }
 
@@ -647,21 +438,6 @@ pub fn run(socket: &Path, command: StatArgs) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pool_interval_and_count_are_told_apart() {
-        let words =
-            |text: &str| -> Vec<String> { text.split_whitespace().map(str::to_string).collect() };
-        let parsed = parse_words(&words("tank 0.5 3")).ok().unwrap();
-        assert_eq!(parsed, (Some("tank".into()), Some(0.5), Some(3)));
-        let parsed = parse_words(&words("2 4")).ok().unwrap();
-        assert_eq!(parsed, (None, Some(2.0), Some(4)));
-        let parsed = parse_words(&words("tank")).ok().unwrap();
-        assert_eq!(parsed, (Some("tank".into()), None, None));
-        assert!(parse_words(&words("1 2 3")).is_err());
-        assert!(parse_words(&words("tank soon")).is_err());
-        assert!(parse_words(&words("tank 1 x")).is_err());
-    }
 
     #[test]
     fn durations_print_with_units() {

@@ -1,0 +1,488 @@
+//! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
+//! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
+//! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset` in tarn-cli.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tarn::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
+use tarn::pool::datasets::DatasetInfo;
+use tarn::pool::Pool;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use tarn_protocol::Request;
+
+use super::held::{lock, Answer, Daemon, Reply};
+use super::mounts::{Mounts, Placement};
+
+/// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
+fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {
+    Ok(match mounts.placement(pool, name)? {
+        Placement::At { path, .. } => path.display().to_string(),
+        Placement::Never(_) => {
+            let (value, _) = pool.property(name, Property::Mountpoint)?;
+            if value.starts_with('/') {
+                // canmount=off: still shown where it would mount.
+                match mounts.altroot(pool.name()) {
+                    Some(root) => root
+                        .join(value.trim_start_matches('/'))
+                        .display()
+                        .to_string(),
+                    None => value,
+                }
+            } else {
+                value
+            }
+        }
+    })
+}
+
+fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, Failure> {
+    let value = |property| {
+        pool.property(&info.name, property)
+            .map(|(value, _)| value)
+            .map_err(Failure::from)
+    };
+    Ok(DatasetRow {
+        name: info.name.clone(),
+        used: info.used,
+        avail: info.available,
+        refer: info.referenced,
+        mountpoint: shown_mountpoint(pool, mounts, &info.name)?,
+        creation: info.creation_time,
+        compressratio: info.compress_ratio(),
+        refcompressratio: info.ref_compress_ratio(),
+        mounted: mounts.mountpoint_of(&info.name).is_some(),
+        kind: "filesystem".into(),
+        written: info.written,
+        usedbydataset: info.used_by_dataset,
+        usedbysnapshots: info.used_by_snapshots,
+        usedbychildren: info.used_by_children,
+        guid: info.guid,
+        createtxg: info.creation_txg,
+        origin: info.origin.clone().unwrap_or_else(|| "-".into()),
+        recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
+        compression: value(Property::Compression)?,
+        checksum: value(Property::Checksum)?,
+        copies: value(Property::Copies)?.parse().unwrap_or(1),
+        atime: value(Property::Atime)?,
+        readonly: value(Property::Readonly)?,
+        canmount: value(Property::Canmount)?,
+        snapdir: value(Property::Snapdir)?,
+        xattr: value(Property::Xattr)?,
+        acltype: value(Property::Acltype)?,
+    })
+}
+
+/// `tarn list`: every dataset of every pool, or `name` (and with `recursive` its
+/// descendants), of the `types` wanted (`filesystem`, `snapshot`, `bookmark`, `all`; none:
+/// file systems). A file system's snapshots follow it, oldest first, then its bookmarks, before
+/// its children.
+pub fn list(
+    pools: &[Arc<Pool>],
+    mounts: &Mounts,
+    name: Option<&str>,
+    recursive: bool,
+    types: &[String],
+) -> Result<Vec<DatasetRow>, Failure> {
+    let wants = |kind: &str| {
+        types.iter().any(|wanted| wanted == kind || wanted == "all")
+            || (types.is_empty() && kind == "filesystem")
+    };
+    if let Some(snapshot) = name.filter(|name| name.contains('@')) {
+        let pool = pools
+            .iter()
+            .find(|pool| pool.name() == tarn_ops::pool_of(snapshot))
+            .ok_or_else(|| Failure(format!("dataset {snapshot:?} does not exist")))?;
+        return Ok(vec![super::snapshots::row(
+            pool,
+            &pool.snapshot_info(snapshot)?,
+        )?]);
+    }
+    let mut rows = Vec::new();
+    let mut found = name.is_none();
+    for pool in pools {
+        let snapshots = if wants("snapshot") {
+            pool.snapshots()
+        } else {
+            Vec::new()
+        };
+        for info in pool.datasets() {
+            let wanted = match name {
+                None => true,
+                Some(name) => {
+                    info.name == name
+                        || (recursive
+                            && info
+                                .name
+                                .strip_prefix(name)
+                                .is_some_and(|rest| rest.starts_with('/')))
+                }
+            };
+            if wanted {
+                found |= Some(info.name.as_str()) == name;
+                if wants("filesystem") {
+                    rows.push(row(pool, mounts, &info)?);
+                }
+                for snapshot in snapshots
+                    .iter()
+                    .filter(|snapshot| super::snapshots::filesystem_of(&snapshot.name) == info.name)
+                {
+                    rows.push(super::snapshots::row(pool, snapshot)?);
+                }
+                if wants("bookmark") {
+                    for bookmark in pool.bookmarks_of(&info.name)? {
+                        rows.push(super::snapshots::bookmark_row(&bookmark));
+                    }
+                }
+            }
+        }
+    }
+    if !found {
+        return Err(Failure(format!(
+            "dataset {:?} does not exist",
+            name.unwrap_or_default()
+        )));
+    }
+    Ok(rows)
+}
+
+/// `tarn get`: `properties` (names, or `all`) of one dataset.
+pub fn get(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    properties: &[String],
+) -> Result<Vec<PropertyRow>, Failure> {
+    if name.contains('@') {
+        return super::snapshots::get(pool, name, properties);
+    }
+    let info = pool
+        .datasets()
+        .into_iter()
+        .find(|info| info.name == name)
+        .ok_or_else(|| Failure(format!("dataset {name:?} does not exist")))?;
+    let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
+        READ_ONLY_PROPERTIES
+            .iter()
+            .map(|p| p.to_string())
+            .chain(["mounted".to_string()])
+            .chain(Property::ALL.iter().map(|p| p.name().to_string()))
+            .collect()
+    } else {
+        properties.to_vec()
+    };
+    let mut rows = Vec::new();
+    for property in wanted {
+        let statistic = |exact: String, human: String| PropertyRow {
+            name: name.to_string(),
+            property: property.clone(),
+            exact,
+            human,
+            source: PropertySource::None.to_string(),
+        };
+        let bytes = |value: u64| statistic(value.to_string(), human_bytes(value));
+        let row = match property.as_str() {
+            "type" => statistic("filesystem".into(), "filesystem".into()),
+            "creation" => statistic(info.creation_time.to_string(), utc_time(info.creation_time)),
+            "used" => bytes(info.used),
+            "available" | "avail" => bytes(info.available),
+            "referenced" | "refer" => bytes(info.referenced),
+            "compressratio" => {
+                let cell = ratio_cell(info.compress_ratio());
+                statistic(cell.exact, cell.human)
+            }
+            "refcompressratio" => {
+                let cell = ratio_cell(info.ref_compress_ratio());
+                statistic(cell.exact, cell.human)
+            }
+            "origin" => {
+                let origin = info.origin.clone().unwrap_or_else(|| "-".into());
+                statistic(origin.clone(), origin)
+            }
+            "clones" => statistic("-".into(), "-".into()),
+            "written" => bytes(info.written),
+            "usedbydataset" => bytes(info.used_by_dataset),
+            "usedbysnapshots" => bytes(info.used_by_snapshots),
+            "usedbychildren" => bytes(info.used_by_children),
+            "usedbyrefreservation" => bytes(0),
+            "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
+            "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
+            "receive_resume_token" => {
+                let token = tarn::send::resume_token(pool, name)
+                    .map_err(|error| Failure(format!("{name}: receive_resume_token: {error}")))?
+                    .unwrap_or_else(|| "-".into());
+                statistic(token.clone(), token)
+            }
+            "mounted" => {
+                let mounted = if mounts.mountpoint_of(name).is_some() {
+                    "yes"
+                } else {
+                    "no"
+                };
+                statistic(mounted.into(), mounted.into())
+            }
+            "name" => statistic(name.into(), name.into()),
+            other => {
+                let property = Property::from_name(other).ok_or_else(|| {
+                    Failure(format!(
+                        "unknown property {other:?}; known properties: {}, {}",
+                        READ_ONLY_PROPERTIES.join(", "),
+                        Property::ALL.map(Property::name).join(", ")
+                    ))
+                })?;
+                let (mut value, source) = pool.property(name, property)?;
+                if property == Property::Mountpoint {
+                    value = shown_mountpoint(pool, mounts, name)?;
+                }
+                PropertyRow::settable(name, property, value, source)
+            }
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `tarn set` and `tarn inherit` (value None).
+pub fn set(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    property: &str,
+    value: Option<&str>,
+) -> Result<(), Failure> {
+    if pool.core.readonly {
+        return Err(Failure(format!(
+            "pool {} is imported read-only",
+            pool.name()
+        )));
+    }
+    pool.set_property(name, property, value)?;
+    let property = Property::from_name(property).expect("validated by set_property");
+    mounts.apply_change(pool, name, property)
+}
+
+/// `tarn destroy`: plan (see [`Pool::destroy_plan`]), then with `dry_run` print the plan;
+/// otherwise unmount every file system in it and destroy them, in the plan's order.
+pub fn destroy(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    options: DestroyOptions,
+) -> Result<(), Failure> {
+    if name == pool.name() {
+        return Err(Failure(format!(
+            "cannot destroy {name}: it is the pool's root file system; destroy the pool instead (tarn pool destroy {name})"
+        )));
+    }
+    if !pool.has_dataset(name) {
+        return Err(Failure(format!("dataset {name:?} does not exist")));
+    }
+    // Refused requests (children or snapshots without -r, outside clones without -R) leave
+    // the mounts alone.
+    let plan = pool.destroy_plan(name, options.recursive, options.dependents)?;
+    if options.dry_run || options.verbose {
+        let verb = if options.dry_run { "would" } else { "will" };
+        for doomed in &plan {
+            out!("{verb} destroy {doomed}");
+        }
+    }
+    if options.dry_run {
+        return Ok(());
+    }
+    for doomed in plan.iter().filter(|doomed| !doomed.contains('@')) {
+        mounts.unmount_within(pool, doomed, false)?;
+    }
+    tarn_ops::destroy_reporting(pool, name, options.recursive, options.dependents)
+}
+
+/// How `tarn destroy` of a file system goes: `-r`, `-R`, `-n`, `-v`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DestroyOptions {
+    pub recursive: bool,
+    pub dependents: bool,
+    pub dry_run: bool,
+    pub verbose: bool,
+}
+
+/// `tarn mount FS [MOUNTPOINT]`.
+pub fn mount(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    mountpoint: Option<&Path>,
+) -> Result<(), Failure> {
+    if pool.core.readonly {
+        return Err(Failure(format!(
+            "pool {} is imported read-only: its file systems are not mounted",
+            pool.name()
+        )));
+    }
+    if !pool.has_dataset(name) {
+        return Err(Failure(format!("dataset {name:?} does not exist")));
+    }
+    let target = match (mountpoint, mounts.placement(pool, name)?) {
+        (Some(path), _) if path.is_absolute() => path.to_path_buf(),
+        (Some(path), _) => {
+            return Err(Failure(format!(
+                "bad request: mountpoint {} is not absolute",
+                path.display()
+            )))
+        }
+        (None, Placement::At { path, .. }) => path,
+        (None, Placement::Never(why)) => {
+            return Err(Failure(format!(
+                "cannot mount {name}: {why}; set mountpoint to a path (and canmount to on), or name a mountpoint"
+            )))
+        }
+    };
+    mounts.mount(pool, name, &target)
+}
+
+/// A dataset request.
+pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Create {
+            name,
+            properties,
+            parents,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let created = pool.create_dataset(&name, &properties, parents)?;
+            let failures = match created.first() {
+                Some(top) => daemon.mounts.mount_all(&pool, Some(top)),
+                None => Vec::new(),
+            };
+            Ok(Answer {
+                status: u8::from(!failures.is_empty()),
+                data: serde_json::json!({ "created": created }),
+            })
+        }
+        Request::Destroy {
+            name,
+            recursive,
+            dependents,
+            dry_run,
+            verbose,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let options = DestroyOptions {
+                recursive: recursive || dependents,
+                dependents,
+                dry_run,
+                verbose,
+            };
+            destroy(&pool, &daemon.mounts, &name, options)?;
+            Answer::done()
+        }
+        Request::List {
+            name,
+            recursive,
+            types,
+        } => {
+            let rows = list(
+                &daemon.pools(),
+                &daemon.mounts,
+                name.as_deref(),
+                recursive,
+                &types,
+            )?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "datasets": rows }),
+            })
+        }
+        Request::Get { names, properties } => {
+            let mut rows = Vec::new();
+            for name in &names {
+                let pool = daemon.pool_of_dataset(name)?;
+                rows.extend(get(&pool, &daemon.mounts, name, &properties)?);
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "properties": rows }),
+            })
+        }
+        Request::Set {
+            name,
+            property,
+            value,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            set(&pool, &daemon.mounts, &name, &property, value.as_deref())?;
+            Answer::done()
+        }
+        Request::Mount {
+            name,
+            mountpoint,
+            all,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (name, all) {
+                (None, false) => {
+                    let rows: Vec<serde_json::Value> = daemon
+                        .mounts
+                        .list()
+                        .into_iter()
+                        .map(|(name, path)| {
+                            serde_json::json!({ "name": name, "mountpoint": path.display().to_string() })
+                        })
+                        .collect();
+                    Ok(Answer {
+                        status: 0,
+                        data: serde_json::json!({ "mounts": rows }),
+                    })
+                }
+                (None, true) => {
+                    let mut failed = false;
+                    for pool in daemon.pools().iter().filter(|pool| !pool.core.readonly) {
+                        failed |= !daemon.mounts.mount_all(pool, None).is_empty();
+                    }
+                    Ok(Answer {
+                        status: u8::from(failed),
+                        data: serde_json::Value::Null,
+                    })
+                }
+                (Some(name), _) => {
+                    let pool = daemon.pool_of_dataset(&name)?;
+                    mount(&pool, &daemon.mounts, &name, mountpoint.as_deref())?;
+                    Answer::done()
+                }
+            }
+        }
+        Request::Unmount { target, all, force } => {
+            let _guard = lock(&daemon.lifecycle);
+            match (target, all) {
+                (None, true) => {
+                    for pool in daemon.pools() {
+                        daemon.mounts.unmount_within(&pool, pool.name(), force)?;
+                    }
+                }
+                (Some(target), _) => {
+                    let dataset = daemon.mounts.resolve(&target).ok_or_else(|| {
+                        Failure(format!(
+                            "{target} is not a mounted tarn file system (give a dataset name or its mountpoint)"
+                        ))
+                    })?;
+                    let pool = daemon.pool_of_dataset(&dataset)?;
+                    daemon.mounts.unmount_within(&pool, &dataset, force)?;
+                }
+                (None, false) => {
+                    return Err(Failure(
+                        "bad request: unmount what? name a file system or use -a".into(),
+                    )
+                    .into())
+                }
+            }
+            Answer::done()
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} is not a dataset request",
+            other.verb()
+        )))),
+    }
+}

@@ -1,0 +1,89 @@
+//! The daemon's request dispatch: `ping` and `stop` are answered here, every other request by
+//! its family (`pool`, `inspect`, `datasets`, ...). Every line a handler
+//! prints is captured into the response.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tarn_protocol::error::Failure;
+use tarn_protocol::Request;
+
+use super::held::{lock, Answer, Daemon, Reply, STOP};
+use super::{datasets, devices, inject, inspect, pool, scan, snapshots};
+
+pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Ping => Ok(Answer {
+            status: 0,
+            data: serde_json::json!({
+                "pid": std::process::id(),
+                "socket": daemon.socket.display().to_string(),
+                "pools": lock(&daemon.state).pools.keys().cloned().collect::<Vec<_>>(),
+                "version": tarn_protocol::BUILD_VERSION,
+                "protocol": tarn_protocol::PROTOCOL_VERSION,
+            }),
+        }),
+        Request::Stop => {
+            STOP.store(true, Ordering::SeqCst);
+            out!(
+                "stopping tarn daemon {} on {}: exporting every pool",
+                std::process::id(),
+                daemon.socket.display()
+            );
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({"pid": std::process::id()}),
+            })
+        }
+        Request::PoolCreate { .. }
+        | Request::PoolImport { .. }
+        | Request::PoolExport { .. }
+        | Request::PoolDestroy { .. }
+        | Request::PoolSync { .. }
+        | Request::PoolList { .. }
+        | Request::PoolGet { .. }
+        | Request::PoolSet { .. }
+        | Request::PoolStatus { .. }
+        | Request::PoolHistory { .. }
+        | Request::PoolClear { .. } => pool::handle(daemon, request),
+        Request::PoolScrub { .. }
+        | Request::PoolResilver { .. }
+        | Request::PoolScanStatus { .. }
+        | Request::PoolDevice { .. } => scan::handle(daemon, request),
+        Request::PoolAttach { .. }
+        | Request::PoolDetach { .. }
+        | Request::PoolRemove { .. }
+        | Request::PoolReplace { .. }
+        | Request::PoolAdd { .. } => devices::handle(daemon, request),
+        Request::Check { .. }
+        | Request::DebugMetaslabs { .. }
+        | Request::DebugLogs { .. }
+        | Request::DebugSpacemap { .. }
+        | Request::DebugMap { .. }
+        | Request::StatTxgs { .. }
+        | Request::StatArc { .. }
+        | Request::StatZil { .. }
+        | Request::PoolIostat { .. }
+        | Request::DebugObject { .. } => inspect::handle(daemon, request),
+        Request::Inject { .. } => inject::handle(daemon, request),
+        Request::Create { .. }
+        | Request::Destroy { .. }
+        | Request::List { .. }
+        | Request::Get { .. }
+        | Request::Set { .. }
+        | Request::Mount { .. }
+        | Request::Unmount { .. } => datasets::handle(daemon, request),
+        Request::Snapshot { .. }
+        | Request::Clone { .. }
+        | Request::Promote { .. }
+        | Request::DestroySnapshots { .. }
+        | Request::Rollback { .. }
+        | Request::Rename { .. }
+        | Request::DebugDataset { .. }
+        | Request::Bookmark { .. }
+        | Request::ReceiveAbort { .. } => snapshots::handle(daemon, request),
+        Request::Send { .. } | Request::Receive { .. } => Err(Reply::Failed(Failure(
+            "internal error: send and receive are served with their connection's stream".into(),
+        ))),
+    }
+}

@@ -1,0 +1,186 @@
+//! Which requests go into a pool's history, and with what command line and user (the daemon's
+//! side of `tarn::pool::history`; OpenZFS logs each successful zpool/zfs command that changed a
+//! pool from the ioctl's caller).
+//!
+//! The client's uid and process id come from the connection (`SO_PEERCRED`), the command line
+//! from `/proc/PID/cmdline` (argv[0] shortened to its file name), read when the request
+//! arrives, while the client waits for the answer. Where that fails (another PID namespace),
+//! the request's verb and target stand in. Only requests that change a pool and succeed are
+//! recorded, in the pool they name; reads (list, get, status, send, debug, stat) are not, nor
+//! are export and destroy (the pool is gone when they succeed).
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+
+use tarn_protocol::Request;
+
+use super::held::Daemon;
+
+/// Who is on the other end of a connection.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Peer {
+    pub pid: u32,
+    pub uid: u32,
+}
+
+/// The connected client's credentials, if the kernel gives them.
+pub(super) fn peer(stream: &UnixStream) -> Option<Peer> {
+    let mut credentials = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut length = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the buffer and its length describe a valid ucred the kernel fills in.
+    let result = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut credentials as *mut libc::ucred).cast(),
+            &mut length,
+        )
+    };
+    (result == 0 && credentials.pid > 0).then_some(Peer {
+        pid: credentials.pid as u32,
+        uid: credentials.uid,
+    })
+}
+
+/// A history record to write once its request has succeeded.
+pub(super) struct PendingRecord {
+    pool: String,
+    command: String,
+    uid: u32,
+}
+
+/// The pool a request changes, if it changes one (see the module documentation).
+fn changed_pool(request: &Request) -> Option<String> {
+    let dataset = |name: &str| {
+        name.split(['/', '@', '#'])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some(match request {
+        Request::PoolCreate { name, .. } => name.clone(),
+        Request::PoolImport { pool, new_name, .. } => new_name.clone().unwrap_or(pool.clone()),
+        Request::PoolSet { pool, .. } | Request::PoolClear { pool, .. } => pool.clone(),
+        Request::PoolDevice { pool, .. }
+        | Request::PoolAttach { pool, .. }
+        | Request::PoolDetach { pool, .. }
+        | Request::PoolRemove { pool, .. }
+        | Request::PoolReplace { pool, .. } => pool.clone(),
+        Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
+        Request::Check { pool, repair: true } => pool.clone(),
+        Request::Destroy { name, dry_run, .. } if !dry_run => dataset(name),
+        Request::Create { name, .. }
+        | Request::Promote { name }
+        | Request::Rollback { name, .. }
+        | Request::Rename { name, .. }
+        | Request::Set { name, .. } => dataset(name),
+        Request::Clone { name, .. } => dataset(name),
+        Request::Snapshot { names, .. } => dataset(names.first()?),
+        Request::DestroySnapshots { spec, dry_run, .. } if !dry_run => dataset(spec),
+        Request::Bookmark { bookmark, .. } => dataset(bookmark),
+        Request::Receive { target, .. } | Request::ReceiveAbort { target } => dataset(target),
+        _ => return None,
+    })
+}
+
+/// The client's command line, argv[0] shortened to its file name.
+fn command_line(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let mut words: Vec<String> = raw
+        .split(|byte| *byte == 0)
+        .filter(|word| !word.is_empty())
+        .map(|word| String::from_utf8_lossy(word).into_owned())
+        .collect();
+    let first = words.first_mut()?;
+    if let Some(name) = std::path::Path::new(first.as_str()).file_name() {
+        *first = name.to_string_lossy().into_owned();
+    }
+    Some(words.join(" "))
+}
+
+impl PendingRecord {
+    /// The record a request would make, if it changes a pool.
+    pub(super) fn of(request: &Request, peer: Option<Peer>) -> Option<PendingRecord> {
+        let pool = changed_pool(request)?;
+        let command = peer
+            .and_then(|peer| command_line(peer.pid))
+            .unwrap_or_else(|| format!("tarn {} {pool}", request.verb()));
+        Some(PendingRecord {
+            pool,
+            command,
+            uid: peer.map_or(0, |peer| peer.uid),
+        })
+    }
+
+    /// The request succeeded: log it in its pool (written by the pool's next sync).
+    pub(super) fn record(self, daemon: &Arc<Daemon>) {
+        if let Some(pool) = daemon.pool(&self.pool) {
+            pool.core.log_history(&self.command, self.uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changes_are_recorded_in_the_pool_they_name() {
+        let create = Request::Create {
+            name: "tank/a/b".into(),
+            properties: Vec::new(),
+            parents: false,
+        };
+        assert_eq!(changed_pool(&create).as_deref(), Some("tank"));
+        let snapshot = Request::Snapshot {
+            names: vec!["tank/a@s1".into()],
+            recursive: false,
+        };
+        assert_eq!(changed_pool(&snapshot).as_deref(), Some("tank"));
+        assert_eq!(
+            changed_pool(&Request::PoolStatus {
+                pool: None,
+                verbose: true
+            }),
+            None
+        );
+        assert_eq!(
+            changed_pool(&Request::Check {
+                pool: "tank".into(),
+                repair: false
+            }),
+            None
+        );
+        let attach = Request::PoolAttach {
+            pool: "tank".into(),
+            device: "a.img".into(),
+            new_device: "/d/b.img".into(),
+            force: false,
+        };
+        assert_eq!(changed_pool(&attach).as_deref(), Some("tank"));
+        let add = |dry_run| Request::PoolAdd {
+            pool: "tank".into(),
+            vdevs: vec!["/d/c.img".into()],
+            force: false,
+            dry_run,
+        };
+        assert_eq!(changed_pool(&add(false)).as_deref(), Some("tank"));
+        assert_eq!(changed_pool(&add(true)), None);
+        let record = PendingRecord::of(&create, None).unwrap();
+        assert_eq!(record.command, "tarn create tank");
+        assert_eq!(record.uid, 0);
+    }
+
+    #[test]
+    fn the_command_line_of_this_process_is_read() {
+        let line = command_line(std::process::id()).unwrap();
+        assert!(!line.starts_with('/'), "{line}");
+        assert!(!line.is_empty());
+    }
+}

@@ -1,0 +1,548 @@
+//! The daemon side of the snapshot verbs (`tarn snapshot`, `destroy FS@SNAP`, `rollback`,
+//! `rename` of snapshots and file systems, `debug dataset`) and the snapshot rows of `tarn list` and `tarn get`. The engine
+//! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
+//! mounted file system in place, so the kernel's cache must be told) and the printing.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use tarn::dataset::props::{Property, PropertySource};
+use tarn::pool::snapshots::SnapshotInfo;
+use tarn::pool::Pool;
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use tarn_protocol::Request;
+
+use super::held::{lock, Answer, Daemon, Reply};
+
+/// The file system a snapshot belongs to (`tank/a@s` -> `tank/a`).
+pub fn filesystem_of(snapshot: &str) -> &str {
+    snapshot.split('@').next().unwrap_or(snapshot)
+}
+
+fn ratio(uncompressed: u64, compressed: u64) -> f64 {
+    if compressed == 0 {
+        1.0
+    } else {
+        uncompressed as f64 / compressed as f64
+    }
+}
+
+/// A snapshot's row in `tarn list` (its file system's properties where it has none).
+pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
+    let filesystem = filesystem_of(&info.name);
+    let value = |property| {
+        pool.property(filesystem, property)
+            .map(|(value, _)| value)
+            .map_err(Failure::from)
+    };
+    let compressratio = ratio(info.referenced_uncompressed, info.referenced_compressed);
+    Ok(DatasetRow {
+        name: info.name.clone(),
+        used: info.used,
+        avail: 0,
+        refer: info.referenced,
+        mountpoint: "-".into(),
+        creation: info.creation_time,
+        compressratio,
+        refcompressratio: compressratio,
+        mounted: false,
+        recordsize: value(Property::Recordsize)?.parse().unwrap_or(0),
+        compression: value(Property::Compression)?,
+        checksum: value(Property::Checksum)?,
+        copies: value(Property::Copies)?.parse().unwrap_or(1),
+        atime: value(Property::Atime)?,
+        readonly: "on".into(),
+        canmount: "-".into(),
+        kind: "snapshot".into(),
+        written: info.written,
+        usedbydataset: 0,
+        usedbysnapshots: 0,
+        usedbychildren: 0,
+        guid: info.guid,
+        createtxg: info.creation_txg,
+        origin: "-".into(),
+        snapdir: value(Property::Snapdir)?,
+        xattr: value(Property::Xattr)?,
+        acltype: value(Property::Acltype)?,
+    })
+}
+
+/// A bookmark's row in `tarn list -t bookmark`: its name, guid, txg and creation time.
+pub fn bookmark_row(info: &tarn::pool::bookmarks::BookmarkInfo) -> DatasetRow {
+    DatasetRow {
+        name: info.name.clone(),
+        used: 0,
+        avail: 0,
+        refer: 0,
+        mountpoint: "-".into(),
+        creation: info.creation_time,
+        compressratio: 1.0,
+        refcompressratio: 1.0,
+        mounted: false,
+        recordsize: 0,
+        compression: "-".into(),
+        checksum: "-".into(),
+        copies: 0,
+        atime: "-".into(),
+        readonly: "-".into(),
+        canmount: "-".into(),
+        kind: "bookmark".into(),
+        written: 0,
+        usedbydataset: 0,
+        usedbysnapshots: 0,
+        usedbychildren: 0,
+        guid: info.guid,
+        createtxg: info.creation_txg,
+        origin: "-".into(),
+        snapdir: "-".into(),
+        xattr: "-".into(),
+        acltype: "-".into(),
+    }
+}
+
+/// `tarn get` of a snapshot: its statistics; settable properties come from its file system.
+pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<PropertyRow>, Failure> {
+    let info = pool.snapshot_info(name)?;
+    let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
+        [
+            "type",
+            "creation",
+            "used",
+            "referenced",
+            "compressratio",
+            "refcompressratio",
+            "written",
+            "guid",
+            "createtxg",
+            "clones",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .chain(Property::ALL.iter().map(|p| p.name().to_string()))
+        .collect()
+    } else {
+        properties.to_vec()
+    };
+    let ratio_cell_of = || {
+        ratio_cell(ratio(
+            info.referenced_uncompressed,
+            info.referenced_compressed,
+        ))
+    };
+    let mut rows = Vec::new();
+    for property in wanted {
+        let statistic = |exact: String, human: String| PropertyRow {
+            name: name.to_string(),
+            property: property.clone(),
+            exact,
+            human,
+            source: PropertySource::None.to_string(),
+        };
+        let bytes = |value: u64| statistic(value.to_string(), human_bytes(value));
+        let row = match property.as_str() {
+            "name" => statistic(name.into(), name.into()),
+            "type" => statistic("snapshot".into(), "snapshot".into()),
+            "creation" => statistic(info.creation_time.to_string(), utc_time(info.creation_time)),
+            "used" => bytes(info.used),
+            "referenced" | "refer" => bytes(info.referenced),
+            "written" => bytes(info.written),
+            "compressratio" | "refcompressratio" => {
+                let cell = ratio_cell_of();
+                statistic(cell.exact, cell.human)
+            }
+            "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
+            "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
+            "clones" => {
+                let clones = info.clones.join(",");
+                let shown = if clones.is_empty() {
+                    "-".to_string()
+                } else {
+                    clones
+                };
+                statistic(shown.clone(), shown)
+            }
+            "available"
+            | "avail"
+            | "mountpoint"
+            | "mounted"
+            | "canmount"
+            | "usedbydataset"
+            | "usedbysnapshots"
+            | "usedbychildren"
+            | "usedbyrefreservation"
+            | "origin"
+            | "receive_resume_token" => statistic("-".into(), "-".into()),
+            other => {
+                let property = Property::from_name(other).ok_or_else(|| {
+                    Failure(format!("unknown property {other:?} of snapshot {name}"))
+                })?;
+                let (value, source) = pool.property(filesystem_of(name), property)?;
+                let source = match source {
+                    PropertySource::Default => PropertySource::Default,
+                    _ => PropertySource::Inherited(filesystem_of(name).to_string()),
+                };
+                PropertyRow::settable(name, property, value, source)
+            }
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// `tarn debug dataset`: the record, the directory and the deadlist entries, as zdb -dddd.
+fn debug_dataset(pool: &Pool, name: &str) -> Result<String, Failure> {
+    let records = pool.dataset_records(name)?;
+    let phys = &records.phys;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "Dataset {} [{}], object {}",
+        records.name,
+        if phys.is_snapshot() {
+            "ZPL snapshot"
+        } else {
+            "ZPL"
+        },
+        records.object
+    );
+    let lines = [
+        ("dir_obj", phys.dir_object.0.to_string()),
+        ("prev_snap_obj", phys.prev_snapshot_object.0.to_string()),
+        ("prev_snap_txg", phys.prev_snapshot_txg.0.to_string()),
+        ("next_snap_obj", phys.next_snapshot_object.0.to_string()),
+        ("snapnames_zapobj", phys.snapshot_names_object.0.to_string()),
+        ("num_children (clones)", phys.clone_count.to_string()),
+        ("next_clones_obj", phys.next_clones_object.0.to_string()),
+        ("creation_time", utc_time(phys.creation_time)),
+        ("creation_txg", phys.creation_txg.0.to_string()),
+        ("deadlist_obj", phys.deadlist_object.0.to_string()),
+        ("used_bytes (referenced)", phys.referenced_bytes.to_string()),
+        ("compressed_bytes", phys.compressed_bytes.to_string()),
+        ("uncompressed_bytes", phys.uncompressed_bytes.to_string()),
+        ("unique", phys.unique_bytes.to_string()),
+        ("guid", phys.guid.0.to_string()),
+        ("flags", format!("{:#x}", phys.flags)),
+        ("userrefs_obj", phys.user_holds_object.0.to_string()),
+        ("props_obj", phys.snapshot_props_object.0.to_string()),
+        ("livelist_obj", phys.livelist_object.0.to_string()),
+        ("bp", phys.root.to_string()),
+    ];
+    for (label, value) in lines {
+        let _ = writeln!(text, "\t\t{label} = {value}");
+    }
+    if let Some(dir) = &records.dir {
+        let _ = writeln!(text, "\tDirectory:");
+        let used = &dir.used_breakdown;
+        for (label, value) in [
+            ("head_dataset_obj", dir.head_dataset_object.0),
+            ("parent_dir_obj", dir.parent_dir_object.0),
+            ("origin_obj", dir.origin_snapshot_object.0),
+            ("origin_txg", dir.origin_txg.0),
+            ("child_dir_zapobj", dir.children_object.0),
+            ("props_zapobj", dir.properties_object.0),
+            ("clones", dir.clones_object.0),
+            ("used_bytes", dir.used_bytes),
+            ("compressed_bytes", dir.compressed_bytes),
+            ("uncompressed_bytes", dir.uncompressed_bytes),
+            ("used_breakdown[HEAD]", used.dataset),
+            ("used_breakdown[SNAP]", used.snapshots),
+            ("used_breakdown[CHILD]", used.children),
+            ("used_breakdown[REFRSRV]", used.refreservation),
+            ("used_breakdown[CHILD_RSRV]", used.child_reservation),
+        ] {
+            let _ = writeln!(text, "\t\t{label} = {value}");
+        }
+    }
+    let total: u64 = records
+        .deadlist
+        .iter()
+        .map(|(_, _, space)| space.used_bytes)
+        .sum();
+    let compressed: u64 = records
+        .deadlist
+        .iter()
+        .map(|(_, _, space)| space.compressed_bytes)
+        .sum();
+    let uncompressed: u64 = records
+        .deadlist
+        .iter()
+        .map(|(_, _, space)| space.uncompressed_bytes)
+        .sum();
+    let _ = writeln!(
+        text,
+        "\tDeadlist: {} ({}/{} comp), {} entries",
+        human_bytes(total),
+        human_bytes(compressed),
+        human_bytes(uncompressed),
+        records.deadlist.len()
+    );
+    for (key, list, space) in &records.deadlist {
+        let _ = writeln!(
+            text,
+            "\t\tmintxg {key} -> obj {list}: {} ({}/{} comp)",
+            human_bytes(space.used_bytes),
+            human_bytes(space.compressed_bytes),
+            human_bytes(space.uncompressed_bytes)
+        );
+    }
+    if !records.snapshots.is_empty() {
+        let _ = writeln!(text, "\tSnapshots:");
+        for (name, object, txg) in &records.snapshots {
+            let _ = writeln!(text, "\t\t{name}: object {object}, txg {txg}");
+        }
+    }
+    if records.phys.livelist_object.0 != 0 {
+        let entries: u64 = records.livelist.iter().map(|sub| sub.entries).sum();
+        let frees: u64 = records.livelist.iter().map(|sub| sub.frees).sum();
+        let live: u64 = records
+            .livelist
+            .iter()
+            .map(|sub| sub.space.used_bytes)
+            .sum();
+        let _ = writeln!(
+            text,
+            "\tLivelist: obj {}, {} live, {} sub-lists, {entries} entries ({frees} FREE)",
+            records.phys.livelist_object.0,
+            human_bytes(live),
+            records.livelist.len()
+        );
+        for sub in &records.livelist {
+            let last = if sub.next_key.0 == u64::MAX {
+                "-".to_string()
+            } else {
+                sub.next_key.0.to_string()
+            };
+            let _ = writeln!(
+                text,
+                "\t\ttxgs ({}, {last}] -> obj {}: {} entries ({} FREE), {} live",
+                sub.key.0,
+                sub.list.0,
+                sub.entries,
+                sub.frees,
+                human_bytes(sub.space.used_bytes)
+            );
+        }
+    }
+    Ok(text)
+}
+
+/// `-R`: destroy every clone of `snapshots` with the clone's own plan (its descendants and
+/// their clones, see `Pool::destroy_plan`), each unmounted first; with `dry_run`, print those
+/// plans ("would destroy NAME") instead, each name once.
+pub fn destroy_dependents(
+    pool: &Pool,
+    mounts: &super::mounts::Mounts,
+    snapshots: &[String],
+    dry_run: bool,
+) -> Result<(), Failure> {
+    let mut listed: Vec<String> = Vec::new();
+    for snapshot in snapshots {
+        for clone in pool.snapshot_info(snapshot)?.clones {
+            let plan = pool.destroy_plan(&clone, true, true)?;
+            if dry_run {
+                for name in plan {
+                    if !listed.contains(&name) {
+                        out!("would destroy {name}");
+                        listed.push(name);
+                    }
+                }
+                continue;
+            }
+            for file_system in plan.iter().filter(|name| !name.contains('@')) {
+                mounts.unmount_within(pool, file_system, false)?;
+            }
+            tarn_ops::destroy_reporting(pool, &clone, true, true)?;
+        }
+    }
+    Ok(())
+}
+
+/// A snapshot request.
+pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+    match request {
+        Request::Snapshot { names, recursive } => {
+            let _guard = lock(&daemon.lifecycle);
+            let first = names
+                .first()
+                .ok_or_else(|| Failure("snapshot what? name FS@SNAP".into()))?;
+            let pool = daemon.pool_of_dataset(first)?;
+            if let Some(other) = names
+                .iter()
+                .find(|name| tarn_ops::pool_of(name) != pool.name())
+            {
+                return Err(Failure(format!(
+                    "cannot snapshot {other}: snapshots taken together must be in one pool"
+                ))
+                .into());
+            }
+            for name in &names {
+                daemon.mounts.write_back(filesystem_of(name));
+            }
+            let created = pool.create_snapshots(&names, recursive)?;
+            for name in &created {
+                daemon.mounts.snapshots_changed(filesystem_of(name));
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "created": created }),
+            })
+        }
+        Request::Clone {
+            snapshot,
+            name,
+            properties,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&snapshot)?;
+            let created = pool.create_clone(&snapshot, &name, &properties)?;
+            let failures = daemon.mounts.mount_all(&pool, Some(&created));
+            Ok(Answer {
+                status: u8::from(!failures.is_empty()),
+                data: serde_json::json!({ "created": [created] }),
+            })
+        }
+        Request::ReceiveAbort { target } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&target)?;
+            let destroyed = tarn::send::abort_receive(&pool, &target).map_err(|error| {
+                Failure(format!("cannot abort the receive into {target}: {error}"))
+            })?;
+            out!("destroyed {destroyed}, the partial receive into {target}");
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "destroyed": destroyed }),
+            })
+        }
+        Request::Promote { name } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            let origin = pool
+                .datasets()
+                .into_iter()
+                .find(|info| info.name == name)
+                .and_then(|info| info.origin);
+            let moved = pool.promote(&name)?;
+            // `.zfs/snapshot` of both file systems changed.
+            daemon.mounts.snapshots_changed(&name);
+            if let Some(origin) = origin {
+                daemon.mounts.snapshots_changed(filesystem_of(&origin));
+            }
+            for snapshot in &moved {
+                out!("moved {snapshot}");
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "moved": moved }),
+            })
+        }
+        Request::DestroySnapshots {
+            spec,
+            recursive,
+            dry_run,
+            dependents,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&spec)?;
+            if dependents {
+                let names = pool.snapshots_to_destroy(&spec, recursive)?;
+                destroy_dependents(&pool, &daemon.mounts, &names, dry_run)?;
+            }
+            let destroyed = if dry_run {
+                let names = pool.snapshots_to_destroy(&spec, recursive)?;
+                for name in &names {
+                    out!("would destroy {name}");
+                }
+                names
+            } else {
+                let names = pool.destroy_snapshots(&spec, recursive)?;
+                for name in &names {
+                    daemon.mounts.snapshots_changed(filesystem_of(name));
+                    out!("destroyed {name}");
+                }
+                names
+            };
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "destroyed": destroyed }),
+            })
+        }
+        Request::Rollback {
+            name,
+            destroy_later,
+        } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            if !name.contains('@') {
+                return Err(Failure(format!(
+                    "cannot roll back to {name}: name a snapshot, FS@SNAP"
+                ))
+                .into());
+            }
+            daemon.mounts.write_back(filesystem_of(&name));
+            let destroyed = pool.rollback(&name, destroy_later)?;
+            for snapshot in &destroyed {
+                daemon.mounts.snapshots_changed(filesystem_of(snapshot));
+                out!("destroyed {snapshot}");
+            }
+            daemon.mounts.after_rollback(filesystem_of(&name));
+            Answer::done()
+        }
+        Request::Rename { name, new_name } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            if !name.contains('@') {
+                if new_name.contains('@') {
+                    return Err(Failure(format!(
+                        "cannot rename file system {name} to snapshot name {new_name}"
+                    ))
+                    .into());
+                }
+                // Checked before anything is unmounted: a refused rename leaves every mount
+                // alone. Then the tree is unmounted under the old name and mounted again where
+                // the new one says, what was mounted explicitly (canmount=noauto) included.
+                pool.check_rename_dataset(&name, &new_name)?;
+                let (renamed, failures) = daemon.mounts.remount_tree(
+                    &pool,
+                    &name,
+                    || Ok(pool.rename_dataset(&name, &new_name)?),
+                    &new_name,
+                )?;
+                out!("renamed {name} to {renamed}");
+                return Ok(Answer {
+                    status: u8::from(!failures.is_empty()),
+                    data: serde_json::Value::Null,
+                });
+            }
+            let renamed = pool.rename_snapshot(&name, &new_name)?;
+            daemon.mounts.snapshots_changed(filesystem_of(&name));
+            out!("renamed {name} to {renamed}");
+            Answer::done()
+        }
+        Request::Bookmark { snapshot, bookmark } => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&bookmark)?;
+            match snapshot {
+                Some(snapshot) => {
+                    pool.create_bookmark(&snapshot, &bookmark)?;
+                    out!("bookmarked {snapshot} as {bookmark}");
+                }
+                None => {
+                    pool.destroy_bookmark(&bookmark)?;
+                    out!("destroyed {bookmark}");
+                }
+            }
+            Answer::done()
+        }
+        Request::DebugDataset { name } => {
+            let pool = daemon.pool_of_dataset(&name)?;
+            out!("{}", debug_dataset(&pool, &name)?.trim_end());
+            Answer::done()
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} is not a snapshot request",
+            other.verb()
+        )))),
+    }
+}

@@ -1,0 +1,185 @@
+//! The daemon side of `tarn send` and `tarn receive`: the stream travels over the request's
+//! connection as frames (`tarn_protocol::frames`), written before the response (send) or read
+//! after the request (receive).
+//!
+//! A receive into a mounted file system leaves it mounted: the changes arrive as ordinary
+//! transactions, and at the end the kernel is told to drop what it cached of the file system
+//! (as after a rollback), and `.zfs/snapshot` learns the new snapshots. A full receive mounts
+//! the new file system unless `-u`.
+
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+
+use tarn::send::{ReceiveOptions, SendOptions};
+use tarn_protocol::error::Failure;
+use tarn_protocol::format::human_bytes;
+use tarn_protocol::frames::{FrameReader, FrameWriter};
+use tarn_protocol::Request;
+
+use super::held::{lock, Answer, Daemon, Reply};
+use super::snapshots::filesystem_of;
+
+pub(super) fn handle(
+    daemon: &Arc<Daemon>,
+    request: Request,
+    reader: &mut BufReader<UnixStream>,
+    writer: &mut UnixStream,
+) -> Result<Answer, Reply> {
+    match request {
+        Request::Send {
+            snapshot,
+            from,
+            intermediates,
+            properties,
+            dry_run,
+            compressed,
+            recursive,
+            resume_token,
+        } => {
+            let mut frames = FrameWriter::new(&mut *writer);
+            let sent = stream_pool(daemon, &snapshot, resume_token.as_deref()).and_then(|pool| {
+                let (snapshot, options) = match &resume_token {
+                    Some(token) => tarn::send::resume_send_options(&pool, token)
+                        .map_err(|error| Failure(format!("cannot resume the send: {error}")))?,
+                    None => (
+                        snapshot.clone(),
+                        SendOptions {
+                            from,
+                            intermediates,
+                            properties,
+                            dry_run,
+                            compressed,
+                            recursive,
+                            resume_at: None,
+                            whole_payload_chain: false,
+                        },
+                    ),
+                };
+                tarn::send::send(&pool, &snapshot, &options, &mut frames, &mut |_| {})
+                    .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")).into())
+            });
+            // The end frame goes out whatever happened, so that the client reads the response.
+            let finished = frames
+                .finish()
+                .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")));
+            let report = sent?;
+            finished?;
+            for (from, to) in &report.substreams {
+                if from.is_empty() {
+                    err!("full send of {to}");
+                } else {
+                    err!("incremental send of {to} from {from}");
+                }
+            }
+            if dry_run {
+                out!("estimated size is {}", human_bytes(report.bytes));
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({
+                    "bytes": report.bytes,
+                    "records": report.records,
+                    "blocks": report.blocks,
+                }),
+            })
+        }
+        Request::Receive {
+            target,
+            force,
+            no_mount,
+            verbose,
+            set,
+            exclude,
+            resumable,
+        } => {
+            let mut frames = FrameReader::new(&mut *reader);
+            let options = ReceiveOptions {
+                force,
+                set,
+                exclude,
+                resumable,
+                ..ReceiveOptions::default()
+            };
+            let received = receive(daemon, &target, &options, no_mount, &mut frames);
+            // The client sends the whole stream before it reads the response: take the rest.
+            if !frames.ended() {
+                let _ = frames.drain();
+            }
+            let report = received?;
+            if verbose {
+                for snapshot in &report.snapshots {
+                    out!("received {snapshot}");
+                }
+                out!(
+                    "received {} stream in {} records ({} blocks, {} write transactions)",
+                    human_bytes(report.bytes),
+                    report.records,
+                    report.blocks,
+                    report.write_transactions
+                );
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({
+                    "snapshots": report.snapshots,
+                    "bytes": report.bytes,
+                    "records": report.records,
+                    "blocks": report.blocks,
+                    "write_transactions": report.write_transactions,
+                }),
+            })
+        }
+        other => Err(Reply::Failed(Failure(format!(
+            "internal error: {} carries no stream",
+            other.verb()
+        )))),
+    }
+}
+
+/// The pool a send reads: the snapshot's, or for `send -t` the one the token names.
+fn stream_pool(
+    daemon: &Arc<Daemon>,
+    snapshot: &str,
+    resume_token: Option<&str>,
+) -> Result<Arc<tarn::pool::Pool>, Reply> {
+    match resume_token {
+        None => Ok(daemon.pool_of_dataset(snapshot)?),
+        Some(token) => {
+            let token = tarn::send::resume::ResumeToken::decode(token)
+                .map_err(|error| Failure(format!("cannot resume the send: {error}")))?;
+            Ok(daemon.pool_of_dataset(&token.stream.to_name)?)
+        }
+    }
+}
+
+fn receive(
+    daemon: &Arc<Daemon>,
+    target: &str,
+    options: &ReceiveOptions,
+    no_mount: bool,
+    frames: &mut FrameReader<&mut BufReader<UnixStream>>,
+) -> Result<tarn::send::ReceiveReport, Reply> {
+    let _guard = lock(&daemon.lifecycle);
+    let pool = daemon.pool_of_dataset(target)?;
+    let file_system = filesystem_of(target);
+    daemon.mounts.write_back(file_system);
+    let result = tarn::send::receive(&pool, target, frames, options);
+    // Whatever happened (a rollback undoes a failed incremental receive), a mount of the
+    // target or below it (`send -R`) must not show what it cached before.
+    for (mounted, _) in daemon.mounts.list() {
+        if mounted == file_system || mounted.starts_with(&format!("{file_system}/")) {
+            daemon.mounts.after_rollback(&mounted);
+            daemon.mounts.snapshots_changed(&mounted);
+        }
+    }
+    let report =
+        result.map_err(|error| Failure(format!("cannot receive into {target}: {error}")))?;
+    if !no_mount {
+        // New file systems of the tree; those mounted already are left as they are.
+        for (name, failure) in daemon.mounts.mount_all(&pool, Some(file_system)) {
+            log::warn!("received {name} but cannot mount it: {}", failure.0);
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,390 @@
+//! The CLI's side of the daemon: finding its socket, asking it, and starting it on first need.
+//!
+//! Starting: the CLI runs `tarn daemon --foreground --socket PATH` in a new session (setsid),
+//! stdin from /dev/null, stdout and stderr appended to `PATH.log`, working directory `/`, with
+//! the CLI's environment (so its `TARN_TUNABLE_*` variables become the daemon's tunables). It
+//! returns once the daemon answers a `ping` on the socket, so the daemon is ready before the
+//! command that started it goes on. If two commands start a daemon at once, the second daemon
+//! finds the socket's lock taken and exits, and both commands talk to the first.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tarn::pool::PoolIostat;
+
+use crate::error::Failure;
+use crate::{absolute, log_path, Request, Response, MAX_LINE_BYTES};
+
+/// The socket when neither `--socket` nor `TARN_SOCKET` names one.
+pub const DEFAULT_SOCKET: &str = "/run/tarn/tarn.sock";
+/// How long a starting command waits for its daemon to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `--socket`, else `$TARN_SOCKET`, else the default; always absolute.
+pub fn socket_path(flag: Option<&Path>) -> PathBuf {
+    let chosen = match flag {
+        Some(path) => path.to_path_buf(),
+        None => match std::env::var_os("TARN_SOCKET") {
+            Some(value) if !value.is_empty() => PathBuf::from(value),
+            _ => PathBuf::from(DEFAULT_SOCKET),
+        },
+    };
+    absolute(&chosen)
+}
+
+/// Why a request got no response.
+enum Unanswered {
+    /// Nobody listens on the socket.
+    NoDaemon,
+    /// The daemon took the connection but closed it without answering (it was exiting, or died).
+    NoAnswer(String),
+    /// A daemon of another protocol version answered (the message says what to restart).
+    OtherBuild(String),
+}
+
+fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
+    let stream = UnixStream::connect(socket).map_err(|_| Unanswered::NoDaemon)?;
+    let mut writer = stream
+        .try_clone()
+        .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
+    write_request(&mut writer, request).map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
+    let response =
+        read_response_of_any_build(&mut BufReader::new(stream)).map_err(Unanswered::NoAnswer)?;
+    if response.retry {
+        return Err(Unanswered::NoAnswer("the daemon is stopping".into()));
+    }
+    // A ping or a stop is answered by any build: whether a daemon runs, its pid, its end.
+    if !request.of_any_build() {
+        if let Some(why) = crate::response_mismatch(&response) {
+            return Err(Unanswered::OtherBuild(why));
+        }
+    }
+    Ok(response)
+}
+
+/// Write `request` as one line.
+pub fn write_request(writer: &mut impl Write, request: &Request) -> std::io::Result<()> {
+    let mut line = crate::encode_request(request);
+    line.push(b'\n');
+    writer.write_all(&line)?;
+    writer.flush()
+}
+
+/// Read one response line from a daemon of this build's protocol version.
+pub fn read_response(reader: &mut impl BufRead) -> Result<Response, String> {
+    let response = read_response_of_any_build(reader)?;
+    match crate::response_mismatch(&response) {
+        Some(why) => Err(why),
+        None => Ok(response),
+    }
+}
+
+/// Read one response line, whatever the protocol version of the daemon that wrote it.
+fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, String> {
+    let mut answer = Vec::new();
+    reader
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', &mut answer)
+        .map_err(|error| error.to_string())?;
+    if answer.is_empty() {
+        return Err("connection closed".into());
+    }
+    serde_json::from_slice(&answer).map_err(|error| format!("unreadable response: {error}"))
+}
+
+/// A connection to the running daemon for a request that carries a stream (`send`,
+/// `receive`): no daemon is started, since one that was not running holds no pool.
+pub fn connect_for_stream(socket: &Path) -> Result<UnixStream, Failure> {
+    UnixStream::connect(socket).map_err(|_| {
+        Failure(format!(
+            "no tarn daemon runs on {}: import the pool first (tarn pool import)",
+            socket.display()
+        ))
+    })
+}
+
+/// How long a command waits for a stopping daemon to go before it gives up.
+const STOPPING_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ask the daemon if one is running; `None` when none is. A daemon that is stopping (it had
+/// no pools left, or was told to stop) has not acted on the request: wait for it to go.
+pub fn ask_if_running(socket: &Path, request: &Request) -> Result<Option<Response>, Failure> {
+    let started = Instant::now();
+    loop {
+        match ask_once(socket, request) {
+            Ok(response) => return Ok(Some(response)),
+            Err(Unanswered::NoDaemon) => return Ok(None),
+            Err(Unanswered::OtherBuild(why)) => return Err(Failure(why)),
+            Err(Unanswered::NoAnswer(why)) => {
+                if started.elapsed() > STOPPING_TIMEOUT {
+                    return Err(no_answer(socket, &why));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn no_answer(socket: &Path, why: &str) -> Failure {
+    Failure(format!(
+        "the tarn daemon on {} did not answer ({why}); see {}",
+        socket.display(),
+        log_path(socket).display()
+    ))
+}
+
+/// Ask the daemon, starting it first if none is running (or the one running is stopping).
+pub fn ask_starting(socket: &Path, request: &Request) -> Result<Response, Failure> {
+    let started = Instant::now();
+    let mut starts = 0;
+    loop {
+        match ask_once(socket, request) {
+            Ok(response) => return Ok(response),
+            Err(Unanswered::NoDaemon) => {
+                starts += 1;
+                if starts > 3 {
+                    return Err(no_answer(socket, "it went away after starting"));
+                }
+                start_daemon(socket)?;
+            }
+            Err(Unanswered::OtherBuild(why)) => return Err(Failure(why)),
+            Err(Unanswered::NoAnswer(why)) => {
+                if started.elapsed() > STOPPING_TIMEOUT {
+                    return Err(no_answer(socket, &why));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The pid of the daemon on `socket`, if one answers.
+pub fn ping(socket: &Path) -> Option<u32> {
+    let response = ask_once(socket, &Request::Ping).ok()?;
+    response.data["pid"].as_u64().map(|pid| pid as u32)
+}
+
+/// Start a detached daemon on `socket` and wait until it answers; returns its pid. Fails if it
+/// does not come up, quoting the end of its log.
+pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
+    start_daemon_logging(socket, None, None)
+}
+
+/// `start_daemon`, the daemon logging at `log_level` (`tarn daemon --log-level`) instead of
+/// `$RUST_LOG`'s level.
+pub fn start_daemon_logging(
+    socket: &Path,
+    log_level: Option<&str>,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<u32, Failure> {
+    if let Some(parent) = socket.parent() {
+        std::fs::create_dir_all(parent).map_err(|error| {
+            Failure(format!(
+                "cannot create {} for the daemon's socket: {error}; name another socket with --socket or TARN_SOCKET",
+                parent.display()
+            ))
+        })?;
+    }
+    let log = log_path(socket);
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|error| Failure(format!("cannot open {}: {error}", log.display())))?;
+    let log_size_before = log_file.metadata().map(|m| m.len()).unwrap_or(0);
+    let log_copy = log_file
+        .try_clone()
+        .map_err(|error| Failure(format!("{}: {error}", log.display())))?;
+    let executable = std::env::current_exe()
+        .map_err(|error| Failure(format!("cannot find the tarn executable: {error}")))?;
+    let mut command = Command::new(executable);
+    command
+        .arg("daemon")
+        .arg("--foreground")
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log_copy))
+        .stderr(Stdio::from(log_file))
+        .current_dir("/");
+    if let Some(level) = log_level {
+        command.arg("--log-level").arg(level);
+    }
+    if let Some(addr) = metrics {
+        command.arg("--metrics").arg(addr.to_string());
+    }
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|error| Failure(format!("cannot start the tarn daemon: {error}")))?;
+    let started = Instant::now();
+    let mut exited_at = None;
+    loop {
+        // Ours or a concurrent starter's: either way it serves this socket. If ours lost the
+        // race it exits by itself.
+        if let Some(pid) = ping(socket) {
+            return Ok(pid);
+        }
+        if exited_at.is_none() {
+            if let Ok(Some(_status)) = child.try_wait() {
+                exited_at = Some(Instant::now());
+            }
+        }
+        let gave_up = match exited_at {
+            // The child exited: maybe it lost a race to a daemon that is coming up; wait a bit.
+            Some(at) => at.elapsed() > Duration::from_secs(2),
+            None => started.elapsed() > START_TIMEOUT,
+        };
+        if gave_up {
+            return Err(Failure(format!(
+                "the tarn daemon did not start on {}{}",
+                socket.display(),
+                log_tail(&log, log_size_before)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What the daemon wrote to its log since `offset`, for an error message.
+fn log_tail(log: &Path, offset: u64) -> String {
+    let text = std::fs::read(log)
+        .map(|bytes| {
+            String::from_utf8_lossy(&bytes[(offset as usize).min(bytes.len())..]).into_owned()
+        })
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+    if tail.is_empty() {
+        format!(" (see {})", log.display())
+    } else {
+        format!(":\n{tail}\n(from {})", log.display())
+    }
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone: it holds no locks or files).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // "pid (comm) S ...": the state follows the last ')'.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("");
+            !matches!(state, "Z" | "X" | "x")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Ask the daemon to stop and wait until it has exported everything and exited.
+pub fn stop_daemon(socket: &Path) -> Result<Option<u32>, Failure> {
+    let Some(response) = ask_if_running(socket, &Request::Stop)? else {
+        return Ok(None);
+    };
+    let Some(pid) = response.data["pid"].as_u64().map(|pid| pid as u32) else {
+        return Err(Failure(format!(
+            "the daemon on {} refused to stop: {}",
+            socket.display(),
+            response.stderr.trim()
+        )));
+    };
+    let started = Instant::now();
+    while process_alive(pid) {
+        if started.elapsed() > Duration::from_secs(300) {
+            return Err(Failure(format!(
+                "tarn daemon {pid} did not exit within 5 minutes; see {}",
+                log_path(socket).display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(Some(pid))
+}
+
+/// Ask the daemon that holds `pool` for one of its tables: `request` answers with the table
+/// under `key` in its data.
+pub fn fetch_table<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    pool: &str,
+    request: &Request,
+    key: &str,
+) -> Result<T, Failure> {
+    let not_held = || {
+        Failure(format!(
+            "pool {pool:?} is not imported: tarn stat reads the counters of a pool the daemon \
+             holds (tarn pool import {pool})"
+        ))
+    };
+    let Some(response) = ask_if_running(socket, request)? else {
+        return Err(not_held());
+    };
+    if response.not_imported {
+        return Err(not_held());
+    }
+    if response.status != 0 {
+        return Err(Failure(format!(
+            "cannot read the {key} counters of {pool}: {}",
+            response.stderr.trim().trim_start_matches("tarn: ")
+        )));
+    }
+    serde_json::from_value(response.data[key].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
+}
+
+/// Ask the daemon for the counters of `pool` (or of every pool it holds), in name order.
+pub fn fetch_iostat(
+    socket: &Path,
+    pool: Option<&str>,
+) -> Result<Vec<(String, PoolIostat)>, Failure> {
+    let request = Request::PoolIostat {
+        pool: pool.map(str::to_string),
+    };
+    let not_held = |pool: &str| {
+        Failure(format!(
+            "pool {pool:?} is not imported: iostat reads the counters of a pool the daemon holds \
+             (tarn pool import {pool})"
+        ))
+    };
+    let Some(response) = ask_if_running(socket, &request)? else {
+        return match pool {
+            Some(pool) => Err(not_held(pool)),
+            None => Err(Failure("no pools available (none is imported)".into())),
+        };
+    };
+    if response.not_imported {
+        return Err(not_held(pool.unwrap_or_default()));
+    }
+    if response.status != 0 {
+        return Err(Failure(format!(
+            "cannot read the I/O counters: {}",
+            response.stderr.trim().trim_start_matches("tarn: ")
+        )));
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        name: String,
+        iostat: PoolIostat,
+    }
+    let entries: Vec<Entry> = serde_json::from_value(response.data["pools"].clone())
+        .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    if entries.is_empty() {
+        return Err(Failure("no pools available (none is imported)".into()));
+    }
+    Ok(entries
+        .into_iter()
+        .map(|entry| (entry.name, entry.iostat))
+        .collect())
+}

@@ -1,0 +1,885 @@
+//! `tarn-protocol`: what the two sides of the daemon's socket share, so that neither side needs
+//! the other. The CLI (`tarn-cli`), the daemon and the benchmarks (`tarn-bench`) all depend on
+//! this crate; it depends on the engine (`tarn`, for the counter and row types it carries) and on
+//! nothing of the command side: no clap, no daemon state, no verb. What lives here:
+//!
+//! - the wire protocol (this module): requests, responses, their version, the files beside the
+//!   socket; the stream frames of send and receive ([`frames`]); the rows both sides print
+//!   ([`rows`]);
+//! - the client side of the socket ([`client`]): finding, asking, starting and stopping a daemon,
+//!   and reading its tables;
+//! - the kstat field tables ([`kstat`]) and the Prometheus / OpenMetrics renderer ([`metrics`]),
+//!   which name the counters the same way wherever they are printed or exported;
+//! - what every verb prints with: the user's [`error::Failure`], the table printer and size
+//!   forms ([`format`](mod@format)), and `out!`/`err!` with the daemon's per-request capture ([`output`]).
+//!
+//! # The wire protocol
+//! # Transport
+//! A Unix stream socket: `--socket PATH`, else `$TARN_SOCKET`, else `/run/tarn/tarn.sock`. Beside
+//! it the daemon keeps `PATH.lock` (flock held for the daemon's life: one daemon per socket),
+//! `PATH.pid` (its process id, while it listens) and `PATH.log` (its stdout and stderr).
+//! The socket is created mode 0600: whoever can connect can export and destroy pools.
+//!
+//! # Framing
+//! Line-delimited JSON: the client writes one request as one line of JSON ending in `\n`, the
+//! daemon answers with one response line. A connection may carry any number of requests in
+//! turn. A line longer than [`MAX_LINE_BYTES`] closes the connection; a line that is not a valid
+//! request gets an error response (status 2) and the connection stays usable.
+//!
+//! # Version
+//! Every request and every response carries `"protocol": N` ([`PROTOCOL_VERSION`], raised with
+//! any change to a request's or a response's shape). A daemon answers a request of another
+//! version (or of none: a build from before versions) with status 2 and a message naming both
+//! versions and what to restart; a CLI refuses a response of another version the same way.
+//! `ping` and `stop` go without a version and are answered whatever theirs
+//! ([`Request::of_any_build`]), so that any build can find out whether a daemon runs, which
+//! build it is (`data.version`, `data.protocol`) and its pid, and stop it.
+//!
+//! # Request
+//! `{"protocol": N, "verb": "<verb>", "args": {...}}`, where `verb` is one of the names below and `args` holds
+//! that verb's arguments, already resolved by the client so that they do not depend on the
+//! client's environment: paths are absolute, sizes are bytes, options are parsed. The client's
+//! `TARN_TUNABLE_*` variables are not sent: the daemon's tunables are fixed when it starts (the
+//! CLI passes its environment to a daemon it starts).
+//!
+//! | verb | args |
+//! | --- | --- |
+//! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...], "version": "0.1.0", "protocol": N}` |
+//! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
+//! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features`, `altroot` (absolute, or null), `mountpoint` (absolute path, `none`, `legacy`, or null for `/POOL`) |
+//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null), `rewind`, `cachefile` (absolute path, `none`, or null for the default) |
+//! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
+//! | `pool destroy` | `pool`, `force` (as export) |
+//! | `pool sync` | `pool` (or null: every pool) |
+//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health, freeing}]}` |
+//! | `pool status` | `pool` (or null), `verbose` (`-v`: name damaged files): `data = {"pools": [{name, guid, text, json}]}` |
+//! | `pool history` | `pool`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`, oldest first |
+//! | `pool clear` | `pool`, `device` (a leaf's path, or null: every leaf and the error log) |
+//! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
+//! | `pool set` | `pool`, `property`, `value` |
+//! | `check` | `pool`, `repair` |
+//! | `debug map` | `pool`, `output` (absolute path of the .svg to write) |
+//! | `debug metaslabs` | `pool`, `json`, `level` (1-3: `-m`, `-mm`, `-mmm`; default 1) |
+//! | `debug logs` | `pool`, `json`: the log space maps, summary and limits (`tarn::space::log::LogSpaceStats`) |
+//! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
+//! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
+//! | `clone` | `snapshot` (`FS@SNAP`), `name`, `properties` |
+//! | `destroy` | `name`, `recursive`, `dependents` (`-R`: clones of its snapshots first) |
+//! | `promote` | `name` (a clone): `data = {"moved": [snapshots' new names]}` |
+//! | `snapshot` | `names` (`FS@SNAP`), `recursive`: `data = {"created": [names]}` |
+//! | `destroy snapshots` | `spec` (`FS@A[,B][%C]`), `recursive`, `dry_run`, `dependents`: `data = {"destroyed": [names]}` |
+//! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
+//! | `rename` | `name`, `new_name` (snapshots within their file system) |
+//! | `debug dataset` | `name`: the record and deadlist as text |
+//! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
+//! | `bookmark` | `snapshot` (`FS@SNAP`, or null to destroy), `bookmark` (`FS#NAME`) |
+//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`, `recursive`, `resume_token` (or null; then `snapshot` is ignored): the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
+//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`, `set` ([[name, value]]), `exclude` (names), `resumable`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
+//! | `receive abort` | `target` (FS): its partial receive is destroyed; `data = {"destroyed": name}` |
+//! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
+//! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ..., decompressed}, size_bytes, compressed_size, uncompressed_size, overhead_size, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
+//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations, spacemap_headers}]}`, oldest first |
+//!
+//! # Response
+//! `{"protocol": N, "status": N, "stdout": "...", "stderr": "...", "not_imported": bool,
+//! "retry": bool, "data": ...}`.
+//! `status` is the exit status the CLI exits with (0 success, 1 failure, 2 bad request);
+//! `stdout` and `stderr` are exactly what the verb printed, which the CLI prints unchanged, so a
+//! verb's output does not depend on where it ran. `not_imported` is true when the request names
+//! a pool this daemon does not hold: the CLI then runs the verb in-process on the exported pool
+//! (`check -d`, `debug ...`, `pool export|destroy` of an exported pool). `retry` is true when
+//! the daemon is stopping and did nothing: the client waits for it to go and asks again (starting
+//! a new daemon if the verb needs one). `data` carries the
+//! structured rows that `pool list` and `pool status` merge with pools found on disk.
+
+/// `println!` that never panics: output into a closed pipe (`tarn ... | head`) is dropped, so a
+/// command still finishes its work (and exports its pool) when nobody reads what it prints. In
+/// the daemon the line goes into the request's captured output instead.
+#[macro_export]
+macro_rules! out {
+    () => {
+        $crate::output::write_stdout_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout_line(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that the daemon captures like `out!`.
+#[macro_export]
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr_line(format_args!($($arg)*))
+    };
+}
+
+pub mod client;
+pub mod error;
+pub mod format;
+pub mod frames;
+pub mod kstat;
+pub mod metrics;
+pub mod output;
+pub mod rows;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Make a path absolute against this process's working directory (requests to the daemon
+/// carry only absolute paths: the daemon's working directory is `/`).
+pub fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+/// Files beside the socket: `PATH.lock` (one daemon per socket), `PATH.pid` (its process id while
+/// it listens), `PATH.log` (its log).
+pub fn lock_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".lock")
+}
+
+pub fn pid_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".pid")
+}
+
+pub fn log_path(socket: &Path) -> PathBuf {
+    suffixed(socket, ".log")
+}
+
+fn suffixed(socket: &Path, suffix: &str) -> PathBuf {
+    let mut text = socket.as_os_str().to_owned();
+    text.push(suffix);
+    PathBuf::from(text)
+}
+
+/// Longest request or response line accepted (a request is small; a response carries at most
+/// one verb's output).
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
+/// Exit status of a response to a request the daemon could not parse or does not know.
+pub const STATUS_BAD_REQUEST: u8 = 2;
+
+/// The protocol's version, carried by every request and response (module documentation,
+/// "Version"). Raise it with any change to a request's or a response's shape.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// This build's version, as `tarn --version` prints it.
+pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verb", content = "args", deny_unknown_fields)]
+pub enum Request {
+    #[serde(rename = "ping")]
+    Ping,
+    #[serde(rename = "stop")]
+    Stop,
+    #[serde(rename = "pool create")]
+    PoolCreate {
+        name: String,
+        vdevs: Vec<String>,
+        size_bytes: Option<u64>,
+        force: bool,
+        disabled_features: Vec<String>,
+        /// Mount under this directory instead of `/` (absolute).
+        #[serde(default)]
+        altroot: Option<PathBuf>,
+        /// The root file system's mountpoint: an absolute path, `none` or `legacy` (not
+        /// mounted); null means `/POOL`.
+        #[serde(default)]
+        mountpoint: Option<String>,
+        /// Properties of the root file system (`-O`).
+        #[serde(default)]
+        properties: Vec<(String, String)>,
+        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
+        #[serde(default)]
+        cachefile: Option<String>,
+    },
+    #[serde(rename = "pool import")]
+    PoolImport {
+        pool: String,
+        new_name: Option<String>,
+        dirs: Vec<PathBuf>,
+        readonly: bool,
+        /// Mount under this directory instead of `/` (absolute).
+        #[serde(default)]
+        altroot: Option<PathBuf>,
+        /// `-F`: rewind further than the automatic fallback when needed.
+        #[serde(default)]
+        rewind: bool,
+        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
+        #[serde(default)]
+        cachefile: Option<String>,
+        /// `-m`: import even if a log vdev is missing (its records are lost).
+        #[serde(default)]
+        missing_log: bool,
+    },
+    #[serde(rename = "pool export")]
+    PoolExport { pool: String, force: bool },
+    #[serde(rename = "pool destroy")]
+    PoolDestroy { pool: String, force: bool },
+    #[serde(rename = "pool sync")]
+    PoolSync { pool: Option<String> },
+    #[serde(rename = "pool list")]
+    PoolList { pool: Option<String> },
+    #[serde(rename = "pool status")]
+    PoolStatus {
+        pool: Option<String>,
+        /// `-v`: name the files with permanent errors.
+        #[serde(default)]
+        verbose: bool,
+    },
+    /// `pool history`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`.
+    #[serde(rename = "pool history")]
+    PoolHistory { pool: String },
+    /// `pool clear POOL [DEV]`: reset error counts (of one leaf, named by path), forget the
+    /// error log (the whole pool only), resume a pool suspended by failed writes.
+    #[serde(rename = "pool clear")]
+    PoolClear {
+        pool: String,
+        device: Option<String>,
+    },
+    /// `pool scrub [-s|-p]`: `action` is start, stop or pause.
+    #[serde(rename = "pool scrub")]
+    PoolScrub { pool: String, action: String },
+    /// `pool resilver`: start a resilver, or start the one in progress again.
+    #[serde(rename = "pool resilver")]
+    PoolResilver { pool: String },
+    /// The scan state of a pool (`pool wait -t scrub|resilver` polls it).
+    #[serde(rename = "pool scan status")]
+    PoolScanStatus { pool: String },
+    /// `pool online|offline POOL DEVICE...`: `action` is online or offline.
+    #[serde(rename = "pool device")]
+    PoolDevice {
+        pool: String,
+        action: String,
+        devices: Vec<String>,
+    },
+    /// `pool attach [-f] POOL DEVICE NEW_DEVICE` (NEW_DEVICE an absolute path).
+    #[serde(rename = "pool attach")]
+    PoolAttach {
+        pool: String,
+        device: String,
+        new_device: String,
+        force: bool,
+    },
+    /// `pool detach POOL DEVICE`.
+    #[serde(rename = "pool detach")]
+    PoolDetach { pool: String, device: String },
+    /// `pool remove POOL DEVICE...`: remove cache devices (the only kind removable for now).
+    #[serde(rename = "pool remove")]
+    PoolRemove { pool: String, devices: Vec<String> },
+    /// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`: without NEW_DEVICE, a new device at
+    /// DEVICE's own path; `wait` answers once the old device is detached.
+    #[serde(rename = "pool replace")]
+    PoolReplace {
+        pool: String,
+        device: String,
+        new_device: Option<String>,
+        force: bool,
+        wait: bool,
+    },
+    /// `pool add [-n] [-f] POOL VDEV_SPEC...` (paths absolute).
+    #[serde(rename = "pool add")]
+    PoolAdd {
+        pool: String,
+        vdevs: Vec<String>,
+        force: bool,
+        dry_run: bool,
+    },
+    /// Pool properties: `properties` names them (`all` among them: every one).
+    #[serde(rename = "pool get")]
+    PoolGet {
+        pool: String,
+        properties: Vec<String>,
+    },
+    /// Set a pool property (`feature@NAME=enabled`).
+    #[serde(rename = "pool set")]
+    PoolSet {
+        pool: String,
+        property: String,
+        value: String,
+    },
+    #[serde(rename = "check")]
+    Check { pool: String, repair: bool },
+    #[serde(rename = "debug metaslabs")]
+    DebugMetaslabs {
+        pool: String,
+        json: bool,
+        #[serde(default)]
+        level: u8,
+    },
+    #[serde(rename = "debug logs")]
+    DebugLogs { pool: String, json: bool },
+    #[serde(rename = "debug map")]
+    DebugMap { pool: String, output: PathBuf },
+    #[serde(rename = "debug spacemap")]
+    DebugSpacemap {
+        pool: String,
+        vdev: u32,
+        metaslab: u64,
+    },
+    /// The txg history of an imported pool (`tarn stat txgs`).
+    #[serde(rename = "stat txgs")]
+    StatTxgs { pool: String },
+    /// The ARC counters of an imported pool (`tarn stat arc`).
+    #[serde(rename = "stat arc")]
+    StatArc { pool: String },
+    /// The intent-log counters of an imported pool's mounted file systems (`tarn stat zil`).
+    #[serde(rename = "stat zil")]
+    StatZil { pool: String },
+    /// The vdev I/O counters of one imported pool, or of every one (`tarn pool iostat`,
+    /// `tarn stat vdev_queue`).
+    #[serde(rename = "pool iostat")]
+    PoolIostat { pool: Option<String> },
+    /// Create a file system (`POOL/a/b`) with local properties, and mount it.
+    #[serde(rename = "create")]
+    Create {
+        name: String,
+        properties: Vec<(String, String)>,
+        parents: bool,
+    },
+    /// Unmount and destroy a file system (and, with `recursive`, its descendants).
+    #[serde(rename = "destroy")]
+    Destroy {
+        name: String,
+        recursive: bool,
+        /// Destroy clones of its snapshots first (`-R`).
+        #[serde(default)]
+        dependents: bool,
+        /// Print what would be destroyed ("would destroy NAME") and destroy nothing (`-n`).
+        #[serde(default)]
+        dry_run: bool,
+        /// Print what will be destroyed ("will destroy NAME") before destroying it (`-v`).
+        #[serde(default)]
+        verbose: bool,
+    },
+    /// Datasets of every pool, or `name` (with `recursive`, and its descendants), of the
+    /// `types` given (`filesystem`, `snapshot`; empty: file systems).
+    #[serde(rename = "list")]
+    List {
+        name: Option<String>,
+        recursive: bool,
+        #[serde(default)]
+        types: Vec<String>,
+    },
+    /// Clone a snapshot as a new file system with local properties, and mount it.
+    #[serde(rename = "clone")]
+    Clone {
+        snapshot: String,
+        name: String,
+        properties: Vec<(String, String)>,
+    },
+    /// Promote a clone: its origin's snapshots up to the origin become its own.
+    #[serde(rename = "promote")]
+    Promote { name: String },
+    /// Take snapshots `FS@SNAP` (with `recursive`, of descendants too), in one txg.
+    #[serde(rename = "snapshot")]
+    Snapshot { names: Vec<String>, recursive: bool },
+    /// Destroy snapshots: `FS@A[,B][%C]` (with `recursive`, of descendants too by name).
+    #[serde(rename = "destroy snapshots")]
+    DestroySnapshots {
+        spec: String,
+        recursive: bool,
+        dry_run: bool,
+        /// Destroy dependent clones first (`-R`).
+        #[serde(default)]
+        dependents: bool,
+    },
+    /// Roll a file system back to a snapshot (`destroy_later`: destroy newer snapshots).
+    #[serde(rename = "rollback")]
+    Rollback { name: String, destroy_later: bool },
+    /// Rename a snapshot or a file system.
+    #[serde(rename = "rename")]
+    Rename { name: String, new_name: String },
+    /// A dataset's record and deadlist, as `zdb -dddd`.
+    #[serde(rename = "debug dataset")]
+    DebugDataset { name: String },
+    /// One object's dnode and block pointers, as `zdb -ddddd`: `target` is a path in the
+    /// file system or an object number.
+    #[serde(rename = "debug object")]
+    DebugObject { dataset: String, target: String },
+    /// Bookmark a snapshot (`bookmark` is `FS#NAME`), or destroy a bookmark (`snapshot` null).
+    #[serde(rename = "bookmark")]
+    Bookmark {
+        snapshot: Option<String>,
+        bookmark: String,
+    },
+    /// Send a snapshot: the stream follows as frames, then the response.
+    #[serde(rename = "send")]
+    Send {
+        snapshot: String,
+        from: Option<String>,
+        intermediates: bool,
+        properties: bool,
+        dry_run: bool,
+        /// Blocks as stored (`-c`).
+        #[serde(default)]
+        compressed: bool,
+        /// The file system's tree (`-R`).
+        #[serde(default)]
+        recursive: bool,
+        /// Continue an interrupted receive from its `receive_resume_token` (`-t`).
+        #[serde(default)]
+        resume_token: Option<String>,
+    },
+    /// Receive the stream that follows this request as frames.
+    #[serde(rename = "receive")]
+    Receive {
+        target: String,
+        force: bool,
+        no_mount: bool,
+        verbose: bool,
+        /// Properties to set (`-o`), as (name, value).
+        #[serde(default)]
+        set: Vec<(String, String)>,
+        /// Properties of the stream not to set (`-x`).
+        #[serde(default)]
+        exclude: Vec<String>,
+        /// Keep a partial receive for resuming (`-s`).
+        #[serde(default)]
+        resumable: bool,
+    },
+    /// Abandon the partial receive into a file system (`receive -A`).
+    #[serde(rename = "receive abort")]
+    ReceiveAbort { target: String },
+    /// Properties (names, or `all`) of datasets.
+    #[serde(rename = "get")]
+    Get {
+        names: Vec<String>,
+        properties: Vec<String>,
+    },
+    /// Set a property (`value` Some) or make it inherit again (None); remounts when the
+    /// property decides where or how a file system is mounted.
+    #[serde(rename = "set")]
+    Set {
+        name: String,
+        property: String,
+        value: Option<String>,
+    },
+    /// Mount one file system (at `mountpoint`, a temporary override), every file system
+    /// that should be mounted (`all`), or, with neither, list what is mounted.
+    #[serde(rename = "mount")]
+    Mount {
+        name: Option<String>,
+        mountpoint: Option<PathBuf>,
+        all: bool,
+    },
+    /// Unmount a file system (by name or mountpoint) or every one (`all`).
+    #[serde(rename = "unmount")]
+    Unmount {
+        target: Option<String>,
+        all: bool,
+        force: bool,
+    },
+    /// `tarn inject`: start an injection in `pool` (`start`), clear one (`clear`: an id, or
+    /// `all`), or list them (neither).
+    #[serde(rename = "inject")]
+    Inject {
+        pool: Option<String>,
+        start: Option<InjectSpec>,
+        clear: Option<String>,
+    },
+}
+
+/// An injection as `tarn inject` asks for it (the daemon resolves names to devices and
+/// byte ranges).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectSpec {
+    /// A device of the pool (its path, or the path's last component), or every device.
+    pub device: Option<String>,
+    /// `io`, `corrupt`, `delay` or `vanish`.
+    pub error: String,
+    /// `read`, `write` or `all`.
+    pub io: String,
+    pub percent: u32,
+    pub count: Option<u64>,
+    pub delay_ms: u64,
+    /// Only the copies of one object's blocks: `DATASET:PATH` or `DATASET:OBJECT`.
+    pub object: Option<String>,
+    /// With `object`: only blocks of this level (0: data).
+    pub level: Option<u8>,
+}
+
+impl Request {
+    /// Whether a byte stream travels with this request ([`frames`]).
+    pub fn carries_stream(&self) -> bool {
+        matches!(self, Request::Send { .. } | Request::Receive { .. })
+    }
+
+    /// The verb as it appears on the wire, for the daemon's log.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Request::Ping => "ping",
+            Request::Stop => "stop",
+            Request::PoolCreate { .. } => "pool create",
+            Request::PoolImport { .. } => "pool import",
+            Request::PoolExport { .. } => "pool export",
+            Request::PoolDestroy { .. } => "pool destroy",
+            Request::PoolSync { .. } => "pool sync",
+            Request::Inject { .. } => "inject",
+            Request::PoolList { .. } => "pool list",
+            Request::PoolStatus { .. } => "pool status",
+            Request::PoolScrub { .. } => "pool scrub",
+            Request::PoolResilver { .. } => "pool resilver",
+            Request::PoolScanStatus { .. } => "pool scan status",
+            Request::PoolDevice { .. } => "pool device",
+            Request::PoolAttach { .. } => "pool attach",
+            Request::PoolDetach { .. } => "pool detach",
+            Request::PoolRemove { .. } => "pool remove",
+            Request::PoolReplace { .. } => "pool replace",
+            Request::PoolAdd { .. } => "pool add",
+            Request::PoolHistory { .. } => "pool history",
+            Request::PoolClear { .. } => "pool clear",
+            Request::PoolGet { .. } => "pool get",
+            Request::PoolSet { .. } => "pool set",
+            Request::Check { .. } => "check",
+            Request::DebugMetaslabs { .. } => "debug metaslabs",
+            Request::DebugLogs { .. } => "debug logs",
+            Request::DebugSpacemap { .. } => "debug spacemap",
+            Request::DebugMap { .. } => "debug map",
+            Request::StatTxgs { .. } => "stat txgs",
+            Request::StatArc { .. } => "stat arc",
+            Request::StatZil { .. } => "stat zil",
+            Request::PoolIostat { .. } => "pool iostat",
+            Request::Create { .. } => "create",
+            Request::Destroy { .. } => "destroy",
+            Request::List { .. } => "list",
+            Request::Get { .. } => "get",
+            Request::Set { .. } => "set",
+            Request::Mount { .. } => "mount",
+            Request::Unmount { .. } => "unmount",
+            Request::Snapshot { .. } => "snapshot",
+            Request::Clone { .. } => "clone",
+            Request::Promote { .. } => "promote",
+            Request::DestroySnapshots { .. } => "destroy snapshots",
+            Request::Rollback { .. } => "rollback",
+            Request::Rename { .. } => "rename",
+            Request::DebugDataset { .. } => "debug dataset",
+            Request::DebugObject { .. } => "debug object",
+            Request::Bookmark { .. } => "bookmark",
+            Request::Send { .. } => "send",
+            Request::Receive { .. } => "receive",
+            Request::ReceiveAbort { .. } => "receive abort",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// [`PROTOCOL_VERSION`] of the daemon that answered (0: a build from before versions).
+    #[serde(default)]
+    pub protocol: u32,
+    pub status: u8,
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub not_imported: bool,
+    /// The daemon is stopping and did not act on the request: ask again (a new daemon).
+    #[serde(default)]
+    pub retry: bool,
+    #[serde(default)]
+    pub data: serde_json::Value,
+}
+
+impl Response {
+    /// A failure with a message, printed as the CLI prints its own failures.
+    pub fn failure(status: u8, message: &str) -> Response {
+        Response {
+            status,
+            stderr: format!("tarn: {message}\n"),
+            ..Response::default()
+        }
+    }
+
+    /// The pool named is not held by this daemon.
+    pub fn not_imported(pool: &str) -> Response {
+        Response {
+            status: 1,
+            stderr: format!("tarn: pool {pool:?} is not imported in the daemon\n"),
+            not_imported: true,
+            ..Response::default()
+        }
+    }
+}
+
+impl Request {
+    /// `ping` and `stop`: the same in every build, so sent without a version and answered by a
+    /// daemon of any build (module documentation, "Version").
+    pub fn of_any_build(&self) -> bool {
+        matches!(self, Request::Ping | Request::Stop)
+    }
+}
+
+/// One request as its line (without the newline): the request with [`PROTOCOL_VERSION`]
+/// (but for requests [`Request::of_any_build`], which older daemons read as they are).
+pub fn encode_request(request: &Request) -> Vec<u8> {
+    let mut value = serde_json::to_value(request).expect("a request serializes");
+    if let Some(fields) = value.as_object_mut().filter(|_| !request.of_any_build()) {
+        fields.insert("protocol".into(), PROTOCOL_VERSION.into());
+    }
+    serde_json::to_vec(&value).expect("a request serializes")
+}
+
+/// Parse one request line; the error is what the daemon answers. A request of another
+/// protocol version is refused, but for those [`Request::of_any_build`].
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let bad = |error: serde_json::Error| format!("bad request: {error}");
+    let mut value: serde_json::Value = serde_json::from_str(line).map_err(bad)?;
+    let protocol = value
+        .as_object_mut()
+        .and_then(|fields| fields.remove("protocol"));
+    let request: Request = serde_json::from_value(value).map_err(bad)?;
+    let version = protocol.as_ref().and_then(serde_json::Value::as_u64);
+    if version == Some(u64::from(PROTOCOL_VERSION)) || request.of_any_build() {
+        return Ok(request);
+    }
+    let theirs = match (&protocol, version) {
+        (None, _) => "a build from before protocol versions".to_string(),
+        (Some(_), Some(version)) => format!("protocol {version}"),
+        (Some(other), None) => format!("protocol {other}"),
+    };
+    Err(format!(
+        "bad request: this command is a different build of tarn ({theirs}) from the daemon \
+         (tarn {BUILD_VERSION}, protocol {PROTOCOL_VERSION}, pid {}): stop the daemon (tarn \
+         daemon --stop, which exports its pools) and run the command again, which starts a \
+         daemon of the command's build",
+        std::process::id()
+    ))
+}
+
+/// Why the CLI refuses `response`: a daemon of another protocol version answered.
+pub fn response_mismatch(response: &Response) -> Option<String> {
+    (response.protocol != PROTOCOL_VERSION).then(|| {
+        let theirs = match response.protocol {
+            0 => "a build from before protocol versions".to_string(),
+            version => format!("protocol {version}"),
+        };
+        format!(
+            "the tarn daemon is a different build ({theirs}) from this command (tarn \
+             {BUILD_VERSION}, protocol {PROTOCOL_VERSION}): stop it (tarn daemon --stop, which \
+             exports its pools) and run the command again, which starts a daemon of this build"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_name_their_verb() {
+        let requests = vec![
+            Request::Ping,
+            Request::Stop,
+            Request::PoolCreate {
+                name: "tank".into(),
+                vdevs: vec!["mirror".into(), "/a".into(), "/b".into()],
+                size_bytes: Some(1 << 27),
+                force: false,
+                disabled_features: vec!["log_spacemap".into()],
+                altroot: Some(PathBuf::from("/alt")),
+                mountpoint: Some("none".into()),
+                properties: vec![("atime".into(), "off".into())],
+                cachefile: Some("none".into()),
+            },
+            Request::PoolImport {
+                pool: "tank".into(),
+                new_name: None,
+                dirs: vec![PathBuf::from("/d")],
+                readonly: true,
+                altroot: None,
+                rewind: true,
+                cachefile: None,
+                missing_log: true,
+            },
+            Request::PoolStatus {
+                pool: Some("tank".into()),
+                verbose: true,
+            },
+            Request::PoolHistory {
+                pool: "tank".into(),
+            },
+            Request::PoolClear {
+                pool: "tank".into(),
+                device: Some("/d/a.img".into()),
+            },
+            Request::PoolSync { pool: None },
+            Request::Inject {
+                pool: Some("tank".into()),
+                start: Some(InjectSpec {
+                    device: Some("a.img".into()),
+                    error: "corrupt".into(),
+                    io: "read".into(),
+                    percent: 50,
+                    count: Some(3),
+                    delay_ms: 0,
+                    object: Some("tank/fs:/f".into()),
+                    level: Some(0),
+                }),
+                clear: None,
+            },
+            Request::PoolScrub {
+                pool: "tank".into(),
+                action: "pause".into(),
+            },
+            Request::PoolResilver {
+                pool: "tank".into(),
+            },
+            Request::PoolScanStatus {
+                pool: "tank".into(),
+            },
+            Request::PoolDevice {
+                pool: "tank".into(),
+                action: "offline".into(),
+                devices: vec!["/b".into()],
+            },
+            Request::PoolAttach {
+                pool: "tank".into(),
+                device: "a.img".into(),
+                new_device: "/d/b.img".into(),
+                force: true,
+            },
+            Request::PoolDetach {
+                pool: "tank".into(),
+                device: "/d/a.img".into(),
+            },
+            Request::PoolRemove {
+                pool: "tank".into(),
+                devices: vec!["/d/cache.img".into()],
+            },
+            Request::PoolReplace {
+                pool: "tank".into(),
+                device: "a.img".into(),
+                new_device: None,
+                force: false,
+                wait: true,
+            },
+            Request::PoolAdd {
+                pool: "tank".into(),
+                vdevs: vec!["mirror".into(), "/d/c".into(), "/d/e".into()],
+                force: false,
+                dry_run: true,
+            },
+            Request::PoolGet {
+                pool: "tank".into(),
+                properties: vec!["all".into()],
+            },
+            Request::PoolSet {
+                pool: "tank".into(),
+                property: "feature@embedded_data".into(),
+                value: "enabled".into(),
+            },
+            Request::StatTxgs {
+                pool: "tank".into(),
+            },
+            Request::PoolIostat { pool: None },
+            Request::PoolIostat {
+                pool: Some("tank".into()),
+            },
+            Request::DebugSpacemap {
+                pool: "tank".into(),
+                vdev: 1,
+                metaslab: 2,
+            },
+            Request::DebugMap {
+                pool: "tank".into(),
+                output: PathBuf::from("/tmp/map.svg"),
+            },
+            Request::Create {
+                name: "tank/a".into(),
+                properties: vec![("compression".into(), "zstd".into())],
+                parents: true,
+            },
+            Request::Set {
+                name: "tank/a".into(),
+                property: "atime".into(),
+                value: None,
+            },
+            Request::Unmount {
+                target: Some("/tank/a".into()),
+                all: false,
+                force: true,
+            },
+        ];
+        for request in requests {
+            let line = String::from_utf8(encode_request(&request)).unwrap();
+            assert!(!line.contains('\n'));
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(value["verb"], request.verb(), "{line}");
+            if !request.of_any_build() {
+                assert_eq!(value["protocol"], PROTOCOL_VERSION, "{line}");
+            }
+            assert_eq!(parse_request(&line).unwrap(), request);
+        }
+        assert_eq!(parse_request(r#"{"verb":"ping"}"#).unwrap(), Request::Ping);
+    }
+
+    /// A request of another build is refused with a message that names both versions and what
+    /// to restart, not a bare "bad request"; `ping` is answered whatever its version.
+    #[test]
+    fn requests_of_another_protocol_version_are_refused_but_ping() {
+        let check = r#""verb":"check","args":{"pool":"t","repair":false}"#;
+        for (line, theirs) in [
+            (format!("{{{check}}}"), "before protocol versions"),
+            (format!(r#"{{"protocol":0,{check}}}"#), "protocol 0"),
+            (
+                format!(r#"{{"protocol":{},{check}}}"#, PROTOCOL_VERSION + 1),
+                "protocol 2",
+            ),
+            (format!(r#"{{"protocol":"x",{check}}}"#), "protocol \"x\""),
+        ] {
+            let error = parse_request(&line).unwrap_err();
+            assert!(error.starts_with("bad request"), "{error}");
+            assert!(error.contains(theirs), "{line}: {error}");
+            assert!(error.contains("tarn daemon --stop"), "{error}");
+        }
+        for line in [r#"{"verb":"ping"}"#, r#"{"protocol":99,"verb":"ping"}"#] {
+            assert_eq!(parse_request(line).unwrap(), Request::Ping);
+        }
+        assert_eq!(parse_request(r#"{"verb":"stop"}"#).unwrap(), Request::Stop);
+        assert_eq!(encode_request(&Request::Stop), br#"{"verb":"stop"}"#);
+        let mut response = Response::failure(1, "x");
+        assert!(response_mismatch(&response)
+            .unwrap()
+            .contains("before protocol versions"));
+        response.protocol = PROTOCOL_VERSION;
+        assert_eq!(response_mismatch(&response), None);
+    }
+
+    #[test]
+    fn bad_requests_are_errors_not_panics() {
+        for line in [
+            "",
+            "{",
+            "null",
+            "[]",
+            r#"{"verb":"frobnicate"}"#,
+            r#"{"verb":"check"}"#,
+            r#"{"verb":"check","args":{"pool":7,"repair":true}}"#,
+            r#"{"verb":"check","args":{"pool":"t","repair":true,"extra":1}}"#,
+            r#"{"protocol":1,"verb":"check","args":{"pool":"t","repair":true,"extra":1}}"#,
+        ] {
+            let error = parse_request(line).unwrap_err();
+            assert!(error.starts_with("bad request"), "{line}: {error}");
+        }
+        let error = parse_request(r#"{"verb":"frobnicate"}"#).unwrap_err();
+        assert!(error.contains("frobnicate"), "{error}");
+    }
+
+    #[test]
+    fn responses_tolerate_missing_optional_fields() {
+        let response: Response = serde_json::from_str(r#"{"status":0}"#).unwrap();
+        assert_eq!(response.status, 0);
+        assert!(!response.not_imported);
+        assert!(response.data.is_null());
+    }
+}
