@@ -3,15 +3,11 @@
 //! encoding, and must return a value or an error, never panic or allocate by an unchecked
 //! count.
 //!
-//! CI runs each fuzzer at proptest's default of 256 cases (or fewer where a test says so). For
-//! a long run, raise the case count through the environment, which proptest reads, and run the
-//! fuzzers alone (the test profile is optimized; the filters name the decoders' fuzzers):
-//!
-//! ```text
-//! PROPTEST_CASES=1000000 cargo test -p tarn-engine --lib -- never_panic without_panic \
-//!     flipped_byte garbage_is_an_error truncated_record truncated_or_extended
-//! PROPTEST_CASES=1000000 cargo test -p tarn-engine --test receive_hostile
-//! ```
+//! Every fuzzer's `proptest!` block is configured by [`fuzz_config!`](crate::fuzz_config)
+//! with its number of cases in CI (256 for most; fewer where a case is costly), which
+//! `TARN_FUZZ_CASES` overrides for a long run. `scripts/fuzz-long.sh` finds the fuzzers by that
+//! macro, runs each in an optimized build to a number of cases or a time budget, and prints a
+//! table of the cases each ran; `scripts/fuzz-long.sh -l` lists them with their CI counts.
 
 use proptest::prelude::*;
 use proptest::sample::Index;

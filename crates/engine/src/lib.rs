@@ -33,6 +33,8 @@ pub mod object;
 pub mod pool;
 pub mod send;
 pub mod space;
+#[doc(hidden)]
+pub mod testing;
 pub mod txg;
 pub mod vdev;
 pub mod zil;

@@ -287,7 +287,7 @@ fn block_settings() -> impl proptest::strategy::Strategy<Value = (u32, u8)> {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+    #![proptest_config(tarn::fuzz_config!(24))]
     /// An OBJECT record with random block settings and random WRITE and FREE records of it,
     /// appended to a good stream: whether the receive takes them or refuses them, it never
     /// panics and never makes a sync fail (the pool still takes a write and syncs after it,
@@ -672,7 +672,7 @@ fn rich_records(pool: &Pool) -> Vec<Record> {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, ..Default::default() })]
+    #![proptest_config(tarn::fuzz_config!(32))]
     /// A good stream changed by up to three structural mutations is received or refused,
     /// never a panic or a failed sync; a refused one leaves no file system behind; the pool
     /// takes a write and syncs after it, and `check` is clean. What was received reads back

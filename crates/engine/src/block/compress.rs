@@ -584,6 +584,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn the_lz4_walk_agrees_with_the_decoder_on_damaged_streams(
             seed in 0u64..1000,

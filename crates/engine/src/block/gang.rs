@@ -891,6 +891,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn decoding_damaged_headers_never_panics(
             flips in proptest::collection::vec((0usize..GANG_HEADER_SIZE, any::<u8>()), 1..8),

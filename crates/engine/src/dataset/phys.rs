@@ -368,6 +368,7 @@ mod fuzz {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn dataset_records_decode_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = DatasetPhys::decode(&bytes);

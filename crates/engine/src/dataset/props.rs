@@ -394,6 +394,7 @@ mod fuzz {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         /// Values come back from disk: any text parses or is refused, never panics, and a
         /// normalized value is a fixed point.
         #[test]

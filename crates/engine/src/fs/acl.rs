@@ -377,6 +377,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn arbitrary_acl_bytes_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..200)) {
             if let Ok(acl) = Acl::decode(&raw) {

@@ -755,9 +755,9 @@ mod tests {
         sa_xattrs_counted(0..4)
     }
 
-    /// Generated, not filtered, where at least one entry is needed: a filter rejecting a
-    /// quarter of the cases aborts a long run (`PROPTEST_CASES` in the hundreds of thousands)
-    /// at proptest's limit of local rejects.
+    /// Generated, not filtered, where at least one entry is needed: a filter would discard a
+    /// quarter of the cases, and a long run (`TARN_FUZZ_CASES` in the hundreds of thousands)
+    /// would spend that share generating cases it throws away.
     fn sa_xattrs_counted(count: std::ops::Range<usize>) -> impl Strategy<Value = Vec<SaXattr>> {
         proptest::collection::vec(
             (
@@ -817,6 +817,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn znodes_round_trip(znode in znode()) {
             let encoded = znode.encode();

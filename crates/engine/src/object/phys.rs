@@ -516,6 +516,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn dnode_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
             let _ = DnodePhys::decode(&bytes);

@@ -319,6 +319,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         /// A walk's bookmark is read back from a scan's persisted state: any bytes decode to
         /// a bookmark (16 bytes; a bookmark past the end of a tree only finds nothing to do)
         /// or to an error naming the length, never a panic.

@@ -574,6 +574,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         /// An error log key is read from the MOS: any bytes decode to an entry (24 bytes) or
         /// to nothing, never a panic, and what decodes encodes back to the same bytes.
         #[test]

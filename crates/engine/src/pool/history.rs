@@ -371,6 +371,7 @@ mod tests {
     // Fuzzers of the history object's decoders (docs/design.md §6, invariant 6;
     // `crate::fuzz` says how to run them long).
     proptest::proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn ring_header_decoder_never_panics(
             words in proptest::collection::vec(proptest::prelude::any::<u64>(), 4),

@@ -1491,6 +1491,7 @@ mod tests {
     // Fuzzers of the scan object's two decoders (docs/design.md §6, invariant 6; `crate::fuzz`
     // says how to run them long).
     proptest::proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn scan_phys_decoder_never_panics(
             function in 0u8..4,

@@ -334,6 +334,7 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn arbitrary_text_never_panics(text in ".{0,200}") {
             let _ = ResumeToken::decode(&text);
@@ -343,6 +344,7 @@ mod tests {
     // The saved receive's description is CBOR in a dataset's property; mutated, it is refused
     // or decodes to something that encodes the same way (docs/design.md §6, invariant 6).
     proptest::proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn stream_description_decoder_never_panics(mutations in crate::fuzz::mutations()) {
             let bytes = crate::fuzz::mutate(token().stream.encode(), &mutations);

@@ -1101,6 +1101,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn directory_decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = LogDirectoryPhys::decode(&bytes, ObjectId(7));

@@ -986,6 +986,7 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn arbitrary_words_replay_without_panic(words in proptest::collection::vec(any::<u64>(), 0..64), block_words in 2u32..8) {
             let storage = MemoryStorage::default();

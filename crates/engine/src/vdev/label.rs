@@ -819,6 +819,7 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..4096)) {
             let _ = decode_config_area(&bytes);

@@ -391,6 +391,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn block_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
             let _ = decode_block(&bytes, seed(1));

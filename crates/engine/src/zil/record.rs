@@ -785,6 +785,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn record_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = decode_records(&bytes);

@@ -412,6 +412,7 @@ fn normalized(mut pointer: BlockPtr) -> BlockPtr {
 }
 
 proptest! {
+    #![proptest_config(crate::fuzz_config!(256))]
     #[test]
     fn arbitrary_bytes_decode_without_panic(bytes in any::<[u8; BLKPTR_SIZE]>()) {
         if let Ok(pointer) = BlockPtr::decode(&bytes) {

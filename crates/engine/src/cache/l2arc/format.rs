@@ -470,6 +470,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz_config!(256))]
         #[test]
         fn device_header_decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = DeviceHeader::decode(&bytes);

@@ -536,6 +536,7 @@ proptest! {
 // Fuzzers of the two on-disk decoders (docs/design.md §6, invariant 6; `crate::fuzz` says how
 // to run them long). Livelists store the same entries, with the FREE flag.
 proptest! {
+    #![proptest_config(crate::fuzz_config!(256))]
     #[test]
     fn entry_decoder_on_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         if let Ok(entry) = BpObjEntry::decode(&bytes) {

@@ -481,6 +481,11 @@ proptest! {
         let mut blocks = MemBlocks::created(4096);
         check_listing_stability(&mut blocks, 400, 300, page, seed);
     }
+}
+
+proptest! {
+    // Each case builds an object of 2000 entries before damaging it, hence fewer cases.
+    #![proptest_config(crate::fuzz_config!(64))]
 
     /// Random contents in any block (header, table, leaf), or a truncated block: every
     /// operation returns a result (usually Corrupt), never panics.
