@@ -919,9 +919,46 @@ fn kill_daemon(layout: &Layout) {
     }
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGKILL) };
+    abort_fuse_connections(layout);
     let started = Instant::now();
     while alive(pid) && started.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Abort the FUSE connection of every mount below the run's altroot, as `umount -f` does for
+/// FUSE, without touching the mounts themselves. A daemon killed while one of its own threads
+/// waits in the kernel for a request to its own mount (the syncfs before a snapshot, whose
+/// request a worker had already taken) cannot exit: the kernel waits for that request's answer
+/// uninterruptibly, the dying process keeps `/dev/fuse` open, and no answer ever comes. Its
+/// mounts then hang every process that touches them (reading the daemon's
+/// `/proc/PID/cmdline` included), and the functional suite once timed out so. Aborting the
+/// connection fails the request and lets the process go. The connection is named by the
+/// mount's device minor, read from `/proc/self/mountinfo` (a `stat` of the mount point would
+/// hang).
+fn abort_fuse_connections(layout: &Layout) {
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(separator) = fields.iter().position(|field| *field == "-") else {
+            continue;
+        };
+        let (Some(device), Some(point), Some(kind)) =
+            (fields.get(2), fields.get(4), fields.get(separator + 1))
+        else {
+            continue;
+        };
+        if !kind.starts_with("fuse") || !Path::new(point).starts_with(&layout.altroot) {
+            continue;
+        }
+        if let Some((_, minor)) = device.split_once(':') {
+            let abort = format!("/sys/fs/fuse/connections/{minor}/abort");
+            if let Err(why) = std::fs::write(&abort, b"1") {
+                log::warn!("{abort}: {why}");
+            }
+        }
     }
 }
 
