@@ -122,15 +122,11 @@ pub struct ListFormat {
     pub fields: Option<Vec<String>>,
 }
 
-/// Print rows of named cells. Unknown `-o` fields are an error naming the valid ones.
-pub fn print_table(
-    columns: &[&str],
-    rows: &[Vec<Cell>],
-    format: &ListFormat,
-    json_key: &str,
-) -> Result<(), String> {
-    let selected: Vec<usize> = match &format.fields {
-        None => (0..columns.len()).collect(),
+/// The indexes of the columns `-o` selects (all of them without `-o`), in its order; an
+/// unknown field is an error naming the valid ones.
+pub fn selected_fields(columns: &[&str], format: &ListFormat) -> Result<Vec<usize>, String> {
+    match &format.fields {
+        None => Ok((0..columns.len()).collect()),
         Some(fields) => fields
             .iter()
             .map(|field| {
@@ -144,8 +140,18 @@ pub fn print_table(
                         )
                     })
             })
-            .collect::<Result<_, _>>()?,
-    };
+            .collect(),
+    }
+}
+
+/// Print rows of named cells. Unknown `-o` fields are an error naming the valid ones.
+pub fn print_table(
+    columns: &[&str],
+    rows: &[Vec<Cell>],
+    format: &ListFormat,
+    json_key: &str,
+) -> Result<(), String> {
+    let selected = selected_fields(columns, format)?;
     if format.json {
         let items: Vec<Value> = rows
             .iter()

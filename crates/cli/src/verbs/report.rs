@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tarn_protocol::error::Failure;
-use tarn_protocol::format::{print_table, Cell, ListFormat};
+use tarn_protocol::format::{print_table, selected_fields, Cell, ListFormat};
 
 /// The interval and the number of reports of `[INTERVAL [COUNT]]`, checked.
 pub fn repeat(
@@ -43,23 +43,7 @@ pub struct Reporter {
 
 impl Reporter {
     pub fn new(columns: &'static [&'static str], format: ListFormat) -> Result<Reporter, Failure> {
-        let selected = match &format.fields {
-            None => (0..columns.len()).collect(),
-            Some(fields) => fields
-                .iter()
-                .map(|field| {
-                    columns
-                        .iter()
-                        .position(|column| column == field)
-                        .ok_or_else(|| {
-                            Failure(format!(
-                                "invalid field {field:?}; valid fields are: {}",
-                                columns.join(", ")
-                            ))
-                        })
-                })
-                .collect::<Result<_, _>>()?,
-        };
+        let selected = selected_fields(columns, &format).map_err(Failure)?;
         Ok(Reporter {
             columns,
             format,
