@@ -102,6 +102,7 @@ pub mod livelists;
 pub mod props;
 pub mod receiving;
 pub mod scan;
+mod scan_visits;
 pub mod snapshots;
 mod stats;
 mod sync;

@@ -95,6 +95,7 @@ use crate::block::blkptr::{BlockPtr, ObjectType};
 use crate::block::pipeline::{CopyReport, HealCounts, PipelineError};
 use crate::dataset::phys::DatasetPhys;
 use crate::object::traverse::{walk_post_order_with_positions, BlockPosition, Bookmark, WalkEnd};
+
 use crate::object::{ObjectError, Tx};
 use crate::space::storage::SpaceStorage;
 use crate::types::{Guid, ObjectId, Txg};
@@ -417,13 +418,23 @@ enum ScanRequest {
     Resume,
 }
 
+/// The blocks one scrub verified (tunable `scan_record_visits`, for tests): the first copy
+/// (vdev, offset) of each block pointer it read. A test compares it with the pool's trees
+/// after the scrub ends: every block there born at or before `max_txg` must be in it.
+#[derive(Clone, Debug, Default)]
+pub struct ScrubVisits {
+    /// The scrub's last txg ([`ScanPhys::max_txg`]).
+    pub max_txg: Txg,
+    pub blocks: HashSet<(u64, u64)>,
+}
+
 /// The scan's in-memory side (one per open pool).
 #[derive(Debug, Default)]
 pub struct Scanner {
     /// The MOS object holding the state, 0 until the first scan.
     object: AtomicU64,
     /// The state as of the last sync (None: the pool has never been scanned).
-    phys: Mutex<Option<ScanPhys>>,
+    pub(super) phys: Mutex<Option<ScanPhys>>,
     requests: Mutex<Vec<ScanRequest>>,
     /// Leaves that were unusable (offline, missing) at some point of the running scan, or were
     /// attached after it started: their DTLs are not cleared by it.
@@ -439,17 +450,7 @@ pub struct Scanner {
     heals_counted: Mutex<HealCounts>,
     /// The blocks the running scrub verified, if `scan_record_visits` is on and the scrub
     /// started in this process (a scrub resumed at import has no record of its first part).
-    visits: Mutex<Option<ScrubVisits>>,
-}
-
-/// The blocks one scrub verified (tunable `scan_record_visits`, for tests): the first copy
-/// (vdev, offset) of each block pointer it read. A test compares it with the pool's trees
-/// after the scrub ends: every block there born at or before `max_txg` must be in it.
-#[derive(Clone, Debug, Default)]
-pub struct ScrubVisits {
-    /// The scrub's last txg ([`ScanPhys::max_txg`]).
-    pub max_txg: Txg,
-    pub blocks: HashSet<(u64, u64)>,
+    pub(super) visits: Mutex<Option<ScrubVisits>>,
 }
 
 /// What `pool status` shows of a scan.
@@ -544,70 +545,6 @@ impl PoolCore {
         }
         self.update_scan_work();
         Ok(())
-    }
-
-    /// The blocks the last scrub verified, once, if it finished, started in this process and
-    /// `scan_record_visits` was on ([`ScrubVisits`]); a later call gets None until the next
-    /// such scrub.
-    pub fn take_scrub_visits(&self) -> Option<ScrubVisits> {
-        let phys = self.scan.phys.lock().clone()?;
-        if phys.function != ScanFunction::Scrub || phys.state != ScanState::Finished {
-            return None;
-        }
-        let mut visits = self.scan.visits.lock();
-        if visits.as_ref()?.max_txg != phys.max_txg {
-            return None;
-        }
-        visits.take()
-    }
-
-    /// The scrub's promise checked against `visits` (tunable `scan_record_visits`, for tests):
-    /// the blocks of the synced trees now (the MOS and every dataset record, snapshots and
-    /// clones included, each walked whole) born at or before the scrub's last txg that it did
-    /// not verify, described, and how many blocks were compared. A block alive now and born
-    /// before the scrub started was alive all through it (nothing freed comes back without a
-    /// rewind, which is another pool instance), so each one listed is a block the scrub
-    /// skipped. The caller keeps syncs from freeing the trees under the walk (e.g.
-    /// [`crate::txg::TxgManager::pause_syncs`]); a tree that cannot be walked is left out.
-    pub fn scrub_unvisited(&self, visits: &ScrubVisits) -> Result<(u64, Vec<String>), PoolError> {
-        let mut roots = vec![("the MOS".to_string(), self.mos.synced_root())];
-        for (object, dnode) in self.mos.synced_objects()? {
-            if dnode.object_type != ObjectType::Dataset {
-                continue;
-            }
-            if let Ok(record) = DatasetPhys::decode(&dnode.bonus) {
-                roots.push((format!("dataset record {}", object.0), record.root));
-            }
-        }
-        let mut missed = Vec::new();
-        let mut compared = 0u64;
-        for (name, root) in &roots {
-            let mut budget = u64::MAX;
-            let walked = crate::object::traverse::walk_post_order(
-                &self.io,
-                root,
-                Txg(0),
-                Bookmark::default(),
-                &mut budget,
-                &mut |bp: &BlockPtr| {
-                    if bp.is_hole() || bp.embedded || bp.birth_physical > visits.max_txg {
-                        return Ok(());
-                    }
-                    let Some(dva) = bp.copies().next() else {
-                        return Ok(());
-                    };
-                    compared += 1;
-                    if !visits.blocks.contains(&(u64::from(dva.vdev.0), dva.offset)) {
-                        missed.push(format!("{name}: {bp}"));
-                    }
-                    Ok(())
-                },
-            );
-            if let Err(error) = walked {
-                log::info!("scrub coverage: {name} not walked: {error}");
-            }
-        }
-        Ok((compared, missed))
     }
 
     /// Whether a scan is running (not paused): it keeps the sync thread busy. Never on a
