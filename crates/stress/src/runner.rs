@@ -516,8 +516,14 @@ fn read_counts(dir: &Path) -> (u64, u64, u64) {
 /// allocation happens to land there. A deferred free forgotten by the space maps or the log
 /// shows here at once.
 ///
+/// On an imported pool the sync thread keeps going (an import that finishes a replacement
+/// syncs its detach a txg later), and a sync that releases the frees of `txg` + 1 while the
+/// extents are asked about would pass for a forgotten deferral: syncs are held off for the
+/// check, so that the space asked about is exactly that of the txg named.
+///
 /// [`SpaceManager::is_allocatable`]: tarn::space::SpaceManager::is_allocatable
 fn check_held(pool: &Pool, txg: u64, extents: &[tarn::check::Extent], round: u64) -> Vec<String> {
+    let _no_sync_meanwhile = pool.core.txgs.pause_syncs();
     let synced = pool.last_synced_txg().0;
     if synced > txg + tarn::types::TXG_DEFER_SIZE as u64 {
         return Vec::new();
