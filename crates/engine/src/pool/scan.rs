@@ -426,6 +426,11 @@ pub struct ScrubVisits {
     /// The scrub's last txg ([`ScanPhys::max_txg`]).
     pub max_txg: Txg,
     pub blocks: HashSet<(u64, u64)>,
+    /// What decided the scrub's walks, in order: each walk started or resumed with another
+    /// birth floor, each catch-up, each snapshot destroyed under it (for a miss's diagnosis).
+    pub events: Vec<String>,
+    /// The birth floor each object set's walk last used.
+    floors: std::collections::HashMap<u64, Txg>,
 }
 
 /// The scan's in-memory side (one per open pool).
@@ -784,6 +789,12 @@ impl PoolCore {
                 }
             }
         }
+        if let Some(visits) = self.scan.visits.lock().as_mut() {
+            visits.events.push(format!(
+                "snapshot {destroyed} (births ({previous_txg}, {txg}]) destroyed, next {next}, cursor {cursor}, owed {owed}, catch-ups {:?}",
+                *catch_ups
+            ));
+        }
         if changed {
             log::debug!(
                 "pool {}: snapshot {destroyed} destroyed under the scan (cursor {cursor}): catch-ups {:?}",
@@ -855,7 +866,7 @@ impl PoolCore {
                         && function == ScanFunction::Scrub)
                         .then(|| ScrubVisits {
                             max_txg: Txg(txg.0.saturating_sub(1)),
-                            blocks: HashSet::new(),
+                            ..ScrubVisits::default()
                         });
                     log::info!(
                         "pool {}: {} started in txg {txg}",
@@ -1037,6 +1048,14 @@ impl PoolCore {
                 phys.cursor_objset = key;
                 phys.cursor = Bookmark::default();
             }
+            if let Some(visits) = self.scan.visits.lock().as_mut() {
+                if visits.floors.insert(key, min_birth) != Some(min_birth) {
+                    visits.events.push(format!(
+                        "txg {txg}: walk of {key} from birth {min_birth} (bookmark {:?})",
+                        phys.cursor
+                    ));
+                }
+            }
             let max_txg = phys.max_txg;
             if !self.walk_objset(phys, &mut walk, key, &root, min_birth, max_txg) {
                 return Ok(());
@@ -1061,6 +1080,12 @@ impl PoolCore {
             if let Some(root) = root {
                 let min_birth = catch_up.min_txg.max(phys.min_txg);
                 let max_birth = catch_up.max_txg.min(phys.max_txg);
+                if let Some(visits) = self.scan.visits.lock().as_mut() {
+                    visits.events.push(format!(
+                        "txg {txg}: catch-up of {} births ({min_birth}, {max_birth}] (bookmark {:?})",
+                        catch_up.objset, phys.cursor
+                    ));
+                }
                 if min_birth < max_birth
                     && !self.walk_objset(
                         phys,

@@ -37,12 +37,34 @@ impl PoolCore {
     /// [`crate::txg::TxgManager::pause_syncs`]); a tree that cannot be walked is left out.
     pub fn scrub_unvisited(&self, visits: &ScrubVisits) -> Result<(u64, Vec<String>), PoolError> {
         let mut roots = vec![("the MOS".to_string(), self.mos.synced_root())];
+        // Each dataset record is named with what decides which walk covers its blocks (its
+        // creation and previous snapshot txgs), so that a miss says where to look.
+        let mut names = std::collections::HashMap::new();
+        for (name, head) in self.dataset_list() {
+            for snapshot in head.snapshots() {
+                names.insert(
+                    snapshot.object.0,
+                    format!("{name}@{}", snapshot.short_name()),
+                );
+            }
+            names.insert(head.object.0, name);
+        }
         for (object, dnode) in self.mos.synced_objects()? {
             if dnode.object_type != ObjectType::Dataset {
                 continue;
             }
             if let Ok(record) = DatasetPhys::decode(&dnode.bonus) {
-                roots.push((format!("dataset record {}", object.0), record.root));
+                let name = names.get(&object.0).map_or("unnamed", String::as_str);
+                roots.push((
+                    format!(
+                        "dataset record {} ({name}, created in txg {}, previous snapshot {} of txg {})",
+                        object.0,
+                        record.creation_txg,
+                        record.prev_snapshot_object,
+                        record.prev_snapshot_txg
+                    ),
+                    record.root,
+                ));
             }
         }
         let mut missed = Vec::new();

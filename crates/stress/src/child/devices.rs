@@ -340,6 +340,12 @@ pub(super) fn check_scrub_coverage(pool: &Pool) -> Result<(), OpError> {
     let _paused = pool.core.txgs.pause_syncs();
     let (checked, missed) = pool.core.scrub_unvisited(&visits)?;
     if !missed.is_empty() {
+        log::error!(
+            "scrub coverage: {} blocks missed: {}; the scrub's walks: {}",
+            missed.len(),
+            missed.join("; "),
+            visits.events.join("; ")
+        );
         return Err(OpError::Inconsistent(format!(
             "the scrub of txgs ..={} finished without visiting {} of the {checked} blocks born in them that the pool still holds (it verified {}), e.g. {}",
             visits.max_txg.0,

@@ -456,8 +456,9 @@ impl Child {
     fn work(&self, index: usize, mut rng: StdRng, end: Instant) {
         while Instant::now() < end && !self.stop.load(Ordering::SeqCst) {
             let op = self.chooser.choose(&mut rng);
+            log::trace!("worker {index}: {op:?}");
             match self.run(op, index, &mut rng) {
-                Ok(()) => {}
+                Ok(()) => log::trace!("worker {index}: {op:?} done"),
                 Err(OpError::Refused(why)) => {
                     self.refusals.fetch_add(1, Ordering::Relaxed);
                     space::note_refusal(&why);
