@@ -170,6 +170,47 @@ fn a_scrub_visits_every_block_when_a_snapshot_goes_mid_scan() {
     pool.export().unwrap();
 }
 
+/// Guards the destroy that comes while the scan stands *before* the head. The destroy runs in
+/// its txg's sync before that txg's scan round, and the round reads the records of the last
+/// synced txg, in which the head's walk still starts from `@s2`'s txg: a round that reached
+/// the head in that txg walked it from there, and since the head had not been reached when
+/// `@s2` went, no catch-up was owed. The 2 MiB born between `@s1` and `@s2` were then walked
+/// by nobody (found by tarn-stress's coverage check, fixed seed 3, as 74 to 79 blocks of one
+/// dataset unvisited). Each position of the scan before the head is tried on a fresh pool,
+/// since only the last few let one round reach the head.
+#[test]
+fn a_scrub_visits_every_block_when_a_snapshot_goes_before_the_scan_reaches_the_head() {
+    let mut position = 0;
+    loop {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = pool_with_two_snapshots(dir.path());
+        let head = object_of(&pool, FS);
+        let mut before_head = 0;
+        let mut destroyed = false;
+        let scrub = scrub_driving(&pool, |phys| {
+            if destroyed || phys.cursor_objset >= head {
+                return;
+            }
+            if before_head == position {
+                pool.destroy_snapshots(&format!("{FS}@s2"), false).unwrap();
+                destroyed = true;
+            }
+            before_head += 1;
+        });
+        if !destroyed {
+            // Every position before the head has been tried.
+            assert!(position > 0, "the scan never stood before the head");
+            pool.export().unwrap();
+            return;
+        }
+        assert_eq!(scrub.errors, 0);
+        assert_every_block_visited(&pool);
+        assert_clean(&pool);
+        pool.export().unwrap();
+        position += 1;
+    }
+}
+
 /// The walk owed after such a destroy is kept with the scan's state: an export right after
 /// the destroy, and the scrub resumed by the import, still examine everything.
 #[test]

@@ -26,10 +26,14 @@
 //! snapshot's own interval are walked with the snapshot. When a snapshot S (previous snapshot
 //! P, next dataset N: a later snapshot or the head) is destroyed, the blocks born in
 //! `(P, S]` that N still holds become N's to cover, and N's walk now starts from P. If the
-//! scan has not reached N yet, N's walk simply starts from P when it gets there. If it has
-//! already walked N, or is walking it, and has not finished S, nobody would walk them: the
-//! scan records a *catch-up*, a walk of N's tree restricted to births in `(P, S]`, done after
-//! the regular walks (cursor object set [`CURSOR_CATCH_UP`]). A catch-up owed to a dataset
+//! scan has already walked N, or is walking it, and has not finished S, nobody would walk
+//! them. Nor when it has not reached N yet: the destroy runs in its txg's sync before that
+//! txg's scan round, and the round reads the records of the last synced txg, in which N's
+//! walk still starts from S; a round that reaches N walks it from there. So whenever the scan
+//! has not finished S, it records a *catch-up*, a walk of N's tree restricted to births in
+//! `(P, S]`, done after the regular walks (cursor object set [`CURSOR_CATCH_UP`]); when N's
+//! own walk came later and started from P, the catch-up reads that interval a second time,
+//! which costs a walk of what S held alone and never a skipped block. A catch-up owed to a dataset
 //! that is destroyed in turn passes to its next dataset. A snapshot created during a scan
 //! needs nothing: MOS object numbers only grow, so the new snapshot comes after the cursor
 //! and is walked with its whole interval, and its head's walk starts from it. A rollback
@@ -755,9 +759,11 @@ impl PoolCore {
         }
         let cursor = phys.cursor_objset;
         let regular = cursor != CURSOR_CATCH_UP && cursor != CURSOR_DONE;
-        // The regular walks have passed (or are in) `next` and not finished `destroyed`; once
-        // they are all done, `destroyed` was walked with its whole interval.
-        let owed = regular && next.0 <= cursor && destroyed.0 >= cursor;
+        // The regular walks have not finished `destroyed`; once they are all done, it was
+        // walked with its whole interval. Owed whether or not they have reached `next`: this
+        // txg's round reads the last synced records, in which `next` still starts from
+        // `destroyed` (see "The namespace changing under a scan").
+        let owed = regular && destroyed.0 >= cursor;
         if owed && previous_txg < txg {
             changed = true;
             let count = catch_ups.len();
