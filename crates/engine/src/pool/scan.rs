@@ -31,9 +31,9 @@
 //! txg's scan round, and the round reads the records of the last synced txg, in which N's
 //! walk still starts from S; a round that reaches N walks it from there. So whenever the scan
 //! has not finished S, it records a *catch-up*, a walk of N's tree restricted to births in
-//! `(P, S]`, done after the regular walks (cursor object set [`CURSOR_CATCH_UP`]); when N's
-//! own walk came later and started from P, the catch-up reads that interval a second time,
-//! which costs a walk of what S held alone and never a skipped block. A catch-up owed to a dataset
+//! `(P, S]`, done after the regular walks (cursor object set [`CURSOR_CATCH_UP`]). When N's
+//! own walk starts later from P or below, it covers the catch-up, which is dropped then. A
+//! catch-up owed to a dataset
 //! that is destroyed in turn passes to its next dataset. A snapshot created during a scan
 //! needs nothing: MOS object numbers only grow, so the new snapshot comes after the cursor
 //! and is walked with its whole interval, and its head's walk starts from it. A rollback
@@ -1053,6 +1053,14 @@ impl PoolCore {
             if key != phys.cursor_objset {
                 phys.cursor_objset = key;
                 phys.cursor = Bookmark::default();
+                // A walk of the whole tree from this floor covers what a catch-up owed to it
+                // would walk again (a destroy before the scan reached the dataset).
+                let mut catch_ups = self.scan.catch_ups.lock();
+                let owed = catch_ups.len();
+                catch_ups.retain(|owed| !(owed.objset == key && owed.min_txg >= min_birth));
+                if catch_ups.len() != owed {
+                    self.scan.extension_dirty.store(true, Ordering::Release);
+                }
             }
             if let Some(visits) = self.scan.visits.lock().as_mut() {
                 if visits.floors.insert(key, min_birth) != Some(min_birth) {
