@@ -273,6 +273,7 @@ pub(super) fn run_scrub(pool: &Pool) -> Result<ScanPhys, OpError> {
             phys.state
         )));
     }
+    check_scrub_coverage(pool)?;
     Ok(phys)
 }
 
@@ -323,10 +324,13 @@ pub(super) fn drive_scan(pool: &Pool, function: ScanFunction) -> Result<(), OpEr
 /// which is another pool instance and another record), so a block missing from the record
 /// is one the scrub skipped: what a snapshot destroyed under the scan caused before its
 /// catch-up walk existed (issue 34, hole 1), found this way at once rather than only when a
-/// damaged copy happened to be among the skipped blocks ([`super::damage`]), whose settling
-/// calls this for the scrub that ran beside the other workers (a walk of the whole pool each
-/// time is too dear for every scrub). A scrub that met errors (a tree it could not walk) is
-/// judged by its error count elsewhere, not here.
+/// damaged copy happened to be among the skipped blocks ([`super::damage`]). Every whole scrub
+/// the tool drives to its end ([`run_scrub`]: the second scrub of a damage's settling, the
+/// scrubs after a fault is cleared or a resilver made the mirror whole) and the scrub a
+/// damage's settling finds already run beside the other workers are checked; the walk reads
+/// what the scrub has just read, mostly from the cache, so it costs less than the scrub. A
+/// scrub that met errors (a tree it could not walk) is judged by its error count elsewhere,
+/// not here.
 pub(super) fn check_scrub_coverage(pool: &Pool) -> Result<(), OpError> {
     let Some(phys) = scan_phys(pool) else {
         return Ok(());
