@@ -27,7 +27,6 @@ KNOWN = {
     ("tarn-engine", ("object", "zil")),
     ("tarn-engine", ("check", "pool")),
     # The engine's others, found by this check (inside a layer, and tunables' limits).
-    ("tarn-engine", ("space", "tunables")),
     ("tarn-engine", ("pool/create", "pool/l2cache", "pool/vdev_change")),
     ("tarn-engine", ("pool/datasets", "pool/receiving", "pool/snapshots")),
     ("tarn-engine", ("space/log", "space/metaslab")),
