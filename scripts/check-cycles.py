@@ -24,7 +24,6 @@ import sys
 KNOWN = {
     # The engine's, counted in issue 39 (between its layers).
     ("tarn-engine", ("block", "cache")),
-    ("tarn-engine", ("object", "zil")),
     ("tarn-engine", ("check", "pool")),
     # The engine's others, found by this check (inside a layer, and tunables' limits).
     ("tarn-engine", ("pool/create", "pool/l2cache", "pool/vdev_change")),

@@ -618,7 +618,7 @@ impl PoolCore {
             let Some(objset) = dataset.try_objset() else {
                 continue;
             };
-            let Some(zil) = objset.log() else {
+            let Some(zil) = objset.log::<crate::zil::Zil>() else {
                 continue;
             };
             match crate::zil::claim::claim(
