@@ -30,7 +30,6 @@ KNOWN = {
     ("tarn-engine", ("pool/datasets", "pool/receiving", "pool/snapshots")),
     ("tarn-engine", ("space/log", "space/metaslab")),
     ("tarn-engine", ("vdev/limits", "vdev/plug", "vdev/queue", "vdev/stats")),
-    ("tarn-engine", ("zil/format", "zil/record")),
     # The stress tester's.
     ("tarn-stress", ("child", "journal", "oracle")),
 }

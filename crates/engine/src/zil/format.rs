@@ -44,32 +44,13 @@ pub use crate::object::log_header::{
     check_log_pointer, LogFormatError, LogHeader, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT, LOG_HEADER_SIZE,
 };
 
+use super::fields::{bad, put_u32, put_u64, u32_at, u64_at};
 use super::record::{decode_records, Record};
 
 /// Size of a log block's header.
 pub const BLOCK_HEADER_SIZE: usize = 208;
 /// Magic of a log block.
 pub const BLOCK_MAGIC: [u8; 8] = *b"TARNZIL1";
-
-pub(super) fn bad<T>(what: impl Into<String>) -> Result<T, LogFormatError> {
-    Err(LogFormatError(what.into()))
-}
-
-pub(super) fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
-}
-
-pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
-}
-
-pub(super) fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
-    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-pub(super) fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
-    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
-}
 
 /// Who a log block belongs to and where in its chain: the seed its pointer carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

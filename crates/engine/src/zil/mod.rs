@@ -68,6 +68,7 @@
 
 pub mod chain;
 pub mod claim;
+mod fields;
 pub mod format;
 pub mod record;
 
