@@ -110,6 +110,7 @@ pub mod range_tree;
 pub mod space_map;
 pub mod stats;
 pub mod storage;
+pub mod unflushed;
 
 pub use class::AllocClass;
 use counters::SpaceCounters;
