@@ -28,7 +28,6 @@ KNOWN = {
     # The engine's others, found by this check (inside a layer, and tunables' limits).
     ("tarn-engine", ("pool/create", "pool/l2cache", "pool/vdev_change")),
     ("tarn-engine", ("pool/datasets", "pool/receiving", "pool/snapshots")),
-    ("tarn-engine", ("vdev/limits", "vdev/plug", "vdev/queue", "vdev/stats")),
     # The stress tester's.
     ("tarn-stress", ("child", "journal", "oracle")),
 }
