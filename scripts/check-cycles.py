@@ -26,7 +26,6 @@ KNOWN = {
     ("tarn-engine", ("block", "cache")),
     ("tarn-engine", ("check", "pool")),
     # The engine's others, found by this check (inside a layer, and tunables' limits).
-    ("tarn-engine", ("pool/create", "pool/l2cache", "pool/vdev_change")),
     ("tarn-engine", ("pool/datasets", "pool/receiving", "pool/snapshots")),
     # The stress tester's.
     ("tarn-stress", ("child", "journal", "oracle")),

@@ -32,8 +32,8 @@
 use crate::cache::l2arc::L2Device;
 use crate::vdev::label::{CacheDeviceConfig, L2cacheConfig};
 
-use super::create::{check_new_device, device_identity};
-use super::vdev_change::{clear_labels, VdevChange};
+use super::new_device::{check_new_device, clear_labels, device_identity};
+use super::vdev_change::VdevChange;
 use super::*;
 
 impl PoolCore {
@@ -327,18 +327,4 @@ impl Pool {
         }
         Ok(txg)
     }
-}
-
-/// After the commit that removed `device`: clear its labels (it is no cache device of the pool
-/// any more) and release it.
-pub(super) fn cache_device_removed(pool: &str, device: &L2Device) {
-    if device.is_usable() {
-        if let Err(error) = clear_labels(device.leaf.device.as_ref()) {
-            log::warn!(
-                "pool {pool}: could not clear the labels of removed cache device {}: {error}",
-                device.path.display()
-            );
-        }
-    }
-    device.leaf.device.release();
 }

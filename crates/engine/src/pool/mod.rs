@@ -99,6 +99,7 @@ mod import_state;
 mod l2cache;
 mod leaf_choice;
 pub mod livelists;
+mod new_device;
 pub mod props;
 pub mod receiving;
 pub mod scan;
