@@ -25,8 +25,6 @@ KNOWN = {
     # The engine's, counted in issue 39 (between its layers).
     ("tarn-engine", ("block", "cache")),
     ("tarn-engine", ("check", "pool")),
-    # The engine's others, found by this check (inside a layer, and tunables' limits).
-    ("tarn-engine", ("pool/datasets", "pool/receiving", "pool/snapshots")),
     # The stress tester's.
     ("tarn-stress", ("child", "journal", "oracle")),
 }

@@ -102,6 +102,7 @@ pub mod livelists;
 mod new_device;
 pub mod props;
 pub mod receiving;
+mod resume_tracker;
 pub mod scan;
 mod scan_visits;
 pub mod snapshots;
