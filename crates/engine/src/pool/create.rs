@@ -282,11 +282,11 @@ impl Pool {
         }
         io.set_embedded_data(features.contains_key("com.tarn:embedded_data"));
         let pool_guid = Guid::random();
-        io.l2arc.set_pool_guid(pool_guid);
+        io.l2arc().set_pool_guid(pool_guid);
         for (path, device) in cache_devices {
             let device =
                 super::l2cache::prepare_cache_device(&options.name, pool_guid, txg, path, device)?;
-            io.l2arc.add_device(device);
+            io.l2arc().add_device(device);
         }
         let core = Arc::new(PoolCore {
             name: options.name.clone(),

@@ -445,10 +445,10 @@ impl Pool {
             tunables.clone(),
             false,
         ));
-        io.cache.clear();
-        io.l2arc.set_pool_guid(found.guid);
-        io.l2arc.set_synced_txg(uberblock.txg.0);
-        io.l2arc.set_writable(!options.readonly);
+        io.cache().clear();
+        io.l2arc().set_pool_guid(found.guid);
+        io.l2arc().set_synced_txg(uberblock.txg.0);
+        io.l2arc().set_writable(!options.readonly);
         io.set_embedded_data(config.features.contains_key("com.tarn:embedded_data"));
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
@@ -606,7 +606,7 @@ impl Pool {
             options.wrap_device.as_ref(),
             options.readonly,
         ) {
-            pool.core.io.l2arc.add_device(device);
+            pool.core.io.l2arc().add_device(device);
         }
         pool.start_sync_thread();
         if !options.readonly {
