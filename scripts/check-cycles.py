@@ -90,6 +90,8 @@ def group_names(text, start):
             if depth == 1:
                 word = ""
         elif depth == 1 and char == ",":
+            if word:
+                names.append(word)
             word = ""
         elif depth == 1 and word is not None:
             if char.isalnum() or char == "_":
