@@ -22,17 +22,6 @@ import sys
 # Cycles that existed when the check was added (crate, the sibling modules of one strongly
 # connected component, sorted); issue 39 part 1 is to remove them all.
 KNOWN = {
-    # The engine's, counted in issue 39 (between its layers).
-    ("tarn-engine", ("block", "cache")),
-    ("tarn-engine", ("object", "zil")),
-    ("tarn-engine", ("check", "pool")),
-    # The engine's others, found by this check (inside a layer, and tunables' limits).
-    ("tarn-engine", ("space", "tunables")),
-    ("tarn-engine", ("pool/create", "pool/l2cache", "pool/vdev_change")),
-    ("tarn-engine", ("pool/datasets", "pool/receiving", "pool/snapshots")),
-    ("tarn-engine", ("space/log", "space/metaslab")),
-    ("tarn-engine", ("vdev/limits", "vdev/plug", "vdev/queue", "vdev/stats")),
-    ("tarn-engine", ("zil/format", "zil/record")),
     # The stress tester's.
     ("tarn-stress", ("child", "journal", "oracle")),
 }
@@ -101,6 +90,8 @@ def group_names(text, start):
             if depth == 1:
                 word = ""
         elif depth == 1 and char == ",":
+            if word:
+                names.append(word)
             word = ""
         elif depth == 1 and word is not None:
             if char.isalnum() or char == "_":

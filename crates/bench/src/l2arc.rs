@@ -189,7 +189,7 @@ fn measure(
             .map_err(|e| Failure(e.to_string()))?;
     }
     pool.sync()?;
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let mut random = Random(0x2545_f491_4f6c_dd1d);
     let warm = read_for(pool, &fs, ino, size, bench.warm_seconds, &mut random)?;
     let on = read_for(pool, &fs, ino, size, bench.seconds, &mut random)?;

@@ -266,7 +266,7 @@ fn device_path(pool: &Pool, name: &str) -> Result<PathBuf, Failure> {
         .chain(
             pool.core
                 .io
-                .l2arc
+                .l2arc()
                 .devices()
                 .iter()
                 .map(|device| device.path.clone()),

@@ -481,7 +481,7 @@ impl Tunables {
             "min_metaslabs_to_flush and max_log_walking must be >= 1",
         )?;
         check(
-            self.vdev_min_ms_shift >= crate::space::METASLAB_SHIFT_MIN
+            self.vdev_min_ms_shift >= crate::types::METASLAB_SHIFT_MIN
                 && self.vdev_min_ms_shift <= self.vdev_max_ms_shift,
             "vdev_min_ms_shift must be >= 16 and <= vdev_max_ms_shift",
         )?;
@@ -502,7 +502,7 @@ impl Tunables {
                 self.vdev_ms_count_limit,
             ]
             .iter()
-            .all(|&count| count <= crate::space::METASLAB_COUNT_MAX),
+            .all(|&count| count <= crate::types::METASLAB_COUNT_MAX),
             "vdev_min_ms_count, vdev_default_ms_count and vdev_ms_count_limit must be <= 131072",
         )?;
         check(

@@ -83,3 +83,16 @@ pub const SPA_MINBLOCKSHIFT: u32 = 9;
 pub const SPA_MAXBLOCKSIZE: u64 = 1 << 20;
 /// Largest block shift used for metaslab sizing (16 MiB).
 pub const SPA_MAXBLOCKSHIFT: u32 = 24;
+
+/// The most metaslabs one top-level vdev may have. Each costs memory from import on (its
+/// struct, trees and space-map state: kilobytes), so a count read from a label or the MOS is
+/// checked against this before anything is allocated per metaslab.
+/// [`metaslab_geometry`](crate::space::metaslab_geometry) never makes more:
+/// `Tunables::validate` keeps the count tunables at or below it. It lives here, beside the
+/// other size limits, because both the space layer and the tunables below it need it.
+pub const METASLAB_COUNT_MAX: u64 = 1 << 17;
+
+/// The smallest metaslab shift a vdev may have (64 KiB metaslabs); `Tunables::validate` keeps
+/// `vdev_min_ms_shift` at or above it, so
+/// [`metaslab_geometry`](crate::space::metaslab_geometry) never makes smaller ones.
+pub const METASLAB_SHIFT_MIN: u32 = 16;

@@ -100,7 +100,7 @@ fn working_set(compressed_arc: bool) -> (u64, u64, u64, BlockCacheStats) {
     // The sync kept what it wrote: as stored with the compressed ARC.
     let start = pool.arc_stats();
     let written = read_records(&pool, &fs, ino, &data);
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let cleared = pool.arc_stats();
     let first = read_records(&pool, &fs, ino, &data);
     let second = read_records(&pool, &fs, ino, &data);
@@ -153,7 +153,7 @@ fn without_compression_a_block_is_kept_once_at_its_size() {
     let fs = pool.open_file_system(POOL).unwrap();
     let data = compressible(2 << 20);
     let ino = write_file(&pool, &fs, &data);
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let before = pool.arc_stats();
     let after = read_records(&pool, &fs, ino, &data);
     let records = data_misses(&before, &after);

@@ -83,7 +83,7 @@ fn read_feeding(pool: &Pool, fs: &FileSystem, ino: u64) -> u64 {
     let mut fed = 0;
     for offset in (0..FILE_BYTES).step_by(CHUNK) {
         read.extend(fs.read(ino, offset as u64, CHUNK).unwrap());
-        fed += pool.core.io.l2arc.feed();
+        fed += pool.core.io.l2arc().feed();
     }
     assert!(read == contents(), "the file reads back wrong");
     fed
@@ -91,7 +91,7 @@ fn read_feeding(pool: &Pool, fs: &FileSystem, ino: u64) -> u64 {
 
 /// Read the file cold (ARC emptied) and check it.
 fn cold_read(pool: &Pool, fs: &FileSystem, ino: u64) {
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let data = fs.read(ino, 0, FILE_BYTES).unwrap();
     assert!(data == contents(), "the file reads back wrong");
 }
@@ -172,7 +172,7 @@ fn l2arc_serves_survives_import_and_never_returns_bad_data() {
 
     // Export and import: the headers come back from the log blocks.
     let pool = reimport(dir.path());
-    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    assert!(pool.core.io.l2arc().wait_rebuilt(Duration::from_secs(30)));
     let rebuilt = l2(&pool);
     assert_eq!(rebuilt.l2_rebuild_success, 1, "{rebuilt:?}");
     assert!(rebuilt.l2_rebuild_bufs > 0 && rebuilt.l2_rebuild_log_blks > 0);
@@ -275,7 +275,7 @@ fn damaged_header_or_log_block_ends_the_rebuild_with_a_counter() {
     let header = device_header(dir.path());
     scribble(&cache_path(dir.path()), header.newest.offset + 16, 64);
     let pool = reimport(dir.path());
-    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    assert!(pool.core.io.l2arc().wait_rebuilt(Duration::from_secs(30)));
     let stats = l2(&pool);
     assert_eq!(stats.l2_rebuild_cksum_lb_errors, 1, "{stats:?}");
     assert_eq!(stats.l2_rebuild_success, 0);
@@ -288,7 +288,7 @@ fn damaged_header_or_log_block_ends_the_rebuild_with_a_counter() {
     // The device header damaged: counted, the device starts empty.
     scribble(&cache_path(dir.path()), (4 << 20) + 40, 8);
     let pool = reimport(dir.path());
-    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    assert!(pool.core.io.l2arc().wait_rebuilt(Duration::from_secs(30)));
     let stats = l2(&pool);
     assert_eq!(stats.l2_rebuild_dh_errors, 1, "{stats:?}");
     assert_eq!(stats.l2_rebuild_bufs, 0);
@@ -432,11 +432,11 @@ fn a_wrapped_ring_rebuilds_and_ignores_what_an_interrupted_feed_overwrote() {
             .unwrap();
     }
     pool.sync().unwrap();
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     for offset in (0..BIG).step_by(CHUNK) {
         let read = fs.read(ino, offset as u64, CHUNK).unwrap();
         assert!(read[..] == data[offset..offset + CHUNK]);
-        pool.core.io.l2arc.feed();
+        pool.core.io.l2arc().feed();
     }
     let fed = l2(&pool);
     assert_eq!(fed.l2_writes_error + fed.l2_cksum_bad, 0, "{fed:?}");
@@ -458,13 +458,13 @@ fn a_wrapped_ring_rebuilds_and_ignores_what_an_interrupted_feed_overwrote() {
         ImportOptions::new(vec![dir.path().to_path_buf()], tunables),
     )
     .expect("import");
-    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    assert!(pool.core.io.l2arc().wait_rebuilt(Duration::from_secs(30)));
     let rebuilt = l2(&pool);
     assert_eq!(rebuilt.l2_rebuild_success, 1, "{rebuilt:?}");
     assert!(rebuilt.l2_rebuild_bufs > 0);
     let fs = pool.open_file_system(POOL).unwrap();
     let ino = fs.lookup(fs.root(), b"big").unwrap().ino;
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let before = l2(&pool);
     for offset in (0..BIG).step_by(4 << 20) {
         let read = fs.read(ino, offset as u64, 4 << 20).unwrap();
@@ -596,7 +596,7 @@ fn a_log_pointer_claiming_gigabytes_ends_the_rebuild_without_allocating_them() {
     drop(file);
 
     let pool = reimport(dir.path());
-    assert!(pool.core.io.l2arc.wait_rebuilt(Duration::from_secs(30)));
+    assert!(pool.core.io.l2arc().wait_rebuilt(Duration::from_secs(30)));
     let stats = l2(&pool);
     assert_eq!(stats.l2_rebuild_cksum_lb_errors, 1, "{stats:?}");
     assert_eq!(stats.l2_rebuild_bufs, 0);

@@ -29,7 +29,7 @@ fn data_cached(pool: &Pool) -> u64 {
 
 /// Read the whole file with the cache emptied first; the data bytes the ARC holds afterwards.
 fn cold_read(pool: &Pool, fs: &FileSystem, ino: u64) -> u64 {
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let data = fs.read(ino, 0, FILE_BYTES).unwrap();
     assert_eq!(data, pattern(3, FILE_BYTES), "the file reads back wrong");
     data_cached(pool)
@@ -72,7 +72,7 @@ fn primarycache_decides_what_reads_keep_and_send_keeps_no_data() {
         (CachePolicy::All, FILE_BYTES as u64 / 2, u64::MAX),
     ] {
         fs.set_primarycache(policy);
-        pool.core.io.cache.clear();
+        pool.core.io.cache().clear();
         fs.write(written, 0, &pattern(4, FILE_BYTES)).unwrap();
         pool.sync().unwrap();
         let kept = data_cached(&pool);
@@ -86,7 +86,7 @@ fn primarycache_decides_what_reads_keep_and_send_keeps_no_data() {
     // A full send reads every block once, past the cache.
     pool.create_snapshots(&[format!("{POOL}@s")], false)
         .unwrap();
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let mut stream = Vec::new();
     send(
         &pool,

@@ -301,7 +301,7 @@ fn a_resilver_restores_every_block_when_a_snapshot_goes_mid_scan() {
     let pool = Pool::import(POOL, options).unwrap().0;
     plans.lock()[&dir.path().join("a.img")]
         .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let fs = pool.open_file_system(FS).unwrap();
     for (name, seed, bytes) in FILES {
         let ino = fs.lookup(fs.root(), name.as_bytes()).unwrap().ino;
@@ -452,7 +452,7 @@ const RECEIVED: [(&str, u64, usize); 3] = [
 ];
 
 fn assert_received_reads_right(pool: &Pool) {
-    pool.core.io.cache.clear();
+    pool.core.io.cache().clear();
     let fs = pool.open_file_system("scanns/dst").unwrap();
     for (name, seed, bytes) in RECEIVED {
         let ino = fs.lookup(fs.root(), name.as_bytes()).unwrap().ino;

@@ -81,7 +81,7 @@ fn walk_in_steps(pool: &Pool, min_birth: Txg, budget: u64) -> Vec<BlockPtr> {
                     .unwrap();
             }
             if let Some(key) = BlockKey::of(bp) {
-                io.cache.remove(&key);
+                io.cache().remove(&key);
             }
         }
         visited.extend(step);

@@ -398,7 +398,7 @@ fn readers_during_attach_and_detach_always_read_right() {
         std::thread::spawn(move || {
             let mut rounds = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                pool.core.io.cache.clear();
+                pool.core.io.cache().clear();
                 assert_files_read_right(&pool, &files, FILE_BYTES, "reader during the changes");
                 rounds += 1;
             }

@@ -267,7 +267,7 @@ fn fsync_commits_the_intent_log() {
     let pool = fixture.pool.as_ref().unwrap();
     let zil = pool
         .root_objset()
-        .log()
+        .log::<tarn::zil::Zil>()
         .expect("the mounted file system's intent log");
     let mut file = File::create(fixture.path("durable")).unwrap();
     file.write_all(&pattern(100_000, 3)).unwrap();
@@ -304,7 +304,7 @@ fn sync_always_commits_each_write_before_it_returns() {
     let pool = fixture.pool.as_ref().unwrap();
     let zil = pool
         .root_objset()
-        .log()
+        .log::<tarn::zil::Zil>()
         .expect("the mounted file system's intent log");
     zil.set_mode(tarn::zil::SyncMode::Always);
     let mut file = File::create(fixture.path("always")).unwrap();

@@ -375,7 +375,7 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
         stats.read_errors + stats.write_errors + stats.checksum_errors > 0
     };
     let failing = leaves().any(|leaf| has_errors(leaf.stats.snapshot()))
-        || (pool.core.io.l2arc.devices().iter())
+        || (pool.core.io.l2arc().devices().iter())
             .any(|cache| has_errors(cache.leaf.stats.snapshot()));
     let problem = |reason, status: &str, action: &str| PoolProblem {
         reason,

@@ -22,6 +22,7 @@
 //! block in open context for the intent log (OpenZFS dmu_sync).
 
 pub mod blkptr;
+pub mod caching;
 pub mod checksum;
 pub mod compress;
 pub mod gang;

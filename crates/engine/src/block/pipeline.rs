@@ -40,9 +40,9 @@ use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, Dva, ObjectType, DVAS_MAX,
     EMBEDDED_PAYLOAD_MAX,
 };
+use crate::block::caching::{BlockCaching, CachePolicy, ReadFor};
 use crate::block::issue::{WriteCountersSnapshot, WriteQueue};
 use crate::block::{checksum, compress};
-use crate::cache::{BlockCache, BlockKey, BlockKind, CachePolicy, CachedBlock, ReadFor};
 use crate::space::storage::SpaceStorage;
 use crate::space::SpaceManager;
 use crate::tunables::Tunables;
@@ -126,9 +126,9 @@ pub enum PipelineError {
 pub struct BlockIo {
     pub vdevs: Arc<VdevTree>,
     pub space: Arc<SpaceManager>,
-    pub cache: Arc<BlockCache>,
-    /// The L2ARC on the pool's cache devices (`cache::l2arc`), asked on an ARC miss.
-    pub l2arc: Arc<crate::cache::l2arc::L2Arc>,
+    /// The ARC and the L2ARC, as the cache layer above installs them (`cache/caching.rs`,
+    /// which also makes them reachable as [`BlockIo::cache`] and [`BlockIo::l2arc`]).
+    caching: Arc<dyn BlockCaching>,
     pub tunables: Tunables,
     /// Sector shift used to round allocations (the largest ashift of the pool's vdevs), so
     /// that one allocated size fits every top-level vdev a copy may land on.
@@ -158,28 +158,22 @@ fn round_up(value: u64, alignment: u64) -> u64 {
 }
 
 impl BlockIo {
-    pub fn new(
+    /// The pool's block I/O, with the caches `caching` makes from the tunables: the cache
+    /// layer's `BlockIo::new` (`cache/caching.rs`) passes the ARC and the L2ARC.
+    pub(crate) fn with_caching(
         vdevs: Arc<VdevTree>,
         space: Arc<SpaceManager>,
         tunables: Tunables,
         writable: bool,
+        caching: impl FnOnce(&Tunables) -> Arc<dyn BlockCaching>,
     ) -> BlockIo {
         let ashift = vdevs.tops().iter().map(|top| top.ashift).max().unwrap_or(9);
         let alloc_unit_shift = vdevs.tops().iter().map(|top| top.ashift).min().unwrap_or(9);
         vdevs.configure_queues(crate::vdev::QueueLimits::from_tunables(&tunables), None);
         let writes = WriteQueue::new(vdevs.clone());
-        let cache = Arc::new(BlockCache::with_limits(
-            tunables.arc_min,
-            tunables.arc_max,
-            crate::cache::monotonic_clock(),
-        ));
-        cache.set_decoded_percent(BlockKind::Data, tunables.arc_data_decoded_percent);
-        cache.set_decoded_percent(BlockKind::Metadata, tunables.arc_meta_decoded_percent);
-        cache.start_reaper(tunables.arc_sys_free);
-        let l2arc = Arc::new(crate::cache::l2arc::L2Arc::new(cache.clone(), &tunables));
+        let caching = caching(&tunables);
         BlockIo {
-            l2arc,
-            cache,
+            caching,
             vdevs,
             space,
             tunables,
@@ -192,6 +186,11 @@ impl BlockIo {
             gang_sequence: AtomicU64::new(0),
             heals: Default::default(),
         }
+    }
+
+    /// The caches the pipeline consults (the cache layer gives the concrete ones back).
+    pub(crate) fn caching(&self) -> &dyn BlockCaching {
+        self.caching.as_ref()
     }
 
     /// What self-healing reads ([`BlockIo::read`] and the other reads asked to repair) found
@@ -319,7 +318,7 @@ impl BlockIo {
     /// (`shared`, when the caller shares them), `stored` the bytes written (at least its
     /// physical size; shared with the write queue). A compressed block is kept as stored when
     /// `compressed_arc_enabled` (with its contents as a decoded copy: see
-    /// [`BlockCache::insert_block`]).
+    /// `cache::BlockCache::insert_block`; [`BlockCaching::keep_written`]).
     fn cache_written(
         &self,
         bp: &BlockPtr,
@@ -328,44 +327,8 @@ impl BlockIo {
         stored: Option<&Arc<Vec<u8>>>,
         props: &WriteProps,
     ) {
-        if let Some(key) = BlockKey::of(bp) {
-            let kind = BlockKind::of(bp);
-            if props.cache.admits(kind) {
-                // What the L2ARC feed needs of the pointer, when `secondarycache` admits it.
-                let l2 = crate::cache::l2arc::secondary_policy()
-                    .admits(kind)
-                    .then(|| crate::cache::l2arc::L2Info::of(bp, None))
-                    .flatten();
-                let contents = || shared.cloned().unwrap_or_else(|| Arc::new(data.to_vec()));
-                let size_physical = bp.size_physical as usize;
-                let block = match stored.filter(|stored| {
-                    self.compressed_arc()
-                        && bp.compression != Compression::Off
-                        && stored.len() >= size_physical
-                }) {
-                    Some(stored) => CachedBlock {
-                        bytes: if stored.len() == size_physical {
-                            stored.clone()
-                        } else {
-                            Arc::new(stored[..size_physical].to_vec())
-                        },
-                        compression: bp.compression,
-                        size_logical: bp.size_logical,
-                    },
-                    None => CachedBlock::logical(contents()),
-                };
-                // Its contents as a decoded copy (kept while its kind's share allows): copied
-                // for metadata only, data's only when shared.
-                let decoded = (block.is_compressed()
-                    && (kind == BlockKind::Metadata || shared.is_some()))
-                .then(contents);
-                self.cache.insert_block(key, block, decoded, kind, l2);
-            } else {
-                // An earlier pass may have cached this block's older contents (rewritten in
-                // place now): not kept means not kept stale either.
-                self.cache.remove(&key);
-            }
-        }
+        self.caching
+            .keep_written(bp, data, shared, stored, props.cache, self.compressed_arc());
     }
 
     /// Write a data block that arrived compressed and was kept only as its payload (a
@@ -422,9 +385,7 @@ impl BlockIo {
             old,
         );
         let bp = self.place(encoded, props, at, old, storage)?;
-        if let Some(key) = BlockKey::of(&bp) {
-            self.cache.remove(&key);
-        }
+        self.caching.forget(&bp);
         Ok(bp)
     }
 
@@ -749,10 +710,7 @@ impl BlockIo {
     /// cannot be listed is [`PipelineError::GangUnreadable`], with nothing freed: every extent
     /// is listed before the first is freed.
     pub fn free(&self, bp: &BlockPtr, txg: Txg) -> Result<(), PipelineError> {
-        if let Some(key) = BlockKey::of(bp) {
-            self.cache.remove(&key);
-            self.l2arc.remove(&key);
-        }
+        self.caching.forget_freed(bp);
         let extents =
             self.allocated_extents(bp)
                 .map_err(|error| PipelineError::GangUnreadable {
@@ -790,7 +748,7 @@ impl BlockIo {
     /// Read a block's logical contents (cached), verifying and self-healing as described above.
     /// Whether reading `bp` needs no device I/O: a hole, an embedded block, or cached.
     pub fn is_in_memory(&self, bp: &BlockPtr) -> bool {
-        bp.is_hole() || bp.embedded || BlockKey::of(bp).is_some_and(|key| self.cache.contains(&key))
+        bp.is_hole() || bp.embedded || self.caching.holds(bp)
     }
 
     pub fn read(&self, bp: &BlockPtr) -> Result<Arc<Vec<u8>>, PipelineError> {
@@ -838,67 +796,21 @@ impl BlockIo {
             )?;
             return Ok(Arc::new(data));
         }
-        let key = BlockKey::of(bp);
-        let kind = BlockKind::of(bp);
-        if let Some(data) = key
-            .as_ref()
-            .and_then(|key| self.cache.get_for(key, kind, purpose))
-        {
+        if let Some(data) = self.caching.get(bp, purpose) {
             return Ok(data);
         }
-        let from_l2 = key
-            .as_ref()
-            .filter(|_| !bp.is_gang())
-            .and_then(|key| self.l2arc.read(key, bp));
-        let physical = match from_l2 {
+        let physical = match self.caching.read_secondary(bp) {
             Some(physical) => physical,
             None => self.read_physical(bp, true)?,
         };
-        let l2 = crate::cache::l2arc::secondary_policy()
-            .admits(kind)
-            .then(|| crate::cache::l2arc::L2Info::of(bp, Some(&physical)))
-            .flatten();
-        let (block, data) = self.cached_form(bp, physical)?;
-        if let Some(key) = key.filter(|_| policy.admits(kind)) {
-            let decoded = (purpose == ReadFor::Use).then(|| data.clone());
-            self.cache.insert_block(key, block, decoded, kind, l2);
-        }
-        Ok(data)
+        Ok(self
+            .caching
+            .keep_read(bp, physical, policy, purpose, self.compressed_arc())?)
     }
 
     /// Whether the cache keeps compressed blocks as stored (`compressed_arc_enabled`).
     fn compressed_arc(&self) -> bool {
         self.tunables.compressed_arc_enabled != 0
-    }
-
-    /// What the cache keeps of a block whose verified physical bytes are `physical` (the
-    /// stored bytes themselves, with the compressed ARC), and the block's contents.
-    fn cached_form(
-        &self,
-        bp: &BlockPtr,
-        physical: Vec<u8>,
-    ) -> Result<(CachedBlock, Arc<Vec<u8>>), PipelineError> {
-        let size_logical = bp.size_logical as usize;
-        if bp.compression == Compression::Off && physical.len() == size_logical {
-            // An uncompressed block's verified bytes are its contents: kept, not copied.
-            let data = Arc::new(physical);
-            return Ok((CachedBlock::logical(data.clone()), data));
-        }
-        let data = Arc::new(compress::decompress(
-            bp.compression,
-            &physical,
-            size_logical,
-        )?);
-        let block = if self.compressed_arc() && bp.compression != Compression::Off {
-            CachedBlock {
-                bytes: Arc::new(physical),
-                compression: bp.compression,
-                size_logical: bp.size_logical,
-            }
-        } else {
-            CachedBlock::logical(data.clone())
-        };
-        Ok((block, data))
     }
 
     /// Read and verify a block's physical (stored, possibly compressed) bytes: the raw read used

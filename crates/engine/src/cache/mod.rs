@@ -71,6 +71,7 @@
 //! Nothing to recover: the cache holds only copies of verified, durable-or-syncing blocks.
 
 pub mod arc;
+mod caching;
 pub mod l2arc;
 pub mod pressure;
 
@@ -80,6 +81,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::block::blkptr::{BlockError, BlockPtr, Compression};
+pub use crate::block::caching::{BlockKind, CachePolicy, ReadFor};
 use crate::types::{Txg, VdevId};
 
 use arc::{Access, Hit, Shard, State};
@@ -126,20 +128,6 @@ impl CachedBlock {
     }
 }
 
-/// What a block is read for, which decides whether the cache keeps the decompressed copy of a
-/// compressed block that the read makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadFor {
-    /// To use the bytes as they are: the decompressed copy is kept (within its kind's share)
-    /// so that a hot block is not decompressed on every hit.
-    Use,
-    /// To change them and dirty the result as a new block (a read-modify-write): a kept copy
-    /// would be stale as soon as the new block is written, so none is kept, and the caller
-    /// changes the bytes it was handed without copying them (OpenZFS's `arc_release` in
-    /// `dbuf_dirty`).
-    Rewrite,
-}
-
 /// Most shards a cache is split into.
 pub const SHARDS_MAX: u64 = 16;
 /// Least target bytes per shard at the floor `c_min` (so that a shard shrunk as far as it goes
@@ -167,65 +155,6 @@ impl BlockKey {
             offset: first.offset,
             birth: pointer.birth_physical,
         })
-    }
-}
-
-/// Data (file contents) or metadata (everything else), as `BlockPtr::is_metadata` says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BlockKind {
-    Data = 0,
-    Metadata = 1,
-}
-
-impl BlockKind {
-    pub fn of(pointer: &BlockPtr) -> BlockKind {
-        if pointer.is_metadata() {
-            BlockKind::Metadata
-        } else {
-            BlockKind::Data
-        }
-    }
-}
-
-/// What a read may leave in the cache (the `primarycache` property, OpenZFS's): every block,
-/// only metadata, or nothing it did not find there already.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum CachePolicy {
-    #[default]
-    All,
-    Metadata,
-    None,
-}
-
-impl CachePolicy {
-    pub fn parse(value: &str) -> Option<CachePolicy> {
-        match value {
-            "all" => Some(CachePolicy::All),
-            "metadata" => Some(CachePolicy::Metadata),
-            "none" => Some(CachePolicy::None),
-            _ => None,
-        }
-    }
-
-    /// Whether a block of `kind` read under this policy is kept.
-    pub fn admits(self, kind: BlockKind) -> bool {
-        match self {
-            CachePolicy::All => true,
-            CachePolicy::Metadata => kind == BlockKind::Metadata,
-            CachePolicy::None => false,
-        }
-    }
-
-    fn to_u8(self) -> u8 {
-        self as u8
-    }
-
-    fn from_u8(value: u8) -> CachePolicy {
-        match value {
-            1 => CachePolicy::Metadata,
-            2 => CachePolicy::None,
-            _ => CachePolicy::All,
-        }
     }
 }
 

@@ -21,6 +21,7 @@
 
 mod chains;
 mod logs;
+mod rewind;
 
 use std::collections::BTreeMap;
 

@@ -603,7 +603,7 @@ impl FileSystem {
         }
         let config = FsConfig::for_objset(&objset);
         let prefetch = Prefetcher::new(&objset);
-        let zil = objset.log();
+        let zil = objset.log::<Zil>();
         let fs = FileSystem {
             objset,
             txgs,

@@ -71,6 +71,7 @@ mod dnode_cache;
 mod free;
 mod intent;
 pub mod kv;
+pub mod log_header;
 pub mod phys;
 pub mod prefetch;
 mod prewrite;
@@ -97,8 +98,8 @@ use crate::space::storage::SpaceStorage;
 pub use crate::txg::Tx;
 use crate::txg::TxgManager;
 use crate::types::{ObjectId, Txg};
-use crate::zil::format::LogHeader;
-use crate::zil::Zil;
+pub use intent::AttachedLog;
+use log_header::LogHeader;
 use phys::{
     bonus_size_max, DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE,
     SPILL_SIZE_MAX, SPILL_SIZE_MIN,
@@ -455,7 +456,7 @@ pub struct ObjectSet {
     gate: parking_lot::RwLock<()>,
     /// The file system's intent log, once attached (zil/): asked for the log header in each
     /// sync.
-    log: Mutex<Option<Arc<Zil>>>,
+    log: Mutex<Option<Arc<dyn AttachedLog>>>,
     /// Which of its data blocks a read leaves in the cache (the `primarycache` property).
     primarycache: crate::cache::SharedCachePolicy,
     /// Which of its blocks may go to the L2ARC (the `secondarycache` property).

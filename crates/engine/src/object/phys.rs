@@ -30,15 +30,15 @@
 //!   0    512   meta-dnode (object 0: its data blocks are the arrays of dnodes)
 //!   512    8   object-set type (1 = MOS, 2 = file system)
 //!   520    8   flags (reserved, 0)
-//!   528  192   intent-log (ZIL) header (zil/format.rs; zeros: no log)
+//!   528  192   intent-log (ZIL) header (log_header.rs; zeros: no log)
 //!   720  304   reserved (0)
 //! ```
 
+use super::log_header::LogHeader;
 use crate::block::blkptr::{
     BlockError, BlockPtr, ChecksumType, Compression, ObjectType, BLKPTR_SIZE,
 };
 use crate::types::Txg;
-use crate::zil::format::LogHeader;
 
 pub const DNODE_SIZE: usize = 512;
 pub const DNODE_BONUS_SIZE_MAX: usize = 320;
@@ -339,7 +339,7 @@ impl DnodePhys {
 pub struct ObjsetHeader {
     pub meta_dnode: DnodePhys,
     pub kind: ObjsetKind,
-    /// The intent-log header (zil/format.rs; empty for the MOS and a log-less file system).
+    /// The intent-log header (log_header.rs; empty for the MOS and a log-less file system).
     pub log: LogHeader,
 }
 

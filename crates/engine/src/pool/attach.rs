@@ -18,8 +18,8 @@
 
 use crate::vdev::{Leaf, TopVdev};
 
-use super::create::{check_new_device, device_identity};
-use super::vdev_change::{clear_labels, VdevChange};
+use super::new_device::{check_new_device, clear_labels, device_identity};
+use super::vdev_change::VdevChange;
 use super::*;
 
 /// What `pool add -n` would do, or did.

@@ -2,26 +2,11 @@
 //! again if creation fails), labelling them, and the first txg that writes the MOS, the root
 //! dataset and its file system.
 
+use super::new_device::{check_new_device, device_identity};
 use super::*;
 
 /// One top-level vdev's devices, as opened for a new pool.
 type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
-
-/// The path a device will be known by: canonical for an existing file, the canonical parent
-/// plus the file name for one still to be created. Two spellings of one file compare equal.
-pub(super) fn device_identity(path: &Path) -> PathBuf {
-    if let Ok(canonical) = std::fs::canonicalize(path) {
-        return canonical;
-    }
-    let parent = path
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    match (std::fs::canonicalize(parent), path.file_name()) {
-        (Ok(parent), Some(name)) => parent.join(name),
-        _ => path.to_path_buf(),
-    }
-}
 
 /// Files a failed `create` made: removed again unless the pool was created.
 struct CreatedFiles {
@@ -63,63 +48,6 @@ fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
             )));
         }
         check_new_device(&path, options.force, options.create_size)?;
-    }
-    Ok(())
-}
-
-/// Check one device for a new vdev (pool create, attach, replace, add): it exists (or will be
-/// created with `create_size`), is large enough, and belongs to no other pool unless `force`.
-pub(super) fn check_new_device(
-    path: &Path,
-    force: bool,
-    create_size: Option<u64>,
-) -> Result<(), PoolError> {
-    if !path.exists() {
-        match create_size {
-            Some(size) if size < label::VDEV_MIN_DEVICE_SIZE => {
-                return Err(PoolError::BadVdevSpec(format!(
-                    "-s {size} is too small: a vdev needs at least {} bytes",
-                    label::VDEV_MIN_DEVICE_SIZE
-                )))
-            }
-            Some(_) => return Ok(()),
-            None => {
-                return Err(PoolError::BadVdevSpec(format!(
-                    "{} does not exist (use -s SIZE to create it as a sparse file)",
-                    path.display()
-                )))
-            }
-        }
-    }
-    let device = FileDevice::open_unlocked_readonly(path)?;
-    if device.size_bytes() < label::VDEV_MIN_DEVICE_SIZE {
-        return Err(PoolError::BadVdevSpec(format!(
-            "{} is too small: {} bytes, a vdev needs at least {} bytes",
-            path.display(),
-            device.size_bytes(),
-            label::VDEV_MIN_DEVICE_SIZE
-        )));
-    }
-    if !force {
-        for index in 0..4 {
-            if let Ok(Some(existing)) = label::read_label(&device, index) {
-                if existing.l2cache.is_cache_device && existing.state != PoolState::Destroyed {
-                    return Err(PoolError::BadVdevSpec(format!(
-                        "{} is a cache device of pool {:?}; use -f to overwrite it",
-                        path.display(),
-                        existing.name
-                    )));
-                }
-                if existing.state != PoolState::Destroyed {
-                    return Err(PoolError::BadVdevSpec(format!(
-                        "{} is part of pool {:?} ({:?}); use -f to overwrite it",
-                        path.display(),
-                        existing.name,
-                        existing.state
-                    )));
-                }
-            }
-        }
     }
     Ok(())
 }
@@ -354,11 +282,11 @@ impl Pool {
         }
         io.set_embedded_data(features.contains_key("com.tarn:embedded_data"));
         let pool_guid = Guid::random();
-        io.l2arc.set_pool_guid(pool_guid);
+        io.l2arc().set_pool_guid(pool_guid);
         for (path, device) in cache_devices {
             let device =
                 super::l2cache::prepare_cache_device(&options.name, pool_guid, txg, path, device)?;
-            io.l2arc.add_device(device);
+            io.l2arc().add_device(device);
         }
         let core = Arc::new(PoolCore {
             name: options.name.clone(),

@@ -563,7 +563,10 @@ impl PoolCore {
             Some(livelist) => self.queue_livelist_destroy(livelist, &tx)?,
             None => self.enqueue_destroy(dataset, txg)?,
         }
-        if let Some(log) = dataset.try_objset().and_then(|objset| objset.log()) {
+        if let Some(log) = dataset
+            .try_objset()
+            .and_then(|objset| objset.log::<crate::zil::Zil>())
+        {
             log.destroy(txg)?;
         }
         dataset.detach_objset();
@@ -745,7 +748,7 @@ impl PoolCore {
             txgs: self.txgs.clone(),
             held_back: self.held_back.clone(),
         }));
-        if objset.log().is_none() && !self.readonly {
+        if objset.log::<crate::zil::Zil>().is_none() && !self.readonly {
             objset.attach_log(Arc::new(crate::zil::Zil::new(
                 self.io.clone(),
                 self.mos.clone(),

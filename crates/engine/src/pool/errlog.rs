@@ -366,7 +366,7 @@ impl PoolCore {
         // Cache devices too: their counts, and a fault from repeated I/O errors.
         let caches: Vec<_> = self
             .io
-            .l2arc
+            .l2arc()
             .devices()
             .into_iter()
             .filter(|cache| named(&cache.path))

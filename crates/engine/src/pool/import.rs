@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// Whether an older tree that a rewind import opened read-only may be imported: `Ok(None)` if
+/// it checks clean, else why not. The whole-pool check that decides it (`check::check_pool`)
+/// is a consumer of this layer, so it is handed in (`check/rewind.rs`).
+pub(crate) type OlderTreeVerdict = fn(&Pool) -> Result<Option<String>, PoolError>;
+
 impl Pool {
     /// List the pools whose vdevs are in `dirs`.
     pub fn scan(dirs: &[PathBuf]) -> Vec<FoundPool> {
@@ -43,10 +48,16 @@ impl Pool {
         pools.into_values().collect()
     }
 
-    /// Import the pool named (or with the guid) `target` from `dirs`.
-    pub fn import(target: &str, options: ImportOptions) -> Result<(Pool, ImportReport), PoolError> {
+    /// Import the pool named (or with the guid) `target` from `dirs`, judging the older trees
+    /// a rewind (`options.rewind`) may open with `older_tree`. `Pool::import` (`check/rewind.rs`)
+    /// passes the whole-pool check, which sits above this layer.
+    pub(crate) fn import_judging(
+        target: &str,
+        options: ImportOptions,
+        older_tree: OlderTreeVerdict,
+    ) -> Result<(Pool, ImportReport), PoolError> {
         let readonly = options.readonly;
-        let (pool, mut report) = Pool::import_pool(target, options)?;
+        let (pool, mut report) = Pool::import_pool(target, options, older_tree)?;
         if !readonly {
             for name in pool.destroy_partial_receives() {
                 report.damaged.push(format!(
@@ -60,6 +71,7 @@ impl Pool {
     fn import_pool(
         target: &str,
         options: ImportOptions,
+        older_tree: OlderTreeVerdict,
     ) -> Result<(Pool, ImportReport), PoolError> {
         // A new name obeys the same rule as a created pool's, checked before anything is read.
         if let Some(new_name) = &options.new_name {
@@ -90,12 +102,13 @@ impl Pool {
             1 => candidates.into_iter().next().expect("one"),
             _ => return Err(PoolError::Ambiguous(target.to_string())),
         };
-        Pool::open_found(found, options)
+        Pool::open_found(found, options, older_tree)
     }
 
     fn open_found(
         found: FoundPool,
         mut options: ImportOptions,
+        older_tree: OlderTreeVerdict,
     ) -> Result<(Pool, ImportReport), PoolError> {
         let injector = Injector::new();
         options.wrap_device = Some(injector.wrapper_over(options.wrap_device.take()));
@@ -340,32 +353,24 @@ impl Pool {
                 readonly.readonly = true;
                 readonly.rewind = false;
                 readonly.rewind_to = Some(uberblock.txg);
-                let verdict = Pool::open_found(found.clone(), readonly).and_then(|(pool, _)| {
-                    let report = crate::check::check_pool(&pool, false)?;
-                    drop(pool);
-                    Ok(report)
-                });
+                let verdict =
+                    Pool::open_found(found.clone(), readonly, older_tree).and_then(|(pool, _)| {
+                        let verdict = older_tree(&pool)?;
+                        drop(pool);
+                        Ok(verdict)
+                    });
                 match verdict {
-                    Ok(report) if report.is_clean() => {
+                    Ok(None) => {
                         let mut chosen = options.clone();
                         chosen.rewind = false;
                         chosen.rewind_to = Some(uberblock.txg);
-                        let (pool, mut report) = Pool::open_found(found.clone(), chosen)?;
+                        let (pool, mut report) =
+                            Pool::open_found(found.clone(), chosen, older_tree)?;
                         skipped.append(&mut report.skipped);
                         report.skipped = skipped;
                         return Ok((pool, report));
                     }
-                    Ok(report) => skipped.push((
-                        uberblock.txg,
-                        format!(
-                            "its tree does not check: {} unreadable blocks, {} leaks, {} missing, {} double allocations, {} other errors",
-                            report.blocks_unreadable.len(),
-                            report.leaks.len(),
-                            report.missing.len(),
-                            report.double_allocations.len(),
-                            report.errors.len()
-                        ),
-                    )),
+                    Ok(Some(why)) => skipped.push((uberblock.txg, why)),
                     Err(error) => skipped.push((uberblock.txg, error.to_string())),
                 }
             }
@@ -391,12 +396,17 @@ impl Pool {
     }
 
     /// What `pool import -F -n` reports: the txg a rewind import would open and the seconds
-    /// of changes it would discard, without importing or writing anything.
-    pub fn rewind_plan(target: &str, options: ImportOptions) -> Result<RewindPlan, PoolError> {
+    /// of changes it would discard, without importing or writing anything. `older_tree` judges
+    /// the older trees, as in [`Pool::import_judging`] (`Pool::rewind_plan` passes the check).
+    pub(crate) fn rewind_plan_judging(
+        target: &str,
+        options: ImportOptions,
+        older_tree: OlderTreeVerdict,
+    ) -> Result<RewindPlan, PoolError> {
         let mut options = options;
         options.readonly = true;
         options.rewind = true;
-        let (pool, report) = Pool::import(target, options)?;
+        let (pool, report) = Pool::import_judging(target, options, older_tree)?;
         let newest_txg = report
             .skipped
             .first()
@@ -435,10 +445,10 @@ impl Pool {
             tunables.clone(),
             false,
         ));
-        io.cache.clear();
-        io.l2arc.set_pool_guid(found.guid);
-        io.l2arc.set_synced_txg(uberblock.txg.0);
-        io.l2arc.set_writable(!options.readonly);
+        io.cache().clear();
+        io.l2arc().set_pool_guid(found.guid);
+        io.l2arc().set_synced_txg(uberblock.txg.0);
+        io.l2arc().set_writable(!options.readonly);
         io.set_embedded_data(config.features.contains_key("com.tarn:embedded_data"));
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
@@ -596,7 +606,7 @@ impl Pool {
             options.wrap_device.as_ref(),
             options.readonly,
         ) {
-            pool.core.io.l2arc.add_device(device);
+            pool.core.io.l2arc().add_device(device);
         }
         pool.start_sync_thread();
         if !options.readonly {
@@ -618,7 +628,7 @@ impl PoolCore {
             let Some(objset) = dataset.try_objset() else {
                 continue;
             };
-            let Some(zil) = objset.log() else {
+            let Some(zil) = objset.log::<crate::zil::Zil>() else {
                 continue;
             };
             match crate::zil::claim::claim(

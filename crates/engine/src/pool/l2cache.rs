@@ -32,15 +32,15 @@
 use crate::cache::l2arc::L2Device;
 use crate::vdev::label::{CacheDeviceConfig, L2cacheConfig};
 
-use super::create::{check_new_device, device_identity};
-use super::vdev_change::{clear_labels, VdevChange};
+use super::new_device::{check_new_device, clear_labels, device_identity};
+use super::vdev_change::VdevChange;
 use super::*;
 
 impl PoolCore {
     /// The config's list of cache devices.
     pub(super) fn cache_device_configs(&self) -> Vec<CacheDeviceConfig> {
         self.io
-            .l2arc
+            .l2arc()
             .devices()
             .iter()
             .map(|device| CacheDeviceConfig {
@@ -57,13 +57,13 @@ impl PoolCore {
             self.name,
             device.path.display()
         );
-        self.io.l2arc.add_device(device);
+        self.io.l2arc().add_device(device);
     }
 
     /// Syncing context: take a cache device out of the L2ARC; its labels are cleared after the
     /// commit.
     pub(super) fn apply_cache_remove(&self, guid: Guid, txg: Txg) -> Option<Arc<L2Device>> {
-        let removed = self.io.l2arc.remove_device(guid)?;
+        let removed = self.io.l2arc().remove_device(guid)?;
         log::info!(
             "pool {}: cache device {} removed in txg {txg}",
             self.name,
@@ -216,7 +216,7 @@ pub(super) fn open_cache_devices(
 impl Pool {
     /// The pool's cache devices, usable or not.
     pub fn cache_devices(&self) -> Vec<Arc<L2Device>> {
-        self.core.io.l2arc.devices()
+        self.core.io.l2arc().devices()
     }
 
     /// Check, prepare and queue new cache devices (`pool add POOL cache DEV...`); the caller
@@ -327,18 +327,4 @@ impl Pool {
         }
         Ok(txg)
     }
-}
-
-/// After the commit that removed `device`: clear its labels (it is no cache device of the pool
-/// any more) and release it.
-pub(super) fn cache_device_removed(pool: &str, device: &L2Device) {
-    if device.is_usable() {
-        if let Err(error) = clear_labels(device.leaf.device.as_ref()) {
-            log::warn!(
-                "pool {pool}: could not clear the labels of removed cache device {}: {error}",
-                device.path.display()
-            );
-        }
-    }
-    device.leaf.device.release();
 }

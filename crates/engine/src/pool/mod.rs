@@ -99,8 +99,10 @@ mod import_state;
 mod l2cache;
 mod leaf_choice;
 pub mod livelists;
+mod new_device;
 pub mod props;
 pub mod receiving;
+mod resume_tracker;
 pub mod scan;
 mod scan_visits;
 pub mod snapshots;
@@ -734,8 +736,8 @@ impl Pool {
     /// Refuse further writes and release every vdev's lock, even while stale handles to this
     /// pool's object sets are still alive.
     fn release_devices(&self) {
-        self.core.io.l2arc.stop();
-        self.core.io.l2arc.release_devices();
+        self.core.io.l2arc().stop();
+        self.core.io.l2arc().release_devices();
         self.core.io.set_writable(false);
         for top in self.core.io.vdevs.tops().iter() {
             for leaf in &top.children {

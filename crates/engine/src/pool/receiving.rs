@@ -40,6 +40,7 @@ use crate::object::{kv, Tx};
 use crate::types::{Guid, ObjectId, Txg};
 
 use super::datasets::parent_of;
+pub use super::resume_tracker::ResumeTracker;
 use super::snapshots::NamespaceTask;
 use super::{
     kv_create, kv_set_u64, lookup_mos_directory, Pool, PoolCore, PoolError, MOS_OBJECT_DIRECTORY,
@@ -47,14 +48,6 @@ use super::{
 
 /// The MOS directory entry naming the resumable receives' positions.
 pub const RECEIVE_RESUME_KEY: &str = "receive_resume";
-
-/// A resumable receive's position (see the module documentation).
-pub struct ResumeTracker {
-    dataset: Arc<Dataset>,
-    description: Vec<u8>,
-    /// Positions noted, by the txg of the transaction that applied up to them.
-    positions: Mutex<BTreeMap<Txg, (u64, u64)>>,
-}
 
 /// A resumable receive's saved state: the position and the stream's description.
 #[derive(Clone, Debug, PartialEq, Eq)]

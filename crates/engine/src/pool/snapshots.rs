@@ -69,7 +69,7 @@ pub(super) enum NamespaceTask {
     },
     /// A resumable receive's position as of this txg (`pool/receiving.rs`).
     ReceivePosition {
-        tracker: Arc<super::receiving::ResumeTracker>,
+        tracker: Arc<super::resume_tracker::ResumeTracker>,
     },
     /// A resumable receive ended: its position goes.
     ForgetReceive {

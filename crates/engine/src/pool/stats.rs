@@ -97,8 +97,8 @@ impl PoolCore {
 impl Pool {
     /// The ARC's counters and sizes (`tarn stat arc`).
     pub fn arc_stats(&self) -> crate::cache::BlockCacheStats {
-        let mut stats = self.core.io.cache.stats();
-        stats.l2 = self.core.io.l2arc.stats();
+        let mut stats = self.core.io.cache().stats();
+        stats.l2 = self.core.io.l2arc().stats();
         stats
     }
 
@@ -222,7 +222,7 @@ impl Pool {
         let cache: Vec<VdevIostat> = self
             .core
             .io
-            .l2arc
+            .l2arc()
             .devices()
             .iter()
             .map(|device| VdevIostat {

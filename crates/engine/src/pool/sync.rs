@@ -165,7 +165,7 @@ impl PoolCore {
     /// txg layer whether work without dirty data remains (freed space that the next committed
     /// txgs will release), which the txg timer carries.
     pub(super) fn finish_txg(&self, txg: Txg, datasets: &[(String, Arc<Dataset>)]) {
-        self.io.l2arc.set_synced_txg(txg.0);
+        self.io.l2arc().set_synced_txg(txg.0);
         self.io.space.sync_done(txg);
         self.mos.sync_done(txg);
         for (_, dataset) in datasets {

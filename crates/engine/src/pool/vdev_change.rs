@@ -50,6 +50,7 @@ use std::collections::BTreeSet;
 use crate::vdev::label::{LabelConfig, TopVdevConfig};
 use crate::vdev::{Leaf, TopVdev};
 
+use super::new_device::clear_labels;
 use super::*;
 
 /// One queued change of the vdev tree, applied by the sync thread at the start of a txg.
@@ -161,18 +162,6 @@ pub(super) fn choose_config(newest: &LabelConfig, paths: &[PathBuf]) -> LabelCon
         );
     }
     chosen
-}
-
-/// Zero the four labels of `device` (config and uberblock ring) and flush: a detached leaf, or
-/// a device about to become a leaf (stale uberblocks of an earlier life must not stay in its
-/// ring).
-pub(super) fn clear_labels(device: &dyn BlockDevice) -> std::io::Result<()> {
-    let zeros = vec![0u8; label::VDEV_LABEL_SIZE as usize];
-    let size = device.size_bytes();
-    for index in 0..label::VDEV_LABELS {
-        device.write_at(label::label_offset(index, size), &zeros)?;
-    }
-    device.flush()
 }
 
 impl PoolCore {
@@ -316,7 +305,7 @@ impl PoolCore {
     /// load in `vdev_change::readers_during_attach_and_detach_always_read_right`).
     pub(super) fn vdev_changes_committed(&self) {
         for device in std::mem::take(&mut *self.vdev_changes.removed_cache.lock()) {
-            super::l2cache::cache_device_removed(&self.name, &device);
+            cache_device_removed(&self.name, &device);
         }
         let detached = std::mem::take(&mut *self.vdev_changes.detached.lock());
         for leaf in detached {
@@ -350,6 +339,20 @@ impl PoolCore {
             }
         }
     }
+}
+
+/// After the commit that removed `device`: clear its labels (it is no cache device of the pool
+/// any more) and release it.
+fn cache_device_removed(pool: &str, device: &crate::cache::l2arc::L2Device) {
+    if device.is_usable() {
+        if let Err(error) = clear_labels(device.leaf.device.as_ref()) {
+            log::warn!(
+                "pool {pool}: could not clear the labels of removed cache device {}: {error}",
+                device.path.display()
+            );
+        }
+    }
+    device.leaf.device.release();
 }
 
 #[cfg(test)]

@@ -386,7 +386,7 @@ fn flushing_keeps_the_log_within_its_limits() {
         "the log reached {most_blocks} blocks, limit {block_limit}"
     );
     let (_, _, most_memory, tunables) = run_flushing_workload(Binding::Memory);
-    let one_txg = 112 * super::log::UNFLUSHED_SEGMENT_BYTES;
+    let one_txg = 112 * super::unflushed::UNFLUSHED_SEGMENT_BYTES;
     assert!(
         most_memory <= tunables.unflushed_max_mem_amt + one_txg,
         "{most_memory} bytes unflushed, limit {}",

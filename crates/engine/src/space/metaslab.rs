@@ -19,13 +19,13 @@
 //! `allocatable` at `sync_done(t + 2)`, so space freed in txg T is never reallocated before
 //! T + 2 (DESIGN §3 invariant 3); sync-context allocations see it from txg T + 3.
 
-use super::log::Unflushed;
 use super::range_tree::{RangeTree, SIZE_INDEX_MIN_SHIFT};
 use super::space_map::{
     apply_entry, estimate_optimal_size, histogram_add_into, SpaceMap, SpaceMapAction,
     SpaceMapEntry, SPACE_MAP_HISTOGRAM_SIZE,
 };
 use super::storage::SpaceStorage;
+use super::unflushed::Unflushed;
 use super::SpaceError;
 use crate::tunables::Tunables;
 use crate::types::{ObjectId, Txg, TXG_DEFER_SIZE, TXG_SIZE};

@@ -110,6 +110,7 @@ pub mod range_tree;
 pub mod space_map;
 pub mod stats;
 pub mod storage;
+pub mod unflushed;
 
 pub use class::AllocClass;
 use counters::SpaceCounters;
@@ -120,7 +121,9 @@ pub use range_tree::{RangeTree, Segment};
 pub use space_map::{SpaceMap, SpaceMapAction, SpaceMapEntry, SpaceMapHeader};
 
 use crate::tunables::Tunables;
-use crate::types::{ObjectId, Txg, VdevId, SPA_MINBLOCKSHIFT};
+use crate::types::{
+    ObjectId, Txg, VdevId, METASLAB_COUNT_MAX, METASLAB_SHIFT_MIN, SPA_MINBLOCKSHIFT,
+};
 use parking_lot::{Mutex, RwLock};
 use stats::{SpaceStatsCollector, SpaceTxgStats};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -179,16 +182,6 @@ pub fn metaslab_geometry(asize: u64, tunables: &Tunables) -> (u32, u64) {
     }
     (shift, asize >> shift)
 }
-
-/// The most metaslabs one top-level vdev may have. Each costs memory from import on (its
-/// struct, trees and space-map state: kilobytes), so a count read from a label or the MOS is
-/// checked against this before anything is allocated per metaslab. [`metaslab_geometry`] never
-/// makes more: `Tunables::validate` keeps the count tunables at or below it.
-pub const METASLAB_COUNT_MAX: u64 = 1 << 17;
-
-/// The smallest metaslab shift a vdev may have (64 KiB metaslabs); `Tunables::validate` keeps
-/// `vdev_min_ms_shift` at or above it, so [`metaslab_geometry`] never makes smaller ones.
-pub const METASLAB_SHIFT_MIN: u32 = 16;
 
 /// The largest data area of a top-level vdev, 4 EiB: far beyond any device, and small enough
 /// that a device's size computed from it (labels and reserves added) cannot overflow.

@@ -32,7 +32,7 @@
 //! non-rotating leaves, which include file vdevs (`zfs_vdev_aggregation_limit_non_rotating`).
 //! `vdev_async_write_sync_max_active` = 0 turns the rule off.
 
-use super::queue::{IoClass, IO_CLASSES};
+use super::io_class::{IoClass, IO_CLASSES};
 
 /// Smallest piece a write is split into (what O_DIRECT needs for alignment).
 const MIN_WRITE_PIECE: u64 = 4096;

@@ -110,6 +110,7 @@ pub mod dtl;
 pub mod fault;
 pub mod inject;
 pub mod io;
+pub mod io_class;
 pub mod label;
 pub mod limits;
 pub mod plug;
@@ -122,13 +123,14 @@ pub use alloc::DirectIoAllocator;
 pub use dtl::DirtyTimeLog;
 pub use fault::{FaultPlan, FaultyDevice, PowerCutOutcome, ReadFaultKind};
 pub use io::{AlignedBuffer, BlockDevice, FileDevice, MissingDevice};
+pub use io_class::{IoClass, IoKind, IO_CLASSES};
 pub use label::{
     leaf_allocatable_bytes, read_label, read_newest_label, read_uberblock_slots,
     uberblock_slot_count, uberblock_slot_size, write_labels, write_uberblock, LabelConfig,
     LabelSet, LeafConfig, PoolState, TopVdevConfig, TopVdevKind, VDEV_LABELS, VDEV_LABEL_END_SIZE,
     VDEV_LABEL_SIZE, VDEV_LABEL_START_SIZE, VDEV_MIN_DEVICE_SIZE,
 };
-pub use queue::{IoClass, IoKind, QueueLimits, VdevQueue, IO_CLASSES};
+pub use queue::{QueueLimits, VdevQueue};
 pub use scan::{scan_dirs, FoundLeaf};
 pub use stats::{
     ClassSnapshot, KindSnapshot, LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS,

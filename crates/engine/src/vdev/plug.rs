@@ -12,12 +12,17 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::queue::{async_write_max, class_to_issue, Inner};
+/// A queue that holds requests of a plugged thread. The queue (`queue.rs`) implements it; the
+/// plug, which the queue consults as it takes each request, names only this.
+pub(super) trait PluggedQueue: Send + Sync {
+    /// Wake a worker for the held requests, if one is idle and a class may issue.
+    fn kick(&self);
+}
 
 /// A thread's plug: the queues holding its requests that no worker was woken for.
 struct Plugged {
     depth: u32,
-    queues: Vec<Arc<Inner>>,
+    queues: Vec<Arc<dyn PluggedQueue>>,
     held: usize,
 }
 
@@ -77,23 +82,22 @@ pub fn kick_plugged() {
             })
             .unwrap_or_default()
     });
-    for inner in queues {
-        let dirty = async_write_max(&inner);
-        let mut state = inner.state.lock();
-        if state.idle_workers > state.wakeups && class_to_issue(&state, dirty).is_some() {
-            state.wakeups += 1;
-            inner.work.notify_one();
-        }
+    for queue in queues {
+        queue.kick();
     }
 }
 
-/// Note that `inner` holds a request of this thread's plug; kick at a full batch.
-pub(super) fn hold_plugged(inner: &Arc<Inner>, batch: u32) {
+/// Note that `queue` holds a request of this thread's plug; kick at a full batch.
+pub(super) fn hold_plugged<Q: PluggedQueue + 'static>(queue: &Arc<Q>, batch: u32) {
     let full = PLUGGED.with(|plugged| {
         let mut plugged = plugged.borrow_mut();
         let plugged = plugged.as_mut().expect("checked plugged before holding");
-        if !plugged.queues.iter().any(|queue| Arc::ptr_eq(queue, inner)) {
-            plugged.queues.push(inner.clone());
+        if !plugged
+            .queues
+            .iter()
+            .any(|held| std::ptr::addr_eq(Arc::as_ptr(held), Arc::as_ptr(queue)))
+        {
+            plugged.queues.push(queue.clone());
         }
         plugged.held += 1;
         plugged.held >= batch as usize

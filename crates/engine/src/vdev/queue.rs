@@ -85,85 +85,12 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::plug::{hold_plugged, kick_plugged, thread_is_plugged};
-use serde::{Deserialize, Serialize};
+use super::plug::{hold_plugged, kick_plugged, thread_is_plugged, PluggedQueue};
 
+pub use super::io_class::{IoClass, IoKind, IO_CLASSES};
 pub use super::limits::QueueLimits;
 use super::stats::LeafStats;
 use super::{AlignedBuffer, BlockDevice};
-
-/// Number of I/O classes.
-pub const IO_CLASSES: usize = 7;
-
-/// The priority class of an I/O request (OpenZFS's `zio_priority_t`), highest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum IoClass {
-    /// A read a caller waits for in open context.
-    SyncRead,
-    /// A write a caller waits for (the intent log).
-    SyncWrite,
-    /// A read nobody waits for yet (prefetch).
-    AsyncRead,
-    /// The writes of a syncing txg.
-    AsyncWrite,
-    /// Verification reads of check and scrub (and their repairs).
-    Scrub,
-    /// Trims (reserved: tarn does not trim yet).
-    Trim,
-    /// Resilver and rebuild I/O (reserved until resilver exists).
-    Rebuild,
-}
-
-impl IoClass {
-    /// Every class, in priority order (the order of the stats arrays).
-    pub const ALL: [IoClass; IO_CLASSES] = [
-        IoClass::SyncRead,
-        IoClass::SyncWrite,
-        IoClass::AsyncRead,
-        IoClass::AsyncWrite,
-        IoClass::Scrub,
-        IoClass::Trim,
-        IoClass::Rebuild,
-    ];
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The class's name as the tunables and `tarn stat vdev_queue` spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            IoClass::SyncRead => "sync_read",
-            IoClass::SyncWrite => "sync_write",
-            IoClass::AsyncRead => "async_read",
-            IoClass::AsyncWrite => "async_write",
-            IoClass::Scrub => "scrub",
-            IoClass::Trim => "trim",
-            IoClass::Rebuild => "rebuild",
-        }
-    }
-
-    /// Whether requests of this class are issued in arrival order (and not aggregated).
-    fn is_fifo(self) -> bool {
-        matches!(self, IoClass::SyncRead | IoClass::SyncWrite)
-    }
-}
-
-/// The direction of a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IoKind {
-    Read,
-    Write,
-}
-
-impl IoKind {
-    pub fn index(self) -> usize {
-        match self {
-            IoKind::Read => 0,
-            IoKind::Write => 1,
-        }
-    }
-}
 
 thread_local! {
     /// The class of the reads this thread issues through the block layer (see
@@ -666,14 +593,25 @@ fn publish_depth(inner: &Inner, state: &State, class: IoClass) {
     );
 }
 
+impl PluggedQueue for Inner {
+    fn kick(&self) {
+        let dirty = async_write_max(self);
+        let mut state = self.state.lock();
+        if state.idle_workers > state.wakeups && class_to_issue(&state, dirty).is_some() {
+            state.wakeups += 1;
+            self.work.notify_one();
+        }
+    }
+}
+
 /// The async write maximum now (asks the pool's dirty probe outside the queue's lock).
-pub(super) fn async_write_max(inner: &Inner) -> Option<(u64, u64)> {
+fn async_write_max(inner: &Inner) -> Option<(u64, u64)> {
     let probe = inner.dirty.lock().clone();
     probe.map(|probe| probe())
 }
 
 /// The class to issue from next, if any may (`vdev_queue_class_to_issue`).
-pub(super) fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option<IoClass> {
+fn class_to_issue(state: &State, dirty: Option<(u64, u64)>) -> Option<IoClass> {
     let limits = &state.limits;
     if state.active_total >= limits.max_active_total.max(1) {
         return None;

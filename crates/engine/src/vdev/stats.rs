@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::queue::{IoClass, IoKind, IO_CLASSES};
+use super::io_class::{IoClass, IoKind, IO_CLASSES};
 
 /// Number of latency histogram buckets. Bucket `i` counts I/Os whose latency in nanoseconds
 /// lies in `[2^i, 2^(i+1))` (bucket 0 also counts 0 ns); the last bucket also counts

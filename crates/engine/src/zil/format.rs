@@ -1,5 +1,7 @@
-//! On-disk format of the intent log (OpenZFS zil.h): the log header kept in the object-set
-//! header, the log block (a self-checksummed chain link) and the records inside it.
+//! On-disk format of the intent log (OpenZFS zil.h): the log block (a self-checksummed chain
+//! link) and the records inside it. The log header kept in the object-set header, the rule a
+//! log block pointer follows and [`LogFormatError`] are the object layer's
+//! (`object/log_header.rs`, re-exported here), since the object-set header holds the header.
 //!
 //! # Theory
 //! A log block is written once, before anything points to it durably except the previous
@@ -12,14 +14,7 @@
 //! panics: anything malformed is a [`LogFormatError`], which the reader treats as the chain end.
 //!
 //! # Byte layouts (little-endian)
-//! Log header, 192 bytes at offset 528 of the object-set header (docs/design.md §2.4a):
-//!
-//! | offset | size | field |
-//! | --- | --- | --- |
-//! | 0 | 128 | first log block pointer (a hole: no log) |
-//! | 128 | 8 | claim txg: the first txg of the import that claimed the chain (0: unclaimed) |
-//! | 136 | 8 | claimed-through txg: records of this txg or older are already in the tree |
-//! | 144 | 48 | reserved, zero |
+//! The log header's is in `object/log_header.rs`.
 //!
 //! Log block, `size_logical` bytes (a multiple of 4 KiB, at most 128 KiB):
 //!
@@ -42,131 +37,20 @@
 //! The records inside a block are laid out in [`super::record`].
 
 use crate::block::blkptr::ChecksumType;
-use crate::block::blkptr::{BlockPtr, ObjectType, BLKPTR_SIZE};
+use crate::block::blkptr::{BlockPtr, BLKPTR_SIZE};
 use crate::block::checksum::{self};
-use crate::types::Txg;
 
+pub use crate::object::log_header::{
+    check_log_pointer, LogFormatError, LogHeader, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT, LOG_HEADER_SIZE,
+};
+
+use super::fields::{bad, put_u32, put_u64, u32_at, u64_at};
 use super::record::{decode_records, Record};
 
-/// Size of the log header inside the object-set header.
-pub const LOG_HEADER_SIZE: usize = 192;
 /// Size of a log block's header.
 pub const BLOCK_HEADER_SIZE: usize = 208;
 /// Magic of a log block.
 pub const BLOCK_MAGIC: [u8; 8] = *b"TARNZIL1";
-/// Largest log block (OpenZFS ZIL_MAX_BLKSZ).
-pub const BLOCK_SIZE_MAX: usize = 128 << 10;
-/// Log block sizes are multiples of this.
-pub const BLOCK_SIZE_UNIT: usize = 4 << 10;
-
-/// Something in a log header, block or record that cannot be what it claims.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("intent log: {0}")]
-pub struct LogFormatError(pub String);
-
-pub(super) fn bad<T>(what: impl Into<String>) -> Result<T, LogFormatError> {
-    Err(LogFormatError(what.into()))
-}
-
-pub(super) fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
-}
-
-pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
-}
-
-pub(super) fn put_u64(bytes: &mut [u8], at: usize, value: u64) {
-    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-pub(super) fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
-    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
-}
-
-/// The log header of an object set, decoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LogHeader {
-    /// The first block of the chain; a hole when there is no log.
-    pub first: BlockPtr,
-    /// First txg of the import that claimed the chain; 0 while unclaimed.
-    pub claim_txg: Txg,
-    /// Records of this txg or older are already in the tree (set at claim).
-    pub claimed_through: Txg,
-}
-
-impl Default for LogHeader {
-    fn default() -> LogHeader {
-        LogHeader {
-            first: BlockPtr::hole(Txg(0), ObjectType::IntentLog, 0),
-            claim_txg: Txg(0),
-            claimed_through: Txg(0),
-        }
-    }
-}
-
-impl LogHeader {
-    /// Whether there is no chain at all (all 192 bytes encode as zero).
-    pub fn is_empty(&self) -> bool {
-        self.first.is_hole() && self.claim_txg.0 == 0 && self.claimed_through.0 == 0
-    }
-
-    pub fn encode(&self) -> [u8; LOG_HEADER_SIZE] {
-        let mut out = [0u8; LOG_HEADER_SIZE];
-        if !self.is_empty() {
-            self.first.encode_into(&mut out[..BLKPTR_SIZE]);
-        }
-        put_u64(&mut out, 128, self.claim_txg.0);
-        put_u64(&mut out, 136, self.claimed_through.0);
-        out
-    }
-
-    pub fn decode(bytes: &[u8]) -> Result<LogHeader, LogFormatError> {
-        if bytes.len() != LOG_HEADER_SIZE {
-            return bad(format!("log header of {} bytes", bytes.len()));
-        }
-        if bytes.iter().all(|&byte| byte == 0) {
-            return Ok(LogHeader::default());
-        }
-        if bytes[144..].iter().any(|&byte| byte != 0) {
-            return bad("log header: reserved bytes are not zero");
-        }
-        let first = if bytes[..BLKPTR_SIZE].iter().all(|&byte| byte == 0) {
-            BlockPtr::hole(Txg(0), ObjectType::IntentLog, 0)
-        } else {
-            let first = BlockPtr::decode(&bytes[..BLKPTR_SIZE])
-                .map_err(|error| LogFormatError(format!("log header: first block: {error}")))?;
-            check_log_pointer(&first)?;
-            first
-        };
-        Ok(LogHeader {
-            first,
-            claim_txg: Txg(u64_at(bytes, 128)),
-            claimed_through: Txg(u64_at(bytes, 136)),
-        })
-    }
-}
-
-/// A log block pointer must be a plain (not gang, not embedded) uncompressed level-0 block of
-/// type `IntentLog` whose size is a multiple of 4 KiB up to 128 KiB.
-pub fn check_log_pointer(bp: &BlockPtr) -> Result<(), LogFormatError> {
-    if bp.is_hole() {
-        return Ok(());
-    }
-    let size = bp.size_logical as usize;
-    if bp.object_type != ObjectType::IntentLog
-        || bp.level != 0
-        || bp.embedded
-        || bp.is_gang()
-        || bp.size_physical != bp.size_logical
-        || size == 0
-        || size > BLOCK_SIZE_MAX
-        || !size.is_multiple_of(BLOCK_SIZE_UNIT)
-    {
-        return bad(format!("not a log block pointer: {bp}"));
-    }
-    Ok(())
-}
 
 /// Who a log block belongs to and where in its chain: the seed its pointer carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,7 +169,8 @@ pub fn decode_block(block: &[u8], expected: Seed) -> Result<LogBlock, LogFormatE
 mod tests {
     use super::super::record::{setattr_mask, LogTime, RecordBody};
     use super::*;
-    use crate::block::blkptr::{Compression, Dva};
+    use crate::block::blkptr::{Compression, Dva, ObjectType};
+    use crate::types::Txg;
     use proptest::prelude::*;
 
     fn seed(sequence: u64) -> Seed {

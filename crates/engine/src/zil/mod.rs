@@ -68,6 +68,7 @@
 
 pub mod chain;
 pub mod claim;
+mod fields;
 pub mod format;
 pub mod record;
 
@@ -80,7 +81,7 @@ use parking_lot::Mutex;
 use crate::block::blkptr::{BlockPtr, Dva, ObjectType};
 use crate::block::pipeline::BlockIo;
 use crate::object::adapters::MosSpaceStorage;
-use crate::object::{ObjectError, ObjectSet, Prewrite};
+use crate::object::{AttachedLog, ObjectError, ObjectSet, Prewrite};
 use crate::txg::TxgManager;
 use crate::types::Txg;
 use format::{LogHeader, BLOCK_HEADER_SIZE, BLOCK_SIZE_MAX, BLOCK_SIZE_UNIT};
@@ -1081,5 +1082,17 @@ impl Zil {
             self.io.give_back(&bp, allocated, Some(txg))?;
         }
         Ok(())
+    }
+}
+
+/// The object set asks its attached log for the header at each sync and drops it at a
+/// rollback; both are the methods above.
+impl AttachedLog for Zil {
+    fn sync(&self, txg: Txg) -> Result<LogHeader, ObjectError> {
+        Zil::sync(self, txg)
+    }
+
+    fn discard(&self, txg: Txg) -> Result<(), ObjectError> {
+        Zil::discard(self, txg)
     }
 }

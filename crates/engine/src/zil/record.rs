@@ -50,7 +50,8 @@
 use crate::block::blkptr::{BlockPtr, BLKPTR_SIZE};
 use crate::types::Txg;
 
-use super::format::{bad, put_u32, put_u64, u32_at, u64_at, LogFormatError};
+use super::fields::{bad, put_u32, put_u64, u32_at, u64_at};
+use crate::object::log_header::LogFormatError;
 
 /// Size of the part every record starts with.
 pub const RECORD_COMMON_SIZE: usize = 40;

@@ -167,7 +167,7 @@ impl Child {
         let Ok(hold) = pool.long_hold(&snapshot, Holder::Send) else {
             return Ok(()); // Destroyed meanwhile.
         };
-        pool.core.io.cache.clear();
+        pool.core.io.cache().clear();
         let fs = pool.snapshot_file_system(&snapshot)?;
         let mut problems = Vec::new();
         verify_tree(&fs, &snapshot, self.plan.round, &mut problems);
