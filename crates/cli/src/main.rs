@@ -58,6 +58,9 @@ use clap::{Args, Parser, Subcommand};
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::ListFormat;
+use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
+use tarn_protocol::request::PoolName;
 use verbs::pool::ImportFlags;
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
@@ -455,72 +458,27 @@ enum PoolCommand {
     Set { setting: String, pool: String },
     /// Scrub a pool: read every copy of every block and repair bad ones, in the background:
     /// tarn pool scrub [-s|-p] POOL
-    Scrub {
-        /// Stop (cancel) the scrub or resilver in progress.
-        #[arg(short = 's')]
-        stop: bool,
-        /// Pause the scrub in progress; `tarn pool scrub POOL` resumes it.
-        #[arg(short = 'p')]
-        pause: bool,
-        /// Wait until the scrub has finished (as `tarn pool wait -t scrub POOL`).
-        #[arg(short = 'w')]
-        wait: bool,
-        pool: String,
-    },
+    Scrub(ScrubArgs),
     /// Start a resilver of the devices that missed writes, or start the one in progress again
     /// from the beginning (a scrub in progress gives way): tarn pool resilver POOL
-    Resilver { pool: String },
+    Resilver(PoolName),
     /// Bring devices back online; a resilver copies what they missed: tarn pool online POOL DEVICE...
-    Online { pool: String, devices: Vec<String> },
+    Online(DeviceStateArgs),
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
-    Offline { pool: String, devices: Vec<String> },
+    Offline(DeviceStateArgs),
     /// Attach NEW_DEVICE beside DEVICE as a mirror side; it is resilvered:
     /// tarn pool attach [-f] [-w] POOL DEVICE NEW_DEVICE
-    Attach {
-        /// Use the new device even if it seems in use.
-        #[arg(short = 'f')]
-        force: bool,
-        /// Wait until the new side is resilvered.
-        #[arg(short = 'w')]
-        wait: bool,
-        pool: String,
-        device: String,
-        new_device: String,
-    },
+    Attach(AttachArgs),
     /// Detach a device from a mirror: tarn pool detach POOL DEVICE
-    Detach { pool: String, device: String },
+    Detach(DetachArgs),
     /// Remove devices from a pool (cache devices, for now): tarn pool remove POOL DEVICE...
-    Remove {
-        pool: String,
-        #[arg(required = true)]
-        devices: Vec<String>,
-    },
+    Remove(RemoveArgs),
     /// Replace DEVICE by NEW_DEVICE (or by a new device at DEVICE's path); DEVICE is detached
     /// once the new one is resilvered: tarn pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]
-    Replace {
-        /// Use the new device even if it seems in use.
-        #[arg(short = 'f')]
-        force: bool,
-        /// Wait until the replace has finished (resilvered, old device detached).
-        #[arg(short = 'w')]
-        wait: bool,
-        pool: String,
-        device: String,
-        new_device: Option<String>,
-    },
+    Replace(ReplaceArgs),
     /// Add top-level vdevs to a pool: tarn pool add [-n] [-f] POOL VDEV...
     /// (VDEV: PATH... | mirror PATH PATH...)
-    Add {
-        /// Add even when the new vdev's replication differs from the pool's.
-        #[arg(short = 'f')]
-        force: bool,
-        /// Show what would be added, change nothing.
-        #[arg(short = 'n')]
-        dry_run: bool,
-        pool: String,
-        #[arg(required = true, num_args = 1..)]
-        vdevs: Vec<String>,
-    },
+    Add(AddArgs),
     /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
         /// Activities to wait for (comma-separated): free, scrub, resilver. Default: every
@@ -745,41 +703,15 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             } => pool::get(socket, list.format(), properties, pool),
             PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
-            PoolCommand::Scrub {
-                stop,
-                pause,
-                wait,
-                pool,
-            } => verbs::scrub::scrub(socket, stop, pause, wait, pool),
-            PoolCommand::Resilver { pool } => verbs::scrub::resilver(socket, pool),
-            PoolCommand::Online { pool, devices } => {
-                verbs::scrub::device(socket, "online", pool, devices)
-            }
-            PoolCommand::Offline { pool, devices } => {
-                verbs::scrub::device(socket, "offline", pool, devices)
-            }
-            PoolCommand::Attach {
-                force,
-                wait,
-                pool,
-                device,
-                new_device,
-            } => verbs::devices::attach(socket, force, wait, pool, device, new_device),
-            PoolCommand::Detach { pool, device } => verbs::devices::detach(socket, pool, device),
-            PoolCommand::Remove { pool, devices } => verbs::devices::remove(socket, pool, devices),
-            PoolCommand::Replace {
-                force,
-                wait,
-                pool,
-                device,
-                new_device,
-            } => verbs::devices::replace(socket, force, wait, pool, device, new_device),
-            PoolCommand::Add {
-                force,
-                dry_run,
-                pool,
-                vdevs,
-            } => verbs::devices::add(socket, force, dry_run, pool, vdevs),
+            PoolCommand::Scrub(args) => verbs::scrub::scrub(socket, args),
+            PoolCommand::Resilver(args) => verbs::scrub::resilver(socket, args),
+            PoolCommand::Online(args) => verbs::scrub::device(socket, args, ScanRequest::Online),
+            PoolCommand::Offline(args) => verbs::scrub::device(socket, args, ScanRequest::Offline),
+            PoolCommand::Attach(args) => verbs::devices::attach(socket, args),
+            PoolCommand::Detach(args) => verbs::devices::detach(socket, args),
+            PoolCommand::Remove(args) => verbs::devices::remove(socket, args),
+            PoolCommand::Replace(args) => verbs::devices::replace(socket, args),
+            PoolCommand::Add(args) => verbs::devices::add(socket, args),
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
         Command::Inject {

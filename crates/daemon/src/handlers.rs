@@ -46,15 +46,8 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::PoolStatus { .. }
         | Request::PoolHistory { .. }
         | Request::PoolClear { .. } => pool::handle(daemon, request),
-        Request::PoolScrub { .. }
-        | Request::PoolResilver { .. }
-        | Request::PoolScanStatus { .. }
-        | Request::PoolDevice { .. } => scan::handle(daemon, request),
-        Request::PoolAttach { .. }
-        | Request::PoolDetach { .. }
-        | Request::PoolRemove { .. }
-        | Request::PoolReplace { .. }
-        | Request::PoolAdd { .. } => devices::handle(daemon, request),
+        Request::Scan(request) => scan::handle(daemon, request),
+        Request::Devices(request) => devices::handle(daemon, request),
         Request::Check { .. }
         | Request::DebugMetaslabs { .. }
         | Request::DebugLogs { .. }

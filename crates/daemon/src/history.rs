@@ -13,6 +13,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
+use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
 use tarn_protocol::Request;
 
 use super::held::Daemon;
@@ -67,12 +69,10 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::PoolCreate { name, .. } => name.clone(),
         Request::PoolImport { pool, new_name, .. } => new_name.clone().unwrap_or(pool.clone()),
         Request::PoolSet { pool, .. } | Request::PoolClear { pool, .. } => pool.clone(),
-        Request::PoolDevice { pool, .. }
-        | Request::PoolAttach { pool, .. }
-        | Request::PoolDetach { pool, .. }
-        | Request::PoolRemove { pool, .. }
-        | Request::PoolReplace { pool, .. } => pool.clone(),
-        Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
+        Request::Scan(ScanRequest::Online(DeviceStateArgs { pool, .. }))
+        | Request::Scan(ScanRequest::Offline(DeviceStateArgs { pool, .. })) => pool.clone(),
+        Request::Devices(DevicesRequest::Add(AddArgs { dry_run: true, .. })) => return None,
+        Request::Devices(request) => request.pool().to_string(),
         Request::Check { pool, repair: true } => pool.clone(),
         Request::Destroy { name, dry_run, .. } if !dry_run => dataset(name),
         Request::Create { name, .. }
@@ -129,6 +129,7 @@ impl PendingRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tarn_protocol::request::devices::AttachArgs;
 
     #[test]
     fn only_changes_are_recorded_in_the_pool_they_name() {
@@ -157,18 +158,21 @@ mod tests {
             }),
             None
         );
-        let attach = Request::PoolAttach {
+        let attach = Request::Devices(DevicesRequest::Attach(AttachArgs {
             pool: "tank".into(),
             device: "a.img".into(),
             new_device: "/d/b.img".into(),
             force: false,
-        };
+            wait: false,
+        }));
         assert_eq!(changed_pool(&attach).as_deref(), Some("tank"));
-        let add = |dry_run| Request::PoolAdd {
-            pool: "tank".into(),
-            vdevs: vec!["/d/c.img".into()],
-            force: false,
-            dry_run,
+        let add = |dry_run| {
+            Request::Devices(DevicesRequest::Add(AddArgs {
+                pool: "tank".into(),
+                vdevs: vec!["/d/c.img".into()],
+                force: false,
+                dry_run,
+            }))
         };
         assert_eq!(changed_pool(&add(false)).as_deref(), Some("tank"));
         assert_eq!(changed_pool(&add(true)), None);

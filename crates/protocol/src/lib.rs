@@ -1,10 +1,13 @@
 //! `tarn-protocol`: what the two sides of the daemon's socket share, so that neither side needs
 //! the other. The CLI (`tarn-cli`), the daemon and the benchmarks (`tarn-bench`) all depend on
 //! this crate; it depends on the engine (`tarn`, for the counter and row types it carries) and on
-//! nothing of the command side: no clap, no daemon state, no verb. What lives here:
+//! nothing of the command side: no daemon state, no verb's body. It does depend on clap, with
+//! no feature to turn it off: a verb's arguments are one struct that clap parses and the wire
+//! carries ([`request`]), and every program that links this crate parses a command line with
+//! clap anyway. What lives here:
 //!
 //! - the wire protocol (this module): requests, responses, their version, the files beside the
-//!   socket; the stream frames of send and receive ([`frames`]); the rows both sides print
+//!   socket; the arguments of every verb, by family ([`request`]); the stream frames of send and receive ([`frames`]); the rows both sides print
 //!   ([`rows`]);
 //! - the client side of the socket ([`client`]): finding, asking, starting and stopping a daemon,
 //!   and reading its tables;
@@ -37,8 +40,11 @@
 //!
 //! # Request
 //! `{"protocol": N, "verb": "<verb>", "args": {...}}`, where `verb` is one of the names below and `args` holds
-//! that verb's arguments, already resolved by the client so that they do not depend on the
-//! client's environment: paths are absolute, sizes are bytes, options are parsed. The client's
+//! that verb's arguments. The verbs of a family nest: `verb` names the family and `args` is
+//! `{"verb": "<verb>", "args": {...}}` of one of its verbs, as the family's enum in [`request`]
+//! serializes (`{"verb": "scan", "args": {"verb": "scrub", "args": {"pool": "tank", ...}}}`);
+//! the fields of each verb's arguments are those of its struct there. The client resolves what
+//! depends on its environment before it sends them: paths are absolute. The client's
 //! `TARN_TUNABLE_*` variables are not sent: the daemon's tunables are fixed when it starts (the
 //! CLI passes its environment to a daemon it starts).
 //!
@@ -120,11 +126,15 @@ pub mod frames;
 pub mod kstat;
 pub mod metrics;
 pub mod output;
+pub mod request;
 pub mod rows;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use request::devices::DevicesRequest;
+use request::scan::ScanRequest;
 
 /// Make a path absolute against this process's working directory (requests to the daemon
 /// carry only absolute paths: the daemon's working directory is `/`).
@@ -167,7 +177,7 @@ pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -244,54 +254,6 @@ pub enum Request {
         pool: String,
         device: Option<String>,
     },
-    /// `pool scrub [-s|-p]`: `action` is start, stop or pause.
-    #[serde(rename = "pool scrub")]
-    PoolScrub { pool: String, action: String },
-    /// `pool resilver`: start a resilver, or start the one in progress again.
-    #[serde(rename = "pool resilver")]
-    PoolResilver { pool: String },
-    /// The scan state of a pool (`pool wait -t scrub|resilver` polls it).
-    #[serde(rename = "pool scan status")]
-    PoolScanStatus { pool: String },
-    /// `pool online|offline POOL DEVICE...`: `action` is online or offline.
-    #[serde(rename = "pool device")]
-    PoolDevice {
-        pool: String,
-        action: String,
-        devices: Vec<String>,
-    },
-    /// `pool attach [-f] POOL DEVICE NEW_DEVICE` (NEW_DEVICE an absolute path).
-    #[serde(rename = "pool attach")]
-    PoolAttach {
-        pool: String,
-        device: String,
-        new_device: String,
-        force: bool,
-    },
-    /// `pool detach POOL DEVICE`.
-    #[serde(rename = "pool detach")]
-    PoolDetach { pool: String, device: String },
-    /// `pool remove POOL DEVICE...`: remove cache devices (the only kind removable for now).
-    #[serde(rename = "pool remove")]
-    PoolRemove { pool: String, devices: Vec<String> },
-    /// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`: without NEW_DEVICE, a new device at
-    /// DEVICE's own path; `wait` answers once the old device is detached.
-    #[serde(rename = "pool replace")]
-    PoolReplace {
-        pool: String,
-        device: String,
-        new_device: Option<String>,
-        force: bool,
-        wait: bool,
-    },
-    /// `pool add [-n] [-f] POOL VDEV_SPEC...` (paths absolute).
-    #[serde(rename = "pool add")]
-    PoolAdd {
-        pool: String,
-        vdevs: Vec<String>,
-        force: bool,
-        dry_run: bool,
-    },
     /// Pool properties: `properties` names them (`all` among them: every one).
     #[serde(rename = "pool get")]
     PoolGet {
@@ -337,6 +299,12 @@ pub enum Request {
     /// `tarn stat vdev_queue`).
     #[serde(rename = "pool iostat")]
     PoolIostat { pool: Option<String> },
+    /// `pool scrub`, `pool resilver`, `pool online|offline` and the scan state.
+    #[serde(rename = "scan")]
+    Scan(ScanRequest),
+    /// `pool attach|detach|remove|replace|add`.
+    #[serde(rename = "devices")]
+    Devices(DevicesRequest),
     /// Create a file system (`POOL/a/b`) with local properties, and mount it.
     #[serde(rename = "create")]
     Create {
@@ -526,15 +494,8 @@ impl Request {
             Request::Inject { .. } => "inject",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
-            Request::PoolScrub { .. } => "pool scrub",
-            Request::PoolResilver { .. } => "pool resilver",
-            Request::PoolScanStatus { .. } => "pool scan status",
-            Request::PoolDevice { .. } => "pool device",
-            Request::PoolAttach { .. } => "pool attach",
-            Request::PoolDetach { .. } => "pool detach",
-            Request::PoolRemove { .. } => "pool remove",
-            Request::PoolReplace { .. } => "pool replace",
-            Request::PoolAdd { .. } => "pool add",
+            Request::Scan(request) => request.verb(),
+            Request::Devices(request) => request.verb(),
             Request::PoolHistory { .. } => "pool history",
             Request::PoolClear { .. } => "pool clear",
             Request::PoolGet { .. } => "pool get",
@@ -637,10 +598,15 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
     let protocol = value
         .as_object_mut()
         .and_then(|fields| fields.remove("protocol"));
-    let request: Request = serde_json::from_value(value).map_err(bad)?;
     let version = protocol.as_ref().and_then(serde_json::Value::as_u64);
-    if version == Some(u64::from(PROTOCOL_VERSION)) || request.of_any_build() {
-        return Ok(request);
+    // The version decides before the shape: a request of another build may not parse here
+    // (its verbs may be nested otherwise), and it deserves the version's message, not the
+    // parser's.
+    let request: Result<Request, String> = serde_json::from_value(value).map_err(bad);
+    match request {
+        Ok(request) if request.of_any_build() => return Ok(request),
+        request if version == Some(u64::from(PROTOCOL_VERSION)) => return request,
+        _ => {}
     }
     let theirs = match (&protocol, version) {
         (None, _) => "a build from before protocol versions".to_string(),
@@ -674,6 +640,9 @@ pub fn response_mismatch(response: &Response) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+    use request::scan::{DeviceStateArgs, ScrubArgs};
+    use request::PoolName;
 
     #[test]
     fn requests_round_trip_and_name_their_verb() {
@@ -727,48 +696,50 @@ mod tests {
                 }),
                 clear: None,
             },
-            Request::PoolScrub {
+            Request::Scan(ScanRequest::Scrub(ScrubArgs {
+                stop: false,
+                pause: true,
+                wait: false,
                 pool: "tank".into(),
-                action: "pause".into(),
-            },
-            Request::PoolResilver {
+            })),
+            Request::Scan(ScanRequest::Resilver(PoolName {
                 pool: "tank".into(),
-            },
-            Request::PoolScanStatus {
+            })),
+            Request::Scan(ScanRequest::Status(PoolName {
                 pool: "tank".into(),
-            },
-            Request::PoolDevice {
+            })),
+            Request::Scan(ScanRequest::Offline(DeviceStateArgs {
                 pool: "tank".into(),
-                action: "offline".into(),
                 devices: vec!["/b".into()],
-            },
-            Request::PoolAttach {
+            })),
+            Request::Devices(DevicesRequest::Attach(AttachArgs {
                 pool: "tank".into(),
                 device: "a.img".into(),
                 new_device: "/d/b.img".into(),
                 force: true,
-            },
-            Request::PoolDetach {
+                wait: false,
+            })),
+            Request::Devices(DevicesRequest::Detach(DetachArgs {
                 pool: "tank".into(),
                 device: "/d/a.img".into(),
-            },
-            Request::PoolRemove {
+            })),
+            Request::Devices(DevicesRequest::Remove(RemoveArgs {
                 pool: "tank".into(),
                 devices: vec!["/d/cache.img".into()],
-            },
-            Request::PoolReplace {
+            })),
+            Request::Devices(DevicesRequest::Replace(ReplaceArgs {
                 pool: "tank".into(),
                 device: "a.img".into(),
                 new_device: None,
                 force: false,
                 wait: true,
-            },
-            Request::PoolAdd {
+            })),
+            Request::Devices(DevicesRequest::Add(AddArgs {
                 pool: "tank".into(),
                 vdevs: vec!["mirror".into(), "/d/c".into(), "/d/e".into()],
                 force: false,
                 dry_run: true,
-            },
+            })),
             Request::PoolGet {
                 pool: "tank".into(),
                 properties: vec!["all".into()],
@@ -814,7 +785,9 @@ mod tests {
             let line = String::from_utf8(encode_request(&request)).unwrap();
             assert!(!line.contains('\n'));
             let value: serde_json::Value = serde_json::from_str(&line).unwrap();
-            assert_eq!(value["verb"], request.verb(), "{line}");
+            // A family's requests nest: the family's name, then the verb within it.
+            let verb = value["args"]["verb"].as_str().or(value["verb"].as_str());
+            assert!(request.verb().ends_with(verb.unwrap()), "{line}");
             if !request.of_any_build() {
                 assert_eq!(value["protocol"], PROTOCOL_VERSION, "{line}");
             }
@@ -871,8 +844,20 @@ mod tests {
             let error = parse_request(line).unwrap_err();
             assert!(error.starts_with("bad request"), "{line}: {error}");
         }
-        let error = parse_request(r#"{"verb":"frobnicate"}"#).unwrap_err();
+        let line = format!(r#"{{"protocol":{PROTOCOL_VERSION},"verb":"frobnicate"}}"#);
+        let error = parse_request(&line).unwrap_err();
         assert!(error.contains("frobnicate"), "{error}");
+    }
+
+    /// A request of the flat shape that protocol 1 had (`"verb": "pool scrub"`), which this
+    /// build cannot parse, is refused for its version, with the message that says what to
+    /// restart, not with the parser's complaint about an unknown verb.
+    #[test]
+    fn a_request_of_an_older_shape_is_refused_for_its_version() {
+        let line = r#"{"protocol":1,"verb":"pool scrub","args":{"pool":"t","action":"start"}}"#;
+        let error = parse_request(line).unwrap_err();
+        assert!(error.contains("protocol 1"), "{error}");
+        assert!(error.contains("tarn daemon --stop"), "{error}");
     }
 
     #[test]
