@@ -59,6 +59,7 @@ use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::ListFormat;
 use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+use tarn_protocol::request::replication::{ReceiveArgs, SendArgs};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
 use tarn_protocol::request::PoolName;
 use verbs::pool::ImportFlags;
@@ -229,66 +230,11 @@ enum Command {
     Bookmark { snapshot: String, bookmark: String },
     /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
     /// snapshot of the same file system (-i), with every snapshot between (-I).
-    Send {
-        /// Incremental from this snapshot (FS@SNAP or @SNAP) or bookmark (FS#NAME or #NAME).
-        #[arg(short = 'i', conflicts_with = "intermediates_from")]
-        from: Option<String>,
-        /// Incremental from this snapshot, with every snapshot in between.
-        #[arg(short = 'I')]
-        intermediates_from: Option<String>,
-        /// Carry the file system's local properties.
-        #[arg(short = 'p')]
-        properties: bool,
-        /// Send compressed blocks as they are stored (the receiver stores them as they come).
-        #[arg(short = 'c')]
-        compressed: bool,
-        /// The file system's whole tree: every descendant with the snapshot, with every
-        /// snapshot up to it and their local properties.
-        #[arg(short = 'R')]
-        recursive: bool,
-        /// Estimate the stream's size only (with -v, print it).
-        #[arg(short = 'n')]
-        dry_run: bool,
-        /// Say what is sent, and show progress on a terminal.
-        #[arg(short = 'v')]
-        verbose: bool,
-        /// Continue an interrupted `receive -s` from the target's receive_resume_token.
-        #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "snapshot"])]
-        resume_token: Option<String>,
-        /// FS@SNAP (not with -t).
-        #[arg(required_unless_present = "resume_token")]
-        snapshot: Option<String>,
-    },
+    Send(SendArgs),
     /// Read a replication stream from stdin into a file system: a full stream makes a new one,
     /// an incremental stream applies to the snapshot it came from.
     #[command(alias = "recv")]
-    Receive {
-        /// Roll the target back to the stream's source first (discarding changes and newer
-        /// snapshots).
-        #[arg(short = 'F')]
-        force: bool,
-        /// Do not mount a newly received file system.
-        #[arg(short = 'u')]
-        no_mount: bool,
-        /// Say what was received, and show progress on a terminal.
-        #[arg(short = 'v')]
-        verbose: bool,
-        /// Set a property on the received file systems (prop=value, repeatable).
-        #[arg(short = 'o')]
-        set: Vec<String>,
-        /// Do not take this property from the stream (repeatable).
-        #[arg(short = 'x')]
-        exclude: Vec<String>,
-        /// Keep what a receive that stops part-way applied, for `send -t` to continue (the
-        /// target's receive_resume_token).
-        #[arg(short = 's')]
-        resumable: bool,
-        /// Abandon the partial receive into the target (no stream is read).
-        #[arg(short = 'A', conflicts_with_all = ["force", "resumable", "set", "exclude"])]
-        abort: bool,
-        /// FS, or FS@SNAP to name the received snapshot.
-        target: String,
-    },
+    Receive(ReceiveArgs),
     /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
     Rollback {
         /// Destroy snapshots newer than the one named.
@@ -795,57 +741,8 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Bookmark { snapshot, bookmark } => {
             dataset::bookmark(socket, Some(snapshot), bookmark)
         }
-        Command::Send {
-            from,
-            intermediates_from,
-            compressed,
-            recursive,
-            properties,
-            dry_run,
-            verbose,
-            resume_token,
-            snapshot,
-        } => replication::send(
-            socket,
-            replication::SendArgs {
-                snapshot: snapshot.unwrap_or_default(),
-                resume_token,
-                intermediates: intermediates_from.is_some(),
-                from: from.or(intermediates_from),
-                properties,
-                dry_run,
-                verbose,
-                compressed,
-                recursive,
-            },
-        ),
-        Command::Receive {
-            force,
-            no_mount,
-            verbose,
-            set,
-            exclude,
-            resumable,
-            abort,
-            target,
-        } => {
-            if abort {
-                replication::abort_receive(socket, target)
-            } else {
-                replication::receive(
-                    socket,
-                    replication::ReceiveArgs {
-                        target,
-                        force,
-                        no_mount,
-                        verbose,
-                        set,
-                        exclude,
-                        resumable,
-                    },
-                )
-            }
-        }
+        Command::Send(args) => replication::send(socket, args),
+        Command::Receive(args) => replication::receive(socket, args),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
         Command::Debug(DebugCommand::Object { dataset, target }) => {

@@ -2,16 +2,24 @@
 //! its family (`pool`, `inspect`, `datasets`, ...). Every line a handler
 //! prints is captured into the response.
 
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tarn_protocol::error::Failure;
 use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, devices, inject, inspect, pool, scan, snapshots};
+use super::{datasets, devices, inject, inspect, pool, scan, snapshots, streams};
 
-pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+/// Answer `request`; `reader` and `writer` are its connection, over which the stream of a send
+/// or a receive travels.
+pub(super) fn dispatch(
+    daemon: &Arc<Daemon>,
+    request: Request,
+    reader: &mut BufReader<UnixStream>,
+    writer: &mut UnixStream,
+) -> Result<Answer, Reply> {
     match request {
         Request::Ping => Ok(Answer {
             status: 0,
@@ -73,10 +81,7 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
         | Request::Rollback { .. }
         | Request::Rename { .. }
         | Request::DebugDataset { .. }
-        | Request::Bookmark { .. }
-        | Request::ReceiveAbort { .. } => snapshots::handle(daemon, request),
-        Request::Send { .. } | Request::Receive { .. } => Err(Reply::Failed(Failure(
-            "internal error: send and receive are served with their connection's stream".into(),
-        ))),
+        | Request::Bookmark { .. } => snapshots::handle(daemon, request),
+        Request::Replication(request) => streams::handle(daemon, request, reader, writer),
     }
 }

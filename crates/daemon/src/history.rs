@@ -14,6 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
 use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
+use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
 use tarn_protocol::Request;
 
@@ -84,7 +85,11 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::Snapshot { names, .. } => dataset(names.first()?),
         Request::DestroySnapshots { spec, dry_run, .. } if !dry_run => dataset(spec),
         Request::Bookmark { bookmark, .. } => dataset(bookmark),
-        Request::Receive { target, .. } | Request::ReceiveAbort { target } => dataset(target),
+        Request::Replication(ReplicationRequest::Send(_)) => return None,
+        Request::Replication(
+            ReplicationRequest::Receive(ReceiveArgs { target, .. })
+            | ReplicationRequest::ReceiveAbort(ReceiveArgs { target, .. }),
+        ) => dataset(target),
         _ => return None,
     })
 }

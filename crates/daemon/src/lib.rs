@@ -427,13 +427,9 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                 Ok(request) => {
                     // The pool history records every change that succeeds (history.rs).
                     let record = history::PendingRecord::of(&request, peer);
-                    let response = if request.carries_stream() {
-                        answer_with(daemon, request, |daemon, request| {
-                            streams::handle(daemon, request, &mut reader, &mut writer)
-                        })
-                    } else {
-                        answer(daemon, request)
-                    };
+                    let response = answer(daemon, request, |daemon, request| {
+                        dispatch(daemon, request, &mut reader, &mut writer)
+                    });
                     if let (0, Some(record)) = (response.status, record) {
                         record.record(daemon);
                     }
@@ -456,13 +452,8 @@ fn send(writer: &mut UnixStream, mut response: Response) -> std::io::Result<()> 
     writer.flush()
 }
 
-/// Run one request with its output captured; never panics.
-fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
-    answer_with(daemon, request, dispatch)
-}
-
 /// Run one request through `run` with its output captured; never panics.
-fn answer_with(
+fn answer(
     daemon: &Arc<Daemon>,
     request: Request,
     run: impl FnOnce(&Arc<Daemon>, Request) -> Result<Answer, Reply>,

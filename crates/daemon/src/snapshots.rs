@@ -403,18 +403,6 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": [created] }),
             })
         }
-        Request::ReceiveAbort { target } => {
-            let _guard = lock(&daemon.lifecycle);
-            let pool = daemon.pool_of_dataset(&target)?;
-            let destroyed = tarn::send::abort_receive(&pool, &target).map_err(|error| {
-                Failure(format!("cannot abort the receive into {target}: {error}"))
-            })?;
-            out!("destroyed {destroyed}, the partial receive into {target}");
-            Ok(Answer {
-                status: 0,
-                data: serde_json::json!({ "destroyed": destroyed }),
-            })
-        }
         Request::Promote { name } => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;

@@ -134,6 +134,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use request::devices::DevicesRequest;
+use request::replication::ReplicationRequest;
 use request::scan::ScanRequest;
 
 /// Make a path absolute against this process's working directory (requests to the daemon
@@ -378,44 +379,9 @@ pub enum Request {
         snapshot: Option<String>,
         bookmark: String,
     },
-    /// Send a snapshot: the stream follows as frames, then the response.
-    #[serde(rename = "send")]
-    Send {
-        snapshot: String,
-        from: Option<String>,
-        intermediates: bool,
-        properties: bool,
-        dry_run: bool,
-        /// Blocks as stored (`-c`).
-        #[serde(default)]
-        compressed: bool,
-        /// The file system's tree (`-R`).
-        #[serde(default)]
-        recursive: bool,
-        /// Continue an interrupted receive from its `receive_resume_token` (`-t`).
-        #[serde(default)]
-        resume_token: Option<String>,
-    },
-    /// Receive the stream that follows this request as frames.
-    #[serde(rename = "receive")]
-    Receive {
-        target: String,
-        force: bool,
-        no_mount: bool,
-        verbose: bool,
-        /// Properties to set (`-o`), as (name, value).
-        #[serde(default)]
-        set: Vec<(String, String)>,
-        /// Properties of the stream not to set (`-x`).
-        #[serde(default)]
-        exclude: Vec<String>,
-        /// Keep a partial receive for resuming (`-s`).
-        #[serde(default)]
-        resumable: bool,
-    },
-    /// Abandon the partial receive into a file system (`receive -A`).
-    #[serde(rename = "receive abort")]
-    ReceiveAbort { target: String },
+    /// `send`, `receive`, `receive -A`.
+    #[serde(rename = "replication")]
+    Replication(ReplicationRequest),
     /// Properties (names, or `all`) of datasets.
     #[serde(rename = "get")]
     Get {
@@ -476,11 +442,6 @@ pub struct InjectSpec {
 }
 
 impl Request {
-    /// Whether a byte stream travels with this request ([`frames`]).
-    pub fn carries_stream(&self) -> bool {
-        matches!(self, Request::Send { .. } | Request::Receive { .. })
-    }
-
     /// The verb as it appears on the wire, for the daemon's log.
     pub fn verb(&self) -> &'static str {
         match self {
@@ -525,9 +486,7 @@ impl Request {
             Request::DebugDataset { .. } => "debug dataset",
             Request::DebugObject { .. } => "debug object",
             Request::Bookmark { .. } => "bookmark",
-            Request::Send { .. } => "send",
-            Request::Receive { .. } => "receive",
-            Request::ReceiveAbort { .. } => "receive abort",
+            Request::Replication(request) => request.verb(),
         }
     }
 }
@@ -641,6 +600,7 @@ pub fn response_mismatch(response: &Response) -> Option<String> {
 mod tests {
     use super::*;
     use request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+    use request::replication::{ReceiveArgs, SendArgs};
     use request::scan::{DeviceStateArgs, ScrubArgs};
     use request::PoolName;
 
@@ -733,6 +693,27 @@ mod tests {
                 new_device: None,
                 force: false,
                 wait: true,
+            })),
+            Request::Replication(ReplicationRequest::Send(SendArgs {
+                from: None,
+                intermediates_from: Some("tank/a@1".into()),
+                properties: true,
+                compressed: true,
+                recursive: false,
+                dry_run: false,
+                verbose: false,
+                resume_token: None,
+                snapshot: Some("tank/a@2".into()),
+            })),
+            Request::Replication(ReplicationRequest::Receive(ReceiveArgs {
+                force: true,
+                no_mount: false,
+                verbose: true,
+                set: vec!["atime=off".into()],
+                exclude: vec!["compression".into()],
+                resumable: true,
+                abort: false,
+                target: "tank/b".into(),
             })),
             Request::Devices(DevicesRequest::Add(AddArgs {
                 pool: "tank".into(),
