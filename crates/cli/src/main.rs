@@ -59,6 +59,9 @@ use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::ListFormat;
 use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+use tarn_protocol::request::inspect::{
+    CheckArgs, LogsArgs, MapArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
+};
 use tarn_protocol::request::replication::{ReceiveArgs, SendArgs};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
 use tarn_protocol::request::PoolName;
@@ -124,15 +127,7 @@ enum Command {
         pool: Option<String>,
     },
     /// Verify a whole pool: every block and copy against its checksum and the space maps.
-    Check {
-        /// Directory holding the pool's vdevs (repeatable).
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        /// Do not repair damaged copies.
-        #[arg(short = 'n', long)]
-        no_repair: bool,
-        pool: String,
-    },
+    Check(CheckArgs),
     /// Create a file system: tarn create [-p] [-o prop=val]... POOL/NAME
     Create {
         /// Create missing parent file systems too.
@@ -467,49 +462,21 @@ enum PoolCommand {
 enum DebugCommand {
     /// Draw every vdev's metaslabs as an SVG image, coloured by fullness (green empty, red
     /// full), each with its free percentage and fragmentation.
-    Map {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        /// The image to write (.svg).
-        #[arg(short = 'o')]
-        output: PathBuf,
-        pool: String,
-    },
+    Map(MapArgs),
     /// Every record of one metaslab's space map.
-    Spacemap {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        pool: String,
-        vdev: u32,
-        metaslab: u64,
-    },
+    Spacemap(SpacemapArgs),
     /// Per-metaslab offset, space map, free space and fragmentation (as zdb -m); -mm adds
     /// the on-disk free-segment histogram, -mmm the largest free segment and the in-memory
     /// histogram (replayed from the space map when the metaslab is not loaded).
-    Metaslabs {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'j')]
-        json: bool,
-        /// Detail: -m, -mm or -mmm.
-        #[arg(short = 'm', action = clap::ArgAction::Count)]
-        level: u8,
-        pool: String,
-    },
+    Metaslabs(MetaslabsArgs),
     /// The log space maps: each log's txg, length, blocks and metaslabs, the log summary
     /// and the flushing limits (zdb -m's log section).
-    Logs {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'j')]
-        json: bool,
-        pool: String,
-    },
+    Logs(LogsArgs),
     /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
     Dataset { name: String },
     /// One object's dnode, spill block and every block pointer under it (zdb -ddddd), as of
     /// the last synced txg: TARGET is a path inside the file system or an object number.
-    Object { dataset: String, target: String },
+    Object(ObjectArgs),
 }
 
 /// `tarn version`: this build's version and protocol version, then the running daemon's, asked
@@ -686,11 +653,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
                 pool,
             },
         ),
-        Command::Check {
-            dirs,
-            no_repair,
-            pool,
-        } => inspect::check(socket, dirs, no_repair, pool),
+        Command::Check(args) => inspect::check(socket, args),
         Command::Create {
             parents,
             properties,
@@ -745,27 +708,11 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Receive(args) => replication::receive(socket, args),
         Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
         Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
-        Command::Debug(DebugCommand::Object { dataset, target }) => {
-            dataset::debug_object(socket, dataset, target)
-        }
-        Command::Debug(DebugCommand::Metaslabs {
-            dirs,
-            json,
-            level,
-            pool,
-        }) => inspect::debug_metaslabs(socket, dirs, json, level, pool),
-        Command::Debug(DebugCommand::Logs { dirs, json, pool }) => {
-            inspect::debug_logs(socket, dirs, json, pool)
-        }
-        Command::Debug(DebugCommand::Map { dirs, output, pool }) => {
-            inspect::debug_map(socket, dirs, output, pool)
-        }
-        Command::Debug(DebugCommand::Spacemap {
-            dirs,
-            pool,
-            vdev,
-            metaslab,
-        }) => inspect::debug_spacemap(socket, dirs, pool, vdev, metaslab),
+        Command::Debug(DebugCommand::Object(args)) => dataset::debug_object(socket, args),
+        Command::Debug(DebugCommand::Metaslabs(args)) => inspect::debug_metaslabs(socket, args),
+        Command::Debug(DebugCommand::Logs(args)) => inspect::debug_logs(socket, args),
+        Command::Debug(DebugCommand::Map(args)) => inspect::debug_map(socket, args),
+        Command::Debug(DebugCommand::Spacemap(args)) => inspect::debug_spacemap(socket, args),
         Command::Stat(command) => {
             stat::run(socket, command)?;
             Ok(0)

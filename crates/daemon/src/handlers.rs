@@ -56,16 +56,8 @@ pub(super) fn dispatch(
         | Request::PoolClear { .. } => pool::handle(daemon, request),
         Request::Scan(request) => scan::handle(daemon, request),
         Request::Devices(request) => devices::handle(daemon, request),
-        Request::Check { .. }
-        | Request::DebugMetaslabs { .. }
-        | Request::DebugLogs { .. }
-        | Request::DebugSpacemap { .. }
-        | Request::DebugMap { .. }
-        | Request::StatTxgs { .. }
-        | Request::StatArc { .. }
-        | Request::StatZil { .. }
-        | Request::PoolIostat { .. }
-        | Request::DebugObject { .. } => inspect::handle(daemon, request),
+        Request::Inspect(request) => inspect::handle(daemon, request),
+        Request::Stat(request) => inspect::handle_stat(daemon, request),
         Request::Inject { .. } => inject::handle(daemon, request),
         Request::Create { .. }
         | Request::Destroy { .. }

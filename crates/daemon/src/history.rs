@@ -14,6 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
 use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
+use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
 use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
 use tarn_protocol::Request;
@@ -74,7 +75,11 @@ fn changed_pool(request: &Request) -> Option<String> {
         | Request::Scan(ScanRequest::Offline(DeviceStateArgs { pool, .. })) => pool.clone(),
         Request::Devices(DevicesRequest::Add(AddArgs { dry_run: true, .. })) => return None,
         Request::Devices(request) => request.pool().to_string(),
-        Request::Check { pool, repair: true } => pool.clone(),
+        Request::Inspect(InspectRequest::Check(CheckArgs {
+            pool,
+            no_repair: false,
+            ..
+        })) => pool.clone(),
         Request::Destroy { name, dry_run, .. } if !dry_run => dataset(name),
         Request::Create { name, .. }
         | Request::Promote { name }
@@ -157,10 +162,11 @@ mod tests {
             None
         );
         assert_eq!(
-            changed_pool(&Request::Check {
+            changed_pool(&Request::Inspect(InspectRequest::Check(CheckArgs {
+                dirs: Vec::new(),
                 pool: "tank".into(),
-                repair: false
-            }),
+                no_repair: true
+            }))),
             None
         );
         let attach = Request::Devices(DevicesRequest::Attach(AttachArgs {

@@ -134,8 +134,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use request::devices::DevicesRequest;
+use request::inspect::InspectRequest;
 use request::replication::ReplicationRequest;
 use request::scan::ScanRequest;
+use request::stat::StatRequest;
 
 /// Make a path absolute against this process's working directory (requests to the daemon
 /// carry only absolute paths: the daemon's working directory is `/`).
@@ -268,38 +270,12 @@ pub enum Request {
         property: String,
         value: String,
     },
-    #[serde(rename = "check")]
-    Check { pool: String, repair: bool },
-    #[serde(rename = "debug metaslabs")]
-    DebugMetaslabs {
-        pool: String,
-        json: bool,
-        #[serde(default)]
-        level: u8,
-    },
-    #[serde(rename = "debug logs")]
-    DebugLogs { pool: String, json: bool },
-    #[serde(rename = "debug map")]
-    DebugMap { pool: String, output: PathBuf },
-    #[serde(rename = "debug spacemap")]
-    DebugSpacemap {
-        pool: String,
-        vdev: u32,
-        metaslab: u64,
-    },
-    /// The txg history of an imported pool (`tarn stat txgs`).
-    #[serde(rename = "stat txgs")]
-    StatTxgs { pool: String },
-    /// The ARC counters of an imported pool (`tarn stat arc`).
-    #[serde(rename = "stat arc")]
-    StatArc { pool: String },
-    /// The intent-log counters of an imported pool's mounted file systems (`tarn stat zil`).
-    #[serde(rename = "stat zil")]
-    StatZil { pool: String },
-    /// The vdev I/O counters of one imported pool, or of every one (`tarn pool iostat`,
-    /// `tarn stat vdev_queue`).
-    #[serde(rename = "pool iostat")]
-    PoolIostat { pool: Option<String> },
+    /// `check`, `debug metaslabs|logs|map|spacemap|object`.
+    #[serde(rename = "inspect")]
+    Inspect(InspectRequest),
+    /// The counters of `stat` and `pool iostat`.
+    #[serde(rename = "stat")]
+    Stat(StatRequest),
     /// `pool scrub`, `pool resilver`, `pool online|offline` and the scan state.
     #[serde(rename = "scan")]
     Scan(ScanRequest),
@@ -369,10 +345,6 @@ pub enum Request {
     /// A dataset's record and deadlist, as `zdb -dddd`.
     #[serde(rename = "debug dataset")]
     DebugDataset { name: String },
-    /// One object's dnode and block pointers, as `zdb -ddddd`: `target` is a path in the
-    /// file system or an object number.
-    #[serde(rename = "debug object")]
-    DebugObject { dataset: String, target: String },
     /// Bookmark a snapshot (`bookmark` is `FS#NAME`), or destroy a bookmark (`snapshot` null).
     #[serde(rename = "bookmark")]
     Bookmark {
@@ -455,21 +427,14 @@ impl Request {
             Request::Inject { .. } => "inject",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
+            Request::Inspect(request) => request.verb(),
+            Request::Stat(request) => request.verb(),
             Request::Scan(request) => request.verb(),
             Request::Devices(request) => request.verb(),
             Request::PoolHistory { .. } => "pool history",
             Request::PoolClear { .. } => "pool clear",
             Request::PoolGet { .. } => "pool get",
             Request::PoolSet { .. } => "pool set",
-            Request::Check { .. } => "check",
-            Request::DebugMetaslabs { .. } => "debug metaslabs",
-            Request::DebugLogs { .. } => "debug logs",
-            Request::DebugSpacemap { .. } => "debug spacemap",
-            Request::DebugMap { .. } => "debug map",
-            Request::StatTxgs { .. } => "stat txgs",
-            Request::StatArc { .. } => "stat arc",
-            Request::StatZil { .. } => "stat zil",
-            Request::PoolIostat { .. } => "pool iostat",
             Request::Create { .. } => "create",
             Request::Destroy { .. } => "destroy",
             Request::List { .. } => "list",
@@ -484,7 +449,6 @@ impl Request {
             Request::Rollback { .. } => "rollback",
             Request::Rename { .. } => "rename",
             Request::DebugDataset { .. } => "debug dataset",
-            Request::DebugObject { .. } => "debug object",
             Request::Bookmark { .. } => "bookmark",
             Request::Replication(request) => request.verb(),
         }
@@ -600,9 +564,10 @@ pub fn response_mismatch(response: &Response) -> Option<String> {
 mod tests {
     use super::*;
     use request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+    use request::inspect::{CheckArgs, MapArgs, SpacemapArgs};
     use request::replication::{ReceiveArgs, SendArgs};
     use request::scan::{DeviceStateArgs, ScrubArgs};
-    use request::PoolName;
+    use request::{PoolName, PoolOption};
 
     #[test]
     fn requests_round_trip_and_name_their_verb() {
@@ -730,22 +695,29 @@ mod tests {
                 property: "feature@embedded_data".into(),
                 value: "enabled".into(),
             },
-            Request::StatTxgs {
+            Request::Stat(StatRequest::Txgs(PoolName {
                 pool: "tank".into(),
-            },
-            Request::PoolIostat { pool: None },
-            Request::PoolIostat {
+            })),
+            Request::Stat(StatRequest::Iostat(PoolOption { pool: None })),
+            Request::Stat(StatRequest::Iostat(PoolOption {
                 pool: Some("tank".into()),
-            },
-            Request::DebugSpacemap {
+            })),
+            Request::Inspect(InspectRequest::Check(CheckArgs {
+                dirs: Vec::new(),
+                no_repair: true,
+                pool: "tank".into(),
+            })),
+            Request::Inspect(InspectRequest::Spacemap(SpacemapArgs {
+                dirs: Vec::new(),
                 pool: "tank".into(),
                 vdev: 1,
                 metaslab: 2,
-            },
-            Request::DebugMap {
+            })),
+            Request::Inspect(InspectRequest::Map(MapArgs {
+                dirs: Vec::new(),
                 pool: "tank".into(),
                 output: PathBuf::from("/tmp/map.svg"),
-            },
+            })),
             Request::Create {
                 name: "tank/a".into(),
                 properties: vec![("compression".into(), "zstd".into())],

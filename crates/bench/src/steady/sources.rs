@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+use tarn_protocol::request::stat::StatRequest;
+use tarn_protocol::request::PoolName;
 
 use tarn::pool::Pool;
 use tarn_protocol::error::Failure;
@@ -110,7 +112,7 @@ impl Source {
             Source::TarnDaemon { socket, pool } => tarn_protocol::client::fetch_table(
                 socket,
                 pool,
-                &tarn_protocol::Request::StatArc { pool: pool.clone() },
+                &tarn_protocol::Request::Stat(StatRequest::Arc(PoolName { pool: pool.clone() })),
                 "arc",
             )
             .map(|stats| from_tarn(&stats))

@@ -8,6 +8,7 @@ use tarn_protocol::absolute;
 use tarn_protocol::client;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{print_table, Cell, ListFormat};
+use tarn_protocol::request::inspect::{InspectRequest, ObjectArgs};
 use tarn_protocol::rows::{
     DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS,
 };
@@ -414,12 +415,12 @@ pub fn debug_dataset(socket: &Path, name: String) -> Result<u8, Failure> {
 }
 
 /// `tarn debug object DATASET PATH|OBJECT`.
-pub fn debug_object(socket: &Path, dataset: String, target: String) -> Result<u8, Failure> {
-    check_name(&dataset)?;
+pub fn debug_object(socket: &Path, args: ObjectArgs) -> Result<u8, Failure> {
+    check_name(&args.dataset)?;
     Ok(forward(&ask(
         socket,
-        Some(&dataset.clone()),
-        &Request::DebugObject { dataset, target },
+        Some(&args.dataset.clone()),
+        &Request::Inspect(InspectRequest::Object(args)),
     )?))
 }
 

@@ -9,8 +9,10 @@
 //! handler does not serve does not compile.
 
 pub mod devices;
+pub mod inspect;
 pub mod replication;
 pub mod scan;
+pub mod stat;
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -20,4 +22,11 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct PoolName {
     pub pool: String,
+}
+
+/// The arguments of a verb that names one pool or, without one, every pool.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolOption {
+    pub pool: Option<String>,
 }
