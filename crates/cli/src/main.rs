@@ -59,6 +59,7 @@ use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::ListFormat;
 use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+use tarn_protocol::request::inject::InjectArgs;
 use tarn_protocol::request::inspect::{
     CheckArgs, LogsArgs, MapArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
 };
@@ -96,36 +97,7 @@ enum Command {
     /// [-d DEV] [-e io|corrupt|delay|vanish] [-T read|write|all] [-f PERCENT] [-n COUNT]
     /// [-o DATASET:PATH|OBJECT [-l LEVEL]] POOL. Without a pool it lists the active
     /// injections; -c ID|all clears. Injections end when the pool is exported.
-    Inject {
-        /// Clear injection ID, or all of them (of POOL, or of every pool).
-        #[arg(short = 'c', value_name = "ID|all", conflicts_with_all = ["device", "error", "io", "percent", "count", "object", "level", "delay_ms"])]
-        clear: Option<String>,
-        /// The device (its path or file name, as `pool status` shows it); default: every device.
-        #[arg(short = 'd', value_name = "DEV")]
-        device: Option<String>,
-        /// The fault: io (EIO), corrupt (silent damage), delay, vanish (a pulled disk).
-        #[arg(short = 'e', value_name = "FAULT")]
-        error: Option<String>,
-        /// The I/O it hits: read, write or all.
-        #[arg(short = 'T', value_name = "IO")]
-        io: Option<String>,
-        /// The percentage of matching I/Os hit.
-        #[arg(short = 'f', value_name = "PERCENT")]
-        percent: Option<u32>,
-        /// Hit this many I/Os, then stop (default: until cleared).
-        #[arg(short = 'n', value_name = "COUNT")]
-        count: Option<u64>,
-        /// Only the copies of this object's blocks (as of the last synced txg).
-        #[arg(short = 'o', value_name = "DATASET:PATH|OBJECT")]
-        object: Option<String>,
-        /// With -o: only blocks of this level (0: data, 1 and up: indirect).
-        #[arg(short = 'l', value_name = "LEVEL")]
-        level: Option<u8>,
-        /// With -e delay: the delay of each I/O, in milliseconds.
-        #[arg(short = 'D', value_name = "MS")]
-        delay_ms: Option<u64>,
-        pool: Option<String>,
-    },
+    Inject(InjectArgs),
     /// Verify a whole pool: every block and copy against its checksum and the space maps.
     Check(CheckArgs),
     /// Create a file system: tarn create [-p] [-o prop=val]... POOL/NAME
@@ -627,32 +599,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Add(args) => verbs::devices::add(socket, args),
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
-        Command::Inject {
-            clear,
-            device,
-            error,
-            io,
-            percent,
-            count,
-            object,
-            level,
-            delay_ms,
-            pool,
-        } => verbs::inject::inject(
-            socket,
-            verbs::inject::InjectArgs {
-                clear,
-                device,
-                error,
-                io,
-                percent,
-                count,
-                object,
-                level,
-                delay_ms,
-                pool,
-            },
-        ),
+        Command::Inject(args) => verbs::inject::inject(socket, args),
         Command::Check(args) => inspect::check(socket, args),
         Command::Create {
             parents,

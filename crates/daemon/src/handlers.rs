@@ -58,7 +58,7 @@ pub(super) fn dispatch(
         Request::Devices(request) => devices::handle(daemon, request),
         Request::Inspect(request) => inspect::handle(daemon, request),
         Request::Stat(request) => inspect::handle_stat(daemon, request),
-        Request::Inject { .. } => inject::handle(daemon, request),
+        Request::Inject(args) => inject::handle(daemon, args),
         Request::Create { .. }
         | Request::Destroy { .. }
         | Request::List { .. }

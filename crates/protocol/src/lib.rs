@@ -134,6 +134,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use request::devices::DevicesRequest;
+use request::inject::InjectArgs;
 use request::inspect::InspectRequest;
 use request::replication::ReplicationRequest;
 use request::scan::ScanRequest;
@@ -383,34 +384,9 @@ pub enum Request {
         all: bool,
         force: bool,
     },
-    /// `tarn inject`: start an injection in `pool` (`start`), clear one (`clear`: an id, or
-    /// `all`), or list them (neither).
+    /// `tarn inject`: start an injection, clear some, or list them.
     #[serde(rename = "inject")]
-    Inject {
-        pool: Option<String>,
-        start: Option<InjectSpec>,
-        clear: Option<String>,
-    },
-}
-
-/// An injection as `tarn inject` asks for it (the daemon resolves names to devices and
-/// byte ranges).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectSpec {
-    /// A device of the pool (its path, or the path's last component), or every device.
-    pub device: Option<String>,
-    /// `io`, `corrupt`, `delay` or `vanish`.
-    pub error: String,
-    /// `read`, `write` or `all`.
-    pub io: String,
-    pub percent: u32,
-    pub count: Option<u64>,
-    pub delay_ms: u64,
-    /// Only the copies of one object's blocks: `DATASET:PATH` or `DATASET:OBJECT`.
-    pub object: Option<String>,
-    /// With `object`: only blocks of this level (0: data).
-    pub level: Option<u8>,
+    Inject(InjectArgs),
 }
 
 impl Request {
@@ -424,7 +400,7 @@ impl Request {
             Request::PoolExport { .. } => "pool export",
             Request::PoolDestroy { .. } => "pool destroy",
             Request::PoolSync { .. } => "pool sync",
-            Request::Inject { .. } => "inject",
+            Request::Inject(_) => "inject",
             Request::PoolList { .. } => "pool list",
             Request::PoolStatus { .. } => "pool status",
             Request::Inspect(request) => request.verb(),
@@ -607,20 +583,18 @@ mod tests {
                 device: Some("/d/a.img".into()),
             },
             Request::PoolSync { pool: None },
-            Request::Inject {
-                pool: Some("tank".into()),
-                start: Some(InjectSpec {
-                    device: Some("a.img".into()),
-                    error: "corrupt".into(),
-                    io: "read".into(),
-                    percent: 50,
-                    count: Some(3),
-                    delay_ms: 0,
-                    object: Some("tank/fs:/f".into()),
-                    level: Some(0),
-                }),
+            Request::Inject(InjectArgs {
                 clear: None,
-            },
+                device: Some("a.img".into()),
+                error: Some("corrupt".into()),
+                io: Some("read".into()),
+                percent: Some(50),
+                count: Some(3),
+                object: Some("tank/fs:/f".into()),
+                level: Some(0),
+                delay_ms: None,
+                pool: Some("tank".into()),
+            }),
             Request::Scan(ScanRequest::Scrub(ScrubArgs {
                 stop: false,
                 pause: true,

@@ -9,6 +9,7 @@
 //! handler does not serve does not compile.
 
 pub mod devices;
+pub mod inject;
 pub mod inspect;
 pub mod replication;
 pub mod scan;
