@@ -54,10 +54,12 @@ mod verbs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
-use tarn_protocol::format::ListFormat;
+use tarn_protocol::request::dataset::{
+    CreateArgs, DestroyArgs, GetArgs, InheritArgs, ListArgs, MountArgs, SetArgs, UnmountArgs,
+};
 use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
 use tarn_protocol::request::inject::InjectArgs;
 use tarn_protocol::request::inspect::{
@@ -65,7 +67,10 @@ use tarn_protocol::request::inspect::{
 };
 use tarn_protocol::request::replication::{ReceiveArgs, SendArgs};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
-use tarn_protocol::request::PoolName;
+use tarn_protocol::request::snapshot::{
+    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
+};
+use tarn_protocol::request::{PoolName, TableFormatArgs};
 use verbs::pool::ImportFlags;
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
@@ -101,100 +106,33 @@ enum Command {
     /// Verify a whole pool: every block and copy against its checksum and the space maps.
     Check(CheckArgs),
     /// Create a file system: tarn create [-p] [-o prop=val]... POOL/NAME
-    Create {
-        /// Create missing parent file systems too.
-        #[arg(short = 'p')]
-        parents: bool,
-        /// Properties of the new file system (prop=value, repeatable).
-        #[arg(short = 'o')]
-        properties: Vec<String>,
-        name: String,
-    },
+    Create(CreateArgs),
     /// Unmount and destroy a file system, or destroy snapshots (FS@SNAP, FS@A%B, FS@A,B).
-    Destroy {
-        /// Destroy its descendants too.
-        #[arg(short = 'r')]
-        recursive: bool,
-        /// Destroy dependents too: descendants and every clone of the snapshots destroyed.
-        #[arg(short = 'R')]
-        recursive_dependents: bool,
-        /// Dry run: print what would be destroyed.
-        #[arg(short = 'n')]
-        dry_run: bool,
-        /// Print what will be destroyed before destroying it ("will destroy NAME"; with -n,
-        /// "would destroy NAME"). Each file system destroyed, and for a clone whether its
-        /// livelist or a walk of its tree frees it, is printed always.
-        #[arg(short = 'v')]
-        verbose: bool,
-        name: String,
-    },
+    Destroy(DestroyArgs),
     /// List file systems with their space and mountpoint.
-    List {
-        /// Include the descendants of the dataset named.
-        #[arg(short = 'r')]
-        recursive: bool,
-        /// Types to list: filesystem, snapshot, all.
-        #[arg(short = 't', value_delimiter = ',')]
-        types: Option<Vec<String>>,
-        #[command(flatten)]
-        list: ListArgs,
-        name: Option<String>,
-    },
+    List(ListArgs),
     /// Print properties: tarn get PROP[,PROP]|all DATASET...
-    Get {
-        #[command(flatten)]
-        list: ListArgs,
-        properties: String,
-        #[arg(required = true, num_args = 1..)]
-        names: Vec<String>,
-    },
+    Get(GetArgs),
     /// Set a property: tarn set PROP=VALUE DATASET
-    Set { setting: String, name: String },
+    Set(SetArgs),
     /// Clear a local setting so the property inherits again: tarn inherit PROP DATASET
-    Inherit { property: String, name: String },
+    Inherit(InheritArgs),
     /// Mount a file system (at MOUNTPOINT for this once), every one (-a), or list mounts.
-    Mount {
-        #[arg(short = 'a')]
-        all: bool,
-        /// List mounts as JSON.
-        #[arg(short = 'j')]
-        json: bool,
-        name: Option<String>,
-        mountpoint: Option<PathBuf>,
-    },
+    Mount(MountArgs),
     /// Unmount a file system (by name or mountpoint), or every one (-a).
     #[command(alias = "umount")]
-    Unmount {
-        #[arg(short = 'a')]
-        all: bool,
-        /// Unmount even when busy (lazily).
-        #[arg(short = 'f')]
-        force: bool,
-        target: Option<String>,
-    },
+    Unmount(UnmountArgs),
     /// Take snapshots, all in one txg: tarn snapshot [-r] FS@SNAP...
     #[command(alias = "snap")]
-    Snapshot {
-        /// Snapshot every descendant too, by the same name.
-        #[arg(short = 'r')]
-        recursive: bool,
-        #[arg(required = true, num_args = 1..)]
-        names: Vec<String>,
-    },
+    Snapshot(SnapshotArgs),
     /// Clone a snapshot as a new, writable file system: tarn clone [-o prop=val]... FS@SNAP FS
-    Clone {
-        /// Properties of the clone (prop=value, repeatable).
-        #[arg(short = 'o')]
-        properties: Vec<String>,
-        snapshot: String,
-        name: String,
-    },
+    Clone(CloneArgs),
     /// Promote a clone: its origin's snapshots up to the origin move to it, and the origin's
     /// file system becomes its clone: tarn promote CLONE
-    Promote { name: String },
+    Promote(NameArgs),
     /// Bookmark a snapshot: FS#NAME keeps its guid and txg, a source for incremental sends
     /// after the snapshot is gone: tarn bookmark FS@SNAP FS#NAME (tarn destroy FS#NAME).
-    Bookmark { snapshot: String, bookmark: String },
+    Bookmark(BookmarkArgs),
     /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
     /// snapshot of the same file system (-i), with every snapshot between (-I).
     Send(SendArgs),
@@ -203,14 +141,9 @@ enum Command {
     #[command(alias = "recv")]
     Receive(ReceiveArgs),
     /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
-    Rollback {
-        /// Destroy snapshots newer than the one named.
-        #[arg(short = 'r')]
-        recursive: bool,
-        name: String,
-    },
+    Rollback(RollbackArgs),
     /// Rename a file system (anywhere in its pool; remounted) or a snapshot (FS@SNAP FS@NEW or NEW).
-    Rename { name: String, new_name: String },
+    Rename(RenameArgs),
     /// Inspection (zdb).
     #[command(subcommand)]
     Debug(DebugCommand),
@@ -242,33 +175,6 @@ enum Command {
     #[cfg(feature = "bench")]
     #[command(subcommand)]
     Bench(tarn_bench::BenchCommand),
-}
-
-#[derive(Args, Clone)]
-struct ListArgs {
-    /// No header; fields separated by tabs.
-    #[arg(short = 'H')]
-    no_header: bool,
-    /// Exact numbers (bytes).
-    #[arg(short = 'p')]
-    exact: bool,
-    /// JSON output.
-    #[arg(short = 'j')]
-    json: bool,
-    /// Fields to print, comma-separated.
-    #[arg(short = 'o', value_delimiter = ',')]
-    fields: Option<Vec<String>>,
-}
-
-impl ListArgs {
-    fn format(&self) -> ListFormat {
-        ListFormat {
-            no_header: self.no_header,
-            exact: self.exact,
-            json: self.json,
-            fields: self.fields.clone(),
-        }
-    }
 }
 
 #[derive(Subcommand)]
@@ -357,13 +263,13 @@ enum PoolCommand {
         #[arg(short = 'd', long = "dir")]
         dirs: Vec<PathBuf>,
         #[command(flatten)]
-        list: ListArgs,
+        list: TableFormatArgs,
         pool: Option<String>,
     },
     /// Print pool properties: tarn pool get [-H] [-p] [-o FIELD,...] PROP[,PROP]|all POOL
     Get {
         #[command(flatten)]
-        list: ListArgs,
+        list: TableFormatArgs,
         properties: String,
         pool: String,
     },
@@ -445,7 +351,7 @@ enum DebugCommand {
     /// and the flushing limits (zdb -m's log section).
     Logs(LogsArgs),
     /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
-    Dataset { name: String },
+    Dataset(NameArgs),
     /// One object's dnode, spill block and every block pointer under it (zdb -ddddd), as of
     /// the last synced txg: TARGET is a path inside the file system or an object number.
     Object(ObjectArgs),
@@ -601,60 +507,23 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         },
         Command::Inject(args) => verbs::inject::inject(socket, args),
         Command::Check(args) => inspect::check(socket, args),
-        Command::Create {
-            parents,
-            properties,
-            name,
-        } => dataset::create(socket, parents, &properties, name),
-        Command::Destroy {
-            recursive,
-            recursive_dependents,
-            dry_run,
-            verbose,
-            name,
-        } => dataset::destroy(
-            socket,
-            recursive,
-            recursive_dependents,
-            dry_run,
-            verbose,
-            name,
-        ),
-        Command::List {
-            recursive,
-            types,
-            list,
-            name,
-        } => dataset::list(socket, recursive, types, list.format(), name),
-        Command::Get {
-            list,
-            properties,
-            names,
-        } => dataset::get(socket, list.format(), properties, names),
-        Command::Set { setting, name } => dataset::set(socket, setting, name),
-        Command::Inherit { property, name } => dataset::inherit(socket, property, name),
-        Command::Mount {
-            all,
-            json,
-            name,
-            mountpoint,
-        } => dataset::mount(socket, all, json, name, mountpoint),
-        Command::Unmount { all, force, target } => dataset::unmount(socket, all, force, target),
-        Command::Snapshot { recursive, names } => dataset::snapshot(socket, recursive, names),
-        Command::Rollback { recursive, name } => dataset::rollback(socket, recursive, name),
-        Command::Clone {
-            properties,
-            snapshot,
-            name,
-        } => dataset::clone(socket, &properties, snapshot, name),
-        Command::Promote { name } => dataset::promote(socket, name),
-        Command::Bookmark { snapshot, bookmark } => {
-            dataset::bookmark(socket, Some(snapshot), bookmark)
-        }
+        Command::Create(args) => dataset::create(socket, args),
+        Command::Destroy(args) => dataset::destroy(socket, args),
+        Command::List(args) => dataset::list(socket, args),
+        Command::Get(args) => dataset::get(socket, args),
+        Command::Set(args) => dataset::set(socket, args),
+        Command::Inherit(args) => dataset::inherit(socket, args),
+        Command::Mount(args) => dataset::mount(socket, args),
+        Command::Unmount(args) => dataset::unmount(socket, args),
+        Command::Snapshot(args) => dataset::snapshot(socket, args),
+        Command::Rollback(args) => dataset::rollback(socket, args),
+        Command::Clone(args) => dataset::clone(socket, args),
+        Command::Promote(args) => dataset::promote(socket, args),
+        Command::Bookmark(args) => dataset::bookmark(socket, args),
         Command::Send(args) => replication::send(socket, args),
         Command::Receive(args) => replication::receive(socket, args),
-        Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
-        Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
+        Command::Rename(args) => dataset::rename(socket, args),
+        Command::Debug(DebugCommand::Dataset(args)) => dataset::debug_dataset(socket, args),
         Command::Debug(DebugCommand::Object(args)) => dataset::debug_object(socket, args),
         Command::Debug(DebugCommand::Metaslabs(args)) => inspect::debug_metaslabs(socket, args),
         Command::Debug(DebugCommand::Logs(args)) => inspect::debug_logs(socket, args),

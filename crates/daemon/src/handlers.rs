@@ -59,21 +59,8 @@ pub(super) fn dispatch(
         Request::Inspect(request) => inspect::handle(daemon, request),
         Request::Stat(request) => inspect::handle_stat(daemon, request),
         Request::Inject(args) => inject::handle(daemon, args),
-        Request::Create { .. }
-        | Request::Destroy { .. }
-        | Request::List { .. }
-        | Request::Get { .. }
-        | Request::Set { .. }
-        | Request::Mount { .. }
-        | Request::Unmount { .. } => datasets::handle(daemon, request),
-        Request::Snapshot { .. }
-        | Request::Clone { .. }
-        | Request::Promote { .. }
-        | Request::DestroySnapshots { .. }
-        | Request::Rollback { .. }
-        | Request::Rename { .. }
-        | Request::DebugDataset { .. }
-        | Request::Bookmark { .. } => snapshots::handle(daemon, request),
+        Request::Dataset(request) => datasets::handle(daemon, request),
+        Request::Snapshot(request) => snapshots::handle(daemon, request),
         Request::Replication(request) => streams::handle(daemon, request, reader, writer),
     }
 }

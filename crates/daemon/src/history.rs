@@ -13,10 +13,16 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
+use tarn_protocol::request::dataset::{
+    CreateArgs, DatasetRequest, DestroyArgs, InheritArgs, SetArgs,
+};
 use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
 use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
+use tarn_protocol::request::snapshot::{
+    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
+};
 use tarn_protocol::Request;
 
 use super::held::Daemon;
@@ -80,16 +86,29 @@ fn changed_pool(request: &Request) -> Option<String> {
             no_repair: false,
             ..
         })) => pool.clone(),
-        Request::Destroy { name, dry_run, .. } if !dry_run => dataset(name),
-        Request::Create { name, .. }
-        | Request::Promote { name }
-        | Request::Rollback { name, .. }
-        | Request::Rename { name, .. }
-        | Request::Set { name, .. } => dataset(name),
-        Request::Clone { name, .. } => dataset(name),
-        Request::Snapshot { names, .. } => dataset(names.first()?),
-        Request::DestroySnapshots { spec, dry_run, .. } if !dry_run => dataset(spec),
-        Request::Bookmark { bookmark, .. } => dataset(bookmark),
+        Request::Dataset(request) => match request {
+            DatasetRequest::Destroy(DestroyArgs { dry_run: true, .. })
+            | DatasetRequest::List(_)
+            | DatasetRequest::Get(_)
+            | DatasetRequest::Mount(_)
+            | DatasetRequest::Unmount(_) => return None,
+            DatasetRequest::Destroy(DestroyArgs { name, .. })
+            | DatasetRequest::Create(CreateArgs { name, .. })
+            | DatasetRequest::Set(SetArgs { name, .. })
+            | DatasetRequest::Inherit(InheritArgs { name, .. }) => dataset(name),
+        },
+        Request::Snapshot(request) => match request {
+            SnapshotRequest::DestroySnapshots(DestroyArgs { dry_run: true, .. })
+            | SnapshotRequest::DebugDataset(_) => return None,
+            SnapshotRequest::Snapshot(SnapshotArgs { names, .. }) => dataset(names.first()?),
+            SnapshotRequest::Bookmark(BookmarkArgs { bookmark: name, .. })
+            | SnapshotRequest::DestroySnapshots(DestroyArgs { name, .. })
+            | SnapshotRequest::DestroyBookmark(DestroyArgs { name, .. })
+            | SnapshotRequest::Clone(CloneArgs { name, .. })
+            | SnapshotRequest::Promote(NameArgs { name })
+            | SnapshotRequest::Rollback(RollbackArgs { name, .. })
+            | SnapshotRequest::Rename(RenameArgs { name, .. }) => dataset(name),
+        },
         Request::Replication(ReplicationRequest::Send(_)) => return None,
         Request::Replication(
             ReplicationRequest::Receive(ReceiveArgs { target, .. })
@@ -143,16 +162,16 @@ mod tests {
 
     #[test]
     fn only_changes_are_recorded_in_the_pool_they_name() {
-        let create = Request::Create {
+        let create = Request::Dataset(DatasetRequest::Create(CreateArgs {
             name: "tank/a/b".into(),
             properties: Vec::new(),
             parents: false,
-        };
+        }));
         assert_eq!(changed_pool(&create).as_deref(), Some("tank"));
-        let snapshot = Request::Snapshot {
+        let snapshot = Request::Snapshot(SnapshotRequest::Snapshot(SnapshotArgs {
             names: vec!["tank/a@s1".into()],
             recursive: false,
-        };
+        }));
         assert_eq!(changed_pool(&snapshot).as_deref(), Some("tank"));
         assert_eq!(
             changed_pool(&Request::PoolStatus {

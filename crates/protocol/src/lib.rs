@@ -133,11 +133,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use request::dataset::DatasetRequest;
 use request::devices::DevicesRequest;
 use request::inject::InjectArgs;
 use request::inspect::InspectRequest;
 use request::replication::ReplicationRequest;
 use request::scan::ScanRequest;
+use request::snapshot::SnapshotRequest;
 use request::stat::StatRequest;
 
 /// Make a path absolute against this process's working directory (requests to the daemon
@@ -283,107 +285,17 @@ pub enum Request {
     /// `pool attach|detach|remove|replace|add`.
     #[serde(rename = "devices")]
     Devices(DevicesRequest),
-    /// Create a file system (`POOL/a/b`) with local properties, and mount it.
-    #[serde(rename = "create")]
-    Create {
-        name: String,
-        properties: Vec<(String, String)>,
-        parents: bool,
-    },
-    /// Unmount and destroy a file system (and, with `recursive`, its descendants).
-    #[serde(rename = "destroy")]
-    Destroy {
-        name: String,
-        recursive: bool,
-        /// Destroy clones of its snapshots first (`-R`).
-        #[serde(default)]
-        dependents: bool,
-        /// Print what would be destroyed ("would destroy NAME") and destroy nothing (`-n`).
-        #[serde(default)]
-        dry_run: bool,
-        /// Print what will be destroyed ("will destroy NAME") before destroying it (`-v`).
-        #[serde(default)]
-        verbose: bool,
-    },
-    /// Datasets of every pool, or `name` (with `recursive`, and its descendants), of the
-    /// `types` given (`filesystem`, `snapshot`; empty: file systems).
-    #[serde(rename = "list")]
-    List {
-        name: Option<String>,
-        recursive: bool,
-        #[serde(default)]
-        types: Vec<String>,
-    },
-    /// Clone a snapshot as a new file system with local properties, and mount it.
-    #[serde(rename = "clone")]
-    Clone {
-        snapshot: String,
-        name: String,
-        properties: Vec<(String, String)>,
-    },
-    /// Promote a clone: its origin's snapshots up to the origin become its own.
-    #[serde(rename = "promote")]
-    Promote { name: String },
-    /// Take snapshots `FS@SNAP` (with `recursive`, of descendants too), in one txg.
+    /// `create`, `destroy` (of file systems), `list`, `get`, `set`, `inherit`, `mount`,
+    /// `unmount`.
+    #[serde(rename = "dataset")]
+    Dataset(DatasetRequest),
+    /// `snapshot`, `clone`, `promote`, `destroy` (of snapshots and bookmarks), `rollback`,
+    /// `rename`, `bookmark`, `debug dataset`.
     #[serde(rename = "snapshot")]
-    Snapshot { names: Vec<String>, recursive: bool },
-    /// Destroy snapshots: `FS@A[,B][%C]` (with `recursive`, of descendants too by name).
-    #[serde(rename = "destroy snapshots")]
-    DestroySnapshots {
-        spec: String,
-        recursive: bool,
-        dry_run: bool,
-        /// Destroy dependent clones first (`-R`).
-        #[serde(default)]
-        dependents: bool,
-    },
-    /// Roll a file system back to a snapshot (`destroy_later`: destroy newer snapshots).
-    #[serde(rename = "rollback")]
-    Rollback { name: String, destroy_later: bool },
-    /// Rename a snapshot or a file system.
-    #[serde(rename = "rename")]
-    Rename { name: String, new_name: String },
-    /// A dataset's record and deadlist, as `zdb -dddd`.
-    #[serde(rename = "debug dataset")]
-    DebugDataset { name: String },
-    /// Bookmark a snapshot (`bookmark` is `FS#NAME`), or destroy a bookmark (`snapshot` null).
-    #[serde(rename = "bookmark")]
-    Bookmark {
-        snapshot: Option<String>,
-        bookmark: String,
-    },
+    Snapshot(SnapshotRequest),
     /// `send`, `receive`, `receive -A`.
     #[serde(rename = "replication")]
     Replication(ReplicationRequest),
-    /// Properties (names, or `all`) of datasets.
-    #[serde(rename = "get")]
-    Get {
-        names: Vec<String>,
-        properties: Vec<String>,
-    },
-    /// Set a property (`value` Some) or make it inherit again (None); remounts when the
-    /// property decides where or how a file system is mounted.
-    #[serde(rename = "set")]
-    Set {
-        name: String,
-        property: String,
-        value: Option<String>,
-    },
-    /// Mount one file system (at `mountpoint`, a temporary override), every file system
-    /// that should be mounted (`all`), or, with neither, list what is mounted.
-    #[serde(rename = "mount")]
-    Mount {
-        name: Option<String>,
-        mountpoint: Option<PathBuf>,
-        all: bool,
-    },
-    /// Unmount a file system (by name or mountpoint) or every one (`all`).
-    #[serde(rename = "unmount")]
-    Unmount {
-        target: Option<String>,
-        all: bool,
-        force: bool,
-    },
     /// `tarn inject`: start an injection, clear some, or list them.
     #[serde(rename = "inject")]
     Inject(InjectArgs),
@@ -411,21 +323,8 @@ impl Request {
             Request::PoolClear { .. } => "pool clear",
             Request::PoolGet { .. } => "pool get",
             Request::PoolSet { .. } => "pool set",
-            Request::Create { .. } => "create",
-            Request::Destroy { .. } => "destroy",
-            Request::List { .. } => "list",
-            Request::Get { .. } => "get",
-            Request::Set { .. } => "set",
-            Request::Mount { .. } => "mount",
-            Request::Unmount { .. } => "unmount",
-            Request::Snapshot { .. } => "snapshot",
-            Request::Clone { .. } => "clone",
-            Request::Promote { .. } => "promote",
-            Request::DestroySnapshots { .. } => "destroy snapshots",
-            Request::Rollback { .. } => "rollback",
-            Request::Rename { .. } => "rename",
-            Request::DebugDataset { .. } => "debug dataset",
-            Request::Bookmark { .. } => "bookmark",
+            Request::Dataset(request) => request.verb(),
+            Request::Snapshot(request) => request.verb(),
             Request::Replication(request) => request.verb(),
         }
     }
@@ -539,6 +438,7 @@ pub fn response_mismatch(response: &Response) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use request::dataset::{CreateArgs, DestroyArgs, UnmountArgs};
     use request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
     use request::inspect::{CheckArgs, MapArgs, SpacemapArgs};
     use request::replication::{ReceiveArgs, SendArgs};
@@ -692,21 +592,23 @@ mod tests {
                 pool: "tank".into(),
                 output: PathBuf::from("/tmp/map.svg"),
             })),
-            Request::Create {
-                name: "tank/a".into(),
-                properties: vec![("compression".into(), "zstd".into())],
+            Request::Dataset(DatasetRequest::Create(CreateArgs {
                 parents: true,
-            },
-            Request::Set {
+                properties: vec!["compression=zstd".into()],
                 name: "tank/a".into(),
-                property: "atime".into(),
-                value: None,
-            },
-            Request::Unmount {
-                target: Some("/tank/a".into()),
+            })),
+            Request::Dataset(DatasetRequest::Unmount(UnmountArgs {
                 all: false,
                 force: true,
-            },
+                target: Some("/tank/a".into()),
+            })),
+            Request::Snapshot(SnapshotRequest::DestroySnapshots(DestroyArgs {
+                recursive: true,
+                recursive_dependents: false,
+                dry_run: true,
+                verbose: false,
+                name: "tank/a@1%3".into(),
+            })),
         ];
         for request in requests {
             let line = String::from_utf8(encode_request(&request)).unwrap();
@@ -714,7 +616,8 @@ mod tests {
             let value: serde_json::Value = serde_json::from_str(&line).unwrap();
             // A family's requests nest: the family's name, then the verb within it.
             let verb = value["args"]["verb"].as_str().or(value["verb"].as_str());
-            assert!(request.verb().ends_with(verb.unwrap()), "{line}");
+            let verb = verb.unwrap().replace('_', " ");
+            assert!(request.verb().ends_with(&verb), "{line}");
             if !request.of_any_build() {
                 assert_eq!(value["protocol"], PROTOCOL_VERSION, "{line}");
             }

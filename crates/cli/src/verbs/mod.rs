@@ -22,6 +22,8 @@ use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::output;
 use tarn_protocol::{Request, Response};
 
+pub use tarn_protocol::request::property_list;
+
 /// Print a daemon's answer as if the verb had run here; its exit status.
 pub fn forward(response: Response) -> Status {
     output::print_raw(&response.stdout, &response.stderr);
@@ -49,21 +51,4 @@ pub fn ask_imported(socket: &Path, pool: &str, request: &Request) -> Result<Resp
         ))),
         Some(response) => Ok(response),
     }
-}
-
-/// The `PROP[,PROP...]|all` argument of `get` verbs, split and trimmed; an empty list is an
-/// error saying what to give.
-pub fn property_list(argument: &str) -> Result<Vec<String>, Failure> {
-    let properties: Vec<String> = argument
-        .split(',')
-        .map(str::trim)
-        .filter(|property| !property.is_empty())
-        .map(str::to_string)
-        .collect();
-    if properties.is_empty() {
-        return Err(Failure(
-            "no property named: give PROP[,PROP...] or all".into(),
-        ));
-    }
-    Ok(properties)
 }

@@ -51,7 +51,7 @@ pub fn create(
     vdevs: Vec<String>,
 ) -> Result<Status, Failure> {
     check_mountpoint(&mountpoint)?;
-    let fs_properties = super::dataset::parse_settings(&fs_properties)?;
+    let fs_properties = tarn_protocol::request::dataset::parse_settings(&fs_properties)?;
     Pool::parse_properties(&fs_properties)?;
     let mut disabled_features = Vec::new();
     let mut cachefile = None;
