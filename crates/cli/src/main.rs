@@ -65,13 +65,15 @@ use tarn_protocol::request::inject::InjectArgs;
 use tarn_protocol::request::inspect::{
     CheckArgs, LogsArgs, MapArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
 };
+use tarn_protocol::request::pool::{
+    self as pool_request, ClearArgs, HistoryArgs, ImportArgs, ReleaseArgs, StatusArgs,
+};
 use tarn_protocol::request::replication::{ReceiveArgs, SendArgs};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
 use tarn_protocol::request::snapshot::{
     BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
 };
-use tarn_protocol::request::{PoolName, TableFormatArgs};
-use verbs::pool::ImportFlags;
+use tarn_protocol::request::{PoolName, PoolOption};
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
 /// Large buffers aligned for the vdevs' direct I/O, so that block reads and writes need no
@@ -180,77 +182,15 @@ enum Command {
 #[derive(Subcommand)]
 enum PoolCommand {
     /// Create a pool: tarn pool create [-f] [-s SIZE] POOL VDEVSPEC...
-    Create {
-        #[arg(short = 'f')]
-        force: bool,
-        /// Create missing device files as sparse files of this size (e.g. 2G).
-        #[arg(short = 's')]
-        size: Option<String>,
-        /// Pool properties (prop=value); only feature@NAME=disabled is understood yet.
-        #[arg(short = 'o')]
-        properties: Vec<String>,
-        /// Mount under this directory (the root file system at ALTROOT/POOL).
-        #[arg(short = 'R')]
-        altroot: Option<PathBuf>,
-        /// Where the root file system mounts: an absolute path, or none (default /POOL).
-        #[arg(short = 'm')]
-        mountpoint: Option<String>,
-        /// Properties of the root file system (prop=value, repeatable).
-        #[arg(short = 'O')]
-        fs_properties: Vec<String>,
-        pool: String,
-        #[arg(required = true, num_args = 1..)]
-        vdevs: Vec<String>,
-    },
+    Create(pool_request::CreateArgs),
     /// Import a pool into the daemon, or with no name list the pools found.
-    Import {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'f')]
-        force: bool,
-        /// List destroyed pools instead of importable ones.
-        #[arg(short = 'D')]
-        destroyed: bool,
-        /// readonly=on imports without writing anything.
-        #[arg(short = 'o')]
-        options: Vec<String>,
-        /// Mount under this directory (the root file system at ALTROOT/POOL).
-        #[arg(short = 'R')]
-        altroot: Option<PathBuf>,
-        /// Rewind: if no recent txg opens, go back to the newest txg whose whole tree reads
-        /// and checks, discarding newer changes.
-        #[arg(short = 'F')]
-        rewind: bool,
-        /// With -F: only say which txg a rewind would open and how much it would discard.
-        #[arg(short = 'n', requires = "rewind")]
-        dry_run: bool,
-        /// Import even if a log device is missing: the intent-log records on it are lost.
-        #[arg(short = 'm')]
-        missing_log: bool,
-        /// Import every pool the cache file remembers (what the systemd unit runs at boot).
-        #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
-        all: bool,
-        pool: Option<String>,
-        new_name: Option<String>,
-    },
+    Import(ImportArgs),
     /// Export a pool (mark it cleanly exported).
-    Export {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'f')]
-        force: bool,
-        pool: String,
-    },
+    Export(ReleaseArgs),
     /// Destroy a pool: its vdevs no longer import.
-    Destroy {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'f')]
-        force: bool,
-        pool: String,
-    },
+    Destroy(ReleaseArgs),
     /// Force a txg sync of one imported pool, or of all of them.
-    Sync { pool: Option<String> },
+    Sync(PoolOption),
     /// List pools with their size and use.
     ///
     /// FRAG weighs each metaslab's free space by the size of its free segments with OpenZFS's
@@ -259,22 +199,11 @@ enum PoolCommand {
     /// reads 0% (an untouched small pool reads 0, not 7-12%); such a pool's FRAG is therefore
     /// lower than zpool would print for the same free segments. Pools with 1 GiB metaslabs and
     /// larger read as zpool does.
-    List {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[command(flatten)]
-        list: TableFormatArgs,
-        pool: Option<String>,
-    },
+    List(pool_request::ListArgs),
     /// Print pool properties: tarn pool get [-H] [-p] [-o FIELD,...] PROP[,PROP]|all POOL
-    Get {
-        #[command(flatten)]
-        list: TableFormatArgs,
-        properties: String,
-        pool: String,
-    },
+    Get(pool_request::GetArgs),
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
-    Set { setting: String, pool: String },
+    Set(pool_request::SetArgs),
     /// Scrub a pool: read every copy of every block and repair bad ones, in the background:
     /// tarn pool scrub [-s|-p] POOL
     Scrub(ScrubArgs),
@@ -310,30 +239,11 @@ enum PoolCommand {
     /// [POOL] [INTERVAL [COUNT]]
     Iostat(iostat::IostatArgs),
     /// Show the vdev tree, state and error counts of pools.
-    Status {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'j')]
-        json: bool,
-        /// Name the files with permanent errors (damaged blocks with no good copy).
-        #[arg(short = 'v')]
-        verbose: bool,
-        pool: Option<String>,
-    },
+    Status(StatusArgs),
     /// Every command that changed the pool, oldest first: tarn pool history [-l] POOL
-    History {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        /// Also say who ran each command, on which host, in which txg.
-        #[arg(short = 'l')]
-        long: bool,
-        pool: String,
-    },
+    History(HistoryArgs),
     /// Reset error counts (of one device) and forget the error log: tarn pool clear POOL [DEV]
-    Clear {
-        pool: String,
-        device: Option<String>,
-    },
+    Clear(ClearArgs),
 }
 
 #[derive(Subcommand)]
@@ -423,76 +333,22 @@ fn run(cli: Cli) -> Result<Status, Failure> {
     let socket = socket.as_path();
     match cli.command {
         Command::Pool(command) => match command {
-            PoolCommand::Create {
-                force,
-                size,
-                properties,
-                altroot,
-                mountpoint,
-                fs_properties,
-                pool,
-                vdevs,
-            } => pool::create(
-                socket,
-                force,
-                size,
-                properties,
-                altroot,
-                mountpoint,
-                fs_properties,
-                pool,
-                vdevs,
-            ),
-            PoolCommand::Import { all: true, .. } => verbs::pool_cache::import_all(socket),
-            PoolCommand::Import {
-                dirs,
-                force: _,
-                destroyed,
-                options,
-                altroot,
-                rewind,
-                dry_run,
-                missing_log,
-                all: _,
-                pool,
-                new_name,
-            } => match (dry_run, pool) {
-                (true, Some(pool)) => pool::import_dry_run(dirs, &pool),
+            PoolCommand::Create(args) => pool::create(socket, args),
+            PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket),
+            PoolCommand::Import(args) => match (args.dry_run, &args.pool) {
+                (true, Some(pool)) => pool::import_dry_run(args.dirs.clone(), pool),
                 (true, None) => Err(Failure("-n needs a pool name".into())),
-                (false, pool) => pool::import(
-                    socket,
-                    dirs,
-                    destroyed,
-                    ImportFlags {
-                        options,
-                        altroot,
-                        rewind,
-                        missing_log,
-                    },
-                    pool,
-                    new_name,
-                ),
+                (false, _) => pool::import(socket, args),
             },
-            PoolCommand::Export { dirs, force, pool } => pool::export(socket, dirs, force, pool),
-            PoolCommand::Destroy { dirs, force, pool } => pool::destroy(socket, dirs, force, pool),
-            PoolCommand::Sync { pool } => pool::sync(socket, pool),
-            PoolCommand::List { dirs, list, pool } => pool::list(socket, dirs, list.format(), pool),
-            PoolCommand::Status {
-                dirs,
-                json,
-                verbose,
-                pool,
-            } => pool::status(socket, dirs, json, verbose, pool),
-            PoolCommand::History { dirs, long, pool } => {
-                verbs::pool_records::history(socket, dirs, long, pool)
-            }
-            PoolCommand::Clear { pool, device } => verbs::pool_records::clear(socket, pool, device),
-            PoolCommand::Get {
-                list,
-                properties,
-                pool,
-            } => pool::get(socket, list.format(), properties, pool),
-            PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
+            PoolCommand::Export(args) => pool::export(socket, args),
+            PoolCommand::Destroy(args) => pool::destroy(socket, args),
+            PoolCommand::Sync(args) => pool::sync(socket, args),
+            PoolCommand::List(args) => pool::list(socket, args),
+            PoolCommand::Status(args) => pool::status(socket, args),
+            PoolCommand::History(args) => verbs::pool_records::history(socket, args),
+            PoolCommand::Clear(args) => verbs::pool_records::clear(socket, args),
+            PoolCommand::Get(args) => pool::get(socket, args),
+            PoolCommand::Set(args) => pool::set(socket, args),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
             PoolCommand::Scrub(args) => verbs::scrub::scrub(socket, args),
             PoolCommand::Resilver(args) => verbs::scrub::resilver(socket, args),

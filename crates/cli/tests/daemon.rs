@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
+use tarn_protocol::request::pool::{CreateArgs, PoolRequest};
 use tarn_protocol::Request;
 use tempfile::TempDir;
 
@@ -552,7 +553,16 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
             "different build",
         ),
         (
-            format!("{{\"protocol\":{version},\"verb\":\"pool create\",\"args\":{{\"name\":\"x\",\"vdevs\":[\"relative.img\"],\"size_bytes\":null,\"force\":false,\"disabled_features\":[]}}}}\n").into_bytes(),
+            request_line(&Request::Pool(PoolRequest::Create(CreateArgs {
+                force: false,
+                size: None,
+                properties: Vec::new(),
+                altroot: None,
+                mountpoint: None,
+                fs_properties: Vec::new(),
+                pool: "x".into(),
+                vdevs: vec!["relative.img".into()],
+            }))),
             "not absolute",
         ),
     ];

@@ -43,17 +43,7 @@ pub(super) fn dispatch(
                 data: serde_json::json!({"pid": std::process::id()}),
             })
         }
-        Request::PoolCreate { .. }
-        | Request::PoolImport { .. }
-        | Request::PoolExport { .. }
-        | Request::PoolDestroy { .. }
-        | Request::PoolSync { .. }
-        | Request::PoolList { .. }
-        | Request::PoolGet { .. }
-        | Request::PoolSet { .. }
-        | Request::PoolStatus { .. }
-        | Request::PoolHistory { .. }
-        | Request::PoolClear { .. } => pool::handle(daemon, request),
+        Request::Pool(request) => pool::handle(daemon, request),
         Request::Scan(request) => scan::handle(daemon, request),
         Request::Devices(request) => devices::handle(daemon, request),
         Request::Inspect(request) => inspect::handle(daemon, request),

@@ -13,11 +13,10 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use tarn_protocol::request::dataset::{
-    CreateArgs, DatasetRequest, DestroyArgs, InheritArgs, SetArgs,
-};
+use tarn_protocol::request::dataset::{self, DatasetRequest, DestroyArgs, InheritArgs};
 use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
+use tarn_protocol::request::pool::{ClearArgs, CreateArgs, ImportArgs, PoolRequest, SetArgs};
 use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
 use tarn_protocol::request::snapshot::{
@@ -74,9 +73,12 @@ fn changed_pool(request: &Request) -> Option<String> {
             .to_string()
     };
     Some(match request {
-        Request::PoolCreate { name, .. } => name.clone(),
-        Request::PoolImport { pool, new_name, .. } => new_name.clone().unwrap_or(pool.clone()),
-        Request::PoolSet { pool, .. } | Request::PoolClear { pool, .. } => pool.clone(),
+        Request::Pool(PoolRequest::Create(CreateArgs { pool, .. }))
+        | Request::Pool(PoolRequest::Set(SetArgs { pool, .. }))
+        | Request::Pool(PoolRequest::Clear(ClearArgs { pool, .. })) => pool.clone(),
+        Request::Pool(PoolRequest::Import(ImportArgs { pool, new_name, .. })) => {
+            new_name.clone().or(pool.clone())?
+        }
         Request::Scan(ScanRequest::Online(DeviceStateArgs { pool, .. }))
         | Request::Scan(ScanRequest::Offline(DeviceStateArgs { pool, .. })) => pool.clone(),
         Request::Devices(DevicesRequest::Add(AddArgs { dry_run: true, .. })) => return None,
@@ -93,8 +95,8 @@ fn changed_pool(request: &Request) -> Option<String> {
             | DatasetRequest::Mount(_)
             | DatasetRequest::Unmount(_) => return None,
             DatasetRequest::Destroy(DestroyArgs { name, .. })
-            | DatasetRequest::Create(CreateArgs { name, .. })
-            | DatasetRequest::Set(SetArgs { name, .. })
+            | DatasetRequest::Create(dataset::CreateArgs { name, .. })
+            | DatasetRequest::Set(dataset::SetArgs { name, .. })
             | DatasetRequest::Inherit(InheritArgs { name, .. }) => dataset(name),
         },
         Request::Snapshot(request) => match request {
@@ -159,10 +161,11 @@ impl PendingRecord {
 mod tests {
     use super::*;
     use tarn_protocol::request::devices::AttachArgs;
+    use tarn_protocol::request::pool::StatusArgs;
 
     #[test]
     fn only_changes_are_recorded_in_the_pool_they_name() {
-        let create = Request::Dataset(DatasetRequest::Create(CreateArgs {
+        let create = Request::Dataset(DatasetRequest::Create(dataset::CreateArgs {
             name: "tank/a/b".into(),
             properties: Vec::new(),
             parents: false,
@@ -174,10 +177,12 @@ mod tests {
         }));
         assert_eq!(changed_pool(&snapshot).as_deref(), Some("tank"));
         assert_eq!(
-            changed_pool(&Request::PoolStatus {
+            changed_pool(&Request::Pool(PoolRequest::Status(StatusArgs {
+                dirs: Vec::new(),
+                json: false,
                 pool: None,
                 verbose: true
-            }),
+            }))),
             None
         );
         assert_eq!(

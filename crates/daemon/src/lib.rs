@@ -95,6 +95,7 @@ use mounts::Mounts;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format;
 use tarn_protocol::output;
+use tarn_protocol::request::pool::PoolRequest;
 use tarn_protocol::{lock_path, pid_path, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST};
 
 /// With no pools and nothing asked for this long, a daemon exits.
@@ -471,10 +472,12 @@ fn answer(
     let verb = request.verb();
     let lifecycle = matches!(
         request,
-        Request::PoolCreate { .. }
-            | Request::PoolImport { .. }
-            | Request::PoolExport { .. }
-            | Request::PoolDestroy { .. }
+        Request::Pool(
+            PoolRequest::Create(_)
+                | PoolRequest::Import(_)
+                | PoolRequest::Export(_)
+                | PoolRequest::Destroy(_)
+        )
     );
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         output::capture(|| run(daemon, request))

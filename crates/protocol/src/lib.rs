@@ -137,6 +137,7 @@ use request::dataset::DatasetRequest;
 use request::devices::DevicesRequest;
 use request::inject::InjectArgs;
 use request::inspect::InspectRequest;
+use request::pool::PoolRequest;
 use request::replication::ReplicationRequest;
 use request::scan::ScanRequest;
 use request::snapshot::SnapshotRequest;
@@ -195,84 +196,9 @@ pub enum Request {
     Ping,
     #[serde(rename = "stop")]
     Stop,
-    #[serde(rename = "pool create")]
-    PoolCreate {
-        name: String,
-        vdevs: Vec<String>,
-        size_bytes: Option<u64>,
-        force: bool,
-        disabled_features: Vec<String>,
-        /// Mount under this directory instead of `/` (absolute).
-        #[serde(default)]
-        altroot: Option<PathBuf>,
-        /// The root file system's mountpoint: an absolute path, `none` or `legacy` (not
-        /// mounted); null means `/POOL`.
-        #[serde(default)]
-        mountpoint: Option<String>,
-        /// Properties of the root file system (`-O`).
-        #[serde(default)]
-        properties: Vec<(String, String)>,
-        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
-        #[serde(default)]
-        cachefile: Option<String>,
-    },
-    #[serde(rename = "pool import")]
-    PoolImport {
-        pool: String,
-        new_name: Option<String>,
-        dirs: Vec<PathBuf>,
-        readonly: bool,
-        /// Mount under this directory instead of `/` (absolute).
-        #[serde(default)]
-        altroot: Option<PathBuf>,
-        /// `-F`: rewind further than the automatic fallback when needed.
-        #[serde(default)]
-        rewind: bool,
-        /// `-o cachefile=PATH|none` (null: the daemon's default cache file).
-        #[serde(default)]
-        cachefile: Option<String>,
-        /// `-m`: import even if a log vdev is missing (its records are lost).
-        #[serde(default)]
-        missing_log: bool,
-    },
-    #[serde(rename = "pool export")]
-    PoolExport { pool: String, force: bool },
-    #[serde(rename = "pool destroy")]
-    PoolDestroy { pool: String, force: bool },
-    #[serde(rename = "pool sync")]
-    PoolSync { pool: Option<String> },
-    #[serde(rename = "pool list")]
-    PoolList { pool: Option<String> },
-    #[serde(rename = "pool status")]
-    PoolStatus {
-        pool: Option<String>,
-        /// `-v`: name the files with permanent errors.
-        #[serde(default)]
-        verbose: bool,
-    },
-    /// `pool history`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`.
-    #[serde(rename = "pool history")]
-    PoolHistory { pool: String },
-    /// `pool clear POOL [DEV]`: reset error counts (of one leaf, named by path), forget the
-    /// error log (the whole pool only), resume a pool suspended by failed writes.
-    #[serde(rename = "pool clear")]
-    PoolClear {
-        pool: String,
-        device: Option<String>,
-    },
-    /// Pool properties: `properties` names them (`all` among them: every one).
-    #[serde(rename = "pool get")]
-    PoolGet {
-        pool: String,
-        properties: Vec<String>,
-    },
-    /// Set a pool property (`feature@NAME=enabled`).
-    #[serde(rename = "pool set")]
-    PoolSet {
-        pool: String,
-        property: String,
-        value: String,
-    },
+    /// `pool create|import|export|destroy|sync|list|get|set|status|history|clear`.
+    #[serde(rename = "pool")]
+    Pool(PoolRequest),
     /// `check`, `debug metaslabs|logs|map|spacemap|object`.
     #[serde(rename = "inspect")]
     Inspect(InspectRequest),
@@ -307,22 +233,12 @@ impl Request {
         match self {
             Request::Ping => "ping",
             Request::Stop => "stop",
-            Request::PoolCreate { .. } => "pool create",
-            Request::PoolImport { .. } => "pool import",
-            Request::PoolExport { .. } => "pool export",
-            Request::PoolDestroy { .. } => "pool destroy",
-            Request::PoolSync { .. } => "pool sync",
             Request::Inject(_) => "inject",
-            Request::PoolList { .. } => "pool list",
-            Request::PoolStatus { .. } => "pool status",
+            Request::Pool(request) => request.verb(),
             Request::Inspect(request) => request.verb(),
             Request::Stat(request) => request.verb(),
             Request::Scan(request) => request.verb(),
             Request::Devices(request) => request.verb(),
-            Request::PoolHistory { .. } => "pool history",
-            Request::PoolClear { .. } => "pool clear",
-            Request::PoolGet { .. } => "pool get",
-            Request::PoolSet { .. } => "pool set",
             Request::Dataset(request) => request.verb(),
             Request::Snapshot(request) => request.verb(),
             Request::Replication(request) => request.verb(),
@@ -441,6 +357,7 @@ mod tests {
     use request::dataset::{CreateArgs, DestroyArgs, UnmountArgs};
     use request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
     use request::inspect::{CheckArgs, MapArgs, SpacemapArgs};
+    use request::pool;
     use request::replication::{ReceiveArgs, SendArgs};
     use request::scan::{DeviceStateArgs, ScrubArgs};
     use request::{PoolName, PoolOption};
@@ -450,39 +367,35 @@ mod tests {
         let requests = vec![
             Request::Ping,
             Request::Stop,
-            Request::PoolCreate {
-                name: "tank".into(),
-                vdevs: vec!["mirror".into(), "/a".into(), "/b".into()],
-                size_bytes: Some(1 << 27),
+            Request::Pool(PoolRequest::Create(pool::CreateArgs {
                 force: false,
-                disabled_features: vec!["log_spacemap".into()],
+                size: Some("128M".into()),
+                properties: vec!["feature@log_spacemap=disabled".into()],
                 altroot: Some(PathBuf::from("/alt")),
                 mountpoint: Some("none".into()),
-                properties: vec![("atime".into(), "off".into())],
-                cachefile: Some("none".into()),
-            },
-            Request::PoolImport {
+                fs_properties: vec!["atime=off".into()],
                 pool: "tank".into(),
-                new_name: None,
+                vdevs: vec!["mirror".into(), "/a".into(), "/b".into()],
+            })),
+            Request::Pool(PoolRequest::Import(pool::ImportArgs {
                 dirs: vec![PathBuf::from("/d")],
-                readonly: true,
-                altroot: None,
+                options: vec!["readonly=on".into()],
                 rewind: true,
-                cachefile: None,
                 missing_log: true,
-            },
-            Request::PoolStatus {
                 pool: Some("tank".into()),
+                ..pool::ImportArgs::default()
+            })),
+            Request::Pool(PoolRequest::Status(pool::StatusArgs {
+                dirs: Vec::new(),
+                json: false,
                 verbose: true,
-            },
-            Request::PoolHistory {
-                pool: "tank".into(),
-            },
-            Request::PoolClear {
+                pool: Some("tank".into()),
+            })),
+            Request::Pool(PoolRequest::Clear(pool::ClearArgs {
                 pool: "tank".into(),
                 device: Some("/d/a.img".into()),
-            },
-            Request::PoolSync { pool: None },
+            })),
+            Request::Pool(PoolRequest::Sync(PoolOption { pool: None })),
             Request::Inject(InjectArgs {
                 clear: None,
                 device: Some("a.img".into()),
@@ -560,15 +473,10 @@ mod tests {
                 force: false,
                 dry_run: true,
             })),
-            Request::PoolGet {
+            Request::Pool(PoolRequest::Set(pool::SetArgs {
+                setting: "feature@embedded_data=enabled".into(),
                 pool: "tank".into(),
-                properties: vec!["all".into()],
-            },
-            Request::PoolSet {
-                pool: "tank".into(),
-                property: "feature@embedded_data".into(),
-                value: "enabled".into(),
-            },
+            })),
             Request::Stat(StatRequest::Txgs(PoolName {
                 pool: "tank".into(),
             })),

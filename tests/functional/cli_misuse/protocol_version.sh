@@ -33,7 +33,7 @@ response = json.loads(answer)
 print(response["status"], response.get("protocol"), response["stderr"].strip())
 PY
 }
-status_args='"verb":"pool status","args":{"pool":null,"verbose":false}'
+status_args='"verb":"pool","args":{"verb":"status","args":{"pool":null,"verbose":false}}'
 # Protocol 1 named verbs flat ("pool scrub"); this build nests them by family.
 old_scrub='"protocol":1,"verb":"pool scrub","args":{"pool":"x","action":"start"}'
 answer=$(ask_raw "{$status_args}")

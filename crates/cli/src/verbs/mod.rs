@@ -22,8 +22,6 @@ use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::output;
 use tarn_protocol::{Request, Response};
 
-pub use tarn_protocol::request::property_list;
-
 /// Print a daemon's answer as if the verb had run here; its exit status.
 pub fn forward(response: Response) -> Status {
     output::print_raw(&response.stdout, &response.stderr);

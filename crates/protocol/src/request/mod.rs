@@ -12,6 +12,7 @@ pub mod dataset;
 pub mod devices;
 pub mod inject;
 pub mod inspect;
+pub mod pool;
 pub mod replication;
 pub mod scan;
 pub mod snapshot;
