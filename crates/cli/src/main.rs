@@ -18,8 +18,9 @@
 //! (`tarn-fuse`); the compiler keeps them apart, each depending only on those above it:
 //! ```text
 //! tarn-protocol  what both sides of the socket share: the wire protocol (Request, Response,
-//!                frames, rows), the client, the kstat tables, the Prometheus renderer,
-//!                Failure, the table printer, out!/err!
+//!                frames, rows), every verb's arguments (one struct each, which clap parses
+//!                and the wire carries), the client, the kstat tables, the Prometheus
+//!                renderer, Failure, the table printer, out!/err!
 //! tarn-ops       verb bodies on an open pool, wherever it is open (daemon or this process);
 //!                the cache file, a pool's records, the scan lines of pool status
 //! tarn-daemon    the server (`tarn daemon`): the pools it holds, their mounts, the requests
@@ -41,7 +42,7 @@
 //!   report       reports at intervals (stat, arcstat, iostat)
 //!   stat, arcstat, iostat   tarn stat (kstat tables), tarn pool iostat
 //! quickstart   tarn quickstart
-//! main         clap definitions and dispatch only
+//! main         the clap tree (whose leaves are tarn_protocol::request's structs) and dispatch
 //! ```
 //! No module imports one that imports it back, in any crate (`scripts/check-cycles.py`).
 

@@ -7,8 +7,8 @@
 //! clap anyway. What lives here:
 //!
 //! - the wire protocol (this module): requests, responses, their version, the files beside the
-//!   socket; the arguments of every verb, by family ([`request`]); the stream frames of send and receive ([`frames`]); the rows both sides print
-//!   ([`rows`]);
+//!   socket; the arguments of every verb, by family ([`request`]); the stream frames of send
+//!   and receive ([`frames`]); the rows both sides print ([`rows`]);
 //! - the client side of the socket ([`client`]): finding, asking, starting and stopping a daemon,
 //!   and reading its tables;
 //! - the kstat field tables ([`kstat`]) and the Prometheus / OpenMetrics renderer ([`metrics`]),
@@ -39,52 +39,35 @@
 //! build it is (`data.version`, `data.protocol`) and its pid, and stop it.
 //!
 //! # Request
-//! `{"protocol": N, "verb": "<verb>", "args": {...}}`, where `verb` is one of the names below and `args` holds
-//! that verb's arguments. The verbs of a family nest: `verb` names the family and `args` is
-//! `{"verb": "<verb>", "args": {...}}` of one of its verbs, as the family's enum in [`request`]
-//! serializes (`{"verb": "scan", "args": {"verb": "scrub", "args": {"pool": "tank", ...}}}`);
-//! the fields of each verb's arguments are those of its struct there. The client resolves what
-//! depends on its environment before it sends them: paths are absolute. The client's
+//! `{"protocol": N, "verb": "<family>", "args": {"verb": "<verb>", "args": {...}}}`: the verbs are
+//! nested by family, each family an enum of its verbs in [`request`] whose variants carry one
+//! struct of arguments, the struct that clap parses from the command line; the JSON is those
+//! enums and structs as serde writes them (verb names in snake case), for example `{"protocol":
+//! 2, "verb": "scan", "args": {"verb": "scrub", "args": {"stop": false, "pause": true, "pool":
+//! "tank"}}}`. Fields only the CLI reads (`-d` directories, `-j`, `-w`, the table options) do not
+//! travel. Before it sends a request the client resolves what depends on its environment: paths
+//! are absolute (vdevs, `-R`, `-d`, `cachefile=PATH`, mountpoints, devices named by path);
+//! options travel as typed (`-s 2G`, `-o prop=value`, `PROP,PROP`) and are parsed by the same
+//! function on both sides (the CLI first, to refuse a mistake without asking). The client's
 //! `TARN_TUNABLE_*` variables are not sent: the daemon's tunables are fixed when it starts (the
-//! CLI passes its environment to a daemon it starts).
+//! CLI passes its environment to a daemon it starts). `ping` and `stop` carry no arguments and
+//! are not nested, so that every build reads them.
 //!
-//! | verb | args |
-//! | --- | --- |
-//! | `ping` | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...], "version": "0.1.0", "protocol": N}` |
-//! | `stop` | none: answers, then exports every pool and exits as on SIGTERM |
-//! | `pool create` | `name`, `vdevs` (words: absolute paths and `mirror`), `size_bytes` (or null), `force`, `disabled_features`, `altroot` (absolute, or null), `mountpoint` (absolute path, `none`, `legacy`, or null for `/POOL`) |
-//! | `pool import` | `pool` (name or guid), `new_name` (or null), `dirs` (absolute), `readonly`, `altroot` (absolute, or null), `rewind`, `cachefile` (absolute path, `none`, or null for the default) |
-//! | `pool export` | `pool`, `force` (unmount lazily even if busy) |
-//! | `pool destroy` | `pool`, `force` (as export) |
-//! | `pool sync` | `pool` (or null: every pool) |
-//! | `pool list` | `pool` (or null): `data = {"pools": [{name, guid, size, alloc, frag, health, freeing}]}` |
-//! | `pool status` | `pool` (or null), `verbose` (`-v`: name damaged files): `data = {"pools": [{name, guid, text, json}]}` |
-//! | `pool history` | `pool`: `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`, oldest first |
-//! | `pool clear` | `pool`, `device` (a leaf's path, or null: every leaf and the error log) |
-//! | `pool get` | `pool`, `properties` (names, or `all`): `data = {"properties": [{name, property, value: {"bytes"\|"percent"\|"number"\|"text": V}, source}]}` |
-//! | `pool set` | `pool`, `property`, `value` |
-//! | `check` | `pool`, `repair` |
-//! | `debug map` | `pool`, `output` (absolute path of the .svg to write) |
-//! | `debug metaslabs` | `pool`, `json`, `level` (1-3: `-m`, `-mm`, `-mmm`; default 1) |
-//! | `debug logs` | `pool`, `json`: the log space maps, summary and limits (`tarn::space::log::LogSpaceStats`) |
-//! | `debug spacemap` | `pool`, `vdev`, `metaslab` |
-//! | `list` | `name` (or null), `recursive`, `types` (`filesystem`, `snapshot`): `data = {"datasets": [rows]}` |
-//! | `clone` | `snapshot` (`FS@SNAP`), `name`, `properties` |
-//! | `destroy` | `name`, `recursive`, `dependents` (`-R`: clones of its snapshots first) |
-//! | `promote` | `name` (a clone): `data = {"moved": [snapshots' new names]}` |
-//! | `snapshot` | `names` (`FS@SNAP`), `recursive`: `data = {"created": [names]}` |
-//! | `destroy snapshots` | `spec` (`FS@A[,B][%C]`), `recursive`, `dry_run`, `dependents`: `data = {"destroyed": [names]}` |
-//! | `rollback` | `name` (`FS@SNAP`), `destroy_later` |
-//! | `rename` | `name`, `new_name` (snapshots within their file system) |
-//! | `debug dataset` | `name`: the record and deadlist as text |
-//! | `debug object` | `dataset`, `target` (a path in the file system or an object number): the dnode and block pointers as text |
-//! | `bookmark` | `snapshot` (`FS@SNAP`, or null to destroy), `bookmark` (`FS#NAME`) |
-//! | `send` | `snapshot`, `from` (or null), `intermediates`, `properties`, `dry_run`, `compressed`, `recursive`, `resume_token` (or null; then `snapshot` is ignored): the stream follows as frames ([`frames`]) before the response, `data = {"bytes", "records", "blocks"}` |
-//! | `receive` | `target` (`FS` or `FS@SNAP`), `force`, `no_mount`, `verbose`, `set` ([[name, value]]), `exclude` (names), `resumable`: the stream follows the request as frames; `data = {"snapshots": [names], "bytes", "records", "blocks", "write_transactions"}` |
-//! | `receive abort` | `target` (FS): its partial receive is destroyed; `data = {"destroyed": name}` |
-//! | `pool iostat` | `pool` (or null: every pool): `data = {"pools": [{"name": NAME, "iostat": {elapsed_ns, root: {name, size_bytes, allocated_bytes, stats, children}}}]}` (`tarn::pool::PoolIostat`) |
-//! | `stat arc` | `pool`: `data = {"arc": {counters: {hits, misses, demand_data_hits, ..., decompressed}, size_bytes, compressed_size, uncompressed_size, overhead_size, entries, c, c_min, c_max, p, meta, data_size, metadata_size, mru_size, mfu_size, mru_ghost_size, mfu_ghost_size, shards}}` (`tarn::cache::BlockCacheStats`) |
-//! | `stat txgs` | `pool`: `data = {"txgs": [{txg, birth_ns, state, dirty_bytes, read_bytes, written_bytes, reads, writes, open_ns, quiesce_ns, wait_ns, sync_ns, passes, blocks_written, write_ios, spacemap_writes, ms_condensed, ms_loaded, ms_unloaded, alloc_segments_p999, alloc_load_waits, alloc_p999_ns, gang_blocks, log_writes, ms_flushed, allocations, spacemap_headers}]}`, oldest first |
+//! | family | verbs | arguments ([`request`]) |
+//! | --- | --- | --- |
+//! | `ping` | | none: answers `data = {"pid": N, "socket": PATH, "pools": [NAME...], "version": "0.1.0", "protocol": N}` |
+//! | `stop` | | none: answers, then exports every pool and exits as on SIGTERM |
+//! | `pool` | `create`, `import`, `export`, `destroy`, `sync`, `list`, `get`, `set`, `status`, `history`, `clear` | [`request::pool`] |
+//! | `scan` | `scrub`, `resilver`, `status` (the scan state `pool wait` polls), `online`, `offline` | [`request::scan`] |
+//! | `devices` | `attach`, `detach`, `remove`, `replace`, `add` | [`request::devices`] |
+//! | `inspect` | `check`, `metaslabs`, `logs`, `map`, `spacemap`, `object` (`tarn debug ...`) | [`request::inspect`] |
+//! | `stat` | `txgs`, `arc`, `zil`, `iostat` | [`request::stat`] |
+//! | `dataset` | `create`, `destroy`, `list`, `get`, `set`, `inherit`, `mount`, `unmount` | [`request::dataset`] |
+//! | `snapshot` | `snapshot`, `clone`, `promote`, `destroy_snapshots`, `destroy_bookmark`, `rollback`, `rename`, `bookmark`, `debug_dataset` | [`request::snapshot`] |
+//! | `replication` | `send` (the stream follows as frames, [`frames`], before the response), `receive` (the stream follows the request as frames), `receive_abort` | [`request::replication`] |
+//! | `inject` | not nested: `args` is [`request::inject::InjectArgs`] | [`request::inject`] |
+//!
+//! What each verb answers in `data` is documented on its variant.
 //!
 //! # Response
 //! `{"protocol": N, "status": N, "stdout": "...", "stderr": "...", "not_imported": bool,

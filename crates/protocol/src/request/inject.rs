@@ -117,3 +117,56 @@ impl InjectArgs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(pool: Option<&str>) -> InjectArgs {
+        InjectArgs {
+            clear: None,
+            device: None,
+            error: None,
+            io: None,
+            percent: None,
+            count: None,
+            object: None,
+            level: None,
+            delay_ms: None,
+            pool: pool.map(str::to_string),
+        }
+    }
+
+    /// A pool alone starts the default injection (EIO on every I/O of every device), -c
+    /// clears, nothing lists; options without a pool, or -D without -e delay, are errors.
+    #[test]
+    fn inject_arguments_give_one_action() {
+        match args(Some("tank")).action().unwrap() {
+            InjectAction::Start { pool, spec } => {
+                assert_eq!(pool, "tank");
+                assert_eq!((spec.error.as_str(), spec.io.as_str()), ("io", "all"));
+                assert_eq!((spec.percent, spec.delay_ms), (100, 100));
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut clear = args(None);
+        clear.clear = Some("all".into());
+        assert_eq!(
+            clear.action().unwrap(),
+            InjectAction::Clear {
+                pool: None,
+                which: "all".into()
+            }
+        );
+        assert_eq!(
+            args(None).action().unwrap(),
+            InjectAction::List { pool: None }
+        );
+        let mut orphan = args(None);
+        orphan.percent = Some(5);
+        assert!(orphan.action().unwrap_err().0.contains("name the pool"));
+        let mut delay = args(Some("tank"));
+        delay.delay_ms = Some(5);
+        assert!(delay.action().unwrap_err().0.contains("-D MS"));
+    }
+}

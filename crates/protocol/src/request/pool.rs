@@ -309,3 +309,61 @@ pub struct ClearArgs {
     pub pool: String,
     pub device: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pool create -o` and `pool import -o` are parsed the same on both sides: features to
+    /// disable, the cache file, readonly; anything else is an error that names what is known.
+    #[test]
+    fn pool_options_parse_or_say_what_is_known() {
+        let mut create = CreateArgs {
+            force: false,
+            size: Some("2G".into()),
+            properties: vec![
+                "feature@log_spacemap=disabled".into(),
+                "feature@embedded_data=enabled".into(),
+                "cachefile=none".into(),
+            ],
+            altroot: None,
+            mountpoint: None,
+            fs_properties: Vec::new(),
+            pool: "tank".into(),
+            vdevs: vec!["/a".into()],
+        };
+        assert_eq!(create.size_bytes().unwrap(), Some(2 << 30));
+        assert_eq!(
+            create.pool_properties().unwrap(),
+            CreateProperties {
+                disabled_features: vec!["log_spacemap".into()],
+                cachefile: Some("none".into()),
+            }
+        );
+        create.properties = vec!["ashift=12".into()];
+        assert!(create
+            .pool_properties()
+            .unwrap_err()
+            .0
+            .contains("cachefile=PATH"));
+        create.size = Some("lots".into());
+        assert!(create.size_bytes().is_err());
+        let mut import = ImportArgs {
+            options: vec!["readonly=on".into(), "cachefile=/etc/x".into()],
+            ..ImportArgs::default()
+        };
+        assert_eq!(
+            import.import_options().unwrap(),
+            ImportOptions {
+                readonly: true,
+                cachefile: Some("/etc/x".into()),
+            }
+        );
+        import.options = vec!["atime=off".into()];
+        assert!(import
+            .import_options()
+            .unwrap_err()
+            .0
+            .contains("readonly=on|off"));
+    }
+}

@@ -95,3 +95,43 @@ pub struct DeviceStateArgs {
     pub pool: String,
     pub devices: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrub(stop: bool, pause: bool, wait: bool) -> Result<ScrubAction, Failure> {
+        ScrubArgs {
+            stop,
+            pause,
+            wait,
+            pool: "tank".into(),
+        }
+        .action()
+    }
+
+    /// The flags of `pool scrub` give one action, or an error for flags that contradict each
+    /// other; `-w` is the CLI's alone and never travels, so the daemon sees it false.
+    #[test]
+    fn scrub_flags_give_one_action() {
+        assert_eq!(scrub(false, false, false).unwrap(), ScrubAction::Start);
+        assert_eq!(scrub(false, false, true).unwrap(), ScrubAction::Start);
+        assert_eq!(scrub(true, false, false).unwrap(), ScrubAction::Stop);
+        assert_eq!(scrub(false, true, false).unwrap(), ScrubAction::Pause);
+        assert!(scrub(true, true, false)
+            .unwrap_err()
+            .0
+            .contains("-s and -p"));
+        assert!(scrub(true, false, true).unwrap_err().0.contains("-w"));
+        assert!(scrub(false, true, true).unwrap_err().0.contains("-w"));
+        let args = ScrubArgs {
+            stop: false,
+            pause: true,
+            wait: true,
+            pool: "tank".into(),
+        };
+        let sent: ScrubArgs = serde_json::from_str(&serde_json::to_string(&args).unwrap()).unwrap();
+        assert!(!sent.wait);
+        assert_eq!(sent.action().unwrap(), ScrubAction::Pause);
+    }
+}
