@@ -116,7 +116,25 @@ fn changed_pool(request: &Request) -> Option<String> {
             ReplicationRequest::Receive(ReceiveArgs { target, .. })
             | ReplicationRequest::ReceiveAbort(ReceiveArgs { target, .. }),
         ) => dataset(target),
-        _ => return None,
+        // Reads, and export and destroy (the pool is gone when they succeed). Named one by
+        // one, so that a new verb is placed here or above before it compiles.
+        Request::Ping
+        | Request::Stop
+        | Request::Pool(
+            PoolRequest::Export(_)
+            | PoolRequest::Destroy(_)
+            | PoolRequest::Sync(_)
+            | PoolRequest::List(_)
+            | PoolRequest::Get(_)
+            | PoolRequest::Status(_)
+            | PoolRequest::History(_),
+        )
+        | Request::Scan(
+            ScanRequest::Scrub(_) | ScanRequest::Resilver(_) | ScanRequest::Status(_),
+        )
+        | Request::Inspect(_)
+        | Request::Stat(_)
+        | Request::Inject(_) => return None,
     })
 }
 
