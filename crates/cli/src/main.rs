@@ -18,8 +18,9 @@
 //! (`tarn-fuse`); the compiler keeps them apart, each depending only on those above it:
 //! ```text
 //! tarn-protocol  what both sides of the socket share: the wire protocol (Request, Response,
-//!                frames, rows), the client, the kstat tables, the Prometheus renderer,
-//!                Failure, the table printer, out!/err!
+//!                frames, rows), every verb's arguments (one struct each, which clap parses
+//!                and the wire carries), the client, the kstat tables, the Prometheus
+//!                renderer, Failure, the table printer, out!/err!
 //! tarn-ops       verb bodies on an open pool, wherever it is open (daemon or this process);
 //!                the cache file, a pool's records, the scan lines of pool status
 //! tarn-daemon    the server (`tarn daemon`): the pools it holds, their mounts, the requests
@@ -41,7 +42,7 @@
 //!   report       reports at intervals (stat, arcstat, iostat)
 //!   stat, arcstat, iostat   tarn stat (kstat tables), tarn pool iostat
 //! quickstart   tarn quickstart
-//! main         clap definitions and dispatch only
+//! main         the clap tree (whose leaves are tarn_protocol::request's structs) and dispatch
 //! ```
 //! No module imports one that imports it back, in any crate (`scripts/check-cycles.py`).
 
@@ -54,11 +55,26 @@ mod verbs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
-use tarn_protocol::format::ListFormat;
-use verbs::pool::ImportFlags;
+use tarn_protocol::request::dataset::{
+    CreateArgs, DestroyArgs, GetArgs, InheritArgs, ListArgs, MountArgs, SetArgs, UnmountArgs,
+};
+use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
+use tarn_protocol::request::inject::InjectArgs;
+use tarn_protocol::request::inspect::{
+    CheckArgs, LogsArgs, MapArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
+};
+use tarn_protocol::request::pool::{
+    self as pool_request, ClearArgs, HistoryArgs, ImportArgs, ReleaseArgs, StatusArgs,
+};
+use tarn_protocol::request::replication::{ReceiveArgs, SendArgs};
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
+use tarn_protocol::request::snapshot::{
+    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
+};
+use tarn_protocol::request::{PoolName, PoolOption};
 use verbs::{dataset, inspect, iostat, pool, replication, stat};
 
 /// Large buffers aligned for the vdevs' direct I/O, so that block reads and writes need no
@@ -89,212 +105,48 @@ enum Command {
     /// [-d DEV] [-e io|corrupt|delay|vanish] [-T read|write|all] [-f PERCENT] [-n COUNT]
     /// [-o DATASET:PATH|OBJECT [-l LEVEL]] POOL. Without a pool it lists the active
     /// injections; -c ID|all clears. Injections end when the pool is exported.
-    Inject {
-        /// Clear injection ID, or all of them (of POOL, or of every pool).
-        #[arg(short = 'c', value_name = "ID|all", conflicts_with_all = ["device", "error", "io", "percent", "count", "object", "level", "delay_ms"])]
-        clear: Option<String>,
-        /// The device (its path or file name, as `pool status` shows it); default: every device.
-        #[arg(short = 'd', value_name = "DEV")]
-        device: Option<String>,
-        /// The fault: io (EIO), corrupt (silent damage), delay, vanish (a pulled disk).
-        #[arg(short = 'e', value_name = "FAULT")]
-        error: Option<String>,
-        /// The I/O it hits: read, write or all.
-        #[arg(short = 'T', value_name = "IO")]
-        io: Option<String>,
-        /// The percentage of matching I/Os hit.
-        #[arg(short = 'f', value_name = "PERCENT")]
-        percent: Option<u32>,
-        /// Hit this many I/Os, then stop (default: until cleared).
-        #[arg(short = 'n', value_name = "COUNT")]
-        count: Option<u64>,
-        /// Only the copies of this object's blocks (as of the last synced txg).
-        #[arg(short = 'o', value_name = "DATASET:PATH|OBJECT")]
-        object: Option<String>,
-        /// With -o: only blocks of this level (0: data, 1 and up: indirect).
-        #[arg(short = 'l', value_name = "LEVEL")]
-        level: Option<u8>,
-        /// With -e delay: the delay of each I/O, in milliseconds.
-        #[arg(short = 'D', value_name = "MS")]
-        delay_ms: Option<u64>,
-        pool: Option<String>,
-    },
+    Inject(InjectArgs),
     /// Verify a whole pool: every block and copy against its checksum and the space maps.
-    Check {
-        /// Directory holding the pool's vdevs (repeatable).
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        /// Do not repair damaged copies.
-        #[arg(short = 'n', long)]
-        no_repair: bool,
-        pool: String,
-    },
+    Check(CheckArgs),
     /// Create a file system: tarn create [-p] [-o prop=val]... POOL/NAME
-    Create {
-        /// Create missing parent file systems too.
-        #[arg(short = 'p')]
-        parents: bool,
-        /// Properties of the new file system (prop=value, repeatable).
-        #[arg(short = 'o')]
-        properties: Vec<String>,
-        name: String,
-    },
+    Create(CreateArgs),
     /// Unmount and destroy a file system, or destroy snapshots (FS@SNAP, FS@A%B, FS@A,B).
-    Destroy {
-        /// Destroy its descendants too.
-        #[arg(short = 'r')]
-        recursive: bool,
-        /// Destroy dependents too: descendants and every clone of the snapshots destroyed.
-        #[arg(short = 'R')]
-        recursive_dependents: bool,
-        /// Dry run: print what would be destroyed.
-        #[arg(short = 'n')]
-        dry_run: bool,
-        /// Print what will be destroyed before destroying it ("will destroy NAME"; with -n,
-        /// "would destroy NAME"). Each file system destroyed, and for a clone whether its
-        /// livelist or a walk of its tree frees it, is printed always.
-        #[arg(short = 'v')]
-        verbose: bool,
-        name: String,
-    },
+    Destroy(DestroyArgs),
     /// List file systems with their space and mountpoint.
-    List {
-        /// Include the descendants of the dataset named.
-        #[arg(short = 'r')]
-        recursive: bool,
-        /// Types to list: filesystem, snapshot, all.
-        #[arg(short = 't', value_delimiter = ',')]
-        types: Option<Vec<String>>,
-        #[command(flatten)]
-        list: ListArgs,
-        name: Option<String>,
-    },
+    List(ListArgs),
     /// Print properties: tarn get PROP[,PROP]|all DATASET...
-    Get {
-        #[command(flatten)]
-        list: ListArgs,
-        properties: String,
-        #[arg(required = true, num_args = 1..)]
-        names: Vec<String>,
-    },
+    Get(GetArgs),
     /// Set a property: tarn set PROP=VALUE DATASET
-    Set { setting: String, name: String },
+    Set(SetArgs),
     /// Clear a local setting so the property inherits again: tarn inherit PROP DATASET
-    Inherit { property: String, name: String },
+    Inherit(InheritArgs),
     /// Mount a file system (at MOUNTPOINT for this once), every one (-a), or list mounts.
-    Mount {
-        #[arg(short = 'a')]
-        all: bool,
-        /// List mounts as JSON.
-        #[arg(short = 'j')]
-        json: bool,
-        name: Option<String>,
-        mountpoint: Option<PathBuf>,
-    },
+    Mount(MountArgs),
     /// Unmount a file system (by name or mountpoint), or every one (-a).
     #[command(alias = "umount")]
-    Unmount {
-        #[arg(short = 'a')]
-        all: bool,
-        /// Unmount even when busy (lazily).
-        #[arg(short = 'f')]
-        force: bool,
-        target: Option<String>,
-    },
+    Unmount(UnmountArgs),
     /// Take snapshots, all in one txg: tarn snapshot [-r] FS@SNAP...
     #[command(alias = "snap")]
-    Snapshot {
-        /// Snapshot every descendant too, by the same name.
-        #[arg(short = 'r')]
-        recursive: bool,
-        #[arg(required = true, num_args = 1..)]
-        names: Vec<String>,
-    },
+    Snapshot(SnapshotArgs),
     /// Clone a snapshot as a new, writable file system: tarn clone [-o prop=val]... FS@SNAP FS
-    Clone {
-        /// Properties of the clone (prop=value, repeatable).
-        #[arg(short = 'o')]
-        properties: Vec<String>,
-        snapshot: String,
-        name: String,
-    },
+    Clone(CloneArgs),
     /// Promote a clone: its origin's snapshots up to the origin move to it, and the origin's
     /// file system becomes its clone: tarn promote CLONE
-    Promote { name: String },
+    Promote(NameArgs),
     /// Bookmark a snapshot: FS#NAME keeps its guid and txg, a source for incremental sends
     /// after the snapshot is gone: tarn bookmark FS@SNAP FS#NAME (tarn destroy FS#NAME).
-    Bookmark { snapshot: String, bookmark: String },
+    Bookmark(BookmarkArgs),
     /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
     /// snapshot of the same file system (-i), with every snapshot between (-I).
-    Send {
-        /// Incremental from this snapshot (FS@SNAP or @SNAP) or bookmark (FS#NAME or #NAME).
-        #[arg(short = 'i', conflicts_with = "intermediates_from")]
-        from: Option<String>,
-        /// Incremental from this snapshot, with every snapshot in between.
-        #[arg(short = 'I')]
-        intermediates_from: Option<String>,
-        /// Carry the file system's local properties.
-        #[arg(short = 'p')]
-        properties: bool,
-        /// Send compressed blocks as they are stored (the receiver stores them as they come).
-        #[arg(short = 'c')]
-        compressed: bool,
-        /// The file system's whole tree: every descendant with the snapshot, with every
-        /// snapshot up to it and their local properties.
-        #[arg(short = 'R')]
-        recursive: bool,
-        /// Estimate the stream's size only (with -v, print it).
-        #[arg(short = 'n')]
-        dry_run: bool,
-        /// Say what is sent, and show progress on a terminal.
-        #[arg(short = 'v')]
-        verbose: bool,
-        /// Continue an interrupted `receive -s` from the target's receive_resume_token.
-        #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "snapshot"])]
-        resume_token: Option<String>,
-        /// FS@SNAP (not with -t).
-        #[arg(required_unless_present = "resume_token")]
-        snapshot: Option<String>,
-    },
+    Send(SendArgs),
     /// Read a replication stream from stdin into a file system: a full stream makes a new one,
     /// an incremental stream applies to the snapshot it came from.
     #[command(alias = "recv")]
-    Receive {
-        /// Roll the target back to the stream's source first (discarding changes and newer
-        /// snapshots).
-        #[arg(short = 'F')]
-        force: bool,
-        /// Do not mount a newly received file system.
-        #[arg(short = 'u')]
-        no_mount: bool,
-        /// Say what was received, and show progress on a terminal.
-        #[arg(short = 'v')]
-        verbose: bool,
-        /// Set a property on the received file systems (prop=value, repeatable).
-        #[arg(short = 'o')]
-        set: Vec<String>,
-        /// Do not take this property from the stream (repeatable).
-        #[arg(short = 'x')]
-        exclude: Vec<String>,
-        /// Keep what a receive that stops part-way applied, for `send -t` to continue (the
-        /// target's receive_resume_token).
-        #[arg(short = 's')]
-        resumable: bool,
-        /// Abandon the partial receive into the target (no stream is read).
-        #[arg(short = 'A', conflicts_with_all = ["force", "resumable", "set", "exclude"])]
-        abort: bool,
-        /// FS, or FS@SNAP to name the received snapshot.
-        target: String,
-    },
+    Receive(ReceiveArgs),
     /// Roll a file system back to its newest snapshot (-r: destroying newer ones).
-    Rollback {
-        /// Destroy snapshots newer than the one named.
-        #[arg(short = 'r')]
-        recursive: bool,
-        name: String,
-    },
+    Rollback(RollbackArgs),
     /// Rename a file system (anywhere in its pool; remounted) or a snapshot (FS@SNAP FS@NEW or NEW).
-    Rename { name: String, new_name: String },
+    Rename(RenameArgs),
     /// Inspection (zdb).
     #[command(subcommand)]
     Debug(DebugCommand),
@@ -328,107 +180,18 @@ enum Command {
     Bench(tarn_bench::BenchCommand),
 }
 
-#[derive(Args, Clone)]
-struct ListArgs {
-    /// No header; fields separated by tabs.
-    #[arg(short = 'H')]
-    no_header: bool,
-    /// Exact numbers (bytes).
-    #[arg(short = 'p')]
-    exact: bool,
-    /// JSON output.
-    #[arg(short = 'j')]
-    json: bool,
-    /// Fields to print, comma-separated.
-    #[arg(short = 'o', value_delimiter = ',')]
-    fields: Option<Vec<String>>,
-}
-
-impl ListArgs {
-    fn format(&self) -> ListFormat {
-        ListFormat {
-            no_header: self.no_header,
-            exact: self.exact,
-            json: self.json,
-            fields: self.fields.clone(),
-        }
-    }
-}
-
 #[derive(Subcommand)]
 enum PoolCommand {
     /// Create a pool: tarn pool create [-f] [-s SIZE] POOL VDEVSPEC...
-    Create {
-        #[arg(short = 'f')]
-        force: bool,
-        /// Create missing device files as sparse files of this size (e.g. 2G).
-        #[arg(short = 's')]
-        size: Option<String>,
-        /// Pool properties (prop=value); only feature@NAME=disabled is understood yet.
-        #[arg(short = 'o')]
-        properties: Vec<String>,
-        /// Mount under this directory (the root file system at ALTROOT/POOL).
-        #[arg(short = 'R')]
-        altroot: Option<PathBuf>,
-        /// Where the root file system mounts: an absolute path, or none (default /POOL).
-        #[arg(short = 'm')]
-        mountpoint: Option<String>,
-        /// Properties of the root file system (prop=value, repeatable).
-        #[arg(short = 'O')]
-        fs_properties: Vec<String>,
-        pool: String,
-        #[arg(required = true, num_args = 1..)]
-        vdevs: Vec<String>,
-    },
+    Create(pool_request::CreateArgs),
     /// Import a pool into the daemon, or with no name list the pools found.
-    Import {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'f')]
-        force: bool,
-        /// List destroyed pools instead of importable ones.
-        #[arg(short = 'D')]
-        destroyed: bool,
-        /// readonly=on imports without writing anything.
-        #[arg(short = 'o')]
-        options: Vec<String>,
-        /// Mount under this directory (the root file system at ALTROOT/POOL).
-        #[arg(short = 'R')]
-        altroot: Option<PathBuf>,
-        /// Rewind: if no recent txg opens, go back to the newest txg whose whole tree reads
-        /// and checks, discarding newer changes.
-        #[arg(short = 'F')]
-        rewind: bool,
-        /// With -F: only say which txg a rewind would open and how much it would discard.
-        #[arg(short = 'n', requires = "rewind")]
-        dry_run: bool,
-        /// Import even if a log device is missing: the intent-log records on it are lost.
-        #[arg(short = 'm')]
-        missing_log: bool,
-        /// Import every pool the cache file remembers (what the systemd unit runs at boot).
-        #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
-        all: bool,
-        pool: Option<String>,
-        new_name: Option<String>,
-    },
+    Import(ImportArgs),
     /// Export a pool (mark it cleanly exported).
-    Export {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'f')]
-        force: bool,
-        pool: String,
-    },
+    Export(ReleaseArgs),
     /// Destroy a pool: its vdevs no longer import.
-    Destroy {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'f')]
-        force: bool,
-        pool: String,
-    },
+    Destroy(ReleaseArgs),
     /// Force a txg sync of one imported pool, or of all of them.
-    Sync { pool: Option<String> },
+    Sync(PoolOption),
     /// List pools with their size and use.
     ///
     /// FRAG weighs each metaslab's free space by the size of its free segments with OpenZFS's
@@ -437,90 +200,34 @@ enum PoolCommand {
     /// reads 0% (an untouched small pool reads 0, not 7-12%); such a pool's FRAG is therefore
     /// lower than zpool would print for the same free segments. Pools with 1 GiB metaslabs and
     /// larger read as zpool does.
-    List {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[command(flatten)]
-        list: ListArgs,
-        pool: Option<String>,
-    },
+    List(pool_request::ListArgs),
     /// Print pool properties: tarn pool get [-H] [-p] [-o FIELD,...] PROP[,PROP]|all POOL
-    Get {
-        #[command(flatten)]
-        list: ListArgs,
-        properties: String,
-        pool: String,
-    },
+    Get(pool_request::GetArgs),
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
-    Set { setting: String, pool: String },
+    Set(pool_request::SetArgs),
     /// Scrub a pool: read every copy of every block and repair bad ones, in the background:
     /// tarn pool scrub [-s|-p] POOL
-    Scrub {
-        /// Stop (cancel) the scrub or resilver in progress.
-        #[arg(short = 's')]
-        stop: bool,
-        /// Pause the scrub in progress; `tarn pool scrub POOL` resumes it.
-        #[arg(short = 'p')]
-        pause: bool,
-        /// Wait until the scrub has finished (as `tarn pool wait -t scrub POOL`).
-        #[arg(short = 'w')]
-        wait: bool,
-        pool: String,
-    },
+    Scrub(ScrubArgs),
     /// Start a resilver of the devices that missed writes, or start the one in progress again
     /// from the beginning (a scrub in progress gives way): tarn pool resilver POOL
-    Resilver { pool: String },
+    Resilver(PoolName),
     /// Bring devices back online; a resilver copies what they missed: tarn pool online POOL DEVICE...
-    Online { pool: String, devices: Vec<String> },
+    Online(DeviceStateArgs),
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
-    Offline { pool: String, devices: Vec<String> },
+    Offline(DeviceStateArgs),
     /// Attach NEW_DEVICE beside DEVICE as a mirror side; it is resilvered:
     /// tarn pool attach [-f] [-w] POOL DEVICE NEW_DEVICE
-    Attach {
-        /// Use the new device even if it seems in use.
-        #[arg(short = 'f')]
-        force: bool,
-        /// Wait until the new side is resilvered.
-        #[arg(short = 'w')]
-        wait: bool,
-        pool: String,
-        device: String,
-        new_device: String,
-    },
+    Attach(AttachArgs),
     /// Detach a device from a mirror: tarn pool detach POOL DEVICE
-    Detach { pool: String, device: String },
+    Detach(DetachArgs),
     /// Remove devices from a pool (cache devices, for now): tarn pool remove POOL DEVICE...
-    Remove {
-        pool: String,
-        #[arg(required = true)]
-        devices: Vec<String>,
-    },
+    Remove(RemoveArgs),
     /// Replace DEVICE by NEW_DEVICE (or by a new device at DEVICE's path); DEVICE is detached
     /// once the new one is resilvered: tarn pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]
-    Replace {
-        /// Use the new device even if it seems in use.
-        #[arg(short = 'f')]
-        force: bool,
-        /// Wait until the replace has finished (resilvered, old device detached).
-        #[arg(short = 'w')]
-        wait: bool,
-        pool: String,
-        device: String,
-        new_device: Option<String>,
-    },
+    Replace(ReplaceArgs),
     /// Add top-level vdevs to a pool: tarn pool add [-n] [-f] POOL VDEV...
     /// (VDEV: PATH... | mirror PATH PATH...)
-    Add {
-        /// Add even when the new vdev's replication differs from the pool's.
-        #[arg(short = 'f')]
-        force: bool,
-        /// Show what would be added, change nothing.
-        #[arg(short = 'n')]
-        dry_run: bool,
-        pool: String,
-        #[arg(required = true, num_args = 1..)]
-        vdevs: Vec<String>,
-    },
+    Add(AddArgs),
     /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
     Wait {
         /// Activities to wait for (comma-separated): free, scrub, resilver. Default: every
@@ -533,79 +240,32 @@ enum PoolCommand {
     /// [POOL] [INTERVAL [COUNT]]
     Iostat(iostat::IostatArgs),
     /// Show the vdev tree, state and error counts of pools.
-    Status {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'j')]
-        json: bool,
-        /// Name the files with permanent errors (damaged blocks with no good copy).
-        #[arg(short = 'v')]
-        verbose: bool,
-        pool: Option<String>,
-    },
+    Status(StatusArgs),
     /// Every command that changed the pool, oldest first: tarn pool history [-l] POOL
-    History {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        /// Also say who ran each command, on which host, in which txg.
-        #[arg(short = 'l')]
-        long: bool,
-        pool: String,
-    },
+    History(HistoryArgs),
     /// Reset error counts (of one device) and forget the error log: tarn pool clear POOL [DEV]
-    Clear {
-        pool: String,
-        device: Option<String>,
-    },
+    Clear(ClearArgs),
 }
 
 #[derive(Subcommand)]
 enum DebugCommand {
     /// Draw every vdev's metaslabs as an SVG image, coloured by fullness (green empty, red
     /// full), each with its free percentage and fragmentation.
-    Map {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        /// The image to write (.svg).
-        #[arg(short = 'o')]
-        output: PathBuf,
-        pool: String,
-    },
+    Map(MapArgs),
     /// Every record of one metaslab's space map.
-    Spacemap {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        pool: String,
-        vdev: u32,
-        metaslab: u64,
-    },
+    Spacemap(SpacemapArgs),
     /// Per-metaslab offset, space map, free space and fragmentation (as zdb -m); -mm adds
     /// the on-disk free-segment histogram, -mmm the largest free segment and the in-memory
     /// histogram (replayed from the space map when the metaslab is not loaded).
-    Metaslabs {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'j')]
-        json: bool,
-        /// Detail: -m, -mm or -mmm.
-        #[arg(short = 'm', action = clap::ArgAction::Count)]
-        level: u8,
-        pool: String,
-    },
+    Metaslabs(MetaslabsArgs),
     /// The log space maps: each log's txg, length, blocks and metaslabs, the log summary
     /// and the flushing limits (zdb -m's log section).
-    Logs {
-        #[arg(short = 'd', long = "dir")]
-        dirs: Vec<PathBuf>,
-        #[arg(short = 'j')]
-        json: bool,
-        pool: String,
-    },
+    Logs(LogsArgs),
     /// A dataset's or snapshot's record, directory and deadlist entries (zdb -dddd).
-    Dataset { name: String },
+    Dataset(NameArgs),
     /// One object's dnode, spill block and every block pointer under it (zdb -ddddd), as of
     /// the last synced txg: TARGET is a path inside the file system or an object number.
-    Object { dataset: String, target: String },
+    Object(ObjectArgs),
 }
 
 /// `tarn version`: this build's version and protocol version, then the running daemon's, asked
@@ -674,269 +334,58 @@ fn run(cli: Cli) -> Result<Status, Failure> {
     let socket = socket.as_path();
     match cli.command {
         Command::Pool(command) => match command {
-            PoolCommand::Create {
-                force,
-                size,
-                properties,
-                altroot,
-                mountpoint,
-                fs_properties,
-                pool,
-                vdevs,
-            } => pool::create(
-                socket,
-                force,
-                size,
-                properties,
-                altroot,
-                mountpoint,
-                fs_properties,
-                pool,
-                vdevs,
-            ),
-            PoolCommand::Import { all: true, .. } => verbs::pool_cache::import_all(socket),
-            PoolCommand::Import {
-                dirs,
-                force: _,
-                destroyed,
-                options,
-                altroot,
-                rewind,
-                dry_run,
-                missing_log,
-                all: _,
-                pool,
-                new_name,
-            } => match (dry_run, pool) {
-                (true, Some(pool)) => pool::import_dry_run(dirs, &pool),
+            PoolCommand::Create(args) => pool::create(socket, args),
+            PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket),
+            PoolCommand::Import(args) => match (args.dry_run, &args.pool) {
+                (true, Some(pool)) => pool::import_dry_run(args.dirs.clone(), pool),
                 (true, None) => Err(Failure("-n needs a pool name".into())),
-                (false, pool) => pool::import(
-                    socket,
-                    dirs,
-                    destroyed,
-                    ImportFlags {
-                        options,
-                        altroot,
-                        rewind,
-                        missing_log,
-                    },
-                    pool,
-                    new_name,
-                ),
+                (false, _) => pool::import(socket, args),
             },
-            PoolCommand::Export { dirs, force, pool } => pool::export(socket, dirs, force, pool),
-            PoolCommand::Destroy { dirs, force, pool } => pool::destroy(socket, dirs, force, pool),
-            PoolCommand::Sync { pool } => pool::sync(socket, pool),
-            PoolCommand::List { dirs, list, pool } => pool::list(socket, dirs, list.format(), pool),
-            PoolCommand::Status {
-                dirs,
-                json,
-                verbose,
-                pool,
-            } => pool::status(socket, dirs, json, verbose, pool),
-            PoolCommand::History { dirs, long, pool } => {
-                verbs::pool_records::history(socket, dirs, long, pool)
-            }
-            PoolCommand::Clear { pool, device } => verbs::pool_records::clear(socket, pool, device),
-            PoolCommand::Get {
-                list,
-                properties,
-                pool,
-            } => pool::get(socket, list.format(), properties, pool),
-            PoolCommand::Set { setting, pool } => pool::set(socket, setting, pool),
+            PoolCommand::Export(args) => pool::export(socket, args),
+            PoolCommand::Destroy(args) => pool::destroy(socket, args),
+            PoolCommand::Sync(args) => pool::sync(socket, args),
+            PoolCommand::List(args) => pool::list(socket, args),
+            PoolCommand::Status(args) => pool::status(socket, args),
+            PoolCommand::History(args) => verbs::pool_records::history(socket, args),
+            PoolCommand::Clear(args) => verbs::pool_records::clear(socket, args),
+            PoolCommand::Get(args) => pool::get(socket, args),
+            PoolCommand::Set(args) => pool::set(socket, args),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
-            PoolCommand::Scrub {
-                stop,
-                pause,
-                wait,
-                pool,
-            } => verbs::scrub::scrub(socket, stop, pause, wait, pool),
-            PoolCommand::Resilver { pool } => verbs::scrub::resilver(socket, pool),
-            PoolCommand::Online { pool, devices } => {
-                verbs::scrub::device(socket, "online", pool, devices)
-            }
-            PoolCommand::Offline { pool, devices } => {
-                verbs::scrub::device(socket, "offline", pool, devices)
-            }
-            PoolCommand::Attach {
-                force,
-                wait,
-                pool,
-                device,
-                new_device,
-            } => verbs::devices::attach(socket, force, wait, pool, device, new_device),
-            PoolCommand::Detach { pool, device } => verbs::devices::detach(socket, pool, device),
-            PoolCommand::Remove { pool, devices } => verbs::devices::remove(socket, pool, devices),
-            PoolCommand::Replace {
-                force,
-                wait,
-                pool,
-                device,
-                new_device,
-            } => verbs::devices::replace(socket, force, wait, pool, device, new_device),
-            PoolCommand::Add {
-                force,
-                dry_run,
-                pool,
-                vdevs,
-            } => verbs::devices::add(socket, force, dry_run, pool, vdevs),
+            PoolCommand::Scrub(args) => verbs::scrub::scrub(socket, args),
+            PoolCommand::Resilver(args) => verbs::scrub::resilver(socket, args),
+            PoolCommand::Online(args) => verbs::scrub::device(socket, args, ScanRequest::Online),
+            PoolCommand::Offline(args) => verbs::scrub::device(socket, args, ScanRequest::Offline),
+            PoolCommand::Attach(args) => verbs::devices::attach(socket, args),
+            PoolCommand::Detach(args) => verbs::devices::detach(socket, args),
+            PoolCommand::Remove(args) => verbs::devices::remove(socket, args),
+            PoolCommand::Replace(args) => verbs::devices::replace(socket, args),
+            PoolCommand::Add(args) => verbs::devices::add(socket, args),
             PoolCommand::Iostat(args) => iostat::run(socket, args).map(|()| 0),
         },
-        Command::Inject {
-            clear,
-            device,
-            error,
-            io,
-            percent,
-            count,
-            object,
-            level,
-            delay_ms,
-            pool,
-        } => verbs::inject::inject(
-            socket,
-            verbs::inject::InjectArgs {
-                clear,
-                device,
-                error,
-                io,
-                percent,
-                count,
-                object,
-                level,
-                delay_ms,
-                pool,
-            },
-        ),
-        Command::Check {
-            dirs,
-            no_repair,
-            pool,
-        } => inspect::check(socket, dirs, no_repair, pool),
-        Command::Create {
-            parents,
-            properties,
-            name,
-        } => dataset::create(socket, parents, &properties, name),
-        Command::Destroy {
-            recursive,
-            recursive_dependents,
-            dry_run,
-            verbose,
-            name,
-        } => dataset::destroy(
-            socket,
-            recursive,
-            recursive_dependents,
-            dry_run,
-            verbose,
-            name,
-        ),
-        Command::List {
-            recursive,
-            types,
-            list,
-            name,
-        } => dataset::list(socket, recursive, types, list.format(), name),
-        Command::Get {
-            list,
-            properties,
-            names,
-        } => dataset::get(socket, list.format(), properties, names),
-        Command::Set { setting, name } => dataset::set(socket, setting, name),
-        Command::Inherit { property, name } => dataset::inherit(socket, property, name),
-        Command::Mount {
-            all,
-            json,
-            name,
-            mountpoint,
-        } => dataset::mount(socket, all, json, name, mountpoint),
-        Command::Unmount { all, force, target } => dataset::unmount(socket, all, force, target),
-        Command::Snapshot { recursive, names } => dataset::snapshot(socket, recursive, names),
-        Command::Rollback { recursive, name } => dataset::rollback(socket, recursive, name),
-        Command::Clone {
-            properties,
-            snapshot,
-            name,
-        } => dataset::clone(socket, &properties, snapshot, name),
-        Command::Promote { name } => dataset::promote(socket, name),
-        Command::Bookmark { snapshot, bookmark } => {
-            dataset::bookmark(socket, Some(snapshot), bookmark)
-        }
-        Command::Send {
-            from,
-            intermediates_from,
-            compressed,
-            recursive,
-            properties,
-            dry_run,
-            verbose,
-            resume_token,
-            snapshot,
-        } => replication::send(
-            socket,
-            replication::SendArgs {
-                snapshot: snapshot.unwrap_or_default(),
-                resume_token,
-                intermediates: intermediates_from.is_some(),
-                from: from.or(intermediates_from),
-                properties,
-                dry_run,
-                verbose,
-                compressed,
-                recursive,
-            },
-        ),
-        Command::Receive {
-            force,
-            no_mount,
-            verbose,
-            set,
-            exclude,
-            resumable,
-            abort,
-            target,
-        } => {
-            if abort {
-                replication::abort_receive(socket, target)
-            } else {
-                replication::receive(
-                    socket,
-                    replication::ReceiveArgs {
-                        target,
-                        force,
-                        no_mount,
-                        verbose,
-                        set,
-                        exclude,
-                        resumable,
-                    },
-                )
-            }
-        }
-        Command::Rename { name, new_name } => dataset::rename(socket, name, new_name),
-        Command::Debug(DebugCommand::Dataset { name }) => dataset::debug_dataset(socket, name),
-        Command::Debug(DebugCommand::Object { dataset, target }) => {
-            dataset::debug_object(socket, dataset, target)
-        }
-        Command::Debug(DebugCommand::Metaslabs {
-            dirs,
-            json,
-            level,
-            pool,
-        }) => inspect::debug_metaslabs(socket, dirs, json, level, pool),
-        Command::Debug(DebugCommand::Logs { dirs, json, pool }) => {
-            inspect::debug_logs(socket, dirs, json, pool)
-        }
-        Command::Debug(DebugCommand::Map { dirs, output, pool }) => {
-            inspect::debug_map(socket, dirs, output, pool)
-        }
-        Command::Debug(DebugCommand::Spacemap {
-            dirs,
-            pool,
-            vdev,
-            metaslab,
-        }) => inspect::debug_spacemap(socket, dirs, pool, vdev, metaslab),
+        Command::Inject(args) => verbs::inject::inject(socket, args),
+        Command::Check(args) => inspect::check(socket, args),
+        Command::Create(args) => dataset::create(socket, args),
+        Command::Destroy(args) => dataset::destroy(socket, args),
+        Command::List(args) => dataset::list(socket, args),
+        Command::Get(args) => dataset::get(socket, args),
+        Command::Set(args) => dataset::set(socket, args),
+        Command::Inherit(args) => dataset::inherit(socket, args),
+        Command::Mount(args) => dataset::mount(socket, args),
+        Command::Unmount(args) => dataset::unmount(socket, args),
+        Command::Snapshot(args) => dataset::snapshot(socket, args),
+        Command::Rollback(args) => dataset::rollback(socket, args),
+        Command::Clone(args) => dataset::clone(socket, args),
+        Command::Promote(args) => dataset::promote(socket, args),
+        Command::Bookmark(args) => dataset::bookmark(socket, args),
+        Command::Send(args) => replication::send(socket, args),
+        Command::Receive(args) => replication::receive(socket, args),
+        Command::Rename(args) => dataset::rename(socket, args),
+        Command::Debug(DebugCommand::Dataset(args)) => dataset::debug_dataset(socket, args),
+        Command::Debug(DebugCommand::Object(args)) => dataset::debug_object(socket, args),
+        Command::Debug(DebugCommand::Metaslabs(args)) => inspect::debug_metaslabs(socket, args),
+        Command::Debug(DebugCommand::Logs(args)) => inspect::debug_logs(socket, args),
+        Command::Debug(DebugCommand::Map(args)) => inspect::debug_map(socket, args),
+        Command::Debug(DebugCommand::Spacemap(args)) => inspect::debug_spacemap(socket, args),
         Command::Stat(command) => {
             stat::run(socket, command)?;
             Ok(0)

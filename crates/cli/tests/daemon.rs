@@ -13,6 +13,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
+use tarn_protocol::request::pool::{CreateArgs, PoolRequest};
+use tarn_protocol::Request;
 use tempfile::TempDir;
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
@@ -519,32 +522,58 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
     let t = Fixture::new();
     t.create("tank", "a.img");
     let pid = t.pid();
-    let cases: Vec<(&[u8], &str)> = vec![
-        (b"this is not json\n", "bad request"),
-        (b"{\"verb\":\"frobnicate\"}\n", "frobnicate"),
-        (b"{\"verb\":\"check\"}\n", "bad request"),
-        (b"{\"verb\":\"check\",\"args\":{\"pool\":1}}\n", "bad request"),
-        (b"\xff\xfe\n", "bad request"),
+    let version = tarn_protocol::PROTOCOL_VERSION;
+    let request_line = |request: &Request| {
+        let mut line = tarn_protocol::encode_request(request);
+        line.push(b'\n');
+        line
+    };
+    let check = |pool: &str| {
+        Request::Inspect(InspectRequest::Check(CheckArgs {
+            dirs: Vec::new(),
+            no_repair: true,
+            pool: pool.into(),
+        }))
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"this is not json\n".to_vec(), "bad request"),
+        (
+            format!("{{\"protocol\":{version},\"verb\":\"frobnicate\"}}\n").into_bytes(),
+            "frobnicate",
+        ),
+        (b"{\"verb\":\"check\"}\n".to_vec(), "bad request"),
+        (
+            format!("{{\"protocol\":{version},\"verb\":\"inspect\",\"args\":{{\"verb\":\"check\",\"args\":{{\"pool\":1}}}}}}\n").into_bytes(),
+            "bad request",
+        ),
+        (b"\xff\xfe\n".to_vec(), "bad request"),
         // Well formed, but from a build before protocol versions.
         (
-            b"{\"verb\":\"check\",\"args\":{\"pool\":\"tank\",\"repair\":false}}\n",
+            b"{\"verb\":\"check\",\"args\":{\"pool\":\"tank\",\"repair\":false}}\n".to_vec(),
             "different build",
         ),
         (
-            b"{\"protocol\":1,\"verb\":\"pool create\",\"args\":{\"name\":\"x\",\"vdevs\":[\"relative.img\"],\"size_bytes\":null,\"force\":false,\"disabled_features\":[]}}\n",
+            request_line(&Request::Pool(PoolRequest::Create(CreateArgs {
+                force: false,
+                size: None,
+                properties: Vec::new(),
+                altroot: None,
+                mountpoint: None,
+                fs_properties: Vec::new(),
+                pool: "x".into(),
+                vdevs: vec!["relative.img".into()],
+            }))),
             "not absolute",
         ),
     ];
     for (line, needle) in cases {
-        let response = t.raw(line);
+        let response = t.raw(&line);
         assert_ne!(response["status"], 0, "{response}");
         let stderr = response["stderr"].as_str().unwrap_or("");
         assert!(stderr.contains(needle), "{needle:?} in {response}");
     }
     // A verb on a pool the daemon does not hold says so.
-    let response = t.raw(
-        b"{\"protocol\":1,\"verb\":\"check\",\"args\":{\"pool\":\"nosuch\",\"repair\":false}}\n",
-    );
+    let response = t.raw(&request_line(&check("nosuch")));
     assert_eq!(response["not_imported"], true, "{response}");
     // Several requests on one connection, and a half-sent request, do not hurt.
     let mut stream = UnixStream::connect(t.socket()).unwrap();

@@ -10,8 +10,10 @@ use tarn::pool::datasets::DatasetInfo;
 use tarn::pool::Pool;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::request::dataset::{
+    parse_settings, CreateArgs, DatasetRequest, DestroyArgs, InheritArgs, MountArgs, UnmountArgs,
+};
 use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
-use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply};
 use super::mounts::{Mounts, Placement};
@@ -341,13 +343,11 @@ pub fn mount(
 }
 
 /// A dataset request.
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<Answer, Reply> {
     match request {
-        Request::Create {
-            name,
-            properties,
-            parents,
-        } => {
+        DatasetRequest::Create(args) => {
+            let properties = parse_settings(&args.properties)?;
+            let CreateArgs { name, parents, .. } = args;
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             let created = pool.create_dataset(&name, &properties, parents)?;
@@ -360,13 +360,13 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": created }),
             })
         }
-        Request::Destroy {
+        DatasetRequest::Destroy(DestroyArgs {
             name,
             recursive,
-            dependents,
+            recursive_dependents: dependents,
             dry_run,
             verbose,
-        } => {
+        }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             let options = DestroyOptions {
@@ -378,26 +378,23 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             destroy(&pool, &daemon.mounts, &name, options)?;
             Answer::done()
         }
-        Request::List {
-            name,
-            recursive,
-            types,
-        } => {
+        DatasetRequest::List(args) => {
             let rows = list(
                 &daemon.pools(),
                 &daemon.mounts,
-                name.as_deref(),
-                recursive,
-                &types,
+                args.name.as_deref(),
+                args.recursive,
+                args.types()?,
             )?;
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "datasets": rows }),
             })
         }
-        Request::Get { names, properties } => {
+        DatasetRequest::Get(args) => {
+            let properties = args.properties()?;
             let mut rows = Vec::new();
-            for name in &names {
+            for name in &args.names {
                 let pool = daemon.pool_of_dataset(name)?;
                 rows.extend(get(&pool, &daemon.mounts, name, &properties)?);
             }
@@ -406,21 +403,25 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "properties": rows }),
             })
         }
-        Request::Set {
-            name,
-            property,
-            value,
-        } => {
+        DatasetRequest::Set(args) => {
+            let (property, value) = args.setting()?;
             let _guard = lock(&daemon.lifecycle);
-            let pool = daemon.pool_of_dataset(&name)?;
-            set(&pool, &daemon.mounts, &name, &property, value.as_deref())?;
+            let pool = daemon.pool_of_dataset(&args.name)?;
+            set(&pool, &daemon.mounts, &args.name, &property, Some(&value))?;
             Answer::done()
         }
-        Request::Mount {
+        DatasetRequest::Inherit(InheritArgs { property, name }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&name)?;
+            set(&pool, &daemon.mounts, &name, &property, None)?;
+            Answer::done()
+        }
+        DatasetRequest::Mount(MountArgs {
             name,
             mountpoint,
             all,
-        } => {
+            ..
+        }) => {
             let _guard = lock(&daemon.lifecycle);
             match (name, all) {
                 (None, false) => {
@@ -454,7 +455,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 }
             }
         }
-        Request::Unmount { target, all, force } => {
+        DatasetRequest::Unmount(UnmountArgs { target, all, force }) => {
             let _guard = lock(&daemon.lifecycle);
             match (target, all) {
                 (None, true) => {
@@ -480,9 +481,5 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             }
             Answer::done()
         }
-        other => Err(Reply::Failed(Failure(format!(
-            "internal error: {} is not a dataset request",
-            other.verb()
-        )))),
     }
 }

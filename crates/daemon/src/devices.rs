@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use tarn::pool::parse_vdev_layout;
 use tarn_protocol::error::Failure;
-use tarn_protocol::Request;
+use tarn_protocol::request::devices::{
+    AddArgs, AttachArgs, DetachArgs, DevicesRequest, RemoveArgs, ReplaceArgs,
+};
 
 use super::held::{Answer, Daemon, Reply};
 
@@ -15,14 +17,15 @@ fn failed(what: String) -> Reply {
     Reply::Failed(Failure(what))
 }
 
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+pub(super) fn handle(daemon: &Arc<Daemon>, request: DevicesRequest) -> Result<Answer, Reply> {
     match request {
-        Request::PoolAttach {
+        DevicesRequest::Attach(AttachArgs {
             pool,
             device,
             new_device,
             force,
-        } => {
+            wait: _,
+        }) => {
             let held = daemon.held(&pool)?;
             let txg = held
                 .attach(&device, Path::new(&new_device), force)
@@ -35,7 +38,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txg": txg.0 }),
             })
         }
-        Request::PoolDetach { pool, device } => {
+        DevicesRequest::Detach(DetachArgs { pool, device }) => {
             let held = daemon.held(&pool)?;
             let txg = held
                 .detach(&device)
@@ -46,7 +49,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txg": txg.0 }),
             })
         }
-        Request::PoolRemove { pool, devices } => {
+        DevicesRequest::Remove(RemoveArgs { pool, devices }) => {
             let held = daemon.held(&pool)?;
             let mut txg = 0;
             for device in &devices {
@@ -61,13 +64,13 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "txg": txg }),
             })
         }
-        Request::PoolReplace {
+        DevicesRequest::Replace(ReplaceArgs {
             pool,
             device,
             new_device,
             force,
             wait,
-        } => {
+        }) => {
             let held = daemon.held(&pool)?;
             let new_path = new_device.as_deref().map(Path::new);
             let guid = held
@@ -86,12 +89,12 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "guid": guid.0 }),
             })
         }
-        Request::PoolAdd {
+        DevicesRequest::Add(AddArgs {
             pool,
             vdevs,
             force,
             dry_run,
-        } => {
+        }) => {
             let held = daemon.held(&pool)?;
             let layout = parse_vdev_layout(&vdevs)
                 .map_err(|error| failed(format!("cannot add to {pool}: {error}")))?;
@@ -115,9 +118,5 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "vdevs": vdevs, "dry_run": dry_run }),
             })
         }
-        other => Err(failed(format!(
-            "internal error: {} is not a device request",
-            other.verb()
-        ))),
     }
 }

@@ -2,16 +2,24 @@
 //! its family (`pool`, `inspect`, `datasets`, ...). Every line a handler
 //! prints is captured into the response.
 
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tarn_protocol::error::Failure;
 use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, devices, inject, inspect, pool, scan, snapshots};
+use super::{datasets, devices, inject, inspect, pool, scan, snapshots, streams};
 
-pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+/// Answer `request`; `reader` and `writer` are its connection, over which the stream of a send
+/// or a receive travels.
+pub(super) fn dispatch(
+    daemon: &Arc<Daemon>,
+    request: Request,
+    reader: &mut BufReader<UnixStream>,
+    writer: &mut UnixStream,
+) -> Result<Answer, Reply> {
     match request {
         Request::Ping => Ok(Answer {
             status: 0,
@@ -35,55 +43,14 @@ pub(super) fn dispatch(daemon: &Arc<Daemon>, request: Request) -> Result<Answer,
                 data: serde_json::json!({"pid": std::process::id()}),
             })
         }
-        Request::PoolCreate { .. }
-        | Request::PoolImport { .. }
-        | Request::PoolExport { .. }
-        | Request::PoolDestroy { .. }
-        | Request::PoolSync { .. }
-        | Request::PoolList { .. }
-        | Request::PoolGet { .. }
-        | Request::PoolSet { .. }
-        | Request::PoolStatus { .. }
-        | Request::PoolHistory { .. }
-        | Request::PoolClear { .. } => pool::handle(daemon, request),
-        Request::PoolScrub { .. }
-        | Request::PoolResilver { .. }
-        | Request::PoolScanStatus { .. }
-        | Request::PoolDevice { .. } => scan::handle(daemon, request),
-        Request::PoolAttach { .. }
-        | Request::PoolDetach { .. }
-        | Request::PoolRemove { .. }
-        | Request::PoolReplace { .. }
-        | Request::PoolAdd { .. } => devices::handle(daemon, request),
-        Request::Check { .. }
-        | Request::DebugMetaslabs { .. }
-        | Request::DebugLogs { .. }
-        | Request::DebugSpacemap { .. }
-        | Request::DebugMap { .. }
-        | Request::StatTxgs { .. }
-        | Request::StatArc { .. }
-        | Request::StatZil { .. }
-        | Request::PoolIostat { .. }
-        | Request::DebugObject { .. } => inspect::handle(daemon, request),
-        Request::Inject { .. } => inject::handle(daemon, request),
-        Request::Create { .. }
-        | Request::Destroy { .. }
-        | Request::List { .. }
-        | Request::Get { .. }
-        | Request::Set { .. }
-        | Request::Mount { .. }
-        | Request::Unmount { .. } => datasets::handle(daemon, request),
-        Request::Snapshot { .. }
-        | Request::Clone { .. }
-        | Request::Promote { .. }
-        | Request::DestroySnapshots { .. }
-        | Request::Rollback { .. }
-        | Request::Rename { .. }
-        | Request::DebugDataset { .. }
-        | Request::Bookmark { .. }
-        | Request::ReceiveAbort { .. } => snapshots::handle(daemon, request),
-        Request::Send { .. } | Request::Receive { .. } => Err(Reply::Failed(Failure(
-            "internal error: send and receive are served with their connection's stream".into(),
-        ))),
+        Request::Pool(request) => pool::handle(daemon, request),
+        Request::Scan(request) => scan::handle(daemon, request),
+        Request::Devices(request) => devices::handle(daemon, request),
+        Request::Inspect(request) => inspect::handle(daemon, request),
+        Request::Stat(request) => inspect::handle_stat(daemon, request),
+        Request::Inject(args) => inject::handle(daemon, args),
+        Request::Dataset(request) => datasets::handle(daemon, request),
+        Request::Snapshot(request) => snapshots::handle(daemon, request),
+        Request::Replication(request) => streams::handle(daemon, request, reader, writer),
     }
 }

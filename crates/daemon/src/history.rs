@@ -13,6 +13,15 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
+use tarn_protocol::request::dataset::{self, DatasetRequest, DestroyArgs, InheritArgs};
+use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
+use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
+use tarn_protocol::request::pool::{ClearArgs, CreateArgs, ImportArgs, PoolRequest, SetArgs};
+use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
+use tarn_protocol::request::snapshot::{
+    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
+};
 use tarn_protocol::Request;
 
 use super::held::Daemon;
@@ -64,28 +73,68 @@ fn changed_pool(request: &Request) -> Option<String> {
             .to_string()
     };
     Some(match request {
-        Request::PoolCreate { name, .. } => name.clone(),
-        Request::PoolImport { pool, new_name, .. } => new_name.clone().unwrap_or(pool.clone()),
-        Request::PoolSet { pool, .. } | Request::PoolClear { pool, .. } => pool.clone(),
-        Request::PoolDevice { pool, .. }
-        | Request::PoolAttach { pool, .. }
-        | Request::PoolDetach { pool, .. }
-        | Request::PoolRemove { pool, .. }
-        | Request::PoolReplace { pool, .. } => pool.clone(),
-        Request::PoolAdd { pool, dry_run, .. } if !dry_run => pool.clone(),
-        Request::Check { pool, repair: true } => pool.clone(),
-        Request::Destroy { name, dry_run, .. } if !dry_run => dataset(name),
-        Request::Create { name, .. }
-        | Request::Promote { name }
-        | Request::Rollback { name, .. }
-        | Request::Rename { name, .. }
-        | Request::Set { name, .. } => dataset(name),
-        Request::Clone { name, .. } => dataset(name),
-        Request::Snapshot { names, .. } => dataset(names.first()?),
-        Request::DestroySnapshots { spec, dry_run, .. } if !dry_run => dataset(spec),
-        Request::Bookmark { bookmark, .. } => dataset(bookmark),
-        Request::Receive { target, .. } | Request::ReceiveAbort { target } => dataset(target),
-        _ => return None,
+        Request::Pool(PoolRequest::Create(CreateArgs { pool, .. }))
+        | Request::Pool(PoolRequest::Set(SetArgs { pool, .. }))
+        | Request::Pool(PoolRequest::Clear(ClearArgs { pool, .. })) => pool.clone(),
+        Request::Pool(PoolRequest::Import(ImportArgs { pool, new_name, .. })) => {
+            new_name.clone().or(pool.clone())?
+        }
+        Request::Scan(ScanRequest::Online(DeviceStateArgs { pool, .. }))
+        | Request::Scan(ScanRequest::Offline(DeviceStateArgs { pool, .. })) => pool.clone(),
+        Request::Devices(DevicesRequest::Add(AddArgs { dry_run: true, .. })) => return None,
+        Request::Devices(request) => request.pool().to_string(),
+        Request::Inspect(InspectRequest::Check(CheckArgs {
+            pool,
+            no_repair: false,
+            ..
+        })) => pool.clone(),
+        Request::Dataset(request) => match request {
+            DatasetRequest::Destroy(DestroyArgs { dry_run: true, .. })
+            | DatasetRequest::List(_)
+            | DatasetRequest::Get(_)
+            | DatasetRequest::Mount(_)
+            | DatasetRequest::Unmount(_) => return None,
+            DatasetRequest::Destroy(DestroyArgs { name, .. })
+            | DatasetRequest::Create(dataset::CreateArgs { name, .. })
+            | DatasetRequest::Set(dataset::SetArgs { name, .. })
+            | DatasetRequest::Inherit(InheritArgs { name, .. }) => dataset(name),
+        },
+        Request::Snapshot(request) => match request {
+            SnapshotRequest::DestroySnapshots(DestroyArgs { dry_run: true, .. })
+            | SnapshotRequest::DebugDataset(_) => return None,
+            SnapshotRequest::Snapshot(SnapshotArgs { names, .. }) => dataset(names.first()?),
+            SnapshotRequest::Bookmark(BookmarkArgs { bookmark: name, .. })
+            | SnapshotRequest::DestroySnapshots(DestroyArgs { name, .. })
+            | SnapshotRequest::DestroyBookmark(DestroyArgs { name, .. })
+            | SnapshotRequest::Clone(CloneArgs { name, .. })
+            | SnapshotRequest::Promote(NameArgs { name })
+            | SnapshotRequest::Rollback(RollbackArgs { name, .. })
+            | SnapshotRequest::Rename(RenameArgs { name, .. }) => dataset(name),
+        },
+        Request::Replication(ReplicationRequest::Send(_)) => return None,
+        Request::Replication(
+            ReplicationRequest::Receive(ReceiveArgs { target, .. })
+            | ReplicationRequest::ReceiveAbort(ReceiveArgs { target, .. }),
+        ) => dataset(target),
+        // Reads, and export and destroy (the pool is gone when they succeed). Named one by
+        // one, so that a new verb is placed here or above before it compiles.
+        Request::Ping
+        | Request::Stop
+        | Request::Pool(
+            PoolRequest::Export(_)
+            | PoolRequest::Destroy(_)
+            | PoolRequest::Sync(_)
+            | PoolRequest::List(_)
+            | PoolRequest::Get(_)
+            | PoolRequest::Status(_)
+            | PoolRequest::History(_),
+        )
+        | Request::Scan(
+            ScanRequest::Scrub(_) | ScanRequest::Resilver(_) | ScanRequest::Status(_),
+        )
+        | Request::Inspect(_)
+        | Request::Stat(_)
+        | Request::Inject(_) => return None,
     })
 }
 
@@ -129,46 +178,54 @@ impl PendingRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tarn_protocol::request::devices::AttachArgs;
+    use tarn_protocol::request::pool::StatusArgs;
 
     #[test]
     fn only_changes_are_recorded_in_the_pool_they_name() {
-        let create = Request::Create {
+        let create = Request::Dataset(DatasetRequest::Create(dataset::CreateArgs {
             name: "tank/a/b".into(),
             properties: Vec::new(),
             parents: false,
-        };
+        }));
         assert_eq!(changed_pool(&create).as_deref(), Some("tank"));
-        let snapshot = Request::Snapshot {
+        let snapshot = Request::Snapshot(SnapshotRequest::Snapshot(SnapshotArgs {
             names: vec!["tank/a@s1".into()],
             recursive: false,
-        };
+        }));
         assert_eq!(changed_pool(&snapshot).as_deref(), Some("tank"));
         assert_eq!(
-            changed_pool(&Request::PoolStatus {
+            changed_pool(&Request::Pool(PoolRequest::Status(StatusArgs {
+                dirs: Vec::new(),
+                json: false,
                 pool: None,
                 verbose: true
-            }),
+            }))),
             None
         );
         assert_eq!(
-            changed_pool(&Request::Check {
+            changed_pool(&Request::Inspect(InspectRequest::Check(CheckArgs {
+                dirs: Vec::new(),
                 pool: "tank".into(),
-                repair: false
-            }),
+                no_repair: true
+            }))),
             None
         );
-        let attach = Request::PoolAttach {
+        let attach = Request::Devices(DevicesRequest::Attach(AttachArgs {
             pool: "tank".into(),
             device: "a.img".into(),
             new_device: "/d/b.img".into(),
             force: false,
-        };
+            wait: false,
+        }));
         assert_eq!(changed_pool(&attach).as_deref(), Some("tank"));
-        let add = |dry_run| Request::PoolAdd {
-            pool: "tank".into(),
-            vdevs: vec!["/d/c.img".into()],
-            force: false,
-            dry_run,
+        let add = |dry_run| {
+            Request::Devices(DevicesRequest::Add(AddArgs {
+                pool: "tank".into(),
+                vdevs: vec!["/d/c.img".into()],
+                force: false,
+                dry_run,
+            }))
         };
         assert_eq!(changed_pool(&add(false)).as_deref(), Some("tank"));
         assert_eq!(changed_pool(&add(true)), None);

@@ -11,16 +11,13 @@ use tarn::pool::Pool;
 use tarn::vdev::inject::{DeviceRange, InjectedFault, InjectedIo, Injection, InjectionStatus};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
 use tarn_protocol::error::Failure;
-use tarn_protocol::{InjectSpec, Request};
+use tarn_protocol::request::inject::{InjectAction, InjectArgs, InjectSpec};
 
 use super::held::{Answer, Daemon, Reply};
 
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
-    let Request::Inject { pool, start, clear } = request else {
-        return Err(Failure("internal error: not an inject request".into()).into());
-    };
-    match (pool, start, clear) {
-        (Some(pool), Some(spec), None) => {
+pub(super) fn handle(daemon: &Arc<Daemon>, args: InjectArgs) -> Result<Answer, Reply> {
+    match args.action()? {
+        InjectAction::Start { pool, spec } => {
             let held = daemon.held(&pool)?;
             let injection = injection_of(&held, &spec)?;
             let id = held.core.injector.add(injection.clone());
@@ -34,7 +31,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "id": id }),
             })
         }
-        (pool, None, Some(which)) => {
+        InjectAction::Clear { pool, which } => {
             let id = match which.as_str() {
                 "all" => None,
                 number => Some(number.parse::<u64>().map_err(|_| {
@@ -69,7 +66,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             }
             Answer::done()
         }
-        (pool, None, None) => {
+        InjectAction::List { pool } => {
             let pools: Vec<Arc<Pool>> = match &pool {
                 Some(pool) => vec![daemon.held(pool)?],
                 None => daemon.pools(),
@@ -117,10 +114,6 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::Value::Array(data),
             })
         }
-        _ => Err(Failure(
-            "bad request: inject takes a pool and what to inject, -c, or nothing".into(),
-        )
-        .into()),
     }
 }
 

@@ -10,46 +10,80 @@ use tarn::pool::Pool;
 use tarn::types::ObjectId;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::human_bytes;
-use tarn_protocol::Request;
+use tarn_protocol::request::inspect::{
+    CheckArgs, InspectRequest, LogsArgs, MapArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
+};
+use tarn_protocol::request::stat::StatRequest;
+use tarn_protocol::request::{PoolName, PoolOption};
 
 use super::held::{Answer, Daemon, Reply};
 
 /// An inspection request.
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+pub(super) fn handle(daemon: &Arc<Daemon>, request: InspectRequest) -> Result<Answer, Reply> {
     match request {
-        Request::Check { pool, repair } => {
+        InspectRequest::Check(CheckArgs {
+            pool, no_repair, ..
+        }) => {
             let held = daemon.held(&pool)?;
-            let clean = tarn_ops::check(&held, &pool, repair)?;
+            let clean = tarn_ops::check(&held, &pool, !no_repair)?;
             Ok(Answer {
                 status: if clean { 0 } else { 1 },
                 data: serde_json::Value::Null,
             })
         }
-        Request::DebugMetaslabs { pool, json, level } => {
+        InspectRequest::Metaslabs(MetaslabsArgs {
+            pool, json, level, ..
+        }) => {
             let held = daemon.held(&pool)?;
             tarn_ops::debug_metaslabs(&held, &pool, json, level)?;
             Answer::done()
         }
-        Request::DebugLogs { pool, json } => {
+        InspectRequest::Logs(LogsArgs { pool, json, .. }) => {
             let held = daemon.held(&pool)?;
             tarn_ops::debug_logs(&held, &pool, json)?;
             Answer::done()
         }
-        Request::StatTxgs { pool } => {
+        InspectRequest::Map(MapArgs { pool, output, .. }) => {
+            let held = daemon.held(&pool)?;
+            tarn_ops::debug_map(&held, &pool, &output)?;
+            Answer::done()
+        }
+        InspectRequest::Spacemap(SpacemapArgs {
+            pool,
+            vdev,
+            metaslab,
+            ..
+        }) => {
+            let held = daemon.held(&pool)?;
+            tarn_ops::debug_spacemap(&held, &pool, vdev, metaslab)?;
+            Answer::done()
+        }
+        InspectRequest::Object(ObjectArgs { dataset, target }) => {
+            let pool = daemon.pool_of_dataset(&dataset)?;
+            out!("{}", debug_object(&pool, &dataset, &target)?.trim_end());
+            Answer::done()
+        }
+    }
+}
+
+/// A request for the counters of `stat` or `pool iostat`.
+pub(super) fn handle_stat(daemon: &Arc<Daemon>, request: StatRequest) -> Result<Answer, Reply> {
+    match request {
+        StatRequest::Txgs(PoolName { pool }) => {
             let held = daemon.held(&pool)?;
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "txgs": held.txg_history() }),
             })
         }
-        Request::StatArc { pool } => {
+        StatRequest::Arc(PoolName { pool }) => {
             let held = daemon.held(&pool)?;
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "arc": held.arc_stats() }),
             })
         }
-        Request::StatZil { pool } => {
+        StatRequest::Zil(PoolName { pool }) => {
             daemon.held(&pool)?;
             let fields: Vec<serde_json::Value> = zil_counters(daemon, &pool)
                 .into_iter()
@@ -60,7 +94,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "zil": fields }),
             })
         }
-        Request::PoolIostat { pool } => {
+        StatRequest::Iostat(PoolOption { pool }) => {
             let held: Vec<(String, Arc<tarn::pool::Pool>)> = match pool {
                 Some(name) => vec![(name.clone(), daemon.held(&name)?)],
                 None => daemon
@@ -78,29 +112,6 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "pools": pools }),
             })
         }
-        Request::DebugMap { pool, output } => {
-            let held = daemon.held(&pool)?;
-            tarn_ops::debug_map(&held, &pool, &output)?;
-            Answer::done()
-        }
-        Request::DebugSpacemap {
-            pool,
-            vdev,
-            metaslab,
-        } => {
-            let held = daemon.held(&pool)?;
-            tarn_ops::debug_spacemap(&held, &pool, vdev, metaslab)?;
-            Answer::done()
-        }
-        Request::DebugObject { dataset, target } => {
-            let pool = daemon.pool_of_dataset(&dataset)?;
-            out!("{}", debug_object(&pool, &dataset, &target)?.trim_end());
-            Answer::done()
-        }
-        other => Err(Reply::Failed(Failure(format!(
-            "internal error: {} is not a inspection request",
-            other.verb()
-        )))),
     }
 }
 

@@ -95,6 +95,7 @@ use mounts::Mounts;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format;
 use tarn_protocol::output;
+use tarn_protocol::request::pool::PoolRequest;
 use tarn_protocol::{lock_path, pid_path, Request, Response, MAX_LINE_BYTES, STATUS_BAD_REQUEST};
 
 /// With no pools and nothing asked for this long, a daemon exits.
@@ -427,13 +428,9 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                 Ok(request) => {
                     // The pool history records every change that succeeds (history.rs).
                     let record = history::PendingRecord::of(&request, peer);
-                    let response = if request.carries_stream() {
-                        answer_with(daemon, request, |daemon, request| {
-                            streams::handle(daemon, request, &mut reader, &mut writer)
-                        })
-                    } else {
-                        answer(daemon, request)
-                    };
+                    let response = answer(daemon, request, |daemon, request| {
+                        dispatch(daemon, request, &mut reader, &mut writer)
+                    });
                     if let (0, Some(record)) = (response.status, record) {
                         record.record(daemon);
                     }
@@ -456,13 +453,8 @@ fn send(writer: &mut UnixStream, mut response: Response) -> std::io::Result<()> 
     writer.flush()
 }
 
-/// Run one request with its output captured; never panics.
-fn answer(daemon: &Arc<Daemon>, request: Request) -> Response {
-    answer_with(daemon, request, dispatch)
-}
-
 /// Run one request through `run` with its output captured; never panics.
-fn answer_with(
+fn answer(
     daemon: &Arc<Daemon>,
     request: Request,
     run: impl FnOnce(&Arc<Daemon>, Request) -> Result<Answer, Reply>,
@@ -480,10 +472,12 @@ fn answer_with(
     let verb = request.verb();
     let lifecycle = matches!(
         request,
-        Request::PoolCreate { .. }
-            | Request::PoolImport { .. }
-            | Request::PoolExport { .. }
-            | Request::PoolDestroy { .. }
+        Request::Pool(
+            PoolRequest::Create(_)
+                | PoolRequest::Import(_)
+                | PoolRequest::Export(_)
+                | PoolRequest::Destroy(_)
+        )
     );
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         output::capture(|| run(daemon, request))

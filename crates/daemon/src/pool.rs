@@ -8,27 +8,35 @@ use std::sync::Arc;
 use tarn::pool::{parse_vdev_layout, ImportOptions, Pool, VDEV_KEYWORDS};
 use tarn_fuse::mountpoint;
 use tarn_protocol::error::Failure;
+use tarn_protocol::request::dataset::parse_settings;
+use tarn_protocol::request::pool::{
+    ClearArgs, CreateArgs, GetArgs, HistoryArgs, ImportArgs, ListArgs, PoolRequest, ReleaseArgs,
+    StatusArgs,
+};
+use tarn_protocol::request::PoolOption;
 use tarn_protocol::rows::{PoolRow, StatusEntry};
-use tarn_protocol::Request;
 
 use super::cache;
 use super::held::{lock, matches_target, Answer, Daemon, Reply};
 
 /// A pool request.
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answer, Reply> {
     match request {
-        Request::PoolCreate {
-            name,
-            vdevs,
-            size_bytes,
-            force,
-            disabled_features,
-            altroot,
-            mountpoint,
-            properties,
-            cachefile,
-        } => {
-            let cachefile = cache::parse_setting(cachefile.as_deref().unwrap_or(""))?;
+        PoolRequest::Create(args) => {
+            let size_bytes = args.size_bytes()?;
+            let pool_properties = args.pool_properties()?;
+            let properties = parse_settings(&args.fs_properties)?;
+            let CreateArgs {
+                force,
+                altroot,
+                mountpoint,
+                pool: name,
+                vdevs,
+                ..
+            } = args;
+            let disabled_features = pool_properties.disabled_features;
+            let cachefile =
+                cache::parse_setting(pool_properties.cachefile.as_deref().unwrap_or(""))?;
             let _guard = lock(&daemon.lifecycle);
             daemon.refuse_taken_name(&name)?;
             let target =
@@ -74,17 +82,22 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             daemon.insert(pool);
             Answer::done()
         }
-        Request::PoolImport {
-            pool,
-            new_name,
-            dirs,
-            readonly,
-            altroot,
-            rewind,
-            cachefile,
-            missing_log,
-        } => {
-            let cachefile = cache::parse_setting(cachefile.as_deref().unwrap_or(""))?;
+        PoolRequest::Import(args) => {
+            let import_options = args.import_options()?;
+            let ImportArgs {
+                dirs,
+                altroot,
+                rewind,
+                missing_log,
+                pool,
+                new_name,
+                ..
+            } = args;
+            let pool =
+                pool.ok_or_else(|| Failure("pool import: name the pool to import".into()))?;
+            let readonly = import_options.readonly;
+            let cachefile =
+                cache::parse_setting(import_options.cachefile.as_deref().unwrap_or(""))?;
             let _guard = lock(&daemon.lifecycle);
             if let Some(done) = imported_at_start(
                 daemon,
@@ -131,7 +144,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             daemon.insert(opened);
             Answer::done()
         }
-        Request::PoolExport { pool, force } => {
+        PoolRequest::Export(ReleaseArgs { pool, force, .. }) => {
             let _guard = lock(&daemon.lifecycle);
             let released = daemon.release(&pool, force)?;
             let name = released.name().to_string();
@@ -141,7 +154,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             out!("exported pool {name}");
             Answer::done()
         }
-        Request::PoolDestroy { pool, force } => {
+        PoolRequest::Destroy(ReleaseArgs { pool, force, .. }) => {
             let _guard = lock(&daemon.lifecycle);
             let released = daemon.release(&pool, force)?;
             let name = released.name().to_string();
@@ -151,7 +164,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             out!("destroyed pool {name}");
             Answer::done()
         }
-        Request::PoolSync { pool } => {
+        PoolRequest::Sync(PoolOption { pool }) => {
             let pools = match pool {
                 Some(target) => vec![daemon.held(&target)?],
                 None => daemon.pools(),
@@ -163,7 +176,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             }
             Answer::done()
         }
-        Request::PoolList { pool } => {
+        PoolRequest::List(ListArgs { pool, .. }) => {
             let rows: Vec<PoolRow> = daemon
                 .pools()
                 .iter()
@@ -175,7 +188,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "pools": rows }),
             })
         }
-        Request::PoolGet { pool, properties } => {
+        PoolRequest::Get(args) => {
+            let properties = args.properties()?;
+            let GetArgs { pool, .. } = args;
             let held = daemon.held(&pool)?;
             let altroot = daemon.mounts.altroot(held.name());
             let mut rows = tarn_ops::pool_properties(&held, &properties, altroot.as_deref())?;
@@ -189,21 +204,19 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "properties": rows }),
             })
         }
-        Request::PoolSet {
-            pool,
-            property,
-            value,
-        } => {
+        PoolRequest::Set(args) => {
+            let (property, value) = args.setting()?;
+            let pool = &args.pool;
             let _guard = lock(&daemon.lifecycle);
-            let held = daemon.held(&pool)?;
+            let held = daemon.held(pool)?;
             if property == "cachefile" {
-                cache::set(daemon, &held, &value)?;
+                cache::set(daemon, &held, value)?;
             } else {
-                tarn_ops::set_pool_property(&held, &property, &value)?;
+                tarn_ops::set_pool_property(&held, property, value)?;
             }
             Answer::done()
         }
-        Request::PoolStatus { pool, verbose } => {
+        PoolRequest::Status(StatusArgs { pool, verbose, .. }) => {
             let entries: Vec<StatusEntry> = daemon
                 .pools()
                 .iter()
@@ -215,7 +228,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "pools": entries }),
             })
         }
-        Request::PoolHistory { pool } => {
+        PoolRequest::History(HistoryArgs { pool, .. }) => {
             let held = daemon.held(&pool)?;
             let rows = tarn_ops::records::history_rows(&held)?;
             Ok(Answer {
@@ -223,7 +236,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "history": rows }),
             })
         }
-        Request::PoolClear { pool, device } => {
+        PoolRequest::Clear(ClearArgs { pool, device }) => {
             let held = daemon.held(&pool)?;
             if held.core.txgs.failure().is_some() && !held.core.readonly {
                 drop(held);
@@ -232,10 +245,6 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             held.core.clear_errors(device.as_deref())?;
             Answer::done()
         }
-        other => Err(Reply::Failed(Failure(format!(
-            "internal error: {} is not a pool request",
-            other.verb()
-        )))),
     }
 }
 

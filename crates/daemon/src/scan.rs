@@ -5,24 +5,22 @@ use std::sync::Arc;
 
 use tarn::pool::scan::ResilverRequest;
 use tarn_protocol::error::Failure;
-use tarn_protocol::Request;
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubAction};
+use tarn_protocol::request::PoolName;
 
 use super::held::{Answer, Daemon, Reply};
 use tarn_ops::scan_report;
 
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+pub(super) fn handle(daemon: &Arc<Daemon>, request: ScanRequest) -> Result<Answer, Reply> {
     match request {
-        Request::PoolScrub { pool, action } => {
+        ScanRequest::Scrub(args) => {
+            let action = args.action().map_err(Reply::Failed)?;
+            let pool = args.pool;
             let held = daemon.held(&pool)?;
-            let result = match action.as_str() {
-                "start" => held.core.request_scrub(),
-                "stop" => held.core.request_scan_cancel(),
-                "pause" => held.core.request_scan_pause(),
-                other => {
-                    return Err(Reply::Failed(Failure(format!(
-                        "internal error: unknown scrub action {other:?}"
-                    ))))
-                }
+            let result = match action {
+                ScrubAction::Start => held.core.request_scrub(),
+                ScrubAction::Stop => held.core.request_scan_cancel(),
+                ScrubAction::Pause => held.core.request_scan_pause(),
             };
             result
                 .map_err(|error| Reply::Failed(Failure(format!("cannot scrub {pool}: {error}"))))?;
@@ -31,7 +29,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             held.sync()?;
             Answer::done()
         }
-        Request::PoolResilver { pool } => {
+        ScanRequest::Resilver(PoolName { pool }) => {
             let held = daemon.held(&pool)?;
             let outcome = held.core.request_resilver().map_err(|error| {
                 Reply::Failed(Failure(format!("cannot resilver {pool}: {error}")))
@@ -49,39 +47,36 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "outcome": outcome }),
             })
         }
-        Request::PoolScanStatus { pool } => {
+        ScanRequest::Status(PoolName { pool }) => {
             let held = daemon.held(&pool)?;
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "scan": scan_report::scan_json(&held) }),
             })
         }
-        Request::PoolDevice {
-            pool,
-            action,
-            devices,
-        } => {
-            let held = daemon.held(&pool)?;
-            for device in &devices {
-                let result = match action.as_str() {
-                    "online" => held.online(device),
-                    "offline" => held.offline(device),
-                    other => {
-                        return Err(Reply::Failed(Failure(format!(
-                            "internal error: unknown device action {other:?}"
-                        ))))
-                    }
-                };
-                result.map_err(|error| {
-                    Reply::Failed(Failure(format!("cannot {action} {device}: {error}")))
-                })?;
-                log::info!("pool {pool}: {device} is {action}");
-            }
-            Answer::done()
-        }
-        other => Err(Reply::Failed(Failure(format!(
-            "internal error: {} is not a scan request",
-            other.verb()
-        )))),
+        ScanRequest::Online(args) => set_device_state(daemon, args, true),
+        ScanRequest::Offline(args) => set_device_state(daemon, args, false),
     }
+}
+
+/// `pool online` (`online` true) or `pool offline`, of each device in turn.
+fn set_device_state(
+    daemon: &Arc<Daemon>,
+    DeviceStateArgs { pool, devices }: DeviceStateArgs,
+    online: bool,
+) -> Result<Answer, Reply> {
+    let held = daemon.held(&pool)?;
+    let action = if online { "online" } else { "offline" };
+    for device in &devices {
+        let result = if online {
+            held.online(device)
+        } else {
+            held.offline(device)
+        };
+        result.map_err(|error| {
+            Reply::Failed(Failure(format!("cannot {action} {device}: {error}")))
+        })?;
+        log::info!("pool {pool}: {device} is {action}");
+    }
+    Answer::done()
 }

@@ -11,8 +11,11 @@ use tarn::pool::snapshots::SnapshotInfo;
 use tarn::pool::Pool;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::request::dataset::DestroyArgs;
+use tarn_protocol::request::snapshot::{
+    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
+};
 use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
-use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply};
 
@@ -360,9 +363,9 @@ pub fn destroy_dependents(
 }
 
 /// A snapshot request.
-pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, Reply> {
+pub(super) fn handle(daemon: &Arc<Daemon>, request: SnapshotRequest) -> Result<Answer, Reply> {
     match request {
-        Request::Snapshot { names, recursive } => {
+        SnapshotRequest::Snapshot(SnapshotArgs { names, recursive }) => {
             let _guard = lock(&daemon.lifecycle);
             let first = names
                 .first()
@@ -389,11 +392,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": created }),
             })
         }
-        Request::Clone {
-            snapshot,
-            name,
-            properties,
-        } => {
+        SnapshotRequest::Clone(args) => {
+            let properties = args.settings()?;
+            let CloneArgs { snapshot, name, .. } = args;
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&snapshot)?;
             let created = pool.create_clone(&snapshot, &name, &properties)?;
@@ -403,19 +404,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "created": [created] }),
             })
         }
-        Request::ReceiveAbort { target } => {
-            let _guard = lock(&daemon.lifecycle);
-            let pool = daemon.pool_of_dataset(&target)?;
-            let destroyed = tarn::send::abort_receive(&pool, &target).map_err(|error| {
-                Failure(format!("cannot abort the receive into {target}: {error}"))
-            })?;
-            out!("destroyed {destroyed}, the partial receive into {target}");
-            Ok(Answer {
-                status: 0,
-                data: serde_json::json!({ "destroyed": destroyed }),
-            })
-        }
-        Request::Promote { name } => {
+        SnapshotRequest::Promote(NameArgs { name }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             let origin = pool
@@ -437,12 +426,13 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "moved": moved }),
             })
         }
-        Request::DestroySnapshots {
-            spec,
+        SnapshotRequest::DestroySnapshots(DestroyArgs {
+            name: spec,
             recursive,
+            recursive_dependents: dependents,
             dry_run,
-            dependents,
-        } => {
+            ..
+        }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&spec)?;
             if dependents {
@@ -468,10 +458,10 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
                 data: serde_json::json!({ "destroyed": destroyed }),
             })
         }
-        Request::Rollback {
+        SnapshotRequest::Rollback(RollbackArgs {
             name,
-            destroy_later,
-        } => {
+            recursive: destroy_later,
+        }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             if !name.contains('@') {
@@ -489,7 +479,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             daemon.mounts.after_rollback(filesystem_of(&name));
             Answer::done()
         }
-        Request::Rename { name, new_name } => {
+        SnapshotRequest::Rename(RenameArgs { name, new_name }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             if !name.contains('@') {
@@ -520,29 +510,24 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: Request) -> Result<Answer, R
             out!("renamed {name} to {renamed}");
             Answer::done()
         }
-        Request::Bookmark { snapshot, bookmark } => {
+        SnapshotRequest::Bookmark(BookmarkArgs { snapshot, bookmark }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&bookmark)?;
-            match snapshot {
-                Some(snapshot) => {
-                    pool.create_bookmark(&snapshot, &bookmark)?;
-                    out!("bookmarked {snapshot} as {bookmark}");
-                }
-                None => {
-                    pool.destroy_bookmark(&bookmark)?;
-                    out!("destroyed {bookmark}");
-                }
-            }
+            pool.create_bookmark(&snapshot, &bookmark)?;
+            out!("bookmarked {snapshot} as {bookmark}");
             Answer::done()
         }
-        Request::DebugDataset { name } => {
+        SnapshotRequest::DestroyBookmark(DestroyArgs { name: bookmark, .. }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&bookmark)?;
+            pool.destroy_bookmark(&bookmark)?;
+            out!("destroyed {bookmark}");
+            Answer::done()
+        }
+        SnapshotRequest::DebugDataset(NameArgs { name }) => {
             let pool = daemon.pool_of_dataset(&name)?;
             out!("{}", debug_dataset(&pool, &name)?.trim_end());
             Answer::done()
         }
-        other => Err(Reply::Failed(Failure(format!(
-            "internal error: {} is not a snapshot request",
-            other.verb()
-        )))),
     }
 }

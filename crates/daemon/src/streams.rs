@@ -1,6 +1,6 @@
-//! The daemon side of `tarn send` and `tarn receive`: the stream travels over the request's
-//! connection as frames (`tarn_protocol::frames`), written before the response (send) or read
-//! after the request (receive).
+//! The daemon side of `tarn send`, `tarn receive` and `tarn receive -A`: the stream travels over
+//! the request's connection as frames (`tarn_protocol::frames`), written before the response
+//! (send) or read after the request (receive).
 //!
 //! A receive into a mounted file system leaves it mounted: the changes arrive as ordinary
 //! transactions, and at the end the kernel is told to drop what it cached of the file system
@@ -15,28 +15,29 @@ use tarn::send::{ReceiveOptions, SendOptions};
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::human_bytes;
 use tarn_protocol::frames::{FrameReader, FrameWriter};
-use tarn_protocol::Request;
+use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest, SendArgs};
 
 use super::held::{lock, Answer, Daemon, Reply};
 use super::snapshots::filesystem_of;
 
 pub(super) fn handle(
     daemon: &Arc<Daemon>,
-    request: Request,
+    request: ReplicationRequest,
     reader: &mut BufReader<UnixStream>,
     writer: &mut UnixStream,
 ) -> Result<Answer, Reply> {
     match request {
-        Request::Send {
-            snapshot,
-            from,
-            intermediates,
-            properties,
-            dry_run,
-            compressed,
-            recursive,
-            resume_token,
-        } => {
+        ReplicationRequest::Send(args) => {
+            let (from, intermediates) = args.source();
+            let SendArgs {
+                properties,
+                dry_run,
+                compressed,
+                recursive,
+                resume_token,
+                ..
+            } = args;
+            let snapshot = args.snapshot.unwrap_or_default();
             let mut frames = FrameWriter::new(&mut *writer);
             let sent = stream_pool(daemon, &snapshot, resume_token.as_deref()).and_then(|pool| {
                 let (snapshot, options) = match &resume_token {
@@ -84,15 +85,17 @@ pub(super) fn handle(
                 }),
             })
         }
-        Request::Receive {
-            target,
-            force,
-            no_mount,
-            verbose,
-            set,
-            exclude,
-            resumable,
-        } => {
+        ReplicationRequest::Receive(args) => {
+            let set = args.settings()?;
+            let ReceiveArgs {
+                target,
+                force,
+                no_mount,
+                verbose,
+                exclude,
+                resumable,
+                ..
+            } = args;
             let mut frames = FrameReader::new(&mut *reader);
             let options = ReceiveOptions {
                 force,
@@ -130,10 +133,18 @@ pub(super) fn handle(
                 }),
             })
         }
-        other => Err(Reply::Failed(Failure(format!(
-            "internal error: {} carries no stream",
-            other.verb()
-        )))),
+        ReplicationRequest::ReceiveAbort(ReceiveArgs { target, .. }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&target)?;
+            let destroyed = tarn::send::abort_receive(&pool, &target).map_err(|error| {
+                Failure(format!("cannot abort the receive into {target}: {error}"))
+            })?;
+            out!("destroyed {destroyed}, the partial receive into {target}");
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "destroyed": destroyed }),
+            })
+        }
     }
 }
 

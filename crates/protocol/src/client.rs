@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use tarn::pool::PoolIostat;
 
 use crate::error::Failure;
+use crate::request::stat::StatRequest;
+use crate::request::PoolOption;
 use crate::{absolute, log_path, Request, Response, MAX_LINE_BYTES};
 
 /// The socket when neither `--socket` nor `TARN_SOCKET` names one.
@@ -349,9 +351,9 @@ pub fn fetch_iostat(
     socket: &Path,
     pool: Option<&str>,
 ) -> Result<Vec<(String, PoolIostat)>, Failure> {
-    let request = Request::PoolIostat {
+    let request = Request::Stat(StatRequest::Iostat(PoolOption {
         pool: pool.map(str::to_string),
-    };
+    }));
     let not_held = |pool: &str| {
         Failure(format!(
             "pool {pool:?} is not imported: iostat reads the counters of a pool the daemon holds \

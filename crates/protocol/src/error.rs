@@ -3,6 +3,7 @@
 use tarn::pool::PoolError;
 
 /// A failure the user should read: printed to stderr, exit status 1.
+#[derive(Debug)]
 pub struct Failure(pub String);
 
 impl From<PoolError> for Failure {

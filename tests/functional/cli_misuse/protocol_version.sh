@@ -8,9 +8,12 @@
 log_assert "CLI and daemon of different protocol versions refuse each other clearly"
 require_python
 
+# This build's protocol version (tarn_protocol::PROTOCOL_VERSION).
+protocol=2
+
 default_setup
 log_must tarn version
-stdout_has "(protocol 1)"
+stdout_has "(protocol $protocol)"
 stdout_has "daemon $(daemon_pid) on $TARN_SOCKET: tarn"
 
 # Requests as an older or a newer CLI writes them, straight to the daemon's socket.
@@ -30,26 +33,33 @@ response = json.loads(answer)
 print(response["status"], response.get("protocol"), response["stderr"].strip())
 PY
 }
-status_args='"verb":"pool status","args":{"pool":null,"verbose":false}'
+status_args='"verb":"pool","args":{"verb":"status","args":{"pool":null,"verbose":false}}'
+# Protocol 1 named verbs flat ("pool scrub"); this build nests them by family.
+old_scrub='"protocol":1,"verb":"pool scrub","args":{"pool":"x","action":"start"}'
 answer=$(ask_raw "{$status_args}")
 log_note "no version: $answer"
 case $answer in
-"2 1 tarn: bad request: this command is a different build of tarn (a build from before protocol versions)"*"tarn daemon --stop"*) ;;
+"2 $protocol tarn: bad request: this command is a different build of tarn (a build from before protocol versions)"*"tarn daemon --stop"*) ;;
 *) log_fail "a request without a version: $answer" ;;
 esac
 answer=$(ask_raw "{\"protocol\":7,$status_args}")
 case $answer in
-"2 1 tarn: bad request: this command is a different build of tarn (protocol 7)"*) ;;
+"2 $protocol tarn: bad request: this command is a different build of tarn (protocol 7)"*) ;;
 *) log_fail "a request of protocol 7: $answer" ;;
 esac
-answer=$(ask_raw "{\"protocol\":1,$status_args}")
+answer=$(ask_raw "{$old_scrub}")
 case $answer in
-"0 1"*) ;;
+"2 $protocol tarn: bad request: this command is a different build of tarn (protocol 1)"*"tarn daemon --stop"*) ;;
+*) log_fail "a request of protocol 1, in its shape: $answer" ;;
+esac
+answer=$(ask_raw "{\"protocol\":$protocol,$status_args}")
+case $answer in
+"0 $protocol"*) ;;
 *) log_fail "a request of this protocol: $answer" ;;
 esac
 answer=$(ask_raw '{"verb":"ping"}')
 case $answer in
-"0 1"*) ;;
+"0 $protocol"*) ;;
 *) log_fail "a ping without a version: $answer" ;;
 esac
 verify_pool "$TESTPOOL"

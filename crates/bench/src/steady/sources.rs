@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+use tarn_protocol::request::pool::PoolRequest;
+use tarn_protocol::request::stat::StatRequest;
+use tarn_protocol::request::{PoolName, PoolOption};
 
 use tarn::pool::Pool;
 use tarn_protocol::error::Failure;
@@ -66,9 +69,9 @@ impl Source {
     pub fn sync_pool(&self) -> Result<(), Failure> {
         match self {
             Source::TarnDaemon { socket, pool } => {
-                let request = tarn_protocol::Request::PoolSync {
+                let request = tarn_protocol::Request::Pool(PoolRequest::Sync(PoolOption {
                     pool: Some(pool.clone()),
-                };
+                }));
                 let response = tarn_protocol::client::ask_if_running(socket, &request)?
                     .ok_or_else(|| Failure(format!("no tarn daemon on {}", socket.display())))?;
                 if response.status != 0 {
@@ -110,7 +113,7 @@ impl Source {
             Source::TarnDaemon { socket, pool } => tarn_protocol::client::fetch_table(
                 socket,
                 pool,
-                &tarn_protocol::Request::StatArc { pool: pool.clone() },
+                &tarn_protocol::Request::Stat(StatRequest::Arc(PoolName { pool: pool.clone() })),
                 "arc",
             )
             .map(|stats| from_tarn(&stats))

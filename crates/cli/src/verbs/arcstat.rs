@@ -28,6 +28,8 @@ use tarn_protocol::error::Failure;
 use tarn_protocol::format::{byte_cell, count_cell};
 use tarn_protocol::format::{Cell, ListFormat};
 use tarn_protocol::kstat::{fields, kstat_text, memory_available};
+use tarn_protocol::request::stat::StatRequest;
+use tarn_protocol::request::PoolName;
 use tarn_protocol::Request;
 
 use super::report::{repeat, Reporter};
@@ -155,9 +157,9 @@ pub fn run_zil(socket: &Path, format: ListFormat, pool: &str) -> Result<(), Fail
     let fields: Vec<(String, bool, u64)> = client::fetch_table(
         socket,
         pool,
-        &Request::StatZil {
+        &Request::Stat(StatRequest::Zil(PoolName {
             pool: pool.to_string(),
-        },
+        })),
         "zil",
     )?;
     print_kstat(&fields, format, "zil")
@@ -167,9 +169,9 @@ fn fetch_arc(socket: &Path, pool: &str) -> Result<BlockCacheStats, Failure> {
     client::fetch_table(
         socket,
         pool,
-        &Request::StatArc {
+        &Request::Stat(StatRequest::Arc(PoolName {
             pool: pool.to_string(),
-        },
+        })),
         "arc",
     )
 }

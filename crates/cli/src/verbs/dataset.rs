@@ -2,18 +2,25 @@
 //! verbs. Build the request, ask the daemon (which must be running: datasets live in imported
 //! pools), print the answer. The daemon side is `tarn_daemon`'s `datasets`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tarn_protocol::absolute;
 use tarn_protocol::client;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{print_table, Cell, ListFormat};
+use tarn_protocol::request::dataset::{
+    parse_settings, CreateArgs, DatasetRequest, DestroyArgs, GetArgs, InheritArgs, ListArgs,
+    MountArgs, SetArgs, UnmountArgs,
+};
+use tarn_protocol::request::inspect::{InspectRequest, ObjectArgs};
+use tarn_protocol::request::snapshot::{
+    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
+};
 use tarn_protocol::rows::{
     DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS,
 };
 use tarn_protocol::{Request, Response};
 
-use super::property_list;
 use tarn_ops::pool_of;
 
 /// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
@@ -44,24 +51,6 @@ fn forward(response: &Response) -> u8 {
     response.status
 }
 
-/// Split `prop=value` settings.
-pub fn parse_settings(settings: &[String]) -> Result<Vec<(String, String)>, Failure> {
-    settings
-        .iter()
-        .map(|setting| {
-            setting
-                .split_once('=')
-                .map(|(name, value)| (name.to_string(), value.to_string()))
-                .filter(|(name, _)| !name.is_empty())
-                .ok_or_else(|| {
-                    Failure(format!(
-                        "invalid property setting {setting:?}: expected prop=value"
-                    ))
-                })
-        })
-        .collect()
-}
-
 /// A dataset name as the user gave it, checked for the obvious mistakes before asking.
 pub(crate) fn check_name(name: &str) -> Result<(), Failure> {
     if name.is_empty()
@@ -77,13 +66,9 @@ pub(crate) fn check_name(name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn create(
-    socket: &Path,
-    parents: bool,
-    settings: &[String],
-    name: String,
-) -> Result<u8, Failure> {
-    check_name(&name)?;
+pub fn create(socket: &Path, args: CreateArgs) -> Result<u8, Failure> {
+    let name = &args.name;
+    check_name(name)?;
     if name.contains('@') {
         return Err(Failure(format!(
             "cannot create {name:?}: that is a snapshot name; take snapshots with tarn snapshot"
@@ -94,74 +79,40 @@ pub fn create(
             "cannot create {name:?}: a file system is named POOL/NAME; create pools with tarn pool create"
         )));
     }
-    let properties = parse_settings(settings)?;
+    parse_settings(&args.properties)?;
     let dataset_name = name.clone();
-    let request = Request::Create {
-        name,
-        properties,
-        parents,
-    };
+    let request = Request::Dataset(DatasetRequest::Create(args));
     Ok(forward(&ask(socket, Some(&dataset_name), &request)?))
 }
 
-pub fn destroy(
-    socket: &Path,
-    recursive: bool,
-    dependents: bool,
-    dry_run: bool,
-    verbose: bool,
-    name: String,
-) -> Result<u8, Failure> {
+pub fn destroy(socket: &Path, mut args: DestroyArgs) -> Result<u8, Failure> {
+    let name = args.name.clone();
     check_name(&name)?;
     if name.contains('#') {
-        return bookmark(socket, None, name);
+        check_bookmark_name(&name)?;
+        let request = Request::Snapshot(SnapshotRequest::DestroyBookmark(args));
+        return Ok(forward(&ask(socket, Some(&name), &request)?));
     }
     if name.contains('@') {
-        return Ok(forward(&ask(
-            socket,
-            Some(&name.clone()),
-            &Request::DestroySnapshots {
-                spec: name,
-                recursive,
-                dry_run,
-                dependents,
-            },
-        )?));
+        let request = Request::Snapshot(SnapshotRequest::DestroySnapshots(args));
+        return Ok(forward(&ask(socket, Some(&name), &request)?));
     }
     // The daemon plans both the dry run and the real run (one list, so they cannot
     // disagree); -R implies -r.
-    Ok(forward(&ask(
-        socket,
-        Some(&name.clone()),
-        &Request::Destroy {
-            name,
-            recursive: recursive || dependents,
-            dependents,
-            dry_run,
-            verbose,
-        },
-    )?))
+    args.recursive |= args.recursive_dependents;
+    let request = Request::Dataset(DatasetRequest::Destroy(args));
+    Ok(forward(&ask(socket, Some(&name), &request)?))
 }
 
-fn list_rows(
-    socket: &Path,
-    name: Option<String>,
-    recursive: bool,
-    types: &[String],
-) -> Result<Vec<DatasetRow>, Failure> {
-    let request = Request::List {
-        name,
-        recursive,
-        types: types.to_vec(),
-    };
+fn list_rows(socket: &Path, args: ListArgs) -> Result<Vec<DatasetRow>, Failure> {
+    let name = args.name.clone();
+    let request = Request::Dataset(DatasetRequest::List(args));
     let Some(response) = client::ask_if_running(socket, &request)? else {
-        return match request {
-            Request::List {
-                name: Some(name), ..
-            } => Err(Failure(format!(
+        return match name {
+            Some(name) => Err(Failure(format!(
                 "dataset {name:?} does not exist (no pools are imported)"
             ))),
-            _ => Ok(Vec::new()),
+            None => Ok(Vec::new()),
         };
     };
     if response.status != 0 {
@@ -177,26 +128,10 @@ fn list_rows(
         .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
 }
 
-pub fn list(
-    socket: &Path,
-    recursive: bool,
-    types: Option<Vec<String>>,
-    mut format: ListFormat,
-    name: Option<String>,
-) -> Result<u8, Failure> {
-    for kind in types.iter().flatten() {
-        if !["filesystem", "snapshot", "bookmark", "all"].contains(&kind.as_str()) {
-            return Err(Failure(format!(
-                "invalid type {kind:?}: expected filesystem, snapshot, bookmark or all"
-            )));
-        }
-    }
-    let rows = list_rows(
-        socket,
-        name,
-        recursive,
-        types.as_deref().unwrap_or_default(),
-    )?;
+pub fn list(socket: &Path, args: ListArgs) -> Result<u8, Failure> {
+    args.types()?;
+    let mut format = args.format.format();
+    let rows = list_rows(socket, args)?;
     let rows: Vec<Vec<Cell>> = rows.iter().map(DatasetRow::cells).collect();
     if format.fields.is_none() {
         format.fields = Some(LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
@@ -205,21 +140,17 @@ pub fn list(
     Ok(0)
 }
 
-pub fn get(
-    socket: &Path,
-    format: ListFormat,
-    properties: String,
-    names: Vec<String>,
-) -> Result<u8, Failure> {
-    let properties = property_list(&properties)?;
-    for name in &names {
+pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
+    args.properties()?;
+    for name in &args.names {
         check_name(name)?;
     }
-    let first = names.first().cloned();
+    let format = args.format.format();
+    let first = args.names.first().cloned();
     let response = ask(
         socket,
         first.as_deref(),
-        &Request::Get { names, properties },
+        &Request::Dataset(DatasetRequest::Get(args)),
     )?;
     if response.status != 0 {
         return Ok(forward(&response));
@@ -240,28 +171,24 @@ pub fn get(
     Ok(0)
 }
 
-pub fn set(socket: &Path, setting: String, name: String) -> Result<u8, Failure> {
+pub fn set(socket: &Path, args: SetArgs) -> Result<u8, Failure> {
+    let name = args.name.clone();
     check_name(&name)?;
     if name.contains('@') {
         return Err(Failure(format!(
             "cannot set properties of snapshot {name}: snapshots are read-only"
         )));
     }
-    let (property, value) = parse_settings(std::slice::from_ref(&setting))?
-        .pop()
-        .expect("one setting");
+    args.setting()?;
     Ok(forward(&ask(
         socket,
-        Some(&name.clone()),
-        &Request::Set {
-            name,
-            property,
-            value: Some(value),
-        },
+        Some(&name),
+        &Request::Dataset(DatasetRequest::Set(args)),
     )?))
 }
 
-pub fn inherit(socket: &Path, property: String, name: String) -> Result<u8, Failure> {
+pub fn inherit(socket: &Path, args: InheritArgs) -> Result<u8, Failure> {
+    let name = args.name.clone();
     check_name(&name)?;
     if name.contains('@') {
         return Err(Failure(format!(
@@ -270,30 +197,18 @@ pub fn inherit(socket: &Path, property: String, name: String) -> Result<u8, Fail
     }
     Ok(forward(&ask(
         socket,
-        Some(&name.clone()),
-        &Request::Set {
-            name,
-            property,
-            value: None,
-        },
+        Some(&name),
+        &Request::Dataset(DatasetRequest::Inherit(args)),
     )?))
 }
 
-pub fn mount(
-    socket: &Path,
-    all: bool,
-    json: bool,
-    name: Option<String>,
-    mountpoint: Option<PathBuf>,
-) -> Result<u8, Failure> {
-    if all && name.is_some() {
+pub fn mount(socket: &Path, mut args: MountArgs) -> Result<u8, Failure> {
+    if args.all && args.name.is_some() {
         return Err(Failure("mount -a takes no file system name".into()));
     }
-    let request = Request::Mount {
-        name: name.clone(),
-        mountpoint: mountpoint.as_deref().map(absolute),
-        all,
-    };
+    args.mountpoint = args.mountpoint.as_deref().map(absolute);
+    let (all, json, name) = (args.all, args.json, args.name.clone());
+    let request = Request::Dataset(DatasetRequest::Mount(args));
     if name.is_none() && !all {
         // List what is mounted (nothing when no daemon runs).
         let rows = match client::ask_if_running(socket, &request)? {
@@ -326,12 +241,8 @@ pub fn mount(
     Ok(forward(&ask(socket, name.as_deref(), &request)?))
 }
 
-pub fn unmount(
-    socket: &Path,
-    all: bool,
-    force: bool,
-    target: Option<String>,
-) -> Result<u8, Failure> {
+pub fn unmount(socket: &Path, args: UnmountArgs) -> Result<u8, Failure> {
+    let UnmountArgs { all, force, target } = args;
     let target = match (target, all) {
         (Some(_), true) => return Err(Failure("unmount -a takes no file system".into())),
         (None, false) => {
@@ -348,14 +259,14 @@ pub fn unmount(
     Ok(forward(&ask(
         socket,
         dataset.as_deref(),
-        &Request::Unmount { target, all, force },
+        &Request::Dataset(DatasetRequest::Unmount(UnmountArgs { all, force, target })),
     )?))
 }
 
 /// `tarn snapshot [-r] FS@SNAP...`: every name must be a snapshot name; all are taken in one
 /// txg.
-pub fn snapshot(socket: &Path, recursive: bool, names: Vec<String>) -> Result<u8, Failure> {
-    for name in &names {
+pub fn snapshot(socket: &Path, args: SnapshotArgs) -> Result<u8, Failure> {
+    for name in &args.names {
         check_name(name)?;
         let valid = name
             .split_once('@')
@@ -366,16 +277,17 @@ pub fn snapshot(socket: &Path, recursive: bool, names: Vec<String>) -> Result<u8
             )));
         }
     }
-    let first = names.first().cloned();
+    let first = args.names.first().cloned();
     Ok(forward(&ask(
         socket,
         first.as_deref(),
-        &Request::Snapshot { names, recursive },
+        &Request::Snapshot(SnapshotRequest::Snapshot(args)),
     )?))
 }
 
 /// `tarn rollback [-r] FS@SNAP`.
-pub fn rollback(socket: &Path, destroy_later: bool, name: String) -> Result<u8, Failure> {
+pub fn rollback(socket: &Path, args: RollbackArgs) -> Result<u8, Failure> {
+    let name = args.name.clone();
     check_name(&name)?;
     if !name.contains('@') {
         return Err(Failure(format!(
@@ -384,70 +296,76 @@ pub fn rollback(socket: &Path, destroy_later: bool, name: String) -> Result<u8, 
     }
     Ok(forward(&ask(
         socket,
-        Some(&name.clone()),
-        &Request::Rollback {
-            name,
-            destroy_later,
-        },
+        Some(&name),
+        &Request::Snapshot(SnapshotRequest::Rollback(args)),
     )?))
 }
 
 /// `tarn rename FS@SNAP NEWNAME`.
-pub fn rename(socket: &Path, name: String, new_name: String) -> Result<u8, Failure> {
-    check_name(&name)?;
-    check_name(&new_name)?;
+pub fn rename(socket: &Path, args: RenameArgs) -> Result<u8, Failure> {
+    check_name(&args.name)?;
+    check_name(&args.new_name)?;
+    let name = args.name.clone();
     Ok(forward(&ask(
         socket,
-        Some(&name.clone()),
-        &Request::Rename { name, new_name },
+        Some(&name),
+        &Request::Snapshot(SnapshotRequest::Rename(args)),
     )?))
 }
 
 /// `tarn debug dataset DATASET`.
-pub fn debug_dataset(socket: &Path, name: String) -> Result<u8, Failure> {
-    check_name(&name)?;
+pub fn debug_dataset(socket: &Path, args: NameArgs) -> Result<u8, Failure> {
+    check_name(&args.name)?;
+    let name = args.name.clone();
     Ok(forward(&ask(
         socket,
-        Some(&name.clone()),
-        &Request::DebugDataset { name },
+        Some(&name),
+        &Request::Snapshot(SnapshotRequest::DebugDataset(args)),
     )?))
 }
 
 /// `tarn debug object DATASET PATH|OBJECT`.
-pub fn debug_object(socket: &Path, dataset: String, target: String) -> Result<u8, Failure> {
-    check_name(&dataset)?;
+pub fn debug_object(socket: &Path, args: ObjectArgs) -> Result<u8, Failure> {
+    check_name(&args.dataset)?;
     Ok(forward(&ask(
         socket,
-        Some(&dataset.clone()),
-        &Request::DebugObject { dataset, target },
+        Some(&args.dataset.clone()),
+        &Request::Inspect(InspectRequest::Object(args)),
     )?))
 }
 
-/// `tarn bookmark FS@SNAP FS#NAME`, or (`snapshot` None) `tarn destroy FS#NAME`.
-pub fn bookmark(socket: &Path, snapshot: Option<String>, bookmark: String) -> Result<u8, Failure> {
-    check_name(&bookmark)?;
+/// A bookmark's name, `FS#NAME`.
+fn check_bookmark_name(bookmark: &str) -> Result<(), Failure> {
+    check_name(bookmark)?;
     if !bookmark.contains('#') || bookmark.contains('@') {
         return Err(Failure(format!(
             "invalid bookmark name {bookmark:?}: expected FILESYSTEM#NAME"
         )));
     }
-    if let Some(snapshot) = &snapshot {
-        check_name(snapshot)?;
-        if !snapshot.contains('@') {
-            return Err(Failure(format!(
-                "cannot bookmark {snapshot:?}: name a snapshot, FS@SNAP"
-            )));
-        }
+    Ok(())
+}
+
+/// `tarn bookmark FS@SNAP FS#NAME`.
+pub fn bookmark(socket: &Path, args: BookmarkArgs) -> Result<u8, Failure> {
+    check_bookmark_name(&args.bookmark)?;
+    let snapshot = &args.snapshot;
+    check_name(snapshot)?;
+    if !snapshot.contains('@') {
+        return Err(Failure(format!(
+            "cannot bookmark {snapshot:?}: name a snapshot, FS@SNAP"
+        )));
     }
+    let bookmark = args.bookmark.clone();
     Ok(forward(&ask(
         socket,
-        Some(&bookmark.clone()),
-        &Request::Bookmark { snapshot, bookmark },
+        Some(&bookmark),
+        &Request::Snapshot(SnapshotRequest::Bookmark(args)),
     )?))
 }
 
 /// `tarn promote CLONE`.
-pub fn promote(socket: &Path, name: String) -> Result<u8, Failure> {
+pub fn promote(socket: &Path, args: NameArgs) -> Result<u8, Failure> {
+    let name = args.name.clone();
     check_name(&name)?;
     if name.contains('@') {
         return Err(Failure(format!(
@@ -456,20 +374,16 @@ pub fn promote(socket: &Path, name: String) -> Result<u8, Failure> {
     }
     Ok(forward(&ask(
         socket,
-        Some(&name.clone()),
-        &Request::Promote { name },
+        Some(&name),
+        &Request::Snapshot(SnapshotRequest::Promote(args)),
     )?))
 }
 
 /// `tarn clone [-o prop=val]... FS@SNAP FS`.
-pub fn clone(
-    socket: &Path,
-    settings: &[String],
-    snapshot: String,
-    name: String,
-) -> Result<u8, Failure> {
-    check_name(&snapshot)?;
-    check_name(&name)?;
+pub fn clone(socket: &Path, args: CloneArgs) -> Result<u8, Failure> {
+    let (snapshot, name) = (&args.snapshot, &args.name);
+    check_name(snapshot)?;
+    check_name(name)?;
     if !snapshot.contains('@') {
         return Err(Failure(format!(
             "cannot clone {snapshot:?}: name a snapshot, FILESYSTEM@SNAPSHOT"
@@ -480,14 +394,11 @@ pub fn clone(
             "cannot clone to {name:?}: a clone is a file system, POOL/NAME"
         )));
     }
-    let properties = parse_settings(settings)?;
+    args.settings()?;
+    let snapshot = snapshot.clone();
     Ok(forward(&ask(
         socket,
-        Some(&snapshot.clone()),
-        &Request::Clone {
-            snapshot,
-            name,
-            properties,
-        },
+        Some(&snapshot),
+        &Request::Snapshot(SnapshotRequest::Clone(args)),
     )?))
 }

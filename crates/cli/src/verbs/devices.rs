@@ -10,6 +10,9 @@ use tarn::pool::{parse_vdev_layout, VDEV_KEYWORDS};
 use tarn_protocol::absolute;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::human_bytes;
+use tarn_protocol::request::devices::{
+    AddArgs, AttachArgs, DetachArgs, DevicesRequest, RemoveArgs, ReplaceArgs,
+};
 use tarn_protocol::Request;
 
 use super::scrub::wait_scan;
@@ -29,20 +32,11 @@ fn new_device(path: &str) -> String {
 }
 
 /// `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`.
-pub fn attach(
-    socket: &Path,
-    force: bool,
-    wait: bool,
-    pool: String,
-    device: String,
-    new: String,
-) -> Result<Status, Failure> {
-    let request = Request::PoolAttach {
-        pool: pool.clone(),
-        device: existing_device(&device),
-        new_device: new_device(&new),
-        force,
-    };
+pub fn attach(socket: &Path, mut args: AttachArgs) -> Result<Status, Failure> {
+    args.device = existing_device(&args.device);
+    args.new_device = new_device(&args.new_device);
+    let (pool, wait) = (args.pool.clone(), args.wait);
+    let request = Request::Devices(DevicesRequest::Attach(args));
     let status = forward(ask_imported(socket, &pool, &request)?);
     if status != 0 || !wait {
         return Ok(status);
@@ -51,81 +45,54 @@ pub fn attach(
 }
 
 /// `pool detach POOL DEVICE`.
-pub fn detach(socket: &Path, pool: String, device: String) -> Result<Status, Failure> {
-    let request = Request::PoolDetach {
-        pool: pool.clone(),
-        device: existing_device(&device),
-    };
+pub fn detach(socket: &Path, mut args: DetachArgs) -> Result<Status, Failure> {
+    args.device = existing_device(&args.device);
+    let pool = args.pool.clone();
+    let request = Request::Devices(DevicesRequest::Detach(args));
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
 /// `pool remove POOL DEVICE...`: cache devices only, for now (the engine says so for others).
-pub fn remove(socket: &Path, pool: String, devices: Vec<String>) -> Result<Status, Failure> {
-    if devices.is_empty() {
+pub fn remove(socket: &Path, mut args: RemoveArgs) -> Result<Status, Failure> {
+    if args.devices.is_empty() {
         return Err(Failure(
             "missing device: tarn pool remove POOL DEVICE...".into(),
         ));
     }
-    let request = Request::PoolRemove {
-        pool: pool.clone(),
-        devices: devices
-            .iter()
-            .map(|device| existing_device(device))
-            .collect(),
-    };
+    for device in &mut args.devices {
+        *device = existing_device(device);
+    }
+    let pool = args.pool.clone();
+    let request = Request::Devices(DevicesRequest::Remove(args));
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
 /// `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]`.
-pub fn replace(
-    socket: &Path,
-    force: bool,
-    wait: bool,
-    pool: String,
-    device: String,
-    new: Option<String>,
-) -> Result<Status, Failure> {
-    let request = Request::PoolReplace {
-        pool: pool.clone(),
-        device: existing_device(&device),
-        new_device: new.as_deref().map(new_device),
-        force,
-        wait,
-    };
+pub fn replace(socket: &Path, mut args: ReplaceArgs) -> Result<Status, Failure> {
+    args.device = existing_device(&args.device);
+    args.new_device = args.new_device.as_deref().map(new_device);
+    let pool = args.pool.clone();
+    let request = Request::Devices(DevicesRequest::Replace(args));
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
 /// `pool add [-n] [-f] POOL VDEV_SPEC...`.
-pub fn add(
-    socket: &Path,
-    force: bool,
-    dry_run: bool,
-    pool: String,
-    vdevs: Vec<String>,
-) -> Result<Status, Failure> {
-    if vdevs.is_empty() {
+pub fn add(socket: &Path, mut args: AddArgs) -> Result<Status, Failure> {
+    if args.vdevs.is_empty() {
         return Err(Failure(
             "missing vdev specification: tarn pool add [-n] [-f] POOL VDEV...".into(),
         ));
     }
-    let vdevs: Vec<String> = vdevs
-        .iter()
-        .map(|word| {
-            if VDEV_KEYWORDS.contains(&word.as_str()) {
-                word.clone()
-            } else {
-                new_device(word)
-            }
-        })
-        .collect();
+    for word in &mut args.vdevs {
+        if !VDEV_KEYWORDS.contains(&word.as_str()) {
+            *word = new_device(word);
+        }
+    }
+    let (pool, dry_run) = (args.pool.clone(), args.dry_run);
     // Spelling mistakes are reported before the daemon is asked.
-    parse_vdev_layout(&vdevs).map_err(|error| Failure(format!("cannot add to {pool}: {error}")))?;
-    let request = Request::PoolAdd {
-        pool: pool.clone(),
-        vdevs,
-        force,
-        dry_run,
-    };
+    parse_vdev_layout(&args.vdevs)
+        .map_err(|error| Failure(format!("cannot add to {pool}: {error}")))?;
+    let request = Request::Devices(DevicesRequest::Add(args));
     let response = ask_imported(socket, &pool, &request)?;
     if response.status != 0 {
         return Ok(forward(response));

@@ -50,20 +50,3 @@ pub fn ask_imported(socket: &Path, pool: &str, request: &Request) -> Result<Resp
         Some(response) => Ok(response),
     }
 }
-
-/// The `PROP[,PROP...]|all` argument of `get` verbs, split and trimmed; an empty list is an
-/// error saying what to give.
-pub fn property_list(argument: &str) -> Result<Vec<String>, Failure> {
-    let properties: Vec<String> = argument
-        .split(',')
-        .map(str::trim)
-        .filter(|property| !property.is_empty())
-        .map(str::to_string)
-        .collect();
-    if properties.is_empty() {
-        return Err(Failure(
-            "no property named: give PROP[,PROP...] or all".into(),
-        ));
-    }
-    Ok(properties)
-}

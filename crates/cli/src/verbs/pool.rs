@@ -15,15 +15,20 @@ use tarn::vdev::VdevHealth;
 use tarn_protocol::absolute;
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::format::print_table;
 use tarn_protocol::format::{human_bytes, Cell};
-use tarn_protocol::format::{parse_size, print_table, ListFormat};
+use tarn_protocol::request::dataset::parse_settings;
+use tarn_protocol::request::pool::{
+    CreateArgs, GetArgs, ImportArgs, ListArgs, PoolRequest, ReleaseArgs, SetArgs, StatusArgs,
+};
+use tarn_protocol::request::{PoolOption, TableFormatArgs};
 use tarn_protocol::rows::{
     PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry, GET_COLUMNS, POOL_LIST_COLUMNS,
     POOL_LIST_DEFAULT_COLUMNS,
 };
 use tarn_protocol::Request;
 
-use super::{ask_holder, ask_imported, forward, property_list};
+use super::{ask_holder, ask_imported, forward};
 use tarn_ops::cachefile;
 use tarn_ops::{dirs_or_default, import_options, open_named};
 
@@ -38,113 +43,47 @@ fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn create(
-    socket: &Path,
-    force: bool,
-    size: Option<String>,
-    properties: Vec<String>,
-    altroot: Option<PathBuf>,
-    mountpoint: Option<String>,
-    fs_properties: Vec<String>,
-    name: String,
-    vdevs: Vec<String>,
-) -> Result<Status, Failure> {
-    check_mountpoint(&mountpoint)?;
-    let fs_properties = super::dataset::parse_settings(&fs_properties)?;
+pub fn create(socket: &Path, mut args: CreateArgs) -> Result<Status, Failure> {
+    check_mountpoint(&args.mountpoint)?;
+    let fs_properties = parse_settings(&args.fs_properties)?;
     Pool::parse_properties(&fs_properties)?;
-    let mut disabled_features = Vec::new();
-    let mut cachefile = None;
-    for property in &properties {
-        let (key, value) = property.split_once('=').ok_or_else(|| {
-            Failure(format!(
-                "invalid property {property:?}: expected prop=value"
-            ))
-        })?;
-        if key == "cachefile" {
-            cachefile = Some(cachefile_value(value));
-            continue;
-        }
-        let Some(feature) = key.strip_prefix("feature@") else {
-            return Err(Failure(format!(
-                "unknown pool property {key:?} (pool properties: cachefile=PATH|none, feature@NAME=enabled|disabled)"
-            )));
-        };
-        match value {
-            "disabled" => disabled_features.push(feature.to_string()),
-            "enabled" => {}
-            other => {
-                return Err(Failure(format!(
-                    "invalid value {other:?} for {key}: expected enabled or disabled"
-                )))
-            }
-        }
-    }
-    let size_bytes = size.as_deref().map(parse_size).transpose()?;
-    validate_pool_name(&name)?;
+    args.pool_properties()?;
+    args.size_bytes()?;
+    validate_pool_name(&args.pool)?;
     // Paths become absolute here (the daemon does not share our working directory); the
     // keywords stay as they are.
-    let vdevs: Vec<String> = vdevs
-        .iter()
-        .map(|word| {
-            if VDEV_KEYWORDS.contains(&word.as_str()) {
-                word.clone()
-            } else {
-                absolute(Path::new(word)).display().to_string()
-            }
-        })
-        .collect();
+    for word in &mut args.vdevs {
+        if !VDEV_KEYWORDS.contains(&word.as_str()) {
+            *word = absolute(Path::new(word)).display().to_string();
+        }
+    }
+    absolute_cachefile(&mut args.properties);
+    args.altroot = args.altroot.as_deref().map(absolute);
     // Spelling mistakes are reported without starting a daemon.
-    parse_vdev_layout(&vdevs)?;
-    let request = Request::PoolCreate {
-        name,
-        vdevs,
-        size_bytes,
-        force,
-        disabled_features,
-        altroot: altroot.as_deref().map(absolute),
-        mountpoint,
-        properties: fs_properties,
-        cachefile,
-    };
+    parse_vdev_layout(&args.vdevs)?;
+    let request = Request::Pool(PoolRequest::Create(args));
     Ok(forward(client::ask_starting(socket, &request)?))
 }
 
-/// `-o cachefile=VALUE`: `none`, or a path made absolute here (the daemon does not share our
-/// working directory); empty means the default.
-fn cachefile_value(value: &str) -> String {
-    match value {
-        "" | "none" => value.to_string(),
-        path => absolute(Path::new(path)).display().to_string(),
-    }
-}
-
-/// `pool import -o`: readonly=on|off and cachefile=PATH|none.
-fn parse_import_options(options: &[String]) -> Result<(bool, Option<String>), Failure> {
-    let mut readonly = false;
-    let mut cachefile = None;
+/// `-o cachefile=PATH` of `pool create` and `pool import`: PATH made absolute here (the daemon
+/// does not share our working directory); `none` and empty (the default) stay.
+fn absolute_cachefile(options: &mut [String]) {
     for option in options {
-        match option.as_str() {
-            "readonly=on" => readonly = true,
-            "readonly=off" => readonly = false,
-            other if other.starts_with("cachefile=") => {
-                cachefile = Some(cachefile_value(&other["cachefile=".len()..]));
-            }
-            other => {
-                return Err(Failure(format!(
-                    "unknown import option {other:?} (known: readonly=on|off, cachefile=PATH|none)"
-                )))
+        if let Some(value) = option.strip_prefix("cachefile=") {
+            if !matches!(value, "" | "none") {
+                *option = format!("cachefile={}", absolute(Path::new(value)).display());
             }
         }
     }
-    Ok((readonly, cachefile))
 }
 
 /// Guids of the pools the daemon holds (empty when no daemon runs).
 fn daemon_rows(socket: &Path, pool: Option<&str>) -> Result<Option<Vec<PoolRow>>, Failure> {
-    let request = Request::PoolList {
+    let request = Request::Pool(PoolRequest::List(ListArgs {
+        dirs: Vec::new(),
+        format: TableFormatArgs::default(),
         pool: pool.map(str::to_string),
-    };
+    }));
     let Some(response) = client::ask_if_running(socket, &request)? else {
         return Ok(None);
     };
@@ -346,37 +285,17 @@ fn top_rows<'a>(
     }
 }
 
-/// `pool import` flags passed to the daemon.
-pub struct ImportFlags {
-    pub options: Vec<String>,
-    pub altroot: Option<PathBuf>,
-    pub rewind: bool,
-    pub missing_log: bool,
-}
-
-pub fn import(
-    socket: &Path,
-    dirs: Vec<PathBuf>,
-    show_destroyed: bool,
-    flags: ImportFlags,
-    pool: Option<String>,
-    new_name: Option<String>,
-) -> Result<Status, Failure> {
-    let ImportFlags {
-        options,
-        altroot,
-        rewind,
-        missing_log,
-    } = flags;
-    let (readonly, cachefile) = parse_import_options(&options)?;
+pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
+    args.import_options()?;
     // Without -d: /dev/disk/by-id and the directories the cache file names, never the
     // current directory (a pool's vdev files are not where the user happens to stand).
-    let dirs = if dirs.is_empty() {
+    let dirs = if args.dirs.is_empty() {
         cachefile::import_scan_dirs(&cachefile::default_path(socket))
     } else {
-        dirs
+        args.dirs.clone()
     };
-    let Some(name) = pool else {
+    let show_destroyed = args.destroyed;
+    if args.pool.is_none() {
         let held: BTreeSet<u64> = daemon_rows(socket, None)?
             .unwrap_or_default()
             .iter()
@@ -414,31 +333,17 @@ pub fn import(
             }
         }
         return Ok(0);
-    };
-    let request = Request::PoolImport {
-        pool: name,
-        new_name,
-        dirs: dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect(),
-        readonly,
-        altroot: altroot.as_deref().map(absolute),
-        rewind,
-        cachefile,
-        missing_log,
-    };
+    }
+    args.dirs = dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect();
+    args.altroot = args.altroot.as_deref().map(absolute);
+    absolute_cachefile(&mut args.options);
+    let request = Request::Pool(PoolRequest::Import(args));
     Ok(forward(client::ask_starting(socket, &request)?))
 }
 
-pub fn export(
-    socket: &Path,
-    dirs: Vec<PathBuf>,
-    force: bool,
-    pool: String,
-) -> Result<Status, Failure> {
-    let request = Request::PoolExport {
-        pool: pool.clone(),
-        force,
-    };
-    if let Some(status) = ask_holder(socket, &request)? {
+pub fn export(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
+    let (dirs, pool) = (args.dirs.clone(), args.pool.clone());
+    if let Some(status) = ask_holder(socket, &Request::Pool(PoolRequest::Export(args)))? {
         return Ok(status);
     }
     // Not imported in the daemon: mark an exported-by-crash pool exported, in this process.
@@ -458,17 +363,9 @@ pub fn export(
     Ok(0)
 }
 
-pub fn destroy(
-    socket: &Path,
-    dirs: Vec<PathBuf>,
-    force: bool,
-    pool: String,
-) -> Result<Status, Failure> {
-    let request = Request::PoolDestroy {
-        pool: pool.clone(),
-        force,
-    };
-    if let Some(status) = ask_holder(socket, &request)? {
+pub fn destroy(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
+    let (dirs, pool) = (args.dirs.clone(), args.pool.clone());
+    if let Some(status) = ask_holder(socket, &Request::Pool(PoolRequest::Destroy(args)))? {
         return Ok(status);
     }
     open_named(&dirs, &pool, false)?.destroy()?;
@@ -476,8 +373,9 @@ pub fn destroy(
     Ok(0)
 }
 
-pub fn sync(socket: &Path, pool: Option<String>) -> Result<Status, Failure> {
-    let request = Request::PoolSync { pool: pool.clone() };
+pub fn sync(socket: &Path, args: PoolOption) -> Result<Status, Failure> {
+    let pool = args.pool.clone();
+    let request = Request::Pool(PoolRequest::Sync(args));
     match client::ask_if_running(socket, &request)? {
         Some(response) => Ok(forward(response)),
         None => match pool {
@@ -500,12 +398,13 @@ fn scan_dirs(dirs: &[PathBuf], daemon_running: bool) -> Option<Vec<PathBuf>> {
     }
 }
 
-pub fn list(
-    socket: &Path,
-    dirs: Vec<PathBuf>,
-    mut format: ListFormat,
-    name: Option<String>,
-) -> Result<Status, Failure> {
+pub fn list(socket: &Path, args: ListArgs) -> Result<Status, Failure> {
+    let ListArgs {
+        dirs,
+        format,
+        pool: name,
+    } = args;
+    let mut format = format.format();
     if format.fields.is_none() {
         format.fields = Some(POOL_LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
     }
@@ -553,17 +452,14 @@ pub fn list(
     Ok(0)
 }
 
-pub fn status(
-    socket: &Path,
-    dirs: Vec<PathBuf>,
-    json: bool,
-    verbose: bool,
-    name: Option<String>,
-) -> Result<Status, Failure> {
-    let request = Request::PoolStatus {
-        pool: name.clone(),
-        verbose,
-    };
+pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
+    let (dirs, json, verbose, name) = (
+        args.dirs.clone(),
+        args.json,
+        args.verbose,
+        args.pool.clone(),
+    );
+    let request = Request::Pool(PoolRequest::Status(args));
     let daemon = client::ask_if_running(socket, &request)?;
     let daemon_running = daemon.is_some();
     let mut entries: Vec<StatusEntry> = match daemon {
@@ -614,14 +510,11 @@ pub fn print_status(entries: &[StatusEntry], json: bool) {
 /// The daemon's `pool get` rows, or its failure as the exit status to return.
 fn fetch_properties(
     socket: &Path,
-    pool: &str,
-    properties: Vec<String>,
+    args: GetArgs,
 ) -> Result<Result<Vec<PoolPropertyRow>, Status>, Failure> {
-    let request = Request::PoolGet {
-        pool: pool.to_string(),
-        properties,
-    };
-    let response = ask_imported(socket, pool, &request)?;
+    let pool = args.pool.clone();
+    let request = Request::Pool(PoolRequest::Get(args));
+    let response = ask_imported(socket, &pool, &request)?;
     if response.status != 0 {
         return Ok(Err(forward(response)));
     }
@@ -631,14 +524,10 @@ fn fetch_properties(
 }
 
 /// `pool get [-H] [-p] [-j] [-o FIELD,...] PROP[,PROP]|all POOL`.
-pub fn get(
-    socket: &Path,
-    format: ListFormat,
-    properties: String,
-    pool: String,
-) -> Result<Status, Failure> {
-    let properties = property_list(&properties)?;
-    let rows = match fetch_properties(socket, &pool, properties)? {
+pub fn get(socket: &Path, args: GetArgs) -> Result<Status, Failure> {
+    args.properties()?;
+    let format = args.format.format();
+    let rows = match fetch_properties(socket, args)? {
         Ok(rows) => rows,
         Err(status) => return Ok(status),
     };
@@ -648,17 +537,10 @@ pub fn get(
 }
 
 /// `pool set PROP=VAL POOL`.
-pub fn set(socket: &Path, setting: String, pool: String) -> Result<Status, Failure> {
-    let Some((property, value)) = setting.split_once('=').filter(|(p, _)| !p.is_empty()) else {
-        return Err(Failure(format!(
-            "invalid property setting {setting:?}: expected PROP=VALUE (e.g. feature@embedded_data=enabled)"
-        )));
-    };
-    let request = Request::PoolSet {
-        pool: pool.clone(),
-        property: property.to_string(),
-        value: value.to_string(),
-    };
+pub fn set(socket: &Path, args: SetArgs) -> Result<Status, Failure> {
+    args.setting()?;
+    let pool = args.pool.clone();
+    let request = Request::Pool(PoolRequest::Set(args));
     Ok(forward(ask_imported(socket, &pool, &request)?))
 }
 
@@ -706,7 +588,12 @@ pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Stat
     let mut shown = false;
     let mut poll = WAIT_POLL_FIRST;
     loop {
-        let rows = match fetch_properties(socket, &pool, vec!["freeing".into()])? {
+        let freeing = GetArgs {
+            format: TableFormatArgs::default(),
+            properties: "freeing".into(),
+            pool: pool.clone(),
+        };
+        let rows = match fetch_properties(socket, freeing)? {
             Ok(rows) => rows,
             Err(status) => return Ok(status),
         };

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::request::pool::{ImportArgs, PoolRequest};
 use tarn_protocol::Request;
 
 use super::forward;
@@ -36,16 +37,18 @@ pub fn import_all(socket: &Path) -> Result<Status, Failure> {
             out!("pool {} is imported", pool.name);
             continue;
         }
-        let request = Request::PoolImport {
-            pool: pool.guid.to_string(),
-            new_name: None,
+        // The cache file's paths are absolute: they go as they are.
+        let request = Request::Pool(PoolRequest::Import(ImportArgs {
             dirs: pool.dirs(),
-            readonly: pool.readonly,
+            options: if pool.readonly {
+                vec!["readonly=on".into()]
+            } else {
+                Vec::new()
+            },
             altroot: pool.altroot.clone(),
-            rewind: false,
-            cachefile: None,
-            missing_log: false,
-        };
+            pool: Some(pool.guid.to_string()),
+            ..ImportArgs::default()
+        }));
         let answer = forward(client::ask_starting(socket, &request)?);
         if answer != 0 {
             err!(

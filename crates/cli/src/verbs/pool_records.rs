@@ -1,10 +1,11 @@
 //! `tarn pool history` and `tarn pool clear`: the verbs over what a pool records about itself
 //! (its history ring and error log; `tarn_ops::records` formats them).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
+use tarn_protocol::request::pool::{ClearArgs, HistoryArgs, PoolRequest};
 use tarn_protocol::Request;
 
 use super::{ask_holder, forward};
@@ -13,13 +14,9 @@ use tarn_ops::records::{self, HistoryRow};
 
 /// `pool history [-l] POOL`: from the daemon if it holds the pool, else read from the
 /// exported pool in this process (read-only).
-pub fn history(
-    socket: &Path,
-    dirs: Vec<PathBuf>,
-    long: bool,
-    pool: String,
-) -> Result<Status, Failure> {
-    let request = Request::PoolHistory { pool: pool.clone() };
+pub fn history(socket: &Path, args: HistoryArgs) -> Result<Status, Failure> {
+    let (dirs, long, pool) = (args.dirs.clone(), args.long, args.pool.clone());
+    let request = Request::Pool(PoolRequest::History(args));
     let rows: Vec<HistoryRow> = match client::ask_if_running(socket, &request)? {
         Some(response) if !response.not_imported => {
             if response.status != 0 {
@@ -40,11 +37,9 @@ pub fn history(
 }
 
 /// `pool clear POOL [DEV]`: only for an imported pool (error counts live in memory).
-pub fn clear(socket: &Path, pool: String, device: Option<String>) -> Result<Status, Failure> {
-    let request = Request::PoolClear {
-        pool: pool.clone(),
-        device,
-    };
+pub fn clear(socket: &Path, args: ClearArgs) -> Result<Status, Failure> {
+    let pool = args.pool.clone();
+    let request = Request::Pool(PoolRequest::Clear(args));
     match ask_holder(socket, &request)? {
         Some(status) => Ok(status),
         None => Err(Failure(format!(

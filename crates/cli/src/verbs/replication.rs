@@ -10,37 +10,21 @@ use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::human_bytes;
 use tarn_protocol::frames::{FrameReader, FrameWriter};
+use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest, SendArgs};
 use tarn_protocol::Request;
 
 use super::dataset::check_name;
 use super::forward;
 
-/// What `tarn send` was asked.
-pub struct SendArgs {
-    pub snapshot: String,
-    /// `-i SNAP` or `-I SNAP`.
-    pub from: Option<String>,
-    pub intermediates: bool,
-    pub properties: bool,
-    pub dry_run: bool,
-    pub verbose: bool,
-    /// Blocks as stored (`-c`).
-    pub compressed: bool,
-    /// The tree below the file system too (`-R`).
-    pub recursive: bool,
-    /// `-t TOKEN`: continue an interrupted receive (then `snapshot` is empty).
-    pub resume_token: Option<String>,
-}
-
 /// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`, or `tarn send [-v] -t TOKEN`.
 pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     if args.resume_token.is_none() {
-        check_name(&args.snapshot)?;
+        check_name(args.snapshot())?;
     }
-    if args.resume_token.is_none() && !args.snapshot.contains('@') {
+    if args.resume_token.is_none() && !args.snapshot().contains('@') {
         return Err(Failure(format!(
             "cannot send {:?}: name a snapshot, FS@SNAP",
-            args.snapshot
+            args.snapshot()
         )));
     }
     if !args.dry_run && std::io::stdout().is_terminal() {
@@ -54,16 +38,7 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
         .map_err(|error| Failure(format!("socket: {error}")))?;
     client::write_request(
         &mut writer,
-        &Request::Send {
-            snapshot: args.snapshot.clone(),
-            from: args.from,
-            intermediates: args.intermediates,
-            properties: args.properties,
-            dry_run: args.dry_run,
-            compressed: args.compressed,
-            recursive: args.recursive,
-            resume_token: args.resume_token,
-        },
+        &Request::Replication(ReplicationRequest::Send(args.clone())),
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;
     let mut reader = BufReader::with_capacity(1 << 20, stream);
@@ -80,52 +55,26 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     Ok(forward(response))
 }
 
-/// What `tarn receive` was asked.
-pub struct ReceiveArgs {
-    pub target: String,
-    pub force: bool,
-    pub no_mount: bool,
-    pub verbose: bool,
-    /// `-o prop=value`, unparsed.
-    pub set: Vec<String>,
-    /// `-x prop`.
-    pub exclude: Vec<String>,
-    /// `-s`: keep a partial receive for resuming.
-    pub resumable: bool,
-}
-
 /// `tarn receive -A FS`: abandon the partial receive into FS.
-pub fn abort_receive(socket: &Path, target: String) -> Result<Status, Failure> {
-    check_name(&target)?;
-    let dataset = target.clone();
+fn abort_receive(socket: &Path, args: ReceiveArgs) -> Result<Status, Failure> {
+    let dataset = args.target.clone();
     Ok(forward(super::dataset::ask(
         socket,
         Some(&dataset),
-        &Request::ReceiveAbort { target },
+        &Request::Replication(ReplicationRequest::ReceiveAbort(args)),
     )?))
 }
 
-/// `tarn receive [-F] [-u] [-v] [-o prop=val] [-x prop] FS[@SNAP]`.
+/// `tarn receive [-F] [-u] [-v] [-o prop=val] [-x prop] FS[@SNAP]`, or with `-A`,
+/// [`abort_receive`].
 pub fn receive(socket: &Path, args: ReceiveArgs) -> Result<Status, Failure> {
-    let ReceiveArgs {
-        target,
-        force,
-        no_mount,
-        verbose,
-        set,
-        exclude,
-        resumable,
-    } = args;
-    check_name(&target)?;
-    let set = set
-        .iter()
-        .map(|setting| {
-            setting
-                .split_once('=')
-                .map(|(name, value)| (name.to_string(), value.to_string()))
-                .ok_or_else(|| Failure(format!("-o {setting:?}: expected property=value")))
-        })
-        .collect::<Result<Vec<_>, Failure>>()?;
+    check_name(&args.target)?;
+    if args.abort {
+        return abort_receive(socket, args);
+    }
+    // Settings are checked before the daemon is asked (and parsed again there).
+    args.settings()?;
+    let verbose = args.verbose;
     if std::io::stdin().is_terminal() {
         return Err(Failure(
             "refusing to read a stream from a terminal: redirect one from a file or a pipe".into(),
@@ -137,15 +86,7 @@ pub fn receive(socket: &Path, args: ReceiveArgs) -> Result<Status, Failure> {
         .map_err(|error| Failure(format!("socket: {error}")))?;
     client::write_request(
         &mut writer,
-        &Request::Receive {
-            target,
-            force,
-            no_mount,
-            verbose,
-            set,
-            exclude,
-            resumable,
-        },
+        &Request::Replication(ReplicationRequest::Receive(args)),
     )
     .map_err(|error| Failure(format!("cannot ask the daemon: {error}")))?;
     let mut frames = FrameWriter::new(std::io::BufWriter::with_capacity(1 << 20, writer));

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::human_bytes;
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
+use tarn_protocol::request::PoolName;
 use tarn_protocol::Request;
 
 use super::{ask_imported, forward};
@@ -15,28 +17,11 @@ use super::{ask_imported, forward};
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// `pool scrub [-s|-p|-w] POOL`.
-pub fn scrub(
-    socket: &Path,
-    stop: bool,
-    pause: bool,
-    wait: bool,
-    pool: String,
-) -> Result<Status, Failure> {
-    let action = match (stop, pause, wait) {
-        (true, true, _) => return Err(Failure("-s and -p cannot be given together".into())),
-        (true, _, true) | (_, true, true) => {
-            return Err(Failure(
-                "-w waits for a scrub to finish: not with -s or -p".into(),
-            ))
-        }
-        (true, false, _) => "stop",
-        (false, true, _) => "pause",
-        (false, false, _) => "start",
-    };
-    let request = Request::PoolScrub {
-        pool: pool.clone(),
-        action: action.into(),
-    };
+pub fn scrub(socket: &Path, args: ScrubArgs) -> Result<Status, Failure> {
+    // Contradicting flags are refused before the daemon is asked.
+    args.action()?;
+    let (pool, wait) = (args.pool.clone(), args.wait);
+    let request = Request::Scan(ScanRequest::Scrub(args));
     let status = forward(ask_imported(socket, &pool, &request)?);
     if status != 0 || !wait {
         return Ok(status);
@@ -47,8 +32,9 @@ pub fn scrub(
 /// `pool resilver POOL`: start a resilver, or start the one in progress again from the
 /// beginning; a scrub in progress is canceled for it. With no device missing writes there is
 /// nothing to do: zpool then says nothing and succeeds; this says so, and succeeds.
-pub fn resilver(socket: &Path, pool: String) -> Result<Status, Failure> {
-    let request = Request::PoolResilver { pool: pool.clone() };
+pub fn resilver(socket: &Path, args: PoolName) -> Result<Status, Failure> {
+    let pool = args.pool.clone();
+    let request = Request::Scan(ScanRequest::Resilver(args));
     let response = ask_imported(socket, &pool, &request)?;
     if response.status == 0 && response.data["outcome"] == "not needed" {
         println!("pool {pool}: no device is missing writes: nothing to resilver");
@@ -56,24 +42,26 @@ pub fn resilver(socket: &Path, pool: String) -> Result<Status, Failure> {
     Ok(forward(response))
 }
 
-/// `pool online|offline POOL DEVICE...`.
+/// `pool online|offline POOL DEVICE...`: `verb` is `ScanRequest::Online` or `Offline`.
 pub fn device(
     socket: &Path,
-    action: &str,
-    pool: String,
-    devices: Vec<String>,
+    args: DeviceStateArgs,
+    verb: fn(DeviceStateArgs) -> ScanRequest,
 ) -> Result<Status, Failure> {
-    if devices.is_empty() {
+    let pool = args.pool.clone();
+    let no_device = args.devices.is_empty();
+    let request = verb(args);
+    if no_device {
         return Err(Failure(format!(
-            "missing device name: tarn pool {action} POOL DEVICE..."
+            "missing device name: tarn {} POOL DEVICE...",
+            request.verb()
         )));
     }
-    let request = Request::PoolDevice {
-        pool: pool.clone(),
-        action: action.into(),
-        devices,
-    };
-    Ok(forward(ask_imported(socket, &pool, &request)?))
+    Ok(forward(ask_imported(
+        socket,
+        &pool,
+        &Request::Scan(request),
+    )?))
 }
 
 /// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs
@@ -82,9 +70,9 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
     let progress = std::io::stderr().is_terminal();
     let mut shown = false;
     loop {
-        let request = Request::PoolScanStatus {
+        let request = Request::Scan(ScanRequest::Status(PoolName {
             pool: pool.to_string(),
-        };
+        }));
         let response = ask_imported(socket, pool, &request)?;
         if response.status != 0 {
             return Ok(forward(response));

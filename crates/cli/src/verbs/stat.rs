@@ -25,6 +25,8 @@ use tarn::txg::{TxgHistoryRow, TxgState};
 use tarn_protocol::client;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{byte_cell, count_cell, Cell, ListFormat};
+use tarn_protocol::request::stat::StatRequest;
+use tarn_protocol::request::PoolName;
 use tarn_protocol::Request;
 
 use super::report::{parse_words, repeat, Reporter};
@@ -312,9 +314,9 @@ fn txgs(
         let history: Vec<TxgHistoryRow> = client::fetch_table(
             socket,
             pool,
-            &Request::StatTxgs {
+            &Request::Stat(StatRequest::Txgs(PoolName {
                 pool: pool.to_string(),
-            },
+            })),
             "txgs",
         )?;
         let rows: Vec<&TxgHistoryRow> = match committed_through {
@@ -372,19 +374,19 @@ fn prometheus(socket: &Path) -> Result<(), Failure> {
             arc: client::fetch_table(
                 socket,
                 &pool,
-                &Request::StatArc { pool: pool.clone() },
+                &Request::Stat(StatRequest::Arc(PoolName { pool: pool.clone() })),
                 "arc",
             )?,
             txgs: client::fetch_table(
                 socket,
                 &pool,
-                &Request::StatTxgs { pool: pool.clone() },
+                &Request::Stat(StatRequest::Txgs(PoolName { pool: pool.clone() })),
                 "txgs",
             )?,
             zil: client::fetch_table(
                 socket,
                 &pool,
-                &Request::StatZil { pool: pool.clone() },
+                &Request::Stat(StatRequest::Zil(PoolName { pool: pool.clone() })),
                 "zil",
             )?,
             iostat: client::fetch_iostat(socket, Some(&pool))?

@@ -1,0 +1,112 @@
+//! The snapshot family: `tarn snapshot|clone|promote|bookmark|rollback|rename`, the destruction
+//! of snapshots and bookmarks (`tarn destroy FS@SNAP`, `tarn destroy FS#NAME`, with
+//! [`DestroyArgs`]), and `tarn debug dataset`.
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::dataset::{parse_settings, DestroyArgs};
+use crate::error::Failure;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verb", content = "args", rename_all = "snake_case")]
+pub enum SnapshotRequest {
+    /// Take snapshots in one txg: `data = {"created": [names]}`.
+    Snapshot(SnapshotArgs),
+    /// Clone a snapshot as a new file system, and mount it: `data = {"created": [name]}`.
+    Clone(CloneArgs),
+    /// Promote a clone: `data = {"moved": [snapshots' new names]}`.
+    Promote(NameArgs),
+    /// Destroy snapshots, `FS@A[,B][%C]` (with `-r`, of descendants too by name; with `-R`,
+    /// their clones first): `data = {"destroyed": [names]}`.
+    DestroySnapshots(DestroyArgs),
+    /// Destroy a bookmark, `FS#NAME`.
+    DestroyBookmark(DestroyArgs),
+    /// Roll a file system back to a snapshot.
+    Rollback(RollbackArgs),
+    /// Rename a snapshot (within its file system) or a file system.
+    Rename(RenameArgs),
+    /// Bookmark a snapshot.
+    Bookmark(BookmarkArgs),
+    /// A dataset's record and deadlist as text, as `zdb -dddd`.
+    DebugDataset(NameArgs),
+}
+
+impl SnapshotRequest {
+    /// The verb as the daemon's log and the pool history name it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            SnapshotRequest::Snapshot(_) => "snapshot",
+            SnapshotRequest::Clone(_) => "clone",
+            SnapshotRequest::Promote(_) => "promote",
+            SnapshotRequest::DestroySnapshots(_) => "destroy snapshots",
+            SnapshotRequest::DestroyBookmark(_) => "destroy bookmark",
+            SnapshotRequest::Rollback(_) => "rollback",
+            SnapshotRequest::Rename(_) => "rename",
+            SnapshotRequest::Bookmark(_) => "bookmark",
+            SnapshotRequest::DebugDataset(_) => "debug dataset",
+        }
+    }
+}
+
+/// A verb that names one dataset and nothing else.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameArgs {
+    pub name: String,
+}
+
+/// `tarn snapshot [-r] FS@SNAP...`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotArgs {
+    /// Snapshot every descendant too, by the same name.
+    #[arg(short = 'r')]
+    pub recursive: bool,
+    #[arg(required = true, num_args = 1..)]
+    pub names: Vec<String>,
+}
+
+/// `tarn clone [-o prop=val]... FS@SNAP FS`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloneArgs {
+    /// Properties of the clone (prop=value, repeatable).
+    #[arg(short = 'o')]
+    pub properties: Vec<String>,
+    pub snapshot: String,
+    pub name: String,
+}
+
+impl CloneArgs {
+    /// The `-o` settings as (name, value).
+    pub fn settings(&self) -> Result<Vec<(String, String)>, Failure> {
+        parse_settings(&self.properties)
+    }
+}
+
+/// `tarn bookmark FS@SNAP FS#NAME`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BookmarkArgs {
+    pub snapshot: String,
+    pub bookmark: String,
+}
+
+/// `tarn rollback [-r] FS@SNAP`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackArgs {
+    /// Destroy snapshots newer than the one named.
+    #[arg(short = 'r')]
+    pub recursive: bool,
+    pub name: String,
+}
+
+/// `tarn rename NAME NEW_NAME`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenameArgs {
+    pub name: String,
+    pub new_name: String,
+}
