@@ -517,9 +517,23 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: SnapshotRequest) -> Result<A
             out!("bookmarked {snapshot} as {bookmark}");
             Answer::done()
         }
-        SnapshotRequest::DestroyBookmark(DestroyArgs { name: bookmark, .. }) => {
+        SnapshotRequest::DestroyBookmark(DestroyArgs {
+            name: bookmark,
+            dry_run,
+            verbose,
+            ..
+        }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&bookmark)?;
+            // A dry run destroys nothing: it names the bookmark if it exists.
+            pool.bookmark_info(&bookmark)?;
+            if dry_run {
+                out!("would destroy {bookmark}");
+                return Answer::done();
+            }
+            if verbose {
+                out!("will destroy {bookmark}");
+            }
             pool.destroy_bookmark(&bookmark)?;
             out!("destroyed {bookmark}");
             Answer::done()

@@ -90,6 +90,11 @@ pub fn destroy(socket: &Path, mut args: DestroyArgs) -> Result<u8, Failure> {
     check_name(&name)?;
     if name.contains('#') {
         check_bookmark_name(&name)?;
+        if args.recursive || args.recursive_dependents {
+            return Err(Failure(format!(
+                "cannot destroy {name}: -r and -R apply to file systems and snapshots, not to a bookmark"
+            )));
+        }
         let request = Request::Snapshot(SnapshotRequest::DestroyBookmark(args));
         return Ok(forward(&ask(socket, Some(&name), &request)?));
     }
