@@ -467,12 +467,27 @@ impl Child {
                 }
                 Err(OpError::Inconsistent(why)) => self.fail(&format!("{op:?}: {why}")),
             }
+            self.check_finished_scrub();
             let done = self.operations.fetch_add(1, Ordering::SeqCst) + 1;
             if let Death::AfterOperations(count) = self.plan.death {
                 if done >= count {
                     self.die();
                 }
             }
+        }
+    }
+
+    /// A scrub that finished since the last look, whoever started it (`ScrubStart`'s run in
+    /// the background, beside every other operation), has its coverage checked as the scrubs
+    /// the tool drives itself do ([`devices::check_scrub_coverage`]); the engine hands each
+    /// finished scrub's record out once, so this costs a look at the scan state per operation.
+    fn check_finished_scrub(&self) {
+        let pool_guard = self.pool.read();
+        let Some(pool) = pool_guard.as_ref() else {
+            return;
+        };
+        if let Err(OpError::Inconsistent(why)) = devices::check_scrub_coverage(pool) {
+            self.fail(&format!("a finished scrub: {why}"));
         }
     }
 
