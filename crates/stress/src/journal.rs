@@ -88,7 +88,7 @@ impl JournalWriter {
         // written makes every later check meaningless, so it ends the child.
         if let Err(error) = file.write_all(format!("{line}\n").as_bytes()) {
             eprintln!("tarn-stress child: cannot append to the journal: {error}");
-            std::process::exit(crate::child::EXIT_INTERNAL);
+            std::process::exit(crate::exit_status::EXIT_INTERNAL);
         }
     }
 

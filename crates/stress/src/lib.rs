@@ -4,10 +4,11 @@
 //!
 //! Modules, in the order a run uses them: [`ops`] (the operation table), [`runner`] (the
 //! parent and the loop), [`child`] (the worker process), [`tag`] (self-describing blocks),
-//! [`journal`] (what the child promised), [`oracle`] (the verification); [`mount`] runs the same kinds of
+//! [`journal`] (what the child promised), [`oracle`] (the verification), [`exit_status`] (how a child ends); [`mount`] runs the same kinds of
 //! operations through a FUSE mount of the daemon.
 
 pub mod child;
+pub mod exit_status;
 pub mod journal;
 pub mod mount;
 pub mod ops;

@@ -37,9 +37,9 @@ use tarn::tunables::Tunables;
 
 use crate::child::{
     counts_path, pool_dir, read_fault_counts, read_outcome_counts, read_space_counts, replica_dir,
-    Death, EXIT_INCONSISTENT, EXIT_PANIC, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV,
-    SECOND_VDEV,
+    Death, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV, SECOND_VDEV,
 };
+use crate::exit_status::{EXIT_INCONSISTENT, EXIT_PANIC};
 use crate::journal::{journal_path, Promises};
 use crate::ops::Op;
 use crate::oracle::{verify_pool, verify_replica};

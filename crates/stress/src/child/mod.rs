@@ -56,7 +56,7 @@
 //! of the game and is counted (refusals for space apart, [`space`]: near full they are the
 //! expected answer). An engine error that means damage (corruption, a failed sync,
 //! a suspended pool), a tag that does not verify, or a panic, ends the child with
-//! [`EXIT_INCONSISTENT`] or [`EXIT_PANIC`], its pool left as it was for the parent to keep.
+//! [`EXIT_INCONSISTENT`](crate::exit_status::EXIT_INCONSISTENT) or [`EXIT_PANIC`](crate::exit_status::EXIT_PANIC), its pool left as it was for the parent to keep.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,17 +96,11 @@ pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};
 pub use space::FILLER;
 pub use space::{read_space_counts, space_counts_path};
 
+use crate::exit_status::{EXIT_INCONSISTENT, EXIT_INTERNAL, EXIT_PANIC};
 use crate::journal::{JournalWriter, Promise};
 use crate::ops::{Op, OpChooser};
 use crate::oracle::{read_stamp, verify_file, verify_tree, write_stamp, XATTR_PREFIX};
 use crate::tag::{birth_of, mix, Tag, TAG_BLOCK_SIZE, XATTR_OFFSET};
-
-/// The child found an inconsistency (also written to the journal as a `failure` record).
-pub const EXIT_INCONSISTENT: i32 = 3;
-/// A thread of the child panicked (the engine's or the tool's bug; the message is in the log).
-pub const EXIT_PANIC: i32 = 4;
-/// The child could not do its own bookkeeping (the journal or its run directory).
-pub const EXIT_INTERNAL: i32 = 5;
 
 /// Files per worker directory.
 const FILES_PER_DIRECTORY: u64 = 8;
