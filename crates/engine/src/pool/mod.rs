@@ -104,6 +104,7 @@ pub mod props;
 pub mod receiving;
 mod resume_tracker;
 pub mod scan;
+mod scan_phys;
 mod scan_visits;
 pub mod snapshots;
 mod stats;
