@@ -3,26 +3,19 @@
 //! and leaves nothing behind in its directory. It times nothing: figures this small say nothing
 //! about throughput. Skipped with a message without /dev/fuse, fio or root.
 
-use std::path::Path;
 use std::process::Command;
+
+use tarn_test_support::{requires, Requirement};
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 fn can_run() -> bool {
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP: /dev/fuse is not available");
-        return false;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: bench mount needs root (mount, drop_caches)");
-        return false;
-    }
-    if Command::new("fio").arg("--version").output().is_err() {
-        eprintln!("SKIP: fio is not installed");
-        return false;
-    }
-    true
+    // Root for mount and drop_caches.
+    requires(&[
+        Requirement::Fuse,
+        Requirement::Root,
+        Requirement::Tool("fio"),
+    ])
 }
 
 fn number(row: &serde_json::Value, field: &str) -> f64 {

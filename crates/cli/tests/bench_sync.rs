@@ -4,30 +4,19 @@
 //! its directory. It times nothing: figures this small say nothing about performance. Skipped
 //! with a message without /dev/fuse, root or mkfs.btrfs.
 
-use std::path::Path;
 use std::process::Command;
+
+use tarn_test_support::{requires, Requirement};
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 fn can_run() -> bool {
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP: /dev/fuse is not available");
-        return false;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: bench sync needs root (mount, losetup)");
-        return false;
-    }
-    if Command::new("mkfs.btrfs")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: btrfs-progs is not installed");
-        return false;
-    }
-    true
+    // Root for mount and losetup.
+    requires(&[
+        Requirement::Fuse,
+        Requirement::Root,
+        Requirement::Tool("mkfs.btrfs"),
+    ])
 }
 
 fn number(row: &serde_json::Value, field: &str) -> f64 {

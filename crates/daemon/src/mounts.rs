@@ -471,8 +471,7 @@ mod tests {
 
     #[test]
     fn snapshot_hooks_keep_a_mount_in_line() {
-        if !Path::new("/dev/fuse").exists() {
-            eprintln!("SKIP: /dev/fuse is not available");
+        if !tarn_test_support::requires(&[tarn_test_support::Requirement::Fuse]) {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

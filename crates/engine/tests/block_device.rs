@@ -34,7 +34,10 @@ fn pool_on_a_loop_device() {
     {
         Ok(output) if output.status.success() => output,
         _ => {
-            eprintln!("SKIP pool_on_a_loop_device: cannot set up a loop device here");
+            tarn_test_support::skip(
+                tarn_test_support::Requirement::LoopDevice,
+                "cannot set up a loop device here",
+            );
             return;
         }
     };

@@ -287,8 +287,7 @@ fn pages_kept_only_for_unchanged_files() {
     let Some(fixture) = Fixture::new("keepcache") else {
         return;
     };
-    if Command::new("fincore").arg("--version").output().is_err() {
-        eprintln!("SKIP: fincore is missing");
+    if !tarn_test_support::requires(&[tarn_test_support::Requirement::Tool("fincore")]) {
         return;
     }
     let path = fixture.path("kept");

@@ -5,7 +5,6 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::path::Path;
 
 use tarn_fuse::MountOptions;
 
@@ -13,8 +12,7 @@ const FILES: usize = 4000;
 
 #[test]
 fn files_are_created_found_listed_and_removed_by_name() {
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP: /dev/fuse is not available");
+    if !tarn_test_support::requires(&[tarn_test_support::Requirement::Fuse]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

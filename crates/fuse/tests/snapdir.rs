@@ -53,8 +53,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Option<Fixture> {
-        if !Path::new("/dev/fuse").exists() {
-            eprintln!("SKIP: /dev/fuse is not available");
+        if !tarn_test_support::requires(&[tarn_test_support::Requirement::Fuse]) {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

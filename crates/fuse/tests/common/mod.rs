@@ -23,8 +23,7 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new(name: &str) -> Option<Fixture> {
-        if !Path::new("/dev/fuse").exists() {
-            eprintln!("SKIP: /dev/fuse is not available");
+        if !tarn_test_support::requires(&[tarn_test_support::Requirement::Fuse]) {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
