@@ -121,11 +121,27 @@ main() {
         exit 0
     fi
 
-    # One test binary per source: the library's unit tests, and each integration test that holds
-    # a fuzzer. Cargo names the executables in its JSON messages beside their source paths.
+    # The engine's integration tests are modules of a few binaries (crates/engine/tests/suite_*.rs,
+    # Cargo.toml's [[test]] entries): the root source of the binary that holds FILE, and the
+    # binary's name (a suite_X.rs root is test X; a file that is its own binary keeps its name).
+    suite_source() {
+        local root
+        root=$(grep -l "^mod $(basename "$1" .rs);" crates/engine/tests/suite_*.rs 2>/dev/null | head -n 1)
+        echo "${root:-$1}"
+    }
+    test_target() {
+        local root
+        root=$(basename "$(suite_source "$1")" .rs)
+        echo "${root#suite_}"
+    }
+
+    # One test binary per source: the library's unit tests, and each integration test binary that
+    # holds a fuzzer. Cargo names the executables in its JSON messages beside their source paths.
     test_arguments=(--lib)
-    for file in $(awk '{ print $1 }' <<<"$fuzzers" | sort -u); do
-        case "$file" in crates/engine/tests/*) test_arguments+=(--test "$(basename "$file" .rs)") ;; esac
+    for target in $(awk '{ print $1 }' <<<"$fuzzers" | sort -u | while read -r file; do
+        case "$file" in crates/engine/tests/*) test_target "$file" ;; esac
+    done | sort -u); do
+        test_arguments+=(--test "$target")
     done
     echo "== building the fuzzers (cargo test --profile fuzz -p tarn-engine ${test_arguments[*]})"
     messages=$(cargo test --profile fuzz -p tarn-engine "${test_arguments[@]}" --no-run \
@@ -135,7 +151,7 @@ main() {
 
     executable_for() {
         local source="$engine_dir/src/lib.rs"
-        case "$1" in crates/engine/tests/*) source="$PWD/$1" ;; esac
+        case "$1" in crates/engine/tests/*) source="$PWD/$(suite_source "$1")" ;; esac
         awk -v source="$source" '$1 == source { print $2; exit }' <<<"$executables"
     }
 
@@ -158,7 +174,12 @@ main() {
         fi
         # The test's full path in its binary: the module path, any inline modules, the name.
         prefix="$module"
-        case "$file" in crates/engine/tests/*) prefix='' ;; esac
+        case "$file" in
+            crates/engine/tests/*)
+                prefix=''
+                if [ "$(suite_source "$file")" != "$file" ]; then prefix=$(basename "$file" .rs); fi
+                ;;
+        esac
         test_path=$(cd "$engine_dir" && { "$executable" --list --format=terse 2>/dev/null || true; } |
             sed -n 's/: test$//p' |
             awk -v prefix="$prefix" -v name="$name" '

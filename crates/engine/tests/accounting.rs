@@ -7,7 +7,7 @@
 //! ftruncate (`truncate -s 100M f` showed 100M in du), 100 MiB of zeros under lz4 showed 100M
 //! in du, and compressratio read 164x on an empty file system.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tarn::fs::{FileSystem, SetAttr};

@@ -4,7 +4,7 @@
 //! for the sync. Also holds the counters to the scan after a workload of writes, overwrites,
 //! deletes and syncs.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::time::Duration;

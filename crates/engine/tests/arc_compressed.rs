@@ -5,7 +5,7 @@
 //! `uncompressed_size`, `overhead_size`), and a block of a dataset without compression is
 //! kept once, at its size.
 
-mod common;
+use crate::common;
 
 use tarn::cache::BlockCacheStats;
 use tarn::pool::Pool;

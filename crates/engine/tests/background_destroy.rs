@@ -7,7 +7,7 @@
 //! memory and freed them all in one sync, one very long txg with memory growing with the
 //! dataset.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,7 @@ fn a_destroy_killed_mid_way_resumes_after_import() {
     pool.export().unwrap();
     let marker = dir.path().join("destroy-returned");
     let child = spawn_child(
+        module_path!(),
         "child_destroys_then_waits_to_be_killed",
         &[("TARN_TEST_DIR", dir.path().display().to_string())],
     );

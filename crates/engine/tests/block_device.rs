@@ -2,7 +2,7 @@
 //! found again by scanning a directory that holds a link to the device, and checked. Skipped,
 //! saying so, where loop devices cannot be set up (not root, no losetup).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

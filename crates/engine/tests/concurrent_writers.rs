@@ -3,7 +3,7 @@
 //! threads could read the same old block and the later dirty record would drop the earlier
 //! thread's bytes.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

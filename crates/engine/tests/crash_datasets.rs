@@ -9,7 +9,7 @@
 //! - every file holds a prefix of its data, in whole write chunks (writes reach disk in
 //!   order, so a crash keeps a prefix), and its local property is intact.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -106,6 +106,7 @@ fn kill9_during_dataset_create_write_destroy_keeps_the_hierarchy_whole() {
     let mut survivors_checked = 0;
     for round in 0..ROUNDS {
         run_child_then_kill(
+            module_path!(),
             "crash_datasets_child_entry",
             &[
                 (CHILD_ENV, dir_path.display().to_string()),

@@ -5,7 +5,7 @@
 //! last generation reported for it or a newer one the child synced but did not live to report,
 //! never a mix and never an older one.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -131,6 +131,7 @@ fn kill9_fifty_times_then_import_check_and_verify() {
     let mut next_start = 1u64;
     for round in 0..ROUNDS {
         run_child_then_kill(
+            module_path!(),
             "crash_child_entry",
             &[
                 (CHILD_ENV, dir_path.display().to_string()),

@@ -12,7 +12,7 @@
 //! it, a sync returns while its uberblock is still in the cache, and a power cut in the next txg
 //! loses a generation that was acknowledged. `TARN_POWER_CUT_SEED` sets the base seed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! its stream's END was verified and everything before it synced, so a received snapshot is
 //! never partial.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -124,6 +124,7 @@ fn kill9_while_receiving_then_import_check_and_verify() {
     let mut destroyed_partial = 0;
     for round in 0..ROUNDS {
         run_child_then_kill(
+            module_path!(),
             "crash_receive_child_entry",
             &[(CHILD_ENV, dir_path.display().to_string())],
             Duration::from_millis(rng.gen_range(100..1200)),

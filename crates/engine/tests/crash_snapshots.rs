@@ -7,7 +7,7 @@
 //! is taken; older snapshots are destroyed (single and ranges) as it goes, so that deadlists
 //! merge and the free list drains while the crashes land.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -170,6 +170,7 @@ fn kill_9_during_snapshot_create_destroy_and_rollback() {
     for round in 0..KILL_ROUNDS {
         let _ = std::fs::remove_file(dir.path().join("started"));
         let child = spawn_child(
+            module_path!(),
             "crash_snapshots_child_entry",
             &[
                 (CHILD_ENV, dir.path().display().to_string()),
@@ -407,6 +408,7 @@ fn kill_9_during_livelist_condensing_and_destroy() {
     for round in 0..8 {
         let _ = std::fs::remove_file(dir.path().join("started"));
         let child = spawn_child(
+            module_path!(),
             "crash_livelist_child_entry",
             &[
                 (LIVELIST_CHILD_ENV, dir.path().display().to_string()),

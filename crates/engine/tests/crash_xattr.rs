@@ -6,7 +6,7 @@
 //! xattr directory leaked or lost) and verifies that every file holds the generation the child
 //! last reported as synced for it, or a newer one, with every xattr of that generation whole.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -135,6 +135,7 @@ fn kill9_while_changing_xattrs_then_import_check_and_verify() {
     let mut next_start = FILES;
     for round in 0..ROUNDS {
         run_child_then_kill(
+            module_path!(),
             "crash_xattr_child_entry",
             &[
                 (CHILD_ENV, dir_path.display().to_string()),

@@ -12,7 +12,7 @@
 //! own redundancy and are left alone). `TARN_DAMAGE_SWEEP=full` tries every 64 KiB step with
 //! every region size, for the figure in the report; the default is a stride through it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;

@@ -3,7 +3,7 @@
 //! check stays clean), misuse, a crash in the middle of creating and destroying, and the
 //! directories' totals of the txg syncing while a destroy joins the next one.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tarn::dataset::props::{Property, PropertySource};

@@ -6,7 +6,7 @@
 //! snapshot it depends on, that `-R` implies `-r`, that an outside clone refuses a destroy
 //! without `-R` and changes nothing, and that clones inside the hierarchy need no `-R`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tarn::pool::Pool;

@@ -3,7 +3,7 @@
 //! must hold every block, so a scrub right after finds nothing to repair and the side alone
 //! reads every file right. Each test is one deterministic sequence found by tarn-stress.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! a sync that installs a new tree forgets the dnodes it rewrote, even while readers that
 //! missed are decoding the old ones, and a rollback forgets them all.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

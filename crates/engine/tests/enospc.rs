@@ -2,7 +2,7 @@
 //! working, the pool imports and checks clean, and after a delete (and the two-txg deferral of
 //! frees) writes are accepted again.
 
-mod common;
+use crate::common;
 
 use tarn::block::blkptr::Compression;
 use tarn::object::ObjectError;

@@ -6,7 +6,7 @@
 //! drops out once its file is rewritten or deleted; `check` puts the unreadable blocks it finds
 //! in the log, and a later `check` that finds nothing clears it.
 
-mod common;
+use crate::common;
 
 use tarn::check::check_pool;
 use tarn::fs::FileSystem;

@@ -4,7 +4,7 @@
 //! the holder (which acts on failmode), reads go on, and clearing the errors says plainly that
 //! the pool stays suspended instead of pretending to resume it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

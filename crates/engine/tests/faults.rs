@@ -4,7 +4,7 @@
 //! devices' volatile write cache, so at the stop point each write since the last flush is
 //! kept, dropped or torn, in any order (`FaultPlan::set_power_cut`; the seed is printed).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

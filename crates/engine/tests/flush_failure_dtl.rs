@@ -9,7 +9,7 @@
 //! overwrites them, as a cache that was dropped leaves them), and side b alone must then read
 //! every file back.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;

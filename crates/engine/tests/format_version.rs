@@ -3,7 +3,7 @@
 //! import must refuse it with a message that says why, not fail on a decompression error deep
 //! in the MOS.
 
-mod common;
+use crate::common;
 
 use tarn::pool::{ImportOptions, Pool, PoolError, POOL_VERSION, POOL_VERSION_MIN};
 use tarn::vdev::label::{self, LabelSet};

@@ -3,7 +3,7 @@
 //! says no more than the mode not stored, default ACLs inherited at create (the umask ignored
 //! then, applied otherwise), bad ACL bytes refused. Ends with `check` clean.
 
-mod common;
+use crate::common;
 
 use tarn::fs::acl::{Acl, AclEntry, ACL_ACCESS, ACL_DEFAULT};
 use tarn::fs::acl::{TAG_GROUP, TAG_GROUP_OBJ, TAG_MASK, TAG_OTHER, TAG_USER, TAG_USER_OBJ};

@@ -5,7 +5,7 @@
 //! sync and a re-import, a snapshot keeping the block it had, a recordsize raised later, writers
 //! and syncs running together, and `check` clean at the end of each test.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

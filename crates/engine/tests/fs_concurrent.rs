@@ -5,7 +5,7 @@
 //! export and import, every directory's size and link count and every inode's link count must
 //! match the tree, parent pointers must be right, and `check` must be clean.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,7 +2,7 @@
 //! unlink, with the time per entry of the first and last 10k printed and loosely bounded so
 //! that a directory whose operations grow with its size (a linear scan) fails the test.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! an in-memory tree that predicts each operation's outcome (success or which error), compared
 //! in full every few steps and after every export and import, with `check` clean at the end.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

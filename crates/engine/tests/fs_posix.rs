@@ -4,7 +4,7 @@
 //! cookies stable while entries come and go; bad names and inode numbers give errors. Every
 //! test ends with `check` clean.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! several blocks has the workers read all but its first, and a damaged block under such a read
 //! is an error, not wrong bytes. `check` is clean afterwards.
 
-mod common;
+use crate::common;
 
 use tarn::fs::FileSystem;
 use tarn::pool::Pool;

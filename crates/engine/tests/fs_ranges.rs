@@ -3,7 +3,7 @@
 //! (copies, never shares: the source's blocks stay its own), RENAME_WHITEOUT, and statfs in
 //! 4 KiB units. Every test ends with `check` clean.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

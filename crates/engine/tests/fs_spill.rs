@@ -6,7 +6,7 @@
 //! xattr calls with an error, never a panic. Every test ends with `check` clean (it adds each
 //! spill block to its object's allocated bytes and to the space cross-check).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;

@@ -4,7 +4,7 @@
 //! crash, snapshots read-only, and no space leaked when a file with xattrs goes. Every test
 //! ends with `check` clean.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@
 //! every export and import. At the end every file is removed and the object set must hold
 //! exactly the objects it held before the test (no xattr object leaked), with `check` clean.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

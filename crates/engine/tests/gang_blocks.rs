@@ -5,7 +5,7 @@
 //! piece, and that a damaged header or piece copy is repaired from another copy. Crafted gang
 //! trees (a cycle through alternating header copies) are a clean error for every walk.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 

@@ -4,7 +4,7 @@
 //! path suspends the pool: a destroy, an overwrite in the txg sync, the retry after import,
 //! and the leak with `free_leak_on_eio`, which `check` accounts for.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 

@@ -6,7 +6,7 @@
 //! `METASLAB_COUNT_MAX` metaslabs, and all of them on the devices), and import refuses at once
 //! naming the vdev and the field.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

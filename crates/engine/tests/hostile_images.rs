@@ -8,7 +8,7 @@
 //! any thread or a hang is seen from outside: the parent gives the child a time limit and reads
 //! its exit status. `TARN_HOSTILE_IMAGE_ROUNDS` runs more rounds (CI runs a few).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -135,7 +135,8 @@ fn damaged_images_import_or_are_refused_never_panic_or_hang() {
         let image = dir.path().join("d0");
         std::fs::write(&image, &damaged).unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "hostile_image_child_entry", "--nocapture"])
+            .arg(test_name(module_path!(), "hostile_image_child_entry"))
+            .args(["--exact", "--nocapture"])
             .env(CHILD_ENV, dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

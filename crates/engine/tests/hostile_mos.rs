@@ -4,7 +4,7 @@
 //! stack overflowed, killing the process. Now each directory is loaded at most once, and an
 //! entry naming one already loaded is reported as damage while the rest of the pool imports.
 
-mod common;
+use crate::common;
 
 use tarn::object::adapters::KvObject;
 use tarn::object::kv;

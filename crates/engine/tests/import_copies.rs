@@ -4,7 +4,7 @@
 //! refused with a message naming both, and when one copy is newer (its label txg higher) it is
 //! the one imported, the other named in a warning and never written.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! `FoundPool::import_state` gives every vdev of the config its state and why it is UNAVAIL,
 //! a degraded mirror imports, and a pool without a top-level vdev is refused naming it.
 
-mod common;
+use crate::common;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;

@@ -4,7 +4,7 @@
 //! the scheduler, only device latency histograms existed and averages were taken from bucket
 //! midpoints, up to 50% off; this guards the exact sums.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! damaged bytes, does not stop an import when missing, follows `secondarycache`, and a
 //! damaged device header or log block ends the rebuild with a counter, not a panic.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};

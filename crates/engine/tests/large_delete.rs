@@ -5,7 +5,7 @@
 //! Guards the bug of issue 9: removing an object freed its whole tree in one sync pass, so a
 //! delete of a huge file was one giant txg.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -171,6 +171,7 @@ fn crash_attempt(delay: Duration) -> bool {
     pool.export().unwrap();
     let started_marker = dir.path().join("unlink-started");
     let child = spawn_child(
+        module_path!(),
         "child_unlinks_until_killed",
         &[("TARN_TEST_DIR", dir.path().display().to_string())],
     );

@@ -5,7 +5,7 @@
 //! in the background (resuming after export and import), or walks the tree without a livelist
 //! (a pool without the feature); the space comes back either way and `check` stays clean.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! kept, dropped or torn in any order. Before each cut, the flushing limits are raised so that
 //! the log holds dozens of txgs, the case a replay bug would show in.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -180,6 +180,7 @@ fn kill9_with_a_log_of_many_txgs_replays_clean() {
     let mut most_logs = 0;
     for round in 0..10 {
         run_child_then_kill(
+            module_path!(),
             "kill9_child_entry",
             &[(CHILD_ENV, dir.path().display().to_string())],
             std::time::Duration::from_millis(rng.gen_range(200..900)),

@@ -2,7 +2,7 @@
 //! nothing else, keeps its class across export and import, can be added to a pool and
 //! mirrored, and a pool whose log device is gone imports only with `-m`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

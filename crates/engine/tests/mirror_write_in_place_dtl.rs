@@ -6,7 +6,7 @@
 //! whole, found the copies bad. `tarn-stress` found it with write errors injected on one side
 //! of its mirror while fsyncs ran.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! blocks, 1 KiB indirect blocks, 1 MiB metaslabs), compared after every step and after every
 //! re-open, with `check` clean at the end of each run.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! its oldest records, never the newest, when it is full. Before it existed, nothing recorded
 //! what had been done to a pool.
 
-mod common;
+use crate::common;
 
 use tarn::pool::history::{HISTORY_CAPACITY_MIN, HISTORY_COMMAND_MAX};
 

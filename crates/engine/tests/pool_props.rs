@@ -2,7 +2,7 @@
 //! a background destroy down to zero, features report their state and can be enabled (and the
 //! change survives export and import), and misuse is refused with a clear error.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

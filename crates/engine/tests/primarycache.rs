@@ -2,7 +2,7 @@
 //! send path, which reads data past the cache so that a whole dataset read once does not
 //! evict the working set (cache::CachePolicy, BlockIo::read_cached).
 
-mod common;
+use crate::common;
 
 use tarn::cache::CachePolicy;
 use tarn::fs::FileSystem;

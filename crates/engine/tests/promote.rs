@@ -4,7 +4,7 @@
 //! promote back; misuse (a file system that is not a clone, a snapshot, a missing name, a
 //! snapshot name conflict) is refused and changes nothing.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

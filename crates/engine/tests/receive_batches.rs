@@ -9,7 +9,7 @@
 //! txg syncs. Every received snapshot must equal its source file by file, and `check` must be
 //! clean.
 
-mod common;
+use crate::common;
 
 use tarn::block::blkptr::{ChecksumType, Compression};
 use tarn::block::compress;

@@ -3,7 +3,7 @@
 //! change made to it meanwhile refuses the receive unless forced; a failure or a crash leaves
 //! it as it was; the clone is never listed and its name cannot be taken.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc::sync_channel;
 

@@ -3,7 +3,7 @@
 //! an error naming the record, and leave the pool writable and `check` clean; none may reach
 //! the txg sync, where a failure suspends the whole pool.
 
-mod common;
+use crate::common;
 
 use tarn::block::blkptr::Compression;
 use tarn::pool::Pool;

@@ -3,7 +3,7 @@
 //! position; `send -t TOKEN` continues it from exactly there, and the result is the source's
 //! snapshot file by file with `check` clean.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -308,6 +308,7 @@ fn kill9_during_resumable_receives_then_resume_after_import() {
     for round in 0..ROUNDS {
         let _ = std::fs::remove_file(halfway_marker(&dir_path));
         let child = spawn_child(
+            module_path!(),
             "resume_child_entry",
             &[(CHILD_ENV, dir_path.display().to_string())],
         );

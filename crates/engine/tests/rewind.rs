@@ -11,7 +11,7 @@
 //!   whole tree reads and checks, and says how many seconds of changes it discards; `-n` only
 //!   says so.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;

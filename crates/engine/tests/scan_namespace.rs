@@ -9,7 +9,7 @@
 //! scan (a few blocks a txg, syncs driven by the test), change the namespace at the worst
 //! moment, and count the bytes examined against a full scan of the same final state.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

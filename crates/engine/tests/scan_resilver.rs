@@ -7,7 +7,7 @@
 //! from its persisted bookmark after import. Every test counts the faults it injected and how
 //! many were healed.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -527,6 +527,7 @@ fn scan_killed(function: ScanFunction) {
     }
     pool.export().unwrap();
     let child = spawn_child(
+        module_path!(),
         "scan_kill_child",
         &[
             ("TARN_SCAN_DIR", mirror.dir.path().display().to_string()),

@@ -1,7 +1,7 @@
 //! A send and the snapshots it reads: a send holds them, so no destroy frees their blocks under
 //! it, and its reads repair nothing. Every test ends with `check` clean.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::mpsc;

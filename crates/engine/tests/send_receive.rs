@@ -6,7 +6,7 @@
 //! refused with the target as it was; WRITE records are batched. Every test ends with
 //! `check` clean on both pools.
 
-mod common;
+use crate::common;
 
 use tarn::fs::{FileSystem, SetAttr};
 use tarn::pool::Pool;

@@ -5,7 +5,7 @@
 //! breakdown against the trees) after every few steps, and at the end after export and import.
 //! `TARN_SNAPSHOT_MODEL_SEEDS` sets how many seeds run (default 6).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! order) with the space coming back in the background, rollback, rename, and everything
 //! surviving export and import.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! untouched or nearly untouched metaslab smaller than the table's largest bucket (512 MiB)
 //! scored its one big free segment as fragmented.
 
-mod common;
+use crate::common;
 
 use common::*;
 use tarn::pool::props::PoolValue;

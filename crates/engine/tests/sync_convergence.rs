@@ -11,7 +11,7 @@
 //! committed txgs release) are carried by timer-driven syncs until the pool is idle, and a
 //! one-block change in a file costs at most 64 block writes and 512 KiB.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -513,7 +513,7 @@ fn deferred_list(pool: &tarn::pool::Pool) -> Vec<(u32, u64)> {
 
 /// The idle target under the default tunables (5 s timer): after some work and a
 /// deletion, a minute without I/O requests writes nothing. Slow, so not run by default:
-/// `cargo test -p tarn-engine --test sync_convergence -- --ignored`.
+/// `cargo test -p tarn-engine --test pool sync_convergence:: -- --ignored`.
 #[test]
 #[ignore]
 fn an_idle_pool_writes_nothing_for_a_minute() {

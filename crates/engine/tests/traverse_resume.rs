@@ -7,7 +7,7 @@
 //! block on disk and dropping it from the cache after each step: a resumed walk that read one
 //! would fail its checksum.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 

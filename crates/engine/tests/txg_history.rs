@@ -3,7 +3,7 @@
 //! (state C, at least one pass, device writes counted, the commit's uberblock writes among the
 //! write I/Os).
 
-mod common;
+use crate::common;
 
 use tarn::block::blkptr::Compression;
 use tarn::txg::TxgState;

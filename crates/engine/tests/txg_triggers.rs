@@ -2,7 +2,7 @@
 //! `dirty_data_sync_percent` starts a sync without waiting for the timer, and writers are
 //! delayed as dirty data approaches `dirty_data_max`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

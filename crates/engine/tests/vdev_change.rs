@@ -8,7 +8,7 @@
 //! leaves a pool that imports with the old tree or the new one, never a mix, with every
 //! synced file intact and `check` clean.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

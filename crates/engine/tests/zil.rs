@@ -6,7 +6,7 @@
 //! log blocks freed, nothing leaked). `power_cuts_lose_no_fsynced_write_while_txgs_sync` lets
 //! txgs sync beside the fsyncs instead.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

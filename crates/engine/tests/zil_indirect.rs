@@ -7,7 +7,7 @@
 //! carry the fsynced changes; `check` must be clean before replay (the claimed blocks are
 //! counted) and after it (nothing leaked, nothing freed twice).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::Ordering;

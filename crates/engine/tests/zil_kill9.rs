@@ -9,7 +9,7 @@
 //! every name whose change was acknowledged names the object it did, with its contents, unless
 //! the change in flight at the kill touched it; `check` must be clean.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -237,6 +237,7 @@ fn kill9_during_fsync_loops_loses_no_fsynced_append() {
     for round in 0..ROUNDS {
         let _ = std::fs::remove_file(dir_path.join("started"));
         let child = spawn_child(
+            module_path!(),
             "zil_kill9_child_entry",
             &[(CHILD_ENV, dir_path.display().to_string())],
         );

@@ -6,7 +6,7 @@
 //! across the crash; an fsync that waited for a txg would hang there. `check` must be clean
 //! after every import.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -105,12 +105,23 @@ pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
     out
 }
 
-/// Start this test binary's `entry` test as a child process with `env` (the crash tests'
-/// child), its output discarded.
-pub fn spawn_child(entry: &str, env: &[(&str, String)]) -> std::process::Child {
+/// The test harness's name of test `function` in the module whose `module_path!()` is
+/// `module`: the module's path without the crate's name, then the function (the engine's
+/// integration tests are modules of a few binaries, see `suite_pool.rs`).
+pub fn test_name(module: &str, function: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{function}"),
+        None => function.to_string(),
+    }
+}
+
+/// Start this test binary's test `entry` of `module` (the caller's `module_path!()`) as a
+/// child process with `env` (the crash tests' child), its output discarded.
+pub fn spawn_child(module: &str, entry: &str, env: &[(&str, String)]) -> std::process::Child {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command
-        .args([entry, "--exact", "--nocapture", "--test-threads=1"])
+        .arg(test_name(module, entry))
+        .args(["--exact", "--nocapture", "--test-threads=1"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     for (key, value) in env {
@@ -125,10 +136,15 @@ pub fn kill_child(mut child: std::process::Child) {
     child.wait().unwrap();
 }
 
-/// Run this test binary's `entry` test as a child process with `env`, let it work for
+/// Run this test binary's test `entry` of `module` as a child process with `env`, let it work for
 /// `run_for`, then kill it with SIGKILL and reap it.
-pub fn run_child_then_kill(entry: &str, env: &[(&str, String)], run_for: std::time::Duration) {
-    let child = spawn_child(entry, env);
+pub fn run_child_then_kill(
+    module: &str,
+    entry: &str,
+    env: &[(&str, String)],
+    run_for: std::time::Duration,
+) {
+    let child = spawn_child(module, entry, env);
     std::thread::sleep(run_for);
     kill_child(child);
 }
