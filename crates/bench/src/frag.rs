@@ -159,7 +159,14 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
         );
         return result;
     }
-    print_table(&columns(), &rows, &ListFormat::default(), "frag").map_err(Failure)?;
+    print_table(
+        &columns(),
+        &rows,
+        &ListFormat::default(),
+        "tarn bench frag",
+        "frag",
+    )
+    .map_err(Failure)?;
     if !comparisons.is_empty() {
         out!("");
         out!("log space map on (tarn) against off (baseline), same workload, same run:");

@@ -474,8 +474,10 @@ pub fn run(bench: SyncBench) -> Result<(), Failure> {
     }
     let format = ListFormat::default();
     out!("non-empty txgs per workload (first txg after import excluded):");
-    tarn_protocol::format::print_table(TXG_COLUMNS, &txgs, &format, "txgs").map_err(Failure)?;
+    tarn_protocol::format::print_table(TXG_COLUMNS, &txgs, &format, "tarn bench sync", "txgs")
+        .map_err(Failure)?;
     out!();
     out!("one 4 KiB write + fsync through the mount:");
-    tarn_protocol::format::print_table(FSYNC_COLUMNS, &fsync, &format, "fsync").map_err(Failure)
+    tarn_protocol::format::print_table(FSYNC_COLUMNS, &fsync, &format, "tarn bench sync", "fsync")
+        .map_err(Failure)
 }

@@ -190,7 +190,14 @@ pub fn run(bench: TimeseriesBench) -> Result<(), Failure> {
         );
         return Ok(());
     }
-    print_table(&columns, &rows, &ListFormat::default(), "timeseries").map_err(Failure)?;
+    print_table(
+        &columns,
+        &rows,
+        &ListFormat::default(),
+        "tarn bench timeseries",
+        "timeseries",
+    )
+    .map_err(Failure)?;
     for line in over_time_lines {
         out!("{line}");
     }
