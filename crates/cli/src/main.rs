@@ -206,7 +206,7 @@ enum PoolCommand {
     /// lower than zpool would print for the same free segments. Pools with 1 GiB metaslabs and
     /// larger read as zpool does.
     List(pool_request::ListArgs),
-    /// Print pool properties: tarn pool get [-H] [-p] [-o FIELD,...] PROP[,PROP]|all POOL
+    /// Print pool properties: tarn pool get [-H] [-p] [-j] [-o FIELD,...] PROP[,PROP]|all POOL
     Get(pool_request::GetArgs),
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
     Set(pool_request::SetArgs),

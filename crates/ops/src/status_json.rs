@@ -6,7 +6,7 @@
 //! `-v` the damaged files in `errlist`).
 //!
 //! A vdev carries `name`, `vdev_type` (`root`, `mirror`, `replacing`, `file`, `disk`), `guid`,
-//! `path` (leaves), `class` (`normal`, `logs`... as zpool: `normal`, `log`, `l2cache`), `state`
+//! `path` (leaves), `class` (`normal`, `log`, `l2cache`, as zpool's), `state`
 //! in zpool's JSON words (`HEALTHY`, `DEGRADED`, `FAULTED`, `OFFLINE`, `REMOVED`, `CANT_OPEN`),
 //! the `read_errors`, `write_errors` and `checksum_errors` of leaves, and `aux` for why a leaf
 //! cannot be used (`cannot open`, `invalid label`). What tarn knows beyond zpool is added in the
