@@ -149,14 +149,11 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
                     .into()
             })
             .collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "frag": rows,
-                "log_spacemap": comparisons_json(&comparisons),
-            }))
-            .expect("json")
-        );
+        let objects = serde_json::json!({
+            "frag": rows,
+            "log_spacemap": comparisons_json(&comparisons),
+        });
+        tarn_protocol::json::Document::of("tarn bench frag", objects).print();
         return result;
     }
     print_table(

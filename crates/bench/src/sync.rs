@@ -469,7 +469,7 @@ pub fn run(bench: SyncBench) -> Result<(), Failure> {
             "txgs": json_rows(TXG_COLUMNS, &txgs),
             "fsync": json_rows(FSYNC_COLUMNS, &fsync),
         });
-        out!("{}", serde_json::to_string_pretty(&document).expect("json"));
+        tarn_protocol::json::Document::of("tarn bench sync", document).print();
         return Ok(());
     }
     let format = ListFormat::default();

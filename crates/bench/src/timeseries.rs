@@ -179,15 +179,12 @@ pub fn run(bench: TimeseriesBench) -> Result<(), Failure> {
                     .into()
             })
             .collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "timeseries": summaries,
-                "fragmentation_over_time": fragmentation_by_mode,
-                "log_spacemap": comparisons_json(&comparisons),
-            }))
-            .expect("json")
-        );
+        let objects = serde_json::json!({
+            "timeseries": summaries,
+            "fragmentation_over_time": fragmentation_by_mode,
+            "log_spacemap": comparisons_json(&comparisons),
+        });
+        tarn_protocol::json::Document::of("tarn bench timeseries", objects).print();
         return Ok(());
     }
     print_table(
