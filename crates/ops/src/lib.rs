@@ -1,7 +1,8 @@
 //! `tarn-ops`: the verb bodies that act on an open pool, which the CLI runs in its own process
 //! on an exported pool and the daemon runs on the pools it holds, so that a verb prints the same
 //! text wherever it ran; and what both sides read about pools: the cache file ([`cachefile`]),
-//! a pool's own records ([`records`]) and the scan lines of `pool status` ([`scan_report`]).
+//! a pool's own records ([`records`]), the scan lines of `pool status` ([`scan_report`]) and
+//! its `-j` document in zpool's schema ([`status_json`]).
 //!
 //! It depends on the engine and `tarn-protocol` (for Failure, the rows and out!/err!); it must
 //! not depend on the CLI, its clap definitions or the daemon: both of those depend on it.
