@@ -200,7 +200,7 @@ pub fn run(bench: ArcBench) -> Result<(), Failure> {
         json: bench.json,
         ..ListFormat::default()
     };
-    print_table(COLUMNS, &rows, &format, "arc").map_err(Failure)
+    print_table(COLUMNS, &rows, &format, "tarn bench arc", "arc").map_err(Failure)
 }
 
 fn small_name(index: u64) -> Vec<u8> {

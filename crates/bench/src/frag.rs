@@ -149,17 +149,21 @@ pub fn run(bench: FragBench) -> Result<(), Failure> {
                     .into()
             })
             .collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "frag": rows,
-                "log_spacemap": comparisons_json(&comparisons),
-            }))
-            .expect("json")
-        );
+        let objects = serde_json::json!({
+            "frag": rows,
+            "log_spacemap": comparisons_json(&comparisons),
+        });
+        tarn_protocol::json::Document::of("tarn bench frag", objects).print();
         return result;
     }
-    print_table(&columns(), &rows, &ListFormat::default(), "frag").map_err(Failure)?;
+    print_table(
+        &columns(),
+        &rows,
+        &ListFormat::default(),
+        "tarn bench frag",
+        "frag",
+    )
+    .map_err(Failure)?;
     if !comparisons.is_empty() {
         out!("");
         out!("log space map on (tarn) against off (baseline), same workload, same run:");

@@ -178,7 +178,7 @@ pub fn run(bench: IoschedBench) -> Result<(), Failure> {
         json: bench.json,
         ..ListFormat::default()
     };
-    print_table(COLUMNS, &rows, &format, "workloads").map_err(Failure)
+    print_table(COLUMNS, &rows, &format, "tarn bench iosched", "workloads").map_err(Failure)
 }
 
 /// Rounds of (alone, beside) measurements: the host's own load drifts over the run, so each

@@ -166,7 +166,7 @@ pub fn run(bench: L2arcBench) -> Result<(), Failure> {
         json: bench.json,
         ..ListFormat::default()
     };
-    print_table(COLUMNS, &rows, &format, "phases").map_err(Failure)
+    print_table(COLUMNS, &rows, &format, "tarn bench l2arc", "phases").map_err(Failure)
 }
 
 fn measure(

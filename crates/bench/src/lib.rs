@@ -683,7 +683,14 @@ fn bench_mount_locked(
         json,
         ..ListFormat::default()
     };
-    print_table(MOUNT_COLUMNS, &rows, &format, "workloads").map_err(Failure)
+    print_table(
+        MOUNT_COLUMNS,
+        &rows,
+        &format,
+        "tarn bench mount",
+        "workloads",
+    )
+    .map_err(Failure)
 }
 
 pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
@@ -948,6 +955,8 @@ pub(crate) fn print_comparisons(
         ],
         &cells,
         &format,
+        // The benchmarks name their table after themselves.
+        &format!("tarn bench {key}"),
         key,
     )
     .map_err(Failure)

@@ -152,31 +152,28 @@ fn run_in(bench: &ScrubBench, work: &Path) -> Result<(), Failure> {
 
     let ratio = fio_rate.map(|fio| scrub_rate / fio);
     if bench.json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "scrub": {
-                    "data_bytes": bench.size,
-                    "examined_bytes": scrub.examined,
-                    "read_bytes": scrub_read,
-                    "seconds": scrub_seconds,
-                    "mib_per_second": scrub_rate,
-                    "fio_read_mib_per_second": fio_rate,
-                    "ratio": ratio,
-                },
-                "resilver": {
-                    "missed_bytes": missed_allocated,
-                    "examined_bytes": resilver.examined,
-                    "read_bytes": resilver_read,
-                    "written_bytes": resilver_written,
-                    "repaired_bytes": resilver.repaired,
-                    "seconds": resilver_seconds,
-                    "written_per_missed": resilver_written as f64 / missed_allocated.max(1) as f64,
-                    "read_per_missed": resilver_read as f64 / missed_allocated.max(1) as f64,
-                },
-            }))
-            .expect("json")
-        );
+        let objects = serde_json::json!({
+            "scrub": {
+                "data_bytes": bench.size,
+                "examined_bytes": scrub.examined,
+                "read_bytes": scrub_read,
+                "seconds": scrub_seconds,
+                "mib_per_second": scrub_rate,
+                "fio_read_mib_per_second": fio_rate,
+                "ratio": ratio,
+            },
+            "resilver": {
+                "missed_bytes": missed_allocated,
+                "examined_bytes": resilver.examined,
+                "read_bytes": resilver_read,
+                "written_bytes": resilver_written,
+                "repaired_bytes": resilver.repaired,
+                "seconds": resilver_seconds,
+                "written_per_missed": resilver_written as f64 / missed_allocated.max(1) as f64,
+                "read_per_missed": resilver_read as f64 / missed_allocated.max(1) as f64,
+            },
+        });
+        tarn_protocol::json::Document::of("tarn bench scrub", objects).print();
         return Ok(());
     }
     out!(

@@ -469,13 +469,15 @@ pub fn run(bench: SyncBench) -> Result<(), Failure> {
             "txgs": json_rows(TXG_COLUMNS, &txgs),
             "fsync": json_rows(FSYNC_COLUMNS, &fsync),
         });
-        out!("{}", serde_json::to_string_pretty(&document).expect("json"));
+        tarn_protocol::json::Document::of("tarn bench sync", document).print();
         return Ok(());
     }
     let format = ListFormat::default();
     out!("non-empty txgs per workload (first txg after import excluded):");
-    tarn_protocol::format::print_table(TXG_COLUMNS, &txgs, &format, "txgs").map_err(Failure)?;
+    tarn_protocol::format::print_table(TXG_COLUMNS, &txgs, &format, "tarn bench sync", "txgs")
+        .map_err(Failure)?;
     out!();
     out!("one 4 KiB write + fsync through the mount:");
-    tarn_protocol::format::print_table(FSYNC_COLUMNS, &fsync, &format, "fsync").map_err(Failure)
+    tarn_protocol::format::print_table(FSYNC_COLUMNS, &fsync, &format, "tarn bench sync", "fsync")
+        .map_err(Failure)
 }

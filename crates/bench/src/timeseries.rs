@@ -179,18 +179,22 @@ pub fn run(bench: TimeseriesBench) -> Result<(), Failure> {
                     .into()
             })
             .collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "timeseries": summaries,
-                "fragmentation_over_time": fragmentation_by_mode,
-                "log_spacemap": comparisons_json(&comparisons),
-            }))
-            .expect("json")
-        );
+        let objects = serde_json::json!({
+            "timeseries": summaries,
+            "fragmentation_over_time": fragmentation_by_mode,
+            "log_spacemap": comparisons_json(&comparisons),
+        });
+        tarn_protocol::json::Document::of("tarn bench timeseries", objects).print();
         return Ok(());
     }
-    print_table(&columns, &rows, &ListFormat::default(), "timeseries").map_err(Failure)?;
+    print_table(
+        &columns,
+        &rows,
+        &ListFormat::default(),
+        "tarn bench timeseries",
+        "timeseries",
+    )
+    .map_err(Failure)?;
     for line in over_time_lines {
         out!("{line}");
     }

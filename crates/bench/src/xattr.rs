@@ -250,6 +250,7 @@ pub fn run(bench: XattrBench) -> Result<(), Failure> {
         ],
         &rows,
         &format,
+        "tarn bench xattr",
         "workloads",
     )
     .map_err(Failure)

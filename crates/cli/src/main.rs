@@ -170,8 +170,13 @@ enum Command {
         #[arg(long, value_name = "ADDR", conflicts_with = "stop")]
         metrics: Option<std::net::SocketAddr>,
     },
-    /// This build's version and protocol version, and the running daemon's (none is started).
-    Version,
+    /// This build's version and protocol version, and the running daemon's (none is started):
+    /// tarn version [-j]
+    Version {
+        /// JSON output (the schema of zfs version -j).
+        #[arg(short = 'j')]
+        json: bool,
+    },
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
     /// Benchmarks.
@@ -201,7 +206,7 @@ enum PoolCommand {
     /// lower than zpool would print for the same free segments. Pools with 1 GiB metaslabs and
     /// larger read as zpool does.
     List(pool_request::ListArgs),
-    /// Print pool properties: tarn pool get [-H] [-p] [-o FIELD,...] PROP[,PROP]|all POOL
+    /// Print pool properties: tarn pool get [-H] [-p] [-j] [-o FIELD,...] PROP[,PROP]|all POOL
     Get(pool_request::GetArgs),
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
     Set(pool_request::SetArgs),
@@ -268,15 +273,44 @@ enum DebugCommand {
     Object(ObjectArgs),
 }
 
-/// `tarn version`: this build's version and protocol version, then the running daemon's, asked
-/// with a `ping`, which every build answers.
-fn version_verb(socket: &Path) -> Result<Status, Failure> {
+/// `tarn version [-j]`: this build's version and protocol version, then the running daemon's,
+/// asked with a `ping`, which every build answers.
+///
+/// `-j` follows `zfs version -j`, whose `zfs_version` object holds `userland` (the commands) and
+/// `kernel` (the module they drive): tarn's `tarn_version` holds `userland` and
+/// `userland_protocol` (this build) and, when a daemon runs, `daemon`, `daemon_protocol` (absent
+/// for a build from before protocol versions) and `daemon_pid`, then `socket`.
+fn version_verb(socket: &Path, json: bool) -> Result<Status, Failure> {
+    let mut versions = serde_json::Map::new();
+    let userland = format!("tarn-{}", tarn_protocol::BUILD_VERSION);
+    versions.insert("userland".into(), userland.into());
+    let protocol = tarn_protocol::PROTOCOL_VERSION.to_string();
+    versions.insert("userland_protocol".into(), protocol.into());
+    versions.insert("socket".into(), socket.display().to_string().into());
+    let response = client::ask_if_running(socket, &tarn_protocol::Request::Ping)?;
+    if let Some(response) = &response {
+        let data = &response.data;
+        if let Some(version) = data["version"].as_str() {
+            versions.insert("daemon".into(), format!("tarn-{version}").into());
+        }
+        if let Some(protocol) = data["protocol"].as_u64() {
+            versions.insert("daemon_protocol".into(), protocol.to_string().into());
+        }
+        let pid = data["pid"].as_u64().unwrap_or(0).to_string();
+        versions.insert("daemon_pid".into(), pid.into());
+    }
+    if json {
+        let mut document = tarn_protocol::json::Document::new("tarn version");
+        document.insert("tarn_version", serde_json::Value::Object(versions));
+        document.print();
+        return Ok(0);
+    }
     out!(
         "tarn {} (protocol {})",
         tarn_protocol::BUILD_VERSION,
         tarn_protocol::PROTOCOL_VERSION
     );
-    let Some(response) = client::ask_if_running(socket, &tarn_protocol::Request::Ping)? else {
+    let Some(response) = response else {
         out!("no tarn daemon running on {}", socket.display());
         return Ok(0);
     };
@@ -396,7 +430,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             log_level,
             metrics,
         } => daemon_verb(socket, foreground, stop, log_level.as_deref(), metrics),
-        Command::Version => version_verb(socket),
+        Command::Version { json } => version_verb(socket, json),
         Command::Quickstart { dir } => {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)

@@ -69,15 +69,28 @@ fn lifecycle_of_a_single_vdev_pool() {
         "alloc {alloc} of {size}:\n{exact}"
     );
 
-    // JSON listing agrees with the exact numbers.
-    let json = t.run(&["pool", "list", "-j", "-d", &d]).success().json();
-    let pools = json["pools"].as_array().expect("a pools array");
+    // JSON listing (zpool list -j -p --json-int) agrees with the exact numbers.
+    let json = t
+        .run(&["pool", "list", "-j", "-p", "-d", &d])
+        .success()
+        .json();
+    let pools = json["pools"].as_object().expect("pools keyed by name");
     assert_eq!(pools.len(), 1, "{json}");
-    assert_eq!(pools[0]["name"], "tank");
-    assert_eq!(pools[0]["size"].as_u64(), Some(size), "{json}");
-    assert_eq!(pools[0]["alloc"].as_u64(), Some(alloc), "{json}");
-    assert_eq!(pools[0]["free"].as_u64(), Some(size - alloc), "{json}");
-    assert_eq!(pools[0]["health"], "ONLINE");
+    let tank = &json["pools"]["tank"];
+    assert_eq!(tank["name"], "tank");
+    let properties = &tank["properties"];
+    assert_eq!(properties["size"]["value"].as_u64(), Some(size), "{json}");
+    assert_eq!(
+        properties["allocated"]["value"].as_u64(),
+        Some(alloc),
+        "{json}"
+    );
+    assert_eq!(
+        properties["free"]["value"].as_u64(),
+        Some(size - alloc),
+        "{json}"
+    );
+    assert_eq!(properties["health"]["value"], "ONLINE");
 
     // Metaslabs: text and JSON, consistent with the pool's size and allocation.
     let metaslabs = t.run(&["debug", "metaslabs", "-d", &d, "tank"]).success();
@@ -160,14 +173,19 @@ fn lifecycle_of_a_single_vdev_pool() {
         .unwrap_or_else(|| panic!("status names {vdev}:\n{status}"));
     assert!(vdev_line.contains("ONLINE"), "{status}");
     assert!(!status.stdout.contains("mirror"), "{status}");
-    let json = t.run(&["pool", "status", "-j", "-d", &d]).success().json();
-    let pools = json["pools"].as_array().expect("pools array");
+    let json = t
+        .run(&["pool", "status", "-j", "-p", "-d", &d])
+        .success()
+        .json();
+    let pools = json["pools"].as_object().expect("pools keyed by name");
     assert_eq!(pools.len(), 1);
-    assert_eq!(pools[0]["name"], "tank");
-    assert_eq!(pools[0]["state"], "ONLINE");
-    assert_eq!(pools[0]["vdevs"][0]["children"][0]["path"], vdev.as_str());
-    assert_eq!(pools[0]["vdevs"][0]["children"][0]["state"], "ONLINE");
-    assert_eq!(pools[0]["vdevs"][0]["children"][0]["checksum_errors"], 0);
+    let tank = &json["pools"]["tank"];
+    assert_eq!(tank["name"], "tank");
+    assert_eq!(tank["state"], "ONLINE");
+    let leaf = &tank["vdevs"]["tank"]["vdevs"][vdev.as_str()];
+    assert_eq!(leaf["path"], vdev.as_str(), "{json}");
+    assert_eq!(leaf["state"], "HEALTHY", "{json}");
+    assert_eq!(leaf["checksum_errors"], 0, "{json}");
 
     // Check.
     assert_eq!(t.check_clean("tank"), (0, 0));
@@ -327,10 +345,13 @@ fn mirror_and_two_top_level_vdevs() {
         .run(&["pool", "status", "-j", "-d", &d, "m"])
         .success()
         .json();
-    let vdevs = json["pools"][0]["vdevs"].as_array().expect("vdevs");
+    let vdevs = json["pools"]["m"]["vdevs"]["m"]["vdevs"]
+        .as_object()
+        .expect("vdevs");
     assert_eq!(vdevs.len(), 1, "{json}");
-    assert_eq!(vdevs[0]["type"], "mirror");
-    assert_eq!(vdevs[0]["children"].as_array().unwrap().len(), 2);
+    let mirror = &vdevs["mirror-0"];
+    assert_eq!(mirror["vdev_type"], "mirror", "{json}");
+    assert_eq!(mirror["vdevs"].as_object().unwrap().len(), 2);
 
     // Two leaves: two top-level vdevs, no mirror.
     let status = t.run(&["pool", "status", "-d", &d, "s"]).success();
@@ -341,9 +362,11 @@ fn mirror_and_two_top_level_vdevs() {
         .run(&["pool", "status", "-j", "-d", &d, "s"])
         .success()
         .json();
-    let vdevs = json["pools"][0]["vdevs"].as_array().expect("vdevs");
+    let vdevs = json["pools"]["s"]["vdevs"]["s"]["vdevs"]
+        .as_object()
+        .expect("vdevs");
     assert_eq!(vdevs.len(), 2, "{json}");
-    assert!(vdevs.iter().all(|v| v["type"] == "leaf"), "{json}");
+    assert!(vdevs.values().all(|v| v["vdev_type"] == "file"), "{json}");
     let metaslabs = t
         .run(&["debug", "metaslabs", "-j", "-d", &d, "s"])
         .success()

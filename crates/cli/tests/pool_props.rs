@@ -123,8 +123,9 @@ fn pool_get_lists_all_or_named_properties_in_zpool_columns() {
         .run(&["pool", "get", "-j", "-p", "freeing", "tank"])
         .success();
     let document: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
-    assert_eq!(document["properties"][0]["property"], "freeing", "{json}");
-    assert_eq!(document["properties"][0]["value"], 0, "{json}");
+    let freeing = &document["pools"]["tank"]["properties"]["freeing"];
+    assert_eq!(freeing["value"], 0, "{json}");
+    assert_eq!(freeing["source"]["type"], "NONE", "{json}");
 
     // pool list: freeing with -o, not by default.
     let list = t

@@ -2,6 +2,7 @@
 //! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
 //! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset` in tarn-cli.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -41,12 +42,15 @@ fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, 
 }
 
 fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, Failure> {
-    let value = |property| {
-        pool.property(&info.name, property)
-            .map(|(value, _)| value)
-            .map_err(Failure::from)
+    // Each settable property's source goes with the row, for `list -j`.
+    let mut sources = BTreeMap::new();
+    let mut value = |property: Property| {
+        let (value, source) = pool.property(&info.name, property)?;
+        sources.insert(property.name().to_string(), source.to_string());
+        Ok::<_, Failure>(value)
     };
-    Ok(DatasetRow {
+    value(Property::Mountpoint)?;
+    let mut row = DatasetRow {
         name: info.name.clone(),
         used: info.used,
         avail: info.available,
@@ -74,7 +78,10 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         snapdir: value(Property::Snapdir)?,
         xattr: value(Property::Xattr)?,
         acltype: value(Property::Acltype)?,
-    })
+        sources: BTreeMap::new(),
+    };
+    row.sources = sources;
+    Ok(row)
 }
 
 /// `tarn list`: every dataset of every pool, or `name` (and with `recursive` its

@@ -198,6 +198,7 @@ mod tests {
             changed_pool(&Request::Pool(PoolRequest::Status(StatusArgs {
                 dirs: Vec::new(),
                 json: false,
+                exact: false,
                 pool: None,
                 verbose: true
             }))),

@@ -216,12 +216,17 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
             }
             Answer::done()
         }
-        PoolRequest::Status(StatusArgs { pool, verbose, .. }) => {
+        PoolRequest::Status(StatusArgs {
+            pool,
+            verbose,
+            exact,
+            ..
+        }) => {
             let entries: Vec<StatusEntry> = daemon
                 .pools()
                 .iter()
                 .filter(|p| pool.as_ref().is_none_or(|t| matches_target(p, t)))
-                .map(|p| tarn_ops::status_entry(p, verbose))
+                .map(|p| tarn_ops::status_entry(p, verbose, exact))
                 .collect();
             Ok(Answer {
                 status: 0,

@@ -3,6 +3,7 @@
 //! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
 //! mounted file system in place, so the kernel's cache must be told) and the printing.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -35,13 +36,19 @@ fn ratio(uncompressed: u64, compressed: u64) -> f64 {
 /// A snapshot's row in `tarn list` (its file system's properties where it has none).
 pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
     let filesystem = filesystem_of(&info.name);
-    let value = |property| {
-        pool.property(filesystem, property)
-            .map(|(value, _)| value)
-            .map_err(Failure::from)
+    // Each settable property's source goes with the row, for `list -j`: as `tarn get` of a
+    // snapshot gives it.
+    let mut sources = BTreeMap::new();
+    let mut value = |property: Property| {
+        let (value, source) = pool.property(filesystem, property)?;
+        sources.insert(
+            property.name().to_string(),
+            snapshot_source(filesystem, source).to_string(),
+        );
+        Ok::<_, Failure>(value)
     };
     let compressratio = ratio(info.referenced_uncompressed, info.referenced_compressed);
-    Ok(DatasetRow {
+    let mut row = DatasetRow {
         name: info.name.clone(),
         used: info.used,
         avail: 0,
@@ -69,7 +76,19 @@ pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
         snapdir: value(Property::Snapdir)?,
         xattr: value(Property::Xattr)?,
         acltype: value(Property::Acltype)?,
-    })
+        sources: BTreeMap::new(),
+    };
+    row.sources = sources;
+    Ok(row)
+}
+
+/// The source of a snapshot's settable property, which is its file system's value: the
+/// default, or inherited from the file system.
+fn snapshot_source(filesystem: &str, source: PropertySource) -> PropertySource {
+    match source {
+        PropertySource::Default => PropertySource::Default,
+        _ => PropertySource::Inherited(filesystem.to_string()),
+    }
 }
 
 /// A bookmark's row in `tarn list -t bookmark`: its name, guid, txg and creation time.
@@ -102,6 +121,7 @@ pub fn bookmark_row(info: &tarn::pool::bookmarks::BookmarkInfo) -> DatasetRow {
         snapdir: "-".into(),
         xattr: "-".into(),
         acltype: "-".into(),
+        sources: BTreeMap::new(),
     }
 }
 
@@ -182,10 +202,7 @@ pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<Propert
                     Failure(format!("unknown property {other:?} of snapshot {name}"))
                 })?;
                 let (value, source) = pool.property(filesystem_of(name), property)?;
-                let source = match source {
-                    PropertySource::Default => PropertySource::Default,
-                    _ => PropertySource::Inherited(filesystem_of(name).to_string()),
-                };
+                let source = snapshot_source(filesystem_of(name), source);
                 PropertyRow::settable(name, property, value, source)
             }
         };

@@ -1,7 +1,8 @@
 //! `tarn-ops`: the verb bodies that act on an open pool, which the CLI runs in its own process
 //! on an exported pool and the daemon runs on the pools it holds, so that a verb prints the same
 //! text wherever it ran; and what both sides read about pools: the cache file ([`cachefile`]),
-//! a pool's own records ([`records`]) and the scan lines of `pool status` ([`scan_report`]).
+//! a pool's own records ([`records`]), the scan lines of `pool status` ([`scan_report`]) and
+//! its `-j` document in zpool's schema ([`status_json`]).
 //!
 //! It depends on the engine and `tarn-protocol` (for Failure, the rows and out!/err!); it must
 //! not depend on the CLI, its clap definitions or the daemon: both of those depend on it.
@@ -16,6 +17,7 @@ extern crate tarn_protocol;
 pub mod cachefile;
 pub mod records;
 pub mod scan_report;
+pub mod status_json;
 
 use std::path::PathBuf;
 
@@ -26,6 +28,7 @@ use tarn::tunables::Tunables;
 
 use tarn_protocol::error::Failure;
 use tarn_protocol::format;
+use tarn_protocol::json::Document;
 use tarn_protocol::rows::{PoolPropertyRow, PoolPropertyValue, PoolRow, StatusEntry};
 
 /// Create a pool and say so; the caller decides whether it stays open.
@@ -108,6 +111,7 @@ pub fn pool_row(pool: &Pool) -> PoolRow {
         frag,
         health: pool.core.io.vdevs.health().as_str().to_string(),
         freeing,
+        txg: pool.last_synced_txg().0,
     }
 }
 
@@ -198,9 +202,13 @@ pub fn set_pool_property(pool: &Pool, property: &str, value: &str) -> Result<(),
     }
 }
 
-pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
+/// `pool status` of one pool: its text, and its `-j` object (numbers exact with `exact`, as
+/// `-p` asks; see [`status_json`]).
+pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
     let name = pool.name();
-    let mut vdevs = Vec::new();
+    // The top-level vdevs by class, keyed by name: `normal` under the root, `log` under `logs`.
+    let mut normal_vdevs = serde_json::Map::new();
+    let mut log_vdevs = serde_json::Map::new();
     let health = pool.core.io.vdevs.health();
     // The NAME column is as wide as its longest entry (vdev paths can be long) plus two spaces,
     // and at least 32 characters, so that STATE never runs into a name.
@@ -258,13 +266,18 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
             let label = format!("  {kind}");
             text.push_str(&format!("\t{label:<width$}{}\n", top.health().as_str()));
         }
-        let mut children = Vec::new();
+        let class = top.class.as_str();
+        // The children of the top-level vdev (a mirror) or, without one, the vdevs at its
+        // place: keyed by name.
+        let mut children = serde_json::Map::new();
         for (index, leaf) in top.children.iter().enumerate() {
             if pairs.iter().any(|&(_, new)| new == index) {
                 continue;
             }
             let pair = pairs.iter().find(|&&(old, _)| old == index);
             let mut depth = if kind.is_empty() { 1 } else { 2 };
+            let mut replacing: Option<(String, tarn::vdev::VdevHealth)> = None;
+            let mut replaced = serde_json::Map::new();
             if let Some(&(old, new)) = pair {
                 let replacement = &top.children[new];
                 let state = if leaf.health() == tarn::vdev::VdevHealth::Online
@@ -278,6 +291,12 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
                 let label = format!("{}replacing-{old}", "  ".repeat(depth));
                 text.push_str(&format!("\t{label:<width$}{state}\n"));
                 depth += 1;
+                let health = if state == "ONLINE" {
+                    tarn::vdev::VdevHealth::Online
+                } else {
+                    tarn::vdev::VdevHealth::Degraded
+                };
+                replacing = Some((format!("replacing-{old}"), health));
             }
             let shown: Vec<&tarn::vdev::Leaf> = match pair {
                 Some(&(_, new)) => vec![leaf, &top.children[new]],
@@ -292,7 +311,8 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
                     }
                     _ => "",
                 };
-                let label = format!("{}{}{old_suffix}", "  ".repeat(depth), leaf.path.display());
+                let leaf_name = format!("{}{old_suffix}", leaf.path.display());
+                let label = format!("{}{leaf_name}", "  ".repeat(depth));
                 let absent = absent_leaf_problem(pool, leaf);
                 let note = match absent {
                     Some(problem) => format!("  {}", problem.as_str()),
@@ -305,19 +325,57 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
                     stats.write_errors,
                     stats.checksum_errors,
                 ));
-                children.push(serde_json::json!({
-                    "path": leaf.path.display().to_string(), "guid": leaf.guid.0, "state": leaf.health().as_str(),
-                    "problem": absent.map(|problem| problem.as_str()),
-                    "replacing": leaf.replaces().map(|guid| guid.0),
-                    "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
-                    "scan": crate::scan_report::leaf_json(pool, leaf),
-                }));
+                let view = status_json::LeafView {
+                    name: leaf_name.clone(),
+                    path: &leaf.path,
+                    guid: leaf.guid.0,
+                    class,
+                    state: status_json::vdev_state(leaf.health()),
+                    stats,
+                    aux: absent.map(|problem| problem.as_str()),
+                };
+                let object = status_json::leaf_object(view, Some((pool, leaf)), exact);
+                if replacing.is_some() {
+                    replaced.insert(leaf_name, object);
+                } else {
+                    children.insert(leaf_name, object);
+                }
+            }
+            if let Some((replacing, health)) = replacing {
+                let object = status_json::interior_object(
+                    &replacing,
+                    "replacing",
+                    None,
+                    class,
+                    health,
+                    replaced,
+                    exact,
+                );
+                children.insert(replacing, object);
             }
         }
-        vdevs.push(serde_json::json!({"id": top.id.0, "type": if top.children.len() > 1 { "mirror" } else { "leaf" }, "class": top.class.as_str(), "state": top.health().as_str(), "children": children}));
+        let at_top = if kind.is_empty() {
+            children
+        } else {
+            let object = status_json::interior_object(
+                &kind,
+                "mirror",
+                Some(top.guid.0),
+                class,
+                top.health(),
+                children,
+                exact,
+            );
+            serde_json::Map::from_iter([(kind.clone(), object)])
+        };
+        if top.is_log() {
+            log_vdevs.extend(at_top);
+        } else {
+            normal_vdevs.extend(at_top);
+        }
     }
     // The L2ARC's devices after the data vdevs (and after a `logs` section), as zpool shows them.
-    let (cache_text, cache_json) = cache_section(pool, width);
+    let (cache_text, cache_json) = cache_section(pool, width, exact);
     text.push_str(&cache_text);
     let (errors, errors_json, data_errors) = crate::records::errors_section(pool, verbose);
     let problem = pool_problem(pool, data_errors);
@@ -339,14 +397,65 @@ pub fn status_entry(pool: &Pool, verbose: bool) -> StatusEntry {
     }
     text.push('\n');
     text.push_str(&errors);
-    let problem_json = problem.map(|problem| {
-        serde_json::json!({"reason": problem.reason, "status": problem.status, "action": problem.action, "see": problem.see})
-    });
+    let mut json = serde_json::Map::new();
+    let mut put = |key: &str, value: serde_json::Value| {
+        json.insert(key.to_string(), value);
+    };
+    put("name", name.into());
+    put("state", health.as_str().into());
+    put("guid", tarn_protocol::json::number(pool.core.guid.0, exact));
+    put(
+        "txg",
+        tarn_protocol::json::number(pool.last_synced_txg().0, exact),
+    );
+    if let Some(problem) = problem {
+        put("status", problem.status.into());
+        put("action", problem.action.into());
+        if let Some(see) = problem.see {
+            put("moreinfo", see.into());
+        }
+        put("reason", problem.reason.into());
+    }
+    if let Some(scan) = status_json::scan_stats(pool, exact) {
+        put("scan_stats", scan);
+    }
+    let root = status_json::interior_object(
+        name,
+        "root",
+        Some(pool.core.guid.0),
+        "normal",
+        health,
+        normal_vdevs,
+        exact,
+    );
+    put(
+        "vdevs",
+        serde_json::Map::from_iter([(name.to_string(), root)]).into(),
+    );
+    if !log_vdevs.is_empty() {
+        put("logs", log_vdevs.into());
+    }
+    if !cache_json.is_empty() {
+        put("l2cache", cache_json.into());
+    }
+    let error_count = errors_json["count"].as_u64().unwrap_or(0);
+    put(
+        "error_count",
+        tarn_protocol::json::number(error_count, exact),
+    );
+    if verbose && error_count > 0 {
+        put("errlist", errors_json["files"].clone());
+    }
+    put("suspended", errors_json["suspended"].clone());
+    put(
+        "injections",
+        tarn_protocol::json::number(injections as u64, exact),
+    );
     StatusEntry {
         name: name.to_string(),
         guid: pool.core.guid.0,
         text,
-        json: serde_json::json!({"name": name, "state": health.as_str(), "txg": pool.last_synced_txg().0, "scan": crate::scan_report::scan_json(pool), "vdevs": vdevs, "cache": cache_json, "errors": errors_json, "problem": problem_json, "injections": injections}),
+        json: serde_json::Value::Object(json),
     }
 }
 
@@ -429,13 +538,17 @@ fn absent_leaf_problem(pool: &Pool, leaf: &tarn::vdev::Leaf) -> Option<tarn::poo
 
 /// The `cache` section of `pool status`: one line per cache device (ONLINE, or UNAVAIL when it
 /// was missing at import), with its error counts; empty without cache devices.
-fn cache_section(pool: &Pool, width: usize) -> (String, Vec<serde_json::Value>) {
+fn cache_section(
+    pool: &Pool,
+    width: usize,
+    exact: bool,
+) -> (String, serde_json::Map<String, serde_json::Value>) {
     let devices = pool.cache_devices();
+    let mut json = serde_json::Map::new();
     if devices.is_empty() {
-        return (String::new(), Vec::new());
+        return (String::new(), json);
     }
     let mut text = format!("\t{:<width$}\n", "cache");
-    let mut json = Vec::new();
     for device in devices {
         let stats = device.leaf.stats.snapshot();
         let label = format!("  {}", device.path.display());
@@ -446,10 +559,17 @@ fn cache_section(pool: &Pool, width: usize) -> (String, Vec<serde_json::Value>) 
             stats.write_errors,
             stats.checksum_errors
         ));
-        json.push(serde_json::json!({
-            "path": device.path.display().to_string(), "guid": device.guid.0, "state": device.health().as_str(),
-            "read_errors": stats.read_errors, "write_errors": stats.write_errors, "checksum_errors": stats.checksum_errors,
-        }));
+        let name = device.path.display().to_string();
+        let view = status_json::LeafView {
+            name: name.clone(),
+            path: &device.path,
+            guid: device.guid.0,
+            class: "l2cache",
+            state: status_json::cache_state(device.health()),
+            stats,
+            aux: None,
+        };
+        json.insert(name, status_json::leaf_object(view, None, exact));
     }
     (text, json)
 }
@@ -581,21 +701,16 @@ fn metaslab_tree_figures(
 pub fn debug_logs(pool: &Pool, name: &str, json: bool) -> Result<(), Failure> {
     let Some(log) = pool.core.io.space.log_stats() else {
         if json {
-            out!(
-                "{}",
-                serde_json::json!({"pool": name, "log_spacemap": null})
-            );
+            let objects = serde_json::json!({"pool": name, "log_spacemap": null});
+            Document::of("tarn debug logs", objects).print();
         } else {
             out!("pool {name} does not use the log space map (feature@log_spacemap disabled)");
         }
         return Ok(());
     };
     if json {
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pool": name, "log_spacemap": log}))
-                .expect("json")
-        );
+        let objects = serde_json::json!({"pool": name, "log_spacemap": log});
+        Document::of("tarn debug logs", objects).print();
         return Ok(());
     }
     out!(
@@ -685,11 +800,8 @@ pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result
                 "fragmentation": vdev.fragmentation_percent, "metaslabs": metaslabs,
             }));
         }
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pool": name, "vdevs": vdevs}))
-                .expect("json")
-        );
+        let objects = serde_json::json!({"pool": name, "vdevs": vdevs});
+        Document::of("tarn debug metaslabs", objects).print();
         return Ok(());
     }
     for vdev in &stats {

@@ -30,7 +30,7 @@ fn duration(seconds: u64) -> String {
     )
 }
 
-fn resilvering(pool: &Pool) -> bool {
+pub(crate) fn resilvering(pool: &Pool) -> bool {
     pool.core.scan_status().is_some_and(|status| {
         status.phys.state == ScanState::Scanning && status.phys.function == ScanFunction::Resilver
     })

@@ -144,11 +144,14 @@ pub fn selected_fields(columns: &[&str], format: &ListFormat) -> Result<Vec<usiz
     }
 }
 
-/// Print rows of named cells. Unknown `-o` fields are an error naming the valid ones.
+/// Print rows of named cells. Unknown `-o` fields are an error naming the valid ones. `-j`
+/// prints the rows as an array under `json_key`, after the `output_version` header naming
+/// `command` ([`crate::json`]): the form of tarn's own tables, which OpenZFS has no `-j` for.
 pub fn print_table(
     columns: &[&str],
     rows: &[Vec<Cell>],
     format: &ListFormat,
+    command: &str,
     json_key: &str,
 ) -> Result<(), String> {
     let selected = selected_fields(columns, format)?;
@@ -163,12 +166,9 @@ pub fn print_table(
                 Value::Object(object)
             })
             .collect();
-        let mut top = Map::new();
-        top.insert(json_key.to_string(), Value::Array(items));
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&Value::Object(top)).expect("json")
-        );
+        let mut document = crate::json::Document::new(command);
+        document.insert(json_key, Value::Array(items));
+        document.print();
         return Ok(());
     }
     let cell_text = |cell: &Cell| {

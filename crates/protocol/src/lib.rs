@@ -14,7 +14,8 @@
 //! - the kstat field tables ([`kstat`]) and the Prometheus / OpenMetrics renderer ([`metrics`]),
 //!   which name the counters the same way wherever they are printed or exported;
 //! - what every verb prints with: the user's [`error::Failure`], the table printer and size
-//!   forms ([`format`](mod@format)), and `out!`/`err!` with the daemon's per-request capture ([`output`]).
+//!   forms ([`format`](mod@format)), the `-j` documents in OpenZFS 2.3's schema ([`json`]), and
+//!   `out!`/`err!` with the daemon's per-request capture ([`output`]).
 //!
 //! # The wire protocol
 //! # Transport
@@ -106,6 +107,7 @@ pub mod client;
 pub mod error;
 pub mod format;
 pub mod frames;
+pub mod json;
 pub mod kstat;
 pub mod metrics;
 pub mod output;
@@ -167,7 +169,7 @@ pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -371,6 +373,7 @@ mod tests {
             Request::Pool(PoolRequest::Status(pool::StatusArgs {
                 dirs: Vec::new(),
                 json: false,
+                exact: false,
                 verbose: true,
                 pool: Some("tank".into()),
             })),
@@ -522,12 +525,13 @@ mod tests {
     #[test]
     fn requests_of_another_protocol_version_are_refused_but_ping() {
         let check = r#""verb":"check","args":{"pool":"t","repair":false}"#;
+        let next = format!("protocol {}", PROTOCOL_VERSION + 1);
         for (line, theirs) in [
             (format!("{{{check}}}"), "before protocol versions"),
             (format!(r#"{{"protocol":0,{check}}}"#), "protocol 0"),
             (
                 format!(r#"{{"protocol":{},{check}}}"#, PROTOCOL_VERSION + 1),
-                "protocol 2",
+                next.as_str(),
             ),
             (format!(r#"{{"protocol":"x",{check}}}"#), "protocol \"x\""),
         ] {

@@ -2,19 +2,18 @@
 //! `pool get` properties, and the dataset rows of `tarn list` and `tarn get` (the daemon fills
 //! them with exact numbers, the CLI prints them with `-H`, `-p`, `-o` and `-j`).
 //!
-//! # JSON shapes (stable)
-//! - `tarn list -j`: `{"datasets": [{"name": "tank/a", "used": 12345, "avail": 6789,
-//!   "refer": 4096, "mountpoint": "/tank/a", ...}]}`, byte counts as exact numbers, one key
-//!   per selected column.
-//! - `tarn get -j`: `{"properties": [{"name": "tank/a", "property": "compression", "value":
-//!   "lz4", "source": "local"}]}`; `value` is text (exact with `-p`), `source` is `default`,
-//!   `local`, `inherited from NAME` or `-` for read-only statistics.
-//! - `tarn mount -j`: `{"mounts": [{"name": "tank/a", "mountpoint": "/tank/a"}]}`.
+//! `-j` prints them in OpenZFS 2.3's schema ([`crate::json`]): pools and datasets keyed by
+//! name, each with its identity (`name`, `type`, `guid`, `createtxg`, ...) and a `properties`
+//! object of value/source pairs named as zpool and zfs name them (`allocated`, not `alloc`).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tarn::dataset::props::{Property, PropertySource};
 
 use crate::format::{human_bytes, utc_time, Cell};
+use crate::json::{self, Source};
 
 /// One row of `pool list`, as the daemon sends it (exact numbers; the CLI formats).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -28,11 +27,26 @@ pub struct PoolRow {
     /// Bytes still to be freed in the background (absent from older daemons: 0).
     #[serde(default)]
     pub freeing: u64,
+    /// The last synced txg.
+    #[serde(default)]
+    pub txg: u64,
 }
 
 /// Columns of `pool list` (the first seven are the default; `freeing` with `-o`).
 pub const POOL_LIST_COLUMNS: [&str; 8] = [
     "name", "size", "alloc", "free", "frag", "cap", "health", "freeing",
+];
+
+/// The property each column of `pool list` is in `-j` (zpool's names).
+pub const POOL_LIST_PROPERTIES: [&str; 8] = [
+    "name",
+    "size",
+    "allocated",
+    "free",
+    "fragmentation",
+    "capacity",
+    "health",
+    "freeing",
 ];
 
 /// The columns `pool list` prints without `-o`.
@@ -52,6 +66,39 @@ impl PoolRow {
             Cell::text(self.health.clone()),
             Cell::bytes(self.freeing),
         ]
+    }
+
+    /// What `-j` says of the pool beside its properties (zpool's `fill_pool_info`): `name`,
+    /// `type` (`POOL`, with `typed`), `state`, `guid` and `txg`.
+    pub fn json_identity(&self, typed: bool, exact: bool) -> Map<String, Value> {
+        let mut identity = Map::new();
+        identity.insert("name".into(), self.name.clone().into());
+        if typed {
+            identity.insert("type".into(), "POOL".into());
+        }
+        identity.insert("state".into(), self.health.clone().into());
+        identity.insert("guid".into(), json::number(self.guid, exact));
+        if self.txg != 0 {
+            identity.insert("txg".into(), json::number(self.txg, exact));
+        }
+        identity
+    }
+
+    /// The pool in `pool list -j`: its identity and the columns selected (`name` aside) as
+    /// read-only properties.
+    pub fn json_object(&self, selected: &[usize], exact: bool) -> Value {
+        let cells = self.cells();
+        let mut object = self.json_identity(true, exact);
+        let properties = selected.iter().filter(|&&index| index != 0).map(|&index| {
+            let cell = &cells[index];
+            let value = json::value(&cell.human, &cell.exact, exact);
+            (
+                POOL_LIST_PROPERTIES[index].to_string(),
+                json::property(value, &Source::None),
+            )
+        });
+        object.insert("properties".into(), json::keyed(properties));
+        Value::Object(object)
     }
 }
 
@@ -95,9 +142,19 @@ impl PoolPropertyRow {
             Cell::text(self.source.clone()),
         ]
     }
+
+    /// The property as `pool get -j` prints it: its value/source pair.
+    pub fn json_property(&self, exact: bool) -> Value {
+        let cell = &self.cells()[2];
+        json::property(
+            json::value(&cell.human, &cell.exact, exact),
+            &Source::parse(&self.source),
+        )
+    }
 }
 
-/// One pool of `pool status`: its text block and its JSON document.
+/// One pool of `pool status`: its text block and its `-j` object (the pool's entry under
+/// `pools`, in zpool's schema).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StatusEntry {
     pub name: String,
@@ -138,6 +195,15 @@ pub const LIST_COLUMNS: [&str; 27] = [
 ];
 
 pub const LIST_DEFAULT_COLUMNS: [&str; 5] = ["name", "used", "avail", "refer", "mountpoint"];
+
+/// The property a column of `tarn list` is in `-j` (zfs's names: `available`, `referenced`).
+pub fn list_property(column: &str) -> &str {
+    match column {
+        "avail" => "available",
+        "refer" => "referenced",
+        other => other,
+    }
+}
 
 /// Columns of `tarn get`.
 pub const GET_COLUMNS: [&str; 4] = ["name", "property", "value", "source"];
@@ -185,6 +251,10 @@ pub struct DatasetRow {
     pub xattr: String,
     #[serde(default = "dash")]
     pub acltype: String,
+    /// The source of each settable property shown (`default`, `local`, `inherited from NAME`),
+    /// by property name; the others are read-only statistics.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
 }
 
 fn dash() -> String {
@@ -248,6 +318,44 @@ impl DatasetRow {
             Cell::text(self.acltype.clone()),
         ]
     }
+
+    /// The dataset in `tarn list -j`: its identity and the columns selected (`name` aside) as
+    /// value/source pairs.
+    pub fn json_object(&self, selected: &[usize], exact: bool) -> Value {
+        let cells = self.cells();
+        let mut object = dataset_identity(&self.name, &self.kind, self.createtxg, exact);
+        let properties = selected.iter().filter(|&&index| index != 0).map(|&index| {
+            let column = LIST_COLUMNS[index];
+            let cell = &cells[index];
+            let source = self
+                .sources
+                .get(column)
+                .map_or(Source::None, |source| Source::parse(source));
+            (
+                list_property(column).to_string(),
+                json::property(json::value(&cell.human, &cell.exact, exact), &source),
+            )
+        });
+        object.insert("properties".into(), json::keyed(properties));
+        Value::Object(object)
+    }
+}
+
+/// What `-j` says of a dataset beside its properties (zfs's `fill_dataset_info`): `name`,
+/// `type` (`FILESYSTEM`, `SNAPSHOT`, `BOOKMARK`), `pool`, `createtxg`, and for a snapshot its
+/// `dataset` and `snapshot_name`.
+pub fn dataset_identity(name: &str, kind: &str, createtxg: u64, exact: bool) -> Map<String, Value> {
+    let mut identity = Map::new();
+    identity.insert("name".into(), name.into());
+    identity.insert("type".into(), kind.to_uppercase().into());
+    let pool = name.split(['/', '@', '#']).next().unwrap_or(name);
+    identity.insert("pool".into(), pool.into());
+    identity.insert("createtxg".into(), json::number(createtxg, exact));
+    if let Some((dataset, snapshot)) = name.split_once('@') {
+        identity.insert("dataset".into(), dataset.into());
+        identity.insert("snapshot_name".into(), snapshot.into());
+    }
+    identity
 }
 
 /// One property of one dataset in `tarn get`.
@@ -297,11 +405,12 @@ impl PropertyRow {
         ]
     }
 
-    /// The cells for `-j` without `-p`: the human value.
-    pub fn human_json_cells(&self) -> Vec<Cell> {
-        let mut cells = self.cells();
-        cells[2].json = self.human.clone().into();
-        cells
+    /// The property as `tarn get -j` prints it: its value/source pair.
+    pub fn json_property(&self, exact: bool) -> Value {
+        json::property(
+            json::value(&self.human, &self.exact, exact),
+            &Source::parse(&self.source),
+        )
     }
 }
 
@@ -362,6 +471,7 @@ mod tests {
             snapdir: "hidden".into(),
             xattr: "sa".into(),
             acltype: "off".into(),
+            sources: BTreeMap::new(),
         };
         let cells = row.cells();
         assert_eq!(cells.len(), LIST_COLUMNS.len());

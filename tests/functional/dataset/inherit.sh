@@ -32,13 +32,16 @@ for prop in recordsize compression checksum copies mountpoint canmount atime rea
 	grep -qw "$prop" "$LAST_STDOUT" || log_fail "get all lacks $prop"
 done
 if command -v python3 >/dev/null; then
+	# zfs get -j: datasets keyed by name, each property a value/source pair whose source
+	# names the dataset inherited from.
 	log_must tarn get -j atime "$TESTPOOL/a/b" "$TESTPOOL"
 	got=$(python3 -c '
 import json, sys
-for p in json.load(sys.stdin)["properties"]:
-    assert set(p) >= {"name", "property", "value", "source"}, p
-    print(p["name"], p["property"], p["value"], p["source"])
-' <"$LAST_STDOUT") || log_fail "get -j does not have the documented shape"
-	assert_eq "$got" "$(printf '%s atime off inherited from %s\n%s atime off local' "$TESTPOOL/a/b" "$TESTPOOL" "$TESTPOOL")" "get -j"
+sets = json.load(sys.stdin)["datasets"]
+for name in sys.argv[1:]:
+    p = sets[name]["properties"]["atime"]
+    print(name, p["value"], p["source"]["type"], p["source"]["data"])
+' "$TESTPOOL/a/b" "$TESTPOOL" <"$LAST_STDOUT") || log_fail "get -j does not have the documented shape"
+	assert_eq "$got" "$(printf '%s off INHERITED %s\n%s off LOCAL -' "$TESTPOOL/a/b" "$TESTPOOL" "$TESTPOOL")" "get -j"
 fi
 log_pass

@@ -32,14 +32,24 @@ used_after=$(tarn list -H -p -o used "$TESTPOOL/a")
 [ "$used_after" -ge $((used_before + 4000000)) ] || log_fail "used of $TESTPOOL/a went from $used_before to $used_after after 4 MiB in a child"
 
 if command -v python3 >/dev/null; then
-	log_must tarn list -j -r "$TESTPOOL"
+	# zfs list -j: datasets keyed by name, each with its identity and the default columns as
+	# value/source pairs under zfs's names; -p makes sizes integers.
+	log_must tarn list -j -p -r "$TESTPOOL"
 	python3 -c '
 import json, sys
-sets = json.load(sys.stdin)["datasets"]
-assert [d["name"] for d in sets] == [sys.argv[1], sys.argv[1] + "/a", sys.argv[1] + "/a/b"], sets
-for d in sets:
-    assert isinstance(d["used"], int) and isinstance(d["avail"], int) and isinstance(d["refer"], int), d
-    assert "mountpoint" in d, d
+document = json.load(sys.stdin)
+assert document["output_version"]["command"] == "tarn list", document
+sets = document["datasets"]
+assert sorted(sets) == [sys.argv[1], sys.argv[1] + "/a", sys.argv[1] + "/a/b"], sets
+for name, d in sets.items():
+    assert d["name"] == name and d["type"] == "FILESYSTEM" and d["pool"] == sys.argv[1], d
+    assert isinstance(d["createtxg"], int), d
+    props = d["properties"]
+    assert sorted(props) == ["available", "mountpoint", "referenced", "used"], props
+    for key in ("used", "available", "referenced"):
+        assert isinstance(props[key]["value"], int), props
+        assert props[key]["source"] == {"type": "NONE", "data": "-"}, props
+    assert props["mountpoint"]["source"]["type"] == "DEFAULT", props
 ' "$TESTPOOL" <"$LAST_STDOUT" || log_fail "list -j does not have the documented shape"
 fi
 log_pass

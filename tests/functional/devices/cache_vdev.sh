@@ -23,7 +23,7 @@ log_must tarn pool status cached
 stdout_has "$(vdev ca-c2)"
 assert_eq "$(tarn pool list -H -p -o size cached)" "$size_before" "pool size after adding a cache device"
 log_must tarn pool status -j cached
-grep -q '"cache"' "$LAST_STDOUT" || log_fail "no cache list in status -j"
+grep -q '"l2cache"' "$LAST_STDOUT" || log_fail "no l2cache object in status -j"
 
 # A cache device of this pool cannot be added again, nor used for another pool without -f.
 log_mustnot tarn pool add cached cache "$(vdev ca-c2)"

@@ -9,15 +9,17 @@
 log_assert "status after import tells a blank mirror side from an absent one, and names replace"
 require_python
 
+# problem_of POOL: the pool's state, the reason of its problem (none), and why each leaf of its
+# mirror cannot be used (its aux; None when it can), from `pool status -j`.
 problem_of() {
     log_must tarn pool status -j "$1" >&2
     python3 -c '
 import json, sys
-pool = json.load(sys.stdin)["pools"][0]
-leaves = [c for v in pool["vdevs"] for c in v["children"]]
-print(pool["state"], pool["problem"]["reason"] if pool["problem"] else "none",
-      " ".join(str(c["problem"]) for c in leaves))
-' <"$LAST_STDOUT" || log_fail "status -j does not have the documented shape"
+pool = json.load(sys.stdin)["pools"][sys.argv[1]]
+mirror = pool["vdevs"][sys.argv[1]]["vdevs"]["mirror-0"]
+leaves = [mirror["vdevs"][name] for name in sorted(mirror["vdevs"])]
+print(pool["state"], pool.get("reason", "none"), " ".join(str(c.get("aux")) for c in leaves))
+' "$1" <"$LAST_STDOUT" || log_fail "status -j does not have the documented shape"
 }
 
 create_pool ib -O recordsize=4K -O compression=off mirror "$(vdev ib-a)" "$(vdev ib-b)"

@@ -31,9 +31,9 @@ log_must tarn pool status -v "$TESTPOOL"
 stdout_has "errors: Permanent errors have been detected in the following files:"
 stdout_has "$TESTPOOL:/dir/victim"
 stdout_lacks "fine"
-log_must tarn pool status -j "$TESTPOOL"
-count=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["errors"]["count"])' <"$LAST_STDOUT")
-assert_eq "$count" 1 "errors.count in status -j"
+log_must tarn pool status -j -p "$TESTPOOL"
+count=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][sys.argv[1]]["error_count"])' "$TESTPOOL" <"$LAST_STDOUT")
+assert_eq "$count" 1 "error_count in status -j -p"
 
 # Kept in the pool: an export and import do not lose it.
 log_must tarn pool export "$TESTPOOL"

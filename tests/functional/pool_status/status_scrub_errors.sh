@@ -18,14 +18,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# problem_of_last: the problem's reason, the error count and the files named by the last
-# `pool status -v -j`.
+# problem_of_last: the problem's reason, the error count and the files named (errlist) by the
+# last `pool status -v -j`.
 problem_of_last() {
 	python3 -c '
 import json, sys
-pool = json.load(open(sys.argv[1]))["pools"][0]
-problem = pool["problem"]
-print(problem["reason"] if problem else "none", pool["errors"]["count"], " ".join(pool["errors"]["files"]))
+(pool,) = json.load(open(sys.argv[1]))["pools"].values()
+print(pool.get("reason", "none"), pool["error_count"], " ".join(pool.get("errlist", [])))
 ' "$LAST_STDOUT"
 }
 

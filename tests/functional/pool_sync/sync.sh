@@ -4,7 +4,7 @@
 . "$STF_SUITE/include/libtest.sh"
 log_assert "pool sync advances the txg and makes writes durable"
 
-txg() { tarn pool status -j "$TESTPOOL" | sed -n 's/.*"txg": \([0-9]*\).*/\1/p'; }
+txg() { tarn pool status -j -p "$TESTPOOL" | sed -n 's/.*"txg": \([0-9]*\).*/\1/p'; }
 before=$(txg)
 [[ $before =~ ^[0-9]+$ ]] || log_fail "no txg in pool status -j"
 echo "synced data" >"$ALTROOT/$TESTPOOL/synced"

@@ -4,7 +4,7 @@
 # scan_examined POOL FUNCTION: bytes examined by the FUNCTION (scrub or resilver) in progress
 # on POOL, -1 when none is in progress.
 scan_examined() {
-	"$TARN" pool status -j "$1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["pools"][0]["scan"]; print(s["examined"] if s and s["function"] == sys.argv[1] and s["state"] == "scanning" else -1)' "$2"
+	"$TARN" pool status -j -p "$1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["pools"][sys.argv[1]].get("scan_stats"); print(s["examined"] if s and s["function"] == sys.argv[2].upper() and s["state"] == "SCANNING" else -1)' "$1" "$2"
 }
 
 # kill_during_scan POOL FUNCTION: once the slow FUNCTION on POOL has examined something and

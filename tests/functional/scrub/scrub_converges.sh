@@ -14,18 +14,23 @@ pool=converged
 a=$(vdev v-a)
 b=$(vdev v-b)
 
-# scan_field FIELD: a field of the pool's scan state in `pool status -j`.
+# scan_field FIELD: a field of the pool's scan_stats in `pool status -j -p`.
 scan_field() {
-	"$TARN" pool status -j "$pool" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][0]["scan"][sys.argv[1]])' "$1"
+	"$TARN" pool status -j -p "$pool" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pools"][sys.argv[1]]["scan_stats"][sys.argv[2]])' "$pool" "$1"
 }
-# cksum PATH: the CKSUM count of one leaf of the pool.
+# cksum PATH: the CKSUM count of one leaf of the pool (its vdevs are keyed by name, leaves by
+# path, at any depth).
 cksum() {
-	"$TARN" pool status -j "$pool" | python3 -c '
+	"$TARN" pool status -j -p "$pool" | python3 -c '
 import json, sys
-for top in json.load(sys.stdin)["pools"][0]["vdevs"]:
-    for leaf in top.get("children", []):
-        if leaf["path"] == sys.argv[1]:
-            print(leaf["checksum_errors"])' "$1"
+def leaves(vdevs):
+    for name, vdev in vdevs.items():
+        yield name, vdev
+        yield from leaves(vdev.get("vdevs", {}))
+pool = json.load(sys.stdin)["pools"][sys.argv[1]]
+for name, vdev in leaves(pool["vdevs"]):
+    if vdev.get("path") == sys.argv[2]:
+        print(vdev["checksum_errors"])' "$pool" "$1"
 }
 # scrub_once: start a scrub and wait for it.
 scrub_once() {
@@ -64,7 +69,7 @@ stdout_lacks "scan: scrub repaired 0B"
 stdout_has "with 0 errors"
 examined=$(scan_field examined)
 issued=$(scan_field issued)
-repaired=$(scan_field repaired)
+repaired=$(scan_field processed)
 copies_bad=$(scan_field copies_bad)
 cksum_a=$(($(cksum "$a") - cksum_before))
 log_note "scrub: examined $examined, issued $issued, repaired $repaired bytes, $copies_bad bad copies; CKSUM of side a grew by $cksum_a"

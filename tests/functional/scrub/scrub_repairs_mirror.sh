@@ -25,15 +25,15 @@ cksum_a=$(awk -v dev="$(vdev s-a)" '$1 == dev { print $5 }' "$LAST_STDOUT")
 log_note "injected $damaged damaged blocks; scrub counted $cksum_b on side b"
 assert_eq "$cksum_b" "$damaged" "checksum errors on side b"
 assert_eq "$cksum_a" "0" "checksum errors on side a"
-log_must tarn pool status -j scrubbed
-repaired=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pools"][0]["scan"]["copies_bad"])' "$LAST_STDOUT")
+log_must tarn pool status -j -p scrubbed
+repaired=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pools"]["scrubbed"]["scan_stats"]["copies_bad"])' "$LAST_STDOUT")
 assert_eq "$repaired" "$damaged" "bad copies the scrub found"
 
 # Nothing left for a second scrub; check agrees.
 log_must tarn pool scrub scrubbed
 log_must tarn pool wait -t scrub scrubbed
-log_must tarn pool status -j scrubbed
-again=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pools"][0]["scan"]["copies_bad"])' "$LAST_STDOUT")
+log_must tarn pool status -j -p scrubbed
+again=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pools"]["scrubbed"]["scan_stats"]["copies_bad"])' "$LAST_STDOUT")
 assert_eq "$again" "0" "bad copies found by the second scrub"
 verify_pool scrubbed
 

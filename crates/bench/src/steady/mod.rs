@@ -617,7 +617,7 @@ fn sample(
         chart::write(path, &chart::svg(&title, &verdicts, steady_at, &rows)?)?;
     }
     if args.print_json {
-        out!("{}", serde_json::to_string_pretty(&record).expect("json"));
+        tarn_protocol::json::Document::of("tarn bench run", record).print();
     } else {
         let outcome = match (steady_at, ending) {
             (Some(index), _) => format!(
@@ -711,6 +711,7 @@ fn print_summary(rows: &[chart::SummaryRow]) -> Result<(), Failure> {
         ],
         &cells,
         &ListFormat::default(),
+        "tarn bench run",
         "summary",
     )
     .map_err(Failure)
@@ -749,7 +750,7 @@ pub fn replay(args: SteadyArgs) -> Result<(), Failure> {
                 .map(|verdict| record::interval_json(verdict, "replay"))
                 .collect::<Vec<_>>(),
         });
-        out!("{}", serde_json::to_string_pretty(&record).expect("json"));
+        tarn_protocol::json::Document::of("tarn bench steady", record).print();
         return Ok(());
     }
     let present: Vec<usize> = (0..METRICS.len())
@@ -790,7 +791,14 @@ pub fn replay(args: SteadyArgs) -> Result<(), Failure> {
             row
         })
         .collect();
-    print_table(&columns, &rows, &ListFormat::default(), "intervals").map_err(Failure)?;
+    print_table(
+        &columns,
+        &rows,
+        &ListFormat::default(),
+        "tarn bench steady",
+        "intervals",
+    )
+    .map_err(Failure)?;
     out!("* steady; ! flagged (collection failed; pass! = gate passed, data set size unknown)");
     match steady_at {
         Some(index) => out!(

@@ -27,6 +27,7 @@ use tarn_protocol::client;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{byte_cell, count_cell};
 use tarn_protocol::format::{Cell, ListFormat};
+use tarn_protocol::json::Document;
 use tarn_protocol::kstat::{fields, kstat_text, memory_available};
 use tarn_protocol::request::stat::StatRequest;
 use tarn_protocol::request::PoolName;
@@ -46,17 +47,15 @@ pub fn print_kstat<N: AsRef<str>>(
         out!("{}", kstat_text(fields, unix_ns()).trim_end());
         return Ok(());
     }
+    let command = format!("tarn stat {table}");
     if format.json {
         let object: serde_json::Map<String, serde_json::Value> = fields
             .iter()
             .map(|(name, _, value)| (name.as_ref().to_string(), serde_json::Value::from(*value)))
             .collect();
-        let mut document = serde_json::Map::new();
-        document.insert(table.to_string(), serde_json::Value::Object(object));
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::Value::Object(document)).expect("json")
-        );
+        let mut document = Document::new(&command);
+        document.insert(table, serde_json::Value::Object(object));
+        document.print();
         return Ok(());
     }
     let rows: Vec<Vec<Cell>> = fields
@@ -72,7 +71,7 @@ pub fn print_kstat<N: AsRef<str>>(
             ]
         })
         .collect();
-    let mut reporter = Reporter::new(&["name", "value"], format)?;
+    let mut reporter = Reporter::new(&command, &["name", "value"], format)?;
     reporter.report(&rows, table)
 }
 
@@ -201,7 +200,7 @@ pub fn run(
         }),
         ..format
     };
-    let mut reporter = Reporter::new(ARCSTAT_COLUMNS, format)?;
+    let mut reporter = Reporter::new("tarn stat arc", ARCSTAT_COLUMNS, format)?;
     let mut earlier = fetch_arc(socket, pool)?;
     let mut then = Instant::now();
     let started = then;

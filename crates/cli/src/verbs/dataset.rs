@@ -7,7 +7,8 @@ use std::path::Path;
 use tarn_protocol::absolute;
 use tarn_protocol::client;
 use tarn_protocol::error::Failure;
-use tarn_protocol::format::{print_table, Cell, ListFormat};
+use tarn_protocol::format::{print_table, selected_fields, Cell, ListFormat};
+use tarn_protocol::json::{self, Document};
 use tarn_protocol::request::dataset::{
     parse_settings, CreateArgs, DatasetRequest, DestroyArgs, GetArgs, InheritArgs, ListArgs,
     MountArgs, SetArgs, UnmountArgs,
@@ -17,7 +18,7 @@ use tarn_protocol::request::snapshot::{
     BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
 };
 use tarn_protocol::rows::{
-    DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS,
+    dataset_identity, DatasetRow, PropertyRow, GET_COLUMNS, LIST_COLUMNS, LIST_DEFAULT_COLUMNS,
 };
 use tarn_protocol::{Request, Response};
 
@@ -137,12 +138,73 @@ pub fn list(socket: &Path, args: ListArgs) -> Result<u8, Failure> {
     args.types()?;
     let mut format = args.format.format();
     let rows = list_rows(socket, args)?;
-    let rows: Vec<Vec<Cell>> = rows.iter().map(DatasetRow::cells).collect();
     if format.fields.is_none() {
         format.fields = Some(LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
     }
-    print_table(&LIST_COLUMNS, &rows, &format, "datasets")?;
+    if format.json {
+        let selected = selected_fields(&LIST_COLUMNS, &format)?;
+        let datasets = rows
+            .iter()
+            .map(|row| (row.name.clone(), row.json_object(&selected, format.exact)));
+        let mut document = Document::new("tarn list");
+        document.insert("datasets", json::keyed(datasets));
+        document.print();
+        return Ok(0);
+    }
+    let rows: Vec<Vec<Cell>> = rows.iter().map(DatasetRow::cells).collect();
+    print_table(&LIST_COLUMNS, &rows, &format, "tarn list", "datasets")?;
     Ok(0)
+}
+
+/// `tarn get -j`: each dataset (with its identity, asked of the daemon as `type` and
+/// `createtxg`) and its properties, keyed by name, in the order the rows came.
+fn print_get_json(
+    socket: &Path,
+    names: &[String],
+    rows: &[PropertyRow],
+    exact: bool,
+) -> Result<(), Failure> {
+    let identity_request = Request::Dataset(DatasetRequest::Get(GetArgs {
+        format: Default::default(),
+        properties: "type,createtxg".into(),
+        names: names.to_vec(),
+    }));
+    let response = ask(socket, names.first().map(String::as_str), &identity_request)?;
+    let identities: Vec<PropertyRow> = if response.status == 0 {
+        serde_json::from_value(response.data["properties"].clone())
+            .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?
+    } else {
+        Vec::new()
+    };
+    let identity_of = |name: &str, property: &str| {
+        identities
+            .iter()
+            .find(|row| row.name == name && row.property == property)
+            .map(|row| row.exact.clone())
+    };
+    let mut datasets = serde_json::Map::new();
+    for row in rows {
+        let entry = datasets.entry(row.name.clone()).or_insert_with(|| {
+            let kind = identity_of(&row.name, "type").unwrap_or_else(|| "filesystem".into());
+            let createtxg = identity_of(&row.name, "createtxg")
+                .and_then(|txg| txg.parse().ok())
+                .unwrap_or(0);
+            let mut object = dataset_identity(&row.name, &kind, createtxg, exact);
+            object.insert(
+                "properties".into(),
+                serde_json::Value::Object(Default::default()),
+            );
+            serde_json::Value::Object(object)
+        });
+        entry["properties"]
+            .as_object_mut()
+            .expect("properties is an object")
+            .insert(row.property.clone(), row.json_property(exact));
+    }
+    let mut document = Document::new("tarn get");
+    document.insert("datasets", serde_json::Value::Object(datasets));
+    document.print();
+    Ok(())
 }
 
 pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
@@ -151,6 +213,8 @@ pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
         check_name(name)?;
     }
     let format = args.format.format();
+    selected_fields(&GET_COLUMNS, &format)?;
+    let names = args.names.clone();
     let first = args.names.first().cloned();
     let response = ask(
         socket,
@@ -162,17 +226,12 @@ pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
     }
     let rows: Vec<PropertyRow> = serde_json::from_value(response.data["properties"].clone())
         .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
-    let cells: Vec<Vec<Cell>> = rows
-        .iter()
-        .map(|row| {
-            if format.exact {
-                row.cells()
-            } else {
-                row.human_json_cells()
-            }
-        })
-        .collect();
-    print_table(&GET_COLUMNS, &cells, &format, "properties")?;
+    if format.json {
+        print_get_json(socket, &names, &rows, format.exact)?;
+        return Ok(0);
+    }
+    let cells: Vec<Vec<Cell>> = rows.iter().map(PropertyRow::cells).collect();
+    print_table(&GET_COLUMNS, &cells, &format, "tarn get", "properties")?;
     Ok(0)
 }
 
@@ -221,23 +280,36 @@ pub fn mount(socket: &Path, mut args: MountArgs) -> Result<u8, Failure> {
             None => serde_json::json!([]),
         };
         let empty = Vec::new();
-        let cells: Vec<Vec<Cell>> = rows
-            .as_array()
-            .unwrap_or(&empty)
-            .iter()
-            .map(|row| {
-                vec![
-                    Cell::text(row["name"].as_str().unwrap_or_default()),
-                    Cell::text(row["mountpoint"].as_str().unwrap_or_default()),
-                ]
-            })
+        let mounts = rows.as_array().unwrap_or(&empty).iter().map(|row| {
+            let name = row["name"].as_str().unwrap_or_default();
+            let mountpoint = row["mountpoint"].as_str().unwrap_or_default();
+            (name, mountpoint)
+        });
+        if json {
+            // zfs mount -j: `datasets` keyed by name, each its `filesystem` and `mountpoint`.
+            let datasets = mounts.map(|(name, mountpoint)| {
+                let object = serde_json::json!({ "filesystem": name, "mountpoint": mountpoint });
+                (name.to_string(), object)
+            });
+            let mut document = Document::new("tarn mount");
+            document.insert("datasets", json::keyed(datasets));
+            document.print();
+            return Ok(0);
+        }
+        let cells: Vec<Vec<Cell>> = mounts
+            .map(|(name, mountpoint)| vec![Cell::text(name), Cell::text(mountpoint)])
             .collect();
         let format = ListFormat {
-            no_header: !json,
-            json,
+            no_header: true,
             ..ListFormat::default()
         };
-        print_table(&["name", "mountpoint"], &cells, &format, "mounts")?;
+        print_table(
+            &["name", "mountpoint"],
+            &cells,
+            &format,
+            "tarn mount",
+            "mounts",
+        )?;
         return Ok(0);
     }
     if let Some(name) = &name {

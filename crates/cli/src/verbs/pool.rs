@@ -15,8 +15,8 @@ use tarn::vdev::VdevHealth;
 use tarn_protocol::absolute;
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
-use tarn_protocol::format::print_table;
-use tarn_protocol::format::{human_bytes, Cell};
+use tarn_protocol::format::{human_bytes, print_table, selected_fields, Cell};
+use tarn_protocol::json::{self, Document};
 use tarn_protocol::request::dataset::parse_settings;
 use tarn_protocol::request::pool::{
     CreateArgs, GetArgs, ImportArgs, ListArgs, PoolRequest, ReleaseArgs, SetArgs, StatusArgs,
@@ -436,8 +436,24 @@ pub fn list(socket: &Path, args: ListArgs) -> Result<Status, Failure> {
         }
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
-    let cells: Vec<_> = rows.iter().map(PoolRow::cells).collect();
-    print_table(&POOL_LIST_COLUMNS, &cells, &format, "pools")?;
+    if format.json {
+        let selected = selected_fields(&POOL_LIST_COLUMNS, &format)?;
+        let pools = rows
+            .iter()
+            .map(|row| (row.name.clone(), row.json_object(&selected, format.exact)));
+        let mut document = Document::new("tarn pool list");
+        document.insert("pools", json::keyed(pools));
+        document.print();
+    } else {
+        let cells: Vec<_> = rows.iter().map(PoolRow::cells).collect();
+        print_table(
+            &POOL_LIST_COLUMNS,
+            &cells,
+            &format,
+            "tarn pool list",
+            "pools",
+        )?;
+    }
     if !any_found {
         err!(
             "no pools imported (no tarn daemon on {}) and none found in {}",
@@ -453,10 +469,11 @@ pub fn list(socket: &Path, args: ListArgs) -> Result<Status, Failure> {
 }
 
 pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
-    let (dirs, json, verbose, name) = (
+    let (dirs, json, verbose, exact, name) = (
         args.dirs.clone(),
         args.json,
         args.verbose,
+        args.exact,
         args.pool.clone(),
     );
     let request = Request::Pool(PoolRequest::Status(args));
@@ -477,7 +494,7 @@ pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
                 continue;
             }
             let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            entries.push(tarn_ops::status_entry(&pool, verbose));
+            entries.push(tarn_ops::status_entry(&pool, verbose, exact));
             pool.export()?;
         }
     }
@@ -492,14 +509,15 @@ pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
     Ok(0)
 }
 
-/// Print `pool status` entries (already filtered and ordered).
+/// Print `pool status` entries (already filtered and ordered); `-j`: keyed by pool name.
 pub fn print_status(entries: &[StatusEntry], json: bool) {
     if json {
-        let documents: Vec<_> = entries.iter().map(|entry| entry.json.clone()).collect();
-        out!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"pools": documents})).expect("json")
-        );
+        let pools = entries
+            .iter()
+            .map(|entry| (entry.name.clone(), entry.json.clone()));
+        let mut document = Document::new("tarn pool status");
+        document.insert("pools", json::keyed(pools));
+        document.print();
     } else {
         for entry in entries {
             out!("{}", entry.text);
@@ -527,12 +545,32 @@ fn fetch_properties(
 pub fn get(socket: &Path, args: GetArgs) -> Result<Status, Failure> {
     args.properties()?;
     let format = args.format.format();
+    selected_fields(&GET_COLUMNS, &format)?;
+    let pool = args.pool.clone();
     let rows = match fetch_properties(socket, args)? {
         Ok(rows) => rows,
         Err(status) => return Ok(status),
     };
+    if format.json {
+        // zpool get -j: the pool's identity (from its `pool list` row) beside its properties.
+        let identity = daemon_rows(socket, Some(&pool))?
+            .and_then(|rows| rows.into_iter().next())
+            .ok_or_else(|| Failure(format!("cannot open '{pool}': no such pool")))?;
+        let mut object = identity.json_identity(true, format.exact);
+        let properties = rows
+            .iter()
+            .map(|row| (row.property.clone(), row.json_property(format.exact)));
+        object.insert("properties".into(), json::keyed(properties));
+        let mut document = Document::new("tarn pool get");
+        document.insert(
+            "pools",
+            json::keyed([(identity.name.clone(), serde_json::Value::Object(object))]),
+        );
+        document.print();
+        return Ok(0);
+    }
     let cells: Vec<Vec<Cell>> = rows.iter().map(PoolPropertyRow::cells).collect();
-    print_table(&GET_COLUMNS, &cells, &format, "properties")?;
+    print_table(&GET_COLUMNS, &cells, &format, "tarn pool get", "properties")?;
     Ok(0)
 }
 

@@ -35,6 +35,8 @@ pub fn repeat(
 /// Prints a table report by report: the header once, and (in the aligned form) the column
 /// widths of the first report kept for the later ones, so that they line up below it.
 pub struct Reporter {
+    /// The command `-j` names in its header (`tarn stat txgs`).
+    command: String,
     columns: &'static [&'static str],
     pub format: ListFormat,
     selected: Vec<usize>,
@@ -42,9 +44,14 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    pub fn new(columns: &'static [&'static str], format: ListFormat) -> Result<Reporter, Failure> {
+    pub fn new(
+        command: &str,
+        columns: &'static [&'static str],
+        format: ListFormat,
+    ) -> Result<Reporter, Failure> {
         let selected = selected_fields(columns, &format).map_err(Failure)?;
         Ok(Reporter {
+            command: command.to_string(),
             columns,
             format,
             selected,
@@ -54,7 +61,8 @@ impl Reporter {
 
     pub fn report(&mut self, rows: &[Vec<Cell>], json_key: &str) -> Result<(), Failure> {
         if self.format.json || self.format.no_header {
-            return print_table(self.columns, rows, &self.format, json_key).map_err(Failure);
+            return print_table(self.columns, rows, &self.format, &self.command, json_key)
+                .map_err(Failure);
         }
         let text = |cell: &Cell| {
             if self.format.exact {

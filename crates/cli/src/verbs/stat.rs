@@ -176,7 +176,7 @@ fn vdev_queue(
     count: Option<u64>,
 ) -> Result<(), Failure> {
     let (interval, reports) = repeat(interval, count)?;
-    let mut reporter = Reporter::new(VDEV_QUEUE_COLUMNS, format)?;
+    let mut reporter = Reporter::new("tarn stat vdev_queue", VDEV_QUEUE_COLUMNS, format)?;
     let started = Instant::now();
     for report in 0..reports {
         if report > 0 {
@@ -302,7 +302,7 @@ fn txgs(
     count: Option<u64>,
 ) -> Result<(), Failure> {
     let (interval, reports) = repeat(interval, count)?;
-    let mut reporter = Reporter::new(TXG_COLUMNS, format)?;
+    let mut reporter = Reporter::new("tarn stat txgs", TXG_COLUMNS, format)?;
     // The newest committed txg printed so far: later reports print committed txgs above it.
     let mut committed_through: Option<u64> = None;
     let started = Instant::now();

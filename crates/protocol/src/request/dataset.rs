@@ -182,7 +182,7 @@ pub struct InheritArgs {
 pub struct MountArgs {
     #[arg(short = 'a')]
     pub all: bool,
-    /// List mounts as JSON.
+    /// List mounts as JSON (the schema of zfs mount -j).
     #[arg(short = 'j')]
     #[serde(skip)]
     pub json: bool,

@@ -45,10 +45,11 @@ pub struct TableFormatArgs {
     /// No header; fields separated by tabs.
     #[arg(short = 'H')]
     pub no_header: bool,
-    /// Exact numbers (bytes).
+    /// Exact numbers (bytes); with -j, whole numbers as JSON integers.
     #[arg(short = 'p')]
     pub exact: bool,
-    /// JSON output.
+    /// JSON output (OpenZFS 2.3's schema where zpool or zfs has -j; tarn's own objects under
+    /// the same header elsewhere).
     #[arg(short = 'j')]
     pub json: bool,
     /// Fields to print, comma-separated.

@@ -272,16 +272,22 @@ impl SetArgs {
     }
 }
 
-/// `tarn pool status [-d DIR]... [-j] [-v] [POOL]`.
+/// `tarn pool status [-d DIR]... [-j [-p]] [-v] [POOL]`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusArgs {
     #[arg(short = 'd', long = "dir")]
     #[serde(skip)]
     pub dirs: Vec<PathBuf>,
+    /// JSON output (the schema of zpool status -j).
     #[arg(short = 'j')]
     #[serde(skip)]
     pub json: bool,
+    /// Exact numbers in the JSON: integers instead of human-readable strings (zpool status
+    /// -jp --json-int).
+    #[arg(short = 'p', requires = "json")]
+    #[serde(default)]
+    pub exact: bool,
     /// Name the files with permanent errors (damaged blocks with no good copy).
     #[arg(short = 'v')]
     pub verbose: bool,
