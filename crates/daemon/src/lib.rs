@@ -79,6 +79,7 @@ mod held;
 mod history;
 mod inject;
 mod inspect;
+mod metrics_http;
 mod mounts;
 mod pool;
 mod scan;
@@ -243,15 +244,14 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         caches: held::PoolCaches::new(&socket),
     });
     if let Some(addr) = metrics {
-        let bound =
-            tarn_protocol::metrics::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
-                daemon
-                    .pools()
-                    .iter()
-                    .map(|pool| pool_metrics(daemon, pool))
-                    .collect()
-            })
-            .map_err(Failure)?;
+        let bound = metrics_http::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
+            daemon
+                .pools()
+                .iter()
+                .map(|pool| pool_metrics(daemon, pool))
+                .collect()
+        })
+        .map_err(Failure)?;
         info!("serving metrics at http://{bound}/metrics");
     }
     // The pools this daemon's cache file remembers come back before the first request.

@@ -1,6 +1,6 @@
 //! Prometheus / OpenMetrics text of every `tarn stat` table (issue 17, part 5):
 //! `tarn stat --prometheus` prints it, and `tarn daemon --metrics ADDR` serves it at
-//! `http://ADDR/metrics`.
+//! `http://ADDR/metrics` (the daemon's `metrics_http`).
 //!
 //! Names follow node_exporter's ZFS collector where it has one, so that existing dashboards
 //! work: the arcstats fields as `node_zfs_arc_<field>` and a pool's I/O counters as
@@ -13,10 +13,6 @@
 //! end in `_total`), except the queue gauges.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Weak;
-use std::time::Duration;
 
 use tarn::cache::BlockCacheStats;
 use tarn::pool::{PoolIostat, VdevIostat};
@@ -223,90 +219,9 @@ pub fn render(pools: &[PoolMetrics]) -> String {
     out
 }
 
-/// Serve `render(collect())` at `http://addr/metrics` from a thread of its own until `owner`
-/// is gone. Returns the address bound (port 0 picks one).
-pub fn serve<T: Send + Sync + 'static>(
-    addr: SocketAddr,
-    owner: Weak<T>,
-    collect: impl Fn(&T) -> Vec<PoolMetrics> + Send + 'static,
-) -> Result<SocketAddr, String> {
-    let listener =
-        TcpListener::bind(addr).map_err(|error| format!("cannot listen on {addr}: {error}"))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|error| format!("metrics listener: {error}"))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|error| format!("metrics listener: {error}"))?;
-    std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn(move || loop {
-            let Some(owner) = owner.upgrade() else {
-                return;
-            };
-            match listener.accept() {
-                Ok((stream, peer)) => {
-                    if let Err(error) = answer(stream, || render(&collect(&owner))) {
-                        log::warn!("metrics: request from {peer}: {error}");
-                    }
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                    drop(owner);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(error) => {
-                    log::warn!("metrics: accept: {error}");
-                    drop(owner);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        })
-        .map_err(|error| format!("metrics thread: {error}"))?;
-    Ok(bound)
-}
-
-/// Answer one HTTP request: `GET /metrics` with the text, anything else 404 or 405.
-fn answer(stream: TcpStream, body: impl FnOnce() -> String) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    // Read the headers to their end so that the client sees a complete exchange.
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header)? == 0 || header == "\r\n" || header == "\n" {
-            break;
-        }
-    }
-    let mut words = request_line.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => (
-            "200 OK",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            body(),
-        ),
-        ("GET", _) => (
-            "404 Not Found",
-            "text/plain",
-            "not found: try /metrics\n".into(),
-        ),
-        _ => ("405 Method Not Allowed", "text/plain", "only GET\n".into()),
-    };
-    let mut stream = stream;
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn sample_pool() -> PoolMetrics {
         let mut arc = BlockCacheStats::default();
@@ -364,27 +279,5 @@ mod tests {
                 value.parse::<u64>().unwrap();
             }
         }
-    }
-
-    #[test]
-    fn the_server_answers_get_metrics() {
-        let owner = Arc::new(());
-        let bound = serve(
-            "127.0.0.1:0".parse().unwrap(),
-            Arc::downgrade(&owner),
-            |_: &()| vec![sample_pool()],
-        )
-        .unwrap();
-        let fetch = |path: &str| {
-            let mut stream = TcpStream::connect(bound).unwrap();
-            write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut response = String::new();
-            std::io::Read::read_to_string(&mut stream, &mut response).unwrap();
-            response
-        };
-        let response = fetch("/metrics");
-        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
-        assert!(response.contains("node_zfs_arc_hits{zpool=\"tank\"} 42"));
-        assert!(fetch("/other").starts_with("HTTP/1.1 404"));
     }
 }
