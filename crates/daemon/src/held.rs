@@ -40,6 +40,9 @@ pub(super) struct Daemon {
     pub(super) socket: PathBuf,
     /// The held pools' cache files (cache.rs).
     pub(super) caches: PoolCaches,
+    /// Whether a service manager started the daemon (service.rs): it then stays when it holds
+    /// no pools, and leaves the socket file to the service manager.
+    pub(super) service: super::service::ServiceMode,
 }
 
 /// The held pools' cache files: the state behind the `cachefile` property (what is done with

@@ -40,7 +40,8 @@
 //! # Lifetime
 //! The daemon exits when it holds no pools and no request is in flight, once a request that
 //! creates, imports, exports or destroys a pool has completed (a failed `pool create` does not
-//! leave a daemon behind), or after [`IDLE_EXIT`] without any request. On SIGTERM, SIGINT or
+//! leave a daemon behind), or after [`IDLE_EXIT`] without any request; a daemon run as a
+//! systemd service stays until it is stopped (module `service`: socket activation, readiness). On SIGTERM, SIGINT or
 //! `stop` it refuses new requests, waits for the ones in flight, exports every pool cleanly,
 //! removes the socket and pid file, and exits 0.
 //!
@@ -83,6 +84,7 @@ mod metrics_http;
 mod mounts;
 mod pool;
 mod scan;
+mod service;
 mod snapdir;
 mod snapshots;
 mod streams;
@@ -186,6 +188,12 @@ fn pool_metrics(daemon: &Daemon, pool: &tarn::pool::Pool) -> tarn_protocol::metr
 pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> Result<(), Failure> {
     let tunables = Tunables::from_env().map_err(Failure)?;
     let socket = tarn_protocol::absolute(socket);
+    // Before any thread starts: this clears the service manager's LISTEN_* variables.
+    let activated = service::activated_listener(&socket)?;
+    let service_mode = service::ServiceMode {
+        activated: activated.is_some(),
+        notify: service::notify_requested(),
+    };
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
             Failure(format!(
@@ -195,29 +203,10 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         })?;
     }
     let _lock = take_lock(&socket)?;
-    if socket.exists() {
-        if UnixStream::connect(&socket).is_ok() {
-            return Err(Failure(format!(
-                "a tarn daemon is already running on {}",
-                socket.display()
-            )));
-        }
-        std::fs::remove_file(&socket).map_err(|error| {
-            Failure(format!(
-                "cannot remove stale socket {}: {error}",
-                socket.display()
-            ))
-        })?;
-        info!("removed stale socket {}", socket.display());
-    }
-    // SAFETY: umask only changes this process's file creation mask; the socket is created
-    // owner-only, then the mask is put back.
-    let previous_mask = unsafe { libc::umask(0o077) };
-    let bound = UnixListener::bind(&socket);
-    // SAFETY: as above.
-    unsafe { libc::umask(previous_mask) };
-    let listener = bound
-        .map_err(|error| Failure(format!("cannot listen on {}: {error}", socket.display())))?;
+    let listener = match activated {
+        Some(listener) => listener,
+        None => bind_socket(&socket)?,
+    };
     listener
         .set_nonblocking(true)
         .map_err(|error| Failure(format!("socket {}: {error}", socket.display())))?;
@@ -242,6 +231,7 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
         tunables,
         socket: socket.clone(),
         caches: held::PoolCaches::new(&socket),
+        service: service_mode,
     });
     if let Some(addr) = metrics {
         let bound = metrics_http::serve(addr, Arc::downgrade(&daemon), |daemon: &Daemon| {
@@ -257,10 +247,19 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
     // The pools this daemon's cache file remembers come back before the first request.
     cache::import_at_start(&daemon);
     failmode::watch(&daemon);
+    if service_mode.notify {
+        service::notify_ready(lock(&daemon.state).pools.len());
+    }
     serve(&daemon, &listener);
 
-    // Stop: no new connections, refuse new requests, let the ones in flight finish.
-    let _ = std::fs::remove_file(&socket);
+    // Stop: no new connections, refuse new requests, let the ones in flight finish. The socket
+    // file of a socket-activated daemon is the service manager's, which keeps listening on it.
+    if service_mode.notify {
+        service::notify_stopping();
+    }
+    if !service_mode.activated {
+        let _ = std::fs::remove_file(&socket);
+    }
     drop(listener);
     lock(&daemon.state).stopping = true;
     let mut waited = Instant::now();
@@ -344,6 +343,32 @@ fn install_signal_handlers() {
     }
 }
 
+/// Bind the daemon's socket (owner-only), removing a stale one a dead daemon left.
+fn bind_socket(socket: &Path) -> Result<UnixListener, Failure> {
+    if socket.exists() {
+        if UnixStream::connect(socket).is_ok() {
+            return Err(Failure(format!(
+                "a tarn daemon is already running on {}",
+                socket.display()
+            )));
+        }
+        std::fs::remove_file(socket).map_err(|error| {
+            Failure(format!(
+                "cannot remove stale socket {}: {error}",
+                socket.display()
+            ))
+        })?;
+        info!("removed stale socket {}", socket.display());
+    }
+    // SAFETY: umask only changes this process's file creation mask; the socket is created
+    // owner-only, then the mask is put back.
+    let previous_mask = unsafe { libc::umask(0o077) };
+    let bound = UnixListener::bind(socket);
+    // SAFETY: as above.
+    unsafe { libc::umask(previous_mask) };
+    bound.map_err(|error| Failure(format!("cannot listen on {}: {error}", socket.display())))
+}
+
 /// Accept connections until a stop condition holds.
 fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
     loop {
@@ -356,7 +381,8 @@ fn serve(daemon: &Arc<Daemon>, listener: &UnixListener) {
             // Decide and refuse new requests in one critical section: a request either started
             // before (and the daemon is not idle) or is answered with `retry`.
             let mut state = lock(&daemon.state);
-            if state.pools.is_empty()
+            if !daemon.service.is_service()
+                && state.pools.is_empty()
                 && state.active == 0
                 && (state.lifecycle_done || state.last_request.elapsed() > IDLE_EXIT)
             {

@@ -213,6 +213,16 @@ pub fn start_daemon_logging(
         .stdout(Stdio::from(log_copy))
         .stderr(Stdio::from(log_file))
         .current_dir("/");
+    // A daemon the CLI starts for itself is not a service, even when this command runs inside
+    // one: the service manager's variables are not passed on (the daemon's `service` module).
+    for variable in [
+        "NOTIFY_SOCKET",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+    ] {
+        command.env_remove(variable);
+    }
     if let Some(level) = log_level {
         command.arg("--log-level").arg(level);
     }
