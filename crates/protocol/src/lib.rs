@@ -167,7 +167,7 @@ pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -527,7 +527,7 @@ mod tests {
             (format!(r#"{{"protocol":0,{check}}}"#), "protocol 0"),
             (
                 format!(r#"{{"protocol":{},{check}}}"#, PROTOCOL_VERSION + 1),
-                "protocol 2",
+                &format!("(protocol {})", PROTOCOL_VERSION + 1),
             ),
             (format!(r#"{{"protocol":"x",{check}}}"#), "protocol \"x\""),
         ] {
