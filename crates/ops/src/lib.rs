@@ -949,6 +949,10 @@ pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions,
         rewind: false,
         rewind_to: None,
         missing_log: false,
+        // A read-only open writes nothing that another host could be hurt by; a writable
+        // one of a pool in use elsewhere is refused, saying to import it with -f.
+        any_host: readonly,
+        destroyed: false,
     })
 }
 

@@ -365,6 +365,8 @@ mod tests {
                 options: vec!["readonly=on".into()],
                 rewind: true,
                 missing_log: true,
+                force: true,
+                destroyed: true,
                 pool: Some("tank".into()),
                 ..pool::ImportArgs::default()
             })),

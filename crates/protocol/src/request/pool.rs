@@ -143,12 +143,12 @@ impl CreateArgs {
 pub struct ImportArgs {
     #[arg(short = 'd', long = "dir")]
     pub dirs: Vec<PathBuf>,
+    /// Import a pool that was not exported and was last in use on another host; with -D, a
+    /// destroyed pool.
     #[arg(short = 'f')]
-    #[serde(skip)]
     pub force: bool,
-    /// List destroyed pools instead of importable ones.
+    /// Destroyed pools only: list them, or (with -f) import one.
     #[arg(short = 'D')]
-    #[serde(skip)]
     pub destroyed: bool,
     /// readonly=on imports without writing anything.
     #[arg(short = 'o')]
