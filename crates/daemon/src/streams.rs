@@ -31,6 +31,7 @@ pub(super) fn handle(
             let (from, intermediates) = args.source();
             let SendArgs {
                 properties,
+                parsable,
                 dry_run,
                 compressed,
                 recursive,
@@ -66,15 +67,35 @@ pub(super) fn handle(
                 .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")));
             let report = sent?;
             finished?;
-            for (from, to) in &report.substreams {
-                if from.is_empty() {
-                    err!("full send of {to}");
-                } else {
-                    err!("incremental send of {to} from {from}");
+            if parsable {
+                // zfs send -P's lines: on stdout for a dry run, else on stderr (stdout
+                // carries the stream).
+                let say = |line: String| {
+                    if dry_run {
+                        out!("{line}");
+                    } else {
+                        err!("{line}");
+                    }
+                };
+                for sent in &report.substreams {
+                    say(if sent.from.is_empty() {
+                        format!("full\t{}\t{}", sent.to, sent.bytes)
+                    } else {
+                        format!("incremental\t{}\t{}\t{}", sent.from, sent.to, sent.bytes)
+                    });
                 }
-            }
-            if dry_run {
-                out!("estimated size is {}", human_bytes(report.bytes));
+                say(format!("size\t{}", report.bytes));
+            } else {
+                for sent in &report.substreams {
+                    if sent.from.is_empty() {
+                        err!("full send of {}", sent.to);
+                    } else {
+                        err!("incremental send of {} from {}", sent.to, sent.from);
+                    }
+                }
+                if dry_run {
+                    out!("estimated size is {}", human_bytes(report.bytes));
+                }
             }
             Ok(Answer {
                 status: 0,

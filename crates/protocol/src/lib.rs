@@ -439,6 +439,7 @@ mod tests {
                 recursive: false,
                 dry_run: false,
                 verbose: false,
+                parsable: true,
                 resume_token: None,
                 snapshot: Some("tank/a@2".into()),
             })),

@@ -16,7 +16,7 @@ use tarn_protocol::Request;
 use super::dataset::check_name;
 use super::forward;
 
-/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`, or `tarn send [-v] -t TOKEN`.
+/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] [-P] FS@SNAP`, or `tarn send [-v] [-P] -t TOKEN`.
 pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     if args.resume_token.is_none() {
         check_name(args.snapshot())?;
@@ -49,7 +49,8 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     let bytes = copied.map_err(|error| Failure(format!("cannot write the stream: {error}")))?;
     let response = client::read_response(&mut reader)
         .map_err(|why| Failure(format!("the daemon did not answer the send: {why}")))?;
-    if args.verbose && response.status == 0 && !args.dry_run {
+    // -P says the size in its own lines (the daemon's).
+    if args.verbose && !args.parsable && response.status == 0 && !args.dry_run {
         eprintln!("sent {} ({bytes} bytes)", human_bytes(bytes));
     }
     Ok(forward(response))

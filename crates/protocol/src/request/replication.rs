@@ -30,7 +30,7 @@ impl ReplicationRequest {
     }
 }
 
-/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`, or `tarn send [-v] -t TOKEN`.
+/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] [-P] FS@SNAP`, or `tarn send [-v] [-P] -t TOKEN`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SendArgs {
@@ -57,6 +57,11 @@ pub struct SendArgs {
     #[arg(short = 'v')]
     #[serde(skip)]
     pub verbose: bool,
+    /// Say what is sent in machine-parsable lines, as zfs send -P: `full\tSNAP\tBYTES` or
+    /// `incremental\tFROM\tSNAP\tBYTES` per substream, then `size\tBYTES`; on stdout with
+    /// -n, else on stderr once the stream is written (exact sizes).
+    #[arg(short = 'P')]
+    pub parsable: bool,
     /// Continue an interrupted `receive -s` from the target's receive_resume_token.
     #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "snapshot"])]
     pub resume_token: Option<String>,
