@@ -249,8 +249,8 @@ enum PoolCommand {
 
 #[derive(Subcommand)]
 enum DebugCommand {
-    /// Draw every vdev's metaslabs as an SVG image, coloured by fullness (green empty, red
-    /// full), each with its free percentage and fragmentation.
+    /// Draw every vdev's metaslabs as an SVG or PNG image, coloured by fullness (green empty,
+    /// red full), each with its free percentage and fragmentation.
     Map(MapArgs),
     /// Every record of one metaslab's space map.
     Spacemap(SpacemapArgs),

@@ -484,7 +484,7 @@ mod tests {
             Request::Inspect(InspectRequest::Map(MapArgs {
                 dirs: Vec::new(),
                 pool: "tank".into(),
-                output: PathBuf::from("/tmp/map.svg"),
+                output: Some(PathBuf::from("/tmp/map.svg")),
             })),
             Request::Dataset(DatasetRequest::Create(CreateArgs {
                 parents: true,
