@@ -335,7 +335,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
     match cli.command {
         Command::Pool(command) => match command {
             PoolCommand::Create(args) => pool::create(socket, args),
-            PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket),
+            PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket, args),
             PoolCommand::Import(args) => match (args.dry_run, &args.pool) {
                 (true, Some(pool)) => pool::import_dry_run(args.dirs.clone(), pool),
                 (true, None) => Err(Failure("-n needs a pool name".into())),

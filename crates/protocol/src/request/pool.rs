@@ -167,7 +167,8 @@ pub struct ImportArgs {
     /// Import even if a log device is missing: the intent-log records on it are lost.
     #[arg(short = 'm')]
     pub missing_log: bool,
-    /// Import every pool the cache file remembers (what the systemd unit runs at boot).
+    /// Import every pool the cache file remembers (what the systemd unit runs at boot), or
+    /// with -d (or -D) every pool found in the directories; the other options apply to each.
     #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
     #[serde(skip)]
     pub all: bool,
