@@ -31,6 +31,7 @@ pub(super) fn handle(
             let (from, intermediates) = args.source();
             let SendArgs {
                 properties,
+                verbose,
                 parsable,
                 dry_run,
                 compressed,
@@ -67,16 +68,17 @@ pub(super) fn handle(
                 .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")));
             let report = sent?;
             finished?;
+            // What was sent, with -P (zfs send -P's lines) or -v (zfs send -v's): on stdout
+            // for a dry run, else on stderr (stdout carries the stream). The sizes of a dry run
+            // are estimates; of a real send, the stream's bytes (the lines follow the stream).
+            let say = |line: String| {
+                if dry_run {
+                    out!("{line}");
+                } else {
+                    err!("{line}");
+                }
+            };
             if parsable {
-                // zfs send -P's lines: on stdout for a dry run, else on stderr (stdout
-                // carries the stream).
-                let say = |line: String| {
-                    if dry_run {
-                        out!("{line}");
-                    } else {
-                        err!("{line}");
-                    }
-                };
                 for sent in &report.substreams {
                     say(if sent.from.is_empty() {
                         format!("full\t{}\t{}", sent.to, sent.bytes)
@@ -85,17 +87,23 @@ pub(super) fn handle(
                     });
                 }
                 say(format!("size\t{}", report.bytes));
-            } else {
+            } else if verbose {
+                let estimated = if dry_run { "estimated " } else { "" };
                 for sent in &report.substreams {
-                    if sent.from.is_empty() {
-                        err!("full send of {}", sent.to);
+                    let size = human_bytes(sent.bytes);
+                    say(if sent.from.is_empty() {
+                        format!("full send of {} {estimated}size is {size}", sent.to)
                     } else {
-                        err!("incremental send of {} from {}", sent.to, sent.from);
-                    }
+                        format!(
+                            "send from {} to {} {estimated}size is {size}",
+                            sent.from, sent.to
+                        )
+                    });
                 }
-                if dry_run {
-                    out!("estimated size is {}", human_bytes(report.bytes));
-                }
+                say(format!(
+                    "total {estimated}size is {}",
+                    human_bytes(report.bytes)
+                ));
             }
             Ok(Answer {
                 status: 0,

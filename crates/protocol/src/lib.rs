@@ -438,7 +438,7 @@ mod tests {
                 compressed: true,
                 recursive: false,
                 dry_run: false,
-                verbose: false,
+                verbose: true,
                 parsable: true,
                 resume_token: None,
                 snapshot: Some("tank/a@2".into()),

@@ -2,7 +2,9 @@
 # send -P prints zfs send -P's machine-parsable lines: "full\tSNAP\tBYTES" or
 # "incremental\tFROM\tSNAP\tBYTES" per substream, then "size\tBYTES"; with -n on stdout (and
 # nothing else there), without -n on stderr beside the stream, whose size line is the exact
-# length of the stream written. Before, CLI.md promised -P and clap refused it.
+# length of the stream written. Before, CLI.md promised -P and clap refused it. -v says the
+# same for people, as zfs send -v; without -v or -P send says nothing (it named each substream
+# on stderr whatever -v said, and send -n printed an estimate without -v).
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
 require_snapshot_verbs
@@ -41,4 +43,16 @@ sent=$(awk -F'\t' '$1 == "size" { print $2 }' "$SCRATCH/lines")
 assert_eq "$sent" "$(stat -c %s "$SCRATCH/stream")" "size line of a real send"
 tarn receive "$TESTPOOL/copy" <"$SCRATCH/stream" || log_fail "the stream of send -P does not receive"
 assert_eq "$(digest "$ALTROOT/$TESTPOOL/copy/b")" "$(digest "$ALTROOT/$src/b")" "received file"
+
+# Without -v or -P nothing is said; -v says each substream and the total.
+tarn send "$src@a" >/dev/null 2>"$SCRATCH/quiet" || log_fail "send"
+assert_eq "$(cat "$SCRATCH/quiet")" "" "stderr of a send without -v"
+log_must tarn send -n "$src@a"
+assert_eq "$(last_stdout)" "" "stdout of send -n without -v"
+log_must tarn send -n -v -i @a "$src@b"
+stdout_has "send from $src@a to $src@b estimated size is"
+stdout_has "total estimated size is"
+tarn send -v "$src@a" >/dev/null 2>"$SCRATCH/verbose" || log_fail "send -v"
+grep -q "^full send of $src@a size is" "$SCRATCH/verbose" || log_fail "send -v: $(cat "$SCRATCH/verbose")"
+grep -q "^total size is" "$SCRATCH/verbose" || log_fail "send -v says no total"
 log_pass

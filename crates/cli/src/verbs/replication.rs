@@ -46,13 +46,10 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     let mut stdout = std::io::stdout().lock();
     let copied = copy_with_progress(&mut frames, &mut stdout, "sent", args.verbose);
     let copied = copied.and_then(|bytes| stdout.flush().map(|()| bytes));
-    let bytes = copied.map_err(|error| Failure(format!("cannot write the stream: {error}")))?;
+    copied.map_err(|error| Failure(format!("cannot write the stream: {error}")))?;
     let response = client::read_response(&mut reader)
         .map_err(|why| Failure(format!("the daemon did not answer the send: {why}")))?;
-    // -P says the size in its own lines (the daemon's).
-    if args.verbose && !args.parsable && response.status == 0 && !args.dry_run {
-        eprintln!("sent {} ({bytes} bytes)", human_bytes(bytes));
-    }
+    // The daemon says what it sent (-v, -P).
     Ok(forward(response))
 }
 

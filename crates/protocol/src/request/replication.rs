@@ -50,12 +50,12 @@ pub struct SendArgs {
     /// snapshot up to it and their local properties.
     #[arg(short = 'R')]
     pub recursive: bool,
-    /// Estimate the stream's size only (with -v, print it).
+    /// Write no stream, only estimate its size (with -v or -P, print it).
     #[arg(short = 'n')]
     pub dry_run: bool,
-    /// Say what is sent, and show progress on a terminal.
+    /// Say what is sent (each substream and its size, then the total: on stdout with -n,
+    /// else on stderr after the stream), and show progress on a terminal.
     #[arg(short = 'v')]
-    #[serde(skip)]
     pub verbose: bool,
     /// Say what is sent in machine-parsable lines, as zfs send -P: `full\tSNAP\tBYTES` or
     /// `incremental\tFROM\tSNAP\tBYTES` per substream, then `size\tBYTES`; on stdout with
