@@ -43,7 +43,9 @@ pub(super) fn handle(
             let mut frames = FrameWriter::new(&mut *writer);
             let sent = stream_pool(daemon, &snapshot, resume_token.as_deref()).and_then(|pool| {
                 let (snapshot, options) = match &resume_token {
+                    // The token says what the stream is; -n still only estimates it.
                     Some(token) => tarn::send::resume_send_options(&pool, token)
+                        .map(|(snapshot, options)| (snapshot, SendOptions { dry_run, ..options }))
                         .map_err(|error| Failure(format!("cannot resume the send: {error}")))?,
                     None => (
                         snapshot.clone(),

@@ -62,8 +62,9 @@ pub struct SendArgs {
     /// -n, else on stderr once the stream is written (exact sizes).
     #[arg(short = 'P')]
     pub parsable: bool,
-    /// Continue an interrupted `receive -s` from the target's receive_resume_token.
-    #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "snapshot"])]
+    /// Continue an interrupted `receive -s` from the target's receive_resume_token (which
+    /// says what the stream is: source, snapshot, whether compressed).
+    #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "compressed", "snapshot"])]
     pub resume_token: Option<String>,
     /// FS@SNAP (not with -t).
     #[arg(required_unless_present = "resume_token")]
@@ -112,7 +113,7 @@ pub struct ReceiveArgs {
     #[arg(short = 's')]
     pub resumable: bool,
     /// Abandon the partial receive into the target (no stream is read).
-    #[arg(short = 'A', conflicts_with_all = ["force", "resumable", "set", "exclude"])]
+    #[arg(short = 'A', conflicts_with_all = ["force", "no_mount", "verbose", "resumable", "set", "exclude"])]
     #[serde(skip)]
     pub abort: bool,
     /// FS, or FS@SNAP to name the received snapshot.
