@@ -49,6 +49,8 @@
 #[macro_use]
 extern crate tarn_protocol;
 
+#[cfg(test)]
+mod cli_forms;
 mod quickstart;
 mod verbs;
 
