@@ -49,6 +49,8 @@
 #[macro_use]
 extern crate tarn_protocol;
 
+#[cfg(test)]
+mod cli_forms;
 mod quickstart;
 mod verbs;
 
@@ -254,8 +256,8 @@ enum PoolCommand {
 
 #[derive(Subcommand)]
 enum DebugCommand {
-    /// Draw every vdev's metaslabs as an SVG image, coloured by fullness (green empty, red
-    /// full), each with its free percentage and fragmentation.
+    /// Draw every vdev's metaslabs as an SVG or PNG image, coloured by fullness (green empty,
+    /// red full), each with its free percentage and fragmentation.
     Map(MapArgs),
     /// Every record of one metaslab's space map.
     Spacemap(SpacemapArgs),
@@ -369,7 +371,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
     match cli.command {
         Command::Pool(command) => match command {
             PoolCommand::Create(args) => pool::create(socket, args),
-            PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket),
+            PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket, args),
             PoolCommand::Import(args) => match (args.dry_run, &args.pool) {
                 (true, Some(pool)) => pool::import_dry_run(args.dirs.clone(), pool),
                 (true, None) => Err(Failure("-n needs a pool name".into())),

@@ -11,7 +11,7 @@ use tarn::types::ObjectId;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::human_bytes;
 use tarn_protocol::request::inspect::{
-    CheckArgs, InspectRequest, LogsArgs, MapArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
+    CheckArgs, InspectRequest, LogsArgs, MetaslabsArgs, ObjectArgs, SpacemapArgs,
 };
 use tarn_protocol::request::stat::StatRequest;
 use tarn_protocol::request::{PoolName, PoolOption};
@@ -43,9 +43,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: InspectRequest) -> Result<An
             tarn_ops::debug_logs(&held, &pool, json)?;
             Answer::done()
         }
-        InspectRequest::Map(MapArgs { pool, output, .. }) => {
-            let held = daemon.held(&pool)?;
-            tarn_ops::debug_map(&held, &pool, &output)?;
+        InspectRequest::Map(args) => {
+            let held = daemon.held(&args.pool)?;
+            tarn_ops::debug_map(&held, &args.pool, &args.output())?;
             Answer::done()
         }
         InspectRequest::Spacemap(SpacemapArgs {

@@ -89,6 +89,8 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
                 altroot,
                 rewind,
                 missing_log,
+                force,
+                destroyed,
                 pool,
                 new_name,
                 ..
@@ -127,6 +129,8 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
             options.new_name = new_name;
             options.rewind = rewind;
             options.missing_log = missing_log;
+            options.any_host = force;
+            options.destroyed = destroyed;
             let opened = tarn_ops::import(&pool, options)?;
             if let Err(failure) = daemon.refuse_taken_name(opened.name()) {
                 opened.export()?;

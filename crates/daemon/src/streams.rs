@@ -31,6 +31,8 @@ pub(super) fn handle(
             let (from, intermediates) = args.source();
             let SendArgs {
                 properties,
+                verbose,
+                parsable,
                 dry_run,
                 compressed,
                 recursive,
@@ -41,7 +43,9 @@ pub(super) fn handle(
             let mut frames = FrameWriter::new(&mut *writer);
             let sent = stream_pool(daemon, &snapshot, resume_token.as_deref()).and_then(|pool| {
                 let (snapshot, options) = match &resume_token {
+                    // The token says what the stream is; -n still only estimates it.
                     Some(token) => tarn::send::resume_send_options(&pool, token)
+                        .map(|(snapshot, options)| (snapshot, SendOptions { dry_run, ..options }))
                         .map_err(|error| Failure(format!("cannot resume the send: {error}")))?,
                     None => (
                         snapshot.clone(),
@@ -66,15 +70,42 @@ pub(super) fn handle(
                 .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")));
             let report = sent?;
             finished?;
-            for (from, to) in &report.substreams {
-                if from.is_empty() {
-                    err!("full send of {to}");
+            // What was sent, with -P (zfs send -P's lines) or -v (zfs send -v's): on stdout
+            // for a dry run, else on stderr (stdout carries the stream). The sizes of a dry run
+            // are estimates; of a real send, the stream's bytes (the lines follow the stream).
+            let say = |line: String| {
+                if dry_run {
+                    out!("{line}");
                 } else {
-                    err!("incremental send of {to} from {from}");
+                    err!("{line}");
                 }
-            }
-            if dry_run {
-                out!("estimated size is {}", human_bytes(report.bytes));
+            };
+            if parsable {
+                for sent in &report.substreams {
+                    say(if sent.from.is_empty() {
+                        format!("full\t{}\t{}", sent.to, sent.bytes)
+                    } else {
+                        format!("incremental\t{}\t{}\t{}", sent.from, sent.to, sent.bytes)
+                    });
+                }
+                say(format!("size\t{}", report.bytes));
+            } else if verbose {
+                let estimated = if dry_run { "estimated " } else { "" };
+                for sent in &report.substreams {
+                    let size = human_bytes(sent.bytes);
+                    say(if sent.from.is_empty() {
+                        format!("full send of {} {estimated}size is {size}", sent.to)
+                    } else {
+                        format!(
+                            "send from {} to {} {estimated}size is {size}",
+                            sent.from, sent.to
+                        )
+                    });
+                }
+                say(format!(
+                    "total {estimated}size is {}",
+                    human_bytes(report.bytes)
+                ));
             }
             Ok(Answer {
                 status: 0,

@@ -954,27 +954,73 @@ fn metaslab_map_svg(name: &str, stats: &[tarn::space::VdevSpaceStats]) -> String
     )
 }
 
-/// `tarn debug map -o FILE.svg POOL`: write the metaslab map.
+/// `tarn debug map -o FILE.svg|FILE.png POOL`: write the metaslab map. The PNG is the SVG
+/// rasterized, so that there is one drawing.
 pub fn debug_map(pool: &Pool, name: &str, output: &std::path::Path) -> Result<(), Failure> {
-    match output.extension().and_then(|extension| extension.to_str()) {
-        Some("svg") => {}
-        Some("png") => {
-            return Err(Failure(format!(
-                "{}: only SVG is written; convert it (rsvg-convert -o map.png map.svg)",
-                output.display()
-            )))
-        }
+    let png = match output.extension().and_then(|extension| extension.to_str()) {
+        Some("svg") => false,
+        Some("png") => true,
         _ => {
             return Err(Failure(format!(
-                "{}: the image must end in .svg",
+                "{}: the image must end in .svg or .png",
                 output.display()
             )))
         }
-    }
+    };
     let svg = metaslab_map_svg(name, &pool.core.io.space.stats());
-    std::fs::write(output, svg).map_err(|e| Failure(format!("{}: {e}", output.display())))?;
+    let bytes = if png {
+        svg_to_png(&svg)?
+    } else {
+        svg.into_bytes()
+    };
+    std::fs::write(output, bytes).map_err(|e| Failure(format!("{}: {e}", output.display())))?;
     out!("wrote {}", output.display());
     Ok(())
+}
+
+/// The font families tried, in order, for the map's `sans-serif` text: fontdb names Arial
+/// for it, which a Linux system rarely has.
+const SANS_SERIF_FAMILIES: [&str; 5] = [
+    "DejaVu Sans",
+    "Liberation Sans",
+    "Noto Sans",
+    "FreeSans",
+    "Arial",
+];
+
+/// Rasterize an SVG document as PNG at its own size, its text in a system font. With no font
+/// on the system the PNG has the cells and colours but no text, and a warning says so.
+fn svg_to_png(svg: &str) -> Result<Vec<u8>, Failure> {
+    use resvg::{tiny_skia, usvg};
+    let mut options = usvg::Options::default();
+    let fonts = options.fontdb_mut();
+    fonts.load_system_fonts();
+    let family = SANS_SERIF_FAMILIES
+        .iter()
+        .map(|family| family.to_string())
+        .chain(
+            fonts
+                .faces()
+                .flat_map(|face| face.families.iter().map(|(family, _)| family.clone())),
+        )
+        .find(|family| {
+            fonts
+                .faces()
+                .any(|face| face.families.iter().any(|(name, _)| name == family))
+        });
+    match family {
+        Some(family) => fonts.set_sans_serif_family(family),
+        None => err!("warning: no font found on this system: the PNG has no text (the SVG has it)"),
+    }
+    let tree = usvg::Tree::from_str(svg, &options)
+        .map_err(|error| Failure(format!("cannot draw the map: {error}")))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| Failure("cannot draw the map: empty image".into()))?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap
+        .encode_png()
+        .map_err(|error| Failure(format!("cannot encode the map as PNG: {error}")))
 }
 
 pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Result<(), Failure> {
@@ -1061,6 +1107,10 @@ pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions,
         rewind: false,
         rewind_to: None,
         missing_log: false,
+        // A read-only open writes nothing that another host could be hurt by; a writable
+        // one of a pool in use elsewhere is refused, saying to import it with -f.
+        any_host: readonly,
+        destroyed: false,
     })
 }
 

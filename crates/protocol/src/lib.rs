@@ -367,6 +367,8 @@ mod tests {
                 options: vec!["readonly=on".into()],
                 rewind: true,
                 missing_log: true,
+                force: true,
+                destroyed: true,
                 pool: Some("tank".into()),
                 ..pool::ImportArgs::default()
             })),
@@ -439,7 +441,8 @@ mod tests {
                 compressed: true,
                 recursive: false,
                 dry_run: false,
-                verbose: false,
+                verbose: true,
+                parsable: true,
                 resume_token: None,
                 snapshot: Some("tank/a@2".into()),
             })),
@@ -484,7 +487,7 @@ mod tests {
             Request::Inspect(InspectRequest::Map(MapArgs {
                 dirs: Vec::new(),
                 pool: "tank".into(),
-                output: PathBuf::from("/tmp/map.svg"),
+                output: Some(PathBuf::from("/tmp/map.svg")),
             })),
             Request::Dataset(DatasetRequest::Create(CreateArgs {
                 parents: true,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Resumable receives: a stream cut part-way into receive -s leaves the partial file system
 # (full stream) or hidden clone (incremental stream) with a receive_resume_token; send -t
-# continues from where it stopped, and the result matches the source file by file; receive -A
+# continues from where it stopped (with -n, writes nothing), and the result matches the source
+# file by file; receive -A
 # abandons a partial receive; a damaged token is refused; the target of a cut incremental
 # receive never changed; check is clean.
 . "$STF_SUITE/include/libtest.sh"
@@ -30,6 +31,12 @@ log_mustnot tarn receive -s "$TESTPOOL/copy" <"$SCRATCH/cut"
 token=$(token_of "$TESTPOOL/copy")
 [ -n "$token" ] && [ "$token" != "-" ] || log_fail "no receive_resume_token after a cut receive -s"
 log_mustnot_msg "partial receive" tarn receive "$TESTPOOL/copy" <"$SCRATCH/full"
+# -n with -t writes no stream (it wrote the whole rest before); -c is the token's to say.
+tarn send -n -t "$token" >"$SCRATCH/dry" || log_fail "send -n -t"
+assert_eq "$(stat -c %s "$SCRATCH/dry")" 0 "bytes written by send -n -t"
+log_must tarn send -n -P -t "$token"
+grep -q "^size" "$LAST_STDOUT" || log_fail "send -n -P -t says no size"
+log_mustnot tarn send -c -t "$token"
 tarn send -t "$token" >"$SCRATCH/rest" || log_fail "send -t"
 [ "$(stat -c %s "$SCRATCH/rest")" -lt "$(stat -c %s "$SCRATCH/full")" ] || log_fail "the resumed stream is not shorter"
 log_must tarn receive -s "$TESTPOOL/copy" <"$SCRATCH/rest"

@@ -53,12 +53,13 @@ pub fn debug_logs(socket: &Path, args: LogsArgs) -> Result<Status, Failure> {
 }
 
 pub fn debug_map(socket: &Path, mut args: MapArgs) -> Result<Status, Failure> {
-    args.output = tarn_protocol::absolute(&args.output);
+    let output = tarn_protocol::absolute(&args.output());
+    args.output = Some(output.clone());
     if let Some(status) = ask(socket, InspectRequest::Map(args.clone()))? {
         return Ok(status);
     }
     let pool = open_named(&args.dirs, &args.pool, true)?;
-    let result = tarn_ops::debug_map(&pool, &args.pool, &args.output);
+    let result = tarn_ops::debug_map(&pool, &args.pool, &output);
     pool.export()?;
     result.map(|()| 0)
 }

@@ -142,10 +142,14 @@ fn import_listing(pool: &FoundPool) -> String {
         .leaves()
         .any(|leaf| leaf.problem == Some(VdevProblem::InvalidLabel));
     // Device problems first, as zpool: they decide whether the pool imports at all.
+    let elsewhere;
     let status = if missing {
         Some("One or more devices are missing from the system.")
     } else if bad_label {
         Some("One or more devices contain corrupted data.")
+    } else if let Some(host) = pool.active_elsewhere() {
+        elsewhere = format!("The pool was last accessed by another system (host {host}) and was not exported there.");
+        Some(elsewhere.as_str())
     } else if pool.state == PoolState::Active {
         Some("The pool was not exported: another process holds it, or the process that held it died.")
     } else {
@@ -155,7 +159,13 @@ fn import_listing(pool: &FoundPool) -> String {
         text.push_str(&format!(" status: {status}\n"));
     }
     let action = match state.health {
+        VdevHealth::Online | VdevHealth::Degraded if destroyed => {
+            "The pool was destroyed, but can be imported using the '-Df' flags."
+        }
         _ if destroyed => "The pool was destroyed and cannot be imported; its devices can be reused.",
+        VdevHealth::Online if pool.active_elsewhere().is_some() => {
+            "The pool can be imported using its name or numeric identifier and the '-f' flag, once the other system no longer uses it."
+        }
         VdevHealth::Online if pool.state == PoolState::Active => {
             "The pool can be imported using its name or numeric identifier once no other process holds it."
         }

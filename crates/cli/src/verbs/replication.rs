@@ -16,7 +16,7 @@ use tarn_protocol::Request;
 use super::dataset::check_name;
 use super::forward;
 
-/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`, or `tarn send [-v] -t TOKEN`.
+/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] [-P] FS@SNAP`, or `tarn send [-v] [-P] -t TOKEN`.
 pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     if args.resume_token.is_none() {
         check_name(args.snapshot())?;
@@ -46,12 +46,10 @@ pub fn send(socket: &Path, args: SendArgs) -> Result<Status, Failure> {
     let mut stdout = std::io::stdout().lock();
     let copied = copy_with_progress(&mut frames, &mut stdout, "sent", args.verbose);
     let copied = copied.and_then(|bytes| stdout.flush().map(|()| bytes));
-    let bytes = copied.map_err(|error| Failure(format!("cannot write the stream: {error}")))?;
+    copied.map_err(|error| Failure(format!("cannot write the stream: {error}")))?;
     let response = client::read_response(&mut reader)
         .map_err(|why| Failure(format!("the daemon did not answer the send: {why}")))?;
-    if args.verbose && response.status == 0 && !args.dry_run {
-        eprintln!("sent {} ({bytes} bytes)", human_bytes(bytes));
-    }
+    // The daemon says what it sent (-v, -P).
     Ok(forward(response))
 }
 

@@ -83,12 +83,13 @@ impl Pool {
             .map(|d| d.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
+        // `-D` imports destroyed pools only; without it they are never candidates.
         let candidates: Vec<FoundPool> = Pool::scan(&options.dirs)
             .into_iter()
-            .filter(|pool| pool.state != PoolState::Destroyed)
+            .filter(|pool| (pool.state == PoolState::Destroyed) == options.destroyed)
             .filter(|pool| pool.name == target || pool.guid.0.to_string() == target)
             .collect();
-        if candidates.is_empty() {
+        if candidates.is_empty() && !options.destroyed {
             let destroyed = Pool::scan(&options.dirs).into_iter().any(|pool| {
                 pool.state == PoolState::Destroyed
                     && (pool.name == target || pool.guid.0.to_string() == target)
@@ -102,6 +103,7 @@ impl Pool {
             1 => candidates.into_iter().next().expect("one"),
             _ => return Err(PoolError::Ambiguous(target.to_string())),
         };
+        found.refuse_without_force(&options)?;
         Pool::open_found(found, options, older_tree)
     }
 
@@ -655,5 +657,117 @@ impl PoolCore {
                 Err(error) => damaged.push(format!("dataset {name}: intent log: {error}")),
             }
         }
+    }
+}
+
+impl FoundPool {
+    /// The host its labels say the pool is in use on, when that is not this host: the pool
+    /// was not exported (nor destroyed) there. A host name unknown on either side (empty)
+    /// never counts as another host, as zpool skips its check when either hostid is 0.
+    pub fn active_elsewhere(&self) -> Option<&str> {
+        let here = hostname();
+        let there = self.config.hostname.as_str();
+        (self.state == PoolState::Active && !there.is_empty() && !here.is_empty() && there != here)
+            .then_some(there)
+    }
+
+    /// Refuse what only `pool import -f` may import: a pool in use on another host
+    /// ([`ImportOptions::any_host`]), a destroyed pool (`-D` needs `-f`).
+    fn refuse_without_force(&self, options: &ImportOptions) -> Result<(), PoolError> {
+        if options.any_host {
+            return Ok(());
+        }
+        if self.state == PoolState::Destroyed {
+            return Err(PoolError::DestroyedNeedsForce(self.name.clone()));
+        }
+        match self.active_elsewhere() {
+            Some(host) => Err(PoolError::InUseElsewhere {
+                name: self.name.clone(),
+                host: host.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Which found pools only `pool import -f` imports (issue 39, part 4: `-f` and `-D` were
+    //! parsed and ignored, so a pool left imported by another host imported without -f, and
+    //! a destroyed pool could not be imported at all).
+
+    use super::*;
+    use crate::tunables::Tunables;
+    use crate::vdev::label::{L2cacheConfig, LABEL_CONFIG_VERSION};
+
+    fn found(state: PoolState, host: &str) -> FoundPool {
+        FoundPool {
+            name: "tank".into(),
+            guid: Guid(7),
+            state,
+            txg: 5,
+            config: LabelConfig {
+                version: LABEL_CONFIG_VERSION,
+                name: "tank".into(),
+                pool_guid: 7,
+                state,
+                txg: 5,
+                hostname: host.into(),
+                top_guid: 1,
+                leaf_guid: 2,
+                vdev_tree: Vec::new(),
+                features_for_read: Vec::new(),
+                features: BTreeMap::new(),
+                l2cache: L2cacheConfig::default(),
+            },
+            leaves: BTreeMap::new(),
+            copies_found: Vec::new(),
+        }
+    }
+
+    fn options(any_host: bool) -> ImportOptions {
+        ImportOptions {
+            any_host,
+            ..ImportOptions::new(Vec::new(), Tunables::default())
+        }
+    }
+
+    /// An active pool whose label names another host needs -f, and so does a destroyed pool;
+    /// an active pool of this host (a crash here), an exported one, or one whose label names
+    /// no host import without it.
+    #[test]
+    fn force_is_needed_for_another_hosts_active_pool_and_a_destroyed_one() {
+        let here = hostname();
+        assert!(!here.is_empty(), "this test needs a host name");
+        let there = format!("{here}-elsewhere");
+        let elsewhere = found(PoolState::Active, &there);
+        assert_eq!(elsewhere.active_elsewhere(), Some(there.as_str()));
+        match elsewhere.refuse_without_force(&options(false)) {
+            Err(PoolError::InUseElsewhere { name, host }) => {
+                assert_eq!((name.as_str(), host.as_str()), ("tank", there.as_str()));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(elsewhere.refuse_without_force(&options(true)).is_ok());
+        for free in [
+            found(PoolState::Active, &here),
+            found(PoolState::Active, ""),
+            found(PoolState::Exported, &there),
+        ] {
+            assert_eq!(free.active_elsewhere(), None, "{:?}", free.state);
+            assert!(free.refuse_without_force(&options(false)).is_ok());
+        }
+        let destroyed = found(PoolState::Destroyed, &here);
+        assert!(matches!(
+            destroyed.refuse_without_force(&options(false)),
+            Err(PoolError::DestroyedNeedsForce(_))
+        ));
+        assert!(destroyed.refuse_without_force(&options(true)).is_ok());
+        assert!(PoolError::InUseElsewhere {
+            name: "tank".into(),
+            host: there
+        }
+        .to_string()
+        .contains("import with -f"));
     }
 }

@@ -66,7 +66,10 @@
 //! The order of the steps is in docs/design.md §5b (the log space map is replayed before
 //! anything can allocate). Scan the named directories for leaves whose labels name the pool; take the newest config;
 //! refuse the pool if a top-level vdev has no usable leaf, naming why (`import_state.rs`, which
-//! also gives the `pool import` listing each vdev's state); open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
+//! also gives the `pool import` listing each vdev's state); refuse, unless `-f`
+//! ([`ImportOptions::any_host`]), a pool whose labels say it is active on another host (the
+//! flock does not reach a disk shared between hosts; zpool's hostid check) and a destroyed one
+//! (`-D`); open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
 //! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest
 //! ([`fallback_uberblocks`]) when the MOS of a newer one cannot be read. `-F`
@@ -252,8 +255,12 @@ pub enum PoolError {
     BadVdevSpec(String),
     #[error("no pool named {0:?} found in {1}; use -d to name the directory holding its vdevs")]
     NotFound(String, String),
-    #[error("pool {0:?} was destroyed; its vdevs can be reused for a new pool")]
+    #[error("pool {0:?} was destroyed; its vdevs can be reused for a new pool (until they are, pool import -D -f imports it again)")]
     Destroyed(String),
+    #[error("pool {0:?} was destroyed: import it again with -D and -f together")]
+    DestroyedNeedsForce(String),
+    #[error("cannot import {name:?}: the pool was last in use on host {host:?} and was not exported there; if that host still uses it, importing it here too would corrupt it: export it there, or import with -f once that host no longer uses it")]
+    InUseElsewhere { name: String, host: String },
     #[error("more than one pool named {0:?} was found; import it by guid instead")]
     Ambiguous(String),
     #[error("pool {name:?} cannot be imported: missing {what}; a pool opens only with every top-level vdev: attach the missing devices and try again")]
@@ -361,6 +368,15 @@ pub struct ImportOptions {
     /// blocks cannot be read, so changes that fsync returned for since the last txg may be
     /// lost; without `-m` such an import is refused.
     pub missing_log: bool,
+    /// `pool import -f`: import a pool whose labels say it was in use on another host and was
+    /// not exported there. Without it such an import is refused (`PoolError::InUseElsewhere`),
+    /// as zpool refuses one whose label carries another hostid: if that host still has the
+    /// pool imported (on a shared disk, where the vdev flock does not reach), two hosts would
+    /// write it at once. A pool left active by a crash of this host imports without it.
+    pub any_host: bool,
+    /// `pool import -D`: import a destroyed pool, and only a destroyed one; needs `any_host`
+    /// too, as zpool's `-D` needs `-f`.
+    pub destroyed: bool,
 }
 
 impl ImportOptions {
@@ -374,6 +390,8 @@ impl ImportOptions {
             rewind: false,
             rewind_to: None,
             missing_log: false,
+            any_host: false,
+            destroyed: false,
         }
     }
 }

@@ -54,12 +54,23 @@ pub struct SendOptions {
 /// What a send did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SendReport {
-    /// The substreams, as (from, to) snapshot names (from empty for a full one).
-    pub substreams: Vec<(String, String)>,
+    /// The substreams, in the order sent.
+    pub substreams: Vec<SentSubstream>,
     pub records: u64,
     /// Data blocks sent in WRITE records.
     pub blocks: u64,
     /// Bytes of the stream.
+    pub bytes: u64,
+}
+
+/// One substream of a send (BEGIN..END).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SentSubstream {
+    /// The snapshot or bookmark it starts from, as the stream names it (empty: a full one).
+    pub from: String,
+    /// The snapshot it brings.
+    pub to: String,
+    /// Its bytes in the stream (a dry run's estimate).
     pub bytes: u64,
 }
 
@@ -187,12 +198,8 @@ pub fn send(
         sender.substream(objset, from.as_ref(), &to, &properties)?;
     }
     sender.writer.flush()?;
-    let mut report = sender.report;
-    report.bytes = if options.dry_run {
-        sender.estimate
-    } else {
-        sender.writer.bytes()
-    };
+    let mut report = std::mem::take(&mut sender.report);
+    report.bytes = sender.stream_bytes();
     Ok(report)
 }
 
@@ -331,6 +338,7 @@ impl<W: Write> Sender<'_, W> {
         properties: &[(String, String)],
     ) -> Result<(), SendError> {
         self.from_txg = from.map_or(0, |from| from.creation_txg);
+        let start_bytes = self.stream_bytes();
         let (resume_object, resume_offset) = self.resume_at.unwrap_or((0, 0));
         let mut features = FEATURE_SPILL;
         if !self.whole_payload_chain {
@@ -408,11 +416,21 @@ impl<W: Write> Sender<'_, W> {
         })?;
         self.flush_frees()?;
         self.emit(&Record::End { to_guid: to.guid })?;
-        self.report.substreams.push((
-            from.map(|from| from.name.clone()).unwrap_or_default(),
-            to.name.clone(),
-        ));
+        self.report.substreams.push(SentSubstream {
+            from: from.map(|from| from.name.clone()).unwrap_or_default(),
+            to: to.name.clone(),
+            bytes: self.stream_bytes() - start_bytes,
+        });
         Ok(())
+    }
+
+    /// Bytes of the stream so far: written, or in a dry run estimated.
+    fn stream_bytes(&self) -> u64 {
+        if self.dry_run {
+            self.estimate
+        } else {
+            self.writer.bytes()
+        }
     }
 
     /// One object: OBJECT, SPILL, the changed blocks in offset order (holes as FREE), and

@@ -51,7 +51,7 @@ pub mod stream;
 use crate::object::ObjectError;
 use crate::pool::PoolError;
 
-pub use generate::{send, SendOptions, SendReport};
+pub use generate::{send, SendOptions, SendReport, SentSubstream};
 pub use receive::{receive, ReceiveOptions, ReceiveReport};
 pub use resume::{abort_receive, resume_send_options, resume_token};
 

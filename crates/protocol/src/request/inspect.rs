@@ -51,17 +51,27 @@ pub struct CheckArgs {
     pub pool: String,
 }
 
-/// `tarn debug map [-d DIR]... -o FILE.svg POOL`.
+/// `tarn debug map [-d DIR]... [-o FILE.svg|FILE.png] POOL`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapArgs {
     #[arg(short = 'd', long = "dir")]
     #[serde(skip)]
     pub dirs: Vec<PathBuf>,
-    /// The image to write (.svg).
-    #[arg(short = 'o')]
-    pub output: PathBuf,
+    /// The image to write: .svg, or .png (the same drawing rasterized); default POOL-map.svg
+    /// in the current directory. The CLI sends it absolute, always named.
+    #[arg(short = 'o', value_name = "FILE.svg|FILE.png")]
+    pub output: Option<PathBuf>,
     pub pool: String,
+}
+
+impl MapArgs {
+    /// The image to write, as `-o` names it or by default.
+    pub fn output(&self) -> PathBuf {
+        self.output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}-map.svg", self.pool)))
+    }
 }
 
 /// `tarn debug spacemap [-d DIR]... POOL VDEV METASLAB`.

@@ -143,12 +143,12 @@ impl CreateArgs {
 pub struct ImportArgs {
     #[arg(short = 'd', long = "dir")]
     pub dirs: Vec<PathBuf>,
+    /// Import a pool that was not exported and was last in use on another host; with -D, a
+    /// destroyed pool.
     #[arg(short = 'f')]
-    #[serde(skip)]
     pub force: bool,
-    /// List destroyed pools instead of importable ones.
+    /// Destroyed pools only: list them, or (with -f) import one.
     #[arg(short = 'D')]
-    #[serde(skip)]
     pub destroyed: bool,
     /// readonly=on imports without writing anything.
     #[arg(short = 'o')]
@@ -167,7 +167,8 @@ pub struct ImportArgs {
     /// Import even if a log device is missing: the intent-log records on it are lost.
     #[arg(short = 'm')]
     pub missing_log: bool,
-    /// Import every pool the cache file remembers (what the systemd unit runs at boot).
+    /// Import every pool the cache file remembers (what the systemd unit runs at boot), or
+    /// with -d (or -D) every pool found in the directories; the other options apply to each.
     #[arg(short = 'a', conflicts_with_all = ["pool", "new_name", "dry_run"])]
     #[serde(skip)]
     pub all: bool,

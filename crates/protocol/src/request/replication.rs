@@ -30,7 +30,7 @@ impl ReplicationRequest {
     }
 }
 
-/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] FS@SNAP`, or `tarn send [-v] -t TOKEN`.
+/// `tarn send [-R] [-i|-I SNAP] [-c] [-p] [-n] [-v] [-P] FS@SNAP`, or `tarn send [-v] [-P] -t TOKEN`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SendArgs {
@@ -50,15 +50,21 @@ pub struct SendArgs {
     /// snapshot up to it and their local properties.
     #[arg(short = 'R')]
     pub recursive: bool,
-    /// Estimate the stream's size only (with -v, print it).
+    /// Write no stream, only estimate its size (with -v or -P, print it).
     #[arg(short = 'n')]
     pub dry_run: bool,
-    /// Say what is sent, and show progress on a terminal.
+    /// Say what is sent (each substream and its size, then the total: on stdout with -n,
+    /// else on stderr after the stream), and show progress on a terminal.
     #[arg(short = 'v')]
-    #[serde(skip)]
     pub verbose: bool,
-    /// Continue an interrupted `receive -s` from the target's receive_resume_token.
-    #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "snapshot"])]
+    /// Say what is sent in machine-parsable lines, as zfs send -P: `full\tSNAP\tBYTES` or
+    /// `incremental\tFROM\tSNAP\tBYTES` per substream, then `size\tBYTES`; on stdout with
+    /// -n, else on stderr once the stream is written (exact sizes).
+    #[arg(short = 'P')]
+    pub parsable: bool,
+    /// Continue an interrupted `receive -s` from the target's receive_resume_token (which
+    /// says what the stream is: source, snapshot, whether compressed).
+    #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "intermediates_from", "recursive", "properties", "compressed", "snapshot"])]
     pub resume_token: Option<String>,
     /// FS@SNAP (not with -t).
     #[arg(required_unless_present = "resume_token")]
@@ -107,7 +113,7 @@ pub struct ReceiveArgs {
     #[arg(short = 's')]
     pub resumable: bool,
     /// Abandon the partial receive into the target (no stream is read).
-    #[arg(short = 'A', conflicts_with_all = ["force", "resumable", "set", "exclude"])]
+    #[arg(short = 'A', conflicts_with_all = ["force", "no_mount", "verbose", "resumable", "set", "exclude"])]
     #[serde(skip)]
     pub abort: bool,
     /// FS, or FS@SNAP to name the received snapshot.
