@@ -30,7 +30,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::format::{human_bytes, utc_time};
+use crate::units::{human_bytes, utc_time};
 
 /// The version of the OpenZFS 2.3 schema tarn's documents follow.
 pub const OUTPUT_VERSION_MAJOR: u32 = 0;

@@ -113,6 +113,7 @@ pub mod metrics;
 pub mod output;
 pub mod request;
 pub mod rows;
+pub mod units;
 
 use std::path::{Path, PathBuf};
 
