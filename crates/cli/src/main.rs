@@ -57,7 +57,7 @@ mod verbs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::request::dataset::{
@@ -181,6 +181,16 @@ enum Command {
     },
     /// A guided demo on sparse files in DIR (default: ./tarn-quickstart); never prompts.
     Quickstart { dir: Option<PathBuf> },
+    /// Print the shell completion script for SHELL on stdout, generated from this command
+    /// line's own definitions: e.g. tarn completion bash > /etc/bash_completion.d/tarn
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages (tarn.1, and tarn-pool.1, tarn-pool-import.1, ... for every
+    /// command), generated from this command line's own definitions, into DIR: e.g.
+    /// tarn man /usr/local/share/man/man1
+    Man { dir: PathBuf },
     /// Benchmarks.
     #[cfg(feature = "bench")]
     #[command(subcommand)]
@@ -437,12 +447,48 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;
             Ok(0)
         }
+        Command::Completion { shell } => {
+            // Into a buffer first: written straight to stdout, a closed pipe panics.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "tarn", &mut script);
+            out!("{}", String::from_utf8_lossy(&script).trim_end());
+            Ok(0)
+        }
+        Command::Man { dir } => {
+            let written = write_manual_pages(&Cli::command(), "tarn", &dir)?;
+            out!("wrote {written} manual pages in {}", dir.display());
+            Ok(0)
+        }
         #[cfg(feature = "bench")]
         Command::Bench(command) => {
             tarn_bench::run(command, socket)?;
             Ok(0)
         }
     }
+}
+
+/// Write the manual page of `command`, named `name` (`tarn-pool-import`), and of each of its
+/// subcommands into `dir`; returns how many were written.
+fn write_manual_pages(command: &clap::Command, name: &str, dir: &Path) -> Result<usize, Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|error| Failure(format!("cannot create {}: {error}", dir.display())))?;
+    // A subcommand's page is titled with its whole name, as git's and zfs's are (zfs-send.8).
+    let page = command.clone().name(name.to_string());
+    let path = dir.join(format!("{name}.1"));
+    let mut text = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut text)
+        .and_then(|()| std::fs::write(&path, &text))
+        .map_err(|error| Failure(format!("cannot write {}: {error}", path.display())))?;
+    let mut written = 1;
+    for subcommand in command.get_subcommands() {
+        if subcommand.get_name() == "help" {
+            continue;
+        }
+        let sub_name = format!("{name}-{}", subcommand.get_name());
+        written += write_manual_pages(subcommand, &sub_name, dir)?;
+    }
+    Ok(written)
 }
 
 fn main() -> ExitCode {
