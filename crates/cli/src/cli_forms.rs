@@ -333,3 +333,27 @@ fn options_that_would_be_ignored_are_refused() {
         assert!(parse(command).is_err(), "`tarn {command}` parses");
     }
 }
+
+/// `daemon --metrics`: a port alone listens on the loopback address only; an address is taken
+/// as given; anything else is refused.
+#[test]
+fn metrics_takes_a_port_on_loopback_or_an_address() {
+    let metrics_of = |command: &str| match parse(command).expect(command).command {
+        crate::Command::Daemon { metrics, .. } => metrics.map(|addr| addr.to_string()),
+        _ => panic!("{command} is not the daemon verb"),
+    };
+    assert_eq!(
+        metrics_of("daemon --metrics 9134").as_deref(),
+        Some("127.0.0.1:9134")
+    );
+    assert_eq!(
+        metrics_of("daemon --metrics 0.0.0.0:9134").as_deref(),
+        Some("0.0.0.0:9134")
+    );
+    assert_eq!(
+        metrics_of("daemon --metrics [::1]:9134").as_deref(),
+        Some("[::1]:9134")
+    );
+    assert!(parse("daemon --metrics localhost").is_err());
+    assert!(parse("daemon --metrics 70000").is_err());
+}

@@ -168,8 +168,9 @@ enum Command {
         #[arg(long = "log-level", value_name = "LEVEL", conflicts_with = "stop")]
         log_level: Option<String>,
         /// Serve every stat table in the Prometheus/OpenMetrics text format at
-        /// http://ADDR/metrics (for example 127.0.0.1:9134).
-        #[arg(long, value_name = "ADDR", conflicts_with = "stop")]
+        /// http://ADDR/metrics: a port alone (9134) listens on 127.0.0.1 only; name an address
+        /// to listen elsewhere (0.0.0.0:9134, [::1]:9134).
+        #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "stop", value_parser = metrics_address)]
         metrics: Option<std::net::SocketAddr>,
     },
     /// This build's version and protocol version, and the running daemon's (none is started):
@@ -465,6 +466,17 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             Ok(0)
         }
     }
+}
+
+/// `--metrics`'s value: ADDR:PORT, or a port alone on the loopback address (the endpoint shows
+/// pool names and counters to whoever can connect, so it is local unless an address is named).
+fn metrics_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().map_err(|_| {
+        format!("{text:?} is neither a port nor ADDR:PORT (e.g. 9134, 127.0.0.1:9134, [::1]:9134)")
+    })
 }
 
 /// Write the manual page of `command`, named `name` (`tarn-pool-import`), and of each of its
