@@ -30,7 +30,9 @@ phase "module cycles"
 python3 scripts/check-cycles.py
 phase "build the tests"
 cargo test --workspace --lib --bins --tests --no-run
-phase "cargo test"
+# The binaries the functional suite drives (scripts/functional.sh builds the same two).
+cargo build -p tarn-cli -p tarn-stress
+phase "cargo test and functional suite"
 log=$(mktemp)
 functional_log=$(mktemp)
 # A test that cannot run here records why in this file (tarn-test-support), counted apart from
@@ -41,11 +43,21 @@ TARN_TEST_SKIPS=$(mktemp)
 export TARN_TEST_REQUIRE="fuse,root,loop,fio,mkfs.btrfs,fincore"
 trap 'rm -f "$log" "$functional_log" "$TARN_TEST_SKIPS"' EXIT
 set +e
+# The functional suite runs beside the cargo tests: both spend most of their time waiting on
+# syncs, mounts and child processes, and each has its own daemon sockets, pools and mounts.
+functional_status_file=$(mktemp)
+(
+    bash tests/functional/run.sh -q -b target/debug/tarn >"$functional_log" 2>&1
+    echo $? >"$functional_status_file"
+) &
+functional_pid=$!
 cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-phase "functional suite"
-bash scripts/functional.sh -q 2>&1 | tee "$functional_log"
-functional_status=${PIPESTATUS[0]}
+wait "$functional_pid"
+echo "== functional suite (tests/functional, ZFS Test Suite style; ran beside cargo test)"
+cat "$functional_log"
+functional_status=$(cat "$functional_status_file")
+rm -f "$functional_status_file"
 phase ""
 set -e
 echo "time by phase:"
