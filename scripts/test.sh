@@ -11,7 +11,7 @@ phase_times=""
 # phase NAME: end the phase running (its time joins the summary) and start NAME.
 phase() {
     if [ -n "$phase_name" ]; then
-        phase_times="$phase_times$(printf '  %-26s %5ds' "$phase_name" $((SECONDS - phase_started)))"$'\n'
+        phase_times="$phase_times$(printf '  %-32s %5ds' "$phase_name" $((SECONDS - phase_started)))"$'\n'
     fi
     phase_name=$1
     phase_started=$SECONDS
@@ -62,7 +62,7 @@ phase ""
 set -e
 echo "time by phase:"
 printf '%s' "$phase_times"
-printf '  %-26s %5ds\n' total $((SECONDS - started))
+printf '  %-32s %5ds\n' total $((SECONDS - started))
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "cargo tests: %d passed, %d failed\n", p, f }' "$log"
 skips=$(wc -l <"$TARN_TEST_SKIPS")
