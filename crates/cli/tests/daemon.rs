@@ -9,65 +9,17 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
 use tarn_protocol::request::pool::{CreateArgs, PoolRequest};
 use tarn_protocol::Request;
+use tarn_test_support::{clean_command, Run};
 use tempfile::TempDir;
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
-
-struct Run {
-    command: String,
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.command, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-impl Run {
-    #[track_caller]
-    fn success(self) -> Run {
-        assert_eq!(self.code, 0, "expected success:\n{self}");
-        self
-    }
-
-    #[track_caller]
-    fn failure(self, needles: &[&str]) -> Run {
-        assert_ne!(self.code, 0, "expected a failure:\n{self}");
-        let stderr = self.stderr.to_lowercase();
-        for needle in needles {
-            assert!(
-                stderr.contains(&needle.to_lowercase()),
-                "stderr should mention {needle:?}:\n{self}"
-            );
-        }
-        self
-    }
-
-    #[track_caller]
-    fn stdout_has(self, needles: &[&str]) -> Run {
-        for needle in needles {
-            assert!(
-                self.stdout.contains(needle),
-                "stdout should contain {needle:?}:\n{self}"
-            );
-        }
-        self
-    }
-}
 
 /// Pool files in one temporary directory; a daemon socket in another.
 struct Fixture {
@@ -152,7 +104,7 @@ impl Fixture {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(TARN);
+        let mut command = clean_command(TARN);
         // Pools mount under the fixture's directory (-R), never at /POOL.
         let altroot = Path::new(self.dir.path())
             .join("altroot")
@@ -167,26 +119,12 @@ impl Fixture {
             .args(&args)
             .current_dir(self.dir.path())
             .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TARN_") {
-                command.env_remove(key);
-            }
-        }
-        command.env("TARN_SOCKET", self.socket());
+            .env("TARN_SOCKET", self.socket());
         command
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        let output = self.command(args).output().expect("spawn tarn");
-        let run = Run {
-            command: format!("tarn {}", args.join(" ")),
-            code: output.status.code().expect("tarn was killed by a signal"),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        };
-        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
-        run
+        Run::of(format!("tarn {}", args.join(" ")), &mut self.command(args))
     }
 
     #[track_caller]

@@ -1,4 +1,5 @@
-//! What the integration tests of every tarn crate share.
+//! What the integration tests of every tarn crate share: [`Run`] and [`clean_command`] for
+//! tests that drive a binary (module `command`), and the skips below.
 //!
 //! # Skips are counted, not passed
 //! A test that cannot run here (no `/dev/fuse`, not root, a peer tool missing) returns early,
@@ -10,6 +11,10 @@
 //! `TARN_TEST_REQUIRE` lists it (comma-separated, e.g. `fuse,root`), and a test that would skip
 //! for a listed reason fails instead, so a machine without `/dev/fuse` fails CI rather than
 //! passing 40-odd mount tests that did nothing.
+
+pub mod command;
+
+pub use command::{clean_command, Run};
 
 use std::fs::OpenOptions;
 use std::io::Write;

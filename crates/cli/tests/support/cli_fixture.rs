@@ -8,77 +8,15 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::SystemTime;
 
-use serde_json::Value;
+use tarn_test_support::clean_command;
+pub use tarn_test_support::Run;
 use tempfile::TempDir;
 
 pub const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 pub const MIB: u64 = 1 << 20;
-
-/// What one run of the binary did.
-pub struct Run {
-    pub command: String,
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl std::fmt::Display for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.command, self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-impl Run {
-    /// Assert exit status 0 and return self for chaining.
-    #[track_caller]
-    pub fn success(self) -> Run {
-        assert_eq!(self.code, 0, "expected success:\n{self}");
-        self
-    }
-
-    /// Assert a non-zero exit status and a message on stderr containing every one of `needles`
-    /// (case-insensitive).
-    #[track_caller]
-    pub fn failure(self, needles: &[&str]) -> Run {
-        assert_ne!(self.code, 0, "expected a failure:\n{self}");
-        assert!(
-            !self.stderr.trim().is_empty(),
-            "a failure must say why on stderr:\n{self}"
-        );
-        let stderr = self.stderr.to_lowercase();
-        for needle in needles {
-            assert!(
-                stderr.contains(&needle.to_lowercase()),
-                "stderr should mention {needle:?}:\n{self}"
-            );
-        }
-        self
-    }
-
-    #[track_caller]
-    pub fn stdout_has(self, needles: &[&str]) -> Run {
-        for needle in needles {
-            assert!(
-                self.stdout.contains(needle),
-                "stdout should contain {needle:?}:\n{self}"
-            );
-        }
-        self
-    }
-
-    #[track_caller]
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|error| panic!("stdout is not JSON ({error}):\n{self}"))
-    }
-}
 
 /// A temporary directory holding the vdev files of the pools of one test, and another holding
 /// its daemon's socket and log.
@@ -149,7 +87,7 @@ impl Fixture {
 
     /// `tarn ARGS` in the fixture's directory, with no `TARN_*` variables from the caller.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(TARN);
+        let mut command = clean_command(TARN);
         // Pools mount under the fixture's directory (-R), never at /POOL.
         let altroot = Path::new(self.dir()).join("altroot").display().to_string();
         let mut args: Vec<&str> = args.to_vec();
@@ -161,13 +99,7 @@ impl Fixture {
             .args(&args)
             .current_dir(self.dir())
             .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TARN_") {
-                command.env_remove(key);
-            }
-        }
-        command.env("TARN_SOCKET", self.socket());
+            .env("TARN_SOCKET", self.socket());
         command
     }
 
@@ -181,25 +113,8 @@ impl Fixture {
         for (key, value) in env {
             command.env(key, value);
         }
-        let output = command.output().expect("spawn tarn");
         let env_text: String = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
-        let command_text = format!("{env_text}tarn {}", args.join(" "));
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let Some(code) = output.status.code() else {
-            panic!(
-                "`{command_text}` was killed by a signal ({:?})\nstdout:\n{stdout}\nstderr:\n{stderr}",
-                output.status
-            );
-        };
-        let run = Run {
-            command: command_text,
-            code,
-            stdout,
-            stderr,
-        };
-        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
-        run
+        Run::of(format!("{env_text}tarn {}", args.join(" ")), &mut command)
     }
 
     /// `tarn pool create -s 128M NAME VDEVSPEC...`, where every word but `mirror` is a file name

@@ -8,49 +8,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tarn_test_support::clean_command;
+pub use tarn_test_support::Run;
 use tempfile::TempDir;
 
 pub const TARN: &str = env!("CARGO_BIN_EXE_tarn");
-
-pub struct Run {
-    pub command: String,
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    #[track_caller]
-    pub fn success(self) -> Run {
-        assert_eq!(self.code, 0, "expected success:\n{self}");
-        self
-    }
-
-    #[track_caller]
-    pub fn failure(self, needles: &[&str]) -> Run {
-        assert_ne!(self.code, 0, "expected a failure:\n{self}");
-        for needle in needles {
-            assert!(
-                self.stderr.contains(needle),
-                "stderr should mention {needle:?}:\n{self}"
-            );
-        }
-        self
-    }
-}
-
-impl std::fmt::Display for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "$ {}\n[exit {}]\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.command, self.code, self.stdout, self.stderr
-        )
-    }
-}
 
 pub struct Fixture {
     pub dir: TempDir,
@@ -87,27 +51,13 @@ impl Fixture {
     /// `run` with extra environment variables (e.g. `TARN_TUNABLE_*` for a daemon this command
     /// starts).
     pub fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut command = Command::new(TARN);
+        let mut command = clean_command(TARN);
         command
             .args(args)
             .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TARN_") {
-                command.env_remove(key);
-            }
-        }
-        command.env("TARN_SOCKET", self.socket());
-        command.envs(env.iter().copied());
-        let output = command.output().expect("spawn tarn");
-        let run = Run {
-            command: format!("tarn {}", args.join(" ")),
-            code: output.status.code().expect("tarn killed by a signal"),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        };
-        assert_ne!(run.code, 101, "tarn panicked:\n{run}");
-        run
+            .env("TARN_SOCKET", self.socket())
+            .envs(env.iter().copied());
+        Run::of(format!("tarn {}", args.join(" ")), &mut command)
     }
 
     pub fn create(&self, name: &str, extra: &[&str]) -> Run {
