@@ -4,16 +4,20 @@
 
 use std::process::Command;
 
+use tarn_test_support::{clean_command, Run};
+
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
+/// `tarn ARGS`, which must succeed: its stdout.
 fn tarn(args: &[&str]) -> String {
-    let output = Command::new(TARN).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "tarn {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    run(args).success().stdout
+}
+
+fn run(args: &[&str]) -> Run {
+    Run::of(
+        format!("tarn {}", args.join(" ")),
+        clean_command(TARN).args(args),
+    )
 }
 
 /// What bash's completion offers for the words typed so far (the last one being completed),
@@ -75,11 +79,7 @@ fn bash_completion_offers_verbs_subverbs_and_flags() {
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         assert!(tarn(&["completion", shell]).contains("tarn"), "{shell}");
     }
-    let refused = Command::new(TARN)
-        .args(["completion", "nushell"])
-        .output()
-        .unwrap();
-    assert!(!refused.status.success());
+    run(&["completion", "nushell"]).failure(&["invalid value"]);
 }
 
 #[test]
