@@ -154,7 +154,9 @@ fn namespace_changes_survive_a_crash_without_a_txg() {
     assert!(fs.getattr(short).is_err());
 
     // A crash right after replay, before the sync that frees the replayed chain: the next
-    // import replays the whole chain again over its own results, which must change nothing.
+    // import finds the chain again, but its header says every record is in the tree (replay
+    // waited for a txg, which recorded the last record replayed), so nothing is applied twice
+    // and nothing changes.
     crash(pool, fs);
     let pool = import(dir.path(), POOL, tiny());
     let fs = open_fs(&pool);
@@ -164,9 +166,9 @@ fn namespace_changes_survive_a_crash_without_a_txg() {
         .stats
         .replayed
         .load(Ordering::Relaxed);
-    assert!(
-        replayed_again > 0,
-        "the chain was not replayed a second time"
+    assert_eq!(
+        replayed_again, 0,
+        "records the header says were replayed were applied again"
     );
     let mut again = names(&fs);
     again.remove(&late_entry);
@@ -236,6 +238,83 @@ fn create_and_rename_fsyncs_do_not_wait_for_a_txg() {
     );
     drop(fs);
     pool.export().unwrap();
+}
+
+/// A replay that a power cut ends after some of its changes synced must not apply those
+/// records again. Replay used to rely on every record being harmless to apply twice, and a
+/// link is not: a link to `n` and a rename of `n` to `m` replayed, synced, and replayed again
+/// after the cut linked `n` afresh (the name was free again), and the rename of `n` over `m`,
+/// now two names of one file, did nothing, so the file kept a name no state ever had. The
+/// header now records the last record replayed in each synced txg (OpenZFS `zh_replay_seq`).
+/// The power is cut at every write of the first import in turn, with a txg synced after each
+/// replayed record; the names after the next import are always those fsync made durable.
+#[test]
+fn a_replay_cut_short_after_a_sync_does_not_apply_its_records_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), POOL, single(dir.path(), "vdev.img"), tiny());
+    let fs = open_fs(&pool);
+    let root = fs.root();
+    let file = fs.create(root, b"a", 0o644, 0, 0).unwrap().ino;
+    pool.sync().unwrap();
+    let pause = pool.core.txgs.pause_syncs();
+    fs.link(file, root, b"n").unwrap();
+    fs.rename(root, b"n", root, b"m", 0).unwrap();
+    fs.fsync(file).unwrap();
+    let expected = names(&fs);
+    drop(pause);
+    crash(pool, fs);
+    let image = dir.path().join("vdev.img");
+    let crashed = std::fs::read(&image).unwrap();
+
+    let mut cuts_after_a_synced_record = 0;
+    for cut in 0..200u64 {
+        std::fs::write(&image, &crashed).unwrap();
+        let plan = FaultPlan::new();
+        plan.stop_at_write(cut);
+        let mut options = ImportOptions::new(dirs(dir.path()), tiny());
+        options.wrap_device = Some(wrapper(&plan));
+        let Ok((pool, _)) = Pool::import(POOL, options) else {
+            assert!(plan.is_stopped(), "cut {cut}: import failed with power");
+            continue;
+        };
+        tarn::fs::test_hook_sync_each_replayed_record(true);
+        let opened = FileSystem::open(pool.root_objset(), pool.core.txgs.clone());
+        tarn::fs::test_hook_sync_each_replayed_record(false);
+        let replayed_and_synced = pool.core.txgs.last_synced().0 >= 3;
+        let Ok(fs) = opened else {
+            assert!(plan.is_stopped(), "cut {cut}: open failed with power");
+            pool.core.txgs.suspend("power cut".into());
+            continue;
+        };
+        if !plan.is_stopped() {
+            // Every write of the import and replay happened: the cuts are done.
+            drop(fs);
+            pool.export().unwrap();
+            assert!(cut > 0);
+            break;
+        }
+        plan.stop_now();
+        if replayed_and_synced {
+            cuts_after_a_synced_record += 1;
+        }
+        crash(pool, fs);
+
+        let pool = import(dir.path(), POOL, tiny());
+        let fs = open_fs(&pool);
+        assert_eq!(
+            names(&fs),
+            expected,
+            "cut at write {cut} of the first replay"
+        );
+        assert_eq!(fs.getattr(file).unwrap().nlink, 2, "cut {cut}");
+        drop(fs);
+        check_clean(&pool, &format!("cut {cut}"));
+        pool.export().unwrap();
+    }
+    assert!(
+        cuts_after_a_synced_record > 0,
+        "no cut came after a replayed record synced"
+    );
 }
 
 /// What one round of the power-cut test did, to compare with what came back.
@@ -318,8 +397,8 @@ fn contents(fs: &FileSystem, state: &Names) -> BTreeMap<u64, Vec<u8>> {
 /// that returned is there, the names are those after some change no older than the last
 /// fsynced one (the log replays a prefix of the namespace changes, in order), no file is half
 /// written, `check` is clean. In a third of the rounds the power fails first during the
-/// import and replay, so the next replay starts over on a tree with part of the records
-/// applied.
+/// import and replay (with a txg synced after each replayed record), so the next replay
+/// starts over on a tree with part of the records applied and synced.
 #[test]
 fn power_cuts_during_namespace_changes_lose_no_fsync() {
     let dir = tempfile::tempdir().unwrap();
@@ -346,7 +425,12 @@ fn power_cuts_during_namespace_changes_lose_no_fsync() {
             }
             Err(error) => panic!("{what}: import: {error}"),
         };
-        let fs = match FileSystem::open(pool.root_objset(), pool.core.txgs.clone()) {
+        // A replay the power cuts short syncs after each record, as a busy pool's txg timer
+        // may: the next replay then starts on a tree with a prefix of the records synced.
+        tarn::fs::test_hook_sync_each_replayed_record(cut_in_replay);
+        let opened = FileSystem::open(pool.root_objset(), pool.core.txgs.clone());
+        tarn::fs::test_hook_sync_each_replayed_record(false);
+        let fs = match opened {
             Ok(fs) => fs,
             Err(error) if plan.is_stopped() => {
                 eprintln!("{what}: open failed after the power cut: {error}");

@@ -94,7 +94,7 @@ mod unlinked;
 pub mod xattr;
 
 use intent::setattr_mask_of;
-pub use intent::test_hook_fail_replay_of;
+pub use intent::{test_hook_fail_replay_of, test_hook_sync_each_replayed_record};
 use nodes::NodeOrigin;
 use unlinked::Dropped;
 

@@ -18,7 +18,13 @@
 //! | 0 | 128 | first log block pointer (a hole: no log) |
 //! | 128 | 8 | claim txg: the first txg of the import that claimed the chain (0: unclaimed) |
 //! | 136 | 8 | claimed-through txg: records of this txg or older are already in the tree |
-//! | 144 | 48 | reserved, zero |
+//! | 144 | 8 | replayed-through sequence: records numbered this or lower are in the tree (0: none) |
+//! | 152 | 40 | reserved, zero |
+//!
+//! The replayed-through sequence (OpenZFS `zh_replay_seq`) is written only on a pool with
+//! feature `replay_sequence`, and only while a claimed chain is being replayed: each txg that
+//! replay changes records the newest record it applied, so a replay cut short by a crash
+//! resumes after the records whose changes synced instead of applying them a second time.
 //!
 //! Decoding never panics: anything malformed is a [`LogFormatError`].
 
@@ -46,6 +52,8 @@ pub struct LogHeader {
     pub claim_txg: Txg,
     /// Records of this txg or older are already in the tree (set at claim).
     pub claimed_through: Txg,
+    /// Records numbered this or lower were replayed in a txg that synced (0: none).
+    pub replayed_through: u64,
 }
 
 impl Default for LogHeader {
@@ -54,6 +62,7 @@ impl Default for LogHeader {
             first: BlockPtr::hole(Txg(0), ObjectType::IntentLog, 0),
             claim_txg: Txg(0),
             claimed_through: Txg(0),
+            replayed_through: 0,
         }
     }
 }
@@ -61,7 +70,10 @@ impl Default for LogHeader {
 impl LogHeader {
     /// Whether there is no chain at all (all 192 bytes encode as zero).
     pub fn is_empty(&self) -> bool {
-        self.first.is_hole() && self.claim_txg.0 == 0 && self.claimed_through.0 == 0
+        self.first.is_hole()
+            && self.claim_txg.0 == 0
+            && self.claimed_through.0 == 0
+            && self.replayed_through == 0
     }
 
     pub fn encode(&self) -> [u8; LOG_HEADER_SIZE] {
@@ -71,6 +83,7 @@ impl LogHeader {
         }
         out[128..136].copy_from_slice(&self.claim_txg.0.to_le_bytes());
         out[136..144].copy_from_slice(&self.claimed_through.0.to_le_bytes());
+        out[144..152].copy_from_slice(&self.replayed_through.to_le_bytes());
         out
     }
 
@@ -84,7 +97,7 @@ impl LogHeader {
         if bytes.iter().all(|&byte| byte == 0) {
             return Ok(LogHeader::default());
         }
-        if bytes[144..].iter().any(|&byte| byte != 0) {
+        if bytes[152..].iter().any(|&byte| byte != 0) {
             return Err(LogFormatError(
                 "log header: reserved bytes are not zero".to_string(),
             ));
@@ -105,6 +118,7 @@ impl LogHeader {
             claimed_through: Txg(u64::from_le_bytes(
                 bytes[136..144].try_into().expect("8 bytes"),
             )),
+            replayed_through: u64::from_le_bytes(bytes[144..152].try_into().expect("8 bytes")),
         })
     }
 }

@@ -626,6 +626,11 @@ impl PoolCore {
     /// be claimed is reported and left alone (its file system replays nothing).
     fn claim_logs(&self, synced: Txg, damaged: &mut Vec<String>) {
         let first_txg = self.txgs.open_txg();
+        let keeps_progress = self
+            .config
+            .lock()
+            .features
+            .contains_key(super::REPLAY_SEQUENCE_FEATURE);
         for (name, dataset) in self.dataset_list() {
             let Some(objset) = dataset.try_objset() else {
                 continue;
@@ -642,7 +647,8 @@ impl PoolCore {
                 first_txg,
                 synced,
             ) {
-                Ok(Some((replay, report))) => {
+                Ok(Some((mut replay, report))) => {
+                    replay.keeps_progress = keeps_progress;
                     log::info!(
                         "pool {}: dataset {name:?}: intent log of {} blocks ({} claimed), {} records to replay; chain end: {}",
                         self.name,

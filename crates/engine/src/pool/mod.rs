@@ -207,7 +207,19 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "scan_catch_up",
         needed_to_read: false,
     },
+    // Needed to read: a build without it refuses the sequence in a log header as reserved
+    // bytes that are not zero, and would replay records a second time.
+    Feature {
+        name: REPLAY_SEQUENCE_FEATURE,
+        short_name: "replay_sequence",
+        needed_to_read: true,
+    },
 ];
+
+/// The replayed-through sequence in each intent-log header (`object/log_header.rs`): replay
+/// records its progress in every txg it syncs, so a replay that a crash cuts short resumes
+/// after the records already in the tree (OpenZFS `zh_replay_seq`).
+pub const REPLAY_SEQUENCE_FEATURE: &str = "com.tarn:replay_sequence";
 
 /// The scan state's extension (`pool/scan.rs`): the walks owed after snapshots destroyed
 /// under a scan, and the leaves unusable during it. A build without the feature reads only
@@ -234,6 +246,7 @@ pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &[
     "com.tarn:embedded_data",
     LIVELIST_FEATURE,
     LOG_SPACEMAP_FEATURE,
+    REPLAY_SEQUENCE_FEATURE,
 ];
 
 /// Errors of the pool layer: what went wrong and, where it helps, what to do.

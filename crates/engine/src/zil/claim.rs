@@ -91,6 +91,7 @@ pub fn claim(
             first: header.first,
             claim_txg: first_txg,
             claimed_through: objset.synced_root().birth_logical,
+            replayed_through: 0,
         };
         objset.dirty_log(first_txg);
         report.blocks = walked.blocks.len();
@@ -234,5 +235,6 @@ pub(crate) fn pending_replay(
         header,
         records,
         blocks,
+        keeps_progress: false,
     }
 }

@@ -268,10 +268,11 @@ mod tests {
             first: log_bp(1),
             claim_txg: Txg(12),
             claimed_through: Txg(11),
+            replayed_through: 17,
         };
         assert_eq!(LogHeader::decode(&header.encode()).unwrap(), header);
         let mut bad_reserved = header.encode();
-        bad_reserved[150] = 1;
+        bad_reserved[160] = 1;
         assert!(LogHeader::decode(&bad_reserved).is_err());
     }
 
@@ -307,6 +308,7 @@ mod tests {
                 first: log_bp(1),
                 claim_txg: Txg(12),
                 claimed_through: Txg(11),
+                replayed_through: 17,
             };
             let bytes = crate::fuzz::mutate(header.encode().to_vec(), &mutations);
             if let Ok(decoded) = LogHeader::decode(&bytes) {
@@ -318,6 +320,7 @@ mod tests {
                 }
                 prop_assert_eq!(again.claim_txg, decoded.claim_txg);
                 prop_assert_eq!(again.claimed_through, decoded.claimed_through);
+                prop_assert_eq!(again.replayed_through, decoded.replayed_through);
             }
         }
     }

@@ -211,6 +211,9 @@ pub struct PendingReplay {
     pub records: Vec<Record>,
     /// Blocks to free once the replayed changes have synced, each from the txg given.
     pub blocks: Vec<(BlockPtr, Txg)>,
+    /// Whether the header records replay's progress (the pool has feature
+    /// `replay_sequence`; set at import, after the claim).
+    pub keeps_progress: bool,
 }
 
 #[derive(Default)]
@@ -233,6 +236,11 @@ struct State {
     /// record its allocation).
     to_free: Vec<(BlockPtr, Txg)>,
     replay: Option<PendingReplay>,
+    /// The record replay is applying, if any: a change logged meanwhile is that record's.
+    replaying: Option<u64>,
+    /// Per txg, the newest record replay applied in it (OpenZFS `zl_replayed_seq`): the
+    /// header that txg's sync writes says the records up to it are in the tree.
+    replayed_in: BTreeMap<Txg, u64>,
     /// Per inode, the newest txg of a change the log does not record (an fsync waits for it).
     /// Kept here, not in a `FileSystem`, so that every handle on the set sees it.
     unlogged: HashMap<u64, Txg>,
@@ -420,7 +428,14 @@ impl Zil {
         change: Change,
     ) {
         let mut state = self.state.lock();
-        if state.replay.is_some() || state.mode == SyncMode::Disabled {
+        if state.replay.is_some() {
+            if let Some(sequence) = state.replaying {
+                let newest = state.replayed_in.entry(txg).or_default();
+                *newest = (*newest).max(sequence);
+            }
+            return;
+        }
+        if state.mode == SyncMode::Disabled {
             return;
         }
         let seq = state.next_itx;
@@ -477,6 +492,19 @@ impl Zil {
         self.state.lock().replay = Some(replay);
     }
 
+    /// Replay is about to apply the record numbered `sequence` (`None`: it is done with
+    /// records). The changes the file system logs meanwhile are that record's, and the txg
+    /// they join records it as replayed ([`PendingReplay::keeps_progress`]).
+    pub fn set_replaying(&self, sequence: Option<u64>) {
+        self.state.lock().replaying = sequence;
+    }
+
+    /// Whether replay is applying a record (its changes must reach [`Zil::log`] whatever the
+    /// `sync` setting, to record its progress).
+    pub fn is_replaying(&self) -> bool {
+        self.state.lock().replaying.is_some()
+    }
+
     /// The replayed changes have synced: free the old chain in the next sync, with a header
     /// naming the new chain (or none). `objset` is dirtied so that sync happens.
     pub fn finish_replay(&self, objset: &ObjectSet) -> Result<(), ZilError> {
@@ -486,6 +514,8 @@ impl Zil {
             if let Some(replay) = state.replay.take() {
                 state.to_free.extend(replay.blocks);
             }
+            state.replaying = None;
+            state.replayed_in.clear();
         }
         objset.dirty_log(hold.txg());
         Ok(())
@@ -1015,7 +1045,14 @@ impl Zil {
                 .partition(|(_, from)| *from <= txg);
             state.to_free = later;
             frees.extend(now.into_iter().map(|(bp, _)| bp));
-            if let Some(replay) = &state.replay {
+            let later = state.replayed_in.split_off(&Txg(txg.0 + 1));
+            let replayed = std::mem::replace(&mut state.replayed_in, later)
+                .into_values()
+                .max();
+            if let Some(replay) = &mut state.replay {
+                if let Some(replayed) = replayed.filter(|_| replay.keeps_progress) {
+                    replay.header.replayed_through = replay.header.replayed_through.max(replayed);
+                }
                 replay.header.clone()
             } else {
                 while state.blocks.front().is_some_and(|block| {
@@ -1034,6 +1071,7 @@ impl Zil {
                     first,
                     claim_txg: Txg(0),
                     claimed_through: Txg(0),
+                    replayed_through: 0,
                 }
             }
         };
