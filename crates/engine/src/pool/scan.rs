@@ -31,7 +31,10 @@
 //! txg's scan round, and the round reads the records of the last synced txg, in which N's
 //! walk still starts from S; a round that reaches N walks it from there. So whenever the scan
 //! has not finished S, it records a *catch-up*, a walk of N's tree restricted to births in
-//! `(P, S]`, done after the regular walks (cursor object set [`CURSOR_CATCH_UP`]). When N's
+//! `(P, S]`, done after the regular walks (cursor object set [`CURSOR_CATCH_UP`]). The same
+//! holds for a destroy earlier in the sync that starts the scan: the new scan's walks read
+//! the last synced txg's records, in which S still stands, so the destroys of that sync are
+//! kept until it ends and owed by a scan starting in it as if it had been running. When N's
 //! own walk starts later from P or below, it covers the catch-up, which is dropped then. A
 //! catch-up owed to a dataset
 //! that is destroyed in turn passes to its next dataset. A snapshot created during a scan
@@ -149,6 +152,20 @@ pub struct ScrubVisits {
     floors: std::collections::HashMap<u64, Txg>,
 }
 
+/// A snapshot destroyed in a sync, as a scan must know of it (see "The namespace changing
+/// under a scan").
+#[derive(Clone, Copy, Debug)]
+struct DestroyedSnapshot {
+    /// The txg whose sync destroyed it.
+    syncing: Txg,
+    object: ObjectId,
+    /// The txg of the snapshot before it (or of the origin), and its own.
+    previous_txg: Txg,
+    txg: Txg,
+    /// The dataset after it, which holds what is left of its interval.
+    next: ObjectId,
+}
+
 /// The scan's in-memory side (one per open pool).
 #[derive(Debug, Default)]
 pub struct Scanner {
@@ -162,6 +179,9 @@ pub struct Scanner {
     unusable_during_scan: Mutex<HashSet<Guid>>,
     /// The walks namespace changes left owed (see "The namespace changing under a scan").
     catch_ups: Mutex<Vec<CatchUp>>,
+    /// The snapshots destroyed so far in the txg being synced, scan or not: a scan started
+    /// later in the same sync owes their walks too.
+    destroyed_in_sync: Mutex<Vec<DestroyedSnapshot>>,
     /// The catch-ups or the unusable leaves changed since the state was last persisted.
     extension_dirty: std::sync::atomic::AtomicBool,
     /// When this process started or resumed the scan, and the bytes examined then (rate).
@@ -438,25 +458,51 @@ impl PoolCore {
         }
     }
 
-    /// Syncing context: snapshot `destroyed` (created in `txg`, its previous snapshot's txg
-    /// `previous_txg`, the dataset after it `next`) is being destroyed. Owe a walk of what `next`
-    /// now holds of its interval if the scan has passed `next` but not finished `destroyed`,
+    /// Syncing context of txg `syncing`: snapshot `destroyed` (created in `txg`, its previous
+    /// snapshot's txg `previous_txg`, the dataset after it `next`) is being destroyed. Owe a
+    /// walk of what `next` now holds of its interval if the scan has not finished `destroyed`,
     /// and pass the catch-ups owed to `destroyed` on to `next` (see "The namespace changing
-    /// under a scan").
+    /// under a scan"). Kept for the rest of the sync: a scan that starts later in it walks
+    /// the last synced txg's records, in which the snapshot still stands, and owes the same.
     pub(super) fn scan_snapshot_destroyed(
         &self,
+        syncing: Txg,
         destroyed: ObjectId,
         previous_txg: Txg,
         txg: Txg,
         next: ObjectId,
     ) {
+        let event = DestroyedSnapshot {
+            syncing,
+            object: destroyed,
+            previous_txg,
+            txg,
+            next,
+        };
+        {
+            let mut recent = self.scan.destroyed_in_sync.lock();
+            recent.retain(|earlier| earlier.syncing == syncing);
+            recent.push(event);
+        }
         let mut published = self.scan.phys.lock();
-        let Some(phys) = published
+        if let Some(phys) = published
             .as_mut()
             .filter(|phys| phys.state == ScanState::Scanning)
-        else {
-            return;
-        };
+        {
+            self.owe_walk_of_destroyed(phys, &event);
+        }
+    }
+
+    /// What the destroy of a snapshot under the running scan `phys` owes (see
+    /// [`PoolCore::scan_snapshot_destroyed`]).
+    fn owe_walk_of_destroyed(&self, phys: &mut ScanPhys, event: &DestroyedSnapshot) {
+        let DestroyedSnapshot {
+            object: destroyed,
+            previous_txg,
+            txg,
+            next,
+            ..
+        } = *event;
         let mut catch_ups = self.scan.catch_ups.lock();
         let mut changed = false;
         for (index, catch_up) in catch_ups.iter_mut().enumerate() {
@@ -574,7 +620,7 @@ impl PoolCore {
             changed = true;
             match request {
                 ScanRequest::Start(function) => {
-                    phys = Some(self.new_scan(function, txg));
+                    let mut started = self.new_scan(function, txg);
                     *self.scan.pass.lock() = Some((Instant::now(), 0));
                     *self.scan.heals_counted.lock() = self.io.heal_counts();
                     self.scan.unusable_during_scan.lock().clear();
@@ -586,6 +632,21 @@ impl PoolCore {
                             max_txg: Txg(txg.0.saturating_sub(1)),
                             ..ScrubVisits::default()
                         });
+                    // Snapshots this sync destroyed before the scan started are in the records
+                    // its walks read (the last synced txg's): their intervals are owed as if
+                    // they had gone under it.
+                    let destroyed: Vec<DestroyedSnapshot> = self
+                        .scan
+                        .destroyed_in_sync
+                        .lock()
+                        .iter()
+                        .filter(|event| event.syncing == txg)
+                        .copied()
+                        .collect();
+                    for event in &destroyed {
+                        self.owe_walk_of_destroyed(&mut started, event);
+                    }
+                    phys = Some(started);
                     log::info!(
                         "pool {}: {} started in txg {txg}",
                         self.name,

@@ -507,7 +507,13 @@ impl PoolCore {
         );
         // A scan that has passed the next dataset must still walk what it now holds of this
         // snapshot's interval (pool/scan.rs).
-        self.scan_snapshot_destroyed(snapshot.object, previous_txg, snapshot.txg(), next_object);
+        self.scan_snapshot_destroyed(
+            tx.txg,
+            snapshot.object,
+            previous_txg,
+            snapshot.txg(),
+            next_object,
+        );
 
         let mut next_deadlist = match &next {
             Some(next) => next.deadlist(),
