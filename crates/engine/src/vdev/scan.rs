@@ -26,11 +26,15 @@ pub struct FoundLeaf {
 }
 
 /// Find every leaf with a valid label in `dirs`, sorted by path. Unreadable entries and files
-/// without a valid label are skipped.
+/// without a valid label are skipped. A relative directory is taken from the working directory
+/// and the leaves found in it get absolute paths (symbolic links in them are kept, as
+/// `/dev/disk/by-id` names are): the pool records them, and a later operation naming the same
+/// device (a replace in place, say) compares its absolute identity with them.
 pub fn scan_dirs(dirs: &[PathBuf]) -> Vec<FoundLeaf> {
     let mut found = Vec::new();
     for dir in dirs {
-        let Ok(entries) = fs::read_dir(dir) else {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };
         for entry in entries.flatten() {
@@ -100,6 +104,34 @@ mod tests {
     use crate::vdev::label::{uberblock_slot_count, write_labels, write_uberblock, LabelSet};
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
+
+    /// Leaves found through a relative directory used to keep relative paths, which the pool
+    /// recorded; a replace in place of a wiped side then compared the side's absolute identity
+    /// with the relative path, did not see it was the same device, kept its handle locked and
+    /// failed with "in use by another process" (tarn-stress with a relative `--dir`).
+    #[test]
+    fn leaves_found_through_a_relative_directory_get_absolute_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = sample_config(10);
+        let device = FileDevice::create_sparse(&dir.path().join("a.img"), 64 << 20).unwrap();
+        write_labels(&device, &config, LabelSet::All).unwrap();
+        // The same directory named relative to the working directory (not changed: tests run
+        // in parallel), through as many `..` as the working directory is deep.
+        let cwd = std::env::current_dir().unwrap();
+        let mut relative = PathBuf::new();
+        for _ in cwd.components().skip(1) {
+            relative.push("..");
+        }
+        relative.push(dir.path().strip_prefix("/").unwrap());
+        assert!(relative.is_relative());
+        let found = scan_dirs(&[relative]);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].path.is_absolute(), "{}", found[0].path.display());
+        assert_eq!(
+            fs::canonicalize(&found[0].path).unwrap(),
+            fs::canonicalize(dir.path().join("a.img")).unwrap()
+        );
+    }
 
     #[test]
     fn scan_finds_pool_files_and_ignores_fifo_directory_and_random_file() {
