@@ -55,8 +55,11 @@ fn assert_clean_run(output: &Output) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "the run failed: {stdout}");
     assert_eq!(count_before(&stdout, "failures"), 0);
+    // A run is time-bound, so what it gets done varies with the machine's load (61 operations
+    // in 2 s beside a cold build of three worktrees, several hundred on an idle machine): the
+    // floor only says the run did work, and the checks below that it ended rounds and verified.
     assert!(
-        count_before(&stdout, "operations") > 100,
+        count_before(&stdout, "operations") >= 10,
         "too few operations: {stdout}"
     );
     assert!(
