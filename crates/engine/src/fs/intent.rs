@@ -34,10 +34,17 @@
 //! are numbered above every object a record names, so they never take a number a later
 //! create needs.
 
-use super::*;
-use crate::types::Txg;
+use std::sync::Arc;
+
+use crate::object::{ObjectError, Tx};
+use crate::types::{ObjectId, Txg};
 use crate::zil::record::{setattr_mask, LogTime, Record, RecordBody, RENAME_FLAGS_LOGGED};
-use crate::zil::{Change, Logbias, SyncMode};
+use crate::zil::{Change, Logbias, SyncMode, Zil};
+
+use super::nodes::NodeOrigin;
+use super::phys::{FileKind, Timestamp, Znode, MODE_PERMISSION_MASK};
+use super::write::WriteSource;
+use super::{FileSystem, FsError, Result, SetAttr, Staged};
 
 thread_local! {
     /// Test hook, off: [`test_hook_fail_replay_of`].

@@ -81,8 +81,20 @@
 //! "one operation, one transaction", and a crash part-way leaves the file parked there.
 //! [`FileSystem::open`] removes whatever a crash left there (OpenZFS's zfs_unlinked_drain),
 //! large files again in chunks.
+//!
+//! # Modules
+//! `impl FileSystem` is split by concept, one file each, every file opening with what it
+//! holds: this file has the types, opening and formatting, the inode locks, znode access and
+//! `statfs`; `dir.rs` directories, names, `lookup` and `readdir`; `nodes.rs` the making and
+//! removing of names; `rename.rs` rename; `attr.rs` `getattr` and `setattr`; `read.rs` and
+//! `write.rs` file data; [`ranges`] fallocate, SEEK_DATA / SEEK_HOLE and copy_range;
+//! [`xattr`] and [`acl`] extended attributes and POSIX ACLs; `unlinked.rs` the unlinked set
+//! and the end of an inode's life; `intent.rs` the intent log's records, fsync and replay;
+//! `path.rs` the path of an inode; [`phys`] the on-disk formats.
 
 pub mod acl;
+mod attr;
+mod dir;
 mod intent;
 mod nodes;
 mod path;
@@ -91,12 +103,10 @@ pub mod ranges;
 mod read;
 mod rename;
 mod unlinked;
+mod write;
 pub mod xattr;
 
-use intent::setattr_mask_of;
 pub use intent::{test_hook_fail_replay_of, test_hook_sync_each_replayed_record};
-use nodes::NodeOrigin;
-use unlinked::Dropped;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,19 +116,20 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
 use crate::object::adapters::KvObject;
-use crate::object::kv::{self, KvError, COOKIE_END, COOKIE_FIRST};
-use crate::object::prefetch::{PrefetchStats, Prefetcher};
-use crate::object::{Admission, ObjectError, ObjectProps, ObjectSet, Tx, WriteReservation};
+use crate::object::kv::{self, KvError};
+use crate::object::prefetch::Prefetcher;
+use crate::object::{ObjectError, ObjectProps, ObjectSet, Tx};
 use crate::txg::{TxgError, TxgManager};
 use crate::types::ObjectId;
 use crate::zil::Zil;
-use phys::{
-    DirEntryValue, SpillXattrs, Znode, FS_VERSION, INLINE_TARGET_MAX, MASTER_KEY_ROOT,
-    MASTER_KEY_UNLINKED_SET, MASTER_KEY_VERSION, MASTER_NODE_OBJECT, MODE_PERMISSION_MASK,
-    MODE_TYPE_MASK, ZNODE_FLAG_UNLINKED,
-};
 pub use phys::{FileKind, Timestamp};
+use phys::{
+    SpillXattrs, Znode, FS_VERSION, MASTER_KEY_ROOT, MASTER_KEY_UNLINKED_SET, MASTER_KEY_VERSION,
+    MASTER_NODE_OBJECT,
+};
 pub use ranges::{SeekTarget, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
+pub use rename::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
+pub use write::{HeldBack, WriteSource, SHORT_WRITE_MIN};
 pub use xattr::{XattrLayout, XATTR_CREATE, XATTR_REPLACE};
 
 /// Longest name in a directory, in bytes.
@@ -128,73 +139,14 @@ pub const SYMLINK_TARGET_MAX: usize = 4096;
 /// Largest read or write in one call.
 pub const IO_BYTES_MAX: usize = 64 << 20;
 
-/// The smallest piece a caller's write is cut to when it does not fit whole (see
-/// [`FileSystem::write_from`]).
-pub const SHORT_WRITE_MIN: usize = 4096;
-
-/// Where a write comes from, which decides the space it may use (see
-/// [`FileSystem::write_from`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteSource {
-    /// A caller waiting for the answer (an engine call, a replay, a receive): the write is
-    /// stored whole or refused.
-    Caller,
-    /// A write(2) that reaches the engine before it returns (direct I/O): cut to what fits
-    /// when the pool is nearly full (a short write), as POSIX has write(2) do.
-    Direct,
-    /// The write-back of pages a kernel cache accepted earlier; `after_loss` once an
-    /// earlier write-back of the same file was lost.
-    WriteBack { after_loss: bool },
-    /// A write the intent log replays at import ([`Admission::Replay`]).
-    Replay,
-}
-
-impl WriteSource {
-    /// The space a write from here may use.
-    fn admission(self) -> Admission {
-        match self {
-            WriteSource::Caller | WriteSource::Direct => Admission::Ordinary,
-            WriteSource::WriteBack { .. } => Admission::WriteBack,
-            WriteSource::Replay => Admission::Replay,
-        }
-    }
-}
-
-/// Space held back for write-backs while this lives ([`FileSystem::hold_back_for_write_backs`]).
-pub struct HeldBack {
-    reservation: Option<Arc<dyn WriteReservation>>,
-    bytes: u64,
-}
-
-impl Drop for HeldBack {
-    fn drop(&mut self) {
-        if let Some(reservation) = &self.reservation {
-            reservation.release_held_back(self.bytes);
-        }
-    }
-}
 /// Largest file size (offsets travel as i64).
 pub const FILE_SIZE_MAX: u64 = i64::MAX as u64;
 /// Block size of a new file's object (OpenZFS's SPA_MINBLOCKSIZE), grown by its writes.
 pub const FILE_BLOCK_SIZE_FIRST: u32 = 512;
-/// `rename` flag: fail with [`FsError::Exists`] if the target exists (Linux's value).
-pub const RENAME_NOREPLACE: u32 = 1;
-/// `rename` flag: swap the two entries, both of which must exist (Linux's value).
-pub const RENAME_EXCHANGE: u32 = 2;
-/// `rename` flag: leave a whiteout (character device 0:0) at the old name (Linux's value).
-pub const RENAME_WHITEOUT: u32 = 4;
-/// Readdir offset of `.`'s successor and `..`'s successor.
-const COOKIE_AFTER_DOT: u64 = 1;
-const COOKIE_AFTER_DOTDOT: u64 = 2;
-const _: () = assert!(COOKIE_AFTER_DOTDOT < COOKIE_FIRST);
 /// Stripes of the inode lock table.
 const INODE_LOCK_STRIPES: usize = 1024;
-/// relatime: a read updates an atime older than this even if it is newer than mtime and ctime.
-const RELATIME_SECONDS: i64 = 24 * 60 * 60;
 /// Block size of directory key/value objects.
 const DIRECTORY_BLOCK_SIZE: u32 = 16 << 10;
-/// Unlinked-set entries removed per transaction when draining.
-const DRAIN_BATCH: usize = 256;
 
 /// Errors of the file system layer. The FUSE adapter maps them to errno (moving a directory
 /// into its own subtree is `Invalid`, EINVAL, as on Linux).
@@ -429,38 +381,6 @@ impl Staged {
     }
 }
 
-fn check_name(name: &[u8]) -> Result<()> {
-    if name.len() > NAME_LEN_MAX {
-        return Err(FsError::NameTooLong);
-    }
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(FsError::InvalidName);
-    }
-    Ok(())
-}
-
-fn is_dot_or_dotdot(name: &[u8]) -> bool {
-    name == b"." || name == b".."
-}
-
-/// A name for a new entry: valid, and not `.` or `..` (which always exist).
-fn check_new_name(name: &[u8]) -> Result<()> {
-    check_name(name)?;
-    if is_dot_or_dotdot(name) {
-        return Err(FsError::Exists);
-    }
-    Ok(())
-}
-
-/// A name of an existing entry to remove or move: valid, and not `.` or `..`.
-fn check_old_name(name: &[u8]) -> Result<()> {
-    check_name(name)?;
-    if is_dot_or_dotdot(name) {
-        return Err(FsError::Invalid("cannot remove or move '.' or '..'".into()));
-    }
-    Ok(())
-}
-
 fn kv_error(object: u64) -> impl Fn(KvError) -> FsError {
     move |error| match error {
         KvError::Corrupt { what, block } => {
@@ -646,7 +566,6 @@ impl FileSystem {
         Ok(self.objset.enter())
     }
 
-    /// The root directory's inode number.
     /// Properties used for objects created from now on.
     pub fn config(&self) -> FsConfig {
         *self.config.read()
@@ -658,6 +577,7 @@ impl FileSystem {
         *self.config.write() = config;
     }
 
+    /// The root directory's inode number.
     pub fn root(&self) -> u64 {
         self.root
     }
@@ -719,23 +639,6 @@ impl FileSystem {
         Znode::decode(&bonus, ino)
     }
 
-    /// The znode of a directory that can still get entries.
-    fn directory(&self, ino: u64) -> Result<Znode> {
-        let znode = self.znode(ino)?;
-        if znode.kind() != FileKind::Directory {
-            return Err(FsError::NotDir);
-        }
-        Ok(znode)
-    }
-
-    fn live_directory(&self, ino: u64) -> Result<Znode> {
-        let znode = self.directory(ino)?;
-        if znode.links == 0 {
-            return Err(FsError::NotFound);
-        }
-        Ok(znode)
-    }
-
     /// Store a znode changed by an operation the intent log does not record: an fsync of
     /// the inode then waits for this txg.
     fn put_znode(&self, tx: &Tx, ino: u64, znode: &Znode) -> Result<()> {
@@ -764,99 +667,6 @@ impl FileSystem {
         Ok(Staged { znodes })
     }
 
-    fn dir_lookup(&self, dir: u64, name: &[u8]) -> Result<Option<DirEntryValue>> {
-        let value = {
-            let handle = KvObject::new(&self.objset, ObjectId(dir), None)?;
-            kv::lookup(&handle, name).map_err(kv_error(dir))?
-        };
-        value
-            .map(|raw| DirEntryValue::decode(&raw, dir))
-            .transpose()
-    }
-
-    fn dir_insert(&self, tx: Tx, dir: u64, name: &[u8], value: DirEntryValue) -> Result<()> {
-        let mut handle = KvObject::new(&self.objset, ObjectId(dir), Some(tx))?;
-        kv::insert(&mut handle, name, &value.encode()).map_err(kv_error(dir))
-    }
-
-    fn dir_upsert(&self, tx: Tx, dir: u64, name: &[u8], value: DirEntryValue) -> Result<()> {
-        let mut handle = KvObject::new(&self.objset, ObjectId(dir), Some(tx))?;
-        kv::upsert(&mut handle, name, &value.encode()).map_err(kv_error(dir))?;
-        Ok(())
-    }
-
-    fn dir_remove(&self, tx: Tx, dir: u64, name: &[u8]) -> Result<()> {
-        let mut handle = KvObject::new(&self.objset, ObjectId(dir), Some(tx))?;
-        if !kv::remove(&mut handle, name).map_err(kv_error(dir))? {
-            return Err(FsError::Corrupt(format!(
-                "directory {dir}: entry vanished under its lock"
-            )));
-        }
-        Ok(())
-    }
-
-    fn attr_of(&self, ino: u64, znode: &Znode) -> Result<Attr> {
-        let info = self.objset.info(ObjectId(ino))?;
-        let kind = znode.kind();
-        // st_blocks: the space the object's synced tree holds (every copy, after compression),
-        // plus the logical size of its data written since and not yet synced, an upper bound
-        // on what that data will take (zeros become holes, compression shrinks the rest). So
-        // never-written ranges count nothing, and the figure settles to the allocated space
-        // once the data is synced.
-        let blocks =
-            (info.size_allocated + self.objset.dirty_bytes_of(ObjectId(ino))).div_ceil(512);
-        Ok(Attr {
-            ino,
-            generation: info.generation.0,
-            size: znode.size,
-            blocks,
-            atime: znode.atime,
-            mtime: znode.mtime,
-            ctime: znode.ctime,
-            crtime: znode.crtime,
-            kind,
-            perm: (znode.mode & MODE_PERMISSION_MASK) as u16,
-            nlink: znode.links,
-            uid: znode.uid,
-            gid: znode.gid,
-            rdev: znode.rdev,
-            // A file whose single block still grows prefers I/O of the recordsize, not of
-            // its current block (OpenZFS reports the block, 512 bytes for a tiny file).
-            blksize: if kind == FileKind::Regular {
-                info.data_block_size.max(self.config().file_block_size)
-            } else {
-                info.data_block_size
-            },
-        })
-    }
-
-    /// Write `data` at `offset` of file (or long symlink) `ino`'s object: its single block grows
-    /// with the file up to the recordsize, as OpenZFS's `zfs_write` grows `z_blksz`, so that a
-    /// file of a few KiB is stored, cached, compressed and checksummed as a block of a few KiB
-    /// rather than as a whole record.
-    pub(crate) fn write_file_data(
-        &self,
-        tx: &Tx,
-        ino: u64,
-        offset: u64,
-        data: &[u8],
-    ) -> std::result::Result<(), ObjectError> {
-        self.write_file_data_as(tx, ino, offset, data, Admission::Ordinary)
-    }
-
-    fn write_file_data_as(
-        &self,
-        tx: &Tx,
-        ino: u64,
-        offset: u64,
-        data: &[u8],
-        admission: Admission,
-    ) -> std::result::Result<(), ObjectError> {
-        let record = self.config().file_block_size;
-        self.objset
-            .write_growing_as(tx, ObjectId(ino), offset, data, record, admission)
-    }
-
     fn props_for(&self, kind: FileKind) -> ObjectProps {
         let config = *self.config.read();
         let (object_type, data_block_size) = if kind == FileKind::Directory {
@@ -875,301 +685,8 @@ impl FileSystem {
         }
     }
 
-    /// Resolve `name` in `dir` without locks, lock `dir` and the inode it names,
-    /// and return the entry once it is confirmed under the locks.
-    fn lock_entry(
-        &self,
-        dir: u64,
-        name: &[u8],
-    ) -> Result<(DirEntryValue, Vec<MutexGuard<'_, ()>>)> {
-        loop {
-            self.directory(dir)?;
-            let entry = self.dir_lookup(dir, name)?.ok_or(FsError::NotFound)?;
-            let guards = self.lock_inodes(&[dir, entry.object]);
-            if self.dir_lookup(dir, name)? == Some(entry) {
-                return Ok((entry, guards));
-            }
-        }
-    }
-
     // ---------------------------------------------------------------------------------------
     // Operations.
-
-    /// The inode named `name` in directory `dir` (`.` and `..` included).
-    pub fn lookup(&self, dir: u64, name: &[u8]) -> Result<Attr> {
-        check_name(name)?;
-        let znode = self.directory(dir)?;
-        let ino = match name {
-            b"." => dir,
-            b".." => znode.parent,
-            _ => self.dir_lookup(dir, name)?.ok_or(FsError::NotFound)?.object,
-        };
-        self.getattr(ino)
-    }
-
-    pub fn getattr(&self, ino: u64) -> Result<Attr> {
-        let znode = self.znode(ino)?;
-        self.attr_of(ino, &znode)
-    }
-
-    pub fn setattr(&self, ino: u64, changes: SetAttr) -> Result<Attr> {
-        let _gate = self.change()?;
-        let _guards = self.lock_inodes(&[ino]);
-        let mut znode = self.znode(ino)?;
-        let kind = znode.kind();
-        if let Some(mode) = changes.mode {
-            if mode & MODE_TYPE_MASK != 0 && mode & MODE_TYPE_MASK != kind.mode_bits() {
-                return Err(FsError::Invalid(format!(
-                    "mode {mode:#o} changes the file type"
-                )));
-            }
-            if mode & !(MODE_TYPE_MASK | MODE_PERMISSION_MASK) != 0 {
-                return Err(FsError::Invalid(format!("mode {mode:#o}")));
-            }
-        }
-        if let Some(size) = changes.size {
-            match kind {
-                FileKind::Regular => {}
-                FileKind::Directory => return Err(FsError::IsDir),
-                _ => return Err(FsError::Invalid("size of a non-regular file".into())),
-            }
-            if size > FILE_SIZE_MAX {
-                return Err(FsError::Invalid(format!("size {size} too large")));
-            }
-        }
-        // A chmod rewrites a stored access ACL to match (read and checked before the
-        // transaction).
-        let acl = match changes.mode {
-            Some(_) => self
-                .xattr_of(ino, &znode, acl::ACL_ACCESS)?
-                .map(|(raw, found)| {
-                    acl::Acl::decode(&raw)
-                        .map(|acl| (acl, found))
-                        .map_err(|error| FsError::Corrupt(format!("inode {ino}: {error}")))
-                })
-                .transpose()?,
-            None => None,
-        };
-        if let Some(size) = changes.size {
-            // A large truncation frees in chunks of bounded txgs first; the transaction
-            // below then only trims the last partial block and sets the size.
-            if size < znode.size && self.is_large(ino)? {
-                self.objset
-                    .free_long_range(&self.txgs, ObjectId(ino), size)?;
-            }
-        }
-        let now = Timestamp::now();
-        let acl_rewritten = acl.is_some();
-        let hold = self.txgs.assign()?;
-        let tx = hold.tx();
-        if let Some(size) = changes.size {
-            if size < znode.size {
-                self.objset.free_range(&tx, ObjectId(ino), size, u64::MAX)?;
-            }
-            if size != znode.size || changes.mtime.is_none() {
-                znode.mtime = now;
-            }
-            znode.size = size;
-        }
-        if let Some(mode) = changes.mode {
-            znode.mode = kind.mode_bits() | (mode & MODE_PERMISSION_MASK);
-            if let Some((mut acl, found)) = acl {
-                acl.chmod(mode);
-                self.store_xattr(
-                    tx,
-                    ino,
-                    &mut znode,
-                    acl::ACL_ACCESS,
-                    &acl.encode(),
-                    Some(found),
-                )?;
-            }
-        }
-        if let Some(uid) = changes.uid {
-            znode.uid = uid;
-        }
-        if let Some(gid) = changes.gid {
-            znode.gid = gid;
-        }
-        if let Some(atime) = changes.atime {
-            znode.atime = atime;
-        }
-        if let Some(mtime) = changes.mtime {
-            znode.mtime = mtime;
-        }
-        znode.ctime = now;
-        if acl_rewritten {
-            self.put_znode(&tx, ino, &znode)?;
-        } else {
-            self.put_znode_logged(&tx, ino, &znode)?;
-            self.log_setattr(&tx, ino, &znode, setattr_mask_of(&changes))?;
-        }
-        drop(hold);
-        self.sync_always(ino)?;
-        self.attr_of(ino, &znode)
-    }
-
-    /// Up to `max` entries of directory `dir` from offset `cookie`: 0 starts with `.`, 1 with
-    /// `..`, 2 with the first stored entry; each entry says where the next call continues.
-    pub fn readdir(&self, dir: u64, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
-        let znode = self.directory(dir)?;
-        let mut entries = Vec::new();
-        if max == 0 || cookie >= COOKIE_END {
-            return Ok(entries);
-        }
-        if cookie == 0 {
-            entries.push(DirEntry {
-                name: b".".to_vec(),
-                ino: dir,
-                kind: FileKind::Directory,
-                next_cookie: COOKIE_AFTER_DOT,
-            });
-        }
-        if cookie <= COOKIE_AFTER_DOT && entries.len() < max {
-            entries.push(DirEntry {
-                name: b"..".to_vec(),
-                ino: znode.parent,
-                kind: FileKind::Directory,
-                next_cookie: COOKIE_AFTER_DOTDOT,
-            });
-        }
-        if entries.len() == max {
-            return Ok(entries);
-        }
-        let from = cookie.max(COOKIE_FIRST);
-        let stored = {
-            let handle = KvObject::new(&self.objset, ObjectId(dir), None)?;
-            kv::list(&handle, from, max - entries.len()).map_err(kv_error(dir))?
-        };
-        for entry in stored {
-            let value = DirEntryValue::decode(&entry.value, dir)?;
-            entries.push(DirEntry {
-                name: entry.key,
-                ino: value.object,
-                kind: value.kind,
-                next_cookie: entry.cookie + 1,
-            });
-        }
-        Ok(entries)
-    }
-
-    /// Write `data` at `offset` into a regular file, extending it as needed; returns the
-    /// number of bytes written ([`FileSystem::write_from`] for a caller that waits).
-    pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_from(ino, offset, data, WriteSource::Caller)
-    }
-
-    /// [`FileSystem::write`] from `source`. A direct write that does not fit whole is cut to
-    /// what fits, halving down to [`SHORT_WRITE_MIN`] bytes (a short write, as POSIX has
-    /// write(2) do when a device fills), and is refused with `NoSpace` only when not even that
-    /// fits. Other writes are all or nothing; after a lost write-back (`after_loss`) one that
-    /// would start past the stored end of the file is refused, so that the file never
-    /// covers the lost bytes with a hole that reads as zeros.
-    pub fn write_from(
-        &self,
-        ino: u64,
-        offset: u64,
-        data: &[u8],
-        source: WriteSource,
-    ) -> Result<usize> {
-        let _gate = self.change()?;
-        if data.len() > IO_BYTES_MAX {
-            return Err(FsError::Invalid(format!("write of {} bytes", data.len())));
-        }
-        offset
-            .checked_add(data.len() as u64)
-            .filter(|&end| end <= FILE_SIZE_MAX)
-            .ok_or_else(|| FsError::Invalid("write past the largest file size".into()))?;
-        let _guards = self.lock_inodes(&[ino]);
-        let mut znode = self.znode(ino)?;
-        match znode.kind() {
-            FileKind::Regular => {}
-            FileKind::Directory => return Err(FsError::IsDir),
-            kind => return Err(FsError::Invalid(format!("write to a {kind:?}"))),
-        }
-        if source == (WriteSource::WriteBack { after_loss: true }) && offset > znode.size {
-            return Err(FsError::NoSpace);
-        }
-        let admission = source.admission();
-        let now = Timestamp::now();
-        let mut waited_for_sync = false;
-        let mut length = data.len();
-        let hold = loop {
-            let hold = self.txgs.assign()?;
-            let tx = hold.tx();
-            // The data first: a write refused for lack of space changes nothing.
-            if data.is_empty() {
-                break hold;
-            }
-            match self.write_file_data_as(&tx, ino, offset, &data[..length], admission) {
-                Ok(()) => break hold,
-                // The space admission counts the dirty data of our own txg, which cannot
-                // sync while we hold it: let it go, wait for it to reach disk (its estimate
-                // becomes real allocations) and try once more, as zfs retries a tempreserve
-                // after txg_wait_open. Only then is the pool really full.
-                Err(ObjectError::NoSpace) if !waited_for_sync => {
-                    drop(hold);
-                    self.txgs.wait_synced(Some(tx.txg))?;
-                    waited_for_sync = true;
-                }
-                Err(ObjectError::NoSpace)
-                    if source == WriteSource::Direct && length > SHORT_WRITE_MIN =>
-                {
-                    length = (length / 2).max(SHORT_WRITE_MIN);
-                }
-                Err(error) => return Err(error.into()),
-            }
-        };
-        let tx = hold.tx();
-        if length > 0 {
-            znode.size = znode.size.max(offset + length as u64);
-        }
-        znode.mtime = now;
-        znode.ctime = now;
-        self.put_znode_logged(&tx, ino, &znode)?;
-        self.log_change(
-            &tx,
-            ino,
-            crate::zil::Change::Write {
-                offset,
-                length: length as u64,
-            },
-        )?;
-        drop(hold);
-        self.sync_always(ino)?;
-        Ok(length)
-    }
-
-    /// Would a write of `bytes` from `source` be admitted now (ignoring what waiting for
-    /// the syncing txgs would free)? Never waits.
-    pub fn write_fits(&self, bytes: u64, source: WriteSource) -> bool {
-        let admission = source.admission();
-        self.objset
-            .reservation()
-            .is_none_or(|reservation| reservation.fits(bytes, admission))
-    }
-
-    /// Would a caller's write of `bytes` be admitted, as [`FileSystem::write`] decides it:
-    /// when the quick look says no, the data in flight (counted twice until it is allocated)
-    /// is let sync first and the space looked at again. May wait for a txg sync.
-    pub fn caller_write_would_fit(&self, bytes: u64) -> Result<bool> {
-        if self.write_fits(bytes, WriteSource::Caller) {
-            return Ok(true);
-        }
-        self.txgs.wait_synced(None)?;
-        Ok(self.write_fits(bytes, WriteSource::Caller))
-    }
-
-    /// Hold `bytes` of the pool back from callers' writes for the write-backs of a kernel
-    /// cache, until the guard is dropped (see `object::WriteReservation`). Nothing is held
-    /// for a file system without space admission (a snapshot's, a test's bare object set).
-    pub fn hold_back_for_write_backs(&self, bytes: u64) -> HeldBack {
-        let reservation = self.objset.reservation();
-        if let Some(reservation) = &reservation {
-            reservation.hold_back(bytes);
-        }
-        HeldBack { reservation, bytes }
-    }
 
     /// Space figures in units of [`STATFS_BLOCK_SIZE`], from the space source (zeros if
     /// none).
@@ -1199,21 +716,6 @@ impl FileSystem {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_checked() {
-        assert!(check_name(b"a").is_ok());
-        assert!(check_name(&[b'x'; 255]).is_ok());
-        assert!(matches!(
-            check_name(&[b'x'; 256]),
-            Err(FsError::NameTooLong)
-        ));
-        assert!(matches!(check_name(b""), Err(FsError::InvalidName)));
-        assert!(matches!(check_name(b"a/b"), Err(FsError::InvalidName)));
-        assert!(matches!(check_name(b"a\0b"), Err(FsError::InvalidName)));
-        assert!(matches!(check_new_name(b".."), Err(FsError::Exists)));
-        assert!(matches!(check_old_name(b"."), Err(FsError::Invalid(_))));
-    }
 
     #[test]
     fn stripes_spread_and_stay_in_range() {

@@ -3,9 +3,20 @@
 //! inheritance and umask of a new node, and the removal that parks a still-open file in the
 //! unlinked set. Each of these makes an intent-log record (fs/intent.rs).
 
-use super::intent::log_time;
-use super::*;
+use crate::block::blkptr::ObjectType;
+use crate::object::adapters::KvObject;
+use crate::object::kv;
+use crate::types::ObjectId;
 use crate::zil::record::RecordBody;
+
+use super::dir::{check_name, check_new_name, check_old_name};
+use super::intent::log_time;
+use super::phys::{
+    DirEntryValue, FileKind, SpillXattrs, Timestamp, Znode, INLINE_TARGET_MAX,
+    MODE_PERMISSION_MASK, MODE_TYPE_MASK,
+};
+use super::unlinked::Dropped;
+use super::{kv_error, Attr, FileSystem, FsError, Result, SYMLINK_TARGET_MAX};
 
 /// Where a new node's object number and birth time come from.
 #[derive(Clone, Copy, Debug)]

@@ -10,7 +10,9 @@
 //! parent chain does not reach the root has no path: `None`, and the caller falls back to the
 //! object number as zpool does.
 
-use super::*;
+use crate::object::kv::COOKIE_FIRST;
+
+use super::{FileSystem, FsError, Result};
 
 /// Directory entries read per listing call while searching a parent for a child.
 const PATH_LISTING_BATCH: usize = 256;

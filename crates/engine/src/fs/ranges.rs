@@ -31,7 +31,10 @@
 //! DESIGN.md §3 invariant 8), in pieces of at most [`COPY_CHUNK_BYTES`], each piece its own
 //! transaction; a hole in the source stays a hole (skipped with SEEK_DATA).
 
-use super::*;
+use crate::types::ObjectId;
+
+use super::phys::{FileKind, Timestamp, Znode};
+use super::{FileSystem, FsError, Result, FILE_SIZE_MAX};
 
 /// `fallocate` mode bits (Linux's values).
 pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;

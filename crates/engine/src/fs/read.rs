@@ -4,7 +4,14 @@
 
 use std::sync::atomic::Ordering;
 
-use super::*;
+use crate::object::prefetch::PrefetchStats;
+use crate::types::ObjectId;
+
+use super::phys::{FileKind, Timestamp, Znode};
+use super::{FileSystem, FsError, Result, IO_BYTES_MAX};
+
+/// relatime: a read updates an atime older than this even if it is newer than mtime and ctime.
+const RELATIME_SECONDS: i64 = 24 * 60 * 60;
 
 impl FileSystem {
     /// Read up to `length` bytes at `offset` from a regular file (fewer at its end).

@@ -4,9 +4,21 @@
 //! deleted lower file) is a character device 0:0 with mode 0 left at the old name, created in
 //! the rename's own transaction, so no one ever sees the old name missing.
 
-use super::unlinked::Dropped;
-use super::*;
+use crate::block::blkptr::ObjectType;
+use crate::object::Tx;
 use crate::zil::record::RecordBody;
+
+use super::dir::{check_name, check_old_name, is_dot_or_dotdot};
+use super::phys::{DirEntryValue, FileKind, SpillXattrs, Timestamp, Znode};
+use super::unlinked::Dropped;
+use super::{FileSystem, FsError, Result};
+
+/// `rename` flag: fail with [`FsError::Exists`] if the target exists (Linux's value).
+pub const RENAME_NOREPLACE: u32 = 1;
+/// `rename` flag: swap the two entries, both of which must exist (Linux's value).
+pub const RENAME_EXCHANGE: u32 = 2;
+/// `rename` flag: leave a whiteout (character device 0:0) at the old name (Linux's value).
+pub const RENAME_WHITEOUT: u32 = 4;
 
 impl FileSystem {
     /// Whether `ancestor` is `dir` or one of its ancestors (walking parent pointers).

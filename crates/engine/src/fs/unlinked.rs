@@ -3,7 +3,16 @@
 //! transaction (freed in chunks, parked here meanwhile), the drain at mount after a crash, and
 //! the open counts that decide when an unlinked file goes.
 
-use super::*;
+use crate::object::adapters::KvObject;
+use crate::object::kv::{self, COOKIE_FIRST};
+use crate::object::Tx;
+use crate::types::ObjectId;
+
+use super::phys::{self, Znode, ZNODE_FLAG_UNLINKED};
+use super::{kv_error, Attr, FileSystem, FsError, Result};
+
+/// Unlinked-set entries removed per transaction when draining.
+const DRAIN_BATCH: usize = 256;
 
 /// What became of an inode whose last link went away ([`FileSystem::drop_inode`]).
 pub(super) enum Dropped {

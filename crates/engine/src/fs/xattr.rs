@@ -55,16 +55,21 @@
 //! Removing a file (`FileSystem::remove_inode`) removes its xattr directory and every value
 //! object in the same transaction as the file's own object, so no space is left behind.
 
-use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
-use super::phys::{
-    decode_spill, encode_spill, sa_split, SaXattr, SpillXattrs, XattrDirValue,
-    XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX, ZNODE_SIZE,
-};
-use super::*;
+use crate::block::blkptr::ObjectType;
+use crate::object::adapters::KvObject;
+use crate::object::kv::{self, COOKIE_FIRST};
 use crate::object::phys::DNODE_BONUS_SIZE_MAX;
+use crate::object::{ObjectProps, Tx};
+use crate::types::ObjectId;
 use crate::zil::record::RecordBody;
 
+use super::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT};
 pub use super::phys::XATTR_VALUE_LEN_MAX;
+use super::phys::{
+    decode_spill, encode_spill, sa_split, FileKind, SaXattr, SpillXattrs, Timestamp, XattrDirValue,
+    Znode, XATTR_DIR_INLINE_MAX, XATTR_NAME_LEN_MAX, ZNODE_SIZE,
+};
+use super::{kv_error, FileSystem, FsError, Result};
 
 /// `setxattr` flag: fail with [`FsError::Exists`] if the name exists (Linux's value).
 pub const XATTR_CREATE: u32 = 1;

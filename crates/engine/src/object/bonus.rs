@@ -2,7 +2,21 @@
 //! reads that see changes not yet synced, and changes that keep the bonus within 192 bytes while
 //! a spill block exists (phys.rs has the layout).
 
-use super::*;
+use std::sync::Arc;
+
+use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::txg::Tx;
+use crate::types::ObjectId;
+
+use super::phys::{bonus_size_max, SPILL_SIZE_MAX, SPILL_SIZE_MIN};
+use super::read;
+use super::{ObjectError, ObjectSet};
+
+/// Where the current spill block of an object is: a change not yet synced, or the tree's.
+enum SpillSource {
+    Dirty(Option<Arc<Vec<u8>>>),
+    Tree(Option<BlockPtr>),
+}
 
 impl ObjectSet {
     pub fn bonus(&self, object: ObjectId) -> Result<Vec<u8>, ObjectError> {

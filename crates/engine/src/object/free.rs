@@ -1,7 +1,13 @@
 //! Freeing byte ranges of an object: in one transaction, or in chunks of bounded txgs for large
 //! files and truncations (OpenZFS dmu_free_range, dmu_free_long_range).
 
-use super::*;
+use std::sync::Arc;
+
+use crate::txg::{Tx, TxgManager};
+use crate::types::ObjectId;
+
+use super::phys;
+use super::{ObjectError, ObjectSet};
 
 impl ObjectSet {
     /// Free `length` bytes at `offset` (`u64::MAX` length: to the end). Whole blocks inside the

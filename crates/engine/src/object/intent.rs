@@ -13,8 +13,12 @@
 //! above as the type they attached ([`ObjectSet::log`]).
 
 use std::any::Any;
+use std::sync::Arc;
 
-use super::*;
+use crate::types::Txg;
+
+use super::log_header::LogHeader;
+use super::{ObjectError, ObjectSet};
 
 /// What an object set asks of the intent log attached to it. The zil layer implements it
 /// (`zil::Zil`); the object layer, below it, names only this.

@@ -63,10 +63,26 @@
 //! Everything in memory is lost in a crash; what was synced is described by the last uberblock.
 //! The header reserves room for an intent log (ZIL); object numbers are not reused within a
 //! pool's lifetime yet, and each dnode records the txg it was allocated in as its generation.
+//!
+//! # Modules
+//! `impl ObjectSet` is split by concept, one file each, every file opening with what it holds:
+//! this file has the types, the errors, the copies rule, and the set's life (create, open,
+//! its settings, the gate, rollback with [`ObjectSet::reset_to`], [`ObjectSet::sync_done`]);
+//! `dnode.rs` dnodes as open context sees them and the allocation and free of objects;
+//! `dirty.rs` the per-txg dirty records and dirty-data figures; `write.rs` writes, their
+//! admission and the per-object writer lock; `read.rs` reads; `free.rs` freeing byte ranges;
+//! `bonus.rs` bonus buffers and spill blocks; `sync.rs` the sync of a txg, [`tree`] the sync
+//! of one object's block tree; `synced.rs` the synced tree as `check` reads it;
+//! `dnode_cache.rs` the cache of decoded dnodes; `intent.rs`, [`log_header`] and `prewrite.rs`
+//! the intent log's side; [`prefetch`] predictive prefetch; [`read_errors`] blocks found
+//! unreadable; [`phys`] the on-disk formats. [`kv`], [`bpobj`], [`traverse`] and [`adapters`]
+//! are objects and walks built on the set.
 
 pub mod adapters;
 mod bonus;
 pub mod bpobj;
+mod dirty;
+mod dnode;
 mod dnode_cache;
 mod free;
 mod intent;
@@ -85,6 +101,7 @@ mod synced;
 pub mod traverse;
 pub mod tree;
 mod write;
+pub use write::{ObjectLockGuard, WholeBlock};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,19 +109,14 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::block::blkptr::{BlockError, BlockPtr, ChecksumType, Compression, ObjectType};
-use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint, WriteProps};
-use crate::cache::ReadFor;
-use crate::space::storage::SpaceStorage;
+use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
 pub use crate::txg::Tx;
 use crate::txg::TxgManager;
 use crate::types::{ObjectId, Txg};
+use dirty::TxgDirty;
 pub use intent::AttachedLog;
 use log_header::LogHeader;
-use phys::{
-    bonus_size_max, DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE,
-    SPILL_SIZE_MAX, SPILL_SIZE_MIN,
-};
-use tree::TreeSync;
+use phys::{DnodePhys, ObjsetHeader, ObjsetKind, DNODE_BONUS_SIZE_MAX, DNODE_SIZE};
 
 /// Errors of the object layer.
 #[derive(Debug, thiserror::Error)]
@@ -156,35 +168,6 @@ pub fn write_copies(object_type: ObjectType, level: u8, copies: u8) -> u8 {
     } else {
         (copies + 1).min(COPIES_MAX)
     }
-}
-
-/// Whether data blocks `first..=last` of the object `dnode` describes lie within what its
-/// tree can address ([`phys::check_addressable`]): open context refuses a write past it, so
-/// that the sync never meets a block it cannot place.
-fn check_blocks_addressable(dnode: &DnodePhys, first: u64, last: u64) -> Result<(), ObjectError> {
-    let block_size = u64::from(dnode.data_block_size);
-    let range = first.checked_mul(block_size).and_then(|offset| {
-        let length = (last.checked_sub(first)?.checked_add(1)?).checked_mul(block_size)?;
-        Some((offset, length))
-    });
-    let Some((offset, length)) = range else {
-        return Err(ObjectError::TooLarge(format!(
-            "blocks {first}..={last} of {block_size} bytes end past the largest offset"
-        )));
-    };
-    check_range_addressable(dnode, offset, length)
-}
-
-/// Whether `length` bytes at `offset` of the object `dnode` describes lie within what its
-/// tree can address ([`phys::check_addressable`]).
-fn check_range_addressable(dnode: &DnodePhys, offset: u64, length: u64) -> Result<(), ObjectError> {
-    phys::check_addressable(
-        dnode.data_block_size,
-        dnode.indirect_block_shift,
-        offset,
-        length,
-    )
-    .map_err(ObjectError::TooLarge)
 }
 
 /// Admission of new data before it is dirtied: the pool refuses writes that could not be
@@ -282,105 +265,6 @@ pub struct ObjectInfo {
     pub bonus_type: ObjectType,
 }
 
-#[derive(Clone, Default)]
-struct ObjectDirty {
-    /// Created in this txg with this (empty) dnode.
-    create: Option<DnodePhys>,
-    removed: bool,
-    bonus: Option<(ObjectType, Vec<u8>)>,
-    /// New settings for the object's blocks written from now on ([`ObjectSet::set_settings`]).
-    settings: Option<ObjectSettings>,
-    /// A new spill block (`Some(None)`: the spill block removed).
-    spill: Option<Option<Arc<Vec<u8>>>>,
-    /// Block ranges freed in this txg, applied before `blocks`.
-    frees: Vec<(u64, u64)>,
-    blocks: BTreeMap<u64, DirtyBlock>,
-    /// Highest block id written in this txg, and whether a free ran to the end of the object.
-    truncated_to: Option<u64>,
-    /// The data block size the object grew to in this txg (write.rs, `grow_block_locked`):
-    /// only while it has at most one block, which this record then holds at the new size.
-    block_size: Option<u32>,
-    /// Blocks of `blocks` already written by the intent log (prewrite.rs): the sync adopts
-    /// these pointers instead of writing the blocks.
-    overrides: BTreeMap<u64, BlockPtr>,
-}
-
-/// A data block written in a txg not yet synced.
-#[derive(Clone)]
-enum DirtyBlock {
-    /// Its bytes.
-    Data(Arc<Vec<u8>>),
-    /// Its bytes, written whole by a receive ([`ObjectSet::write_blocks`]): as `Data`, but the
-    /// sync does not keep it in the cache (as OpenZFS's lightweight receive writes bypass the
-    /// ARC: a stream's blocks are seldom read soon, and caching them costs memory and time).
-    Received(Arc<Vec<u8>>),
-    /// A block that arrived compressed (a compressed receive), kept only as its payload (which
-    /// the writer checked decompresses to `size_logical` bytes): the sync stores the payload
-    /// as it is ([`BlockIo::write_stored`]), and a read before then decompresses it. Holding
-    /// no decompressed copy is what makes such a write cost one buffer, the one received.
-    Stored {
-        compression: Compression,
-        payload: Arc<Vec<u8>>,
-        size_logical: u32,
-        /// The payload's fletcher4 checksum if the receive has it (the stream's payload
-        /// digest): the sync derives the block's from it rather than reading the payload.
-        fletcher4: Option<[u8; 32]>,
-    },
-}
-
-impl DirtyBlock {
-    fn size_logical(&self) -> u64 {
-        match self {
-            DirtyBlock::Data(data) | DirtyBlock::Received(data) => data.len() as u64,
-            DirtyBlock::Stored { size_logical, .. } => u64::from(*size_logical),
-        }
-    }
-
-    /// The block's bytes (decompressed from a stored payload).
-    fn contents(&self) -> Result<Arc<Vec<u8>>, ObjectError> {
-        match self {
-            DirtyBlock::Data(data) | DirtyBlock::Received(data) => Ok(data.clone()),
-            DirtyBlock::Stored {
-                compression,
-                payload,
-                size_logical,
-                ..
-            } => Ok(Arc::new(crate::block::compress::decompress(
-                *compression,
-                payload,
-                *size_logical as usize,
-            )?)),
-        }
-    }
-}
-
-/// A whole data block for [`ObjectSet::write_blocks`].
-pub enum WholeBlock {
-    /// Its bytes, exactly the object's block size.
-    Data(Vec<u8>),
-    /// The block compressed with `compression`, as stored (a payload, zero padding allowed),
-    /// which the caller has checked decompresses to the object's block size (a compressed
-    /// receive): stored as it is, never decompressed unless read before its txg syncs.
-    Stored {
-        compression: Compression,
-        payload: Vec<u8>,
-        /// The payload's fletcher4 checksum, if known (see `DirtyBlock::Stored`); it must be
-        /// that of these bytes.
-        fletcher4: Option<[u8; 32]>,
-    },
-}
-
-#[derive(Default)]
-struct TxgDirty {
-    objects: BTreeMap<ObjectId, ObjectDirty>,
-    /// The intent log allocated or freed in this txg: the header must be written even if no
-    /// object changed (zil/).
-    log: bool,
-    /// Blocks written ahead for the intent log whose contents changed again before the sync
-    /// (prewrite.rs): allocated in this txg, freed in its sync.
-    unadopted: Vec<BlockPtr>,
-}
-
 struct SyncingState {
     txg: Txg,
     /// The log header this txg's header carries (asked of the log once, in the first pass).
@@ -406,32 +290,6 @@ struct State {
     view_generation: u64,
     /// Decoded dnodes of the tree (dnode_cache.rs).
     dnode_cache: dnode_cache::DnodeCache,
-}
-
-impl State {
-    /// Blocks written ahead for the intent log in `txg` that will not be adopted: freed in
-    /// the sync of `txg` (prewrite.rs).
-    fn unoverride(&mut self, txg: Txg, blocks: impl IntoIterator<Item = BlockPtr>) {
-        let mut blocks = blocks.into_iter().peekable();
-        if blocks.peek().is_some() {
-            self.dirty.entry(txg).or_default().unadopted.extend(blocks);
-        }
-    }
-
-    /// The dirty record of `object` in `txg`, which must not have finished syncing.
-    fn record(&mut self, txg: Txg, object: ObjectId) -> &mut ObjectDirty {
-        assert!(
-            txg > self.last_synced,
-            "change to object {object} joins txg {txg}, already synced (last synced {})",
-            self.last_synced
-        );
-        self.dirty
-            .entry(txg)
-            .or_default()
-            .objects
-            .entry(object)
-            .or_default()
-    }
 }
 
 /// An object set: see the module documentation.
@@ -464,44 +322,6 @@ pub struct ObjectSet {
     /// Data blocks found with no good copy, for the pool's error log (`read_errors.rs`).
     read_errors: read_errors::ReadErrors,
     state: Mutex<State>,
-}
-
-/// A held writer lock of one object; see [`ObjectSet::lock_object`].
-pub struct ObjectLockGuard {
-    object: ObjectId,
-    table: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
-    guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
-}
-
-impl Drop for ObjectLockGuard {
-    fn drop(&mut self) {
-        let guard = self.guard.take().expect("held until drop");
-        let lock = parking_lot::ArcMutexGuard::mutex(&guard).clone();
-        drop(guard);
-        let mut table = self.table.lock();
-        // The table's reference and `lock`: nobody else holds or waits for it.
-        if Arc::strong_count(&lock) == 2 {
-            table.remove(&self.object);
-        }
-    }
-}
-
-/// Where the current spill block of an object is: a change not yet synced, or the tree's.
-enum SpillSource {
-    Dirty(Option<Arc<Vec<u8>>>),
-    Tree(Option<BlockPtr>),
-}
-
-fn coalesce(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    ranges.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (start, end) in ranges {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    merged
 }
 
 impl ObjectSet {
@@ -679,269 +499,6 @@ impl ObjectSet {
         self.state.lock().synced_meta_dnode.clone()
     }
 
-    fn dnodes_per_block(&self) -> u64 {
-        self.state.lock().synced_meta_dnode.data_block_size as u64 / DNODE_SIZE as u64
-    }
-
-    /// The dnode of `object` including changes not yet synced (tree fields reflect the tree).
-    fn current_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
-        // The tree is read without the lock; if a sync dropped dirty records meanwhile, the tree
-        // read may predate the changes those records held: read again.
-        let (mut dnode, state) = loop {
-            let generation = self.state.lock().view_generation;
-            let dnode = self.tree_dnode(object)?;
-            let state = self.state.lock();
-            if state.view_generation == generation {
-                break (dnode, state);
-            }
-        };
-        for dirty in state.dirty.values() {
-            if let Some(record) = dirty.objects.get(&object) {
-                if record.removed {
-                    dnode = DnodePhys::free();
-                }
-                if let Some(created) = &record.create {
-                    dnode = created.clone();
-                }
-                if let Some((bonus_type, bonus)) = &record.bonus {
-                    dnode.bonus_type = *bonus_type;
-                    dnode.bonus = bonus.clone();
-                }
-                if let Some(settings) = &record.settings {
-                    settings.apply(&mut dnode);
-                }
-                if let Some(truncated) = record.truncated_to {
-                    dnode.max_blkid = dnode.max_blkid.min(truncated);
-                }
-                if let Some(size) = record.block_size {
-                    dnode.data_block_size = size;
-                }
-                if let Some((&last, _)) = record.blocks.last_key_value() {
-                    dnode.max_blkid = dnode.max_blkid.max(last);
-                }
-            }
-        }
-        Ok(dnode)
-    }
-
-    fn existing_dnode(&self, object: ObjectId) -> Result<DnodePhys, ObjectError> {
-        let dnode = self.current_dnode(object)?;
-        if dnode.is_free() || object.0 == 0 {
-            return Err(ObjectError::NoSuchObject(object));
-        }
-        Ok(dnode)
-    }
-
-    pub fn info(&self, object: ObjectId) -> Result<ObjectInfo, ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        Ok(ObjectInfo {
-            object,
-            object_type: dnode.object_type,
-            data_block_size: dnode.data_block_size,
-            levels: dnode.levels,
-            max_blkid: dnode.max_blkid,
-            size_allocated: dnode.size_allocated,
-            generation: dnode.generation,
-            bonus_type: dnode.bonus_type,
-        })
-    }
-
-    pub fn exists(&self, object: ObjectId) -> bool {
-        self.existing_dnode(object).is_ok()
-    }
-
-    /// One more than the largest object number this object set can hold: its dnodes are the
-    /// meta-dnode's data, so an object's dnode must lie within what the meta-dnode's tree can
-    /// address ([`phys::addressable_bytes`]).
-    pub fn object_number_limit(&self) -> u64 {
-        let meta = self.synced_meta_dnode();
-        phys::addressable_bytes(meta.data_block_size, meta.indirect_block_shift) / DNODE_SIZE as u64
-    }
-
-    /// Allocate a new object number and create the object in `tx`.
-    pub fn create_object(
-        &self,
-        tx: &Tx,
-        props: ObjectProps,
-        bonus_type: ObjectType,
-        bonus: &[u8],
-    ) -> Result<ObjectId, ObjectError> {
-        let object = {
-            let mut state = self.state.lock();
-            let object = ObjectId(state.next_object);
-            state.next_object += 1;
-            object
-        };
-        self.create_object_at(tx, object, props, bonus_type, bonus)?;
-        Ok(object)
-    }
-
-    /// Create an object with a chosen number (the MOS's fixed objects).
-    pub fn create_object_at(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        props: ObjectProps,
-        bonus_type: ObjectType,
-        bonus: &[u8],
-    ) -> Result<(), ObjectError> {
-        if bonus.len() > DNODE_BONUS_SIZE_MAX {
-            return Err(ObjectError::BonusTooLarge(bonus.len()));
-        }
-        let block_size = props.data_block_size;
-        phys::check_block_settings(block_size, props.indirect_block_shift)
-            .map_err(ObjectError::Invalid)?;
-        if object.0 >= self.object_number_limit() {
-            return Err(ObjectError::TooLarge(format!(
-                "object number {object} is past the {} this object set can hold",
-                self.object_number_limit()
-            )));
-        }
-        if object.0 == 0 || !self.current_dnode(object)?.is_free() {
-            return Err(ObjectError::Invalid(format!("object {object} is in use")));
-        }
-        let dnode = DnodePhys {
-            object_type: props.object_type,
-            indirect_block_shift: props.indirect_block_shift,
-            levels: 1,
-            bonus_type,
-            checksum: props.checksum,
-            compression: props.compression,
-            data_block_size: block_size,
-            copies: props.copies.clamp(1, 3),
-            max_blkid: 0,
-            size_allocated: 0,
-            generation: tx.txg,
-            blkptr: BlockPtr::hole(tx.txg, props.object_type, 0),
-            bonus: bonus.to_vec(),
-            spill: None,
-        };
-        let mut state = self.state.lock();
-        state.next_object = state.next_object.max(object.0 + 1);
-        let record = state.record(tx.txg, object);
-        *record = ObjectDirty {
-            create: Some(dnode),
-            ..ObjectDirty::default()
-        };
-        drop(state);
-        self.note_metadata_change(tx);
-        Ok(())
-    }
-
-    /// Change `object`'s settings in `tx` (a receive applies those of every OBJECT record):
-    /// checksum, compression and copies apply to the blocks written from then on, as a
-    /// dataset property change does. The indirect block shift may change only while the
-    /// object has a single level and at most block 0, dirty blocks included (so that no
-    /// indirect block exists or will be written with the old size, and every block stays
-    /// addressable).
-    pub fn set_settings(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        settings: ObjectSettings,
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        phys::check_block_settings(dnode.data_block_size, settings.indirect_block_shift)
-            .map_err(ObjectError::Invalid)?;
-        if settings.indirect_block_shift != dnode.indirect_block_shift
-            && (dnode.levels > 1 || dnode.max_blkid > 0)
-        {
-            return Err(ObjectError::Invalid(format!(
-                "object {object} has (or will have) indirect blocks of {} bytes; they cannot \
-                 change size",
-                1u64 << dnode.indirect_block_shift
-            )));
-        }
-        let mut state = self.state.lock();
-        state.record(tx.txg, object).settings = Some(settings);
-        drop(state);
-        self.note_metadata_change(tx);
-        Ok(())
-    }
-
-    /// Remove an object and free all its blocks in `tx`.
-    pub fn remove_object(&self, tx: &Tx, object: ObjectId) -> Result<(), ObjectError> {
-        self.existing_dnode(object)?;
-        let mut state = self.state.lock();
-        let record = state.record(tx.txg, object);
-        let old = std::mem::replace(
-            record,
-            ObjectDirty {
-                removed: true,
-                ..ObjectDirty::default()
-            },
-        );
-        state.unoverride(tx.txg, old.overrides.into_values());
-        drop(state);
-        self.note_metadata_change(tx);
-        Ok(())
-    }
-
-    /// Bytes of indirect blocks a write of `length` bytes at `offset` will make the sync of
-    /// `txg` rewrite beyond what the txg already dirtied: every level-1 block above the written
-    /// blocks that has no dirty child in `txg` yet, with its copies, once per level above the
-    /// data. Random small writes are dominated by this: an 8 KiB overwrite makes its indirect
-    /// block, in two copies, and the blocks above it new, while the old ones stay allocated
-    /// until their frees are two txgs old. Sequential writes share one indirect block per
-    /// `fanout` blocks and add little. An indirect block is compressed (lz4), and its holes
-    /// compress to almost nothing, so its size is taken as 128 bytes per child the object can
-    /// have under it (its blocks up to `max_blkid` or the write's end), rounded up to 4 KiB:
-    /// for full indirect blocks the uncompressed size, an upper bound, as OpenZFS's
-    /// dmu_tx_count_write estimate is.
-    pub fn indirect_estimate(
-        &self,
-        txg: Txg,
-        object: ObjectId,
-        offset: u64,
-        length: u64,
-    ) -> Result<u64, ObjectError> {
-        if length == 0 {
-            return Ok(0);
-        }
-        let dnode = self.existing_dnode(object)?;
-        Ok(self.indirect_estimate_for(&dnode, txg, object, offset, length))
-    }
-
-    /// [`ObjectSet::indirect_estimate`] for an object whose dnode the caller has.
-    fn indirect_estimate_for(
-        &self,
-        dnode: &DnodePhys,
-        txg: Txg,
-        object: ObjectId,
-        offset: u64,
-        length: u64,
-    ) -> u64 {
-        if length == 0 {
-            return 0;
-        }
-        let block_size = (dnode.data_block_size as u64).max(1);
-        let fanout = dnode.fanout().max(1);
-        let first = offset / block_size;
-        let last = offset.saturating_add(length - 1) / block_size;
-        let state = self.state.lock();
-        let dirty = state
-            .dirty
-            .get(&txg)
-            .and_then(|dirty| dirty.objects.get(&object));
-        let end = dnode.max_blkid.max(last) + 1;
-        let parent_bytes: u64 = (first / fanout..=last / fanout)
-            .filter(|parent| {
-                dirty.is_none_or(|record| {
-                    let children = parent * fanout..(parent + 1) * fanout;
-                    record.blocks.range(children).next().is_none()
-                })
-            })
-            .map(|parent| {
-                let children = end.saturating_sub(parent * fanout).min(fanout);
-                (children * crate::block::blkptr::BLKPTR_SIZE as u64).next_multiple_of(4096)
-            })
-            .sum();
-        drop(state);
-        let copies = write_copies(dnode.object_type, 1, dnode.copies) as u64;
-        let levels_above = (dnode.levels.max(2) - 1) as u64;
-        parent_bytes * copies * levels_above
-    }
-
     /// The admission of this object set's writes, if the pool set one.
     pub fn reservation(&self) -> Option<Arc<dyn WriteReservation>> {
         self.reservation.lock().clone()
@@ -950,103 +507,6 @@ impl ObjectSet {
     /// Admit new data through `reservation` from now on (the pool does this for datasets).
     pub fn set_reservation(&self, reservation: Arc<dyn WriteReservation>) {
         *self.reservation.lock() = Some(reservation);
-    }
-
-    /// The writer lock of `object` (one per object, made on demand): held across a read-modify-write, and by a
-    /// key/value handle for its whole life, since one key/value operation touches several blocks.
-    pub(crate) fn lock_object(&self, object: ObjectId) -> ObjectLockGuard {
-        let lock = self
-            .object_locks
-            .lock()
-            .entry(object)
-            .or_insert_with(|| Arc::new(Mutex::new(())))
-            .clone();
-        let guard = lock.lock_arc();
-        ObjectLockGuard {
-            object,
-            table: self.object_locks.clone(),
-            guard: Some(guard),
-        }
-    }
-
-    /// Replace data block `blkid` whole (the key/value object and space maps write whole blocks).
-    pub fn write_block(
-        &self,
-        tx: &Tx,
-        object: ObjectId,
-        blkid: u64,
-        block: Vec<u8>,
-    ) -> Result<(), ObjectError> {
-        let dnode = self.existing_dnode(object)?;
-        check_blocks_addressable(&dnode, blkid, blkid)?;
-        if block.len() != dnode.data_block_size as usize {
-            return Err(ObjectError::Invalid(format!(
-                "block of {} bytes for block size {}",
-                block.len(),
-                dnode.data_block_size
-            )));
-        }
-        self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
-        Ok(())
-    }
-
-    /// Report this set's dirty bytes to `manager` from now on (the pool does this for every
-    /// dataset; the MOS, written only in syncing context, is not throttled).
-    pub fn set_dirty_accounting(&self, manager: Arc<TxgManager>) {
-        *self.dirty_accounting.lock() = Some(manager);
-    }
-
-    /// Report a change that dirties no data block (create, remove, bonus, free) as one dnode's
-    /// worth of dirty data, so that it too starts a sync when the txg times out.
-    fn note_metadata_change(&self, tx: &Tx) {
-        if let Some(manager) = self.dirty_accounting.lock().as_ref() {
-            manager.add_dirty(tx.txg, DNODE_SIZE as u64);
-        }
-    }
-
-    /// Whether txg `txg` has changes not yet written by a sync pass.
-    pub fn is_dirty(&self, txg: Txg) -> bool {
-        let state = self.state.lock();
-        let never_written = state.synced_root.is_hole() && state.syncing.is_none();
-        state
-            .dirty
-            .get(&txg)
-            .is_some_and(|dirty| !dirty.objects.is_empty() || dirty.log || never_written)
-    }
-
-    /// Bytes of data waiting in txg `txg` (for dirty-data accounting).
-    pub fn dirty_bytes(&self, txg: Txg) -> u64 {
-        let state = self.state.lock();
-        state.dirty.get(&txg).map_or(0, |dirty| {
-            dirty
-                .objects
-                .values()
-                .map(|record| {
-                    record
-                        .blocks
-                        .values()
-                        .map(DirtyBlock::size_logical)
-                        .sum::<u64>()
-                })
-                .sum()
-        })
-    }
-
-    /// Bytes of data blocks of `object` written in txgs not yet synced (for `st_blocks`).
-    pub fn dirty_bytes_of(&self, object: ObjectId) -> u64 {
-        let state = self.state.lock();
-        state
-            .dirty
-            .values()
-            .filter_map(|dirty| dirty.objects.get(&object))
-            .map(|record| {
-                record
-                    .blocks
-                    .values()
-                    .map(DirtyBlock::size_logical)
-                    .sum::<u64>()
-            })
-            .sum()
     }
 
     /// Pass the gate for one change (see the `gate` field); held until the change is done.
@@ -1134,5 +594,35 @@ impl ObjectSet {
     }
 }
 
+/// The copies rule of `write_copies`: file data gets the dataset's `copies`, metadata one more.
 #[cfg(test)]
-mod copies_tests;
+mod copies_tests {
+    use super::*;
+
+    /// Issue 8: directories, master nodes and unlinked sets (key/value objects) took the file
+    /// `copies` setting, so one bad block lost a directory or the whole pool.
+    #[test]
+    fn metadata_gets_one_more_copy_than_file_data() {
+        for copies in 1..=3u8 {
+            assert_eq!(write_copies(ObjectType::PlainFile, 0, copies), copies);
+            let more = (copies + 1).min(COPIES_MAX);
+            assert_eq!(write_copies(ObjectType::PlainFile, 1, copies), more);
+            for object_type in [
+                ObjectType::KeyValue,
+                ObjectType::Dnode,
+                ObjectType::Objset,
+                ObjectType::BlockPtrList,
+                ObjectType::SpaceMap,
+                ObjectType::DatasetDir,
+                ObjectType::Dataset,
+            ] {
+                assert_eq!(
+                    write_copies(object_type, 0, copies),
+                    more,
+                    "{object_type:?}"
+                );
+            }
+        }
+        assert_eq!(write_copies(ObjectType::PlainFile, 0, 9), COPIES_MAX);
+    }
+}

@@ -18,9 +18,16 @@
 //! syncing while the block is written; only its contents can change, which the pointer
 //! comparison of the buffer detects.
 
-use super::*;
+use std::sync::Arc;
+
 use crate::block::blkptr::BlockPtr;
 use crate::block::prewrite::PreparedWrite;
+use crate::space::storage::SpaceStorage;
+use crate::types::{ObjectId, Txg};
+
+use super::dirty::DirtyBlock;
+use super::tree;
+use super::{ObjectError, ObjectSet, State};
 
 /// What [`ObjectSet::prepare_prewrite`] found for a block.
 pub enum Prewrite {

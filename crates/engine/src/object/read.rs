@@ -10,8 +10,15 @@
 //! [`super`]): a removed object is [`ObjectError::NoSuchObject`], never a hole or zeros.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
-use super::*;
+use crate::cache::ReadFor;
+use crate::types::ObjectId;
+
+use super::dirty::DirtyBlock;
+use super::phys::DnodePhys;
+use super::tree;
+use super::{ObjectError, ObjectSet};
 
 /// A callback of [`test_hook_before_block_lookup`].
 type BlockLookupHook = Box<dyn FnMut(ObjectId, u64)>;

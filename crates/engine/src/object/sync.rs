@@ -7,11 +7,19 @@
 //! taskqs do), and each is then written as a precompressed block. A block that does not
 //! compress is marked so, and stored as it is.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
+use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType};
 use crate::block::compress::compress_for_unit;
+use crate::block::pipeline::{SyncPoint, WriteProps};
+use crate::space::storage::SpaceStorage;
+use crate::types::ObjectId;
 
-use super::*;
+use super::dirty::{DirtyBlock, ObjectDirty};
+use super::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
+use super::tree::{self, TreeSync};
+use super::{write_copies, ObjectError, ObjectSet, SyncingState};
 
 /// Data blocks a pass must have before it compresses them on several threads.
 const PARALLEL_COMPRESS_MIN_BLOCKS: usize = 8;
@@ -24,6 +32,18 @@ type Precompressed = HashMap<(ObjectId, u64), (Compression, Arc<Vec<u8>>)>;
 
 /// A block to compress ahead: (object, block id), the object's compression, its bytes.
 type CompressWork<'a> = ((ObjectId, u64), Compression, &'a Arc<Vec<u8>>);
+
+fn coalesce(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
 
 impl ObjectSet {
     /// Sync pass `at.pass` of txg `at.txg`: write everything pending and return the new root

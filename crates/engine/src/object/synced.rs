@@ -1,7 +1,12 @@
 //! The synced tree of an object set as `check`, `debug` and destroy read it: every object,
 //! one dnode, every block pointer.
 
-use super::*;
+use crate::block::blkptr::BlockPtr;
+use crate::types::ObjectId;
+
+use super::phys::{DnodePhys, DNODE_SIZE};
+use super::tree;
+use super::{ObjectError, ObjectSet};
 
 impl ObjectSet {
     /// Every allocated object number in the synced tree (for `check` and `debug`).

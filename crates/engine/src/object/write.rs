@@ -1,8 +1,15 @@
-//! Writes in open context: a data block written whole or patched, and the dirty records that
-//! hold it until its txg syncs (see the module documentation of [`super`], "Dirty records and
-//! txgs"). A partial write of a block the open txg already holds is patched in place; any
-//! other partial write reads the block first (under the object's writer lock, not the object
-//! set's lock) and dirties the whole new copy.
+//! Writes in open context (OpenZFS dmu_write and dbuf_dirty): a data block written whole or
+//! patched, and put in the dirty record that holds it until its txg syncs (`dirty.rs`; see the
+//! module documentation of [`super`], "Dirty records and txgs"). A partial write of a block the
+//! open txg already holds is patched in place; any other partial write reads the block first
+//! (under the object's writer lock, not the object set's lock) and dirties the whole new copy.
+//!
+//! Before a write dirties anything it is checked against what the object's tree can address,
+//! so that the sync never meets a block it cannot place, and admitted by the pool's space
+//! reservation for its data and for the indirect blocks it will make the sync rewrite
+//! ([`ObjectSet::indirect_estimate`]). The per-object writer lock
+//! ([`ObjectSet::lock_object`]) serialises the writers of one object, so that two partial
+//! writes of one block cannot lose each other's bytes.
 //!
 //! Cost: [`ObjectSet::write`] takes, per call, the dnode, the admission reservation, the
 //! object's writer lock, the object set's lock per block and the txg manager's lock per new
@@ -12,8 +19,81 @@
 
 use std::sync::Arc;
 
-use super::phys::DnodePhys;
-use super::{Admission, DirtyBlock, ObjectError, ObjectId, ObjectSet, ReadFor, Tx, WholeBlock};
+use parking_lot::Mutex;
+
+use crate::block::blkptr::Compression;
+use crate::cache::ReadFor;
+use crate::txg::Tx;
+use crate::types::{ObjectId, Txg};
+
+use super::dirty::DirtyBlock;
+use super::phys::{self, DnodePhys};
+use super::{write_copies, Admission, ObjectError, ObjectSet};
+
+/// Whether data blocks `first..=last` of the object `dnode` describes lie within what its
+/// tree can address ([`phys::check_addressable`]): open context refuses a write past it, so
+/// that the sync never meets a block it cannot place.
+fn check_blocks_addressable(dnode: &DnodePhys, first: u64, last: u64) -> Result<(), ObjectError> {
+    let block_size = u64::from(dnode.data_block_size);
+    let range = first.checked_mul(block_size).and_then(|offset| {
+        let length = (last.checked_sub(first)?.checked_add(1)?).checked_mul(block_size)?;
+        Some((offset, length))
+    });
+    let Some((offset, length)) = range else {
+        return Err(ObjectError::TooLarge(format!(
+            "blocks {first}..={last} of {block_size} bytes end past the largest offset"
+        )));
+    };
+    check_range_addressable(dnode, offset, length)
+}
+
+/// Whether `length` bytes at `offset` of the object `dnode` describes lie within what its
+/// tree can address ([`phys::check_addressable`]).
+fn check_range_addressable(dnode: &DnodePhys, offset: u64, length: u64) -> Result<(), ObjectError> {
+    phys::check_addressable(
+        dnode.data_block_size,
+        dnode.indirect_block_shift,
+        offset,
+        length,
+    )
+    .map_err(ObjectError::TooLarge)
+}
+
+/// A whole data block for [`ObjectSet::write_blocks`].
+pub enum WholeBlock {
+    /// Its bytes, exactly the object's block size.
+    Data(Vec<u8>),
+    /// The block compressed with `compression`, as stored (a payload, zero padding allowed),
+    /// which the caller has checked decompresses to the object's block size (a compressed
+    /// receive): stored as it is, never decompressed unless read before its txg syncs.
+    Stored {
+        compression: Compression,
+        payload: Vec<u8>,
+        /// The payload's fletcher4 checksum, if known (see `DirtyBlock::Stored`); it must be
+        /// that of these bytes.
+        fletcher4: Option<[u8; 32]>,
+    },
+}
+
+/// A held writer lock of one object; see [`ObjectSet::lock_object`].
+pub struct ObjectLockGuard {
+    object: ObjectId,
+    table: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
+    guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+}
+
+impl Drop for ObjectLockGuard {
+    fn drop(&mut self) {
+        let guard = self.guard.take().expect("held until drop");
+        let lock = parking_lot::ArcMutexGuard::mutex(&guard).clone();
+        drop(guard);
+        let mut table = self.table.lock();
+        // The table's reference and `lock`: nobody else holds or waits for it.
+        if Arc::strong_count(&lock) == 2 {
+            table.remove(&self.object);
+        }
+    }
+}
 
 /// The block size a write ending at `end` grows `dnode`'s object to (see
 /// [`ObjectSet::write_growing`]), or None if it does not grow: it has more than one block, the
@@ -109,7 +189,7 @@ impl ObjectSet {
     ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         let block_size = dnode.data_block_size as u64;
-        super::check_range_addressable(&dnode, offset, data.len() as u64)?;
+        check_range_addressable(&dnode, offset, data.len() as u64)?;
         let mut done = 0usize;
         while done < data.len() {
             let position = offset + done as u64;
@@ -276,7 +356,7 @@ impl ObjectSet {
             };
             dirty.push((blkid, block));
         }
-        super::check_blocks_addressable(&dnode, first, last)?;
+        check_blocks_addressable(&dnode, first, last)?;
         let reservation = self.reservation.lock().clone();
         if let Some(reservation) = reservation {
             let offset = first * u64::from(block_size);
@@ -305,6 +385,109 @@ impl ObjectSet {
                 manager.add_dirty(tx.txg, added);
             }
         }
+        Ok(())
+    }
+
+    /// Bytes of indirect blocks a write of `length` bytes at `offset` will make the sync of
+    /// `txg` rewrite beyond what the txg already dirtied: every level-1 block above the written
+    /// blocks that has no dirty child in `txg` yet, with its copies, once per level above the
+    /// data. Random small writes are dominated by this: an 8 KiB overwrite makes its indirect
+    /// block, in two copies, and the blocks above it new, while the old ones stay allocated
+    /// until their frees are two txgs old. Sequential writes share one indirect block per
+    /// `fanout` blocks and add little. An indirect block is compressed (lz4), and its holes
+    /// compress to almost nothing, so its size is taken as 128 bytes per child the object can
+    /// have under it (its blocks up to `max_blkid` or the write's end), rounded up to 4 KiB:
+    /// for full indirect blocks the uncompressed size, an upper bound, as OpenZFS's
+    /// dmu_tx_count_write estimate is.
+    pub fn indirect_estimate(
+        &self,
+        txg: Txg,
+        object: ObjectId,
+        offset: u64,
+        length: u64,
+    ) -> Result<u64, ObjectError> {
+        if length == 0 {
+            return Ok(0);
+        }
+        let dnode = self.existing_dnode(object)?;
+        Ok(self.indirect_estimate_for(&dnode, txg, object, offset, length))
+    }
+
+    /// [`ObjectSet::indirect_estimate`] for an object whose dnode the caller has.
+    fn indirect_estimate_for(
+        &self,
+        dnode: &DnodePhys,
+        txg: Txg,
+        object: ObjectId,
+        offset: u64,
+        length: u64,
+    ) -> u64 {
+        if length == 0 {
+            return 0;
+        }
+        let block_size = (dnode.data_block_size as u64).max(1);
+        let fanout = dnode.fanout().max(1);
+        let first = offset / block_size;
+        let last = offset.saturating_add(length - 1) / block_size;
+        let state = self.state.lock();
+        let dirty = state
+            .dirty
+            .get(&txg)
+            .and_then(|dirty| dirty.objects.get(&object));
+        let end = dnode.max_blkid.max(last) + 1;
+        let parent_bytes: u64 = (first / fanout..=last / fanout)
+            .filter(|parent| {
+                dirty.is_none_or(|record| {
+                    let children = parent * fanout..(parent + 1) * fanout;
+                    record.blocks.range(children).next().is_none()
+                })
+            })
+            .map(|parent| {
+                let children = end.saturating_sub(parent * fanout).min(fanout);
+                (children * crate::block::blkptr::BLKPTR_SIZE as u64).next_multiple_of(4096)
+            })
+            .sum();
+        drop(state);
+        let copies = write_copies(dnode.object_type, 1, dnode.copies) as u64;
+        let levels_above = (dnode.levels.max(2) - 1) as u64;
+        parent_bytes * copies * levels_above
+    }
+
+    /// The writer lock of `object` (one per object, made on demand): held across a read-modify-write, and by a
+    /// key/value handle for its whole life, since one key/value operation touches several blocks.
+    pub(crate) fn lock_object(&self, object: ObjectId) -> ObjectLockGuard {
+        let lock = self
+            .object_locks
+            .lock()
+            .entry(object)
+            .or_insert_with(|| Arc::new(Mutex::new(())))
+            .clone();
+        let guard = lock.lock_arc();
+        ObjectLockGuard {
+            object,
+            table: self.object_locks.clone(),
+            guard: Some(guard),
+        }
+    }
+
+    /// Replace data block `blkid` whole (the key/value object and space maps write whole blocks).
+    pub fn write_block(
+        &self,
+        tx: &Tx,
+        object: ObjectId,
+        blkid: u64,
+        block: Vec<u8>,
+    ) -> Result<(), ObjectError> {
+        let dnode = self.existing_dnode(object)?;
+        check_blocks_addressable(&dnode, blkid, blkid)?;
+        if block.len() != dnode.data_block_size as usize {
+            return Err(ObjectError::Invalid(format!(
+                "block of {} bytes for block size {}",
+                block.len(),
+                dnode.data_block_size
+            )));
+        }
+        self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
         Ok(())
     }
 }
