@@ -1,5 +1,9 @@
 //! What the integration tests of every tarn crate share: [`Run`] and [`clean_command`] for
-//! tests that drive a binary (module `command`), and the skips below.
+//! tests that drive a binary (module `command`), and the skips below. With the `pools` feature
+//! (which links the engine, tarn-fuse and tarn-protocol), the pool fixtures too:
+//! `cli::CliFixture` for tests of the `tarn` binary and its daemon, `mounted::MountedPool` for
+//! tests of a mount served in the test's own process, and `pattern` for file contents in which
+//! a misplaced block shows.
 //!
 //! # Skips are counted, not passed
 //! A test that cannot run here (no `/dev/fuse`, not root, a peer tool missing) returns early,
@@ -12,7 +16,11 @@
 //! for a listed reason fails instead, so a machine without `/dev/fuse` fails CI rather than
 //! passing 40-odd mount tests that did nothing.
 
+#[cfg(feature = "pools")]
+pub mod cli;
 pub mod command;
+#[cfg(feature = "pools")]
+pub mod mounted;
 
 pub use command::{clean_command, Run};
 
@@ -113,6 +121,14 @@ pub fn skip(requirement: Requirement, reason: &str) {
             eprintln!("cannot record the skip in {skips:?}: {error}");
         }
     }
+}
+
+/// `length` pseudo-random bytes from `seed` (the protocol crate's xorshift, the seed spread
+/// first so that nearby seeds give unrelated bytes), so that content is not trivially
+/// compressible and a misplaced block shows.
+#[cfg(feature = "pools")]
+pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
+    tarn_protocol::format::pseudo_random(length, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
 #[cfg(test)]
