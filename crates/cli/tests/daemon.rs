@@ -3,8 +3,8 @@
 //! import without -f after kill -9, stale sockets removed, bad requests answered.
 //!
 //! Each test has its own socket (`TARN_SOCKET`) in a temporary directory apart from its pool
-//! files, and `CliFixture`'s drop (tarn-test-support) stops its daemon, so no test leaves a daemon behind even when it
-//! fails.
+//! files, and the drop of its `CliFixture` (tarn-test-support) stops its daemon, so no test
+//! leaves a daemon behind even when it fails.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

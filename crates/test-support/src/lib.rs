@@ -147,4 +147,21 @@ mod tests {
         std::env::set_var("TARN_TEST_REQUIRE", "fuse,no-such-tool-anywhere");
         requires(&[Requirement::Tool("no-such-tool-anywhere")]);
     }
+
+    #[test]
+    #[cfg(feature = "pools")]
+    fn patterns_of_nearby_seeds_differ_and_repeat() {
+        // The generator's state is `seed | 1`: unspread, seeds 2 and 3 would give equal bytes.
+        assert_ne!(pattern(2, 64), pattern(3, 64));
+        assert_eq!(pattern(7, 1000), pattern(7, 1000));
+        assert_eq!(pattern(7, 13), pattern(7, 1000)[..13]);
+    }
+
+    #[test]
+    #[cfg(feature = "pools")]
+    fn this_process_is_alive_and_a_pid_beyond_the_limit_is_not() {
+        assert!(cli::alive(std::process::id() as i32));
+        assert!(!cli::alive(i32::MAX));
+        assert!(!cli::alive(-1));
+    }
 }

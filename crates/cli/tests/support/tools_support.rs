@@ -1,7 +1,7 @@
-//! Helpers for `tools.rs`, the tests that run real tools (cp, rsync, tar, git, sqlite3, fio)
-//! on a tarn mount: a pool of a chosen size mounted under the fixture's altroot, export and
-//! re-import, `tarn check`, running an external program with its output shown on failure, a
-//! source tree with every kind of file, and a manifest of a tree (types, modes, sizes, times,
+//! Helpers for `tools.rs` only, the tests that run real tools (cp, rsync, tar, git, sqlite3,
+//! fio) on a tarn mount (the fixture itself is tarn-test-support's `CliFixture`): a pool of a
+//! chosen size mounted under the fixture's altroot, export and re-import, running an external
+//! program with its output shown on failure, a source tree with every kind of file, and a manifest of a tree (types, modes, sizes, times,
 //! link targets, hard-link groups) to compare copies with.
 //!
 //! A tool that is not installed fails the test with a message naming it and the script that
