@@ -22,7 +22,7 @@ pub mod command;
 #[cfg(feature = "pools")]
 pub mod mounted;
 
-pub use command::{clean_command, Run};
+pub use command::{clean_command, number, Run};
 
 use std::fs::OpenOptions;
 use std::io::Write;
