@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use tarn_test_support::{requires, Requirement};
+use tarn_test_support::{number, requires, Requirement};
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
@@ -16,12 +16,6 @@ fn can_run() -> bool {
         Requirement::Root,
         Requirement::Tool("fio"),
     ])
-}
-
-fn number(row: &serde_json::Value, field: &str) -> f64 {
-    row[field]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{field} is not a number in {row}"))
 }
 
 #[test]

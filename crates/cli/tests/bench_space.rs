@@ -6,13 +6,9 @@
 
 use std::process::Command;
 
-const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+use tarn_test_support::number;
 
-fn number(row: &serde_json::Value, field: &str) -> f64 {
-    row[field]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{field} is not a number in {row}"))
-}
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 fn run(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
     let output = Command::new(TARN)

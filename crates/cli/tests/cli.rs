@@ -1,26 +1,53 @@
 //! End-to-end tests of the `tarn` binary, run as a user would run it: real pools on sparse files
-//! in temporary directories, one process per command. Each fixture has its own daemon socket
-//! (`TARN_SOCKET` in a temporary directory apart from the pool's files) and stops its daemon
-//! when dropped. `Fixture::create` exports the new pool again, so most tests here exercise the
+//! in temporary directories, one process per command. Each fixture ([`CliFixture`], shared
+//! with the other tests of the binary) has its own daemon socket (`TARN_SOCKET` in a temporary
+//! directory apart from the pool's files) and stops its daemon when dropped.
+//! `CliFixture::create_exported` exports the new pool again, so most tests here exercise the
 //! in-process paths on exported pools; the daemon's own behaviour is tested in `daemon.rs`.
 //!
-//! Every command goes through [`Fixture::run`], which fails the test if the binary panicked
+//! Every command goes through [`CliFixture::run`], which fails the test if the binary panicked
 //! (exit status 101) or was killed by a signal.
 //!
 //! Tests marked `#[ignore = "..."]` expose bugs that are not fixed yet; run them with
 //! `cargo test -p tarn-cli --test cli -- --ignored`.
 
-#[path = "support/cli_fixture.rs"]
-mod cli_fixture;
-
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::process::Stdio;
 
-use cli_fixture::*;
+use tarn_test_support::cli::{copies_bad_repaired, CliFixture};
+use tarn_test_support::Run;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
+const MIB: u64 = 1 << 20;
+
+/// `-H -p -o name,size,alloc` rows.
+#[track_caller]
+fn exact_sizes(run: &Run) -> BTreeMap<String, (u64, u64)> {
+    run.stdout
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            assert_eq!(
+                fields.len(),
+                3,
+                "three tab-separated fields in {line:?}:\n{run}"
+            );
+            let number = |text: &str| -> u64 {
+                text.parse()
+                    .unwrap_or_else(|_| panic!("{text:?} is not an exact number:\n{run}"))
+            };
+            (
+                fields[0].to_string(),
+                (number(fields[1]), number(fields[2])),
+            )
+        })
+        .collect()
+}
 
 #[test]
 fn lifecycle_of_a_single_vdev_pool() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
     let vdev = t.path("a.img");
 
@@ -223,8 +250,8 @@ fn lifecycle_of_a_single_vdev_pool() {
 #[test]
 
 fn import_listing_omits_destroyed_pools() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     t.run(&["pool", "destroy", "-d", &t.d(), "tank"]).success();
     let listed = t.importable();
     assert!(
@@ -236,9 +263,9 @@ fn import_listing_omits_destroyed_pools() {
 #[test]
 
 fn import_with_a_new_name() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     let run = t
         .run(&["pool", "import", "-d", &d, "tank", "newtank"])
         .success();
@@ -259,9 +286,9 @@ fn import_with_a_new_name() {
 /// imports at its newest txg; `-n` alone is a usage error (issue 8).
 #[test]
 fn import_rewind_dry_run_then_rewind() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     t.run(&["pool", "import", "-d", &d, "-F", "-n", "tank"])
         .success()
         .stdout_has(&["tank", "no rewind needed"]);
@@ -285,10 +312,10 @@ fn import_rewind_dry_run_then_rewind() {
 
 #[test]
 fn mirror_and_two_top_level_vdevs() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("m", &["mirror", "m0.img", "m1.img"]);
-    t.create("s", &["s0.img", "s1.img"]);
+    t.create_exported("m", &["mirror", "m0.img", "m1.img"]);
+    t.create_exported("s", &["s0.img", "s1.img"]);
     for file in ["m0.img", "m1.img", "s0.img", "s1.img"] {
         assert_eq!(
             std::fs::metadata(t.dir().join(file)).unwrap().len(),
@@ -388,9 +415,9 @@ fn mirror_and_two_top_level_vdevs() {
 #[test]
 
 fn mirror_with_a_missing_side_is_reported_and_recovers() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("m", &["mirror", "m0.img", "m1.img"]);
+    t.create_exported("m", &["mirror", "m0.img", "m1.img"]);
     let away = t.dir().join("away");
     std::fs::create_dir(&away).unwrap();
     std::fs::rename(t.dir().join("m1.img"), away.join("m1.img")).unwrap();
@@ -418,7 +445,7 @@ fn mirror_with_a_missing_side_is_reported_and_recovers() {
 /// Run each case against a directory holding one healthy pool `tank`; each must fail with its
 /// message and leave every file untouched; `tank` must still check clean afterwards.
 #[track_caller]
-fn assert_misuse(t: &Fixture, cases: &[(Vec<String>, Vec<&str>)]) {
+fn assert_misuse(t: &CliFixture, cases: &[(Vec<String>, Vec<&str>)]) {
     let before = t.snapshot();
     for (args, needles) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -443,8 +470,8 @@ fn words(text: &str) -> Vec<String> {
 
 #[test]
 fn create_usage_errors_change_nothing() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     let new = t.path("new.img");
     let new2 = t.path("new2.img");
     let new3 = t.path("new3.img");
@@ -511,9 +538,9 @@ fn create_usage_errors_change_nothing() {
 
 #[test]
 fn create_over_another_pools_device_needs_force() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     let a = t.path("a.img");
     // Without -f: refused, naming the pool the device belongs to and what to do.
     assert_misuse(
@@ -543,8 +570,8 @@ fn create_over_another_pools_device_needs_force() {
 #[test]
 
 fn failed_create_removes_the_files_it_created() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     let cases = vec![(
         words(&format!(
             "pool create -s 128M other {} {}",
@@ -558,9 +585,9 @@ fn failed_create_removes_the_files_it_created() {
 
 #[test]
 fn create_on_a_device_below_the_minimum() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     let small = t.path("small.img");
     File::create(&small)
         .unwrap()
@@ -585,8 +612,8 @@ fn create_on_a_device_below_the_minimum() {
 #[test]
 
 fn create_on_a_device_below_the_minimum_does_not_write_to_it() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     let small = t.path("small.img");
     let pattern: Vec<u8> = (0..32 * MIB).map(|i| (i % 251) as u8).collect();
     std::fs::write(&small, &pattern).unwrap();
@@ -603,8 +630,8 @@ fn create_on_a_device_below_the_minimum_does_not_write_to_it() {
 #[test]
 
 fn create_with_a_size_below_the_minimum_creates_nothing() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     let cases = vec![(
         words(&format!("pool create -s 32M tank2 {}", t.path("new.img"))),
         vec!["too small"],
@@ -615,8 +642,8 @@ fn create_with_a_size_below_the_minimum_creates_nothing() {
 #[test]
 
 fn create_with_one_device_spelled_two_ways() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     let cases = vec![(
         // The commands run in the fixture directory: both name DIR/new.img.
         words(&format!(
@@ -630,8 +657,8 @@ fn create_with_one_device_spelled_two_ways() {
 
 #[test]
 fn unknown_pools_fields_and_options() {
-    let t = Fixture::new();
-    t.create("tank", &["a.img"]);
+    let t = CliFixture::new(TARN);
+    t.create_exported("tank", &["a.img"]);
     let d = t.d();
     let no_pool = ["nosuch"];
     let cases = vec![
@@ -698,9 +725,9 @@ fn unknown_pools_fields_and_options() {
 
 #[test]
 fn check_of_a_pool_whose_only_vdev_was_truncated() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     File::options()
         .write(true)
         .open(t.path("a.img"))
@@ -725,9 +752,9 @@ fn check_of_a_pool_whose_only_vdev_was_truncated() {
 #[test]
 fn check_of_a_pool_whose_vdev_lost_its_data_area() {
     // The labels survive, every block is gone: a clear error, no panic.
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     let file = File::options().write(true).open(t.path("a.img")).unwrap();
     file.set_len(4 * MIB).unwrap();
     file.set_len(128 * MIB).unwrap();
@@ -741,9 +768,9 @@ fn check_of_a_pool_whose_vdev_lost_its_data_area() {
 
 #[test]
 fn check_repairs_a_damaged_mirror_side() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("m", &["mirror", "m0.img", "m1.img"]);
+    t.create_exported("m", &["mirror", "m0.img", "m1.img"]);
     // Bytes 4 MiB .. 12 MiB of one side: the start of the data area, where metaslab 0 holds
     // the pool's metadata.
     t.scribble("m0.img", 4 * MIB, 8 * MIB);
@@ -768,9 +795,9 @@ fn check_repairs_a_damaged_mirror_side() {
 
 #[test]
 fn check_of_a_damaged_single_vdev_pool_is_informative() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("s", &["s.img"]);
+    t.create_exported("s", &["s.img"]);
     t.scribble("s.img", 4 * MIB, 8 * MIB);
 
     let run = t.run(&["check", "-d", &d, "s"]);
@@ -801,7 +828,7 @@ fn check_of_a_damaged_single_vdev_pool_is_informative() {
 
 #[test]
 fn quickstart_runs_and_runs_again() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let q = t.path("q");
     for round in 0..2 {
         let run = t.run(&["quickstart", &q]).success();
@@ -851,9 +878,9 @@ fn quickstart_runs_and_runs_again() {
 
 #[test]
 fn tunables_from_the_environment() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     let before = t.snapshot();
     t.run_env(
         &[("TARN_TUNABLE_no_such", "1")],
@@ -900,14 +927,14 @@ fn tunables_from_the_environment() {
 #[test]
 
 fn unknown_tunable_is_rejected_even_without_a_pool() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
     let env = [("TARN_TUNABLE_no_such", "1")];
     t.run_env(&env, &["pool", "list", "-d", &d])
         .failure(&["unknown tunable", "no_such"]);
     t.run_env(&env, &["pool", "import", "-d", &d])
         .failure(&["unknown tunable", "no_such"]);
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     t.run_env(&env, &["pool", "export", "-d", &d, "tank"])
         .failure(&["unknown tunable", "no_such"]);
 }
@@ -919,9 +946,9 @@ fn unknown_tunable_is_rejected_even_without_a_pool() {
 #[test]
 
 fn output_into_a_closed_pipe_does_not_panic() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let d = t.d();
-    t.create("tank", &["a.img"]);
+    t.create_exported("tank", &["a.img"]);
     for args in [
         vec!["debug", "metaslabs", "-d", d.as_str(), "tank"],
         vec!["check", "-d", d.as_str(), "tank"],

@@ -3,211 +3,32 @@
 //! import without -f after kill -9, stale sockets removed, bad requests answered.
 //!
 //! Each test has its own socket (`TARN_SOCKET`) in a temporary directory apart from its pool
-//! files, and `Fixture`'s drop stops its daemon, so no test leaves a daemon behind even when it
-//! fails.
+//! files, and the drop of its `CliFixture` (tarn-test-support) stops its daemon, so no test
+//! leaves a daemon behind even when it fails.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
 use tarn_protocol::request::pool::{CreateArgs, PoolRequest};
 use tarn_protocol::Request;
-use tarn_test_support::{clean_command, Run};
-use tempfile::TempDir;
+use tarn_test_support::cli::{alive, CliFixture};
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
-/// Pool files in one temporary directory; a daemon socket in another.
-struct Fixture {
-    dir: TempDir,
-    run_dir: TempDir,
-    socket_name: &'static str,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.command(&["daemon", "--stop"]).output();
-        // A daemon that ignored the request (a failing test) is killed outright.
-        if let Some(pid) = self.pid_file() {
-            if alive(pid) {
-                kill(pid, libc::SIGKILL);
-            }
-        }
-        unmount_under(self.dir.path());
-    }
-}
-
-/// Lazily unmount whatever is still mounted under `dir` (a killed daemon's dead mounts).
-fn unmount_under(dir: &Path) {
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    for line in text.lines() {
-        if let Some(point) = line.split(' ').nth(4) {
-            if Path::new(point).starts_with(dir) {
-                let _ = Command::new("umount").arg("-l").arg(point).output();
-            }
-        }
-    }
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        Fixture::with_socket("tarn.sock")
-    }
-
-    fn with_socket(socket_name: &'static str) -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().expect("temp dir"),
-            run_dir: tempfile::tempdir().expect("temp dir"),
-            socket_name,
-        }
-    }
-
-    fn d(&self) -> String {
-        self.dir.path().to_str().expect("utf-8").to_string()
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir
-            .path()
-            .join(name)
-            .to_str()
-            .expect("utf-8")
-            .to_string()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.run_dir.path().join(self.socket_name)
-    }
-
-    fn side_file(&self, suffix: &str) -> PathBuf {
-        self.run_dir
-            .path()
-            .join(format!("{}{suffix}", self.socket_name))
-    }
-
-    /// The daemon's pid from `SOCKET.pid`, if the file exists.
-    fn pid_file(&self) -> Option<i32> {
-        std::fs::read_to_string(self.side_file(".pid"))
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-    }
-
-    #[track_caller]
-    fn pid(&self) -> i32 {
-        self.pid_file().expect("the daemon writes its pid file")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = clean_command(TARN);
-        // Pools mount under the fixture's directory (-R), never at /POOL.
-        let altroot = Path::new(self.dir.path())
-            .join("altroot")
-            .display()
-            .to_string();
-        let mut args: Vec<&str> = args.to_vec();
-        if args.len() >= 2 && args[0] == "pool" && (args[1] == "create" || args[1] == "import") {
-            args.insert(2, "-R");
-            args.insert(3, &altroot);
-        }
-        command
-            .args(&args)
-            .current_dir(self.dir.path())
-            .env("RUST_BACKTRACE", "1")
-            .env("TARN_SOCKET", self.socket());
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        Run::of(format!("tarn {}", args.join(" ")), &mut self.command(args))
-    }
-
-    #[track_caller]
-    fn create(&self, name: &str, file: &str) -> Run {
-        self.run(&["pool", "create", "-s", "128M", name, &self.path(file)])
-            .success()
-            .stdout_has(&[&format!("created pool {name}")])
-    }
-
-    /// Pools `pool import -d DIR` offers, each with its state word and whether it was
-    /// exported: "ONLINE, exported", or "ONLINE, not exported" when the listing says the pool
-    /// was not exported (its holder is alive or died without exporting).
-    #[track_caller]
-    fn importable(&self) -> Vec<(String, String)> {
-        let run = self.run(&["pool", "import", "-d", &self.d()]).success();
-        let mut pools: Vec<(String, String)> = Vec::new();
-        for line in run.stdout.lines() {
-            let line = line.trim();
-            if let Some(rest) = line.strip_prefix("pool:") {
-                pools.push((rest.trim().to_string(), String::new()));
-            } else if let Some(rest) = line.strip_prefix("state:") {
-                let (_, state) = pools.last_mut().expect("state after pool");
-                *state = format!("{}, exported", rest.trim());
-            } else if line.starts_with("status: The pool was not exported") {
-                let (_, state) = pools.last_mut().expect("status after pool");
-                *state = state.replace(", exported", ", not exported");
-            }
-        }
-        pools
-    }
-
-    /// Names listed by `pool list -H -o name` (no -d: only what the daemon holds, if it runs).
-    #[track_caller]
-    fn listed(&self) -> Vec<String> {
-        let run = self.run(&["pool", "list", "-H", "-o", "name"]).success();
-        run.stdout.lines().map(str::to_string).collect()
-    }
-
-    /// One raw line to the socket, one response line back.
-    fn raw(&self, line: &[u8]) -> Value {
-        let mut stream = UnixStream::connect(self.socket()).expect("connect to the daemon");
-        stream.write_all(line).expect("send");
-        let mut answer = String::new();
-        BufReader::new(stream)
-            .read_line(&mut answer)
-            .expect("receive");
-        serde_json::from_str(&answer)
-            .unwrap_or_else(|error| panic!("response {answer:?} is not JSON: {error}"))
-    }
-
-    #[track_caller]
-    fn wait_gone(&self, pid: i32) {
-        let started = Instant::now();
-        while alive(pid) {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "daemon {pid} did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    #[track_caller]
-    fn check_clean(&self, pool: &str) {
-        self.run(&["check", "-d", &self.d(), pool])
-            .success()
-            .stdout_has(&[&format!("checked pool {pool}"), "no errors found"]);
-    }
-}
-
-/// Whether `pid` exists and is not a zombie (the daemon's parent is gone; whoever adopted it
-/// may not reap it at once).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
+/// One raw line to the fixture's socket, one response line back.
+fn raw(t: &CliFixture, line: &[u8]) -> Value {
+    let mut stream = UnixStream::connect(t.socket()).expect("connect to the daemon");
+    stream.write_all(line).expect("send");
+    let mut answer = String::new();
+    BufReader::new(stream)
+        .read_line(&mut answer)
+        .expect("receive");
+    serde_json::from_str(&answer)
+        .unwrap_or_else(|error| panic!("response {answer:?} is not JSON: {error}"))
 }
 
 fn kill(pid: i32, signal: i32) {
@@ -218,9 +39,9 @@ fn kill(pid: i32, signal: i32) {
 
 #[test]
 fn create_starts_the_daemon_which_keeps_the_pool_until_export() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     assert!(!t.socket().exists());
-    t.create("tank", "a.img");
+    t.create("tank", &["a.img"]);
     // The starting command returned only once the daemon was serving.
     assert!(t.socket().exists(), "socket created");
     let pid = t.pid();
@@ -261,9 +82,9 @@ fn create_starts_the_daemon_which_keeps_the_pool_until_export() {
     t.run(&["pool", "export", "tank"])
         .success()
         .stdout_has(&["exported pool tank"]);
-    t.wait_gone(pid);
+    t.wait_daemon_gone(pid);
     assert!(!t.socket().exists(), "socket removed");
-    assert!(t.pid_file().is_none(), "pid file removed");
+    assert!(t.daemon_pid().is_none(), "pid file removed");
     assert_eq!(
         t.importable(),
         vec![("tank".to_string(), "ONLINE, exported".to_string())]
@@ -275,7 +96,7 @@ fn create_starts_the_daemon_which_keeps_the_pool_until_export() {
     t.run(&["pool", "sync", "tank"])
         .failure(&["tank", "not imported"]);
     assert!(!t.socket().exists(), "no daemon started by read-only verbs");
-    let empty = Fixture::new();
+    let empty = CliFixture::new(TARN);
     let run = empty.run(&["pool", "list"]).success();
     assert!(
         run.stderr.contains("no pools imported"),
@@ -291,13 +112,13 @@ fn create_starts_the_daemon_which_keeps_the_pool_until_export() {
     t.run(&["pool", "destroy", "tank"])
         .success()
         .stdout_has(&["destroyed pool tank"]);
-    t.wait_gone(second);
+    t.wait_daemon_gone(second);
     assert_eq!(t.importable(), vec![]);
 }
 
 #[test]
 fn a_failed_create_leaves_no_daemon_behind() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let small = t.path("small.img");
     std::fs::File::create(&small)
         .unwrap()
@@ -329,13 +150,13 @@ fn a_failed_create_leaves_no_daemon_behind() {
 
 #[test]
 fn concurrent_first_commands_share_one_daemon() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let names = ["p0", "p1", "p2", "p3"];
     std::thread::scope(|scope| {
         for name in names {
             let t = &t;
             scope.spawn(move || {
-                t.create(name, &format!("{name}.img"));
+                t.create(name, &[&format!("{name}.img")]);
             });
         }
     });
@@ -353,12 +174,12 @@ fn concurrent_first_commands_share_one_daemon() {
 
 #[test]
 fn sigterm_exports_every_pool_cleanly() {
-    let t = Fixture::new();
-    t.create("tank", "a.img");
-    t.create("pond", "b.img");
+    let t = CliFixture::new(TARN);
+    t.create("tank", &["a.img"]);
+    t.create("pond", &["b.img"]);
     let pid = t.pid();
     kill(pid, libc::SIGTERM);
-    t.wait_gone(pid);
+    t.wait_daemon_gone(pid);
     assert!(!t.socket().exists(), "socket removed on SIGTERM");
     let mut pools = t.importable();
     pools.sort();
@@ -380,13 +201,13 @@ fn sigterm_exports_every_pool_cleanly() {
 
 #[test]
 fn import_after_kill_9_needs_no_force_and_checks_clean() {
-    let t = Fixture::new();
-    t.create("tank", "a.img");
+    let t = CliFixture::new(TARN);
+    t.create("tank", &["a.img"]);
     for round in 0..3 {
         let pid = t.pid();
         t.run(&["pool", "sync", "tank"]).success();
         kill(pid, libc::SIGKILL);
-        t.wait_gone(pid);
+        t.wait_daemon_gone(pid);
         // The dead daemon left its socket file behind: stale, removed by the next daemon.
         assert!(
             t.socket().exists(),
@@ -410,14 +231,14 @@ fn import_after_kill_9_needs_no_force_and_checks_clean() {
 
 #[test]
 fn a_stale_socket_file_is_removed() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     // A socket with nobody listening, as a crashed daemon leaves it.
     let listener = std::os::unix::net::UnixListener::bind(t.socket()).unwrap();
     drop(listener);
     assert!(t.socket().exists());
     // Read-only verbs see no daemon behind it.
     t.run(&["pool", "list", "-d", &t.d()]).success();
-    t.create("tank", "a.img");
+    t.create("tank", &["a.img"]);
     assert_eq!(t.listed(), vec!["tank".to_string()]);
     let log = std::fs::read_to_string(t.side_file(".log")).unwrap();
     assert!(log.contains("removed stale socket"), "{log}");
@@ -425,10 +246,10 @@ fn a_stale_socket_file_is_removed() {
 
 #[test]
 fn one_daemon_per_socket_and_two_sockets_side_by_side() {
-    let one = Fixture::with_socket("one.sock");
-    let two = Fixture::with_socket("two.sock");
-    one.create("tank", "a.img");
-    two.create("tank", "a.img");
+    let one = CliFixture::new(TARN).with_socket("one.sock");
+    let two = CliFixture::new(TARN).with_socket("two.sock");
+    one.create("tank", &["a.img"]);
+    two.create("tank", &["a.img"]);
     assert_ne!(one.pid(), two.pid());
     assert_eq!(one.listed(), vec!["tank".to_string()]);
     assert_eq!(two.listed(), vec!["tank".to_string()]);
@@ -440,7 +261,7 @@ fn one_daemon_per_socket_and_two_sockets_side_by_side() {
     // Each exports its own pool; the other daemon is untouched.
     let pid_one = one.pid();
     one.run(&["pool", "export", "tank"]).success();
-    one.wait_gone(pid_one);
+    one.wait_daemon_gone(pid_one);
     assert!(alive(two.pid()));
     assert_eq!(two.listed(), vec!["tank".to_string()]);
     let stopped = two.run(&["daemon", "--stop"]).success();
@@ -457,8 +278,8 @@ fn one_daemon_per_socket_and_two_sockets_side_by_side() {
 
 #[test]
 fn bad_requests_get_error_responses_and_the_daemon_survives() {
-    let t = Fixture::new();
-    t.create("tank", "a.img");
+    let t = CliFixture::new(TARN);
+    t.create("tank", &["a.img"]);
     let pid = t.pid();
     let version = tarn_protocol::PROTOCOL_VERSION;
     let request_line = |request: &Request| {
@@ -505,13 +326,13 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
         ),
     ];
     for (line, needle) in cases {
-        let response = t.raw(&line);
+        let response = raw(&t, &line);
         assert_ne!(response["status"], 0, "{response}");
         let stderr = response["stderr"].as_str().unwrap_or("");
         assert!(stderr.contains(needle), "{needle:?} in {response}");
     }
     // A verb on a pool the daemon does not hold says so.
-    let response = t.raw(&request_line(&check("nosuch")));
+    let response = raw(&t, &request_line(&check("nosuch")));
     assert_eq!(response["not_imported"], true, "{response}");
     // Several requests on one connection, and a half-sent request, do not hurt.
     let mut stream = UnixStream::connect(t.socket()).unwrap();
@@ -538,7 +359,7 @@ fn bad_requests_get_error_responses_and_the_daemon_survives() {
 
 #[test]
 fn tunables_reach_the_daemon_it_starts() {
-    let t = Fixture::new();
+    let t = CliFixture::new(TARN);
     let run = t
         .command(&["pool", "create", "-s", "128M", "tank", &t.path("a.img")])
         .env("TARN_TUNABLE_vdev_default_ms_shift", "22")
@@ -563,8 +384,8 @@ fn tunables_reach_the_daemon_it_starts() {
 
 #[test]
 fn the_log_has_levels_timestamps_and_the_error_text_of_failed_requests() {
-    let t = Fixture::new();
-    t.create("tank", "a.img");
+    let t = CliFixture::new(TARN);
+    t.create("tank", &["a.img"]);
     t.run(&["pool", "get", "bogus", "tank"])
         .failure(&["no pool property"]);
     t.run(&["pool", "export", "tank"]).success();

@@ -7,16 +7,12 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::{is_mounted, CliFixture};
 
-fn json(run: &Run) -> serde_json::Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}:\n{run}"))
-}
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 /// (name, mountpoint) of every dataset, from `tarn list -H -o name,mountpoint`.
-fn listed(t: &Fixture) -> Vec<(String, String)> {
+fn listed(t: &CliFixture) -> Vec<(String, String)> {
     t.run(&["list", "-H", "-o", "name,mountpoint"])
         .success()
         .stdout
@@ -30,9 +26,11 @@ fn listed(t: &Fixture) -> Vec<(String, String)> {
 
 #[test]
 fn datasets_mount_under_parents_and_keep_properties_across_import() {
-    let Some(t) = Fixture::new() else { return };
-    let alt = t.path("altroot");
-    t.create("tank", &["-O", "atime=off"]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    let alt = t.file("altroot");
+    t.create_in_altroot("tank", &["-O", "atime=off"]).success();
     t.run(&["create", "tank/home"]).success();
     t.run(&[
         "create",
@@ -80,13 +78,16 @@ fn datasets_mount_under_parents_and_keep_properties_across_import() {
          tank/home/alice/docs\tatime\toff\tinherited from tank\n\
          tank/home/alice/docs\tcompression\tzstd\tlocal\n"
     );
-    let value = json(&t.run(&["get", "-j", "all", "tank/home"]).success());
+    let value = t.run(&["get", "-j", "all", "tank/home"]).success().json();
     let properties = value["datasets"]["tank/home"]["properties"]
         .as_object()
         .unwrap();
     assert!(properties.len() >= 15, "{value}");
     assert_eq!(properties["mounted"]["value"], "yes");
-    let value = json(&t.run(&["list", "-j", "-p", "-r", "tank/home"]).success());
+    let value = t
+        .run(&["list", "-j", "-p", "-r", "tank/home"])
+        .success()
+        .json();
     let rows = value["datasets"].as_object().unwrap();
     assert_eq!(rows.len(), 3);
     let used = |name: &str| rows[name]["properties"]["used"]["value"].as_u64().unwrap();
@@ -139,7 +140,7 @@ fn datasets_mount_under_parents_and_keep_properties_across_import() {
     let before = listed(&t);
     t.run(&["pool", "export", "tank"]).success();
     assert!(!is_mounted(&docs));
-    let dir = t.dir.path().display().to_string();
+    let dir = t.d();
     let alt_text = t.altroot();
     t.run(&["pool", "import", "-d", &dir, "-R", &alt_text, "tank"])
         .success();
@@ -202,7 +203,9 @@ fn datasets_mount_under_parents_and_keep_properties_across_import() {
 
 #[test]
 fn dataset_misuse_gives_clear_errors_and_changes_nothing() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     // No daemon, no pools.
     t.run(&["create", "tank/a"])
         .failure(&["pool \"tank\" is not imported"]);
@@ -210,7 +213,7 @@ fn dataset_misuse_gives_clear_errors_and_changes_nothing() {
         t.run(&["list"]).success().stdout,
         "NAME  USED  AVAIL  REFER  MOUNTPOINT\n"
     );
-    t.create("tank", &[]).success();
+    t.create_in_altroot("tank", &[]).success();
     t.run(&["create", "tank/a"]).success();
     let before = listed(&t);
     let cases: &[(&[&str], &[&str])] = &[
@@ -260,7 +263,7 @@ fn dataset_misuse_gives_clear_errors_and_changes_nothing() {
     }
     assert_eq!(listed(&t), before, "nothing changed");
     // A taken mountpoint: the dataset is created but reported unmounted, as zfs does.
-    let taken = t.path("altroot/tank/b");
+    let taken = t.file("altroot/tank/b");
     fs::create_dir_all(&taken).unwrap();
     fs::write(taken.join("occupied"), b"x").unwrap();
     t.run(&["create", "tank/b"]).failure(&["cannot mount"]);

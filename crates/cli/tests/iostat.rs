@@ -2,69 +2,10 @@
 //! (one tab-separated line per vdev, exact integers, `-` only where nothing was measured, the
 //! pool line equal to its only leaf's), the histogram forms' shapes, and clear errors.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-
-use tempfile::TempDir;
+use tarn_test_support::cli::CliFixture;
+use tarn_test_support::Run;
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
-
-struct Fixture {
-    dir: TempDir,
-    run_dir: TempDir,
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.command(&["daemon", "--stop"]).output();
-    }
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-            run_dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(TARN);
-        command
-            .args(args)
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TARN_") {
-                command.env_remove(key);
-            }
-        }
-        command.env("TARN_SOCKET", self.run_dir.path().join("tarn.sock"));
-        command
-    }
-
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let output = self.command(args).output().unwrap();
-        let run = (
-            output.status.code().expect("tarn was killed by a signal"),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        );
-        assert_ne!(run.0, 101, "tarn panicked: {run:?}");
-        run
-    }
-
-    #[track_caller]
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, stdout, stderr) = self.run(args);
-        assert_eq!(code, 0, "tarn {args:?}\nstdout: {stdout}\nstderr: {stderr}");
-        stdout
-    }
-
-    fn vdev(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.img"))
-    }
-}
 
 /// One parsed `-H -p` field: an exact integer, or `-` (nothing measured / not applicable).
 fn field(text: &str) -> Option<u64> {
@@ -79,20 +20,16 @@ fn field(text: &str) -> Option<u64> {
 
 #[test]
 fn scripted_exact_output_parses_back() {
-    let fixture = Fixture::new();
-    let vdev = fixture.vdev("tank");
-    fixture.ok(&[
-        "pool",
-        "create",
-        "-m",
-        "none",
-        "-s",
-        "128M",
-        "tank",
-        vdev.to_str().unwrap(),
-    ]);
-    fixture.ok(&["pool", "sync", "tank"]);
-    let output = fixture.ok(&["pool", "iostat", "-H", "-p", "-l", "-q", "-v", "tank"]);
+    let fixture = CliFixture::new(TARN);
+    let vdev = fixture.file("tank.img");
+    fixture
+        .create_pool("tank", &["-m", "none", "-s", "128M"], &["tank.img"])
+        .success();
+    fixture.run(&["pool", "sync", "tank"]).success();
+    let output = fixture
+        .run(&["pool", "iostat", "-H", "-p", "-l", "-q", "-v", "tank"])
+        .success()
+        .stdout;
     let lines: Vec<Vec<&str>> = output
         .lines()
         .map(|line| line.split('\t').collect())
@@ -125,7 +62,10 @@ fn scripted_exact_output_parses_back() {
     // A single-leaf pool: the pool line is the leaf's line (same counters, same space).
     assert_eq!(lines[0][1..3], lines[1][1..3]);
 
-    let histogram = fixture.ok(&["pool", "iostat", "-w", "-H", "-p", "tank"]);
+    let histogram = fixture
+        .run(&["pool", "iostat", "-w", "-H", "-p", "tank"])
+        .success()
+        .stdout;
     let rows: Vec<Vec<&str>> = histogram
         .lines()
         .map(|line| line.split('\t').collect())
@@ -140,7 +80,10 @@ fn scripted_exact_output_parses_back() {
     }
     assert!(writes > 0, "no write disk waits:\n{histogram}");
 
-    let sizes = fixture.ok(&["pool", "iostat", "-r", "-H", "-p", "tank"]);
+    let sizes = fixture
+        .run(&["pool", "iostat", "-r", "-H", "-p", "tank"])
+        .success()
+        .stdout;
     let rows: Vec<Vec<&str>> = sizes
         .lines()
         .map(|line| line.split('\t').collect())
@@ -150,17 +93,20 @@ fn scripted_exact_output_parses_back() {
     assert_eq!(field(rows[15][1]), Some(16 << 20));
 
     // Later reports cover their interval only.
-    let repeated = fixture.ok(&["pool", "iostat", "-H", "-p", "-y", "tank", "0.2", "2"]);
+    let repeated = fixture
+        .run(&["pool", "iostat", "-H", "-p", "-y", "tank", "0.2", "2"])
+        .success()
+        .stdout;
     assert_eq!(repeated.lines().count(), 2, "{repeated}");
 }
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    let fixture = Fixture::new();
-    let (code, _, stderr) = fixture.run(&["pool", "iostat", "tank"]);
+    let fixture = CliFixture::new(TARN);
+    let Run { code, stderr, .. } = fixture.run(&["pool", "iostat", "tank"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("\"tank\" is not imported"), "{stderr}");
-    let (code, _, stderr) = fixture.run(&["pool", "iostat"]);
+    let Run { code, stderr, .. } = fixture.run(&["pool", "iostat"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("no pools"), "{stderr}");
     for (args, message) in [
@@ -172,7 +118,7 @@ fn bad_input_is_a_clear_error() {
             "unexpected value",
         ),
     ] {
-        let (code, _, stderr) = fixture.run(args);
+        let Run { code, stderr, .. } = fixture.run(args);
         assert_ne!(code, 0, "{args:?}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }

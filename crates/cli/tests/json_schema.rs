@@ -12,13 +12,10 @@
 
 use serde_json::Value;
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::CliFixture;
+use tarn_test_support::Run;
 
-fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}:\n{run}"))
-}
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 /// The document's header is `output_version` of `command`, version 0.1, and comes first.
 fn assert_header(run: &Run, command: &str) -> Value {
@@ -28,7 +25,7 @@ fn assert_header(run: &Run, command: &str) -> Value {
             .starts_with("{\n  \"output_version\": {"),
         "output_version first:\n{run}"
     );
-    let document = json(run);
+    let document = run.json();
     assert_eq!(
         document["output_version"],
         serde_json::json!({"command": command, "vers_major": 0, "vers_minor": 1}),
@@ -52,8 +49,10 @@ fn pair(kind: &str, data: &str) -> (String, String) {
 
 #[test]
 fn pool_list_get_and_status_follow_zpools_schema() {
-    let Some(t) = Fixture::new() else { return };
-    t.create("tank", &[]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    t.create_in_altroot("tank", &[]).success();
 
     // pool list -j: pools keyed by name, identity beside value/source pairs under zpool's names.
     let run = t.run(&["pool", "list", "-j"]).success();
@@ -165,8 +164,11 @@ fn pool_list_get_and_status_follow_zpools_schema() {
 
 #[test]
 fn list_get_and_mount_follow_zfs_schema() {
-    let Some(t) = Fixture::new() else { return };
-    t.create("tank", &["-O", "compression=lz4"]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    t.create_in_altroot("tank", &["-O", "compression=lz4"])
+        .success();
     t.run(&["create", "-o", "recordsize=16K", "tank/a"])
         .success();
     t.run(&["create", "tank/a/b"]).success();
@@ -304,15 +306,17 @@ fn list_get_and_mount_follow_zfs_schema() {
     assert_eq!(b["filesystem"], "tank/a/b", "{run}");
     assert_eq!(
         b["mountpoint"],
-        t.path("altroot").join("tank/a/b").display().to_string(),
+        t.file("altroot").join("tank/a/b").display().to_string(),
         "{run}"
     );
 }
 
 #[test]
 fn version_and_tarns_own_tables_open_with_the_same_header() {
-    let Some(t) = Fixture::new() else { return };
-    t.create("tank", &[]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    t.create_in_altroot("tank", &[]).success();
 
     // version -j: zfs version -j's object, with both sides' protocol versions.
     let run = t.run(&["version", "-j"]).success();

@@ -11,21 +11,23 @@
 use std::fs::{self, File};
 use std::io::Write;
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::{is_mounted, CliFixture};
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 #[test]
 fn create_mounts_and_export_unmounts() {
-    let Some(t) = Fixture::new() else { return };
-    let mnt = t.path("altroot/tank");
-    t.create("tank", &[]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    let mnt = t.file("altroot/tank");
+    t.create_in_altroot("tank", &[]).success();
     assert!(is_mounted(&mnt), "{} is not mounted", mnt.display());
     let entry = tarn_fuse::mountpoint::mount_at(&mnt).unwrap();
     assert_eq!(entry.source, "tarn:tank");
     fs::write(mnt.join("hello"), b"world").unwrap();
     // A taken mountpoint and a non-empty directory are refused; nothing is created.
-    let other = t.path("taken");
+    let other = t.file("taken");
     fs::create_dir(&other).unwrap();
     fs::write(other.join("x"), b"x").unwrap();
     let other_text = other.display().to_string();
@@ -38,11 +40,11 @@ fn create_mounts_and_export_unmounts() {
         "-m",
         &other_text,
         "other",
-        &t.path("other.img").display().to_string(),
+        &t.path("other.img"),
     ])
     .failure(&["not empty"]);
     assert!(
-        !t.path("other.img").exists(),
+        !t.file("other.img").exists(),
         "refused create made its vdev"
     );
     let mnt_text = mnt.display().to_string();
@@ -54,14 +56,14 @@ fn create_mounts_and_export_unmounts() {
         "-m",
         &mnt_text,
         "other",
-        &t.path("other.img").display().to_string(),
+        &t.path("other.img"),
     ])
     .failure(&["already a mountpoint"]);
     t.run(&["pool", "create", "-m", "relative", "other", "x.img"])
         .failure(&["absolute"]);
     // -m none: imported, not mounted.
-    t.create("quiet", &["-m", "none"]).success();
-    assert!(!t.path("altroot/quiet").exists());
+    t.create_in_altroot("quiet", &["-m", "none"]).success();
+    assert!(!t.file("altroot/quiet").exists());
     // Export while a file is open: EBUSY without -f, and still mounted and served.
     let open = File::open(mnt.join("hello")).unwrap();
     t.run(&["pool", "export", "tank"]).failure(&["busy", "-f"]);
@@ -72,7 +74,7 @@ fn create_mounts_and_export_unmounts() {
     assert!(!is_mounted(&mnt));
     // Import mounts again, under the altroot given then.
     let altroot = t.altroot();
-    let d = t.dir.path().display().to_string();
+    let d = t.d();
     t.run(&["pool", "import", "-d", &d, "-R", &altroot, "tank"])
         .success();
     assert_eq!(fs::read(mnt.join("hello")).unwrap(), b"world");
@@ -86,9 +88,11 @@ fn create_mounts_and_export_unmounts() {
 
 #[test]
 fn fsynced_data_survives_kill_9_and_reimport_detaches_the_dead_mount() {
-    let Some(t) = Fixture::new() else { return };
-    let mnt = t.path("altroot/crash");
-    t.create("crash", &[]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    let mnt = t.file("altroot/crash");
+    t.create_in_altroot("crash", &[]).success();
     let pid = t.daemon_pid().expect("daemon pid");
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     let mut file = File::create(mnt.join("durable")).unwrap();
@@ -108,7 +112,7 @@ fn fsynced_data_survives_kill_9_and_reimport_detaches_the_dead_mount() {
     assert!(is_mounted(&mnt), "the dead mount stays until cleaned up");
     assert!(tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt));
     let altroot = t.altroot();
-    let d = t.dir.path().display().to_string();
+    let d = t.d();
     t.run(&["pool", "import", "-d", &d, "-R", &altroot, "crash"])
         .success();
     assert!(!tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt));
@@ -121,16 +125,18 @@ fn fsynced_data_survives_kill_9_and_reimport_detaches_the_dead_mount() {
 
 #[test]
 fn sigterm_unmounts_and_exports() {
-    let Some(t) = Fixture::new() else { return };
-    let mnt = t.path("altroot/term");
-    t.create("term", &[]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    let mnt = t.file("altroot/term");
+    t.create_in_altroot("term", &[]).success();
     fs::write(mnt.join("f"), b"data").unwrap();
     let pid = t.daemon_pid().expect("daemon pid");
     // SAFETY: signals the daemon this fixture started.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     t.wait_daemon_gone(pid);
     assert!(!is_mounted(&mnt));
-    let d = t.dir.path().display().to_string();
+    let d = t.d();
     let listing = t.run(&["pool", "import", "-d", &d]).success();
     assert!(
         listing.stdout.contains("pool: term")

@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::{is_mounted, CliFixture};
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 const POOL: &str = "crash";
 const ROUNDS: u32 = 20;
@@ -243,14 +243,11 @@ fn verify(mnt: &Path, journal: &BTreeMap<String, Confirmed>) -> (usize, usize) {
     (journal.len(), others)
 }
 
-fn check_clean(t: &Fixture) {
-    let run = t.run(&["check", POOL]).success();
-    assert!(run.stdout.contains("no errors found"), "{run}");
-}
-
 #[test]
 fn kill_9_during_fsynced_writes_loses_nothing_confirmed() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let started = Instant::now();
     let seed = std::env::var("TARN_CRASH_SEED")
         .ok()
@@ -263,12 +260,15 @@ fn kill_9_during_fsynced_writes_loses_nothing_confirmed() {
         });
     eprintln!("crash rounds: TARN_CRASH_SEED={seed}");
     let mut rng = Rng::new(seed);
-    let mnt = t.path(&format!("altroot/{POOL}"));
+    let mnt = t.file(&format!("altroot/{POOL}"));
     let altroot = t.altroot();
-    let disk = t.path(&format!("{POOL}.img")).display().to_string();
-    let d = t.dir.path().display().to_string();
-    t.run(&["pool", "create", "-s", "2G", "-R", &altroot, POOL, &disk])
-        .success();
+    let d = t.d();
+    t.create_pool(
+        POOL,
+        &["-s", "2G", "-R", &altroot],
+        &[&format!("{POOL}.img")],
+    )
+    .success();
     assert!(is_mounted(&mnt));
     let journal: Journal = Arc::default();
     let mut totals = HashMap::new();
@@ -325,7 +325,7 @@ fn kill_9_during_fsynced_writes_loses_nothing_confirmed() {
             is_mounted(&mnt) && !tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt),
             "round {round}: not mounted after import"
         );
-        check_clean(&t);
+        t.check_imported_clean(POOL);
         let journal = journal.lock().unwrap();
         let (checked, others) = verify(&mnt, &journal);
         totals.insert(round, confirmed);

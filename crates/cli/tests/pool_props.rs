@@ -6,12 +6,12 @@
 
 use std::fs;
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::CliFixture;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 /// `pool get -H -p -o value PROP POOL`.
-fn value(t: &Fixture, property: &str, pool: &str) -> String {
+fn value(t: &CliFixture, property: &str, pool: &str) -> String {
     t.run(&["pool", "get", "-H", "-p", "-o", "value", property, pool])
         .success()
         .stdout
@@ -21,8 +21,10 @@ fn value(t: &Fixture, property: &str, pool: &str) -> String {
 
 #[test]
 fn pool_get_lists_all_or_named_properties_in_zpool_columns() {
-    let Some(t) = Fixture::new() else { return };
-    t.create("tank", &[]).success();
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    t.create_in_altroot("tank", &[]).success();
 
     let all = t.run(&["pool", "get", "all", "tank"]).success();
     let header: Vec<&str> = all
@@ -142,8 +144,10 @@ fn pool_get_lists_all_or_named_properties_in_zpool_columns() {
 
 #[test]
 fn pool_set_enables_features_and_refuses_import_time_properties() {
-    let Some(t) = Fixture::new() else { return };
-    t.create("tank", &["-o", "feature@embedded_data=disabled"])
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    t.create_in_altroot("tank", &["-o", "feature@embedded_data=disabled"])
         .success();
     assert_eq!(value(&t, "feature@embedded_data", "tank"), "disabled");
     t.run(&["pool", "set", "feature@embedded_data=enabled", "tank"])
@@ -168,7 +172,7 @@ fn pool_set_enables_features_and_refuses_import_time_properties() {
 
     // Survives export and import.
     t.run(&["pool", "export", "tank"]).success();
-    let dir = t.dir.path().display().to_string();
+    let dir = t.d();
     let altroot = t.altroot();
     t.run(&["pool", "import", "-d", &dir, "-R", &altroot, "tank"])
         .success();
@@ -199,21 +203,23 @@ fn pool_set_enables_features_and_refuses_import_time_properties() {
 
 #[test]
 fn pool_wait_free_returns_once_a_destroyed_file_system_is_freed() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     // One block freed per txg, so the background free of the destroyed file system takes many
     // txgs and `freeing` is seen above zero.
     let slow = [("TARN_TUNABLE_async_block_max_blocks", "1")];
-    let disk = t.path("tank.img").display().to_string();
+    let disk = t.path("tank.img");
     let altroot = t.altroot();
-    t.run_with_env(
+    t.run_env(
+        &slow,
         &[
             "pool", "create", "-s", "256M", "-R", &altroot, "tank", &disk,
         ],
-        &slow,
     )
     .success();
     t.run(&["create", "tank/fill"]).success();
-    let fill = t.path("altroot").join("tank/fill");
+    let fill = t.file("altroot").join("tank/fill");
     for index in 0..4 {
         let data: Vec<u8> = (0..(4u32 << 20))
             .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(index) >> 13) as u8)

@@ -3,12 +3,11 @@
 //! INTERVAL and COUNT (later reports carry only newly committed txgs), and clear errors for a
 //! pool no daemon holds and for an unknown field.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
-use tempfile::TempDir;
+use tarn_test_support::cli::CliFixture;
+use tarn_test_support::Run;
 
 const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
@@ -40,104 +39,46 @@ const COLUMNS: &[&str] = &[
     "ms_flushed",
 ];
 
-struct Fixture {
-    dir: TempDir,
-    run_dir: TempDir,
+/// A fixture whose daemon keeps four txgs of history.
+fn fixture() -> CliFixture {
+    CliFixture::new(TARN).with_env("TARN_TUNABLE_txg_history", "4")
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = self.command(&["daemon", "--stop"]).output();
-    }
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-            run_dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.run_dir.path().join("tarn.sock")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(TARN);
-        command
-            .args(args)
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("TARN_") {
-                command.env_remove(key);
-            }
-        }
-        command
-            .env("TARN_SOCKET", self.socket())
-            .env("TARN_TUNABLE_txg_history", "4");
-        command
-    }
-
-    /// Exit code, stdout, stderr.
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let output = self.command(args).output().unwrap();
-        let run = (
-            output.status.code().expect("tarn was killed by a signal"),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        );
-        assert_ne!(run.0, 101, "tarn panicked: {run:?}");
-        run
-    }
-
-    #[track_caller]
-    fn ok(&self, args: &[&str]) -> String {
-        let (code, stdout, stderr) = self.run(args);
-        assert_eq!(code, 0, "tarn {args:?}\nstdout: {stdout}\nstderr: {stderr}");
-        stdout
-    }
-
-    fn create(&self, name: &str) {
-        let vdev = self.dir.path().join(format!("{name}.img"));
-        self.ok(&[
-            "pool",
-            "create",
-            "-m",
-            "none",
-            "-s",
-            "128M",
+/// `tarn pool create -m none -s 128M NAME NAME.img`, which must succeed.
+fn create(fixture: &CliFixture, name: &str) {
+    fixture
+        .create_pool(
             name,
-            vdev.to_str().unwrap(),
-        ]);
-    }
+            &["-m", "none", "-s", "128M"],
+            &[&format!("{name}.img")],
+        )
+        .success();
 }
 
 #[test]
 fn a_pool_no_daemon_holds_is_a_clear_error() {
-    let fixture = Fixture::new();
-    let (code, _, stderr) = fixture.run(&["stat", "txgs", "tank"]);
+    let fixture = fixture();
+    let Run { code, stderr, .. } = fixture.run(&["stat", "txgs", "tank"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("\"tank\" is not imported"), "{stderr}");
-    fixture.create("held");
-    let (code, _, stderr) = fixture.run(&["stat", "txgs", "-H", "other"]);
+    create(&fixture, "held");
+    let Run { code, stderr, .. } = fixture.run(&["stat", "txgs", "-H", "other"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("\"other\" is not imported"), "{stderr}");
-    let (code, _, stderr) = fixture.run(&["stat", "txgs", "-o", "txg,bogus", "held"]);
+    let Run { code, stderr, .. } = fixture.run(&["stat", "txgs", "-o", "txg,bogus", "held"]);
     assert_ne!(code, 0);
     assert!(
         stderr.contains("bogus") && stderr.contains("blocks_written"),
         "{stderr}"
     );
-    let (code, _, stderr) = fixture.run(&["stat", "txgs", "held", "0"]);
+    let Run { code, stderr, .. } = fixture.run(&["stat", "txgs", "held", "0"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("interval"), "{stderr}");
     // Without POOL, the daemon's only pool; with two, the user must choose.
-    let only = fixture.ok(&["stat", "txgs", "-H"]);
+    let only = fixture.run(&["stat", "txgs", "-H"]).success().stdout;
     assert!(!only.is_empty());
-    fixture.create("second");
-    let (code, _, stderr) = fixture.run(&["stat", "txgs", "-H", "1", "1"]);
+    create(&fixture, "second");
+    let Run { code, stderr, .. } = fixture.run(&["stat", "txgs", "-H", "1", "1"]);
     assert_ne!(code, 0);
     assert!(
         stderr.contains("several pools") && stderr.contains("second"),
@@ -147,17 +88,20 @@ fn a_pool_no_daemon_holds_is_a_clear_error() {
 
 #[test]
 fn txgs_table_has_the_kstat_columns_and_is_bounded() {
-    let fixture = Fixture::new();
-    fixture.create("tank");
+    let fixture = fixture();
+    create(&fixture, "tank");
     for _ in 0..6 {
-        fixture.ok(&["pool", "sync", "tank"]);
+        fixture.run(&["pool", "sync", "tank"]).success();
     }
-    let header = fixture.ok(&["stat", "txgs", "tank"]);
+    let header = fixture.run(&["stat", "txgs", "tank"]).success().stdout;
     let first: Vec<&str> = header.lines().next().unwrap().split_whitespace().collect();
     let expected: Vec<String> = COLUMNS.iter().map(|c| c.to_uppercase()).collect();
     assert_eq!(first, expected);
 
-    let exact = fixture.ok(&["stat", "txgs", "-H", "-p", "tank"]);
+    let exact = fixture
+        .run(&["stat", "txgs", "-H", "-p", "tank"])
+        .success()
+        .stdout;
     let rows: Vec<Vec<&str>> = exact
         .lines()
         .map(|line| line.split('\t').collect())
@@ -183,7 +127,13 @@ fn txgs_table_has_the_kstat_columns_and_is_bounded() {
     assert_eq!(rows.last().unwrap()[2], "O", "the open txg comes last");
     assert!(rows[..3].iter().all(|row| row[2] == "C"), "{exact}");
 
-    let json: Value = serde_json::from_str(&fixture.ok(&["stat", "txgs", "-j", "tank"])).unwrap();
+    let json: Value = serde_json::from_str(
+        &fixture
+            .run(&["stat", "txgs", "-j", "tank"])
+            .success()
+            .stdout,
+    )
+    .unwrap();
     let items = json["txgs"].as_array().unwrap();
     assert_eq!(items.len(), 4);
     for item in items {
@@ -195,7 +145,10 @@ fn txgs_table_has_the_kstat_columns_and_is_bounded() {
         assert!(item["txg"].is_u64() && item["state"].is_string());
     }
     // Flags may come before the table's name too, as CLI.md writes them.
-    let selected = fixture.ok(&["stat", "-H", "txgs", "-o", "txg,state,passes", "tank"]);
+    let selected = fixture
+        .run(&["stat", "-H", "txgs", "-o", "txg,state,passes", "tank"])
+        .success()
+        .stdout;
     assert!(
         selected.lines().all(|line| line.split('\t').count() == 3),
         "{selected}"
@@ -204,9 +157,9 @@ fn txgs_table_has_the_kstat_columns_and_is_bounded() {
 
 #[test]
 fn interval_and_count_repeat_with_only_new_committed_txgs() {
-    let fixture = Fixture::new();
-    fixture.create("tank");
-    fixture.ok(&["pool", "sync", "tank"]);
+    let fixture = fixture();
+    create(&fixture, "tank");
+    fixture.run(&["pool", "sync", "tank"]).success();
     let syncer = {
         let mut command = fixture.command(&["pool", "sync", "tank"]);
         std::thread::spawn(move || {
@@ -217,7 +170,10 @@ fn interval_and_count_repeat_with_only_new_committed_txgs() {
         })
     };
     let started = Instant::now();
-    let output = fixture.ok(&["stat", "txgs", "-j", "tank", "0.25", "3"]);
+    let output = fixture
+        .run(&["stat", "txgs", "-j", "tank", "0.25", "3"])
+        .success()
+        .stdout;
     assert!(
         started.elapsed().as_secs_f64() >= 0.5,
         "three reports take two intervals"

@@ -16,9 +16,9 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::CliFixture;
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 #[path = "support/tools_support.rs"]
 mod tools_support;
@@ -29,9 +29,11 @@ use tools_support::*;
 
 #[test]
 fn cp_a_copies_a_tree_in_and_out_exactly() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "cp", "1G");
-    let source = t.path("source");
+    let source = t.file("source");
     make_source_tree(&source);
     let started = Instant::now();
     Tool::new("cp", t.dir.path())
@@ -45,12 +47,12 @@ fn cp_a_copies_a_tree_in_and_out_exactly() {
     Tool::new("cp", t.dir.path())
         .arg("-a")
         .arg(mnt.join("copy"))
-        .arg(t.path("back"))
+        .arg(t.file("back"))
         .success();
-    assert_same_tree(&source, &t.path("back"), Times::Nanoseconds);
+    assert_same_tree(&source, &t.file("back"), Times::Nanoseconds);
     export_import(&t, "cp");
     assert_same_tree(&source, &mnt.join("copy"), Times::Nanoseconds);
-    check_clean(&t, "cp");
+    t.check_imported_clean("cp");
 }
 
 /// `rsync -a --checksum --dry-run --itemize-changes` from `source` to `dest`: what rsync
@@ -85,9 +87,11 @@ fn next_second() {
 
 #[test]
 fn rsync_copies_a_tree_and_then_has_nothing_to_do() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "rsync", "1G");
-    let source = t.path("source");
+    let source = t.file("source");
     make_source_tree(&source);
     next_second();
     let dest = mnt.join("mirror");
@@ -146,14 +150,16 @@ fn rsync_copies_a_tree_and_then_has_nothing_to_do() {
     assert_same_tree(&source, &dest, Times::Nanoseconds);
     let pending = rsync_pending(&source, &dest);
     assert!(pending.trim().is_empty(), "after import:\n{pending}");
-    check_clean(&t, "rsync");
+    t.check_imported_clean("rsync");
 }
 
 #[test]
 fn tar_archives_from_and_extracts_into_the_mount() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "tar", "1G");
-    let source = t.path("source");
+    let source = t.file("source");
     make_source_tree(&source);
     Tool::new("cp", t.dir.path())
         .arg("-a")
@@ -161,7 +167,7 @@ fn tar_archives_from_and_extracts_into_the_mount() {
         .arg(mnt.join("tree"))
         .success();
     // tar c of a tree on the mount, tar x into the mount.
-    let archive_outside = t.path("from-mount.tar");
+    let archive_outside = t.file("from-mount.tar");
     Tool::new("tar", t.dir.path())
         .arg("-cf")
         .arg(&archive_outside)
@@ -186,14 +192,14 @@ fn tar_archives_from_and_extracts_into_the_mount() {
         .arg(&source)
         .arg(".")
         .success();
-    fs::create_dir(t.path("outside")).unwrap();
+    fs::create_dir(t.file("outside")).unwrap();
     Tool::new("tar", t.dir.path())
         .arg("-xf")
         .arg(&archive_inside)
         .arg("-C")
-        .arg(t.path("outside"))
+        .arg(t.file("outside"))
         .success();
-    assert_same_tree(&source, &t.path("outside"), Times::Seconds);
+    assert_same_tree(&source, &t.file("outside"), Times::Seconds);
 
     export_import(&t, "tar");
     assert_same_tree(&source, &mnt.join("untarred"), Times::Seconds);
@@ -206,7 +212,7 @@ fn tar_archives_from_and_extracts_into_the_mount() {
         .arg("-C")
         .arg(mnt.join("untarred"))
         .success();
-    check_clean(&t, "tar");
+    t.check_imported_clean("tar");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -268,14 +274,16 @@ fn assert_git_clean(home: &Path, repo: &Path) {
 
 #[test]
 fn git_commits_clones_and_gc_on_the_mount() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "git", "1G");
-    let home = t.path("home");
+    let home = t.file("home");
     fs::create_dir(&home).unwrap();
     let started = Instant::now();
 
     // A repository outside the mount, cloned into it.
-    let outside = t.path("outside-repo");
+    let outside = t.file("outside-repo");
     fs::create_dir(&outside).unwrap();
     git(&home, &outside).args(["init", "-q"]).success();
     Tool::new("cp", &outside)
@@ -338,7 +346,7 @@ fn git_commits_clones_and_gc_on_the_mount() {
     git(&home, &mnt)
         .args(["clone", "-q", "repo", "cloned-local"])
         .success();
-    let cloned_out = t.path("cloned-out");
+    let cloned_out = t.file("cloned-out");
     git(&home, t.dir.path())
         .args(["clone", "-q"])
         .arg(&repo)
@@ -387,7 +395,7 @@ fn git_commits_clones_and_gc_on_the_mount() {
     assert_eq!(rev_count(&home, &repo), commits);
     assert_eq!(rev_count(&home, &mnt.join("cloned-local")), commits);
     assert_eq!(head(&home, &mnt.join("cloned-in")), head(&home, &outside));
-    check_clean(&t, "git");
+    t.check_imported_clean("git");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -439,7 +447,9 @@ fn sqlite_verify(db: &Path, count: u64, sum: u64) {
 
 #[test]
 fn sqlite_thousands_of_transactions_in_wal_and_rollback_modes() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "sql", "1G");
     const TRANSACTIONS: u64 = 3000;
     // Thousands of transactions with the usual synchronous settings of each mode (WAL:
@@ -479,7 +489,7 @@ fn sqlite_thousands_of_transactions_in_wal_and_rollback_modes() {
     for (db, count, sum) in &expected {
         sqlite_verify(db, *count, *sum);
     }
-    check_clean(&t, "sql");
+    t.check_imported_clean("sql");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -527,7 +537,9 @@ fn fio(dir: &Path, name: &str, extra: &[&str]) {
 
 #[test]
 fn fio_random_and_sequential_jobs_verify() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "fio", "1G");
     let dir = mnt.join("fio");
     fs::create_dir(&dir).unwrap();
@@ -546,7 +558,7 @@ fn fio_random_and_sequential_jobs_verify() {
         written,
         "--verify_only rewrote the file instead of verifying what the import found"
     );
-    check_clean(&t, "fio");
+    t.check_imported_clean("fio");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -589,7 +601,9 @@ fn with_shared_map(file: &File, length: usize, sync: bool, change: impl FnOnce(&
 
 #[test]
 fn mmap_shared_writes_reach_the_file() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "mmap", "256M");
     let path = mnt.join("mapped");
     let length = 16 << 20;
@@ -644,7 +658,7 @@ fn mmap_shared_writes_reach_the_file() {
 
     export_import(&t, "mmap");
     assert!(fs::read(&path).unwrap() == expected, "differs after import");
-    check_clean(&t, "mmap");
+    t.check_imported_clean("mmap");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -749,7 +763,9 @@ fn list_big_directory(dir: &Path, mut timer: Option<PhaseTimer>) {
 
 #[test]
 fn directory_of_100k_entries_through_fuse_stays_fast() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     let mnt = create_mounted(&t, "big", "1G");
     let dir = mnt.join("big");
     fs::create_dir(&dir).unwrap();
@@ -782,5 +798,5 @@ fn directory_of_100k_entries_through_fuse_stays_fast() {
     timer.finish();
     assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
     fs::remove_dir(&dir).unwrap();
-    check_clean(&t, "big");
+    t.check_imported_clean("big");
 }

@@ -13,13 +13,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-mod common;
-
-use common::*;
+use tarn_test_support::mounted::*;
+use tarn_test_support::pattern;
 
 /// `stat` run by another process: size and mtime (seconds) as that process sees them.
 fn stat_elsewhere(path: &Path) -> (u64, i64) {
-    let out = run(&format!("stat -c '%s %Y' '{}'", path.display()));
+    let out = sh(&format!("stat -c '%s %Y' '{}'", path.display()));
     let mut fields = out.split_whitespace();
     let size = fields.next().unwrap().parse().unwrap();
     let mtime = fields.next().unwrap().parse().unwrap();
@@ -39,11 +38,11 @@ fn now_seconds() -> i64 {
 /// and a remount (everything from the engine) must show the same size, mtime and bytes.
 #[test]
 fn size_and_mtime_follow_cached_writes() {
-    let Some(mut fixture) = Fixture::new("wbsize") else {
+    let Some(mut fixture) = MountedPool::new("wbsize") else {
         return;
     };
     let path = fixture.path("grown");
-    let data = pattern(300_000, 1);
+    let data = pattern(1, 300_000);
     let mut file = File::create(&path).unwrap();
     let before = now_seconds();
     for chunk in data.chunks(7_000) {
@@ -55,7 +54,7 @@ fn size_and_mtime_follow_cached_writes() {
     assert_eq!(size, 300_000, "size seen by another process");
     assert!(mtime >= before - 1, "mtime {mtime} older than the write");
     // A listing's attributes (readdirplus) agree.
-    let listing = run(&format!("ls -l '{}'", fixture.mountpoint.display()));
+    let listing = sh(&format!("ls -l '{}'", fixture.mountpoint.display()));
     assert!(
         listing.contains(" 300000 "),
         "ls -l shows a stale size: {listing}"
@@ -87,11 +86,11 @@ fn size_and_mtime_follow_cached_writes() {
 /// remount.
 #[test]
 fn truncate_with_dirty_pages() {
-    let Some(mut fixture) = Fixture::new("wbtrunc") else {
+    let Some(mut fixture) = MountedPool::new("wbtrunc") else {
         return;
     };
     let path = fixture.path("t");
-    let data = pattern(1 << 20, 2);
+    let data = pattern(2, 1 << 20);
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -125,7 +124,7 @@ fn truncate_with_dirty_pages() {
 /// another, and each process's records stay in its order.
 #[test]
 fn appends_from_two_processes_lose_nothing() {
-    let Some(mut fixture) = Fixture::new("wbappend") else {
+    let Some(mut fixture) = MountedPool::new("wbappend") else {
         return;
     };
     let path = fixture.path("log");
@@ -182,7 +181,7 @@ fn appends_from_two_processes_lose_nothing() {
 /// engine after the mapping is gone (a remount reads them from disk).
 #[test]
 fn mmap_writes_reach_read_and_the_engine() {
-    let Some(mut fixture) = Fixture::new("wbmmap") else {
+    let Some(mut fixture) = MountedPool::new("wbmmap") else {
         return;
     };
     let path = fixture.path("mapped");
@@ -195,7 +194,7 @@ fn mmap_writes_reach_read_and_the_engine() {
         .open(&path)
         .unwrap();
     file.set_len(LENGTH as u64).unwrap();
-    let data = pattern(LENGTH, 3);
+    let data = pattern(3, LENGTH);
     // SAFETY: a shared mapping of LENGTH bytes of a file of that size, unmapped below.
     unsafe {
         use std::os::fd::AsRawFd;
@@ -225,16 +224,16 @@ fn mmap_writes_reach_read_and_the_engine() {
 /// descriptor to a file its owner may not read (the kernel reads the page to fill it).
 #[test]
 fn direct_io_and_write_only_files() {
-    let Some(mut fixture) = Fixture::new("wbdirect") else {
+    let Some(mut fixture) = MountedPool::new("wbdirect") else {
         return;
     };
     let path = fixture.path("direct");
-    fs::write(&path, pattern(16384, 4)).unwrap();
+    fs::write(&path, pattern(4, 16384)).unwrap();
     let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
     // SAFETY: an aligned buffer of 4096 bytes, freed below.
     let buffer = unsafe { std::alloc::alloc_zeroed(layout) };
     let block = unsafe { std::slice::from_raw_parts_mut(buffer, 4096) };
-    block.copy_from_slice(&pattern(4096, 5));
+    block.copy_from_slice(&pattern(5, 4096));
     let direct = OpenOptions::new()
         .read(true)
         .write(true)
@@ -273,7 +272,7 @@ fn direct_io_and_write_only_files() {
 /// Pages of `path` the kernel has cached, by `fincore` (another process, which opens the file
 /// through the mount: an open that may drop the pages is the thing measured).
 fn cached_pages(path: &Path) -> u64 {
-    run(&format!("fincore -n -b -o RES '{}'", path.display()))
+    sh(&format!("fincore -n -b -o RES '{}'", path.display()))
         .trim()
         .parse()
         .unwrap()
@@ -284,14 +283,14 @@ fn cached_pages(path: &Path) -> u64 {
 /// that keeps a change made behind the kernel's back from being read from old pages).
 #[test]
 fn pages_kept_only_for_unchanged_files() {
-    let Some(fixture) = Fixture::new("keepcache") else {
+    let Some(fixture) = MountedPool::new("keepcache") else {
         return;
     };
     if !tarn_test_support::requires(&[tarn_test_support::Requirement::Tool("fincore")]) {
         return;
     }
     let path = fixture.path("kept");
-    fs::write(&path, pattern(1 << 20, 6)).unwrap();
+    fs::write(&path, pattern(6, 1 << 20)).unwrap();
     // The first opens after the write see a new version: the kernel drops and re-reads.
     assert_eq!(fs::read(&path).unwrap().len(), 1 << 20);
     assert_eq!(fs::read(&path).unwrap().len(), 1 << 20);
@@ -317,7 +316,7 @@ fn pages_kept_only_for_unchanged_files() {
 /// sizes change, and after a remount; and the kernel's cached listing follows a rename.
 #[test]
 fn listing_a_thousand_files_with_attributes() {
-    let Some(mut fixture) = Fixture::new("readdirplus") else {
+    let Some(mut fixture) = MountedPool::new("readdirplus") else {
         return;
     };
     let dir = fixture.path("many");
@@ -326,7 +325,7 @@ fn listing_a_thousand_files_with_attributes() {
         fs::write(dir.join(format!("f{index:04}")), vec![b'a'; index as usize]).unwrap();
     }
     let expect = |grow: u64| {
-        let listing = run(&format!("ls -ln '{}'", dir.display()));
+        let listing = sh(&format!("ls -ln '{}'", dir.display()));
         let mut seen = 0;
         for line in listing.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -379,7 +378,7 @@ fn listing_a_thousand_files_with_attributes() {
 /// "durable").
 #[test]
 fn syncfs_after_tar_with_symlinks() {
-    let Some(fixture) = Fixture::new("tarlinks") else {
+    let Some(fixture) = MountedPool::new("tarlinks") else {
         return;
     };
     let source = tempfile::tempdir().unwrap();
@@ -389,14 +388,14 @@ fn syncfs_after_tar_with_symlinks() {
     for index in 0..20 {
         fs::write(
             source.path().join(format!("d/file{index}")),
-            pattern(5000, index),
+            pattern(index, 5000),
         )
         .unwrap();
         let target = format!("../d/file{index}");
         std::os::unix::fs::symlink(target, source.path().join(format!("l/link{index}"))).unwrap();
     }
     let archive = source.path().join("../tarlinks.tar");
-    run(&format!(
+    sh(&format!(
         "tar -cf '{}' -C '{}' . && tar -xf '{}' -C '{}' && sync -f '{}'",
         archive.display(),
         source.path().display(),
@@ -409,7 +408,7 @@ fn syncfs_after_tar_with_symlinks() {
         let link = fixture.path(&format!("l/link{index}"));
         let target = fs::read_link(&link).unwrap();
         assert_eq!(target.to_str(), Some(&*format!("../d/file{index}")));
-        assert_eq!(fs::read(&link).unwrap(), pattern(5000, index));
+        assert_eq!(fs::read(&link).unwrap(), pattern(index, 5000));
     }
     fixture.finish();
 }

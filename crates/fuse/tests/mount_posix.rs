@@ -9,13 +9,12 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-mod common;
-
-use common::*;
+use tarn_test_support::mounted::*;
+use tarn_test_support::pattern;
 
 #[test]
 fn files_of_many_sizes_and_sparse_files() {
-    let Some(fixture) = Fixture::new("sizes") else {
+    let Some(fixture) = MountedPool::new("sizes") else {
         return;
     };
     for (index, length) in [0usize, 1, 4095, 4096, 131_073, (1 << 20) + 13, 3 << 20]
@@ -23,7 +22,7 @@ fn files_of_many_sizes_and_sparse_files() {
         .enumerate()
     {
         let path = fixture.path(&format!("f{index}"));
-        let data = pattern(length, index as u64);
+        let data = pattern(index as u64, length);
         fs::write(&path, &data).unwrap();
         assert_eq!(fs::read(&path).unwrap(), data, "file of {length} bytes");
         assert_eq!(fs::metadata(&path).unwrap().len(), length as u64);
@@ -54,16 +53,16 @@ fn files_of_many_sizes_and_sparse_files() {
     assert_eq!(&buffer, b"\0\0middle\0\0");
     drop(file);
     // Truncate down and up: zeros beyond the old end.
-    run(&format!("truncate -s 3 {}", path.display()));
+    sh(&format!("truncate -s 3 {}", path.display()));
     assert_eq!(fs::read(&path).unwrap(), b"hea");
-    run(&format!("truncate -s 8 {}", path.display()));
+    sh(&format!("truncate -s 8 {}", path.display()));
     assert_eq!(fs::read(&path).unwrap(), b"hea\0\0\0\0\0");
     fixture.finish();
 }
 
 #[test]
 fn namespace_operations_and_errno() {
-    let Some(fixture) = Fixture::new("names") else {
+    let Some(fixture) = MountedPool::new("names") else {
         return;
     };
     let root = fixture.path("");
@@ -138,11 +137,11 @@ fn namespace_operations_and_errno() {
 
 #[test]
 fn unlink_while_open_keeps_the_data() {
-    let Some(fixture) = Fixture::new("unlinked") else {
+    let Some(fixture) = MountedPool::new("unlinked") else {
         return;
     };
     let path = fixture.path("doomed");
-    let data = pattern(300_000, 9);
+    let data = pattern(9, 300_000);
     fs::write(&path, &data).unwrap();
     let mut file = OpenOptions::new()
         .read(true)
@@ -165,7 +164,7 @@ fn unlink_while_open_keeps_the_data() {
 
 #[test]
 fn everyday_tools() {
-    let Some(fixture) = Fixture::new("tools") else {
+    let Some(fixture) = MountedPool::new("tools") else {
         return;
     };
     let source = tempfile::tempdir().unwrap();
@@ -177,17 +176,17 @@ fn everyday_tools() {
     {
         fs::write(
             tree.join(relative),
-            pattern(1000 * index * index + 7, index as u64),
+            pattern(index as u64, 1000 * index * index + 7),
         )
         .unwrap();
     }
-    fs::write(tree.join("a/big"), pattern(2 << 20, 77)).unwrap();
+    fs::write(tree.join("a/big"), pattern(77, 2 << 20)).unwrap();
     std::os::unix::fs::symlink("b/two", tree.join("a/link")).unwrap();
     fs::hard_link(tree.join("top"), tree.join("a/top-again")).unwrap();
     fs::set_permissions(tree.join("a/one"), fs::Permissions::from_mode(0o600)).unwrap();
     let mnt = fixture.path("");
-    run(&format!("cp -a {} {}/copy", tree.display(), mnt.display()));
-    run(&format!(
+    sh(&format!("cp -a {} {}/copy", tree.display(), mnt.display()));
+    sh(&format!(
         "diff -r {} {}/copy",
         tree.display(),
         mnt.display()
@@ -201,42 +200,42 @@ fn everyday_tools() {
         fs::metadata(fixture.path("copy/a/big")).unwrap().mtime()
     );
     // tar c | tar x, both ways
-    run(&format!(
+    sh(&format!(
         "tar -C {} -cf - tree | tar -C {} -xf -",
         source.path().display(),
         mnt.display()
     ));
-    run(&format!(
+    sh(&format!(
         "diff -r {} {}/tree",
         tree.display(),
         mnt.display()
     ));
     let out = tempfile::tempdir().unwrap();
-    run(&format!(
+    sh(&format!(
         "tar -C {} -cf - tree | tar -C {} -xf -",
         mnt.display(),
         out.path().display()
     ));
-    run(&format!(
+    sh(&format!(
         "diff -r {} {}/tree",
         tree.display(),
         out.path().display()
     ));
     // touch -d sets mtime; touch alone sets it to now (UTIME_NOW)
     let file = fixture.path("tree/top");
-    run(&format!(
+    sh(&format!(
         "touch -d '2001-02-03 04:05:06 UTC' {}",
         file.display()
     ));
     assert_eq!(fs::metadata(&file).unwrap().mtime(), 981_173_106);
-    run(&format!("touch {}", file.display()));
+    sh(&format!("touch {}", file.display()));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
     assert!((fs::metadata(&file).unwrap().mtime() - now).abs() < 10);
     // df sees the pool's size
-    let df = run(&format!(
+    let df = sh(&format!(
         "df -B1 --output=source,size,avail {}",
         mnt.display()
     ));
@@ -247,7 +246,7 @@ fn everyday_tools() {
     let avail: u64 = fields[2].parse().unwrap();
     assert!(size > 256 << 20 && size <= 512 << 20, "{df}");
     assert!(avail > 0 && avail < size, "{df}");
-    run(&format!(
+    sh(&format!(
         "rm -rf {}/copy {}/tree",
         mnt.display(),
         mnt.display()
@@ -261,7 +260,7 @@ fn everyday_tools() {
 #[test]
 fn fsync_commits_the_intent_log() {
     use std::sync::atomic::Ordering::Relaxed;
-    let Some(fixture) = Fixture::new("fsync") else {
+    let Some(fixture) = MountedPool::new("fsync") else {
         return;
     };
     let pool = fixture.pool.as_ref().unwrap();
@@ -270,7 +269,7 @@ fn fsync_commits_the_intent_log() {
         .log::<tarn::zil::Zil>()
         .expect("the mounted file system's intent log");
     let mut file = File::create(fixture.path("durable")).unwrap();
-    file.write_all(&pattern(100_000, 3)).unwrap();
+    file.write_all(&pattern(3, 100_000)).unwrap();
     let commits = zil.stats.commits.load(Relaxed);
     let namespace = zil.stats.namespace_records.load(Relaxed);
     // Copied into the log or written in place (writes of 32 KiB and more): every byte once.
@@ -298,7 +297,7 @@ fn fsync_commits_the_intent_log() {
 #[test]
 fn sync_always_commits_each_write_before_it_returns() {
     use std::sync::atomic::Ordering::Relaxed;
-    let Some(fixture) = Fixture::new("syncalways") else {
+    let Some(fixture) = MountedPool::new("syncalways") else {
         return;
     };
     let pool = fixture.pool.as_ref().unwrap();
@@ -310,7 +309,7 @@ fn sync_always_commits_each_write_before_it_returns() {
     let mut file = File::create(fixture.path("always")).unwrap();
     let logged = || zil.stats.write_bytes.load(Relaxed) + zil.stats.indirect_bytes.load(Relaxed);
     let before = logged();
-    for chunk in pattern(64 << 10, 9).chunks(16 << 10) {
+    for chunk in pattern(9, 64 << 10).chunks(16 << 10) {
         file.write_all(chunk).unwrap();
     }
     // No fsync, no close: each write was committed as it returned.
@@ -320,13 +319,13 @@ fn sync_always_commits_each_write_before_it_returns() {
         "writes sat in the page cache"
     );
     drop(file);
-    let output = run(&format!(
+    let output = sh(&format!(
         "python3 -c \"import mmap,os; f=os.open('{}', os.O_RDWR); m=mmap.mmap(f, 4096); m[0:5]=b'HELLO'; m.flush(); print(bytes(m[0:5]).decode())\"",
         fixture.path("always").display()
     ));
     assert_eq!(output.trim(), "HELLO");
     zil.set_mode(tarn::zil::SyncMode::Standard);
-    let mut expected = pattern(64 << 10, 9);
+    let mut expected = pattern(9, 64 << 10);
     expected[..5].copy_from_slice(b"HELLO");
     assert_eq!(fs::read(fixture.path("always")).unwrap(), expected);
     fixture.finish();
@@ -334,7 +333,7 @@ fn sync_always_commits_each_write_before_it_returns() {
 
 #[test]
 fn busy_mount_refuses_plain_unmount() {
-    let Some(mut fixture) = Fixture::new("busy") else {
+    let Some(mut fixture) = MountedPool::new("busy") else {
         return;
     };
     let file = File::create(fixture.path("open")).unwrap();
@@ -370,7 +369,7 @@ fn busy_mount_refuses_plain_unmount() {
 #[test]
 fn writes_truncates_and_chowns_clear_setuid_and_setgid() {
     use std::os::unix::process::CommandExt;
-    let Some(mut fixture) = Fixture::new("killpriv") else {
+    let Some(mut fixture) = MountedPool::new("killpriv") else {
         return;
     };
     // Let an unprivileged user reach the mount.
@@ -453,14 +452,14 @@ fn a_lost_write_back_never_leaves_a_hole() {
     use std::os::unix::fs::FileExt;
     use tarn::fs::{FsError, WriteSource};
 
-    let Some(fixture) = Fixture::new("lostwb") else {
+    let Some(fixture) = MountedPool::new("lostwb") else {
         return;
     };
     let pool = fixture.pool.as_ref().unwrap();
     let path = fixture.path("file");
     let chunk = 1usize << 20;
     let mut file = File::create(&path).unwrap();
-    file.write_all(&pattern(4 * chunk, 1)).unwrap();
+    file.write_all(&pattern(1, 4 * chunk)).unwrap();
     file.sync_all().unwrap();
     let stored = 4 * chunk as u64;
 
@@ -474,7 +473,7 @@ fn a_lost_write_back_never_leaves_a_hole() {
     let write_back = WriteSource::WriteBack { after_loss: false };
     let mut filled = 0u64;
     loop {
-        match filler.write_from(ino, filled, &pattern(chunk, filled), write_back) {
+        match filler.write_from(ino, filled, &pattern(filled, chunk), write_back) {
             Ok(length) => filled += length as u64,
             Err(FsError::NoSpace) => break,
             Err(error) => panic!("filling: {error}"),
@@ -487,7 +486,7 @@ fn a_lost_write_back_never_leaves_a_hole() {
     // refused while the pool is full); fsync reports the loss.
     let mut accepted = 0usize;
     let refused = loop {
-        match file.write(&pattern(chunk, 2)) {
+        match file.write(&pattern(2, chunk)) {
             Ok(length) => accepted += length,
             Err(error) => break error,
         }
@@ -513,7 +512,7 @@ fn a_lost_write_back_never_leaves_a_hole() {
     for _ in 0..3 {
         pool.sync().unwrap();
     }
-    let _ = file.write_all(&pattern(chunk, 3));
+    let _ = file.write_all(&pattern(3, chunk));
     assert!(
         file.sync_all().is_err(),
         "an append past the lost bytes was stored"
@@ -524,7 +523,7 @@ fn a_lost_write_back_never_leaves_a_hole() {
         "a truncate up over the lost bytes was allowed"
     );
     // Overwriting stored bytes is fine.
-    file.write_all_at(&pattern(4096, 4), 4096).unwrap();
+    file.write_all_at(&pattern(4, 4096), 4096).unwrap();
     file.sync_all().unwrap();
     drop(file);
     drop(filler);
@@ -540,10 +539,10 @@ fn a_lost_write_back_never_leaves_a_hole() {
         "stored {} bytes",
         data.len()
     );
-    let mut want = pattern(4 * chunk, 1);
-    want[4096..8192].copy_from_slice(&pattern(4096, 4));
+    let mut want = pattern(1, 4 * chunk);
+    want[4096..8192].copy_from_slice(&pattern(4, 4096));
     while want.len() < data.len() {
-        want.extend_from_slice(&pattern(chunk, 2));
+        want.extend_from_slice(&pattern(2, chunk));
     }
     if let Some(at) = (0..data.len())
         .step_by(4096)

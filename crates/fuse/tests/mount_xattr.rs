@@ -5,8 +5,6 @@
 //! renameat2 RENAME_WHITEOUT; statfs in 4 KiB blocks; cp -a keeping xattrs. Ends with `check`
 //! clean. Skipped (with a message) when /dev/fuse is missing.
 
-mod common;
-
 use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -15,7 +13,8 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
-use common::*;
+use tarn_test_support::mounted::*;
+use tarn_test_support::pattern;
 
 fn c_path(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()
@@ -118,7 +117,7 @@ fn remove(path: &Path, name: &str) -> Result<(), i32> {
 
 #[test]
 fn xattrs_through_the_mount() {
-    let Some(fixture) = Fixture::new("xattrs") else {
+    let Some(fixture) = MountedPool::new("xattrs") else {
         return;
     };
     let file = fixture.path("f");
@@ -128,7 +127,7 @@ fn xattrs_through_the_mount() {
     set(&file, "user.small", b"v1", 0).unwrap();
     set(&file, "trusted.t", b"root only", 0).unwrap();
     set(&file, "security.s", b"label", 0).unwrap();
-    let large = pattern(65536, 1);
+    let large = pattern(1, 65536);
     set(&file, "user.large", &large, 0).unwrap();
     assert_eq!(get(&file, "user.small").unwrap(), b"v1");
     assert_eq!(get(&file, "user.large").unwrap(), large);
@@ -170,8 +169,8 @@ fn xattrs_through_the_mount() {
     fs::create_dir(&dir).unwrap();
     set(&dir, "user.on_dir", b"yes", 0).unwrap();
     fs::write(dir.join("inner"), b"x").unwrap();
-    set(&dir.join("inner"), "user.inner", &pattern(3000, 2), 0).unwrap();
-    run(&format!(
+    set(&dir.join("inner"), "user.inner", &pattern(2, 3000), 0).unwrap();
+    sh(&format!(
         "cp -a {} {}",
         dir.display(),
         fixture.path("copy").display()
@@ -179,7 +178,7 @@ fn xattrs_through_the_mount() {
     assert_eq!(get(&fixture.path("copy"), "user.on_dir").unwrap(), b"yes");
     assert_eq!(
         get(&fixture.path("copy/inner"), "user.inner").unwrap(),
-        pattern(3000, 2)
+        pattern(2, 3000)
     );
     // Removing files with xattrs frees them (check at the end proves no leak).
     fs::remove_file(&file).unwrap();
@@ -189,7 +188,7 @@ fn xattrs_through_the_mount() {
 
 #[test]
 fn fallocate_seek_copy_whiteout_and_statfs_through_the_mount() {
-    let Some(fixture) = Fixture::new("ranges") else {
+    let Some(fixture) = MountedPool::new("ranges") else {
         return;
     };
     let path = fixture.path("sparse");
@@ -205,7 +204,7 @@ fn fallocate_seek_copy_whiteout_and_statfs_through_the_mount() {
             .write(true)
             .open(&path)
             .unwrap();
-        file.write_all(&pattern((4 * block) as usize, 3)).unwrap();
+        file.write_all(&pattern(3, (4 * block) as usize)).unwrap();
         let fd = file.as_raw_fd();
         // Punch block 1 whole and half of block 2.
         let punched = unsafe {
@@ -238,7 +237,7 @@ fn fallocate_seek_copy_whiteout_and_statfs_through_the_mount() {
         };
         assert_eq!(zeroed, 0, "zero range: {}", last_errno());
     }
-    let mut expected = pattern((4 * block) as usize, 3);
+    let mut expected = pattern(3, (4 * block) as usize);
     expected[block as usize..(2 * block + block / 2) as usize].fill(0);
     expected[10..30].fill(0);
     expected.resize((6 * block) as usize, 0);

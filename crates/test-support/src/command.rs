@@ -105,3 +105,12 @@ pub fn clean_command(program: &str) -> Command {
     }
     command
 }
+
+/// Field `field` of a JSON row (a `-j` table's row) as a number; fails the test, showing the
+/// row, if it is missing or not a number.
+#[track_caller]
+pub fn number(row: &serde_json::Value, field: &str) -> f64 {
+    row[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} is not a number in {row}"))
+}

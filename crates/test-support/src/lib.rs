@@ -1,5 +1,9 @@
 //! What the integration tests of every tarn crate share: [`Run`] and [`clean_command`] for
-//! tests that drive a binary (module `command`), and the skips below.
+//! tests that drive a binary (module `command`), and the skips below. With the `pools` feature
+//! (which links the engine, tarn-fuse and tarn-protocol), the pool fixtures too:
+//! `cli::CliFixture` for tests of the `tarn` binary and its daemon, `mounted::MountedPool` for
+//! tests of a mount served in the test's own process, and `pattern` for file contents in which
+//! a misplaced block shows.
 //!
 //! # Skips are counted, not passed
 //! A test that cannot run here (no `/dev/fuse`, not root, a peer tool missing) returns early,
@@ -12,9 +16,13 @@
 //! for a listed reason fails instead, so a machine without `/dev/fuse` fails CI rather than
 //! passing 40-odd mount tests that did nothing.
 
+#[cfg(feature = "pools")]
+pub mod cli;
 pub mod command;
+#[cfg(feature = "pools")]
+pub mod mounted;
 
-pub use command::{clean_command, Run};
+pub use command::{clean_command, number, Run};
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -115,6 +123,14 @@ pub fn skip(requirement: Requirement, reason: &str) {
     }
 }
 
+/// `length` pseudo-random bytes from `seed` (the protocol crate's xorshift, the seed spread
+/// first so that nearby seeds give unrelated bytes), so that content is not trivially
+/// compressible and a misplaced block shows.
+#[cfg(feature = "pools")]
+pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
+    tarn_protocol::format::pseudo_random(length, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +146,22 @@ mod tests {
     fn a_required_requirement_that_is_missing_fails_the_test() {
         std::env::set_var("TARN_TEST_REQUIRE", "fuse,no-such-tool-anywhere");
         requires(&[Requirement::Tool("no-such-tool-anywhere")]);
+    }
+
+    #[test]
+    #[cfg(feature = "pools")]
+    fn patterns_of_nearby_seeds_differ_and_repeat() {
+        // The generator's state is `seed | 1`: unspread, seeds 2 and 3 would give equal bytes.
+        assert_ne!(pattern(2, 64), pattern(3, 64));
+        assert_eq!(pattern(7, 1000), pattern(7, 1000));
+        assert_eq!(pattern(7, 13), pattern(7, 1000)[..13]);
+    }
+
+    #[test]
+    #[cfg(feature = "pools")]
+    fn this_process_is_alive_and_a_pid_beyond_the_limit_is_not() {
+        assert!(cli::alive(std::process::id() as i32));
+        assert!(!cli::alive(i32::MAX));
+        assert!(!cli::alive(-1));
     }
 }

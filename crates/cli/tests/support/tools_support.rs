@@ -1,7 +1,7 @@
-//! Helpers for `tools.rs`, the tests that run real tools (cp, rsync, tar, git, sqlite3, fio)
-//! on a tarn mount: a pool of a chosen size mounted under the fixture's altroot, export and
-//! re-import, `tarn check`, running an external program with its output shown on failure, a
-//! source tree with every kind of file, and a manifest of a tree (types, modes, sizes, times,
+//! Helpers for `tools.rs` only, the tests that run real tools (cp, rsync, tar, git, sqlite3,
+//! fio) on a tarn mount (the fixture itself is tarn-test-support's `CliFixture`): a pool of a
+//! chosen size mounted under the fixture's altroot, export and re-import, running an external
+//! program with its output shown on failure, a source tree with every kind of file, and a manifest of a tree (types, modes, sizes, times,
 //! link targets, hard-link groups) to compare copies with.
 //!
 //! A tool that is not installed fails the test with a message naming it and the script that
@@ -18,36 +18,33 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::mount_fixture::{is_mounted, Fixture};
+use tarn_test_support::cli::{is_mounted, CliFixture};
+pub use tarn_test_support::pattern;
 
 /// A pool of `size` (a sparse file vdev) created and mounted at ALTROOT/NAME; returns the
 /// mountpoint.
-pub fn create_mounted(t: &Fixture, name: &str, size: &str) -> PathBuf {
-    let disk = t.path(&format!("{name}.img")).display().to_string();
+pub fn create_mounted(t: &CliFixture, name: &str, size: &str) -> PathBuf {
     let altroot = t.altroot();
-    t.run(&["pool", "create", "-s", size, "-R", &altroot, name, &disk])
-        .success();
-    let mnt = t.path("altroot").join(name);
+    t.create_pool(
+        name,
+        &["-s", size, "-R", &altroot],
+        &[&format!("{name}.img")],
+    )
+    .success();
+    let mnt = t.file("altroot").join(name);
     assert!(is_mounted(&mnt), "{} is not mounted", mnt.display());
     mnt
 }
 
 /// Export `name` (which unmounts it) and import it again under the same altroot.
-pub fn export_import(t: &Fixture, name: &str) {
-    let mnt = t.path("altroot").join(name);
+pub fn export_import(t: &CliFixture, name: &str) {
+    let mnt = t.file("altroot").join(name);
     t.run(&["pool", "export", name]).success();
     assert!(!is_mounted(&mnt), "export left {} mounted", mnt.display());
     let altroot = t.altroot();
-    let dir = t.dir.path().display().to_string();
-    t.run(&["pool", "import", "-d", &dir, "-R", &altroot, name])
+    t.run(&["pool", "import", "-d", &t.d(), "-R", &altroot, name])
         .success();
     assert!(is_mounted(&mnt), "import did not mount {}", mnt.display());
-}
-
-/// `tarn check` finds nothing wrong.
-pub fn check_clean(t: &Fixture, name: &str) {
-    let run = t.run(&["check", name]).success();
-    assert!(run.stdout.contains("no errors found"), "{run}");
 }
 
 /// The path of `tool` on PATH; fails the test if it is missing.
@@ -186,21 +183,6 @@ fn tail(text: &str) -> &str {
 /// The repository's top directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Bytes from a small deterministic generator (xorshift), so that content is not trivially
-/// compressible and a misplaced block shows.
-pub fn pattern(seed: u64, length: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(length + 8);
-    while out.len() < length {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(length);
-    out
 }
 
 /// Fill `dir` (which must not exist) with a source tree for copy tests: the repository's
