@@ -286,6 +286,39 @@ impl TarnFuse {
         errno_of(&error)
     }
 
+    /// Cut `ino` back to `size`, the first byte of a lost write-back that later write-backs
+    /// were stored past (`write_space`, "A lost write-back never leaves a hole"): their bytes
+    /// are lost with it rather than leaving zeros where it was.
+    fn cut_back_to_loss(&self, fuse_ino: INodeNo, ino: u64, size: u64) {
+        let stored = match self.fs.getattr(ino) {
+            Ok(attr) => attr.size,
+            Err(error) => {
+                log::error!("tarn fuse {}: inode {ino}: {error}", self.name);
+                return;
+            }
+        };
+        if stored <= size {
+            return;
+        }
+        let cut = SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        match self.fs.setattr(ino, cut) {
+            Ok(_) => log::warn!(
+                "tarn fuse {}: inode {ino} cut from {stored} to {size} bytes: write-backs of \
+                 later ranges were stored before the one at {size} was lost",
+                self.name
+            ),
+            Err(error) => log::error!(
+                "tarn fuse {}: inode {ino}: cutting it back to its lost write-back at {size}: \
+                 {error}",
+                self.name
+            ),
+        }
+        self.shared.kernel.invalidate_attributes(fuse_ino.0);
+    }
+
     /// fsync of a head inode (the engine's, see the module documentation).
     fn fsync_inode(&self, object: u64) -> Result<(), Errno> {
         self.fs
@@ -807,7 +840,7 @@ impl Filesystem for TarnFuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -836,21 +869,40 @@ impl Filesystem for TarnFuse {
         } else {
             WriteSource::Direct
         };
+        // The stored size before a write-back, to tell whether a later range was stored past
+        // a lost one (`write_space`, "A lost write-back never leaves a hole").
+        let size_before = if write_back {
+            match self.fs.getattr(ino) {
+                Ok(attr) => attr.size,
+                Err(error) => return reply.error(self.fail("write", error)),
+            }
+        } else {
+            0
+        };
         let result = self.fs.write_from(ino, offset, data, source);
         if write_back {
+            let request = req.unique().0;
             // Lost, or stored only thanks to the held-back space: the kernel drops the
             // inode's attributes, so that the next write(2) asks for them (getattr) and
             // is refused there.
-            if let Err(error) = &result {
+            let cut = if let Err(error) = &result {
                 log::warn!(
                     "tarn fuse {}: write-back of inode {ino} at {offset} ({} bytes) lost: {error}",
                     self.name,
                     data.len()
                 );
-                self.shared.space.write_back_lost(ino, offset);
                 self.shared.kernel.invalidate_attributes(fuse_ino.0);
-            } else if self.shared.space.may_be_short() {
-                self.shared.kernel.invalidate_attributes(fuse_ino.0);
+                self.shared.space.write_back_lost(ino, request, offset)
+            } else {
+                if self.shared.space.may_be_short() {
+                    self.shared.kernel.invalidate_attributes(fuse_ino.0);
+                }
+                self.shared
+                    .space
+                    .write_back_stored(ino, request, offset, size_before)
+            };
+            if let Some(cut) = cut {
+                self.cut_back_to_loss(fuse_ino, ino, cut);
             }
         }
         match result {

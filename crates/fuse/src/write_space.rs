@@ -33,7 +33,16 @@
 //!   ([`WriteSpace::write_back_lost`]) until the kernel forgets it or a truncate cuts below
 //!   the loss; meanwhile a write-back that would start past the stored end and a truncate
 //!   that would extend the file are refused, so the file ends at its last stored byte and no
-//!   range the writer filled reads as zeros.
+//!   range the writer filled reads as zeros. The order has one escape: two workers that take
+//!   two write-backs of one file from the device may reach [`WriteSpace::write_back_begins`]
+//!   in the other order, and the later range may then be stored before the earlier one is
+//!   lost. The kernel numbers its requests in the order it sends them (and sends one file's
+//!   write-backs in offset order), so the adapter keeps, per inode, the last write-backs
+//!   stored with their request numbers and the stored size before each: when a write-back
+//!   is lost and ranges past it were stored by write-backs sent after it onto a file that
+//!   ended at or before it, or when one sent after a loss is stored past the lost byte onto
+//!   such a file, the file is cut back to the lost byte. Those later bytes are lost with the
+//!   earlier ones (the writer's next fsync reports the loss), and no hole remains.
 //!
 //! # The bound
 //! A file opened for cached writing while the pool had room may have up to `dirty_max` bytes
@@ -42,7 +51,7 @@
 //! write-backs fail; then at most `dirty_max` per mount is accepted by write(2) and lost, and
 //! the error reaches the writer's next fsync or close.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use fuser::FileHandle;
@@ -68,13 +77,28 @@ pub(crate) struct WriteSpace {
     dirty_max: u64,
     /// Files open for cached writing, and the space held back while there are any.
     writers: Mutex<(u64, Option<HeldBack>)>,
-    /// Inodes with a lost write-back: the offset of the first lost byte.
-    lost: Mutex<HashMap<u64, u64>>,
+    /// Inodes with a lost write-back, and the write-backs of each inode lately stored.
+    losses: Mutex<Losses>,
     /// Write-backs being served, by inode: their offsets ([`WriteSpace::write_back_begins`]).
     in_flight: Mutex<HashMap<u64, Vec<u64>>>,
     /// Signalled when a write-back ends.
     ended: Condvar,
 }
+
+/// What the adapter knows of lost and stored write-backs (module documentation).
+#[derive(Default)]
+struct Losses {
+    /// Per inode with a lost write-back: the first lost byte, and the number of the request
+    /// that lost it.
+    lost: HashMap<u64, (u64, u64)>,
+    /// Per inode, the last [`STORED_KEPT`] write-backs stored: (request number, offset, the
+    /// stored size before it).
+    stored: HashMap<u64, VecDeque<(u64, u64, u64)>>,
+}
+
+/// Stored write-backs remembered per inode: more than the kernel has in flight for one file
+/// under the mount's dirty bound (its background requests, each up to a megabyte).
+const STORED_KEPT: usize = 64;
 
 /// A write-back being served ([`WriteSpace::write_back_begins`]); it ends when dropped.
 pub(crate) struct InFlight<'a> {
@@ -115,7 +139,7 @@ impl WriteSpace {
             fs,
             dirty_max,
             writers: Mutex::new((0, None)),
-            lost: Mutex::new(HashMap::new()),
+            losses: Mutex::new(Losses::default()),
             in_flight: Mutex::new(HashMap::new()),
             ended: Condvar::new(),
         }
@@ -201,25 +225,60 @@ impl WriteSpace {
     /// How a write-back of `ino` is to be admitted.
     pub(crate) fn write_back_source(&self, ino: u64) -> WriteSource {
         WriteSource::WriteBack {
-            after_loss: self.lost.lock().contains_key(&ino),
+            after_loss: self.losses.lock().lost.contains_key(&ino),
         }
     }
 
-    /// A write-back of `ino` at `offset` failed: its bytes are lost.
-    pub(crate) fn write_back_lost(&self, ino: u64, offset: u64) {
-        let mut lost = self.lost.lock();
-        let first = lost.entry(ino).or_insert(offset);
-        *first = (*first).min(offset);
+    /// A write-back of `ino` at `offset` (request `request`) failed: its bytes are lost.
+    /// Returns the size to cut the file back to if write-backs sent after it were stored past
+    /// it onto a file that ended at or before it (module documentation).
+    pub(crate) fn write_back_lost(&self, ino: u64, request: u64, offset: u64) -> Option<u64> {
+        let mut losses = self.losses.lock();
+        let lost = losses.lost.entry(ino).or_insert((offset, request));
+        if offset < lost.0 {
+            *lost = (offset, request);
+        }
+        let size_before_later = losses
+            .stored
+            .get(&ino)?
+            .iter()
+            .filter(|&&(stored_request, stored_offset, _)| {
+                stored_request > request && stored_offset > offset
+            })
+            .map(|&(_, _, size_before)| size_before)
+            .min()?;
+        (size_before_later <= offset).then_some(offset)
+    }
+
+    /// A write-back of `ino` at `offset` (request `request`) was stored onto a file of
+    /// `size_before` bytes. Returns the size to cut the file back to if it was sent after a
+    /// write-back that was lost, and stored past the lost byte onto a file that ended at or
+    /// before it (module documentation).
+    pub(crate) fn write_back_stored(
+        &self,
+        ino: u64,
+        request: u64,
+        offset: u64,
+        size_before: u64,
+    ) -> Option<u64> {
+        let mut losses = self.losses.lock();
+        let stored = losses.stored.entry(ino).or_default();
+        if stored.len() == STORED_KEPT {
+            stored.pop_front();
+        }
+        stored.push_back((request, offset, size_before));
+        let &(first, lost_request) = losses.lost.get(&ino)?;
+        (lost_request < request && offset > first && size_before <= first).then_some(first)
     }
 
     /// May `ino` be truncated or extended to `size`, stored size `stored`? A file with a lost
     /// write-back is not extended (that would cover the lost bytes with a hole); a truncate
     /// below the loss ends it.
     pub(crate) fn resize_allowed(&self, ino: u64, size: u64, stored: u64) -> bool {
-        let mut lost = self.lost.lock();
+        let lost = &mut self.losses.lock().lost;
         match lost.get(&ino) {
             None => true,
-            Some(&first) if size <= first => {
+            Some(&(first, _)) if size <= first => {
                 lost.remove(&ino);
                 true
             }
@@ -229,6 +288,8 @@ impl WriteSpace {
 
     /// The kernel no longer holds `ino`: its size comes from the engine again.
     pub(crate) fn forgotten(&self, ino: u64) {
-        self.lost.lock().remove(&ino);
+        let mut losses = self.losses.lock();
+        losses.lost.remove(&ino);
+        losses.stored.remove(&ino);
     }
 }
