@@ -261,7 +261,7 @@ pub fn set(
     property: &str,
     value: Option<&str>,
 ) -> Result<(), Failure> {
-    if pool.core.readonly {
+    if pool.is_readonly() {
         return Err(Failure(format!(
             "pool {} is imported read-only",
             pool.name()
@@ -322,7 +322,7 @@ pub fn mount(
     name: &str,
     mountpoint: Option<&Path>,
 ) -> Result<(), Failure> {
-    if pool.core.readonly {
+    if pool.is_readonly() {
         return Err(Failure(format!(
             "pool {} is imported read-only: its file systems are not mounted",
             pool.name()
@@ -447,7 +447,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
                 }
                 (None, true) => {
                     let mut failed = false;
-                    for pool in daemon.pools().iter().filter(|pool| !pool.core.readonly) {
+                    for pool in daemon.pools().iter().filter(|pool| !pool.is_readonly()) {
                         failed |= !daemon.mounts.mount_all(pool, None).is_empty();
                     }
                     Ok(Answer {

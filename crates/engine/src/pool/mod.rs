@@ -94,6 +94,7 @@ pub mod datasets;
 mod devices;
 pub mod dtl;
 pub mod errlog;
+mod facade;
 pub mod failmode;
 pub mod history;
 pub mod holds;
@@ -119,6 +120,7 @@ mod vdev_spec;
 pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 
 pub use attach::AddedVdev;
+pub use facade::WeakPool;
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};
 
