@@ -90,6 +90,7 @@ use admission::{MosLifecycle, PoolReservation};
 pub mod background_free;
 mod clones;
 mod create;
+pub mod dataset_props;
 pub mod datasets;
 mod devices;
 pub mod dtl;
@@ -308,6 +309,13 @@ pub enum PoolError {
     DatasetBusy(String, String),
     #[error("{0}")]
     BadProperty(String),
+    /// A property whose value could not be read (the state it is computed from is damaged).
+    #[error("{dataset}: {property}: {why}")]
+    PropertyUnreadable {
+        dataset: String,
+        property: String,
+        why: String,
+    },
     #[error("dataset {0:?} is unavailable: {1}")]
     DatasetUnavailable(String, String),
     #[error("{0}")]
