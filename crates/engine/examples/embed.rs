@@ -1,4 +1,5 @@
-//! Embedding tarn: a program that uses the engine as a library, through its facade only.
+//! Embedding tarn: a program that uses the engine as a library, through its facade only (the
+//! types the crate root re-exports).
 //!
 //! It creates a pool on two sparse files (a mirror) in a temporary directory, creates a file
 //! system in it, writes a file through the engine's file-system API, snapshots the file
@@ -13,9 +14,7 @@ use std::error::Error;
 use std::io::Cursor;
 use std::path::Path;
 
-use tarn::pool::{CreateOptions, Pool, VdevSpec};
-use tarn::send::{receive, send, ReceiveOptions, SendOptions};
-use tarn::tunables::Tunables;
+use tarn::{receive, send, CreateOptions, Pool, ReceiveOptions, SendOptions, Tunables, VdevSpec};
 
 /// Size of each sparse device file: they take disk space only as blocks are written.
 const DEVICE_BYTES: u64 = 256 << 20;
