@@ -743,7 +743,7 @@ fn engine_demo(dir: &Path, disks: &[PathBuf]) -> Result<(), Failure> {
         wrap_device: None,
         disabled_features: Vec::new(),
     })?;
-    let stats = pool.core.io.space.stats();
+    let stats = pool.metaslab_stats();
     out!(
         "   Each file got four labels (config + uberblock ring); the data area is split into {} metaslabs of {}.",
         stats[0].metaslabs.len(),

@@ -31,10 +31,10 @@ pub fn parse_setting(value: &str) -> Result<Option<Option<PathBuf>>, Failure> {
 fn entry(daemon: &Daemon, pool: &Pool) -> CachedPool {
     CachedPool {
         name: pool.name().to_string(),
-        guid: pool.core.guid.0,
+        guid: pool.guid().0,
         vdevs: pool.vdev_paths(),
         altroot: daemon.mounts.altroot(pool.name()),
-        readonly: pool.core.readonly,
+        readonly: pool.is_readonly(),
         hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|name| name.trim().to_string())
             .unwrap_or_default(),
@@ -74,7 +74,7 @@ pub fn forget(daemon: &Daemon, name: &str, guid: u64) {
 pub fn set(daemon: &Daemon, pool: &Pool, value: &str) -> Result<(), Failure> {
     let setting = parse_setting(value)?;
     if let Some(old) = daemon.caches.of(pool.name()) {
-        report(cachefile::forget(&old, pool.core.guid.0));
+        report(cachefile::forget(&old, pool.guid().0));
     }
     lock(&daemon.caches.settings).remove(pool.name());
     remember(daemon, pool, setting);

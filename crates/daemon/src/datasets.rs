@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use tarn::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
+use tarn::dataset::props::Property;
+use tarn::pool::dataset_props::DatasetValue;
 use tarn::pool::datasets::DatasetInfo;
 use tarn::pool::Pool;
 use tarn_protocol::error::Failure;
@@ -157,74 +158,34 @@ pub fn list(
     Ok(rows)
 }
 
-/// `tarn get`: `properties` (names, or `all`) of one dataset.
+/// `tarn get`: `properties` (names, or `all`) of one file system or snapshot, as the engine
+/// evaluates them; here they are formatted, with the two only the mounts know: whether the
+/// file system is mounted and where its mountpoint is shown (under the pool's altroot).
 pub fn get(
     pool: &Pool,
     mounts: &Mounts,
     name: &str,
     properties: &[String],
 ) -> Result<Vec<PropertyRow>, Failure> {
-    if name.contains('@') {
-        return super::snapshots::get(pool, name, properties);
-    }
-    let info = pool
-        .datasets()
-        .into_iter()
-        .find(|info| info.name == name)
-        .ok_or_else(|| Failure(format!("dataset {name:?} does not exist")))?;
-    let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
-        READ_ONLY_PROPERTIES
-            .iter()
-            .map(|p| p.to_string())
-            .chain(["mounted".to_string()])
-            .chain(Property::ALL.iter().map(|p| p.name().to_string()))
-            .collect()
-    } else {
-        properties.to_vec()
-    };
     let mut rows = Vec::new();
-    for property in wanted {
+    for property in pool.dataset_properties(name, properties)? {
         let statistic = |exact: String, human: String| PropertyRow {
             name: name.to_string(),
-            property: property.clone(),
+            property: property.name.clone(),
             exact,
             human,
-            source: PropertySource::None.to_string(),
+            source: property.source.to_string(),
         };
-        let bytes = |value: u64| statistic(value.to_string(), human_bytes(value));
-        let row = match property.as_str() {
-            "type" => statistic("filesystem".into(), "filesystem".into()),
-            "creation" => statistic(info.creation_time.to_string(), utc_time(info.creation_time)),
-            "used" => bytes(info.used),
-            "available" | "avail" => bytes(info.available),
-            "referenced" | "refer" => bytes(info.referenced),
-            "compressratio" => {
-                let cell = ratio_cell(info.compress_ratio());
+        let row = match property.value {
+            DatasetValue::Bytes(value) => statistic(value.to_string(), human_bytes(value)),
+            DatasetValue::Ratio(ratio) => {
+                let cell = ratio_cell(ratio);
                 statistic(cell.exact, cell.human)
             }
-            "refcompressratio" => {
-                let cell = ratio_cell(info.ref_compress_ratio());
-                statistic(cell.exact, cell.human)
-            }
-            "origin" => {
-                let origin = info.origin.clone().unwrap_or_else(|| "-".into());
-                statistic(origin.clone(), origin)
-            }
-            "clones" => statistic("-".into(), "-".into()),
-            "written" => bytes(info.written),
-            "usedbydataset" => bytes(info.used_by_dataset),
-            "usedbysnapshots" => bytes(info.used_by_snapshots),
-            "usedbychildren" => bytes(info.used_by_children),
-            "usedbyrefreservation" => bytes(0),
-            "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
-            "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
-            "receive_resume_token" => {
-                let token = tarn::send::resume_token(pool, name)
-                    .map_err(|error| Failure(format!("{name}: receive_resume_token: {error}")))?
-                    .unwrap_or_else(|| "-".into());
-                statistic(token.clone(), token)
-            }
-            "mounted" => {
+            DatasetValue::Time(seconds) => statistic(seconds.to_string(), utc_time(seconds)),
+            DatasetValue::Number(number) => statistic(number.to_string(), number.to_string()),
+            DatasetValue::Text(ref text) => statistic(text.clone(), text.clone()),
+            DatasetValue::Mounted => {
                 let mounted = if mounts.mountpoint_of(name).is_some() {
                     "yes"
                 } else {
@@ -232,20 +193,12 @@ pub fn get(
                 };
                 statistic(mounted.into(), mounted.into())
             }
-            "name" => statistic(name.into(), name.into()),
-            other => {
-                let property = Property::from_name(other).ok_or_else(|| {
-                    Failure(format!(
-                        "unknown property {other:?}; known properties: {}, {}",
-                        READ_ONLY_PROPERTIES.join(", "),
-                        Property::ALL.map(Property::name).join(", ")
-                    ))
-                })?;
-                let (mut value, source) = pool.property(name, property)?;
-                if property == Property::Mountpoint {
-                    value = shown_mountpoint(pool, mounts, name)?;
-                }
-                PropertyRow::settable(name, property, value, source)
+            DatasetValue::Setting(Property::Mountpoint, _) => {
+                let shown = shown_mountpoint(pool, mounts, name)?;
+                PropertyRow::settable(name, Property::Mountpoint, shown, property.source)
+            }
+            DatasetValue::Setting(setting, value) => {
+                PropertyRow::settable(name, setting, value, property.source)
             }
         };
         rows.push(row);
@@ -261,7 +214,7 @@ pub fn set(
     property: &str,
     value: Option<&str>,
 ) -> Result<(), Failure> {
-    if pool.core.readonly {
+    if pool.is_readonly() {
         return Err(Failure(format!(
             "pool {} is imported read-only",
             pool.name()
@@ -322,7 +275,7 @@ pub fn mount(
     name: &str,
     mountpoint: Option<&Path>,
 ) -> Result<(), Failure> {
-    if pool.core.readonly {
+    if pool.is_readonly() {
         return Err(Failure(format!(
             "pool {} is imported read-only: its file systems are not mounted",
             pool.name()
@@ -447,7 +400,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
                 }
                 (None, true) => {
                     let mut failed = false;
-                    for pool in daemon.pools().iter().filter(|pool| !pool.core.readonly) {
+                    for pool in daemon.pools().iter().filter(|pool| !pool.is_readonly()) {
                         failed |= !daemon.mounts.mount_all(pool, None).is_empty();
                     }
                     Ok(Answer {

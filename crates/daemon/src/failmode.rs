@@ -45,8 +45,8 @@ pub(super) fn watch(daemon: &Arc<Daemon>) {
             let mut reported = BTreeSet::new();
             while let Some(daemon) = daemon.upgrade() {
                 for pool in daemon.pools() {
-                    let failure = pool.core.txgs.failure();
-                    let mode = pool.core.failmode();
+                    let failure = pool.suspended_reason();
+                    let mode = pool.failmode();
                     match verdict(failure.as_deref(), mode) {
                         Verdict::Fine => {
                             reported.remove(pool.name());

@@ -140,7 +140,7 @@ impl Daemon {
         state
             .pools
             .values()
-            .find(|pool| pool.core.guid.0.to_string() == target)
+            .find(|pool| pool.guid().0.to_string() == target)
             .cloned()
     }
 
@@ -180,7 +180,7 @@ impl Daemon {
             state
                 .pools
                 .iter()
-                .find(|(_, pool)| pool.core.guid.0.to_string() == target)
+                .find(|(_, pool)| pool.guid().0.to_string() == target)
                 .map(|(name, _)| name.clone())?
         };
         state.pools.remove(&name)
@@ -244,7 +244,7 @@ impl Daemon {
 }
 
 pub(super) fn matches_target(pool: &Pool, target: &str) -> bool {
-    pool.name() == target || pool.core.guid.0.to_string() == target
+    pool.name() == target || pool.guid().0.to_string() == target
 }
 
 /// Wait until no request uses the pool any more, then export it.

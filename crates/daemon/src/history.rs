@@ -170,7 +170,7 @@ impl PendingRecord {
     /// The request succeeded: log it in its pool (written by the pool's next sync).
     pub(super) fn record(self, daemon: &Arc<Daemon>) {
         if let Some(pool) = daemon.pool(&self.pool) {
-            pool.core.log_history(&self.command, self.uid);
+            pool.log_history(&self.command, self.uid);
         }
     }
 }

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tarn::object::tree::visit_tree_blocks;
 use tarn::pool::Pool;
 use tarn::vdev::inject::{DeviceRange, InjectedFault, InjectedIo, Injection, InjectionStatus};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
@@ -20,7 +19,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, args: InjectArgs) -> Result<Answer, R
         InjectAction::Start { pool, spec } => {
             let held = daemon.held(&pool)?;
             let injection = injection_of(&held, &spec)?;
-            let id = held.core.injector.add(injection.clone());
+            let id = held.inject(injection.clone());
             out!(
                 "added injection {id} in {}: {}",
                 held.name(),
@@ -45,7 +44,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, args: InjectArgs) -> Result<Answer, R
             let having: Vec<&Arc<Pool>> = pools
                 .iter()
                 .filter(|pool| {
-                    let list = pool.core.injector.list();
+                    let list = pool.injections();
                     id.map_or(!list.is_empty(), |id| {
                         list.iter().any(|status| status.id == id)
                     })
@@ -61,7 +60,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, args: InjectArgs) -> Result<Answer, R
                 return Err(Failure(format!("no injection {id}")).into());
             }
             for pool in having {
-                let cleared = pool.core.injector.clear(id);
+                let cleared = pool.clear_injections(id);
                 out!("cleared {cleared} injection(s) in {}", pool.name());
             }
             Answer::done()
@@ -73,7 +72,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, args: InjectArgs) -> Result<Answer, R
             };
             let mut rows = Vec::new();
             for pool in pools {
-                for status in pool.core.injector.list() {
+                for status in pool.injections() {
                     rows.push((pool.name().to_string(), status));
                 }
             }
@@ -251,16 +250,10 @@ fn injection_of(pool: &Pool, spec: &InjectSpec) -> Result<Injection, Failure> {
 /// The path of `pool`'s leaf named `name` (its path, or the path's last component).
 fn device_path(pool: &Pool, name: &str) -> Result<PathBuf, Failure> {
     let leaves: Vec<PathBuf> = pool
-        .core
-        .io
-        .vdevs
         .leaves()
         .map(|leaf| leaf.path.clone())
         .chain(
-            pool.core
-                .io
-                .l2arc()
-                .devices()
+            pool.cache_devices()
                 .iter()
                 .map(|device| device.path.clone()),
         )
@@ -302,17 +295,17 @@ fn object_ranges(
     let failed =
         |error: tarn::object::ObjectError| Failure(format!("{dataset}: object {number}: {error}"));
     let mut ranges = Vec::new();
-    visit_tree_blocks(&pool.core.io, &dnode, &mut |_, bp| {
+    pool.visit_object_blocks(&dnode, &mut |_, bp| {
         if level.is_some_and(|level| bp.level != level) || bp.embedded {
             return Ok(());
         }
         for dva in bp.dvas.iter().filter(|dva| !dva.is_empty()) {
-            let Some(top) = pool.core.io.vdevs.top(dva.vdev) else {
+            let Some(paths) = pool.top_vdev_leaf_paths(dva.vdev) else {
                 continue;
             };
             let start = VDEV_LABEL_START_SIZE + dva.offset;
-            for child in &top.children {
-                ranges.push((child.path.clone(), start..start + dva.size_allocated));
+            for path in paths {
+                ranges.push((path, start..start + dva.size_allocated));
             }
         }
         Ok(())

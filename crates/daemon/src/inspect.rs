@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use tarn::fs::FileSystem;
 use tarn::pool::holds::Holder;
 use tarn::pool::Pool;
 use tarn::types::ObjectId;
@@ -127,7 +126,8 @@ pub(super) fn synced_object(
     let object = match target.parse::<u64>() {
         Ok(object) => object,
         Err(_) => {
-            let fs = FileSystem::open_read_only(objset.clone(), pool.core.txgs.clone())
+            let fs = pool
+                .read_only_file_system(objset.clone())
                 .map_err(|error| Failure(format!("cannot open {dataset}: {error}")))?;
             let mut ino = fs.root();
             for name in target.split('/').filter(|name| !name.is_empty()) {
@@ -211,7 +211,7 @@ fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Fail
         let _ = writeln!(text, "\t{label:<12} {value}");
     }
     let _ = writeln!(text, "\tIndirect blocks:");
-    tarn::object::tree::visit_tree_blocks(&pool.core.io, &dnode, &mut |blkid, bp| {
+    pool.visit_object_blocks(&dnode, &mut |blkid, bp| {
         let offset = blkid.saturating_mul(dnode.data_block_size as u64);
         let _ = writeln!(text, "\t{offset:>14x}  L{} {bp}", bp.level);
         Ok(())

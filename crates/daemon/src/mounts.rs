@@ -132,15 +132,14 @@ impl Mounts {
             .map_err(|why| Failure(format!("cannot mount {dataset}: {why}")))?;
         // A pool imported read-only (readonly=on, e.g. to copy data off a damaged pool) mounts
         // every file system read-only: no log replay, no unlinked-set drain, no atime.
-        let fs = Arc::new(if pool.core.readonly {
-            FileSystem::open_read_only(pool.dataset_objset(dataset)?, pool.core.txgs.clone())
-                .map_err(tarn::pool::PoolError::from)?
+        let fs = Arc::new(if pool.is_readonly() {
+            pool.read_only_file_system(pool.dataset_objset(dataset)?)?
         } else {
             pool.open_file_system(dataset)?
         });
         let mut options = MountOptions::new(format!("tarn:{dataset}"));
         options.read_only =
-            pool.core.readonly || pool.property(dataset, Property::Readonly)?.0 == "on";
+            pool.is_readonly() || pool.property(dataset, Property::Readonly)?.0 == "on";
         options.snapdir_visible = snapdir_visible(pool, dataset)?;
         let handle = tarn_fuse::mount_with_snapshots(
             fs.clone(),

@@ -152,7 +152,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
             let _guard = lock(&daemon.lifecycle);
             let released = daemon.release(&pool, force)?;
             let name = released.name().to_string();
-            let guid = released.core.guid.0;
+            let guid = released.guid().0;
             released.export()?;
             cache::forget(daemon, &name, guid);
             out!("exported pool {name}");
@@ -162,7 +162,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
             let _guard = lock(&daemon.lifecycle);
             let released = daemon.release(&pool, force)?;
             let name = released.name().to_string();
-            let guid = released.core.guid.0;
+            let guid = released.guid().0;
             released.destroy()?;
             cache::forget(daemon, &name, guid);
             out!("destroyed pool {name}");
@@ -247,11 +247,11 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
         }
         PoolRequest::Clear(ClearArgs { pool, device }) => {
             let held = daemon.held(&pool)?;
-            if held.core.txgs.failure().is_some() && !held.core.readonly {
+            if held.suspended_reason().is_some() && !held.is_readonly() {
                 drop(held);
                 return resume_suspended(daemon, &pool, device.as_deref());
             }
-            held.core.clear_errors(device.as_deref())?;
+            held.clear_errors(device.as_deref())?;
             Answer::done()
         }
     }
@@ -280,7 +280,7 @@ fn resume_suspended(
         dirs.dedup();
         let name = held.name().to_string();
         let altroot = daemon.mounts.altroot(&name);
-        let why = held.core.txgs.failure().unwrap_or_default();
+        let why = held.suspended_reason().unwrap_or_default();
         (name, dirs, altroot, why)
     };
     log::warn!("pool {name}: suspended ({why}); pool clear reopens it from its last committed txg");
@@ -297,7 +297,7 @@ fn resume_suspended(
                 failure.0
             ))
         })?;
-    opened.core.clear_errors(device)?;
+    opened.clear_errors(device)?;
     if let Err(failure) = daemon.mount_pool(&opened, altroot) {
         opened.export()?;
         return Err(failure.into());
@@ -356,7 +356,7 @@ fn imported_at_start(
     if !daemon.caches.take_imported_at_start(&name) {
         return Ok(None);
     }
-    let same = held.core.readonly == readonly
+    let same = held.is_readonly() == readonly
         && daemon.mounts.altroot(&name).as_deref() == altroot
         && !rewind
         && new_name.is_none();

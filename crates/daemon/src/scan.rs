@@ -18,9 +18,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: ScanRequest) -> Result<Answe
             let pool = args.pool;
             let held = daemon.held(&pool)?;
             let result = match action {
-                ScrubAction::Start => held.core.request_scrub(),
-                ScrubAction::Stop => held.core.request_scan_cancel(),
-                ScrubAction::Pause => held.core.request_scan_pause(),
+                ScrubAction::Start => held.scrub(),
+                ScrubAction::Stop => held.cancel_scrub(),
+                ScrubAction::Pause => held.pause_scrub(),
             };
             result
                 .map_err(|error| Reply::Failed(Failure(format!("cannot scrub {pool}: {error}"))))?;
@@ -31,7 +31,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: ScanRequest) -> Result<Answe
         }
         ScanRequest::Resilver(PoolName { pool }) => {
             let held = daemon.held(&pool)?;
-            let outcome = held.core.request_resilver().map_err(|error| {
+            let outcome = held.resilver().map_err(|error| {
                 Reply::Failed(Failure(format!("cannot resilver {pool}: {error}")))
             })?;
             let outcome = match outcome {

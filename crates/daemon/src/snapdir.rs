@@ -1,23 +1,23 @@
 //! The daemon's side of `.zfs/snapshot`: where a mount learns about its file system's
 //! snapshots (`tarn_fuse::snapdir::SnapshotSource`).
 //!
-//! A mount holds the pool's core only weakly: a mounted file system must never keep its pool
+//! A mount holds the pool only weakly ([`WeakPool`]): a mounted file system must never keep its pool
 //! from being exported (export waits for every strong reference to go). Once the pool is gone
 //! the snapshot directory is empty and lookups in it fail with ENOENT. The opened snapshots are
 //! cached by the adapter (`tarn_fuse::snapdir::SnapshotTable`), which drops those no longer
 //! listed when `Mounts::snapshots_changed` or `Mounts::after_rollback` runs.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use tarn::dataset::Snapshot;
 use tarn::fs::{FileSystem, FsError};
 use tarn::pool::snapshots::SnapshotInfo;
-use tarn::pool::{Pool, PoolCore, PoolError};
+use tarn::pool::{Pool, PoolError, WeakPool};
 use tarn_fuse::snapdir::SnapshotSource;
 
 /// The snapshots of one dataset of a pool.
 pub struct PoolSnapshots {
-    core: Weak<PoolCore>,
+    pool: WeakPool,
     /// The dataset's full name.
     dataset: String,
 }
@@ -25,13 +25,9 @@ pub struct PoolSnapshots {
 impl PoolSnapshots {
     pub fn new(pool: &Pool, dataset: &str) -> PoolSnapshots {
         PoolSnapshots {
-            core: Arc::downgrade(&pool.core),
+            pool: pool.downgrade(),
             dataset: dataset.to_string(),
         }
-    }
-
-    fn core(&self) -> Result<Arc<PoolCore>, FsError> {
-        self.core.upgrade().ok_or(FsError::NotFound)
     }
 }
 
@@ -47,14 +43,11 @@ fn fs_error(error: PoolError) -> FsError {
 
 impl SnapshotSource for PoolSnapshots {
     fn list(&self) -> Result<Vec<SnapshotInfo>, FsError> {
-        match self.core.upgrade() {
-            Some(core) => core.snapshots_of(&self.dataset).map_err(fs_error),
-            None => Ok(Vec::new()),
-        }
+        self.pool.snapshots_of(&self.dataset).map_err(fs_error)
     }
 
     fn open(&self, name: &str) -> Result<(SnapshotInfo, FileSystem, Arc<Snapshot>), FsError> {
-        self.core()?
+        self.pool
             .open_snapshot(&format!("{}@{name}", self.dataset))
             .map_err(fs_error)
     }

@@ -1,5 +1,5 @@
 //! The daemon side of the snapshot verbs (`tarn snapshot`, `destroy FS@SNAP`, `rollback`,
-//! `rename` of snapshots and file systems, `debug dataset`) and the snapshot rows of `tarn list` and `tarn get`. The engine
+//! `rename` of snapshots and file systems, `debug dataset`) and the snapshot rows of `tarn list`. The engine
 //! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
 //! mounted file system in place, so the kernel's cache must be told) and the printing.
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use tarn::dataset::props::{Property, PropertySource};
+use tarn::dataset::props::Property;
 use tarn::pool::snapshots::SnapshotInfo;
 use tarn::pool::Pool;
 use tarn_protocol::error::Failure;
@@ -16,7 +16,7 @@ use tarn_protocol::request::dataset::DestroyArgs;
 use tarn_protocol::request::snapshot::{
     BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
 };
-use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use tarn_protocol::rows::DatasetRow;
 
 use super::held::{lock, Answer, Daemon, Reply};
 
@@ -25,29 +25,17 @@ pub fn filesystem_of(snapshot: &str) -> &str {
     snapshot.split('@').next().unwrap_or(snapshot)
 }
 
-fn ratio(uncompressed: u64, compressed: u64) -> f64 {
-    if compressed == 0 {
-        1.0
-    } else {
-        uncompressed as f64 / compressed as f64
-    }
-}
-
 /// A snapshot's row in `tarn list` (its file system's properties where it has none).
 pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
-    let filesystem = filesystem_of(&info.name);
     // Each settable property's source goes with the row, for `list -j`: as `tarn get` of a
     // snapshot gives it.
     let mut sources = BTreeMap::new();
     let mut value = |property: Property| {
-        let (value, source) = pool.property(filesystem, property)?;
-        sources.insert(
-            property.name().to_string(),
-            snapshot_source(filesystem, source).to_string(),
-        );
+        let (value, source) = pool.snapshot_property(&info.name, property)?;
+        sources.insert(property.name().to_string(), source.to_string());
         Ok::<_, Failure>(value)
     };
-    let compressratio = ratio(info.referenced_uncompressed, info.referenced_compressed);
+    let compressratio = info.compress_ratio();
     let mut row = DatasetRow {
         name: info.name.clone(),
         used: info.used,
@@ -82,15 +70,6 @@ pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
     Ok(row)
 }
 
-/// The source of a snapshot's settable property, which is its file system's value: the
-/// default, or inherited from the file system.
-fn snapshot_source(filesystem: &str, source: PropertySource) -> PropertySource {
-    match source {
-        PropertySource::Default => PropertySource::Default,
-        _ => PropertySource::Inherited(filesystem.to_string()),
-    }
-}
-
 /// A bookmark's row in `tarn list -t bookmark`: its name, guid, txg and creation time.
 pub fn bookmark_row(info: &tarn::pool::bookmarks::BookmarkInfo) -> DatasetRow {
     DatasetRow {
@@ -123,92 +102,6 @@ pub fn bookmark_row(info: &tarn::pool::bookmarks::BookmarkInfo) -> DatasetRow {
         acltype: "-".into(),
         sources: BTreeMap::new(),
     }
-}
-
-/// `tarn get` of a snapshot: its statistics; settable properties come from its file system.
-pub fn get(pool: &Pool, name: &str, properties: &[String]) -> Result<Vec<PropertyRow>, Failure> {
-    let info = pool.snapshot_info(name)?;
-    let wanted: Vec<String> = if properties.iter().any(|p| p == "all") {
-        [
-            "type",
-            "creation",
-            "used",
-            "referenced",
-            "compressratio",
-            "refcompressratio",
-            "written",
-            "guid",
-            "createtxg",
-            "clones",
-        ]
-        .iter()
-        .map(|p| p.to_string())
-        .chain(Property::ALL.iter().map(|p| p.name().to_string()))
-        .collect()
-    } else {
-        properties.to_vec()
-    };
-    let ratio_cell_of = || {
-        ratio_cell(ratio(
-            info.referenced_uncompressed,
-            info.referenced_compressed,
-        ))
-    };
-    let mut rows = Vec::new();
-    for property in wanted {
-        let statistic = |exact: String, human: String| PropertyRow {
-            name: name.to_string(),
-            property: property.clone(),
-            exact,
-            human,
-            source: PropertySource::None.to_string(),
-        };
-        let bytes = |value: u64| statistic(value.to_string(), human_bytes(value));
-        let row = match property.as_str() {
-            "name" => statistic(name.into(), name.into()),
-            "type" => statistic("snapshot".into(), "snapshot".into()),
-            "creation" => statistic(info.creation_time.to_string(), utc_time(info.creation_time)),
-            "used" => bytes(info.used),
-            "referenced" | "refer" => bytes(info.referenced),
-            "written" => bytes(info.written),
-            "compressratio" | "refcompressratio" => {
-                let cell = ratio_cell_of();
-                statistic(cell.exact, cell.human)
-            }
-            "guid" => statistic(info.guid.to_string(), info.guid.to_string()),
-            "createtxg" => statistic(info.creation_txg.to_string(), info.creation_txg.to_string()),
-            "clones" => {
-                let clones = info.clones.join(",");
-                let shown = if clones.is_empty() {
-                    "-".to_string()
-                } else {
-                    clones
-                };
-                statistic(shown.clone(), shown)
-            }
-            "available"
-            | "avail"
-            | "mountpoint"
-            | "mounted"
-            | "canmount"
-            | "usedbydataset"
-            | "usedbysnapshots"
-            | "usedbychildren"
-            | "usedbyrefreservation"
-            | "origin"
-            | "receive_resume_token" => statistic("-".into(), "-".into()),
-            other => {
-                let property = Property::from_name(other).ok_or_else(|| {
-                    Failure(format!("unknown property {other:?} of snapshot {name}"))
-                })?;
-                let (value, source) = pool.property(filesystem_of(name), property)?;
-                let source = snapshot_source(filesystem_of(name), source);
-                PropertyRow::settable(name, property, value, source)
-            }
-        };
-        rows.push(row);
-    }
-    Ok(rows)
 }
 
 /// `tarn debug dataset`: the record, the directory and the deadlist entries, as zdb -dddd.

@@ -18,6 +18,16 @@
 //! | [`check`]   | whole-pool verification: block pointers against space maps                 |
 //!
 //! [`types`] holds the identities and units every layer shares; [`tunables`] every knob.
+//!
+//! # The facade
+//! A program that embeds tarn needs only what the crate root re-exports: [`Pool`] (create,
+//! import, export and destroy a pool; its datasets, snapshots, clones, holds and properties;
+//! scrub, fault injection and statistics), [`FileSystem`] (POSIX operations on a mounted
+//! dataset), [`send()`] and [`receive()`], the options and error types they take and return,
+//! [`Tunables`], and the [`debug`] module (pool verification and the zdb-like views). The
+//! layer modules above are the engine's internals: they stay public for the engine's own
+//! integration tests, tarn-stress and the benchmarks, and change as the engine does.
+//! `examples/embed.rs` is a complete program written against the facade alone.
 
 pub mod tunables;
 pub mod types;
@@ -38,3 +48,28 @@ pub mod testing;
 pub mod txg;
 pub mod vdev;
 pub mod zil;
+
+pub use dataset::props::{Property, PropertySource};
+pub use fs::{Attr, FileSystem, FsError};
+pub use pool::dataset_props::{DatasetProperty, DatasetValue};
+pub use pool::props::{PoolProperty, PoolSpace, PoolValue};
+pub use pool::snapshots::SnapshotInfo;
+pub use pool::{
+    CreateOptions, ImportOptions, ImportReport, Pool, PoolError, PoolIostat, VdevIostat, VdevSpec,
+    WeakPool,
+};
+pub use send::{receive, send, ReceiveOptions, ReceiveReport, SendError, SendOptions, SendReport};
+pub use tunables::Tunables;
+
+/// The sanctioned inspection surface: whole-pool verification (`tarn check`) and what the
+/// zdb-like `tarn debug` verbs read through [`Pool`] (metaslabs, space maps, the log space
+/// map, dnodes, dataset records).
+pub mod debug {
+    pub use crate::check::{check_pool, CheckReport};
+    pub use crate::object::phys::DnodePhys;
+    pub use crate::pool::snapshots::DatasetRecords;
+    pub use crate::space::log::LogSpaceStats;
+    pub use crate::space::{
+        MetaslabStats, RangeTree, SpaceMap, SpaceMapAction, SpaceMapEntry, VdevSpaceStats,
+    };
+}

@@ -105,11 +105,11 @@ pub fn pool_row(pool: &Pool) -> PoolRow {
     };
     PoolRow {
         name: pool.name().to_string(),
-        guid: pool.core.guid.0,
+        guid: pool.guid().0,
         size,
         alloc,
         frag,
-        health: pool.core.io.vdevs.health().as_str().to_string(),
+        health: pool.health().as_str().to_string(),
         freeing,
         txg: pool.last_synced_txg().0,
     }
@@ -209,13 +209,10 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
     // The top-level vdevs by class, keyed by name: `normal` under the root, `log` under `logs`.
     let mut normal_vdevs = serde_json::Map::new();
     let mut log_vdevs = serde_json::Map::new();
-    let health = pool.core.io.vdevs.health();
+    let health = pool.health();
     // The NAME column is as wide as its longest entry (vdev paths can be long) plus two spaces,
     // and at least 32 characters, so that STATE never runs into a name.
     let width = pool
-        .core
-        .io
-        .vdevs
         .leaves()
         .map(|leaf| leaf.path.display().to_string().len() + 10)
         .chain([name.len()])
@@ -234,7 +231,7 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
         health.as_str()
     );
     // Data vdevs, then log vdevs under a `logs` line, as zpool shows them.
-    let tops = pool.core.io.vdevs.tops();
+    let tops = pool.top_vdevs();
     let ordered =
         (tops.iter().filter(|top| !top.is_log())).chain(tops.iter().filter(|top| top.is_log()));
     let mut logs_line_printed = false;
@@ -389,7 +386,7 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
         }
     }
     // Faults injected on purpose (`tarn inject`) explain errors that are not the disks'.
-    let injections = pool.core.injector.list().len();
+    let injections = pool.injections().len();
     if injections > 0 {
         text.push_str(&format!(
             "inject: {injections} fault injection(s) active: tarn inject lists them, tarn inject -c all clears them\n"
@@ -403,7 +400,7 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
     };
     put("name", name.into());
     put("state", health.as_str().into());
-    put("guid", tarn_protocol::json::number(pool.core.guid.0, exact));
+    put("guid", tarn_protocol::json::number(pool.guid().0, exact));
     put(
         "txg",
         tarn_protocol::json::number(pool.last_synced_txg().0, exact),
@@ -422,7 +419,7 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
     let root = status_json::interior_object(
         name,
         "root",
-        Some(pool.core.guid.0),
+        Some(pool.guid().0),
         "normal",
         health,
         normal_vdevs,
@@ -453,7 +450,7 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
     );
     StatusEntry {
         name: name.to_string(),
-        guid: pool.core.guid.0,
+        guid: pool.guid().0,
         text,
         json: serde_json::Value::Object(json),
     }
@@ -473,8 +470,8 @@ struct PoolProblem {
 /// counted errors, then devices taken offline. A suspended pool says so in its errors section.
 fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
     let name = pool.name();
-    let leaves = || pool.core.io.vdevs.leaves();
-    let health = pool.core.io.vdevs.health();
+    let leaves = || pool.leaves();
+    let health = pool.health();
     let offline = leaves().any(|leaf| leaf.is_offline());
     let faulted = leaves().any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
     let removed = leaves().any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Removed);
@@ -484,8 +481,7 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
         stats.read_errors + stats.write_errors + stats.checksum_errors > 0
     };
     let failing = leaves().any(|leaf| has_errors(leaf.stats.snapshot()))
-        || (pool.core.io.l2arc().devices().iter())
-            .any(|cache| has_errors(cache.leaf.stats.snapshot()));
+        || (pool.cache_devices().iter()).any(|cache| has_errors(cache.leaf.stats.snapshot()));
     let problem = |reason, status: &str, action: &str| PoolProblem {
         reason,
         status: status.to_string(),
@@ -533,7 +529,7 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
 fn absent_leaf_problem(pool: &Pool, leaf: &tarn::vdev::Leaf) -> Option<tarn::pool::VdevProblem> {
     leaf.device
         .is_missing()
-        .then(|| tarn::pool::VdevProblem::of_absent_leaf(&leaf.path, pool.core.guid.0, leaf.guid.0))
+        .then(|| tarn::pool::VdevProblem::of_absent_leaf(&leaf.path, pool.guid().0, leaf.guid.0))
 }
 
 /// The `cache` section of `pool status`: one line per cache device (ONLINE, or UNAVAIL when it
@@ -680,14 +676,8 @@ fn metaslab_tree_figures(
     if let Some(histogram) = &ms.tree_histogram {
         return Ok((ms.largest_free_segment, histogram.clone(), "loaded"));
     }
-    let storage = tarn::object::adapters::MosSpaceStorage {
-        mos: &pool.core.mos,
-    };
     let tree = pool
-        .core
-        .io
-        .space
-        .metaslab_free_tree(vdev, ms.id, &storage)
+        .metaslab_free_tree(vdev, ms.id)
         .map_err(|e| Failure(e.to_string()))?;
     Ok((
         tree.largest_segment().map(|segment| segment.size()),
@@ -699,7 +689,7 @@ fn metaslab_tree_figures(
 /// `tarn debug logs`, as `zdb -m`'s log section: every log space map with its txg, length,
 /// blocks and the metaslabs whose unflushed txg it is, then the summary and the limits.
 pub fn debug_logs(pool: &Pool, name: &str, json: bool) -> Result<(), Failure> {
-    let Some(log) = pool.core.io.space.log_stats() else {
+    let Some(log) = pool.log_space_map_stats() else {
         if json {
             let objects = serde_json::json!({"pool": name, "log_spacemap": null});
             Document::of("tarn debug logs", objects).print();
@@ -770,7 +760,7 @@ pub fn debug_logs(pool: &Pool, name: &str, json: bool) -> Result<(), Failure> {
 /// each metaslab's on-disk histogram; 3 its largest free segment and in-memory histogram.
 pub fn debug_metaslabs(pool: &Pool, name: &str, json: bool, level: u8) -> Result<(), Failure> {
     let level = level.clamp(1, 3);
-    let stats = pool.core.io.space.stats();
+    let stats = pool.metaslab_stats();
     if json {
         let mut vdevs = Vec::new();
         for vdev in &stats {
@@ -967,7 +957,7 @@ pub fn debug_map(pool: &Pool, name: &str, output: &std::path::Path) -> Result<()
             )))
         }
     };
-    let svg = metaslab_map_svg(name, &pool.core.io.space.stats());
+    let svg = metaslab_map_svg(name, &pool.metaslab_stats());
     let bytes = if png {
         svg_to_png(&svg)?
     } else {
@@ -1024,8 +1014,8 @@ fn svg_to_png(svg: &str) -> Result<Vec<u8>, Failure> {
 }
 
 pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Result<(), Failure> {
-    use tarn::space::space_map::{SpaceMap, SpaceMapAction};
-    let stats = pool.core.io.space.stats();
+    use tarn::space::space_map::SpaceMapAction;
+    let stats = pool.metaslab_stats();
     let vdev_stats = stats
         .iter()
         .find(|v| v.vdev.0 == vdev)
@@ -1039,18 +1029,9 @@ pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Resu
         out!("metaslab {metaslab} has no space map yet (all free)");
         return Ok(());
     }
-    let storage = tarn::object::adapters::MosSpaceStorage {
-        mos: &pool.core.mos,
-    };
-    let map = SpaceMap::open(
-        &storage,
-        ms.space_map_object,
-        ms.start,
-        ms.size,
-        vdev_stats.ashift,
-        pool.core.io.space.metaslab_map_block_size(),
-    )
-    .map_err(|e| Failure(e.to_string()))?;
+    let map = pool
+        .open_metaslab_space_map(vdev_stats, ms)
+        .map_err(|e| Failure(e.to_string()))?;
     out!(
         "space map object {} of vdev {vdev} metaslab {metaslab}: length {} allocated {}",
         ms.space_map_object,
@@ -1058,7 +1039,7 @@ pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Resu
         map.header.allocated_bytes
     );
     let mut last = (0u64, 0u32, None);
-    map.replay(&storage, map.header.length_bytes, |entry| {
+    pool.replay_space_map(&map, |entry| {
         if (entry.txg.0, entry.sync_pass, Some(entry.action)) != last {
             out!(
                 "  txg {} pass {} {:?}",

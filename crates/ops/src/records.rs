@@ -10,8 +10,7 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value,
     // Several damaged blocks of one file (or a read's entry and check's) name it once.
     let mut seen = std::collections::BTreeSet::new();
     let mut names: Vec<String> = pool
-        .core
-        .error_entries_with(verbose)
+        .data_errors(verbose)
         .iter()
         .filter(|entry| seen.insert((entry.bookmark.dataset, entry.bookmark.object)))
         .map(|entry| entry.display_name())
@@ -19,11 +18,11 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value,
     names.sort();
     // A pool suspended by a failed sync says so just before its errors (zpool's "status: One
     // or more devices are faulted in response to IO failures").
-    let suspended = pool.core.txgs.failure().map(|why| {
+    let suspended = pool.suspended_reason().map(|why| {
         let why = tarn::pool::failmode::short_reason(&why);
         format!(
             "status: the pool is suspended: a txg could not be written ({why}); writes fail, reads go on (failmode={}).\naction: make the devices work again, then export and re-import the pool.\n",
-            pool.core.failmode().as_str()
+            pool.failmode().as_str()
         )
     });
     let mut text = suspended.clone().unwrap_or_default();
@@ -52,7 +51,7 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value,
 pub type HistoryRow = tarn::pool::history::HistoryRecord;
 
 pub fn history_rows(pool: &Pool) -> Result<Vec<HistoryRow>, tarn::pool::PoolError> {
-    pool.core.history()
+    pool.history()
 }
 
 /// `pool history` as zpool prints it: a heading, then one line a command, the time first

@@ -31,7 +31,7 @@ fn duration(seconds: u64) -> String {
 }
 
 pub(crate) fn resilvering(pool: &Pool) -> bool {
-    pool.core.scan_status().is_some_and(|status| {
+    pool.scan_status().is_some_and(|status| {
         status.phys.state == ScanState::Scanning && status.phys.function == ScanFunction::Resilver
     })
 }
@@ -39,7 +39,7 @@ pub(crate) fn resilvering(pool: &Pool) -> bool {
 /// The `  scan:` line and its continuation lines (with the trailing newline), or nothing for a
 /// pool that was never scanned.
 pub fn scan_text(pool: &Pool) -> String {
-    let Some(status) = pool.core.scan_status() else {
+    let Some(status) = pool.scan_status() else {
         return String::new();
     };
     scan_lines(&status)
@@ -155,7 +155,7 @@ pub fn leaf_json(pool: &Pool, leaf: &Leaf) -> Value {
 
 /// The scan state as JSON (null for a pool never scanned).
 pub fn scan_json(pool: &Pool) -> Value {
-    let Some(status) = pool.core.scan_status() else {
+    let Some(status) = pool.scan_status() else {
         return Value::Null;
     };
     let phys = &status.phys;

@@ -139,7 +139,7 @@ pub fn interior_object(
 /// `to_examine`, `examined`, `issued`, `processed` (bytes repaired) and `errors`, then tarn's
 /// own figures.
 pub fn scan_stats(pool: &Pool, exact: bool) -> Option<Value> {
-    let status = pool.core.scan_status()?;
+    let status = pool.scan_status()?;
     let phys = &status.phys;
     let state = match phys.state {
         ScanState::Scanning => "SCANNING",

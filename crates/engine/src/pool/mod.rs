@@ -90,10 +90,12 @@ use admission::{MosLifecycle, PoolReservation};
 pub mod background_free;
 mod clones;
 mod create;
+pub mod dataset_props;
 pub mod datasets;
 mod devices;
 pub mod dtl;
 pub mod errlog;
+mod facade;
 pub mod failmode;
 pub mod history;
 pub mod holds;
@@ -119,6 +121,7 @@ mod vdev_spec;
 pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 
 pub use attach::AddedVdev;
+pub use facade::WeakPool;
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};
 
@@ -306,6 +309,13 @@ pub enum PoolError {
     DatasetBusy(String, String),
     #[error("{0}")]
     BadProperty(String),
+    /// A property whose value could not be read (the state it is computed from is damaged).
+    #[error("{dataset}: {property}: {why}")]
+    PropertyUnreadable {
+        dataset: String,
+        property: String,
+        why: String,
+    },
     #[error("dataset {0:?} is unavailable: {1}")]
     DatasetUnavailable(String, String),
     #[error("{0}")]

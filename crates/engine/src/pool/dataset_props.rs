@@ -1,0 +1,255 @@
+//! Dataset properties as `tarn get` and `tarn list` show them (zfs get): the statistics
+//! computed from a dataset's records and the pool (`used`, `available`, `referenced`,
+//! `compressratio`, the `usedby*` breakdown, `written`, `origin`, `clones`, ...) and the
+//! settable properties' effective values with their sources, of a file system or a snapshot.
+//!
+//! Values are exact and typed ([`DatasetValue`]); formatting (human sizes, ratios, times) is
+//! the caller's. A snapshot has no settable properties of its own: it shows its file system's
+//! values, whose source is the default or its file system ([`Pool::snapshot_property`]).
+//! Properties that mean nothing for a snapshot (`available`, `mountpoint`, the `usedby*`
+//! breakdown, ...) are `-`.
+//!
+//! One property is not the engine's to know: `mounted` (the engine does not mount file
+//! systems); it comes back as [`DatasetValue::Mounted`] for the holder of the mounts to answer.
+//! Likewise `mountpoint` is the property's value, which the holder shows under its altroot.
+//! `receive_resume_token` is read from the partial receive's state (`send::resume`), as
+//! OpenZFS's DSL reads it for `zfs get`.
+
+use super::datasets::DatasetInfo;
+use super::snapshots::SnapshotInfo;
+use super::{Pool, PoolError};
+use crate::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
+
+/// A dataset property's value, exact.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DatasetValue {
+    /// A size in bytes.
+    Bytes(u64),
+    /// Logical over physical bytes (1.0 when nothing is stored).
+    Ratio(f64),
+    /// Seconds since the Unix epoch.
+    Time(u64),
+    /// A number shown as it is (guid, txg).
+    Number(u64),
+    /// Text shown as it is; `-` where the property has no value for this dataset.
+    Text(String),
+    /// A settable property's effective value (see [`Pool::property`]).
+    Setting(Property, String),
+    /// Whether the file system is mounted: answered by whoever mounts it.
+    Mounted,
+}
+
+/// One property of one dataset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DatasetProperty {
+    /// The name as asked (`avail` stays `avail`).
+    pub name: String,
+    pub value: DatasetValue,
+    /// Where a settable value comes from; [`PropertySource::None`] for a statistic.
+    pub source: PropertySource,
+}
+
+/// What `tarn get all` lists of a snapshot before the settable properties.
+pub const SNAPSHOT_STATISTICS: &[&str] = &[
+    "type",
+    "creation",
+    "used",
+    "referenced",
+    "compressratio",
+    "refcompressratio",
+    "written",
+    "guid",
+    "createtxg",
+    "clones",
+];
+
+fn compress_ratio(uncompressed: u64, compressed: u64) -> f64 {
+    if compressed == 0 {
+        1.0
+    } else {
+        uncompressed as f64 / compressed as f64
+    }
+}
+
+impl SnapshotInfo {
+    /// Logical over physical bytes of what the snapshot references (a snapshot's
+    /// `compressratio` and `refcompressratio` alike).
+    pub fn compress_ratio(&self) -> f64 {
+        compress_ratio(self.referenced_uncompressed, self.referenced_compressed)
+    }
+}
+
+/// The file system a snapshot belongs to (`tank/a@s` -> `tank/a`).
+fn filesystem_of(snapshot: &str) -> &str {
+    snapshot.split('@').next().unwrap_or(snapshot)
+}
+
+fn statistic(name: &str, value: DatasetValue) -> DatasetProperty {
+    DatasetProperty {
+        name: name.to_string(),
+        value,
+        source: PropertySource::None,
+    }
+}
+
+fn text(text: &str) -> DatasetValue {
+    DatasetValue::Text(text.to_string())
+}
+
+impl Pool {
+    /// The properties `which` of the file system or snapshot `name` (a full name), in the
+    /// order asked; `all` stands for every one. An unknown name is an error naming the known
+    /// ones.
+    pub fn dataset_properties(
+        &self,
+        name: &str,
+        which: &[String],
+    ) -> Result<Vec<DatasetProperty>, PoolError> {
+        let all = which.iter().any(|property| property == "all");
+        if name.contains('@') {
+            let info = self.snapshot_info(name)?;
+            let wanted: Vec<String> = if all {
+                (SNAPSHOT_STATISTICS.iter().map(|p| p.to_string()))
+                    .chain(Property::ALL.iter().map(|p| p.name().to_string()))
+                    .collect()
+            } else {
+                which.to_vec()
+            };
+            return wanted
+                .iter()
+                .map(|property| self.snapshot_property_named(&info, property))
+                .collect();
+        }
+        let info = self
+            .datasets()
+            .into_iter()
+            .find(|info| info.name == name)
+            .ok_or_else(|| PoolError::DatasetNotFound(name.to_string()))?;
+        let wanted: Vec<String> = if all {
+            (READ_ONLY_PROPERTIES.iter().map(|p| p.to_string()))
+                .chain(["mounted".to_string()])
+                .chain(Property::ALL.iter().map(|p| p.name().to_string()))
+                .collect()
+        } else {
+            which.to_vec()
+        };
+        wanted
+            .iter()
+            .map(|property| self.file_system_property_named(&info, property))
+            .collect()
+    }
+
+    /// A settable property of snapshot `snapshot` (`FS@SNAP`): its file system's value, from
+    /// the default or else inherited from the file system.
+    pub fn snapshot_property(
+        &self,
+        snapshot: &str,
+        property: Property,
+    ) -> Result<(String, PropertySource), PoolError> {
+        let filesystem = filesystem_of(snapshot);
+        let (value, source) = self.property(filesystem, property)?;
+        let source = match source {
+            PropertySource::Default => PropertySource::Default,
+            _ => PropertySource::Inherited(filesystem.to_string()),
+        };
+        Ok((value, source))
+    }
+
+    fn file_system_property_named(
+        &self,
+        info: &DatasetInfo,
+        property: &str,
+    ) -> Result<DatasetProperty, PoolError> {
+        let name = &info.name;
+        let value = match property {
+            "type" => text("filesystem"),
+            "creation" => DatasetValue::Time(info.creation_time),
+            "used" => DatasetValue::Bytes(info.used),
+            "available" | "avail" => DatasetValue::Bytes(info.available),
+            "referenced" | "refer" => DatasetValue::Bytes(info.referenced),
+            "compressratio" => DatasetValue::Ratio(info.compress_ratio()),
+            "refcompressratio" => DatasetValue::Ratio(info.ref_compress_ratio()),
+            "origin" => text(info.origin.as_deref().unwrap_or("-")),
+            "clones" => text("-"),
+            "written" => DatasetValue::Bytes(info.written),
+            "usedbydataset" => DatasetValue::Bytes(info.used_by_dataset),
+            "usedbysnapshots" => DatasetValue::Bytes(info.used_by_snapshots),
+            "usedbychildren" => DatasetValue::Bytes(info.used_by_children),
+            "usedbyrefreservation" => DatasetValue::Bytes(0),
+            "guid" => DatasetValue::Number(info.guid),
+            "createtxg" => DatasetValue::Number(info.creation_txg),
+            "receive_resume_token" => {
+                let token = crate::send::resume_token(self, name).map_err(|error| {
+                    PoolError::PropertyUnreadable {
+                        dataset: name.clone(),
+                        property: property.to_string(),
+                        why: error.to_string(),
+                    }
+                })?;
+                DatasetValue::Text(token.unwrap_or_else(|| "-".into()))
+            }
+            "mounted" => DatasetValue::Mounted,
+            "name" => text(name),
+            other => {
+                let property = Property::from_name(other).ok_or_else(|| {
+                    PoolError::BadProperty(format!(
+                        "unknown property {other:?}; known properties: {}, {}",
+                        READ_ONLY_PROPERTIES.join(", "),
+                        Property::ALL.map(Property::name).join(", ")
+                    ))
+                })?;
+                let (value, source) = self.property(name, property)?;
+                return Ok(DatasetProperty {
+                    name: other.to_string(),
+                    value: DatasetValue::Setting(property, value),
+                    source,
+                });
+            }
+        };
+        Ok(statistic(property, value))
+    }
+
+    fn snapshot_property_named(
+        &self,
+        info: &SnapshotInfo,
+        property: &str,
+    ) -> Result<DatasetProperty, PoolError> {
+        let name = &info.name;
+        let value = match property {
+            "name" => text(name),
+            "type" => text("snapshot"),
+            "creation" => DatasetValue::Time(info.creation_time),
+            "used" => DatasetValue::Bytes(info.used),
+            "referenced" | "refer" => DatasetValue::Bytes(info.referenced),
+            "written" => DatasetValue::Bytes(info.written),
+            "compressratio" | "refcompressratio" => DatasetValue::Ratio(info.compress_ratio()),
+            "guid" => DatasetValue::Number(info.guid),
+            "createtxg" => DatasetValue::Number(info.creation_txg),
+            "clones" if info.clones.is_empty() => text("-"),
+            "clones" => DatasetValue::Text(info.clones.join(",")),
+            "available"
+            | "avail"
+            | "mountpoint"
+            | "mounted"
+            | "canmount"
+            | "usedbydataset"
+            | "usedbysnapshots"
+            | "usedbychildren"
+            | "usedbyrefreservation"
+            | "origin"
+            | "receive_resume_token" => text("-"),
+            other => {
+                let property = Property::from_name(other).ok_or_else(|| {
+                    PoolError::BadProperty(format!("unknown property {other:?} of snapshot {name}"))
+                })?;
+                let (value, source) = self.snapshot_property(name, property)?;
+                return Ok(DatasetProperty {
+                    name: other.to_string(),
+                    value: DatasetValue::Setting(property, value),
+                    source,
+                });
+            }
+        };
+        Ok(statistic(property, value))
+    }
+}
