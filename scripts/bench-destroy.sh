@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Benchmark of big frees (issue 9): destroy a file system of ~1 million 4 KiB blocks, and delete a
+# Benchmark of big frees: destroy a file system of ~1 million 4 KiB blocks, and delete a
 # 16 GiB file, through a real daemon and FUSE mount. Prints, for each: how long the command took,
 # the longest txg sync seen meanwhile (from `tarn stat txgs`, when the build has it), the daemon's
 # peak resident memory while it ran (sampled every 100 ms) and the time until the freed space is
 # back (`freeing` 0 and allocation settled). Run it with an old build for the "before" figures:
 #   bash scripts/bench-destroy.sh [TARN_BINARY] [DIR] [BLOCKS_GIB] [FILE_GIB] [CLONE_GIB]
-# Then (issue 33), with CLONE_GIB > 0 (default 4): a clone of a CLONE_GIB file of 8 KiB records
+# Then, with CLONE_GIB > 0 (default 4): a clone of a CLONE_GIB file of 8 KiB records
 # with 2000 scattered 8 KiB overwrites, destroyed from the command line as a user would, timed
 # phase by phase (`tarn unmount`, `tarn destroy`, `pool wait -t free`, `pool sync`; three warm,
 # three cold after an export, a drop of the page cache and an import), and with mkfs.btrfs, the

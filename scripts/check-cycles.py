@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fail on an import cycle between modules of any crate in crates/ (issue 39).
+"""Fail on an import cycle between modules of any crate in crates/.
 
 The module graph is read from the source, not from the compiler: every `crate::a::b` and
 `super::...` path outside comments and `#[cfg(test)]` modules is an edge from the file's module
@@ -20,7 +20,7 @@ import re
 import sys
 
 # Cycles that existed when the check was added (crate, the sibling modules of one strongly
-# connected component, sorted). Issue 39 part 1 removed them all, so every cycle fails now; the
+# connected component, sorted). All have since been removed, so every cycle fails now; the
 # set stays for the rare cycle that must be tolerated for a while, with a comment saying why.
 KNOWN: set = set()
 

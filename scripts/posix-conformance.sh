@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # POSIX-ish conformance of xattrs, ACLs, fallocate, SEEK_DATA/SEEK_HOLE, copy_file_range,
-# renameat2 and statfs (issue 12): the same checks (scripts/posix_conformance.py) run against a
+# renameat2 and statfs: the same checks (scripts/posix_conformance.py) run against a
 # tarn mount (acltype=posix, its own daemon) and against a directory of the host's file system
 # (ext4 on most hosts) in the same run. Prints each check's outcome on both, marks where they
 # differ, and ends with "N checks, M agree"; the differences that are expected (README.md,

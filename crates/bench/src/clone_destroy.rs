@@ -1,5 +1,5 @@
 //! `tarn bench clone-destroy`: what destroying a sparse clone costs, with and without
-//! livelists, beside btrfs (issues 11 and 33).
+//! livelists, beside btrfs.
 //!
 //! For each origin size N (`-s`, default 1G, 4G and 16G): a pool on a sparse file, a file
 //! system with recordsize 8K (compression off) holding one file of N bytes, a snapshot, and

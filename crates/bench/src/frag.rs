@@ -1,5 +1,5 @@
 //! `tarn bench frag`: the allocator on a pool filled to 50, 75 and 90% with 8 KiB-record files,
-//! then hit with random 8 KiB overwrites (issue 14, part 9).
+//! then hit with random 8 KiB overwrites.
 //!
 //! The engine runs in this process (no FUSE). The pool's txgs are driven by its own txg timer
 //! (`txg_timeout`, 1 second unless `TARN_TUNABLE_txg_timeout` says otherwise); the benchmark only
@@ -14,7 +14,7 @@
 //! The whole run is made twice, on a pool with the log space map and on one without
 //! (`feature@log_spacemap=disabled`), each vdev cut into at least 200 metaslabs
 //! (`with_bench_metaslabs`), and a second table sets the log's space-map block writes per txg,
-//! write IOPS and median sync time beside the figures without it (issue 15, part 6).
+//! write IOPS and median sync time beside the figures without it.
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `tarn bench fsync`: what an fsync costs through a FUSE mount with the intent log (issue 19),
+//! `tarn bench fsync`: what an fsync costs through a FUSE mount with the intent log,
 //! beside baselines measured in the same run.
 //!
 //! - **4 KiB write + fsync loop**: appends of 4 KiB to one file, each followed by fsync;
@@ -553,7 +553,7 @@ fn measure(
 }
 
 /// The 4 KiB write + fsync loop, sqlite3 and the O_DSYNC sequential write on btrfs on a loop
-/// device (the issue's peer), beside tarn's figures of the same run.
+/// device (the peer it is compared with), beside tarn's figures of the same run.
 fn btrfs_rows(
     bench: &FsyncBench,
     dir: &Path,

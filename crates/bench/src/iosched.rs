@@ -19,8 +19,8 @@
 //! runs in three rounds of (alone, beside), so that a drift in the host's own load (other
 //! processes, the host's flush latency) weighs on both alike.
 //!
-//! It prints p50 and p99 of each, and the ratios of the p99s to the p99 alone. The aim
-//! is a sync-class p99 beside the sequential write within 2x of alone.
+//! It prints p50 and p99 of each, and the ratios of the p99s to the p99 alone. The aim is a
+//! sync-class p99 beside the sequential write within 2x of alone.
 //!
 //! On a fast disk the txg's writes rarely queue up, and the figures mostly measure CPU
 //! contention; `--device-delay-us N` delays every device I/O by N microseconds through the

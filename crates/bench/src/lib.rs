@@ -434,7 +434,7 @@ pub(crate) fn create_bench_pool_with_log(
 /// run: with the log space map and without it, the baseline of the comparison.
 pub(crate) const LOG_SPACEMAP_MODES: [(&str, bool); 2] = [("on", true), ("off", false)];
 
-/// Least metaslabs per vdev the allocator benchmarks want (the "at least 200", where
+/// Least metaslabs per vdev the allocator benchmarks want (at least 200, where
 /// OpenZFS's space-map write problem shows).
 pub(crate) const BENCH_METASLABS_MIN: u64 = 200;
 

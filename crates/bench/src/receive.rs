@@ -1,4 +1,4 @@
-//! `tarn bench receive`: how fast a full stream is sent and received (issue 13), in-process on
+//! `tarn bench receive`: how fast a full stream is sent and received, in-process on
 //! a pool on a sparse file, beside `btrfs send | btrfs receive` of the same files on a loop
 //! device in the same directory.
 //!

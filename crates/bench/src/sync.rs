@@ -1,6 +1,6 @@
 //! `tarn bench sync`: what a txg's sync costs, measured from the pool's own txg history
 //! (`tarn stat txgs`), on three workloads through a FUSE mount, and what one 4 KiB write plus
-//! fsync costs beside btrfs on a loop device on the same disk in the same run (issue 7).
+//! fsync costs beside btrfs on a loop device on the same disk in the same run.
 //!
 //! The pool is created on a sparse file in `--dir`, exported and imported again, and its root
 //! file system mounted in this process. Two forced syncs follow the import, so that the first

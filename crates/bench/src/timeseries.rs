@@ -1,4 +1,4 @@
-//! `tarn bench timeseries`: the "Fragging Rights" workload (issue 14, part 9). Many files each
+//! `tarn bench timeseries`: the "Fragging Rights" workload. Many files each
 //! take a 32-byte append every interval, so each append rewrites the file's last 8 KiB record
 //! (recordsize 8K, compression on): every txg frees and reallocates one small block per file,
 //! the pattern that fragments a pool and, in the field report, made allocations take seconds.
@@ -11,7 +11,7 @@
 //! busy time too (the appends and the final sync); the ratio is tarn's rate over the baseline's.
 //!
 //! The run is made on a pool with the log space map and on one without, each vdev cut into at
-//! least 200 metaslabs, and a second table compares the two (as `bench frag`, issue 15).
+//! least 200 metaslabs, and a second table compares the two (as `bench frag` does).
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `tarn bench workloads` (issue 20): what people run on a file system every day, bound by
+//! `tarn bench workloads`: what people run on a file system every day, bound by
 //! per-file cost and round trips to the daemon rather than by bandwidth, on a tarn mount
 //! beside btrfs on a loop device and the host's file system, in the same run.
 //!

@@ -1,4 +1,4 @@
-//! Space accounting that tells the truth (issue 9, "accounting truth"): `st_blocks` counts
+//! Space accounting that tells the truth: `st_blocks` counts
 //! only what a file holds or is about to hold, zero blocks under compression are holes,
 //! compressratio speaks of the user's data (an empty file system reads 1.00x), and a dataset's
 //! figures, statfs and the files' `st_blocks` agree after a sync.

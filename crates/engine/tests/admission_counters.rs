@@ -1,5 +1,5 @@
 //! Write admission reads pool-level space counters, never a scan under the metaslab group
-//! locks. Guards the stall of issue 7: admission used to sum every metaslab under the locks
+//! locks. Guards a stall: admission used to sum every metaslab under the locks
 //! the sync thread holds during a group's sync and during metaslab loads, so writers waited
 //! for the sync. Also holds the counters to the scan after a workload of writes, overwrites,
 //! deletes and syncs.

@@ -1,4 +1,4 @@
-//! The compressed ARC (issue 17, part 1, cache/mod.rs): compressed blocks are kept as stored,
+//! The compressed ARC (cache/mod.rs): compressed blocks are kept as stored,
 //! so a compressible working set larger than `arc_max` as contents but smaller as stored is
 //! served from the ARC, every read a hit, where the ARC keeping contents
 //! (`compressed_arc_enabled` = 0) misses; the sizes say so (`compressed_size`,

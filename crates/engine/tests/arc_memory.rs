@@ -1,4 +1,4 @@
-//! The ARC under memory pressure (issue 17, part 2): the reaper thread shrinks the target when
+//! The ARC under memory pressure: the reaper thread shrinks the target when
 //! the host has less free memory than `arc_sys_free` asks for, the cache evicts down to it,
 //! and the freed memory goes back to the system: the process's resident size falls. Its own
 //! test binary, so that no other test's allocations move the resident size.

@@ -3,7 +3,7 @@
 //! queued count as allocated, not leaked), and a destroy interrupted by export or by kill -9
 //! resumes after import and finishes.
 //!
-//! Guards the bug of issue 9: a destroy collected every block pointer of the dataset into
+//! Guards a bug: a destroy collected every block pointer of the dataset into
 //! memory and freed them all in one sync, one very long txg with memory growing with the
 //! dataset.
 

@@ -1,4 +1,4 @@
-//! Crash test for receive (issue 13): a child process receives a full stream into a new file
+//! Crash test for receive: a child process receives a full stream into a new file
 //! system and then an incremental one (with -F), destroys the copy and starts again, and is
 //! killed with SIGKILL at a random moment, 12 times in a row on one pool. After each kill the
 //! parent re-imports: a full receive the kill interrupted is destroyed by the import (its file

@@ -309,7 +309,7 @@ fn power_cuts_during_snapshot_work() {
     );
 }
 
-// Livelists (issue 11): a child keeps making clones of one origin, overwrites a few records of
+// Livelists: a child keeps making clones of one origin, overwrites a few records of
 // each over and over (its livelist sub-lists fill with FREEs and are condensed), scatters more
 // writes (several sub-lists), and destroys it through its livelist (freed one sub-list per txg
 // in the background), while it is killed at random points; every import must check clean, with

@@ -1,4 +1,4 @@
-//! One bad region never loses a pool (issue 8). A single-vdev pool holding only metadata (many
+//! One bad region never loses a pool. A single-vdev pool holding only metadata (many
 //! directories of empty files, in the root file system and in a child file system, with a
 //! snapshot of the child, its deadlist, and a clone of the snapshot) is
 //! exported, one region of 64 KiB to 1 MiB of its data area is overwritten with random bytes,
@@ -237,7 +237,8 @@ fn one_damaged_region_never_loses_a_metadata_tree() {
     let image = std::fs::read(&path).unwrap();
     let (start, end) = written_extent(&image);
     let full = std::env::var("TARN_DAMAGE_SWEEP").is_ok_and(|value| value == "full");
-    // The issue's case first: 1 MiB at the start of the data area (dd seek=64 count=16).
+    // First the case that once lost a whole pool: 1 MiB at the start of the data area (dd
+    // seek=64 count=16).
     let mut cases = vec![(start, 1 << 20)];
     let mut offset = start;
     let mut index = 0u64;
@@ -298,7 +299,7 @@ fn destroy_every_copy(path: &Path, blocks: &[tarn::block::blkptr::BlockPtr]) {
     file.sync_all().unwrap();
 }
 
-/// Issue 8, part 4: when no copy of a block survives, import still succeeds, says what
+/// When no copy of a block survives, import still succeeds, says what
 /// depends on the block, and the rest of the pool imports and lists. Here every copy of a
 /// child file system's object-set header is destroyed: that file system is reported
 /// unavailable (by name, with the error) while the root and a sibling list every entry and
@@ -364,7 +365,7 @@ fn a_file_system_with_no_good_copy_of_its_root_is_unavailable_not_the_pool() {
     pool.export().unwrap();
 }
 
-/// Issue 8, part 4: a directory with no good copy of its blocks costs that directory, not the
+/// A directory with no good copy of its blocks costs that directory, not the
 /// file system: import and mount succeed, listing it fails with an error naming the object,
 /// and every other directory lists.
 #[test]

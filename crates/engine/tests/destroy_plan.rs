@@ -1,4 +1,4 @@
-//! Destroy planning (issue 35, hole 5): `destroy -n -r -R` listed the hierarchy alone while the
+//! Destroy planning: `destroy -n -r -R` listed the hierarchy alone while the
 //! real run also destroyed the clones of its snapshots, and `-R` without `-r` was refused. One
 //! plan ([`Pool::destroy_plan`]) now drives both; these tests hold that the plan names every
 //! file system and snapshot the destroy removes (clones outside the hierarchy, their

@@ -1,4 +1,4 @@
-//! Damage to the only copy of a data block is reported and named (issue 21, part 3). Before
+//! Damage to the only copy of a data block is reported and named. Before
 //! the error log existed, reads of a damaged file on a single-vdev pool failed with EIO but
 //! `pool status` said "No known data errors" and named no file. Here the only copy of one data
 //! block of each of two files is overwritten on disk; reading them fails (and nothing panics),

@@ -1,4 +1,4 @@
-//! The `failmode` pool property and `pool clear` on a suspended pool (issue 21, part 3). The
+//! The `failmode` pool property and `pool clear` on a suspended pool. The
 //! property is kept in the pool (it survives export and import) and is refused with a clear
 //! error for a bad value; when every write fails the pool suspends, the failure is visible to
 //! the holder (which acts on failmode), reads go on, and clearing the errors says plainly that

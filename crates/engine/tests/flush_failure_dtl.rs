@@ -1,6 +1,6 @@
 //! A mirror side whose flush fails is resilvered like a side that missed the writes.
 //!
-//! Guards issue 33, hole 4: a child whose flush failed only counted a write error, so its dirty
+//! Guards a bug: a child whose flush failed only counted a write error, so its dirty
 //! time log did not name the txg whose writes the flush should have made durable; a device
 //! that dropped them from its cache was then never resilvered, and the pool's redundancy was
 //! gone for those blocks without anything saying so. Here side b of a mirror fails its flushes

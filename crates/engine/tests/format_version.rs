@@ -1,4 +1,5 @@
-//! Pool format versions. Version 2 made compressed payloads self-delimiting (issue 7): a pool
+//! Pool format versions. Version 2 made compressed payloads self-delimiting, so that their
+//! blocks can be padded to whole allocation units and a sync converges: a pool
 //! written by version 1 stores bare compressed streams that this build would misread, so
 //! import must refuse it with a message that says why, not fail on a decompression error deep
 //! in the MOS.

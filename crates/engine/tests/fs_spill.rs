@@ -1,4 +1,4 @@
-//! The dnode's spill block on a real pool (issue 12, part 1): SA xattrs that overflow the
+//! The dnode's spill block on a real pool: SA xattrs that overflow the
 //! 320-byte bonus buffer continue in one spill block of up to 128 KiB before anything goes to
 //! the hidden xattr directory; the spill block goes away when the entries fit the bonus buffer
 //! again, is freed with its file, is kept for snapshots, survives export and import, and a bad

@@ -1,4 +1,4 @@
-//! Gang blocks (issue 14, part 4): blocks written in pieces behind a gang header when no free
+//! Gang blocks: blocks written in pieces behind a gang header when no free
 //! segment holds them whole. Ganging is forced with `metaslab_force_ganging`; the tests check
 //! that ganged data reads back (cached and cold), survives export and import, that overwriting
 //! and deleting it gives every piece and header back, that `check` claims and verifies every

@@ -1,4 +1,4 @@
-//! A label whose config asks for absurd metaslab geometry (issue 38, part 2). Import trusted a
+//! A label whose config asks for absurd metaslab geometry. Import trusted a
 //! top-level vdev's `ms_shift` down to the sector shift and up to 2^24 metaslabs: a crafted
 //! label on an 8 GiB sparse file (`ms_shift` 10) made import allocate 2^23 metaslabs of
 //! kilobytes each, tens of gigabytes, before reading anything that could refute it. Now the config's geometry is checked when the top-level vdev is built from it
@@ -115,8 +115,8 @@ fn a_label_asking_for_millions_of_metaslabs_is_refused_at_import() {
     pool.export().unwrap();
 }
 
-/// A config naming a mirror child that is not found, with a data area near 2^64 bytes (issue
-/// 38, part 2). Import built the missing child's stand-in device from the config's `asize`
+/// A config naming a mirror child that is not found, with a data area near 2^64 bytes.
+/// Import built the missing child's stand-in device from the config's `asize`
 /// before checking it, and rounding that size up to whole labels overflowed: a panic (in a
 /// build with overflow checks) or a wrapped device size. Now the geometry check, which bounds
 /// `asize` by `space::ASIZE_MAX`, runs on each top-level vdev of the config before any of its
@@ -151,7 +151,7 @@ fn a_missing_leaf_of_an_absurd_size_is_refused_at_import() {
     assert!(message.contains("top-level vdev 0"), "{message}");
 }
 
-/// A config naming two top-level vdevs by the same id (issue 38, part 2). Import opened both
+/// A config naming two top-level vdevs by the same id. Import opened both
 /// and handed them to `VdevTree::new`, whose assertion of unique ids panicked. Now import
 /// refuses such a config with an error naming the id before it builds the vdev tree.
 #[test]

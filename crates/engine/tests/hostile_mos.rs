@@ -1,4 +1,4 @@
-//! Hostile dataset hierarchy in the MOS (issue 38, part 2). Import loads the hierarchy by
+//! Hostile dataset hierarchy in the MOS. Import loads the hierarchy by
 //! following each directory's children map, recursively, and trusted that it was a tree: a
 //! child entry naming its own parent's directory made `load_children` recurse until the
 //! stack overflowed, killing the process. Now each directory is loaded at most once, and an

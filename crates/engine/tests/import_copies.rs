@@ -1,4 +1,4 @@
-//! Two copies of one vdev image (issue 21, part 5). Before, an import scanning directories
+//! Two copies of one vdev image. Before, an import scanning directories
 //! that held a `cp` of a vdev next to the original took whichever path sorted last, could mix
 //! the leaves of two copies, and opened and relabelled the wrong one. Now identical copies are
 //! refused with a message naming both, and when one copy is newer (its label txg higher) it is

@@ -1,4 +1,4 @@
-//! What an import would find, on real pools (issue 35, hole 4). The import listing once called
+//! What an import would find, on real pools. The import listing once called
 //! every exported pool "exported cleanly; imports as it is" whatever was missing, named only
 //! the devices found, and told a wiped disk from a missing one in no way. Now
 //! `FoundPool::import_state` gives every vdev of the config its state and why it is UNAVAIL,

@@ -562,7 +562,7 @@ fn a_cache_device_failing_its_reads_is_faulted_and_pool_clear_brings_it_back() {
 }
 
 /// A device header whose newest log pointer claims a block of almost 4 GiB, on a cache device
-/// large enough for that to lie inside its ring (issue 38, part 2). The rebuild allocated and
+/// large enough for that to lie inside its ring. The rebuild allocated and
 /// read a buffer of the pointer's size before decoding the block could refute it: 4 GiB of
 /// memory for one crafted header. Now a pointer larger than `LOG_BLOCK_SIZE_MAX` ends the
 /// rebuild as a bad log block, before anything is allocated for it.

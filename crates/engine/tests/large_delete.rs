@@ -2,7 +2,7 @@
 //! dmu_free_long_range and zfs_delete_blocks), parked in the unlinked set meanwhile, so that a
 //! crash part-way resumes at the next mount; the pool checks clean and the space comes back.
 //!
-//! Guards the bug of issue 9: removing an object freed its whole tree in one sync pass, so a
+//! Guards a bug: removing an object freed its whole tree in one sync pass, so a
 //! delete of a huge file was one giant txg.
 
 use crate::common;

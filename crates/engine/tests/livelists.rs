@@ -1,4 +1,4 @@
-//! Livelists (issue 11, parts 2-4): a clone records what it allocates and frees; `check`
+//! Livelists: a clone records what it allocates and frees; `check`
 //! proves the livelist equals the clone's own blocks; sub-lists roll over at the tunable bound
 //! and condense when their frees cancel; the livelist is dropped when the clone shares too
 //! little with its origin, on promote and on rollback; destroy frees exactly the live entries

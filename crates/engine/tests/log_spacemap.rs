@@ -1,4 +1,4 @@
-//! The log space map (issue 15) on real pools: logs spanning many txgs survive power cuts
+//! The log space map on real pools: logs spanning many txgs survive power cuts
 //! (the import replays them and `check`, which applies the unflushed changes to the maps,
 //! comes back clean), export flushes everything, and `feature@log_spacemap=disabled` makes a
 //! pool that writes every metaslab's map as before.

@@ -1,4 +1,4 @@
-//! Separate log devices (issue 19 part 5): a log vdev takes the intent log's blocks and
+//! Separate log devices: a log vdev takes the intent log's blocks and
 //! nothing else, keeps its class across export and import, can be added to a pool and
 //! mirrored, and a pool whose log device is gone imports only with `-m`.
 

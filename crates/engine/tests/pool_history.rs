@@ -1,4 +1,4 @@
-//! The pool history (issue 21, part 6): commands logged on a pool are kept in the pool, in
+//! The pool history: commands logged on a pool are kept in the pool, in
 //! order, with their time, user, host and txg, survive export and import, and the ring drops
 //! its oldest records, never the newest, when it is full. Before it existed, nothing recorded
 //! what had been done to a pool.

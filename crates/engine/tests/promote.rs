@@ -1,4 +1,4 @@
-//! Promote (issue 11, part 1): the origin's snapshots up to the origin move to the clone, the
+//! Promote: the origin's snapshots up to the origin move to the clone, the
 //! old origin file system becomes a clone of the promoted one, and data, space figures and
 //! `check` stay right through promote, export and import, destroy of the old origin, and a
 //! promote back; misuse (a file system that is not a clone, a snapshot, a missing name, a

@@ -1,4 +1,4 @@
-//! Memory per free segment of a metaslab's free tree (issue 14, part 1): at most 24 bytes,
+//! Memory per free segment of a metaslab's free tree: at most 24 bytes,
 //! offset tree and size index together, measured with a counting allocator. Guards the old
 //! representation (a `BTreeMap` plus a `BTreeSet` twin, about 50 bytes per segment), which let
 //! a fragmented pool's loaded metaslabs take twice the memory OpenZFS needs.

@@ -1,4 +1,4 @@
-//! Receive's write batches and the blocks it keeps as received (issue 13's throughput work).
+//! Receive's write batches and the blocks it keeps as received (the work that made receive fast).
 //!
 //! The receive writer hands whole blocks of one object to `ObjectSet::write_blocks` in one
 //! transaction, and keeps a `send -c` block only as its payload until its txg syncs (no

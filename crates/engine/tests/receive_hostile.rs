@@ -1,4 +1,4 @@
-//! Well-formed hostile streams (issue 34, hole 3): records with valid checksums whose contents
+//! Well-formed hostile streams: records with valid checksums whose contents
 //! the receiver's object layer cannot store. Each must be refused when its record arrives, with
 //! an error naming the record, and leave the pool writable and `check` clean; none may reach
 //! the txg sync, where a failure suspends the whole pool.
@@ -378,7 +378,7 @@ fn splice(records: &[Record], file: u64, ours: &[Record]) -> Vec<u8> {
     writer.into_inner()
 }
 
-/// Issue 34, hole 4: the receiver ignored an OBJECT record's generation. An incremental
+/// The receiver once ignored an OBJECT record's generation. An incremental
 /// stream whose OBJECT record names an object number the target has, with the same type and
 /// block size but a generation past the stream's source snapshot (the sender allocated the
 /// number again), left the old dnode in place: its indirect block size, checksum,
@@ -480,9 +480,10 @@ fn an_object_of_a_new_generation_is_made_again_with_its_settings() {
     pool.export().unwrap();
 }
 
-/// Hole 4's other half: an OBJECT record for the same object (a generation at or before the
-/// source snapshot) still carries settings, and the receiver applies them all (OpenZFS
-/// applies checksum and compression from every record); the contents stay. An indirect
+/// The other half of the generation check: an OBJECT record for the same object (a
+/// generation at or before the source snapshot) still carries settings, and the receiver
+/// applies them all (OpenZFS applies checksum and compression from every record); the
+/// contents stay. An indirect
 /// block size that cannot change (the object has indirect blocks) is refused, naming the
 /// record, and the pool stays writable.
 #[test]

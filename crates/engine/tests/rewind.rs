@@ -1,4 +1,4 @@
-//! Rewind that is safe (issue 8, part 3).
+//! Rewind that is safe.
 //!
 //! - The automatic fallback tried the three newest *written* uberblocks, while freed space is
 //!   deferred by txg number: with an empty txg in between, the third could name blocks already

@@ -1,4 +1,4 @@
-//! Scrubs and resilvers while the namespace changes under them (issue 34, hole 1).
+//! Scrubs and resilvers while the namespace changes under them.
 //!
 //! The scan walks the MOS, then every dataset in MOS object order, each from its previous
 //! snapshot's txg. A snapshot destroyed after the scan has passed the dataset that follows it

@@ -1,6 +1,6 @@
 //! Scrub, resilver, dirty time logs and offline leaves on real mirrored pools on sparse files.
 //!
-//! Guards the promises of issue 21: a damaged mirror side is found and repaired by a scrub
+//! Guards these promises: a damaged mirror side is found and repaired by a scrub
 //! while every file still reads right; a side that missed writes (taken offline, or failing
 //! its writes through the fault layer) logs the missed txgs persistently and is resilvered
 //! when it returns, after which it alone holds every block; a scan killed with SIGKILL resumes
@@ -771,9 +771,9 @@ fn scrub_runs_while_the_pool_writes_and_frees() {
     pool.export().unwrap();
 }
 
-/// The issue's first complaint: a mirror side missing at import while data is written comes
-/// back at the next import. Its missed txgs were logged (the missing device fails every write),
-/// the import starts a resilver by itself, and afterwards the side alone holds every block.
+/// A mirror side missing at import while data is written comes back at the next import. Its
+/// missed txgs were logged (the missing device fails every write), the import starts a
+/// resilver by itself, and afterwards the side alone holds every block.
 #[test]
 fn side_missing_at_import_is_resilvered_when_it_returns() {
     let mirror = Mirror::new();
@@ -970,8 +970,8 @@ fn dtl_cost_per_txg() {
     pool.export().unwrap();
 }
 
-/// Issue 35, hole 1: a mirror side that comes back blank (same path, no labels) was accepted by
-/// `online`, which resilvered only the txgs it had missed and reported the mirror ONLINE while
+/// A mirror side that comes back blank (same path, no labels) was once accepted by `online`,
+/// which resilvered only the txgs it had missed and reported the mirror ONLINE while
 /// the side held none of the older blocks (and, its labels never written, came back UNAVAIL at
 /// the next import). `online` must read the device's label again and refuse one that is
 /// missing or names another pool or another leaf, leaving the side OFFLINE; `replace` in place
@@ -1041,7 +1041,7 @@ fn blank_or_foreign_side_is_refused_by_online_and_replaced_whole() {
     assert_side_b_alone_reads(&mirror, &[&before, &missed, &after]);
 }
 
-/// Issue 35, hole 1, at import: a mirror side wiped while the pool was exported must not be
+/// The blank side at import: a mirror side wiped while the pool was exported must not be
 /// taken as that leaf because a device sits at its path. Import matches devices to leaves by
 /// the (pool guid, leaf guid) of their labels, so the side is missing (the pool DEGRADED),
 /// `online` says to replace it, and `replace` in place resilvers it whole.

@@ -1,4 +1,4 @@
-//! Send and receive on real pools (issue 13): full and incremental streams (`-i` and `-I`)
+//! Send and receive on real pools: full and incremental streams (`-i` and `-I`)
 //! round trip file by file (contents, holes, truncations, modes, owners, hard links,
 //! symlinks, xattrs in the bonus buffer, the spill block and the xattr directory; empty,
 //! 1-byte and 16 MiB files), received snapshots keep the sender's guid so that the next

@@ -1,4 +1,4 @@
-//! Snapshots on a real pool on sparse files (issue 10): contents frozen while the head
+//! Snapshots on a real pool on sparse files: contents frozen while the head
 //! changes, deadlists and space figures that `check` proves, destroy (single, ranges, in any
 //! order) with the space coming back in the background, rollback, rename, and everything
 //! surviving export and import.

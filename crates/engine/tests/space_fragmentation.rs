@@ -1,5 +1,5 @@
-//! Fragmentation as `pool list` (FRAG) and `pool get fragmentation` report it (issue 14,
-//! part 5). Guards the old figure, which read 12-23% on a freshly created pool because an
+//! Fragmentation as `pool list` (FRAG) and `pool get fragmentation` report it. Guards
+//! the old figure, which read 12-23% on a freshly created pool because an
 //! untouched or nearly untouched metaslab smaller than the table's largest bucket (512 MiB)
 //! scored its one big free segment as fragmented.
 

@@ -1,4 +1,4 @@
-//! Sync convergence and idle pools (issue 7), on real pools on sparse files.
+//! Sync convergence and idle pools, on real pools on sparse files.
 //!
 //! Every non-empty txg used to take 9 to 10 sync passes: a compressed block's physical size
 //! was its exact compressed byte count, so MOS and space-map blocks changed size by a few bytes
@@ -266,7 +266,8 @@ fn rewriting_one_block_is_cheap() {
             costs.push(cost);
         }
         pool.assert_passes(if name == "default" { 3 } else { 5 });
-        // The budget of issue 7 holds under the default tunables. The tiny configuration
+        // The budget (at most 64 block writes and 512 KiB for a one-block change) holds under
+        // the default tunables. The tiny configuration
         // (1 KiB indirect blocks, 4 KiB dnode blocks, 1 MiB metaslabs) touches many more
         // metadata blocks per change by design; its cost is only printed.
         if name == "default" {
@@ -511,7 +512,7 @@ fn deferred_list(pool: &tarn::pool::Pool) -> Vec<(u32, u64)> {
     dvas
 }
 
-/// The issue's idle target under the default tunables (5 s timer): after some work and a
+/// The idle target under the default tunables (5 s timer): after some work and a
 /// deletion, a minute without I/O requests writes nothing. Slow, so not run by default:
 /// `cargo test -p tarn-engine --test pool sync_convergence:: -- --ignored`.
 #[test]
@@ -562,8 +563,8 @@ fn an_idle_pool_writes_nothing_for_a_minute() {
 }
 
 /// Every compressed block on disk has a physical size that is a whole number of allocation
-/// units (its payload padded), and still reads back: before issue 7 physical sizes were exact
-/// compressed byte counts.
+/// units (its payload padded), and still reads back: before pool format version 2, physical
+/// sizes were exact compressed byte counts.
 #[test]
 fn compressed_blocks_are_rounded_to_the_allocation_unit() {
     for (name, tunables) in both_configurations() {

@@ -1,5 +1,5 @@
 //! Changing the vdev tree of an imported pool: `attach`, `detach`, `replace` and `add` on real
-//! sparse-file pools (issue 21 part 4).
+//! sparse-file pools.
 //!
 //! Guards: a new mirror side is resilvered and then holds every block alone; a detached side's
 //! labels are cleared and it is not imported again; a replace detaches the old device by

@@ -1,4 +1,4 @@
-//! Prometheus / OpenMetrics text of every `tarn stat` table (issue 17, part 5):
+//! Prometheus / OpenMetrics text of every `tarn stat` table:
 //! `tarn stat --prometheus` prints it, and `tarn daemon --metrics ADDR` serves it at
 //! `http://ADDR/metrics` (the daemon's `metrics_http`).
 //!

@@ -5,7 +5,7 @@
 //! The engine-mode child ([`crate::child`]) calls the engine directly, so it never meets what
 //! lives between an application and the engine: the kernel's page cache and writeback cache,
 //! the attribute cache, FUSE's request queue, and the daemon's write admission, whose contract
-//! (issue 36) is that a `write(2)` the kernel accepted is never lost to ENOSPC at write-back.
+//! is that a `write(2)` the kernel accepted is never lost to ENOSPC at write-back.
 //! This mode runs its workers in the parent, against files under a mount of the daemon that
 //! the `tarn` CLI starts, and makes the *daemon* the process that crashes:
 //! 1. the parent creates (or imports) the pool through the CLI, with the mount under the run
@@ -24,9 +24,10 @@
 //! # What is an inconsistency here
 //! Besides the oracle's judgments: a read through the mount that does not verify; an `fsync`
 //! or `close` that fails while the daemon runs (the kernel accepted the writes it flushes, so
-//! a failure means an accepted write-back was lost: issue 36's contract); any error other than
-//! ENOSPC (or EDQUOT) from a write, a truncate or an xattr while the daemon runs. ENOSPC from a
-//! `write(2)` or a short write is the admission working, counted as a refusal.
+//! a failure means an accepted write-back was lost, which the admission contract above
+//! forbids); any error other than ENOSPC (or EDQUOT) from a write, a truncate or an xattr
+//! while the daemon runs. ENOSPC from a `write(2)` or a short write is the admission working,
+//! counted as a refusal.
 //!
 //! # File identity
 //! Tags name a file by inode number and birth time ([`crate::tag`]); a mount cannot read the
@@ -711,7 +712,7 @@ fn file_op(state: &Round, directory: &Path, op: Op, rng: &mut StdRng) -> Result<
         }
         Op::Fsync => {
             // The kernel accepted every write(2) it now flushes: a failure here is a
-            // write-back lost (issue 36), not a refusal.
+            // write-back lost, not a refusal.
             if let Err(error) = file.sync_all() {
                 return Err(MountError::Inconsistent(format!(
                     "{what}: fsync failed, so a write the kernel accepted was lost: {error}"

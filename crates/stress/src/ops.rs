@@ -97,7 +97,7 @@ pub enum Op {
     SendResumed,
     /// Receive a damaged stream (bytes flipped, cut short, a record's length or object
     /// number changed, records swapped, repeated or left out): it must be refused cleanly,
-    /// the second pool left as it was (issue 38).
+    /// the second pool left as it was.
     HostileReceive,
     /// Change `compression` on a file system.
     SetCompression,
@@ -189,7 +189,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::SendFull, 2, true),
     row(Op::SendIncremental, 3, true),
     row(Op::SendResumed, 2, true),
-    // Added after the table was fixed (issue 38), at a modest weight (half the rarest
+    // Added after the table was fixed, at a modest weight (half the rarest
     // send's); the other rows keep theirs. It tests the receiver's refusals beside the other
     // operations, not a race of its own that would need it often.
     row(Op::HostileReceive, 1, true),
@@ -213,7 +213,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     // (here by making it misbehave) and ends with a heal and a scrub, and it has five kinds
     // of fault to cover where a device operation has one path.
     row(Op::InjectFault, 2, true),
-    // Added after the table was first committed (session 18), with the weight of the fault
+    // Added after the table was first committed, with the weight of the fault
     // injection it complements: that one damages blocks written while it lasts, this one the
     // old blocks of snapshots, which only a scrub visits. No other row was changed for it.
     row(Op::DamageMirrorSide, 2, true),

@@ -185,7 +185,7 @@ pub fn tunables(ashift: u32, scan_blocks_per_txg_max: u64) -> Tunables {
         vdev_ashift: ashift,
         scan_blocks_per_txg_max,
         // The direct check of a scrub's coverage (`child::devices::check_scrub_coverage`).
-        // Its first finding (fixed seed 3, session 19) was a scan bug: a snapshot destroyed
+        // Its first finding (fixed seed 3) was a scan bug: a snapshot destroyed
         // before the scan reached the dataset after it (pool/scan.rs).
         scan_record_visits: true,
         ..Tunables::tiny()
@@ -199,9 +199,9 @@ pub fn tunables(ashift: u32, scan_blocks_per_txg_max: u64) -> Tunables {
 /// a scrub spans tens of txgs. The child drives the txgs of a scan it waits for
 /// (`child::devices::drive_scan`), so pacing costs syncs, not the time of the txg timer: the
 /// smaller the pacing, the more syncs, and the fewer operations a minute. Measured against
-/// scan vs snapshot destroy (issue 34, hole 1) with its fix reverted (session 18), 256 found
-/// it in one or two minutes, 512 and 1024 not in ten, and 128 cost more than 256 and did
-/// not find it sooner.
+/// the scan bug of a snapshot destroyed before the scan reached the dataset after it, with
+/// its fix reverted, 256 found it in one or two minutes, 512 and 1024 not in ten, and 128
+/// cost more than 256 and did not find it sooner.
 pub const SCAN_PACING: [u64; 1] = [256];
 /// One seed in this many leaves its scans unpaced.
 pub const UNPACED_ONE_IN: u32 = 4;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench arc (issue 17) on a small pool: a working set larger than the ARC as contents but not
+# bench arc on a small pool: a working set larger than the ARC as contents but not
 # as stored gets more hits with the compressed ARC than with the ARC keeping contents; stored
 # bytes below logical bytes only when compressed; without decoded copies metadata hits
 # decompress; the read counters' cost rows are there with "off" as their baseline; in JSON.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench run on a tarn mount (issue 18): a random read job with O_DIRECT (so that every read
+# bench run on a tarn mount: a random read job with O_DIRECT (so that every read
 # reaches the daemon and its ARC, not the kernel's page cache) on the default pool's mount,
 # preconditioned and synced first, sampled every second from the daemon's ARC table and iostat
 # with a window of 5, reaches steady state, measures, writes its JSON record (every interval,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench scrub (issue 21) on a small mirror: the scrub's rate beside fio's sequential read of the
+# bench scrub on a small mirror: the scrub's rate beside fio's sequential read of the
 # same vdev files, and a resilver that reads and writes about what the side missed (at most
 # 1.1x), in JSON.
 . "$STF_SUITE/include/libtest.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench steady --replay (issue 18, part 6): a CSV series (a time column, columns named as the
+# bench steady --replay: a CSV series (a time column, columns named as the
 # metrics, an empty cell for a failed collection) replays with the verdict of every interval;
 # the thresholds are options; bad files are errors that name the file and the problem.
 . "$STF_SUITE/include/libtest.sh"

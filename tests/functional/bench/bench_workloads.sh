@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench workloads (issue 20): on a small generated tree, every workload (untar, git commit,
+# bench workloads: on a small generated tree, every workload (untar, git commit,
 # git status, random writes, rm -rf) runs on a tarn mount and on the host's file system and
 # is printed with its baseline and ratio; -j is JSON with the same rows; the bench leaves no
 # files, mounts or pools behind; bad arguments are refused.

@@ -20,7 +20,7 @@ bad=$(sed -n 's/.*(\([0-9]*\) bad, \([0-9]*\) repaired).*/\1/p' "$LAST_STDOUT")
 [ "${bad:-0}" -gt 0 ] || log_fail "check -n found no bad copy"
 stdout_has "(${bad} bad, 0 repaired)"
 # The damaged side is named with its count, the good side not; nothing claims "no errors"
-# while bad copies remain (issue 21: it said "no errors found" without naming the device).
+# while bad copies remain (it once said "no errors found" without naming the device).
 stdout_has "device $(vdev "$TESTPOOL-a"): ${bad} bad copies (0 repaired, 0 unrecoverable)"
 stdout_lacks "device $(vdev "$TESTPOOL-b")"
 stdout_has "${bad} bad copies were not repaired"

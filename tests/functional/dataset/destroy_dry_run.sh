@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 35, hole 5: `destroy -n -r -R` listed the hierarchy alone and left out the clones the
+# `destroy -n -r -R` once listed the hierarchy alone and left out the clones the
 # real run destroys (a clone of a snapshot outside the hierarchy, and a clone of a child's
 # snapshot), and `-R` without `-r` was refused by the dry run although -R implies -r. A dry
 # run must list exactly what the real run destroys, in the same order and format ("would

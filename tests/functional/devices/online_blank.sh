@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 35, hole 1: a mirror side that comes back wiped (same path, no labels) must not be
+# A mirror side that comes back wiped (same path, no labels) must not be
 # brought online. `pool online` once accepted it, resilvered only the txgs it had missed and
 # showed it ONLINE, though it held none of the older blocks. Now online refuses it ("invalid
 # label") and leaves it OFFLINE; `pool replace POOL DEV` resilvers it whole, after which the

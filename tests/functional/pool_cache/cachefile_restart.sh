@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cache file (issue 21): an imported pool is recorded in the daemon's cache file (here
+# The cache file: an imported pool is recorded in the daemon's cache file (here
 # $TARN_SOCKET.cache, the default beside a private socket); after the daemon stops, starting it
 # again (tarn pool import -a) brings the pool back, mounted where it was, without -d; after a
 # kill -9 the next daemon does the same, and importing as before finds it done; an explicit

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two copies of one vdev image (issue 21): a `cp` of an exported pool's vdev next to the
+# Two copies of one vdev image: a `cp` of an exported pool's vdev next to the
 # original is shown as a copy in the listing; importing from both directories is refused with
 # both paths named (they cannot be told apart); once the original has moved on, it is the one
 # imported and the stale copy is named in a warning and left untouched.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pool import without -d (issue 21): scans /dev/disk/by-id and the directories the cache file
+# pool import without -d: scans /dev/disk/by-id and the directories the cache file
 # names, never the current directory; listings tell exported, active and destroyed pools apart.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "pool import without -d does not scan the current directory"

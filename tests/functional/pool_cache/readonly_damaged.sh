@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Read-only import of a damaged pool (issue 21): every file system mounts read-only so that
+# Read-only import of a damaged pool: every file system mounts read-only so that
 # what is still good can be copied off; the damaged file gives EIO, the others read back.
 # Before, `pool import -o readonly=on` mounted nothing.
 . "$STF_SUITE/include/libtest.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pool clear (issue 21): resets the error counts of a device (or of every device) and forgets
+# pool clear: resets the error counts of a device (or of every device) and forgets
 # the error log; an unknown device is refused with a clear message.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "pool clear resets error counts and the error log"

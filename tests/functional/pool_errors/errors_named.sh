@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Damage to the only copy of data blocks on a single-vdev pool (issue 21): reads of the file
+# Damage to the only copy of data blocks on a single-vdev pool: reads of the file
 # fail with EIO and nothing panics; pool status counts the damaged file and -v names it by path;
 # the error log survives export and import; once the file is rewritten the entry drops out.
 # Before the error log, status said "No known data errors" here.

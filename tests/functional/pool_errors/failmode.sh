@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# failmode (issue 21): a pool whose writes reach no device suspends. Its vdev lives on a small
+# failmode: a pool whose writes reach no device suspends. Its vdev lives on a small
 # tmpfs that is then filled, so the sparse vdev's new blocks fail with ENOSPC. With
 # failmode=continue the daemon keeps serving: status says the pool is suspended, writes fail,
 # reads go on. Once the tmpfs has room again, pool clear retries the sync from scratch: the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pool history (issue 21): every command that changed the pool, in order, with its command
+# pool history: every command that changed the pool, in order, with its command
 # line; commands that only read are not recorded; the history is kept in the pool, so it
 # survives export and import and can be read from an exported pool.
 . "$STF_SUITE/include/libtest.sh"

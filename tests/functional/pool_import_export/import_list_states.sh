@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 35, hole 4: `pool import` (the listing) called every exported pool "exported cleanly;
+# `pool import` (the listing) once called every exported pool "exported cleanly;
 # imports as it is" and named only the devices it found, so a mirror with a side gone or wiped,
 # and a pool without one of its top-level vdevs, looked healthy. Now the listing has zpool's
 # shape: the pool's state (ONLINE, DEGRADED, UNAVAIL), a status and an action that are true,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ARC gives memory back when the daemon's cgroup nears its limit (issue 17, part 2): move
+# The ARC gives memory back when the daemon's cgroup nears its limit: move
 # the daemon into a cgroup of its own (before it allocates, since neither cgroup version moves
 # old charges by default), warm the ARC by reading a file cold, lower the cgroup's soft limit
 # (v1) or memory.high (v2) below what the daemon holds, and watch the ARC's target

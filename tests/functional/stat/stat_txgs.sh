@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # stat txgs POOL: OpenZFS's txgs kstat columns in order, then passes, blocks_written and
-# write_ios, then the space layer's columns (issue 14, and issue 15's log_writes and ms_flushed); a written file's txg shows up committed (state C) with blocks written, device
+# write_ios, then the space layer's columns (the log space map's log_writes and ms_flushed
+# among them); a written file's txg shows up committed (state C) with blocks written, device
 # writes and at least one pass; the open txg comes last.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "stat txgs prints the txg history with the kstat columns"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stat zil: the intent log's counters as OpenZFS's zil kstat names them; -p exactly as
 # /proc/spl/kstat/zfs/zil prints them (kstat header, "name type data", "name 4 value" lines);
-# creating files with fsync (namespace records, issue 19) and renaming them counts commits,
+# creating files with fsync (namespace records) and renaming them counts commits,
 # log blocks and namespace records; under logbias=throughput fsynced writes are counted as
 # written in place (zil_itx_indirect_*); -j is one JSON object.
 . "$STF_SUITE/include/libtest.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tarn-stress's mount mode (issue 37, part 4): file operations through a real FUSE mount of a
+# tarn-stress's mount mode: file operations through a real FUSE mount of a
 # daemon of its own, the daemon SIGKILLed or the pool exported at moments the seed chooses,
 # near-full rounds that make write(2) meet ENOSPC, then the pool imported, checked, and every
 # file, snapshot and fsync promise verified. A fixed seed, then a fresh one (printed, so a

@@ -1,6 +1,6 @@
 //! fio as the load of `tarn bench run --fio-steadystate CRITERION`, so that fio's own
 //! steady-state detection (`--steadystate`, one metric of one job group) can be set beside the
-//! harness's array-level decision for the same run (issue 18, part 6).
+//! harness's array-level decision for the same run.
 //!
 //! fio runs the same job (`--rw`, `--rwmixread`, `--bs`, `--size`, `--numjobs`; `--iodepth`
 //! through the posixaio engine, which works on any file system, FUSE included) on files

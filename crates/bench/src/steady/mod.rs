@@ -1,7 +1,7 @@
 //! `tarn bench run` and `tarn bench steady`: a benchmark harness that measures only once the
 //! system under load has stopped changing, by array-level steady-state detection over ten
 //! metrics of the ARC, the L2ARC and the pool (the SDC 2020 talk on steady state for ZFS
-//! servers, with the SNIA PTS rule per metric). Issue 18.
+//! servers, with the SNIA PTS rule per metric).
 //!
 //! A run has up to three phases:
 //! 1. preconditioning (`--precondition`): the active data set written sequentially once;
@@ -13,8 +13,8 @@
 //!    figures are that phase's.
 //!
 //! With `--runtime S` the run is instead a fixed-duration run of S seconds (the comparison
-//! the issue asks for): the detector still judges every interval and the record says when it
-//! would have been steady, but nothing stops early.
+//! a steady-state run is set beside): the detector still judges every interval and the record
+//! says when it would have been steady, but nothing stops early.
 //!
 //! Modules: `detector` (the pure steady-state rule), `metrics` (the ten metrics from counter
 //! readings; the arcstats and `zpool iostat` parsers), `sources` (tarn daemon, tarn in-process,

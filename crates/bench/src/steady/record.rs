@@ -1,4 +1,4 @@
-//! The recorded series: the JSON a run writes (issue 18, part 5) and the files a replay reads
+//! The recorded series: the JSON a run writes and the files a replay reads
 //! back (that JSON, or CSV).
 //!
 //! JSON, at least: `{"interval_s": 15, "window": 20, "intervals": [{"t": 0.0, "steady": false,

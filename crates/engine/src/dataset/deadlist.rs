@@ -191,8 +191,9 @@ impl Deadlist {
     /// questions about its origin's snapshot intervals once those snapshots are its own). A new
     /// key that falls inside a non-empty entry splits it: that entry's blocks are read and put
     /// back on the refined entries, the old list dropped (its blocks are still dead, only
-    /// regrouped). Clones made since issue 11 inherit their origin's keys at creation, so
-    /// nothing is split for them and the cost is one empty entry per missing key.
+    /// regrouped). Clones inherit their origin's keys at creation (those made before promote
+    /// existed did not), so nothing is split for them and the cost is one empty entry per
+    /// missing key.
     pub fn refine(
         &mut self,
         store: &DeadlistStore,

@@ -45,7 +45,7 @@
 //! # Damage
 //! A dataset whose object set cannot be opened (no good copy of its header) is *unavailable*:
 //! it is listed with the reason, its records stay as they are on disk, and the pool syncs,
-//! mounts and checks everything else (issue 8: one damaged block never loses the pool).
+//! mounts and checks everything else (one damaged block never loses the pool).
 //!
 //! # Crash behaviour
 //! The record is part of the MOS: a crash rolls it back together with the tree it describes.

@@ -1,6 +1,6 @@
 //! On-disk records of the dataset layer, stored in the bonus buffers of MOS objects.
 //!
-//! Version 2 of both records (issue 10) fixes every field that snapshots, clones, promote and
+//! Version 2 of both records fixes every field that snapshots, clones, promote and
 //! send need, so that the format does not change again when they land. A version-1 dataset
 //! record is the same 320 bytes with the new fields zero, which is exactly their meaning for a
 //! dataset without snapshots or clones; a version-1 directory record is 128 bytes and decodes

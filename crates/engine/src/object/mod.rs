@@ -599,7 +599,7 @@ impl ObjectSet {
 mod copies_tests {
     use super::*;
 
-    /// Issue 8: directories, master nodes and unlinked sets (key/value objects) took the file
+    /// Directories, master nodes and unlinked sets (key/value objects) once took the file
     /// `copies` setting, so one bad block lost a directory or the whole pool.
     #[test]
     fn metadata_gets_one_more_copy_than_file_data() {

@@ -196,7 +196,7 @@ fn read_records(input: &mut (dyn Read + Send), sender: &SyncSender<Vec<Item>>) {
 /// decompressed into `scratch`, kept for the next record), so that what is stored as received
 /// is known to read back; nothing for any other record. The reader checks each record before
 /// it hands it over: the writer, which takes the transactions and waits for the txgs, is
-/// the busier thread (it did this walk until session 13: about 60% of its time on `-c`).
+/// the busier thread (when it did this walk, it spent about 60% of its time on it with `-c`).
 fn check_decompresses(record: &Record, at: u64, scratch: &mut Vec<u8>) -> Result<(), SendError> {
     match record {
         Record::Write {

@@ -152,7 +152,7 @@ fn deferred_ranges(manager: &SpaceManager, storage: &MemoryStorage) -> Vec<(u32,
     ranges
 }
 
-/// Regression (issue 33, hole 1): a block allocated and freed between two flushes of its
+/// Regression: a block allocated and freed between two flushes of its
 /// metaslab cancels out in the unflushed trees, and the flush that followed, or the walk
 /// passing the then clean metaslab, recorded the free nowhere: the log that held it was freed,
 /// the map never had the block, and after export and import the block was allocatable at once

@@ -1,5 +1,5 @@
 //! Per-txg figures of the space layer, the columns `tarn stat txgs` prints after the txg
-//! layer's own (issue 14, part 8).
+//! layer's own.
 //!
 //! - `spacemap_writes`: space-map and metaslab-array data blocks written by the txg's sync,
 //!   counted once per sync pass that dirtied them (a block dirtied in passes 1 and 2 is written

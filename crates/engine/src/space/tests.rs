@@ -372,7 +372,7 @@ fn no_space_when_full_and_unalloc_returns_space() {
     check_stats_add_up(&manager);
 }
 
-/// Regression (issue 7): write admission summed every metaslab under the group locks, which the
+/// Regression: write admission summed every metaslab under the group locks, which the
 /// sync thread holds through a group's sync and metaslab loads, so writers stalled behind the
 /// sync. The counters must answer while a group lock is held; the scan must not (which shows
 /// the lock really is held).
@@ -600,7 +600,7 @@ proptest! {
     }
 }
 
-/// Issue 8: extra copies of one block on a single vdev landed in a neighbouring metaslab, so
+/// Regression: extra copies of one block on a single vdev landed in a neighbouring metaslab, so
 /// one damaged region of the device could take every copy. They now keep 1/8 of the vdev
 /// apart when the vdev has room, and fall back to another metaslab when it does not.
 #[test]
@@ -673,7 +673,7 @@ impl SpaceStorage for RecordingStorage {
     }
 }
 
-/// Sync convergence with metadata copies (issue 8 merged with issue 7): second and third
+/// Sync convergence with metadata copies: second and third
 /// copies land in one active metaslab per copy (OpenZFS `mg_secondaries`), and pass 1 copies
 /// the last block of every active metaslab's map even when nothing touched it yet, so that the
 /// MOS blocks pass 1 writes there are recorded in pass 2 in place. Before, ditto copies went
@@ -905,7 +905,7 @@ fn unloaded_metaslab_with_merged_frees_still_takes_large_blocks() {
     check_stats_add_up(&manager);
 }
 
-/// Regression (issue 33, hole 2): when no candidate fit, the allocator "tried hard" by loading
+/// Regression: when no candidate fit, the allocator "tried hard" by loading
 /// every unloaded metaslab with enough free bytes, whatever its weight said: one failing 8 KiB
 /// request loaded all 16 metaslabs of a pool whose free space was all in 4 KiB pieces, and
 /// gang planning repeated that at every halving, inside the sync thread. The weight test now

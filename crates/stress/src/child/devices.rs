@@ -323,7 +323,7 @@ pub(super) fn drive_scan(pool: &Pool, function: ScanFunction) -> Result<(), OpEr
 /// the scrub started was alive all through it (nothing freed comes back without a rewind,
 /// which is another pool instance and another record), so a block missing from the record
 /// is one the scrub skipped: what a snapshot destroyed under the scan caused before its
-/// catch-up walk existed (issue 34, hole 1), found this way at once rather than only when a
+/// catch-up walk existed, found this way at once rather than only when a
 /// damaged copy happened to be among the skipped blocks ([`super::damage`]). Every whole scrub
 /// the tool drives to its end ([`run_scrub`]: the second scrub of a damage's settling, the
 /// scrubs after a fault is cleared or a resilver made the mirror whole) and the scrub a

@@ -1,5 +1,5 @@
 //! `HostileReceive`: a damaged send stream received into the second pool, beside every other
-//! operation (issue 38: hostile streams among the stress operations).
+//! operation.
 //!
 //! # Theory
 //! A stream is untrusted input: a receiver that meets damage must refuse it with an error that

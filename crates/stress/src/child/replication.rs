@@ -15,7 +15,7 @@
 //! The send itself runs without the tool's hold, on a thread of its own, into a bounded pipe
 //! that the receive reads from as it goes, while the other workers write, snapshot,
 //! destroy, roll back, promote and rename in the first pool: the races a send must survive
-//! (issue 35's send reading blocks a destroy freed) are those, and only the engine's own
+//! (a send reading blocks a destroy freed) are those, and only the engine's own
 //! holds stand between them. A send reading blocks freed under it shows only if they are
 //! reused before it reads them, which a roomy pool makes rare; so the tool also checks the
 //! hold itself: a send takes its holds before its first write and drops them after its last,
@@ -155,8 +155,8 @@ impl Replica {
     /// starts: each took its holds before its first write, and keeps them until after its
     /// last. So if one writes again after the destroy has returned, the whole destroy ran
     /// under its hold and must have been refused ([`SendsReading::check`], and the send's own
-    /// check when it returns): the check of issue 35's fix (a send holds its snapshots) that
-    /// does not need the freed blocks to be reused to see it broken.
+    /// check when it returns): a check that a send holds its snapshots, one that does not
+    /// need the freed blocks to be reused to see it broken.
     pub(super) fn sends_reading(&self, destroyed: &str) -> SendsReading {
         let sends: Vec<Arc<SendUnderWay>> = (self.sends.lock().values())
             .filter(|send| send.snapshots.iter().any(|snapshot| snapshot == destroyed))

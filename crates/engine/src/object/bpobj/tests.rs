@@ -394,7 +394,7 @@ fn destroy_removes_every_object_without_reading_entries() {
     assert!(store.largest_read.get() <= 8, "only sub-list ids were read");
 }
 
-/// Lists whose sub-list arrays each name the next list many times (issue 38, part 2): the depth
+/// Lists whose sub-list arrays each name the next list many times: the depth
 /// limit alone let a walk enter `WIDTH^depth` lists, so sixteen small crafted objects made
 /// `iterate` run for ever. Sub-lists form a tree, so the walk now refuses a list it has already
 /// entered, naming the parent and the sub-list, after at most one entry per distinct list.
