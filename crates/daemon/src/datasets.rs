@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tarn::dataset::props::Property;
-use tarn::pool::dataset_props::DatasetValue;
 use tarn::pool::datasets::DatasetInfo;
 use tarn::pool::Pool;
+use tarn::DatasetValue;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
 use tarn_protocol::request::dataset::{

@@ -15,6 +15,8 @@
 //! | [`zil`]     | the intent log: log blocks, records, commit for fsync, claim and replay   |
 //! | [`fs`]      | POSIX file systems on object sets: znodes, directories, rename, unlinked set |
 //! | [`pool`]    | create, import, export, config, uberblocks, the sync driver                |
+//! | [`send`]    | send streams and receive (full, incremental, resumable, batched)           |
+//! | [`properties`] | dataset properties as `get` and `list` show them (reads pool and send) |
 //! | [`check`]   | whole-pool verification: block pointers against space maps                 |
 //!
 //! [`types`] holds the identities and units every layer shares; [`tunables`] every knob.
@@ -41,6 +43,7 @@ pub mod fs;
 mod fuzz;
 pub mod object;
 pub mod pool;
+pub mod properties;
 pub mod send;
 pub mod space;
 #[doc(hidden)]
@@ -51,13 +54,13 @@ pub mod zil;
 
 pub use dataset::props::{Property, PropertySource};
 pub use fs::{Attr, FileSystem, FsError};
-pub use pool::dataset_props::{DatasetProperty, DatasetValue};
 pub use pool::props::{PoolProperty, PoolSpace, PoolValue};
 pub use pool::snapshots::SnapshotInfo;
 pub use pool::{
     CreateOptions, ImportOptions, ImportReport, Pool, PoolError, PoolIostat, VdevIostat, VdevSpec,
     WeakPool,
 };
+pub use properties::{DatasetProperty, DatasetValue};
 pub use send::{receive, send, ReceiveOptions, ReceiveReport, SendError, SendOptions, SendReport};
 pub use tunables::Tunables;
 

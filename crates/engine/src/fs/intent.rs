@@ -42,7 +42,7 @@ use crate::zil::record::{setattr_mask, LogTime, Record, RecordBody, RENAME_FLAGS
 use crate::zil::{Change, Logbias, SyncMode, Zil};
 
 use super::nodes::NodeOrigin;
-use super::phys::{FileKind, Timestamp, Znode, MODE_PERMISSION_MASK};
+use super::phys::{fs_time, log_time, FileKind, Znode, MODE_PERMISSION_MASK};
 use super::write::WriteSource;
 use super::{FileSystem, FsError, Result, SetAttr, Staged};
 
@@ -74,20 +74,6 @@ thread_local! {
 #[doc(hidden)]
 pub fn test_hook_sync_each_replayed_record(on: bool) {
     SYNC_EACH_REPLAYED_RECORD.set(on);
-}
-
-pub(super) fn log_time(time: Timestamp) -> LogTime {
-    LogTime {
-        seconds: time.seconds,
-        nanoseconds: time.nanoseconds,
-    }
-}
-
-pub(super) fn fs_time(time: LogTime) -> Timestamp {
-    Timestamp {
-        seconds: time.seconds,
-        nanoseconds: time.nanoseconds,
-    }
 }
 
 /// The setattr record mask for `changes` (a size change also sets mtime).

@@ -10,7 +10,7 @@ use crate::types::ObjectId;
 use crate::zil::record::RecordBody;
 
 use super::dir::{check_name, check_new_name, check_old_name};
-use super::intent::log_time;
+use super::phys::log_time;
 use super::phys::{
     DirEntryValue, FileKind, SpillXattrs, Timestamp, Znode, INLINE_TARGET_MAX,
     MODE_PERMISSION_MASK, MODE_TYPE_MASK,

@@ -150,6 +150,22 @@ pub struct Timestamp {
     pub nanoseconds: u32,
 }
 
+/// A time as the intent log records it.
+pub(super) fn log_time(time: Timestamp) -> crate::zil::record::LogTime {
+    crate::zil::record::LogTime {
+        seconds: time.seconds,
+        nanoseconds: time.nanoseconds,
+    }
+}
+
+/// A time the intent log recorded, as the file system keeps it.
+pub(super) fn fs_time(time: crate::zil::record::LogTime) -> Timestamp {
+    Timestamp {
+        seconds: time.seconds,
+        nanoseconds: time.nanoseconds,
+    }
+}
+
 impl Timestamp {
     pub fn now() -> Timestamp {
         let now = std::time::SystemTime::now();

@@ -90,7 +90,6 @@ use admission::{MosLifecycle, PoolReservation};
 pub mod background_free;
 mod clones;
 mod create;
-pub mod dataset_props;
 pub mod datasets;
 mod devices;
 pub mod dtl;

@@ -13,12 +13,13 @@
 //! systems); it comes back as [`DatasetValue::Mounted`] for the holder of the mounts to answer.
 //! Likewise `mountpoint` is the property's value, which the holder shows under its altroot.
 //! `receive_resume_token` is read from the partial receive's state (`send::resume`), as
-//! OpenZFS's DSL reads it for `zfs get`.
+//! OpenZFS's DSL reads it for `zfs get`: so this module sits above both the pool and the send
+//! layers, which it reads.
 
-use super::datasets::DatasetInfo;
-use super::snapshots::SnapshotInfo;
-use super::{Pool, PoolError};
 use crate::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
+use crate::pool::datasets::DatasetInfo;
+use crate::pool::snapshots::SnapshotInfo;
+use crate::pool::{Pool, PoolError};
 
 /// A dataset property's value, exact.
 #[derive(Clone, Debug, PartialEq)]
