@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long runs of the decoders' fuzzers (docs/design.md §6, invariant 6).
+# Long runs of the decoders' fuzzers (docs/design/invariants.md §6, invariant 6).
 #
 # A decoder fuzzer is a property test in a `proptest!` block configured by the engine's
 # `fuzz_config!(N)`, N being its number of cases in CI; the list below is read from the

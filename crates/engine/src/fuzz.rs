@@ -1,5 +1,5 @@
-//! Shared strategies for the decoders' property tests (docs/design.md §6, invariant 6): each
-//! decoder of bytes from a disk or a stream is fed random bytes and mutations of a valid
+//! Shared strategies for the decoders' property tests (docs/design/invariants.md §6, invariant 6):
+//! each decoder of bytes from a disk or a stream is fed random bytes and mutations of a valid
 //! encoding, and must return a value or an error, never panic or allocate by an unchecked
 //! count.
 //!

@@ -1,7 +1,7 @@
 //! Support for the engine's tests and the integration tests beside it; not part of the API.
 //!
-//! The decoders' fuzzers (docs/design.md §6, invariant 6) run a small number of cases in CI
-//! and many more in a long run (`scripts/fuzz-long.sh`). Each takes its configuration from
+//! The decoders' fuzzers (docs/design/invariants.md §6, invariant 6) run a small number of cases in
+//! CI and many more in a long run (`scripts/fuzz-long.sh`). Each takes its configuration from
 //! [`fuzz_config!`](crate::fuzz_config), which keeps the CI count unless `TARN_FUZZ_CASES`
 //! names another. The script finds the fuzzers by that macro: a property test whose
 //! `proptest!` block is configured by it is a decoder fuzzer, run by the long run and listed

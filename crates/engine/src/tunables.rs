@@ -188,7 +188,7 @@ tunables! {
     livelist_min_percent_shared: u64 = 75,
     /// A livelist sub-list is condensed (ALLOC/FREE pairs cancelled) once its FREE entries
     /// are at least half its entries and at least this many (OpenZFS condenses pairs of
-    /// sub-lists when they hold few live entries; see docs/design.md §2.16).
+    /// sub-lists when they hold few live entries; see docs/design/07-dataset.md §2.16).
     livelist_condense_min_frees: u64 = 1024,
     /// Percent of dirty_data_max that chunked frees of large files may dirty in one txg, in
     /// indirect blocks (zfs_per_txg_dirty_frees_percent).

@@ -235,7 +235,7 @@ fn many_small_files_converge() {
             eprintln!("{}: batch {batch}: {cost:?}", pool.label);
         }
         // Under the default tunables every txg takes 2 passes; 4 meant that pass 2 copied an
-        // old space-map block (docs/design.md §4).
+        // old space-map block (docs/design/05-txg.md §4).
         pool.assert_passes(if name == "default" { 3 } else { 5 });
         pool.finish();
     }

@@ -17,7 +17,7 @@
 //! the same for pools not imported yet. Entries that cannot be imported (a missing disk) stay
 //! in the file and are logged.
 //!
-//! # Format (docs/design.md §2.22)
+//! # Format (docs/design/13-commands.md §2.22)
 //! JSON, one document: `{"version": 1, "pools": [{"name", "guid", "vdevs": [absolute paths],
 //! "altroot": path or null, "readonly": bool, "hostname", "txg"}]}`. Written whole to
 //! `PATH.tmp`, fsynced, renamed over PATH and the directory fsynced: a crash leaves the old

@@ -8,7 +8,7 @@
 //! for its worst case and is checked afterwards. Both write into a per-thread scratch buffer,
 //! and the payload is copied out at its own size (see [`compress_for_unit`]).
 //!
-//! # Payload layout (docs/design.md §3)
+//! # Payload layout (docs/design/03-block.md §3)
 //! A compressed block's physical bytes are a *payload*: a small header that gives the exact
 //! length of the compressed stream (and, for zstd, the level it was written with), the stream,
 //! then zero padding up to the block's physical size. The header is what lets the write
@@ -480,8 +480,8 @@ mod tests {
         compress(Compression::Zstd { level: 20 }, &compressible(4096));
     }
 
-    /// The payload format (docs/design.md §3): a header with the stream length (and the zstd
-    /// level), so that a payload padded with zeros to any physical size still decompresses.
+    /// The payload format (docs/design/03-block.md §3): a header with the stream length (and the
+    /// zstd level), so that a payload padded with zeros to any physical size still decompresses.
     #[test]
     fn payloads_carry_their_length_and_survive_padding() {
         let data = compressible(16 << 10);

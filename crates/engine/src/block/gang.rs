@@ -32,7 +32,7 @@
 //! read. Ganging is a last resort: it happens only when the whole block cannot be placed, or
 //! when forced for tests (`metaslab_force_ganging`, `metaslab_force_ganging_pct`).
 //!
-//! Header format (docs/design.md §2.3a), [`GANG_HEADER_SIZE`] = 4096 bytes, allocated as
+//! Header format (docs/design/03-block.md §2.3a), [`GANG_HEADER_SIZE`] = 4096 bytes, allocated as
 //! `round_up(4096, sector)`:
 //!
 //! | offset | size | field |

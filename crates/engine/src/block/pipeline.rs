@@ -12,7 +12,7 @@
 //! physical size is rewritten in place: no allocation, no free, so no space-map change and no
 //! further pass. A payload that shrinks keeps the old block's size (padding is free to choose);
 //! one that grows past its size is reallocated. This is what lets a txg's sync converge in two
-//! or three passes (docs/design.md §4); with exact compressed sizes MOS and space-map blocks
+//! or three passes (docs/design/05-txg.md §4); with exact compressed sizes MOS and space-map blocks
 //! moved every pass until compression was switched off at `sync_pass_dont_compress`.
 //!
 //! Cost: one block write per copy (counted once, by the write queue: `BlockIo::block_writes`,

@@ -491,8 +491,8 @@ mod tests {
         assert!(BpTreeEntry::decode(&wrong_type.encode()).is_err());
     }
 
-    // Fuzzers of the header and entry decoders (docs/design.md §6, invariant 6; `crate::fuzz`
-    // says how to run them long).
+    // Fuzzers of the header and entry decoders (docs/design/invariants.md §6, invariant 6;
+    // `crate::fuzz` says how to run them long).
     proptest::proptest! {
         #![proptest_config(crate::fuzz_config!(256))]
         #[test]

@@ -11,7 +11,7 @@
 //! reports are defined here, below both, and the zil layer uses them from here.
 //!
 //! # Byte layout (little-endian)
-//! Log header, 192 bytes at offset 528 of the object-set header (docs/design.md §2.4a):
+//! Log header, 192 bytes at offset 528 of the object-set header (docs/design/08-zil.md §2.4a):
 //!
 //! | offset | size | field |
 //! | --- | --- | --- |

@@ -9,7 +9,7 @@
 //! whose writes a leaf missed commits with that fact: a crash can never leave a stale leaf
 //! whose log does not say so. An empty log keeps its (empty) object. A leaf taken offline is
 //! recorded as `offline/<leaf guid>` = 1 (0 once it is back), so an offline leaf stays offline
-//! through export and import as zpool's does. Layout: docs/design.md, "Dirty time logs".
+//! through export and import as zpool's does. Layout: docs/design/01-vdev.md §2.14a.
 //!
 //! # Cost
 //! Nothing in a txg in which no leaf missed a write. Otherwise one small space-map rewrite per

@@ -27,7 +27,7 @@
 //!   A finished scrub only adds: its walk of an object set stops at an indirect block it
 //!   cannot read, so it does not show that the blocks it did not reach are good.
 //!
-//! # On-disk format (docs/design.md §2.20)
+//! # On-disk format (docs/design/10-pool.md §2.20)
 //! MOS directory entry `errlog` names a key/value object (16 KiB blocks). Each entry's key is
 //! 24 bytes, little-endian: dataset record object (u64), object (u64), data block id (u64);
 //! its value is a u64, the physical birth txg of the block pointer that failed (0: unknown,
@@ -354,7 +354,7 @@ impl PoolCore {
     /// cache device is used again), or of the one whose path (or file name) is `device`;
     /// without a device, forget the error log too. A pool suspended by
     /// a failed sync stays suspended here, and that is reported: the daemon's `pool clear`
-    /// retries by closing and importing the pool again (docs/design.md §2.20).
+    /// retries by closing and importing the pool again (docs/design/10-pool.md §2.20).
     pub fn clear_errors(&self, device: Option<&str>) -> Result<(), PoolError> {
         let named = |path: &std::path::Path| {
             device.is_none_or(|device| {

@@ -16,7 +16,7 @@
 //!
 //! # On disk
 //! MOS directory key `"failmode"` → u64: 0 wait, 1 continue, 2 panic; absent: wait. Written in
-//! pass 1 of the sync after a change (docs/design.md §2.20).
+//! pass 1 of the sync after a change (docs/design/10-pool.md §2.20).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 

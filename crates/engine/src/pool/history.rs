@@ -8,7 +8,7 @@
 //! describes (the daemon syncs after the command, and export syncs everything). `pool history`
 //! reads the ring oldest first.
 //!
-//! # On-disk format (docs/design.md §2.21)
+//! # On-disk format (docs/design/10-pool.md §2.21)
 //! MOS directory entry `history` names a MOS object of type `PoolConfig` (pool-level
 //! administrative data) with 16 KiB blocks. Its bonus (32 bytes, little-endian) is the ring's
 //! header:
@@ -368,7 +368,7 @@ mod tests {
         assert!(RingHeader::decode(&[1u8; 8]).is_err());
     }
 
-    // Fuzzers of the history object's decoders (docs/design.md §6, invariant 6;
+    // Fuzzers of the history object's decoders (docs/design/invariants.md §6, invariant 6;
     // `crate::fuzz` says how to run them long).
     proptest::proptest! {
         #![proptest_config(crate::fuzz_config!(256))]

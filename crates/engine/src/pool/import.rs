@@ -495,7 +495,7 @@ impl Pool {
                     space.set_allocatable(top.id, false);
                 }
             }
-            // Import order (docs/design.md §5b): the log space map is replayed into the
+            // Import order (docs/design/10-pool.md §5b): the log space map is replayed into the
             // metaslabs' unflushed trees before anything can allocate.
             let log_directory =
                 lookup_mos_directory(&mos, MOS_OBJECT_DIRECTORY, LOG_SPACEMAP_KEY)?.map(ObjectId);

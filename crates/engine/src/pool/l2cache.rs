@@ -291,7 +291,7 @@ impl Pool {
             1 => matching[0].clone(),
             0 if self.find_leaf(name).is_ok_and(|(top, _)| top.is_log()) => {
                 return Err(PoolError::Refused(format!(
-                    "cannot remove {name}: log devices cannot be removed yet (only cache devices can; docs/design.md §2.7a)"
+                    "cannot remove {name}: log devices cannot be removed yet (only cache devices can)"
                 )))
             }
             0 if self.find_leaf(name).is_ok() => {

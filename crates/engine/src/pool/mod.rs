@@ -12,7 +12,7 @@
 //! names to MOS objects: `root_dataset` (the root dataset directory), `deferred_frees` (the list
 //! of blocks freed in late sync passes, freed for real in the next txg), `ms_array/<vdev>` (each
 //! top-level vdev's metaslab array) and, with the log space map, `log_spacemap` (its directory,
-//! docs/design.md §2.6a). Metaslab arrays, space maps and logs are MOS objects too.
+//! docs/design/02-space.md §2.6a). Metaslab arrays, space maps and logs are MOS objects too.
 //!
 //! # Commit protocol (one txg)
 //! 0. A txg with nothing to do (no dirty object set, no destroy, clean config, empty
@@ -40,7 +40,7 @@
 //! 6. If the config changed: write the odd labels (L1, L3); flush.
 //! 7. `sync_done`: rotate deferred frees, install the new trees as the synced ones.
 //!
-//! Cost of a txg (docs/design.md §4, held by `tests/sync_convergence.rs`): under the default
+//! Cost of a txg (docs/design/05-txg.md §4, held by `tests/sync_convergence.rs`): under the default
 //! tunables a one-block change in a file writes 45 blocks (every copy counted: MOS blocks three
 //! times, file-system metadata twice, file data once) in 2 passes, about 320 KiB, plus the
 //! uberblock in four label slots per leaf.
@@ -63,12 +63,12 @@
 //! labels valid, which the vdev layer reads.
 //!
 //! # Import
-//! The order of the steps is in docs/design.md §5b (the log space map is replayed before
-//! anything can allocate). Scan the named directories for leaves whose labels name the pool; take the newest config;
-//! refuse the pool if a top-level vdev has no usable leaf, naming why (`import_state.rs`, which
-//! also gives the `pool import` listing each vdev's state); refuse, unless `-f`
-//! ([`ImportOptions::any_host`]), a pool whose labels say it is active on another host (the
-//! flock does not reach a disk shared between hosts; zpool's hostid check) and a destroyed one
+//! The order of the steps is in docs/design/10-pool.md §5b (the log space map is replayed before
+//! anything can allocate). Scan the named directories for leaves whose labels name the pool; take
+//! the newest config; refuse the pool if a top-level vdev has no usable leaf, naming why
+//! (`import_state.rs`, which also gives the `pool import` listing each vdev's state); refuse,
+//! unless `-f` ([`ImportOptions::any_host`]), a pool whose labels say it is active on another host
+//! (the flock does not reach a disk shared between hosts; zpool's hostid check) and a destroyed one
 //! (`-D`); open every leaf with an exclusive flock (a crashed holder's lock vanished with it, so no -f is
 //! needed, invariant 7); collect every uberblock whose checksum and guid sum verify; try them
 //! newest first, falling back to older ones within `TXG_DEFER_SIZE` txg numbers of the newest
@@ -237,7 +237,7 @@ pub const STALLED_FREES_FEATURE: &str = "com.tarn:stalled_frees";
 /// txg and reach each metaslab's own map when it is flushed.
 pub const LOG_SPACEMAP_FEATURE: &str = "com.tarn:log_spacemap";
 
-/// MOS directory key naming the log space map directory (docs/design.md §2.6a).
+/// MOS directory key naming the log space map directory (docs/design/02-space.md §2.6a).
 pub const LOG_SPACEMAP_KEY: &str = "log_spacemap";
 
 /// The livelist feature (`dataset/livelist.rs`): clones made while it is enabled keep one.
@@ -593,8 +593,8 @@ pub fn metaslab_array_key(vdev: VdevId) -> String {
 }
 
 /// The deferred-free list's storage: a block-pointer list in the MOS (§2.13 of
-/// docs/design.md), 16 KiB blocks, uncompressed (its blocks are rewritten in place by later
-/// passes, which a changing compressed size would defeat).
+/// docs/design/06-object.md), 16 KiB blocks, uncompressed (its blocks are rewritten in place by
+/// later passes, which a changing compressed size would defeat).
 pub fn deferred_list_store<'a>(mos: &'a ObjectSet, tunables: &Tunables) -> ObjectSetBpStore<'a> {
     ObjectSetBpStore {
         objset: mos,

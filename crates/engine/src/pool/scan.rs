@@ -83,7 +83,7 @@
 //!
 //! # Persistent state (MOS directory key `scan`)
 //! One MOS object whose first [`SCAN_PHYS_SIZE`] bytes are [`ScanPhys`] (layout in
-//! docs/design.md, "Scans"). Export, import and kill -9 resume from it: the import sees a
+//! docs/design/10-pool.md §2.14b). Export, import and kill -9 resume from it: the import sees a
 //! scan in state `scanning` and the next txg carries on. A resilver found necessary at import
 //! (a leaf with a non-empty DTL) replaces a scrub in progress, as in OpenZFS.
 //!

@@ -2,7 +2,8 @@
 //! and the [`ScanExtension`] after it (the catch-ups and the leaves whose DTLs the scan's end
 //! must not clear, pool feature `com.tarn:scan_catch_up`), their encodings, and the decoders
 //! that refuse a damaged record with an error naming the field. What the fields mean, and when
-//! the scan writes them, is in [`super::scan`]; the layout is also in docs/design.md, "Scans".
+//! the scan writes them, is in [`super::scan`]; the layout is also in docs/design/10-pool.md
+//! §2.14b.
 
 use crate::object::traverse::Bookmark;
 use crate::types::{Guid, Txg};
@@ -379,8 +380,8 @@ mod tests {
         assert!(ScanExtension::decode(&bytes[..bytes.len() - 1]).is_err());
     }
 
-    // Fuzzers of the scan object's two decoders (docs/design.md §6, invariant 6; `crate::fuzz`
-    // says how to run them long).
+    // Fuzzers of the scan object's two decoders (docs/design/invariants.md §6, invariant 6;
+    // `crate::fuzz` says how to run them long).
     proptest::proptest! {
         #![proptest_config(crate::fuzz_config!(256))]
         #[test]

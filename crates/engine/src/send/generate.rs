@@ -47,7 +47,7 @@ pub struct SendOptions {
     pub resume_at: Option<(u64, u64)>,
     /// Hash payloads whole into the stream's chained checksum, as streams did before
     /// `FEATURE_PAYLOAD_DIGEST` (for a receiver that predates it); by default each payload
-    /// enters the chain as its fletcher4 digest (docs/design.md §2.17).
+    /// enters the chain as its fletcher4 digest (docs/design/11-send.md §2.17).
     pub whole_payload_chain: bool,
 }
 

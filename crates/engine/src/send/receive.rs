@@ -34,7 +34,7 @@
 //! its fletcher4 digest and BLAKE3 over 160 bytes (the stream checksum, `stream.rs` `Chain`),
 //! the decompression check and the write; a plain record adds the compression (which
 //! dominates). Measured on a 2-core VM beside other
-//! builds (`tarn bench receive`, 8 KiB records of text, lz4): see docs/design.md §2.17.
+//! builds (`tarn bench receive`, 8 KiB records of text, lz4): see docs/design/11-send.md §2.17.
 
 use std::io::Read;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

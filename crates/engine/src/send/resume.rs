@@ -342,7 +342,8 @@ mod tests {
     }
 
     // The saved receive's description is CBOR in a dataset's property; mutated, it is refused
-    // or decodes to something that encodes the same way (docs/design.md §6, invariant 6).
+    // or decodes to something that encodes the same way (docs/design/invariants.md §6, invariant
+    // 6).
     proptest::proptest! {
         #![proptest_config(crate::fuzz_config!(256))]
         #[test]

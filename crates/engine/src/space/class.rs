@@ -2,7 +2,7 @@
 //! Normal vdevs take every block of the trees; log vdevs (`pool add POOL log DEV`) take only
 //! the intent log's blocks, which prefer them and fall back to the normal class. Each class
 //! keeps its own space counters; the pool's size and free space are the normal class's
-//! (docs/design.md §2.7a).
+//! (docs/design/02-space.md §2.7a).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

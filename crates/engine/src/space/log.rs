@@ -12,7 +12,7 @@
 //! and they start over. A log whose txg precedes every metaslab's last flush holds nothing
 //! needed any more and is freed.
 //!
-//! # On-disk structures (byte layout in docs/design.md §2.6a)
+//! # On-disk structures (byte layout in docs/design/02-space.md §2.6a)
 //!
 //! - One log per txg that changed any metaslab: a space-map object (bonus: the usual header,
 //!   shift 9) with blocks of `log_sm_blksz`, all runs in two-word form with a vdev id.
@@ -55,7 +55,7 @@
 //! metaslabs' map tails, one block of each unflushed-txg array touched, and the log directory
 //! when a log is created or freed: a few blocks instead of one per dirty metaslab.
 //!
-//! # Import (docs/design.md §5b)
+//! # Import (docs/design/10-pool.md §5b)
 //!
 //! Before any allocation: read the directory and the arrays, then replay the logs oldest first
 //! into the unflushed trees of the metaslabs they still apply to, putting frees of the last
@@ -82,7 +82,7 @@ use std::collections::BTreeMap;
 /// Version word at the start of the log directory.
 pub const LOG_DIRECTORY_VERSION: u64 = 1;
 
-/// The log directory's contents (docs/design.md §2.6a): little-endian u64 words
+/// The log directory's contents (docs/design/02-space.md §2.6a): little-endian u64 words
 /// `[version, vdev count V, log count L, V × (vdev id, array object), L × (txg, log object)]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogDirectoryPhys {

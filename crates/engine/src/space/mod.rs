@@ -83,7 +83,7 @@
 //!   blocks, the flushed maps' tails, an array block, instead of a block per dirty metaslab.
 //! - `sync(txg, pass)` without the log: in pass 1, copy the last block of every active metaslab's map even if
 //!   nothing touched it yet (the MOS blocks pass 1 writes after the maps land there: this keeps
-//!   their recording in pass 2 an in-place rewrite, docs/design.md §4); per dirty metaslab,
+//!   their recording in pass 2 an in-place rewrite, docs/design/05-txg.md §4); per dirty metaslab,
 //!   condense (pass 1, when the map is twice its optimal size), append ALLOC then FREE batches,
 //!   rewrite the header; record new map ids; in pass 1, preload the next candidates of every
 //!   vdev whose first-copy metaslab was chosen in this txg (`metaslab_preload_limit`).

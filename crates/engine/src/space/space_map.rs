@@ -399,8 +399,8 @@ impl SpaceMap {
         })
     }
 
-    /// Open a log space map (docs/design.md §2.6a): the region is every byte of every vdev,
-    /// `[0, u64::MAX)`, in units of [`LOG_SPACE_MAP_SHIFT`]; its header's net allocated bytes
+    /// Open a log space map (docs/design/02-space.md §2.6a): the region is every byte of every
+    /// vdev, `[0, u64::MAX)`, in units of [`LOG_SPACE_MAP_SHIFT`]; its header's net allocated bytes
     /// mix every metaslab of the pool and are not checked.
     pub fn open_log(
         storage: &dyn SpaceStorage,

@@ -1,7 +1,7 @@
 //! The changes of one metaslab that the log space map holds and its space map does not yet
 //! (OpenZFS's `ms_unflushed_allocs` and `ms_unflushed_frees`), kept by each [`Metaslab`] and
-//! flushed into its map by the log (`log.rs`, docs/design.md §2.6a). The metaslab owns this
-//! state and the log drives it, so it sits below both.
+//! flushed into its map by the log (`log.rs`, docs/design/02-space.md §2.6a). The metaslab owns
+//! this state and the log drives it, so it sits below both.
 //!
 //! [`Metaslab`]: super::metaslab::Metaslab
 

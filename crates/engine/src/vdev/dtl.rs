@@ -23,7 +23,8 @@
 //! # Persistence
 //! This module is the in-memory side. The pool layer (`pool/dtl.rs`) writes every changed DTL
 //! in syncing context as a space map over txg units (shift 0, one ALLOC run per range) in the
-//! MOS, and loads it at import; the byte layout is in docs/design.md ("Dirty time logs").
+//! MOS, and loads it at import; the byte layout is in docs/design/01-vdev.md §2.14a ("Dirty time
+//! logs").
 //!
 //! # Failed flushes
 //! A write that a child took is durable only once a flush issued after it succeeds. A flush

@@ -17,7 +17,7 @@
 //! last, and an old generation (with its devices) lives until the last I/O holding it ends.
 //! Only the sync thread installs, at the start of a txg, so syncing context (passes, scans,
 //! labels, uberblock) sees one tree per txg; the config that changed is written into every
-//! leaf's labels by that txg's commit (docs/design.md §2.14c).
+//! leaf's labels by that txg's commit (docs/design/01-vdev.md §2.14c).
 //!
 //! # Cost
 //! One read-lock acquisition and an `Arc` clone per lookup of a top-level vdev; nothing per

@@ -12,7 +12,7 @@
 //! no longer does, is skipped, which makes replaying a prefix twice converge (fs/intent.rs).
 //! Decoding never panics: a malformed record is a [`LogFormatError`], the chain's end.
 //!
-//! # Byte layouts (little-endian, docs/design.md §2.4a)
+//! # Byte layouts (little-endian, docs/design/08-zil.md §2.4a)
 //! Record, 8-byte aligned, common part 40 bytes:
 //!
 //! | offset | size | field |

@@ -48,7 +48,7 @@ use crate::oracle::{tree_digest, verify_tree};
 
 /// The most bytes a stream the operation damages may have (it is held in memory).
 const STREAM_BYTES_MAX: u64 = 32 << 20;
-/// The size of a record's header in a stream (docs/design.md §2.17).
+/// The size of a record's header in a stream (docs/design/11-send.md §2.17).
 const HEADER_BYTES: usize = 128;
 
 /// How a stream is damaged.
@@ -81,7 +81,7 @@ const DAMAGES: [Damage; 7] = [
     Damage::Drop,
 ];
 
-/// The byte ranges of the stream's records, header and payload, in order (docs/design.md
+/// The byte ranges of the stream's records, header and payload, in order (docs/design/11-send.md
 /// §2.17: a 128-byte header whose bytes 4..8 are the payload's length, the payload right
 /// after it).
 fn records(stream: &[u8]) -> Vec<std::ops::Range<usize>> {

@@ -703,7 +703,7 @@ mod tests {
 
     #[test]
     fn the_header_budget_is_what_the_documentation_says() {
-        // docs/design.md §4g states about 100 bytes per buffer.
+        // docs/design/04-cache.md §4g states about 100 bytes per buffer.
         assert!((80..=112).contains(&L2_HDR_BYTES), "{L2_HDR_BYTES}");
     }
 

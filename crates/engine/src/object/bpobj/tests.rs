@@ -533,8 +533,8 @@ proptest! {
     }
 }
 
-// Fuzzers of the two on-disk decoders (docs/design.md §6, invariant 6; `crate::fuzz` says how
-// to run them long). Livelists store the same entries, with the FREE flag.
+// Fuzzers of the two on-disk decoders (docs/design/invariants.md §6, invariant 6; `crate::fuzz`
+// says how to run them long). Livelists store the same entries, with the FREE flag.
 proptest! {
     #![proptest_config(crate::fuzz_config!(256))]
     #[test]
