@@ -87,6 +87,7 @@ mod scan;
 mod service;
 mod snapdir;
 mod snapshots;
+mod stale_mounts;
 mod streams;
 
 use log::{error, info, warn};
@@ -202,6 +203,8 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
             ))
         })?;
     }
+    // A dying daemon stuck on its own mount holds the lock until its connection is aborted.
+    stale_mounts::clear_stale_mounts();
     let _lock = take_lock(&socket)?;
     let listener = match activated {
         Some(listener) => listener,

@@ -863,6 +863,9 @@ impl Filesystem for TarnFuse {
         // A write-back of the page cache (write(2) returned long ago) may use the space held
         // back for it; a direct write is the caller's own (`write_space`).
         let write_back = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        if write_back {
+            mount::stall_write_back_for_tests();
+        }
         let _in_flight = write_back.then(|| self.shared.space.write_back_begins(ino, offset));
         let source = if write_back {
             self.shared.space.write_back_source(ino)

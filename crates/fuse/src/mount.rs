@@ -226,26 +226,242 @@ pub struct MountControl {
 /// Have the kernel write back every dirty page of the FUSE mount at `mountpoint` (and the
 /// times of the files it caches, as setattrs) and wait until the file system has them
 /// (syncfs(2); for FUSE it sends no request of its own). Gives up waiting after
-/// [`WRITE_BACK_PATIENCE`]
-/// (a mount whose requests cannot be served, such as a suspended pool's): the write-back
-/// goes on in a thread of its own.
+/// [`WRITE_BACK_PATIENCE`] (a mount whose requests cannot be served, such as a suspended
+/// pool's): the write-back goes on in its child.
+///
+/// The open and the syncfs run in a child process that holds no descriptor but the
+/// directory's. syncfs waits uninterruptibly for the pages it writes back, and so for the
+/// answers of this process's own FUSE workers: a thread of this process stuck there when the
+/// process is killed (SIGKILL) would keep its descriptor table, and with it `/dev/fuse`, open
+/// for good; the kernel would never abort the connection, nothing would answer, and the process
+/// could not exit. A stuck child holds no `/dev/fuse`: this process's death closes the device,
+/// the kernel aborts the connection, the write-back fails and the child exits too.
 pub(crate) fn write_back_mount(mountpoint: &Path) -> io::Result<()> {
-    let path = mountpoint.to_path_buf();
-    // Even the open waits for the mount's daemon.
+    let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in mount point"))?;
+    let _in_progress = WriteBackInProgress::begin();
+    // Everything the child uses is made before the fork: after fork in a multi-threaded
+    // process the child may make async-signal-safe calls only (no allocation, no locks).
+    // SAFETY: sysconf has no memory preconditions.
+    let open_max = match unsafe { libc::sysconf(libc::_SC_OPEN_MAX) } {
+        limit if limit > 0 => limit as libc::c_int,
+        _ => 1024,
+    };
+    // SAFETY: the child runs `syncfs_child` only, which makes system calls and never returns.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if child == 0 {
+        // SAFETY: in the child, with `path` made before the fork.
+        unsafe { syncfs_child(&path, open_max) }
+    }
+    // A thread of its own waits for (and reaps) the child, whatever the patience decides; it
+    // waits in waitpid, which a kill ends.
     with_patience(mountpoint, move || {
-        std::fs::File::open(&path).and_then(|directory| {
-            use std::os::fd::AsRawFd;
-            // SAFETY: syncfs on a descriptor this thread owns until the call returns.
-            match unsafe { libc::syncfs(directory.as_raw_fd()) } {
-                0 => Ok(()),
-                _ => Err(io::Error::last_os_error()),
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a valid out-parameter.
+        while unsafe { libc::waitpid(child, &mut status, 0) } < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
             }
-        })
+        }
+        if libc::WIFEXITED(status) {
+            match libc::WEXITSTATUS(status) {
+                0 => Ok(()),
+                errno => Err(io::Error::from_raw_os_error(errno)),
+            }
+        } else {
+            Err(io::Error::other(format!(
+                "the write-back child ended with status {status:#x}"
+            )))
+        }
     })
 }
 
-/// Run `work`, which waits for the kernel's write-back of the mount at `mountpoint`, in a
-/// thread of its own, and wait for it at most [`WRITE_BACK_PATIENCE`].
+/// The child of [`write_back_mount`]: close every descriptor, open `path` and syncfs it, and
+/// exit with 0 or the errno of the call that failed (every errno fits a byte).
+///
+/// # Safety
+/// Call only in a child just forked; it makes async-signal-safe system calls only.
+unsafe fn syncfs_child(path: &std::ffi::CStr, open_max: libc::c_int) -> ! {
+    // SAFETY: system calls on descriptors and a NUL-terminated path made before the fork.
+    unsafe {
+        // No descriptor of the parent survives, /dev/fuse least of all (a daemon started
+        // with stdio closed may hold it as 0, 1 or 2; the child writes nothing).
+        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+            for fd in 0..open_max {
+                libc::close(fd);
+            }
+        }
+        // Even the open waits for the mount's server.
+        let directory = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+        if directory < 0 || libc::syncfs(directory) != 0 {
+            libc::_exit(errno_byte());
+        }
+        libc::_exit(0)
+    }
+}
+
+/// A child process that aborts a FUSE connection if the thread that started it dies (the
+/// daemon killed) before the watch is dropped: `PR_SET_PDEATHSIG` tells it. It holds no
+/// descriptor but its end of a pipe, whose other end the drop closes to let it go. Only root
+/// may write a connection's `abort`; otherwise the watch does nothing useful, and costs a fork.
+struct DeathWatch {
+    child: libc::pid_t,
+    pipe: libc::c_int,
+}
+
+impl DeathWatch {
+    fn start(connection: u32) -> Option<DeathWatch> {
+        // Everything the child uses is made before the fork (see `write_back_mount`).
+        let abort =
+            std::ffi::CString::new(format!("/sys/fs/fuse/connections/{connection}/abort")).ok()?;
+        let mut ends = [0; 2];
+        // SAFETY: pipe2 fills the two-element array.
+        if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the child runs `death_watch_child` only, which never returns.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: in the child, with everything made before the fork.
+            unsafe { death_watch_child(ends[0], &abort, parent) }
+        }
+        // SAFETY: our own read end, which only the child uses.
+        unsafe { libc::close(ends[0]) };
+        if child < 0 {
+            // SAFETY: our own write end.
+            unsafe { libc::close(ends[1]) };
+            return None;
+        }
+        Some(DeathWatch {
+            child,
+            pipe: ends[1],
+        })
+    }
+}
+
+impl Drop for DeathWatch {
+    fn drop(&mut self) {
+        // SAFETY: closing our write end lets the child go at once; then reap it.
+        unsafe {
+            libc::close(self.pipe);
+            let mut status = 0;
+            while libc::waitpid(self.child, &mut status, 0) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+        }
+    }
+}
+
+/// The child of [`DeathWatch`]: wait until the pipe `pipe` is closed (exit) or the parent
+/// thread dies (SIGUSR2 by `PR_SET_PDEATHSIG`: write 1 to `abort`, then exit).
+///
+/// # Safety
+/// Call only in a child just forked; it makes async-signal-safe system calls only.
+unsafe fn death_watch_child(pipe: libc::c_int, abort: &std::ffi::CStr, parent: libc::pid_t) -> ! {
+    // SAFETY: system calls on this process's own descriptors, signal set and the path made
+    // before the fork.
+    unsafe {
+        let mut signals: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut signals);
+        libc::sigaddset(&mut signals, libc::SIGUSR2);
+        libc::sigprocmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut());
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR2 as libc::c_ulong);
+        // Keep the pipe only: /dev/fuse must not be held here.
+        if pipe > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (pipe - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (pipe + 1) as u32, u32::MAX, 0u32);
+        let mut parent_died = libc::getppid() != parent;
+        let no_wait = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        while !parent_died {
+            // The pipe's closing ends the wait at once; a death is seen within 100 ms.
+            let mut ready = libc::pollfd {
+                fd: pipe,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if libc::poll(&mut ready, 1, 100) > 0 {
+                libc::_exit(0);
+            }
+            parent_died =
+                libc::sigtimedwait(&signals, std::ptr::null_mut(), &no_wait) == libc::SIGUSR2;
+        }
+        // The parent thread died: abort the connection, which ends its kernel waits.
+        let file = libc::open(abort.as_ptr(), libc::O_WRONLY);
+        if file >= 0 {
+            libc::write(file, b"1".as_ptr().cast(), 1);
+        }
+        libc::_exit(0)
+    }
+}
+
+/// This thread's errno as an exit status (never 0).
+fn errno_byte() -> libc::c_int {
+    // SAFETY: __errno_location returns this thread's errno; reading it is async-signal-safe.
+    match unsafe { *libc::__errno_location() } {
+        errno @ 1..=255 => errno,
+        _ => libc::EIO,
+    }
+}
+
+/// Write-backs of this process's mounts in progress, for the test hook
+/// [`stall_write_back_for_tests`].
+static WRITE_BACKS_IN_PROGRESS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a write-back in [`WRITE_BACKS_IN_PROGRESS`] while it lives.
+struct WriteBackInProgress;
+
+impl WriteBackInProgress {
+    fn begin() -> WriteBackInProgress {
+        WRITE_BACKS_IN_PROGRESS.fetch_add(1, Ordering::SeqCst);
+        WriteBackInProgress
+    }
+}
+
+impl Drop for WriteBackInProgress {
+    fn drop(&mut self) {
+        WRITE_BACKS_IN_PROGRESS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The environment variable of the test hook [`stall_write_back_for_tests`]: seconds.
+const STALL_WRITE_BACK_VARIABLE: &str = "TARN_TEST_STALL_WRITE_BACK";
+
+/// A test hook: with `TARN_TEST_STALL_WRITE_BACK=SECONDS` in the environment, a worker serving
+/// a write of the kernel's page cache while [`write_back_mount`] runs in this process sleeps
+/// that long first, so that a test can kill the daemon at the moment its syncfs waits for a
+/// request a worker has taken (tests/writeback_kill.rs of tarn-cli). Costs one atomic load
+/// otherwise.
+pub(crate) fn stall_write_back_for_tests() {
+    static STALL: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    if WRITE_BACKS_IN_PROGRESS.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    let stall = STALL.get_or_init(|| {
+        std::env::var(STALL_WRITE_BACK_VARIABLE)
+            .ok()
+            .and_then(|seconds| seconds.parse().ok())
+            .map(Duration::from_secs)
+    });
+    if let Some(stall) = stall {
+        log::warn!("tarn fuse: {STALL_WRITE_BACK_VARIABLE}: a write-back write waits {stall:?}");
+        std::thread::sleep(*stall);
+    }
+}
+
+/// Run `work`, which waits for the kernel's write-back of the mount at `mountpoint` (or for
+/// the child doing it), in a thread of its own, and wait for it at most
+/// [`WRITE_BACK_PATIENCE`].
 fn with_patience(
     mountpoint: &Path,
     work: impl FnOnce() -> io::Result<()> + Send + 'static,
@@ -353,13 +569,20 @@ impl MountControl {
     /// mount's write-back in syncfs, dropping the pages of each file open for writing (the only
     /// files that can have dirty pages: a close writes them back) makes the kernel write them
     /// and wait, page by page. Both give up after [`WRITE_BACK_PATIENCE`].
+    ///
+    /// The invalidation waits in the kernel, in a write to this process's own `/dev/fuse`, for
+    /// pages whose write-back requests this process's workers serve: killed meanwhile, the
+    /// process could never exit (see [`write_back_mount`]). A [`DeathWatch`] child aborts the
+    /// mount's connection if this thread dies first, which ends that wait.
     pub fn write_back(&self) -> io::Result<()> {
+        let _in_progress = WriteBackInProgress::begin();
         write_back_mount(&self.mountpoint)?;
         let writers = self.shared.kernel.known_inodes_with_writers();
         if writers.is_empty() {
             return Ok(());
         }
         let shared = self.shared.clone();
+        let _watch = mountpoint::fuse_connection(&self.mountpoint).and_then(DeathWatch::start);
         with_patience(&self.mountpoint, move || {
             shared.kernel.invalidate(&writers, &[]);
             Ok(())

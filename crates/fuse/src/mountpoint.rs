@@ -216,6 +216,134 @@ pub fn prepare(path: &Path) -> Result<(), String> {
     check(path)
 }
 
+/// The file system type of every tarn mount (`Subtype("tarn")`).
+const TARN_FSTYPE: &str = "fuse.tarn";
+
+/// A tarn mount cleared by [`clear_stale_tarn_mounts`].
+#[derive(Debug)]
+pub struct Cleared {
+    pub mount: MountEntry,
+    /// Whether its connection's `abort` was written.
+    pub aborted: bool,
+    /// The lazy unmount.
+    pub unmounted: io::Result<()>,
+}
+
+/// Abort the FUSE connection of every tarn mount whose server is gone or dying, and detach the
+/// mount lazily; for a daemon's start. A server killed while one of its threads waited in the
+/// kernel for its own mount (an old daemon's syncfs) keeps `/dev/fuse` open while it dies, and
+/// its mounts hang whoever touches them until the connection is aborted; the abort also lets
+/// that process finish dying and free its lock.
+///
+/// Which process serves which connection cannot be read anywhere, so this clears only when it
+/// can prove no tarn mount has a live server: when no process but this one holds `/dev/fuse`
+/// open, except processes that are dying (SIGKILL pending, or exited). With any other FUSE
+/// server alive (another tarn daemon, a test serving a mount, sshfs), it does nothing. Needs
+/// root (to read other processes' descriptors and write `abort`); does nothing otherwise.
+pub fn clear_stale_tarn_mounts() -> Vec<Cleared> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Vec::new();
+    }
+    let stale: Vec<MountEntry> = mounts()
+        .into_iter()
+        .filter(|entry| entry.fstype == TARN_FSTYPE)
+        .collect();
+    if stale.is_empty() || live_fuse_server_elsewhere() {
+        return Vec::new();
+    }
+    // Topmost first, so that a nested mount goes before the one under it.
+    stale
+        .into_iter()
+        .rev()
+        .map(|mount| {
+            let aborted = abort_connection(mount.device_minor);
+            let unmounted = unmount_path(&mount.mount_point, true);
+            Cleared {
+                mount,
+                aborted,
+                unmounted,
+            }
+        })
+        .collect()
+}
+
+/// Whether a process other than this one that is not dying holds `/dev/fuse` open (or may: a
+/// process whose descriptors cannot be read counts as one).
+fn live_fuse_server_elsewhere() -> bool {
+    let me = std::process::id();
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for process in processes.flatten() {
+        let Some(pid) = process
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Every thread's own view: a process whose main thread has exited lists no
+        // descriptors under /proc/PID/fd, while a thread still in the kernel holds them all.
+        let Ok(tasks) = std::fs::read_dir(process.path().join("task")) else {
+            continue; // Gone meanwhile.
+        };
+        let (mut holds, mut dying) = (false, false);
+        for task in tasks.flatten() {
+            match holds_dev_fuse(&task.path().join("fd")) {
+                Some(true) => holds = true,
+                Some(false) => {}
+                None => return true,
+            }
+            dying |= task_dying(&task.path().join("status"));
+        }
+        if holds && !dying {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether a descriptor in the `/proc/.../fd` directory `fds` is `/dev/fuse`; None if the
+/// directory cannot be read for another reason than the task being gone.
+fn holds_dev_fuse(fds: &Path) -> Option<bool> {
+    let entries = match std::fs::read_dir(fds) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Some(false),
+        // A task that exited has no descriptor table (ENOENT on some kernels, EACCES on
+        // none for root); anything else is not known.
+        Err(_) => return None,
+    };
+    Some(entries.flatten().any(|entry| {
+        std::fs::read_link(entry.path()).is_ok_and(|target| target == Path::new("/dev/fuse"))
+    }))
+}
+
+/// Whether the task whose `/proc/.../status` is `status` is exiting: a zombie or dead, or with
+/// SIGKILL pending (a killed process's threads keep it pending while stuck in the kernel).
+fn task_dying(status: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(status) else {
+        return true; // Gone meanwhile.
+    };
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    text.lines().any(|line| {
+        let Some((key, value)) = line.split_once(':') else {
+            return false;
+        };
+        let value = value.trim();
+        match key {
+            "State" => value.starts_with('Z') || value.starts_with('X'),
+            "SigPnd" | "ShdPnd" => {
+                u64::from_str_radix(value, 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+            }
+            _ => false,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +361,13 @@ mod tests {
         assert_eq!(entry.fstype, "ext3");
         assert_eq!(entry.mount_point, PathBuf::from("/mnt2"));
         assert!(parse_mountinfo_line("garbage").is_none());
+    }
+
+    #[test]
+    fn this_process_is_not_dying_and_holds_no_fuse_device() {
+        let me = Path::new("/proc/self");
+        assert!(!task_dying(&me.join("status")));
+        assert_eq!(holds_dev_fuse(&me.join("fd")), Some(false));
     }
 
     #[test]
