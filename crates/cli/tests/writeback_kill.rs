@@ -16,9 +16,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "support/mount_fixture.rs"]
-mod mount_fixture;
-use mount_fixture::*;
+use tarn_test_support::cli::{is_mounted, CliFixture};
+
+const TARN: &str = env!("CARGO_BIN_EXE_tarn");
 
 const POOL: &str = "wbkill";
 const ROUNDS: u32 = 3;
@@ -94,7 +94,7 @@ fn threads_of(pid: i32) -> String {
 }
 
 /// How many times the daemon's log says a write-back write was stalled by the hook.
-fn stalls_logged(t: &Fixture) -> usize {
+fn stalls_logged(t: &CliFixture) -> usize {
     let mut log = t.socket().into_os_string();
     log.push(".log");
     std::fs::read_to_string(log)
@@ -104,7 +104,9 @@ fn stalls_logged(t: &Fixture) -> usize {
 
 #[test]
 fn sigkill_during_the_write_back_before_a_snapshot_lets_the_daemon_exit() {
-    let Some(t) = Fixture::new() else { return };
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
     // Aborting a stuck connection (the cleanup of a failed round) takes root.
     if !tarn_test_support::requires(&[tarn_test_support::Requirement::Root]) {
         return;
@@ -113,13 +115,13 @@ fn sigkill_during_the_write_back_before_a_snapshot_lets_the_daemon_exit() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    let mnt = t.path(&format!("altroot/{POOL}"));
+    let mnt = t.file(&format!("altroot/{POOL}"));
     let altroot = t.altroot();
-    let disk = t.path(&format!("{POOL}.img")).display().to_string();
-    let d = t.dir.path().display().to_string();
-    t.run_with_env(
-        &["pool", "create", "-s", "512M", "-R", &altroot, POOL, &disk],
+    let disk = t.path(&format!("{POOL}.img"));
+    let d = t.d();
+    t.run_env(
         &[STALL],
+        &["pool", "create", "-s", "512M", "-R", &altroot, POOL, &disk],
     )
     .success();
     for round in 0..ROUNDS {
@@ -182,7 +184,7 @@ fn sigkill_during_the_write_back_before_a_snapshot_lets_the_daemon_exit() {
                 threads_of(pid)
             );
             // Let the stuck daemon go, so that the test leaves nothing behind.
-            abort_connections_under(t.dir.path());
+            abort_connections_under(t.dir());
             t.wait_daemon_gone(pid);
         }
         drop(writer);
@@ -208,9 +210,9 @@ fn sigkill_during_the_write_back_before_a_snapshot_lets_the_daemon_exit() {
             mnt.display()
         );
         // A new daemon imports the pool and mounts it again.
-        t.run_with_env(
-            &["pool", "import", "-d", &d, "-R", &altroot, POOL],
+        t.run_env(
             &[STALL],
+            &["pool", "import", "-d", &d, "-R", &altroot, POOL],
         )
         .success();
         let new_pid = t.daemon_pid().expect("daemon pid after import");
