@@ -1,4 +1,4 @@
-//! Smoke tests of `tarn bench timeseries` and `tarn bench frag` (issue 14, part 9): a tiny run
+//! Smoke tests of `tarn bench timeseries` and `tarn bench frag`: a tiny run
 //! prints, in JSON, every column with plausible figures (allocations examined at least one
 //! segment, fragmentation a percentage, a positive ratio to the plain-file baseline) and leaves
 //! nothing behind in its directory. They time nothing: figures this small say nothing about

@@ -1,4 +1,4 @@
-//! `tarn bench run` end to end (issue 18): a random-write workload on a tarn pool on a sparse
+//! `tarn bench run` end to end: a random-write workload on a tarn pool on a sparse
 //! file (opened in-process, no FUSE) sampled every second with a 5-interval window reaches
 //! steady state, measures, writes its JSON record and its chart, and leaves nothing behind;
 //! the record replays through `tarn bench steady` to the same decision; CSV replays; bad
@@ -256,7 +256,7 @@ fn an_openzfs_host_is_read_through_arcstats_and_zpool_iostat() {
     }
 }
 
-/// The named workloads (issue 18, part 1) reuse bench timeseries, frag, clone-destroy and
+/// The named workloads reuse bench timeseries, frag, clone-destroy and
 /// receive on an in-process pool; each runs as a fixed-duration run (`--runtime`, which never
 /// stops early and records every interval) and does work; on a directory they are refused.
 #[test]

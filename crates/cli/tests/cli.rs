@@ -283,7 +283,7 @@ fn import_with_a_new_name() {
 }
 
 /// `pool import -F -n` says what a rewind would do without importing; `-F` on a healthy pool
-/// imports at its newest txg; `-n` alone is a usage error (issue 8).
+/// imports at its newest txg; `-n` alone is a usage error.
 #[test]
 fn import_rewind_dry_run_then_rewind() {
     let t = CliFixture::new(TARN);

@@ -1,4 +1,4 @@
-//! Real tools on a tarn mount (issue 3): `cp -a`, `rsync`, `tar`, `git`, `sqlite3`, `fio`, a
+//! Real tools on a tarn mount: `cp -a`, `rsync`, `tar`, `git`, `sqlite3`, `fio`, a
 //! `MAP_SHARED` writer, and a directory of 100 000 entries created, listed and removed through
 //! FUSE. Each test makes its own pool on a sparse file, served by its own daemon
 //! (`TARN_SOCKET` and altroot in temporary directories), runs the tool, verifies the result

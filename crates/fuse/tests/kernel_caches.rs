@@ -1,4 +1,4 @@
-//! The kernel's caches through a real mount, in this process (issue 20 part 2): the writeback
+//! The kernel's caches through a real mount, in this process: the writeback
 //! cache (the kernel owns size and mtime of a file it caches, appends from several processes,
 //! truncate, mmap, O_DIRECT, partial writes to write-only files, remounts seeing what was
 //! cached), keep_cache (pages kept across opens of an unchanged file, dropped after a change)

@@ -1,5 +1,5 @@
-//! `.zfs/snapshot` and rollback through a real mount, in this process (issue 10 parts 4 and
-//! 5): snapshot contents after the head's files are overwritten and deleted, EROFS and EXDEV
+//! `.zfs/snapshot` and rollback through a real mount, in this process: snapshot
+//! contents after the head's files are overwritten and deleted, EROFS and EXDEV
 //! below `.zfs`, snapdir hidden and visible, inode numbers distinct between head and snapshot
 //! and unchanged across a remount and an export and import, a rollback seen at once by paths
 //! (a regular file held open across it goes stale: EIO), a snapshot holding writes still in

@@ -1,5 +1,5 @@
 //! `tarn stat arc`: the ARC's counters as OpenZFS's arcstats kstat and the `arcstat` tool show
-//! them (issue 17, part 4).
+//! them.
 //!
 //! - Without INTERVAL: every field, one per line. `-p` prints them exactly as
 //!   `/proc/spl/kstat/zfs/arcstats` does (a kstat header line, `name type data`, then one

@@ -1190,7 +1190,7 @@ impl Pool {
     }
 
     /// Datasets whose object set could not be opened at import (full name, why): listed,
-    /// never mounted, synced or destroyed (issue 8: the rest of the pool imports).
+    /// never mounted, synced or destroyed (the rest of the pool imports).
     pub fn unavailable_datasets(&self) -> Vec<(String, String)> {
         self.core
             .dataset_list()

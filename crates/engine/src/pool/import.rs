@@ -698,7 +698,7 @@ impl FoundPool {
 
 #[cfg(test)]
 mod tests {
-    //! Which found pools only `pool import -f` imports (issue 39, part 4: `-f` and `-D` were
+    //! Which found pools only `pool import -f` imports (`-f` and `-D` were once
     //! parsed and ignored, so a pool left imported by another host imported without -f, and
     //! a destroyed pool could not be imported at all).
 

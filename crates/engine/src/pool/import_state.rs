@@ -226,7 +226,7 @@ impl VdevProblem {
 mod tests {
     //! A pool config of a two-way mirror (a, b), a single-leaf data vdev (c) and a log vdev
     //! (d), against devices that are labelled right, missing, wiped, foreign or elsewhere.
-    //! Guards issue 35's hole 4: the import listing called such pools "exported cleanly;
+    //! Guards against what the import listing once did: it called such pools "exported cleanly;
     //! imports as it is" and never said which device was missing or why.
 
     use super::*;

@@ -24,7 +24,7 @@ impl VdevSpec {
 }
 
 /// The vdevs named on a `pool create` or `pool add` command line, by class: data vdevs (where
-/// file data and metadata are allocated), log vdevs (the intent log's blocks, issue 19: the
+/// file data and metadata are allocated), log vdevs (the intent log's blocks only: the
 /// allocator never puts other blocks there) and cache devices (the L2ARC: not part of the
 /// pool's storage).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
