@@ -17,7 +17,7 @@
 //! layers, which it reads.
 
 use crate::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
-use crate::pool::datasets::DatasetInfo;
+use crate::pool::datasets::{compress_ratio, DatasetInfo};
 use crate::pool::snapshots::SnapshotInfo;
 use crate::pool::{Pool, PoolError};
 
@@ -63,14 +63,6 @@ pub const SNAPSHOT_STATISTICS: &[&str] = &[
     "createtxg",
     "clones",
 ];
-
-fn compress_ratio(uncompressed: u64, compressed: u64) -> f64 {
-    if compressed == 0 {
-        1.0
-    } else {
-        uncompressed as f64 / compressed as f64
-    }
-}
 
 impl SnapshotInfo {
     /// Logical over physical bytes of what the snapshot references (a snapshot's

@@ -45,6 +45,13 @@ pub(super) struct ObjectDirty {
     pub(super) overrides: BTreeMap<u64, BlockPtr>,
 }
 
+impl ObjectDirty {
+    /// Logical bytes of the data blocks this record holds (dirty-data accounting, `st_blocks`).
+    fn data_bytes(&self) -> u64 {
+        self.blocks.values().map(DirtyBlock::size_logical).sum()
+    }
+}
+
 /// A data block written in a txg not yet synced.
 #[derive(Clone)]
 pub(super) enum DirtyBlock {
@@ -160,17 +167,7 @@ impl ObjectSet {
     pub fn dirty_bytes(&self, txg: Txg) -> u64 {
         let state = self.state.lock();
         state.dirty.get(&txg).map_or(0, |dirty| {
-            dirty
-                .objects
-                .values()
-                .map(|record| {
-                    record
-                        .blocks
-                        .values()
-                        .map(DirtyBlock::size_logical)
-                        .sum::<u64>()
-                })
-                .sum()
+            dirty.objects.values().map(ObjectDirty::data_bytes).sum()
         })
     }
 
@@ -181,13 +178,7 @@ impl ObjectSet {
             .dirty
             .values()
             .filter_map(|dirty| dirty.objects.get(&object))
-            .map(|record| {
-                record
-                    .blocks
-                    .values()
-                    .map(DirtyBlock::size_logical)
-                    .sum::<u64>()
-            })
+            .map(ObjectDirty::data_bytes)
             .sum()
     }
 }

@@ -100,7 +100,8 @@ impl OwnSpace {
     }
 }
 
-fn ratio(uncompressed: u64, compressed: u64) -> f64 {
+/// Logical over physical bytes (zfs's compressratio); 1.0 when nothing is stored.
+pub(crate) fn compress_ratio(uncompressed: u64, compressed: u64) -> f64 {
     if compressed == 0 {
         1.0
     } else {
@@ -112,12 +113,12 @@ impl DatasetInfo {
     /// Logical over physical bytes of `used`, as zfs's compressratio. Metadata counts its
     /// physical size on both sides, so an empty file system reads 1.00.
     pub fn compress_ratio(&self) -> f64 {
-        ratio(self.uncompressed, self.compressed)
+        compress_ratio(self.uncompressed, self.compressed)
     }
 
     /// The same for `referenced` (zfs's refcompressratio).
     pub fn ref_compress_ratio(&self) -> f64 {
-        ratio(self.referenced_uncompressed, self.referenced_compressed)
+        compress_ratio(self.referenced_uncompressed, self.referenced_compressed)
     }
 }
 
