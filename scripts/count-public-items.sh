@@ -5,7 +5,7 @@
 # `pub(in ...)`: `pub fn|struct|enum|trait|type|const|static|mod|use` (methods included; struct
 # fields and enum variants are not items). A file counts when its top-level module is reachable
 # from outside the crate: lib.rs itself, and each top-level module that lib.rs declares
-# `pub mod NAME;` with no `#[cfg(feature = "internals")]` on the line before it. A module kept
+# `pub mod NAME;` with no `#[cfg(feature = "internals")]` among the attributes just above it. A module kept
 # public only under the `internals` feature (for the engine's own integration tests and
 # tarn-stress) or declared `pub(crate)` is left out with everything in it. Public items inside
 # private submodules and `#[cfg(test)]` blocks are counted all the same: the figure is an upper
@@ -23,9 +23,9 @@ items() {
 }
 
 total=$(grep -cE '^\s*pub (unsafe )?(fn|struct|enum|trait|type|const|static|mod|use)\b' "$src/lib.rs" || true)
-previous=""
+attributes=""
 while IFS= read -r line; do
-	if [[ $line =~ ^pub\ mod\ ([a-z_0-9]+)\; ]] && [[ $previous != *'feature = "internals"'* ]]; then
+	if [[ $line =~ ^pub\ mod\ ([a-z_0-9]+)\; ]] && [[ $attributes != *'#[cfg(feature = "internals")]'* ]]; then
 		name=${BASH_REMATCH[1]}
 		paths=()
 		[ -f "$src/$name.rs" ] && paths+=("$src/$name.rs")
@@ -34,6 +34,11 @@ while IFS= read -r line; do
 		total=$((total + count))
 		[ "$verbose" = -v ] && printf '%6d  %s\n' "$count" "$name"
 	fi
-	[[ $line =~ ^[[:space:]]*$ ]] || previous=$line
+	# The attributes on the lines just above the next item (`#[...]`), blank lines skipped.
+	if [[ $line =~ ^#\[ ]]; then
+		attributes+="$line"
+	elif ! [[ $line =~ ^[[:space:]]*$ ]]; then
+		attributes=""
+	fi
 done <"$src/lib.rs"
 echo "$total public items reachable from outside tarn-engine"

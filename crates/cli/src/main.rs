@@ -82,7 +82,7 @@ use verbs::{dataset, inspect, iostat, pool, replication, stat};
 /// Large buffers aligned for the vdevs' direct I/O, so that block reads and writes need no
 /// staging copy (`tarn::vdev::alloc`).
 #[global_allocator]
-static ALLOCATOR: tarn::vdev::DirectIoAllocator = tarn::vdev::DirectIoAllocator;
+static ALLOCATOR: tarn::DirectIoAllocator = tarn::DirectIoAllocator;
 
 #[derive(Parser)]
 #[command(

@@ -21,12 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tarn::block::blkptr::{ChecksumType, Compression, ObjectType};
-use tarn::block::checksum;
-use tarn::check::check_pool;
-use tarn::object::ObjectProps;
-use tarn::pool::{CreateOptions, Pool, VdevSpec};
+use tarn::debug::{check_pool, compute_checksum, ObjectType};
 use tarn::types::ObjectId;
+use tarn::{ChecksumType, Compression, CreateOptions, ObjectProps, Pool, VdevSpec};
 use tarn_fuse::mountpoint;
 
 use tarn_protocol::error::Failure;
@@ -562,7 +559,7 @@ impl Demo {
                         .map_err(|e| Failure(format!("cannot read {}: {e}", full.display())))?;
                     Entry::File {
                         size: data.len() as u64,
-                        sha256: checksum::compute(ChecksumType::Sha256, &data),
+                        sha256: compute_checksum(ChecksumType::Sha256, &data),
                     }
                 };
                 entries.insert(child, entry);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use log::{info, warn};
-use tarn::pool::{ImportOptions, Pool};
+use tarn::{ImportOptions, Pool};
 use tarn_protocol::error::Failure;
 
 use super::held::{lock, Daemon};

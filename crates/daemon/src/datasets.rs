@@ -6,10 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use tarn::dataset::props::Property;
-use tarn::pool::datasets::DatasetInfo;
-use tarn::pool::Pool;
-use tarn::DatasetValue;
+use tarn::{DatasetInfo, DatasetValue, Pool, Property};
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
 use tarn_protocol::request::dataset::{

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tarn::pool::parse_vdev_layout;
+use tarn::parse_vdev_layout;
 use tarn_protocol::error::Failure;
 use tarn_protocol::request::devices::{
     AddArgs, AttachArgs, DetachArgs, DevicesRequest, RemoveArgs, ReplaceArgs,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use log::error;
-use tarn::pool::failmode::{short_reason, FailMode};
+use tarn::status::{short_reason, FailMode};
 
 use super::held::Daemon;
 

@@ -9,8 +9,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tarn::pool::Pool;
 use tarn::tunables::Tunables;
+use tarn::Pool;
 use tarn_protocol::error::Failure;
 
 use super::mounts::Mounts;
@@ -124,8 +124,8 @@ impl From<Failure> for Reply {
     }
 }
 
-impl From<tarn::pool::PoolError> for Reply {
-    fn from(error: tarn::pool::PoolError) -> Self {
+impl From<tarn::PoolError> for Reply {
+    fn from(error: tarn::PoolError) -> Self {
         Reply::Failed(error.into())
     }
 }

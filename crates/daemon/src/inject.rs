@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tarn::pool::Pool;
-use tarn::vdev::inject::{DeviceRange, InjectedFault, InjectedIo, Injection, InjectionStatus};
-use tarn::vdev::label::VDEV_LABEL_START_SIZE;
+use tarn::inject::{DeviceRange, InjectedFault, InjectedIo, Injection, InjectionStatus};
+use tarn::status::VDEV_LABEL_START_SIZE;
+use tarn::Pool;
 use tarn_protocol::error::Failure;
 use tarn_protocol::request::inject::{InjectAction, InjectArgs, InjectSpec};
 
@@ -292,8 +292,7 @@ fn object_ranges(
     };
     let objset = pool.dataset_objset(dataset)?;
     let (number, dnode) = super::inspect::synced_object(pool, &objset, dataset, target)?;
-    let failed =
-        |error: tarn::object::ObjectError| Failure(format!("{dataset}: object {number}: {error}"));
+    let failed = |error: tarn::ObjectError| Failure(format!("{dataset}: object {number}: {error}"));
     let mut ranges = Vec::new();
     pool.visit_object_blocks(&dnode, &mut |_, bp| {
         if level.is_some_and(|level| bp.level != level) || bp.embedded {

@@ -4,9 +4,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use tarn::pool::holds::Holder;
-use tarn::pool::Pool;
 use tarn::types::ObjectId;
+use tarn::{Holder, Pool};
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::human_bytes;
 use tarn_protocol::request::inspect::{
@@ -94,7 +93,7 @@ pub(super) fn handle_stat(daemon: &Arc<Daemon>, request: StatRequest) -> Result<
             })
         }
         StatRequest::Iostat(PoolOption { pool }) => {
-            let held: Vec<(String, Arc<tarn::pool::Pool>)> = match pool {
+            let held: Vec<(String, Arc<tarn::Pool>)> = match pool {
                 Some(name) => vec![(name.clone(), daemon.held(&name)?)],
                 None => daemon
                     .pools()
@@ -119,10 +118,10 @@ pub(super) fn handle_stat(daemon: &Arc<Daemon>, request: StatRequest) -> Result<
 /// there. Shared by `tarn debug object` and `tarn inject -o`.
 pub(super) fn synced_object(
     pool: &Pool,
-    objset: &Arc<tarn::object::ObjectSet>,
+    objset: &Arc<tarn::debug::ObjectSet>,
     dataset: &str,
     target: &str,
-) -> Result<(u64, tarn::object::phys::DnodePhys), Failure> {
+) -> Result<(u64, tarn::debug::DnodePhys), Failure> {
     let object = match target.parse::<u64>() {
         Ok(object) => object,
         Err(_) => {
@@ -166,8 +165,7 @@ fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Fail
         None => pool.dataset_objset(dataset)?,
     };
     let (object, dnode) = synced_object(pool, &objset, dataset, target)?;
-    let failed =
-        |error: tarn::object::ObjectError| Failure(format!("{dataset}: object {object}: {error}"));
+    let failed = |error: tarn::ObjectError| Failure(format!("{dataset}: object {object}: {error}"));
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -223,7 +221,7 @@ fn debug_object(pool: &Pool, dataset: &str, target: &str) -> Result<String, Fail
 /// The intent-log counters of `pool` as OpenZFS's zil kstat names them, summed over its
 /// mounted file systems (each has its own log; an unmounted one has no counters).
 pub(super) fn zil_counters(daemon: &Daemon, pool: &str) -> Vec<(&'static str, bool, u64)> {
-    let mut counters = tarn::zil::ZilStats::default().kstat();
+    let mut counters = tarn::stats::ZilStats::default().kstat();
     for fs in daemon.mounts.file_systems_within(pool) {
         if let Some(zil) = fs.intent_log() {
             for (sum, (_, _, value)) in counters.iter_mut().zip(zil.stats.kstat()) {

@@ -10,7 +10,7 @@
 //! `tarn daemon --foreground --socket PATH` runs the server in the calling process; without
 //! `--foreground` the CLI starts that command detached (see `tarn_protocol::client::start_daemon`). The CLI
 //! also starts it on first need (`pool create`, `pool import POOL`). The daemon embeds the
-//! engine: every imported pool is a [`Pool`](tarn::pool::Pool) in this process, and each request is answered by
+//! engine: every imported pool is a [`Pool`](tarn::Pool) in this process, and each request is answered by
 //! the same verb code the CLI runs in-process, with its output captured (`output::capture`).
 //! The wire protocol is in `tarn-protocol`.
 //!
@@ -172,7 +172,7 @@ pub fn init_logging(level: Option<&str>) {
 }
 
 /// What `tarn daemon --metrics` exports about `pool`.
-fn pool_metrics(daemon: &Daemon, pool: &tarn::pool::Pool) -> tarn_protocol::metrics::PoolMetrics {
+fn pool_metrics(daemon: &Daemon, pool: &tarn::Pool) -> tarn_protocol::metrics::PoolMetrics {
     tarn_protocol::metrics::PoolMetrics {
         name: pool.name().to_string(),
         arc: pool.arc_stats(),

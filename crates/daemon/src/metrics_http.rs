@@ -170,9 +170,9 @@ mod tests {
         PoolMetrics {
             name: "tank".into(),
             arc: Default::default(),
-            iostat: tarn::pool::PoolIostat {
+            iostat: tarn::stats::PoolIostat {
                 elapsed_ns: 1,
-                root: tarn::pool::VdevIostat {
+                root: tarn::stats::VdevIostat {
                     name: "tank".into(),
                     size_bytes: Some(1 << 30),
                     allocated_bytes: Some(1 << 20),

@@ -30,10 +30,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tarn::dataset::props::Property;
-use tarn::fs::FileSystem;
-use tarn::pool::Pool;
-use tarn::zil::SyncMode;
+use tarn::{FileSystem, Pool, Property, SyncMode};
 use tarn_fuse::{mountpoint, MountControl, MountHandle, MountOptions};
 use tarn_protocol::error::Failure;
 
@@ -454,8 +451,8 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::MetadataExt;
 
-    use tarn::pool::{CreateOptions, VdevSpec};
     use tarn::tunables::Tunables;
+    use tarn::{CreateOptions, VdevSpec};
 
     use super::*;
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tarn::pool::{parse_vdev_layout, ImportOptions, Pool, VDEV_KEYWORDS};
+use tarn::{parse_vdev_layout, ImportOptions, Pool, VDEV_KEYWORDS};
 use tarn_fuse::mountpoint;
 use tarn_protocol::error::Failure;
 use tarn_protocol::request::dataset::parse_settings;

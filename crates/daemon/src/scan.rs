@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tarn::pool::scan::ResilverRequest;
+use tarn::status::ResilverRequest;
 use tarn_protocol::error::Failure;
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubAction};
 use tarn_protocol::request::PoolName;

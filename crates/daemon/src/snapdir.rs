@@ -9,10 +9,7 @@
 
 use std::sync::Arc;
 
-use tarn::dataset::Snapshot;
-use tarn::fs::{FileSystem, FsError};
-use tarn::pool::snapshots::SnapshotInfo;
-use tarn::pool::{Pool, PoolError, WeakPool};
+use tarn::{FileSystem, FsError, Pool, PoolError, Snapshot, SnapshotInfo, WeakPool};
 use tarn_fuse::snapdir::SnapshotSource;
 
 /// The snapshots of one dataset of a pool.

@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use tarn::dataset::props::Property;
-use tarn::pool::snapshots::SnapshotInfo;
-use tarn::pool::Pool;
+use tarn::{Pool, Property, SnapshotInfo};
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
 use tarn_protocol::request::dataset::DestroyArgs;
@@ -71,7 +69,7 @@ pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
 }
 
 /// A bookmark's row in `tarn list -t bookmark`: its name, guid, txg and creation time.
-pub fn bookmark_row(info: &tarn::pool::bookmarks::BookmarkInfo) -> DatasetRow {
+pub fn bookmark_row(info: &tarn::BookmarkInfo) -> DatasetRow {
     DatasetRow {
         name: info.name.clone(),
         used: 0,

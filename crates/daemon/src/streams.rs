@@ -11,7 +11,7 @@ use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use tarn::send::{ReceiveOptions, SendOptions};
+use tarn::{ReceiveOptions, SendOptions};
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::human_bytes;
 use tarn_protocol::frames::{FrameReader, FrameWriter};
@@ -44,7 +44,7 @@ pub(super) fn handle(
             let sent = stream_pool(daemon, &snapshot, resume_token.as_deref()).and_then(|pool| {
                 let (snapshot, options) = match &resume_token {
                     // The token says what the stream is; -n still only estimates it.
-                    Some(token) => tarn::send::resume_send_options(&pool, token)
+                    Some(token) => tarn::resume_send_options(&pool, token)
                         .map(|(snapshot, options)| (snapshot, SendOptions { dry_run, ..options }))
                         .map_err(|error| Failure(format!("cannot resume the send: {error}")))?,
                     None => (
@@ -61,7 +61,7 @@ pub(super) fn handle(
                         },
                     ),
                 };
-                tarn::send::send(&pool, &snapshot, &options, &mut frames, &mut |_| {})
+                tarn::send(&pool, &snapshot, &options, &mut frames, &mut |_| {})
                     .map_err(|error| Failure(format!("cannot send {snapshot}: {error}")).into())
             });
             // The end frame goes out whatever happened, so that the client reads the response.
@@ -167,7 +167,7 @@ pub(super) fn handle(
         ReplicationRequest::ReceiveAbort(ReceiveArgs { target, .. }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&target)?;
-            let destroyed = tarn::send::abort_receive(&pool, &target).map_err(|error| {
+            let destroyed = tarn::abort_receive(&pool, &target).map_err(|error| {
                 Failure(format!("cannot abort the receive into {target}: {error}"))
             })?;
             out!("destroyed {destroyed}, the partial receive into {target}");
@@ -184,11 +184,11 @@ fn stream_pool(
     daemon: &Arc<Daemon>,
     snapshot: &str,
     resume_token: Option<&str>,
-) -> Result<Arc<tarn::pool::Pool>, Reply> {
+) -> Result<Arc<tarn::Pool>, Reply> {
     match resume_token {
         None => Ok(daemon.pool_of_dataset(snapshot)?),
         Some(token) => {
-            let token = tarn::send::resume::ResumeToken::decode(token)
+            let token = tarn::ResumeToken::decode(token)
                 .map_err(|error| Failure(format!("cannot resume the send: {error}")))?;
             Ok(daemon.pool_of_dataset(&token.stream.to_name)?)
         }
@@ -201,12 +201,12 @@ fn receive(
     options: &ReceiveOptions,
     no_mount: bool,
     frames: &mut FrameReader<&mut BufReader<UnixStream>>,
-) -> Result<tarn::send::ReceiveReport, Reply> {
+) -> Result<tarn::ReceiveReport, Reply> {
     let _guard = lock(&daemon.lifecycle);
     let pool = daemon.pool_of_dataset(target)?;
     let file_system = filesystem_of(target);
     daemon.mounts.write_back(file_system);
-    let result = tarn::send::receive(&pool, target, frames, options);
+    let result = tarn::receive(&pool, target, frames, options);
     // Whatever happened (a rollback undoes a failed incremental receive), a mount of the
     // target or below it (`send -R`) must not show what it cached before.
     for (mounted, _) in daemon.mounts.list() {

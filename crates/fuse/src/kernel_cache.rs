@@ -67,7 +67,7 @@ pub struct ContentVersion {
 }
 
 impl ContentVersion {
-    pub fn of(attr: &tarn::fs::Attr) -> ContentVersion {
+    pub fn of(attr: &tarn::Attr) -> ContentVersion {
         ContentVersion {
             generation: attr.generation,
             size: attr.size,
@@ -314,16 +314,16 @@ mod tests {
     #[test]
     fn pages_are_kept_only_for_an_unchanged_version() {
         let cache = KernelCache::new("test".into());
-        let mut attr = tarn::fs::Attr {
+        let mut attr = tarn::Attr {
             ino: 7,
             generation: 3,
             size: 10,
             blocks: 1,
-            atime: tarn::fs::Timestamp::default(),
-            mtime: tarn::fs::Timestamp::default(),
-            ctime: tarn::fs::Timestamp::default(),
-            crtime: tarn::fs::Timestamp::default(),
-            kind: tarn::fs::FileKind::Regular,
+            atime: tarn::Timestamp::default(),
+            mtime: tarn::Timestamp::default(),
+            ctime: tarn::Timestamp::default(),
+            crtime: tarn::Timestamp::default(),
+            kind: tarn::FileKind::Regular,
             perm: 0o644,
             nlink: 1,
             uid: 0,

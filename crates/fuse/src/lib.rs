@@ -174,8 +174,9 @@ use fuser::{
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
-use tarn::fs::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, Timestamp, WriteSource};
-use tarn::zil::SyncMode;
+use tarn::{
+    Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, SyncMode, Timestamp, WriteSource,
+};
 
 use kernel_cache::{ContentVersion, KernelCache};
 pub use mount::{

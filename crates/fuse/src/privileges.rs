@@ -4,7 +4,7 @@
 //! directory.
 
 use fuser::{Errno, INodeNo};
-use tarn::fs::{FileKind, SetAttr};
+use tarn::{FileKind, SetAttr};
 
 use crate::TarnFuse;
 

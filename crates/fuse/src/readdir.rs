@@ -22,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
 
 use fuser::{Errno, FileType, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
-use tarn::object::kv::COOKIE_FIRST;
+use tarn::COOKIE_FIRST;
 
 use crate::route::Node;
 use crate::snapdir::{self, SNAPSHOT_DIR_INO, SNAPSHOT_DIR_NAME, ZFS_DIR_INO, ZFS_DIR_NAME};

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fuser::{Errno, FileAttr, INodeNo};
-use tarn::fs::{Attr, FileKind, Timestamp};
+use tarn::{Attr, FileKind, Timestamp};
 
 use crate::snapdir::{
     self, InodeKind, OpenSnapshot, SNAPSHOT_DIR_INO, SNAPSHOT_DIR_NAME, ZFS_DIR_INO, ZFS_DIR_NAME,

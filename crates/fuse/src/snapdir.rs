@@ -57,9 +57,7 @@ use std::sync::Arc;
 
 use fuser::Errno;
 use parking_lot::Mutex;
-use tarn::dataset::Snapshot;
-use tarn::fs::{FileSystem, FsError};
-use tarn::pool::snapshots::SnapshotInfo;
+use tarn::{FileSystem, FsError, Snapshot, SnapshotInfo};
 
 /// The name of the control directory in the root.
 pub const ZFS_DIR_NAME: &[u8] = b".zfs";

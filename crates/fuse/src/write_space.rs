@@ -56,7 +56,7 @@ use std::sync::Arc;
 
 use fuser::FileHandle;
 use parking_lot::{Condvar, Mutex};
-use tarn::fs::{FileSystem, HeldBack, WriteSource};
+use tarn::{FileSystem, HeldBack, WriteSource};
 
 /// The file handle of a file opened for cached writing (any other open is handle 0).
 pub(crate) const CACHED_WRITER: FileHandle = FileHandle(1);

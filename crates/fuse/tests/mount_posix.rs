@@ -305,7 +305,7 @@ fn sync_always_commits_each_write_before_it_returns() {
         .root_objset()
         .log::<tarn::zil::Zil>()
         .expect("the mounted file system's intent log");
-    zil.set_mode(tarn::zil::SyncMode::Always);
+    zil.set_mode(tarn::SyncMode::Always);
     let mut file = File::create(fixture.path("always")).unwrap();
     let logged = || zil.stats.write_bytes.load(Relaxed) + zil.stats.indirect_bytes.load(Relaxed);
     let before = logged();
@@ -324,7 +324,7 @@ fn sync_always_commits_each_write_before_it_returns() {
         fixture.path("always").display()
     ));
     assert_eq!(output.trim(), "HELLO");
-    zil.set_mode(tarn::zil::SyncMode::Standard);
+    zil.set_mode(tarn::SyncMode::Standard);
     let mut expected = pattern(9, 64 << 10);
     expected[..5].copy_from_slice(b"HELLO");
     assert_eq!(fs::read(fixture.path("always")).unwrap(), expected);
@@ -450,7 +450,7 @@ fn writes_truncates_and_chowns_clear_setuid_and_setgid() {
 #[test]
 fn a_lost_write_back_never_leaves_a_hole() {
     use std::os::unix::fs::FileExt;
-    use tarn::fs::{FsError, WriteSource};
+    use tarn::{FsError, WriteSource};
 
     let Some(fixture) = MountedPool::new("lostwb") else {
         return;
@@ -504,7 +504,7 @@ fn a_lost_write_back_never_leaves_a_hole() {
     assert!(lost.is_err(), "the write-back into a full pool was stored");
 
     // Space comes back; the writer appends where the kernel thinks the file ends.
-    let empty = tarn::fs::SetAttr {
+    let empty = tarn::SetAttr {
         size: Some(0),
         ..Default::default()
     };

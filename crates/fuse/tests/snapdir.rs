@@ -14,10 +14,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
-use tarn::dataset::Snapshot;
-use tarn::fs::{FileSystem, FsError};
-use tarn::pool::snapshots::SnapshotInfo;
-use tarn::pool::{Pool, PoolCore};
+use tarn::pool::PoolCore;
+use tarn::{FileSystem, FsError, Pool, Snapshot, SnapshotInfo};
 use tarn_fuse::snapdir::{SnapshotSource, SNAPSHOT_BIT};
 use tarn_fuse::{mount_with_snapshots, MountHandle, MountOptions};
 use tarn_test_support::mounted::{errno, sh, MountedPool};

@@ -21,10 +21,9 @@ pub mod status_json;
 
 use std::path::PathBuf;
 
-use tarn::check::check_pool;
-use tarn::pool::props::PoolValue;
-use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevLayout};
+use tarn::debug::check_pool;
 use tarn::tunables::Tunables;
+use tarn::{CreateOptions, ImportOptions, Pool, PoolValue, VdevLayout};
 
 use tarn_protocol::error::Failure;
 use tarn_protocol::format;
@@ -273,12 +272,12 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
             }
             let pair = pairs.iter().find(|&&(old, _)| old == index);
             let mut depth = if kind.is_empty() { 1 } else { 2 };
-            let mut replacing: Option<(String, tarn::vdev::VdevHealth)> = None;
+            let mut replacing: Option<(String, tarn::status::VdevHealth)> = None;
             let mut replaced = serde_json::Map::new();
             if let Some(&(old, new)) = pair {
                 let replacement = &top.children[new];
-                let state = if leaf.health() == tarn::vdev::VdevHealth::Online
-                    && replacement.health() == tarn::vdev::VdevHealth::Online
+                let state = if leaf.health() == tarn::status::VdevHealth::Online
+                    && replacement.health() == tarn::status::VdevHealth::Online
                     && replacement.dtl.is_empty()
                 {
                     "ONLINE"
@@ -289,13 +288,13 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
                 text.push_str(&format!("\t{label:<width$}{state}\n"));
                 depth += 1;
                 let health = if state == "ONLINE" {
-                    tarn::vdev::VdevHealth::Online
+                    tarn::status::VdevHealth::Online
                 } else {
-                    tarn::vdev::VdevHealth::Degraded
+                    tarn::status::VdevHealth::Degraded
                 };
                 replacing = Some((format!("replacing-{old}"), health));
             }
-            let shown: Vec<&tarn::vdev::Leaf> = match pair {
+            let shown: Vec<&tarn::status::Leaf> = match pair {
                 Some(&(_, new)) => vec![leaf, &top.children[new]],
                 None => vec![leaf],
             };
@@ -473,11 +472,11 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
     let leaves = || pool.leaves();
     let health = pool.health();
     let offline = leaves().any(|leaf| leaf.is_offline());
-    let faulted = leaves().any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Faulted);
-    let removed = leaves().any(|leaf| leaf.health() == tarn::vdev::VdevHealth::Removed);
+    let faulted = leaves().any(|leaf| leaf.health() == tarn::status::VdevHealth::Faulted);
+    let removed = leaves().any(|leaf| leaf.health() == tarn::status::VdevHealth::Removed);
     // zpool's vdev_errors: any read, write or checksum error counted on a device, cache
     // devices included, since the counts were last cleared.
-    let has_errors = |stats: tarn::vdev::stats::LeafStatsSnapshot| {
+    let has_errors = |stats: tarn::stats::LeafStatsSnapshot| {
         stats.read_errors + stats.write_errors + stats.checksum_errors > 0
     };
     let failing = leaves().any(|leaf| has_errors(leaf.stats.snapshot()))
@@ -503,13 +502,13 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
         problem("removed_device", "one or more devices went away while the pool was imported; the pool continues without them.", "put the device back and run 'tarn pool online POOL DEVICE', or replace it with 'tarn pool replace POOL DEVICE NEW_DEVICE'.")
     } else if faulted {
         problem("faulted_device", "one or more devices failed writes and missed data; the pool continues without them.", "repair or replace the device, then 'tarn pool online POOL DEVICE' resilvers what it missed.")
-    } else if leaves()
-        .any(|leaf| absent_leaf_problem(pool, &leaf) == Some(tarn::pool::VdevProblem::InvalidLabel))
-    {
+    } else if leaves().any(|leaf| {
+        absent_leaf_problem(pool, &leaf) == Some(tarn::status::VdevProblem::InvalidLabel)
+    }) {
         // zpool's ZPOOL_STATUS_CORRUPT_LABEL_R: a disk is at the path but not as this pool's
         // member (blank, wiped, or another pool's); importing again will not take it back.
         problem("corrupt_label", "one or more devices could not be used because the label is missing or invalid; the pool continues without them.", &format!("replace the device in place with 'tarn pool replace {name} DEVICE' (a full resilver onto it), or put the pool's own device back at its path and import again."))
-    } else if health != tarn::vdev::VdevHealth::Online && !offline {
+    } else if health != tarn::status::VdevHealth::Online && !offline {
         problem("missing_device", "one or more devices could not be opened; the pool continues without them.", "put the missing device back where the config names it and import again, then run 'tarn check'.")
     } else if failing {
         problem(
@@ -526,10 +525,13 @@ fn pool_problem(pool: &Pool, data_errors: usize) -> Option<PoolProblem> {
 
 /// Why a leaf that import did not find is still unusable (`None` for a leaf it opened), asked
 /// of the device at the leaf's path now, as zpool's `cannot open` and `corrupted data` notes.
-fn absent_leaf_problem(pool: &Pool, leaf: &tarn::vdev::Leaf) -> Option<tarn::pool::VdevProblem> {
+fn absent_leaf_problem(
+    pool: &Pool,
+    leaf: &tarn::status::Leaf,
+) -> Option<tarn::status::VdevProblem> {
     leaf.device
         .is_missing()
-        .then(|| tarn::pool::VdevProblem::of_absent_leaf(&leaf.path, pool.guid().0, leaf.guid.0))
+        .then(|| tarn::status::VdevProblem::of_absent_leaf(&leaf.path, pool.guid().0, leaf.guid.0))
 }
 
 /// The `cache` section of `pool status`: one line per cache device (ONLINE, or UNAVAIL when it
@@ -670,7 +672,7 @@ fn print_histogram(title: &str, classes: &[(u32, u64)]) {
 /// metaslab is not loaded by looking).
 fn metaslab_tree_figures(
     pool: &Pool,
-    ms: &tarn::space::MetaslabStats,
+    ms: &tarn::stats::MetaslabStats,
     vdev: tarn::types::VdevId,
 ) -> Result<(Option<u64>, Vec<u64>, &'static str), Failure> {
     if let Some(histogram) = &ms.tree_histogram {
@@ -879,7 +881,7 @@ fn xml_escape(text: &str) -> String {
 /// The metaslab map as an SVG document: per vdev a title line, then a grid of cells, one per
 /// metaslab in offset order, coloured by fullness, with the free percentage and fragmentation
 /// written inside and the details as a tooltip.
-fn metaslab_map_svg(name: &str, stats: &[tarn::space::VdevSpaceStats]) -> String {
+fn metaslab_map_svg(name: &str, stats: &[tarn::stats::VdevSpaceStats]) -> String {
     let width = MAP_COLUMNS * MAP_CELL + 20;
     let mut body = String::new();
     let mut y = 50;
@@ -1014,7 +1016,7 @@ fn svg_to_png(svg: &str) -> Result<Vec<u8>, Failure> {
 }
 
 pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Result<(), Failure> {
-    use tarn::space::space_map::SpaceMapAction;
+    use tarn::debug::SpaceMapAction;
     let stats = pool.metaslab_stats();
     let vdev_stats = stats
         .iter()

@@ -2,7 +2,7 @@
 //! `pool status` (the error log, `tarn::pool::errlog`) and `pool history` (the history ring,
 //! `tarn::pool::history`), in zpool's words. Used by the daemon and by in-process runs alike.
 
-use tarn::pool::Pool;
+use tarn::Pool;
 
 /// The `errors:` section of `pool status` and its JSON: with `verbose`, every damaged file by
 /// name (zpool status -v), else their count; and that count.
@@ -19,7 +19,7 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value,
     // A pool suspended by a failed sync says so just before its errors (zpool's "status: One
     // or more devices are faulted in response to IO failures").
     let suspended = pool.suspended_reason().map(|why| {
-        let why = tarn::pool::failmode::short_reason(&why);
+        let why = tarn::status::short_reason(&why);
         format!(
             "status: the pool is suspended: a txg could not be written ({why}); writes fail, reads go on (failmode={}).\naction: make the devices work again, then export and re-import the pool.\n",
             pool.failmode().as_str()
@@ -48,9 +48,9 @@ pub fn errors_section(pool: &Pool, verbose: bool) -> (String, serde_json::Value,
 }
 
 /// One history record on the wire: the engine's record as it is.
-pub type HistoryRow = tarn::pool::history::HistoryRecord;
+pub type HistoryRow = tarn::status::HistoryRecord;
 
-pub fn history_rows(pool: &Pool) -> Result<Vec<HistoryRow>, tarn::pool::PoolError> {
+pub fn history_rows(pool: &Pool) -> Result<Vec<HistoryRow>, tarn::PoolError> {
     pool.history()
 }
 

@@ -4,9 +4,8 @@
 //! missed while nothing resilvers it), and the same as JSON.
 
 use serde_json::{json, Value};
-use tarn::pool::scan::{ScanFunction, ScanState, ScanStatus};
-use tarn::pool::Pool;
-use tarn::vdev::Leaf;
+use tarn::status::{Leaf, ScanFunction, ScanState, ScanStatus};
+use tarn::Pool;
 
 use tarn_protocol::format::utc_time;
 
@@ -186,8 +185,8 @@ pub fn scan_json(pool: &Pool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tarn::object::traverse::Bookmark;
-    use tarn::pool::scan::ScanPhys;
+    use tarn::debug::Bookmark;
+    use tarn::status::ScanPhys;
     use tarn::types::Txg;
 
     fn status(state: ScanState, function: ScanFunction, paused: bool) -> ScanStatus {

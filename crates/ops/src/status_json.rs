@@ -20,11 +20,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use tarn::cache::l2arc::CacheDeviceHealth;
-use tarn::pool::scan::ScanState;
-use tarn::pool::Pool;
-use tarn::vdev::stats::LeafStatsSnapshot;
-use tarn::vdev::{Leaf, VdevHealth};
+use tarn::stats::LeafStatsSnapshot;
+use tarn::status::{CacheDeviceHealth, Leaf, ScanState, VdevHealth};
+use tarn::Pool;
 use tarn_protocol::json;
 
 /// A vdev's state as zpool's JSON names it (`vdev_state_str`), which is not the health word of

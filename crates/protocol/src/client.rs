@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tarn::pool::PoolIostat;
+use tarn::stats::PoolIostat;
 
 use crate::error::Failure;
 use crate::request::stat::StatRequest;

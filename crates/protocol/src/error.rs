@@ -1,6 +1,6 @@
 //! The one error type of the command line: a failure the user should read.
 
-use tarn::pool::PoolError;
+use tarn::PoolError;
 
 /// A failure the user should read: printed to stderr, exit status 1.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! exports them, and `tarn bench steady` reads them like an OpenZFS host's, so each table is
 //! defined here once.
 
-use tarn::cache::BlockCacheStats;
+use tarn::stats::BlockCacheStats;
 
 /// A field of the arcstats table: its name, whether it is a size in bytes, and its value.
 pub type Field = (&'static str, bool, u64);

@@ -14,9 +14,7 @@
 
 use std::fmt::Write as _;
 
-use tarn::cache::BlockCacheStats;
-use tarn::pool::{PoolIostat, VdevIostat};
-use tarn::txg::{TxgHistoryRow, TxgState};
+use tarn::stats::{BlockCacheStats, PoolIostat, TxgHistoryRow, TxgState, VdevIostat};
 
 /// A metric read from a value of type `T`: its name suffix, help and accessor.
 type Metric<T> = (&'static str, &'static str, fn(&T) -> u64);
@@ -110,7 +108,7 @@ pub fn render(pools: &[PoolMetrics]) -> String {
     }
     // The intent log, as node_exporter reads /proc/spl/kstat/zfs/zil (one kstat per host
     // there; per pool here).
-    for (index, (field, bytes, _)) in tarn::zil::ZilStats::default().kstat().iter().enumerate() {
+    for (index, (field, bytes, _)) in tarn::stats::ZilStats::default().kstat().iter().enumerate() {
         let name = format!("node_zfs_zil_{field}");
         let help = if *bytes {
             format!("zil {field}, bytes")
@@ -173,7 +171,7 @@ pub fn render(pools: &[PoolMetrics]) -> String {
         }
     }
     // The vdev queues (tarn stat vdev_queue).
-    let queue: [Metric<tarn::vdev::ClassSnapshot>; 6] = [
+    let queue: [Metric<tarn::stats::ClassSnapshot>; 6] = [
         ("pending", "requests waiting in the queue", |c| c.pending),
         ("active", "device I/Os being executed", |c| c.active),
         ("requests", "requests completed", |c| c.requests),
@@ -201,7 +199,7 @@ pub fn render(pools: &[PoolMetrics]) -> String {
                 leaves(top, &mut found);
             }
             for leaf in found {
-                for class in tarn::vdev::IoClass::ALL {
+                for class in tarn::stats::IoClass::ALL {
                     samples.sample(
                         &name,
                         &[
@@ -247,7 +245,7 @@ mod tests {
                 },
             },
             txgs: Vec::new(),
-            zil: tarn::zil::ZilStats::default()
+            zil: tarn::stats::ZilStats::default()
                 .kstat()
                 .into_iter()
                 .map(|(name, bytes, _)| (name.to_string(), bytes, 7))

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tarn::dataset::props::{Property, PropertySource};
+use tarn::{Property, PropertySource};
 
 use crate::format::{human_bytes, utc_time, Cell};
 use crate::json::{self, Source};

@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tarn::check::check_pool;
-use tarn::fs::SpaceFigures;
-use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::debug::check_pool;
 use tarn::tunables::Tunables;
+use tarn::{CreateOptions, ImportOptions, Pool, SpaceFigures, VdevSpec};
 use tarn_fuse::{mount, MountControl, MountHandle, MountOptions};
 
 use crate::Requirement;

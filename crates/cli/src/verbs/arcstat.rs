@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tarn::cache::BlockCacheStats;
+use tarn::stats::BlockCacheStats;
 use tarn_protocol::client;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{byte_cell, count_cell};
@@ -98,17 +98,17 @@ pub fn arcstat_cells(
     let (a, b) = (&earlier.counters, &now.counters);
     let rate = |count: u64| count_cell((count as f64 / seconds.max(1e-9)).round() as u64);
     let percent = |hits: u64, total: u64| Cell::percent((hits * 100).checked_div(total));
-    let demand_data = |c: &tarn::cache::CacheCounters| c.demand_data_hits + c.demand_data_misses;
+    let demand_data = |c: &tarn::stats::CacheCounters| c.demand_data_hits + c.demand_data_misses;
     let demand_meta =
-        |c: &tarn::cache::CacheCounters| c.demand_metadata_hits + c.demand_metadata_misses;
-    let prefetch = |c: &tarn::cache::CacheCounters| {
+        |c: &tarn::stats::CacheCounters| c.demand_metadata_hits + c.demand_metadata_misses;
+    let prefetch = |c: &tarn::stats::CacheCounters| {
         c.prefetch_data_hits
             + c.prefetch_data_misses
             + c.prefetch_metadata_hits
             + c.prefetch_metadata_misses
     };
     let prefetch_hits =
-        |c: &tarn::cache::CacheCounters| c.prefetch_data_hits + c.prefetch_metadata_hits;
+        |c: &tarn::stats::CacheCounters| c.prefetch_data_hits + c.prefetch_metadata_hits;
     let ddread = demand_data(b) - demand_data(a);
     let dmread = demand_meta(b) - demand_meta(a);
     let pread = prefetch(b) - prefetch(a);

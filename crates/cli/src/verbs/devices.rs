@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use tarn::pool::{parse_vdev_layout, VDEV_KEYWORDS};
+use tarn::{parse_vdev_layout, VDEV_KEYWORDS};
 use tarn_protocol::absolute;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::human_bytes;

@@ -30,9 +30,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tarn::pool::{PoolIostat, VdevIostat};
-use tarn::vdev::{
-    ClassSnapshot, IoClass, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS, SIZE_HISTOGRAM_BUCKETS,
+use tarn::stats::{
+    ClassSnapshot, IoClass, LeafStatsSnapshot, PoolIostat, VdevIostat, LATENCY_HISTOGRAM_BUCKETS,
+    SIZE_HISTOGRAM_BUCKETS,
 };
 
 use tarn_protocol::client;

@@ -5,13 +5,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tarn::pool::{
-    parse_vdev_layout, validate_pool_name, FoundPool, Pool, TopImportState, VdevProblem,
-    VDEV_KEYWORDS,
-};
-use tarn::space::AllocClass;
-use tarn::vdev::label::PoolState;
-use tarn::vdev::VdevHealth;
+use tarn::stats::AllocClass;
+use tarn::status::{FoundPool, PoolState, TopImportState, VdevHealth, VdevProblem};
+use tarn::{parse_vdev_layout, validate_pool_name, Pool, VDEV_KEYWORDS};
 use tarn_protocol::absolute;
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
@@ -124,7 +120,7 @@ pub fn import_dry_run(dirs: Vec<PathBuf>, pool: &str) -> Result<Status, Failure>
 /// One found pool as `pool import` lists it, in the shape of zpool's: name, id, state, the
 /// status and action that say whether and how it imports, then the config, every vdev with
 /// its state (and why it is UNAVAIL) as importing it from the searched directories would
-/// find it (tarn::pool::ImportState).
+/// find it (tarn::status::ImportState).
 fn import_listing(pool: &FoundPool) -> String {
     let state = pool.import_state();
     let destroyed = pool.state == PoolState::Destroyed;

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use tarn::pool::Pool;
-use tarn::vdev::label::PoolState;
+use tarn::status::PoolState;
+use tarn::Pool;
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::request::pool::ImportArgs;

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
-use tarn::txg::{TxgHistoryRow, TxgState};
+use tarn::stats::{TxgHistoryRow, TxgState};
 use tarn_protocol::client;
 use tarn_protocol::error::Failure;
 use tarn_protocol::format::{byte_cell, count_cell, Cell, ListFormat};
@@ -130,8 +130,8 @@ pub const VDEV_QUEUE_COLUMNS: &[&str] = &[
 ];
 
 /// The rows of `tarn stat vdev_queue` for one pool's counters.
-pub fn vdev_queue_cells(iostat: &tarn::pool::PoolIostat) -> Vec<Vec<Cell>> {
-    fn leaves<'a>(vdev: &'a tarn::pool::VdevIostat, out: &mut Vec<&'a tarn::pool::VdevIostat>) {
+pub fn vdev_queue_cells(iostat: &tarn::stats::PoolIostat) -> Vec<Vec<Cell>> {
+    fn leaves<'a>(vdev: &'a tarn::stats::VdevIostat, out: &mut Vec<&'a tarn::stats::VdevIostat>) {
         if vdev.children.is_empty() {
             out.push(vdev);
         }
@@ -145,7 +145,7 @@ pub fn vdev_queue_cells(iostat: &tarn::pool::PoolIostat) -> Vec<Vec<Cell>> {
     }
     let mut rows = Vec::new();
     for leaf in found {
-        for class in tarn::vdev::IoClass::ALL {
+        for class in tarn::stats::IoClass::ALL {
             let counters = leaf.stats.class(class);
             let average = |sum: u64| sum.checked_div(counters.requests).unwrap_or(0);
             rows.push(vec![
@@ -467,7 +467,7 @@ mod tests {
             passes: 3,
             blocks_written: 5,
             write_ios: 6,
-            space: tarn::space::stats::SpaceTxgStats {
+            space: tarn::stats::SpaceTxgStats {
                 spacemap_writes: 7,
                 ms_condensed: 8,
                 ms_loaded: 9,

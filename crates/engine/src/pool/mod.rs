@@ -567,7 +567,12 @@ pub struct PoolCore {
 
 /// An open (imported) pool, running in this process.
 pub struct Pool {
+    /// The pool's state below the facade: reachable from outside the engine only with the
+    /// `internals` feature (its tests, tarn-stress, tarn-bench).
+    #[cfg(feature = "internals")]
     pub core: Arc<PoolCore>,
+    #[cfg(not(feature = "internals"))]
+    pub(crate) core: Arc<PoolCore>,
     sync_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
