@@ -23,6 +23,8 @@
 //!   system (see `xattr`).
 //! - `snapshot`: a snapshot of a file system with many files beside a plain txg, and the
 //!   destroy of a snapshot with a large deadlist beside freeing the same blocks unsnapshotted.
+//! - `snapshot-scale`: a one-block txg, a snapshot's create and destroy, `pool import`, `list -t
+//!   snapshot` and the daemon's memory as snapshots accumulate to 100,000, beside 0 snapshots.
 //! - `clone-destroy`: destroy of a sparse clone of a 1, 4 and 16 GiB origin with livelists,
 //!   without (tree walk), and beside btrfs's subvolume delete; and the write-time cost of
 //!   livelists (see `clone_destroy`).
@@ -68,6 +70,7 @@ mod l2arc;
 mod receive;
 mod scan;
 mod snapshot;
+mod snapshot_scale;
 pub mod steady;
 mod sync;
 mod timeseries;
@@ -96,6 +99,11 @@ pub enum BenchCommand {
     /// change; destroy of a snapshot whose deadlist holds --blocks 4 KiB blocks beside freeing
     /// the same blocks with no snapshot. In-process, on a sparse file in --dir.
     Snapshot(snapshot::SnapshotBench),
+    /// Cost as snapshots accumulate: --filesystems file systems snapshotted with `snapshot -r`
+    /// in batches up to each of --steps snapshots; at each, a one-block txg (median, p99), one
+    /// snapshot created and destroyed, and through a daemon of its own `pool import`, `list -t
+    /// snapshot` and the daemon's memory, each beside the same at 0 snapshots.
+    SnapshotScale(snapshot_scale::SnapshotScaleBench),
     /// setxattr and getxattr of many small xattrs (default 1,000 files x 10 of 32 bytes)
     /// through a FUSE mount of a new pool, beside the same calls on the host's file system
     /// (ext4 on most hosts) in the same directory. Needs root and /dev/fuse.
@@ -698,6 +706,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::Run(args) => steady::run(*args, socket),
         BenchCommand::Steady(args) => steady::replay(args),
         BenchCommand::Snapshot(bench) => snapshot::run(bench),
+        BenchCommand::SnapshotScale(bench) => snapshot_scale::run(bench),
         BenchCommand::Files(bench) => files::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::Fsync(bench) => fsync::run(bench),
