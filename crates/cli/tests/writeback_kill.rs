@@ -227,3 +227,101 @@ fn sigkill_during_the_write_back_before_a_snapshot_lets_the_daemon_exit() {
     t.run(&["pool", "export", POOL]).success();
     assert!(!is_mounted(&mnt));
 }
+
+/// A daemon SIGKILLed while a FUSE `lseek` (SEEK_DATA or SEEK_HOLE) of a file open for writing
+/// had the kernel write the file's dirty pages back could not exit either, for the same
+/// reason: the thread answering the lseek dropped the file's pages (a write to the daemon's own
+/// `/dev/fuse`) and waited in the kernel for write requests that the daemon's dead workers
+/// would never answer, with no death watch to abort the connection. A writer keeps a file open
+/// and dirty; `lseek(SEEK_DATA)` from another process sends the lseek; the test hook stalls the
+/// write-back write it causes; the daemon is killed meanwhile and must be gone within a few
+/// seconds, and a new daemon must import and mount the pool.
+#[test]
+fn sigkill_during_the_write_back_of_an_lseek_lets_the_daemon_exit() {
+    let Some(t) = CliFixture::mounting(TARN) else {
+        return;
+    };
+    if !tarn_test_support::requires(&[tarn_test_support::Requirement::Root]) {
+        return;
+    }
+    let mnt = t.file(&format!("altroot/{POOL}"));
+    let altroot = t.altroot();
+    let disk = t.path(&format!("{POOL}.img"));
+    let d = t.d();
+    t.run_env(
+        &[STALL],
+        &["pool", "create", "-s", "512M", "-R", &altroot, POOL, &disk],
+    )
+    .success();
+    let pid = t.daemon_pid().expect("daemon pid");
+    let file = mnt.join("open-for-writing");
+    // The writer holds the file open and keeps dirtying its pages without syncing, so that an
+    // lseek always finds a writer and dirty pages.
+    let writer = Killed(
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import os\n\
+                 fd = os.open('{}', os.O_RDWR | os.O_CREAT, 0o644)\n\
+                 while True:\n    os.pwrite(fd, os.urandom(65536), 0)\n",
+                file.display()
+            ))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let stalls = stalls_logged(&t);
+    let started = Instant::now();
+    let mut seeker = None;
+    while stalls_logged(&t) == stalls {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no lseek's write-back reached a write in 60 s"
+        );
+        let mut child = Killed(
+            Command::new("python3")
+                .arg("-c")
+                .arg(format!(
+                    "import os\nfd = os.open('{}', os.O_RDONLY)\nos.lseek(fd, 0, os.SEEK_DATA)\n",
+                    file.display()
+                ))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        while stalls_logged(&t) == stalls && child.0.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seeker = Some(child);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: kills the daemon this fixture started (named by its pid file).
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let killed = Instant::now();
+    while alive(pid) && killed.elapsed() < EXIT_PATIENCE {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let exited = !alive(pid);
+    if !exited {
+        eprintln!("daemon {pid} after SIGKILL:\n{}", threads_of(pid));
+        abort_connections_under(t.dir());
+        t.wait_daemon_gone(pid);
+    }
+    drop(writer);
+    drop(seeker);
+    assert!(
+        exited,
+        "the daemon (pid {pid}) was still there {EXIT_PATIENCE:?} after SIGKILL during the \
+         write-back of an lseek"
+    );
+    t.run_env(
+        &[STALL],
+        &["pool", "import", "-d", &d, "-R", &altroot, POOL],
+    )
+    .success();
+    assert!(is_mounted(&mnt) && !tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt));
+    t.run(&["pool", "export", POOL]).success();
+}

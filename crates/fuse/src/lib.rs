@@ -1163,14 +1163,20 @@ impl Filesystem for TarnFuse {
                 let name = self.name.clone();
                 let answer = move || {
                     // Dropping the inode's pages makes the kernel write its dirty ones back
-                    // and wait for them (it launders each page), which syncfs may not do on
-                    // recent kernels; syncfs stays the fallback if the notification fails.
-                    if shared.kernel.invalidate(&[ino.0], &[]) == 0 {
-                        if let Some(mountpoint) = shared.mountpoint.get() {
+                    // and wait for them, which syncfs may not do on recent kernels; syncfs
+                    // stays the fallback if the notification fails.
+                    if let Some(mountpoint) = shared.mountpoint.get() {
+                        let dropped =
+                            mount::write_back_pages(mountpoint, shared.clone(), vec![ino.0]);
+                        if !matches!(dropped, Ok(1..)) {
                             if let Err(error) = mount::write_back_mount(mountpoint) {
                                 log::warn!("tarn fuse {name}: lseek: {error}");
                             }
                         }
+                    } else {
+                        // Not mounted yet as far as this process knows: no connection to
+                        // watch, and no page can be dirty before the mount.
+                        shared.kernel.invalidate(&[ino.0], &[]);
                     }
                     match fs.seek(object, offset, target) {
                         Ok(found) => reply.offset(found as i64),

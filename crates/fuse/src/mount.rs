@@ -462,10 +462,10 @@ pub(crate) fn stall_write_back_for_tests() {
 /// Run `work`, which waits for the kernel's write-back of the mount at `mountpoint` (or for
 /// the child doing it), in a thread of its own, and wait for it at most
 /// [`WRITE_BACK_PATIENCE`].
-fn with_patience(
+fn with_patience<T: Send + 'static>(
     mountpoint: &Path,
-    work: impl FnOnce() -> io::Result<()> + Send + 'static,
-) -> io::Result<()> {
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
     let (done, wait) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("tarn-fuse-syncfs".into())
@@ -480,6 +480,26 @@ fn with_patience(
                 mountpoint.display()
             ),
         ))
+    })
+}
+
+/// Drop the kernel's pages of `inodes` in the mount at `mountpoint`, which makes the kernel
+/// write their dirty pages back and wait for them (it launders each page); how many of the
+/// invalidations it took. The invalidation is a write to this process's own `/dev/fuse` that
+/// waits in the kernel for write requests this process's workers serve: killed meanwhile, the
+/// process could never exit. So it runs in a thread of its own, waited for at most
+/// [`WRITE_BACK_PATIENCE`], while the calling thread holds a [`DeathWatch`] (the watch must
+/// belong to a thread that a kill ends, not to the one the kernel holds), which aborts the
+/// mount's connection if the process dies first and so ends the wait.
+pub(crate) fn write_back_pages(
+    mountpoint: &Path,
+    shared: Arc<Shared>,
+    inodes: Vec<u64>,
+) -> io::Result<usize> {
+    let _in_progress = WriteBackInProgress::begin();
+    let _watch = mountpoint::fuse_connection(mountpoint).and_then(DeathWatch::start);
+    with_patience(mountpoint, move || {
+        Ok(shared.kernel.invalidate(&inodes, &[]))
     })
 }
 
@@ -581,12 +601,7 @@ impl MountControl {
         if writers.is_empty() {
             return Ok(());
         }
-        let shared = self.shared.clone();
-        let _watch = mountpoint::fuse_connection(&self.mountpoint).and_then(DeathWatch::start);
-        with_patience(&self.mountpoint, move || {
-            shared.kernel.invalidate(&writers, &[]);
-            Ok(())
-        })
+        write_back_pages(&self.mountpoint, self.shared.clone(), writers).map(|_| ())
     }
 
     /// Records of the snapshots this mount has open (for tests).
