@@ -384,7 +384,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Create(args) => pool::create(socket, args),
             PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket, args),
             PoolCommand::Import(args) => match (args.dry_run, &args.pool) {
-                (true, Some(pool)) => pool::import_dry_run(args.dirs.clone(), pool),
+                (true, Some(pool)) => pool::import_dry_run(socket, &args.dirs, pool),
                 (true, None) => Err(Failure("-n needs a pool name".into())),
                 (false, _) => pool::import(socket, args),
             },

@@ -488,6 +488,84 @@ fn list_and_status_show_imported_pools_only() {
     assert_eq!(names, ["exp", "imp"]);
 }
 
+/// Without `-d`, `pool import` searched /dev/disk/by-id and the directories the cache file
+/// names, but `check`, the `debug` verbs, `pool history`, `pool import -F -n` and `pool export`
+/// and `pool destroy` of a pool no daemon holds searched the current directory. Guards: every
+/// verb searches the one default search path, so a pool exported beside an imported one is
+/// found by all of them, and a pool in the current directory that no cache file names by none.
+#[test]
+fn verbs_without_dirs_search_the_default_path() {
+    let t = CliFixture::new(TARN);
+    let known = t.file("known");
+    std::fs::create_dir(&known).unwrap();
+    let in_known = |file: &str| known.join(file).to_str().unwrap().to_string();
+    // The fixture's commands run in its directory, which holds `here`'s vdev.
+    t.create_exported("here", &["here.img"]);
+    // anchor stays imported: the cache file names its directory, where neighbour is exported.
+    t.run(&[
+        "pool",
+        "create",
+        "-s",
+        "128M",
+        "anchor",
+        &in_known("anchor.img"),
+    ])
+    .success();
+    t.run(&[
+        "pool",
+        "create",
+        "-s",
+        "128M",
+        "neighbour",
+        &in_known("neighbour.img"),
+    ])
+    .success();
+    t.export("neighbour");
+
+    for args in [
+        vec!["check", "here"],
+        vec!["debug", "metaslabs", "here"],
+        vec!["debug", "logs", "here"],
+        vec!["pool", "history", "here"],
+        vec!["pool", "import", "-F", "-n", "here"],
+        vec!["pool", "import", "here"],
+        vec!["pool", "export", "here"],
+        vec!["pool", "destroy", "here"],
+    ] {
+        t.run(&args).failure(&["here"]);
+    }
+    assert_eq!(
+        t.importable(),
+        vec![("here".to_string(), "ONLINE, exported".to_string())],
+        "no verb touched the pool in the current directory"
+    );
+
+    t.run(&["check", "neighbour"])
+        .success()
+        .stdout_has(&["checked pool neighbour", "no errors found"]);
+    t.run(&["debug", "metaslabs", "neighbour"])
+        .success()
+        .stdout_has(&["vdev 0:"]);
+    t.run(&["debug", "logs", "neighbour"]).success();
+    t.run(&["pool", "history", "neighbour"])
+        .success()
+        .stdout_has(&["History for 'neighbour':", "pool create"]);
+    t.run(&["pool", "import", "-F", "-n", "neighbour"])
+        .success()
+        .stdout_has(&["no rewind needed"]);
+    t.run(&["pool", "export", "neighbour"])
+        .success()
+        .stdout_has(&["pool neighbour is already exported"]);
+    let listing = t.run(&["pool", "import"]).success();
+    assert!(listing.stdout.contains("pool: neighbour"), "{listing}");
+    assert!(!listing.stdout.contains("pool: here"), "{listing}");
+    t.run(&["pool", "destroy", "neighbour"])
+        .success()
+        .stdout_has(&["destroyed pool neighbour"]);
+    let listing = t.run(&["pool", "import"]).success();
+    assert!(!listing.stdout.contains("pool: neighbour"), "{listing}");
+}
+
 // ------------------------------------------------------------------------------------------------
 // 3. Misuse: non-zero exit, a message naming the problem, nothing changed on disk
 // ------------------------------------------------------------------------------------------------

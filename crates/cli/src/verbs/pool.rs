@@ -29,8 +29,8 @@ use tarn_protocol::rows::{
 use tarn_protocol::Request;
 
 use super::{ask_holder, ask_imported, forward};
-use tarn_ops::cachefile;
-use tarn_ops::{dirs_or_default, import_options, open_named};
+use tarn_ops::cachefile::search_dirs;
+use tarn_ops::{import_options, open_named};
 
 /// Check `-m`: an absolute path, `none` or `legacy`.
 fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
@@ -100,8 +100,8 @@ fn daemon_rows(socket: &Path, pool: Option<&str>) -> Result<Option<Vec<PoolRow>>
 
 /// `pool import -F -n POOL`: say what a rewind import would open and discard, in this
 /// process, writing nothing.
-pub fn import_dry_run(dirs: Vec<PathBuf>, pool: &str) -> Result<Status, Failure> {
-    let plan = Pool::rewind_plan(pool, import_options(&dirs, true)?)?;
+pub fn import_dry_run(socket: &Path, dirs: &[PathBuf], pool: &str) -> Result<Status, Failure> {
+    let plan = Pool::rewind_plan(pool, import_options(&search_dirs(socket, dirs), true)?)?;
     if plan.txg == plan.newest_txg {
         out!(
             "pool {pool} would import at its newest txg {}: no rewind needed",
@@ -297,13 +297,7 @@ fn top_rows<'a>(
 
 pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
     args.import_options()?;
-    // Without -d: /dev/disk/by-id and the directories the cache file names, never the
-    // current directory (a pool's vdev files are not where the user happens to stand).
-    let dirs = if args.dirs.is_empty() {
-        cachefile::import_scan_dirs(&cachefile::default_path(socket))
-    } else {
-        args.dirs.clone()
-    };
+    let dirs = search_dirs(socket, &args.dirs);
     let show_destroyed = args.destroyed;
     if args.pool.is_none() {
         let held: BTreeSet<u64> = daemon_rows(socket, None)?
@@ -311,8 +305,6 @@ pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
             .iter()
             .map(|row| row.guid)
             .collect();
-        // Absolute, so that found devices are named as the config names missing ones.
-        let dirs: Vec<PathBuf> = dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect();
         let (imported, found): (Vec<_>, Vec<_>) = Pool::scan(&dirs)
             .into_iter()
             .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
@@ -344,7 +336,7 @@ pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
         }
         return Ok(0);
     }
-    args.dirs = dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect();
+    args.dirs = dirs;
     args.altroot = args.altroot.as_deref().map(absolute);
     absolute_cachefile(&mut args.options);
     let request = Request::Pool(PoolRequest::Import(args));
@@ -352,12 +344,12 @@ pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
 }
 
 pub fn export(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
-    let (dirs, pool) = (args.dirs.clone(), args.pool.clone());
+    let (dirs, pool) = (search_dirs(socket, &args.dirs), args.pool.clone());
     if let Some(status) = ask_holder(socket, &Request::Pool(PoolRequest::Export(args)))? {
         return Ok(status);
     }
     // Not imported in the daemon: mark an exported-by-crash pool exported, in this process.
-    let found = Pool::scan(&dirs_or_default(&dirs));
+    let found = Pool::scan(&dirs);
     let Some(candidate) = found
         .iter()
         .find(|p| p.name == pool && p.state != PoolState::Destroyed)
@@ -374,7 +366,7 @@ pub fn export(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
 }
 
 pub fn destroy(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
-    let (dirs, pool) = (args.dirs.clone(), args.pool.clone());
+    let (dirs, pool) = (search_dirs(socket, &args.dirs), args.pool.clone());
     if let Some(status) = ask_holder(socket, &Request::Pool(PoolRequest::Destroy(args)))? {
         return Ok(status);
     }

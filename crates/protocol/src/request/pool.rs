@@ -207,7 +207,8 @@ impl ImportArgs {
 }
 
 /// `tarn pool export|destroy [-d DIR]... [-f] POOL`: `-d` says where to find the pool when no
-/// daemon holds it (the CLI then acts on it itself).
+/// daemon holds it (the CLI then acts on it itself; without `-d` it searches the default
+/// search path, `tarn_ops::cachefile::default_search_path`).
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseArgs {
