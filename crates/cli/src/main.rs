@@ -6,9 +6,11 @@
 //! (`--socket`, `$TARN_SOCKET`, or `/run/tarn/tarn.sock`). `pool export`, `pool destroy`, `pool
 //! sync`, `check` and `debug ...` go to the daemon when it holds the pool; otherwise they run in
 //! this process on the exported pool, found by scanning the directories given with `-d`
-//! (default: the current directory), which is opened for the one command and closed again.
-//! `pool list` and `pool status` show the daemon's pools and, when no daemon runs or `-d` is
-//! given, the exported pools found on disk. Read-only verbs never start a daemon.
+//! (default: `tarn_ops::cachefile::default_search_path`, /dev/disk/by-id and the directories
+//! the cache file names, as for `pool import`), which is opened for the one command and closed
+//! again. `pool list` and `pool status` show the daemon's pools only, as zpool's show imported
+//! pools only; `pool import` without a pool name lists the exported ones. Read-only verbs never
+//! start a daemon.
 //!
 //! The verb bodies that act on an open pool (`tarn-ops`) print through `out!`/`err!`, which the
 //! daemon captures, so a verb prints the same text wherever it ran.
@@ -384,7 +386,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Create(args) => pool::create(socket, args),
             PoolCommand::Import(args) if args.all => verbs::pool_cache::import_all(socket, args),
             PoolCommand::Import(args) => match (args.dry_run, &args.pool) {
-                (true, Some(pool)) => pool::import_dry_run(args.dirs.clone(), pool),
+                (true, Some(pool)) => pool::import_dry_run(socket, &args.dirs, pool),
                 (true, None) => Err(Failure("-n needs a pool name".into())),
                 (false, _) => pool::import(socket, args),
             },

@@ -838,12 +838,8 @@ fn engine_demo(dir: &Path, disks: &[PathBuf]) -> Result<(), Failure> {
     let d = dir.display();
     print_commands(&[
         (
-            format!("tarn pool list -d {d}"),
-            "size, allocated, free, fragmentation",
-        ),
-        (
-            format!("tarn pool status -d {d}"),
-            "vdev tree and error counters",
+            format!("tarn pool import -d {d}"),
+            "the exported pool's vdev tree and state",
         ),
         (
             format!("tarn debug metaslabs -d {d} {POOL}"),

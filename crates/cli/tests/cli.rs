@@ -58,8 +58,8 @@ fn lifecycle_of_a_single_vdev_pool() {
     let meta = std::fs::metadata(&vdev).expect("pool create makes the vdev file");
     assert_eq!(meta.len(), 128 * MIB, "file has the size given with -s");
 
-    // Human listing: header, then the pool with a human size.
-    let list = t.run(&["pool", "list", "-d", &d]).success();
+    // Human listing of the pools the daemon holds: header, then the pool with a human size.
+    let list = t.run(&["pool", "list"]).success();
     let mut lines = list.stdout.lines();
     let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
     assert_eq!(header[..3], ["NAME", "SIZE", "ALLOC"], "{list}");
@@ -73,16 +73,7 @@ fn lifecycle_of_a_single_vdev_pool() {
 
     // Scripted listing: no header, tabs, exact bytes.
     let exact = t
-        .run(&[
-            "pool",
-            "list",
-            "-H",
-            "-p",
-            "-o",
-            "name,size,alloc",
-            "-d",
-            &d,
-        ])
+        .run(&["pool", "list", "-H", "-p", "-o", "name,size,alloc"])
         .success();
     let sizes = exact_sizes(&exact);
     let &(size, alloc) = sizes.get("tank").expect("tank listed");
@@ -97,10 +88,7 @@ fn lifecycle_of_a_single_vdev_pool() {
     );
 
     // JSON listing (zpool list -j -p --json-int) agrees with the exact numbers.
-    let json = t
-        .run(&["pool", "list", "-j", "-p", "-d", &d])
-        .success()
-        .json();
+    let json = t.run(&["pool", "list", "-j", "-p"]).success().json();
     let pools = json["pools"].as_object().expect("pools keyed by name");
     assert_eq!(pools.len(), 1, "{json}");
     let tank = &json["pools"]["tank"];
@@ -191,7 +179,7 @@ fn lifecycle_of_a_single_vdev_pool() {
         .failure(&["no vdev 7"]);
 
     // Status: the vdev path and ONLINE, in text and JSON.
-    let status = t.run(&["pool", "status", "-d", &d, "tank"]).success();
+    let status = t.run(&["pool", "status", "tank"]).success();
     assert!(status.stdout.contains("pool: tank"), "{status}");
     let vdev_line = status
         .stdout
@@ -200,10 +188,7 @@ fn lifecycle_of_a_single_vdev_pool() {
         .unwrap_or_else(|| panic!("status names {vdev}:\n{status}"));
     assert!(vdev_line.contains("ONLINE"), "{status}");
     assert!(!status.stdout.contains("mirror"), "{status}");
-    let json = t
-        .run(&["pool", "status", "-j", "-p", "-d", &d])
-        .success()
-        .json();
+    let json = t.run(&["pool", "status", "-j", "-p"]).success().json();
     let pools = json["pools"].as_object().expect("pools keyed by name");
     assert_eq!(pools.len(), 1);
     let tank = &json["pools"]["tank"];
@@ -240,8 +225,9 @@ fn lifecycle_of_a_single_vdev_pool() {
     t.run(&["pool", "import", "-d", &d, "tank"])
         .failure(&["tank"]);
     t.run(&["check", "-d", &d, "tank"]).failure(&["tank"]);
-    let list = t.run(&["pool", "list", "-H", "-d", &d]).success();
+    let list = t.run(&["pool", "list", "-H"]).success();
     assert!(!list.stdout.contains("tank"), "{list}");
+    assert_eq!(t.importable(), vec![], "a destroyed pool is not importable");
     // A destroyed pool's device can be reused without -f.
     t.run(&["pool", "create", "tank2", &vdev]).success();
     t.check_clean("tank2");
@@ -323,18 +309,14 @@ fn mirror_and_two_top_level_vdevs() {
         );
     }
 
+    // pool list and pool status show imported pools only: both are imported to be shown, and
+    // exported again below for the verbs that run in-process.
+    for pool in ["m", "s"] {
+        t.run(&["pool", "import", "-d", &d, pool]).success();
+    }
     let sizes = exact_sizes(
-        &t.run(&[
-            "pool",
-            "list",
-            "-H",
-            "-p",
-            "-o",
-            "name,size,alloc",
-            "-d",
-            &d,
-        ])
-        .success(),
+        &t.run(&["pool", "list", "-H", "-p", "-o", "name,size,alloc"])
+            .success(),
     );
     assert_eq!(sizes.len(), 2, "{sizes:?}");
     let (m_size, _) = sizes["m"];
@@ -349,7 +331,7 @@ fn mirror_and_two_top_level_vdevs() {
     );
 
     // The mirror: mirror-0 with both children under it.
-    let status = t.run(&["pool", "status", "-d", &d, "m"]).success();
+    let status = t.run(&["pool", "status", "m"]).success();
     let lines: Vec<&str> = status.stdout.lines().collect();
     let mirror_at = lines
         .iter()
@@ -368,10 +350,7 @@ fn mirror_and_two_top_level_vdevs() {
         );
     }
     assert!(!status.stdout.contains("s0.img"), "only pool m:\n{status}");
-    let json = t
-        .run(&["pool", "status", "-j", "-d", &d, "m"])
-        .success()
-        .json();
+    let json = t.run(&["pool", "status", "-j", "m"]).success().json();
     let vdevs = json["pools"]["m"]["vdevs"]["m"]["vdevs"]
         .as_object()
         .expect("vdevs");
@@ -381,19 +360,24 @@ fn mirror_and_two_top_level_vdevs() {
     assert_eq!(mirror["vdevs"].as_object().unwrap().len(), 2);
 
     // Two leaves: two top-level vdevs, no mirror.
-    let status = t.run(&["pool", "status", "-d", &d, "s"]).success();
+    let status = t.run(&["pool", "status", "s"]).success();
     assert!(!status.stdout.contains("mirror"), "{status}");
     assert!(status.stdout.contains(&t.path("s0.img")), "{status}");
     assert!(status.stdout.contains(&t.path("s1.img")), "{status}");
-    let json = t
-        .run(&["pool", "status", "-j", "-d", &d, "s"])
-        .success()
-        .json();
+    let json = t.run(&["pool", "status", "-j", "s"]).success().json();
     let vdevs = json["pools"]["s"]["vdevs"]["s"]["vdevs"]
         .as_object()
         .expect("vdevs");
     assert_eq!(vdevs.len(), 2, "{json}");
     assert!(vdevs.values().all(|v| v["vdev_type"] == "file"), "{json}");
+    // The status of all pools names both.
+    let all = t.run(&["pool", "status"]).success();
+    assert!(
+        all.stdout.contains("pool: m") && all.stdout.contains("pool: s"),
+        "{all}"
+    );
+    t.export("m");
+    t.export("s");
     let metaslabs = t
         .run(&["debug", "metaslabs", "-j", "-d", &d, "s"])
         .success()
@@ -404,12 +388,6 @@ fn mirror_and_two_top_level_vdevs() {
 
     assert_eq!(t.check_clean("m"), (0, 0));
     assert_eq!(t.check_clean("s"), (0, 0));
-    // The status of all pools names both.
-    let all = t.run(&["pool", "status", "-d", &d]).success();
-    assert!(
-        all.stdout.contains("pool: m") && all.stdout.contains("pool: s"),
-        "{all}"
-    );
 }
 
 #[test]
@@ -422,20 +400,170 @@ fn mirror_with_a_missing_side_is_reported_and_recovers() {
     std::fs::create_dir(&away).unwrap();
     std::fs::rename(t.dir().join("m1.img"), away.join("m1.img")).unwrap();
 
-    let status = t.run(&["pool", "status", "-d", &d, "m"]);
+    // An exported pool's state and vdev tree are what `pool import` lists.
+    let m1 = t.path("m1.img");
+    let listing = t.run(&["pool", "import", "-d", &d]).success();
     assert!(
-        status.stdout.contains("DEGRADED") || status.stdout.contains("m1.img"),
-        "status must say a mirror side is missing:\n{status}"
+        listing.stdout.contains("DEGRADED") && listing.stdout.contains(&m1),
+        "the listing must say a mirror side is missing:\n{listing}"
     );
     t.run(&["check", "-d", &d, "m"]);
 
     std::fs::rename(away.join("m1.img"), t.dir().join("m1.img")).unwrap();
     t.check_clean("m");
-    let status = t.run(&["pool", "status", "-d", &d, "m"]).success();
+    let listing = t.run(&["pool", "import", "-d", &d]).success();
+    let side = listing.stdout.lines().find(|line| line.contains(&m1));
     assert!(
-        status.stdout.contains("mirror-0") && status.stdout.contains(&t.path("m1.img")),
-        "the returned side is part of the mirror again:\n{status}"
+        listing.stdout.contains("mirror-0") && side.is_some_and(|line| line.contains("ONLINE")),
+        "the returned side is part of the mirror again:\n{listing}"
     );
+}
+
+/// `pool list` and `pool status` merged the exported pools they found by scanning directories
+/// (the current directory without a daemon, `-d DIR` with one) into the imported ones, opening
+/// each for the command, where zpool list and zpool status show imported pools only and
+/// `zpool import` lists the exported ones. Guards: an exported pool is neither listed nor shown
+/// (by name it is "no such pool"), `pool import` without a pool name lists it with its vdev
+/// tree and state, `-d` is refused naming `pool import -d DIR`, and with nothing imported both
+/// say "no pools available" and exit 0, as zpool does.
+#[test]
+fn list_and_status_show_imported_pools_only() {
+    let t = CliFixture::new(TARN);
+    let d = t.d();
+    t.create("imp", &["imp.img"]);
+    t.create_exported("exp", &["exp0.img", "exp1.img"]);
+
+    let list = t.run(&["pool", "list", "-H", "-o", "name"]).success();
+    assert_eq!(list.stdout, "imp\n", "{list}");
+    let json = t.run(&["pool", "list", "-j"]).success().json();
+    let names: Vec<&String> = json["pools"].as_object().expect("pools").keys().collect();
+    assert_eq!(names, ["imp"], "{json}");
+    let status = t.run(&["pool", "status"]).success();
+    assert!(status.stdout.contains("pool: imp"), "{status}");
+    assert!(!status.stdout.contains("exp"), "{status}");
+    let json = t.run(&["pool", "status", "-j"]).success().json();
+    let names: Vec<&String> = json["pools"].as_object().expect("pools").keys().collect();
+    assert_eq!(names, ["imp"], "{json}");
+    for verb in ["list", "status"] {
+        t.run(&["pool", verb, "exp"])
+            .failure(&["cannot open 'exp': no such pool"]);
+        t.run(&["pool", verb, "-d", &d])
+            .failure(&["imported pools only", &format!("tarn pool import -d {d}")]);
+    }
+
+    // The exported pool is the import listing's, with its vdevs and state; the imported one
+    // is named as such.
+    let listing = t.run(&["pool", "import"]).success();
+    let exp0 = t.path("exp0.img");
+    let exp1 = t.path("exp1.img");
+    let line_of = |path: &str| listing.stdout.lines().find(|line| line.contains(path));
+    assert!(listing.stdout.contains("pool: exp"), "{listing}");
+    assert!(listing.stdout.contains("state: ONLINE"), "{listing}");
+    for path in [&exp0, &exp1] {
+        assert!(
+            line_of(path).is_some_and(|line| line.contains("ONLINE")),
+            "{path} ONLINE in the listing:\n{listing}"
+        );
+    }
+    assert!(!listing.stdout.contains("pool: imp"), "{listing}");
+    assert!(listing.stdout.contains("already imported"), "{listing}");
+
+    // Nothing imported (the daemon exits with its last pool): "no pools available", exit 0;
+    // nothing with -H, no pools with -j; pool status says it on stderr.
+    t.export("imp");
+    let list = t.run(&["pool", "list"]).success();
+    assert_eq!(list.stdout, "no pools available\n", "{list}");
+    let list = t.run(&["pool", "list", "-H"]).success();
+    assert_eq!(list.stdout, "", "{list}");
+    let json = t.run(&["pool", "list", "-j"]).success().json();
+    assert_eq!(json["pools"], serde_json::json!({}), "{json}");
+    let status = t.run(&["pool", "status"]).success();
+    assert_eq!(status.stdout, "", "{status}");
+    assert_eq!(status.stderr, "no pools available\n", "{status}");
+    let json = t.run(&["pool", "status", "-j"]).success().json();
+    assert_eq!(json["pools"], serde_json::json!({}), "{json}");
+    assert!(!t.socket().exists(), "listing started no daemon");
+    let mut names: Vec<String> = t.importable().into_iter().map(|(name, _)| name).collect();
+    names.sort();
+    assert_eq!(names, ["exp", "imp"]);
+}
+
+/// Without `-d`, `pool import` searched /dev/disk/by-id and the directories the cache file
+/// names, but `check`, the `debug` verbs, `pool history`, `pool import -F -n` and `pool export`
+/// and `pool destroy` of a pool no daemon holds searched the current directory. Guards: every
+/// verb searches the one default search path, so a pool exported beside an imported one is
+/// found by all of them, and a pool in the current directory that no cache file names by none.
+#[test]
+fn verbs_without_dirs_search_the_default_path() {
+    let t = CliFixture::new(TARN);
+    let known = t.file("known");
+    std::fs::create_dir(&known).unwrap();
+    let in_known = |file: &str| known.join(file).to_str().unwrap().to_string();
+    // The fixture's commands run in its directory, which holds `here`'s vdev.
+    t.create_exported("here", &["here.img"]);
+    // anchor stays imported: the cache file names its directory, where neighbour is exported.
+    t.run(&[
+        "pool",
+        "create",
+        "-s",
+        "128M",
+        "anchor",
+        &in_known("anchor.img"),
+    ])
+    .success();
+    t.run(&[
+        "pool",
+        "create",
+        "-s",
+        "128M",
+        "neighbour",
+        &in_known("neighbour.img"),
+    ])
+    .success();
+    t.export("neighbour");
+
+    for args in [
+        vec!["check", "here"],
+        vec!["debug", "metaslabs", "here"],
+        vec!["debug", "logs", "here"],
+        vec!["pool", "history", "here"],
+        vec!["pool", "import", "-F", "-n", "here"],
+        vec!["pool", "import", "here"],
+        vec!["pool", "export", "here"],
+        vec!["pool", "destroy", "here"],
+    ] {
+        t.run(&args).failure(&["here"]);
+    }
+    assert_eq!(
+        t.importable(),
+        vec![("here".to_string(), "ONLINE, exported".to_string())],
+        "no verb touched the pool in the current directory"
+    );
+
+    t.run(&["check", "neighbour"])
+        .success()
+        .stdout_has(&["checked pool neighbour", "no errors found"]);
+    t.run(&["debug", "metaslabs", "neighbour"])
+        .success()
+        .stdout_has(&["vdev 0:"]);
+    t.run(&["debug", "logs", "neighbour"]).success();
+    t.run(&["pool", "history", "neighbour"])
+        .success()
+        .stdout_has(&["History for 'neighbour':", "pool create"]);
+    t.run(&["pool", "import", "-F", "-n", "neighbour"])
+        .success()
+        .stdout_has(&["no rewind needed"]);
+    t.run(&["pool", "export", "neighbour"])
+        .success()
+        .stdout_has(&["pool neighbour is already exported"]);
+    let listing = t.run(&["pool", "import"]).success();
+    assert!(listing.stdout.contains("pool: neighbour"), "{listing}");
+    assert!(!listing.stdout.contains("pool: here"), "{listing}");
+    t.run(&["pool", "destroy", "neighbour"])
+        .success()
+        .stdout_has(&["destroyed pool neighbour"]);
+    let listing = t.run(&["pool", "import"]).success();
+    assert!(!listing.stdout.contains("pool: neighbour"), "{listing}");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -675,11 +803,18 @@ fn unknown_pools_fields_and_options() {
             words(&format!("pool export -d {d} nosuch")),
             no_pool.to_vec(),
         ),
+        (words("pool status nosuch"), no_pool.to_vec()),
+        (words("pool list nosuch"), no_pool.to_vec()),
+        // pool list and pool status show imported pools only: -d is refused, naming the verb
+        // that lists the pools in DIR.
         (
-            words(&format!("pool status -d {d} nosuch")),
-            no_pool.to_vec(),
+            words(&format!("pool list -d {d}")),
+            vec!["imported pools only", "tarn pool import -d"],
         ),
-        (words(&format!("pool list -d {d} nosuch")), no_pool.to_vec()),
+        (
+            words(&format!("pool status -d {d} tank")),
+            vec!["imported pools only", "tarn pool import -d"],
+        ),
         (
             words(&format!("debug metaslabs -d {d} nosuch")),
             no_pool.to_vec(),
@@ -689,17 +824,14 @@ fn unknown_pools_fields_and_options() {
             no_pool.to_vec(),
         ),
         (
-            words(&format!("pool list -d {d} -o nosuchfield")),
+            words("pool list -o nosuchfield"),
             vec!["nosuchfield", "valid fields", "name", "alloc"],
         ),
         (
-            words(&format!("pool list -d {d} -H -o name,nosuchfield")),
+            words("pool list -H -o name,nosuchfield"),
             vec!["nosuchfield"],
         ),
-        (
-            words(&format!("pool list -d {d} -j -o nosuchfield")),
-            vec!["nosuchfield"],
-        ),
+        (words("pool list -j -o nosuchfield"), vec!["nosuchfield"]),
         (
             words(&format!("pool import -d {d} -o foo=bar tank")),
             vec!["foo=bar", "readonly"],
@@ -738,12 +870,11 @@ fn check_of_a_pool_whose_only_vdev_was_truncated() {
     assert!(!run.stdout.contains("no errors found"), "{run}");
     t.run(&["pool", "import", "-d", &d, "tank"])
         .failure(&["tank"]);
-    t.run(&["pool", "status", "-d", &d, "tank"])
-        .failure(&["tank"]);
+    t.run(&["pool", "status", "tank"]).failure(&["tank"]);
     t.run(&["debug", "metaslabs", "-d", &d, "tank"])
         .failure(&["tank"]);
     // Listing commands still work and simply do not show the pool.
-    let list = t.run(&["pool", "list", "-H", "-d", &d]).success();
+    let list = t.run(&["pool", "list", "-H"]).success();
     assert!(!list.stdout.contains("tank"), "{list}");
     assert_eq!(t.importable(), vec![]);
     assert_eq!(std::fs::metadata(t.path("a.img")).unwrap().len(), 0);
@@ -789,7 +920,8 @@ fn check_repairs_a_damaged_mirror_side() {
 
     // The repair was written: a second check finds nothing.
     assert_eq!(t.check_clean("m"), (0, 0));
-    let status = t.run(&["pool", "status", "-d", &d, "m"]).success();
+    t.run(&["pool", "import", "-d", &d, "m"]).success();
+    let status = t.run(&["pool", "status", "m"]).success();
     assert!(status.stdout.contains("mirror-0"), "{status}");
 }
 
@@ -854,16 +986,8 @@ fn quickstart_runs_and_runs_again() {
     }
     let run = t.run(&["check", "-d", &q, "demo"]).success();
     assert!(run.stdout.contains("no errors found"), "{run}");
-    let list = t.run(&[
-        "pool",
-        "list",
-        "-H",
-        "-p",
-        "-o",
-        "name,size,alloc",
-        "-d",
-        &q,
-    ]);
+    t.run(&["pool", "import", "-d", &q, "demo"]).success();
+    let list = t.run(&["pool", "list", "-H", "-p", "-o", "name,size,alloc"]);
     let sizes = exact_sizes(&list.success());
     let (size, alloc) = sizes["demo"];
     assert!(
@@ -882,19 +1006,13 @@ fn tunables_from_the_environment() {
     let d = t.d();
     t.create_exported("tank", &["a.img"]);
     let before = t.snapshot();
-    t.run_env(
-        &[("TARN_TUNABLE_no_such", "1")],
-        &["pool", "list", "-d", &d],
-    )
-    .failure(&["unknown tunable", "no_such"]);
-    t.run_env(
-        &[("TARN_TUNABLE_txg_timeout", "abc")],
-        &["pool", "list", "-d", &d],
-    )
-    .failure(&["txg_timeout", "abc"]);
+    t.run_env(&[("TARN_TUNABLE_no_such", "1")], &["pool", "list"])
+        .failure(&["unknown tunable", "no_such"]);
+    t.run_env(&[("TARN_TUNABLE_txg_timeout", "abc")], &["pool", "list"])
+        .failure(&["txg_timeout", "abc"]);
     t.run_env(
         &[("TARN_TUNABLE_indirect_block_shift", "3")],
-        &["pool", "list", "-d", &d],
+        &["pool", "list"],
     )
     .failure(&["indirect_block_shift"]);
     t.run_env(
@@ -909,13 +1027,12 @@ fn tunables_from_the_environment() {
     .failure(&["unknown tunable", "no_such"]);
     assert_eq!(t.snapshot(), before, "a rejected tunable changes nothing");
 
-    let list = t
-        .run_env(
-            &[("TARN_TUNABLE_txg_timeout", "1")],
-            &["pool", "list", "-H", "-d", &d],
-        )
-        .success();
-    assert!(list.stdout.starts_with("tank\t"), "{list}");
+    t.run_env(
+        &[("TARN_TUNABLE_txg_timeout", "1")],
+        &["pool", "import", "-d", &d],
+    )
+    .success()
+    .stdout_has(&["pool: tank"]);
     t.run_env(
         &[("TARN_TUNABLE_txg_timeout", "1")],
         &["check", "-d", &d, "tank"],
@@ -930,7 +1047,7 @@ fn unknown_tunable_is_rejected_even_without_a_pool() {
     let t = CliFixture::new(TARN);
     let d = t.d();
     let env = [("TARN_TUNABLE_no_such", "1")];
-    t.run_env(&env, &["pool", "list", "-d", &d])
+    t.run_env(&env, &["pool", "list"])
         .failure(&["unknown tunable", "no_such"]);
     t.run_env(&env, &["pool", "import", "-d", &d])
         .failure(&["unknown tunable", "no_such"]);

@@ -34,6 +34,8 @@ pub const CACHEFILE_ENV: &str = "TARN_CACHEFILE";
 /// The system's cache file (for the default socket).
 pub const CACHEFILE_SYSTEM: &str = "/etc/tarn/tarn.cache";
 const CACHEFILE_VERSION: u64 = 1;
+/// The system's directory of stable device names, always in the default search path.
+pub const DEVICE_DIRECTORY: &str = "/dev/disk/by-id";
 
 /// One remembered pool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,10 +165,15 @@ pub fn forget(path: &Path, guid: u64) -> Result<(), String> {
     update(path, |pools| pools.retain(|pool| pool.guid != guid))
 }
 
-/// The directories `pool import` scans without `-d`: `/dev/disk/by-id` and every directory
-/// holding a vdev the cache file names.
-pub fn import_scan_dirs(cache: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from("/dev/disk/by-id")];
+/// The default search path: where every verb looks for a pool's devices when no `-d` names
+/// a directory (`pool import` and its listing, `pool export` and `pool destroy` of a pool no
+/// daemon holds, `check`, the `debug` verbs and `pool history` on an exported pool), as
+/// OpenZFS's import searches its default device directories. It is `/dev/disk/by-id` and every
+/// directory holding a vdev that the cache file at `cache` names, and never the current
+/// directory: a pool's devices are not where the user happens to stand. An unreadable cache
+/// file adds nothing (the labels on the devices are the truth).
+pub fn default_search_path(cache: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from(DEVICE_DIRECTORY)];
     if let Ok(file) = read(cache) {
         for pool in &file.pools {
             dirs.extend(pool.dirs());
@@ -175,6 +182,20 @@ pub fn import_scan_dirs(cache: &Path) -> Vec<PathBuf> {
     dirs.sort();
     dirs.dedup();
     dirs
+}
+
+/// The directories a verb searches for a pool's devices: those `-d` named, made absolute (the
+/// daemon does not share our working directory, and found devices are then named as a pool's
+/// config names missing ones), or without `-d` the [`default_search_path`] of the daemon on
+/// `socket`'s default cache file.
+pub fn search_dirs(socket: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if dirs.is_empty() {
+        default_search_path(&default_path(socket))
+    } else {
+        dirs.iter()
+            .map(|dir| tarn_protocol::absolute(dir))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -206,11 +227,47 @@ mod tests {
         let names: Vec<&str> = file.pools.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["a", "c"]);
         assert_eq!(file.version, CACHEFILE_VERSION);
-        let dirs = import_scan_dirs(&path);
-        assert!(dirs.contains(&PathBuf::from("/w")) && dirs.contains(&PathBuf::from("/v")));
-        assert!(dirs.contains(&PathBuf::from("/dev/disk/by-id")));
         forget(&path, 1).unwrap();
         assert_eq!(read(&path).unwrap().pools.len(), 1);
+    }
+
+    #[test]
+    fn the_default_search_path_is_by_id_and_the_cache_files_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tarn.cache");
+        let by_id = PathBuf::from(DEVICE_DIRECTORY);
+        // No cache file: the device directory alone, never the current directory.
+        assert_eq!(default_search_path(&path), std::slice::from_ref(&by_id));
+        // Each directory holding a vdev the file names, once, beside the device directory.
+        let mut two_vdevs = entry("b", 2, "/v/b0.img");
+        two_vdevs.vdevs.push(PathBuf::from("/w/b1.img"));
+        remember(&path, entry("a", 1, "/v/a.img")).unwrap();
+        remember(&path, two_vdevs).unwrap();
+        assert_eq!(
+            default_search_path(&path),
+            [by_id.clone(), PathBuf::from("/v"), PathBuf::from("/w")]
+        );
+        // An unreadable file adds nothing, and is not an error.
+        std::fs::write(&path, b"{not json").unwrap();
+        assert_eq!(default_search_path(&path), [by_id]);
+    }
+
+    #[test]
+    fn search_dirs_are_the_ones_named_made_absolute() {
+        let named = [PathBuf::from("/x/y"), PathBuf::from("rel")];
+        let socket = Path::new("/nonexistent/tarn.sock");
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            search_dirs(socket, &named),
+            [PathBuf::from("/x/y"), cwd.join("rel")]
+        );
+        // Without -d: the default search path, which holds no relative directory.
+        let default = search_dirs(socket, &[]);
+        assert!(
+            default.contains(&PathBuf::from(DEVICE_DIRECTORY)),
+            "{default:?}"
+        );
+        assert!(default.iter().all(|dir| dir.is_absolute()), "{default:?}");
     }
 
     #[test]

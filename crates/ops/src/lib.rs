@@ -1068,21 +1068,15 @@ pub fn debug_spacemap(pool: &Pool, name: &str, vdev: u32, metaslab: u64) -> Resu
     Ok(())
 }
 
-pub fn dirs_or_default(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    if dirs.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        dirs.to_vec()
-    }
-}
-
 pub fn tunables() -> Result<Tunables, Failure> {
     Tunables::from_env().map_err(Failure)
 }
 
+/// The options of an in-process open of a pool whose devices are in `dirs` (the CLI names
+/// them with [`cachefile::search_dirs`]).
 pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions, Failure> {
     Ok(ImportOptions {
-        dirs: dirs_or_default(dirs),
+        dirs: dirs.to_vec(),
         readonly,
         tunables: tunables()?,
         new_name: None,
@@ -1097,7 +1091,7 @@ pub fn import_options(dirs: &[PathBuf], readonly: bool) -> Result<ImportOptions,
     })
 }
 
-/// Open an exported pool in this process for one command.
+/// Open an exported pool in this process for one command, its devices searched in `dirs`.
 pub fn open_named(dirs: &[PathBuf], name: &str, readonly: bool) -> Result<Pool, Failure> {
     open_quietly(name, import_options(dirs, readonly)?)
 }

@@ -80,8 +80,18 @@ assert_eq() {
 	[ "$1" = "$2" ] || log_fail "$3: expected '$2', got '$1'"
 }
 
-# Names of the imported pools, one a line, sorted.
+# Names of the imported pools (those this run's daemon holds), one a line, sorted.
 pool_names() { "$TARN" pool list -H -o name 2>/dev/null | sort; }
+
+# exported_pool_ids DIR...: the ids (guids) of the pools `tarn pool import -d DIR...` lists, one
+# a line: pools exported there, or left by a daemon killed without exporting them; not the
+# imported ones, which pool_names gives, nor destroyed ones. pool list shows imported pools
+# only, as zpool list does, so this is how the cleanup finds the rest.
+exported_pool_ids() {
+	local dir args=()
+	for dir in "$@"; do args+=(-d "$dir"); done
+	"$TARN" pool import "${args[@]}" 2>/dev/null | sed -n 's/^ *id: //p'
+}
 
 pool_is_imported() { pool_names | grep -qx -- "$1"; }
 
@@ -143,13 +153,14 @@ check_before_destroy() {
 	return 1
 }
 
-# destroy_all_pools: check and destroy every pool this run's daemon holds and remove the vdev
-# files, so that the next test starts from nothing. Used by default_cleanup and by tests'
-# EXIT traps; a pool that fails its check (check_before_destroy) fails the script, whatever its
-# status was. Under run.sh -k the pools are exported instead and their vdev files moved into
-# this test's $SCRATCH, which is kept.
+# destroy_all_pools: check and destroy every pool this run's daemon holds, destroy the pools
+# left exported on this test's files ($VDEV_DIR and $SCRATCH), and remove the vdev files, so
+# that the next test starts from nothing. Used by default_cleanup and by tests' EXIT traps; a
+# pool that fails its check (check_before_destroy) fails the script, whatever its status was.
+# Under run.sh -k the pools are exported instead and their vdev files moved into this test's
+# $SCRATCH, which is kept.
 destroy_all_pools() {
-	local pool check_failed=0
+	local pool id check_failed=0
 	for pool in $(pool_names); do
 		check_before_destroy "$pool" || check_failed=1
 		if [ "${KEEP_WORK:-0}" -eq 1 ]; then
@@ -158,6 +169,11 @@ destroy_all_pools() {
 			"$TARN" pool destroy -f "$pool" || "$TARN" pool export -f "$pool"
 		fi
 	done
+	if [ "${KEEP_WORK:-0}" -ne 1 ]; then
+		for id in $(exported_pool_ids "$VDEV_DIR" "$SCRATCH"); do
+			"$TARN" pool destroy -f -d "$VDEV_DIR" -d "$SCRATCH" "$id" >/dev/null 2>&1
+		done
+	fi
 	unmount_stale
 	if [ "${KEEP_WORK:-0}" -eq 1 ]; then
 		find "$VDEV_DIR" -maxdepth 1 -name '*.img' -exec mv -t "$SCRATCH" {} +

@@ -25,8 +25,8 @@ use tarn_protocol::rows::{
 use tarn_protocol::Request;
 
 use super::{ask_holder, ask_imported, forward};
-use tarn_ops::cachefile;
-use tarn_ops::{dirs_or_default, import_options, open_named};
+use tarn_ops::cachefile::search_dirs;
+use tarn_ops::{import_options, open_named};
 
 /// Check `-m`: an absolute path, `none` or `legacy`.
 fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
@@ -96,8 +96,8 @@ fn daemon_rows(socket: &Path, pool: Option<&str>) -> Result<Option<Vec<PoolRow>>
 
 /// `pool import -F -n POOL`: say what a rewind import would open and discard, in this
 /// process, writing nothing.
-pub fn import_dry_run(dirs: Vec<PathBuf>, pool: &str) -> Result<Status, Failure> {
-    let plan = Pool::rewind_plan(pool, import_options(&dirs, true)?)?;
+pub fn import_dry_run(socket: &Path, dirs: &[PathBuf], pool: &str) -> Result<Status, Failure> {
+    let plan = Pool::rewind_plan(pool, import_options(&search_dirs(socket, dirs), true)?)?;
     if plan.txg == plan.newest_txg {
         out!(
             "pool {pool} would import at its newest txg {}: no rewind needed",
@@ -293,13 +293,7 @@ fn top_rows<'a>(
 
 pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
     args.import_options()?;
-    // Without -d: /dev/disk/by-id and the directories the cache file names, never the
-    // current directory (a pool's vdev files are not where the user happens to stand).
-    let dirs = if args.dirs.is_empty() {
-        cachefile::import_scan_dirs(&cachefile::default_path(socket))
-    } else {
-        args.dirs.clone()
-    };
+    let dirs = search_dirs(socket, &args.dirs);
     let show_destroyed = args.destroyed;
     if args.pool.is_none() {
         let held: BTreeSet<u64> = daemon_rows(socket, None)?
@@ -307,8 +301,6 @@ pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
             .iter()
             .map(|row| row.guid)
             .collect();
-        // Absolute, so that found devices are named as the config names missing ones.
-        let dirs: Vec<PathBuf> = dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect();
         let (imported, found): (Vec<_>, Vec<_>) = Pool::scan(&dirs)
             .into_iter()
             .filter(|pool| show_destroyed == (pool.state == PoolState::Destroyed))
@@ -340,7 +332,7 @@ pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
         }
         return Ok(0);
     }
-    args.dirs = dirs_or_default(&dirs).iter().map(|d| absolute(d)).collect();
+    args.dirs = dirs;
     args.altroot = args.altroot.as_deref().map(absolute);
     absolute_cachefile(&mut args.options);
     let request = Request::Pool(PoolRequest::Import(args));
@@ -348,12 +340,12 @@ pub fn import(socket: &Path, mut args: ImportArgs) -> Result<Status, Failure> {
 }
 
 pub fn export(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
-    let (dirs, pool) = (args.dirs.clone(), args.pool.clone());
+    let (dirs, pool) = (search_dirs(socket, &args.dirs), args.pool.clone());
     if let Some(status) = ask_holder(socket, &Request::Pool(PoolRequest::Export(args)))? {
         return Ok(status);
     }
     // Not imported in the daemon: mark an exported-by-crash pool exported, in this process.
-    let found = Pool::scan(&dirs_or_default(&dirs));
+    let found = Pool::scan(&dirs);
     let Some(candidate) = found
         .iter()
         .find(|p| p.name == pool && p.state != PoolState::Destroyed)
@@ -370,7 +362,7 @@ pub fn export(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
 }
 
 pub fn destroy(socket: &Path, args: ReleaseArgs) -> Result<Status, Failure> {
-    let (dirs, pool) = (args.dirs.clone(), args.pool.clone());
+    let (dirs, pool) = (search_dirs(socket, &args.dirs), args.pool.clone());
     if let Some(status) = ask_holder(socket, &Request::Pool(PoolRequest::Destroy(args)))? {
         return Ok(status);
     }
@@ -394,56 +386,52 @@ pub fn sync(socket: &Path, args: PoolOption) -> Result<Status, Failure> {
     }
 }
 
-/// Whether to scan directories for exported pools: always without a daemon, and with one only
-/// when `-d` names where to look.
-fn scan_dirs(dirs: &[PathBuf], daemon_running: bool) -> Option<Vec<PathBuf>> {
-    if !daemon_running || !dirs.is_empty() {
-        Some(dirs_or_default(dirs))
-    } else {
-        None
+/// `-d` of `pool list` and `pool status`: not an option of theirs (they show imported pools
+/// only, as zpool's do), but parsed, hidden from the help, so that `-d DIR` gets an error
+/// naming the verb that lists the pools in DIR, `pool import -d DIR`, instead of clap's
+/// "unexpected argument".
+fn refuse_dirs(verb: &str, dirs: &[PathBuf]) -> Result<(), Failure> {
+    if dirs.is_empty() {
+        return Ok(());
     }
+    let named: String = dirs
+        .iter()
+        .map(|dir| format!(" -d {}", dir.display()))
+        .collect();
+    Err(Failure(format!(
+        "pool {verb} shows imported pools only and takes no -d; list the pools that could be imported from those directories with: tarn pool import{named}"
+    )))
 }
 
+/// `pool list [-H] [-p] [-j] [-o FIELD,...] [POOL]`: the pools the daemon holds (none when no
+/// daemon runs), as zpool list shows imported pools only; exported pools are listed by `pool
+/// import` without a pool name. With none and no POOL: "no pools available" and exit 0, as
+/// zpool (nothing with -H, an empty document with -j).
 pub fn list(socket: &Path, args: ListArgs) -> Result<Status, Failure> {
     let ListArgs {
         dirs,
         format,
         pool: name,
     } = args;
+    refuse_dirs("list", &dirs)?;
     let mut format = format.format();
     if format.fields.is_none() {
         format.fields = Some(POOL_LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
     }
-    let daemon = daemon_rows(socket, name.as_deref())?;
-    let daemon_running = daemon.is_some();
-    let mut rows = daemon.unwrap_or_default();
-    let held: BTreeSet<u64> = rows.iter().map(|row| row.guid).collect();
-    let mut any_found = !rows.is_empty();
-    if let Some(scan) = scan_dirs(&dirs, daemon_running) {
-        let found = Pool::scan(&scan);
-        any_found |= !found.is_empty();
-        for candidate in found
-            .iter()
-            .filter(|p| p.state != PoolState::Destroyed && !held.contains(&p.guid.0))
-        {
-            if name.as_ref().is_some_and(|n| n != &candidate.name) {
-                continue;
-            }
-            let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            let mut row = tarn_ops::pool_row(&pool);
-            row.name = candidate.name.clone();
-            rows.push(row);
-            pool.export()?;
-        }
-    }
-    if let Some(name) = &name {
-        if rows.is_empty() {
+    // A misspelt field is an error whether or not there are pools to show.
+    let selected = selected_fields(&POOL_LIST_COLUMNS, &format)?;
+    let mut rows = daemon_rows(socket, name.as_deref())?.unwrap_or_default();
+    if rows.is_empty() {
+        if let Some(name) = &name {
             return Err(Failure(format!("cannot open '{name}': no such pool")));
+        }
+        if !format.json && !format.no_header {
+            out!("no pools available");
+            return Ok(0);
         }
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
     if format.json {
-        let selected = selected_fields(&POOL_LIST_COLUMNS, &format)?;
         let pools = rows
             .iter()
             .map(|row| (row.name.clone(), row.json_object(&selected, format.exact)));
@@ -460,55 +448,30 @@ pub fn list(socket: &Path, args: ListArgs) -> Result<Status, Failure> {
             "pools",
         )?;
     }
-    if !any_found {
-        err!(
-            "no pools imported (no tarn daemon on {}) and none found in {}",
-            socket.display(),
-            dirs_or_default(&dirs)
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
     Ok(0)
 }
 
+/// `pool status [-v] [-j [-p]] [POOL]`: the pools the daemon holds (none when no daemon runs),
+/// as zpool status shows imported pools only; `pool import` without a pool name shows an
+/// exported pool's vdev tree and state. With none and no POOL: "no pools available" on stderr
+/// and exit 0, as zpool (an empty document with -j).
 pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
-    let (dirs, json, verbose, exact, name) = (
-        args.dirs.clone(),
-        args.json,
-        args.verbose,
-        args.exact,
-        args.pool.clone(),
-    );
+    refuse_dirs("status", &args.dirs)?;
+    let (json, name) = (args.json, args.pool.clone());
     let request = Request::Pool(PoolRequest::Status(args));
-    let daemon = client::ask_if_running(socket, &request)?;
-    let daemon_running = daemon.is_some();
-    let mut entries: Vec<StatusEntry> = match daemon {
+    let mut entries: Vec<StatusEntry> = match client::ask_if_running(socket, &request)? {
         Some(response) => serde_json::from_value(response.data["pools"].clone())
             .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?,
         None => Vec::new(),
     };
-    let held: BTreeSet<u64> = entries.iter().map(|entry| entry.guid).collect();
-    if let Some(scan) = scan_dirs(&dirs, daemon_running) {
-        for candidate in Pool::scan(&scan)
-            .iter()
-            .filter(|p| p.state != PoolState::Destroyed && !held.contains(&p.guid.0))
-        {
-            if name.as_ref().is_some_and(|n| n != &candidate.name) {
-                continue;
-            }
-            let pool = open_named(&dirs, &candidate.guid.0.to_string(), true)?;
-            entries.push(tarn_ops::status_entry(&pool, verbose, exact));
-            pool.export()?;
-        }
-    }
     if entries.is_empty() {
-        return Err(Failure(match name {
-            Some(name) => format!("cannot open '{name}': no such pool"),
-            None => "no pools available".into(),
-        }));
+        if let Some(name) = name {
+            return Err(Failure(format!("cannot open '{name}': no such pool")));
+        }
+        if !json {
+            err!("no pools available");
+            return Ok(0);
+        }
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
     print_status(&entries, json);

@@ -46,15 +46,7 @@ pub fn import_all(socket: &Path, args: ImportArgs) -> Result<Status, Failure> {
             targets.push((pool.guid, pool.name, one));
         }
     } else {
-        let dirs = if args.dirs.is_empty() {
-            cachefile::import_scan_dirs(&path)
-        } else {
-            args.dirs.clone()
-        };
-        let dirs: Vec<_> = dirs
-            .iter()
-            .map(|dir| tarn_protocol::absolute(dir))
-            .collect();
+        let dirs = cachefile::search_dirs(socket, &args.dirs);
         for found in Pool::scan(&dirs) {
             if (found.state == PoolState::Destroyed) == args.destroyed {
                 let one = ImportArgs {

@@ -9,13 +9,18 @@ use tarn_protocol::request::pool::{ClearArgs, HistoryArgs, PoolRequest};
 use tarn_protocol::Request;
 
 use super::{ask_holder, forward};
+use tarn_ops::cachefile::search_dirs;
 use tarn_ops::open_named;
 use tarn_ops::records::{self, HistoryRow};
 
 /// `pool history [-l] POOL`: from the daemon if it holds the pool, else read from the
 /// exported pool in this process (read-only).
 pub fn history(socket: &Path, args: HistoryArgs) -> Result<Status, Failure> {
-    let (dirs, long, pool) = (args.dirs.clone(), args.long, args.pool.clone());
+    let (dirs, long, pool) = (
+        search_dirs(socket, &args.dirs),
+        args.long,
+        args.pool.clone(),
+    );
     let request = Request::Pool(PoolRequest::History(args));
     let rows: Vec<HistoryRow> = match client::ask_if_running(socket, &request)? {
         Some(response) if !response.not_imported => {

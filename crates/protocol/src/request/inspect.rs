@@ -41,7 +41,8 @@ impl InspectRequest {
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckArgs {
-    /// Directory holding the pool's vdevs (repeatable).
+    /// Directory holding the pool's vdevs (repeatable); without it, /dev/disk/by-id and the
+    /// directories of the vdevs the cache file names.
     #[arg(short = 'd', long = "dir")]
     #[serde(skip)]
     pub dirs: Vec<PathBuf>,

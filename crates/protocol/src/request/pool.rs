@@ -207,7 +207,8 @@ impl ImportArgs {
 }
 
 /// `tarn pool export|destroy [-d DIR]... [-f] POOL`: `-d` says where to find the pool when no
-/// daemon holds it (the CLI then acts on it itself).
+/// daemon holds it (the CLI then acts on it itself; without `-d` it searches the default
+/// search path, `tarn_ops::cachefile::default_search_path`).
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseArgs {
@@ -219,11 +220,13 @@ pub struct ReleaseArgs {
     pub pool: String,
 }
 
-/// `tarn pool list [-d DIR]... [-H] [-p] [-j] [-o FIELD,...] [POOL]`.
+/// `tarn pool list [-H] [-p] [-j] [-o FIELD,...] [POOL]`: imported pools only.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
-    #[arg(short = 'd', long = "dir")]
+    /// Not an option of `pool list`: parsed, hidden, so that the CLI can say that `pool import
+    /// -d DIR` lists the pools in DIR.
+    #[arg(short = 'd', long = "dir", hide = true)]
     #[serde(skip)]
     pub dirs: Vec<PathBuf>,
     #[command(flatten)]
@@ -273,11 +276,13 @@ impl SetArgs {
     }
 }
 
-/// `tarn pool status [-d DIR]... [-j [-p]] [-v] [POOL]`.
+/// `tarn pool status [-j [-p]] [-v] [POOL]`: imported pools only.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusArgs {
-    #[arg(short = 'd', long = "dir")]
+    /// Not an option of `pool status`: parsed, hidden, so that the CLI can say that `pool
+    /// import -d DIR` shows the pools in DIR.
+    #[arg(short = 'd', long = "dir", hide = true)]
     #[serde(skip)]
     pub dirs: Vec<PathBuf>,
     /// JSON output (the schema of zpool status -j).
