@@ -3,9 +3,20 @@
 //! space check of administrative changes ([`SpaceCheck`]), the freer that frees at once or stages frees of late sync passes for the next txg, and the MOS's
 //! block lifecycle (a kill is a free).
 
-use crate::object::{Admission, WriteReservation};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use super::*;
+use parking_lot::Mutex;
+
+use crate::block::blkptr::BlockPtr;
+use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
+use crate::dataset::BlockFreer;
+use crate::object::{Admission, BlockLifecycle, ObjectError, Tx, WriteReservation};
+use crate::tunables::Tunables;
+use crate::txg::TxgManager;
+use crate::types::Txg;
+
+use super::{PoolCore, PoolError};
 
 /// Frees for the pool: now, or (in late sync passes) staged for the next txg.
 pub struct PoolFreer {

@@ -86,7 +86,7 @@ mod admission;
 mod attach;
 pub mod bookmarks;
 pub use admission::PoolFreer;
-use admission::{MosLifecycle, PoolReservation};
+use admission::PoolReservation;
 pub mod background_free;
 mod clones;
 mod create;
@@ -134,23 +134,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType};
-use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
-use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
-use crate::dataset::{BlockFreer, Dataset};
-use crate::object::adapters::{KvObject, MosSpaceStorage};
-use crate::object::bpobj::{BpObj, BpObjEntry, ObjectSetBpStore};
-use crate::object::phys::ObjsetKind;
-use crate::object::{kv, BlockLifecycle, ObjectError, ObjectProps, ObjectSet, Tx};
-use crate::space::{AllocClass, SpaceError, SpaceManager};
+use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
+use crate::block::pipeline::{BlockIo, PipelineError};
+use crate::dataset::Dataset;
+use crate::object::adapters::KvObject;
+use crate::object::bpobj::{BpObj, ObjectSetBpStore};
+use crate::object::{kv, ObjectError, ObjectProps, ObjectSet, Tx};
+use crate::space::SpaceError;
 use crate::tunables::Tunables;
 use crate::txg::{TxgError, TxgManager};
-use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
-use crate::vdev::inject::Injector;
-use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
-use crate::vdev::{
-    BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevHealth, VdevTree,
-};
+use crate::types::{Guid, ObjectId, Txg, VdevId};
+use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState};
+use crate::vdev::{BlockDevice, VdevError};
 use uberblock::Uberblock;
 
 /// Version of the pool format (config, MOS layout and block payloads).

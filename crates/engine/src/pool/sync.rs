@@ -3,7 +3,25 @@
 //! background frees, labels and the uberblock. Runs only in the sync thread, which the txg
 //! layer drives; see the parent module for the protocol, its crash analysis and its cost.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::block::pipeline::SyncPoint;
+use crate::dataset::Dataset;
+use crate::object::adapters::MosSpaceStorage;
+use crate::object::bpobj::{BpObj, BpObjEntry};
+use crate::object::Tx;
+use crate::types::{Guid, Txg};
+use crate::vdev::label;
+use crate::vdev::label::{LabelConfig, LabelSet};
+
+use super::uberblock::Uberblock;
+use super::{
+    deferred_free_count, deferred_list_store, hostname, kv_set_u64, metaslab_array_key,
+    now_seconds, uberblock, PoolCore, PoolError, LOG_SPACEMAP_KEY, MOS_OBJECT_DIRECTORY,
+    POOL_VERSION,
+};
 
 impl PoolCore {
     pub(super) fn storage(&self) -> MosSpaceStorage<'_> {
