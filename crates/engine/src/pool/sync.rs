@@ -2,6 +2,8 @@
 //! module's documentation, OpenZFS spa_sync): passes until convergence, deferred frees,
 //! background frees, labels and the uberblock. Runs only in the sync thread, which the txg
 //! layer drives; see the parent module for the protocol, its crash analysis and its cost.
+//! The thread is started here at import and create, and a caller asks it for a sync here
+//! ([`Pool::sync`]); export stops it (`export.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +21,7 @@ use crate::vdev::label::{LabelConfig, LabelSet};
 use super::uberblock::Uberblock;
 use super::{
     deferred_free_count, deferred_list_store, hostname, kv_set_u64, metaslab_array_key,
-    now_seconds, uberblock, PoolCore, PoolError, LOG_SPACEMAP_KEY, MOS_OBJECT_DIRECTORY,
+    now_seconds, uberblock, Pool, PoolCore, PoolError, LOG_SPACEMAP_KEY, MOS_OBJECT_DIRECTORY,
     POOL_VERSION,
 };
 
@@ -409,5 +411,60 @@ impl PoolCore {
             self.config.lock().dirty = false;
         }
         Ok(())
+    }
+}
+
+/// The sync thread, and a caller's request for a sync.
+impl Pool {
+    pub(super) fn start_sync_thread(&self) {
+        if self.core.readonly {
+            return;
+        }
+        // Deferred frees left by the txg imported at are carried by timer-driven syncs.
+        self.core
+            .txgs
+            .set_pending_work(self.core.has_pending_work());
+        let core = self.core.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("tarn-sync-{}", self.core.name))
+            .spawn(move || {
+                let sync_core = core.clone();
+                let check_core = core.clone();
+                core.txgs.run_sync_thread(
+                    move |txg| {
+                        sync_core
+                            .sync_txg_counted(txg)
+                            .map_err(|error| error.to_string())
+                    },
+                    move |txg| {
+                        check_core.mos.is_dirty(txg)
+                            || check_core.records_pending()
+                            || check_core.dataset_list().iter().any(|(_, dataset)| {
+                                dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
+                            })
+                    },
+                );
+            })
+            .expect("spawn the sync thread");
+        *self.sync_thread.lock() = Some(handle);
+    }
+
+    /// Force a txg sync and wait for it; returns the last synced txg.
+    pub fn sync(&self) -> Result<Txg, PoolError> {
+        if self.core.readonly {
+            return Ok(self.core.txgs.last_synced());
+        }
+        Ok(self.core.txgs.wait_synced(None)?)
+    }
+
+    /// Flush every metaslab's unflushed changes from the log space map to its own map in the
+    /// next txg, as export does, and wait for it: afterwards only that txg's own log remains.
+    /// For measurements of allocated space that should not count how many logs happen to be
+    /// kept. Without the feature, a plain sync.
+    pub fn flush_log_space_map(&self) -> Result<Txg, PoolError> {
+        if !self.core.readonly {
+            self.core.io.space.request_flush_all();
+        }
+        self.sync()
     }
 }
