@@ -23,8 +23,8 @@ use crate::vdev::inject::Injector;
 use crate::vdev::label::{PoolState, TopVdevKind};
 use crate::vdev::{label, BlockDevice, FileDevice, Leaf, TopVdev, VdevTree};
 
-use super::admission::{MosLifecycle, PoolFreer};
 use super::new_device::{check_new_device, device_identity};
+use super::sync::{MosLifecycle, PoolFreer};
 use super::vdev_spec::VdevSpec;
 use super::{
     datasets, deferred_list_store, kv_set_u64, mos_props, validate_pool_name, vdev_change,

@@ -23,7 +23,7 @@ use crate::vdev::{
     label, BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevHealth, VdevTree,
 };
 
-use super::admission::{MosLifecycle, PoolFreer};
+use super::sync::{MosLifecycle, PoolFreer};
 use super::uberblock::Uberblock;
 use super::{
     fallback_uberblocks, hostname, lookup_mos_directory, metaslab_array_key, validate_pool_name,

@@ -85,8 +85,8 @@
 mod admission;
 mod attach;
 pub mod bookmarks;
-pub use admission::PoolFreer;
 use admission::PoolReservation;
+pub use sync::PoolFreer;
 pub mod background_free;
 mod clones;
 mod create;

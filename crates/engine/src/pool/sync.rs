@@ -3,17 +3,22 @@
 //! background frees, labels and the uberblock. Runs only in the sync thread, which the txg
 //! layer drives; see the parent module for the protocol, its crash analysis and its cost.
 //! The thread is started here at import and create, and a caller asks it for a sync here
-//! ([`Pool::sync`]); export stops it (`export.rs`).
+//! ([`Pool::sync`]); export stops it (`export.rs`). The frees a sync makes go through
+//! [`PoolFreer`]: at once in early passes, staged for the next txg's deferred-free list in late
+//! ones.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::block::blkptr::{BlockPtr, ObjectType};
-use crate::block::pipeline::SyncPoint;
-use crate::dataset::Dataset;
+use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
+use crate::dataset::{BlockFreer, Dataset};
 use crate::object::adapters::MosSpaceStorage;
 use crate::object::bpobj::{BpObj, BpObjEntry};
-use crate::object::Tx;
+use crate::object::{BlockLifecycle, ObjectError, Tx};
+use crate::tunables::Tunables;
 use crate::types::{Guid, Txg};
 use crate::vdev::label;
 use crate::vdev::label::{LabelConfig, LabelSet};
@@ -24,6 +29,62 @@ use super::{
     now_seconds, uberblock, Pool, PoolCore, PoolError, LOG_SPACEMAP_KEY, MOS_OBJECT_DIRECTORY,
     POOL_VERSION,
 };
+
+/// Frees for the pool: now, or (in late sync passes) staged for the next txg.
+pub struct PoolFreer {
+    pub(super) io: Arc<BlockIo>,
+    pub(super) staged: Mutex<Vec<BlockPtr>>,
+    pub(super) deferred_from_pass: u32,
+}
+
+impl PoolFreer {
+    /// The pass from which frees are staged for the next txg: `sync_pass_deferred_free`, or
+    /// never with the log space map, where a late free costs an entry in the txg's log (whose
+    /// block later passes rewrite in place) instead of a metaslab map block (OpenZFS stops
+    /// deferring then too, reference §5.2).
+    pub(super) fn deferred_from_pass(tunables: &Tunables, log_spacemap: bool) -> u32 {
+        if log_spacemap {
+            u32::MAX
+        } else {
+            tunables.sync_pass_deferred_free
+        }
+    }
+}
+
+impl BlockFreer for PoolFreer {
+    fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        if bp.is_hole() || bp.embedded {
+            return Ok(());
+        }
+        if at.pass >= self.deferred_from_pass {
+            self.staged.lock().push(bp.clone());
+            return Ok(());
+        }
+        match self.io.free(bp, at.txg) {
+            // A gang whose header cannot be read goes to the deferred-free list, whose turn in
+            // the next txg's pass 1 sets it aside in the MOS (background_free.rs): a free in
+            // the middle of a sync pass can neither fail the txg nor write the MOS itself.
+            Err(PipelineError::GangUnreadable { .. }) => {
+                self.staged.lock().push(bp.clone());
+                Ok(())
+            }
+            other => other.map_err(ObjectError::from),
+        }
+    }
+}
+
+/// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.
+pub(super) struct MosLifecycle {
+    pub(super) freer: Arc<PoolFreer>,
+}
+
+impl BlockLifecycle for MosLifecycle {
+    fn block_born(&self, _bp: &BlockPtr, _at: SyncPoint) {}
+
+    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        self.freer.free(bp, at)
+    }
+}
 
 impl PoolCore {
     pub(super) fn storage(&self) -> MosSpaceStorage<'_> {
