@@ -1,5 +1,6 @@
 //! Gang blocks (OpenZFS's zio gang tree): a block written in pieces when no free segment can
-//! hold it whole.
+//! hold it whole. The pipeline's gang methods of [`BlockIo`] are here, apart from the
+//! pipelines (`pipeline.rs`), because a gang has its own on-disk header and tree.
 //!
 //! # Theory
 //! On a full, fragmented pool a 128 KiB block may find no contiguous free segment although the

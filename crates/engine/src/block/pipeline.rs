@@ -32,6 +32,14 @@
 //!
 //! Every block pointer read from disk is untrusted: DVAs are checked against the vdev tree
 //! before any I/O is issued.
+//!
+//! [`BlockIo`] is the pool's one block I/O object, and its methods sit with their concept: the
+//! pipelines, frees and the device write counters here; gang blocks, with their own on-disk
+//! header and tree walks, in `gang.rs` (OpenZFS's zio gang functions); writing a block ahead of
+//! its txg for the intent log in `prewrite.rs` (OpenZFS dmu_sync: another caller, open
+//! context, its own crash behaviour); and the making of a `BlockIo` with the ARC and the L2ARC
+//! in `cache/caching.rs`, the one place that knows both the pipeline and the caches' types
+//! (the cache layer sits above this one, which names only the [`BlockCaching`] trait).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -1,4 +1,6 @@
-//! Writing a data block ahead of its txg's sync, for the intent log (OpenZFS dmu_sync).
+//! Writing a data block ahead of its txg's sync, for the intent log (OpenZFS dmu_sync). These
+//! methods of [`BlockIo`] are apart from the pipelines (`pipeline.rs`) because their caller
+//! (the intent log, in open context) and their crash behaviour are their own.
 //!
 //! # Theory
 //! An fsync of a large write need not copy the data into log blocks (writing it twice, once

@@ -2,7 +2,8 @@
 //! ([`BlockCaching`](crate::block::caching::BlockCaching)), and the making of the pool's
 //! [`BlockIo`] with them: the pipeline (`block/`) names only the trait, so the cache layer
 //! builds the caches, hands them to the pipeline, and gives them back to the layers above
-//! ([`BlockIo::cache`], [`BlockIo::l2arc`]).
+//! ([`BlockIo::cache`], [`BlockIo::l2arc`]). These methods of [`BlockIo`] are here rather
+//! than in `block/pipeline.rs` because only this layer knows the caches' types.
 
 use std::any::Any;
 use std::sync::Arc;

@@ -1,54 +1,18 @@
-//! Write admission and frees for the pool: the `WriteReservation` datasets ask before they
-//! dirty data (space outside the slop, with the indirect blocks a write will rewrite), the
-//! space check of administrative changes ([`SpaceCheck`]), the freer that frees at once or stages frees of late sync passes for the next txg, and the MOS's
-//! block lifecycle (a kill is a free).
+//! Write admission for the pool (OpenZFS dsl_dir_tempreserve_space against
+//! spa_get_slop_space): the `WriteReservation` datasets ask before they dirty data (space
+//! outside the slop, with the indirect blocks a write will rewrite), and the space check of
+//! administrative changes ([`SpaceCheck`]). Frees, the other way space moves, are the sync
+//! driver's (`PoolFreer` in `sync.rs`).
 
-use crate::object::{Admission, WriteReservation};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use super::*;
+use crate::block::pipeline::BlockIo;
+use crate::object::{Admission, ObjectError, Tx, WriteReservation};
+use crate::txg::TxgManager;
+use crate::types::Txg;
 
-/// Frees for the pool: now, or (in late sync passes) staged for the next txg.
-pub struct PoolFreer {
-    pub(super) io: Arc<BlockIo>,
-    pub(super) staged: Mutex<Vec<BlockPtr>>,
-    pub(super) deferred_from_pass: u32,
-}
-
-impl PoolFreer {
-    /// The pass from which frees are staged for the next txg: `sync_pass_deferred_free`, or
-    /// never with the log space map, where a late free costs an entry in the txg's log (whose
-    /// block later passes rewrite in place) instead of a metaslab map block (OpenZFS stops
-    /// deferring then too, reference §5.2).
-    pub(super) fn deferred_from_pass(tunables: &Tunables, log_spacemap: bool) -> u32 {
-        if log_spacemap {
-            u32::MAX
-        } else {
-            tunables.sync_pass_deferred_free
-        }
-    }
-}
-
-impl BlockFreer for PoolFreer {
-    fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
-        if bp.is_hole() || bp.embedded {
-            return Ok(());
-        }
-        if at.pass >= self.deferred_from_pass {
-            self.staged.lock().push(bp.clone());
-            return Ok(());
-        }
-        match self.io.free(bp, at.txg) {
-            // A gang whose header cannot be read goes to the deferred-free list, whose turn in
-            // the next txg's pass 1 sets it aside in the MOS (background_free.rs): a free in
-            // the middle of a sync pass can neither fail the txg nor write the MOS itself.
-            Err(PipelineError::GangUnreadable { .. }) => {
-                self.staged.lock().push(bp.clone());
-                Ok(())
-            }
-            other => other.map_err(ObjectError::from),
-        }
-    }
-}
+use super::{PoolCore, PoolError};
 
 /// Admission of new data into the pool's datasets: a write is refused with "no space" when the
 /// data already in flight plus this write, doubled for copies, plus the indirect blocks the
@@ -159,19 +123,6 @@ impl WriteReservation for PoolReservation {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
                 Some(held.saturating_sub(bytes))
             });
-    }
-}
-
-/// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.
-pub(super) struct MosLifecycle {
-    pub(super) freer: Arc<PoolFreer>,
-}
-
-impl BlockLifecycle for MosLifecycle {
-    fn block_born(&self, _bp: &BlockPtr, _at: SyncPoint) {}
-
-    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
-        self.freer.free(bp, at)
     }
 }
 

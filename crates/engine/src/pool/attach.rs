@@ -16,11 +16,18 @@
 //! Each request holds the pool's device-request lock from its checks until the txg applying
 //! it has synced, so two requests never check against the same tree.
 
-use crate::vdev::{Leaf, TopVdev};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::space::AllocClass;
+use crate::types::{Guid, ObjectId, Txg, VdevId};
+use crate::vdev::label::TopVdevKind;
+use crate::vdev::{label, BlockDevice, FileDevice, Leaf, TopVdev};
 
 use super::new_device::{check_new_device, clear_labels, device_identity};
 use super::vdev_change::VdevChange;
-use super::*;
+use super::vdev_spec::{VdevLayout, VdevSpec};
+use super::{scan, Pool, PoolError};
 
 /// What `pool add -n` would do, or did.
 #[derive(Clone, Debug, PartialEq, Eq)]

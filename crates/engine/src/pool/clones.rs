@@ -7,7 +7,7 @@
 //! directory names the origin and its txg. The origin counts its clones (clone count and
 //! next-clones object) so that it is not destroyed under them. Creation is a namespace task
 //! (`pool/snapshots.rs`), run in pass 1 of its txg like the snapshot tasks. Destroying a clone
-//! (`pool/datasets.rs`, `sync_destroy`) frees its livelist's live entries (`livelists.rs`) or,
+//! (`pool/destroy.rs`, `sync_destroy`) frees its livelist's live entries (`livelists.rs`) or,
 //! without one, its tree above the origin's txg, its own deadlist entries, drops the origin's,
 //! and releases the origin here. A clone made while the pool has feature `livelist` starts an
 //! empty livelist (`dataset/livelist.rs`).

@@ -2,8 +2,35 @@
 //! again if creation fails), labelling them, and the first txg that writes the MOS, the root
 //! dataset and its file system.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::block::blkptr::{Compression, ObjectType};
+use crate::block::pipeline::BlockIo;
+use crate::dataset::Dataset;
+use crate::object::adapters::{KvObject, MosSpaceStorage};
+use crate::object::bpobj::BpObj;
+use crate::object::phys::ObjsetKind;
+use crate::object::{kv, ObjectSet, Tx};
+use crate::space::{AllocClass, SpaceManager};
+use crate::txg::TxgManager;
+use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
+use crate::vdev::inject::Injector;
+use crate::vdev::label::{PoolState, TopVdevKind};
+use crate::vdev::{label, BlockDevice, FileDevice, Leaf, TopVdev, VdevTree};
+
 use super::new_device::{check_new_device, device_identity};
-use super::*;
+use super::sync::{MosLifecycle, PoolFreer};
+use super::vdev_spec::VdevSpec;
+use super::{
+    datasets, deferred_list_store, kv_set_u64, mos_props, validate_pool_name, vdev_change,
+    ConfigState, CreateOptions, Pool, PoolCore, PoolError, FEATURES_KNOWN, MOS_COPIES,
+    MOS_OBJECT_DIRECTORY,
+};
 
 /// One top-level vdev's devices, as opened for a new pool.
 type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;

@@ -1,5 +1,6 @@
-//! The pool's dataset hierarchy: names, child datasets, properties, create and destroy
-//! (OpenZFS dsl_dir.c, dsl_dataset.c, dsl_prop.c, dsl_destroy.c as used by the pool).
+//! The pool's dataset hierarchy: names, child datasets, create, opening and the space figures
+//! (OpenZFS dsl_dir.c, dsl_dataset.c as used by the pool). A dataset's properties are
+//! `dataset_props.rs` (dsl_prop.c), its destroy `destroy.rs` (dsl_destroy.c).
 //!
 //! # Names
 //! A dataset is named `POOL/a/b`. Inside the pool it is known by its *relative* name (`a/b`;
@@ -15,14 +16,6 @@
 //! dataset joins the pool's table before the hold is released, so the sync of that txg writes
 //! its object set and records together: a crash leaves either no dataset or a whole one.
 //!
-//! # Destroy (syncing context)
-//! Open context only takes the dataset out of the table and queues it for the txg it holds;
-//! the sync of that txg (pass 1) kills every block of its object set through the dataset's
-//! `block_kill` (so frees follow the usual deferred path) and removes its MOS objects and its
-//! name. Doing the MOS changes in syncing context keeps them strictly after the previous txg's
-//! writes of the same records. The whole tree is freed in that one sync (no background
-//! "freeing" yet: a very large dataset makes that sync long).
-//!
 //! # Space figures
 //! A directory's used bytes are its dataset's referenced bytes plus its children's used bytes;
 //! the sync driver recomputes them after every sync that changed a dataset and rewrites the
@@ -37,12 +30,9 @@ use std::sync::Arc;
 
 use crate::block::blkptr::{BlockPtr, ObjectType};
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
-use crate::dataset::props::{
-    checksum_of, compression_of, validate_name_component, Property, PropertySource,
-    DATASET_NAME_MAX,
-};
+use crate::dataset::props::{validate_name_component, Property, PropertySource, DATASET_NAME_MAX};
 use crate::dataset::Dataset;
-use crate::fs::{FileSystem, FsConfig, SpaceFigures, XattrLayout};
+use crate::fs::{FileSystem, SpaceFigures};
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::phys::ObjsetKind;
@@ -144,7 +134,7 @@ pub(super) fn leaf_of(relative: &str) -> &str {
         .map_or(relative, |index| &relative[index + 1..])
 }
 
-fn kv_error(object: ObjectId) -> impl Fn(kv::KvError) -> PoolError {
+pub(super) fn kv_error(object: ObjectId) -> impl Fn(kv::KvError) -> PoolError {
     move |error| PoolError::Corrupt(format!("key/value object {object}: {error}"))
 }
 
@@ -241,7 +231,7 @@ impl PoolCore {
         names
     }
 
-    fn children_of(&self, relative: &str) -> Vec<String> {
+    pub(super) fn children_of(&self, relative: &str) -> Vec<String> {
         self.datasets
             .read()
             .keys()
@@ -378,124 +368,6 @@ impl PoolCore {
         Ok(dir)
     }
 
-    /// Give a dataset's object set its effective `copies` property, so that its own metadata
-    /// (dnode blocks, header) gets one copy more (`object::write_copies`). Best effort: a
-    /// property object that cannot be read leaves the set at its current setting.
-    pub(super) fn apply_copies(&self, relative: &str) {
-        let Ok(dataset) = self.dataset_by_relative(relative) else {
-            return;
-        };
-        if let Ok((value, _)) = self.property(relative, Property::Copies) {
-            if let (Ok(copies), Some(objset)) = (value.parse::<u8>(), dataset.try_objset()) {
-                objset.set_copies(copies);
-            }
-        }
-    }
-
-    /// A local property setting, validated (it comes from disk).
-    fn local_property(
-        &self,
-        dataset: &Dataset,
-        property: Property,
-    ) -> Result<Option<String>, PoolError> {
-        let object = dataset.dir().properties_object;
-        let handle = KvObject::new(&self.mos, object, None)?;
-        let Some(bytes) =
-            kv::lookup(&handle, property.name().as_bytes()).map_err(kv_error(object))?
-        else {
-            return Ok(None);
-        };
-        let text = String::from_utf8(bytes).map_err(|_| {
-            PoolError::Corrupt(format!(
-                "dataset {}: property {} is not text",
-                dataset.name(),
-                property.name()
-            ))
-        })?;
-        let normalized = property.parse(&text).map_err(|why| {
-            PoolError::Corrupt(format!("dataset {}: stored {why}", dataset.name()))
-        })?;
-        Ok(Some(normalized))
-    }
-
-    /// The effective value of a settable property and where it comes from.
-    pub fn property(
-        &self,
-        relative: &str,
-        property: Property,
-    ) -> Result<(String, PropertySource), PoolError> {
-        let mut at = relative.to_string();
-        loop {
-            let dataset = self.dataset_by_relative(&at)?;
-            if let Some(value) = self.local_property(&dataset, property)? {
-                let source = if at == relative {
-                    PropertySource::Local
-                } else {
-                    PropertySource::Inherited(self.full_name(&at))
-                };
-                let value = match property {
-                    // A child mounts below the ancestor's mountpoint, by its names below it.
-                    Property::Mountpoint if value.starts_with('/') && at != relative => {
-                        let below = &relative[if at.is_empty() { 0 } else { at.len() + 1 }..];
-                        format!("{}/{below}", value.trim_end_matches('/'))
-                    }
-                    _ => value,
-                };
-                return Ok((value, source));
-            }
-            if at.is_empty() || !property.inherits() {
-                break;
-            }
-            at = parent_of(&at).to_string();
-        }
-        let value = match property {
-            Property::Mountpoint => format!("/{}", self.full_name(relative)),
-            _ => property.default_value(self.tunables.recordsize),
-        };
-        Ok((value, PropertySource::Default))
-    }
-
-    /// Object properties for new files of a dataset, from its effective properties.
-    pub fn fs_config(&self, relative: &str, base: FsConfig) -> Result<FsConfig, PoolError> {
-        let value = |property| self.property(relative, property).map(|(value, _)| value);
-        Ok(FsConfig {
-            file_block_size: value(Property::Recordsize)?
-                .parse()
-                .expect("validated recordsize"),
-            checksum: checksum_of(&value(Property::Checksum)?),
-            compression: compression_of(&value(Property::Compression)?),
-            copies: value(Property::Copies)?.parse().expect("validated copies"),
-            xattr: if value(Property::Xattr)? == "dir" {
-                XattrLayout::Dir
-            } else {
-                XattrLayout::Sa
-            },
-            acl_posix: value(Property::Acltype)? == "posix",
-            ..base
-        })
-    }
-
-    pub(super) fn write_property(
-        &self,
-        dataset: &Dataset,
-        tx: Tx,
-        property: Property,
-        value: Option<&str>,
-    ) -> Result<(), PoolError> {
-        let object = dataset.dir().properties_object;
-        let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
-        match value {
-            Some(value) => {
-                kv::upsert(&mut handle, property.name().as_bytes(), value.as_bytes())
-                    .map_err(kv_error(object))?;
-            }
-            None => {
-                kv::remove(&mut handle, property.name().as_bytes()).map_err(kv_error(object))?;
-            }
-        }
-        Ok(())
-    }
-
     /// Open-context half of create: see the module documentation.
     pub(super) fn create_dataset_in(
         &self,
@@ -551,75 +423,6 @@ impl PoolCore {
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
         drop(hold);
-        Ok(())
-    }
-
-    /// Syncing-context half of destroy: queue the dataset's tree for background freeing (see
-    /// [`super::background_free`]) and remove its records.
-    pub(super) fn sync_destroy(&self, dataset: &Dataset, txg: Txg) -> Result<(), PoolError> {
-        let tx = Tx::syncing(txg);
-        // A clone with a livelist frees its live entries; anything else walks its tree. Its
-        // snapshots were destroyed first in this txg, so the head holds all that is left.
-        match dataset.take_livelist() {
-            Some(livelist) => self.queue_livelist_destroy(livelist, &tx)?,
-            None => self.enqueue_destroy(dataset, txg)?,
-        }
-        if let Some(log) = dataset
-            .try_objset()
-            .and_then(|objset| objset.log::<crate::zil::Zil>())
-        {
-            log.destroy(txg)?;
-        }
-        dataset.detach_objset();
-        self.sync_destroy_bookmarks(dataset.object, None, &tx)?;
-        self.sync_forget_receive(dataset.object, &tx)?;
-        let dir = dataset.dir();
-        let parent_dir = DatasetDirPhys::decode(&self.mos.bonus(dir.parent_dir_object)?)
-            .map_err(|error| PoolError::Corrupt(format!("parent directory record: {error}")))?;
-        {
-            let object = parent_dir.children_object;
-            let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
-            let name = dataset.name();
-            let leaf = name.rsplit('/').next().expect("a child has a name");
-            if !kv::remove(&mut handle, leaf.as_bytes()).map_err(kv_error(object))? {
-                return Err(PoolError::Corrupt(format!(
-                    "dataset {} is missing from its parent's children",
-                    dataset.name()
-                )));
-            }
-        }
-        let phys = dataset.phys();
-        if phys.deadlist_object.0 != 0 {
-            // Its snapshots are gone: what is left on it is a clone's dead origin blocks (born
-            // at or before the origin's txg: the origin's, dropped) or, defensively, its own
-            // (freed, not leaked).
-            let store = self.deadlist_store();
-            let mut deadlist =
-                crate::dataset::deadlist::Deadlist::load(&store, phys.deadlist_object)?;
-            let (origins, own): (Vec<_>, Vec<_>) = deadlist
-                .take_all_lists()
-                .into_iter()
-                .partition(|(key, _)| *key < dataset.origin_txg());
-            crate::dataset::deadlist::Deadlist::drop_lists(&store, &tx, &origins)?;
-            let lists: Vec<ObjectId> = own.into_iter().map(|(_, entry)| entry.list).collect();
-            self.queue_free_lists(&tx, &lists)?;
-            deadlist.destroy(&store, &tx, false)?;
-        }
-        self.release_origin(dataset, &tx)?;
-        for object in [
-            dir.children_object,
-            dir.properties_object,
-            dataset.dir_object,
-            dataset.object,
-        ]
-        .into_iter()
-        .chain(
-            [phys.snapshot_names_object]
-                .into_iter()
-                .filter(|object| object.0 != 0),
-        ) {
-            self.mos.remove_object(&tx, object)?;
-        }
         Ok(())
     }
 
@@ -826,175 +629,12 @@ fn depth(relative: &str) -> usize {
     }
 }
 
-impl PoolCore {
-    /// What destroying `full_name` (relative name `relative`) destroys, in the order it is
-    /// destroyed (relative names of file systems; each one's snapshots go with it), or why it
-    /// is refused: children or snapshots without `recursive`, snapshots with clones without
-    /// `dependents`, held snapshots, an unavailable dataset. With `dependents` (`-R`, which
-    /// implies `recursive`) the plan holds every clone of a snapshot it destroys, with the
-    /// clone's descendants and their clones in turn, each before the file system whose
-    /// snapshot it depends on. Changes nothing. Call with the namespace lock held. The dry run
-    /// and the real run both take their list from here, so they cannot disagree.
-    fn destroy_plan(
-        &self,
-        full_name: &str,
-        relative: &str,
-        recursive: bool,
-        dependents: bool,
-    ) -> Result<Vec<String>, PoolError> {
-        let core = self;
-        let recursive = recursive || dependents;
-        core.dataset_by_relative(relative)?;
-        let descendants = core.descendants_of(relative);
-        if !descendants.is_empty() && !recursive {
-            let children: Vec<String> = core
-                .children_of(relative)
-                .iter()
-                .map(|name| core.full_name(name))
-                .collect();
-            return Err(PoolError::DatasetBusy(
-                full_name.into(),
-                format!(
-                    "it has children ({}); use -r to destroy them too",
-                    children.join(", ")
-                ),
-            ));
-        }
-        if !recursive {
-            let head = core.dataset_by_relative(relative)?;
-            if let Some(first) = head.snapshots().first() {
-                return Err(PoolError::DatasetBusy(
-                    full_name.into(),
-                    format!(
-                        "it has snapshots ({}@{} and {} more); use -r to destroy them too",
-                        head.name(),
-                        first.short_name(),
-                        head.snapshots().len() - 1
-                    ),
-                ));
-            }
-        }
-        let mut doomed = Vec::new();
-        let mut visiting = Vec::new();
-        core.plan_tree(relative, &mut doomed, &mut visiting)?;
-        if !dependents {
-            let tree: Vec<String> = descendants
-                .into_iter()
-                .chain(std::iter::once(relative.to_string()))
-                .collect();
-            let outside: Vec<String> = doomed
-                .iter()
-                .filter(|name| !tree.contains(name))
-                .map(|name| core.full_name(name))
-                .collect();
-            if !outside.is_empty() {
-                return Err(PoolError::Refused(format!(
-                    "cannot destroy {full_name}: filesystem has dependent clones; use -R to destroy the following datasets: {}",
-                    outside.join(", ")
-                )));
-            }
-        }
-        for name in &doomed {
-            let head = core.dataset_by_relative(name)?;
-            for snapshot in head.snapshots() {
-                let snapshot_name = format!("{}@{}", head.name(), snapshot.short_name());
-                if let Some(why) = core.destroy_refusal(&snapshot_name, &snapshot) {
-                    return Err(PoolError::DatasetBusy(full_name.into(), why));
-                }
-            }
-        }
-        // Destroy frees a dataset's blocks by walking its tree, which an unavailable dataset
-        // cannot do: refuse rather than leak.
-        for name in &doomed {
-            core.available_dataset(name)?;
-        }
-        Ok(doomed)
-    }
-
-    /// The relative name of a file system to destroy; the root dataset goes only with its pool.
-    fn destroy_target(&self, full_name: &str) -> Result<String, PoolError> {
-        let relative = self.relative_name(full_name)?.to_string();
-        if relative.is_empty() {
-            return Err(PoolError::BadProperty(format!(
-                "{full_name} is the pool's root dataset: destroy the pool instead (tarn pool destroy {full_name})"
-            )));
-        }
-        Ok(relative)
-    }
-
-    /// Append to `doomed` the file system `relative` after everything that must go before it:
-    /// its children (each with its own plan) and every clone of its snapshots (likewise), so a
-    /// snapshot is never destroyed while a clone still depends on it. A file system already
-    /// planned is not planned again; `visiting` holds the ones being planned, so a dependency
-    /// cycle (which clones and children cannot form) could not recurse forever.
-    fn plan_tree(
-        &self,
-        relative: &str,
-        doomed: &mut Vec<String>,
-        visiting: &mut Vec<String>,
-    ) -> Result<(), PoolError> {
-        if doomed
-            .iter()
-            .chain(visiting.iter())
-            .any(|name| name == relative)
-        {
-            return Ok(());
-        }
-        visiting.push(relative.to_string());
-        let head = self.dataset_by_relative(relative)?;
-        let origins: Vec<ObjectId> = head
-            .snapshots()
-            .iter()
-            .filter(|snapshot| snapshot.phys().clone_count > 0)
-            .map(|snapshot| snapshot.object)
-            .collect();
-        let mut clones: Vec<String> = if origins.is_empty() {
-            Vec::new()
-        } else {
-            self.dataset_list()
-                .into_iter()
-                .filter(|(_, dataset)| origins.contains(&dataset.dir().origin_snapshot_object))
-                .map(|(name, _)| name)
-                .collect()
-        };
-        clones.sort();
-        let mut children = self.children_of(relative);
-        children.sort();
-        for name in children.iter().chain(&clones) {
-            self.plan_tree(name, doomed, visiting)?;
-        }
-        visiting.pop();
-        doomed.push(relative.to_string());
-        Ok(())
-    }
-}
-
 impl Pool {
     pub(super) fn writable(&self) -> Result<(), PoolError> {
         if self.core.readonly {
             return Err(PoolError::ReadOnly);
         }
         Ok(())
-    }
-
-    /// Validate `name=value` settings for a dataset.
-    pub fn parse_properties(
-        settings: &[(String, String)],
-    ) -> Result<Vec<(Property, String)>, PoolError> {
-        let mut parsed: Vec<(Property, String)> = Vec::new();
-        for (name, value) in settings {
-            let property = Property::from_name(name).ok_or_else(|| {
-                if crate::dataset::props::READ_ONLY_PROPERTIES.contains(&name.as_str()) {
-                    PoolError::BadProperty(format!("{name} is a read-only property"))
-                } else {
-                    PoolError::BadProperty(format!("unknown property {name:?}"))
-                }
-            })?;
-            let normalized = property.parse(value).map_err(PoolError::BadProperty)?;
-            parsed.retain(|(seen, _)| *seen != property);
-            parsed.push((property, normalized));
-        }
-        Ok(parsed)
     }
 
     /// Create a file system `full_name` (`POOL/a/b`) with local properties. With
@@ -1045,97 +685,6 @@ impl Pool {
         drop(_namespace);
         self.sync()?;
         Ok(created)
-    }
-
-    /// What [`Pool::destroy_datasets`] would destroy, in its order: full names, each file
-    /// system preceded by its snapshots (oldest first). Or why it is refused. Changes nothing:
-    /// `destroy -n` prints this list, and callers that unmount first check with it.
-    pub fn destroy_plan(
-        &self,
-        full_name: &str,
-        recursive: bool,
-        dependents: bool,
-    ) -> Result<Vec<String>, PoolError> {
-        self.writable()?;
-        let core = &self.core;
-        let relative = core.destroy_target(full_name)?;
-        let _namespace = core.namespace.lock();
-        let mut names = Vec::new();
-        for name in core.destroy_plan(full_name, &relative, recursive, dependents)? {
-            let head = core.dataset_by_relative(&name)?;
-            for snapshot in head.snapshots() {
-                names.push(format!("{}@{}", head.name(), snapshot.short_name()));
-            }
-            names.push(head.name().clone());
-        }
-        Ok(names)
-    }
-
-    /// Destroy a file system. `recursive` destroys its descendants first; without it, a
-    /// dataset with children is refused. The root dataset is destroyed only with its pool.
-    /// The caller must have unmounted it (and its descendants). Returns the full names
-    /// destroyed, children first. Durable on return.
-    pub fn destroy_dataset(
-        &self,
-        full_name: &str,
-        recursive: bool,
-    ) -> Result<Vec<String>, PoolError> {
-        self.destroy_datasets(full_name, recursive, false)
-    }
-
-    /// Destroy what [`Pool::destroy_plan`] lists, in its order; `dependents` (`-R`, implying
-    /// `recursive`) includes the clones of every snapshot destroyed, wherever they are. The
-    /// caller must have unmounted them all. Returns the file systems destroyed. Durable on
-    /// return.
-    pub fn destroy_datasets(
-        &self,
-        full_name: &str,
-        recursive: bool,
-        dependents: bool,
-    ) -> Result<Vec<String>, PoolError> {
-        self.writable()?;
-        let core = &self.core;
-        let relative = core.destroy_target(full_name)?;
-        let namespace = core.namespace.lock();
-        let doomed = core.destroy_plan(full_name, &relative, recursive, dependents)?;
-        // Whatever the datasets still had in open txgs reaches disk first, so the sync that
-        // destroys them sees their whole trees. The namespace stays locked throughout, so no
-        // child can appear under a dataset being destroyed.
-        self.sync()?;
-        let mut destroyed = Vec::new();
-        for name in &doomed {
-            let hold = core.txgs.assign()?;
-            // The dataset leaves the table and joins the pending destroys at one moment, so
-            // that a sync in between (of a txg before `hold`'s) sees it in one or the other.
-            let mut pending = core.pending_destroys.lock();
-            let Some(dataset) = core.datasets.write().remove(name) else {
-                continue;
-            };
-            pending.push((hold.txg(), name.clone(), dataset.clone()));
-            drop(pending);
-            // Its snapshots first, in the same txg: the tree is then the head's alone.
-            for snapshot in dataset.snapshots() {
-                core.queue_snapshot_task(
-                    hold.txg(),
-                    super::snapshots::NamespaceTask::Destroy {
-                        head: dataset.clone(),
-                        snapshot,
-                    },
-                );
-            }
-            let clone = dataset.dir().origin_snapshot_object.0 != 0;
-            drop(hold);
-            destroyed.push(core.full_name(name));
-            // A clone's destroy releases its origin snapshot (the clone count drops) when its
-            // txg syncs; the origin's file system may be next in the plan, and its snapshots
-            // can go only once nothing depends on them.
-            if clone {
-                self.sync()?;
-            }
-        }
-        self.sync()?;
-        drop(namespace);
-        Ok(destroyed)
     }
 
     /// Every dataset's figures, parents before children (the pool's available space applies
@@ -1207,79 +756,6 @@ impl Pool {
             .is_ok_and(|relative| self.core.datasets.read().contains_key(relative))
     }
 
-    /// The effective settable properties of a dataset (in [`Property::ALL`] order).
-    pub fn properties(&self, full_name: &str) -> Result<Vec<PropertyValue>, PoolError> {
-        let relative = self.core.relative_name(full_name)?;
-        self.core.dataset_by_relative(relative)?;
-        Property::ALL
-            .iter()
-            .map(|property| {
-                let (value, source) = self.core.property(relative, *property)?;
-                Ok(PropertyValue {
-                    dataset: full_name.to_string(),
-                    property: property.name().to_string(),
-                    value,
-                    source,
-                })
-            })
-            .collect()
-    }
-
-    /// One settable property's effective value and source.
-    pub fn property(
-        &self,
-        full_name: &str,
-        property: Property,
-    ) -> Result<(String, PropertySource), PoolError> {
-        let relative = self.core.relative_name(full_name)?;
-        self.core.property(relative, property)
-    }
-
-    /// Set a property locally (`value` Some) or clear the local setting so that it inherits
-    /// again (`None`, `tarn inherit`). Durable on return.
-    pub fn set_property(
-        &self,
-        full_name: &str,
-        name: &str,
-        value: Option<&str>,
-    ) -> Result<(), PoolError> {
-        self.writable()?;
-        let core = &self.core;
-        let relative = core.relative_name(full_name)?.to_string();
-        let (property, normalized) = match value {
-            Some(value) => {
-                let parsed = Pool::parse_properties(&[(name.to_string(), value.to_string())])?;
-                let (property, normalized) = parsed.into_iter().next().expect("one setting");
-                (property, Some(normalized))
-            }
-            None => (
-                Property::from_name(name).ok_or_else(|| {
-                    PoolError::BadProperty(format!("unknown or read-only property {name:?}"))
-                })?,
-                None,
-            ),
-        };
-        {
-            let _namespace = core.namespace.lock();
-            let dataset = core.dataset_by_relative(&relative)?;
-            core.check_space(
-                super::admission::SpaceCheck::Reserved,
-                1,
-                &format!("set {name} on {full_name}"),
-            )?;
-            let hold = core.txgs.assign()?;
-            core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
-        }
-        if property == Property::Copies {
-            // Inherited: every dataset may see a new value.
-            for (name, _) in core.dataset_list() {
-                core.apply_copies(&name);
-            }
-        }
-        self.sync()?;
-        Ok(())
-    }
-
     /// The object set of a dataset.
     pub fn dataset_objset(&self, full_name: &str) -> Result<Arc<ObjectSet>, PoolError> {
         let relative = self.core.relative_name(full_name)?;
@@ -1311,24 +787,5 @@ impl Pool {
             }
         }));
         Ok(fs)
-    }
-
-    /// Bring an open file system in line with its dataset's properties (after `set`).
-    pub fn apply_properties(&self, full_name: &str, fs: &FileSystem) -> Result<(), PoolError> {
-        let relative = self.core.relative_name(full_name)?;
-        fs.set_config(self.core.fs_config(relative, fs.config())?);
-        let (atime, _) = self.core.property(relative, Property::Atime)?;
-        fs.set_atime_updates(atime == "on");
-        let (sync, _) = self.core.property(relative, Property::Sync)?;
-        fs.set_sync_mode(crate::zil::SyncMode::parse(&sync).unwrap_or_default());
-        let (logbias, _) = self.core.property(relative, Property::Logbias)?;
-        fs.set_logbias(crate::zil::Logbias::parse(&logbias).unwrap_or_default());
-        let (primarycache, _) = self.core.property(relative, Property::Primarycache)?;
-        fs.set_primarycache(crate::cache::CachePolicy::parse(&primarycache).unwrap_or_default());
-        let (secondarycache, _) = self.core.property(relative, Property::Secondarycache)?;
-        fs.set_secondarycache(
-            crate::cache::CachePolicy::parse(&secondarycache).unwrap_or_default(),
-        );
-        Ok(())
     }
 }

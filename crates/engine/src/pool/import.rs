@@ -1,7 +1,36 @@
 //! Finding and importing pools: scanning directories for labels, choosing the uberblock (with
 //! rewind to an older one when asked), opening the MOS and the datasets, and the report.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::block::pipeline::BlockIo;
+use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
+use crate::dataset::Dataset;
+use crate::object::adapters::MosSpaceStorage;
+use crate::object::ObjectSet;
+use crate::space::{AllocClass, SpaceManager};
+use crate::tunables::Tunables;
+use crate::txg::TxgManager;
+use crate::types::{Guid, ObjectId, Txg, VdevId};
+use crate::vdev::inject::Injector;
+use crate::vdev::label::{LabelConfig, PoolState};
+use crate::vdev::{
+    label, BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevHealth, VdevTree,
+};
+
+use super::sync::{MosLifecycle, PoolFreer};
+use super::uberblock::Uberblock;
+use super::{
+    fallback_uberblocks, hostname, lookup_mos_directory, metaslab_array_key, validate_pool_name,
+    vdev_change, ConfigState, FoundPool, ImportOptions, ImportReport, Pool, PoolCore, PoolError,
+    RewindPlan, FEATURES_SUPPORTED_FOR_READ, LOG_SPACEMAP_FEATURE, LOG_SPACEMAP_KEY, MOS_COPIES,
+    MOS_OBJECT_DIRECTORY, POOL_VERSION, POOL_VERSION_MIN,
+};
 
 /// Whether an older tree that a rewind import opened read-only may be imported: `Ok(None)` if
 /// it checks clean, else why not. The whole-pool check that decides it (`check::check_pool`)

@@ -29,12 +29,19 @@
 //! the import: it is kept in the list as UNAVAIL (so the config keeps it), never read or
 //! written. The others are handed to the L2ARC, whose feed thread rebuilds their headers.
 
-use crate::cache::l2arc::L2Device;
-use crate::vdev::label::{CacheDeviceConfig, L2cacheConfig};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::cache::l2arc::L2Device;
+use crate::types::{Guid, Txg, VdevId};
+use crate::vdev::label::{CacheDeviceConfig, L2cacheConfig, LabelConfig, LabelSet, PoolState};
+use crate::vdev::{label, BlockDevice, FileDevice, MissingDevice};
+
+use super::attach::AddedVdev;
 use super::new_device::{check_new_device, clear_labels, device_identity};
 use super::vdev_change::VdevChange;
-use super::*;
+use super::{hostname, DeviceWrapper, Pool, PoolCore, PoolError, POOL_VERSION};
 
 impl PoolCore {
     /// The config's list of cache devices.

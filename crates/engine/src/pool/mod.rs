@@ -85,15 +85,18 @@
 mod admission;
 mod attach;
 pub mod bookmarks;
-pub use admission::PoolFreer;
-use admission::{MosLifecycle, PoolReservation};
+use admission::PoolReservation;
+pub use sync::PoolFreer;
 pub mod background_free;
 mod clones;
 mod create;
+mod dataset_props;
 pub mod datasets;
+mod destroy;
 mod devices;
 pub mod dtl;
 pub mod errlog;
+mod export;
 mod facade;
 pub mod failmode;
 pub mod history;
@@ -126,7 +129,7 @@ pub use stats::{PoolIostat, VdevIostat};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -134,23 +137,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::block::blkptr::{BlockPtr, ChecksumType, Compression, ObjectType};
-use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
-use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
-use crate::dataset::{BlockFreer, Dataset};
-use crate::object::adapters::{KvObject, MosSpaceStorage};
-use crate::object::bpobj::{BpObj, BpObjEntry, ObjectSetBpStore};
-use crate::object::phys::ObjsetKind;
-use crate::object::{kv, BlockLifecycle, ObjectError, ObjectProps, ObjectSet, Tx};
-use crate::space::{AllocClass, SpaceError, SpaceManager};
+use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
+use crate::block::pipeline::{BlockIo, PipelineError};
+use crate::dataset::Dataset;
+use crate::object::adapters::KvObject;
+use crate::object::bpobj::{BpObj, ObjectSetBpStore};
+use crate::object::{kv, ObjectError, ObjectProps, ObjectSet, Tx};
+use crate::space::SpaceError;
 use crate::tunables::Tunables;
 use crate::txg::{TxgError, TxgManager};
-use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
-use crate::vdev::inject::Injector;
-use crate::vdev::label::{self, LabelConfig, LabelSet, PoolState, TopVdevKind};
-use crate::vdev::{
-    BlockDevice, FileDevice, Leaf, MissingDevice, TopVdev, VdevError, VdevHealth, VdevTree,
-};
+use crate::types::{Guid, ObjectId, Txg, VdevId};
+use crate::vdev::label::{self, LabelConfig, PoolState};
+use crate::vdev::{BlockDevice, VdevError};
 use uberblock::Uberblock;
 
 /// Version of the pool format (config, MOS layout and block payloads).
@@ -657,39 +655,6 @@ pub(super) fn kv_create(
 }
 
 impl Pool {
-    pub(super) fn start_sync_thread(&self) {
-        if self.core.readonly {
-            return;
-        }
-        // Deferred frees left by the txg imported at are carried by timer-driven syncs.
-        self.core
-            .txgs
-            .set_pending_work(self.core.has_pending_work());
-        let core = self.core.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("tarn-sync-{}", self.core.name))
-            .spawn(move || {
-                let sync_core = core.clone();
-                let check_core = core.clone();
-                core.txgs.run_sync_thread(
-                    move |txg| {
-                        sync_core
-                            .sync_txg_counted(txg)
-                            .map_err(|error| error.to_string())
-                    },
-                    move |txg| {
-                        check_core.mos.is_dirty(txg)
-                            || check_core.records_pending()
-                            || check_core.dataset_list().iter().any(|(_, dataset)| {
-                                dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
-                            })
-                    },
-                );
-            })
-            .expect("spawn the sync thread");
-        *self.sync_thread.lock() = Some(handle);
-    }
-
     /// The root dataset's file system (its unlinked set drained, as after a crash).
     pub fn file_system(&self) -> Result<crate::fs::FileSystem, PoolError> {
         self.open_file_system(&self.core.name)
@@ -713,94 +678,6 @@ impl Pool {
         Ok(self.core.txgs.assign()?)
     }
 
-    /// Force a txg sync and wait for it; returns the last synced txg.
-    pub fn sync(&self) -> Result<Txg, PoolError> {
-        if self.core.readonly {
-            return Ok(self.core.txgs.last_synced());
-        }
-        Ok(self.core.txgs.wait_synced(None)?)
-    }
-
-    /// Flush every metaslab's unflushed changes from the log space map to its own map in the
-    /// next txg, as export does, and wait for it: afterwards only that txg's own log remains.
-    /// For measurements of allocated space that should not count how many logs happen to be
-    /// kept. Without the feature, a plain sync.
-    pub fn flush_log_space_map(&self) -> Result<Txg, PoolError> {
-        if !self.core.readonly {
-            self.core.io.space.request_flush_all();
-        }
-        self.sync()
-    }
-
-    /// Stop the sync thread after it has written everything dirty.
-    fn stop(&self) -> Result<(), PoolError> {
-        if let Some(handle) = self.sync_thread.lock().take() {
-            if !self.core.readonly && self.core.txgs.failure().is_none() {
-                self.core.txgs.wait_synced(None)?;
-            }
-            self.core.txgs.shutdown();
-            let _ = handle.join();
-        }
-        if let Some(why) = self.core.txgs.failure() {
-            return Err(PoolError::SyncFailed {
-                txg: self.core.txgs.last_synced(),
-                why,
-            });
-        }
-        Ok(())
-    }
-
-    /// Sync everything, mark the pool exported in its labels and release its vdevs.
-    pub fn export(self) -> Result<(), PoolError> {
-        self.finish(PoolState::Exported)
-    }
-
-    /// Export and mark the pool destroyed: import no longer finds it.
-    pub fn destroy(self) -> Result<(), PoolError> {
-        self.finish(PoolState::Destroyed)
-    }
-
-    fn finish(self, state: PoolState) -> Result<(), PoolError> {
-        if !self.core.readonly {
-            // Export leaves (almost) no log to replay: the last txg flushes every metaslab.
-            self.core.io.space.request_flush_all();
-        }
-        self.stop()?;
-        if !self.core.readonly {
-            self.core.config.lock().state = state;
-            let txg = Txg(self.core.last_committed_txg.load(Ordering::SeqCst));
-            self.core.flush()?;
-            self.core.write_labels(txg, LabelSet::Even)?;
-            self.core.flush()?;
-            self.core.write_labels(txg, LabelSet::Odd)?;
-            self.core.flush()?;
-        }
-        self.release_devices();
-        Ok(())
-    }
-
-    /// Refuse further writes and release every vdev's lock, even while stale handles to this
-    /// pool's object sets are still alive.
-    fn release_devices(&self) {
-        self.core.io.l2arc().stop();
-        self.core.io.l2arc().release_devices();
-        self.core.io.set_writable(false);
-        for top in self.core.io.vdevs.tops().iter() {
-            for leaf in &top.children {
-                leaf.device.release();
-            }
-        }
-    }
-
-    /// Simulate a crash: stop the sync thread without syncing and without touching labels.
-    /// Whatever was not yet synced is lost, exactly as if the process had died (tests only).
-    pub fn abandon(self) {
-        self.core.txgs.suspend("abandoned".into());
-        if let Some(handle) = self.sync_thread.lock().take() {
-            let _ = handle.join();
-        }
-    }
-
     pub fn vdev_paths(&self) -> Vec<PathBuf> {
         self.core
             .io
@@ -813,26 +690,6 @@ impl Pool {
 
     pub fn last_synced_txg(&self) -> Txg {
         self.core.txgs.last_synced()
-    }
-}
-
-impl Drop for Pool {
-    /// Dropping a pool that was not exported behaves like a crash: the sync thread stops without
-    /// writing what is dirty, and the vdevs (and their locks) are released. Call
-    /// [`Pool::export`] to keep unsynced changes.
-    fn drop(&mut self) {
-        if let Some(handle) = self.sync_thread.lock().take() {
-            self.core.txgs.suspend("pool closed without export".into());
-            let _ = handle.join();
-        }
-        // Datasets and their object sets refer to each other; break the cycles.
-        for (_, dataset) in self.core.dataset_list() {
-            dataset.detach_objset();
-        }
-        for (_, _, dataset) in self.core.pending_destroys.lock().drain(..) {
-            dataset.detach_objset();
-        }
-        self.release_devices();
     }
 }
 

@@ -2,8 +2,89 @@
 //! module's documentation, OpenZFS spa_sync): passes until convergence, deferred frees,
 //! background frees, labels and the uberblock. Runs only in the sync thread, which the txg
 //! layer drives; see the parent module for the protocol, its crash analysis and its cost.
+//! The thread is started here at import and create, and a caller asks it for a sync here
+//! ([`Pool::sync`]); export stops it (`export.rs`). The frees a sync makes go through
+//! [`PoolFreer`]: at once in early passes, staged for the next txg's deferred-free list in late
+//! ones.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::block::pipeline::{BlockIo, PipelineError, SyncPoint};
+use crate::dataset::{BlockFreer, Dataset};
+use crate::object::adapters::MosSpaceStorage;
+use crate::object::bpobj::{BpObj, BpObjEntry};
+use crate::object::{BlockLifecycle, ObjectError, Tx};
+use crate::tunables::Tunables;
+use crate::types::{Guid, Txg};
+use crate::vdev::label;
+use crate::vdev::label::{LabelConfig, LabelSet};
+
+use super::uberblock::Uberblock;
+use super::{
+    deferred_free_count, deferred_list_store, hostname, kv_set_u64, metaslab_array_key,
+    now_seconds, uberblock, Pool, PoolCore, PoolError, LOG_SPACEMAP_KEY, MOS_OBJECT_DIRECTORY,
+    POOL_VERSION,
+};
+
+/// Frees for the pool: now, or (in late sync passes) staged for the next txg.
+pub struct PoolFreer {
+    pub(super) io: Arc<BlockIo>,
+    pub(super) staged: Mutex<Vec<BlockPtr>>,
+    pub(super) deferred_from_pass: u32,
+}
+
+impl PoolFreer {
+    /// The pass from which frees are staged for the next txg: `sync_pass_deferred_free`, or
+    /// never with the log space map, where a late free costs an entry in the txg's log (whose
+    /// block later passes rewrite in place) instead of a metaslab map block (OpenZFS stops
+    /// deferring then too, reference §5.2).
+    pub(super) fn deferred_from_pass(tunables: &Tunables, log_spacemap: bool) -> u32 {
+        if log_spacemap {
+            u32::MAX
+        } else {
+            tunables.sync_pass_deferred_free
+        }
+    }
+}
+
+impl BlockFreer for PoolFreer {
+    fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        if bp.is_hole() || bp.embedded {
+            return Ok(());
+        }
+        if at.pass >= self.deferred_from_pass {
+            self.staged.lock().push(bp.clone());
+            return Ok(());
+        }
+        match self.io.free(bp, at.txg) {
+            // A gang whose header cannot be read goes to the deferred-free list, whose turn in
+            // the next txg's pass 1 sets it aside in the MOS (background_free.rs): a free in
+            // the middle of a sync pass can neither fail the txg nor write the MOS itself.
+            Err(PipelineError::GangUnreadable { .. }) => {
+                self.staged.lock().push(bp.clone());
+                Ok(())
+            }
+            other => other.map_err(ObjectError::from),
+        }
+    }
+}
+
+/// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.
+pub(super) struct MosLifecycle {
+    pub(super) freer: Arc<PoolFreer>,
+}
+
+impl BlockLifecycle for MosLifecycle {
+    fn block_born(&self, _bp: &BlockPtr, _at: SyncPoint) {}
+
+    fn block_kill(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError> {
+        self.freer.free(bp, at)
+    }
+}
 
 impl PoolCore {
     pub(super) fn storage(&self) -> MosSpaceStorage<'_> {
@@ -391,5 +472,60 @@ impl PoolCore {
             self.config.lock().dirty = false;
         }
         Ok(())
+    }
+}
+
+/// The sync thread, and a caller's request for a sync.
+impl Pool {
+    pub(super) fn start_sync_thread(&self) {
+        if self.core.readonly {
+            return;
+        }
+        // Deferred frees left by the txg imported at are carried by timer-driven syncs.
+        self.core
+            .txgs
+            .set_pending_work(self.core.has_pending_work());
+        let core = self.core.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("tarn-sync-{}", self.core.name))
+            .spawn(move || {
+                let sync_core = core.clone();
+                let check_core = core.clone();
+                core.txgs.run_sync_thread(
+                    move |txg| {
+                        sync_core
+                            .sync_txg_counted(txg)
+                            .map_err(|error| error.to_string())
+                    },
+                    move |txg| {
+                        check_core.mos.is_dirty(txg)
+                            || check_core.records_pending()
+                            || check_core.dataset_list().iter().any(|(_, dataset)| {
+                                dataset.try_objset().is_some_and(|o| o.is_dirty(txg))
+                            })
+                    },
+                );
+            })
+            .expect("spawn the sync thread");
+        *self.sync_thread.lock() = Some(handle);
+    }
+
+    /// Force a txg sync and wait for it; returns the last synced txg.
+    pub fn sync(&self) -> Result<Txg, PoolError> {
+        if self.core.readonly {
+            return Ok(self.core.txgs.last_synced());
+        }
+        Ok(self.core.txgs.wait_synced(None)?)
+    }
+
+    /// Flush every metaslab's unflushed changes from the log space map to its own map in the
+    /// next txg, as export does, and wait for it: afterwards only that txg's own log remains.
+    /// For measurements of allocated space that should not count how many logs happen to be
+    /// kept. Without the feature, a plain sync.
+    pub fn flush_log_space_map(&self) -> Result<Txg, PoolError> {
+        if !self.core.readonly {
+            self.core.io.space.request_flush_all();
+        }
+        self.sync()
     }
 }

@@ -46,12 +46,18 @@
 //! txg with label writes on every leaf; import reads the four config areas of each leaf.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::vdev::label::{LabelConfig, TopVdevConfig};
-use crate::vdev::{Leaf, TopVdev};
+use parking_lot::Mutex;
+
+use crate::types::{Guid, Txg, VdevId};
+use crate::vdev::label::{LabelConfig, TopVdevConfig, TopVdevKind};
+use crate::vdev::{label, FileDevice, Leaf, TopVdev};
 
 use super::new_device::clear_labels;
-use super::*;
+use super::uberblock::Uberblock;
+use super::{DeviceWrapper, PoolCore, PoolError};
 
 /// One queued change of the vdev tree, applied by the sync thread at the start of a txg.
 pub(super) enum VdevChange {

@@ -1,0 +1,263 @@
+//! Dataset properties as the pool stores them (OpenZFS dsl_prop.c): the settable properties'
+//! local settings, their inheritance, and `set` and `inherit`.
+//!
+//! # On disk
+//! Each dataset directory has a properties object in the MOS (key/value: property name ->
+//! the setting as normalized text). Only local settings are stored; a value read back is
+//! parsed again, since it comes from disk.
+//!
+//! # Effective value
+//! A dataset's local setting, else (for a property that inherits) the nearest ancestor's,
+//! else the default. An inherited `mountpoint` gains the dataset's names below the ancestor
+//! that set it, so a child mounts below its parent.
+//!
+//! # Set and inherit
+//! Under the namespace lock, in one txg, with the space check of an administrative change;
+//! durable on return. A new `copies` reaches every object set at once (it is inherited);
+//! the other properties reach an open file system through [`Pool::apply_properties`].
+//! The read-only figures (`used`, `compressratio`, ...) are not stored here: they are computed
+//! from the records (`crate::properties`).
+
+use crate::dataset::props::{checksum_of, compression_of, Property, PropertySource};
+use crate::dataset::Dataset;
+use crate::fs::{FileSystem, FsConfig, XattrLayout};
+use crate::object::adapters::KvObject;
+use crate::object::kv;
+use crate::object::Tx;
+
+use super::datasets::{kv_error, parent_of, PropertyValue};
+use super::{Pool, PoolCore, PoolError};
+
+impl PoolCore {
+    /// Give a dataset's object set its effective `copies` property, so that its own metadata
+    /// (dnode blocks, header) gets one copy more (`object::write_copies`). Best effort: a
+    /// property object that cannot be read leaves the set at its current setting.
+    pub(super) fn apply_copies(&self, relative: &str) {
+        let Ok(dataset) = self.dataset_by_relative(relative) else {
+            return;
+        };
+        if let Ok((value, _)) = self.property(relative, Property::Copies) {
+            if let (Ok(copies), Some(objset)) = (value.parse::<u8>(), dataset.try_objset()) {
+                objset.set_copies(copies);
+            }
+        }
+    }
+
+    /// A local property setting, validated (it comes from disk).
+    fn local_property(
+        &self,
+        dataset: &Dataset,
+        property: Property,
+    ) -> Result<Option<String>, PoolError> {
+        let object = dataset.dir().properties_object;
+        let handle = KvObject::new(&self.mos, object, None)?;
+        let Some(bytes) =
+            kv::lookup(&handle, property.name().as_bytes()).map_err(kv_error(object))?
+        else {
+            return Ok(None);
+        };
+        let text = String::from_utf8(bytes).map_err(|_| {
+            PoolError::Corrupt(format!(
+                "dataset {}: property {} is not text",
+                dataset.name(),
+                property.name()
+            ))
+        })?;
+        let normalized = property.parse(&text).map_err(|why| {
+            PoolError::Corrupt(format!("dataset {}: stored {why}", dataset.name()))
+        })?;
+        Ok(Some(normalized))
+    }
+
+    /// The effective value of a settable property and where it comes from.
+    pub fn property(
+        &self,
+        relative: &str,
+        property: Property,
+    ) -> Result<(String, PropertySource), PoolError> {
+        let mut at = relative.to_string();
+        loop {
+            let dataset = self.dataset_by_relative(&at)?;
+            if let Some(value) = self.local_property(&dataset, property)? {
+                let source = if at == relative {
+                    PropertySource::Local
+                } else {
+                    PropertySource::Inherited(self.full_name(&at))
+                };
+                let value = match property {
+                    // A child mounts below the ancestor's mountpoint, by its names below it.
+                    Property::Mountpoint if value.starts_with('/') && at != relative => {
+                        let below = &relative[if at.is_empty() { 0 } else { at.len() + 1 }..];
+                        format!("{}/{below}", value.trim_end_matches('/'))
+                    }
+                    _ => value,
+                };
+                return Ok((value, source));
+            }
+            if at.is_empty() || !property.inherits() {
+                break;
+            }
+            at = parent_of(&at).to_string();
+        }
+        let value = match property {
+            Property::Mountpoint => format!("/{}", self.full_name(relative)),
+            _ => property.default_value(self.tunables.recordsize),
+        };
+        Ok((value, PropertySource::Default))
+    }
+
+    /// Object properties for new files of a dataset, from its effective properties.
+    pub fn fs_config(&self, relative: &str, base: FsConfig) -> Result<FsConfig, PoolError> {
+        let value = |property| self.property(relative, property).map(|(value, _)| value);
+        Ok(FsConfig {
+            file_block_size: value(Property::Recordsize)?
+                .parse()
+                .expect("validated recordsize"),
+            checksum: checksum_of(&value(Property::Checksum)?),
+            compression: compression_of(&value(Property::Compression)?),
+            copies: value(Property::Copies)?.parse().expect("validated copies"),
+            xattr: if value(Property::Xattr)? == "dir" {
+                XattrLayout::Dir
+            } else {
+                XattrLayout::Sa
+            },
+            acl_posix: value(Property::Acltype)? == "posix",
+            ..base
+        })
+    }
+
+    pub(super) fn write_property(
+        &self,
+        dataset: &Dataset,
+        tx: Tx,
+        property: Property,
+        value: Option<&str>,
+    ) -> Result<(), PoolError> {
+        let object = dataset.dir().properties_object;
+        let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
+        match value {
+            Some(value) => {
+                kv::upsert(&mut handle, property.name().as_bytes(), value.as_bytes())
+                    .map_err(kv_error(object))?;
+            }
+            None => {
+                kv::remove(&mut handle, property.name().as_bytes()).map_err(kv_error(object))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Pool {
+    /// Validate `name=value` settings for a dataset.
+    pub fn parse_properties(
+        settings: &[(String, String)],
+    ) -> Result<Vec<(Property, String)>, PoolError> {
+        let mut parsed: Vec<(Property, String)> = Vec::new();
+        for (name, value) in settings {
+            let property = Property::from_name(name).ok_or_else(|| {
+                if crate::dataset::props::READ_ONLY_PROPERTIES.contains(&name.as_str()) {
+                    PoolError::BadProperty(format!("{name} is a read-only property"))
+                } else {
+                    PoolError::BadProperty(format!("unknown property {name:?}"))
+                }
+            })?;
+            let normalized = property.parse(value).map_err(PoolError::BadProperty)?;
+            parsed.retain(|(seen, _)| *seen != property);
+            parsed.push((property, normalized));
+        }
+        Ok(parsed)
+    }
+
+    /// The effective settable properties of a dataset (in [`Property::ALL`] order).
+    pub fn properties(&self, full_name: &str) -> Result<Vec<PropertyValue>, PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        self.core.dataset_by_relative(relative)?;
+        Property::ALL
+            .iter()
+            .map(|property| {
+                let (value, source) = self.core.property(relative, *property)?;
+                Ok(PropertyValue {
+                    dataset: full_name.to_string(),
+                    property: property.name().to_string(),
+                    value,
+                    source,
+                })
+            })
+            .collect()
+    }
+
+    /// One settable property's effective value and source.
+    pub fn property(
+        &self,
+        full_name: &str,
+        property: Property,
+    ) -> Result<(String, PropertySource), PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        self.core.property(relative, property)
+    }
+
+    /// Set a property locally (`value` Some) or clear the local setting so that it inherits
+    /// again (`None`, `tarn inherit`). Durable on return.
+    pub fn set_property(
+        &self,
+        full_name: &str,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), PoolError> {
+        self.writable()?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        let (property, normalized) = match value {
+            Some(value) => {
+                let parsed = Pool::parse_properties(&[(name.to_string(), value.to_string())])?;
+                let (property, normalized) = parsed.into_iter().next().expect("one setting");
+                (property, Some(normalized))
+            }
+            None => (
+                Property::from_name(name).ok_or_else(|| {
+                    PoolError::BadProperty(format!("unknown or read-only property {name:?}"))
+                })?,
+                None,
+            ),
+        };
+        {
+            let _namespace = core.namespace.lock();
+            let dataset = core.dataset_by_relative(&relative)?;
+            core.check_space(
+                super::admission::SpaceCheck::Reserved,
+                1,
+                &format!("set {name} on {full_name}"),
+            )?;
+            let hold = core.txgs.assign()?;
+            core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
+        }
+        if property == Property::Copies {
+            // Inherited: every dataset may see a new value.
+            for (name, _) in core.dataset_list() {
+                core.apply_copies(&name);
+            }
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// Bring an open file system in line with its dataset's properties (after `set`).
+    pub fn apply_properties(&self, full_name: &str, fs: &FileSystem) -> Result<(), PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        fs.set_config(self.core.fs_config(relative, fs.config())?);
+        let (atime, _) = self.core.property(relative, Property::Atime)?;
+        fs.set_atime_updates(atime == "on");
+        let (sync, _) = self.core.property(relative, Property::Sync)?;
+        fs.set_sync_mode(crate::zil::SyncMode::parse(&sync).unwrap_or_default());
+        let (logbias, _) = self.core.property(relative, Property::Logbias)?;
+        fs.set_logbias(crate::zil::Logbias::parse(&logbias).unwrap_or_default());
+        let (primarycache, _) = self.core.property(relative, Property::Primarycache)?;
+        fs.set_primarycache(crate::cache::CachePolicy::parse(&primarycache).unwrap_or_default());
+        let (secondarycache, _) = self.core.property(relative, Property::Secondarycache)?;
+        fs.set_secondarycache(
+            crate::cache::CachePolicy::parse(&secondarycache).unwrap_or_default(),
+        );
+        Ok(())
+    }
+}
