@@ -473,12 +473,13 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
     }
 }
 
-/// Write `response` as one line, stamped with this build's protocol version.
+/// Write `response`, stamped with this build's protocol version, as one line or, when it is
+/// large, several ([`tarn_protocol::response_lines`]).
 fn send(writer: &mut UnixStream, mut response: Response) -> std::io::Result<()> {
     response.protocol = tarn_protocol::PROTOCOL_VERSION;
-    let mut line = serde_json::to_vec(&response).expect("a response serializes");
-    line.push(b'\n');
-    writer.write_all(&line)?;
+    for line in tarn_protocol::response_lines(&response) {
+        writer.write_all(&line)?;
+    }
     writer.flush()
 }
 

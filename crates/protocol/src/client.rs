@@ -85,8 +85,27 @@ pub fn read_response(reader: &mut impl BufRead) -> Result<Response, String> {
     }
 }
 
-/// Read one response line, whatever the protocol version of the daemon that wrote it.
+/// Read one response, in one line or several ([`crate::response_lines`]), whatever the
+/// protocol version of the daemon that wrote it.
 fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, String> {
+    let mut response = read_response_line(reader)?;
+    let mut total = 0u64;
+    while response.more {
+        let next = read_response_line(reader)?;
+        total += serde_json::to_vec(&next.data).map_or(0, |bytes| bytes.len() as u64);
+        if total > crate::MAX_RESPONSE_BYTES {
+            return Err(format!(
+                "the response passes {} MiB",
+                crate::MAX_RESPONSE_BYTES >> 20
+            ));
+        }
+        response.continue_with(next)?;
+    }
+    Ok(response)
+}
+
+/// Read one response line.
+fn read_response_line(reader: &mut impl BufRead) -> Result<Response, String> {
     let mut answer = Vec::new();
     reader
         .take(MAX_LINE_BYTES + 1)
@@ -94,6 +113,12 @@ fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, Str
         .map_err(|error| error.to_string())?;
     if answer.is_empty() {
         return Err("connection closed".into());
+    }
+    if answer.len() as u64 > MAX_LINE_BYTES {
+        return Err(format!(
+            "a response line passes {} MiB",
+            MAX_LINE_BYTES >> 20
+        ));
     }
     serde_json::from_slice(&answer).map_err(|error| format!("unreadable response: {error}"))
 }

@@ -26,7 +26,11 @@
 //!
 //! # Framing
 //! Line-delimited JSON: the client writes one request as one line of JSON ending in `\n`, the
-//! daemon answers with one response line. A connection may carry any number of requests in
+//! daemon answers with one response, in one line or, when it is large, in several
+//! ([`response_lines`]): every line but the last has `"more": true`, and the following lines
+//! carry only further elements of the first line's largest `data` array (a listing of 100,000
+//! snapshots is some 70 MB of rows), so that no line passes [`RESPONSE_LINE_TARGET`] and the
+//! whole stays under [`MAX_RESPONSE_BYTES`]. A connection may carry any number of requests in
 //! turn. A line longer than [`MAX_LINE_BYTES`] closes the connection; a line that is not a valid
 //! request gets an error response (status 2) and the connection stays usable.
 //!
@@ -161,16 +165,22 @@ fn suffixed(socket: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(text)
 }
 
-/// Longest request or response line accepted (a request is small; a response carries at most
-/// one verb's output).
+/// Longest request or response line accepted (a request is small; a large response comes in
+/// several lines, [`response_lines`]).
 pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
+/// The size the daemon keeps each response line under when it splits a large response.
+pub const RESPONSE_LINE_TARGET: usize = 8 << 20;
+
+/// The most a client reads of one response, all its lines together.
+pub const MAX_RESPONSE_BYTES: u64 = 1 << 30;
 
 /// Exit status of a response to a request the daemon could not parse or does not know.
 pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -249,6 +259,91 @@ pub struct Response {
     pub retry: bool,
     #[serde(default)]
     pub data: serde_json::Value,
+    /// Another line of this response follows, whose `data` arrays continue this one's
+    /// ([`response_lines`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
+}
+
+/// A response as the lines the daemon writes (each ending in `\n`): one line, or, when it
+/// passes [`RESPONSE_LINE_TARGET`], the response with its largest top-level `data` array cut
+/// to what fits, followed by lines that carry only the rest of that array (`{"protocol": N,
+/// "data": {KEY: [...]}, "more": ...}`), each under the target unless one element alone is
+/// larger. [`Response::continue_with`] puts them back together.
+pub fn response_lines(response: &Response) -> Vec<Vec<u8>> {
+    let line = |response: &Response| {
+        let mut line = serde_json::to_vec(response).expect("a response serializes");
+        line.push(b'\n');
+        line
+    };
+    let whole = line(response);
+    let largest = response.data.as_object().and_then(|data| {
+        data.iter()
+            .filter_map(|(key, value)| Some((key, value.as_array()?)))
+            .max_by_key(|(_, array)| array.len())
+    });
+    let Some((key, array)) = largest.filter(|_| whole.len() > RESPONSE_LINE_TARGET) else {
+        return vec![whole];
+    };
+    // Cut the array into runs whose encodings stay under the target.
+    let mut runs: Vec<Vec<serde_json::Value>> = vec![Vec::new()];
+    let mut run_bytes = 0;
+    for element in array {
+        let size = serde_json::to_vec(element).map_or(0, |bytes| bytes.len()) + 1;
+        let run = runs.last_mut().expect("one run at least");
+        if !run.is_empty() && run_bytes + size > RESPONSE_LINE_TARGET / 2 {
+            runs.push(Vec::new());
+            run_bytes = 0;
+        }
+        runs.last_mut()
+            .expect("one run at least")
+            .push(element.clone());
+        run_bytes += size;
+    }
+    let count = runs.len();
+    runs.into_iter()
+        .enumerate()
+        .map(|(index, run)| {
+            let more = index + 1 < count;
+            let mut part = if index == 0 {
+                response.clone()
+            } else {
+                Response {
+                    protocol: response.protocol,
+                    status: response.status,
+                    data: serde_json::json!({}),
+                    ..Response::default()
+                }
+            };
+            part.data[key.as_str()] = serde_json::Value::Array(run);
+            part.more = more;
+            line(&part)
+        })
+        .collect()
+}
+
+impl Response {
+    /// Add the next line of a response split by [`response_lines`]: its `data` arrays extend
+    /// this one's; whether yet another line follows is the new line's `more`.
+    pub fn continue_with(&mut self, next: Response) -> Result<(), String> {
+        let serde_json::Value::Object(fields) = next.data else {
+            return Err("a continued response line carries no data".into());
+        };
+        for (key, value) in fields {
+            match (self.data.get_mut(&key), value) {
+                (Some(serde_json::Value::Array(have)), serde_json::Value::Array(more)) => {
+                    have.extend(more)
+                }
+                _ => {
+                    return Err(format!(
+                        "a continued response line carries {key:?}, which the first did not start"
+                    ))
+                }
+            }
+        }
+        self.more = next.more;
+        Ok(())
+    }
 }
 
 impl Response {
@@ -555,6 +650,55 @@ mod tests {
             .contains("before protocol versions"));
         response.protocol = PROTOCOL_VERSION;
         assert_eq!(response_mismatch(&response), None);
+    }
+
+    /// A listing of 100,000 snapshots is some 70 MB of rows; sent as one line it passed the
+    /// client's 64 MiB line bound, and the client failed with "EOF while parsing an object"
+    /// (found by `tarn bench snapshot-scale`). Large responses now go in lines under the
+    /// target, and the client puts them back together; small ones stay one line.
+    #[test]
+    fn a_large_response_goes_in_lines_and_comes_back_whole() {
+        let row = |index: usize| {
+            serde_json::json!({
+                "name": format!("pool/fs{:05}@hourly-{index:08}", index % 100),
+                "used": index, "refer": 1u64 << 20, "padding": "x".repeat(600),
+            })
+        };
+        let rows: Vec<_> = (0..110_000).map(row).collect();
+        let response = Response {
+            protocol: PROTOCOL_VERSION,
+            status: 0,
+            stdout: "a line of output\n".into(),
+            data: serde_json::json!({ "datasets": rows, "count": 110_000 }),
+            ..Response::default()
+        };
+        let lines = response_lines(&response);
+        assert!(lines.len() > 8, "{} lines", lines.len());
+        for line in &lines {
+            assert!(
+                line.len() <= RESPONSE_LINE_TARGET,
+                "a line of {} bytes",
+                line.len()
+            );
+            assert!(line.len() as u64 <= MAX_LINE_BYTES);
+            assert_eq!(line.last(), Some(&b'\n'));
+        }
+        let joined: Vec<u8> = lines.concat();
+        let mut reader = std::io::Cursor::new(joined);
+        let read = client::read_response(&mut reader).unwrap();
+        assert_eq!(read, response);
+        // The next response on the same connection is read on its own.
+        let small = Response::failure(1, "small");
+        let lines = response_lines(&small);
+        assert_eq!(lines.len(), 1);
+        assert!(!String::from_utf8_lossy(&lines[0]).contains("more"));
+        // A continuation that names an array the first line did not start is refused.
+        let mut first = response.clone();
+        let stray = Response {
+            data: serde_json::json!({ "other": [1] }),
+            ..Response::default()
+        };
+        assert!(first.continue_with(stray).is_err());
     }
 
     #[test]
