@@ -46,6 +46,9 @@ enum Unanswered {
     NoAnswer(String),
     /// A daemon of another protocol version answered (the message says what to restart).
     OtherBuild(String),
+    /// The daemon answered, but the answer could not be read (too long, not JSON, cut short).
+    /// It may have acted on the request, so the request is not made again.
+    Unreadable(String),
 }
 
 fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
@@ -54,8 +57,13 @@ fn ask_once(socket: &Path, request: &Request) -> Result<Response, Unanswered> {
         .try_clone()
         .map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
     write_request(&mut writer, request).map_err(|error| Unanswered::NoAnswer(error.to_string()))?;
-    let response =
-        read_response_of_any_build(&mut BufReader::new(stream)).map_err(Unanswered::NoAnswer)?;
+    let response = read_response_of_any_build(&mut BufReader::new(stream)).map_err(|error| {
+        if error == CONNECTION_CLOSED {
+            Unanswered::NoAnswer(error)
+        } else {
+            Unanswered::Unreadable(error)
+        }
+    })?;
     if response.retry {
         return Err(Unanswered::NoAnswer("the daemon is stopping".into()));
     }
@@ -91,7 +99,13 @@ fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, Str
     let mut response = read_response_line(reader)?;
     let mut total = 0u64;
     while response.more {
-        let next = read_response_line(reader)?;
+        let next = read_response_line(reader).map_err(|error| {
+            if error == CONNECTION_CLOSED {
+                "the daemon closed the connection in the middle of its answer".to_string()
+            } else {
+                error
+            }
+        })?;
         total += serde_json::to_vec(&next.data).map_or(0, |bytes| bytes.len() as u64);
         if total > crate::MAX_RESPONSE_BYTES {
             return Err(format!(
@@ -104,6 +118,10 @@ fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, Str
     Ok(response)
 }
 
+/// Why a read found no response at all: the daemon closed the connection before writing a
+/// byte (it was exiting and had not acted on the request, which may be made again).
+const CONNECTION_CLOSED: &str = "connection closed";
+
 /// Read one response line.
 fn read_response_line(reader: &mut impl BufRead) -> Result<Response, String> {
     let mut answer = Vec::new();
@@ -112,7 +130,7 @@ fn read_response_line(reader: &mut impl BufRead) -> Result<Response, String> {
         .read_until(b'\n', &mut answer)
         .map_err(|error| error.to_string())?;
     if answer.is_empty() {
-        return Err("connection closed".into());
+        return Err(CONNECTION_CLOSED.into());
     }
     if answer.len() as u64 > MAX_LINE_BYTES {
         return Err(format!(
@@ -140,14 +158,24 @@ const STOPPING_TIMEOUT: Duration = Duration::from_secs(60);
 /// Ask the daemon if one is running; `None` when none is. A daemon that is stopping (it had
 /// no pools left, or was told to stop) has not acted on the request: wait for it to go.
 pub fn ask_if_running(socket: &Path, request: &Request) -> Result<Option<Response>, Failure> {
+    ask_if_running_within(socket, request, STOPPING_TIMEOUT)
+}
+
+/// [`ask_if_running`], waiting at most `patience` for a stopping daemon.
+fn ask_if_running_within(
+    socket: &Path,
+    request: &Request,
+    patience: Duration,
+) -> Result<Option<Response>, Failure> {
     let started = Instant::now();
     loop {
         match ask_once(socket, request) {
             Ok(response) => return Ok(Some(response)),
             Err(Unanswered::NoDaemon) => return Ok(None),
             Err(Unanswered::OtherBuild(why)) => return Err(Failure(why)),
+            Err(Unanswered::Unreadable(why)) => return Err(no_answer(socket, &why)),
             Err(Unanswered::NoAnswer(why)) => {
-                if started.elapsed() > STOPPING_TIMEOUT {
+                if started.elapsed() > patience {
                     return Err(no_answer(socket, &why));
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -179,6 +207,7 @@ pub fn ask_starting(socket: &Path, request: &Request) -> Result<Response, Failur
                 start_daemon(socket)?;
             }
             Err(Unanswered::OtherBuild(why)) => return Err(Failure(why)),
+            Err(Unanswered::Unreadable(why)) => return Err(no_answer(socket, &why)),
             Err(Unanswered::NoAnswer(why)) => {
                 if started.elapsed() > STOPPING_TIMEOUT {
                     return Err(no_answer(socket, &why));
@@ -424,4 +453,67 @@ pub fn fetch_iostat(
         .into_iter()
         .map(|entry| (entry.name, entry.iostat))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+
+    /// A daemon that answers each request with `answer`; how many connections it took.
+    fn daemon_answering(socket: &Path, answer: &'static [u8]) -> std::thread::JoinHandle<usize> {
+        let listener = UnixListener::bind(socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let mut connections = 0;
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                match listener.accept() {
+                    Ok((mut stream, _)) => {
+                        connections += 1;
+                        stream.set_nonblocking(false).unwrap();
+                        let mut byte = [0u8; 1];
+                        while stream.read(&mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {}
+                        let _ = stream.write_all(answer);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            connections
+        })
+    }
+
+    /// An answer the client could not read (cut short, or too long for a line) was taken for
+    /// no answer at all, and the request was made again and again for a minute: a snapshot,
+    /// a destroy or a send that the daemon had carried out was asked for once more each time.
+    /// Only a connection closed before any byte of an answer is asked again now.
+    #[test]
+    fn an_unreadable_answer_is_not_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let server = daemon_answering(&socket, b"{\"protocol\":4,\"status\":0,\"stdout\":\"cut\n");
+        let started = Instant::now();
+        let error = ask_if_running(&socket, &Request::Stop).unwrap_err();
+        assert!(error.0.contains("unreadable response"), "{}", error.0);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(
+            server.join().unwrap(),
+            1,
+            "the request was made more than once"
+        );
+    }
+
+    /// A daemon that closes the connection without a byte of answer (exiting) has not acted:
+    /// the client asks again, until its patience ends.
+    #[test]
+    fn a_connection_closed_without_an_answer_is_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let server = daemon_answering(&socket, b"");
+        let error =
+            ask_if_running_within(&socket, &Request::Stop, Duration::from_millis(500)).unwrap_err();
+        assert!(error.0.contains("connection closed"), "{}", error.0);
+        assert!(server.join().unwrap() > 1, "the request was not made again");
+    }
 }
