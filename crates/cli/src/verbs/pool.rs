@@ -20,6 +20,7 @@ use tarn_protocol::json::{self, Document};
 use tarn_protocol::request::dataset::parse_settings;
 use tarn_protocol::request::pool::{
     CreateArgs, GetArgs, ImportArgs, ListArgs, PoolRequest, ReleaseArgs, SetArgs, StatusArgs,
+    UpgradeArgs,
 };
 use tarn_protocol::request::{PoolOption, TableFormatArgs};
 use tarn_protocol::rows::{
@@ -590,6 +591,25 @@ pub fn set(socket: &Path, args: SetArgs) -> Result<Status, Failure> {
     let pool = args.pool.clone();
     let request = Request::Pool(PoolRequest::Set(args));
     Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// `pool upgrade [-a | POOL]`: the daemon enables the features and prints what it did. Without
+/// a daemon no pool is imported: nothing to upgrade or list (an exported pool is upgraded
+/// once imported, as zpool upgrade only sees imported pools).
+pub fn upgrade(socket: &Path, args: UpgradeArgs) -> Result<Status, Failure> {
+    let request = Request::Pool(PoolRequest::Upgrade(args.clone()));
+    match &args.pool {
+        Some(pool) => Ok(forward(ask_imported(socket, pool, &request)?)),
+        None => match client::ask_if_running(socket, &request)? {
+            Some(response) => Ok(forward(response)),
+            None => {
+                if !args.all {
+                    println!("All imported pools have every supported feature enabled.");
+                }
+                Ok(0)
+            }
+        },
+    }
 }
 
 /// How often `pool wait -t free` asks the daemon: first after `WAIT_POLL_FIRST`, then twice as
