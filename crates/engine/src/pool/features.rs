@@ -23,6 +23,7 @@
 //! - compatible ([`FeatureClass::Compatible`], tarn's own): a build without it may read and
 //!   write the pool; the feature's structures are ignored by such a build and nothing it does
 //!   breaks them (their blocks stay allocated at worst).
+//!
 //! An unknown feature that is only enabled never stands in the way of an import.
 //!
 //! # On disk
