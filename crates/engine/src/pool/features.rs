@@ -90,13 +90,6 @@ pub struct Feature {
     pub create_only: bool,
 }
 
-impl Feature {
-    /// Whether a pool using it cannot be read by a build that lacks it.
-    pub fn needed_to_read(&self) -> bool {
-        self.class == FeatureClass::NeededToRead
-    }
-}
-
 /// Embedded block pointers (`block/pipeline.rs`): tiny blocks stored inside their pointer.
 pub const EMBEDDED_DATA_FEATURE: &str = "com.tarn:embedded_data";
 
