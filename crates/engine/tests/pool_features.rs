@@ -402,3 +402,27 @@ fn a_config_without_refcounts_imports_and_is_converted() {
     assert_eq!(state(&pool, "livelist"), FeatureState::Enabled);
     pool.export().unwrap();
 }
+
+/// The livelist count in the labels can disagree with the MOS of the txg an import opens (a
+/// rewind opens an older txg than the newest labels describe): import recounts it from the MOS,
+/// and `check` compares the count with the livelists on disk.
+#[test]
+fn a_wrong_livelist_count_in_the_config_is_recounted_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v0");
+    let pool = pool_without(dir.path(), &[]);
+    origin_with_clones(&pool, &["tank/clone"]);
+    pool.export().unwrap();
+    let mut crafted = read_config(&path);
+    assert_eq!(crafted.features["com.tarn:livelist"], 1);
+    crafted.features.insert("com.tarn:livelist".into(), 5);
+    rewrite_labels(&path, &crafted);
+    let pool = import(dir.path(), "tank", tiny());
+    assert_clean(&pool);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    wait_freed(&pool);
+    assert_eq!(state(&pool, "livelist"), FeatureState::Enabled);
+    assert_clean(&pool);
+    pool.export().unwrap();
+    assert_eq!(read_config(&path).features["com.tarn:livelist"], 0);
+}

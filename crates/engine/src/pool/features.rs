@@ -501,6 +501,17 @@ impl PoolCore {
         }
     }
 
+    /// The refcount of feature `name` (None: not enabled), for `check`.
+    pub(crate) fn feature_refcount(&self, name: &str) -> Option<u64> {
+        self.config.lock().features.get(name).copied()
+    }
+
+    /// Destroyed clones' livelists still queued for freeing (each counts for feature
+    /// livelist), for `check`.
+    pub(crate) fn queued_livelist_count(&self) -> Result<u64, PoolError> {
+        Ok(self.queued_livelists()?.len() as u64)
+    }
+
     /// At import, once the datasets and the livelist queue are loaded: the counted features'
     /// refcounts from the MOS of the txg opened, and, for a config that predates refcounts
     /// (`had_write_list` false), the class lists of the known features rebuilt from the
@@ -512,7 +523,7 @@ impl PoolCore {
             .iter()
             .filter(|(_, dataset)| dataset.phys().livelist_object.0 != 0)
             .count() as u64
-            + self.queued_livelists()?.len() as u64;
+            + self.queued_livelist_count()?;
         let mut config = self.config.lock();
         if !had_write_list {
             // The class lists of known features as the registry says; unknown names keep the
@@ -556,9 +567,12 @@ impl PoolCore {
                 *refcount = livelists;
             }
         } else if livelists > 0 {
-            return Err(PoolError::Corrupt(format!(
-                "{livelists} livelists exist but feature livelist is not enabled"
-            )));
+            // Not an import failure: a failed open falls back to an older txg, and this is no
+            // reason to discard newer ones. `check` reports it.
+            log::error!(
+                "pool {}: {livelists} livelists exist but feature livelist is not enabled",
+                self.name
+            );
         }
         Ok(())
     }
