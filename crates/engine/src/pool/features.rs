@@ -235,9 +235,18 @@ impl FeatureState {
     }
 }
 
-/// Refuse to import a pool whose config has active features this build does not know and
-/// cannot use as asked (see the module documentation).
-pub fn check_import(config: &LabelConfig, readonly: bool) -> Result<(), PoolError> {
+/// The active features of a config that this build does not know, by what they prevent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnsupportedFeatures {
+    /// Needed to read: the pool cannot be imported.
+    pub needed_to_read: Vec<String>,
+    /// Read-only compatible: the pool can be imported read-only only.
+    pub needed_to_write: Vec<String>,
+}
+
+/// The active features of `config` this build does not know (an unknown feature that is
+/// only enabled, or compatible, prevents nothing).
+pub fn unsupported_features(config: &LabelConfig) -> UnsupportedFeatures {
     let active_unknown = |list: &[String]| -> Vec<String> {
         list.iter()
             .filter(|name| feature_by_name(name).is_none())
@@ -250,18 +259,26 @@ pub fn check_import(config: &LabelConfig, readonly: bool) -> Result<(), PoolErro
             .cloned()
             .collect()
     };
-    let needed_to_read = active_unknown(&config.features_for_read);
-    if !needed_to_read.is_empty() {
+    UnsupportedFeatures {
+        needed_to_read: active_unknown(&config.features_for_read),
+        needed_to_write: active_unknown(config.features_for_write.as_deref().unwrap_or_default()),
+    }
+}
+
+/// Refuse to import a pool whose config has active features this build does not know and
+/// cannot use as asked (see the module documentation).
+pub fn check_import(config: &LabelConfig, readonly: bool) -> Result<(), PoolError> {
+    let unsupported = unsupported_features(config);
+    if !unsupported.needed_to_read.is_empty() {
         return Err(PoolError::UnsupportedFeatures {
             name: config.name.clone(),
-            features: needed_to_read.join(", "),
+            features: unsupported.needed_to_read.join(", "),
         });
     }
-    let for_write = active_unknown(config.features_for_write.as_deref().unwrap_or_default());
-    if !for_write.is_empty() && !readonly {
+    if !unsupported.needed_to_write.is_empty() && !readonly {
         return Err(PoolError::UnsupportedFeaturesForWrite {
             name: config.name.clone(),
-            features: for_write.join(", "),
+            features: unsupported.needed_to_write.join(", "),
         });
     }
     Ok(())
