@@ -277,17 +277,6 @@ impl SetArgs {
     }
 }
 
-/// `tarn pool upgrade [-a | POOL]` (zpool upgrade): without either, list the pools that have
-/// supported features not enabled.
-#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpgradeArgs {
-    /// Upgrade every imported pool.
-    #[arg(short = 'a', conflicts_with = "pool")]
-    pub all: bool,
-    pub pool: Option<String>,
-}
-
 /// `tarn pool status [-d DIR]... [-j [-p]] [-v] [POOL]`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -322,6 +311,17 @@ pub struct HistoryArgs {
     #[serde(skip)]
     pub long: bool,
     pub pool: String,
+}
+
+/// `tarn pool upgrade [-a | POOL]` (zpool upgrade): without either, list the pools that have
+/// supported features not enabled.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeArgs {
+    /// Upgrade every imported pool.
+    #[arg(short = 'a', conflicts_with = "pool")]
+    pub all: bool,
+    pub pool: Option<String>,
 }
 
 /// `tarn pool clear POOL [DEVICE]`.
