@@ -260,7 +260,7 @@ impl Pool {
         root.attach_objset(objset);
 
         let config = ConfigState::for_new_pool(&options.disabled_features);
-        io.set_embedded_data(config.features.contains_key(EMBEDDED_DATA_FEATURE));
+        io.set_embedded_data(config.features.contains_key(super::EMBEDDED_DATA_FEATURE));
         let pool_guid = Guid::random();
         io.l2arc().set_pool_guid(pool_guid);
         for (path, device) in cache_devices {

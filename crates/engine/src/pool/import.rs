@@ -437,7 +437,7 @@ impl Pool {
         io.l2arc().set_pool_guid(found.guid);
         io.l2arc().set_synced_txg(uberblock.txg.0);
         io.l2arc().set_writable(!options.readonly);
-        io.set_embedded_data(config.features.contains_key(EMBEDDED_DATA_FEATURE));
+        io.set_embedded_data(config.features.contains_key(super::EMBEDDED_DATA_FEATURE));
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
             staged: Mutex::new(Vec::new()),
