@@ -57,6 +57,10 @@ const FORMS: &[(&str, &[&str])] = &[
     ),
     ("pool set PROP=VAL POOL", &["pool set feature@embedded_data=enabled tank"]),
     (
+        "pool upgrade [-a | POOL]",
+        &["pool upgrade", "pool upgrade tank", "pool upgrade -a"],
+    ),
+    (
         "pool wait -t free|scrub|resilver POOL",
         &[
             "pool wait -t free tank",
@@ -239,6 +243,7 @@ const FORMS: &[(&str, &[&str])] = &[
         "pool get feature@NAME POOL",
         &["pool get feature@log_spacemap tank"],
     ),
+    ("pool get feature@* POOL", &["pool get feature@* tank"]),
     ("version", &["version"]),
 ];
 

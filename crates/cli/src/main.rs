@@ -225,6 +225,10 @@ enum PoolCommand {
     Get(pool_request::GetArgs),
     /// Set a pool property: tarn pool set PROP=VALUE POOL (feature@NAME=enabled).
     Set(pool_request::SetArgs),
+    /// Enable every supported feature on a pool, or on every imported pool with -a; with
+    /// neither, list the pools that have supported features not enabled:
+    /// tarn pool upgrade [-a | POOL]
+    Upgrade(pool_request::UpgradeArgs),
     /// Scrub a pool: read every copy of every block and repair bad ones, in the background:
     /// tarn pool scrub [-s|-p] POOL
     Scrub(ScrubArgs),
@@ -399,6 +403,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             PoolCommand::Clear(args) => verbs::pool_records::clear(socket, args),
             PoolCommand::Get(args) => pool::get(socket, args),
             PoolCommand::Set(args) => pool::set(socket, args),
+            PoolCommand::Upgrade(args) => pool::upgrade(socket, args),
             PoolCommand::Wait { activities, pool } => pool::wait(socket, activities, pool),
             PoolCommand::Scrub(args) => verbs::scrub::scrub(socket, args),
             PoolCommand::Resilver(args) => verbs::scrub::resilver(socket, args),

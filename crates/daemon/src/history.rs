@@ -16,7 +16,9 @@ use std::sync::Arc;
 use tarn_protocol::request::dataset::{self, DatasetRequest, DestroyArgs, InheritArgs};
 use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
-use tarn_protocol::request::pool::{ClearArgs, CreateArgs, ImportArgs, PoolRequest, SetArgs};
+use tarn_protocol::request::pool::{
+    ClearArgs, CreateArgs, ImportArgs, PoolRequest, SetArgs, UpgradeArgs,
+};
 use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
 use tarn_protocol::request::snapshot::{
@@ -75,7 +77,10 @@ fn changed_pool(request: &Request) -> Option<String> {
     Some(match request {
         Request::Pool(PoolRequest::Create(CreateArgs { pool, .. }))
         | Request::Pool(PoolRequest::Set(SetArgs { pool, .. }))
-        | Request::Pool(PoolRequest::Clear(ClearArgs { pool, .. })) => pool.clone(),
+        | Request::Pool(PoolRequest::Clear(ClearArgs { pool, .. }))
+        | Request::Pool(PoolRequest::Upgrade(UpgradeArgs {
+            pool: Some(pool), ..
+        })) => pool.clone(),
         Request::Pool(PoolRequest::Import(ImportArgs { pool, new_name, .. })) => {
             new_name.clone().or(pool.clone())?
         }
@@ -127,7 +132,9 @@ fn changed_pool(request: &Request) -> Option<String> {
             | PoolRequest::List(_)
             | PoolRequest::Get(_)
             | PoolRequest::Status(_)
-            | PoolRequest::History(_),
+            | PoolRequest::History(_)
+            // `-a` changes every pool, listing none: recorded in none.
+            | PoolRequest::Upgrade(UpgradeArgs { pool: None, .. }),
         )
         | Request::Scan(
             ScanRequest::Scrub(_) | ScanRequest::Resilver(_) | ScanRequest::Status(_),

@@ -11,7 +11,7 @@ use tarn_protocol::error::Failure;
 use tarn_protocol::request::dataset::parse_settings;
 use tarn_protocol::request::pool::{
     ClearArgs, CreateArgs, GetArgs, HistoryArgs, ImportArgs, ListArgs, PoolRequest, ReleaseArgs,
-    StatusArgs,
+    StatusArgs, UpgradeArgs,
 };
 use tarn_protocol::request::PoolOption;
 use tarn_protocol::rows::{PoolRow, StatusEntry};
@@ -217,6 +217,27 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
                 cache::set(daemon, &held, value)?;
             } else {
                 tarn_ops::set_pool_property(&held, property, value)?;
+            }
+            Answer::done()
+        }
+        PoolRequest::Upgrade(UpgradeArgs { all, pool }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pools = match (all, pool) {
+                (_, Some(target)) => vec![daemon.held(&target)?],
+                (true, None) => daemon.pools(),
+                (false, None) => {
+                    let pools = daemon.pools();
+                    let pools: Vec<&Pool> = pools.iter().map(|pool| pool.as_ref()).collect();
+                    for line in tarn_ops::upgrade_listing(&pools) {
+                        out!("{line}");
+                    }
+                    return Answer::done();
+                }
+            };
+            for pool in pools {
+                for line in tarn_ops::upgrade_pool(&pool)? {
+                    out!("{line}");
+                }
             }
             Answer::done()
         }

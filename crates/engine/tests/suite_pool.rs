@@ -31,6 +31,7 @@ mod large_delete;
 mod log_spacemap;
 mod log_vdev;
 mod mirror_write_in_place_dtl;
+mod pool_features;
 mod pool_history;
 mod pool_props;
 mod primarycache;

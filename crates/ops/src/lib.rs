@@ -136,7 +136,7 @@ pub fn pool_properties(
             property: property.name,
             source: property.source.to_string(),
         };
-        if row.property.starts_with("feature@") {
+        if row.property.starts_with("feature@") || row.property.starts_with("unsupported@") {
             features.push(row);
         } else {
             all.push(row);
@@ -165,9 +165,21 @@ pub fn pool_properties(
     if names.iter().any(|name| name == "all") {
         return Ok(all);
     }
-    names
-        .iter()
-        .map(|name| {
+    let mut rows = Vec::new();
+    for name in names {
+        // `feature@*`: every feature's row, the known ones and those this build does not know.
+        if name == "feature@*" {
+            rows.extend(
+                all.iter()
+                    .filter(|row| {
+                        row.property.starts_with("feature@")
+                            || row.property.starts_with("unsupported@")
+                    })
+                    .cloned(),
+            );
+            continue;
+        }
+        rows.push(
             all.iter()
                 .find(|row| &row.property == name)
                 .cloned()
@@ -179,9 +191,54 @@ pub fn pool_properties(
                             .collect::<Vec<_>>()
                             .join(", ")
                     ))
-                })
-        })
-        .collect()
+                })?,
+        );
+    }
+    Ok(rows)
+}
+
+/// `pool upgrade POOL`: enable every supported feature not enabled yet; the lines to print
+/// (as zpool upgrade prints them), with one for each feature only `pool create` can enable.
+pub fn upgrade_pool(pool: &Pool) -> Result<Vec<String>, Failure> {
+    let name = pool.name();
+    let report = pool.upgrade()?;
+    let mut lines = Vec::new();
+    if report.enabled.is_empty() {
+        lines.push(format!(
+            "Pool '{name}' already has all supported features enabled."
+        ));
+    } else {
+        lines.push(format!("Enabled the following features on '{name}':"));
+        lines.extend(report.enabled.iter().map(|feature| format!("  {feature}")));
+    }
+    lines.extend(report.create_only.iter().map(|feature| {
+        format!("feature@{feature} not enabled on '{name}': it can only be chosen when a pool is created")
+    }));
+    Ok(lines)
+}
+
+/// `pool upgrade` with no pool: the pools with supported features not enabled, and those
+/// features (the ones only `pool create` can enable left out).
+pub fn upgrade_listing(pools: &[&Pool]) -> Vec<String> {
+    let pending: Vec<(&str, Vec<&'static str>)> = pools
+        .iter()
+        .map(|pool| (pool.name(), pool.features_to_upgrade()))
+        .filter(|(_, features)| !features.is_empty())
+        .collect();
+    if pending.is_empty() {
+        return vec!["All imported pools have every supported feature enabled.".into()];
+    }
+    let mut lines = vec![
+        "Some supported features are not enabled on the following pools. Once a feature is enabled the pool may become incompatible with software that does not support the feature (see `tarn pool get feature@* POOL`).".into(),
+        String::new(),
+        "POOL  FEATURE".into(),
+        "---------------".into(),
+    ];
+    for (name, features) in pending {
+        lines.push(name.to_string());
+        lines.extend(features.iter().map(|feature| format!("      {feature}")));
+    }
+    lines
 }
 
 /// `pool set PROP=VAL`: what the engine can set (`feature@NAME=enabled`); the properties fixed

@@ -562,6 +562,10 @@ mod tests {
                 setting: "feature@embedded_data=enabled".into(),
                 pool: "tank".into(),
             })),
+            Request::Pool(PoolRequest::Upgrade(pool::UpgradeArgs {
+                all: false,
+                pool: Some("tank".into()),
+            })),
             Request::Stat(StatRequest::Txgs(PoolName {
                 pool: "tank".into(),
             })),

@@ -16,6 +16,7 @@ use tarn_protocol::json::{self, Document};
 use tarn_protocol::request::dataset::parse_settings;
 use tarn_protocol::request::pool::{
     CreateArgs, GetArgs, ImportArgs, ListArgs, PoolRequest, ReleaseArgs, SetArgs, StatusArgs,
+    UpgradeArgs,
 };
 use tarn_protocol::request::{PoolOption, TableFormatArgs};
 use tarn_protocol::rows::{
@@ -137,12 +138,27 @@ fn import_listing(pool: &FoundPool) -> String {
     let bad_label = state
         .leaves()
         .any(|leaf| leaf.problem == Some(VdevProblem::InvalidLabel));
-    // Device problems first, as zpool: they decide whether the pool imports at all.
+    // Device problems first, as zpool: they decide whether the pool imports at all. Then
+    // features this build does not know (pool/features.rs), which decide how.
+    let unsupported = tarn::pool::features::unsupported_features(&pool.config);
     let elsewhere;
+    let features_status;
     let status = if missing {
         Some("One or more devices are missing from the system.")
     } else if bad_label {
         Some("One or more devices contain corrupted data.")
+    } else if !unsupported.needed_to_read.is_empty() {
+        features_status = format!(
+            "The pool uses the following feature(s) not supported on this system: {}",
+            unsupported.needed_to_read.join(", ")
+        );
+        Some(features_status.as_str())
+    } else if !unsupported.needed_to_write.is_empty() {
+        features_status = format!(
+            "The pool can only be accessed in read-only mode on this system. It cannot be accessed in read-write mode because it uses the following feature(s) not supported on this system: {}",
+            unsupported.needed_to_write.join(", ")
+        );
+        Some(features_status.as_str())
     } else if let Some(host) = pool.active_elsewhere() {
         elsewhere = format!("The pool was last accessed by another system (host {host}) and was not exported there.");
         Some(elsewhere.as_str())
@@ -154,7 +170,16 @@ fn import_listing(pool: &FoundPool) -> String {
     if let Some(status) = status {
         text.push_str(&format!(" status: {status}\n"));
     }
+    let features_only = !missing && !bad_label;
     let action = match state.health {
+        _ if features_only && !unsupported.needed_to_read.is_empty() => {
+            "The pool cannot be imported. Access the pool on a system that supports the required feature(s)."
+        }
+        VdevHealth::Online | VdevHealth::Degraded
+            if features_only && !unsupported.needed_to_write.is_empty() =>
+        {
+            "The pool can be imported in read-only mode using '-o readonly=on'."
+        }
         VdevHealth::Online | VdevHealth::Degraded if destroyed => {
             "The pool was destroyed, but can be imported using the '-Df' flags."
         }
@@ -549,6 +574,25 @@ pub fn set(socket: &Path, args: SetArgs) -> Result<Status, Failure> {
     let pool = args.pool.clone();
     let request = Request::Pool(PoolRequest::Set(args));
     Ok(forward(ask_imported(socket, &pool, &request)?))
+}
+
+/// `pool upgrade [-a | POOL]`: the daemon enables the features and prints what it did. Without
+/// a daemon no pool is imported: nothing to upgrade or list (an exported pool is upgraded
+/// once imported, as zpool upgrade only sees imported pools).
+pub fn upgrade(socket: &Path, args: UpgradeArgs) -> Result<Status, Failure> {
+    let request = Request::Pool(PoolRequest::Upgrade(args.clone()));
+    match &args.pool {
+        Some(pool) => Ok(forward(ask_imported(socket, pool, &request)?)),
+        None => match client::ask_if_running(socket, &request)? {
+            Some(response) => Ok(forward(response)),
+            None => {
+                if !args.all {
+                    println!("All imported pools have every supported feature enabled.");
+                }
+                Ok(0)
+            }
+        },
+    }
 }
 
 /// How often `pool wait -t free` asks the daemon: first after `WAIT_POLL_FIRST`, then twice as

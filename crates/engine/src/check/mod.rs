@@ -555,6 +555,22 @@ fn check_pool_keeping_references(
                 .push(format!("dataset record {object}: {error}")),
         }
     }
+    // Feature livelist counts the livelists on disk (pool/features.rs): the heads' and the
+    // destroyed clones' still queued for freeing.
+    let livelists = heads
+        .iter()
+        .filter(|(_, phys)| phys.livelist_object.0 != 0)
+        .count() as u64
+        + core.queued_livelist_count()?;
+    match core.feature_refcount(crate::pool::LIVELIST_FEATURE) {
+        Some(refcount) if refcount != livelists => walker.report.errors.push(format!(
+            "feature livelist: refcount {refcount}, but {livelists} livelists exist"
+        )),
+        None if livelists > 0 => walker.report.errors.push(format!(
+            "feature livelist is not enabled, but {livelists} livelists exist"
+        )),
+        _ => {}
+    }
     // Intent logs of the heads: allocated, referenced by no tree (check/logs.rs).
     for (object, phys) in &heads {
         walker.walk_log(

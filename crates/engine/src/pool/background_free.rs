@@ -272,6 +272,8 @@ impl PoolCore {
             }
             return Ok(());
         }
+        // The `leaked` count or the stalled-free list is created below, and stays.
+        self.feature_activate(super::STALLED_FREES_FEATURE);
         if self.tunables.free_leak_on_eio {
             let mut bytes = 0;
             for (bp, why) in &aside {

@@ -274,8 +274,8 @@ impl PoolCore {
             ObjectType::DatasetDir,
             &origin_dir.encode(),
         )?;
-        clone.drop_livelist(&store, tx)?;
-        origin_head.drop_livelist(&store, tx)?;
+        self.drop_dataset_livelist(clone, tx)?;
+        self.drop_dataset_livelist(origin_head, tx)?;
         let clone_phys = clone.update_phys(|phys| {
             phys.snapshot_names_object = clone_names;
             phys.deadlist_object = head_deadlist_object;

@@ -127,17 +127,10 @@ impl Pool {
             .map_err(PoolError::BadTunables)?;
         let tunables = options.tunables.clone();
         for disabled in &options.disabled_features {
-            if !FEATURES_KNOWN
-                .iter()
-                .any(|feature| feature.short_name == disabled)
-            {
-                let known: Vec<&str> = FEATURES_KNOWN
-                    .iter()
-                    .map(|feature| feature.short_name)
-                    .collect();
+            if super::features::feature_by_short_name(disabled).is_none() {
                 return Err(PoolError::BadVdevSpec(format!(
                     "unknown feature {disabled:?} (known: {})",
-                    known.join(", ")
+                    super::features::known_short_names()
                 )));
             }
         }
@@ -293,21 +286,8 @@ impl Pool {
         ));
         root.attach_objset(objset);
 
-        let mut features = BTreeMap::new();
-        let mut features_for_read = Vec::new();
-        for feature in FEATURES_KNOWN {
-            if !options
-                .disabled_features
-                .iter()
-                .any(|disabled| disabled == feature.short_name)
-            {
-                features.insert(feature.name.to_string(), 1);
-                if feature.needed_to_read {
-                    features_for_read.push(feature.name.to_string());
-                }
-            }
-        }
-        io.set_embedded_data(features.contains_key("com.tarn:embedded_data"));
+        let config = ConfigState::for_new_pool(&options.disabled_features);
+        io.set_embedded_data(config.features.contains_key(super::EMBEDDED_DATA_FEATURE));
         let pool_guid = Guid::random();
         io.l2arc().set_pool_guid(pool_guid);
         for (path, device) in cache_devices {
@@ -341,12 +321,7 @@ impl Pool {
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             stalled_frees: Default::default(),
             scan: Default::default(),
-            config: Mutex::new(ConfigState {
-                state: PoolState::Active,
-                features,
-                features_for_read,
-                dirty: true,
-            }),
+            config: Mutex::new(config),
             tunables,
             errlog: Default::default(),
             history: Default::default(),

@@ -164,21 +164,7 @@ impl Pool {
                 ),
             });
         }
-        let unsupported: Vec<&String> = config
-            .features_for_read
-            .iter()
-            .filter(|feature| !FEATURES_SUPPORTED_FOR_READ.contains(&feature.as_str()))
-            .collect();
-        if !unsupported.is_empty() {
-            return Err(PoolError::UnsupportedFeatures {
-                name: config.name.clone(),
-                features: unsupported
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
+        super::features::check_import(&config, options.readonly)?;
         // Map leaf guid -> path from what the scan found; copies of one leaf are told apart
         // by their labels or refused (leaf_choice.rs).
         let (paths_by_guid, copies_passed_over) = super::leaf_choice::choose_leaves(
@@ -480,7 +466,7 @@ impl Pool {
         io.l2arc().set_pool_guid(found.guid);
         io.l2arc().set_synced_txg(uberblock.txg.0);
         io.l2arc().set_writable(!options.readonly);
-        io.set_embedded_data(config.features.contains_key("com.tarn:embedded_data"));
+        io.set_embedded_data(config.features.contains_key(super::EMBEDDED_DATA_FEATURE));
         let freer = Arc::new(PoolFreer {
             io: io.clone(),
             staged: Mutex::new(Vec::new()),
@@ -574,12 +560,7 @@ impl Pool {
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             stalled_frees: Default::default(),
             scan: Default::default(),
-            config: Mutex::new(ConfigState {
-                state: PoolState::Active,
-                features: config.features.clone(),
-                features_for_read: config.features_for_read.clone(),
-                dirty: !options.readonly,
-            }),
+            config: Mutex::new(ConfigState::imported(config, options.readonly)),
             tunables: tunables.clone(),
             errlog: Default::default(),
             history: Default::default(),
@@ -608,6 +589,7 @@ impl Pool {
         core.load_background_frees()?;
         core.load_dtls()?;
         core.load_scan()?;
+        core.recount_features(config.features_for_write.is_some())?;
         if let Err(error) = core.load_errlog() {
             damaged.push(format!("error log: {error}"));
         }
@@ -752,6 +734,7 @@ mod tests {
                 leaf_guid: 2,
                 vdev_tree: Vec::new(),
                 features_for_read: Vec::new(),
+                features_for_write: Some(Vec::new()),
                 features: BTreeMap::new(),
                 l2cache: L2cacheConfig::default(),
             },

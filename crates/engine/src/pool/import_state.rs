@@ -277,6 +277,7 @@ mod tests {
                 top(2, TopVdevKind::Leaf, AllocClass::Log, &[(4, "d")]),
             ],
             features_for_read: Vec::new(),
+            features_for_write: Some(Vec::new()),
             features: BTreeMap::new(),
             l2cache: L2cacheConfig::default(),
         }

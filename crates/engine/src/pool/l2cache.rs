@@ -93,6 +93,7 @@ fn cache_label(name: &str, pool_guid: Guid, device: Guid, txg: Txg) -> LabelConf
         leaf_guid: device.0,
         vdev_tree: Vec::new(),
         features_for_read: Vec::new(),
+        features_for_write: Some(Vec::new()),
         features: BTreeMap::new(),
         l2cache: L2cacheConfig {
             devices: Vec::new(),

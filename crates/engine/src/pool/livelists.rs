@@ -76,7 +76,7 @@ impl PoolCore {
     }
 
     /// The queued livelists' objects, in key order.
-    fn queued_livelists(&self) -> Result<Vec<ObjectId>, PoolError> {
+    pub(super) fn queued_livelists(&self) -> Result<Vec<ObjectId>, PoolError> {
         let Some(queue) = self.livelist_queue() else {
             return Ok(Vec::new());
         };
@@ -131,6 +131,7 @@ impl PoolCore {
         }
         let mut livelist = Livelist::new(origin_txg);
         livelist.save(&self.deadlist_store(), tx)?;
+        self.feature_increment(super::LIVELIST_FEATURE)?;
         Ok(Some(livelist))
     }
 
@@ -147,6 +148,7 @@ impl PoolCore {
             self.tunables.livelist_min_percent_shared,
         )?;
         if outcome == LivelistFlush::Dropped {
+            self.feature_decrement(super::LIVELIST_FEATURE)?;
             log::info!(
                 "pool {}: clone {} shares less than {}% with its origin: livelist dropped (destroy will walk its tree)",
                 self.name,
@@ -191,6 +193,19 @@ impl PoolCore {
             }
         }
         Ok(false)
+    }
+
+    /// Syncing context: destroy `dataset`'s livelist, if it has one, without freeing anything
+    /// (promote, rollback, receive into a clone); the caller writes the record.
+    pub(super) fn drop_dataset_livelist(
+        &self,
+        dataset: &Dataset,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        if dataset.drop_livelist(&self.deadlist_store(), tx)? {
+            self.feature_decrement(super::LIVELIST_FEATURE)?;
+        }
+        Ok(())
     }
 
     /// Which path destroying `dataset` now would take.
@@ -295,6 +310,9 @@ impl PoolCore {
         }
         if livelist.is_empty() {
             livelist.destroy(&store, &tx)?;
+            // The destroyed clone's livelist was the last structure of its clone that needed
+            // the feature.
+            self.feature_decrement(super::LIVELIST_FEATURE)?;
             let queue = self
                 .livelist_queue()
                 .expect("a queued livelist has a queue");

@@ -99,6 +99,7 @@ pub mod errlog;
 mod export;
 mod facade;
 pub mod failmode;
+pub mod features;
 pub mod history;
 pub mod holds;
 mod import;
@@ -124,6 +125,10 @@ pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 
 pub use attach::AddedVdev;
 pub use facade::WeakPool;
+pub use features::{
+    Feature, FeatureClass, FeatureState, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN, LIVELIST_FEATURE,
+    LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, STALLED_FREES_FEATURE,
+};
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};
 
@@ -165,89 +170,8 @@ const _: () = assert!(POOL_VERSION == label::LABEL_CONFIG_VERSION);
 pub const MOS_OBJECT_DIRECTORY: ObjectId = ObjectId(1);
 /// Copies of every MOS block (DESIGN.md §4).
 pub const MOS_COPIES: u8 = 3;
-/// A pool feature this build knows.
-pub struct Feature {
-    /// The full name stored in the config (`com.tarn:embedded_data`).
-    pub name: &'static str,
-    /// The name used with `-o feature@NAME=disabled`.
-    pub short_name: &'static str,
-    /// Whether a pool using it cannot be read by a build that lacks it.
-    pub needed_to_read: bool,
-}
-
-/// Every feature this build knows; new pools enable all of them unless told otherwise.
-pub const FEATURES_KNOWN: &[Feature] = &[
-    Feature {
-        name: "com.tarn:embedded_data",
-        short_name: "embedded_data",
-        needed_to_read: true,
-    },
-    // Needed to read as well: the format has no "needed to write" class, and a build that
-    // wrote a clone without recording its livelist would make a later destroy free the wrong
-    // blocks.
-    Feature {
-        name: LIVELIST_FEATURE,
-        short_name: "livelist",
-        needed_to_read: true,
-    },
-    // Needed to read: a build without it would take the metaslabs' own maps for the whole
-    // truth and allocate space the log says is in use.
-    Feature {
-        name: LOG_SPACEMAP_FEATURE,
-        short_name: "log_spacemap",
-        needed_to_read: true,
-    },
-    Feature {
-        name: STALLED_FREES_FEATURE,
-        short_name: "stalled_frees",
-        needed_to_read: false,
-    },
-    Feature {
-        name: SCAN_CATCH_UP_FEATURE,
-        short_name: "scan_catch_up",
-        needed_to_read: false,
-    },
-    // Needed to read: a build without it refuses the sequence in a log header as reserved
-    // bytes that are not zero, and would replay records a second time.
-    Feature {
-        name: REPLAY_SEQUENCE_FEATURE,
-        short_name: "replay_sequence",
-        needed_to_read: true,
-    },
-];
-
-/// The replayed-through sequence in each intent-log header (`object/log_header.rs`): replay
-/// records its progress in every txg it syncs, so a replay that a crash cuts short resumes
-/// after the records already in the tree (OpenZFS `zh_replay_seq`).
-pub const REPLAY_SEQUENCE_FEATURE: &str = "com.tarn:replay_sequence";
-
-/// The scan state's extension (`pool/scan.rs`): the walks owed after snapshots destroyed
-/// under a scan, and the leaves unusable during it. A build without the feature reads only
-/// the state before it and resumes the scan as it did before the extension existed.
-pub const SCAN_CATCH_UP_FEATURE: &str = "com.tarn:scan_catch_up";
-
-/// The stalled-free list and the `leaked` count (`pool/background_free.rs`, "Unreadable gang
-/// headers"): two MOS directory keys that a build without the feature ignores (the blocks on
-/// the list stay allocated and are never freed by it), so it is not needed to read.
-pub const STALLED_FREES_FEATURE: &str = "com.tarn:stalled_frees";
-
-/// The log space map feature (`space/log.rs`): metaslab changes go to one pool-wide log per
-/// txg and reach each metaslab's own map when it is flushed.
-pub const LOG_SPACEMAP_FEATURE: &str = "com.tarn:log_spacemap";
-
 /// MOS directory key naming the log space map directory (docs/design/02-space.md §2.6a).
 pub const LOG_SPACEMAP_KEY: &str = "log_spacemap";
-
-/// The livelist feature (`dataset/livelist.rs`): clones made while it is enabled keep one.
-pub const LIVELIST_FEATURE: &str = "com.tarn:livelist";
-
-/// Features this build can read. A pool needing any other feature to be read is refused.
-pub const FEATURES_SUPPORTED_FOR_READ: &[&str] = &[
-    "com.tarn:embedded_data",
-    LIVELIST_FEATURE,
-    LOG_SPACEMAP_FEATURE,
-    REPLAY_SEQUENCE_FEATURE,
-];
 
 /// Errors of the pool layer: what went wrong and, where it helps, what to do.
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +208,8 @@ pub enum PoolError {
     NoUsableUberblock(String, String),
     #[error("pool {name:?} needs features this build does not support: {features}")]
     UnsupportedFeatures { name: String, features: String },
+    #[error("pool {name:?} uses features this build does not support: {features}; they are read-only compatible: the pool can be imported read-only (pool import -o readonly=on)")]
+    UnsupportedFeaturesForWrite { name: String, features: String },
     #[error("pool {name:?} has format version {version}, older than the oldest this build reads ({POOL_VERSION_MIN}): its compressed blocks carry no length header; recreate the pool with this build")]
     FormatTooOld { name: String, version: u64 },
     #[error("corrupt pool metadata: {0}")]
@@ -495,6 +421,7 @@ struct ConfigState {
     state: PoolState,
     features: BTreeMap<String, u64>,
     features_for_read: Vec<String>,
+    features_for_write: Vec<String>,
     /// Labels must be rewritten at the next sync.
     dirty: bool,
 }

@@ -5,7 +5,7 @@
 //! `feature@NAME=enabled` (a feature disabled at create is enabled; features are never
 //! disabled again) and `failmode` (`failmode.rs`). `readonly`, `altroot` and `guid` are fixed for an import.
 
-use super::{Pool, PoolError, FEATURES_KNOWN, LOG_SPACEMAP_FEATURE};
+use super::{Pool, PoolError};
 
 /// A property's value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,17 +116,13 @@ impl Pool {
                 },
             },
         ];
-        let config = self.core.config.lock();
-        for feature in FEATURES_KNOWN {
-            let state = match config.features.get(feature.name) {
-                Some(&count) if count > 0 => "active",
-                Some(_) => "enabled",
-                None => "disabled",
-            };
+        // Features last (features.rs): every known one, then those on the pool this build
+        // does not know (`unsupported@NAME`).
+        for row in self.feature_rows() {
             properties.push(PoolProperty {
-                name: format!("feature@{}", feature.short_name),
-                value: PoolValue::Text(state.into()),
-                source: if state == "disabled" {
+                name: row.property,
+                value: PoolValue::Text(row.value.into()),
+                source: if row.value == "disabled" {
                     "default"
                 } else {
                     "local"
@@ -168,51 +164,14 @@ impl Pool {
             return Ok(());
         }
         if let Some(short) = name.strip_prefix("feature@") {
-            let Some(feature) = FEATURES_KNOWN
-                .iter()
-                .find(|known| known.short_name == short)
-            else {
+            if super::features::feature_by_short_name(short).is_some() && value != "enabled" {
+                // `active` is a state the pool reaches by using the feature, and `disabled`
+                // cannot be returned to.
                 return Err(PoolError::BadProperty(format!(
-                    "unknown feature {short:?}; features: {}",
-                    FEATURES_KNOWN
-                        .iter()
-                        .map(|known| known.short_name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            };
-            if value != "enabled" {
-                return Err(PoolError::BadProperty(format!(
-                    "feature@{short} can only be set to 'enabled' (features are never disabled once enabled)"
+                    "feature@{short} can only be set to 'enabled' (a feature becomes active when the pool uses it, and is never disabled once enabled)"
                 )));
             }
-            if self.core.readonly {
-                return Err(PoolError::ReadOnly);
-            }
-            {
-                let mut config = self.core.config.lock();
-                if config.features.contains_key(feature.name) {
-                    return Ok(());
-                }
-                if feature.name == LOG_SPACEMAP_FEATURE {
-                    // The metaslab maps of a pool without the log have blocks of
-                    // `metaslab_sm_blksz` and no unflushed-txg arrays: switching would need
-                    // every map rewritten, which tarn does not do.
-                    return Err(PoolError::BadProperty(
-                        "feature@log_spacemap can only be chosen when the pool is created".into(),
-                    ));
-                }
-                config.features.insert(feature.name.to_string(), 1);
-                if feature.needed_to_read {
-                    config.features_for_read.push(feature.name.to_string());
-                }
-                config.dirty = true;
-            }
-            if feature.name == "com.tarn:embedded_data" {
-                self.core.io.set_embedded_data(true);
-            }
-            self.sync()?;
-            return Ok(());
+            return self.enable_feature(short);
         }
         let known = POOL_PROPERTIES.contains(&name);
         Err(PoolError::BadProperty(if known {

@@ -389,7 +389,6 @@ impl PoolCore {
         clone: &Arc<Dataset>,
         tx: &Tx,
     ) -> Result<(), PoolError> {
-        let store = self.deadlist_store();
         let head_before = head.phys();
         let clone_before = clone.phys();
         if head_before.prev_snapshot_object != clone_before.prev_snapshot_object {
@@ -399,8 +398,8 @@ impl PoolCore {
                 head.name()
             )));
         }
-        head.drop_livelist(&store, tx)?;
-        clone.drop_livelist(&store, tx)?;
+        self.drop_dataset_livelist(head, tx)?;
+        self.drop_dataset_livelist(clone, tx)?;
         let take = |phys: &mut DatasetPhys, from: &DatasetPhys| {
             phys.root = from.root.clone();
             phys.referenced_bytes = from.referenced_bytes;

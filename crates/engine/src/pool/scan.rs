@@ -1125,6 +1125,7 @@ impl PoolCore {
                 .copied()
                 .collect();
             unusable.sort_unstable();
+            self.feature_activate(super::SCAN_CATCH_UP_FEATURE);
             let extension = ScanExtension {
                 catch_ups: self.scan.catch_ups.lock().clone(),
                 unusable,

@@ -648,7 +648,7 @@ impl PoolCore {
         });
         // The head's tree is replaced wholesale, not block by block: its livelist no longer
         // describes it.
-        head.drop_livelist(&store, tx)?;
+        self.drop_dataset_livelist(head, tx)?;
         self.write_dataset_record(tx, head.object, &head.phys())?;
         objset.reset_to(&target.root, tx.txg)?;
         Ok(())

@@ -354,6 +354,7 @@ impl PoolCore {
             leaf_guid: leaf_guid.0,
             vdev_tree: self.io.vdevs.to_config(),
             features_for_read: config.features_for_read.clone(),
+            features_for_write: Some(config.features_for_write.clone()),
             features: config.features.clone(),
             l2cache: crate::vdev::label::L2cacheConfig {
                 devices: self.cache_device_configs(),

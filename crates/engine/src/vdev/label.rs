@@ -178,7 +178,14 @@ pub struct LabelConfig {
     /// This label's leaf.
     pub leaf_guid: u64,
     pub vdev_tree: Vec<TopVdevConfig>,
+    /// The enabled features a build must know to read the pool while they are active.
     pub features_for_read: Vec<String>,
+    /// The enabled features a build must know to write the pool while they are active (read-only
+    /// compatible: `pool/features.rs`). None in configs written before the list existed, whose
+    /// `features` counts are 1 for every enabled feature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features_for_write: Option<Vec<String>>,
+    /// Every enabled feature's refcount (0: enabled, more: active).
     pub features: BTreeMap<String, u64>,
     /// The pool's cache devices (L2ARC, `pool/l2cache.rs`), or that this label is a cache
     /// device's; absent in labels written before cache devices existed.
@@ -510,6 +517,7 @@ pub(crate) mod tests {
                 class: AllocClass::Normal,
             }],
             features_for_read: vec!["org.tarn:spacemap_v2".to_string()],
+            features_for_write: Some(vec!["org.tarn:livelist".to_string()]),
             features: BTreeMap::from([("org.tarn:spacemap_v2".to_string(), 1)]),
             l2cache: L2cacheConfig {
                 devices: vec![CacheDeviceConfig {
@@ -799,6 +807,7 @@ pub(crate) mod tests {
                     leaf_guid,
                     vdev_tree,
                     features_for_read,
+                    features_for_write: None,
                     features,
                     l2cache: L2cacheConfig::default(),
                 },

@@ -30,6 +30,9 @@ pub enum PoolRequest {
     /// V}, source}]}`.
     Get(GetArgs),
     Set(SetArgs),
+    /// Enable every supported feature on one pool or (`-a`) every imported pool, or, with
+    /// neither, list the pools with supported features not enabled; the daemon prints.
+    Upgrade(UpgradeArgs),
     /// `data = {"pools": [{name, guid, text, json}]}`.
     Status(StatusArgs),
     /// `data = {"history": [{time_seconds, uid, txg, user, host, command}]}`, oldest first.
@@ -51,6 +54,7 @@ impl PoolRequest {
             PoolRequest::List(_) => "pool list",
             PoolRequest::Get(_) => "pool get",
             PoolRequest::Set(_) => "pool set",
+            PoolRequest::Upgrade(_) => "pool upgrade",
             PoolRequest::Status(_) => "pool status",
             PoolRequest::History(_) => "pool history",
             PoolRequest::Clear(_) => "pool clear",
@@ -312,6 +316,17 @@ pub struct HistoryArgs {
     #[serde(skip)]
     pub long: bool,
     pub pool: String,
+}
+
+/// `tarn pool upgrade [-a | POOL]` (zpool upgrade): without either, list the pools that have
+/// supported features not enabled.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeArgs {
+    /// Upgrade every imported pool.
+    #[arg(short = 'a', conflicts_with = "pool")]
+    pub all: bool,
+    pub pool: Option<String>,
 }
 
 /// `tarn pool clear POOL [DEVICE]`.
