@@ -159,6 +159,7 @@ pub mod status {
     pub use crate::cache::l2arc::CacheDeviceHealth;
     pub use crate::pool::errlog::ErrorEntry;
     pub use crate::pool::failmode::{short_reason, FailMode};
+    pub use crate::pool::features::{unsupported_features, UnsupportedFeatures};
     pub use crate::pool::history::HistoryRecord;
     pub use crate::pool::scan::{ResilverRequest, ScanFunction, ScanPhys, ScanState, ScanStatus};
     pub use crate::pool::{FoundPool, ImportState, TopImportState, VdevProblem};

@@ -140,7 +140,7 @@ fn import_listing(pool: &FoundPool) -> String {
         .any(|leaf| leaf.problem == Some(VdevProblem::InvalidLabel));
     // Device problems first, as zpool: they decide whether the pool imports at all. Then
     // features this build does not know (pool/features.rs), which decide how.
-    let unsupported = tarn::pool::features::unsupported_features(&pool.config);
+    let unsupported = tarn::status::unsupported_features(&pool.config);
     let elsewhere;
     let features_status;
     let status = if missing {

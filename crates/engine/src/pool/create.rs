@@ -20,7 +20,7 @@ use crate::space::{AllocClass, SpaceManager};
 use crate::txg::TxgManager;
 use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
 use crate::vdev::inject::Injector;
-use crate::vdev::label::{PoolState, TopVdevKind};
+use crate::vdev::label::TopVdevKind;
 use crate::vdev::{label, BlockDevice, FileDevice, Leaf, TopVdev, VdevTree};
 
 use super::new_device::{check_new_device, device_identity};
@@ -28,8 +28,7 @@ use super::sync::{MosLifecycle, PoolFreer};
 use super::vdev_spec::VdevSpec;
 use super::{
     datasets, deferred_list_store, kv_set_u64, mos_props, validate_pool_name, vdev_change,
-    ConfigState, CreateOptions, Pool, PoolCore, PoolError, FEATURES_KNOWN, MOS_COPIES,
-    MOS_OBJECT_DIRECTORY,
+    ConfigState, CreateOptions, Pool, PoolCore, PoolError, MOS_COPIES, MOS_OBJECT_DIRECTORY,
 };
 
 /// One top-level vdev's devices, as opened for a new pool.

@@ -28,8 +28,8 @@ use super::uberblock::Uberblock;
 use super::{
     fallback_uberblocks, hostname, lookup_mos_directory, metaslab_array_key, validate_pool_name,
     vdev_change, ConfigState, FoundPool, ImportOptions, ImportReport, Pool, PoolCore, PoolError,
-    RewindPlan, FEATURES_SUPPORTED_FOR_READ, LOG_SPACEMAP_FEATURE, LOG_SPACEMAP_KEY, MOS_COPIES,
-    MOS_OBJECT_DIRECTORY, POOL_VERSION, POOL_VERSION_MIN,
+    RewindPlan, LOG_SPACEMAP_FEATURE, LOG_SPACEMAP_KEY, MOS_COPIES, MOS_OBJECT_DIRECTORY,
+    POOL_VERSION, POOL_VERSION_MIN,
 };
 
 /// Whether an older tree that a rewind import opened read-only may be imported: `Ok(None)` if
