@@ -279,8 +279,14 @@ impl Dataset {
     }
 
     /// The head's deadlist (a copy: sync tasks change it through [`Dataset::with_deadlist`]).
+    /// A copy of the head's deadlist (see [`Snapshot::with_deadlist`] to read one in place).
     pub fn deadlist(&self) -> Deadlist {
         self.deadlist.lock().clone()
+    }
+
+    /// The space of every entry of the head's deadlist, read in place.
+    pub fn deadlist_total(&self) -> BpSpace {
+        self.deadlist.lock().total()
     }
 
     /// Change the head's deadlist under its lock.
@@ -322,7 +328,7 @@ impl Dataset {
         };
         let (mut above, mut below) = split(&self.deadlist.lock());
         for snapshot in self.snapshots.lock().iter() {
-            let (more_above, more_below) = split(&snapshot.deadlist());
+            let (more_above, more_below) = snapshot.with_deadlist(split);
             above.add(more_above);
             below.add(more_below);
         }

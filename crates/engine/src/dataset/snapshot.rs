@@ -94,8 +94,16 @@ impl Snapshot {
         phys.clone()
     }
 
+    /// A copy of the deadlist, for a sync task that changes it and sets it back.
     pub fn deadlist(&self) -> Deadlist {
         self.deadlist.lock().clone()
+    }
+
+    /// Read the deadlist under its lock, without copying it: the space figures of every
+    /// snapshot are read each txg, and a copy of each deadlist's key tree was most of that
+    /// txg's cost once a pool held thousands of snapshots.
+    pub fn with_deadlist<R>(&self, read: impl FnOnce(&Deadlist) -> R) -> R {
+        read(&self.deadlist.lock())
     }
 
     /// Replace the deadlist (sync tasks).

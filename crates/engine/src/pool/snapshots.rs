@@ -760,8 +760,9 @@ impl PoolCore {
         let snapshot = &snapshots[index];
         let phys = snapshot.phys();
         let written = match index.checked_sub(1) {
-            Some(previous) => (phys.referenced_bytes + snapshot.deadlist().total().used_bytes)
-                .saturating_sub(snapshots[previous].phys().referenced_bytes),
+            Some(previous) => (phys.referenced_bytes
+                + snapshot.with_deadlist(|deadlist| deadlist.total().used_bytes))
+            .saturating_sub(snapshots[previous].phys().referenced_bytes),
             None => phys.referenced_bytes,
         };
         SnapshotInfo {
@@ -791,7 +792,7 @@ impl PoolCore {
     pub(super) fn head_written(&self, head: &Dataset) -> u64 {
         let phys = head.phys();
         match head.newest_snapshot() {
-            Some(newest) => (phys.referenced_bytes + head.deadlist().total().used_bytes)
+            Some(newest) => (phys.referenced_bytes + head.deadlist_total().used_bytes)
                 .saturating_sub(newest.phys().referenced_bytes),
             None => phys.referenced_bytes,
         }
