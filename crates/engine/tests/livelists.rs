@@ -7,8 +7,6 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use tarn::fs::FileSystem;
 use tarn::pool::livelists::DestroyPath;
@@ -52,19 +50,6 @@ fn scatter(pool: &Pool, fs: &FileSystem, name: &str, records: u64, count: u64, s
             pool.sync().unwrap();
         }
     }
-    pool.sync().unwrap();
-}
-
-fn wait_freed(pool: &Pool) {
-    let started = Instant::now();
-    while pool.core.freeing_bytes().unwrap() > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "frees never finished"
-        );
-        pool.sync().unwrap();
-    }
-    pool.sync().unwrap();
     pool.sync().unwrap();
 }
 

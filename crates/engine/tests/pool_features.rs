@@ -7,7 +7,6 @@
 use crate::common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use common::*;
 use tarn::pool::{CreateOptions, FeatureState, ImportOptions, Pool, PoolError};
@@ -42,18 +41,6 @@ fn shown(pool: &Pool, property: &str) -> String {
         tarn::pool::props::PoolValue::Text(text) => text.clone(),
         other => panic!("{property} is {other:?}"),
     }
-}
-
-fn wait_freed(pool: &Pool) {
-    let started = Instant::now();
-    while pool.core.freeing_bytes().unwrap() > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "frees never finished"
-        );
-        pool.sync().unwrap();
-    }
-    pool.sync().unwrap();
 }
 
 /// A file system with a file, its snapshot, and `clones` clones of it.

@@ -6,8 +6,6 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use tarn::fs::FileSystem;
 use tarn::pool::datasets::DatasetInfo;
@@ -57,19 +55,6 @@ fn snapshot_names(pool: &Pool, dataset: &str) -> Vec<String> {
         .into_iter()
         .map(|info| info.name)
         .collect()
-}
-
-fn wait_freed(pool: &Pool) {
-    let started = Instant::now();
-    while pool.core.freeing_bytes().unwrap() > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "frees never finished"
-        );
-        pool.sync().unwrap();
-    }
-    pool.sync().unwrap();
-    pool.sync().unwrap();
 }
 
 /// The contents every snapshot and head must keep, by name.

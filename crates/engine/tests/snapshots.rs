@@ -5,8 +5,6 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use tarn::check::check_pool;
 use tarn::fs::FileSystem;
@@ -33,19 +31,6 @@ fn write_file(fs: &FileSystem, name: &str, seed: u64, bytes: usize) -> u64 {
 fn read_file(fs: &FileSystem, name: &str) -> Vec<u8> {
     let attr = fs.lookup(fs.root(), name.as_bytes()).unwrap();
     fs.read(attr.ino, 0, attr.size as usize).unwrap()
-}
-
-fn wait_freed(pool: &Pool) {
-    let started = Instant::now();
-    while pool.core.freeing_bytes().unwrap() > 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "frees never finished"
-        );
-        pool.sync().unwrap();
-    }
-    pool.sync().unwrap();
-    pool.sync().unwrap();
 }
 
 fn snapshot(pool: &Pool, name: &str) {

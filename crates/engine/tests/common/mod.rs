@@ -329,3 +329,18 @@ pub fn send_to_vec(pool: &Pool, to: &str, from: Option<&str>) -> Vec<u8> {
     tarn::send::send(pool, to, &options, &mut out, &mut |_| {}).unwrap();
     out
 }
+
+/// Sync until the pool's background frees are done (`freeing` 0), then twice more so that the
+/// freed space leaves the deferred trees; fails the test after a minute.
+pub fn wait_freed(pool: &Pool) {
+    let started = std::time::Instant::now();
+    while pool.core.freeing_bytes().unwrap() > 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "frees never finished"
+        );
+        pool.sync().unwrap();
+    }
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+}
