@@ -403,3 +403,51 @@ fn clones_share_their_origin_and_free_only_what_they_wrote() {
     assert_eq!(read_file(&fs, "base"), pattern(1, 400_000));
     assert_eq!(read_file(&fs, "other"), pattern(6, 100_000));
 }
+
+#[test]
+fn a_destroyed_snapshots_key_leaves_the_heads_deadlist_and_its_blocks_still_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    // Snapshots taken and rotated as a snapshot manager does: each round writes, snapshots,
+    // overwrites (so the head's deadlist takes blocks of every interval) and destroys the
+    // oldest once five are kept.
+    let head_keys = |pool: &Pool| {
+        let (_, head) = pool
+            .core
+            .dataset_list()
+            .into_iter()
+            .find(|(relative, _)| relative == "fs")
+            .unwrap();
+        head.deadlist().keys().count()
+    };
+    let mut kept = std::collections::VecDeque::new();
+    for round in 0..20u64 {
+        write_file(&fs, &format!("f{}", round % 3), round, 30_000);
+        let name = format!("tank/fs@s{round}");
+        snapshot(&pool, &name);
+        kept.push_back(name);
+        write_file(&fs, &format!("f{}", (round + 1) % 3), round + 100, 30_000);
+        if kept.len() > 5 {
+            pool.destroy_snapshots(&kept.pop_front().unwrap(), false)
+                .unwrap();
+        }
+    }
+    pool.sync().unwrap();
+    // Key 0 and one per live snapshot but the newest (blocks born after it are never on the
+    // head's deadlist): not one per snapshot ever taken.
+    assert_eq!(head_keys(&pool), kept.len());
+    assert_clean(&pool);
+    // The collapsed entries' blocks are still freed when the rest goes.
+    pool.destroy_snapshots("tank/fs@%", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let info = used(&pool, "tank/fs");
+    assert_eq!(info.used_by_snapshots, 0);
+    drop(fs);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    assert_clean(&pool);
+}

@@ -498,6 +498,30 @@ fn check_dataset_tree(
 }
 
 /// Check a pool. Run it with the pool idle (nothing being written).
+/// The space figures each dataset keeps in memory between txgs (`dataset/mod.rs`, "What a
+/// txg costs") against the same figures derived afresh from every deadlist, and the accounting
+/// errors counted since import (a figure that would have gone below zero). The records on
+/// disk are checked against the walk by [`check_dataset_tree`].
+fn check_kept_space(core: &crate::pool::PoolCore, report: &mut CheckReport) {
+    for (_, dataset) in core.dataset_list() {
+        if dataset.kept_space_matches() == Some(false) {
+            report.errors.push(format!(
+                "dataset {}: kept space figures {:?} differ from the deadlists' {:?}",
+                dataset.name(),
+                dataset.own_space(),
+                dataset.compute_own_space()
+            ));
+        }
+        let errors = dataset.accounting_errors();
+        if errors > 0 {
+            report.errors.push(format!(
+                "dataset {}: {errors} accounting errors since import (a space figure would have gone below zero; see the log)",
+                dataset.name()
+            ));
+        }
+    }
+}
+
 pub fn check_pool(pool: &Pool, repair: bool) -> Result<CheckReport, crate::pool::PoolError> {
     check_pool_keeping_references(pool, repair, false).map(|(report, _)| report)
 }
@@ -609,6 +633,7 @@ fn check_pool_keeping_references(
     }
 
     check_dataset_tree(core, &chains, &mut walker.report)?;
+    check_kept_space(core, &mut walker.report);
 
     // The deferred-free list: killed, but still allocated until the next txg frees them.
     if let Some(deferred) =

@@ -72,6 +72,10 @@ pub struct Deadlist {
     /// The key/value object (0 until first written).
     object: ObjectId,
     entries: BTreeMap<Txg, DeadlistEntry>,
+    /// The sum of every entry's totals, kept by every change: the space figures read it each
+    /// txg, and summing a deadlist per snapshot per txg was most of a txg's cost once a pool
+    /// held thousands of snapshots.
+    total: BpSpace,
     /// Keys changed or removed since the last `save`.
     dirty: BTreeMap<Txg, bool>,
 }
@@ -133,6 +137,7 @@ impl Deadlist {
             } else {
                 BpObj::open(&lists, list)?.space()
             };
+            deadlist.total.add(space);
             deadlist
                 .entries
                 .insert(Txg(u64::from_be_bytes(key)), DeadlistEntry { list, space });
@@ -169,9 +174,15 @@ impl Deadlist {
         total
     }
 
-    /// Space of every entry.
+    /// Space of every entry (kept, constant time).
     pub fn total(&self) -> BpSpace {
-        self.space_range(Txg(0), Txg(u64::MAX))
+        debug_assert_eq!(
+            self.total,
+            self.space_range(Txg(0), Txg(u64::MAX)),
+            "deadlist {}: kept total",
+            self.object
+        );
+        self.total
     }
 
     /// Add a key (an empty entry) if it is not there.
@@ -219,6 +230,7 @@ impl Deadlist {
         let mut blocks = Vec::new();
         for key in split {
             let entry = std::mem::take(self.entries.get_mut(&key).expect("listed above"));
+            self.total.sub(entry.space);
             self.dirty.insert(key, true);
             let list = BpObj::open(&lists, entry.list)?;
             list.iterate(&mut |item| {
@@ -281,7 +293,9 @@ impl Deadlist {
             }
             let mut list = BpObj::open(&lists, entry.list)?;
             list.append(tx, &new_entries)?;
+            self.total.sub(entry.space);
             entry.space = list.space();
+            self.total.add(entry.space);
         }
         Ok(())
     }
@@ -303,6 +317,7 @@ impl Deadlist {
         if entry.list.0 != 0 {
             BpObj::open(&lists, entry.list)?.destroy(tx)?;
         }
+        self.total.sub(entry.space);
         *entry = DeadlistEntry::default();
         self.dirty.insert(key, true);
         if !blocks.is_empty() {
@@ -314,6 +329,7 @@ impl Deadlist {
                 list: object,
                 space: list.space(),
             };
+            self.total.add(entry.space);
         }
         Ok(())
     }
@@ -321,14 +337,36 @@ impl Deadlist {
     /// Remove entry `key` (its key too) and return it.
     pub fn take_key(&mut self, key: Txg) -> Option<(Txg, DeadlistEntry)> {
         let entry = self.entries.remove(&key)?;
+        self.total.sub(entry.space);
         self.dirty.insert(key, false);
         Some((key, entry))
+    }
+
+    /// Remove key `key` (a destroyed snapshot's txg), its entry merged into the entry below as
+    /// a sub-list: with the snapshot gone its interval and the one after it are one (OpenZFS
+    /// dsl_deadlist_remove_key). Keys would otherwise only accumulate, one per snapshot ever
+    /// taken, in every later deadlist. The lowest key is never removed.
+    pub fn remove_key(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        key: Txg,
+    ) -> Result<(), ObjectError> {
+        if !self.entries.contains_key(&key) {
+            return Ok(());
+        }
+        let Some(below) = self.key_for(key) else {
+            return Ok(());
+        };
+        let (_, entry) = self.take_key(key).expect("present above");
+        self.merge(store, tx, below, entry)
     }
 
     /// Remove and return the entries whose keys are `min` or above.
     pub fn take_from(&mut self, min: Txg) -> Vec<(Txg, DeadlistEntry)> {
         let taken = self.entries.split_off(&min);
-        for key in taken.keys() {
+        for (key, entry) in &taken {
+            self.total.sub(entry.space);
             self.dirty.insert(*key, false);
         }
         taken.into_iter().collect()
@@ -340,6 +378,7 @@ impl Deadlist {
         for (key, entry) in self.entries.iter_mut() {
             if entry.list.0 != 0 {
                 taken.push((*key, *entry));
+                self.total.sub(entry.space);
                 *entry = DeadlistEntry::default();
                 self.dirty.insert(*key, true);
             }
@@ -362,13 +401,17 @@ impl Deadlist {
             return Ok(());
         }
         if entry.list.0 == 0 {
+            self.total.sub(entry.space);
             *entry = other;
+            self.total.add(other.space);
             return Ok(());
         }
         let lists = store.lists();
         let mut list = BpObj::open(&lists, entry.list)?;
         list.enqueue_sublist(tx, other.list)?;
+        self.total.sub(entry.space);
         entry.space = list.space();
+        self.total.add(entry.space);
         Ok(())
     }
 

@@ -38,6 +38,23 @@
 //! deadlist born after the snapshot before it. Both are derived from the deadlists' headers,
 //! never counted twice.
 //!
+//! A clone's origin is recorded ([`Dataset::set_origin`]: clone creation, promote, import),
+//! never searched for: its own space is its referenced bytes less the origin's, plus the
+//! origin's blocks on its deadlists (born at or before the origin's txg).
+//!
+//! # What a txg costs
+//! Every deadlist keeps its total (constant time), and the dataset keeps its own space
+//! ([`OwnSpace`]) and its snapshots' share of it between txgs, recomputed only after something
+//! they are derived from changed. Each change bumps a generation counter *after* it is made,
+//! and a figure is kept only if the generation it was computed at is still current, so a
+//! figure read while a sync task is half done is never kept past that task. The sync driver
+//! thus pays per dataset that changed, not per snapshot of every dataset.
+//!
+//! # Underflow
+//! The kept figures never go below zero: a block taken off more than was added is an
+//! accounting error, logged and counted ([`Dataset::accounting_errors`], reported by `check`,
+//! which the integration tests run at their end), never clamped silently.
+//!
 //! # Context
 //! Born and kill run in syncing context only, from the object set's sync; the accounting they
 //! update is written into the dataset record by the pool's sync driver in the same txg.
@@ -57,6 +74,7 @@ pub mod phys;
 pub mod props;
 pub mod snapshot;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -102,6 +120,41 @@ pub struct Dataset {
     livelist: Mutex<Option<Livelist>>,
     /// Livelist entries recorded in the syncing txg, appended after the object set's sync.
     livelist_pending: Mutex<Vec<BpObjEntry>>,
+    /// A clone's origin snapshot (the directory record's origin, resolved).
+    origin: Mutex<Option<Arc<Snapshot>>>,
+    /// Bumped after every change to what [`OwnSpace`] is derived from (see "What a txg costs").
+    space_generation: AtomicU64,
+    /// Bumped after every change to the snapshots' deadlists or the origin.
+    snapshots_generation: AtomicU64,
+    /// The kept figures, each with the generation it was computed at.
+    space_memo: Mutex<SpaceMemo>,
+    /// Times a kept figure would have gone below zero (see "Underflow").
+    accounting_errors: AtomicU64,
+}
+
+/// Where a dataset's own space is: its live blocks not shared with an origin
+/// (`usedbydataset`) and the blocks only its snapshots hold (`usedbysnapshots`), each with its
+/// compressed and logical figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnSpace {
+    pub dataset: BpSpace,
+    pub snapshots: BpSpace,
+}
+
+impl OwnSpace {
+    pub fn total(&self) -> BpSpace {
+        let mut total = self.dataset;
+        total.add(self.snapshots);
+        total
+    }
+}
+
+/// The figures a dataset keeps between txgs, each with the generation it was computed at.
+#[derive(Default)]
+struct SpaceMemo {
+    own: Option<(u64, OwnSpace)>,
+    /// The snapshots' deadlists split at the origin txg (see [`Dataset::deadlist_space`]).
+    snapshots: Option<(u64, (BpSpace, BpSpace))>,
 }
 
 /// What [`Dataset::flush_livelist`] did.
@@ -138,7 +191,62 @@ impl Dataset {
             snapshots: Mutex::new(Vec::new()),
             livelist: Mutex::new(None),
             livelist_pending: Mutex::new(Vec::new()),
+            origin: Mutex::new(None),
+            space_generation: AtomicU64::new(0),
+            snapshots_generation: AtomicU64::new(0),
+            space_memo: Mutex::new(SpaceMemo::default()),
+            accounting_errors: AtomicU64::new(0),
         })
+    }
+
+    /// Something [`OwnSpace`] is derived from changed (call after the change).
+    fn space_changed(&self) {
+        self.space_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The snapshots' deadlists or the origin changed (call after the change).
+    fn snapshots_changed(&self) {
+        self.snapshots_generation.fetch_add(1, Ordering::AcqRel);
+        self.space_changed();
+    }
+
+    /// A snapshot's deadlist was replaced by a sync task (destroy of a neighbour, promote).
+    pub fn snapshot_deadlists_changed(&self) {
+        self.snapshots_changed();
+    }
+
+    /// The clone's origin snapshot, if it is a clone and its origin was resolved.
+    pub fn origin(&self) -> Option<Arc<Snapshot>> {
+        self.origin.lock().clone()
+    }
+
+    /// Record `origin` as this dataset's origin (clone creation, promote; None: no longer a
+    /// clone): the directory's origin fields and the in-memory link together. Returns the
+    /// directory record to write.
+    pub fn set_origin(&self, origin: Option<Arc<Snapshot>>) -> DatasetDirPhys {
+        let dir = {
+            let mut dir = self.dir.lock();
+            (dir.origin_snapshot_object, dir.origin_txg) = match &origin {
+                Some(snapshot) => (snapshot.object, snapshot.txg()),
+                None => (crate::types::ObjectId(0), crate::types::Txg(0)),
+            };
+            dir.clone()
+        };
+        *self.origin.lock() = origin;
+        self.snapshots_changed();
+        dir
+    }
+
+    /// Link the origin named by the directory record, found at import (no record changes).
+    pub fn resolve_origin(&self, origin: Arc<Snapshot>) {
+        debug_assert_eq!(origin.object, self.dir.lock().origin_snapshot_object);
+        *self.origin.lock() = Some(origin);
+        self.snapshots_changed();
+    }
+
+    /// Times a kept figure would have gone below zero since the dataset was opened.
+    pub fn accounting_errors(&self) -> u64 {
+        self.accounting_errors.load(Ordering::Acquire)
     }
 
     /// Install a livelist (clone creation, import).
@@ -252,6 +360,7 @@ impl Dataset {
     pub fn set_snapshot_state(&self, deadlist: Deadlist, snapshots: Vec<Arc<Snapshot>>) {
         *self.deadlist.lock() = deadlist;
         *self.snapshots.lock() = snapshots;
+        self.snapshots_changed();
     }
 
     /// Snapshots, oldest first.
@@ -276,6 +385,7 @@ impl Dataset {
     /// Replace the snapshot list (sync tasks).
     pub fn set_snapshots(&self, snapshots: Vec<Arc<Snapshot>>) {
         *self.snapshots.lock() = snapshots;
+        self.snapshots_changed();
     }
 
     /// The head's deadlist (a copy: sync tasks change it through [`Dataset::with_deadlist`]).
@@ -291,20 +401,33 @@ impl Dataset {
 
     /// Change the head's deadlist under its lock.
     pub fn with_deadlist<R>(&self, change: impl FnOnce(&mut Deadlist) -> R) -> R {
-        change(&mut self.deadlist.lock())
+        let result = change(&mut self.deadlist.lock());
+        self.space_changed();
+        result
     }
 
     /// Change the head's record under its lock (sync tasks); returns the record to write.
     pub fn update_phys(&self, change: impl FnOnce(&mut DatasetPhys)) -> DatasetPhys {
-        let mut phys = self.phys.lock();
-        change(&mut phys);
-        phys.clone()
+        let phys = {
+            let mut phys = self.phys.lock();
+            change(&mut phys);
+            phys.clone()
+        };
+        self.space_changed();
+        phys
     }
 
-    /// Change the directory record under its lock; returns the record to write.
+    /// Change the directory record under its lock (not its origin: [`Dataset::set_origin`]);
+    /// returns the record to write.
     pub fn update_dir(&self, change: impl FnOnce(&mut DatasetDirPhys)) -> DatasetDirPhys {
         let mut dir = self.dir.lock();
+        let origin = (dir.origin_snapshot_object, dir.origin_txg);
         change(&mut dir);
+        debug_assert_eq!(
+            origin,
+            (dir.origin_snapshot_object, dir.origin_txg),
+            "a dataset's origin changes through set_origin"
+        );
         dir.clone()
     }
 
@@ -319,18 +442,43 @@ impl Dataset {
     /// or before it, the origin's blocks this clone no longer references). For a dataset that
     /// is not a clone the second is empty.
     pub fn deadlist_space(&self) -> (BpSpace, BpSpace) {
+        self.head_and(self.kept_snapshots_deadlist_space())
+    }
+
+    /// The head's deadlist split at the origin, added to the snapshots' share.
+    fn head_and(&self, snapshots: (BpSpace, BpSpace)) -> (BpSpace, BpSpace) {
+        let (mut above, mut below) = split_at_origin(&self.deadlist.lock(), self.origin_txg());
+        above.add(snapshots.0);
+        below.add(snapshots.1);
+        (above, below)
+    }
+
+    /// The snapshots' share of [`Dataset::deadlist_space`], summed afresh.
+    fn snapshots_deadlist_space(&self) -> (BpSpace, BpSpace) {
         let origin = self.origin_txg();
-        let split = |deadlist: &Deadlist| {
-            (
-                deadlist.space_range(origin, crate::types::Txg(u64::MAX)),
-                deadlist.space_range(crate::types::Txg(0), origin),
-            )
-        };
-        let (mut above, mut below) = split(&self.deadlist.lock());
+        let mut above = BpSpace::default();
+        let mut below = BpSpace::default();
         for snapshot in self.snapshots.lock().iter() {
-            let (more_above, more_below) = snapshot.with_deadlist(split);
+            let (more_above, more_below) =
+                snapshot.with_deadlist(|deadlist| split_at_origin(deadlist, origin));
             above.add(more_above);
             below.add(more_below);
+        }
+        (above, below)
+    }
+
+    /// The snapshots' share of [`Dataset::deadlist_space`], kept between changes.
+    fn kept_snapshots_deadlist_space(&self) -> (BpSpace, BpSpace) {
+        let generation = self.snapshots_generation.load(Ordering::Acquire);
+        if let Some((at, space)) = self.space_memo.lock().snapshots {
+            if at == generation {
+                return space;
+            }
+        }
+        let (above, below) = self.snapshots_deadlist_space();
+        let mut memo = self.space_memo.lock();
+        if self.snapshots_generation.load(Ordering::Acquire) == generation {
+            memo.snapshots = Some((generation, (above, below)));
         }
         (above, below)
     }
@@ -338,6 +486,61 @@ impl Dataset {
     /// Space held only by snapshots (`usedbysnapshots`).
     pub fn snapshot_space(&self) -> BpSpace {
         self.deadlist_space().0
+    }
+
+    /// The dataset's own space (see [`OwnSpace`]), kept between changes.
+    pub fn own_space(&self) -> OwnSpace {
+        let generation = self.space_generation.load(Ordering::Acquire);
+        if let Some((at, own)) = self.space_memo.lock().own {
+            if at == generation {
+                return own;
+            }
+        }
+        let own = self.own_space_from(self.deadlist_space());
+        let mut memo = self.space_memo.lock();
+        if self.space_generation.load(Ordering::Acquire) == generation {
+            memo.own = Some((generation, own));
+        }
+        own
+    }
+
+    /// [`Dataset::own_space`] derived afresh, every deadlist summed again.
+    pub fn compute_own_space(&self) -> OwnSpace {
+        self.own_space_from(self.head_and(self.snapshots_deadlist_space()))
+    }
+
+    /// The own space from the deadlists' split (see [`Dataset::deadlist_space`]). For a clone,
+    /// the origin's blocks it still references are not its own: they are the origin's
+    /// referenced bytes less those on the clone's deadlists (born at or before the origin).
+    fn own_space_from(&self, (above, below): (BpSpace, BpSpace)) -> OwnSpace {
+        let phys = self.phys();
+        let mut live = BpSpace {
+            used_bytes: phys.referenced_bytes,
+            compressed_bytes: phys.compressed_bytes,
+            uncompressed_bytes: phys.uncompressed_bytes,
+        };
+        if let Some(origin) = self.origin() {
+            let origin = origin.phys();
+            live.add(below);
+            live.sub(BpSpace {
+                used_bytes: origin.referenced_bytes,
+                compressed_bytes: origin.compressed_bytes,
+                uncompressed_bytes: origin.uncompressed_bytes,
+            });
+        }
+        OwnSpace {
+            dataset: live,
+            snapshots: above,
+        }
+    }
+
+    /// Whether the kept own space equals one derived afresh (check, debug builds); None when
+    /// something changed in between, so the two cannot be compared.
+    pub fn kept_space_matches(&self) -> Option<bool> {
+        let generation = self.space_generation.load(Ordering::Acquire);
+        let kept = self.own_space();
+        let fresh = self.compute_own_space();
+        (self.space_generation.load(Ordering::Acquire) == generation).then_some(kept == fresh)
     }
 
     /// Syncing context, after the object set's sync: put the blocks killed while shared with
@@ -359,6 +562,7 @@ impl Dataset {
             deadlist.save(store, tx)?
         };
         self.phys.lock().deadlist_object = object;
+        self.space_changed();
         // A clone without snapshots of its own shares its blocks with its origin, whose unique
         // bytes do not change (the origin's next dataset is in another file system).
         let Some(newest) = self.newest_snapshot() else {
@@ -450,27 +654,64 @@ impl Dataset {
     }
 
     /// Add (`sign` > 0) or take off a block's space: referenced always, unique when the block
-    /// is not shared with a snapshot.
+    /// is not shared with a snapshot. A figure that would go below zero is an accounting error
+    /// (see "Underflow"): it is left at zero, logged and counted.
     fn account(&self, bp: &BlockPtr, sign: i64, unique: bool) {
-        let mut phys = self.phys.lock();
-        let apply = |value: &mut u64, delta: u64| {
-            *value = if sign > 0 {
-                value.saturating_add(delta)
-            } else {
-                value.saturating_sub(delta)
+        let mut underflows = Vec::new();
+        {
+            let mut phys = self.phys.lock();
+            let mut apply = |value: &mut u64, delta: u64, what: &'static str| {
+                *value = if sign > 0 {
+                    value.saturating_add(delta)
+                } else {
+                    value.checked_sub(delta).unwrap_or_else(|| {
+                        underflows.push((what, *value, delta));
+                        0
+                    })
+                };
             };
-        };
-        apply(&mut phys.referenced_bytes, bp.size_allocated());
-        if unique {
-            apply(&mut phys.unique_bytes, bp.size_allocated());
+            apply(
+                &mut phys.referenced_bytes,
+                bp.size_allocated(),
+                "referenced",
+            );
+            if unique {
+                apply(&mut phys.unique_bytes, bp.size_allocated(), "unique");
+            }
+            apply(
+                &mut phys.compressed_bytes,
+                bp.size_physical as u64,
+                "compressed",
+            );
+            apply(
+                &mut phys.uncompressed_bytes,
+                bp.size_uncompressed_accounted(),
+                "uncompressed",
+            );
         }
-        apply(&mut phys.compressed_bytes, bp.size_physical as u64);
-        apply(
-            &mut phys.uncompressed_bytes,
-            bp.size_uncompressed_accounted(),
-        );
         *self.record_dirty.lock() = true;
+        self.space_changed();
+        for (what, value, delta) in underflows {
+            self.accounting_errors.fetch_add(1, Ordering::AcqRel);
+            log::error!(
+                "dataset {}: accounting error: {what} bytes {value} less {delta} of a block born in txg {} would go below zero",
+                self.name(),
+                bp.birth_physical
+            );
+        }
     }
+}
+
+/// A deadlist's space split at a clone's origin txg: (blocks born after it, blocks born at or
+/// before it). Not a clone (origin 0): the total and nothing, in constant time.
+fn split_at_origin(deadlist: &Deadlist, origin: crate::types::Txg) -> (BpSpace, BpSpace) {
+    if origin.0 == 0 {
+        return (deadlist.total(), BpSpace::default());
+    }
+    (
+        deadlist.space_range(origin, crate::types::Txg(u64::MAX)),
+        deadlist.space_range(crate::types::Txg(0), origin),
+    )
 }
 
 impl BlockLifecycle for Dataset {
@@ -502,5 +743,131 @@ impl BlockLifecycle for Dataset {
         }
         self.account(bp, -1, true);
         self.freer.free(bp, at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::blkptr::{ChecksumType, Compression, Dva, ObjectType, DVAS_MAX};
+    use crate::types::{Txg, VdevId};
+
+    /// Frees nothing: these tests look at the accounting alone.
+    struct NoFreer;
+
+    impl BlockFreer for NoFreer {
+        fn free(&self, _bp: &BlockPtr, _at: SyncPoint) -> Result<(), ObjectError> {
+            Ok(())
+        }
+    }
+
+    fn dataset() -> Arc<Dataset> {
+        Dataset::new(
+            "pool/fs".into(),
+            ObjectId(10),
+            DatasetPhys {
+                dir_object: ObjectId(11),
+                prev_snapshot_object: ObjectId(0),
+                prev_snapshot_txg: Txg(0),
+                next_snapshot_object: ObjectId(0),
+                snapshot_names_object: ObjectId(0),
+                creation_time: 0,
+                creation_txg: Txg(1),
+                deadlist_object: ObjectId(0),
+                referenced_bytes: 0,
+                compressed_bytes: 0,
+                uncompressed_bytes: 0,
+                unique_bytes: 0,
+                guid: crate::types::Guid(1),
+                flags: 0,
+                clone_count: 0,
+                next_clones_object: ObjectId(0),
+                root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
+                user_holds_object: ObjectId(0),
+                snapshot_props_object: ObjectId(0),
+                livelist_object: ObjectId(0),
+                log_floor: Txg(0),
+            },
+            DatasetDirPhys::default(),
+            Arc::new(NoFreer),
+        )
+    }
+
+    fn block(offset: u64, birth: u64) -> BlockPtr {
+        let mut dvas = [Dva::default(); DVAS_MAX];
+        dvas[0] = Dva {
+            vdev: VdevId(0),
+            offset,
+            size_allocated: 4096,
+            gang: false,
+        };
+        BlockPtr {
+            dvas,
+            size_logical: 8192,
+            size_physical: 4096,
+            compression: Compression::Lz4,
+            checksum_type: ChecksumType::Fletcher4,
+            object_type: ObjectType::PlainFile,
+            level: 0,
+            embedded: false,
+            birth_logical: Txg(birth),
+            birth_physical: Txg(birth),
+            fill_count: 1,
+            checksum: [0; 32],
+            embedded_payload: Vec::new(),
+        }
+    }
+
+    fn at() -> SyncPoint {
+        SyncPoint {
+            txg: Txg(5),
+            pass: 1,
+        }
+    }
+
+    #[test]
+    fn the_kept_own_space_follows_every_born_and_kill() {
+        let dataset = dataset();
+        assert_eq!(dataset.own_space(), OwnSpace::default());
+        for offset in 0..3 {
+            dataset.block_born(&block(offset * 4096, 5), at());
+        }
+        let own = dataset.own_space();
+        assert_eq!(own.dataset.used_bytes, 3 * 4096);
+        assert_eq!(own.dataset.uncompressed_bytes, 3 * 8192);
+        dataset.block_kill(&block(0, 5), at()).unwrap();
+        assert_eq!(dataset.own_space().dataset.used_bytes, 2 * 4096);
+        assert_eq!(dataset.kept_space_matches(), Some(true));
+        assert_eq!(dataset.accounting_errors(), 0);
+    }
+
+    #[test]
+    fn a_record_change_is_seen_by_the_kept_figures() {
+        let dataset = dataset();
+        dataset.block_born(&block(0, 5), at());
+        assert_eq!(dataset.own_space().dataset.used_bytes, 4096);
+        dataset.update_phys(|phys| phys.referenced_bytes = 10 * 4096);
+        assert_eq!(dataset.own_space().dataset.used_bytes, 10 * 4096);
+        assert_eq!(dataset.kept_space_matches(), Some(true));
+    }
+
+    #[test]
+    fn killing_more_than_was_born_is_an_accounting_error_not_a_silent_clamp() {
+        let dataset = dataset();
+        dataset.block_born(&block(0, 5), at());
+        dataset.block_kill(&block(0, 5), at()).unwrap();
+        assert_eq!(dataset.accounting_errors(), 0);
+        // The same block killed twice: every figure it was counted in would go below zero.
+        dataset.block_kill(&block(0, 5), at()).unwrap();
+        let phys = dataset.phys();
+        assert_eq!(
+            (
+                phys.referenced_bytes,
+                phys.unique_bytes,
+                phys.compressed_bytes
+            ),
+            (0, 0, 0)
+        );
+        assert_eq!(dataset.accounting_errors(), 4);
     }
 }

@@ -108,6 +108,7 @@ impl PoolCore {
             crate::object::ObjectSet::open(self.io.clone(), &origin.root, dataset.clone(), 1)?;
         dataset.attach_objset(Arc::new(objset));
         dataset.set_snapshot_state(deadlist, Vec::new());
+        dataset.resolve_origin(snapshot.clone());
         dataset.set_livelist(livelist);
         self.attach_open_context(&dataset);
         self.datasets.write().insert(relative.to_string(), dataset);
@@ -179,11 +180,7 @@ impl PoolCore {
         let kept = origin_snapshots[index + 1..].to_vec();
         let clone_snapshots = clone.snapshots();
         // The origin head's own origin (if it is a clone) becomes the promoted clone's.
-        let grand_origin = self.origin_of(origin_head).map(|(_, snapshot)| snapshot);
-        let (old_origin_object, old_origin_txg) = {
-            let dir = origin_head.dir();
-            (dir.origin_snapshot_object, dir.origin_txg)
-        };
+        let grand_origin = origin_head.origin();
 
         // C's deadlists partition the origin's blocks by the moved snapshots' intervals.
         let keys = origin.next_deadlist_keys();
@@ -254,20 +251,14 @@ impl PoolCore {
         }
 
         // The directories swap origins; livelists describe blocks relative to the old ones.
-        let clone_dir = clone.update_dir(|dir| {
-            dir.origin_snapshot_object = old_origin_object;
-            dir.origin_txg = old_origin_txg;
-        });
+        let clone_dir = clone.set_origin(grand_origin.clone());
         self.mos.set_bonus(
             tx,
             clone.dir_object,
             ObjectType::DatasetDir,
             &clone_dir.encode(),
         )?;
-        let origin_dir = origin_head.update_dir(|dir| {
-            dir.origin_snapshot_object = origin.object;
-            dir.origin_txg = origin.txg();
-        });
+        let origin_dir = origin_head.set_origin(Some(origin.clone()));
         self.mos.set_bonus(
             tx,
             origin_head.dir_object,

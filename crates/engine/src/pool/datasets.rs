@@ -17,9 +17,13 @@
 //! its object set and records together: a crash leaves either no dataset or a whole one.
 //!
 //! # Space figures
-//! A directory's used bytes are its dataset's referenced bytes plus its children's used bytes;
-//! the sync driver recomputes them after every sync that changed a dataset and rewrites the
-//! directory records whose totals moved.
+//! A directory's used bytes are its dataset's own space plus its children's used bytes. The
+//! own space is kept by each dataset between txgs (`dataset/mod.rs`, "What a txg costs"), so
+//! after every sync that changed a dataset the sync driver adds the kept figures up, children
+//! first (a sum per dataset, no deadlist read), and rewrites the directory records whose
+//! totals moved. Debug builds compare every kept figure with one derived afresh each txg;
+//! `check` does the same in any build. A clone's origin is recorded in the dataset, never
+//! searched for.
 //!
 //! # Locking
 //! `namespace` serializes create, destroy, set and inherit. The table (`datasets`) is a
@@ -31,7 +35,7 @@ use std::sync::Arc;
 use crate::block::blkptr::{BlockPtr, ObjectType};
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::props::{validate_name_component, Property, PropertySource, DATASET_NAME_MAX};
-use crate::dataset::Dataset;
+use crate::dataset::{Dataset, OwnSpace};
 use crate::fs::{FileSystem, SpaceFigures};
 use crate::object::adapters::KvObject;
 use crate::object::kv;
@@ -71,23 +75,6 @@ pub struct DatasetInfo {
     pub creation_txg: u64,
     /// A clone's origin snapshot (`POOL/fs@snap`).
     pub origin: Option<String>,
-}
-
-/// Where a dataset's own space is: its live blocks not shared with an origin
-/// (`usedbydataset`) and the blocks only its snapshots hold (`usedbysnapshots`), each with its
-/// compressed and logical figures.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct OwnSpace {
-    pub dataset: crate::object::bpobj::BpSpace,
-    pub snapshots: crate::object::bpobj::BpSpace,
-}
-
-impl OwnSpace {
-    pub fn total(&self) -> crate::object::bpobj::BpSpace {
-        let mut total = self.dataset;
-        total.add(self.snapshots);
-        total
-    }
 }
 
 /// Logical over physical bytes (zfs's compressratio); 1.0 when nothing is stored.
@@ -426,48 +413,63 @@ impl PoolCore {
         Ok(())
     }
 
-    /// A clone's origin snapshot (None for a dataset that is not a clone, or an origin not
-    /// loaded).
+    /// A clone's origin: the head holding it and the snapshot (None for a dataset that is not a
+    /// clone, or whose origin could not be found at import). The origin is recorded in the
+    /// dataset (`Dataset::origin`); its head is the dataset whose directory the snapshot's
+    /// record names.
     pub(super) fn origin_of(
         &self,
         dataset: &Dataset,
     ) -> Option<(Arc<Dataset>, Arc<crate::dataset::Snapshot>)> {
-        let origin = dataset.dir().origin_snapshot_object;
-        if origin.0 == 0 {
-            return None;
-        }
-        self.dataset_list().into_iter().find_map(|(_, head)| {
-            let snapshot = head
-                .snapshots()
-                .into_iter()
-                .find(|snapshot| snapshot.object == origin)?;
-            Some((head, snapshot))
-        })
+        let origin = dataset.origin()?;
+        let head_dir = origin.phys().dir_object;
+        let head = self
+            .dataset_list()
+            .into_iter()
+            .map(|(_, head)| head)
+            .chain(
+                self.pending_destroys
+                    .lock()
+                    .iter()
+                    .map(|(_, _, head)| head.clone()),
+            )
+            .find(|head| head.dir_object == head_dir)?;
+        Some((head, origin))
     }
 
-    /// A dataset's own space (see [`OwnSpace`]). For a clone, the origin's blocks it still
-    /// references are not its own: they are the origin's referenced bytes less those on the
-    /// clone's deadlists (born at or before the origin).
-    pub(super) fn own_space(&self, dataset: &Dataset) -> OwnSpace {
-        let phys = dataset.phys();
-        let (above, below) = dataset.deadlist_space();
-        let mut live = crate::object::bpobj::BpSpace {
-            used_bytes: phys.referenced_bytes,
-            compressed_bytes: phys.compressed_bytes,
-            uncompressed_bytes: phys.uncompressed_bytes,
-        };
-        if let Some((_, origin)) = self.origin_of(dataset) {
-            let origin = origin.phys();
-            live.add(below);
-            live.sub(crate::object::bpobj::BpSpace {
-                used_bytes: origin.referenced_bytes,
-                compressed_bytes: origin.compressed_bytes,
-                uncompressed_bytes: origin.uncompressed_bytes,
-            });
+    /// At import, once every dataset is loaded: link each clone to the origin snapshot its
+    /// directory names (one pass over the snapshots). An origin that is not there is damage:
+    /// reported, and the clone's space is then counted as if it had none.
+    pub(super) fn resolve_origins(&self, damaged: &mut Vec<String>) {
+        let datasets = self.dataset_list();
+        let wanted: HashSet<ObjectId> = datasets
+            .iter()
+            .map(|(_, dataset)| dataset.dir().origin_snapshot_object)
+            .filter(|object| object.0 != 0)
+            .collect();
+        if wanted.is_empty() {
+            return;
         }
-        OwnSpace {
-            dataset: live,
-            snapshots: above,
+        let mut snapshots = std::collections::HashMap::new();
+        for (_, head) in &datasets {
+            for snapshot in head.snapshots() {
+                if wanted.contains(&snapshot.object) {
+                    snapshots.insert(snapshot.object, snapshot);
+                }
+            }
+        }
+        for (_, dataset) in &datasets {
+            let object = dataset.dir().origin_snapshot_object;
+            if object.0 == 0 {
+                continue;
+            }
+            match snapshots.get(&object) {
+                Some(origin) => dataset.resolve_origin(origin.clone()),
+                None => damaged.push(format!(
+                    "clone {}: its origin snapshot (record {object}) is not in the pool",
+                    dataset.name()
+                )),
+            }
         }
     }
 
@@ -497,7 +499,16 @@ impl PoolCore {
         let mut by_depth: Vec<&(String, Arc<Dataset>)> = datasets.iter().collect();
         by_depth.sort_by_key(|(name, _)| std::cmp::Reverse(depth(name)));
         for (name, dataset) in by_depth {
-            let space = self.own_space(dataset);
+            let space = dataset.own_space();
+            #[cfg(debug_assertions)]
+            if dataset.kept_space_matches() == Some(false) {
+                panic!(
+                    "dataset {}: kept space {:?} differs from a fresh one {:?}",
+                    dataset.name(),
+                    dataset.own_space(),
+                    dataset.compute_own_space()
+                );
+            }
             let own = space.total();
             let entry = totals.entry(name.as_str()).or_default();
             let children = entry.0;
@@ -698,7 +709,7 @@ impl Pool {
         list.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
         let own: Vec<OwnSpace> = list
             .iter()
-            .map(|(_, dataset)| core.own_space(dataset))
+            .map(|(_, dataset)| dataset.own_space())
             .collect();
         list.iter()
             .map(|(relative, dataset)| {

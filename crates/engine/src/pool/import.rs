@@ -581,6 +581,7 @@ impl Pool {
             &mut damaged,
             &mut std::collections::HashSet::from([core.root.dir_object]),
         );
+        core.resolve_origins(&mut damaged);
         for (_, dataset) in core.dataset_list() {
             if let Some(why) = dataset.unavailable() {
                 damaged.push(format!("dataset {} is unavailable: {why}", dataset.name()));

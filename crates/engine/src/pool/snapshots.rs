@@ -19,7 +19,10 @@
 //! nothing holds them any more, and their lists go whole to the pool's free list, freed in the
 //! background (`background_free.rs`). N's other entries (blocks P still holds) merge into S's
 //! deadlist, a sub-list per entry, and that becomes N's. P's unique bytes grow by N's entries
-//! born after P's own previous snapshot; links skip S. Cost: per deadlist entry.
+//! born after P's own previous snapshot; links skip S. When N is a snapshot, S's key in H's
+//! deadlist is removed, its entry merged into the one below (the two intervals are one now),
+//! so H's keys are its live snapshots' and do not grow with every snapshot ever taken
+//! (OpenZFS dsl_deadlist_remove_key). Cost: per deadlist entry.
 //!
 //! # Rollback (H to its newest snapshot S)
 //! H's tree becomes S's: the blocks H holds born after S are queued for background freeing
@@ -570,6 +573,14 @@ impl PoolCore {
                     .map_or_else(|| head.deadlist(), |after| after.deadlist());
                 next.refresh_unique(&after_next);
                 self.write_dataset_record(tx, next.object, &next.phys())?;
+                // S's key goes from the head's deadlist, the one that keeps taking blocks
+                // (the later snapshots' deadlists are frozen; a stale key there is harmless).
+                let head_deadlist = head.with_deadlist(|deadlist| {
+                    deadlist.remove_key(&store, tx, snapshot.txg())?;
+                    deadlist.save(&store, tx)
+                })?;
+                let phys = head.update_phys(|phys| phys.deadlist_object = head_deadlist);
+                self.write_dataset_record(tx, head.object, &phys)?;
             }
             None => {
                 let previous_referenced =
