@@ -159,6 +159,10 @@ pub struct BlockIo {
     /// bad before its repair was counted would be taken for one left unrepaired for good.
     /// Taken only when a read found a bad copy and once per scan round.
     heals: parking_lot::Mutex<HealCounts>,
+    /// Read errors the object sets of the pool have noted since it was opened: the error log
+    /// looks through the object sets only when this moved (`pool/errlog.rs`), not every txg
+    /// through every snapshot.
+    read_errors_noted: AtomicU64,
 }
 
 fn round_up(value: u64, alignment: u64) -> u64 {
@@ -193,6 +197,7 @@ impl BlockIo {
             gang_blocks: AtomicU64::new(0),
             gang_sequence: AtomicU64::new(0),
             heals: Default::default(),
+            read_errors_noted: AtomicU64::new(0),
         }
     }
 
@@ -206,6 +211,16 @@ impl BlockIo {
     /// here: its caller gets its own [`CopyReport`]. A scan adds the growth of these counts
     /// to its own, since the repairs that its walk's reads make (of the indirect and dnode
     /// blocks it descends through, before it verifies them) are repairs it made.
+    /// An object set noted a read error (`object/read_errors.rs`).
+    pub fn read_error_noted(&self) {
+        self.read_errors_noted.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Read errors noted since the pool was opened.
+    pub fn read_errors_noted(&self) -> u64 {
+        self.read_errors_noted.load(Ordering::Acquire)
+    }
+
     pub fn heal_counts(&self) -> HealCounts {
         *self.heals.lock()
     }

@@ -142,7 +142,7 @@ impl ObjectSet {
             BlockSource::Zeros => Ok(Arc::new(vec![0; block_size])),
             BlockSource::Tree(tree_dnode) => {
                 let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
-                    .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
+                    .inspect_err(|error| self.note_read_error(object, blkid, 0, error))?;
                 if bp.is_hole() {
                     return Ok(Arc::new(vec![0; block_size]));
                 }
@@ -152,7 +152,7 @@ impl ObjectSet {
                     .map_err(|error| {
                         let error = ObjectError::from(error);
                         let birth = bp.birth_physical.0;
-                        self.read_errors.note(object, blkid, birth, &error);
+                        self.note_read_error(object, blkid, birth, &error);
                         error
                     })?;
                 // A reader that took the block size before a writer grew the object's single
@@ -183,7 +183,7 @@ impl ObjectSet {
             BlockSource::Zeros => Ok(None),
             BlockSource::Tree(tree_dnode) => {
                 let bp = tree::lookup_block(&self.io, &tree_dnode, blkid)
-                    .inspect_err(|error| self.read_errors.note(object, blkid, 0, error))?;
+                    .inspect_err(|error| self.note_read_error(object, blkid, 0, error))?;
                 if bp.is_hole() {
                     return Ok(None);
                 }
@@ -193,7 +193,7 @@ impl ObjectSet {
                     .map_err(ObjectError::from);
                 let birth = bp.birth_physical.0;
                 Ok(Some(read.inspect_err(|error| {
-                    self.read_errors.note(object, blkid, birth, error)
+                    self.note_read_error(object, blkid, birth, error)
                 })?))
             }
         }

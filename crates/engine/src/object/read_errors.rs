@@ -47,14 +47,17 @@ pub struct ReadErrors {
 
 impl ReadErrors {
     /// Note `error` if it is a block with no good copy; other errors are not data damage.
-    pub fn note(&self, object: ObjectId, blkid: u64, birth: u64, error: &ObjectError) {
+    /// Returns whether it was noted.
+    pub fn note(&self, object: ObjectId, blkid: u64, birth: u64, error: &ObjectError) -> bool {
         if !is_no_good_copy(error) {
-            return;
+            return false;
         }
         let mut noted = self.noted.lock();
         if noted.len() < READ_ERRORS_MAX || noted.contains_key(&(object, blkid)) {
             noted.insert((object, blkid), birth);
+            return true;
         }
+        false
     }
 
     /// Take every note (the pool's error log takes them over).
@@ -97,6 +100,20 @@ pub enum BlockNow {
 }
 
 impl ObjectSet {
+    /// Note a failed read of `object`'s block `blkid` (see [`ReadErrors::note`]), and tell the
+    /// pool's block I/O that a note is waiting.
+    pub(super) fn note_read_error(
+        &self,
+        object: ObjectId,
+        blkid: u64,
+        birth: u64,
+        error: &ObjectError,
+    ) {
+        if self.read_errors.note(object, blkid, birth, error) {
+            self.io.read_error_noted();
+        }
+    }
+
     /// The read errors this object set has noted (drained by the pool's error log).
     pub fn read_errors(&self) -> &ReadErrors {
         &self.read_errors

@@ -131,6 +131,9 @@ struct ErrlogState {
     dirty: bool,
     /// While a verification (`check`) runs: the entries noted since it began.
     since_verification: Option<BTreeMap<ErrorBookmark, u64>>,
+    /// The block I/O's count of noted read errors when the object sets were last drained
+    /// (`BlockIo::read_errors_noted`): while it has not moved, no object set holds a note.
+    read_errors_drained: u64,
 }
 
 /// The pool's error log (see the module documentation).
@@ -203,6 +206,13 @@ impl PoolCore {
     /// Take over the read errors every dataset's object set, and every opened snapshot's
     /// (`.zfs/snapshot`), has noted.
     pub(super) fn collect_read_errors(&self) {
+        let noted = self.io.read_errors_noted();
+        if self.errlog.state.lock().read_errors_drained == noted {
+            return;
+        }
+        // Read before the walk: a note made during it moves the count again, and the next
+        // drain walks once more.
+        self.errlog.state.lock().read_errors_drained = noted;
         for (dataset_name, objset, dataset) in self.object_sets_with_names() {
             for error in objset.read_errors().take() {
                 log::warn!(
@@ -244,11 +254,17 @@ impl PoolCore {
 
     /// Whether the error log has changes to sync (or notes to take over).
     pub(super) fn errlog_dirty(&self) -> bool {
-        self.errlog.state.lock().dirty
-            || self
-                .object_sets_with_names()
-                .iter()
-                .any(|(_, objset, _)| !objset.read_errors().is_empty())
+        let state = self.errlog.state.lock();
+        if state.dirty {
+            return true;
+        }
+        if state.read_errors_drained == self.io.read_errors_noted() {
+            return false;
+        }
+        drop(state);
+        self.object_sets_with_names()
+            .iter()
+            .any(|(_, objset, _)| !objset.read_errors().is_empty())
     }
 
     /// Whether the error log, the history or failmode has something for the next sync (a

@@ -111,7 +111,9 @@ pub use super::scan_phys::{
     CatchUp, ScanExtension, ScanFunction, ScanPhys, ScanState, SCAN_KEY, SCAN_PHYS_SIZE,
 };
 use super::scan_phys::{CATCH_UPS_MAX, CURSOR_CATCH_UP, CURSOR_DONE};
-use super::{kv_set_u64, lookup_mos_directory, PoolCore, PoolError, MOS_OBJECT_DIRECTORY};
+use super::{
+    kv_set_u64, lookup_mos_directory, now_seconds, PoolCore, PoolError, MOS_OBJECT_DIRECTORY,
+};
 
 /// Data blocks one walk call visits before the throttle is consulted again (and before their
 /// reads are issued, [`SCAN_READERS`] at a time).
@@ -233,13 +235,6 @@ pub enum ResilverRequest {
     ReplacesScrub,
     /// No usable leaf misses a txg: nothing to resilver, nothing changed.
     NotNeeded,
-}
-
-fn now_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|duration| duration.as_secs())
-        .unwrap_or(0)
 }
 
 impl PoolCore {
