@@ -53,6 +53,27 @@ fn scatter(pool: &Pool, fs: &FileSystem, name: &str, records: u64, count: u64, s
     pool.sync().unwrap();
 }
 
+/// Sync until the livelist reader has no condense work left (twice in a row: a sync can make
+/// a candidate).
+fn wait_condensed(pool: &Pool) {
+    let started = std::time::Instant::now();
+    let mut idle_rounds = 0;
+    while idle_rounds < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "condensing never finished: {:?}",
+            pool.core.livelist_work_stats()
+        );
+        pool.sync().unwrap();
+        if pool.core.livelist_condense_idle() {
+            idle_rounds += 1;
+        } else {
+            idle_rounds = 0;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
 fn sublists(pool: &Pool, name: &str) -> Vec<tarn::dataset::livelist::Sublist> {
     pool.dataset_records(name).unwrap().livelist
 }
@@ -157,11 +178,15 @@ fn sublists_condense_when_frees_cancel() {
         }
         pool.sync().unwrap();
     }
+    // Condensing is read in the background and applied by later txgs.
+    wait_condensed(&pool);
+    assert!(pool.core.livelist_work_stats().condensed > 0);
     assert_clean(&pool);
     // Condensed and merged lists survive export and import.
     drop((_fs, clone));
     pool.export().unwrap();
     let pool = import(dir.path(), "tank", tunables);
+    wait_condensed(&pool);
     assert_clean(&pool);
     let subs = sublists(&pool, "tank/clone");
     assert!(!subs.is_empty(), "the livelist was dropped");

@@ -203,20 +203,25 @@ impl Dataset {
         Ok(true)
     }
 
-    /// Syncing context: condense one sub-list of the livelist if one qualifies (see
-    /// [`livelist`]). Returns whether one was.
+    /// Open context: take the livelist's next condense candidate for the pool's livelist
+    /// reader (see [`livelist`], "Condense"); None without a livelist or a candidate.
+    pub fn take_livelist_condense_candidate(&self) -> Option<livelist::CondenseTarget> {
+        self.livelist.lock().as_mut()?.take_condense_candidate()
+    }
+
+    /// Syncing context: apply a condense read if the livelist is still as it was read (see
+    /// [`livelist`], "Condense"). Returns whether it was applied; the caller writes the record.
     pub fn condense_livelist(
         &self,
         store: &DeadlistStore,
         tx: &Tx,
-        min_frees: u64,
-        max_entries: u64,
+        read: livelist::CondenseRead,
     ) -> Result<bool, ObjectError> {
         let mut slot = self.livelist.lock();
         let Some(livelist) = slot.as_mut() else {
             return Ok(false);
         };
-        if !livelist.condense_one(store, tx, min_frees, max_entries)? {
+        if !livelist.apply_condense(store, tx, read)? {
             return Ok(false);
         }
         self.phys.lock().livelist_object = livelist.object();

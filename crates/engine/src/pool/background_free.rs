@@ -145,7 +145,7 @@ impl PoolCore {
             let store = self.free_list_store();
             pending |= !BpObj::open(&store, ObjectId(object))?.is_empty();
         }
-        pending |= self.load_livelist_queue()?;
+        self.load_livelist_queue()?;
         self.set_background_work(pending);
         Ok(())
     }
@@ -499,8 +499,6 @@ impl PoolCore {
             }
         }
         self.set_aside_frees(&tx, aside)?;
-        // Destroyed clones' livelists: one sub-list per txg (`livelists.rs`).
-        work_left |= self.free_livelists_in_background(txg)?;
         log::debug!(
             "pool {}: txg {txg}: freed {freed_blocks} blocks ({} bytes) in {} ms in the background",
             self.name,

@@ -473,6 +473,8 @@ pub struct PoolCore {
     /// Net bytes the queued livelists still hold (their share of `freeing`), kept by the
     /// syncing context so that open context never reads lists the sync thread is removing.
     livelist_freeing: AtomicU64,
+    /// The livelist reader's hand-over to the sync thread (see [`livelists`]).
+    livelist_reader: livelists::LivelistReader,
     background_frees_pending: std::sync::atomic::AtomicBool,
     /// Frees of gang blocks whose header cannot be read (see [`background_free`]).
     stalled_frees: background_free::StalledFrees,
@@ -499,6 +501,8 @@ pub struct Pool {
     #[cfg(not(feature = "internals"))]
     pub(crate) core: Arc<PoolCore>,
     sync_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The livelist reader (see [`livelists`]), stopped before the sync thread.
+    livelist_reader_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn mos_props(
