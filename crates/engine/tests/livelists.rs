@@ -306,3 +306,192 @@ fn clone_with_snapshots_and_pool_without_the_feature() {
         assert!(after <= allocated + (64 << 10), "{after} > {allocated}");
     }
 }
+
+/// Rewrite the first `records` records of `big` in `clone` `rounds` times, one txg each: FREEs
+/// pile up in the sub-list holding the previous round's blocks.
+fn rewrite_rounds(pool: &Pool, clone: &FileSystem, records: u64, rounds: std::ops::Range<u64>) {
+    let ino = file(clone, "big");
+    for round in rounds {
+        for record in 0..records {
+            clone
+                .write(ino, record * 4096, &pattern(round * 100 + record, 4096))
+                .unwrap();
+        }
+        pool.sync().unwrap();
+    }
+}
+
+/// Sub-lists that meet the condense rule now.
+fn condensable(pool: &Pool, name: &str, min_frees: u64) -> Vec<tarn::dataset::livelist::Sublist> {
+    sublists(pool, name)
+        .into_iter()
+        .filter(|sub| tarn::dataset::livelist::worth_condensing(sub.entries, sub.frees, min_frees))
+        .collect()
+}
+
+/// Rewrite rounds from `first` until the livelist reader holds a read back (under
+/// `hold_livelist_reads`); returns the next round. The reader is woken by the flush that makes
+/// a candidate, so it reads the livelist as that txg left it.
+fn rounds_until_held(pool: &Pool, clone: &FileSystem, first: u64) -> u64 {
+    for round in first..first + 40 {
+        rewrite_rounds(pool, clone, 8, round..round + 1);
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_millis(500) {
+            if pool.core.held_livelist_reads() > 0 {
+                return round + 1;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    panic!("the reader never read anything");
+}
+
+/// A clone with many sub-lists (small `livelist_max_entries`) destroyed: the reader reads every
+/// sub-list outside the sync and the sync frees each exactly once, with `check` clean before,
+/// part-way and after, and all the clone's space back. Reading inside the sync used to cost up
+/// to a whole sub-list per txg; here the sync only applies what was read.
+#[test]
+fn large_livelist_destroy_freed_by_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        // One read applied per txg: the budget is spent by the first.
+        livelist_sync_time_ms: 0,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 3000);
+    let allocated_before_writes = allocated_settled(&pool);
+    scatter(&pool, &clone, "big", 3000, 400, 21);
+    assert_clean(&pool);
+    let subs: Vec<_> = sublists(&pool, "tank/clone")
+        .into_iter()
+        .filter(|sub| sub.list.0 != 0)
+        .collect();
+    assert!(subs.len() >= 10, "too few sub-lists to test: {subs:?}");
+    assert_eq!(
+        pool.destroy_path("tank/clone").unwrap(),
+        DestroyPath::Livelist
+    );
+    let freed_before = pool.core.livelist_work_stats().sublists_freed;
+    drop(clone);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    assert!(pool.core.freeing_bytes().unwrap() > 0);
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let stats = pool.core.livelist_work_stats();
+    // Every sub-list with a list freed once (a condense of the destroyed clone may have
+    // merged two before the destroy, never more than were there).
+    let freed = stats.sublists_freed - freed_before;
+    assert!(
+        freed >= 1 && freed <= subs.len() as u64,
+        "{freed} sub-lists freed of {}: {stats:?}",
+        subs.len()
+    );
+    let after = allocated_settled(&pool);
+    assert!(
+        after <= allocated_before_writes + (64 << 10),
+        "clone destroy left {after} bytes of {allocated_before_writes} allocated"
+    );
+    // The queue entry went with the last sub-list: no livelist is left to keep the feature
+    // active.
+    assert_eq!(
+        pool.feature_state("livelist"),
+        Some(tarn::pool::features::FeatureState::Enabled)
+    );
+}
+
+/// A condense candidate that was not condensed before export (the reader held back) is found
+/// again from the sub-lists' headers at import and condensed then: candidates used to live in
+/// memory only, so after an import a sub-list full of FREEs stayed as it was until it took
+/// another FREE.
+#[test]
+fn condense_candidate_survives_export_and_import() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small sub-lists: a new one about every other txg, and each older one dies whole (every
+    // block is rewritten each round), which is what the condense rule waits for.
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 400);
+    pool.core.hold_livelist_reads(true);
+    rewrite_rounds(&pool, &clone, 8, 0..10);
+    assert!(
+        !condensable(&pool, "tank/clone", 4).is_empty(),
+        "no sub-list to condense: {:?}",
+        sublists(&pool, "tank/clone")
+    );
+    assert_eq!(pool.core.livelist_work_stats().condensed, 0);
+    drop((_fs, clone));
+    // Export does not wait for the held read: the reader stops.
+    pool.export().unwrap();
+
+    let pool = import(dir.path(), "tank", tunables);
+    assert!(!condensable(&pool, "tank/clone", 4).is_empty());
+    wait_condensed(&pool);
+    assert!(pool.core.livelist_work_stats().condensed >= 1);
+    assert!(
+        condensable(&pool, "tank/clone", 4).is_empty(),
+        "{:?}",
+        sublists(&pool, "tank/clone")
+    );
+    assert_clean(&pool);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+}
+
+/// The livelist changes between the reader's read and the sync's apply: entries appended to
+/// the sub-list read (more FREEs), then the clone destroyed while a read is held. Each stale
+/// read is discarded (applying it would drop the appended entries, or condense a livelist
+/// that is queued for freeing), the reader reads again, and the work converges with `check`
+/// clean.
+#[test]
+fn stale_livelist_reads_are_discarded_and_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small sub-lists (see `condense_candidate_survives_export_and_import`). The first
+    // candidate is a sub-list that died whole in the txg that started the newest one, so its
+    // read merges the newest (one round of ALLOCs, under half the bound) into it: the next
+    // round appends FREEs to that newest list.
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 400);
+    pool.core.hold_livelist_reads(true);
+    let next = rounds_until_held(&pool, &clone, 0);
+    // The read is held; the merge partner takes more entries.
+    rewrite_rounds(&pool, &clone, 8, next..next + 1);
+    let discarded = pool.core.livelist_work_stats().discarded;
+    pool.core.hold_livelist_reads(false);
+    wait_condensed(&pool);
+    // Applying the stale read would have lost the appended entries: the livelist would no
+    // longer match the clone's blocks.
+    assert_clean(&pool);
+    let stats = pool.core.livelist_work_stats();
+    assert!(stats.discarded > discarded, "{stats:?}");
+    assert!(stats.condensed >= 1, "{stats:?}");
+    assert!(
+        condensable(&pool, "tank/clone", 4).is_empty(),
+        "{:?}",
+        sublists(&pool, "tank/clone")
+    );
+    assert_clean(&pool);
+
+    // A condense read held while its clone is destroyed.
+    pool.core.hold_livelist_reads(true);
+    rounds_until_held(&pool, &clone, next + 1);
+    let discarded = pool.core.livelist_work_stats().discarded;
+    drop(clone);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    pool.core.hold_livelist_reads(false);
+    wait_freed(&pool);
+    let stats = pool.core.livelist_work_stats();
+    assert!(stats.discarded > discarded, "{stats:?}");
+    assert_clean(&pool);
+}
