@@ -495,3 +495,65 @@ fn stale_livelist_reads_are_discarded_and_redone() {
     assert!(stats.discarded > discarded, "{stats:?}");
     assert_clean(&pool);
 }
+
+/// Export and a crash (`abandon`) while the reader holds a delete read it has not handed over,
+/// and after part of the livelist was freed: neither waits for the reader, nothing read but not
+/// applied is lost (the queue on disk is the truth), and after each import the destroy resumes
+/// and finishes with `check` clean and the space back.
+#[test]
+fn reader_stopped_mid_destroy_by_export_and_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_sync_time_ms: 0,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 3000);
+    let allocated_before_writes = allocated_settled(&pool);
+    scatter(&pool, &clone, "big", 3000, 300, 31);
+    drop((_fs, clone));
+    pool.core.hold_livelist_reads(true);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    let started = std::time::Instant::now();
+    while pool.core.held_livelist_reads() == 0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let freeing = pool.core.freeing_bytes().unwrap();
+    assert!(freeing > 0);
+    assert_eq!(pool.core.livelist_work_stats().sublists_freed, 0);
+    pool.export().unwrap();
+
+    // The new pool's reader starts at once: `freeing` may already be lower, never higher.
+    let pool = import(dir.path(), "tank", tunables.clone());
+    assert_clean(&pool);
+    assert!(pool.core.freeing_bytes().unwrap() <= freeing);
+    // Part of it freed, then a read held again and the process "dies".
+    let started = std::time::Instant::now();
+    while pool.core.livelist_work_stats().sublists_freed < 3 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        pool.sync().unwrap();
+    }
+    pool.core.hold_livelist_reads(true);
+    let started = std::time::Instant::now();
+    while pool.core.held_livelist_reads() == 0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    pool.sync().unwrap();
+    let freeing = pool.core.freeing_bytes().unwrap();
+    assert!(freeing > 0, "the livelist was freed before the crash");
+    pool.abandon();
+
+    let pool = import(dir.path(), "tank", tunables);
+    assert_clean(&pool);
+    assert!(pool.core.freeing_bytes().unwrap() <= freeing);
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let after = allocated_settled(&pool);
+    assert!(
+        after <= allocated_before_writes + (64 << 10),
+        "clone destroy left {after} bytes of {allocated_before_writes} allocated"
+    );
+}
