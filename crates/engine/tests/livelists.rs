@@ -109,6 +109,7 @@ fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
     scatter(&pool, &clone, "big", 2000, 150, 2);
     scatter(&pool, &clone, "big", 2000, 150, 3);
     scatter(&pool, &clone, "big", 50, 120, 4);
+    wait_condensed(&pool);
     assert_clean(&pool);
     let subs = sublists(&pool, "tank/clone");
     assert!(subs.len() >= 2, "sub-lists: {subs:?}");
@@ -136,6 +137,8 @@ fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
     assert_clean(&pool);
     assert_eq!(sublists(&pool, "tank/clone").len(), subs.len());
 
+    // The reader held back: nothing is freed before the export.
+    pool.core.hold_livelist_reads(true);
     pool.destroy_dataset("tank/clone", false).unwrap();
     assert!(pool.core.freeing_bytes().unwrap() > 0);
     assert_clean(&pool);
