@@ -28,16 +28,27 @@
 //!
 //! # Condense (background)
 //! A sub-list whose FREE entries are at least half its entries (and at least
-//! `livelist_condense_min_frees`) is rewritten with its live entries alone: read whole (at most
-//! about `livelist_max_entries` entries in memory), ALLOC/FREE pairs cancelled, the survivors
-//! written to a new list that replaces the old one, all in one txg; the next sub-list is merged
-//! into it (its key removed) when both then hold at most `livelist_max_entries / 2` entries, so
-//! a clone that keeps rewriting the same blocks does not pile up sub-lists (each of which a
-//! destroy frees in its own txg). The sync driver condenses
-//! at most one sub-list per txg. Only sub-lists that took a FREE since they were last
-//! considered are looked at (kept in memory), so a txg costs one header read per such
-//! sub-list, not per sub-list of every clone.
+//! `livelist_condense_min_frees`; [`worth_condensing`]) is rewritten with its live entries
+//! alone; since each FREE cancels one ALLOC of the same list, that is a sub-list whose blocks
+//! all died, and it is left empty. The next sub-list is merged into it (its key removed) when
+//! both then hold at most `livelist_max_entries / 2` entries, so a clone that keeps rewriting
+//! the same blocks does not pile up sub-lists (each of which a destroy frees in its own txg);
+//! a sub-list left empty, neither the first nor the newest, loses its key too (no live block
+//! was born in its range, and new blocks go to the newest), so the keys do not pile up either.
 //!
+//! Candidates are the sub-lists that took a FREE since they were last considered, kept in
+//! memory; at import they are found again from the sub-lists' headers alone
+//! ([`Livelist::find_condense_candidates`]), so an export or a crash forgets none. The pool's
+//! livelist reader (`pool/livelists.rs`) takes a candidate ([`Livelist::take_condense_candidate`]),
+//! checks its header against the rule, and reads it (and the merge partner) whole outside
+//! syncing context ([`Livelist::read_sublist`]: at most about `livelist_max_entries` entries in
+//! memory). The sync thread applies the read in pass 1 ([`Livelist::apply_condense`]) only if
+//! it is still current: the same livelist object, each sub-list still at its key with the same
+//! list object and the entry count read (lists are only appended to, so an equal count means
+//! nothing was added), the merge partner still the next key; otherwise nothing changes and the
+//! candidate goes back to the set to be read again. A txg costs one header read per read
+//! applied, never a whole list.
+
 //! # Drop
 //! A livelist is destroyed (its lists removed, no block freed) and never rebuilt when the clone
 //! shares less than `livelist_min_percent_shared` percent of its referenced bytes with its
@@ -47,9 +58,11 @@
 //! after the origin).
 //!
 //! # Destroy
-//! The pool queues the destroyed clone's livelist (`pool/livelists.rs`) and frees its live
-//! entries one sub-list per txg in the background; the sub-list goes in the txg that frees its
-//! blocks, so a crash or an export resumes at the next sub-list.
+//! The pool queues the destroyed clone's livelist (`pool/livelists.rs`); its reader reads the
+//! sub-lists oldest first outside syncing context, and the sync frees each one's live entries
+//! ([`Livelist::take_oldest_if_current`]: only if it is still the oldest, unchanged). The
+//! sub-list goes in the txg that frees its blocks, so a crash or an export resumes at the next
+//! sub-list.
 //!
 //! # Crash behaviour
 //! Every change is in the MOS of the txg that made it, together with the tree it describes.
@@ -68,7 +81,7 @@ use super::deadlist::{Deadlist, DeadlistEntry, DeadlistStore};
 pub struct Livelist {
     lists: Deadlist,
     /// Sub-lists that took FREE entries since they were last considered for condensing (in
-    /// memory only: after an import a sub-list is considered again once it takes a FREE).
+    /// memory; found again from the headers at import, see "Condense").
     condense_candidates: BTreeSet<Txg>,
 }
 

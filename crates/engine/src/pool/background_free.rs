@@ -1,7 +1,8 @@
 //! Background frees: dataset destroys queued in the MOS and carried out a bounded amount per
 //! txg (OpenZFS's async destroy, `dsl_process_async_destroys`).
 //!
-//! Three queues feed it; the third, destroyed clones' livelists, is `livelists.rs`'s. The destroy queue (`bptree`) holds whole trees: destroyed datasets, and
+//! Two queues feed it (destroyed clones' livelists have their own, read by the livelist reader
+//! and applied in the same pass: `livelists.rs`). The destroy queue (`bptree`) holds whole trees: destroyed datasets, and
 //! what a rollback discards (the head's tree above the snapshot's txg). The free list
 //! (`free_bpobj`, OpenZFS's `dp_free_bpobj`) is a block-pointer list whose sub-lists are the
 //! deadlist entries a snapshot destroy released, merged whole in constant time and drained

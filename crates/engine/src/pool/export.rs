@@ -3,13 +3,16 @@
 //!
 //! Export and destroy differ only in the state they leave in the labels. Both ask the last
 //! txg to flush every metaslab's unflushed changes (so an import replays almost no log), stop
-//! the sync thread after it has written everything dirty, then write the new state into the
+//! the livelist reader (without waiting for its work: what it read and the sync did not apply
+//! is read again after import, `livelists.rs`), stop the sync thread after it has written
+//! everything dirty, then write the new state into the
 //! even labels and the odd labels with a flush before, between and after: a crash leaves one
 //! pair valid, as in a sync that changes the config. Last, every vdev is released (its lock
 //! dropped, further writes refused), even while stale handles to the pool's object sets live.
 //!
-//! `abandon` and the drop of a pool that was not exported behave like a crash: the sync
-//! thread stops without writing what is dirty and the labels are left as they are.
+//! `abandon` and the drop of a pool that was not exported behave like a crash: the livelist
+//! reader stops, the sync thread stops without writing what is dirty and the labels are left
+//! as they are.
 
 use std::sync::atomic::Ordering;
 

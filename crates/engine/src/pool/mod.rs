@@ -4,7 +4,9 @@
 //! # Overview
 //! A pool is a tree of vdevs, a space manager over their metaslabs, the MOS (an object set
 //! stored with three copies) and the datasets the MOS describes. The pool owns the sync thread:
-//! the txg layer decides *when* a txg syncs and calls [`PoolCore::sync_txg`] to do it.
+//! the txg layer decides *when* a txg syncs and calls [`PoolCore::sync_txg`] to do it. A
+//! writable pool also owns the livelist reader ([`livelists`]), which reads livelist sub-lists
+//! in open context for the sync thread to apply.
 //!
 //! # On-disk structures
 //! Labels (four per leaf: config and uberblock ring) belong to the vdev layer; the uberblock
@@ -79,8 +81,8 @@
 //! cannot be opened is left unavailable and reported ([`ImportReport::damaged`]).
 //!
 //! # Locking
-//! The sync thread is the only writer of on-disk state. Open-context callers go through
-//! object sets (their own locks) and the txg layer's holds.
+//! The sync thread is the only writer of on-disk state. Open-context callers (the livelist
+//! reader among them) go through object sets (their own locks) and the txg layer's holds.
 
 mod admission;
 mod attach;
