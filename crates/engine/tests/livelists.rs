@@ -560,3 +560,58 @@ fn reader_stopped_mid_destroy_by_export_and_crash() {
         "clone destroy left {after} bytes of {allocated_before_writes} allocated"
     );
 }
+
+/// `livelist_sync_time_ms` bounds what one txg applies: the reader reads ahead while the syncs
+/// are paused (the sub-lists of a clone that rewrote the same records hold no live block, so
+/// the read-ahead bound lets it read them all), then with a budget of 0 each txg applies one
+/// read, and with a large budget one txg applies many.
+#[test]
+fn livelist_sync_time_bounds_the_reads_applied_per_txg() {
+    for (budget_ms, expect_one) in [(0u64, true), (60_000, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let tunables = Tunables {
+            livelist_max_entries: 32,
+            // Never condensed: the dead sub-lists stay for the destroy.
+            livelist_condense_min_frees: u64::MAX,
+            livelist_sync_time_ms: budget_ms,
+            ..tiny()
+        };
+        let pool = pool_with(dir.path(), tunables, &[]);
+        let (_fs, clone) = origin_and_clone(&pool, 400);
+        rewrite_rounds(&pool, &clone, 8, 0..30);
+        let lists = sublists(&pool, "tank/clone")
+            .iter()
+            .filter(|sub| sub.list.0 != 0)
+            .count();
+        assert!(lists >= 6, "{lists} sub-lists");
+        drop((_fs, clone));
+        pool.core.hold_livelist_reads(true);
+        pool.destroy_dataset("tank/clone", false).unwrap();
+        let started = std::time::Instant::now();
+        while pool.core.held_livelist_reads() == 0 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        {
+            let _paused = pool.core.txgs.pause_syncs();
+            pool.core.hold_livelist_reads(false);
+            let started = std::time::Instant::now();
+            while pool.core.livelist_reads_ready_count() < 4 {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(30),
+                    "the reader did not read ahead: {} ready",
+                    pool.core.livelist_reads_ready_count()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        wait_freed(&pool);
+        assert_clean(&pool);
+        let stats = pool.core.livelist_work_stats();
+        if expect_one {
+            assert_eq!(stats.most_applied_in_one_txg, 1, "{stats:?}");
+        } else {
+            assert!(stats.most_applied_in_one_txg >= 4, "{stats:?}");
+        }
+    }
+}

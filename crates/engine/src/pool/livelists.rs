@@ -116,6 +116,8 @@ pub struct LivelistWorkStats {
     pub condensed: u64,
     /// Reads found stale at apply and discarded.
     pub discarded: u64,
+    /// The most reads one txg applied (`livelist_sync_time_ms` bounds it).
+    pub most_applied_in_one_txg: u64,
 }
 
 /// The livelist reader's state, shared by its thread and the sync thread (see the module
@@ -138,6 +140,7 @@ pub(super) struct LivelistReader {
     sublists_freed: AtomicU64,
     condensed: AtomicU64,
     discarded: AtomicU64,
+    most_applied_in_one_txg: AtomicU64,
 }
 
 impl LivelistReader {
@@ -466,6 +469,9 @@ impl PoolCore {
         }
         let more = ready.condense.is_some() || !ready.deletes.is_empty();
         drop(ready);
+        reader
+            .most_applied_in_one_txg
+            .fetch_max(applied, Ordering::Relaxed);
         reader.wake();
         if more {
             // What the budget left waits for the next txg, right away.
@@ -778,6 +784,7 @@ impl PoolCore {
             sublists_freed: reader.sublists_freed.load(Ordering::Relaxed),
             condensed: reader.condensed.load(Ordering::Relaxed),
             discarded: reader.discarded.load(Ordering::Relaxed),
+            most_applied_in_one_txg: reader.most_applied_in_one_txg.load(Ordering::Relaxed),
         }
     }
 
@@ -786,6 +793,12 @@ impl PoolCore {
     pub fn hold_livelist_reads(&self, hold: bool) {
         self.livelist_reader.hold.store(hold, Ordering::Release);
         self.livelist_reader.wake();
+    }
+
+    /// Tests: reads handed over and not yet applied.
+    pub fn livelist_reads_ready_count(&self) -> usize {
+        let ready = self.livelist_reader.ready.lock();
+        ready.deletes.len() + usize::from(ready.condense.is_some())
     }
 
     /// Tests: reads waiting under [`PoolCore::hold_livelist_reads`].
