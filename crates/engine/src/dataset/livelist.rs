@@ -46,8 +46,8 @@
 //! it is still current: the same livelist object, each sub-list still at its key with the same
 //! list object and the entry count read (lists are only appended to, so an equal count means
 //! nothing was added), the merge partner still the next key; otherwise nothing changes and the
-//! candidate goes back to the set to be read again. A txg costs one header read per read
-//! applied, never a whole list.
+//! candidate goes back to the set to be read again. Applying costs a header read per sub-list
+//! read (one or two), never a whole list.
 
 //! # Drop
 //! A livelist is destroyed (its lists removed, no block freed) and never rebuilt when the clone
@@ -318,11 +318,6 @@ impl Livelist {
         None
     }
 
-    /// Put a candidate back (its read turned out stale: the reader reads it again).
-    pub fn return_condense_candidate(&mut self, key: Txg) {
-        self.condense_candidates.insert(key);
-    }
-
     /// Read one sub-list whole outside syncing context: its entry count as read and its live
     /// blocks. `stop` is asked every 1024 entries; when it says so the read ends with
     /// [`read_stopped`]'s error.
@@ -415,8 +410,8 @@ impl Livelist {
         let emptied = live.is_empty();
         self.lists.replace_list(store, tx, first.key, live)?;
         // A sub-list left with no live block, neither the first (the origin's txg) nor the
-        // newest, goes with its key: its range joins the previous sub-list's, which no entry
-        // can tell apart (no block born there is live, and new blocks go to the newest).
+        // newest, goes with its key and its range joins the previous sub-list's: no block born
+        // there is live, so no FREE can come for one, and new blocks go to the newest.
         let first_key = self.lists.keys().next();
         let newest_key = self.lists.keys().last();
         if emptied && first_key != Some(first.key) && newest_key != Some(first.key) {

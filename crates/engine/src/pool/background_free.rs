@@ -2,11 +2,11 @@
 //! txg (OpenZFS's async destroy, `dsl_process_async_destroys`).
 //!
 //! Two queues feed it (destroyed clones' livelists have their own, read by the livelist reader
-//! and applied in the same pass: `livelists.rs`). The destroy queue (`bptree`) holds whole trees: destroyed datasets, and
-//! what a rollback discards (the head's tree above the snapshot's txg). The free list
-//! (`free_bpobj`, OpenZFS's `dp_free_bpobj`) is a block-pointer list whose sub-lists are the
-//! deadlist entries a snapshot destroy released, merged whole in constant time and drained
-//! entry by entry here.
+//! and applied in the same pass: `livelists.rs`). The destroy queue (`bptree`) holds whole
+//! trees: destroyed datasets, and what a rollback discards (the head's tree above the
+//! snapshot's txg). The free list (`free_bpobj`, OpenZFS's `dp_free_bpobj`) is a block-pointer
+//! list whose sub-lists are the deadlist entries a snapshot destroy released, merged whole in
+//! constant time and drained entry by entry here.
 //!
 //! A destroy's syncing half queues the dataset's object-set root on the pool's destroy queue
 //! ([`crate::dataset::bptree`], MOS directory entry `bptree`) and removes the dataset's records:

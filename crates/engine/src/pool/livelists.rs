@@ -43,9 +43,10 @@
 //! at the next sub-list without freeing anything twice.
 //!
 //! # Cost
-//! Syncing context, per txg with livelist work: per read applied, one livelist load (one header
-//! read per sub-list) and one header read to check it, plus the frees of its live blocks; no
-//! list is read whole there. Memory: about two sub-lists of block pointers in the reader (the
+//! Syncing context, per txg with livelist work: per delete read applied, one load of the queued
+//! livelist (a header read per sub-list) and a header read to check it, plus the frees of its
+//! live blocks; per condense read, one or two header reads (the clone's livelist is in memory)
+//! and the survivors written. No list is read whole there. Memory: about two sub-lists of block pointers in the reader (the
 //! one it reads and those waiting), whatever the size of the clone's origin.
 
 use std::collections::VecDeque;
