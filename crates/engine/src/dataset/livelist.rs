@@ -495,6 +495,22 @@ mod tests {
         bp
     }
 
+    /// The condense rule, on the header counts the reader and the import scan see: FREEs at
+    /// least half the entries (every ALLOC cancelled, since a FREE cancels one of its own
+    /// list) and at least `min_frees`, which 0 does not turn into "always".
+    #[test]
+    fn condense_rule_on_header_counts() {
+        assert!(worth_condensing(40, 20, 16));
+        assert!(!worth_condensing(41, 20, 16), "one ALLOC left alive");
+        assert!(!worth_condensing(20, 10, 16), "fewer FREEs than the floor");
+        assert!(
+            !worth_condensing(0, 0, 0),
+            "an empty list is never condensed"
+        );
+        assert!(!worth_condensing(u64::MAX, u64::MAX / 2, 1), "no overflow");
+        assert!(!worth_condensing(10, 5, u64::MAX));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
         /// Any sequence of ALLOCs and FREEs (FREEs of blocks never allocated included) gives
