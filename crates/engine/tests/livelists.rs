@@ -4,6 +4,9 @@
 //! little with its origin, on promote and on rollback; destroy frees exactly the live entries
 //! in the background (resuming after export and import), or walks the tree without a livelist
 //! (a pool without the feature); the space comes back either way and `check` stays clean.
+//! The livelist reader: sub-lists read outside the sync and applied within
+//! `livelist_sync_time_ms`, condense candidates found again after import, reads made stale by
+//! a change to the livelist discarded and redone, export and a crash never waiting for it.
 
 use crate::common;
 
