@@ -43,8 +43,8 @@
 //! at the next sub-list without freeing anything twice.
 //!
 //! # Cost
-//! Syncing context, per txg with livelist work: per delete read applied, one load of the queued
-//! livelist (a header read per sub-list) and a header read to check it, plus the frees of its
+//! Syncing context, per txg with livelist work: one load of the queued livelist (a header read
+//! per sub-list), and per delete read applied a header read to check it plus the frees of its
 //! live blocks; per condense read, one or two header reads (the clone's livelist is in memory)
 //! and the survivors written. No list is read whole there. Memory: about two sub-lists of block pointers in the reader (the
 //! one it reads and those waiting), whatever the size of the clone's origin.
@@ -455,13 +455,14 @@ impl PoolCore {
                 Err(error) => return Err(error.into()),
             }
         }
+        let mut loaded = None;
         while !ready.deletes.is_empty() {
             if applied > 0 && started.elapsed() >= budget {
                 break;
             }
             let read = ready.deletes.pop_front().expect("not empty");
             applied += 1;
-            if !self.apply_delete_read(read, txg)? {
+            if !self.apply_delete_read(read, txg, &mut loaded)? {
                 reader.discarded.fetch_add(1, Ordering::Relaxed);
                 ready.deletes.clear();
                 ready.restart_deletes = true;
@@ -494,9 +495,18 @@ impl PoolCore {
 
     /// Syncing context: apply one delete read (see the module documentation). Returns false,
     /// changing nothing, when the read is stale.
-    fn apply_delete_read(&self, read: DeleteRead, txg: Txg) -> Result<bool, PoolError> {
+    /// `cache`: the livelist as the previous apply of this txg left it (loaded once per txg,
+    /// not once per read).
+    fn apply_delete_read(
+        &self,
+        read: DeleteRead,
+        txg: Txg,
+        cache: &mut Option<Livelist>,
+    ) -> Result<bool, PoolError> {
         let object = read.livelist;
-        if !self.queued_livelists()?.contains(&object) {
+        let cached = cache.take().filter(|livelist| livelist.object() == object);
+        // A livelist left in the cache is still queued (only an apply removes one).
+        if cached.is_none() && !self.queued_livelists()?.contains(&object) {
             // Already finished: nothing of it is left to apply.
             return Ok(true);
         }
@@ -504,7 +514,11 @@ impl PoolCore {
         let store = self.deadlist_store();
         // A livelist that cannot be read is set aside (its space stays allocated and counted
         // in `freeing`) until the next import, rather than failing every sync.
-        let loaded = Livelist::load(&store, object).and_then(|mut livelist| {
+        let livelist = match cached {
+            Some(livelist) => Ok(livelist),
+            None => Livelist::load(&store, object),
+        };
+        let loaded = livelist.and_then(|mut livelist| {
             let taken = match &read.sublist {
                 Some(sub) => livelist.take_oldest_if_current(&store, sub)?,
                 None => None,
@@ -556,6 +570,8 @@ impl PoolCore {
                 .ok_or_else(|| PoolError::Corrupt("a queued livelist without a queue".into()))?;
             let mut handle = KvObject::new(&self.mos, queue, Some(tx))?;
             kv::remove(&mut handle, &object.0.to_be_bytes()).map_err(kv_object_error(queue))?;
+        } else {
+            *cache = Some(livelist);
         }
         Ok(true)
     }
