@@ -45,8 +45,10 @@
 //! memory). The sync thread applies the read in pass 1 ([`Livelist::apply_condense`]) only if
 //! it is still current: the same livelist object, each sub-list still at its key with the same
 //! list object and the entry count read (lists are only appended to, so an equal count means
-//! nothing was added), the merge partner still the next key; otherwise nothing changes and the
-//! candidate goes back to the set to be read again. Applying costs a header read per sub-list
+//! nothing was added); otherwise nothing changes and the candidate goes back to the set to be
+//! read again. A merge partner that changed (it is the newest sub-list, which a clone written
+//! every txg changes every txg) or is no longer the next key is left out: the first sub-list is
+//! condensed alone, so condensing keeps up with a clone that never stops writing. Applying costs a header read per sub-list
 //! read (one or two), never a whole list.
 
 //! # Drop
@@ -127,6 +129,18 @@ pub struct CondenseRead {
     pub livelist: ObjectId,
     pub first: SublistRead,
     pub merged: Option<SublistRead>,
+}
+
+/// What applying a condense read did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CondenseOutcome {
+    /// Applied as read.
+    Applied,
+    /// The merge partner changed since the read (it is the newest sub-list, still written to):
+    /// the first sub-list was condensed alone.
+    AppliedWithoutMerge,
+    /// The first sub-list changed since the read: nothing was changed, the candidate goes back.
+    Stale,
 }
 
 /// The condense rule: FREE entries at least half the entries and at least `min_frees` (1 at
@@ -367,16 +381,16 @@ impl Livelist {
                 == read.entries)
     }
 
-    /// Syncing context: apply a condense read (see the module documentation) if everything it
-    /// read is still current: the first sub-list's list replaced by its survivors, the merged
-    /// successor's key removed and its list destroyed. Returns false, changing nothing but
-    /// putting the candidate back, when the livelist changed since the read.
+    /// Syncing context: apply a condense read (see the module documentation) as far as what it
+    /// read is still current: the first sub-list's list replaced by its survivors and, if the
+    /// merge partner is unchanged too, that successor's key removed and its list destroyed.
+    /// When the first sub-list changed, nothing changes and the candidate goes back.
     pub fn apply_condense(
         &mut self,
         store: &DeadlistStore,
         tx: &Tx,
         read: CondenseRead,
-    ) -> Result<bool, ObjectError> {
+    ) -> Result<CondenseOutcome, ObjectError> {
         let CondenseRead {
             livelist,
             first,
@@ -393,12 +407,17 @@ impl Livelist {
                     && self.still_current(store, next)?
             }
         };
-        if livelist != self.object() || !merged_current || !self.still_current(store, &first)? {
+        if livelist != self.object() || !self.still_current(store, &first)? {
             self.condense_candidates.insert(first.key);
-            return Ok(false);
+            return Ok(CondenseOutcome::Stale);
         }
+        let outcome = if merged.is_some() && !merged_current {
+            CondenseOutcome::AppliedWithoutMerge
+        } else {
+            CondenseOutcome::Applied
+        };
         let mut live = first.live;
-        if let Some(next) = merged {
+        if let Some(next) = merged.filter(|_| merged_current) {
             live.extend(next.live);
             let (_, taken) = self
                 .lists
@@ -418,7 +437,7 @@ impl Livelist {
             self.lists.take_key(first.key);
         }
         self.lists.save(store, tx)?;
-        Ok(true)
+        Ok(outcome)
     }
 
     /// Every sub-list that holds a list, oldest first: key and list (no read).

@@ -209,23 +209,24 @@ impl Dataset {
         self.livelist.lock().as_mut()?.take_condense_candidate()
     }
 
-    /// Syncing context: apply a condense read if the livelist is still as it was read (see
-    /// [`livelist`], "Condense"). Returns whether it was applied; the caller writes the record.
+    /// Syncing context: apply a condense read as far as the livelist is still as it was read
+    /// (see [`livelist`], "Condense"); stale without a livelist. Unless stale, the caller
+    /// writes the record.
     pub fn condense_livelist(
         &self,
         store: &DeadlistStore,
         tx: &Tx,
         read: livelist::CondenseRead,
-    ) -> Result<bool, ObjectError> {
+    ) -> Result<livelist::CondenseOutcome, ObjectError> {
         let mut slot = self.livelist.lock();
         let Some(livelist) = slot.as_mut() else {
-            return Ok(false);
+            return Ok(livelist::CondenseOutcome::Stale);
         };
-        if !livelist.apply_condense(store, tx, read)? {
-            return Ok(false);
+        let outcome = livelist.apply_condense(store, tx, read)?;
+        if outcome != livelist::CondenseOutcome::Stale {
+            self.phys.lock().livelist_object = livelist.object();
         }
-        self.phys.lock().livelist_object = livelist.object();
-        Ok(true)
+        Ok(outcome)
     }
 
     /// Record a block in the livelist, if the dataset keeps one and the block is the clone's

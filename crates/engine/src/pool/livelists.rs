@@ -35,9 +35,10 @@
 //! reader never holds the hand-over lock across a read): at most one condense, then delete
 //! reads in order, until `livelist_sync_time_ms` has passed (the first always goes). Each is
 //! checked against the livelist as it is now (the same livelist object, the sub-list still the
-//! oldest for a delete, the same list object, no entry appended since, the merge partner still
-//! the next key); a stale read changes nothing: a condense candidate goes back to the set, and
-//! a stale delete read drops every read of that livelist and restarts the reader at the queue.
+//! oldest for a delete, the same list object, no entry appended since); a stale read changes
+//! nothing: a condense candidate goes back to the set, and a stale delete read drops every read
+//! of that livelist and restarts the reader at the queue. Of a condense read whose merge
+//! partner alone changed, the first sub-list is applied without the merge.
 //! A delete apply frees the live blocks, removes the list and its key, and, once the livelist
 //! holds no list, its object and queue entry: all in that txg, so a crash or an export resumes
 //! at the next sub-list without freeing anything twice.
@@ -57,7 +58,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::block::blkptr::{BlockPtr, Compression, ObjectType};
-use crate::dataset::livelist::{worth_condensing, CondenseRead, Livelist, SublistRead};
+use crate::dataset::livelist::{
+    worth_condensing, CondenseOutcome, CondenseRead, Livelist, SublistRead,
+};
 use crate::dataset::{Dataset, LivelistFlush};
 use crate::object::adapters::{create_kv_object, kv_entries, kv_object_error, KvObject};
 use crate::object::bpobj::BpObj;
@@ -115,7 +118,7 @@ pub struct LivelistWorkStats {
     pub sublists_freed: u64,
     /// Sub-lists condensed.
     pub condensed: u64,
-    /// Reads found stale at apply and discarded.
+    /// Reads (or a condense read's merge partner) found stale at apply and discarded.
     pub discarded: u64,
     /// The most reads one txg applied (`livelist_sync_time_ms` bounds it).
     pub most_applied_in_one_txg: u64,
@@ -438,12 +441,16 @@ impl PoolCore {
                 None => Err(ObjectError::NoSuchObject(dataset_object)),
             };
             match outcome {
-                Ok((dataset, true)) => {
+                Ok((dataset, outcome @ (CondenseOutcome::Applied | CondenseOutcome::AppliedWithoutMerge))) => {
                     self.write_dataset_record(&tx, dataset.object, &dataset.phys())?;
                     reader.condensed.fetch_add(1, Ordering::Relaxed);
+                    if outcome == CondenseOutcome::AppliedWithoutMerge {
+                        // The merge partner's part of the read was stale.
+                        reader.discarded.fetch_add(1, Ordering::Relaxed);
+                    }
                     condensed = true;
                 }
-                Ok((_, false)) | Err(ObjectError::NoSuchObject(_)) => {
+                Ok((_, CondenseOutcome::Stale)) | Err(ObjectError::NoSuchObject(_)) => {
                     reader.discarded.fetch_add(1, Ordering::Relaxed);
                 }
                 // A header that cannot be read leaves the sub-list as it is (condensing is an
