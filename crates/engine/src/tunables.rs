@@ -190,6 +190,12 @@ tunables! {
     /// are at least half its entries and at least this many (OpenZFS condenses pairs of
     /// sub-lists when they hold few live entries; see docs/design/07-dataset.md §2.16).
     livelist_condense_min_frees: u64 = 1024,
+    /// Time in milliseconds the txg sync spends applying livelist sub-lists read by the
+    /// livelist reader (destroyed clones' frees, condensed sub-lists) before it leaves the rest
+    /// to the next txg; the first is always applied (tarn's own: OpenZFS applies one sub-list
+    /// per sync task). The default is tarn's `free_min_time_ms`, the share of a txg the other
+    /// background frees get (OpenZFS's zfs_free_min_time_ms).
+    livelist_sync_time_ms: u64 = 500,
     /// Percent of dirty_data_max that chunked frees of large files may dirty in one txg, in
     /// indirect blocks (zfs_per_txg_dirty_frees_percent).
     per_txg_dirty_frees_percent: u64 = 30,

@@ -311,9 +311,10 @@ fn power_cuts_during_snapshot_work() {
 
 // Livelists: a child keeps making clones of one origin, overwrites a few records of
 // each over and over (its livelist sub-lists fill with FREEs and are condensed), scatters more
-// writes (several sub-lists), and destroys it through its livelist (freed one sub-list per txg
-// in the background), while it is killed at random points; every import must check clean, with
-// the origin's data intact, and finish the queued frees.
+// writes (several sub-lists), and destroys it through its livelist (sub-lists read by the
+// livelist reader and freed by the sync), while it is killed at random points, the reader's
+// reads in flight included; every import must check clean, with the origin's data intact, and
+// finish the queued frees.
 
 const LIVELIST_POOL: &str = "livecrash";
 const LIVELIST_CHILD_ENV: &str = "TARN_CRASH_LIVELIST_DIR";

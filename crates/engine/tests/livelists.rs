@@ -4,6 +4,9 @@
 //! little with its origin, on promote and on rollback; destroy frees exactly the live entries
 //! in the background (resuming after export and import), or walks the tree without a livelist
 //! (a pool without the feature); the space comes back either way and `check` stays clean.
+//! The livelist reader: sub-lists read outside the sync and applied within
+//! `livelist_sync_time_ms`, condense candidates found again after import, reads made stale by
+//! a change to the livelist discarded and redone, export and a crash never waiting for it.
 
 use crate::common;
 
@@ -53,6 +56,27 @@ fn scatter(pool: &Pool, fs: &FileSystem, name: &str, records: u64, count: u64, s
     pool.sync().unwrap();
 }
 
+/// Sync until the livelist reader has no condense work left (twice in a row: a sync can make
+/// a candidate).
+fn wait_condensed(pool: &Pool) {
+    let started = std::time::Instant::now();
+    let mut idle_rounds = 0;
+    while idle_rounds < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "condensing never finished: {:?}",
+            pool.core.livelist_work_stats()
+        );
+        pool.sync().unwrap();
+        if pool.core.livelist_condense_idle() {
+            idle_rounds += 1;
+        } else {
+            idle_rounds = 0;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
 fn sublists(pool: &Pool, name: &str) -> Vec<tarn::dataset::livelist::Sublist> {
     pool.dataset_records(name).unwrap().livelist
 }
@@ -88,6 +112,7 @@ fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
     scatter(&pool, &clone, "big", 2000, 150, 2);
     scatter(&pool, &clone, "big", 2000, 150, 3);
     scatter(&pool, &clone, "big", 50, 120, 4);
+    wait_condensed(&pool);
     assert_clean(&pool);
     let subs = sublists(&pool, "tank/clone");
     assert!(subs.len() >= 2, "sub-lists: {subs:?}");
@@ -115,6 +140,8 @@ fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
     assert_clean(&pool);
     assert_eq!(sublists(&pool, "tank/clone").len(), subs.len());
 
+    // The reader held back: nothing is freed before the export.
+    pool.core.hold_livelist_reads(true);
     pool.destroy_dataset("tank/clone", false).unwrap();
     assert!(pool.core.freeing_bytes().unwrap() > 0);
     assert_clean(&pool);
@@ -157,11 +184,15 @@ fn sublists_condense_when_frees_cancel() {
         }
         pool.sync().unwrap();
     }
+    // Condensing is read in the background and applied by later txgs.
+    wait_condensed(&pool);
+    assert!(pool.core.livelist_work_stats().condensed > 0);
     assert_clean(&pool);
     // Condensed and merged lists survive export and import.
     drop((_fs, clone));
     pool.export().unwrap();
     let pool = import(dir.path(), "tank", tunables);
+    wait_condensed(&pool);
     assert_clean(&pool);
     let subs = sublists(&pool, "tank/clone");
     assert!(!subs.is_empty(), "the livelist was dropped");
@@ -279,5 +310,322 @@ fn clone_with_snapshots_and_pool_without_the_feature() {
         assert_clean(&pool);
         let after = allocated_settled(&pool);
         assert!(after <= allocated + (64 << 10), "{after} > {allocated}");
+    }
+}
+
+/// Rewrite the first `records` records of `big` in `clone` `rounds` times, one txg each: FREEs
+/// pile up in the sub-list holding the previous round's blocks.
+fn rewrite_rounds(pool: &Pool, clone: &FileSystem, records: u64, rounds: std::ops::Range<u64>) {
+    let ino = file(clone, "big");
+    for round in rounds {
+        for record in 0..records {
+            clone
+                .write(ino, record * 4096, &pattern(round * 100 + record, 4096))
+                .unwrap();
+        }
+        pool.sync().unwrap();
+    }
+}
+
+/// Sub-lists that meet the condense rule now.
+fn condensable(pool: &Pool, name: &str, min_frees: u64) -> Vec<tarn::dataset::livelist::Sublist> {
+    sublists(pool, name)
+        .into_iter()
+        .filter(|sub| tarn::dataset::livelist::worth_condensing(sub.entries, sub.frees, min_frees))
+        .collect()
+}
+
+/// Rewrite rounds from `first` until the livelist reader holds a read back (under
+/// `hold_livelist_reads`); returns the next round. The reader is woken by the flush that makes
+/// a candidate, so it reads the livelist as that txg left it.
+fn rounds_until_held(pool: &Pool, clone: &FileSystem, first: u64) -> u64 {
+    for round in first..first + 40 {
+        rewrite_rounds(pool, clone, 8, round..round + 1);
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_millis(500) {
+            if pool.core.held_livelist_reads() > 0 {
+                return round + 1;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    panic!("the reader never read anything");
+}
+
+/// A clone with many sub-lists (small `livelist_max_entries`) destroyed: the reader reads every
+/// sub-list outside the sync and the sync frees each exactly once, with `check` clean before,
+/// part-way and after, and all the clone's space back. Reading inside the sync used to cost up
+/// to a whole sub-list per txg; here the sync only applies what was read.
+#[test]
+fn large_livelist_destroy_freed_by_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        // One read applied per txg: the budget is spent by the first.
+        livelist_sync_time_ms: 0,
+        // No timer-driven txg within the test: only the reader's hand-overs start txgs.
+        txg_timeout: 60,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 3000);
+    let allocated_before_writes = allocated_settled(&pool);
+    scatter(&pool, &clone, "big", 3000, 400, 21);
+    assert_clean(&pool);
+    let subs: Vec<_> = sublists(&pool, "tank/clone")
+        .into_iter()
+        .filter(|sub| sub.list.0 != 0)
+        .collect();
+    assert!(subs.len() >= 10, "too few sub-lists to test: {subs:?}");
+    assert_eq!(
+        pool.destroy_path("tank/clone").unwrap(),
+        DestroyPath::Livelist
+    );
+    let freed_before = pool.core.livelist_work_stats().sublists_freed;
+    drop(clone);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    // No sync is asked for: the reader's hand-overs start the txgs that apply its reads (as
+    // `pool wait -t free` and the clone-destroy benchmark rely on).
+    let started = std::time::Instant::now();
+    while pool.core.freeing_bytes().unwrap() > 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the destroy made no progress without syncs being asked for"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let stats = pool.core.livelist_work_stats();
+    // Every sub-list with a list freed once (a condense of the destroyed clone may have
+    // merged two before the destroy, never more than were there).
+    let freed = stats.sublists_freed - freed_before;
+    assert!(
+        freed >= 1 && freed <= subs.len() as u64,
+        "{freed} sub-lists freed of {}: {stats:?}",
+        subs.len()
+    );
+    let after = allocated_settled(&pool);
+    assert!(
+        after <= allocated_before_writes + (64 << 10),
+        "clone destroy left {after} bytes of {allocated_before_writes} allocated"
+    );
+    // The queue entry went with the last sub-list: no livelist is left to keep the feature
+    // active.
+    assert_eq!(
+        pool.feature_state("livelist"),
+        Some(tarn::pool::features::FeatureState::Enabled)
+    );
+}
+
+/// A condense candidate that was not condensed before export (the reader held back) is found
+/// again from the sub-lists' headers at import and condensed then: candidates used to live in
+/// memory only, so after an import a sub-list full of FREEs stayed as it was until it took
+/// another FREE.
+#[test]
+fn condense_candidate_survives_export_and_import() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small sub-lists: a new one about every other txg, and each older one dies whole (every
+    // block is rewritten each round), which is what the condense rule waits for.
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 400);
+    pool.core.hold_livelist_reads(true);
+    rewrite_rounds(&pool, &clone, 8, 0..10);
+    assert!(
+        !condensable(&pool, "tank/clone", 4).is_empty(),
+        "no sub-list to condense: {:?}",
+        sublists(&pool, "tank/clone")
+    );
+    assert_eq!(pool.core.livelist_work_stats().condensed, 0);
+    drop((_fs, clone));
+    // Export does not wait for the held read: the reader stops.
+    pool.export().unwrap();
+
+    let pool = import(dir.path(), "tank", tunables);
+    assert!(!condensable(&pool, "tank/clone", 4).is_empty());
+    wait_condensed(&pool);
+    assert!(pool.core.livelist_work_stats().condensed >= 1);
+    assert!(
+        condensable(&pool, "tank/clone", 4).is_empty(),
+        "{:?}",
+        sublists(&pool, "tank/clone")
+    );
+    assert_clean(&pool);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+}
+
+/// The livelist changes between the reader's read and the sync's apply: entries appended to
+/// the sub-list read (more FREEs), then the clone destroyed while a read is held. Each stale
+/// read is discarded (applying it would drop the appended entries, or condense a livelist
+/// that is queued for freeing), the reader reads again, and the work converges with `check`
+/// clean.
+#[test]
+fn stale_livelist_reads_are_discarded_and_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small sub-lists (see `condense_candidate_survives_export_and_import`). The first
+    // candidate is a sub-list that died whole in the txg that started the newest one, so its
+    // read merges the newest (one round of ALLOCs, under half the bound) into it: the next
+    // round appends FREEs to that newest list.
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_condense_min_frees: 4,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 400);
+    pool.core.hold_livelist_reads(true);
+    let next = rounds_until_held(&pool, &clone, 0);
+    // The read is held; the merge partner takes more entries.
+    rewrite_rounds(&pool, &clone, 8, next..next + 1);
+    let discarded = pool.core.livelist_work_stats().discarded;
+    pool.core.hold_livelist_reads(false);
+    wait_condensed(&pool);
+    // Applying the stale read would have lost the appended entries: the livelist would no
+    // longer match the clone's blocks.
+    assert_clean(&pool);
+    let stats = pool.core.livelist_work_stats();
+    assert!(stats.discarded > discarded, "{stats:?}");
+    assert!(stats.condensed >= 1, "{stats:?}");
+    assert!(
+        condensable(&pool, "tank/clone", 4).is_empty(),
+        "{:?}",
+        sublists(&pool, "tank/clone")
+    );
+    assert_clean(&pool);
+
+    // A condense read held while its clone is destroyed.
+    pool.core.hold_livelist_reads(true);
+    rounds_until_held(&pool, &clone, next + 1);
+    let discarded = pool.core.livelist_work_stats().discarded;
+    drop(clone);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    pool.core.hold_livelist_reads(false);
+    wait_freed(&pool);
+    let stats = pool.core.livelist_work_stats();
+    assert!(stats.discarded > discarded, "{stats:?}");
+    assert_clean(&pool);
+}
+
+/// Export and a crash (`abandon`) while the reader holds a delete read it has not handed over,
+/// and after part of the livelist was freed: neither waits for the reader, nothing read but not
+/// applied is lost (the queue on disk is the truth), and after each import the destroy resumes
+/// and finishes with `check` clean and the space back.
+#[test]
+fn reader_stopped_mid_destroy_by_export_and_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let tunables = Tunables {
+        livelist_max_entries: 32,
+        livelist_sync_time_ms: 0,
+        ..tiny()
+    };
+    let pool = pool_with(dir.path(), tunables.clone(), &[]);
+    let (_fs, clone) = origin_and_clone(&pool, 3000);
+    let allocated_before_writes = allocated_settled(&pool);
+    scatter(&pool, &clone, "big", 3000, 300, 31);
+    drop((_fs, clone));
+    pool.core.hold_livelist_reads(true);
+    pool.destroy_dataset("tank/clone", false).unwrap();
+    let started = std::time::Instant::now();
+    while pool.core.held_livelist_reads() == 0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let freeing = pool.core.freeing_bytes().unwrap();
+    assert!(freeing > 0);
+    assert_eq!(pool.core.livelist_work_stats().sublists_freed, 0);
+    pool.export().unwrap();
+
+    // The new pool's reader starts at once: `freeing` may already be lower, never higher.
+    let pool = import(dir.path(), "tank", tunables.clone());
+    assert_clean(&pool);
+    assert!(pool.core.freeing_bytes().unwrap() <= freeing);
+    // Part of it freed, then a read held again and the process "dies".
+    let started = std::time::Instant::now();
+    while pool.core.livelist_work_stats().sublists_freed < 3 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        pool.sync().unwrap();
+    }
+    pool.core.hold_livelist_reads(true);
+    let started = std::time::Instant::now();
+    while pool.core.held_livelist_reads() == 0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    pool.sync().unwrap();
+    let freeing = pool.core.freeing_bytes().unwrap();
+    assert!(freeing > 0, "the livelist was freed before the crash");
+    pool.abandon();
+
+    let pool = import(dir.path(), "tank", tunables);
+    assert_clean(&pool);
+    assert!(pool.core.freeing_bytes().unwrap() <= freeing);
+    wait_freed(&pool);
+    assert_clean(&pool);
+    let after = allocated_settled(&pool);
+    assert!(
+        after <= allocated_before_writes + (64 << 10),
+        "clone destroy left {after} bytes of {allocated_before_writes} allocated"
+    );
+}
+
+/// `livelist_sync_time_ms` bounds what one txg applies: the reader reads ahead while the syncs
+/// are paused (the sub-lists of a clone that rewrote the same records hold no live block, so
+/// the read-ahead bound lets it read them all), then with a budget of 0 each txg applies one
+/// read, and with a large budget one txg applies many.
+#[test]
+fn livelist_sync_time_bounds_the_reads_applied_per_txg() {
+    for (budget_ms, expect_one) in [(0u64, true), (60_000, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let tunables = Tunables {
+            livelist_max_entries: 32,
+            // Never condensed: the dead sub-lists stay for the destroy.
+            livelist_condense_min_frees: u64::MAX,
+            livelist_sync_time_ms: budget_ms,
+            ..tiny()
+        };
+        let pool = pool_with(dir.path(), tunables, &[]);
+        let (_fs, clone) = origin_and_clone(&pool, 400);
+        rewrite_rounds(&pool, &clone, 8, 0..30);
+        let lists = sublists(&pool, "tank/clone")
+            .iter()
+            .filter(|sub| sub.list.0 != 0)
+            .count();
+        assert!(lists >= 6, "{lists} sub-lists");
+        drop((_fs, clone));
+        pool.core.hold_livelist_reads(true);
+        pool.destroy_dataset("tank/clone", false).unwrap();
+        let started = std::time::Instant::now();
+        while pool.core.held_livelist_reads() == 0 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        {
+            let _paused = pool.core.txgs.pause_syncs();
+            pool.core.hold_livelist_reads(false);
+            let started = std::time::Instant::now();
+            while pool.core.livelist_reads_ready_count() < 4 {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(30),
+                    "the reader did not read ahead: {} ready",
+                    pool.core.livelist_reads_ready_count()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+        wait_freed(&pool);
+        assert_clean(&pool);
+        let stats = pool.core.livelist_work_stats();
+        if expect_one {
+            assert_eq!(stats.most_applied_in_one_txg, 1, "{stats:?}");
+        } else {
+            assert!(stats.most_applied_in_one_txg >= 4, "{stats:?}");
+        }
     }
 }

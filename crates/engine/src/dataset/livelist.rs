@@ -28,16 +28,29 @@
 //!
 //! # Condense (background)
 //! A sub-list whose FREE entries are at least half its entries (and at least
-//! `livelist_condense_min_frees`) is rewritten with its live entries alone: read whole (at most
-//! about `livelist_max_entries` entries in memory), ALLOC/FREE pairs cancelled, the survivors
-//! written to a new list that replaces the old one, all in one txg; the next sub-list is merged
-//! into it (its key removed) when both then hold at most `livelist_max_entries / 2` entries, so
-//! a clone that keeps rewriting the same blocks does not pile up sub-lists (each of which a
-//! destroy frees in its own txg). The sync driver condenses
-//! at most one sub-list per txg. Only sub-lists that took a FREE since they were last
-//! considered are looked at (kept in memory), so a txg costs one header read per such
-//! sub-list, not per sub-list of every clone.
+//! `livelist_condense_min_frees`; [`worth_condensing`]) is rewritten with its live entries
+//! alone; since each FREE cancels one ALLOC of the same list, that is a sub-list whose blocks
+//! all died, and it is left empty. The next sub-list is merged into it (its key removed) when
+//! both then hold at most `livelist_max_entries / 2` entries, so a clone that keeps rewriting
+//! the same blocks does not pile up sub-lists (each of which a destroy frees in its own txg);
+//! a sub-list left empty, neither the first nor the newest, loses its key too (no live block
+//! was born in its range, and new blocks go to the newest), so the keys do not pile up either.
 //!
+//! Candidates are the sub-lists that took a FREE since they were last considered, kept in
+//! memory; at import they are found again from the sub-lists' headers alone
+//! ([`Livelist::find_condense_candidates`]), so an export or a crash forgets none. The pool's
+//! livelist reader (`pool/livelists.rs`) takes a candidate ([`Livelist::take_condense_candidate`]),
+//! checks its header against the rule, and reads it (and the merge partner) whole outside
+//! syncing context ([`Livelist::read_sublist`]: at most about `livelist_max_entries` entries in
+//! memory). The sync thread applies the read in pass 1 ([`Livelist::apply_condense`]) only if
+//! it is still current: the same livelist object, each sub-list still at its key with the same
+//! list object and the entry count read (lists are only appended to, so an equal count means
+//! nothing was added); otherwise nothing changes and the candidate goes back to the set to be
+//! read again. A merge partner that changed (it is the newest sub-list, which a clone written
+//! every txg changes every txg) or is no longer the next key is left out: the first sub-list is
+//! condensed alone, so condensing keeps up with a clone that never stops writing. Applying costs a header read per sub-list
+//! read (one or two), never a whole list.
+
 //! # Drop
 //! A livelist is destroyed (its lists removed, no block freed) and never rebuilt when the clone
 //! shares less than `livelist_min_percent_shared` percent of its referenced bytes with its
@@ -47,9 +60,11 @@
 //! after the origin).
 //!
 //! # Destroy
-//! The pool queues the destroyed clone's livelist (`pool/livelists.rs`) and frees its live
-//! entries one sub-list per txg in the background; the sub-list goes in the txg that frees its
-//! blocks, so a crash or an export resumes at the next sub-list.
+//! The pool queues the destroyed clone's livelist (`pool/livelists.rs`); its reader reads the
+//! sub-lists oldest first outside syncing context, and the sync frees each one's live entries
+//! ([`Livelist::take_oldest_if_current`]: only if it is still the oldest, unchanged). The
+//! sub-list goes in the txg that frees its blocks, so a crash or an export resumes at the next
+//! sub-list.
 //!
 //! # Crash behaviour
 //! Every change is in the MOS of the txg that made it, together with the tree it describes.
@@ -68,7 +83,7 @@ use super::deadlist::{Deadlist, DeadlistEntry, DeadlistStore};
 pub struct Livelist {
     lists: Deadlist,
     /// Sub-lists that took FREE entries since they were last considered for condensing (in
-    /// memory only: after an import a sub-list is considered again once it takes a FREE).
+    /// memory; found again from the headers at import, see "Condense").
     condense_candidates: BTreeSet<Txg>,
 }
 
@@ -85,6 +100,58 @@ pub struct Sublist {
     pub frees: u64,
     /// Net (live) space.
     pub space: BpSpace,
+}
+
+/// A condense candidate taken for reading: the livelist, the sub-list and its successor (the
+/// merge partner when both are small enough after condensing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CondenseTarget {
+    pub livelist: ObjectId,
+    pub key: Txg,
+    pub list: ObjectId,
+    pub next: Option<(Txg, ObjectId)>,
+}
+
+/// One sub-list read outside syncing context: what applying it needs, and what tells whether it
+/// is still current (key, list, and the entry count as read: entries are only ever appended).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SublistRead {
+    pub key: Txg,
+    pub list: ObjectId,
+    pub entries: u64,
+    /// Its live blocks (ALLOCs less FREEs).
+    pub live: Vec<BlockPtr>,
+}
+
+/// A condense read: the candidate's survivors, and its successor's when the two are merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CondenseRead {
+    pub livelist: ObjectId,
+    pub first: SublistRead,
+    pub merged: Option<SublistRead>,
+}
+
+/// What applying a condense read did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CondenseOutcome {
+    /// Applied as read.
+    Applied,
+    /// The merge partner changed since the read (it is the newest sub-list, still written to):
+    /// the first sub-list was condensed alone.
+    AppliedWithoutMerge,
+    /// The first sub-list changed since the read: nothing was changed, the candidate goes back.
+    Stale,
+}
+
+/// The condense rule: FREE entries at least half the entries and at least `min_frees` (1 at
+/// least).
+pub fn worth_condensing(entries: u64, frees: u64, min_frees: u64) -> bool {
+    frees >= min_frees.max(1) && frees.saturating_mul(2) >= entries
+}
+
+/// The error a read ends with when its reader was told to stop (export, close).
+pub fn read_stopped() -> ObjectError {
+    ObjectError::Txg(crate::txg::TxgError::ShuttingDown)
 }
 
 /// A block's identity in a livelist: its first copy and its birth.
@@ -215,20 +282,31 @@ impl Livelist {
         cancel(list, entries)
     }
 
-    /// Condense the first sub-list, among those that took FREE entries since they were last
-    /// considered, whose FREE entries are at least half its entries and at least `min_frees`:
-    /// replace its list with one of its live entries alone, and merge the next sub-list into
-    /// it when both together then hold at most `max_entries / 2` entries (that sub-list's
-    /// entries cancelled too, its key removed: the merged list covers both birth ranges, so an
-    /// ALLOC and its FREE still share a list). Returns whether one was condensed (at most one
-    /// per call). Cost when none qualifies: one header read per candidate.
-    pub fn condense_one(
+    /// Find the condense candidates again from the sub-lists' headers alone (at import: the
+    /// in-memory set does not survive an export or a crash): every sub-list that meets the
+    /// condense rule now.
+    pub fn find_condense_candidates(
         &mut self,
         store: &DeadlistStore,
-        tx: &Tx,
         min_frees: u64,
-        max_entries: u64,
-    ) -> Result<bool, ObjectError> {
+    ) -> Result<(), ObjectError> {
+        for sub in self.sublists(store)? {
+            if sub.list.0 != 0 && worth_condensing(sub.entries, sub.frees, min_frees) {
+                self.condense_candidates.insert(sub.key);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a sub-list waits to be considered for condensing.
+    pub fn has_condense_candidates(&self) -> bool {
+        !self.condense_candidates.is_empty()
+    }
+
+    /// Take the next condense candidate out of the in-memory set, with what the reader needs to
+    /// read it outside syncing context: its list and its successor's (the merge partner).
+    /// Returns None when no candidate is left.
+    pub fn take_condense_candidate(&mut self) -> Option<CondenseTarget> {
         while let Some(key) = self.condense_candidates.pop_first() {
             let Some(list) = self
                 .lists
@@ -238,44 +316,156 @@ impl Livelist {
             else {
                 continue;
             };
-            let header = BpObj::open(&store.lists(), list)?.header();
-            let (entries, frees) = (header.entry_count, header.freed_count);
-            if frees < min_frees.max(1) || frees * 2 < entries {
-                continue;
-            }
-            let mut live = Livelist::live_blocks(store, list)?;
             let next = self
                 .lists
                 .entries()
                 .find(|(candidate, _)| *candidate > key)
-                .filter(|(_, entry)| entry.list.0 != 0);
-            if let Some((next_key, next_entry)) = next {
-                let next_entries = BpObj::open(&store.lists(), next_entry.list)?
-                    .header()
-                    .entry_count;
-                if live.len() as u64 + next_entries <= max_entries / 2 {
-                    live.extend(Livelist::live_blocks(store, next_entry.list)?);
-                    let (_, taken) = self.lists.take_key(next_key).expect("found above");
-                    BpObj::open(&store.lists(), taken.list)?.destroy(tx)?;
-                    self.condense_candidates.remove(&next_key);
-                }
-            }
-            self.lists.replace_list(store, tx, key, live)?;
-            self.lists.save(store, tx)?;
-            return Ok(true);
+                .filter(|(_, entry)| entry.list.0 != 0)
+                .map(|(next_key, entry)| (next_key, entry.list));
+            return Some(CondenseTarget {
+                livelist: self.object(),
+                key,
+                list,
+                next,
+            });
         }
-        Ok(false)
+        None
     }
 
-    /// Take the oldest sub-list that has a list out of the livelist (destroy: its live blocks
-    /// are freed and the list removed in the same txg).
-    pub fn take_oldest(&mut self) -> Option<(Txg, DeadlistEntry)> {
-        let key = self
+    /// Read one sub-list whole outside syncing context: its entry count as read and its live
+    /// blocks. `stop` is asked every 1024 entries; when it says so the read ends with
+    /// [`read_stopped`]'s error.
+    pub fn read_sublist(
+        store: &DeadlistStore,
+        key: Txg,
+        list: ObjectId,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<SublistRead, ObjectError> {
+        let lists = store.lists();
+        let bpobj = BpObj::open(&lists, list)?;
+        let entries_count = bpobj.header().entry_count;
+        let mut entries = Vec::with_capacity(entries_count.min(1 << 20) as usize);
+        bpobj.iterate(&mut |entry| {
+            if entries.len() % 1024 == 0 && stop() {
+                return Err(read_stopped());
+            }
+            entries.push(entry.clone());
+            Ok(())
+        })?;
+        Ok(SublistRead {
+            key,
+            list,
+            entries: entries_count,
+            live: cancel(list, entries)?,
+        })
+    }
+
+    /// Whether a sub-list read earlier is still exactly what the livelist holds: the same key
+    /// with the same list, and no entry appended since (one header read).
+    pub fn still_current(
+        &self,
+        store: &DeadlistStore,
+        read: &SublistRead,
+    ) -> Result<bool, ObjectError> {
+        let Some((_, entry)) = self
+            .lists
+            .entries()
+            .find(|(key, entry)| *key == read.key && entry.list.0 != 0)
+        else {
+            return Ok(false);
+        };
+        Ok(entry.list == read.list
+            && BpObj::open(&store.lists(), entry.list)?
+                .header()
+                .entry_count
+                == read.entries)
+    }
+
+    /// Syncing context: apply a condense read (see the module documentation) as far as what it
+    /// read is still current: the first sub-list's list replaced by its survivors and, if the
+    /// merge partner is unchanged too, that successor's key removed and its list destroyed.
+    /// When the first sub-list changed, nothing changes and the candidate goes back.
+    pub fn apply_condense(
+        &mut self,
+        store: &DeadlistStore,
+        tx: &Tx,
+        read: CondenseRead,
+    ) -> Result<CondenseOutcome, ObjectError> {
+        let CondenseRead {
+            livelist,
+            first,
+            merged,
+        } = read;
+        let merged_current = match &merged {
+            None => true,
+            Some(next) => {
+                // The merge partner must still be the very next key.
+                self.lists
+                    .entries()
+                    .find(|(candidate, _)| *candidate > first.key)
+                    .is_some_and(|(key, _)| key == next.key)
+                    && self.still_current(store, next)?
+            }
+        };
+        if livelist != self.object() || !self.still_current(store, &first)? {
+            self.condense_candidates.insert(first.key);
+            return Ok(CondenseOutcome::Stale);
+        }
+        let outcome = if merged.is_some() && !merged_current {
+            CondenseOutcome::AppliedWithoutMerge
+        } else {
+            CondenseOutcome::Applied
+        };
+        let mut live = first.live;
+        if let Some(next) = merged.filter(|_| merged_current) {
+            live.extend(next.live);
+            let (_, taken) = self
+                .lists
+                .take_key(next.key)
+                .expect("checked current above");
+            BpObj::open(&store.lists(), taken.list)?.destroy(tx)?;
+            self.condense_candidates.remove(&next.key);
+        }
+        let emptied = live.is_empty();
+        self.lists.replace_list(store, tx, first.key, live)?;
+        // A sub-list left with no live block, neither the first (the origin's txg) nor the
+        // newest, goes with its key and its range joins the previous sub-list's: no block born
+        // there is live, so no FREE can come for one, and new blocks go to the newest.
+        let first_key = self.lists.keys().next();
+        let newest_key = self.lists.keys().last();
+        if emptied && first_key != Some(first.key) && newest_key != Some(first.key) {
+            self.lists.take_key(first.key);
+        }
+        self.lists.save(store, tx)?;
+        Ok(outcome)
+    }
+
+    /// Every sub-list that holds a list, oldest first: key and list (no read).
+    pub fn lists(&self) -> Vec<(Txg, ObjectId)> {
+        self.lists
+            .entries()
+            .filter(|(_, entry)| entry.list.0 != 0)
+            .map(|(key, entry)| (key, entry.list))
+            .collect()
+    }
+
+    /// Syncing context, destroy: free nothing, but take the oldest sub-list out if it is the
+    /// one `read` describes, still current. Returns its entry (whose live blocks the caller
+    /// frees from the read) or None when the read is stale.
+    pub fn take_oldest_if_current(
+        &mut self,
+        store: &DeadlistStore,
+        read: &SublistRead,
+    ) -> Result<Option<DeadlistEntry>, ObjectError> {
+        let oldest = self
             .lists
             .entries()
             .find(|(_, entry)| entry.list.0 != 0)
-            .map(|(key, _)| key)?;
-        self.lists.take_key(key)
+            .map(|(key, _)| key);
+        if oldest != Some(read.key) || !self.still_current(store, read)? {
+            return Ok(None);
+        }
+        Ok(self.lists.take_key(read.key).map(|(_, entry)| entry))
     }
 
     /// Whether no sub-list holds a list any more.
@@ -322,6 +512,22 @@ mod tests {
         bp.size_physical = 512;
         bp.birth_physical = Txg(birth);
         bp
+    }
+
+    /// The condense rule, on the header counts the reader and the import scan see: FREEs at
+    /// least half the entries (every ALLOC cancelled, since a FREE cancels one of its own
+    /// list) and at least `min_frees`, which 0 does not turn into "always".
+    #[test]
+    fn condense_rule_on_header_counts() {
+        assert!(worth_condensing(40, 20, 16));
+        assert!(!worth_condensing(41, 20, 16), "one ALLOC left alive");
+        assert!(!worth_condensing(20, 10, 16), "fewer FREEs than the floor");
+        assert!(
+            !worth_condensing(0, 0, 0),
+            "an empty list is never condensed"
+        );
+        assert!(!worth_condensing(u64::MAX, u64::MAX / 2, 1), "no overflow");
+        assert!(!worth_condensing(10, 5, u64::MAX));
     }
 
     proptest! {

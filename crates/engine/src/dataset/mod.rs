@@ -311,24 +311,30 @@ impl Dataset {
         Ok(true)
     }
 
-    /// Syncing context: condense one sub-list of the livelist if one qualifies (see
-    /// [`livelist`]). Returns whether one was.
+    /// Open context: take the livelist's next condense candidate for the pool's livelist
+    /// reader (see [`livelist`], "Condense"); None without a livelist or a candidate.
+    pub fn take_livelist_condense_candidate(&self) -> Option<livelist::CondenseTarget> {
+        self.livelist.lock().as_mut()?.take_condense_candidate()
+    }
+
+    /// Syncing context: apply a condense read as far as the livelist is still as it was read
+    /// (see [`livelist`], "Condense"); stale without a livelist. Unless stale, the caller
+    /// writes the record.
     pub fn condense_livelist(
         &self,
         store: &DeadlistStore,
         tx: &Tx,
-        min_frees: u64,
-        max_entries: u64,
-    ) -> Result<bool, ObjectError> {
+        read: livelist::CondenseRead,
+    ) -> Result<livelist::CondenseOutcome, ObjectError> {
         let mut slot = self.livelist.lock();
         let Some(livelist) = slot.as_mut() else {
-            return Ok(false);
+            return Ok(livelist::CondenseOutcome::Stale);
         };
-        if !livelist.condense_one(store, tx, min_frees, max_entries)? {
-            return Ok(false);
+        let outcome = livelist.apply_condense(store, tx, read)?;
+        if outcome != livelist::CondenseOutcome::Stale {
+            self.phys.lock().livelist_object = livelist.object();
         }
-        self.phys.lock().livelist_object = livelist.object();
-        Ok(true)
+        Ok(outcome)
     }
 
     /// Record a block in the livelist, if the dataset keeps one and the block is the clone's

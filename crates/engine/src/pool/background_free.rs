@@ -1,11 +1,12 @@
 //! Background frees: dataset destroys queued in the MOS and carried out a bounded amount per
 //! txg (OpenZFS's async destroy, `dsl_process_async_destroys`).
 //!
-//! Three queues feed it; the third, destroyed clones' livelists, is `livelists.rs`'s. The destroy queue (`bptree`) holds whole trees: destroyed datasets, and
-//! what a rollback discards (the head's tree above the snapshot's txg). The free list
-//! (`free_bpobj`, OpenZFS's `dp_free_bpobj`) is a block-pointer list whose sub-lists are the
-//! deadlist entries a snapshot destroy released, merged whole in constant time and drained
-//! entry by entry here.
+//! Two queues feed it (destroyed clones' livelists have their own, read by the livelist reader
+//! and applied in the same pass: `livelists.rs`). The destroy queue (`bptree`) holds whole
+//! trees: destroyed datasets, and what a rollback discards (the head's tree above the
+//! snapshot's txg). The free list (`free_bpobj`, OpenZFS's `dp_free_bpobj`) is a block-pointer
+//! list whose sub-lists are the deadlist entries a snapshot destroy released, merged whole in
+//! constant time and drained entry by entry here.
 //!
 //! A destroy's syncing half queues the dataset's object-set root on the pool's destroy queue
 //! ([`crate::dataset::bptree`], MOS directory entry `bptree`) and removes the dataset's records:
@@ -145,7 +146,7 @@ impl PoolCore {
             let store = self.free_list_store();
             pending |= !BpObj::open(&store, ObjectId(object))?.is_empty();
         }
-        pending |= self.load_livelist_queue()?;
+        self.load_livelist_queue()?;
         self.set_background_work(pending);
         Ok(())
     }
@@ -499,8 +500,6 @@ impl PoolCore {
             }
         }
         self.set_aside_frees(&tx, aside)?;
-        // Destroyed clones' livelists: one sub-list per txg (`livelists.rs`).
-        work_left |= self.free_livelists_in_background(txg)?;
         log::debug!(
             "pool {}: txg {txg}: freed {freed_blocks} blocks ({} bytes) in {} ms in the background",
             self.name,

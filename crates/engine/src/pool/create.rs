@@ -317,6 +317,7 @@ impl Pool {
             livelist_queue_object: AtomicU64::new(0),
             livelists_set_aside: Mutex::new(Vec::new()),
             livelist_freeing: AtomicU64::new(0),
+            livelist_reader: Default::default(),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             stalled_frees: Default::default(),
             scan: Default::default(),
@@ -334,9 +335,11 @@ impl Pool {
         let pool = Pool {
             core: core.clone(),
             sync_thread: Mutex::new(None),
+            livelist_reader_thread: Mutex::new(None),
         };
         pool.core.txgs.mark_synced(txg);
         pool.start_sync_thread();
+        pool.start_livelist_reader();
         // Every pool's root dataset is a file system (owned by root, mode 0755).
         crate::fs::FileSystem::format(pool.root_objset(), pool.core.txgs.clone(), 0, 0)?;
         pool.sync()?;

@@ -3,13 +3,16 @@
 //!
 //! Export and destroy differ only in the state they leave in the labels. Both ask the last
 //! txg to flush every metaslab's unflushed changes (so an import replays almost no log), stop
-//! the sync thread after it has written everything dirty, then write the new state into the
+//! the livelist reader (without waiting for its work: what it read and the sync did not apply
+//! is read again after import, `livelists.rs`), stop the sync thread after it has written
+//! everything dirty, then write the new state into the
 //! even labels and the odd labels with a flush before, between and after: a crash leaves one
 //! pair valid, as in a sync that changes the config. Last, every vdev is released (its lock
 //! dropped, further writes refused), even while stale handles to the pool's object sets live.
 //!
-//! `abandon` and the drop of a pool that was not exported behave like a crash: the sync
-//! thread stops without writing what is dirty and the labels are left as they are.
+//! `abandon` and the drop of a pool that was not exported behave like a crash: the livelist
+//! reader stops, the sync thread stops without writing what is dirty and the labels are left
+//! as they are.
 
 use std::sync::atomic::Ordering;
 
@@ -19,8 +22,9 @@ use crate::vdev::label::{LabelSet, PoolState};
 use super::{Pool, PoolError};
 
 impl Pool {
-    /// Stop the sync thread after it has written everything dirty.
+    /// Stop the livelist reader, then the sync thread after it has written everything dirty.
     fn stop(&self) -> Result<(), PoolError> {
+        self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             if !self.core.readonly && self.core.txgs.failure().is_none() {
                 self.core.txgs.wait_synced(None)?;
@@ -83,6 +87,7 @@ impl Pool {
     /// Whatever was not yet synced is lost, exactly as if the process had died (tests only).
     pub fn abandon(self) {
         self.core.txgs.suspend("abandoned".into());
+        self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             let _ = handle.join();
         }
@@ -94,6 +99,7 @@ impl Drop for Pool {
     /// writing what is dirty, and the vdevs (and their locks) are released. Call
     /// [`Pool::export`] to keep unsynced changes.
     fn drop(&mut self) {
+        self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             self.core.txgs.suspend("pool closed without export".into());
             let _ = handle.join();

@@ -557,6 +557,7 @@ impl Pool {
             livelist_queue_object: AtomicU64::new(0),
             livelists_set_aside: Mutex::new(Vec::new()),
             livelist_freeing: AtomicU64::new(0),
+            livelist_reader: Default::default(),
             background_frees_pending: std::sync::atomic::AtomicBool::new(false),
             stalled_frees: Default::default(),
             scan: Default::default(),
@@ -605,6 +606,7 @@ impl Pool {
         let pool = Pool {
             core,
             sync_thread: Mutex::new(None),
+            livelist_reader_thread: Mutex::new(None),
         };
         if !options.readonly {
             // A rewind abandons the newer uberblocks. Erase them before the first new txg
@@ -623,6 +625,7 @@ impl Pool {
             pool.core.io.l2arc().add_device(device);
         }
         pool.start_sync_thread();
+        pool.start_livelist_reader();
         if !options.readonly {
             // Mark the labels active (and this host's) right away, so that a crash before the
             // first write does not leave labels saying the pool was exported.

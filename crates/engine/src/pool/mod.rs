@@ -4,7 +4,9 @@
 //! # Overview
 //! A pool is a tree of vdevs, a space manager over their metaslabs, the MOS (an object set
 //! stored with three copies) and the datasets the MOS describes. The pool owns the sync thread:
-//! the txg layer decides *when* a txg syncs and calls [`PoolCore::sync_txg`] to do it.
+//! the txg layer decides *when* a txg syncs and calls [`PoolCore::sync_txg`] to do it. A
+//! writable pool also owns the livelist reader ([`livelists`]), which reads livelist sub-lists
+//! in open context for the sync thread to apply.
 //!
 //! # On-disk structures
 //! Labels (four per leaf: config and uberblock ring) belong to the vdev layer; the uberblock
@@ -79,8 +81,8 @@
 //! cannot be opened is left unavailable and reported ([`ImportReport::damaged`]).
 //!
 //! # Locking
-//! The sync thread is the only writer of on-disk state. Open-context callers go through
-//! object sets (their own locks) and the txg layer's holds.
+//! The sync thread is the only writer of on-disk state. Open-context callers (the livelist
+//! reader among them) go through object sets (their own locks) and the txg layer's holds.
 
 mod admission;
 mod attach;
@@ -473,6 +475,8 @@ pub struct PoolCore {
     /// Net bytes the queued livelists still hold (their share of `freeing`), kept by the
     /// syncing context so that open context never reads lists the sync thread is removing.
     livelist_freeing: AtomicU64,
+    /// The livelist reader's hand-over to the sync thread (see [`livelists`]).
+    livelist_reader: livelists::LivelistReader,
     background_frees_pending: std::sync::atomic::AtomicBool,
     /// Frees of gang blocks whose header cannot be read (see [`background_free`]).
     stalled_frees: background_free::StalledFrees,
@@ -499,6 +503,8 @@ pub struct Pool {
     #[cfg(not(feature = "internals"))]
     pub(crate) core: Arc<PoolCore>,
     sync_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The livelist reader (see [`livelists`]), stopped before the sync thread.
+    livelist_reader_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn mos_props(

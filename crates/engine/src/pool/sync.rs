@@ -117,6 +117,7 @@ impl PoolCore {
             && !self.has_snapshot_tasks(txg)
             && !self.config.lock().dirty
             && !self.background_work_pending()
+            && !self.livelist_reads_ready()
             && !self.scan_active()
             && !self.dtls_dirty()
             && !self.records_pending()
@@ -177,7 +178,9 @@ impl PoolCore {
             }
         }
         changed |= self.sync_snapshot_tasks(txg)?;
-        self.condense_livelists(&datasets, &tx)?;
+        // What the livelist reader has ready: condensed sub-lists and destroyed clones'
+        // sub-lists to free (`livelists.rs`).
+        changed |= self.sync_livelist_work(&datasets, txg)?;
         for dataset in &destroys {
             self.sync_destroy(dataset, txg)?;
         }
