@@ -115,6 +115,15 @@ pub fn list(
         } else {
             Vec::new()
         };
+        // Each file system's snapshots (the engine lists them grouped, oldest first).
+        let mut snapshots_of: BTreeMap<&str, Vec<&tarn::SnapshotInfo>> = BTreeMap::new();
+        for snapshot in &snapshots {
+            snapshots_of
+                .entry(super::snapshots::filesystem_of(&snapshot.name))
+                .or_default()
+                .push(snapshot);
+        }
+        let mut snapshot_properties = super::snapshots::SnapshotProperties::default();
         for info in pool.datasets() {
             let wanted = match name {
                 None => true,
@@ -132,11 +141,12 @@ pub fn list(
                 if wants("filesystem") {
                     rows.push(row(pool, mounts, &info)?);
                 }
-                for snapshot in snapshots
-                    .iter()
-                    .filter(|snapshot| super::snapshots::filesystem_of(&snapshot.name) == info.name)
-                {
-                    rows.push(super::snapshots::row(pool, snapshot)?);
+                for snapshot in snapshots_of.get(info.name.as_str()).into_iter().flatten() {
+                    rows.push(super::snapshots::row_with(
+                        pool,
+                        snapshot,
+                        &mut snapshot_properties,
+                    )?);
                 }
                 if wants("bookmark") {
                     for bookmark in pool.bookmarks_of(&info.name)? {

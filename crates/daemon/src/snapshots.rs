@@ -23,14 +23,50 @@ pub fn filesystem_of(snapshot: &str) -> &str {
     snapshot.split('@').next().unwrap_or(snapshot)
 }
 
+/// The settable properties a snapshot shows, which are its file system's: looked up once per
+/// file system and property while one listing lasts, not once per snapshot (a listing of
+/// 100,000 snapshots would otherwise resolve 800,000 properties through the MOS).
+#[derive(Default)]
+pub struct SnapshotProperties {
+    /// (file system, property) -> (value, source).
+    known: BTreeMap<(String, Property), (String, String)>,
+}
+
+impl SnapshotProperties {
+    fn get(
+        &mut self,
+        pool: &Pool,
+        snapshot: &str,
+        property: Property,
+    ) -> Result<(String, String), Failure> {
+        let key = (filesystem_of(snapshot).to_string(), property);
+        if let Some(known) = self.known.get(&key) {
+            return Ok(known.clone());
+        }
+        let (value, source) = pool.snapshot_property(snapshot, property)?;
+        let known = (value, source.to_string());
+        self.known.insert(key, known.clone());
+        Ok(known)
+    }
+}
+
 /// A snapshot's row in `tarn list` (its file system's properties where it has none).
 pub fn row(pool: &Pool, info: &SnapshotInfo) -> Result<DatasetRow, Failure> {
+    row_with(pool, info, &mut SnapshotProperties::default())
+}
+
+/// [`row`], with the file systems' properties looked up once for many rows.
+pub fn row_with(
+    pool: &Pool,
+    info: &SnapshotInfo,
+    properties: &mut SnapshotProperties,
+) -> Result<DatasetRow, Failure> {
     // Each settable property's source goes with the row, for `list -j`: as `tarn get` of a
     // snapshot gives it.
     let mut sources = BTreeMap::new();
     let mut value = |property: Property| {
-        let (value, source) = pool.snapshot_property(&info.name, property)?;
-        sources.insert(property.name().to_string(), source.to_string());
+        let (value, source) = properties.get(pool, &info.name, property)?;
+        sources.insert(property.name().to_string(), source);
         Ok::<_, Failure>(value)
     };
     let compressratio = info.compress_ratio();
