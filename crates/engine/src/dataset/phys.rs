@@ -63,7 +63,7 @@
 //! The intent-log header lives in the object-set header (object/phys.rs), not here: a snapshot
 //! or clone then carries its log with its tree, as in OpenZFS.
 
-use crate::block::blkptr::{BlockError, BlockPtr, BLKPTR_SIZE};
+use crate::block::blkptr::{BlockError, BlockPtr, ObjectType, BLKPTR_SIZE};
 use crate::types::{Guid, ObjectId, Txg};
 
 pub const DATASET_PHYS_SIZE: usize = 320;
@@ -114,6 +114,39 @@ pub struct DatasetPhys {
 }
 
 impl DatasetPhys {
+    /// The record of a new head with an empty object set, no snapshots and no space, in
+    /// directory `dir_object`, made in `creation_txg` at `creation_time`.
+    pub fn new_head(
+        dir_object: ObjectId,
+        creation_time: u64,
+        creation_txg: Txg,
+        guid: Guid,
+    ) -> DatasetPhys {
+        DatasetPhys {
+            dir_object,
+            prev_snapshot_object: ObjectId(0),
+            prev_snapshot_txg: Txg(0),
+            next_snapshot_object: ObjectId(0),
+            snapshot_names_object: ObjectId(0),
+            creation_time,
+            creation_txg,
+            deadlist_object: ObjectId(0),
+            referenced_bytes: 0,
+            compressed_bytes: 0,
+            uncompressed_bytes: 0,
+            unique_bytes: 0,
+            guid,
+            flags: 0,
+            clone_count: 0,
+            next_clones_object: ObjectId(0),
+            root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
+            user_holds_object: ObjectId(0),
+            snapshot_props_object: ObjectId(0),
+            livelist_object: ObjectId(0),
+            log_floor: Txg(0),
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![0u8; DATASET_PHYS_SIZE];
         put_u64(&mut out, 0, self.dir_object.0);

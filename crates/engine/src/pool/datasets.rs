@@ -32,7 +32,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use crate::block::blkptr::{BlockPtr, ObjectType};
+use crate::block::blkptr::ObjectType;
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::props::{validate_name_component, Property, PropertySource, DATASET_NAME_MAX};
 use crate::dataset::{Dataset, OwnSpace};
@@ -598,29 +598,7 @@ pub(super) fn create_dataset_records(
         ObjectType::DatasetDir,
         &dir.encode(),
     )?;
-    let phys = DatasetPhys {
-        dir_object,
-        prev_snapshot_object: ObjectId(0),
-        prev_snapshot_txg: Txg(0),
-        next_snapshot_object: ObjectId(0),
-        snapshot_names_object: ObjectId(0),
-        creation_time: now,
-        creation_txg: tx.txg,
-        deadlist_object: ObjectId(0),
-        referenced_bytes: 0,
-        compressed_bytes: 0,
-        uncompressed_bytes: 0,
-        unique_bytes: 0,
-        guid: Guid::random(),
-        flags: 0,
-        clone_count: 0,
-        next_clones_object: ObjectId(0),
-        root: BlockPtr::hole(Txg(0), ObjectType::Objset, 0),
-        user_holds_object: ObjectId(0),
-        snapshot_props_object: ObjectId(0),
-        livelist_object: ObjectId(0),
-        log_floor: Txg(0),
-    };
+    let phys = DatasetPhys::new_head(dir_object, now, tx.txg, Guid::random());
     let dataset_object = mos.create_object(
         tx,
         mos_props(ObjectType::Dataset, 512, tunables, Compression::Lz4),
