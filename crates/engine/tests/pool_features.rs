@@ -139,6 +139,7 @@ fn new_pools_start_each_feature_by_its_rule() {
         ("stalled_frees", "enabled"),
         ("scan_catch_up", "enabled"),
         ("replay_sequence", "active"),
+        ("deadlist_totals", "active"),
     ] {
         assert_eq!(shown(&pool, &format!("feature@{short_name}")), expected);
     }
@@ -155,7 +156,8 @@ fn new_pools_start_each_feature_by_its_rule() {
         config.features_for_write,
         Some(vec![
             "com.tarn:livelist".to_string(),
-            "com.tarn:log_spacemap".to_string()
+            "com.tarn:log_spacemap".to_string(),
+            "com.tarn:deadlist_totals".to_string()
         ])
     );
 }
@@ -371,7 +373,8 @@ fn a_config_without_refcounts_imports_and_is_converted() {
         converted.features_for_write,
         Some(vec![
             "com.tarn:livelist".to_string(),
-            "com.tarn:log_spacemap".to_string()
+            "com.tarn:log_spacemap".to_string(),
+            "com.tarn:deadlist_totals".to_string()
         ])
     );
     assert_eq!(

@@ -451,3 +451,211 @@ fn a_destroyed_snapshots_key_leaves_the_heads_deadlist_and_its_blocks_still_free
     let pool = import(dir.path(), "tank", tunables());
     assert_clean(&pool);
 }
+
+/// Each snapshot's deadlist summary of file system `fs`: whether its entries are known.
+fn snapshot_summaries_whole(pool: &Pool, fs: &str) -> Vec<bool> {
+    let (_, head) = pool
+        .core
+        .dataset_list()
+        .into_iter()
+        .find(|(relative, _)| relative == fs)
+        .unwrap();
+    head.snapshots()
+        .iter()
+        .map(|snapshot| snapshot.deadlist_summary().is_whole())
+        .collect()
+}
+
+/// A dataset's name, used, usedbysnapshots, usedbydataset and logical bytes.
+type DatasetFigures = (String, u64, u64, u64, u64);
+
+/// The figures `list` shows of a file system and of every snapshot.
+fn figures(pool: &Pool) -> (Vec<DatasetFigures>, Vec<tarn::SnapshotInfo>) {
+    let datasets = pool
+        .datasets()
+        .into_iter()
+        .map(|info| {
+            (
+                info.name,
+                info.used,
+                info.used_by_snapshots,
+                info.used_by_dataset,
+                info.uncompressed,
+            )
+        })
+        .collect();
+    (datasets, pool.snapshots())
+}
+
+/// Import reads only the header of a snapshot's deadlist (feature deadlist_totals), not its
+/// keys, one per older snapshot; a clone's snapshots, whose space is split at the origin by
+/// key, are read whole. The figures are those before export, and stay right (check walks every
+/// block) through destroys and a promote after import, which read the deadlists they change
+/// whole. With the feature disabled every deadlist is read whole; enabled later, the deadlists
+/// written from then on carry a header.
+#[test]
+fn import_reads_snapshot_deadlist_headers_and_the_figures_hold() {
+    for with_feature in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(tarn::pool::CreateOptions {
+            name: "tank".into(),
+            log: Vec::new(),
+            cache: Vec::new(),
+            vdevs: single(dir.path(), "v0"),
+            create_size: Some(VDEV_SIZE),
+            force: false,
+            tunables: tunables(),
+            wrap_device: None,
+            disabled_features: if with_feature {
+                Vec::new()
+            } else {
+                vec!["deadlist_totals".into()]
+            },
+        })
+        .unwrap();
+        pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+            .unwrap();
+        let fs = pool.open_file_system("tank/fs").unwrap();
+        for round in 0..12u64 {
+            write_file(
+                &fs,
+                &format!("f{}", round % 3),
+                round,
+                20_000 + round as usize,
+            );
+            snapshot(&pool, &format!("tank/fs@s{round}"));
+        }
+        pool.create_clone("tank/fs@s5", "tank/clone", &[]).unwrap();
+        let clone = pool.open_file_system("tank/clone").unwrap();
+        for round in 0..4u64 {
+            write_file(&clone, &format!("f{}", round % 3), 50 + round, 15_000);
+            snapshot(&pool, &format!("tank/clone@c{round}"));
+        }
+        write_file(&clone, "f0", 99, 10_000);
+        assert_clean(&pool);
+        drop((fs, clone));
+        pool.export().unwrap();
+        // A writable import's first txg rewrites each file system's header (its log header),
+        // which a snapshot then holds alone: the figures are compared from the second import
+        // on, as a read-only import (which writes nothing) sees them.
+        import(dir.path(), "tank", tunables()).export().unwrap();
+        let before = {
+            let mut options = tarn::pool::ImportOptions::new(dirs(dir.path()), tunables());
+            options.readonly = true;
+            let (pool, _) = Pool::import("tank", options).unwrap();
+            let before = figures(&pool);
+            pool.export().unwrap();
+            before
+        };
+
+        let pool = import(dir.path(), "tank", tunables());
+        assert_eq!(figures(&pool), before, "feature {with_feature}");
+        // The oldest snapshot's deadlist is empty and has no object: nothing to read.
+        let whole = snapshot_summaries_whole(&pool, "fs");
+        assert!(
+            whole[1..].iter().all(|whole| *whole != with_feature),
+            "feature {with_feature}: {whole:?}"
+        );
+        assert!(snapshot_summaries_whole(&pool, "clone")
+            .iter()
+            .all(|whole| *whole));
+        assert_clean(&pool);
+
+        // Destroys after import read the deadlists they merge whole.
+        pool.destroy_snapshots("tank/fs@s7", false).unwrap();
+        pool.destroy_snapshots("tank/fs@s1%s2", false).unwrap();
+        // The promoted clone takes s0..s5; the old head, a clone now, keeps s6..s11 and has
+        // their entries read.
+        pool.promote("tank/clone").unwrap();
+        assert!(snapshot_summaries_whole(&pool, "fs")
+            .iter()
+            .all(|whole| *whole));
+        wait_freed(&pool);
+        assert_clean(&pool);
+        if !with_feature {
+            pool.set_pool_property("feature@deadlist_totals", "enabled")
+                .unwrap();
+            let fs = pool.open_file_system("tank/clone").unwrap();
+            for round in 0..3u64 {
+                write_file(&fs, &format!("f{round}"), 200 + round, 12_000);
+                snapshot(&pool, &format!("tank/clone@n{round}"));
+            }
+        }
+        pool.sync().unwrap();
+        pool.export().unwrap();
+        let pool = import(dir.path(), "tank", tunables());
+        if !with_feature {
+            // Written after the feature was enabled: the newest snapshots' deadlists.
+            let whole = snapshot_summaries_whole(&pool, "clone");
+            assert!(!whole[whole.len() - 1], "{whole:?}");
+        }
+        assert_clean(&pool);
+        // The old head, now a clone, loses its snapshots (their entries read at import).
+        pool.destroy_snapshots("tank/fs@%", false).unwrap();
+        wait_freed(&pool);
+        assert_clean(&pool);
+    }
+}
+
+/// A deadlist header that disagrees with its lists is reported by check; one that is not a
+/// header at all leaves its file system unavailable at import, saying why, not a panic.
+#[test]
+fn a_wrong_deadlist_header_is_found_by_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    for round in 0..3u64 {
+        write_file(&fs, "f", round, 30_000);
+        snapshot(&pool, &format!("tank/fs@s{round}"));
+    }
+    pool.sync().unwrap();
+    let (_, head) = pool
+        .core
+        .dataset_list()
+        .into_iter()
+        .find(|(relative, _)| relative == "fs")
+        .unwrap();
+    let object = head.snapshots()[2].phys().deadlist_object;
+    assert_ne!(object.0, 0);
+    let good = pool.core.mos.bonus(object).unwrap();
+    let mut wrong = good.clone();
+    wrong[8] ^= 0x40;
+    for (bonus, expect) in [
+        (wrong, "deadlist header says"),
+        (vec![7u8; 12], "is not a deadlist header"),
+    ] {
+        {
+            let hold = pool.assign().unwrap();
+            pool.core
+                .mos
+                .set_bonus(
+                    &hold.tx(),
+                    object,
+                    tarn::block::blkptr::ObjectType::BlockPtrList,
+                    &bonus,
+                )
+                .unwrap();
+        }
+        pool.sync().unwrap();
+        let report = check_pool(&pool, false).unwrap();
+        assert!(
+            report.errors.iter().any(|error| error.contains(expect)),
+            "{expect}: {:?}",
+            report.errors
+        );
+    }
+    drop(fs);
+    pool.export().unwrap();
+    // The pool imports; the file system is left unavailable, saying why.
+    let pool = import(dir.path(), "tank", tunables());
+    let unavailable = pool.unavailable_datasets();
+    assert!(
+        unavailable
+            .iter()
+            .any(|(name, why)| name == "tank/fs" && why.contains("is not a deadlist header")),
+        "{unavailable:?}"
+    );
+    pool.export().unwrap();
+}

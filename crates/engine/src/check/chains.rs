@@ -209,8 +209,21 @@ pub(super) fn verify_chain(
             Ok(())
         });
         let mut problem = |what: String| walker.report.errors.push(format!("{name}: {what}"));
-        if let Err(why) = walked {
-            problem(format!("deadlist: {why}"));
+        match walked {
+            Err(why) => problem(format!("deadlist: {why}")),
+            // The header import trusts for the snapshots' space (feature deadlist_totals).
+            Ok(()) => match deadlist.header() {
+                Some(header) if header != dead => problem(format!(
+                    "deadlist header says {} bytes ({} compressed, {} logical), its blocks hold {} ({}, {})",
+                    header.used_bytes,
+                    header.compressed_bytes,
+                    header.uncompressed_bytes,
+                    dead.used_bytes,
+                    dead.compressed_bytes,
+                    dead.uncompressed_bytes
+                )),
+                _ => {}
+            },
         }
         for (key, entry) in deadlist.entries() {
             let counted = per_entry.get(&key).copied().unwrap_or_default();

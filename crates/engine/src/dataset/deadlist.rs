@@ -28,13 +28,20 @@
 //! block). The totals of each entry are its list's header, so loading a deadlist reads the
 //! key/value object and one bonus buffer per entry, never an entry's blocks.
 //!
+//! With feature `deadlist_totals` the key/value object's bonus buffer is a header holding the
+//! deadlist's totals (OpenZFS dsl_deadlist_phys_t), rewritten by every `save` that changed
+//! them. Import reads only that header for a snapshot's deadlist ([`DeadlistSummary`]): a
+//! snapshot's deadlist has one key per older snapshot, mostly empty, so reading every one at
+//! import read (and kept) keys in the square of the snapshots per file system. A deadlist
+//! written before the feature was enabled has no header and is read whole.
+//!
 //! # Context
 //! Changed only in syncing context by the sync thread (kills, snapshot create and destroy,
 //! rollback); read by anyone through the dataset's lock. Memory: one map entry per key.
 
 use std::collections::BTreeMap;
 
-use crate::block::blkptr::BlockPtr;
+use crate::block::blkptr::{BlockPtr, ObjectType};
 use crate::object::adapters::{create_kv_object, kv_entries, kv_object_error, KvObject};
 use crate::object::bpobj::{BpObj, BpObjEntry, BpSpace, ObjectSetBpStore};
 use crate::object::kv;
@@ -48,6 +55,8 @@ pub struct DeadlistStore<'a> {
     pub kv_props: ObjectProps,
     /// Properties of the block-pointer lists.
     pub list_props: ObjectProps,
+    /// Write the totals header (feature `deadlist_totals` enabled).
+    pub write_totals: bool,
 }
 
 impl DeadlistStore<'_> {
@@ -66,6 +75,154 @@ pub struct DeadlistEntry {
     pub space: BpSpace,
 }
 
+/// Bytes of the header in the key/value object's bonus buffer: a magic number, then the
+/// totals (used, compressed, uncompressed), little-endian.
+const HEADER_SIZE: usize = 32;
+const HEADER_MAGIC: u64 = u64::from_le_bytes(*b"tarnDLH1");
+
+fn encode_header(total: BpSpace) -> [u8; HEADER_SIZE] {
+    let mut bytes = [0u8; HEADER_SIZE];
+    for (at, value) in [
+        HEADER_MAGIC,
+        total.used_bytes,
+        total.compressed_bytes,
+        total.uncompressed_bytes,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        bytes[at * 8..at * 8 + 8].copy_from_slice(&value.to_le_bytes());
+    }
+    bytes
+}
+
+/// Decode an untrusted header: `None` for an empty bonus (a deadlist written without the
+/// feature), an error for anything else that is not a header.
+fn decode_header(object: ObjectId, bytes: &[u8]) -> Result<Option<BpSpace>, ObjectError> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let field = |at: usize| u64::from_le_bytes(bytes[at * 8..at * 8 + 8].try_into().unwrap());
+    if bytes.len() != HEADER_SIZE || field(0) != HEADER_MAGIC {
+        return Err(corrupt(
+            object,
+            format!("header of {} bytes is not a deadlist header", bytes.len()),
+        ));
+    }
+    Ok(Some(BpSpace {
+        used_bytes: field(1),
+        compressed_bytes: field(2),
+        uncompressed_bytes: field(3),
+    }))
+}
+
+/// What a snapshot keeps of its deadlist in memory (the record names the object): the totals,
+/// and the non-empty entries' totals when known. A snapshot's deadlist is frozen between the
+/// sync tasks that change it (destroy, promote), which read it whole from disk
+/// ([`Deadlist::load`]) and leave a new summary; the empty entries, one per older snapshot,
+/// are never kept. The entries are unknown only for a deadlist whose header import read; the
+/// questions that need them (a range of keys: a clone's split at its origin, unique bytes)
+/// are asked of snapshots whose entries the pool loaded first ([`DeadlistSummary::is_whole`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeadlistSummary {
+    total: BpSpace,
+    /// The non-empty entries' keys and totals, when known.
+    filled: Option<Vec<(Txg, BpSpace)>>,
+}
+
+impl DeadlistSummary {
+    /// The summary of a deadlist in memory (entries known).
+    pub fn of(deadlist: &Deadlist) -> DeadlistSummary {
+        DeadlistSummary {
+            total: deadlist.total(),
+            filled: Some(
+                deadlist
+                    .entries
+                    .iter()
+                    .filter(|(_, entry)| entry.list.0 != 0)
+                    .map(|(key, entry)| (*key, entry.space))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Import: the summary from the deadlist's header when it has one (entries unknown), or
+    /// from the whole deadlist read when it has none or `whole` asks for the entries.
+    pub fn load(
+        store: &DeadlistStore,
+        object: ObjectId,
+        whole: bool,
+    ) -> Result<DeadlistSummary, ObjectError> {
+        if object.0 != 0 && !whole {
+            if let Some(total) = decode_header(object, &store.mos.bonus(object)?)? {
+                return Ok(DeadlistSummary {
+                    total,
+                    filled: None,
+                });
+            }
+        }
+        Ok(DeadlistSummary::of(&Deadlist::load(store, object)?))
+    }
+
+    pub fn total(&self) -> BpSpace {
+        self.total
+    }
+
+    /// Whether the entries are known (every question can be answered).
+    pub fn is_whole(&self) -> bool {
+        self.filled.is_some()
+    }
+
+    /// As [`Deadlist::space_range`]. Entries unknown: the whole range is the total; any other
+    /// range is a caller's error (debug builds stop), answered with the total.
+    pub fn space_range(&self, min: Txg, max: Txg) -> BpSpace {
+        let Some(filled) = &self.filled else {
+            debug_assert!(
+                min.0 == 0 && max.0 == u64::MAX,
+                "a range of a deadlist summary whose entries were not loaded"
+            );
+            return if min < max {
+                self.total
+            } else {
+                BpSpace::default()
+            };
+        };
+        let mut total = BpSpace::default();
+        for (_, space) in filled.iter().filter(|(key, _)| *key >= min && *key < max) {
+            total.add(*space);
+        }
+        total
+    }
+}
+
+/// The space questions a deadlist answers, whole or summarised.
+pub trait DeadlistSpace {
+    /// Space of every entry.
+    fn total(&self) -> BpSpace;
+    /// Space of the entries whose keys are in `min..max`.
+    fn space_range(&self, min: Txg, max: Txg) -> BpSpace;
+}
+
+impl DeadlistSpace for Deadlist {
+    fn total(&self) -> BpSpace {
+        Deadlist::total(self)
+    }
+
+    fn space_range(&self, min: Txg, max: Txg) -> BpSpace {
+        Deadlist::space_range(self, min, max)
+    }
+}
+
+impl DeadlistSpace for DeadlistSummary {
+    fn total(&self) -> BpSpace {
+        DeadlistSummary::total(self)
+    }
+
+    fn space_range(&self, min: Txg, max: Txg) -> BpSpace {
+        DeadlistSummary::space_range(self, min, max)
+    }
+}
+
 /// A deadlist in memory, mirroring its key/value object.
 #[derive(Clone, Debug, Default)]
 pub struct Deadlist {
@@ -78,6 +235,9 @@ pub struct Deadlist {
     total: BpSpace,
     /// Keys changed or removed since the last `save`.
     dirty: BTreeMap<Txg, bool>,
+    /// The totals the on-disk header holds (None: no header), so that `save` writes one only
+    /// when they changed.
+    header: Option<BpSpace>,
 }
 
 /// The keys of the non-empty entries (`filled`, among all `keys`) that a `missing` key would
@@ -125,6 +285,7 @@ impl Deadlist {
         if object.0 == 0 {
             return Ok(deadlist);
         }
+        deadlist.header = decode_header(object, &store.mos.bonus(object)?)?;
         let lists = store.lists();
         for entry in kv_entries(store.mos, object)? {
             let key = <[u8; 8]>::try_from(entry.key.as_slice())
@@ -143,6 +304,12 @@ impl Deadlist {
                 .insert(Txg(u64::from_be_bytes(key)), DeadlistEntry { list, space });
         }
         Ok(deadlist)
+    }
+
+    /// The totals the on-disk header held when loaded or last saved (None: no header); `check`
+    /// compares them with the entries'.
+    pub fn header(&self) -> Option<BpSpace> {
+        self.header
     }
 
     /// The key/value object (0 if never written).
@@ -421,6 +588,19 @@ impl Deadlist {
         if self.object.0 == 0 {
             self.object = create_kv_object(store.mos, tx, store.kv_props)?;
         }
+        // Without the feature a header found is dropped, never left stale: a pool whose
+        // config lost the feature (a crash before the labels caught up) may carry some.
+        let header = store.write_totals.then_some(self.total);
+        if self.header != header {
+            let bytes = header.map(encode_header);
+            store.mos.set_bonus(
+                tx,
+                self.object,
+                ObjectType::BlockPtrList,
+                bytes.as_ref().map_or(&[][..], |bytes| &bytes[..]),
+            )?;
+            self.header = header;
+        }
         if self.dirty.is_empty() {
             return Ok(self.object);
         }
@@ -509,6 +689,59 @@ impl Deadlist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_round_trips_and_anything_else_is_refused() {
+        let total = BpSpace {
+            used_bytes: 1 << 40,
+            compressed_bytes: 12_345,
+            uncompressed_bytes: u64::MAX,
+        };
+        let object = ObjectId(7);
+        assert_eq!(
+            decode_header(object, &encode_header(total)).unwrap(),
+            Some(total)
+        );
+        // No header: a deadlist written without the feature.
+        assert_eq!(decode_header(object, &[]).unwrap(), None);
+        let mut wrong_magic = encode_header(total);
+        wrong_magic[0] ^= 1;
+        for bytes in [
+            &wrong_magic[..],
+            &encode_header(total)[..31],
+            &[0u8; 64][..],
+        ] {
+            let error = decode_header(object, bytes).unwrap_err().to_string();
+            assert!(error.contains("deadlist 7"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_summary_answers_ranges_from_its_filled_entries_only() {
+        let space = |used_bytes| BpSpace {
+            used_bytes,
+            ..Default::default()
+        };
+        let summary = DeadlistSummary {
+            total: space(7),
+            filled: Some(vec![
+                (Txg(0), space(1)),
+                (Txg(10), space(2)),
+                (Txg(30), space(4)),
+            ]),
+        };
+        assert_eq!(summary.space_range(Txg(0), Txg(u64::MAX)), space(7));
+        assert_eq!(summary.space_range(Txg(5), Txg(30)), space(2));
+        assert_eq!(summary.space_range(Txg(10), Txg(31)), space(6));
+        assert_eq!(summary.space_range(Txg(30), Txg(10)), space(0));
+        // Import's header-only summary: the whole range is its total.
+        let header_only = DeadlistSummary {
+            total: space(7),
+            filled: None,
+        };
+        assert!(!header_only.is_whole());
+        assert_eq!(header_only.space_range(Txg(0), Txg(u64::MAX)), space(7));
+    }
 
     #[test]
     fn only_entries_a_new_key_falls_inside_are_split() {

@@ -453,7 +453,7 @@ impl Dataset {
 
     /// The head's deadlist split at the origin, added to the snapshots' share.
     fn head_and(&self, snapshots: (BpSpace, BpSpace)) -> (BpSpace, BpSpace) {
-        let (mut above, mut below) = split_at_origin(&self.deadlist.lock(), self.origin_txg());
+        let (mut above, mut below) = split_at_origin(&*self.deadlist.lock(), self.origin_txg());
         above.add(snapshots.0);
         below.add(snapshots.1);
         (above, below)
@@ -466,7 +466,7 @@ impl Dataset {
         let mut below = BpSpace::default();
         for snapshot in self.snapshots.lock().iter() {
             let (more_above, more_below) =
-                snapshot.with_deadlist(|deadlist| split_at_origin(deadlist, origin));
+                snapshot.with_deadlist_summary(|summary| split_at_origin(summary, origin));
             above.add(more_above);
             below.add(more_below);
         }
@@ -710,7 +710,10 @@ impl Dataset {
 
 /// A deadlist's space split at a clone's origin txg: (blocks born after it, blocks born at or
 /// before it). Not a clone (origin 0): the total and nothing, in constant time.
-fn split_at_origin(deadlist: &Deadlist, origin: crate::types::Txg) -> (BpSpace, BpSpace) {
+fn split_at_origin(
+    deadlist: &impl deadlist::DeadlistSpace,
+    origin: crate::types::Txg,
+) -> (BpSpace, BpSpace) {
     if origin.0 == 0 {
         return (deadlist.total(), BpSpace::default());
     }

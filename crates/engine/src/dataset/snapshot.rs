@@ -1,9 +1,11 @@
-//! A snapshot in memory: its record, its deadlist, and its object set opened read-only on
-//! demand (for `.zfs/snapshot`, send and check).
+//! A snapshot in memory: its record, a summary of its deadlist, and its object set opened
+//! read-only on demand (for `.zfs/snapshot`, send and check).
 //!
 //! A snapshot's record is frozen at creation except for what its neighbours' destroys change:
 //! the previous/next links, the deadlist it inherits, and its unique bytes. Those changes happen
-//! in syncing context; readers take copies.
+//! in syncing context; readers take copies. The deadlist itself is read from disk by the sync
+//! tasks that change it ([`Snapshot::deadlist`]); memory holds only its summary, so a pool
+//! with many snapshots does not keep every snapshot's keys (see `deadlist.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use crate::block::pipeline::{BlockIo, SyncPoint};
 use crate::object::{BlockLifecycle, ObjectError, ObjectSet};
 use crate::types::{ObjectId, Txg};
 
-use super::deadlist::Deadlist;
+use super::deadlist::{Deadlist, DeadlistStore, DeadlistSummary};
 use super::phys::DatasetPhys;
 
 pub struct Snapshot {
@@ -23,7 +25,7 @@ pub struct Snapshot {
     short_name: Mutex<String>,
     pub object: ObjectId,
     phys: Mutex<DatasetPhys>,
-    deadlist: Mutex<Deadlist>,
+    deadlist: Mutex<DeadlistSummary>,
     objset: Mutex<Option<Arc<ObjectSet>>>,
     /// Set when its destroy runs (syncing context), before any of its blocks is freed: readers
     /// holding its object set (`.zfs/snapshot`) check it and stop reading.
@@ -48,7 +50,7 @@ impl Snapshot {
         short_name: String,
         object: ObjectId,
         phys: DatasetPhys,
-        deadlist: Deadlist,
+        deadlist: DeadlistSummary,
     ) -> Arc<Snapshot> {
         Arc::new(Snapshot {
             short_name: Mutex::new(short_name),
@@ -94,33 +96,55 @@ impl Snapshot {
         phys.clone()
     }
 
-    /// A copy of the deadlist, for a sync task that changes it and sets it back.
-    pub fn deadlist(&self) -> Deadlist {
+    /// The deadlist, read whole from disk (sync tasks that change it and set it back, `debug
+    /// dataset`).
+    pub fn deadlist(&self, store: &DeadlistStore) -> Result<Deadlist, ObjectError> {
+        Deadlist::load(store, self.phys.lock().deadlist_object)
+    }
+
+    /// The deadlist's summary (its totals, and its non-empty entries when known).
+    pub fn deadlist_summary(&self) -> DeadlistSummary {
         self.deadlist.lock().clone()
     }
 
-    /// Read the deadlist under its lock, without copying it: the space figures of every
-    /// snapshot are read each txg, and a copy of each deadlist's key tree was most of that
-    /// txg's cost once a pool held thousands of snapshots.
-    pub fn with_deadlist<R>(&self, read: impl FnOnce(&Deadlist) -> R) -> R {
+    /// Read the deadlist's summary under its lock, without copying it (the space figures of
+    /// every snapshot are read whenever a dataset's snapshots change).
+    pub fn with_deadlist_summary<R>(&self, read: impl FnOnce(&DeadlistSummary) -> R) -> R {
         read(&self.deadlist.lock())
     }
 
-    /// Replace the deadlist (sync tasks).
-    pub fn set_deadlist(&self, deadlist: Deadlist) {
+    /// The deadlist's totals.
+    pub fn deadlist_total(&self) -> crate::object::bpobj::BpSpace {
+        self.deadlist.lock().total()
+    }
+
+    /// Make the summary's entries known, reading the deadlist if import read only its header
+    /// (a snapshot of a clone, whose space is split at the origin by key).
+    pub fn load_deadlist_entries(&self, store: &DeadlistStore) -> Result<(), ObjectError> {
+        if self.deadlist.lock().is_whole() {
+            return Ok(());
+        }
+        let summary = DeadlistSummary::of(&self.deadlist(store)?);
+        *self.deadlist.lock() = summary;
+        Ok(())
+    }
+
+    /// Set the deadlist after a sync task changed it (and saved it: the record names its
+    /// object, and later tasks read it from disk).
+    pub fn set_deadlist(&self, deadlist: &Deadlist) {
         self.phys.lock().deadlist_object = deadlist.object();
-        *self.deadlist.lock() = deadlist;
+        *self.deadlist.lock() = DeadlistSummary::of(deadlist);
     }
 
     /// The deadlist keys of the dataset after this snapshot: this one's keys, its previous
-    /// snapshot's txg, and 0 (one entry per older snapshot interval).
-    pub fn next_deadlist_keys(&self) -> Vec<Txg> {
-        let mut keys: Vec<Txg> = self.deadlist.lock().keys().collect();
+    /// snapshot's txg, and 0 (one entry per older snapshot interval). Read from disk.
+    pub fn next_deadlist_keys(&self, store: &DeadlistStore) -> Result<Vec<Txg>, ObjectError> {
+        let mut keys: Vec<Txg> = self.deadlist(store)?.keys().collect();
         keys.push(self.phys.lock().prev_snapshot_txg);
         keys.push(Txg(0));
         keys.sort();
         keys.dedup();
-        keys
+        Ok(keys)
     }
 
     /// Recompute the unique bytes from the deadlist of the dataset after this one (`next`):

@@ -63,7 +63,7 @@ impl PoolCore {
         // OpenZFS's dsl_deadlist_clone: the
         // clone's deadlists then group the origin's blocks it kills by the origin's snapshot
         // intervals, which promote needs once those snapshots are the clone's.
-        let mut deadlist = Deadlist::with_keys(snapshot.next_deadlist_keys());
+        let mut deadlist = Deadlist::with_keys(snapshot.next_deadlist_keys(&store)?);
         dir.origin_snapshot_object = snapshot.object;
         dir.origin_txg = origin.creation_txg;
         phys.prev_snapshot_object = snapshot.object;
@@ -183,21 +183,22 @@ impl PoolCore {
         let grand_origin = origin_head.origin();
 
         // C's deadlists partition the origin's blocks by the moved snapshots' intervals.
-        let keys = origin.next_deadlist_keys();
+        let keys = origin.next_deadlist_keys(&store)?;
         for snapshot in &clone_snapshots {
-            let mut deadlist = snapshot.deadlist();
+            let mut deadlist = snapshot.deadlist(&store)?;
             deadlist.refine(&store, tx, keys.iter().copied())?;
             deadlist.save(&store, tx)?;
-            snapshot.set_deadlist(deadlist);
+            snapshot.set_deadlist(&deadlist);
             self.write_dataset_record(tx, snapshot.object, &snapshot.phys())?;
         }
         let head_deadlist_object = clone.with_deadlist(|deadlist| {
             deadlist.refine(&store, tx, keys.iter().copied())?;
             deadlist.save(&store, tx)
         })?;
-        let first_deadlist = clone_snapshots
-            .first()
-            .map_or_else(|| clone.deadlist(), |first| first.deadlist());
+        let first_deadlist = match clone_snapshots.first() {
+            Some(first) => first.deadlist(&store)?,
+            None => clone.deadlist(),
+        };
         let first_object = clone_snapshots
             .first()
             .map_or(clone.object, |first| first.object);
@@ -274,6 +275,15 @@ impl PoolCore {
         self.write_dataset_record(tx, clone.object, &clone_phys)?;
         self.write_dataset_record(tx, origin_head.object, &origin_head.phys())?;
 
+        // The origin head is a clone now, and the promoted one still is if the origin head
+        // was: their snapshots' space is split at the origin by key, so the entries of their
+        // deadlists that import read only the header of are read now.
+        for snapshot in kept
+            .iter()
+            .chain(moved.iter().filter(|_| grand_origin.is_some()))
+        {
+            snapshot.load_deadlist_entries(&store)?;
+        }
         let mut snapshots = moved;
         snapshots.extend(clone_snapshots);
         clone.set_snapshots(snapshots);

@@ -115,6 +115,10 @@ pub const LOG_SPACEMAP_FEATURE: &str = "com.tarn:log_spacemap";
 /// The livelist feature (`dataset/livelist.rs`): clones made while it is enabled keep one.
 pub const LIVELIST_FEATURE: &str = "com.tarn:livelist";
 
+/// The deadlist header (`dataset/deadlist.rs`): each deadlist's totals in its key/value
+/// object's bonus buffer, so that import reads a snapshot's deadlist header, not its every key.
+pub const DEADLIST_TOTALS_FEATURE: &str = "com.tarn:deadlist_totals";
+
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
@@ -182,6 +186,19 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         name: REPLAY_SEQUENCE_FEATURE,
         short_name: "replay_sequence",
         class: FeatureClass::NeededToRead,
+        activation: Activation::OnEnable,
+        create_only: false,
+    },
+    // Read-only compatible (OpenZFS's deadlist header needs no feature, having been there from
+    // the start): the headers only repeat the lists' totals, so a build without the feature
+    // reads the pool; but one that changed a deadlist without its header would leave totals
+    // this build then trusts for the space figures. Active once enabled: every deadlist
+    // written from then on carries a header (one written before has none and is read whole),
+    // and counting them would cost a count per deadlist.
+    Feature {
+        name: DEADLIST_TOTALS_FEATURE,
+        short_name: "deadlist_totals",
+        class: FeatureClass::ReadOnlyCompatible,
         activation: Activation::OnEnable,
         create_only: false,
     },
@@ -694,11 +711,15 @@ mod tests {
         assert_eq!(config.features.get(REPLAY_SEQUENCE_FEATURE), Some(&1));
         assert_eq!(config.features.get(STALLED_FREES_FEATURE), Some(&0));
         assert_eq!(config.features.get(SCAN_CATCH_UP_FEATURE), Some(&0));
+        assert_eq!(config.features.get(DEADLIST_TOTALS_FEATURE), Some(&1));
         assert_eq!(config.features.get(LIVELIST_FEATURE), None);
         assert_eq!(
             config.features_for_read,
             vec![EMBEDDED_DATA_FEATURE, REPLAY_SEQUENCE_FEATURE]
         );
-        assert_eq!(config.features_for_write, vec![LOG_SPACEMAP_FEATURE]);
+        assert_eq!(
+            config.features_for_write,
+            vec![LOG_SPACEMAP_FEATURE, DEADLIST_TOTALS_FEATURE]
+        );
     }
 }

@@ -45,7 +45,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::block::blkptr::{Compression, ObjectType};
-use crate::dataset::deadlist::{Deadlist, DeadlistStore};
+use crate::dataset::deadlist::{Deadlist, DeadlistStore, DeadlistSummary};
 use crate::dataset::phys::{DatasetPhys, DS_FLAG_SNAPSHOT};
 use crate::dataset::props::validate_name_component;
 use crate::dataset::{Dataset, Snapshot};
@@ -225,6 +225,11 @@ impl PoolCore {
                 &self.tunables,
                 Compression::Lz4,
             ),
+            write_totals: self
+                .config
+                .lock()
+                .features
+                .contains_key(super::features::DEADLIST_TOTALS_FEATURE),
         }
     }
 
@@ -262,8 +267,11 @@ impl PoolCore {
             }
         }
         let mut snapshots = Vec::new();
-        // A clone's chain ends at its origin, a snapshot of another file system.
+        // A clone's chain ends at its origin, a snapshot of another file system. Its
+        // snapshots' space is split at the origin by key: their deadlists are read whole; any
+        // other snapshot's only for its header (see `DeadlistSummary`).
         let origin = head.dir().origin_snapshot_object;
+        let whole = head.origin_txg().0 != 0;
         let (mut object, mut next_object, mut below) = (
             phys.prev_snapshot_object,
             head.object,
@@ -290,7 +298,7 @@ impl PoolCore {
                     "snapshot record {object} ({name}) is not linked as the chain says"
                 )));
             }
-            let deadlist = Deadlist::load(&store, snap.deadlist_object)?;
+            let deadlist = DeadlistSummary::load(&store, snap.deadlist_object, whole)?;
             next_object = object;
             object = snap.prev_snapshot_object;
             below = snap.prev_snapshot_txg;
@@ -472,7 +480,7 @@ impl PoolCore {
             name.to_string(),
             object,
             snapshot_phys,
-            snapshot_deadlist,
+            DeadlistSummary::of(&snapshot_deadlist),
         ));
         head.set_snapshots(snapshots);
         Ok(())
@@ -519,7 +527,7 @@ impl PoolCore {
         );
 
         let mut next_deadlist = match &next {
-            Some(next) => next.deadlist(),
+            Some(next) => next.deadlist(&store)?,
             None => head.deadlist(),
         };
         // Born after P and dead in N: nothing holds them any more.
@@ -543,7 +551,7 @@ impl PoolCore {
             self.write_dataset_record(tx, previous.object, &phys)?;
         }
         // N's other entries (blocks P still holds) join S's deadlist, which becomes N's.
-        let mut merged = snapshot.deadlist();
+        let mut merged = snapshot.deadlist(&store)?;
         for (key, entry) in next_deadlist.entries().collect::<Vec<_>>() {
             merged.merge(&store, tx, key, entry)?;
         }
@@ -561,16 +569,17 @@ impl PoolCore {
 
         match &next {
             Some(next) => {
-                next.set_deadlist(merged);
+                next.set_deadlist(&merged);
                 next.update_phys(|phys| {
                     phys.prev_snapshot_object = previous_object;
                     phys.prev_snapshot_txg = previous_txg;
                 });
                 // N's unique bytes: blocks born after its new previous snapshot that the
                 // dataset after N no longer holds.
-                let after_next = snapshots
-                    .get(index + 2)
-                    .map_or_else(|| head.deadlist(), |after| after.deadlist());
+                let after_next = match snapshots.get(index + 2) {
+                    Some(after) => after.deadlist(&store)?,
+                    None => head.deadlist(),
+                };
                 next.refresh_unique(&after_next);
                 self.write_dataset_record(tx, next.object, &next.phys())?;
                 // S's key goes from the head's deadlist, the one that keeps taking blocks
@@ -771,9 +780,8 @@ impl PoolCore {
         let snapshot = &snapshots[index];
         let phys = snapshot.phys();
         let written = match index.checked_sub(1) {
-            Some(previous) => (phys.referenced_bytes
-                + snapshot.with_deadlist(|deadlist| deadlist.total().used_bytes))
-            .saturating_sub(snapshots[previous].phys().referenced_bytes),
+            Some(previous) => (phys.referenced_bytes + snapshot.deadlist_total().used_bytes)
+                .saturating_sub(snapshots[previous].phys().referenced_bytes),
             None => phys.referenced_bytes,
         };
         SnapshotInfo {
@@ -1183,7 +1191,7 @@ impl Pool {
                 object: snapshot.object.0,
                 phys: snapshot.phys(),
                 dir: None,
-                deadlist: deadlist_entries(&snapshot.deadlist()),
+                deadlist: deadlist_entries(&snapshot.deadlist(&self.core.deadlist_store())?),
                 snapshots: Vec::new(),
                 livelist: Vec::new(),
             });
