@@ -228,11 +228,19 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     } else {
         SCAN_PACING[seed_rng.gen_range(0..SCAN_PACING.len())]
     };
+    // One run in three makes deadlists without totals headers first and enables the feature
+    // from round LATE_FEATURE_ROUND on: deadlists of both kinds then meet in one pool.
+    let late_totals = seed_rng.gen_ratio(1, 3);
     let tunables = tunables(ashift, pacing);
     println!(
-        "tarn-stress: seed {}: ashift {ashift}, {}",
+        "tarn-stress: seed {}: ashift {ashift}, {}{}",
         options.seed,
-        describe_pacing(pacing)
+        describe_pacing(pacing),
+        if late_totals {
+            format!(", deadlist_totals enabled from round {LATE_FEATURE_ROUND}")
+        } else {
+            String::new()
+        }
     );
     let vdevs = [
         pool_dir(dir).join(format!("{MIRROR_PREFIX}a.img")),
@@ -259,7 +267,11 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
             force: false,
             tunables: tunables.clone(),
             wrap_device: None,
-            disabled_features: Vec::new(),
+            disabled_features: if late_totals {
+                vec!["deadlist_totals".into()]
+            } else {
+                Vec::new()
+            },
         })
         .map_err(|error| format!("creating the pool: {error}"))?;
         pool.export()
@@ -727,7 +739,10 @@ fn verify_both_pools(
         promises,
         round,
         summary,
-        |pool| promises.settle_renames(&journal_path(dir), |name| pool.has_dataset(name)),
+        |pool| {
+            promises.settle_renames(&journal_path(dir), |name| pool.has_dataset(name))?;
+            enable_late_features(pool, round)
+        },
     );
     if !problems.is_empty() {
         return problems;
@@ -754,6 +769,22 @@ fn verify_both_pools(
         },
         |_| Ok(()),
     )
+}
+
+/// The round from which a run that made its pool without feature deadlist_totals has it.
+const LATE_FEATURE_ROUND: u64 = 3;
+
+/// Enable the features a run made its pool without, once their round has come (the pool then
+/// holds structures written both without and with them).
+fn enable_late_features(pool: &Pool, round: u64) -> Result<(), String> {
+    if round + 1 < LATE_FEATURE_ROUND
+        || pool.feature_state("deadlist_totals") != Some(tarn::pool::FeatureState::Disabled)
+    {
+        return Ok(());
+    }
+    log::info!("round {round}: enabling feature deadlist_totals");
+    pool.set_pool_property("feature@deadlist_totals", "enabled")
+        .map_err(|error| format!("round {round}: enabling feature deadlist_totals: {error}"))
 }
 
 /// Import pool `name` from `vdevs`, `check` it, verify every file, snapshot and promise,
