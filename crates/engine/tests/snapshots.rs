@@ -659,3 +659,68 @@ fn a_wrong_deadlist_header_is_found_by_check() {
     );
     pool.export().unwrap();
 }
+
+/// A destroyed snapshot's key leaves the heads of the clones made of later snapshots (they
+/// inherited it) and of their clones, as OpenZFS's dsl_dataset_remove_clones_key; a clone of
+/// an earlier snapshot keeps its keys. The clones' data and space stay right (check), through
+/// a promote that refines the keys again.
+#[test]
+fn a_destroyed_snapshots_key_leaves_the_heads_of_later_clones() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "tank", single(dir.path(), "v0"), tunables());
+    pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("tank/fs").unwrap();
+    for round in 0..5u64 {
+        write_file(&fs, &format!("f{}", round % 2), round, 20_000);
+        snapshot(&pool, &format!("tank/fs@s{round}"));
+    }
+    pool.create_clone("tank/fs@s0", "tank/early", &[]).unwrap();
+    pool.create_clone("tank/fs@s3", "tank/late", &[]).unwrap();
+    let late = pool.open_file_system("tank/late").unwrap();
+    write_file(&late, "f0", 40, 20_000);
+    snapshot(&pool, "tank/late@l0");
+    pool.create_clone("tank/late@l0", "tank/later", &[])
+        .unwrap();
+    let later = pool.open_file_system("tank/later").unwrap();
+    // The clones kill blocks of every older interval of the origin.
+    write_file(&late, "f1", 41, 20_000);
+    write_file(&later, "f1", 42, 20_000);
+    pool.sync().unwrap();
+    let head_keys = |pool: &Pool, name: &str| {
+        let (_, head) = pool
+            .core
+            .dataset_list()
+            .into_iter()
+            .find(|(relative, _)| relative == name)
+            .unwrap();
+        head.deadlist().keys().collect::<Vec<_>>()
+    };
+    let s1 = tarn::types::Txg(pool.snapshot_info("tank/fs@s1").unwrap().creation_txg);
+    let before: Vec<_> = ["late", "later", "early"]
+        .iter()
+        .map(|name| head_keys(&pool, name))
+        .collect();
+    assert!(
+        before[0].contains(&s1) && before[1].contains(&s1),
+        "{before:?}"
+    );
+    pool.destroy_snapshots("tank/fs@s1", false).unwrap();
+    pool.sync().unwrap();
+    for (index, name) in ["late", "later"].into_iter().enumerate() {
+        let keys = head_keys(&pool, name);
+        assert!(!keys.contains(&s1), "{name}: {keys:?}");
+        assert_eq!(keys.len(), before[index].len() - 1, "{name}");
+    }
+    assert_eq!(head_keys(&pool, "early"), before[2]);
+    assert_clean(&pool);
+    assert_eq!(read_file(&late, "f1"), pattern(41, 20_000));
+    assert_eq!(read_file(&later, "f0"), pattern(40, 20_000));
+    drop((fs, late, later));
+    pool.promote("tank/late").unwrap();
+    wait_freed(&pool);
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "tank", tunables());
+    assert_clean(&pool);
+}

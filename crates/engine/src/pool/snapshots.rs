@@ -583,13 +583,10 @@ impl PoolCore {
                 next.refresh_unique(&after_next);
                 self.write_dataset_record(tx, next.object, &next.phys())?;
                 // S's key goes from the head's deadlist, the one that keeps taking blocks
-                // (the later snapshots' deadlists are frozen; a stale key there is harmless).
-                let head_deadlist = head.with_deadlist(|deadlist| {
-                    deadlist.remove_key(&store, tx, snapshot.txg())?;
-                    deadlist.save(&store, tx)
-                })?;
-                let phys = head.update_phys(|phys| phys.deadlist_object = head_deadlist);
-                self.write_dataset_record(tx, head.object, &phys)?;
+                // (the later snapshots' deadlists are frozen; a stale key there is harmless),
+                // and from the heads of the clones that inherited it.
+                self.remove_deadlist_key(head, snapshot.txg(), &store, tx)?;
+                self.remove_clones_deadlist_key(head, snapshot.txg(), &store, tx)?;
             }
             None => {
                 let previous_referenced =
@@ -624,6 +621,52 @@ impl PoolCore {
         self.mos.remove_object(tx, snapshot.object)?;
         snapshots.remove(index);
         head.set_snapshots(snapshots);
+        Ok(())
+    }
+
+    /// Syncing context: remove key `key` (a destroyed snapshot's txg) from `head`'s deadlist
+    /// and write its record.
+    fn remove_deadlist_key(
+        &self,
+        head: &Dataset,
+        key: Txg,
+        store: &DeadlistStore,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let object = head.with_deadlist(|deadlist| {
+            deadlist.remove_key(store, tx, key)?;
+            deadlist.save(store, tx)
+        })?;
+        let phys = head.update_phys(|phys| phys.deadlist_object = object);
+        self.write_dataset_record(tx, head.object, &phys)
+    }
+
+    /// Syncing context: remove key `key` (the txg of a snapshot of `head` being destroyed)
+    /// from the deadlists of the clones made of `head`'s later snapshots, which inherited it,
+    /// and of their clones in turn (OpenZFS dsl_dataset_remove_clones_key). A clone of an
+    /// older snapshot never had it. One pass over the datasets per generation of clones.
+    fn remove_clones_deadlist_key(
+        &self,
+        head: &Dataset,
+        key: Txg,
+        store: &DeadlistStore,
+        tx: &Tx,
+    ) -> Result<(), PoolError> {
+        let datasets = self.dataset_list();
+        let mut lineages = vec![head.dir_object];
+        let mut next = 0;
+        while let Some(&lineage) = lineages.get(next) {
+            next += 1;
+            for (_, clone) in &datasets {
+                let Some(origin) = clone.origin() else {
+                    continue;
+                };
+                if origin.phys().dir_object == lineage && origin.txg() > key {
+                    self.remove_deadlist_key(clone, key, store, tx)?;
+                    lineages.push(clone.dir_object);
+                }
+            }
+        }
         Ok(())
     }
 
