@@ -707,7 +707,7 @@ impl PhaseTimer {
 
     /// Call before the step with index `index` (of `count`).
     fn at(&mut self, index: usize, count: usize) {
-        if index % CHUNK != 0 {
+        if !index.is_multiple_of(CHUNK) {
             return;
         }
         let elapsed = self.chunk_started.elapsed();
