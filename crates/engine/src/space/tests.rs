@@ -970,6 +970,39 @@ fn load_waits_filling_metaslabs(preload_limit: u64, txgs: u64) -> (u64, u64) {
     (waits, loads)
 }
 
+/// A steady trickle (one small block per txg, as a one-block change writes) keeps the top
+/// metaslabs loaded and loads nothing more once they are: preload counts the loaded ones
+/// among its look-ahead (OpenZFS metaslab_group_preload). Counting only unloaded ones loaded
+/// three metaslabs every txg, for ever, as the idle rule unloaded what it had loaded
+/// `metaslab_unload_delay` txgs before.
+#[test]
+fn a_steady_trickle_stops_loading_metaslabs() {
+    let storage = MemoryStorage::default();
+    let tunables = Tunables {
+        metaslab_preload_limit: 3,
+        ..Tunables::tiny()
+    };
+    let delay = tunables.metaslab_unload_delay;
+    let manager = manager_with_tunables(&storage, 8 * MEBIBYTE, tunables);
+    let mut loads_after_warm_up = 0;
+    let warm_up = 4 + 4 * delay;
+    for txg in 4..warm_up + 8 * delay {
+        allocate_many(&manager, &storage, Txg(txg), 1, 4096);
+        sync_txg(&manager, &storage, Txg(txg));
+        let stats = manager.take_txg_stats();
+        if txg >= warm_up {
+            loads_after_warm_up += stats.ms_loaded;
+        }
+    }
+    check_stats_add_up(&manager);
+    assert_eq!(
+        loads_after_warm_up,
+        0,
+        "metaslabs loaded in {} steady txgs",
+        8 * delay
+    );
+}
+
 /// Preloading the next candidates in pass 1 of a busy txg (OpenZFS metaslab_group_preload)
 /// takes the space-map reads off the allocation path: moving on to the next metaslab, once the
 /// active one is full, no longer waits for a load. Fewer waits alone would also come from
