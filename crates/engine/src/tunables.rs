@@ -137,8 +137,8 @@ tunables! {
     /// Bytes of loaded metaslab free trees above which the least recently used are unloaded
     /// (zfs_metaslab_mem_limit, which OpenZFS gives as 25% of memory; tarn takes bytes).
     metaslab_mem_limit: u64 = 1 << 30,
-    /// Unloaded metaslabs loaded ahead, per busy top-level vdev and txg (metaslab_preload_limit;
-    /// 0 turns preloading off).
+    /// The heaviest metaslabs kept loaded per busy top-level vdev, the active one counted
+    /// (metaslab_preload_limit; 0 turns preloading off).
     metaslab_preload_limit: u64 = 3,
     /// Pass from which blocks born in this txg are rewritten in place (zfs_sync_pass_rewrite).
     sync_pass_rewrite: u32 = 2,
