@@ -415,12 +415,7 @@ fn a_destroyed_snapshots_key_leaves_the_heads_deadlist_and_its_blocks_still_free
     // overwrites (so the head's deadlist takes blocks of every interval) and destroys the
     // oldest once five are kept.
     let head_keys = |pool: &Pool| {
-        let (_, head) = pool
-            .core
-            .dataset_list()
-            .into_iter()
-            .find(|(relative, _)| relative == "fs")
-            .unwrap();
+        let head = head_of(pool, "fs");
         head.deadlist().keys().count()
     };
     let mut kept = std::collections::VecDeque::new();
@@ -452,14 +447,19 @@ fn a_destroyed_snapshots_key_leaves_the_heads_deadlist_and_its_blocks_still_free
     assert_clean(&pool);
 }
 
-/// Each snapshot's deadlist summary of file system `fs`: whether its entries are known.
-fn snapshot_summaries_whole(pool: &Pool, fs: &str) -> Vec<bool> {
-    let (_, head) = pool
-        .core
+/// The head dataset of file system `relative` (its name below the pool).
+fn head_of(pool: &Pool, relative: &str) -> std::sync::Arc<tarn::dataset::Dataset> {
+    pool.core
         .dataset_list()
         .into_iter()
-        .find(|(relative, _)| relative == fs)
-        .unwrap();
+        .find(|(name, _)| name == relative)
+        .map(|(_, head)| head)
+        .unwrap_or_else(|| panic!("no file system {relative}"))
+}
+
+/// Each snapshot's deadlist summary of file system `fs`: whether its entries are known.
+fn snapshot_summaries_whole(pool: &Pool, fs: &str) -> Vec<bool> {
+    let head = head_of(pool, fs);
     head.snapshots()
         .iter()
         .map(|snapshot| snapshot.deadlist_summary().is_whole())
@@ -611,12 +611,7 @@ fn a_wrong_deadlist_header_is_found_by_check() {
         snapshot(&pool, &format!("tank/fs@s{round}"));
     }
     pool.sync().unwrap();
-    let (_, head) = pool
-        .core
-        .dataset_list()
-        .into_iter()
-        .find(|(relative, _)| relative == "fs")
-        .unwrap();
+    let head = head_of(&pool, "fs");
     let object = head.snapshots()[2].phys().deadlist_object;
     assert_ne!(object.0, 0);
     let good = pool.core.mos.bonus(object).unwrap();
@@ -688,12 +683,7 @@ fn a_destroyed_snapshots_key_leaves_the_heads_of_later_clones() {
     write_file(&later, "f1", 42, 20_000);
     pool.sync().unwrap();
     let head_keys = |pool: &Pool, name: &str| {
-        let (_, head) = pool
-            .core
-            .dataset_list()
-            .into_iter()
-            .find(|(relative, _)| relative == name)
-            .unwrap();
+        let head = head_of(pool, name);
         head.deadlist().keys().collect::<Vec<_>>()
     };
     let s1 = tarn::types::Txg(pool.snapshot_info("tank/fs@s1").unwrap().creation_txg);
