@@ -143,8 +143,27 @@ pub fn receive(
         report.records = source.records;
         // Dropping the queue stops the reader at its next chunk.
         drop(queue);
-        result.map(|()| report)
+        match result {
+            Ok(()) => Ok(report),
+            Err(error) => Err(name_what_was_kept(error, &report.snapshots)),
+        }
     })
+}
+
+/// A stream that goes bad after one or more whole substreams (a second BEGIN missing, bytes
+/// after the last END) keeps the snapshots those delivered, as OpenZFS keeps what a stream
+/// received before it failed; the error says so, for the person who reads it.
+fn name_what_was_kept(error: SendError, kept: &[String]) -> SendError {
+    match error {
+        SendError::BadStream { at, what } if !kept.is_empty() => SendError::BadStream {
+            at,
+            what: format!(
+                "{what} (received whole before it, and kept: {})",
+                kept.join(", ")
+            ),
+        },
+        error => error,
+    }
 }
 
 /// Most records the reader hands over at once: the writer is woken once per chunk, not once

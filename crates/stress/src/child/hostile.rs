@@ -361,6 +361,41 @@ impl Child {
                 }
             },
         }
+        if error
+            .to_string()
+            .contains("received whole before it, and kept")
+        {
+            // The damage lies after the stream's END (an END sent twice): the snapshot was
+            // received whole before it was read, and stays; it must be exactly its source.
+            let held: Vec<String> = (snapshots_of(replica, &transfer.target)?.into_iter())
+                .map(|snapshot| snapshot.name)
+                .collect();
+            let kept = match &before {
+                Some(before) if held.starts_with(&before.snapshots) => {
+                    held[before.snapshots.len()..].to_vec()
+                }
+                Some(before) => {
+                    return Err(context(format!(
+                        "refused after a whole substream, and the copy's snapshots went from \
+                         {:?} to {held:?}",
+                        before.snapshots
+                    )))
+                }
+                None => held,
+            };
+            log::info!(
+                "hostile receive into {} refused after {kept:?}: {error}",
+                transfer.target
+            );
+            outcomes::note("hostile streams refused after a whole substream was kept");
+            return self
+                .verify_received(replica, &transfer, &kept)
+                .map_err(|error| match error {
+                    OpError::Refused(why) | OpError::Inconsistent(why) => {
+                        context(format!("refused after a whole substream, and then: {why}"))
+                    }
+                });
+        }
         let token = resume_token(replica, &transfer.target).map_err(judge_error)?;
         if token.is_some() && !resumable {
             return Err(context(
