@@ -441,6 +441,8 @@ impl PoolCore {
             ObjectType::Dataset,
             &snapshot_phys.encode(),
         )?;
+        // A catch-up walk the scan owes the head is owed by the snapshot too (pool/scan.rs).
+        self.scan_snapshot_created(head.object, object);
         if let Some(previous) = head.newest_snapshot() {
             let phys = previous.update_phys(|phys| phys.next_snapshot_object = object);
             self.write_dataset_record(tx, previous.object, &phys)?;
