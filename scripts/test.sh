@@ -33,7 +33,8 @@ cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cl
 phase "module cycles"
 python3 scripts/check-cycles.py
 phase "build the tests"
-cargo test --workspace --lib --bins --tests --no-run
+# --timings: where a clean build's time goes, kept in target/cargo-timings/ (an HTML report).
+cargo test --workspace --lib --bins --tests --no-run --timings
 # The binaries the functional suite drives (scripts/functional.sh builds the same two).
 cargo build -p tarn-cli -p tarn-stress
 phase "cargo test and functional suite"
