@@ -34,9 +34,10 @@ phase "module cycles"
 python3 scripts/check-cycles.py
 phase "build the tests"
 # --timings: where a clean build's time goes, kept in target/cargo-timings/ (an HTML report).
+# This also puts the binaries the functional suite drives, target/debug/tarn and tarn-stress,
+# in place (the integration tests need them). A separate `cargo build -p tarn-cli -p tarn-stress`
+# resolved features without the dev-dependencies and so rebuilt a dozen crates: 138 s.
 cargo test --workspace --lib --bins --tests --no-run --timings
-# The binaries the functional suite drives (scripts/functional.sh builds the same two).
-cargo build -p tarn-cli -p tarn-stress
 phase "cargo test and functional suite"
 log=$(mktemp)
 functional_log=$(mktemp)
