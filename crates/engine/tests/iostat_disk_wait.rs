@@ -98,8 +98,10 @@ fn injected_device_delay_shows_in_disk_wait() {
     );
     assert_eq!(delta.class(IoClass::SyncRead).requests, 5);
     assert!(delta.class(IoClass::AsyncWrite).requests > 0);
-    // The histogram bucket of an 8 ms wait is [2^22, 2^23) or the one above (sleep overshoot).
-    let slow: u64 = delta.read.disk_histogram[22..=23].iter().sum();
+    // The histogram bucket of an 8 ms wait is [2^22, 2^23), or one above: a sleep overshoots,
+    // by tens of milliseconds on a loaded machine (a CI run saw one read in [2^25, 2^26)).
+    // None below it.
+    let slow: u64 = delta.read.disk_histogram[22..].iter().sum();
     assert_eq!(slow, 5, "{:?}", delta.read.disk_histogram);
     // The pool line is the sum of its leaves, and the leaf's line carries the space.
     assert_eq!(after.root.children.len(), 1);

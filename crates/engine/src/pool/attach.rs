@@ -82,6 +82,11 @@ impl Pool {
             };
             let leaf = &top.children[child];
             if leaf.replaces().is_none() {
+                // The sync that detaches the old leaf marks the new one done before it commits
+                // and clears the old one's labels (`vdev_changes_committed`): one more sync
+                // waits for that one, so that the old device is free when this returns (under
+                // load a caller saw its label still there).
+                self.sync()?;
                 return Ok(());
             }
             self.core.wait_scan(scan::ScanFunction::Resilver)?;
