@@ -48,14 +48,7 @@ fn write_generation(fs: &FileSystem, generation: u64) {
     fs.write(ino, 0, &generation_data(generation)).unwrap();
     // Some churn beside it, so that deadlists hold more than one file's blocks.
     let name = format!("side{}", generation % 3);
-    let side = match fs.lookup(fs.root(), name.as_bytes()) {
-        Ok(attr) => attr.ino,
-        Err(_) => {
-            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino
-        }
-    };
+    let side = root_file(fs, &name);
     fs.write(
         side,
         (generation % 5) * 8192,

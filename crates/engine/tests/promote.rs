@@ -12,14 +12,7 @@ use tarn::pool::datasets::DatasetInfo;
 use tarn::pool::Pool;
 
 fn write_file(fs: &FileSystem, name: &str, seed: u64, bytes: usize) {
-    let ino = match fs.lookup(fs.root(), name.as_bytes()) {
-        Ok(attr) => attr.ino,
-        Err(_) => {
-            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino
-        }
-    };
+    let ino = root_file(fs, name);
     // Whole-file rewrites: the file is exactly the pattern afterwards.
     fs.setattr(
         ino,

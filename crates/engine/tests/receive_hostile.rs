@@ -8,7 +8,7 @@ use crate::common;
 use tarn::block::blkptr::Compression;
 use tarn::pool::Pool;
 use tarn::send::stream::{ObjectRecord, Record, StreamReader, StreamWriter};
-use tarn::send::{receive, send, ReceiveOptions, SendError, SendOptions};
+use tarn::send::{receive, send, ReceiveOptions, SendError, SendOptions, KEPT_BEFORE_THE_ERROR};
 
 use common::*;
 
@@ -587,7 +587,7 @@ fn bytes_after_a_whole_stream_are_refused_and_the_snapshot_received_is_kept() {
     assert!(
         matches!(error, SendError::BadStream { .. })
             && message.contains("expected BEGIN")
-            && message.contains("received whole before it, and kept: hostile/copy@a"),
+            && message.contains(&format!("{KEPT_BEFORE_THE_ERROR}: hostile/copy@a")),
         "{message}"
     );
     let copy = pool.snapshot_file_system("hostile/copy@a").unwrap();
@@ -749,7 +749,7 @@ proptest::proptest! {
             }
             // Bytes after a whole substream (an END sent twice) are refused after its
             // snapshot was received, which the error names.
-            Err(error) if error.to_string().contains("received whole before it, and kept") => {
+            Err(error) if error.to_string().contains(KEPT_BEFORE_THE_ERROR) => {
                 proptest::prop_assert!(pool.has_dataset("hostile/copy@a"), "{error}");
             }
             Err(error) => proptest::prop_assert!(

@@ -14,7 +14,7 @@ use crate::common;
 use std::path::Path;
 use std::sync::Arc;
 
-use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState};
+use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState, ScrubVisits};
 use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 use tarn::vdev::{ReadFaultKind, VDEV_LABEL_START_SIZE};
@@ -38,13 +38,20 @@ fn assert_every_block_visited(pool: &Pool) {
         .core
         .take_scrub_visits()
         .expect("the finished scrub's record of what it verified");
-    let (compared, missed) = pool.core.scrub_unvisited(&visits).unwrap();
-    assert!(compared > 0, "no block to compare");
+    assert_visits_cover_the_pool(pool, &visits, "");
+}
+
+/// The check of [`assert_every_block_visited`] against `visits`; `what` (if any) starts the
+/// message, which ends with the scrub's walks.
+fn assert_visits_cover_the_pool(pool: &Pool, visits: &ScrubVisits, what: &str) {
+    let (compared, missed) = pool.core.scrub_unvisited(visits).unwrap();
+    assert!(compared > 0, "{what}no block to compare");
     assert!(
         missed.is_empty(),
-        "the scrub skipped {} of {compared} blocks, e.g. {:?}",
+        "{what}the scrub skipped {} of {compared} blocks, e.g. {:?}; its walks: {:?}",
         missed.len(),
-        &missed[..missed.len().min(3)]
+        &missed[..missed.len().min(3)],
+        visits.events
     );
 }
 
@@ -264,14 +271,7 @@ fn a_scrub_started_in_the_sync_that_destroys_a_snapshot_visits_every_block() {
         if visits.events.iter().any(|event| event.contains(&stale)) {
             stale_head_walks += 1;
         }
-        let (compared, missed) = pool.core.scrub_unvisited(&visits).unwrap();
-        assert!(
-            missed.is_empty(),
-            "cap {cap}: the scrub skipped {} of {compared} blocks, e.g. {:?}; its walks: {:?}",
-            missed.len(),
-            &missed[..missed.len().min(3)],
-            visits.events
-        );
+        assert_visits_cover_the_pool(&pool, &visits, &format!("cap {cap}: "));
         assert_clean(&pool);
         pool.export().unwrap();
     }
@@ -587,14 +587,7 @@ fn storm_step(pool: &Pool, heads: &mut Vec<String>, dice: &mut Dice, step: usize
         0..=2 => {
             let fs = pool.open_file_system(&head).unwrap();
             let name = format!("f{}", dice.below(6));
-            let ino = match fs.lookup(fs.root(), name.as_bytes()) {
-                Ok(attr) => attr.ino,
-                Err(_) => {
-                    fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                        .unwrap()
-                        .ino
-                }
-            };
+            let ino = root_file(&fs, &name);
             let offset = (dice.below(16) as u64) << 14;
             let bytes = (1 + dice.below(8)) << 14;
             fs.write(ino, offset, &pattern(step as u64, bytes)).unwrap();
@@ -668,14 +661,7 @@ fn a_scrub_visits_every_block_through_a_storm_of_namespace_changes() {
             }
             assert!(finished, "seed {seed}: the scrub did not finish");
             let visits = pool.core.take_scrub_visits().expect("the scrub's record");
-            let (compared, missed) = pool.core.scrub_unvisited(&visits).unwrap();
-            assert!(
-                missed.is_empty(),
-                "seed {seed}: the scrub skipped {} of {compared} blocks, e.g. {:?}; its walks: {:?}",
-                missed.len(),
-                &missed[..missed.len().min(3)],
-                visits.events
-            );
+            assert_visits_cover_the_pool(&pool, &visits, &format!("seed {seed}: "));
         }
         assert_clean(&pool);
         pool.export().unwrap();

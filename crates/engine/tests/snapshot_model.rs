@@ -45,14 +45,7 @@ fn trace(line: &str) {
 /// A random write into a random file of `fs`, mirrored in `contents`.
 fn write_random(fs: &FileSystem, contents: &mut Contents, rng: &mut impl Rng) {
     let name = format!("f{}", rng.gen_range(0..FILES));
-    let ino = match fs.lookup(fs.root(), name.as_bytes()) {
-        Ok(attr) => attr.ino,
-        Err(_) => {
-            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino
-        }
-    };
+    let ino = root_file(fs, &name);
     let file = contents.entry(name).or_default();
     let offset = rng.gen_range(0..=file.len().min(60_000));
     let data = pattern(rng.gen(), rng.gen_range(1..40_000));

@@ -16,14 +16,7 @@ fn tunables() -> Tunables {
 }
 
 fn write_file(fs: &FileSystem, name: &str, seed: u64, bytes: usize) -> u64 {
-    let ino = match fs.lookup(fs.root(), name.as_bytes()) {
-        Ok(attr) => attr.ino,
-        Err(_) => {
-            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino
-        }
-    };
+    let ino = root_file(fs, name);
     fs.write(ino, 0, &pattern(seed, bytes)).unwrap();
     ino
 }

@@ -52,7 +52,7 @@ use crate::object::ObjectError;
 use crate::pool::PoolError;
 
 pub use generate::{send, SendOptions, SendReport, SentSubstream};
-pub use receive::{receive, ReceiveOptions, ReceiveReport};
+pub use receive::{receive, ReceiveOptions, ReceiveReport, KEPT_BEFORE_THE_ERROR};
 pub use resume::{abort_receive, resume_send_options, resume_token};
 
 /// Why a send or receive failed.

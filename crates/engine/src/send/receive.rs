@@ -150,6 +150,10 @@ pub fn receive(
     })
 }
 
+/// What the error of a receive that kept whole substreams says, before their names: tools and
+/// tests that judge such a refusal look for it.
+pub const KEPT_BEFORE_THE_ERROR: &str = "received whole before it, and kept";
+
 /// A stream that goes bad after one or more whole substreams (a second BEGIN missing, bytes
 /// after the last END) keeps the snapshots those delivered, as OpenZFS keeps what a stream
 /// received before it failed; the error says so, for the person who reads it.
@@ -157,10 +161,7 @@ fn name_what_was_kept(error: SendError, kept: &[String]) -> SendError {
     match error {
         SendError::BadStream { at, what } if !kept.is_empty() => SendError::BadStream {
             at,
-            what: format!(
-                "{what} (received whole before it, and kept: {})",
-                kept.join(", ")
-            ),
+            what: format!("{what} ({KEPT_BEFORE_THE_ERROR}: {})", kept.join(", ")),
         },
         error => error,
     }

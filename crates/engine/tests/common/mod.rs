@@ -174,6 +174,18 @@ pub fn open_fs(pool: &Pool) -> tarn::fs::FileSystem {
     tarn::fs::FileSystem::open(pool.root_objset(), pool.core.txgs.clone()).expect("open fs")
 }
 
+/// The file `name` in the root directory of `fs`, created (mode 0644) if it is not there.
+pub fn root_file(fs: &tarn::fs::FileSystem, name: &str) -> u64 {
+    match fs.lookup(fs.root(), name.as_bytes()) {
+        Ok(attr) => attr.ino,
+        Err(_) => {
+            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        }
+    }
+}
+
 /// `check` of the pool must find nothing wrong (`what` names the moment in the message).
 pub fn check_clean(pool: &Pool, what: &str) {
     let report = check_pool(pool, false).expect("check runs");

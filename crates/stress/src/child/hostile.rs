@@ -325,6 +325,14 @@ impl Child {
                 transfer.to, transfer.target
             ))
         };
+        // A verification of what was received that failed, said after what the receive did.
+        let then = |did: &'static str| {
+            move |error: OpError| match error {
+                OpError::Refused(why) | OpError::Inconsistent(why) => {
+                    context(format!("{did}, and then: {why}"))
+                }
+            }
+        };
         let received = receive(
             replica,
             &transfer.target,
@@ -344,11 +352,7 @@ impl Child {
                 outcomes::note("hostile streams accepted whole");
                 return self
                     .verify_received(replica, &transfer, &report.snapshots)
-                    .map_err(|error| match error {
-                        OpError::Refused(why) | OpError::Inconsistent(why) => {
-                            context(format!("accepted, and then: {why}"))
-                        }
-                    });
+                    .map_err(then("accepted"));
             }
             Err(error) => error,
         };
@@ -363,7 +367,7 @@ impl Child {
         }
         if error
             .to_string()
-            .contains("received whole before it, and kept")
+            .contains(tarn::send::KEPT_BEFORE_THE_ERROR)
         {
             // The damage lies after the stream's END (an END sent twice): the snapshot was
             // received whole before it was read, and stays; it must be exactly its source.
@@ -390,11 +394,7 @@ impl Child {
             outcomes::note("hostile streams refused after a whole substream was kept");
             return self
                 .verify_received(replica, &transfer, &kept)
-                .map_err(|error| match error {
-                    OpError::Refused(why) | OpError::Inconsistent(why) => {
-                        context(format!("refused after a whole substream, and then: {why}"))
-                    }
-                });
+                .map_err(then("refused after a whole substream"));
         }
         let token = resume_token(replica, &transfer.target).map_err(judge_error)?;
         if token.is_some() && !resumable {
