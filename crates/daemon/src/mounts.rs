@@ -192,8 +192,11 @@ impl Mounts {
     /// write(2)s that have returned), so the engine has them first. Failures are logged: the
     /// operation goes on with what the engine has.
     pub fn write_back(&self, dataset: &str) {
-        for (name, control) in self.controls(|name| is_within(name, dataset)) {
-            if let Err(error) = control.write_back() {
+        let controls = self.controls(|name| is_within(name, dataset));
+        let each: Vec<&MountControl> = controls.iter().map(|(_, control)| control).collect();
+        let results = MountControl::write_back_together(&each);
+        for ((name, _), result) in controls.iter().zip(results) {
+            if let Err(error) = result {
                 log::warn!("{name}: cannot write back the kernel's cached writes: {error}");
             }
         }

@@ -237,8 +237,25 @@ pub struct MountControl {
 /// could not exit. A stuck child holds no `/dev/fuse`: this process's death closes the device,
 /// the kernel aborts the connection, the write-back fails and the child exits too.
 pub(crate) fn write_back_mount(mountpoint: &Path) -> io::Result<()> {
-    let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+    write_back_mounts(&[mountpoint])
+}
+
+/// [`write_back_mount`] for several mounts: one child syncs each in turn, and its exit status
+/// is the first failure's errno (the others are synced regardless). A fork copies the page
+/// tables of the whole daemon, a thousand worker stacks with a hundred mounts: one per mount
+/// made a `snapshot -r` of 100 mounted file systems take 5 s, nearly all of it in fork.
+pub(crate) fn write_back_mounts(mountpoints: &[&Path]) -> io::Result<()> {
+    let paths = (mountpoints.iter())
+        .map(|mountpoint| std::ffi::CString::new(mountpoint.as_os_str().as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in mount point"))?;
+    let Some(first) = mountpoints.first() else {
+        return Ok(());
+    };
+    let described = match mountpoints.len() {
+        1 => first.display().to_string(),
+        more => format!("{} and {} other mounts", first.display(), more - 1),
+    };
     let _in_progress = WriteBackInProgress::begin();
     // Everything the child uses is made before the fork: after fork in a multi-threaded
     // process the child may make async-signal-safe calls only (no allocation, no locks).
@@ -253,12 +270,12 @@ pub(crate) fn write_back_mount(mountpoint: &Path) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     if child == 0 {
-        // SAFETY: in the child, with `path` made before the fork.
-        unsafe { syncfs_child(&path, open_max) }
+        // SAFETY: in the child, with `paths` made before the fork.
+        unsafe { syncfs_child(&paths, open_max) }
     }
     // A thread of its own waits for (and reaps) the child, whatever the patience decides; it
     // waits in waitpid, which a kill ends.
-    with_patience(mountpoint, move || {
+    with_patience(&described, move || {
         let mut status = 0;
         // SAFETY: waits for our own child; `status` is a valid out-parameter.
         while unsafe { libc::waitpid(child, &mut status, 0) } < 0 {
@@ -280,12 +297,13 @@ pub(crate) fn write_back_mount(mountpoint: &Path) -> io::Result<()> {
     })
 }
 
-/// The child of [`write_back_mount`]: close every descriptor, open `path` and syncfs it, and
-/// exit with 0 or the errno of the call that failed (every errno fits a byte).
+/// The child of [`write_back_mounts`]: close every descriptor, open each of `paths` and
+/// syncfs it, and exit with 0 or the errno of the first call that failed (every errno fits a
+/// byte).
 ///
 /// # Safety
 /// Call only in a child just forked; it makes async-signal-safe system calls only.
-unsafe fn syncfs_child(path: &std::ffi::CStr, open_max: libc::c_int) -> ! {
+unsafe fn syncfs_child(paths: &[std::ffi::CString], open_max: libc::c_int) -> ! {
     // SAFETY: system calls on descriptors and a NUL-terminated path made before the fork.
     unsafe {
         // No descriptor of the parent survives, /dev/fuse least of all (a daemon started
@@ -295,12 +313,18 @@ unsafe fn syncfs_child(path: &std::ffi::CStr, open_max: libc::c_int) -> ! {
                 libc::close(fd);
             }
         }
-        // Even the open waits for the mount's server.
-        let directory = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
-        if directory < 0 || libc::syncfs(directory) != 0 {
-            libc::_exit(errno_byte());
+        let mut status = 0;
+        for path in paths {
+            // Even the open waits for the mount's server.
+            let directory = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            if (directory < 0 || libc::syncfs(directory) != 0) && status == 0 {
+                status = errno_byte();
+            }
+            if directory >= 0 {
+                libc::close(directory);
+            }
         }
-        libc::_exit(0)
+        libc::_exit(status)
     }
 }
 
@@ -463,7 +487,7 @@ pub(crate) fn stall_write_back_for_tests() {
 /// the child doing it), in a thread of its own, and wait for it at most
 /// [`WRITE_BACK_PATIENCE`].
 fn with_patience<T: Send + 'static>(
-    mountpoint: &Path,
+    described: &str,
     work: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
     let (done, wait) = std::sync::mpsc::channel();
@@ -475,10 +499,7 @@ fn with_patience<T: Send + 'static>(
     wait.recv_timeout(WRITE_BACK_PATIENCE).unwrap_or_else(|_| {
         Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            format!(
-                "the kernel's write-back to {} is still running",
-                mountpoint.display()
-            ),
+            format!("the kernel's write-back to {described} is still running"),
         ))
     })
 }
@@ -498,7 +519,7 @@ pub(crate) fn write_back_pages(
 ) -> io::Result<usize> {
     let _in_progress = WriteBackInProgress::begin();
     let _watch = mountpoint::fuse_connection(mountpoint).and_then(DeathWatch::start);
-    with_patience(mountpoint, move || {
+    with_patience(&mountpoint.display().to_string(), move || {
         Ok(shared.kernel.invalidate(&inodes, &[]))
     })
 }
@@ -597,6 +618,30 @@ impl MountControl {
     pub fn write_back(&self) -> io::Result<()> {
         let _in_progress = WriteBackInProgress::begin();
         write_back_mount(&self.mountpoint)?;
+        self.write_back_open_files()
+    }
+
+    /// [`MountControl::write_back`] of several mounts, the syncfs of all in one child
+    /// ([`write_back_mounts`]); each mount's result, in order. If that child fails, each mount
+    /// is written back on its own, so that a failure is told of the mount it belongs to.
+    pub fn write_back_together(controls: &[&MountControl]) -> Vec<io::Result<()>> {
+        let _in_progress = WriteBackInProgress::begin();
+        let mountpoints: Vec<&Path> = (controls.iter())
+            .map(|control| control.mountpoint.as_path())
+            .collect();
+        match write_back_mounts(&mountpoints) {
+            Ok(()) => (controls.iter())
+                .map(|control| control.write_back_open_files())
+                .collect(),
+            Err(_) => controls
+                .iter()
+                .map(|control| control.write_back())
+                .collect(),
+        }
+    }
+
+    /// The second half of [`MountControl::write_back`]: the pages of files open for writing.
+    fn write_back_open_files(&self) -> io::Result<()> {
         let writers = self.shared.kernel.known_inodes_with_writers();
         if writers.is_empty() {
             return Ok(());

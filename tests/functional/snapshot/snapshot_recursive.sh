@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # snapshot -r takes one snapshot of every descendant, in one txg (the same createtxg);
 # destroy -r FS@SNAP destroys that name everywhere below; ranges FS@A%B and lists FS@A,B;
-# destroy -r FS destroys a file system with its snapshots.
+# destroy -r FS destroys a file system with its snapshots. Writes still in the kernel's cache
+# of every mount below are in the snapshots (the daemon writes them all back first, together).
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
 log_assert "snapshot -r, destroy -r, ranges and lists"
@@ -10,7 +11,12 @@ trap destroy_all_pools EXIT
 default_setup
 log_must tarn create -p "$TESTPOOL/a/b/c"
 echo data >"$ALTROOT/$TESTPOOL/a/b/file"
+echo top >"$ALTROOT/$TESTPOOL/a/top"
+echo deep >"$ALTROOT/$TESTPOOL/a/b/c/deep"
 log_must tarn snapshot -r "$TESTPOOL/a@r"
+assert_eq "$(cat "$ALTROOT/$TESTPOOL/a/.zfs/snapshot/r/top")" top "a@r's file"
+assert_eq "$(cat "$ALTROOT/$TESTPOOL/a/b/.zfs/snapshot/r/file")" data "a/b@r's file"
+assert_eq "$(cat "$ALTROOT/$TESTPOOL/a/b/c/.zfs/snapshot/r/deep")" deep "a/b/c@r's file"
 log_must tarn list -H -t snapshot -o name
 assert_eq "$(last_stdout)" "$TESTPOOL/a@r
 $TESTPOOL/a/b@r
