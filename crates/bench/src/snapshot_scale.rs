@@ -69,6 +69,9 @@ struct Figures {
     snapshots: u64,
     txg_median: f64,
     txg_p99: f64,
+    /// Median block copies and bytes a one-block txg's sync wrote.
+    txg_blocks: f64,
+    txg_bytes: f64,
     create: f64,
     destroy: f64,
     /// Seconds per batch of the batches that reached this count (none at 0).
@@ -260,6 +263,7 @@ impl State {
                 txgs.push(started.elapsed().as_secs_f64());
             }
         }
+        let (txg_blocks, txg_bytes) = self.txg_writes(bench.txgs);
         self.probes += 1;
         let probe = format!("{POOL}@probe{:06}", self.probes);
         let started = Instant::now();
@@ -278,11 +282,31 @@ impl State {
             snapshots: self.snapshots,
             txg_median: percentile(&txgs, 0.5),
             txg_p99: percentile(&txgs, 0.99),
+            txg_blocks,
+            txg_bytes,
             create,
             destroy,
             batch,
             daemon,
         })
+    }
+
+    /// The median block copies and bytes written by the last `txgs` synced txgs (the one-block
+    /// txgs just measured): what a txg costs on disk beside what it costs in time.
+    fn txg_writes(&self, txgs: usize) -> (f64, f64) {
+        let history = self.pool().txg_history();
+        let synced: Vec<_> = history
+            .iter()
+            .filter(|row| row.state == tarn::txg::TxgState::Committed && row.passes > 0)
+            .rev()
+            .take(txgs)
+            .collect();
+        if synced.is_empty() {
+            return (0.0, 0.0);
+        }
+        let blocks: Vec<f64> = synced.iter().map(|row| row.blocks_written as f64).collect();
+        let bytes: Vec<f64> = synced.iter().map(|row| row.written_bytes as f64).collect();
+        (percentile(&blocks, 0.5), percentile(&bytes, 0.5))
     }
 
     /// Export the pool, let a daemon of its own import and list it through the `tarn` binary,
@@ -408,6 +432,11 @@ fn comparisons(all: &[Figures]) -> Vec<Comparison> {
             None,
         );
         row("one-block txg p99 s", at.txg_p99, zero.txg_p99, None);
+        let blocks = "one-block txg block copies written (median)";
+        row(blocks, at.txg_blocks, zero.txg_blocks, None);
+        let kib = |bytes: f64| bytes / 1024.0;
+        let written = "one-block txg KiB written (median)";
+        row(written, kib(at.txg_bytes), kib(zero.txg_bytes), None);
         row("create one snapshot s", at.create, zero.create, None);
         row("destroy one snapshot s", at.destroy, zero.destroy, None);
         if let Some(batch) = at.batch {

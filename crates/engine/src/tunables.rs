@@ -211,6 +211,12 @@ tunables! {
     sync_pass_max: u32 = 100,
     /// Indirect block shift for new objects, 128 KiB (DN_MAX_INDBLKSHIFT).
     indirect_block_shift: u32 = 17,
+    /// Indirect block shift of a new object set's meta-dnode, 16 KiB (tarn's own; OpenZFS uses
+    /// DN_MAX_INDBLKSHIFT, 128 KiB). A txg rewrites the meta-dnode's indirect block above every
+    /// dnode block it dirties, and the dnodes a txg dirties lie far apart once an object set
+    /// holds many objects (a pool of 100,000 snapshots): a full 128 KiB block of pointers
+    /// costs eight times a 16 KiB one to checksum, compress and write, for the same one change.
+    meta_dnode_indirect_block_shift: u32 = 14,
     /// Data block size of the meta-dnode (dnodes per block = this / 512).
     dnode_block_size: u32 = 16 << 10,
     /// Dnodes each object set keeps decoded (OpenZFS's dnode handles): a lookup, stat or
@@ -379,6 +385,7 @@ impl Tunables {
             metaslab_aliquot: 64 << 10,
             metaslab_unload_delay: 8,
             indirect_block_shift: 10,
+            meta_dnode_indirect_block_shift: 10,
             dnode_block_size: 4 << 10,
             recordsize: 4 << 10,
             arc_max: 1 << 20,
@@ -399,8 +406,9 @@ impl Tunables {
             }
         };
         check(
-            (10..=17).contains(&self.indirect_block_shift),
-            "indirect_block_shift must be 10..=17",
+            (10..=17).contains(&self.indirect_block_shift)
+                && (10..=17).contains(&self.meta_dnode_indirect_block_shift),
+            "indirect_block_shift and meta_dnode_indirect_block_shift must be 10..=17",
         )?;
         check(self.delete_blocks >= 1, "delete_blocks must be >= 1")?;
         check(

@@ -336,7 +336,7 @@ impl ObjectSet {
         let tunables = &io.tunables;
         let meta_dnode = DnodePhys {
             object_type: ObjectType::Dnode,
-            indirect_block_shift: tunables.indirect_block_shift as u8,
+            indirect_block_shift: tunables.meta_dnode_indirect_block_shift as u8,
             levels: 1,
             bonus_type: ObjectType::None,
             checksum: ChecksumType::Fletcher4,
