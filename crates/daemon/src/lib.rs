@@ -477,7 +477,7 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
 /// large, several ([`tarn_protocol::response_lines`]).
 fn send(writer: &mut UnixStream, mut response: Response) -> std::io::Result<()> {
     response.protocol = tarn_protocol::PROTOCOL_VERSION;
-    for line in tarn_protocol::response_lines(&response) {
+    for line in tarn_protocol::response_lines(response) {
         writer.write_all(&line)?;
     }
     writer.flush()

@@ -96,17 +96,17 @@ pub fn read_response(reader: &mut impl BufRead) -> Result<Response, String> {
 /// Read one response, in one line or several ([`crate::response_lines`]), whatever the
 /// protocol version of the daemon that wrote it.
 fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, String> {
-    let mut response = read_response_line(reader)?;
+    let (mut response, _) = read_response_line(reader)?;
     let mut total = 0u64;
     while response.more {
-        let next = read_response_line(reader).map_err(|error| {
+        let (next, line_bytes) = read_response_line(reader).map_err(|error| {
             if error == CONNECTION_CLOSED {
                 "the daemon closed the connection in the middle of its answer".to_string()
             } else {
                 error
             }
         })?;
-        total += serde_json::to_vec(&next.data).map_or(0, |bytes| bytes.len() as u64);
+        total += line_bytes as u64;
         if total > crate::MAX_RESPONSE_BYTES {
             return Err(format!(
                 "the response passes {} MiB",
@@ -122,8 +122,8 @@ fn read_response_of_any_build(reader: &mut impl BufRead) -> Result<Response, Str
 /// writing a byte (it was exiting and had not acted on the request, which may be made again).
 const CONNECTION_CLOSED: &str = "connection closed";
 
-/// Read one response line.
-fn read_response_line(reader: &mut impl BufRead) -> Result<Response, String> {
+/// Read one response line; the response and the line's length in bytes.
+fn read_response_line(reader: &mut impl BufRead) -> Result<(Response, usize), String> {
     let mut answer = Vec::new();
     let read = reader
         .take(MAX_LINE_BYTES + 1)
@@ -141,7 +141,9 @@ fn read_response_line(reader: &mut impl BufRead) -> Result<Response, String> {
             MAX_LINE_BYTES >> 20
         ));
     }
-    serde_json::from_slice(&answer).map_err(|error| format!("unreadable response: {error}"))
+    let response =
+        serde_json::from_slice(&answer).map_err(|error| format!("unreadable response: {error}"))?;
+    Ok((response, answer.len()))
 }
 
 /// A connection to the running daemon for a request that carries a stream (`send`,

@@ -113,7 +113,7 @@ pub fn destroy(socket: &Path, mut args: DestroyArgs) -> Result<u8, Failure> {
 fn list_rows(socket: &Path, args: ListArgs) -> Result<Vec<DatasetRow>, Failure> {
     let name = args.name.clone();
     let request = Request::Dataset(DatasetRequest::List(args));
-    let Some(response) = client::ask_if_running(socket, &request)? else {
+    let Some(mut response) = client::ask_if_running(socket, &request)? else {
         return match name {
             Some(name) => Err(Failure(format!(
                 "dataset {name:?} does not exist (no pools are imported)"
@@ -130,7 +130,7 @@ fn list_rows(socket: &Path, args: ListArgs) -> Result<Vec<DatasetRow>, Failure> 
                 .to_string(),
         ));
     }
-    serde_json::from_value(response.data["datasets"].clone())
+    serde_json::from_value(response.data["datasets"].take())
         .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))
 }
 
