@@ -317,6 +317,7 @@ pub fn child_main(plan: ChildPlan) -> ! {
     let pool = child.pool.write().take();
     child.slots.lock().clear();
     if let Some(pool) = pool {
+        outcomes::note_livelist_work(&pool);
         if let Err(error) = pool.export() {
             child.fail(&format!("export at the end of the round: {error}"));
         }
@@ -403,6 +404,12 @@ impl Child {
 
     /// The planned crash: a SIGKILL, after a power cut if the plan says so.
     fn die(&self) -> ! {
+        // The workers run on: the pool may be locked for a reimport, and then goes uncounted.
+        if let Some(pool) = self.pool.try_read() {
+            if let Some(pool) = pool.as_ref() {
+                outcomes::note_livelist_work(pool);
+            }
+        }
         self.report();
         if let Some(power) = &self.power {
             let outcome = power.cut(&self.journal);
@@ -925,6 +932,7 @@ impl Child {
         for slot in &slots {
             drop(slot.fs.write().take());
         }
+        outcomes::note_livelist_work(&pool);
         pool.export()
             .map_err(|error| OpError::Inconsistent(format!("export: {error}")))?;
         let mut rewind_candidates = None;

@@ -19,6 +19,27 @@ pub(super) fn note(outcome: &'static str) {
     *COUNTS.lock().entry(outcome).or_insert(0) += 1;
 }
 
+/// Count what the livelist reader did for `pool` since its import (sub-lists of destroyed
+/// clones freed, sub-lists condensed, stale reads discarded): called once per imported pool,
+/// as it is closed, so that a run shows whether its clones' destroys and overwrites reached
+/// the reader at all.
+pub(super) fn note_livelist_work(pool: &tarn::pool::Pool) {
+    let stats = pool.core.livelist_work_stats();
+    let mut counts = COUNTS.lock();
+    for (outcome, count) in [
+        (
+            "livelist sub-lists freed by the reader",
+            stats.sublists_freed,
+        ),
+        ("livelist sub-lists condensed", stats.condensed),
+        ("livelist reads found stale and discarded", stats.discarded),
+    ] {
+        if count > 0 {
+            *counts.entry(outcome).or_insert(0) += count;
+        }
+    }
+}
+
 /// Leave the counts for the parent, one `COUNT OUTCOME` line each.
 pub(super) fn report(dir: &Path) {
     let text: String = (COUNTS.lock().iter())
