@@ -85,6 +85,9 @@ struct Args {
     /// Internal: the scan pacing the seed chose (`scan_blocks_per_txg_max`).
     #[arg(long, hide = true)]
     child_scan_blocks: Option<u64>,
+    /// Internal: the seed's `livelist_min_percent_shared`.
+    #[arg(long, hide = true)]
+    child_livelist_share: Option<u64>,
     /// Internal: the child dies by a power cut of its devices, with this seed.
     #[arg(long, hide = true)]
     child_power_cut: Option<u64>,
@@ -224,6 +227,8 @@ fn run_child(args: &Args, round: u64) -> ! {
                 .unwrap_or_else(|| missing("--child-ashift")),
             args.child_scan_blocks
                 .unwrap_or_else(|| missing("--child-scan-blocks")),
+            args.child_livelist_share
+                .unwrap_or_else(|| missing("--child-livelist-share")),
         ),
         excluded: excluded_operations(args).unwrap_or_else(|why| {
             eprintln!("tarn-stress: {why}");

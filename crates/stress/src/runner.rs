@@ -178,12 +178,18 @@ impl Summary {
     }
 }
 
-/// The tunables of every pool the tool makes: the tiny test configuration, with the ashift
-/// and the scan pacing (`scan_blocks_per_txg_max`, [`SCAN_PACING`]) the seed chose.
-pub fn tunables(ashift: u32, scan_blocks_per_txg_max: u64) -> Tunables {
+/// The tunables of every pool the tool makes: the tiny test configuration, with the ashift,
+/// the scan pacing (`scan_blocks_per_txg_max`, [`SCAN_PACING`]) and the share below which a
+/// clone's livelist is dropped (`livelist_min_percent_shared`) the seed chose.
+pub fn tunables(
+    ashift: u32,
+    scan_blocks_per_txg_max: u64,
+    livelist_min_percent_shared: u64,
+) -> Tunables {
     Tunables {
         vdev_ashift: ashift,
         scan_blocks_per_txg_max,
+        livelist_min_percent_shared,
         // The direct check of a scrub's coverage (`child::devices::check_scrub_coverage`).
         // Its first finding (fixed seed 3) was a scan bug: a snapshot destroyed
         // before the scan reached the dataset after it (pool/scan.rs).
@@ -205,6 +211,23 @@ pub fn tunables(ashift: u32, scan_blocks_per_txg_max: u64) -> Tunables {
 pub const SCAN_PACING: [u64; 1] = [256];
 /// One seed in this many leaves its scans unpaced.
 pub const UNPACED_ONE_IN: u32 = 4;
+
+/// The share a clone keeps its livelist at, for one seed in two (the others keep the tiny
+/// configuration's 75%). The tool's clones are small and soon overwritten: at 75% every one
+/// dropped its livelist within a few operations, and a destroy then walked the clone's tree,
+/// so the livelist reader's deletes and condensing never ran beside the other operations.
+/// At 0% a clone keeps its livelist whatever it shares.
+pub const LIVELISTS_KEPT_PERCENT: u64 = 0;
+
+/// The seed's `livelist_min_percent_shared`, drawn from a generator of its own so that the
+/// draws of the seeds' other choices (and the fixed seeds' findings) stay as they were.
+pub fn livelist_min_percent_shared(seed: u64) -> u64 {
+    if StdRng::seed_from_u64(crate::tag::mix(seed ^ 0x0011_7e11_57ed)).gen_ratio(1, 2) {
+        LIVELISTS_KEPT_PERCENT
+    } else {
+        Tunables::tiny().livelist_min_percent_shared
+    }
+}
 
 /// How a seed's scan pacing reads in its configuration line.
 pub fn describe_pacing(scan_blocks_per_txg_max: u64) -> String {
@@ -231,9 +254,10 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     // One run in three makes deadlists without totals headers first and enables the feature
     // from round LATE_FEATURE_ROUND on: deadlists of both kinds then meet in one pool.
     let late_totals = seed_rng.gen_ratio(1, 3);
-    let tunables = tunables(ashift, pacing);
+    let livelist_share = livelist_min_percent_shared(options.seed);
+    let tunables = tunables(ashift, pacing, livelist_share);
     println!(
-        "tarn-stress: seed {}: ashift {ashift}, {}{}",
+        "tarn-stress: seed {}: ashift {ashift}, {}, clones keep livelists down to {livelist_share}% shared{}",
         options.seed,
         describe_pacing(pacing),
         if late_totals {
@@ -478,6 +502,8 @@ fn spawn_child(
         .arg(tunables.vdev_ashift.to_string())
         .arg("--child-scan-blocks")
         .arg(tunables.scan_blocks_per_txg_max.to_string())
+        .arg("--child-livelist-share")
+        .arg(tunables.livelist_min_percent_shared.to_string())
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
