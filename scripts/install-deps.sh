@@ -2,7 +2,7 @@
 # Install what tarn needs on a fresh Debian machine of this project's kind: the packages below
 # (fio and btrfs-progs for benchmark baselines, `tarn bench sync` running btrfs on a loop
 # device; fuse3 for the file system, which mounts through FUSE; git, rsync, sqlite3 and the
-# rest for the tests that run real tools on a mount, crates/cli/tests/tools.rs; attr and acl
+# rest for the tests that run real tools on a mount, crates/cli/tests/suite/tools.rs; attr and acl
 # for the xattr functional tests and scripts/posix-conformance.sh;
 # librsvg2-bin for PNG charts of `tarn bench run`, converted from SVG by rsvg-convert;
 # python3 for scripts/check-cycles.py and scripts/posix-conformance.sh)

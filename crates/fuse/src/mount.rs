@@ -464,7 +464,7 @@ const STALL_WRITE_BACK_VARIABLE: &str = "TARN_TEST_STALL_WRITE_BACK";
 /// A test hook: with `TARN_TEST_STALL_WRITE_BACK=SECONDS` in the environment, a worker serving
 /// a write of the kernel's page cache while [`write_back_mount`] runs in this process sleeps
 /// that long first, so that a test can kill the daemon at the moment its syncfs waits for a
-/// request a worker has taken (tests/writeback_kill.rs of tarn-cli). Costs one atomic load
+/// request a worker has taken (tests/suite/writeback_kill.rs of tarn-cli). Costs one atomic load
 /// otherwise.
 pub(crate) fn stall_write_back_for_tests() {
     static STALL: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();

@@ -9,7 +9,7 @@
 //! (exit status 101) or was killed by a signal.
 //!
 //! Tests marked `#[ignore = "..."]` expose bugs that are not fixed yet; run them with
-//! `cargo test -p tarn-cli --test cli -- --ignored`.
+//! `cargo test -p tarn-cli --test suite cli:: -- --ignored`.
 
 use std::collections::BTreeMap;
 use std::fs::File;

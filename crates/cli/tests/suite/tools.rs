@@ -7,7 +7,7 @@
 //!
 //! A missing tool fails its test with a message (scripts/install-deps.sh installs them all);
 //! only a missing /dev/fuse skips. Run with
-//! `cargo test -p tarn-cli --test tools -- --test-threads=2 --nocapture` to see the timings.
+//! `cargo test -p tarn-cli --test suite tools:: -- --test-threads=2 --nocapture` to see the timings.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
