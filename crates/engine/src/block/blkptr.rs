@@ -806,6 +806,26 @@ impl BlockPtr {
         }
     }
 
+    /// Whether the encoded pointer `bytes` (exactly [`BLKPTR_SIZE`] long, from a block whose
+    /// checksum was verified) is a hole, read without decoding it: for an indirect block's
+    /// pointers that a sync leaves as they are.
+    pub fn encoded_is_hole(bytes: &[u8]) -> bool {
+        bytes[OFFSET_FLAGS] & FLAG_EMBEDDED == 0
+            && (0..DVAS_MAX).all(|index| {
+                read_u32(bytes, OFFSET_DVAS + index * DVA_SIZE + 4) & !DVA_GANG_BIT == 0
+            })
+    }
+
+    /// The fill count of the encoded pointer `bytes`, read without decoding it (an embedded
+    /// pointer's is 1; its fill-count word holds payload).
+    pub fn encoded_fill_count(bytes: &[u8]) -> u64 {
+        if bytes[OFFSET_FLAGS] & FLAG_EMBEDDED != 0 {
+            1
+        } else {
+            read_u64(bytes, OFFSET_FILL_COUNT)
+        }
+    }
+
     /// Decodes and validates a block pointer from untrusted bytes. Never panics: any
     /// inconsistency is a [`BlockError::Corrupt`] naming the field.
     pub fn decode(bytes: &[u8]) -> Result<BlockPtr, BlockError> {

@@ -438,6 +438,9 @@ proptest! {
         let decoded = BlockPtr::decode(&bytes).unwrap();
         prop_assert_eq!(&decoded, &normalized(pointer));
         prop_assert_eq!(decoded.encode(), bytes);
+        // What a sync reads of the pointers it leaves alone, without decoding them.
+        prop_assert_eq!(BlockPtr::encoded_is_hole(&bytes), decoded.is_hole());
+        prop_assert_eq!(BlockPtr::encoded_fill_count(&bytes), decoded.fill_count);
     }
 
     #[test]
