@@ -31,20 +31,9 @@ fn pool_with(dir: &std::path::Path, tunables: Tunables, disabled: &[&str]) -> Po
     .unwrap()
 }
 
-fn file(fs: &FileSystem, name: &str) -> u64 {
-    match fs.lookup(fs.root(), name.as_bytes()) {
-        Ok(attr) => attr.ino,
-        Err(_) => {
-            fs.create(fs.root(), name.as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino
-        }
-    }
-}
-
 /// Overwrite `count` scattered 4 KiB records of `name` (seeded), syncing every `per_sync`.
 fn scatter(pool: &Pool, fs: &FileSystem, name: &str, records: u64, count: u64, seed: u64) {
-    let ino = file(fs, name);
+    let ino = root_file(fs, name);
     for index in 0..count {
         let record = (index * 7919 + seed * 31) % records;
         fs.write(ino, record * 4096, &pattern(seed * 1000 + index, 4096))
@@ -86,7 +75,7 @@ fn origin_and_clone(pool: &Pool, records: u64) -> (FileSystem, FileSystem) {
     pool.create_dataset("tank/fs", &[("compression".into(), "off".into())], false)
         .unwrap();
     let fs = pool.open_file_system("tank/fs").unwrap();
-    let ino = file(&fs, "big");
+    let ino = root_file(&fs, "big");
     fs.write(ino, 0, &pattern(1, (records * 4096) as usize))
         .unwrap();
     pool.create_snapshots(&["tank/fs@origin".to_string()], false)
@@ -159,7 +148,7 @@ fn livelist_destroy_frees_exactly_what_the_clone_wrote() {
         allocated_before_writes
     );
     let fs = pool.open_file_system("tank/fs").unwrap();
-    let ino = file(&fs, "big");
+    let ino = root_file(&fs, "big");
     assert!(fs.read(ino, 0, 2000 * 4096).unwrap() == pattern(1, 2000 * 4096));
 }
 
@@ -175,7 +164,7 @@ fn sublists_condense_when_frees_cancel() {
     let pool = pool_with(dir.path(), tunables.clone(), &[]);
     let (_fs, clone) = origin_and_clone(&pool, 400);
     // The same 8 records over and over, one txg each time: FREEs pile up in one sub-list.
-    let ino = file(&clone, "big");
+    let ino = root_file(&clone, "big");
     for round in 0..40u64 {
         for record in 0..8u64 {
             clone
@@ -220,7 +209,7 @@ fn livelist_dropped_when_sharing_falls_and_on_promote_and_rollback() {
     let (_fs, clone) = origin_and_clone(&pool, 100);
     // Rewrite most of the origin's data: the clone shares less than 75%.
     scatter(&pool, &clone, "big", 100, 100, 5);
-    let ino = file(&clone, "new");
+    let ino = root_file(&clone, "new");
     clone.write(ino, 0, &pattern(6, 400 * 4096)).unwrap();
     pool.sync().unwrap();
     assert!(sublists(&pool, "tank/clone").is_empty());
@@ -316,7 +305,7 @@ fn clone_with_snapshots_and_pool_without_the_feature() {
 /// Rewrite the first `records` records of `big` in `clone` `rounds` times, one txg each: FREEs
 /// pile up in the sub-list holding the previous round's blocks.
 fn rewrite_rounds(pool: &Pool, clone: &FileSystem, records: u64, rounds: std::ops::Range<u64>) {
-    let ino = file(clone, "big");
+    let ino = root_file(clone, "big");
     for round in rounds {
         for record in 0..records {
             clone

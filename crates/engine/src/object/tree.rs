@@ -51,15 +51,7 @@ impl Indirect {
             );
             Arc::new(hole.encode().repeat(fanout as usize))
         } else {
-            let data = io.read(&original)?;
-            if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
-                return Err(ObjectError::Corrupt(format!(
-                    "indirect block of {} bytes, expected {}",
-                    data.len(),
-                    fanout * BLKPTR_SIZE as u64
-                )));
-            }
-            data
+            read_indirect_bytes(io, &original, fanout)?
         };
         Ok(Indirect {
             original,
@@ -93,13 +85,7 @@ impl Indirect {
         if let Some(entry) = self.touched.get(&slot) {
             return Ok(entry.clone());
         }
-        let child = BlockPtr::decode(self.stored_slot(slot))?;
-        if child.level + 1 != self.original.level {
-            return Err(ObjectError::Corrupt(format!(
-                "indirect block at level {} points to a level-{} block",
-                self.original.level, child.level
-            )));
-        }
+        let child = decode_child(self.stored_slot(slot), self.original.level)?;
         self.touched.insert(slot, child.clone());
         Ok(child)
     }
@@ -137,6 +123,35 @@ pub(crate) struct TreeSync<'a> {
     pub cache: crate::cache::CachePolicy,
 }
 
+/// The bytes of the indirect block `bp` (not a hole), checked to hold `fanout` pointers.
+fn read_indirect_bytes(
+    io: &BlockIo,
+    bp: &BlockPtr,
+    fanout: u64,
+) -> Result<Arc<Vec<u8>>, ObjectError> {
+    let data = io.read(bp)?;
+    if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
+        return Err(ObjectError::Corrupt(format!(
+            "indirect block of {} bytes, expected {}",
+            data.len(),
+            fanout * BLKPTR_SIZE as u64
+        )));
+    }
+    Ok(data)
+}
+
+/// Decode one pointer of an indirect block at `parent_level`, checked to be one level down.
+fn decode_child(bytes: &[u8], parent_level: u8) -> Result<BlockPtr, ObjectError> {
+    let child = BlockPtr::decode(bytes)?;
+    if child.level + 1 != parent_level {
+        return Err(ObjectError::Corrupt(format!(
+            "indirect block at level {parent_level} points to a level-{} block",
+            child.level
+        )));
+    }
+    Ok(child)
+}
+
 /// Read an indirect block's pointers, validating that each child is one level down.
 pub(crate) fn read_indirect(
     io: &BlockIo,
@@ -149,26 +164,10 @@ pub(crate) fn read_indirect(
             .map(|_| BlockPtr::hole(birth, bp.object_type, bp.level - 1))
             .collect());
     }
-    let data = io.read(bp)?;
-    if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
-        return Err(ObjectError::Corrupt(format!(
-            "indirect block of {} bytes, expected {}",
-            data.len(),
-            fanout * BLKPTR_SIZE as u64
-        )));
-    }
-    let mut entries = Vec::with_capacity(fanout as usize);
-    for chunk in data.chunks_exact(BLKPTR_SIZE) {
-        let child = BlockPtr::decode(chunk)?;
-        if child.level + 1 != bp.level {
-            return Err(ObjectError::Corrupt(format!(
-                "indirect block at level {} points to a level-{} block",
-                bp.level, child.level
-            )));
-        }
-        entries.push(child);
-    }
-    Ok(entries)
+    let data = read_indirect_bytes(io, bp, fanout)?;
+    (data.chunks_exact(BLKPTR_SIZE))
+        .map(|chunk| decode_child(chunk, bp.level))
+        .collect()
 }
 
 /// Whether the write pipeline rewrote `old`'s copies in place (a later sync pass rewriting a
@@ -591,23 +590,9 @@ fn read_indirect_entry(
     fanout: u64,
     slot: u64,
 ) -> Result<BlockPtr, ObjectError> {
-    let data = io.read(bp)?;
-    if data.len() as u64 != fanout * BLKPTR_SIZE as u64 {
-        return Err(ObjectError::Corrupt(format!(
-            "indirect block of {} bytes, expected {}",
-            data.len(),
-            fanout * BLKPTR_SIZE as u64
-        )));
-    }
+    let data = read_indirect_bytes(io, bp, fanout)?;
     let start = slot as usize * BLKPTR_SIZE;
-    let child = BlockPtr::decode(&data[start..start + BLKPTR_SIZE])?;
-    if child.level + 1 != bp.level {
-        return Err(ObjectError::Corrupt(format!(
-            "indirect block at level {} points to a level-{} block",
-            bp.level, child.level
-        )));
-    }
-    Ok(child)
+    decode_child(&data[start..start + BLKPTR_SIZE], bp.level)
 }
 
 /// Visit every block pointer under a dnode: its spill block, then its tree (depth first,
