@@ -48,6 +48,14 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         Ok::<_, Failure>(value)
     };
     value(Property::Mountpoint)?;
+    for limit in [
+        Property::Quota,
+        Property::Refquota,
+        Property::Reservation,
+        Property::Refreservation,
+    ] {
+        value(limit)?;
+    }
     let mut row = DatasetRow {
         name: info.name.clone(),
         used: info.used,
@@ -76,6 +84,11 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
         snapdir: value(Property::Snapdir)?,
         xattr: value(Property::Xattr)?,
         acltype: value(Property::Acltype)?,
+        quota: info.limits.quota,
+        refquota: info.limits.refquota,
+        reservation: info.limits.reservation,
+        refreservation: info.limits.refreservation,
+        usedbyrefreservation: info.used_by_refreservation,
         sources: BTreeMap::new(),
     };
     row.sources = sources;

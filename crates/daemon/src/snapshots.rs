@@ -98,6 +98,11 @@ pub fn row_with(
         snapdir: value(Property::Snapdir)?,
         xattr: value(Property::Xattr)?,
         acltype: value(Property::Acltype)?,
+        quota: 0,
+        refquota: 0,
+        reservation: 0,
+        refreservation: 0,
+        usedbyrefreservation: 0,
         sources: BTreeMap::new(),
     };
     row.sources = sources;
@@ -134,6 +139,11 @@ pub fn bookmark_row(info: &tarn::BookmarkInfo) -> DatasetRow {
         snapdir: "-".into(),
         xattr: "-".into(),
         acltype: "-".into(),
+        quota: 0,
+        refquota: 0,
+        reservation: 0,
+        refreservation: 0,
+        usedbyrefreservation: 0,
         sources: BTreeMap::new(),
     }
 }

@@ -168,7 +168,7 @@ impl Pool {
             "usedbydataset" => DatasetValue::Bytes(info.used_by_dataset),
             "usedbysnapshots" => DatasetValue::Bytes(info.used_by_snapshots),
             "usedbychildren" => DatasetValue::Bytes(info.used_by_children),
-            "usedbyrefreservation" => DatasetValue::Bytes(0),
+            "usedbyrefreservation" => DatasetValue::Bytes(info.used_by_refreservation),
             "guid" => DatasetValue::Number(info.guid),
             "createtxg" => DatasetValue::Number(info.creation_txg),
             "receive_resume_token" => {

@@ -13,6 +13,7 @@ mod common;
 mod datasets;
 mod livelists;
 mod promote;
+mod quotas;
 mod receive_batches;
 mod receive_clone;
 mod receive_hostile;

@@ -109,6 +109,7 @@
 //! | `NameTooLong` | ENAMETOOLONG |
 //! | `InvalidName`, `Invalid` | EINVAL |
 //! | `NoSpace` | ENOSPC |
+//! | `QuotaExceeded` | EDQUOT |
 //! | `Busy` | EBUSY |
 //! | `ReadOnly` | EROFS |
 //! | `Corrupt`, `Engine` | EIO (and a line in the daemon's log) |
@@ -214,6 +215,7 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::NameTooLong => Errno::ENAMETOOLONG,
         FsError::InvalidName | FsError::Invalid(_) => Errno::EINVAL,
         FsError::NoSpace => Errno::ENOSPC,
+        FsError::QuotaExceeded => Errno::EDQUOT,
         FsError::Busy(_) => Errno::EBUSY,
         FsError::ReadOnly => Errno::EROFS,
         FsError::Corrupt(_) | FsError::Engine(_) => Errno::EIO,
@@ -557,8 +559,10 @@ impl Filesystem for TarnFuse {
         // Through a file opened for cached writing, while ordinary writes no longer fit: the
         // kernel asks this before a write(2) into its cache, which is refused here
         // (`write_space`).
-        if fh == Some(CACHED_WRITER) && self.shared.space.refuses_cached_writes() {
-            return reply.error(Errno::ENOSPC);
+        if fh == Some(CACHED_WRITER) {
+            if let Some(refusal) = self.shared.space.refuses_cached_writes() {
+                return reply.error(errno_of(&refusal));
+            }
         }
         match self.getattr_node(ino) {
             Ok(attr) => reply.attr(&TTL, &attr),

@@ -56,7 +56,7 @@ use std::sync::Arc;
 
 use fuser::FileHandle;
 use parking_lot::{Condvar, Mutex};
-use tarn::{FileSystem, HeldBack, WriteSource};
+use tarn::{FileSystem, FsError, HeldBack, WriteSource};
 
 /// The file handle of a file opened for cached writing (any other open is handle 0).
 pub(crate) const CACHED_WRITER: FileHandle = FileHandle(1);
@@ -189,15 +189,20 @@ impl WriteSpace {
             .write_fits(u64::from(crate::WRITE_BYTES_MAX), WriteSource::Caller)
     }
 
-    /// Whether an ordinary write of a full request is refused, as the engine would decide
-    /// it (letting the data in flight sync first): a cached writer's next write(2) is then
-    /// refused.
-    pub(crate) fn refuses_cached_writes(&self) -> bool {
-        self.may_be_short()
-            && !self
-                .fs
-                .caller_write_would_fit(u64::from(crate::WRITE_BYTES_MAX))
-                .unwrap_or(false)
+    /// Why an ordinary write of a full request is refused, as the engine would decide it
+    /// (letting the data in flight sync first), if it is: a cached writer's next write(2) is
+    /// then refused with that error (ENOSPC, or EDQUOT for a quota).
+    pub(crate) fn refuses_cached_writes(&self) -> Option<FsError> {
+        if !self.may_be_short() {
+            return None;
+        }
+        match self
+            .fs
+            .caller_write_refusal(u64::from(crate::WRITE_BYTES_MAX))
+        {
+            Ok(refusal) => refusal,
+            Err(_) => Some(FsError::NoSpace),
+        }
     }
 
     /// A write-back of `ino` at `offset` arrives: it waits until the write-backs of `ino` at

@@ -76,6 +76,19 @@ impl Cell {
         }
     }
 
+    /// A space limit: bytes, or `none` (exact `0`, as zfs -p prints it) when unset.
+    pub fn limit(value: u64) -> Cell {
+        if value == 0 {
+            Cell {
+                exact: "0".into(),
+                human: "none".into(),
+                json: Value::from(0u64),
+            }
+        } else {
+            Cell::bytes(value)
+        }
+    }
+
     pub fn percent(value: Option<u64>) -> Cell {
         match value {
             Some(value) => Cell {

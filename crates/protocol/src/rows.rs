@@ -164,7 +164,7 @@ pub struct StatusEntry {
 }
 
 /// Columns of `tarn list` (the first five are the default).
-pub const LIST_COLUMNS: [&str; 27] = [
+pub const LIST_COLUMNS: [&str; 32] = [
     "name",
     "used",
     "avail",
@@ -192,6 +192,11 @@ pub const LIST_COLUMNS: [&str; 27] = [
     "snapdir",
     "xattr",
     "acltype",
+    "quota",
+    "refquota",
+    "reservation",
+    "refreservation",
+    "usedbyrefreservation",
 ];
 
 pub const LIST_DEFAULT_COLUMNS: [&str; 5] = ["name", "used", "avail", "refer", "mountpoint"];
@@ -251,6 +256,17 @@ pub struct DatasetRow {
     pub xattr: String,
     #[serde(default = "dash")]
     pub acltype: String,
+    /// The space limits in bytes, 0 for none.
+    #[serde(default)]
+    pub quota: u64,
+    #[serde(default)]
+    pub refquota: u64,
+    #[serde(default)]
+    pub reservation: u64,
+    #[serde(default)]
+    pub refreservation: u64,
+    #[serde(default)]
+    pub usedbyrefreservation: u64,
     /// The source of each settable property shown (`default`, `local`, `inherited from NAME`),
     /// by property name; the others are read-only statistics.
     #[serde(default)]
@@ -316,6 +332,11 @@ impl DatasetRow {
             Cell::text(self.snapdir.clone()),
             Cell::text(self.xattr.clone()),
             Cell::text(self.acltype.clone()),
+            for_filesystem(Cell::limit(self.quota)),
+            for_filesystem(Cell::limit(self.refquota)),
+            for_filesystem(Cell::limit(self.reservation)),
+            for_filesystem(Cell::limit(self.refreservation)),
+            for_filesystem(Cell::bytes(self.usedbyrefreservation)),
         ]
     }
 
@@ -379,9 +400,14 @@ impl PropertyRow {
         value: String,
         source: PropertySource,
     ) -> PropertyRow {
-        let human = match property {
-            Property::Recordsize => human_bytes(value.parse().unwrap_or(0)),
-            _ => value.clone(),
+        let (value, human) = match property {
+            Property::Recordsize => (value.clone(), human_bytes(value.parse().unwrap_or(0))),
+            // zfs -p prints a limit of none as 0.
+            _ if property.is_space_limit() => {
+                let cell = Cell::limit(value.parse().unwrap_or(0));
+                (cell.exact, cell.human)
+            }
+            _ => (value.clone(), value),
         };
         PropertyRow {
             name: name.to_string(),
@@ -471,6 +497,11 @@ mod tests {
             snapdir: "hidden".into(),
             xattr: "sa".into(),
             acltype: "off".into(),
+            quota: 0,
+            refquota: 0,
+            reservation: 0,
+            refreservation: 0,
+            usedbyrefreservation: 0,
             sources: BTreeMap::new(),
         };
         let cells = row.cells();

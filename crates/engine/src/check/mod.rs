@@ -351,7 +351,7 @@ fn check_dataset_tree(
         dir_object: ObjectId,
         parent: ObjectId,
         name: &str,
-    ) -> Result<u64, crate::pool::PoolError> {
+    ) -> Result<(u64, u64), crate::pool::PoolError> {
         let mut problem = |what: String| report.errors.push(format!("dataset {name}: {what}"));
         let dir = match core
             .mos
@@ -361,11 +361,11 @@ fn check_dataset_tree(
             Ok(Ok(dir)) => dir,
             Ok(Err(error)) => {
                 problem(format!("directory record {dir_object}: {error}"));
-                return Ok(0);
+                return Ok((0, 0));
             }
             Err(error) => {
                 problem(format!("directory object {dir_object}: {error}"));
-                return Ok(0);
+                return Ok((0, 0));
             }
         };
         if dir.parent_dir_object != parent {
@@ -411,18 +411,19 @@ fn check_dataset_tree(
                         dir.used_breakdown.dataset, dir.used_breakdown.snapshots
                     ));
                 }
-                by_dataset + by_snapshots
+                (by_dataset, by_snapshots)
             }
             Ok(Err(error)) => {
                 problem(format!("dataset record: {error}"));
-                0
+                (0, 0)
             }
             Err(error) => {
                 problem(format!("dataset object: {error}"));
-                0
+                (0, 0)
             }
         };
-        // Properties: every stored value must parse.
+        // Properties: every stored value must parse. The reservations count in `used`.
+        let mut limits = crate::dataset::limits::LimitSettings::default();
         match KvObject::new(&core.mos, dir.properties_object, None) {
             Ok(handle) => match kv::list(&handle, 0, usize::MAX) {
                 Ok(entries) => {
@@ -434,6 +435,15 @@ fn check_dataset_tree(
                         });
                         if !valid {
                             problem(format!("invalid stored property {key:?}"));
+                            continue;
+                        }
+                        let bytes = crate::dataset::props::limit_bytes(
+                            std::str::from_utf8(&entry.value).unwrap_or_default(),
+                        );
+                        match Property::from_name(&key) {
+                            Some(Property::Reservation) => limits.reservation = bytes,
+                            Some(Property::Refreservation) => limits.refreservation = bytes,
+                            _ => {}
                         }
                     }
                 }
@@ -451,7 +461,10 @@ fn check_dataset_tree(
                 Vec::new()
             }
         };
-        let mut used = referenced;
+        // zfs's `used` (`pool/limits.rs`): the dataset's own space, the unfilled part of its
+        // refreservation, and each child's used or reservation, whichever is larger.
+        let (by_dataset, by_snapshots) = referenced;
+        let mut used = by_dataset + by_snapshots + limits.refreservation.saturating_sub(by_dataset);
         for child in children {
             let child_name = format!("{name}/{}", String::from_utf8_lossy(&child.key));
             let Ok(bytes) = <[u8; 8]>::try_from(child.value.as_slice()) else {
@@ -460,7 +473,7 @@ fn check_dataset_tree(
                 ));
                 continue;
             };
-            used += walk(
+            let (child_used, child_reserved) = walk(
                 core,
                 chains,
                 report,
@@ -469,6 +482,7 @@ fn check_dataset_tree(
                 dir_object,
                 &child_name,
             )?;
+            used += child_used.max(child_reserved);
         }
         if dir.used_bytes != used {
             report.errors.push(format!(
@@ -476,7 +490,7 @@ fn check_dataset_tree(
                 dir.used_bytes
             ));
         }
-        Ok(used)
+        Ok((used, limits.reservation))
     }
     walk(
         core,

@@ -69,6 +69,7 @@
 
 pub mod bptree;
 pub mod deadlist;
+pub mod limits;
 pub mod livelist;
 pub mod phys;
 pub mod props;
@@ -130,6 +131,8 @@ pub struct Dataset {
     space_memo: Mutex<SpaceMemo>,
     /// Times a kept figure would have gone below zero (see "Underflow").
     accounting_errors: AtomicU64,
+    /// Quota, reservations and what is charged against them ([`limits`]).
+    pub limits: limits::SpaceLimits,
 }
 
 /// Where a dataset's own space is: its live blocks not shared with an origin
@@ -196,6 +199,7 @@ impl Dataset {
             snapshots_generation: AtomicU64::new(0),
             space_memo: Mutex::new(SpaceMemo::default()),
             accounting_errors: AtomicU64::new(0),
+            limits: limits::SpaceLimits::default(),
         })
     }
 

@@ -80,6 +80,16 @@ pub enum Property {
     /// What the L2ARC may hold of the dataset: `all`, `metadata`, `none`. Kept and inherited;
     /// tarn has no L2ARC yet, so it has no effect.
     Secondarycache,
+    /// The most the dataset, its snapshots and its descendants may use (`none` or bytes; not
+    /// inherited). See `dataset::limits` for all four limits.
+    Quota,
+    /// The most the dataset's referenced bytes may reach.
+    Refquota,
+    /// Space counted as used by the dataset and its descendants in the parent, whatever they
+    /// hold: nobody else can take it.
+    Reservation,
+    /// The same for the dataset's own live bytes (`usedbydataset`).
+    Refreservation,
 }
 
 /// Read-only properties, computed from the dataset's records and the pool.
@@ -104,7 +114,7 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
 ];
 
 impl Property {
-    pub const ALL: [Property; 15] = [
+    pub const ALL: [Property; 19] = [
         Property::Recordsize,
         Property::Compression,
         Property::Checksum,
@@ -120,6 +130,10 @@ impl Property {
         Property::Logbias,
         Property::Primarycache,
         Property::Secondarycache,
+        Property::Quota,
+        Property::Refquota,
+        Property::Reservation,
+        Property::Refreservation,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,15 +153,20 @@ impl Property {
             Property::Logbias => "logbias",
             Property::Primarycache => "primarycache",
             Property::Secondarycache => "secondarycache",
+            Property::Quota => "quota",
+            Property::Refquota => "refquota",
+            Property::Reservation => "reservation",
+            Property::Refreservation => "refreservation",
         }
     }
 
     /// The property of this name (`compress` is accepted for compression, as in zfs).
     pub fn from_name(name: &str) -> Option<Property> {
-        let name = if name == "compress" {
-            "compression"
-        } else {
-            name
+        let name = match name {
+            "compress" => "compression",
+            "refreserv" => "refreservation",
+            "reserv" => "reservation",
+            _ => name,
         };
         Property::ALL
             .into_iter()
@@ -156,7 +175,15 @@ impl Property {
 
     /// Whether children take this property from their parent when they do not set it.
     pub fn inherits(self) -> bool {
-        self != Property::Canmount
+        !(self == Property::Canmount || self.is_space_limit())
+    }
+
+    /// Whether this is one of the four space limits (`dataset::limits`).
+    pub fn is_space_limit(self) -> bool {
+        matches!(
+            self,
+            Property::Quota | Property::Refquota | Property::Reservation | Property::Refreservation
+        )
     }
 
     /// The default value (normalized), given the pool's default recordsize.
@@ -176,6 +203,10 @@ impl Property {
             Property::Sync => "standard".into(),
             Property::Logbias => "latency".into(),
             Property::Primarycache | Property::Secondarycache => "all".into(),
+            Property::Quota
+            | Property::Refquota
+            | Property::Reservation
+            | Property::Refreservation => "none".into(),
         }
     }
 
@@ -263,21 +294,57 @@ impl Property {
             Property::Primarycache | Property::Secondarycache => {
                 one_of(&["all", "metadata", "none"])
             }
+            Property::Quota
+            | Property::Refquota
+            | Property::Reservation
+            | Property::Refreservation => match value {
+                "none" => Ok("none".into()),
+                _ => match parse_size(value) {
+                    Some(0) => Ok("none".into()),
+                    Some(bytes) => Ok(bytes.to_string()),
+                    None => Err(format!(
+                        "invalid value {value:?} for {name}: expected a size such as 10G, or none"
+                    )),
+                },
+            },
         }
     }
 }
 
-/// Parse `512`, `4K`, `128k`, `1M` (binary multiples).
+/// The bytes a normalized space-limit value stands for (0 for `none`).
+pub fn limit_bytes(value: &str) -> u64 {
+    value.parse().unwrap_or(0)
+}
+
+/// Parse `512`, `4K`, `128k`, `1M`, `1.5G`, `2T` (binary multiples, as zfs reads them; a
+/// fraction is rounded down to a whole byte).
 fn parse_size(text: &str) -> Option<u64> {
     let upper = text.to_ascii_uppercase();
-    let trimmed = upper.trim_end_matches('B');
+    let trimmed = upper.strip_suffix('B').unwrap_or(&upper);
     let (number, shift) = match trimmed.chars().last()? {
         'K' => (&trimmed[..trimmed.len() - 1], 10),
         'M' => (&trimmed[..trimmed.len() - 1], 20),
         'G' => (&trimmed[..trimmed.len() - 1], 30),
+        'T' => (&trimmed[..trimmed.len() - 1], 40),
+        'P' => (&trimmed[..trimmed.len() - 1], 50),
         _ => (trimmed, 0),
     };
-    number.parse::<u64>().ok()?.checked_mul(1 << shift)
+    if let Ok(whole) = number.parse::<u64>() {
+        return whole.checked_mul(1 << shift);
+    }
+    // A fraction: digits, one point, digits.
+    let (whole, fraction) = number.split_once('.')?;
+    if whole.is_empty() && fraction.is_empty()
+        || !whole
+            .chars()
+            .chain(fraction.chars())
+            .all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    let bytes = value * (1u64 << shift) as f64;
+    (bytes.is_finite() && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
 /// The compression a property value selects.
@@ -368,6 +435,26 @@ mod tests {
         assert!(Property::Snapdir.inherits());
         assert_eq!(Property::from_name("compress"), Some(Property::Compression));
         assert_eq!(Property::from_name("used"), None);
+        assert_eq!(
+            Property::Quota.parse("10G").unwrap(),
+            (10u64 << 30).to_string()
+        );
+        assert_eq!(
+            Property::Quota.parse("1.5M").unwrap(),
+            (3u64 << 19).to_string()
+        );
+        assert_eq!(Property::Refquota.parse("none").unwrap(), "none");
+        assert_eq!(Property::Reservation.parse("0").unwrap(), "none");
+        assert!(Property::Refreservation.parse("-1").is_err());
+        assert!(Property::Quota.parse("1.G.5").is_err());
+        assert!(Property::Quota.parse(".").is_err());
+        assert!(!Property::Quota.inherits());
+        assert_eq!(
+            Property::from_name("refreserv"),
+            Some(Property::Refreservation)
+        );
+        assert_eq!(limit_bytes("none"), 0);
+        assert_eq!(limit_bytes("4096"), 4096);
     }
 
     #[test]

@@ -170,6 +170,9 @@ pub enum FsError {
     Invalid(String),
     #[error("no space left in the pool")]
     NoSpace,
+    /// The dataset's quota or refquota (EDQUOT).
+    #[error("disk quota exceeded")]
+    QuotaExceeded,
     #[error("busy: {0}")]
     Busy(String),
     #[error("corrupt file system: {0}")]
@@ -204,6 +207,7 @@ impl From<ObjectError> for FsError {
         match error {
             ObjectError::NoSuchObject(_) => FsError::NotFound,
             ObjectError::NoSpace => FsError::NoSpace,
+            ObjectError::QuotaExceeded => FsError::QuotaExceeded,
             ObjectError::Corrupt(what) => FsError::Corrupt(what),
             ObjectError::TooLarge(why) => FsError::FileTooLarge(why),
             other => FsError::Engine(other.to_string()),

@@ -147,13 +147,15 @@ impl FileSystem {
                 // sync while we hold it: let it go, wait for it to reach disk (its estimate
                 // becomes real allocations) and try once more, as zfs retries a tempreserve
                 // after txg_wait_open. Only then is the pool really full.
-                Err(ObjectError::NoSpace) if !waited_for_sync => {
+                Err(error) if error.is_out_of_space() && !waited_for_sync => {
                     drop(hold);
                     self.txgs.wait_synced(Some(tx.txg))?;
                     waited_for_sync = true;
                 }
-                Err(ObjectError::NoSpace)
-                    if source == WriteSource::Direct && length > SHORT_WRITE_MIN =>
+                Err(error)
+                    if error.is_out_of_space()
+                        && source == WriteSource::Direct
+                        && length > SHORT_WRITE_MIN =>
                 {
                     length = (length / 2).max(SHORT_WRITE_MIN);
                 }
@@ -183,21 +185,28 @@ impl FileSystem {
     /// Would a write of `bytes` from `source` be admitted now (ignoring what waiting for
     /// the syncing txgs would free)? Never waits.
     pub fn write_fits(&self, bytes: u64, source: WriteSource) -> bool {
+        self.write_refusal(bytes, source).is_none()
+    }
+
+    /// Why a write of `bytes` from `source` would be refused now (`NoSpace` or
+    /// `QuotaExceeded`), if it would. Never waits.
+    pub fn write_refusal(&self, bytes: u64, source: WriteSource) -> Option<FsError> {
         let admission = source.admission();
         self.objset
             .reservation()
-            .is_none_or(|reservation| reservation.fits(bytes, admission))
+            .and_then(|reservation| reservation.admits(bytes, admission).err())
+            .map(FsError::from)
     }
 
-    /// Would a caller's write of `bytes` be admitted, as [`FileSystem::write`] decides it:
+    /// Why a caller's write of `bytes` would be refused, as [`FileSystem::write`] decides it:
     /// when the quick look says no, the data in flight (counted twice until it is allocated)
     /// is let sync first and the space looked at again. May wait for a txg sync.
-    pub fn caller_write_would_fit(&self, bytes: u64) -> Result<bool> {
+    pub fn caller_write_refusal(&self, bytes: u64) -> Result<Option<FsError>> {
         if self.write_fits(bytes, WriteSource::Caller) {
-            return Ok(true);
+            return Ok(None);
         }
         self.txgs.wait_synced(None)?;
-        Ok(self.write_fits(bytes, WriteSource::Caller))
+        Ok(self.write_refusal(bytes, WriteSource::Caller))
     }
 
     /// Hold `bytes` of the pool back from callers' writes for the write-backs of a kernel

@@ -127,6 +127,9 @@ pub enum ObjectError {
     Corrupt(String),
     #[error("no space left in the pool")]
     NoSpace,
+    /// A dataset's quota or refquota does not allow the write (EDQUOT).
+    #[error("disk quota exceeded")]
+    QuotaExceeded,
     #[error("object too large for its tree: {0}")]
     TooLarge(String),
     #[error("bonus buffer of {0} bytes is larger than {DNODE_BONUS_SIZE_MAX}")]
@@ -171,11 +174,10 @@ pub fn write_copies(object_type: ObjectType, level: u8, copies: u8) -> u8 {
 }
 
 /// Admission of new data before it is dirtied: the pool refuses writes that could not be
-/// stored (ENOSPC) while frees and syncing still can proceed (OpenZFS's dsl_dir tempreserve).
-/// Called with `tx` held; it may wait for earlier txgs to sync (never for `tx`'s own).
-/// `metadata` is what the write will add in indirect blocks beyond its data (see
-/// [`ObjectSet::indirect_estimate`]); an admitted write's metadata stays reserved until its
-/// txg has synced.
+/// stored (ENOSPC), or that a dataset's quota does not allow (EDQUOT), while frees and syncing
+/// still can proceed (OpenZFS's dsl_dir tempreserve). Called with `tx` held; it may wait for
+/// earlier txgs to sync (never for `tx`'s own). What the write may cost is a
+/// [`WriteEstimate`]; an admitted write's metadata stays reserved until its txg has synced.
 ///
 /// Space can be held back for write-backs ([`WriteReservation::hold_back`]): a FUSE mount
 /// whose kernel page cache holds writes that write(2) has already accepted keeps enough space
@@ -185,18 +187,39 @@ pub trait WriteReservation: Send + Sync {
     fn reserve(
         &self,
         tx: &Tx,
-        bytes: u64,
-        metadata: u64,
+        estimate: &WriteEstimate,
         admission: Admission,
     ) -> Result<(), ObjectError>;
 
-    /// Would a write of `bytes` be admitted now? Never waits.
-    fn fits(&self, bytes: u64, admission: Admission) -> bool;
+    /// Whether a write of `bytes` would be admitted now: `Err` says why not (`NoSpace` or
+    /// `QuotaExceeded`). Never waits.
+    fn admits(&self, bytes: u64, admission: Admission) -> Result<(), ObjectError>;
 
     /// Hold `bytes` back from ordinary writes until [`WriteReservation::release_held_back`].
     fn hold_back(&self, bytes: u64);
 
     fn release_held_back(&self, bytes: u64);
+}
+
+impl ObjectError {
+    /// A refusal for want of space: the pool's (`NoSpace`) or a quota's (`QuotaExceeded`).
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(self, ObjectError::NoSpace | ObjectError::QuotaExceeded)
+    }
+}
+
+/// What a write may cost, for its admission ([`WriteReservation::reserve`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteEstimate {
+    /// The data written (logical bytes).
+    pub bytes: u64,
+    /// Indirect blocks beyond the data (see [`ObjectSet::indirect_estimate`]).
+    pub metadata: u64,
+    /// The most the write can add to its dataset's used space once synced, for quotas: every
+    /// data block it touches rewritten whole at its allocated size with its copies (the old
+    /// one may stay in a snapshot), its metadata, and its object's dnode block when the txg
+    /// has not dirtied the object yet.
+    pub charge: u64,
 }
 
 /// Which space a write may use (see [`WriteReservation`]).

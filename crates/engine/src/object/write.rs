@@ -28,7 +28,11 @@ use crate::types::{ObjectId, Txg};
 
 use super::dirty::DirtyBlock;
 use super::phys::{self, DnodePhys};
-use super::{write_copies, Admission, ObjectError, ObjectSet};
+use super::{write_copies, Admission, ObjectError, ObjectSet, WriteEstimate};
+
+/// The unit a block's allocated size is rounded up to in a write's charge: the largest
+/// sector tarn pools use (ashift 12).
+const ALLOCATED_SIZE_UNIT: u64 = 4096;
 
 /// Whether data blocks `first..=last` of the object `dnode` describes lie within what its
 /// tree can address ([`phys::check_addressable`]): open context refuses a write past it, so
@@ -168,9 +172,8 @@ impl ObjectSet {
             if let Some(size) = grown_block_size(&dnode, end, block_size_max) {
                 dnode.data_block_size = size;
             }
-            let metadata =
-                self.indirect_estimate_for(&dnode, tx.txg, object, offset, data.len() as u64);
-            reservation.reserve(tx, data.len() as u64, metadata, admission)?;
+            let estimate = self.write_estimate(&dnode, tx.txg, object, offset, data.len() as u64);
+            reservation.reserve(tx, &estimate, admission)?;
         }
         let _writer = self.lock_object(object);
         if !data.is_empty() {
@@ -361,9 +364,9 @@ impl ObjectSet {
         if let Some(reservation) = reservation {
             let offset = first * u64::from(block_size);
             let length = (last.saturating_sub(first) + 1).saturating_mul(u64::from(block_size));
-            let metadata = self.indirect_estimate_for(&dnode, tx.txg, object, offset, length);
-            let bytes = dirty.len() as u64 * u64::from(block_size);
-            reservation.reserve(tx, bytes, metadata, Admission::Ordinary)?;
+            let mut estimate = self.write_estimate(&dnode, tx.txg, object, offset, length);
+            estimate.bytes = dirty.len() as u64 * u64::from(block_size);
+            reservation.reserve(tx, &estimate, Admission::Ordinary)?;
         }
         let _writer = self.lock_object(object);
         let mut added = 0u64;
@@ -411,6 +414,46 @@ impl ObjectSet {
         }
         let dnode = self.existing_dnode(object)?;
         Ok(self.indirect_estimate_for(&dnode, txg, object, offset, length))
+    }
+
+    /// What a write of `length` bytes at `offset` of `object` (dnode `dnode`, its block size
+    /// the one the write grows it to) may cost in `txg` (see [`WriteEstimate`]).
+    fn write_estimate(
+        &self,
+        dnode: &DnodePhys,
+        txg: Txg,
+        object: ObjectId,
+        offset: u64,
+        length: u64,
+    ) -> WriteEstimate {
+        let metadata = self.indirect_estimate_for(dnode, txg, object, offset, length);
+        if length == 0 {
+            return WriteEstimate::default();
+        }
+        let block_size = (dnode.data_block_size as u64).max(1);
+        let blocks = (offset.saturating_add(length - 1) / block_size) - offset / block_size + 1;
+        let data_copies = write_copies(dnode.object_type, 0, dnode.copies) as u64;
+        let data = blocks
+            .saturating_mul(block_size.next_multiple_of(ALLOCATED_SIZE_UNIT))
+            .saturating_mul(data_copies);
+        let object_dirty = self
+            .state
+            .lock()
+            .dirty
+            .get(&txg)
+            .is_some_and(|dirty| dirty.objects.contains_key(&object));
+        // Its dnode block, in the most copies metadata gets.
+        let dnode_block = if object_dirty {
+            0
+        } else {
+            u64::from(self.state.lock().synced_meta_dnode.data_block_size)
+                * u64::from(super::COPIES_MAX)
+        };
+        WriteEstimate {
+            bytes: length,
+            metadata,
+            charge: data.saturating_add(metadata).saturating_add(dnode_block),
+        }
     }
 
     /// [`ObjectSet::indirect_estimate`] for an object whose dnode the caller has.

@@ -7,8 +7,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use std::sync::Weak;
+
 use crate::block::pipeline::BlockIo;
-use crate::object::{Admission, ObjectError, Tx, WriteReservation};
+use crate::dataset::Dataset;
+use crate::object::{Admission, ObjectError, Tx, WriteEstimate, WriteReservation};
 use crate::txg::TxgManager;
 use crate::types::Txg;
 
@@ -31,12 +34,19 @@ use super::{PoolCore, PoolError};
 /// The free space comes from the space layer's counters, which take no lock: admission never
 /// waits for the sync thread, which holds a metaslab group's lock through that group's sync
 /// and through metaslab loads.
+///
+/// When some dataset of the pool sets a quota or a reservation, a write is also admitted
+/// against the limits of its dataset and those above it (`limits.rs`), waiting for the
+/// earlier txgs in the same way before it is refused.
 pub(super) struct PoolReservation {
     pub(super) io: Arc<BlockIo>,
     pub(super) txgs: Arc<TxgManager>,
     /// Space held back for write-backs of kernel caches (see [`WriteReservation`]), shared
     /// by every dataset of the pool: `PoolCore::held_back`.
     pub(super) held_back: Arc<AtomicU64>,
+    /// The dataset written, and the pool's limits.
+    pub(super) dataset: Weak<Dataset>,
+    pub(super) limits: Arc<super::limits::PoolLimits>,
 }
 
 impl PoolReservation {
@@ -85,35 +95,65 @@ fn admission_fits(
     needed <= totals.free.saturating_sub(kept)
 }
 
+impl PoolReservation {
+    /// Admit `estimate` in `txg` now, or say why not: the pool's space first, then the
+    /// limits (which, admitting, charge the estimate in flight).
+    fn admit(
+        &self,
+        txg: Txg,
+        estimate: &WriteEstimate,
+        admission: Admission,
+    ) -> Result<(), ObjectError> {
+        if !self.fits(estimate.bytes, estimate.metadata, admission) {
+            return Err(ObjectError::NoSpace);
+        }
+        match self.dataset.upgrade() {
+            Some(dataset) => {
+                self.limits
+                    .admit(&self.io, &dataset, Some(txg), estimate.charge, admission)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 impl WriteReservation for PoolReservation {
     fn reserve(
         &self,
         tx: &Tx,
-        bytes: u64,
-        metadata: u64,
+        estimate: &WriteEstimate,
         admission: Admission,
     ) -> Result<(), ObjectError> {
-        let admitted = self.fits(bytes, metadata, admission) || {
+        if let Err(refusal) = self.admit(tx.txg, estimate, admission) {
             // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
             let previous = Txg(tx.txg.0.saturating_sub(1));
-            self.txgs.last_synced() < previous && {
-                self.txgs.wait_synced(Some(previous))?;
-                self.fits(bytes, metadata, admission)
+            if self.txgs.last_synced() >= previous {
+                return Err(refusal);
             }
-        };
-        if !admitted {
-            return Err(ObjectError::NoSpace);
+            self.txgs.wait_synced(Some(previous))?;
+            self.admit(tx.txg, estimate, admission)?;
         }
-        self.txgs.reserve_metadata(tx.txg, metadata);
+        self.txgs.reserve_metadata(tx.txg, estimate.metadata);
         Ok(())
     }
 
-    fn fits(&self, bytes: u64, admission: Admission) -> bool {
-        PoolReservation::fits(self, bytes, 0, admission)
+    fn admits(&self, bytes: u64, admission: Admission) -> Result<(), ObjectError> {
+        if !PoolReservation::fits(self, bytes, 0, admission) {
+            return Err(ObjectError::NoSpace);
+        }
+        match self.dataset.upgrade() {
+            Some(dataset) => self
+                .limits
+                .admit(&self.io, &dataset, None, bytes, admission),
+            None => Ok(()),
+        }
     }
 
     fn hold_back(&self, bytes: u64) {
         self.held_back.fetch_add(bytes, Ordering::Relaxed);
+        if let Some(dataset) = self.dataset.upgrade() {
+            super::limits::for_each_level(&dataset, |level| level.limits.hold_back(bytes));
+        }
     }
 
     fn release_held_back(&self, bytes: u64) {
@@ -123,6 +163,9 @@ impl WriteReservation for PoolReservation {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
                 Some(held.saturating_sub(bytes))
             });
+        if let Some(dataset) = self.dataset.upgrade() {
+            super::limits::for_each_level(&dataset, |level| level.limits.release_held_back(bytes));
+        }
     }
 }
 

@@ -113,6 +113,7 @@ impl PoolCore {
         self.attach_open_context(&dataset);
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
+        self.relink_limits();
         // The origin's side.
         let next_clones = match origin.next_clones_object {
             ObjectId(0) => create_kv_object(

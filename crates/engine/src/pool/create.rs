@@ -307,6 +307,7 @@ impl Pool {
             namespace: Mutex::new(()),
             long_holds: Arc::default(),
             held_back: Arc::default(),
+            limits: Arc::default(),
             injector,
             last_committed_txg: AtomicU64::new(0),
             readonly: false,

@@ -18,7 +18,7 @@
 //! The read-only figures (`used`, `compressratio`, ...) are not stored here: they are computed
 //! from the records (`crate::properties`).
 
-use crate::dataset::props::{checksum_of, compression_of, Property, PropertySource};
+use crate::dataset::props::{checksum_of, compression_of, limit_bytes, Property, PropertySource};
 use crate::dataset::Dataset;
 use crate::fs::{FileSystem, FsConfig, XattrLayout};
 use crate::object::adapters::KvObject;
@@ -44,7 +44,7 @@ impl PoolCore {
     }
 
     /// A local property setting, validated (it comes from disk).
-    fn local_property(
+    pub(super) fn local_property(
         &self,
         dataset: &Dataset,
         property: Property,
@@ -221,9 +221,30 @@ impl Pool {
                 None,
             ),
         };
+        let limit = property.is_space_limit();
+        // A limit is judged against what the dataset holds: the figures of a synced txg.
+        let normalized = if limit {
+            self.sync()?;
+            normalized.filter(|value| value != "none")
+        } else {
+            normalized
+        };
         {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
+            if limit {
+                let bytes = normalized.as_deref().map_or(0, limit_bytes);
+                core.check_limit_change(&dataset, property, bytes).map_err(
+                    |error| match error {
+                        PoolError::BadProperty(why) | PoolError::OutOfSpace(why) => {
+                            PoolError::BadProperty(format!(
+                                "cannot set property for '{full_name}': {why}"
+                            ))
+                        }
+                        other => other,
+                    },
+                )?;
+            }
             core.check_space(
                 super::admission::SpaceCheck::Reserved,
                 1,
@@ -231,6 +252,10 @@ impl Pool {
             )?;
             let hold = core.txgs.assign()?;
             core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
+            if limit {
+                core.load_limits(&dataset)?;
+                core.relink_limits();
+            }
         }
         if property == Property::Copies {
             // Inherited: every dataset may see a new value.

@@ -68,6 +68,10 @@ pub struct DatasetInfo {
     pub used_by_dataset: u64,
     pub used_by_snapshots: u64,
     pub used_by_children: u64,
+    /// The unfilled part of the refreservation (zfs's `usedbyrefreservation`).
+    pub used_by_refreservation: u64,
+    /// Quota, refquota, reservation and refreservation (0 = none).
+    pub limits: crate::dataset::limits::LimitSettings,
     /// Bytes written since the newest snapshot (all referenced bytes without one).
     pub written: u64,
     /// Number of snapshots.
@@ -350,8 +354,11 @@ impl PoolCore {
             dataset.detach_objset();
             dataset.set_unavailable(format!("livelist: {error}"));
         }
-        self.datasets.write().insert(relative.to_string(), dataset);
+        self.datasets
+            .write()
+            .insert(relative.to_string(), dataset.clone());
         self.apply_copies(relative);
+        self.load_limits(&dataset)?;
         Ok(dir)
     }
 
@@ -409,6 +416,7 @@ impl PoolCore {
         }
         self.datasets.write().insert(relative.to_string(), dataset);
         self.apply_copies(relative);
+        self.relink_limits();
         drop(hold);
         Ok(())
     }
@@ -498,7 +506,8 @@ impl PoolCore {
         let mut totals: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
         let mut by_depth: Vec<&(String, Arc<Dataset>)> = datasets.iter().collect();
         by_depth.sort_by_key(|(name, _)| std::cmp::Reverse(depth(name)));
-        for (name, dataset) in by_depth {
+        let mut own_spaces = Vec::with_capacity(by_depth.len());
+        for (name, dataset) in &by_depth {
             let space = dataset.own_space();
             #[cfg(debug_assertions)]
             if dataset.kept_space_matches() == Some(false) {
@@ -509,20 +518,25 @@ impl PoolCore {
                     dataset.compute_own_space()
                 );
             }
+            own_spaces.push((name.as_str(), dataset.limits.settings(), space));
+        }
+        let charged = super::limits::charged_space(own_spaces.iter().copied());
+        for ((name, dataset), (_, _, space)) in by_depth.into_iter().zip(&own_spaces) {
             let own = space.total();
             let entry = totals.entry(name.as_str()).or_default();
-            let children = entry.0;
             entry.0 += own.used_bytes;
             entry.1 += own.compressed_bytes;
             entry.2 += own.uncompressed_bytes;
             let all = *entry;
+            let figures = charged[name.as_str()];
             let breakdown = crate::dataset::phys::UsedBreakdown {
                 dataset: space.dataset.used_bytes,
                 snapshots: space.snapshots.used_bytes,
-                children,
-                ..Default::default()
+                children: figures.children,
+                refreservation: figures.refreservation,
+                child_reservation: figures.child_reservation,
             };
-            if let Some(dir) = dataset.set_dir_totals(all.0, all.1, all.2, breakdown) {
+            if let Some(dir) = dataset.set_dir_totals(figures.used, all.1, all.2, breakdown) {
                 self.mos.set_bonus(
                     &Tx::syncing(txg),
                     dataset.dir_object,
@@ -537,6 +551,7 @@ impl PoolCore {
                 parent.2 += all.2;
             }
         }
+        self.keep_charged(&charged, totals.get("").map_or(0, |root| root.0));
         Ok(())
     }
 
@@ -553,7 +568,7 @@ impl PoolCore {
 
     /// Connect a dataset's open-context writers to the txg layer (dirty accounting, throttle)
     /// and to space admission (ENOSPC).
-    pub(super) fn attach_open_context(&self, dataset: &Dataset) {
+    pub(super) fn attach_open_context(&self, dataset: &Arc<Dataset>) {
         let Some(objset) = dataset.try_objset() else {
             return;
         };
@@ -562,6 +577,8 @@ impl PoolCore {
             io: self.io.clone(),
             txgs: self.txgs.clone(),
             held_back: self.held_back.clone(),
+            dataset: Arc::downgrade(dataset),
+            limits: self.limits.clone(),
         }));
         if objset.log::<crate::zil::Zil>().is_none() && !self.readonly {
             objset.attach_log(Arc::new(crate::zil::Zil::new(
@@ -680,7 +697,6 @@ impl Pool {
     /// to each).
     pub fn datasets(&self) -> Vec<DatasetInfo> {
         let core = &self.core;
-        let available = core.available_bytes();
         let mut list = core.dataset_list();
         list.retain(|(relative, _)| !crate::dataset::props::is_hidden_dataset(relative));
         // Children right after their parent (`a`, `a/b`, `a-x`), as zfs list orders them.
@@ -689,6 +705,11 @@ impl Pool {
             .iter()
             .map(|(_, dataset)| dataset.own_space())
             .collect();
+        let charged = super::limits::charged_space(
+            list.iter()
+                .zip(&own)
+                .map(|((name, dataset), own)| (name.as_str(), dataset.limits.settings(), *own)),
+        );
         list.iter()
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();
@@ -703,11 +724,12 @@ impl Pool {
                         mine = *space;
                     }
                 }
+                let figures = charged.get(relative.as_str()).copied().unwrap_or_default();
                 DatasetInfo {
                     name: dataset.name().clone(),
-                    used: all.used_bytes,
+                    used: figures.used,
                     referenced: phys.referenced_bytes,
-                    available,
+                    available: core.dataset_available(dataset),
                     compressed: all.compressed_bytes,
                     uncompressed: all.uncompressed_bytes,
                     referenced_compressed: phys.compressed_bytes,
@@ -716,7 +738,9 @@ impl Pool {
                     guid: phys.guid.0,
                     used_by_dataset: mine.dataset.used_bytes,
                     used_by_snapshots: mine.snapshots.used_bytes,
-                    used_by_children: all.used_bytes.saturating_sub(mine.total().used_bytes),
+                    used_by_children: figures.children + figures.child_reservation,
+                    used_by_refreservation: figures.refreservation,
+                    limits: dataset.limits.settings(),
                     origin: core
                         .origin_of(dataset)
                         .map(|(head, origin)| format!("{}@{}", head.name(), origin.short_name())),
@@ -766,7 +790,7 @@ impl Pool {
         fs.set_space_source(Arc::new(move || {
             match (core.upgrade(), dataset.upgrade()) {
                 (Some(core), Some(dataset)) => {
-                    let available_bytes = core.available_bytes();
+                    let available_bytes = core.dataset_available(&dataset);
                     SpaceFigures {
                         size_bytes: dataset.referenced_bytes() + available_bytes,
                         available_bytes,

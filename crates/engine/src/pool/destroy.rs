@@ -324,6 +324,7 @@ impl Pool {
                 self.sync()?;
             }
         }
+        core.relink_limits();
         self.sync()?;
         drop(namespace);
         Ok(destroyed)

@@ -547,6 +547,7 @@ impl Pool {
             namespace: Mutex::new(()),
             long_holds: Arc::default(),
             held_back: Arc::default(),
+            limits: Arc::default(),
             injector: injector.clone(),
             last_committed_txg: AtomicU64::new(uberblock.txg.0),
             readonly: options.readonly,
@@ -583,6 +584,10 @@ impl Pool {
             &mut std::collections::HashSet::from([core.root.dir_object]),
         );
         core.resolve_origins(&mut damaged);
+        if let Err(error) = core.load_limits(&core.root) {
+            damaged.push(format!("root dataset limits: {error}"));
+        }
+        core.relink_limits();
         for (_, dataset) in core.dataset_list() {
             if let Some(why) = dataset.unavailable() {
                 damaged.push(format!("dataset {} is unavailable: {why}", dataset.name()));

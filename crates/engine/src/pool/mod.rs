@@ -108,6 +108,7 @@ mod import;
 mod import_state;
 mod l2cache;
 mod leaf_choice;
+pub mod limits;
 pub mod livelists;
 mod new_device;
 pub mod props;
@@ -452,6 +453,8 @@ pub struct PoolCore {
     /// Space held back from ordinary writes for the write-backs of kernel caches (mounts
     /// with files open for cached writing): `object::WriteReservation::hold_back`.
     held_back: Arc<AtomicU64>,
+    /// Quotas and reservations ([`limits`]).
+    limits: Arc<limits::PoolLimits>,
     /// Faults injected at run time into this pool's devices (`tarn inject`); every device the
     /// pool opens is under it.
     pub injector: Arc<crate::vdev::inject::Injector>,

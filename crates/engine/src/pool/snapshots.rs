@@ -799,6 +799,8 @@ impl PoolCore {
             entry.set_name(self.full_name(&renamed));
             table.insert(renamed, entry);
         }
+        drop(table);
+        self.relink_limits();
         Ok(())
     }
 

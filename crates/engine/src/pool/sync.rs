@@ -190,7 +190,7 @@ impl PoolCore {
         // also holds the damage it found: a crash cannot leave a finished scrub that counted
         // errors with a log that lacks them.
         self.sync_errlog(txg)?;
-        if changed {
+        if changed || self.limits_state().take_totals_stale() {
             self.sync_directory_totals(txg)?;
         }
 
@@ -256,6 +256,8 @@ impl PoolCore {
             if let Some(objset) = dataset.try_objset() {
                 objset.sync_done(txg);
             }
+            // Its writes are in the charged figures now (`limits.rs`).
+            dataset.limits.txg_synced(txg);
         }
         self.txgs.set_pending_work(self.has_pending_work());
     }

@@ -1,0 +1,429 @@
+//! Quotas and reservations (OpenZFS dsl_dir.c's tempreserve, space_available and
+//! set_quota/set_reservation checks, dsl_dataset.c's refquota and refreservation).
+//!
+//! # What each limit means
+//! See `dataset::limits`. A dataset's *charged* bytes (zfs's `used`) are its own space, the
+//! unfilled part of its refreservation, and for each child the larger of the child's charged
+//! bytes and its reservation; [`charged_space`] computes them for the sync driver (which
+//! stores them in the directory records) and for `list`.
+//!
+//! # Admission ([`PoolLimits::admit`])
+//! A write's charge (its worst-case growth of `used`, `object::WriteEstimate::charge`) is
+//! checked at its dataset and then at each directory above it, as long as some of it is not
+//! absorbed by a reservation on the way (OpenZFS parent_delta):
+//! - the dataset's `refquota` against its referenced bytes, the part its refreservation
+//!   absorbs taken off what goes further up;
+//! - each level's `quota` against its charged bytes plus what is in flight there;
+//! - at the top, when reservations are not yet filled, the pool's space outside the slop
+//!   less those reservations (ENOSPC: other datasets' reserved space is not free).
+//!
+//! A quota is *exact*: the charged bytes of the last sync plus every admitted charge since
+//! never pass it, so `used` after the txgs sync is at most the quota (the charge of a write
+//! is an upper bound of what it adds). It is not early by more than one write's charge plus,
+//! once per txg, the object set's own blocks ([`OBJSET_SYNC_CHARGE`]): a write refused is
+//! retried once the txgs before it have synced and their estimates became real figures. An
+//! intent-log replay is never refused by a limit: its writes were admitted before the crash.
+//!
+//! Check and charge happen under one lock, so two writers cannot both take the last bytes;
+//! nothing of this runs while no dataset of the pool sets a limit.
+//!
+//! # Availability ([`PoolCore::dataset_available`])
+//! zfs's `avail`: the pool's available space less the unfilled reservations, then down the
+//! tree each level's quota room and the unfilled part of its own reservation, then the
+//! dataset's refreservation and refquota. `statfs` on a mount reports the same.
+//!
+//! # Changing a limit
+//! As zfs refuses them: a quota below what the dataset charges or below its reservation, a
+//! refquota below its referenced bytes or refreservation, a reservation or refreservation
+//! whose growth is more than is available or more than the quota.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::block::pipeline::BlockIo;
+use crate::dataset::limits::{beyond_reservation, LimitSettings};
+use crate::dataset::props::{limit_bytes, Property};
+use crate::dataset::{Dataset, OwnSpace};
+use crate::object::{Admission, ObjectError};
+use crate::types::Txg;
+
+use super::datasets::parent_of;
+use super::{PoolCore, PoolError};
+
+/// What the sync of a txg writes of a dataset's object set beyond its objects' blocks (the
+/// meta-dnode's indirect blocks and the header), charged with the first admitted write of the
+/// dataset in each txg.
+pub const OBJSET_SYNC_CHARGE: u64 = 128 << 10;
+
+/// The pool's side of the limits.
+#[derive(Default)]
+pub struct PoolLimits {
+    /// Datasets that set a limit: while none does, admission skips the limits.
+    active: AtomicUsize,
+    /// Held across a check and its charge.
+    lock: Mutex<()>,
+    /// Reserved bytes no dataset fills yet (the root's charged bytes less what the tree
+    /// holds), as of the last directory totals.
+    unfilled_reservations: AtomicU64,
+    /// A limit changed: the next sync recomputes the directory totals.
+    totals_stale: AtomicBool,
+}
+
+/// Call `visit` for `dataset` and each dataset above it, up to the pool's root.
+pub fn for_each_level(dataset: &Arc<Dataset>, mut visit: impl FnMut(&Arc<Dataset>)) {
+    let mut level = dataset.clone();
+    loop {
+        visit(&level);
+        match level.limits.parent() {
+            Some(parent) => level = parent,
+            None => break,
+        }
+    }
+}
+
+impl PoolLimits {
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed) > 0
+    }
+
+    pub(super) fn take_totals_stale(&self) -> bool {
+        self.totals_stale.swap(false, Ordering::Relaxed)
+    }
+
+    pub(super) fn unfilled_reservations(&self) -> u64 {
+        self.unfilled_reservations.load(Ordering::Relaxed)
+    }
+
+    /// Admit a growth of `charge` bytes of `dataset` (module documentation); with `txg`,
+    /// charge it in flight there, else only look. `NoSpace` when reserved space is what is
+    /// missing, `QuotaExceeded` when a quota or refquota is.
+    pub(super) fn admit(
+        &self,
+        io: &BlockIo,
+        dataset: &Arc<Dataset>,
+        txg: Option<Txg>,
+        charge: u64,
+        admission: Admission,
+    ) -> Result<(), ObjectError> {
+        if !self.active() || admission == Admission::Replay || charge == 0 {
+            return Ok(());
+        }
+        // Held-back space is the write-backs': ordinary writes leave it alone.
+        let with_held_back = admission == Admission::Ordinary;
+        let _guard = txg.map(|_| self.lock.lock());
+        let mut charges: Vec<(Arc<Dataset>, u64)> = Vec::new();
+        let mut level = dataset.clone();
+        let mut asize = charge;
+        if let Some(txg) = txg {
+            if dataset.limits.in_flight_in(txg) == 0 {
+                asize = asize.saturating_add(OBJSET_SYNC_CHARGE);
+            }
+        }
+        let mut first = true;
+        loop {
+            let settings = level.limits.settings();
+            let pending = level.limits.pending(with_held_back);
+            let used = level.limits.charged().saturating_add(pending);
+            let mut absorbed = 0;
+            if first {
+                if settings.refquota != 0
+                    && level
+                        .referenced_bytes()
+                        .saturating_add(pending)
+                        .saturating_add(asize)
+                        > settings.refquota
+                {
+                    return Err(ObjectError::QuotaExceeded);
+                }
+                if settings.refreservation != 0 {
+                    let own = level.own_space().dataset.used_bytes.saturating_add(pending);
+                    absorbed = asize - beyond_reservation(own, asize, settings.refreservation);
+                }
+            }
+            if settings.quota != 0 && used.saturating_add(asize) > settings.quota {
+                return Err(ObjectError::QuotaExceeded);
+            }
+            charges.push((level.clone(), asize));
+            let parent = level.limits.parent();
+            let reserved = if parent.is_some() {
+                settings.reservation
+            } else {
+                0
+            };
+            let up = beyond_reservation(used, asize - absorbed, reserved);
+            if up == 0 {
+                break;
+            }
+            match parent {
+                Some(parent) => {
+                    level = parent;
+                    asize = up;
+                    first = false;
+                }
+                None => {
+                    // The root: what is left of the pool once reservations are kept.
+                    let unfilled = self.unfilled_reservations();
+                    if unfilled > 0 {
+                        let totals = io.space.counters();
+                        let room = totals
+                            .free
+                            .saturating_sub(totals.slop(io.tunables.spa_min_slop))
+                            .saturating_sub(unfilled);
+                        if pending.saturating_add(up) > room {
+                            return Err(ObjectError::NoSpace);
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(txg) = txg {
+            for (level, bytes) in charges {
+                level.limits.add_in_flight(txg, bytes);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One directory's share of the charged space (see [`charged_space`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Charged {
+    /// zfs's `used`.
+    pub used: u64,
+    /// The children's charged bytes (`usedbychildren` less their unfilled reservations).
+    pub children: u64,
+    /// The children's unfilled reservations.
+    pub child_reservation: u64,
+    /// The unfilled part of the refreservation (`usedbyrefreservation`).
+    pub refreservation: u64,
+}
+
+/// The charged space of each dataset of `list` (relative name, dataset, own space), deepest
+/// first; the map is by relative name.
+pub fn charged_space<'a>(
+    list: impl IntoIterator<Item = (&'a str, LimitSettings, OwnSpace)>,
+) -> BTreeMap<&'a str, Charged> {
+    let mut by_depth: Vec<(&str, LimitSettings, OwnSpace)> = list.into_iter().collect();
+    by_depth.sort_by_key(|(name, ..)| std::cmp::Reverse(depth(name)));
+    let mut charged: BTreeMap<&str, Charged> = BTreeMap::new();
+    for (name, settings, own) in by_depth {
+        let entry = charged.entry(name).or_default();
+        entry.refreservation = settings
+            .refreservation
+            .saturating_sub(own.dataset.used_bytes);
+        entry.used = own
+            .total()
+            .used_bytes
+            .saturating_add(entry.refreservation)
+            .saturating_add(entry.children)
+            .saturating_add(entry.child_reservation);
+        let used = entry.used;
+        if !name.is_empty() {
+            let parent = charged.entry(parent_of(name)).or_default();
+            parent.children = parent.children.saturating_add(used);
+            parent.child_reservation = parent
+                .child_reservation
+                .saturating_add(settings.reservation.saturating_sub(used));
+        }
+    }
+    charged
+}
+
+fn depth(relative: &str) -> usize {
+    if relative.is_empty() {
+        0
+    } else {
+        relative.matches('/').count() + 1
+    }
+}
+
+impl PoolCore {
+    pub(super) fn limits_state(&self) -> &PoolLimits {
+        &self.limits
+    }
+
+    /// Read a dataset's limits from its properties into memory (import, set, receive).
+    pub(super) fn load_limits(&self, dataset: &Dataset) -> Result<(), PoolError> {
+        let mut settings = LimitSettings::default();
+        for (property, field) in [
+            (Property::Quota, &mut settings.quota),
+            (Property::Refquota, &mut settings.refquota),
+            (Property::Reservation, &mut settings.reservation),
+            (Property::Refreservation, &mut settings.refreservation),
+        ] {
+            *field = self
+                .local_property(dataset, property)?
+                .map_or(0, |value| limit_bytes(&value));
+        }
+        dataset.limits.set_settings(settings);
+        Ok(())
+    }
+
+    /// Point each dataset at its parent and count those with limits (after import, create,
+    /// clone, rename, destroy and set).
+    pub(super) fn relink_limits(&self) {
+        let table = self.datasets.read();
+        let mut active = 0;
+        for (relative, dataset) in table.iter() {
+            let parent = (!relative.is_empty())
+                .then(|| table.get(parent_of(relative)))
+                .flatten();
+            dataset.limits.set_parent(parent);
+            active += usize::from(dataset.limits.settings().any());
+        }
+        self.limits.active.store(active, Ordering::Relaxed);
+        self.limits.totals_stale.store(true, Ordering::Relaxed);
+    }
+
+    /// After the directory totals of a sync: keep each dataset's charged bytes for admission,
+    /// and the reservations nobody fills yet.
+    pub(super) fn keep_charged(&self, charged: &BTreeMap<&str, Charged>, held: u64) {
+        let table = self.datasets.read();
+        for (relative, figures) in charged {
+            if let Some(dataset) = table.get(*relative) {
+                dataset.limits.set_charged(figures.used);
+            }
+        }
+        let root = charged.get("").map_or(0, |root| root.used);
+        self.limits
+            .unfilled_reservations
+            .store(root.saturating_sub(held), Ordering::Relaxed);
+    }
+
+    /// What a dataset can still write (zfs's `avail`, module documentation).
+    pub fn dataset_available(&self, dataset: &Arc<Dataset>) -> u64 {
+        let mut available = self.dir_available(dataset);
+        if !self.limits.active() {
+            return available;
+        }
+        let settings = dataset.limits.settings();
+        let own = dataset.own_space().dataset.used_bytes;
+        available = available.saturating_add(settings.refreservation.saturating_sub(own));
+        if settings.refquota != 0 {
+            available = available.min(settings.refquota.saturating_sub(dataset.referenced_bytes()));
+        }
+        available
+    }
+
+    /// What a dataset's directory can still take: [`PoolCore::dataset_available`] without
+    /// the dataset's refreservation and refquota (OpenZFS dsl_dir_space_available).
+    pub(super) fn dir_available(&self, dataset: &Arc<Dataset>) -> u64 {
+        let pool = self
+            .available_bytes()
+            .saturating_sub(self.limits.unfilled_reservations());
+        if !self.limits.active() {
+            return pool;
+        }
+        let mut chain = Vec::new();
+        for_each_level(dataset, |level| chain.push(level.clone()));
+        let mut available = pool;
+        for (index, level) in chain.iter().rev().enumerate() {
+            let settings = level.limits.settings();
+            let used = level
+                .limits
+                .charged()
+                .saturating_add(level.limits.pending(true));
+            if index > 0 {
+                available = available.saturating_add(settings.reservation.saturating_sub(used));
+            }
+            if settings.quota != 0 {
+                available = available.min(settings.quota.saturating_sub(used));
+            }
+        }
+        available
+    }
+
+    /// Refuse a limit change zfs refuses (module documentation). `new` is in bytes, 0 for none.
+    pub(super) fn check_limit_change(
+        &self,
+        dataset: &Arc<Dataset>,
+        property: Property,
+        new: u64,
+    ) -> Result<(), PoolError> {
+        let settings = dataset.limits.settings();
+        let used = dataset
+            .limits
+            .charged()
+            .saturating_add(dataset.limits.pending(false));
+        let too_small =
+            || PoolError::BadProperty("size is less than current used or reserved space".into());
+        let too_large = || PoolError::OutOfSpace("size is greater than available space".into());
+        let refusal = match property {
+            Property::Quota => {
+                (new != 0 && (new < used || new < settings.reservation)).then(too_small)
+            }
+            Property::Refquota => (new != 0
+                && (new < dataset.referenced_bytes() || new < settings.refreservation))
+                .then(too_small),
+            Property::Reservation => {
+                let grows = used.max(new).saturating_sub(used.max(settings.reservation));
+                let available = match dataset.limits.parent() {
+                    Some(parent) => self.dir_available(&parent),
+                    None => u64::MAX,
+                };
+                (grows > available || (settings.quota != 0 && new > settings.quota)).then(too_large)
+            }
+            Property::Refreservation => {
+                let own = dataset.own_space().dataset.used_bytes;
+                let grows = own
+                    .max(new)
+                    .saturating_sub(own.max(settings.refreservation));
+                (grows > self.dir_available(dataset)
+                    || (settings.refquota != 0 && new > settings.refquota))
+                    .then(too_large)
+            }
+            _ => None,
+        };
+        refusal.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::bpobj::BpSpace;
+
+    fn own(dataset: u64, snapshots: u64) -> OwnSpace {
+        OwnSpace {
+            dataset: BpSpace {
+                used_bytes: dataset,
+                ..Default::default()
+            },
+            snapshots: BpSpace {
+                used_bytes: snapshots,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn charged_space_counts_reservations_as_used_up_the_tree() {
+        let none = LimitSettings::default();
+        let reserved = LimitSettings {
+            reservation: 1000,
+            ..Default::default()
+        };
+        let refreserved = LimitSettings {
+            refreservation: 300,
+            ..Default::default()
+        };
+        let charged = charged_space([
+            ("", none, own(10, 0)),
+            ("a", reserved, own(100, 50)),
+            ("a/b", refreserved, own(100, 0)),
+            ("c", none, own(5, 0)),
+        ]);
+        // a/b: 100 live, refreservation fills to 300.
+        assert_eq!(charged["a/b"].refreservation, 200);
+        assert_eq!(charged["a/b"].used, 300);
+        // a: 150 own + 300 child = 450; its reservation of 1000 counts at the root.
+        assert_eq!(charged["a"].used, 450);
+        assert_eq!(charged["a"].children, 300);
+        assert_eq!(charged[""].child_reservation, 550);
+        assert_eq!(charged[""].used, 10 + 1000 + 5);
+    }
+}

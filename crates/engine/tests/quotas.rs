@@ -1,0 +1,324 @@
+//! Quotas and reservations (`pool/limits.rs`): a quota stops a file system's writes with
+//! "quota exceeded" exactly at its limit (what the txgs sync is never over it) and not much
+//! before; a reservation keeps space from its siblings; `used`, `avail` and the used
+//! breakdown follow zfs; limit changes zfs refuses are refused; `check` agrees with all of it
+//! after export and import.
+
+use crate::common;
+
+use tarn::fs::{FileSystem, FsError};
+use tarn::pool::datasets::DatasetInfo;
+use tarn::Pool;
+
+use common::*;
+
+const MIB: u64 = 1 << 20;
+
+fn info(pool: &Pool, name: &str) -> DatasetInfo {
+    pool.datasets()
+        .into_iter()
+        .find(|info| info.name == name)
+        .unwrap_or_else(|| panic!("no dataset {name}"))
+}
+
+/// Write incompressible 128 KiB pieces to a new file until refused; returns the bytes written
+/// and the refusal.
+fn fill(fs: &FileSystem, name: &str, limit: u64) -> (u64, FsError) {
+    let ino = root_file(fs, name);
+    let chunk = 128 << 10;
+    let mut written = 0u64;
+    loop {
+        match fs.write(ino, written, &pattern(written ^ ino, chunk)) {
+            Ok(length) => written += length as u64,
+            Err(error) => return (written, error),
+        }
+        assert!(
+            written <= limit,
+            "{written} bytes accepted, more than {limit}"
+        );
+    }
+}
+
+/// Write `bytes` incompressible bytes to a new file, every write accepted.
+fn write_file(fs: &FileSystem, name: &str, bytes: u64) {
+    let ino = root_file(fs, name);
+    let chunk = 128 << 10;
+    for offset in (0..bytes).step_by(chunk) {
+        fs.write(ino, offset, &pattern(offset ^ ino, chunk))
+            .unwrap_or_else(|error| panic!("write at {offset} of {name}: {error}"));
+    }
+}
+
+fn pool_with(dir: &std::path::Path, name: &str, datasets: &[&str]) -> Pool {
+    let pool = create_pool(dir, name, single(dir, "a.img"), tiny());
+    for dataset in datasets {
+        pool.create_dataset(&format!("{name}/{dataset}"), &[], false)
+            .unwrap();
+        pool.set_property(&format!("{name}/{dataset}"), "compression", Some("off"))
+            .unwrap();
+    }
+    pool
+}
+
+#[test]
+fn a_quota_is_exact_and_not_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "q", &["a"]);
+    pool.set_property("q/a", "quota", Some("8M")).unwrap();
+    assert_eq!(
+        pool.property("q/a", tarn::dataset::props::Property::Quota)
+            .unwrap()
+            .0,
+        (8 * MIB).to_string()
+    );
+    let fs = pool.open_file_system("q/a").unwrap();
+    let (written, refusal) = fill(&fs, "f", 8 * MIB);
+    assert!(
+        matches!(refusal, FsError::QuotaExceeded),
+        "refused with {refusal}"
+    );
+    pool.sync().unwrap();
+    let used = info(&pool, "q/a").used;
+    eprintln!("quota 8 MiB: {written} bytes written, used {used}");
+    assert!(used <= 8 * MIB, "used {used} is over the quota");
+    // Not early: at most a write's charge, the object set's own blocks and the file's
+    // metadata short of the quota.
+    assert!(written >= 7 * MIB, "refused after {written} bytes of 8 MiB");
+    assert_eq!(info(&pool, "q/a").available, 8 * MIB - used);
+    // Another file is refused too; a delete makes room again.
+    let (more, _) = fill(&fs, "g", MIB);
+    assert!(more < MIB);
+    fs.unlink(fs.root(), b"f").unwrap();
+    pool.sync().unwrap();
+    pool.sync().unwrap();
+    write_file(&fs, "h", 4 * MIB);
+    drop(fs);
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "q", tiny());
+    assert_eq!(
+        pool.property("q/a", tarn::dataset::props::Property::Quota)
+            .unwrap()
+            .0,
+        (8 * MIB).to_string()
+    );
+    let fs = pool.open_file_system("q/a").unwrap();
+    let (after_import, refusal) = fill(&fs, "i", 8 * MIB);
+    assert!(matches!(refusal, FsError::QuotaExceeded));
+    assert!(after_import < 4 * MIB + MIB);
+    drop(fs);
+    pool.sync().unwrap();
+    assert!(info(&pool, "q/a").used <= 8 * MIB);
+    assert_clean(&pool);
+}
+
+#[test]
+fn a_parents_quota_counts_its_children_and_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "p", &["home", "home/x", "home/y"]);
+    pool.set_property("p/home", "quota", Some("6M")).unwrap();
+    let x = pool.open_file_system("p/home/x").unwrap();
+    write_file(&x, "f", 3 * MIB);
+    pool.create_snapshots(&["p/home/x@s".to_string()], false)
+        .unwrap();
+    // Overwrite what the snapshot holds: both copies count against the parent's quota.
+    let ino = root_file(&x, "f");
+    let mut rewritten = 0u64;
+    let refusal = loop {
+        match x.write(ino, rewritten, &pattern(rewritten + 7, 128 << 10)) {
+            Ok(length) => rewritten += length as u64,
+            Err(error) => break error,
+        }
+        assert!(rewritten <= 3 * MIB);
+    };
+    assert!(matches!(refusal, FsError::QuotaExceeded), "{refusal}");
+    let y = pool.open_file_system("p/home/y").unwrap();
+    let (in_y, refusal) = fill(&y, "g", 6 * MIB);
+    assert!(matches!(refusal, FsError::QuotaExceeded), "{refusal}");
+    assert!(
+        in_y < MIB,
+        "the sibling wrote {in_y} bytes into a full quota"
+    );
+    pool.sync().unwrap();
+    let home = info(&pool, "p/home");
+    assert!(home.used <= 6 * MIB, "used {} over the quota", home.used);
+    assert!(info(&pool, "p/home/x").used_by_snapshots > 0);
+    assert_eq!(info(&pool, "p/home/y").available, 6 * MIB - home.used);
+    drop((x, y));
+    assert_clean(&pool);
+}
+
+#[test]
+fn refquota_limits_referenced_bytes_not_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "r", &["a"]);
+    pool.set_property("r/a", "refquota", Some("4M")).unwrap();
+    let fs = pool.open_file_system("r/a").unwrap();
+    let (first, refusal) = fill(&fs, "f", 4 * MIB);
+    assert!(matches!(refusal, FsError::QuotaExceeded), "{refusal}");
+    pool.create_snapshots(&["r/a@s".to_string()], false)
+        .unwrap();
+    fs.unlink(fs.root(), b"f").unwrap();
+    pool.sync().unwrap();
+    // The snapshot holds the old file; the dataset may reference 4 MiB again.
+    let (second, _) = fill(&fs, "g", 4 * MIB);
+    assert!(
+        second + MIB >= first,
+        "{second} bytes after the delete, {first} before"
+    );
+    pool.sync().unwrap();
+    let a = info(&pool, "r/a");
+    assert!(a.referenced <= 4 * MIB);
+    assert!(
+        a.used > 6 * MIB,
+        "used {} should hold the snapshot too",
+        a.used
+    );
+    drop(fs);
+    assert_clean(&pool);
+}
+
+#[test]
+fn a_reservation_takes_space_from_siblings() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "s", &["kept", "other"]);
+    let before = info(&pool, "s/other").available;
+    let reserved = before - 6 * MIB;
+    pool.set_property("s/kept", "reservation", Some(&reserved.to_string()))
+        .unwrap();
+    let kept = info(&pool, "s/kept");
+    let root = info(&pool, "s");
+    assert!(
+        root.used >= reserved,
+        "the root's used {} lacks the reservation",
+        root.used
+    );
+    assert!(root.used_by_children >= reserved);
+    assert!(
+        kept.available >= reserved,
+        "kept can write {} of its {reserved}",
+        kept.available
+    );
+    let other = info(&pool, "s/other");
+    assert!(
+        other.available <= 6 * MIB + (256 << 10),
+        "other still sees {} available",
+        other.available
+    );
+    let fs = pool.open_file_system("s/other").unwrap();
+    let (written, refusal) = fill(&fs, "f", 7 * MIB);
+    assert!(matches!(refusal, FsError::NoSpace), "{refusal}");
+    assert!(written <= 6 * MIB + (256 << 10));
+    // The reserved dataset still writes into its reservation.
+    pool.sync().unwrap();
+    let root = info(&pool, "s");
+    let kept_fs = pool.open_file_system("s/kept").unwrap();
+    let ino = root_file(&kept_fs, "f");
+    for offset in (0..4 * MIB).step_by(128 << 10) {
+        kept_fs
+            .write(ino, offset, &pattern(offset, 128 << 10))
+            .expect("write into the reservation");
+    }
+    pool.sync().unwrap();
+    assert_eq!(
+        info(&pool, "s").used,
+        root.used,
+        "writing inside a reservation changes no parent's used"
+    );
+    drop((fs, kept_fs));
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "s", tiny());
+    assert!(info(&pool, "s/other").available <= 6 * MIB + (256 << 10));
+    assert_clean(&pool);
+}
+
+#[test]
+fn refreservation_counts_what_the_dataset_does_not_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "v", &["a"]);
+    pool.set_property("v/a", "refreservation", Some("5M"))
+        .unwrap();
+    let a = info(&pool, "v/a");
+    assert_eq!(a.used_by_refreservation, 5 * MIB - a.used_by_dataset);
+    assert_eq!(a.used, a.used_by_dataset + a.used_by_refreservation);
+    let fs = pool.open_file_system("v/a").unwrap();
+    let ino = root_file(&fs, "f");
+    fs.write(ino, 0, &pattern(1, 2 << 20)).unwrap();
+    pool.sync().unwrap();
+    let a = info(&pool, "v/a");
+    assert_eq!(
+        a.used,
+        5 * MIB,
+        "filling the refreservation leaves used where it was"
+    );
+    assert_eq!(a.used_by_refreservation, 5 * MIB - a.used_by_dataset);
+    drop(fs);
+    assert_clean(&pool);
+}
+
+#[test]
+fn limit_changes_zfs_refuses_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "z", &["a", "b"]);
+    let fs = pool.open_file_system("z/a").unwrap();
+    let ino = root_file(&fs, "f");
+    fs.write(ino, 0, &pattern(1, 2 << 20)).unwrap();
+    drop(fs);
+    let error = pool.set_property("z/a", "quota", Some("1M")).unwrap_err();
+    assert!(
+        error.to_string().contains("less than current used"),
+        "{error}"
+    );
+    let error = pool
+        .set_property("z/a", "refquota", Some("1M"))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("less than current used"),
+        "{error}"
+    );
+    let error = pool
+        .set_property("z/b", "reservation", Some("10G"))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("greater than available"),
+        "{error}"
+    );
+    let error = pool
+        .set_property("z/b", "refreservation", Some("10G"))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("greater than available"),
+        "{error}"
+    );
+    pool.set_property("z/b", "quota", Some("4M")).unwrap();
+    let error = pool
+        .set_property("z/b", "reservation", Some("5M"))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("greater than available"),
+        "{error}"
+    );
+    pool.set_property("z/b", "reservation", Some("3M")).unwrap();
+    let error = pool.set_property("z/b", "quota", Some("2M")).unwrap_err();
+    assert!(
+        error.to_string().contains("less than current used"),
+        "{error}"
+    );
+    assert!(pool.set_property("z/b", "quota", Some("lots")).is_err());
+    // none clears, and is the default; nothing inherits.
+    pool.set_property("z/b", "quota", Some("none")).unwrap();
+    let (value, source) = pool
+        .property("z/b", tarn::dataset::props::Property::Quota)
+        .unwrap();
+    assert_eq!(
+        (value.as_str(), source.to_string().as_str()),
+        ("none", "default")
+    );
+    pool.set_property("z", "quota", Some("40M")).unwrap();
+    let (value, _) = pool
+        .property("z/a", tarn::dataset::props::Property::Quota)
+        .unwrap();
+    assert_eq!(value, "none");
+    assert_clean(&pool);
+}
