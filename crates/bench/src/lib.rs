@@ -67,6 +67,7 @@ mod frag;
 mod fsync;
 mod iosched;
 mod l2arc;
+mod quota;
 mod receive;
 mod scan;
 mod snapshot;
@@ -113,6 +114,11 @@ pub enum BenchCommand {
     /// at synchronous=FULL and NORMAL; a sync=always sequential write. Needs root and
     /// /dev/fuse.
     Fsync(fsync::FsyncBench),
+    /// What enforcing quotas and reservations costs a writer: sequential and 4 KiB random
+    /// writes into a file system with a quota and refquota under a parent with a quota and a
+    /// reservation, beside the same with no limit in the pool (median of --rounds each).
+    /// In-process, on a sparse file in --dir.
+    Quota(quota::QuotaBench),
     /// Everyday per-file work through a FUSE mount: untar of a generated source tree, git add
     /// and commit, git status, 4 KiB random buffered writes (fio), rm -rf; beside btrfs on a
     /// loop device and the host's file system in the same run. Needs root and /dev/fuse.
@@ -710,6 +716,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::Files(bench) => files::run(bench),
         BenchCommand::Xattr(bench) => xattr::run(bench),
         BenchCommand::Fsync(bench) => fsync::run(bench),
+        BenchCommand::Quota(bench) => quota::run(bench),
         BenchCommand::Workloads(bench) => workloads::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),

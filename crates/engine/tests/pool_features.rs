@@ -140,6 +140,7 @@ fn new_pools_start_each_feature_by_its_rule() {
         ("scan_catch_up", "enabled"),
         ("replay_sequence", "active"),
         ("deadlist_totals", "active"),
+        ("space_limits", "enabled"),
     ] {
         assert_eq!(shown(&pool, &format!("feature@{short_name}")), expected);
     }
@@ -157,7 +158,8 @@ fn new_pools_start_each_feature_by_its_rule() {
         Some(vec![
             "com.tarn:livelist".to_string(),
             "com.tarn:log_spacemap".to_string(),
-            "com.tarn:deadlist_totals".to_string()
+            "com.tarn:deadlist_totals".to_string(),
+            "com.tarn:space_limits".to_string()
         ])
     );
 }
@@ -374,7 +376,8 @@ fn a_config_without_refcounts_imports_and_is_converted() {
         Some(vec![
             "com.tarn:livelist".to_string(),
             "com.tarn:log_spacemap".to_string(),
-            "com.tarn:deadlist_totals".to_string()
+            "com.tarn:deadlist_totals".to_string(),
+            "com.tarn:space_limits".to_string()
         ])
     );
     assert_eq!(

@@ -322,3 +322,78 @@ fn limit_changes_zfs_refuses_are_refused() {
     assert_eq!(value, "none");
     assert_clean(&pool);
 }
+
+#[test]
+fn send_p_carries_the_limits_and_receive_keeps_what_fits() {
+    use tarn::dataset::props::Property;
+    use tarn::send::{receive, send, ReceiveOptions, SendOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "t", &["src"]);
+    pool.set_property("t/src", "quota", Some("20M")).unwrap();
+    pool.set_property("t/src", "refreservation", Some("3M"))
+        .unwrap();
+    let fs = pool.open_file_system("t/src").unwrap();
+    write_file(&fs, "f", 2 * MIB);
+    drop(fs);
+    pool.create_snapshots(&["t/src@1".to_string()], false)
+        .unwrap();
+    let options = SendOptions {
+        properties: true,
+        ..SendOptions::default()
+    };
+    let mut stream = Vec::new();
+    send(&pool, "t/src@1", &options, &mut stream, &mut |_| {}).unwrap();
+    let mut input: &[u8] = &stream;
+    receive(&pool, "t/copy", &mut input, &ReceiveOptions::default()).unwrap();
+    let value = |name: &str, property| pool.property(name, property).unwrap().0;
+    assert_eq!(value("t/copy", Property::Quota), (20 * MIB).to_string());
+    assert_eq!(
+        value("t/copy", Property::Refreservation),
+        (3 * MIB).to_string()
+    );
+    // -o overrides; a quota the received data does not fit in is left unset, the receive
+    // stands.
+    let mut input: &[u8] = &stream;
+    let overridden = ReceiveOptions {
+        set: vec![("quota".into(), "1M".into())],
+        exclude: vec!["refreservation".into()],
+        ..ReceiveOptions::default()
+    };
+    receive(&pool, "t/small", &mut input, &overridden).unwrap();
+    assert_eq!(value("t/small", Property::Quota), "none");
+    assert_eq!(value("t/small", Property::Refreservation), "none");
+    assert!(pool.has_dataset("t/small"));
+    assert_clean(&pool);
+}
+
+#[test]
+fn a_pool_without_the_feature_refuses_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = tarn::Pool::create(tarn::pool::CreateOptions {
+        name: "nf".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
+        vdevs: single(dir.path(), "a.img"),
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: tiny(),
+        wrap_device: None,
+        disabled_features: vec!["space_limits".into()],
+    })
+    .unwrap();
+    let error = pool.set_property("nf", "quota", Some("10M")).unwrap_err();
+    assert!(
+        error.to_string().contains("feature@space_limits"),
+        "{error}"
+    );
+    let state = |pool: &Pool| pool.feature_state("space_limits").unwrap();
+    assert_eq!(state(&pool), tarn::pool::FeatureState::Disabled);
+    pool.enable_feature("space_limits").unwrap();
+    assert_eq!(state(&pool), tarn::pool::FeatureState::Enabled);
+    pool.set_property("nf", "quota", Some("10M")).unwrap();
+    assert_eq!(state(&pool), tarn::pool::FeatureState::Active);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "nf", tiny());
+    assert_eq!(state(&pool), tarn::pool::FeatureState::Active);
+    assert_clean(&pool);
+}

@@ -233,6 +233,14 @@ impl Pool {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
             if limit {
+                if normalized.is_some()
+                    && core.feature_refcount(super::SPACE_LIMITS_FEATURE).is_none()
+                {
+                    return Err(PoolError::BadProperty(format!(
+                        "cannot set property for '{full_name}': pool {} lacks feature@space_limits (tarn pool set feature@space_limits=enabled {0})",
+                        core.name
+                    )));
+                }
                 let bytes = normalized.as_deref().map_or(0, limit_bytes);
                 core.check_limit_change(&dataset, property, bytes).map_err(
                     |error| match error {
@@ -253,6 +261,9 @@ impl Pool {
             let hold = core.txgs.assign()?;
             core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
             if limit {
+                if normalized.is_some() {
+                    core.feature_activate(super::SPACE_LIMITS_FEATURE);
+                }
                 core.load_limits(&dataset)?;
                 core.relink_limits();
             }

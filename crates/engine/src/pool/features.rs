@@ -119,6 +119,10 @@ pub const LIVELIST_FEATURE: &str = "com.tarn:livelist";
 /// object's bonus buffer, so that import reads a snapshot's deadlist header, not its every key.
 pub const DEADLIST_TOTALS_FEATURE: &str = "com.tarn:deadlist_totals";
 
+/// Quotas and reservations (`pool/limits.rs`): the four limits as entries of the datasets'
+/// properties objects, and directory records whose used bytes count reservations.
+pub const SPACE_LIMITS_FEATURE: &str = "com.tarn:space_limits";
+
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
@@ -200,6 +204,18 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "deadlist_totals",
         class: FeatureClass::ReadOnlyCompatible,
         activation: Activation::OnEnable,
+        create_only: false,
+    },
+    // Read-only compatible: nothing a reader needs is in the limits; but a build without the
+    // feature would write past every quota and into every reservation, and its `check` would
+    // take the directories' used bytes (which count reservations) for wrong. Active from the
+    // first limit set on (a limit set later to none leaves it active, as OpenZFS leaves its
+    // OnFirstUse features).
+    Feature {
+        name: SPACE_LIMITS_FEATURE,
+        short_name: "space_limits",
+        class: FeatureClass::ReadOnlyCompatible,
+        activation: Activation::OnFirstUse,
         create_only: false,
     },
 ];
@@ -713,13 +729,18 @@ mod tests {
         assert_eq!(config.features.get(SCAN_CATCH_UP_FEATURE), Some(&0));
         assert_eq!(config.features.get(DEADLIST_TOTALS_FEATURE), Some(&1));
         assert_eq!(config.features.get(LIVELIST_FEATURE), None);
+        assert_eq!(config.features.get(SPACE_LIMITS_FEATURE), Some(&0));
         assert_eq!(
             config.features_for_read,
             vec![EMBEDDED_DATA_FEATURE, REPLAY_SEQUENCE_FEATURE]
         );
         assert_eq!(
             config.features_for_write,
-            vec![LOG_SPACEMAP_FEATURE, DEADLIST_TOTALS_FEATURE]
+            vec![
+                LOG_SPACEMAP_FEATURE,
+                DEADLIST_TOTALS_FEATURE,
+                SPACE_LIMITS_FEATURE
+            ]
         );
     }
 }

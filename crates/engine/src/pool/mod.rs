@@ -130,7 +130,8 @@ pub use attach::AddedVdev;
 pub use facade::WeakPool;
 pub use features::{
     Feature, FeatureClass, FeatureState, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN, LIVELIST_FEATURE,
-    LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, STALLED_FREES_FEATURE,
+    LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, SPACE_LIMITS_FEATURE,
+    STALLED_FREES_FEATURE,
 };
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};

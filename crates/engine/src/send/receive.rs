@@ -42,9 +42,10 @@ use std::sync::Arc;
 
 use crate::block::blkptr::Compression;
 use crate::block::compress;
+use crate::dataset::props::Property;
 use crate::object::phys::check_addressable;
 use crate::object::{ObjectError, ObjectInfo, ObjectProps, ObjectSet, ObjectSettings, WholeBlock};
-use crate::pool::Pool;
+use crate::pool::{Pool, PoolError};
 use crate::txg::TxgManager;
 use crate::types::ObjectId;
 
@@ -442,7 +443,16 @@ fn substream(
                 && !options.set.iter().any(|(set, _)| set == property)
         });
         for (property, value) in streamed.chain(options.set.iter()) {
-            pool.set_property(file_system, property, Some(value))?;
+            match pool.set_property(file_system, property, Some(value)) {
+                // As zfs receive: a limit the received data does not fit in (a quota below
+                // what the stream brought) is not set, and the receive stands.
+                Err(error @ (PoolError::BadProperty(_) | PoolError::OutOfSpace(_)))
+                    if Property::from_name(property).is_some_and(Property::is_space_limit) =>
+                {
+                    log::warn!("cannot receive {property} property on {file_system}: {error}");
+                }
+                other => other?,
+            }
         }
         if tracker.is_some() && prepared.from.is_none() {
             // (The hidden clone of an incremental receive took its position with it.)
