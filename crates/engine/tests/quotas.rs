@@ -85,9 +85,24 @@ fn a_quota_is_exact_and_not_early() {
     // metadata short of the quota.
     assert!(written >= 7 * MIB, "refused after {written} bytes of 8 MiB");
     assert_eq!(info(&pool, "q/a").available, 8 * MIB - used);
+    // New names are charged too: creates stop at the full quota, and what synced stays
+    // within it.
+    let mut created = 0;
+    let refusal = loop {
+        match fs.create(fs.root(), format!("empty{created}").as_bytes(), 0o644, 0, 0) {
+            Ok(_) => created += 1,
+            Err(error) => break error,
+        }
+        assert!(created < 10_000, "{created} files created in a full quota");
+    };
+    assert!(matches!(refusal, FsError::QuotaExceeded), "{refusal}");
+    pool.sync().unwrap();
+    let after_creates = info(&pool, "q/a").used;
+    assert!(
+        after_creates <= 8 * MIB,
+        "used {after_creates} after {created} creates"
+    );
     // Another file is refused too; a delete makes room again.
-    let (more, _) = fill(&fs, "g", MIB);
-    assert!(more < MIB);
     fs.unlink(fs.root(), b"f").unwrap();
     pool.sync().unwrap();
     pool.sync().unwrap();
@@ -395,5 +410,34 @@ fn a_pool_without_the_feature_refuses_limits() {
     pool.export().unwrap();
     let pool = import(dir.path(), "nf", tiny());
     assert_eq!(state(&pool), tarn::pool::FeatureState::Active);
+    assert_clean(&pool);
+}
+
+#[test]
+fn a_rename_or_promote_into_a_full_quota_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "m", &["small", "big", "src"]);
+    pool.set_property("m/small", "quota", Some("3M")).unwrap();
+    let fs = pool.open_file_system("m/big").unwrap();
+    write_file(&fs, "f", 4 * MIB);
+    drop(fs);
+    pool.sync().unwrap();
+    let error = pool.rename_dataset("m/big", "m/small/big").unwrap_err();
+    assert!(error.to_string().contains("quota"), "{error}");
+    assert!(pool.has_dataset("m/big"));
+    // A clone under the quota cannot take its origin's 4 MiB by a promote.
+    let fs = pool.open_file_system("m/src").unwrap();
+    write_file(&fs, "f", 4 * MIB);
+    drop(fs);
+    pool.create_snapshots(&["m/src@o".to_string()], false)
+        .unwrap();
+    pool.create_clone("m/src@o", "m/small/clone", &[]).unwrap();
+    let error = pool.promote("m/small/clone").unwrap_err();
+    assert!(error.to_string().contains("quota"), "{error}");
+    // Within one quota's tree a rename moves nothing past it.
+    pool.rename_dataset("m/small/clone", "m/small/renamed")
+        .unwrap();
+    pool.sync().unwrap();
+    assert!(info(&pool, "m/small").used <= 3 * MIB);
     assert_clean(&pool);
 }

@@ -940,6 +940,31 @@ fn check(pool: &Pool, when: &str, problems: &mut Vec<String>) {
         Ok(report) => problems.push(format!("check {when}: {report:?}")),
         Err(error) => problems.push(format!("check {when}: {error}")),
     }
+    check_space_limits(pool, when, problems);
+}
+
+/// What a synced pool may hold beyond a quota or refquota: the metadata of removals, which
+/// are never refused (as in zfs), in the txgs since the limit was last met.
+const QUOTA_SLACK: u64 = 1 << 20;
+
+/// Every dataset's `used` within its quota and `referenced` within its refquota (`pool/
+/// limits.rs`: admission is exact), but for [`QUOTA_SLACK`].
+fn check_space_limits(pool: &Pool, when: &str, problems: &mut Vec<String>) {
+    for info in pool.datasets() {
+        let limits = info.limits;
+        if limits.quota != 0 && info.used > limits.quota + QUOTA_SLACK {
+            problems.push(format!(
+                "{when}: {} uses {} bytes under a quota of {}",
+                info.name, info.used, limits.quota
+            ));
+        }
+        if limits.refquota != 0 && info.referenced > limits.refquota + QUOTA_SLACK {
+            problems.push(format!(
+                "{when}: {} references {} bytes under a refquota of {}",
+                info.name, info.referenced, limits.refquota
+            ));
+        }
+    }
 }
 
 /// Copy the vdevs as the crash left them to `crashed/` (and the second pool's to

@@ -214,6 +214,9 @@ impl FileSystem {
         };
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
+        if let NodeOrigin::New = origin {
+            self.charge_namespace(&tx, &[dir, super::write::NEW_NODE], 0)?;
+        }
         // Data first: a write refused for lack of space leaves nothing half made.
         let props = self.props_for(kind);
         let object = match origin {
@@ -321,6 +324,7 @@ impl FileSystem {
         let generation = self.generation_of(ino)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
+        self.charge_namespace(&tx, &[ino, newdir], 0)?;
         self.dir_insert(tx, newdir, newname, DirEntryValue { object: ino, kind })?;
         let inode = staged.get(ino);
         inode.links += 1;

@@ -19,6 +19,9 @@ use crate::types::ObjectId;
 use super::phys::{FileKind, Timestamp};
 use super::{FileSystem, FsError, Result, FILE_SIZE_MAX, IO_BYTES_MAX};
 
+/// Stands for the node a namespace change is making, in [`FileSystem::charge_namespace`].
+pub(super) const NEW_NODE: u64 = u64::MAX;
+
 /// The smallest piece a caller's write is cut to when it does not fit whole (see
 /// [`FileSystem::write_from`]).
 pub const SHORT_WRITE_MIN: usize = 4096;
@@ -207,6 +210,20 @@ impl FileSystem {
         }
         self.txgs.wait_synced(None)?;
         Ok(self.write_refusal(bytes, WriteSource::Caller))
+    }
+
+    /// Charge a namespace change that adds (a node, a name, an xattr of `extra` bytes) to the
+    /// dataset's quotas, for the objects `inos` it dirties (a node being made counts as one
+    /// not yet dirty: pass [`NEW_NODE`]). Refused with `QuotaExceeded` at a full quota, as zfs
+    /// refuses a create there; removals are never charged.
+    pub(super) fn charge_namespace(&self, tx: &Tx, inos: &[u64], extra: u64) -> Result<()> {
+        let Some(reservation) = self.objset.reservation() else {
+            return Ok(());
+        };
+        let objects: Vec<ObjectId> = inos.iter().map(|&ino| ObjectId(ino)).collect();
+        let charge = self.objset.namespace_charge(tx.txg, &objects) + extra;
+        reservation.charge_metadata(tx, charge)?;
+        Ok(())
     }
 
     /// Hold `bytes` of the pool back from callers' writes for the write-backs of a kernel

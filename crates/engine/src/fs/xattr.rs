@@ -268,6 +268,8 @@ impl FileSystem {
         let generation = self.generation_of(ino)?;
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
+        // The value may go to the xattr directory: its object counts as one more.
+        self.charge_namespace(&tx, &[ino, znode.xattr_dir], value.len() as u64)?;
         match acl {
             // The access ACL sets the mode; one that says no more than the mode is not kept.
             Some(acl) if name == ACL_ACCESS => {

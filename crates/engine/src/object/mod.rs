@@ -195,6 +195,11 @@ pub trait WriteReservation: Send + Sync {
     /// `QuotaExceeded`). Never waits.
     fn admits(&self, bytes: u64, admission: Admission) -> Result<(), ObjectError>;
 
+    /// Charge `charge` bytes of metadata a namespace change will make the sync write (a new
+    /// node, a name, an xattr) against the dataset's quotas only: the pool never refused
+    /// those for space, and still does not. May wait for earlier txgs, as `reserve` does.
+    fn charge_metadata(&self, tx: &Tx, charge: u64) -> Result<(), ObjectError>;
+
     /// Hold `bytes` back from ordinary writes until [`WriteReservation::release_held_back`].
     fn hold_back(&self, bytes: u64);
 
@@ -207,6 +212,10 @@ impl ObjectError {
         matches!(self, ObjectError::NoSpace | ObjectError::QuotaExceeded)
     }
 }
+
+/// The block of directory or xattr entries a namespace change is charged for (see
+/// [`ObjectSet::namespace_charge`]): a key/value leaf block.
+const NAMESPACE_BLOCK_CHARGE: u64 = 16 << 10;
 
 /// What a write may cost, for its admission ([`WriteReservation::reserve`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -520,6 +529,23 @@ impl ObjectSet {
     /// The synced meta-dnode (for `check` and `debug`).
     pub fn synced_meta_dnode(&self) -> DnodePhys {
         self.state.lock().synced_meta_dnode.clone()
+    }
+
+    /// What a namespace change touching `objects` may add to the dataset's used space once
+    /// synced: for each object the txg has not dirtied yet (or that does not exist yet), its
+    /// dnode block and a block of its directory or xattr entries, in the most copies
+    /// metadata gets (see [`WriteReservation::charge_metadata`]).
+    pub fn namespace_charge(&self, txg: Txg, objects: &[ObjectId]) -> u64 {
+        let state = self.state.lock();
+        let dirty = state.dirty.get(&txg);
+        let per_object = (u64::from(state.synced_meta_dnode.data_block_size)
+            + NAMESPACE_BLOCK_CHARGE)
+            * u64::from(COPIES_MAX);
+        objects
+            .iter()
+            .filter(|object| dirty.is_none_or(|dirty| !dirty.objects.contains_key(object)))
+            .count() as u64
+            * per_object
     }
 
     /// The admission of this object set's writes, if the pool set one.

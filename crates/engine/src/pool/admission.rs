@@ -149,6 +149,30 @@ impl WriteReservation for PoolReservation {
         }
     }
 
+    fn charge_metadata(&self, tx: &Tx, charge: u64) -> Result<(), ObjectError> {
+        let Some(dataset) = self.dataset.upgrade() else {
+            return Ok(());
+        };
+        let admit = || {
+            self.limits.admit(
+                &self.io,
+                &dataset,
+                Some(tx.txg),
+                charge,
+                Admission::Ordinary,
+            )
+        };
+        if let Err(refusal) = admit() {
+            let previous = Txg(tx.txg.0.saturating_sub(1));
+            if self.txgs.last_synced() >= previous {
+                return Err(refusal);
+            }
+            self.txgs.wait_synced(Some(previous))?;
+            admit()?;
+        }
+        Ok(())
+    }
+
     fn hold_back(&self, bytes: u64) {
         self.held_back.fetch_add(bytes, Ordering::Relaxed);
         if let Some(dataset) = self.dataset.upgrade() {

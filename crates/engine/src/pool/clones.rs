@@ -363,6 +363,20 @@ impl Pool {
                 origin_head.name()
             )));
         }
+        // What moves to the clone's side: at most the origin's referenced bytes and what
+        // the snapshots before it hold alone.
+        let moving = origin.phys().referenced_bytes.saturating_add(
+            moved
+                .iter()
+                .map(|snapshot| snapshot.phys().unique_bytes)
+                .sum::<u64>(),
+        );
+        core.check_transfer(
+            core.relative_name(&origin_head.name())?,
+            relative,
+            moving,
+            &format!("promote {name}"),
+        )?;
         let names = moved
             .iter()
             .map(|snapshot| format!("{name}@{}", snapshot.short_name()))

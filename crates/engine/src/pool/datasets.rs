@@ -113,17 +113,7 @@ pub struct PropertyValue {
     pub source: PropertySource,
 }
 
-/// The parent of a relative name (`a/b` -> `a`, `a` -> the root `""`).
-pub(super) fn parent_of(relative: &str) -> &str {
-    relative.rfind('/').map_or("", |index| &relative[..index])
-}
-
-/// The last component of a relative name.
-pub(super) fn leaf_of(relative: &str) -> &str {
-    relative
-        .rfind('/')
-        .map_or(relative, |index| &relative[index + 1..])
-}
+pub(super) use super::names::{depth, leaf_of, parent_of};
 
 pub(super) fn kv_error(object: ObjectId) -> impl Fn(kv::KvError) -> PoolError {
     move |error| PoolError::Corrupt(format!("key/value object {object}: {error}"))
@@ -625,14 +615,6 @@ pub(super) fn create_dataset_records(
     dir.head_dataset_object = dataset_object;
     mos.set_bonus(tx, dir_object, ObjectType::DatasetDir, &dir.encode())?;
     Ok((dir_object, dir, dataset_object, phys))
-}
-
-fn depth(relative: &str) -> usize {
-    if relative.is_empty() {
-        0
-    } else {
-        relative.matches('/').count() + 1
-    }
 }
 
 impl Pool {

@@ -50,7 +50,7 @@ use crate::dataset::{Dataset, OwnSpace};
 use crate::object::{Admission, ObjectError};
 use crate::types::Txg;
 
-use super::datasets::parent_of;
+use super::names::{common_ancestor, depth, parent_of};
 use super::{PoolCore, PoolError};
 
 /// What the sync of a txg writes of a dataset's object set beyond its objects' blocks (the
@@ -233,14 +233,6 @@ pub fn charged_space<'a>(
     charged
 }
 
-fn depth(relative: &str) -> usize {
-    if relative.is_empty() {
-        0
-    } else {
-        relative.matches('/').count() + 1
-    }
-}
-
 impl PoolCore {
     pub(super) fn limits_state(&self) -> &PoolLimits {
         &self.limits
@@ -335,6 +327,40 @@ impl PoolCore {
             }
         }
         available
+    }
+
+    /// Refuse to move `bytes` of charged space from below `from` to below `to` (relative
+    /// names: a rename's old and new parent, a promote's origin and clone) when a quota on
+    /// `to`'s side of their common ancestor has no room for them (OpenZFS
+    /// dsl_dir_transfer_possible). What `what` names is refused with "out of space".
+    pub(super) fn check_transfer(
+        &self,
+        from: &str,
+        to: &str,
+        bytes: u64,
+        what: &str,
+    ) -> Result<(), PoolError> {
+        if !self.limits.active() {
+            return Ok(());
+        }
+        let ancestor = common_ancestor(from, to);
+        let mut at = to.to_string();
+        while at != ancestor {
+            let level = self.dataset_by_relative(&at)?;
+            let settings = level.limits.settings();
+            let used = level
+                .limits
+                .charged()
+                .saturating_add(level.limits.pending(true));
+            if settings.quota != 0 && used.saturating_add(bytes) > settings.quota {
+                return Err(PoolError::QuotaExceeded(format!(
+                    "{what}: {bytes} bytes would not fit in the quota of {}",
+                    level.name()
+                )));
+            }
+            at = parent_of(&at).to_string();
+        }
+        Ok(())
     }
 
     /// Refuse a limit change zfs refuses (module documentation). `new` is in bytes, 0 for none.

@@ -110,6 +110,7 @@ mod l2cache;
 mod leaf_choice;
 pub mod limits;
 pub mod livelists;
+mod names;
 mod new_device;
 pub mod props;
 pub mod receiving;
@@ -251,6 +252,9 @@ pub enum PoolError {
     /// keeps for syncing (OpenZFS's ENOSPC from a sync task's space check).
     #[error("cannot {0}: out of space; the pool keeps its last free space for syncing, so destroy snapshots, clones or files first")]
     OutOfSpace(String),
+    /// A namespace change that would move space past a quota (a rename, a promote).
+    #[error("cannot {0} (disk quota exceeded)")]
+    QuotaExceeded(String),
 }
 
 /// Check a pool name against the rules of CLI.md.

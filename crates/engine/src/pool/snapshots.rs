@@ -1144,6 +1144,13 @@ impl Pool {
         let core = &self.core;
         let _namespace = core.namespace.lock();
         let (dataset, old_relative, new_relative) = core.dataset_rename_plan(old, new)?;
+        let settings = dataset.limits.settings();
+        core.check_transfer(
+            super::datasets::parent_of(&old_relative),
+            super::datasets::parent_of(&new_relative),
+            dataset.limits.charged().max(settings.reservation),
+            &format!("rename {old} to {new}"),
+        )?;
         core.run_tasks(vec![NamespaceTask::RenameDataset {
             dataset,
             old: old_relative,

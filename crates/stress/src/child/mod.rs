@@ -185,9 +185,10 @@ impl From<PoolError> for OpError {
             | PoolError::OutOfSpace(_)
             | PoolError::BadVdevSpec(_)
             | PoolError::ReadOnly => OpError::Refused(error.to_string()),
-            PoolError::Object(tarn::object::ObjectError::NoSpace) => {
-                OpError::Refused(error.to_string())
-            }
+            PoolError::QuotaExceeded(_)
+            | PoolError::Object(
+                tarn::object::ObjectError::NoSpace | tarn::object::ObjectError::QuotaExceeded,
+            ) => OpError::Refused(error.to_string()),
             _ => OpError::Inconsistent(error.to_string()),
         }
     }
@@ -829,6 +830,28 @@ impl Child {
                 if let Some(fs) = slot.fs.read().as_ref() {
                     pool.apply_properties(&slot.name, fs)?;
                 }
+                Ok(())
+            }
+            Op::SetSpaceLimit => {
+                let slot = self.pick_slot(rng)?;
+                let property =
+                    ["quota", "refquota", "reservation", "refreservation"][rng.gen_range(0..4)];
+                let value = if rng.gen_range(0..4) == 0 {
+                    "none".to_string()
+                } else {
+                    let info = pool
+                        .datasets()
+                        .into_iter()
+                        .find(|info| info.name == slot.name)
+                        .ok_or_else(|| OpError::Refused("the file system went".into()))?;
+                    let held = match property {
+                        "quota" => info.used,
+                        "refquota" => info.referenced,
+                        _ => 0,
+                    };
+                    (held + rng.gen_range(1u64..(32 << 20))).to_string()
+                };
+                pool.set_property(&slot.name, property, Some(&value))?;
                 Ok(())
             }
             Op::DeviceOfflineOnline
