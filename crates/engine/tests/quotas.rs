@@ -272,6 +272,14 @@ fn refreservation_counts_what_the_dataset_does_not_fill() {
     assert_clean(&pool);
 }
 
+/// `set PROPERTY=VALUE` on `dataset` is refused with a message containing `why`.
+fn refused(pool: &Pool, dataset: &str, property: &str, value: &str, why: &str) {
+    let error = pool
+        .set_property(dataset, property, Some(value))
+        .unwrap_err();
+    assert!(error.to_string().contains(why), "{error}");
+}
+
 #[test]
 fn limit_changes_zfs_refuses_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -280,46 +288,20 @@ fn limit_changes_zfs_refuses_are_refused() {
     let ino = root_file(&fs, "f");
     fs.write(ino, 0, &pattern(1, 2 << 20)).unwrap();
     drop(fs);
-    let error = pool.set_property("z/a", "quota", Some("1M")).unwrap_err();
-    assert!(
-        error.to_string().contains("less than current used"),
-        "{error}"
-    );
-    let error = pool
-        .set_property("z/a", "refquota", Some("1M"))
-        .unwrap_err();
-    assert!(
-        error.to_string().contains("less than current used"),
-        "{error}"
-    );
-    let error = pool
-        .set_property("z/b", "reservation", Some("10G"))
-        .unwrap_err();
-    assert!(
-        error.to_string().contains("greater than available"),
-        "{error}"
-    );
-    let error = pool
-        .set_property("z/b", "refreservation", Some("10G"))
-        .unwrap_err();
-    assert!(
-        error.to_string().contains("greater than available"),
-        "{error}"
+    refused(&pool, "z/a", "quota", "1M", "less than current used");
+    refused(&pool, "z/a", "refquota", "1M", "less than current used");
+    refused(&pool, "z/b", "reservation", "10G", "greater than available");
+    refused(
+        &pool,
+        "z/b",
+        "refreservation",
+        "10G",
+        "greater than available",
     );
     pool.set_property("z/b", "quota", Some("4M")).unwrap();
-    let error = pool
-        .set_property("z/b", "reservation", Some("5M"))
-        .unwrap_err();
-    assert!(
-        error.to_string().contains("greater than available"),
-        "{error}"
-    );
+    refused(&pool, "z/b", "reservation", "5M", "greater than available");
     pool.set_property("z/b", "reservation", Some("3M")).unwrap();
-    let error = pool.set_property("z/b", "quota", Some("2M")).unwrap_err();
-    assert!(
-        error.to_string().contains("less than current used"),
-        "{error}"
-    );
+    refused(&pool, "z/b", "quota", "2M", "less than current used");
     assert!(pool.set_property("z/b", "quota", Some("lots")).is_err());
     // none clears, and is the default; nothing inherits.
     pool.set_property("z/b", "quota", Some("none")).unwrap();
@@ -396,11 +378,7 @@ fn a_pool_without_the_feature_refuses_limits() {
         disabled_features: vec!["space_limits".into()],
     })
     .unwrap();
-    let error = pool.set_property("nf", "quota", Some("10M")).unwrap_err();
-    assert!(
-        error.to_string().contains("feature@space_limits"),
-        "{error}"
-    );
+    refused(&pool, "nf", "quota", "10M", "feature@space_limits");
     let state = |pool: &Pool| pool.feature_state("space_limits").unwrap();
     assert_eq!(state(&pool), tarn::pool::FeatureState::Disabled);
     pool.enable_feature("space_limits").unwrap();

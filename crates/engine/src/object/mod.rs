@@ -536,11 +536,16 @@ impl ObjectSet {
     /// dnode block and a block of its directory or xattr entries, in the most copies
     /// metadata gets (see [`WriteReservation::charge_metadata`]).
     pub fn namespace_charge(&self, txg: Txg, objects: &[ObjectId]) -> u64 {
+        self.dirtying_charge(txg, objects, NAMESPACE_BLOCK_CHARGE)
+    }
+
+    /// For each of `objects` the txg has not dirtied yet: its dnode block and `extra` bytes,
+    /// in the most copies metadata gets (the quota charge of making them dirty).
+    pub(super) fn dirtying_charge(&self, txg: Txg, objects: &[ObjectId], extra: u64) -> u64 {
         let state = self.state.lock();
         let dirty = state.dirty.get(&txg);
-        let per_object = (u64::from(state.synced_meta_dnode.data_block_size)
-            + NAMESPACE_BLOCK_CHARGE)
-            * u64::from(COPIES_MAX);
+        let per_object =
+            (u64::from(state.synced_meta_dnode.data_block_size) + extra) * u64::from(COPIES_MAX);
         objects
             .iter()
             .filter(|object| dirty.is_none_or(|dirty| !dirty.objects.contains_key(object)))

@@ -436,19 +436,7 @@ impl ObjectSet {
         let data = blocks
             .saturating_mul(block_size.next_multiple_of(ALLOCATED_SIZE_UNIT))
             .saturating_mul(data_copies);
-        let object_dirty = self
-            .state
-            .lock()
-            .dirty
-            .get(&txg)
-            .is_some_and(|dirty| dirty.objects.contains_key(&object));
-        // Its dnode block, in the most copies metadata gets.
-        let dnode_block = if object_dirty {
-            0
-        } else {
-            u64::from(self.state.lock().synced_meta_dnode.data_block_size)
-                * u64::from(super::COPIES_MAX)
-        };
+        let dnode_block = self.dirtying_charge(txg, &[object], 0);
         WriteEstimate {
             bytes: length,
             metadata,

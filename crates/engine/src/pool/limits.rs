@@ -252,6 +252,9 @@ impl PoolCore {
                 .map_or(0, |value| limit_bytes(&value));
         }
         dataset.limits.set_settings(settings);
+        // Until the next directory totals: the used bytes the record holds (those of the
+        // last synced txg, reservations counted).
+        dataset.limits.set_charged(dataset.dir().used_bytes);
         Ok(())
     }
 

@@ -207,6 +207,16 @@ impl PoolCore {
         let new_parent = new_relative.rfind('/').map_or("", |at| &new_relative[..at]);
         self.available_dataset(new_parent)
             .map_err(|_| PoolError::DatasetNotFound(self.full_name(new_parent)))?;
+        // What the dataset charges moves to the new parent's side (`limits.rs`).
+        self.check_transfer(
+            super::datasets::parent_of(&old_relative),
+            new_parent,
+            dataset
+                .limits
+                .charged()
+                .max(dataset.limits.settings().reservation),
+            &format!("rename {old} to {new}"),
+        )?;
         Ok((dataset, old_relative, new_relative.to_string()))
     }
 
@@ -1144,13 +1154,6 @@ impl Pool {
         let core = &self.core;
         let _namespace = core.namespace.lock();
         let (dataset, old_relative, new_relative) = core.dataset_rename_plan(old, new)?;
-        let settings = dataset.limits.settings();
-        core.check_transfer(
-            super::datasets::parent_of(&old_relative),
-            super::datasets::parent_of(&new_relative),
-            dataset.limits.charged().max(settings.reservation),
-            &format!("rename {old} to {new}"),
-        )?;
         core.run_tasks(vec![NamespaceTask::RenameDataset {
             dataset,
             old: old_relative,

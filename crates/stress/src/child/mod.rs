@@ -844,14 +844,21 @@ impl Child {
                         .into_iter()
                         .find(|info| info.name == slot.name)
                         .ok_or_else(|| OpError::Refused("the file system went".into()))?;
-                    let held = match property {
-                        "quota" => info.used,
-                        "refquota" => info.referenced,
-                        _ => 0,
+                    // Quotas a little above what is held, so that writes meet them soon;
+                    // reservations of up to a tenth of the small pool.
+                    let value = match property {
+                        "quota" => info.used + rng.gen_range(1u64..(2 << 20)),
+                        "refquota" => info.referenced + rng.gen_range(1u64..(2 << 20)),
+                        _ => rng.gen_range(1u64..(32 << 20)),
                     };
-                    (held + rng.gen_range(1u64..(32 << 20))).to_string()
+                    value.to_string()
                 };
                 pool.set_property(&slot.name, property, Some(&value))?;
+                outcomes::note(if value == "none" {
+                    "space limits cleared"
+                } else {
+                    "space limits set"
+                });
                 Ok(())
             }
             Op::DeviceOfflineOnline

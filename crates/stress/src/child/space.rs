@@ -91,6 +91,9 @@ pub(super) fn note_refusal(why: &str) {
     if why.contains(&FsError::NoSpace.to_string()) {
         REFUSED_FOR_SPACE.fetch_add(1, Ordering::Relaxed);
     }
+    if why.contains(&FsError::QuotaExceeded.to_string()) {
+        super::outcomes::note("operations refused by a quota");
+    }
 }
 
 fn filler_name(pool: &Pool) -> String {
