@@ -419,3 +419,38 @@ fn a_rename_or_promote_into_a_full_quota_is_refused() {
     assert!(info(&pool, "m/small").used <= 3 * MIB);
     assert_clean(&pool);
 }
+
+/// As in zfs, frees are never refused, not even at a full quota (a user must always be able
+/// to delete): hole punches in a file a snapshot holds free nothing, and what they rewrite (its
+/// indirect blocks, in three copies here) may take the dataset past its quota; its next
+/// growth is refused.
+#[test]
+fn frees_are_never_refused_at_a_full_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "f", &["a"]);
+    pool.set_property("f/a", "recordsize", Some("4K")).unwrap();
+    pool.set_property("f/a", "copies", Some("2")).unwrap();
+    let fs = pool.open_file_system("f/a").unwrap();
+    write_file(&fs, "f", 6 * MIB);
+    pool.sync().unwrap();
+    let quota = info(&pool, "f/a").used + 4096;
+    pool.set_property("f/a", "quota", Some(&quota.to_string()))
+        .unwrap();
+    pool.create_snapshots(&["f/a@s".to_string()], false)
+        .unwrap();
+    let ino = root_file(&fs, "f");
+    const PUNCH_HOLE_KEEP_SIZE: u32 = 0x01 | 0x02;
+    for hole in 0..200u64 {
+        fs.fallocate(ino, hole * 32768, 4096, PUNCH_HOLE_KEEP_SIZE)
+            .expect("a punch at a full quota");
+    }
+    pool.sync().unwrap();
+    let used = info(&pool, "f/a").used;
+    assert!(used > quota, "the punches rewrote nothing? used {used}");
+    let refusal = fs.write(ino, 0, &pattern(9, 4096)).unwrap_err();
+    assert!(matches!(refusal, FsError::QuotaExceeded), "{refusal}");
+    fs.unlink(fs.root(), b"f")
+        .expect("an unlink at a full quota");
+    drop(fs);
+    assert_clean(&pool);
+}
