@@ -225,9 +225,9 @@ pub struct WriteEstimate {
     /// Indirect blocks beyond the data (see [`ObjectSet::indirect_estimate`]).
     pub metadata: u64,
     /// The most the write can add to its dataset's used space once synced, for quotas: every
-    /// data block it touches rewritten whole at its allocated size with its copies (the old
-    /// one may stay in a snapshot), its metadata, and its object's dnode block when the txg
-    /// has not dirtied the object yet.
+    /// data block it touches that the txg has not dirtied yet, rewritten whole at its
+    /// allocated size with its copies (the old one may stay in a snapshot), its metadata, and
+    /// its object's dnode block when the txg has not dirtied the object yet.
     pub charge: u64,
 }
 

@@ -431,7 +431,17 @@ impl ObjectSet {
             return WriteEstimate::default();
         }
         let block_size = (dnode.data_block_size as u64).max(1);
-        let blocks = (offset.saturating_add(length - 1) / block_size) - offset / block_size + 1;
+        let first = offset / block_size;
+        let last = offset.saturating_add(length - 1) / block_size;
+        // A block the txg has dirtied already was charged then: it is written once.
+        let dirty_already = self
+            .state
+            .lock()
+            .dirty
+            .get(&txg)
+            .and_then(|dirty| dirty.objects.get(&object))
+            .map_or(0, |record| record.blocks.range(first..=last).count() as u64);
+        let blocks = (last - first + 1).saturating_sub(dirty_already);
         let data_copies = write_copies(dnode.object_type, 0, dnode.copies) as u64;
         let data = blocks
             .saturating_mul(block_size.next_multiple_of(ALLOCATED_SIZE_UNIT))
