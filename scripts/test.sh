@@ -24,40 +24,20 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 echo "== disk: $(df -h --output=avail . | tail -n 1 | tr -d ' ') free"
 phase "cargo fmt --check"
 cargo fmt --all -- --check
-phase "lints beside the test build"
-# The lints run beside the build of the tests, in a target directory of their own (two cargo
-# runs on one directory wait for each other's lock): each ends on one long crate (the engine)
-# that keeps one core busy while the other idles, so side by side they take little more than
-# the build alone. A lint failure fails the run once the build is done.
-lint_log=$(mktemp)
-(
-    set -e
-    export CARGO_TARGET_DIR=target/lints
-    echo "== cargo clippy -D warnings"
-    cargo clippy --workspace --all-targets -- -D warnings
-    echo "== the command crates against the engine's facade"
-    # Built alone, without the `internals` feature that tarn-stress and tarn-bench turn on for
-    # the whole workspace build: a reach below the facade fails here.
-    cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings
-    echo "== module cycles"
-    python3 scripts/check-cycles.py
-) >"$lint_log" 2>&1 &
-lint_pid=$!
+phase "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+phase "the command crates against the engine's facade"
+# Built alone, without the `internals` feature that tarn-stress and tarn-bench turn on for the
+# whole workspace build: a reach below the facade fails here.
+cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings
+phase "module cycles"
+python3 scripts/check-cycles.py
+phase "build the tests"
 # --timings: where a clean build's time goes, kept in target/cargo-timings/ (an HTML report).
 # This also puts the binaries the functional suite drives, target/debug/tarn and tarn-stress,
 # in place (the integration tests need them). A separate `cargo build -p tarn-cli -p tarn-stress`
 # resolved features without the dev-dependencies and so rebuilt a dozen crates: 138 s.
-build_status=0
-cargo test --workspace --lib --bins --tests --no-run --timings || build_status=$?
-lint_status=0
-wait "$lint_pid" || lint_status=$?
-cat "$lint_log"
-rm -f "$lint_log"
-if [ "$lint_status" -ne 0 ]; then
-    echo "lints failed" >&2
-    exit "$lint_status"
-fi
-if [ "$build_status" -ne 0 ]; then exit "$build_status"; fi
+cargo test --workspace --lib --bins --tests --no-run --timings
 phase "cargo test and functional suite"
 log=$(mktemp)
 functional_log=$(mktemp)

@@ -268,6 +268,24 @@ fn refreservation_counts_what_the_dataset_does_not_fill() {
         "filling the refreservation leaves used where it was"
     );
     assert_eq!(a.used_by_refreservation, 5 * MIB - a.used_by_dataset);
+    // A snapshot shares every byte: the whole refreservation is unfilled again (zfs's rule:
+    // what the dataset references can still be overwritten).
+    pool.create_snapshots(&["v/a@s".to_string()], false)
+        .unwrap();
+    let a = info(&pool, "v/a");
+    assert_eq!(a.used_by_refreservation, 5 * MIB);
+    assert_eq!(a.used, a.used_by_dataset + 5 * MIB);
+    // Under a parent quota that cannot take that again, the next snapshot is refused.
+    let used = info(&pool, "v").used;
+    pool.set_property("v", "quota", Some(&(used + MIB).to_string()))
+        .unwrap();
+    let ino = root_file(&fs, "f");
+    fs.write(ino, 0, &pattern(2, 2 << 20)).unwrap();
+    pool.sync().unwrap();
+    let error = pool
+        .create_snapshots(&["v/a@t".to_string()], false)
+        .unwrap_err();
+    assert!(error.to_string().contains("refreservation"), "{error}");
     drop(fs);
     assert_clean(&pool);
 }

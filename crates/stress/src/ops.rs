@@ -304,7 +304,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 43);
+        assert_eq!(seen.len(), 44);
     }
 
     #[test]

@@ -411,15 +411,15 @@ fn check_dataset_tree(
                         dir.used_breakdown.dataset, dir.used_breakdown.snapshots
                     ));
                 }
-                (by_dataset, by_snapshots)
+                (by_dataset, by_snapshots, phys.unique_bytes)
             }
             Ok(Err(error)) => {
                 problem(format!("dataset record: {error}"));
-                (0, 0)
+                (0, 0, 0)
             }
             Err(error) => {
                 problem(format!("dataset object: {error}"));
-                (0, 0)
+                (0, 0, 0)
             }
         };
         // Properties: every stored value must parse. The reservations count in `used`.
@@ -463,8 +463,8 @@ fn check_dataset_tree(
         };
         // zfs's `used` (`pool/limits.rs`): the dataset's own space, the unfilled part of its
         // refreservation, and each child's used or reservation, whichever is larger.
-        let (by_dataset, by_snapshots) = referenced;
-        let mut used = by_dataset + by_snapshots + limits.refreservation.saturating_sub(by_dataset);
+        let (by_dataset, by_snapshots, unique) = referenced;
+        let mut used = by_dataset + by_snapshots + limits.refreservation.saturating_sub(unique);
         for child in children {
             let child_name = format!("{name}/{}", String::from_utf8_lossy(&child.key));
             let Ok(bytes) = <[u8; 8]>::try_from(child.value.as_slice()) else {

@@ -663,6 +663,12 @@ impl Dataset {
         self.phys.lock().referenced_bytes
     }
 
+    /// The head's bytes no snapshot shares (born after the newest snapshot): what its
+    /// refreservation is measured against, as zfs's ds_unique_bytes.
+    pub fn unique_bytes(&self) -> u64 {
+        self.phys.lock().unique_bytes
+    }
+
     /// Add (`sign` > 0) or take off a block's space: referenced always, unique when the block
     /// is not shared with a snapshot. A figure that would go below zero is an accounting error
     /// (see "Underflow"): it is left at zero, logged and counted.

@@ -508,10 +508,11 @@ impl PoolCore {
                     dataset.compute_own_space()
                 );
             }
-            own_spaces.push((name.as_str(), dataset.limits.settings(), space));
+            own_spaces.push(super::limits::ChargeInput::of(name, dataset, space));
         }
         let charged = super::limits::charged_space(own_spaces.iter().copied());
-        for ((name, dataset), (_, _, space)) in by_depth.into_iter().zip(&own_spaces) {
+        for ((name, dataset), input) in by_depth.into_iter().zip(&own_spaces) {
+            let space = &input.own;
             let own = space.total();
             let entry = totals.entry(name.as_str()).or_default();
             entry.0 += own.used_bytes;
@@ -690,7 +691,7 @@ impl Pool {
         let charged = super::limits::charged_space(
             list.iter()
                 .zip(&own)
-                .map(|((name, dataset), own)| (name.as_str(), dataset.limits.settings(), *own)),
+                .map(|((name, dataset), own)| super::limits::ChargeInput::of(name, dataset, *own)),
         );
         list.iter()
             .map(|(relative, dataset)| {

@@ -139,8 +139,8 @@ impl PoolLimits {
                     return Err(ObjectError::QuotaExceeded);
                 }
                 if settings.refreservation != 0 {
-                    let own = level.own_space().dataset.used_bytes.saturating_add(pending);
-                    absorbed = asize - beyond_reservation(own, asize, settings.refreservation);
+                    let unique = level.unique_bytes().saturating_add(pending);
+                    absorbed = asize - beyond_reservation(unique, asize, settings.refreservation);
                 }
             }
             if settings.quota != 0 && used.saturating_add(asize) > settings.quota {
@@ -202,19 +202,46 @@ pub struct Charged {
     pub refreservation: u64,
 }
 
-/// The charged space of each dataset of `list` (relative name, dataset, own space), deepest
-/// first; the map is by relative name.
+/// What [`charged_space`] needs of one dataset.
+#[derive(Clone, Copy, Debug)]
+pub struct ChargeInput<'a> {
+    pub relative: &'a str,
+    pub settings: LimitSettings,
+    pub own: OwnSpace,
+    /// The head's unique bytes ([`Dataset::unique_bytes`]).
+    pub unique: u64,
+}
+
+impl<'a> ChargeInput<'a> {
+    pub fn of(relative: &'a str, dataset: &Dataset, own: OwnSpace) -> ChargeInput<'a> {
+        ChargeInput {
+            relative,
+            settings: dataset.limits.settings(),
+            own,
+            unique: dataset.unique_bytes(),
+        }
+    }
+}
+
+/// The charged space of each dataset of `list`; the map is by relative name. The
+/// refreservation's unfilled part is measured against the unique bytes, as zfs's: after a
+/// snapshot the whole refreservation is unfilled again, so that everything the dataset
+/// references can still be overwritten.
 pub fn charged_space<'a>(
-    list: impl IntoIterator<Item = (&'a str, LimitSettings, OwnSpace)>,
+    list: impl IntoIterator<Item = ChargeInput<'a>>,
 ) -> BTreeMap<&'a str, Charged> {
-    let mut by_depth: Vec<(&str, LimitSettings, OwnSpace)> = list.into_iter().collect();
-    by_depth.sort_by_key(|(name, ..)| std::cmp::Reverse(depth(name)));
+    let mut by_depth: Vec<ChargeInput<'a>> = list.into_iter().collect();
+    by_depth.sort_by_key(|input| std::cmp::Reverse(depth(input.relative)));
     let mut charged: BTreeMap<&str, Charged> = BTreeMap::new();
-    for (name, settings, own) in by_depth {
+    for ChargeInput {
+        relative: name,
+        settings,
+        own,
+        unique,
+    } in by_depth
+    {
         let entry = charged.entry(name).or_default();
-        entry.refreservation = settings
-            .refreservation
-            .saturating_sub(own.dataset.used_bytes);
+        entry.refreservation = settings.refreservation.saturating_sub(unique);
         entry.used = own
             .total()
             .used_bytes
@@ -296,8 +323,8 @@ impl PoolCore {
             return available;
         }
         let settings = dataset.limits.settings();
-        let own = dataset.own_space().dataset.used_bytes;
-        available = available.saturating_add(settings.refreservation.saturating_sub(own));
+        let unique = dataset.unique_bytes();
+        available = available.saturating_add(settings.refreservation.saturating_sub(unique));
         if settings.refquota != 0 {
             available = available.min(settings.refquota.saturating_sub(dataset.referenced_bytes()));
         }
@@ -366,6 +393,30 @@ impl PoolCore {
         Ok(())
     }
 
+    /// Refuse snapshots of `heads` whose refreservations the space above them cannot absorb
+    /// once filled again (a snapshot shares every unique byte: zfs's
+    /// dsl_dataset_snapshot_reserve_space, "out of space").
+    pub(super) fn check_snapshot_reservations(
+        &self,
+        heads: &[Arc<Dataset>],
+        what: &str,
+    ) -> Result<(), PoolError> {
+        if !self.limits.active() {
+            return Ok(());
+        }
+        for head in heads {
+            let refreservation = head.limits.settings().refreservation;
+            let needed = head.unique_bytes().min(refreservation);
+            if needed > 0 && needed > self.dir_available(head) {
+                return Err(PoolError::OutOfSpace(format!(
+                    "{what}: {} needs {needed} bytes more for its refreservation",
+                    head.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Refuse a limit change zfs refuses (module documentation). `new` is in bytes, 0 for none.
     pub(super) fn check_limit_change(
         &self,
@@ -397,10 +448,10 @@ impl PoolCore {
                 (grows > available || (settings.quota != 0 && new > settings.quota)).then(too_large)
             }
             Property::Refreservation => {
-                let own = dataset.own_space().dataset.used_bytes;
-                let grows = own
+                let unique = dataset.unique_bytes();
+                let grows = unique
                     .max(new)
-                    .saturating_sub(own.max(settings.refreservation));
+                    .saturating_sub(unique.max(settings.refreservation));
                 (grows > self.dir_available(dataset)
                     || (settings.refquota != 0 && new > settings.refquota))
                     .then(too_large)
@@ -440,11 +491,17 @@ mod tests {
             refreservation: 300,
             ..Default::default()
         };
+        let input = |relative, settings, own: OwnSpace| ChargeInput {
+            relative,
+            settings,
+            own,
+            unique: own.dataset.used_bytes,
+        };
         let charged = charged_space([
-            ("", none, own(10, 0)),
-            ("a", reserved, own(100, 50)),
-            ("a/b", refreserved, own(100, 0)),
-            ("c", none, own(5, 0)),
+            input("", none, own(10, 0)),
+            input("a", reserved, own(100, 50)),
+            input("a/b", refreserved, own(100, 0)),
+            input("c", none, own(5, 0)),
         ]);
         // a/b: 100 live, refreservation fills to 300.
         assert_eq!(charged["a/b"].refreservation, 200);

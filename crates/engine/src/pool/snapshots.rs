@@ -910,11 +910,10 @@ impl Pool {
                 planned.insert(snapshot_name, (head, name.to_string()));
             }
         }
-        core.check_space(
-            super::admission::SpaceCheck::Normal,
-            planned.len(),
-            &format!("create snapshot {}", names.join(", ")),
-        )?;
+        let what = format!("create snapshot {}", names.join(", "));
+        core.check_space(super::admission::SpaceCheck::Normal, planned.len(), &what)?;
+        let heads: Vec<Arc<Dataset>> = planned.values().map(|(head, _)| head.clone()).collect();
+        core.check_snapshot_reservations(&heads, &what)?;
         core.run_tasks(
             planned
                 .values()
