@@ -72,7 +72,7 @@ fn a_quota_is_exact_and_not_early() {
         (8 * MIB).to_string()
     );
     let fs = pool.open_file_system("q/a").unwrap();
-    let (written, refusal) = fill(&fs, "f", 8 * MIB);
+    let (mut written, refusal) = fill(&fs, "f", 8 * MIB);
     assert!(
         matches!(refusal, FsError::QuotaExceeded),
         "refused with {refusal}"
@@ -85,6 +85,17 @@ fn a_quota_is_exact_and_not_early() {
     // metadata short of the quota.
     assert!(written >= 7 * MIB, "refused after {written} bytes of 8 MiB");
     assert_eq!(info(&pool, "q/a").available, 8 * MIB - used);
+    // The write-back of a kernel cache is never refused by a quota (write(2) accepted it):
+    // it is counted, and the quota's margin is what the mount holds back for it.
+    let ino = root_file(&fs, "f");
+    fs.write_from(
+        ino,
+        written,
+        &pattern(written, 128 << 10),
+        tarn::fs::WriteSource::WriteBack { after_loss: false },
+    )
+    .expect("a write-back at a full quota");
+    written += 128 << 10;
     // New names are charged too: creates stop at the full quota, and what synced stays
     // within it.
     let mut created = 0;

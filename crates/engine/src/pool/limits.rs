@@ -22,7 +22,12 @@
 //! is an upper bound of what it adds). It is not early by more than one write's charge plus,
 //! once per txg, the object set's own blocks ([`OBJSET_SYNC_CHARGE`]): a write refused is
 //! retried once the txgs before it have synced and their estimates became real figures. An
-//! intent-log replay is never refused by a limit: its writes were admitted before the crash.
+//! intent-log replay is never refused by a limit (its writes were admitted before the crash),
+//! nor is the write-back of a kernel cache (write(2) accepted it: it is counted, so that what
+//! follows is refused, but a refusal would lose it). A mount's cached writes stop at the
+//! quota less the space held back for write-backs (`fuse/write_space.rs`); a write-back
+//! charged more than that (4 KiB pages scattered over large records) takes the dataset past
+//! its quota by the difference.
 //!
 //! Check and charge happen under one lock, so two writers cannot both take the last bytes;
 //! nothing of this runs while no dataset of the pool sets a limit.
@@ -111,8 +116,11 @@ impl PoolLimits {
         if !self.active() || admission == Admission::Replay || charge == 0 {
             return Ok(());
         }
-        // Held-back space is the write-backs': ordinary writes leave it alone.
+        // Held-back space is the write-backs': ordinary writes leave it alone. A write-back
+        // is never refused by a limit (the kernel's write(2) said yes: refusing would lose
+        // the data); it is counted in flight all the same, so what follows it is refused.
         let with_held_back = admission == Admission::Ordinary;
+        let enforce = admission == Admission::Ordinary;
         let _guard = txg.map(|_| self.lock.lock());
         let mut charges: Vec<(Arc<Dataset>, u64)> = Vec::new();
         let mut level = dataset.clone();
@@ -129,7 +137,8 @@ impl PoolLimits {
             let used = level.limits.charged().saturating_add(pending);
             let mut absorbed = 0;
             if first {
-                if settings.refquota != 0
+                if enforce
+                    && settings.refquota != 0
                     && level
                         .referenced_bytes()
                         .saturating_add(pending)
@@ -143,7 +152,7 @@ impl PoolLimits {
                     absorbed = asize - beyond_reservation(unique, asize, settings.refreservation);
                 }
             }
-            if settings.quota != 0 && used.saturating_add(asize) > settings.quota {
+            if enforce && settings.quota != 0 && used.saturating_add(asize) > settings.quota {
                 return Err(ObjectError::QuotaExceeded);
             }
             charges.push((level.clone(), asize));
@@ -166,7 +175,7 @@ impl PoolLimits {
                 None => {
                     // The root: what is left of the pool once reservations are kept.
                     let unfilled = self.unfilled_reservations();
-                    if unfilled > 0 {
+                    if enforce && unfilled > 0 {
                         let totals = io.space.counters();
                         let room = totals
                             .free
