@@ -72,7 +72,7 @@ fn a_quota_is_exact_and_not_early() {
         (8 * MIB).to_string()
     );
     let fs = pool.open_file_system("q/a").unwrap();
-    let (mut written, refusal) = fill(&fs, "f", 8 * MIB);
+    let (written, refusal) = fill(&fs, "f", 8 * MIB);
     assert!(
         matches!(refusal, FsError::QuotaExceeded),
         "refused with {refusal}"
@@ -95,7 +95,6 @@ fn a_quota_is_exact_and_not_early() {
         tarn::fs::WriteSource::WriteBack { after_loss: false },
     )
     .expect("a write-back at a full quota");
-    written += 128 << 10;
     // New names are charged too: creates stop at the full quota, and what synced stays
     // within it.
     let mut created = 0;
