@@ -25,7 +25,8 @@
 //!   ([`WriteSpace::refuses_cached_writes`]), each of its write-backs (stored, in the held-back space) has
 //!   the kernel drop the inode's attributes; the kernel's next write(2) on it then asks for
 //!   them (`fuse_cache_write_iter` updates size and mode first), and the adapter answers
-//!   that `getattr` with ENOSPC, which write(2) returns. A `stat`, `lseek(SEEK_END)` or read
+//!   that `getattr` with ENOSPC (EDQUOT when a quota is what refuses), which write(2)
+//!   returns. A `stat`, `lseek(SEEK_END)` or read
 //!   past the end through such a handle gets ENOSPC too while the pool is that full.
 //! - **A lost write-back never leaves a hole**: write-backs of one file are stored in offset
 //!   order ([`WriteSpace::write_back_begins`]); should one fail anyway (several
@@ -43,6 +44,11 @@
 //!   ended at or before it, or when one sent after a loss is stored past the lost byte onto
 //!   such a file, the file is cut back to the lost byte. Those later bytes are lost with the
 //!   earlier ones (the writer's next fsync reports the loss), and no hole remains.
+//!
+//! # Quotas
+//! The same holds under a dataset's quota: the engine counts the held-back space against the
+//! quota of the dataset and of those above it (`pool/limits.rs`), so cached opens go direct
+//! near the quota and write(2) gets EDQUOT; a write-back is never refused by a quota.
 //!
 //! # The bound
 //! A file opened for cached writing while the pool had room may have up to `dirty_max` bytes

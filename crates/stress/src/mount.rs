@@ -13,7 +13,8 @@
 //! 2. `threads` workers run file operations on their own files (`tK/f0` to `tK/f7`), drawn
 //!    with the weights of the operation table ([`crate::ops::OPERATIONS`]); one worker also
 //!    takes snapshots through the CLI; in a near-full round another fills the pool's root
-//!    file system until ENOSPC, so that the workers write into a full pool;
+//!    file system until ENOSPC, so that the workers write into a full pool; in a quota round
+//!    their file system has a quota a little above what it holds ([`set_round_quota`]);
 //! 3. at the moment the round's seed chooses, the parent SIGKILLs the daemon (or, one round in
 //!    four, exports the pool cleanly), waits for the workers to see their mount go away, and
 //!    detaches the dead mount;
@@ -165,6 +166,39 @@ fn tarn(options: &MountOptions, layout: &Layout, args: &[&str]) -> Result<String
     }
 }
 
+/// One round in three, the workers' file system gets a quota 2 to 24 MiB above what it holds
+/// (so that writes through the page cache, direct writes and write-backs meet it: EDQUOT is a
+/// refusal, a failed fsync or close is not); the others clear it. Drawn from a generator of
+/// its own, so that the round's other draws are those of a seed before quotas existed.
+/// Returns whether the round has a quota.
+fn set_round_quota(
+    options: &MountOptions,
+    layout: &Layout,
+    round_seed: u64,
+) -> Result<bool, String> {
+    let mut rng = StdRng::seed_from_u64(round_seed ^ 0x71_u64.rotate_left(56));
+    let with_quota = rng.gen_ratio(1, 3);
+    let value = if with_quota {
+        let used: u64 = tarn(
+            options,
+            layout,
+            &["get", "-H", "-p", "-o", "value", "used", FILE_SYSTEM],
+        )?
+        .trim()
+        .parse()
+        .map_err(|error| format!("the used bytes of {FILE_SYSTEM}: {error}"))?;
+        (used + rng.gen_range((2u64 << 20)..(24 << 20))).to_string()
+    } else {
+        "none".to_string()
+    };
+    tarn(
+        options,
+        layout,
+        &["set", &format!("quota={value}"), FILE_SYSTEM],
+    )?;
+    Ok(with_quota)
+}
+
 /// One mount-mode run: rounds until `duration` is spent or a failure.
 pub fn run_mount(options: &MountOptions) -> Result<Summary, String> {
     let layout = Layout::new(&options.dir);
@@ -260,8 +294,12 @@ pub fn run_mount(options: &MountOptions) -> Result<Summary, String> {
         log::info!("mount round {round}: verified");
     }
     println!(
-        "tarn-stress: mount seed {}: {} near-full rounds, {} writes refused with ENOSPC, {} short writes",
-        options.seed, admission.near_full_rounds, admission.no_space, admission.short_writes
+        "tarn-stress: mount seed {}: {} near-full rounds, {} quota rounds, {} writes refused with ENOSPC or EDQUOT, {} short writes",
+        options.seed,
+        admission.near_full_rounds,
+        admission.quota_rounds,
+        admission.no_space,
+        admission.short_writes
     );
     Ok(summary)
 }
@@ -289,6 +327,8 @@ struct Round<'a> {
 #[derive(Default)]
 struct Admission {
     near_full_rounds: u64,
+    /// Rounds whose file system had a quota a little above what it held.
+    quota_rounds: u64,
     no_space: u64,
     short_writes: u64,
 }
@@ -354,6 +394,8 @@ fn run_round(
     summary.imports += 1;
     let family =
         read_stamp(&layout.file_system()).map_err(|why| vec![format!("round {round}: {why}")])?;
+    let quota = set_round_quota(options, layout, round_seed)
+        .map_err(|why| vec![format!("round {round}: {why}")])?;
     let journal = JournalWriter::open(&journal_path(&layout.dir))
         .map_err(|error| vec![format!("round {round}: the journal: {error}")])?;
     let state = Round {
@@ -415,6 +457,7 @@ fn run_round(
     summary.operations += state.operations.load(Ordering::SeqCst);
     summary.refusals += state.refusals.load(Ordering::SeqCst);
     admission.near_full_rounds += u64::from(near_full);
+    admission.quota_rounds += u64::from(quota);
     admission.no_space += state.no_space.load(Ordering::SeqCst);
     admission.short_writes += state.short_writes.load(Ordering::SeqCst);
     let mut problems = std::mem::take(&mut *state.problems.lock());
