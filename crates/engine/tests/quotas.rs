@@ -482,3 +482,78 @@ fn frees_are_never_refused_at_a_full_quota() {
     drop(fs);
     assert_clean(&pool);
 }
+
+#[test]
+fn limits_given_at_create_and_clone_hold_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool_with(dir.path(), "c", &[]);
+    let settings = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    };
+    pool.create_dataset(
+        "c/a",
+        &settings(&[("quota", "2M"), ("compression", "off")]),
+        false,
+    )
+    .unwrap();
+    let fs = pool.open_file_system("c/a").unwrap();
+    let (written, refusal) = fill(&fs, "f", 2 * MIB);
+    assert!(matches!(refusal, FsError::QuotaExceeded), "{refusal}");
+    assert!(written < 2 * MIB);
+    drop(fs);
+    let error = pool
+        .create_dataset("c/b", &settings(&[("reservation", "10G")]), false)
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("greater than available"),
+        "{error}"
+    );
+    assert!(!pool.has_dataset("c/b"));
+    let error = pool
+        .create_dataset(
+            "c/p/q",
+            &settings(&[("quota", "1M"), ("reservation", "2M")]),
+            true,
+        )
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("greater than available"),
+        "{error}"
+    );
+    pool.create_snapshots(&["c/a@s".to_string()], false)
+        .unwrap();
+    // A clone references its origin's 2 MiB from the start.
+    let error = pool
+        .create_clone("c/a@s", "c/k", &settings(&[("refquota", "1M")]))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("less than current used"),
+        "{error}"
+    );
+    assert!(!pool.has_dataset("c/k"));
+    pool.create_clone("c/a@s", "c/k", &settings(&[("refquota", "8M")]))
+        .unwrap();
+    assert_eq!(
+        pool.property("c/k", tarn::dataset::props::Property::Refquota)
+            .unwrap()
+            .0,
+        (8 * MIB).to_string()
+    );
+    pool.create_dataset("c/n", &settings(&[("quota", "none")]), false)
+        .unwrap();
+    let (value, source) = pool
+        .property("c/n", tarn::dataset::props::Property::Quota)
+        .unwrap();
+    assert_eq!(
+        (value.as_str(), source.to_string().as_str()),
+        ("none", "default")
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "c", tiny());
+    assert_eq!(info(&pool, "c/a").limits.quota, 2 * MIB);
+    assert_clean(&pool);
+}

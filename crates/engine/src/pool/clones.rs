@@ -111,9 +111,11 @@ impl PoolCore {
         dataset.resolve_origin(snapshot.clone());
         dataset.set_livelist(livelist);
         self.attach_open_context(&dataset);
-        self.datasets.write().insert(relative.to_string(), dataset);
+        self.datasets
+            .write()
+            .insert(relative.to_string(), dataset.clone());
         self.apply_copies(relative);
-        self.relink_limits();
+        self.new_dataset_limits(&dataset, properties)?;
         // The origin's side.
         let next_clones = match origin.next_clones_object {
             ObjectId(0) => create_kv_object(
@@ -419,6 +421,8 @@ impl Pool {
             1,
             &format!("clone {snapshot} as {new}"),
         )?;
+        core.check_new_limits(parent, origin.phys().referenced_bytes, &properties)
+            .map_err(|error| super::datasets::limit_error(new, error))?;
         core.run_tasks(vec![NamespaceTask::Clone {
             snapshot: origin,
             relative: relative.to_string(),

@@ -133,6 +133,8 @@ impl PoolCore {
         property: Property,
         value: Option<&str>,
     ) -> Result<(), PoolError> {
+        // A limit of none is no setting at all (its default).
+        let value = value.filter(|value| !(property.is_space_limit() && *value == "none"));
         let object = dataset.dir().properties_object;
         let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
         match value {

@@ -46,6 +46,16 @@ use crate::types::{Guid, ObjectId, Txg};
 use super::{kv_create, mos_props, now_seconds, Pool, PoolCore, PoolError};
 use crate::block::blkptr::Compression;
 
+/// A refused limit of a new dataset, in zfs's words.
+pub(super) fn limit_error(full_name: &str, error: PoolError) -> PoolError {
+    match error {
+        PoolError::BadProperty(why) | PoolError::OutOfSpace(why) => {
+            PoolError::BadProperty(format!("cannot create '{full_name}': {why}"))
+        }
+        other => other,
+    }
+}
+
 /// A dataset's figures, for `tarn list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DatasetInfo {
@@ -404,9 +414,11 @@ impl PoolCore {
         if format {
             FileSystem::format_in(&objset, tx, 0, 0)?;
         }
-        self.datasets.write().insert(relative.to_string(), dataset);
+        self.datasets
+            .write()
+            .insert(relative.to_string(), dataset.clone());
         self.apply_copies(relative);
-        self.relink_limits();
+        self.new_dataset_limits(&dataset, properties)?;
         drop(hold);
         Ok(())
     }
@@ -664,6 +676,8 @@ impl Pool {
             missing.len() + 1,
             &format!("create {full_name}"),
         )?;
+        core.check_new_limits(at, 0, &properties)
+            .map_err(|error| limit_error(full_name, error))?;
         let mut created = Vec::new();
         for parent in missing.iter().rev() {
             core.create_dataset_in(parent, &[], true)?;

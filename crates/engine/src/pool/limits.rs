@@ -402,6 +402,76 @@ impl PoolCore {
         Ok(())
     }
 
+    /// Refuse limits among the `properties` of a dataset about to be made below `parent`
+    /// (relative), referencing `referenced` bytes from the start (a clone's origin's), that
+    /// zfs create or clone refuses: any limit without the feature, a refquota below what it
+    /// references, a reservation or refreservation more than the parent can give or above
+    /// the quota or refquota set with it.
+    pub(super) fn check_new_limits(
+        &self,
+        parent: &str,
+        referenced: u64,
+        properties: &[(Property, String)],
+    ) -> Result<(), PoolError> {
+        let bytes = |wanted: Property| {
+            properties
+                .iter()
+                .filter(|(property, _)| *property == wanted)
+                .map(|(_, value)| limit_bytes(value))
+                .next_back()
+                .unwrap_or(0)
+        };
+        let settings = LimitSettings {
+            quota: bytes(Property::Quota),
+            refquota: bytes(Property::Refquota),
+            reservation: bytes(Property::Reservation),
+            refreservation: bytes(Property::Refreservation),
+        };
+        if !settings.any() {
+            return Ok(());
+        }
+        if self.feature_refcount(super::SPACE_LIMITS_FEATURE).is_none() {
+            return Err(PoolError::BadProperty(format!(
+                "pool {} lacks feature@space_limits (tarn pool set feature@space_limits=enabled {0})",
+                self.name
+            )));
+        }
+        // A clone starts referencing its origin's bytes.
+        if settings.refquota != 0 && settings.refquota < referenced {
+            return Err(PoolError::BadProperty(
+                "size is less than current used or reserved space".into(),
+            ));
+        }
+        let over_its_limit = (settings.quota != 0 && settings.reservation > settings.quota)
+            || (settings.refquota != 0 && settings.refreservation > settings.refquota);
+        let reserved = settings.reservation.max(settings.refreservation);
+        let parent = self.dataset_by_relative(parent)?;
+        if over_its_limit || reserved > self.dir_available(&parent) {
+            return Err(PoolError::OutOfSpace(
+                "size is greater than available space".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// After a new dataset with `properties` joined the table: its limits in memory, the
+    /// feature active if it sets one, the tree linked again.
+    pub(super) fn new_dataset_limits(
+        &self,
+        dataset: &Dataset,
+        properties: &[(Property, String)],
+    ) -> Result<(), PoolError> {
+        if properties
+            .iter()
+            .any(|(property, value)| property.is_space_limit() && value != "none")
+        {
+            self.feature_activate(super::SPACE_LIMITS_FEATURE);
+        }
+        self.load_limits(dataset)?;
+        self.relink_limits();
+        Ok(())
+    }
+
     /// Refuse snapshots of `heads` whose refreservations the space above them cannot absorb
     /// once filled again (a snapshot shares every unique byte: zfs's
     /// dsl_dataset_snapshot_reserve_space, "out of space").
