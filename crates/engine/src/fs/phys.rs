@@ -199,6 +199,28 @@ impl Timestamp {
     }
 }
 
+/// Offsets of the owners in a znode: uid, gid and project ID (u32 each).
+const ZNODE_UID_OFFSET: usize = 12;
+const ZNODE_GID_OFFSET: usize = 16;
+const ZNODE_PROJECT_OFFSET: usize = 20;
+
+/// The owners a file-system object with bonus buffer `bonus` is charged to (the object
+/// layer's [`crate::object::owners::OwnerOf`] for file systems): its znode's uid, gid and
+/// project ID, or None for an object that is no node (the master node, an unlinked set, an
+/// xattr directory's entries). Reads three fields after the magic; the znode is decoded in
+/// full wherever it is used.
+pub fn znode_owners(bonus: &[u8]) -> Option<crate::object::owners::Owners> {
+    if bonus.len() < ZNODE_SIZE || bonus[0..4] != ZNODE_MAGIC.to_le_bytes() {
+        return None;
+    }
+    let u32_at = |at: usize| u32::from_le_bytes(bonus[at..at + 4].try_into().expect("4"));
+    Some(crate::object::owners::Owners {
+        user: u32_at(ZNODE_UID_OFFSET),
+        group: u32_at(ZNODE_GID_OFFSET),
+        project: u32_at(ZNODE_PROJECT_OFFSET),
+    })
+}
+
 /// The znode: the POSIX attributes of one inode, in its object's bonus buffer.
 ///
 /// ```text

@@ -88,6 +88,7 @@ mod free;
 mod intent;
 pub mod kv;
 pub mod log_header;
+pub mod owners;
 pub mod phys;
 pub mod prefetch;
 mod prewrite;
@@ -200,6 +201,14 @@ pub trait WriteReservation: Send + Sync {
     /// those for space, and still does not. May wait for earlier txgs, as `reserve` does.
     fn charge_metadata(&self, tx: &Tx, charge: u64) -> Result<(), ObjectError>;
 
+    /// Whether `owners` may be given `objects` more objects (a create, a chown, a change of
+    /// project) under the user, group and project quotas of the dataset: `QuotaExceeded`
+    /// when one of the three is at or over its byte quota, or would go over its object
+    /// quota. Never waits.
+    fn owner_admits(&self, _owners: owners::Owners, _objects: u64) -> Result<(), ObjectError> {
+        Ok(())
+    }
+
     /// Hold `bytes` back from ordinary writes until [`WriteReservation::release_held_back`].
     fn hold_back(&self, bytes: u64);
 
@@ -229,6 +238,9 @@ pub struct WriteEstimate {
     /// allocated size with its copies (the old one may stay in a snapshot), its metadata, and
     /// its object's dnode block when the txg has not dirtied the object yet.
     pub charge: u64,
+    /// Who the charge goes to, for user, group and project quotas: the object's owners,
+    /// when its object set keeps usage by owner (`owners.rs`).
+    pub owners: Option<owners::Owners>,
 }
 
 /// Which space a write may use (see [`WriteReservation`]).

@@ -451,6 +451,7 @@ impl ObjectSet {
             bytes: length,
             metadata,
             charge: data.saturating_add(metadata).saturating_add(dnode_block),
+            owners: None,
         }
     }
 
