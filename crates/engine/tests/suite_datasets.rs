@@ -12,6 +12,7 @@ mod common;
 
 mod datasets;
 mod livelists;
+mod owner_usage;
 mod promote;
 mod quotas;
 mod receive_batches;

@@ -23,6 +23,8 @@ mod chains;
 mod logs;
 mod rewind;
 
+use crate::object::accounting::charge_of;
+use crate::object::owners::OwnerKind;
 use std::collections::BTreeMap;
 
 use crate::block::blkptr::BlockPtr;
@@ -279,7 +281,17 @@ impl Walker<'_> {
                 .errors
                 .push(format!("{name}: meta-dnode tree: {error}"));
         }
+        let mut counted = crate::object::accounting::UsageTotals::new();
         for (object, dnode) in objset.synced_objects()? {
+            if let Some((owners, bytes)) = charge_of(crate::fs::phys::znode_owners, &dnode) {
+                if objset.kind() == crate::object::phys::ObjsetKind::FileSystem {
+                    for kind in OwnerKind::ALL {
+                        let usage = counted.entry((kind, owners.id(kind))).or_default();
+                        usage.bytes += bytes;
+                        usage.objects += 1;
+                    }
+                }
+            }
             let unreadable_before = self.report.blocks_unreadable.len();
             let mut object_allocated = 0u64;
             let what = format!("{name} object {object}");
@@ -304,7 +316,49 @@ impl Walker<'_> {
                 ));
             }
         }
+        self.check_owner_usage(objset, name, counted);
         Ok((allocated, born_after))
+    }
+
+    /// The usage by owner an object set stores must be what its objects add up to
+    /// (`object/accounting.rs`).
+    fn check_owner_usage(
+        &mut self,
+        objset: &ObjectSet,
+        name: &str,
+        counted: crate::object::accounting::UsageTotals,
+    ) {
+        let stored = match objset.synced_owner_usage() {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return,
+            Err(error) => {
+                self.report
+                    .errors
+                    .push(format!("{name}: usage by owner: {error}"));
+                return;
+            }
+        };
+        let mut owners: Vec<_> = stored.keys().chain(counted.keys()).copied().collect();
+        owners.sort_unstable();
+        owners.dedup();
+        for key in owners {
+            let (stored, counted) = (
+                stored.get(&key).copied().unwrap_or_default(),
+                counted.get(&key).copied().unwrap_or_default(),
+            );
+            if stored != counted {
+                self.report.errors.push(format!(
+                    "{name}: {} {} is charged {} bytes and {} objects, its objects hold {} \
+                     bytes and number {}",
+                    key.0.word(),
+                    key.1,
+                    stored.bytes,
+                    stored.objects,
+                    counted.bytes,
+                    counted.objects
+                ));
+            }
+        }
     }
 }
 

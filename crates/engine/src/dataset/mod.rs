@@ -71,6 +71,7 @@ pub mod bptree;
 pub mod deadlist;
 pub mod limits;
 pub mod livelist;
+pub mod owner_quotas;
 pub mod phys;
 pub mod props;
 pub mod snapshot;
@@ -133,6 +134,8 @@ pub struct Dataset {
     accounting_errors: AtomicU64,
     /// Quota, reservations and what is charged against them ([`limits`]).
     pub limits: limits::SpaceLimits,
+    /// User, group and project quotas ([`owner_quotas`]).
+    pub owner_quotas: owner_quotas::OwnerQuotas,
 }
 
 /// Where a dataset's own space is: its live blocks not shared with an origin
@@ -200,6 +203,7 @@ impl Dataset {
             space_memo: Mutex::new(SpaceMemo::default()),
             accounting_errors: AtomicU64::new(0),
             limits: limits::SpaceLimits::default(),
+            owner_quotas: owner_quotas::OwnerQuotas::default(),
         })
     }
 

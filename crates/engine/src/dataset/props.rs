@@ -318,7 +318,7 @@ pub fn limit_bytes(value: &str) -> u64 {
 
 /// Parse `512`, `4K`, `128k`, `1M`, `1.5G`, `2T` (binary multiples, as zfs reads them; a
 /// fraction is rounded down to a whole byte).
-fn parse_size(text: &str) -> Option<u64> {
+pub fn parse_size(text: &str) -> Option<u64> {
     let upper = text.to_ascii_uppercase();
     let trimmed = upper.strip_suffix('B').unwrap_or(&upper);
     let (number, shift) = match trimmed.chars().last()? {

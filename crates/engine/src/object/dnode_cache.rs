@@ -39,6 +39,14 @@ impl ObjectSet {
                     return Ok(dnode.clone());
                 }
             }
+            // The usage objects' dnodes sit in the header (`accounting.rs`).
+            if let Some(slot) = super::accounting::usage_slot(object) {
+                let accounting = match &state.syncing {
+                    Some(syncing) => syncing.accounting.as_ref(),
+                    None => state.synced_accounting.as_ref(),
+                };
+                return Ok(accounting.map_or_else(DnodePhys::free, |dnodes| dnodes[slot].clone()));
+            }
             if let Some(dnode) = state.dnode_cache.get(object) {
                 return Ok(dnode.clone());
             }

@@ -78,6 +78,7 @@
 //! unreadable; [`phys`] the on-disk formats. [`kv`], [`bpobj`], [`traverse`] and [`adapters`]
 //! are objects and walks built on the set.
 
+pub mod accounting;
 pub mod adapters;
 mod bonus;
 pub mod bpobj;
@@ -209,6 +210,12 @@ pub trait WriteReservation: Send + Sync {
         Ok(())
     }
 
+    /// Whether a write of `bytes` for `owners` would be admitted under their quotas now
+    /// (`QuotaExceeded` if not). Never waits, never charges.
+    fn owner_write_admits(&self, _owners: owners::Owners, _bytes: u64) -> Result<(), ObjectError> {
+        Ok(())
+    }
+
     /// Hold `bytes` back from ordinary writes until [`WriteReservation::release_held_back`].
     fn hold_back(&self, bytes: u64);
 
@@ -316,6 +323,13 @@ struct SyncingState {
     meta_dnode: DnodePhys,
     dnodes: BTreeMap<ObjectId, DnodePhys>,
     root: Option<BlockPtr>,
+    /// The usage objects' dnodes this txg's header carries (`accounting.rs`).
+    accounting: Option<Box<[DnodePhys; 3]>>,
+    /// The usage differences this txg wrote, for the totals in memory at `sync_done`.
+    owner_deltas: accounting::UsageDeltas,
+    /// This txg counted the usage from scratch (the tree had none): the totals in memory are
+    /// read again.
+    accounting_rebuilt: bool,
 }
 
 struct State {
@@ -334,6 +348,16 @@ struct State {
     view_generation: u64,
     /// Decoded dnodes of the tree (dnode_cache.rs).
     dnode_cache: dnode_cache::DnodeCache,
+    /// The usage objects' dnodes of the synced tree, if it keeps usage by owner.
+    synced_accounting: Option<Box<[DnodePhys; 3]>>,
+    /// The synced usage by owner in memory, once asked for (`accounting.rs`).
+    owner_totals: Option<accounting::UsageTotals>,
+    /// What admission charged to each owner, by txg not yet synced.
+    owner_pending:
+        BTreeMap<Txg, std::collections::HashMap<accounting::OwnerKey, accounting::OwnerUsage>>,
+    /// Bumped whenever the synced usage changes other than by a sync's differences (its
+    /// first count, a rollback): a load that straddles it reads again.
+    accounting_generation: u64,
 }
 
 /// An object set: see the module documentation.
@@ -365,6 +389,8 @@ pub struct ObjectSet {
     secondarycache: crate::cache::SharedCachePolicy,
     /// Data blocks found with no good copy, for the pool's error log (`read_errors.rs`).
     read_errors: read_errors::ReadErrors,
+    /// Who objects are charged to, if the set keeps usage by owner (`accounting.rs`).
+    owner_of: Mutex<Option<owners::OwnerOf>>,
     state: Mutex<State>,
 }
 
@@ -403,6 +429,7 @@ impl ObjectSet {
             synced_root,
             meta_dnode,
             LogHeader::default(),
+            None,
         );
         // Make the set dirty so that its first sync writes a header even if nothing else changes.
         os.state.lock().dirty.entry(txg).or_default();
@@ -430,6 +457,7 @@ impl ObjectSet {
             root.clone(),
             header.meta_dnode,
             header.log,
+            header.accounting,
         ))
     }
 
@@ -441,6 +469,7 @@ impl ObjectSet {
         synced_root: BlockPtr,
         mut meta_dnode: DnodePhys,
         log_header: LogHeader,
+        accounting: Option<Box<[DnodePhys; 3]>>,
     ) -> ObjectSet {
         let copies = copies.clamp(1, COPIES_MAX);
         meta_dnode.copies = copies;
@@ -460,6 +489,7 @@ impl ObjectSet {
             primarycache: crate::cache::SharedCachePolicy::default(),
             secondarycache: crate::cache::SharedCachePolicy::default(),
             read_errors: Default::default(),
+            owner_of: Mutex::new(None),
             state: Mutex::new(State {
                 synced_root,
                 synced_log_header: log_header,
@@ -470,6 +500,10 @@ impl ObjectSet {
                 last_synced: Txg(0),
                 view_generation: 0,
                 dnode_cache,
+                synced_accounting: accounting,
+                owner_totals: None,
+                owner_pending: BTreeMap::new(),
+                accounting_generation: 0,
             }),
         }
     }
@@ -605,12 +639,20 @@ impl ObjectSet {
                 syncing.meta_dnode = meta_dnode;
                 syncing.dnodes.clear();
                 syncing.log_header = header.log.clone();
+                syncing.accounting = header.accounting;
+                syncing.owner_deltas.clear();
+                syncing.accounting_rebuilt = true;
             }
             None => {
                 state.synced_root = root.clone();
                 state.synced_meta_dnode = meta_dnode;
+                state.synced_accounting = header.accounting;
             }
         }
+        // The usage is the new tree's; charges of the discarded changes are dropped with them.
+        state.owner_totals = None;
+        state.owner_pending.clear();
+        state.accounting_generation += 1;
         let stale_header = !header.log.is_empty();
         state.synced_log_header = header.log;
         state.view_generation += 1;
@@ -655,8 +697,18 @@ impl ObjectSet {
                 state.synced_root = root;
                 state.synced_meta_dnode = syncing.meta_dnode;
                 state.synced_log_header = syncing.log_header;
+                state.synced_accounting = syncing.accounting;
+                // The txg's charges leave the pending figures as its usage enters the totals
+                // (`accounting.rs`).
+                if syncing.accounting_rebuilt {
+                    state.owner_totals = None;
+                    state.accounting_generation += 1;
+                } else if let Some(totals) = state.owner_totals.as_mut() {
+                    accounting::apply_deltas(totals, &syncing.owner_deltas);
+                }
             }
         }
+        state.owner_pending.retain(|&pending, _| pending > txg);
     }
 }
 

@@ -59,6 +59,14 @@ pub const SPILL_SIZE_MAX: usize = 128 * 1024;
 const _: () = assert!(DNODE_SIZE + 8 + 8 + 192 + 304 == OBJSET_HEADER_SIZE);
 /// Bytes of the object-set header reserved for the intent-log (ZIL) header.
 pub const OBJSET_ZIL_HEADER: std::ops::Range<usize> = 528..720;
+/// The object-set header's flags (bytes 520..528).
+const OBJSET_FLAGS: std::ops::Range<usize> = 520..528;
+/// Object-set flag: the dnodes of the owner-usage objects (user, group, project; see
+/// `owners.rs`) follow the header's first kilobyte, making it
+/// [`OBJSET_HEADER_SIZE_WITH_ACCOUNTING`] bytes (feature `com.tarn:user_accounting`).
+pub const OBJSET_FLAG_OWNER_ACCOUNTING: u64 = 1 << 0;
+/// Bytes of an object-set header that carries the three owner-usage dnodes.
+pub const OBJSET_HEADER_SIZE_WITH_ACCOUNTING: usize = OBJSET_HEADER_SIZE + 3 * DNODE_SIZE;
 
 /// Deepest tree a dnode may describe; recursion over untrusted block pointers checks it.
 pub const LEVELS_MAX: u8 = 10;
@@ -341,24 +349,83 @@ pub struct ObjsetHeader {
     pub kind: ObjsetKind,
     /// The intent-log header (log_header.rs; empty for the MOS and a log-less file system).
     pub log: LogHeader,
+    /// The dnodes of the owner-usage objects, user, group and project (OpenZFS's
+    /// os_userused_dnode, os_groupused_dnode, os_projectused_dnode), if the set keeps usage
+    /// by owner (`owners.rs`).
+    pub accounting: Option<Box<[DnodePhys; 3]>>,
 }
 
+/// The object-set header:
+///
+/// ```text
+///   offset  size  field
+///        0   512  meta-dnode
+///      512     8  kind (1 MOS, 2 file system)
+///      520     8  flags (bit 0: owner-usage dnodes follow at 1024)
+///      528   192  intent-log header
+///      720   304  reserved, zero
+///   with flag bit 0:
+///     1024   512  user-usage dnode
+///     1536   512  group-usage dnode
+///     2048   512  project-usage dnode
+/// ```
 impl ObjsetHeader {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![0u8; OBJSET_HEADER_SIZE];
+        let size = match self.accounting {
+            Some(_) => OBJSET_HEADER_SIZE_WITH_ACCOUNTING,
+            None => OBJSET_HEADER_SIZE,
+        };
+        let mut out = vec![0u8; size];
         out[..DNODE_SIZE].copy_from_slice(&self.meta_dnode.encode());
         out[512..520].copy_from_slice(&(self.kind as u64).to_le_bytes());
         out[OBJSET_ZIL_HEADER].copy_from_slice(&self.log.encode());
+        if let Some(dnodes) = &self.accounting {
+            out[OBJSET_FLAGS].copy_from_slice(&OBJSET_FLAG_OWNER_ACCOUNTING.to_le_bytes());
+            for (index, dnode) in dnodes.iter().enumerate() {
+                let at = OBJSET_HEADER_SIZE + index * DNODE_SIZE;
+                out[at..at + DNODE_SIZE].copy_from_slice(&dnode.encode());
+            }
+        }
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Result<ObjsetHeader, BlockError> {
-        if bytes.len() != OBJSET_HEADER_SIZE {
-            return Err(BlockError::corrupt(
-                "object-set header",
-                format!("object-set header of {} bytes", bytes.len()),
-            ));
+        let corrupt = |what: String| BlockError::corrupt("object-set header", what);
+        let flags = match bytes.get(OBJSET_FLAGS) {
+            Some(raw) => u64::from_le_bytes(raw.try_into().expect("8 bytes")),
+            None => 0,
+        };
+        if flags & !OBJSET_FLAG_OWNER_ACCOUNTING != 0 {
+            return Err(corrupt(format!("unknown object-set flags {flags:#x}")));
         }
+        let with_accounting = flags & OBJSET_FLAG_OWNER_ACCOUNTING != 0;
+        let expected = if with_accounting {
+            OBJSET_HEADER_SIZE_WITH_ACCOUNTING
+        } else {
+            OBJSET_HEADER_SIZE
+        };
+        if bytes.len() != expected {
+            return Err(corrupt(format!(
+                "object-set header of {} bytes (flags {flags:#x})",
+                bytes.len()
+            )));
+        }
+        let accounting = if with_accounting {
+            let dnode_at = |index: usize| {
+                let at = OBJSET_HEADER_SIZE + index * DNODE_SIZE;
+                let dnode = DnodePhys::decode(&bytes[at..at + DNODE_SIZE])?;
+                if dnode.object_type != ObjectType::KeyValue {
+                    return Err(corrupt(format!(
+                        "owner-usage dnode {index} of type {:?}",
+                        dnode.object_type
+                    )));
+                }
+                Ok(dnode)
+            };
+            Some(Box::new([dnode_at(0)?, dnode_at(1)?, dnode_at(2)?]))
+        } else {
+            None
+        };
         let meta_dnode = DnodePhys::decode(&bytes[..DNODE_SIZE])?;
         if meta_dnode.object_type != ObjectType::Dnode {
             return Err(BlockError::corrupt(
@@ -372,9 +439,8 @@ impl ObjsetHeader {
                 byte_offset: OBJSET_ZIL_HEADER.start,
                 what: error.to_string(),
             })?;
-        if bytes[520..528]
+        if bytes[OBJSET_ZIL_HEADER.end..OBJSET_HEADER_SIZE]
             .iter()
-            .chain(&bytes[OBJSET_ZIL_HEADER.end..])
             .any(|&byte| byte != 0)
         {
             return Err(BlockError::corrupt(
@@ -396,6 +462,7 @@ impl ObjsetHeader {
             meta_dnode,
             kind,
             log,
+            accounting,
         })
     }
 }
@@ -500,8 +567,10 @@ mod tests {
             meta_dnode: meta,
             kind: ObjsetKind::FileSystem,
             log: LogHeader::default(),
+            accounting: None,
         };
         assert_eq!(ObjsetHeader::decode(&header.encode()).unwrap(), header);
+        assert_eq!(header.encode().len(), OBJSET_HEADER_SIZE);
         let mut bad = header.encode();
         bad[512] = 9;
         assert!(ObjsetHeader::decode(&bad).is_err());
@@ -515,6 +584,49 @@ mod tests {
         );
     }
 
+    fn sample_accounting() -> Box<[DnodePhys; 3]> {
+        let usage = |seed: u8| {
+            let mut dnode = sample_dnode(1, Vec::new());
+            dnode.object_type = ObjectType::KeyValue;
+            dnode.blkptr = BlockPtr::hole(Txg(0), ObjectType::KeyValue, 0);
+            dnode.max_blkid = u64::from(seed);
+            dnode
+        };
+        Box::new([usage(1), usage(2), usage(3)])
+    }
+
+    /// The owner-usage dnodes make the header 2.5 KiB, announced by its flag: a header whose
+    /// length and flag disagree, or whose usage dnode is not a key/value object, is refused.
+    #[test]
+    fn objset_header_with_owner_accounting_round_trips() {
+        let mut meta = sample_dnode(1, Vec::new());
+        meta.object_type = ObjectType::Dnode;
+        meta.blkptr = BlockPtr::hole(Txg(0), ObjectType::Dnode, 0);
+        let header = ObjsetHeader {
+            meta_dnode: meta,
+            kind: ObjsetKind::FileSystem,
+            log: LogHeader::default(),
+            accounting: Some(sample_accounting()),
+        };
+        let bytes = header.encode();
+        assert_eq!(bytes.len(), OBJSET_HEADER_SIZE_WITH_ACCOUNTING);
+        assert_eq!(ObjsetHeader::decode(&bytes).unwrap(), header);
+        let error = ObjsetHeader::decode(&bytes[..OBJSET_HEADER_SIZE])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("1024 bytes"), "{error}");
+        let mut unflagged = bytes.clone();
+        unflagged[OBJSET_FLAGS].fill(0);
+        assert!(ObjsetHeader::decode(&unflagged).is_err());
+        let mut unknown_flag = bytes.clone();
+        unknown_flag[OBJSET_FLAGS.start] |= 2;
+        assert!(ObjsetHeader::decode(&unknown_flag).is_err());
+        let mut wrong_type = bytes;
+        wrong_type[OBJSET_HEADER_SIZE + DNODE_SIZE] = ObjectType::PlainFile as u8;
+        let error = ObjsetHeader::decode(&wrong_type).unwrap_err().to_string();
+        assert!(error.contains("owner-usage dnode 1"), "{error}");
+    }
+
     proptest! {
         #![proptest_config(crate::fuzz_config!(256))]
         #[test]
@@ -525,6 +637,23 @@ mod tests {
         #[test]
         fn objset_header_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), OBJSET_HEADER_SIZE..=OBJSET_HEADER_SIZE)) {
             let _ = ObjsetHeader::decode(&bytes);
+        }
+
+        #[test]
+        fn mutated_headers_with_owner_accounting_never_panic(mutations in crate::fuzz::mutations()) {
+            let mut meta = sample_dnode(1, Vec::new());
+            meta.object_type = ObjectType::Dnode;
+            meta.blkptr = BlockPtr::hole(Txg(0), ObjectType::Dnode, 0);
+            let header = ObjsetHeader {
+                meta_dnode: meta,
+                kind: ObjsetKind::FileSystem,
+                log: LogHeader::default(),
+                accounting: Some(sample_accounting()),
+            };
+            let bytes = crate::fuzz::mutate(header.encode(), &mutations);
+            if let Ok(decoded) = ObjsetHeader::decode(&bytes) {
+                prop_assert_eq!(ObjsetHeader::decode(&decoded.encode()).unwrap(), decoded);
+            }
         }
 
         #[test]
@@ -554,6 +683,7 @@ mod tests {
                 meta_dnode: meta,
                 kind: ObjsetKind::FileSystem,
                 log: LogHeader::default(),
+                accounting: None,
             };
             let bytes = crate::fuzz::mutate(header.encode(), &mutations);
             if let Ok(decoded) = ObjsetHeader::decode(&bytes) {

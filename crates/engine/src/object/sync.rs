@@ -16,8 +16,9 @@ use crate::block::pipeline::{SyncPoint, WriteProps};
 use crate::space::storage::SpaceStorage;
 use crate::types::ObjectId;
 
+use super::accounting::{charge_of, is_usage_object, usage_deltas};
 use super::dirty::{DirtyBlock, ObjectDirty};
-use super::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
+use super::phys::{DnodePhys, ObjsetHeader, ObjsetKind, DNODE_SIZE};
 use super::tree::{self, TreeSync};
 use super::{write_copies, ObjectError, ObjectSet, SyncingState};
 
@@ -67,6 +68,7 @@ impl ObjectSet {
             let starting = state.syncing.is_none();
             if starting {
                 let log_header = state.synced_log_header.clone();
+                let accounting = state.synced_accounting.clone();
                 let mut meta_dnode = state.synced_meta_dnode.clone();
                 // A changed `copies` setting reaches the dnode blocks written from now on.
                 meta_dnode.copies = self.copies();
@@ -76,6 +78,9 @@ impl ObjectSet {
                     meta_dnode,
                     dnodes: BTreeMap::new(),
                     root: None,
+                    accounting,
+                    owner_deltas: Default::default(),
+                    accounting_rebuilt: false,
                 });
             }
             assert_eq!(
@@ -99,14 +104,24 @@ impl ObjectSet {
             }
         }
 
+        // Only the usage objects' own sync (`accounting.rs`) writes them.
+        debug_assert!(!pending.keys().any(|object| is_usage_object(*object)));
+        let owner_of = self
+            .owner_of()
+            .filter(|_| self.kind == ObjsetKind::FileSystem);
         let mut bases = Vec::with_capacity(pending.len());
         for object in pending.keys() {
             bases.push(self.tree_dnode(*object)?);
         }
         let precompressed = self.precompress(&pending, &bases, at);
         let mut changed: BTreeMap<ObjectId, DnodePhys> = BTreeMap::new();
+        let mut charges = Vec::new();
         for ((object, record), base) in pending.iter().zip(bases) {
+            let before = owner_of.and_then(|owner_of| charge_of(owner_of, &base));
             let dnode = self.sync_object(*object, base, record, &precompressed, at, storage)?;
+            if let Some(owner_of) = owner_of {
+                charges.push((before, charge_of(owner_of, &dnode)));
+            }
             changed.insert(*object, dnode.clone());
             let mut state = self.state.lock();
             state
@@ -115,6 +130,10 @@ impl ObjectSet {
                 .expect("syncing")
                 .dnodes
                 .insert(*object, dnode);
+        }
+
+        if let Some(owner_of) = owner_of {
+            self.sync_owner_usage(owner_of, usage_deltas(charges), at, storage)?;
         }
 
         // Write the changed dnodes into the meta-dnode's blocks and sync the meta-dnode.
@@ -162,18 +181,16 @@ impl ObjectSet {
             at,
             storage,
         )?;
-        let log_header = self
-            .state
-            .lock()
-            .syncing
-            .as_ref()
-            .expect("syncing")
-            .log_header
-            .clone();
+        let (log_header, accounting) = {
+            let state = self.state.lock();
+            let syncing = state.syncing.as_ref().expect("syncing");
+            (syncing.log_header.clone(), syncing.accounting.clone())
+        };
         let header = ObjsetHeader {
             meta_dnode: meta.clone(),
             kind: self.kind,
             log: log_header,
+            accounting,
         }
         .encode();
         let old_root = {
@@ -286,7 +303,7 @@ impl ObjectSet {
         })
     }
 
-    fn sync_object(
+    pub(super) fn sync_object(
         &self,
         object: ObjectId,
         base: DnodePhys,

@@ -4,12 +4,15 @@
 use crate::block::blkptr::BlockPtr;
 use crate::types::ObjectId;
 
+use super::accounting::{usage_object, usage_slot};
+use super::owners::OwnerKind;
 use super::phys::{DnodePhys, DNODE_SIZE};
 use super::tree;
 use super::{ObjectError, ObjectSet};
 
 impl ObjectSet {
-    /// Every allocated object number in the synced tree (for `check` and `debug`).
+    /// Every allocated object number in the synced tree (for `check` and `debug`), the usage
+    /// objects last.
     pub fn synced_objects(&self) -> Result<Vec<(ObjectId, DnodePhys)>, ObjectError> {
         let meta = self.synced_meta_dnode();
         let per_block = meta.data_block_size as u64 / DNODE_SIZE as u64;
@@ -33,6 +36,14 @@ impl ObjectSet {
                 if !dnode.is_free() {
                     objects.push((object, dnode));
                 }
+            }
+        }
+        // The usage objects, whose dnodes sit in the header (`accounting.rs`), last.
+        if let Some(dnodes) = self.state.lock().synced_accounting.as_ref() {
+            for kind in [OwnerKind::Project, OwnerKind::Group, OwnerKind::User] {
+                let object = usage_object(kind);
+                let slot = usage_slot(object).expect("a usage object");
+                objects.push((object, dnodes[slot].clone()));
             }
         }
         Ok(objects)

@@ -7,8 +7,9 @@
 //! blocks of dnodes, and under each dnode that object's tree. [`walk_post_order`] visits every
 //! block of it exactly once, *children before parents*: an object's data blocks in block order,
 //! then each indirect block once its children are done, then its spill block if it has one;
-//! the objects of a dnode block in object order, then the dnode block; and the header block
-//! last of all.
+//! the objects of a dnode block in object order, then the dnode block; then the trees of the
+//! usage objects whose dnodes sit in the header (`accounting.rs`; their numbers are the
+//! last three); and the header block last of all.
 //!
 //! # Bookmark and resumption
 //! The walk spends a budget of level-0 data blocks and then stops at a [`Bookmark`]: the next
@@ -39,8 +40,11 @@
 
 use crate::block::blkptr::BlockPtr;
 use crate::block::pipeline::BlockIo;
+use crate::object::accounting::{usage_object, usage_slot};
+use crate::object::owners::OwnerKind;
 use crate::object::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
 use crate::object::{tree, ObjectError};
+use crate::types::ObjectId;
 use crate::types::Txg;
 
 /// Bytes of an encoded [`Bookmark`].
@@ -147,7 +151,25 @@ pub fn walk_post_order_with_positions(
         dnodes_per_block: (meta.data_block_size as u64 / DNODE_SIZE as u64).max(1),
     };
     let meta_from = from.object / walker.dnodes_per_block;
-    let paused = walker.walk(&meta.blkptr, meta.fanout(), 0, meta_from, Leaf::Dnodes)?;
+    let mut paused = walker.walk(&meta.blkptr, meta.fanout(), 0, meta_from, Leaf::Dnodes)?;
+    // The usage objects (`accounting.rs`), whose dnodes sit in the header: their numbers are
+    // the last three, so they come after every other object, in number order.
+    if let (None, Some(dnodes)) = (paused, &header.accounting) {
+        for kind in [OwnerKind::Project, OwnerKind::Group, OwnerKind::User] {
+            let object = usage_object(kind).0;
+            if object < from.object {
+                continue;
+            }
+            let dnode = &dnodes[usage_slot(ObjectId(object)).expect("a usage object")];
+            check_dnode_root(dnode)?;
+            let from_blkid = if object == from.object { from.blkid } else { 0 };
+            walker.object = object;
+            paused = walker.walk(&dnode.blkptr, dnode.fanout(), 0, from_blkid, Leaf::Data)?;
+            if paused.is_some() {
+                break;
+            }
+        }
+    }
     if paused.is_none() {
         walker.visit_block(root, BlockPosition::Header)?;
     }

@@ -172,7 +172,9 @@ impl ObjectSet {
             if let Some(size) = grown_block_size(&dnode, end, block_size_max) {
                 dnode.data_block_size = size;
             }
-            let estimate = self.write_estimate(&dnode, tx.txg, object, offset, data.len() as u64);
+            let mut estimate =
+                self.write_estimate(&dnode, tx.txg, object, offset, data.len() as u64);
+            estimate.owners = self.owner_of().and_then(|owner_of| owner_of(&dnode.bonus));
             reservation.reserve(tx, &estimate, admission)?;
         }
         let _writer = self.lock_object(object);

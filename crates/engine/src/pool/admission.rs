@@ -107,13 +107,15 @@ impl PoolReservation {
         if !self.fits(estimate.bytes, estimate.metadata, admission) {
             return Err(ObjectError::NoSpace);
         }
-        match self.dataset.upgrade() {
-            Some(dataset) => {
-                self.limits
-                    .admit(&self.io, &dataset, Some(txg), estimate.charge, admission)
-            }
-            None => Ok(()),
+        let Some(dataset) = self.dataset.upgrade() else {
+            return Ok(());
+        };
+        // The owners' quotas first (`owner_quotas.rs`): they charge only what they admit.
+        if let Some(owners) = estimate.owners {
+            PoolCore::owner_admit_write(&dataset, txg, owners, estimate.charge, admission)?;
         }
+        self.limits
+            .admit(&self.io, &dataset, Some(txg), estimate.charge, admission)
     }
 }
 
@@ -171,6 +173,28 @@ impl WriteReservation for PoolReservation {
             admit()?;
         }
         Ok(())
+    }
+
+    fn owner_admits(
+        &self,
+        owners: crate::object::owners::Owners,
+        objects: u64,
+    ) -> Result<(), ObjectError> {
+        match self.dataset.upgrade() {
+            Some(dataset) => PoolCore::owner_admits(&dataset, owners, objects, 0),
+            None => Ok(()),
+        }
+    }
+
+    fn owner_write_admits(
+        &self,
+        owners: crate::object::owners::Owners,
+        bytes: u64,
+    ) -> Result<(), ObjectError> {
+        match self.dataset.upgrade() {
+            Some(dataset) => PoolCore::owner_admits(&dataset, owners, 0, bytes),
+            None => Ok(()),
+        }
     }
 
     fn hold_back(&self, bytes: u64) {

@@ -207,6 +207,9 @@ impl Pool {
         name: &str,
         value: Option<&str>,
     ) -> Result<(), PoolError> {
+        if crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(name) {
+            return self.set_owner_quota(full_name, name, value);
+        }
         self.writable()?;
         let core = &self.core;
         let relative = core.relative_name(full_name)?.to_string();

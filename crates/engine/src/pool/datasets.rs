@@ -576,6 +576,12 @@ impl PoolCore {
             return;
         };
         objset.set_dirty_accounting(self.txgs.clone());
+        if self
+            .feature_refcount(super::features::USER_ACCOUNTING_FEATURE)
+            .is_some()
+        {
+            objset.set_owner_accounting(Some(crate::fs::phys::znode_owners));
+        }
         objset.set_reservation(Arc::new(super::PoolReservation {
             io: self.io.clone(),
             txgs: self.txgs.clone(),

@@ -123,6 +123,11 @@ pub const DEADLIST_TOTALS_FEATURE: &str = "com.tarn:deadlist_totals";
 /// properties objects, and directory records whose used bytes count reservations.
 pub const SPACE_LIMITS_FEATURE: &str = "com.tarn:space_limits";
 
+/// Usage by owner (`object/accounting.rs`) and project IDs (`fs/phys.rs`): file systems
+/// keep how much each user, group and project owns in three objects whose dnodes follow the
+/// object-set header's first kilobyte, and znodes carry a project ID and its inherit flag.
+pub const USER_ACCOUNTING_FEATURE: &str = "com.tarn:user_accounting";
+
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
@@ -216,6 +221,19 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "space_limits",
         class: FeatureClass::ReadOnlyCompatible,
         activation: Activation::OnFirstUse,
+        create_only: false,
+    },
+    // Needed to read (OpenZFS's userobj_accounting and project_quota are read-only
+    // compatible because its readers skip the header's extra dnodes and unknown system
+    // attributes; a build without this feature refuses a 2.5 KiB object-set header and a
+    // znode whose project field is not zero). Active once enabled: every file system's next
+    // sync writes the usage objects (counting its objects once if it had none), in the object
+    // layer, where no feature count is at hand.
+    Feature {
+        name: USER_ACCOUNTING_FEATURE,
+        short_name: "user_accounting",
+        class: FeatureClass::NeededToRead,
+        activation: Activation::OnEnable,
         create_only: false,
     },
 ];
@@ -506,6 +524,13 @@ impl PoolCore {
     fn feature_enabled(&self, feature: &Feature) {
         if feature.name == EMBEDDED_DATA_FEATURE {
             self.io.set_embedded_data(true);
+        }
+        if feature.name == USER_ACCOUNTING_FEATURE {
+            for (_, dataset) in self.dataset_list() {
+                if let Some(objset) = dataset.try_objset() {
+                    objset.set_owner_accounting(Some(crate::fs::phys::znode_owners));
+                }
+            }
         }
     }
 

@@ -291,7 +291,7 @@ impl PoolCore {
         // Until the next directory totals: the used bytes the record holds (those of the
         // last synced txg, reservations counted).
         dataset.limits.set_charged(dataset.dir().used_bytes);
-        Ok(())
+        self.load_owner_quotas(dataset)
     }
 
     /// Point each dataset at its parent and count those with limits (after import, create,

@@ -112,6 +112,7 @@ pub mod limits;
 pub mod livelists;
 mod names;
 mod new_device;
+pub mod owner_quotas;
 pub mod props;
 pub mod receiving;
 mod resume_tracker;

@@ -1,0 +1,339 @@
+//! User, group and project quotas for the pool (OpenZFS zfs_userquota_prop_prefixes,
+//! zfs_id_overquota, zfs_userspace_many): setting and reading them, the usage listing of
+//! `tarn userspace`, and their enforcement at write admission.
+//!
+//! # Enforcement
+//! A file system keeps usage by owner on disk, updated by each sync (`object/accounting.rs`).
+//! Admission adds to it what it has admitted for each owner in txgs not yet synced, so a
+//! write is refused with "quota exceeded" when the owner's usage, what is in flight for it
+//! and the write's own estimate together pass the quota ([`PoolCore::owner_admit_write`]):
+//! like a dataset quota, no write is accepted that would take the owner's usage past it once
+//! synced. Two things make it a little late, as OpenZFS is (its check looks at synced usage
+//! alone): write-backs of a kernel cache are counted but never refused (their write(2) has
+//! returned), and objects made in txgs not yet synced do not count against an object quota.
+//! The bound is the mount's dirty bound per cached writer (`tarn-fuse` write_space.rs) for
+//! bytes, and the nodes made in the open txgs for objects. A create, a chown and a change of
+//! project are refused when an owner they give the node to is at or over its byte quota, or
+//! at its object quota ([`PoolCore::owner_admits`]), as zfs refuses them.
+//!
+//! Nothing is charged when the dataset sets no such quota: the write path looks at one flag.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
+use crate::dataset::props::{parse_size, PropertySource};
+use crate::dataset::Dataset;
+use crate::object::accounting::OwnerUsage;
+use crate::object::adapters::KvObject;
+use crate::object::kv;
+use crate::object::owners::{OwnerKind, Owners};
+use crate::object::{Admission, ObjectError};
+use crate::types::Txg;
+
+use super::datasets::kv_error;
+use super::features::USER_ACCOUNTING_FEATURE;
+use super::{Pool, PoolCore, PoolError};
+
+/// One owner's line of `tarn userspace` (`groupspace`, `projectspace`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerSpace {
+    pub kind: OwnerKind,
+    pub id: u32,
+    /// Bytes charged (what `du` counts of the owner's nodes).
+    pub used: u64,
+    pub quota: Option<u64>,
+    /// Nodes owned.
+    pub objects: u64,
+    pub object_quota: Option<u64>,
+}
+
+/// Entries read per listing call of a properties object.
+const LIST_BATCH: usize = 1024;
+
+impl PoolCore {
+    /// Read a dataset's owner quotas from its properties object into memory (import, load,
+    /// set).
+    pub(super) fn load_owner_quotas(&self, dataset: &Dataset) -> Result<(), PoolError> {
+        let object = dataset.dir().properties_object;
+        let handle = KvObject::new(&self.mos, object, None)?;
+        let mut limits = HashMap::new();
+        let mut cookie = 0;
+        loop {
+            let entries = kv::list(&handle, cookie, LIST_BATCH).map_err(kv_error(object))?;
+            let Some(last) = entries.last() else {
+                break;
+            };
+            cookie = last.cookie + 1;
+            for entry in entries {
+                let Some(property) = std::str::from_utf8(&entry.key)
+                    .ok()
+                    .and_then(OwnerProperty::parse)
+                    .filter(|property| property.field == OwnerField::Quota)
+                else {
+                    continue;
+                };
+                let limit = std::str::from_utf8(&entry.value)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .filter(|limit| *limit > 0)
+                    .ok_or_else(|| {
+                        PoolError::Corrupt(format!(
+                            "dataset {}: stored {} is not a positive number",
+                            dataset.name(),
+                            property.name()
+                        ))
+                    })?;
+                limits.insert(((property.kind, property.id), property.measure), limit);
+            }
+        }
+        dataset.owner_quotas.set_all(limits);
+        Ok(())
+    }
+
+    /// Admit a write's `charge` bytes for `owners` in `txg` (module documentation): refused
+    /// with `QuotaExceeded` (ordinary writes only) when it would take an owner past a byte
+    /// quota; counted in flight when admitted.
+    pub(super) fn owner_admit_write(
+        dataset: &Dataset,
+        txg: Txg,
+        owners: Owners,
+        charge: u64,
+        admission: Admission,
+    ) -> Result<(), ObjectError> {
+        if !dataset.owner_quotas.any() || admission == Admission::Replay {
+            return Ok(());
+        }
+        let Some(objset) = dataset.try_objset() else {
+            return Ok(());
+        };
+        let enforce = admission == Admission::Ordinary;
+        let admitted = objset.admit_owner_charge(
+            txg,
+            owners,
+            OwnerUsage {
+                bytes: charge,
+                objects: 0,
+            },
+            &mut |key, usage| {
+                !enforce
+                    || dataset
+                        .owner_quotas
+                        .limit(key, OwnerMeasure::Bytes)
+                        .is_none_or(|quota| usage.bytes.saturating_add(charge) <= quota)
+            },
+        )?;
+        if admitted {
+            Ok(())
+        } else {
+            Err(ObjectError::QuotaExceeded)
+        }
+    }
+
+    /// Whether `owners` may be given `objects` more nodes and `bytes` more bytes: refused
+    /// when an owner is at or over its byte quota (or `bytes` would take it over), or
+    /// `objects` would take it past its object quota. Never charges.
+    pub(super) fn owner_admits(
+        dataset: &Dataset,
+        owners: Owners,
+        objects: u64,
+        bytes: u64,
+    ) -> Result<(), ObjectError> {
+        if !dataset.owner_quotas.any() {
+            return Ok(());
+        }
+        let Some(objset) = dataset.try_objset() else {
+            return Ok(());
+        };
+        for kind in OwnerKind::ALL {
+            let key = (kind, owners.id(kind));
+            let bytes_quota = dataset.owner_quotas.limit(key, OwnerMeasure::Bytes);
+            let objects_quota = dataset.owner_quotas.limit(key, OwnerMeasure::Objects);
+            if bytes_quota.is_none() && objects_quota.is_none() {
+                continue;
+            }
+            let Some(usage) = objset.owner_usage(key)? else {
+                return Ok(());
+            };
+            let over_bytes =
+                bytes_quota.is_some_and(|quota| usage.bytes.saturating_add(bytes.max(1)) > quota);
+            let over_objects = objects_quota
+                .is_some_and(|quota| objects > 0 && usage.objects.saturating_add(objects) > quota);
+            if over_bytes || over_objects {
+                return Err(ObjectError::QuotaExceeded);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Pool {
+    /// Set (`value` Some) or remove (`None`, or `none`/`0`) an owner quota, `userquota@1000=10G`
+    /// (the ID numeric: the command line resolves names). Durable on return.
+    pub fn set_owner_quota(
+        &self,
+        full_name: &str,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), PoolError> {
+        self.writable()?;
+        let property = parse_owner_property(name)?;
+        if property.field != OwnerField::Quota {
+            return Err(PoolError::BadProperty(format!(
+                "{name} is a read-only property"
+            )));
+        }
+        let limit = match value.map(str::trim) {
+            None | Some("none") => None,
+            Some(text) => match parse_size(text) {
+                Some(0) => None,
+                Some(limit) => Some(limit),
+                None => {
+                    return Err(PoolError::BadProperty(format!(
+                        "bad value {text:?} for {name}: a size such as 10G, or none"
+                    )))
+                }
+            },
+        };
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        if relative.contains('@') {
+            return Err(PoolError::BadProperty(format!(
+                "cannot set {name} on snapshot {full_name}"
+            )));
+        }
+        {
+            let _namespace = core.namespace.lock();
+            let dataset = core.dataset_by_relative(&relative)?;
+            if limit.is_some() && core.feature_refcount(USER_ACCOUNTING_FEATURE).is_none() {
+                return Err(PoolError::BadProperty(format!(
+                    "cannot set property for '{full_name}': pool {} lacks feature@user_accounting (tarn pool set feature@user_accounting=enabled {0})",
+                    core.name
+                )));
+            }
+            core.check_space(
+                super::admission::SpaceCheck::Reserved,
+                1,
+                &format!("set {name} on {full_name}"),
+            )?;
+            let hold = core.txgs.assign()?;
+            let object = dataset.dir().properties_object;
+            let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
+            let key = property.name();
+            match limit {
+                Some(limit) => {
+                    kv::upsert(&mut handle, key.as_bytes(), limit.to_string().as_bytes())
+                        .map_err(kv_error(object))?;
+                }
+                None => {
+                    kv::remove(&mut handle, key.as_bytes()).map_err(kv_error(object))?;
+                }
+            }
+            drop(handle);
+            drop(hold);
+            core.load_owner_quotas(&dataset)?;
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// An owner property's value: a quota (`none` when unset, source local or default) or a
+    /// usage figure (bytes or objects as of the last sync; source none).
+    pub fn owner_property(
+        &self,
+        full_name: &str,
+        name: &str,
+    ) -> Result<(String, PropertySource), PoolError> {
+        let property = parse_owner_property(name)?;
+        let relative = self.core.relative_name(full_name)?;
+        let head = relative.split('@').next().unwrap_or(relative);
+        let dataset = self.core.dataset_by_relative(head)?;
+        let key = (property.kind, property.id);
+        match property.field {
+            OwnerField::Quota => Ok(match dataset.owner_quotas.limit(key, property.measure) {
+                Some(limit) => (limit.to_string(), PropertySource::Local),
+                None => ("none".to_string(), PropertySource::Default),
+            }),
+            OwnerField::Used => {
+                let usage = self
+                    .owner_usage(full_name, property.kind)?
+                    .get(&property.id)
+                    .copied()
+                    .unwrap_or_default();
+                let value = match property.measure {
+                    OwnerMeasure::Bytes => usage.bytes,
+                    OwnerMeasure::Objects => usage.objects,
+                };
+                Ok((value.to_string(), PropertySource::Default))
+            }
+        }
+    }
+
+    /// The synced usage of every owner of kind `kind` in a file system or snapshot.
+    fn owner_usage(
+        &self,
+        full_name: &str,
+        kind: OwnerKind,
+    ) -> Result<BTreeMap<u32, OwnerUsage>, PoolError> {
+        let objset = if full_name.contains('@') {
+            self.snapshot_objset(full_name)?
+        } else {
+            self.dataset_objset(full_name)?
+        };
+        objset.owner_usage_all(kind)?.ok_or_else(|| {
+            PoolError::BadProperty(format!(
+                "{full_name} keeps no usage by owner (it was last written without \
+                 feature@user_accounting)"
+            ))
+        })
+    }
+
+    /// `tarn userspace` (`groupspace`, `projectspace`): every owner of kind `kind` that owns
+    /// something or has a quota, by ID.
+    pub fn owner_space(
+        &self,
+        full_name: &str,
+        kind: OwnerKind,
+    ) -> Result<Vec<OwnerSpace>, PoolError> {
+        let usage = self.owner_usage(full_name, kind)?;
+        let relative = self.core.relative_name(full_name)?;
+        let head = relative.split('@').next().unwrap_or(relative);
+        let quotas = self.core.dataset_by_relative(head)?.owner_quotas.all();
+        let mut rows: BTreeMap<u32, OwnerSpace> = BTreeMap::new();
+        for (id, usage) in usage {
+            let entry = rows.entry(id).or_insert_with(|| empty_row(kind, id));
+            entry.used = usage.bytes;
+            entry.objects = usage.objects;
+        }
+        for (((of_kind, id), measure), limit) in quotas {
+            if of_kind != kind {
+                continue;
+            }
+            let entry = rows.entry(id).or_insert_with(|| empty_row(kind, id));
+            match measure {
+                OwnerMeasure::Bytes => entry.quota = Some(limit),
+                OwnerMeasure::Objects => entry.object_quota = Some(limit),
+            }
+        }
+        Ok(rows.into_values().collect())
+    }
+}
+
+fn empty_row(kind: OwnerKind, id: u32) -> OwnerSpace {
+    OwnerSpace {
+        kind,
+        id,
+        used: 0,
+        quota: None,
+        objects: 0,
+        object_quota: None,
+    }
+}
+
+fn parse_owner_property(name: &str) -> Result<OwnerProperty, PoolError> {
+    OwnerProperty::parse(name).ok_or_else(|| {
+        PoolError::BadProperty(format!(
+            "bad owner property {name:?}: {{user,group,project}}[obj]{{quota,used}}@ID, the \
+             ID a number below 4294967295"
+        ))
+    })
+}
