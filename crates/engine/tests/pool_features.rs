@@ -382,7 +382,11 @@ fn a_config_without_refcounts_imports_and_is_converted() {
     );
     assert_eq!(
         converted.features_for_read,
-        ["com.tarn:embedded_data", "com.tarn:replay_sequence"]
+        [
+            "com.tarn:embedded_data",
+            "com.tarn:replay_sequence",
+            "com.tarn:user_accounting"
+        ]
     );
     assert_eq!(converted.features["com.tarn:livelist"], 1);
     let pool = import(dir.path(), "tank", tiny());

@@ -362,7 +362,8 @@ impl TarnFuse {
         // sync=always: every write(2) must be durable when it returns, so it must reach the
         // engine, not the page cache: the file is opened for direct I/O (shared mmap still
         // works: FUSE_DIRECT_IO_ALLOW_MMAP).
-        if writable && (self.fs.sync_mode() == SyncMode::Always || !self.shared.space.open_cached())
+        if writable
+            && (self.fs.sync_mode() == SyncMode::Always || !self.shared.space.open_cached(attr.ino))
         {
             return (FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
         }
@@ -560,8 +561,10 @@ impl Filesystem for TarnFuse {
         // kernel asks this before a write(2) into its cache, which is refused here
         // (`write_space`).
         if fh == Some(CACHED_WRITER) {
-            if let Some(refusal) = self.shared.space.refuses_cached_writes() {
-                return reply.error(errno_of(&refusal));
+            if let Ok(head) = self.head(ino) {
+                if let Some(refusal) = self.shared.space.refuses_cached_writes(head) {
+                    return reply.error(errno_of(&refusal));
+                }
             }
         }
         match self.getattr_node(ino) {
@@ -902,7 +905,7 @@ impl Filesystem for TarnFuse {
                 self.shared.kernel.invalidate_attributes(fuse_ino.0);
                 self.shared.space.write_back_lost(ino, request, offset)
             } else {
-                if self.shared.space.may_be_short() {
+                if self.shared.space.may_be_short(ino) {
                     self.shared.kernel.invalidate_attributes(fuse_ino.0);
                 }
                 self.shared

@@ -48,7 +48,12 @@
 //! # Quotas
 //! The same holds under a dataset's quota: the engine counts the held-back space against the
 //! quota of the dataset and of those above it (`pool/limits.rs`), so cached opens go direct
-//! near the quota and write(2) gets EDQUOT; a write-back is never refused by a quota.
+//! near the quota and write(2) gets EDQUOT; a write-back is never refused by a quota. A
+//! user, group or project quota is looked at for the file itself
+//! ([`FileSystem::file_write_refusal`]): an open for writing gets direct I/O when the file's
+//! owners are within the held-back space and `dirty_max` of a quota, and a cached writer's
+//! next write(2) gets EDQUOT once they pass it. What a cached writer had accepted before
+//! that is written back, so an owner may pass its quota by up to `dirty_max`.
 //!
 //! # The bound
 //! A file opened for cached writing while the pool had room may have up to `dirty_max` bytes
@@ -157,16 +162,17 @@ impl WriteSpace {
 
     /// An open for writing: may it use the page cache? If so it counts as a cached writer
     /// until [`WriteSpace::released_cached`].
-    pub(crate) fn open_cached(&self) -> bool {
+    pub(crate) fn open_cached(&self, ino: u64) -> bool {
         let mut writers = self.writers.lock();
         let to_hold = if writers.0 == 0 {
             held_back_for(self.dirty_max)
         } else {
             0
         };
-        if !self
+        if self
             .fs
-            .write_fits(to_hold + self.dirty_max, WriteSource::Caller)
+            .file_write_refusal(ino, to_hold + self.dirty_max, WriteSource::Caller)
+            .is_some()
         {
             return false;
         }
@@ -189,22 +195,22 @@ impl WriteSpace {
     /// Whether ordinary writes of a full request may no longer fit, at a glance (data in
     /// flight counts twice): after a write-back that says so, the kernel is made to ask
     /// [`WriteSpace::refuses_cached_writes`] before the next write(2).
-    pub(crate) fn may_be_short(&self) -> bool {
-        !self
-            .fs
-            .write_fits(u64::from(crate::WRITE_BYTES_MAX), WriteSource::Caller)
+    pub(crate) fn may_be_short(&self, ino: u64) -> bool {
+        self.fs
+            .file_write_refusal(ino, u64::from(crate::WRITE_BYTES_MAX), WriteSource::Caller)
+            .is_some()
     }
 
     /// Why an ordinary write of a full request is refused, as the engine would decide it
     /// (letting the data in flight sync first), if it is: a cached writer's next write(2) is
     /// then refused with that error (ENOSPC, or EDQUOT for a quota).
-    pub(crate) fn refuses_cached_writes(&self) -> Option<FsError> {
-        if !self.may_be_short() {
+    pub(crate) fn refuses_cached_writes(&self, ino: u64) -> Option<FsError> {
+        if !self.may_be_short(ino) {
             return None;
         }
         match self
             .fs
-            .caller_write_refusal(u64::from(crate::WRITE_BYTES_MAX))
+            .caller_file_write_refusal(ino, u64::from(crate::WRITE_BYTES_MAX))
         {
             Ok(refusal) => refusal,
             Err(_) => Some(FsError::NoSpace),

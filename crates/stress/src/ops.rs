@@ -110,6 +110,11 @@ pub enum Op {
     /// Set or clear a quota, refquota, reservation or refreservation on a file system (a
     /// little above what it holds, so that its writes meet the limit).
     SetSpaceLimit,
+    /// Set or clear a user quota or a group object quota on a file system (a little above
+    /// what the owner holds, so that its writes meet it).
+    SetOwnerQuota,
+    /// Give a file another owner (user and group), as chown does: usage by owner follows.
+    Chown,
     /// Start a scrub.
     ScrubStart,
     /// Pause the running scan.
@@ -204,6 +209,11 @@ pub const OPERATIONS: &[OpSpec] = &[
     // Added after the table was fixed, with the weight of `copies`: the limits' admission
     // meets every other operation; no other row was changed for it.
     row(Op::SetSpaceLimit, 2, true),
+    // Added after the table was fixed, with the weight of the limits: user and group quotas
+    // and usage by owner, which `check` recounts after every round, meet every other
+    // operation; no other row was changed for them.
+    row(Op::SetOwnerQuota, 2, true),
+    row(Op::Chown, 2, true),
     // Scans.
     row(Op::ScrubStart, 3, true),
     row(Op::ScrubPause, 1, true),

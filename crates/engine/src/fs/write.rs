@@ -212,6 +212,39 @@ impl FileSystem {
         Ok(self.write_refusal(bytes, WriteSource::Caller))
     }
 
+    /// Why a write of `bytes` into file `ino` from `source` would be refused now: by the
+    /// pool or the dataset's quotas ([`FileSystem::write_refusal`]), or, for an ordinary
+    /// write, by the quota of the file's user, group or project (`pool/owner_quotas.rs`).
+    /// Never waits.
+    pub fn file_write_refusal(&self, ino: u64, bytes: u64, source: WriteSource) -> Option<FsError> {
+        if let Some(refusal) = self.write_refusal(bytes, source) {
+            return Some(refusal);
+        }
+        if source.admission() != Admission::Ordinary {
+            return None;
+        }
+        let reservation = self.objset.reservation()?;
+        let owners = self.objset.owners_of(ObjectId(ino)).ok().flatten()?;
+        reservation
+            .owner_write_admits(owners, bytes)
+            .err()
+            .map(FsError::from)
+    }
+
+    /// [`FileSystem::file_write_refusal`] for a caller's write, as [`FileSystem::write`]
+    /// decides it: when the quick look says no, the data in flight is let sync first (its
+    /// estimate becomes what it really took) and the look made again. May wait for a sync.
+    pub fn caller_file_write_refusal(&self, ino: u64, bytes: u64) -> Result<Option<FsError>> {
+        if self
+            .file_write_refusal(ino, bytes, WriteSource::Caller)
+            .is_none()
+        {
+            return Ok(None);
+        }
+        self.txgs.wait_synced(None)?;
+        Ok(self.file_write_refusal(ino, bytes, WriteSource::Caller))
+    }
+
     /// Charge a namespace change that adds (a node, a name, an xattr of `extra` bytes) to the
     /// dataset's quotas, for the objects `inos` it dirties (a node being made counts as one
     /// not yet dirty: pass [`NEW_NODE`]). Refused with `QuotaExceeded` at a full quota, as zfs

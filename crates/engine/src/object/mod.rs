@@ -421,16 +421,13 @@ impl ObjectSet {
             spill: None,
         };
         let synced_root = BlockPtr::hole(Txg(0), ObjectType::Objset, 0);
-        let os = ObjectSet::from_parts(
-            io,
-            kind,
-            lifecycle,
-            copies,
-            synced_root,
+        let header = ObjsetHeader {
             meta_dnode,
-            LogHeader::default(),
-            None,
-        );
+            kind,
+            log: LogHeader::default(),
+            accounting: None,
+        };
+        let os = ObjectSet::from_parts(io, lifecycle, copies, synced_root, header);
         // Make the set dirty so that its first sync writes a header even if nothing else changes.
         os.state.lock().dirty.entry(txg).or_default();
         os
@@ -451,26 +448,26 @@ impl ObjectSet {
         let header = ObjsetHeader::decode(&io.read(root)?)?;
         Ok(ObjectSet::from_parts(
             io,
-            header.kind,
             lifecycle,
             copies,
             root.clone(),
-            header.meta_dnode,
-            header.log,
-            header.accounting,
+            header,
         ))
     }
 
     fn from_parts(
         io: Arc<BlockIo>,
-        kind: ObjsetKind,
         lifecycle: Arc<dyn BlockLifecycle>,
         copies: u8,
         synced_root: BlockPtr,
-        mut meta_dnode: DnodePhys,
-        log_header: LogHeader,
-        accounting: Option<Box<[DnodePhys; 3]>>,
+        header: ObjsetHeader,
     ) -> ObjectSet {
+        let ObjsetHeader {
+            mut meta_dnode,
+            kind,
+            log: log_header,
+            accounting,
+        } = header;
         let copies = copies.clamp(1, COPIES_MAX);
         meta_dnode.copies = copies;
         let dnodes_per_block = meta_dnode.data_block_size as u64 / DNODE_SIZE as u64;

@@ -40,7 +40,7 @@
 
 use crate::block::blkptr::BlockPtr;
 use crate::block::pipeline::BlockIo;
-use crate::object::accounting::{usage_object, usage_slot};
+use crate::object::accounting::{is_usage_object, usage_object, usage_slot};
 use crate::object::owners::OwnerKind;
 use crate::object::phys::{DnodePhys, ObjsetHeader, DNODE_SIZE};
 use crate::object::{tree, ObjectError};
@@ -150,8 +150,14 @@ pub fn walk_post_order_with_positions(
         object: 0,
         dnodes_per_block: (meta.data_block_size as u64 / DNODE_SIZE as u64).max(1),
     };
-    let meta_from = from.object / walker.dnodes_per_block;
-    let mut paused = walker.walk(&meta.blkptr, meta.fanout(), 0, meta_from, Leaf::Dnodes)?;
+    // A bookmark in a usage object is past the whole meta-dnode tree, which was visited
+    // (its level-0 blocks would otherwise be visited again, their objects all skipped).
+    let mut paused = if is_usage_object(ObjectId(from.object)) {
+        None
+    } else {
+        let meta_from = from.object / walker.dnodes_per_block;
+        walker.walk(&meta.blkptr, meta.fanout(), 0, meta_from, Leaf::Dnodes)?
+    };
     // The usage objects (`accounting.rs`), whose dnodes sit in the header: their numbers are
     // the last three, so they come after every other object, in number order.
     if let (None, Some(dnodes)) = (paused, &header.accounting) {

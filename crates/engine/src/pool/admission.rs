@@ -181,7 +181,9 @@ impl WriteReservation for PoolReservation {
         objects: u64,
     ) -> Result<(), ObjectError> {
         match self.dataset.upgrade() {
-            Some(dataset) => PoolCore::owner_admits(&dataset, owners, objects, 0),
+            Some(dataset) => {
+                PoolCore::owner_admits(&dataset, self.txgs.open_txg(), owners, objects, 0)
+            }
             None => Ok(()),
         }
     }
@@ -192,7 +194,9 @@ impl WriteReservation for PoolReservation {
         bytes: u64,
     ) -> Result<(), ObjectError> {
         match self.dataset.upgrade() {
-            Some(dataset) => PoolCore::owner_admits(&dataset, owners, 0, bytes),
+            Some(dataset) => {
+                PoolCore::owner_admits(&dataset, self.txgs.open_txg(), owners, 0, bytes)
+            }
             None => Ok(()),
         }
     }

@@ -755,9 +755,14 @@ mod tests {
         assert_eq!(config.features.get(DEADLIST_TOTALS_FEATURE), Some(&1));
         assert_eq!(config.features.get(LIVELIST_FEATURE), None);
         assert_eq!(config.features.get(SPACE_LIMITS_FEATURE), Some(&0));
+        assert_eq!(config.features.get(USER_ACCOUNTING_FEATURE), Some(&1));
         assert_eq!(
             config.features_for_read,
-            vec![EMBEDDED_DATA_FEATURE, REPLAY_SEQUENCE_FEATURE]
+            vec![
+                EMBEDDED_DATA_FEATURE,
+                REPLAY_SEQUENCE_FEATURE,
+                USER_ACCOUNTING_FEATURE
+            ]
         );
         assert_eq!(
             config.features_for_write,

@@ -8,13 +8,13 @@
 //! write is refused with "quota exceeded" when the owner's usage, what is in flight for it
 //! and the write's own estimate together pass the quota ([`PoolCore::owner_admit_write`]):
 //! like a dataset quota, no write is accepted that would take the owner's usage past it once
-//! synced. Two things make it a little late, as OpenZFS is (its check looks at synced usage
-//! alone): write-backs of a kernel cache are counted but never refused (their write(2) has
-//! returned), and objects made in txgs not yet synced do not count against an object quota.
-//! The bound is the mount's dirty bound per cached writer (`tarn-fuse` write_space.rs) for
-//! bytes, and the nodes made in the open txgs for objects. A create, a chown and a change of
-//! project are refused when an owner they give the node to is at or over its byte quota, or
-//! at its object quota ([`PoolCore::owner_admits`]), as zfs refuses them.
+//! synced. What makes it a little late (OpenZFS's check looks at synced usage alone, so it is
+//! late by the txgs in flight): write-backs of a kernel cache are counted but never refused
+//! (their write(2) has returned), so an owner may pass a byte quota by the mount's dirty
+//! bound (`tarn-fuse` write_space.rs), and a write's estimate is what it is checked with. A
+//! create, a chown and a change of project are refused when an owner they give the node to
+//! is at or over its byte quota, or at its object quota ([`PoolCore::owner_admits`]), as zfs
+//! refuses them; admitted new nodes count in flight like bytes.
 //!
 //! Nothing is charged when the dataset sets no such quota: the write path looks at one flag.
 
@@ -131,9 +131,12 @@ impl PoolCore {
 
     /// Whether `owners` may be given `objects` more nodes and `bytes` more bytes: refused
     /// when an owner is at or over its byte quota (or `bytes` would take it over), or
-    /// `objects` would take it past its object quota. Never charges.
+    /// `objects` would take it past its object quota. New nodes are counted in flight in
+    /// `txg` when admitted (the txg the caller's change will join); a look at `bytes` alone
+    /// charges nothing.
     pub(super) fn owner_admits(
         dataset: &Dataset,
+        txg: Txg,
         owners: Owners,
         objects: u64,
         bytes: u64,
@@ -144,25 +147,28 @@ impl PoolCore {
         let Some(objset) = dataset.try_objset() else {
             return Ok(());
         };
-        for kind in OwnerKind::ALL {
-            let key = (kind, owners.id(kind));
-            let bytes_quota = dataset.owner_quotas.limit(key, OwnerMeasure::Bytes);
-            let objects_quota = dataset.owner_quotas.limit(key, OwnerMeasure::Objects);
-            if bytes_quota.is_none() && objects_quota.is_none() {
-                continue;
-            }
-            let Some(usage) = objset.owner_usage(key)? else {
-                return Ok(());
-            };
-            let over_bytes =
-                bytes_quota.is_some_and(|quota| usage.bytes.saturating_add(bytes.max(1)) > quota);
-            let over_objects = objects_quota
-                .is_some_and(|quota| objects > 0 && usage.objects.saturating_add(objects) > quota);
-            if over_bytes || over_objects {
-                return Err(ObjectError::QuotaExceeded);
-            }
+        let admitted = objset.admit_owner_charge(
+            txg,
+            owners,
+            OwnerUsage { bytes: 0, objects },
+            &mut |key, usage| {
+                let over_bytes = dataset
+                    .owner_quotas
+                    .limit(key, OwnerMeasure::Bytes)
+                    .is_some_and(|quota| usage.bytes.saturating_add(bytes.max(1)) > quota);
+                let over_objects = objects > 0
+                    && dataset
+                        .owner_quotas
+                        .limit(key, OwnerMeasure::Objects)
+                        .is_some_and(|quota| usage.objects.saturating_add(objects) > quota);
+                !over_bytes && !over_objects
+            },
+        )?;
+        if admitted {
+            Ok(())
+        } else {
+            Err(ObjectError::QuotaExceeded)
         }
-        Ok(())
     }
 }
 

@@ -201,6 +201,16 @@ fn pool_missing() -> OpError {
     OpError::Inconsistent("the tool's own error: the pool is not open".into())
 }
 
+/// The users files are made for and given to (root and two others), each with a group of
+/// its own, so that usage by owner has several owners to keep apart.
+const OWNER_IDS: [u32; 3] = [0, 1000, 1001];
+
+/// An owner (uid, gid) at random.
+fn owner_at(rng: &mut StdRng) -> (u32, u32) {
+    let uid = OWNER_IDS[rng.gen_range(0..OWNER_IDS.len())];
+    (uid, uid + 100)
+}
+
 fn refused<T>(why: &str) -> Result<T, OpError> {
     Err(OpError::Refused(why.to_string()))
 }
@@ -518,6 +528,7 @@ impl Child {
             | Op::RenameReplace
             | Op::SetXattr
             | Op::RemoveXattr
+            | Op::Chown
             | Op::Fsync
             | Op::ReadVerify => self.file_op(op, index, rng),
             Op::ExportImport => self.export_import(Reimport::Plain, rng),
@@ -571,7 +582,8 @@ impl Child {
             fs,
         };
         if let (Op::Write | Op::Overwrite, None) = (op, &existing) {
-            let attr = fs.create(directory, name.as_bytes(), 0o644, 0, 0)?;
+            let (uid, gid) = owner_at(rng);
+            let attr = fs.create(directory, name.as_bytes(), 0o644, uid, gid)?;
             return file.write_blocks(op, attr, rng);
         }
         let Some(attr) = existing else {
@@ -692,6 +704,18 @@ impl Child {
                 Ok(())
             }
             Op::ReadVerify => file.verify(attr.ino).map(|_| ()),
+            Op::Chown => {
+                let (uid, gid) = owner_at(rng);
+                fs.setattr(
+                    attr.ino,
+                    SetAttr {
+                        uid: Some(uid),
+                        gid: Some(gid),
+                        ..SetAttr::default()
+                    },
+                )?;
+                Ok(())
+            }
             _ => unreachable!("{op:?} is not a file operation"),
         }
     }
@@ -858,6 +882,37 @@ impl Child {
                     "space limits cleared"
                 } else {
                     "space limits set"
+                });
+                Ok(())
+            }
+            Op::SetOwnerQuota => {
+                let slot = self.pick_slot(rng)?;
+                let uid = OWNER_IDS[rng.gen_range(1..OWNER_IDS.len())];
+                let (property, value) = if rng.gen_range(0..3) == 0 {
+                    (
+                        format!("groupobjquota@{}", uid + 100),
+                        (rng.gen_range(4u64..64)).to_string(),
+                    )
+                } else {
+                    (format!("userquota@{uid}"), String::new())
+                };
+                let value = if rng.gen_range(0..4) == 0 {
+                    "none".to_string()
+                } else if value.is_empty() {
+                    let used: u64 = pool
+                        .owner_property(&slot.name, &format!("userused@{uid}"))?
+                        .0
+                        .parse()
+                        .unwrap_or(0);
+                    (used + rng.gen_range(1u64..(4 << 20))).to_string()
+                } else {
+                    value
+                };
+                pool.set_property(&slot.name, &property, Some(&value))?;
+                outcomes::note(if value == "none" {
+                    "owner quotas cleared"
+                } else {
+                    "owner quotas set"
                 });
                 Ok(())
             }

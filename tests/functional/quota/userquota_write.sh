@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# User, group and project quotas through a mount: a user's write() loop gets EDQUOT from
+# write(2) at its userquota while another user and root write on, what it wrote survives
+# export and import, its synced usage is within the quota; a group's quota and an object
+# quota stop that group's writes and creates; removing the quota lets the user write again.
+. "$STF_SUITE/include/libtest.sh"
+require_python
+log_assert "user and group quotas stop their owners' writes with EDQUOT, others write on"
+trap destroy_all_pools EXIT
+
+helper="$STF_SUITE/include/write_full.py"
+mnt="$ALTROOT/$TESTPOOL/u"
+MIB=1048576
+QUOTA=$((16 * MIB))
+
+json() {
+	python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); [v:=v[k] for k in sys.argv[2:]]; print(v)' \
+		"$SCRATCH/out" "$@"
+}
+
+# as UID GID COMMAND...: run a command as another user (no passwd entry needed).
+as() {
+	local uid=$1 gid=$2
+	shift 2
+	setpriv --reuid="$uid" --regid="$gid" --clear-groups "$@"
+}
+
+value() { get_prop "$1" "$2" || log_fail "cannot get $1 of $2"; }
+
+default_setup
+log_must tarn create -o compression=off "$TESTPOOL/u"
+log_must chmod 1777 "$mnt"
+log_must tarn set userquota@1001=16M "$TESTPOOL/u"
+log_must tarn set groupquota@2002=8M "$TESTPOOL/u"
+log_must tarn set userobjquota@1003=5 "$TESTPOOL/u"
+assert_eq "$(value userquota@1001 "$TESTPOOL/u")" "$QUOTA" "the user quota"
+
+# 1. User 1001's write loop: EDQUOT from write(2), near the quota, synced usage within it.
+as 1001 1001 python3 "$helper" write-loop "$mnt/u1001" $MIB $((64 * MIB)) >"$SCRATCH/out" ||
+	log_fail "write-loop as 1001"
+log_note "user 1001: $(cat "$SCRATCH/out")"
+assert_eq "$(json first errno)" "EDQUOT" "user 1001's refusal"
+written=$(json written)
+[ "$written" -ge $((QUOTA - 3 * MIB)) ] || log_fail "user 1001 refused early: $written bytes"
+log_must tarn pool sync "$TESTPOOL"
+used=$(value userused@1001 "$TESTPOOL/u")
+[ "$used" -le "$QUOTA" ] || log_fail "user 1001 holds $used bytes under a quota of $QUOTA"
+
+# 2. Others write on: user 1002 and root.
+log_must as 1002 1002 dd if=/dev/urandom of="$mnt/u1002" bs=1M count=20 conv=fsync
+log_must dd if=/dev/urandom of="$mnt/root" bs=1M count=20 conv=fsync
+
+# 3. Group 2002's quota stops user 1004 writing as that group.
+as 1004 2002 python3 "$helper" write-loop "$mnt/g2002" $MIB $((64 * MIB)) >"$SCRATCH/out" ||
+	log_fail "write-loop as group 2002"
+assert_eq "$(json first errno)" "EDQUOT" "group 2002's refusal"
+[ "$(json written)" -le $((8 * MIB)) ] || log_fail "group 2002 wrote past its quota"
+
+# 4. User 1003's object quota: five nodes, then EDQUOT.
+for name in a b c d e; do
+	log_must as 1003 1003 touch "$mnt/o1003-$name"
+done
+log_mustnot_msg "quota exceeded" as 1003 1003 touch "$mnt/o1003-f"
+
+# 5. Nothing user 1001 was told was written is lost.
+log_must tarn pool export "$TESTPOOL"
+import_pool "$TESTPOOL"
+python3 "$helper" check-prefix "$mnt/u1001" "$written" || log_fail "user 1001's file"
+
+# 6. Without the quota, user 1001 writes again.
+log_must tarn set userquota@1001=none "$TESTPOOL/u"
+assert_eq "$(value userquota@1001 "$TESTPOOL/u")" "none" "userquota@1001=none"
+log_must as 1001 1001 dd if=/dev/urandom of="$mnt/u1001-more" bs=1M count=8 conv=fsync
+verify_pool "$TESTPOOL"
+log_pass
