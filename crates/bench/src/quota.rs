@@ -7,7 +7,8 @@
 //!   written beforehand, then a sync.
 //!
 //! With limits, the file system written has a quota and a refquota and its parent a quota and
-//! a reservation, so each write is admitted at two levels. Each round runs both, without and
+//! a reservation, so each write is admitted at two levels, and quotas on the files' user,
+//! group and project (root's, 0), so it is admitted for its owners too. Each round runs both, without and
 //! with limits, which goes first alternating (`--rounds`, five by default); each figure is the
 //! median, in MiB/s, with the ratio.
 //! Asserts nothing.
@@ -65,11 +66,15 @@ fn engine(error: impl std::fmt::Display) -> Failure {
 fn set_limits(pool: &Pool, on: bool) -> Result<(), Failure> {
     let parent = format!("{POOL_NAME}/limits");
     let child = format!("{POOL_NAME}/limits/fs");
-    let settings: [(&str, &str, &str); 4] = [
+    let settings: [(&str, &str, &str); 7] = [
         (&parent, "quota", "3G"),
         (&parent, "reservation", "1G"),
         (&child, "quota", "2G"),
         (&child, "refquota", "2G"),
+        // The files are root's: each write is admitted for its user, group and project too.
+        (&child, "userquota@0", "2G"),
+        (&child, "groupquota@0", "2G"),
+        (&child, "projectquota@0", "2G"),
     ];
     for (dataset, property, size) in settings {
         pool.set_property(dataset, property, Some(if on { size } else { "none" }))
@@ -172,7 +177,7 @@ pub fn run(bench: QuotaBench) -> Result<(), Failure> {
         .iter()
         .zip(figures)
         .map(|(what, [without, with])| Comparison {
-            what: format!("{what}, quota+refquota+parent quota+reservation"),
+            what: format!("{what}, quota+refquota+parent quota+reservation+owner quotas"),
             tarn: median(with),
             baseline_what: "no limit in the pool".into(),
             baseline: median(without),

@@ -453,6 +453,9 @@ impl ObjectSet {
 
     /// Apply a sync pass's usage differences to the usage objects and write them, in the
     /// same txg (module documentation). Creates and fills the objects when the tree has none.
+    /// A usage object that cannot be read or changed (damage) is logged and left as it is,
+    /// never failing the txg: `check` reports the difference; the totals in memory are read
+    /// again from what was written.
     pub(super) fn sync_owner_usage(
         &self,
         owner_of: OwnerOf,
@@ -471,11 +474,44 @@ impl ObjectSet {
         if exists && deltas.is_empty() {
             return Ok(());
         }
-        let tx = Tx::syncing(at.txg);
+        let written = self.write_owner_usage(owner_of, &deltas, exists, &Tx::syncing(at.txg));
+        self.sync_usage_objects(at, storage)?;
+        let mut state = self.state.lock();
+        let syncing = state.syncing.as_mut().expect("syncing");
+        match written {
+            Ok(()) if exists => {
+                for (key, delta) in deltas {
+                    let entry = syncing.owner_deltas.entry(key).or_default();
+                    entry.0 = entry.0.saturating_add(delta.0);
+                    entry.1 = entry.1.saturating_add(delta.1);
+                }
+            }
+            Ok(()) => syncing.accounting_rebuilt = true,
+            Err(error) => {
+                log::error!(
+                    "usage by owner not updated in txg {}: {error}; `check` reports the \
+                     difference",
+                    at.txg
+                );
+                syncing.accounting_rebuilt = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The changes of [`ObjectSet::sync_owner_usage`] to the usage objects (made first if
+    /// the tree has none: `exists` false).
+    fn write_owner_usage(
+        &self,
+        owner_of: OwnerOf,
+        deltas: &UsageDeltas,
+        exists: bool,
+        tx: &Tx,
+    ) -> Result<(), ObjectError> {
         let mut changes: BTreeMap<OwnerKey, Option<OwnerUsage>> = BTreeMap::new();
         if exists {
-            for (&key, &delta) in &deltas {
-                let current = self.usage_entry(&tx, key)?;
+            for (&key, &delta) in deltas {
+                let current = self.usage_entry(tx, key)?;
                 let (usage, clamped) = apply_delta(current.unwrap_or_default(), delta);
                 if clamped {
                     log::warn!(
@@ -492,11 +528,11 @@ impl ObjectSet {
             }
         } else {
             let mut totals = self.count_synced_owners(owner_of)?;
-            for (key, delta) in &deltas {
+            for (key, delta) in deltas {
                 let (usage, _) = apply_delta(totals.get(key).copied().unwrap_or_default(), *delta);
                 totals.insert(*key, usage);
             }
-            self.create_usage_objects(&tx)?;
+            self.create_usage_objects(tx)?;
             for (key, usage) in totals {
                 if usage != OwnerUsage::default() {
                     changes.insert(key, Some(usage));
@@ -504,9 +540,8 @@ impl ObjectSet {
             }
         }
         for kind in OwnerKind::ALL {
-            let mut blocks = super::adapters::KvObject::new(self, usage_object(kind), Some(tx))?;
-            for (&(of_kind, id), usage) in changes.range((kind, 0)..=(kind, u32::MAX)) {
-                debug_assert_eq!(of_kind, kind);
+            let mut blocks = super::adapters::KvObject::new(self, usage_object(kind), Some(*tx))?;
+            for (&(_, id), usage) in changes.range((kind, 0)..=(kind, u32::MAX)) {
                 let key = id.to_string();
                 match usage {
                     Some(usage) => {
@@ -518,18 +553,6 @@ impl ObjectSet {
                     }
                 }
             }
-        }
-        self.sync_usage_objects(at, storage)?;
-        let mut state = self.state.lock();
-        let syncing = state.syncing.as_mut().expect("syncing");
-        if exists {
-            for (key, delta) in deltas {
-                let entry = syncing.owner_deltas.entry(key).or_default();
-                entry.0 = entry.0.saturating_add(delta.0);
-                entry.1 = entry.1.saturating_add(delta.1);
-            }
-        } else {
-            syncing.accounting_rebuilt = true;
         }
         Ok(())
     }
