@@ -18,6 +18,7 @@ mod fs_large_directory;
 mod fs_model;
 mod fs_posix;
 mod fs_prefetch;
+mod fs_project;
 mod fs_ranges;
 mod fs_spill;
 mod fs_xattr;

@@ -29,8 +29,10 @@
 //! nearly full, so that write(2) answers ENOSPC (or a short write) itself ([`write_space`],
 //! which also holds space back for what the cache has accepted). Xattr replies follow the FUSE size
 //! probe (size 0 asks for the length; a smaller buffer is ERANGE); `fallocate`, `lseek`
-//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`. Otherwise no
-//! `direct_io`: the page cache serves reads and shared mmap works (git, sqlite).
+//! (SEEK_DATA / SEEK_HOLE) and `copy_file_range` go to the engine's `fs::ranges`; the file
+//! attribute ioctls (`chattr -p`, `chattr +P`, `lsattr -p`) carry a node's project ID and a
+//! directory's project inherit flag ([`fileattr`]). Otherwise no `direct_io`: the page cache
+//! serves reads and shared mmap works (git, sqlite).
 //!
 //! # The kernel's caches, and who owns size and mtime
 //! Every mount negotiates `FUSE_WRITEBACK_CACHE`: write(2) fills the kernel's page cache and
@@ -119,6 +121,7 @@
 //! | `TooBig` | E2BIG |
 //! | `FileTooLarge` (a write past what the file's block tree addresses) | EFBIG |
 //! | `PastEnd` | ENXIO |
+//! | `CrossProject` (a link or rename into a directory that passes on another project) | EXDEV |
 //!
 //! And the adapter's own: any change below `.zfs`, or removing or replacing `.zfs`, is EROFS;
 //! creating `.zfs` in the root EEXIST; a rename or link between the head and a snapshot (or two
@@ -150,6 +153,7 @@
 //! pool can be exported. Dropping a handle unmounts lazily. [`mountpoint`] has the checks done
 //! before a mount and the cleanup of a dead mount left by a crashed daemon.
 
+pub mod fileattr;
 mod kernel_cache;
 mod mount;
 pub mod mountpoint;
@@ -170,10 +174,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BackgroundSession, Config, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType,
-    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption,
-    OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+    Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner,
+    MountOption, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use tarn::{
     Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, SyncMode, Timestamp, WriteSource,
@@ -225,6 +229,7 @@ pub fn errno_of(error: &FsError) -> Errno {
         FsError::TooBig => Errno::E2BIG,
         FsError::FileTooLarge(_) => Errno::EFBIG,
         FsError::PastEnd => Errno::ENXIO,
+        FsError::CrossProject { .. } => Errno::EXDEV,
     }
 }
 
@@ -1248,6 +1253,25 @@ impl Filesystem for TarnFuse {
                 reply.written(copied as u32);
             }
             Err(error) => reply.error(self.fail("copy_file_range", error)),
+        }
+    }
+
+    /// File attributes (project ID, project inherit flag) for chattr, lsattr, xfs_io and
+    /// xfs_quota: [`fileattr`]. Every other ioctl is ENOTTY.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        match self.file_attr_ioctl(ino, req.uid(), cmd, in_data, out_size) {
+            Ok(out) => reply.ioctl(0, &out),
+            Err(errno) => reply.error(errno),
         }
     }
 

@@ -2,8 +2,10 @@
 //! programs use: setxattr/getxattr/listxattr/removexattr with the size probe (ERANGE for a
 //! small buffer), XATTR_CREATE/XATTR_REPLACE, ENODATA, the name and value limits;
 //! fallocate punch hole and zero range; lseek SEEK_DATA/SEEK_HOLE; copy_file_range;
-//! renameat2 RENAME_WHITEOUT; statfs in 4 KiB blocks; cp -a keeping xattrs. Ends with `check`
-//! clean. Skipped (with a message) when /dev/fuse is missing.
+//! renameat2 RENAME_WHITEOUT; statfs in 4 KiB blocks; cp -a keeping xattrs; project IDs and
+//! the project inherit flag through the file attribute ioctls, with EXDEV for links and
+//! renames across projects. Each test ends with `check` clean. Skipped (with a message) when
+//! /dev/fuse is missing.
 
 use std::ffi::CString;
 use std::fs::{self, OpenOptions};
@@ -13,6 +15,10 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
+use tarn_fuse::fileattr::{
+    FsXattr, FSXATTR_SIZE, FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR, FS_IOC_GETFLAGS, FS_IOC_SETFLAGS,
+    FS_PROJINHERIT_FL, FS_XFLAG_PROJINHERIT,
+};
 use tarn_test_support::mounted::*;
 use tarn_test_support::pattern;
 
@@ -297,5 +303,100 @@ fn fallocate_seek_copy_whiteout_and_statfs_through_the_mount() {
     );
     assert_eq!((figures.f_bsize, figures.f_frsize), (4096, 4096));
     assert!(figures.f_blocks > 0 && figures.f_bavail <= figures.f_blocks);
+    fixture.finish();
+}
+
+/// `ioctl(path, command, buffer)`: the errno on failure.
+fn ioctl(path: &Path, command: u32, buffer: &mut [u8]) -> Result<(), i32> {
+    let file = fs::File::open(path).unwrap();
+    let result = unsafe { libc::ioctl(file.as_raw_fd(), command as _, buffer.as_mut_ptr()) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+/// The project ID and xflags of `path` (FS_IOC_FSGETXATTR).
+fn project_of(path: &Path) -> (u32, u32) {
+    let mut raw = [0u8; FSXATTR_SIZE];
+    ioctl(path, FS_IOC_FSGETXATTR, &mut raw).expect("FS_IOC_FSGETXATTR");
+    let attr = FsXattr::decode(&raw).unwrap();
+    (attr.project, attr.xflags)
+}
+
+fn set_project(path: &Path, project: u32, xflags: u32) -> Result<(), i32> {
+    let mut raw = FsXattr { xflags, project }.encode();
+    ioctl(path, FS_IOC_FSSETXATTR, &mut raw)
+}
+
+/// Guards the path chattr and lsattr take: the kernel turns FS_IOC_FSGETXATTR,
+/// FS_IOC_FSSETXATTR, FS_IOC_GETFLAGS and FS_IOC_SETFLAGS into FUSE_IOCTL on a file it opens
+/// itself; the project and the inherit flag set there must reach the engine, be inherited by
+/// new nodes, make links and renames into another project EXDEV, and survive an import.
+#[test]
+fn project_ids_through_the_file_attribute_ioctls() {
+    let Some(mut fixture) = MountedPool::new("fsxattr") else {
+        return;
+    };
+    let tree = fixture.path("tree");
+    let other = fixture.path("other");
+    fs::create_dir(&tree).unwrap();
+    fs::create_dir(&other).unwrap();
+    assert_eq!(project_of(&tree), (0, 0));
+    set_project(&tree, 42, FS_XFLAG_PROJINHERIT).unwrap();
+    assert_eq!(project_of(&tree), (42, FS_XFLAG_PROJINHERIT));
+    let mut flags = [0u8; 4];
+    ioctl(&tree, FS_IOC_GETFLAGS, &mut flags).unwrap();
+    assert_eq!(u32::from_ne_bytes(flags), FS_PROJINHERIT_FL);
+
+    fs::write(tree.join("file"), b"in the tree").unwrap();
+    fs::create_dir(tree.join("sub")).unwrap();
+    assert_eq!(project_of(&tree.join("file")), (42, 0));
+    assert_eq!(project_of(&tree.join("sub")), (42, FS_XFLAG_PROJINHERIT));
+    fs::write(other.join("outside"), b"outside").unwrap();
+    assert_eq!(project_of(&other.join("outside")), (0, 0));
+    // A file's own project; the inherit flag asked for a file is dropped, as ext4 does.
+    set_project(&other.join("outside"), 7, FS_XFLAG_PROJINHERIT).unwrap();
+    assert_eq!(project_of(&other.join("outside")), (7, 0));
+    // Flags this file system does not keep (FS_XFLAG_NOATIME), and other ioctls
+    // (FS_IOC_GETVERSION).
+    assert_eq!(
+        set_project(&other.join("outside"), 7, 0x40),
+        Err(libc::EOPNOTSUPP)
+    );
+    let mut version = [0u8; 8];
+    assert_eq!(
+        ioctl(&other.join("outside"), 0x8008_7601, &mut version),
+        Err(libc::ENOTTY)
+    );
+
+    // Into a directory that passes on another project: EXDEV, and nothing moves.
+    set_project(&other, 43, FS_XFLAG_PROJINHERIT).unwrap();
+    assert_eq!(
+        errno(fs::hard_link(tree.join("file"), other.join("file"))),
+        libc::EXDEV
+    );
+    assert_eq!(
+        errno(fs::rename(tree.join("file"), other.join("file"))),
+        libc::EXDEV
+    );
+    assert_eq!(fs::read(tree.join("file")).unwrap(), b"in the tree");
+    assert!(!other.join("file").exists());
+    set_project(&tree.join("file"), 43, 0).unwrap();
+    fs::rename(tree.join("file"), other.join("file")).unwrap();
+
+    // FS_IOC_SETFLAGS clears the flag and keeps the project.
+    let mut cleared = 0u32.to_ne_bytes();
+    ioctl(&tree, FS_IOC_SETFLAGS, &mut cleared).unwrap();
+    assert_eq!(project_of(&tree), (42, 0));
+    fs::write(tree.join("late"), b"late").unwrap();
+    assert_eq!(project_of(&tree.join("late")), (0, 0));
+
+    fixture.reimport();
+    assert_eq!(project_of(&tree), (42, 0));
+    assert_eq!(project_of(&tree.join("sub")), (42, FS_XFLAG_PROJINHERIT));
+    assert_eq!(project_of(&other.join("file")), (43, 0));
+    assert_eq!(project_of(&other.join("outside")), (7, 0));
     fixture.finish();
 }

@@ -1,7 +1,8 @@
 //! The attributes of an inode (OpenZFS zfs_vnops.c `zfs_getattr`, `zfs_setattr`): the
 //! [`Attr`] that `getattr` and every operation answering with attributes return, made from
 //! the znode and its object's dnode, and `setattr`, which changes the mode, the owner, the
-//! size (truncating or extending a regular file) and the times.
+//! size (truncating or extending a regular file) and the times. A chown or chgrp that changes
+//! the uid or gid first asks the quota admission of the new owners (fs/project.rs).
 //!
 //! `st_blocks` counts the space the object's synced tree holds plus the logical size of its
 //! data not yet synced, so it settles to the allocated space once a sync has written the
@@ -11,6 +12,7 @@
 //! its blocks in chunks of bounded txgs before the setattr's own transaction, which then only
 //! trims the last partial block and sets the size.
 
+use crate::object::owners::Owners;
 use crate::types::ObjectId;
 
 use super::acl;
@@ -83,6 +85,15 @@ impl FileSystem {
             if size > FILE_SIZE_MAX {
                 return Err(FsError::Invalid(format!("size {size} too large")));
             }
+        }
+        // New owners take one more object: their quotas may refuse it (not on replay).
+        let owners = Owners {
+            user: changes.uid.unwrap_or(znode.uid),
+            group: changes.gid.unwrap_or(znode.gid),
+            project: znode.project,
+        };
+        if owners != znode.owners() {
+            self.admit_owners(owners)?;
         }
         // A chmod rewrites a stored access ACL to match (read and checked before the
         // transaction).

@@ -3,13 +3,14 @@
 //!
 //! # Theory
 //! These changes make log records: `write` (its range), `setattr` without an ACL rewrite (the
-//! resulting attribute values), the namespace changes `create` / `mkdir` / `mknod` /
-//! `symlink`, `link`, `unlink` / `rmdir` and `rename` (without RENAME_WHITEOUT), and xattr set
-//! and remove (`copy_range` writes through `write`). A namespace record is filed under the
-//! object it names and under the directories it touched, so the fsync of any of them commits
-//! it; and a commit takes every namespace record of the set up to its newest record, in order
-//! (zil/mod.rs), so a file's name never depends on a directory change left out. Every other
-//! change of an inode (fallocate, a chmod that rewrites an ACL, a rename with a whiteout)
+//! resulting attribute values), `set_project` (a setattr record with the project bit, ordered
+//! as the namespace records are: fs/project.rs), the namespace changes `create` / `mkdir` /
+//! `mknod` / `symlink`, `link`, `unlink` / `rmdir` and `rename` (without RENAME_WHITEOUT),
+//! and xattr set and remove (`copy_range` writes through `write`). A namespace record is filed
+//! under the object it names and under the directories it touched, so the fsync of any of them
+//! commits it; and a commit takes every namespace record of the set up to its newest record,
+//! in order (zil/mod.rs), so a file's name never depends on a directory change left out. Every
+//! other change of an inode (fallocate, a chmod that rewrites an ACL, a rename with a whiteout)
 //! goes through [`FileSystem::put_znode`], which notes the txg in the log's unlogged table
 //! (shared by every handle on the set): a commit whose records name that inode first waits for
 //! that txg to sync. So an fsync always makes the file's contents and attributes, and the
@@ -195,11 +196,13 @@ impl FileSystem {
         flags & !RENAME_FLAGS_LOGGED == 0
     }
 
-    /// Record the attributes in `mask` as `znode` now has them.
+    /// Record the attributes in `mask` as `znode` now has them (with
+    /// [`setattr_mask::PROJECT`], its project ID and inherit flag).
     pub(super) fn log_setattr(&self, tx: &Tx, ino: u64, znode: &Znode, mask: u32) -> Result<()> {
         if mask == 0 {
             return Ok(());
         }
+        let has_project = mask & setattr_mask::PROJECT != 0;
         self.log_change(
             tx,
             ino,
@@ -211,6 +214,8 @@ impl FileSystem {
                 size: znode.size,
                 atime: log_time(znode.atime),
                 mtime: log_time(znode.mtime),
+                project: if has_project { znode.project } else { 0 },
+                project_inherit: has_project && znode.project_inherit(),
             }),
         )
     }
@@ -440,19 +445,26 @@ impl FileSystem {
                 size,
                 atime,
                 mtime,
+                project,
+                project_inherit,
             } => {
                 let set = |bit: u32| mask & bit != 0;
-                self.setattr(
-                    object,
-                    SetAttr {
-                        mode: set(setattr_mask::MODE).then_some(*mode),
-                        uid: set(setattr_mask::UID).then_some(*uid),
-                        gid: set(setattr_mask::GID).then_some(*gid),
-                        size: set(setattr_mask::SIZE).then_some(*size),
-                        atime: set(setattr_mask::ATIME).then_some(fs_time(*atime)),
-                        mtime: set(setattr_mask::MTIME).then_some(fs_time(*mtime)),
-                    },
-                )?;
+                if mask & !setattr_mask::PROJECT != 0 {
+                    self.setattr(
+                        object,
+                        SetAttr {
+                            mode: set(setattr_mask::MODE).then_some(*mode),
+                            uid: set(setattr_mask::UID).then_some(*uid),
+                            gid: set(setattr_mask::GID).then_some(*gid),
+                            size: set(setattr_mask::SIZE).then_some(*size),
+                            atime: set(setattr_mask::ATIME).then_some(fs_time(*atime)),
+                            mtime: set(setattr_mask::MTIME).then_some(fs_time(*mtime)),
+                        },
+                    )?;
+                }
+                if set(setattr_mask::PROJECT) {
+                    self.change_project(object, *project, *project_inherit)?;
+                }
             }
             RecordBody::Create { .. } => unreachable!("handled above"),
             RecordBody::Remove {

@@ -18,8 +18,8 @@
 //!   [`FileSystem::format`]): `"VERSION"` → format version (1), `"ROOT"` → the root directory's
 //!   object, `"UNLINKED_SET"` → the unlinked set's object (all values u64 little-endian);
 //! - the *znode* (128 bytes, plus an inline symlink target of up to 192 bytes) in each inode's
-//!   bonus buffer: mode, uid, gid, links, size, atime/mtime/ctime/crtime, parent directory,
-//!   flags, rdev;
+//!   bonus buffer: mode, uid, gid, project ID, links, size, atime/mtime/ctime/crtime, parent
+//!   directory, flags (among them a directory's project inherit flag), rdev;
 //! - *directories*: key = name (1..=255 bytes, no `/`, no NUL), value = 9 bytes (object number,
 //!   file kind). A directory's znode size is its number of entries (as in ZFS), and its link
 //!   count is 2 plus its number of subdirectories;
@@ -65,9 +65,10 @@
 //! `RENAME_EXCHANGE`, `RENAME_WHITEOUT`), `readdir` (offsets 0..=2 are `.` and `..`; later
 //! offsets are key/value cookies, stable while entries come and go), `read`, `write`, `statfs`
 //! (4 KiB units), `open` / `release` for unlink-while-open, `getxattr` / `setxattr` /
-//! `listxattr` / `removexattr` ([`xattr`], [`acl`]), and `fallocate`, SEEK_DATA / SEEK_HOLE
-//! and `copy_range` ([`ranges`]). atime follows relatime: a read updates it only if it is not
-//! newer than mtime or ctime, or is more than a day old.
+//! `listxattr` / `removexattr` ([`xattr`], [`acl`]), `fallocate`, SEEK_DATA / SEEK_HOLE
+//! and `copy_range` ([`ranges`]), and `project` / `set_project` (`project.rs`). atime follows
+//! relatime: a read updates it only if it is not newer than mtime or ctime, or is more than a
+//! day old.
 //!
 //! # Crash behaviour
 //! Every operation is one transaction, so after a crash each is wholly there or wholly absent.
@@ -90,7 +91,8 @@
 //! `write.rs` file data; [`ranges`] fallocate, SEEK_DATA / SEEK_HOLE and copy_range;
 //! [`xattr`] and [`acl`] extended attributes and POSIX ACLs; `unlinked.rs` the unlinked set
 //! and the end of an inode's life; `intent.rs` the intent log's records, fsync and replay;
-//! `path.rs` the path of an inode; [`phys`] the on-disk formats.
+//! `path.rs` the path of an inode; `project.rs` project IDs, their inheritance and the owner
+//! quota admission of creates, chowns and project changes; [`phys`] the on-disk formats.
 
 pub mod acl;
 mod attr;
@@ -99,6 +101,7 @@ mod intent;
 mod nodes;
 mod path;
 pub mod phys;
+mod project;
 pub mod ranges;
 mod read;
 mod rename;
@@ -200,6 +203,10 @@ pub enum FsError {
     /// SEEK_HOLE).
     #[error("offset past the end of the file")]
     PastEnd,
+    /// A link or rename into a directory whose new nodes inherit a project other than the
+    /// node's (EXDEV, as ext4, XFS and OpenZFS answer, so that `mv` copies instead).
+    #[error("the target directory inherits project {directory}, the node is in project {node}")]
+    CrossProject { node: u32, directory: u32 },
 }
 
 impl From<ObjectError> for FsError {
@@ -383,6 +390,13 @@ impl Staged {
             .get_mut(&ino)
             .unwrap_or_else(|| panic!("znode {ino} was not staged"))
     }
+
+    /// [`Staged::get`] to read, so that two znodes can be read at once.
+    fn peek(&self, ino: u64) -> &Znode {
+        self.znodes
+            .get(&ino)
+            .unwrap_or_else(|| panic!("znode {ino} was not staged"))
+    }
 }
 
 fn kv_error(object: u64) -> impl Fn(KvError) -> FsError {
@@ -445,6 +459,7 @@ impl FileSystem {
             mode: phys::MODE_DIRECTORY | 0o755,
             uid,
             gid,
+            project: phys::PROJECT_ID_DEFAULT,
             links: 2,
             size: 0,
             atime: now,

@@ -1,7 +1,9 @@
 //! Making and removing names: create, mkdir, mknod, symlink (short targets inline in the
 //! znode, long ones in the object's data), link, unlink and rmdir, with the default-ACL
-//! inheritance and umask of a new node, and the removal that parks a still-open file in the
-//! unlinked set. Each of these makes an intent-log record (fs/intent.rs).
+//! inheritance and umask of a new node, its project inherited from the directory and the
+//! owner quota admission it asks first (fs/project.rs), and the removal that parks a
+//! still-open file in the unlinked set. Each of these makes an intent-log record
+//! (fs/intent.rs).
 
 use crate::block::blkptr::ObjectType;
 use crate::object::adapters::KvObject;
@@ -15,6 +17,7 @@ use super::phys::{
     DirEntryValue, FileKind, SpillXattrs, Timestamp, Znode, INLINE_TARGET_MAX,
     MODE_PERMISSION_MASK, MODE_TYPE_MASK,
 };
+use super::project::inherited_project;
 use super::unlinked::Dropped;
 use super::{kv_error, Attr, FileSystem, FsError, Result, SYMLINK_TARGET_MAX};
 
@@ -185,6 +188,9 @@ impl FileSystem {
             NodeOrigin::New => Timestamp::now(),
             NodeOrigin::Replayed { time, .. } => time,
         };
+        // The directory's project, if it passes it on; replay derives the same from the
+        // directory as replay left it (fs/project.rs).
+        let (project, flags) = inherited_project(&parent, kind);
         let (inline_target, long_target) = match target {
             Some(target) if target.len() <= INLINE_TARGET_MAX => (target.to_vec(), None),
             Some(target) => (Vec::new(), Some(target)),
@@ -194,6 +200,7 @@ impl FileSystem {
             mode: kind.mode_bits() | (mode & MODE_PERMISSION_MASK),
             uid,
             gid,
+            project,
             links: if kind == FileKind::Directory { 2 } else { 1 },
             size: target.map_or(0, |target| target.len() as u64),
             atime: now,
@@ -201,7 +208,7 @@ impl FileSystem {
             ctime: now,
             crtime: now,
             parent: dir,
-            flags: 0,
+            flags,
             rdev: if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) {
                 rdev
             } else {
@@ -212,6 +219,10 @@ impl FileSystem {
             sa_xattrs: Vec::new(),
             spill: SpillXattrs::None,
         };
+        if let NodeOrigin::New = origin {
+            // Its owners' quotas first: nothing is made for a create they refuse.
+            self.admit_owners(znode.owners())?;
+        }
         let hold = self.txgs.assign()?;
         let tx = hold.tx();
         if let NodeOrigin::New = origin {
@@ -320,6 +331,7 @@ impl FileSystem {
         if self.dir_lookup(newdir, newname)?.is_some() {
             return Err(FsError::Exists);
         }
+        self.check_project_entry(staged.peek(newdir), staged.peek(ino))?;
         let now = Timestamp::now();
         let generation = self.generation_of(ino)?;
         let hold = self.txgs.assign()?;

@@ -52,10 +52,22 @@ pub const ZNODE_FLAG_SA_XATTRS: u64 = 1 << 2;
 /// Znode layout flag: the object's spill block holds more SA xattrs (the bonus buffer is then
 /// at most 192 bytes). Set by `encode` from [`Znode::spill`].
 pub const ZNODE_FLAG_SPILL: u64 = 1 << 3;
+/// Znode flag, directories only: nodes created in this directory get its project ID, and
+/// directories created in it get this flag too (ext4's and XFS's PROJINHERIT, OpenZFS's
+/// ZFS_PROJINHERIT), so that a tree stays in one project. A real flag, kept in
+/// [`Znode::flags`]. A build that predates it refuses the znode (unknown flag) rather than
+/// create nodes outside the project.
+pub const ZNODE_FLAG_PROJECT_INHERIT: u64 = 1 << 4;
 /// The layout flags, derived from the fields on encode.
 pub const ZNODE_FLAGS_LAYOUT: u64 = ZNODE_FLAG_XATTR_DIR | ZNODE_FLAG_SA_XATTRS | ZNODE_FLAG_SPILL;
 /// Every flag this version knows; others are refused as corruption.
-pub const ZNODE_FLAGS_KNOWN: u64 = ZNODE_FLAG_UNLINKED | ZNODE_FLAGS_LAYOUT;
+pub const ZNODE_FLAGS_KNOWN: u64 =
+    ZNODE_FLAG_UNLINKED | ZNODE_FLAGS_LAYOUT | ZNODE_FLAG_PROJECT_INHERIT;
+/// The project ID no node may have: Linux's `(projid_t)-1`, its invalid ID, which the kernel
+/// never passes on and OpenZFS refuses (ZFS_INVALID_PROJID). Every other u32 is a project.
+pub const PROJECT_ID_INVALID: u32 = u32::MAX;
+/// The project of a node no one put in a project (ext4's, XFS's and OpenZFS's default).
+pub const PROJECT_ID_DEFAULT: u32 = 0;
 /// Longest xattr name (Linux's XATTR_NAME_MAX), in the SA region and the xattr directory.
 pub const XATTR_NAME_LEN_MAX: usize = 255;
 /// Bytes of an SA region's header (the entry count) and of each entry's header (name length
@@ -231,7 +243,7 @@ pub fn znode_owners(bonus: &[u8]) -> Option<crate::object::owners::Owners> {
 ///        8     4  mode: S_IFMT type bits | permission bits (0o7777)
 ///       12     4  uid
 ///       16     4  gid
-///       20     4  reserved, zero
+///       20     4  project ID (0: none; 0xffffffff is refused)
 ///       24     8  links (hard link count; directories: 2 + subdirectories)
 ///       32     8  size in bytes (directories: number of entries; symlinks: target length)
 ///       40    16  atime:  i64 seconds, u32 nanoseconds, u32 zero
@@ -241,7 +253,8 @@ pub fn znode_owners(bonus: &[u8]) -> Option<crate::object::owners::Owners> {
 ///      104     8  parent directory object (the root is its own parent)
 ///      112     8  flags (bit 0: unlinked; bit 1: xattr directory follows;
 ///                    bit 2: SA xattr region follows; bit 3: more SA xattrs in the
-///                    object's spill block)
+///                    object's spill block; bit 4: directories only, new nodes inherit
+///                    the project ID)
 ///      120     8  rdev (character and block devices)
 ///      128     T  inline symlink target (T = the length at offset 6, 0..=192)
 ///   then, if flag bit 1:
@@ -254,14 +267,18 @@ pub fn znode_owners(bonus: &[u8]) -> Option<crate::object::owners::Owners> {
 ///            V  value
 /// ```
 /// A znode written before xattrs existed has neither flag and ends after the inline target,
-/// so it reads unchanged. The bonus buffer holds at most 320 bytes in all (192 beside a spill
-/// block pointer): the SA region takes what the fixed part, the inline target and the
-/// directory pointer leave.
+/// so it reads unchanged. The project ID took a field that was always zero, so a node in no
+/// project without the inherit flag encodes to the bytes it had before projects existed. The
+/// bonus buffer holds at most 320 bytes in all (192 beside a spill block pointer): the SA
+/// region takes what the fixed part, the inline target and the directory pointer leave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Znode {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// The project the node is charged to for project quotas ([`PROJECT_ID_DEFAULT`] for
+    /// none); never [`PROJECT_ID_INVALID`].
+    pub project: u32,
     pub links: u64,
     pub size: u64,
     pub atime: Timestamp,
@@ -323,6 +340,21 @@ impl Znode {
         FileKind::from_mode(self.mode).expect("decoded znodes have a valid type")
     }
 
+    /// The user, group and project the node is charged to (what [`znode_owners`] reads from
+    /// the encoded znode).
+    pub fn owners(&self) -> crate::object::owners::Owners {
+        crate::object::owners::Owners {
+            user: self.uid,
+            group: self.gid,
+            project: self.project,
+        }
+    }
+
+    /// Whether nodes created in this directory inherit its project ID.
+    pub fn project_inherit(&self) -> bool {
+        self.flags & ZNODE_FLAG_PROJECT_INHERIT != 0
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         assert!(
             self.inline_target.len() <= INLINE_TARGET_MAX,
@@ -344,8 +376,15 @@ impl Znode {
         out[4..6].copy_from_slice(&ZNODE_FORMAT_VERSION.to_le_bytes());
         out[6..8].copy_from_slice(&(self.inline_target.len() as u16).to_le_bytes());
         out[8..12].copy_from_slice(&self.mode.to_le_bytes());
-        out[12..16].copy_from_slice(&self.uid.to_le_bytes());
-        out[16..20].copy_from_slice(&self.gid.to_le_bytes());
+        out[ZNODE_UID_OFFSET..ZNODE_UID_OFFSET + 4].copy_from_slice(&self.uid.to_le_bytes());
+        out[ZNODE_GID_OFFSET..ZNODE_GID_OFFSET + 4].copy_from_slice(&self.gid.to_le_bytes());
+        assert_ne!(self.project, PROJECT_ID_INVALID, "znode project ID");
+        assert!(
+            self.flags & ZNODE_FLAG_PROJECT_INHERIT == 0 || self.kind() == FileKind::Directory,
+            "project inherit flag on a non-directory"
+        );
+        out[ZNODE_PROJECT_OFFSET..ZNODE_PROJECT_OFFSET + 4]
+            .copy_from_slice(&self.project.to_le_bytes());
         out[24..32].copy_from_slice(&self.links.to_le_bytes());
         out[32..40].copy_from_slice(&self.size.to_le_bytes());
         self.atime.encode(&mut out[40..56]);
@@ -445,8 +484,12 @@ impl Znode {
         {
             return Err(corrupt(format!("mode {mode:#o}")));
         }
-        if u32_at(20) != 0 {
-            return Err(corrupt("reserved field is not zero".into()));
+        let project = u32_at(ZNODE_PROJECT_OFFSET);
+        if project == PROJECT_ID_INVALID {
+            return Err(corrupt(format!("project ID {project:#x}")));
+        }
+        if flags & ZNODE_FLAG_PROJECT_INHERIT != 0 && mode & MODE_TYPE_MASK != MODE_DIRECTORY {
+            return Err(corrupt("project inherit flag on a non-directory".into()));
         }
         let inline_target = raw[ZNODE_SIZE..inline_end].to_vec();
         if !inline_target.is_empty() && mode & MODE_TYPE_MASK != MODE_SYMLINK {
@@ -454,8 +497,9 @@ impl Znode {
         }
         Ok(Znode {
             mode,
-            uid: u32_at(12),
-            gid: u32_at(16),
+            uid: u32_at(ZNODE_UID_OFFSET),
+            gid: u32_at(ZNODE_GID_OFFSET),
+            project,
             links: u64_at(24),
             size: u64_at(32),
             atime: Timestamp::decode(&raw[40..56], "atime").map_err(|e| corrupt(e.to_string()))?,
@@ -825,12 +869,16 @@ mod tests {
                    rdev: u64,
                    target in proptest::collection::vec(any::<u8>(), 0..=INLINE_TARGET_MAX),
                    xattr_dir in prop_oneof![Just(0u64), 2u64..], sa_xattrs in sa_xattrs(),
-                   spill: bool)
+                   spill: bool,
+                   project in prop_oneof![Just(0u32), 1..PROJECT_ID_INVALID],
+                   inherit: bool)
                    -> Znode {
+            let inherit = inherit && kind == FileKind::Directory;
             Znode {
                 mode: kind.mode_bits() | permissions,
-                uid, gid, links, size, atime, mtime, ctime, crtime, parent,
-                flags: if unlinked { ZNODE_FLAG_UNLINKED } else { 0 },
+                uid, gid, project, links, size, atime, mtime, ctime, crtime, parent,
+                flags: if unlinked { ZNODE_FLAG_UNLINKED } else { 0 }
+                    | if inherit { ZNODE_FLAG_PROJECT_INHERIT } else { 0 },
                 rdev,
                 inline_target: if kind == FileKind::Symlink { target } else { Vec::new() },
                 xattr_dir,
@@ -970,6 +1018,7 @@ mod tests {
             mode: MODE_REGULAR | 0o644,
             uid: 1,
             gid: 2,
+            project: 0,
             links: 1,
             size: 10,
             atime: Timestamp::default(),
@@ -1034,5 +1083,79 @@ mod tests {
         );
         assert!(DirEntryValue::decode(&[0; 9], 1).is_err(), "kind 0");
         assert!(DirEntryValue::decode(&[5, 0, 0, 0, 0, 0, 0, 0, 8], 1).is_err());
+    }
+
+    /// Project IDs took the field at offset 20 that every earlier znode had zero and the
+    /// decoder refused otherwise: a node in no project without the inherit flag must still
+    /// encode to exactly those bytes, or a pool written before would not read back the same,
+    /// and a project, the inherit flag and both together must round-trip.
+    #[test]
+    fn project_ids_round_trip_and_keep_the_old_bytes() {
+        let directory = Znode {
+            mode: MODE_DIRECTORY | 0o755,
+            uid: 7,
+            gid: 8,
+            project: PROJECT_ID_DEFAULT,
+            links: 2,
+            size: 0,
+            atime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            crtime: Timestamp::default(),
+            parent: 2,
+            flags: 0,
+            rdev: 0,
+            inline_target: Vec::new(),
+            xattr_dir: 0,
+            sa_xattrs: Vec::new(),
+            spill: SpillXattrs::None,
+        };
+        let old = directory.encode();
+        assert_eq!(old.len(), ZNODE_SIZE);
+        assert_eq!(
+            old[20..24],
+            [0; 4],
+            "no project leaves the old reserved field zero"
+        );
+        assert_eq!(old[112..120], [0; 8], "and no flag set");
+
+        let mut in_project = directory.clone();
+        in_project.project = 42;
+        in_project.flags = ZNODE_FLAG_PROJECT_INHERIT;
+        let encoded = in_project.encode();
+        assert_eq!(Znode::decode(&encoded, 3).unwrap(), in_project);
+        assert!(Znode::decode(&encoded, 3).unwrap().project_inherit());
+        assert_eq!(encoded[20..24], 42u32.to_le_bytes());
+        assert_eq!(encoded[112..120], ZNODE_FLAG_PROJECT_INHERIT.to_le_bytes());
+        let differing: Vec<usize> = (0..ZNODE_SIZE)
+            .filter(|&at| encoded[at] != old[at])
+            .collect();
+        assert_eq!(
+            differing,
+            vec![20, 112],
+            "only the project and the flag differ"
+        );
+        let owners = znode_owners(&encoded).unwrap();
+        assert_eq!((owners.user, owners.group, owners.project), (7, 8, 42));
+        assert_eq!(owners, in_project.owners());
+
+        let mut largest = directory.clone();
+        largest.project = PROJECT_ID_INVALID - 1;
+        assert_eq!(Znode::decode(&largest.encode(), 3).unwrap(), largest);
+
+        let mut bad = encoded.clone();
+        bad[20..24].copy_from_slice(&PROJECT_ID_INVALID.to_le_bytes());
+        assert!(Znode::decode(&bad, 3).is_err(), "the invalid project ID");
+        let mut file = in_project.clone();
+        file.mode = MODE_REGULAR | 0o644;
+        file.flags = 0;
+        file.links = 1;
+        let mut bad = file.encode();
+        assert_eq!(Znode::decode(&bad, 3).unwrap().project, 42);
+        bad[112] |= ZNODE_FLAG_PROJECT_INHERIT as u8;
+        assert!(
+            Znode::decode(&bad, 3).is_err(),
+            "the inherit flag on a regular file"
+        );
     }
 }

@@ -2,14 +2,19 @@
 //! RENAME_WHITEOUT, within and across directories, with the ancestor check that keeps the
 //! directory tree a tree and the replaced target's removal. A whiteout (overlayfs's mark of a
 //! deleted lower file) is a character device 0:0 with mode 0 left at the old name, created in
-//! the rename's own transaction, so no one ever sees the old name missing.
+//! the rename's own transaction, so no one ever sees the old name missing; it takes the old
+//! directory's project as any node created there would. A node moves into a directory whose
+//! new nodes inherit a project only if it is in that project (EXDEV otherwise:
+//! fs/project.rs).
 
 use crate::block::blkptr::ObjectType;
+use crate::object::owners::Owners;
 use crate::object::Tx;
 use crate::zil::record::RecordBody;
 
 use super::dir::{check_name, check_old_name, is_dot_or_dotdot};
 use super::phys::{DirEntryValue, FileKind, SpillXattrs, Timestamp, Znode};
+use super::project::inherited_project;
 use super::unlinked::Dropped;
 use super::{FileSystem, FsError, Result};
 
@@ -151,6 +156,20 @@ impl FileSystem {
                 return Err(FsError::NotEmpty);
             }
         }
+        self.check_project_entry(staged.peek(newdir), staged.peek(source.object))?;
+        if let (Some(target), true) = (target, exchange) {
+            self.check_project_entry(staged.peek(olddir), staged.peek(target.object))?;
+        }
+        // A whiteout is a node made in the old directory: its project and its admission are
+        // those of any node made there.
+        let whiteout_owners = Owners {
+            user: uid,
+            group: gid,
+            project: inherited_project(staged.peek(olddir), FileKind::CharDevice).0,
+        };
+        if whiteout {
+            self.admit_owners(whiteout_owners)?;
+        }
         let now = Timestamp::now();
         let generation = self.generation_of(source.object)?;
         let hold = self.txgs.assign()?;
@@ -180,7 +199,7 @@ impl FileSystem {
             staged.get(olddir).size -= 1;
             staged.get(newdir).size += 1;
             if whiteout {
-                self.make_whiteout(tx, olddir, oldname, uid, gid, now)?;
+                self.make_whiteout(tx, olddir, oldname, whiteout_owners, now)?;
                 staged.get(olddir).size += 1;
             }
             if source_is_dir {
@@ -244,14 +263,14 @@ impl FileSystem {
         Ok(())
     }
 
-    /// Create the whiteout at `name` in `dir` (whose entry the rename just removed) in `tx`.
+    /// Create the whiteout at `name` in `dir` (whose entry the rename just removed) in `tx`,
+    /// owned by `owners`.
     fn make_whiteout(
         &self,
         tx: Tx,
         dir: u64,
         name: &[u8],
-        uid: u32,
-        gid: u32,
+        owners: Owners,
         now: Timestamp,
     ) -> Result<()> {
         let kind = FileKind::CharDevice;
@@ -260,8 +279,9 @@ impl FileSystem {
             .create_object(&tx, self.props_for(kind), ObjectType::None, &[])?;
         let znode = Znode {
             mode: kind.mode_bits(),
-            uid,
-            gid,
+            uid: owners.user,
+            gid: owners.group,
+            project: owners.project,
             links: 1,
             size: 0,
             atime: now,

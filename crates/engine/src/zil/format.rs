@@ -227,6 +227,8 @@ mod tests {
                         seconds: -5,
                         nanoseconds: 7,
                     },
+                    project: 0,
+                    project_inherit: false,
                 },
             },
         ];

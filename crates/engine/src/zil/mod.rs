@@ -5,7 +5,8 @@
 //! milliseconds. The intent log records, in open context, what each change did (an *itx*: a
 //! write of a range, a setattr, a create, remove, link or rename, an xattr change; record.rs),
 //! and an fsync writes only the records of the file it names, plus every namespace record of
-//! the set up to its newest one (a name may hang on other directory changes; OpenZFS commits
+//! the set up to its newest one (a name may hang on other directory changes, and a new node's
+//! project on its directory's project change, which counts as one: record.rs; OpenZFS commits
 //! namespace itxs the same way), into a chain of log blocks: one sync-class write, durable
 //! when it completes (O_DSYNC direct I/O on a file vdev, `BlockDevice::write_durable_at`), so
 //! no flush of the whole device, which would first write back a syncing txg's buffered

@@ -30,9 +30,12 @@
 //! - write-indirect (WR_INDIRECT): 40 `offset` u64, 48 `length` u64, 56 offset of the bytes in
 //!   the block u64, 64 the block pointer (128 bytes): 192 bytes. The block is a level-0 data
 //!   block, neither a hole, embedded nor a gang; the bytes lie within it.
-//! - setattr: 40 mask u32 (bit 0 mode, 1 uid, 2 gid, 3 size, 4 atime, 5 mtime), 44 mode u32,
-//!   48 uid u32, 52 gid u32, 56 size u64, 64 atime (i64 seconds, u32 nanoseconds, 4 zero),
-//!   80 mtime (same): 96 bytes.
+//! - setattr: 40 mask u32 (bit 0 mode, 1 uid, 2 gid, 3 size, 4 atime, 5 mtime, 6 project),
+//!   44 mode u32, 48 uid u32, 52 gid u32, 56 size u64, 64 atime (i64 seconds, u32
+//!   nanoseconds, 4 zero), 80 mtime (same): 96 bytes; with mask bit 6 (and only then) 8 more,
+//!   OpenZFS's TX_SETATTR with an XAT_PROJID tail: 96 project ID u32 (not 0xffffffff),
+//!   100 project flags u32 (bit 0: the directory's new nodes inherit the project; other bits
+//!   zero): 104 bytes. A setattr without a project change keeps the 96 bytes it always had.
 //! - create (TX_CREATE, TX_MKDIR, TX_MKNOD, TX_SYMLINK; the kind is in the mode's type bits):
 //!   40 directory u64, 48 mode u32 (as requested), 52 umask u32, 56 uid u32, 60 gid u32,
 //!   64 rdev u64, 72 time (as setattr's), 88 name length u16, 90 zero u16, 92 symlink target
@@ -57,6 +60,12 @@ use crate::object::log_header::LogFormatError;
 pub const RECORD_COMMON_SIZE: usize = 40;
 /// Size of a setattr record.
 pub const SETATTR_RECORD_SIZE: usize = 96;
+/// Size of a setattr record that changes the project (mask bit [`setattr_mask::PROJECT`]).
+pub const SETATTR_PROJECT_RECORD_SIZE: usize = SETATTR_RECORD_SIZE + 8;
+/// The project flag of a setattr record: the directory's new nodes inherit its project.
+const SETATTR_PROJECT_INHERIT: u32 = 1;
+/// The project ID no record may carry (Linux's invalid project ID, refused by the znode).
+const PROJECT_ID_INVALID: u32 = u32::MAX;
 /// Size of a write record's fixed part (data follows).
 pub const WRITE_RECORD_FIXED: usize = 56;
 /// Longest name in a namespace or xattr record (a directory entry's or xattr's limit).
@@ -93,7 +102,9 @@ pub mod setattr_mask {
     pub const SIZE: u32 = 8;
     pub const ATIME: u32 = 16;
     pub const MTIME: u32 = 32;
-    pub const ALL: u32 = 63;
+    /// The project ID and the project inherit flag (8 more bytes).
+    pub const PROJECT: u32 = 64;
+    pub const ALL: u32 = 127;
 }
 
 /// A time in a record: seconds and nanoseconds.
@@ -117,7 +128,8 @@ pub enum RecordBody {
         block_offset: u64,
         bp: BlockPtr,
     },
-    /// Attributes set (those in `mask`); a size is a truncate or extend.
+    /// Attributes set (those in `mask`); a size is a truncate or extend. `project` and
+    /// `project_inherit` are 0 and false unless the mask has [`setattr_mask::PROJECT`].
     Setattr {
         mask: u32,
         mode: u32,
@@ -126,6 +138,8 @@ pub enum RecordBody {
         size: u64,
         atime: LogTime,
         mtime: LogTime,
+        project: u32,
+        project_inherit: bool,
     },
     /// The record's object was made as `name` in `dir`: a file, directory, device node or
     /// symlink (`target`), as the type bits of `mode` say; `mode` and `umask` as the caller
@@ -166,16 +180,21 @@ pub enum RecordBody {
 }
 
 impl RecordBody {
-    /// Whether this record changes a directory (create, remove, link, rename): such records
-    /// are committed in order, every one of them up to the fsync's.
+    /// Whether this record changes a directory (create, remove, link, rename) or a project:
+    /// such records are committed in order, every one of them up to the fsync's. A project
+    /// change counts because the namespace changes after it depend on it: a create in a
+    /// directory with the inherit flag takes the directory's project at replay as it did at
+    /// first, and a link or rename into it is allowed only within that project, so replay
+    /// must never see such a create without the project change that came before it.
     pub fn is_namespace(&self) -> bool {
-        matches!(
-            self,
+        match self {
             RecordBody::Create { .. }
-                | RecordBody::Remove { .. }
-                | RecordBody::Link { .. }
-                | RecordBody::Rename { .. }
-        )
+            | RecordBody::Remove { .. }
+            | RecordBody::Link { .. }
+            | RecordBody::Rename { .. } => true,
+            RecordBody::Setattr { mask, .. } => mask & setattr_mask::PROJECT != 0,
+            _ => false,
+        }
     }
 }
 
@@ -276,6 +295,9 @@ impl Record {
         let used = match &self.body {
             RecordBody::Write { data, .. } => WRITE_RECORD_FIXED + data.len(),
             RecordBody::WriteIndirect { .. } => WRITE_INDIRECT_SIZE,
+            RecordBody::Setattr { mask, .. } if mask & setattr_mask::PROJECT != 0 => {
+                SETATTR_PROJECT_RECORD_SIZE
+            }
             RecordBody::Setattr { .. } => SETATTR_RECORD_SIZE,
             RecordBody::Create { name, target, .. } => CREATE_FIXED + name.len() + target.len(),
             RecordBody::Remove { name, .. } => REMOVE_FIXED + name.len(),
@@ -338,6 +360,8 @@ impl Record {
                 size,
                 atime,
                 mtime,
+                project,
+                project_inherit,
             } => {
                 put_u32(bytes, 40, *mask);
                 put_u32(bytes, 44, *mode);
@@ -346,6 +370,20 @@ impl Record {
                 put_u64(bytes, 56, *size);
                 put_time(bytes, 64, *atime);
                 put_time(bytes, 80, *mtime);
+                if mask & setattr_mask::PROJECT != 0 {
+                    put_u32(bytes, 96, *project);
+                    let flags = if *project_inherit {
+                        SETATTR_PROJECT_INHERIT
+                    } else {
+                        0
+                    };
+                    put_u32(bytes, 100, flags);
+                } else {
+                    debug_assert!(
+                        *project == 0 && !project_inherit,
+                        "a project in a setattr record without the project bit"
+                    );
+                }
             }
             RecordBody::Create {
                 dir,
@@ -466,13 +504,37 @@ fn decode_write_indirect(raw: &[u8]) -> Result<RecordBody, LogFormatError> {
 }
 
 fn decode_setattr(raw: &[u8]) -> Result<RecordBody, LogFormatError> {
-    if raw.len() != SETATTR_RECORD_SIZE {
+    if raw.len() < SETATTR_RECORD_SIZE {
         return bad(format!("setattr record of {} bytes", raw.len()));
     }
     let mask = u32_at(raw, 40);
     if mask & !setattr_mask::ALL != 0 || mask == 0 {
         return bad(format!("setattr record mask {mask:#x}"));
     }
+    let has_project = mask & setattr_mask::PROJECT != 0;
+    let expected = if has_project {
+        SETATTR_PROJECT_RECORD_SIZE
+    } else {
+        SETATTR_RECORD_SIZE
+    };
+    if raw.len() != expected {
+        return bad(format!(
+            "setattr record of {} bytes with mask {mask:#x}",
+            raw.len()
+        ));
+    }
+    let (project, project_inherit) = if has_project {
+        let project = u32_at(raw, 96);
+        let flags = u32_at(raw, 100);
+        if project == PROJECT_ID_INVALID || flags & !SETATTR_PROJECT_INHERIT != 0 {
+            return bad(format!(
+                "setattr record: project {project:#x} with flags {flags:#x}"
+            ));
+        }
+        (project, flags & SETATTR_PROJECT_INHERIT != 0)
+    } else {
+        (0, false)
+    };
     Ok(RecordBody::Setattr {
         mask,
         mode: u32_at(raw, 44),
@@ -481,6 +543,8 @@ fn decode_setattr(raw: &[u8]) -> Result<RecordBody, LogFormatError> {
         size: u64_at(raw, 56),
         atime: time_at(raw, 64)?,
         mtime: time_at(raw, 80)?,
+        project,
+        project_inherit,
     })
 }
 
@@ -680,16 +744,22 @@ mod tests {
                 any::<u32>(),
                 any::<u64>(),
                 time(),
-                time()
+                time(),
+                (0..PROJECT_ID_INVALID, any::<bool>()),
             )
-                .prop_map(|(mask, mode, size, atime, mtime)| RecordBody::Setattr {
-                    mask,
-                    mode,
-                    uid: mode ^ 1,
-                    gid: mode ^ 2,
-                    size,
-                    atime,
-                    mtime,
+                .prop_map(|(mask, mode, size, atime, mtime, (project, inherit))| {
+                    let has_project = mask & setattr_mask::PROJECT != 0;
+                    RecordBody::Setattr {
+                        mask,
+                        mode,
+                        uid: mode ^ 1,
+                        gid: mode ^ 2,
+                        size,
+                        atime,
+                        mtime,
+                        project: if has_project { project } else { 0 },
+                        project_inherit: has_project && inherit,
+                    }
                 }),
             (
                 any::<u64>(),
@@ -783,6 +853,64 @@ mod tests {
         // fields, and a zero-length name is refused either way.
         encoded[48] = 0;
         assert!(decode_records(&encoded).is_err());
+    }
+
+    /// A setattr record with a project change: mask bit 6 and 8 bytes more (project ID and
+    /// flags); without the bit the record keeps its 96 bytes, so logs written before project
+    /// IDs read unchanged. The tail is refused where it does not belong, and bad values in it
+    /// are refused.
+    #[test]
+    fn setattr_records_carry_a_project_only_with_its_bit() {
+        let time = LogTime {
+            seconds: 5,
+            nanoseconds: 6,
+        };
+        let with_project = RecordBody::Setattr {
+            mask: setattr_mask::PROJECT,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: time,
+            mtime: time,
+            project: 42,
+            project_inherit: true,
+        };
+        assert!(with_project.is_namespace(), "project changes are ordered");
+        let without = RecordBody::Setattr {
+            mask: setattr_mask::MODE,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: time,
+            mtime: time,
+            project: 0,
+            project_inherit: false,
+        };
+        assert!(!without.is_namespace());
+        let records = records_of(vec![with_project, without]);
+        let encoded = encode_all(&records);
+        assert_eq!(records[0].encoded_size(), SETATTR_PROJECT_RECORD_SIZE);
+        assert_eq!(records[1].encoded_size(), SETATTR_RECORD_SIZE);
+        assert_eq!(decode_records(&encoded).unwrap(), records);
+
+        let project_record = encode_all(&records[..1]);
+        let mut bad = project_record.clone();
+        bad[96..100].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_records(&bad).is_err(), "the invalid project ID");
+        let mut bad = project_record.clone();
+        bad[100] = 2;
+        assert!(decode_records(&bad).is_err(), "an unknown project flag");
+        let mut bad = project_record.clone();
+        bad[40..44].copy_from_slice(&setattr_mask::MODE.to_le_bytes());
+        assert!(
+            decode_records(&bad).is_err(),
+            "104 bytes without the project bit"
+        );
+        let mut bad = encode_all(&records[1..]);
+        bad[40..44].copy_from_slice(&setattr_mask::PROJECT.to_le_bytes());
+        assert!(decode_records(&bad).is_err(), "the project bit in 96 bytes");
     }
 
     proptest! {
