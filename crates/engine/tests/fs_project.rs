@@ -355,13 +355,18 @@ impl WriteReservation for OwnerRule {
         self.inner.charge_metadata(tx, charge)
     }
 
-    fn owner_admits(&self, owners: Owners, objects: u64) -> Result<(), ObjectError> {
+    fn owner_admits(
+        &self,
+        owners: Owners,
+        previous: Option<Owners>,
+        objects: u64,
+    ) -> Result<(), ObjectError> {
         assert_eq!(objects, 1, "one object at a time");
         self.asked.lock().push(owners);
         if (self.refuse)(&owners) {
             return Err(ObjectError::QuotaExceeded);
         }
-        self.inner.owner_admits(owners, objects)
+        self.inner.owner_admits(owners, previous, objects)
     }
 
     fn hold_back(&self, bytes: u64) {

@@ -198,9 +198,20 @@ fn a_user_quota_stops_the_users_writes_at_the_quota() {
         )
     };
     pool.sync().unwrap();
-    // Owner checks at chown come with the project-ID work (fs/attr.rs); the write path's
-    // check is what this test holds.
-    let _ = chown;
+    // Below the quota a chown is admitted (zfs refuses only at or over it); with a quota
+    // set below what the user holds (allowed, as in zfs), it is refused.
+    chown(third, 1000).unwrap();
+    chown(third, 1002).unwrap();
+    pool.set_property("uq", "userquota@1000", Some(&(used / 2).to_string()))
+        .unwrap();
+    let error = chown(third, 1000).unwrap_err();
+    assert!(
+        matches!(error, tarn::fs::FsError::QuotaExceeded),
+        "a chown to a user over its quota: {error:?}"
+    );
+    chown(third, 1003).unwrap();
+    pool.set_property("uq", "userquota@1000", Some("6M"))
+        .unwrap();
     // The group's object quota: three nodes of group 50, then refused.
     for index in 0..3 {
         fs.create(fs.root(), format!("g{index}").as_bytes(), 0o644, 2000, 50)

@@ -23,6 +23,7 @@ mod chains;
 mod logs;
 mod rewind;
 
+use crate::dataset::owner_quotas::{OwnerField, OwnerProperty};
 use crate::object::accounting::charge_of;
 use crate::object::owners::OwnerKind;
 use std::collections::BTreeMap;
@@ -483,10 +484,19 @@ fn check_dataset_tree(
                 Ok(entries) => {
                     for entry in entries {
                         let key = String::from_utf8_lossy(&entry.key).into_owned();
-                        let valid = Property::from_name(&key).is_some_and(|property| {
-                            std::str::from_utf8(&entry.value)
-                                .is_ok_and(|value| property.parse(value).is_ok())
-                        });
+                        let value = std::str::from_utf8(&entry.value);
+                        let valid = match Property::from_name(&key) {
+                            Some(property) => {
+                                value.is_ok_and(|value| property.parse(value).is_ok())
+                            }
+                            // A user, group or project quota: a positive number.
+                            None => OwnerProperty::parse(&key).is_some_and(|owner| {
+                                owner.field == OwnerField::Quota
+                                    && value.is_ok_and(|value| {
+                                        value.parse::<u64>().is_ok_and(|limit| limit > 0)
+                                    })
+                            }),
+                        };
                         if !valid {
                             problem(format!("invalid stored property {key:?}"));
                             continue;

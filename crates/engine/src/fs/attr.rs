@@ -93,7 +93,7 @@ impl FileSystem {
             project: znode.project,
         };
         if owners != znode.owners() {
-            self.admit_owners(owners)?;
+            self.admit_owners(owners, Some(znode.owners()))?;
         }
         // A chmod rewrites a stored access ACL to match (read and checked before the
         // transaction).

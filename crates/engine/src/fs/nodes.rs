@@ -221,7 +221,7 @@ impl FileSystem {
         };
         if let NodeOrigin::New = origin {
             // Its owners' quotas first: nothing is made for a create they refuse.
-            self.admit_owners(znode.owners())?;
+            self.admit_owners(znode.owners(), None)?;
         }
         let hold = self.txgs.assign()?;
         let tx = hold.tx();

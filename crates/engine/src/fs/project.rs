@@ -66,12 +66,12 @@ pub(super) fn inherited_project(parent: &Znode, kind: FileKind) -> (u32, u64) {
 }
 
 impl FileSystem {
-    /// Whether nodes may be given project IDs other than 0. Always, for now: the pool will
-    /// answer from its owner accounting feature (`com.tarn:user_accounting`), without which
-    /// nothing charges or limits a project, so that no pool records projects it cannot
-    /// account for. [`FileSystem::set_project`] asks it.
+    /// Whether nodes may be given project IDs other than 0: only where the object set keeps
+    /// usage by owner, which the pool turns on with its feature `com.tarn:user_accounting`
+    /// (needed to read; a build without it refuses such a znode anyway), so that no pool
+    /// records projects it cannot account for. [`FileSystem::set_project`] asks it.
     pub fn project_ids_allowed(&self) -> bool {
-        true
+        self.objset.keeps_owner_usage()
     }
 
     /// The project ID of `ino`, and whether it is a directory whose new nodes inherit it.
@@ -115,10 +115,13 @@ impl FileSystem {
             return Ok(());
         }
         if znode.project != project {
-            self.admit_owners(Owners {
-                project,
-                ..znode.owners()
-            })?;
+            self.admit_owners(
+                Owners {
+                    project,
+                    ..znode.owners()
+                },
+                Some(znode.owners()),
+            )?;
         }
         let now = Timestamp::now();
         let hold = self.txgs.assign()?;
@@ -143,16 +146,18 @@ impl FileSystem {
     }
 
     /// Ask the dataset's admission whether `owners` may have one more object (module
-    /// documentation); always yes during replay and without an admission (a snapshot's file
-    /// system, a bare object set in a test). Never waits.
-    pub(super) fn admit_owners(&self, owners: Owners) -> Result<()> {
+    /// documentation): those of them that differ from `previous` (the node's owners before
+    /// a chown or a change of project; None for a new node). Always yes during replay and
+    /// without an admission (a snapshot's file system, a bare object set in a test). Never
+    /// waits.
+    pub(super) fn admit_owners(&self, owners: Owners, previous: Option<Owners>) -> Result<()> {
         if self.replaying() {
             return Ok(());
         }
         let Some(reservation) = self.objset.reservation() else {
             return Ok(());
         };
-        reservation.owner_admits(owners, 1)?;
+        reservation.owner_admits(owners, previous, 1)?;
         Ok(())
     }
 

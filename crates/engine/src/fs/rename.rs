@@ -168,7 +168,7 @@ impl FileSystem {
             project: inherited_project(staged.peek(olddir), FileKind::CharDevice).0,
         };
         if whiteout {
-            self.admit_owners(whiteout_owners)?;
+            self.admit_owners(whiteout_owners, None)?;
         }
         let now = Timestamp::now();
         let generation = self.generation_of(source.object)?;

@@ -282,6 +282,11 @@ impl ObjectSet {
         *self.owner_of.lock()
     }
 
+    /// Whether the set keeps usage by owner (the pool's feature is enabled for it).
+    pub fn keeps_owner_usage(&self) -> bool {
+        self.owner_of().is_some() && self.kind == super::phys::ObjsetKind::FileSystem
+    }
+
     /// Whether the synced tree carries usage by owner.
     pub fn has_owner_usage(&self) -> bool {
         self.state.lock().synced_accounting.is_some()
@@ -337,7 +342,8 @@ impl ObjectSet {
         }))
     }
 
-    /// Charge `bytes` and `objects` to each of `owners` in `txg` if `admit` allows it, given
+    /// Charge `bytes` and `objects` to the owners of `kinds` among `owners` in `txg` if
+    /// `admit` allows it, given
     /// each owner's usage (synced plus pending, this charge not included); atomically, so
     /// two writers of one owner cannot both pass a check the sum of their charges fails.
     /// Returns `admit`'s answer; false without usage by owner (no charge is made then).
@@ -345,6 +351,7 @@ impl ObjectSet {
         &self,
         txg: Txg,
         owners: Owners,
+        kinds: &[OwnerKind],
         charge: OwnerUsage,
         admit: &mut dyn FnMut(OwnerKey, OwnerUsage) -> bool,
     ) -> Result<bool, ObjectError> {
@@ -352,7 +359,7 @@ impl ObjectSet {
             return Ok(true);
         }
         let mut state = self.state.lock();
-        for kind in OwnerKind::ALL {
+        for &kind in kinds {
             let key = (kind, owners.id(kind));
             let mut usage = state
                 .owner_totals
@@ -371,7 +378,7 @@ impl ObjectSet {
         }
         if txg > state.last_synced {
             let pending = state.owner_pending.entry(txg).or_default();
-            for kind in OwnerKind::ALL {
+            for &kind in kinds {
                 let charged = pending.entry((kind, owners.id(kind))).or_default();
                 charged.bytes = charged.bytes.saturating_add(charge.bytes);
                 charged.objects = charged.objects.saturating_add(charge.objects);

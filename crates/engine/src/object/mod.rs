@@ -204,9 +204,15 @@ pub trait WriteReservation: Send + Sync {
 
     /// Whether `owners` may be given `objects` more objects (a create, a chown, a change of
     /// project) under the user, group and project quotas of the dataset: `QuotaExceeded`
-    /// when one of the three is at or over its byte quota, or would go over its object
-    /// quota. Never waits.
-    fn owner_admits(&self, _owners: owners::Owners, _objects: u64) -> Result<(), ObjectError> {
+    /// when one of them is at or over its byte quota, or would go over its object quota.
+    /// Only the owners that differ from `previous` are asked (all of them for a new node,
+    /// `previous` None). Never waits.
+    fn owner_admits(
+        &self,
+        _owners: owners::Owners,
+        _previous: Option<owners::Owners>,
+        _objects: u64,
+    ) -> Result<(), ObjectError> {
         Ok(())
     }
 

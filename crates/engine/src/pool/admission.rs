@@ -178,11 +178,12 @@ impl WriteReservation for PoolReservation {
     fn owner_admits(
         &self,
         owners: crate::object::owners::Owners,
+        previous: Option<crate::object::owners::Owners>,
         objects: u64,
     ) -> Result<(), ObjectError> {
         match self.dataset.upgrade() {
             Some(dataset) => {
-                PoolCore::owner_admits(&dataset, self.txgs.open_txg(), owners, objects, 0)
+                PoolCore::owner_admits(&dataset, self.txgs.open_txg(), owners, previous, objects, 0)
             }
             None => Ok(()),
         }
@@ -195,7 +196,7 @@ impl WriteReservation for PoolReservation {
     ) -> Result<(), ObjectError> {
         match self.dataset.upgrade() {
             Some(dataset) => {
-                PoolCore::owner_admits(&dataset, self.txgs.open_txg(), owners, 0, bytes)
+                PoolCore::owner_admits(&dataset, self.txgs.open_txg(), owners, None, 0, bytes)
             }
             None => Ok(()),
         }

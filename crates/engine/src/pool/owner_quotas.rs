@@ -110,6 +110,7 @@ impl PoolCore {
         let admitted = objset.admit_owner_charge(
             txg,
             owners,
+            &OwnerKind::ALL,
             OwnerUsage {
                 bytes: charge,
                 objects: 0,
@@ -129,7 +130,8 @@ impl PoolCore {
         }
     }
 
-    /// Whether `owners` may be given `objects` more nodes and `bytes` more bytes: refused
+    /// Whether `owners` (those that differ from `previous`) may be given `objects` more
+    /// nodes and `bytes` more bytes: refused
     /// when an owner is at or over its byte quota (or `bytes` would take it over), or
     /// `objects` would take it past its object quota. New nodes are counted in flight in
     /// `txg` when admitted (the txg the caller's change will join); a look at `bytes` alone
@@ -138,6 +140,7 @@ impl PoolCore {
         dataset: &Dataset,
         txg: Txg,
         owners: Owners,
+        previous: Option<Owners>,
         objects: u64,
         bytes: u64,
     ) -> Result<(), ObjectError> {
@@ -147,9 +150,15 @@ impl PoolCore {
         let Some(objset) = dataset.try_objset() else {
             return Ok(());
         };
+        // A chown asks only for the owners it changes, as zfs_setattr does.
+        let kinds: Vec<OwnerKind> = OwnerKind::ALL
+            .into_iter()
+            .filter(|kind| previous.is_none_or(|previous| previous.id(*kind) != owners.id(*kind)))
+            .collect();
         let admitted = objset.admit_owner_charge(
             txg,
             owners,
+            &kinds,
             OwnerUsage { bytes: 0, objects },
             &mut |key, usage| {
                 let over_bytes = dataset
@@ -250,9 +259,7 @@ impl Pool {
         name: &str,
     ) -> Result<(String, PropertySource), PoolError> {
         let property = parse_owner_property(name)?;
-        let relative = self.core.relative_name(full_name)?;
-        let head = relative.split('@').next().unwrap_or(relative);
-        let dataset = self.core.dataset_by_relative(head)?;
+        let dataset = self.head_of(full_name)?;
         let key = (property.kind, property.id);
         match property.field {
             OwnerField::Quota => Ok(match dataset.owner_quotas.limit(key, property.measure) {
@@ -272,6 +279,14 @@ impl Pool {
                 Ok((value.to_string(), PropertySource::Default))
             }
         }
+    }
+
+    /// The file system `full_name` names, or whose snapshot it names (its quotas are the
+    /// snapshot's too).
+    fn head_of(&self, full_name: &str) -> Result<std::sync::Arc<Dataset>, PoolError> {
+        let head = full_name.split('@').next().unwrap_or(full_name);
+        self.core
+            .dataset_by_relative(self.core.relative_name(head)?)
     }
 
     /// The synced usage of every owner of kind `kind` in a file system or snapshot.
@@ -301,9 +316,7 @@ impl Pool {
         kind: OwnerKind,
     ) -> Result<Vec<OwnerSpace>, PoolError> {
         let usage = self.owner_usage(full_name, kind)?;
-        let relative = self.core.relative_name(full_name)?;
-        let head = relative.split('@').next().unwrap_or(relative);
-        let quotas = self.core.dataset_by_relative(head)?.owner_quotas.all();
+        let quotas = self.head_of(full_name)?.owner_quotas.all();
         let mut rows: BTreeMap<u32, OwnerSpace> = BTreeMap::new();
         for (id, usage) in usage {
             let entry = rows.entry(id).or_insert_with(|| empty_row(kind, id));
