@@ -378,3 +378,61 @@ fn receive_rollback_and_clone_keep_usage_true() {
     drop(copy);
     check_clean(&pool, "receive, rollback, clone");
 }
+
+/// `send -p` carries user, group and project quotas; a receiver without the feature drops
+/// them with a warning and the receive stands.
+#[test]
+fn send_with_properties_carries_owner_quotas() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "sp", single(dir.path(), "a.img"), tiny());
+    pool.create_dataset("sp/src", &[], false).unwrap();
+    pool.set_property("sp/src", "userquota@10", Some("1G"))
+        .unwrap();
+    pool.set_property("sp/src", "projectobjquota@3", Some("500"))
+        .unwrap();
+    pool.create_snapshots(&["sp/src@s".to_string()], false)
+        .unwrap();
+    let mut stream = Vec::new();
+    let options = tarn::send::SendOptions {
+        properties: true,
+        ..tarn::send::SendOptions::default()
+    };
+    tarn::send::send(&pool, "sp/src@s", &options, &mut stream, &mut |_| {}).unwrap();
+    let receive = tarn::send::ReceiveOptions::default();
+    tarn::send::receive(&pool, "sp/dst", &mut &stream[..], &receive).unwrap();
+    assert_eq!(
+        pool.owner_property("sp/dst", "userquota@10").unwrap().0,
+        (1u64 << 30).to_string()
+    );
+    assert_eq!(
+        pool.owner_property("sp/dst", "projectobjquota@3")
+            .unwrap()
+            .0,
+        "500"
+    );
+    assert_eq!(
+        pool.owner_property("sp/dst", "userquota@11").unwrap().0,
+        "none"
+    );
+
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = tarn::Pool::create(tarn::pool::CreateOptions {
+        name: "nf".into(),
+        log: Vec::new(),
+        cache: Vec::new(),
+        vdevs: single(other_dir.path(), "b.img"),
+        create_size: Some(VDEV_SIZE),
+        force: false,
+        tunables: tiny(),
+        wrap_device: None,
+        disabled_features: vec!["user_accounting".to_string()],
+    })
+    .unwrap();
+    tarn::send::receive(&other, "nf/dst", &mut &stream[..], &receive).unwrap();
+    assert_eq!(
+        other.owner_property("nf/dst", "userquota@10").unwrap().0,
+        "none"
+    );
+    check_clean(&pool, "owner quotas sent");
+    check_clean(&other, "owner quotas dropped");
+}

@@ -115,6 +115,9 @@ pub enum Op {
     SetOwnerQuota,
     /// Give a file another owner (user and group), as chown does: usage by owner follows.
     Chown,
+    /// Put a file in another project (`chattr -p`; no directory gets the inherit flag, so
+    /// renames never meet EXDEV).
+    SetProject,
     /// Start a scrub.
     ScrubStart,
     /// Pause the running scan.
@@ -214,6 +217,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     // operation; no other row was changed for them.
     row(Op::SetOwnerQuota, 2, true),
     row(Op::Chown, 2, true),
+    row(Op::SetProject, 1, true),
     // Scans.
     row(Op::ScrubStart, 3, true),
     row(Op::ScrubPause, 1, true),
@@ -314,7 +318,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 44);
+        assert_eq!(seen.len(), 47);
     }
 
     #[test]

@@ -289,6 +289,28 @@ impl Pool {
             .dataset_by_relative(self.core.relative_name(head)?)
     }
 
+    /// The owner quotas set on a file system, as (property name, bytes or nodes), for
+    /// `send -p`.
+    pub fn local_owner_quotas(&self, full_name: &str) -> Result<Vec<(String, String)>, PoolError> {
+        let mut quotas: Vec<(String, String)> = self
+            .head_of(full_name)?
+            .owner_quotas
+            .all()
+            .into_iter()
+            .map(|(((kind, id), measure), limit)| {
+                let property = OwnerProperty {
+                    kind,
+                    measure,
+                    field: OwnerField::Quota,
+                    id,
+                };
+                (property.name(), limit.to_string())
+            })
+            .collect();
+        quotas.sort();
+        Ok(quotas)
+    }
+
     /// The synced usage of every owner of kind `kind` in a file system or snapshot.
     fn owner_usage(
         &self,

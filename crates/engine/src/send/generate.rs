@@ -205,12 +205,16 @@ pub fn send(
 
 /// The local properties of `file_system`, as (name, value).
 fn local_properties(pool: &Pool, file_system: &str) -> Result<Vec<(String, String)>, SendError> {
-    Ok(pool
+    let mut local: Vec<(String, String)> = pool
         .properties(file_system)?
         .into_iter()
         .filter(|value| value.source == PropertySource::Local)
         .map(|value| (value.property, value.value))
-        .collect())
+        .collect();
+    // User, group and project quotas travel as properties too (zfs carries them in the file
+    // system's own objects; tarn keeps them with the dataset's properties).
+    local.extend(pool.local_owner_quotas(file_system)?);
+    Ok(local)
 }
 
 /// The snapshots of `file_system` created in txgs `from..=to`, oldest first.

@@ -445,9 +445,13 @@ fn substream(
         for (property, value) in streamed.chain(options.set.iter()) {
             match pool.set_property(file_system, property, Some(value)) {
                 // As zfs receive: a limit the received data does not fit in (a quota below
-                // what the stream brought) is not set, and the receive stands.
+                // what the stream brought) is not set, and the receive stands; so is an owner
+                // quota this pool cannot keep (no feature@user_accounting) or a bad one.
                 Err(error @ (PoolError::BadProperty(_) | PoolError::OutOfSpace(_)))
-                    if Property::from_name(property).is_some_and(Property::is_space_limit) =>
+                    if Property::from_name(property).is_some_and(Property::is_space_limit)
+                        || crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(
+                            property,
+                        ) =>
                 {
                     log::warn!("cannot receive {property} property on {file_system}: {error}");
                 }

@@ -529,6 +529,7 @@ impl Child {
             | Op::SetXattr
             | Op::RemoveXattr
             | Op::Chown
+            | Op::SetProject
             | Op::Fsync
             | Op::ReadVerify => self.file_op(op, index, rng),
             Op::ExportImport => self.export_import(Reimport::Plain, rng),
@@ -716,6 +717,10 @@ impl Child {
                 )?;
                 Ok(())
             }
+            Op::SetProject => {
+                fs.set_project(attr.ino, rng.gen_range(0..3), false)?;
+                Ok(())
+            }
             _ => unreachable!("{op:?} is not a file operation"),
         }
     }
@@ -888,13 +893,16 @@ impl Child {
             Op::SetOwnerQuota => {
                 let slot = self.pick_slot(rng)?;
                 let uid = OWNER_IDS[rng.gen_range(1..OWNER_IDS.len())];
-                let (property, value) = if rng.gen_range(0..3) == 0 {
-                    (
+                let (property, value) = match rng.gen_range(0..4) {
+                    0 => (
                         format!("groupobjquota@{}", uid + 100),
-                        (rng.gen_range(4u64..64)).to_string(),
-                    )
-                } else {
-                    (format!("userquota@{uid}"), String::new())
+                        rng.gen_range(4u64..64).to_string(),
+                    ),
+                    1 => (
+                        format!("projectquota@{}", rng.gen_range(1..3)),
+                        rng.gen_range(1u64..(16 << 20)).to_string(),
+                    ),
+                    _ => (format!("userquota@{uid}"), String::new()),
                 };
                 let value = if rng.gen_range(0..4) == 0 {
                     "none".to_string()
