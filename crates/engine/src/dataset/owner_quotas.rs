@@ -122,6 +122,20 @@ impl OwnerQuotas {
         self.limits.read().get(&(key, measure)).copied()
     }
 
+    /// The quotas on `measure` of the three owners, user, group and project, taken under
+    /// one look (the write path's).
+    pub fn limits_of(
+        &self,
+        owners: crate::object::owners::Owners,
+        measure: OwnerMeasure,
+    ) -> [Option<u64>; 3] {
+        if !self.any() {
+            return [None; 3];
+        }
+        let limits = self.limits.read();
+        OwnerKind::ALL.map(|kind| limits.get(&((kind, owners.id(kind)), measure)).copied())
+    }
+
     /// Every quota set, for listings.
     pub fn all(&self) -> HashMap<(OwnerKey, OwnerMeasure), u64> {
         self.limits.read().clone()

@@ -343,7 +343,7 @@ impl ObjectSet {
     }
 
     /// Charge `bytes` and `objects` to the owners of `kinds` among `owners` in `txg` if
-    /// `admit` allows it, given
+    /// `admit` (asked for each of `kinds` in order, until it says no) allows it, given
     /// each owner's usage (synced plus pending, this charge not included); atomically, so
     /// two writers of one owner cannot both pass a check the sum of their charges fails.
     /// Returns `admit`'s answer; false without usage by owner (no charge is made then).
@@ -355,10 +355,14 @@ impl ObjectSet {
         charge: OwnerUsage,
         admit: &mut dyn FnMut(OwnerKey, OwnerUsage) -> bool,
     ) -> Result<bool, ObjectError> {
-        if !self.owner_totals_loaded()? {
-            return Ok(true);
-        }
         let mut state = self.state.lock();
+        if state.owner_totals.is_none() {
+            drop(state);
+            if !self.owner_totals_loaded()? {
+                return Ok(true);
+            }
+            state = self.state.lock();
+        }
         for &kind in kinds {
             let key = (kind, owners.id(kind));
             let mut usage = state

@@ -103,24 +103,40 @@ impl PoolCore {
         if !dataset.owner_quotas.any() || admission == Admission::Replay {
             return Ok(());
         }
+        // Only the owners with a byte quota are charged in flight: nothing else reads it (an
+        // owner given a quota later has its usage of the last sync counted, not the txgs in
+        // flight then, so it may pass the new quota by those).
+        let limits = dataset.owner_quotas.limits_of(owners, OwnerMeasure::Bytes);
+        let mut kinds = [OwnerKind::User; 3];
+        let mut quotas = [0u64; 3];
+        let mut count = 0;
+        for (kind, limit) in OwnerKind::ALL.into_iter().zip(limits) {
+            if let Some(limit) = limit {
+                kinds[count] = kind;
+                quotas[count] = limit;
+                count += 1;
+            }
+        }
+        if count == 0 {
+            return Ok(());
+        }
         let Some(objset) = dataset.try_objset() else {
             return Ok(());
         };
         let enforce = admission == Admission::Ordinary;
+        let mut next = 0;
         let admitted = objset.admit_owner_charge(
             txg,
             owners,
-            &OwnerKind::ALL,
+            &kinds[..count],
             OwnerUsage {
                 bytes: charge,
                 objects: 0,
             },
-            &mut |key, usage| {
-                !enforce
-                    || dataset
-                        .owner_quotas
-                        .limit(key, OwnerMeasure::Bytes)
-                        .is_none_or(|quota| usage.bytes.saturating_add(charge) <= quota)
+            &mut |_, usage| {
+                let quota = quotas[next];
+                next += 1;
+                !enforce || usage.bytes.saturating_add(charge) <= quota
             },
         )?;
         if admitted {
