@@ -245,6 +245,33 @@ const FORMS: &[(&str, &[&str])] = &[
     ),
     ("pool get feature@* POOL", &["pool get feature@* tank"]),
     ("version", &["version"]),
+    (
+        "set quota=|refquota=|reservation=|refreservation=|userquota@USER=|groupquota@G=|projectquota@ID= DS",
+        &[
+            "set quota=10G tank/a",
+            "set refquota=none tank/a",
+            "set reservation=1G tank/a",
+            "set refreservation=1G tank/a",
+            "set userquota@alice=10G tank/a",
+            "set userquota@1000=none tank/a",
+            "set groupquota@staff=1T tank/a",
+            "set projectquota@42=5G tank/a",
+            "set userobjquota@alice=100000 tank/a",
+            "set groupobjquota@100=none tank/a",
+            "set projectobjquota@42=1000 tank/a",
+        ],
+    ),
+    (
+        "userspace|groupspace|projectspace [-H] [-p] [-o COLS] [-s COL] DS",
+        &[
+            "userspace tank/a",
+            "userspace -H -p -o name,used -s used tank/a",
+            "groupspace -H -p -o type,name,used,quota,objused,objquota -s name tank/a@s1",
+            "projectspace -H -p -o name,used -s used tank/a",
+            "userspace -n -j -s type -S used -t posixuser,posixgroup,smbuser,smbgroup,all tank/a",
+            "groupspace -t all tank/a",
+        ],
+    ),
 ];
 
 /// The `bench` forms (with the `bench` feature only).
@@ -309,7 +336,7 @@ fn a_form_that_drifted_does_not_parse() {
 /// The columns CLI.md names after `-o` are columns of their tables, so the forms also run.
 #[test]
 fn cli_md_columns_exist() {
-    use tarn_protocol::rows::{GET_COLUMNS, LIST_COLUMNS, POOL_LIST_COLUMNS};
+    use tarn_protocol::rows::{GET_COLUMNS, LIST_COLUMNS, POOL_LIST_COLUMNS, USERSPACE_COLUMNS};
     for column in ["name", "size", "alloc", "free", "frag", "cap", "health"] {
         assert!(POOL_LIST_COLUMNS.contains(&column), "pool list -o {column}");
     }
@@ -319,6 +346,37 @@ fn cli_md_columns_exist() {
     for column in ["name", "property", "value", "source"] {
         assert!(GET_COLUMNS.contains(&column), "get -o {column}");
     }
+    for column in ["type", "name", "used", "quota", "objused", "objquota"] {
+        assert!(USERSPACE_COLUMNS.contains(&column), "userspace -o {column}");
+    }
+}
+
+/// `userspace -s` and `-S` keep the order they were given in, each key sorting within the
+/// ties of those before it (two separate lists would lose it).
+#[test]
+fn userspace_sort_keys_keep_their_order() {
+    let keys_of = |command: &str| match parse(command).expect(command).command {
+        crate::Command::Userspace(args)
+        | crate::Command::Groupspace(args)
+        | crate::Command::Projectspace(args) => args.sort.keys,
+        _ => panic!("{command} is not a space verb"),
+    };
+    let keys = |list: &[(&str, bool)]| {
+        list.iter()
+            .map(|(field, descending)| (field.to_string(), *descending))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys_of("userspace -S used -s name -S type tank"),
+        keys(&[("used", true), ("name", false), ("type", true)])
+    );
+    assert_eq!(
+        keys_of("groupspace -s type -S used tank"),
+        keys(&[("type", false), ("used", true)])
+    );
+    assert!(keys_of("projectspace tank").is_empty());
+    assert!(parse("userspace -s tank").is_err(), "-s needs a field");
+    assert!(parse("userspace").is_err(), "a dataset is named");
 }
 
 /// Options that the verb could not honour together are refused by the parser, not accepted

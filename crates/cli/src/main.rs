@@ -38,6 +38,8 @@
 //! verbs        the CLI side, one module per family:
 //!   pool, pool_cache, pool_records, devices, scrub   tarn pool ... (zpool)
 //!   dataset      tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
+//!   owners       tarn userspace|groupspace|projectspace (zfs)
+//!   owner_names  user and group names (userquota@alice) turned into IDs and back
 //!   replication  tarn send|receive
 //!   inspect      tarn check, tarn debug ... (zdb)
 //!   inject       tarn inject (zinject)
@@ -63,7 +65,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::request::dataset::{
-    CreateArgs, DestroyArgs, GetArgs, InheritArgs, ListArgs, MountArgs, SetArgs, UnmountArgs,
+    CreateArgs, DestroyArgs, GetArgs, InheritArgs, ListArgs, MountArgs, SetArgs, SpaceArgs,
+    UnmountArgs,
 };
 use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
 use tarn_protocol::request::inject::InjectArgs;
@@ -79,7 +82,7 @@ use tarn_protocol::request::snapshot::{
     BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
 };
 use tarn_protocol::request::{PoolName, PoolOption};
-use verbs::{dataset, inspect, iostat, pool, replication, stat};
+use verbs::{dataset, inspect, iostat, owners, pool, replication, stat};
 
 /// Large buffers aligned for the vdevs' direct I/O, so that block reads and writes need no
 /// staging copy (`tarn::vdev::alloc`).
@@ -118,12 +121,26 @@ enum Command {
     Destroy(DestroyArgs),
     /// List file systems with their space and mountpoint.
     List(ListArgs),
-    /// Print properties: tarn get PROP[,PROP]|all DATASET...
+    /// Print properties: tarn get PROP[,PROP]|all DATASET... (also userquota@USER, userused@USER,
+    /// userobjquota@, userobjused@, and their group and project forms, which all does not list)
     Get(GetArgs),
-    /// Set a property: tarn set PROP=VALUE DATASET
+    /// Set a property: tarn set PROP=VALUE DATASET (also userquota@USER=SIZE,
+    /// groupquota@GROUP=SIZE, projectquota@ID=SIZE, userobjquota@USER=COUNT, groupobjquota@,
+    /// projectobjquota@; none removes one). USER and GROUP are names or numeric IDs.
     Set(SetArgs),
-    /// Clear a local setting so the property inherits again: tarn inherit PROP DATASET
+    /// Clear a local setting so the property inherits again: tarn inherit PROP DATASET (an
+    /// owner quota such as userquota@USER is removed)
     Inherit(InheritArgs),
+    /// Space used and quotas by user in a file system or snapshot (zfs userspace): tarn
+    /// userspace [-H] [-p] [-j] [-n] [-o FIELD,...] [-s FIELD]... [-S FIELD]... [-t TYPE,...]
+    /// DATASET. Fields: type, name, used, quota, objused, objquota (default all); usage as of
+    /// the last synced txg.
+    Userspace(SpaceArgs),
+    /// Space used and quotas by group (zfs groupspace): as userspace, listing groups.
+    Groupspace(SpaceArgs),
+    /// Space used and quotas by project (zfs projectspace): as userspace, listing projects;
+    /// no -t.
+    Projectspace(SpaceArgs),
     /// Mount a file system (at MOUNTPOINT for this once), every one (-a), or list mounts.
     Mount(MountArgs),
     /// Unmount a file system (by name or mountpoint), or every one (-a).
@@ -424,6 +441,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Get(args) => dataset::get(socket, args),
         Command::Set(args) => dataset::set(socket, args),
         Command::Inherit(args) => dataset::inherit(socket, args),
+        Command::Userspace(args) => owners::space(socket, tarn::OwnerKind::User, args),
+        Command::Groupspace(args) => owners::space(socket, tarn::OwnerKind::Group, args),
+        Command::Projectspace(args) => owners::space(socket, tarn::OwnerKind::Project, args),
         Command::Mount(args) => dataset::mount(socket, args),
         Command::Unmount(args) => dataset::unmount(socket, args),
         Command::Snapshot(args) => dataset::snapshot(socket, args),

@@ -30,6 +30,8 @@ mod manuals;
 mod mount;
 #[path = "suite/mount_crash.rs"]
 mod mount_crash;
+#[path = "suite/owners.rs"]
+mod owners;
 #[path = "suite/pool_props.rs"]
 mod pool_props;
 #[path = "suite/stat.rs"]

@@ -1,18 +1,19 @@
 //! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
-//! unmount`): their requests (`handle`) and what they do to an imported pool and its mounts.
+//! unmount|userspace`): their requests (`handle`) and what they do to an imported pool and its
+//! mounts.
 //! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset` in tarn-cli.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use tarn::{DatasetInfo, DatasetValue, Pool, Property};
+use tarn::{DatasetInfo, DatasetValue, OwnerKind, OwnerProperty, Pool, Property};
 use tarn_protocol::error::Failure;
-use tarn_protocol::format::{human_bytes, utc_time};
+use tarn_protocol::format::{human_bytes, utc_time, Cell};
 use tarn_protocol::request::dataset::{
     parse_settings, CreateArgs, DatasetRequest, DestroyArgs, InheritArgs, MountArgs, UnmountArgs,
 };
-use tarn_protocol::rows::{ratio_cell, DatasetRow, PropertyRow};
+use tarn_protocol::rows::{ratio_cell, DatasetRow, OwnerSpaceRow, PropertyRow};
 
 use super::held::{lock, Answer, Daemon, Reply};
 use super::mounts::{Mounts, Placement};
@@ -204,6 +205,12 @@ pub fn get(
             }
             DatasetValue::Time(seconds) => statistic(seconds.to_string(), utc_time(seconds)),
             DatasetValue::Number(number) => statistic(number.to_string(), number.to_string()),
+            // A count is shown short in the form of a size, as zfs_nicenum shows both.
+            DatasetValue::Count(count) => statistic(count.to_string(), human_bytes(count)),
+            DatasetValue::Limit(limit) => {
+                let cell = Cell::limit(limit.unwrap_or(0));
+                statistic(cell.exact, cell.human)
+            }
             DatasetValue::Text(ref text) => statistic(text.clone(), text.clone()),
             DatasetValue::Mounted => {
                 let mounted = if mounts.mountpoint_of(name).is_some() {
@@ -226,6 +233,48 @@ pub fn get(
     Ok(rows)
 }
 
+/// `tarn userspace|groupspace|projectspace`: every owner of the `kinds` named (`user`,
+/// `group`, `project`) in file system or snapshot `name` that owns something or has a quota,
+/// with numeric IDs. With no kind (`-t smbuser`) the dataset is still looked up, so that a
+/// name that does not exist is an error whatever the types.
+pub fn owner_space(
+    pool: &Pool,
+    name: &str,
+    kinds: &[String],
+) -> Result<Vec<OwnerSpaceRow>, Failure> {
+    let mut rows = Vec::new();
+    for word in kinds {
+        let kind = OwnerKind::ALL
+            .into_iter()
+            .find(|kind| kind.word() == word)
+            .ok_or_else(|| {
+                Failure(format!(
+                    "bad request: owner kind {word:?} is none of user, group, project"
+                ))
+            })?;
+        rows.extend(
+            pool.owner_space(name, kind)?
+                .into_iter()
+                .map(|space| OwnerSpaceRow {
+                    kind: space.kind.word().to_string(),
+                    id: space.id,
+                    used: space.used,
+                    quota: space.quota,
+                    objused: space.objects,
+                    objquota: space.object_quota,
+                }),
+        );
+    }
+    if kinds.is_empty() {
+        if name.contains('@') {
+            pool.snapshot_info(name)?;
+        } else if !pool.has_dataset(name) {
+            return Err(Failure(format!("dataset {name:?} does not exist")));
+        }
+    }
+    Ok(rows)
+}
+
 /// `tarn set` and `tarn inherit` (value None).
 pub fn set(
     pool: &Pool,
@@ -241,6 +290,10 @@ pub fn set(
         )));
     }
     pool.set_property(name, property, value)?;
+    if OwnerProperty::is_owner_property_name(property) {
+        // An owner quota decides nothing about the mounts.
+        return Ok(());
+    }
     let property = Property::from_name(property).expect("validated by set_property");
     mounts.apply_change(pool, name, property)
 }
@@ -395,6 +448,14 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
             let pool = daemon.pool_of_dataset(&name)?;
             set(&pool, &daemon.mounts, &name, &property, None)?;
             Answer::done()
+        }
+        DatasetRequest::Userspace(args) => {
+            let pool = daemon.pool_of_dataset(&args.name)?;
+            let rows = owner_space(&pool, &args.name, &args.kinds)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "owners": rows }),
+            })
         }
         DatasetRequest::Mount(MountArgs {
             name,

@@ -98,7 +98,8 @@ fn changed_pool(request: &Request) -> Option<String> {
             | DatasetRequest::List(_)
             | DatasetRequest::Get(_)
             | DatasetRequest::Mount(_)
-            | DatasetRequest::Unmount(_) => return None,
+            | DatasetRequest::Unmount(_)
+            | DatasetRequest::Userspace(_) => return None,
             DatasetRequest::Destroy(DestroyArgs { name, .. })
             | DatasetRequest::Create(dataset::CreateArgs { name, .. })
             | DatasetRequest::Set(dataset::SetArgs { name, .. })

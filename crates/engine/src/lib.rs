@@ -108,6 +108,7 @@ pub mod zil;
 pub(crate) mod zil;
 
 pub use block::blkptr::{ChecksumType, Compression};
+pub use dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
 pub use dataset::props::{Property, PropertySource};
 pub use dataset::Snapshot;
 pub use fs::{
@@ -115,10 +116,12 @@ pub use fs::{
     WriteSource,
 };
 pub use object::kv::COOKIE_FIRST;
+pub use object::owners::OwnerKind;
 pub use object::{ObjectError, ObjectProps};
 pub use pool::bookmarks::BookmarkInfo;
 pub use pool::datasets::DatasetInfo;
 pub use pool::holds::Holder;
+pub use pool::owner_quotas::OwnerSpace;
 pub use pool::props::{PoolProperty, PoolSpace, PoolValue};
 pub use pool::snapshots::SnapshotInfo;
 pub use pool::{

@@ -15,7 +15,12 @@
 //! `receive_resume_token` is read from the partial receive's state (`send::resume`), as
 //! OpenZFS's DSL reads it for `zfs get`: so this module sits above both the pool and the send
 //! layers, which it reads.
+//!
+//! The owner properties (`userquota@ID`, `userused@ID`, `groupobjquota@ID`, ...) are answered
+//! when named, from `pool/owner_quotas.rs`, with numeric IDs only (the command line turns names
+//! into IDs and back); `all` does not list them, as `zfs get all` does not.
 
+use crate::dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
 use crate::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
 use crate::pool::datasets::{compress_ratio, DatasetInfo};
 use crate::pool::snapshots::SnapshotInfo;
@@ -36,6 +41,11 @@ pub enum DatasetValue {
     Text(String),
     /// A settable property's effective value (see [`Pool::property`]).
     Setting(Property, String),
+    /// An owner quota on bytes or objects, None when unset (shown `none`, exactly `0`, as zfs
+    /// shows an unset quota).
+    Limit(Option<u64>),
+    /// A count of objects (an owner's `objused`), shown short as zfs shows it (`1.46K`).
+    Count(u64),
     /// Whether the file system is mounted: answered by whoever mounts it.
     Mounted,
 }
@@ -183,6 +193,9 @@ impl Pool {
             }
             "mounted" => DatasetValue::Mounted,
             "name" => text(name),
+            other if OwnerProperty::is_owner_property_name(other) => {
+                return self.owner_property_named(name, other)
+            }
             other => {
                 let property = Property::from_name(other).ok_or_else(|| {
                     PoolError::BadProperty(format!(
@@ -231,6 +244,9 @@ impl Pool {
             | "usedbyrefreservation"
             | "origin"
             | "receive_resume_token" => text("-"),
+            other if OwnerProperty::is_owner_property_name(other) => {
+                return self.owner_property_named(name, other)
+            }
             other => {
                 let property = Property::from_name(other).ok_or_else(|| {
                     PoolError::BadProperty(format!("unknown property {other:?} of snapshot {name}"))
@@ -244,5 +260,28 @@ impl Pool {
             }
         };
         Ok(statistic(property, value))
+    }
+
+    /// An owner property of a file system or snapshot (`userquota@1000`, `groupobjused@5`):
+    /// a quota with its source (local, or default when unset), or a usage figure as of the
+    /// last sync (a statistic).
+    fn owner_property_named(
+        &self,
+        name: &str,
+        property: &str,
+    ) -> Result<DatasetProperty, PoolError> {
+        let (value, source) = self.owner_property(name, property)?;
+        let parsed = OwnerProperty::parse(property).expect("owner_property parsed the name");
+        let number = value.parse::<u64>().ok();
+        let value = match (parsed.field, parsed.measure) {
+            (OwnerField::Quota, _) => DatasetValue::Limit(number),
+            (OwnerField::Used, OwnerMeasure::Bytes) => DatasetValue::Bytes(number.unwrap_or(0)),
+            (OwnerField::Used, OwnerMeasure::Objects) => DatasetValue::Count(number.unwrap_or(0)),
+        };
+        Ok(DatasetProperty {
+            name: property.to_string(),
+            value,
+            source,
+        })
     }
 }

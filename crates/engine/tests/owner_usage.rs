@@ -436,3 +436,66 @@ fn send_with_properties_carries_owner_quotas() {
     check_clean(&pool, "owner quotas sent");
     check_clean(&other, "owner quotas dropped");
 }
+
+/// `tarn check` called every stored owner quota (`userquota@1000`, ...) an "invalid stored
+/// property", since it knew only the settable properties: a pool whose file system had a user,
+/// group or project quota failed its check. And the owners of a snapshot (`fs@snap`) could not
+/// be read: its name went whole to the dataset name check, which refused the `@`. Quotas of
+/// every kind and measure, set and removed, now check clean, and the owner properties and
+/// listings of a file system and its snapshot read back as they were set.
+#[test]
+fn owner_quotas_check_clean_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "oq", single(dir.path(), "a.img"), tiny());
+    for (name, value) in [
+        ("userquota@1000", "10M"),
+        ("userobjquota@1000", "100"),
+        ("groupquota@5", "1G"),
+        ("groupobjquota@5", "7"),
+        ("projectquota@42", "5M"),
+        ("projectobjquota@42", "9"),
+        ("userquota@7", "1M"),
+    ] {
+        pool.set_property("oq", name, Some(value)).unwrap();
+    }
+    pool.set_property("oq", "userquota@7", Some("none"))
+        .unwrap();
+    let (value, source) = pool.owner_property("oq", "userquota@1000").unwrap();
+    assert_eq!(
+        (value.as_str(), source),
+        ("10485760", tarn::PropertySource::Local)
+    );
+    let (value, source) = pool.owner_property("oq", "userquota@7").unwrap();
+    assert_eq!(
+        (value.as_str(), source),
+        ("none", tarn::PropertySource::Default)
+    );
+    let (_, source) = pool.owner_property("oq", "userused@1000").unwrap();
+    assert_eq!(source, tarn::PropertySource::None, "usage is a statistic");
+    pool.create_snapshots(&["oq@s".to_string()], false).unwrap();
+    for name in ["oq", "oq@s"] {
+        let groups = pool.owner_space(name, OwnerKind::Group).unwrap();
+        let five = groups
+            .iter()
+            .find(|row| row.id == 5)
+            .expect("group 5 listed");
+        assert_eq!(
+            (five.quota, five.object_quota),
+            (Some(1 << 30), Some(7)),
+            "{name}"
+        );
+        let (value, _) = pool.owner_property(name, "groupquota@5").unwrap();
+        assert_eq!(value, (1u64 << 30).to_string(), "{name}");
+        let (used, _) = pool.owner_property(name, "userused@0").unwrap();
+        assert!(
+            used.parse::<u64>().unwrap() > 0,
+            "{name}: the root directory is root's"
+        );
+    }
+    assert_clean(&pool);
+    pool.export().unwrap();
+    let pool = import(dir.path(), "oq", tiny());
+    let (value, _) = pool.owner_property("oq", "projectobjquota@42").unwrap();
+    assert_eq!(value, "9");
+    assert_clean(&pool);
+}

@@ -67,7 +67,7 @@
 //! | `devices` | `attach`, `detach`, `remove`, `replace`, `add` | [`request::devices`] |
 //! | `inspect` | `check`, `metaslabs`, `logs`, `map`, `spacemap`, `object` (`tarn debug ...`) | [`request::inspect`] |
 //! | `stat` | `txgs`, `arc`, `zil`, `iostat` | [`request::stat`] |
-//! | `dataset` | `create`, `destroy`, `list`, `get`, `set`, `inherit`, `mount`, `unmount` | [`request::dataset`] |
+//! | `dataset` | `create`, `destroy`, `list`, `get`, `set`, `inherit`, `mount`, `unmount`, `userspace` | [`request::dataset`] |
 //! | `snapshot` | `snapshot`, `clone`, `promote`, `destroy_snapshots`, `destroy_bookmark`, `rollback`, `rename`, `bookmark`, `debug_dataset` | [`request::snapshot`] |
 //! | `replication` | `send` (the stream follows as frames, [`frames`], before the response), `receive` (the stream follows the request as frames), `receive_abort` | [`request::replication`] |
 //! | `inject` | not nested: `args` is [`request::inject::InjectArgs`] | [`request::inject`] |
@@ -180,7 +180,7 @@ pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -467,7 +467,7 @@ pub fn response_mismatch(response: &Response) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use request::dataset::{CreateArgs, DestroyArgs, UnmountArgs};
+    use request::dataset::{CreateArgs, DestroyArgs, SpaceArgs, UnmountArgs};
     use request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
     use request::inspect::{CheckArgs, MapArgs, SpacemapArgs};
     use request::pool;
@@ -630,6 +630,11 @@ mod tests {
                 all: false,
                 force: true,
                 target: Some("/tank/a".into()),
+            })),
+            Request::Dataset(DatasetRequest::Userspace(SpaceArgs {
+                kinds: vec!["user".into(), "group".into()],
+                name: "tank/a@1".into(),
+                ..SpaceArgs::default()
             })),
             Request::Snapshot(SnapshotRequest::DestroySnapshots(DestroyArgs {
                 recursive: true,

@@ -1,6 +1,7 @@
 //! The rows the daemon sends and the CLI prints: `pool list` rows, `pool status` entries,
-//! `pool get` properties, and the dataset rows of `tarn list` and `tarn get` (the daemon fills
-//! them with exact numbers, the CLI prints them with `-H`, `-p`, `-o` and `-j`).
+//! `pool get` properties, the dataset rows of `tarn list` and `tarn get`, and the owners of
+//! `tarn userspace` (the daemon fills them with exact numbers, the CLI prints them with `-H`,
+//! `-p`, `-o` and `-j`).
 //!
 //! `-j` prints them in OpenZFS 2.3's schema ([`crate::json`]): pools and datasets keyed by
 //! name, each with its identity (`name`, `type`, `guid`, `createtxg`, ...) and a `properties`
@@ -440,6 +441,65 @@ impl PropertyRow {
     }
 }
 
+/// Columns of `tarn userspace|groupspace|projectspace`, zfs's; all of them are the default.
+pub const USERSPACE_COLUMNS: [&str; 6] = ["type", "name", "used", "quota", "objused", "objquota"];
+
+/// One owner in `tarn userspace|groupspace|projectspace`, as the daemon sends it: its kind and
+/// numeric ID (a name is the CLI's to find), its usage as of the last sync and its quotas.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerSpaceRow {
+    /// `user`, `group` or `project` (the word of zfs's property names).
+    pub kind: String,
+    pub id: u32,
+    /// Bytes charged to the owner (what `du` counts of its nodes).
+    pub used: u64,
+    pub quota: Option<u64>,
+    /// Nodes the owner has.
+    pub objused: u64,
+    pub objquota: Option<u64>,
+}
+
+impl OwnerSpaceRow {
+    /// The TYPE column, as zfs prints it.
+    pub fn type_name(&self) -> &'static str {
+        match self.kind.as_str() {
+            "user" => "POSIX User",
+            "group" => "POSIX Group",
+            _ => "Project",
+        }
+    }
+
+    /// The row's cells in [`USERSPACE_COLUMNS`]' order, the owner shown as `name`. As zfs
+    /// prints them, an unset quota is `none` even with `-p`, and an object count is short
+    /// (`1.46K`) in the form of a size.
+    pub fn cells(&self, name: &str) -> Vec<Cell> {
+        let quota = |quota: Option<u64>| match quota {
+            Some(limit) => Cell::bytes(limit),
+            None => Cell {
+                exact: "none".into(),
+                human: "none".into(),
+                json: Value::Null,
+            },
+        };
+        let name_json = if name == self.id.to_string() {
+            Value::from(self.id)
+        } else {
+            Value::from(name)
+        };
+        vec![
+            Cell::text(self.type_name()),
+            Cell {
+                json: name_json,
+                ..Cell::text(name)
+            },
+            Cell::bytes(self.used),
+            quota(self.quota),
+            Cell::bytes(self.objused),
+            quota(self.objquota),
+        ]
+    }
+}
+
 pub fn ratio_cell(ratio: f64) -> Cell {
     Cell {
         exact: format!("{ratio:.2}"),
@@ -510,5 +570,28 @@ mod tests {
         assert_eq!(cells[7].human, "1.50x");
         assert_eq!(cells[8].human, "1.25x");
         assert_eq!(cells[10].human, "128K");
+    }
+
+    #[test]
+    fn owner_rows_print_as_zfs_userspace_does() {
+        let row = OwnerSpaceRow {
+            kind: "group".into(),
+            id: 1001,
+            used: 3 << 20,
+            quota: None,
+            objused: 1500,
+            objquota: Some(2048),
+        };
+        let cells = row.cells("staff");
+        assert_eq!(cells.len(), USERSPACE_COLUMNS.len());
+        let human: Vec<&str> = cells.iter().map(|cell| cell.human.as_str()).collect();
+        assert_eq!(human, ["POSIX Group", "staff", "3M", "none", "1.46K", "2K"]);
+        let exact: Vec<&str> = cells.iter().map(|cell| cell.exact.as_str()).collect();
+        assert_eq!(
+            exact,
+            ["POSIX Group", "staff", "3145728", "none", "1500", "2048"]
+        );
+        assert_eq!(cells[3].json, Value::Null);
+        assert_eq!(row.cells("1001")[1].json, Value::from(1001));
     }
 }

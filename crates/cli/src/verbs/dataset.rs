@@ -1,6 +1,8 @@
 //! `tarn create|destroy|list|get|set|inherit|mount|unmount` (zfs): the CLI side of the dataset
 //! verbs. Build the request, ask the daemon (which must be running: datasets live in imported
-//! pools), print the answer. The daemon side is `tarn_daemon`'s `datasets`.
+//! pools), print the answer. The daemon side is `tarn_daemon`'s `datasets`. Owner properties
+//! (`userquota@alice`) go to the daemon with numeric IDs and come back under the name asked
+//! (`owner_names`).
 
 use std::path::Path;
 
@@ -22,7 +24,10 @@ use tarn_protocol::rows::{
 };
 use tarn_protocol::{Request, Response};
 
+use tarn::OwnerProperty;
 use tarn_ops::pool_of;
+
+use super::owner_names;
 
 /// Ask the daemon about `dataset`; without a daemon no pool is imported and there is
 /// nothing to act on.
@@ -207,8 +212,18 @@ fn print_get_json(
     Ok(())
 }
 
-pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
-    args.properties()?;
+pub fn get(socket: &Path, mut args: GetArgs) -> Result<u8, Failure> {
+    // Owner properties are asked by ID; their rows are shown under the names asked.
+    let mut owner_properties = Vec::new();
+    let mut asked = Vec::new();
+    for property in args.properties()? {
+        let numeric = owner_names::numeric_property(&property)?;
+        if OwnerProperty::is_owner_property_name(&property) {
+            owner_properties.push(property);
+        }
+        asked.push(numeric);
+    }
+    args.properties = asked.join(",");
     for name in &args.names {
         check_name(name)?;
     }
@@ -224,8 +239,17 @@ pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
     if response.status != 0 {
         return Ok(forward(&response));
     }
-    let rows: Vec<PropertyRow> = serde_json::from_value(response.data["properties"].clone())
+    let mut rows: Vec<PropertyRow> = serde_json::from_value(response.data["properties"].clone())
         .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    // Each dataset's rows hold its owner properties in the order asked (`all` lists none).
+    if !owner_properties.is_empty() {
+        let owner_rows = rows
+            .iter_mut()
+            .filter(|row| OwnerProperty::is_owner_property_name(&row.property));
+        for (row, property) in owner_rows.zip(owner_properties.iter().cycle()) {
+            row.property = property.clone();
+        }
+    }
     if format.json {
         print_get_json(socket, &names, &rows, format.exact)?;
         return Ok(0);
@@ -235,7 +259,7 @@ pub fn get(socket: &Path, args: GetArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
-pub fn set(socket: &Path, args: SetArgs) -> Result<u8, Failure> {
+pub fn set(socket: &Path, mut args: SetArgs) -> Result<u8, Failure> {
     let name = args.name.clone();
     check_name(&name)?;
     if name.contains('@') {
@@ -243,7 +267,8 @@ pub fn set(socket: &Path, args: SetArgs) -> Result<u8, Failure> {
             "cannot set properties of snapshot {name}: snapshots are read-only"
         )));
     }
-    args.setting()?;
+    let (property, value) = args.setting()?;
+    args.setting = format!("{}={value}", owner_names::numeric_property(&property)?);
     Ok(forward(&ask(
         socket,
         Some(&name),
@@ -251,7 +276,9 @@ pub fn set(socket: &Path, args: SetArgs) -> Result<u8, Failure> {
     )?))
 }
 
-pub fn inherit(socket: &Path, args: InheritArgs) -> Result<u8, Failure> {
+/// `tarn inherit PROP DATASET`; an owner quota (`userquota@alice`) is removed, as it has
+/// nothing to inherit.
+pub fn inherit(socket: &Path, mut args: InheritArgs) -> Result<u8, Failure> {
     let name = args.name.clone();
     check_name(&name)?;
     if name.contains('@') {
@@ -259,6 +286,7 @@ pub fn inherit(socket: &Path, args: InheritArgs) -> Result<u8, Failure> {
             "cannot change properties of snapshot {name}: snapshots are read-only"
         )));
     }
+    args.property = owner_names::numeric_property(&args.property)?;
     Ok(forward(&ask(
         socket,
         Some(&name),

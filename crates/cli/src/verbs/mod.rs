@@ -7,6 +7,8 @@ pub mod devices;
 pub mod inject;
 pub mod inspect;
 pub mod iostat;
+pub mod owner_names;
+pub mod owners;
 pub mod pool;
 pub mod pool_cache;
 pub mod pool_records;

@@ -292,7 +292,7 @@ impl Pool {
                     OwnerMeasure::Bytes => usage.bytes,
                     OwnerMeasure::Objects => usage.objects,
                 };
-                Ok((value.to_string(), PropertySource::Default))
+                Ok((value.to_string(), PropertySource::None))
             }
         }
     }
