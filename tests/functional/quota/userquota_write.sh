@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# User and group quotas through a mount: a user's write() loop gets EDQUOT from write(2) at
+# User, group and project quotas through a mount: a user's write() loop gets EDQUOT from write(2) at
 # its userquota while another user and root write on, what it wrote survives export and
 # import, its synced usage is within the quota and the documented bound; a group's quota and
 # an object quota stop their owners' writes and creates; removing the quota lets the user
-# write again.
+# write again; a project's quota stops writes into a directory of that project.
 . "$STF_SUITE/include/libtest.sh"
 require_python
 log_assert "user and group quotas stop their owners' writes with EDQUOT, others write on"
@@ -83,5 +83,21 @@ python3 "$helper" check-prefix "$mnt/u1001" "$written" || log_fail "user 1001's 
 log_must tarn set userquota@1001=none "$TESTPOOL/u"
 assert_eq "$(value userquota@1001 "$TESTPOOL/u")" "0" "userquota@1001=none (0 with -p)"
 log_must as 1001 1001 dd if=/dev/urandom of=u1001-more bs=1M count=8 conv=fsync
+# 7. A project's quota: files made in a directory of project 7 (chattr +P -p 7) stop at it,
+# whoever writes them (root too, as in zfs).
+if command -v chattr >/dev/null 2>&1; then
+	log_must mkdir "$mnt/proj"
+	log_must chattr +P -p 7 "$mnt/proj"
+	log_must tarn set projectquota@7=6M "$TESTPOOL/u"
+	python3 "$helper" write-loop "$mnt/proj/p" $MIB $((64 * MIB)) >"$SCRATCH/out" ||
+		log_fail "write-loop in project 7"
+	assert_eq "$(json first errno)" "EDQUOT" "project 7's refusal"
+	log_must tarn pool sync "$TESTPOOL"
+	used=$(value projectused@7 "$TESTPOOL/u")
+	log_note "project 7 holds $used bytes under a quota of $((6 * MIB))"
+	[ "$used" -le $((10 * MIB)) ] || log_fail "project 7 holds $used bytes, past the bound"
+else
+	log_note "chattr (e2fsprogs) is not installed: no project quota through the mount"
+fi
 verify_pool "$TESTPOOL"
 log_pass
