@@ -28,7 +28,11 @@ run_seed() {
 	[ "$kills" -gt 0 ] || [ "$name" != fixed ] || log_fail "no daemon was killed: $line"
 	[ $((kills + clean)) -gt 0 ] || log_fail "no round ended: $line"
 	[ "$imports" -gt "$kills" ] || log_fail "fewer imports than kills: $line"
-	[ "$promises" -gt 0 ] || log_fail "no fsync promise was checked: $line"
+	# A fresh seed may spend its few rounds under a quota (one round in three), where the
+	# quota is met within a second and every write, and so the fsync promise that would
+	# follow it, is refused (seed 3975891361065534480: two quota rounds, 0 promises); the
+	# fixed seed has near-full rounds and makes promises.
+	[ "$promises" -gt 0 ] || [ "$name" != fixed ] || log_fail "no fsync promise was checked: $line"
 	[ "$refused" -gt 0 ] || log_fail "nothing was refused: $line"
 	line=$(grep -E 'near-full rounds' "$LAST_STDOUT")
 	no_space=$(sed -E 's/.* ([0-9]+) writes refused with ENOSPC.*/\1/' <<<"$line")
