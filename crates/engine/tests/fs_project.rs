@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tarn::fs::{FileKind, FileSystem, FsError, SetAttr, RENAME_EXCHANGE, RENAME_WHITEOUT};
 use tarn::object::owners::Owners;
-use tarn::object::{Admission, ObjectError, Tx, WriteEstimate, WriteReservation};
+use tarn::object::{Admission, ObjectError, ObjectSet, Tx, WriteEstimate, WriteReservation};
 use tarn::pool::Pool;
 
 use common::*;
@@ -340,11 +340,12 @@ struct OwnerRule {
 impl WriteReservation for OwnerRule {
     fn reserve(
         &self,
+        objset: &ObjectSet,
         tx: &Tx,
         estimate: &WriteEstimate,
         admission: Admission,
     ) -> Result<(), ObjectError> {
-        self.inner.reserve(tx, estimate, admission)
+        self.inner.reserve(objset, tx, estimate, admission)
     }
 
     fn admits(&self, bytes: u64, admission: Admission) -> Result<(), ObjectError> {

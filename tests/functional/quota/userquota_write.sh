@@ -62,11 +62,22 @@ log_note "user 1001 holds $used bytes under a quota of $QUOTA"
 log_must as 1002 1002 dd if=/dev/urandom of=u1002 bs=1M count=20 conv=fsync
 log_must dd if=/dev/urandom of="$mnt/root" bs=1M count=20 conv=fsync
 
-# 3. Group 2002's quota stops user 1004 writing as that group.
+# 3. Group 2002's quota stops user 1004 writing as that group. Its file is opened for cached
+# writing (the group is far from its quota then): write(2) is refused once the write-backs
+# show the group past it, so what write(2) accepted may pass the quota by the same bound
+# (the kernel's dirty pages of the mount, 4 MiB). It passed by 1 MiB in about one run of two.
 as 1004 2002 "$SYSTEM_PYTHON" "$helper" write-loop g2002 $MIB $((64 * MIB)) >"$SCRATCH/out" ||
 	log_fail "write-loop as group 2002"
+log_note "group 2002: $(cat "$SCRATCH/out")"
 assert_eq "$(json first errno)" "EDQUOT" "group 2002's refusal"
-[ "$(json written)" -le $((8 * MIB)) ] || log_fail "group 2002 wrote past its quota"
+group_written=$(json written)
+[ "$group_written" -ge $((5 * MIB)) ] || log_fail "group 2002 refused early: $group_written bytes"
+[ "$group_written" -le $((12 * MIB)) ] ||
+	log_fail "group 2002 wrote $group_written bytes, past the bound"
+log_must tarn pool sync "$TESTPOOL"
+used=$(value groupused@2002 "$TESTPOOL/u")
+log_note "group 2002 holds $used bytes under a quota of $((8 * MIB))"
+[ "$used" -le $((12 * MIB)) ] || log_fail "group 2002 holds $used bytes, past the bound"
 
 # 4. User 1003's object quota: five nodes, then EDQUOT.
 for name in a b c d e; do

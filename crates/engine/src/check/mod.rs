@@ -282,7 +282,7 @@ impl Walker<'_> {
                 .errors
                 .push(format!("{name}: meta-dnode tree: {error}"));
         }
-        let mut counted = crate::object::accounting::UsageTotals::new();
+        let mut counted = crate::object::accounting::UsageTotals::default();
         for (object, dnode) in objset.synced_objects()? {
             if let Some((owners, bytes)) = charge_of(crate::fs::phys::znode_owners, &dnode) {
                 if objset.kind() == crate::object::phys::ObjsetKind::FileSystem {

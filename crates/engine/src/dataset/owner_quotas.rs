@@ -16,6 +16,7 @@ use parking_lot::RwLock;
 
 use crate::object::accounting::OwnerKey;
 use crate::object::owners::OwnerKind;
+use crate::types::FastHashMap;
 
 /// What an owner quota or usage property counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -99,7 +100,7 @@ impl OwnerProperty {
 pub struct OwnerQuotas {
     /// Whether any is set: the write path's only look when none is.
     any: AtomicBool,
-    limits: RwLock<HashMap<(OwnerKey, OwnerMeasure), u64>>,
+    limits: RwLock<FastHashMap<(OwnerKey, OwnerMeasure), u64>>,
 }
 
 impl OwnerQuotas {
@@ -110,7 +111,7 @@ impl OwnerQuotas {
     /// Replace every quota (after a load from the properties object).
     pub fn set_all(&self, limits: HashMap<(OwnerKey, OwnerMeasure), u64>) {
         let mut held = self.limits.write();
-        *held = limits;
+        *held = limits.into_iter().collect();
         self.any.store(!held.is_empty(), Ordering::Relaxed);
     }
 
@@ -138,7 +139,11 @@ impl OwnerQuotas {
 
     /// Every quota set, for listings.
     pub fn all(&self) -> HashMap<(OwnerKey, OwnerMeasure), u64> {
-        self.limits.read().clone()
+        self.limits
+            .read()
+            .iter()
+            .map(|(&key, &limit)| (key, limit))
+            .collect()
     }
 }
 

@@ -34,21 +34,22 @@
 //! txg, what admission has charged to each owner since ([`ObjectSet::admit_owner_charge`]).
 //! Both change under the set's lock in `sync_done`, so the charge of a txg leaves the pending
 //! figures at the instant its usage enters the synced ones: a check never counts it twice or
-//! not at all.
+//! not at all. The two sit in one entry per owner ([`OwnerLedger`]), so that a write's check
+//! and charge of an owner is one lookup.
 //!
 //! # Trust
 //! The objects are read from disk: an entry of the wrong size is corruption, and a sync that
 //! would take an owner below zero (a damaged entry) clamps it at zero and logs it, rather
 //! than failing the txg; `check` recounts the usage from the tree (`check/`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::block::blkptr::{ChecksumType, Compression, ObjectType};
 use crate::block::pipeline::{BlockIo, SyncPoint};
 use crate::space::storage::SpaceStorage;
 use crate::txg::Tx;
-use crate::types::{ObjectId, Txg};
+use crate::types::{FastHashMap, ObjectId, Txg, TXG_SIZE};
 
 use super::dirty::ObjectDirty;
 use super::kv::{self, KvBlocks, KvError};
@@ -104,10 +105,141 @@ pub struct OwnerUsage {
 pub type OwnerKey = (OwnerKind, u32);
 
 /// Changes of usage by owner (bytes, objects), signed.
-pub(super) type UsageDeltas = HashMap<OwnerKey, (i64, i64)>;
+pub(super) type UsageDeltas = FastHashMap<OwnerKey, (i64, i64)>;
 
 /// Synced usage by owner.
-pub type UsageTotals = HashMap<OwnerKey, OwnerUsage>;
+pub type UsageTotals = FastHashMap<OwnerKey, OwnerUsage>;
+
+/// Usage by owner in memory (see "In memory, for quotas"): per owner, its synced usage (once
+/// loaded) and what admission has charged it in each txg that can be in flight, in one entry,
+/// so that a write finds an owner's usage and takes its charge with one lookup. A pending
+/// slot of a txg that has synced counts for nothing, whether or not it has been cleared yet.
+#[derive(Default)]
+pub(super) struct OwnerLedger {
+    /// Whether the `synced` figures are the synced tree's (loaded from it, and moved by each
+    /// sync since); while not, they are zero.
+    loaded: bool,
+    by_owner: FastHashMap<OwnerKey, LedgerEntry>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct LedgerEntry {
+    synced: OwnerUsage,
+    pending: [(Txg, OwnerUsage); TXG_SIZE],
+}
+
+impl LedgerEntry {
+    /// Synced usage plus what is charged in txgs after `last_synced`.
+    fn now(&self, last_synced: Txg) -> OwnerUsage {
+        let mut usage = self.synced;
+        for (txg, charged) in &self.pending {
+            if *txg > last_synced {
+                usage.bytes = usage.bytes.saturating_add(charged.bytes);
+                usage.objects = usage.objects.saturating_add(charged.objects);
+            }
+        }
+        usage
+    }
+
+    /// Charge `usage` in `txg`, or take it back (`add` false). `txg` is after the last
+    /// synced one, and at most `TXG_CONCURRENT_STATES` txgs are: a slot still holding
+    /// another txg holds a synced one.
+    fn charge(&mut self, txg: Txg, usage: OwnerUsage, add: bool) {
+        let slot = &mut self.pending[txg.slot()];
+        if slot.0 != txg {
+            *slot = (txg, OwnerUsage::default());
+        }
+        let apply = |value: &mut u64, by: u64| {
+            *value = if add {
+                value.saturating_add(by)
+            } else {
+                value.saturating_sub(by)
+            }
+        };
+        apply(&mut slot.1.bytes, usage.bytes);
+        apply(&mut slot.1.objects, usage.objects);
+    }
+
+    /// Whether the entry holds nothing once `last_synced` has synced.
+    fn is_empty(&self, last_synced: Txg) -> bool {
+        self.synced == OwnerUsage::default()
+            && self
+                .pending
+                .iter()
+                .all(|&(txg, charged)| txg <= last_synced || charged == OwnerUsage::default())
+    }
+}
+
+impl OwnerLedger {
+    pub(super) fn loaded(&self) -> bool {
+        self.loaded
+    }
+
+    /// Take `totals` as the synced usage.
+    fn install(&mut self, totals: UsageTotals) {
+        debug_assert!(!self.loaded);
+        for (key, usage) in totals {
+            self.by_owner.entry(key).or_default().synced = usage;
+        }
+        self.loaded = true;
+    }
+
+    /// The synced usage changed other than by a sync's differences (its first count, a
+    /// rollback): forget it until it is loaded again. Pending charges stay.
+    pub(super) fn forget_synced(&mut self, last_synced: Txg) {
+        self.loaded = false;
+        for entry in self.by_owner.values_mut() {
+            entry.synced = OwnerUsage::default();
+        }
+        self.by_owner
+            .retain(|_, entry| !entry.is_empty(last_synced));
+    }
+
+    /// Drop every pending charge (the changes they were for are discarded).
+    pub(super) fn clear_pending(&mut self) {
+        for entry in self.by_owner.values_mut() {
+            entry.pending = Default::default();
+        }
+    }
+
+    /// `txg` has synced, with the differences `deltas`, or having rebuilt the usage (which is
+    /// forgotten then): its usage enters the synced figures as its charges, and those of
+    /// every txg before it, leave the pending ones (by `last_synced`, which the caller has
+    /// moved). The caller holds the set's lock, so no check sees the one without the other.
+    pub(super) fn synced(&mut self, txg: Txg, rebuilt: bool, deltas: &UsageDeltas) {
+        // Only the owners the txg changed are looked at (not every owner, each txg): an
+        // entry left with only synced charges stays until its owner's usage next changes.
+        if rebuilt {
+            self.forget_synced(txg);
+        } else if self.loaded {
+            for (key, &delta) in deltas {
+                let entry = self.by_owner.entry(*key).or_default();
+                entry.synced = apply_delta(entry.synced, delta).0;
+                if entry.is_empty(txg) {
+                    self.by_owner.remove(key);
+                }
+            }
+        }
+    }
+
+    /// The usage of `key` now (synced, plus what admission has charged since).
+    fn usage_now(&self, key: OwnerKey, last_synced: Txg) -> OwnerUsage {
+        self.by_owner
+            .get(&key)
+            .map_or_else(OwnerUsage::default, |entry| entry.now(last_synced))
+    }
+
+    /// The synced usage of every owner of `kind` that has some, by ID.
+    fn synced_of_kind(&self, kind: OwnerKind) -> BTreeMap<u32, OwnerUsage> {
+        self.by_owner
+            .iter()
+            .filter(|((of_kind, _), entry)| {
+                *of_kind == kind && entry.synced != OwnerUsage::default()
+            })
+            .map(|(&(_, id), entry)| (id, entry.synced))
+            .collect()
+    }
+}
 
 /// Add an object's charge (`sign` 1) or take it back (`sign` -1).
 fn add_charge(deltas: &mut UsageDeltas, charge: Option<(Owners, u64)>, sign: i64) {
@@ -134,7 +266,7 @@ pub fn charge_of(owner_of: OwnerOf, dnode: &DnodePhys) -> Option<(Owners, u64)> 
 pub(super) fn usage_deltas(
     changes: impl IntoIterator<Item = (Option<(Owners, u64)>, Option<(Owners, u64)>)>,
 ) -> UsageDeltas {
-    let mut deltas = UsageDeltas::new();
+    let mut deltas = UsageDeltas::default();
     for (before, after) in changes {
         if before == after {
             continue;
@@ -157,18 +289,6 @@ fn apply_delta(usage: OwnerUsage, (bytes, objects): (i64, i64)) -> (OwnerUsage, 
         },
         clamped,
     )
-}
-
-/// Move the totals in memory by a sync's differences.
-pub(super) fn apply_deltas(totals: &mut UsageTotals, deltas: &UsageDeltas) {
-    for (key, &delta) in deltas {
-        let (usage, _) = apply_delta(totals.get(key).copied().unwrap_or_default(), delta);
-        if usage == OwnerUsage::default() {
-            totals.remove(key);
-        } else {
-            totals.insert(*key, usage);
-        }
-    }
 }
 
 fn encode_usage(usage: OwnerUsage) -> [u8; USAGE_VALUE_SIZE] {
@@ -309,18 +429,7 @@ impl ObjectSet {
             return Ok(None);
         }
         let state = self.state.lock();
-        let mut usage = state
-            .owner_totals
-            .as_ref()
-            .and_then(|totals| totals.get(&key).copied())
-            .unwrap_or_default();
-        for pending in state.owner_pending.values() {
-            if let Some(charged) = pending.get(&key) {
-                usage.bytes = usage.bytes.saturating_add(charged.bytes);
-                usage.objects = usage.objects.saturating_add(charged.objects);
-            }
-        }
-        Ok(Some(usage))
+        Ok(Some(state.owner_ledger.usage_now(key, state.last_synced)))
     }
 
     /// Every owner of kind `kind` with synced usage, by ID; None if the synced tree keeps no
@@ -332,14 +441,7 @@ impl ObjectSet {
         if !self.owner_totals_loaded()? {
             return Ok(None);
         }
-        let state = self.state.lock();
-        Ok(state.owner_totals.as_ref().map(|totals| {
-            totals
-                .iter()
-                .filter(|((of_kind, _), _)| *of_kind == kind)
-                .map(|(&(_, id), &usage)| (id, usage))
-                .collect()
-        }))
+        Ok(Some(self.state.lock().owner_ledger.synced_of_kind(kind)))
     }
 
     /// Charge `bytes` and `objects` to the owners of `kinds` among `owners` in `txg` if
@@ -356,36 +458,33 @@ impl ObjectSet {
         admit: &mut dyn FnMut(OwnerKey, OwnerUsage) -> bool,
     ) -> Result<bool, ObjectError> {
         let mut state = self.state.lock();
-        if state.owner_totals.is_none() {
+        if !state.owner_ledger.loaded() {
             drop(state);
             if !self.owner_totals_loaded()? {
                 return Ok(true);
             }
             state = self.state.lock();
         }
-        for &kind in kinds {
+        // Each owner is checked and charged with one lookup; a refusal takes back the
+        // charges made for the owners before it (all under the lock: no one saw them).
+        let last_synced = state.last_synced;
+        let chargeable = txg > last_synced;
+        let ledger = &mut state.owner_ledger.by_owner;
+        for (index, &kind) in kinds.iter().enumerate() {
             let key = (kind, owners.id(kind));
-            let mut usage = state
-                .owner_totals
-                .as_ref()
-                .and_then(|totals| totals.get(&key).copied())
-                .unwrap_or_default();
-            for pending in state.owner_pending.values() {
-                if let Some(charged) = pending.get(&key) {
-                    usage.bytes = usage.bytes.saturating_add(charged.bytes);
-                    usage.objects = usage.objects.saturating_add(charged.objects);
+            let entry = ledger.entry(key).or_default();
+            if !admit(key, entry.now(last_synced)) {
+                if chargeable {
+                    for &earlier in &kinds[..index] {
+                        if let Some(entry) = ledger.get_mut(&(earlier, owners.id(earlier))) {
+                            entry.charge(txg, charge, false);
+                        }
+                    }
                 }
-            }
-            if !admit(key, usage) {
                 return Ok(false);
             }
-        }
-        if txg > state.last_synced {
-            let pending = state.owner_pending.entry(txg).or_default();
-            for &kind in kinds {
-                let charged = pending.entry((kind, owners.id(kind))).or_default();
-                charged.bytes = charged.bytes.saturating_add(charge.bytes);
-                charged.objects = charged.objects.saturating_add(charge.objects);
+            if chargeable {
+                entry.charge(txg, charge, true);
             }
         }
         Ok(true)
@@ -397,7 +496,7 @@ impl ObjectSet {
         let Some(dnodes) = self.state.lock().synced_accounting.clone() else {
             return Ok(None);
         };
-        let mut totals = UsageTotals::new();
+        let mut totals = UsageTotals::default();
         for (kind, dnode) in OwnerKind::ALL.into_iter().zip(dnodes.iter()) {
             read_usage(&self.io, kind, dnode, &mut totals)?;
         }
@@ -410,7 +509,7 @@ impl ObjectSet {
         loop {
             let (generation, dnodes) = {
                 let state = self.state.lock();
-                if state.owner_totals.is_some() {
+                if state.owner_ledger.loaded() {
                     return Ok(true);
                 }
                 match &state.synced_accounting {
@@ -418,14 +517,14 @@ impl ObjectSet {
                     None => return Ok(false),
                 }
             };
-            let mut totals = UsageTotals::new();
+            let mut totals = UsageTotals::default();
             for (kind, dnode) in OwnerKind::ALL.into_iter().zip(dnodes.iter()) {
                 read_usage(&self.io, kind, dnode, &mut totals)?;
             }
             let mut state = self.state.lock();
             // A sync installed (or a rollback replaced) the usage meanwhile: read it again.
             if state.accounting_generation == generation {
-                state.owner_totals = Some(totals);
+                state.owner_ledger.install(totals);
                 return Ok(true);
             }
         }
@@ -436,7 +535,7 @@ impl ObjectSet {
     fn count_synced_owners(&self, owner_of: OwnerOf) -> Result<UsageTotals, ObjectError> {
         let meta = self.synced_meta_dnode();
         let per_block = (meta.data_block_size as usize / DNODE_SIZE).max(1);
-        let mut deltas = UsageDeltas::new();
+        let mut deltas = UsageDeltas::default();
         if !self.synced_root().is_hole() {
             for blkid in 0..=meta.max_blkid {
                 let bp = tree::lookup_block(&self.io, &meta, blkid)?;
@@ -652,6 +751,53 @@ mod tests {
             group,
             project,
         }
+    }
+
+    fn usage(bytes: u64, objects: u64) -> OwnerUsage {
+        OwnerUsage { bytes, objects }
+    }
+
+    #[test]
+    fn the_ledger_counts_a_charge_until_its_txg_syncs_and_its_usage_with_it() {
+        let key = (OwnerKind::User, 1000);
+        let mut ledger = OwnerLedger::default();
+        ledger.install(UsageTotals::from_iter([(key, usage(100, 1))]));
+        let entry = ledger.by_owner.get_mut(&key).unwrap();
+        entry.charge(Txg(5), usage(10, 0), true);
+        entry.charge(Txg(6), usage(20, 1), true);
+        entry.charge(Txg(6), usage(5, 0), false);
+        assert_eq!(ledger.usage_now(key, Txg(4)), usage(125, 2));
+        // Txg 5 synced with its usage: its charge leaves as the usage enters.
+        let deltas = UsageDeltas::from_iter([(key, (8, 0))]);
+        ledger.synced(Txg(5), false, &deltas);
+        assert_eq!(ledger.usage_now(key, Txg(5)), usage(123, 2));
+        // A slot reused four txgs later starts from nothing.
+        let entry = ledger.by_owner.get_mut(&key).unwrap();
+        entry.charge(Txg(9), usage(1, 0), true);
+        assert_eq!(entry.pending[Txg(9).slot()], (Txg(9), usage(1, 0)));
+        assert_eq!(ledger.usage_now(key, Txg(6)), usage(109, 1));
+        // An owner whose usage goes to nothing, with no charge in flight, is forgotten.
+        let deltas = UsageDeltas::from_iter([(key, (-108, -1))]);
+        ledger.synced(Txg(9), false, &deltas);
+        assert!(ledger.by_owner.is_empty());
+        assert!(ledger.synced_of_kind(OwnerKind::User).is_empty());
+    }
+
+    #[test]
+    fn a_rebuilt_usage_is_forgotten_but_charges_in_flight_stay() {
+        let key = (OwnerKind::Project, 7);
+        let mut ledger = OwnerLedger::default();
+        ledger.install(UsageTotals::from_iter([(key, usage(100, 1))]));
+        ledger
+            .by_owner
+            .get_mut(&key)
+            .unwrap()
+            .charge(Txg(8), usage(4, 0), true);
+        ledger.synced(Txg(7), true, &UsageDeltas::default());
+        assert!(!ledger.loaded());
+        assert_eq!(ledger.usage_now(key, Txg(7)), usage(4, 0));
+        ledger.clear_pending();
+        assert_eq!(ledger.usage_now(key, Txg(7)), usage(0, 0));
     }
 
     #[test]

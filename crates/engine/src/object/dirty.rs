@@ -122,6 +122,17 @@ impl State {
         }
     }
 
+    /// The dirty record of `object` in `txg`, if the txg has changed it.
+    pub(super) fn dirty_record(&self, txg: Txg, object: ObjectId) -> Option<&ObjectDirty> {
+        self.dirty.get(&txg)?.objects.get(&object)
+    }
+
+    /// The quota charge of dirtying one more object: its dnode block and `extra` bytes, in
+    /// the most copies metadata gets.
+    pub(super) fn dnode_block_charge(&self, extra: u64) -> u64 {
+        (u64::from(self.synced_meta_dnode.data_block_size) + extra) * u64::from(super::COPIES_MAX)
+    }
+
     /// The dirty record of `object` in `txg`, which must not have finished syncing.
     pub(super) fn record(&mut self, txg: Txg, object: ObjectId) -> &mut ObjectDirty {
         assert!(

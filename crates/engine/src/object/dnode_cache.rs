@@ -21,12 +21,12 @@
 //! where numbers forgotten meanwhile are skipped, compacted when it grows to twice the bound).
 //! An entry is one decoded dnode (about 600 bytes with its bonus).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::phys::{DnodePhys, DNODE_SIZE};
 use super::{tree, ObjectError, ObjectSet};
-use crate::types::ObjectId;
+use crate::types::{FastHashMap, ObjectId};
 
 impl ObjectSet {
     /// The dnode of `object` as the tree being synced (or else the synced tree) describes it:
@@ -90,7 +90,7 @@ impl ObjectSet {
 
 /// Decoded dnodes of the tree; see the module documentation.
 pub(super) struct DnodeCache {
-    entries: HashMap<ObjectId, Arc<DnodePhys>>,
+    entries: FastHashMap<ObjectId, Arc<DnodePhys>>,
     /// Object numbers in insertion order (some possibly forgotten since): eviction order.
     order: VecDeque<ObjectId>,
     capacity: usize,
@@ -101,7 +101,7 @@ pub(super) struct DnodeCache {
 impl DnodeCache {
     pub(super) fn new(capacity: u64) -> DnodeCache {
         DnodeCache {
-            entries: HashMap::new(),
+            entries: FastHashMap::default(),
             order: VecDeque::new(),
             capacity: usize::try_from(capacity).unwrap_or(usize::MAX),
             epoch: 0,

@@ -186,8 +186,10 @@ pub fn write_copies(object_type: ObjectType, level: u8, copies: u8) -> u8 {
 /// for them, so that writing them back never fails for want of space. Ordinary writes leave
 /// that space alone; write-backs ([`Admission::WriteBack`]) may use it.
 pub trait WriteReservation: Send + Sync {
+    /// `objset` is the set written (whose usage by owner the owners' quotas charge).
     fn reserve(
         &self,
+        objset: &ObjectSet,
         tx: &Tx,
         estimate: &WriteEstimate,
         admission: Admission,
@@ -356,11 +358,9 @@ struct State {
     dnode_cache: dnode_cache::DnodeCache,
     /// The usage objects' dnodes of the synced tree, if it keeps usage by owner.
     synced_accounting: Option<Box<[DnodePhys; 3]>>,
-    /// The synced usage by owner in memory, once asked for (`accounting.rs`).
-    owner_totals: Option<accounting::UsageTotals>,
-    /// What admission charged to each owner, by txg not yet synced.
-    owner_pending:
-        BTreeMap<Txg, std::collections::HashMap<accounting::OwnerKey, accounting::OwnerUsage>>,
+    /// Usage by owner in memory: synced (once asked for) and charged by admission since
+    /// (`accounting.rs`).
+    owner_ledger: accounting::OwnerLedger,
     /// Bumped whenever the synced usage changes other than by a sync's differences (its
     /// first count, a rollback): a load that straddles it reads again.
     accounting_generation: u64,
@@ -381,7 +381,7 @@ pub struct ObjectSet {
     /// Per-object writer locks serialising writers of one object, so that two partial writes
     /// into one block cannot lose each other's bytes (the read-modify-write is atomic). Entries
     /// exist only while someone holds or waits for the lock.
-    object_locks: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
+    object_locks: Arc<Mutex<crate::types::FastHashMap<ObjectId, Arc<Mutex<()>>>>>,
     /// Open-context users of a file system pass through this gate (shared) for each change;
     /// a rollback closes it (exclusive) so that no change is half applied across
     /// [`ObjectSet::reset_to`].
@@ -486,7 +486,7 @@ impl ObjectSet {
             copies: std::sync::atomic::AtomicU8::new(copies),
             dirty_accounting: Mutex::new(None),
             reservation: Mutex::new(None),
-            object_locks: Arc::new(Mutex::new(std::collections::HashMap::new())),
+            object_locks: Arc::new(Mutex::new(Default::default())),
             gate: parking_lot::RwLock::new(()),
             log: Mutex::new(None),
             primarycache: crate::cache::SharedCachePolicy::default(),
@@ -504,8 +504,7 @@ impl ObjectSet {
                 view_generation: 0,
                 dnode_cache,
                 synced_accounting: accounting,
-                owner_totals: None,
-                owner_pending: BTreeMap::new(),
+                owner_ledger: Default::default(),
                 accounting_generation: 0,
             }),
         }
@@ -593,8 +592,7 @@ impl ObjectSet {
     pub(super) fn dirtying_charge(&self, txg: Txg, objects: &[ObjectId], extra: u64) -> u64 {
         let state = self.state.lock();
         let dirty = state.dirty.get(&txg);
-        let per_object =
-            (u64::from(state.synced_meta_dnode.data_block_size) + extra) * u64::from(COPIES_MAX);
+        let per_object = state.dnode_block_charge(extra);
         objects
             .iter()
             .filter(|object| dirty.is_none_or(|dirty| !dirty.objects.contains_key(object)))
@@ -653,8 +651,9 @@ impl ObjectSet {
             }
         }
         // The usage is the new tree's; charges of the discarded changes are dropped with them.
-        state.owner_totals = None;
-        state.owner_pending.clear();
+        let last_synced = state.last_synced;
+        state.owner_ledger.clear_pending();
+        state.owner_ledger.forget_synced(last_synced);
         state.accounting_generation += 1;
         let stale_header = !header.log.is_empty();
         state.synced_log_header = header.log;
@@ -693,6 +692,8 @@ impl ObjectSet {
         }
         state.last_synced = state.last_synced.max(txg);
         state.view_generation += 1;
+        let mut rebuilt = false;
+        let mut owner_deltas = accounting::UsageDeltas::default();
         if let Some(syncing) = state.syncing.take() {
             assert_eq!(syncing.txg, txg);
             state.dnode_cache.forget(syncing.dnodes.keys().copied());
@@ -701,17 +702,16 @@ impl ObjectSet {
                 state.synced_meta_dnode = syncing.meta_dnode;
                 state.synced_log_header = syncing.log_header;
                 state.synced_accounting = syncing.accounting;
-                // The txg's charges leave the pending figures as its usage enters the totals
-                // (`accounting.rs`).
-                if syncing.accounting_rebuilt {
-                    state.owner_totals = None;
-                    state.accounting_generation += 1;
-                } else if let Some(totals) = state.owner_totals.as_mut() {
-                    accounting::apply_deltas(totals, &syncing.owner_deltas);
-                }
+                rebuilt = syncing.accounting_rebuilt;
+                owner_deltas = syncing.owner_deltas;
             }
         }
-        state.owner_pending.retain(|&pending, _| pending > txg);
+        if rebuilt {
+            state.accounting_generation += 1;
+        }
+        // The txg's charges leave the pending figures as its usage enters the synced ones
+        // (`accounting.rs`).
+        state.owner_ledger.synced(txg, rebuilt, &owner_deltas);
     }
 }
 

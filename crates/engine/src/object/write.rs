@@ -82,7 +82,7 @@ pub enum WholeBlock {
 /// A held writer lock of one object; see [`ObjectSet::lock_object`].
 pub struct ObjectLockGuard {
     object: ObjectId,
-    table: Arc<Mutex<std::collections::HashMap<ObjectId, Arc<Mutex<()>>>>>,
+    table: Arc<Mutex<crate::types::FastHashMap<ObjectId, Arc<Mutex<()>>>>>,
     guard: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
 }
 
@@ -175,7 +175,7 @@ impl ObjectSet {
             let mut estimate =
                 self.write_estimate(&dnode, tx.txg, object, offset, data.len() as u64);
             estimate.owners = self.owner_of().and_then(|owner_of| owner_of(&dnode.bonus));
-            reservation.reserve(tx, &estimate, admission)?;
+            reservation.reserve(self, tx, &estimate, admission)?;
         }
         let _writer = self.lock_object(object);
         if !data.is_empty() {
@@ -368,7 +368,7 @@ impl ObjectSet {
             let length = (last.saturating_sub(first) + 1).saturating_mul(u64::from(block_size));
             let mut estimate = self.write_estimate(&dnode, tx.txg, object, offset, length);
             estimate.bytes = dirty.len() as u64 * u64::from(block_size);
-            reservation.reserve(tx, &estimate, Admission::Ordinary)?;
+            reservation.reserve(self, tx, &estimate, Admission::Ordinary)?;
         }
         let _writer = self.lock_object(object);
         let mut added = 0u64;
@@ -415,11 +415,15 @@ impl ObjectSet {
             return Ok(0);
         }
         let dnode = self.existing_dnode(object)?;
-        Ok(self.indirect_estimate_for(&dnode, txg, object, offset, length))
+        let (first, last) = block_span(&dnode, offset, length);
+        let state = self.state.lock();
+        let record = state.dirty_record(txg, object);
+        Ok(indirect_bytes(&dnode, record, first, last))
     }
 
     /// What a write of `length` bytes at `offset` of `object` (dnode `dnode`, its block size
-    /// the one the write grows it to) may cost in `txg` (see [`WriteEstimate`]).
+    /// the one the write grows it to) may cost in `txg` (see [`WriteEstimate`]): one look at
+    /// the txg's dirty record of the object, under one lock, answers all three parts.
     fn write_estimate(
         &self,
         dnode: &DnodePhys,
@@ -428,73 +432,37 @@ impl ObjectSet {
         offset: u64,
         length: u64,
     ) -> WriteEstimate {
-        let metadata = self.indirect_estimate_for(dnode, txg, object, offset, length);
         if length == 0 {
             return WriteEstimate::default();
         }
+        let (first, last) = block_span(dnode, offset, length);
+        let (metadata, dirty_already, dnode_block) = {
+            let state = self.state.lock();
+            let record = state.dirty_record(txg, object);
+            (
+                indirect_bytes(dnode, record, first, last),
+                // A block the txg has dirtied already was charged then: it is written once.
+                record.map_or(0, |record| record.blocks.range(first..=last).count() as u64),
+                // So was the object's dnode block, if the txg has dirtied the object.
+                if record.is_none() {
+                    state.dnode_block_charge(0)
+                } else {
+                    0
+                },
+            )
+        };
         let block_size = (dnode.data_block_size as u64).max(1);
-        let first = offset / block_size;
-        let last = offset.saturating_add(length - 1) / block_size;
-        // A block the txg has dirtied already was charged then: it is written once.
-        let dirty_already = self
-            .state
-            .lock()
-            .dirty
-            .get(&txg)
-            .and_then(|dirty| dirty.objects.get(&object))
-            .map_or(0, |record| record.blocks.range(first..=last).count() as u64);
         let blocks = (last - first + 1).saturating_sub(dirty_already);
         let data_copies = write_copies(dnode.object_type, 0, dnode.copies) as u64;
         let data = blocks
             .saturating_mul(block_size.next_multiple_of(ALLOCATED_SIZE_UNIT))
             .saturating_mul(data_copies);
-        let dnode_block = self.dirtying_charge(txg, &[object], 0);
         WriteEstimate {
             bytes: length,
             metadata,
             charge: data.saturating_add(metadata).saturating_add(dnode_block),
             owners: None,
         }
-    }
-
-    /// [`ObjectSet::indirect_estimate`] for an object whose dnode the caller has.
-    fn indirect_estimate_for(
-        &self,
-        dnode: &DnodePhys,
-        txg: Txg,
-        object: ObjectId,
-        offset: u64,
-        length: u64,
-    ) -> u64 {
-        if length == 0 {
-            return 0;
-        }
-        let block_size = (dnode.data_block_size as u64).max(1);
-        let fanout = dnode.fanout().max(1);
-        let first = offset / block_size;
-        let last = offset.saturating_add(length - 1) / block_size;
-        let state = self.state.lock();
-        let dirty = state
-            .dirty
-            .get(&txg)
-            .and_then(|dirty| dirty.objects.get(&object));
-        let end = dnode.max_blkid.max(last) + 1;
-        let parent_bytes: u64 = (first / fanout..=last / fanout)
-            .filter(|parent| {
-                dirty.is_none_or(|record| {
-                    let children = parent * fanout..(parent + 1) * fanout;
-                    record.blocks.range(children).next().is_none()
-                })
-            })
-            .map(|parent| {
-                let children = end.saturating_sub(parent * fanout).min(fanout);
-                (children * crate::block::blkptr::BLKPTR_SIZE as u64).next_multiple_of(4096)
-            })
-            .sum();
-        drop(state);
-        let copies = write_copies(dnode.object_type, 1, dnode.copies) as u64;
-        let levels_above = (dnode.levels.max(2) - 1) as u64;
-        parent_bytes * copies * levels_above
     }
 
     /// The writer lock of `object` (one per object, made on demand): held across a read-modify-write, and by a
@@ -534,4 +502,40 @@ impl ObjectSet {
         self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
         Ok(())
     }
+}
+
+/// The first and last block a write of `length` (> 0) bytes at `offset` touches.
+fn block_span(dnode: &DnodePhys, offset: u64, length: u64) -> (u64, u64) {
+    let block_size = (dnode.data_block_size as u64).max(1);
+    (
+        offset / block_size,
+        offset.saturating_add(length.max(1) - 1) / block_size,
+    )
+}
+
+/// [`ObjectSet::indirect_estimate`] for blocks `first..=last` of an object (dnode `dnode`)
+/// whose dirty record in the txg is `record`.
+fn indirect_bytes(
+    dnode: &DnodePhys,
+    record: Option<&super::dirty::ObjectDirty>,
+    first: u64,
+    last: u64,
+) -> u64 {
+    let fanout = dnode.fanout().max(1);
+    let end = dnode.max_blkid.max(last) + 1;
+    let parent_bytes: u64 = (first / fanout..=last / fanout)
+        .filter(|parent| {
+            record.is_none_or(|record| {
+                let children = parent * fanout..(parent + 1) * fanout;
+                record.blocks.range(children).next().is_none()
+            })
+        })
+        .map(|parent| {
+            let children = end.saturating_sub(parent * fanout).min(fanout);
+            (children * crate::block::blkptr::BLKPTR_SIZE as u64).next_multiple_of(4096)
+        })
+        .sum();
+    let copies = write_copies(dnode.object_type, 1, dnode.copies) as u64;
+    let levels_above = (dnode.levels.max(2) - 1) as u64;
+    parent_bytes * copies * levels_above
 }

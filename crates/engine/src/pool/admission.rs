@@ -11,7 +11,7 @@ use std::sync::Weak;
 
 use crate::block::pipeline::BlockIo;
 use crate::dataset::Dataset;
-use crate::object::{Admission, ObjectError, Tx, WriteEstimate, WriteReservation};
+use crate::object::{Admission, ObjectError, ObjectSet, Tx, WriteEstimate, WriteReservation};
 use crate::txg::TxgManager;
 use crate::types::Txg;
 
@@ -100,6 +100,7 @@ impl PoolReservation {
     /// limits (which, admitting, charge the estimate in flight).
     fn admit(
         &self,
+        objset: &ObjectSet,
         txg: Txg,
         estimate: &WriteEstimate,
         admission: Admission,
@@ -112,7 +113,7 @@ impl PoolReservation {
         };
         // The owners' quotas first (`owner_quotas.rs`): they charge only what they admit.
         if let Some(owners) = estimate.owners {
-            PoolCore::owner_admit_write(&dataset, txg, owners, estimate.charge, admission)?;
+            PoolCore::owner_admit_write(&dataset, objset, txg, owners, estimate.charge, admission)?;
         }
         self.limits
             .admit(&self.io, &dataset, Some(txg), estimate.charge, admission)
@@ -122,18 +123,19 @@ impl PoolReservation {
 impl WriteReservation for PoolReservation {
     fn reserve(
         &self,
+        objset: &ObjectSet,
         tx: &Tx,
         estimate: &WriteEstimate,
         admission: Admission,
     ) -> Result<(), ObjectError> {
-        if let Err(refusal) = self.admit(tx.txg, estimate, admission) {
+        if let Err(refusal) = self.admit(objset, tx.txg, estimate, admission) {
             // Earlier txgs are closed: waiting for them never waits on the caller's own hold.
             let previous = Txg(tx.txg.0.saturating_sub(1));
             if self.txgs.last_synced() >= previous {
                 return Err(refusal);
             }
             self.txgs.wait_synced(Some(previous))?;
-            self.admit(tx.txg, estimate, admission)?;
+            self.admit(objset, tx.txg, estimate, admission)?;
         }
         self.txgs.reserve_metadata(tx.txg, estimate.metadata);
         Ok(())

@@ -27,7 +27,7 @@ use crate::object::accounting::OwnerUsage;
 use crate::object::adapters::KvObject;
 use crate::object::kv;
 use crate::object::owners::{OwnerKind, Owners};
-use crate::object::{Admission, ObjectError};
+use crate::object::{Admission, ObjectError, ObjectSet};
 use crate::types::Txg;
 
 use super::datasets::kv_error;
@@ -95,6 +95,7 @@ impl PoolCore {
     /// quota; counted in flight when admitted.
     pub(super) fn owner_admit_write(
         dataset: &Dataset,
+        objset: &ObjectSet,
         txg: Txg,
         owners: Owners,
         charge: u64,
@@ -120,9 +121,6 @@ impl PoolCore {
         if count == 0 {
             return Ok(());
         }
-        let Some(objset) = dataset.try_objset() else {
-            return Ok(());
-        };
         let enforce = admission == Admission::Ordinary;
         let mut next = 0;
         let admitted = objset.admit_owner_charge(
