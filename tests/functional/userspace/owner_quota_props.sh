@@ -130,5 +130,17 @@ assert_eq "$(get_prop userobjquota@1001 "$fs")" "1000" "userobjquota@1001 stays"
 log_must tarn userspace -H -o name,quota "$fs"
 stdout_has "$named_user	none"
 stdout_lacks "4000999"
+
+# create -o sets owner quotas with the new file system, names resolved as by set; a bad one
+# creates nothing.
+log_must tarn create -o "userquota@$named_user=5M" -o groupobjquota@0=9 -o compression=off \
+	"$TESTPOOL/made"
+assert_eq "$(get_prop "userquota@$named_user" "$TESTPOOL/made")" "5242880" "create -o userquota"
+assert_eq "$(get_prop groupobjquota@0 "$TESTPOOL/made")" "9" "create -o groupobjquota"
+assert_eq "$(get_prop compression "$TESTPOOL/made")" "off" "create -o compression beside them"
+log_mustnot_msg "bad value" tarn create -o userquota@1001=lots "$TESTPOOL/bad"
+log_mustnot_msg "read-only" tarn create -o userused@1001=5 "$TESTPOOL/bad"
+log_mustnot_msg "no such user" tarn create -o userquota@tarn_no_such_user=1G "$TESTPOOL/bad"
+log_mustnot tarn list "$TESTPOOL/bad"
 verify_pool "$TESTPOOL"
 log_pass

@@ -72,7 +72,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn create(socket: &Path, args: CreateArgs) -> Result<u8, Failure> {
+pub fn create(socket: &Path, mut args: CreateArgs) -> Result<u8, Failure> {
     let name = &args.name;
     check_name(name)?;
     if name.contains('@') {
@@ -85,7 +85,16 @@ pub fn create(socket: &Path, args: CreateArgs) -> Result<u8, Failure> {
             "cannot create {name:?}: a file system is named POOL/NAME; create pools with tarn pool create"
         )));
     }
-    parse_settings(&args.properties)?;
+    // `-o userquota@alice=1G` as `tarn set` takes it: the engine knows owners by number.
+    args.properties = parse_settings(&args.properties)?
+        .into_iter()
+        .map(|(property, value)| {
+            Ok(format!(
+                "{}={value}",
+                owner_names::numeric_property(&property)?
+            ))
+        })
+        .collect::<Result<_, Failure>>()?;
     let dataset_name = name.clone();
     let request = Request::Dataset(DatasetRequest::Create(args));
     Ok(forward(&ask(socket, Some(&dataset_name), &request)?))

@@ -83,6 +83,42 @@ impl OwnerProperty {
 
     /// Whether `name` looks like an owner property (a word of one, then `@`), so that a
     /// malformed ID gets its own message.
+    /// [`OwnerProperty::parse`], refusing what is not an owner property with a message that
+    /// says what is.
+    pub fn parse_named(name: &str) -> Result<OwnerProperty, String> {
+        OwnerProperty::parse(name).ok_or_else(|| {
+            format!(
+                "bad owner property {name:?}: {{user,group,project}}[obj]{{quota,used}}@ID, the \
+                 ID a number below 4294967295"
+            )
+        })
+    }
+
+    /// An owner quota setting (`userquota@1000`, `10G`; `None`, `none` or 0: no quota),
+    /// checked: the property and its limit.
+    pub fn parse_quota_setting(
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(OwnerProperty, Option<u64>), String> {
+        let property = OwnerProperty::parse_named(name)?;
+        if property.field != OwnerField::Quota {
+            return Err(format!("{name} is a read-only property"));
+        }
+        let limit = match value.map(str::trim) {
+            None | Some("none") => None,
+            Some(text) => match crate::dataset::props::parse_size(text) {
+                Some(0) => None,
+                Some(limit) => Some(limit),
+                None => {
+                    return Err(format!(
+                        "bad value {text:?} for {name}: a size such as 10G, or none"
+                    ))
+                }
+            },
+        };
+        Ok((property, limit))
+    }
+
     pub fn is_owner_property_name(name: &str) -> bool {
         let Some((prefix, _)) = name.split_once('@') else {
             return false;

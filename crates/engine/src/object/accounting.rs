@@ -40,7 +40,14 @@
 //! # Trust
 //! The objects are read from disk: an entry of the wrong size is corruption, and a sync that
 //! would take an owner below zero (a damaged entry) clamps it at zero and logs it, rather
-//! than failing the txg; `check` recounts the usage from the tree (`check/`).
+//! than failing the txg; `check` recounts the usage from the tree (`check/`). Usage that
+//! cannot be read (no good copy of a block) is an error for whoever asks for it, logged once
+//! per synced state; meanwhile quotas by owner admit every write (as zfs_id_overquota
+//! counts an owner it cannot look up as within its quota: damaged accounting must not stop
+//! the file system). The next sync that changes the usage counts it again from the tree into
+//! new objects, which replace the damaged ones, when freeing those reads no damaged block
+//! (their data blocks need no reading; an indirect block does): else the damage stays,
+//! logged, rather than leak the blocks under it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -120,6 +127,9 @@ pub(super) struct OwnerLedger {
     /// sync since); while not, they are zero.
     loaded: bool,
     by_owner: FastHashMap<OwnerKey, LedgerEntry>,
+    /// The synced usage of this accounting generation could not be read (damage): why. It
+    /// is not read again until a sync or rollback installs another.
+    unreadable: Option<(u64, String)>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -448,7 +458,9 @@ impl ObjectSet {
     /// `admit` (asked for each of `kinds` in order, until it says no) allows it, given
     /// each owner's usage (synced plus pending, this charge not included); atomically, so
     /// two writers of one owner cannot both pass a check the sum of their charges fails.
-    /// Returns `admit`'s answer; false without usage by owner (no charge is made then).
+    /// Returns `admit`'s answer; true, and no charge made, without usage by owner or when
+    /// it cannot be read (as zfs_id_overquota, which counts an owner whose usage it cannot
+    /// look up as within its quota: damage to the usage must not stop the file system).
     pub fn admit_owner_charge(
         &self,
         txg: Txg,
@@ -460,7 +472,8 @@ impl ObjectSet {
         let mut state = self.state.lock();
         if !state.owner_ledger.loaded() {
             drop(state);
-            if !self.owner_totals_loaded()? {
+            // Unreadable usage was logged when it was found.
+            if !self.owner_totals_loaded().unwrap_or(false) {
                 return Ok(true);
             }
             state = self.state.lock();
@@ -504,7 +517,9 @@ impl ObjectSet {
     }
 
     /// Load the synced totals into memory if they are not (module documentation); false if
-    /// the synced tree keeps no usage by owner.
+    /// the synced tree keeps no usage by owner. Usage that cannot be read (every copy of a
+    /// block damaged) is an error, logged once and not read again until a sync or rollback
+    /// installs other usage objects.
     fn owner_totals_loaded(&self) -> Result<bool, ObjectError> {
         loop {
             let (generation, dnodes) = {
@@ -512,14 +527,32 @@ impl ObjectSet {
                 if state.owner_ledger.loaded() {
                     return Ok(true);
                 }
+                if let Some((generation, why)) = &state.owner_ledger.unreadable {
+                    if *generation == state.accounting_generation {
+                        return Err(ObjectError::Corrupt(why.clone()));
+                    }
+                }
                 match &state.synced_accounting {
                     Some(dnodes) => (state.accounting_generation, dnodes.clone()),
                     None => return Ok(false),
                 }
             };
             let mut totals = UsageTotals::default();
-            for (kind, dnode) in OwnerKind::ALL.into_iter().zip(dnodes.iter()) {
-                read_usage(&self.io, kind, dnode, &mut totals)?;
+            let read = OwnerKind::ALL
+                .into_iter()
+                .zip(dnodes.iter())
+                .try_for_each(|(kind, dnode)| read_usage(&self.io, kind, dnode, &mut totals));
+            if let Err(error) = read {
+                let why = format!("usage by owner cannot be read: {error}");
+                log::error!(
+                    "{why}; quotas by user, group and project admit every write until a sync \
+                     rewrites it, and `check` reports it"
+                );
+                let mut state = self.state.lock();
+                if state.accounting_generation == generation {
+                    state.owner_ledger.unreadable = Some((generation, why.clone()));
+                }
+                return Err(ObjectError::Corrupt(why));
             }
             let mut state = self.state.lock();
             // A sync installed (or a rollback replaced) the usage meanwhile: read it again.
@@ -584,12 +617,28 @@ impl ObjectSet {
         if exists && deltas.is_empty() {
             return Ok(());
         }
-        let written = self.write_owner_usage(owner_of, &deltas, exists, &Tx::syncing(at.txg));
+        let tx = Tx::syncing(at.txg);
+        let mut written = self.write_owner_usage(owner_of, &deltas, exists, &tx);
+        let mut recounted = false;
+        if let Err(error) = &written {
+            // Damage: count the usage again from the tree into new objects, which replace
+            // the damaged ones (their blocks freed), when freeing them reads nothing
+            // damaged.
+            if exists && self.usage_objects_freeable() {
+                log::warn!(
+                    "usage by owner cannot be updated in txg {} ({error}): counting it again \
+                     from the file system's objects",
+                    at.txg
+                );
+                written = self.write_owner_usage(owner_of, &deltas, false, &tx);
+                recounted = written.is_ok();
+            }
+        }
         self.sync_usage_objects(at, storage)?;
         let mut state = self.state.lock();
         let syncing = state.syncing.as_mut().expect("syncing");
         match written {
-            Ok(()) if exists => {
+            Ok(()) if exists && !recounted => {
                 for (key, delta) in deltas {
                     let entry = syncing.owner_deltas.entry(key).or_default();
                     entry.0 = entry.0.saturating_add(delta.0);
@@ -609,8 +658,23 @@ impl ObjectSet {
         Ok(())
     }
 
+    /// Whether the usage objects' blocks can be freed without reading a damaged block: the
+    /// data blocks need no reading, so only their indirect blocks (an object of more than one
+    /// level) are read. Three levels, which no usage object reaches, are not tried.
+    fn usage_objects_freeable(&self) -> bool {
+        OwnerKind::ALL
+            .into_iter()
+            .all(|kind| match self.tree_dnode(usage_object(kind)) {
+                Ok(dnode) if dnode.is_free() || dnode.levels <= 1 => true,
+                Ok(dnode) if dnode.levels == 2 => {
+                    dnode.blkptr.is_hole() || self.io.read(&dnode.blkptr).is_ok()
+                }
+                _ => false,
+            })
+    }
+
     /// The changes of [`ObjectSet::sync_owner_usage`] to the usage objects (made first if
-    /// the tree has none: `exists` false).
+    /// the tree has none, or again, counted from the tree: `exists` false).
     fn write_owner_usage(
         &self,
         owner_of: OwnerOf,

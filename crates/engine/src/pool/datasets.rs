@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::block::blkptr::ObjectType;
+use crate::dataset::owner_quotas::OwnerProperty;
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::props::{validate_name_component, Property, PropertySource, DATASET_NAME_MAX};
 use crate::dataset::{Dataset, OwnSpace};
@@ -659,7 +660,27 @@ impl Pool {
         if relative.is_empty() {
             return Err(PoolError::DatasetExists(full_name.into()));
         }
-        let properties = Pool::parse_properties(settings)?;
+        // Owner quotas (`-o userquota@1000=1G`) are checked now and set once the dataset is
+        // made; the rest are made with it.
+        let (owner_settings, settings): (Vec<_>, Vec<_>) = settings
+            .iter()
+            .cloned()
+            .partition(|(name, _)| OwnerProperty::is_owner_property_name(name));
+        for (name, value) in &owner_settings {
+            OwnerProperty::parse_quota_setting(name, Some(value))
+                .map_err(PoolError::BadProperty)?;
+        }
+        if !owner_settings.is_empty()
+            && core
+                .feature_refcount(super::features::USER_ACCOUNTING_FEATURE)
+                .is_none()
+        {
+            return Err(PoolError::BadProperty(format!(
+                "cannot create {full_name} with owner quotas: pool {} lacks feature@user_accounting",
+                core.name
+            )));
+        }
+        let properties = Pool::parse_properties(&settings)?;
         let _namespace = core.namespace.lock();
         if core.datasets.read().contains_key(&relative) {
             // As zfs create -p: an existing target is success, with nothing created.
@@ -692,6 +713,9 @@ impl Pool {
         core.create_dataset_in(&relative, &properties, true)?;
         created.push(full_name.to_string());
         drop(_namespace);
+        for (name, value) in &owner_settings {
+            self.set_owner_quota(full_name, name, Some(value))?;
+        }
         self.sync()?;
         Ok(created)
     }

@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
-use crate::dataset::props::{parse_size, PropertySource};
+use crate::dataset::props::PropertySource;
 use crate::dataset::Dataset;
 use crate::object::accounting::OwnerUsage;
 use crate::object::adapters::KvObject;
@@ -205,24 +205,8 @@ impl Pool {
         value: Option<&str>,
     ) -> Result<(), PoolError> {
         self.writable()?;
-        let property = parse_owner_property(name)?;
-        if property.field != OwnerField::Quota {
-            return Err(PoolError::BadProperty(format!(
-                "{name} is a read-only property"
-            )));
-        }
-        let limit = match value.map(str::trim) {
-            None | Some("none") => None,
-            Some(text) => match parse_size(text) {
-                Some(0) => None,
-                Some(limit) => Some(limit),
-                None => {
-                    return Err(PoolError::BadProperty(format!(
-                        "bad value {text:?} for {name}: a size such as 10G, or none"
-                    )))
-                }
-            },
-        };
+        let (property, limit) =
+            OwnerProperty::parse_quota_setting(name, value).map_err(PoolError::BadProperty)?;
         let core = &self.core;
         let relative = core.relative_name(full_name)?.to_string();
         if relative.contains('@') {
@@ -385,10 +369,5 @@ fn empty_row(kind: OwnerKind, id: u32) -> OwnerSpace {
 }
 
 fn parse_owner_property(name: &str) -> Result<OwnerProperty, PoolError> {
-    OwnerProperty::parse(name).ok_or_else(|| {
-        PoolError::BadProperty(format!(
-            "bad owner property {name:?}: {{user,group,project}}[obj]{{quota,used}}@ID, the \
-             ID a number below 4294967295"
-        ))
-    })
+    OwnerProperty::parse_named(name).map_err(PoolError::BadProperty)
 }

@@ -21,7 +21,18 @@ pub fn tiny() -> Tunables {
     Tunables::tiny()
 }
 
-pub fn create_pool(_dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
+pub fn create_pool(dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tunables) -> Pool {
+    create_pool_without(dir, name, vdevs, tunables, &[])
+}
+
+/// [`create_pool`] with the features `disabled` left off (`zpool create -o feature@X=disabled`).
+pub fn create_pool_without(
+    _dir: &Path,
+    name: &str,
+    vdevs: Vec<VdevSpec>,
+    tunables: Tunables,
+    disabled: &[&str],
+) -> Pool {
     Pool::create(CreateOptions {
         name: name.into(),
         log: Vec::new(),
@@ -31,7 +42,7 @@ pub fn create_pool(_dir: &Path, name: &str, vdevs: Vec<VdevSpec>, tunables: Tuna
         force: false,
         tunables,
         wrap_device: None,
-        disabled_features: Vec::new(),
+        disabled_features: disabled.iter().map(|name| name.to_string()).collect(),
     })
     .expect("create pool")
 }
