@@ -555,6 +555,11 @@ impl ObjectSet {
                 return Err(ObjectError::Corrupt(why));
             }
             let mut state = self.state.lock();
+            // Another reader loaded it meanwhile, and syncs may have moved it since: what
+            // was read here is older.
+            if state.owner_ledger.loaded() {
+                return Ok(true);
+            }
             // A sync installed (or a rollback replaced) the usage meanwhile: read it again.
             if state.accounting_generation == generation {
                 state.owner_ledger.install(totals);

@@ -706,7 +706,9 @@ impl ObjectSet {
                 owner_deltas = syncing.owner_deltas;
             }
         }
-        if rebuilt {
+        // A load in flight read the usage as it was before this sync: while nothing is
+        // loaded the sync's differences go nowhere, so such a load must read again.
+        if rebuilt || !state.owner_ledger.loaded() {
             state.accounting_generation += 1;
         }
         // The txg's charges leave the pending figures as its usage enters the synced ones
