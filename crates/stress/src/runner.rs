@@ -288,7 +288,9 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
             log: Vec::new(),
             cache: Vec::new(),
             create_size: Some(VDEV_SIZE),
-            force: false,
+            // A mirror beside a single disk on purpose (both kinds of top-level vdev under
+            // one pool's faults): `zpool create -f`'s mismatched replication level.
+            force: true,
             tunables: tunables.clone(),
             wrap_device: None,
             disabled_features: if late_totals {

@@ -121,7 +121,9 @@ impl MountedPool {
         self.unmount();
         let pool = self.pool.take().unwrap();
         let started = Instant::now();
-        while pool.core.freeing_bytes().unwrap() > 0 {
+        while pool.core.freeing_bytes().unwrap() > 0
+            || pool.core.queued_livelist_count().unwrap() > 0
+        {
             assert!(started.elapsed().as_secs() < 60, "frees never finished");
             pool.sync().unwrap();
         }

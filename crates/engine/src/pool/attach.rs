@@ -442,23 +442,61 @@ fn refuse_mismatched_replication(
     specs: &[&VdevSpec],
     class: AllocClass,
 ) -> Result<(), PoolError> {
-    let describe = |width: usize| match width {
-        1 => "a single device".to_string(),
-        width => format!("a {width}-way mirror"),
-    };
     let Some(pool_width) = tops.iter().map(|top| top.child_count()).max() else {
         return Ok(());
     };
-    for spec in specs {
-        let width = spec.paths().len();
-        if width != pool_width {
+    match specs
+        .iter()
+        .map(|spec| spec.paths().len())
+        .find(|&width| width != pool_width)
+    {
+        Some(width) => Err(PoolError::Refused(format!(
+            "mismatched replication level: the pool's {} vdevs use {} and the new vdev is {}; use -f to add it anyway",
+            class_word(class),
+            describe_width(pool_width),
+            describe_width(width)
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// [`refuse_mismatched_replication`] for the vdevs of a new pool (`pool create`, as zpool
+/// create refuses "mismatched replication level" unless forced): the vdevs of each class
+/// must have one width.
+pub(super) fn refuse_mismatched_new_vdevs(
+    specs: &[(&VdevSpec, AllocClass)],
+) -> Result<(), PoolError> {
+    for class in [AllocClass::Normal, AllocClass::Log] {
+        let mut widths = specs
+            .iter()
+            .filter(|(_, of_class)| *of_class == class)
+            .map(|(spec, _)| spec.paths().len());
+        let Some(first) = widths.next() else {
+            continue;
+        };
+        if let Some(other) = widths.find(|&width| width != first) {
             return Err(PoolError::Refused(format!(
-                "mismatched replication level: the pool's {} vdevs use {} and the new vdev is {}; use -f to add it anyway",
-                if class == AllocClass::Log { "log" } else { "data" },
-                describe(pool_width),
-                describe(width)
+                "mismatched replication level: the {} vdevs would be {} and {}; use -f to create the pool anyway",
+                class_word(class),
+                describe_width(first),
+                describe_width(other)
             )));
         }
     }
     Ok(())
+}
+
+fn class_word(class: AllocClass) -> &'static str {
+    if class == AllocClass::Log {
+        "log"
+    } else {
+        "data"
+    }
+}
+
+fn describe_width(width: usize) -> String {
+    match width {
+        1 => "a single device".to_string(),
+        width => format!("a {width}-way mirror"),
+    }
 }

@@ -75,6 +75,9 @@ fn validate_new_devices(options: &CreateOptions) -> Result<(), PoolError> {
         }
         check_new_device(&path, options.force, options.create_size)?;
     }
+    if !options.force {
+        super::attach::refuse_mismatched_new_vdevs(&new_pool_specs(options))?;
+    }
     Ok(())
 }
 
