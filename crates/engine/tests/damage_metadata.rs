@@ -286,19 +286,6 @@ fn one_damaged_region_never_loses_a_metadata_tree() {
     );
 }
 
-/// Overwrite every copy of every block in `blocks` (single-vdev pool at `path`).
-fn destroy_every_copy(path: &Path, blocks: &[tarn::block::blkptr::BlockPtr]) {
-    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    for bp in blocks {
-        for dva in bp.copies() {
-            let junk = vec![0xA5u8; dva.size_allocated as usize];
-            file.write_all_at(&junk, VDEV_LABEL_START_SIZE + dva.offset)
-                .unwrap();
-        }
-    }
-    file.sync_all().unwrap();
-}
-
 /// When no copy of a block survives, import still succeeds, says what
 /// depends on the block, and the rest of the pool imports and lists. Here every copy of a
 /// child file system's object-set header is destroyed: that file system is reported

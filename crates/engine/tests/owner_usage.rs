@@ -497,7 +497,6 @@ fn pool_with_damaged_user_usage(
     name: &str,
     levels: std::ops::RangeInclusive<u8>,
 ) -> Vec<u64> {
-    use std::os::unix::fs::FileExt;
     let pool = create_pool(dir, name, single(dir, "a.img"), tiny());
     pool.set_property(name, "userquota@1000", Some("64M"))
         .unwrap();
@@ -531,18 +530,7 @@ fn pool_with_damaged_user_usage(
     .unwrap();
     assert!(!blocks.is_empty(), "no block of levels {levels:?}");
     pool.export().unwrap();
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join("a.img"))
-        .unwrap();
-    for bp in &blocks {
-        for dva in bp.copies() {
-            let junk = vec![0xA5u8; dva.size_allocated as usize];
-            file.write_all_at(&junk, tarn::vdev::label::VDEV_LABEL_START_SIZE + dva.offset)
-                .unwrap();
-        }
-    }
-    file.sync_all().unwrap();
+    destroy_every_copy(&dir.join("a.img"), &blocks);
     files
 }
 

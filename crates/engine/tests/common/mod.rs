@@ -369,3 +369,20 @@ pub fn wait_freed(pool: &Pool) {
     pool.sync().unwrap();
     pool.sync().unwrap();
 }
+
+/// Overwrite every copy of every block in `blocks` (single-vdev pool at `path`).
+pub fn destroy_every_copy(path: &Path, blocks: &[tarn::block::blkptr::BlockPtr]) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    for bp in blocks {
+        for dva in bp.copies() {
+            let junk = vec![0xA5u8; dva.size_allocated as usize];
+            std::os::unix::fs::FileExt::write_all_at(
+                &file,
+                &junk,
+                tarn::vdev::label::VDEV_LABEL_START_SIZE + dva.offset,
+            )
+            .unwrap();
+        }
+    }
+    file.sync_all().unwrap();
+}
