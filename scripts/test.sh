@@ -24,12 +24,6 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 echo "== disk: $(df -h --output=avail . | tail -n 1 | tr -d ' ') free"
 phase "cargo fmt --check"
 cargo fmt --all -- --check
-phase "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
-phase "the command crates against the engine's facade"
-# Built alone, without the `internals` feature that tarn-stress and tarn-bench turn on for the
-# whole workspace build: a reach below the facade fails here.
-cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings
 phase "module cycles"
 python3 scripts/check-cycles.py
 phase "build the tests"
@@ -38,16 +32,17 @@ phase "build the tests"
 # in place (the integration tests need them). A separate `cargo build -p tarn-cli -p tarn-stress`
 # resolved features without the dev-dependencies and so rebuilt a dozen crates: 138 s.
 cargo test --workspace --lib --bins --tests --no-run --timings
-phase "cargo test and functional suite"
+phase "cargo test, functional suite and lints"
 log=$(mktemp)
 functional_log=$(mktemp)
+lint_log=$(mktemp)
 # A test that cannot run here records why in this file (tarn-test-support), counted apart from
 # the passes. What this command installs, or needs anyway for the functional suite, is required:
 # a test that would skip for lack of it fails instead.
 export TARN_TEST_SKIPS
 TARN_TEST_SKIPS=$(mktemp)
 export TARN_TEST_REQUIRE="fuse,root,loop,fio,mkfs.btrfs,fincore"
-trap 'rm -f "$log" "$functional_log" "$TARN_TEST_SKIPS"' EXIT
+trap 'rm -f "$log" "$functional_log" "$lint_log" "$TARN_TEST_SKIPS"' EXIT
 set +e
 # The functional suite runs beside the cargo tests: both spend most of their time waiting on
 # syncs, mounts and child processes, and each has its own daemon sockets, pools and mounts.
@@ -57,9 +52,32 @@ functional_status_file=$(mktemp)
     echo $? >"$functional_status_file"
 ) &
 functional_pid=$!
+# The lints run beside the tests too, in a target directory of their own (cargo locks the one it
+# builds in for as long as `cargo test` runs): they need the processor for two minutes, which
+# the tests, waiting on syncs and mounts, mostly leave idle. Run after the build, they cost the
+# run their whole time (126 s of 890 s).
+lint_status_file=$(mktemp)
+(
+    status=0
+    {
+        echo "-- cargo clippy -D warnings"
+        CARGO_TARGET_DIR=target/lint cargo clippy --workspace --all-targets -- -D warnings || status=1
+        # The command crates built alone, without the `internals` feature that tarn-stress and
+        # tarn-bench turn on for the whole workspace build: a reach below the facade fails here.
+        echo "-- the command crates against the engine's facade"
+        CARGO_TARGET_DIR=target/lint cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings || status=1
+    } >"$lint_log" 2>&1
+    echo $status >"$lint_status_file"
+) &
+lint_pid=$!
 cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 wait "$functional_pid"
+wait "$lint_pid"
+echo "== lints (cargo clippy -D warnings, whole workspace and the facade; ran beside cargo test)"
+cat "$lint_log"
+lint_status=$(cat "$lint_status_file")
+rm -f "$lint_status_file"
 echo "== functional suite (tests/functional, ZFS Test Suite style; ran beside cargo test)"
 cat "$functional_log"
 functional_status=$(cat "$functional_status_file")
@@ -79,5 +97,7 @@ echo "functional suite: ${functional_line:-did not finish}"
 awk -v functional="${functional_line:-0 passed, 1 failed}" '
      /^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { split(functional, words, " "); printf "tests: %d passed, %d failed\n", p + words[1], f + words[3] }' "$log"
+echo "lints: $([ "$lint_status" -eq 0 ] && echo clean || echo FAILED, see above)"
 if [ "$status" -ne 0 ]; then exit "$status"; fi
+if [ "$lint_status" -ne 0 ]; then exit "$lint_status"; fi
 exit "$functional_status"
