@@ -160,6 +160,21 @@ const FORMS: &[(&str, &[&str])] = &[
     ("promote CLONE", &["promote tank/c"]),
     ("bookmark FS@SNAP FS#BOOKMARK", &["bookmark tank/a@s1 tank/a#b1"]),
     (
+        "hold [-r] TAG FS@SNAP...          user holds; release [-r] TAG FS@SNAP...; holds [-r] [-H] [-p] FS@SNAP...",
+        &[
+            "hold keep tank/a@s1",
+            "hold -r keep tank/a@s1 tank/b@s1",
+            "release keep tank/a@s1",
+            "release -r keep tank/a@s1 tank/b@s1",
+            "holds tank/a@s1",
+            "holds -r -H -p tank/a@s1 tank/b@s1",
+        ],
+    ),
+    (
+        "destroy -d FS@SNAP                deferred destroy: the snapshot goes with its last hold and clone",
+        &["destroy -d tank/a@s1", "destroy -d -r tank/a@s1%s3"],
+    ),
+    (
         // -t continues a receive, naming no snapshot (the token names it), as zfs send -t.
         "send [-R] [-i|-I SNAP|#BM] [-c] [-n] [-v] [-P] [-t TOKEN] FS@SNAP",
         &[

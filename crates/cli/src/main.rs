@@ -79,10 +79,10 @@ use tarn_protocol::request::pool::{
 use tarn_protocol::request::replication::{ReceiveArgs, SendArgs};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
 use tarn_protocol::request::snapshot::{
-    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
+    BookmarkArgs, CloneArgs, HoldArgs, HoldsArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
 };
 use tarn_protocol::request::{PoolName, PoolOption};
-use verbs::{dataset, inspect, iostat, owners, pool, replication, stat};
+use verbs::{dataset, holds, inspect, iostat, owners, pool, replication, stat};
 
 /// Large buffers aligned for the vdevs' direct I/O, so that block reads and writes need no
 /// staging copy (`tarn::vdev::alloc`).
@@ -157,6 +157,14 @@ enum Command {
     /// Bookmark a snapshot: FS#NAME keeps its guid and txg, a source for incremental sends
     /// after the snapshot is gone: tarn bookmark FS@SNAP FS#NAME (tarn destroy FS#NAME).
     Bookmark(BookmarkArgs),
+    /// Put a user hold named TAG on snapshots (all in one txg): a held snapshot cannot be
+    /// destroyed until every hold is released: tarn hold [-r] TAG FS@SNAP...
+    Hold(HoldArgs),
+    /// Take user hold TAG off snapshots; one marked for deferred destroy (destroy -d) goes
+    /// with its last hold: tarn release [-r] TAG FS@SNAP...
+    Release(HoldArgs),
+    /// List the user holds of snapshots: tarn holds [-r] [-H] [-p] FS@SNAP...
+    Holds(HoldsArgs),
     /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
     /// snapshot of the same file system (-i), with every snapshot between (-I).
     Send(SendArgs),
@@ -451,6 +459,9 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Clone(args) => dataset::clone(socket, args),
         Command::Promote(args) => dataset::promote(socket, args),
         Command::Bookmark(args) => dataset::bookmark(socket, args),
+        Command::Hold(args) => holds::hold(socket, args),
+        Command::Release(args) => holds::release(socket, args),
+        Command::Holds(args) => holds::holds(socket, args),
         Command::Send(args) => replication::send(socket, args),
         Command::Receive(args) => replication::receive(socket, args),
         Command::Rename(args) => dataset::rename(socket, args),

@@ -329,7 +329,13 @@ pub fn destroy(
     for doomed in plan.iter().filter(|doomed| !doomed.contains('@')) {
         mounts.unmount_within(pool, doomed, false)?;
     }
-    tarn_ops::destroy_reporting(pool, name, options.recursive, options.dependents)
+    for destroyed in tarn_ops::destroy_reporting(pool, name, options.recursive, options.dependents)?
+    {
+        if let Some((file_system, _)) = destroyed.split_once('@') {
+            mounts.snapshots_changed(file_system);
+        }
+    }
+    Ok(())
 }
 
 /// How `tarn destroy` of a file system goes: `-r`, `-R`, `-n`, `-v`.
@@ -399,7 +405,14 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
             recursive_dependents: dependents,
             dry_run,
             verbose,
+            defer,
         }) => {
+            if defer {
+                return Err(Failure(format!(
+                    "cannot destroy {name}: -d (deferred destroy) applies to snapshots, FS@SNAP"
+                ))
+                .into());
+            }
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
             let options = DestroyOptions {

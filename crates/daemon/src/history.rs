@@ -22,7 +22,8 @@ use tarn_protocol::request::pool::{
 use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
 use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
 use tarn_protocol::request::snapshot::{
-    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
+    BookmarkArgs, CloneArgs, HoldArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
+    SnapshotRequest,
 };
 use tarn_protocol::Request;
 
@@ -107,7 +108,10 @@ fn changed_pool(request: &Request) -> Option<String> {
         },
         Request::Snapshot(request) => match request {
             SnapshotRequest::DestroySnapshots(DestroyArgs { dry_run: true, .. })
-            | SnapshotRequest::DebugDataset(_) => return None,
+            | SnapshotRequest::DebugDataset(_)
+            | SnapshotRequest::Holds(_) => return None,
+            SnapshotRequest::Hold(HoldArgs { snapshots, .. })
+            | SnapshotRequest::Release(HoldArgs { snapshots, .. }) => dataset(snapshots.first()?),
             SnapshotRequest::Snapshot(SnapshotArgs { names, .. }) => dataset(names.first()?),
             SnapshotRequest::Bookmark(BookmarkArgs { bookmark: name, .. })
             | SnapshotRequest::DestroySnapshots(DestroyArgs { name, .. })

@@ -12,15 +12,31 @@ use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
 use tarn_protocol::request::dataset::DestroyArgs;
 use tarn_protocol::request::snapshot::{
-    BookmarkArgs, CloneArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs, SnapshotRequest,
+    BookmarkArgs, CloneArgs, HoldArgs, HoldsArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
+    SnapshotRequest,
 };
-use tarn_protocol::rows::DatasetRow;
+use tarn_protocol::rows::{DatasetRow, HoldRow};
 
 use super::held::{lock, Answer, Daemon, Reply};
 
 /// The file system a snapshot belongs to (`tank/a@s` -> `tank/a`).
 pub fn filesystem_of(snapshot: &str) -> &str {
     snapshot.split('@').next().unwrap_or(snapshot)
+}
+
+/// The pool of the snapshots a hold verb names: one pool for all (OpenZFS's holds are one
+/// sync task in one pool too).
+fn pool_of_snapshots(daemon: &Daemon, names: &[String]) -> Result<Arc<Pool>, Failure> {
+    let first = names
+        .first()
+        .ok_or_else(|| Failure("bad request: no snapshot named".into()))?;
+    let pool = tarn_ops::pool_of(first);
+    if let Some(other) = names.iter().find(|name| tarn_ops::pool_of(name) != pool) {
+        return Err(Failure(format!(
+            "cannot hold or release {first} and {other} together: name snapshots of one pool"
+        )));
+    }
+    daemon.pool_of_dataset(first)
 }
 
 /// The settable properties a snapshot shows, which are its file system's: looked up once per
@@ -310,7 +326,9 @@ pub fn destroy_dependents(
             for file_system in plan.iter().filter(|name| !name.contains('@')) {
                 mounts.unmount_within(pool, file_system, false)?;
             }
-            tarn_ops::destroy_reporting(pool, &clone, true, true)?;
+            for name in tarn_ops::destroy_reporting(pool, &clone, true, true)? {
+                mounts.snapshots_changed(filesystem_of(&name));
+            }
         }
     }
     Ok(())
@@ -378,6 +396,38 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: SnapshotRequest) -> Result<A
             Ok(Answer {
                 status: 0,
                 data: serde_json::json!({ "moved": moved }),
+            })
+        }
+        SnapshotRequest::DestroySnapshots(DestroyArgs {
+            name: spec,
+            recursive,
+            defer: true,
+            dry_run,
+            ..
+        }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = daemon.pool_of_dataset(&spec)?;
+            let outcome = pool.destroy_snapshots_deferred(&spec, recursive, dry_run)?;
+            let (destroyed_verb, deferred_verb) = if dry_run {
+                ("would destroy", "would defer the destroy of")
+            } else {
+                ("destroyed", "deferred the destroy of")
+            };
+            for name in &outcome.destroyed {
+                if !dry_run {
+                    daemon.mounts.snapshots_changed(filesystem_of(name));
+                }
+                out!("{destroyed_verb} {name}");
+            }
+            for name in &outcome.deferred {
+                out!("{deferred_verb} {name} (it goes with its last hold and clone)");
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({
+                    "destroyed": outcome.destroyed,
+                    "deferred": outcome.deferred,
+                }),
             })
         }
         SnapshotRequest::DestroySnapshots(DestroyArgs {
@@ -491,6 +541,59 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: SnapshotRequest) -> Result<A
             pool.destroy_bookmark(&bookmark)?;
             out!("destroyed {bookmark}");
             Answer::done()
+        }
+        SnapshotRequest::Hold(HoldArgs {
+            recursive,
+            tag,
+            snapshots,
+        }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = pool_of_snapshots(daemon, &snapshots)?;
+            let held = pool.hold(&tag, &snapshots, recursive)?;
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "held": held }),
+            })
+        }
+        SnapshotRequest::Release(HoldArgs {
+            recursive,
+            tag,
+            snapshots,
+        }) => {
+            let _guard = lock(&daemon.lifecycle);
+            let pool = pool_of_snapshots(daemon, &snapshots)?;
+            let outcome = pool.release(&tag, &snapshots, recursive)?;
+            for name in &outcome.destroyed {
+                daemon.mounts.snapshots_changed(filesystem_of(name));
+                out!("destroyed {name} (deferred destroy: its last hold is released)");
+            }
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({
+                    "released": outcome.released,
+                    "destroyed": outcome.destroyed,
+                }),
+            })
+        }
+        SnapshotRequest::Holds(HoldsArgs {
+            recursive,
+            snapshots,
+            ..
+        }) => {
+            let pool = pool_of_snapshots(daemon, &snapshots)?;
+            let rows: Vec<HoldRow> = pool
+                .holds(&snapshots, recursive)?
+                .into_iter()
+                .map(|hold| HoldRow {
+                    name: hold.snapshot,
+                    tag: hold.tag,
+                    time: hold.time,
+                })
+                .collect();
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "holds": rows }),
+            })
         }
         SnapshotRequest::DebugDataset(NameArgs { name }) => {
             let pool = daemon.pool_of_dataset(&name)?;

@@ -124,6 +124,7 @@ pub use pool::holds::Holder;
 pub use pool::owner_quotas::OwnerSpace;
 pub use pool::props::{PoolProperty, PoolSpace, PoolValue};
 pub use pool::snapshots::SnapshotInfo;
+pub use pool::user_holds::{DeferredDestroyOutcome, ReleaseOutcome, UserHold};
 pub use pool::{
     parse_vdev_layout, validate_pool_name, CreateOptions, ImportOptions, ImportReport, Pool,
     PoolError, VdevLayout, VdevSpec, WeakPool, VDEV_KEYWORDS,

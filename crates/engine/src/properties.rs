@@ -72,6 +72,8 @@ pub const SNAPSHOT_STATISTICS: &[&str] = &[
     "guid",
     "createtxg",
     "clones",
+    "userrefs",
+    "defer_destroy",
 ];
 
 impl SnapshotInfo {
@@ -173,7 +175,7 @@ impl Pool {
             "compressratio" => DatasetValue::Ratio(info.compress_ratio()),
             "refcompressratio" => DatasetValue::Ratio(info.ref_compress_ratio()),
             "origin" => text(info.origin.as_deref().unwrap_or("-")),
-            "clones" => text("-"),
+            "clones" | "userrefs" | "defer_destroy" => text("-"),
             "written" => DatasetValue::Bytes(info.written),
             "usedbydataset" => DatasetValue::Bytes(info.used_by_dataset),
             "usedbysnapshots" => DatasetValue::Bytes(info.used_by_snapshots),
@@ -233,6 +235,8 @@ impl Pool {
             "createtxg" => DatasetValue::Number(info.creation_txg),
             "clones" if info.clones.is_empty() => text("-"),
             "clones" => DatasetValue::Text(info.clones.join(",")),
+            "userrefs" => DatasetValue::Number(info.user_refs),
+            "defer_destroy" => text(if info.defer_destroy { "on" } else { "off" }),
             "available"
             | "avail"
             | "mountpoint"

@@ -1,5 +1,5 @@
 //! Integration tests, one binary of a few (`cargo test -p tarn-engine --test datasets`): Datasets
-//! and their history: snapshots, clones and promote, livelists, holds, send and receive (batched,
+//! and their history: snapshots, clones and promote, livelists, holds (a send's and users'), send and receive (batched,
 //! resumed, into clones, and hostile streams).
 //!
 //! The engine's integration tests are grouped into a few binaries rather than one per file, so that
@@ -23,3 +23,4 @@ mod send_holds;
 mod send_receive;
 mod snapshot_model;
 mod snapshots;
+mod user_holds;

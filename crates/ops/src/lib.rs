@@ -1160,13 +1160,14 @@ pub fn pool_of(dataset: &str) -> &str {
 
 /// Destroy `name` (unmounted, checked) and print each file system destroyed; for a clone, also
 /// which way its blocks are freed (`destroy -v`): its livelist's live entries, or a walk of its
-/// tree.
+/// tree. Returns what was destroyed: the file systems, then the origins marked for deferred
+/// destroy that went with their last clone.
 pub fn destroy_reporting(
     pool: &Pool,
     name: &str,
     recursive: bool,
     dependents: bool,
-) -> Result<(), Failure> {
+) -> Result<Vec<String>, Failure> {
     let paths: Vec<(String, &'static str)> = pool
         .datasets()
         .into_iter()
@@ -1176,11 +1177,15 @@ pub fn destroy_reporting(
             Some((info.name, path.name()))
         })
         .collect();
-    for destroyed in pool.destroy_datasets(name, recursive, dependents)? {
-        match paths.iter().find(|(clone, _)| *clone == destroyed) {
-            Some((_, path)) => out!("destroyed {destroyed} (clone; destroy path: {path})"),
-            None => out!("destroyed {destroyed}"),
+    let destroyed = pool.destroy_datasets(name, recursive, dependents)?;
+    for name in &destroyed {
+        match paths.iter().find(|(clone, _)| clone == name) {
+            Some((_, path)) => out!("destroyed {name} (clone; destroy path: {path})"),
+            None if name.contains('@') => {
+                out!("destroyed {name} (deferred destroy: its last clone is destroyed)")
+            }
+            None => out!("destroyed {name}"),
         }
     }
-    Ok(())
+    Ok(destroyed)
 }

@@ -180,7 +180,7 @@ pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -641,7 +641,13 @@ mod tests {
                 recursive_dependents: false,
                 dry_run: true,
                 verbose: false,
+                defer: true,
                 name: "tank/a@1%3".into(),
+            })),
+            Request::Snapshot(SnapshotRequest::Release(request::snapshot::HoldArgs {
+                recursive: true,
+                tag: "keep".into(),
+                snapshots: vec!["tank/a@1".into(), "tank/b@1".into()],
             })),
         ];
         for request in requests {

@@ -508,6 +508,30 @@ pub fn ratio_cell(ratio: f64) -> Cell {
     }
 }
 
+/// Columns of `tarn holds` (zfs holds: NAME, TAG, TIMESTAMP).
+pub const HOLDS_COLUMNS: [&str; 3] = ["name", "tag", "timestamp"];
+
+/// One user hold in `tarn holds`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldRow {
+    /// The snapshot, `POOL/FS@SNAP`.
+    pub name: String,
+    pub tag: String,
+    /// When the hold was taken, seconds since the Unix epoch (`-p` prints these).
+    pub time: u64,
+}
+
+impl HoldRow {
+    /// The row's cells in [`HOLDS_COLUMNS`]' order.
+    pub fn cells(&self) -> Vec<Cell> {
+        vec![
+            Cell::text(self.name.clone()),
+            Cell::text(self.tag.clone()),
+            time_cell(self.time),
+        ]
+    }
+}
+
 fn time_cell(seconds: u64) -> Cell {
     Cell {
         exact: seconds.to_string(),

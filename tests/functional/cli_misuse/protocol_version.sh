@@ -9,7 +9,7 @@ log_assert "CLI and daemon of different protocol versions refuse each other clea
 require_python
 
 # This build's protocol version (tarn_protocol::PROTOCOL_VERSION).
-protocol=5
+protocol=6
 
 default_setup
 log_must tarn version

@@ -4,6 +4,7 @@
 pub mod arcstat;
 pub mod dataset;
 pub mod devices;
+pub mod holds;
 pub mod inject;
 pub mod inspect;
 pub mod iostat;

@@ -644,12 +644,13 @@ fn check_pool_keeping_references(
     // Datasets: every head (a MOS object of type Dataset that is not a snapshot), with its
     // chain of snapshots and their deadlists.
     let mut heads = Vec::new();
+    let mut held_snapshots = 0u64;
     for (object, dnode) in core.mos.synced_objects()? {
         if dnode.object_type != ObjectType::Dataset {
             continue;
         }
         match DatasetPhys::decode(&dnode.bonus) {
-            Ok(phys) if phys.is_snapshot() => {}
+            Ok(phys) if phys.is_snapshot() => held_snapshots += u64::from(phys.uses_user_holds()),
             Ok(phys) => heads.push((object, phys)),
             Err(error) => walker
                 .report
@@ -664,14 +665,31 @@ fn check_pool_keeping_references(
         .filter(|(_, phys)| phys.livelist_object.0 != 0)
         .count() as u64
         + core.queued_livelist_count()?;
-    match core.feature_refcount(crate::pool::LIVELIST_FEATURE) {
-        Some(refcount) if refcount != livelists => walker.report.errors.push(format!(
-            "feature livelist: refcount {refcount}, but {livelists} livelists exist"
-        )),
-        None if livelists > 0 => walker.report.errors.push(format!(
-            "feature livelist is not enabled, but {livelists} livelists exist"
-        )),
-        _ => {}
+    // Feature user_holds counts the snapshot records with user holds or the defer-destroy
+    // flag (pool/user_holds.rs).
+    for (feature, short_name, what, count) in [
+        (
+            crate::pool::LIVELIST_FEATURE,
+            "livelist",
+            "livelists",
+            livelists,
+        ),
+        (
+            crate::pool::USER_HOLDS_FEATURE,
+            "user_holds",
+            "held or deferred snapshots",
+            held_snapshots,
+        ),
+    ] {
+        match core.feature_refcount(feature) {
+            Some(refcount) if refcount != count => walker.report.errors.push(format!(
+                "feature {short_name}: refcount {refcount}, but {count} {what} exist"
+            )),
+            None if count > 0 => walker.report.errors.push(format!(
+                "feature {short_name} is not enabled, but {count} {what} exist"
+            )),
+            _ => {}
+        }
     }
     // Intent logs of the heads: allocated, referenced by no tree (check/logs.rs).
     for (object, phys) in &heads {

@@ -23,11 +23,13 @@
 //!   80   8  uncompressed bytes (logical, metadata at its physical size)
 //!   88   8  unique bytes (freed if this dataset alone were destroyed)
 //!   96   8  guid (send streams name snapshots by it)
-//!   104  8  flags: bit 0 snapshot, bit 1 inconsistent (a receive in progress), others 0
+//!   104  8  flags: bit 0 snapshot, bit 1 inconsistent (a receive in progress), bit 2 defer
+//!           destroy (snapshots, feature user_holds), others 0
 //!   112  8  clone count (snapshots: clones whose origin this is)
 //!   120  8  next-clones object (snapshots: key/value of clone heads; 0 = none)
 //!   128 128 root block pointer of the dataset's object set
-//!   256  8  user holds object (snapshots: key/value, tag -> time; 0 = none)
+//!   256  8  user holds object (snapshots: key/value, tag -> time held, u64 LE seconds; 0 =
+//!           none; created with the first hold, removed with the last; pool/user_holds.rs)
 //!   264  8  snapshot properties object (key/value; 0 = none)
 //!   272  8  livelist object (clone heads: allocations and frees since the clone; 0 = none)
 //!   280  8  log floor txg (heads: a log chain whose first block was born at or before it is
@@ -73,7 +75,11 @@ pub const DATASET_DIR_PHYS_SIZE_V1: usize = 128;
 /// Dataset record flags.
 pub const DS_FLAG_SNAPSHOT: u64 = 1 << 0;
 pub const DS_FLAG_INCONSISTENT: u64 = 1 << 1;
-const DS_FLAGS_KNOWN: u64 = DS_FLAG_SNAPSHOT | DS_FLAG_INCONSISTENT;
+/// A snapshot marked for deferred destroy (`destroy -d`): it goes when its last user hold is
+/// released and its last clone destroyed (OpenZFS `DS_FLAG_DEFER_DESTROY`; feature
+/// `user_holds`).
+pub const DS_FLAG_DEFER_DESTROY: u64 = 1 << 2;
+const DS_FLAGS_KNOWN: u64 = DS_FLAG_SNAPSHOT | DS_FLAG_INCONSISTENT | DS_FLAG_DEFER_DESTROY;
 /// Directory flag: the used breakdown is maintained.
 pub const DD_FLAG_USED_BREAKDOWN: u64 = 1 << 0;
 const _: () = assert!(128 + BLKPTR_SIZE + 64 == DATASET_PHYS_SIZE);
@@ -221,6 +227,17 @@ impl DatasetPhys {
     /// Whether this is a snapshot's record.
     pub fn is_snapshot(&self) -> bool {
         self.flags & DS_FLAG_SNAPSHOT != 0
+    }
+
+    /// Whether the snapshot waits for its last hold and clone to go (`destroy -d`).
+    pub fn is_defer_destroy(&self) -> bool {
+        self.flags & DS_FLAG_DEFER_DESTROY != 0
+    }
+
+    /// Whether the record needs feature `user_holds`: it has user holds or is marked for
+    /// deferred destroy (the feature counts such records).
+    pub fn uses_user_holds(&self) -> bool {
+        self.user_holds_object.0 != 0 || self.is_defer_destroy()
     }
 }
 

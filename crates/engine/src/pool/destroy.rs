@@ -276,7 +276,8 @@ impl Pool {
 
     /// Destroy what [`Pool::destroy_plan`] lists, in its order; `dependents` (`-R`, implying
     /// `recursive`) includes the clones of every snapshot destroyed, wherever they are. The
-    /// caller must have unmounted them all. Returns the file systems destroyed. Durable on
+    /// caller must have unmounted them all. Returns the file systems destroyed, then the
+    /// origin snapshots marked for deferred destroy that went with their last clone. Durable on
     /// return.
     pub fn destroy_datasets(
         &self,
@@ -294,6 +295,9 @@ impl Pool {
         // child can appear under a dataset being destroyed.
         self.sync()?;
         let mut destroyed = Vec::new();
+        // The origins of the clones destroyed: one marked for deferred destroy goes after its
+        // last clone (pool/user_holds.rs).
+        let mut origins = Vec::new();
         for name in &doomed {
             let hold = core.txgs.assign()?;
             // The dataset leaves the table and joins the pending destroys at one moment, so
@@ -315,6 +319,7 @@ impl Pool {
                 );
             }
             let clone = dataset.dir().origin_snapshot_object.0 != 0;
+            origins.extend(core.origin_of(&dataset));
             drop(hold);
             destroyed.push(core.full_name(name));
             // A clone's destroy releases its origin snapshot (the clone count drops) when its
@@ -326,6 +331,11 @@ impl Pool {
         }
         core.relink_limits();
         self.sync()?;
+        let (deferred, names) = core.deferred_origin_destroys(origins);
+        if !deferred.is_empty() {
+            core.run_tasks(deferred)?;
+            destroyed.extend(names);
+        }
         drop(namespace);
         Ok(destroyed)
     }

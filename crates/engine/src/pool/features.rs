@@ -128,6 +128,10 @@ pub const SPACE_LIMITS_FEATURE: &str = "com.tarn:space_limits";
 /// object-set header's first kilobyte, and znodes carry a project ID and its inherit flag.
 pub const USER_ACCOUNTING_FEATURE: &str = "com.tarn:user_accounting";
 
+/// User holds and deferred destroy (`pool/user_holds.rs`): a snapshot's record names a
+/// key/value object of hold tags, or carries the defer-destroy flag.
+pub const USER_HOLDS_FEATURE: &str = "com.tarn:user_holds";
+
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
@@ -234,6 +238,19 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "user_accounting",
         class: FeatureClass::NeededToRead,
         activation: Activation::OnEnable,
+        create_only: false,
+    },
+    // Needed to read (OpenZFS has holds from pool version 18, before features): a build
+    // without it refuses a snapshot record whose defer-destroy flag is set, as it refuses every
+    // flag it does not know; and one that wrote would destroy held snapshots and leave their
+    // holds objects behind. Counted: one per snapshot record with a holds object or the flag,
+    // back to enabled when the last hold is released and the last deferred snapshot goes, so a
+    // pool without holds stays open to such builds.
+    Feature {
+        name: USER_HOLDS_FEATURE,
+        short_name: "user_holds",
+        class: FeatureClass::NeededToRead,
+        activation: Activation::Counted,
         create_only: false,
     },
 ];
@@ -594,12 +611,17 @@ impl PoolCore {
     /// registry and the count of every known feature set by its rule. A change is written with
     /// the import's first txg (the config is dirty then unless read-only).
     pub(super) fn recount_features(&self, had_write_list: bool) -> Result<(), PoolError> {
-        let livelists = self
-            .dataset_list()
+        let datasets = self.dataset_list();
+        let livelists = datasets
             .iter()
             .filter(|(_, dataset)| dataset.phys().livelist_object.0 != 0)
             .count() as u64
             + self.queued_livelist_count()?;
+        let held = datasets
+            .iter()
+            .flat_map(|(_, dataset)| dataset.snapshots())
+            .filter(|snapshot| snapshot.phys().uses_user_holds())
+            .count() as u64;
         let mut config = self.config.lock();
         if !had_write_list {
             // The class lists of known features as the registry says; unknown names keep the
@@ -631,24 +653,30 @@ impl PoolCore {
                 }
             }
         }
-        if let Some(refcount) = config.features.get_mut(LIVELIST_FEATURE) {
-            if *refcount != livelists {
-                if had_write_list {
-                    log::warn!(
-                        "pool {}: feature livelist: the config counts {} livelists, the pool has {livelists}; the count is corrected",
-                        self.name,
-                        *refcount
-                    );
+        for (feature, what, count) in [
+            (LIVELIST_FEATURE, "livelists", livelists),
+            (USER_HOLDS_FEATURE, "held or deferred snapshots", held),
+        ] {
+            let short_name = feature_by_name(feature).map_or(feature, |known| known.short_name);
+            if let Some(refcount) = config.features.get_mut(feature) {
+                if *refcount != count {
+                    if had_write_list {
+                        log::warn!(
+                            "pool {}: feature {short_name}: the config counts {} {what}, the pool has {count}; the count is corrected",
+                            self.name,
+                            *refcount
+                        );
+                    }
+                    *refcount = count;
                 }
-                *refcount = livelists;
+            } else if count > 0 {
+                // Not an import failure: a failed open falls back to an older txg, and this is
+                // no reason to discard newer ones. `check` reports it.
+                log::error!(
+                    "pool {}: {count} {what} exist but feature {short_name} is not enabled",
+                    self.name
+                );
             }
-        } else if livelists > 0 {
-            // Not an import failure: a failed open falls back to an older txg, and this is no
-            // reason to discard newer ones. `check` reports it.
-            log::error!(
-                "pool {}: {livelists} livelists exist but feature livelist is not enabled",
-                self.name
-            );
         }
         Ok(())
     }

@@ -10,8 +10,9 @@
 //!
 //! Holds live only in memory, one count per (dataset object, holder) in the pool's
 //! [`LongHolds`]; they end with the guard, or with the process. User holds (`hold`/`release`,
-//! kept on disk in a snapshot's user holds object) are not implemented; when they are, they
-//! refuse a destroy through the same check, [`PoolCore::destroy_refusal`].
+//! kept on disk in a snapshot's user holds object, `pool/user_holds.rs`) refuse a destroy
+//! through the same check, [`PoolCore::destroy_refusal`]; a deferred destroy (`destroy -d`)
+//! waits for user holds but is refused by a long hold, as in OpenZFS.
 //!
 //! A hold is taken under the namespace lock, which every destroy holds from its check until
 //! its destroy is queued: a destroy either sees the hold or ran before it, and then the hold
@@ -131,9 +132,16 @@ impl Pool {
 
 impl PoolCore {
     /// Why snapshot `snapshot` (named `full`) must not be destroyed now, if it must not: it
-    /// is held. Every destroy that would free a snapshot asks this first, with the namespace
-    /// lock held.
+    /// is held, by a reader or by a user. Every destroy that would free a snapshot asks this
+    /// first, with the namespace lock held.
     pub(super) fn destroy_refusal(&self, full: &str, snapshot: &Snapshot) -> Option<String> {
+        self.long_hold_refusal(full, snapshot)
+            .or_else(|| self.user_hold_refusal(full, snapshot))
+    }
+
+    /// Why snapshot `snapshot` (named `full`) must not be destroyed now because a reader holds
+    /// it, if one does.
+    pub(super) fn long_hold_refusal(&self, full: &str, snapshot: &Snapshot) -> Option<String> {
         self.long_holds
             .holder(snapshot.object)
             .map(|holder| format!("snapshot {full} is {}", holder.describe()))

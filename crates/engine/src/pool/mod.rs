@@ -123,6 +123,7 @@ pub mod snapshots;
 mod stats;
 mod sync;
 pub mod uberblock;
+pub mod user_holds;
 mod vdev_change;
 mod vdev_spec;
 
@@ -133,7 +134,7 @@ pub use facade::WeakPool;
 pub use features::{
     Feature, FeatureClass, FeatureState, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN, LIVELIST_FEATURE,
     LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, SPACE_LIMITS_FEATURE,
-    STALLED_FREES_FEATURE,
+    STALLED_FREES_FEATURE, USER_HOLDS_FEATURE,
 };
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};

@@ -117,6 +117,20 @@ pub(super) enum NamespaceTask {
         snapshot: Arc<Snapshot>,
         name: String,
     },
+    /// A user hold (`pool/user_holds.rs`).
+    Hold {
+        snapshot: Arc<Snapshot>,
+        tag: String,
+        time: u64,
+    },
+    Release {
+        snapshot: Arc<Snapshot>,
+        tag: String,
+    },
+    /// `destroy -d` of a snapshot with holds or clones: it is marked to go with them.
+    DeferDestroy {
+        snapshot: Arc<Snapshot>,
+    },
 }
 
 /// A snapshot's figures, for `tarn list -t snapshot`.
@@ -137,6 +151,10 @@ pub struct SnapshotInfo {
     /// The MOS object of the snapshot's record: unique in the pool while it exists, stable
     /// across imports (`.zfs/snapshot` inode numbers are built from it).
     pub object: u64,
+    /// User holds on it (zfs's `userrefs`).
+    pub user_refs: u64,
+    /// Marked to go with its last hold and clone (`destroy -d`).
+    pub defer_destroy: bool,
     /// File systems cloned from it (full names).
     pub clones: Vec<String>,
 }
@@ -408,6 +426,17 @@ impl PoolCore {
                     snapshot,
                     name,
                 } => self.sync_rename_snapshot(head, snapshot, name, &tx)?,
+                NamespaceTask::Hold {
+                    snapshot,
+                    tag,
+                    time,
+                } => self.sync_hold(snapshot, tag, *time, &tx)?,
+                NamespaceTask::Release { snapshot, tag } => {
+                    self.sync_release(snapshot, tag, &tx)?
+                }
+                NamespaceTask::DeferDestroy { snapshot } => {
+                    self.sync_defer_destroy(snapshot, &tx)?
+                }
             }
         }
         Ok(!tasks.is_empty())
@@ -630,6 +659,7 @@ impl PoolCore {
                 )));
             }
         }
+        self.sync_forget_holds(snapshot, tx)?;
         self.mos.remove_object(tx, snapshot.object)?;
         snapshots.remove(index);
         head.set_snapshots(snapshots);
@@ -852,6 +882,12 @@ impl PoolCore {
             creation_txg: phys.creation_txg.0,
             guid: phys.guid.0,
             object: snapshot.object.0,
+            user_refs: if phys.user_holds_object.0 == 0 {
+                0
+            } else {
+                self.user_refs(snapshot)
+            },
+            defer_destroy: phys.is_defer_destroy(),
             clones: if phys.clone_count == 0 {
                 Vec::new()
             } else {

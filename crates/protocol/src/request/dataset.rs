@@ -106,6 +106,11 @@ pub struct DestroyArgs {
     /// livelist or a walk of its tree frees it, is printed always.
     #[arg(short = 'v')]
     pub verbose: bool,
+    /// Deferred destroy (snapshots): destroy each one that has neither user holds nor clones,
+    /// and mark the others to go with their last hold and clone.
+    #[arg(short = 'd')]
+    #[serde(default)]
+    pub defer: bool,
     pub name: String,
 }
 

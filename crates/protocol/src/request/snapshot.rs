@@ -6,6 +6,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::{parse_settings, DestroyArgs};
+use super::TableFormatArgs;
 use crate::error::Failure;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,13 @@ pub enum SnapshotRequest {
     Bookmark(BookmarkArgs),
     /// A dataset's record and deadlist as text, as `zdb -dddd`.
     DebugDataset(NameArgs),
+    /// Put a user hold on snapshots: `data = {"held": [names]}`.
+    Hold(HoldArgs),
+    /// Take a user hold off snapshots, destroying those marked for deferred destroy that this
+    /// leaves free: `data = {"released": [names], "destroyed": [names]}`.
+    Release(HoldArgs),
+    /// The user holds of snapshots: `data = {"holds": [HoldRow]}`.
+    Holds(HoldsArgs),
 }
 
 impl SnapshotRequest {
@@ -45,6 +53,9 @@ impl SnapshotRequest {
             SnapshotRequest::Rename(_) => "rename",
             SnapshotRequest::Bookmark(_) => "bookmark",
             SnapshotRequest::DebugDataset(_) => "debug dataset",
+            SnapshotRequest::Hold(_) => "hold",
+            SnapshotRequest::Release(_) => "release",
+            SnapshotRequest::Holds(_) => "holds",
         }
     }
 }
@@ -109,4 +120,31 @@ pub struct RollbackArgs {
 pub struct RenameArgs {
     pub name: String,
     pub new_name: String,
+}
+
+/// `tarn hold [-r] TAG FS@SNAP...` and `tarn release [-r] TAG FS@SNAP...`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldArgs {
+    /// The snapshot of the same name in every descendant too.
+    #[arg(short = 'r')]
+    pub recursive: bool,
+    /// The hold's name (any text up to 255 bytes; replication tools use their own names).
+    pub tag: String,
+    #[arg(required = true, num_args = 1..)]
+    pub snapshots: Vec<String>,
+}
+
+/// `tarn holds [-r] [-H] [-p] [-j] [-o FIELD,...] FS@SNAP...`.
+#[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldsArgs {
+    /// The snapshot of the same name in every descendant too.
+    #[arg(short = 'r')]
+    pub recursive: bool,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub format: TableFormatArgs,
+    #[arg(required = true, num_args = 1..)]
+    pub snapshots: Vec<String>,
 }

@@ -84,6 +84,7 @@ mod power;
 mod replication;
 mod resilver;
 mod space;
+mod user_holds;
 
 use devices::{
     create_device_file, drive_scan, flush_before_wipe, heal_mirror, replacement_path, two_sides,
@@ -956,6 +957,9 @@ impl Child {
                 scan_request(pool.core.request_scan_cancel())
             }
             Op::Resilver => self.resilver(pool, rng),
+            Op::UserHold => self.user_hold(pool, rng),
+            Op::UserRelease => self.user_release(pool, rng),
+            Op::DeferDestroy => self.defer_destroy(pool, rng),
             _ => unreachable!("{op:?} is not implemented"),
         }
     }
