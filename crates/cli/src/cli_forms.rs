@@ -135,6 +135,19 @@ const FORMS: &[(&str, &[&str])] = &[
     ("set PROP=VAL DATASET", &["set compression=zstd-3 tank/a"]),
     ("inherit PROP DATASET", &["inherit compression tank/a"]),
     (
+        "get -r|-d N|-s SOURCES|-t TYPES ...; tarn set P=V [P=V]... DS; tarn inherit -r P DS",
+        &[
+            "get -r compression tank",
+            "get -d 1 -s local,inherited -t filesystem,snapshot -H -p -o name,value all tank",
+            "set compression=lz4 atime=off com.example:note=x tank/a",
+            "inherit -r compression tank",
+        ],
+    ),
+    (
+        "set module:name=value DS          user properties, inherited, shown with their source",
+        &["set com.sun:auto-snapshot=false tank/a", "inherit com.sun:auto-snapshot tank/a"],
+    ),
+    (
         "mount [FS [MOUNTPOINT]] | tarn mount -a",
         &["mount", "mount tank/a", "mount tank/a /mnt/a", "mount -a"],
     ),

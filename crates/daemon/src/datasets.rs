@@ -179,6 +179,63 @@ pub fn list(
     Ok(rows)
 }
 
+/// The datasets `tarn get` shows for `name`: it, and with `depth` its descendants down to that
+/// depth (children at 1; a file system's snapshots one below it), of the `types` wanted (none:
+/// file systems and snapshots), each file system followed by its snapshots, oldest first.
+fn get_targets(
+    pool: &Pool,
+    name: &str,
+    depth: Option<usize>,
+    types: &[String],
+) -> Result<Vec<String>, Failure> {
+    let wants = |kind: &str| {
+        types.is_empty() || types.iter().any(|wanted| wanted == kind || wanted == "all")
+    };
+    let Some(depth) = depth else {
+        return Ok(vec![name.to_string()]);
+    };
+    if name.contains('@') {
+        pool.snapshot_info(name)?;
+        return Ok(if wants("snapshot") {
+            vec![name.to_string()]
+        } else {
+            Vec::new()
+        });
+    }
+    if !pool.has_dataset(name) {
+        return Err(Failure(format!("dataset {name:?} does not exist")));
+    }
+    let base = name.matches('/').count();
+    let below = format!("{name}/");
+    let mut snapshots_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if wants("snapshot") {
+        for snapshot in pool.snapshots() {
+            let file_system = super::snapshots::filesystem_of(&snapshot.name).to_string();
+            snapshots_of
+                .entry(file_system)
+                .or_default()
+                .push(snapshot.name);
+        }
+    }
+    let mut targets = Vec::new();
+    for info in pool.datasets() {
+        if info.name != name && !info.name.starts_with(&below) {
+            continue;
+        }
+        let level = info.name.matches('/').count() - base;
+        if level > depth {
+            continue;
+        }
+        if wants("filesystem") {
+            targets.push(info.name.clone());
+        }
+        if level < depth {
+            targets.extend(snapshots_of.remove(&info.name).unwrap_or_default());
+        }
+    }
+    Ok(targets)
+}
+
 /// `tarn get`: `properties` (names, or `all`) of one file system or snapshot, as the engine
 /// evaluates them; here they are formatted, with the two only the mounts know: whether the
 /// file system is mounted and where its mountpoint is shown (under the pool's altroot).
@@ -290,8 +347,8 @@ pub fn set(
         )));
     }
     pool.set_property(name, property, value)?;
-    if OwnerProperty::is_owner_property_name(property) {
-        // An owner quota decides nothing about the mounts.
+    if OwnerProperty::is_owner_property_name(property) || tarn::is_user_property_name(property) {
+        // An owner quota or a user property decides nothing about the mounts.
         return Ok(());
     }
     let property = Property::from_name(property).expect("validated by set_property");
@@ -439,10 +496,14 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
         }
         DatasetRequest::Get(args) => {
             let properties = args.properties()?;
+            let types = args.types()?;
+            let depth = args.depth.or(args.recursive.then_some(usize::MAX));
             let mut rows = Vec::new();
             for name in &args.names {
                 let pool = daemon.pool_of_dataset(name)?;
-                rows.extend(get(&pool, &daemon.mounts, name, &properties)?);
+                for target in get_targets(&pool, name, depth, types)? {
+                    rows.extend(get(&pool, &daemon.mounts, &target, &properties)?);
+                }
             }
             Ok(Answer {
                 status: 0,
@@ -450,16 +511,43 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
             })
         }
         DatasetRequest::Set(args) => {
-            let (property, value) = args.setting()?;
+            let settings = args.settings()?;
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&args.name)?;
-            set(&pool, &daemon.mounts, &args.name, &property, Some(&value))?;
+            // Every setting is checked before any is made, as zfs set checks its list.
+            for (at, (property, value)) in settings.iter().enumerate() {
+                if settings[..at]
+                    .iter()
+                    .any(|(earlier, _)| earlier == property)
+                {
+                    return Err(Failure(format!(
+                        "cannot set property for {}: {property} is given more than once",
+                        args.name
+                    ))
+                    .into());
+                }
+                Pool::check_setting(property, value)?;
+            }
+            for (property, value) in &settings {
+                set(&pool, &daemon.mounts, &args.name, property, Some(value))?;
+            }
             Answer::done()
         }
-        DatasetRequest::Inherit(InheritArgs { property, name }) => {
+        DatasetRequest::Inherit(InheritArgs {
+            recursive,
+            property,
+            name,
+        }) => {
             let _guard = lock(&daemon.lifecycle);
             let pool = daemon.pool_of_dataset(&name)?;
-            set(&pool, &daemon.mounts, &name, &property, None)?;
+            let targets = if recursive {
+                get_targets(&pool, &name, Some(usize::MAX), &["filesystem".to_string()])?
+            } else {
+                vec![name.clone()]
+            };
+            for target in targets {
+                set(&pool, &daemon.mounts, &target, &property, None)?;
+            }
             Answer::done()
         }
         DatasetRequest::Userspace(args) => {

@@ -109,7 +109,7 @@ pub(crate) mod zil;
 
 pub use block::blkptr::{ChecksumType, Compression};
 pub use dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
-pub use dataset::props::{Property, PropertySource};
+pub use dataset::props::{is_user_property_name, Property, PropertySource};
 pub use dataset::Snapshot;
 pub use fs::{
     Attr, FileKind, FileSystem, FsError, HeldBack, SeekTarget, SetAttr, SpaceFigures, Timestamp,

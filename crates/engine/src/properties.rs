@@ -16,12 +16,18 @@
 //! OpenZFS's DSL reads it for `zfs get`: so this module sits above both the pool and the send
 //! layers, which it reads.
 //!
+//! User properties (`module:name`) are answered with their value and source, `-` when unset;
+//! `all` lists those in effect after the others, as `zfs get all` does. A snapshot shows its
+//! file system's, inherited.
+//!
 //! The owner properties (`userquota@ID`, `userused@ID`, `groupobjquota@ID`, ...) are answered
 //! when named, from `pool/owner_quotas.rs`, with numeric IDs only (the command line turns names
 //! into IDs and back); `all` does not list them, as `zfs get all` does not.
 
 use crate::dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
-use crate::dataset::props::{Property, PropertySource, READ_ONLY_PROPERTIES};
+use crate::dataset::props::{
+    is_user_property_name, Property, PropertySource, READ_ONLY_PROPERTIES,
+};
 use crate::pool::datasets::{compress_ratio, DatasetInfo};
 use crate::pool::snapshots::SnapshotInfo;
 use crate::pool::{Pool, PoolError};
@@ -89,6 +95,16 @@ fn filesystem_of(snapshot: &str) -> &str {
     snapshot.split('@').next().unwrap_or(snapshot)
 }
 
+/// The source a snapshot of `file_system` shows for a value its file system has from
+/// `source`: the file system's own setting is inherited from it, an inherited one from where
+/// the file system inherits it.
+fn snapshot_source(source: PropertySource, file_system: &str, of_snapshot: bool) -> PropertySource {
+    match source {
+        PropertySource::Local if of_snapshot => PropertySource::Inherited(file_system.to_string()),
+        other => other,
+    }
+}
+
 fn statistic(name: &str, value: DatasetValue) -> DatasetProperty {
     DatasetProperty {
         name: name.to_string(),
@@ -120,10 +136,14 @@ impl Pool {
             } else {
                 which.to_vec()
             };
-            return wanted
+            let mut properties = wanted
                 .iter()
                 .map(|property| self.snapshot_property_named(&info, property))
-                .collect();
+                .collect::<Result<Vec<_>, _>>()?;
+            if all {
+                properties.extend(self.all_user_properties(filesystem_of(name), true)?);
+            }
+            return Ok(properties);
         }
         let info = self
             .datasets()
@@ -138,10 +158,52 @@ impl Pool {
         } else {
             which.to_vec()
         };
-        wanted
+        let mut properties = wanted
             .iter()
             .map(|property| self.file_system_property_named(&info, property))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if all {
+            properties.extend(self.all_user_properties(name, false)?);
+        }
+        Ok(properties)
+    }
+
+    /// Every user property in effect on file system `file_system`; for a snapshot of it
+    /// (`of_snapshot`), each inherited from it.
+    fn all_user_properties(
+        &self,
+        file_system: &str,
+        of_snapshot: bool,
+    ) -> Result<Vec<DatasetProperty>, PoolError> {
+        Ok(self
+            .user_properties(file_system)?
+            .into_iter()
+            .map(|(name, value, source)| DatasetProperty {
+                name,
+                value: DatasetValue::Text(value),
+                source: snapshot_source(source, file_system, of_snapshot),
+            })
+            .collect())
+    }
+
+    /// User property `name` of file system `file_system` (for a snapshot of it with
+    /// `of_snapshot`): its value and source, `-` when unset.
+    fn user_property_named(
+        &self,
+        file_system: &str,
+        name: &str,
+        of_snapshot: bool,
+    ) -> Result<DatasetProperty, PoolError> {
+        crate::dataset::props::validate_user_property(name, None)
+            .map_err(PoolError::BadProperty)?;
+        Ok(match self.user_property(file_system, name)? {
+            Some((value, source)) => DatasetProperty {
+                name: name.to_string(),
+                value: DatasetValue::Text(value),
+                source: snapshot_source(source, file_system, of_snapshot),
+            },
+            None => statistic(name, text("-")),
+        })
     }
 
     /// A settable property of snapshot `snapshot` (`FS@SNAP`): its file system's value, from
@@ -195,6 +257,9 @@ impl Pool {
             }
             "mounted" => DatasetValue::Mounted,
             "name" => text(name),
+            other if is_user_property_name(other) => {
+                return self.user_property_named(name, other, false)
+            }
             other if OwnerProperty::is_owner_property_name(other) => {
                 return self.owner_property_named(name, other)
             }
@@ -248,6 +313,9 @@ impl Pool {
             | "usedbyrefreservation"
             | "origin"
             | "receive_resume_token" => text("-"),
+            other if is_user_property_name(other) => {
+                return self.user_property_named(filesystem_of(name), other, true)
+            }
             other if OwnerProperty::is_owner_property_name(other) => {
                 return self.owner_property_named(name, other)
             }

@@ -97,6 +97,8 @@ pub enum Op {
     UserRelease,
     /// `destroy -d` of a snapshot: destroyed if nothing holds or clones it, else marked.
     DeferDestroy,
+    /// Set or clear a user property (`module:name=value`) on a file system and read it back.
+    SetUserProperty,
     /// Send a snapshot into the second pool and receive it there, whole.
     SendFull,
     /// Send the changes between two snapshots into the second pool.
@@ -230,6 +232,9 @@ pub const OPERATIONS: &[OpSpec] = &[
     // and usage by owner, which `check` recounts after every round, meet every other
     // operation; no other row was changed for them.
     row(Op::SetOwnerQuota, 2, true),
+    // Added after the table was fixed, with the weight of the properties it sits beside
+    // (`copies`); no other row was changed for it.
+    row(Op::SetUserProperty, 2, true),
     row(Op::Chown, 2, true),
     row(Op::SetProject, 1, true),
     // Scans.

@@ -178,10 +178,24 @@ fn print_get_json(
     rows: &[PropertyRow],
     exact: bool,
 ) -> Result<(), Failure> {
+    // Every dataset the rows name (with -r or -d, more than were named).
+    let mut shown: Vec<String> = Vec::new();
+    for row in rows {
+        if !shown.contains(&row.name) {
+            shown.push(row.name.clone());
+        }
+    }
+    if shown.is_empty() {
+        shown = names.to_vec();
+    }
     let identity_request = Request::Dataset(DatasetRequest::Get(GetArgs {
         format: Default::default(),
+        recursive: false,
+        depth: None,
+        sources: None,
+        types: None,
         properties: "type,createtxg".into(),
-        names: names.to_vec(),
+        names: shown,
     }));
     let response = ask(socket, names.first().map(String::as_str), &identity_request)?;
     let identities: Vec<PropertyRow> = if response.status == 0 {
@@ -238,6 +252,8 @@ pub fn get(socket: &Path, mut args: GetArgs) -> Result<u8, Failure> {
     }
     let format = args.format.format();
     selected_fields(&GET_COLUMNS, &format)?;
+    args.types()?;
+    let sources: Vec<String> = args.sources()?.to_vec();
     let names = args.names.clone();
     let first = args.names.first().cloned();
     let response = ask(
@@ -250,6 +266,13 @@ pub fn get(socket: &Path, mut args: GetArgs) -> Result<u8, Failure> {
     }
     let mut rows: Vec<PropertyRow> = serde_json::from_value(response.data["properties"].clone())
         .map_err(|error| Failure(format!("unreadable answer from the daemon: {error}")))?;
+    if !sources.is_empty() {
+        rows.retain(|row| {
+            sources
+                .iter()
+                .any(|source| source == source_kind(&row.source))
+        });
+    }
     // Each dataset's rows hold its owner properties in the order asked (`all` lists none).
     if !owner_properties.is_empty() {
         let owner_rows = rows
@@ -276,13 +299,31 @@ pub fn set(socket: &Path, mut args: SetArgs) -> Result<u8, Failure> {
             "cannot set properties of snapshot {name}: snapshots are read-only"
         )));
     }
-    let (property, value) = args.setting()?;
-    args.setting = format!("{}={value}", owner_names::numeric_property(&property)?);
+    args.settings = args
+        .settings()?
+        .into_iter()
+        .map(|(property, value)| {
+            Ok(format!(
+                "{}={value}",
+                owner_names::numeric_property(&property)?
+            ))
+        })
+        .collect::<Result<_, Failure>>()?;
     Ok(forward(&ask(
         socket,
         Some(&name),
         &Request::Dataset(DatasetRequest::Set(args)),
     )?))
+}
+
+/// The `get -s` word for a row's source (`inherited from tank` is `inherited`, `-` is
+/// `none`).
+fn source_kind(source: &str) -> &str {
+    match source {
+        "-" => "none",
+        _ if source.starts_with("inherited") => "inherited",
+        _ => source,
+    }
 }
 
 /// `tarn inherit PROP DATASET`; an owner quota (`userquota@alice`) is removed, as it has

@@ -489,6 +489,12 @@ fn check_dataset_tree(
                             Some(property) => {
                                 value.is_ok_and(|value| property.parse(value).is_ok())
                             }
+                            // A user property: any text (dataset/props.rs).
+                            None if crate::dataset::props::is_user_property_name(&key) => value
+                                .is_ok_and(|value| {
+                                    crate::dataset::props::validate_user_property(&key, Some(value))
+                                        .is_ok()
+                                }),
                             // A user, group or project quota: a positive number.
                             None => OwnerProperty::parse(&key).is_some_and(|owner| {
                                 owner.field == OwnerField::Quota

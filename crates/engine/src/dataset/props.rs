@@ -9,6 +9,11 @@
 //! Text keeps the format self-describing; values are validated again when read, so a damaged
 //! value is reported and never used.
 //!
+//! # User properties
+//! A name with a colon (`com.example:backup`, zfs's user properties) is the administrator's
+//! own: any text value up to [`USER_PROPERTY_VALUE_MAX`] bytes, stored in the same object under
+//! its name, always inherited, never interpreted by tarn ([`validate_user_property`]).
+//!
 //! # Inheritance
 //! Every settable property except `canmount` inherits. `mountpoint` inherits with a twist: a
 //! child of a dataset whose mountpoint is `/a` mounts at `/a/child` (the path grows by the
@@ -370,6 +375,45 @@ pub fn checksum_of(value: &str) -> ChecksumType {
 
 /// Validate one component of a dataset name: ZFS's alphabet (letters, digits, `_ - : .`),
 /// not empty, not `.` or `..`.
+/// The longest user property name, in bytes (zfs's ZAP_MAXNAMELEN, and a key/value object's
+/// longest key).
+pub const USER_PROPERTY_NAME_MAX: usize = crate::object::kv::KEY_LEN_MAX;
+/// The longest user property value, in bytes: a key/value object's longest value (zfs takes
+/// 8192, ZFS_MAXPROPLEN).
+pub const USER_PROPERTY_VALUE_MAX: usize = crate::object::kv::VALUE_LEN_MAX;
+
+/// Whether `name` names a user property (it has a colon, as in zfs).
+pub fn is_user_property_name(name: &str) -> bool {
+    name.contains(':')
+}
+
+/// Check a user property's name (zfs's rules: a colon, then lowercase letters, digits and
+/// `: + - . _`, at most 256 bytes, not starting with a `-`) and, when set, its value (any
+/// text without NUL up to [`USER_PROPERTY_VALUE_MAX`] bytes).
+pub fn validate_user_property(name: &str, value: Option<&str>) -> Result<(), String> {
+    let name_ok = is_user_property_name(name)
+        && !name.starts_with('-')
+        && name.len() <= USER_PROPERTY_NAME_MAX
+        && name.chars().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, ':' | '+' | '-' | '.' | '_')
+        });
+    if !name_ok {
+        return Err(format!(
+            "invalid user property name {name:?}: a user property is module:name, in lowercase \
+             letters, digits and : + - . _ (at most {USER_PROPERTY_NAME_MAX} bytes)"
+        ));
+    }
+    if let Some(value) = value {
+        if value.len() > USER_PROPERTY_VALUE_MAX || value.contains('\0') {
+            return Err(format!(
+                "invalid value for user property {name}: at most {USER_PROPERTY_VALUE_MAX} bytes \
+                 of text without NUL"
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn validate_name_component(component: &str) -> Result<(), String> {
     if component == RECEIVE_CLONE_NAME {
         return Ok(());
@@ -408,6 +452,32 @@ pub const DATASET_NAME_MAX: usize = 255;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_property_names_and_values_follow_zfs_rules() {
+        for good in ["com.example:note", "a:b", "org.x-y_z+1:v.2", ":", "x:"] {
+            assert!(
+                validate_user_property(good, Some("any text, even spaces")).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "nocolon",
+            "Com.example:x",
+            "a:b c",
+            "-a:b",
+            "a:b\u{e9}",
+            &format!("a:{}", "x".repeat(255)),
+        ] {
+            assert!(validate_user_property(bad, None).is_err(), "{bad}");
+        }
+        assert!(validate_user_property("a:b", Some(&"v".repeat(USER_PROPERTY_VALUE_MAX))).is_ok());
+        assert!(
+            validate_user_property("a:b", Some(&"v".repeat(USER_PROPERTY_VALUE_MAX + 1))).is_err()
+        );
+        assert!(validate_user_property("a:b", Some("nul\0inside")).is_err());
+        assert!(is_user_property_name("a:b") && !is_user_property_name("compression"));
+    }
 
     #[test]
     fn values_normalize_and_refuse_nonsense() {

@@ -17,8 +17,17 @@
 //! the other properties reach an open file system through [`Pool::apply_properties`].
 //! The read-only figures (`used`, `compressratio`, ...) are not stored here: they are computed
 //! from the records (`crate::properties`).
+//!
+//! # User properties
+//! `module:name=value` settings (`dataset::props`, "User properties") live in the same object
+//! under their names and always inherit. The first one set activates feature
+//! `user_properties` (compatible: a build without it ignores keys it does not ask for, though
+//! its `check` would report them as invalid stored properties).
 
-use crate::dataset::props::{checksum_of, compression_of, limit_bytes, Property, PropertySource};
+use crate::dataset::props::{
+    checksum_of, compression_of, is_user_property_name, limit_bytes, validate_user_property,
+    Property, PropertySource,
+};
 use crate::dataset::Dataset;
 use crate::fs::{FileSystem, FsConfig, XattrLayout};
 use crate::object::adapters::KvObject;
@@ -106,6 +115,81 @@ impl PoolCore {
         Ok((value, PropertySource::Default))
     }
 
+    /// The user properties in effect on dataset `relative`: its own settings and those it
+    /// inherits (the nearest ancestor's wins), by name.
+    pub(super) fn user_properties(
+        &self,
+        relative: &str,
+    ) -> Result<Vec<(String, String, PropertySource)>, PoolError> {
+        let mut found: std::collections::BTreeMap<String, (String, PropertySource)> =
+            std::collections::BTreeMap::new();
+        let mut at = relative.to_string();
+        loop {
+            let dataset = self.dataset_by_relative(&at)?;
+            let object = dataset.dir().properties_object;
+            for entry in crate::object::adapters::kv_entries(&self.mos, object)? {
+                let Ok(name) = std::str::from_utf8(&entry.key) else {
+                    continue;
+                };
+                if !is_user_property_name(name) || found.contains_key(name) {
+                    continue;
+                }
+                let value = String::from_utf8(entry.value).map_err(|_| {
+                    PoolError::Corrupt(format!(
+                        "dataset {}: user property {name} is not text",
+                        dataset.name()
+                    ))
+                })?;
+                let source = if at == relative {
+                    PropertySource::Local
+                } else {
+                    PropertySource::Inherited(self.full_name(&at))
+                };
+                found.insert(name.to_string(), (value, source));
+            }
+            if at.is_empty() {
+                break;
+            }
+            at = parent_of(&at).to_string();
+        }
+        Ok(found
+            .into_iter()
+            .map(|(name, (value, source))| (name, value, source))
+            .collect())
+    }
+
+    /// One user property in effect on dataset `relative`, if set there or above.
+    pub(super) fn user_property(
+        &self,
+        relative: &str,
+        name: &str,
+    ) -> Result<Option<(String, PropertySource)>, PoolError> {
+        let mut at = relative.to_string();
+        loop {
+            let dataset = self.dataset_by_relative(&at)?;
+            let object = dataset.dir().properties_object;
+            let handle = KvObject::new(&self.mos, object, None)?;
+            if let Some(bytes) = kv::lookup(&handle, name.as_bytes()).map_err(kv_error(object))? {
+                let value = String::from_utf8(bytes).map_err(|_| {
+                    PoolError::Corrupt(format!(
+                        "dataset {}: user property {name} is not text",
+                        dataset.name()
+                    ))
+                })?;
+                let source = if at == relative {
+                    PropertySource::Local
+                } else {
+                    PropertySource::Inherited(self.full_name(&at))
+                };
+                return Ok(Some((value, source)));
+            }
+            if at.is_empty() {
+                return Ok(None);
+            }
+            at = parent_of(&at).to_string();
+        }
+    }
+
     /// Object properties for new files of a dataset, from its effective properties.
     pub fn fs_config(&self, relative: &str, base: FsConfig) -> Result<FsConfig, PoolError> {
         let value = |property| self.property(relative, property).map(|(value, _)| value);
@@ -171,6 +255,20 @@ impl Pool {
         Ok(parsed)
     }
 
+    /// Check one `name=value` setting as [`Pool::set_property`] takes it, changing nothing:
+    /// `set` checks every setting it is given before it makes any.
+    pub fn check_setting(name: &str, value: &str) -> Result<(), PoolError> {
+        if crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(name) {
+            crate::dataset::owner_quotas::OwnerProperty::parse_quota_setting(name, Some(value))
+                .map_err(PoolError::BadProperty)?;
+        } else if is_user_property_name(name) {
+            validate_user_property(name, Some(value)).map_err(PoolError::BadProperty)?;
+        } else {
+            Pool::parse_properties(&[(name.to_string(), value.to_string())])?;
+        }
+        Ok(())
+    }
+
     /// The effective settable properties of a dataset (in [`Property::ALL`] order).
     pub fn properties(&self, full_name: &str) -> Result<Vec<PropertyValue>, PoolError> {
         let relative = self.core.relative_name(full_name)?;
@@ -209,6 +307,9 @@ impl Pool {
     ) -> Result<(), PoolError> {
         if crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(name) {
             return self.set_owner_quota(full_name, name, value);
+        }
+        if is_user_property_name(name) {
+            return self.set_user_property(full_name, name, value);
         }
         self.writable()?;
         let core = &self.core;
@@ -277,6 +378,74 @@ impl Pool {
             // Inherited: every dataset may see a new value.
             for (name, _) in core.dataset_list() {
                 core.apply_copies(&name);
+            }
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// The user properties in effect on file system `full_name` (local and inherited), by
+    /// name, as (name, value, source).
+    pub fn user_properties(
+        &self,
+        full_name: &str,
+    ) -> Result<Vec<(String, String, PropertySource)>, PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        self.core.user_properties(relative)
+    }
+
+    /// One user property in effect on file system `full_name`, if set there or above.
+    pub fn user_property(
+        &self,
+        full_name: &str,
+        name: &str,
+    ) -> Result<Option<(String, PropertySource)>, PoolError> {
+        let relative = self.core.relative_name(full_name)?;
+        self.core.user_property(relative, name)
+    }
+
+    /// Set user property `name` locally (`value` Some) or remove the local setting (`None`,
+    /// `inherit`). Durable on return.
+    fn set_user_property(
+        &self,
+        full_name: &str,
+        name: &str,
+        value: Option<&str>,
+    ) -> Result<(), PoolError> {
+        self.writable()?;
+        validate_user_property(name, value).map_err(PoolError::BadProperty)?;
+        let core = &self.core;
+        let relative = core.relative_name(full_name)?.to_string();
+        {
+            let _namespace = core.namespace.lock();
+            let dataset = core.dataset_by_relative(&relative)?;
+            if value.is_some()
+                && core
+                    .feature_refcount(super::USER_PROPERTIES_FEATURE)
+                    .is_none()
+            {
+                return Err(PoolError::BadProperty(format!(
+                    "cannot set property for '{full_name}': pool {} lacks feature@user_properties (tarn pool set feature@user_properties=enabled {0})",
+                    core.name
+                )));
+            }
+            core.check_space(
+                super::admission::SpaceCheck::Reserved,
+                1,
+                &format!("set {name} on {full_name}"),
+            )?;
+            let hold = core.txgs.assign()?;
+            let object = dataset.dir().properties_object;
+            let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
+            match value {
+                Some(value) => {
+                    kv::upsert(&mut handle, name.as_bytes(), value.as_bytes())
+                        .map_err(kv_error(object))?;
+                    core.feature_activate(super::USER_PROPERTIES_FEATURE);
+                }
+                None => {
+                    kv::remove(&mut handle, name.as_bytes()).map_err(kv_error(object))?;
+                }
             }
         }
         self.sync()?;

@@ -132,6 +132,10 @@ pub const USER_ACCOUNTING_FEATURE: &str = "com.tarn:user_accounting";
 /// key/value object of hold tags, or carries the defer-destroy flag.
 pub const USER_HOLDS_FEATURE: &str = "com.tarn:user_holds";
 
+/// User properties (`pool/dataset_props.rs`): `module:name` keys in the datasets' properties
+/// objects.
+pub const USER_PROPERTIES_FEATURE: &str = "com.tarn:user_properties";
+
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
@@ -251,6 +255,17 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "user_holds",
         class: FeatureClass::NeededToRead,
         activation: Activation::Counted,
+        create_only: false,
+    },
+    // Compatible (OpenZFS has user properties from the start): a build without it looks
+    // properties up by the names it knows and never meets these keys; only its `check`, which
+    // validates every stored key, would report them. Active from the first user property set
+    // on (as space_limits: removing the last one leaves it active).
+    Feature {
+        name: USER_PROPERTIES_FEATURE,
+        short_name: "user_properties",
+        class: FeatureClass::Compatible,
+        activation: Activation::OnFirstUse,
         create_only: false,
     },
 ];

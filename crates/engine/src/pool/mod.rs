@@ -134,7 +134,7 @@ pub use facade::WeakPool;
 pub use features::{
     Feature, FeatureClass, FeatureState, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN, LIVELIST_FEATURE,
     LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, SPACE_LIMITS_FEATURE,
-    STALLED_FREES_FEATURE, USER_HOLDS_FEATURE,
+    STALLED_FREES_FEATURE, USER_HOLDS_FEATURE, USER_PROPERTIES_FEATURE,
 };
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};

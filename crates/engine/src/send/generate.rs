@@ -214,6 +214,13 @@ fn local_properties(pool: &Pool, file_system: &str) -> Result<Vec<(String, Strin
     // User, group and project quotas travel as properties too (zfs carries them in the file
     // system's own objects; tarn keeps them with the dataset's properties).
     local.extend(pool.local_owner_quotas(file_system)?);
+    // And user properties (`module:name`), set here rather than inherited.
+    local.extend(
+        pool.user_properties(file_system)?
+            .into_iter()
+            .filter(|(_, _, source)| *source == PropertySource::Local)
+            .map(|(name, value, _)| (name, value)),
+    );
     Ok(local)
 }
 

@@ -446,12 +446,14 @@ fn substream(
             match pool.set_property(file_system, property, Some(value)) {
                 // As zfs receive: a limit the received data does not fit in (a quota below
                 // what the stream brought) is not set, and the receive stands; so is an owner
-                // quota this pool cannot keep (no feature@user_accounting) or a bad one.
+                // quota this pool cannot keep (no feature@user_accounting) or a bad one, and a
+                // user property this pool cannot keep (no feature@user_properties).
                 Err(error @ (PoolError::BadProperty(_) | PoolError::OutOfSpace(_)))
                     if Property::from_name(property).is_some_and(Property::is_space_limit)
                         || crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(
                             property,
-                        ) =>
+                        )
+                        || crate::dataset::props::is_user_property_name(property) =>
                 {
                     log::warn!("cannot receive {property} property on {file_system}: {error}");
                 }

@@ -144,45 +144,103 @@ impl ListArgs {
     }
 }
 
-/// `tarn get [-H] [-p] [-j] [-o FIELD,...] PROP[,PROP]|all DATASET...`.
+/// `tarn get [-r|-d N] [-s SOURCE,...] [-t TYPE,...] [-H] [-p] [-j] [-o FIELD,...]
+/// PROP[,PROP]|all DATASET...`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GetArgs {
     #[command(flatten)]
     #[serde(skip)]
     pub format: TableFormatArgs,
+    /// The descendants of each dataset named too (with -t snapshot: their snapshots).
+    #[arg(short = 'r')]
+    #[serde(default)]
+    pub recursive: bool,
+    /// Descendants down to this depth (1: children); implies -r.
+    #[arg(short = 'd', value_name = "DEPTH")]
+    #[serde(default)]
+    pub depth: Option<usize>,
+    /// Only rows whose source is one of these: local, default, inherited, received,
+    /// temporary, none.
+    #[arg(short = 's', value_delimiter = ',', value_name = "SOURCE")]
+    #[serde(skip)]
+    pub sources: Option<Vec<String>>,
+    /// Types of dataset to show: filesystem, snapshot, all (default: both).
+    #[arg(short = 't', value_delimiter = ',', value_name = "TYPE")]
+    #[serde(default)]
+    pub types: Option<Vec<String>>,
     pub properties: String,
     #[arg(required = true, num_args = 1..)]
     pub names: Vec<String>,
 }
+
+/// The sources `get -s` takes (zfs's words).
+pub const GET_SOURCES: [&str; 6] = [
+    "local",
+    "default",
+    "inherited",
+    "received",
+    "temporary",
+    "none",
+];
 
 impl GetArgs {
     /// The properties named (`all` among them: every one).
     pub fn properties(&self) -> Result<Vec<String>, Failure> {
         property_list(&self.properties)
     }
+
+    /// The types asked for with `-t`, each checked (none: file systems and snapshots alike,
+    /// as zfs get).
+    pub fn types(&self) -> Result<&[String], Failure> {
+        for kind in self.types.iter().flatten() {
+            if !["filesystem", "snapshot", "all"].contains(&kind.as_str()) {
+                return Err(Failure(format!(
+                    "invalid type {kind:?}: expected filesystem, snapshot or all"
+                )));
+            }
+        }
+        Ok(self.types.as_deref().unwrap_or_default())
+    }
+
+    /// The sources asked for with `-s`, each checked.
+    pub fn sources(&self) -> Result<&[String], Failure> {
+        for source in self.sources.iter().flatten() {
+            if !GET_SOURCES.contains(&source.as_str()) {
+                return Err(Failure(format!(
+                    "invalid source {source:?}: expected {}",
+                    GET_SOURCES.join(", ")
+                )));
+            }
+        }
+        Ok(self.sources.as_deref().unwrap_or_default())
+    }
 }
 
-/// `tarn set PROP=VALUE DATASET`.
+/// `tarn set PROP=VALUE [PROP=VALUE]... DATASET`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetArgs {
-    pub setting: String,
+    #[arg(required = true, num_args = 1.., value_name = "PROP=VALUE")]
+    pub settings: Vec<String>,
     pub name: String,
 }
 
 impl SetArgs {
-    /// The property and its value.
-    pub fn setting(&self) -> Result<(String, String), Failure> {
-        let mut settings = parse_settings(std::slice::from_ref(&self.setting))?;
-        Ok(settings.remove(0))
+    /// The properties and their values, in the order given.
+    pub fn settings(&self) -> Result<Vec<(String, String)>, Failure> {
+        parse_settings(&self.settings)
     }
 }
 
-/// `tarn inherit PROP DATASET`.
+/// `tarn inherit [-r] PROP DATASET`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InheritArgs {
+    /// The descendants too: each loses its own setting.
+    #[arg(short = 'r')]
+    #[serde(default)]
+    pub recursive: bool,
     pub property: String,
     pub name: String,
 }

@@ -540,6 +540,7 @@ impl Child {
                 self.replicate(op, rng)
             }
             Op::RenameFileSystem => self.rename_file_system(rng),
+            Op::SetUserProperty => self.set_user_property(index, rng),
             _ => self.pool_op(op, rng),
         }
     }

@@ -1,5 +1,6 @@
 //! User holds and deferred destroy beside every other operation: `UserHold`, `UserRelease`
-//! and `DeferDestroy`.
+//! and `DeferDestroy`; and user properties, the other state replication tools keep on
+//! datasets: `SetUserProperty`.
 //!
 //! # Theory
 //! A user hold is a durable claim on a snapshot: while it lasts no destroy may free the
@@ -22,6 +23,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use tarn::pool::Pool;
 
+use super::outcomes::note;
 use super::{refused, Child, OpError, OpResult};
 
 /// The tags the tool puts on snapshots.
@@ -44,6 +46,7 @@ impl Child {
                 "{snapshot} was held as {tag}, but lists {holds:?}"
             )));
         }
+        note("user holds taken");
         Ok(())
     }
 
@@ -70,9 +73,11 @@ impl Child {
         let tag = holds[rng.gen_range(0..holds.len())].tag.clone();
         let sending = self.replica.sends_reading(&snapshot);
         let outcome = pool.release(&tag, std::slice::from_ref(&snapshot), false)?;
+        note("user holds released");
         if !outcome.destroyed.contains(&snapshot) {
             return Ok(());
         }
+        note("deferred destroys done by a release");
         if pool.snapshot_info(&snapshot).is_ok() {
             return Err(OpError::Inconsistent(format!(
                 "the release of {tag} destroyed {snapshot}, which still exists"
@@ -87,6 +92,7 @@ impl Child {
         let sending = self.replica.sends_reading(&snapshot);
         let outcome = pool.destroy_snapshots_deferred(&snapshot, false, false)?;
         if outcome.destroyed.contains(&snapshot) {
+            note("destroy -d destroyed at once");
             return sending.check(&snapshot);
         }
         let info = pool.snapshot_info(&snapshot)?;
@@ -95,6 +101,42 @@ impl Child {
                 "destroy -d of {snapshot} neither destroyed it nor marked it"
             )));
         }
+        note("destroy -d deferred");
+        Ok(())
+    }
+
+    /// `SetUserProperty`: set (or now and then clear) a user property of worker `index`'s own
+    /// on a file system, and read it back: set locally, the value set; cleared, none in effect
+    /// (no ancestor has this worker's property set: the tool sets them on its file systems
+    /// only, never on the pool's root).
+    pub(super) fn set_user_property(&self, index: usize, rng: &mut StdRng) -> OpResult {
+        let pool_guard = self.pool.read();
+        let Some(pool) = pool_guard.as_ref() else {
+            return Err(super::pool_missing());
+        };
+        let slot = self.pick_slot(rng)?;
+        let name = format!("org.tarn-stress:worker-{index}");
+        let value = rng
+            .gen_bool(0.8)
+            .then(|| format!("value {}", rng.gen::<u32>()));
+        pool.set_property(&slot.name, &name, value.as_deref())?;
+        let read = pool.user_property(&slot.name, &name)?;
+        let expected = value
+            .as_ref()
+            .map(|value| (value.clone(), tarn::PropertySource::Local));
+        // A file system renamed below another may inherit the property from there once it is
+        // cleared here: only a set is judged exactly.
+        if value.is_some() && read != expected {
+            return Err(OpError::Inconsistent(format!(
+                "{name} set on {} to {value:?} reads back as {read:?}",
+                slot.name
+            )));
+        }
+        note(if value.is_some() {
+            "user properties set"
+        } else {
+            "user properties cleared"
+        });
         Ok(())
     }
 }
