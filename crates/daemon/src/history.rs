@@ -7,7 +7,9 @@
 //! arrives, while the client waits for the answer. Where that fails (another PID namespace),
 //! the request's verb and target stand in. Only requests that change a pool and succeed are
 //! recorded, in the pool they name; reads (list, get, status, send, debug, stat) are not, nor
-//! are export and destroy (the pool is gone when they succeed).
+//! is destroy (the pool is gone when it succeeds). Export is recorded before it runs, so that
+//! the export's last sync writes it as the pool's last record (as zpool's history ends with
+//! its export); an export refused (busy) leaves that record behind.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -17,14 +19,15 @@ use tarn_protocol::request::dataset::{self, DatasetRequest, DestroyArgs, Inherit
 use tarn_protocol::request::devices::{AddArgs, DevicesRequest};
 use tarn_protocol::request::inspect::{CheckArgs, InspectRequest};
 use tarn_protocol::request::pool::{
-    ClearArgs, CreateArgs, ImportArgs, PoolRequest, SetArgs, UpgradeArgs,
+    ClearArgs, CreateArgs, ImportArgs, PoolRequest, ReleaseArgs, SetArgs, UpgradeArgs,
 };
 use tarn_protocol::request::replication::{ReceiveArgs, ReplicationRequest};
-use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest};
+use tarn_protocol::request::scan::{DeviceStateArgs, ScanRequest, ScrubArgs};
 use tarn_protocol::request::snapshot::{
     BookmarkArgs, CloneArgs, HoldArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
     SnapshotRequest,
 };
+use tarn_protocol::request::PoolName;
 use tarn_protocol::Request;
 
 use super::held::Daemon;
@@ -60,11 +63,14 @@ pub(super) fn peer(stream: &UnixStream) -> Option<Peer> {
     })
 }
 
-/// A history record to write once its request has succeeded.
+/// A history record to write once its request has succeeded (or, for an export, before it
+/// runs: [`PendingRecord::before`]).
 pub(super) struct PendingRecord {
     pool: String,
     command: String,
     uid: u32,
+    /// Written before the request runs (export).
+    pub before: bool,
 }
 
 /// The pool a request changes, if it changes one (see the module documentation).
@@ -86,7 +92,10 @@ fn changed_pool(request: &Request) -> Option<String> {
             new_name.clone().or(pool.clone())?
         }
         Request::Scan(ScanRequest::Online(DeviceStateArgs { pool, .. }))
-        | Request::Scan(ScanRequest::Offline(DeviceStateArgs { pool, .. })) => pool.clone(),
+        | Request::Scan(ScanRequest::Offline(DeviceStateArgs { pool, .. }))
+        | Request::Scan(ScanRequest::Scrub(ScrubArgs { pool, .. }))
+        | Request::Scan(ScanRequest::Resilver(PoolName { pool }))
+        | Request::Pool(PoolRequest::Export(ReleaseArgs { pool, .. })) => pool.clone(),
         Request::Devices(DevicesRequest::Add(AddArgs { dry_run: true, .. })) => return None,
         Request::Devices(request) => request.pool().to_string(),
         Request::Inspect(InspectRequest::Check(CheckArgs {
@@ -131,8 +140,7 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::Ping
         | Request::Stop
         | Request::Pool(
-            PoolRequest::Export(_)
-            | PoolRequest::Destroy(_)
+            PoolRequest::Destroy(_)
             | PoolRequest::Sync(_)
             | PoolRequest::List(_)
             | PoolRequest::Get(_)
@@ -141,9 +149,7 @@ fn changed_pool(request: &Request) -> Option<String> {
             // `-a` changes every pool, listing none: recorded in none.
             | PoolRequest::Upgrade(UpgradeArgs { pool: None, .. }),
         )
-        | Request::Scan(
-            ScanRequest::Scrub(_) | ScanRequest::Resilver(_) | ScanRequest::Status(_),
-        )
+        | Request::Scan(ScanRequest::Status(_))
         | Request::Inspect(_)
         | Request::Stat(_)
         | Request::Inject(_) => return None,
@@ -176,6 +182,7 @@ impl PendingRecord {
             pool,
             command,
             uid: peer.map_or(0, |peer| peer.uid),
+            before: matches!(request, Request::Pool(PoolRequest::Export(_))),
         })
     }
 

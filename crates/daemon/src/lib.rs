@@ -456,7 +456,10 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                 }
                 Ok(request) => {
                     // The pool history records every change that succeeds (history.rs).
-                    let record = history::PendingRecord::of(&request, peer);
+                    let mut record = history::PendingRecord::of(&request, peer);
+                    if record.as_ref().is_some_and(|record| record.before) {
+                        record.take().expect("checked").record(daemon);
+                    }
                     let response = answer(daemon, request, |daemon, request| {
                         dispatch(daemon, request, &mut reader, &mut writer)
                     });

@@ -296,10 +296,23 @@ impl DatasetRow {
         self.kind == "snapshot"
     }
 
+    pub fn is_bookmark(&self) -> bool {
+        self.kind == "bookmark"
+    }
+
     pub fn cells(&self) -> Vec<Cell> {
-        // What a snapshot does not have (it is read through its file system's mount).
+        // What a snapshot does not have (it is read through its file system's mount), nor a
+        // bookmark.
         let for_filesystem = |cell: Cell| {
-            if self.is_snapshot() {
+            if self.is_snapshot() || self.is_bookmark() {
+                Cell::text("-")
+            } else {
+                cell
+            }
+        };
+        // What a bookmark does not have: it holds no blocks (zfs shows `-`).
+        let not_bookmark = |cell: Cell| {
+            if self.is_bookmark() {
                 Cell::text("-")
             } else {
                 cell
@@ -307,23 +320,23 @@ impl DatasetRow {
         };
         vec![
             Cell::text(self.name.clone()),
-            Cell::bytes(self.used),
+            not_bookmark(Cell::bytes(self.used)),
             for_filesystem(Cell::bytes(self.avail)),
-            Cell::bytes(self.refer),
+            not_bookmark(Cell::bytes(self.refer)),
             for_filesystem(Cell::text(self.mountpoint.clone())),
             Cell::text(self.kind.clone()),
             time_cell(self.creation),
-            ratio_cell(self.compressratio),
-            ratio_cell(self.refcompressratio),
+            not_bookmark(ratio_cell(self.compressratio)),
+            not_bookmark(ratio_cell(self.refcompressratio)),
             for_filesystem(Cell::text(if self.mounted { "yes" } else { "no" })),
-            Cell::bytes(self.recordsize),
+            not_bookmark(Cell::bytes(self.recordsize)),
             Cell::text(self.compression.clone()),
             Cell::text(self.checksum.clone()),
-            number_cell(self.copies),
+            not_bookmark(number_cell(self.copies)),
             Cell::text(self.atime.clone()),
             Cell::text(self.readonly.clone()),
             for_filesystem(Cell::text(self.canmount.clone())),
-            Cell::bytes(self.written),
+            not_bookmark(Cell::bytes(self.written)),
             for_filesystem(Cell::bytes(self.usedbydataset)),
             for_filesystem(Cell::bytes(self.usedbysnapshots)),
             for_filesystem(Cell::bytes(self.usedbychildren)),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # clone FS@SNAP FS makes a writable file system sharing the snapshot's blocks (mounted, its
-# origin shown), which diverges without touching the origin; a snapshot with clones is destroyed
+# origin shown), which diverges without touching the origin; its `written` counts from the
+# origin (0 when fresh, what it wrote since), as its first snapshot's does; a snapshot with clones is destroyed
 # only with -R, which destroys the clones first; misuse is refused and changes nothing.
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
@@ -22,6 +23,7 @@ assert_prop "$TESTPOOL/work" origin "$fs@base"
 assert_prop "$fs@base" clones "$TESTPOOL/work"
 assert_prop "$TESTPOOL/work" atime off local
 [ "$(get_prop used "$TESTPOOL/work")" -lt $((1 << 20)) ] || log_fail "a fresh clone uses its origin's space"
+assert_eq "$(get_prop written "$TESTPOOL/work")" 0 "written of a fresh clone"
 alloc_after=$(tarn pool list -H -p -o alloc "$TESTPOOL")
 [ $((alloc_after - alloc_before)) -lt $((1 << 20)) ] || log_fail "clone copied data: $alloc_before -> $alloc_after"
 
@@ -31,7 +33,11 @@ echo new >"$ALTROOT/$TESTPOOL/work/new"
 log_must tarn pool sync "$TESTPOOL"
 assert_eq "$(digest "$mnt/data")" "$want" "origin after the clone changed"
 [ ! -e "$mnt/new" ] || log_fail "a file created in the clone appeared in the origin"
+written=$(get_prop written "$TESTPOOL/work")
+[ "$written" -ge $((1 << 20)) ] && [ "$written" -lt $((2 << 20)) ] || log_fail "written of the clone after 1 MiB: $written"
 log_must tarn snapshot "$TESTPOOL/work@w1"
+assert_eq "$(get_prop written "$TESTPOOL/work@w1")" "$written" "written of the clone's first snapshot"
+assert_eq "$(get_prop written "$TESTPOOL/work")" 0 "written of the clone after its snapshot"
 
 # Misuse.
 before=$(tarn list -H -p -t all -o name,used,refer)

@@ -63,8 +63,13 @@ impl Pool {
         self.core.log_history(command, uid)
     }
 
-    /// The pool's history records, oldest first (`pool history`).
+    /// The pool's history records, oldest first (`pool history`). Records still waiting for
+    /// a sync are synced first on a writable pool, so that each shows the txg it went into
+    /// (zpool's are written by the command's own sync task).
     pub fn history(&self) -> Result<Vec<HistoryRecord>, PoolError> {
+        if !self.core.readonly && self.core.history_pending() {
+            self.sync()?;
+        }
         self.core.history()
     }
 

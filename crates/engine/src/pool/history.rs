@@ -195,7 +195,7 @@ impl PoolCore {
         });
     }
 
-    pub(super) fn history_pending(&self) -> bool {
+    pub(crate) fn history_pending(&self) -> bool {
         !self.history.pending.lock().is_empty()
     }
 

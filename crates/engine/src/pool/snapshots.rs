@@ -866,9 +866,14 @@ impl PoolCore {
     ) -> SnapshotInfo {
         let snapshot = &snapshots[index];
         let phys = snapshot.phys();
-        let written = match index.checked_sub(1) {
+        // Since the previous snapshot, or for a clone's first since its origin.
+        let previous = match index.checked_sub(1) {
+            Some(previous) => Some(snapshots[previous].clone()),
+            None => self.origin_of(head).map(|(_, origin)| origin),
+        };
+        let written = match previous {
             Some(previous) => (phys.referenced_bytes + snapshot.deadlist_total().used_bytes)
-                .saturating_sub(snapshots[previous].phys().referenced_bytes),
+                .saturating_sub(previous.phys().referenced_bytes),
             None => phys.referenced_bytes,
         };
         SnapshotInfo {
@@ -903,9 +908,14 @@ impl PoolCore {
     /// Bytes a head wrote since its newest snapshot (zfs's `written`).
     pub(super) fn head_written(&self, head: &Dataset) -> u64 {
         let phys = head.phys();
-        match head.newest_snapshot() {
-            Some(newest) => (phys.referenced_bytes + head.deadlist_total().used_bytes)
-                .saturating_sub(newest.phys().referenced_bytes),
+        // Since the newest snapshot, or for a clone without one since its origin (OpenZFS
+        // counts a clone's `written` from its origin, not from nothing).
+        let previous = head
+            .newest_snapshot()
+            .or_else(|| self.origin_of(head).map(|(_, origin)| origin));
+        match previous {
+            Some(previous) => (phys.referenced_bytes + head.deadlist_total().used_bytes)
+                .saturating_sub(previous.phys().referenced_bytes),
             None => phys.referenced_bytes,
         }
     }
