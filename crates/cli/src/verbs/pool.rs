@@ -603,8 +603,9 @@ pub fn upgrade(socket: &Path, args: UpgradeArgs) -> Result<Status, Failure> {
 const WAIT_POLL_FIRST: Duration = Duration::from_millis(2);
 const WAIT_POLL_MAX: Duration = Duration::from_millis(20);
 
-/// `pool wait [-t ACTIVITY[,...]] POOL`: block until the activities have finished. Only `free`
-/// (background frees of destroyed datasets: the `freeing` property reaches 0) exists yet; with
+/// `pool wait [-t ACTIVITY[,...]] POOL`: block until the activities have finished. `free`
+/// (background frees of destroyed datasets: the `freeing` property reaches 0, then the frees'
+/// deferral passes, so that `avail` shows the space at once), `scrub`, `resilver`; with
 /// no -t every supported activity is waited for. Quiet, except for a progress line on stderr
 /// when stderr is a terminal.
 pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Status, Failure> {
@@ -671,6 +672,19 @@ pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Stat
         }
         std::thread::sleep(poll);
         poll = (poll * 2).min(WAIT_POLL_MAX);
+    }
+    // A freed block is allocatable again only once its deferred free has passed the next
+    // TXG_DEFER_SIZE syncs; an idle pool would take up to a txg timeout each to get there,
+    // with `avail` stale meanwhile. Those syncs are forced here (their output unused).
+    for _ in 0..=tarn::types::TXG_DEFER_SIZE {
+        let request = Request::Pool(PoolRequest::Sync(PoolOption {
+            pool: Some(pool.clone()),
+        }));
+        match client::ask_if_running(socket, &request)? {
+            Some(response) if response.status != 0 => return Ok(forward(response)),
+            Some(_) => {}
+            None => break,
+        }
     }
     if shown {
         let _ = writeln!(std::io::stderr(), "\r{pool}: freed{:24}", "");
