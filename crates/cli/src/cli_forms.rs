@@ -144,6 +144,15 @@ const FORMS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "list -d N -s PROP -S PROP ...; tarn pool status -x",
+        &[
+            "list -d 1 -s used -S name -t all tank",
+            "list -r -S used -o name,used tank",
+            "pool status -x",
+            "pool status -x tank",
+        ],
+    ),
+    (
         "set module:name=value DS          user properties, inherited, shown with their source",
         &["set com.sun:auto-snapshot=false tank/a", "inherit com.sun:auto-snapshot tank/a"],
     ),

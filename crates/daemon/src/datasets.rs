@@ -96,15 +96,15 @@ fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, F
     Ok(row)
 }
 
-/// `tarn list`: every dataset of every pool, or `name` (and with `recursive` its
-/// descendants), of the `types` wanted (`filesystem`, `snapshot`, `bookmark`, `all`; none:
-/// file systems). A file system's snapshots follow it, oldest first, then its bookmarks, before
-/// its children.
+/// `tarn list`: every dataset of every pool, or `name` (and with `depth` its descendants down
+/// to that depth: children at 1, a file system's snapshots and bookmarks one below it), of the
+/// `types` wanted (`filesystem`, `snapshot`, `bookmark`, `all`; none: file systems). A file
+/// system's snapshots follow it, oldest first, then its bookmarks, before its children.
 pub fn list(
     pools: &[Arc<Pool>],
     mounts: &Mounts,
     name: Option<&str>,
-    recursive: bool,
+    depth: Option<usize>,
     types: &[String],
 ) -> Result<Vec<DatasetRow>, Failure> {
     let wants = |kind: &str| {
@@ -139,21 +139,30 @@ pub fn list(
         }
         let mut snapshot_properties = super::snapshots::SnapshotProperties::default();
         for info in pool.datasets() {
-            let wanted = match name {
-                None => true,
-                Some(name) => {
-                    info.name == name
-                        || (recursive
-                            && info
-                                .name
-                                .strip_prefix(name)
-                                .is_some_and(|rest| rest.starts_with('/')))
-                }
+            // How far below the dataset named (0: itself; every one without a name).
+            let level = match name {
+                None => Some(0),
+                Some(name) if info.name == name => Some(0),
+                Some(name) => info
+                    .name
+                    .strip_prefix(name)
+                    .filter(|rest| rest.starts_with('/'))
+                    .map(|rest| rest.matches('/').count()),
             };
-            if wanted {
+            let limit = if name.is_some() {
+                depth.unwrap_or(0)
+            } else {
+                usize::MAX
+            };
+            if let Some(level) = level.filter(|level| *level <= limit) {
                 found |= Some(info.name.as_str()) == name;
                 if wants("filesystem") {
                     rows.push(row(pool, mounts, &info)?);
+                }
+                // A file system's snapshots and bookmarks are one level below it; a dataset
+                // named alone (no -r, -d) still lists its own with -t.
+                if level >= limit && depth.is_some() {
+                    continue;
                 }
                 for snapshot in snapshots_of.get(info.name.as_str()).into_iter().flatten() {
                     rows.push(super::snapshots::row_with(
@@ -482,11 +491,12 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
             Answer::done()
         }
         DatasetRequest::List(args) => {
+            let depth = args.depth.or(args.recursive.then_some(usize::MAX));
             let rows = list(
                 &daemon.pools(),
                 &daemon.mounts,
                 args.name.as_deref(),
-                args.recursive,
+                depth,
                 args.types()?,
             )?;
             Ok(Answer {

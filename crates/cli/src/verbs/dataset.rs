@@ -151,7 +151,17 @@ fn list_rows(socket: &Path, args: ListArgs) -> Result<Vec<DatasetRow>, Failure> 
 pub fn list(socket: &Path, args: ListArgs) -> Result<u8, Failure> {
     args.types()?;
     let mut format = args.format.format();
-    let rows = list_rows(socket, args)?;
+    let keys = args.sort.keys.clone();
+    for (field, _) in &keys {
+        if !LIST_COLUMNS.contains(&field.as_str()) {
+            return Err(Failure(format!(
+                "invalid sort field '{field}'; valid fields are: {}",
+                LIST_COLUMNS.join(", ")
+            )));
+        }
+    }
+    let mut rows = list_rows(socket, args)?;
+    sort_list_rows(&mut rows, &keys);
     if format.fields.is_none() {
         format.fields = Some(LIST_DEFAULT_COLUMNS.map(str::to_string).to_vec());
     }
@@ -168,6 +178,58 @@ pub fn list(socket: &Path, args: ListArgs) -> Result<u8, Failure> {
     let rows: Vec<Vec<Cell>> = rows.iter().map(DatasetRow::cells).collect();
     print_table(&LIST_COLUMNS, &rows, &format, "tarn list", "datasets")?;
     Ok(0)
+}
+
+/// `list -s FIELD -S FIELD ...`: order the rows by each key in turn (the first key first),
+/// numbers by value and text in byte order, a `-` (no value) after every value; rows equal in
+/// every key keep the daemon's order (as zfs, which otherwise lists by name, tree order).
+fn sort_list_rows(rows: &mut [DatasetRow], keys: &[(String, bool)]) {
+    if keys.is_empty() {
+        return;
+    }
+    let indexes: Vec<(usize, bool)> = keys
+        .iter()
+        .map(|(field, descending)| {
+            let index = LIST_COLUMNS
+                .iter()
+                .position(|column| column == field)
+                .expect("checked");
+            (index, *descending)
+        })
+        .collect();
+    let mut keyed: Vec<(Vec<Cell>, DatasetRow)> =
+        rows.iter().map(|row| (row.cells(), row.clone())).collect();
+    keyed.sort_by(|(left, _), (right, _)| {
+        indexes
+            .iter()
+            .map(|&(index, descending)| {
+                let order = compare_cells(&left[index], &right[index]);
+                if descending {
+                    order.reverse()
+                } else {
+                    order
+                }
+            })
+            .find(|order| order.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    for (slot, (_, row)) in rows.iter_mut().zip(keyed) {
+        *slot = row;
+    }
+}
+
+/// Two cells of one column: by number when both are numbers, else as text; `-` last.
+fn compare_cells(left: &Cell, right: &Cell) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (left.exact.as_str(), right.exact.as_str()) {
+        ("-", "-") => Ordering::Equal,
+        ("-", _) => Ordering::Greater,
+        (_, "-") => Ordering::Less,
+        (left, right) => match (left.parse::<f64>(), right.parse::<f64>()) {
+            (Ok(left), Ok(right)) => left.total_cmp(&right),
+            _ => left.cmp(right),
+        },
+    }
 }
 
 /// `tarn get -j`: each dataset (with its identity, asked of the daemon as `type` and

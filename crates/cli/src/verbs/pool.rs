@@ -482,7 +482,7 @@ pub fn list(socket: &Path, args: ListArgs) -> Result<Status, Failure> {
 /// and exit 0, as zpool (an empty document with -j).
 pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
     refuse_dirs("status", &args.dirs)?;
-    let (json, name) = (args.json, args.pool.clone());
+    let (json, name, unhealthy) = (args.json, args.pool.clone(), args.unhealthy);
     let request = Request::Pool(PoolRequest::Status(args));
     let mut entries: Vec<StatusEntry> = match client::ask_if_running(socket, &request)? {
         Some(response) => serde_json::from_value(response.data["pools"].clone())
@@ -499,6 +499,22 @@ pub fn status(socket: &Path, args: StatusArgs) -> Result<Status, Failure> {
         }
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name).then(a.guid.cmp(&b.guid)));
+    if unhealthy {
+        // zpool status -x: only pools with a problem to explain (a `status:` reason), not
+        // ONLINE, or suspended.
+        entries.retain(|entry| {
+            entry.json.get("reason").is_some()
+                || entry.json["state"].as_str() != Some("ONLINE")
+                || entry.json["suspended"].as_bool() == Some(true)
+        });
+        if entries.is_empty() && !json {
+            match name {
+                Some(name) => out!("pool '{name}' is healthy"),
+                None => out!("all pools are healthy"),
+            }
+            return Ok(0);
+        }
+    }
     print_status(&entries, json);
     Ok(0)
 }

@@ -121,6 +121,15 @@ pub struct ListArgs {
     /// Include the descendants of the dataset named.
     #[arg(short = 'r')]
     pub recursive: bool,
+    /// Descendants down to this depth (1: children, and the dataset's own snapshots);
+    /// implies -r.
+    #[arg(short = 'd', value_name = "DEPTH")]
+    #[serde(default)]
+    pub depth: Option<usize>,
+    /// -s FIELD / -S FIELD: sort by a column, ascending / descending, in the order given.
+    #[command(flatten)]
+    #[serde(skip)]
+    pub sort: SortArgs,
     /// Types to list: filesystem, snapshot, all.
     #[arg(short = 't', value_delimiter = ',')]
     pub types: Option<Vec<String>>,

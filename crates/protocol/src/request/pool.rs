@@ -301,6 +301,11 @@ pub struct StatusArgs {
     /// Name the files with permanent errors (damaged blocks with no good copy).
     #[arg(short = 'v')]
     pub verbose: bool,
+    /// Only pools with a problem (not ONLINE, a device or data error, suspended); "all pools
+    /// are healthy" when none has one.
+    #[arg(short = 'x')]
+    #[serde(skip)]
+    pub unhealthy: bool,
     pub pool: Option<String>,
 }
 
