@@ -219,7 +219,8 @@ mod tests {
                 json: false,
                 exact: false,
                 pool: None,
-                verbose: true
+                verbose: true,
+                unhealthy: false,
             }))),
             None
         );

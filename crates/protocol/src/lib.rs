@@ -505,6 +505,7 @@ mod tests {
                 json: false,
                 exact: false,
                 verbose: true,
+                unhealthy: false,
                 pool: Some("tank".into()),
             })),
             Request::Pool(PoolRequest::Clear(pool::ClearArgs {
