@@ -12,10 +12,10 @@ use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
 use tarn_protocol::request::dataset::DestroyArgs;
 use tarn_protocol::request::snapshot::{
-    BookmarkArgs, CloneArgs, HoldArgs, HoldsArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
-    SnapshotRequest,
+    BookmarkArgs, CloneArgs, DiffArgs, HoldArgs, HoldsArgs, NameArgs, RenameArgs, RollbackArgs,
+    SnapshotArgs, SnapshotRequest,
 };
-use tarn_protocol::rows::{DatasetRow, HoldRow};
+use tarn_protocol::rows::{DatasetRow, DiffRow, HoldRow, PathBytes};
 
 use super::held::{lock, Answer, Daemon, Reply};
 
@@ -600,5 +600,75 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: SnapshotRequest) -> Result<A
             out!("{}", debug_dataset(&pool, &name)?.trim_end());
             Answer::done()
         }
+        SnapshotRequest::Diff(DiffArgs { snapshot, to, .. }) => diff(daemon, &snapshot, to),
+    }
+}
+
+/// `tarn diff FS@SNAP [FS@SNAP|FS]`: the engine's changes as rows, and the mountpoint that
+/// the client puts before their paths (zfs prints paths under the mountpoint).
+fn diff(daemon: &Daemon, snapshot: &str, to: Option<String>) -> Result<Answer, Reply> {
+    let to = to.unwrap_or_else(|| filesystem_of(snapshot).to_string());
+    // `@SNAP` for either side is relative to the other's file system.
+    let named = if snapshot.starts_with('@') {
+        &to
+    } else {
+        snapshot
+    };
+    let pool = daemon.pool_of_dataset(named)?;
+    // Against the file system itself the engine takes and destroys a temporary snapshot:
+    // not while a destroy or rename of it runs.
+    let _guard = (!to.contains('@')).then(|| lock(&daemon.lifecycle));
+    let report = tarn::diff(&pool, snapshot, &to).map_err(|error| Failure(error.to_string()))?;
+    if !to.contains('@') {
+        daemon.mounts.snapshots_changed(&report.file_system);
+    }
+    let mountpoint = match daemon.mounts.mountpoint_of(&report.file_system) {
+        Some(path) => path.display().to_string(),
+        None => {
+            let shown =
+                super::mounts::shown_mountpoint(&pool, &daemon.mounts, &report.file_system)?;
+            if !shown.starts_with('/') {
+                return Err(Failure(format!(
+                    "cannot diff {snapshot} and {to}: {} is not mounted and has \
+                     mountpoint={shown}; its paths are named under its mountpoint",
+                    report.file_system
+                ))
+                .into());
+            }
+            shown
+        }
+    };
+    let rows: Vec<DiffRow> = report
+        .records
+        .into_iter()
+        .map(|record| DiffRow {
+            change: record.kind.mark(),
+            path: PathBytes(record.path),
+            new_path: record.new_path.map(PathBytes),
+            file_type: file_type_mark(record.file_kind),
+            ctime_seconds: record.ctime.seconds,
+            ctime_nanoseconds: record.ctime.nanoseconds,
+            link_change: record.link_change,
+        })
+        .collect();
+    Ok(Answer {
+        status: 0,
+        data: serde_json::json!({
+            "mountpoint": mountpoint.trim_end_matches('/'),
+            "changes": rows,
+        }),
+    })
+}
+
+/// zfs diff's `-F` type character of a file kind.
+fn file_type_mark(kind: tarn::FileKind) -> char {
+    match kind {
+        tarn::FileKind::Regular => 'F',
+        tarn::FileKind::Directory => '/',
+        tarn::FileKind::Symlink => '@',
+        tarn::FileKind::Socket => '=',
+        tarn::FileKind::Fifo => '|',
+        tarn::FileKind::BlockDevice => 'B',
+        tarn::FileKind::CharDevice => 'C',
     }
 }
