@@ -1,5 +1,6 @@
-//! `tarn diff`: what changed in a file system between a snapshot and a later snapshot or the
-//! file system itself (OpenZFS dmu_diff.c, zfs_obj_to_path and libzfs_diff.c).
+//! `tarn diff` (docs/design/11-send.md §2.17a): what changed in a file system between a
+//! snapshot and a later snapshot or the file system itself (OpenZFS dmu_diff.c,
+//! zfs_obj_to_path and libzfs_diff.c).
 //!
 //! # What it computes
 //! The objects that changed are found from the block trees, not by walking both trees file by
