@@ -615,6 +615,20 @@ fn diff(daemon: &Daemon, snapshot: &str, to: Option<String>) -> Result<Answer, R
         snapshot
     };
     let pool = daemon.pool_of_dataset(named)?;
+    // The later side's file system names the paths: its mountpoint is found first, so that a
+    // file system without one is refused before anything is read (or a temporary snapshot
+    // taken). A name that does not exist is left for the engine to refuse.
+    let file_system = if to.starts_with('@') {
+        filesystem_of(snapshot)
+    } else {
+        filesystem_of(&to)
+    };
+    let mountpoint = if pool.has_dataset(file_system) {
+        diff_mountpoint(daemon, &pool, file_system)
+            .map_err(|why| Failure(format!("cannot diff {snapshot} and {to}: {why}")))?
+    } else {
+        String::new()
+    };
     // Against the file system itself the engine takes and destroys a temporary snapshot:
     // not while a destroy or rename of it runs.
     let _guard = (!to.contains('@')).then(|| lock(&daemon.lifecycle));
@@ -622,22 +636,6 @@ fn diff(daemon: &Daemon, snapshot: &str, to: Option<String>) -> Result<Answer, R
     if !to.contains('@') {
         daemon.mounts.snapshots_changed(&report.file_system);
     }
-    let mountpoint = match daemon.mounts.mountpoint_of(&report.file_system) {
-        Some(path) => path.display().to_string(),
-        None => {
-            let shown =
-                super::mounts::shown_mountpoint(&pool, &daemon.mounts, &report.file_system)?;
-            if !shown.starts_with('/') {
-                return Err(Failure(format!(
-                    "cannot diff {snapshot} and {to}: {} is not mounted and has \
-                     mountpoint={shown}; its paths are named under its mountpoint",
-                    report.file_system
-                ))
-                .into());
-            }
-            shown
-        }
-    };
     let rows: Vec<DiffRow> = report
         .records
         .into_iter()
@@ -658,6 +656,23 @@ fn diff(daemon: &Daemon, snapshot: &str, to: Option<String>) -> Result<Answer, R
             "changes": rows,
         }),
     })
+}
+
+/// Where `file_system`'s paths are: where it is mounted, else its `mountpoint` property under
+/// the altroot (zfs diff needs it mounted; tarn names the paths where it would be).
+fn diff_mountpoint(daemon: &Daemon, pool: &Pool, file_system: &str) -> Result<String, String> {
+    if let Some(path) = daemon.mounts.mountpoint_of(file_system) {
+        return Ok(path.display().to_string());
+    }
+    let shown = super::mounts::shown_mountpoint(pool, &daemon.mounts, file_system)
+        .map_err(|failure| failure.0)?;
+    if !shown.starts_with('/') {
+        return Err(format!(
+            "{file_system} is not mounted and has mountpoint={shown}: its paths are named \
+             under its mountpoint"
+        ));
+    }
+    Ok(shown)
 }
 
 /// zfs diff's `-F` type character of a file kind.

@@ -247,3 +247,68 @@ fn bad_input_is_refused_with_the_reason() {
     drop(fs);
     assert_clean(&pool);
 }
+
+/// With `xattr=dir` an xattr lives in objects of its own (the file's xattr directory and a
+/// value object), which are no nodes: the change shows as `M` of the file alone, and the file's
+/// removal as its `-` alone. A directory moved is one `R`: what it holds keeps its parent.
+#[test]
+fn xattr_objects_and_a_moved_directory_show_through_their_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create_pool(dir.path(), "dx", single(dir.path(), "d0"), tiny());
+    pool.create_dataset("dx/fs", &[("xattr".into(), "dir".into())], false)
+        .unwrap();
+    let fs = pool.open_file_system("dx/fs").unwrap();
+    let root = fs.root();
+    let sub = fs.mkdir(root, b"sub", 0o755, 0, 0).unwrap().ino;
+    file(&fs, sub, "inner", b"i");
+    let kept = file(&fs, root, "kept", b"k");
+    let gone = file(&fs, root, "gone", b"g");
+    fs.setxattr(gone, b"user.big", &pattern(3, 5000), 0)
+        .unwrap();
+    snapshot(&pool, "dx/fs@a");
+    let objects_before = fs.objset().synced_objects().unwrap().len();
+    fs.setxattr(kept, b"user.big", &pattern(4, 5000), 0)
+        .unwrap();
+    pool.sync().unwrap();
+    // The xattr took objects besides the file's own.
+    assert!(fs.objset().synced_objects().unwrap().len() >= objects_before + 2);
+    snapshot(&pool, "dx/fs@b");
+    assert_eq!(
+        lines(&diff(&pool, "dx/fs@a", "dx/fs@b").unwrap().records),
+        [line('M', "/kept")].into()
+    );
+    fs.unlink(root, b"gone").unwrap();
+    fs.rename(root, b"sub", root, b"moved", 0).unwrap();
+    snapshot(&pool, "dx/fs@c");
+    assert_eq!(
+        lines(&diff(&pool, "dx/fs@b", "dx/fs@c").unwrap().records),
+        [
+            line('M', "/"),
+            line('-', "/gone"),
+            ('R', "/sub".into(), Some("/moved".into()), 0),
+        ]
+        .into()
+    );
+    drop(fs);
+    assert_clean(&pool);
+}
+
+/// The hold a diff takes on its snapshots refuses a destroy, naming the diff; released, the
+/// destroy goes ahead.
+#[test]
+fn a_diff_hold_refuses_a_destroy_and_names_the_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, fs) = populated(dir.path(), "dh");
+    snapshot(&pool, "dh/fs@b");
+    let hold = pool
+        .long_hold("dh/fs@a", tarn::pool::holds::Holder::Diff)
+        .unwrap();
+    let error = pool.destroy_snapshots("dh/fs@a", false).unwrap_err();
+    assert!(error.to_string().contains("tarn diff"), "{error}");
+    drop(hold);
+    diff(&pool, "dh/fs@a", "dh/fs@b").unwrap();
+    pool.destroy_snapshots("dh/fs@a", false).unwrap();
+    drop(fs);
+    wait_freed(&pool);
+    assert_clean(&pool);
+}

@@ -89,6 +89,16 @@ assert_eq "$(tarn list -H -t snapshot -o name)" "$snapshots" "snapshots after di
 log_must tarn snapshot "$fs@c"
 log_must tarn diff "$fs@c"
 assert_eq "$(last_stdout)" "" "diff of an unchanged file system"
+
+# A clone diffs against its origin, its paths under its own mountpoint.
+log_must tarn clone "$fs@b" "$TESTPOOL/clone"
+echo cloned >"$ALTROOT/$TESTPOOL/clone/in clone"
+log_must tarn diff -H "$fs@b" "$TESTPOOL/clone"
+assert_eq "$(last_stdout | LC_ALL=C sort)" "$(printf '%s\n' \
+	"+	$ALTROOT/$TESTPOOL/clone/in\\0040clone" \
+	"M	$ALTROOT/$TESTPOOL/clone/" | LC_ALL=C sort)" "diff of a clone from its origin"
+log_mustnot_msg "not an earlier snapshot" tarn diff "$fs@c" "$TESTPOOL/clone"
+log_must tarn destroy "$TESTPOOL/clone"
 log_must tarn pool wait -t free "$TESTPOOL"
 verify_pool "$TESTPOOL"
 log_pass
