@@ -171,7 +171,7 @@ const FORMS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "diff [-F] [-H] [-t] [-h] FS@SNAP [FS@SNAP|FS]",
+        "diff [-F] [-H] [-t] [-h] FS@SNAP [FS@SNAP|FS]   M / + / - / R lines, as zfs diff",
         &[
             "diff tank/a@s1",
             "diff tank/a@s1 tank/a@s2",

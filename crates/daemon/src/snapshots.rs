@@ -1,7 +1,8 @@
 //! The daemon side of the snapshot verbs (`tarn snapshot`, `destroy FS@SNAP`, `rollback`,
-//! `rename` of snapshots and file systems, `debug dataset`) and the snapshot rows of `tarn list`. The engine
-//! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
-//! mounted file system in place, so the kernel's cache must be told) and the printing.
+//! `rename` of snapshots and file systems, `diff`, `debug dataset`) and the snapshot rows of
+//! `tarn list`. The engine does the work (`tarn::pool::snapshots`, `tarn::send::diff`); here
+//! are the mounts' part (a rollback resets the mounted file system in place, so the kernel's
+//! cache must be told; a diff's paths are under the mountpoint) and the printing.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,6 +1,6 @@
 //! The snapshot family: `tarn snapshot|clone|promote|bookmark|rollback|rename`, the destruction
 //! of snapshots and bookmarks (`tarn destroy FS@SNAP`, `tarn destroy FS#NAME`, with
-//! [`DestroyArgs`]), and `tarn debug dataset`.
+//! [`DestroyArgs`]), `tarn diff`, and `tarn debug dataset`.
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
