@@ -77,13 +77,17 @@ assert_eq "$(last_stdout | wc -l)" 12 "lines of diff FS@a @b"
 snapshots=$(tarn list -H -t snapshot -o name)
 echo later >"$m/later"
 rm "$m/fifo"
+# A name that is not UTF-8 travels as its bytes: escaped, or with -h as it is.
+echo raw >"$m/raw"$'\xff'
 log_must tarn diff -H "$fs@b"
 assert_eq "$(last_stdout | LC_ALL=C sort)" "$(printf '%s\n' \
 	"+	$m/later" \
+	"+	$m/raw\\0377" \
 	"-	$m/fifo" \
 	"M	$m/" | LC_ALL=C sort)" "diff against the file system"
-log_must tarn diff -H "$fs@b" "$fs"
-assert_eq "$(last_stdout | wc -l)" 3 "lines of diff FS@b FS"
+log_must tarn diff -H -h "$fs@b" "$fs"
+assert_eq "$(last_stdout | wc -l)" 4 "lines of diff FS@b FS"
+grep -qaxF "+	$m/raw"$'\xff' "$LAST_STDOUT" || log_fail "diff -h should print the raw name"
 assert_eq "$(tarn list -H -t snapshot -o name)" "$snapshots" "snapshots after diffs against the file system"
 # Nothing changed: nothing printed.
 log_must tarn snapshot "$fs@c"
