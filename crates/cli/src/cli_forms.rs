@@ -193,6 +193,15 @@ const FORMS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "diff [-F] [-H] [-t] [-h] FS@SNAP [FS@SNAP|FS]   M / + / - / R lines, as zfs diff",
+        &[
+            "diff tank/a@s1",
+            "diff tank/a@s1 tank/a@s2",
+            "diff -F -H -t -h tank/a@s1 tank/a",
+            "diff -FHth tank/a@s1 @s2",
+        ],
+    ),
+    (
         "destroy -d FS@SNAP                deferred destroy: the snapshot goes with its last hold and clone",
         &["destroy -d tank/a@s1", "destroy -d -r tank/a@s1%s3"],
     ),

@@ -103,6 +103,17 @@ struct Cli {
     command: Command,
 }
 
+/// `tarn diff`'s arguments: `-h` is zfs diff's (do not escape paths), so help is `--help`
+/// alone.
+#[derive(clap::Args)]
+struct DiffCliArgs {
+    #[command(flatten)]
+    args: tarn_protocol::request::snapshot::DiffArgs,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Pool commands (zpool).
@@ -165,6 +176,12 @@ enum Command {
     Release(HoldArgs),
     /// List the user holds of snapshots: tarn holds [-r] [-H] [-p] FS@SNAP...
     Holds(HoldsArgs),
+    /// What changed between a snapshot and a later snapshot or the file system, found from
+    /// the block trees: M modified, + added, - removed, R renamed (zfs diff):
+    /// tarn diff [-F] [-H] [-t] [-h] FS@SNAP [FS@SNAP|FS]. Here -h keeps paths unescaped;
+    /// help is --help.
+    #[command(disable_help_flag = true)]
+    Diff(DiffCliArgs),
     /// Write a snapshot to stdout as a replication stream: full, or incremental from an older
     /// snapshot of the same file system (-i), with every snapshot between (-I).
     Send(SendArgs),
@@ -462,6 +479,7 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Hold(args) => holds::hold(socket, args),
         Command::Release(args) => holds::release(socket, args),
         Command::Holds(args) => holds::holds(socket, args),
+        Command::Diff(args) => verbs::diff::diff(socket, args.args),
         Command::Send(args) => replication::send(socket, args),
         Command::Receive(args) => replication::receive(socket, args),
         Command::Rename(args) => dataset::rename(socket, args),

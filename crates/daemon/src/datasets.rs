@@ -16,29 +16,7 @@ use tarn_protocol::request::dataset::{
 use tarn_protocol::rows::{ratio_cell, DatasetRow, OwnerSpaceRow, PropertyRow};
 
 use super::held::{lock, Answer, Daemon, Reply};
-use super::mounts::{Mounts, Placement};
-
-/// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
-fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {
-    Ok(match mounts.placement(pool, name)? {
-        Placement::At { path, .. } => path.display().to_string(),
-        Placement::Never(_) => {
-            let (value, _) = pool.property(name, Property::Mountpoint)?;
-            if value.starts_with('/') {
-                // canmount=off: still shown where it would mount.
-                match mounts.altroot(pool.name()) {
-                    Some(root) => root
-                        .join(value.trim_start_matches('/'))
-                        .display()
-                        .to_string(),
-                    None => value,
-                }
-            } else {
-                value
-            }
-        }
-    })
-}
+use super::mounts::{shown_mountpoint, Mounts, Placement};
 
 fn row(pool: &Pool, mounts: &Mounts, info: &DatasetInfo) -> Result<DatasetRow, Failure> {
     // Each settable property's source goes with the row, for `list -j`.

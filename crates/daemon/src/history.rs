@@ -118,7 +118,8 @@ fn changed_pool(request: &Request) -> Option<String> {
         Request::Snapshot(request) => match request {
             SnapshotRequest::DestroySnapshots(DestroyArgs { dry_run: true, .. })
             | SnapshotRequest::DebugDataset(_)
-            | SnapshotRequest::Holds(_) => return None,
+            | SnapshotRequest::Holds(_)
+            | SnapshotRequest::Diff(_) => return None,
             SnapshotRequest::Hold(HoldArgs { snapshots, .. })
             | SnapshotRequest::Release(HoldArgs { snapshots, .. }) => dataset(snapshots.first()?),
             SnapshotRequest::Snapshot(SnapshotArgs { names, .. }) => dataset(names.first()?),

@@ -445,6 +445,28 @@ impl Mounts {
     }
 }
 
+/// A mountpoint as shown: the property's path under the pool's altroot, or none/legacy.
+pub fn shown_mountpoint(pool: &Pool, mounts: &Mounts, name: &str) -> Result<String, Failure> {
+    Ok(match mounts.placement(pool, name)? {
+        Placement::At { path, .. } => path.display().to_string(),
+        Placement::Never(_) => {
+            let (value, _) = pool.property(name, Property::Mountpoint)?;
+            if value.starts_with('/') {
+                // canmount=off: still shown where it would mount.
+                match mounts.altroot(pool.name()) {
+                    Some(root) => root
+                        .join(value.trim_start_matches('/'))
+                        .display()
+                        .to_string(),
+                    None => value,
+                }
+            } else {
+                value
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     //! The daemon's snapshot hooks on a real mount (the CLI verbs that call them land

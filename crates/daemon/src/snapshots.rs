@@ -1,7 +1,8 @@
 //! The daemon side of the snapshot verbs (`tarn snapshot`, `destroy FS@SNAP`, `rollback`,
-//! `rename` of snapshots and file systems, `debug dataset`) and the snapshot rows of `tarn list`. The engine
-//! does the work (`tarn::pool::snapshots`); here are the mounts' part (a rollback resets the
-//! mounted file system in place, so the kernel's cache must be told) and the printing.
+//! `rename` of snapshots and file systems, `diff`, `debug dataset`) and the snapshot rows of
+//! `tarn list`. The engine does the work (`tarn::pool::snapshots`, `tarn::send::diff`); here
+//! are the mounts' part (a rollback resets the mounted file system in place, so the kernel's
+//! cache must be told; a diff's paths are under the mountpoint) and the printing.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,10 +13,10 @@ use tarn_protocol::error::Failure;
 use tarn_protocol::format::{human_bytes, utc_time};
 use tarn_protocol::request::dataset::DestroyArgs;
 use tarn_protocol::request::snapshot::{
-    BookmarkArgs, CloneArgs, HoldArgs, HoldsArgs, NameArgs, RenameArgs, RollbackArgs, SnapshotArgs,
-    SnapshotRequest,
+    BookmarkArgs, CloneArgs, DiffArgs, HoldArgs, HoldsArgs, NameArgs, RenameArgs, RollbackArgs,
+    SnapshotArgs, SnapshotRequest,
 };
-use tarn_protocol::rows::{DatasetRow, HoldRow};
+use tarn_protocol::rows::{DatasetRow, DiffRow, HoldRow, PathBytes};
 
 use super::held::{lock, Answer, Daemon, Reply};
 
@@ -600,5 +601,90 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: SnapshotRequest) -> Result<A
             out!("{}", debug_dataset(&pool, &name)?.trim_end());
             Answer::done()
         }
+        SnapshotRequest::Diff(DiffArgs { snapshot, to, .. }) => diff(daemon, &snapshot, to),
+    }
+}
+
+/// `tarn diff FS@SNAP [FS@SNAP|FS]`: the engine's changes as rows, and the mountpoint that
+/// the client puts before their paths (zfs prints paths under the mountpoint).
+fn diff(daemon: &Daemon, snapshot: &str, to: Option<String>) -> Result<Answer, Reply> {
+    let to = to.unwrap_or_else(|| filesystem_of(snapshot).to_string());
+    // `@SNAP` for either side is relative to the other's file system.
+    let named = if snapshot.starts_with('@') {
+        &to
+    } else {
+        snapshot
+    };
+    let pool = daemon.pool_of_dataset(named)?;
+    // The later side's file system names the paths: its mountpoint is found first, so that a
+    // file system without one is refused before anything is read (or a temporary snapshot
+    // taken). A name that does not exist is left for the engine to refuse.
+    let file_system = if to.starts_with('@') {
+        filesystem_of(snapshot)
+    } else {
+        filesystem_of(&to)
+    };
+    let mountpoint = if pool.has_dataset(file_system) {
+        diff_mountpoint(daemon, &pool, file_system)
+            .map_err(|why| Failure(format!("cannot diff {snapshot} and {to}: {why}")))?
+    } else {
+        String::new()
+    };
+    // Against the file system itself the engine takes and destroys a temporary snapshot:
+    // not while a destroy or rename of it runs.
+    let _guard = (!to.contains('@')).then(|| lock(&daemon.lifecycle));
+    let report = tarn::diff(&pool, snapshot, &to).map_err(|error| Failure(error.to_string()))?;
+    if !to.contains('@') {
+        daemon.mounts.snapshots_changed(&report.file_system);
+    }
+    let rows: Vec<DiffRow> = report
+        .records
+        .into_iter()
+        .map(|record| DiffRow {
+            change: record.kind.mark(),
+            path: PathBytes(record.path),
+            new_path: record.new_path.map(PathBytes),
+            file_type: file_type_mark(record.file_kind),
+            ctime_seconds: record.ctime.seconds,
+            ctime_nanoseconds: record.ctime.nanoseconds,
+            link_change: record.link_change,
+        })
+        .collect();
+    Ok(Answer {
+        status: 0,
+        data: serde_json::json!({
+            "mountpoint": mountpoint.trim_end_matches('/'),
+            "changes": rows,
+        }),
+    })
+}
+
+/// Where `file_system`'s paths are: where it is mounted, else its `mountpoint` property under
+/// the altroot (zfs diff needs it mounted; tarn names the paths where it would be).
+fn diff_mountpoint(daemon: &Daemon, pool: &Pool, file_system: &str) -> Result<String, String> {
+    if let Some(path) = daemon.mounts.mountpoint_of(file_system) {
+        return Ok(path.display().to_string());
+    }
+    let shown = super::mounts::shown_mountpoint(pool, &daemon.mounts, file_system)
+        .map_err(|failure| failure.0)?;
+    if !shown.starts_with('/') {
+        return Err(format!(
+            "{file_system} is not mounted and has mountpoint={shown}: its paths are named \
+             under its mountpoint"
+        ));
+    }
+    Ok(shown)
+}
+
+/// zfs diff's `-F` type character of a file kind.
+fn file_type_mark(kind: tarn::FileKind) -> char {
+    match kind {
+        tarn::FileKind::Regular => 'F',
+        tarn::FileKind::Directory => '/',
+        tarn::FileKind::Symlink => '@',
+        tarn::FileKind::Socket => '=',
+        tarn::FileKind::Fifo => '|',
+        tarn::FileKind::BlockDevice => 'B',
+        tarn::FileKind::CharDevice => 'C',
     }
 }

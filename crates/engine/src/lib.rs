@@ -132,9 +132,10 @@ pub use pool::{
 pub use properties::{DatasetProperty, DatasetValue};
 pub use send::resume::ResumeToken;
 pub use send::{
-    abort_receive, receive, resume_send_options, send, ReceiveOptions, ReceiveReport, SendError,
-    SendOptions, SendReport,
+    abort_receive, diff, receive, resume_send_options, send, ReceiveOptions, ReceiveReport,
+    SendError, SendOptions, SendReport,
 };
+pub use send::{DiffKind, DiffRecord, DiffReport};
 pub use tunables::Tunables;
 pub use vdev::alloc::DirectIoAllocator;
 pub use zil::SyncMode;

@@ -11,6 +11,7 @@
 mod common;
 
 mod datasets;
+mod diff;
 mod livelists;
 mod owner_usage;
 mod promote;

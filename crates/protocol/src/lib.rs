@@ -645,6 +645,16 @@ mod tests {
                 defer: true,
                 name: "tank/a@1%3".into(),
             })),
+            Request::Snapshot(SnapshotRequest::Diff(request::snapshot::DiffArgs {
+                snapshot: "tank/a@1".into(),
+                to: Some("tank/a".into()),
+                ..request::snapshot::DiffArgs::default()
+            })),
+            Request::Snapshot(SnapshotRequest::Diff(request::snapshot::DiffArgs {
+                snapshot: "tank/a@1".into(),
+                to: None,
+                ..request::snapshot::DiffArgs::default()
+            })),
             Request::Snapshot(SnapshotRequest::Release(request::snapshot::HoldArgs {
                 recursive: true,
                 tag: "keep".into(),

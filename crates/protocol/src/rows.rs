@@ -553,6 +553,57 @@ fn time_cell(seconds: u64) -> Cell {
     }
 }
 
+/// A path as bytes: a file name need not be UTF-8. It travels as a JSON string when it is
+/// UTF-8 (nearly always), else as an array of byte values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathBytes(pub Vec<u8>);
+
+impl Serialize for PathBytes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => serializer.serialize_str(text),
+            Err(_) => self.0.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PathBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Text(String),
+            Bytes(Vec<u8>),
+        }
+        Ok(PathBytes(match Either::deserialize(deserializer)? {
+            Either::Text(text) => text.into_bytes(),
+            Either::Bytes(bytes) => bytes,
+        }))
+    }
+}
+
+/// One change in `tarn diff` (zfs diff's line), its path relative to the file system's root
+/// (the root is `/`); the CLI puts the mountpoint in front and formats it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffRow {
+    /// `M` modified, `+` added, `-` removed, `R` renamed.
+    pub change: char,
+    /// The path (a rename's old one; a removal's in the earlier snapshot).
+    pub path: PathBytes,
+    /// A rename's new path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_path: Option<PathBytes>,
+    /// zfs's type character: `F` file, `/` directory, `@` symlink, `=` socket, `|` fifo,
+    /// `B` block device, `C` character device.
+    pub file_type: char,
+    /// The ctime, seconds and nanoseconds.
+    pub ctime_seconds: i64,
+    pub ctime_nanoseconds: u32,
+    /// A regular file's link count change (printed as `(+1)`), 0 if none.
+    #[serde(default)]
+    pub link_change: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,5 +681,20 @@ mod tests {
         );
         assert_eq!(cells[3].json, Value::Null);
         assert_eq!(row.cells("1001")[1].json, Value::from(1001));
+    }
+
+    /// A path that is UTF-8 travels as a string, any other as its bytes, and both come back
+    /// byte for byte.
+    #[test]
+    fn paths_travel_as_their_bytes() {
+        for (bytes, json) in [
+            ("/a b/é".as_bytes().to_vec(), "\"/a b/é\""),
+            (vec![b'/', 0xff, b'x'], "[47,255,120]"),
+        ] {
+            let encoded = serde_json::to_string(&PathBytes(bytes.clone())).unwrap();
+            assert_eq!(encoded, json);
+            let decoded: PathBytes = serde_json::from_str(&encoded).unwrap();
+            assert_eq!(decoded.0, bytes);
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod arcstat;
 pub mod dataset;
 pub mod devices;
+pub mod diff;
 pub mod holds;
 pub mod inject;
 pub mod inspect;

@@ -181,15 +181,17 @@ impl FileSystem {
             self.dir_upsert(tx, olddir, oldname, target)?;
             self.dir_upsert(tx, newdir, newname, source)?;
             if olddir != newdir {
+                // Every node moved records its new directory (zfs sets SA_ZPL_PARENT for
+                // files too): `path_of` and `tarn diff` name nodes through it.
+                staged.get(source.object).parent = newdir;
+                staged.get(target.object).parent = olddir;
                 if source_is_dir {
                     staged.get(olddir).links -= 1;
                     staged.get(newdir).links += 1;
-                    staged.get(source.object).parent = newdir;
                 }
                 if target_is_dir {
                     staged.get(newdir).links -= 1;
                     staged.get(olddir).links += 1;
-                    staged.get(target.object).parent = olddir;
                 }
             }
             staged.get(target.object).ctime = now;
@@ -202,10 +204,10 @@ impl FileSystem {
                 self.make_whiteout(tx, olddir, oldname, whiteout_owners, now)?;
                 staged.get(olddir).size += 1;
             }
+            staged.get(source.object).parent = newdir;
             if source_is_dir {
                 staged.get(olddir).links -= 1;
                 staged.get(newdir).links += 1;
-                staged.get(source.object).parent = newdir;
             }
             if let Some(target) = target {
                 // The replaced entry goes away.

@@ -36,6 +36,8 @@ pub enum Holder {
     Send,
     /// `tarn debug object` reads it.
     Debug,
+    /// `tarn diff` compares it with another snapshot or its file system.
+    Diff,
 }
 
 impl Holder {
@@ -43,6 +45,7 @@ impl Holder {
         match self {
             Holder::Send => "being sent",
             Holder::Debug => "being read by tarn debug object",
+            Holder::Diff => "being read by tarn diff",
         }
     }
 }

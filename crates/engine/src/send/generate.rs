@@ -610,7 +610,7 @@ impl<W: Write> Sender<'_, W> {
 /// at or before `min_birth` are skipped whole (nothing under them is newer). Holes carry the
 /// txg that made them (a free, or the growth of the tree past never-written blocks); a hole
 /// born at txg 0 was never anything.
-fn walk_changed<E: From<ObjectError>>(
+pub(super) fn walk_changed<E: From<ObjectError>>(
     io: &BlockIo,
     dnode: &DnodePhys,
     min_birth: u64,

@@ -43,6 +43,7 @@
 //! the changes (an incremental one), never a snapshot that claims more than was received; the
 //! snapshot is taken only after END was verified and everything before it synced.
 
+pub mod diff;
 pub mod generate;
 pub mod receive;
 pub mod resume;
@@ -51,6 +52,7 @@ pub mod stream;
 use crate::object::ObjectError;
 use crate::pool::PoolError;
 
+pub use diff::{diff, DiffKind, DiffRecord, DiffReport};
 pub use generate::{send, SendOptions, SendReport, SentSubstream};
 pub use receive::{receive, ReceiveOptions, ReceiveReport, KEPT_BEFORE_THE_ERROR};
 pub use resume::{abort_receive, resume_send_options, resume_token};

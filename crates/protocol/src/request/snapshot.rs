@@ -1,6 +1,6 @@
 //! The snapshot family: `tarn snapshot|clone|promote|bookmark|rollback|rename`, the destruction
 //! of snapshots and bookmarks (`tarn destroy FS@SNAP`, `tarn destroy FS#NAME`, with
-//! [`DestroyArgs`]), and `tarn debug dataset`.
+//! [`DestroyArgs`]), `tarn diff`, and `tarn debug dataset`.
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,9 @@ pub enum SnapshotRequest {
     Release(HoldArgs),
     /// The user holds of snapshots: `data = {"holds": [HoldRow]}`.
     Holds(HoldsArgs),
+    /// What changed between a snapshot and a later snapshot or the file system:
+    /// `data = {"mountpoint": path, "changes": [DiffRow]}`.
+    Diff(DiffArgs),
 }
 
 impl SnapshotRequest {
@@ -56,6 +59,7 @@ impl SnapshotRequest {
             SnapshotRequest::Hold(_) => "hold",
             SnapshotRequest::Release(_) => "release",
             SnapshotRequest::Holds(_) => "holds",
+            SnapshotRequest::Diff(_) => "diff",
         }
     }
 }
@@ -147,4 +151,33 @@ pub struct HoldsArgs {
     pub format: TableFormatArgs,
     #[arg(required = true, num_args = 1..)]
     pub snapshots: Vec<String>,
+}
+
+/// `tarn diff [-F] [-H] [-t] [-h] FS@SNAP [FS@SNAP|FS]`: the files changed since a snapshot.
+/// Only the names travel; the flags shape the printing, which is the client's.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffArgs {
+    /// A column with each file's type (F file, / directory, @ symlink, = socket, | fifo,
+    /// B block device, C character device).
+    #[arg(short = 'F')]
+    #[serde(skip)]
+    pub classify: bool,
+    /// Machine-parsable: a rename's two paths separated by a tab, not " -> ".
+    #[arg(short = 'H')]
+    #[serde(skip)]
+    pub scripted: bool,
+    /// The change time (ctime) first, as seconds.nanoseconds.
+    #[arg(short = 't')]
+    #[serde(skip)]
+    pub timestamps: bool,
+    /// Print paths as they are: no octal escapes of spaces and non-printable characters.
+    #[arg(short = 'h')]
+    #[serde(skip)]
+    pub no_escape: bool,
+    /// The earlier snapshot, FS@SNAP.
+    pub snapshot: String,
+    /// The later side: a later snapshot (FS@SNAP or @SNAP) or the file system (its current
+    /// state); the snapshot's file system when left out.
+    pub to: Option<String>,
 }
