@@ -633,6 +633,11 @@ fn diff(daemon: &Daemon, snapshot: &str, to: Option<String>) -> Result<Answer, R
     // Against the file system itself the engine takes and destroys a temporary snapshot:
     // not while a destroy or rename of it runs.
     let _guard = (!to.contains('@')).then(|| lock(&daemon.lifecycle));
+    if !to.contains('@') {
+        // What the kernel still holds of the mount's writes reaches the engine first, as
+        // before a snapshot: the diff sees what the applications wrote.
+        daemon.mounts.write_back(file_system);
+    }
     let report = tarn::diff(&pool, snapshot, &to).map_err(|error| Failure(error.to_string()))?;
     if !to.contains('@') {
         daemon.mounts.snapshots_changed(&report.file_system);

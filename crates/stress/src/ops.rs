@@ -99,6 +99,9 @@ pub enum Op {
     DeferDestroy,
     /// Set or clear a user property (`module:name=value`) on a file system and read it back.
     SetUserProperty,
+    /// `tarn diff` of two snapshots (twice: the same answer) or of a snapshot and its file
+    /// system.
+    Diff,
     /// Send a snapshot into the second pool and receive it there, whole.
     SendFull,
     /// Send the changes between two snapshots into the second pool.
@@ -212,6 +215,9 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::UserHold, 2, true),
     row(Op::UserRelease, 2, true),
     row(Op::DeferDestroy, 1, true),
+    // Added after the table was fixed, with the weight of a full send (a read of two
+    // snapshots' changed objects); no other row was changed for it.
+    row(Op::Diff, 2, true),
     // Replication into the second pool.
     row(Op::SendFull, 2, true),
     row(Op::SendIncremental, 3, true),

@@ -961,6 +961,7 @@ impl Child {
             Op::UserHold => self.user_hold(pool, rng),
             Op::UserRelease => self.user_release(pool, rng),
             Op::DeferDestroy => self.defer_destroy(pool, rng),
+            Op::Diff => self.diff(pool, rng),
             _ => unreachable!("{op:?} is not implemented"),
         }
     }

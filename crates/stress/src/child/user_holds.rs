@@ -1,6 +1,7 @@
 //! User holds and deferred destroy beside every other operation: `UserHold`, `UserRelease`
-//! and `DeferDestroy`; and user properties, the other state replication tools keep on
-//! datasets: `SetUserProperty`.
+//! and `DeferDestroy`; user properties, the other state replication tools keep on datasets:
+//! `SetUserProperty`; and `Diff`, which replication and backup tools run between the snapshots
+//! they keep.
 //!
 //! # Theory
 //! A user hold is a durable claim on a snapshot: while it lasts no destroy may free the
@@ -137,6 +138,41 @@ impl Child {
         } else {
             "user properties cleared"
         });
+        Ok(())
+    }
+
+    /// `Diff`: `tarn diff` of a snapshot and a later one of its file system (the same answer
+    /// twice: both are frozen) or, now and then, the file system itself (through a temporary
+    /// snapshot).
+    pub(super) fn diff(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
+        let slot = self.pick_slot(rng)?;
+        let snapshots = pool.core.snapshots_of(&slot.name)?;
+        if snapshots.is_empty() {
+            return refused("no snapshot");
+        }
+        let first = rng.gen_range(0..snapshots.len());
+        let from = snapshots[first].name.clone();
+        let judge = super::replication::judge_error;
+        if rng.gen_bool(0.3) || first + 1 == snapshots.len() {
+            // (Its temporary snapshot's removal is judged by the engine's tests: here another
+            // worker may clone or hold it meanwhile, or take its own.)
+            tarn::send::diff::diff(pool, &from, &slot.name).map_err(judge)?;
+            note("diffs against a file system");
+            return Ok(());
+        }
+        let to = snapshots[rng.gen_range(first + 1..snapshots.len())]
+            .name
+            .clone();
+        let once = tarn::send::diff::diff(pool, &from, &to).map_err(judge)?;
+        let again = tarn::send::diff::diff(pool, &from, &to).map_err(judge)?;
+        if once.records != again.records {
+            return Err(OpError::Inconsistent(format!(
+                "diff of {from} and {to} changed between two runs: {} then {} records",
+                once.records.len(),
+                again.records.len()
+            )));
+        }
+        note("diffs between snapshots");
         Ok(())
     }
 }
