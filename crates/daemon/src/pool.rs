@@ -56,13 +56,19 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
                 .into());
             }
             let layout = parse_vdev_layout(&vdevs)?;
+            let mut tunables = daemon.tunables.clone();
+            if let Some(ashift) = pool_properties.ashift {
+                tunables
+                    .set("vdev_ashift", &ashift.to_string())
+                    .map_err(Failure)?;
+            }
             let pool = tarn_ops::create(
                 name.clone(),
                 layout,
                 size_bytes,
                 force,
                 disabled_features,
-                daemon.tunables.clone(),
+                tunables,
             )?;
             let settings = mountpoint
                 .map(|mountpoint| ("mountpoint".to_string(), mountpoint))

@@ -655,8 +655,8 @@ fn create_usage_errors_change_nothing() {
             vec!["raidz", "not supported"],
         ),
         (
-            words(&format!("pool create -s 128M -o ashift=9 tank2 {new}")),
-            vec!["ashift"],
+            words(&format!("pool create -s 128M -o ashift=7 tank2 {new}")),
+            vec!["ashift", "9 to 16"],
         ),
         (words("frobnicate"), vec!["frobnicate"]),
         (words("pool frobnicate"), vec!["frobnicate"]),

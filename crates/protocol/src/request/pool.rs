@@ -95,6 +95,9 @@ pub struct CreateArgs {
 pub struct CreateProperties {
     pub disabled_features: Vec<String>,
     pub cachefile: Option<String>,
+    /// `-o ashift=N`: the sector shift of the pool's vdevs (9 to 16; 0 or absent: the
+    /// daemon's default, 12).
+    pub ashift: Option<u32>,
 }
 
 impl CreateArgs {
@@ -120,9 +123,21 @@ impl CreateArgs {
                 parsed.cachefile = Some(value.to_string());
                 continue;
             }
+            if key == "ashift" {
+                parsed.ashift = match value.parse::<u32>() {
+                    Ok(0) => None,
+                    Ok(shift @ 9..=16) => Some(shift),
+                    _ => {
+                        return Err(Failure(format!(
+                            "invalid value {value:?} for ashift: expected 9 to 16 (512 B to 64 KiB sectors), or 0 for the default"
+                        )))
+                    }
+                };
+                continue;
+            }
             let Some(feature) = key.strip_prefix("feature@") else {
                 return Err(Failure(format!(
-                    "unknown pool property {key:?} (pool properties: cachefile=PATH|none, feature@NAME=enabled|disabled)"
+                    "unknown pool property {key:?} (pool properties: ashift=9..16, cachefile=PATH|none, feature@NAME=enabled|disabled)"
                 )));
             };
             match value {
