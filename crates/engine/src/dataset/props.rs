@@ -109,6 +109,8 @@ pub const READ_ONLY_PROPERTIES: &[&str] = &[
     "origin",
     "clones",
     "written",
+    "logicalused",
+    "logicalreferenced",
     "usedbydataset",
     "usedbysnapshots",
     "usedbychildren",

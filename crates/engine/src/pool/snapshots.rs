@@ -1253,6 +1253,46 @@ impl Pool {
 
     /// Every snapshot of the pool (each file system's oldest first, file systems in `list`
     /// order).
+    /// Bytes file system `file_system` references that snapshot `snapshot` (a short name, or
+    /// `FS@SNAP` of the same file system) did not: zfs's `written@SNAP` (OpenZFS
+    /// `dsl_dataset_space_written`). What the file system references now, less what the
+    /// snapshot referenced, plus what the snapshot referenced that is gone since: the blocks
+    /// born at or before it on the deadlists of every later snapshot and of the head.
+    pub fn written_since(&self, file_system: &str, snapshot: &str) -> Result<u64, PoolError> {
+        let core = &self.core;
+        let short = snapshot
+            .rsplit_once('@')
+            .map_or(snapshot, |(owner, short)| {
+                if owner.is_empty() || owner == file_system {
+                    short
+                } else {
+                    ""
+                }
+            });
+        let head = core.dataset_by_relative(core.relative_name(file_system)?)?;
+        let snapshots = head.snapshots();
+        let Some(index) = snapshots
+            .iter()
+            .position(|candidate| candidate.short_name() == short)
+        else {
+            return Err(PoolError::BadProperty(format!(
+                "cannot get written@{short} of {file_system}: no such snapshot of it"
+            )));
+        };
+        let since = snapshots[index].phys();
+        let below = Txg(since.creation_txg.0 + 1);
+        let store = core.deadlist_store();
+        let mut gone = 0u64;
+        for later in &snapshots[index + 1..] {
+            gone += later
+                .deadlist(&store)?
+                .space_range(Txg(0), below)
+                .used_bytes;
+        }
+        gone += head.with_deadlist(|deadlist| deadlist.space_range(Txg(0), below).used_bytes);
+        Ok((head.phys().referenced_bytes + gone).saturating_sub(since.referenced_bytes))
+    }
+
     pub fn snapshots(&self) -> Vec<SnapshotInfo> {
         let core = &self.core;
         let mut list = core.dataset_list();
