@@ -385,9 +385,16 @@ mod tests {
             CreateProperties {
                 disabled_features: vec!["log_spacemap".into()],
                 cachefile: Some("none".into()),
+                ashift: None,
             }
         );
-        create.properties = vec!["ashift=12".into()];
+        create.properties = vec!["ashift=9".into()];
+        assert_eq!(create.pool_properties().unwrap().ashift, Some(9));
+        create.properties = vec!["ashift=0".into()];
+        assert_eq!(create.pool_properties().unwrap().ashift, None);
+        create.properties = vec!["ashift=17".into()];
+        assert!(create.pool_properties().unwrap_err().0.contains("9 to 16"));
+        create.properties = vec!["copies=2".into()];
         assert!(create
             .pool_properties()
             .unwrap_err()
