@@ -343,7 +343,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 47);
+        assert_eq!(seen.len(), 52);
     }
 
     #[test]

@@ -800,12 +800,15 @@ mod tests {
         assert_eq!(config.features.get(LIVELIST_FEATURE), None);
         assert_eq!(config.features.get(SPACE_LIMITS_FEATURE), Some(&0));
         assert_eq!(config.features.get(USER_ACCOUNTING_FEATURE), Some(&1));
+        assert_eq!(config.features.get(USER_HOLDS_FEATURE), Some(&0));
+        assert_eq!(config.features.get(USER_PROPERTIES_FEATURE), Some(&0));
         assert_eq!(
             config.features_for_read,
             vec![
                 EMBEDDED_DATA_FEATURE,
                 REPLAY_SEQUENCE_FEATURE,
-                USER_ACCOUNTING_FEATURE
+                USER_ACCOUNTING_FEATURE,
+                USER_HOLDS_FEATURE
             ]
         );
         assert_eq!(
