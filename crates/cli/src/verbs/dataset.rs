@@ -72,6 +72,20 @@ pub(crate) fn check_name(name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `PROP=VALUE` settings as the daemon takes them: owner properties by number
+/// (`userquota@alice=1G` as `userquota@1000=1G`), the others as given.
+fn numeric_settings(settings: Vec<(String, String)>) -> Result<Vec<String>, Failure> {
+    settings
+        .into_iter()
+        .map(|(property, value)| {
+            Ok(format!(
+                "{}={value}",
+                owner_names::numeric_property(&property)?
+            ))
+        })
+        .collect()
+}
+
 pub fn create(socket: &Path, mut args: CreateArgs) -> Result<u8, Failure> {
     let name = &args.name;
     check_name(name)?;
@@ -86,15 +100,7 @@ pub fn create(socket: &Path, mut args: CreateArgs) -> Result<u8, Failure> {
         )));
     }
     // `-o userquota@alice=1G` as `tarn set` takes it: the engine knows owners by number.
-    args.properties = parse_settings(&args.properties)?
-        .into_iter()
-        .map(|(property, value)| {
-            Ok(format!(
-                "{}={value}",
-                owner_names::numeric_property(&property)?
-            ))
-        })
-        .collect::<Result<_, Failure>>()?;
+    args.properties = numeric_settings(parse_settings(&args.properties)?)?;
     let dataset_name = name.clone();
     let request = Request::Dataset(DatasetRequest::Create(args));
     Ok(forward(&ask(socket, Some(&dataset_name), &request)?))
@@ -361,16 +367,7 @@ pub fn set(socket: &Path, mut args: SetArgs) -> Result<u8, Failure> {
             "cannot set properties of snapshot {name}: snapshots are read-only"
         )));
     }
-    args.settings = args
-        .settings()?
-        .into_iter()
-        .map(|(property, value)| {
-            Ok(format!(
-                "{}={value}",
-                owner_names::numeric_property(&property)?
-            ))
-        })
-        .collect::<Result<_, Failure>>()?;
+    args.settings = numeric_settings(args.settings()?)?;
     Ok(forward(&ask(
         socket,
         Some(&name),

@@ -78,6 +78,16 @@ impl PoolCore {
         Ok(Some(normalized))
     }
 
+    /// The source of a value that dataset `relative` finds set on dataset `at` (itself or an
+    /// ancestor).
+    fn source_at(&self, at: &str, relative: &str) -> PropertySource {
+        if at == relative {
+            PropertySource::Local
+        } else {
+            PropertySource::Inherited(self.full_name(at))
+        }
+    }
+
     /// The effective value of a settable property and where it comes from.
     pub fn property(
         &self,
@@ -88,11 +98,7 @@ impl PoolCore {
         loop {
             let dataset = self.dataset_by_relative(&at)?;
             if let Some(value) = self.local_property(&dataset, property)? {
-                let source = if at == relative {
-                    PropertySource::Local
-                } else {
-                    PropertySource::Inherited(self.full_name(&at))
-                };
+                let source = self.source_at(&at, relative);
                 let value = match property {
                     // A child mounts below the ancestor's mountpoint, by its names below it.
                     Property::Mountpoint if value.starts_with('/') && at != relative => {
@@ -140,11 +146,7 @@ impl PoolCore {
                         dataset.name()
                     ))
                 })?;
-                let source = if at == relative {
-                    PropertySource::Local
-                } else {
-                    PropertySource::Inherited(self.full_name(&at))
-                };
+                let source = self.source_at(&at, relative);
                 found.insert(name.to_string(), (value, source));
             }
             if at.is_empty() {
@@ -158,36 +160,18 @@ impl PoolCore {
             .collect())
     }
 
-    /// One user property in effect on dataset `relative`, if set there or above.
+    /// One user property in effect on dataset `relative`, if set there or above (a dataset
+    /// has few: found among all of them).
     pub(super) fn user_property(
         &self,
         relative: &str,
         name: &str,
     ) -> Result<Option<(String, PropertySource)>, PoolError> {
-        let mut at = relative.to_string();
-        loop {
-            let dataset = self.dataset_by_relative(&at)?;
-            let object = dataset.dir().properties_object;
-            let handle = KvObject::new(&self.mos, object, None)?;
-            if let Some(bytes) = kv::lookup(&handle, name.as_bytes()).map_err(kv_error(object))? {
-                let value = String::from_utf8(bytes).map_err(|_| {
-                    PoolError::Corrupt(format!(
-                        "dataset {}: user property {name} is not text",
-                        dataset.name()
-                    ))
-                })?;
-                let source = if at == relative {
-                    PropertySource::Local
-                } else {
-                    PropertySource::Inherited(self.full_name(&at))
-                };
-                return Ok(Some((value, source)));
-            }
-            if at.is_empty() {
-                return Ok(None);
-            }
-            at = parent_of(&at).to_string();
-        }
+        Ok(self
+            .user_properties(relative)?
+            .into_iter()
+            .find(|(found, ..)| found == name)
+            .map(|(_, value, source)| (value, source)))
     }
 
     /// Object properties for new files of a dataset, from its effective properties.
@@ -339,13 +323,12 @@ impl Pool {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
             if limit {
-                if normalized.is_some()
-                    && core.feature_refcount(super::SPACE_LIMITS_FEATURE).is_none()
-                {
-                    return Err(PoolError::BadProperty(format!(
-                        "cannot set property for '{full_name}': pool {} lacks feature@space_limits (tarn pool set feature@space_limits=enabled {0})",
-                        core.name
-                    )));
+                if normalized.is_some() {
+                    core.require_feature(
+                        super::SPACE_LIMITS_FEATURE,
+                        &format!("cannot set property for '{full_name}'"),
+                        PoolError::BadProperty,
+                    )?;
                 }
                 let bytes = normalized.as_deref().map_or(0, limit_bytes);
                 core.check_limit_change(&dataset, property, bytes).map_err(
@@ -419,15 +402,12 @@ impl Pool {
         {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
-            if value.is_some()
-                && core
-                    .feature_refcount(super::USER_PROPERTIES_FEATURE)
-                    .is_none()
-            {
-                return Err(PoolError::BadProperty(format!(
-                    "cannot set property for '{full_name}': pool {} lacks feature@user_properties (tarn pool set feature@user_properties=enabled {0})",
-                    core.name
-                )));
+            if value.is_some() {
+                core.require_feature(
+                    super::USER_PROPERTIES_FEATURE,
+                    &format!("cannot set property for '{full_name}'"),
+                    PoolError::BadProperty,
+                )?;
             }
             core.check_space(
                 super::admission::SpaceCheck::Reserved,

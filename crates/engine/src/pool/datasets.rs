@@ -670,15 +670,12 @@ impl Pool {
             OwnerProperty::parse_quota_setting(name, Some(value))
                 .map_err(PoolError::BadProperty)?;
         }
-        if !owner_settings.is_empty()
-            && core
-                .feature_refcount(super::features::USER_ACCOUNTING_FEATURE)
-                .is_none()
-        {
-            return Err(PoolError::BadProperty(format!(
-                "cannot create {full_name} with owner quotas: pool {} lacks feature@user_accounting",
-                core.name
-            )));
+        if !owner_settings.is_empty() {
+            core.require_feature(
+                super::features::USER_ACCOUNTING_FEATURE,
+                &format!("cannot create {full_name} with owner quotas"),
+                PoolError::BadProperty,
+            )?;
         }
         let properties = Pool::parse_properties(&settings)?;
         let _namespace = core.namespace.lock();

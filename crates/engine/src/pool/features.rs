@@ -608,6 +608,24 @@ impl PoolCore {
         }
     }
 
+    /// Refuse what `what` describes ("cannot set property for 'tank/a'") on a pool without
+    /// feature `feature` (full name), saying how to enable it; `refusal` makes the error.
+    pub(super) fn require_feature(
+        &self,
+        feature: &str,
+        what: &str,
+        refusal: impl FnOnce(String) -> PoolError,
+    ) -> Result<(), PoolError> {
+        if self.feature_refcount(feature).is_some() {
+            return Ok(());
+        }
+        let short = feature_by_name(feature).map_or(feature, |known| known.short_name);
+        Err(refusal(format!(
+            "{what}: pool {} lacks feature@{short} (tarn pool set feature@{short}=enabled {0})",
+            self.name
+        )))
+    }
+
     /// The refcount of feature `name` (None: not enabled), for `check`.
     pub(crate) fn feature_refcount(&self, name: &str) -> Option<u64> {
         self.config.lock().features.get(name).copied()

@@ -430,12 +430,11 @@ impl PoolCore {
         if !settings.any() {
             return Ok(());
         }
-        if self.feature_refcount(super::SPACE_LIMITS_FEATURE).is_none() {
-            return Err(PoolError::BadProperty(format!(
-                "pool {} lacks feature@space_limits (tarn pool set feature@space_limits=enabled {0})",
-                self.name
-            )));
-        }
+        self.require_feature(
+            super::SPACE_LIMITS_FEATURE,
+            "cannot set quotas or reservations",
+            PoolError::BadProperty,
+        )?;
         // A clone starts referencing its origin's bytes.
         if settings.refquota != 0 && settings.refquota < referenced {
             return Err(PoolError::BadProperty(

@@ -217,11 +217,12 @@ impl Pool {
         {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
-            if limit.is_some() && core.feature_refcount(USER_ACCOUNTING_FEATURE).is_none() {
-                return Err(PoolError::BadProperty(format!(
-                    "cannot set property for '{full_name}': pool {} lacks feature@user_accounting (tarn pool set feature@user_accounting=enabled {0})",
-                    core.name
-                )));
+            if limit.is_some() {
+                core.require_feature(
+                    USER_ACCOUNTING_FEATURE,
+                    &format!("cannot set property for '{full_name}'"),
+                    PoolError::BadProperty,
+                )?;
             }
             core.check_space(
                 super::admission::SpaceCheck::Reserved,

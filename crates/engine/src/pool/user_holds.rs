@@ -207,13 +207,11 @@ impl PoolCore {
 
     /// Refuse a verb that would start using feature `user_holds` on a pool without it.
     fn require_user_holds(&self, what: &str) -> Result<(), PoolError> {
-        if self.feature_refcount(USER_HOLDS_FEATURE).is_none() {
-            return Err(PoolError::Refused(format!(
-                "cannot {what}: pool {} lacks feature@user_holds (tarn pool set feature@user_holds=enabled {0})",
-                self.name
-            )));
-        }
-        Ok(())
+        self.require_feature(
+            USER_HOLDS_FEATURE,
+            &format!("cannot {what}"),
+            PoolError::Refused,
+        )
     }
 
     /// Syncing context: a record change of `snapshot` that may start or stop its use of
