@@ -66,9 +66,36 @@ pub struct SpaceLimits {
     held_back: AtomicU64,
     /// The parent directory's dataset (none for the pool's root).
     parent: RwLock<Weak<Dataset>>,
+    /// Settings changed in open context for a txg not synced yet, as (that txg, the settings
+    /// before): the directory totals of an earlier txg, whose MOS holds the old properties,
+    /// count the old settings ([`SpaceLimits::settings_in`]). A set syncing meanwhile counted
+    /// a new reservation in a txg that lacked it, and a rewind there failed `check`.
+    earlier: parking_lot::Mutex<Vec<(Txg, LimitSettings)>>,
 }
 
 impl SpaceLimits {
+    /// The settings the MOS of `txg` holds (syncing context: every later sync asks about a
+    /// later txg, so changes of txgs up to `txg` are forgotten).
+    pub fn settings_in(&self, txg: Txg) -> LimitSettings {
+        let mut earlier = self.earlier.lock();
+        earlier.retain(|(from, _)| *from > txg);
+        earlier
+            .first()
+            .map_or_else(|| self.settings(), |(_, before)| *before)
+    }
+
+    /// Change the settings; with `from`, the txg whose MOS first holds them (open context:
+    /// the totals of earlier txgs keep the old ones).
+    pub fn set_settings_from(&self, settings: LimitSettings, from: Option<Txg>) {
+        if let Some(from) = from {
+            let before = self.settings();
+            let mut earlier = self.earlier.lock();
+            earlier.push((from, before));
+            earlier.sort_by_key(|(txg, _)| *txg);
+        }
+        self.set_settings(settings);
+    }
+
     pub fn settings(&self) -> LimitSettings {
         LimitSettings {
             quota: self.quota.load(Ordering::Relaxed),
@@ -157,6 +184,35 @@ pub fn beyond_reservation(used: u64, delta: u64, reserved: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reservation set in open context for txg 10 is not in the totals of txg 9, which may
+    /// be syncing meanwhile (its MOS lacks the property), and is from txg 10 on.
+    #[test]
+    fn a_change_counts_from_the_txg_that_writes_it() {
+        let limits = SpaceLimits::default();
+        let old = LimitSettings {
+            quota: 5,
+            ..LimitSettings::default()
+        };
+        limits.set_settings_from(old, None);
+        let new = LimitSettings {
+            reservation: 18 << 20,
+            ..old
+        };
+        limits.set_settings_from(new, Some(Txg(10)));
+        assert_eq!(limits.settings(), new, "admission sees the change at once");
+        assert_eq!(limits.settings_in(Txg(9)), old);
+        assert_eq!(limits.settings_in(Txg(10)), new);
+        assert_eq!(limits.settings_in(Txg(11)), new);
+        // Two changes in flight: each earlier txg sees what its MOS holds.
+        let newer = LimitSettings { quota: 7, ..new };
+        limits.set_settings_from(newer, Some(Txg(13)));
+        let newest = LimitSettings { quota: 9, ..new };
+        limits.set_settings_from(newest, Some(Txg(14)));
+        assert_eq!(limits.settings_in(Txg(12)), new);
+        assert_eq!(limits.settings_in(Txg(13)), newer);
+        assert_eq!(limits.settings_in(Txg(14)), newest);
+    }
 
     #[test]
     fn a_reservation_absorbs_growth_until_it_is_filled() {

@@ -115,7 +115,8 @@ impl PoolCore {
             .write()
             .insert(relative.to_string(), dataset.clone());
         self.apply_copies(relative);
-        self.new_dataset_limits(&dataset, properties)?;
+        // Syncing context: the clone's txg is the one syncing.
+        self.new_dataset_limits(&dataset, properties, None)?;
         // The origin's side.
         let next_clones = match origin.next_clones_object {
             ObjectId(0) => create_kv_object(

@@ -353,7 +353,7 @@ impl Pool {
                 if normalized.is_some() {
                     core.feature_activate(super::SPACE_LIMITS_FEATURE);
                 }
-                core.load_limits(&dataset)?;
+                core.load_limits(&dataset, Some(hold.tx().txg))?;
                 core.relink_limits();
             }
         }

@@ -359,7 +359,7 @@ impl PoolCore {
             .write()
             .insert(relative.to_string(), dataset.clone());
         self.apply_copies(relative);
-        self.load_limits(&dataset)?;
+        self.load_limits(&dataset, None)?;
         Ok(dir)
     }
 
@@ -419,7 +419,9 @@ impl PoolCore {
             .write()
             .insert(relative.to_string(), dataset.clone());
         self.apply_copies(relative);
-        self.new_dataset_limits(&dataset, properties)?;
+        // Created for the held txg: the totals of a txg syncing meanwhile, whose MOS lacks
+        // the dataset, count no reservation of it.
+        self.new_dataset_limits(&dataset, properties, Some(tx.txg))?;
         drop(hold);
         Ok(())
     }
@@ -521,7 +523,12 @@ impl PoolCore {
                     dataset.compute_own_space()
                 );
             }
-            own_spaces.push(super::limits::ChargeInput::of(name, dataset, space));
+            own_spaces.push(super::limits::ChargeInput::of(
+                name,
+                dataset,
+                space,
+                Some(txg),
+            ));
         }
         let charged = super::limits::charged_space(own_spaces.iter().copied());
         for ((name, dataset), input) in by_depth.into_iter().zip(&own_spaces) {
@@ -729,11 +736,10 @@ impl Pool {
             .iter()
             .map(|(_, dataset)| dataset.own_space())
             .collect();
-        let charged = super::limits::charged_space(
-            list.iter()
-                .zip(&own)
-                .map(|((name, dataset), own)| super::limits::ChargeInput::of(name, dataset, *own)),
-        );
+        let charged =
+            super::limits::charged_space(list.iter().zip(&own).map(|((name, dataset), own)| {
+                super::limits::ChargeInput::of(name, dataset, *own, None)
+            }));
         list.iter()
             .map(|(relative, dataset)| {
                 let phys = dataset.phys();

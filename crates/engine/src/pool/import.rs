@@ -584,7 +584,7 @@ impl Pool {
             &mut std::collections::HashSet::from([core.root.dir_object]),
         );
         core.resolve_origins(&mut damaged);
-        if let Err(error) = core.load_limits(&core.root) {
+        if let Err(error) = core.load_limits(&core.root, None) {
             damaged.push(format!("root dataset limits: {error}"));
         }
         core.relink_limits();

@@ -222,10 +222,20 @@ pub struct ChargeInput<'a> {
 }
 
 impl<'a> ChargeInput<'a> {
-    pub fn of(relative: &'a str, dataset: &Dataset, own: OwnSpace) -> ChargeInput<'a> {
+    /// The inputs of `dataset` now, or with `txg` (a sync's directory totals) as the MOS of
+    /// that txg holds its settings.
+    pub fn of(
+        relative: &'a str,
+        dataset: &Dataset,
+        own: OwnSpace,
+        txg: Option<Txg>,
+    ) -> ChargeInput<'a> {
         ChargeInput {
             relative,
-            settings: dataset.limits.settings(),
+            settings: txg.map_or_else(
+                || dataset.limits.settings(),
+                |txg| dataset.limits.settings_in(txg),
+            ),
             own,
             unique: dataset.unique_bytes(),
         }
@@ -274,8 +284,13 @@ impl PoolCore {
         &self.limits
     }
 
-    /// Read a dataset's limits from its properties into memory (import, set, receive).
-    pub(super) fn load_limits(&self, dataset: &Dataset) -> Result<(), PoolError> {
+    /// Read a dataset's limits from its properties into memory (import, set, receive); `from`,
+    /// in open context, is the txg that writes them (see `SpaceLimits::set_settings_from`).
+    pub(super) fn load_limits(
+        &self,
+        dataset: &Dataset,
+        from: Option<Txg>,
+    ) -> Result<(), PoolError> {
         let mut settings = LimitSettings::default();
         for (property, field) in [
             (Property::Quota, &mut settings.quota),
@@ -287,7 +302,7 @@ impl PoolCore {
                 .local_property(dataset, property)?
                 .map_or(0, |value| limit_bytes(&value));
         }
-        dataset.limits.set_settings(settings);
+        dataset.limits.set_settings_from(settings, from);
         // Until the next directory totals: the used bytes the record holds (those of the
         // last synced txg, reservations counted).
         dataset.limits.set_charged(dataset.dir().used_bytes);
@@ -459,6 +474,7 @@ impl PoolCore {
         &self,
         dataset: &Dataset,
         properties: &[(Property, String)],
+        from: Option<Txg>,
     ) -> Result<(), PoolError> {
         if properties
             .iter()
@@ -466,7 +482,7 @@ impl PoolCore {
         {
             self.feature_activate(super::SPACE_LIMITS_FEATURE);
         }
-        self.load_limits(dataset)?;
+        self.load_limits(dataset, from)?;
         self.relink_limits();
         Ok(())
     }
