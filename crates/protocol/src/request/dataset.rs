@@ -476,3 +476,54 @@ impl AllowArgs {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(arguments: &[&str]) -> AllowArgs {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: AllowArgs,
+        }
+        let mut words = vec!["allow"];
+        words.extend(arguments);
+        <Command as clap::Parser>::try_parse_from(words)
+            .unwrap()
+            .args
+    }
+
+    /// The file system is the last operand; permissions come before it; -l and -d choose the
+    /// scopes, neither both; only a file system alone lists.
+    #[test]
+    fn allow_arguments_split_as_zfs_allow() {
+        let listing = allow(&["tank/a"]);
+        assert!(listing.lists());
+        assert_eq!(listing.name(), "tank/a");
+        assert!(listing.permissions().is_empty());
+        let grant = allow(&["-u", "alice,bob", "-l", "create, snapshot", "tank/a"]);
+        assert!(!grant.lists());
+        assert_eq!(grant.users, ["alice", "bob"]);
+        assert_eq!(grant.permissions(), ["create", "snapshot"]);
+        assert_eq!(grant.scopes(), (true, false));
+        assert_eq!(allow(&["-e", "-d", "send", "tank"]).scopes(), (false, true));
+        assert_eq!(
+            allow(&["-g", "staff", "send", "tank"]).scopes(),
+            (true, true)
+        );
+        grant.check("allow").unwrap();
+        assert!(allow(&["snapshot", "tank/a"])
+            .check("allow")
+            .unwrap_err()
+            .0
+            .contains("name who"));
+        assert!(allow(&["-u", "alice", "tank/a"]).check("allow").is_err());
+        allow(&["-u", "alice", "tank/a"]).check("unallow").unwrap();
+        assert!(allow(&["-e", ",", "tank/a"])
+            .check("unallow")
+            .unwrap_err()
+            .0
+            .contains("empty"));
+    }
+}
