@@ -193,6 +193,18 @@ const FORMS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "allow [-u USER|-g GROUP|-e] [-l] [-d] PERM[,PERM]... DS; tarn unallow ...; tarn allow DS   delegation",
+        &[
+            "allow tank/a",
+            "allow -u alice snapshot tank/a",
+            "allow -u alice,bob -g staff -e -l -d create,snapshot,mount,compression tank/a",
+            "allow -g staff -d mount tank/a",
+            "allow -e send tank",
+            "unallow -u alice tank/a",
+            "unallow -u alice -g staff -e -l -d snapshot,mount tank/a",
+        ],
+    ),
+    (
         "diff [-F] [-H] [-t] [-h] FS@SNAP [FS@SNAP|FS]   M / + / - / R lines, as zfs diff",
         &[
             "diff tank/a@s1",

@@ -40,6 +40,7 @@
 //!   dataset      tarn create|destroy|list|get|set|inherit|mount|unmount (zfs)
 //!   owners       tarn userspace|groupspace|projectspace (zfs)
 //!   owner_names  user and group names (userquota@alice) turned into IDs and back
+//!   allow        tarn allow|unallow (zfs allow): delegated permissions
 //!   replication  tarn send|receive
 //!   inspect      tarn check, tarn debug ... (zdb)
 //!   inject       tarn inject (zinject)
@@ -65,8 +66,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use tarn_protocol::client;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::request::dataset::{
-    CreateArgs, DestroyArgs, GetArgs, InheritArgs, ListArgs, MountArgs, SetArgs, SpaceArgs,
-    UnmountArgs,
+    AllowArgs, CreateArgs, DestroyArgs, GetArgs, InheritArgs, ListArgs, MountArgs, SetArgs,
+    SpaceArgs, UnmountArgs,
 };
 use tarn_protocol::request::devices::{AddArgs, AttachArgs, DetachArgs, RemoveArgs, ReplaceArgs};
 use tarn_protocol::request::inject::InjectArgs;
@@ -152,6 +153,15 @@ enum Command {
     /// Space used and quotas by project (zfs projectspace): as userspace, listing projects;
     /// no -t.
     Projectspace(SpaceArgs),
+    /// Delegate permissions on a file system to users other than root (zfs allow): tarn allow
+    /// [-u USER[,USER]...|-g GROUP[,GROUP]...|-e] [-l] [-d] PERM[,PERM]... FS; -l on FS only,
+    /// -d on its descendants only, neither both. PERM: create, destroy, snapshot, rollback,
+    /// clone, promote, rename, mount, send, receive, hold, release, bookmark, diff, userprop,
+    /// userquota, groupquota, ..., or a property's name. tarn allow FS lists the grants.
+    Allow(AllowArgs),
+    /// Revoke delegated permissions (zfs unallow): tarn unallow [-u USER|-g GROUP|-e] [-l] [-d]
+    /// [PERM[,PERM]...] FS; no PERM revokes all of the grantee's.
+    Unallow(AllowArgs),
     /// Mount a file system (at MOUNTPOINT for this once), every one (-a), or list mounts.
     Mount(MountArgs),
     /// Unmount a file system (by name or mountpoint), or every one (-a).
@@ -469,6 +479,8 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         Command::Userspace(args) => owners::space(socket, tarn::OwnerKind::User, args),
         Command::Groupspace(args) => owners::space(socket, tarn::OwnerKind::Group, args),
         Command::Projectspace(args) => owners::space(socket, tarn::OwnerKind::Project, args),
+        Command::Allow(args) => verbs::allow::allow(socket, args, true),
+        Command::Unallow(args) => verbs::allow::allow(socket, args, false),
         Command::Mount(args) => dataset::mount(socket, args),
         Command::Unmount(args) => dataset::unmount(socket, args),
         Command::Snapshot(args) => dataset::snapshot(socket, args),

@@ -1,5 +1,5 @@
 //! The daemon side of the dataset verbs (`tarn create|destroy|list|get|set|inherit|mount|
-//! unmount|userspace`): their requests (`handle`) and what they do to an imported pool and its
+//! unmount|userspace|allow|unallow`): their requests (`handle`) and what they do to an imported pool and its
 //! mounts.
 //! The rows they fill are in `tarn_protocol::rows`; the CLI side is `verbs::dataset` in tarn-cli.
 
@@ -427,6 +427,7 @@ pub fn mount(
 
 /// A dataset request.
 pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<Answer, Reply> {
+    let request_verb = request.verb();
     match request {
         DatasetRequest::Create(args) => {
             let properties = parse_settings(&args.properties)?;
@@ -545,6 +546,45 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
                 status: 0,
                 data: serde_json::json!({ "owners": rows }),
             })
+        }
+        DatasetRequest::Allow(args) if args.lists() => {
+            let name = args.name();
+            let pool = daemon.pool_of_dataset(name)?;
+            let listed: Vec<serde_json::Value> = pool
+                .grants(name)?
+                .into_iter()
+                .map(|(dataset, grants)| {
+                    let grants: Vec<serde_json::Value> = grants
+                        .into_iter()
+                        .map(|grant| {
+                            serde_json::json!({
+                                "kind": grant.grantee.kind_word(),
+                                "id": grant.grantee.id(),
+                                "scope": grant.scope.word(),
+                                "permissions": grant.permissions,
+                            })
+                        })
+                        .collect();
+                    serde_json::json!({ "dataset": dataset, "grants": grants })
+                })
+                .collect();
+            Ok(Answer {
+                status: 0,
+                data: serde_json::json!({ "permissions": listed }),
+            })
+        }
+        DatasetRequest::Allow(args) | DatasetRequest::Unallow(args) => {
+            let change = super::authority::grant_change(&args, request_verb == "allow")?;
+            let name = args.name();
+            if name.contains(['@', '#']) {
+                return Err(Failure(format!(
+                    "cannot {request_verb} on {name}: permissions are granted on file systems"
+                ))
+                .into());
+            }
+            let pool = daemon.pool_of_dataset(name)?;
+            pool.change_grants(name, &change)?;
+            Answer::done()
         }
         DatasetRequest::Mount(MountArgs {
             name,

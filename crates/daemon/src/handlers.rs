@@ -1,6 +1,6 @@
-//! The daemon's request dispatch: `ping` and `stop` are answered here, every other request by
-//! its family (`pool`, `inspect`, `datasets`, ...). Every line a handler
-//! prints is captured into the response.
+//! The daemon's request dispatch: every request is first authorised (`authority`), then `ping`
+//! and `stop` are answered here, every other request by its family (`pool`, `inspect`,
+//! `datasets`, ...). Every line a handler prints is captured into the response.
 
 use std::io::BufReader;
 use std::os::unix::net::UnixStream;
@@ -10,16 +10,23 @@ use std::sync::Arc;
 use tarn_protocol::Request;
 
 use super::held::{lock, Answer, Daemon, Reply, STOP};
-use super::{datasets, devices, inject, inspect, pool, scan, snapshots, streams};
+use super::history::Peer;
+use super::{authority, datasets, devices, inject, inspect, pool, scan, snapshots, streams};
 
-/// Answer `request`; `reader` and `writer` are its connection, over which the stream of a send
-/// or a receive travels.
+/// Answer `request` from `peer`; `reader` and `writer` are its connection, over which the
+/// stream of a send or a receive travels (a refused one's stream is still ended or drained,
+/// so that the connection stays in step).
 pub(super) fn dispatch(
     daemon: &Arc<Daemon>,
     request: Request,
+    peer: Option<Peer>,
     reader: &mut BufReader<UnixStream>,
     writer: &mut UnixStream,
 ) -> Result<Answer, Reply> {
+    if let Err(refusal) = authority::authorise(daemon, &request, peer) {
+        streams::skip_stream(&request, reader, writer);
+        return Err(refusal.into());
+    }
     match request {
         Request::Ping => Ok(Answer {
             status: 0,

@@ -35,8 +35,10 @@ use super::held::Daemon;
 /// Who is on the other end of a connection.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Peer {
+    /// 0 when the client is in another PID namespace.
     pub pid: u32,
     pub uid: u32,
+    pub gid: u32,
 }
 
 /// The connected client's credentials, if the kernel gives them.
@@ -57,9 +59,10 @@ pub(super) fn peer(stream: &UnixStream) -> Option<Peer> {
             &mut length,
         )
     };
-    (result == 0 && credentials.pid > 0).then_some(Peer {
-        pid: credentials.pid as u32,
+    (result == 0).then_some(Peer {
+        pid: credentials.pid.max(0) as u32,
         uid: credentials.uid,
+        gid: credentials.gid,
     })
 }
 
@@ -110,6 +113,8 @@ fn changed_pool(request: &Request) -> Option<String> {
             | DatasetRequest::Mount(_)
             | DatasetRequest::Unmount(_)
             | DatasetRequest::Userspace(_) => return None,
+            DatasetRequest::Allow(args) if args.lists() => return None,
+            DatasetRequest::Allow(args) | DatasetRequest::Unallow(args) => dataset(args.name()),
             DatasetRequest::Destroy(DestroyArgs { name, .. })
             | DatasetRequest::Create(dataset::CreateArgs { name, .. })
             | DatasetRequest::Set(dataset::SetArgs { name, .. })
@@ -177,6 +182,7 @@ impl PendingRecord {
     pub(super) fn of(request: &Request, peer: Option<Peer>) -> Option<PendingRecord> {
         let pool = changed_pool(request)?;
         let command = peer
+            .filter(|peer| peer.pid > 0)
             .and_then(|peer| command_line(peer.pid))
             .unwrap_or_else(|| format!("tarn {} {pool}", request.verb()));
         Some(PendingRecord {

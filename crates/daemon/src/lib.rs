@@ -71,6 +71,7 @@ use tarn::tunables::Tunables;
 #[macro_use]
 extern crate tarn_protocol;
 
+mod authority;
 mod cache;
 mod datasets;
 mod devices;
@@ -346,7 +347,8 @@ fn install_signal_handlers() {
     }
 }
 
-/// Bind the daemon's socket (owner-only), removing a stale one a dead daemon left.
+/// Bind the daemon's socket, open to every local user (the daemon authorises each request:
+/// module `authority`), removing a stale one a dead daemon left.
 fn bind_socket(socket: &Path) -> Result<UnixListener, Failure> {
     if socket.exists() {
         if UnixStream::connect(socket).is_ok() {
@@ -364,12 +366,18 @@ fn bind_socket(socket: &Path) -> Result<UnixListener, Failure> {
         info!("removed stale socket {}", socket.display());
     }
     // SAFETY: umask only changes this process's file creation mask; the socket is created
-    // owner-only, then the mask is put back.
+    // owner-only, then the mask is put back and the socket opened to all (mode 0666, as
+    // /dev/zfs): no client connects before it is authorised request by request anyway.
     let previous_mask = unsafe { libc::umask(0o077) };
     let bound = UnixListener::bind(socket);
     // SAFETY: as above.
     unsafe { libc::umask(previous_mask) };
-    bound.map_err(|error| Failure(format!("cannot listen on {}: {error}", socket.display())))
+    let listener = bound
+        .map_err(|error| Failure(format!("cannot listen on {}: {error}", socket.display())))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
+        .map_err(|error| Failure(format!("cannot open {} to all: {error}", socket.display())))?;
+    Ok(listener)
 }
 
 /// Accept connections until a stop condition holds.
@@ -461,7 +469,7 @@ fn serve_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
                         record.take().expect("checked").record(daemon);
                     }
                     let response = answer(daemon, request, |daemon, request| {
-                        dispatch(daemon, request, &mut reader, &mut writer)
+                        dispatch(daemon, request, peer, &mut reader, &mut writer)
                     });
                     if let (0, Some(record)) = (response.status, record) {
                         record.record(daemon);

@@ -225,3 +225,21 @@ fn receive(
     }
     Ok(report)
 }
+
+/// Keep the connection in step for a request refused before it ran: a send's client waits for
+/// the end of its stream, a receive's has sent its stream, which is read and dropped.
+pub(super) fn skip_stream(
+    request: &tarn_protocol::Request,
+    reader: &mut BufReader<UnixStream>,
+    writer: &mut UnixStream,
+) {
+    match request {
+        tarn_protocol::Request::Replication(ReplicationRequest::Send(_)) => {
+            let _ = FrameWriter::new(&mut *writer).finish();
+        }
+        tarn_protocol::Request::Replication(ReplicationRequest::Receive(_)) => {
+            let _ = FrameReader::new(&mut *reader).drain();
+        }
+        _ => {}
+    }
+}

@@ -108,6 +108,9 @@ pub mod zil;
 pub(crate) mod zil;
 
 pub use block::blkptr::{ChecksumType, Compression};
+pub use dataset::delegation::{
+    validate_permission, Grant, GrantScope, Grantee, Identity, VERB_PERMISSIONS,
+};
 pub use dataset::owner_quotas::{OwnerField, OwnerMeasure, OwnerProperty};
 pub use dataset::props::{is_user_property_name, Property, PropertySource};
 pub use dataset::Snapshot;
@@ -120,6 +123,7 @@ pub use object::owners::OwnerKind;
 pub use object::{ObjectError, ObjectProps};
 pub use pool::bookmarks::BookmarkInfo;
 pub use pool::datasets::DatasetInfo;
+pub use pool::delegation::GrantChange;
 pub use pool::holds::Holder;
 pub use pool::owner_quotas::OwnerSpace;
 pub use pool::props::{PoolProperty, PoolSpace, PoolValue};

@@ -22,7 +22,9 @@
 //! A Unix stream socket: `--socket PATH`, else `$TARN_SOCKET`, else `/run/tarn/tarn.sock`. Beside
 //! it the daemon keeps `PATH.lock` (flock held for the daemon's life: one daemon per socket),
 //! `PATH.pid` (its process id, while it listens) and `PATH.log` (its stdout and stderr).
-//! The socket is created mode 0600: whoever can connect can export and destroy pools.
+//! The socket is mode 0666: anyone may connect, and the daemon decides what each request may
+//! do from the client's credentials (`SO_PEERCRED`): reads for everyone, changes for root and
+//! for users granted them with `tarn allow` (the daemon's `authority` module).
 //!
 //! # Framing
 //! Line-delimited JSON: the client writes one request as one line of JSON ending in `\n`, the
@@ -67,7 +69,7 @@
 //! | `devices` | `attach`, `detach`, `remove`, `replace`, `add` | [`request::devices`] |
 //! | `inspect` | `check`, `metaslabs`, `logs`, `map`, `spacemap`, `object` (`tarn debug ...`) | [`request::inspect`] |
 //! | `stat` | `txgs`, `arc`, `zil`, `iostat` | [`request::stat`] |
-//! | `dataset` | `create`, `destroy`, `list`, `get`, `set`, `inherit`, `mount`, `unmount`, `userspace` | [`request::dataset`] |
+//! | `dataset` | `create`, `destroy`, `list`, `get`, `set`, `inherit`, `mount`, `unmount`, `userspace`, `allow`, `unallow` | [`request::dataset`] |
 //! | `snapshot` | `snapshot`, `clone`, `promote`, `destroy_snapshots`, `destroy_bookmark`, `rollback`, `rename`, `bookmark`, `debug_dataset` | [`request::snapshot`] |
 //! | `replication` | `send` (the stream follows as frames, [`frames`], before the response), `receive` (the stream follows the request as frames), `receive_abort` | [`request::replication`] |
 //! | `inject` | not nested: `args` is [`request::inject::InjectArgs`] | [`request::inject`] |
@@ -654,6 +656,19 @@ mod tests {
                 snapshot: "tank/a@1".into(),
                 to: None,
                 ..request::snapshot::DiffArgs::default()
+            })),
+            Request::Dataset(DatasetRequest::Allow(request::dataset::AllowArgs {
+                users: vec!["1000".into()],
+                groups: vec!["50".into()],
+                everyone: false,
+                local: true,
+                descendent: false,
+                operands: vec!["create,snapshot".into(), "tank/a".into()],
+            })),
+            Request::Dataset(DatasetRequest::Unallow(request::dataset::AllowArgs {
+                everyone: true,
+                operands: vec!["tank/a".into()],
+                ..request::dataset::AllowArgs::default()
             })),
             Request::Snapshot(SnapshotRequest::Release(request::snapshot::HoldArgs {
                 recursive: true,

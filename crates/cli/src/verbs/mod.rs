@@ -1,6 +1,7 @@
 //! The CLI side of every verb, one module per family: build the request, ask the daemon when
 //! it holds the pool, otherwise run on the exported pool in this process (`tarn-ops`), and print.
 
+pub mod allow;
 pub mod arcstat;
 pub mod dataset;
 pub mod devices;

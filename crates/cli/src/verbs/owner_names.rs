@@ -35,7 +35,7 @@ pub fn numeric_property(property: &str) -> Result<String, Failure> {
 }
 
 /// The numeric ID `who` names as an owner of kind `kind` (module documentation).
-fn owner_id(kind: OwnerKind, who: &str) -> Result<u32, String> {
+pub fn owner_id(kind: OwnerKind, who: &str) -> Result<u32, String> {
     let number = who
         .parse::<u32>()
         .ok()

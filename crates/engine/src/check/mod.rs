@@ -489,6 +489,11 @@ fn check_dataset_tree(
                             Some(property) => {
                                 value.is_ok_and(|value| property.parse(value).is_ok())
                             }
+                            // A grant (dataset/delegation.rs): known permissions.
+                            None if crate::dataset::delegation::is_grant_key(&key) => {
+                                crate::dataset::delegation::decode_grant(&key, &entry.value)
+                                    .is_some_and(|grant| grant.is_ok())
+                            }
                             // A user property: any text (dataset/props.rs).
                             None if crate::dataset::props::is_user_property_name(&key) => value
                                 .is_ok_and(|value| {

@@ -69,6 +69,7 @@
 
 pub mod bptree;
 pub mod deadlist;
+pub mod delegation;
 pub mod limits;
 pub mod livelist;
 pub mod owner_quotas;

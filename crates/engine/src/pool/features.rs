@@ -136,6 +136,10 @@ pub const USER_HOLDS_FEATURE: &str = "com.tarn:user_holds";
 /// objects.
 pub const USER_PROPERTIES_FEATURE: &str = "com.tarn:user_properties";
 
+/// Delegated permissions (`pool/delegation.rs`): grant keys (`ul$1000`, ...) in the datasets'
+/// properties objects.
+pub const DELEGATION_FEATURE: &str = "com.tarn:delegation";
+
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
@@ -264,6 +268,18 @@ pub const FEATURES_KNOWN: &[Feature] = &[
     Feature {
         name: USER_PROPERTIES_FEATURE,
         short_name: "user_properties",
+        class: FeatureClass::Compatible,
+        activation: Activation::OnFirstUse,
+        create_only: false,
+    },
+    // Compatible (OpenZFS has delegation from pool version 8, before features): a build
+    // without it looks properties up by the names it knows and never meets the grant keys;
+    // only its `check` would report them, and its daemon would not enforce them (it lets
+    // root alone change anything). Active from the first grant on (revoking the last one
+    // leaves it active, as user_properties).
+    Feature {
+        name: DELEGATION_FEATURE,
+        short_name: "delegation",
         class: FeatureClass::Compatible,
         activation: Activation::OnFirstUse,
         create_only: false,
@@ -820,6 +836,7 @@ mod tests {
         assert_eq!(config.features.get(USER_ACCOUNTING_FEATURE), Some(&1));
         assert_eq!(config.features.get(USER_HOLDS_FEATURE), Some(&0));
         assert_eq!(config.features.get(USER_PROPERTIES_FEATURE), Some(&0));
+        assert_eq!(config.features.get(DELEGATION_FEATURE), Some(&0));
         assert_eq!(
             config.features_for_read,
             vec![

@@ -94,6 +94,7 @@ mod clones;
 mod create;
 mod dataset_props;
 pub mod datasets;
+pub mod delegation;
 mod destroy;
 mod devices;
 pub mod dtl;
@@ -132,9 +133,9 @@ pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 pub use attach::AddedVdev;
 pub use facade::WeakPool;
 pub use features::{
-    Feature, FeatureClass, FeatureState, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN, LIVELIST_FEATURE,
-    LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, SPACE_LIMITS_FEATURE,
-    STALLED_FREES_FEATURE, USER_HOLDS_FEATURE, USER_PROPERTIES_FEATURE,
+    Feature, FeatureClass, FeatureState, DELEGATION_FEATURE, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN,
+    LIVELIST_FEATURE, LOG_SPACEMAP_FEATURE, REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE,
+    SPACE_LIMITS_FEATURE, STALLED_FREES_FEATURE, USER_HOLDS_FEATURE, USER_PROPERTIES_FEATURE,
 };
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
 pub use stats::{PoolIostat, VdevIostat};

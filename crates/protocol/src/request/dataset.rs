@@ -1,5 +1,5 @@
-//! The dataset family (zfs): `tarn create|destroy|list|get|set|inherit|mount|unmount` and
-//! `tarn userspace|groupspace|projectspace`. Property settings travel as the user gave them
+//! The dataset family (zfs): `tarn create|destroy|list|get|set|inherit|mount|unmount`,
+//! `tarn userspace|groupspace|projectspace` and `tarn allow|unallow`. Property settings travel as the user gave them
 //! (`prop=value`) and are split by [`parse_settings`] on both sides: the CLI to refuse a
 //! malformed one before asking, the daemon to use them. Owner properties travel with numeric
 //! IDs (`userquota@1000`): the CLI turns user and group names into IDs before it asks, and
@@ -37,6 +37,13 @@ pub enum DatasetRequest {
     /// Space and quotas by owner of a file system or snapshot, of the kinds named (`tarn
     /// userspace|groupspace|projectspace`): `data = {"owners": [rows]}`, numeric IDs.
     Userspace(SpaceArgs),
+    /// Grant permissions on a file system (`tarn allow -u|-g|-e [-l] [-d] PERM[,PERM]... FS`),
+    /// or with no permissions and no grantee list them: `data = {"permissions": [{"dataset",
+    /// "grants": [{"kind", "id", "scope", "permissions"}]}]}`, the file system first, then
+    /// each ancestor with grants. Users and groups travel as numeric IDs.
+    Allow(AllowArgs),
+    /// Revoke permissions (`tarn unallow`); none named revokes all of each grantee's.
+    Unallow(AllowArgs),
 }
 
 impl DatasetRequest {
@@ -52,6 +59,8 @@ impl DatasetRequest {
             DatasetRequest::Mount(_) => "mount",
             DatasetRequest::Unmount(_) => "unmount",
             DatasetRequest::Userspace(_) => "userspace",
+            DatasetRequest::Allow(_) => "allow",
+            DatasetRequest::Unallow(_) => "unallow",
         }
     }
 }
@@ -375,5 +384,146 @@ impl Args for SortArgs {
 
     fn augment_args_for_update(command: clap::Command) -> clap::Command {
         SortArgs::augment_args(command)
+    }
+}
+
+/// `tarn allow [-u USER[,USER]...] [-g GROUP[,GROUP]...] [-e] [-l] [-d] PERM[,PERM]... FS`,
+/// `tarn allow FS` (list), and `tarn unallow` with the same options (permissions optional).
+/// The CLI turns user and group names into numeric IDs in place before it asks.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowArgs {
+    /// Users (names or numeric IDs, comma-separated).
+    #[arg(short = 'u', value_delimiter = ',', value_name = "USER")]
+    pub users: Vec<String>,
+    /// Groups (names or numeric IDs, comma-separated).
+    #[arg(short = 'g', value_delimiter = ',', value_name = "GROUP")]
+    pub groups: Vec<String>,
+    /// Everyone.
+    #[arg(short = 'e')]
+    pub everyone: bool,
+    /// On the file system itself only (local).
+    #[arg(short = 'l')]
+    pub local: bool,
+    /// On its descendants only.
+    #[arg(short = 'd')]
+    pub descendent: bool,
+    /// PERM[,PERM]... then the file system; the file system alone lists (allow) or names every
+    /// permission (unallow).
+    #[arg(required = true, num_args = 1..=2, value_name = "PERM[,PERM]... FS")]
+    pub operands: Vec<String>,
+}
+
+impl AllowArgs {
+    /// The file system named (the last operand).
+    pub fn name(&self) -> &str {
+        self.operands.last().map(String::as_str).unwrap_or_default()
+    }
+
+    /// The permissions named, split and trimmed (none when only the file system is named).
+    pub fn permissions(&self) -> Vec<String> {
+        match self.operands.as_slice() {
+            [permissions, _] => permissions
+                .split(',')
+                .map(str::trim)
+                .filter(|permission| !permission.is_empty())
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether any grantee is named.
+    pub fn names_grantee(&self) -> bool {
+        !self.users.is_empty() || !self.groups.is_empty() || self.everyone
+    }
+
+    /// `tarn allow FS`: list, change nothing.
+    pub fn lists(&self) -> bool {
+        self.operands.len() == 1 && !self.names_grantee() && !self.local && !self.descendent
+    }
+
+    /// The scopes chosen: `-l` local, `-d` descendent, neither (or both) both.
+    pub fn scopes(&self) -> (bool, bool) {
+        if self.local || self.descendent {
+            (self.local, self.descendent)
+        } else {
+            (true, true)
+        }
+    }
+
+    /// Check the shape of a grant or revocation (not of a listing): a grantee named, and for
+    /// allow a permission; the error says what to give.
+    pub fn check(&self, verb: &str) -> Result<(), Failure> {
+        if !self.names_grantee() {
+            return Err(Failure(format!(
+                "cannot {verb} on {}: name who: -u USER, -g GROUP or -e (everyone)",
+                self.name()
+            )));
+        }
+        if self.operands.len() == 2 && self.permissions().is_empty() {
+            return Err(Failure(format!(
+                "cannot {verb} on {}: the permission list is empty",
+                self.name()
+            )));
+        }
+        if verb == "allow" && self.permissions().is_empty() {
+            return Err(Failure(format!(
+                "cannot allow on {}: no permission named: tarn allow -u USER PERM[,PERM]... {0}",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(arguments: &[&str]) -> AllowArgs {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: AllowArgs,
+        }
+        let mut words = vec!["allow"];
+        words.extend(arguments);
+        <Command as clap::Parser>::try_parse_from(words)
+            .unwrap()
+            .args
+    }
+
+    /// The file system is the last operand; permissions come before it; -l and -d choose the
+    /// scopes, neither both; only a file system alone lists.
+    #[test]
+    fn allow_arguments_split_as_zfs_allow() {
+        let listing = allow(&["tank/a"]);
+        assert!(listing.lists());
+        assert_eq!(listing.name(), "tank/a");
+        assert!(listing.permissions().is_empty());
+        let grant = allow(&["-u", "alice,bob", "-l", "create, snapshot", "tank/a"]);
+        assert!(!grant.lists());
+        assert_eq!(grant.users, ["alice", "bob"]);
+        assert_eq!(grant.permissions(), ["create", "snapshot"]);
+        assert_eq!(grant.scopes(), (true, false));
+        assert_eq!(allow(&["-e", "-d", "send", "tank"]).scopes(), (false, true));
+        assert_eq!(
+            allow(&["-g", "staff", "send", "tank"]).scopes(),
+            (true, true)
+        );
+        grant.check("allow").unwrap();
+        assert!(allow(&["snapshot", "tank/a"])
+            .check("allow")
+            .unwrap_err()
+            .0
+            .contains("name who"));
+        assert!(allow(&["-u", "alice", "tank/a"]).check("allow").is_err());
+        allow(&["-u", "alice", "tank/a"]).check("unallow").unwrap();
+        assert!(allow(&["-e", ",", "tank/a"])
+            .check("unallow")
+            .unwrap_err()
+            .0
+            .contains("empty"));
     }
 }
