@@ -78,6 +78,21 @@ impl PoolCore {
         Ok(Some(normalized))
     }
 
+    /// Open context, namespace lock held: the space check of setting `name` on `full_name`
+    /// (an administrative change), then a hold on the txg that writes it.
+    pub(super) fn hold_for_setting(
+        &self,
+        name: &str,
+        full_name: &str,
+    ) -> Result<crate::txg::TxHold, PoolError> {
+        self.check_space(
+            super::admission::SpaceCheck::Reserved,
+            1,
+            &format!("set {name} on {full_name}"),
+        )?;
+        Ok(self.txgs.assign()?)
+    }
+
     /// The source of a value that dataset `relative` finds set on dataset `at` (itself or an
     /// ancestor).
     fn source_at(&self, at: &str, relative: &str) -> PropertySource {
@@ -342,12 +357,7 @@ impl Pool {
                     },
                 )?;
             }
-            core.check_space(
-                super::admission::SpaceCheck::Reserved,
-                1,
-                &format!("set {name} on {full_name}"),
-            )?;
-            let hold = core.txgs.assign()?;
+            let hold = core.hold_for_setting(name, full_name)?;
             core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
             if limit {
                 if normalized.is_some() {
@@ -409,12 +419,7 @@ impl Pool {
                     PoolError::BadProperty,
                 )?;
             }
-            core.check_space(
-                super::admission::SpaceCheck::Reserved,
-                1,
-                &format!("set {name} on {full_name}"),
-            )?;
-            let hold = core.txgs.assign()?;
+            let hold = core.hold_for_setting(name, full_name)?;
             let object = dataset.dir().properties_object;
             let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
             match value {

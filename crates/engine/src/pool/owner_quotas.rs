@@ -224,12 +224,7 @@ impl Pool {
                     PoolError::BadProperty,
                 )?;
             }
-            core.check_space(
-                super::admission::SpaceCheck::Reserved,
-                1,
-                &format!("set {name} on {full_name}"),
-            )?;
-            let hold = core.txgs.assign()?;
+            let hold = core.hold_for_setting(name, full_name)?;
             let object = dataset.dir().properties_object;
             let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
             let key = property.name();
