@@ -386,7 +386,8 @@ fn a_config_without_refcounts_imports_and_is_converted() {
             "com.tarn:embedded_data",
             "com.tarn:replay_sequence",
             "com.tarn:user_accounting",
-            "com.tarn:user_holds"
+            "com.tarn:user_holds",
+            "com.tarn:raidz"
         ]
     );
     assert_eq!(converted.features["com.tarn:livelist"], 1);

@@ -35,6 +35,7 @@ mod pool_features;
 mod pool_history;
 mod pool_props;
 mod primarycache;
+mod raidz;
 mod scan_namespace;
 mod scan_resilver;
 mod space_fragmentation;

@@ -310,10 +310,10 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
             })
             .collect();
         let only_a_pair = top.children.len() == 2 && pairs.len() == 1;
-        let kind = if top.children.len() > 1 && !only_a_pair {
-            format!("mirror-{}", top.id)
-        } else {
-            String::new()
+        let kind = match top.kind.group_name(top.id.0) {
+            Some(name) if top.kind.parity() > 0 || !only_a_pair => name,
+            _ if top.children.len() > 1 && !only_a_pair => format!("mirror-{}", top.id),
+            _ => String::new(),
         };
         if !kind.is_empty() {
             let label = format!("  {kind}");

@@ -117,8 +117,8 @@ pub fn add(socket: &Path, mut args: AddArgs) -> Result<Status, Failure> {
             if kind == "cache" {
                 println!("\tcache");
                 println!("\t  {}", paths.join(" "));
-            } else if kind == "mirror" {
-                println!("\t  mirror-{}", vdev["id"]);
+            } else if kind == "mirror" || kind.starts_with("raidz") {
+                println!("\t  {kind}-{}", vdev["id"]);
                 for path in paths {
                     println!("\t    {path}");
                 }

@@ -269,10 +269,13 @@ fn top_rows<'a>(
         .collect();
     let only_a_pair = top.children.len() == 2 && pairs.len() == 1;
     let mut depth = 2;
-    if top.children.len() > 1 && !only_a_pair {
+    let raidz = top.kind.parity() > 0;
+    if raidz || (top.children.len() > 1 && !only_a_pair) {
         rows.push((
             depth,
-            format!("mirror-{}", top.id),
+            top.kind
+                .group_name(top.id)
+                .unwrap_or_else(|| format!("mirror-{}", top.id)),
             top.health.as_str(),
             top.problem,
         ));

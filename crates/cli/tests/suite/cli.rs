@@ -602,7 +602,6 @@ fn create_usage_errors_change_nothing() {
     t.create_exported("tank", &["a.img"]);
     let new = t.path("new.img");
     let new2 = t.path("new2.img");
-    let new3 = t.path("new3.img");
     let cases = vec![
         (words("pool create"), vec!["required", "<POOL>"]),
         (words("pool create tank"), vec!["required", "<VDEVS>"]),
@@ -649,10 +648,8 @@ fn create_usage_errors_change_nothing() {
             vec!["mirror", "two devices"],
         ),
         (
-            words(&format!(
-                "pool create -s 128M tank2 raidz {new} {new2} {new3}"
-            )),
-            vec!["raidz", "not supported"],
+            words(&format!("pool create -s 128M tank2 raidz2 {new} {new2}")),
+            vec!["raidz2", "at least 3 devices"],
         ),
         (
             words(&format!("pool create -s 128M -o ashift=7 tank2 {new}")),

@@ -230,9 +230,11 @@ impl GangHeader {
         })
     }
 
-    /// What copy `index` of the parent accounts for: this header and that copy of every child.
-    pub fn copy_allocated(&self, index: usize) -> u64 {
-        self.header_allocated
+    /// What copy `index` of the parent accounts for: this header, which takes `header_asize`
+    /// bytes where that copy lies (its allocation, with parity on RAID-Z), and that copy of
+    /// every child.
+    pub fn copy_allocated(&self, index: usize, header_asize: u64) -> u64 {
+        header_asize
             + self
                 .children
                 .iter()
@@ -252,7 +254,8 @@ struct HeaderCopies {
 /// Where a gang's pieces go, decided before anything is written so that a gang that cannot be
 /// placed whole is undone without leaving writes behind.
 struct GangPlan {
-    headers: Vec<(VdevId, u64)>,
+    /// Each header copy: its vdev, offset and allocated bytes.
+    headers: Vec<(VdevId, u64, u64)>,
     header_allocated: u64,
     /// (length of the piece, where it goes).
     children: Vec<(usize, ChildPlan)>,
@@ -266,9 +269,7 @@ enum ChildPlan {
 impl GangPlan {
     /// Every extent the plan allocated, for undoing it.
     fn extents(&self, out: &mut Vec<(VdevId, u64, u64)>) {
-        for &(vdev, offset) in &self.headers {
-            out.push((vdev, offset, self.header_allocated));
-        }
+        out.extend(self.headers.iter().copied());
         for (_, child) in &self.children {
             match child {
                 ChildPlan::Plain(dvas) => out.extend(
@@ -321,12 +322,12 @@ impl BlockIo {
         let mut avoid: Vec<(VdevId, u64)> = Vec::with_capacity(copies);
         for copy in 0..copies {
             match self.space.allocate(size_allocated, txg, &avoid, storage) {
-                Ok((vdev, offset)) => {
-                    avoid.push((vdev, offset));
+                Ok(placed) => {
+                    avoid.push((placed.vdev, placed.offset));
                     dvas.push(Dva {
-                        vdev,
-                        offset,
-                        size_allocated,
+                        vdev: placed.vdev,
+                        offset: placed.offset,
+                        size_allocated: placed.asize,
                         gang: false,
                     });
                 }
@@ -374,7 +375,10 @@ impl BlockIo {
         let header_allocated = self.gang_header_allocated();
         let headers = self.allocate_copies(header_allocated, copies, txg, true, storage)?;
         let mut plan = GangPlan {
-            headers: headers.iter().map(|dva| (dva.vdev, dva.offset)).collect(),
+            headers: headers
+                .iter()
+                .map(|dva| (dva.vdev, dva.offset, dva.size_allocated))
+                .collect(),
             header_allocated,
             children: Vec::new(),
         };
@@ -461,8 +465,7 @@ impl BlockIo {
                     let shared = Arc::new(bytes.to_vec());
                     for (index, dva) in dvas.iter().enumerate() {
                         child.dvas[index] = *dva;
-                        let top = self.vdevs.top(dva.vdev).expect("allocated on a known vdev");
-                        self.writes.submit(top.clone(), dva.offset, shared.clone());
+                        self.submit_block(dva, &shared, *length as u64);
                     }
                 }
                 ChildPlan::Gang(nested) => child.dvas = self.issue_gang(nested, bytes, &child),
@@ -475,14 +478,19 @@ impl BlockIo {
             children,
         };
         let mut dvas = [Dva::default(); DVAS_MAX];
-        for (index, &(vdev, offset)) in plan.headers.iter().enumerate() {
-            let top = self.vdevs.top(vdev).expect("allocated on a known vdev");
-            self.writes
-                .submit(top.clone(), offset, Arc::new(header.encode(vdev, offset)));
+        for (index, &(vdev, offset, asize)) in plan.headers.iter().enumerate() {
+            let location = Dva {
+                vdev,
+                offset,
+                size_allocated: asize,
+                gang: false,
+            };
+            let encoded = Arc::new(header.encode(vdev, offset));
+            self.submit_block(&location, &encoded, GANG_HEADER_SIZE as u64);
             dvas[index] = Dva {
                 vdev,
                 offset,
-                size_allocated: header.copy_allocated(index),
+                size_allocated: header.copy_allocated(index, asize),
                 gang: true,
             };
         }
@@ -526,26 +534,15 @@ impl BlockIo {
             } else {
                 let shared = Arc::new(bytes.to_vec());
                 for dva in child.copies() {
-                    let top = self
-                        .vdevs
-                        .top(dva.vdev)
-                        .expect("validated by the header read");
-                    self.writes.submit(top.clone(), dva.offset, shared.clone());
+                    self.submit_block(dva, &shared, length as u64);
                 }
             }
             children.push(child);
         }
         let header = GangHeader { children, ..header };
         for dva in old.copies() {
-            let top = self
-                .vdevs
-                .top(dva.vdev)
-                .expect("validated by the header read");
-            self.writes.submit(
-                top.clone(),
-                dva.offset,
-                Arc::new(header.encode(dva.vdev, dva.offset)),
-            );
+            let encoded = Arc::new(header.encode(dva.vdev, dva.offset));
+            self.submit_block(dva, &encoded, GANG_HEADER_SIZE as u64);
         }
         Ok(old.dvas)
     }
@@ -582,6 +579,43 @@ impl BlockIo {
         let mut last_error = None;
         'copies: for (index, dva) in bp.copies().enumerate() {
             let top = self.header_location(dva)?;
+            if let Some(geometry) = top.raidz_geometry() {
+                read += 1;
+                let mut decoded = None;
+                let mut verify =
+                    |data: &[u8]| match GangHeader::decode(data, dva.vdev, dva.offset, bp, depth) {
+                        Ok(header) => {
+                            decoded = Some(header);
+                            true
+                        }
+                        Err(_) => false,
+                    };
+                let outcome = self.read_raidz_copy(
+                    &top,
+                    &geometry,
+                    dva,
+                    GANG_HEADER_SIZE as u64,
+                    bp.birth_physical.0,
+                    every,
+                    &mut verify,
+                );
+                let checked = outcome.and_then(|read| {
+                    let header = decoded.take().expect("verified");
+                    self.check_header_accounting(&header, dva, index)?;
+                    Ok((header, read.repair))
+                });
+                match checked {
+                    Ok((header, repair)) => {
+                        bad.extend(repair.into_iter().map(|child| (*dva, top.clone(), child)));
+                        good.get_or_insert(header);
+                        if !every {
+                            break 'copies;
+                        }
+                    }
+                    Err(error) => last_error = Some(error),
+                }
+                continue;
+            }
             // As for any block: children that may hold a stale copy are tried last, and an
             // offline or missing child is not read at all (it holds no copy to verify or
             // repair, and its failed read is no checksum error).
@@ -646,7 +680,20 @@ impl BlockIo {
                 bp: format!("gang header <{}:{:#x}>: {error}", dva.vdev, dva.offset),
             })?;
         let header = GangHeader::decode(&buffer, dva.vdev, dva.offset, bp, depth)?;
-        let accounted = header.copy_allocated(index);
+        self.check_header_accounting(&header, dva, index)?;
+        Ok(header)
+    }
+
+    /// A header copy's accounting must match its parent's DVA: this header's allocation where
+    /// it lies and that copy of every piece.
+    fn check_header_accounting(
+        &self,
+        header: &GangHeader,
+        dva: &Dva,
+        index: usize,
+    ) -> Result<(), PipelineError> {
+        let accounted =
+            header.copy_allocated(index, self.asize_on(dva.vdev, header.header_allocated));
         if accounted != dva.size_allocated {
             return Err(BlockError::corrupt(
                 "gang header",
@@ -657,15 +704,16 @@ impl BlockIo {
             )
             .into());
         }
-        Ok(header)
+        Ok(())
     }
 
     fn repair_headers(&self, header: &GangHeader, bad: &[BadCopy]) -> Repaired {
         let mut repaired = Repaired::default();
         for (dva, top, child) in bad {
             let encoded = header.encode(dva.vdev, dva.offset);
-            match top.write_child(*child, dva.offset, &encoded) {
-                Ok(()) => repaired.add(encoded.len() as u64),
+            let physical = &encoded[..GANG_HEADER_SIZE];
+            match top.rewrite_child(*child, dva.offset, encoded.len() as u64, physical) {
+                Ok(bytes) => repaired.add(bytes),
                 // The leaf's queue counted the write error; the copy stays bad.
                 Err(error) => log::warn!("repair of a bad gang header copy failed: {error}"),
             }
@@ -789,7 +837,11 @@ impl BlockIo {
         }
         let header = self.read_gang_header(bp, false, depth)?;
         for dva in bp.copies() {
-            out.push((dva.vdev, dva.offset, header.header_allocated));
+            out.push((
+                dva.vdev,
+                dva.offset,
+                self.asize_on(dva.vdev, header.header_allocated),
+            ));
         }
         for child in &header.children {
             self.collect_extents(child, out, depth + 1)?;
@@ -842,7 +894,7 @@ mod tests {
         let bytes = header.encode(VdevId(0), 0x10000);
         let decoded = GangHeader::decode(&bytes, VdevId(0), 0x10000, &parent(20000), 1).unwrap();
         assert_eq!(decoded, header);
-        assert_eq!(decoded.copy_allocated(0), 4096 + 8192 + 8192 + 4096);
+        assert_eq!(decoded.copy_allocated(0, 4096), 4096 + 8192 + 8192 + 4096);
         // The same bytes read from another place are not this header.
         assert!(GangHeader::decode(&bytes, VdevId(0), 0x20000, &parent(20000), 1).is_err());
         assert!(GangHeader::decode(&bytes, VdevId(1), 0x10000, &parent(20000), 1).is_err());

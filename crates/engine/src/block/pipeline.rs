@@ -628,7 +628,10 @@ impl BlockIo {
             self.may_rewrite(old, at, bp.size_logical)
                 && old.size_physical as usize == size_physical
                 && old.copies().count() == copies
-                && (old.is_gang() || old.copies().all(|dva| dva.size_allocated == size_allocated))
+                && (old.is_gang()
+                    || old
+                        .copies()
+                        .all(|dva| dva.size_allocated == self.asize_on(dva.vdev, size_allocated)))
         });
         if let Some(old) = rewrite {
             if old.is_gang() {
@@ -677,12 +680,65 @@ impl BlockIo {
     /// Hand every copy of a (non-gang) block to the write issue queue.
     fn submit_copies(&self, bp: &BlockPtr, padded: &Arc<Vec<u8>>) {
         for dva in bp.copies() {
-            let top = self
-                .vdevs
-                .top(dva.vdev)
-                .expect("allocator returned an unknown vdev");
-            self.writes.submit(top.clone(), dva.offset, padded.clone());
+            self.submit_block(dva, padded, bp.size_physical as u64);
         }
+    }
+
+    /// Hand one copy of a block of `size_physical` bytes, `padded` to the pool's allocation
+    /// size, to the write issue queue (a RAID-Z vdev takes the bytes its map is built from:
+    /// [`crate::vdev::TopVdev::block_bytes`]).
+    pub(super) fn submit_block(&self, dva: &Dva, padded: &Arc<Vec<u8>>, size_physical: u64) {
+        let top = self
+            .vdevs
+            .top(dva.vdev)
+            .expect("allocator returned an unknown vdev");
+        let bytes = top.block_bytes(padded, size_physical);
+        self.writes.submit(top, dva.offset, bytes);
+    }
+
+    /// Bytes a block of `size` padded bytes takes on top-level vdev `vdev` (its parity and
+    /// padding on RAID-Z); `size` itself for a vdev the pool does not have.
+    pub(super) fn asize_on(&self, vdev: VdevId, size: u64) -> u64 {
+        self.vdevs.top(vdev).map_or(size, |top| top.asize_of(size))
+    }
+
+    /// Read one copy of a block on a RAID-Z vdev (see [`crate::vdev::tree::raidz_io::read_block`]):
+    /// from the in-flight write if there is one, else its columns, reconstructed until
+    /// `verify` accepts the data. `psize` is the block pointer's physical size.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_raidz_copy(
+        &self,
+        top: &crate::vdev::TopVdev,
+        geometry: &crate::vdev::RaidzGeometry,
+        dva: &Dva,
+        psize: u64,
+        birth: u64,
+        scrub: bool,
+        verify: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<crate::vdev::tree::raidz_io::RaidzRead, PipelineError> {
+        if let Some(data) = self.writes.in_flight(dva.vdev, dva.offset) {
+            let length = (psize as usize).min(data.len());
+            if verify(&data[..length]) {
+                return Ok(crate::vdev::tree::raidz_io::RaidzRead {
+                    data: data[..length].to_vec(),
+                    repair: Vec::new(),
+                    columns: 1,
+                });
+            }
+        }
+        crate::vdev::tree::raidz_io::read_block(
+            top,
+            geometry,
+            crate::vdev::queue::read_class(),
+            dva.offset,
+            psize,
+            birth,
+            scrub,
+            verify,
+        )
+        .map_err(|error| PipelineError::NoGoodCopy {
+            bp: format!("<{}:{:#x}>: {error}", dva.vdev, dva.offset),
+        })
     }
 
     /// Whether `old` may be overwritten in place by a block of `size_logical` bytes written at
@@ -849,6 +905,35 @@ impl BlockIo {
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
+            if let Some(geometry) = top.raidz_geometry() {
+                let size_physical = bp.size_physical as usize;
+                let mut verify = |data: &[u8]| {
+                    data.len() >= size_physical
+                        && checksum::compute(bp.checksum_type, &data[..size_physical])
+                            == bp.checksum
+                };
+                match self.read_raidz_copy(
+                    &top,
+                    &geometry,
+                    dva,
+                    size_physical as u64,
+                    bp.birth_physical.0,
+                    false,
+                    &mut verify,
+                ) {
+                    Ok(read) => {
+                        bad.extend(read.repair.iter().map(|&child| (*dva, top.clone(), child)));
+                        let mut data = read.data;
+                        data.truncate(size_physical);
+                        good = Some(data);
+                        break;
+                    }
+                    Err(error) => {
+                        log::debug!("{bp}: {error}");
+                        continue;
+                    }
+                }
+            }
             // Children that may hold a stale copy (the block's birth is in their dirty time
             // log) or take no I/O are tried last.
             for child in crate::vdev::dtl::read_order(&top, bp.birth_physical.0) {
@@ -918,6 +1003,38 @@ impl BlockIo {
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
+            if let Some(geometry) = top.raidz_geometry() {
+                let size_physical = bp.size_physical as usize;
+                let mut verify = |data: &[u8]| {
+                    data.len() >= size_physical
+                        && checksum::compute(bp.checksum_type, &data[..size_physical])
+                            == bp.checksum
+                };
+                match self.read_raidz_copy(
+                    &top,
+                    &geometry,
+                    dva,
+                    size_physical as u64,
+                    bp.birth_physical.0,
+                    true,
+                    &mut verify,
+                ) {
+                    Ok(read) => {
+                        report.copies += read.columns as u64;
+                        report.bad += read.repair.len() as u64;
+                        bad.extend(read.repair.iter().map(|&child| (*dva, top.clone(), child)));
+                        let mut data = read.data;
+                        data.truncate(size_physical);
+                        good.get_or_insert(data);
+                    }
+                    Err(error) => {
+                        log::debug!("{bp}: {error}");
+                        report.copies += 1;
+                        report.bad += 1;
+                    }
+                }
+                continue;
+            }
             for child in 0..top.child_count() {
                 // An offline or missing child is not read: it is not a bad copy.
                 if !top.children[child].is_usable() {
@@ -958,10 +1075,8 @@ impl BlockIo {
     fn repair(&self, physical: &[u8], bad: &[BadCopy]) -> Repaired {
         let mut repaired = Repaired::default();
         for (dva, top, child) in bad {
-            let mut padded = physical.to_vec();
-            padded.resize(dva.size_allocated as usize, 0);
-            match top.write_child(*child, dva.offset, &padded) {
-                Ok(()) => repaired.add(dva.size_allocated),
+            match top.rewrite_child(*child, dva.offset, dva.size_allocated, physical) {
+                Ok(bytes) => repaired.add(bytes),
                 // The leaf's queue counted the write error; the copy stays bad.
                 Err(error) => log::warn!("repair of a bad copy failed: {error}"),
             }

@@ -118,9 +118,9 @@ impl BlockIo {
                 fail(&failures, index, format!("no vdev {}", dva.vdev));
                 continue;
             };
+            let padded = top.block_bytes(&write.padded, write.bp.size_physical as u64);
             if position + 1 == copies.len() {
-                if let Err(error) = top.write_in_txg(class, dva.offset, &write.padded, write.txg.0)
-                {
+                if let Err(error) = top.write_in_txg(class, dva.offset, &padded, write.txg.0) {
                     fail(&failures, index, error.to_string());
                 }
                 continue;
@@ -128,7 +128,6 @@ impl BlockIo {
             *outstanding.0.lock() += 1;
             let failures = failures.clone();
             let outstanding = outstanding.clone();
-            let padded = write.padded.clone();
             top.write_async_in_txg(class, dva.offset, padded, write.txg.0, move |result| {
                 if let Err(error) = result {
                     fail(&failures, index, error.to_string());

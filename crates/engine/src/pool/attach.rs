@@ -20,13 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::space::AllocClass;
+use crate::tunables::Tunables;
 use crate::types::{Guid, ObjectId, Txg, VdevId};
 use crate::vdev::label::TopVdevKind;
 use crate::vdev::{label, BlockDevice, FileDevice, Leaf, TopVdev};
 
 use super::new_device::{check_new_device, clear_labels, device_identity};
 use super::vdev_change::VdevChange;
-use super::vdev_spec::{VdevLayout, VdevSpec};
+use super::vdev_spec::{Replication, VdevLayout, VdevSpec};
 use super::{scan, Pool, PoolError};
 
 /// What `pool add -n` would do, or did.
@@ -118,6 +119,23 @@ impl Pool {
         let _request = self.core.vdev_changes.request.lock();
         let (top, child) = self.find_leaf(device)?;
         let old = &top.children[child];
+        if let TopVdevKind::Raidz { parity } = top.kind {
+            // zpool attaches to mirrors and single devices only (`attach` on the raidz vdev
+            // itself is expansion). Replacing a raidz child is not built yet.
+            return Err(PoolError::Refused(if replacing {
+                format!(
+                    "cannot replace {}: replacing a child of raidz{parity}-{} is not supported yet (take it offline and bring the device back online: resilver rebuilds what it missed)",
+                    old.path.display(),
+                    top.id
+                )
+            } else {
+                format!(
+                    "cannot attach {} to {}: can only attach to mirrors and top-level disks",
+                    new_path.display(),
+                    old.path.display()
+                )
+            }));
+        }
         let same_path = device_identity(new_path) == old.path;
         if let Some(replacement) = top
             .children
@@ -197,6 +215,12 @@ impl Pool {
         let _request = self.core.vdev_changes.request.lock();
         let (top, child) = self.find_leaf(device)?;
         let leaf = &top.children[child];
+        if top.raidz_geometry().is_some() {
+            return Err(PoolError::Refused(format!(
+                "cannot detach {}: only applicable to mirror and replacing vdevs",
+                leaf.path.display()
+            )));
+        }
         if top.children.len() < 2 {
             return Err(PoolError::Refused(format!(
                 "cannot detach {}: only a side of a mirror can be detached (top-level vdev {} has no other device)",
@@ -281,6 +305,16 @@ impl Pool {
                 refuse_mismatched_replication(&class_tops, &class_specs, class)?;
             }
         }
+        if specs
+            .iter()
+            .any(|(spec, _)| matches!(spec, VdevSpec::Raidz { .. }))
+        {
+            self.core.require_feature(
+                super::RAIDZ_FEATURE,
+                &format!("cannot add a raidz vdev to {}", self.core.name),
+                PoolError::Refused,
+            )?;
+        }
         let ashift = tops
             .iter()
             .map(|top| top.ashift)
@@ -294,40 +328,17 @@ impl Pool {
             for path in spec.paths() {
                 leaves.push(self.open_leaf_device(&path, dry_run)?);
             }
-            let smallest = leaves
-                .iter()
-                .map(|leaf| leaf.device.size_bytes())
-                .min()
-                .unwrap_or(0);
-            let allocatable = label::leaf_allocatable_bytes(smallest);
-            let (ms_shift, ms_count) =
-                crate::space::metaslab_geometry(allocatable, &self.core.tunables);
-            if ms_count == 0 {
-                return Err(PoolError::BadVdevSpec(format!(
-                    "device of {smallest} bytes is too small for one metaslab"
-                )));
-            }
-            let kind = match spec {
-                VdevSpec::Mirror(_) => TopVdevKind::Mirror,
-                VdevSpec::Leaf(_) => TopVdevKind::Leaf,
-            };
-            let top = TopVdev::new(
-                VdevId(id),
-                Guid::random(),
-                kind,
-                ashift,
-                ms_count << ms_shift,
-                ms_shift,
-                ObjectId(0),
-                leaves,
-            )?
-            .in_class(class);
+            let kind = spec.kind();
+            let top = new_top_vdev(VdevId(id), kind, ashift, leaves, &self.core.tunables)?
+                .in_class(class);
             added.push(AddedVdev {
                 id: top.id,
-                kind: if kind == TopVdevKind::Mirror {
-                    "mirror"
-                } else {
-                    "disk"
+                kind: match kind {
+                    TopVdevKind::Mirror => "mirror",
+                    TopVdevKind::Raidz { parity: 1 } => "raidz1",
+                    TopVdevKind::Raidz { parity: 2 } => "raidz2",
+                    TopVdevKind::Raidz { .. } => "raidz3",
+                    TopVdevKind::Leaf => "disk",
                 },
                 class,
                 paths: top.children.iter().map(|leaf| leaf.path.clone()).collect(),
@@ -442,19 +453,21 @@ fn refuse_mismatched_replication(
     specs: &[&VdevSpec],
     class: AllocClass,
 ) -> Result<(), PoolError> {
-    let Some(pool_width) = tops.iter().map(|top| top.child_count()).max() else {
+    let Some(pool) = tops
+        .iter()
+        .max_by_key(|top| top.child_count())
+        .map(|top| Replication::of(top.kind, top.child_count()))
+    else {
         return Ok(());
     };
     match specs
         .iter()
-        .map(|spec| spec.paths().len())
-        .find(|&width| width != pool_width)
+        .map(|spec| spec.replication())
+        .find(|replication| *replication != pool)
     {
-        Some(width) => Err(PoolError::Refused(format!(
-            "mismatched replication level: the pool's {} vdevs use {} and the new vdev is {}; use -f to add it anyway",
+        Some(new) => Err(PoolError::Refused(format!(
+            "mismatched replication level: the pool's {} vdevs use {pool} and the new vdev is {new}; use -f to add it anyway",
             class_word(class),
-            describe_width(pool_width),
-            describe_width(width)
         ))),
         None => Ok(()),
     }
@@ -467,19 +480,17 @@ pub(super) fn refuse_mismatched_new_vdevs(
     specs: &[(&VdevSpec, AllocClass)],
 ) -> Result<(), PoolError> {
     for class in [AllocClass::Normal, AllocClass::Log] {
-        let mut widths = specs
+        let mut replications = specs
             .iter()
             .filter(|(_, of_class)| *of_class == class)
-            .map(|(spec, _)| spec.paths().len());
-        let Some(first) = widths.next() else {
+            .map(|(spec, _)| spec.replication());
+        let Some(first) = replications.next() else {
             continue;
         };
-        if let Some(other) = widths.find(|&width| width != first) {
+        if let Some(other) = replications.find(|replication| *replication != first) {
             return Err(PoolError::Refused(format!(
-                "mismatched replication level: the {} vdevs would be {} and {}; use -f to create the pool anyway",
+                "mismatched replication level: the {} vdevs would be {first} and {other}; use -f to create the pool anyway",
                 class_word(class),
-                describe_width(first),
-                describe_width(other)
             )));
         }
     }
@@ -494,9 +505,40 @@ fn class_word(class: AllocClass) -> &'static str {
     }
 }
 
-fn describe_width(width: usize) -> String {
-    match width {
-        1 => "a single device".to_string(),
-        width => format!("a {width}-way mirror"),
+/// A new top-level vdev of `kind` over `leaves`, its address space and metaslabs sized from
+/// the smallest leaf: a mirror's is one leaf's data area, a RAID-Z vdev's one per child.
+pub(super) fn new_top_vdev(
+    id: VdevId,
+    kind: TopVdevKind,
+    ashift: u32,
+    leaves: Vec<Leaf>,
+    tunables: &Tunables,
+) -> Result<TopVdev, PoolError> {
+    let smallest = leaves
+        .iter()
+        .map(|leaf| leaf.device.size_bytes())
+        .min()
+        .unwrap_or(0);
+    let sector = 1u64 << ashift;
+    let per_leaf = label::leaf_allocatable_bytes(smallest) / sector * sector;
+    let space = match kind {
+        TopVdevKind::Raidz { .. } => per_leaf * leaves.len() as u64,
+        _ => per_leaf,
+    };
+    let (ms_shift, ms_count) = crate::space::metaslab_geometry(space, tunables);
+    if ms_count == 0 {
+        return Err(PoolError::BadVdevSpec(format!(
+            "device of {smallest} bytes is too small for one metaslab"
+        )));
     }
+    Ok(TopVdev::new(
+        id,
+        Guid::random(),
+        kind,
+        ashift,
+        ms_count << ms_shift,
+        ms_shift,
+        ObjectId(0),
+        leaves,
+    )?)
 }

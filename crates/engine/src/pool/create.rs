@@ -20,8 +20,7 @@ use crate::space::{AllocClass, SpaceManager};
 use crate::txg::TxgManager;
 use crate::types::{Guid, ObjectId, Txg, VdevId, TXG_INITIAL};
 use crate::vdev::inject::Injector;
-use crate::vdev::label::TopVdevKind;
-use crate::vdev::{label, BlockDevice, FileDevice, Leaf, TopVdev, VdevTree};
+use crate::vdev::{BlockDevice, FileDevice, Leaf, VdevTree};
 
 use super::new_device::{check_new_device, device_identity};
 use super::sync::{MosLifecycle, PoolFreer};
@@ -158,39 +157,17 @@ impl Pool {
         let specs = new_pool_specs(&options);
         for (index, group) in groups.into_iter().enumerate() {
             let (spec, class) = specs[index];
-            let is_mirror = matches!(spec, VdevSpec::Mirror(_));
-            let smallest = group
-                .iter()
-                .map(|(_, device)| device.size_bytes())
-                .min()
-                .unwrap_or(0);
-            let allocatable = label::leaf_allocatable_bytes(smallest);
-            let (ms_shift, ms_count) = crate::space::metaslab_geometry(allocatable, &tunables);
-            if ms_count == 0 {
-                return Err(PoolError::BadVdevSpec(format!(
-                    "device of {smallest} bytes is too small for one metaslab"
-                )));
-            }
-            let asize = ms_count << ms_shift;
             let leaves = group
                 .into_iter()
                 .map(|(path, device)| Leaf::new(Guid::random(), path, device))
                 .collect();
-            let kind = if is_mirror {
-                TopVdevKind::Mirror
-            } else {
-                TopVdevKind::Leaf
-            };
             tops.push(Arc::new(
-                TopVdev::new(
+                super::attach::new_top_vdev(
                     VdevId(index as u32),
-                    Guid::random(),
-                    kind,
+                    spec.kind(),
                     tunables.vdev_ashift,
-                    asize,
-                    ms_shift,
-                    ObjectId(0),
                     leaves,
+                    &tunables,
                 )?
                 .in_class(class),
             ));
@@ -233,7 +210,7 @@ impl Pool {
                     top.class,
                     top.asize,
                     top.ms_shift,
-                    top.ashift,
+                    top.alloc_unit(),
                     None,
                     &storage,
                 )?;
@@ -288,7 +265,21 @@ impl Pool {
         ));
         root.attach_objset(objset);
 
-        let config = ConfigState::for_new_pool(&options.disabled_features);
+        let mut config = ConfigState::for_new_pool(&options.disabled_features);
+        let raidz_vdevs = vdevs
+            .tops()
+            .iter()
+            .filter(|top| top.raidz_geometry().is_some())
+            .count() as u64;
+        if raidz_vdevs > 0 {
+            let Some(refcount) = config.features.get_mut(super::RAIDZ_FEATURE) else {
+                return Err(PoolError::BadVdevSpec(
+                    "raidz vdevs need feature@raidz, which -o feature@raidz=disabled turns off"
+                        .into(),
+                ));
+            };
+            *refcount = raidz_vdevs;
+        }
         io.set_embedded_data(config.features.contains_key(super::EMBEDDED_DATA_FEATURE));
         let pool_guid = Guid::random();
         io.l2arc().set_pool_guid(pool_guid);

@@ -60,16 +60,29 @@ impl Pool {
         if leaf.is_offline() {
             return self.sync();
         }
-        let others_usable = top
+        // A mirror keeps a copy while one other child is usable; a RAID-Z vdev reads with up
+        // to `parity` children gone.
+        let others_unusable = top
             .children
             .iter()
             .enumerate()
-            .any(|(index, other)| index != child && other.is_usable());
-        if !others_usable {
+            .filter(|(index, other)| *index != child && !other.is_usable())
+            .count();
+        let tolerated = match top.kind.parity() {
+            0 => top.children.len() - 1,
+            parity => parity,
+        };
+        if others_unusable + 1 > tolerated {
+            let why = match top.kind.parity() {
+                0 => format!("it holds the only usable copy of top-level vdev {}", top.id),
+                parity => format!(
+                    "raidz{parity}-{} would have more children gone than its {parity} parity",
+                    top.id
+                ),
+            };
             return Err(PoolError::BadVdevSpec(format!(
-                "cannot offline {}: no valid replicas (it holds the only usable copy of top-level vdev {})",
+                "cannot offline {}: no valid replicas ({why})",
                 leaf.path.display(),
-                top.id
             )));
         }
         self.core.note_leaf_unusable(leaf.guid);

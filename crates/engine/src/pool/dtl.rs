@@ -89,6 +89,7 @@ impl PoolCore {
             let offline =
                 lookup_mos_directory(&self.mos, MOS_OBJECT_DIRECTORY, &offline_key(leaf.guid))?;
             leaf.dtl.set_offline(offline.unwrap_or(0) != 0);
+            leaf.dtl.mark_loaded();
         }
         Ok(())
     }

@@ -141,6 +141,9 @@ pub const USER_PROPERTIES_FEATURE: &str = "com.tarn:user_properties";
 pub const DELEGATION_FEATURE: &str = "com.tarn:delegation";
 
 /// Every feature this build knows; new pools enable all of them unless told otherwise.
+/// RAID-Z top-level vdevs (`vdev/raidz`): blocks in data and parity columns across children.
+pub const RAIDZ_FEATURE: &str = "com.tarn:raidz";
+
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
     // the feature would take for the address of a block. Active once enabled (OpenZFS does
@@ -282,6 +285,16 @@ pub const FEATURES_KNOWN: &[Feature] = &[
         short_name: "delegation",
         class: FeatureClass::Compatible,
         activation: Activation::OnFirstUse,
+        create_only: false,
+    },
+    // Needed to read (a block on a RAID-Z vdev is found only through its column map), counted
+    // (one per RAID-Z top-level vdev, added by `pool create` and `pool add`, recounted from
+    // the vdev tree at import): a pool without RAID-Z vdevs stays open to builds without it.
+    Feature {
+        name: RAIDZ_FEATURE,
+        short_name: "raidz",
+        class: FeatureClass::NeededToRead,
+        activation: Activation::Counted,
         create_only: false,
     },
 ];
@@ -671,6 +684,13 @@ impl PoolCore {
             .flat_map(|(_, dataset)| dataset.snapshots())
             .filter(|snapshot| snapshot.phys().uses_user_holds())
             .count() as u64;
+        let raidz_vdevs = self
+            .io
+            .vdevs
+            .tops()
+            .iter()
+            .filter(|top| top.raidz_geometry().is_some())
+            .count() as u64;
         let mut config = self.config.lock();
         if !had_write_list {
             // The class lists of known features as the registry says; unknown names keep the
@@ -705,6 +725,7 @@ impl PoolCore {
         for (feature, what, count) in [
             (LIVELIST_FEATURE, "livelists", livelists),
             (USER_HOLDS_FEATURE, "held or deferred snapshots", held),
+            (RAIDZ_FEATURE, "raidz vdevs", raidz_vdevs),
         ] {
             let short_name = feature_by_name(feature).map_or(feature, |known| known.short_name);
             if let Some(refcount) = config.features.get_mut(feature) {
@@ -837,13 +858,15 @@ mod tests {
         assert_eq!(config.features.get(USER_HOLDS_FEATURE), Some(&0));
         assert_eq!(config.features.get(USER_PROPERTIES_FEATURE), Some(&0));
         assert_eq!(config.features.get(DELEGATION_FEATURE), Some(&0));
+        assert_eq!(config.features.get(RAIDZ_FEATURE), Some(&0));
         assert_eq!(
             config.features_for_read,
             vec![
                 EMBEDDED_DATA_FEATURE,
                 REPLAY_SEQUENCE_FEATURE,
                 USER_ACCOUNTING_FEATURE,
-                USER_HOLDS_FEATURE
+                USER_HOLDS_FEATURE,
+                RAIDZ_FEATURE
             ]
         );
         assert_eq!(

@@ -254,11 +254,13 @@ impl Pool {
                         PathBuf::from(&leaf_config.path),
                         top_config.asize,
                     ));
-                    leaves.push(Leaf::new(
+                    let leaf = Leaf::new(
                         Guid(leaf_config.guid),
                         PathBuf::from(&leaf_config.path),
                         missing,
-                    ));
+                    );
+                    leaf.dtl.mark_unloaded();
+                    leaves.push(leaf);
                     continue;
                 };
                 let mut device: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(path)?);
@@ -270,6 +272,7 @@ impl Pool {
                     top_config.ashift,
                 ));
                 let leaf = Leaf::new(Guid(leaf_config.guid), path.clone(), device);
+                leaf.dtl.mark_unloaded();
                 leaf.set_replaces(Some(Guid(leaf_config.replaces)).filter(|guid| guid.0 != 0));
                 leaves.push(leaf);
             }
@@ -502,7 +505,7 @@ impl Pool {
                     top.class,
                     top.asize,
                     top.ms_shift,
-                    top.ashift,
+                    top.alloc_unit(),
                     (array.0 != 0).then_some(array),
                     &storage,
                 )?;
@@ -570,6 +573,9 @@ impl Pool {
             vdev_changes: vdev_change::VdevChanges::with_wrapper(options.wrap_device.clone()),
         });
         core.install_dirty_probe();
+        // The leaves' logs and offline flags first: reads from here on know which children
+        // missed which txgs, so a stale copy or column is skipped, not charged as damage.
+        core.load_dtls()?;
         core.attach_open_context(&core.root);
         core.apply_copies("");
         let mut damaged = Vec::new();
@@ -594,7 +600,6 @@ impl Pool {
             }
         }
         core.load_background_frees()?;
-        core.load_dtls()?;
         core.load_scan()?;
         core.recount_features(config.features_for_write.is_some())?;
         if let Err(error) = core.load_errlog() {

@@ -1112,12 +1112,10 @@ impl PoolCore {
             let Some(top) = self.io.vdevs.top(dva.vdev) else {
                 continue;
             };
-            let mut padded = physical.clone();
-            padded.resize(dva.size_allocated as usize, 0);
-            match top.write_child(child, dva.offset, &padded) {
-                Ok(()) => {
+            match top.rewrite_child(child, dva.offset, dva.size_allocated, &physical) {
+                Ok(bytes) => {
                     report.repaired += 1;
-                    report.bytes_repaired += dva.size_allocated;
+                    report.bytes_repaired += bytes;
                 }
                 // The leaf's queue counted the write error; the leaf's log keeps the txg.
                 Err(error) => log::warn!("pool {}: resilver write failed: {error}", self.name),

@@ -191,7 +191,10 @@ impl Pool {
                     ..leaves.into_iter().next().expect("one leaf")
                 },
                 _ => VdevIostat {
-                    name: format!("mirror-{}", top.id.0),
+                    name: top
+                        .kind
+                        .group_name(top.id.0)
+                        .unwrap_or_else(|| format!("mirror-{}", top.id.0)),
                     size_bytes: Some(size),
                     allocated_bytes: Some(allocated),
                     stats,

@@ -280,10 +280,13 @@ impl PoolCore {
                             top.class,
                             top.asize,
                             top.ms_shift,
-                            top.ashift,
+                            top.alloc_unit(),
                             None,
                             &storage,
                         )?;
+                        if top.raidz_geometry().is_some() {
+                            self.feature_increment(super::RAIDZ_FEATURE)?;
+                        }
                         log::info!(
                             "pool {}: vdev {} added in txg {txg} ({} bytes)",
                             self.name,

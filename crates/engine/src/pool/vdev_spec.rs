@@ -1,24 +1,75 @@
 //! Vdev specifications as zpool takes them on `pool create` and `pool add`: groups of data
-//! vdevs (`PATH` or `mirror PATH PATH...`), then optionally `log` followed by such groups and
+//! vdevs (`PATH`, `mirror PATH PATH...` or `raidz[123] PATH...`), then optionally `log` followed by such groups and
 //! `cache` followed by paths. Parsing only: the devices are checked and opened by `create.rs`
 //! and `attach.rs`.
 
 use std::path::PathBuf;
 
 use super::PoolError;
+use crate::vdev::TopVdevKind;
 
 /// How to lay out the vdevs of a new pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VdevSpec {
     Leaf(PathBuf),
     Mirror(Vec<PathBuf>),
+    /// `raidzP PATH...`: `parity` (1 to 3) columns of parity over the devices.
+    Raidz {
+        parity: u8,
+        paths: Vec<PathBuf>,
+    },
 }
 
 impl VdevSpec {
     pub fn paths(&self) -> Vec<PathBuf> {
         match self {
             VdevSpec::Leaf(path) => vec![path.clone()],
-            VdevSpec::Mirror(paths) => paths.clone(),
+            VdevSpec::Mirror(paths) | VdevSpec::Raidz { paths, .. } => paths.clone(),
+        }
+    }
+
+    /// The kind of top-level vdev this builds.
+    pub fn kind(&self) -> TopVdevKind {
+        match self {
+            VdevSpec::Leaf(_) => TopVdevKind::Leaf,
+            VdevSpec::Mirror(_) => TopVdevKind::Mirror,
+            VdevSpec::Raidz { parity, .. } => TopVdevKind::Raidz { parity: *parity },
+        }
+    }
+
+    /// The redundancy this vdev gives (zpool's replication check compares them).
+    pub fn replication(&self) -> Replication {
+        Replication::of(self.kind(), self.paths().len())
+    }
+}
+
+/// A top-level vdev's redundancy, as zpool's "mismatched replication level" check compares
+/// them: the kind and the width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replication {
+    Single,
+    Mirror(usize),
+    Raidz { parity: u8, width: usize },
+}
+
+impl Replication {
+    pub fn of(kind: TopVdevKind, width: usize) -> Replication {
+        match kind {
+            TopVdevKind::Raidz { parity } => Replication::Raidz { parity, width },
+            _ if width == 1 => Replication::Single,
+            _ => Replication::Mirror(width),
+        }
+    }
+}
+
+impl std::fmt::Display for Replication {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Replication::Single => write!(formatter, "a single device"),
+            Replication::Mirror(width) => write!(formatter, "a {width}-way mirror"),
+            Replication::Raidz { parity, width } => {
+                write!(formatter, "a {width}-wide raidz{parity}")
+            }
         }
     }
 }
@@ -89,7 +140,7 @@ pub fn parse_vdev_layout(words: &[String]) -> Result<VdevLayout, PoolError> {
                 index += 1;
                 continue;
             }
-            "raidz" | "raidz1" | "raidz2" | "raidz3" | "spare" | "special" | "dedup" => {
+            "spare" | "special" | "dedup" => {
                 return Err(PoolError::BadVdevSpec(format!(
                     "{word} vdevs are not supported yet"
                 )));
@@ -97,30 +148,66 @@ pub fn parse_vdev_layout(words: &[String]) -> Result<VdevLayout, PoolError> {
             _ => {}
         }
         class_word_without_devices = None;
-        let spec = if word == "mirror" {
+        let raidz_parity = match word {
+            "raidz" | "raidz1" => Some(1u8),
+            "raidz2" => Some(2),
+            "raidz3" => Some(3),
+            _ => None,
+        };
+        let spec = if word == "mirror" || raidz_parity.is_some() {
             let mut children = Vec::new();
             index += 1;
             while index < words.len() && !VDEV_KEYWORDS.contains(&words[index].as_str()) {
                 children.push(PathBuf::from(&words[index]));
                 index += 1;
             }
-            if children.len() < 2 {
-                return Err(PoolError::BadVdevSpec(
-                    "a mirror needs at least two devices".into(),
-                ));
+            match raidz_parity {
+                None if children.len() < 2 => {
+                    return Err(PoolError::BadVdevSpec(
+                        "a mirror needs at least two devices".into(),
+                    ));
+                }
+                None => VdevSpec::Mirror(children),
+                Some(parity) => {
+                    let least = parity as usize + 1;
+                    if children.len() < least {
+                        return Err(PoolError::BadVdevSpec(format!(
+                            "a raidz{parity} vdev needs at least {least} devices"
+                        )));
+                    }
+                    if children.len() > crate::vdev::RAIDZ_CHILDREN_MAX {
+                        return Err(PoolError::BadVdevSpec(format!(
+                            "a raidz vdev takes at most {} devices",
+                            crate::vdev::RAIDZ_CHILDREN_MAX
+                        )));
+                    }
+                    VdevSpec::Raidz {
+                        parity,
+                        paths: children,
+                    }
+                }
             }
-            VdevSpec::Mirror(children)
         } else {
             index += 1;
             VdevSpec::Leaf(PathBuf::from(word))
         };
         match (class, spec) {
             (VdevClassWord::Data, spec) => layout.data.push(spec),
+            (VdevClassWord::Log, VdevSpec::Raidz { .. }) => {
+                return Err(PoolError::BadVdevSpec(
+                    "log devices cannot be raidz: use a single device or a mirror".into(),
+                ))
+            }
             (VdevClassWord::Log, spec) => layout.log.push(spec),
             (VdevClassWord::Cache, VdevSpec::Leaf(path)) => layout.cache.push(path),
             (VdevClassWord::Cache, VdevSpec::Mirror(_)) => {
                 return Err(PoolError::BadVdevSpec(
                     "cache devices cannot be mirrored".into(),
+                ))
+            }
+            (VdevClassWord::Cache, VdevSpec::Raidz { .. }) => {
+                return Err(PoolError::BadVdevSpec(
+                    "cache devices cannot be raidz".into(),
                 ))
             }
         }
@@ -194,7 +281,24 @@ mod tests {
         refused("a log a", "named twice");
         refused("a cache a", "named twice");
         refused("a spare b", "spare vdevs are not supported yet");
-        refused("raidz a b c", "raidz vdevs are not supported yet");
+        refused("raidz2 a b", "a raidz2 vdev needs at least 3 devices");
+        refused("a log raidz b c", "log devices cannot be raidz");
+        refused("a cache raidz b c", "cache devices cannot be raidz");
+        let layout = parse_vdev_layout(&words("raidz a b c raidz3 d e f g log h")).unwrap();
+        assert_eq!(
+            layout.data,
+            vec![
+                VdevSpec::Raidz {
+                    parity: 1,
+                    paths: vec!["a".into(), "b".into(), "c".into()]
+                },
+                VdevSpec::Raidz {
+                    parity: 3,
+                    paths: vec!["d".into(), "e".into(), "f".into(), "g".into()]
+                }
+            ]
+        );
+        assert_eq!(layout.data[1].replication().to_string(), "a 4-wide raidz3");
         refused("", "no devices given");
     }
 }

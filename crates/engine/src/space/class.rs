@@ -10,7 +10,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use super::storage::SpaceStorage;
-use super::{AllocContext, Group, SpaceError, SpaceManager};
+use super::{AllocContext, Group, Placed, SpaceError, SpaceManager};
 use crate::types::{Txg, VdevId};
 
 /// The metaslab class of a top-level vdev (OpenZFS's normal and log classes): what may be
@@ -80,7 +80,7 @@ impl SpaceManager {
         size_allocated: u64,
         txg: Txg,
         storage: &dyn SpaceStorage,
-    ) -> Result<(VdevId, u64), SpaceError> {
+    ) -> Result<Placed, SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
         if !self.has_log_vdevs() {
             return self.allocate(size_allocated, txg, &[], storage);
@@ -100,8 +100,13 @@ impl SpaceManager {
                 if !size_allocated.is_multiple_of(1u64 << group.ashift) {
                     continue;
                 }
-                if let Some(offset) = group.allocate(size_allocated, 0, &[], &mut context)? {
-                    placed = Some((group.vdev, offset));
+                let asize = group.unit.asize(size_allocated);
+                if let Some(offset) = group.allocate(asize, 0, &[], &mut context)? {
+                    placed = Some(Placed {
+                        vdev: group.vdev,
+                        offset,
+                        asize,
+                    });
                     break;
                 }
             }

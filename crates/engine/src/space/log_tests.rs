@@ -81,7 +81,7 @@ fn reopen_replays_the_log_and_keeps_recent_frees_deferred() {
     let vdevs = [(0, 2 * MEBIBYTE)];
     let manager = manager_with_log(&storage, &vdevs, &tunables, true);
     let mut blocks = Vec::new();
-    while let Ok(block) = manager.allocate(32 << 10, Txg(4), &[], &storage) {
+    while let Ok(block) = manager.allocate_at(32 << 10, Txg(4), &[], &storage) {
         blocks.push(block);
     }
     sync_txg(&manager, &storage, Txg(4));
@@ -109,18 +109,22 @@ fn reopen_replays_the_log_and_keeps_recent_frees_deferred() {
         allocated_per_metaslab(&manager)
     );
     assert_eq!(
-        reopened.allocate(32 << 10, Txg(9), &[], &storage).unwrap(),
+        reopened
+            .allocate_at(32 << 10, Txg(9), &[], &storage)
+            .unwrap(),
         blocks[0]
     );
     assert!(matches!(
-        reopened.allocate(512, Txg(9), &[], &storage),
+        reopened.allocate_at(512, Txg(9), &[], &storage),
         Err(SpaceError::NoSpace { .. })
     ));
     assert_eq!(reopened.stats()[0].deferred_bytes, 3 * (32 << 10));
     check_stats_add_up(&reopened);
     sync_txg(&reopened, &storage, Txg(9));
     assert_eq!(
-        reopened.allocate(32 << 10, Txg(10), &[], &storage).unwrap(),
+        reopened
+            .allocate_at(32 << 10, Txg(10), &[], &storage)
+            .unwrap(),
         blocks[10]
     );
 }
@@ -167,7 +171,7 @@ fn a_free_that_cancels_an_unflushed_allocation_stays_deferred_across_reopen() {
         let vdevs = [(0, 2 * MEBIBYTE)];
         let manager = manager_with_log(&storage, &vdevs, &tunables, true);
         let mut blocks = Vec::new();
-        while let Ok(block) = manager.allocate(4096, Txg(4), &[], &storage) {
+        while let Ok(block) = manager.allocate_at(4096, Txg(4), &[], &storage) {
             blocks.push(block);
         }
         sync_txg(&manager, &storage, Txg(4));
@@ -184,7 +188,7 @@ fn a_free_that_cancels_an_unflushed_allocation_stays_deferred_across_reopen() {
         // Born in txg 10, freed in txg 11: the free cancels the unflushed allocation. A free in
         // the first metaslab makes it the older dirty one, so that the one flush that txg 11's
         // walk makes goes there and not to the block's metaslab.
-        let short_lived = manager.allocate(4096, Txg(10), &[], &storage).unwrap();
+        let short_lived = manager.allocate_at(4096, Txg(10), &[], &storage).unwrap();
         assert_eq!(short_lived, (vdev, offset));
         let (first_vdev, first_offset) = blocks[0];
         assert!(first_offset + (1 << 20) <= offset, "same metaslab");
@@ -245,7 +249,7 @@ fn a_free_that_cancels_an_unflushed_allocation_stays_deferred_across_reopen() {
             "other change: {other_change}"
         );
         // Txg 13 may reuse frees of txg 10 and before only: the block is not handed out.
-        if let Ok(block) = reopened.allocate(4096, Txg(13), &[], &storage) {
+        if let Ok(block) = reopened.allocate_at(4096, Txg(13), &[], &storage) {
             assert_ne!(block, short_lived, "reused in txg 13, freed in txg 11");
         }
         check_stats_add_up(&reopened);
@@ -259,7 +263,7 @@ fn flush_all_leaves_only_the_last_log() {
     let vdevs = [(0, 8 * MEBIBYTE)];
     let manager = manager_with_log(&storage, &vdevs, &tunables, true);
     let mut live = Vec::new();
-    while let Ok(block) = manager.allocate(4096, Txg(4), &[], &storage) {
+    while let Ok(block) = manager.allocate_at(4096, Txg(4), &[], &storage) {
         live.push(block);
     }
     sync_txg(&manager, &storage, Txg(4));
@@ -332,7 +336,7 @@ fn run_flushing_workload(binding: Binding) -> (u64, u64, u64, Tunables) {
     let (mut most_blocks, mut block_limit, mut most_memory) = (0, 0, 0);
     for txg in 4..204u64 {
         for _ in 0..64 {
-            live.push(manager.allocate(4096, Txg(txg), &[], &storage).unwrap());
+            live.push(manager.allocate_at(4096, Txg(txg), &[], &storage).unwrap());
         }
         for _ in 0..48 {
             seed = seed
@@ -409,7 +413,7 @@ fn the_log_writes_far_fewer_space_map_blocks() {
         let vdevs = [(0, 64 * MEBIBYTE)];
         let manager = manager_with_log(&storage, &vdevs, &tunables, log);
         let mut live = Vec::new();
-        while let Ok(block) = manager.allocate(64 << 10, Txg(4), &[], &storage) {
+        while let Ok(block) = manager.allocate_at(64 << 10, Txg(4), &[], &storage) {
             live.push(block);
         }
         sync_txg(&manager, &storage, Txg(4));
@@ -470,7 +474,7 @@ fn check_replays_the_logs_from_disk() {
     let manager = manager_with_log(&storage, &vdevs, &tunables, true);
     let mut blocks = Vec::new();
     for _ in 0..16 {
-        blocks.push(manager.allocate(4096, Txg(4), &[], &storage).unwrap());
+        blocks.push(manager.allocate_at(4096, Txg(4), &[], &storage).unwrap());
     }
     sync_txg(&manager, &storage, Txg(4));
     for &(vdev, offset) in &blocks[..4] {
@@ -501,7 +505,7 @@ fn a_log_entry_for_a_missing_vdev_is_corruption() {
     let vdevs = [(0, 2 * MEBIBYTE), (1, 2 * MEBIBYTE)];
     let manager = manager_with_log(&storage, &vdevs, &tunables, true);
     for _ in 0..64 {
-        manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+        manager.allocate_at(4096, Txg(4), &[], &storage).unwrap();
     }
     sync_txg(&manager, &storage, Txg(4));
     let result = reopen_with_log(&manager, &storage, &vdevs[..1], &tunables, Txg(4));
@@ -533,7 +537,7 @@ proptest! {
             match kind {
                 0 | 1 => {
                     let size = sectors << 9;
-                    if let Ok((vdev, offset)) = manager.allocate(size, Txg(txg), &[], &storage) {
+                    if let Ok((vdev, offset)) = manager.allocate_at(size, Txg(txg), &[], &storage) {
                         live.push((vdev, offset, size));
                     }
                 }

@@ -127,6 +127,7 @@ use crate::types::{
 use parking_lot::{Mutex, RwLock};
 use stats::{SpaceStatsCollector, SpaceTxgStats};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use storage::{SpaceStorage, StorageError};
 
@@ -216,8 +217,69 @@ pub fn check_metaslab_geometry(asize: u64, ms_shift: u32, ashift: u32) -> Result
 }
 
 /// Metaslabs of one top-level vdev.
+/// How a top-level vdev sizes its allocations: `1 << ashift` sectors, and for a vdev that
+/// stores more than the block (RAID-Z parity and padding) the bytes a block of a given padded
+/// size takes there. The space layer knows no vdev kinds: the vdev layer supplies the function.
+#[derive(Clone)]
+pub struct AllocUnit {
+    pub ashift: u32,
+    asize_of: Option<Arc<dyn Fn(u64) -> u64 + Send + Sync>>,
+}
+
+impl AllocUnit {
+    /// Plain sectors: a block takes its size rounded up to the sector.
+    pub fn sectors(ashift: u32) -> AllocUnit {
+        AllocUnit {
+            ashift,
+            asize_of: None,
+        }
+    }
+
+    /// Sectors of `1 << ashift`, a block of `size` padded bytes taking `asize_of(size)`.
+    pub fn computed(ashift: u32, asize_of: Arc<dyn Fn(u64) -> u64 + Send + Sync>) -> AllocUnit {
+        AllocUnit {
+            ashift,
+            asize_of: Some(asize_of),
+        }
+    }
+
+    /// Bytes allocated for a block of `size` padded physical bytes.
+    pub fn asize(&self, size: u64) -> u64 {
+        match &self.asize_of {
+            Some(asize_of) => asize_of(size),
+            None => size.next_multiple_of(1 << self.ashift),
+        }
+    }
+}
+
+impl From<u32> for AllocUnit {
+    fn from(ashift: u32) -> AllocUnit {
+        AllocUnit::sectors(ashift)
+    }
+}
+
+impl std::fmt::Debug for AllocUnit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("AllocUnit")
+            .field("ashift", &self.ashift)
+            .field("computed", &self.asize_of.is_some())
+            .finish()
+    }
+}
+
+/// Where an allocation went: the top-level vdev, the offset, and the bytes it takes there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub vdev: VdevId,
+    pub offset: u64,
+    pub asize: u64,
+}
+
 struct Group {
     vdev: VdevId,
+    /// How this vdev sizes an allocation.
+    unit: AllocUnit,
     /// Which allocations may come here: [`SpaceManager::allocate`] takes only `Normal` groups,
     /// [`SpaceManager::allocate_log`] prefers `Log` ones.
     class: AllocClass,
@@ -636,10 +698,12 @@ impl SpaceManager {
         class: AllocClass,
         asize: u64,
         ms_shift: u32,
-        ashift: u32,
+        unit: impl Into<AllocUnit>,
         ms_array: Option<ObjectId>,
         storage: &dyn SpaceStorage,
     ) -> Result<(), SpaceError> {
+        let unit = unit.into();
+        let ashift = unit.ashift;
         let invalid = |reason: String| SpaceError::InvalidVdev { vdev, reason };
         if !(SPA_MINBLOCKSHIFT..=16).contains(&ashift) {
             return Err(invalid(format!(
@@ -694,6 +758,7 @@ impl SpaceManager {
         }
         groups.push(Mutex::new(Group {
             vdev,
+            unit,
             class,
             allocatable: true,
             ms_shift,
@@ -727,7 +792,7 @@ impl SpaceManager {
         txg: Txg,
         avoid: &[(VdevId, u64)],
         storage: &dyn SpaceStorage,
-    ) -> Result<(VdevId, u64), SpaceError> {
+    ) -> Result<Placed, SpaceError> {
         assert!(size_allocated > 0, "zero-size allocation");
         let started = Instant::now();
         let mut context = AllocContext::new(self, storage, txg);
@@ -736,12 +801,25 @@ impl SpaceManager {
         result
     }
 
+    /// [`SpaceManager::allocate`] as (vdev, offset), for the space layer's own tests.
+    #[cfg(test)]
+    pub(crate) fn allocate_at(
+        &self,
+        size_allocated: u64,
+        txg: Txg,
+        avoid: &[(VdevId, u64)],
+        storage: &dyn SpaceStorage,
+    ) -> Result<(VdevId, u64), SpaceError> {
+        self.allocate(size_allocated, txg, avoid, storage)
+            .map(|placed| (placed.vdev, placed.offset))
+    }
+
     fn allocate_in(
         &self,
         size_allocated: u64,
         avoid: &[(VdevId, u64)],
         context: &mut AllocContext<'_>,
-    ) -> Result<(VdevId, u64), SpaceError> {
+    ) -> Result<Placed, SpaceError> {
         let groups = self.groups.read();
         let count = groups.len();
         if count == 0 {
@@ -810,9 +888,8 @@ impl SpaceManager {
                     .iter()
                     .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
                     .count();
-                if let Some(offset) =
-                    group.allocate(size_allocated, slot, &avoid_metaslabs, context)?
-                {
+                let asize = group.unit.asize(size_allocated);
+                if let Some(offset) = group.allocate(asize, slot, &avoid_metaslabs, context)? {
                     drop(group);
                     if avoid.is_empty() {
                         let mut rotor = self.rotor.lock();
@@ -820,9 +897,13 @@ impl SpaceManager {
                             rotor.index = index;
                             rotor.bytes = 0;
                         }
-                        rotor.bytes += size_allocated;
+                        rotor.bytes += asize;
                     }
-                    return Ok((vdev, offset));
+                    return Ok(Placed {
+                        vdev,
+                        offset,
+                        asize,
+                    });
                 }
             }
         }

@@ -118,7 +118,7 @@ fn accounting_is_exact_across_alloc_free_sync_cycles() {
         let txg = Txg(txg);
         for index in 0..20u64 {
             let size = 512 * (1 + (index * 7 + txg.0) % 16);
-            let (vdev, offset) = manager.allocate(size, txg, &[], &storage).unwrap();
+            let (vdev, offset) = manager.allocate_at(size, txg, &[], &storage).unwrap();
             live.push((vdev, offset, size));
         }
         for _ in 0..8 {
@@ -150,7 +150,7 @@ fn freed_space_is_not_reallocated_before_two_txgs() {
     let storage = MemoryStorage::default();
     let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
     let mut blocks = Vec::new();
-    while let Ok(block) = manager.allocate(64 << 10, Txg(4), &[], &storage) {
+    while let Ok(block) = manager.allocate_at(64 << 10, Txg(4), &[], &storage) {
         blocks.push(block);
     }
     assert_eq!(blocks.len(), 32);
@@ -160,7 +160,7 @@ fn freed_space_is_not_reallocated_before_two_txgs() {
     sync_txg(&manager, &storage, Txg(5));
     assert!(
         matches!(
-            manager.allocate(512, Txg(6), &[], &storage),
+            manager.allocate_at(512, Txg(6), &[], &storage),
             Err(SpaceError::NoSpace { .. })
         ),
         "reused in T+1"
@@ -170,14 +170,16 @@ fn freed_space_is_not_reallocated_before_two_txgs() {
     // them from txg T + 3: never before T + 2.
     assert!(
         matches!(
-            manager.allocate(512, Txg(7), &[], &storage),
+            manager.allocate_at(512, Txg(7), &[], &storage),
             Err(SpaceError::NoSpace { .. })
         ),
         "reused in T+2"
     );
     sync_txg(&manager, &storage, Txg(7));
     assert_eq!(
-        manager.allocate(64 << 10, Txg(8), &[], &storage).unwrap(),
+        manager
+            .allocate_at(64 << 10, Txg(8), &[], &storage)
+            .unwrap(),
         (vdev, offset),
         "reusable after sync_done(T+2)"
     );
@@ -189,7 +191,7 @@ fn reopen_reproduces_free_set_and_keeps_recent_frees_deferred() {
     let vdevs = [(0, 2 * MEBIBYTE)];
     let manager = manager_with(&storage, &vdevs);
     let mut blocks = Vec::new();
-    while let Ok(block) = manager.allocate(32 << 10, Txg(4), &[], &storage) {
+    while let Ok(block) = manager.allocate_at(32 << 10, Txg(4), &[], &storage) {
         blocks.push(block);
     }
     sync_txg(&manager, &storage, Txg(4));
@@ -216,11 +218,13 @@ fn reopen_reproduces_free_set_and_keeps_recent_frees_deferred() {
     );
     // Txg 9: only the txg-5 free is allocatable; 7's and 8's are deferred.
     assert_eq!(
-        reopened.allocate(32 << 10, Txg(9), &[], &storage).unwrap(),
+        reopened
+            .allocate_at(32 << 10, Txg(9), &[], &storage)
+            .unwrap(),
         blocks[0]
     );
     assert!(matches!(
-        reopened.allocate(512, Txg(9), &[], &storage),
+        reopened.allocate_at(512, Txg(9), &[], &storage),
         Err(SpaceError::NoSpace { .. })
     ));
     let stats = reopened.stats();
@@ -229,16 +233,20 @@ fn reopen_reproduces_free_set_and_keeps_recent_frees_deferred() {
     sync_txg(&reopened, &storage, Txg(9));
     // Txg 10: the txg-7 free was released at sync_done(9).
     assert_eq!(
-        reopened.allocate(32 << 10, Txg(10), &[], &storage).unwrap(),
+        reopened
+            .allocate_at(32 << 10, Txg(10), &[], &storage)
+            .unwrap(),
         blocks[10]
     );
     assert!(matches!(
-        reopened.allocate(512, Txg(10), &[], &storage),
+        reopened.allocate_at(512, Txg(10), &[], &storage),
         Err(SpaceError::NoSpace { .. })
     ));
     sync_txg(&reopened, &storage, Txg(10));
     assert!(
-        reopened.allocate(64 << 10, Txg(11), &[], &storage).is_ok(),
+        reopened
+            .allocate_at(64 << 10, Txg(11), &[], &storage)
+            .is_ok(),
         "txg-8 frees released at sync_done(10)"
     );
 }
@@ -255,7 +263,7 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
     for txg in 4..160u64 {
         let txg = Txg(txg);
         for _ in 0..16 {
-            live.push(manager.allocate(512, txg, &[], &storage).unwrap());
+            live.push(manager.allocate_at(512, txg, &[], &storage).unwrap());
         }
         // Keep about 256 live blocks; free every other one of the oldest 32: scattered holes,
         // so every txg appends dozens of runs.
@@ -311,7 +319,7 @@ fn condense_shrinks_a_long_map_and_preserves_the_free_set() {
         expected
     );
     // Loading the condensed map works and accounts for the recent frees as deferred.
-    reopened.allocate(512, Txg(160), &[], &storage).unwrap();
+    reopened.allocate_at(512, Txg(160), &[], &storage).unwrap();
     check_stats_add_up(&reopened);
 }
 
@@ -321,12 +329,12 @@ fn copies_go_to_other_vdevs_then_other_metaslabs() {
     let two = manager_with(&storage, &[(0, 4 * MEBIBYTE), (1, 4 * MEBIBYTE)]);
     let mut first_copies = [0u32; 2];
     for _ in 0..50 {
-        let first = two.allocate(4096, Txg(4), &[], &storage).unwrap();
+        let first = two.allocate_at(4096, Txg(4), &[], &storage).unwrap();
         first_copies[first.0 .0 as usize] += 1;
-        let second = two.allocate(4096, Txg(4), &[first], &storage).unwrap();
+        let second = two.allocate_at(4096, Txg(4), &[first], &storage).unwrap();
         assert_ne!(first.0, second.0, "copies on the same vdev");
         let third = two
-            .allocate(4096, Txg(4), &[first, second], &storage)
+            .allocate_at(4096, Txg(4), &[first, second], &storage)
             .unwrap();
         assert!(third.1 >> 20 != first.1 >> 20 || third.0 != first.0);
         assert!(third.1 >> 20 != second.1 >> 20 || third.0 != second.0);
@@ -340,8 +348,8 @@ fn copies_go_to_other_vdevs_then_other_metaslabs() {
     let storage = MemoryStorage::default();
     let one = manager_with(&storage, &[(0, 4 * MEBIBYTE)]);
     for _ in 0..50 {
-        let first = one.allocate(4096, Txg(4), &[], &storage).unwrap();
-        let second = one.allocate(4096, Txg(4), &[first], &storage).unwrap();
+        let first = one.allocate_at(4096, Txg(4), &[], &storage).unwrap();
+        let second = one.allocate_at(4096, Txg(4), &[first], &storage).unwrap();
         assert_eq!(first.0, second.0);
         assert_ne!(first.1 >> 20, second.1 >> 20, "copies in the same metaslab");
     }
@@ -351,22 +359,28 @@ fn copies_go_to_other_vdevs_then_other_metaslabs() {
 fn no_space_when_full_and_unalloc_returns_space() {
     let storage = MemoryStorage::default();
     let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
-    let first = manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap();
-    manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap();
+    let first = manager
+        .allocate_at(MEBIBYTE, Txg(4), &[], &storage)
+        .unwrap();
+    manager
+        .allocate_at(MEBIBYTE, Txg(4), &[], &storage)
+        .unwrap();
     assert!(matches!(
-        manager.allocate(512, Txg(4), &[], &storage),
+        manager.allocate_at(512, Txg(4), &[], &storage),
         Err(SpaceError::NoSpace {
             size_allocated: 512
         })
     ));
     assert!(matches!(
-        manager.allocate(2 * MEBIBYTE, Txg(4), &[], &storage),
+        manager.allocate_at(2 * MEBIBYTE, Txg(4), &[], &storage),
         Err(SpaceError::NoSpace { .. })
     ));
     manager.unalloc(first.0, first.1, MEBIBYTE, Txg(4)).unwrap();
     assert!(manager.unalloc(first.0, first.1, MEBIBYTE, Txg(4)).is_err());
     assert_eq!(
-        manager.allocate(MEBIBYTE, Txg(4), &[], &storage).unwrap(),
+        manager
+            .allocate_at(MEBIBYTE, Txg(4), &[], &storage)
+            .unwrap(),
         first
     );
     check_stats_add_up(&manager);
@@ -380,7 +394,7 @@ fn no_space_when_full_and_unalloc_returns_space() {
 fn counters_answer_while_a_group_lock_is_held() {
     let storage = MemoryStorage::default();
     let manager = std::sync::Arc::new(manager_with(&storage, &[(0, 2 * MEBIBYTE)]));
-    let (offset_vdev, _) = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+    let (offset_vdev, _) = manager.allocate_at(4096, Txg(4), &[], &storage).unwrap();
     let expected = manager.totals();
     manager.while_group_locked(offset_vdev, || {
         let (sender, receiver) = std::sync::mpsc::channel();
@@ -406,7 +420,7 @@ fn counters_answer_while_a_group_lock_is_held() {
 fn bad_ranges_from_block_pointers_are_errors() {
     let storage = MemoryStorage::default();
     let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
-    let (vdev, offset) = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+    let (vdev, offset) = manager.allocate_at(4096, Txg(4), &[], &storage).unwrap();
     sync_txg(&manager, &storage, Txg(4));
     let corrupt =
         |result: Result<(), SpaceError>| matches!(result, Err(SpaceError::Corrupt { .. }));
@@ -447,7 +461,7 @@ fn corrupted_space_map_entries_are_reported_at_load() {
     let storage = MemoryStorage::default();
     let vdevs = [(0, 2 * MEBIBYTE)];
     let manager = manager_with(&storage, &vdevs);
-    let (_, offset) = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
+    let (_, offset) = manager.allocate_at(4096, Txg(4), &[], &storage).unwrap();
     sync_txg(&manager, &storage, Txg(4));
     let object = manager.stats()[0].metaslabs[(offset >> 20) as usize].space_map_object;
     // Word 1 is the ALLOC run; make it a run past the end of the 1 MiB metaslab.
@@ -459,10 +473,14 @@ fn corrupted_space_map_entries_are_reported_at_load() {
     // Metaslab 1 (no map, all free) ranks first; once it is full the allocator must load the
     // corrupt metaslab 0 and fail cleanly.
     assert_eq!(
-        reopened.allocate(MEBIBYTE, Txg(5), &[], &storage).unwrap(),
+        reopened
+            .allocate_at(MEBIBYTE, Txg(5), &[], &storage)
+            .unwrap(),
         (VdevId(0), MEBIBYTE)
     );
-    let error = reopened.allocate(512, Txg(5), &[], &storage).unwrap_err();
+    let error = reopened
+        .allocate_at(512, Txg(5), &[], &storage)
+        .unwrap_err();
     assert!(matches!(error, SpaceError::Corrupt { .. }), "{error}");
     // A bad header is refused at open.
     let mut header = storage.read_bonus(object).unwrap();
@@ -540,7 +558,7 @@ proptest! {
             match operation {
                 Operation::Allocate { sectors } => {
                     let size = sectors * 512;
-                    match manager.allocate(size, txg, &[], &storage) {
+                    match manager.allocate_at(size, txg, &[], &storage) {
                         Ok((vdev, offset)) => {
                             for (other_vdev, other_offset, other_size, _) in live.iter().chain(deferred.iter()) {
                                 prop_assert!(*other_vdev != vdev || offset + size <= *other_offset || other_offset + other_size <= offset,
@@ -586,8 +604,8 @@ proptest! {
         let reopened = reopen(&manager, &storage, &vdevs, txg);
         prop_assert_eq!(reopened.counters(), reopened.totals());
         // Loads (which defer the recent frees again) keep the counters equal to the scan.
-        let _ = reopened.allocate(512, txg.next(), &[], &storage);
-        let _ = reopened.allocate(512, txg.next(), &[(VdevId(0), 0)], &storage);
+        let _ = reopened.allocate_at(512, txg.next(), &[], &storage);
+        let _ = reopened.allocate_at(512, txg.next(), &[(VdevId(0), 0)], &storage);
         prop_assert_eq!(reopened.counters(), reopened.totals());
         prop_assert_eq!(&reopened.allocated_from_space_maps(&storage).unwrap(), &on_disk);
         for (vdev, tree) in &on_disk {
@@ -609,10 +627,12 @@ fn copies_on_one_vdev_are_placed_well_apart() {
     let asize = 64 * MEBIBYTE;
     let manager = manager_with(&storage, &[(0, asize)]);
     for _ in 0..20 {
-        let first = manager.allocate(4096, Txg(4), &[], &storage).unwrap();
-        let second = manager.allocate(4096, Txg(4), &[first], &storage).unwrap();
+        let first = manager.allocate_at(4096, Txg(4), &[], &storage).unwrap();
+        let second = manager
+            .allocate_at(4096, Txg(4), &[first], &storage)
+            .unwrap();
         let third = manager
-            .allocate(4096, Txg(4), &[first, second], &storage)
+            .allocate_at(4096, Txg(4), &[first, second], &storage)
             .unwrap();
         let placed = [first.1, second.1, third.1];
         for a in 0..3 {
@@ -626,8 +646,8 @@ fn copies_on_one_vdev_are_placed_well_apart() {
     }
     let small = MemoryStorage::default();
     let manager = manager_with(&small, &[(0, 2 * MEBIBYTE)]);
-    let first = manager.allocate(4096, Txg(4), &[], &small).unwrap();
-    let second = manager.allocate(4096, Txg(4), &[first], &small).unwrap();
+    let first = manager.allocate_at(4096, Txg(4), &[], &small).unwrap();
+    let second = manager.allocate_at(4096, Txg(4), &[first], &small).unwrap();
     assert_ne!(
         first.1 >> 20,
         second.1 >> 20,
@@ -688,12 +708,12 @@ fn extra_copies_use_stable_metaslabs_whose_maps_pass_one_prepares() {
     let mut used: [Vec<u64>; 3] = Default::default();
     for txg in 4..8 {
         for _ in 0..20 {
-            let first = manager.allocate(4096, Txg(txg), &[], &storage).unwrap();
+            let first = manager.allocate_at(4096, Txg(txg), &[], &storage).unwrap();
             let second = manager
-                .allocate(4096, Txg(txg), &[first], &storage)
+                .allocate_at(4096, Txg(txg), &[first], &storage)
                 .unwrap();
             let third = manager
-                .allocate(4096, Txg(txg), &[first, second], &storage)
+                .allocate_at(4096, Txg(txg), &[first, second], &storage)
                 .unwrap();
             for (copy, (_, offset)) in [first, second, third].into_iter().enumerate() {
                 used[copy].push(metaslab_of(offset));
@@ -707,7 +727,7 @@ fn extra_copies_use_stable_metaslabs_whose_maps_pass_one_prepares() {
     }
     // Txg 8 allocates first copies only: pass 1 still copies the tails of the maps of the
     // metaslabs active for second and third copies.
-    manager.allocate(4096, Txg(8), &[], &storage).unwrap();
+    manager.allocate_at(4096, Txg(8), &[], &storage).unwrap();
     storage.written.lock().clear();
     manager.sync(Txg(8), 1, &storage).unwrap();
     let written = storage.written.lock().clone();
@@ -749,7 +769,7 @@ fn allocate_many(
     size: u64,
 ) -> Vec<(VdevId, u64)> {
     (0..count)
-        .map(|_| manager.allocate(size, txg, &[], storage).unwrap())
+        .map(|_| manager.allocate_at(size, txg, &[], storage).unwrap())
         .collect()
 }
 
@@ -853,7 +873,9 @@ fn rotation_is_weighted_by_free_space() {
     let mut bytes = [0u64; 2];
     for txg in 5..9u64 {
         for _ in 0..16 {
-            let (vdev, _) = manager.allocate(16 << 10, Txg(txg), &[], &storage).unwrap();
+            let (vdev, _) = manager
+                .allocate_at(16 << 10, Txg(txg), &[], &storage)
+                .unwrap();
             bytes[vdev.0 as usize] += 16 << 10;
         }
         sync_txg(&manager, &storage, Txg(txg));
@@ -877,7 +899,7 @@ fn unloaded_metaslab_with_merged_frees_still_takes_large_blocks() {
     let storage = MemoryStorage::default();
     let manager = manager_with(&storage, &[(0, 2 * MEBIBYTE)]);
     let blocks = allocate_many(&manager, &storage, Txg(4), 512, 4096);
-    assert!(manager.allocate(4096, Txg(4), &[], &storage).is_err());
+    assert!(manager.allocate_at(4096, Txg(4), &[], &storage).is_err());
     sync_txg(&manager, &storage, Txg(4));
     let run: Vec<_> = blocks
         .iter()
@@ -899,7 +921,7 @@ fn unloaded_metaslab_with_merged_frees_still_takes_large_blocks() {
     }
     assert!(loaded_metaslabs(&manager).is_empty(), "not unloaded");
     let txg = Txg(7 + delay + 4);
-    let (_, offset) = manager.allocate(128 << 10, txg, &[], &storage).unwrap();
+    let (_, offset) = manager.allocate_at(128 << 10, txg, &[], &storage).unwrap();
     assert_eq!(offset, 64 << 10);
     sync_txg(&manager, &storage, txg);
     check_stats_add_up(&manager);
@@ -915,7 +937,7 @@ fn a_failing_request_loads_no_metaslab_its_weight_rules_out() {
     let storage = MemoryStorage::default();
     let manager = manager_with(&storage, &[(0, 16 * MEBIBYTE)]);
     let mut blocks = Vec::new();
-    while let Ok(block) = manager.allocate(4096, Txg(4), &[], &storage) {
+    while let Ok(block) = manager.allocate_at(4096, Txg(4), &[], &storage) {
         blocks.push(block);
     }
     sync_txg(&manager, &storage, Txg(4));
@@ -937,14 +959,14 @@ fn a_failing_request_loads_no_metaslab_its_weight_rules_out() {
     let _ = manager.take_txg_stats();
     for _ in 0..3 {
         assert!(matches!(
-            manager.allocate(8192, txg, &[], &storage),
+            manager.allocate_at(8192, txg, &[], &storage),
             Err(SpaceError::NoSpace { .. })
         ));
     }
     let loads = manager.take_txg_stats().ms_loaded;
     assert_eq!(loads, 0, "failing requests loaded {loads} metaslabs");
     // A request that fits still succeeds.
-    manager.allocate(4096, txg, &[], &storage).unwrap();
+    manager.allocate_at(4096, txg, &[], &storage).unwrap();
     sync_txg(&manager, &storage, txg);
     check_stats_add_up(&manager);
 }

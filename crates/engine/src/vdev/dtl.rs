@@ -60,6 +60,10 @@ use parking_lot::Mutex;
 pub struct DirtyTimeLog {
     inner: Mutex<DtlInner>,
     offline: AtomicBool,
+    /// Set for a leaf opened by an import until the pool layer has loaded its persisted log
+    /// and offline flag: until then a stale copy or column cannot be told from a damaged one,
+    /// so reads charge it no checksum error.
+    unloaded: AtomicBool,
     /// The oldest txg of a write this leaf took since its last flush began, 0 if none (see
     /// "Failed flushes" above).
     unflushed_first_txg: AtomicU64,
@@ -76,6 +80,22 @@ struct DtlInner {
 impl DirtyTimeLog {
     pub fn new() -> DirtyTimeLog {
         DirtyTimeLog::default()
+    }
+
+    /// An imported leaf: its persisted log is not loaded yet (see [`DirtyTimeLog::is_loaded`]).
+    pub fn mark_unloaded(&self) {
+        self.unloaded.store(true, Ordering::Release);
+    }
+
+    /// The persisted log and offline flag are in (import), or the leaf is new.
+    pub fn mark_loaded(&self) {
+        self.unloaded.store(false, Ordering::Release);
+    }
+
+    /// Whether this log says all the pool knows of what the leaf missed: false for a leaf of
+    /// a pool being imported whose log is not loaded yet.
+    pub fn is_loaded(&self) -> bool {
+        !self.unloaded.load(Ordering::Acquire)
     }
 
     /// Record that a write of `txg` missed this leaf.

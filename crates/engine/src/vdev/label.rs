@@ -131,6 +131,30 @@ pub enum TopVdevKind {
     Leaf,
     /// Two or more leaves holding the same data.
     Mirror,
+    /// `parity + 1` or more leaves holding each block's data in columns beside `parity`
+    /// columns of parity (1 to 3): OpenZFS's RAID-Z ([`super::raidz`]). Needs the feature
+    /// `com.tarn:raidz` to read.
+    Raidz { parity: u8 },
+}
+
+impl TopVdevKind {
+    /// The name zpool shows for a top-level vdev of this kind with id `id` (`mirror-0`,
+    /// `raidz2-1`), or `None` for a single leaf, which shows its path.
+    pub fn group_name(&self, id: u32) -> Option<String> {
+        match self {
+            TopVdevKind::Leaf => None,
+            TopVdevKind::Mirror => Some(format!("mirror-{id}")),
+            TopVdevKind::Raidz { parity } => Some(format!("raidz{parity}-{id}")),
+        }
+    }
+
+    /// Columns of parity per row: 0 for a leaf or a mirror.
+    pub fn parity(&self) -> usize {
+        match self {
+            TopVdevKind::Raidz { parity } => *parity as usize,
+            _ => 0,
+        }
+    }
 }
 
 /// One leaf of a top-level vdev in the config.
@@ -744,7 +768,11 @@ pub(crate) mod tests {
             any::<u32>(),
             any::<u64>(),
             (
-                prop_oneof![Just(TopVdevKind::Leaf), Just(TopVdevKind::Mirror)],
+                prop_oneof![
+                    Just(TopVdevKind::Leaf),
+                    Just(TopVdevKind::Mirror),
+                    (1u8..=3).prop_map(|parity| TopVdevKind::Raidz { parity })
+                ],
                 prop_oneof![Just(AllocClass::Normal), Just(AllocClass::Log)],
             ),
             any::<u32>(),

@@ -115,6 +115,7 @@ pub mod label;
 pub mod limits;
 pub mod plug;
 pub mod queue;
+pub mod raidz;
 pub mod scan;
 pub mod stats;
 pub mod tree;
@@ -131,12 +132,13 @@ pub use label::{
     VDEV_LABEL_SIZE, VDEV_LABEL_START_SIZE, VDEV_MIN_DEVICE_SIZE,
 };
 pub use queue::{QueueLimits, VdevQueue};
+pub use raidz::RaidzGeometry;
 pub use scan::{scan_dirs, FoundLeaf};
 pub use stats::{
     ClassSnapshot, KindSnapshot, LeafStats, LeafStatsSnapshot, LATENCY_HISTOGRAM_BUCKETS,
     SIZE_HISTOGRAM_BUCKETS,
 };
-pub use tree::{Leaf, TopVdev, VdevHealth, VdevTree};
+pub use tree::{Leaf, TopVdev, VdevHealth, VdevTree, RAIDZ_CHILDREN_MAX};
 
 use std::path::PathBuf;
 

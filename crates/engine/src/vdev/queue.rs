@@ -142,6 +142,16 @@ struct RawBuffer {
 // the submitting thread waits for that request's completion (so there is no concurrent access).
 unsafe impl Send for RawBuffer {}
 
+impl RawBuffer {
+    /// A write's source: the bytes are only read through the pointer.
+    fn of(data: &[u8]) -> RawBuffer {
+        RawBuffer {
+            pointer: data.as_ptr() as *mut u8,
+            length: data.len(),
+        }
+    }
+}
+
 enum Buffer {
     /// The caller's memory: a read's destination, or a write's source.
     Borrowed(RawBuffer),
@@ -307,25 +317,68 @@ pub fn write_each(
     offset: u64,
     data: &[u8],
 ) -> Vec<io::Result<()>> {
+    let requests: Vec<(&VdevQueue, u64, RawBuffer)> = queues
+        .iter()
+        .map(|queue| (*queue, offset, RawBuffer::of(data)))
+        .collect();
+    issue_and_wait(IoKind::Write, class, requests)
+}
+
+/// Write each buffer at its absolute offset of its queue at once, in class `class`, and wait
+/// for every write; one result per request (a RAID-Z block's columns).
+pub fn write_each_at(class: IoClass, writes: &[(&VdevQueue, u64, &[u8])]) -> Vec<io::Result<()>> {
+    let requests: Vec<(&VdevQueue, u64, RawBuffer)> = writes
+        .iter()
+        .map(|(queue, offset, data)| (*queue, *offset, RawBuffer::of(data)))
+        .collect();
+    issue_and_wait(IoKind::Write, class, requests)
+}
+
+/// Read into each buffer from its absolute offset of its queue at once, in class `class`, and
+/// wait for every read; one result per request (a RAID-Z block's columns).
+pub fn read_each_at(
+    class: IoClass,
+    reads: &mut [(&VdevQueue, u64, &mut [u8])],
+) -> Vec<io::Result<()>> {
+    let requests: Vec<(&VdevQueue, u64, RawBuffer)> = reads
+        .iter_mut()
+        .map(|(queue, offset, buffer)| {
+            (
+                *queue,
+                *offset,
+                RawBuffer {
+                    pointer: buffer.as_mut_ptr(),
+                    length: buffer.len(),
+                },
+            )
+        })
+        .collect();
+    issue_and_wait(IoKind::Read, class, requests)
+}
+
+/// Submit every request, run the last on the calling thread (the others are under way on
+/// their leaves' workers), and wait for all: the buffers are borrowed until every completion
+/// has run.
+fn issue_and_wait(
+    kind: IoKind,
+    class: IoClass,
+    requests: Vec<(&VdevQueue, u64, RawBuffer)>,
+) -> Vec<io::Result<()>> {
     kick_plugged();
-    let latches: Vec<Arc<Latch>> = queues.iter().map(|_| Latch::new()).collect();
-    for (index, (queue, latch)) in queues.iter().zip(&latches).enumerate() {
-        let buffer = Buffer::Borrowed(RawBuffer {
-            pointer: data.as_ptr() as *mut u8,
-            length: data.len(),
-        });
-        // The others are under way on their leaves' workers: the caller may do the last.
-        let run_here = index + 1 == queues.len();
+    let latches: Vec<Arc<Latch>> = requests.iter().map(|_| Latch::new()).collect();
+    let count = requests.len();
+    for (index, ((queue, offset, buffer), latch)) in requests.into_iter().zip(&latches).enumerate()
+    {
+        let run_here = index + 1 == count;
         queue.submit_or_run(
             class,
-            IoKind::Write,
+            kind,
             offset,
-            buffer,
+            Buffer::Borrowed(buffer),
             latch.completion(),
             run_here,
         );
     }
-    // `data` is borrowed until every completion has run: wait for all of them.
     latches.iter().map(|latch| latch.wait()).collect()
 }
 

@@ -80,6 +80,40 @@ pub fn read_block(io: &BlockIo, bp: &BlockPtr) -> Result<LogBlock, String> {
             continue;
         }
         let top = io.vdevs.top(dva.vdev).expect("checked above");
+        if let Some(geometry) = top.raidz_geometry() {
+            // A RAID-Z copy is read whole, its columns reconstructed until the block decodes.
+            let mut decoded = None;
+            let mut verify = |data: &[u8]| {
+                let Some(used) = data.get(..bp.size_logical as usize) else {
+                    return false;
+                };
+                match format::decode_block(used, seed) {
+                    Ok(block) => {
+                        decoded = Some(block);
+                        true
+                    }
+                    Err(error) => {
+                        why = error.to_string();
+                        false
+                    }
+                }
+            };
+            let read = crate::vdev::tree::raidz_io::read_block(
+                &top,
+                &geometry,
+                IoClass::SyncRead,
+                dva.offset,
+                bp.size_logical as u64,
+                bp.birth_physical.0,
+                false,
+                &mut verify,
+            );
+            match read {
+                Ok(_) => return Ok(decoded.take().expect("verified")),
+                Err(error) => why = error.to_string(),
+            }
+            continue;
+        }
         for child in 0..top.child_count() {
             let mut buffer = vec![0u8; length as usize];
             if let Err(error) = top.read_child(IoClass::SyncRead, child, dva.offset, &mut buffer) {
@@ -138,6 +172,12 @@ pub fn write_block(io: &BlockIo, bp: &BlockPtr, block: &[u8]) -> Result<(), Stri
             return Err(format!("log block copy outside its vdev: {dva:?}"));
         }
         let top = io.vdevs.top(dva.vdev).expect("checked above");
+        // A RAID-Z copy is written whole: its map is built from the block pointer's size.
+        let length = if top.raidz_geometry().is_some() {
+            padded_length(io, dva.vdev, bp.size_logical as u64)
+        } else {
+            length
+        };
         let mut padded = block.to_vec();
         padded.resize(length as usize, 0);
         top.write_in_txg(IoClass::SyncWrite, dva.offset, &padded, bp.birth_logical.0)

@@ -570,13 +570,13 @@ impl Zil {
         } else {
             self.io.space.allocate_log(allocated, txg, &storage)
         };
-        let (vdev, offset) =
+        let placed =
             placed.map_err(|error| ZilError::Io(format!("allocating a log block: {error}")))?;
         objset.dirty_log(txg);
         let dva = Dva {
-            vdev,
-            offset,
-            size_allocated: allocated,
+            vdev: placed.vdev,
+            offset: placed.offset,
+            size_allocated: placed.asize,
             gang: false,
         };
         Ok(chain::log_pointer(dva, size as u32, txg, seed))

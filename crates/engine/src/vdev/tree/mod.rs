@@ -32,12 +32,18 @@ use parking_lot::{Mutex, RwLock};
 use super::dtl::DirtyTimeLog;
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
 use super::queue::{write_each, Completion, DirtyProbe, IoClass, QueueLimits, VdevQueue};
+use super::raidz::RaidzGeometry;
+
+pub mod raidz_io;
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
 use crate::space::AllocClass;
 use crate::types::{Guid, ObjectId, VdevId, SPA_MINBLOCKSHIFT};
 
 /// Largest sector shift a top-level vdev may have (64 KiB sectors).
 pub const VDEV_MAX_ASHIFT: u32 = 16;
+
+/// Most children a RAID-Z vdev may have (OpenZFS's `VDEV_RAIDZ_MAXCHILDREN`).
+pub const RAIDZ_CHILDREN_MAX: usize = 255;
 
 /// One leaf device of a top-level vdev.
 pub struct Leaf {
@@ -204,6 +210,17 @@ impl TopVdev {
             (TopVdevKind::Leaf, count) if count != 1 => {
                 return invalid(format!("a leaf top-level vdev with {count} children"))
             }
+            (TopVdevKind::Raidz { parity }, count) => {
+                if !(1..=3).contains(&parity) {
+                    return invalid(format!("raidz parity {parity} outside 1..=3"));
+                }
+                if count < parity as usize + 1 || count > RAIDZ_CHILDREN_MAX {
+                    return invalid(format!(
+                        "raidz{parity} with {count} children (it takes {} to {RAIDZ_CHILDREN_MAX})",
+                        parity + 1
+                    ));
+                }
+            }
             _ => {}
         }
         if !(SPA_MINBLOCKSHIFT..=VDEV_MAX_ASHIFT).contains(&ashift) {
@@ -221,12 +238,17 @@ impl TopVdev {
         if let Err(what) = crate::space::check_metaslab_geometry(asize, ms_shift, ashift) {
             return invalid(what);
         }
+        // A RAID-Z vdev's address space is striped over its children: each holds its share.
+        let per_child = match kind {
+            TopVdevKind::Raidz { .. } => asize.div_ceil(children.len() as u64),
+            _ => asize,
+        };
         for child in &children {
-            if child.allocatable_bytes() < asize {
+            if child.allocatable_bytes() < per_child {
                 return Err(VdevError::DeviceTooSmall {
                     device: child.device.describe(),
                     size_bytes: child.device.size_bytes(),
-                    minimum_bytes: asize
+                    minimum_bytes: per_child
                         + super::VDEV_LABEL_START_SIZE
                         + super::VDEV_LABEL_END_SIZE,
                 });
@@ -316,6 +338,78 @@ impl TopVdev {
     }
 
     /// The txg missed writes are logged against (see [`super::dtl`]); at least 1.
+    /// The RAID-Z geometry of this vdev, `None` for a leaf or a mirror.
+    pub fn raidz_geometry(&self) -> Option<RaidzGeometry> {
+        match self.kind {
+            TopVdevKind::Raidz { parity } => Some(RaidzGeometry::new(
+                self.children.len(),
+                parity as usize,
+                self.ashift,
+            )),
+            _ => None,
+        }
+    }
+
+    /// Bytes a block of `size` padded physical bytes takes here: its sectors, and for RAID-Z
+    /// its parity and padding ([`RaidzGeometry::asize`]).
+    pub fn asize_of(&self, size: u64) -> u64 {
+        match self.raidz_geometry() {
+            Some(geometry) => geometry.asize(size),
+            None => size.div_ceil(self.sector_size()) * self.sector_size(),
+        }
+    }
+
+    /// How the space layer sizes allocations here ([`TopVdev::asize_of`]).
+    pub fn alloc_unit(&self) -> crate::space::AllocUnit {
+        match self.raidz_geometry() {
+            Some(geometry) => crate::space::AllocUnit::computed(
+                self.ashift,
+                Arc::new(move |size| geometry.asize(size)),
+            ),
+            None => crate::space::AllocUnit::sectors(self.ashift),
+        }
+    }
+
+    /// The bytes of a block to hand to this vdev's writes, from its physical bytes `padded` to
+    /// the pool's allocation size: unchanged for a mirror (every child holds the allocation);
+    /// for RAID-Z the `size_physical` bytes rounded up to this vdev's sector, since the block's
+    /// map is built from that length and a reader knows only the block pointer's size.
+    pub fn block_bytes(&self, padded: &Arc<Vec<u8>>, size_physical: u64) -> Arc<Vec<u8>> {
+        if self.raidz_geometry().is_none() {
+            return padded.clone();
+        }
+        let length = (size_physical.div_ceil(self.sector_size()) * self.sector_size()) as usize;
+        if length == padded.len() {
+            padded.clone()
+        } else {
+            let mut bytes = padded[..length.min(padded.len())].to_vec();
+            bytes.resize(length, 0);
+            Arc::new(bytes)
+        }
+    }
+
+    /// Rewrite what child `child` holds of the block at `offset` (allocated `allocated` bytes)
+    /// whose verified physical bytes are `physical`: a mirror child gets the whole block padded
+    /// to its allocation, a RAID-Z child its column (data, or parity regenerated). Bytes
+    /// written.
+    pub fn rewrite_child(
+        &self,
+        child: usize,
+        offset: u64,
+        allocated: u64,
+        physical: &[u8],
+    ) -> Result<u64, VdevError> {
+        match self.raidz_geometry() {
+            Some(geometry) => raidz_io::rewrite_column(self, &geometry, child, offset, physical),
+            None => {
+                let mut padded = physical.to_vec();
+                padded.resize(allocated as usize, 0);
+                self.write_child(child, offset, &padded)?;
+                Ok(allocated)
+            }
+        }
+    }
+
     pub fn write_txg(&self) -> u64 {
         self.write_txg.load(Ordering::Acquire).max(1)
     }
@@ -380,6 +474,9 @@ impl TopVdev {
         txg: u64,
     ) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
+        if let Some(geometry) = self.raidz_geometry() {
+            return raidz_io::write(self, &geometry, class, offset, data, txg);
+        }
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let usable: Vec<&Arc<Leaf>> = self.children.iter().filter(|c| !c.is_offline()).collect();
         let queues: Vec<&VdevQueue> = usable.iter().map(|child| &child.queue).collect();
@@ -418,6 +515,9 @@ impl TopVdev {
         done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
     ) {
         self.assert_range(offset, data.len());
+        if let Some(geometry) = self.raidz_geometry() {
+            return raidz_io::write_async(self, &geometry, class, offset, &data, txg, done);
+        }
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let outcome = Arc::new(MirrorWrite::new(
             self.id,
@@ -460,6 +560,11 @@ impl TopVdev {
     /// of one damaged copy from a good one.
     pub fn write_child(&self, child: usize, offset: u64, data: &[u8]) -> Result<(), VdevError> {
         assert!(
+            self.raidz_geometry().is_none(),
+            "vdev {}: a RAID-Z child holds columns, not copies (rewrite_child)",
+            self.id
+        );
+        assert!(
             child < self.children.len(),
             "vdev {}: child {child} of {}",
             self.id,
@@ -492,6 +597,11 @@ impl TopVdev {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(), VdevError> {
+        assert!(
+            self.raidz_geometry().is_none(),
+            "vdev {}: a RAID-Z child holds columns, not copies (raidz::read_block)",
+            self.id
+        );
         assert!(
             child < self.children.len(),
             "vdev {}: child {child} of {}",
@@ -551,7 +661,11 @@ impl TopVdev {
     /// Count a checksum error against child `child` (the block pipeline found a bad copy).
     pub fn record_checksum_error(&self, child: usize) {
         assert!(child < self.children.len());
-        self.children[child].stats.record_checksum_error();
+        let leaf = &self.children[child];
+        // Before an import has loaded the leaf's log, a copy that fails may only be stale.
+        if leaf.dtl.is_loaded() {
+            leaf.stats.record_checksum_error();
+        }
     }
 }
 
@@ -1181,9 +1295,14 @@ impl TopVdev {
             .iter()
             .filter(|leaf| leaf.health() != VdevHealth::Online)
             .count();
+        // A RAID-Z vdev reads with up to `parity` children gone, a mirror with all but one.
+        let tolerated = match self.kind {
+            TopVdevKind::Raidz { parity } => parity as usize,
+            _ => self.children.len() - 1,
+        };
         match unusable {
             0 => VdevHealth::Online,
-            all if all == self.children.len() => VdevHealth::Unavail,
+            count if count > tolerated => VdevHealth::Unavail,
             _ => VdevHealth::Degraded,
         }
     }

@@ -1,0 +1,521 @@
+//! RAID-Z block I/O: a block's columns written through the children's queues, and read back
+//! with reconstruction until the caller's check accepts the data (the layout and the theory are
+//! in `vdev/raidz`). A child module of the tree, since it works on a [`TopVdev`]'s children.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::super::queue::{read_each_at, write_each_at, Completion, IoClass, VdevQueue};
+use super::super::raidz::{block_map, math, RaidzGeometry, RaidzMap};
+use super::super::{VdevError, VDEV_LABEL_START_SIZE};
+use super::{Leaf, TopVdev};
+
+/// Children whose column of a block was found bad by a read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RaidzRead {
+    /// The block's data: `psize` bytes (rounded up to the vdev's sector).
+    pub data: Vec<u8>,
+    /// Children whose column should be rewritten: it failed its read, was stale (the child
+    /// missed the block's txg), held wrong bytes, or (scrub) held parity that disagrees.
+    pub repair: Vec<usize>,
+    /// Columns read or reconstructed (a scrub's count of copies).
+    pub columns: usize,
+}
+
+/// Why a RAID-Z block could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RaidzReadError {
+    /// More columns are unreadable than there is parity.
+    #[error("{missing} of {columns} columns unreadable with {parity} parity: {first_error}")]
+    TooManyMissing {
+        missing: usize,
+        columns: usize,
+        parity: usize,
+        first_error: String,
+    },
+    /// No combination of up to `parity` columns assumed bad gives data that verifies.
+    #[error("no reconstruction from {columns} columns with {parity} parity verifies")]
+    NoReconstruction { columns: usize, parity: usize },
+}
+
+/// The bytes of every column of `map` (parity first), from the block's `data` (at least the
+/// data columns' bytes; a shorter buffer is zero padded).
+fn column_buffers(map: &RaidzMap, data: &[u8]) -> Vec<Vec<u8>> {
+    let mut columns: Vec<Vec<u8>> = Vec::with_capacity(map.accessed_columns());
+    for _ in 0..map.parity {
+        columns.push(vec![0u8; map.parity_size() as usize]);
+    }
+    for range in map.data_column_ranges() {
+        let mut column = vec![0u8; range.len()];
+        let end = range.end.min(data.len());
+        if range.start < end {
+            column[..end - range.start].copy_from_slice(&data[range.start..end]);
+        }
+        columns.push(column);
+    }
+    let (parity, data_columns) = columns.split_at_mut(map.parity);
+    let data_refs: Vec<&[u8]> = data_columns.iter().map(Vec::as_slice).collect();
+    let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+    math::generate(map.parity, &data_refs, &mut parity_refs);
+    columns
+}
+
+fn offline_error(leaf: &Leaf) -> std::io::Error {
+    std::io::Error::other(format!("{} is offline", leaf.path.display()))
+}
+
+/// What runs when a block's last column write completes.
+type WriteDone = Box<dyn FnOnce(Result<(), VdevError>) + Send>;
+
+/// How many columns of one block's write missed their child, and the first error.
+struct ColumnsWrite {
+    top: super::VdevId,
+    offset: u64,
+    length: u64,
+    parity: usize,
+    txg: u64,
+    remaining: AtomicUsize,
+    failed: AtomicUsize,
+    first_error: Mutex<Option<String>>,
+    done: Mutex<Option<WriteDone>>,
+}
+
+impl ColumnsWrite {
+    /// Record one column's outcome; the last runs the caller's completion.
+    fn column_done(&self, leaf: &Leaf, device_offset: u64, result: std::io::Result<()>) {
+        match result {
+            Ok(()) => leaf.dtl.note_written(self.txg),
+            Err(source) => {
+                leaf.dtl.record(self.txg);
+                self.failed.fetch_add(1, Ordering::AcqRel);
+                let error =
+                    VdevError::io(&*leaf.device, "write", device_offset, self.length, source);
+                self.first_error.lock().get_or_insert(error.to_string());
+            }
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(done) = self.done.lock().take() {
+                done(self.finish());
+            }
+        }
+    }
+
+    fn finish(&self) -> Result<(), VdevError> {
+        if self.failed.load(Ordering::Acquire) <= self.parity {
+            return Ok(());
+        }
+        Err(VdevError::NoChildWritten {
+            top: self.top,
+            offset: self.offset,
+            length: self.length,
+            first_error: self.first_error.lock().clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// Write the block `data` (its length is the block's psize, a multiple of the sector) at vdev
+/// offset `offset` in syncing txg `txg`: every column, parity included, through its child's
+/// queue. `done` runs once every column has completed; it fails when more columns than the
+/// parity missed their child.
+pub fn write_async(
+    top: &TopVdev,
+    geometry: &RaidzGeometry,
+    class: IoClass,
+    offset: u64,
+    data: &[u8],
+    txg: u64,
+    done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
+) {
+    let map = block_map(geometry, offset, data.len() as u64);
+    let columns = column_buffers(&map, data);
+    // Children that take no column still miss the txg when offline: their log says so, as a
+    // mirror child's does, so that resilver visits the txg.
+    for (child, leaf) in top.children.iter().enumerate() {
+        if leaf.is_offline() && map.child_span(child).is_none() {
+            leaf.dtl.record(txg);
+        }
+    }
+    let outcome = Arc::new(ColumnsWrite {
+        top: top.id,
+        offset,
+        length: data.len() as u64,
+        parity: map.parity,
+        txg,
+        remaining: AtomicUsize::new(columns.len()),
+        failed: AtomicUsize::new(0),
+        first_error: Mutex::new(None),
+        done: Mutex::new(Some(Box::new(done))),
+    });
+    for (column, bytes) in map.columns.iter().zip(columns) {
+        let leaf = top.children[column.child].clone();
+        let device_offset = VDEV_LABEL_START_SIZE + column.child_offset;
+        if leaf.is_offline() {
+            outcome.column_done(&leaf, device_offset, Err(offline_error(&leaf)));
+            continue;
+        }
+        let outcome = outcome.clone();
+        let queue_leaf = leaf.clone();
+        leaf.queue.write_shared(
+            class,
+            device_offset,
+            Arc::new(bytes),
+            Completion::new(move |result| outcome.column_done(&queue_leaf, device_offset, result)),
+        );
+    }
+}
+
+/// [`write_async`], waiting for the outcome.
+pub fn write(
+    top: &TopVdev,
+    geometry: &RaidzGeometry,
+    class: IoClass,
+    offset: u64,
+    data: &[u8],
+    txg: u64,
+) -> Result<(), VdevError> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    write_async(top, geometry, class, offset, data, txg, move |result| {
+        let _ = sender.send(result);
+    });
+    receiver
+        .recv()
+        .expect("a RAID-Z write completes every column")
+}
+
+/// The state of one column during a read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ColumnState {
+    NotRead,
+    Read,
+    /// Known bad before any reconstruction: unreadable, offline, or stale (its child missed
+    /// the block's txg).
+    Missing,
+}
+
+/// Read and reconstruct the block of `psize` bytes at vdev offset `offset`, born in txg
+/// `birth`, until `verify` accepts its data (see the module comment). With `scrub`, every
+/// column is read and the parity checked against the data as well.
+#[allow(clippy::too_many_arguments)]
+pub fn read_block(
+    top: &TopVdev,
+    geometry: &RaidzGeometry,
+    class: IoClass,
+    offset: u64,
+    psize: u64,
+    birth: u64,
+    scrub: bool,
+    verify: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<RaidzRead, RaidzReadError> {
+    let map = block_map(geometry, offset, psize);
+    let count = map.accessed_columns();
+    let parity = map.parity;
+    let mut buffers: Vec<Vec<u8>> = map.columns[..count]
+        .iter()
+        .map(|column| vec![0u8; column.size as usize])
+        .collect();
+    let mut state = vec![ColumnState::NotRead; count];
+    let mut first_error = String::new();
+    // Columns on children that cannot be read, or that missed the block's txg.
+    for (index, column) in map.columns[..count].iter().enumerate() {
+        let leaf = &top.children[column.child];
+        if !leaf.is_usable() {
+            state[index] = ColumnState::Missing;
+            if first_error.is_empty() {
+                first_error = format!("{} is offline or missing", leaf.path.display());
+            }
+        } else if leaf.dtl.contains(birth) {
+            state[index] = ColumnState::Missing;
+        }
+    }
+    let first = if scrub { 0 } else { parity };
+    read_columns(
+        top,
+        &map,
+        class,
+        first..count,
+        &mut buffers,
+        &mut state,
+        &mut first_error,
+    );
+    let data_missing = state[parity..].contains(&ColumnState::Missing);
+    if !data_missing {
+        let data = join_data(&map, &buffers);
+        if verify(&data) {
+            let mut read = RaidzRead {
+                data,
+                repair: missing_children(&map, &state, top),
+                columns: if scrub { count } else { count - parity },
+            };
+            if scrub {
+                check_parity(&map, &buffers, &state, &mut read.repair, top, birth);
+            }
+            return Ok(read);
+        }
+    }
+    // Reconstruction: the parity is needed.
+    read_columns(
+        top,
+        &map,
+        class,
+        0..parity,
+        &mut buffers,
+        &mut state,
+        &mut first_error,
+    );
+    let known: Vec<usize> = (0..count)
+        .filter(|&index| state[index] == ColumnState::Missing)
+        .collect();
+    if known.len() > parity {
+        return Err(RaidzReadError::TooManyMissing {
+            missing: known.len(),
+            columns: count,
+            parity,
+            first_error,
+        });
+    }
+    let present: Vec<usize> = (0..count)
+        .filter(|&index| state[index] == ColumnState::Read)
+        .collect();
+    for extra in 0..=(parity - known.len()) {
+        for guess in combinations(&present, extra) {
+            // Assuming only parity columns bad changes no data: the data read failed already.
+            if extra > 0 && guess.iter().all(|&index| index < parity) {
+                continue;
+            }
+            let mut missing = known.clone();
+            missing.extend_from_slice(&guess);
+            missing.sort_unstable();
+            let Some(columns) = reconstructed(&map, &buffers, &missing) else {
+                continue;
+            };
+            let data = join_data(&map, &columns);
+            if !verify(&data) {
+                continue;
+            }
+            // The guessed columns held wrong bytes: a checksum error on their children.
+            for &index in &guess {
+                top.record_checksum_error(map.columns[index].child);
+            }
+            let mut repair = missing_children(&map, &state, top);
+            for &index in &guess {
+                repair.push(map.columns[index].child);
+            }
+            let mut read = RaidzRead {
+                data,
+                repair,
+                columns: count,
+            };
+            if scrub {
+                // Parity columns not assumed bad are checked against the rebuilt data.
+                let mut checked = state.clone();
+                for &index in &guess {
+                    checked[index] = ColumnState::Missing;
+                }
+                check_parity(&map, &buffers, &checked, &mut read.repair, top, birth);
+            }
+            read.repair.sort_unstable();
+            read.repair.dedup();
+            return Ok(read);
+        }
+    }
+    Err(RaidzReadError::NoReconstruction {
+        columns: count,
+        parity,
+    })
+}
+
+/// Read the columns in `range` that are not read or known missing, all at once; a failed read
+/// marks its column missing.
+fn read_columns(
+    top: &TopVdev,
+    map: &RaidzMap,
+    class: IoClass,
+    range: std::ops::Range<usize>,
+    buffers: &mut [Vec<u8>],
+    state: &mut [ColumnState],
+    first_error: &mut String,
+) {
+    let wanted: Vec<usize> = range
+        .filter(|&index| state[index] == ColumnState::NotRead && map.columns[index].size > 0)
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let queues: Vec<&VdevQueue> = wanted
+        .iter()
+        .map(|&index| &top.children[map.columns[index].child].queue)
+        .collect();
+    let mut requests: Vec<(&VdevQueue, u64, &mut [u8])> = Vec::with_capacity(wanted.len());
+    let mut rest: &mut [Vec<u8>] = buffers;
+    let mut base = 0;
+    for (&index, queue) in wanted.iter().zip(&queues) {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(index - base);
+        let (buffer, tail) = tail.split_first_mut().expect("index in range");
+        rest = tail;
+        base = index + 1;
+        requests.push((
+            queue,
+            VDEV_LABEL_START_SIZE + map.columns[index].child_offset,
+            buffer.as_mut_slice(),
+        ));
+    }
+    let results = read_each_at(class, &mut requests);
+    for (&index, result) in wanted.iter().zip(results) {
+        match result {
+            Ok(()) => state[index] = ColumnState::Read,
+            Err(source) => {
+                let column = &map.columns[index];
+                let leaf = &top.children[column.child];
+                if first_error.is_empty() {
+                    *first_error = VdevError::io(
+                        &*leaf.device,
+                        "read",
+                        VDEV_LABEL_START_SIZE + column.child_offset,
+                        column.size,
+                        source,
+                    )
+                    .to_string();
+                }
+                state[index] = ColumnState::Missing;
+            }
+        }
+    }
+}
+
+/// The children of the known-missing columns that can take a rewrite.
+fn missing_children(map: &RaidzMap, state: &[ColumnState], top: &TopVdev) -> Vec<usize> {
+    state
+        .iter()
+        .enumerate()
+        .filter(|(_, state)| **state == ColumnState::Missing)
+        .map(|(index, _)| map.columns[index].child)
+        .filter(|&child| top.children[child].is_usable())
+        .collect()
+}
+
+/// A scrub's parity check: the parity columns that were read and disagree with the data.
+fn check_parity(
+    map: &RaidzMap,
+    buffers: &[Vec<u8>],
+    state: &[ColumnState],
+    repair: &mut Vec<usize>,
+    top: &TopVdev,
+    birth: u64,
+) {
+    // The data columns as they are now (reconstructed where they were missing).
+    let rebuilt = if state[map.parity..].iter().any(|s| *s != ColumnState::Read) {
+        let missing: Vec<usize> = (0..state.len())
+            .filter(|&index| state[index] != ColumnState::Read)
+            .collect();
+        match reconstructed(map, buffers, &missing) {
+            Some(columns) => columns,
+            None => return,
+        }
+    } else {
+        buffers.to_vec()
+    };
+    let refs: Vec<&[u8]> = rebuilt.iter().map(Vec::as_slice).collect();
+    let mut expected: Vec<Vec<u8>> = (0..map.parity)
+        .map(|_| vec![0u8; map.parity_size() as usize])
+        .collect();
+    let mut expected_refs: Vec<&mut [u8]> = expected.iter_mut().map(Vec::as_mut_slice).collect();
+    math::generate(map.parity, &refs[map.parity..], &mut expected_refs);
+    for index in 0..map.parity {
+        if state[index] == ColumnState::Read && buffers[index] != expected[index] {
+            let child = map.columns[index].child;
+            if !top.children[child].dtl.contains(birth) {
+                top.record_checksum_error(child);
+            }
+            repair.push(child);
+        }
+    }
+}
+
+/// The columns with those in `missing` rebuilt from the others, or `None` if the math refuses.
+fn reconstructed(map: &RaidzMap, buffers: &[Vec<u8>], missing: &[usize]) -> Option<Vec<Vec<u8>>> {
+    let mut columns = buffers.to_vec();
+    let mut refs: Vec<&mut [u8]> = columns.iter_mut().map(Vec::as_mut_slice).collect();
+    math::reconstruct(map.parity, &mut refs, missing).ok()?;
+    Some(columns)
+}
+
+/// The data columns joined in block order.
+fn join_data(map: &RaidzMap, columns: &[Vec<u8>]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(map.data_bytes() as usize);
+    for column in &columns[map.parity..] {
+        data.extend_from_slice(column);
+    }
+    data
+}
+
+/// Every subset of `items` with `size` elements, in lexicographic order.
+fn combinations(items: &[usize], size: usize) -> Vec<Vec<usize>> {
+    let mut result = Vec::new();
+    let mut chosen = Vec::with_capacity(size);
+    fn extend(
+        items: &[usize],
+        size: usize,
+        start: usize,
+        chosen: &mut Vec<usize>,
+        out: &mut Vec<Vec<usize>>,
+    ) {
+        if chosen.len() == size {
+            out.push(chosen.clone());
+            return;
+        }
+        for index in start..items.len() {
+            chosen.push(items[index]);
+            extend(items, size, index + 1, chosen, out);
+            chosen.pop();
+        }
+    }
+    extend(items, size, 0, &mut chosen, &mut result);
+    result
+}
+
+/// Rewrite the column of the block `physical` (its physical bytes; the map is built from their
+/// length rounded up to the sector) at vdev offset `offset` that lies on `child`: data from the
+/// block, parity regenerated. Bytes written, 0 if the block has no column there.
+pub fn rewrite_column(
+    top: &TopVdev,
+    geometry: &RaidzGeometry,
+    child: usize,
+    offset: u64,
+    physical: &[u8],
+) -> Result<u64, VdevError> {
+    let map = block_map(geometry, offset, physical.len() as u64);
+    let Some(index) = map.columns[..map.accessed_columns()]
+        .iter()
+        .position(|column| column.child == child)
+    else {
+        return Ok(0);
+    };
+    let column = &map.columns[index];
+    let bytes = if index < map.parity {
+        column_buffers(&map, physical).swap_remove(index)
+    } else {
+        let range = map.data_column_range(index - map.parity);
+        let mut bytes = vec![0u8; range.len()];
+        let end = range.end.min(physical.len());
+        if range.start < end {
+            bytes[..end - range.start].copy_from_slice(&physical[range.start..end]);
+        }
+        bytes
+    };
+    let leaf = &top.children[child];
+    let device_offset = VDEV_LABEL_START_SIZE + column.child_offset;
+    let result = if leaf.is_offline() {
+        Err(offline_error(leaf))
+    } else {
+        let results = write_each_at(
+            IoClass::AsyncWrite,
+            &[(&leaf.queue, device_offset, bytes.as_slice())],
+        );
+        results.into_iter().next().expect("one result")
+    };
+    result
+        .map(|()| column.size)
+        .map_err(|source| VdevError::io(&*leaf.device, "write", device_offset, column.size, source))
+}

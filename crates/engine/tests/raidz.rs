@@ -1,0 +1,317 @@
+//! RAID-Z pools on sparse files: every layout writes and reads back, reads go on with up to
+//! `parity` children failing, silent damage is reconstructed, charged to its child and
+//! repaired by reads and scrub, a child taken offline is resilvered when it returns, and
+//! `check` is clean at the end of each.
+
+use crate::common;
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use tarn::check::check_pool;
+use tarn::pool::scan::{ScanFunction, ScanState};
+use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
+use tarn::tunables::Tunables;
+use tarn::vdev::{FaultPlan, ReadFaultKind, VDEV_LABEL_START_SIZE};
+
+const POOL: &str = "striped";
+const FILE_BYTES: usize = 200 << 10;
+
+struct Raidz {
+    dir: tempfile::TempDir,
+    plans: Arc<parking_lot::Mutex<Plans>>,
+    parity: u8,
+    width: usize,
+}
+
+impl Raidz {
+    fn new(parity: u8, width: usize) -> Raidz {
+        Raidz {
+            dir: tempfile::tempdir().unwrap(),
+            plans: Arc::new(parking_lot::Mutex::new(Plans::new())),
+            parity,
+            width,
+        }
+    }
+
+    fn path(&self, child: usize) -> PathBuf {
+        self.dir.path().join(format!("d{child}.img"))
+    }
+
+    fn plan(&self, child: usize) -> Arc<FaultPlan> {
+        self.plans.lock()[&self.path(child)].clone()
+    }
+
+    fn create(&self, tunables: Tunables) -> Pool {
+        Pool::create(CreateOptions {
+            name: POOL.into(),
+            log: Vec::new(),
+            cache: Vec::new(),
+            vdevs: vec![VdevSpec::Raidz {
+                parity: self.parity,
+                paths: (0..self.width).map(|child| self.path(child)).collect(),
+            }],
+            create_size: Some(VDEV_SIZE),
+            force: false,
+            tunables,
+            wrap_device: Some(per_path_fault_wrapper(self.plans.clone())),
+            disabled_features: Vec::new(),
+        })
+        .unwrap()
+    }
+
+    fn import(&self, tunables: Tunables) -> Pool {
+        let mut options = ImportOptions::new(vec![self.dir.path().to_path_buf()], tunables);
+        options.wrap_device = Some(per_path_fault_wrapper(self.plans.clone()));
+        Pool::import(POOL, options).unwrap().0
+    }
+
+    /// Make every data-area read of `child` fail.
+    fn fail_reads(&self, child: usize) {
+        self.plan(child)
+            .add_read_fault(VDEV_LABEL_START_SIZE..u64::MAX, ReadFaultKind::Fail);
+    }
+
+    fn clear_faults(&self) {
+        for child in 0..self.width {
+            self.plan(child).clear_read_faults();
+        }
+    }
+}
+
+fn checksum_errors(pool: &Pool, child: usize) -> u64 {
+    pool.core.io.vdevs.tops()[0].children[child]
+        .stats
+        .snapshot()
+        .checksum_errors
+}
+
+fn scrub(pool: &Pool) -> tarn::pool::scan::ScanPhys {
+    pool.core.request_scrub().unwrap();
+    pool.core.wait_scan(ScanFunction::Scrub).unwrap();
+    pool.sync().unwrap();
+    let phys = pool.core.scan_status().expect("a scrub ran").phys;
+    assert_eq!(phys.state, ScanState::Finished);
+    phys
+}
+
+fn assert_clean(pool: &Pool) {
+    let report = check_pool(pool, false).unwrap();
+    assert!(report.is_clean(), "{report:#?}");
+}
+
+/// Overwrite the data area of `path` (its first `bytes`) with garbage.
+fn wipe(path: &Path, bytes: u64) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let garbage: Vec<u8> = (0..bytes).map(|index| (index * 131 + 7) as u8).collect();
+    file.write_all_at(&garbage, VDEV_LABEL_START_SIZE).unwrap();
+}
+
+#[test]
+fn every_parity_and_width_writes_reads_back_and_checks_clean() {
+    for parity in 1u8..=3 {
+        for width in [parity as usize + 1, parity as usize + 2, 7] {
+            let raidz = Raidz::new(parity, width);
+            let pool = raidz.create(tiny());
+            let top = &pool.core.io.vdevs.tops()[0];
+            assert_eq!(top.kind.group_name(0).unwrap(), format!("raidz{parity}-0"));
+            assert_eq!(
+                pool.feature_state("raidz"),
+                Some(tarn::pool::FeatureState::Active)
+            );
+            let files = write_files(&pool, 7, 12, FILE_BYTES);
+            pool.export().unwrap();
+            let pool = raidz.import(tiny());
+            assert_files_read_right(&pool, &files, FILE_BYTES, "after import");
+            assert_clean(&pool);
+            pool.export().unwrap();
+        }
+    }
+}
+
+#[test]
+fn reads_go_on_with_up_to_parity_children_failing() {
+    let raidz = Raidz::new(2, 6);
+    let pool = raidz.create(tiny());
+    let files = write_files(&pool, 11, 16, FILE_BYTES);
+    pool.export().unwrap();
+    for failing in [vec![0], vec![5], vec![1, 4], vec![2, 3]] {
+        let pool = raidz.import(tiny());
+        for &child in &failing {
+            raidz.fail_reads(child);
+        }
+        assert_files_read_right(&pool, &files, FILE_BYTES, &format!("{failing:?} failing"));
+        raidz.clear_faults();
+        pool.export().unwrap();
+    }
+}
+
+#[test]
+fn silent_damage_is_reconstructed_charged_and_repaired_by_scrub() {
+    let raidz = Raidz::new(1, 4);
+    let pool = raidz.create(tiny());
+    let files = write_files(&pool, 3, 24, FILE_BYTES);
+    pool.export().unwrap();
+    // Child 2's whole data area holds garbage now: every column there is wrong, silently.
+    wipe(&raidz.path(2), 16 << 20);
+    let pool = raidz.import(tiny());
+    assert_files_read_right(&pool, &files, FILE_BYTES, "child 2 damaged");
+    assert!(checksum_errors(&pool, 2) > 0);
+    for child in [0, 1, 3] {
+        assert_eq!(checksum_errors(&pool, child), 0, "child {child}");
+    }
+    let first = scrub(&pool);
+    assert_eq!((first.errors, first.unrepaired), (0, 0), "{first:?}");
+    let second = scrub(&pool);
+    assert_eq!(
+        second.copies_bad, 0,
+        "a second scrub finds nothing: {second:?}"
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+    // Child 2 was rewritten: with child 0 failing, its columns give the data back.
+    let pool = raidz.import(tiny());
+    raidz.fail_reads(0);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "child 0 failing after repair");
+    raidz.clear_faults();
+    pool.export().unwrap();
+}
+
+#[test]
+fn scrub_finds_and_rewrites_damaged_parity() {
+    let raidz = Raidz::new(2, 5);
+    let pool = raidz.create(tiny());
+    let files = write_files(&pool, 21, 16, FILE_BYTES);
+    pool.export().unwrap();
+    // Normal reads never read parity: damage on one child is found by the data checksum only
+    // where it holds data; the scrub compares parity with the data as well.
+    wipe(&raidz.path(4), 16 << 20);
+    let pool = raidz.import(tiny());
+    let first = scrub(&pool);
+    assert!(first.copies_bad > 0, "{first:?}");
+    assert_eq!((first.errors, first.unrepaired), (0, 0), "{first:?}");
+    assert!(checksum_errors(&pool, 4) > 0);
+    let second = scrub(&pool);
+    assert_eq!(second.copies_bad, 0, "{second:?}");
+    assert_clean(&pool);
+    pool.export().unwrap();
+    // With two other children failing, the repaired child's parity and data still serve.
+    let pool = raidz.import(tiny());
+    raidz.fail_reads(0);
+    raidz.fail_reads(1);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "children 0 and 1 failing");
+    raidz.clear_faults();
+    pool.export().unwrap();
+}
+
+#[test]
+fn offline_child_misses_writes_and_is_resilvered_when_back() {
+    let raidz = Raidz::new(1, 4);
+    let pool = raidz.create(tiny());
+    let before = write_files(&pool, 40, 8, FILE_BYTES);
+    let name = raidz.path(1).display().to_string();
+    pool.offline(&name).unwrap();
+    // A second child cannot go: raidz1 reads with one gone at most.
+    assert!(pool.offline(&raidz.path(2).display().to_string()).is_err());
+    let during = write_files(&pool, 60, 8, FILE_BYTES);
+    assert!(!pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
+    assert_files_read_right(&pool, &during, FILE_BYTES, "degraded");
+    pool.online(&name).unwrap();
+    pool.core.wait_scan(ScanFunction::Resilver).unwrap();
+    pool.sync().unwrap();
+    assert!(pool.core.io.vdevs.tops()[0].children[1].dtl.is_empty());
+    assert_clean(&pool);
+    pool.export().unwrap();
+    // The resilvered child now holds its columns: another child failing is survived.
+    let pool = raidz.import(tiny());
+    raidz.fail_reads(3);
+    assert_files_read_right(&pool, &before, FILE_BYTES, "old files, child 3 failing");
+    assert_files_read_right(&pool, &during, FILE_BYTES, "new files, child 3 failing");
+    raidz.clear_faults();
+    pool.export().unwrap();
+}
+
+#[test]
+fn attach_detach_and_log_raidz_are_refused() {
+    let raidz = Raidz::new(1, 3);
+    let pool = raidz.create(tiny());
+    let child = raidz.path(0).display().to_string();
+    let error = pool
+        .attach(&child, &raidz.dir.path().join("new.img"), false)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("can only attach to mirrors"), "{error}");
+    let error = pool.detach(&child).unwrap_err().to_string();
+    assert!(error.contains("only applicable to mirror"), "{error}");
+    pool.export().unwrap();
+}
+
+#[test]
+fn two_children_offline_across_import_are_resilvered_without_checksum_errors() {
+    let raidz = Raidz::new(2, 5);
+    let pool = raidz.create(tiny());
+    let before = write_files(&pool, 80, 8, FILE_BYTES);
+    let one = raidz.path(1).display().to_string();
+    let three = raidz.path(3).display().to_string();
+    pool.offline(&one).unwrap();
+    let middle = write_files(&pool, 90, 4, FILE_BYTES);
+    pool.offline(&three).unwrap();
+    let during = write_files(&pool, 100, 8, FILE_BYTES);
+    pool.export().unwrap();
+    let pool = raidz.import(tiny());
+    let after_import = write_files(&pool, 120, 4, FILE_BYTES);
+    for files in [&before, &middle, &during, &after_import] {
+        assert_files_read_right(&pool, files, FILE_BYTES, "two offline");
+    }
+    for name in [&one, &three] {
+        pool.online(name).unwrap();
+        pool.core.wait_scan(ScanFunction::Resilver).unwrap();
+        pool.sync().unwrap();
+    }
+    let scrubbed = scrub(&pool);
+    assert_eq!(scrubbed.copies_bad, 0, "{scrubbed:?}");
+    for child in 0..5 {
+        assert_eq!(checksum_errors(&pool, child), 0, "child {child}");
+    }
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+#[test]
+fn forced_gangs_on_raidz_read_back_heal_and_free_every_piece() {
+    let raidz = Raidz::new(1, 4);
+    let mut tunables = tiny();
+    tunables.metaslab_force_ganging = 8 << 10;
+    tunables.metaslab_force_ganging_pct = 100;
+    let pool = raidz.create(tunables.clone());
+    let files = write_files(&pool, 200, 6, FILE_BYTES);
+    assert!(
+        pool.core.io.gang_blocks() > 0,
+        "no gang blocks were written"
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+    wipe(&raidz.path(3), 8 << 20);
+    let pool = raidz.import(tunables.clone());
+    assert_files_read_right(&pool, &files, FILE_BYTES, "gangs, child 3 damaged");
+    let scrubbed = scrub(&pool);
+    assert_eq!(
+        (scrubbed.errors, scrubbed.unrepaired),
+        (0, 0),
+        "{scrubbed:?}"
+    );
+    assert_eq!(scrub(&pool).copies_bad, 0);
+    assert_clean(&pool);
+    let before = pool.core.io.space.totals().allocated;
+    let objset = pool.root_objset();
+    for (object, _) in &files {
+        let hold = pool.assign().unwrap();
+        objset.remove_object(&hold.tx(), *object).unwrap();
+    }
+    wait_freed(&pool);
+    assert!(pool.core.io.space.totals().allocated < before);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
