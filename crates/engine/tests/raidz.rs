@@ -233,6 +233,85 @@ fn offline_child_misses_writes_and_is_resilvered_when_back() {
     pool.export().unwrap();
 }
 
+/// Replace `child` by a new file, wait for the replace to end, and check the new leaf took the
+/// old one's place among the children (the column order).
+fn replace_child(raidz: &Raidz, pool: &Pool, child: usize, new_name: &str) {
+    let new_path = raidz.dir.path().join(new_name);
+    std::fs::File::create(&new_path)
+        .unwrap()
+        .set_len(VDEV_SIZE)
+        .unwrap();
+    let guid = pool
+        .replace(
+            &raidz.path(child).display().to_string(),
+            Some(&new_path),
+            false,
+        )
+        .unwrap();
+    pool.wait_replaced(guid).unwrap();
+    let top = pool.core.io.vdevs.tops()[0].clone();
+    assert_eq!(top.children.len(), raidz.width);
+    assert_eq!(
+        top.children[child].guid, guid,
+        "the new child takes the old one's place"
+    );
+    assert!(top.children[child].dtl.is_empty());
+    assert!(top.children[child].replaces().is_none());
+}
+
+#[test]
+fn a_child_is_replaced_online_and_the_new_one_holds_its_columns() {
+    let raidz = Raidz::new(1, 4);
+    let pool = raidz.create(tiny());
+    let files = write_files(&pool, 300, 16, FILE_BYTES);
+    replace_child(&raidz, &pool, 2, "new2.img");
+    let more = write_files(&pool, 330, 4, FILE_BYTES);
+    assert_clean(&pool);
+    pool.export().unwrap();
+    // The old file is out of the pool; the new one serves child 2's columns: with child 1
+    // failing, every block needs them.
+    std::fs::remove_file(raidz.path(2)).unwrap();
+    let pool = raidz.import(tiny());
+    raidz.fail_reads(1);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "replaced, child 1 failing");
+    assert_files_read_right(&pool, &more, FILE_BYTES, "written after, child 1 failing");
+    raidz.clear_faults();
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+#[test]
+fn a_lost_child_is_rebuilt_whole_by_replace() {
+    let raidz = Raidz::new(2, 5);
+    let pool = raidz.create(tiny());
+    let files = write_files(&pool, 400, 16, FILE_BYTES);
+    pool.export().unwrap();
+    std::fs::remove_file(raidz.path(0)).unwrap();
+    let pool = raidz.import(tiny());
+    assert_files_read_right(&pool, &files, FILE_BYTES, "child 0 missing");
+    let during = write_files(&pool, 440, 4, FILE_BYTES);
+    replace_child(&raidz, &pool, 0, "new0.img");
+    assert_eq!(
+        pool.core.io.vdevs.tops()[0].health(),
+        tarn::vdev::VdevHealth::Online
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+    // Two other children failing: the rebuilt child's columns are needed for every block.
+    let pool = raidz.import(tiny());
+    raidz.fail_reads(3);
+    raidz.fail_reads(4);
+    assert_files_read_right(&pool, &files, FILE_BYTES, "rebuilt child, 3 and 4 failing");
+    assert_files_read_right(
+        &pool,
+        &during,
+        FILE_BYTES,
+        "degraded writes, 3 and 4 failing",
+    );
+    raidz.clear_faults();
+    pool.export().unwrap();
+}
+
 #[test]
 fn attach_detach_and_log_raidz_are_refused() {
     let raidz = Raidz::new(1, 3);

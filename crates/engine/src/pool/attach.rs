@@ -119,22 +119,14 @@ impl Pool {
         let _request = self.core.vdev_changes.request.lock();
         let (top, child) = self.find_leaf(device)?;
         let old = &top.children[child];
-        if let TopVdevKind::Raidz { parity } = top.kind {
+        if top.raidz_geometry().is_some() && !replacing {
             // zpool attaches to mirrors and single devices only (`attach` on the raidz vdev
-            // itself is expansion). Replacing a raidz child is not built yet.
-            return Err(PoolError::Refused(if replacing {
-                format!(
-                    "cannot replace {}: replacing a child of raidz{parity}-{} is not supported yet (take it offline and bring the device back online: resilver rebuilds what it missed)",
-                    old.path.display(),
-                    top.id
-                )
-            } else {
-                format!(
-                    "cannot attach {} to {}: can only attach to mirrors and top-level disks",
-                    new_path.display(),
-                    old.path.display()
-                )
-            }));
+            // itself is expansion); a raidz child is replaced, not attached to.
+            return Err(PoolError::Refused(format!(
+                "cannot attach {} to {}: can only attach to mirrors and top-level disks",
+                new_path.display(),
+                old.path.display()
+            )));
         }
         let same_path = device_identity(new_path) == old.path;
         if let Some(replacement) = top
@@ -177,7 +169,7 @@ impl Pool {
                 old.device.release();
             }
         }
-        let leaf = self.open_new_leaf(new_path, force, top.asize, same_path)?;
+        let leaf = self.open_new_leaf(new_path, force, top.child_asize(), same_path)?;
         leaf.set_replaces(replacing.then_some(old.guid));
         let guid = leaf.guid;
         log::info!(
@@ -215,7 +207,8 @@ impl Pool {
         let _request = self.core.vdev_changes.request.lock();
         let (top, child) = self.find_leaf(device)?;
         let leaf = &top.children[child];
-        if top.raidz_geometry().is_some() {
+        // Of a raidz vdev only a replacement can be detached, which cancels the replace.
+        if top.raidz_geometry().is_some() && leaf.replaces().is_none() {
             return Err(PoolError::Refused(format!(
                 "cannot detach {}: only applicable to mirror and replacing vdevs",
                 leaf.path.display()

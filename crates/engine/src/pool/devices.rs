@@ -62,17 +62,28 @@ impl Pool {
         }
         // A mirror keeps a copy while one other child is usable; a RAID-Z vdev reads with up
         // to `parity` children gone.
-        let others_unusable = top
-            .children
-            .iter()
-            .enumerate()
-            .filter(|(index, other)| *index != child && !other.is_usable())
-            .count();
-        let tolerated = match top.kind.parity() {
-            0 => top.children.len() - 1,
-            parity => parity,
+        // Counted per column slot for RAID-Z: a child being replaced and its replacement
+        // serve one column.
+        let usable_without = |index: usize| index != child && top.children[index].is_usable();
+        let (gone_after, tolerated) = match top.kind.parity() {
+            0 => (
+                (0..top.children.len())
+                    .filter(|&index| !usable_without(index))
+                    .count(),
+                top.children.len() - 1,
+            ),
+            parity => (
+                (0..top.child_count())
+                    .map_while(|slot| {
+                        let children = top.slot_children(slot);
+                        (!children.is_empty()).then_some(children)
+                    })
+                    .filter(|children| !children.iter().any(|&index| usable_without(index)))
+                    .count(),
+                parity,
+            ),
         };
-        if others_unusable + 1 > tolerated {
+        if gone_after > tolerated {
             let why = match top.kind.parity() {
                 0 => format!("it holds the only usable copy of top-level vdev {}", top.id),
                 parity => format!(

@@ -206,7 +206,13 @@ impl PoolCore {
                     };
                     let mut children = tops[index].children.clone();
                     children.push(leaf.clone());
-                    let next = tops[index].with_children(TopVdevKind::Mirror, children)?;
+                    // A raidz child's replacement joins its column slot (vdev/tree); anything
+                    // else attached makes a mirror.
+                    let kind = match tops[index].kind {
+                        raidz @ TopVdevKind::Raidz { .. } => raidz,
+                        _ => TopVdevKind::Mirror,
+                    };
+                    let next = tops[index].with_children(kind, children)?;
                     // Every txg before this one is missing on the new leaf. From this one on
                     // the sync thread writes to it, but the txgs open now (at most two after
                     // this one) may hold blocks written ahead of their sync through the tree
@@ -245,7 +251,27 @@ impl PoolCore {
                         log::warn!("pool {}: detach {guid}: not a mirror side", self.name);
                         continue;
                     }
-                    let removed = children.remove(child);
+                    let raidz = matches!(tops[index].kind, TopVdevKind::Raidz { .. });
+                    let cancels_replace = children[child].replaces().is_some();
+                    let removed = if raidz && !cancels_replace {
+                        // A replaced raidz child goes, and its replacement takes its place in
+                        // the list: the children's order is the columns' order. (A replacement
+                        // detached, the replace cancelled, simply leaves.)
+                        let Some(replacement) = children
+                            .iter()
+                            .position(|other| other.replaces() == Some(guid))
+                        else {
+                            log::warn!(
+                                "pool {}: detach {guid}: a raidz child with no replacement",
+                                self.name
+                            );
+                            continue;
+                        };
+                        let new = children.remove(replacement);
+                        std::mem::replace(&mut children[child], new)
+                    } else {
+                        children.remove(child)
+                    };
                     // The replacement stops naming the old leaf only once the tree without
                     // it is installed: `wait_replaced` returns when `replaces` is gone, and
                     // its caller must not find the old leaf still there.
@@ -255,8 +281,9 @@ impl PoolCore {
                             .filter(|other| other.replaces() == Some(guid))
                             .cloned(),
                     );
-                    let kind = match children.len() {
-                        1 => TopVdevKind::Leaf,
+                    let kind = match (tops[index].kind, children.len()) {
+                        (raidz @ TopVdevKind::Raidz { .. }, _) => raidz,
+                        (_, 1) => TopVdevKind::Leaf,
                         _ => TopVdevKind::Mirror,
                     };
                     tops[index] = Arc::new(tops[index].with_children(kind, children)?);

@@ -142,6 +142,35 @@ pub struct TopVdev {
     write_txg: Arc<AtomicU64>,
     /// What the allocator may put here: `Log` for a separate intent-log vdev.
     pub class: AllocClass,
+    /// RAID-Z only: the children of each column slot (see [`raidz_slots`]).
+    slots: Vec<Vec<usize>>,
+}
+
+/// The column slots of a RAID-Z vdev's children, in column order: every child is a slot of its
+/// own but one that replaces a child still present (`pool replace`), which joins that child's
+/// slot and takes the same column, as a mirror side would. When the replace ends the new child
+/// takes the old one's place in the list ([`TopVdev::with_children`] callers keep the order).
+fn raidz_slots(children: &[Arc<Leaf>]) -> Vec<Vec<usize>> {
+    let replaced_index = |leaf: &Leaf| {
+        leaf.replaces()
+            .and_then(|old| children.iter().position(|other| other.guid == old))
+    };
+    let mut slots: Vec<Vec<usize>> = Vec::with_capacity(children.len());
+    let mut slot_of_child = vec![usize::MAX; children.len()];
+    for (index, leaf) in children.iter().enumerate() {
+        if replaced_index(leaf).is_none() {
+            slot_of_child[index] = slots.len();
+            slots.push(vec![index]);
+        }
+    }
+    for (index, leaf) in children.iter().enumerate() {
+        if let Some(old) = replaced_index(leaf) {
+            if let Some(slot) = slots.get_mut(slot_of_child[old]) {
+                slot.push(index);
+            }
+        }
+    }
+    slots
 }
 
 impl TopVdev {
@@ -205,7 +234,15 @@ impl TopVdev {
         children: Vec<Arc<Leaf>>,
     ) -> Result<TopVdev, VdevError> {
         let invalid = |what: String| Err(VdevError::InvalidConfig { top: id, what });
-        match (kind, children.len()) {
+        let slots = match kind {
+            TopVdevKind::Raidz { .. } => raidz_slots(&children),
+            _ => Vec::new(),
+        };
+        let width = match kind {
+            TopVdevKind::Raidz { .. } => slots.len(),
+            _ => children.len(),
+        };
+        match (kind, width) {
             (_, 0) => return invalid("no children".to_string()),
             (TopVdevKind::Leaf, count) if count != 1 => {
                 return invalid(format!("a leaf top-level vdev with {count} children"))
@@ -240,7 +277,7 @@ impl TopVdev {
         }
         // A RAID-Z vdev's address space is striped over its children: each holds its share.
         let per_child = match kind {
-            TopVdevKind::Raidz { .. } => asize.div_ceil(children.len() as u64),
+            TopVdevKind::Raidz { .. } => asize.div_ceil(width as u64),
             _ => asize,
         };
         for child in &children {
@@ -263,9 +300,49 @@ impl TopVdev {
             ms_shift,
             ms_array,
             children,
+            slots,
             write_txg,
             class: AllocClass::Normal,
         })
+    }
+
+    /// Bytes of data area every child needs: the vdev's for a mirror child, its share of the
+    /// striped address space for a RAID-Z child.
+    pub fn child_asize(&self) -> u64 {
+        match self.kind {
+            TopVdevKind::Raidz { .. } => self.asize.div_ceil(self.slots.len() as u64),
+            _ => self.asize,
+        }
+    }
+
+    /// The children (indices) of RAID-Z column slot `slot`: the slot's leaf, then the leaf
+    /// replacing it while a `pool replace` runs. Empty for a leaf or a mirror.
+    pub fn slot_children(&self, slot: usize) -> &[usize] {
+        self.slots.get(slot).map_or(&[], Vec::as_slice)
+    }
+
+    /// The RAID-Z column slot child `child` serves.
+    pub fn slot_of(&self, child: usize) -> Option<usize> {
+        self.slots.iter().position(|slot| slot.contains(&child))
+    }
+
+    /// The RAID-Z column slots none of whose children can take I/O (a mirror's children, for a
+    /// mirror): how many columns a read must do without.
+    pub fn slots_gone(&self) -> usize {
+        if self.slots.is_empty() {
+            return self
+                .children
+                .iter()
+                .filter(|leaf| leaf.health() != VdevHealth::Online)
+                .count();
+        }
+        self.slots
+            .iter()
+            .filter(|slot| {
+                slot.iter()
+                    .all(|&child| self.children[child].health() != VdevHealth::Online)
+            })
+            .count()
     }
 
     /// This vdev in allocation class `class` (new vdevs are `Normal`).
@@ -342,7 +419,7 @@ impl TopVdev {
     pub fn raidz_geometry(&self) -> Option<RaidzGeometry> {
         match self.kind {
             TopVdevKind::Raidz { parity } => Some(RaidzGeometry::new(
-                self.children.len(),
+                self.slots.len(),
                 parity as usize,
                 self.ashift,
             )),
@@ -1290,19 +1367,20 @@ impl Leaf {
 
 impl TopVdev {
     pub fn health(&self) -> VdevHealth {
-        let unusable = self
-            .children
-            .iter()
-            .filter(|leaf| leaf.health() != VdevHealth::Online)
-            .count();
-        // A RAID-Z vdev reads with up to `parity` children gone, a mirror with all but one.
+        // A RAID-Z vdev reads with up to `parity` column slots gone, a mirror with all but
+        // one child.
         let tolerated = match self.kind {
             TopVdevKind::Raidz { parity } => parity as usize,
             _ => self.children.len() - 1,
         };
-        match unusable {
-            0 => VdevHealth::Online,
-            count if count > tolerated => VdevHealth::Unavail,
+        let not_online = self
+            .children
+            .iter()
+            .filter(|leaf| leaf.health() != VdevHealth::Online)
+            .count();
+        match (not_online, self.slots_gone()) {
+            (0, _) => VdevHealth::Online,
+            (_, gone) if gone > tolerated => VdevHealth::Unavail,
             _ => VdevHealth::Degraded,
         }
     }

@@ -69,27 +69,37 @@ fn offline_error(leaf: &Leaf) -> std::io::Error {
 /// What runs when a block's last column write completes.
 type WriteDone = Box<dyn FnOnce(Result<(), VdevError>) + Send>;
 
-/// How many columns of one block's write missed their child, and the first error.
+/// How many columns of one block's write reached no child of their slot, and the first error.
 struct ColumnsWrite {
-    top: super::VdevId,
+    top: super::super::VdevId,
     offset: u64,
     length: u64,
     parity: usize,
     txg: u64,
+    /// Leaf writes not completed yet.
     remaining: AtomicUsize,
-    failed: AtomicUsize,
+    /// Per column: the leaves of its slot that took it.
+    written: Vec<AtomicUsize>,
     first_error: Mutex<Option<String>>,
     done: Mutex<Option<WriteDone>>,
 }
 
 impl ColumnsWrite {
-    /// Record one column's outcome; the last runs the caller's completion.
-    fn column_done(&self, leaf: &Leaf, device_offset: u64, result: std::io::Result<()>) {
+    /// Record one leaf's outcome for column `column`; the last runs the caller's completion.
+    fn leaf_done(
+        &self,
+        column: usize,
+        leaf: &Leaf,
+        device_offset: u64,
+        result: std::io::Result<()>,
+    ) {
         match result {
-            Ok(()) => leaf.dtl.note_written(self.txg),
+            Ok(()) => {
+                leaf.dtl.note_written(self.txg);
+                self.written[column].fetch_add(1, Ordering::AcqRel);
+            }
             Err(source) => {
                 leaf.dtl.record(self.txg);
-                self.failed.fetch_add(1, Ordering::AcqRel);
                 let error =
                     VdevError::io(&*leaf.device, "write", device_offset, self.length, source);
                 self.first_error.lock().get_or_insert(error.to_string());
@@ -103,7 +113,10 @@ impl ColumnsWrite {
     }
 
     fn finish(&self) -> Result<(), VdevError> {
-        if self.failed.load(Ordering::Acquire) <= self.parity {
+        let failed = (self.written.iter())
+            .filter(|written| written.load(Ordering::Acquire) == 0)
+            .count();
+        if failed <= self.parity {
             return Ok(());
         }
         Err(VdevError::NoChildWritten {
@@ -116,9 +129,9 @@ impl ColumnsWrite {
 }
 
 /// Write the block `data` (its length is the block's psize, a multiple of the sector) at vdev
-/// offset `offset` in syncing txg `txg`: every column, parity included, through its child's
-/// queue. `done` runs once every column has completed; it fails when more columns than the
-/// parity missed their child.
+/// offset `offset` in syncing txg `txg`: every column, parity included, to every child of its
+/// slot. `done` runs once every write has completed; it fails when more columns than the
+/// parity reached no child.
 pub fn write_async(
     top: &TopVdev,
     geometry: &RaidzGeometry,
@@ -132,37 +145,50 @@ pub fn write_async(
     let columns = column_buffers(&map, data);
     // Children that take no column still miss the txg when offline: their log says so, as a
     // mirror child's does, so that resilver visits the txg.
-    for (child, leaf) in top.children.iter().enumerate() {
-        if leaf.is_offline() && map.child_span(child).is_none() {
-            leaf.dtl.record(txg);
+    for slot in 0..geometry.children {
+        if map.child_span(slot).is_none() {
+            for &child in top.slot_children(slot) {
+                let leaf = &top.children[child];
+                if leaf.is_offline() {
+                    leaf.dtl.record(txg);
+                }
+            }
         }
     }
+    let writes: usize = (map.columns[..map.accessed_columns()].iter())
+        .map(|column| top.slot_children(column.child).len())
+        .sum();
     let outcome = Arc::new(ColumnsWrite {
         top: top.id,
         offset,
         length: data.len() as u64,
         parity: map.parity,
         txg,
-        remaining: AtomicUsize::new(columns.len()),
-        failed: AtomicUsize::new(0),
+        remaining: AtomicUsize::new(writes),
+        written: (0..columns.len()).map(|_| AtomicUsize::new(0)).collect(),
         first_error: Mutex::new(None),
         done: Mutex::new(Some(Box::new(done))),
     });
-    for (column, bytes) in map.columns.iter().zip(columns) {
-        let leaf = top.children[column.child].clone();
+    for (index, (column, bytes)) in map.columns.iter().zip(columns).enumerate() {
         let device_offset = VDEV_LABEL_START_SIZE + column.child_offset;
-        if leaf.is_offline() {
-            outcome.column_done(&leaf, device_offset, Err(offline_error(&leaf)));
-            continue;
+        let bytes = Arc::new(bytes);
+        for &child in top.slot_children(column.child) {
+            let leaf = top.children[child].clone();
+            if leaf.is_offline() {
+                outcome.leaf_done(index, &leaf, device_offset, Err(offline_error(&leaf)));
+                continue;
+            }
+            let outcome = outcome.clone();
+            let queue_leaf = leaf.clone();
+            leaf.queue.write_shared(
+                class,
+                device_offset,
+                bytes.clone(),
+                Completion::new(move |result| {
+                    outcome.leaf_done(index, &queue_leaf, device_offset, result)
+                }),
+            );
         }
-        let outcome = outcome.clone();
-        let queue_leaf = leaf.clone();
-        leaf.queue.write_shared(
-            class,
-            device_offset,
-            Arc::new(bytes),
-            Completion::new(move |result| outcome.column_done(&queue_leaf, device_offset, result)),
-        );
     }
 }
 
@@ -217,22 +243,33 @@ pub fn read_block(
         .collect();
     let mut state = vec![ColumnState::NotRead; count];
     let mut first_error = String::new();
-    // Columns on children that cannot be read, or that missed the block's txg.
-    for (index, column) in map.columns[..count].iter().enumerate() {
-        let leaf = &top.children[column.child];
-        if !leaf.is_usable() {
-            state[index] = ColumnState::Missing;
-            if first_error.is_empty() {
-                first_error = format!("{} is offline or missing", leaf.path.display());
-            }
-        } else if leaf.dtl.contains(birth) {
-            state[index] = ColumnState::Missing;
-        }
-    }
+    // The child each column is read from: the first of its slot that takes I/O and did not
+    // miss the block's txg (the slot's own leaf before the one replacing it). A column with
+    // none is missing from the start.
+    let reader: Vec<usize> = map.columns[..count]
+        .iter()
+        .enumerate()
+        .map(|(index, column)| {
+            let slot = top.slot_children(column.child);
+            let current = slot.iter().copied().find(|&child| {
+                let leaf = &top.children[child];
+                leaf.is_usable() && !leaf.dtl.contains(birth)
+            });
+            current.unwrap_or_else(|| {
+                state[index] = ColumnState::Missing;
+                let leaf = &top.children[slot[0]];
+                if first_error.is_empty() && !leaf.is_usable() {
+                    first_error = format!("{} is offline or missing", leaf.path.display());
+                }
+                slot[0]
+            })
+        })
+        .collect();
     let first = if scrub { 0 } else { parity };
     read_columns(
         top,
         &map,
+        &reader,
         class,
         first..count,
         &mut buffers,
@@ -249,7 +286,15 @@ pub fn read_block(
                 columns: if scrub { count } else { count - parity },
             };
             if scrub {
-                check_parity(&map, &buffers, &state, &mut read.repair, top, birth);
+                check_parity(
+                    &map,
+                    &reader,
+                    &buffers,
+                    &state,
+                    &mut read.repair,
+                    top,
+                    birth,
+                );
             }
             return Ok(read);
         }
@@ -258,6 +303,7 @@ pub fn read_block(
     read_columns(
         top,
         &map,
+        &reader,
         class,
         0..parity,
         &mut buffers,
@@ -296,12 +342,10 @@ pub fn read_block(
             }
             // The guessed columns held wrong bytes: a checksum error on their children.
             for &index in &guess {
-                top.record_checksum_error(map.columns[index].child);
+                top.record_checksum_error(reader[index]);
             }
             let mut repair = missing_children(&map, &state, top);
-            for &index in &guess {
-                repair.push(map.columns[index].child);
-            }
+            repair.extend(guess.iter().map(|&index| reader[index]));
             let mut read = RaidzRead {
                 data,
                 repair,
@@ -313,7 +357,15 @@ pub fn read_block(
                 for &index in &guess {
                     checked[index] = ColumnState::Missing;
                 }
-                check_parity(&map, &buffers, &checked, &mut read.repair, top, birth);
+                check_parity(
+                    &map,
+                    &reader,
+                    &buffers,
+                    &checked,
+                    &mut read.repair,
+                    top,
+                    birth,
+                );
             }
             read.repair.sort_unstable();
             read.repair.dedup();
@@ -328,9 +380,11 @@ pub fn read_block(
 
 /// Read the columns in `range` that are not read or known missing, all at once; a failed read
 /// marks its column missing.
+#[allow(clippy::too_many_arguments)]
 fn read_columns(
     top: &TopVdev,
     map: &RaidzMap,
+    reader: &[usize],
     class: IoClass,
     range: std::ops::Range<usize>,
     buffers: &mut [Vec<u8>],
@@ -345,7 +399,7 @@ fn read_columns(
     }
     let queues: Vec<&VdevQueue> = wanted
         .iter()
-        .map(|&index| &top.children[map.columns[index].child].queue)
+        .map(|&index| &top.children[reader[index]].queue)
         .collect();
     let mut requests: Vec<(&VdevQueue, u64, &mut [u8])> = Vec::with_capacity(wanted.len());
     let mut rest: &mut [Vec<u8>] = buffers;
@@ -367,7 +421,7 @@ fn read_columns(
             Ok(()) => state[index] = ColumnState::Read,
             Err(source) => {
                 let column = &map.columns[index];
-                let leaf = &top.children[column.child];
+                let leaf = &top.children[reader[index]];
                 if first_error.is_empty() {
                     *first_error = VdevError::io(
                         &*leaf.device,
@@ -384,13 +438,13 @@ fn read_columns(
     }
 }
 
-/// The children of the known-missing columns that can take a rewrite.
+/// The children of the known-missing columns' slots that can take a rewrite.
 fn missing_children(map: &RaidzMap, state: &[ColumnState], top: &TopVdev) -> Vec<usize> {
     state
         .iter()
         .enumerate()
         .filter(|(_, state)| **state == ColumnState::Missing)
-        .map(|(index, _)| map.columns[index].child)
+        .flat_map(|(index, _)| top.slot_children(map.columns[index].child).iter().copied())
         .filter(|&child| top.children[child].is_usable())
         .collect()
 }
@@ -398,6 +452,7 @@ fn missing_children(map: &RaidzMap, state: &[ColumnState], top: &TopVdev) -> Vec
 /// A scrub's parity check: the parity columns that were read and disagree with the data.
 fn check_parity(
     map: &RaidzMap,
+    reader: &[usize],
     buffers: &[Vec<u8>],
     state: &[ColumnState],
     repair: &mut Vec<usize>,
@@ -424,7 +479,7 @@ fn check_parity(
     math::generate(map.parity, &refs[map.parity..], &mut expected_refs);
     for index in 0..map.parity {
         if state[index] == ColumnState::Read && buffers[index] != expected[index] {
-            let child = map.columns[index].child;
+            let child = reader[index];
             if !top.children[child].dtl.contains(birth) {
                 top.record_checksum_error(child);
             }
@@ -486,9 +541,12 @@ pub fn rewrite_column(
     physical: &[u8],
 ) -> Result<u64, VdevError> {
     let map = block_map(geometry, offset, physical.len() as u64);
+    let Some(slot) = top.slot_of(child) else {
+        return Ok(0);
+    };
     let Some(index) = map.columns[..map.accessed_columns()]
         .iter()
-        .position(|column| column.child == child)
+        .position(|column| column.child == slot)
     else {
         return Ok(0);
     };
