@@ -2,7 +2,8 @@
 # pool create raidz|raidz1|raidz2|raidz3: a RAID-Z vdev over the devices, shown as raidzP-N in
 # status, with feature@raidz active; files written through the mount read back after export and
 # import, and after one child (two for raidz2) is taken offline; too few devices, raidz beside
-# a mirror without -f, and a raidz log are refused and make nothing.
+# a mirror without -f, and a raidz log are refused and make nothing; pool add takes another
+# raidz vdev.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "pool create makes RAID-Z vdevs that serve reads with children gone"
 trap destroy_all_pools EXIT
@@ -47,5 +48,13 @@ log_must tarn pool wait -t resilver "$TESTPOOL"
 log_must tarn pool scrub -w "$TESTPOOL"
 log_must tarn pool status "$TESTPOOL"
 stdout_has "ONLINE"
+# pool add: another raidz2 of the same width; a mirror needs -f.
+for new in m0 m1 s0 s1 s2 s3 s4; do truncate -s 128M "$(vdev $new)"; done
+log_mustnot_msg "mismatched replication level" tarn pool add "$TESTPOOL" mirror "$(vdev m0)" "$(vdev m1)"
+log_must tarn pool add "$TESTPOOL" raidz2 "$(vdev s0)" "$(vdev s1)" "$(vdev s2)" "$(vdev s3)" "$(vdev s4)"
+log_must tarn pool status "$TESTPOOL"
+stdout_has "raidz2-1"
+head -c 2M /dev/urandom >"$ALTROOT/$TESTPOOL/fs/after_add"
+log_must tarn pool sync "$TESTPOOL"
 verify_pool "$TESTPOOL"
 log_pass

@@ -242,6 +242,13 @@ impl TopVdev {
             TopVdevKind::Raidz { .. } => slots.len(),
             _ => children.len(),
         };
+        let in_slots: usize = slots.iter().map(Vec::len).sum();
+        if matches!(kind, TopVdevKind::Raidz { .. }) && in_slots != children.len() {
+            return invalid(format!(
+                "{} raidz children replace a child that is itself being replaced",
+                children.len() - in_slots
+            ));
+        }
         match (kind, width) {
             (_, 0) => return invalid("no children".to_string()),
             (TopVdevKind::Leaf, count) if count != 1 => {
@@ -1024,6 +1031,51 @@ mod tests {
             plans,
             top,
         }
+    }
+
+    #[test]
+    fn raidz_slots_pair_a_replacement_with_its_child_and_refuse_chains() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = std::sync::atomic::AtomicU64::new(0);
+        let leaf = |index: u64| {
+            let file = made.fetch_add(1, Ordering::Relaxed);
+            let path = dir.path().join(format!("s{file}"));
+            let device: Arc<dyn BlockDevice> =
+                Arc::new(FileDevice::create_sparse(&path, 64 << 20).unwrap());
+            Leaf::new(Guid(100 + index), path, device)
+        };
+        let leaves: Vec<Leaf> = (0..5).map(leaf).collect();
+        // Child 4 replaces child 1: four slots, the second served by 1 and 4.
+        leaves[4].set_replaces(Some(Guid(101)));
+        let build = |leaves: Vec<Leaf>| {
+            TopVdev::new(
+                VdevId(0),
+                Guid(7),
+                TopVdevKind::Raidz { parity: 1 },
+                12,
+                4 << 20,
+                20,
+                ObjectId(0),
+                leaves,
+            )
+        };
+        let top = build(leaves).unwrap();
+        assert_eq!(top.raidz_geometry().unwrap().children, 4);
+        assert_eq!(top.slot_children(1), &[1, 4]);
+        assert_eq!(top.slot_of(4), Some(1));
+        assert_eq!(top.slot_of(3), Some(3));
+        assert_eq!(top.child_asize(), 1 << 20);
+        // Child 4 replaces 1, which replaces 2: refused, not served by no slot.
+        let leaves: Vec<Leaf> = (0..5).map(leaf).collect();
+        leaves[4].set_replaces(Some(Guid(101)));
+        leaves[1].set_replaces(Some(Guid(102)));
+        let error = build(leaves).unwrap_err().to_string();
+        assert!(error.contains("itself being replaced"), "{error}");
+        // Two children replacing each other leave no slot at all.
+        let leaves: Vec<Leaf> = (0..2).map(leaf).collect();
+        leaves[0].set_replaces(Some(Guid(101)));
+        leaves[1].set_replaces(Some(Guid(100)));
+        assert!(build(leaves).is_err());
     }
 
     #[test]
