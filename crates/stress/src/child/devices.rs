@@ -22,13 +22,13 @@ use std::time::Duration;
 
 use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState};
 use tarn::pool::Pool;
-use tarn::vdev::TopVdev;
+use tarn::vdev::{Leaf, TopVdev};
 
 use super::{pool_dir, scan_request, OpError};
 
 /// The file names of the mirror's sides start with this (the runner creates them).
 pub const MIRROR_PREFIX: &str = "mirror-";
-/// Resilvers [`heal_devices`] starts before it gives up on making the mirror whole.
+/// Resilvers [`heal_devices`] starts before it gives up on making the vdevs whole.
 const HEAL_RESILVERS_MAX: usize = 5;
 /// The pause between the syncs that drive a scan ([`drive_scan`]): room for the other
 /// workers' operations, a snapshot destroy among them, between two rounds of the scan.
@@ -103,26 +103,24 @@ pub fn raidz_child_file(index: usize) -> String {
     format!("{RAIDZ_PREFIX}{index}.img")
 }
 
-/// The pool's leaves whose file names start with `prefix`, in the order of the vdev tree.
-fn leaves_named(pool: &Pool, prefix: &str) -> Vec<Side> {
-    pool.core
-        .io
-        .vdevs
-        .leaves()
-        .filter(|leaf| {
-            (leaf.path.file_name()).is_some_and(|name| name.to_string_lossy().starts_with(prefix))
-        })
-        .map(|leaf| Side {
-            name: leaf.guid.0.to_string(),
-            path: leaf.path.display().to_string(),
-            replaces: leaf.replaces().map(|guid| guid.0),
-        })
-        .collect()
+/// A leaf as the device operations name it.
+fn side_of(leaf: &Leaf) -> Side {
+    Side {
+        name: leaf.guid.0.to_string(),
+        path: leaf.path.display().to_string(),
+        replaces: leaf.replaces().map(|guid| guid.0),
+    }
 }
 
 /// The mirror's sides as the pool has them now (during a replace, three).
 pub(super) fn mirror_sides(pool: &Pool) -> Vec<Side> {
-    leaves_named(pool, MIRROR_PREFIX)
+    (pool.core.io.vdevs.leaves())
+        .filter(|leaf| {
+            (leaf.path.file_name())
+                .is_some_and(|name| name.to_string_lossy().starts_with(MIRROR_PREFIX))
+        })
+        .map(|leaf| side_of(&leaf))
+        .collect()
 }
 
 /// The pool's RAID-Z vdev (the runner makes one).
@@ -139,13 +137,7 @@ pub(super) fn whole_raidz(pool: &Pool) -> Option<(Arc<TopVdev>, Vec<Side>)> {
     if !top.children.iter().all(|leaf| leaf.is_usable()) {
         return None;
     }
-    let children = (top.children.iter())
-        .map(|leaf| Side {
-            name: leaf.guid.0.to_string(),
-            path: leaf.path.display().to_string(),
-            replaces: leaf.replaces().map(|guid| guid.0),
-        })
-        .collect();
+    let children = top.children.iter().map(|leaf| side_of(leaf)).collect();
     Some((top, children))
 }
 
