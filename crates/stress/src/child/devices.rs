@@ -248,10 +248,7 @@ fn resilver_until_whole(pool: &Pool) -> Result<(), OpError> {
     // reaches resilvers too) leaves a side's dirty time log behind: start it again.
     for _ in 0..HEAL_RESILVERS_MAX {
         drive_scan(pool, ScanFunction::Resilver)?;
-        let missing: Vec<String> = (pool.core.io.vdevs.leaves())
-            .filter(|leaf| !leaf.dtl.is_empty())
-            .map(|leaf| leaf.path.display().to_string())
-            .collect();
+        let missing = leaves_missing_txgs(pool);
         if missing.is_empty() {
             return scrub_finds_devices_whole(pool);
         }
@@ -262,6 +259,15 @@ fn resilver_until_whole(pool: &Pool) -> Result<(), OpError> {
     Err(OpError::Inconsistent(format!(
         "the vdevs are not whole after {HEAL_RESILVERS_MAX} resilvers"
     )))
+}
+
+/// The files of the leaves whose dirty time logs still hold txgs: writes they missed, which a
+/// resilver has yet to copy.
+pub(super) fn leaves_missing_txgs(pool: &Pool) -> Vec<String> {
+    (pool.core.io.vdevs.leaves())
+        .filter(|leaf| !leaf.dtl.is_empty())
+        .map(|leaf| leaf.path.display().to_string())
+        .collect()
 }
 
 /// Zero a vdev file whole, labels and all, as a disk swapped for a blank one, keeping its

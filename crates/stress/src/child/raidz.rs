@@ -14,7 +14,9 @@
 //! 3. brings them online one by one, a short pause between two, so that with two away the
 //!    first one's resilver starts while the second is still offline and reads the columns
 //!    it rebuilds from parity with a child missing;
-//! 4. ends, whatever happened, with [`heal_devices`]: every child online, the resilver seen
+//! 4. waits for the resilver, which must leave no leaf's dirty time log holding a txg (no scan
+//!    cancel or other device operation can cut it short: they need the devices lock);
+//! 5. ends, whatever happened, with [`heal_devices`]: every child online, the resilver seen
 //!    through until no leaf's dirty time log holds a txg, and a scrub (which checks parity)
 //!    that finds no bad copy. A child killed part-way leaves children offline (the offline
 //!    state persists), and the next child's heal brings them back the same way.
@@ -28,9 +30,10 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
+use tarn::pool::scan::ScanFunction;
 use tarn::pool::{Pool, PoolError};
 
-use super::devices::{heal_devices, whole_raidz};
+use super::devices::{drive_scan, heal_devices, leaves_missing_txgs, whole_raidz};
 use super::{outcomes, refused, Child, OpError, OpResult};
 
 /// The longest pause between two children brought back online, in milliseconds.
@@ -80,6 +83,15 @@ impl Child {
                     std::thread::sleep(Duration::from_millis(rng.gen_range(0..=ONLINE_GAP_MS)));
                 }
                 pool.online(&children[child].name)?;
+            }
+            // Nothing else takes a leaf away or cancels a scan meanwhile (the devices lock):
+            // the resilver that `online` started must leave no child missing a txg.
+            drive_scan(pool, ScanFunction::Resilver)?;
+            let missing = leaves_missing_txgs(pool);
+            if !missing.is_empty() {
+                return Err(OpError::Inconsistent(format!(
+                    "{count} raidz{parity} children were offline and came back; after the resilver, {missing:?} still miss txgs"
+                )));
             }
             Ok(())
         })();
