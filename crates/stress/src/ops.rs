@@ -32,9 +32,9 @@
 //!   beside every other operation, with no lock of the tool's between the send and a destroy,
 //!   rollback, promote, rename or write of what it reads;
 //! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
-//!   detached, attached and replaced; a mirror side wiped and brought back; faults injected on
-//!   one side of the mirror; copies of old blocks damaged on one side, and the scrubs that
-//!   must repair them; export and import; rewind imports; phases that run the pool near
+//!   detached, attached and replaced; a mirror side wiped and brought back; RAID-Z children
+//!   taken offline and brought back; faults injected on one side of the mirror; copies of old
+//!   blocks damaged on one side or on RAID-Z children, and the scrubs that must repair them; export and import; rewind imports; phases that run the pool near
 //!   full.
 //!
 //! Crashes (SIGKILL of the child at a moment chosen by the seed, in some rounds after a power
@@ -142,6 +142,9 @@ pub enum Op {
     Resilver,
     /// Take a mirror side offline, then bring it online.
     DeviceOfflineOnline,
+    /// Take one to `parity` RAID-Z children offline, then bring them online (a resilver
+    /// follows); with `parity` of them away, one more must be refused.
+    RaidzOfflineOnline,
     /// Detach a mirror side, then attach it again (a resilver follows).
     DeviceDetachAttach,
     /// Replace a device with a new one.
@@ -158,6 +161,10 @@ pub enum Op {
     /// the engine's back (a disk returning bad data), then require a scrub to repair them all
     /// and a second scrub to find nothing left: a scrub's coverage, judged.
     DamageMirrorSide,
+    /// Damage the columns (data and parity) of some blocks of every snapshot on one to
+    /// `parity` RAID-Z children (and sometimes a mirror side's copies too), then require a
+    /// scrub to repair them all and a second scrub to find nothing left.
+    DamageRaidzChildren,
     /// Export the pool and import it again, every thread paused around it.
     ExportImport,
     /// Export, then import rewound explicitly to the txg one or two before the last.
@@ -254,6 +261,9 @@ pub const OPERATIONS: &[OpSpec] = &[
     row(Op::DeviceReplace, 1, true),
     row(Op::MirrorWipeOnline, 1, true),
     row(Op::MirrorWipeReappear, 1, true),
+    // Added with the RAID-Z vdev, after the table was fixed, with the weight of its mirror
+    // sibling (`DeviceOfflineOnline`); no other row was changed for it.
+    row(Op::RaidzOfflineOnline, 2, true),
     // As often as the commonest device operation: like each of them it takes one side away
     // (here by making it misbehave) and ends with a heal and a scrub, and it has five kinds
     // of fault to cover where a device operation has one path.
@@ -262,6 +272,9 @@ pub const OPERATIONS: &[OpSpec] = &[
     // injection it complements: that one damages blocks written while it lasts, this one the
     // old blocks of snapshots, which only a scrub visits. No other row was changed for it.
     row(Op::DamageMirrorSide, 2, true),
+    // Added with the RAID-Z vdev, with the weight of its mirror sibling; no other row was
+    // changed for it.
+    row(Op::DamageRaidzChildren, 2, true),
     // The pool as a whole.
     row(Op::ExportImport, 1, true),
     row(Op::RewindImport, 1, true),
@@ -343,7 +356,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 52);
+        assert_eq!(seen.len(), 54);
     }
 
     #[test]

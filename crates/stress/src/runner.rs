@@ -21,9 +21,10 @@
 //! crash left them and as the parent left them, the journal, the log and a note with the seed
 //! and the message go to `failures/SEED-rROUND/` under the run's directory (or the loop's).
 //!
-//! The seed also chooses the pool's ashift (12, or 9 one time in four) when the run creates
-//! the pool (a two-way mirror and a second top-level vdev, each 96 MiB sparse files), and how
-//! its scans are paced ([`SCAN_PACING`]); the run prints both.
+//! The seed also chooses the pool's ashift (12, or 9 one time in four) and its RAID-Z vdev
+//! ([`RaidzLayout`]) when the run creates the pool (a two-way mirror and a second top-level
+//! vdev, each 96 MiB sparse files, and the RAID-Z vdev of [`RAIDZ_CHILD_SIZE`] files), and how
+//! its scans are paced ([`SCAN_PACING`]); the run prints them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child as Process, Command, Stdio};
@@ -36,8 +37,9 @@ use tarn::pool::{CreateOptions, ImportOptions, Pool, VdevSpec};
 use tarn::tunables::Tunables;
 
 use crate::child::{
-    counts_path, pool_dir, read_fault_counts, read_outcome_counts, read_space_counts, replica_dir,
-    Death, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV, SECOND_VDEV,
+    counts_path, pool_dir, raidz_child_file, read_fault_counts, read_outcome_counts,
+    read_space_counts, replica_dir, Death, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV,
+    SECOND_VDEV,
 };
 use crate::exit_status::{EXIT_INCONSISTENT, EXIT_PANIC};
 use crate::journal::{journal_path, Promises};
@@ -49,6 +51,10 @@ use crate::tag::mix;
 pub const POOL_NAME: &str = "stress";
 /// Bytes in each vdev file (sparse).
 const VDEV_SIZE: u64 = 96 << 20;
+/// Bytes in each RAID-Z child's file (sparse): the engine's smallest vdev, less than the other
+/// vdevs', so that the three to five of them add room without making a near-full phase fill
+/// twice as much.
+pub const RAIDZ_CHILD_SIZE: u64 = 64 << 20;
 /// Bytes in the second pool's vdev file (sparse): room for the copies the child keeps.
 const REPLICA_VDEV_SIZE: u64 = 128 << 20;
 /// How long past its deadline a child may run before the parent calls it hung.
@@ -152,7 +158,7 @@ impl Summary {
             .map(|(outcome, count)| format!("; {outcome}: {count}"))
             .collect();
         format!(
-            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} damaged copies on one side; {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots{outcomes}",
+            "{} operations ({} refused), {} kills, {} power cuts, {} clean ends, {} imports, {} failures; injected {} faults ({} I/Os hit, {} copies repaired); {} damaged copies (mirror sides, raidz columns); {} near-full phases ({} MiB filled, {} refused for space); verified {} files, {} tagged blocks, {} fsync promises; receives: {} full, {} incremental, {} resumed; verified {} received snapshots{outcomes}",
             self.operations,
             self.refusals,
             self.kills,
@@ -229,6 +235,55 @@ pub fn livelist_min_percent_shared(seed: u64) -> u64 {
     }
 }
 
+/// The RAID-Z vdev of a seed's pool: its parity and its number of children (files
+/// `raidz-0.img` ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaidzLayout {
+    pub parity: u8,
+    pub children: usize,
+}
+
+/// The layouts a seed chooses from, equally: raidz1 of 3 or 4, raidz2 of 4 or 5.
+const RAIDZ_LAYOUTS: [RaidzLayout; 4] = [
+    RaidzLayout {
+        parity: 1,
+        children: 3,
+    },
+    RaidzLayout {
+        parity: 1,
+        children: 4,
+    },
+    RaidzLayout {
+        parity: 2,
+        children: 4,
+    },
+    RaidzLayout {
+        parity: 2,
+        children: 5,
+    },
+];
+
+impl RaidzLayout {
+    /// The seed's layout, drawn from a generator of its own so that the draws of the seeds'
+    /// other choices stay as they were.
+    pub fn of_seed(seed: u64) -> RaidzLayout {
+        let mut rng = StdRng::seed_from_u64(mix(seed ^ 0x4a1d_2a1d_2a1d));
+        RAIDZ_LAYOUTS[rng.gen_range(0..RAIDZ_LAYOUTS.len())]
+    }
+
+    /// The children's files in the pool directory `pool`, in column order.
+    pub fn paths(&self, pool: &Path) -> Vec<PathBuf> {
+        (0..self.children)
+            .map(|index| pool.join(raidz_child_file(index)))
+            .collect()
+    }
+
+    /// How the layout reads in a seed's configuration line.
+    pub fn describe(&self) -> String {
+        format!("raidz{} of {} children", self.parity, self.children)
+    }
+}
+
 /// How a seed's scan pacing reads in its configuration line.
 pub fn describe_pacing(scan_blocks_per_txg_max: u64) -> String {
     if scan_blocks_per_txg_max == u64::MAX {
@@ -256,9 +311,11 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
     let late_totals = seed_rng.gen_ratio(1, 3);
     let livelist_share = livelist_min_percent_shared(options.seed);
     let tunables = tunables(ashift, pacing, livelist_share);
+    let raidz = RaidzLayout::of_seed(options.seed);
     println!(
-        "tarn-stress: seed {}: ashift {ashift}, {}, clones keep livelists down to {livelist_share}% shared{}",
+        "tarn-stress: seed {}: ashift {ashift}, {}, {}, clones keep livelists down to {livelist_share}% shared{}",
         options.seed,
+        raidz.describe(),
         describe_pacing(pacing),
         if late_totals {
             format!(", deadlist_totals enabled from round {LATE_FEATURE_ROUND}")
@@ -271,25 +328,36 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         pool_dir(dir).join(format!("{MIRROR_PREFIX}b.img")),
         pool_dir(dir).join(SECOND_VDEV),
     ];
-    let reimport = vdevs.iter().any(|path| path.exists());
+    let raidz_paths = raidz.paths(&pool_dir(dir));
+    let reimport = vdevs.iter().chain(&raidz_paths).any(|path| path.exists());
     if reimport {
         log::info!("re-importing the pool in {}", dir.display());
     } else {
         log::info!(
-            "creating pool {POOL_NAME} in {} (ashift {ashift})",
-            dir.display()
+            "creating pool {POOL_NAME} in {} (ashift {ashift}, {})",
+            dir.display(),
+            raidz.describe()
         );
+        // Made here at their own size: `create_size` would make them as large as the others.
+        for path in &raidz_paths {
+            create_sparse_file(path, RAIDZ_CHILD_SIZE)?;
+        }
         let pool = Pool::create(CreateOptions {
             name: POOL_NAME.into(),
             vdevs: vec![
                 VdevSpec::Mirror(vec![vdevs[0].clone(), vdevs[1].clone()]),
                 VdevSpec::Leaf(vdevs[2].clone()),
+                VdevSpec::Raidz {
+                    parity: raidz.parity,
+                    paths: raidz_paths.clone(),
+                },
             ],
             log: Vec::new(),
             cache: Vec::new(),
             create_size: Some(VDEV_SIZE),
-            // A mirror beside a single disk on purpose (both kinds of top-level vdev under
-            // one pool's faults): `zpool create -f`'s mismatched replication level.
+            // A mirror and a RAID-Z vdev beside a single disk on purpose (every kind of
+            // top-level vdev under one pool's faults): `zpool create -f`'s mismatched
+            // replication level.
             force: true,
             tunables: tunables.clone(),
             wrap_device: None,
@@ -907,6 +975,12 @@ fn import_check_export(
     problems
 }
 
+/// Make `path` a sparse file of `size` bytes (new, or cut to that size).
+fn create_sparse_file(path: &Path, size: u64) -> Result<(), String> {
+    let made = std::fs::File::create(path).and_then(|file| file.set_len(size));
+    made.map_err(|error| format!("{}: {error}", path.display()))
+}
+
 /// Create the second pool (a single sparse vdev in `replica/`), unless it is there.
 fn create_replica_pool(dir: &Path, tunables: &Tunables) -> Result<(), String> {
     let vdev = replica_dir(dir).join(REPLICA_VDEV);
@@ -1028,12 +1102,13 @@ fn keep_failure(
         }
     }
     let text = format!(
-        "seed {seed}, round {round}, {threads} threads{replay}{excluded}; ashift {ashift}, {pacing}\n\
+        "seed {seed}, round {round}, {threads} threads{replay}{excluded}; ashift {ashift}, {raidz}, {pacing}\n\
          replay: tarn-stress --replay {seed} --duration SECONDS --dir NEW_DIR\n\
          (a replay runs one worker; a failure that needs two threads' timing may not recur)\n\n\
          {problems}\n{notes}",
         seed = options.seed,
         ashift = tunables.vdev_ashift,
+        raidz = RaidzLayout::of_seed(options.seed).describe(),
         pacing = describe_pacing(tunables.scan_blocks_per_txg_max),
         threads = if options.replay { 1 } else { options.threads },
         replay = if options.replay { " (replay)" } else { "" },

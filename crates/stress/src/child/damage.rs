@@ -1,21 +1,34 @@
-//! Damaged sectors on one side of the mirror, and the scrub that must repair every one.
+//! Damaged sectors on one side of the mirror or on RAID-Z children, and the scrub that must
+//! repair every one.
 //!
 //! # Theory
-//! A disk can return bad data without an error: the mirror's other side holds a good copy, and
-//! a scrub is what finds and rewrites every bad copy, whether or not anything reads it. Its
-//! promise is coverage: every block born before it started and still in the pool when it ends
-//! has been read on every side. A scan that skipped blocks (a snapshot destroyed under it that
-//! took the only walk of blocks its next dataset still holds, say) looks exactly like one that
-//! did not, unless some skipped block was bad. So [`crate::ops::Op::DamageMirrorSide`] makes bad copies
-//! where a scan has to look for them, and the scrub that follows is judged.
+//! A disk can return bad data without an error: the mirror's other side holds a good copy,
+//! the other RAID-Z children hold the columns (and parity) to rebuild a bad one, and a scrub
+//! is what finds and rewrites every bad copy, whether or not anything reads it. Its promise
+//! is coverage: every block born before it started and still in the pool when it ends has
+//! been read on every side, every column and every parity column checked. A scan that
+//! skipped blocks (a snapshot destroyed under it that took the only walk of blocks its next
+//! dataset still holds, say) looks exactly like one that did not, unless some skipped block
+//! was bad. So [`crate::ops::Op::DamageMirrorSide`] and
+//! [`crate::ops::Op::DamageRaidzChildren`] make bad copies where a scan has to look for them,
+//! and the scrub that follows is judged.
+//!
+//! The targets: `DamageMirrorSide` damages the copies on ONE side of the mirror, chosen by the
+//! seed; `DamageRaidzChildren` the columns on one to `parity` RAID-Z children, chosen by the
+//! seed, data and parity columns alike (a bad parity column is found only by the scrub's
+//! parity check, never by a read), and one time in two a mirror side's copies as well. A
+//! RAID-Z map puts at most one column of a block on a child, so no block has more bad columns
+//! than its parity rebuilds. A bad column is a bad copy in the scrub's count (`copies_bad`:
+//! the engine counts each column it rewrote), so a block with two damaged columns counts
+//! twice, as [`PendingDamage::copies`] does.
 //!
 //! The operation, holding the devices lock (so the mirror is whole and no device operation,
 //! fault injection or scan request runs meanwhile: [`super::devices`]),
-//! 1. takes a long hold on every snapshot of the pool, and damages the copies on ONE side,
-//!    chosen by the seed, of a few blocks of each snapshot's own interval (data and indirect
+//! 1. takes a long hold on every snapshot of the pool, and damages the copies (or columns) on
+//!    the targets of a few blocks of each snapshot's own interval (data and indirect
 //!    blocks of its files born after the snapshot before it, [`BLOCKS_PER_SNAPSHOT`]: the
 //!    blocks a scan visits with that snapshot, so that every snapshot's walk has bad copies
-//!    to find): bytes of the side's file are changed behind the engine's back, as a disk
+//!    to find): bytes of the targets' files are changed behind the engine's back, as a disk
 //!    returning bad data would. Snapshots never change and, held, cannot be destroyed, so
 //!    none of their blocks is freed and reused while it is being damaged;
 //! 2. releases the holds, starts a whole scrub (born after every damaged block) and notes the
@@ -32,8 +45,8 @@
 //! which must leave no copy unrepaired and no error; then a second whole scrub must find no
 //! bad copy at all. Every damaged block was born before the first scrub started, so a bad
 //! copy the second one finds is a block still in the pool that the first one did not visit.
-//! Until then nothing can take a side away or damage copies (both need the devices lock or
-//! settle first), and a block freed between the damage and the first scrub's visit is in
+//! Until then nothing can take a side or a child away or damage copies (both need the devices
+//! lock or settle first), and a block freed between the damage and the first scrub's visit is in
 //! neither scrub's trees, so the second scrub's count is the first's misses exactly; a copy a
 //! reader repaired meanwhile is simply no longer bad.
 //!
@@ -43,44 +56,130 @@
 //! settling syncs a few txgs after its last scrub, so that no rewind import reaches a txg in
 //! which a damaged block freed before the first scrub's visit is referenced again.
 
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
+use tarn::block::blkptr::Dva;
 use tarn::object::tree::visit_tree;
 use tarn::pool::holds::Holder;
 use tarn::pool::scan::{ScanFunction, ScanState};
 use tarn::pool::Pool;
-use tarn::types::{Guid, Txg};
+use tarn::types::{Guid, Txg, VdevId};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
+use tarn::vdev::raidz::{block_map, RaidzGeometry};
 
 use super::devices::{
     cancel_paused_scrub, check_scrub_coverage, drive_scan, run_scrub, scan_phys, two_sides,
+    whole_raidz, Side,
 };
 use super::faults::CORRUPTION_MARKER;
-use super::{refused, Child, OpError, OpResult};
+use super::{outcomes, refused, Child, OpError, OpResult};
 
-/// Blocks of each snapshot's interval whose copy on the chosen side is damaged, at most.
+/// Blocks of each snapshot's interval whose copies on the targets are damaged, at most.
 const BLOCKS_PER_SNAPSHOT: usize = 8;
-/// Bytes damaged at the start of each block, at most (within its checksummed bytes).
+/// Bytes damaged at the start of each block or column, at most (within its checksummed
+/// bytes: a column's first byte is always one of the block's, or parity over them).
 const DAMAGE_BYTES_MAX: usize = 512;
 /// Syncs after the last scrub: more txgs than an explicit rewind goes back (see the module
 /// documentation).
 const SYNCS_AFTER: usize = 6;
 
-/// One copy to damage: the byte offset in the side's file, and how many bytes.
+/// One copy (or RAID-Z column) to damage: the file (an index into [`Targets::files`]), the
+/// byte offset in it, and how many bytes.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Extent {
+    file: usize,
     offset: u64,
     bytes: u64,
+    /// A RAID-Z parity column (found bad only by a scrub's parity check).
+    parity: bool,
 }
 
-/// Damage made by [`Child::damage_mirror_side`] and not yet settled.
+/// Where one operation damages copies: a mirror side, RAID-Z children, or both; each block
+/// keeps a good copy, or columns enough to rebuild one.
+#[derive(Default)]
+struct Targets {
+    /// The files damaged, by [`Extent::file`].
+    files: Vec<String>,
+    /// The mirror and the file of its damaged side.
+    mirror: Option<(VdevId, usize)>,
+    /// The RAID-Z vdev's damaged children, if any.
+    raidz: Option<RaidzTargets>,
+}
+
+/// The RAID-Z children one operation damages.
+struct RaidzTargets {
+    vdev: VdevId,
+    geometry: RaidzGeometry,
+    /// Each damaged child (its index in the geometry) with its file ([`Extent::file`]).
+    children: Vec<(usize, usize)>,
+}
+
+impl Targets {
+    /// Add the mirror side `side`; refused if it is gone.
+    fn add_mirror_side(&mut self, pool: &Pool, side: &Side) -> OpResult {
+        let guid = Guid(side.name.parse().expect("a side's name is its guid"));
+        let Some((mirror, _)) = pool.core.io.vdevs.leaf_by_guid(guid) else {
+            return refused("the side is gone");
+        };
+        self.mirror = Some((mirror.id, self.files.len()));
+        self.files.push(side.path.clone());
+        Ok(())
+    }
+
+    /// The bytes to damage in one copy (`dva`) of a block of `size_physical` bytes: on the
+    /// mirror side, the copy's first bytes; on the RAID-Z vdev, the first bytes of each column
+    /// the block's map ([`block_map`]) puts on a damaged child, data or parity. Up to `parity`
+    /// children are damaged, and a map puts at most one column on a child, so the block keeps
+    /// enough columns to be rebuilt; each damaged column is a bad copy in a scrub's count.
+    fn copy_extents(&self, dva: &Dva, size_physical: u64) -> Vec<Extent> {
+        let mut extents = Vec::new();
+        if let Some((vdev, file)) = self.mirror {
+            if dva.vdev == vdev {
+                extents.push(Extent {
+                    file,
+                    offset: VDEV_LABEL_START_SIZE + dva.offset,
+                    bytes: size_physical
+                        .min(dva.size_allocated)
+                        .min(DAMAGE_BYTES_MAX as u64),
+                    parity: false,
+                });
+            }
+        }
+        if let Some(raidz) = &self.raidz {
+            if dva.vdev == raidz.vdev {
+                let map = block_map(&raidz.geometry, dva.offset, size_physical);
+                let accessed = &map.columns[..map.accessed_columns()];
+                for (index, column) in accessed.iter().enumerate() {
+                    let damaged = raidz
+                        .children
+                        .iter()
+                        .find(|(child, _)| *child == column.child);
+                    if let Some(&(_, file)) = damaged {
+                        extents.push(Extent {
+                            file,
+                            offset: VDEV_LABEL_START_SIZE + column.child_offset,
+                            bytes: column.size.min(DAMAGE_BYTES_MAX as u64),
+                            parity: index < map.parity,
+                        });
+                    }
+                }
+            }
+        }
+        extents
+    }
+}
+
+/// Damage made by [`Child::damage_copies`] and not yet settled.
 pub(super) struct PendingDamage {
-    /// The damaged side's file.
-    side: String,
+    /// The damaged files, named for the messages.
+    targets: String,
+    /// Copies and columns damaged: what a scrub counts as bad copies, before reads repair
+    /// some and destroys free others.
     copies: u64,
     /// The pool's last synced txg once the damage was made: every damaged block was born in
     /// it or before, and a scrub that started after it has `max_txg` at least this.
@@ -88,17 +187,56 @@ pub(super) struct PendingDamage {
 }
 
 impl Child {
-    /// The operation: see the module documentation. The caller holds the devices lock, and
-    /// any damage made before has been settled.
+    /// `DamageMirrorSide`: see the module documentation. The caller holds the devices lock,
+    /// and any damage made before has been settled.
     pub(super) fn damage_mirror_side(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
         let Some(sides) = two_sides(pool) else {
             return refused("the mirror is not two whole sides");
         };
-        let side = &sides[rng.gen_range(0..2)];
-        let guid = Guid(side.name.parse().expect("a side's name is its guid"));
-        let Some((mirror, _)) = pool.core.io.vdevs.leaf_by_guid(guid) else {
-            return refused("the side is gone");
+        let mut targets = Targets::default();
+        targets.add_mirror_side(pool, &sides[rng.gen_range(0..2)])?;
+        self.damage_copies(pool, &targets, rng)
+    }
+
+    /// `DamageRaidzChildren`: the columns on one to `parity` RAID-Z children, and one time in
+    /// two the copies on a mirror side as well. As [`Child::damage_mirror_side`].
+    pub(super) fn damage_raidz_children(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
+        let Some((top, children)) = whole_raidz(pool) else {
+            return refused("the raidz vdev is not whole");
         };
+        let geometry = top.raidz_geometry().expect("a RAID-Z vdev");
+        let mut targets = Targets::default();
+        if rng.gen_ratio(1, 2) {
+            if let Some(sides) = two_sides(pool) {
+                targets.add_mirror_side(pool, &sides[rng.gen_range(0..2)])?;
+            }
+        }
+        let count = rng.gen_range(1..=geometry.parity);
+        let mut chosen: Vec<usize> = (0..children.len()).collect();
+        chosen.shuffle(rng);
+        chosen.truncate(count);
+        chosen.sort_unstable();
+        let damaged = (chosen.into_iter())
+            .map(|child| {
+                targets.files.push(children[child].path.clone());
+                (child, targets.files.len() - 1)
+            })
+            .collect();
+        targets.raidz = Some(RaidzTargets {
+            vdev: top.id,
+            geometry,
+            children: damaged,
+        });
+        outcomes::note(match count {
+            1 => "raidz damage on one child",
+            _ => "raidz damage on two children",
+        });
+        self.damage_copies(pool, &targets, rng)
+    }
+
+    /// Damage copies of a few blocks of every snapshot on `targets` (see the module
+    /// documentation) and start the scrub that must repair them.
+    fn damage_copies(&self, pool: &Pool, targets: &Targets, rng: &mut StdRng) -> OpResult {
         let mut snapshots: Vec<String> = (pool.snapshots().into_iter())
             .map(|info| info.name)
             .collect();
@@ -113,21 +251,19 @@ impl Child {
             holds.push(hold);
             let previous = pool.dataset_records(snapshot)?.phys.prev_snapshot_txg;
             let objset = pool.snapshot_objset(snapshot)?;
-            let mut candidates = Vec::new();
+            // One candidate per copy on a target: its extents are damaged together.
+            let mut candidates: Vec<Vec<Extent>> = Vec::new();
             let objects = objset.synced_objects().map_err(engine_error)?;
             for (_, dnode) in objects {
                 visit_tree(&pool.core.io, &dnode, &mut |bp| {
                     if bp.embedded || bp.is_hole() || bp.is_gang() || bp.birth_logical <= previous {
                         return Ok(());
                     }
-                    for dva in bp.copies().filter(|dva| dva.vdev == mirror.id) {
-                        candidates.push(Extent {
-                            offset: VDEV_LABEL_START_SIZE + dva.offset,
-                            bytes: u64::from(bp.size_physical)
-                                .min(dva.size_allocated)
-                                .min(DAMAGE_BYTES_MAX as u64),
-                        });
-                    }
+                    candidates.extend(
+                        (bp.copies())
+                            .map(|dva| targets.copy_extents(dva, u64::from(bp.size_physical)))
+                            .filter(|extents| !extents.is_empty()),
+                    );
                     Ok(())
                 })
                 .map_err(engine_error)?;
@@ -135,6 +271,7 @@ impl Child {
             extents.extend(
                 candidates
                     .choose_multiple(rng, BLOCKS_PER_SNAPSHOT)
+                    .flatten()
                     .copied(),
             );
         }
@@ -144,16 +281,26 @@ impl Child {
         let marker = self.plan.dir.join(CORRUPTION_MARKER);
         std::fs::write(&marker, b"")
             .map_err(|error| OpError::Inconsistent(format!("{}: {error}", marker.display())))?;
-        let copies = damage(&side.path, &extents, rng)?;
+        let copies = damage(&targets.files, &extents, rng)?;
         drop(holds);
         self.faults.damaged.fetch_add(copies, Ordering::Relaxed);
+        for extent in extents
+            .iter()
+            .filter(|extent| Some(extent.file) != targets.mirror.map(|(_, file)| file))
+        {
+            outcomes::note(if extent.parity {
+                "raidz parity columns damaged"
+            } else {
+                "raidz data columns damaged"
+            });
+        }
+        let described = targets.files.join(", ");
         log::info!(
-            "damaged {copies} copies on {} in {} snapshots",
-            side.path,
+            "damaged {copies} copies on {described} in {} snapshots",
             snapshots.len()
         );
         *self.damage.lock() = Some(PendingDamage {
-            side: side.path.clone(),
+            targets: described,
             copies,
             txg: pool.last_synced_txg(),
         });
@@ -197,16 +344,16 @@ impl Child {
         check_scrub_coverage(pool)?;
         if first.unrepaired > 0 || first.errors > 0 {
             return Err(OpError::Inconsistent(format!(
-                "settling an earlier DamageMirrorSide: {} copies damaged on {}, the other side whole: the scrub after found {} bad copies, {} unrepaired, {} errors",
-                pending.copies, pending.side, first.copies_bad, first.unrepaired, first.errors
+                "settling earlier damage: {} copies damaged on {}, every block with a good copy or columns enough: the scrub after found {} bad copies, {} unrepaired, {} errors",
+                pending.copies, pending.targets, first.copies_bad, first.unrepaired, first.errors
             )));
         }
         let second = run_scrub(pool)?;
         if second.copies_bad > 0 || second.unrepaired > 0 || second.errors > 0 {
             return Err(OpError::Inconsistent(format!(
-                "settling an earlier DamageMirrorSide: {} copies damaged on {} in txg {} or before; the scrub after (txgs {}..={} scanned) found {} bad copies and repaired them, and a second scrub found {} more ({} unrepaired, {} errors): the first scrub did not visit every block",
+                "settling earlier damage: {} copies damaged on {} in txg {} or before; the scrub after (txgs {}..={} scanned) found {} bad copies and repaired them, and a second scrub found {} more ({} unrepaired, {} errors): the first scrub did not visit every block",
                 pending.copies,
-                pending.side,
+                pending.targets,
                 pending.txg,
                 first.min_txg,
                 first.max_txg,
@@ -228,7 +375,7 @@ impl Child {
         log::info!(
             "{} copies damaged on {}: the scrub after found {} bad, the second none",
             pending.copies,
-            pending.side,
+            pending.targets,
             first.copies_bad
         );
         Ok(())
@@ -240,24 +387,35 @@ fn engine_error(error: tarn::object::ObjectError) -> OpError {
     tarn::pool::PoolError::Object(error).into()
 }
 
-/// Change the first bytes of each extent of the side's file (every byte flipped, so each
-/// copy is surely bad) and make it durable; the copies damaged.
-fn damage(path: &str, extents: &[Extent], rng: &mut StdRng) -> Result<u64, OpError> {
-    let io = |error: std::io::Error| OpError::Inconsistent(format!("damaging {path}: {error}"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io)?;
+/// Change the first bytes of each extent of `files` (every byte flipped, so each copy or
+/// column is surely bad) and make them durable; the copies damaged.
+fn damage(files: &[String], extents: &[Extent], rng: &mut StdRng) -> Result<u64, OpError> {
+    let io = |path: &str, error: std::io::Error| {
+        OpError::Inconsistent(format!("damaging {path}: {error}"))
+    };
+    let opened: Vec<File> = (files.iter())
+        .map(|path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(|error| io(path, error))
+        })
+        .collect::<Result<_, _>>()?;
     for extent in extents {
+        let (path, file) = (&files[extent.file], &opened[extent.file]);
         let length = rng.gen_range(1..=extent.bytes as usize);
         let mut bytes = vec![0u8; length];
-        file.read_exact_at(&mut bytes, extent.offset).map_err(io)?;
+        file.read_exact_at(&mut bytes, extent.offset)
+            .map_err(|error| io(path, error))?;
         for byte in &mut bytes {
             *byte = !*byte;
         }
-        file.write_all_at(&bytes, extent.offset).map_err(io)?;
+        file.write_all_at(&bytes, extent.offset)
+            .map_err(|error| io(path, error))?;
     }
-    file.sync_data().map_err(io)?;
+    for (path, file) in files.iter().zip(&opened) {
+        file.sync_data().map_err(|error| io(path, error))?;
+    }
     Ok(extents.len() as u64)
 }

@@ -1,35 +1,43 @@
-//! The mirror's devices: what the device operations of [`super`] do to them, and how the
-//! child brings the mirror back whole.
+//! The pool's redundant devices: what the device operations of [`super`] do to them, and how
+//! the child brings them back whole.
 //!
 //! # Theory
 //! The pool is a two-way mirror (files `mirror-a.img` and `mirror-b.img`, or the names a
-//! replace moved them to) beside a second top-level vdev that is never touched (it has no
-//! redundancy). Device operations take a side away in every way the engine offers (offline,
-//! detach, replace, a wipe of the file, labels and all, while the pool runs or while it is
-//! exported) and bring it back. What makes this a test of the engine and not of luck is
-//! that the tool never takes away the only complete copy on its own: each operation starts
-//! from a whole mirror, and [`heal_mirror`] ends it with one, every side online, labelled and
-//! resilvered (no side's dirty time log left). So whatever the oracle then finds missing,
-//! the engine lost.
+//! replace moved them to) and a RAID-Z vdev (files `raidz-0.img`, `raidz-1.img`, ..., one or
+//! two columns of parity as the seed chose: see `runner`) beside a second top-level vdev that
+//! is never touched (it has no redundancy). Device operations take a mirror side away in
+//! every way the engine offers (offline, detach, replace, a wipe of the file, labels and all,
+//! while the pool runs or while it is exported) and bring it back; and they take up to
+//! `parity` RAID-Z children offline ([`super::raidz`]), the only way the engine offers for a
+//! RAID-Z child that can be undone without `replace`. What makes this a test of the engine
+//! and not of luck is that the tool never takes away the last redundancy on its own: each
+//! operation starts from whole vdevs, and [`heal_devices`] ends it with them, every mirror
+//! side and RAID-Z child online, labelled and resilvered (no leaf's dirty time log left). So
+//! whatever the oracle then finds missing, the engine lost.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use std::time::Duration;
 
 use tarn::pool::scan::{ScanFunction, ScanPhys, ScanState};
 use tarn::pool::Pool;
+use tarn::vdev::{Leaf, TopVdev};
 
 use super::{pool_dir, scan_request, OpError};
 
 /// The file names of the mirror's sides start with this (the runner creates them).
 pub const MIRROR_PREFIX: &str = "mirror-";
-/// Resilvers [`heal_mirror`] starts before it gives up on making the mirror whole.
+/// Resilvers [`heal_devices`] starts before it gives up on making the vdevs whole.
 const HEAL_RESILVERS_MAX: usize = 5;
 /// The pause between the syncs that drive a scan ([`drive_scan`]): room for the other
 /// workers' operations, a snapshot destroy among them, between two rounds of the scan.
 const DRIVE_INTERVAL: Duration = Duration::from_millis(5);
 /// The file name of the pool's second top-level vdev (the runner creates it).
 pub const SECOND_VDEV: &str = "second.img";
+/// The file names of the RAID-Z vdev's children start with this (the runner creates them:
+/// [`raidz_child_file`]).
+pub const RAIDZ_PREFIX: &str = "raidz-";
 /// Appended to a mirror side's file name when it is replaced by a new file (and taken off
 /// again at the next replace).
 const REPLACED_SUFFIX: &str = ".new";
@@ -90,22 +98,47 @@ pub(super) struct Side {
     pub replaces: Option<u64>,
 }
 
+/// The file name of the RAID-Z vdev's child `index`.
+pub fn raidz_child_file(index: usize) -> String {
+    format!("{RAIDZ_PREFIX}{index}.img")
+}
+
+/// A leaf as the device operations name it.
+fn side_of(leaf: &Leaf) -> Side {
+    Side {
+        name: leaf.guid.0.to_string(),
+        path: leaf.path.display().to_string(),
+        replaces: leaf.replaces().map(|guid| guid.0),
+    }
+}
+
 /// The mirror's sides as the pool has them now (during a replace, three).
 pub(super) fn mirror_sides(pool: &Pool) -> Vec<Side> {
-    pool.core
-        .io
-        .vdevs
-        .leaves()
+    (pool.core.io.vdevs.leaves())
         .filter(|leaf| {
             (leaf.path.file_name())
                 .is_some_and(|name| name.to_string_lossy().starts_with(MIRROR_PREFIX))
         })
-        .map(|leaf| Side {
-            name: leaf.guid.0.to_string(),
-            path: leaf.path.display().to_string(),
-            replaces: leaf.replaces().map(|guid| guid.0),
-        })
+        .map(|leaf| side_of(&leaf))
         .collect()
+}
+
+/// The pool's RAID-Z vdev (the runner makes one).
+pub(super) fn raidz_top(pool: &Pool) -> Option<Arc<TopVdev>> {
+    (pool.core.io.vdevs.tops().iter())
+        .find(|top| top.raidz_geometry().is_some())
+        .cloned()
+}
+
+/// The RAID-Z vdev with every child usable (online and present), and its children's names
+/// in column order (child `i` of the geometry is `children[i]`); None otherwise.
+pub(super) fn whole_raidz(pool: &Pool) -> Option<(Arc<TopVdev>, Vec<Side>)> {
+    let top = raidz_top(pool)?;
+    if !top.children.iter().all(|leaf| leaf.is_usable()) {
+        return None;
+    }
+    let children = top.children.iter().map(|leaf| side_of(leaf)).collect();
+    Some((top, children))
 }
 
 /// The two sides of a whole mirror, with nothing being replaced; None otherwise.
@@ -132,12 +165,20 @@ fn mirror_side_paths(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Bring the mirror back to two whole sides, whatever came before (a side offline, wiped,
-/// half replaced, or detached with its attach refused, or a child killed in the middle of
-/// any of these), and wait for the resilver: each device operation starts from, and leaves,
-/// a whole mirror, so none takes away the only good copy. A side that `online` refuses (its
-/// label is gone) is replaced in place; a missing second side is attached anew.
-pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
+/// Bring the mirror back to two whole sides and the RAID-Z vdev to every child online,
+/// whatever came before (a side offline, wiped, half replaced, or detached with its attach
+/// refused, children offline, or a child killed in the middle of any of these), and wait for
+/// the resilver: each device operation starts from, and leaves, whole vdevs, so none takes
+/// away the last redundancy. A mirror side that `online` refuses (its label is gone) is
+/// replaced in place; a missing second side is attached anew.
+pub(super) fn heal_devices(pool: &Pool, dir: &Path) -> Result<(), OpError> {
+    heal_mirror(pool, dir)?;
+    heal_raidz(pool)?;
+    resilver_until_whole(pool)
+}
+
+/// The mirror's part of [`heal_devices`]: two sides, online, nothing being replaced.
+fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
     // A replace a dead child left in progress is seen through first.
     for side in mirror_sides(pool) {
         if side.replaces.is_some() {
@@ -172,24 +213,61 @@ pub(super) fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
         create_device_file(&free, pool_dir(dir).join(SECOND_VDEV))?;
         pool.attach(&only.name, &free, true)?;
     }
+    Ok(())
+}
+
+/// The RAID-Z part of [`heal_devices`]: every child online. The tool only ever takes a child
+/// offline (never blanks or detaches one: `replace`, the only way back for a blank child, is
+/// not offered for RAID-Z children yet), so `online` must take each back: a refusal, or a
+/// child missing, is the engine's failure.
+fn heal_raidz(pool: &Pool) -> Result<(), OpError> {
+    let Some(top) = raidz_top(pool) else {
+        return Err(OpError::Inconsistent(
+            "the pool has no RAID-Z vdev any more".into(),
+        ));
+    };
+    for leaf in top.children.iter().filter(|leaf| !leaf.is_usable()) {
+        log::info!(
+            "{}: a RAID-Z child away; bringing it online",
+            leaf.path.display()
+        );
+        pool.online(&leaf.guid.0.to_string()).map_err(|error| {
+            OpError::Inconsistent(format!(
+                "{}: a RAID-Z child the tool only took offline: online refused: {error}",
+                leaf.path.display()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The end of [`heal_devices`]: resilver until no leaf misses a txg, then a scrub must find
+/// no bad copy.
+fn resilver_until_whole(pool: &Pool) -> Result<(), OpError> {
     // Whole means no side still misses txgs. A resilver that ended early (a scan cancel
     // reaches resilvers too) leaves a side's dirty time log behind: start it again.
     for _ in 0..HEAL_RESILVERS_MAX {
         drive_scan(pool, ScanFunction::Resilver)?;
-        let missing: Vec<String> = (pool.core.io.vdevs.leaves())
-            .filter(|leaf| !leaf.dtl.is_empty())
-            .map(|leaf| leaf.path.display().to_string())
-            .collect();
+        let missing = leaves_missing_txgs(pool);
         if missing.is_empty() {
-            return scrub_finds_mirror_whole(pool);
+            return scrub_finds_devices_whole(pool);
         }
         log::info!("{missing:?} still miss txgs after the resilver; resilvering again");
         pool.core.resilver_if_needed();
         pool.sync()?;
     }
     Err(OpError::Inconsistent(format!(
-        "the mirror is not whole after {HEAL_RESILVERS_MAX} resilvers"
+        "the vdevs are not whole after {HEAL_RESILVERS_MAX} resilvers"
     )))
+}
+
+/// The files of the leaves whose dirty time logs still hold txgs: writes they missed, which a
+/// resilver has yet to copy.
+pub(super) fn leaves_missing_txgs(pool: &Pool) -> Vec<String> {
+    (pool.core.io.vdevs.leaves())
+        .filter(|leaf| !leaf.dtl.is_empty())
+        .map(|leaf| leaf.path.display().to_string())
+        .collect()
 }
 
 /// Zero a vdev file whole, labels and all, as a disk swapped for a blank one, keeping its
@@ -239,15 +317,16 @@ pub(super) fn replacement_path(side: &str) -> PathBuf {
     }
 }
 
-/// Scrub the pool and require that no copy was bad: the resilver that [`heal_mirror`] saw
-/// through claimed to have made every side whole, and a side still missing a block then is
-/// the engine's failure, caught here at the operation that caused it rather than later,
-/// when the other side is taken away and the block reads from nowhere.
-fn scrub_finds_mirror_whole(pool: &Pool) -> Result<(), OpError> {
+/// Scrub the pool and require that no copy was bad: the resilver that [`heal_devices`] saw
+/// through claimed to have made every mirror side and RAID-Z child whole, and a leaf still
+/// missing a block (or a column) then is the engine's failure, caught here at the operation
+/// that caused it rather than later, when another leaf is taken away and the block reads
+/// from nowhere.
+fn scrub_finds_devices_whole(pool: &Pool) -> Result<(), OpError> {
     let phys = run_scrub(pool)?;
     if phys.copies_bad > 0 || phys.errors > 0 || phys.unrepaired > 0 {
         return Err(OpError::Inconsistent(format!(
-            "after the resilver made the mirror whole, a scrub found {} bad copies ({} bytes repaired, {} unrepaired, {} errors)",
+            "after the resilver made the vdevs whole, a scrub found {} bad copies ({} bytes repaired, {} unrepaired, {} errors)",
             phys.copies_bad, phys.repaired, phys.unrepaired, phys.errors
         )));
     }

@@ -16,7 +16,7 @@
 //! - after silent corruption of writes, a scrub must find nothing it cannot repair
 //!   ([`run_scrub`]: no unrepaired copy, no error): the bad copies are repaired from the
 //!   other side;
-//! - [`heal_mirror`] brings the side back (online if it was faulted, resilvered for the
+//! - [`heal_devices`] brings the side back (online if it was faulted, resilvered for the
 //!   writes it missed) and its checking scrub must then find the mirror whole: no bad copy
 //!   left anywhere.
 //!
@@ -47,7 +47,7 @@ use tarn::vdev::label::{VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE};
 
 use tarn::pool::holds::Holder;
 
-use super::devices::{heal_mirror, run_scrub, two_sides};
+use super::devices::{heal_devices, run_scrub, two_sides};
 use super::{refused, Child, OpError, OpResult};
 use crate::oracle::verify_tree;
 
@@ -261,7 +261,7 @@ impl Child {
             pool.sync()?;
             run_scrub(pool)
         });
-        heal_mirror(pool, &self.plan.dir)?;
+        heal_devices(pool, &self.plan.dir)?;
         let repaired = match repair {
             Some(scrub) => {
                 let scrub = scrub?;

@@ -7,8 +7,8 @@
 //! the child
 //! 1. imports the pool and opens every file system the tool made (re-stamping one whose stamp
 //!    a crash prevented: it holds nothing else), creating some if fewer than
-//!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror whole again if the last child died in
-//!    the middle of a device operation (first repairing by a scrub what it left of injected
+//!    [`FILE_SYSTEMS_MIN`] exist, and makes the mirror and the RAID-Z vdev whole again if the
+//!    last child died in the middle of a device operation (first repairing by a scrub what it left of injected
 //!    write corruption, [`faults`]), destroys the filler file system if it died in a
 //!    near-full phase ([`space`]), and imports the second pool, which sends go into
 //!    (`replication.rs`);
@@ -34,8 +34,9 @@
 //! - the devices lock: every device operation, fault injection ([`faults`]: faults go on one
 //!   side only), damage ([`damage`]) and scan request holds it, so device operations run one
 //!   at a time and each sees its resilver through (a scan cancel also ends a resilver); each
-//!   starts from a whole mirror and leaves one ([`heal_mirror`]), so none takes away the only
-//!   complete copy, and the pool never loses data the oracle then blames on the engine. It
+//!   starts from a whole mirror and RAID-Z vdev and leaves them so ([`heal_devices`]), so
+//!   none takes away the last redundancy, and the pool never loses data the oracle then
+//!   blames on the engine. It
 //!   is taken through [`Child::lock_devices`], which first settles damage left pending;
 //! - the registry of file systems (a plain mutex, held only to copy or change the list);
 //! - the second pool's lock, its set of copies being received into, and its list of sends
@@ -81,16 +82,17 @@ mod faults;
 mod hostile;
 mod outcomes;
 mod power;
+mod raidz;
 mod replication;
 mod resilver;
 mod space;
 mod user_holds;
 
 use devices::{
-    create_device_file, drive_scan, flush_before_wipe, heal_mirror, replacement_path, two_sides,
+    create_device_file, drive_scan, flush_before_wipe, heal_devices, replacement_path, two_sides,
     uberblock_txgs, wipe_device,
 };
-pub use devices::{MIRROR_PREFIX, SECOND_VDEV};
+pub use devices::{raidz_child_file, MIRROR_PREFIX, SECOND_VDEV};
 pub use faults::{fault_counts_path, read_fault_counts};
 pub use outcomes::{outcome_counts_path, read_outcome_counts};
 pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};
@@ -349,9 +351,9 @@ impl Child {
         self.remove_leftover_filler(&pool)?;
         self.import_replica()?;
         if let Err(OpError::Refused(why) | OpError::Inconsistent(why)) =
-            heal_mirror(&pool, &self.plan.dir)
+            heal_devices(&pool, &self.plan.dir)
         {
-            return Err(format!("bringing the mirror back whole: {why}"));
+            return Err(format!("bringing the vdevs back whole: {why}"));
         }
         *self.slots.lock() = open_file_systems(&pool, rng)?;
         *self.pool.write() = Some(pool);
@@ -930,11 +932,16 @@ impl Child {
             | Op::MirrorWipeOnline
             | Op::DeviceDetachAttach
             | Op::DeviceReplace => self.device_op(op, pool, rng),
+            Op::RaidzOfflineOnline => self.raidz_offline_online(pool, rng),
             Op::InjectFault => self.inject_fault(pool, rng),
-            Op::DamageMirrorSide => {
+            Op::DamageMirrorSide | Op::DamageRaidzChildren => {
                 {
                     let _devices = self.lock_devices(pool)?;
-                    self.damage_mirror_side(pool, rng)?;
+                    if op == Op::DamageMirrorSide {
+                        self.damage_mirror_side(pool, rng)?;
+                    } else {
+                        self.damage_raidz_children(pool, rng)?;
+                    }
                 }
                 // The scrub after the damage runs while the other workers go on, without the
                 // devices lock (whoever takes it settles the damage first); then it is judged.
@@ -1071,7 +1078,7 @@ impl Child {
         self.remove_leftover_filler(&pool)
             .map_err(OpError::Inconsistent)?;
         let healed = match wiped {
-            Some(_) => heal_mirror(&pool, &self.plan.dir),
+            Some(_) => heal_devices(&pool, &self.plan.dir),
             None => Ok(()),
         };
         let slots = open_file_systems(&pool, rng).map_err(OpError::Inconsistent)?;
@@ -1079,13 +1086,13 @@ impl Child {
         *pool_guard = Some(pool);
         healed.map_err(|error| match error {
             OpError::Refused(why) | OpError::Inconsistent(why) => {
-                OpError::Inconsistent(format!("healing the mirror after the import: {why}"))
+                OpError::Inconsistent(format!("healing the vdevs after the import: {why}"))
             }
         })
     }
 
     /// Device operations on the mirror, one at a time; each ends by bringing the mirror
-    /// back whole and resilvered ([`heal_mirror`]), whether it succeeded or was refused part
+    /// back whole and resilvered ([`heal_devices`]), whether it succeeded or was refused part
     /// way, so the next one never takes away the only good copy.
     fn device_op(&self, op: Op, pool: &Pool, rng: &mut StdRng) -> OpResult {
         let _devices = self.lock_devices(pool)?;
@@ -1132,7 +1139,7 @@ impl Child {
             }
             Ok(())
         })();
-        heal_mirror(pool, &self.plan.dir)?;
+        heal_devices(pool, &self.plan.dir)?;
         outcome
     }
 }

@@ -25,7 +25,7 @@
 //! syncs would find it finished: the watcher makes it during the sync, when the scan's state
 //! (published before each round) says it is in progress.
 //!
-//! Then [`heal_mirror`] waits for the resilver and requires every dirty time log empty and a
+//! Then [`heal_devices`] waits for the resilver and requires every dirty time log empty and a
 //! scrub that finds no bad copy: a restart that lost part of what was missed fails there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,7 @@ use tarn::pool::scan::{ResilverRequest, ScanFunction, ScanState};
 use tarn::pool::Pool;
 use tarn::vdev::inject::{InjectedFault, InjectedIo, Injection};
 
-use super::devices::{heal_mirror, two_sides};
+use super::devices::{heal_devices, two_sides};
 use super::outcomes;
 use super::{refused, Child, OpError, OpResult};
 
@@ -189,7 +189,7 @@ impl Child {
             }
             Ok(())
         })();
-        heal_mirror(pool, &self.plan.dir)?;
+        heal_devices(pool, &self.plan.dir)?;
         outcome
     }
 }
