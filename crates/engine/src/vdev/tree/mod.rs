@@ -1302,7 +1302,7 @@ mod tests {
 
     #[test]
     fn shape_and_size_violations_are_errors() {
-        let setup = mirror(2);
+        let setup = mirror(6);
         let devices: Vec<Arc<dyn BlockDevice>> = setup
             .top
             .children
@@ -1340,6 +1340,18 @@ mod tests {
             Err(VdevError::DeviceTooSmall { .. })
         ));
         assert!(build(TopVdevKind::Mirror, 12, asize, leaves(2)).is_ok());
+        // RAID-Z from a config: parity 1 to 3 with at least parity + 1 children, each holding
+        // its share of the address space.
+        let raidz = |parity| TopVdevKind::Raidz { parity };
+        assert!(build(raidz(0), 12, asize, leaves(3)).is_err());
+        assert!(build(raidz(4), 12, asize, leaves(6)).is_err());
+        assert!(build(raidz(2), 12, asize, leaves(2)).is_err());
+        assert!(build(raidz(3), 12, asize, leaves(4)).is_ok());
+        assert!(matches!(
+            build(raidz(1), 12, asize * 2 + 4096 * 2, leaves(2)),
+            Err(VdevError::DeviceTooSmall { .. })
+        ));
+        assert!(build(raidz(1), 12, asize * 2, leaves(2)).is_ok());
     }
 
     #[test]
