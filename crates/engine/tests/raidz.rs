@@ -540,3 +540,106 @@ fn power_cuts_during_raidz_writes_lose_nothing_synced() {
         pool.export().unwrap();
     }
 }
+
+fn dataset_info(pool: &Pool, name: &str) -> tarn::pool::datasets::DatasetInfo {
+    pool.datasets()
+        .into_iter()
+        .find(|info| info.name == name)
+        .unwrap()
+}
+
+/// Space is counted in data bytes (OpenZFS's deflate ratio): a dataset's `referenced`, a
+/// file's `st_blocks`, a snapshot's deadlist and `avail` speak of what the user stored, while
+/// the metaslabs (and `pool list`) hold the parity and padding too; `check` agrees with every
+/// figure after writes, a snapshot, overwrites and the snapshot's destroy.
+#[test]
+fn space_is_counted_in_data_bytes_through_the_deflate_ratio() {
+    const FILE: u64 = 1 << 20;
+    const FILES: u64 = 8;
+    let raidz = Raidz::new(2, 6);
+    let pool = raidz.create(tiny());
+    let ratio = pool.core.io.vdevs.tops()[0].deflate_ratio();
+    assert!(ratio < 512 * 3 / 4 + 1, "raidz2 of 6 deflates: {ratio}");
+    let props = [
+        ("recordsize".to_string(), "128K".to_string()),
+        ("compression".to_string(), "off".to_string()),
+    ];
+    pool.create_dataset(&format!("{POOL}/data"), &props, false)
+        .unwrap();
+    let fs = pool.open_file_system(&format!("{POOL}/data")).unwrap();
+    pool.sync().unwrap();
+    let empty = dataset_info(&pool, &format!("{POOL}/data"));
+    let raw_before = pool.core.io.space.totals().allocated;
+    let mut inodes = Vec::new();
+    for file in 0..FILES {
+        let attr = fs
+            .create(fs.root(), format!("f{file}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        fs.write(attr.ino, 0, &pattern(file, FILE as usize))
+            .unwrap();
+        inodes.push(attr.ino);
+    }
+    pool.sync().unwrap();
+    let data = dataset_info(&pool, &format!("{POOL}/data"));
+    let grown = data.referenced - empty.referenced;
+    let raw = pool.core.io.space.totals().allocated - raw_before;
+    let stored = FILE * FILES;
+    // 4 data columns of 6: the records take half as much again on disk, and count as data.
+    assert!(raw >= stored * 3 / 2, "allocated {raw} for {stored}");
+    assert!(
+        (stored - stored / 100..=stored + stored / 16).contains(&grown),
+        "referenced grew {grown} for {stored} bytes stored ({raw} allocated)"
+    );
+    for ino in &inodes {
+        let bytes = fs.getattr(*ino).unwrap().blocks * 512;
+        assert!(
+            (FILE - FILE / 100..=FILE + (16 << 10)).contains(&bytes),
+            "st_blocks say {bytes} for {FILE}"
+        );
+    }
+    // avail is the free space outside the slop as data bytes.
+    let counters = pool.core.io.space.counters();
+    let raw_avail = counters.free - counters.slop(pool.core.io.tunables.spa_min_slop);
+    let expected = (raw_avail >> 9) * ratio;
+    assert!(
+        data.available.abs_diff(expected) <= (1 << 20),
+        "avail {} for {raw_avail} raw free outside the slop (expected {expected})",
+        data.available
+    );
+    // A snapshot holds the files; overwriting half moves them to its deadlist, counted deflated.
+    pool.create_snapshots(&[format!("{POOL}/data@one")], false)
+        .unwrap();
+    for (file, ino) in inodes.iter().enumerate().take(FILES as usize / 2) {
+        fs.write(*ino, 0, &pattern(file as u64 + 100, FILE as usize))
+            .unwrap();
+    }
+    pool.sync().unwrap();
+    let snapshot = pool.snapshot_info(&format!("{POOL}/data@one")).unwrap();
+    assert!(
+        (stored / 2 - stored / 50..=stored / 2 + stored / 16).contains(&snapshot.used),
+        "the snapshot alone holds {} for {} overwritten",
+        snapshot.used,
+        stored / 2
+    );
+    assert_clean(&pool);
+    pool.destroy_snapshots(&format!("{POOL}/data@one"), false)
+        .unwrap();
+    pool.sync().unwrap();
+    let after = dataset_info(&pool, &format!("{POOL}/data"));
+    assert!(
+        after.referenced.abs_diff(data.referenced) <= stored / 16,
+        "referenced {} after the overwrite and destroy, {} before",
+        after.referenced,
+        data.referenced
+    );
+    assert_clean(&pool);
+    drop(fs);
+    pool.export().unwrap();
+    let pool = raidz.import(tiny());
+    assert_eq!(
+        dataset_info(&pool, &format!("{POOL}/data")).referenced,
+        after.referenced
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+}

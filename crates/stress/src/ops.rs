@@ -145,6 +145,9 @@ pub enum Op {
     /// Take one to `parity` RAID-Z children offline, then bring them online (a resilver
     /// follows); with `parity` of them away, one more must be refused.
     RaidzOfflineOnline,
+    /// Wipe a RAID-Z child (sometimes with another offline, at parity two), check that
+    /// `online` refuses it, and replace it in place: the resilver rebuilds every column.
+    RaidzWipeReplace,
     /// Detach a mirror side, then attach it again (a resilver follows).
     DeviceDetachAttach,
     /// Replace a device with a new one.
@@ -264,6 +267,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     // Added with the RAID-Z vdev, after the table was fixed, with the weight of its mirror
     // sibling (`DeviceOfflineOnline`); no other row was changed for it.
     row(Op::RaidzOfflineOnline, 2, true),
+    row(Op::RaidzWipeReplace, 1, true),
     // As often as the commonest device operation: like each of them it takes one side away
     // (here by making it misbehave) and ends with a heal and a scrub, and it has five kinds
     // of fault to cover where a device operation has one path.
@@ -356,7 +360,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 54);
+        assert_eq!(seen.len(), 55);
     }
 
     #[test]

@@ -741,6 +741,34 @@ impl BlockIo {
         })
     }
 
+    /// Read one copy of `bp` (its DVA `dva`, on RAID-Z vdev `top`): its physical bytes,
+    /// verified against the block's checksum, with the children whose columns were found bad.
+    fn read_raidz_physical(
+        &self,
+        top: &crate::vdev::TopVdev,
+        geometry: &crate::vdev::RaidzGeometry,
+        dva: &Dva,
+        bp: &BlockPtr,
+        scrub: bool,
+    ) -> Result<crate::vdev::tree::raidz_io::RaidzRead, PipelineError> {
+        let size_physical = bp.size_physical as usize;
+        let mut verify = |data: &[u8]| {
+            data.len() >= size_physical
+                && checksum::compute(bp.checksum_type, &data[..size_physical]) == bp.checksum
+        };
+        let mut read = self.read_raidz_copy(
+            top,
+            geometry,
+            dva,
+            size_physical as u64,
+            bp.birth_physical.0,
+            scrub,
+            &mut verify,
+        )?;
+        read.data.truncate(size_physical);
+        Ok(read)
+    }
+
     /// Whether `old` may be overwritten in place by a block of `size_logical` bytes written at
     /// `at`: from pass `sync_pass_rewrite`, a block born in the syncing txg (which no synced
     /// uberblock can reach, invariant 1) that owns space. Its sizes must match as well.
@@ -782,6 +810,19 @@ impl BlockIo {
             }
         }
         top.read_child(crate::vdev::queue::read_class(), child, dva.offset, buffer)
+    }
+
+    /// The bytes `bp` counts for in space accounting (OpenZFS's `bp_get_dsize_sync`): what
+    /// its copies allocated, deflated to data bytes on a RAID-Z vdev
+    /// ([`VdevTree::deflated`]). Datasets, dead lists, livelists and dnodes count this;
+    /// metaslabs and `zpool list` count [`BlockPtr::size_allocated`].
+    pub fn dsize(&self, bp: &BlockPtr) -> u64 {
+        if !self.vdevs.deflates() {
+            return bp.size_allocated();
+        }
+        bp.copies()
+            .map(|dva| self.vdevs.deflated(dva.vdev, dva.size_allocated))
+            .sum()
     }
 
     /// Free every DVA of a block in syncing txg `txg` (for a gang, its headers and pieces,
@@ -906,26 +947,10 @@ impl BlockIo {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
             if let Some(geometry) = top.raidz_geometry() {
-                let size_physical = bp.size_physical as usize;
-                let mut verify = |data: &[u8]| {
-                    data.len() >= size_physical
-                        && checksum::compute(bp.checksum_type, &data[..size_physical])
-                            == bp.checksum
-                };
-                match self.read_raidz_copy(
-                    &top,
-                    &geometry,
-                    dva,
-                    size_physical as u64,
-                    bp.birth_physical.0,
-                    false,
-                    &mut verify,
-                ) {
+                match self.read_raidz_physical(&top, &geometry, dva, bp, false) {
                     Ok(read) => {
                         bad.extend(read.repair.iter().map(|&child| (*dva, top.clone(), child)));
-                        let mut data = read.data;
-                        data.truncate(size_physical);
-                        good = Some(data);
+                        good = Some(read.data);
                         break;
                     }
                     Err(error) => {
@@ -1004,28 +1029,12 @@ impl BlockIo {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
             if let Some(geometry) = top.raidz_geometry() {
-                let size_physical = bp.size_physical as usize;
-                let mut verify = |data: &[u8]| {
-                    data.len() >= size_physical
-                        && checksum::compute(bp.checksum_type, &data[..size_physical])
-                            == bp.checksum
-                };
-                match self.read_raidz_copy(
-                    &top,
-                    &geometry,
-                    dva,
-                    size_physical as u64,
-                    bp.birth_physical.0,
-                    true,
-                    &mut verify,
-                ) {
+                match self.read_raidz_physical(&top, &geometry, dva, bp, true) {
                     Ok(read) => {
                         report.copies += read.columns as u64;
                         report.bad += read.repair.len() as u64;
                         bad.extend(read.repair.iter().map(|&child| (*dva, top.clone(), child)));
-                        let mut data = read.data;
-                        data.truncate(size_physical);
-                        good.get_or_insert(data);
+                        good.get_or_insert(read.data);
                     }
                     Err(error) => {
                         log::debug!("{bp}: {error}");

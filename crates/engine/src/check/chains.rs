@@ -64,6 +64,7 @@ pub(super) fn verify_chain(
     listed: &mut HashSet<(crate::types::VdevId, u64)>,
 ) -> Result<Chain, PoolError> {
     let (origin_object, origin_txg) = origin_of(core, &head);
+    let io = &*core.io;
     // Unreadable blocks of the chain go into the error log under its head, or under the
     // snapshot that alone holds them (errlog.rs).
     walker.head_dataset = Some(head_object);
@@ -173,13 +174,14 @@ pub(super) fn verify_chain(
             .map(|previous| chain[previous].1.prev_snapshot_txg);
         let mut per_entry: std::collections::BTreeMap<Txg, BpSpace> = Default::default();
         let walked = deadlist.visit(&store, &mut |key, bp| {
-            dead.add(BpSpace::of(bp));
+            let used = io.dsize(bp);
+            dead.add(BpSpace::of(bp, used));
             if bp.birth_physical > origin_txg {
-                dead_above += bp.size_allocated();
+                dead_above += used;
             } else {
-                dead_below += bp.size_allocated();
+                dead_below += used;
             }
-            per_entry.entry(key).or_default().add(BpSpace::of(bp));
+            per_entry.entry(key).or_default().add(BpSpace::of(bp, used));
             let block = block_key(bp);
             let mut wrong = Vec::new();
             if bp.birth_physical > phys.prev_snapshot_txg || bp.birth_physical <= key {
@@ -198,7 +200,7 @@ pub(super) fn verify_chain(
                 wrong.push("on more than one deadlist (it would be freed twice)".into());
             }
             if previous_prev_txg.is_some_and(|txg| bp.birth_physical > txg) {
-                unique_of_previous += bp.size_allocated();
+                unique_of_previous += used;
             }
             for what in wrong {
                 walker.report.errors.push(format!(
@@ -349,6 +351,7 @@ fn verify_livelist(
     use crate::dataset::livelist::{cancel, Livelist};
     use crate::object::bpobj::BpObj;
     let store = core.deadlist_store();
+    let io = &*core.io;
     let livelist = Livelist::load(&store, object)?;
     let mut live_bytes = 0u64;
     let mut live_blocks = 0u64;
@@ -371,10 +374,11 @@ fn verify_livelist(
                     sub.key, sub.key, sub.next_key
                 ));
             }
+            let space = BpSpace::of(&entry.bp, io.dsize(&entry.bp));
             if entry.free {
-                net.sub(BpSpace::of(&entry.bp));
+                net.sub(space);
             } else {
-                net.add(BpSpace::of(&entry.bp));
+                net.add(space);
             }
         }
         if net != sub.space {
@@ -391,7 +395,7 @@ fn verify_livelist(
             }
         };
         for bp in live {
-            live_bytes += bp.size_allocated();
+            live_bytes += io.dsize(&bp);
             live_blocks += 1;
             let block = block_key(&bp);
             if !seen.insert(block) {

@@ -251,7 +251,8 @@ impl Walker<'_> {
             if bp.is_hole() {
                 return;
             }
-            let size = if bp.embedded { 0 } else { bp.size_allocated() };
+            // Datasets count what blocks stand for (deflated on RAID-Z), not what they take.
+            let size = if bp.embedded { 0 } else { walker.io.dsize(bp) };
             allocated += size;
             // Collected, not claimed: a clone's blocks born after its origin, for its livelist.
             if let Some((since, blocks)) = born_since.as_mut() {
@@ -296,8 +297,9 @@ impl Walker<'_> {
             let unreadable_before = self.report.blocks_unreadable.len();
             let mut object_allocated = 0u64;
             let what = format!("{name} object {object}");
-            let result = visit_tree(self.io, &dnode, &mut |bp| {
-                object_allocated += if bp.embedded { 0 } else { bp.size_allocated() };
+            let io = self.io;
+            let result = visit_tree(io, &dnode, &mut |bp| {
+                object_allocated += if bp.embedded { 0 } else { io.dsize(bp) };
                 take(self, bp, &what);
                 Ok(())
             });

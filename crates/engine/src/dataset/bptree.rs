@@ -379,7 +379,7 @@ impl<'a> BpTree<'a> {
                     data_blocks_freed += chunk.iter().filter(|bp| bp.level == 0).count() as u64;
                     for bp in &chunk {
                         free(bp)?;
-                        let space = BpSpace::of(bp);
+                        let space = BpSpace::of(bp, io.dsize(bp));
                         add_space(&mut round.space_freed, space);
                         sub_space(&mut self.header.space, space);
                     }

@@ -93,9 +93,13 @@ use phys::{DatasetDirPhys, DatasetPhys};
 pub use snapshot::Snapshot;
 
 /// Where a dataset's freed blocks go: the pool frees them now, or in the next txg when the
-/// free happens in a late sync pass. Implemented by the pool layer.
+/// free happens in a late sync pass; and what a block counts for in the dataset's space.
+/// Implemented by the pool layer.
 pub trait BlockFreer: Send + Sync {
     fn free(&self, bp: &BlockPtr, at: SyncPoint) -> Result<(), ObjectError>;
+    /// The bytes `bp` counts for in `referenced` and `unique`
+    /// ([`crate::block::pipeline::BlockIo::dsize`]).
+    fn dsize(&self, bp: &BlockPtr) -> u64;
 }
 
 /// A dataset (for now: the head of a file system) with its object set.
@@ -678,6 +682,7 @@ impl Dataset {
     /// is not shared with a snapshot. A figure that would go below zero is an accounting error
     /// (see "Underflow"): it is left at zero, logged and counted.
     fn account(&self, bp: &BlockPtr, sign: i64, unique: bool) {
+        let used = self.freer.dsize(bp);
         let mut underflows = Vec::new();
         {
             let mut phys = self.phys.lock();
@@ -691,13 +696,9 @@ impl Dataset {
                     })
                 };
             };
-            apply(
-                &mut phys.referenced_bytes,
-                bp.size_allocated(),
-                "referenced",
-            );
+            apply(&mut phys.referenced_bytes, used, "referenced");
             if unique {
-                apply(&mut phys.unique_bytes, bp.size_allocated(), "unique");
+                apply(&mut phys.unique_bytes, used, "unique");
             }
             apply(
                 &mut phys.compressed_bytes,
@@ -782,6 +783,9 @@ mod tests {
     impl BlockFreer for NoFreer {
         fn free(&self, _bp: &BlockPtr, _at: SyncPoint) -> Result<(), ObjectError> {
             Ok(())
+        }
+        fn dsize(&self, bp: &BlockPtr) -> u64 {
+            bp.size_allocated()
         }
     }
 

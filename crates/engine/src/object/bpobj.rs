@@ -98,6 +98,8 @@ pub trait BpObjStore {
     fn truncate(&self, tx: &Tx, object: ObjectId, length: u64) -> Result<(), ObjectError>;
     /// Bytes read per step when walking a list (the object's block size).
     fn chunk_size(&self, object: ObjectId) -> Result<usize, ObjectError>;
+    /// The bytes `bp` counts for in a list's totals ([`crate::block::pipeline::BlockIo::dsize`]).
+    fn dsize(&self, bp: &BlockPtr) -> u64;
 }
 
 /// An object set as list storage; new list and sub-list-array objects take `props` (whose
@@ -164,6 +166,10 @@ impl BpObjStore for ObjectSetBpStore<'_> {
     fn chunk_size(&self, object: ObjectId) -> Result<usize, ObjectError> {
         Ok(self.objset.info(object)?.data_block_size as usize)
     }
+
+    fn dsize(&self, bp: &BlockPtr) -> u64 {
+        self.objset.io().dsize(bp)
+    }
 }
 
 /// Net space held by a list (sub-lists included).
@@ -179,10 +185,10 @@ pub struct BpSpace {
 }
 
 impl BpSpace {
-    /// The space one block pointer stands for.
-    pub fn of(bp: &BlockPtr) -> BpSpace {
+    /// The space one block pointer stands for, with `used_bytes` its [`crate::block::pipeline::BlockIo::dsize`].
+    pub fn of(bp: &BlockPtr, used_bytes: u64) -> BpSpace {
         BpSpace {
-            used_bytes: bp.size_allocated(),
+            used_bytes,
             compressed_bytes: bp.size_physical as u64,
             uncompressed_bytes: bp.size_uncompressed_accounted(),
         }
@@ -204,13 +210,15 @@ impl BpSpace {
             .wrapping_sub(other.uncompressed_bytes);
     }
 
-    /// The space an entry contributes to its list's totals (negative for a FREE entry).
-    fn of_entry(entry: &BpObjEntry) -> BpSpace {
+    /// The space an entry of a list in `store` contributes to its totals (negative for a
+    /// FREE entry).
+    fn of_entry(entry: &BpObjEntry, store: &dyn BpObjStore) -> BpSpace {
         let mut space = BpSpace::default();
+        let own = BpSpace::of(&entry.bp, store.dsize(&entry.bp));
         if entry.free {
-            space.sub(BpSpace::of(&entry.bp));
+            space.sub(own);
         } else {
-            space.add(BpSpace::of(&entry.bp));
+            space.add(own);
         }
         space
     }
@@ -433,7 +441,7 @@ impl<'a> BpObj<'a> {
                 )));
             }
             bytes.extend_from_slice(&entry.encode());
-            self.header.space.add(BpSpace::of_entry(entry));
+            self.header.space.add(BpSpace::of_entry(entry, self.store));
             self.header.freed_count += entry.free as u64;
         }
         let offset = self.header.entry_count * BPOBJ_ENTRY_SIZE as u64;
@@ -651,7 +659,7 @@ impl<'a> BpObj<'a> {
             let entries = self.read_entries(first, self.header.entry_count - first)?;
             for entry in entries.iter().rev() {
                 visit(entry)?;
-                let space = BpSpace::of_entry(entry);
+                let space = BpSpace::of_entry(entry, self.store);
                 removed.add(space);
                 self.header.space.sub(space);
                 self.header.freed_count -= entry.free as u64;

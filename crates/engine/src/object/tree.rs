@@ -276,17 +276,14 @@ impl<'a> TreeSync<'a> {
 
     fn born(&mut self, bp: &BlockPtr) {
         if !bp.is_hole() {
-            self.dnode.size_allocated += bp.size_allocated();
+            self.dnode.size_allocated += self.io.dsize(bp);
             self.lifecycle.block_born(bp, self.at);
         }
     }
 
     fn kill(&mut self, bp: &BlockPtr) -> Result<(), ObjectError> {
         if !bp.is_hole() {
-            self.dnode.size_allocated = self
-                .dnode
-                .size_allocated
-                .saturating_sub(bp.size_allocated());
+            self.dnode.size_allocated = self.dnode.size_allocated.saturating_sub(self.io.dsize(bp));
             self.lifecycle.block_kill(bp, self.at)?;
         }
         Ok(())

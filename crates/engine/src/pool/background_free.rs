@@ -454,7 +454,7 @@ impl PoolCore {
                 list.drain(&tx, &mut chunk, &mut |entry| {
                     self.free_or_set_aside(&entry.bp, txg, &mut aside)
                         .map_err(ObjectError::from)?;
-                    freed.add(BpSpace::of(&entry.bp));
+                    freed.add(BpSpace::of(&entry.bp, self.io.dsize(&entry.bp)));
                     Ok(())
                 })?;
                 freed_blocks += before - chunk;

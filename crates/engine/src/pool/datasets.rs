@@ -566,14 +566,18 @@ impl PoolCore {
         Ok(())
     }
 
-    /// What a file system can still write: free space outside the slop, less what is dirty
-    /// and not yet allocated (zfs's `avail`; `statfs` reports the same). Reads the space
-    /// counters, so statfs never waits for the sync thread's metaslab group locks.
+    /// What a file system can still write: free space outside the slop, as the data bytes it
+    /// holds (deflated on RAID-Z, [`crate::vdev::VdevTree::deflated_space`]), less what is
+    /// dirty and not yet allocated (zfs's `avail`; `statfs` reports the same). Reads the
+    /// space counters, so statfs never waits for the sync thread's metaslab group locks.
     pub fn available_bytes(&self) -> u64 {
         let totals = self.io.space.counters();
-        totals
+        let raw = totals
             .free
-            .saturating_sub(totals.slop(self.tunables.spa_min_slop))
+            .saturating_sub(totals.slop(self.tunables.spa_min_slop));
+        self.io
+            .vdevs
+            .deflated_space(raw)
             .saturating_sub(self.txgs.dirty_total())
     }
 

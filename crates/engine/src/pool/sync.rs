@@ -71,6 +71,10 @@ impl BlockFreer for PoolFreer {
             other => other.map_err(ObjectError::from),
         }
     }
+
+    fn dsize(&self, bp: &BlockPtr) -> u64 {
+        self.io.dsize(bp)
+    }
 }
 
 /// The MOS's block lifecycle: MOS blocks are never shared, so a kill is a free.

@@ -8,8 +8,8 @@
 //! is never touched (it has no redundancy). Device operations take a mirror side away in
 //! every way the engine offers (offline, detach, replace, a wipe of the file, labels and all,
 //! while the pool runs or while it is exported) and bring it back; and they take up to
-//! `parity` RAID-Z children offline ([`super::raidz`]), the only way the engine offers for a
-//! RAID-Z child that can be undone without `replace`. What makes this a test of the engine
+//! `parity` RAID-Z children offline, or wipe one and replace it in place ([`super::raidz`]).
+//! What makes this a test of the engine
 //! and not of luck is that the tool never takes away the last redundancy on its own: each
 //! operation starts from whole vdevs, and [`heal_devices`] ends it with them, every mirror
 //! side and RAID-Z child online, labelled and resilvered (no leaf's dirty time log left). So
@@ -134,7 +134,8 @@ pub(super) fn raidz_top(pool: &Pool) -> Option<Arc<TopVdev>> {
 /// in column order (child `i` of the geometry is `children[i]`); None otherwise.
 pub(super) fn whole_raidz(pool: &Pool) -> Option<(Arc<TopVdev>, Vec<Side>)> {
     let top = raidz_top(pool)?;
-    if !top.children.iter().all(|leaf| leaf.is_usable()) {
+    let slots = top.raidz_geometry()?.children;
+    if top.children.len() != slots || !top.children.iter().all(|leaf| leaf.is_usable()) {
         return None;
     }
     let children = top.children.iter().map(|leaf| side_of(leaf)).collect();
@@ -173,7 +174,7 @@ fn mirror_side_paths(dir: &Path) -> Vec<PathBuf> {
 /// replaced in place; a missing second side is attached anew.
 pub(super) fn heal_devices(pool: &Pool, dir: &Path) -> Result<(), OpError> {
     heal_mirror(pool, dir)?;
-    heal_raidz(pool)?;
+    heal_raidz(pool, dir)?;
     resilver_until_whole(pool)
 }
 
@@ -216,29 +217,65 @@ fn heal_mirror(pool: &Pool, dir: &Path) -> Result<(), OpError> {
     Ok(())
 }
 
-/// The RAID-Z part of [`heal_devices`]: every child online. The tool only ever takes a child
-/// offline (never blanks or detaches one: `replace`, the only way back for a blank child, is
-/// not offered for RAID-Z children yet), so `online` must take each back: a refusal, or a
-/// child missing, is the engine's failure.
-fn heal_raidz(pool: &Pool) -> Result<(), OpError> {
+/// The RAID-Z part of [`heal_devices`]: every child online, nothing being replaced. A replace
+/// a dead child left in progress is seen through; a child `online` refuses must be one the
+/// tool wiped (`RaidzWipeReplace`, killed before its replace) and is replaced in place;
+/// any other refusal is the engine's failure.
+fn heal_raidz(pool: &Pool, dir: &Path) -> Result<(), OpError> {
+    let Some(top) = raidz_top(pool) else {
+        return Err(OpError::Inconsistent(
+            "the pool has no RAID-Z vdev any more".into(),
+        ));
+    };
+    for leaf in top.children.iter().filter(|leaf| leaf.replaces().is_some()) {
+        log::info!(
+            "{}: a RAID-Z replace in progress; waiting for it",
+            leaf.path.display()
+        );
+        drive_scan(pool, ScanFunction::Resilver)?;
+        pool.wait_replaced(leaf.guid)?;
+    }
     let Some(top) = raidz_top(pool) else {
         return Err(OpError::Inconsistent(
             "the pool has no RAID-Z vdev any more".into(),
         ));
     };
     for leaf in top.children.iter().filter(|leaf| !leaf.is_usable()) {
+        let name = leaf.guid.0.to_string();
         log::info!(
             "{}: a RAID-Z child away; bringing it online",
             leaf.path.display()
         );
-        pool.online(&leaf.guid.0.to_string()).map_err(|error| {
-            OpError::Inconsistent(format!(
-                "{}: a RAID-Z child the tool only took offline: online refused: {error}",
+        if let Err(error) = pool.online(&name) {
+            if !blank_label(&leaf.path) {
+                return Err(OpError::Inconsistent(format!(
+                    "{}: a RAID-Z child with its label: online refused: {error}",
+                    leaf.path.display()
+                )));
+            }
+            log::info!(
+                "{}: online refused a wiped child ({error}); replacing it in place",
                 leaf.path.display()
-            ))
-        })?;
+            );
+            create_device_file(&leaf.path, pool_dir(dir).join(SECOND_VDEV))?;
+            let guid = pool.replace(&name, None, true)?;
+            drive_scan(pool, ScanFunction::Resilver)?;
+            pool.wait_replaced(guid)?;
+        }
     }
     Ok(())
+}
+
+/// Whether the device file at `path` has no label at its start (the tool wiped it).
+fn blank_label(path: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 64 << 10];
+    match std::fs::File::open(path) {
+        Ok(file) => file
+            .read_exact_at(&mut head, 0)
+            .map_or(true, |_| head.iter().all(|&byte| byte == 0)),
+        Err(_) => true,
+    }
 }
 
 /// The end of [`heal_devices`]: resilver until no leaf misses a txg, then a scrub must find

@@ -933,6 +933,7 @@ impl Child {
             | Op::DeviceDetachAttach
             | Op::DeviceReplace => self.device_op(op, pool, rng),
             Op::RaidzOfflineOnline => self.raidz_offline_online(pool, rng),
+            Op::RaidzWipeReplace => self.raidz_wipe_replace(pool, rng),
             Op::InjectFault => self.inject_fault(pool, rng),
             Op::DamageMirrorSide | Op::DamageRaidzChildren => {
                 {

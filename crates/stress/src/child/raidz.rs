@@ -21,9 +21,18 @@
 //!    that finds no bad copy. A child killed part-way leaves children offline (the offline
 //!    state persists), and the next child's heal brings them back the same way.
 //!
-//! A wipe of a RAID-Z child (as `MirrorWipeOnline` and `MirrorWipeReappear` do to a mirror
-//! side) is not done: `online` refuses a blank child (invalid label), and `replace`, its only
-//! way back, is not offered for RAID-Z children yet.
+//! `RaidzWipeReplace`: a RAID-Z child's disk swapped for a blank one while the pool runs, as an
+//! administrator's bad day has it. Holding the devices lock, the operation
+//! 1. with parity two, sometimes takes another child offline first, so that the rebuild reads
+//!    every column it writes through reconstruction with a child missing;
+//! 2. takes the chosen child offline, flushes it and wipes its file, labels and all;
+//! 3. sleeps while the other workers write; `online` of the blank child must be refused (a
+//!    blank disk accepted as a column would be read as data: the first hole this tool's
+//!    predecessor missed for mirrors);
+//! 4. replaces the child in place (`pool replace POOL CHILD`, the same path) and waits for the
+//!    resilver to rebuild every column of it and detach the old leaf;
+//! 5. ends with [`heal_devices`], which brings any child back (a blank one killed part-way is
+//!    replaced in place there too) and requires a scrub to find every column right.
 
 use std::time::Duration;
 
@@ -33,7 +42,9 @@ use rand::Rng;
 use tarn::pool::scan::ScanFunction;
 use tarn::pool::{Pool, PoolError};
 
-use super::devices::{drive_scan, heal_devices, leaves_missing_txgs, whole_raidz};
+use super::devices::{
+    drive_scan, flush_before_wipe, heal_devices, leaves_missing_txgs, whole_raidz, wipe_device,
+};
 use super::{outcomes, refused, Child, OpError, OpResult};
 
 /// The longest pause between two children brought back online, in milliseconds.
@@ -93,6 +104,43 @@ impl Child {
                     "{count} raidz{parity} children were offline and came back; after the resilver, {missing:?} still miss txgs"
                 )));
             }
+            Ok(())
+        })();
+        heal_devices(pool, &self.plan.dir)?;
+        outcome
+    }
+
+    /// The operation `RaidzWipeReplace`: see the module documentation.
+    pub(super) fn raidz_wipe_replace(&self, pool: &Pool, rng: &mut StdRng) -> OpResult {
+        let _devices = self.lock_devices(pool)?;
+        let Some((top, children)) = whole_raidz(pool) else {
+            return refused("the raidz vdev is not whole");
+        };
+        let parity = top.kind.parity();
+        let mut order: Vec<usize> = (0..children.len()).collect();
+        order.shuffle(rng);
+        let wiped = &children[order[0]];
+        let also_away = (parity >= 2 && rng.gen_bool(0.5)).then(|| &children[order[1]]);
+        let away = Duration::from_millis(rng.gen_range(10..300));
+        let outcome = (|| -> OpResult {
+            if let Some(other) = also_away {
+                pool.offline(&other.name)?;
+                outcomes::note("raidz wipe and replace with another child offline");
+            }
+            pool.offline(&wiped.name)?;
+            flush_before_wipe(pool, wiped)?;
+            wipe_device(&wiped.path)?;
+            std::thread::sleep(away);
+            if pool.online(&wiped.name).is_ok() {
+                return Err(OpError::Inconsistent(format!(
+                    "{}: online accepted a wiped RAID-Z child",
+                    wiped.path
+                )));
+            }
+            let guid = pool.replace(&wiped.name, None, true)?;
+            drive_scan(pool, ScanFunction::Resilver)?;
+            pool.wait_replaced(guid)?;
+            outcomes::note("raidz child wiped and replaced in place");
             Ok(())
         })();
         heal_devices(pool, &self.plan.dir)?;

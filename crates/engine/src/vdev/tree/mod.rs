@@ -115,6 +115,7 @@ impl Leaf {
     }
 }
 
+/// The error of an I/O not issued to `leaf` because it is offline.
 fn offline_error(leaf: &Leaf) -> std::io::Error {
     std::io::Error::other(format!("{} is offline", leaf.path.display()))
 }
@@ -432,6 +433,14 @@ impl TopVdev {
             )),
             _ => None,
         }
+    }
+
+    /// The factor turning bytes allocated here into the data bytes they stand for
+    /// ([`VdevTree::deflated`]): [`DEFLATE_IDENTITY`] but for RAID-Z
+    /// ([`RaidzGeometry::deflate_ratio`]).
+    pub fn deflate_ratio(&self) -> u64 {
+        self.raidz_geometry()
+            .map_or(DEFLATE_IDENTITY, |geometry| geometry.deflate_ratio())
     }
 
     /// Bytes a block of `size` padded physical bytes takes here: its sectors, and for RAID-Z
@@ -849,6 +858,12 @@ pub struct VdevTree {
     /// When the tree was opened (pool created or imported): the leaves' counters start here,
     /// and `iostat`'s first report covers the time since.
     pub opened_at: std::time::Instant,
+    /// Each top-level vdev's deflate ratio, indexed by id ([`VdevTree::deflated`]), and
+    /// whether any differs from the identity (no RAID-Z: every lookup is skipped).
+    deflate_ratios: RwLock<Arc<[u64]>>,
+    deflates: std::sync::atomic::AtomicBool,
+    /// The smallest deflate ratio of the normal class ([`VdevTree::deflated_space`]).
+    space_deflate_ratio: AtomicU64,
 }
 
 impl std::fmt::Debug for VdevTree {
@@ -866,6 +881,15 @@ impl Default for VdevTree {
     }
 }
 
+/// The deflate ratio of a vdev without parity: `(1 << 17) / ((1 << 17) >> 9)`, so that
+/// [`deflate`] gives back the allocated bytes (a multiple of 512).
+pub const DEFLATE_IDENTITY: u64 = 1 << SPA_MINBLOCKSHIFT;
+
+/// `asize` bytes deflated by `ratio` (OpenZFS: `(asize >> SPA_MINBLOCKSHIFT) * ratio`).
+pub fn deflate(asize: u64, ratio: u64) -> u64 {
+    (asize >> SPA_MINBLOCKSHIFT) * ratio
+}
+
 fn assert_unique_ids(tops: &[Arc<TopVdev>]) {
     let mut ids: Vec<VdevId> = tops.iter().map(|top| top.id).collect();
     ids.sort();
@@ -876,12 +900,76 @@ fn assert_unique_ids(tops: &[Arc<TopVdev>]) {
 impl VdevTree {
     pub fn new(tops: Vec<Arc<TopVdev>>) -> VdevTree {
         assert_unique_ids(&tops);
-        VdevTree {
-            tops: RwLock::new(Arc::new(tops)),
+        let tree = VdevTree {
+            tops: RwLock::new(Arc::new(Vec::new())),
             queue_setup: Mutex::new(None),
             syncing_txg: AtomicU64::new(0),
             opened_at: std::time::Instant::now(),
+            deflate_ratios: RwLock::new(Arc::from(Vec::new())),
+            deflates: std::sync::atomic::AtomicBool::new(false),
+            space_deflate_ratio: AtomicU64::new(DEFLATE_IDENTITY),
+        };
+        tree.set_tops(tops);
+        tree
+    }
+
+    /// Install `tops` and the deflate ratios they imply.
+    fn set_tops(&self, tops: Vec<Arc<TopVdev>>) {
+        let width = tops
+            .iter()
+            .map(|top| top.id.0 as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut ratios = vec![DEFLATE_IDENTITY; width];
+        for top in &tops {
+            ratios[top.id.0 as usize] = top.deflate_ratio();
         }
+        let deflates = ratios.iter().any(|&ratio| ratio != DEFLATE_IDENTITY);
+        let space_ratio = tops
+            .iter()
+            .filter(|top| top.class == AllocClass::Normal)
+            .map(|top| top.deflate_ratio())
+            .min()
+            .unwrap_or(DEFLATE_IDENTITY);
+        // Ratios before the tree: a block allocated on a new vdev is looked up after both.
+        *self.deflate_ratios.write() = Arc::from(ratios);
+        self.deflates.store(deflates, Ordering::Release);
+        self.space_deflate_ratio
+            .store(space_ratio, Ordering::Release);
+        *self.tops.write() = Arc::new(tops);
+    }
+
+    /// The space accounting counts for `asize` bytes allocated on top-level vdev `vdev`
+    /// (OpenZFS's `bp_get_dsize_sync` per DVA: `(asize >> 9) * vdev_deflate_ratio`): the
+    /// allocated bytes themselves on a single disk or a mirror, the data bytes RAID-Z's
+    /// parity and padding stand for on a RAID-Z vdev, so that a dataset's `used` and the
+    /// pool's `avail` speak of data, as `zfs list` does (`zpool list` keeps raw sizes). A
+    /// vdev the tree does not know counts as undeflated.
+    pub fn deflated(&self, vdev: VdevId, asize: u64) -> u64 {
+        if !self.deflates.load(Ordering::Acquire) {
+            return asize;
+        }
+        let ratio = self
+            .deflate_ratios
+            .read()
+            .get(vdev.0 as usize)
+            .copied()
+            .unwrap_or(DEFLATE_IDENTITY);
+        deflate(asize, ratio)
+    }
+
+    /// `raw` bytes of free space of the normal class as the data bytes they can hold (the
+    /// pool's `avail`, OpenZFS's `spa_get_dspace`): deflated by the class's smallest ratio,
+    /// exact when its vdevs are alike (as zpool requires without `-f`), and never more than
+    /// a mix of RAID-Z and mirrors could hold.
+    pub fn deflated_space(&self, raw: u64) -> u64 {
+        deflate(raw, self.space_deflate_ratio.load(Ordering::Acquire))
+    }
+
+    /// Whether some top-level vdev deflates (a RAID-Z vdev): without one, [`Self::deflated`]
+    /// is the identity.
+    pub fn deflates(&self) -> bool {
+        self.deflates.load(Ordering::Acquire)
     }
 
     /// A snapshot of the top-level vdevs, in id order of creation. It stays valid (and its
@@ -905,7 +993,7 @@ impl VdevTree {
                 }
             }
         }
-        *self.tops.write() = Arc::new(tops);
+        self.set_tops(tops);
     }
 
     /// The top-level vdev with this id (ids are never reused, so not an index).

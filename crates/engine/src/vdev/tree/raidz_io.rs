@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use super::super::queue::{read_each_at, write_each_at, Completion, IoClass, VdevQueue};
 use super::super::raidz::{block_map, math, RaidzGeometry, RaidzMap};
 use super::super::{VdevError, VDEV_LABEL_START_SIZE};
-use super::{Leaf, TopVdev};
+use super::{offline_error, Leaf, TopVdev, WriteDone};
 
 /// Children whose column of a block was found bad by a read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,13 +61,6 @@ fn column_buffers(map: &RaidzMap, data: &[u8]) -> Vec<Vec<u8>> {
     math::generate(map.parity, &data_refs, &mut parity_refs);
     columns
 }
-
-fn offline_error(leaf: &Leaf) -> std::io::Error {
-    std::io::Error::other(format!("{} is offline", leaf.path.display()))
-}
-
-/// What runs when a block's last column write completes.
-type WriteDone = Box<dyn FnOnce(Result<(), VdevError>) + Send>;
 
 /// How many columns of one block's write reached no child of their slot, and the first error.
 struct ColumnsWrite {
