@@ -3,7 +3,8 @@
 # status, with feature@raidz active; files written through the mount read back after export and
 # import, and after one child (two for raidz2) is taken offline; too few devices, raidz beside
 # a mirror without -f, and a raidz log are refused and make nothing; pool add takes another
-# raidz vdev.
+# raidz vdev; datasets count data bytes (parity deflated) while pool list counts what is
+# allocated.
 . "$STF_SUITE/include/libtest.sh"
 log_assert "pool create makes RAID-Z vdevs that serve reads with children gone"
 trap destroy_all_pools EXIT
@@ -34,6 +35,13 @@ for i in $(seq 1 30); do head -c $((i * 1000)) /dev/urandom >"$ALTROOT/$TESTPOOL
 log_must tarn pool export "$TESTPOOL"
 import_pool "$TESTPOOL"
 (cd "$ALTROOT/$TESTPOOL/fs" && md5sum -c --quiet "$VDEV_DIR/sums.txt") || log_fail "files differ after import"
+# Space speaks of data: the file system's referenced is about the 3.5 MB written (parity
+# deflated away), while the pool's alloc holds the parity too (3 data columns of 5).
+refer=$(tarn list -H -p -o refer "$TESTPOOL/fs")
+alloc=$(tarn pool list -H -p -o alloc "$TESTPOOL")
+[ "$refer" -ge 3400000 ] && [ "$refer" -le 4200000 ] ||
+	log_fail "referenced $refer for about 3.5 MB written"
+[ "$alloc" -ge $((refer * 3 / 2)) ] || log_fail "pool alloc $alloc, dataset referenced $refer"
 log_must tarn pool offline "$TESTPOOL" "$(vdev r1)"
 log_must tarn pool offline "$TESTPOOL" "$(vdev r3)"
 log_mustnot_msg "no valid replicas" tarn pool offline "$TESTPOOL" "$(vdev r0)"
