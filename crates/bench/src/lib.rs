@@ -50,6 +50,11 @@
 //!   part of the timed run; reads follow a drop of the page cache (and, for tarn, an export and
 //!   import, so that nothing is served from memory the write left behind). fio's buffers are
 //!   random bytes (lightly scrambled per I/O), which lz4 cannot compress.
+//! - `raidz`: sequential write and read of raidz1 on 4 files and raidz2 on 6, through the
+//!   engine and through a FUSE mount, beside a single-file pool, zfs-fuse raidz and btrfs
+//!   raid5/raid6 on loop devices; physical write rates (data plus parity, from the leaves'
+//!   counters), reads with one and two children offline, scrub and resilver rates (see
+//!   `raidz`).
 
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -68,6 +73,7 @@ mod fsync;
 mod iosched;
 mod l2arc;
 mod quota;
+mod raidz;
 mod receive;
 mod scan;
 mod snapshot;
@@ -274,6 +280,11 @@ pub enum BenchCommand {
         #[arg(short = 'j')]
         json: bool,
     },
+    /// RAID-Z: sequential write and read of raidz1 on 4 files and raidz2 on 6 (engine and
+    /// FUSE mount, recordsize 1M) beside a single-file pool, zfs-fuse raidz1/raidz2 and btrfs
+    /// raid5/raid6 on loop devices; reads with one and two children offline; scrub and
+    /// resilver rates. Needs root, /dev/fuse and fio; the peers need zfs-fuse and btrfs-progs.
+    Raidz(raidz::RaidzBench),
     /// Sync cost per txg (passes, block copies, device writes; from the txg history) on three
     /// workloads through a FUSE mount of a new pool (a tree copy, small-file creation, 4 KiB
     /// random overwrites each followed by fsync), then the fsync loop's write I/Os and bytes per
@@ -345,13 +356,13 @@ pub(crate) fn write_sequential(
     Ok(written)
 }
 
-fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
+pub(crate) fn mib_per_second(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / seconds
 }
 
 /// One fio job: sequential, 1 MiB I/O, psync, on `file`; returns MiB/s as fio measured it.
 /// A write ends with an fsync (`end_fsync`), inside the timed run.
-fn fio(file: &Path, size: u64, write: bool, direct: bool) -> Result<f64, String> {
+pub(crate) fn fio(file: &Path, size: u64, write: bool, direct: bool) -> Result<f64, String> {
     let direction = if write { "write" } else { "read" };
     let output = Command::new("fio")
         .args([
@@ -393,7 +404,7 @@ fn fio(file: &Path, size: u64, write: bool, direct: bool) -> Result<f64, String>
 }
 
 /// Write back dirty pages and drop the page cache, dentries and inodes (needs root).
-fn drop_caches() -> Result<(), String> {
+pub(crate) fn drop_caches() -> Result<(), String> {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3")
@@ -720,6 +731,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::Workloads(bench) => workloads::run(bench),
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),
+        BenchCommand::Raidz(bench) => raidz::run(bench),
         BenchCommand::L2arc(bench) => l2arc::run(bench),
         BenchCommand::Arc(bench) => arc::run(bench),
         BenchCommand::Iosched {
@@ -898,30 +910,180 @@ pub(crate) fn on_btrfs<T>(
     size: u64,
     work: impl FnOnce(&Path, &str) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
-    let image = dir.join(format!("bench-{name}-btrfs.img"));
-    let mountpoint = dir.join(format!("mnt-{name}-btrfs"));
-    let _ = std::fs::remove_file(&image);
-    let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
-    file.set_len(size)
-        .map_err(|e| io_failure(image.display(), e))?;
-    drop(file);
-    let device = sync::run_command(
-        "losetup",
-        &["--find", "--show", &image.display().to_string()],
-    )?;
-    let mount_text = mountpoint.display().to_string();
-    let result = (|| {
-        sync::run_command("mkfs.btrfs", &["-q", "-f", &device])?;
-        std::fs::create_dir_all(&mountpoint).map_err(|e| io_failure(&mount_text, e))?;
-        sync::run_command("mount", &["-t", "btrfs", &device, &mount_text])?;
-        let result = work(&mountpoint, &device);
-        let _ = sync::run_command("umount", &[&mount_text]);
-        result
-    })();
-    let _ = sync::run_command("losetup", &["-d", &device]);
-    let _ = std::fs::remove_file(&image);
-    let _ = std::fs::remove_dir(&mountpoint);
+    let mut array = BtrfsArray::create(dir, name, 1, size, &[], false)?;
+    let device = array.device(0)?.to_string();
+    let result = work(&array.mountpoint, &device);
+    let _ = array.unmount();
     result
+}
+
+/// btrfs over loop devices on sparse images in a benchmark's directory:
+/// `dir/bench-NAME-btrfs.img` (one device) or `dir/bench-NAME-btrfsN.img` (several, made with
+/// the mkfs options given, e.g. `-d raid5 -m raid5`), mounted at `dir/mnt-NAME-btrfs`. A
+/// benchmark can unmount it, detach and attach devices again (degraded mounts) and add blank
+/// images (`btrfs replace`). On drop, whatever happened, it is unmounted, every loop device
+/// over its images is detached, and the images and the mountpoint are removed.
+pub(crate) struct BtrfsArray {
+    pub mountpoint: PathBuf,
+    /// The images: the file system's devices in mkfs order (devid = index + 1), then any added.
+    images: Vec<PathBuf>,
+    /// Each image's loop device while attached.
+    devices: Vec<Option<String>>,
+    /// How many of the images mkfs made the file system on.
+    members: usize,
+    direct_io: bool,
+    mounted: bool,
+}
+
+impl BtrfsArray {
+    /// `count` sparse images of `size` bytes on loop devices (with `--direct-io=on` if
+    /// `direct_io`: the loop device then reads and writes its image with O_DIRECT),
+    /// `mkfs.btrfs -q -f MKFS_ARGS DEVICES...`, mounted.
+    pub(crate) fn create(
+        dir: &Path,
+        name: &str,
+        count: usize,
+        size: u64,
+        mkfs_args: &[&str],
+        direct_io: bool,
+    ) -> Result<BtrfsArray, Failure> {
+        let mut array = BtrfsArray {
+            mountpoint: dir.join(format!("mnt-{name}-btrfs")),
+            images: Vec::new(),
+            devices: Vec::new(),
+            members: count,
+            direct_io,
+            mounted: false,
+        };
+        for index in 0..count {
+            let image = if count == 1 {
+                dir.join(format!("bench-{name}-btrfs.img"))
+            } else {
+                dir.join(format!("bench-{name}-btrfs{index}.img"))
+            };
+            array.add_image(image, size)?;
+        }
+        let devices: Vec<String> = (0..count)
+            .map(|index| array.device(index).map(str::to_string))
+            .collect::<Result<_, _>>()?;
+        let mut args = vec!["-q", "-f"];
+        args.extend_from_slice(mkfs_args);
+        args.extend(devices.iter().map(String::as_str));
+        sync::run_command("mkfs.btrfs", &args)?;
+        std::fs::create_dir_all(&array.mountpoint)
+            .map_err(|e| io_failure(array.mountpoint.display(), e))?;
+        array.mount("")?;
+        Ok(array)
+    }
+
+    /// A new sparse image of `size` bytes at `image`, on a loop device; its index. Images
+    /// added after `create` are not devices of the file system (a `btrfs replace` target).
+    pub(crate) fn add_image(&mut self, image: PathBuf, size: u64) -> Result<usize, Failure> {
+        let _ = std::fs::remove_file(&image);
+        let file = std::fs::File::create(&image).map_err(|e| io_failure(image.display(), e))?;
+        self.images.push(image.clone());
+        self.devices.push(None);
+        file.set_len(size)
+            .map_err(|e| io_failure(image.display(), e))?;
+        let index = self.images.len() - 1;
+        self.attach(index)?;
+        Ok(index)
+    }
+
+    /// Attach image `index` (again) to a loop device; btrfs finds it by its superblock.
+    pub(crate) fn attach(&mut self, index: usize) -> Result<(), Failure> {
+        let image = self.images[index].display().to_string();
+        let mut args = vec!["--find", "--show"];
+        if self.direct_io {
+            args.push("--direct-io=on");
+        }
+        args.push(&image);
+        let device = sync::run_command("losetup", &args)?;
+        self.devices[index] = Some(device);
+        Ok(())
+    }
+
+    /// Detach image `index`'s loop device (the file system must be unmounted); the kernel's
+    /// btrfs forgets the device first, so that a degraded mount does not look for it.
+    pub(crate) fn detach(&mut self, index: usize) -> Result<(), Failure> {
+        if let Some(device) = self.devices[index].take() {
+            let _ = sync::run_command("btrfs", &["device", "scan", "--forget", &device]);
+            sync::run_command("losetup", &["-d", &device])?;
+        }
+        Ok(())
+    }
+
+    /// The loop device of image `index`.
+    pub(crate) fn device(&self, index: usize) -> Result<&str, Failure> {
+        self.devices[index].as_deref().ok_or_else(|| {
+            Failure(format!(
+                "{} is not on a loop device",
+                self.images[index].display()
+            ))
+        })
+    }
+
+    /// Mount with `options` (none if empty; e.g. `degraded,ro`), naming every attached device
+    /// of the file system.
+    pub(crate) fn mount(&mut self, options: &str) -> Result<(), Failure> {
+        let attached: Vec<&str> = self.devices[..self.members]
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        let Some((first, others)) = attached.split_first() else {
+            return Err(Failure("no device of the btrfs is attached".into()));
+        };
+        let options: Vec<String> = (!options.is_empty())
+            .then(|| options.to_string())
+            .into_iter()
+            .chain(others.iter().map(|device| format!("device={device}")))
+            .collect();
+        let options = options.join(",");
+        let mountpoint = self.mountpoint.display().to_string();
+        let mut args = vec!["-t", "btrfs"];
+        if !options.is_empty() {
+            args.extend(["-o", &options]);
+        }
+        args.extend([*first, &mountpoint]);
+        sync::run_command("mount", &args)?;
+        self.mounted = true;
+        Ok(())
+    }
+
+    pub(crate) fn unmount(&mut self) -> Result<(), Failure> {
+        if self.mounted {
+            sync::run_command("umount", &[&self.mountpoint.display().to_string()])?;
+            self.mounted = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BtrfsArray {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = sync::run_command("umount", &[&self.mountpoint.display().to_string()]);
+        }
+        for image in &self.images {
+            let image_text = image.display().to_string();
+            // Every loop device over the image, whatever this struct recorded.
+            let listed = sync::run_command("losetup", &["-j", &image_text]).unwrap_or_default();
+            for device in listed.lines().filter_map(|line| line.split(':').next()) {
+                let _ = sync::run_command("btrfs", &["device", "scan", "--forget", device]);
+                let _ = sync::run_command("losetup", &["-d", device]);
+            }
+            let _ = std::fs::remove_file(image);
+        }
+        let _ = std::fs::remove_dir(&self.mountpoint);
+    }
+}
+
+/// Report a benchmark's progress on stderr when it is a terminal (quiet in scripts).
+pub(crate) fn progress(bench: &str, message: &str) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("bench {bench}: {message}");
+    }
 }
 
 /// One line of a benchmark that compares tarn with a baseline measured in the same run.

@@ -47,7 +47,7 @@ fn fill(pool: &Pool, tunables: &Tunables, bytes: u64, seed: u64) -> Result<(), F
 }
 
 /// Bytes read and written by every leaf so far.
-fn leaf_bytes(pool: &Pool) -> (u64, u64) {
+pub(crate) fn leaf_bytes(pool: &Pool) -> (u64, u64) {
     pool.core
         .io
         .vdevs
@@ -59,7 +59,10 @@ fn leaf_bytes(pool: &Pool) -> (u64, u64) {
 }
 
 /// Wait for the scan of `function` to finish; its state.
-fn finish(pool: &Pool, function: ScanFunction) -> Result<tarn::pool::scan::ScanPhys, Failure> {
+pub(crate) fn finish(
+    pool: &Pool,
+    function: ScanFunction,
+) -> Result<tarn::pool::scan::ScanPhys, Failure> {
     pool.core.wait_scan(function)?;
     let phys = pool
         .core

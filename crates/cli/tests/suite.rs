@@ -8,6 +8,8 @@
 
 #[path = "suite/bench_mount.rs"]
 mod bench_mount;
+#[path = "suite/bench_raidz.rs"]
+mod bench_raidz;
 #[path = "suite/bench_space.rs"]
 mod bench_space;
 #[path = "suite/bench_steady.rs"]
