@@ -26,7 +26,17 @@ phase "cargo fmt --check"
 cargo fmt --all -- --check
 phase "module cycles"
 python3 scripts/check-cycles.py
-phase "build the tests"
+phase "build the tests, with clippy's lints"
+# Clippy's lints are checked while the tests build, not in a second compilation: clippy-driver
+# is rustc with clippy's lint passes, and cargo hands it every workspace crate (as `cargo
+# clippy` does, which sets the same two variables, but for a metadata-only build that shares
+# nothing with this one). A lint fails the build as `cargo clippy -- -D warnings` fails. A
+# separate `cargo clippy --workspace --all-targets` checked all 300 dependencies and every
+# workspace target again, beside the tests: two cores' worth of work for five minutes of a run.
+# The `cargo test` below runs with the same variables, so it finds the binaries built here.
+export RUSTC_WORKSPACE_WRAPPER
+RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver)
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # --timings: where a clean build's time goes, kept in target/cargo-timings/ (an HTML report).
 # This also puts the binaries the functional suite drives, target/debug/tarn and tarn-stress,
 # in place (the integration tests need them). A separate `cargo build -p tarn-cli -p tarn-stress`
@@ -45,36 +55,40 @@ export TARN_TEST_REQUIRE="fuse,root,loop,fio,mkfs.btrfs,fincore"
 trap 'rm -f "$log" "$functional_log" "$lint_log" "$TARN_TEST_SKIPS"' EXIT
 set +e
 # The functional suite runs beside the cargo tests: both spend most of their time waiting on
-# syncs, mounts and child processes, and each has its own daemon sockets, pools and mounts.
+# syncs, mounts and child processes, and each has its own daemon sockets, pools and mounts. It
+# runs in two lanes of areas at once (run.sh -j), for the same reason; each test's line and time
+# are printed (where the suite's time goes).
 functional_status_file=$(mktemp)
 (
-    bash tests/functional/run.sh -q -b target/debug/tarn >"$functional_log" 2>&1
+    bash tests/functional/run.sh -j 2 -b target/debug/tarn >"$functional_log" 2>&1
     echo $? >"$functional_status_file"
 ) &
 functional_pid=$!
-# The lints run beside the tests too, in a target directory of their own (cargo locks the one it
-# builds in for as long as `cargo test` runs): they need the processor for two minutes, which
-# the tests, waiting on syncs and mounts, mostly leave idle. Run after the build, they cost the
-# run their whole time (126 s of 890 s).
+# The command crates' lint runs beside the tests, in a target directory of their own (cargo
+# locks the one it builds in for as long as `cargo test` runs): built alone, without the
+# `internals` feature that tarn-stress and tarn-bench turn on for the whole workspace build, a
+# reach below the engine's facade fails here. (The workspace's own lints were checked by the
+# build above.)
 lint_status_file=$(mktemp)
 (
     status=0
     {
-        echo "-- cargo clippy -D warnings"
-        CARGO_TARGET_DIR=target/lint cargo clippy --workspace --all-targets -- -D warnings || status=1
-        # The command crates built alone, without the `internals` feature that tarn-stress and
-        # tarn-bench turn on for the whole workspace build: a reach below the facade fails here.
         echo "-- the command crates against the engine's facade"
-        CARGO_TARGET_DIR=target/lint cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings || status=1
+        env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS CARGO_TARGET_DIR=target/lint \
+            cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings || status=1
     } >"$lint_log" 2>&1
     echo $status >"$lint_status_file"
 ) &
 lint_pid=$!
-cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1 | tee "$log"
+# Four tests at a time in each test binary, not one per core: most of a test's time is spent
+# waiting on syncs, fsyncs, mounts and child processes (the fs binary used a third of one core
+# at two threads), so two cores keep up with four.
+RUST_TEST_THREADS=${RUST_TEST_THREADS:-4} \
+    cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 wait "$functional_pid"
 wait "$lint_pid"
-echo "== lints (cargo clippy -D warnings, whole workspace and the facade; ran beside cargo test)"
+echo "== lints of the command crates against the facade (cargo clippy -D warnings; ran beside cargo test)"
 cat "$lint_log"
 lint_status=$(cat "$lint_status_file")
 rm -f "$lint_status_file"

@@ -15,12 +15,16 @@ REPO=$(cd "$SUITE/../.." && pwd)
 
 usage() {
 	cat <<USAGE
-Usage: $(basename "$0") [-vqk] [-T TAGS] [-t TEST] [-d DIR] [-s SIZE] [-I N] [-b TARN] [-r RUNFILE]
+Usage: $(basename "$0") [-vqk] [-T TAGS] [-a AREAS] [-t TEST] [-j N] [-d DIR] [-s SIZE] [-I N] [-b TARN] [-r RUNFILE]
   -v          verbose: show each test's output on the terminal
   -q          quiet: print only failures and the summary
   -k          keep the work directory: each test's pools are exported, not destroyed, and
               their vdev files moved to the test's scratch directory
   -T TAGS     run only the areas carrying one of these tags (comma-separated)
+  -a AREAS    run only these areas (comma-separated names)
+  -j N        run the selected areas in N lanes at once, each a run of its own (its own
+              work directory, daemon, pools and mounts), areas shared out by their tests'
+              weight; the lanes' outputs follow one another, then the totals
   -t TEST     run one test: area/test, test, or the path of its script
   -d DIR      directory for the sparse vdev files (default: in the work directory)
   -s SIZE     size of each vdev file (default 256M)
@@ -31,14 +35,16 @@ The work directory is a fresh mktemp directory under \$TMPDIR or /var/tmp; its l
 USAGE
 }
 
-verbose=0 quiet=0 keep=0 tags="" only="" vdev_dir="" vdev_size=256M iterations=1
+verbose=0 quiet=0 keep=0 tags="" only="" vdev_dir="" vdev_size=256M iterations=1 only_areas="" lanes=1
 tarn="$REPO/target/debug/tarn" runfile="$SUITE/runfiles/common.run"
-while getopts "vqkT:t:d:s:I:b:r:h" option; do
+while getopts "vqkT:a:t:j:d:s:I:b:r:h" option; do
 	case $option in
 	v) verbose=1 ;;
 	q) quiet=1 ;;
 	k) keep=1 ;;
 	T) tags=$OPTARG ;;
+	a) only_areas=$OPTARG ;;
+	j) lanes=$OPTARG ;;
 	t) only=$OPTARG ;;
 	d) vdev_dir=$OPTARG ;;
 	s) vdev_size=$OPTARG ;;
@@ -52,6 +58,7 @@ done
 shift $((OPTIND - 1))
 [ $# -eq 0 ] || { echo "run.sh: unexpected argument '$1'" >&2; usage >&2; exit 2; }
 [[ $iterations =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: -I wants a positive count, not '$iterations'" >&2; exit 2; }
+[[ $lanes =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: -j wants a positive count, not '$lanes'" >&2; exit 2; }
 [ -x "$tarn" ] || { echo "run.sh: no tarn binary at $tarn (build it: cargo build -p tarn-cli, or name it with -b)" >&2; exit 2; }
 [ -r "$runfile" ] || { echo "run.sh: cannot read runfile $runfile" >&2; exit 2; }
 tarn=$(cd "$(dirname "$tarn")" && pwd)/$(basename "$tarn")
@@ -60,6 +67,7 @@ tarn=$(cd "$(dirname "$tarn")" && pwd)/$(basename "$tarn")
 # --- The runfile: areas in order, and per area its tags, setup, cleanup, timeout, tests.
 declare -a areas=()
 declare -A area_tags=() area_setup=() area_cleanup=() area_timeout=() area_tests=() area_known=()
+declare -A area_weight=()
 parse_runfile() {
 	local line key value area="" number=0
 	while IFS= read -r line || [ -n "$line" ]; do
@@ -71,7 +79,7 @@ parse_runfile() {
 			area=${BASH_REMATCH[1]}
 			areas+=("$area")
 			area_tags[$area]="" area_setup[$area]="" area_cleanup[$area]=""
-			area_timeout[$area]=300 area_tests[$area]="" area_known[$area]=""
+			area_timeout[$area]=300 area_tests[$area]="" area_known[$area]="" area_weight[$area]=0
 			continue
 		fi
 		if [ -z "$area" ] || ! [[ $line =~ ^([a-z_]+)[[:space:]]*=[[:space:]]*(.*)$ ]]; then
@@ -86,6 +94,7 @@ parse_runfile() {
 		timeout) area_timeout[$area]=$value ;;
 		tests) area_tests[$area]+=" $value" ;;
 		known_failures) area_known[$area]+=" $value" ;;
+		weight) area_weight[$area]=$value ;;
 		*) echo "run.sh: $runfile:$number: unknown key '$key'" >&2; exit 2 ;;
 		esac
 	done <"$runfile"
@@ -106,6 +115,9 @@ for area in "${areas[@]}"; do
 		done
 		[ "$wanted" -eq 1 ] || continue
 	fi
+	if [ -n "$only_areas" ] && [[ ",$only_areas," != *",$area,"* ]]; then
+		continue
+	fi
 	list=""
 	for test in ${area_tests[$area]}; do
 		if [ -z "$only" ] || [ "$only_name" = "$area/$test" ] || [ "$only_name" = "$test" ]; then
@@ -118,6 +130,67 @@ done
 if [ "$matched" -eq 0 ]; then
 	echo "run.sh: no test matches${only:+ -t $only}${tags:+ -T $tags}" >&2
 	exit 2
+fi
+
+# --- Lanes (-j): the selected areas shared out among runs of this script that go at once.
+# An area stays whole in one lane (its setup and cleanup bracket its tests). Areas go, heaviest
+# first, to the lane with the least weight so far; an area's weight is its runfile `weight`
+# (seconds its tests took, measured), else 10 per test.
+if [ "$lanes" -gt 1 ]; then
+	declare -a lane_areas=() lane_load=()
+	for ((lane = 0; lane < lanes; lane++)); do lane_areas[lane]="" lane_load[lane]=0; done
+	weighed=$(for area in "${!selected[@]}"; do
+		weight=${area_weight[$area]}
+		# shellcheck disable=SC2086
+		[ "$weight" -gt 0 ] || weight=$((10 * $(echo ${selected[$area]} | wc -w)))
+		echo "$weight $area"
+	done | sort -rn)
+	while read -r weight area; do
+		lightest=0
+		for ((lane = 1; lane < lanes; lane++)); do
+			[ "${lane_load[lane]}" -lt "${lane_load[lightest]}" ] && lightest=$lane
+		done
+		lane_areas[lightest]+="${lane_areas[lightest]:+,}$area"
+		lane_load[lightest]=$((lane_load[lightest] + weight))
+	done <<<"$weighed"
+	lane_dir=$(mktemp -d "${TMPDIR:-/var/tmp}/tarn-functional-lanes.XXXXXX") || exit 2
+	declare -a lane_pids=()
+	started_run=$(date +%s)
+	for ((lane = 0; lane < lanes; lane++)); do
+		[ -n "${lane_areas[lane]}" ] || continue
+		args=(-a "${lane_areas[lane]}" -s "$vdev_size" -I "$iterations" -b "$tarn" -r "$runfile")
+		[ "$verbose" -eq 0 ] || args+=(-v)
+		[ "$quiet" -eq 0 ] || args+=(-q)
+		[ "$keep" -eq 0 ] || args+=(-k)
+		[ -z "$tags" ] || args+=(-T "$tags")
+		[ -z "$only" ] || args+=(-t "$only")
+		[ -z "$vdev_dir" ] || args+=(-d "$vdev_dir/lane$lane")
+		bash "$0" "${args[@]}" >"$lane_dir/lane$lane.out" 2>&1 &
+		lane_pids[lane]=$!
+	done
+	lanes_failed=0
+	for lane in "${!lane_pids[@]}"; do
+		wait "${lane_pids[lane]}" || lanes_failed=1
+	done
+	total_passed=0 total_failed=0 total_skipped=0
+	for lane in "${!lane_pids[@]}"; do
+		echo "== lane $((lane + 1)) of $lanes: ${lane_areas[lane]//,/ } (weight ${lane_load[lane]})"
+		cat "$lane_dir/lane$lane.out"
+		counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$lane_dir/lane$lane.out" | tail -n 1)
+		[ -n "$counts" ] || { counts="0 passed, 1 failed"; echo "lane $((lane + 1)) did not finish"; }
+		total_passed=$((total_passed + ${counts%% *}))
+		counts=${counts#*, }
+		total_failed=$((total_failed + ${counts%% *}))
+		lane_skipped=$(grep -E '^[0-9]+ skipped$' "$lane_dir/lane$lane.out" | tail -n 1)
+		total_skipped=$((total_skipped + ${lane_skipped%% *}))
+	done
+	rm -rf "$lane_dir"
+	echo
+	echo "Results: $(($(date +%s) - started_run))s in $lanes lanes, tarn $("$tarn" --version 2>/dev/null | sed 's/^tarn //')"
+	echo "$total_skipped skipped"
+	echo "$total_passed passed, $total_failed failed"
+	[ "$total_failed" -eq 0 ] && [ "$lanes_failed" -eq 0 ]
+	exit
 fi
 
 # --- The work directory and the environment the tests see.
