@@ -182,6 +182,32 @@ struct Figures {
     resilver_io: Option<(f64, f64)>,
 }
 
+impl Figures {
+    /// A peer's figures: through its mount only, without the physical bytes or the resilver's
+    /// I/O (tarn's own counters measure those).
+    fn of_peer(
+        write: f64,
+        read: f64,
+        degraded: Vec<Degraded>,
+        scrub: f64,
+        resilver: f64,
+    ) -> Figures {
+        Figures {
+            engine_write: None,
+            engine_read: None,
+            mount_write: Write {
+                data: write,
+                physical_per_data: 0.0,
+            },
+            mount_read: read,
+            degraded,
+            scrub,
+            resilver: Some(resilver),
+            resilver_io: None,
+        }
+    }
+}
+
 /// "1 child", "2 children".
 fn count(number: usize, one: &str, many: &str) -> String {
     format!("{number} {}", if number == 1 { one } else { many })
@@ -685,19 +711,7 @@ fn zfs_fuse_layout(work: &Path, layout: Layout, size: u64) -> Result<Figures, Fa
     )?;
     pool.wait_scan()?;
     let resilver = mib_per_second(size, started.elapsed().as_secs_f64());
-    Ok(Figures {
-        engine_write: None,
-        engine_read: None,
-        mount_write: Write {
-            data: write,
-            physical_per_data: 0.0,
-        },
-        mount_read: read,
-        degraded,
-        scrub,
-        resilver: Some(resilver),
-        resilver_io: None,
-    })
+    Ok(Figures::of_peer(write, read, degraded, scrub, resilver))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -789,19 +803,7 @@ fn btrfs_layout(work: &Path, layout: Layout, size: u64) -> Result<Figures, Failu
     )?;
     let resilver = mib_per_second(size, started.elapsed().as_secs_f64());
     array.unmount()?;
-    Ok(Figures {
-        engine_write: None,
-        engine_read: None,
-        mount_write: Write {
-            data: write,
-            physical_per_data: 0.0,
-        },
-        mount_read: read,
-        degraded,
-        scrub,
-        resilver: Some(resilver),
-        resilver_io: None,
-    })
+    Ok(Figures::of_peer(write, read, degraded, scrub, resilver))
 }
 
 // ---------------------------------------------------------------------------------------------
