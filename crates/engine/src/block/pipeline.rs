@@ -962,13 +962,15 @@ impl BlockIo {
             // Children that may hold a stale copy (the block's birth is in their dirty time
             // log) or take no I/O are tried last.
             for child in crate::vdev::dtl::read_order(&top, bp.birth_physical.0) {
-                let mut buffer = vec![0u8; dva.size_allocated as usize];
+                // Read whole or found bad (the read overwrites every byte).
+                let mut buffer = crate::vdev::buffers::take(dva.size_allocated as usize);
                 if self.read_copy(&top, child, dva, &mut buffer).is_err() {
                     // An offline or missing child holds no copy to repair (as in
                     // verify_all_copies): its failed read is no bad copy.
                     if top.children[child].is_usable() {
                         bad.push((*dva, top.clone(), child));
                     }
+                    crate::vdev::buffers::give(buffer);
                     continue;
                 }
                 buffer.truncate(bp.size_physical as usize);
@@ -976,6 +978,7 @@ impl BlockIo {
                     good = Some(buffer);
                     break;
                 }
+                crate::vdev::buffers::give(buffer);
                 if !top.children[child].dtl.contains(bp.birth_physical.0) {
                     top.record_checksum_error(child);
                 }
@@ -1007,7 +1010,10 @@ impl BlockIo {
         if bp.is_hole() || bp.embedded {
             return Ok(CopyReport::default());
         }
-        self.verify_copies(bp, repair).map(|(report, _)| report)
+        self.verify_copies(bp, repair).map(|(report, physical)| {
+            crate::vdev::buffers::give(physical);
+            report
+        })
     }
 
     /// [`BlockIo::verify_all_copies`] of an allocated block, with the verified physical bytes
@@ -1050,14 +1056,19 @@ impl BlockIo {
                     continue;
                 }
                 report.copies += 1;
-                let mut buffer = vec![0u8; dva.size_allocated as usize];
+                // Read whole or found bad (the read overwrites every byte).
+                let mut buffer = crate::vdev::buffers::take(dva.size_allocated as usize);
                 let ok = self.read_copy(&top, child, dva, &mut buffer).is_ok() && {
                     buffer.truncate(bp.size_physical as usize);
                     checksum::compute(bp.checksum_type, &buffer) == bp.checksum
                 };
                 if ok {
-                    good.get_or_insert(buffer);
+                    match good {
+                        None => good = Some(buffer),
+                        Some(_) => crate::vdev::buffers::give(buffer),
+                    }
                 } else {
+                    crate::vdev::buffers::give(buffer);
                     // A stale copy on a child that missed the block's txg (its DTL says so)
                     // is expected until resilvered, not a checksum error.
                     if !top.children[child].dtl.contains(bp.birth_physical.0) {

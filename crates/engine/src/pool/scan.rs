@@ -61,7 +61,9 @@
 //! of the vdev queues (`vdev_scrub_max_active`), so the pool's own reads overtake them. The walk
 //! collects up to 64 data blocks (with the indirect blocks it finishes on the way), then
 //! [`SCAN_READERS`] threads read and verify them, so that the devices see several reads at once;
-//! the bookmark moves past them only when all are done.
+//! a resilver's writes of the blocks read are issued without waiting ([`ResilverWrites`], up to
+//! 32 MiB in flight), so that the next reads overlap them. The bookmark moves past the batch
+//! only when all its reads and writes are done.
 //!
 //! # Throttle
 //! A txg scans for `scrub_min_time_ms` (`resilver_min_time_ms` for a resilver) and then stops
@@ -101,6 +103,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -127,6 +130,73 @@ use super::{
 const WALK_CHUNK_BLOCKS: u64 = 64;
 /// Threads that read and verify a batch of blocks at once.
 const SCAN_READERS: usize = 4;
+/// Bytes of blocks a resilver's writes in flight may hold before its readers wait for them.
+const RESILVER_WRITE_BYTES_MAX: u64 = 32 << 20;
+
+/// A batch's resilver writes in flight, and what those completed repaired: the readers go on
+/// to the next block while the last one's writes run, up to [`RESILVER_WRITE_BYTES_MAX`].
+struct ResilverWrites {
+    pool: String,
+    state: Mutex<ResilverWritesState>,
+    changed: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct ResilverWritesState {
+    bytes_in_flight: u64,
+    repaired: u64,
+    bytes_repaired: u64,
+}
+
+impl ResilverWrites {
+    fn new(pool: &str) -> ResilverWrites {
+        ResilverWrites {
+            pool: pool.to_string(),
+            state: Mutex::new(ResilverWritesState::default()),
+            changed: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// Count a write of a block of `bytes` about to be issued, once there is room for it.
+    fn start(&self, bytes: u64) {
+        let mut state = self.state.lock();
+        if state.bytes_in_flight > 0 && state.bytes_in_flight + bytes > RESILVER_WRITE_BYTES_MAX {
+            // Writes this thread's plug holds would never complete while it waits.
+            crate::vdev::plug::kick_plugged();
+        }
+        while state.bytes_in_flight > 0 && state.bytes_in_flight + bytes > RESILVER_WRITE_BYTES_MAX
+        {
+            self.changed.wait(&mut state);
+        }
+        state.bytes_in_flight += bytes;
+    }
+
+    /// A write counted by [`ResilverWrites::start`] completed with `result` (bytes written).
+    fn finish(&self, bytes: u64, result: Result<u64, crate::vdev::VdevError>) {
+        let mut state = self.state.lock();
+        state.bytes_in_flight -= bytes;
+        match result {
+            Ok(written) => {
+                state.repaired += 1;
+                state.bytes_repaired += written;
+            }
+            // The leaf's queue counted the write error; the leaf's log keeps the txg.
+            Err(error) => log::warn!("pool {}: resilver write failed: {error}", self.pool),
+        }
+        self.changed.notify_all();
+    }
+
+    /// Wait for every write to complete: the copies repaired and their bytes.
+    fn wait(&self) -> (u64, u64) {
+        // Writes this thread's plug holds would never complete while it waits.
+        crate::vdev::plug::kick_plugged();
+        let mut state = self.state.lock();
+        while state.bytes_in_flight > 0 {
+            self.changed.wait(&mut state);
+        }
+        (state.repaired, state.bytes_repaired)
+    }
+}
 
 /// One round's walking state, shared by the regular walks and the catch-ups.
 struct ScanWalk<'a> {
@@ -1035,13 +1105,14 @@ impl PoolCore {
         let function = phys.function;
         let next = AtomicU64::new(0);
         let totals = Mutex::new(phys.clone());
+        let writes = Arc::new(ResilverWrites::new(&self.name));
         let work = || loop {
             let index = next.fetch_add(1, Ordering::Relaxed) as usize;
             let Some((bp, position)) = batch.get(index) else {
                 return;
             };
             let outcome = match function {
-                ScanFunction::Resilver if !bp.is_gang() => self.resilver_block(bp),
+                ScanFunction::Resilver if !bp.is_gang() => self.resilver_block(bp, &writes),
                 _ => self.io.verify_all_copies(bp, repair),
             };
             let mut totals = totals.lock();
@@ -1079,14 +1150,26 @@ impl PoolCore {
                 }
             });
         }
-        *phys = totals.into_inner();
+        let mut totals = totals.into_inner();
+        // The batch's resilver writes were counted as bad copies not repaired: those done are
+        // repaired. The bookmark moves past the batch only once every one has completed.
+        let (repaired, bytes_repaired) = writes.wait();
+        totals.repaired += bytes_repaired;
+        totals.unrepaired = totals.unrepaired.saturating_sub(repaired);
+        *phys = totals;
     }
 
     /// Resilver one block (not a gang): read one good copy, verified, from a child that did
     /// not miss its txg, and write it to every usable child whose DTL holds the block's birth,
     /// without reading those (their copies are stale or missing). So a resilver reads and
-    /// writes about what was missed (OpenZFS's resilver writes DTL children the same way).
-    fn resilver_block(&self, bp: &BlockPtr) -> Result<CopyReport, PipelineError> {
+    /// writes about what was missed (OpenZFS's resilver writes DTL children the same way). The
+    /// writes are issued, not waited for: `writes` counts them (and their outcome), so that
+    /// the next block's reads overlap them.
+    fn resilver_block(
+        &self,
+        bp: &BlockPtr,
+        writes: &Arc<ResilverWrites>,
+    ) -> Result<CopyReport, PipelineError> {
         let birth = bp.birth_physical.0;
         let mut report = CopyReport::default();
         let _class = crate::vdev::queue::ReadClassScope::new(crate::vdev::IoClass::Scrub);
@@ -1105,21 +1188,33 @@ impl PoolCore {
             })
             .collect();
         // One copy read (the pipeline tries children that did not miss the txg first).
-        let physical = self.io.read_physical(bp, false)?;
+        let physical = Arc::new(self.io.read_physical(bp, false)?);
         report.copies = 1;
         for (dva, child) in stale {
             report.bad += 1;
             let Some(top) = self.io.vdevs.top(dva.vdev) else {
                 continue;
             };
-            match top.rewrite_child(child, dva.offset, dva.size_allocated, &physical) {
-                Ok(bytes) => {
-                    report.repaired += 1;
-                    report.bytes_repaired += bytes;
-                }
-                // The leaf's queue counted the write error; the leaf's log keeps the txg.
-                Err(error) => log::warn!("pool {}: resilver write failed: {error}", self.name),
-            }
+            let bytes = physical.len() as u64;
+            writes.start(bytes);
+            let outcome = writes.clone();
+            let held = physical.clone();
+            top.rewrite_child_async(
+                child,
+                dva.offset,
+                dva.size_allocated,
+                physical.clone(),
+                move |result| {
+                    outcome.finish(bytes, result);
+                    // The last of the block's writes gives its buffer back.
+                    if let Ok(buffer) = Arc::try_unwrap(held) {
+                        crate::vdev::buffers::give(buffer);
+                    }
+                },
+            );
+        }
+        if let Ok(buffer) = Arc::try_unwrap(physical) {
+            crate::vdev::buffers::give(buffer);
         }
         Ok(report)
     }

@@ -106,6 +106,7 @@
 //! suspends (fail-stop).
 
 pub mod alloc;
+pub mod buffers;
 pub mod dtl;
 pub mod fault;
 pub mod inject;

@@ -155,8 +155,8 @@ impl RawBuffer {
 enum Buffer {
     /// The caller's memory: a read's destination, or a write's source.
     Borrowed(RawBuffer),
-    /// Bytes shared with the caller (an asynchronous write).
-    Shared(Arc<Vec<u8>>),
+    /// Bytes `range` of a buffer shared with the caller (an asynchronous write).
+    Shared(Arc<Vec<u8>>, std::ops::Range<usize>),
 }
 
 impl Buffer {
@@ -167,7 +167,7 @@ impl Buffer {
         match self {
             // SAFETY: see RawBuffer.
             Buffer::Borrowed(raw) => unsafe { std::slice::from_raw_parts(raw.pointer, raw.length) },
-            Buffer::Shared(data) => data,
+            Buffer::Shared(data, range) => &data[range.clone()],
         }
     }
 
@@ -178,7 +178,7 @@ impl Buffer {
             Buffer::Borrowed(raw) => unsafe {
                 std::slice::from_raw_parts_mut(raw.pointer, raw.length)
             },
-            Buffer::Shared(_) => unreachable!("reads always target a borrowed buffer"),
+            Buffer::Shared(..) => unreachable!("reads always target a borrowed buffer"),
         }
     }
 }
@@ -472,7 +472,35 @@ impl VdevQueue {
 
     /// Queue a write of shared bytes; `done` runs on a worker thread when it completes.
     pub fn write_shared(&self, class: IoClass, offset: u64, data: Arc<Vec<u8>>, done: Completion) {
-        self.submit(class, IoKind::Write, offset, Buffer::Shared(data), done);
+        let range = 0..data.len();
+        self.write_shared_range(class, offset, data, range, done);
+    }
+
+    /// Queue a write of bytes `range` of a shared buffer (one column of a block, say, without
+    /// copying it out); `done` runs on a worker thread when it completes.
+    ///
+    /// # Panics
+    /// Panics if `range` is not inside `data`.
+    pub fn write_shared_range(
+        &self,
+        class: IoClass,
+        offset: u64,
+        data: Arc<Vec<u8>>,
+        range: std::ops::Range<usize>,
+        done: Completion,
+    ) {
+        assert!(
+            range.start <= range.end && range.end <= data.len(),
+            "write range {range:?} outside a buffer of {} bytes",
+            data.len()
+        );
+        self.submit(
+            class,
+            IoKind::Write,
+            offset,
+            Buffer::Shared(data, range),
+            done,
+        );
     }
 
     fn submit(&self, class: IoClass, kind: IoKind, offset: u64, buffer: Buffer, done: Completion) {
@@ -494,10 +522,10 @@ impl VdevQueue {
     ) {
         let length = match &buffer {
             Buffer::Borrowed(raw) => raw.length,
-            Buffer::Shared(data) => data.len(),
+            Buffer::Shared(_, range) => range.len(),
         };
         // Only asynchronous requests are held: a blocking one kicked the plug and is waited for.
-        let pluggable = matches!(buffer, Buffer::Shared(_)) && thread_is_plugged();
+        let pluggable = matches!(buffer, Buffer::Shared(..)) && thread_is_plugged();
         self.inner.outstanding.fetch_add(1, Ordering::AcqRel);
         let request = Request {
             class,

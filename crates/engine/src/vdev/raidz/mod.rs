@@ -29,12 +29,16 @@
 //! then, when that does not verify, with every combination of further columns assumed bad, up
 //! to `p` in all (OpenZFS's combinatorial reconstruction). A column that had to be assumed bad
 //! to verify held silently wrong bytes: its child is charged a checksum error. The caller
-//! rewrites the columns found bad (`rewrite_column`). A scrub reads every column and also
-//! compares the parity with what the data gives.
+//! rewrites the columns found bad (`rewrite_column`, or `rewrite_column_async` for a
+//! resilver). A scrub reads every column and also compares the parity with what the data gives.
+//! The data columns are read into consecutive ranges of one buffer, which is the block's data
+//! as returned (no join, no copy), and the known-missing columns are rebuilt in place; only a
+//! guess beyond them works on a copy. The buffers come from `vdev::buffers`, used again.
 //!
 //! # Writes
 //!
-//! `write_async` writes every column with size through its child's queue; a child that fails
+//! `write_async` writes every column with size through its child's queue (a data column
+//! straight from the block's buffer, a parity column from its own); a child that fails
 //! or is offline logs the txg in its dirty time log (the basis of resilver, as for a mirror
 //! child), and the write fails only when more columns than `p` missed it.
 //!

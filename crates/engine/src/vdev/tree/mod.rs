@@ -503,6 +503,60 @@ impl TopVdev {
         }
     }
 
+    /// [`TopVdev::rewrite_child`] without waiting: `done` gets its outcome (on a queue worker,
+    /// or at once on this thread when there is nothing to write or the child is offline). The
+    /// bytes are written from `physical` itself where they can be (a mirror copy of a block
+    /// that fills its allocation, a RAID-Z data column).
+    pub fn rewrite_child_async(
+        &self,
+        child: usize,
+        offset: u64,
+        allocated: u64,
+        physical: Arc<Vec<u8>>,
+        done: impl FnOnce(Result<u64, VdevError>) + Send + 'static,
+    ) {
+        if let Some(geometry) = self.raidz_geometry() {
+            return raidz_io::rewrite_column_async(self, &geometry, child, offset, physical, done);
+        }
+        let data = if physical.len() as u64 == allocated {
+            physical
+        } else {
+            let mut padded = physical.to_vec();
+            padded.resize(allocated as usize, 0);
+            Arc::new(padded)
+        };
+        self.assert_range(offset, data.len());
+        let leaf = self.children[child].clone();
+        let device_offset = VDEV_LABEL_START_SIZE + offset;
+        if leaf.is_offline() {
+            let error = VdevError::io(
+                &*leaf.device,
+                "write",
+                device_offset,
+                allocated,
+                offline_error(&leaf),
+            );
+            return done(Err(error));
+        }
+        let queue_leaf = leaf.clone();
+        leaf.queue.write_shared(
+            IoClass::AsyncWrite,
+            device_offset,
+            data,
+            Completion::new(move |result: std::io::Result<()>| {
+                done(result.map(|()| allocated).map_err(|source| {
+                    VdevError::io(
+                        &*queue_leaf.device,
+                        "write",
+                        device_offset,
+                        allocated,
+                        source,
+                    )
+                }))
+            }),
+        );
+    }
+
     pub fn write_txg(&self) -> u64 {
         self.write_txg.load(Ordering::Acquire).max(1)
     }
@@ -609,7 +663,7 @@ impl TopVdev {
     ) {
         self.assert_range(offset, data.len());
         if let Some(geometry) = self.raidz_geometry() {
-            return raidz_io::write_async(self, &geometry, class, offset, &data, txg, done);
+            return raidz_io::write_async(self, &geometry, class, offset, data, txg, done);
         }
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let outcome = Arc::new(MirrorWrite::new(

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 use super::super::queue::{read_each_at, write_each_at, Completion, IoClass, VdevQueue};
 use super::super::raidz::{block_map, math, RaidzGeometry, RaidzMap};
-use super::super::{VdevError, VDEV_LABEL_START_SIZE};
+use super::super::{buffers, VdevError, VDEV_LABEL_START_SIZE};
 use super::{offline_error, Leaf, TopVdev, WriteDone};
 
 /// Children whose column of a block was found bad by a read.
@@ -38,28 +38,6 @@ pub enum RaidzReadError {
     /// No combination of up to `parity` columns assumed bad gives data that verifies.
     #[error("no reconstruction from {columns} columns with {parity} parity verifies")]
     NoReconstruction { columns: usize, parity: usize },
-}
-
-/// The bytes of every column of `map` (parity first), from the block's `data` (at least the
-/// data columns' bytes; a shorter buffer is zero padded).
-fn column_buffers(map: &RaidzMap, data: &[u8]) -> Vec<Vec<u8>> {
-    let mut columns: Vec<Vec<u8>> = Vec::with_capacity(map.accessed_columns());
-    for _ in 0..map.parity {
-        columns.push(vec![0u8; map.parity_size() as usize]);
-    }
-    for range in map.data_column_ranges() {
-        let mut column = vec![0u8; range.len()];
-        let end = range.end.min(data.len());
-        if range.start < end {
-            column[..end - range.start].copy_from_slice(&data[range.start..end]);
-        }
-        columns.push(column);
-    }
-    let (parity, data_columns) = columns.split_at_mut(map.parity);
-    let data_refs: Vec<&[u8]> = data_columns.iter().map(Vec::as_slice).collect();
-    let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
-    math::generate(map.parity, &data_refs, &mut parity_refs);
-    columns
 }
 
 /// How many columns of one block's write reached no child of their slot, and the first error.
@@ -130,12 +108,11 @@ pub fn write_async(
     geometry: &RaidzGeometry,
     class: IoClass,
     offset: u64,
-    data: &[u8],
+    data: Arc<Vec<u8>>,
     txg: u64,
     done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
 ) {
     let map = block_map(geometry, offset, data.len() as u64);
-    let columns = column_buffers(&map, data);
     // Children that take no column still miss the txg when offline: their log says so, as a
     // mirror child's does, so that resilver visits the txg.
     for slot in 0..geometry.children {
@@ -148,7 +125,8 @@ pub fn write_async(
             }
         }
     }
-    let writes: usize = (map.columns[..map.accessed_columns()].iter())
+    let count = map.accessed_columns();
+    let writes: usize = (map.columns[..count].iter())
         .map(|column| top.slot_children(column.child).len())
         .sum();
     let outcome = Arc::new(ColumnsWrite {
@@ -158,13 +136,20 @@ pub fn write_async(
         parity: map.parity,
         txg,
         remaining: AtomicUsize::new(writes),
-        written: (0..columns.len()).map(|_| AtomicUsize::new(0)).collect(),
+        written: (0..count).map(|_| AtomicUsize::new(0)).collect(),
         first_error: Mutex::new(None),
         done: Mutex::new(Some(Box::new(done))),
     });
-    for (index, (column, bytes)) in map.columns.iter().zip(columns).enumerate() {
+    // Each column's bytes: a parity column its own buffer, a data column its range of the
+    // block's (no copy).
+    let parity = parity_of(&map, &data);
+    let sources = (parity.into_iter().map(|column| {
+        let range = 0..column.len();
+        (Arc::new(column), range)
+    }))
+    .chain(map.data_column_ranges().map(|range| (data.clone(), range)));
+    for (index, (column, (bytes, range))) in map.columns.iter().zip(sources).enumerate() {
         let device_offset = VDEV_LABEL_START_SIZE + column.child_offset;
-        let bytes = Arc::new(bytes);
         for &child in top.slot_children(column.child) {
             let leaf = top.children[child].clone();
             if leaf.is_offline() {
@@ -173,10 +158,11 @@ pub fn write_async(
             }
             let outcome = outcome.clone();
             let queue_leaf = leaf.clone();
-            leaf.queue.write_shared(
+            leaf.queue.write_shared_range(
                 class,
                 device_offset,
                 bytes.clone(),
+                range.clone(),
                 Completion::new(move |result| {
                     outcome.leaf_done(index, &queue_leaf, device_offset, result)
                 }),
@@ -195,6 +181,7 @@ pub fn write(
     txg: u64,
 ) -> Result<(), VdevError> {
     let (sender, receiver) = std::sync::mpsc::channel();
+    let data = Arc::new(data.to_vec());
     write_async(top, geometry, class, offset, data, txg, move |result| {
         let _ = sender.send(result);
     });
@@ -211,6 +198,89 @@ enum ColumnState {
     /// Known bad before any reconstruction: unreadable, offline, or stale (its child missed
     /// the block's txg).
     Missing,
+}
+
+/// A block's columns as a read holds them: the parity columns apart, allocated only when they
+/// are read or rebuilt, and the data columns as consecutive ranges of one buffer in block
+/// order, so that the data a reader gets back is that buffer, never joined or copied. The
+/// buffers come from and go back to [`buffers`] (every byte of them is read or rebuilt before
+/// it is used).
+#[derive(Clone)]
+struct BlockColumns {
+    parity: Vec<Vec<u8>>,
+    data: Vec<u8>,
+}
+
+impl BlockColumns {
+    fn new(map: &RaidzMap) -> BlockColumns {
+        BlockColumns {
+            parity: vec![Vec::new(); map.parity],
+            data: buffers::take(map.data_bytes() as usize),
+        }
+    }
+
+    /// Give the parity columns their bytes (zero) before they are read or rebuilt.
+    fn allocate_parity(&mut self, map: &RaidzMap) {
+        for column in &mut self.parity {
+            if column.is_empty() {
+                *column = buffers::take(map.parity_size() as usize);
+            }
+        }
+    }
+
+    /// Every column, parity first, in map order (an unallocated parity column is empty).
+    fn slices_mut(&mut self, map: &RaidzMap) -> Vec<&mut [u8]> {
+        let mut slices: Vec<&mut [u8]> = Vec::with_capacity(map.accessed_columns());
+        slices.extend(self.parity.iter_mut().map(Vec::as_mut_slice));
+        let mut rest = self.data.as_mut_slice();
+        for column in map.data_column_slice() {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(column.size as usize);
+            slices.push(head);
+            rest = tail;
+        }
+        slices
+    }
+
+    /// Rebuild the columns in `missing` from the others in place; false if the math refuses
+    /// (then nothing changed).
+    fn reconstruct(&mut self, map: &RaidzMap, missing: &[usize]) -> bool {
+        let mut slices = self.slices_mut(map);
+        math::reconstruct(map.parity, &mut slices, missing).is_ok()
+    }
+
+    /// The data, leaving the parity columns to go back to the free list.
+    fn into_data(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.data)
+    }
+}
+
+impl Drop for BlockColumns {
+    fn drop(&mut self) {
+        for column in self.parity.drain(..) {
+            buffers::give(column);
+        }
+        buffers::give(std::mem::take(&mut self.data));
+    }
+}
+
+/// The data columns of the block `data` (its bytes in block order, at least up to the last
+/// data column's start; a column past its end is short, which the parity math reads as zero
+/// padding), as slices of it.
+fn data_column_slices<'a>(map: &RaidzMap, data: &'a [u8]) -> Vec<&'a [u8]> {
+    map.data_column_ranges()
+        .map(|range| &data[range.start.min(data.len())..range.end.min(data.len())])
+        .collect()
+}
+
+/// The parity columns of the block `data` (see [`data_column_slices`]), in buffers from
+/// [`buffers`] (to give back when done with).
+fn parity_of(map: &RaidzMap, data: &[u8]) -> Vec<Vec<u8>> {
+    let mut parity: Vec<Vec<u8>> = (0..map.parity)
+        .map(|_| buffers::take(map.parity_size() as usize))
+        .collect();
+    let mut outputs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+    math::generate(map.parity, &data_column_slices(map, data), &mut outputs);
+    parity
 }
 
 /// Read and reconstruct the block of `psize` bytes at vdev offset `offset`, born in txg
@@ -230,10 +300,7 @@ pub fn read_block(
     let map = block_map(geometry, offset, psize);
     let count = map.accessed_columns();
     let parity = map.parity;
-    let mut buffers: Vec<Vec<u8>> = map.columns[..count]
-        .iter()
-        .map(|column| vec![0u8; column.size as usize])
-        .collect();
+    let mut columns = BlockColumns::new(&map);
     let mut state = vec![ColumnState::NotRead; count];
     let mut first_error = String::new();
     // The child each column is read from: the first of its slot that takes I/O and did not
@@ -258,6 +325,9 @@ pub fn read_block(
             })
         })
         .collect();
+    if scrub {
+        columns.allocate_parity(&map);
+    }
     let first = if scrub { 0 } else { parity };
     read_columns(
         top,
@@ -265,41 +335,31 @@ pub fn read_block(
         &reader,
         class,
         first..count,
-        &mut buffers,
+        &mut columns,
         &mut state,
         &mut first_error,
     );
     let data_missing = state[parity..].contains(&ColumnState::Missing);
-    if !data_missing {
-        let data = join_data(&map, &buffers);
-        if verify(&data) {
-            let mut read = RaidzRead {
-                data,
-                repair: missing_children(&map, &state, top),
-                columns: if scrub { count } else { count - parity },
-            };
-            if scrub {
-                check_parity(
-                    &map,
-                    &reader,
-                    &buffers,
-                    &state,
-                    &mut read.repair,
-                    top,
-                    birth,
-                );
-            }
-            return Ok(read);
+    if !data_missing && verify(&columns.data) {
+        let mut repair = missing_children(&map, &state, top);
+        if scrub {
+            check_parity(&map, &reader, &columns, &state, &mut repair, top, birth);
         }
+        return Ok(RaidzRead {
+            data: columns.into_data(),
+            repair,
+            columns: if scrub { count } else { count - parity },
+        });
     }
     // Reconstruction: the parity is needed.
+    columns.allocate_parity(&map);
     read_columns(
         top,
         &map,
         &reader,
         class,
         0..parity,
-        &mut buffers,
+        &mut columns,
         &mut state,
         &mut first_error,
     );
@@ -314,61 +374,81 @@ pub fn read_block(
             first_error,
         });
     }
+    // The columns known bad are rebuilt in place (their bytes are worth nothing); each guess
+    // beyond them is tried on a copy, so that the columns as read stay for the next guess.
+    if !known.is_empty() && columns.reconstruct(&map, &known) && verify(&columns.data) {
+        return Ok(reconstructed_read(
+            &map,
+            &reader,
+            columns,
+            &state,
+            &[],
+            top,
+            birth,
+            scrub,
+        ));
+    }
     let present: Vec<usize> = (0..count)
         .filter(|&index| state[index] == ColumnState::Read)
         .collect();
-    for extra in 0..=(parity - known.len()) {
+    for extra in 1..=(parity - known.len()) {
         for guess in combinations(&present, extra) {
             // Assuming only parity columns bad changes no data: the data read failed already.
-            if extra > 0 && guess.iter().all(|&index| index < parity) {
+            if guess.iter().all(|&index| index < parity) {
                 continue;
             }
             let mut missing = known.clone();
             missing.extend_from_slice(&guess);
             missing.sort_unstable();
-            let Some(columns) = reconstructed(&map, &buffers, &missing) else {
-                continue;
-            };
-            let data = join_data(&map, &columns);
-            if !verify(&data) {
+            let mut candidate = columns.clone();
+            if !candidate.reconstruct(&map, &missing) || !verify(&candidate.data) {
                 continue;
             }
             // The guessed columns held wrong bytes: a checksum error on their children.
             for &index in &guess {
                 top.record_checksum_error(reader[index]);
             }
-            let mut repair = missing_children(&map, &state, top);
-            repair.extend(guess.iter().map(|&index| reader[index]));
-            let mut read = RaidzRead {
-                data,
-                repair,
-                columns: count,
-            };
-            if scrub {
-                // Parity columns not assumed bad are checked against the rebuilt data.
-                let mut checked = state.clone();
-                for &index in &guess {
-                    checked[index] = ColumnState::Missing;
-                }
-                check_parity(
-                    &map,
-                    &reader,
-                    &buffers,
-                    &checked,
-                    &mut read.repair,
-                    top,
-                    birth,
-                );
-            }
-            read.repair.sort_unstable();
-            read.repair.dedup();
-            return Ok(read);
+            return Ok(reconstructed_read(
+                &map, &reader, candidate, &state, &guess, top, birth, scrub,
+            ));
         }
     }
     Err(RaidzReadError::NoReconstruction {
         columns: count,
         parity,
     })
+}
+
+/// The outcome of a read whose data verified after the columns known missing and those in
+/// `guess` (which held wrong bytes) were rebuilt.
+#[allow(clippy::too_many_arguments)]
+fn reconstructed_read(
+    map: &RaidzMap,
+    reader: &[usize],
+    columns: BlockColumns,
+    state: &[ColumnState],
+    guess: &[usize],
+    top: &TopVdev,
+    birth: u64,
+    scrub: bool,
+) -> RaidzRead {
+    let mut repair = missing_children(map, state, top);
+    repair.extend(guess.iter().map(|&index| reader[index]));
+    if scrub {
+        // Parity columns neither missing nor guessed bad are checked against the data.
+        let mut checked = state.to_vec();
+        for &index in guess {
+            checked[index] = ColumnState::Missing;
+        }
+        check_parity(map, reader, &columns, &checked, &mut repair, top, birth);
+    }
+    repair.sort_unstable();
+    repair.dedup();
+    RaidzRead {
+        data: columns.into_data(),
+        repair,
+        columns: map.accessed_columns(),
+    }
 }
 
 /// Read the columns in `range` that are not read or known missing, all at once; a failed read
@@ -380,36 +460,32 @@ fn read_columns(
     reader: &[usize],
     class: IoClass,
     range: std::ops::Range<usize>,
-    buffers: &mut [Vec<u8>],
+    columns: &mut BlockColumns,
     state: &mut [ColumnState],
     first_error: &mut String,
 ) {
-    let wanted: Vec<usize> = range
-        .filter(|&index| state[index] == ColumnState::NotRead && map.columns[index].size > 0)
-        .collect();
-    if wanted.is_empty() {
+    let wanted = |index: usize| {
+        range.contains(&index)
+            && state[index] == ColumnState::NotRead
+            && map.columns[index].size > 0
+    };
+    let mut requests: Vec<(&VdevQueue, u64, &mut [u8])> = Vec::with_capacity(range.len());
+    let mut indices: Vec<usize> = Vec::with_capacity(range.len());
+    for (index, buffer) in columns.slices_mut(map).into_iter().enumerate() {
+        if wanted(index) {
+            indices.push(index);
+            requests.push((
+                &top.children[reader[index]].queue,
+                VDEV_LABEL_START_SIZE + map.columns[index].child_offset,
+                buffer,
+            ));
+        }
+    }
+    if requests.is_empty() {
         return;
     }
-    let queues: Vec<&VdevQueue> = wanted
-        .iter()
-        .map(|&index| &top.children[reader[index]].queue)
-        .collect();
-    let mut requests: Vec<(&VdevQueue, u64, &mut [u8])> = Vec::with_capacity(wanted.len());
-    let mut rest: &mut [Vec<u8>] = buffers;
-    let mut base = 0;
-    for (&index, queue) in wanted.iter().zip(&queues) {
-        let (_, tail) = std::mem::take(&mut rest).split_at_mut(index - base);
-        let (buffer, tail) = tail.split_first_mut().expect("index in range");
-        rest = tail;
-        base = index + 1;
-        requests.push((
-            queue,
-            VDEV_LABEL_START_SIZE + map.columns[index].child_offset,
-            buffer.as_mut_slice(),
-        ));
-    }
     let results = read_each_at(class, &mut requests);
-    for (&index, result) in wanted.iter().zip(results) {
+    for (index, result) in indices.into_iter().zip(results) {
         match result {
             Ok(()) => state[index] = ColumnState::Read,
             Err(source) => {
@@ -442,36 +518,20 @@ fn missing_children(map: &RaidzMap, state: &[ColumnState], top: &TopVdev) -> Vec
         .collect()
 }
 
-/// A scrub's parity check: the parity columns that were read and disagree with the data.
+/// A scrub's parity check: the parity columns that were read and disagree with the verified
+/// data in `columns`.
 fn check_parity(
     map: &RaidzMap,
     reader: &[usize],
-    buffers: &[Vec<u8>],
+    columns: &BlockColumns,
     state: &[ColumnState],
     repair: &mut Vec<usize>,
     top: &TopVdev,
     birth: u64,
 ) {
-    // The data columns as they are now (reconstructed where they were missing).
-    let rebuilt = if state[map.parity..].iter().any(|s| *s != ColumnState::Read) {
-        let missing: Vec<usize> = (0..state.len())
-            .filter(|&index| state[index] != ColumnState::Read)
-            .collect();
-        match reconstructed(map, buffers, &missing) {
-            Some(columns) => columns,
-            None => return,
-        }
-    } else {
-        buffers.to_vec()
-    };
-    let refs: Vec<&[u8]> = rebuilt.iter().map(Vec::as_slice).collect();
-    let mut expected: Vec<Vec<u8>> = (0..map.parity)
-        .map(|_| vec![0u8; map.parity_size() as usize])
-        .collect();
-    let mut expected_refs: Vec<&mut [u8]> = expected.iter_mut().map(Vec::as_mut_slice).collect();
-    math::generate(map.parity, &refs[map.parity..], &mut expected_refs);
+    let expected = parity_of(map, &columns.data);
     for index in 0..map.parity {
-        if state[index] == ColumnState::Read && buffers[index] != expected[index] {
+        if state[index] == ColumnState::Read && columns.parity[index] != expected[index] {
             let child = reader[index];
             if !top.children[child].dtl.contains(birth) {
                 top.record_checksum_error(child);
@@ -479,23 +539,7 @@ fn check_parity(
             repair.push(child);
         }
     }
-}
-
-/// The columns with those in `missing` rebuilt from the others, or `None` if the math refuses.
-fn reconstructed(map: &RaidzMap, buffers: &[Vec<u8>], missing: &[usize]) -> Option<Vec<Vec<u8>>> {
-    let mut columns = buffers.to_vec();
-    let mut refs: Vec<&mut [u8]> = columns.iter_mut().map(Vec::as_mut_slice).collect();
-    math::reconstruct(map.parity, &mut refs, missing).ok()?;
-    Some(columns)
-}
-
-/// The data columns joined in block order.
-fn join_data(map: &RaidzMap, columns: &[Vec<u8>]) -> Vec<u8> {
-    let mut data = Vec::with_capacity(map.data_bytes() as usize);
-    for column in &columns[map.parity..] {
-        data.extend_from_slice(column);
-    }
-    data
+    expected.into_iter().for_each(buffers::give);
 }
 
 /// Every subset of `items` with `size` elements, in lexicographic order.
@@ -523,9 +567,57 @@ fn combinations(items: &[usize], size: usize) -> Vec<Vec<usize>> {
     result
 }
 
-/// Rewrite the column of the block `physical` (its physical bytes; the map is built from their
-/// length rounded up to the sector) at vdev offset `offset` that lies on `child`: data from the
-/// block, parity regenerated. Bytes written, 0 if the block has no column there.
+/// The bytes of one column of a block to rewrite: a range of the block's own bytes, or a buffer
+/// of its own (regenerated parity, or a data column the block ends inside, zero padded).
+enum ColumnBytes {
+    Block(std::ops::Range<usize>),
+    Own(Vec<u8>),
+}
+
+/// The column of the block `physical` (its physical bytes; the map is built from their length
+/// rounded up to the sector) at vdev offset `offset` that lies on `child`: where it goes on the
+/// child's device, its size and its bytes. `None` if the block has no column there.
+fn column_to_rewrite(
+    top: &TopVdev,
+    geometry: &RaidzGeometry,
+    child: usize,
+    offset: u64,
+    physical: &[u8],
+) -> Option<(u64, u64, ColumnBytes)> {
+    let map = block_map(geometry, offset, physical.len() as u64);
+    let slot = top.slot_of(child)?;
+    let index = map.columns[..map.accessed_columns()]
+        .iter()
+        .position(|column| column.child == slot)?;
+    let column = &map.columns[index];
+    let bytes = if index < map.parity {
+        let mut parity = parity_of(&map, physical);
+        let column = parity.swap_remove(index);
+        parity.into_iter().for_each(buffers::give);
+        ColumnBytes::Own(column)
+    } else {
+        let range = map.data_column_range(index - map.parity);
+        if range.end <= physical.len() {
+            ColumnBytes::Block(range)
+        } else {
+            let mut column = vec![0u8; range.len()];
+            let end = range.end.min(physical.len());
+            if range.start < end {
+                column[..end - range.start].copy_from_slice(&physical[range.start..end]);
+            }
+            ColumnBytes::Own(column)
+        }
+    };
+    Some((
+        VDEV_LABEL_START_SIZE + column.child_offset,
+        column.size,
+        bytes,
+    ))
+}
+
+/// Rewrite the column of the block `physical` at vdev offset `offset` that lies on `child`
+/// (see [`column_to_rewrite`]): data from the block, parity regenerated. Bytes written, 0 if
+/// the block has no column there.
 pub fn rewrite_column(
     top: &TopVdev,
     geometry: &RaidzGeometry,
@@ -533,42 +625,76 @@ pub fn rewrite_column(
     offset: u64,
     physical: &[u8],
 ) -> Result<u64, VdevError> {
-    let map = block_map(geometry, offset, physical.len() as u64);
-    let Some(slot) = top.slot_of(child) else {
-        return Ok(0);
-    };
-    let Some(index) = map.columns[..map.accessed_columns()]
-        .iter()
-        .position(|column| column.child == slot)
+    let Some((device_offset, size, bytes)) =
+        column_to_rewrite(top, geometry, child, offset, physical)
     else {
         return Ok(0);
     };
-    let column = &map.columns[index];
-    let bytes = if index < map.parity {
-        column_buffers(&map, physical).swap_remove(index)
-    } else {
-        let range = map.data_column_range(index - map.parity);
-        let mut bytes = vec![0u8; range.len()];
-        let end = range.end.min(physical.len());
-        if range.start < end {
-            bytes[..end - range.start].copy_from_slice(&physical[range.start..end]);
-        }
-        bytes
-    };
     let leaf = &top.children[child];
-    let device_offset = VDEV_LABEL_START_SIZE + column.child_offset;
+    let slice = match &bytes {
+        ColumnBytes::Block(range) => &physical[range.clone()],
+        ColumnBytes::Own(buffer) => buffer.as_slice(),
+    };
     let result = if leaf.is_offline() {
         Err(offline_error(leaf))
     } else {
-        let results = write_each_at(
-            IoClass::AsyncWrite,
-            &[(&leaf.queue, device_offset, bytes.as_slice())],
-        );
+        let results = write_each_at(IoClass::AsyncWrite, &[(&leaf.queue, device_offset, slice)]);
         results.into_iter().next().expect("one result")
     };
+    if let ColumnBytes::Own(buffer) = bytes {
+        buffers::give(buffer);
+    }
     result
-        .map(|()| column.size)
-        .map_err(|source| VdevError::io(&*leaf.device, "write", device_offset, column.size, source))
+        .map(|()| size)
+        .map_err(|source| VdevError::io(&*leaf.device, "write", device_offset, size, source))
+}
+
+/// [`rewrite_column`] without waiting: `done` gets its outcome, on a queue worker unless the
+/// block has no column on `child` or the child is offline (then at once, on this thread). A
+/// data column is written from `physical` itself, not copied.
+pub fn rewrite_column_async(
+    top: &TopVdev,
+    geometry: &RaidzGeometry,
+    child: usize,
+    offset: u64,
+    physical: Arc<Vec<u8>>,
+    done: impl FnOnce(Result<u64, VdevError>) + Send + 'static,
+) {
+    let Some((device_offset, size, bytes)) =
+        column_to_rewrite(top, geometry, child, offset, &physical)
+    else {
+        return done(Ok(0));
+    };
+    let leaf = top.children[child].clone();
+    if leaf.is_offline() {
+        let error = VdevError::io(
+            &*leaf.device,
+            "write",
+            device_offset,
+            size,
+            offline_error(&leaf),
+        );
+        return done(Err(error));
+    }
+    let (buffer, range) = match bytes {
+        ColumnBytes::Block(range) => (physical, range),
+        ColumnBytes::Own(column) => {
+            let range = 0..column.len();
+            (Arc::new(column), range)
+        }
+    };
+    let queue_leaf = leaf.clone();
+    leaf.queue.write_shared_range(
+        IoClass::AsyncWrite,
+        device_offset,
+        buffer,
+        range,
+        Completion::new(move |result: std::io::Result<()>| {
+            done(result.map(|()| size).map_err(|source| {
+                VdevError::io(&*queue_leaf.device, "write", device_offset, size, source)
+            }))
+        }),
+    );
 }
 
 #[cfg(test)]
@@ -692,7 +818,9 @@ mod tests {
                 })
                 .collect();
             let map = block_map(&geometry, offset, psize);
-            let expected = column_buffers(&map, &data);
+            // Every column's bytes, parity first.
+            let mut expected = parity_of(&map, &data);
+            expected.extend(data_column_slices(&map, &data).into_iter().map(<[u8]>::to_vec));
             for set in damage_sets(width, parity as usize, &mut state) {
                 write(&vdev.top, &geometry, IoClass::AsyncWrite, offset, &data, 5).unwrap();
                 let mut kinds = Vec::new();
