@@ -1249,3 +1249,60 @@ fn a_resilver_request_takes_over_a_scrub_only_when_a_side_misses_writes() {
     readonly.export().unwrap();
     assert_side_b_alone_reads(&mirror, &[&before, &missed]);
 }
+
+/// A resilver's writes are issued without waiting (the next reads overlap them); one whose
+/// writes fail still counts every copy it could not rewrite as unrepaired and leaves the side's
+/// dirty time log as it was, so that a later resilver, with the side writing again, rewrites
+/// them all and only then clears the log.
+#[test]
+fn a_resilver_whose_writes_fail_keeps_the_log_and_a_later_one_finishes() {
+    use tarn::pool::scan::ResilverRequest;
+    let mirror = Mirror::new();
+    let pool = mirror.create(tiny());
+    write_files(&pool, 1, 4, FILE_BYTES);
+    // Side b misses these files' writes, and goes on failing its writes while usable again.
+    let plan = mirror.plan("b.img");
+    plan.fail_writes_from(plan.write_count());
+    let missed = write_files(&pool, 500, 12, FILE_BYTES);
+    pool.sync().unwrap();
+    pool.core.clear_errors(None).unwrap();
+    let _ = pool.core.request_resilver();
+    let failed = wait_scan(&pool, ScanFunction::Resilver);
+    assert_eq!(failed.state, ScanState::Finished, "{failed:?}");
+    assert!(
+        failed.copies_bad > 0 && failed.unrepaired > 0,
+        "a resilver that could write nothing repaired everything: {failed:?}"
+    );
+    assert!(failed.unrepaired <= failed.copies_bad, "{failed:?}");
+    let side_b = &pool.core.io.vdevs.tops()[0].children[1];
+    assert!(
+        !side_b.dtl.is_empty(),
+        "the log was cleared by a resilver whose writes failed"
+    );
+
+    // Side b writes again: a new resilver rewrites every copy it missed.
+    plan.fail_writes_from(u64::MAX);
+    pool.core.clear_errors(None).unwrap();
+    match pool.core.request_resilver() {
+        Ok(ResilverRequest::Started | ResilverRequest::Restarted) => {}
+        // clear_errors may have started one already.
+        other => eprintln!("resilver request: {other:?}"),
+    }
+    let resilver = wait_scan(&pool, ScanFunction::Resilver);
+    assert_eq!(
+        (resilver.state, resilver.errors, resilver.unrepaired),
+        (ScanState::Finished, 0, 0),
+        "{resilver:?}"
+    );
+    assert!(resilver.repaired > 0, "{resilver:?}");
+    let side_b = &pool.core.io.vdevs.tops()[0].children[1];
+    assert!(
+        side_b.dtl.is_empty(),
+        "side b still misses {:?}",
+        side_b.dtl.ranges()
+    );
+    assert_clean(&pool);
+    pool.export().unwrap();
+    // Side b alone holds every file it missed.
+    assert_side_b_alone_reads(&mirror, &[&missed]);
+}
