@@ -526,34 +526,13 @@ impl TopVdev {
             Arc::new(padded)
         };
         self.assert_range(offset, data.len());
-        let leaf = self.children[child].clone();
-        let device_offset = VDEV_LABEL_START_SIZE + offset;
-        if leaf.is_offline() {
-            let error = VdevError::io(
-                &*leaf.device,
-                "write",
-                device_offset,
-                allocated,
-                offline_error(&leaf),
-            );
-            return done(Err(error));
-        }
-        let queue_leaf = leaf.clone();
-        leaf.queue.write_shared(
-            IoClass::AsyncWrite,
-            device_offset,
+        let range = 0..data.len();
+        write_leaf_async(
+            &self.children[child],
+            VDEV_LABEL_START_SIZE + offset,
             data,
-            Completion::new(move |result: std::io::Result<()>| {
-                done(result.map(|()| allocated).map_err(|source| {
-                    VdevError::io(
-                        &*queue_leaf.device,
-                        "write",
-                        device_offset,
-                        allocated,
-                        source,
-                    )
-                }))
-            }),
+            range,
+            done,
         );
     }
 
@@ -814,6 +793,41 @@ impl TopVdev {
             leaf.stats.record_checksum_error();
         }
     }
+}
+
+/// Write bytes `range` of `data` at `device_offset` of `leaf` without waiting (a repair or a
+/// resilver's rewrite): `done` gets the bytes written or the error, on a queue worker, or at
+/// once on this thread when the leaf is offline.
+fn write_leaf_async(
+    leaf: &Arc<Leaf>,
+    device_offset: u64,
+    data: Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
+    done: impl FnOnce(Result<u64, VdevError>) + Send + 'static,
+) {
+    let size = range.len() as u64;
+    if leaf.is_offline() {
+        let error = VdevError::io(
+            &*leaf.device,
+            "write",
+            device_offset,
+            size,
+            offline_error(leaf),
+        );
+        return done(Err(error));
+    }
+    let queue_leaf = leaf.clone();
+    leaf.queue.write_shared_range(
+        IoClass::AsyncWrite,
+        device_offset,
+        data,
+        range,
+        Completion::new(move |result: std::io::Result<()>| {
+            done(result.map(|()| size).map_err(|source| {
+                VdevError::io(&*queue_leaf.device, "write", device_offset, size, source)
+            }))
+        }),
+    );
 }
 
 /// What runs when a top-level vdev's asynchronous write has finished on every child.

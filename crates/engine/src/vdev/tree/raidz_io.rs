@@ -665,17 +665,6 @@ pub fn rewrite_column_async(
     else {
         return done(Ok(0));
     };
-    let leaf = top.children[child].clone();
-    if leaf.is_offline() {
-        let error = VdevError::io(
-            &*leaf.device,
-            "write",
-            device_offset,
-            size,
-            offline_error(&leaf),
-        );
-        return done(Err(error));
-    }
     let (buffer, range) = match bytes {
         ColumnBytes::Block(range) => (physical, range),
         ColumnBytes::Own(column) => {
@@ -683,18 +672,8 @@ pub fn rewrite_column_async(
             (Arc::new(column), range)
         }
     };
-    let queue_leaf = leaf.clone();
-    leaf.queue.write_shared_range(
-        IoClass::AsyncWrite,
-        device_offset,
-        buffer,
-        range,
-        Completion::new(move |result: std::io::Result<()>| {
-            done(result.map(|()| size).map_err(|source| {
-                VdevError::io(&*queue_leaf.device, "write", device_offset, size, source)
-            }))
-        }),
-    );
+    debug_assert_eq!(range.len() as u64, size);
+    super::write_leaf_async(&top.children[child], device_offset, buffer, range, done);
 }
 
 #[cfg(test)]
