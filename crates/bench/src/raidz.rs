@@ -21,18 +21,20 @@
 //!   (twice `--size`: the engine's file and fio's).
 //! - raidz only, degraded: child 1 taken offline (`pool offline`), then for raidz2 child 2
 //!   too; after each, export, drop of caches, import, and both reads again. Child 2 is then
-//!   brought back online (its resilver awaited), and the resilver: child 1, still offline,
-//!   replaced with a blank file (`pool replace`), timed to the end of the replace, as MiB/s of
-//!   file data in the pool.
+//!   brought back online (its resilver awaited), and the resilver: after an export, drop of the
+//!   page cache and import, child 1, still offline, replaced with a blank file (`pool
+//!   replace`), timed to the end of the replace, as MiB/s of file data in the pool.
 //!
 //! The peers take the same steps on the same disk, through their mounts with fio:
 //!
 //! - zfs-fuse: raidz1 on 4 files and raidz2 on 6 (recordsize 128K, its maximum: pool version 23
 //!   has no large blocks; compression off). The daemon is started for the run with
-//!   `--disable-block-cache` (its vdev files opened with O_DIRECT, as tarn's are) unless one is
-//!   running already, and stopped afterwards. `zpool export` and `import -d` before each read
-//!   empty its ARC; degraded with `zpool offline`; scrub and `zpool replace` polled with
-//!   `zpool status` to their end.
+//!   `--disable-block-cache` unless one is running already, and stopped afterwards. Its vdev
+//!   files are opened without O_DIRECT all the same (their flags in /proc/PID/fdinfo), so it
+//!   reads and writes them through the page cache: `zpool export`, a drop of the page cache and
+//!   `import -d` before each read, the scrub and the resilver empty its ARC and the page cache;
+//!   degraded with `zpool offline`; scrub and `zpool replace` polled with `zpool status` to
+//!   their end.
 //! - btrfs: raid5 (data and metadata) on 4 loop devices and raid6 on 6, the loop devices with
 //!   direct I/O. Degraded reads on a read-only degraded mount with the loop devices detached;
 //!   `btrfs scrub start -B`; the resilver is `btrfs replace start -B` of the missing device onto
@@ -450,6 +452,9 @@ fn tarn_layout(work: &Path, layout: Layout, size: u64) -> Result<Figures, Failur
         report(&format!(
             "tarn {label}: resilver of offline child 1 onto a blank file"
         ));
+        // Cold, as every other phase: nothing the degraded reads brought in is served from
+        // memory.
+        let pool = tarn.cycle()?;
         let blank = dir.join("new1.img");
         sparse_file(&blank, child_size)?;
         // The offline child takes no I/O: the leaves' sum moves by the other children's
@@ -702,6 +707,10 @@ fn zfs_fuse_layout(work: &Path, layout: Layout, size: u64) -> Result<Figures, Fa
     report(&format!(
         "zfs-fuse {label}: resilver of offline child 1 onto a blank file"
     ));
+    // Cold: zfs-fuse reads its files through the page cache (no O_DIRECT), which the degraded
+    // reads just filled with the surviving children; without the cycle its resilver would read
+    // them from memory.
+    pool.cycle()?;
     let blank = pool.dir.join("new1.img");
     sparse_file(&blank, child_size)?;
     let started = Instant::now();

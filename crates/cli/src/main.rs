@@ -530,6 +530,11 @@ fn run(cli: Cli) -> Result<Status, Failure> {
         }
         #[cfg(feature = "bench")]
         Command::Bench(command) => {
+            // The engine runs in this process for most benchmarks: its log (the daemon's
+            // format) goes to stderr when RUST_LOG asks for it.
+            if std::env::var_os("RUST_LOG").is_some() {
+                tarn_daemon::init_logging(None);
+            }
             tarn_bench::run(command, socket)?;
             Ok(0)
         }

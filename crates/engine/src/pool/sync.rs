@@ -242,7 +242,15 @@ impl PoolCore {
             .mos
             .syncing_root()
             .unwrap_or_else(|| self.mos.synced_root());
+        let commit_started = std::time::Instant::now();
         self.commit(txg, &mos_root)?;
+        log::debug!(
+            "pool {}: txg {} synced in {} ms ({pass} passes, commit {} ms)",
+            self.name,
+            txg.0,
+            sync_started.elapsed().as_millis(),
+            commit_started.elapsed().as_millis()
+        );
         self.vdev_changes_committed();
 
         self.finish_txg(txg, &datasets);
