@@ -80,12 +80,17 @@ lint_status_file=$(mktemp)
     echo $status >"$lint_status_file"
 ) &
 lint_pid=$!
-# One test per core in each binary (libtest's default). Four at a time, and two binaries at a
-# time, were tried: under that load the crash tests' children fall below their floors of work
-# done before the kill (they count work in a fixed time), and a daemon test's log comparison
-# failed. Those tests must count work, not time, before the tests run more at once.
-cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1 | tee "$log"
+# The test binaries built above, two at a time (scripts/run-tests.py, longest first; cargo
+# would run them one after another), one test per core in each (libtest's default): most of a
+# test's time is spent waiting on syncs, fsyncs, mounts and child processes. The crash tests'
+# children are killed after work they report, not after a fixed time, in the rounds that their
+# floors of work done count (tests/common: run_child_until_then_kill), so that load slows
+# them down without failing them.
+artifacts=$(mktemp)
+cargo test --workspace --lib --bins --tests --no-run --message-format=json >"$artifacts"
+python3 scripts/run-tests.py --lanes 2 <"$artifacts" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+rm -f "$artifacts"
 wait "$functional_pid"
 wait "$lint_pid"
 echo "== lints of the command crates against the facade (cargo clippy -D warnings; ran beside cargo test)"

@@ -1109,7 +1109,9 @@ fn run_in(bench: &RaidzBench, work: &Path, size: u64) -> Result<(), Failure> {
                     "zfs-fuse: recordsize {ZFS_FUSE_RECORDSIZE} (its maximum: pool version 23 \
                      has no large blocks), compression off, {}",
                     if daemon.started.is_some() {
-                        "daemon started with --disable-block-cache (O_DIRECT on its files)"
+                        "daemon started with --disable-block-cache (its vdev files are opened \
+                         without O_DIRECT all the same: the page cache is dropped before every \
+                         read, scrub and resilver)"
                     } else {
                         "the daemon already running (its own cache options)"
                     }

@@ -14,9 +14,8 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tarn::dataset::props::{Property, PropertySource};
 use tarn::pool::Pool;
 
@@ -104,15 +103,25 @@ fn kill9_during_dataset_create_write_destroy_keeps_the_hierarchy_whole() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
     let mut next_start = 0u64;
     let mut survivors_checked = 0;
+    // Odd rounds: two more datasets created, then a kill anywhere after them.
+    let kill_at = KillPoint {
+        after_ms: 200..900,
+        progress: &dir_path.join("journal"),
+        prefix: "+ ",
+        units: 2,
+        then_ms: 0..600,
+    };
     for round in 0..ROUNDS {
-        run_child_then_kill(
+        crash_round(
             module_path!(),
             "crash_datasets_child_entry",
             &[
                 (CHILD_ENV, dir_path.display().to_string()),
                 ("TARN_CRASH_START", next_start.to_string()),
             ],
-            Duration::from_millis(rng.gen_range(200..900)),
+            round,
+            &mut rng,
+            &kill_at,
         );
 
         let (pool, _) = Pool::import(

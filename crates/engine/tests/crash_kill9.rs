@@ -10,9 +10,8 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tarn::block::blkptr::{Compression, ObjectType};
 use tarn::pool::Pool;
 use tarn::types::ObjectId;
@@ -129,15 +128,25 @@ fn kill9_fifty_times_then_import_check_and_verify() {
     // Per object: the newest generation known to be synced.
     let mut known: BTreeMap<ObjectId, u64> = BTreeMap::new();
     let mut next_start = 1u64;
+    // Odd rounds: two more syncs reported, then a kill anywhere after them.
+    let kill_at = KillPoint {
+        after_ms: 150..700,
+        progress: &dir_path.join("synced"),
+        prefix: "",
+        units: 2,
+        then_ms: 0..500,
+    };
     for round in 0..ROUNDS {
-        run_child_then_kill(
+        crash_round(
             module_path!(),
             "crash_child_entry",
             &[
                 (CHILD_ENV, dir_path.display().to_string()),
                 ("TARN_CRASH_START", next_start.to_string()),
             ],
-            Duration::from_millis(rng.gen_range(150..700)),
+            round,
+            &mut rng,
+            &kill_at,
         );
 
         let reported = last_reported(&dir_path).unwrap_or(0);

@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use tarn::check::check_pool;
@@ -123,7 +122,6 @@ fn child_main(dir: PathBuf) {
         .open(dir.join("journal"))
         .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(start);
-    std::fs::write(dir.join("started"), b"").unwrap();
     for generation in start.. {
         write_generation(&fs, generation);
         journal(&mut log, format!("begin {generation}"));
@@ -160,19 +158,26 @@ fn kill_9_during_snapshot_create_destroy_and_rollback() {
     make_pool(dir.path());
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x51a9);
     let mut next = 1u64;
-    for round in 0..KILL_ROUNDS {
-        let _ = std::fs::remove_file(dir.path().join("started"));
-        let child = spawn_child(
+    // Odd rounds: three more snapshots created, then a kill anywhere after them.
+    let kill_at = KillPoint {
+        after_ms: 20..600,
+        progress: &dir.path().join("journal"),
+        prefix: "+ ",
+        units: 3,
+        then_ms: 0..300,
+    };
+    for round in 0..KILL_ROUNDS as usize {
+        crash_round(
             module_path!(),
             "crash_snapshots_child_entry",
             &[
                 (CHILD_ENV, dir.path().display().to_string()),
                 ("TARN_CRASH_START", next.to_string()),
             ],
+            round,
+            &mut rng,
+            &kill_at,
         );
-        wait_for_file(&dir.path().join("started"), Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
-        kill_child(child);
 
         let pool = import(dir.path(), POOL, tiny());
         let present = verify(&pool, &format!("round {round}"));
@@ -215,8 +220,9 @@ fn kill_9_during_snapshot_create_destroy_and_rollback() {
         pool.export().unwrap();
         next += 1;
     }
+    // The odd rounds created three snapshots each, at least.
     assert!(
-        next > KILL_ROUNDS * 3,
+        next > KILL_ROUNDS / 2 * 3,
         "the child made too few snapshots ({next}) to test anything"
     );
     let pool = import(dir.path(), POOL, tiny());
@@ -329,7 +335,6 @@ fn livelist_child(dir: PathBuf) {
         .create(true)
         .open(dir.join("journal"))
         .unwrap();
-    std::fs::write(dir.join("started"), b"").unwrap();
     for number in start.. {
         let name = format!("{LIVELIST_POOL}/c{number}");
         pool.create_clone(&format!("{LIVELIST_POOL}/fs@origin"), &name, &[])
@@ -399,19 +404,26 @@ fn kill_9_during_livelist_condensing_and_destroy() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x11fe);
     let mut next = 1u64;
     let (mut livelists_seen, mut destroys_caught) = (0, 0);
+    // Odd rounds: two more clones made, then a kill anywhere after them.
+    let kill_at = KillPoint {
+        after_ms: 50..800,
+        progress: &dir.path().join("journal"),
+        prefix: "clone ",
+        units: 2,
+        then_ms: 0..400,
+    };
     for round in 0..8 {
-        let _ = std::fs::remove_file(dir.path().join("started"));
-        let child = spawn_child(
+        crash_round(
             module_path!(),
             "crash_livelist_child_entry",
             &[
                 (LIVELIST_CHILD_ENV, dir.path().display().to_string()),
                 ("TARN_CRASH_START", next.to_string()),
             ],
+            round,
+            &mut rng,
+            &kill_at,
         );
-        wait_for_file(&dir.path().join("started"), Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(rng.gen_range(50..600)));
-        kill_child(child);
 
         let pool = import(dir.path(), LIVELIST_POOL, livelist_tunables());
         let report = check_pool(&pool, false).unwrap();

@@ -11,9 +11,8 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tarn::fs::FsError;
 
 use common::*;
@@ -133,15 +132,26 @@ fn kill9_while_changing_xattrs_then_import_check_and_verify() {
     // Per file: the newest generation known to be synced.
     let mut known: BTreeMap<String, u64> = (0..FILES).map(|g| (file_name(g), g)).collect();
     let mut next_start = FILES;
+    // Odd rounds: four more syncs reported (every third generation: ten generations at
+    // least), then a kill anywhere after them.
+    let kill_at = KillPoint {
+        after_ms: 150..600,
+        progress: &dir_path.join("synced"),
+        prefix: "",
+        units: 4,
+        then_ms: 0..400,
+    };
     for round in 0..ROUNDS {
-        run_child_then_kill(
+        crash_round(
             module_path!(),
             "crash_xattr_child_entry",
             &[
                 (CHILD_ENV, dir_path.display().to_string()),
                 ("TARN_CRASH_START", next_start.to_string()),
             ],
-            Duration::from_millis(rng.gen_range(150..600)),
+            round,
+            &mut rng,
+            &kill_at,
         );
         let reported = last_reported(&dir_path).unwrap_or(0);
         for generation in next_start..=reported {
@@ -179,8 +189,9 @@ fn kill9_while_changing_xattrs_then_import_check_and_verify() {
         next_start = newest + 1;
     }
     // The children did work: the test is not vacuous.
+    // The rounds killed after work synced ten generations each, at least.
     assert!(
-        next_start > FILES + 10 * ROUNDS as u64,
+        next_start >= FILES + 10 * (ROUNDS / 2) as u64,
         "only {} generations in {ROUNDS} rounds",
         next_start - FILES
     );

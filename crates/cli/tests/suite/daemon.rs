@@ -130,8 +130,13 @@ fn a_failed_create_leaves_no_daemon_behind() {
         .unwrap();
     t.run(&["pool", "create", "tank", &small])
         .failure(&["too small"]);
+    // Its socket goes first, its last log line ("exiting") last: the log is complete only then.
+    let exited = || {
+        std::fs::read_to_string(t.side_file(".log"))
+            .is_ok_and(|log| log.lines().any(|line| line.ends_with(": exiting")))
+    };
     let started = Instant::now();
-    while t.socket().exists() {
+    while t.socket().exists() || !exited() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "the daemon started for a failed create did not exit"

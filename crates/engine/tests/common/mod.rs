@@ -160,6 +160,85 @@ pub fn run_child_then_kill(
     kill_child(child);
 }
 
+/// Whole lines starting with `prefix` in the file at `path`, 0 if there is none: the crash
+/// tests' children append one per unit of work done (a receive finished, a generation synced,
+/// `+ N` for a snapshot or dataset created).
+pub fn count_lines(path: &Path, prefix: &str) -> u64 {
+    std::fs::read_to_string(path).map_or(0, |text| {
+        text.split_inclusive('\n')
+            .filter(|line| line.ends_with('\n') && line.starts_with(prefix))
+            .count() as u64
+    })
+}
+
+/// How long a crash test's child may go without doing any work before the test fails.
+const CHILD_STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// When a crash loop's round kills its child (see [`crash_round`]).
+pub struct KillPoint<'a> {
+    /// Even rounds: milliseconds after the start, drawn from this range.
+    pub after_ms: std::ops::Range<u64>,
+    /// Odd rounds: the file the child appends a line to per unit of work done...
+    pub progress: &'a Path,
+    /// ...the lines that count (those starting with this)...
+    pub prefix: &'a str,
+    /// ...how many more of them to wait for...
+    pub units: u64,
+    /// ...and milliseconds more after them, drawn from this range.
+    pub then_ms: std::ops::Range<u64>,
+}
+
+/// Round `round` of a crash loop: run this test binary's test `entry` of `module` as a child
+/// process with `env`, kill it with SIGKILL and reap it. Even rounds kill it after a random
+/// time (any point: its import, its first operation); odd rounds once it has reported
+/// `at.units` more units of work, and a random time after that. The loops' floors of work done
+/// count the odd rounds, which hold whatever the machine's load: a child killed after a fixed
+/// time does nothing on a loaded machine (CI runs two test binaries and the functional suite
+/// at once). Fails if the child exits, or does no work for [`CHILD_STALL_LIMIT`].
+pub fn crash_round(
+    module: &str,
+    entry: &str,
+    env: &[(&str, String)],
+    round: usize,
+    rng: &mut impl rand::Rng,
+    at: &KillPoint<'_>,
+) {
+    // Counted before the child starts: it may report work at once.
+    let target = count_lines(at.progress, at.prefix) + at.units;
+    let mut child = spawn_child(module, entry, env);
+    if round.is_multiple_of(2) {
+        std::thread::sleep(std::time::Duration::from_millis(
+            rng.gen_range(at.after_ms.clone()),
+        ));
+        kill_child(child);
+        return;
+    }
+    let mut last = 0;
+    let mut last_progress = std::time::Instant::now();
+    loop {
+        let done = count_lines(at.progress, at.prefix);
+        if done >= target {
+            break;
+        }
+        if done > last {
+            last = done;
+            last_progress = std::time::Instant::now();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("round {round}: the child of {entry} exited ({status}) at {done} of {target}");
+        }
+        if last_progress.elapsed() > CHILD_STALL_LIMIT {
+            kill_child(child);
+            panic!("round {round}: the child of {entry} did no work for {CHILD_STALL_LIMIT:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(
+        rng.gen_range(at.then_ms.clone()),
+    ));
+    kill_child(child);
+}
+
 /// Wait until `path` exists (a marker a child writes), failing the test after `limit`.
 pub fn wait_for_file(path: &Path, limit: std::time::Duration) {
     let started = std::time::Instant::now();
