@@ -39,8 +39,12 @@ use tarn_stress::{child, mount, ops, runner};
 )]
 struct Args {
     /// Seconds to run (for --loop: in all).
-    #[arg(long, required_unless_present = "child_round")]
+    #[arg(long, required_unless_present_any = ["child_round", "operations"])]
     duration: Option<u64>,
+    /// Run until the children have done this many operations together, instead of for
+    /// --duration: the same work however loaded the machine is (the tests' form).
+    #[arg(long, value_name = "COUNT", conflicts_with_all = ["duration", "loop_mode", "mount"])]
+    operations: Option<u64>,
     /// Directory for the pool's sparse vdev files, the journal, logs and kept failures.
     #[arg(long)]
     dir: PathBuf,
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
             seed,
             threads,
             duration,
+            operations: args.operations,
             replay: args.replay.is_some(),
             failures_dir: args.dir.clone(),
             excluded,

@@ -69,6 +69,9 @@ const SHORT_LIFE_MS: std::ops::Range<u64> = 20..300;
 const SHORT_LIFE_ONE_IN: u32 = 4;
 /// The range of a replayed (one-worker) child's operations before its SIGKILL.
 const LIFE_OPERATIONS: std::ops::Range<u64> = 30..3000;
+/// The time a child of a run counted in operations (`--operations`) is given: its planned
+/// death comes first (at most [`LIFE_MS`]'s end, or [`LIFE_OPERATIONS`]).
+const OPERATIONS_ROUND_LIFE: Duration = Duration::from_secs(120);
 /// The share of rounds whose child dies by a power cut of the pool's devices rather than by
 /// a SIGKILL alone (in thirds): the stricter crash, and the one that tests the intent log's
 /// durability, but the plain kill reaches states it cannot (every write landed, none torn).
@@ -81,6 +84,9 @@ pub struct RunOptions {
     pub seed: u64,
     pub threads: usize,
     pub duration: Duration,
+    /// Run until the rounds' children have done this many operations together, instead of
+    /// for `duration` (`--operations`).
+    pub operations: Option<u64>,
     /// One worker, deaths counted in operations: the seed fixes the whole sequence.
     pub replay: bool,
     /// Where failures are kept (the run's directory, or the loop's).
@@ -393,7 +399,11 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         }
     }
     let end = Instant::now() + options.duration;
-    while Instant::now() < end {
+    let more = |summary: &Summary| match options.operations {
+        Some(count) => summary.operations < count,
+        None => Instant::now() < end,
+    };
+    while more(&summary) {
         round += 1;
         let round_seed = mix(options.seed ^ mix(round));
         let mut round_rng = StdRng::seed_from_u64(round_seed);
@@ -407,7 +417,12 @@ pub fn run(options: &RunOptions) -> Result<Summary, String> {
         let power_cut = round_rng
             .gen_ratio(POWER_CUT_THIRDS, 3)
             .then(|| round_rng.gen::<u64>());
-        let run_for = end.saturating_duration_since(Instant::now());
+        // Counted in operations, a run has no end in time: a child that outlives its death
+        // (drawn above) ends cleanly after OPERATIONS_ROUND_LIFE.
+        let run_for = match options.operations {
+            Some(_) => OPERATIONS_ROUND_LIFE,
+            None => end.saturating_duration_since(Instant::now()),
+        };
         let outcome = run_round(
             options,
             round,
@@ -1140,6 +1155,7 @@ pub fn run_loop(
             seed,
             threads,
             duration,
+            operations: None,
             replay: false,
             failures_dir: dir.to_path_buf(),
             excluded: excluded.to_vec(),
