@@ -236,8 +236,10 @@ require_python() {
 # write_marked_file PATH BLOCKS [MARKER]: BLOCKS x 4 KiB of incompressible data, each 4 KiB
 # starting with the 8-character MARKER (default TZTSMARK), so that a test can find the file's
 # blocks inside a vdev file (a marker of its own per file finds one file's blocks). The data
-# is made in $SCRATCH and copied in large writes, so that each record is written once and no
-# stale (freed) copy of it lingers in the vdev to be miscounted.
+# is made in $SCRATCH and copied in 1 MiB writes with O_DIRECT, each reaching the pool whole,
+# so that each record is written once and no stale (freed) copy of it lingers in the vdev to be
+# miscounted. (Through the page cache, write-back could send part of a record in one txg and the
+# rest in the next: on a loaded CI machine a vdev held 527 markers of a 512-block file.)
 write_marked_file() {
 	local i staged="$SCRATCH/.marked.$$" marker=${3:-TZTSMARK}
 	[ ${#marker} -eq 8 ] || log_fail "marker '$marker' is not 8 characters"
@@ -245,7 +247,7 @@ write_marked_file() {
 		printf '%s%08d' "$marker" "$i"
 		head -c 4080 /dev/urandom
 	done >"$staged"
-	dd if="$staged" of="$1" bs=1M status=none || log_fail "cannot write $1"
+	dd if="$staged" of="$1" bs=1M oflag=direct status=none || log_fail "cannot write $1"
 	rm -f "$staged"
 }
 
