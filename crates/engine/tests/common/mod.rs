@@ -203,16 +203,13 @@ pub fn crash_round(
     rng: &mut impl rand::Rng,
     at: &KillPoint<'_>,
 ) {
+    if round.is_multiple_of(2) {
+        let after = std::time::Duration::from_millis(rng.gen_range(at.after_ms.clone()));
+        return run_child_then_kill(module, entry, env, after);
+    }
     // Counted before the child starts: it may report work at once.
     let target = count_lines(at.progress, at.prefix) + at.units;
     let mut child = spawn_child(module, entry, env);
-    if round.is_multiple_of(2) {
-        std::thread::sleep(std::time::Duration::from_millis(
-            rng.gen_range(at.after_ms.clone()),
-        ));
-        kill_child(child);
-        return;
-    }
     let mut last = 0;
     let mut last_progress = std::time::Instant::now();
     loop {
