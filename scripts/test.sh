@@ -64,17 +64,19 @@ functional_status_file=$(mktemp)
     echo $? >"$functional_status_file"
 ) &
 functional_pid=$!
-# The command crates' lint runs beside the tests, in a target directory of their own (cargo
-# locks the one it builds in for as long as `cargo test` runs): built alone, without the
-# `internals` feature that tarn-stress and tarn-bench turn on for the whole workspace build, a
-# reach below the engine's facade fails here. (The workspace's own lints were checked by the
-# build above.)
+# The command crates' lint runs beside the tests: built alone, without the `internals` feature
+# that tarn-stress and tarn-bench turn on for the whole workspace build, a reach below the
+# engine's facade fails here. (The workspace's own lints were checked by the build above.) It
+# checks in the build's own target directory (the tests run from their binaries, not through
+# cargo, so nothing holds its lock), which gives it the build scripts' output and the proc
+# macros already built: 84 CPU seconds, against 183 in a target directory of its own, where
+# zstd's C sources were compiled again.
 lint_status_file=$(mktemp)
 (
     status=0
     {
         echo "-- the command crates against the engine's facade"
-        env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS CARGO_TARGET_DIR=target/lint \
+        env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
             cargo clippy -p tarn-protocol -p tarn-fuse -p tarn-ops -p tarn-daemon -p tarn-cli --no-default-features -- -D warnings || status=1
     } >"$lint_log" 2>&1
     echo $status >"$lint_status_file"
