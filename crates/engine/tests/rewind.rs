@@ -35,6 +35,7 @@ fn uberblock(txg: u64) -> Uberblock {
         timestamp: txg,
         software_version: 1,
         mos_root: BlockPtr::hole(Txg(txg), ObjectType::Objset, 0),
+        reflow: None,
     }
 }
 
@@ -235,6 +236,48 @@ fn import_f_goes_back_to_the_newest_tree_that_checks_and_n_only_says_so() {
     pool.export().unwrap();
     let pool = import(dir.path(), POOL, tiny());
     assert_eq!(generation_of(&pool, object), 99);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
+#[test]
+fn an_uberblock_naming_a_raidz_reflow_that_the_config_lacks_is_passed_over() {
+    // The newest uberblock, resealed with a reflow word for vdev 0 (a single file, never
+    // expanding): damage that checksums. Import must not read the MOS with it: it falls back
+    // to the uberblock before, and says why it skipped the newest.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vdev.img");
+    let (object, history) = pool_with_history(dir.path());
+    let newest = uberblocks_on(&path)[0].clone();
+    let forged = Uberblock {
+        reflow: Some(tarn::vdev::raidz::progress::ReflowProgress {
+            vdev: tarn::types::VdevId(0),
+            scratch: tarn::vdev::raidz::progress::ScratchState::NotInUse,
+            offset: 1 << 20,
+        }),
+        ..newest.clone()
+    };
+    let device = FileDevice::open(&path).unwrap();
+    let ashift = tiny().vdev_ashift;
+    let slot = newest.txg.0 % tarn::vdev::label::uberblock_slot_count(ashift);
+    tarn::vdev::label::write_uberblock(&device, ashift, slot, &forged.encode()).unwrap();
+    device.flush().unwrap();
+    drop(device);
+    assert_eq!(uberblocks_on(&path)[0], forged);
+
+    let (pool, report) = Pool::import(POOL, ImportOptions::new(dirs(dir.path()), tiny()))
+        .expect("import falls back past the forged uberblock");
+    assert!(report.txg < newest.txg);
+    let (skipped_txg, why) = &report.skipped[0];
+    assert_eq!(*skipped_txg, newest.txg);
+    assert!(
+        why.contains("raidz reflow of vdev 0 that is not expanding"),
+        "{why}"
+    );
+    assert_eq!(
+        generation_of(&pool, object),
+        generation_at(&history, report.txg)
+    );
     assert_clean(&pool);
     pool.export().unwrap();
 }

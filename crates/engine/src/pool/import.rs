@@ -452,6 +452,7 @@ impl Pool {
         found_uberblocks: &[Uberblock],
         injector: &Arc<Injector>,
     ) -> Result<(Pool, Vec<String>), PoolError> {
+        check_reflow_word(uberblock, &vdevs)?;
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         if config.features.contains_key(LOG_SPACEMAP_FEATURE) {
             space.enable_log();
@@ -718,6 +719,34 @@ impl FoundPool {
             }),
             None => Ok(()),
         }
+    }
+}
+
+/// An uberblock's RAID-Z reflow word names a RAID-Z vdev whose expansion is under way in the
+/// config, at an offset inside it on a sector boundary; anything else is damage (or a crafted
+/// uberblock), refused before the MOS is read with it.
+fn check_reflow_word(uberblock: &Uberblock, vdevs: &VdevTree) -> Result<(), PoolError> {
+    let Some(reflow) = &uberblock.reflow else {
+        return Ok(());
+    };
+    let corrupt = |what: String| {
+        Err(PoolError::Corrupt(format!(
+            "the uberblock of txg {} records a raidz reflow of vdev {} {what}",
+            uberblock.txg.0, reflow.vdev.0
+        )))
+    };
+    match vdevs.top(reflow.vdev) {
+        Some(top) if top.raidz_expanding() => {
+            if reflow.offset > top.asize || reflow.offset % top.sector_size() != 0 {
+                return corrupt(format!(
+                    "at offset {}, outside its {} bytes or off a sector boundary",
+                    reflow.offset, top.asize
+                ));
+            }
+            Ok(())
+        }
+        Some(_) => corrupt("that is not expanding".into()),
+        None => corrupt("that does not exist".into()),
     }
 }
 

@@ -256,6 +256,8 @@ mod tests {
                 })
                 .collect(),
             class,
+            raidz_expansions: Vec::new(),
+            raidz_expanding: false,
         };
         LabelConfig {
             version: LABEL_CONFIG_VERSION,

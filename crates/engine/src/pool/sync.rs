@@ -460,6 +460,7 @@ impl PoolCore {
             timestamp: now_seconds(),
             software_version: uberblock::software_version(),
             mos_root: mos_root.clone(),
+            reflow: None,
         };
         let bytes = uberblock.encode();
         let mut written = 0;

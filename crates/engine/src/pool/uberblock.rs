@@ -11,7 +11,9 @@
 //!   40    8  software version (crate version, major << 32 | minor << 16 | patch)
 //!   48  128  block pointer of the MOS object-set header
 //!   176   8  checkpoint txg (reserved, 0)
-//!   184  40  reserved (0)
+//!   184  16  RAID-Z reflow word (all 0 but while an expansion runs, vdev/raidz/progress.rs):
+//!            184 4 vdev id + 1, 188 4 scratch state, 192 8 offset reflowed
+//!   200  24  reserved (0)
 //!   224  32  blake3 checksum of bytes 0..224
 //! ```
 //!
@@ -21,12 +23,15 @@
 
 use crate::block::blkptr::{BlockError, BlockPtr, BLKPTR_SIZE};
 use crate::types::Txg;
+use crate::vdev::raidz::progress::{ReflowProgress, REFLOW_WORD_SIZE};
 
 pub const UBERBLOCK_SIZE: usize = 256;
 pub const UBERBLOCK_MAGIC: u64 = 0x0074_6172_6e5f_7562;
 pub const UBERBLOCK_VERSION: u64 = 1;
 const CHECKSUMMED_BYTES: usize = 224;
-const _: () = assert!(48 + BLKPTR_SIZE + 8 + 40 == CHECKSUMMED_BYTES);
+const REFLOW_WORD_AT: usize = 184;
+const _: () = assert!(48 + BLKPTR_SIZE + 8 == REFLOW_WORD_AT);
+const _: () = assert!(REFLOW_WORD_AT + REFLOW_WORD_SIZE + 24 == CHECKSUMMED_BYTES);
 const _: () = assert!(CHECKSUMMED_BYTES + 32 == UBERBLOCK_SIZE);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +41,9 @@ pub struct Uberblock {
     pub timestamp: u64,
     pub software_version: u64,
     pub mos_root: BlockPtr,
+    /// The RAID-Z expansion under way and how far its copy is durable (`None` but while one
+    /// runs): it must agree with this txg's MOS, so it is written with it.
+    pub reflow: Option<ReflowProgress>,
 }
 
 pub fn software_version() -> u64 {
@@ -55,6 +63,8 @@ impl Uberblock {
         out[32..40].copy_from_slice(&self.timestamp.to_le_bytes());
         out[40..48].copy_from_slice(&self.software_version.to_le_bytes());
         self.mos_root.encode_into(&mut out[48..48 + BLKPTR_SIZE]);
+        out[REFLOW_WORD_AT..REFLOW_WORD_AT + REFLOW_WORD_SIZE]
+            .copy_from_slice(&ReflowProgress::encode(self.reflow.as_ref()));
         let checksum = blake3::hash(&out[..CHECKSUMMED_BYTES]);
         out[CHECKSUMMED_BYTES..].copy_from_slice(checksum.as_bytes());
         out
@@ -94,6 +104,12 @@ impl Uberblock {
             timestamp: word(32),
             software_version: word(40),
             mos_root: BlockPtr::decode(&bytes[48..48 + BLKPTR_SIZE])?,
+            reflow: ReflowProgress::decode(
+                bytes[REFLOW_WORD_AT..REFLOW_WORD_AT + REFLOW_WORD_SIZE]
+                    .try_into()
+                    .expect("the word's bytes"),
+            )
+            .map_err(|what| BlockError::corrupt("uberblock", what))?,
         }))
     }
 }
@@ -111,6 +127,7 @@ mod tests {
             timestamp: 1_800_000_000,
             software_version: software_version(),
             mos_root: BlockPtr::hole(Txg(42), ObjectType::Objset, 0),
+            reflow: None,
         }
     }
 
@@ -122,6 +139,25 @@ mod tests {
         damaged[17] ^= 1;
         assert!(Uberblock::decode(&damaged).is_err());
         assert_eq!(Uberblock::decode(&[0u8; 1024]).unwrap(), None);
+    }
+
+    #[test]
+    fn the_reflow_word_round_trips_and_is_zero_without_a_reflow() {
+        assert!(sample().encode()[REFLOW_WORD_AT..CHECKSUMMED_BYTES]
+            .iter()
+            .all(|&byte| byte == 0));
+        let reflowing = Uberblock {
+            reflow: Some(ReflowProgress {
+                vdev: crate::types::VdevId(2),
+                scratch: crate::vdev::raidz::progress::ScratchState::Valid,
+                offset: 3 << 20,
+            }),
+            ..sample()
+        };
+        assert_eq!(
+            Uberblock::decode(&reflowing.encode()).unwrap(),
+            Some(reflowing)
+        );
     }
 
     proptest! {
@@ -140,9 +176,14 @@ mod tests {
                 bytes[CHECKSUMMED_BYTES..UBERBLOCK_SIZE].copy_from_slice(checksum.as_bytes());
             }
             if let Ok(Some(uberblock)) = Uberblock::decode(&bytes) {
-                // What decodes encodes to the same fields (the reserved bytes 176..224 are
-                // covered by the checksum but not required to be zero, §2.2).
-                prop_assert_eq!(&uberblock.encode()[..176], &bytes[..176]);
+                // What decodes encodes to the same fields (the reserved bytes, 176..184 and
+                // 200..224, are covered by the checksum but not required to be zero, §2.2).
+                let encoded = uberblock.encode();
+                prop_assert_eq!(&encoded[..176], &bytes[..176]);
+                prop_assert_eq!(
+                    &encoded[REFLOW_WORD_AT..REFLOW_WORD_AT + REFLOW_WORD_SIZE],
+                    &bytes[REFLOW_WORD_AT..REFLOW_WORD_AT + REFLOW_WORD_SIZE]
+                );
             }
         }
     }

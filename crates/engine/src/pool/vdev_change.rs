@@ -414,6 +414,8 @@ mod tests {
                 })
                 .collect(),
             class: crate::space::AllocClass::Normal,
+            raidz_expansions: Vec::new(),
+            raidz_expanding: false,
         }
     }
 

@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use crate::space::AllocClass;
 use serde::{Deserialize, Serialize};
 
+use super::raidz::widths::RaidzExpansion;
 use super::{BlockDevice, VdevError};
 
 /// Size of one label.
@@ -185,6 +186,13 @@ pub struct TopVdevConfig {
     /// blocks only). Labels written before log vdevs existed lack it (read as `Normal`).
     #[serde(default)]
     pub class: AllocClass,
+    /// RAID-Z only: the expansions that finished, oldest first: the width each block was
+    /// written with follows from its birth (`raidz/widths.rs`). Absent before the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raidz_expansions: Vec<RaidzExpansion>,
+    /// RAID-Z only: an expansion is under way (its new child is the last one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raidz_expanding: bool,
 }
 
 /// The pool config stored in every label (OpenZFS's label nvlist).
@@ -539,6 +547,8 @@ pub(crate) mod tests {
                     },
                 ],
                 class: AllocClass::Normal,
+                raidz_expansions: Vec::new(),
+                raidz_expanding: false,
             }],
             features_for_read: vec!["org.tarn:spacemap_v2".to_string()],
             features_for_write: Some(vec!["org.tarn:livelist".to_string()]),
@@ -793,6 +803,8 @@ pub(crate) mod tests {
                         ms_array,
                         children,
                         class,
+                        raidz_expansions: Vec::new(),
+                        raidz_expanding: false,
                     }
                 },
             );

@@ -55,6 +55,10 @@
 
 pub mod map;
 pub mod math;
+pub mod placement;
+pub mod progress;
+pub mod range_lock;
+pub mod widths;
 
 pub use map::{Column, RaidzGeometry, RaidzMap};
 

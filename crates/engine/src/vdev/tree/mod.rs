@@ -32,6 +32,7 @@ use parking_lot::{Mutex, RwLock};
 use super::dtl::DirtyTimeLog;
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
 use super::queue::{write_each, Completion, DirtyProbe, IoClass, QueueLimits, VdevQueue};
+use super::raidz::widths::{RaidzExpansion, RaidzWidths};
 use super::raidz::RaidzGeometry;
 
 pub mod raidz_io;
@@ -145,6 +146,18 @@ pub struct TopVdev {
     pub class: AllocClass,
     /// RAID-Z only: the children of each column slot (see [`raidz_slots`]).
     slots: Vec<Vec<usize>>,
+    /// RAID-Z only: the widths its blocks were written with, by birth (`raidz/widths.rs`).
+    raidz_widths: Option<RaidzWidths>,
+    /// RAID-Z only: an expansion is under way: the last slot was added and the reflow has not
+    /// finished, so the vdev's space is still that of one child fewer.
+    raidz_expanding: bool,
+}
+
+/// What a RAID-Z vdev's config says of its expansions (empty for every other vdev).
+#[derive(Clone, Debug, Default)]
+struct RaidzHistory {
+    expansions: Vec<RaidzExpansion>,
+    expanding: bool,
 }
 
 /// The column slots of a RAID-Z vdev's children, in column order: every child is a slot of its
@@ -198,6 +211,7 @@ impl TopVdev {
             Arc::new(AtomicU64::new(ms_array.0)),
             Arc::new(AtomicU64::new(0)),
             children.into_iter().map(Arc::new).collect(),
+            RaidzHistory::default(),
         )
     }
 
@@ -218,6 +232,7 @@ impl TopVdev {
             self.ms_array.clone(),
             self.write_txg.clone(),
             children,
+            self.raidz_history(),
         )
         .map(|top| top.in_class(self.class))
     }
@@ -233,6 +248,7 @@ impl TopVdev {
         ms_array: Arc<AtomicU64>,
         write_txg: Arc<AtomicU64>,
         children: Vec<Arc<Leaf>>,
+        raidz_history: RaidzHistory,
     ) -> Result<TopVdev, VdevError> {
         let invalid = |what: String| Err(VdevError::InvalidConfig { top: id, what });
         let slots = match kind {
@@ -268,6 +284,27 @@ impl TopVdev {
             }
             _ => {}
         }
+        let raidz_widths = match kind {
+            TopVdevKind::Raidz { parity } => Some(
+                RaidzWidths::new(
+                    width,
+                    parity as usize,
+                    &raidz_history.expansions,
+                    raidz_history.expanding,
+                )
+                .map_err(|what| VdevError::InvalidConfig { top: id, what })?,
+            ),
+            _ if raidz_history.expanding || !raidz_history.expansions.is_empty() => {
+                return invalid("raidz expansions recorded for a vdev that is not raidz".into())
+            }
+            _ => None,
+        };
+        // Reads do not yet find a block's width by its birth: a config that records an
+        // expansion (only a crafted one, as `pool attach` to a raidz is refused) is refused
+        // rather than misread.
+        if raidz_history.expanding || !raidz_history.expansions.is_empty() {
+            return invalid("raidz expansion is not supported by this build".into());
+        }
         if !(SPA_MINBLOCKSHIFT..=VDEV_MAX_ASHIFT).contains(&ashift) {
             return invalid(format!(
                 "ashift {ashift} outside {SPA_MINBLOCKSHIFT}..={VDEV_MAX_ASHIFT}"
@@ -283,9 +320,13 @@ impl TopVdev {
         if let Err(what) = crate::space::check_metaslab_geometry(asize, ms_shift, ashift) {
             return invalid(what);
         }
-        // A RAID-Z vdev's address space is striped over its children: each holds its share.
+        // A RAID-Z vdev's address space is striped over its children: each holds its share
+        // (of the old stripe while an expansion runs: a sector is copied to the wider one only
+        // by the reflow).
         let per_child = match kind {
-            TopVdevKind::Raidz { .. } => asize.div_ceil(width as u64),
+            TopVdevKind::Raidz { .. } => {
+                asize.div_ceil((width - usize::from(raidz_history.expanding)) as u64)
+            }
             _ => asize,
         };
         for child in &children {
@@ -311,16 +352,42 @@ impl TopVdev {
             slots,
             write_txg,
             class: AllocClass::Normal,
+            raidz_widths,
+            raidz_expanding: raidz_history.expanding,
         })
     }
 
+    /// What this vdev's config says of RAID-Z expansions.
+    fn raidz_history(&self) -> RaidzHistory {
+        RaidzHistory {
+            expansions: self
+                .raidz_widths
+                .as_ref()
+                .map_or_else(Vec::new, |widths| widths.expansions().to_vec()),
+            expanding: self.raidz_expanding,
+        }
+    }
+
     /// Bytes of data area every child needs: the vdev's for a mirror child, its share of the
-    /// striped address space for a RAID-Z child.
+    /// striped address space for a RAID-Z child (of one child fewer while an expansion runs).
     pub fn child_asize(&self) -> u64 {
         match self.kind {
-            TopVdevKind::Raidz { .. } => self.asize.div_ceil(self.slots.len() as u64),
+            TopVdevKind::Raidz { .. } => self
+                .asize
+                .div_ceil((self.slots.len() - usize::from(self.raidz_expanding)) as u64),
             _ => self.asize,
         }
+    }
+
+    /// The widths this RAID-Z vdev's blocks were written with, by birth; `None` for a leaf or
+    /// a mirror.
+    pub fn raidz_widths(&self) -> Option<&RaidzWidths> {
+        self.raidz_widths.as_ref()
+    }
+
+    /// Whether a RAID-Z expansion of this vdev is under way.
+    pub fn raidz_expanding(&self) -> bool {
+        self.raidz_expanding
     }
 
     /// The children (indices) of RAID-Z column slot `slot`: the slot's leaf, then the leaf
@@ -374,17 +441,22 @@ impl TopVdev {
             let device = open(child)?;
             let leaf = Leaf::new(Guid(child.guid), PathBuf::from(&child.path), device);
             leaf.set_replaces(Some(Guid(child.replaces)).filter(|guid| guid.0 != 0));
-            children.push(leaf);
+            children.push(Arc::new(leaf));
         }
-        TopVdev::new(
+        TopVdev::build(
             VdevId(config.id),
             Guid(config.guid),
             config.kind,
             config.ashift,
             config.asize,
             config.ms_shift,
-            ObjectId(config.ms_array),
+            Arc::new(AtomicU64::new(config.ms_array)),
+            Arc::new(AtomicU64::new(0)),
             children,
+            RaidzHistory {
+                expansions: config.raidz_expansions.clone(),
+                expanding: config.raidz_expanding,
+            },
         )
         .map(|top| top.in_class(config.class))
     }
@@ -419,6 +491,11 @@ impl TopVdev {
                 })
                 .collect(),
             class: self.class,
+            raidz_expansions: self
+                .raidz_widths
+                .as_ref()
+                .map_or_else(Vec::new, |widths| widths.expansions().to_vec()),
+            raidz_expanding: self.raidz_expanding,
         }
     }
 
@@ -438,9 +515,15 @@ impl TopVdev {
     /// The factor turning bytes allocated here into the data bytes they stand for
     /// ([`VdevTree::deflated`]): [`DEFLATE_IDENTITY`] but for RAID-Z
     /// ([`RaidzGeometry::deflate_ratio`]).
+    /// A RAID-Z vdev keeps the ratio of its original width through its expansions (OpenZFS
+    /// `vdev_set_deflate_ratio`): the space its old blocks were charged does not change.
     pub fn deflate_ratio(&self) -> u64 {
-        self.raidz_geometry()
-            .map_or(DEFLATE_IDENTITY, |geometry| geometry.deflate_ratio())
+        match (self.kind, &self.raidz_widths) {
+            (TopVdevKind::Raidz { parity }, Some(widths)) => {
+                RaidzGeometry::new(widths.original(), parity as usize, self.ashift).deflate_ratio()
+            }
+            _ => DEFLATE_IDENTITY,
+        }
     }
 
     /// Bytes a block of `size` padded physical bytes takes here: its sectors, and for RAID-Z

@@ -39,6 +39,14 @@ fn mirror(children: usize) -> Setup {
     }
 }
 
+/// The devices of `top`'s children, to build other vdevs on.
+fn devices_of(top: &TopVdev) -> Vec<Arc<dyn BlockDevice>> {
+    top.children
+        .iter()
+        .map(|leaf| leaf.device.clone())
+        .collect()
+}
+
 #[test]
 fn raidz_slots_pair_a_replacement_with_its_child_and_refuse_chains() {
     let dir = tempfile::tempdir().unwrap();
@@ -309,12 +317,7 @@ fn unaligned_write_is_a_programmer_error() {
 #[test]
 fn shape_and_size_violations_are_errors() {
     let setup = mirror(6);
-    let devices: Vec<Arc<dyn BlockDevice>> = setup
-        .top
-        .children
-        .iter()
-        .map(|leaf| leaf.device.clone())
-        .collect();
+    let devices = devices_of(&setup.top);
     let leaves = |count: usize| -> Vec<Leaf> {
         devices[..count]
             .iter()
@@ -378,12 +381,66 @@ fn tree_guid_sum_config_and_lookup() {
     tree.flush_all().unwrap();
 
     // Round trip through the config, reopening the same devices.
-    let devices: Vec<Arc<dyn BlockDevice>> = top
-        .children
-        .iter()
-        .map(|leaf| leaf.device.clone())
-        .collect();
+    let devices = devices_of(&top);
     let mut next = devices.into_iter();
     let rebuilt = TopVdev::from_config(&config[0], |_| Ok(next.next().unwrap())).unwrap();
     assert_eq!(rebuilt.to_config(), config[0]);
+}
+
+#[test]
+fn raidz_expansion_records_in_a_config_are_checked_and_refused_until_supported() {
+    let setup = mirror(4);
+    let devices = devices_of(&setup.top);
+    let raidz = TopVdev::new(
+        VdevId(0),
+        Guid(7),
+        TopVdevKind::Raidz { parity: 1 },
+        12,
+        setup.top.asize,
+        20,
+        ObjectId(0),
+        devices
+            .iter()
+            .enumerate()
+            .map(|(index, device)| {
+                Leaf::new(Guid(100 + index as u64), PathBuf::new(), device.clone())
+            })
+            .collect(),
+    )
+    .unwrap();
+    let config = raidz.to_config();
+    assert!(config.raidz_expansions.is_empty() && !config.raidz_expanding);
+    assert_eq!(raidz.raidz_widths(), Some(&RaidzWidths::fixed(4)));
+    let reopen = |config: &TopVdevConfig| {
+        let mut next = devices.clone().into_iter();
+        TopVdev::from_config(config, |_| Ok(next.next().unwrap()))
+    };
+    assert!(reopen(&config).is_ok());
+    let refusal = |config: &TopVdevConfig| match reopen(config) {
+        Err(VdevError::InvalidConfig { what, .. }) => what,
+        other => panic!("{config:?} gave {other:?}"),
+    };
+    // A sound record (4 slots: 3 wide, then 4 from txg 10; or 3 wide, expanding): not read yet.
+    let expanded = TopVdevConfig {
+        raidz_expansions: vec![RaidzExpansion { txg: 10, width: 4 }],
+        ..config.clone()
+    };
+    assert!(refusal(&expanded).contains("not supported"));
+    let expanding = TopVdevConfig {
+        raidz_expanding: true,
+        ..config.clone()
+    };
+    assert!(refusal(&expanding).contains("not supported"));
+    // Unsound ones say what is wrong.
+    let wrong_width = TopVdevConfig {
+        raidz_expansions: vec![RaidzExpansion { txg: 10, width: 5 }],
+        ..config.clone()
+    };
+    assert!(refusal(&wrong_width).contains("width 5"));
+    let mirror_config = TopVdevConfig {
+        kind: TopVdevKind::Mirror,
+        raidz_expanding: true,
+        ..config.clone()
+    };
+    assert!(refusal(&mirror_config).contains("not raidz"));
 }
