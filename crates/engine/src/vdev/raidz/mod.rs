@@ -62,6 +62,13 @@ pub mod widths;
 
 pub use map::{Column, RaidzGeometry, RaidzMap};
 
+/// Where a RAID-Z child's scratch area starts on its device: the boot reserve after the two
+/// front labels, `[512 KiB, 4 MiB)`, which nothing else writes (`raidz/placement.rs`).
+pub const RAIDZ_SCRATCH_START: u64 = 2 * super::label::VDEV_LABEL_SIZE;
+
+/// Bytes of a RAID-Z child's scratch area.
+pub const RAIDZ_SCRATCH_SIZE: u64 = super::label::VDEV_LABEL_START_SIZE - RAIDZ_SCRATCH_START;
+
 /// The map of a block of `psize` physical bytes (rounded up to the vdev's sector) at `offset`.
 pub fn block_map(geometry: &RaidzGeometry, offset: u64, psize: u64) -> RaidzMap {
     let sector = geometry.sector_size();

@@ -73,6 +73,19 @@ pub struct Place {
     pub in_scratch: bool,
 }
 
+impl Place {
+    /// Its byte offset on the child's device: in the data area (after the front labels and
+    /// the boot reserve) or in the scratch area (the boot reserve).
+    pub fn device_offset(&self, sector_size: u64) -> u64 {
+        let base = if self.in_scratch {
+            super::RAIDZ_SCRATCH_START
+        } else {
+            crate::vdev::label::VDEV_LABEL_START_SIZE
+        };
+        base + self.sector * sector_size
+    }
+}
+
 /// One parity or data sector of a block, and where it lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cell {

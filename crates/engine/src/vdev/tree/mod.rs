@@ -36,6 +36,7 @@ use super::raidz::widths::{RaidzExpansion, RaidzWidths};
 use super::raidz::RaidzGeometry;
 
 pub mod raidz_io;
+pub mod raidz_rows;
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
 use crate::space::AllocClass;
 use crate::types::{Guid, ObjectId, VdevId, SPA_MINBLOCKSHIFT};

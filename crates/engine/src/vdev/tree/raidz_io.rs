@@ -192,7 +192,7 @@ pub fn write(
 
 /// The state of one column during a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ColumnState {
+pub(super) enum ColumnState {
     NotRead,
     Read,
     /// Known bad before any reconstruction: unreadable, offline, or stale (its child missed
@@ -206,13 +206,13 @@ enum ColumnState {
 /// buffers come from and go back to [`buffers`] (every byte of them is read or rebuilt before
 /// it is used).
 #[derive(Clone)]
-struct BlockColumns {
-    parity: Vec<Vec<u8>>,
-    data: Vec<u8>,
+pub(super) struct BlockColumns {
+    pub(super) parity: Vec<Vec<u8>>,
+    pub(super) data: Vec<u8>,
 }
 
 impl BlockColumns {
-    fn new(map: &RaidzMap) -> BlockColumns {
+    pub(super) fn new(map: &RaidzMap) -> BlockColumns {
         BlockColumns {
             parity: vec![Vec::new(); map.parity],
             data: buffers::take(map.data_bytes() as usize),
@@ -220,7 +220,7 @@ impl BlockColumns {
     }
 
     /// Give the parity columns their bytes (zero) before they are read or rebuilt.
-    fn allocate_parity(&mut self, map: &RaidzMap) {
+    pub(super) fn allocate_parity(&mut self, map: &RaidzMap) {
         for column in &mut self.parity {
             if column.is_empty() {
                 *column = buffers::take(map.parity_size() as usize);
@@ -249,7 +249,7 @@ impl BlockColumns {
     }
 
     /// The data, leaving the parity columns to go back to the free list.
-    fn into_data(mut self) -> Vec<u8> {
+    pub(super) fn into_data(mut self) -> Vec<u8> {
         std::mem::take(&mut self.data)
     }
 }
@@ -274,7 +274,7 @@ fn data_column_slices<'a>(map: &RaidzMap, data: &'a [u8]) -> Vec<&'a [u8]> {
 
 /// The parity columns of the block `data` (see [`data_column_slices`]), in buffers from
 /// [`buffers`] (to give back when done with).
-fn parity_of(map: &RaidzMap, data: &[u8]) -> Vec<Vec<u8>> {
+pub(super) fn parity_of(map: &RaidzMap, data: &[u8]) -> Vec<Vec<u8>> {
     let mut parity: Vec<Vec<u8>> = (0..map.parity)
         .map(|_| buffers::take(map.parity_size() as usize))
         .collect();
@@ -543,7 +543,7 @@ fn check_parity(
 }
 
 /// Every subset of `items` with `size` elements, in lexicographic order.
-fn combinations(items: &[usize], size: usize) -> Vec<Vec<usize>> {
+pub(super) fn combinations(items: &[usize], size: usize) -> Vec<Vec<usize>> {
     let mut result = Vec::new();
     let mut chosen = Vec::with_capacity(size);
     fn extend(
