@@ -579,7 +579,7 @@ impl BlockIo {
         let mut last_error = None;
         'copies: for (index, dva) in bp.copies().enumerate() {
             let top = self.header_location(dva)?;
-            if let Some(geometry) = top.raidz_geometry() {
+            if top.raidz_geometry().is_some() {
                 read += 1;
                 let mut decoded = None;
                 let mut verify =
@@ -592,7 +592,6 @@ impl BlockIo {
                     };
                 let outcome = self.read_raidz_copy(
                     &top,
-                    &geometry,
                     dva,
                     GANG_HEADER_SIZE as u64,
                     bp.birth_physical.0,
@@ -606,7 +605,11 @@ impl BlockIo {
                 });
                 match checked {
                     Ok((header, repair)) => {
-                        bad.extend(repair.into_iter().map(|child| (*dva, top.clone(), child)));
+                        bad.extend(
+                            repair
+                                .into_iter()
+                                .map(|child| (*dva, top.clone(), child, bp.birth_physical.0)),
+                        );
                         good.get_or_insert(header);
                         if !every {
                             break 'copies;
@@ -638,7 +641,7 @@ impl BlockIo {
                         if !leaf.dtl.contains(bp.birth_physical.0) {
                             top.record_checksum_error(child);
                         }
-                        bad.push((*dva, top.clone(), child));
+                        bad.push((*dva, top.clone(), child, bp.birth_physical.0));
                         last_error = Some(error);
                     }
                 }
@@ -709,10 +712,10 @@ impl BlockIo {
 
     fn repair_headers(&self, header: &GangHeader, bad: &[BadCopy]) -> Repaired {
         let mut repaired = Repaired::default();
-        for (dva, top, child) in bad {
+        for (dva, top, child, birth) in bad {
             let encoded = header.encode(dva.vdev, dva.offset);
             let physical = &encoded[..GANG_HEADER_SIZE];
-            match top.rewrite_child(*child, dva.offset, encoded.len() as u64, physical) {
+            match top.rewrite_child(*child, dva.offset, encoded.len() as u64, *birth, physical) {
                 Ok(bytes) => repaired.add(bytes),
                 // The leaf's queue counted the write error; the copy stays bad.
                 Err(error) => log::warn!("repair of a bad gang header copy failed: {error}"),

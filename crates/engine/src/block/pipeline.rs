@@ -59,7 +59,9 @@ use crate::vdev::{TopVdev, VdevTree};
 
 /// A copy that failed to read or verify: its DVA, the generation of its top-level vdev that
 /// was read (child indices are of that generation; see `vdev::tree`), and the child.
-pub(crate) type BadCopy = (Dva, Arc<TopVdev>, usize);
+/// A copy found bad: its DVA, its vdev, the child to rewrite, and the block's physical birth
+/// (which says how a RAID-Z block lies).
+pub(crate) type BadCopy = (Dva, Arc<TopVdev>, usize, u64);
 
 /// A block [`BlockIo::encode`]d for writing.
 pub(super) enum Encoded {
@@ -702,14 +704,13 @@ impl BlockIo {
         self.vdevs.top(vdev).map_or(size, |top| top.asize_of(size))
     }
 
-    /// Read one copy of a block on a RAID-Z vdev (see [`crate::vdev::tree::raidz_io::read_block`]):
+    /// Read one copy of a block on a RAID-Z vdev (see [`crate::vdev::TopVdev::read_raidz`]):
     /// from the in-flight write if there is one, else its columns, reconstructed until
     /// `verify` accepts the data. `psize` is the block pointer's physical size.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn read_raidz_copy(
         &self,
         top: &crate::vdev::TopVdev,
-        geometry: &crate::vdev::RaidzGeometry,
         dva: &Dva,
         psize: u64,
         birth: u64,
@@ -726,9 +727,10 @@ impl BlockIo {
                 });
             }
         }
-        crate::vdev::tree::raidz_io::read_block(
-            top,
-            geometry,
+        let not_raidz = || PipelineError::NoGoodCopy {
+            bp: format!("<{}:{:#x}>: not a RAID-Z vdev", dva.vdev, dva.offset),
+        };
+        top.read_raidz(
             crate::vdev::queue::read_class(),
             dva.offset,
             psize,
@@ -736,6 +738,7 @@ impl BlockIo {
             scrub,
             verify,
         )
+        .ok_or_else(not_raidz)?
         .map_err(|error| PipelineError::NoGoodCopy {
             bp: format!("<{}:{:#x}>: {error}", dva.vdev, dva.offset),
         })
@@ -746,7 +749,6 @@ impl BlockIo {
     fn read_raidz_physical(
         &self,
         top: &crate::vdev::TopVdev,
-        geometry: &crate::vdev::RaidzGeometry,
         dva: &Dva,
         bp: &BlockPtr,
         scrub: bool,
@@ -758,7 +760,6 @@ impl BlockIo {
         };
         let mut read = self.read_raidz_copy(
             top,
-            geometry,
             dva,
             size_physical as u64,
             bp.birth_physical.0,
@@ -946,10 +947,14 @@ impl BlockIo {
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
-            if let Some(geometry) = top.raidz_geometry() {
-                match self.read_raidz_physical(&top, &geometry, dva, bp, false) {
+            if top.raidz_geometry().is_some() {
+                match self.read_raidz_physical(&top, dva, bp, false) {
                     Ok(read) => {
-                        bad.extend(read.repair.iter().map(|&child| (*dva, top.clone(), child)));
+                        bad.extend(
+                            read.repair
+                                .iter()
+                                .map(|&child| (*dva, top.clone(), child, bp.birth_physical.0)),
+                        );
                         good = Some(read.data);
                         break;
                     }
@@ -968,7 +973,7 @@ impl BlockIo {
                     // An offline or missing child holds no copy to repair (as in
                     // verify_all_copies): its failed read is no bad copy.
                     if top.children[child].is_usable() {
-                        bad.push((*dva, top.clone(), child));
+                        bad.push((*dva, top.clone(), child, bp.birth_physical.0));
                     }
                     crate::vdev::buffers::give(buffer);
                     continue;
@@ -982,7 +987,7 @@ impl BlockIo {
                 if !top.children[child].dtl.contains(bp.birth_physical.0) {
                     top.record_checksum_error(child);
                 }
-                bad.push((*dva, top.clone(), child));
+                bad.push((*dva, top.clone(), child, bp.birth_physical.0));
             }
             if good.is_some() {
                 break;
@@ -1034,12 +1039,16 @@ impl BlockIo {
         for dva in bp.copies() {
             self.validate_dva(dva)?;
             let top = self.vdevs.top(dva.vdev).expect("validated");
-            if let Some(geometry) = top.raidz_geometry() {
-                match self.read_raidz_physical(&top, &geometry, dva, bp, true) {
+            if top.raidz_geometry().is_some() {
+                match self.read_raidz_physical(&top, dva, bp, true) {
                     Ok(read) => {
                         report.copies += read.columns as u64;
                         report.bad += read.repair.len() as u64;
-                        bad.extend(read.repair.iter().map(|&child| (*dva, top.clone(), child)));
+                        bad.extend(
+                            read.repair
+                                .iter()
+                                .map(|&child| (*dva, top.clone(), child, bp.birth_physical.0)),
+                        );
                         good.get_or_insert(read.data);
                     }
                     Err(error) => {
@@ -1075,7 +1084,7 @@ impl BlockIo {
                         top.record_checksum_error(child);
                     }
                     report.bad += 1;
-                    bad.push((*dva, top.clone(), child));
+                    bad.push((*dva, top.clone(), child, bp.birth_physical.0));
                 }
             }
         }
@@ -1094,8 +1103,8 @@ impl BlockIo {
 
     fn repair(&self, physical: &[u8], bad: &[BadCopy]) -> Repaired {
         let mut repaired = Repaired::default();
-        for (dva, top, child) in bad {
-            match top.rewrite_child(*child, dva.offset, dva.size_allocated, physical) {
+        for (dva, top, child, birth) in bad {
+            match top.rewrite_child(*child, dva.offset, dva.size_allocated, *birth, physical) {
                 Ok(bytes) => repaired.add(bytes),
                 // The leaf's queue counted the write error; the copy stays bad.
                 Err(error) => log::warn!("repair of a bad copy failed: {error}"),

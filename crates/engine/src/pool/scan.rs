@@ -1203,6 +1203,7 @@ impl PoolCore {
                 child,
                 dva.offset,
                 dva.size_allocated,
+                birth,
                 physical.clone(),
                 move |result| {
                     outcome.finish(bytes, result);

@@ -38,7 +38,6 @@ use std::collections::BTreeMap;
 use crate::space::AllocClass;
 use serde::{Deserialize, Serialize};
 
-use super::raidz::widths::RaidzExpansion;
 use super::{BlockDevice, VdevError};
 
 /// Size of one label.
@@ -193,6 +192,14 @@ pub struct TopVdevConfig {
     /// RAID-Z only: an expansion is under way (its new child is the last one).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub raidz_expanding: bool,
+}
+
+/// One finished RAID-Z expansion: blocks born in `txg` or later (until the next expansion's)
+/// were written `width` columns wide (`vdev/raidz/widths.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaidzExpansion {
+    pub txg: u64,
+    pub width: u32,
 }
 
 /// The pool config stored in every label (OpenZFS's label nvlist).

@@ -80,7 +80,7 @@ pub fn read_block(io: &BlockIo, bp: &BlockPtr) -> Result<LogBlock, String> {
             continue;
         }
         let top = io.vdevs.top(dva.vdev).expect("checked above");
-        if let Some(geometry) = top.raidz_geometry() {
+        if top.raidz_geometry().is_some() {
             // A RAID-Z copy is read whole, its columns reconstructed until the block decodes.
             let mut decoded = None;
             let mut verify = |data: &[u8]| {
@@ -98,9 +98,7 @@ pub fn read_block(io: &BlockIo, bp: &BlockPtr) -> Result<LogBlock, String> {
                     }
                 }
             };
-            let read = crate::vdev::tree::raidz_io::read_block(
-                &top,
-                &geometry,
+            let read = top.read_raidz(
                 IoClass::SyncRead,
                 dva.offset,
                 bp.size_logical as u64,
@@ -109,8 +107,9 @@ pub fn read_block(io: &BlockIo, bp: &BlockPtr) -> Result<LogBlock, String> {
                 &mut verify,
             );
             match read {
-                Ok(_) => return Ok(decoded.take().expect("verified")),
-                Err(error) => why = error.to_string(),
+                Some(Ok(_)) => return Ok(decoded.take().expect("verified")),
+                Some(Err(error)) => why = error.to_string(),
+                None => why = "not a RAID-Z vdev".to_string(),
             }
             continue;
         }

@@ -15,15 +15,7 @@
 //! Where a sector of a block lives while a reflow runs is another question, answered by the
 //! reflow's progress, not by the block's birth.
 
-use serde::{Deserialize, Serialize};
-
-/// One finished expansion: blocks born in `txg` or later (until the next expansion's) were
-/// written `width` columns wide.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RaidzExpansion {
-    pub txg: u64,
-    pub width: u32,
-}
+pub use crate::vdev::label::RaidzExpansion;
 
 /// The widths of a RAID-Z vdev's blocks by birth txg: the original width and each finished
 /// expansion's, in order.

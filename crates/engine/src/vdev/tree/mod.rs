@@ -36,6 +36,7 @@ use super::raidz::widths::{RaidzExpansion, RaidzWidths};
 use super::raidz::RaidzGeometry;
 
 pub mod raidz_io;
+pub mod raidz_layout;
 pub mod raidz_rows;
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
 use crate::space::AllocClass;
@@ -300,12 +301,6 @@ impl TopVdev {
             }
             _ => None,
         };
-        // Reads do not yet find a block's width by its birth: a config that records an
-        // expansion (only a crafted one, as `pool attach` to a raidz is refused) is refused
-        // rather than misread.
-        if raidz_history.expanding || !raidz_history.expansions.is_empty() {
-            return invalid("raidz expansion is not supported by this build".into());
-        }
         if !(SPA_MINBLOCKSHIFT..=VDEV_MAX_ASHIFT).contains(&ashift) {
             return invalid(format!(
                 "ashift {ashift} outside {SPA_MINBLOCKSHIFT}..={VDEV_MAX_ASHIFT}"
@@ -444,7 +439,7 @@ impl TopVdev {
             leaf.set_replaces(Some(Guid(child.replaces)).filter(|guid| guid.0 != 0));
             children.push(Arc::new(leaf));
         }
-        TopVdev::build(
+        let top = TopVdev::build(
             VdevId(config.id),
             Guid(config.guid),
             config.kind,
@@ -459,7 +454,22 @@ impl TopVdev {
                 expanding: config.raidz_expanding,
             },
         )
-        .map(|top| top.in_class(config.class))
+        .map(|top| top.in_class(config.class))?;
+        // Blocks are read by their width at birth, but allocation sizes, frees of gang headers
+        // and the reflow do not know the widths yet: a config that records an expansion (only a
+        // crafted one, as `pool attach` to a raidz is refused) is refused rather than misused.
+        if top.raidz_expanding
+            || top
+                .raidz_widths
+                .as_ref()
+                .is_some_and(RaidzWidths::was_expanded)
+        {
+            return Err(VdevError::InvalidConfig {
+                top: top.id,
+                what: "raidz expansion is not supported by this build".into(),
+            });
+        }
+        Ok(top)
     }
 
     /// The largest sector-aligned `asize` that fits every one of `devices`.
@@ -565,19 +575,20 @@ impl TopVdev {
         }
     }
 
-    /// Rewrite what child `child` holds of the block at `offset` (allocated `allocated` bytes)
-    /// whose verified physical bytes are `physical`: a mirror child gets the whole block padded
-    /// to its allocation, a RAID-Z child its column (data, or parity regenerated). Bytes
-    /// written.
+    /// Rewrite what child `child` holds of the block at `offset` (allocated `allocated` bytes,
+    /// born physically in `birth`) whose verified physical bytes are `physical`: a mirror child
+    /// gets the whole block padded to its allocation, a RAID-Z child its column or cells (data,
+    /// or parity regenerated). Bytes written.
     pub fn rewrite_child(
         &self,
         child: usize,
         offset: u64,
         allocated: u64,
+        birth: u64,
         physical: &[u8],
     ) -> Result<u64, VdevError> {
-        match self.raidz_geometry() {
-            Some(geometry) => raidz_io::rewrite_column(self, &geometry, child, offset, physical),
+        match self.raidz_layout(offset, physical.len() as u64, birth) {
+            Some(layout) => self.rewrite_raidz_child(layout, child, offset, physical),
             None => {
                 let mut padded = physical.to_vec();
                 padded.resize(allocated as usize, 0);
@@ -596,11 +607,12 @@ impl TopVdev {
         child: usize,
         offset: u64,
         allocated: u64,
+        birth: u64,
         physical: Arc<Vec<u8>>,
         done: impl FnOnce(Result<u64, VdevError>) + Send + 'static,
     ) {
-        if let Some(geometry) = self.raidz_geometry() {
-            return raidz_io::rewrite_column_async(self, &geometry, child, offset, physical, done);
+        if let Some(layout) = self.raidz_layout(offset, physical.len() as u64, birth) {
+            return self.rewrite_raidz_child_async(layout, child, offset, physical, done);
         }
         let data = if physical.len() as u64 == allocated {
             physical
@@ -684,8 +696,8 @@ impl TopVdev {
         txg: u64,
     ) -> Result<(), VdevError> {
         self.assert_range(offset, data.len());
-        if let Some(geometry) = self.raidz_geometry() {
-            return raidz_io::write(self, &geometry, class, offset, data, txg);
+        if let Some(layout) = self.raidz_layout(offset, data.len() as u64, txg) {
+            return self.write_raidz(layout, class, offset, data, txg);
         }
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let usable: Vec<&Arc<Leaf>> = self.children.iter().filter(|c| !c.is_offline()).collect();
@@ -725,8 +737,8 @@ impl TopVdev {
         done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
     ) {
         self.assert_range(offset, data.len());
-        if let Some(geometry) = self.raidz_geometry() {
-            return raidz_io::write_async(self, &geometry, class, offset, data, txg, done);
+        if let Some(layout) = self.raidz_layout(offset, data.len() as u64, txg) {
+            return self.write_raidz_async(layout, class, offset, data, txg, done);
         }
         let device_offset = VDEV_LABEL_START_SIZE + offset;
         let outcome = Arc::new(MirrorWrite::new(

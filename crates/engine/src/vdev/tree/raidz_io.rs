@@ -171,7 +171,9 @@ pub fn write_async(
     }
 }
 
-/// [`write_async`], waiting for the outcome.
+/// [`write_async`], waiting for the outcome (the tests' writer; the vdev's is
+/// `TopVdev::write_raidz`).
+#[cfg(test)]
 pub fn write(
     top: &TopVdev,
     geometry: &RaidzGeometry,
@@ -677,7 +679,7 @@ pub fn rewrite_column_async(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! Every layout and every damage a RAID-Z vdev must survive: for random geometries (width
     //! from parity + 2 to 12, parity 1 to 3, ashift 9 and 12), block sizes from one sector to
     //! 1 MiB and offsets, each set of up to `parity` children either failing its reads (lost)
@@ -691,15 +693,17 @@ mod tests {
     use crate::vdev::{BlockDevice, FaultPlan, FaultyDevice, FileDevice, ReadFaultKind};
     use proptest::prelude::*;
 
-    struct Vdev {
-        _dir: tempfile::TempDir,
-        plans: Vec<Arc<FaultPlan>>,
-        top: TopVdev,
+    /// A RAID-Z vdev on sparse files, each child's faults injectable (shared with the
+    /// tests of `raidz_rows.rs`).
+    pub(in crate::vdev::tree) struct Vdev {
+        pub _dir: tempfile::TempDir,
+        pub plans: Vec<Arc<FaultPlan>>,
+        pub top: TopVdev,
     }
 
     const CHILD_BYTES: u64 = 24 << 20;
 
-    fn raidz(width: usize, parity: u8, ashift: u32) -> Vdev {
+    pub(in crate::vdev::tree) fn raidz(width: usize, parity: u8, ashift: u32) -> Vdev {
         let dir = tempfile::tempdir().unwrap();
         let mut plans = Vec::new();
         let mut leaves = Vec::new();

@@ -268,18 +268,14 @@ pub fn read_cells(
     );
     let data_missing = (block.cells.iter().zip(&state))
         .any(|(cell, state)| cell.column >= parity && *state == ColumnState::Missing);
+    let finished = Finished {
+        top,
+        block,
+        reader: &reader,
+        scrub,
+    };
     if !data_missing && verify(&columns.data) {
-        let mut repair = missing_children(top, block, &state);
-        if scrub {
-            check_parity(top, block, &reader, &columns, &state, &mut repair);
-        }
-        repair.sort_unstable();
-        repair.dedup();
-        return Ok(RaidzRead {
-            data: columns.into_data(),
-            repair,
-            columns: map.accessed_columns(),
-        });
+        return Ok(finished.read(columns, &state, &state, &[]));
     }
     read_runs(
         top,
@@ -312,17 +308,7 @@ pub fn read_cells(
         && block.reconstruct_rows(&mut columns, &known_rows)
         && verify(&columns.data)
     {
-        let mut repair = missing_children(top, block, &state);
-        if scrub {
-            check_parity(top, block, &reader, &columns, &state, &mut repair);
-        }
-        repair.sort_unstable();
-        repair.dedup();
-        return Ok(RaidzRead {
-            data: columns.into_data(),
-            repair,
-            columns: map.accessed_columns(),
-        });
+        return Ok(finished.read(columns, &state, &state, &[]));
     }
     // Guesses: sets of failure domains assumed to hold wrong bytes, on the columns as read (the
     // rows rebuilt above are rebuilt again from them with the guess).
@@ -365,28 +351,59 @@ pub fn read_cells(
             for &child in &wrong {
                 top.record_checksum_error(child);
             }
-            let mut repair = missing_children(top, block, &state);
-            repair.extend(wrong);
-            if scrub {
-                let mut checked = state.clone();
-                for &index in &guessed {
-                    checked[index] = ColumnState::Missing;
-                }
-                check_parity(top, block, &reader, &candidate, &checked, &mut repair);
+            // The guessed cells are not checked as parity: they were rebuilt.
+            let mut checked = state.clone();
+            for &index in &guessed {
+                checked[index] = ColumnState::Missing;
             }
-            repair.sort_unstable();
-            repair.dedup();
-            return Ok(RaidzRead {
-                data: candidate.into_data(),
-                repair,
-                columns: map.accessed_columns(),
-            });
+            return Ok(finished.read(candidate, &state, &checked, &wrong));
         }
     }
     Err(RaidzReadError::NoReconstruction {
         columns: map.accessed_columns(),
         parity,
     })
+}
+
+/// What a read that verified returns, however it got there.
+struct Finished<'a> {
+    top: &'a TopVdev,
+    block: &'a CellBlock,
+    reader: &'a [Option<usize>],
+    scrub: bool,
+}
+
+impl Finished<'_> {
+    /// The data, and the children to rewrite: those of the cells `state` knows missing, the
+    /// `wrong` ones, and (scrub) those whose parity cells, read and not rebuilt (`checked`),
+    /// disagree with the data.
+    fn read(
+        &self,
+        columns: BlockColumns,
+        state: &[ColumnState],
+        checked: &[ColumnState],
+        wrong: &[usize],
+    ) -> RaidzRead {
+        let mut repair = missing_children(self.top, self.block, state);
+        repair.extend_from_slice(wrong);
+        if self.scrub {
+            check_parity(
+                self.top,
+                self.block,
+                self.reader,
+                &columns,
+                checked,
+                &mut repair,
+            );
+        }
+        repair.sort_unstable();
+        repair.dedup();
+        RaidzRead {
+            data: columns.into_data(),
+            repair,
+            columns: self.block.map.accessed_columns(),
+        }
+    }
 }
 
 /// Read the cells `wanted` accepts that are not read or known missing, all at once, as runs
@@ -713,50 +730,13 @@ mod tests {
     //! scrub every cell on disk holds its bytes again.
 
     use super::*;
-    use crate::types::{Guid, ObjectId, VdevId};
-    use crate::vdev::label::TopVdevKind;
-    use crate::vdev::{BlockDevice, FaultPlan, FaultyDevice, FileDevice, Leaf, ReadFaultKind};
+    use crate::vdev::ReadFaultKind;
     use proptest::prelude::*;
 
-    /// Each child's data area used: 16 MiB.
+    use super::super::raidz_io::tests::{raidz, Vdev};
+
+    /// Each child's data area (`raidz_io`'s test vdevs).
     const CHILD_DATA: u64 = 16 << 20;
-
-    struct Vdev {
-        _dir: tempfile::TempDir,
-        plans: Vec<Arc<FaultPlan>>,
-        top: TopVdev,
-    }
-
-    fn raidz(width: usize, parity: u8, ashift: u32) -> Vdev {
-        let dir = tempfile::tempdir().unwrap();
-        let mut plans = Vec::new();
-        let mut leaves = Vec::new();
-        for index in 0..width {
-            let path = dir.path().join(format!("c{index}"));
-            let file: Arc<dyn BlockDevice> =
-                Arc::new(FileDevice::create_sparse(&path, CHILD_DATA + (8 << 20)).unwrap());
-            let plan = FaultPlan::new();
-            let device: Arc<dyn BlockDevice> = Arc::new(FaultyDevice::new(file, plan.clone()));
-            leaves.push(Leaf::new(Guid(100 + index as u64), path, device));
-            plans.push(plan);
-        }
-        let top = TopVdev::new(
-            VdevId(0),
-            Guid(7),
-            TopVdevKind::Raidz { parity },
-            ashift,
-            CHILD_DATA * width as u64,
-            20,
-            ObjectId(0),
-            leaves,
-        )
-        .unwrap();
-        Vdev {
-            _dir: dir,
-            plans,
-            top,
-        }
-    }
 
     fn write(vdev: &Vdev, block: &CellBlock, offset: u64, data: &[u8]) {
         let (sender, receiver) = std::sync::mpsc::channel();

@@ -1,0 +1,250 @@
+//! Which RAID-Z I/O path a block takes: as its logical map's columns, each one run on one child
+//! (`raidz_io.rs`: a block as wide as its vdev, no reflow running, which is every block of a
+//! vdev never expanded), or as cells (`raidz_rows.rs`: a block written narrower than its vdev
+//! is now, after an expansion). The width a block was written with follows from its physical
+//! birth (`vdev/raidz/widths.rs`), so every entry point takes it.
+//!
+//! # Cost
+//! One lookup of the block's width (a binary search over the expansions, none for a vdev never
+//! expanded) per block I/O.
+
+use std::sync::Arc;
+
+use super::super::queue::IoClass;
+use super::super::raidz::RaidzGeometry;
+use super::super::VdevError;
+use super::raidz_io::{self, RaidzRead, RaidzReadError};
+use super::raidz_rows::{self, CellBlock};
+use super::TopVdev;
+
+/// How one block of a RAID-Z vdev lies on its children.
+pub enum RaidzLayout {
+    /// As its logical map's columns: the block is as wide as the vdev.
+    Columns(RaidzGeometry),
+    /// As cells, each sector at its own place.
+    Cells(CellBlock),
+}
+
+impl TopVdev {
+    /// How the block of `psize` bytes at `offset`, born (physically) in `birth`, lies here;
+    /// `None` for a vdev that is not RAID-Z.
+    pub fn raidz_layout(&self, offset: u64, psize: u64, birth: u64) -> Option<RaidzLayout> {
+        let geometry = self.raidz_geometry()?;
+        let width = self.raidz_widths()?.width_at(birth);
+        if width == geometry.children {
+            return Some(RaidzLayout::Columns(geometry));
+        }
+        let logical = RaidzGeometry::new(width, geometry.parity, self.ashift);
+        Some(RaidzLayout::Cells(CellBlock::new(
+            &logical,
+            geometry.children,
+            offset,
+            psize,
+            None,
+        )))
+    }
+
+    /// Read and reconstruct the RAID-Z block of `psize` bytes at `offset` born in `birth` until
+    /// `verify` accepts it (`raidz_io::read_block`); `None` for a vdev that is not RAID-Z.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_raidz(
+        &self,
+        class: IoClass,
+        offset: u64,
+        psize: u64,
+        birth: u64,
+        scrub: bool,
+        verify: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Option<Result<RaidzRead, RaidzReadError>> {
+        Some(match self.raidz_layout(offset, psize, birth)? {
+            RaidzLayout::Columns(geometry) => {
+                raidz_io::read_block(self, &geometry, class, offset, psize, birth, scrub, verify)
+            }
+            RaidzLayout::Cells(block) => {
+                raidz_rows::read_cells(self, &block, class, birth, scrub, verify)
+            }
+        })
+    }
+
+    /// Write the RAID-Z block `data` born in `txg` (`raidz_io::write_async`).
+    pub(super) fn write_raidz_async(
+        &self,
+        layout: RaidzLayout,
+        class: IoClass,
+        offset: u64,
+        data: Arc<Vec<u8>>,
+        txg: u64,
+        done: impl FnOnce(Result<(), VdevError>) + Send + 'static,
+    ) {
+        match layout {
+            RaidzLayout::Columns(geometry) => {
+                raidz_io::write_async(self, &geometry, class, offset, data, txg, done)
+            }
+            RaidzLayout::Cells(block) => {
+                raidz_rows::write_cells(self, &block, class, offset, &data, txg, done)
+            }
+        }
+    }
+
+    /// [`TopVdev::write_raidz_async`], waiting for the outcome.
+    pub(super) fn write_raidz(
+        &self,
+        layout: RaidzLayout,
+        class: IoClass,
+        offset: u64,
+        data: &[u8],
+        txg: u64,
+    ) -> Result<(), VdevError> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        self.write_raidz_async(
+            layout,
+            class,
+            offset,
+            Arc::new(data.to_vec()),
+            txg,
+            move |result| {
+                let _ = sender.send(result);
+            },
+        );
+        receiver
+            .recv()
+            .expect("a RAID-Z write completes every column")
+    }
+
+    /// Rewrite what RAID-Z child `child` holds of the block `physical` (a repair).
+    pub(super) fn rewrite_raidz_child(
+        &self,
+        layout: RaidzLayout,
+        child: usize,
+        offset: u64,
+        physical: &[u8],
+    ) -> Result<u64, VdevError> {
+        match layout {
+            RaidzLayout::Columns(geometry) => {
+                raidz_io::rewrite_column(self, &geometry, child, offset, physical)
+            }
+            RaidzLayout::Cells(block) => raidz_rows::rewrite_cells(self, &block, child, physical),
+        }
+    }
+
+    /// [`TopVdev::rewrite_raidz_child`] without waiting for a block laid as columns; a block
+    /// laid as cells is rewritten before this returns (`done` then runs on this thread).
+    pub(super) fn rewrite_raidz_child_async(
+        &self,
+        layout: RaidzLayout,
+        child: usize,
+        offset: u64,
+        physical: Arc<Vec<u8>>,
+        done: impl FnOnce(Result<u64, VdevError>) + Send + 'static,
+    ) {
+        match layout {
+            RaidzLayout::Columns(geometry) => {
+                raidz_io::rewrite_column_async(self, &geometry, child, offset, physical, done)
+            }
+            RaidzLayout::Cells(block) => {
+                done(raidz_rows::rewrite_cells(self, &block, child, &physical))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Leaf, RaidzHistory};
+    use super::*;
+    use crate::types::{Guid, VdevId};
+    use crate::vdev::label::TopVdevKind;
+    use crate::vdev::raidz::widths::RaidzExpansion;
+    use crate::vdev::{BlockDevice, FileDevice};
+    use std::sync::atomic::AtomicU64;
+
+    /// A raidz1 of five children that was four wide until txg 10.
+    fn expanded(dir: &std::path::Path) -> TopVdev {
+        let children = (0..5)
+            .map(|index| {
+                let path = dir.join(format!("c{index}"));
+                let device: Arc<dyn BlockDevice> =
+                    Arc::new(FileDevice::create_sparse(&path, 24 << 20).unwrap());
+                Arc::new(Leaf::new(Guid(100 + index), path, device))
+            })
+            .collect();
+        TopVdev::build(
+            VdevId(0),
+            Guid(7),
+            TopVdevKind::Raidz { parity: 1 },
+            12,
+            5 * (16 << 20),
+            20,
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            children,
+            RaidzHistory {
+                expansions: vec![RaidzExpansion { txg: 10, width: 5 }],
+                expanding: false,
+            },
+        )
+        .unwrap()
+    }
+
+    fn read(top: &TopVdev, offset: u64, data: &[u8], birth: u64) -> Option<RaidzRead> {
+        let mut verify = |candidate: &[u8]| candidate == data;
+        let read = top.read_raidz(
+            IoClass::SyncRead,
+            offset,
+            data.len() as u64,
+            birth,
+            false,
+            &mut verify,
+        );
+        read.expect("a raidz vdev").ok()
+    }
+
+    #[test]
+    fn blocks_are_laid_and_read_by_the_width_at_their_birth() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = expanded(dir.path());
+        assert_eq!(
+            top.deflate_ratio(),
+            RaidzGeometry::new(4, 1, 12).deflate_ratio()
+        );
+        let data: Vec<u8> = (0..40 << 10).map(|byte| (byte * 7 % 253) as u8).collect();
+        let (old_block, new_block) = (1 << 20, 2 << 20);
+        assert!(matches!(
+            top.raidz_layout(old_block, data.len() as u64, 9),
+            Some(RaidzLayout::Cells(_))
+        ));
+        assert!(matches!(
+            top.raidz_layout(new_block, data.len() as u64, 10),
+            Some(RaidzLayout::Columns(_))
+        ));
+        top.write_in_txg(IoClass::AsyncWrite, old_block, &data, 9)
+            .unwrap();
+        top.write_in_txg(IoClass::AsyncWrite, new_block, &data, 12)
+            .unwrap();
+        assert!(read(&top, old_block, &data, 9).is_some());
+        assert!(read(&top, new_block, &data, 12).is_some());
+        // Read with the other width, either block is parity and data in the wrong places.
+        assert!(read(&top, old_block, &data, 12).is_none());
+        assert!(read(&top, new_block, &data, 9).is_none());
+
+        // A child of the old block damaged: the read rebuilds it, the repair by birth mends it.
+        let Some(RaidzLayout::Cells(block)) = top.raidz_layout(old_block, data.len() as u64, 9)
+        else {
+            unreachable!()
+        };
+        let victim = block.cells[0].place.child;
+        for cell in block.cells.iter().filter(|cell| cell.place.child == victim) {
+            top.children[victim]
+                .device
+                .write_at(cell.place.device_offset(4096), &[0xee; 4096])
+                .unwrap();
+        }
+        let repaired = read(&top, old_block, &data, 9).expect("rebuilt");
+        assert_eq!(repaired.repair, vec![victim]);
+        let written = top
+            .rewrite_child(victim, old_block, block.map.asize, 9, &data)
+            .unwrap();
+        assert!(written > 0);
+        assert!(read(&top, old_block, &data, 9).unwrap().repair.is_empty());
+    }
+}
