@@ -600,7 +600,7 @@ impl BlockIo {
                 );
                 let checked = outcome.and_then(|read| {
                     let header = decoded.take().expect("verified");
-                    self.check_header_accounting(&header, dva, index)?;
+                    self.check_header_accounting(&header, dva, bp.birth_physical, index)?;
                     Ok((header, read.repair))
                 });
                 match checked {
@@ -683,7 +683,7 @@ impl BlockIo {
                 bp: format!("gang header <{}:{:#x}>: {error}", dva.vdev, dva.offset),
             })?;
         let header = GangHeader::decode(&buffer, dva.vdev, dva.offset, bp, depth)?;
-        self.check_header_accounting(&header, dva, index)?;
+        self.check_header_accounting(&header, dva, bp.birth_physical, index)?;
         Ok(header)
     }
 
@@ -693,10 +693,13 @@ impl BlockIo {
         &self,
         header: &GangHeader,
         dva: &Dva,
+        birth: Txg,
         index: usize,
     ) -> Result<(), PipelineError> {
-        let accounted =
-            header.copy_allocated(index, self.asize_on(dva.vdev, header.header_allocated));
+        let accounted = header.copy_allocated(
+            index,
+            self.asize_on_at(dva.vdev, header.header_allocated, birth),
+        );
         if accounted != dva.size_allocated {
             return Err(BlockError::corrupt(
                 "gang header",
@@ -843,7 +846,7 @@ impl BlockIo {
             out.push((
                 dva.vdev,
                 dva.offset,
-                self.asize_on(dva.vdev, header.header_allocated),
+                self.asize_on_at(dva.vdev, header.header_allocated, bp.birth_physical),
             ));
         }
         for child in &header.children {

@@ -704,6 +704,14 @@ impl BlockIo {
         self.vdevs.top(vdev).map_or(size, |top| top.asize_of(size))
     }
 
+    /// [`BlockIo::asize_on`] for a block born (physically) in `birth`: the width of its txg on
+    /// a RAID-Z vdev that was expanded since.
+    pub(super) fn asize_on_at(&self, vdev: VdevId, size: u64, birth: Txg) -> u64 {
+        self.vdevs
+            .top(vdev)
+            .map_or(size, |top| top.asize_at(size, birth.0))
+    }
+
     /// Read one copy of a block on a RAID-Z vdev (see [`crate::vdev::TopVdev::read_raidz`]):
     /// from the in-flight write if there is one, else its columns, reconstructed until
     /// `verify` accepts the data. `psize` is the block pointer's physical size.

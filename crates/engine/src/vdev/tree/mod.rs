@@ -537,10 +537,12 @@ impl TopVdev {
         }
     }
 
-    /// Bytes a block of `size` padded physical bytes takes here: its sectors, and for RAID-Z
-    /// its parity and padding ([`RaidzGeometry::asize`]).
+    /// Bytes a block of `size` padded physical bytes written now takes here: its sectors, and
+    /// for RAID-Z its parity and padding ([`RaidzGeometry::asize`]) at the width new blocks
+    /// are written with (an expansion under way writes them at the width it started from). A
+    /// block written earlier: [`TopVdev::asize_at`].
     pub fn asize_of(&self, size: u64) -> u64 {
-        match self.raidz_geometry() {
+        match self.raidz_write_geometry() {
             Some(geometry) => geometry.asize(size),
             None => size.div_ceil(self.sector_size()) * self.sector_size(),
         }
@@ -548,7 +550,7 @@ impl TopVdev {
 
     /// How the space layer sizes allocations here ([`TopVdev::asize_of`]).
     pub fn alloc_unit(&self) -> crate::space::AllocUnit {
-        match self.raidz_geometry() {
+        match self.raidz_write_geometry() {
             Some(geometry) => crate::space::AllocUnit::computed(
                 self.ashift,
                 Arc::new(move |size| geometry.asize(size)),

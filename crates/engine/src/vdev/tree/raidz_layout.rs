@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::super::queue::IoClass;
+use super::super::raidz::placement::ReflowView;
 use super::super::raidz::RaidzGeometry;
 use super::super::VdevError;
 use super::raidz_io::{self, RaidzRead, RaidzReadError};
@@ -26,21 +27,52 @@ pub enum RaidzLayout {
 }
 
 impl TopVdev {
+    /// The RAID-Z geometry a block born (physically) in `birth` was written with: the vdev's
+    /// parity and sector at the width of that txg. `None` for a vdev that is not RAID-Z.
+    pub fn raidz_geometry_at(&self, birth: u64) -> Option<RaidzGeometry> {
+        let geometry = self.raidz_geometry()?;
+        let width = self.raidz_widths()?.width_at(birth);
+        Some(RaidzGeometry::new(width, geometry.parity, self.ashift))
+    }
+
+    /// The RAID-Z geometry new blocks are written with (the width of the last finished
+    /// expansion, or the original).
+    pub fn raidz_write_geometry(&self) -> Option<RaidzGeometry> {
+        let geometry = self.raidz_geometry()?;
+        let width = self.raidz_widths()?.current();
+        Some(RaidzGeometry::new(width, geometry.parity, self.ashift))
+    }
+
+    /// Bytes a block of `size` padded physical bytes born in `birth` took here
+    /// ([`TopVdev::asize_of`] at the width of its txg): what its free gives back.
+    pub fn asize_at(&self, size: u64, birth: u64) -> u64 {
+        match self.raidz_geometry_at(birth) {
+            Some(geometry) => geometry.asize(size),
+            None => self.asize_of(size),
+        }
+    }
+
     /// How the block of `psize` bytes at `offset`, born (physically) in `birth`, lies here;
     /// `None` for a vdev that is not RAID-Z.
     pub fn raidz_layout(&self, offset: u64, psize: u64, birth: u64) -> Option<RaidzLayout> {
         let geometry = self.raidz_geometry()?;
-        let width = self.raidz_widths()?.width_at(birth);
-        if width == geometry.children {
+        let logical = self.raidz_geometry_at(birth)?;
+        if logical == geometry && !self.raidz_expanding() {
             return Some(RaidzLayout::Columns(geometry));
         }
-        let logical = RaidzGeometry::new(width, geometry.parity, self.ashift);
+        // While an expansion runs, sectors the reflow has not copied are at their old places.
+        // Nothing copies them yet (the reflow is still to be built), so every row is old.
+        let reflow = self.raidz_expanding().then_some(ReflowView {
+            synced: 0,
+            next: 0,
+            scratch: false,
+        });
         Some(RaidzLayout::Cells(CellBlock::new(
             &logical,
             geometry.children,
             offset,
             psize,
-            None,
+            reflow.as_ref(),
         )))
     }
 
@@ -184,6 +216,66 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn blocks_are_sized_by_the_width_at_their_birth_and_new_ones_by_the_current_width() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = expanded(dir.path());
+        // 100 sectors: 4 wide (3 data) take 134 sectors, 5 wide (4 data) 126.
+        let size = 100 << 12;
+        assert_eq!(top.asize_at(size, 9), 134 << 12);
+        assert_eq!(top.asize_at(size, 10), 126 << 12);
+        assert_eq!(top.asize_of(size), 126 << 12);
+        assert_eq!(top.alloc_unit().asize(size), 126 << 12);
+        assert_eq!(top.raidz_write_geometry(), top.raidz_geometry());
+    }
+
+    #[test]
+    fn an_expansion_under_way_writes_at_the_old_width_in_the_old_places() {
+        // Five children, the fifth being added: new blocks are four wide, where a four-wide
+        // vdev of the first four children would put them.
+        let dir = tempfile::tempdir().unwrap();
+        let narrow = expanded(dir.path());
+        let top = TopVdev::build(
+            VdevId(0),
+            Guid(7),
+            TopVdevKind::Raidz { parity: 1 },
+            12,
+            4 * (16 << 20),
+            20,
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            narrow.children.clone(),
+            RaidzHistory {
+                expansions: Vec::new(),
+                expanding: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            top.raidz_write_geometry(),
+            Some(RaidzGeometry::new(4, 1, 12))
+        );
+        assert_eq!(top.child_asize(), 16 << 20);
+        let Some(RaidzLayout::Cells(block)) = top.raidz_layout(3 << 20, 40 << 10, 50) else {
+            panic!("cells while expanding")
+        };
+        let columns = RaidzGeometry::new(4, 1, 12).map(3 << 20, 40 << 10);
+        let mut expected: Vec<(usize, u64)> = columns.columns[..columns.accessed_columns()]
+            .iter()
+            .flat_map(|column| {
+                (0..column.size >> 12).map(move |k| (column.child, (column.child_offset >> 12) + k))
+            })
+            .collect();
+        let mut placed: Vec<(usize, u64)> = block
+            .cells
+            .iter()
+            .map(|cell| (cell.place.child, cell.place.sector))
+            .collect();
+        expected.sort_unstable();
+        placed.sort_unstable();
+        assert_eq!(placed, expected);
     }
 
     fn read(top: &TopVdev, offset: u64, data: &[u8], birth: u64) -> Option<RaidzRead> {
