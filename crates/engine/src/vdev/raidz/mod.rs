@@ -58,6 +58,7 @@ pub mod math;
 pub mod placement;
 pub mod progress;
 pub mod range_lock;
+pub mod reflow;
 pub mod widths;
 
 pub use map::{Column, RaidzGeometry, RaidzMap};
