@@ -53,6 +53,7 @@
 //! A healthy read: one read per data column, all issued at once. A write: one copy of the data
 //! into column buffers, parity generation, one write per column.
 
+pub mod expand;
 pub mod map;
 pub mod math;
 pub mod placement;

@@ -32,11 +32,13 @@ use parking_lot::{Mutex, RwLock};
 use super::dtl::DirtyTimeLog;
 use super::label::{leaf_allocatable_bytes, LeafConfig, TopVdevConfig, TopVdevKind};
 use super::queue::{write_each, Completion, DirtyProbe, IoClass, QueueLimits, VdevQueue};
+use super::raidz::expand::RaidzReflow;
 use super::raidz::widths::{RaidzExpansion, RaidzWidths};
 use super::raidz::RaidzGeometry;
 
 pub mod raidz_io;
 pub mod raidz_layout;
+pub mod raidz_reflow;
 pub mod raidz_rows;
 use super::{BlockDevice, LeafStats, VdevError, VDEV_LABEL_START_SIZE};
 use crate::space::AllocClass;
@@ -153,6 +155,9 @@ pub struct TopVdev {
     /// RAID-Z only: an expansion is under way: the last slot was added and the reflow has not
     /// finished, so the vdev's space is still that of one child fewer.
     raidz_expanding: bool,
+    /// While an expansion is under way: its copy's progress and lock, shared by every
+    /// generation of the vdev.
+    raidz_reflow: Option<Arc<RaidzReflow>>,
 }
 
 /// What a RAID-Z vdev's config says of its expansions (empty for every other vdev).
@@ -160,6 +165,9 @@ pub struct TopVdev {
 struct RaidzHistory {
     expansions: Vec<RaidzExpansion>,
     expanding: bool,
+    /// The running copy, passed from one generation to the next (a new one for a vdev whose
+    /// config says it is expanding and that has none yet).
+    reflow: Option<Arc<RaidzReflow>>,
 }
 
 /// The column slots of a RAID-Z vdev's children, in column order: every child is a slot of its
@@ -350,6 +358,11 @@ impl TopVdev {
             class: AllocClass::Normal,
             raidz_widths,
             raidz_expanding: raidz_history.expanding,
+            raidz_reflow: raidz_history.expanding.then(|| {
+                raidz_history
+                    .reflow
+                    .unwrap_or_else(|| Arc::new(RaidzReflow::new(1 << ashift)))
+            }),
         })
     }
 
@@ -361,6 +374,7 @@ impl TopVdev {
                 .as_ref()
                 .map_or_else(Vec::new, |widths| widths.expansions().to_vec()),
             expanding: self.raidz_expanding,
+            reflow: self.raidz_reflow.clone(),
         }
     }
 
@@ -384,6 +398,11 @@ impl TopVdev {
     /// Whether a RAID-Z expansion of this vdev is under way.
     pub fn raidz_expanding(&self) -> bool {
         self.raidz_expanding
+    }
+
+    /// The copy of the expansion under way, if any.
+    pub fn raidz_reflow(&self) -> Option<&Arc<RaidzReflow>> {
+        self.raidz_reflow.as_ref()
     }
 
     /// The children (indices) of RAID-Z column slot `slot`: the slot's leaf, then the leaf
@@ -452,6 +471,7 @@ impl TopVdev {
             RaidzHistory {
                 expansions: config.raidz_expansions.clone(),
                 expanding: config.raidz_expanding,
+                reflow: None,
             },
         )
         .map(|top| top.in_class(config.class))?;

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::super::queue::IoClass;
-use super::super::raidz::placement::ReflowView;
+use super::super::raidz::range_lock::RangeGuard;
 use super::super::raidz::RaidzGeometry;
 use super::super::VdevError;
 use super::raidz_io::{self, RaidzRead, RaidzReadError};
@@ -22,8 +22,9 @@ use super::TopVdev;
 pub enum RaidzLayout {
     /// As its logical map's columns: the block is as wide as the vdev.
     Columns(RaidzGeometry),
-    /// As cells, each sector at its own place.
-    Cells(CellBlock),
+    /// As cells, each sector at its own place; while a reflow runs, with the block's range
+    /// held shared until the I/O has finished (`raidz/expand.rs`).
+    Cells(CellBlock, Option<RangeGuard>),
 }
 
 impl TopVdev {
@@ -57,23 +58,19 @@ impl TopVdev {
     pub fn raidz_layout(&self, offset: u64, psize: u64, birth: u64) -> Option<RaidzLayout> {
         let geometry = self.raidz_geometry()?;
         let logical = self.raidz_geometry_at(birth)?;
-        if logical == geometry && !self.raidz_expanding() {
-            return Some(RaidzLayout::Columns(geometry));
-        }
-        // While an expansion runs, sectors the reflow has not copied are at their old places.
-        // Nothing copies them yet (the reflow is still to be built), so every row is old.
-        let reflow = self.raidz_expanding().then_some(ReflowView {
-            synced: 0,
-            next: 0,
-            scratch: false,
-        });
-        Some(RaidzLayout::Cells(CellBlock::new(
-            &logical,
-            geometry.children,
-            offset,
-            psize,
-            reflow.as_ref(),
-        )))
+        let Some(reflow) = self.raidz_reflow() else {
+            if logical == geometry {
+                return Some(RaidzLayout::Columns(geometry));
+            }
+            let block = CellBlock::new(&logical, geometry.children, offset, psize, None);
+            return Some(RaidzLayout::Cells(block, None));
+        };
+        // The block's range is held before the copy's state is read, and until its I/O ends.
+        let asize = logical.asize(psize.next_multiple_of(logical.sector_size()));
+        let guard = reflow.shared(offset..offset + asize);
+        let view = reflow.view();
+        let block = CellBlock::new(&logical, geometry.children, offset, psize, Some(&view));
+        Some(RaidzLayout::Cells(block, Some(guard)))
     }
 
     /// Read and reconstruct the RAID-Z block of `psize` bytes at `offset` born in `birth` until
@@ -92,7 +89,7 @@ impl TopVdev {
             RaidzLayout::Columns(geometry) => {
                 raidz_io::read_block(self, &geometry, class, offset, psize, birth, scrub, verify)
             }
-            RaidzLayout::Cells(block) => {
+            RaidzLayout::Cells(block, _held) => {
                 raidz_rows::read_cells(self, &block, class, birth, scrub, verify)
             }
         })
@@ -112,8 +109,11 @@ impl TopVdev {
             RaidzLayout::Columns(geometry) => {
                 raidz_io::write_async(self, &geometry, class, offset, data, txg, done)
             }
-            RaidzLayout::Cells(block) => {
-                raidz_rows::write_cells(self, &block, class, offset, &data, txg, done)
+            RaidzLayout::Cells(block, held) => {
+                raidz_rows::write_cells(self, &block, class, offset, &data, txg, move |result| {
+                    drop(held);
+                    done(result)
+                })
             }
         }
     }
@@ -155,7 +155,9 @@ impl TopVdev {
             RaidzLayout::Columns(geometry) => {
                 raidz_io::rewrite_column(self, &geometry, child, offset, physical)
             }
-            RaidzLayout::Cells(block) => raidz_rows::rewrite_cells(self, &block, child, physical),
+            RaidzLayout::Cells(block, _held) => {
+                raidz_rows::rewrite_cells(self, &block, child, physical)
+            }
         }
     }
 
@@ -173,7 +175,7 @@ impl TopVdev {
             RaidzLayout::Columns(geometry) => {
                 raidz_io::rewrite_column_async(self, &geometry, child, offset, physical, done)
             }
-            RaidzLayout::Cells(block) => {
+            RaidzLayout::Cells(block, _held) => {
                 done(raidz_rows::rewrite_cells(self, &block, child, &physical))
             }
         }
@@ -182,40 +184,14 @@ impl TopVdev {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Leaf, RaidzHistory};
+    use super::super::tests::raidz_with_history;
     use super::*;
-    use crate::types::{Guid, VdevId};
-    use crate::vdev::label::TopVdevKind;
     use crate::vdev::raidz::widths::RaidzExpansion;
-    use crate::vdev::{BlockDevice, FileDevice};
-    use std::sync::atomic::AtomicU64;
 
     /// A raidz1 of five children that was four wide until txg 10.
     fn expanded(dir: &std::path::Path) -> TopVdev {
-        let children = (0..5)
-            .map(|index| {
-                let path = dir.join(format!("c{index}"));
-                let device: Arc<dyn BlockDevice> =
-                    Arc::new(FileDevice::create_sparse(&path, 24 << 20).unwrap());
-                Arc::new(Leaf::new(Guid(100 + index), path, device))
-            })
-            .collect();
-        TopVdev::build(
-            VdevId(0),
-            Guid(7),
-            TopVdevKind::Raidz { parity: 1 },
-            12,
-            5 * (16 << 20),
-            20,
-            Arc::new(AtomicU64::new(0)),
-            Arc::new(AtomicU64::new(0)),
-            children,
-            RaidzHistory {
-                expansions: vec![RaidzExpansion { txg: 10, width: 5 }],
-                expanding: false,
-            },
-        )
-        .unwrap()
+        let expansions = vec![RaidzExpansion { txg: 10, width: 5 }];
+        raidz_with_history(dir, 5, 1, 12, 5 * (16 << 20), expansions, false)
     }
 
     #[test]
@@ -236,29 +212,13 @@ mod tests {
         // Five children, the fifth being added: new blocks are four wide, where a four-wide
         // vdev of the first four children would put them.
         let dir = tempfile::tempdir().unwrap();
-        let narrow = expanded(dir.path());
-        let top = TopVdev::build(
-            VdevId(0),
-            Guid(7),
-            TopVdevKind::Raidz { parity: 1 },
-            12,
-            4 * (16 << 20),
-            20,
-            Arc::new(AtomicU64::new(0)),
-            Arc::new(AtomicU64::new(0)),
-            narrow.children.clone(),
-            RaidzHistory {
-                expansions: Vec::new(),
-                expanding: true,
-            },
-        )
-        .unwrap();
+        let top = raidz_with_history(dir.path(), 5, 1, 12, 4 * (16 << 20), Vec::new(), true);
         assert_eq!(
             top.raidz_write_geometry(),
             Some(RaidzGeometry::new(4, 1, 12))
         );
         assert_eq!(top.child_asize(), 16 << 20);
-        let Some(RaidzLayout::Cells(block)) = top.raidz_layout(3 << 20, 40 << 10, 50) else {
+        let Some(RaidzLayout::Cells(block, _)) = top.raidz_layout(3 << 20, 40 << 10, 50) else {
             panic!("cells while expanding")
         };
         let columns = RaidzGeometry::new(4, 1, 12).map(3 << 20, 40 << 10);
@@ -303,7 +263,7 @@ mod tests {
         let (old_block, new_block) = (1 << 20, 2 << 20);
         assert!(matches!(
             top.raidz_layout(old_block, data.len() as u64, 9),
-            Some(RaidzLayout::Cells(_))
+            Some(RaidzLayout::Cells(..))
         ));
         assert!(matches!(
             top.raidz_layout(new_block, data.len() as u64, 10),
@@ -320,7 +280,7 @@ mod tests {
         assert!(read(&top, new_block, &data, 9).is_none());
 
         // A child of the old block damaged: the read rebuilds it, the repair by birth mends it.
-        let Some(RaidzLayout::Cells(block)) = top.raidz_layout(old_block, data.len() as u64, 9)
+        let Some(RaidzLayout::Cells(block, _)) = top.raidz_layout(old_block, data.len() as u64, 9)
         else {
             unreachable!()
         };

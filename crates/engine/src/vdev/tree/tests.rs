@@ -444,3 +444,41 @@ fn raidz_expansion_records_in_a_config_are_checked_and_refused_until_supported()
     };
     assert!(refusal(&mirror_config).contains("not raidz"));
 }
+
+/// A RAID-Z vdev of `children` fresh sparse files in `dir` (16 MiB each) with its expansion
+/// history, for the expansion tests of `raidz_layout.rs` and `raidz_reflow.rs`.
+pub(super) fn raidz_with_history(
+    dir: &std::path::Path,
+    children: u64,
+    parity: u8,
+    ashift: u32,
+    asize: u64,
+    expansions: Vec<RaidzExpansion>,
+    expanding: bool,
+) -> TopVdev {
+    let children = (0..children)
+        .map(|index| {
+            let path = dir.join(format!("c{index}"));
+            let device: Arc<dyn BlockDevice> =
+                Arc::new(FileDevice::create_sparse(&path, (asize / children) + (8 << 20)).unwrap());
+            Arc::new(Leaf::new(Guid(100 + index), path, device))
+        })
+        .collect();
+    TopVdev::build(
+        VdevId(0),
+        Guid(7),
+        TopVdevKind::Raidz { parity },
+        ashift,
+        asize,
+        20,
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        children,
+        RaidzHistory {
+            expansions,
+            expanding,
+            reflow: None,
+        },
+    )
+    .unwrap()
+}
