@@ -11,6 +11,8 @@
 use std::ops::Range;
 
 use super::super::queue::{read_each_at, write_each_at, IoClass, VdevQueue};
+use super::super::raidz::reflow::scratch_logical_sectors;
+use super::super::raidz::RAIDZ_SCRATCH_START;
 use super::super::{buffers, VdevError};
 use super::{offline_error, TopVdev};
 
@@ -21,37 +23,85 @@ fn on_child(sectors: &Range<u64>, width: u64, child: u64) -> Option<(u64, u64)> 
     (first < sectors.end).then(|| (first, (sectors.end - first).div_ceil(width)))
 }
 
+/// Where a copy reads or writes sector `x`: its old place, its new place, or its new place in
+/// the scratch area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Laid {
+    Old,
+    New,
+    Scratch,
+}
+
+impl Laid {
+    /// The layout's width on a vdev going to `width` children, and where its sectors start on
+    /// a child's device.
+    fn width_and_base(self, width: u64) -> (u64, u64) {
+        match self {
+            Laid::Old => (width - 1, super::VDEV_LABEL_START_SIZE),
+            Laid::New => (width, super::VDEV_LABEL_START_SIZE),
+            Laid::Scratch => (width, RAIDZ_SCRATCH_START),
+        }
+    }
+}
+
 /// Copy `sectors` of the address space of `top` (an expansion under way) from their old
 /// places to their new ones; bytes copied. Errors when an old place cannot be read or a new
 /// slot took no write: the caller pauses the expansion (nothing was counted as copied).
 /// A batch below the overwrite limit (`raidz/reflow.rs`) may be counted after its guard is
-/// gone; the first rows, whose new places overwrite old places still read, must be counted
-/// while it is held: [`copy_batch_counted`].
+/// gone; the first rows, whose new places overwrite old places still read, go through the
+/// scratch area instead ([`scratch_phase`]).
 pub fn copy_batch(top: &TopVdev, sectors: Range<u64>) -> Result<u64, VdevError> {
-    copy_batch_counted(top, sectors, |_| Ok(()))
-}
-
-/// [`copy_batch`], running `count` (make the copies durable and count them: the scratch
-/// phase's uberblocks) with the batch's range still held.
-pub fn copy_batch_counted(
-    top: &TopVdev,
-    sectors: Range<u64>,
-    count: impl FnOnce(u64) -> Result<(), VdevError>,
-) -> Result<u64, VdevError> {
     let reflow = top
         .raidz_reflow()
         .expect("a reflow batch on a vdev being expanded");
+    let _held = reflow.begin_batch(sectors.clone(), top.slots.len() as u64);
+    copy_sectors(top, sectors, Laid::Old, Laid::New)
+}
+
+/// The scratch phase (`raidz/reflow.rs`): the first `sectors` read from their old places and
+/// written in their new layout to every child's scratch area; `scratch_valid` (flush, and an
+/// uberblock saying the scratch is valid); the scratch copied to the real new places;
+/// `copied` (flush, and an uberblock saying they are there). The range is held throughout.
+pub fn scratch_phase(
+    top: &TopVdev,
+    sectors: u64,
+    scratch_valid: impl FnOnce() -> Result<(), VdevError>,
+    copied: impl FnOnce() -> Result<(), VdevError>,
+) -> Result<u64, VdevError> {
     let width = top.slots.len() as u64;
-    let old = width - 1;
+    assert!(
+        sectors <= scratch_logical_sectors(width, top.sector_size()),
+        "{sectors} sectors do not fit the scratch area"
+    );
+    let reflow = top
+        .raidz_reflow()
+        .expect("a reflow batch on a vdev being expanded");
+    let _held = reflow.begin_batch(0..sectors, width);
+    copy_sectors(top, 0..sectors, Laid::Old, Laid::Scratch)?;
+    scratch_valid()?;
+    let bytes = copy_sectors(top, 0..sectors, Laid::Scratch, Laid::New)?;
+    copied()?;
+    Ok(bytes)
+}
+
+/// Copy `sectors` from their places laid `from` to those laid `to` (import's recovery of a
+/// valid scratch area is `Scratch` to `New`); bytes copied. Reads go to the first child of
+/// each slot that can take I/O, writes to every child of the slot.
+pub fn copy_sectors(
+    top: &TopVdev,
+    sectors: Range<u64>,
+    from: Laid,
+    to: Laid,
+) -> Result<u64, VdevError> {
+    let width = top.slots.len() as u64;
     let sector = top.sector_size();
-    let device_offset =
-        |first: u64, laid: u64| super::VDEV_LABEL_START_SIZE + first / laid * sector;
-    let _held = reflow.begin_batch(sectors.clone(), width);
-    // Read: one extent per old child (indexed by it), from the first child of its slot that
-    // can take I/O.
-    let mut extents: Vec<Option<(u64, usize, Vec<u8>)>> = Vec::with_capacity(old as usize);
-    for slot in 0..old {
-        let Some((first, count)) = on_child(&sectors, old, slot) else {
+    let (from_width, from_base) = from.width_and_base(width);
+    let (to_width, to_base) = to.width_and_base(width);
+    let device_offset = |first: u64, laid: u64, base: u64| base + first / laid * sector;
+    // Read: one extent per source child (indexed by it).
+    let mut extents: Vec<Option<(u64, usize, Vec<u8>)>> = Vec::with_capacity(from_width as usize);
+    for slot in 0..from_width {
+        let Some((first, count)) = on_child(&sectors, from_width, slot) else {
             extents.push(None);
             continue;
         };
@@ -62,7 +112,7 @@ pub fn copy_batch_counted(
             .find(|&c| top.children[c].is_usable())
         else {
             let leaf = &top.children[children[0]];
-            let (at, length) = (device_offset(first, old), count * sector);
+            let (at, length) = (device_offset(first, from_width, from_base), count * sector);
             give_back(extents);
             return Err(VdevError::io(
                 &*leaf.device,
@@ -81,7 +131,8 @@ pub fn copy_batch_counted(
     let mut requests: Vec<(&VdevQueue, u64, &mut [u8])> = (extents.iter_mut().flatten())
         .map(|(first, reader, buffer)| {
             let queue = &top.children[*reader].queue;
-            (queue, device_offset(*first, old), buffer.as_mut_slice())
+            let at = device_offset(*first, from_width, from_base);
+            (queue, at, buffer.as_mut_slice())
         })
         .collect();
     let results = read_each_at(IoClass::Rebuild, &mut requests);
@@ -89,35 +140,34 @@ pub fn copy_batch_counted(
     for ((first, reader, buffer), result) in extents.iter().flatten().zip(results) {
         if let Err(source) = result {
             let leaf = &top.children[*reader];
-            let error = VdevError::io(
-                &*leaf.device,
-                "read",
-                device_offset(*first, old),
-                buffer.len() as u64,
-                source,
-            );
+            let at = device_offset(*first, from_width, from_base);
+            let error = VdevError::io(&*leaf.device, "read", at, buffer.len() as u64, source);
             give_back(extents);
             return Err(error);
         }
     }
-    // Write: one extent per new child, to every child of its slot.
+    // Write: one extent per target child, to every child of its slot.
     let mut writes: Vec<(usize, u64, Vec<u8>)> = Vec::new();
-    for slot in 0..width {
-        let Some((first, count)) = on_child(&sectors, width, slot) else {
+    for slot in 0..to_width {
+        let Some((first, count)) = on_child(&sectors, to_width, slot) else {
             continue;
         };
         let mut buffer = buffers::take((count * sector) as usize);
         for index in 0..count {
-            let x = first + index * width;
-            let (old_first, _, old_buffer) =
-                extents[(x % old) as usize].as_ref().expect("read above");
-            let from = ((x - old_first) / old * sector) as usize;
+            let x = first + index * to_width;
+            let (source_first, _, source) = extents[(x % from_width) as usize]
+                .as_ref()
+                .expect("read above");
+            let from = ((x - source_first) / from_width * sector) as usize;
             let to = (index * sector) as usize;
-            buffer[to..to + sector as usize]
-                .copy_from_slice(&old_buffer[from..from + sector as usize]);
+            buffer[to..to + sector as usize].copy_from_slice(&source[from..from + sector as usize]);
         }
         for &leaf in top.slot_children(slot as usize) {
-            writes.push((leaf, device_offset(first, width), buffer.clone()));
+            writes.push((
+                leaf,
+                device_offset(first, to_width, to_base),
+                buffer.clone(),
+            ));
         }
         buffers::give(buffer);
     }
@@ -134,7 +184,7 @@ pub fn copy_batch_counted(
     let outcome = if issued == writes.len() && first_error.is_none() {
         Ok(copied)
     } else {
-        // A new place that missed its copy would be read once an uberblock counts it.
+        // A place that missed its copy would be read once an uberblock counts it.
         Err(VdevError::NoChildWritten {
             top: top.id,
             offset: sectors.start * sector,
@@ -146,9 +196,7 @@ pub fn copy_batch_counted(
         })
     };
     writes.into_iter().for_each(|write| buffers::give(write.2));
-    let copied = outcome?;
-    count(copied)?;
-    Ok(copied)
+    outcome
 }
 
 fn give_back(extents: Vec<Option<(u64, usize, Vec<u8>)>>) {
@@ -161,6 +209,7 @@ fn give_back(extents: Vec<Option<(u64, usize, Vec<u8>)>>) {
 mod tests {
     use super::super::tests::raidz_with_history;
     use super::*;
+    use crate::vdev::raidz::progress::{ReflowProgress, ScratchState};
     use crate::vdev::raidz::reflow::next_batch;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -209,11 +258,24 @@ mod tests {
         let width = top.slots.len() as u64;
         let total = top.asize / top.sector_size();
         let first_rows = (width * width * 4).min(total);
-        copy_batch_counted(top, 0..first_rows, |_| {
-            top.flush()?;
-            reflow.commit(first_rows);
-            Ok(())
-        })
+        scratch_phase(
+            top,
+            first_rows,
+            || {
+                top.flush()?;
+                reflow.set_committed(&ReflowProgress {
+                    vdev: top.id,
+                    scratch: ScratchState::Valid,
+                    offset: first_rows * top.sector_size(),
+                });
+                Ok(())
+            },
+            || {
+                top.flush()?;
+                reflow.commit(first_rows);
+                Ok(())
+            },
+        )
         .unwrap();
         // Batches run ahead of what is counted, as they do between two txgs: up to the limit,
         // or three batches, whichever comes first; then a flush and a count.
@@ -280,6 +342,69 @@ mod tests {
                     old + 1
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_crash_after_the_scratch_is_valid_reads_it_and_import_copies_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = expanding(dir.path(), 4, 1, 9);
+        let blocks = 8;
+        for block in 0..blocks {
+            let data = contents(block, 1);
+            top.write_in_txg(IoClass::AsyncWrite, block * SPACING, &data, 5)
+                .unwrap();
+        }
+        let reflow = top.raidz_reflow().unwrap().clone();
+        // The first 8 blocks' worth of sectors (at 256 KiB spacing, 512-byte sectors).
+        let first_rows = blocks * SPACING / 512;
+        let valid = ReflowProgress {
+            vdev: top.id,
+            scratch: ScratchState::Valid,
+            offset: first_rows * 512,
+        };
+        // The power goes while the real places are written: here, before any of them.
+        let crashed = scratch_phase(
+            &top,
+            first_rows,
+            || {
+                top.flush()?;
+                reflow.set_committed(&valid);
+                Ok(())
+            },
+            || {
+                Err(VdevError::io(
+                    &*top.children[0].device,
+                    "write",
+                    0,
+                    0,
+                    std::io::Error::other("power cut"),
+                ))
+            },
+        );
+        assert!(crashed.is_err());
+        // The power went while the real places were written: they are torn (garbage here, in
+        // the rows that hold only the first rows' sectors, old or new), and the blocks read from
+        // the scratch area.
+        let torn = vec![0x6bu8; (first_rows.div_ceil(5) * 512) as usize];
+        for leaf in &top.children {
+            leaf.device
+                .write_at(super::super::VDEV_LABEL_START_SIZE, &torn)
+                .unwrap();
+        }
+        for block in 0..blocks {
+            assert!(reads_back(&top, block, 1), "block {block} from the scratch");
+        }
+        // Import's recovery: the scratch copied to the real places, then counted.
+        copy_sectors(&top, 0..first_rows, Laid::Scratch, Laid::New).unwrap();
+        top.flush().unwrap();
+        reflow.commit(first_rows);
+        assert!(!reflow.view().scratch);
+        for block in 0..blocks {
+            assert!(
+                reads_back(&top, block, 1),
+                "block {block} after the recovery"
+            );
         }
     }
 
