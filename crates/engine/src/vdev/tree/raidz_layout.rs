@@ -138,6 +138,8 @@ impl TopVdev {
                 let _ = sender.send(result);
             },
         );
+        // A plugged thread's writes wait for a kick (`vdev/plug.rs`): this one waits for them.
+        crate::vdev::plug::kick_plugged();
         receiver
             .recv()
             .expect("a RAID-Z write completes every column")
@@ -161,8 +163,8 @@ impl TopVdev {
         }
     }
 
-    /// [`TopVdev::rewrite_raidz_child`] without waiting for a block laid as columns; a block
-    /// laid as cells is rewritten before this returns (`done` then runs on this thread).
+    /// [`TopVdev::rewrite_raidz_child`] without waiting (`done` runs on a queue worker, or at
+    /// once when there is nothing to write or the child is offline).
     pub(super) fn rewrite_raidz_child_async(
         &self,
         layout: RaidzLayout,
@@ -175,8 +177,11 @@ impl TopVdev {
             RaidzLayout::Columns(geometry) => {
                 raidz_io::rewrite_column_async(self, &geometry, child, offset, physical, done)
             }
-            RaidzLayout::Cells(block, _held) => {
-                done(raidz_rows::rewrite_cells(self, &block, child, &physical))
+            RaidzLayout::Cells(block, held) => {
+                raidz_rows::rewrite_cells_async(self, &block, child, &physical, move |result| {
+                    drop(held);
+                    done(result)
+                })
             }
         }
     }
@@ -297,6 +302,32 @@ mod tests {
             .rewrite_child(victim, old_block, block.map.asize, 9, &data)
             .unwrap();
         assert!(written > 0);
+        assert!(read(&top, old_block, &data, 9).unwrap().repair.is_empty());
+        // The resilver's path: the same repair without waiting.
+        for cell in block.cells.iter().filter(|cell| cell.place.child == victim) {
+            top.children[victim]
+                .device
+                .write_at(cell.place.device_offset(4096), &[0x11; 4096])
+                .unwrap();
+        }
+        assert_eq!(
+            read(&top, old_block, &data, 9).unwrap().repair,
+            vec![victim]
+        );
+        let (sender, receiver) = std::sync::mpsc::channel();
+        top.rewrite_child_async(
+            victim,
+            old_block,
+            block.map.asize,
+            9,
+            Arc::new(data.clone()),
+            {
+                move |result| {
+                    let _ = sender.send(result);
+                }
+            },
+        );
+        assert_eq!(receiver.recv().unwrap().unwrap(), written);
         assert!(read(&top, old_block, &data, 9).unwrap().repair.is_empty());
     }
 }

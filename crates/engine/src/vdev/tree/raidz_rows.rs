@@ -676,8 +676,26 @@ pub fn rewrite_cells(
     child: usize,
     physical: &[u8],
 ) -> Result<u64, VdevError> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    rewrite_cells_async(top, block, child, physical, move |result| {
+        let _ = sender.send(result);
+    });
+    // A plugged thread's writes wait for a kick (`vdev/plug.rs`): this one waits for them.
+    crate::vdev::plug::kick_plugged();
+    receiver.recv().expect("a rewrite completes every run")
+}
+
+/// [`rewrite_cells`] without waiting: `done` gets its outcome, on a queue worker (or at once,
+/// on this thread, when there is nothing to write or the child is offline).
+pub fn rewrite_cells_async(
+    top: &TopVdev,
+    block: &CellBlock,
+    child: usize,
+    physical: &[u8],
+    done: impl FnOnce(Result<u64, VdevError>) + Send + 'static,
+) {
     let Some(slot) = top.slot_of(child) else {
-        return Ok(0);
+        return done(Ok(0));
     };
     let sector = block.sector_size();
     let columns = cell_bytes(block, physical);
@@ -690,35 +708,58 @@ pub fn rewrite_cells(
                 .map(move |place| (child, place, index))
         })
         .collect();
-    let leaf = &top.children[child];
-    let mut written = 0;
-    for (_, first, cells) in runs(places) {
-        let mut buffer = Vec::with_capacity(cells.len() * sector);
-        for &index in &cells {
-            buffer.extend_from_slice(block.cell(&columns, &block.cells[index]));
-        }
-        let device_offset = first.device_offset(sector as u64);
-        let result = if leaf.is_offline() {
-            Err(offline_error(leaf))
-        } else {
-            let writes = [(&leaf.queue, device_offset, buffer.as_slice())];
-            super::super::queue::write_each_at(IoClass::AsyncWrite, &writes)
-                .into_iter()
-                .next()
-                .expect("one result")
-        };
-        result.map_err(|source| {
-            VdevError::io(
-                &*leaf.device,
-                "write",
-                device_offset,
-                buffer.len() as u64,
-                source,
-            )
-        })?;
-        written += buffer.len() as u64;
+    let runs: Vec<(u64, Vec<u8>)> = runs(places)
+        .into_iter()
+        .map(|(_, first, cells)| {
+            let mut buffer = Vec::with_capacity(cells.len() * sector);
+            for &index in &cells {
+                buffer.extend_from_slice(block.cell(&columns, &block.cells[index]));
+            }
+            (first.device_offset(sector as u64), buffer)
+        })
+        .collect();
+    if runs.is_empty() {
+        return done(Ok(0));
     }
-    Ok(written)
+    // Runs not finished, bytes written, the first error, and the caller's completion.
+    type Pending = (
+        usize,
+        u64,
+        Option<VdevError>,
+        Option<Box<dyn FnOnce(Result<u64, VdevError>) + Send>>,
+    );
+    let pending: Arc<Mutex<Pending>> =
+        Arc::new(Mutex::new((runs.len(), 0, None, Some(Box::new(done)))));
+    let leaf = &top.children[child];
+    for (device_offset, buffer) in runs {
+        let pending = pending.clone();
+        let range = 0..buffer.len();
+        super::write_leaf_async(
+            leaf,
+            device_offset,
+            Arc::new(buffer),
+            range,
+            move |result| {
+                let mut state = pending.lock();
+                match result {
+                    Ok(bytes) => state.1 += bytes,
+                    Err(error) => {
+                        state.2.get_or_insert(error);
+                    }
+                }
+                state.0 -= 1;
+                if state.0 == 0 {
+                    let outcome = match state.2.take() {
+                        Some(error) => Err(error),
+                        None => Ok(state.1),
+                    };
+                    let done = state.3.take().expect("completed once");
+                    drop(state);
+                    done(outcome);
+                }
+            },
+        );
+    }
 }
 
 #[cfg(test)]
