@@ -453,6 +453,8 @@ impl Pool {
         injector: &Arc<Injector>,
     ) -> Result<(Pool, Vec<String>), PoolError> {
         check_reflow_word(uberblock, &vdevs)?;
+        // Each try sets it anew: the tree is shared by the tries of one import.
+        vdevs.set_reflow_progress(uberblock.reflow.as_ref());
         let space = Arc::new(SpaceManager::new(tunables.clone()));
         if config.features.contains_key(LOG_SPACEMAP_FEATURE) {
             space.enable_log();

@@ -460,7 +460,7 @@ impl PoolCore {
             timestamp: now_seconds(),
             software_version: uberblock::software_version(),
             mos_root: mos_root.clone(),
-            reflow: None,
+            reflow: self.io.vdevs.reflow_progress(),
         };
         let bytes = uberblock.encode();
         let mut written = 0;

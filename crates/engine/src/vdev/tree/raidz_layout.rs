@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::super::queue::IoClass;
+use super::super::raidz::progress::{ReflowProgress, ScratchState};
 use super::super::raidz::range_lock::RangeGuard;
 use super::super::raidz::RaidzGeometry;
 use super::super::VdevError;
@@ -25,6 +26,42 @@ pub enum RaidzLayout {
     /// As cells, each sector at its own place; while a reflow runs, with the block's range
     /// held shared until the I/O has finished (`raidz/expand.rs`).
     Cells(CellBlock, Option<RangeGuard>),
+}
+
+impl super::VdevTree {
+    /// The reflow word of the expansion under way, if any (at most one runs per pool): what
+    /// the uberblock of the txg being committed carries. Its offset is what the copy has made
+    /// durable and counted (`RaidzReflow::commit`).
+    pub fn reflow_progress(&self) -> Option<ReflowProgress> {
+        self.tops().iter().find_map(|top| {
+            let view = top.raidz_reflow()?.view();
+            Some(ReflowProgress {
+                vdev: top.id,
+                scratch: if view.scratch {
+                    ScratchState::Valid
+                } else {
+                    ScratchState::NotInUse
+                },
+                offset: view.synced * top.sector_size(),
+            })
+        })
+    }
+
+    /// Set every expansion's copy state from the uberblock chosen at import (`progress`, its
+    /// reflow word): the vdev it names from it, any other expanding vdev to nothing copied.
+    /// Before the MOS is read, since where its blocks are depends on it.
+    pub fn set_reflow_progress(&self, progress: Option<&ReflowProgress>) {
+        for top in self.tops().iter() {
+            if let Some(reflow) = top.raidz_reflow() {
+                let zero = ReflowProgress {
+                    vdev: top.id,
+                    scratch: ScratchState::NotInUse,
+                    offset: 0,
+                };
+                reflow.set_committed(progress.filter(|word| word.vdev == top.id).unwrap_or(&zero));
+            }
+        }
+    }
 }
 
 impl TopVdev {
@@ -241,6 +278,54 @@ mod tests {
         expected.sort_unstable();
         placed.sort_unstable();
         assert_eq!(placed, expected);
+    }
+
+    #[test]
+    fn the_reflow_word_follows_the_copy_and_import_sets_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = Arc::new(raidz_with_history(
+            dir.path(),
+            5,
+            1,
+            12,
+            4 * (16 << 20),
+            Vec::new(),
+            true,
+        ));
+        let tree = super::super::VdevTree::new(vec![top.clone()]);
+        let word = |scratch, offset| ReflowProgress {
+            vdev: top.id,
+            scratch,
+            offset,
+        };
+        assert_eq!(
+            tree.reflow_progress(),
+            Some(word(ScratchState::NotInUse, 0))
+        );
+        let reflow = top.raidz_reflow().unwrap();
+        reflow.set_committed(&word(ScratchState::Valid, 100 << 12));
+        assert_eq!(
+            tree.reflow_progress(),
+            Some(word(ScratchState::Valid, 100 << 12))
+        );
+        reflow.commit(100);
+        assert_eq!(
+            tree.reflow_progress(),
+            Some(word(ScratchState::NotInUse, 100 << 12))
+        );
+        // Import: the chosen uberblock's word, or nothing copied when it names no reflow.
+        tree.set_reflow_progress(Some(&word(ScratchState::NotInUse, 7 << 12)));
+        assert_eq!(reflow.view().synced, 7);
+        tree.set_reflow_progress(None);
+        assert_eq!(
+            tree.reflow_progress(),
+            Some(word(ScratchState::NotInUse, 0))
+        );
+        // A vdev that is not expanding has no word.
+        let other = tempfile::tempdir().unwrap();
+        let done = raidz_with_history(other.path(), 5, 1, 12, 5 << 24, Vec::new(), false);
+        let tree = super::super::VdevTree::new(vec![Arc::new(done)]);
+        assert_eq!(tree.reflow_progress(), None);
     }
 
     fn read(top: &TopVdev, offset: u64, data: &[u8], birth: u64) -> Option<RaidzRead> {
