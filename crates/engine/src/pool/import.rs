@@ -613,6 +613,9 @@ impl Pool {
         }
         if !options.readonly {
             core.io.set_writable(true);
+            // A RAID-Z expansion's scratch phase cut short: its first rows go to their real
+            // places before anything else is written.
+            core.io.vdevs.recover_reflow_scratch()?;
             // Before anything allocates: the log blocks written after this uberblock.
             core.claim_logs(uberblock.txg, &mut damaged);
         }

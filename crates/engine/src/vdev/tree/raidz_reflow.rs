@@ -199,6 +199,33 @@ pub fn copy_sectors(
     outcome
 }
 
+impl super::VdevTree {
+    /// Import's recovery of a scratch phase cut short (a writable import, before anything else
+    /// is written): an expansion whose uberblock says its first rows are valid in the scratch
+    /// area gets them copied to their real places, flushed, and counted as there (the next
+    /// uberblock says so; a crash before it does the copy again, from the same scratch).
+    pub fn recover_reflow_scratch(&self) -> Result<(), VdevError> {
+        for top in self.tops().iter() {
+            let Some(reflow) = top.raidz_reflow() else {
+                continue;
+            };
+            let view = reflow.view();
+            if !view.scratch {
+                continue;
+            }
+            log::info!(
+                "vdev {}: copying the first {} sectors of a raidz expansion from the scratch area",
+                top.id,
+                view.synced
+            );
+            copy_sectors(top, 0..view.synced, Laid::Scratch, Laid::New)?;
+            top.flush()?;
+            reflow.commit(view.synced);
+        }
+        Ok(())
+    }
+}
+
 fn give_back(extents: Vec<Option<(u64, usize, Vec<u8>)>>) {
     for (_, _, buffer) in extents.into_iter().flatten() {
         buffers::give(buffer);
@@ -396,10 +423,11 @@ mod tests {
             assert!(reads_back(&top, block, 1), "block {block} from the scratch");
         }
         // Import's recovery: the scratch copied to the real places, then counted.
-        copy_sectors(&top, 0..first_rows, Laid::Scratch, Laid::New).unwrap();
-        top.flush().unwrap();
-        reflow.commit(first_rows);
+        let top = Arc::new(top);
+        let tree = super::super::VdevTree::new(vec![top.clone()]);
+        tree.recover_reflow_scratch().unwrap();
         assert!(!reflow.view().scratch);
+        assert_eq!(reflow.view().synced, first_rows);
         for block in 0..blocks {
             assert!(
                 reads_back(&top, block, 1),
