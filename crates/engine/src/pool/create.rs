@@ -304,6 +304,7 @@ impl Pool {
             limits: Arc::default(),
             injector,
             last_committed_txg: AtomicU64::new(0),
+            last_committed_reflow: Mutex::new(None),
             readonly: false,
             freer,
             deferred_frees_object: deferred,

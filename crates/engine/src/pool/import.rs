@@ -556,6 +556,7 @@ impl Pool {
             limits: Arc::default(),
             injector: injector.clone(),
             last_committed_txg: AtomicU64::new(uberblock.txg.0),
+            last_committed_reflow: Mutex::new(uberblock.reflow),
             readonly: options.readonly,
             freer,
             deferred_frees_object: ObjectId(deferred),

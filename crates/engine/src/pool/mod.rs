@@ -470,6 +470,9 @@ pub struct PoolCore {
     /// The txg of the newest uberblock on disk (a txg with nothing to write commits none),
     /// which the labels name at export.
     last_committed_txg: AtomicU64,
+    /// The reflow word of that uberblock: a txg with nothing else to write still commits when
+    /// a RAID-Z expansion's counted progress moved since (`sync_txg`).
+    last_committed_reflow: Mutex<Option<crate::vdev::raidz::progress::ReflowProgress>>,
     pub readonly: bool,
     freer: Arc<PoolFreer>,
     deferred_frees_object: ObjectId,

@@ -130,7 +130,7 @@ impl PoolCore {
         // space maps and the MOS, whose late passes defer frees again, so carrying it on an
         // otherwise idle pool would never end. The next txg with changes carries it out.
         if nothing_to_do {
-            if self.io.space.deferred_bytes() == 0 {
+            if self.io.space.deferred_bytes() == 0 && !self.reflow_moved() {
                 self.txgs.set_pending_work(false);
                 return Ok(0);
             }
@@ -279,7 +279,16 @@ impl PoolCore {
     /// child's flush failed in the commit: the next txg persists it even on an idle pool).
     /// The deferred-free list is not: see `sync_txg`.
     pub(super) fn has_pending_work(&self) -> bool {
-        self.io.space.deferred_bytes() > 0 || self.scan_active() || self.dtls_dirty()
+        self.io.space.deferred_bytes() > 0
+            || self.scan_active()
+            || self.dtls_dirty()
+            || self.reflow_moved()
+    }
+
+    /// A RAID-Z expansion's counted progress moved since the last uberblock: the next txg
+    /// commits, even with nothing else to write, so that the copy's progress is durable.
+    fn reflow_moved(&self) -> bool {
+        self.io.vdevs.reflow_progress() != *self.last_committed_reflow.lock()
     }
 
     /// Record each new metaslab array in the MOS object directory (`ms_array/<vdev>`), so that
@@ -454,13 +463,14 @@ impl PoolCore {
             self.write_labels(txg, LabelSet::Even)?;
             self.flush()?;
         }
+        let reflow = self.io.vdevs.reflow_progress();
         let uberblock = Uberblock {
             txg,
             guid_sum: self.io.vdevs.guid_sum(),
             timestamp: now_seconds(),
             software_version: uberblock::software_version(),
             mos_root: mos_root.clone(),
-            reflow: self.io.vdevs.reflow_progress(),
+            reflow,
         };
         let bytes = uberblock.encode();
         let mut written = 0;
@@ -485,6 +495,7 @@ impl PoolCore {
         }
         self.flush()?;
         self.last_committed_txg.store(txg.0, Ordering::SeqCst);
+        *self.last_committed_reflow.lock() = reflow;
         if config_dirty {
             self.write_labels(txg, LabelSet::Odd)?;
             self.flush()?;
