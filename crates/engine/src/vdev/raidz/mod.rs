@@ -44,8 +44,11 @@
 //!
 //! # Invariants
 //!
-//! - A block's map depends only on (vdev offset, psize rounded up to the vdev's sector) and the
-//!   vdev's geometry, so that the reader builds the writer's map from the block pointer.
+//! - A block's map depends only on (vdev offset, psize rounded up to the vdev's sector), the
+//!   vdev's geometry and the width the block was written with, which follows from its physical
+//!   birth ([`widths`]), so that the reader builds the writer's map from the block pointer.
+//!   Where the map's sectors lie also depends on an expansion's copy, if one runs
+//!   ([`placement`]).
 //! - Two blocks allocated apart never share a sector of any child ([`map`]'s property).
 //!
 //! # Cost

@@ -162,14 +162,17 @@ pub fn copy_sectors(
             let to = (index * sector) as usize;
             buffer[to..to + sector as usize].copy_from_slice(&source[from..from + sector as usize]);
         }
-        for &leaf in top.slot_children(slot as usize) {
-            writes.push((
-                leaf,
-                device_offset(first, to_width, to_base),
-                buffer.clone(),
-            ));
+        // Every child of the slot (two while a replace runs) gets the buffer; only the extra
+        // ones a copy of it.
+        let (last, others) = top
+            .slot_children(slot as usize)
+            .split_last()
+            .expect("a slot has a child");
+        let at = device_offset(first, to_width, to_base);
+        for &leaf in others {
+            writes.push((leaf, at, buffer.clone()));
         }
-        buffers::give(buffer);
+        writes.push((*last, at, buffer));
     }
     give_back(extents);
     let requests: Vec<(&VdevQueue, u64, &[u8])> = (writes.iter())

@@ -254,7 +254,10 @@ pub fn read_cells(
             }
         }
     }
-    columns.allocate_parity(map);
+    // The parity is read first only by a scrub; any other read needs it only to rebuild.
+    if scrub {
+        columns.allocate_parity(map);
+    }
     let wanted_first = |cell: &Cell| scrub || cell.column >= parity;
     read_runs(
         top,
@@ -277,6 +280,7 @@ pub fn read_cells(
     if !data_missing && verify(&columns.data) {
         return Ok(finished.read(columns, &state, &state, &[]));
     }
+    columns.allocate_parity(map);
     read_runs(
         top,
         block,
