@@ -170,6 +170,7 @@ pub mod status {
     pub use crate::pool::failmode::{short_reason, FailMode};
     pub use crate::pool::features::{unsupported_features, UnsupportedFeatures};
     pub use crate::pool::history::HistoryRecord;
+    pub use crate::pool::raidz_expand::RaidzExpansionStatus;
     pub use crate::pool::scan::{ResilverRequest, ScanFunction, ScanPhys, ScanState, ScanStatus};
     pub use crate::pool::{FoundPool, ImportState, TopImportState, VdevProblem};
     pub use crate::vdev::label::{PoolState, VDEV_LABEL_START_SIZE};

@@ -166,6 +166,17 @@ tunables! {
     /// longer keeps the sync thread syncing back to back and advances once per txg timeout: a
     /// slow, predictable scan for tests that interrupt one.
     scan_blocks_per_txg_max: u64 = u64::MAX,
+    /// Most bytes of the address space one RAID-Z expansion copy batch moves
+    /// (raidz_expand_max_copy_bytes, 160 MiB in OpenZFS as ten 16 MiB copies; tarn issues one
+    /// batch at a time, its largest block being 1 MiB).
+    raidz_expand_max_copy_bytes: u64 = 16 << 20,
+    /// Where a RAID-Z expansion's copy stops and waits (raidz_expand_max_reflow_bytes): once
+    /// this many bytes of the address space are reflowed; 0 never. For tests that crash an
+    /// expansion in its middle.
+    raidz_expand_max_reflow_bytes: u64 = 0,
+    /// Start a scrub when a RAID-Z expansion finishes (zfs_scrub_after_expand): the copy moves
+    /// sectors without checking them.
+    scrub_after_expand: bool = true,
     /// Record every block a scrub started in this process verifies (tarn's; off), so that a
     /// test can check the scrub's promise directly: every block born before it started and
     /// still in the pool when it ended was visited ([`crate::pool::scan::ScrubVisits`]).
@@ -411,6 +422,10 @@ impl Tunables {
             "indirect_block_shift and meta_dnode_indirect_block_shift must be 10..=17",
         )?;
         check(self.delete_blocks >= 1, "delete_blocks must be >= 1")?;
+        check(
+            self.raidz_expand_max_copy_bytes >= 1 << 16,
+            "raidz_expand_max_copy_bytes must be at least 64 KiB",
+        )?;
         check(
             self.compressed_arc_enabled <= 1,
             "compressed_arc_enabled must be 0 or 1",

@@ -387,7 +387,8 @@ fn a_config_without_refcounts_imports_and_is_converted() {
             "com.tarn:replay_sequence",
             "com.tarn:user_accounting",
             "com.tarn:user_holds",
-            "com.tarn:raidz"
+            "com.tarn:raidz",
+            "com.tarn:raidz_expansion"
         ]
     );
     assert_eq!(converted.features["com.tarn:livelist"], 1);

@@ -36,6 +36,7 @@ mod pool_history;
 mod pool_props;
 mod primarycache;
 mod raidz;
+mod raidz_expand;
 mod scan_namespace;
 mod scan_resilver;
 mod space_fragmentation;

@@ -631,9 +631,9 @@ impl BlockIo {
                 && old.size_physical as usize == size_physical
                 && old.copies().count() == copies
                 && (old.is_gang()
-                    || old
-                        .copies()
-                        .all(|dva| dva.size_allocated == self.asize_on(dva.vdev, size_allocated)))
+                    || old.copies().all(|dva| {
+                        dva.size_allocated == self.asize_on_at(dva.vdev, size_allocated, at.txg)
+                    }))
         });
         if let Some(old) = rewrite {
             if old.is_gang() {
@@ -698,14 +698,9 @@ impl BlockIo {
         self.writes.submit(top, dva.offset, bytes);
     }
 
-    /// Bytes a block of `size` padded bytes takes on top-level vdev `vdev` (its parity and
-    /// padding on RAID-Z); `size` itself for a vdev the pool does not have.
-    pub(super) fn asize_on(&self, vdev: VdevId, size: u64) -> u64 {
-        self.vdevs.top(vdev).map_or(size, |top| top.asize_of(size))
-    }
-
-    /// [`BlockIo::asize_on`] for a block born (physically) in `birth`: the width of its txg on
-    /// a RAID-Z vdev that was expanded since.
+    /// Bytes a block of `size` padded bytes born (physically) in `birth` takes on top-level
+    /// vdev `vdev` (its parity and padding on RAID-Z, at the width of its txg); `size` itself
+    /// for a vdev the pool does not have.
     pub(super) fn asize_on_at(&self, vdev: VdevId, size: u64, birth: Txg) -> u64 {
         self.vdevs
             .top(vdev)

@@ -46,6 +46,13 @@ impl Pool {
     /// `pool attach POOL DEVICE NEW_DEVICE`: make `new_path` a mirror side of `device`'s
     /// top-level vdev; a resilver of the new side starts. Returns the txg that made the change.
     pub fn attach(&self, device: &str, new_path: &Path, force: bool) -> Result<Txg, PoolError> {
+        // `attach POOL raidz1-0 NEW_DEVICE` names the vdev itself: an expansion.
+        if (self.core.io.vdevs.tops().iter()).any(|top| {
+            top.raidz_geometry().is_some()
+                && top.kind.group_name(top.id.0).as_deref() == Some(device)
+        }) {
+            return self.expand_raidz(device, new_path, force);
+        }
         self.attach_leaf(device, new_path, force, false)
             .map(|(txg, _)| txg)
     }
@@ -390,7 +397,7 @@ impl Pool {
     }
 
     /// Check and open the device for a new leaf of a vdev whose data area is `asize` bytes.
-    fn open_new_leaf(
+    pub(super) fn open_new_leaf(
         &self,
         path: &Path,
         force: bool,

@@ -323,6 +323,7 @@ impl Pool {
             history: Default::default(),
             failmode: Default::default(),
             vdev_changes: vdev_change::VdevChanges::with_wrapper(options.wrap_device.clone()),
+            raidz_expand: Default::default(),
         });
         core.install_dirty_probe();
         // The creating txg is synced right here, before any other transaction can exist.

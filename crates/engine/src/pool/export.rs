@@ -24,6 +24,7 @@ use super::{Pool, PoolError};
 impl Pool {
     /// Stop the livelist reader, then the sync thread after it has written everything dirty.
     fn stop(&self) -> Result<(), PoolError> {
+        self.stop_reflow_thread();
         self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             if !self.core.readonly && self.core.txgs.failure().is_none() {
@@ -87,6 +88,7 @@ impl Pool {
     /// Whatever was not yet synced is lost, exactly as if the process had died (tests only).
     pub fn abandon(self) {
         self.core.txgs.suspend("abandoned".into());
+        self.stop_reflow_thread();
         self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             let _ = handle.join();
@@ -99,6 +101,7 @@ impl Drop for Pool {
     /// writing what is dirty, and the vdevs (and their locks) are released. Call
     /// [`Pool::export`] to keep unsynced changes.
     fn drop(&mut self) {
+        self.stop_reflow_thread();
         self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             self.core.txgs.suspend("pool closed without export".into());

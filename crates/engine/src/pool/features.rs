@@ -144,6 +144,11 @@ pub const DELEGATION_FEATURE: &str = "com.tarn:delegation";
 /// RAID-Z top-level vdevs (`vdev/raidz`): blocks in data and parity columns across children.
 pub const RAIDZ_FEATURE: &str = "com.tarn:raidz";
 
+/// RAID-Z expansion (`pool/raidz_expand.rs`): a child added to a RAID-Z vdev, whose blocks
+/// then have the width of their birth txg and, while the copy runs, places given by the
+/// uberblock's reflow word.
+pub const RAIDZ_EXPANSION_FEATURE: &str = "com.tarn:raidz_expansion";
+
 pub const FEATURES_KNOWN: &[Feature] = &[
     // Needed to read: an embedded block pointer holds the data itself, which a build without
     // the feature would take for the address of a block. Active once enabled (OpenZFS does
@@ -293,6 +298,17 @@ pub const FEATURES_KNOWN: &[Feature] = &[
     Feature {
         name: RAIDZ_FEATURE,
         short_name: "raidz",
+        class: FeatureClass::NeededToRead,
+        activation: Activation::Counted,
+        create_only: false,
+    },
+    // Needed to read (a block of a RAID-Z vdev that was expanded is found only through the
+    // widths in the vdev's config, and while the copy runs through the uberblock's reflow
+    // word), counted: one per expansion begun, never given back (OpenZFS counts the same:
+    // blocks of the old width stay), recounted from the vdev tree at import.
+    Feature {
+        name: RAIDZ_EXPANSION_FEATURE,
+        short_name: "raidz_expansion",
         class: FeatureClass::NeededToRead,
         activation: Activation::Counted,
         create_only: false,
@@ -691,6 +707,16 @@ impl PoolCore {
             .iter()
             .filter(|top| top.raidz_geometry().is_some())
             .count() as u64;
+        let raidz_expansions = self
+            .io
+            .vdevs
+            .tops()
+            .iter()
+            .filter_map(|top| top.raidz_widths().map(|widths| (top, widths)))
+            .map(|(top, widths)| {
+                widths.expansions().len() as u64 + u64::from(top.raidz_expanding())
+            })
+            .sum::<u64>();
         let mut config = self.config.lock();
         if !had_write_list {
             // The class lists of known features as the registry says; unknown names keep the
@@ -726,6 +752,11 @@ impl PoolCore {
             (LIVELIST_FEATURE, "livelists", livelists),
             (USER_HOLDS_FEATURE, "held or deferred snapshots", held),
             (RAIDZ_FEATURE, "raidz vdevs", raidz_vdevs),
+            (
+                RAIDZ_EXPANSION_FEATURE,
+                "raidz expansions",
+                raidz_expansions,
+            ),
         ] {
             let short_name = feature_by_name(feature).map_or(feature, |known| known.short_name);
             if let Some(refcount) = config.features.get_mut(feature) {
@@ -859,6 +890,7 @@ mod tests {
         assert_eq!(config.features.get(USER_PROPERTIES_FEATURE), Some(&0));
         assert_eq!(config.features.get(DELEGATION_FEATURE), Some(&0));
         assert_eq!(config.features.get(RAIDZ_FEATURE), Some(&0));
+        assert_eq!(config.features.get(RAIDZ_EXPANSION_FEATURE), Some(&0));
         assert_eq!(
             config.features_for_read,
             vec![
@@ -866,7 +898,8 @@ mod tests {
                 REPLAY_SEQUENCE_FEATURE,
                 USER_ACCOUNTING_FEATURE,
                 USER_HOLDS_FEATURE,
-                RAIDZ_FEATURE
+                RAIDZ_FEATURE,
+                RAIDZ_EXPANSION_FEATURE
             ]
         );
         assert_eq!(

@@ -276,19 +276,10 @@ impl Pool {
                 leaf.set_replaces(Some(Guid(leaf_config.replaces)).filter(|guid| guid.0 != 0));
                 leaves.push(leaf);
             }
-            tops.push(Arc::new(
-                TopVdev::new(
-                    VdevId(top_config.id),
-                    Guid(top_config.guid),
-                    top_config.kind,
-                    top_config.ashift,
-                    top_config.asize,
-                    top_config.ms_shift,
-                    ObjectId(top_config.ms_array),
-                    leaves,
-                )?
-                .in_class(top_config.class),
-            ));
+            tops.push(Arc::new(TopVdev::with_config_children(
+                top_config,
+                leaves.into_iter().map(Arc::new).collect(),
+            )?));
         }
         let vdevs = Arc::new(VdevTree::new(tops));
         // The guid sum covers every vdev of the config, found or not: compute it from the config.
@@ -306,6 +297,16 @@ impl Pool {
                 newest.timestamp.saturating_sub(uberblock.timestamp)
             })
         };
+        // A RAID-Z expansion's copy overwrites old places that an uberblock with less progress
+        // still reads: an uberblock whose reflow word differs from the newest sound one's is
+        // never opened (one whose word is unsound is tried, and refused with the reason).
+        let reflow_reference = uberblocks
+            .iter()
+            .find(|uberblock| check_reflow_word(uberblock, &vdevs).is_ok())
+            .and_then(|uberblock| uberblock.reflow);
+        let same_reflow = |uberblock: &Uberblock| {
+            uberblock.reflow == reflow_reference || check_reflow_word(uberblock, &vdevs).is_err()
+        };
         if let Some(target) = options.rewind_to {
             let uberblock = uberblocks
                 .iter()
@@ -317,6 +318,12 @@ impl Pool {
                         format!("no valid uberblock of txg {target}"),
                     )
                 })?;
+            if reflow_reference != uberblock.reflow {
+                return Err(PoolError::NoUsableUberblock(
+                    config.name.clone(),
+                    format!("a raidz expansion progressed after txg {target}: cannot rewind across it (its copy may have overwritten what that txg reads)"),
+                ));
+            }
             let (pool, damaged) = Pool::open_at(
                 &found,
                 &config,
@@ -337,7 +344,9 @@ impl Pool {
                 },
             ));
         }
-        let (safe, older) = fallback_uberblocks(&uberblocks);
+        let (mut safe, mut older) = fallback_uberblocks(&uberblocks);
+        safe.retain(same_reflow);
+        older.retain(same_reflow);
         let mut skipped = Vec::new();
         for uberblock in safe {
             match Pool::open_at(
@@ -575,6 +584,7 @@ impl Pool {
             history: Default::default(),
             failmode: Default::default(),
             vdev_changes: vdev_change::VdevChanges::with_wrapper(options.wrap_device.clone()),
+            raidz_expand: Default::default(),
         });
         core.install_dirty_probe();
         // The leaves' logs and offline flags first: reads from here on know which children
@@ -606,6 +616,7 @@ impl Pool {
         core.load_background_frees()?;
         core.load_scan()?;
         core.recount_features(config.features_for_write.is_some())?;
+        core.load_raidz_expansion()?;
         if let Err(error) = core.load_errlog() {
             damaged.push(format!("error log: {error}"));
         }
@@ -647,6 +658,8 @@ impl Pool {
             // Mark the labels active (and this host's) right away, so that a crash before the
             // first write does not leave labels saying the pool was exported.
             pool.sync()?;
+            // A RAID-Z expansion under way resumes where its last uberblock stood.
+            pool.start_reflow_thread();
         }
         Ok((pool, damaged))
     }

@@ -115,6 +115,7 @@ mod names;
 mod new_device;
 pub mod owner_quotas;
 pub mod props;
+pub mod raidz_expand;
 pub mod receiving;
 mod resume_tracker;
 pub mod scan;
@@ -134,11 +135,12 @@ pub use attach::AddedVdev;
 pub use facade::WeakPool;
 pub use features::{
     Feature, FeatureClass, FeatureState, DELEGATION_FEATURE, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN,
-    LIVELIST_FEATURE, LOG_SPACEMAP_FEATURE, RAIDZ_FEATURE, REPLAY_SEQUENCE_FEATURE,
-    SCAN_CATCH_UP_FEATURE, SPACE_LIMITS_FEATURE, STALLED_FREES_FEATURE, USER_HOLDS_FEATURE,
-    USER_PROPERTIES_FEATURE,
+    LIVELIST_FEATURE, LOG_SPACEMAP_FEATURE, RAIDZ_EXPANSION_FEATURE, RAIDZ_FEATURE,
+    REPLAY_SEQUENCE_FEATURE, SCAN_CATCH_UP_FEATURE, SPACE_LIMITS_FEATURE, STALLED_FREES_FEATURE,
+    USER_HOLDS_FEATURE, USER_PROPERTIES_FEATURE,
 };
 pub use import_state::{ImportState, LeafImportState, TopImportState, VdevProblem};
+pub use raidz_expand::RaidzExpansionStatus;
 pub use stats::{PoolIostat, VdevIostat};
 
 use std::collections::BTreeMap;
@@ -507,6 +509,8 @@ pub struct PoolCore {
     failmode: failmode::FailModeState,
     /// Device changes waiting for the next txg ([`vdev_change`]).
     vdev_changes: vdev_change::VdevChanges,
+    /// RAID-Z expansion: the copy thread and the record ([`raidz_expand`]).
+    raidz_expand: raidz_expand::ExpandState,
 }
 
 /// An open (imported) pool, running in this process.

@@ -105,6 +105,9 @@ impl PoolCore {
         // Device changes take effect here, before anything of this txg is written
         // (vdev_change.rs); they dirty the config, so this txg commits them.
         self.apply_vdev_changes(txg)?;
+        // A RAID-Z expansion's first rows, copied through the scratch area with uberblocks of
+        // their own, before anything of this txg is written (`raidz_expand.rs`).
+        self.run_reflow_scratch_phase(txg)?;
         let datasets = self.dataset_list();
         let destroys: Vec<Arc<Dataset>> = {
             let mut pending = self.pending_destroys.lock();
@@ -454,6 +457,37 @@ impl PoolCore {
         self.flush()
     }
 
+    /// Write `uberblock` into ring slot `slot_txg` (modulo the ring) of every label of every
+    /// leaf that takes I/O; Ok if at least one took it. Not flushed.
+    pub(super) fn write_uberblock(
+        &self,
+        uberblock: &Uberblock,
+        slot_txg: u64,
+    ) -> Result<(), PoolError> {
+        let bytes = uberblock.encode();
+        let mut written = 0;
+        let mut last_error = None;
+        for top in self.io.vdevs.tops().iter() {
+            let slot = slot_txg % label::uberblock_slot_count(top.ashift);
+            for leaf in top.children.iter().filter(|leaf| !leaf.is_offline()) {
+                let copies = label::VDEV_LABELS as u64;
+                self.io
+                    .record_device_writes(copies, copies * label::uberblock_slot_size(top.ashift));
+                match label::write_uberblock(leaf.device.as_ref(), top.ashift, slot, &bytes) {
+                    Ok(()) => written += 1,
+                    Err(error) => last_error = Some(error),
+                }
+            }
+        }
+        if written == 0 {
+            return Err(PoolError::SyncFailed {
+                txg: uberblock.txg,
+                why: format!("no leaf took the uberblock: {last_error:?}"),
+            });
+        }
+        Ok(())
+    }
+
     /// Steps 3–6 of the commit protocol.
     pub(super) fn commit(&self, txg: Txg, mos_root: &BlockPtr) -> Result<(), PoolError> {
         self.io.wait_writes()?;
@@ -472,30 +506,11 @@ impl PoolCore {
             mos_root: mos_root.clone(),
             reflow,
         };
-        let bytes = uberblock.encode();
-        let mut written = 0;
-        let mut last_error = None;
-        for top in self.io.vdevs.tops().iter() {
-            let slot = txg.0 % label::uberblock_slot_count(top.ashift);
-            for leaf in top.children.iter().filter(|leaf| !leaf.is_offline()) {
-                let copies = label::VDEV_LABELS as u64;
-                self.io
-                    .record_device_writes(copies, copies * label::uberblock_slot_size(top.ashift));
-                match label::write_uberblock(leaf.device.as_ref(), top.ashift, slot, &bytes) {
-                    Ok(()) => written += 1,
-                    Err(error) => last_error = Some(error),
-                }
-            }
-        }
-        if written == 0 {
-            return Err(PoolError::SyncFailed {
-                txg,
-                why: format!("no leaf took the uberblock: {last_error:?}"),
-            });
-        }
+        self.write_uberblock(&uberblock, txg.0)?;
         self.flush()?;
         self.last_committed_txg.store(txg.0, Ordering::SeqCst);
         *self.last_committed_reflow.lock() = reflow;
+        self.raidz_expand.committed(uberblock);
         if config_dirty {
             self.write_labels(txg, LabelSet::Odd)?;
             self.flush()?;

@@ -74,6 +74,11 @@ pub(super) enum VdevChange {
     },
     /// Remove the cache device with this guid.
     RemoveCache { guid: Guid },
+    /// Add `leaf` as a new column slot of RAID-Z vdev `top` and start its expansion
+    /// (`raidz_expand.rs`).
+    RaidzExpand { top: VdevId, leaf: Arc<Leaf> },
+    /// The expansion of `top` has copied everything: give it its new width and space.
+    RaidzExpandDone { top: VdevId },
 }
 
 /// The pool's queue of vdev changes and what a committed change still has to do.
@@ -155,9 +160,15 @@ pub(super) fn choose_config(newest: &LabelConfig, paths: &[PathBuf]) -> LabelCon
     let Some(uberblock) = newest_uberblock else {
         return newest.clone();
     };
-    let chosen = configs
-        .into_iter()
-        .find(|config| config_guid_sum(&config.vdev_tree) == uberblock.guid_sum)
+    // Of those, one the uberblock's txg had written: a change that keeps the guid sum (the
+    // end of a RAID-Z expansion, which widens and grows a vdev) can also be cut short between
+    // the labels and the uberblock.
+    let matching = |config: &&LabelConfig| config_guid_sum(&config.vdev_tree) == uberblock.guid_sum;
+    let chosen = (configs.iter())
+        .filter(matching)
+        .find(|config| config.txg <= uberblock.txg.0)
+        .or_else(|| configs.iter().find(matching))
+        .cloned()
         .unwrap_or_else(|| newest.clone());
     if chosen.txg != newest.txg {
         log::warn!(
@@ -185,6 +196,7 @@ impl PoolCore {
         if changes.is_empty() || self.readonly {
             return Ok(());
         }
+        let mut expansion_finished = false;
         for change in changes {
             let mut tops: Vec<Arc<TopVdev>> = self.io.vdevs.tops().iter().cloned().collect();
             let mut replacements_done: Vec<Arc<Leaf>> = Vec::new();
@@ -198,6 +210,26 @@ impl PoolCore {
                         self.vdev_changes.removed_cache.lock().push(removed);
                     }
                     continue;
+                }
+                VdevChange::RaidzExpand { top, leaf } => {
+                    let Some(index) = tops.iter().position(|candidate| candidate.id == top) else {
+                        log::warn!("pool {}: expand vdev {top}: no such vdev", self.name);
+                        continue;
+                    };
+                    match self.apply_raidz_expand(&tops[index], leaf, txg)? {
+                        Some(next) => tops[index] = Arc::new(next),
+                        None => continue,
+                    }
+                }
+                VdevChange::RaidzExpandDone { top } => {
+                    let Some(index) = tops.iter().position(|candidate| candidate.id == top) else {
+                        continue;
+                    };
+                    match self.apply_raidz_expand_done(&tops[index], txg)? {
+                        Some(next) => tops[index] = Arc::new(next),
+                        None => continue,
+                    }
+                    expansion_finished = true;
                 }
                 VdevChange::Attach { top, leaf } => {
                     let Some(index) = tops.iter().position(|candidate| candidate.id == top) else {
@@ -330,6 +362,9 @@ impl PoolCore {
             }
         }
         self.config.lock().dirty = true;
+        if expansion_finished {
+            self.scrub_after_expansion();
+        }
         Ok(())
     }
 

@@ -100,7 +100,7 @@ impl SpaceManager {
                 if !size_allocated.is_multiple_of(1u64 << group.ashift) {
                     continue;
                 }
-                let asize = group.unit.asize(size_allocated);
+                let asize = group.unit.asize(size_allocated, txg);
                 if let Some(offset) = group.allocate(asize, 0, &[], &mut context)? {
                     placed = Some(Placed {
                         vdev: group.vdev,

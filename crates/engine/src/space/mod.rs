@@ -103,6 +103,7 @@
 pub mod btree;
 mod class;
 mod counters;
+mod expand;
 mod inspect;
 pub mod log;
 pub mod metaslab;
@@ -223,8 +224,11 @@ pub fn check_metaslab_geometry(asize: u64, ms_shift: u32, ashift: u32) -> Result
 #[derive(Clone)]
 pub struct AllocUnit {
     pub ashift: u32,
-    asize_of: Option<Arc<dyn Fn(u64) -> u64 + Send + Sync>>,
+    asize_of: Option<Arc<AsizeOf>>,
 }
+
+/// The bytes a block of a given padded size allocated in a given txg takes on a vdev.
+pub type AsizeOf = dyn Fn(u64, Txg) -> u64 + Send + Sync;
 
 impl AllocUnit {
     /// Plain sectors: a block takes its size rounded up to the sector.
@@ -235,18 +239,19 @@ impl AllocUnit {
         }
     }
 
-    /// Sectors of `1 << ashift`, a block of `size` padded bytes taking `asize_of(size)`.
-    pub fn computed(ashift: u32, asize_of: Arc<dyn Fn(u64) -> u64 + Send + Sync>) -> AllocUnit {
+    /// Sectors of `1 << ashift`, a block of `size` padded bytes allocated in `txg` taking
+    /// `asize_of(size, txg)` (a RAID-Z vdev's width depends on the txg once it was expanded).
+    pub fn computed(ashift: u32, asize_of: Arc<AsizeOf>) -> AllocUnit {
         AllocUnit {
             ashift,
             asize_of: Some(asize_of),
         }
     }
 
-    /// Bytes allocated for a block of `size` padded physical bytes.
-    pub fn asize(&self, size: u64) -> u64 {
+    /// Bytes allocated for a block of `size` padded physical bytes in `txg`.
+    pub fn asize(&self, size: u64, txg: Txg) -> u64 {
         match &self.asize_of {
-            Some(asize_of) => asize_of(size),
+            Some(asize_of) => asize_of(size, txg),
             None => size.next_multiple_of(1 << self.ashift),
         }
     }
@@ -296,6 +301,9 @@ struct Group {
     /// so that extra copies land in a small, stable set of metaslabs, whose space maps
     /// [`SpaceManager::sync`] prepares in pass 1.
     active: [Option<(usize, u64)>; ACTIVE_SLOTS],
+    /// A metaslab that takes no allocations while a RAID-Z expansion copies it
+    /// ([`SpaceManager::disable_metaslab`]); frees still reach it.
+    disabled: Option<usize>,
 }
 
 /// Active metaslabs per group: one for first copies, one for each extra copy (three copies at
@@ -451,6 +459,7 @@ impl Group {
             // An active metaslab near this block's other copies (the first copies moved on) is
             // replaced below, like one that no longer fits.
             if !avoid_metaslabs.contains(&index)
+                && self.disabled != Some(index)
                 && class + METASLAB_SWITCH_THRESHOLD > activation_class
             {
                 if let Some(offset) = self.try_metaslab(index, size, context)? {
@@ -469,7 +478,7 @@ impl Group {
                 .any(|(other, active)| other != slot && active.is_some_and(|(at, _)| at == index))
         };
         let mut candidates: Vec<(bool, u64, bool, u64, usize)> = (0..self.metaslabs.len())
-            .filter(|index| !avoid_metaslabs.contains(index))
+            .filter(|index| !avoid_metaslabs.contains(index) && self.disabled != Some(*index))
             .map(|index| {
                 let metaslab = &self.metaslabs[index];
                 let weight = metaslab.weight();
@@ -766,6 +775,7 @@ impl SpaceManager {
             ms_array,
             metaslabs,
             active: [None; ACTIVE_SLOTS],
+            disabled: None,
         }));
         self.count_allocatable_log_groups(&groups);
         Ok(())
@@ -888,7 +898,7 @@ impl SpaceManager {
                     .iter()
                     .filter(|(avoid_vdev, _)| *avoid_vdev == vdev)
                     .count();
-                let asize = group.unit.asize(size_allocated);
+                let asize = group.unit.asize(size_allocated, context.txg);
                 if let Some(offset) = group.allocate(asize, slot, &avoid_metaslabs, context)? {
                     drop(group);
                     if avoid.is_empty() {

@@ -73,6 +73,26 @@ impl RaidzReflow {
         self.lock.shared(range, crate::vdev::plug::kick_plugged)
     }
 
+    /// Count sectors up to `sector` as issued without copying them: free space, which no
+    /// allocation can take while its metaslab is copied.
+    pub fn skip_to(&self, sector: u64) {
+        let mut view = self.view.lock();
+        view.next = view.next.max(sector);
+    }
+
+    /// A batch from `sector` failed: it is issued again (its sectors are still read at their
+    /// old places, as nothing counted them).
+    pub fn retreat(&self, sector: u64) {
+        let mut view = self.view.lock();
+        view.next = view.next.min(sector).max(view.synced);
+    }
+
+    /// Hold `sectors` exclusively without moving the copy (a copy of the scratch area again).
+    pub fn hold(&self, sectors: Range<u64>) -> RangeGuard {
+        self.lock
+            .exclusive(sectors.start * self.sector_size..sectors.end * self.sector_size)
+    }
+
     /// Hold what the copy of sectors `sectors` on a vdev going to `width` children touches (the
     /// sectors, and the old places the new ones overwrite, which start at old row `start / width`)
     /// and mark them issued. The copy runs while the guard lives.

@@ -458,7 +458,17 @@ impl TopVdev {
             leaf.set_replaces(Some(Guid(child.replaces)).filter(|guid| guid.0 != 0));
             children.push(Arc::new(leaf));
         }
-        let top = TopVdev::build(
+        TopVdev::with_config_children(config, children)
+    }
+
+    /// Build a top-level vdev from its config over `children` already opened (in the
+    /// config's order), checked as [`TopVdev::new`] checks; a RAID-Z vdev keeps the widths and
+    /// the expansion under way its config records.
+    pub fn with_config_children(
+        config: &TopVdevConfig,
+        children: Vec<Arc<Leaf>>,
+    ) -> Result<TopVdev, VdevError> {
+        TopVdev::build(
             VdevId(config.id),
             Guid(config.guid),
             config.kind,
@@ -474,22 +484,7 @@ impl TopVdev {
                 reflow: None,
             },
         )
-        .map(|top| top.in_class(config.class))?;
-        // Blocks are read by their width at birth, but allocation sizes, frees of gang headers
-        // and the reflow do not know the widths yet: a config that records an expansion (only a
-        // crafted one, as `pool attach` to a raidz is refused) is refused rather than misused.
-        if top.raidz_expanding
-            || top
-                .raidz_widths
-                .as_ref()
-                .is_some_and(RaidzWidths::was_expanded)
-        {
-            return Err(VdevError::InvalidConfig {
-                top: top.id,
-                what: "raidz expansion is not supported by this build".into(),
-            });
-        }
-        Ok(top)
+        .map(|top| top.in_class(config.class))
     }
 
     /// The largest sector-aligned `asize` that fits every one of `devices`.
@@ -568,14 +563,22 @@ impl TopVdev {
         }
     }
 
-    /// How the space layer sizes allocations here ([`TopVdev::asize_of`]).
+    /// How the space layer sizes allocations here: for RAID-Z at the width of the allocation's
+    /// txg ([`TopVdev::asize_at`]), so that a finished expansion's width applies from the txg
+    /// its config names, not from when the space layer learns of it.
     pub fn alloc_unit(&self) -> crate::space::AllocUnit {
-        match self.raidz_write_geometry() {
-            Some(geometry) => crate::space::AllocUnit::computed(
-                self.ashift,
-                Arc::new(move |size| geometry.asize(size)),
-            ),
-            None => crate::space::AllocUnit::sectors(self.ashift),
+        match (self.raidz_geometry(), &self.raidz_widths) {
+            (Some(geometry), Some(widths)) => {
+                let widths = widths.clone();
+                crate::space::AllocUnit::computed(
+                    self.ashift,
+                    Arc::new(move |size, txg| {
+                        RaidzGeometry::new(widths.width_at(txg.0), geometry.parity, geometry.ashift)
+                            .asize(size)
+                    }),
+                )
+            }
+            _ => crate::space::AllocUnit::sectors(self.ashift),
         }
     }
 

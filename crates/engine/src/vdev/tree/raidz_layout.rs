@@ -17,7 +17,8 @@ use super::super::raidz::RaidzGeometry;
 use super::super::VdevError;
 use super::raidz_io::{self, RaidzRead, RaidzReadError};
 use super::raidz_rows::{self, CellBlock};
-use super::TopVdev;
+use super::{Leaf, TopVdev};
+use crate::vdev::raidz::widths::RaidzExpansion;
 
 /// How one block of a RAID-Z vdev lies on its children.
 pub enum RaidzLayout {
@@ -65,6 +66,70 @@ impl super::VdevTree {
 }
 
 impl TopVdev {
+    /// The next generation of this RAID-Z vdev with `leaf` as a new last column slot and an
+    /// expansion under way (nothing copied yet: every sector at its old place). Its space is
+    /// unchanged until the copy finishes ([`TopVdev::raidz_expanded`]).
+    pub fn raidz_expanding_with(&self, leaf: Arc<Leaf>) -> Result<TopVdev, VdevError> {
+        let mut history = self.raidz_history();
+        if self.raidz_geometry().is_none() || history.expanding {
+            return Err(VdevError::InvalidConfig {
+                top: self.id,
+                what: "only a raidz vdev not already expanding can be expanded".into(),
+            });
+        }
+        history.expanding = true;
+        history.reflow = None;
+        let mut children = self.children.clone();
+        children.push(leaf);
+        self.generation(self.asize, children, history)
+    }
+
+    /// The next generation of this RAID-Z vdev once its expansion's copy has finished: blocks
+    /// born from `from_txg` on have the new width, and the vdev's space is `asize` (whole
+    /// metaslabs of `width` children's shares).
+    pub fn raidz_expanded(&self, from_txg: u64, asize: u64) -> Result<TopVdev, VdevError> {
+        let mut history = self.raidz_history();
+        if !history.expanding {
+            return Err(VdevError::InvalidConfig {
+                top: self.id,
+                what: "no raidz expansion to finish".into(),
+            });
+        }
+        history.expanding = false;
+        history.reflow = None;
+        history.expansions.push(RaidzExpansion {
+            txg: from_txg,
+            width: self.slots.len() as u32,
+        });
+        self.generation(asize, self.children.clone(), history)
+    }
+
+    fn generation(
+        &self,
+        asize: u64,
+        children: Vec<Arc<Leaf>>,
+        history: super::RaidzHistory,
+    ) -> Result<TopVdev, VdevError> {
+        TopVdev::build(
+            self.id,
+            self.guid,
+            self.kind,
+            self.ashift,
+            asize,
+            self.ms_shift,
+            self.ms_array.clone(),
+            self.write_txg.clone(),
+            children,
+            history,
+        )
+        .map(|top| top.in_class(self.class))
+    }
+
+    /// The column slots of a RAID-Z vdev (its children but for replacements in progress).
+    pub fn raidz_slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// The RAID-Z geometry a block born (physically) in `birth` was written with: the vdev's
     /// parity and sector at the width of that txg. `None` for a vdev that is not RAID-Z.
     pub fn raidz_geometry_at(&self, birth: u64) -> Option<RaidzGeometry> {
@@ -245,7 +310,15 @@ mod tests {
         assert_eq!(top.asize_at(size, 9), 134 << 12);
         assert_eq!(top.asize_at(size, 10), 126 << 12);
         assert_eq!(top.asize_of(size), 126 << 12);
-        assert_eq!(top.alloc_unit().asize(size), 126 << 12);
+        // Allocations are sized by the width of their txg.
+        assert_eq!(
+            top.alloc_unit().asize(size, crate::types::Txg(9)),
+            134 << 12
+        );
+        assert_eq!(
+            top.alloc_unit().asize(size, crate::types::Txg(10)),
+            126 << 12
+        );
         assert_eq!(top.raidz_write_geometry(), top.raidz_geometry());
     }
 

@@ -388,7 +388,7 @@ fn tree_guid_sum_config_and_lookup() {
 }
 
 #[test]
-fn raidz_expansion_records_in_a_config_are_checked_and_refused_until_supported() {
+fn raidz_expansion_records_in_a_config_are_checked_and_kept() {
     let setup = mirror(4);
     let devices = devices_of(&setup.top);
     let raidz = TopVdev::new(
@@ -420,17 +420,22 @@ fn raidz_expansion_records_in_a_config_are_checked_and_refused_until_supported()
         Err(VdevError::InvalidConfig { what, .. }) => what,
         other => panic!("{config:?} gave {other:?}"),
     };
-    // A sound record (4 slots: 3 wide, then 4 from txg 10; or 3 wide, expanding): not read yet.
+    // A sound record (4 slots: 3 wide, then 4 from txg 10; or 3 wide, expanding) is read.
     let expanded = TopVdevConfig {
         raidz_expansions: vec![RaidzExpansion { txg: 10, width: 4 }],
         ..config.clone()
     };
-    assert!(refusal(&expanded).contains("not supported"));
+    let top = reopen(&expanded).unwrap();
+    assert_eq!(top.raidz_widths().unwrap().width_at(9), 3);
+    assert_eq!(top.raidz_widths().unwrap().width_at(10), 4);
+    assert_eq!(top.to_config(), expanded);
     let expanding = TopVdevConfig {
         raidz_expanding: true,
         ..config.clone()
     };
-    assert!(refusal(&expanding).contains("not supported"));
+    let top = reopen(&expanding).unwrap();
+    assert!(top.raidz_expanding() && top.raidz_reflow().is_some());
+    assert_eq!(top.to_config(), expanding);
     // Unsound ones say what is wrong.
     let wrong_width = TopVdevConfig {
         raidz_expansions: vec![RaidzExpansion { txg: 10, width: 5 }],
