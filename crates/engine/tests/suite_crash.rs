@@ -14,6 +14,7 @@ mod common;
 mod crash_datasets;
 mod crash_kill9;
 mod crash_power_cut;
+mod crash_raidz_expand;
 mod crash_receive;
 mod crash_snapshots;
 mod crash_xattr;
