@@ -55,6 +55,9 @@
 //!   raid5/raid6 on loop devices; physical write rates (data plus parity, from the leaves'
 //!   counters), reads with one and two children offline, scrub and resilver rates (see
 //!   `raidz`).
+//! - `raidz-expand`: a raidz1 of 4 files holding `--size` grows to 5 (`pool attach POOL
+//!   raidz1-0 FILE`), alone and beside a writer: the copy's rate beside the pool's fill rate,
+//!   and the writer's rate during the copy beside its rate before.
 
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -74,6 +77,7 @@ mod iosched;
 mod l2arc;
 mod quota;
 mod raidz;
+mod raidz_expand;
 mod receive;
 mod scan;
 mod snapshot;
@@ -285,6 +289,9 @@ pub enum BenchCommand {
     /// raid5/raid6 on loop devices; reads with one and two children offline; scrub and
     /// resilver rates. Needs root, /dev/fuse and fio; the peers need zfs-fuse and btrfs-progs.
     Raidz(raidz::RaidzBench),
+    /// RAID-Z expansion: a raidz1 of 4 files holding `--size` grows to 5, alone and beside a
+    /// writer; the copy's rate and the writer's, each beside its baseline.
+    RaidzExpand(raidz_expand::RaidzExpandBench),
     /// Sync cost per txg (passes, block copies, device writes; from the txg history) on three
     /// workloads through a FUSE mount of a new pool (a tree copy, small-file creation, 4 KiB
     /// random overwrites each followed by fsync), then the fsync loop's write I/Os and bytes per
@@ -732,6 +739,7 @@ pub fn run(command: BenchCommand, socket: &Path) -> Result<(), Failure> {
         BenchCommand::CloneDestroy(bench) => clone_destroy::run(bench),
         BenchCommand::Receive(bench) => receive::run(bench),
         BenchCommand::Raidz(bench) => raidz::run(bench),
+        BenchCommand::RaidzExpand(bench) => raidz_expand::run(bench),
         BenchCommand::L2arc(bench) => l2arc::run(bench),
         BenchCommand::Arc(bench) => arc::run(bench),
         BenchCommand::Iosched {
