@@ -66,6 +66,7 @@ const FORMS: &[(&str, &[&str])] = &[
             "pool wait -t free tank",
             "pool wait -t scrub tank",
             "pool wait -t resilver tank",
+            "pool wait -t raidz_expand tank",
             "pool wait tank",
         ],
     ),
@@ -96,6 +97,15 @@ const FORMS: &[(&str, &[&str])] = &[
             "pool add tank cache /d/cache",
             "pool online tank /d/a",
             "pool offline tank /d/a",
+        ],
+    ),
+    (
+        "pool attach POOL raidzN-M NEWDEV  RAID-Z expansion; pool wait -t raidz_expand POOL",
+        &[
+            "pool attach tank raidz1-0 /d/f",
+            "pool attach -f -w tank raidz2-1 /d/g",
+            "pool wait -t raidz_expand tank",
+            "pool wait -t raidz_expand,scrub tank",
         ],
     ),
     // Datasets (zfs).

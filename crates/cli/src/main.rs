@@ -292,7 +292,10 @@ enum PoolCommand {
     /// Take devices offline (they take no I/O until brought online): tarn pool offline POOL DEVICE...
     Offline(DeviceStateArgs),
     /// Attach NEW_DEVICE beside DEVICE as a mirror side; it is resilvered:
-    /// tarn pool attach [-f] [-w] POOL DEVICE NEW_DEVICE
+    /// tarn pool attach [-f] [-w] POOL DEVICE NEW_DEVICE. With DEVICE a RAID-Z vdev's name
+    /// (raidz1-0, as pool status shows it), NEW_DEVICE becomes a new child of that vdev and the
+    /// vdev is expanded in the background (RAID-Z expansion; -w waits for it, as
+    /// tarn pool wait -t raidz_expand POOL)
     Attach(AttachArgs),
     /// Detach a device from a mirror: tarn pool detach POOL DEVICE
     Detach(DetachArgs),
@@ -304,10 +307,11 @@ enum PoolCommand {
     /// Add top-level vdevs to a pool: tarn pool add [-n] [-f] POOL VDEV...
     /// (VDEV: PATH... | mirror PATH PATH...)
     Add(AddArgs),
-    /// Wait until background activity ends: tarn pool wait [-t free|scrub|resilver] POOL
+    /// Wait until background activity ends:
+    /// tarn pool wait [-t free|scrub|resilver|raidz_expand] POOL
     Wait {
-        /// Activities to wait for (comma-separated): free, scrub, resilver. Default: every
-        /// supported activity.
+        /// Activities to wait for (comma-separated): free, scrub, resilver, raidz_expand.
+        /// Default: every supported activity.
         #[arg(short = 't', value_delimiter = ',')]
         activities: Vec<String>,
         pool: String,

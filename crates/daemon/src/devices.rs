@@ -30,7 +30,14 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DevicesRequest) -> Result<An
             let txg = held
                 .attach(&device, Path::new(&new_device), force)
                 .map_err(|error| {
-                    failed(format!("cannot attach {new_device} to {device}: {error}"))
+                    // The engine's refusals of an attach (to a raidz child, of a RAID-Z
+                    // expansion) already say what could not be attached to what.
+                    let error = error.to_string();
+                    failed(if error.starts_with("cannot attach ") {
+                        error
+                    } else {
+                        format!("cannot attach {new_device} to {device}: {error}")
+                    })
                 })?;
             log::info!("pool {pool}: {new_device} attached to {device} in txg {txg}");
             Ok(Answer {

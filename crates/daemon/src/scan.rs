@@ -1,5 +1,6 @@
 //! The daemon's scrub, resilver and device requests: `pool scrub [-s|-p]`, `pool resilver`, the
-//! scan state that `pool wait -t scrub|resilver` polls, and `pool online|offline`.
+//! scan and RAID-Z expansion state that `pool wait -t scrub|resilver|raidz_expand` polls, and
+//! `pool online|offline`.
 
 use std::sync::Arc;
 
@@ -51,7 +52,10 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: ScanRequest) -> Result<Answe
             let held = daemon.held(&pool)?;
             Ok(Answer {
                 status: 0,
-                data: serde_json::json!({ "scan": scan_report::scan_json(&held) }),
+                data: serde_json::json!({
+                    "scan": scan_report::scan_json(&held),
+                    "expand": scan_report::expand_json(&held),
+                }),
             })
         }
         ScanRequest::Online(args) => set_device_state(daemon, args, true),

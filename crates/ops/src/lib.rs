@@ -1,8 +1,8 @@
 //! `tarn-ops`: the verb bodies that act on an open pool, which the CLI runs in its own process
 //! on an exported pool and the daemon runs on the pools it holds, so that a verb prints the same
 //! text wherever it ran; and what both sides read about pools: the cache file ([`cachefile`]),
-//! a pool's own records ([`records`]), the scan lines of `pool status` ([`scan_report`]) and
-//! its `-j` document in zpool's schema ([`status_json`]).
+//! a pool's own records ([`records`]), the `scan:` and `expand:` lines of `pool status`
+//! ([`scan_report`]) and its `-j` document in zpool's schema ([`status_json`]).
 //!
 //! It depends on the engine and `tarn-protocol` (for Failure, the rows and out!/err!); it must
 //! not depend on the CLI, its clap definitions or the daemon: both of those depend on it.
@@ -281,7 +281,7 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
         name,
         health.as_str(),
         pool.last_synced_txg(),
-        crate::scan_report::scan_text(pool),
+        crate::scan_report::scan_text(pool) + &crate::scan_report::expand_text(pool),
         "NAME",
         name,
         health.as_str()
@@ -412,7 +412,11 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
         } else {
             let object = status_json::interior_object(
                 &kind,
-                "mirror",
+                if top.kind.parity() > 0 {
+                    "raidz"
+                } else {
+                    "mirror"
+                },
                 Some(top.guid.0),
                 class,
                 top.health(),
@@ -471,6 +475,9 @@ pub fn status_entry(pool: &Pool, verbose: bool, exact: bool) -> StatusEntry {
     }
     if let Some(scan) = status_json::scan_stats(pool, exact) {
         put("scan_stats", scan);
+    }
+    if let Some(expand) = status_json::raidz_expand_stats(pool, exact) {
+        put("raidz_expand_stats", expand);
     }
     let root = status_json::interior_object(
         name,

@@ -1,10 +1,13 @@
-//! What `pool status` says about scans and leaves: the `scan:` lines as zpool prints them
-//! (scrub or resilver in progress with scanned, issued, repaired, rate, percent done and time
-//! to go; or the last scan's outcome), the per-leaf notes (`resilvering`, or the txgs a leaf
-//! missed while nothing resilvers it), and the same as JSON.
+//! What `pool status` says about scans, RAID-Z expansion and leaves: the `scan:` lines as
+//! zpool prints them (scrub or resilver in progress with scanned, issued, repaired, rate,
+//! percent done and time to go; or the last scan's outcome), the `expand:` lines of the newest
+//! RAID-Z expansion (in progress, paused, or finished), the per-leaf notes (`resilvering`, or
+//! the txgs a leaf missed while nothing resilvers it), and the same as JSON.
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use tarn::status::{Leaf, ScanFunction, ScanState, ScanStatus};
+use tarn::status::{Leaf, RaidzExpansionStatus, ScanFunction, ScanState, ScanStatus};
 use tarn::Pool;
 
 use tarn_protocol::format::utc_time;
@@ -123,6 +126,118 @@ pub fn scan_lines(status: &ScanStatus) -> String {
     }
 }
 
+/// Seconds since the Unix epoch, now (what the rate and time to go of a running expansion are
+/// measured against).
+pub(crate) fn now_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// Beyond this many seconds to go, zpool gives no estimate for an expansion (30 days).
+const EXPAND_ETA_MAX_SECONDS: u64 = 30 * 24 * 3600;
+
+/// How far a running expansion has come at `now`: the share of the vdev's address space
+/// reflowed (percent, at most 100), the copy rate (bytes copied a second since the start) and
+/// the seconds to go at the pace the address space has been reflowed so far (none before
+/// anything is reflowed).
+pub(crate) struct ExpandProgress {
+    pub(crate) percent: f64,
+    pub(crate) rate_bytes_per_second: u64,
+    pub(crate) eta_seconds: Option<u64>,
+}
+
+pub(crate) fn expand_progress(status: &RaidzExpansionStatus, now: u64) -> ExpandProgress {
+    let reflowed = status.reflowed.min(status.total);
+    let percent = if status.total == 0 {
+        100.0
+    } else {
+        (reflowed as f64 * 100.0 / status.total as f64).min(100.0)
+    };
+    let elapsed = now.saturating_sub(status.start_time).max(1);
+    let eta_seconds = (reflowed > 0).then(|| {
+        let left = status.total - reflowed;
+        (u128::from(left) * u128::from(elapsed) / u128::from(reflowed)).min(u128::from(u64::MAX))
+            as u64
+    });
+    ExpandProgress {
+        percent,
+        rate_bytes_per_second: status.copied / elapsed,
+        eta_seconds,
+    }
+}
+
+/// The `expand:` line of `pool status` (with the trailing newline), or nothing for a pool that
+/// never had a RAID-Z expansion.
+pub fn expand_text(pool: &Pool) -> String {
+    match pool.raidz_expansion() {
+        Some(status) => expand_lines(&status, now_seconds()),
+        None => String::new(),
+    }
+}
+
+/// The `expand:` lines of one expansion at `now` (seconds since the epoch), in OpenZFS 2.3's
+/// words (`print_raidz_expand_status`): while the copy runs, `expansion of raidz1-0 in progress
+/// since ...`, then the bytes copied of the vdev's size, the rate, the share of the address
+/// space reflowed and the time to go, or why the copy waits; once finished, `expanded raidz1-0
+/// copied ... in H:MM:SS, on ...`.
+pub fn expand_lines(status: &RaidzExpansionStatus, now: u64) -> String {
+    let vdev = &status.vdev;
+    if status.finished {
+        let end = status.end_time.unwrap_or(status.start_time);
+        return format!(
+            "expand: expanded {vdev} copied {} in {}, on {}\n",
+            human_bytes(status.copied),
+            duration(end.saturating_sub(status.start_time)),
+            utc_time(end)
+        );
+    }
+    let progress = expand_progress(status, now);
+    let head = format!(
+        "expand: expansion of {vdev} in progress since {}\n\t{} / {} copied",
+        utc_time(status.start_time),
+        human_bytes(status.copied),
+        human_bytes(status.total),
+    );
+    let percent = progress.percent;
+    match &status.paused {
+        Some(why) => format!("{head}, {percent:.2}% done, paused: {why}\n"),
+        None => {
+            let to_go = match progress.eta_seconds {
+                Some(seconds) if seconds < EXPAND_ETA_MAX_SECONDS => {
+                    format!("{} to go", duration(seconds))
+                }
+                Some(_) => "(copy is slow, no estimated time)".to_string(),
+                None => "no estimated completion time".to_string(),
+            };
+            format!(
+                "{head} at {}/s, {percent:.2}% done, {to_go}\n",
+                human_bytes(progress.rate_bytes_per_second)
+            )
+        }
+    }
+}
+
+/// The expansion as the daemon's scan state carries it for `pool wait -t raidz_expand` (null
+/// for a pool never expanded): exact numbers.
+pub fn expand_json(pool: &Pool) -> Value {
+    let Some(status) = pool.raidz_expansion() else {
+        return Value::Null;
+    };
+    json!({
+        "vdev": status.vdev,
+        "vdev_id": status.vdev_id.0,
+        "width": status.width,
+        "finished": status.finished,
+        "paused": status.paused,
+        "start_time": status.start_time,
+        "end_time": status.end_time,
+        "copied": status.copied,
+        "reflowed": status.reflowed,
+        "total": status.total,
+    })
+}
+
 /// What follows a leaf's counters in the vdev tree: `  (resilvering)` while a resilver runs for
 /// it, the txgs it missed while none does, else nothing.
 pub fn leaf_note(pool: &Pool, leaf: &Leaf) -> String {
@@ -212,6 +327,97 @@ mod tests {
             rate_bytes_per_second: 100 << 20,
             eta_seconds: Some(3725),
         }
+    }
+
+    /// An expansion of raidz1-0 started at 2023-11-14 22:13:20 UTC: 600M copied, 1G of 4G of
+    /// address space reflowed.
+    fn expansion() -> RaidzExpansionStatus {
+        RaidzExpansionStatus {
+            vdev: "raidz1-0".into(),
+            vdev_id: tarn::types::VdevId(0),
+            width: 5,
+            finished: false,
+            paused: None,
+            start_time: 1_700_000_000,
+            end_time: None,
+            copied: 600 << 20,
+            reflowed: 1 << 30,
+            total: 4 << 30,
+        }
+    }
+
+    #[test]
+    fn expand_lines_in_progress_read_like_zpool() {
+        // 100 s in: 6M/s copied, a quarter reflowed, three quarters to go at that pace.
+        assert_eq!(
+            expand_lines(&expansion(), 1_700_000_100),
+            "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
+             \t600M / 4G copied at 6M/s, 25.00% done, 00:05:00 to go\n"
+        );
+        // Nothing reflowed yet: no estimate; a clock behind the start counts one second.
+        let mut status = expansion();
+        status.reflowed = 0;
+        status.copied = 0;
+        assert_eq!(
+            expand_lines(&status, 1_699_999_990),
+            "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
+             \t0B / 4G copied at 0B/s, 0.00% done, no estimated completion time\n"
+        );
+        // A pace that would take more than 30 days gives no estimate, as zpool's.
+        let mut status = expansion();
+        status.reflowed = 1 << 20;
+        assert_eq!(
+            expand_lines(&status, 1_700_000_000 + 3600),
+            "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
+             \t600M / 4G copied at 171K/s, 0.02% done, (copy is slow, no estimated time)\n"
+        );
+    }
+
+    #[test]
+    fn expand_lines_clamp_to_the_whole_vdev() {
+        let mut status = expansion();
+        status.reflowed = 5 << 30;
+        assert_eq!(
+            expand_lines(&status, 1_700_000_100),
+            "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
+             \t600M / 4G copied at 6M/s, 100.00% done, 00:00:00 to go\n"
+        );
+        status.total = 0;
+        assert!(expand_lines(&status, 1_700_000_100).contains(", 100.00% done, "));
+    }
+
+    #[test]
+    fn expand_lines_paused_say_why() {
+        let mut status = expansion();
+        status.paused = Some("/d/c.img is OFFLINE".into());
+        assert_eq!(
+            expand_lines(&status, 1_700_000_100),
+            "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
+             \t600M / 4G copied, 25.00% done, paused: /d/c.img is OFFLINE\n"
+        );
+    }
+
+    #[test]
+    fn expand_lines_finished_read_like_zpool() {
+        let mut status = expansion();
+        status.finished = true;
+        status.end_time = Some(1_700_003_725);
+        status.copied = 3 << 30;
+        status.reflowed = status.total;
+        // The time of day does not matter once finished.
+        for now in [0, 1_700_003_725, u64::MAX] {
+            assert_eq!(
+                expand_lines(&status, now),
+                "expand: expanded raidz1-0 copied 3G in 01:02:05, on 2023-11-14 23:15\n"
+            );
+        }
+        let mut raidz2 = status.clone();
+        raidz2.vdev = "raidz2-1".into();
+        raidz2.copied = 1536;
+        assert_eq!(
+            expand_lines(&raidz2, 0),
+            "expand: expanded raidz2-1 copied 1.50K in 01:02:05, on 2023-11-14 23:15\n"
+        );
     }
 
     #[test]

@@ -1,18 +1,19 @@
 //! `pool status -j` in OpenZFS 2.3's schema (zpool's `status_callback_json`): one object per
 //! pool, with `name`, `state`, `guid`, `txg`, `status`/`action`/`moreinfo` when something is
-//! wrong, `scan_stats` once the pool was scanned, the vdev tree under `vdevs` (the root, named
-//! after the pool, holding the top-level vdevs, each holding its children, all keyed by name),
-//! the log vdevs under `logs`, the cache devices under `l2cache`, then `error_count` (and with
-//! `-v` the damaged files in `errlist`).
+//! wrong, `scan_stats` once the pool was scanned, `raidz_expand_stats` once a RAID-Z vdev was
+//! expanded, the vdev tree under `vdevs` (the root, named after the pool, holding the top-level
+//! vdevs, each holding its children, all keyed by name), the log vdevs under `logs`, the cache
+//! devices under `l2cache`, then `error_count` (and with `-v` the damaged files in `errlist`).
 //!
-//! A vdev carries `name`, `vdev_type` (`root`, `mirror`, `replacing`, `file`, `disk`), `guid`,
-//! `path` (leaves), `class` (`normal`, `log`, `l2cache`, as zpool's), `state`
+//! A vdev carries `name`, `vdev_type` (`root`, `mirror`, `raidz`, `replacing`, `file`,
+//! `disk`), `guid`, `path` (leaves), `class` (`normal`, `log`, `l2cache`, as zpool's), `state`
 //! in zpool's JSON words (`HEALTHY`, `DEGRADED`, `FAULTED`, `OFFLINE`, `REMOVED`, `CANT_OPEN`),
 //! the `read_errors`, `write_errors` and `checksum_errors` of leaves, and `aux` for why a leaf
 //! cannot be used (`cannot open`, `invalid label`). What tarn knows beyond zpool is added in the
 //! same shape: the pool's `reason` (a short name of the problem), `suspended` and `injections`,
 //! a leaf's `missed_txgs` and `resilvering`, a scan's `paused`, `min_txg`, `max_txg`,
-//! `copies_bad`, `unrepaired`, `rate_bytes_per_second` and `eta_seconds`.
+//! `copies_bad`, `unrepaired`, `rate_bytes_per_second` and `eta_seconds`, an expansion's
+//! `width`, `copied`, `paused`, `rate_bytes_per_second` and `eta_seconds`.
 //!
 //! Numbers are strings as people read them, or exact integers with `-p` ([`tarn_protocol::json`]).
 
@@ -109,7 +110,7 @@ pub fn leaf_object(view: LeafView, leaf: Option<(&Pool, &Leaf)>, exact: bool) ->
     Value::Object(object)
 }
 
-/// An interior vdev (the root, `mirror-N`, `replacing-N`): its name, type, guid if it has one,
+/// An interior vdev (the root, `mirror-N`, `raidzP-N`, `replacing-N`): its name, type, guid if it has one,
 /// class, state, and its children keyed by name.
 pub fn interior_object(
     name: &str,
@@ -168,6 +169,68 @@ pub fn scan_stats(pool: &Pool, exact: bool) -> Option<Value> {
     );
     if let Some(eta) = status.eta_seconds {
         put("eta_seconds", json::number(eta, exact));
+    }
+    Some(Value::Object(object))
+}
+
+/// The pool's `raidz_expand_stats` (none for a pool never expanded), as zpool's
+/// `raidz_expand_status_nvlist`: the vdev's `name`, `vdev_type`, `guid` and `class`, `state`
+/// (`SCANNING`, `FINISHED`), `expanding_vdev` (its id), `start_time`, `end_time` (0 while it
+/// runs), `to_reflow` and `reflowed` (bytes of its address space), `waiting_for_resilver` (1
+/// while the copy waits); then tarn's own: the new `width`, the bytes `copied`, why it is
+/// `paused` (or null), and while it runs `rate_bytes_per_second` and `eta_seconds` (as the
+/// `expand:` line computes them).
+pub fn raidz_expand_stats(pool: &Pool, exact: bool) -> Option<Value> {
+    let status = pool.raidz_expansion()?;
+    let top = pool
+        .top_vdevs()
+        .iter()
+        .find(|top| top.id == status.vdev_id)
+        .cloned();
+    let mut object = Map::new();
+    let mut put = |key: &str, value: Value| {
+        object.insert(key.to_string(), value);
+    };
+    put("name", status.vdev.clone().into());
+    put("vdev_type", "raidz".into());
+    if let Some(top) = &top {
+        put("guid", json::number(top.guid.0, exact));
+        put("class", top.class.as_str().into());
+    }
+    put(
+        "state",
+        if status.finished {
+            "FINISHED"
+        } else {
+            "SCANNING"
+        }
+        .into(),
+    );
+    put(
+        "expanding_vdev",
+        json::number(u64::from(status.vdev_id.0), exact),
+    );
+    put("start_time", json::time(status.start_time, exact));
+    put("end_time", json::time(status.end_time.unwrap_or(0), exact));
+    put("to_reflow", json::bytes(status.total, exact));
+    put("reflowed", json::bytes(status.reflowed, exact));
+    put(
+        "waiting_for_resilver",
+        json::number(u64::from(status.paused.is_some()), exact),
+    );
+    put("width", json::number(status.width, exact));
+    put("copied", json::bytes(status.copied, exact));
+    put("paused", status.paused.clone().into());
+    if !status.finished {
+        let progress =
+            crate::scan_report::expand_progress(&status, crate::scan_report::now_seconds());
+        put(
+            "rate_bytes_per_second",
+            json::bytes(progress.rate_bytes_per_second, exact),
+        );
+        if let Some(eta) = progress.eta_seconds {
+            put("eta_seconds", json::number(eta, exact));
+        }
     }
     Some(Value::Object(object))
 }

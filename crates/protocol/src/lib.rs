@@ -182,7 +182,7 @@ pub const STATUS_BAD_REQUEST: u8 = 2;
 
 /// The protocol's version, carried by every request and response (module documentation,
 /// "Version"). Raise it with any change to a request's or a response's shape.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// This build's version, as `tarn --version` prints it.
 pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -9,7 +9,7 @@ log_assert "CLI and daemon of different protocol versions refuse each other clea
 require_python
 
 # This build's protocol version (tarn_protocol::PROTOCOL_VERSION).
-protocol=6
+protocol=7
 
 default_setup
 log_must tarn version
@@ -42,10 +42,11 @@ case $answer in
 "2 $protocol tarn: bad request: this command is a different build of tarn (a build from before protocol versions)"*"tarn daemon --stop"*) ;;
 *) log_fail "a request without a version: $answer" ;;
 esac
-answer=$(ask_raw "{\"protocol\":7,$status_args}")
+newer=$((protocol + 1))
+answer=$(ask_raw "{\"protocol\":$newer,$status_args}")
 case $answer in
-"2 $protocol tarn: bad request: this command is a different build of tarn (protocol 7)"*) ;;
-*) log_fail "a request of protocol 7: $answer" ;;
+"2 $protocol tarn: bad request: this command is a different build of tarn (protocol $newer)"*) ;;
+*) log_fail "a request of protocol $newer: $answer" ;;
 esac
 answer=$(ask_raw "{$old_scrub}")
 case $answer in

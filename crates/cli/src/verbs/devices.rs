@@ -1,8 +1,8 @@
-//! Verbs that change a pool's vdev tree: `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`,
-//! `pool detach POOL DEVICE`, `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]` and
-//! `pool add [-n] [-f] POOL VDEV_SPEC...`, as zpool's. The pool must be imported (in the
-//! daemon); new device paths are made absolute here, since the daemon does not share our
-//! working directory.
+//! Verbs that change a pool's vdev tree: `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE` (also
+//! `POOL raidzN-M NEW_DEVICE`: RAID-Z expansion), `pool detach POOL DEVICE`, `pool replace [-f]
+//! [-w] POOL DEVICE [NEW_DEVICE]` and `pool add [-n] [-f] POOL VDEV_SPEC...`, as zpool's. The
+//! pool must be imported (in the daemon); new device paths are made absolute here, since the
+//! daemon does not share our working directory.
 
 use std::path::Path;
 
@@ -15,7 +15,7 @@ use tarn_protocol::request::devices::{
 };
 use tarn_protocol::Request;
 
-use super::scrub::wait_scan;
+use super::scrub::{wait_raidz_expand, wait_scan};
 use super::{ask_imported, forward};
 
 /// A device of the pool as the user named it: a path (made absolute), a file name or a guid.
@@ -31,17 +31,38 @@ fn new_device(path: &str) -> String {
     absolute(Path::new(path)).display().to_string()
 }
 
-/// `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`.
+/// Whether `device` names a RAID-Z vdev (`raidz1-0`, `raidz2-3`) rather than a device: attach
+/// to it is an expansion, and `-w` waits for the expansion instead of a resilver (as zpool's
+/// attach, which goes by the `raidz` prefix).
+fn is_raidz_vdev_name(device: &str) -> bool {
+    let Some((parity, id)) = device
+        .strip_prefix("raidz")
+        .and_then(|rest| rest.split_once('-'))
+    else {
+        return false;
+    };
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit());
+    digits(parity) && digits(id)
+}
+
+/// `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`: a mirror side beside DEVICE (`-w`: until it
+/// is resilvered), or, with DEVICE a RAID-Z vdev's name (`raidz1-0`), a new child of that vdev,
+/// whose expansion then runs in the background (`-w`: until it has finished).
 pub fn attach(socket: &Path, mut args: AttachArgs) -> Result<Status, Failure> {
     args.device = existing_device(&args.device);
     args.new_device = new_device(&args.new_device);
     let (pool, wait) = (args.pool.clone(), args.wait);
+    let expansion = is_raidz_vdev_name(&args.device);
     let request = Request::Devices(DevicesRequest::Attach(args));
     let status = forward(ask_imported(socket, &pool, &request)?);
     if status != 0 || !wait {
         return Ok(status);
     }
-    wait_scan(socket, "resilver", &pool)
+    if expansion {
+        wait_raidz_expand(socket, &pool)
+    } else {
+        wait_scan(socket, "resilver", &pool)
+    }
 }
 
 /// `pool detach POOL DEVICE`.
@@ -132,4 +153,29 @@ pub fn add(socket: &Path, mut args: AddArgs) -> Result<Status, Failure> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_raidz_vdev_name;
+
+    #[test]
+    fn raidz_vdev_names_are_told_from_devices() {
+        for name in ["raidz1-0", "raidz2-1", "raidz3-12"] {
+            assert!(is_raidz_vdev_name(name), "{name}");
+        }
+        for name in [
+            "raidz",
+            "raidz1",
+            "raidz-0",
+            "raidz1-",
+            "raidz1-0x",
+            "raidz1-0.img",
+            "mirror-0",
+            "/d/raidz1-0",
+            "a.img",
+        ] {
+            assert!(!is_raidz_vdev_name(name), "{name}");
+        }
+    }
 }

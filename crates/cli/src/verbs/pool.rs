@@ -624,35 +624,45 @@ const WAIT_POLL_MAX: Duration = Duration::from_millis(20);
 
 /// `pool wait [-t ACTIVITY[,...]] POOL`: block until the activities have finished. `free`
 /// (background frees of destroyed datasets: the `freeing` property reaches 0, then the frees'
-/// deferral passes, so that `avail` shows the space at once), `scrub`, `resilver`; with
-/// no -t every supported activity is waited for. Quiet, except for a progress line on stderr
-/// when stderr is a terminal.
+/// deferral passes, so that `avail` shows the space at once), `scrub`, `resilver`,
+/// `raidz_expand` (a RAID-Z expansion's copy, paused or not); with no -t every supported
+/// activity is waited for. Quiet, except for a progress line on stderr when stderr is a
+/// terminal.
 pub fn wait(socket: &Path, activities: Vec<String>, pool: String) -> Result<Status, Failure> {
     for activity in &activities {
         match activity.as_str() {
-            "free" | "scrub" | "resilver" => {}
-            "initialize" | "replace" | "remove" | "trim" | "discard" => {
+            "free" | "scrub" | "resilver" | "raidz_expand" => {}
+            "initialize" | "replace" | "remove" | "trim" | "discard" | "condense" => {
                 return Err(Failure(format!(
-                    "cannot wait for {activity} on '{pool}': not supported yet (tarn pool wait knows free, scrub and resilver)"
+                    "cannot wait for {activity} on '{pool}': not supported yet (tarn pool wait knows free, scrub, resilver and raidz_expand)"
                 )))
             }
             other => {
                 return Err(Failure(format!(
-                    "invalid activity {other:?}: expected free, scrub or resilver"
+                    "invalid activity {other:?}: expected free, scrub, resilver or raidz_expand"
                 )))
             }
         }
     }
-    // Scans first (`verbs/scrub.rs`), then frees; no -t: every activity.
+    let wanted =
+        |activity: &str| activities.is_empty() || activities.iter().any(|one| one == activity);
+    // An expansion first: its end starts a scrub, which a wait for every activity waits for too.
+    if wanted("raidz_expand") {
+        let status = super::scrub::wait_raidz_expand(socket, &pool)?;
+        if status != 0 {
+            return Ok(status);
+        }
+    }
+    // Scans (`verbs/scrub.rs`), then frees; no -t: every activity.
     for function in ["resilver", "scrub"] {
-        if activities.is_empty() || activities.iter().any(|activity| activity == function) {
+        if wanted(function) {
             let status = super::scrub::wait_scan(socket, function, &pool)?;
             if status != 0 {
                 return Ok(status);
             }
         }
     }
-    if !activities.is_empty() && !activities.iter().any(|activity| activity == "free") {
+    if !wanted("free") {
         return Ok(0);
     }
     let progress = std::io::stderr().is_terminal();

@@ -1,6 +1,7 @@
 //! Scrub, resilver and device verbs: `pool scrub [-s|-p] POOL`, `pool resilver POOL`, `pool
-//! online|offline POOL DEVICE...`, and `pool wait -t scrub|resilver POOL`. Each needs the pool imported (in the
-//! daemon), as zpool's do; the scan itself runs in the daemon's sync thread.
+//! online|offline POOL DEVICE...`, and `pool wait -t scrub|resilver|raidz_expand POOL`. Each
+//! needs the pool imported (in the daemon), as zpool's do; the scan itself runs in the daemon's
+//! sync thread, a RAID-Z expansion's copy in a thread of its own.
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -106,6 +107,51 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
     }
     if shown {
         let _ = writeln!(std::io::stderr(), "\r{pool}: {function} done{:40}", "");
+    }
+    Ok(0)
+}
+
+/// `pool wait -t raidz_expand POOL` (and `pool attach -w POOL raidzN-M NEW_DEVICE`): poll the
+/// pool's RAID-Z expansion until none runs (the pool never had one, or the newest finished).
+/// A paused copy is waited for, as zpool's wait does: it goes on by itself once the vdev is
+/// healthy again. Progress on stderr when it is a terminal.
+pub fn wait_raidz_expand(socket: &Path, pool: &str) -> Result<Status, Failure> {
+    let progress = std::io::stderr().is_terminal();
+    let mut shown = false;
+    loop {
+        let request = Request::Scan(ScanRequest::Status(PoolName {
+            pool: pool.to_string(),
+        }));
+        let response = ask_imported(socket, pool, &request)?;
+        if response.status != 0 {
+            return Ok(forward(response));
+        }
+        let expand = &response.data["expand"];
+        if expand.is_null() || expand["finished"] == true {
+            break;
+        }
+        if progress {
+            let reflowed = expand["reflowed"].as_u64().unwrap_or(0);
+            let total = expand["total"].as_u64().unwrap_or(0).max(1);
+            let vdev = expand["vdev"].as_str().unwrap_or("raidz");
+            let paused = match expand["paused"].as_str() {
+                Some(why) => format!(", paused: {why}"),
+                None => String::new(),
+            };
+            let mut stderr = std::io::stderr();
+            let _ = write!(
+                stderr,
+                "\r{pool}: expanding {vdev} {:>8} copied, {:.1}% done{paused} ",
+                human_bytes(expand["copied"].as_u64().unwrap_or(0)),
+                (reflowed.min(total) as f64 * 100.0 / total as f64)
+            );
+            let _ = stderr.flush();
+            shown = true;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    if shown {
+        let _ = writeln!(std::io::stderr(), "\r{pool}: raidz expansion done{:60}", "");
     }
     Ok(0)
 }

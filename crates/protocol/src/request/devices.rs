@@ -1,8 +1,9 @@
-//! The devices family, verbs that change a pool's vdev tree: `pool attach [-f] [-w] POOL DEVICE
-//! NEW_DEVICE`, `pool detach POOL DEVICE`, `pool remove POOL DEVICE...`, `pool replace [-f] [-w]
-//! POOL DEVICE [NEW_DEVICE]` and `pool add [-n] [-f] POOL VDEV_SPEC...`. Device paths are made
-//! absolute by the CLI before it sends them (the daemon does not share its working directory);
-//! a device of the pool may also be named by its file name or guid.
+//! The devices family, verbs that change a pool's vdev tree: `pool attach [-f] [-w] POOL
+//! DEVICE|raidzN-M NEW_DEVICE` (a mirror side, or a RAID-Z expansion), `pool detach POOL
+//! DEVICE`, `pool remove POOL DEVICE...`, `pool replace [-f] [-w] POOL DEVICE [NEW_DEVICE]` and
+//! `pool add [-n] [-f] POOL VDEV_SPEC...`. Device paths are made absolute by the CLI before it
+//! sends them (the daemon does not share its working directory); a device of the pool may also
+//! be named by its file name or guid.
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -52,11 +53,13 @@ pub struct AttachArgs {
     /// Use the new device even if it seems in use.
     #[arg(short = 'f')]
     pub force: bool,
-    /// Wait until the new side is resilvered.
+    /// Wait until the new side is resilvered (for a RAID-Z vdev: until it is expanded).
     #[arg(short = 'w')]
     #[serde(skip)]
     pub wait: bool,
     pub pool: String,
+    /// A device of the pool (a mirror side is attached beside it), or a RAID-Z vdev's name
+    /// (`raidz1-0`: the vdev is expanded with the new device).
     pub device: String,
     pub new_device: String,
 }

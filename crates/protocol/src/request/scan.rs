@@ -1,5 +1,6 @@
 //! The scan family: `pool scrub [-s|-p|-w] POOL`, `pool resilver POOL`, `pool online|offline
-//! POOL DEVICE...`, and the scan state that `pool wait -t scrub|resilver` polls.
+//! POOL DEVICE...`, and the scan and RAID-Z expansion state that `pool wait -t
+//! scrub|resilver|raidz_expand` polls.
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,8 @@ pub enum ScanRequest {
     /// needed"|"started"|"restarted"|"replaces scrub"}`.
     Resilver(PoolName),
     /// The scan state of a pool: `data = {"scan": {function, state, paused, examined,
-    /// to_examine, ...}}`.
+    /// to_examine, ...}, "expand": {vdev, vdev_id, width, finished, paused, start_time,
+    /// end_time, copied, reflowed, total}}` (each null when the pool never had one).
     Status(PoolName),
     /// Bring devices online.
     Online(DeviceStateArgs),
