@@ -24,31 +24,25 @@ impl SpaceManager {
         txg: Txg,
         storage: &dyn SpaceStorage,
     ) -> Result<Vec<Range<u64>>, SpaceError> {
-        let groups = self.groups.read();
-        let Some(group) = groups.iter().find(|group| group.lock().vdev == vdev) else {
-            return Err(SpaceError::InvalidVdev {
-                vdev,
-                reason: "no such vdev".into(),
-            });
-        };
-        let mut group = group.lock();
-        let Some(metaslab) = group.metaslabs.get(index) else {
-            return Err(SpaceError::InvalidVdev {
-                vdev,
-                reason: format!("no metaslab {index}"),
-            });
-        };
-        let (start, end) = (metaslab.start, metaslab.start + metaslab.size);
-        group.disabled = Some(index);
-        for active in group.active.iter_mut() {
-            if active.is_some_and(|(at, _)| at == index) {
-                *active = None;
+        self.with_group(vdev, |group| {
+            let Some(metaslab) = group.metaslabs.get(index) else {
+                return Err(SpaceError::InvalidVdev {
+                    vdev,
+                    reason: format!("no metaslab {index}"),
+                });
+            };
+            let (start, end) = (metaslab.start, metaslab.start + metaslab.size);
+            group.disabled = Some(index);
+            for active in group.active.iter_mut() {
+                if active.is_some_and(|(at, _)| at == index) {
+                    *active = None;
+                }
             }
-        }
-        let last_synced = self.last_synced_before(txg);
-        let metaslab = &mut group.metaslabs[index];
-        self.track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
-        Ok(not_free(metaslab, start, end))
+            let last_synced = self.last_synced_before(txg);
+            let metaslab = &mut group.metaslabs[index];
+            self.track(metaslab, |metaslab| metaslab.load(storage, last_synced))?;
+            Ok(not_free(metaslab, start, end))
+        })
     }
 
     /// Let `vdev`'s disabled metaslab take allocations again.
@@ -65,33 +59,27 @@ impl SpaceManager {
     /// allocations sized by `unit` from now on: a RAID-Z vdev whose expansion finished.
     pub fn grow_vdev(&self, vdev: VdevId, asize: u64, unit: AllocUnit) -> Result<(), SpaceError> {
         let block_size = self.metaslab_map_block_size();
-        let groups = self.groups.read();
-        let Some(group) = groups.iter().find(|group| group.lock().vdev == vdev) else {
-            return Err(SpaceError::InvalidVdev {
-                vdev,
-                reason: "no such vdev".into(),
-            });
-        };
-        let mut group = group.lock();
-        let count = asize >> group.ms_shift;
-        let mut added = 0u64;
-        for id in group.metaslabs.len() as u64..count {
-            let mut metaslab = Metaslab::new(
-                id,
-                id << group.ms_shift,
-                1 << group.ms_shift,
-                group.ashift,
-                block_size,
-            );
-            metaslab.class = group.class;
-            group.metaslabs.push(metaslab);
-            added += 1 << group.ms_shift;
-        }
-        group.unit = unit;
-        self.counters[group.class.index()]
-            .size
-            .fetch_add(added, Ordering::Relaxed);
-        Ok(())
+        self.with_group(vdev, |group| {
+            let count = asize >> group.ms_shift;
+            let mut added = 0u64;
+            for id in group.metaslabs.len() as u64..count {
+                let mut metaslab = Metaslab::new(
+                    id,
+                    id << group.ms_shift,
+                    1 << group.ms_shift,
+                    group.ashift,
+                    block_size,
+                );
+                metaslab.class = group.class;
+                group.metaslabs.push(metaslab);
+                added += 1 << group.ms_shift;
+            }
+            group.unit = unit;
+            self.counters[group.class.index()]
+                .size
+                .fetch_add(added, Ordering::Relaxed);
+            Ok(())
+        })
     }
 }
 
