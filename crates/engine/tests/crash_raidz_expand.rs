@@ -77,23 +77,31 @@ fn round(seed: u64) -> bool {
             plan.stop_at_flush(plan.flush_count() + rng.gen_range(0..60));
         }
         let expanding = pool.core.io.vdevs.tops()[0].children.len() == 5;
-        if !expanding {
-            let _ = pool.attach("raidz1-0", &new, false);
-        }
-        let _ = pool.wait_raidz_expansion();
+        let attached = if expanding {
+            None
+        } else {
+            Some(pool.attach("raidz1-0", &new, false))
+        };
+        let waited = pool.wait_raidz_expansion();
+        log::debug!("seed {seed} cut {cut}: attach {attached:?}, wait {waited:?}");
         plan.stop_now();
         drop(pool);
     }
-    let pool = import_with(dir.path(), None);
-    assert_files_read_right(
-        &pool,
-        &files,
-        FILE_BYTES,
-        &format!("seed {seed}, after the cuts"),
-    );
-    let midway = pool
+    // Read-only first (no copy thread): where the cuts left the copy, and every file reads.
+    let mut options = ImportOptions::new(dirs(dir.path()), tiny());
+    options.readonly = true;
+    let readonly = Pool::import(POOL, options)
+        .unwrap_or_else(|error| panic!("seed {seed}: read-only import after the cuts: {error}"))
+        .0;
+    let midway = readonly
         .raidz_expansion()
         .is_some_and(|status| !status.finished && status.reflowed > 0);
+    let what = format!("seed {seed}, read-only after the cuts");
+    assert_files_read_right(&readonly, &files, FILE_BYTES, &what);
+    drop(readonly);
+    let pool = import_with(dir.path(), None);
+    let what = format!("seed {seed}, after the cuts");
+    assert_files_read_right(&pool, &files, FILE_BYTES, &what);
     if pool.core.io.vdevs.tops()[0].children.len() == 4 {
         // The attach never committed: do it now.
         pool.attach("raidz1-0", &new, true).unwrap();

@@ -138,8 +138,8 @@ pub(crate) fn now_seconds() -> u64 {
 const EXPAND_ETA_MAX_SECONDS: u64 = 30 * 24 * 3600;
 
 /// How far a running expansion has come at `now`: the share of the vdev's address space
-/// reflowed (percent, at most 100), the copy rate (bytes copied a second since the start) and
-/// the seconds to go at the pace the address space has been reflowed so far (none before
+/// reflowed (percent, at most 100), the rate (bytes of it reflowed a second since the start:
+/// free space the copy skips counts, as the progress it is) and the seconds to go at the pace the address space has been reflowed so far (none before
 /// anything is reflowed).
 pub(crate) struct ExpandProgress {
     pub(crate) percent: f64,
@@ -162,7 +162,7 @@ pub(crate) fn expand_progress(status: &RaidzExpansionStatus, now: u64) -> Expand
     });
     ExpandProgress {
         percent,
-        rate_bytes_per_second: status.copied / elapsed,
+        rate_bytes_per_second: reflowed / elapsed,
         eta_seconds,
     }
 }
@@ -178,8 +178,9 @@ pub fn expand_text(pool: &Pool) -> String {
 
 /// The `expand:` lines of one expansion at `now` (seconds since the epoch), in OpenZFS 2.3's
 /// words (`print_raidz_expand_status`): while the copy runs, `expansion of raidz1-0 in progress
-/// since ...`, then the bytes copied of the vdev's size, the rate, the share of the address
-/// space reflowed and the time to go, or why the copy waits; once finished, `expanded raidz1-0
+/// since ...`, then the bytes of the vdev's address space reflowed of its size (zpool counts
+/// the allocated bytes copied of the allocated ones; the copy here skips free space in whole
+/// ranges, so the address space is its measure), the rate, the share and the time to go, or why the copy waits; once finished, `expanded raidz1-0
 /// copied ... in H:MM:SS, on ...`.
 pub fn expand_lines(status: &RaidzExpansionStatus, now: u64) -> String {
     let vdev = &status.vdev;
@@ -196,7 +197,7 @@ pub fn expand_lines(status: &RaidzExpansionStatus, now: u64) -> String {
     let head = format!(
         "expand: expansion of {vdev} in progress since {}\n\t{} / {} copied",
         utc_time(status.start_time),
-        human_bytes(status.copied),
+        human_bytes(status.reflowed.min(status.total)),
         human_bytes(status.total),
     );
     let percent = progress.percent;
@@ -348,11 +349,11 @@ mod tests {
 
     #[test]
     fn expand_lines_in_progress_read_like_zpool() {
-        // 100 s in: 6M/s copied, a quarter reflowed, three quarters to go at that pace.
+        // 100 s in, a quarter of the address space reflowed: three quarters to go at that pace.
         assert_eq!(
             expand_lines(&expansion(), 1_700_000_100),
             "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
-             \t600M / 4G copied at 6M/s, 25.00% done, 00:05:00 to go\n"
+             \t1G / 4G copied at 10.2M/s, 25.00% done, 00:05:00 to go\n"
         );
         // Nothing reflowed yet: no estimate; a clock behind the start counts one second.
         let mut status = expansion();
@@ -369,7 +370,7 @@ mod tests {
         assert_eq!(
             expand_lines(&status, 1_700_000_000 + 3600),
             "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
-             \t600M / 4G copied at 171K/s, 0.02% done, (copy is slow, no estimated time)\n"
+             \t1M / 4G copied at 291B/s, 0.02% done, (copy is slow, no estimated time)\n"
         );
     }
 
@@ -380,7 +381,7 @@ mod tests {
         assert_eq!(
             expand_lines(&status, 1_700_000_100),
             "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
-             \t600M / 4G copied at 6M/s, 100.00% done, 00:00:00 to go\n"
+             \t4G / 4G copied at 41.0M/s, 100.00% done, 00:00:00 to go\n"
         );
         status.total = 0;
         assert!(expand_lines(&status, 1_700_000_100).contains(", 100.00% done, "));
@@ -393,7 +394,7 @@ mod tests {
         assert_eq!(
             expand_lines(&status, 1_700_000_100),
             "expand: expansion of raidz1-0 in progress since 2023-11-14 22:13\n\
-             \t600M / 4G copied, 25.00% done, paused: /d/c.img is OFFLINE\n"
+             \t1G / 4G copied, 25.00% done, paused: /d/c.img is OFFLINE\n"
         );
     }
 

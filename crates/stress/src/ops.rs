@@ -33,7 +33,7 @@
 //!   rollback, promote, rename or write of what it reads;
 //! - the pool: scrubs and resilvers started, paused and stopped; devices taken offline,
 //!   detached, attached and replaced; a mirror side wiped and brought back; RAID-Z children
-//!   taken offline and brought back; faults injected on one side of the mirror; copies of old
+//!   taken offline and brought back, and the vdev expanded by a child; faults injected on one side of the mirror; copies of old
 //!   blocks damaged on one side or on RAID-Z children, and the scrubs that must repair them; export and import; rewind imports; phases that run the pool near
 //!   full.
 //!
@@ -148,6 +148,10 @@ pub enum Op {
     /// Wipe a RAID-Z child (sometimes with another offline, at parity two), check that
     /// `online` refuses it, and replace it in place: the resilver rebuilds every column.
     RaidzWipeReplace,
+    /// Add a child to the RAID-Z vdev (`pool attach POOL raidzN-M NEW`, at most twice per
+    /// pool) and wait while the copy moves every sector to the wider stripe beside the other
+    /// workers; a kill lands in the copy now and then, and the import resumes it.
+    RaidzExpand,
     /// Detach a mirror side, then attach it again (a resilver follows).
     DeviceDetachAttach,
     /// Replace a device with a new one.
@@ -268,6 +272,9 @@ pub const OPERATIONS: &[OpSpec] = &[
     // sibling (`DeviceOfflineOnline`); no other row was changed for it.
     row(Op::RaidzOfflineOnline, 2, true),
     row(Op::RaidzWipeReplace, 1, true),
+    // Added with RAID-Z expansion, with the weight of the rarest device operations; no other
+    // row was changed for it.
+    row(Op::RaidzExpand, 1, true),
     // As often as the commonest device operation: like each of them it takes one side away
     // (here by making it misbehave) and ends with a heal and a scrub, and it has five kinds
     // of fault to cover where a device operation has one path.
@@ -360,7 +367,7 @@ mod tests {
             assert!(seen.insert(spec.op), "{:?} is listed twice", spec.op);
             assert!(spec.weight > 0, "{:?} has no weight", spec.op);
         }
-        assert_eq!(seen.len(), 55);
+        assert_eq!(seen.len(), 56);
     }
 
     #[test]

@@ -192,6 +192,70 @@ fn all_but(kept: &[&str]) -> String {
     excluded.join(",")
 }
 
+/// What a RAID-Z expansion run keeps of the table: data and snapshots, the expansion, and what
+/// meets the expanded vdev afterwards (damage its scrub must repair, children offline, export
+/// and import, rewinds, which a copy in progress refuses).
+const RAIDZ_EXPAND_MIX: &[&str] = &[
+    "Write",
+    "Overwrite",
+    "Unlink",
+    "Fsync",
+    "ReadVerify",
+    "Snapshot",
+    "DestroySnapshot",
+    "RaidzExpand",
+    "DamageRaidzChildren",
+    "RaidzOfflineOnline",
+    "ExportImport",
+    "RewindImport",
+];
+
+/// The count of `outcome` in a run's summary (0 when it never happened).
+fn outcome_count(stdout: &str, outcome: &str) -> u64 {
+    let needle = format!("; {outcome}: ");
+    stdout
+        .lines()
+        .find(|line| line.contains(" operations ("))
+        .and_then(|summary| summary.split(&needle).nth(1))
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn raidz_expansions_run_beside_writes_damage_and_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut finished = 0;
+    let mut runs = 0;
+    for seed in 21..=30 {
+        runs += 1;
+        let seed = seed.to_string();
+        let run_dir = dir.path().join(format!("run-{seed}"));
+        let output = stress(&[
+            "--operations",
+            "80",
+            "--dir",
+            run_dir.to_str().unwrap(),
+            "--seed",
+            &seed,
+            "--threads",
+            "2",
+            "--exclude",
+            &all_but(RAIDZ_EXPAND_MIX),
+        ]);
+        assert_clean_run(&output);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        finished += outcome_count(&stdout, "raidz expansions finished");
+        if finished >= 2 {
+            break;
+        }
+    }
+    assert!(
+        finished >= 2,
+        "{runs} runs finished {finished} raidz expansions"
+    );
+}
+
 #[test]
 fn sends_of_every_kind_run_and_a_received_snapshot_unlike_its_source_is_reported() {
     let dir = tempfile::tempdir().unwrap();

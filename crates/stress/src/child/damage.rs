@@ -59,6 +59,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -70,7 +71,9 @@ use tarn::pool::scan::{ScanFunction, ScanState};
 use tarn::pool::Pool;
 use tarn::types::{Guid, Txg, VdevId};
 use tarn::vdev::label::VDEV_LABEL_START_SIZE;
-use tarn::vdev::raidz::{block_map, RaidzGeometry};
+use tarn::vdev::raidz::block_map;
+use tarn::vdev::tree::raidz_layout::RaidzLayout;
+use tarn::vdev::TopVdev;
 
 use super::devices::{
     cancel_paused_scrub, check_scrub_coverage, drive_scan, run_scrub, scan_phys, two_sides,
@@ -114,7 +117,8 @@ struct Targets {
 /// The RAID-Z children one operation damages.
 struct RaidzTargets {
     vdev: VdevId,
-    geometry: RaidzGeometry,
+    /// The vdev: where a block's columns lie depends on the width it was written with.
+    top: Arc<TopVdev>,
     /// Each damaged child (its index in the geometry) with its file ([`Extent::file`]).
     children: Vec<(usize, usize)>,
 }
@@ -131,12 +135,14 @@ impl Targets {
         Ok(())
     }
 
-    /// The bytes to damage in one copy (`dva`) of a block of `size_physical` bytes: on the
-    /// mirror side, the copy's first bytes; on the RAID-Z vdev, the first bytes of each column
-    /// the block's map ([`block_map`]) puts on a damaged child, data or parity. Up to `parity`
-    /// children are damaged, and a map puts at most one column on a child, so the block keeps
-    /// enough columns to be rebuilt; each damaged column is a bad copy in a scrub's count.
-    fn copy_extents(&self, dva: &Dva, size_physical: u64) -> Vec<Extent> {
+    /// The bytes to damage in one copy (`dva`) of a block of `size_physical` bytes born
+    /// (physically) in `birth`: on the mirror side, the copy's first bytes; on the RAID-Z
+    /// vdev, the first bytes of each column the block's map ([`block_map`]) puts on a damaged
+    /// child, data or parity, or, for a block narrower than the vdev after an expansion, each
+    /// of its sectors there. Up to `parity` children are damaged, and a map puts at most one
+    /// column of a block (one sector of each row of a narrower one) on a child, so the block
+    /// keeps enough to be rebuilt; each damaged column is a bad copy in a scrub's count.
+    fn copy_extents(&self, dva: &Dva, size_physical: u64, birth: u64) -> Vec<Extent> {
         let mut extents = Vec::new();
         if let Some((vdev, file)) = self.mirror {
             if dva.vdev == vdev {
@@ -152,7 +158,29 @@ impl Targets {
         }
         if let Some(raidz) = &self.raidz {
             if dva.vdev == raidz.vdev {
-                let map = block_map(&raidz.geometry, dva.offset, size_physical);
+                let geometry = match raidz.top.raidz_layout(dva.offset, size_physical, birth) {
+                    Some(RaidzLayout::Columns(geometry)) => geometry,
+                    Some(RaidzLayout::Cells(block, _held)) => {
+                        let sector = raidz.top.sector_size();
+                        for cell in &block.cells {
+                            let damaged = raidz
+                                .children
+                                .iter()
+                                .find(|(child, _)| *child == cell.place.child);
+                            if let Some(&(_, file)) = damaged {
+                                extents.push(Extent {
+                                    file,
+                                    offset: cell.place.device_offset(sector),
+                                    bytes: sector.min(DAMAGE_BYTES_MAX as u64),
+                                    parity: cell.column < block.map.parity,
+                                });
+                            }
+                        }
+                        return extents;
+                    }
+                    None => return extents,
+                };
+                let map = block_map(&geometry, dva.offset, size_physical);
                 let accessed = &map.columns[..map.accessed_columns()];
                 for (index, column) in accessed.iter().enumerate() {
                     let damaged = raidz
@@ -204,14 +232,14 @@ impl Child {
         let Some((top, children)) = whole_raidz(pool) else {
             return refused("the raidz vdev is not whole");
         };
-        let geometry = top.raidz_geometry().expect("a RAID-Z vdev");
+        let parity = top.kind.parity();
         let mut targets = Targets::default();
         if rng.gen_ratio(1, 2) {
             if let Some(sides) = two_sides(pool) {
                 targets.add_mirror_side(pool, &sides[rng.gen_range(0..2)])?;
             }
         }
-        let count = rng.gen_range(1..=geometry.parity);
+        let count = rng.gen_range(1..=parity);
         let mut chosen: Vec<usize> = (0..children.len()).collect();
         chosen.shuffle(rng);
         chosen.truncate(count);
@@ -224,7 +252,7 @@ impl Child {
             .collect();
         targets.raidz = Some(RaidzTargets {
             vdev: top.id,
-            geometry,
+            top: top.clone(),
             children: damaged,
         });
         outcomes::note(match count {
@@ -261,7 +289,13 @@ impl Child {
                     }
                     candidates.extend(
                         (bp.copies())
-                            .map(|dva| targets.copy_extents(dva, u64::from(bp.size_physical)))
+                            .map(|dva| {
+                                targets.copy_extents(
+                                    dva,
+                                    u64::from(bp.size_physical),
+                                    bp.birth_physical.0,
+                                )
+                            })
                             .filter(|extents| !extents.is_empty()),
                     );
                     Ok(())

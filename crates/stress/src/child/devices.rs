@@ -135,7 +135,12 @@ pub(super) fn raidz_top(pool: &Pool) -> Option<Arc<TopVdev>> {
 pub(super) fn whole_raidz(pool: &Pool) -> Option<(Arc<TopVdev>, Vec<Side>)> {
     let top = raidz_top(pool)?;
     let slots = top.raidz_geometry()?.children;
-    if top.children.len() != slots || !top.children.iter().all(|leaf| leaf.is_usable()) {
+    // While an expansion's copy runs (resumed by an import after a kill), no device operation
+    // or damage: the copy reads one child per slot, raw, and moves what is damaged.
+    if top.children.len() != slots
+        || !top.children.iter().all(|leaf| leaf.is_usable())
+        || top.raidz_expanding()
+    {
         return None;
     }
     let children = top.children.iter().map(|leaf| side_of(leaf)).collect();

@@ -395,6 +395,12 @@ impl Child {
                 Err(why) if why.contains("no valid uberblock of txg") => {
                     log::warn!("{why}; trying an older txg");
                 }
+                // A RAID-Z expansion's copy moved since that txg: its old places may be
+                // overwritten, and the pool layer refuses to open it (as OpenZFS does).
+                Err(why) if why.contains("cannot rewind across it") => {
+                    log::info!("{why}");
+                    outcomes::note("rewind refused across a raidz expansion's copy");
+                }
                 Err(why) => return Err(why),
             }
         }
@@ -934,6 +940,7 @@ impl Child {
             | Op::DeviceReplace => self.device_op(op, pool, rng),
             Op::RaidzOfflineOnline => self.raidz_offline_online(pool, rng),
             Op::RaidzWipeReplace => self.raidz_wipe_replace(pool, rng),
+            Op::RaidzExpand => self.raidz_expand(pool, rng),
             Op::InjectFault => self.inject_fault(pool, rng),
             Op::DamageMirrorSide | Op::DamageRaidzChildren => {
                 {

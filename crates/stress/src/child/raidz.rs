@@ -21,6 +21,14 @@
 //!    that finds no bad copy. A child killed part-way leaves children offline (the offline
 //!    state persists), and the next child's heal brings them back the same way.
 //!
+//! `RaidzExpand`: the RAID-Z vdev gains a child (`pool attach POOL raidzN-M NEW`, OpenZFS 2.3's
+//! expansion), at most [`EXPANSIONS_MAX`] times per pool. Holding the devices lock (no other
+//! device operation or damage meanwhile; [`whole_raidz`] also refuses while a copy resumed by an
+//! import runs), the operation attaches a new sparse file as the last column and waits while the
+//! copy moves every sector beside the other workers' writes, frees and snapshots; the copy must
+//! end with the vdev one wider and not expanding. A kill during the copy leaves it to the next
+//! import, which resumes it; the oracle then verifies every file as after any kill.
+//!
 //! `RaidzWipeReplace`: a RAID-Z child's disk swapped for a blank one while the pool runs, as an
 //! administrator's bad day has it. Holding the devices lock, the operation
 //! 1. with parity two, sometimes takes another child offline first, so that the rebuild reads
@@ -45,7 +53,10 @@ use tarn::pool::{Pool, PoolError};
 use super::devices::{
     drive_scan, flush_before_wipe, heal_devices, leaves_missing_txgs, whole_raidz, wipe_device,
 };
-use super::{outcomes, refused, Child, OpError, OpResult};
+use super::{outcomes, pool_dir, raidz_child_file, refused, Child, OpError, OpResult};
+
+/// The most children the tool adds to a seed's RAID-Z vdev.
+const EXPANSIONS_MAX: usize = 2;
 
 /// The longest pause between two children brought back online, in milliseconds.
 const ONLINE_GAP_MS: u64 = 100;
@@ -145,5 +156,52 @@ impl Child {
         })();
         heal_devices(pool, &self.plan.dir)?;
         outcome
+    }
+
+    /// The operation `RaidzExpand`: see the module documentation.
+    pub(super) fn raidz_expand(&self, pool: &Pool, _rng: &mut StdRng) -> OpResult {
+        let _devices = self.lock_devices(pool)?;
+        let Some((top, children)) = whole_raidz(pool) else {
+            return refused("the raidz vdev is not whole, or its expansion runs");
+        };
+        let expanded = top
+            .raidz_widths()
+            .map_or(0, |widths| widths.expansions().len());
+        if expanded >= EXPANSIONS_MAX {
+            return refused("the raidz vdev was expanded enough");
+        }
+        let vdev = top
+            .kind
+            .group_name(top.id.0)
+            .expect("a raidz vdev has a name");
+        // A file of that name may be left by an attach a kill cut short (its labels cleared or
+        // not): it is not a member, and the attach is forced over it.
+        let path = pool_dir(&self.plan.dir).join(raidz_child_file(children.len()));
+        std::fs::File::create(&path)
+            .and_then(|file| file.set_len(crate::runner::RAIDZ_CHILD_SIZE))
+            .map_err(|error| OpError::Inconsistent(format!("{}: {error}", path.display())))?;
+        pool.attach(&vdev, &path, true)?;
+        outcomes::note("raidz expansions started");
+        pool.wait_raidz_expansion()?;
+        let Some(top) = super::devices::raidz_top(pool) else {
+            return Err(OpError::Inconsistent(
+                "the pool has no RAID-Z vdev after its expansion".into(),
+            ));
+        };
+        let status = pool.raidz_expansion();
+        if top.raidz_expanding()
+            || top.children.len() != children.len() + 1
+            || !status.as_ref().is_some_and(|status| status.finished)
+        {
+            return Err(OpError::Inconsistent(format!(
+                "{vdev} of {} children expanded with {}: now {} children, expanding {}, record {status:?}",
+                children.len(),
+                path.display(),
+                top.children.len(),
+                top.raidz_expanding()
+            )));
+        }
+        outcomes::note("raidz expansions finished");
+        Ok(())
     }
 }
