@@ -259,3 +259,62 @@ fn attach_to_a_raidz_vdev_is_refused_when_it_cannot_be_expanded() {
     assert!(pool.raidz_expansion().is_none());
     pool.export().unwrap();
 }
+
+/// Waits until the copy waits for a reason that contains `why`.
+fn wait_paused_for(pool: &Pool, why: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let status = pool.raidz_expansion().expect("an expansion record");
+        let paused = status.paused.as_deref().map(str::to_lowercase);
+        if paused.is_some_and(|reason| reason.contains(why)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never paused for {why:?}: {status:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_child_away_pauses_the_copy_and_its_resilver_lets_it_finish() {
+    let disks = Disks::new();
+    let pool = disks.create(1, 4, tiny());
+    let first = write_files(&pool, 1, 40, FILE_BYTES);
+    let mut stopping = tiny();
+    stopping.raidz_expand_max_reflow_bytes = pool.core.io.vdevs.tops()[0].asize / 4;
+    pool.export().unwrap();
+    let pool = disks.import(stopping);
+    pool.attach("raidz1-0", &disks.new_disk(4), false).unwrap();
+    wait_stopped(&pool);
+    // A child goes away mid-copy: the copy waits for it, whatever else would stop it.
+    let away = disks.path(2).display().to_string();
+    pool.offline(&away).unwrap();
+    wait_paused_for(&pool, "offline");
+    pool.export().unwrap();
+    // Imported without the stop, the copy still waits while the child is away; writes go on
+    // (the child misses them), and every file reads through parity.
+    let pool = disks.import(tiny());
+    wait_paused_for(&pool, "offline");
+    let reflowed = pool.raidz_expansion().unwrap().reflowed;
+    let second = write_files(&pool, 100, 16, FILE_BYTES);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = pool.raidz_expansion().unwrap();
+    assert_eq!(
+        status.reflowed, reflowed,
+        "the copy moved with a child away: {status:?}"
+    );
+    assert_files_read_right(&pool, &first, FILE_BYTES, "paused, a child away");
+    // Back online: the resilver makes it whole, and the copy goes on to the end.
+    pool.online(&away).unwrap();
+    pool.wait_raidz_expansion().unwrap();
+    let status = pool.raidz_expansion().unwrap();
+    assert!(status.finished && status.paused.is_none(), "{status:?}");
+    for (files, what) in [(&first, "first"), (&second, "second")] {
+        assert_files_read_right(&pool, files, FILE_BYTES, what);
+    }
+    assert_read_right_with_any_child_failing(&disks, &pool, &[&first, &second], "after");
+    assert_clean_pool(&pool);
+    pool.export().unwrap();
+}

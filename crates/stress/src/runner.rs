@@ -38,8 +38,8 @@ use tarn::tunables::Tunables;
 
 use crate::child::{
     counts_path, pool_dir, raidz_child_file, read_fault_counts, read_outcome_counts,
-    read_space_counts, replica_dir, Death, MIRROR_PREFIX, REPLICA_POOL_NAME, REPLICA_VDEV,
-    SECOND_VDEV,
+    read_space_counts, replica_dir, Death, MIRROR_PREFIX, RAIDZ_CHILD_SIZE, REPLICA_POOL_NAME,
+    REPLICA_VDEV, SECOND_VDEV,
 };
 use crate::exit_status::{EXIT_INCONSISTENT, EXIT_PANIC};
 use crate::journal::{journal_path, Promises};
@@ -51,10 +51,6 @@ use crate::tag::mix;
 pub const POOL_NAME: &str = "stress";
 /// Bytes in each vdev file (sparse).
 const VDEV_SIZE: u64 = 96 << 20;
-/// Bytes in each RAID-Z child's file (sparse): the engine's smallest vdev, less than the other
-/// vdevs', so that the three to five of them add room without making a near-full phase fill
-/// twice as much.
-pub const RAIDZ_CHILD_SIZE: u64 = 64 << 20;
 /// Bytes in the second pool's vdev file (sparse): room for the copies the child keeps.
 const REPLICA_VDEV_SIZE: u64 = 128 << 20;
 /// How long past its deadline a child may run before the parent calls it hung.

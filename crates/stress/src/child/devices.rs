@@ -38,6 +38,11 @@ pub const SECOND_VDEV: &str = "second.img";
 /// The file names of the RAID-Z vdev's children start with this (the runner creates them:
 /// [`raidz_child_file`]).
 pub const RAIDZ_PREFIX: &str = "raidz-";
+
+/// Bytes in each RAID-Z child's file (sparse): the engine's smallest vdev, less than the other
+/// vdevs', so that the three to five of them add room without making a near-full phase fill
+/// twice as much.
+pub const RAIDZ_CHILD_SIZE: u64 = 64 << 20;
 /// Appended to a mirror side's file name when it is replaced by a new file (and taken off
 /// again at the next replace).
 const REPLACED_SUFFIX: &str = ".new";

@@ -92,7 +92,7 @@ use devices::{
     create_device_file, drive_scan, flush_before_wipe, heal_devices, replacement_path, two_sides,
     uberblock_txgs, wipe_device,
 };
-pub use devices::{raidz_child_file, MIRROR_PREFIX, SECOND_VDEV};
+pub use devices::{raidz_child_file, MIRROR_PREFIX, RAIDZ_CHILD_SIZE, SECOND_VDEV};
 pub use faults::{fault_counts_path, read_fault_counts};
 pub use outcomes::{outcome_counts_path, read_outcome_counts};
 pub use replication::{replica_dir, REPLICA_POOL_NAME, REPLICA_VDEV};

@@ -178,7 +178,7 @@ impl Child {
         // not): it is not a member, and the attach is forced over it.
         let path = pool_dir(&self.plan.dir).join(raidz_child_file(children.len()));
         std::fs::File::create(&path)
-            .and_then(|file| file.set_len(crate::runner::RAIDZ_CHILD_SIZE))
+            .and_then(|file| file.set_len(super::RAIDZ_CHILD_SIZE))
             .map_err(|error| OpError::Inconsistent(format!("{}: {error}", path.display())))?;
         pool.attach(&vdev, &path, true)?;
         outcomes::note("raidz expansions started");
