@@ -101,12 +101,14 @@ impl Drop for Pool {
     /// writing what is dirty, and the vdevs (and their locks) are released. Call
     /// [`Pool::export`] to keep unsynced changes.
     fn drop(&mut self) {
-        self.stop_reflow_thread();
         self.stop_livelist_reader();
         if let Some(handle) = self.sync_thread.lock().take() {
             self.core.txgs.suspend("pool closed without export".into());
             let _ = handle.join();
         }
+        // After the suspension: a copy thread waiting for a txg (which a suspended pool may
+        // never sync) is released by it.
+        self.stop_reflow_thread();
         // Datasets and their object sets refer to each other; break the cycles.
         for (_, dataset) in self.core.dataset_list() {
             dataset.detach_objset();
