@@ -46,11 +46,9 @@ impl Pool {
     /// `pool attach POOL DEVICE NEW_DEVICE`: make `new_path` a mirror side of `device`'s
     /// top-level vdev; a resilver of the new side starts. Returns the txg that made the change.
     pub fn attach(&self, device: &str, new_path: &Path, force: bool) -> Result<Txg, PoolError> {
-        // `attach POOL raidz1-0 NEW_DEVICE` names the vdev itself: an expansion.
-        if (self.core.io.vdevs.tops().iter()).any(|top| {
-            top.raidz_geometry().is_some()
-                && top.kind.group_name(top.id.0).as_deref() == Some(device)
-        }) {
+        // `attach POOL raidz1-0 NEW_DEVICE` names the vdev itself: an expansion (zpool tells
+        // the two apart by the name's form too).
+        if is_raidz_vdev_name(device) {
             return self.expand_raidz(device, new_path, force);
         }
         self.attach_leaf(device, new_path, force, false)
@@ -445,6 +443,16 @@ impl Pool {
     }
 }
 
+/// Whether `name` has the form of a RAID-Z vdev's name (`raidz1-0`): parity, a dash, an id.
+fn is_raidz_vdev_name(name: &str) -> bool {
+    let Some((kind, id)) = name.split_once('-') else {
+        return false;
+    };
+    matches!(kind, "raidz1" | "raidz2" | "raidz3")
+        && !id.is_empty()
+        && id.bytes().all(|byte| byte.is_ascii_digit())
+}
+
 /// zpool's replication check: every top-level vdev of a pool should have the same
 /// redundancy, so one single disk beside mirrors (or mirrors of another width) is refused
 /// unless forced.
@@ -541,4 +549,21 @@ pub(super) fn new_top_vdev(
         ObjectId(0),
         leaves,
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_raidz_vdev_name;
+
+    #[test]
+    fn raidz_vdev_names_are_told_from_device_names() {
+        for name in ["raidz1-0", "raidz2-13", "raidz3-7"] {
+            assert!(is_raidz_vdev_name(name), "{name}");
+        }
+        for name in [
+            "raidz-0", "raidz4-0", "raidz1-", "raidz1-x", "mirror-0", "d0.img", "raidz1",
+        ] {
+            assert!(!is_raidz_vdev_name(name), "{name}");
+        }
+    }
 }
