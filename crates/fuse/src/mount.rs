@@ -674,36 +674,41 @@ impl MountHandle {
             return Ok(());
         };
         let connection = mountpoint::fuse_connection(&self.mountpoint);
-        if lazy && connection.is_some() {
-            // Aborting the connection drops the kernel's dirty pages: write them back first
-            // (a plain unmount does that itself).
-            if let Err(error) = write_back_mount(&self.mountpoint) {
-                log::warn!(
-                    "tarn fuse: writing back {} before a lazy unmount: {error}",
-                    self.mountpoint.display()
-                );
+        let mut aborted = false;
+        if lazy {
+            if let Some(connection) = connection {
+                // Aborting the connection drops the kernel's dirty pages: write them back first
+                // (a plain unmount does that itself).
+                if let Err(error) = write_back_mount(&self.mountpoint) {
+                    log::warn!(
+                        "tarn fuse: writing back {} before a lazy unmount: {error}",
+                        self.mountpoint.display()
+                    );
+                }
+                // Abort while the mount still holds the connection: once detached, its number
+                // (the superblock's device minor) is free, and another mount made meanwhile,
+                // by any process, could get it and be aborted instead (a mount created just
+                // then failed with ENOTCONN under CI).
+                aborted = mountpoint::abort_connection(connection);
             }
         }
         if let Err(error) = mountpoint::unmount_path(&self.mountpoint, lazy) {
-            if connection.is_some() {
+            if connection.is_some() && !aborted {
                 self.session = Some(session);
                 return Err(error);
             }
-            // Not mounted any more (someone ran umount): just stop serving.
+            // Not mounted any more (someone ran umount), or aborted: just stop serving.
         }
-        if lazy {
-            let aborted = connection.is_some_and(mountpoint::abort_connection);
-            if !aborted && connection.is_some() {
-                // Without the abort the connection lives until its last open file is closed,
-                // and the threads serve until then: leave them, do not wait.
-                log::warn!(
-                    "tarn fuse: cannot abort the FUSE connection of {}; it is served until its \
-                     last file is closed",
-                    self.mountpoint.display()
-                );
-                drop(session);
-                return Ok(());
-            }
+        if lazy && connection.is_some() && !aborted {
+            // Without the abort the connection lives until its last open file is closed, and
+            // the threads serve until then: leave them, do not wait.
+            log::warn!(
+                "tarn fuse: cannot abort the FUSE connection of {}; it is served until its \
+                 last file is closed",
+                self.mountpoint.display()
+            );
+            drop(session);
+            return Ok(());
         }
         // The threads see ENODEV (or ECONNABORTED after an abort) and end.
         let _ = session.join();
