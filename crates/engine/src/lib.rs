@@ -130,8 +130,8 @@ pub use pool::props::{PoolProperty, PoolSpace, PoolValue};
 pub use pool::snapshots::SnapshotInfo;
 pub use pool::user_holds::{DeferredDestroyOutcome, ReleaseOutcome, UserHold};
 pub use pool::{
-    parse_vdev_layout, validate_pool_name, CreateOptions, ImportOptions, ImportReport, Pool,
-    PoolError, VdevLayout, VdevSpec, WeakPool, VDEV_KEYWORDS,
+    is_raidz_vdev_name, parse_vdev_layout, validate_pool_name, CreateOptions, ImportOptions,
+    ImportReport, Pool, PoolError, VdevLayout, VdevSpec, WeakPool, VDEV_KEYWORDS,
 };
 pub use properties::{DatasetProperty, DatasetValue};
 pub use send::resume::ResumeToken;

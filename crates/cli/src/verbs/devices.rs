@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use tarn::{parse_vdev_layout, VDEV_KEYWORDS};
+use tarn::{is_raidz_vdev_name, parse_vdev_layout, VDEV_KEYWORDS};
 use tarn_protocol::absolute;
 use tarn_protocol::error::{Failure, Status};
 use tarn_protocol::format::human_bytes;
@@ -29,20 +29,6 @@ fn existing_device(name: &str) -> String {
 
 fn new_device(path: &str) -> String {
     absolute(Path::new(path)).display().to_string()
-}
-
-/// Whether `device` names a RAID-Z vdev (`raidz1-0`, `raidz2-3`) rather than a device: attach
-/// to it is an expansion, and `-w` waits for the expansion instead of a resilver (as zpool's
-/// attach, which goes by the `raidz` prefix).
-fn is_raidz_vdev_name(device: &str) -> bool {
-    let Some((parity, id)) = device
-        .strip_prefix("raidz")
-        .and_then(|rest| rest.split_once('-'))
-    else {
-        return false;
-    };
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit());
-    digits(parity) && digits(id)
 }
 
 /// `pool attach [-f] [-w] POOL DEVICE NEW_DEVICE`: a mirror side beside DEVICE (`-w`: until it
@@ -157,7 +143,7 @@ pub fn add(socket: &Path, mut args: AddArgs) -> Result<Status, Failure> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_raidz_vdev_name;
+    use tarn::is_raidz_vdev_name;
 
     #[test]
     fn raidz_vdev_names_are_told_from_devices() {

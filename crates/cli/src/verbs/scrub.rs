@@ -65,10 +65,16 @@ pub fn device(
     )?))
 }
 
-/// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs
-/// (a paused one does not), showing progress on a terminal.
-pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Failure> {
-    let progress = std::io::stderr().is_terminal();
+/// Poll `pool`'s scan state (the daemon's answer to a scan status request) until `progress`
+/// says the awaited activity has ended (None); while it runs, show the line it gives on a
+/// terminal, and `done` once it ends.
+fn poll_scan_state(
+    socket: &Path,
+    pool: &str,
+    done: &str,
+    mut progress: impl FnMut(&serde_json::Value) -> Option<String>,
+) -> Result<Status, Failure> {
+    let terminal = std::io::stderr().is_terminal();
     let mut shown = false;
     loop {
         let request = Request::Scan(ScanRequest::Status(PoolName {
@@ -78,37 +84,47 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
         if response.status != 0 {
             return Ok(forward(response));
         }
-        let scan = &response.data["scan"];
-        // A paused scrub does not end by itself: waiting ends, as zpool wait's does.
-        let running =
-            scan["function"] == function && scan["state"] == "scanning" && scan["paused"] != true;
-        if !running {
+        let Some(line) = progress(&response.data) else {
             break;
-        }
-        if progress {
-            let examined = scan["examined"].as_u64().unwrap_or(0);
-            let total = scan["to_examine"]
-                .as_u64()
-                .unwrap_or(0)
-                .max(examined)
-                .max(1);
+        };
+        if terminal {
             let mut stderr = std::io::stderr();
-            let _ = write!(
-                stderr,
-                "\r{pool}: {function} {:>8} of {:>8} ({:.1}%) ",
-                human_bytes(examined),
-                human_bytes(total),
-                examined as f64 * 100.0 / total as f64
-            );
+            let _ = write!(stderr, "\r{pool}: {line} ");
             let _ = stderr.flush();
             shown = true;
         }
         std::thread::sleep(WAIT_POLL);
     }
     if shown {
-        let _ = writeln!(std::io::stderr(), "\r{pool}: {function} done{:40}", "");
+        let _ = writeln!(std::io::stderr(), "\r{pool}: {done}{:60}", "");
     }
     Ok(0)
+}
+
+/// `pool wait -t scrub|resilver POOL`: poll the scan state until no scan of `function` runs
+/// (a paused one does not), showing progress on a terminal.
+pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Failure> {
+    poll_scan_state(socket, pool, &format!("{function} done"), |data| {
+        let scan = &data["scan"];
+        // A paused scrub does not end by itself: waiting ends, as zpool wait's does.
+        let running =
+            scan["function"] == function && scan["state"] == "scanning" && scan["paused"] != true;
+        if !running {
+            return None;
+        }
+        let examined = scan["examined"].as_u64().unwrap_or(0);
+        let total = scan["to_examine"]
+            .as_u64()
+            .unwrap_or(0)
+            .max(examined)
+            .max(1);
+        Some(format!(
+            "{function} {:>8} of {:>8} ({:.1}%)",
+            human_bytes(examined),
+            human_bytes(total),
+            examined as f64 * 100.0 / total as f64
+        ))
+    })
 }
 
 /// `pool wait -t raidz_expand POOL` (and `pool attach -w POOL raidzN-M NEW_DEVICE`): poll the
@@ -116,42 +132,22 @@ pub fn wait_scan(socket: &Path, function: &str, pool: &str) -> Result<Status, Fa
 /// A paused copy is waited for, as zpool's wait does: it goes on by itself once the vdev is
 /// healthy again. Progress on stderr when it is a terminal.
 pub fn wait_raidz_expand(socket: &Path, pool: &str) -> Result<Status, Failure> {
-    let progress = std::io::stderr().is_terminal();
-    let mut shown = false;
-    loop {
-        let request = Request::Scan(ScanRequest::Status(PoolName {
-            pool: pool.to_string(),
-        }));
-        let response = ask_imported(socket, pool, &request)?;
-        if response.status != 0 {
-            return Ok(forward(response));
-        }
-        let expand = &response.data["expand"];
+    poll_scan_state(socket, pool, "raidz expansion done", |data| {
+        let expand = &data["expand"];
         if expand.is_null() || expand["finished"] == true {
-            break;
+            return None;
         }
-        if progress {
-            let reflowed = expand["reflowed"].as_u64().unwrap_or(0);
-            let total = expand["total"].as_u64().unwrap_or(0).max(1);
-            let vdev = expand["vdev"].as_str().unwrap_or("raidz");
-            let paused = match expand["paused"].as_str() {
-                Some(why) => format!(", paused: {why}"),
-                None => String::new(),
-            };
-            let mut stderr = std::io::stderr();
-            let _ = write!(
-                stderr,
-                "\r{pool}: expanding {vdev} {:>8} copied, {:.1}% done{paused} ",
-                human_bytes(expand["copied"].as_u64().unwrap_or(0)),
-                (reflowed.min(total) as f64 * 100.0 / total as f64)
-            );
-            let _ = stderr.flush();
-            shown = true;
-        }
-        std::thread::sleep(WAIT_POLL);
-    }
-    if shown {
-        let _ = writeln!(std::io::stderr(), "\r{pool}: raidz expansion done{:60}", "");
-    }
-    Ok(0)
+        let reflowed = expand["reflowed"].as_u64().unwrap_or(0);
+        let total = expand["total"].as_u64().unwrap_or(0).max(1);
+        let vdev = expand["vdev"].as_str().unwrap_or("raidz");
+        let paused = match expand["paused"].as_str() {
+            Some(why) => format!(", paused: {why}"),
+            None => String::new(),
+        };
+        Some(format!(
+            "expanding {vdev} {:>8} copied, {:.1}% done{paused}",
+            human_bytes(expand["copied"].as_u64().unwrap_or(0)),
+            (reflowed.min(total) as f64 * 100.0 / total as f64)
+        ))
+    })
 }

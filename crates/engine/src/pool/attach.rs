@@ -444,7 +444,8 @@ impl Pool {
 }
 
 /// Whether `name` has the form of a RAID-Z vdev's name (`raidz1-0`): parity, a dash, an id.
-fn is_raidz_vdev_name(name: &str) -> bool {
+/// `pool attach` to such a name is an expansion (zpool goes by the name's form too).
+pub fn is_raidz_vdev_name(name: &str) -> bool {
     let Some((kind, id)) = name.split_once('-') else {
         return false;
     };

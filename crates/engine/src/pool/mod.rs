@@ -131,7 +131,7 @@ mod vdev_spec;
 
 pub use vdev_spec::{parse_vdev_layout, VdevLayout, VdevSpec, VDEV_KEYWORDS};
 
-pub use attach::AddedVdev;
+pub use attach::{is_raidz_vdev_name, AddedVdev};
 pub use facade::WeakPool;
 pub use features::{
     Feature, FeatureClass, FeatureState, DELEGATION_FEATURE, EMBEDDED_DATA_FEATURE, FEATURES_KNOWN,
