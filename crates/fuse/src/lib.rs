@@ -162,6 +162,7 @@ mod privileges;
 mod readdir;
 mod route;
 pub mod snapdir;
+pub mod transport;
 mod write_space;
 
 use std::ffi::OsStr;
@@ -191,6 +192,7 @@ pub use mount::{
 use readdir::PlusListing;
 use route::Node;
 use snapdir::{InodeKind, NoSnapshots, SnapshotSource, SnapshotTable, SNAPSHOT_DIR_INO};
+pub use transport::{OpcodeCount, TransportChoice, TransportState};
 pub use write_space::DIRTY_MAX_LIMIT;
 use write_space::{WriteSpace, CACHED_WRITER};
 

@@ -24,6 +24,8 @@ pub struct MountOptions {
     /// `max_bytes`, with `strict_limit`): see `write_space`. A tarn mount sets it from the
     /// pool's size.
     pub dirty_max: u64,
+    /// The transport to ask for: FUSE over io_uring or `/dev/fuse` (see `transport`).
+    pub transport: TransportChoice,
 }
 
 impl MountOptions {
@@ -36,7 +38,18 @@ impl MountOptions {
             read_only: false,
             snapdir_visible: false,
             dirty_max: crate::DIRTY_MAX_LIMIT,
+            transport: MountOptions::transport_default(),
         }
+    }
+
+    /// The transport named by `TARN_FUSE_TRANSPORT`, else `auto` (the ring when the kernel
+    /// offers it). A name that is not a transport is logged and `auto` used: the daemon and the
+    /// command line refuse it before any mount.
+    pub fn transport_default() -> TransportChoice {
+        crate::transport::transport_from_env().unwrap_or_else(|error| {
+            log::error!("tarn fuse: {error}; using auto");
+            TransportChoice::Auto
+        })
     }
 
     /// Four worker threads per CPU, at least 16 and at most 64. Workers block: a write
@@ -164,8 +177,21 @@ pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
     }
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
+    config.transport = options.transport;
     let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
+    // Its statfs also settles the transport: the first request after INIT goes through the
+    // ring once every queue has registered, or through /dev/fuse after a fallback.
     tune_backing_device(mountpoint, options.dirty_max);
+    match session.transport() {
+        TransportState::Dev { reason } => log::debug!(
+            "tarn fuse: {} is served through /dev/fuse ({reason})",
+            mountpoint.display()
+        ),
+        state => log::debug!(
+            "tarn fuse: {} is served through FUSE over io_uring ({state:?})",
+            mountpoint.display()
+        ),
+    }
     Ok(MountHandle {
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
@@ -658,6 +684,24 @@ impl MountControl {
 impl MountHandle {
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
+    }
+
+    /// The transport serving the mount's requests (`Dev` once unmounted).
+    pub fn transport(&self) -> TransportState {
+        match &self.session {
+            Some(session) => session.transport(),
+            None => TransportState::Dev {
+                reason: "not mounted".to_string(),
+            },
+        }
+    }
+
+    /// The requests served so far, by opcode and transport.
+    pub fn request_counts(&self) -> Vec<OpcodeCount> {
+        self.session
+            .as_ref()
+            .map(BackgroundSession::request_counts)
+            .unwrap_or_default()
     }
 
     /// The mount's control (None for a mount of another `Filesystem`, such as the null one).

@@ -75,6 +75,10 @@ use crate::session::MAX_WRITE_SIZE;
 pub use crate::session::Session;
 pub use crate::session::SessionACL;
 pub use crate::session::SessionUnmounter;
+pub use crate::uring::OpcodeCount;
+pub use crate::uring::TransportChoice;
+pub use crate::uring::TransportState;
+pub use crate::uring::UringOptions;
 
 mod access_flags;
 mod bsd_file_flags;
@@ -95,6 +99,7 @@ mod request;
 mod request_param;
 mod session;
 mod time;
+mod uring;
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]

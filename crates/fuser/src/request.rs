@@ -28,12 +28,30 @@ use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::session::SessionACL;
 use crate::session::SessionEventLoop;
+use crate::uring::reply::RingReply;
+
+/// Where a request's answer goes: written to `/dev/fuse`, or left in the ring entry that
+/// brought the request (tarn's FUSE over io_uring, `crate::uring`).
+#[derive(Debug)]
+pub(crate) enum ReplyTarget {
+    Channel(ChannelSender),
+    Ring(RingReply),
+}
+
+impl ReplyTarget {
+    fn sender(&self) -> ReplySender {
+        match self {
+            ReplyTarget::Channel(ch) => ReplySender::Channel(ch.clone()),
+            ReplyTarget::Ring(ring) => ReplySender::Ring(ring.clone()),
+        }
+    }
+}
 
 /// Request data structure
 #[derive(Debug)]
 pub(crate) struct RequestWithSender<'a> {
-    /// Channel sender for sending the reply
-    ch: ChannelSender,
+    /// Where the reply goes
+    ch: ReplyTarget,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
 }
@@ -49,7 +67,18 @@ impl<'a> RequestWithSender<'a> {
             }
         };
 
-        Some(Self { ch, request })
+        Some(Self {
+            ch: ReplyTarget::Channel(ch),
+            request,
+        })
+    }
+
+    /// A request already parsed, answered through `target`.
+    pub(crate) fn from_parts(target: ReplyTarget, request: ll::AnyRequest<'a>) -> Self {
+        Self {
+            ch: target,
+            request,
+        }
     }
 
     /// Dispatch request to the given filesystem.
@@ -115,6 +144,12 @@ impl<'a> RequestWithSender<'a> {
             }
 
             ll::Operation::Interrupt(_) => {
+                // tarn: once the ring is negotiated, an interrupt may be for a request served
+                // through it, whose answer cannot be written to /dev/fuse: ignore them all
+                // (answering none is allowed; the kernel then simply waits for the request).
+                if se.transport.ring_negotiated() {
+                    return Ok(None);
+                }
                 // TODO: handle FUSE_INTERRUPT
                 return Err(Errno::ENOSYS);
             }
@@ -302,11 +337,7 @@ impl<'a> RequestWithSender<'a> {
                     self.request.nodeid(),
                     x.file_handle(),
                     x.offset(),
-                    ReplyDirectory::new(
-                        self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
-                        x.size() as usize,
-                    ),
+                    ReplyDirectory::new(self.request.unique(), self.ch.sender(), x.size() as usize),
                 );
             }
             ll::Operation::ReleaseDir(x) => {
@@ -479,7 +510,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.ch.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -552,7 +583,7 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), ReplySender::Channel(self.ch.clone()))
+        Reply::new(self.request.unique(), self.ch.sender())
     }
 
     /// Returns a Request reference for this request

@@ -48,6 +48,10 @@ use crate::reply::Reply;
 use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::request::RequestWithSender;
+use crate::uring;
+use crate::uring::OpcodeCount;
+use crate::uring::TransportShared;
+use crate::uring::TransportState;
 
 /// The max size of write requests from the kernel. The absolute minimum is 4k,
 /// FUSE recommends at least 128k, max 16M. The FUSE default is 16M on macOS
@@ -139,6 +143,10 @@ pub struct Session<FS: Filesystem> {
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
     pub(crate) config: Config,
+    /// tarn: the transport's state and request counts, shared with every serving thread.
+    transport: Arc<TransportShared>,
+    /// tarn: the ring's workers, when FUSE over io_uring was negotiated.
+    ring: Option<uring::Prepared<FS>>,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -186,6 +194,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config: options.clone(),
+            transport: TransportShared::new(),
+            ring: None,
         };
 
         session.handshake()?;
@@ -214,6 +224,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config,
+            transport: TransportShared::new(),
+            ring: None,
         };
 
         session.handshake()?;
@@ -225,6 +237,7 @@ impl<FS: Filesystem> Session<FS> {
     /// the filesystem is unmounted and the given session ends.
     pub fn spawn(self) -> io::Result<BackgroundSession> {
         let sender = self.ch.sender();
+        let transport = self.transport.clone();
         // Take the fuse_session, so that we can unmount it
         let mount = std::mem::take(&mut *self.mount.mount.lock());
         let guard = thread::Builder::new()
@@ -234,6 +247,7 @@ impl<FS: Filesystem> Session<FS> {
             guard,
             sender,
             mount,
+            transport,
         })
     }
 
@@ -252,6 +266,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner,
             proto_version: _,
             config,
+            transport,
+            ring,
         } = self;
 
         let n_threads = config.n_threads.unwrap_or(1);
@@ -268,6 +284,7 @@ impl<FS: Filesystem> Session<FS> {
         };
 
         let mut filesystem = Arc::new(filesystem);
+        let ring_device = ch.device().clone();
 
         let mut channels = Vec::with_capacity(n_threads);
 
@@ -298,6 +315,7 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
+                transport: transport.clone(),
             };
             threads.push(
                 thread::Builder::new()
@@ -306,7 +324,24 @@ impl<FS: Filesystem> Session<FS> {
             );
         }
 
+        // tarn: the ring's workers register their entries now that they can dispatch.
+        let ring = ring.map(|mut ring| {
+            let device = Channel::new(ring_device.clone());
+            ring.start(|index| SessionEventLoop {
+                thread_name: format!("fuse-ring-{index}"),
+                filesystem: filesystem.clone(),
+                ch: device.clone(),
+                allowed,
+                session_owner,
+                transport: transport.clone(),
+            });
+            ring
+        });
+
         let mut reply: io::Result<()> = Ok(());
+        if let Some(ring) = ring {
+            ring.join();
+        }
         for thread in threads {
             let res = match thread.join() {
                 Ok(res) => res,
@@ -469,12 +504,75 @@ impl<FS: Filesystem> Session<FS> {
                 config.max_write
             );
 
+            // tarn: FUSE over io_uring. The workers build their rings and buffers before the
+            // answer asks for the ring: once the kernel has it, every request waits for them.
+            match self.prepare_ring(init.capabilities(), v, &config) {
+                Ok(Some(ring)) => {
+                    config.requested |= InitFlags::FUSE_OVER_IO_URING;
+                    self.transport.set_state(TransportState::UringStarting {
+                        queues: ring.queues(),
+                        workers: ring.workers(),
+                    });
+                    self.ring = Some(ring);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    <ReplyRaw as Reply>::new(
+                        request.unique(),
+                        ReplySender::Channel(self.ch.sender()),
+                    )
+                    .send_ll(&ResponseErrno(ll::Errno::EPROTO));
+                    return Err(error);
+                }
+            }
+
             let response = init.reply(&config);
             <ReplyRaw as Reply>::new(request.unique(), ReplySender::Channel(self.ch.sender()))
                 .send_ll(&response);
 
             return Ok(());
         }
+    }
+
+    /// tarn: decides the transport and, for the ring, builds its workers. `Ok(None)`: the
+    /// session stays on `/dev/fuse` (the state says why); `Err`: the ring was required and
+    /// cannot be had.
+    fn prepare_ring(
+        &mut self,
+        offered: InitFlags,
+        kernel: Version,
+        config: &KernelConfig,
+    ) -> io::Result<Option<uring::Prepared<FS>>> {
+        let choice = self.config.transport;
+        let planned = uring::plan(
+            choice,
+            &self.config.uring,
+            self.config.n_threads.unwrap_or(1),
+            offered,
+            kernel,
+            config,
+        )
+        .and_then(|plan| {
+            uring::Prepared::build(plan, self.ch.device(), &self.transport)
+                .map_err(|e| format!("cannot set up the rings: {e}"))
+        });
+        match planned {
+            Ok(ring) => Ok(Some(ring)),
+            Err(reason) if choice == uring::TransportChoice::Uring => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("FUSE over io_uring: {reason}"),
+            )),
+            Err(reason) => {
+                debug!("FUSE over /dev/fuse: {reason}");
+                self.transport.set_state(TransportState::Dev { reason });
+                Ok(None)
+            }
+        }
+    }
+
+    /// tarn: the transport this session's requests use.
+    pub fn transport(&self) -> TransportState {
+        self.transport.state()
     }
 
     /// Unmount the filesystem
@@ -518,6 +616,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
+    /// tarn: the session's transport state and request counts.
+    pub(crate) transport: Arc<TransportShared>,
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -533,6 +633,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {
+                        self.transport.count_dev(req.request.header().opcode);
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
@@ -564,6 +665,8 @@ pub struct BackgroundSession {
     sender: ChannelSender,
     /// Ensures the filesystem is unmounted when the session ends
     mount: Option<Mount>,
+    /// tarn: the session's transport state and request counts.
+    transport: Arc<TransportShared>,
 }
 
 impl BackgroundSession {
@@ -578,6 +681,16 @@ impl BackgroundSession {
     /// Returns an object that can be used to send notifications to the kernel
     pub fn notifier(&self) -> Notifier {
         Notifier::new(self.sender.clone())
+    }
+
+    /// tarn: the transport this session's requests use.
+    pub fn transport(&self) -> TransportState {
+        self.transport.state()
+    }
+
+    /// tarn: the requests served so far, by opcode and transport.
+    pub fn request_counts(&self) -> Vec<OpcodeCount> {
+        self.transport.request_counts()
     }
 
     /// Join the filesystem thread.

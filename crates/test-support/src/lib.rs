@@ -39,6 +39,9 @@ pub enum Requirement {
     LoopDevice,
     /// A program on the PATH (a peer or a load generator: fio, mkfs.btrfs, fincore, losetup).
     Tool(&'static str),
+    /// FUSE over io_uring switched on for the host (`enable_uring` reads Y). No test turns it
+    /// on: the test command does, explicitly, when it requires this.
+    FuseUring,
 }
 
 impl Requirement {
@@ -48,6 +51,7 @@ impl Requirement {
             Requirement::Root => "root",
             Requirement::LoopDevice => "loop",
             Requirement::Tool(tool) => tool,
+            Requirement::FuseUring => "fuse-uring",
         }
     }
 
@@ -61,6 +65,10 @@ impl Requirement {
             Requirement::Tool(tool) => std::env::var_os("PATH").is_some_and(|path| {
                 std::env::split_paths(&path).any(|dir| dir.join(tool).is_file())
             }),
+            Requirement::FuseUring => {
+                std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+                    .is_ok_and(|value| matches!(value.trim(), "Y" | "1"))
+            }
         }
     }
 }
@@ -87,6 +95,9 @@ fn describe(requirement: Requirement) -> String {
         Requirement::Root => "root".to_string(),
         Requirement::LoopDevice => "a loop device".to_string(),
         Requirement::Tool(tool) => format!("{tool}, which is not installed"),
+        Requirement::FuseUring => {
+            "FUSE over io_uring switched on (/sys/module/fuse/parameters/enable_uring)".to_string()
+        }
     }
 }
 

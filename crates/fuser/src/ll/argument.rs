@@ -12,25 +12,49 @@ use zerocopy::KnownLayout;
 use zerocopy::error::ConvertError;
 
 /// An iterator that can be used to fetch typed arguments from a byte slice.
+///
+/// tarn: a request read from `/dev/fuse` is one slice. A request delivered through FUSE over
+/// io_uring comes in two: the per-operation header (the kernel's `in_args[0]`) in the entry's
+/// header buffer, and every further argument (names, write data) in its payload buffer. The
+/// iterator reads the first slice until it is empty and then the second. No argument straddles
+/// the two, because the kernel puts exactly one whole argument in the first.
 pub(crate) struct ArgumentIterator<'a> {
     data: &'a [u8],
+    /// The second slice of a split request; empty for a contiguous one.
+    rest: &'a [u8],
 }
 
 impl<'a> ArgumentIterator<'a> {
     /// Create a new argument iterator for the given byte slice.
     pub(crate) fn new(data: &'a [u8]) -> ArgumentIterator<'a> {
-        ArgumentIterator { data }
+        ArgumentIterator { data, rest: &[] }
+    }
+
+    /// An iterator over a request in two slices: `first`, then `rest` (see the type's comment).
+    pub(crate) fn new_split(first: &'a [u8], rest: &'a [u8]) -> ArgumentIterator<'a> {
+        let mut iter = ArgumentIterator { data: first, rest };
+        iter.advance_if_empty();
+        iter
+    }
+
+    /// Moves on to the second slice once the first is used up.
+    fn advance_if_empty(&mut self) {
+        if self.data.is_empty() {
+            self.data = std::mem::take(&mut self.rest);
+        }
     }
 
     /// Returns the size of the remaining data.
     pub(crate) fn len(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.rest.len()
     }
 
-    /// Fetch a slice of all remaining bytes.
+    /// Fetch a slice of all remaining bytes. For a split request that has not used up its first
+    /// slice (which the kernel never sends), that is the rest of the first slice only.
     pub(crate) fn fetch_all(&mut self) -> &'a [u8] {
         let bytes = self.data;
         self.data = &[];
+        self.advance_if_empty();
         bytes
     }
 
@@ -48,6 +72,7 @@ impl<'a> ArgumentIterator<'a> {
             Err(ConvertError::Validity(infallible)) => match infallible {},
             Ok((x, rest)) => {
                 self.data = rest;
+                self.advance_if_empty();
                 Some(zerocopy::Ref::<&[u8], T>::into_ref(x))
             }
         }
@@ -70,6 +95,7 @@ impl<'a> ArgumentIterator<'a> {
             Err(ConvertError::Validity(infallible)) => match infallible {},
             Ok((x, rest)) => {
                 self.data = rest;
+                self.advance_if_empty();
                 Some(zerocopy::Ref::<&[u8], [T]>::into_ref(x))
             }
         }
@@ -81,6 +107,7 @@ impl<'a> ArgumentIterator<'a> {
         let len = memchr::memchr(0, self.data)?;
         let (out, rest) = self.data.split_at(len);
         self.data = &rest[1..];
+        self.advance_if_empty();
         Some(OsStr::from_bytes(out))
     }
 }
@@ -147,6 +174,26 @@ pub(crate) mod tests {
         assert_eq!(arg, "bar");
         let arg = it.fetch_all();
         assert_eq!(arg, [0x62, 0x61]);
+    }
+
+    #[test]
+    fn split_arguments_read_the_first_slice_then_the_second() {
+        let first = AlignedData([1u8, 0, 2, 0]);
+        let rest = AlignedData([0x66, 0x6f, 0x6f, 0x00, 0x62, 0x61, 0x72]);
+        let mut it = ArgumentIterator::new_split(&*first, &*rest);
+        assert_eq!(it.len(), 11);
+        let arg: &TestArgument = it.fetch().unwrap();
+        assert_eq!((arg.p1, arg.p2, arg.p3), (1, 0, 2));
+        assert_eq!(it.fetch_str().unwrap(), "foo");
+        assert_eq!(it.fetch_all(), b"bar");
+        assert_eq!(it.len(), 0);
+
+        // An empty first slice (an operation whose header has size 0, as LOOKUP's since 6.14).
+        let mut it = ArgumentIterator::new_split(&[], &*rest);
+        assert_eq!(it.fetch_str().unwrap(), "foo");
+        // A string is never read across the two slices.
+        let mut it = ArgumentIterator::new_split(b"fo", b"o\0");
+        assert!(it.fetch_str().is_none());
     }
 
     #[test]

@@ -1625,9 +1625,8 @@ mod op {
     pub(crate) fn parse<'a>(
         header: &'a fuse_in_header,
         opcode: &fuse_opcode,
-        data: &'a [u8],
+        mut data: ArgumentIterator<'a>,
     ) -> Option<Operation<'a>> {
-        let mut data = ArgumentIterator::new(data);
         Some(match opcode {
             fuse_opcode::FUSE_LOOKUP => Operation::Lookup(Lookup {
                 header,
@@ -2117,6 +2116,9 @@ impl fmt::Display for Operation<'_> {
 pub(crate) struct AnyRequest<'a> {
     header: &'a fuse_in_header,
     data: &'a [u8],
+    /// The arguments after the first, for a request delivered in two slices by FUSE over
+    /// io_uring (see `ArgumentIterator`); empty for one read from `/dev/fuse`.
+    rest: &'a [u8],
 }
 
 impl<'a> AnyRequest<'a> {
@@ -2157,7 +2159,27 @@ impl<'a> AnyRequest<'a> {
             |e: num_enum::TryFromPrimitiveError<_>| RequestError::UnknownOperation(e.number),
         )?;
         // Parse/check operation arguments
-        op::parse(self.header, &opcode, self.data).ok_or(RequestError::InsufficientData)
+        op::parse(
+            self.header,
+            &opcode,
+            ArgumentIterator::new_split(self.data, self.rest),
+        )
+        .ok_or(RequestError::InsufficientData)
+    }
+
+    /// A request delivered through FUSE over io_uring: its header, the per-operation header
+    /// (the kernel's first argument, possibly empty) and the payload (every further argument).
+    /// The caller has checked that `header.len` is 40 bytes plus both slices.
+    pub(crate) fn from_split(
+        header: &'a fuse_in_header,
+        op_in: &'a [u8],
+        payload: &'a [u8],
+    ) -> Self {
+        Self {
+            header,
+            data: op_in,
+            rest: payload,
+        }
     }
 
     pub(crate) fn header(&self) -> &fuse_in_header {
@@ -2202,6 +2224,7 @@ impl<'a> TryFrom<&'a [u8]> for AnyRequest<'a> {
         Ok(Self {
             header,
             data: &data[size_of::<fuse_in_header>()..header.len as usize],
+            rest: &[],
         })
     }
 }

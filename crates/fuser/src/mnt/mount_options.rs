@@ -18,6 +18,10 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// tarn: the transport to ask the kernel for (FUSE over io_uring, or `/dev/fuse`).
+    pub transport: crate::TransportChoice,
+    /// tarn: how the ring is shaped, when it is used.
+    pub uring: crate::UringOptions,
 }
 
 /// Mount options accepted by the FUSE filesystem type
