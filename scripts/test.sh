@@ -46,13 +46,30 @@ phase "cargo test, functional suite and lints"
 log=$(mktemp)
 functional_log=$(mktemp)
 lint_log=$(mktemp)
+uring_functional_log=$(mktemp)
 # A test that cannot run here records why in this file (tarn-test-support), counted apart from
 # the passes. What this command installs, or needs anyway for the functional suite, is required:
 # a test that would skip for lack of it fails instead.
 export TARN_TEST_SKIPS
 TARN_TEST_SKIPS=$(mktemp)
 export TARN_TEST_REQUIRE="fuse,root,loop,fio,mkfs.btrfs,fincore"
-trap 'rm -f "$log" "$functional_log" "$lint_log" "$TARN_TEST_SKIPS"' EXIT
+# FUSE over io_uring (crates/fuser/src/uring): the host's switch is turned on here, explicitly
+# and said so (tarn never turns it on by itself, nor does any test), and set back at the end.
+# The cargo tests then serve every mount through the ring (TARN_FUSE_TRANSPORT=uring: a mount
+# that cannot have it fails, none silently tests /dev/fuse); the functional suite runs whole
+# over /dev/fuse, and its mount-heavy areas over the ring too, beside it.
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_before=$(cat "$uring_switch" 2>/dev/null || true)
+restore_uring() { [ -z "$uring_before" ] || echo "$uring_before" >"$uring_switch" 2>/dev/null || true; }
+export TARN_FUSE_TRANSPORT=dev
+if [ -n "$uring_before" ] && echo Y >"$uring_switch" 2>/dev/null; then
+    echo "== FUSE over io_uring: $uring_switch: $uring_before -> Y for this run (set back at the end)"
+    TARN_TEST_REQUIRE="$TARN_TEST_REQUIRE,fuse-uring"
+    TARN_FUSE_TRANSPORT=uring
+else
+    echo "== FUSE over io_uring: not available here ($uring_switch: ${uring_before:-absent}); every mount uses /dev/fuse"
+fi
+trap 'rm -f "$log" "$functional_log" "$uring_functional_log" "$lint_log" "$TARN_TEST_SKIPS"; restore_uring' EXIT
 set +e
 # The functional suite runs beside the cargo tests: both spend most of their time waiting on
 # syncs, mounts and child processes, and each has its own daemon sockets, pools and mounts. It
@@ -60,10 +77,22 @@ set +e
 # are printed (where the suite's time goes).
 functional_status_file=$(mktemp)
 (
-    bash tests/functional/run.sh -j 2 -b target/debug/tarn >"$functional_log" 2>&1
+    bash tests/functional/run.sh -j 2 -F dev -b target/debug/tarn >"$functional_log" 2>&1
     echo $? >"$functional_status_file"
 ) &
 functional_pid=$!
+# The areas that work through mounts most, again over the ring.
+uring_functional_status_file=$(mktemp)
+(
+    status=0
+    if [ "$TARN_FUSE_TRANSPORT" = uring ]; then
+        bash tests/functional/run.sh -a mount,dataset,snapshot,xattr -F uring -b target/debug/tarn >"$uring_functional_log" 2>&1 || status=$?
+    else
+        echo "skipped: no FUSE over io_uring on this host" >"$uring_functional_log"
+    fi
+    echo $status >"$uring_functional_status_file"
+) &
+uring_functional_pid=$!
 # The command crates' lint runs beside the tests: built alone, without the `internals` feature
 # that tarn-stress and tarn-bench turn on for the whole workspace build, a reach below the
 # engine's facade fails here. (The workspace's own lints were checked by the build above.) It
@@ -94,6 +123,7 @@ python3 scripts/run-tests.py --lanes 2 <"$artifacts" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 rm -f "$artifacts"
 wait "$functional_pid"
+wait "$uring_functional_pid"
 wait "$lint_pid"
 echo "== lints of the command crates against the facade (cargo clippy -D warnings; ran beside cargo test)"
 cat "$lint_log"
@@ -103,6 +133,11 @@ echo "== functional suite (tests/functional, ZFS Test Suite style; ran beside ca
 cat "$functional_log"
 functional_status=$(cat "$functional_status_file")
 rm -f "$functional_status_file"
+echo "== functional suite's mount areas over FUSE over io_uring (ran beside cargo test)"
+cat "$uring_functional_log"
+uring_functional_status=$(cat "$uring_functional_status_file")
+rm -f "$uring_functional_status_file"
+[ "$functional_status" -ne 0 ] || functional_status=$uring_functional_status
 phase ""
 set -e
 echo "time by phase:"
@@ -114,10 +149,18 @@ skips=$(wc -l <"$TARN_TEST_SKIPS")
 echo "cargo tests skipped (counted as passed above): $skips"
 sed 's/^/  /' "$TARN_TEST_SKIPS"
 functional_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$functional_log" | tail -n 1)
-echo "functional suite: ${functional_line:-did not finish}"
-awk -v functional="${functional_line:-0 passed, 1 failed}" '
+echo "functional suite (/dev/fuse): ${functional_line:-did not finish}"
+uring_line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$uring_functional_log" | tail -n 1)
+if [ "$TARN_FUSE_TRANSPORT" = uring ]; then
+    echo "functional suite's mount areas (io_uring): ${uring_line:=0 passed, 1 failed}"
+else
+    uring_line="0 passed, 0 failed"
+fi
+echo "cargo tests' mounts: $TARN_FUSE_TRANSPORT"
+awk -v functional="${functional_line:-0 passed, 1 failed}" -v uring="$uring_line" '
      /^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { split(functional, words, " "); printf "tests: %d passed, %d failed\n", p + words[1], f + words[3] }' "$log"
+     END { split(functional, words, " "); split(uring, more, " ");
+           printf "tests: %d passed, %d failed\n", p + words[1] + more[1], f + words[3] + more[3] }' "$log"
 echo "lints: $([ "$lint_status" -eq 0 ] && echo clean || echo FAILED, see above)"
 if [ "$status" -ne 0 ]; then exit "$status"; fi
 if [ "$lint_status" -ne 0 ]; then exit "$lint_status"; fi

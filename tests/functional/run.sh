@@ -31,13 +31,15 @@ Usage: $(basename "$0") [-vqk] [-T TAGS] [-a AREAS] [-t TEST] [-j N] [-d DIR] [-
   -I N        run the selection N times (default 1)
   -b TARN     the tarn binary (default: target/debug/tarn; build it with cargo build -p tarn-cli)
   -r RUNFILE  the runfile (default: runfiles/common.run)
+  -F TRANSPORT  the FUSE transport of the daemon's mounts: auto, uring or dev (default: the
+              daemon's own, auto); the run sets TARN_FUSE_TRANSPORT for it
 The work directory is a fresh mktemp directory under \$TMPDIR or /var/tmp; its logs/ are kept.
 USAGE
 }
 
 verbose=0 quiet=0 keep=0 tags="" only="" vdev_dir="" vdev_size=256M iterations=1 only_areas="" lanes=1
 tarn="$REPO/target/debug/tarn" runfile="$SUITE/runfiles/common.run"
-while getopts "vqkT:a:t:j:d:s:I:b:r:h" option; do
+while getopts "vqkT:a:t:j:d:s:I:b:r:F:h" option; do
 	case $option in
 	v) verbose=1 ;;
 	q) quiet=1 ;;
@@ -45,6 +47,7 @@ while getopts "vqkT:a:t:j:d:s:I:b:r:h" option; do
 	T) tags=$OPTARG ;;
 	a) only_areas=$OPTARG ;;
 	j) lanes=$OPTARG ;;
+	F) fuse_transport=$OPTARG ;;
 	t) only=$OPTARG ;;
 	d) vdev_dir=$OPTARG ;;
 	s) vdev_size=$OPTARG ;;
@@ -58,6 +61,10 @@ done
 shift $((OPTIND - 1))
 [ $# -eq 0 ] || { echo "run.sh: unexpected argument '$1'" >&2; usage >&2; exit 2; }
 [[ $iterations =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: -I wants a positive count, not '$iterations'" >&2; exit 2; }
+case "${fuse_transport:=}" in
+	"" | auto | uring | dev) ;;
+	*) echo "run.sh: -F wants auto, uring or dev, not '$fuse_transport'" >&2; exit 2 ;;
+esac
 [[ $lanes =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: -j wants a positive count, not '$lanes'" >&2; exit 2; }
 [ -x "$tarn" ] || { echo "run.sh: no tarn binary at $tarn (build it: cargo build -p tarn-cli, or name it with -b)" >&2; exit 2; }
 [ -r "$runfile" ] || { echo "run.sh: cannot read runfile $runfile" >&2; exit 2; }
@@ -165,6 +172,7 @@ if [ "$lanes" -gt 1 ]; then
 		[ -z "$tags" ] || args+=(-T "$tags")
 		[ -z "$only" ] || args+=(-t "$only")
 		[ -z "$vdev_dir" ] || args+=(-d "$vdev_dir/lane$lane")
+		[ -z "$fuse_transport" ] || args+=(-F "$fuse_transport")
 		bash "$0" "${args[@]}" >"$lane_dir/lane$lane.out" 2>&1 &
 		lane_pids[lane]=$!
 	done
@@ -186,7 +194,7 @@ if [ "$lanes" -gt 1 ]; then
 	done
 	rm -rf "$lane_dir"
 	echo
-	echo "Results: $(($(date +%s) - started_run))s in $lanes lanes, tarn $("$tarn" --version 2>/dev/null | sed 's/^tarn //')"
+	echo "Results: $(($(date +%s) - started_run))s in $lanes lanes, tarn $("$tarn" --version 2>/dev/null | sed 's/^tarn //')${fuse_transport:+, FUSE transport $fuse_transport}"
 	echo "$total_skipped skipped"
 	echo "$total_passed passed, $total_failed failed"
 	[ "$total_failed" -eq 0 ] && [ "$lanes_failed" -eq 0 ]
@@ -206,6 +214,7 @@ else
 fi
 for key in $(env | sed -n 's/^\(TARN_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$key"; done
 export TARN="$tarn" TARN_SOCKET="$work/run/tarn.sock" ALTROOT="$work/altroot"
+[ -z "$fuse_transport" ] || export TARN_FUSE_TRANSPORT="$fuse_transport"
 export VDEV_DIR="$vdev_dir" VDEV_SIZE="$vdev_size" STF_SUITE="$SUITE" KEEP_WORK="$keep"
 
 # Stop the daemon (it exports every pool), kill it if it does not go, and remove stale mounts.
@@ -310,7 +319,7 @@ for ((iteration = 1; iteration <= iterations; iteration++)); do
 done
 
 echo
-echo "Results: $(($(date +%s) - started_run))s, tarn $("$TARN" --version 2>/dev/null | sed 's/^tarn //')"
+echo "Results: $(($(date +%s) - started_run))s, tarn $("$TARN" --version 2>/dev/null | sed 's/^tarn //')${fuse_transport:+, FUSE transport $fuse_transport}"
 if [ "${#failures[@]}" -gt 0 ]; then
 	echo "Failures:"
 	printf '  %s\n' "${failures[@]}"

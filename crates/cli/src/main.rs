@@ -226,6 +226,13 @@ enum Command {
         /// to listen elsewhere (0.0.0.0:9134, [::1]:9134).
         #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "stop", value_parser = metrics_address)]
         metrics: Option<std::net::SocketAddr>,
+        /// How mounts talk to the kernel: uring (FUSE over io_uring; turns the host's
+        /// enable_uring switch on, and says so in the log), dev (/dev/fuse), or auto (io_uring
+        /// when the kernel offers it, /dev/fuse otherwise); default: $TARN_FUSE_TRANSPORT,
+        /// else auto.
+        #[arg(long = "fuse-transport", value_name = "TRANSPORT", conflicts_with = "stop",
+              value_parser = ["auto", "uring", "dev"])]
+        fuse_transport: Option<String>,
     },
     /// This build's version and protocol version, and the running daemon's (none is started):
     /// tarn version [-j]
@@ -408,6 +415,7 @@ fn daemon_verb(
     stop: bool,
     log_level: Option<&str>,
     metrics: Option<std::net::SocketAddr>,
+    fuse_transport: Option<&str>,
 ) -> Result<Status, Failure> {
     if stop {
         match client::stop_daemon(socket)? {
@@ -418,7 +426,7 @@ fn daemon_verb(
     }
     if foreground {
         tarn_daemon::init_logging(log_level);
-        tarn_daemon::run_foreground(socket, metrics)?;
+        tarn_daemon::run_foreground(socket, metrics, fuse_transport)?;
         return Ok(0);
     }
     if let Some(pid) = client::ping(socket) {
@@ -427,7 +435,7 @@ fn daemon_verb(
             socket.display()
         )));
     }
-    let pid = client::start_daemon_logging(socket, log_level, metrics)?;
+    let pid = client::start_daemon_logging(socket, log_level, metrics, fuse_transport)?;
     out!(
         "tarn daemon {pid} listening on {} (log: {})",
         socket.display(),
@@ -514,7 +522,15 @@ fn run(cli: Cli) -> Result<Status, Failure> {
             stop,
             log_level,
             metrics,
-        } => daemon_verb(socket, foreground, stop, log_level.as_deref(), metrics),
+            fuse_transport,
+        } => daemon_verb(
+            socket,
+            foreground,
+            stop,
+            log_level.as_deref(),
+            metrics,
+            fuse_transport.as_deref(),
+        ),
         Command::Version { json } => version_verb(socket, json),
         Command::Quickstart { dir } => {
             quickstart::run(dir.unwrap_or_else(|| PathBuf::from("tarn-quickstart")))?;

@@ -595,12 +595,23 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
             let _guard = lock(&daemon.lifecycle);
             match (name, all) {
                 (None, false) => {
+                    let transports = daemon.mounts.transports();
                     let rows: Vec<serde_json::Value> = daemon
                         .mounts
                         .list()
                         .into_iter()
                         .map(|(name, path)| {
-                            serde_json::json!({ "name": name, "mountpoint": path.display().to_string() })
+                            let mut row = serde_json::json!({
+                                "name": name,
+                                "mountpoint": path.display().to_string(),
+                            });
+                            if let Some(state) = transports.get(&name) {
+                                row["transport"] = state.name().into();
+                                if let tarn_fuse::TransportState::Dev { reason } = state {
+                                    row["transport_reason"] = reason.as_str().into();
+                                }
+                            }
+                            row
                         })
                         .collect();
                     Ok(Answer {

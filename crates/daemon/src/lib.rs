@@ -187,8 +187,30 @@ fn pool_metrics(daemon: &Daemon, pool: &tarn::Pool) -> tarn_protocol::metrics::P
 }
 
 /// Run the daemon in this process until it is told to stop or has no pools left.
-pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> Result<(), Failure> {
+/// The transport of the daemon's mounts: `--fuse-transport`, else `TARN_FUSE_TRANSPORT`, else
+/// auto. An explicit `uring` turns the host's switch on (logged), or fails the start.
+fn choose_fuse_transport(option: Option<&str>) -> Result<tarn_fuse::TransportChoice, Failure> {
+    use tarn_fuse::transport;
+    let choice = match option {
+        Some(name) => transport::parse_transport(name),
+        None => transport::transport_from_env(),
+    }
+    .map_err(Failure)?;
+    if choice == tarn_fuse::TransportChoice::Uring {
+        transport::enable_host_uring()
+            .map_err(|error| Failure(format!("--fuse-transport uring: {error}")))?;
+    }
+    transport::set_process_transport(choice);
+    Ok(choice)
+}
+
+pub fn run_foreground(
+    socket: &Path,
+    metrics: Option<std::net::SocketAddr>,
+    fuse_transport: Option<&str>,
+) -> Result<(), Failure> {
     let tunables = Tunables::from_env().map_err(Failure)?;
+    let transport = choose_fuse_transport(fuse_transport)?;
     let socket = tarn_protocol::absolute(socket);
     // Before any thread starts: this clears the service manager's LISTEN_* variables.
     let activated = service::activated_listener(&socket)?;
@@ -221,6 +243,11 @@ pub fn run_foreground(socket: &Path, metrics: Option<std::net::SocketAddr>) -> R
     // Requests carry absolute paths; the daemon keeps no directory busy.
     let _ = std::env::set_current_dir("/");
     info!("listening on {}", socket.display());
+    info!(
+        "mounts use FUSE transport {} (host io_uring switch: {:?})",
+        tarn_fuse::transport::transport_name(transport),
+        tarn_fuse::transport::host_uring()
+    );
 
     let daemon = Arc::new(Daemon {
         state: Mutex::new(State {

@@ -302,6 +302,14 @@ impl Mounts {
             .collect()
     }
 
+    /// Each mount's transport (`uring` or `dev`, and why not the ring), by dataset.
+    pub fn transports(&self) -> BTreeMap<String, tarn_fuse::TransportState> {
+        lock(&self.table)
+            .iter()
+            .map(|(name, mounted)| (name.clone(), mounted.handle.transport()))
+            .collect()
+    }
+
     /// Unmount `dataset` and every mounted dataset below it, deepest mountpoint first, and
     /// return their names. Plain unmounts fail with EBUSY while in use; `force` unmounts
     /// lazily. All or nothing: when one fails, those unmounted before it are mounted again

@@ -42,11 +42,11 @@ impl MountOptions {
         }
     }
 
-    /// The transport named by `TARN_FUSE_TRANSPORT`, else `auto` (the ring when the kernel
-    /// offers it). A name that is not a transport is logged and `auto` used: the daemon and the
-    /// command line refuse it before any mount.
+    /// The process's transport (the daemon's `--fuse-transport`), else the one named by
+    /// `TARN_FUSE_TRANSPORT`, else `auto` (the ring when the kernel offers it). A name that is
+    /// not a transport is logged and `auto` used: the daemon refuses it before any mount.
     pub fn transport_default() -> TransportChoice {
-        crate::transport::transport_from_env().unwrap_or_else(|error| {
+        crate::transport::default_transport().unwrap_or_else(|error| {
             log::error!("tarn fuse: {error}; using auto");
             TransportChoice::Auto
         })

@@ -146,7 +146,10 @@ pub fn is_dead_fuse_mount(path: &Path) -> bool {
         return false;
     }
     // statfs always reaches the server (stat could be answered from cached attributes of a
-    // dead mount's root); a connection without a server fails it with ENOTCONN.
+    // dead mount's root); a connection without a server fails it with ENOTCONN, or with
+    // ECONNABORTED when the request was already queued as the connection went: over FUSE over
+    // io_uring, a statfs made just after the server died waits for the ring's teardown (the
+    // kernel tears the dead server's rings down after its exit) and is ended so.
     let Ok(path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
         return false;
     };
@@ -155,7 +158,11 @@ pub fn is_dead_fuse_mount(path: &Path) -> bool {
         let mut stat: libc::statfs = std::mem::zeroed();
         libc::statfs(path.as_ptr(), &mut stat)
     };
-    result != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN)
+    result != 0
+        && matches!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOTCONN | libc::ECONNABORTED)
+        )
 }
 
 /// Check that `path` can be mounted on, without changing anything: not a live mountpoint, and

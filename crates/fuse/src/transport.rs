@@ -11,6 +11,7 @@
 //! `--fuse-transport uring`) calls [`enable_host_uring`], which logs that it did.
 
 use std::io;
+use std::sync::OnceLock;
 
 pub use fuser::{OpcodeCount, TransportChoice, TransportState};
 
@@ -39,6 +40,24 @@ pub fn transport_name(choice: TransportChoice) -> &'static str {
         TransportChoice::Auto => "auto",
         TransportChoice::Uring => "uring",
         TransportChoice::Dev => "dev",
+    }
+}
+
+/// The transport a process's mounts ask for, when set (the daemon's `--fuse-transport`).
+static PROCESS_TRANSPORT: OnceLock<TransportChoice> = OnceLock::new();
+
+/// Sets the transport of every mount this process makes from now on (once; a second call is
+/// ignored and returns false).
+pub fn set_process_transport(choice: TransportChoice) -> bool {
+    PROCESS_TRANSPORT.set(choice).is_ok()
+}
+
+/// The transport mounts ask for: the process's ([`set_process_transport`]), else the one
+/// [`TRANSPORT_ENV`] names, else `auto`.
+pub fn default_transport() -> Result<TransportChoice, String> {
+    match PROCESS_TRANSPORT.get() {
+        Some(choice) => Ok(*choice),
+        None => transport_from_env(),
     }
 }
 

@@ -232,7 +232,7 @@ pub fn ping(socket: &Path) -> Option<u32> {
 /// Start a detached daemon on `socket` and wait until it answers; returns its pid. Fails if it
 /// does not come up, quoting the end of its log.
 pub fn start_daemon(socket: &Path) -> Result<u32, Failure> {
-    start_daemon_logging(socket, None, None)
+    start_daemon_logging(socket, None, None, None)
 }
 
 /// `start_daemon`, the daemon logging at `log_level` (`tarn daemon --log-level`) instead of
@@ -241,6 +241,7 @@ pub fn start_daemon_logging(
     socket: &Path,
     log_level: Option<&str>,
     metrics: Option<std::net::SocketAddr>,
+    fuse_transport: Option<&str>,
 ) -> Result<u32, Failure> {
     if let Some(parent) = socket.parent() {
         std::fs::create_dir_all(parent).map_err(|error| {
@@ -268,6 +269,12 @@ pub fn start_daemon_logging(
         .arg("--foreground")
         .arg("--socket")
         .arg(socket)
+        .args(
+            fuse_transport
+                .map(|transport| ["--fuse-transport", transport])
+                .into_iter()
+                .flatten(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::from(log_copy))
         .stderr(Stdio::from(log_file))

@@ -94,12 +94,15 @@ impl Run {
 }
 
 /// A command for `program` with no standard input and none of the caller's `TARN_*`
-/// variables, so that a developer's own socket or tunables never reach a test's daemon.
+/// variables, so that a developer's own socket or tunables never reach a test's daemon. The
+/// exception is `TARN_FUSE_TRANSPORT`, the transport the whole test run serves its mounts
+/// through.
 pub fn clean_command(program: &str) -> Command {
     let mut command = Command::new(program);
     command.stdin(Stdio::null());
     for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("TARN_") {
+        let key_text = key.to_string_lossy();
+        if key_text.starts_with("TARN_") && key_text != "TARN_FUSE_TRANSPORT" {
             command.env_remove(key);
         }
     }

@@ -420,12 +420,19 @@ pub fn mount(socket: &Path, mut args: MountArgs) -> Result<u8, Failure> {
         let mounts = rows.as_array().unwrap_or(&empty).iter().map(|row| {
             let name = row["name"].as_str().unwrap_or_default();
             let mountpoint = row["mountpoint"].as_str().unwrap_or_default();
-            (name, mountpoint)
+            // How the mount talks to the kernel: uring (FUSE over io_uring) or dev.
+            let transport = row["transport"].as_str().unwrap_or("-");
+            (name, mountpoint, transport)
         });
         if json {
-            // zfs mount -j: `datasets` keyed by name, each its `filesystem` and `mountpoint`.
-            let datasets = mounts.map(|(name, mountpoint)| {
-                let object = serde_json::json!({ "filesystem": name, "mountpoint": mountpoint });
+            // zfs mount -j: `datasets` keyed by name, each its `filesystem` and `mountpoint`;
+            // tarn adds the `transport`.
+            let datasets = mounts.map(|(name, mountpoint, transport)| {
+                let object = serde_json::json!({
+                    "filesystem": name,
+                    "mountpoint": mountpoint,
+                    "transport": transport,
+                });
                 (name.to_string(), object)
             });
             let mut document = Document::new("tarn mount");
@@ -434,14 +441,20 @@ pub fn mount(socket: &Path, mut args: MountArgs) -> Result<u8, Failure> {
             return Ok(0);
         }
         let cells: Vec<Vec<Cell>> = mounts
-            .map(|(name, mountpoint)| vec![Cell::text(name), Cell::text(mountpoint)])
+            .map(|(name, mountpoint, transport)| {
+                vec![
+                    Cell::text(name),
+                    Cell::text(mountpoint),
+                    Cell::text(transport),
+                ]
+            })
             .collect();
         let format = ListFormat {
             no_header: true,
             ..ListFormat::default()
         };
         print_table(
-            &["name", "mountpoint"],
+            &["name", "mountpoint", "transport"],
             &cells,
             &format,
             "tarn mount",

@@ -97,7 +97,8 @@ fn file_size(rng: &mut Rng) -> usize {
 /// Writer `thread` of round `round`: creates files under `dir` (relative path `rel`), appends
 /// to and overwrites its own files, fsyncs each file and the directory, and records what was
 /// confirmed. Stops at the first error, which must come after the daemon was killed and be
-/// ENOTCONN, EIO or ECONNABORTED.
+/// ENOTCONN, EIO or ECONNABORTED, or, over FUSE over io_uring, ECANCELED (a request the kernel
+/// had put in a ring entry of the dead server, ended when the server's ring is torn down).
 fn writer(
     mnt: PathBuf,
     rel: String,
@@ -195,7 +196,7 @@ fn writer(
                 if killed.load(Ordering::SeqCst)
                     && matches!(
                         error.raw_os_error(),
-                        Some(libc::ENOTCONN | libc::EIO | libc::ECONNABORTED)
+                        Some(libc::ENOTCONN | libc::EIO | libc::ECONNABORTED | libc::ECANCELED)
                     ) =>
             {
                 // The daemon is gone: stop, and record nothing unconfirmed.
