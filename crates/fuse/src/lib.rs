@@ -192,7 +192,7 @@ pub use mount::{
 use readdir::PlusListing;
 use route::Node;
 use snapdir::{InodeKind, NoSnapshots, SnapshotSource, SnapshotTable, SNAPSHOT_DIR_INO};
-pub use transport::{OpcodeCount, TransportChoice, TransportState};
+pub use transport::{OpcodeCount, TransportChoice, TransportState, UringOptions};
 pub use write_space::DIRTY_MAX_LIMIT;
 use write_space::{WriteSpace, CACHED_WRITER};
 

@@ -26,6 +26,8 @@ pub struct MountOptions {
     pub dirty_max: u64,
     /// The transport to ask for: FUSE over io_uring or `/dev/fuse` (see `transport`).
     pub transport: TransportChoice,
+    /// The ring's shape, when the mount gets one (workers per CPU, pinning, entry size).
+    pub uring: UringOptions,
 }
 
 impl MountOptions {
@@ -39,6 +41,7 @@ impl MountOptions {
             snapdir_visible: false,
             dirty_max: crate::DIRTY_MAX_LIMIT,
             transport: MountOptions::transport_default(),
+            uring: UringOptions::default(),
         }
     }
 
@@ -178,6 +181,7 @@ pub fn mount_filesystem<FS: Filesystem + Send + 'static>(
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
     config.transport = options.transport;
+    config.uring = options.uring.clone();
     let session = fuser::spawn_mount(filesystem, mountpoint, &config)?;
     // Its statfs also settles the transport: the first request after INIT goes through the
     // ring once every queue has registered, or through /dev/fuse after a fallback.

@@ -13,7 +13,7 @@
 use std::io;
 use std::sync::OnceLock;
 
-pub use fuser::{OpcodeCount, TransportChoice, TransportState};
+pub use fuser::{OpcodeCount, TransportChoice, TransportState, UringOptions};
 
 /// The host's FUSE-over-io_uring switch.
 pub const ENABLE_URING_PARAMETER: &str = "/sys/module/fuse/parameters/enable_uring";

@@ -146,6 +146,42 @@ fn uring_serves_the_queue_of_each_cpu() {
 }
 
 #[test]
+fn a_failed_register_sends_the_mount_back_to_dev_fuse() {
+    if !tarn_test_support::requires(&[Requirement::Fuse, Requirement::FuseUring]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    tarn_fuse::mountpoint::prepare(&mnt).unwrap();
+    let mut options = MountOptions::new("tarn-transport-test");
+    options.transport = TransportChoice::Auto;
+    // Entries a page short of what the kernel needs: every REGISTER fails with EINVAL, and the
+    // kernel serves the connection through /dev/fuse instead; nothing hangs.
+    options.uring.test_payload_shortfall = 4096;
+    let mut handle = tarn_fuse::null::mount(&mnt, &options).unwrap();
+    fs::write(mnt.join("f"), b"still served").unwrap();
+    assert_eq!(fs::read(mnt.join("f")).unwrap(), b"still served");
+    // The worker records the fallback when its REGISTER's completion comes back.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while handle.transport().name() != "dev" && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let state = handle.transport();
+    let TransportState::Dev { reason } = &state else {
+        panic!("a failed REGISTER must leave the mount on /dev/fuse: {state:?}");
+    };
+    assert!(reason.contains("REGISTER failed"), "{reason}");
+    assert_eq!(ring_count(&handle, "create"), 0);
+    let dev_creates = handle
+        .request_counts()
+        .iter()
+        .find(|count| count.name == "create")
+        .map_or(0, |count| count.dev);
+    assert!(dev_creates > 0, "{:?}", handle.request_counts());
+    handle.unmount(false).unwrap();
+}
+
+#[test]
 fn without_the_host_switch_auto_stays_on_dev_and_uring_fails() {
     if !tarn_test_support::requires(&[Requirement::Fuse]) {
         return;

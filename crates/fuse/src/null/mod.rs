@@ -43,7 +43,7 @@
 //!
 //! # Limits
 //! Everything lives in memory and is gone at unmount (a source tree costs its size in RAM).
-//! No extended attributes or ACLs (ENOSYS: the kernel stops asking), no ioctls (ENOTTY), no
+//! No extended attributes (none is set, setting one is refused) or ACLs, no ioctls (ENOTTY), no
 //! file locks beyond the kernel's own, no atime updates on reads, no SEEK_DATA/SEEK_HOLE or
 //! copy_file_range (the kernel falls back). The mode the kernel caches is not invalidated when a write clears
 //! setuid (tarn invalidates it). Permissions are checked by the kernel (`default_permissions`).
@@ -571,8 +571,10 @@ impl Filesystem for NullFuse {
         }
     }
 
-    // No extended attributes: ENOSYS, which the kernel remembers (it stops asking), answered
-    // without fuser's "not implemented" warning.
+    // Extended attributes are supported, and none is set: a file has none (ENODATA, an empty
+    // list) and setting one is refused (ENOTSUP). Not ENOSYS, which the kernel remembers and
+    // stops asking: tarn supports them, so the kernel asks it (for security.capability before
+    // every write, for one), and the floor must answer the same requests to be tarn's floor.
     fn setxattr(
         &self,
         _req: &Request,
@@ -583,7 +585,7 @@ impl Filesystem for NullFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::ENOSYS);
+        reply.error(Errno::ENOTSUP);
     }
 
     fn getxattr(
@@ -594,15 +596,19 @@ impl Filesystem for NullFuse {
         _size: u32,
         reply: ReplyXattr,
     ) {
-        reply.error(Errno::ENOSYS);
+        reply.error(Errno::ENODATA);
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS);
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(0);
+        } else {
+            reply.data(&[]);
+        }
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
+        reply.error(Errno::ENODATA);
     }
 
     /// No ioctls (file attributes, clones): what a file system without them says.

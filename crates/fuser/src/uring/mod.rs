@@ -78,6 +78,10 @@ pub struct UringOptions {
     /// The largest payload buffer per entry the session accepts; a mount whose `max_write` or
     /// `max_pages` would need more stays on `/dev/fuse` (or fails, with [`TransportChoice::Uring`]).
     pub max_entry_bytes: usize,
+    /// Tests only: make each entry's payload buffer this many bytes smaller than the kernel
+    /// requires, so that every REGISTER fails and the kernel goes back to `/dev/fuse`.
+    #[doc(hidden)]
+    pub test_payload_shortfall: usize,
 }
 
 impl Default for UringOptions {
@@ -86,6 +90,7 @@ impl Default for UringOptions {
             workers_per_queue: 0,
             pin_workers: true,
             max_entry_bytes: 4 << 20,
+            test_payload_shortfall: 0,
         }
     }
 }
@@ -146,6 +151,8 @@ const COUNTED_OPCODES: usize = 64;
 pub(crate) struct TransportShared {
     state: Mutex<TransportState>,
     ring_negotiated: AtomicBool,
+    /// A request has come through the ring (so `confirm_ring` need not lock again).
+    ring_confirmed: AtomicBool,
     dev_requests: [AtomicU64; COUNTED_OPCODES],
     ring_requests: [AtomicU64; COUNTED_OPCODES],
 }
@@ -157,6 +164,7 @@ impl TransportShared {
                 reason: "not negotiated yet".to_string(),
             }),
             ring_negotiated: AtomicBool::new(false),
+            ring_confirmed: AtomicBool::new(false),
             dev_requests: std::array::from_fn(|_| AtomicU64::new(0)),
             ring_requests: std::array::from_fn(|_| AtomicU64::new(0)),
         })
@@ -181,6 +189,10 @@ impl TransportShared {
 
     /// The first request through the ring proves it ready.
     fn confirm_ring(&self, entry_bytes: usize) {
+        if self.ring_confirmed.load(Ordering::Relaxed) {
+            return;
+        }
+        self.ring_confirmed.store(true, Ordering::Relaxed);
         let mut state = self.state.lock();
         if let TransportState::UringStarting { queues, workers } = *state {
             *state = TransportState::Uring {
@@ -352,7 +364,7 @@ pub(crate) fn plan(
             workers.push(WorkerPlan {
                 qid: qid as u16,
                 cpu: (is_online && options.pin_workers).then_some(qid),
-                payload_bytes,
+                payload_bytes: payload_bytes - options.test_payload_shortfall.min(payload_bytes),
             });
         }
     }
