@@ -2,7 +2,8 @@
 //! every kind of request through the ring (and FORGET through /dev/fuse), on every CPU's
 //! queue, and unmounts cleanly; `auto` stays on /dev/fuse when the host has the ring switched
 //! off, without switching it on; an explicit `uring` then fails the mount instead of silently
-//! testing /dev/fuse. The ring tests need the host switch on (`Requirement::FuseUring`); the
+//! testing /dev/fuse; a failed REGISTER sends a mount back to /dev/fuse; a lazy unmount releases
+//! the callers of a stuck handler at once, on either transport. The ring tests need the host switch on (`Requirement::FuseUring`); the
 //! test command turns it on explicitly.
 
 use std::fs;
@@ -221,4 +222,114 @@ fn without_the_host_switch_auto_stays_on_dev_and_uring_fails() {
         fs::read(tarn_fuse::transport::ENABLE_URING_PARAMETER).ok(),
         parameter
     );
+}
+
+/// A file system whose statfs, once armed, blocks until released: a handler stuck in its work.
+struct Stuck {
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    entered: std::sync::mpsc::SyncSender<()>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl fuser::Filesystem for Stuck {
+    fn init(
+        &mut self,
+        _req: &fuser::Request,
+        config: &mut fuser::KernelConfig,
+    ) -> std::io::Result<()> {
+        tarn_fuse::configure_kernel(config);
+        Ok(())
+    }
+
+    fn statfs(&self, _req: &fuser::Request, _ino: fuser::INodeNo, reply: fuser::ReplyStatfs) {
+        if self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = self.entered.send(());
+            let _ = self
+                .release
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(30));
+        }
+        reply.statfs(0, 0, 0, 0, 0, 4096, 255, 0);
+    }
+}
+
+/// A lazy unmount while a handler is stuck: the caller waiting on it gets an error at once,
+/// not after the handler, and the handler's late answer ends its thread (over the ring: its
+/// commit fails with ENOTCONN), so the session joins.
+fn lazy_unmount_with_a_stuck_handler(transport: TransportChoice) {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    tarn_fuse::mountpoint::prepare(&mnt).unwrap();
+    let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (entered_tx, entered_rx) = std::sync::mpsc::sync_channel(1);
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let stuck = Stuck {
+        armed: armed.clone(),
+        entered: entered_tx,
+        release: std::sync::Mutex::new(release_rx),
+    };
+    let mut options = MountOptions::new("tarn-transport-test");
+    options.transport = transport;
+    let mut handle = tarn_fuse::mount_filesystem(stuck, &mnt, &options).unwrap();
+    assert_eq!(
+        handle.transport().name(),
+        tarn_fuse::transport::transport_name(transport)
+    );
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let caller = {
+        let mnt = mnt.clone();
+        std::thread::spawn(move || nix_statfs(&mnt))
+    };
+    entered_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the statfs reached the handler");
+    let started = std::time::Instant::now();
+    let unmounting = std::thread::spawn(move || {
+        let result = handle.unmount(true);
+        (result, handle)
+    });
+    // The caller is released by the abort, while the handler is still stuck.
+    let error = caller
+        .join()
+        .unwrap()
+        .expect_err("a statfs on an aborted mount fails");
+    assert!(
+        matches!(
+            error.raw_os_error(),
+            Some(libc::ENOTCONN | libc::ECONNABORTED)
+        ),
+        "{error}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    release_tx.send(()).unwrap();
+    let (result, _handle) = unmounting.join().unwrap();
+    result.unwrap();
+    assert!(!tarn_fuse::mountpoint::is_dead_fuse_mount(&mnt));
+}
+
+fn nix_statfs(path: &Path) -> std::io::Result<()> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string and a zeroed buffer the call fills.
+    let mut figures: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut figures) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[test]
+fn lazy_unmount_releases_callers_of_a_stuck_handler_over_dev_fuse() {
+    if !tarn_test_support::requires(&[Requirement::Fuse]) {
+        return;
+    }
+    lazy_unmount_with_a_stuck_handler(TransportChoice::Dev);
+}
+
+#[test]
+fn lazy_unmount_releases_callers_of_a_stuck_handler_over_the_ring() {
+    if !tarn_test_support::requires(&[Requirement::Fuse, Requirement::FuseUring]) {
+        return;
+    }
+    lazy_unmount_with_a_stuck_handler(TransportChoice::Uring);
 }
