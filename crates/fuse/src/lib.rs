@@ -519,25 +519,6 @@ impl TarnFuse {
 impl Filesystem for TarnFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         configure_kernel(config);
-        // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
-        // inheritance), and without one applying it twice changes nothing.
-        let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
-        // The adapter clears setuid and setgid itself (`kill_privileges`), so the kernel need
-        // not look for security.capability before each write.
-        if config
-            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
-            .is_err()
-        {
-            log::info!(
-                "tarn fuse {}: the kernel does not offer FUSE_HANDLE_KILLPRIV_V2",
-                self.name
-            );
-        }
-        // Files opened for direct I/O (sync=always) may still be mapped shared.
-        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
-        // Attributes with the names of a listing (readdir.rs), when the kernel wants them.
-        let _ = config
-            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         // acltype=posix: the kernel enforces the ACLs the engine keeps (this implies
         // default_permissions, which every mount has anyway).
         if self.fs.config().acl_posix && config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err()

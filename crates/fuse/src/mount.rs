@@ -103,6 +103,22 @@ pub fn configure_kernel(config: &mut KernelConfig) {
     {
         log::warn!("tarn fuse: the kernel offers no writeback cache; every write is a request");
     }
+    // The engine applies the umask itself: with a default ACL it must not (POSIX ACL
+    // inheritance), and without one applying it twice changes nothing.
+    let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+    // The adapter clears setuid and setgid itself (`kill_privileges`), so the kernel need not
+    // look for security.capability before each write.
+    if config
+        .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+        .is_err()
+    {
+        log::info!("tarn fuse: the kernel does not offer FUSE_HANDLE_KILLPRIV_V2");
+    }
+    // Files opened for direct I/O (sync=always) may still be mapped shared.
+    let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+    // Attributes with the names of a listing (readdir.rs), when the kernel wants them.
+    let _ =
+        config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
     // Readahead as large as the kernel offers here (often 128 KiB); the mount raises it
     // afterwards (see `tune_backing_device`).
     if let Err(offered) = config.set_max_readahead(READAHEAD_BYTES) {

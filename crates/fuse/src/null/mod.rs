@@ -5,9 +5,9 @@
 //! It measures what FUSE itself costs on this machine, so that a tarn mount's figures can be
 //! judged against the best any FUSE file system could do with the same settings. It is mounted
 //! through [`crate::mount_filesystem`] and negotiates at init exactly what a tarn mount does
-//! ([`crate::configure_kernel`], then the capabilities `TarnFuse::init` adds: FUSE_DONT_MASK,
-//! FUSE_HANDLE_KILLPRIV_V2, FUSE_DIRECT_IO_ALLOW_MMAP, readdirplus with
-//! FUSE_READDIRPLUS_AUTO; not FUSE_POSIX_ACL, which tarn asks for only with acltype=posix).
+//! ([`crate::configure_kernel`], which also asks for FUSE_DONT_MASK, FUSE_HANDLE_KILLPRIV_V2,
+//! FUSE_DIRECT_IO_ALLOW_MMAP and readdirplus; not FUSE_POSIX_ACL, which a tarn mount adds only
+//! with acltype=posix).
 //! Its open flags follow tarn's too: directories are opened with FOPEN_CACHE_DIR and
 //! FOPEN_KEEP_CACHE; entries and attributes carry [`TTL`]. So its mount options, kernel
 //! settings (max_write, max_pages, readahead, writeback cache, capabilities) and worker
@@ -57,8 +57,8 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, IoctlFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
@@ -134,11 +134,6 @@ impl Filesystem for NullFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Exactly what `TarnFuse::init` negotiates (without acltype=posix).
         configure_kernel(config);
-        let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
-        let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
-        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
-        let _ = config
-            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         Ok(())
     }
 
