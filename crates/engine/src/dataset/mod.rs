@@ -272,6 +272,27 @@ impl Dataset {
         self.livelist.lock().clone()
     }
 
+    /// Open context: the livelist's sub-lists with their counts (`debug dataset`, tests), or
+    /// None without a livelist. The headers are read from a copy of the livelist without its
+    /// lock, so a condense or a drop in syncing context may remove a list the copy names before
+    /// its header is read; the read then finds no such object, and is made again from a new
+    /// copy for as long as the livelist keeps changing under it.
+    pub fn livelist_sublists(
+        &self,
+        store: &DeadlistStore,
+    ) -> Result<Option<Vec<livelist::Sublist>>, ObjectError> {
+        loop {
+            let Some(copy) = self.livelist() else {
+                return Ok(None);
+            };
+            match copy.sublists(store) {
+                Err(ObjectError::NoSuchObject(_))
+                    if self.livelist().map(|now| now.lists()) != Some(copy.lists()) => {}
+                result => return result.map(Some),
+            }
+        }
+    }
+
     /// Take the livelist out (destroy queues it; drop destroys it).
     pub fn take_livelist(&self) -> Option<Livelist> {
         self.livelist_pending.lock().clear();

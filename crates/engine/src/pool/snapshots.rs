@@ -1351,10 +1351,9 @@ impl Pool {
                 .iter()
                 .map(|snapshot| (snapshot.short_name(), snapshot.object.0, snapshot.txg().0))
                 .collect(),
-            livelist: match head.livelist() {
-                Some(livelist) => livelist.sublists(&self.core.deadlist_store())?,
-                None => Vec::new(),
-            },
+            livelist: head
+                .livelist_sublists(&self.core.deadlist_store())?
+                .unwrap_or_default(),
         })
     }
 
