@@ -120,7 +120,7 @@ pub use fs::{
 };
 pub use object::kv::COOKIE_FIRST;
 pub use object::owners::OwnerKind;
-pub use object::{ObjectError, ObjectProps};
+pub use object::{ObjectError, ObjectProps, ReadPiece};
 pub use pool::bookmarks::BookmarkInfo;
 pub use pool::datasets::DatasetInfo;
 pub use pool::delegation::GrantChange;

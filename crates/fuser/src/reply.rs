@@ -215,6 +215,13 @@ impl ReplyData {
         self.reply.send_ll(&ll::ResponseSlice(data));
     }
 
+    /// Reply to a request with the concatenation of `pieces` (tarn: one `writev` of the
+    /// pieces where they lie, or one copy each into the ring's entry, instead of a copy into
+    /// one buffer first).
+    pub fn data_pieces(self, pieces: &[std::io::IoSlice<'_>]) {
+        self.reply.send_ll(&ll::ResponseSlices(pieces));
+    }
+
     /// Reply to a request with the given error code
     pub fn error(self, err: Errno) {
         self.reply.error(err);

@@ -205,7 +205,9 @@ pub fn decompress(
         check_uncompressed(data, size_logical)?;
         return Ok(data.to_vec());
     }
-    let mut output = vec![0u8; size_logical];
+    // The decoder writes every byte (or fails): a buffer of any contents will do, and one
+    // given back by the cache or a read costs no zeroing and no page faults.
+    let mut output = crate::vdev::buffers::take(size_logical);
     decompress_into(kind, data, &mut output)?;
     Ok(output)
 }

@@ -279,7 +279,13 @@ impl FileSystem {
         let length = (length as u64).min(znode.size.saturating_sub(offset)) as usize;
         let mut data = Vec::new();
         if length > 0 {
-            self.read_blocks(object, offset, length, &mut data).ok()?;
+            self.read_blocks(
+                object,
+                offset,
+                length,
+                super::read::ReadSink::Copy(&mut data),
+            )
+            .ok()?;
         }
         Some(data)
     }

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::object::prefetch::PrefetchStats;
+use crate::object::{ObjectSet, ReadPiece};
 use crate::types::ObjectId;
 
 use super::phys::{FileKind, Timestamp, Znode};
@@ -13,9 +14,55 @@ use super::{FileSystem, FsError, Result, IO_BYTES_MAX};
 /// relatime: a read updates an atime older than this even if it is newer than mtime and ctime.
 const RELATIME_SECONDS: i64 = 24 * 60 * 60;
 
+/// Where [`FileSystem::read_blocks`] puts what it reads.
+pub(super) enum ReadSink<'a> {
+    /// The bytes, appended.
+    Copy(&'a mut Vec<u8>),
+    /// The blocks that hold them, shared, appended.
+    Share(&'a mut Vec<ReadPiece>),
+}
+
+impl ReadSink<'_> {
+    fn read(
+        &mut self,
+        objset: &ObjectSet,
+        object: ObjectId,
+        offset: u64,
+        length: usize,
+    ) -> Result<()> {
+        match self {
+            ReadSink::Copy(data) => objset.read_append(object, offset, length, data)?,
+            ReadSink::Share(pieces) => objset.read_shared(object, offset, length, pieces)?,
+        }
+        Ok(())
+    }
+}
+
 impl FileSystem {
     /// Read up to `length` bytes at `offset` from a regular file (fewer at its end).
     pub fn read(&self, ino: u64, offset: u64, length: usize) -> Result<Vec<u8>> {
+        let mut data = Vec::new();
+        self.read_to(ino, offset, length, ReadSink::Copy(&mut data))?;
+        Ok(data)
+    }
+
+    /// As [`FileSystem::read`], the bytes left where they are: appended to `pieces` as the
+    /// blocks that hold them, shared with the cache, and the range of each read
+    /// ([`ObjectSet::read_shared`]). A mount answers a READ from these (one copy, into the
+    /// kernel, instead of two) and drops them right after.
+    ///
+    /// [`ObjectSet::read_shared`]: crate::object::ObjectSet::read_shared
+    pub fn read_shared(
+        &self,
+        ino: u64,
+        offset: u64,
+        length: usize,
+        pieces: &mut Vec<ReadPiece>,
+    ) -> Result<()> {
+        self.read_to(ino, offset, length, ReadSink::Share(pieces))
+    }
+
+    fn read_to(&self, ino: u64, offset: u64, length: usize, sink: ReadSink<'_>) -> Result<()> {
         if length > IO_BYTES_MAX {
             return Err(FsError::Invalid(format!("read of {length} bytes")));
         }
@@ -27,9 +74,8 @@ impl FileSystem {
         }
         let available = znode.size.saturating_sub(offset);
         let length = (length as u64).min(available) as usize;
-        let mut data = Vec::new();
         if length > 0 {
-            self.read_blocks(ino, offset, length, &mut data)?;
+            self.read_blocks(ino, offset, length, sink)?;
         }
         // On a pool suspended by a failed sync (failmode continue or wait) reads go on: the
         // atime update it cannot write is dropped, not turned into a failed read.
@@ -38,10 +84,10 @@ impl FileSystem {
                 return Err(error);
             }
         }
-        Ok(data)
+        Ok(())
     }
 
-    /// Append `length` bytes at `offset` of file `ino` to `data`. A read spanning several blocks of which some
+    /// Read `length` bytes at `offset` of file `ino` into `sink`. A read spanning several blocks of which some
     /// are not in memory has the prefetch workers read all but the first, as demand reads,
     /// while this thread reads the first, then takes each next block in turn: each such block
     /// is a synchronous device read, and a device serves several at once much faster than one
@@ -57,7 +103,7 @@ impl FileSystem {
         ino: u64,
         offset: u64,
         length: usize,
-        data: &mut Vec<u8>,
+        mut sink: ReadSink<'_>,
     ) -> Result<()> {
         let object = ObjectId(ino);
         let info = self.objset.info(object)?;
@@ -66,7 +112,9 @@ impl FileSystem {
             return Err(FsError::Corrupt(format!("file {ino} has block size 0")));
         }
         let blocks = offset / block_size..(offset + length as u64).div_ceil(block_size);
-        data.reserve(length);
+        if let ReadSink::Copy(data) = &mut sink {
+            data.reserve(length);
+        }
         // Read-ahead would only fill a cache that does not keep this set's data.
         let cached = self.objset.primarycache() == crate::cache::CachePolicy::All;
         if cached {
@@ -87,7 +135,7 @@ impl FileSystem {
             if cached {
                 self.prefetch.claim(object, blocks);
             }
-            return Ok(self.objset.read_append(object, offset, length, data)?);
+            return sink.read(&self.objset, object, offset, length);
         }
         // Block by block: claim each (take it back from the queue if no worker has started
         // it, or wait for the worker reading it), then copy it out, or read it here.
@@ -97,7 +145,7 @@ impl FileSystem {
             let blkid = at / block_size;
             let piece = ((blkid + 1) * block_size).min(end) - at;
             self.prefetch.claim(object, blkid..blkid + 1);
-            self.objset.read_append(object, at, piece as usize, data)?;
+            sink.read(&self.objset, object, at, piece as usize)?;
             at += piece;
         }
         Ok(())

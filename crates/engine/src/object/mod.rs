@@ -95,6 +95,7 @@ pub mod prefetch;
 mod prewrite;
 mod read;
 pub use prewrite::{PreparedPrewrite, Prewrite};
+pub use read::ReadPiece;
 #[doc(hidden)]
 pub use read::{test_hook_before_block_lookup, SPILL_BLKID};
 pub mod read_errors;

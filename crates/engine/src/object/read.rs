@@ -16,6 +16,21 @@ use crate::cache::ReadFor;
 use crate::types::ObjectId;
 
 use super::dirty::DirtyBlock;
+
+/// A piece of a read ([`ObjectSet::read_shared`]): a block's bytes, shared, and the range of
+/// them that the read covers.
+#[derive(Clone, Debug)]
+pub struct ReadPiece {
+    pub block: Arc<Vec<u8>>,
+    pub range: std::ops::Range<usize>,
+}
+
+impl ReadPiece {
+    /// The bytes read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.block[self.range.clone()]
+    }
+}
 use super::phys::DnodePhys;
 use super::tree;
 use super::{ObjectError, ObjectSet};
@@ -238,7 +253,8 @@ impl ObjectSet {
     /// Read bytes at `offset`; holes and bytes past the last block read as zeros.
     pub fn read(&self, object: ObjectId, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
         let mut done = 0usize;
-        self.read_pieces(object, offset, buf.len(), |piece| {
+        self.read_pieces(object, offset, buf.len(), |block, range| {
+            let piece = &block[range];
             buf[done..done + piece.len()].copy_from_slice(piece);
             done += piece.len();
         })
@@ -254,16 +270,39 @@ impl ObjectSet {
         out: &mut Vec<u8>,
     ) -> Result<(), ObjectError> {
         out.reserve(length);
-        self.read_pieces(object, offset, length, |piece| out.extend_from_slice(piece))
+        self.read_pieces(object, offset, length, |block, range| {
+            out.extend_from_slice(&block[range])
+        })
     }
 
-    /// Hand `sink` the bytes of `length` at `offset`, in order, a piece per block.
+    /// [`ObjectSet::read`] of `length` bytes as the blocks that hold them, appended to `out`
+    /// without copying a byte: each block shared with the cache (or the dirty record) and the
+    /// range of it read. For a caller that hands the bytes on at once (a mount's READ answer
+    /// is written to the kernel from them), and should drop the pieces then: a block held
+    /// here is not given back to the I/O buffers when the cache evicts it.
+    pub fn read_shared(
+        &self,
+        object: ObjectId,
+        offset: u64,
+        length: usize,
+        out: &mut Vec<ReadPiece>,
+    ) -> Result<(), ObjectError> {
+        self.read_pieces(object, offset, length, |block, range| {
+            out.push(ReadPiece {
+                block: Arc::clone(block),
+                range,
+            })
+        })
+    }
+
+    /// Hand `sink` the bytes of `length` at `offset`, in order, a piece per block: the block
+    /// and the range of it.
     fn read_pieces(
         &self,
         object: ObjectId,
         offset: u64,
         length: usize,
-        mut sink: impl FnMut(&[u8]),
+        mut sink: impl FnMut(&Arc<Vec<u8>>, std::ops::Range<usize>),
     ) -> Result<(), ObjectError> {
         let block_size = self.existing_dnode(object)?.data_block_size as u64;
         let mut done = 0usize;
@@ -273,7 +312,7 @@ impl ObjectSet {
             let within = (position % block_size) as usize;
             let chunk = (block_size as usize - within).min(length - done);
             let block = self.read_block(object, blkid)?;
-            sink(&block[within..within + chunk]);
+            sink(&block, within..within + chunk);
             done += chunk;
         }
         Ok(())

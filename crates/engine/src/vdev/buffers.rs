@@ -19,6 +19,11 @@
 //! buffer given when it is full is simply freed. A buffer is taken only for a length between
 //! half its capacity and its capacity, so a small read never pins a large buffer.
 //!
+//! Besides the reads that use a buffer for a moment, the block cache gives back the bytes of
+//! each block it evicts when it held the last reference (`cache/arc.rs`), and decompression
+//! takes its output from here: in a stream of cache misses (a cold sequential read) each read
+//! then reuses the buffer an eviction freed.
+//!
 //! Buffers come from the global allocator as any `Vec` does (aligned for direct I/O by
 //! [`super::alloc`] at these sizes), and a taken buffer is a plain `Vec<u8>` that may also
 //! simply be dropped.
