@@ -534,8 +534,9 @@ fn comparisons(
     rows
 }
 
-/// Per-opcode request counts of each FUSE target, and the process's CPU seconds and voluntary
-/// context switches during its workloads (text output only: `-j` prints the comparisons).
+/// Per-opcode request counts of each FUSE target, the server's time per request of each
+/// opcode, and the process's CPU seconds and voluntary context switches during its workloads
+/// (text output only: `-j` prints the comparisons).
 fn print_requests(fuse: &[(TransportChoice, Measured, Measured)]) {
     let targets: Vec<(String, &Measured)> = fuse
         .iter()
@@ -559,20 +560,41 @@ fn print_requests(fuse: &[(TransportChoice, Measured, Measured)]) {
         print!(" {name:>30}");
     }
     println!();
-    for opcode in opcodes {
-        print!("{opcode:<14}");
-        for (_, measured) in &targets {
-            let cell = measured
-                .counts
-                .iter()
-                .find(|count| count.name == opcode)
-                .map_or("-".to_string(), |count| {
-                    format!("{}+{}", count.dev, count.ring)
-                });
-            print!(" {cell:>30}");
+    let table = |cell: &dyn Fn(&OpcodeCount) -> String| {
+        for opcode in &opcodes {
+            print!("{opcode:<14}");
+            for (_, measured) in &targets {
+                let text = measured
+                    .counts
+                    .iter()
+                    .find(|count| count.name == *opcode)
+                    .map_or("-".to_string(), cell);
+                print!(" {text:>30}");
+            }
+            println!();
         }
-        println!();
+    };
+    table(&|count| format!("{}+{}", count.dev, count.ring));
+    println!();
+    println!(
+        "server time per request in microseconds (decoding, the file system's work and the \
+         answer), and requests per second of one thread at that cost:"
+    );
+    table(&|count| {
+        let micros = count.micros_per_request();
+        let per_second = if micros > 0.0 { 1e6 / micros } else { 0.0 };
+        format!("{micros:.1} us {per_second:.0}/s")
+    });
+    print!("{:<14}", "total seconds");
+    for (_, measured) in &targets {
+        let nanos: u64 = measured
+            .counts
+            .iter()
+            .map(|count| count.handler_nanos)
+            .sum();
+        print!(" {:>30}", format!("{:.2}", nanos as f64 / 1e9));
     }
+    println!();
     for (label, value) in [
         ("cpu seconds", &|m: &Measured| {
             format!("{:.2}", m.cpu_seconds) as String

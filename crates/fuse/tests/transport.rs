@@ -31,6 +31,20 @@ fn ring_count(handle: &MountHandle, name: &str) -> u64 {
         .map_or(0, |count| count.ring)
 }
 
+/// Every opcode served but DESTROY (answered before any handler) has its handlers' time, on
+/// whichever transport served it, and a mean per request of at most a second.
+fn assert_handlers_timed(handle: &MountHandle) {
+    for count in handle.request_counts() {
+        if count.name == "destroy" {
+            continue;
+        }
+        assert!(
+            count.handler_nanos > 0 && count.micros_per_request() < 1e6,
+            "{count:?}"
+        );
+    }
+}
+
 /// Pins the calling thread to `cpu`; false if it cannot be.
 fn pin_to(cpu: usize) -> bool {
     // SAFETY: a zeroed cpu_set_t is an empty set, filled and read by the calls below only.
@@ -97,6 +111,7 @@ fn uring_serves_every_kind_of_request_through_the_ring() {
             handle.request_counts()
         );
     }
+    assert_handlers_timed(&handle);
     // Only what the kernel keeps on /dev/fuse comes through it once the ring is up.
     for count in handle.request_counts() {
         if count.dev > 0 {
@@ -179,6 +194,7 @@ fn a_failed_register_sends_the_mount_back_to_dev_fuse() {
         .find(|count| count.name == "create")
         .map_or(0, |count| count.dev);
     assert!(dev_creates > 0, "{:?}", handle.request_counts());
+    assert_handlers_timed(&handle);
     handle.unmount(false).unwrap();
 }
 

@@ -633,12 +633,15 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {
-                        self.transport.count_dev(req.request.header().opcode);
+                        let opcode = req.request.header().opcode;
+                        self.transport.count_dev(opcode);
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
                         } else {
-                            req.dispatch(self)
+                            let started = std::time::Instant::now();
+                            req.dispatch(self);
+                            self.transport.time_handler(opcode, started);
                         }
                     }
                     // Quit loop on illegal request

@@ -2,7 +2,8 @@
 # bench workloads: on a small generated tree, every workload (untar, git commit,
 # git status, random writes, rm -rf) runs on a tarn mount, on the null FUSE floor (over the
 # same transport) and on the host's file system, and is printed with its baselines and ratios,
-# then the requests each FUSE target served by opcode; -j is JSON with the same rows; over
+# then the requests each FUSE target served by opcode and the server's time per request of
+# each opcode; -j is JSON with the same rows; over
 # both transports (when the host has FUSE over io_uring on) each figure is also compared with
 # /dev/fuse's and the ring serves the requests; the bench leaves no files, mounts or pools
 # behind; bad arguments are refused.
@@ -22,6 +23,9 @@ done
 sed -n '/^workload/,/^$/p' "$LAST_STDOUT" | awk 'NR > 1 && NF && $NF !~ /^[0-9.]+$/ { bad = 1 } END { exit bad }' ||
 	log_fail "a row has no numeric ratio"
 grep -qE '^create +[0-9]+\+0 +[0-9]+\+0$' "$LAST_STDOUT" || log_fail "no request counts for create over /dev/fuse"
+# The server's time per create, for tarn and the floor: microseconds (not zero) and the rate.
+grep -qE '^create( +[0-9]+\.[0-9] us [0-9]+/s){2}$' "$LAST_STDOUT" || log_fail "no server time per create"
+! grep -qE '^create +0\.0 us' "$LAST_STDOUT" || log_fail "tarn's creates took no time"
 
 log_must tarn bench workloads -j --fuse-transport dev "${args[@]}"
 python3 - "$LAST_STDOUT" <<'PY' || log_fail "-j is not the rows as JSON"

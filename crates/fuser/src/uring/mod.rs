@@ -141,6 +141,26 @@ pub struct OpcodeCount {
     pub dev: u64,
     /// Served through the ring.
     pub ring: u64,
+    /// Time spent serving them, on both transports: from the request's dispatch to its
+    /// handler's return (decoding, the file system's work, and the answer: written to
+    /// `/dev/fuse`, or staged in the ring's entry; an answer given later by another thread
+    /// is not in it). Two clock reads per request.
+    pub handler_nanos: u64,
+}
+
+impl OpcodeCount {
+    /// Requests served, on both transports.
+    pub fn requests(&self) -> u64 {
+        self.dev + self.ring
+    }
+
+    /// Mean handler time per request, in microseconds (0 with no request).
+    pub fn micros_per_request(&self) -> f64 {
+        match self.requests() {
+            0 => 0.0,
+            requests => self.handler_nanos as f64 / requests as f64 / 1000.0,
+        }
+    }
 }
 
 /// Opcodes are counted in this many slots; a larger opcode (CUSE_INIT) shares the last.
@@ -155,6 +175,7 @@ pub(crate) struct TransportShared {
     ring_confirmed: AtomicBool,
     dev_requests: [AtomicU64; COUNTED_OPCODES],
     ring_requests: [AtomicU64; COUNTED_OPCODES],
+    handler_nanos: [AtomicU64; COUNTED_OPCODES],
 }
 
 impl TransportShared {
@@ -167,6 +188,7 @@ impl TransportShared {
             ring_confirmed: AtomicBool::new(false),
             dev_requests: std::array::from_fn(|_| AtomicU64::new(0)),
             ring_requests: std::array::from_fn(|_| AtomicU64::new(0)),
+            handler_nanos: std::array::from_fn(|_| AtomicU64::new(0)),
         })
     }
 
@@ -224,6 +246,12 @@ impl TransportShared {
         self.ring_requests[Self::slot(opcode)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Add a request's handler time (see [`OpcodeCount::handler_nanos`]).
+    pub(crate) fn time_handler(&self, opcode: u32, started: std::time::Instant) {
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.handler_nanos[Self::slot(opcode)].fetch_add(nanos, Ordering::Relaxed);
+    }
+
     /// The opcodes served so far, with their counts per transport.
     pub(crate) fn request_counts(&self) -> Vec<OpcodeCount> {
         (0..COUNTED_OPCODES)
@@ -234,6 +262,7 @@ impl TransportShared {
                     name: opcode_name(slot as u32),
                     dev,
                     ring,
+                    handler_nanos: self.handler_nanos[slot].load(Ordering::Relaxed),
                 })
             })
             .collect()

@@ -265,6 +265,7 @@ impl<FS: Filesystem> Serving<FS> {
                 ReplyTarget::Ring(RingReply::new(slot.clone(), self.context.ch.sender())),
                 ll::AnyRequest::from_split(header, op_in, payload),
             );
+            let started = std::time::Instant::now();
             let dispatched = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 if let Some(fuse_opcode::FUSE_DESTROY) = opcode {
                     request.reply::<crate::ReplyEmpty>().ok();
@@ -272,6 +273,7 @@ impl<FS: Filesystem> Serving<FS> {
                     request.dispatch(&self.context);
                 }
             }));
+            self.shared.time_handler(header.opcode, started);
             match (dispatched, opcode) {
                 // The kernel sends these through /dev/fuse, but were one to come here, the
                 // entry still needs an answer to be committed.
