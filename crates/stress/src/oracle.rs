@@ -150,7 +150,7 @@ pub fn verify_file(
         let length = READ_CHUNK.min((attr.size - offset) as usize);
         // Every other chunk (by inode and offset) is read as a mount answers a READ: the
         // blocks that hold it, shared with the cache, joined here.
-        let data = if (ino + offset / READ_CHUNK as u64) % 2 == 0 {
+        let data = if (ino + offset / READ_CHUNK as u64).is_multiple_of(2) {
             fs.read(ino, offset, length)
         } else {
             let mut pieces = Vec::new();
