@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # User properties (module:name=value): set with other properties in one `set`, inherited by
 # children and shown with their source, seen by snapshots, listed by `get all`, cleared by
-# `inherit` (and `inherit -r` below), kept across export and import, carried by `send -p` and
-# `send -R`; bad names and values are refused and change nothing; the feature goes active.
+# `inherit` (and `inherit -r` below), given at create and clone with -o, kept across export and
+# import, carried by `send -p` and `send -R`; bad names and values are refused and change
+# nothing; the feature goes active.
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
 require_snapshot_verbs
@@ -39,6 +40,22 @@ log_mustnot_msg "unknown property" tarn set com.example:y=1 nosuch=2 "$TESTPOOL/
 assert_prop "$TESTPOOL/a" com.example:y - -
 log_must tarn set "com.example:big=$(head -c 1024 /dev/zero | tr '\0' x)" "$TESTPOOL/a/b/c"
 assert_eq "$(get_prop com.example:big "$TESTPOOL/a/b/c" | wc -c)" 1025 "a 1024-byte value (and newline)"
+
+# create -o and clone -o take user properties (and owner quotas) with the native ones; a bad
+# one refuses the whole create, which makes nothing.
+log_must tarn create -o com.example:made=at-create -o compression=zstd "$TESTPOOL/a/made"
+assert_prop "$TESTPOOL/a/made" com.example:made at-create local
+assert_prop "$TESTPOOL/a/made" compression zstd local
+log_mustnot_msg "invalid user property name" tarn create -o com.example:Bad=1 "$TESTPOOL/a/bad"
+log_mustnot tarn list "$TESTPOOL/a/bad"
+log_must tarn snapshot "$TESTPOOL/a/made@o"
+log_must tarn clone -o com.example:cloned=yes "$TESTPOOL/a/made@o" "$TESTPOOL/a/clone"
+assert_prop "$TESTPOOL/a/clone" com.example:cloned yes local
+assert_prop "$TESTPOOL/a/clone" com.example:made - -
+log_mustnot_msg "invalid user property name" tarn clone -o com.example:Bad=1 "$TESTPOOL/a/made@o" "$TESTPOOL/a/clone2"
+log_mustnot tarn list "$TESTPOOL/a/clone2"
+log_must tarn destroy "$TESTPOOL/a/clone"
+log_must tarn destroy -r "$TESTPOOL/a/made"
 
 # Kept across export and import.
 log_must tarn pool export "$TESTPOOL"

@@ -402,7 +402,7 @@ impl Pool {
     ) -> Result<String, PoolError> {
         self.writable()?;
         let core = &self.core;
-        let properties = Pool::parse_properties(settings)?;
+        let (later, properties) = core.split_new_settings(settings, new)?;
         let _namespace = core.namespace.lock();
         let (_, origin) = core.snapshot_by_name(snapshot)?;
         let relative = core.new_relative_name(new).map_err(|error| match error {
@@ -430,6 +430,10 @@ impl Pool {
             properties,
             for_receive: false,
         }])?;
+        drop(_namespace);
+        for (name, value) in &later {
+            self.set_property(new, name, Some(value))?;
+        }
         Ok(new.to_string())
     }
 }

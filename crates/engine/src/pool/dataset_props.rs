@@ -78,6 +78,35 @@ impl PoolCore {
         Ok(Some(normalized))
     }
 
+    /// The `-o` settings of a dataset about to be made (`full_name`), checked: the native
+    /// properties, made with it, and the owner quotas (`userquota@1000=1G`) and user
+    /// properties (`com.example:tag=x`), set once it exists (second), each refused now if
+    /// bad or if the pool lacks its feature, so that a refusal leaves nothing made.
+    pub(super) fn split_new_settings(
+        &self,
+        settings: &[(String, String)],
+        full_name: &str,
+    ) -> Result<(Vec<(String, String)>, Vec<(Property, String)>), PoolError> {
+        let (later, native): (Vec<_>, Vec<_>) = settings.iter().cloned().partition(|(name, _)| {
+            crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(name)
+                || is_user_property_name(name)
+        });
+        for (name, value) in &later {
+            Pool::check_setting(name, value)?;
+            let feature = if is_user_property_name(name) {
+                super::USER_PROPERTIES_FEATURE
+            } else {
+                super::features::USER_ACCOUNTING_FEATURE
+            };
+            self.require_feature(
+                feature,
+                &format!("cannot create {full_name} with {name}"),
+                PoolError::BadProperty,
+            )?;
+        }
+        Ok((later, Pool::parse_properties(&native)?))
+    }
+
     /// Open context, namespace lock held: the space check of setting `name` on `full_name`
     /// (an administrative change), then a hold on the txg that writes it.
     pub(super) fn hold_for_setting(

@@ -671,24 +671,7 @@ impl Pool {
         if relative.is_empty() {
             return Err(PoolError::DatasetExists(full_name.into()));
         }
-        // Owner quotas (`-o userquota@1000=1G`) are checked now and set once the dataset is
-        // made; the rest are made with it.
-        let (owner_settings, settings): (Vec<_>, Vec<_>) = settings
-            .iter()
-            .cloned()
-            .partition(|(name, _)| OwnerProperty::is_owner_property_name(name));
-        for (name, value) in &owner_settings {
-            OwnerProperty::parse_quota_setting(name, Some(value))
-                .map_err(PoolError::BadProperty)?;
-        }
-        if !owner_settings.is_empty() {
-            core.require_feature(
-                super::features::USER_ACCOUNTING_FEATURE,
-                &format!("cannot create {full_name} with owner quotas"),
-                PoolError::BadProperty,
-            )?;
-        }
-        let properties = Pool::parse_properties(&settings)?;
+        let (later, properties) = core.split_new_settings(settings, full_name)?;
         let _namespace = core.namespace.lock();
         if core.datasets.read().contains_key(&relative) {
             // As zfs create -p: an existing target is success, with nothing created.
@@ -721,8 +704,8 @@ impl Pool {
         core.create_dataset_in(&relative, &properties, true)?;
         created.push(full_name.to_string());
         drop(_namespace);
-        for (name, value) in &owner_settings {
-            self.set_owner_quota(full_name, name, Some(value))?;
+        for (name, value) in &later {
+            self.set_property(full_name, name, Some(value))?;
         }
         self.sync()?;
         Ok(created)
