@@ -37,6 +37,10 @@ use crate::object::Tx;
 use super::datasets::{kv_error, parent_of, PropertyValue};
 use super::{Pool, PoolCore, PoolError};
 
+/// A new dataset's settings: those set once it exists (owner quotas and user properties, as
+/// given) and the native properties made with it (parsed).
+pub(super) type SplitSettings = (Vec<(String, String)>, Vec<(Property, String)>);
+
 impl PoolCore {
     /// Give a dataset's object set its effective `copies` property, so that its own metadata
     /// (dnode blocks, header) gets one copy more (`object::write_copies`). Best effort: a
@@ -86,7 +90,7 @@ impl PoolCore {
         &self,
         settings: &[(String, String)],
         full_name: &str,
-    ) -> Result<(Vec<(String, String)>, Vec<(Property, String)>), PoolError> {
+    ) -> Result<SplitSettings, PoolError> {
         let (later, native): (Vec<_>, Vec<_>) = settings.iter().cloned().partition(|(name, _)| {
             crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(name)
                 || is_user_property_name(name)

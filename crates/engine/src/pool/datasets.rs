@@ -33,7 +33,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::block::blkptr::ObjectType;
-use crate::dataset::owner_quotas::OwnerProperty;
 use crate::dataset::phys::{DatasetDirPhys, DatasetPhys};
 use crate::dataset::props::{validate_name_component, Property, PropertySource, DATASET_NAME_MAX};
 use crate::dataset::{Dataset, OwnSpace};
