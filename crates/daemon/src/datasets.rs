@@ -327,13 +327,40 @@ pub fn set(
     property: &str,
     value: Option<&str>,
 ) -> Result<(), Failure> {
+    writable(pool)?;
+    pool.set_property(name, property, value)?;
+    apply_to_mounts(pool, mounts, name, property)
+}
+
+/// `tarn inherit -S`: the received value back in effect, and the mounts brought in line.
+fn revert_to_received(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    property: &str,
+) -> Result<(), Failure> {
+    writable(pool)?;
+    pool.revert_to_received(name, property)?;
+    apply_to_mounts(pool, mounts, name, property)
+}
+
+fn writable(pool: &Pool) -> Result<(), Failure> {
     if pool.is_readonly() {
         return Err(Failure(format!(
             "pool {} is imported read-only",
             pool.name()
         )));
     }
-    pool.set_property(name, property, value)?;
+    Ok(())
+}
+
+/// After a property of `name` changed: the mounts it decides follow.
+fn apply_to_mounts(
+    pool: &Pool,
+    mounts: &Mounts,
+    name: &str,
+    property: &str,
+) -> Result<(), Failure> {
     if OwnerProperty::is_owner_property_name(property) || tarn::is_user_property_name(property) {
         // An owner quota or a user property decides nothing about the mounts.
         return Ok(());
@@ -524,6 +551,7 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
         }
         DatasetRequest::Inherit(InheritArgs {
             recursive,
+            received,
             property,
             name,
         }) => {
@@ -535,7 +563,11 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: DatasetRequest) -> Result<An
                 vec![name.clone()]
             };
             for target in targets {
-                set(&pool, &daemon.mounts, &target, &property, None)?;
+                if received {
+                    revert_to_received(&pool, &daemon.mounts, &target, &property)?;
+                } else {
+                    set(&pool, &daemon.mounts, &target, &property, None)?;
+                }
             }
             Answer::done()
         }

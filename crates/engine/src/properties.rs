@@ -101,7 +101,9 @@ fn filesystem_of(snapshot: &str) -> &str {
 /// the file system inherits it.
 fn snapshot_source(source: PropertySource, file_system: &str, of_snapshot: bool) -> PropertySource {
     match source {
-        PropertySource::Local if of_snapshot => PropertySource::Inherited(file_system.to_string()),
+        PropertySource::Local | PropertySource::Received if of_snapshot => {
+            PropertySource::Inherited(file_system.to_string())
+        }
         other => other,
     }
 }

@@ -763,3 +763,90 @@ fn a_partial_receive_left_by_a_crash_is_destroyed_at_import() {
     assert_clean(&pool);
     pool.export().unwrap();
 }
+
+/// A stream's properties are received values: in effect with the source `received` while no
+/// local setting overrides them, masked by `inherit`, back with `inherit -S`, replaced by the
+/// next receive with properties (a value the source no longer sets goes); `check` accepts the
+/// keys, and reports an explicit inherit that carries a value (a damaged key).
+#[test]
+fn received_properties_are_kept_apart_from_local_settings() {
+    use tarn::dataset::props::{Property, PropertySource};
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "rp");
+    pool.create_dataset(
+        "rp/src",
+        &[
+            ("compression".into(), "zstd".into()),
+            ("com.example:tag".into(), "one".into()),
+        ],
+        false,
+    )
+    .unwrap();
+    pool.create_snapshots(&["rp/src@1".to_string()], false)
+        .unwrap();
+    let with_properties = SendOptions {
+        properties: true,
+        ..SendOptions::default()
+    };
+    let stream = send_with(&pool, "rp/src@1", &with_properties);
+    receive_from(&pool, "rp/dst", &stream).unwrap();
+    let compression = || pool.property("rp/dst", Property::Compression).unwrap();
+    let tag = || pool.user_property("rp/dst", "com.example:tag").unwrap();
+    assert_eq!(compression(), ("zstd".into(), PropertySource::Received));
+    assert_eq!(tag(), Some(("one".into(), PropertySource::Received)));
+    pool.set_property("rp/dst", "compression", Some("lz4"))
+        .unwrap();
+    assert_eq!(compression(), ("lz4".into(), PropertySource::Local));
+    pool.set_property("rp/dst", "compression", None).unwrap();
+    pool.set_property("rp/dst", "com.example:tag", None)
+        .unwrap();
+    assert_eq!(compression().1, PropertySource::Default);
+    assert_eq!(tag(), None);
+    assert_clean(&pool);
+    pool.revert_to_received("rp/dst", "compression").unwrap();
+    pool.revert_to_received("rp/dst", "com.example:tag")
+        .unwrap();
+    assert_eq!(compression(), ("zstd".into(), PropertySource::Received));
+    assert_eq!(tag(), Some(("one".into(), PropertySource::Received)));
+
+    // The next receive with properties replaces the received set.
+    pool.set_property("rp/src", "com.example:tag", None)
+        .unwrap();
+    pool.create_snapshots(&["rp/src@2".to_string()], false)
+        .unwrap();
+    let incremental = send_with(
+        &pool,
+        "rp/src@2",
+        &SendOptions {
+            from: Some("rp/src@1".into()),
+            ..with_properties.clone()
+        },
+    );
+    receive_from(&pool, "rp/dst", &incremental).unwrap();
+    assert_eq!(tag(), None);
+    assert_eq!(compression(), ("zstd".into(), PropertySource::Received));
+    assert_clean(&pool);
+
+    // An explicit inherit must be empty: one with a value is damage that check reports.
+    pool.set_property("rp/dst", "compression", None).unwrap();
+    let object = pool
+        .dataset_records("rp/dst")
+        .unwrap()
+        .dir
+        .unwrap()
+        .properties_object;
+    let hold = pool.core.txgs.assign().unwrap();
+    let mut handle =
+        tarn::object::adapters::KvObject::new(&pool.core.mos, object, Some(hold.tx())).unwrap();
+    tarn::object::kv::upsert(&mut handle, b"compression$inherit", b"junk").unwrap();
+    drop((handle, hold));
+    pool.sync().unwrap();
+    let report = tarn::check::check_pool(&pool, false).unwrap();
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|error| error.contains("invalid stored property \"compression\"")),
+        "{report:#?}"
+    );
+}

@@ -64,11 +64,11 @@ assert_prop "$TESTPOOL/a/b/c" com.sun:auto-snapshot true "inherited from $TESTPO
 
 # send -p carries local user properties; send -R those of each file system.
 tarn send -p "$TESTPOOL/a/b@s" | tarn receive "$TESTPOOL/copy" || log_fail "send -p | receive"
-assert_prop "$TESTPOOL/copy" com.sun:auto-snapshot true local
+assert_prop "$TESTPOOL/copy" com.sun:auto-snapshot true received
 assert_prop "$TESTPOOL/copy" org.example:note - -
 log_must tarn snapshot -r "$TESTPOOL/a@r"
 tarn send -R "$TESTPOOL/a@r" | tarn receive "$TESTPOOL/tree" || log_fail "send -R | receive"
-assert_prop "$TESTPOOL/tree" org.example:note "two words, and = sign" local
+assert_prop "$TESTPOOL/tree" org.example:note "two words, and = sign" received
 assert_prop "$TESTPOOL/tree/b/c" com.sun:auto-snapshot true "inherited from $TESTPOOL/tree/b"
 
 # inherit clears the local setting; inherit -r every setting below too.

@@ -24,12 +24,13 @@ assert_eq "$(last_stdout)" "$(printf '%s\n' \
 	"feature@user_holds	enabled	local" \
 	"feature@user_properties	enabled	local" \
 	"feature@delegation	enabled	local" \
+	"feature@received_properties	enabled	local" \
 	"feature@raidz	enabled	local" \
 	"feature@raidz_expansion	enabled	local")" "feature@* of a new pool"
 
 # pool get all: the features come last.
 log_must tarn pool get -H -o property all "$TESTPOOL"
-assert_eq "$(tail -n 14 "$LAST_STDOUT" | grep -c '^feature@')" "14" "features last in pool get all"
+assert_eq "$(tail -n 15 "$LAST_STDOUT" | grep -c '^feature@')" "15" "features last in pool get all"
 
 # livelist: active while a clone keeps one, enabled again once it is destroyed and freed.
 log_must tarn create "$TESTPOOL/fs"

@@ -487,28 +487,49 @@ fn check_dataset_tree(
                     for entry in entries {
                         let key = String::from_utf8_lossy(&entry.key).into_owned();
                         let value = std::str::from_utf8(&entry.value);
-                        let valid = match Property::from_name(&key) {
-                            Some(property) => {
-                                value.is_ok_and(|value| property.parse(value).is_ok())
-                            }
-                            // A grant (dataset/delegation.rs): known permissions.
-                            None if crate::dataset::delegation::is_grant_key(&key) => {
-                                crate::dataset::delegation::decode_grant(&key, &entry.value)
-                                    .is_some_and(|grant| grant.is_ok())
-                            }
-                            // A user property: any text (dataset/props.rs).
-                            None if crate::dataset::props::is_user_property_name(&key) => value
-                                .is_ok_and(|value| {
-                                    crate::dataset::props::validate_user_property(&key, Some(value))
+                        // A received value is checked as a setting of its property, and an
+                        // explicit inherit must name one (dataset/props.rs, "Received values").
+                        let stored = crate::dataset::props::StoredKey::of(&key);
+                        let local = matches!(stored, crate::dataset::props::StoredKey::Local(_));
+                        let inherit =
+                            matches!(stored, crate::dataset::props::StoredKey::Inherit(_));
+                        let key = match stored {
+                            crate::dataset::props::StoredKey::Local(name)
+                            | crate::dataset::props::StoredKey::Received(name)
+                            | crate::dataset::props::StoredKey::Inherit(name) => name.to_string(),
+                        };
+                        let valid = if inherit {
+                            entry.value.is_empty()
+                                && (Property::from_name(&key).is_some()
+                                    || crate::dataset::props::validate_user_property(&key, None)
+                                        .is_ok())
+                        } else {
+                            match Property::from_name(&key) {
+                                Some(property) => {
+                                    value.is_ok_and(|value| property.parse(value).is_ok())
+                                }
+                                // A grant (dataset/delegation.rs): known permissions.
+                                None if crate::dataset::delegation::is_grant_key(&key) => {
+                                    crate::dataset::delegation::decode_grant(&key, &entry.value)
+                                        .is_some_and(|grant| grant.is_ok())
+                                }
+                                // A user property: any text (dataset/props.rs).
+                                None if crate::dataset::props::is_user_property_name(&key) => value
+                                    .is_ok_and(|value| {
+                                        crate::dataset::props::validate_user_property(
+                                            &key,
+                                            Some(value),
+                                        )
                                         .is_ok()
+                                    }),
+                                // A user, group or project quota: a positive number.
+                                None => OwnerProperty::parse(&key).is_some_and(|owner| {
+                                    owner.field == OwnerField::Quota
+                                        && value.is_ok_and(|value| {
+                                            value.parse::<u64>().is_ok_and(|limit| limit > 0)
+                                        })
                                 }),
-                            // A user, group or project quota: a positive number.
-                            None => OwnerProperty::parse(&key).is_some_and(|owner| {
-                                owner.field == OwnerField::Quota
-                                    && value.is_ok_and(|value| {
-                                        value.parse::<u64>().is_ok_and(|limit| limit > 0)
-                                    })
-                            }),
+                            }
                         };
                         if !valid {
                             problem(format!("invalid stored property {key:?}"));
@@ -517,7 +538,8 @@ fn check_dataset_tree(
                         let bytes = crate::dataset::props::limit_bytes(
                             std::str::from_utf8(&entry.value).unwrap_or_default(),
                         );
-                        match Property::from_name(&key) {
+                        // Limits are local settings only (never received).
+                        match Property::from_name(&key).filter(|_| local) {
                             Some(Property::Reservation) => limits.reservation = bytes,
                             Some(Property::Refreservation) => limits.refreservation = bytes,
                             _ => {}

@@ -14,6 +14,16 @@
 //! own: any text value up to [`USER_PROPERTY_VALUE_MAX`] bytes, stored in the same object under
 //! its name, always inherited, never interpreted by tarn ([`validate_user_property`]).
 //!
+//! # Received values
+//! A receive of a stream that carries properties (`send -p`, `-R`) stores each as a *received*
+//! value, under the key `NAME$recvd` (OpenZFS's suffix), beside any local setting: the value
+//! in effect on a dataset is its local setting, else its received value, else what it
+//! inherits. `inherit` removes the local setting and, where a received value exists, adds the
+//! key `NAME$inherit` (empty), which makes the dataset inherit in spite of it; `inherit -S`
+//! removes both, so the received value is in effect again. A later receive with properties
+//! replaces the received values. Space limits and owner quotas are received as local
+//! settings. Behind `feature@received_properties`; without it a receive sets local values.
+//!
 //! # Inheritance
 //! Every settable property except `canmount` inherits. `mountpoint` inherits with a twist: a
 //! child of a dataset whose mountpoint is `/a` mounts at `/a/child` (the path grows by the
@@ -32,6 +42,8 @@ use crate::block::blkptr::{ChecksumType, Compression};
 pub enum PropertySource {
     Default,
     Local,
+    /// Set by a receive (`send -p`/`-R`): in effect while no local setting overrides it.
+    Received,
     /// Inherited from the named dataset (a full name).
     Inherited(String),
     /// A read-only statistic.
@@ -43,6 +55,7 @@ impl std::fmt::Display for PropertySource {
         match self {
             PropertySource::Default => write!(formatter, "default"),
             PropertySource::Local => write!(formatter, "local"),
+            PropertySource::Received => write!(formatter, "received"),
             PropertySource::Inherited(from) => write!(formatter, "inherited from {from}"),
             PropertySource::None => write!(formatter, "-"),
         }
@@ -385,6 +398,44 @@ pub const USER_PROPERTY_NAME_MAX: usize = crate::object::kv::KEY_LEN_MAX;
 pub const USER_PROPERTY_VALUE_MAX: usize = crate::object::kv::VALUE_LEN_MAX;
 
 /// Whether `name` names a user property (it has a colon, as in zfs).
+/// The key suffix of a received value (see "Received values").
+pub const RECEIVED_SUFFIX: &str = "$recvd";
+/// The key suffix of an explicit inherit that masks a received value.
+pub const INHERIT_SUFFIX: &str = "$inherit";
+
+/// The key of `name`'s received value.
+pub fn received_key(name: &str) -> String {
+    format!("{name}{RECEIVED_SUFFIX}")
+}
+
+/// The key of an explicit inherit of `name`.
+pub fn inherit_key(name: &str) -> String {
+    format!("{name}{INHERIT_SUFFIX}")
+}
+
+/// What a key of a properties object holds, with the property's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredKey<'a> {
+    /// A local setting (or a grant or an owner quota, which have names of their own).
+    Local(&'a str),
+    /// A received value.
+    Received(&'a str),
+    /// An explicit inherit masking a received value.
+    Inherit(&'a str),
+}
+
+impl<'a> StoredKey<'a> {
+    pub fn of(key: &'a str) -> StoredKey<'a> {
+        if let Some(name) = key.strip_suffix(RECEIVED_SUFFIX) {
+            StoredKey::Received(name)
+        } else if let Some(name) = key.strip_suffix(INHERIT_SUFFIX) {
+            StoredKey::Inherit(name)
+        } else {
+            StoredKey::Local(key)
+        }
+    }
+}
+
 pub fn is_user_property_name(name: &str) -> bool {
     name.contains(':')
 }
@@ -454,6 +505,25 @@ pub const DATASET_NAME_MAX: usize = 255;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_keys_name_their_property_and_kind() {
+        assert_eq!(
+            StoredKey::of("compression"),
+            StoredKey::Local("compression")
+        );
+        assert_eq!(
+            StoredKey::of(&received_key("compression")),
+            StoredKey::Received("compression")
+        );
+        assert_eq!(
+            StoredKey::of(&inherit_key("com.example:tag")),
+            StoredKey::Inherit("com.example:tag")
+        );
+        // A user property cannot be named like a suffixed key: `$` is not allowed in names.
+        assert!(validate_user_property(&received_key("com.example:tag"), Some("x")).is_err());
+        assert_eq!(PropertySource::Received.to_string(), "received");
+    }
 
     #[test]
     fn user_property_names_and_values_follow_zfs_rules() {

@@ -25,8 +25,8 @@
 //! its `check` would report them as invalid stored properties).
 
 use crate::dataset::props::{
-    checksum_of, compression_of, is_user_property_name, limit_bytes, validate_user_property,
-    Property, PropertySource,
+    checksum_of, compression_of, inherit_key, is_user_property_name, limit_bytes, received_key,
+    validate_user_property, Property, PropertySource, StoredKey,
 };
 use crate::dataset::Dataset;
 use crate::fs::{FileSystem, FsConfig, XattrLayout};
@@ -62,18 +62,51 @@ impl PoolCore {
         dataset: &Dataset,
         property: Property,
     ) -> Result<Option<String>, PoolError> {
+        let handle = KvObject::new(&self.mos, dataset.dir().properties_object, None)?;
+        self.stored_setting(dataset, &handle, property, property.name())
+    }
+
+    /// What dataset `dataset` itself holds for `property`: its local setting, else its
+    /// received value unless an explicit inherit masks it (`dataset/props.rs`, "Received
+    /// values"), validated; `true` with a received value.
+    fn level_property(
+        &self,
+        dataset: &Dataset,
+        property: Property,
+    ) -> Result<Option<(String, bool)>, PoolError> {
         let object = dataset.dir().properties_object;
         let handle = KvObject::new(&self.mos, object, None)?;
-        let Some(bytes) =
-            kv::lookup(&handle, property.name().as_bytes()).map_err(kv_error(object))?
-        else {
+        if let Some(value) = self.stored_setting(dataset, &handle, property, property.name())? {
+            return Ok(Some((value, false)));
+        }
+        let name = property.name();
+        if kv::lookup(&handle, inherit_key(name).as_bytes())
+            .map_err(kv_error(object))?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        Ok(self
+            .stored_setting(dataset, &handle, property, &received_key(name))?
+            .map(|value| (value, true)))
+    }
+
+    /// The value stored under `key` for `property` in `dataset`'s properties object, validated.
+    fn stored_setting(
+        &self,
+        dataset: &Dataset,
+        handle: &KvObject,
+        property: Property,
+        key: &str,
+    ) -> Result<Option<String>, PoolError> {
+        let object = dataset.dir().properties_object;
+        let Some(bytes) = kv::lookup(handle, key.as_bytes()).map_err(kv_error(object))? else {
             return Ok(None);
         };
         let text = String::from_utf8(bytes).map_err(|_| {
             PoolError::Corrupt(format!(
-                "dataset {}: property {} is not text",
-                dataset.name(),
-                property.name()
+                "dataset {}: property {key} is not text",
+                dataset.name()
             ))
         })?;
         let normalized = property.parse(&text).map_err(|why| {
@@ -126,13 +159,13 @@ impl PoolCore {
         Ok(self.txgs.assign()?)
     }
 
-    /// The source of a value that dataset `relative` finds set on dataset `at` (itself or an
-    /// ancestor).
-    fn source_at(&self, at: &str, relative: &str) -> PropertySource {
-        if at == relative {
-            PropertySource::Local
-        } else {
-            PropertySource::Inherited(self.full_name(at))
+    /// The source of a value that dataset `relative` finds on dataset `at` (itself or an
+    /// ancestor), set there locally or `received`.
+    fn source_at(&self, at: &str, relative: &str, received: bool) -> PropertySource {
+        match (at == relative, received) {
+            (true, false) => PropertySource::Local,
+            (true, true) => PropertySource::Received,
+            (false, _) => PropertySource::Inherited(self.full_name(at)),
         }
     }
 
@@ -145,8 +178,8 @@ impl PoolCore {
         let mut at = relative.to_string();
         loop {
             let dataset = self.dataset_by_relative(&at)?;
-            if let Some(value) = self.local_property(&dataset, property)? {
-                let source = self.source_at(&at, relative);
+            if let Some((value, received)) = self.level_property(&dataset, property)? {
+                let source = self.source_at(&at, relative, received);
                 let value = match property {
                     // A child mounts below the ancestor's mountpoint, by its names below it.
                     Property::Mountpoint if value.starts_with('/') && at != relative => {
@@ -181,21 +214,42 @@ impl PoolCore {
         loop {
             let dataset = self.dataset_by_relative(&at)?;
             let object = dataset.dir().properties_object;
+            // This level's settings: local ones, received ones, and explicit inherits.
+            let mut local = std::collections::BTreeMap::new();
+            let mut received = std::collections::BTreeMap::new();
+            let mut inherits = std::collections::BTreeSet::new();
             for entry in crate::object::adapters::kv_entries(&self.mos, object)? {
-                let Ok(name) = std::str::from_utf8(&entry.key) else {
+                let Ok(key) = std::str::from_utf8(&entry.key) else {
                     continue;
                 };
+                let stored = StoredKey::of(key);
+                let (StoredKey::Local(name) | StoredKey::Received(name) | StoredKey::Inherit(name)) =
+                    stored;
                 if !is_user_property_name(name) || found.contains_key(name) {
                     continue;
                 }
                 let value = String::from_utf8(entry.value).map_err(|_| {
                     PoolError::Corrupt(format!(
-                        "dataset {}: user property {name} is not text",
+                        "dataset {}: user property {key} is not text",
                         dataset.name()
                     ))
                 })?;
-                let source = self.source_at(&at, relative);
-                found.insert(name.to_string(), (value, source));
+                match stored {
+                    StoredKey::Local(_) => local.insert(name.to_string(), value),
+                    StoredKey::Received(_) => received.insert(name.to_string(), value),
+                    StoredKey::Inherit(_) => {
+                        inherits.insert(name.to_string());
+                        None
+                    }
+                };
+            }
+            for (name, value) in local {
+                found.insert(name, (value, self.source_at(&at, relative, false)));
+            }
+            for (name, value) in received {
+                if !found.contains_key(&name) && !inherits.contains(&name) {
+                    found.insert(name, (value, self.source_at(&at, relative, true)));
+                }
             }
             if at.is_empty() {
                 break;
@@ -251,16 +305,41 @@ impl PoolCore {
     ) -> Result<(), PoolError> {
         // A limit of none is no setting at all (its default).
         let value = value.filter(|value| !(property.is_space_limit() && *value == "none"));
+        self.write_setting(dataset, tx, property.name(), value, false)
+    }
+
+    /// Write a local setting of `name` (`Some`) or clear it (`None`): as `inherit`, which
+    /// masks a received value with an explicit inherit, or with `to_received` as `inherit -S`,
+    /// which puts the received value back in effect (`dataset/props.rs`, "Received values").
+    pub(super) fn write_setting(
+        &self,
+        dataset: &Dataset,
+        tx: Tx,
+        name: &str,
+        value: Option<&str>,
+        to_received: bool,
+    ) -> Result<(), PoolError> {
         let object = dataset.dir().properties_object;
         let mut handle = KvObject::new(&self.mos, object, Some(tx))?;
-        match value {
+        let inherit = inherit_key(name);
+        let mask = match value {
             Some(value) => {
-                kv::upsert(&mut handle, property.name().as_bytes(), value.as_bytes())
+                kv::upsert(&mut handle, name.as_bytes(), value.as_bytes())
                     .map_err(kv_error(object))?;
+                false
             }
             None => {
-                kv::remove(&mut handle, property.name().as_bytes()).map_err(kv_error(object))?;
+                kv::remove(&mut handle, name.as_bytes()).map_err(kv_error(object))?;
+                !to_received
+                    && kv::lookup(&handle, received_key(name).as_bytes())
+                        .map_err(kv_error(object))?
+                        .is_some()
             }
+        };
+        if mask {
+            kv::upsert(&mut handle, inherit.as_bytes(), b"").map_err(kv_error(object))?;
+        } else {
+            kv::remove(&mut handle, inherit.as_bytes()).map_err(kv_error(object))?;
         }
         Ok(())
     }
@@ -330,18 +409,35 @@ impl Pool {
     }
 
     /// Set a property locally (`value` Some) or clear the local setting so that it inherits
-    /// again (`None`, `tarn inherit`). Durable on return.
+    /// again (`None`, `tarn inherit`; a received value stays masked). Durable on return.
     pub fn set_property(
         &self,
         full_name: &str,
         name: &str,
         value: Option<&str>,
     ) -> Result<(), PoolError> {
+        self.change_property(full_name, name, value, false)
+    }
+
+    /// `tarn inherit -S`: clear the local setting and any explicit inherit, so that the
+    /// received value is in effect again (or, without one, what the dataset inherits).
+    /// Durable on return.
+    pub fn revert_to_received(&self, full_name: &str, name: &str) -> Result<(), PoolError> {
+        self.change_property(full_name, name, None, true)
+    }
+
+    fn change_property(
+        &self,
+        full_name: &str,
+        name: &str,
+        value: Option<&str>,
+        to_received: bool,
+    ) -> Result<(), PoolError> {
         if crate::dataset::owner_quotas::OwnerProperty::is_owner_property_name(name) {
             return self.set_owner_quota(full_name, name, value);
         }
         if is_user_property_name(name) {
-            return self.set_user_property(full_name, name, value);
+            return self.set_user_property(full_name, name, value, to_received);
         }
         self.writable()?;
         let core = &self.core;
@@ -391,7 +487,14 @@ impl Pool {
                 )?;
             }
             let hold = core.hold_for_setting(name, full_name)?;
-            core.write_property(&dataset, hold.tx(), property, normalized.as_deref())?;
+            // A limit of none is no setting at all (its default); limits are never received.
+            core.write_setting(
+                &dataset,
+                hold.tx(),
+                property.name(),
+                normalized.as_deref(),
+                to_received,
+            )?;
             if limit {
                 if normalized.is_some() {
                     core.feature_activate(super::SPACE_LIMITS_FEATURE);
@@ -404,6 +507,109 @@ impl Pool {
             // Inherited: every dataset may see a new value.
             for (name, _) in core.dataset_list() {
                 core.apply_copies(&name);
+            }
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// A receive's property (`send -p`, `-R`) on `full_name`: a settable or user property as
+    /// its received value (`dataset/props.rs`, "Received values"); a space limit or an owner
+    /// quota, or any property on a pool without feature@received_properties, as a local
+    /// setting. Durable on return.
+    pub fn set_received_property(
+        &self,
+        full_name: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<(), PoolError> {
+        let native = Property::from_name(name);
+        let user = is_user_property_name(name);
+        let core = &self.core;
+        if core
+            .feature_refcount(super::RECEIVED_PROPERTIES_FEATURE)
+            .is_none()
+            || !(user || native.is_some_and(|property| !property.is_space_limit()))
+        {
+            return self.set_property(full_name, name, Some(value));
+        }
+        self.writable()?;
+        let normalized = match native {
+            Some(property) => property.parse(value).map_err(PoolError::BadProperty)?,
+            None => {
+                validate_user_property(name, Some(value)).map_err(PoolError::BadProperty)?;
+                core.require_feature(
+                    super::USER_PROPERTIES_FEATURE,
+                    &format!("cannot receive property {name} on '{full_name}'"),
+                    PoolError::BadProperty,
+                )?;
+                value.to_string()
+            }
+        };
+        let relative = core.relative_name(full_name)?.to_string();
+        {
+            let _namespace = core.namespace.lock();
+            let dataset = core.dataset_by_relative(&relative)?;
+            let hold = core.hold_for_setting(name, full_name)?;
+            let object = dataset.dir().properties_object;
+            let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
+            kv::upsert(
+                &mut handle,
+                received_key(name).as_bytes(),
+                normalized.as_bytes(),
+            )
+            .map_err(kv_error(object))?;
+            core.feature_activate(super::RECEIVED_PROPERTIES_FEATURE);
+            if user {
+                core.feature_activate(super::USER_PROPERTIES_FEATURE);
+            }
+        }
+        if native == Some(Property::Copies) {
+            for (name, _) in core.dataset_list() {
+                core.apply_copies(&name);
+            }
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// Before a receive's properties are set on `full_name`: remove the received values of
+    /// every property not among `keeping` (a later receive with properties replaces the
+    /// received set, as zfs receive does). Durable on return.
+    pub fn clear_received_properties(
+        &self,
+        full_name: &str,
+        keeping: &[&str],
+    ) -> Result<(), PoolError> {
+        let core = &self.core;
+        if core
+            .feature_refcount(super::RECEIVED_PROPERTIES_FEATURE)
+            .is_none()
+        {
+            return Ok(());
+        }
+        self.writable()?;
+        let relative = core.relative_name(full_name)?.to_string();
+        {
+            let _namespace = core.namespace.lock();
+            let dataset = core.dataset_by_relative(&relative)?;
+            let object = dataset.dir().properties_object;
+            let stale: Vec<Vec<u8>> = crate::object::adapters::kv_entries(&core.mos, object)?
+                .into_iter()
+                .filter(|entry| {
+                    std::str::from_utf8(&entry.key).is_ok_and(|key| {
+                        matches!(StoredKey::of(key), StoredKey::Received(name) if !keeping.contains(&name))
+                    })
+                })
+                .map(|entry| entry.key)
+                .collect();
+            if stale.is_empty() {
+                return Ok(());
+            }
+            let hold = core.hold_for_setting("received properties", full_name)?;
+            let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
+            for key in stale {
+                kv::remove(&mut handle, &key).map_err(kv_error(object))?;
             }
         }
         self.sync()?;
@@ -437,6 +643,7 @@ impl Pool {
         full_name: &str,
         name: &str,
         value: Option<&str>,
+        to_received: bool,
     ) -> Result<(), PoolError> {
         self.writable()?;
         validate_user_property(name, value).map_err(PoolError::BadProperty)?;
@@ -453,17 +660,9 @@ impl Pool {
                 )?;
             }
             let hold = core.hold_for_setting(name, full_name)?;
-            let object = dataset.dir().properties_object;
-            let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
-            match value {
-                Some(value) => {
-                    kv::upsert(&mut handle, name.as_bytes(), value.as_bytes())
-                        .map_err(kv_error(object))?;
-                    core.feature_activate(super::USER_PROPERTIES_FEATURE);
-                }
-                None => {
-                    kv::remove(&mut handle, name.as_bytes()).map_err(kv_error(object))?;
-                }
+            core.write_setting(&dataset, hold.tx(), name, value, to_received)?;
+            if value.is_some() {
+                core.feature_activate(super::USER_PROPERTIES_FEATURE);
             }
         }
         self.sync()?;

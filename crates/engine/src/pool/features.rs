@@ -136,6 +136,10 @@ pub const USER_HOLDS_FEATURE: &str = "com.tarn:user_holds";
 /// objects.
 pub const USER_PROPERTIES_FEATURE: &str = "com.tarn:user_properties";
 
+/// Received property values (`dataset/props.rs`, "Received values"): `NAME$recvd` and
+/// `NAME$inherit` keys in the datasets' properties objects.
+pub const RECEIVED_PROPERTIES_FEATURE: &str = "com.tarn:received_properties";
+
 /// Delegated permissions (`pool/delegation.rs`): grant keys (`ul$1000`, ...) in the datasets'
 /// properties objects.
 pub const DELEGATION_FEATURE: &str = "com.tarn:delegation";
@@ -288,6 +292,17 @@ pub const FEATURES_KNOWN: &[Feature] = &[
     Feature {
         name: DELEGATION_FEATURE,
         short_name: "delegation",
+        class: FeatureClass::Compatible,
+        activation: Activation::OnFirstUse,
+        create_only: false,
+    },
+    // Compatible (OpenZFS has received values from pool version 22, before features): a build
+    // without it looks properties up by the names it knows and never meets these keys, so it
+    // shows a received value as unset (the dataset inherits it or takes the default); only its
+    // `check` would report the keys. Active from the first received value on.
+    Feature {
+        name: RECEIVED_PROPERTIES_FEATURE,
+        short_name: "received_properties",
         class: FeatureClass::Compatible,
         activation: Activation::OnFirstUse,
         create_only: false,

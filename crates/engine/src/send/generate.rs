@@ -203,12 +203,18 @@ pub fn send(
     Ok(report)
 }
 
-/// The local properties of `file_system`, as (name, value).
+/// The properties set on `file_system` itself, locally or by an earlier receive (as zfs send
+/// -p sends both), as (name, value).
 fn local_properties(pool: &Pool, file_system: &str) -> Result<Vec<(String, String)>, SendError> {
     let mut local: Vec<(String, String)> = pool
         .properties(file_system)?
         .into_iter()
-        .filter(|value| value.source == PropertySource::Local)
+        .filter(|value| {
+            matches!(
+                value.source,
+                PropertySource::Local | PropertySource::Received
+            )
+        })
         .map(|value| (value.property, value.value))
         .collect();
     // User, group and project quotas travel as properties too (zfs carries them in the file
@@ -218,7 +224,9 @@ fn local_properties(pool: &Pool, file_system: &str) -> Result<Vec<(String, Strin
     local.extend(
         pool.user_properties(file_system)?
             .into_iter()
-            .filter(|(_, _, source)| *source == PropertySource::Local)
+            .filter(|(_, _, source)| {
+                matches!(source, PropertySource::Local | PropertySource::Received)
+            })
             .map(|(name, value, _)| (name, value)),
     );
     Ok(local)

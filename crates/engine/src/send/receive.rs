@@ -438,12 +438,38 @@ fn substream(
                 options.force,
             )?,
         }
-        let streamed = begin.names.properties.iter().filter(|(property, _)| {
-            !options.exclude.contains(property)
-                && !options.set.iter().any(|(set, _)| set == property)
-        });
-        for (property, value) in streamed.chain(options.set.iter()) {
-            match pool.set_property(file_system, property, Some(value)) {
+        let streamed: Vec<&(String, String)> = begin
+            .names
+            .properties
+            .iter()
+            .filter(|(property, _)| {
+                !options.exclude.contains(property)
+                    && !options.set.iter().any(|(set, _)| set == property)
+            })
+            .collect();
+        // The stream's properties are received values (a local setting overrides them, and
+        // `inherit -S` returns to them), replacing those of an earlier receive; `-o` settings
+        // are local, as `set` before the receive would make them.
+        if !begin.names.properties.is_empty() {
+            let keeping: Vec<&str> = streamed.iter().map(|(name, _)| name.as_str()).collect();
+            pool.clear_received_properties(file_system, &keeping)?;
+        }
+        let settings = streamed
+            .into_iter()
+            .map(|(property, value)| (property, value, true))
+            .chain(
+                options
+                    .set
+                    .iter()
+                    .map(|(property, value)| (property, value, false)),
+            );
+        for (property, value, received) in settings {
+            let set = if received {
+                pool.set_received_property(file_system, property, value)
+            } else {
+                pool.set_property(file_system, property, Some(value))
+            };
+            match set {
                 // As zfs receive: a limit the received data does not fit in (a quota below
                 // what the stream brought) is not set, and the receive stands; so is an owner
                 // quota this pool cannot keep (no feature@user_accounting) or a bad one, and a

@@ -251,7 +251,7 @@ impl SetArgs {
     }
 }
 
-/// `tarn inherit [-r] PROP DATASET`.
+/// `tarn inherit [-rS] PROP DATASET`.
 #[derive(Args, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InheritArgs {
@@ -259,6 +259,10 @@ pub struct InheritArgs {
     #[arg(short = 'r')]
     #[serde(default)]
     pub recursive: bool,
+    /// Revert to the received value, if one exists (otherwise inherit as without -S).
+    #[arg(short = 'S')]
+    #[serde(default)]
+    pub received: bool,
     pub property: String,
     pub name: String,
 }
