@@ -46,7 +46,9 @@ pub(super) fn handle(daemon: &Arc<Daemon>, request: PoolRequest) -> Result<Answe
                 mountpoint::check(target)
                     .map_err(|why| Failure(format!("cannot mount {name}: {why}")))?;
             }
-            Pool::parse_properties(&properties)?;
+            for (property, value) in &properties {
+                Pool::check_setting(property, value)?;
+            }
             if let Some(relative) = vdevs.iter().find(|word| {
                 !VDEV_KEYWORDS.contains(&word.as_str()) && !Path::new(word).is_absolute()
             }) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # User properties (module:name=value): set with other properties in one `set`, inherited by
 # children and shown with their source, seen by snapshots, listed by `get all`, cleared by
-# `inherit` (and `inherit -r` below), given at create and clone with -o, kept across export and
-# import, carried by `send -p` and `send -R`; bad names and values are refused and change
-# nothing; the feature goes active.
+# `inherit` (and `inherit -r` below), given at create and clone with -o and at pool create
+# with -O, kept across export and import, carried by `send -p` and `send -R`; bad names and
+# values are refused and change nothing; the feature goes active.
 . "$STF_SUITE/include/libtest.sh"
 require_dataset_verbs
 require_snapshot_verbs
@@ -80,4 +80,11 @@ for fs in a a/b a/b/c; do
 	assert_prop "$TESTPOOL/$fs" com.sun:auto-snapshot - -
 done
 verify_pool "$TESTPOOL"
+
+# pool create -O takes them for the root file system; a bad one creates nothing.
+create_pool up2 -O com.example:root=yes "$(vdev up2)"
+assert_prop up2 com.example:root yes local
+log_mustnot_msg "invalid user property name" tarn pool create -s "$VDEV_SIZE" -R "$ALTROOT" -O com.example:Root=1 up3 "$(vdev up3)"
+log_mustnot tarn pool list up3
+verify_pool up2
 log_pass

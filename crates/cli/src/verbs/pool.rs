@@ -42,8 +42,9 @@ fn check_mountpoint(mountpoint: &Option<String>) -> Result<(), Failure> {
 
 pub fn create(socket: &Path, mut args: CreateArgs) -> Result<Status, Failure> {
     check_mountpoint(&args.mountpoint)?;
-    let fs_properties = parse_settings(&args.fs_properties)?;
-    Pool::parse_properties(&fs_properties)?;
+    for (name, value) in parse_settings(&args.fs_properties)? {
+        Pool::check_setting(&name, &value)?;
+    }
     args.pool_properties()?;
     args.size_bytes()?;
     validate_pool_name(&args.pool)?;
