@@ -1,14 +1,17 @@
 //! Dataset properties as the pool stores them (OpenZFS dsl_prop.c): the settable properties'
-//! local settings, their inheritance, and `set` and `inherit`.
+//! local settings and received values, their inheritance, and `set`, `inherit` and
+//! `inherit -S`.
 //!
 //! # On disk
 //! Each dataset directory has a properties object in the MOS (key/value: property name ->
-//! the setting as normalized text). Only local settings are stored; a value read back is
-//! parsed again, since it comes from disk.
+//! the setting as normalized text). Local settings are stored under the property's name,
+//! received values and explicit inherits under suffixed keys (`dataset::props`, "Received
+//! values"); a value read back is parsed again, since it comes from disk.
 //!
 //! # Effective value
-//! A dataset's local setting, else (for a property that inherits) the nearest ancestor's,
-//! else the default. An inherited `mountpoint` gains the dataset's names below the ancestor
+//! A dataset's local setting, else its received value (unless an explicit inherit masks it),
+//! else (for a property that inherits) the nearest ancestor's value found the same way, else
+//! the default. An inherited `mountpoint` gains the dataset's names below the ancestor
 //! that set it, so a child mounts below its parent.
 //!
 //! # Set and inherit
@@ -115,10 +118,10 @@ impl PoolCore {
         Ok(Some(normalized))
     }
 
-    /// The `-o` settings of a dataset about to be made (`full_name`), checked: the native
-    /// properties, made with it, and the owner quotas (`userquota@1000=1G`) and user
-    /// properties (`com.example:tag=x`), set once it exists (second), each refused now if
-    /// bad or if the pool lacks its feature, so that a refusal leaves nothing made.
+    /// The `-o` settings of a dataset about to be made (`full_name`), checked: the owner
+    /// quotas (`userquota@1000=1G`) and user properties (`com.example:tag=x`), set once it
+    /// exists, and the native properties, made with it; each refused now if bad or if the
+    /// pool lacks its feature, so that a refusal leaves nothing made.
     pub(super) fn split_new_settings(
         &self,
         settings: &[(String, String)],
