@@ -409,8 +409,11 @@ impl BlockCache {
                         cache
                             .shrinks
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        // What the shards evicted went back to the I/O buffers for reuse
+                        // (`arc.rs`, `recycle`): under pressure it leaves the process.
+                        let held = crate::vdev::buffers::release_held();
                         log::info!(
-                            "arc: memory pressure ({short} bytes short): target {c} -> {next} bytes"
+                            "arc: memory pressure ({short} bytes short): target {c} -> {next} bytes, {held} bytes of I/O buffers freed"
                         );
                         pressure::release_freed_memory();
                     } else if next > c {

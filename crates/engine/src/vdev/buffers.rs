@@ -108,6 +108,16 @@ impl BufferPool {
     pub fn held_bytes(&self) -> usize {
         self.free.lock().held_bytes
     }
+
+    /// Free every buffer the free list holds (memory pressure); returns the bytes freed.
+    pub fn release_held(&self) -> usize {
+        let buffers = {
+            let mut free = self.free.lock();
+            free.held_bytes = 0;
+            std::mem::take(&mut free.buffers)
+        };
+        buffers.iter().map(Vec::capacity).sum()
+    }
 }
 
 impl Default for BufferPool {
@@ -128,9 +138,27 @@ pub fn give(buffer: Vec<u8>) {
     POOL.give(buffer)
 }
 
+/// Free every buffer held for reuse: the cache's answer to memory pressure, so that what it
+/// evicts leaves the process instead of waiting here (up to [`HELD_BYTES_MAX`]).
+pub fn release_held() -> usize {
+    POOL.release_held()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_held_empties_the_free_list() {
+        let pool = BufferPool::new();
+        pool.give(vec![1u8; 128 << 10]);
+        pool.give(vec![2u8; 256 << 10]);
+        assert_eq!(pool.held_bytes(), 384 << 10);
+        assert_eq!(pool.release_held(), 384 << 10);
+        assert_eq!(pool.held_bytes(), 0);
+        // Nothing held: a take allocates afresh, of the length asked for.
+        assert_eq!(pool.take(128 << 10).len(), 128 << 10);
+    }
 
     #[test]
     fn buffers_are_reused_within_their_bounds() {
