@@ -59,6 +59,14 @@ impl PoolCore {
         }
     }
 
+    /// After `copies` changed on a dataset: it is inherited, so every dataset may see a new
+    /// value ([`PoolCore::apply_copies`] on each).
+    fn apply_copies_everywhere(&self) {
+        for (name, _) in self.dataset_list() {
+            self.apply_copies(&name);
+        }
+    }
+
     /// A local property setting, validated (it comes from disk).
     pub(super) fn local_property(
         &self,
@@ -507,10 +515,7 @@ impl Pool {
             }
         }
         if property == Property::Copies {
-            // Inherited: every dataset may see a new value.
-            for (name, _) in core.dataset_list() {
-                core.apply_copies(&name);
-            }
+            core.apply_copies_everywhere();
         }
         self.sync()?;
         Ok(())
@@ -568,9 +573,7 @@ impl Pool {
             }
         }
         if native == Some(Property::Copies) {
-            for (name, _) in core.dataset_list() {
-                core.apply_copies(&name);
-            }
+            core.apply_copies_everywhere();
         }
         self.sync()?;
         Ok(())
