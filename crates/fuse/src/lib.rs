@@ -163,7 +163,9 @@ mod readdir;
 mod route;
 pub mod snapdir;
 pub mod transport;
+mod write_back;
 mod write_space;
+mod write_turns;
 
 use std::ffi::OsStr;
 use std::io;
@@ -180,9 +182,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
-use tarn::{
-    Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, SyncMode, Timestamp, WriteSource,
-};
+use tarn::{Attr, FileKind, FileSystem, FsError, SeekTarget, SetAttr, SyncMode, Timestamp};
 
 use kernel_cache::{ContentVersion, KernelCache};
 
@@ -266,6 +266,8 @@ struct Shared {
     mountpoint: std::sync::OnceLock<PathBuf>,
     /// Space for what write(2) has accepted ([`write_space`]).
     space: WriteSpace,
+    /// Each file's write-backs, stored one at a time ([`write_turns`]).
+    turns: write_turns::WriteTurns,
 }
 
 impl TarnFuse {
@@ -293,6 +295,7 @@ impl TarnFuse {
                 rollbacks: AtomicU64::new(0),
                 mountpoint: std::sync::OnceLock::new(),
                 space,
+                turns: Default::default(),
             }),
             name,
         }
@@ -304,39 +307,6 @@ impl TarnFuse {
             log::error!("tarn fuse {}: {operation}: {error}", self.name);
         }
         errno_of(&error)
-    }
-
-    /// Cut `ino` back to `size`, the first byte of a lost write-back that later write-backs
-    /// were stored past (`write_space`, "A lost write-back never leaves a hole"): their bytes
-    /// are lost with it rather than leaving zeros where it was.
-    fn cut_back_to_loss(&self, fuse_ino: INodeNo, ino: u64, size: u64) {
-        let stored = match self.fs.getattr(ino) {
-            Ok(attr) => attr.size,
-            Err(error) => {
-                log::error!("tarn fuse {}: inode {ino}: {error}", self.name);
-                return;
-            }
-        };
-        if stored <= size {
-            return;
-        }
-        let cut = SetAttr {
-            size: Some(size),
-            ..SetAttr::default()
-        };
-        match self.fs.setattr(ino, cut) {
-            Ok(_) => log::warn!(
-                "tarn fuse {}: inode {ino} cut from {stored} to {size} bytes: write-backs of \
-                 later ranges were stored before the one at {size} was lost",
-                self.name
-            ),
-            Err(error) => log::error!(
-                "tarn fuse {}: inode {ino}: cutting it back to its lost write-back at {size}: \
-                 {error}",
-                self.name
-            ),
-        }
-        self.shared.kernel.invalidate_attributes(fuse_ino.0);
     }
 
     /// fsync of a head inode (the engine's, see the module documentation).
@@ -895,70 +865,16 @@ impl Filesystem for TarnFuse {
             }
         }
         // A write-back of the page cache (write(2) returned long ago) may use the space held
-        // back for it; a direct write is the caller's own (`write_space`).
-        let write_back = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        if write_back {
-            mount::stall_write_back_for_tests();
+        // back for it, and is stored in its file's turn (`write_turns`); a direct write is
+        // the caller's own (`write_space`).
+        if !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            return self.write_direct(ino, offset, data, flags, reply);
         }
-        let _in_flight = write_back.then(|| self.shared.space.write_back_begins(ino, offset));
-        let source = if write_back {
-            self.shared.space.write_back_source(ino)
-        } else {
-            WriteSource::Direct
-        };
-        // The stored size before a write-back, to tell whether a later range was stored past
-        // a lost one (`write_space`, "A lost write-back never leaves a hole").
-        let size_before = if write_back {
-            match self.fs.getattr(ino) {
-                Ok(attr) => attr.size,
-                Err(error) => return reply.error(self.fail("write", error)),
-            }
-        } else {
-            0
-        };
-        let result = self.fs.write_from(ino, offset, data, source);
-        if write_back {
-            let request = req.unique().0;
-            // Lost, or stored only thanks to the held-back space: the kernel drops the
-            // inode's attributes, so that the next write(2) asks for them (getattr) and
-            // is refused there.
-            let cut = if let Err(error) = &result {
-                log::warn!(
-                    "tarn fuse {}: write-back of inode {ino} at {offset} ({} bytes) lost: {error}",
-                    self.name,
-                    data.len()
-                );
-                self.shared.kernel.invalidate_attributes(fuse_ino.0);
-                self.shared.space.write_back_lost(ino, request, offset)
-            } else {
-                if self.shared.space.may_be_short(ino) {
-                    self.shared.kernel.invalidate_attributes(fuse_ino.0);
-                }
-                self.shared
-                    .space
-                    .write_back_stored(ino, request, offset, size_before)
-            };
-            if let Some(cut) = cut {
-                self.cut_back_to_loss(fuse_ino, ino, cut);
-            }
-        }
-        match result {
-            Ok(written) => {
-                // O_SYNC includes O_DSYNC's bit. A write from the kernel's page cache
-                // (FUSE_WRITE_CACHE) carries the flags of whichever open file it was written
-                // back through: a synchronous write(2) through the cache is followed by the
-                // kernel's own FSYNC, so only direct writes commit here.
-                if flags.0 & libc::O_DSYNC != 0
-                    && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)
-                {
-                    if let Err(errno) = self.fsync_inode(ino) {
-                        return reply.error(errno);
-                    }
-                }
-                reply.written(written as u32);
-            }
-            Err(error) => reply.error(self.fail("write", error)),
-        }
+        mount::stall_write_back_for_tests();
+        let request = req.unique().0;
+        self.shared.turns.serve(ino, offset, || {
+            self.store_write_back(request, fuse_ino, ino, offset, data, reply)
+        });
     }
 
     fn flush(

@@ -28,14 +28,14 @@
 //!   that `getattr` with ENOSPC (EDQUOT when a quota is what refuses), which write(2)
 //!   returns. A `stat`, `lseek(SEEK_END)` or read
 //!   past the end through such a handle gets ENOSPC too while the pool is that full.
-//! - **A lost write-back never leaves a hole**: write-backs of one file are stored in offset
-//!   order ([`WriteSpace::write_back_begins`]); should one fail anyway (several
+//! - **A lost write-back never leaves a hole**: write-backs of one file are stored one at a
+//!   time in offset order ([`crate::write_turns`]); should one fail anyway (several
 //!   mounts' writers, more dirty data than the bound), the adapter remembers the inode
 //!   ([`WriteSpace::write_back_lost`]) until the kernel forgets it or a truncate cuts below
 //!   the loss; meanwhile a write-back that would start past the stored end and a truncate
 //!   that would extend the file are refused, so the file ends at its last stored byte and no
 //!   range the writer filled reads as zeros. The order has one escape: two workers that take
-//!   two write-backs of one file from the device may reach [`WriteSpace::write_back_begins`]
+//!   two write-backs of one file from the device may reach their turn ([`crate::write_turns`])
 //!   in the other order, and the later range may then be stored before the earlier one is
 //!   lost. The kernel numbers its requests in the order it sends them (and sends one file's
 //!   write-backs in offset order), so the adapter keeps, per inode, the last write-backs
@@ -66,7 +66,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use fuser::FileHandle;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use tarn::{FileSystem, FsError, HeldBack, WriteSource};
 
 /// The file handle of a file opened for cached writing (any other open is handle 0).
@@ -90,10 +90,6 @@ pub(crate) struct WriteSpace {
     writers: Mutex<(u64, Option<HeldBack>)>,
     /// Inodes with a lost write-back, and the write-backs of each inode lately stored.
     losses: Mutex<Losses>,
-    /// Write-backs being served, by inode: their offsets ([`WriteSpace::write_back_begins`]).
-    in_flight: Mutex<HashMap<u64, Vec<u64>>>,
-    /// Signalled when a write-back ends.
-    ended: Condvar,
 }
 
 /// What the adapter knows of lost and stored write-backs (module documentation).
@@ -110,28 +106,6 @@ struct Losses {
 /// Stored write-backs remembered per inode: more than the kernel has in flight for one file
 /// under the mount's dirty bound (its background requests, each up to a megabyte).
 const STORED_KEPT: usize = 64;
-
-/// A write-back being served ([`WriteSpace::write_back_begins`]); it ends when dropped.
-pub(crate) struct InFlight<'a> {
-    space: &'a WriteSpace,
-    ino: u64,
-    offset: u64,
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let mut in_flight = self.space.in_flight.lock();
-        if let Some(offsets) = in_flight.get_mut(&self.ino) {
-            if let Some(at) = offsets.iter().position(|&offset| offset == self.offset) {
-                offsets.swap_remove(at);
-            }
-            if offsets.is_empty() {
-                in_flight.remove(&self.ino);
-            }
-        }
-        self.space.ended.notify_all();
-    }
-}
 
 impl WriteSpace {
     /// The bound on the kernel's dirty bytes for a mount of `fs`: a sixty-fourth of the pool,
@@ -151,8 +125,6 @@ impl WriteSpace {
             dirty_max,
             writers: Mutex::new((0, None)),
             losses: Mutex::new(Losses::default()),
-            in_flight: Mutex::new(HashMap::new()),
-            ended: Condvar::new(),
         }
     }
 
@@ -214,28 +186,6 @@ impl WriteSpace {
         {
             Ok(refusal) => refusal,
             Err(_) => Some(FsError::NoSpace),
-        }
-    }
-
-    /// A write-back of `ino` at `offset` arrives: it waits until the write-backs of `ino` at
-    /// lower offsets that are being served have ended, so that the write-backs of one file
-    /// are stored in offset order (the kernel sends them so, and the engine serializes them
-    /// on the inode anyway). Otherwise a later range could be stored while an earlier one
-    /// fails, leaving a hole where the lost bytes were. Only a write-back that arrives in the
-    /// instant between another's read from the device and its call here escapes the order.
-    pub(crate) fn write_back_begins(&self, ino: u64, offset: u64) -> InFlight<'_> {
-        let mut in_flight = self.in_flight.lock();
-        while in_flight
-            .get(&ino)
-            .is_some_and(|offsets| offsets.iter().any(|&other| other < offset))
-        {
-            self.ended.wait(&mut in_flight);
-        }
-        in_flight.entry(ino).or_default().push(offset);
-        InFlight {
-            space: self,
-            ino,
-            offset,
         }
     }
 

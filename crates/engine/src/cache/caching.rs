@@ -83,6 +83,13 @@ impl BlockCaching for Caches {
         purpose: ReadFor,
         compressed_arc: bool,
     ) -> Result<Arc<Vec<u8>>, BlockError> {
+        if purpose == ReadFor::Rewrite {
+            // Not kept: the caller dirties a new version, which the sync keeps, and the old
+            // one would then be stale in the cache (OpenZFS's `arc_release` in `dbuf_dirty`
+            // takes it out of the ARC). Under 4 KiB random writes over a working set larger
+            // than the ARC, keeping it cost a sixth of the write path.
+            return Ok(cached_form(bp, physical, compressed_arc)?.1);
+        }
         let key = BlockKey::of(bp);
         let kind = BlockKind::of(bp);
         let l2 = secondary_policy()
@@ -91,8 +98,8 @@ impl BlockCaching for Caches {
             .flatten();
         let (block, data) = cached_form(bp, physical, compressed_arc)?;
         if let Some(key) = key.filter(|_| policy.admits(kind)) {
-            let decoded = (purpose == ReadFor::Use).then(|| data.clone());
-            self.arc.insert_block(key, block, decoded, kind, l2);
+            self.arc
+                .insert_block(key, block, Some(data.clone()), kind, l2);
         }
         Ok(data)
     }

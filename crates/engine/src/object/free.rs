@@ -69,7 +69,7 @@ impl ObjectSet {
             let record = state.record(tx.txg, object);
             record
                 .blocks
-                .retain(|&blkid, _| blkid < first_whole || blkid >= end_whole);
+                .retain(|blkid| blkid < first_whole || blkid >= end_whole);
             let freed_ahead = record
                 .overrides
                 .extract_if(first_whole..end_whole, |_, _| true)

@@ -284,16 +284,10 @@ impl ObjectSet {
         else {
             return Ok(false);
         };
-        let Some(block) = record.blocks.get_mut(&blkid) else {
+        let Some(block) = record.blocks.plain_mut(blkid) else {
             return Ok(false);
         };
-        if !matches!(block, DirtyBlock::Data(_)) {
-            *block = DirtyBlock::Data(block.contents()?);
-        }
-        let DirtyBlock::Data(data) = block else {
-            unreachable!("made plain above");
-        };
-        Arc::make_mut(data)[within..within + bytes.len()].copy_from_slice(bytes);
+        block?[within..within + bytes.len()].copy_from_slice(bytes);
         let written_ahead = record.overrides.remove(&blkid);
         state.unoverride(tx.txg, written_ahead);
         Ok(true)
