@@ -158,6 +158,38 @@ fn uring_serves_the_queue_of_each_cpu() {
     .unwrap();
     assert!(pinned >= 1);
     assert!(ring_count(&handle, "create") >= pinned as u64);
+    // Background requests (write-backs) may not take every entry of a queue: the kernel keeps
+    // a request in its CPU's queue, and a foreground one would wait behind them.
+    let TransportState::Uring {
+        queues, workers, ..
+    } = handle.transport()
+    else {
+        panic!("not on the ring: {:?}", handle.transport());
+    };
+    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = online
+        .trim()
+        .split(',')
+        .map(|range| match range.split_once('-') {
+            Some((low, high)) => high.parse::<usize>().unwrap() - low.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum::<usize>();
+    // An offline CPU's queue has one worker.
+    let per_online_queue = (workers - (queues - online)) / online;
+    let connection =
+        std::os::unix::fs::MetadataExt::dev(&fs::metadata(dir.path().join("mnt")).unwrap());
+    let minor = libc::minor(connection);
+    let max_background: usize =
+        fs::read_to_string(format!("/sys/fs/fuse/connections/{minor}/max_background"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+    assert!(
+        (1..per_online_queue).contains(&max_background),
+        "max_background {max_background}, {per_online_queue} workers per queue"
+    );
     handle.unmount(true).unwrap();
 }
 

@@ -509,6 +509,8 @@ impl<FS: Filesystem> Session<FS> {
             match self.prepare_ring(init.capabilities(), v, &config) {
                 Ok(Some(ring)) => {
                     config.requested |= InitFlags::FUSE_OVER_IO_URING;
+                    // Background requests must leave every queue an entry (uring module).
+                    config.max_background = config.max_background.min(ring.background_max());
                     self.transport.set_state(TransportState::UringStarting {
                         queues: ring.queues(),
                         workers: ring.workers(),

@@ -22,6 +22,14 @@
 //!   `io_uring_enter`) with one entry; an offline CPU's queue gets one unpinned worker. With one
 //!   entry per worker, an available entry always means an idle thread, so a handler that
 //!   blocks (tarn's write throttle) holds only its own worker, as over `/dev/fuse`.
+//! * **Background requests never fill a queue.** The kernel puts a request in the queue of the
+//!   caller's CPU and never moves it to another, and it lets background requests (write-backs,
+//!   read-ahead) take a queue's entries up to `max_background`. Were that at least a queue's
+//!   workers, write-backs held in the handlers (the write throttle) could take every entry of
+//!   a CPU's queue, and a foreground request made on that CPU (a `stat`) would wait for them
+//!   while the other queues' workers sat idle. So a ring session answers INIT with
+//!   `max_background` below the workers of each queue ([`Prepared::background_max`]), and each
+//!   online queue has at least two workers.
 //! * **Decoding in one place.** A ring request is parsed by the same `AnyRequest` and
 //!   `Operation::parse` as one read from `/dev/fuse`, from its two slices (the operation's
 //!   header, then the payload), and dispatched by the same `RequestWithSender::dispatch`; only
@@ -71,7 +79,8 @@ pub enum TransportChoice {
 #[derive(Debug, Clone, Eq, PartialEq, Hash)]
 pub struct UringOptions {
     /// Workers (each with one entry) per online CPU's queue; 0 means the session's `n_threads`
-    /// divided among the online CPUs, at least one.
+    /// divided among the online CPUs. At least two either way (module documentation,
+    /// "Background requests never fill a queue").
     pub workers_per_queue: usize,
     /// Pin each worker to its queue's CPU.
     pub pin_workers: bool,
@@ -319,6 +328,9 @@ pub(crate) struct WorkerPlan {
 pub(crate) struct RingPlan {
     queues: usize,
     workers: Vec<WorkerPlan>,
+    /// The `max_background` that leaves each online queue an entry for foreground requests
+    /// (module documentation): one less than its workers.
+    background_max: u16,
 }
 
 /// The payload buffer each entry needs: the kernel's `max_payload_sz`, from what the session
@@ -382,9 +394,10 @@ pub(crate) fn plan(
         ));
     }
     let per_queue = match options.workers_per_queue {
-        0 => (n_threads / online.len()).max(1),
-        n => n,
+        0 => (n_threads / online.len()).max(2),
+        n => n.max(2),
     };
+    let background_max = u16::try_from(per_queue - 1).unwrap_or(u16::MAX);
     let mut workers = Vec::new();
     for qid in 0..queues {
         let is_online = online.contains(&qid);
@@ -397,7 +410,11 @@ pub(crate) fn plan(
             });
         }
     }
-    Ok(RingPlan { queues, workers })
+    Ok(RingPlan {
+        queues,
+        workers,
+        background_max,
+    })
 }
 
 /// The ring's workers, built before the INIT answer and started once the session runs.
@@ -405,6 +422,7 @@ pub(crate) fn plan(
 pub(crate) struct Prepared<FS: Filesystem> {
     workers: Vec<worker::Worker<FS>>,
     queues: usize,
+    background_max: u16,
 }
 
 impl<FS: Filesystem> Prepared<FS> {
@@ -438,7 +456,14 @@ impl<FS: Filesystem> Prepared<FS> {
         Ok(Prepared {
             workers,
             queues: plan.queues,
+            background_max: plan.background_max,
         })
+    }
+
+    /// The most background requests the session may allow (module documentation,
+    /// "Background requests never fill a queue").
+    pub(crate) fn background_max(&self) -> u16 {
+        self.background_max
     }
 
     pub(crate) fn queues(&self) -> usize {
@@ -522,6 +547,37 @@ mod tests {
         assert_eq!(planned.queues, cpu_list("possible").unwrap().len());
         assert!(planned.workers.len() >= online * (16 / online).max(1));
         assert_eq!(planned.workers[0].payload_bytes, 1 << 20);
+        // Background requests leave every online queue an entry.
+        let online_queue_workers = |planned: &RingPlan| {
+            let mut counts = vec![0usize; planned.queues];
+            for worker in &planned.workers {
+                counts[worker.qid as usize] += 1;
+            }
+            cpu_list("online")
+                .unwrap()
+                .into_iter()
+                .map(|cpu| counts[cpu])
+                .min()
+                .unwrap()
+        };
+        assert!(usize::from(planned.background_max) < online_queue_workers(&planned));
+        for workers_per_queue in [1, 2, 5] {
+            let shaped = UringOptions {
+                workers_per_queue,
+                ..UringOptions::default()
+            };
+            let planned = plan(
+                TransportChoice::Uring,
+                &shaped,
+                16,
+                offered,
+                Version(7, 45),
+                &config,
+            )
+            .unwrap();
+            assert!(planned.background_max >= 1);
+            assert!(usize::from(planned.background_max) < online_queue_workers(&planned));
+        }
         // A payload over the limit is refused.
         let small = UringOptions {
             max_entry_bytes: 64 << 10,
