@@ -363,7 +363,7 @@ impl KvBlocks for SyncedKv<'_> {
         ))
     }
 
-    fn write_block(&mut self, _blkid: u64, _data: &[u8]) -> Result<(), KvError> {
+    fn write_block(&mut self, _blkid: u64, _data: Arc<Vec<u8>>) -> Result<(), KvError> {
         Err(KvError::Storage(
             "a synced usage object is read only".into(),
         ))

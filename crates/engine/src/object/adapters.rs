@@ -126,10 +126,10 @@ impl KvBlocks for KvObject<'_> {
             .map_err(kv_error)
     }
 
-    fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), KvError> {
+    fn write_block(&mut self, blkid: u64, data: Arc<Vec<u8>>) -> Result<(), KvError> {
         let tx = self.tx()?;
         self.objset
-            .write_block(&tx, self.object, blkid, data.to_vec())
+            .write_block(&tx, self.object, blkid, data)
             .map_err(kv_error)
     }
 

@@ -482,7 +482,7 @@ impl ObjectSet {
         tx: &Tx,
         object: ObjectId,
         blkid: u64,
-        block: Vec<u8>,
+        block: Arc<Vec<u8>>,
     ) -> Result<(), ObjectError> {
         let dnode = self.existing_dnode(object)?;
         check_blocks_addressable(&dnode, blkid, blkid)?;
@@ -493,7 +493,7 @@ impl ObjectSet {
                 dnode.data_block_size
             )));
         }
-        self.dirty_block(tx, object, blkid, DirtyBlock::Data(Arc::new(block)));
+        self.dirty_block(tx, object, blkid, DirtyBlock::Data(block));
         Ok(())
     }
 }

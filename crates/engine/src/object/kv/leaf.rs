@@ -197,6 +197,12 @@ impl Leaf {
         Arc::make_mut(&mut self.raw)
     }
 
+    /// [`Leaf::encode`], the block shared rather than borrowed.
+    pub fn encoded(&mut self) -> Arc<Vec<u8>> {
+        self.encode();
+        self.raw.clone()
+    }
+
     pub fn encode(&mut self) -> &[u8] {
         self.raw_mut()[0..4].copy_from_slice(&LEAF_MAGIC);
         self.raw_mut()[OFFSET_DEPTH] = u8::try_from(self.depth).expect("depth fits a byte");

@@ -132,8 +132,10 @@ pub trait KvBlocks {
     /// Read block `blkid`; None if it is a hole (never written or freed). The block is shared
     /// with the cache or the dirty records, not copied.
     fn read_block(&self, blkid: u64) -> Result<Option<Arc<Vec<u8>>>, KvError>;
-    /// Replace block `blkid` with `data` (exactly block_size bytes).
-    fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<(), KvError>;
+    /// Replace block `blkid` with `data` (exactly block_size bytes), which the object layer
+    /// keeps as it is: an insert copies each block it changes once (to change the copy that
+    /// the dirty records or the cache share), not again to hand it over.
+    fn write_block(&mut self, blkid: u64, data: Arc<Vec<u8>>) -> Result<(), KvError>;
     /// Turn block `blkid` into a hole.
     fn free_block(&mut self, blkid: u64) -> Result<(), KvError>;
 }
@@ -222,12 +224,13 @@ fn read_header(blocks: &dyn KvBlocks) -> Result<HeaderBlock> {
 }
 
 fn write_header(blocks: &mut dyn KvBlocks, header: &mut HeaderBlock) -> Result<()> {
-    blocks.write_block(HEADER_BLOCK, header.encode())
+    header.encode();
+    blocks.write_block(HEADER_BLOCK, header.raw.clone())
 }
 
 fn write_leaf(blocks: &mut dyn KvBlocks, leaf: &mut Leaf) -> Result<()> {
     let blkid = leaf.blkid;
-    blocks.write_block(blkid, leaf.encode())
+    blocks.write_block(blkid, leaf.encoded())
 }
 
 /// Read a pointer-table block (external table), validated for size.
@@ -314,7 +317,7 @@ fn table_set_range(
         for offset in 0..in_block as usize {
             set_table_entry(table, position + offset, blkid);
         }
-        blocks.write_block(table_block, &raw)?;
+        blocks.write_block(table_block, raw)?;
         index += in_block;
     }
     Ok(())
@@ -350,7 +353,7 @@ fn table_double(blocks: &mut dyn KvBlocks, header: &mut HeaderBlock) -> Result<(
             set_table_entry(&mut raw, 2 * index as usize, blkid);
             set_table_entry(&mut raw, 2 * index as usize + 1, blkid);
         }
-        blocks.write_block(first_new, &raw)?;
+        blocks.write_block(first_new, Arc::new(raw))?;
         header.embedded_clear();
         header.header.table_embedded = false;
         header.header.table_first_block = first_new;
@@ -380,7 +383,7 @@ fn table_double(blocks: &mut dyn KvBlocks, header: &mut HeaderBlock) -> Result<(
                 let blkid = table_entry(&raw_old, half * per_block / 2 + position / 2);
                 set_table_entry(&mut raw, position, blkid);
             }
-            blocks.write_block(first_new + 2 * old + half as u64, &raw)?;
+            blocks.write_block(first_new + 2 * old + half as u64, Arc::new(raw))?;
         }
     }
     for old in 0..count_old {

@@ -44,10 +44,10 @@ impl KvBlocks for MemBlocks {
         self.reads.set(self.reads.get() + 1);
         Ok(self.map.get(&blkid).cloned().map(std::sync::Arc::new))
     }
-    fn write_block(&mut self, blkid: u64, data: &[u8]) -> Result<()> {
+    fn write_block(&mut self, blkid: u64, data: Arc<Vec<u8>>) -> Result<()> {
         assert_eq!(data.len(), self.block_size, "writes are whole blocks");
         self.writes += 1;
-        self.map.insert(blkid, data.to_vec());
+        self.map.insert(blkid, Arc::unwrap_or_clone(data));
         Ok(())
     }
     fn free_block(&mut self, blkid: u64) -> Result<()> {
