@@ -27,7 +27,8 @@
 //!   intent-log commit);
 //! - datasets: snapshots, clones, promotes, rollbacks, destroys (snapshots, file systems,
 //!   clones), user holds, new file systems, renames of file systems, property changes;
-//! - replication: full, incremental and resumed sends into a second pool, and damaged
+//! - replication: full, incremental and resumed sends into a second pool (half of them with
+//!   the source's properties, received as received values), and damaged
 //!   streams that its receives must refuse, each running
 //!   beside every other operation, with no lock of the tool's between the send and a destroy,
 //!   rollback, promote, rename or write of what it reads;

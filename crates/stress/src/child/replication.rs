@@ -31,6 +31,12 @@
 //! was not resumable and is cut by a crash is destroyed at the next import, as the engine
 //! defines it.
 //!
+//! Half the streams carry the source's properties (`send -p`), received as received values
+//! (space limits left out, `receive -x`): the copy's later receives then store blocks with
+//! the compression, recordsize, copies and checksum the source had, and after each such
+//! receive one user property it brought is masked by a local setting and restored with
+//! `inherit -S` ([`check_received_properties`]).
+//!
 //! Now and then an incremental stream is sent from a base the copy does not have, or the
 //! base is destroyed while the send starts: the engine must refuse it, which counts as a
 //! refusal.
@@ -71,6 +77,7 @@ use tarn::send::{
     SendError, SendOptions, SendReport,
 };
 
+use super::outcomes::note;
 use super::{pool_missing, refused, Child, FileSystemSlot, OpError, OpResult};
 use crate::journal::ReceiveKind;
 use crate::ops::Op;
@@ -78,6 +85,59 @@ use crate::oracle::{tree_digest, verify_tree};
 
 /// The second pool's name.
 pub const REPLICA_POOL_NAME: &str = "replica";
+
+/// Properties a receive into a copy leaves out (see `run_stream`).
+const SPACE_LIMITS: [&str; 4] = ["quota", "refquota", "reservation", "refreservation"];
+
+/// Whether a send of `snapshot` carries its file system's properties (half of them); if so,
+/// the file system is first given a user property of its own, so that every such stream has
+/// one to check ([`check_received_properties`]).
+fn with_properties(pool: &Pool, snapshot: &str, rng: &mut StdRng) -> Result<bool, OpError> {
+    if rng.gen() {
+        return Ok(false);
+    }
+    let file_system = snapshot.split_once('@').map_or(snapshot, |(name, _)| name);
+    let value = format!("sent {}", rng.gen::<u32>());
+    pool.set_property(file_system, "org.tarn-stress:sent", Some(&value))?;
+    Ok(true)
+}
+
+/// After a receive with properties (`send -p`), under the copy's claim: a user property the
+/// stream brought is in effect as received; a local setting masks it, and `inherit -S`
+/// brings the received value back (nothing else sets properties on a copy, so both are
+/// judged exactly).
+fn check_received_properties(replica: &Pool, copy: &str) -> OpResult {
+    let received: Vec<(String, String)> = (replica.user_properties(copy)?.into_iter())
+        .filter(|(_, _, source)| *source == tarn::PropertySource::Received)
+        .map(|(name, value, _)| (name, value))
+        .collect();
+    let Some((name, value)) = received.first() else {
+        note("received properties: none to check");
+        return Ok(());
+    };
+    let expect = |what: &str, wanted: Option<(String, tarn::PropertySource)>| -> OpResult {
+        let read = replica.user_property(copy, name)?;
+        if read != wanted {
+            return Err(OpError::Inconsistent(format!(
+                "{name} on {copy} {what}: reads {read:?}, expected {wanted:?}"
+            )));
+        }
+        Ok(())
+    };
+    let local = format!("{value} (local)");
+    replica.set_property(copy, name, Some(&local))?;
+    expect(
+        "set locally over its received value",
+        Some((local.clone(), tarn::PropertySource::Local)),
+    )?;
+    replica.revert_to_received(copy, name)?;
+    expect(
+        "after inherit -S",
+        Some((value.clone(), tarn::PropertySource::Received)),
+    )?;
+    note("received properties: masked and restored");
+    Ok(())
+}
 /// The file name of the second pool's only vdev (the runner creates it).
 pub const REPLICA_VDEV: &str = "replica.img";
 /// Copies the second pool keeps at most: a full send beyond them destroys one first.
@@ -299,6 +359,7 @@ impl Child {
         let expected = self.digest_sources(pool, std::slice::from_ref(&snapshot))?;
         let options = SendOptions {
             compressed: rng.gen(),
+            properties: with_properties(pool, &snapshot, rng)?,
             ..SendOptions::default()
         };
         let cut = match cut {
@@ -400,6 +461,7 @@ impl Child {
             from: Some(from),
             intermediates,
             compressed: rng.gen(),
+            properties: with_properties(pool, &to.name, rng)?,
             ..SendOptions::default()
         };
         // A resumed send continues one snapshot's stream: a cut stream is a plain `-i` one.
@@ -572,6 +634,9 @@ impl Child {
             self.journal
                 .received(transfer.kind_received(), guid, &transfer.target);
         }
+        if transfer.options.properties {
+            check_received_properties(replica, &transfer.target)?;
+        }
         Ok(())
     }
 
@@ -706,6 +771,11 @@ fn run_stream(
     };
     let options = ReceiveOptions {
         resumable: transfer.kind == ReceiveKind::Resumed,
+        // A space limit of the source (`SetSpaceLimit`) received on a copy would refuse later
+        // receives into it for want of room, which is no fault of theirs; every other
+        // property the stream carries is received (compression, recordsize, copies and
+        // checksum then shape how the copy stores the next stream's blocks).
+        exclude: SPACE_LIMITS.iter().map(|name| name.to_string()).collect(),
         ..ReceiveOptions::default()
     };
     std::thread::scope(|scope| {
