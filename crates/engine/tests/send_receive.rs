@@ -764,6 +764,91 @@ fn a_partial_receive_left_by_a_crash_is_destroyed_at_import() {
     pool.export().unwrap();
 }
 
+/// A received space limit is a received value that admission enforces: `refquota` bounds the
+/// copy's `avail`, `inherit` lifts it, `inherit -S` brings it back, a local setting wins, and
+/// a later stream without it takes it away; `check` agrees on the received `refreservation`
+/// counted in `used` at each step.
+#[test]
+fn received_space_limits_are_enforced_while_in_effect() {
+    use tarn::dataset::props::{Property, PropertySource};
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = roomy_pool(dir.path(), "rl");
+    pool.create_dataset(
+        "rl/src",
+        &[
+            ("refquota".into(), "64M".into()),
+            ("refreservation".into(), "16M".into()),
+            // Kept throughout: a stream whose source has no property left carries none, and
+            // its receive cannot tell that from a stream sent without `-p` (a gap).
+            ("compression".into(), "zstd".into()),
+        ],
+        false,
+    )
+    .unwrap();
+    pool.create_snapshots(&["rl/src@1".to_string()], false)
+        .unwrap();
+    let with_properties = SendOptions {
+        properties: true,
+        ..SendOptions::default()
+    };
+    let stream = send_with(&pool, "rl/src@1", &with_properties);
+    receive_from(&pool, "rl/dst", &stream).unwrap();
+    let refquota = || pool.property("rl/dst", Property::Refquota).unwrap();
+    let available = || {
+        pool.datasets()
+            .into_iter()
+            .find(|info| info.name == "rl/dst")
+            .unwrap()
+            .available
+    };
+    assert_eq!(
+        refquota(),
+        ((64 * MIB).to_string(), PropertySource::Received)
+    );
+    assert!(available() <= 64 * MIB, "{}", available());
+    assert_clean(&pool);
+    // Masked: no limit (the pool's free space is far above it).
+    pool.set_property("rl/dst", "refquota", None).unwrap();
+    assert_ne!(refquota().1, PropertySource::Received);
+    assert!(available() > 100 * MIB, "{}", available());
+    assert_clean(&pool);
+    // Back.
+    pool.revert_to_received("rl/dst", "refquota").unwrap();
+    assert_eq!(
+        refquota(),
+        ((64 * MIB).to_string(), PropertySource::Received)
+    );
+    assert!(available() <= 64 * MIB);
+    // A local setting wins over the received value.
+    pool.set_property("rl/dst", "refquota", Some("32M"))
+        .unwrap();
+    assert_eq!(refquota(), ((32 * MIB).to_string(), PropertySource::Local));
+    assert!(available() <= 32 * MIB);
+    pool.revert_to_received("rl/dst", "refquota").unwrap();
+    assert!(available() <= 64 * MIB && available() > 32 * MIB);
+    assert_clean(&pool);
+    // The next stream no longer carries the limits: the received values go, and with them
+    // the limit and the reservation.
+    pool.set_property("rl/src", "refquota", None).unwrap();
+    pool.set_property("rl/src", "refreservation", None).unwrap();
+    pool.create_snapshots(&["rl/src@2".to_string()], false)
+        .unwrap();
+    let incremental = send_with(
+        &pool,
+        "rl/src@2",
+        &SendOptions {
+            from: Some("rl/src@1".into()),
+            ..with_properties.clone()
+        },
+    );
+    receive_from(&pool, "rl/dst", &incremental).unwrap();
+    assert_ne!(refquota().1, PropertySource::Received);
+    assert!(available() > 100 * MIB);
+    assert_clean(&pool);
+    pool.export().unwrap();
+}
+
 /// A stream's properties are received values: in effect with the source `received` while no
 /// local setting overrides them, masked by `inherit`, back with `inherit -S`, replaced by the
 /// next receive with properties (a value the source no longer sets goes); `check` accepts the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench workloads: on a small generated tree, every workload (untar, git commit,
-# git status, random writes, rm -rf) runs on a tarn mount, on the null FUSE floor (over the
+# git status, random writes (on tarn at recordsize 128K and 16K), rm -rf) runs on a tarn mount, on the null FUSE floor (over the
 # same transport) and on the host's file system, and is printed with its baselines and ratios,
 # then the requests each FUSE target served by opcode and the server's time per request of
 # each opcode; -j is JSON with the same rows; over
@@ -14,7 +14,8 @@ dir="$SCRATCH/workloads"
 args=(--dir "$dir" --files 200 --tree-size 2M --fio-size 16M --fio-seconds 1 --vdev-size 512M --no-btrfs)
 log_must tarn bench workloads --fuse-transport dev "${args[@]}"
 for row in "untar 200 files, s" "git add -A && git commit, s" "git status, s" \
-	"4 KiB random buffered writes, IOPS" "rm -rf of the 200 files, s"; do
+	"4 KiB random buffered writes, IOPS" "4 KiB random buffered writes, IOPS, tarn recordsize 16K" \
+	"rm -rf of the 200 files, s"; do
 	for baseline in "host file system" "null FUSE floor over /dev/fuse"; do
 		grep -F "$row: tarn over /dev/fuse" "$LAST_STDOUT" | grep -qF "$baseline" ||
 			log_fail "no row for $row beside $baseline"
@@ -31,7 +32,7 @@ log_must tarn bench workloads -j --fuse-transport dev "${args[@]}"
 python3 - "$LAST_STDOUT" <<'PY' || log_fail "-j is not the rows as JSON"
 import json, sys
 rows = json.load(open(sys.argv[1]))["workloads"]
-assert len(rows) == 10, rows
+assert len(rows) == 12, rows
 assert all(row["tarn"] > 0 and row["baseline_value"] > 0 for row in rows), rows
 PY
 

@@ -479,8 +479,12 @@ fn check_dataset_tree(
                 (0, 0, 0)
             }
         };
-        // Properties: every stored value must parse. The reservations count in `used`.
-        let mut limits = crate::dataset::limits::LimitSettings::default();
+        // Properties: every stored value must parse. The reservations count in `used`: each
+        // the local setting, else the received value unless an explicit inherit masks it.
+        let mut local_limits = crate::dataset::limits::LimitSettings::default();
+        let mut received_limits = crate::dataset::limits::LimitSettings::default();
+        let mut masked_limits: Vec<Property> = Vec::new();
+        let mut local_set: Vec<Property> = Vec::new();
         match KvObject::new(&core.mos, dir.properties_object, None) {
             Ok(handle) => match kv::list(&handle, 0, usize::MAX) {
                 Ok(entries) => {
@@ -491,6 +495,8 @@ fn check_dataset_tree(
                         // explicit inherit must name one (dataset/props.rs, "Received values").
                         let stored = crate::dataset::props::StoredKey::of(&key);
                         let local = matches!(stored, crate::dataset::props::StoredKey::Local(_));
+                        let received =
+                            matches!(stored, crate::dataset::props::StoredKey::Received(_));
                         let inherit =
                             matches!(stored, crate::dataset::props::StoredKey::Inherit(_));
                         let key = match stored {
@@ -538,8 +544,18 @@ fn check_dataset_tree(
                         let bytes = crate::dataset::props::limit_bytes(
                             std::str::from_utf8(&entry.value).unwrap_or_default(),
                         );
-                        // Limits are local settings only (never received).
-                        match Property::from_name(&key).filter(|_| local) {
+                        let limits = match (local, received) {
+                            (true, _) => {
+                                local_set.extend(Property::from_name(&key));
+                                &mut local_limits
+                            }
+                            (_, true) => &mut received_limits,
+                            _ => {
+                                masked_limits.extend(Property::from_name(&key));
+                                continue;
+                            }
+                        };
+                        match Property::from_name(&key) {
                             Some(Property::Reservation) => limits.reservation = bytes,
                             Some(Property::Refreservation) => limits.refreservation = bytes,
                             _ => {}
@@ -559,6 +575,28 @@ fn check_dataset_tree(
                 problem(format!("children: {error}"));
                 Vec::new()
             }
+        };
+        let in_effect = |property: Property, local: u64, received: u64| {
+            if local_set.contains(&property) {
+                local
+            } else if masked_limits.contains(&property) {
+                0
+            } else {
+                received
+            }
+        };
+        let limits = crate::dataset::limits::LimitSettings {
+            reservation: in_effect(
+                Property::Reservation,
+                local_limits.reservation,
+                received_limits.reservation,
+            ),
+            refreservation: in_effect(
+                Property::Refreservation,
+                local_limits.refreservation,
+                received_limits.refreservation,
+            ),
+            ..Default::default()
         };
         // zfs's `used` (`pool/limits.rs`): the dataset's own space, the unfilled part of its
         // refreservation, and each child's used or reservation, whichever is larger.

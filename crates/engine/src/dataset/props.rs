@@ -21,8 +21,12 @@
 //! inherits. `inherit` removes the local setting and, where a received value exists, adds the
 //! key `NAME$inherit` (empty), which makes the dataset inherit in spite of it; `inherit -S`
 //! removes both, so the received value is in effect again. A later receive with properties
-//! replaces the received values. Space limits and owner quotas are received as local
-//! settings. Behind `feature@received_properties`; without it a receive sets local values.
+//! replaces the received values. A space limit is received so too, and admission enforces
+//! the value in effect (a received limit the dataset does not fit in is not set, as zfs
+//! receive leaves it); owner quotas are received as local settings. A stream whose source had
+//! no property left carries none, and its receive keeps the received values it finds (it
+//! cannot tell such a stream from one sent without `-p`). Behind
+//! `feature@received_properties`; without it a receive sets local values.
 //!
 //! # Inheritance
 //! Every settable property except `canmount` inherits. `mountpoint` inherits with a twist: a

@@ -67,20 +67,20 @@ impl PoolCore {
         }
     }
 
-    /// A local property setting, validated (it comes from disk).
-    pub(super) fn local_property(
+    /// A received value of a property, validated (it comes from disk), masked or not.
+    pub(super) fn received_setting(
         &self,
         dataset: &Dataset,
         property: Property,
     ) -> Result<Option<String>, PoolError> {
         let handle = KvObject::new(&self.mos, dataset.dir().properties_object, None)?;
-        self.stored_setting(dataset, &handle, property, property.name())
+        self.stored_setting(dataset, &handle, property, &received_key(property.name()))
     }
 
     /// What dataset `dataset` itself holds for `property`: its local setting, else its
     /// received value unless an explicit inherit masks it (`dataset/props.rs`, "Received
     /// values"), validated; `true` with a received value.
-    fn level_property(
+    pub(super) fn level_property(
         &self,
         dataset: &Dataset,
         property: Property,
@@ -485,7 +485,15 @@ impl Pool {
                         PoolError::BadProperty,
                     )?;
                 }
-                let bytes = normalized.as_deref().map_or(0, limit_bytes);
+                // What the dataset will hold once changed: the new setting, or with `inherit -S`
+                // its received value, or (`inherit`) nothing.
+                let bytes = match (normalized.as_deref(), to_received) {
+                    (Some(value), _) => limit_bytes(value),
+                    (None, true) => core
+                        .received_setting(&dataset, property)?
+                        .map_or(0, |value| limit_bytes(&value)),
+                    (None, false) => 0,
+                };
                 core.check_limit_change(&dataset, property, bytes).map_err(
                     |error| match error {
                         PoolError::BadProperty(why) | PoolError::OutOfSpace(why) => {
@@ -498,7 +506,7 @@ impl Pool {
                 )?;
             }
             let hold = core.hold_for_setting(name, full_name)?;
-            // A limit of none is no setting at all (its default); limits are never received.
+            // A limit of none is no setting at all (its default).
             core.write_setting(
                 &dataset,
                 hold.tx(),
@@ -521,10 +529,12 @@ impl Pool {
         Ok(())
     }
 
-    /// A receive's property (`send -p`, `-R`) on `full_name`: a settable or user property as
-    /// its received value (`dataset/props.rs`, "Received values"); a space limit or an owner
-    /// quota, or any property on a pool without feature@received_properties, as a local
-    /// setting. Durable on return.
+    /// A receive's property (`send -p`, `-R`) on `full_name`: a settable or user property, a
+    /// space limit included, as its received value (`dataset/props.rs`, "Received values"); an
+    /// owner quota, or any property on a pool without feature@received_properties, as a local
+    /// setting. A received limit that would be in effect (no local setting or explicit inherit
+    /// masks it) is judged as `set` judges one: one the dataset does not fit in is refused.
+    /// Durable on return.
     pub fn set_received_property(
         &self,
         full_name: &str,
@@ -537,7 +547,7 @@ impl Pool {
         if core
             .feature_refcount(super::RECEIVED_PROPERTIES_FEATURE)
             .is_none()
-            || !(user || native.is_some_and(|property| !property.is_space_limit()))
+            || !(user || native.is_some())
         {
             return self.set_property(full_name, name, Some(value));
         }
@@ -554,22 +564,56 @@ impl Pool {
                 value.to_string()
             }
         };
+        let limit = native.filter(|property| property.is_space_limit());
+        // A limit of none is no value at all; any other is judged against what the dataset
+        // holds, the figures of a synced txg.
+        let normalized = Some(normalized).filter(|value| limit.is_none() || value != "none");
+        if limit.is_some() {
+            self.sync()?;
+        }
         let relative = core.relative_name(full_name)?.to_string();
         {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
+            if let Some(property) = limit {
+                if let Some(value) = &normalized {
+                    core.require_feature(
+                        super::SPACE_LIMITS_FEATURE,
+                        &format!("cannot receive property {name} on '{full_name}'"),
+                        PoolError::BadProperty,
+                    )?;
+                    let in_effect = core
+                        .level_property(&dataset, property)?
+                        .is_none_or(|(_, received)| received);
+                    if in_effect {
+                        core.check_limit_change(&dataset, property, limit_bytes(value))?;
+                    }
+                }
+            }
             let hold = core.hold_for_setting(name, full_name)?;
             let object = dataset.dir().properties_object;
             let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
-            kv::upsert(
-                &mut handle,
-                received_key(name).as_bytes(),
-                normalized.as_bytes(),
-            )
-            .map_err(kv_error(object))?;
+            let key = received_key(name);
+            match &normalized {
+                Some(value) => kv::upsert(&mut handle, key.as_bytes(), value.as_bytes())
+                    .map(|_| ())
+                    .map_err(kv_error(object))?,
+                None => kv::remove(&mut handle, key.as_bytes())
+                    .map(|_| ())
+                    .map_err(kv_error(object))?,
+            }
+            // (The handle holds the object's writer lock, which reading the limits takes.)
+            drop(handle);
             core.feature_activate(super::RECEIVED_PROPERTIES_FEATURE);
             if user {
                 core.feature_activate(super::USER_PROPERTIES_FEATURE);
+            }
+            if limit.is_some() {
+                if normalized.is_some() {
+                    core.feature_activate(super::SPACE_LIMITS_FEATURE);
+                }
+                core.load_limits(&dataset, Some(hold.tx().txg))?;
+                core.relink_limits();
             }
         }
         if native == Some(Property::Copies) {
@@ -596,6 +640,7 @@ impl Pool {
         }
         self.writable()?;
         let relative = core.relative_name(full_name)?.to_string();
+        let copies_changed;
         {
             let _namespace = core.namespace.lock();
             let dataset = core.dataset_by_relative(&relative)?;
@@ -614,9 +659,20 @@ impl Pool {
             }
             let hold = core.hold_for_setting("received properties", full_name)?;
             let mut handle = KvObject::new(&core.mos, object, Some(hold.tx()))?;
-            for key in stale {
-                kv::remove(&mut handle, &key).map_err(kv_error(object))?;
+            for key in &stale {
+                kv::remove(&mut handle, key).map_err(kv_error(object))?;
             }
+            // (The handle holds the object's writer lock, which reading the limits takes.)
+            drop(handle);
+            // What the removed values were in effect for follows at once.
+            core.load_limits(&dataset, Some(hold.tx().txg))?;
+            core.relink_limits();
+            copies_changed = stale
+                .iter()
+                .any(|key| key == received_key("copies").as_bytes());
+        }
+        if copies_changed {
+            core.apply_copies_everywhere();
         }
         self.sync()?;
         Ok(())

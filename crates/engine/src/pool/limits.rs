@@ -298,9 +298,10 @@ impl PoolCore {
             (Property::Reservation, &mut settings.reservation),
             (Property::Refreservation, &mut settings.refreservation),
         ] {
+            // The local setting, else the received value an explicit inherit does not mask.
             *field = self
-                .local_property(dataset, property)?
-                .map_or(0, |value| limit_bytes(&value));
+                .level_property(dataset, property)?
+                .map_or(0, |(value, _)| limit_bytes(&value));
         }
         dataset.limits.set_settings_from(settings, from);
         // Until the next directory totals: the used bytes the record holds (those of the

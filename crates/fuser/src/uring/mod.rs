@@ -18,10 +18,21 @@
 //!   failed to register would hang the mount. If a REGISTER fails later anyway, the kernel goes
 //!   back to `/dev/fuse` by itself, and [`TransportState`] says why.
 //! * **Workers.** One queue per possible CPU. Each online CPU's queue gets several workers
-//!   pinned to that CPU, each owning one io_uring (single issuer, task work deferred to its own
-//!   `io_uring_enter`) with one entry; an offline CPU's queue gets one unpinned worker. With one
-//!   entry per worker, an available entry always means an idle thread, so a handler that
-//!   blocks (tarn's write throttle) holds only its own worker, as over `/dev/fuse`.
+//!   pinned to that CPU, each owning one io_uring (single issuer, cooperative task work) with
+//!   one entry; an offline CPU's queue gets one unpinned worker. With one entry per worker, an
+//!   available entry always means an idle thread, so a handler that blocks (tarn's write
+//!   throttle) holds only its own worker, as over `/dev/fuse`.
+//! * **No deferred task work.** The kernel hands a request to an entry as task work of the
+//!   worker that submitted it. With `IORING_SETUP_DEFER_TASKRUN` that work runs only inside
+//!   that worker's own `io_uring_enter`: a request handed to the entry of a worker that had
+//!   just died (the daemon SIGKILLed) then waited for a task that would never run it, and an
+//!   abort of the connection does not end a request in that state (6.18 leaves entries in
+//!   `ent_w_req_queue` to its teardown, which waits for them). If a thread of the dead daemon
+//!   was itself waiting in the kernel on that request (an invalidation waiting for the page's
+//!   write-back), it held the rings' descriptors open for good, and the process never ended
+//!   (seen in tarn-cli's `writeback_kill` test: a zombie daemon, a write-back that never
+//!   ends). Ordinary task work of a dead task falls back to a kernel worker, which cancels the
+//!   request, and the abort's teardown then ends it.
 //! * **Background requests never fill a queue.** The kernel puts a request in the queue of the
 //!   caller's CPU and never moves it to another, and it lets background requests (write-backs,
 //!   read-ahead) take a queue's entries up to `max_background`. Were that at least a queue's

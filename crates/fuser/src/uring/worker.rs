@@ -134,7 +134,8 @@ fn build(plan: &WorkerPlan, device: &DevFuse) -> io::Result<(Ring, EntryBuffers)
     }
     let ring = Ring::builder()
         .setup_single_issuer()
-        .setup_defer_taskrun()
+        // Not DEFER_TASKRUN (module documentation, "No deferred task work").
+        .setup_coop_taskrun()
         .setup_submit_all()
         .setup_cqsize(4)
         .dontfork()
