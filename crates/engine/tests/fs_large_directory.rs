@@ -72,6 +72,7 @@ fn hundred_thousand_entries_in_one_directory() {
         inodes[i] = fs.create(big, &name(i), 0o644, 0, 0).unwrap().ino;
     });
     assert_eq!(fs.getattr(big).unwrap().size, ENTRIES as u64);
+    assert_eq!(fs.size(big).unwrap(), ENTRIES as u64);
     let lookup = timed("lookup", |i| {
         assert_eq!(fs.lookup(big, &name(i)).unwrap().ino, inodes[i]);
     });
@@ -111,6 +112,7 @@ fn hundred_thousand_entries_in_one_directory() {
         fs.unlink(big, &name(i)).unwrap();
     });
     assert_eq!(fs.getattr(big).unwrap().size, 0);
+    assert_eq!(fs.size(big).unwrap(), 0);
     assert_eq!(fs.readdir(big, 2, 10).unwrap().len(), 0);
     fs.rmdir(fs.root(), b"big").unwrap();
 

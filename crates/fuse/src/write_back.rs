@@ -49,8 +49,8 @@ impl TarnFuse {
         let source = self.shared.space.write_back_source(ino);
         // The stored size before it, to tell whether a later range was stored past a lost
         // one (`write_space`, "A lost write-back never leaves a hole").
-        let size_before = match self.fs.getattr(ino) {
-            Ok(attr) => attr.size,
+        let size_before = match self.fs.size(ino) {
+            Ok(size) => size,
             Err(error) => return reply.error(self.fail("write", error)),
         };
         let result = self.fs.write_from(ino, offset, data, source);
@@ -85,8 +85,8 @@ impl TarnFuse {
     /// were stored past (`write_space`, "A lost write-back never leaves a hole"): their bytes
     /// are lost with it rather than leaving zeros where it was.
     fn cut_back_to_loss(&self, fuse_ino: INodeNo, ino: u64, size: u64) {
-        let stored = match self.fs.getattr(ino) {
-            Ok(attr) => attr.size,
+        let stored = match self.fs.size(ino) {
+            Ok(size) => size,
             Err(error) => {
                 log::error!("tarn fuse {}: inode {ino}: {error}", self.name);
                 return;

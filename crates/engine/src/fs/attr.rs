@@ -61,6 +61,12 @@ impl FileSystem {
         self.attr_of(ino, &znode)
     }
 
+    /// The size of `ino` alone: [`FileSystem::getattr`] without the rest of the attributes
+    /// (the FUSE adapter asks before every write-back).
+    pub fn size(&self, ino: u64) -> Result<u64> {
+        Ok(self.znode(ino)?.size)
+    }
+
     pub fn setattr(&self, ino: u64, changes: SetAttr) -> Result<Attr> {
         let _gate = self.change()?;
         let _guards = self.lock_inodes(&[ino]);
