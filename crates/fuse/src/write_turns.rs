@@ -22,6 +22,7 @@
 //! The turn is handed on however its holder leaves, a panic (an engine bug) included, so no
 //! later write-back of the file waits forever.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -54,11 +55,11 @@ impl WriteTurns {
         let handed = {
             let mut files = self.files.lock();
             match files.entry(ino) {
-                std::collections::hash_map::Entry::Vacant(vacant) => {
+                Entry::Vacant(vacant) => {
                     vacant.insert(Turn::default());
                     None
                 }
-                std::collections::hash_map::Entry::Occupied(mut taken) => {
+                Entry::Occupied(mut taken) => {
                     let handed = Arc::new(AtomicBool::new(false));
                     taken.get_mut().waiting.push(Waiter {
                         offset,
